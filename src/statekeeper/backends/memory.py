@@ -1,0 +1,145 @@
+"""In-memory backend: the contract with no I/O, for tests and ephemeral agents.
+
+Nothing survives the process. Appends are atomic with respect to the event loop (no
+``await`` happens between the head check and the write).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from ..errors import ConflictError, StoreClosed
+from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
+from .base import Backend, Health, validate_request
+
+__all__ = ["MemoryBackend"]
+
+
+@dataclass(slots=True)
+class _Stream:
+    events: list[RawEvent] = field(default_factory=list)
+    snapshots: dict[int, RawSnapshot] = field(default_factory=dict)
+    snapshot_seqs: list[int] = field(default_factory=list)
+    keys: dict[str, tuple[int, int]] = field(default_factory=dict)
+    created_at: float = 0.0
+
+
+class MemoryBackend(Backend):
+    """Keeps every stream in a dict. ``memory://`` selects it."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self._streams: dict[str, _Stream] = {}
+        self._closed = False
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreClosed("memory backend is closed")
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        self._check()
+        validate_request(request)
+        stream = self._streams.get(request.agent_id)
+        key = request.idempotency_key
+        if stream is not None and key is not None and key in stream.keys:
+            first, last = stream.keys[key]
+            return AppendResult(request.agent_id, first, last, duplicate=True)
+        head = len(stream.events) if stream is not None else 0
+        if head != request.expected_seq:
+            raise ConflictError(request.agent_id, request.expected_seq, head)
+        if stream is None:
+            stream = _Stream(created_at=request.events[0].timestamp)
+            self._streams[request.agent_id] = stream
+        stream.events.extend(request.events)
+        first, last = request.events[0].seq, request.events[-1].seq
+        if key is not None:
+            stream.keys[key] = (first, last)
+        if request.snapshot is not None:
+            self._put_snapshot(stream, request.snapshot)
+        return AppendResult(request.agent_id, first, last)
+
+    async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
+        self._check()
+        stream = self._streams.get(agent_id)
+        if stream is None or key not in stream.keys:
+            return None
+        first, last = stream.keys[key]
+        return AppendResult(agent_id, first, last, duplicate=True)
+
+    async def head(self, agent_id: str) -> int:
+        self._check()
+        stream = self._streams.get(agent_id)
+        return len(stream.events) if stream is not None else 0
+
+    async def read(
+        self, agent_id: str, after_seq: int = 0, to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[RawEvent]:
+        self._check()
+        stream = self._streams.get(agent_id)
+        if stream is None:
+            return []
+        end = len(stream.events) if to_seq is None else min(to_seq, len(stream.events))
+        start = max(after_seq, 0)
+        if limit is not None:
+            end = min(end, start + limit)
+        return stream.events[start:end] if end > start else []
+
+    async def seq_at(self, agent_id: str, timestamp: float) -> int:
+        self._check()
+        stream = self._streams.get(agent_id)
+        if stream is None:
+            return 0
+        stamps = [e.timestamp for e in stream.events]
+        return bisect.bisect_right(stamps, timestamp)
+
+    def _put_snapshot(self, stream: _Stream, snapshot: RawSnapshot) -> None:
+        if snapshot.seq not in stream.snapshots:
+            bisect.insort(stream.snapshot_seqs, snapshot.seq)
+        stream.snapshots[snapshot.seq] = snapshot
+
+    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        self._check()
+        stream = self._streams.get(agent_id)
+        if stream is None or not 0 < snapshot.seq <= len(stream.events):
+            raise ConflictError(agent_id, snapshot.seq, len(stream.events) if stream else 0)
+        self._put_snapshot(stream, snapshot)
+
+    async def latest_snapshot(
+        self, agent_id: str, at_or_below: int | None = None
+    ) -> RawSnapshot | None:
+        self._check()
+        stream = self._streams.get(agent_id)
+        if stream is None or not stream.snapshot_seqs:
+            return None
+        if at_or_below is None:
+            return stream.snapshots[stream.snapshot_seqs[-1]]
+        i = bisect.bisect_right(stream.snapshot_seqs, at_or_below)
+        return stream.snapshots[stream.snapshot_seqs[i - 1]] if i else None
+
+    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        self._check()
+        ids = sorted(self._streams)
+        start = bisect.bisect_right(ids, after) if after is not None else 0
+        out = []
+        for agent_id in ids[start : start + limit]:
+            s = self._streams[agent_id]
+            out.append(AgentInfo(agent_id, len(s.events), s.created_at, s.events[-1].timestamp))
+        return out
+
+    async def count_agents(self) -> int:
+        self._check()
+        return len(self._streams)
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        self._check()
+        return self._streams.pop(agent_id, None) is not None
+
+    async def health(self) -> Health:
+        return Health(ok=not self._closed, backend=self.name,
+                      detail={"agents": len(self._streams)})
+
+    async def close(self) -> None:
+        self._closed = True

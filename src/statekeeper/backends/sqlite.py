@@ -1,0 +1,434 @@
+"""SQLite backend: the embedded default. One file, WAL, many readers, one writer.
+
+* Writes run on one dedicated writer thread that owns the write connection, so the
+  event loop never blocks on ``fsync``; each append is one ``BEGIN IMMEDIATE`` …
+  ``COMMIT`` (or, through :meth:`SQLiteBackend.append_batch`, many appends share one
+  commit — the store's ``group`` durability mode uses that).
+* Compare-and-append: the head is read and the rows written inside the same
+  immediate transaction, and ``PRIMARY KEY(agent_id, seq)`` backs it up, so two
+  processes writing the same file can never both win.
+* Reads use a per-thread read connection and run inline: WAL readers never wait for
+  the writer, and a point read costs microseconds.
+* ``synchronous`` is ``FULL`` by default (a committed append survives power loss);
+  ``NORMAL`` survives a process crash but may lose the last commits on power loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import BackendError, ConfigurationError, ConflictError, IntegrityError, StoreClosed
+from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
+from .base import Backend, Health, validate_request
+
+__all__ = ["SQLiteBackend"]
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sk_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sk_agents (
+    agent_id   TEXT PRIMARY KEY,
+    head_seq   INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sk_events (
+    agent_id TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    kind     TEXT NOT NULL,
+    ts       REAL NOT NULL,
+    payload  BLOB NOT NULL,
+    checksum BLOB NOT NULL,
+    PRIMARY KEY (agent_id, seq)
+);
+CREATE TABLE IF NOT EXISTS sk_snapshots (
+    agent_id TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    ts       REAL NOT NULL,
+    payload  BLOB NOT NULL,
+    checksum BLOB NOT NULL,
+    PRIMARY KEY (agent_id, seq)
+);
+CREATE TABLE IF NOT EXISTS sk_idempotency (
+    agent_id  TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq  INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, key)
+) WITHOUT ROWID;
+"""
+
+
+@contextlib.contextmanager
+def _translated(path: str) -> Iterator[None]:
+    """Turn sqlite3 errors into statekeeper's typed errors."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:  # a constraint we rely on for CAS fired
+        raise BackendError(f"{path}: constraint violated: {exc}") from exc
+    except sqlite3.OperationalError as exc:
+        raise BackendError(f"{path}: {exc}") from exc
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed"
+        raise IntegrityError("*", None, f"database file {path} is unreadable: {exc}") from exc
+
+
+class SQLiteBackend(Backend):
+    """Streams and snapshots in one SQLite file (``sqlite:///path/to/file.db``).
+
+    Args:
+        path: database file (created with its folder if missing), or ``":memory:"``
+            is refused — use :class:`~statekeeper.backends.memory.MemoryBackend`.
+        synchronous: SQLite's ``synchronous`` pragma for the writer.
+        busy_timeout: seconds a writer waits for another process's write lock.
+    """
+
+    name = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_timeout: float = 30.0,
+    ) -> None:
+        path = os.fspath(path)
+        if path in ("", ":memory:"):
+            raise ConfigurationError("SQLiteBackend needs a file path; use memory:// instead")
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ConfigurationError(f"unknown synchronous mode {synchronous!r}")
+        self.path = path
+        self.synchronous = synchronous
+        self.busy_timeout = busy_timeout
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._closed = False
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._writer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sk-sqlite-w")
+        self._writer: sqlite3.Connection | None = None
+        # Create the schema synchronously so a failure (not a database, no permission)
+        # surfaces at construction.
+        self._writer_pool.submit(self._open_writer).result()
+
+    # -- connections -------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        return conn
+
+    def _open_writer(self) -> None:
+        with _translated(self.path):
+            conn = self._connect()
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise BackendError(f"{self.path}: cannot enable WAL (journal_mode={mode})")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            row = conn.execute("SELECT value FROM sk_meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO sk_meta(key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+            elif int(row[0]) > SCHEMA_VERSION:
+                conn.execute("ROLLBACK")
+                raise ConfigurationError(
+                    f"{self.path} has schema version {row[0]}; this statekeeper reads up to "
+                    f"{SCHEMA_VERSION}: upgrade statekeeper"
+                )
+            conn.execute("COMMIT")
+            self._writer = conn
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreClosed(f"sqlite backend {self.path} is closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            with _translated(self.path):
+                conn = self._connect()
+                conn.execute("PRAGMA query_only = 1")
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    async def _write(self, fn: Any, *args: Any) -> Any:
+        if self._closed:
+            raise StoreClosed(f"sqlite backend {self.path} is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer_pool, fn, *args)
+
+    # -- writes ------------------------------------------------------------------
+
+    def _append_one(self, conn: sqlite3.Connection, request: AppendRequest) -> AppendResult:
+        agent_id, key = request.agent_id, request.idempotency_key
+        if key is not None:
+            row = conn.execute(
+                "SELECT first_seq, last_seq FROM sk_idempotency WHERE agent_id = ? AND key = ?",
+                (agent_id, key),
+            ).fetchone()
+            if row is not None:
+                return AppendResult(agent_id, row[0], row[1], duplicate=True)
+        row = conn.execute(
+            "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+        ).fetchone()
+        head = row[0] if row is not None else 0
+        if head != request.expected_seq:
+            raise ConflictError(agent_id, request.expected_seq, head)
+        events = request.events
+        conn.executemany(
+            "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [(agent_id, e.seq, e.kind, e.timestamp, e.payload, e.checksum) for e in events],
+        )
+        last = events[-1]
+        if row is None:
+            conn.execute(
+                "INSERT INTO sk_agents(agent_id, head_seq, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?)",
+                (agent_id, last.seq, events[0].timestamp, last.timestamp),
+            )
+        else:
+            conn.execute(
+                "UPDATE sk_agents SET head_seq = ?, updated_at = ? WHERE agent_id = ?",
+                (last.seq, last.timestamp, agent_id),
+            )
+        if key is not None:
+            conn.execute(
+                "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq)"
+                " VALUES (?, ?, ?, ?)",
+                (agent_id, key, events[0].seq, last.seq),
+            )
+        snap = request.snapshot
+        if snap is not None:
+            self._put_snapshot(conn, agent_id, snap)
+        return AppendResult(agent_id, events[0].seq, last.seq)
+
+    @staticmethod
+    def _put_snapshot(conn: sqlite3.Connection, agent_id: str, snap: RawSnapshot) -> None:
+        conn.execute(
+            "INSERT OR REPLACE INTO sk_snapshots(agent_id, seq, ts, payload, checksum)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (agent_id, snap.seq, snap.timestamp, snap.payload, snap.checksum),
+        )
+
+    def _append_batch_sync(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        conn = self._writer
+        assert conn is not None
+        results: list[AppendResult | BaseException] = []
+        with _translated(self.path):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for request in requests:
+                    if len(requests) > 1:
+                        conn.execute("SAVEPOINT sk_req")
+                    try:
+                        results.append(self._append_one(conn, request))
+                    except (ConflictError, sqlite3.IntegrityError) as exc:
+                        if len(requests) > 1:
+                            conn.execute("ROLLBACK TO sk_req")
+                            conn.execute("RELEASE sk_req")
+                        results.append(
+                            exc if isinstance(exc, ConflictError)
+                            else BackendError(f"{self.path}: constraint violated: {exc}")
+                        )
+                        continue
+                    if len(requests) > 1:
+                        conn.execute("RELEASE sk_req")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return results
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        validate_request(request)
+        result = (await self._write(self._append_batch_sync, [request]))[0]
+        if isinstance(result, BaseException):
+            raise result
+        assert isinstance(result, AppendResult)
+        return result
+
+    async def append_batch(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        valid: list[AppendRequest] = []
+        errors: dict[int, BaseException] = {}
+        for i, request in enumerate(requests):
+            try:
+                validate_request(request)
+                valid.append(request)
+            except ConfigurationError as exc:
+                errors[i] = exc
+        done: list[AppendResult | BaseException] = (
+            await self._write(self._append_batch_sync, valid) if valid else []
+        )
+        it = iter(done)
+        return [errors[i] if i in errors else next(it) for i in range(len(requests))]
+
+    def _save_snapshot_sync(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        conn = self._writer
+        assert conn is not None
+        with _translated(self.path):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+                ).fetchone()
+                head = row[0] if row else 0
+                if not 0 < snapshot.seq <= head:
+                    raise ConflictError(agent_id, snapshot.seq, head)
+                self._put_snapshot(conn, agent_id, snapshot)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        await self._write(self._save_snapshot_sync, agent_id, snapshot)
+
+    def _delete_sync(self, agent_id: str) -> bool:
+        conn = self._writer
+        assert conn is not None
+        with _translated(self.path):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                existed = conn.execute(
+                    "DELETE FROM sk_agents WHERE agent_id = ?", (agent_id,)
+                ).rowcount > 0
+                for table in ("sk_events", "sk_snapshots", "sk_idempotency"):
+                    conn.execute(f"DELETE FROM {table} WHERE agent_id = ?", (agent_id,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return existed
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        result: bool = await self._write(self._delete_sync, agent_id)
+        return result
+
+    # -- reads -------------------------------------------------------------------
+
+    async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
+        with _translated(self.path):
+            row = self._reader().execute(
+                "SELECT first_seq, last_seq FROM sk_idempotency WHERE agent_id = ? AND key = ?",
+                (agent_id, key),
+            ).fetchone()
+        return AppendResult(agent_id, row[0], row[1], duplicate=True) if row else None
+
+    async def head(self, agent_id: str) -> int:
+        with _translated(self.path):
+            row = self._reader().execute(
+                "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    async def read(
+        self, agent_id: str, after_seq: int = 0, to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[RawEvent]:
+        sql = "SELECT seq, kind, ts, payload, checksum FROM sk_events WHERE agent_id = ? AND seq > ?"
+        args: list[Any] = [agent_id, after_seq]
+        if to_seq is not None:
+            sql += " AND seq <= ?"
+            args.append(to_seq)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        with _translated(self.path):
+            rows = self._reader().execute(sql, args).fetchall()
+        return [RawEvent(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+
+    async def seq_at(self, agent_id: str, timestamp: float) -> int:
+        with _translated(self.path):
+            row = self._reader().execute(
+                "SELECT max(seq) FROM sk_events WHERE agent_id = ? AND ts <= ?",
+                (agent_id, timestamp),
+            ).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    async def latest_snapshot(
+        self, agent_id: str, at_or_below: int | None = None
+    ) -> RawSnapshot | None:
+        if at_or_below is None:
+            sql = ("SELECT seq, ts, payload, checksum FROM sk_snapshots WHERE agent_id = ?"
+                   " ORDER BY seq DESC LIMIT 1")
+            args: tuple[Any, ...] = (agent_id,)
+        else:
+            sql = ("SELECT seq, ts, payload, checksum FROM sk_snapshots WHERE agent_id = ?"
+                   " AND seq <= ? ORDER BY seq DESC LIMIT 1")
+            args = (agent_id, at_or_below)
+        with _translated(self.path):
+            row = self._reader().execute(sql, args).fetchone()
+        return RawSnapshot(row[0], row[1], row[2], row[3]) if row is not None else None
+
+    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        with _translated(self.path):
+            rows = self._reader().execute(
+                "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
+                " WHERE agent_id > ? ORDER BY agent_id LIMIT ?",
+                (after if after is not None else "", limit),
+            ).fetchall()
+        return [AgentInfo(r[0], r[1], r[2], r[3]) for r in rows]
+
+    async def count_agents(self) -> int:
+        with _translated(self.path):
+            row = self._reader().execute("SELECT count(*) FROM sk_agents").fetchone()
+        return int(row[0])
+
+    async def health(self) -> Health:
+        try:
+            with _translated(self.path):
+                conn = self._reader()
+                conn.execute("SELECT 1 FROM sk_meta LIMIT 1").fetchall()
+                pages = conn.execute("PRAGMA page_count").fetchone()[0]
+                size = conn.execute("PRAGMA page_size").fetchone()[0]
+        except Exception as exc:  # health reports, it does not raise
+            return Health(ok=False, backend=self.name, detail={"path": self.path, "error": str(exc)})
+        return Health(ok=True, backend=self.name, detail={
+            "path": self.path, "bytes": pages * size, "synchronous": self.synchronous,
+        })
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+
+        def _close_writer() -> None:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+        self._writer_pool.submit(_close_writer).result()
+        self._writer_pool.shutdown(wait=True)
+        with self._readers_lock:
+            for conn in self._readers:
+                with contextlib.suppress(Exception):
+                    conn.close()
+            self._readers.clear()

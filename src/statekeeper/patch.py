@@ -1,0 +1,266 @@
+"""JSON Patch (RFC 6902): compute the diff between two JSON documents and apply it.
+
+The store records every data change as a patch instead of a whole copy, so a chat that
+grows by one message costs one ``add`` op, not the whole history again. :func:`diff`
+is tuned for the way agent state changes: dictionaries are compared key by key, a list
+that grew at the end becomes ``add …/-`` ops, a list of equal length is compared item
+by item, and anything else is replaced. :func:`apply` never mutates its input unless
+asked to (``in_place=True``), and raises :class:`~statekeeper.errors.PatchError` on an
+operation that does not fit the document.
+
+The functions speak plain RFC 6902 (``add``, ``remove``, ``replace``, ``move``,
+``copy``, ``test``), so patches written here are readable by any JSON Patch library,
+and patches from elsewhere apply here.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .errors import PatchError
+
+__all__ = ["apply", "diff", "escape", "unescape"]
+
+Op = dict[str, Any]
+
+
+def escape(token: str) -> str:
+    """Escape one JSON Pointer reference token (``~`` → ``~0``, ``/`` → ``~1``)."""
+    if "~" in token or "/" in token:
+        return token.replace("~", "~0").replace("/", "~1")
+    return token
+
+
+def unescape(token: str) -> str:
+    """Undo :func:`escape`."""
+    if "~" in token:
+        return token.replace("~1", "/").replace("~0", "~")
+    return token
+
+
+def diff(old: Any, new: Any) -> list[Op]:
+    """Return the ops that turn ``old`` into ``new`` (an empty list when they are equal)."""
+    ops: list[Op] = []
+    _diff(old, new, "", ops)
+    return ops
+
+
+_SCALARS = (str, type(None))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: ``True == 1`` and ``1 == 1.0`` in Python, but not in a document."""
+    if type(a) is not type(b) or a != b:
+        return False
+    return isinstance(a, _SCALARS) or _same_json(a, b)
+
+
+def _diff(old: Any, new: Any, path: str, ops: list[Op]) -> None:
+    if old is new:
+        return
+    told, tnew = type(old), type(new)
+    if told is dict and tnew is dict:
+        for key, oval in old.items():
+            p = path + "/" + escape(key)
+            if key in new:
+                nval = new[key]
+                if oval is not nval and not _same(oval, nval):
+                    _diff(oval, nval, p, ops)
+            else:
+                ops.append({"op": "remove", "path": p})
+        for key, nval in new.items():
+            if key not in old:
+                ops.append({"op": "add", "path": path + "/" + escape(key), "value": nval})
+        return
+    if told is list and tnew is list:
+        lo, ln = len(old), len(new)
+        if ln >= lo and (lo == 0 or _same(old[lo - 1], new[lo - 1])) and _same(old, new[:lo]):
+            # grew at the end (the common case: a chat history)
+            for item in new[lo:]:
+                ops.append({"op": "add", "path": path + "/-", "value": item})
+            return
+        if ln < lo and _same(old[:ln], new):
+            # shrank at the end: remove from the back so indexes stay valid
+            for i in range(lo - 1, ln - 1, -1):
+                ops.append({"op": "remove", "path": f"{path}/{i}"})
+            return
+        if ln == lo:
+            changed = [i for i in range(lo) if not _same(old[i], new[i])]
+            if len(changed) * 2 <= lo or lo <= 2:
+                for i in changed:
+                    _diff(old[i], new[i], f"{path}/{i}", ops)
+                return
+    if not _same(old, new):
+        ops.append({"op": "replace", "path": path, "value": new})
+
+
+def apply(doc: Any, ops: list[Op], *, in_place: bool = False) -> Any:
+    """Apply ``ops`` to ``doc`` and return the result.
+
+    Without ``in_place`` the input is left untouched: containers on the paths the
+    patch touches are copied (structural sharing for the rest), which keeps replay
+    cheap. Values inserted by ``add``/``replace`` are shared with the patch, so do
+    not mutate a patch after applying it.
+    """
+    for index, op in enumerate(ops):
+        try:
+            doc = _apply_one(doc, op, in_place)
+        except PatchError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise PatchError(f"op {index} {op.get('op')!r} at {op.get('path')!r}: {exc}") from exc
+    return doc
+
+
+def _split(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchError(f"invalid JSON pointer {path!r}")
+    return [unescape(t) for t in path[1:].split("/")]
+
+
+def _index(container: list[Any], token: str, *, allow_end: bool) -> int:
+    if token == "-":
+        if allow_end:
+            return len(container)
+        raise PatchError("'-' is only valid as the target of add")
+    if not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+        raise PatchError(f"invalid array index {token!r}")
+    i = int(token)
+    limit = len(container) + (1 if allow_end else 0)
+    if i >= limit:
+        raise PatchError(f"array index {i} out of range (length {len(container)})")
+    return i
+
+
+def _shallow(value: Any) -> Any:
+    t = type(value)
+    if t is dict:
+        return dict(value)
+    if t is list:
+        return list(value)
+    return value
+
+
+def _walk(doc: Any, tokens: list[str], in_place: bool) -> tuple[Any, Any]:
+    """Return (new_root, parent_of_last_token), copying the path unless in place."""
+    root = doc if in_place else _shallow(doc)
+    node = root
+    for tok in tokens[:-1]:
+        if type(node) is dict:
+            if tok not in node:
+                raise PatchError(f"path segment {tok!r} not found")
+            child = node[tok] if in_place else _shallow(node[tok])
+            node[tok] = child
+        elif type(node) is list:
+            i = _index(node, tok, allow_end=False)
+            child = node[i] if in_place else _shallow(node[i])
+            node[i] = child
+        else:
+            raise PatchError(f"cannot descend into {type(node).__name__} at {tok!r}")
+        node = child
+    return root, node
+
+
+def _get(doc: Any, path: str) -> Any:
+    node = doc
+    for tok in _split(path):
+        if type(node) is dict:
+            if tok not in node:
+                raise PatchError(f"path {path!r} not found")
+            node = node[tok]
+        elif type(node) is list:
+            node = node[_index(node, tok, allow_end=False)]
+        else:
+            raise PatchError(f"path {path!r} not found")
+    return node
+
+
+def _add(doc: Any, tokens: list[str], value: Any, in_place: bool) -> Any:
+    if not tokens:
+        return value
+    root, parent = _walk(doc, tokens, in_place)
+    last = tokens[-1]
+    if type(parent) is dict:
+        parent[last] = value
+    elif type(parent) is list:
+        parent.insert(_index(parent, last, allow_end=True), value)
+    else:
+        raise PatchError(f"cannot add into {type(parent).__name__}")
+    return root
+
+
+def _remove(doc: Any, tokens: list[str], in_place: bool) -> tuple[Any, Any]:
+    if not tokens:
+        raise PatchError("cannot remove the whole document")
+    root, parent = _walk(doc, tokens, in_place)
+    last = tokens[-1]
+    if type(parent) is dict:
+        if last not in parent:
+            raise PatchError(f"key {last!r} not found")
+        return root, parent.pop(last)
+    if type(parent) is list:
+        return root, parent.pop(_index(parent, last, allow_end=False))
+    raise PatchError(f"cannot remove from {type(parent).__name__}")
+
+
+def _apply_one(doc: Any, op: Op, in_place: bool) -> Any:
+    kind = op.get("op")
+    path = op.get("path")
+    if not isinstance(path, str):
+        raise PatchError(f"op {kind!r} has no string 'path'")
+    if kind == "add":
+        if "value" not in op:
+            raise PatchError("add needs a 'value'")
+        if path.endswith("/-") and in_place:
+            # fast path for appends (the common case while replaying a chat)
+            target = _get(doc, path[:-2])
+            if type(target) is list:
+                target.append(op["value"])
+                return doc
+        return _add(doc, _split(path), op["value"], in_place)
+    if kind == "remove":
+        return _remove(doc, _split(path), in_place)[0]
+    if kind == "replace":
+        if "value" not in op:
+            raise PatchError("replace needs a 'value'")
+        tokens = _split(path)
+        if not tokens:
+            return op["value"]
+        _get(doc, path)  # must exist
+        root, parent = _walk(doc, tokens, in_place)
+        last = tokens[-1]
+        if type(parent) is dict:
+            parent[last] = op["value"]
+        else:
+            parent[_index(parent, last, allow_end=False)] = op["value"]
+        return root
+    if kind in ("move", "copy"):
+        src = op.get("from")
+        if not isinstance(src, str):
+            raise PatchError(f"{kind} needs a string 'from'")
+        if kind == "move":
+            if path.startswith(src + "/"):
+                raise PatchError("cannot move a value into one of its children")
+            doc, value = _remove(doc, _split(src), in_place)
+        else:
+            value = copy.deepcopy(_get(doc, src))
+        return _add(doc, _split(path), value, in_place)
+    if kind == "test":
+        if not _same_json(_get(doc, path), op.get("value")):
+            raise PatchError(f"test failed at {path!r}")
+        return doc
+    raise PatchError(f"unknown op {kind!r}")
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    ta = type(a)
+    if ta is not type(b):
+        return False
+    if ta is dict:
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if ta is list:
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)

@@ -1,0 +1,132 @@
+"""The durable vocabulary: events, snapshots, and the encoded records backends store.
+
+Two layers of types live here:
+
+* :class:`Event` and :class:`Snapshot` are what users see: decoded, verified values.
+* :class:`RawEvent`, :class:`RawSnapshot`, :class:`AppendRequest`,
+  :class:`AppendResult` and :class:`AgentInfo` are what a backend sees: opaque
+  payload bytes plus the few identifiers it must index (agent id, seq, kind,
+  timestamp). A backend never interprets a payload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "AgentInfo",
+    "AppendRequest",
+    "AppendResult",
+    "Event",
+    "EventKind",
+    "RawEvent",
+    "RawSnapshot",
+    "Snapshot",
+]
+
+
+class EventKind:
+    """Kinds of events the store itself writes. Any other string is a custom event."""
+
+    CREATED = "created"
+    TRANSITION = "transition"
+    PATCH = "patch"
+    STEP = "step"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One verified, decoded event of an agent's stream.
+
+    ``ops`` is the JSON Patch (RFC 6902) this event applied to the data document (empty
+    for events that did not change data); ``fsm_state`` is the state machine state
+    after the event when the event moved it, else ``None``.
+    """
+
+    agent_id: str
+    seq: int
+    type: str
+    timestamp: float
+    data: dict[str, Any] = field(default_factory=dict)
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    fsm_state: str | None = None
+    schema_version: int = 1
+    actor: str | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The folded state of an agent at ``seq``: FSM state plus data document.
+
+    ``state_entered_at`` is when the FSM entered ``fsm_state``.
+    """
+
+    agent_id: str
+    seq: int
+    fsm_state: str | None
+    data: dict[str, Any]
+    schema_version: int
+    created_at: float
+    updated_at: float
+    state_entered_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RawEvent:
+    """An encoded event as a backend stores it. ``checksum`` covers agent, seq, kind, payload."""
+
+    seq: int
+    kind: str
+    timestamp: float
+    payload: bytes
+    checksum: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RawSnapshot:
+    """An encoded snapshot as a backend stores it."""
+
+    seq: int
+    timestamp: float
+    payload: bytes
+    checksum: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """Append ``events`` to ``agent_id`` if and only if its head is ``expected_seq``.
+
+    The events' ``seq`` values must be ``expected_seq + 1 …`` without gaps. When
+    ``idempotency_key`` was already used for this agent, nothing is written and the
+    result of the first append is returned with ``duplicate=True``. ``snapshot``, when
+    given, is stored in the same atomic write.
+    """
+
+    agent_id: str
+    expected_seq: int
+    events: Sequence[RawEvent]
+    snapshot: RawSnapshot | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where an append landed: ``first_seq``..``last_seq`` of ``agent_id``."""
+
+    agent_id: str
+    first_seq: int
+    last_seq: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInfo:
+    """A row of :meth:`Backend.list_agents`: an agent and its stream head."""
+
+    agent_id: str
+    head_seq: int
+    created_at: float
+    updated_at: float

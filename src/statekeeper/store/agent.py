@@ -1,0 +1,181 @@
+"""``DurableAgent``: an :class:`AgentStateMachine` and a data document that survive crashes.
+
+Each successful transition is appended to the agent's stream together with the data
+changes made since the last write, in one atomic event; a process that dies at any
+instruction and reopens the agent finds the last acknowledged transition and data,
+exactly, and the machine restored to that state (hooks do not run again on restore).
+
+Ordering of a transition: guards → exit hooks → action → enter hooks → listeners →
+callbacks run in memory first (see :mod:`statekeeper.machine`), then the event is
+appended. If the append fails (conflict, storage error, unserializable data) the
+machine is put back in its previous state and the error propagates; side effects the
+action or callbacks already caused are not undone — record their results in
+``agent.data`` so the next attempt can see them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from .. import patch
+from ..errors import ConflictError
+from ..records import AppendResult, Event, EventKind, Snapshot
+
+if TYPE_CHECKING:
+    from ..machine import AgentStateMachine, TransitionResult
+    from .store import StateStore
+
+__all__ = ["DurableAgent"]
+
+
+def _value(x: Any) -> Any:
+    return getattr(x, "value", x)
+
+
+class DurableAgent:
+    """A state machine plus a JSON data document, persisted event by event.
+
+    Get one with ``await store.agent(agent_id, machine)``. Mutate :attr:`data` freely;
+    changes are written by the next :meth:`transition`, :meth:`save` or :meth:`record`.
+    """
+
+    def __init__(
+        self, store: StateStore, agent_id: str, machine: AgentStateMachine, snapshot: Snapshot
+    ) -> None:
+        self.store = store
+        self.agent_id = agent_id
+        self.machine = machine
+        self._last: TransitionResult[Any, Any] | None = None
+        machine.add_listener(self._on_transition)
+        self._adopt(snapshot)
+
+    @classmethod
+    async def open(
+        cls,
+        store: StateStore,
+        agent_id: str,
+        machine: AgentStateMachine | None = None,
+        initial_data: Mapping[str, Any] | None = None,
+    ) -> DurableAgent:
+        """Load the agent, creating its stream (in the machine's initial state) if new."""
+        if machine is None:
+            from ..machine import AgentStateMachine
+
+            machine = AgentStateMachine()
+        snapshot = await store.get(agent_id)
+        if snapshot is None:
+            try:
+                await store.create(agent_id, initial_data or {}, fsm_state=machine.state_value)
+            except ConflictError:
+                pass  # another worker created it first: use theirs
+            snapshot = await store.load(agent_id)
+        return cls(store, agent_id, machine, snapshot)
+
+    def _adopt(self, snapshot: Snapshot) -> None:
+        self.seq = snapshot.seq
+        self.data: dict[str, Any] = snapshot.data
+        self._committed = orjson.loads(orjson.dumps(snapshot.data))
+        if snapshot.fsm_state is not None:
+            self.machine.restore(snapshot.fsm_state, entered_at=snapshot.state_entered_at or None)
+
+    def _on_transition(self, result: TransitionResult[Any, Any]) -> None:
+        self._last = result
+
+    @property
+    def state(self) -> Any:
+        """The machine's current state."""
+        return self.machine.current_state
+
+    @property
+    def dirty(self) -> bool:
+        """True when :attr:`data` has changes not yet written."""
+        return bool(patch.diff(self._committed, self.data))
+
+    async def transition(
+        self,
+        event: Any,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+    ) -> bool:
+        """Fire ``event``; when the machine moves, durably record it with pending data
+        changes. Returns False (nothing written) when no rule allowed it."""
+        before = self.machine.state_value
+        self._last = None
+        moved = await self.machine.transition(event, dict(metadata) if metadata else None)
+        if not moved:
+            return False
+        result = self._last
+        info: dict[str, Any] = {
+            "event": _value(event),
+            "from": _value(result.source) if result is not None else before,
+            "to": self.machine.state_value,
+        }
+        if metadata:
+            info["metadata"] = dict(metadata)
+        try:
+            await self._write(EventKind.TRANSITION, info, self.machine.state_value,
+                              idempotency_key, actor)
+        except BaseException:
+            self.machine.restore(before)
+            raise
+        return True
+
+    async def save(
+        self,
+        info: Mapping[str, Any] | None = None,
+        *,
+        event_type: str = EventKind.PATCH,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+    ) -> AppendResult | None:
+        """Write pending data changes as one event; None when there is nothing to write."""
+        if not patch.diff(self._committed, self.data) and info is None:
+            return None
+        return await self._write(event_type, dict(info or {}), None, idempotency_key, actor)
+
+    async def record(
+        self,
+        event_type: str,
+        info: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+    ) -> AppendResult:
+        """Append a custom event (with any pending data changes)."""
+        return await self._write(event_type, dict(info or {}), None, idempotency_key, actor)
+
+    async def _write(
+        self,
+        kind: str,
+        info: dict[str, Any],
+        fsm_state: str | None,
+        idempotency_key: str | None,
+        actor: str | None,
+    ) -> AppendResult:
+        ops = patch.diff(self._committed, self.data)
+        result = await self.store.append(
+            self.agent_id, kind, info, ops=ops, fsm_state=fsm_state, expected_seq=self.seq,
+            idempotency_key=idempotency_key, actor=actor,
+        )
+        if result.duplicate:  # this write had landed before: take the stored truth
+            await self.refresh()
+            return result
+        self.seq = result.last_seq
+        self._committed = orjson.loads(orjson.dumps(self.data))
+        return result
+
+    async def refresh(self) -> None:
+        """Drop unsaved changes and reload the latest stored state."""
+        self._adopt(await self.store.load(self.agent_id))
+
+    def history(self, *, after_seq: int = 0) -> AsyncIterator[Event]:
+        """The agent's stored events, oldest first."""
+        return self.store.history(self.agent_id, after_seq=after_seq)
+
+    def __repr__(self) -> str:
+        return f"DurableAgent({self.agent_id!r}, state={self.machine.state_value!r}, seq={self.seq})"

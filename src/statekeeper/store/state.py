@@ -1,0 +1,51 @@
+"""Folding events into state: the one place that defines what an event *does*.
+
+An agent's state is its FSM state plus a JSON data document. Each stored event payload
+may carry ``ops`` (a JSON Patch applied to the data) and ``fsm`` (the machine's state
+after the event); every other key is information for readers (history, audit) and does
+not change state. Replay is therefore a loop over :func:`apply_payload`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import patch
+
+__all__ = ["AgentRecord", "apply_payload"]
+
+
+@dataclass(slots=True)
+class AgentRecord:
+    """The store's private, mutable view of an agent at ``seq`` (never handed to users)."""
+
+    agent_id: str
+    seq: int
+    fsm_state: str | None
+    data: Any
+    schema_version: int
+    created_at: float
+    updated_at: float
+    snapshot_seq: int = 0
+    #: when the FSM entered ``fsm_state`` (timestamp of the event that moved it)
+    fsm_entered_at: float = 0.0
+    #: serialized ``data`` at ``seq`` (computed lazily, dropped on every change)
+    blob: bytes | None = None
+
+
+def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict[str, Any]) -> None:
+    """Advance ``record`` by one event, in place (``record.data`` is private to the store)."""
+    ops = payload.get("ops")
+    if ops:
+        record.data = patch.apply(record.data, ops, in_place=True)
+        record.blob = None
+    fsm = payload.get("fsm")
+    if fsm is not None:
+        record.fsm_state = fsm
+        record.fsm_entered_at = timestamp
+    version = payload.get("v")
+    if version is not None:
+        record.schema_version = version
+    record.seq = seq
+    record.updated_at = timestamp
