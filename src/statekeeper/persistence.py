@@ -94,8 +94,12 @@ class StatePersistenceManager:
         self.flush_interval = flush_interval
         self.max_cache_size = max_cache_size
         self.store = StateStore(
-            url, durability=durability, flush_size=buffer_size, flush_interval=flush_interval,
-            cache_size=max_cache_size, snapshot_every=snapshot_every,
+            url,
+            durability=durability,
+            flush_size=buffer_size,
+            flush_interval=flush_interval,
+            cache_size=max_cache_size,
+            snapshot_every=snapshot_every,
         )
 
     async def __aenter__(self) -> StatePersistenceManager:
@@ -124,8 +128,11 @@ class StatePersistenceManager:
         if snapshot is None:
             return None
         return StateSnapshot(
-            agent_id=agent_id, state=snapshot.data, timestamp=snapshot.updated_at,
-            version=snapshot.schema_version, checksum=state_checksum(snapshot.data),
+            agent_id=agent_id,
+            state=snapshot.data,
+            timestamp=snapshot.updated_at,
+            version=snapshot.schema_version,
+            checksum=state_checksum(snapshot.data),
         )
 
     async def delete_state(self, agent_id: str) -> bool:

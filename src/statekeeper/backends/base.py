@@ -72,7 +72,10 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     async def read(
-        self, agent_id: str, after_seq: int = 0, to_seq: int | None = None,
+        self,
+        agent_id: str,
+        after_seq: int = 0,
+        to_seq: int | None = None,
         limit: int | None = None,
     ) -> list[RawEvent]:
         """Events with ``after_seq < seq <= to_seq`` in seq order (at most ``limit``)."""

@@ -74,7 +74,10 @@ class MemoryBackend(Backend):
         return len(stream.events) if stream is not None else 0
 
     async def read(
-        self, agent_id: str, after_seq: int = 0, to_seq: int | None = None,
+        self,
+        agent_id: str,
+        after_seq: int = 0,
+        to_seq: int | None = None,
         limit: int | None = None,
     ) -> list[RawEvent]:
         self._check()
@@ -138,8 +141,7 @@ class MemoryBackend(Backend):
         return self._streams.pop(agent_id, None) is not None
 
     async def health(self) -> Health:
-        return Health(ok=not self._closed, backend=self.name,
-                      detail={"agents": len(self._streams)})
+        return Health(ok=not self._closed, backend=self.name, detail={"agents": len(self._streams)})
 
     async def close(self) -> None:
         self._closed = True

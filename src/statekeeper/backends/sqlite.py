@@ -251,7 +251,8 @@ class SQLiteBackend(Backend):
                             conn.execute("ROLLBACK TO sk_req")
                             conn.execute("RELEASE sk_req")
                         results.append(
-                            exc if isinstance(exc, ConflictError)
+                            exc
+                            if isinstance(exc, ConflictError)
                             else BackendError(f"{self.path}: constraint violated: {exc}")
                         )
                         continue
@@ -316,9 +317,10 @@ class SQLiteBackend(Backend):
         with _translated(self.path):
             conn.execute("BEGIN IMMEDIATE")
             try:
-                existed = conn.execute(
-                    "DELETE FROM sk_agents WHERE agent_id = ?", (agent_id,)
-                ).rowcount > 0
+                existed = (
+                    conn.execute("DELETE FROM sk_agents WHERE agent_id = ?", (agent_id,)).rowcount
+                    > 0
+                )
                 for table in ("sk_events", "sk_snapshots", "sk_idempotency"):
                     conn.execute(f"DELETE FROM {table} WHERE agent_id = ?", (agent_id,))
                 conn.execute("COMMIT")
@@ -335,24 +337,35 @@ class SQLiteBackend(Backend):
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
         with _translated(self.path):
-            row = self._reader().execute(
-                "SELECT first_seq, last_seq FROM sk_idempotency WHERE agent_id = ? AND key = ?",
-                (agent_id, key),
-            ).fetchone()
+            row = (
+                self._reader()
+                .execute(
+                    "SELECT first_seq, last_seq FROM sk_idempotency WHERE agent_id = ? AND key = ?",
+                    (agent_id, key),
+                )
+                .fetchone()
+            )
         return AppendResult(agent_id, row[0], row[1], duplicate=True) if row else None
 
     async def head(self, agent_id: str) -> int:
         with _translated(self.path):
-            row = self._reader().execute(
-                "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
+            row = (
+                self._reader()
+                .execute("SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,))
+                .fetchone()
+            )
         return int(row[0]) if row is not None else 0
 
     async def read(
-        self, agent_id: str, after_seq: int = 0, to_seq: int | None = None,
+        self,
+        agent_id: str,
+        after_seq: int = 0,
+        to_seq: int | None = None,
         limit: int | None = None,
     ) -> list[RawEvent]:
-        sql = "SELECT seq, kind, ts, payload, checksum FROM sk_events WHERE agent_id = ? AND seq > ?"
+        sql = (
+            "SELECT seq, kind, ts, payload, checksum FROM sk_events WHERE agent_id = ? AND seq > ?"
+        )
         args: list[Any] = [agent_id, after_seq]
         if to_seq is not None:
             sql += " AND seq <= ?"
@@ -367,22 +380,30 @@ class SQLiteBackend(Backend):
 
     async def seq_at(self, agent_id: str, timestamp: float) -> int:
         with _translated(self.path):
-            row = self._reader().execute(
-                "SELECT max(seq) FROM sk_events WHERE agent_id = ? AND ts <= ?",
-                (agent_id, timestamp),
-            ).fetchone()
+            row = (
+                self._reader()
+                .execute(
+                    "SELECT max(seq) FROM sk_events WHERE agent_id = ? AND ts <= ?",
+                    (agent_id, timestamp),
+                )
+                .fetchone()
+            )
         return int(row[0]) if row and row[0] is not None else 0
 
     async def latest_snapshot(
         self, agent_id: str, at_or_below: int | None = None
     ) -> RawSnapshot | None:
         if at_or_below is None:
-            sql = ("SELECT seq, ts, payload, checksum FROM sk_snapshots WHERE agent_id = ?"
-                   " ORDER BY seq DESC LIMIT 1")
+            sql = (
+                "SELECT seq, ts, payload, checksum FROM sk_snapshots WHERE agent_id = ?"
+                " ORDER BY seq DESC LIMIT 1"
+            )
             args: tuple[Any, ...] = (agent_id,)
         else:
-            sql = ("SELECT seq, ts, payload, checksum FROM sk_snapshots WHERE agent_id = ?"
-                   " AND seq <= ? ORDER BY seq DESC LIMIT 1")
+            sql = (
+                "SELECT seq, ts, payload, checksum FROM sk_snapshots WHERE agent_id = ?"
+                " AND seq <= ? ORDER BY seq DESC LIMIT 1"
+            )
             args = (agent_id, at_or_below)
         with _translated(self.path):
             row = self._reader().execute(sql, args).fetchone()
@@ -390,11 +411,15 @@ class SQLiteBackend(Backend):
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         with _translated(self.path):
-            rows = self._reader().execute(
-                "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
-                " WHERE agent_id > ? ORDER BY agent_id LIMIT ?",
-                (after if after is not None else "", limit),
-            ).fetchall()
+            rows = (
+                self._reader()
+                .execute(
+                    "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
+                    " WHERE agent_id > ? ORDER BY agent_id LIMIT ?",
+                    (after if after is not None else "", limit),
+                )
+                .fetchall()
+            )
         return [AgentInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
     async def count_agents(self) -> int:
@@ -410,10 +435,18 @@ class SQLiteBackend(Backend):
                 pages = conn.execute("PRAGMA page_count").fetchone()[0]
                 size = conn.execute("PRAGMA page_size").fetchone()[0]
         except Exception as exc:  # health reports, it does not raise
-            return Health(ok=False, backend=self.name, detail={"path": self.path, "error": str(exc)})
-        return Health(ok=True, backend=self.name, detail={
-            "path": self.path, "bytes": pages * size, "synchronous": self.synchronous,
-        })
+            return Health(
+                ok=False, backend=self.name, detail={"path": self.path, "error": str(exc)}
+            )
+        return Health(
+            ok=True,
+            backend=self.name,
+            detail={
+                "path": self.path,
+                "bytes": pages * size,
+                "synchronous": self.synchronous,
+            },
+        )
 
     async def close(self) -> None:
         if self._closed:

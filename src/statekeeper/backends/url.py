@@ -11,7 +11,10 @@ from .base import Backend
 __all__ = ["open_backend"]
 
 _PLANNED = {
-    "postgresql": "PostgreSQL", "postgres": "PostgreSQL", "redis": "Redis", "rediss": "Redis",
+    "postgresql": "PostgreSQL",
+    "postgres": "PostgreSQL",
+    "redis": "Redis",
+    "rediss": "Redis",
     "s3": "S3",
 }
 

@@ -66,8 +66,14 @@ class Codec:
             raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
         return stored
 
-    def encode(self, agent_id: str, seq: int, kind: str, value: Any, root: str = "value",
-               ) -> tuple[bytes, bytes]:
+    def encode(
+        self,
+        agent_id: str,
+        seq: int,
+        kind: str,
+        value: Any,
+        root: str = "value",
+    ) -> tuple[bytes, bytes]:
         """Serialize and seal in one step."""
         return self.seal(agent_id, seq, kind, self.serialize(value, root))
 

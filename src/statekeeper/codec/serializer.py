@@ -48,7 +48,9 @@ def find_unserializable(value: Any, root: str = "value") -> tuple[str, str] | No
         if t is dict:
             for key, child in node.items():
                 if type(key) is not str:
-                    return format_path(root, parts), f"dict key {key!r} of type {type(key).__name__} (keys must be str)"
+                    return format_path(
+                        root, parts
+                    ), f"dict key {key!r} of type {type(key).__name__} (keys must be str)"
                 stack.append((child, [*parts, key]))
         elif t is list or t is tuple:
             for i, child in enumerate(node):

@@ -10,7 +10,12 @@ True
 See ``docs/machine.md`` for the guide.
 """
 
-from statekeeper.machine.defaults import DEFAULT_INITIAL, DEFAULT_RULES, DEFAULT_STATES, default_rules
+from statekeeper.machine.defaults import (
+    DEFAULT_INITIAL,
+    DEFAULT_RULES,
+    DEFAULT_STATES,
+    default_rules,
+)
 from statekeeper.machine.diagram import to_dot, to_mermaid
 from statekeeper.machine.machine import GUARD_REJECTED, NO_RULE, AgentStateMachine, value_label
 from statekeeper.machine.types import (

@@ -21,7 +21,7 @@ def is_async_callable(fn: Callable[..., object]) -> bool:
         return True
     if inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isbuiltin(fn):
         return False
-    call = getattr(type(fn), "__call__", None)
+    call = type(fn).__dict__.get("__call__") or getattr(type(fn), "__call__", None)  # noqa: B004
     return call is not None and inspect.iscoroutinefunction(call)
 
 

@@ -89,7 +89,7 @@ def to_dot(machine: AgentStateMachine[Any, Any]) -> str:
         "    rankdir=LR;",
         '    node [shape=box, style=rounded, fontname="Helvetica"];',
         '    edge [fontname="Helvetica"];',
-        "    __initial__ [shape=point, label=\"\"];",
+        '    __initial__ [shape=point, label=""];',
     ]
     for state, sid in ids.items():
         extra = ", shape=doublecircle" if state in finals else ""

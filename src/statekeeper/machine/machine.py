@@ -79,140 +79,6 @@ _DRY = 2  # evaluate guards only (can_transition)
 _WANT = 4  # always build a TransitionResult
 
 
-def value_label(value: Hashable) -> str:
-    """The stored/display string of a state or event: Enum ``.value``, a string itself, else ``str``."""
-    if isinstance(value, str):
-        return value
-    raw = getattr(value, "value", value)
-    return raw if isinstance(raw, str) else str(raw)
-
-
-class _Edge:
-    """A rule compiled for the hot path (callables classified, hooks resolved)."""
-
-    __slots__ = (
-        "action",
-        "action_async",
-        "action_ctx",
-        "action_name",
-        "async_name",
-        "enter_hooks",
-        "exit_hooks",
-        "guard",
-        "guard_async",
-        "guard_ctx",
-        "guard_name",
-        "has_async",
-        "needs_ctx",
-        "rule",
-        "source_idx",
-        "target",
-        "target_out",
-    )
-
-    def __init__(self, rule: TransitionRule[Any, Any], machine: AgentStateMachine[Any, Any]) -> None:
-        self.rule = rule
-        self.target = rule.to_state
-        self.target_out = machine._out[rule.to_state]
-        self.source_idx = machine._index[rule.from_state]
-        guard = rule.guard
-        self.guard = guard
-        guard_hook = None if guard is None else machine._hook(guard)
-        self.guard_async = guard_hook is not None and guard_hook.is_async
-        self.guard_ctx = guard_hook is not None and guard_hook.takes_ctx
-        self.guard_name = "" if guard_hook is None else guard_hook.name
-        action = rule.action
-        self.action = action
-        action_hook = None if action is None else machine._hook(action)
-        self.action_async = action_hook is not None and action_hook.is_async
-        self.action_ctx = action_hook is not None and action_hook.takes_ctx
-        self.action_name = "" if action_hook is None else action_hook.name
-        self.exit_hooks: tuple[Hook, ...] = tuple(machine._exit.get(rule.from_state, ()))
-        self.enter_hooks: tuple[Hook, ...] = tuple(machine._enter.get(rule.to_state, ()))
-        self.needs_ctx = self.action_ctx or any(
-            h.takes_ctx for h in (*self.exit_hooks, *self.enter_hooks)
-        )
-        async_names = [f"on_exit hook {h.name}" for h in self.exit_hooks if h.is_async]
-        if self.action_async:
-            async_names.append(f"action {self.action_name}")
-        async_names += [f"on_enter hook {h.name}" for h in self.enter_hooks if h.is_async]
-        async_names += [f"callback {h.name}" for h in machine._callbacks if h.is_async]
-        self.has_async = bool(async_names)
-        self.async_name = async_names[0] if async_names else ""
-
-
-class _CallbackList(list[Callable[..., object]]):
-    """``machine.transition_callbacks``: a list that recompiles the machine when mutated."""
-
-    __slots__ = ("_machine",)
-
-    def __init__(self, machine: AgentStateMachine[Any, Any]) -> None:
-        super().__init__()
-        self._machine = machine
-
-    def _changed(self) -> None:
-        self._machine._callbacks_changed()
-
-    def append(self, fn: Callable[..., object]) -> None:
-        """Register a callback (same as ``machine.add_callback``)."""
-        super().append(fn)
-        self._changed()
-
-    def extend(self, fns: Iterable[Callable[..., object]]) -> None:
-        """Register several callbacks."""
-        super().extend(fns)
-        self._changed()
-
-    def insert(self, index: SupportsIndex, fn: Callable[..., object]) -> None:
-        """Register a callback at ``index`` (callbacks run in list order)."""
-        super().insert(index, fn)
-        self._changed()
-
-    def remove(self, fn: Callable[..., object]) -> None:
-        """Unregister a callback."""
-        super().remove(fn)
-        self._changed()
-
-    def pop(self, index: SupportsIndex = -1) -> Callable[..., object]:
-        """Unregister and return the callback at ``index``."""
-        fn = super().pop(index)
-        self._changed()
-        return fn
-
-    def clear(self) -> None:
-        """Unregister every callback."""
-        super().clear()
-        self._changed()
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        super().__setitem__(index, value)
-        self._changed()
-
-    def __delitem__(self, index: Any) -> None:
-        super().__delitem__(index)
-        self._changed()
-
-    def __iadd__(self, fns: Iterable[Callable[..., object]]) -> _CallbackList:  # type: ignore[override,misc]
-        super().__iadd__(fns)
-        self._changed()
-        return self
-
-    def __imul__(self, n: SupportsIndex) -> _CallbackList:  # type: ignore[override,misc]
-        super().__imul__(n)
-        self._changed()
-        return self
-
-    def sort(self, *args: Any, **kwargs: Any) -> None:
-        """Reorder callbacks."""
-        super().sort(*args, **kwargs)
-        self._changed()
-
-    def reverse(self) -> None:
-        """Reverse the callback order."""
-        super().reverse()
-        self._changed()
-
-
 class AgentStateMachine(Generic[S, E]):
     """A finite state machine for an agent's lifecycle, sync or async.
 
@@ -236,6 +102,7 @@ class AgentStateMachine(Generic[S, E]):
 
     __slots__ = (
         "__weakref__",
+        "_busy",
         "_callback_errors",
         "_callback_list",
         "_callbacks",
@@ -268,7 +135,6 @@ class AgentStateMachine(Generic[S, E]):
         "_value_to_event",
         "_value_to_state",
         "_waiters",
-        "_busy",
         "name",
         "raise_callback_errors",
         "state_data",
@@ -342,12 +208,12 @@ class AgentStateMachine(Generic[S, E]):
         self._events: dict[E, None] = {}
         self._value_to_event: dict[str, E] = {}
         self._event_to_value: dict[E, str] = {}
-        self._out: dict[S, dict[E, tuple[_Edge, ...]]] = {}
+        self._out: dict[S, dict[E, tuple[Edge, ...]]] = {}
         self._rules: list[TransitionRule[S, E]] = []
         self._enter: dict[S, list[Hook]] = {}
         self._exit: dict[S, list[Hook]] = {}
         self._hooks: dict[int, Hook] = {}
-        self._callback_list = _CallbackList(self)
+        self._callback_list = CallbackList(self)
         self._callbacks: tuple[Hook, ...] = ()
         self._listeners: tuple[Callable[[TransitionResult[S, E]], object], ...] = ()
         self._counts: list[int] = []
@@ -384,7 +250,9 @@ class AgentStateMachine(Generic[S, E]):
             else:
                 raise InvalidMachineDefinition("a machine needs at least one state")
         if initial not in self._index:
-            raise InvalidMachineDefinition(f"initial state {initial!r} is not a state of the machine")
+            raise InvalidMachineDefinition(
+                f"initial state {initial!r} is not a state of the machine"
+            )
         self._initial: S = self._canonical(initial)
         self._final: dict[S, None] = {}
         self.mark_final(*final_states)
@@ -428,7 +296,9 @@ class AgentStateMachine(Generic[S, E]):
         """Declare final states: :meth:`validate` does not report them as dead ends."""
         for state in states:
             if state not in self._index:
-                raise InvalidMachineDefinition(f"final state {state!r} is not a state of the machine")
+                raise InvalidMachineDefinition(
+                    f"final state {state!r} is not a state of the machine"
+                )
             self._final[self._canonical(state)] = None
 
     def _add_rule(self, rule: TransitionRule[Any, Any]) -> None:
@@ -442,7 +312,9 @@ class AgentStateMachine(Generic[S, E]):
                 )
         for fn in (rule.guard, rule.action):
             if fn is not None and not callable(fn):
-                raise InvalidMachineDefinition(f"rule {self._describe(rule)}: {fn!r} is not callable")
+                raise InvalidMachineDefinition(
+                    f"rule {self._describe(rule)}: {fn!r} is not callable"
+                )
         event = rule.event
         try:
             hash(event)
@@ -490,9 +362,9 @@ class AgentStateMachine(Generic[S, E]):
         return hook
 
     def _rebuild(self) -> None:
-        grouped: dict[S, dict[E, list[_Edge]]] = {}
+        grouped: dict[S, dict[E, list[Edge]]] = {}
         for rule in self._rules:
-            edge = _Edge(rule, self)
+            edge = Edge(rule, self)
             grouped.setdefault(rule.from_state, {}).setdefault(rule.event, []).append(edge)
         for state, out in self._out.items():
             out.clear()  # per-state dicts are kept: compiled edges point at them
@@ -567,9 +439,9 @@ class AgentStateMachine(Generic[S, E]):
         list.extend(self._callback_list, items)
         self._callbacks_changed()
 
-    def add_listener(self, fn: Callable[[TransitionResult[S, E]], object]) -> Callable[
-        [TransitionResult[S, E]], object
-    ]:
+    def add_listener(
+        self, fn: Callable[[TransitionResult[S, E]], object]
+    ) -> Callable[[TransitionResult[S, E]], object]:
         """Call ``fn(result)`` synchronously after every successful transition.
 
         Listeners run after the enter hooks and before the callbacks; their exceptions
@@ -616,7 +488,7 @@ class AgentStateMachine(Generic[S, E]):
         ctx: TransitionContext[S, E] | None = None
         step = ""
         try:
-            chosen: _Edge | None = None
+            chosen: Edge | None = None
             for edge in edges:
                 guard = edge.guard
                 if guard is None:
@@ -760,8 +632,8 @@ class AgentStateMachine(Generic[S, E]):
     def _annotate(
         exc: BaseException,
         step: str,
-        edges: tuple[_Edge, ...],
-        chosen: _Edge | None,
+        edges: tuple[Edge, ...],
+        chosen: Edge | None,
         source: Hashable,
         event: Hashable,
     ) -> None:
@@ -862,7 +734,10 @@ class AgentStateMachine(Generic[S, E]):
     async def send(
         self, event: E, metadata: Mapping[str, Any] | None = None
     ) -> TransitionResult[S, E] | None:
-        """Like :meth:`transition`, but return the :class:`TransitionResult` (``None`` if refused)."""
+        """Like :meth:`transition`, but return the :class:`TransitionResult`.
+
+        Returns ``None`` when the event is refused (non-strict mode).
+        """
         if self._busy:
             await self._wait_turn(event)
         gen = self._run(event, metadata, _WANT)
@@ -1057,7 +932,7 @@ class AgentStateMachine(Generic[S, E]):
                 return event
         try:
             if value in self._events:
-                return self._value_to_event[self._event_to_value[cast("E", value)]]
+                return self._value_to_event[self._event_to_value[value]]
         except TypeError:
             pass
         known = ", ".join(repr(v) for v in self._value_to_event)
@@ -1116,7 +991,9 @@ class AgentStateMachine(Generic[S, E]):
             "total_duration": self._total_duration,
             "avg_state_duration": self._total_duration / total if total else 0.0,
             "state_durations": {
-                labels[s]: d for s, d, n in zip(states, self._durations, self._counts, strict=True) if n
+                labels[s]: d
+                for s, d, n in zip(states, self._durations, self._counts, strict=True)
+                if n
             },
             "current_state_duration": self.get_state_duration(),
             "rejected_transitions": self._rejected,

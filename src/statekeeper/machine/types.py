@@ -8,7 +8,7 @@ value (an :class:`~enum.Enum` member or a plain string are the usual choices);
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -104,7 +104,7 @@ class StateHistory(Generic[S, E]):
     state: S
     timestamp: float
     duration: float
-    metadata: Mapping[str, Any] = EMPTY_METADATA
+    metadata: Mapping[str, Any] = field(default_factory=lambda: EMPTY_METADATA)
     event: E | None = None
     target: S | None = None
 

@@ -15,6 +15,7 @@ action or callbacks already caused are not undone — record their results in
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,11 @@ class DurableAgent:
     """
 
     def __init__(
-        self, store: StateStore, agent_id: str, machine: AgentStateMachine, snapshot: Snapshot
+        self,
+        store: StateStore,
+        agent_id: str,
+        machine: AgentStateMachine[Any, Any],
+        snapshot: Snapshot,
     ) -> None:
         self.store = store
         self.agent_id = agent_id
@@ -57,7 +62,7 @@ class DurableAgent:
         cls,
         store: StateStore,
         agent_id: str,
-        machine: AgentStateMachine | None = None,
+        machine: AgentStateMachine[Any, Any] | None = None,
         initial_data: Mapping[str, Any] | None = None,
     ) -> DurableAgent:
         """Load the agent, creating its stream (in the machine's initial state) if new."""
@@ -67,10 +72,9 @@ class DurableAgent:
             machine = AgentStateMachine()
         snapshot = await store.get(agent_id)
         if snapshot is None:
-            try:
+            # another worker may create it first: then use theirs
+            with contextlib.suppress(ConflictError):
                 await store.create(agent_id, initial_data or {}, fsm_state=machine.state_value)
-            except ConflictError:
-                pass  # another worker created it first: use theirs
             snapshot = await store.load(agent_id)
         return cls(store, agent_id, machine, snapshot)
 
@@ -118,8 +122,9 @@ class DurableAgent:
         if metadata:
             info["metadata"] = dict(metadata)
         try:
-            await self._write(EventKind.TRANSITION, info, self.machine.state_value,
-                              idempotency_key, actor)
+            await self._write(
+                EventKind.TRANSITION, info, self.machine.state_value, idempotency_key, actor
+            )
         except BaseException:
             self.machine.restore(before)
             raise
@@ -159,8 +164,14 @@ class DurableAgent:
     ) -> AppendResult:
         ops = patch.diff(self._committed, self.data)
         result = await self.store.append(
-            self.agent_id, kind, info, ops=ops, fsm_state=fsm_state, expected_seq=self.seq,
-            idempotency_key=idempotency_key, actor=actor,
+            self.agent_id,
+            kind,
+            info,
+            ops=ops,
+            fsm_state=fsm_state,
+            expected_seq=self.seq,
+            idempotency_key=idempotency_key,
+            actor=actor,
         )
         if result.duplicate:  # this write had landed before: take the stored truth
             await self.refresh()
@@ -178,4 +189,6 @@ class DurableAgent:
         return self.store.history(self.agent_id, after_seq=after_seq)
 
     def __repr__(self) -> str:
-        return f"DurableAgent({self.agent_id!r}, state={self.machine.state_value!r}, seq={self.seq})"
+        return (
+            f"DurableAgent({self.agent_id!r}, state={self.machine.state_value!r}, seq={self.seq})"
+        )

@@ -152,8 +152,12 @@ class WriteBehind:
             if isinstance(result, BaseException):
                 agent_id = request.agent_id
                 if agent_id not in failed:  # later appends of that agent fail as a consequence
-                    logger.error("write-behind flush failed for agent %r at seq %d: %s",
-                                 agent_id, request.expected_seq + 1, result)
+                    logger.error(
+                        "write-behind flush failed for agent %r at seq %d: %s",
+                        agent_id,
+                        request.expected_seq + 1,
+                        result,
+                    )
                     self._failures.setdefault(agent_id, result)
                     self._on_stale(agent_id)
                 failed.add(agent_id)

@@ -151,9 +151,14 @@ class StateStore:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._group = GroupCommitter(self.backend) if self.durability == "group" else None
         self._behind = (
-            WriteBehind(self.backend, flush_size=flush_size, flush_interval=flush_interval,
-                        on_stale=self._forget)
-            if self.durability == "async" else None
+            WriteBehind(
+                self.backend,
+                flush_size=flush_size,
+                flush_interval=flush_interval,
+                on_stale=self._forget,
+            )
+            if self.durability == "async"
+            else None
         )
         self._closed = False
         self._appends = 0
@@ -218,9 +223,14 @@ class StateStore:
         body = self.codec.decode(agent_id, raw.seq, SNAPSHOT_KIND, raw.payload, raw.checksum)
         try:
             return AgentRecord(
-                agent_id=agent_id, seq=raw.seq, fsm_state=body["fsm"], data=body["data"],
-                schema_version=body["v"], created_at=body["created_at"],
-                updated_at=body["updated_at"], snapshot_seq=raw.seq,
+                agent_id=agent_id,
+                seq=raw.seq,
+                fsm_state=body["fsm"],
+                data=body["data"],
+                schema_version=body["v"],
+                created_at=body["created_at"],
+                updated_at=body["updated_at"],
+                snapshot_seq=raw.seq,
                 fsm_entered_at=body.get("entered", body["updated_at"]),
             )
         except (KeyError, TypeError) as exc:
@@ -228,10 +238,15 @@ class StateStore:
 
     def _to_event(self, agent_id: str, raw: RawEvent, body: dict[str, Any]) -> Event:
         return Event(
-            agent_id=agent_id, seq=raw.seq, type=raw.kind, timestamp=raw.timestamp,
+            agent_id=agent_id,
+            seq=raw.seq,
+            type=raw.kind,
+            timestamp=raw.timestamp,
             data={k: v for k, v in body.items() if k not in _RESERVED},
-            ops=body.get("ops") or [], fsm_state=body.get("fsm"),
-            schema_version=body.get("v", 1), actor=body.get("actor"),
+            ops=body.get("ops") or [],
+            fsm_state=body.get("fsm"),
+            schema_version=body.get("v", 1),
+            actor=body.get("actor"),
             idempotency_key=body.get("key"),
         )
 
@@ -261,7 +276,9 @@ class StateStore:
                 )
             for raw in events:
                 if raw.seq != record.seq + 1:
-                    raise IntegrityError(agent_id, record.seq + 1, f"gap: next stored seq is {raw.seq}")
+                    raise IntegrityError(
+                        agent_id, record.seq + 1, f"gap: next stored seq is {raw.seq}"
+                    )
                 body = self._decode_event(agent_id, raw)
                 if record.seq == 0:
                     record.created_at = raw.timestamp
@@ -300,9 +317,13 @@ class StateStore:
         if record.blob is None:
             record.blob = orjson.dumps(record.data)
         return Snapshot(
-            agent_id=record.agent_id, seq=record.seq, fsm_state=record.fsm_state,
-            data=orjson.loads(record.blob), schema_version=record.schema_version,
-            created_at=record.created_at, updated_at=record.updated_at,
+            agent_id=record.agent_id,
+            seq=record.seq,
+            fsm_state=record.fsm_state,
+            data=orjson.loads(record.blob),
+            schema_version=record.schema_version,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
             state_entered_at=record.fsm_entered_at,
         )
 
@@ -406,9 +427,14 @@ class StateStore:
         """Start an agent's stream with a ``created`` event. ConflictError if it exists."""
         document = dict(data) if data is not None else {}
         return await self._write(
-            agent_id, EventKind.CREATED, {}, expected_seq=0,
+            agent_id,
+            EventKind.CREATED,
+            {},
+            expected_seq=0,
             make=lambda rec: ([{"op": "replace", "path": "", "value": document}], fsm_state),
-            schema_version=schema_version, idempotency_key=idempotency_key, actor=actor,
+            schema_version=schema_version,
+            idempotency_key=idempotency_key,
+            actor=actor,
         )
 
     async def save(
@@ -441,8 +467,14 @@ class StateStore:
             return patch.diff(rec.data, document), fsm
 
         return await self._write(
-            agent_id, event_type, dict(info or {}), expected_seq=expected_seq, make=make,
-            idempotency_key=idempotency_key, actor=actor, create_kind=EventKind.CREATED,
+            agent_id,
+            event_type,
+            dict(info or {}),
+            expected_seq=expected_seq,
+            make=make,
+            idempotency_key=idempotency_key,
+            actor=actor,
+            create_kind=EventKind.CREATED,
             schema_version=schema_version,
         )
 
@@ -477,8 +509,14 @@ class StateStore:
             return op_list, fsm_state
 
         return await self._write(
-            agent_id, event_type, body, expected_seq=expected_seq, make=make,
-            idempotency_key=idempotency_key, actor=actor, schema_version=schema_version,
+            agent_id,
+            event_type,
+            body,
+            expected_seq=expected_seq,
+            make=make,
+            idempotency_key=idempotency_key,
+            actor=actor,
+            schema_version=schema_version,
         )
 
     async def _write(
@@ -513,8 +551,15 @@ class StateStore:
                 ops, fsm = make(record)
                 event_kind = create_kind if (record is None and create_kind) else kind
                 request, new_record = self._build(
-                    agent_id, event_kind, body, record, ops, fsm,
-                    idempotency_key, actor, schema_version,
+                    agent_id,
+                    event_kind,
+                    body,
+                    record,
+                    ops,
+                    fsm,
+                    idempotency_key,
+                    actor,
+                    schema_version,
                 )
                 if self._behind is not None:
                     self._behind.add(request)
@@ -579,8 +624,15 @@ class StateStore:
             new = AgentRecord(agent_id, 0, None, {}, 1, now, now)
         else:
             new = AgentRecord(
-                agent_id, record.seq, record.fsm_state, record.data, record.schema_version,
-                record.created_at, record.updated_at, record.snapshot_seq, record.fsm_entered_at,
+                agent_id,
+                record.seq,
+                record.fsm_state,
+                record.data,
+                record.schema_version,
+                record.created_at,
+                record.updated_at,
+                record.snapshot_seq,
+                record.fsm_entered_at,
                 record.blob,
             )
         decoded = orjson.loads(plaintext)
@@ -603,8 +655,11 @@ class StateStore:
 
     def _encode_snapshot(self, record: AgentRecord) -> RawSnapshot:
         body = {
-            "fsm": record.fsm_state, "data": record.data, "v": record.schema_version,
-            "created_at": record.created_at, "updated_at": record.updated_at,
+            "fsm": record.fsm_state,
+            "data": record.data,
+            "v": record.schema_version,
+            "created_at": record.created_at,
+            "updated_at": record.updated_at,
             "entered": record.fsm_entered_at,
         }
         stored, tag = self.codec.encode(record.agent_id, record.seq, SNAPSHOT_KIND, body, "state")
@@ -645,7 +700,7 @@ class StateStore:
     async def agent(
         self,
         agent_id: str,
-        machine: AgentStateMachine | None = None,
+        machine: AgentStateMachine[Any, Any] | None = None,
         *,
         initial_data: Mapping[str, Any] | None = None,
     ) -> DurableAgent:
@@ -704,13 +759,17 @@ class StateStore:
                 broken = True
                 break
             snap = snapshots.get(seq)
-            if snap is not None and (snap.data != record.data or snap.fsm_state != record.fsm_state):
+            if snap is not None and (
+                snap.data != record.data or snap.fsm_state != record.fsm_state
+            ):
                 report.problems.append(
                     Problem(agent_id, seq, "snapshot differs from the replay of the events")
                 )
         if not broken and record.seq != head:
             report.problems.append(
-                Problem(agent_id, record.seq + 1, f"stream ends at seq {record.seq}, head is {head}")
+                Problem(
+                    agent_id, record.seq + 1, f"stream ends at seq {record.seq}, head is {head}"
+                )
             )
 
     async def _verified_events(

@@ -57,8 +57,9 @@ class SyncStateStore:
         finally:
             self._portal.stop()
 
-    def create(self, agent_id: str, data: Mapping[str, Any] | None = None,
-               **kwargs: Any) -> AppendResult:
+    def create(
+        self, agent_id: str, data: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> AppendResult:
         """See :meth:`StateStore.create`."""
         return self._portal.call(self.store.create(agent_id, data, **kwargs))
 
@@ -66,13 +67,15 @@ class SyncStateStore:
         """See :meth:`StateStore.save`."""
         return self._portal.call(self.store.save(agent_id, data, **kwargs))
 
-    def append(self, agent_id: str, event_type: str, info: Mapping[str, Any] | None = None,
-               **kwargs: Any) -> AppendResult:
+    def append(
+        self, agent_id: str, event_type: str, info: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> AppendResult:
         """See :meth:`StateStore.append`."""
         return self._portal.call(self.store.append(agent_id, event_type, info, **kwargs))
 
-    def load(self, agent_id: str, *, at_seq: int | None = None,
-             at_time: float | None = None) -> Snapshot:
+    def load(
+        self, agent_id: str, *, at_seq: int | None = None, at_time: float | None = None
+    ) -> Snapshot:
         """See :meth:`StateStore.load`."""
         return self._portal.call(self.store.load(agent_id, at_seq=at_seq, at_time=at_time))
 
@@ -84,11 +87,13 @@ class SyncStateStore:
         """See :meth:`StateStore.head`."""
         return self._portal.call(self.store.head(agent_id))
 
-    def history(self, agent_id: str, *, after_seq: int = 0,
-                to_seq: int | None = None) -> Iterator[Event]:
+    def history(
+        self, agent_id: str, *, after_seq: int = 0, to_seq: int | None = None
+    ) -> Iterator[Event]:
         """See :meth:`StateStore.history`."""
-        return self._portal.iterate(self.store.history(agent_id, after_seq=after_seq,
-                                                       to_seq=to_seq))
+        return self._portal.iterate(
+            self.store.history(agent_id, after_seq=after_seq, to_seq=to_seq)
+        )
 
     def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         """See :meth:`StateStore.list_agents`."""
@@ -126,8 +131,13 @@ class SyncStateStore:
         """See :meth:`StateStore.stats`."""
         return self.store.stats()
 
-    def agent(self, agent_id: str, machine: AgentStateMachine | None = None, *,
-              initial_data: Mapping[str, Any] | None = None) -> SyncDurableAgent:
+    def agent(
+        self,
+        agent_id: str,
+        machine: AgentStateMachine[Any, Any] | None = None,
+        *,
+        initial_data: Mapping[str, Any] | None = None,
+    ) -> SyncDurableAgent:
         """See :meth:`StateStore.agent`."""
         inner = self._portal.call(self.store.agent(agent_id, machine, initial_data=initial_data))
         return SyncDurableAgent(inner, self._portal)
@@ -151,7 +161,7 @@ class SyncDurableAgent:
         return self.agent.data
 
     @property
-    def machine(self) -> AgentStateMachine:
+    def machine(self) -> AgentStateMachine[Any, Any]:
         """The bound state machine."""
         return self.agent.machine
 
@@ -165,8 +175,9 @@ class SyncDurableAgent:
         """The last seq this agent wrote or loaded."""
         return self.agent.seq
 
-    def transition(self, event: Any, metadata: Mapping[str, Any] | None = None,
-                   **kwargs: Any) -> bool:
+    def transition(
+        self, event: Any, metadata: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> bool:
         """See :meth:`DurableAgent.transition`."""
         return self._portal.call(self.agent.transition(event, metadata, **kwargs))
 
@@ -174,8 +185,9 @@ class SyncDurableAgent:
         """See :meth:`DurableAgent.save`."""
         return self._portal.call(self.agent.save(info, **kwargs))
 
-    def record(self, event_type: str, info: Mapping[str, Any] | None = None,
-               **kwargs: Any) -> AppendResult:
+    def record(
+        self, event_type: str, info: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> AppendResult:
         """See :meth:`DurableAgent.record`."""
         return self._portal.call(self.agent.record(event_type, info, **kwargs))
 
