@@ -249,7 +249,11 @@ async def psm_async(n: int) -> float:
 # ------------------------------------------------------------------------ driver
 
 LIBRARIES = ("statekeeper", "transitions", "python-statemachine")
-SYNC: dict[str, Runner] = {"statekeeper": sk_sync, "transitions": tr_sync, "python-statemachine": psm_sync}
+SYNC: dict[str, Runner] = {
+    "statekeeper": sk_sync,
+    "transitions": tr_sync,
+    "python-statemachine": psm_sync,
+}
 ASYNC: dict[str, AsyncRunner] = {
     "statekeeper": sk_async,
     "transitions": tr_async,

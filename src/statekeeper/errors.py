@@ -87,7 +87,10 @@ class TransitionInProgress(MachineError):
     """A transition was started on a machine that is already in the middle of one.
 
     Raised for re-entrant calls from a guard, exit hook or action of the same machine
-    (hooks after the state changed, and callbacks, may fire new events freely).
+    (``on_enter`` hooks and callbacks run after the state changed and may fire new
+    events freely), for a synchronous ``fire``/``restore`` while an async transition of
+    the same machine is suspended in one of those steps. Concurrent asyncio tasks do not
+    get this error: ``await machine.transition(...)`` waits for its turn.
     """
 
     def __init__(self, state: Any, event: Any = None) -> None:

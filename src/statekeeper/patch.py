@@ -18,7 +18,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .errors import PatchError
+import orjson
+
+from .errors import PatchError, SerializationError
 
 __all__ = ["apply", "diff", "escape", "unescape"]
 
@@ -42,7 +44,10 @@ def unescape(token: str) -> str:
 def diff(old: Any, new: Any) -> list[Op]:
     """Return the ops that turn ``old`` into ``new`` (an empty list when they are equal)."""
     ops: list[Op] = []
-    _diff(old, new, "", ops)
+    try:
+        _diff(old, new, "", ops)
+    except TypeError as exc:  # a dict key that is not a string: not a JSON document
+        raise SerializationError(f"cannot diff: {exc}") from exc
     return ops
 
 
@@ -53,7 +58,16 @@ def _same(a: Any, b: Any) -> bool:
     """JSON equality: ``True == 1`` and ``1 == 1.0`` in Python, but not in a document."""
     if type(a) is not type(b) or a != b:
         return False
-    return isinstance(a, _SCALARS) or _same_json(a, b)
+    if isinstance(a, _SCALARS):
+        return True
+    # Equal by Python's rules; equal serialized bytes rule out bool/int/float mixing.
+    # (Different bytes may only mean a different key order: check the slow way.)
+    try:
+        if orjson.dumps(a) == orjson.dumps(b):
+            return True
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    return _same_json(a, b)
 
 
 def _diff(old: Any, new: Any, path: str, ops: list[Op]) -> None:
@@ -106,9 +120,7 @@ def apply(doc: Any, ops: list[Op], *, in_place: bool = False) -> Any:
     for index, op in enumerate(ops):
         try:
             doc = _apply_one(doc, op, in_place)
-        except PatchError:
-            raise
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
+        except (PatchError, KeyError, IndexError, TypeError, ValueError) as exc:
             raise PatchError(f"op {index} {op.get('op')!r} at {op.get('path')!r}: {exc}") from exc
     return doc
 

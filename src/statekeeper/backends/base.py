@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StoreClosed
 from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
 
 __all__ = ["Backend", "Health", "validate_request"]
@@ -57,6 +57,8 @@ class Backend(abc.ABC):
         for request in requests:
             try:
                 results.append(await self.append(request))
+            except StoreClosed:
+                raise  # not a failure of one request: the whole backend is gone
             except Exception as exc:
                 results.append(exc)
         return results

@@ -95,8 +95,12 @@ class MemoryBackend(Backend):
         stream = self._streams.get(agent_id)
         if stream is None:
             return 0
-        stamps = [e.timestamp for e in stream.events]
-        return bisect.bisect_right(stamps, timestamp)
+        # The highest seq stamped at or before ``timestamp``. Not a bisection: clocks
+        # can step back, so stamps are not guaranteed to be sorted.
+        for e in reversed(stream.events):
+            if e.timestamp <= timestamp:
+                return e.seq
+        return 0
 
     def _put_snapshot(self, stream: _Stream, snapshot: RawSnapshot) -> None:
         if snapshot.seq not in stream.snapshots:

@@ -74,8 +74,9 @@ CREATE TABLE IF NOT EXISTS sk_idempotency (
 
 
 @contextlib.contextmanager
-def _translated(path: str) -> Iterator[None]:
-    """Turn sqlite3 errors into statekeeper's typed errors."""
+def _translated(path: str, agent_id: str = "*", seq: int | None = None) -> Iterator[None]:
+    """Turn sqlite3 errors into statekeeper's typed errors (naming the agent, and the
+    first seq of the range, a failed read was for)."""
     try:
         yield
     except sqlite3.IntegrityError as exc:  # a constraint we rely on for CAS fired
@@ -83,7 +84,7 @@ def _translated(path: str) -> Iterator[None]:
     except sqlite3.OperationalError as exc:
         raise BackendError(f"{path}: {exc}") from exc
     except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed"
-        raise IntegrityError("*", None, f"database file {path} is unreadable: {exc}") from exc
+        raise IntegrityError(agent_id, seq, f"database file {path} is unreadable: {exc}") from exc
 
 
 class SQLiteBackend(Backend):
@@ -242,22 +243,21 @@ class SQLiteBackend(Backend):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for request in requests:
-                    if len(requests) > 1:
-                        conn.execute("SAVEPOINT sk_req")
+                    # Each request is all-or-nothing, also when it is alone: a
+                    # constraint can fire after some of its rows were inserted.
+                    conn.execute("SAVEPOINT sk_req")
                     try:
                         results.append(self._append_one(conn, request))
                     except (ConflictError, sqlite3.IntegrityError) as exc:
-                        if len(requests) > 1:
-                            conn.execute("ROLLBACK TO sk_req")
-                            conn.execute("RELEASE sk_req")
+                        conn.execute("ROLLBACK TO sk_req")
+                        conn.execute("RELEASE sk_req")
                         results.append(
                             exc
                             if isinstance(exc, ConflictError)
                             else BackendError(f"{self.path}: constraint violated: {exc}")
                         )
                         continue
-                    if len(requests) > 1:
-                        conn.execute("RELEASE sk_req")
+                    conn.execute("RELEASE sk_req")
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -336,7 +336,7 @@ class SQLiteBackend(Backend):
     # -- reads -------------------------------------------------------------------
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
-        with _translated(self.path):
+        with _translated(self.path, agent_id):
             row = (
                 self._reader()
                 .execute(
@@ -348,7 +348,7 @@ class SQLiteBackend(Backend):
         return AppendResult(agent_id, row[0], row[1], duplicate=True) if row else None
 
     async def head(self, agent_id: str) -> int:
-        with _translated(self.path):
+        with _translated(self.path, agent_id):
             row = (
                 self._reader()
                 .execute("SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,))
@@ -374,12 +374,12 @@ class SQLiteBackend(Backend):
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        with _translated(self.path):
+        with _translated(self.path, agent_id, after_seq + 1):
             rows = self._reader().execute(sql, args).fetchall()
         return [RawEvent(r[0], r[1], r[2], r[3], r[4]) for r in rows]
 
     async def seq_at(self, agent_id: str, timestamp: float) -> int:
-        with _translated(self.path):
+        with _translated(self.path, agent_id):
             row = (
                 self._reader()
                 .execute(
@@ -405,7 +405,7 @@ class SQLiteBackend(Backend):
                 " AND seq <= ? ORDER BY seq DESC LIMIT 1"
             )
             args = (agent_id, at_or_below)
-        with _translated(self.path):
+        with _translated(self.path, agent_id):
             row = self._reader().execute(sql, args).fetchone()
         return RawSnapshot(row[0], row[1], row[2], row[3]) if row is not None else None
 

@@ -1,30 +1,51 @@
-"""Choosing a backend by URL: ``memory://``, ``sqlite:///path.db`` (and, when their
-extras land, ``postgresql://…``, ``redis://…``, ``s3://bucket/prefix``)."""
+"""Choosing a backend by URL.
+
+==============================================  ===========================================
+``memory://``                                   :class:`~.memory.MemoryBackend`
+``sqlite:///rel.db``, ``sqlite:////abs.db``     :class:`~.sqlite.SQLiteBackend`
+(a bare path is a SQLite file too)
+``postgresql://user@host:5432/db?…``            :class:`~.postgres.PostgresBackend`
+(``postgres://``, ``postgresql+psycopg://``)    (extra ``postgres``)
+``redis://host:6379/0?prefix=sk:&ttl=3600``     :class:`~.redis.RedisBackend`
+(``rediss://`` for TLS, ``unix://``)            (extra ``redis``)
+``s3://bucket/prefix?endpoint_url=http://…``    :class:`~.s3.S3Backend` (extra ``s3``)
+``tiered://?hot=…&durable=…&cold=…``            :class:`~.tiered.TieredBackend`
+==============================================  ===========================================
+
+The engines behind an extra are imported only when their URL is used; a missing extra
+raises :class:`~statekeeper.errors.BackendUnavailable` naming the ``pip install``
+command. In a ``tiered://`` URL each tier is itself a URL, percent-encoded when it
+contains ``&`` (:func:`tiered_url` builds one).
+"""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlsplit
 
 from ..errors import BackendUnavailable, ConfigurationError
 from .base import Backend
 
-__all__ = ["open_backend"]
+__all__ = ["open_backend", "tiered_url"]
 
-_PLANNED = {
-    "postgresql": "PostgreSQL",
-    "postgres": "PostgreSQL",
-    "redis": "Redis",
-    "rediss": "Redis",
-    "s3": "S3",
-}
+_EXTRA = {"postgres": "PostgreSQL", "redis": "Redis", "s3": "S3"}
+
+
+def _missing(extra: str, exc: ImportError) -> BackendUnavailable:
+    return BackendUnavailable(
+        f"the {_EXTRA[extra]} backend needs an optional dependency that is not installed "
+        f"({exc.name or exc}): pip install 'statekeeper[{extra}]'"
+    )
 
 
 def open_backend(url: str) -> Backend:
-    """Build the backend a URL names.
+    """Build the backend a URL names (see the module documentation for the forms).
 
     ``sqlite:///relative.db`` and ``sqlite:////abs/path.db`` follow SQLAlchemy's
     convention; a bare path (no scheme) is taken as a SQLite file. Query options:
-    ``?synchronous=NORMAL`` and ``?busy_timeout=10`` for SQLite.
+    ``?synchronous=NORMAL`` and ``?busy_timeout=10`` for SQLite; for the others see
+    their classes (:func:`~.postgres.parse_postgres_url`,
+    :meth:`~.redis.RedisBackend.from_url`, :meth:`~.s3.S3Backend.from_url`,
+    :meth:`~.tiered.TieredBackend.from_url`).
     """
     if not isinstance(url, str) or not url:
         raise ConfigurationError("a backend URL must be a non-empty string")
@@ -34,30 +55,76 @@ def open_backend(url: str) -> Backend:
         return SQLiteBackend(url)
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
+    base = scheme.split("+", 1)[0]
     if scheme == "memory":
         from .memory import MemoryBackend
 
         return MemoryBackend()
     if scheme == "sqlite":
-        from .sqlite import SQLiteBackend
-
-        path = unquote(url.split("://", 1)[1].split("?", 1)[0])
-        if path.startswith("/"):
-            path = path[1:]  # sqlite:///rel.db -> rel.db ; sqlite:////abs.db -> /abs.db
-        if not path:
-            raise ConfigurationError(f"no database path in {url!r}")
-        options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        sync = options.pop("synchronous", "FULL").upper()
+        return _sqlite(url)
+    if base in ("postgresql", "postgres"):
         try:
-            timeout = float(options.pop("busy_timeout", "30"))
-        except ValueError as exc:
-            raise ConfigurationError(f"busy_timeout must be a number in {url!r}") from exc
-        if options:
-            raise ConfigurationError(f"unknown sqlite options {sorted(options)} in {url!r}")
-        return SQLiteBackend(path, synchronous=sync, busy_timeout=timeout)  # type: ignore[arg-type]
-    if scheme.split("+")[0] in _PLANNED:
-        raise BackendUnavailable(
-            f"the {_PLANNED[scheme.split('+')[0]]} backend is not available in this version "
-            f"of statekeeper; use sqlite:///path.db or memory://"
-        )
+            from .postgres import PostgresBackend
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise _missing("postgres", exc) from exc
+        return PostgresBackend.from_url(url)
+    if scheme in ("redis", "rediss", "unix"):
+        try:
+            from .redis import RedisBackend
+        except ImportError as exc:  # pragma: no cover
+            raise _missing("redis", exc) from exc
+        return RedisBackend.from_url(url)
+    if scheme == "s3":
+        try:
+            from .s3 import S3Backend
+        except ImportError as exc:  # pragma: no cover
+            raise _missing("s3", exc) from exc
+        return S3Backend.from_url(url)
+    if scheme == "tiered":
+        from .tiered import TieredBackend
+
+        return TieredBackend.from_url(url)
     raise ConfigurationError(f"unknown backend scheme {scheme!r} in {url!r}")
+
+
+def _sqlite(url: str) -> Backend:
+    from .sqlite import SQLiteBackend
+
+    parts = urlsplit(url)
+    path = unquote(url.split("://", 1)[1].split("?", 1)[0])
+    if path.startswith("/"):
+        path = path[1:]  # sqlite:///rel.db -> rel.db ; sqlite:////abs.db -> /abs.db
+    if not path:
+        raise ConfigurationError(f"no database path in {url!r}")
+    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    sync = options.pop("synchronous", "FULL").upper()
+    try:
+        timeout = float(options.pop("busy_timeout", "30"))
+    except ValueError as exc:
+        raise ConfigurationError(f"busy_timeout must be a number in {url!r}") from exc
+    if options:
+        raise ConfigurationError(f"unknown sqlite options {sorted(options)} in {url!r}")
+    return SQLiteBackend(path, synchronous=sync, busy_timeout=timeout)  # type: ignore[arg-type]
+
+
+def tiered_url(
+    *,
+    durable: str,
+    hot: str | None = None,
+    cold: str | None = None,
+    **options: float | str,
+) -> str:
+    """A ``tiered://`` URL for :func:`open_backend` (each tier URL percent-encoded).
+
+    >>> tiered_url(hot="memory://", durable="sqlite:///a.db?synchronous=NORMAL", idle_after=60)
+    'tiered://?hot=memory%3A%2F%2F&durable=sqlite%3A%2F%2F%2Fa.db%3Fsynchronous%3DNORMAL&idle_after=60'
+    """
+    pairs = [("hot", hot), ("durable", durable), ("cold", cold)]
+    pairs += [(k, str(v)) for k, v in options.items()]
+    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in pairs if v is not None)
+    return f"tiered://?{query}"
+
+
+def split_query(url: str) -> dict[str, str]:
+    """The query options of ``url`` as a dict (the last value of a repeated option)."""
+    return dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))

@@ -61,6 +61,11 @@ class Codec:
 
     def open(self, agent_id: str, seq: int, kind: str, stored: bytes, tag: bytes) -> bytes:
         """Verify a stored record and return its plaintext; raises ``IntegrityError``."""
+        if not isinstance(stored, bytes | bytearray | memoryview) or not isinstance(
+            tag, bytes | bytearray | memoryview
+        ):
+            # e.g. a row rewritten as TEXT by hand: never ours, never trusted
+            raise IntegrityError(agent_id, seq, f"{kind} record is not stored as bytes")
         stored = bytes(stored)
         if not hmac.compare_digest(self.tag(agent_id, seq, kind, stored), bytes(tag)):
             raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")

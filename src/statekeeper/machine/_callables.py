@@ -26,15 +26,21 @@ def is_async_callable(fn: Callable[..., object]) -> bool:
 
 
 def takes_argument(fn: Callable[..., object]) -> bool:
-    """True when ``fn`` accepts a positional argument (it then receives the context).
+    """True when ``fn`` needs a positional argument (it then receives the context).
 
-    Callables whose signature cannot be read are assumed to take the context.
+    A parameter with a default does not count, so the loop idiom ``lambda x=x: ...``
+    is a zero-argument callable; ``*args`` counts. Callables whose signature cannot be
+    read are assumed to take the context.
     """
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return True
-    return any(p.kind in _POSITIONAL for p in sig.parameters.values())
+    return any(
+        p.kind in _POSITIONAL
+        and (p.kind is inspect.Parameter.VAR_POSITIONAL or p.default is inspect.Parameter.empty)
+        for p in sig.parameters.values()
+    )
 
 
 def callable_name(fn: Callable[..., object]) -> str:

@@ -9,10 +9,10 @@ one (state, event) pair appear in the order their guards are tried.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from statekeeper.machine._callables import callable_name
+from statekeeper.machine._compiled import value_label
 
 if TYPE_CHECKING:
     from statekeeper.machine.machine import AgentStateMachine
@@ -43,16 +43,9 @@ def escape_dot(text: str) -> str:
     )
 
 
-def _label(value: Hashable) -> str:
-    if isinstance(value, str):
-        return value
-    raw = getattr(value, "value", value)
-    return raw if isinstance(raw, str) else str(raw)
-
-
 def edge_label(rule: TransitionRule[Any, Any]) -> str:
     """``event``, ``event [guard]``, ``event / action`` or ``event [guard] / action``."""
-    text = _label(rule.event)
+    text = value_label(rule.event)
     if rule.guard is not None:
         text += f" [{callable_name(rule.guard)}]"
     if rule.action is not None:
@@ -70,7 +63,7 @@ def to_mermaid(machine: AgentStateMachine[Any, Any]) -> str:
     ids = _ids(machine)
     lines = ["stateDiagram-v2"]
     for state, sid in ids.items():
-        lines.append(f'    state "{escape_mermaid(_label(state))}" as {sid}')
+        lines.append(f'    state "{escape_mermaid(value_label(state))}" as {sid}')
     lines.append(f"    [*] --> {ids[machine.initial]}")
     for rule in machine.rules:
         label = escape_mermaid(edge_label(rule))
@@ -93,7 +86,7 @@ def to_dot(machine: AgentStateMachine[Any, Any]) -> str:
     ]
     for state, sid in ids.items():
         extra = ", shape=doublecircle" if state in finals else ""
-        lines.append(f'    {sid} [label="{escape_dot(_label(state))}"{extra}];')
+        lines.append(f'    {sid} [label="{escape_dot(value_label(state))}"{extra}];')
     lines.append(f"    __initial__ -> {ids[machine.initial]};")
     for rule in machine.rules:
         label = escape_dot(edge_label(rule))

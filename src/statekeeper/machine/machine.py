@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Hashable, Iterable, Mapping
 from inspect import isawaitable
-from typing import TYPE_CHECKING, Any, Generic, Literal, SupportsIndex, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from statekeeper.errors import (
     AsyncRequired,
@@ -44,6 +44,7 @@ from statekeeper.errors import (
     UnknownState,
 )
 from statekeeper.machine._callables import Hook, discard_awaitable, is_async_callable
+from statekeeper.machine._compiled import CallbackList, Edge, value_label
 from statekeeper.machine.defaults import DEFAULT_INITIAL, DEFAULT_RULES, DEFAULT_STATES
 from statekeeper.machine.types import (
     EMPTY_METADATA,
@@ -59,7 +60,7 @@ from statekeeper.machine.types import (
 if TYPE_CHECKING:
     from statekeeper.machine.validate import ValidationReport
 
-__all__ = ["GUARD_REJECTED", "NO_RULE", "AgentStateMachine"]
+__all__ = ["GUARD_REJECTED", "NO_RULE", "AgentStateMachine", "value_label"]
 
 logger = logging.getLogger("statekeeper.machine")
 _DEBUG = logging.DEBUG
@@ -132,6 +133,7 @@ class AgentStateMachine(Generic[S, E]):
         "_states",
         "_total",
         "_total_duration",
+        "_unguarded",
         "_value_to_event",
         "_value_to_state",
         "_waiters",
@@ -210,10 +212,11 @@ class AgentStateMachine(Generic[S, E]):
         self._event_to_value: dict[E, str] = {}
         self._out: dict[S, dict[E, tuple[Edge, ...]]] = {}
         self._rules: list[TransitionRule[S, E]] = []
+        self._unguarded: dict[tuple[S, E], TransitionRule[S, E]] = {}
         self._enter: dict[S, list[Hook]] = {}
         self._exit: dict[S, list[Hook]] = {}
         self._hooks: dict[int, Hook] = {}
-        self._callback_list = CallbackList(self)
+        self._callback_list = CallbackList(self._callbacks_changed)
         self._callbacks: tuple[Hook, ...] = ()
         self._listeners: tuple[Callable[[TransitionResult[S, E]], object], ...] = ()
         self._counts: list[int] = []
@@ -231,6 +234,9 @@ class AgentStateMachine(Generic[S, E]):
 
         rule_list: list[TransitionRule[Any, Any]] = list(DEFAULT_RULES) if use_defaults else []
         rule_list.extend(rules or ())
+        for rule in rule_list:
+            if not isinstance(rule, TransitionRule):
+                raise InvalidMachineDefinition(f"expected a TransitionRule, got {rule!r}")
         if use_defaults:
             self._add_states(cast("Iterable[S]", DEFAULT_STATES))
         if states is not None:
@@ -320,16 +326,13 @@ class AgentStateMachine(Generic[S, E]):
             hash(event)
         except TypeError:
             raise InvalidMachineDefinition(f"event {event!r} is not hashable") from None
-        for existing in self._rules:
-            if (
-                existing.from_state == rule.from_state
-                and existing.event == event
-                and existing.guard is None
-            ):
-                raise InvalidMachineDefinition(
-                    f"rule {self._describe(rule)} can never fire: the earlier rule "
-                    f"{self._describe(existing)} has no guard and always wins"
-                )
+        key = (rule.from_state, event)
+        existing = self._unguarded.get(key)
+        if existing is not None:
+            raise InvalidMachineDefinition(
+                f"rule {self._describe(rule)} can never fire: the earlier rule "
+                f"{self._describe(existing)} has no guard and always wins"
+            )
         if event not in self._events:
             label = value_label(event)
             other = self._value_to_event.get(label)
@@ -340,6 +343,8 @@ class AgentStateMachine(Generic[S, E]):
             self._events[event] = None
             self._value_to_event[label] = event
             self._event_to_value[event] = label
+        if rule.guard is None:
+            self._unguarded[key] = rule
         self._rules.append(rule)
 
     @staticmethod
@@ -353,7 +358,19 @@ class AgentStateMachine(Generic[S, E]):
         """Add a rule. Its states must be known; a rule after an unguarded one for the same
         ``(from_state, event)`` is rejected (it could never fire)."""
         self._add_rule(rule)
-        self._rebuild()
+        out = self._out[rule.from_state]
+        out[rule.event] = (*out.get(rule.event, ()), self._compile(rule))
+
+    def _compile(self, rule: TransitionRule[S, E]) -> Edge:
+        return Edge(
+            rule,
+            target_out=self._out[rule.to_state],
+            source_idx=self._index[rule.from_state],
+            exit_hooks=self._exit.get(rule.from_state, ()),
+            enter_hooks=self._enter.get(rule.to_state, ()),
+            callbacks=self._callbacks,
+            hook_for=self._hook,
+        )
 
     def _hook(self, fn: Callable[..., object]) -> Hook:
         hook = self._hooks.get(id(fn))
@@ -364,7 +381,7 @@ class AgentStateMachine(Generic[S, E]):
     def _rebuild(self) -> None:
         grouped: dict[S, dict[E, list[Edge]]] = {}
         for rule in self._rules:
-            edge = Edge(rule, self)
+            edge = self._compile(rule)
             grouped.setdefault(rule.from_state, {}).setdefault(rule.event, []).append(edge)
         for state, out in self._out.items():
             out.clear()  # per-state dicts are kept: compiled edges point at them
@@ -559,6 +576,8 @@ class AgentStateMachine(Generic[S, E]):
         finally:
             if not dry:
                 self._busy = False
+                if self._owner is not None:
+                    self._owner = None
                 if self._waiters:
                     self._wake_next()
 
@@ -768,11 +787,18 @@ class AgentStateMachine(Generic[S, E]):
             awaitable = gen.send(None)
         except StopIteration as stop:
             return bool(stop.value)
-        return bool(await self._resume(gen, awaitable))
+        return bool(await self._resume(gen, awaitable, owns=False))
 
-    async def _resume(self, gen: Generator[Any, Any, Any], awaitable: Any) -> Any:
+    async def _resume(
+        self, gen: Generator[Any, Any, Any], awaitable: Any, owns: bool = True
+    ) -> Any:
+        """Drive ``gen`` to completion, awaiting what it yields (the async driver's loop).
+
+        ``owns``: the generator holds the machine's busy flag while it is before its
+        commit; the current task is then recorded so a re-entrant call is detected.
+        """
         while True:
-            if self._busy:
+            if owns and self._busy:
                 self._owner = asyncio.current_task()
             try:
                 value = await awaitable
@@ -958,6 +984,39 @@ class AgentStateMachine(Generic[S, E]):
         self._entered = self._clock() if entered_at is None else entered_at
         return state
 
+    def revert(self, result: TransitionResult[S, E]) -> S:
+        """Undo the latest transition, described by its ``result``.
+
+        For the persistence layer: when the durable append of a transition fails, the
+        machine goes back to ``result.source`` with its entry time, and the history
+        entry and statistics the transition added are taken back, as if it had never
+        fired. Hooks, actions and callbacks that already ran are not undone. Raises
+        :class:`~statekeeper.errors.MachineError` when ``result`` is not the latest
+        transition (the machine is no longer in ``result.target``).
+        """
+        if self._busy:
+            raise TransitionInProgress(self._current)
+        if self._current != result.target:
+            raise MachineError(
+                f"cannot revert {value_label(result.event)!r}: the machine is in "
+                f"{value_label(self._current)!r}, not {value_label(result.target)!r}"
+            )
+        entered = result.timestamp - result.duration
+        history = self._history
+        if history:
+            last = history[-1]
+            if last.event == result.event and last.target == result.target:
+                history.pop()
+        self._total -= 1
+        self._total_duration -= result.duration
+        idx = self._index[result.source]
+        self._counts[idx] -= 1
+        self._durations[idx] -= result.duration
+        self._current = result.source
+        self._current_out = self._out[result.source]
+        self._entered = entered
+        return result.source
+
     # ------------------------------------------------------------ data and stats
 
     def set_state_data(self, key: str, value: Any) -> None:
@@ -1026,6 +1085,7 @@ class AgentStateMachine(Generic[S, E]):
         return to_dot(self)
 
     def __repr__(self) -> str:
+        """``<AgentStateMachine 'name' state='value' transitions=N>``."""
         return (
             f"<{type(self).__name__} {self.name!r} state={self.state_value!r} "
             f"transitions={self._total}>"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from statekeeper.errors import InvalidMachineDefinition
+from statekeeper.machine._compiled import value_label
 
 if TYPE_CHECKING:
     from statekeeper.machine.machine import AgentStateMachine
@@ -42,19 +43,19 @@ class ValidationReport(Generic[S]):
             raise InvalidMachineDefinition(str(self))
 
     def __str__(self) -> str:
+        """A one-line human summary of the problems (or that there are none)."""
         if self.ok:
             return "machine is valid: every state is reachable and none is a dead end"
         parts = []
         if self.unreachable:
-            parts.append("unreachable from initial: " + ", ".join(map(_label, self.unreachable)))
+            parts.append(
+                "unreachable from initial: " + ", ".join(map(value_label, self.unreachable))
+            )
         if self.dead_ends:
-            parts.append("dead ends (no outgoing rule): " + ", ".join(map(_label, self.dead_ends)))
+            parts.append(
+                "dead ends (no outgoing rule): " + ", ".join(map(value_label, self.dead_ends))
+            )
         return "; ".join(parts)
-
-
-def _label(value: Any) -> str:
-    raw = getattr(value, "value", value)
-    return str(raw)
 
 
 def validate_machine(

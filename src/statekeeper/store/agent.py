@@ -8,7 +8,8 @@ exactly, and the machine restored to that state (hooks do not run again on resto
 Ordering of a transition: guards → exit hooks → action → enter hooks → listeners →
 callbacks run in memory first (see :mod:`statekeeper.machine`), then the event is
 appended. If the append fails (conflict, storage error, unserializable data) the
-machine is put back in its previous state and the error propagates; side effects the
+transition is reverted — state, entry time, in-memory history and statistics — and the
+error propagates; side effects the
 action or callbacks already caused are not undone — record their results in
 ``agent.data`` so the next attempt can see them.
 """
@@ -126,7 +127,10 @@ class DurableAgent:
                 EventKind.TRANSITION, info, self.machine.state_value, idempotency_key, actor
             )
         except BaseException:
-            self.machine.restore(before)
+            if result is not None:
+                self.machine.revert(result)  # as if it never fired: state, history, stats
+            else:
+                self.machine.restore(before)
             raise
         return True
 

@@ -93,7 +93,8 @@ class WriteBehind:
     """Buffers appends and flushes them by size and by interval (``async`` mode).
 
     ``on_stale(agent_id)`` is called when a buffered append could not be stored, or
-    turned out to be a duplicate, so the store drops its now-wrong cached state.
+    turned out to be a duplicate, so the store drops its now-wrong cached state;
+    ``on_flushed(agent_id, seq)`` when an append is durable.
     """
 
     def __init__(
@@ -103,6 +104,7 @@ class WriteBehind:
         flush_size: int,
         flush_interval: float,
         on_stale: Callable[[str], None],
+        on_flushed: Callable[[str, int], None],
     ) -> None:
         if flush_size < 1 or flush_interval <= 0:
             raise ConfigurationError("flush_size must be >= 1 and flush_interval > 0")
@@ -110,7 +112,9 @@ class WriteBehind:
         self.flush_size = flush_size
         self.flush_interval = flush_interval
         self._on_stale = on_stale
+        self._on_flushed = on_flushed
         self._buffer: list[AppendRequest] = []
+        self._in_flight: list[AppendRequest] = []
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
         self._failures: dict[str, BaseException] = {}
@@ -118,16 +122,33 @@ class WriteBehind:
         self.flushed = 0
 
     def __len__(self) -> int:
-        return len(self._buffer)
+        """Appends acknowledged but not yet stored (buffered or being written)."""
+        return len(self._buffer) + len(self._in_flight)
 
-    def add(self, request: AppendRequest) -> None:
-        """Buffer one append; schedules or triggers a flush as needed."""
+    async def add(self, request: AppendRequest) -> None:
+        """Buffer one append; schedules or triggers a flush as needed.
+
+        Back-pressure keeps the documented loss bound: once ``flush_size`` appends are
+        buffered or being written, the caller waits for the flush, so fewer than
+        ``flush_size`` acknowledged appends are ever not yet stored — also in a loop
+        that never yields to the event loop on its own.
+        """
         self._buffer.append(request)
-        if len(self._buffer) >= self.flush_size:
+        if len(self) >= self.flush_size:
             self._start_flush()
+            assert self._flushing is not None
+            await asyncio.shield(self._flushing)
         elif self._timer is None:
             loop = asyncio.get_running_loop()
             self._timer = loop.call_later(self.flush_interval, self._start_flush)
+
+    def find_key(self, agent_id: str, key: str) -> AppendResult | None:
+        """The buffered (or in-flight) append of ``agent_id`` that used ``key``, if any."""
+        for request in (*self._in_flight, *self._buffer):
+            if request.agent_id == agent_id and request.idempotency_key == key:
+                first, last = request.events[0].seq, request.events[-1].seq
+                return AppendResult(agent_id, first, last, duplicate=True)
+        return None
 
     def _start_flush(self) -> None:
         if self._timer is not None:
@@ -139,41 +160,67 @@ class WriteBehind:
     async def _flush_all(self) -> None:
         while self._buffer:
             batch, self._buffer = self._buffer, []
-            await self._write(batch)
+            self._in_flight = batch
+            try:
+                await self._write(batch)
+            finally:
+                self._in_flight = []
 
     async def _write(self, batch: list[AppendRequest]) -> None:
-        failed: set[str] = set()
-        try:
-            results: list[AppendResult | BaseException] = await self._backend.append_batch(batch)
-        except Exception as exc:
-            results = [exc] * len(batch)
-        self.flushes += 1
-        for request, result in zip(batch, results, strict=True):
-            if isinstance(result, BaseException):
+        # An agent's buffered appends form a chain: each expects the seq the previous
+        # one lands on. A link must never be stored after an earlier link failed — its
+        # expected seq may still match the head (another writer took that seq) and its
+        # patch would land on a state it was not computed from. So each chain is sent
+        # link by link (one shared append_batch per round), keyless runs merged into
+        # one atomic append, and a failed link drops the rest of its chain.
+        chains: dict[str, list[AppendRequest]] = {}
+        for request in batch:
+            links = chains.setdefault(request.agent_id, [])
+            if links and _mergeable(links[-1], request):
+                links[-1] = _merge(links[-1], request)
+            else:
+                links.append(request)
+        while chains:
+            heads = [links.pop(0) for links in chains.values()]
+            try:
+                results: list[AppendResult | BaseException] = await self._backend.append_batch(
+                    heads
+                )
+            except Exception as exc:
+                results = [exc] * len(heads)
+            self.flushes += 1
+            for request, result in zip(heads, results, strict=True):
                 agent_id = request.agent_id
-                if agent_id not in failed:  # later appends of that agent fail as a consequence
+                if isinstance(result, BaseException):
+                    dropped = sum(len(r.events) for r in chains[agent_id])
                     logger.error(
-                        "write-behind flush failed for agent %r at seq %d: %s",
+                        "write-behind flush failed for agent %r at seq %d (%d later "
+                        "buffered appends of it dropped): %s",
                         agent_id,
                         request.expected_seq + 1,
+                        dropped,
                         result,
                     )
                     self._failures.setdefault(agent_id, result)
                     self._on_stale(agent_id)
-                failed.add(agent_id)
-            else:
-                self.flushed += 1
+                    del chains[agent_id]
+                    continue
+                self.flushed += len(request.events)
                 if result.duplicate:
-                    self._on_stale(request.agent_id)
+                    self._on_stale(agent_id)
+                else:
+                    self._on_flushed(agent_id, result.last_seq)
+            chains = {agent_id: links for agent_id, links in chains.items() if links}
 
     async def flush(self) -> None:
         """Write everything buffered now; raise ``WriteBufferError`` for failures so far."""
-        self._start_flush()
-        if self._flushing is not None:
+        while True:
+            self._start_flush()
+            assert self._flushing is not None
             await asyncio.shield(self._flushing)
-        # A flush started by the timer may have finished with new data buffered since.
-        if self._buffer:
-            await self._flush_all()
+            # more may have been buffered after that flush task took its last batch
+            if not self._buffer:
+                break
         if self._failures:
             failures, self._failures = self._failures, {}
             raise WriteBufferError(failures)
@@ -183,3 +230,22 @@ class WriteBehind:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def _mergeable(first: AppendRequest, then: AppendRequest) -> bool:
+    """Two consecutive keyless appends of one agent can be stored as one."""
+    return (
+        first.idempotency_key is None
+        and then.idempotency_key is None
+        and then.expected_seq == first.events[-1].seq
+    )
+
+
+def _merge(first: AppendRequest, then: AppendRequest) -> AppendRequest:
+    return AppendRequest(
+        first.agent_id,
+        first.expected_seq,
+        (*first.events, *then.events),
+        then.snapshot if then.snapshot is not None else first.snapshot,
+        None,
+    )

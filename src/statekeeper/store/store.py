@@ -26,13 +26,14 @@ import orjson
 from .. import patch
 from ..backends.base import Backend, Health
 from ..backends.url import open_backend
-from ..codec import Codec
+from ..codec import Codec, find_unserializable
 from ..errors import (
     AgentNotFound,
     ConfigurationError,
     ConflictError,
     IntegrityError,
     PatchError,
+    SerializationError,
     StatekeeperError,
     StoreClosed,
 )
@@ -156,6 +157,7 @@ class StateStore:
                 flush_size=flush_size,
                 flush_interval=flush_interval,
                 on_stale=self._forget,
+                on_flushed=self._settled,
             )
             if self.durability == "async"
             else None
@@ -182,7 +184,6 @@ class StateStore:
             await self._group.drain()
         if self._behind is not None:
             await self._behind.flush()
-            self._unflushed.clear()
 
     async def close(self) -> None:
         """Flush, then release the backend. Idempotent."""
@@ -206,6 +207,12 @@ class StateStore:
             lock = asyncio.Lock()
             self._locks[agent_id] = lock
         return lock
+
+    def _settled(self, agent_id: str, seq: int) -> None:
+        """A buffered append reached the backend: unpin the agent once all of it has."""
+        pinned = self._unflushed.get(agent_id)
+        if pinned is not None and pinned.seq <= seq:
+            del self._unflushed[agent_id]
 
     def _forget(self, agent_id: str) -> None:
         self._cache.discard(agent_id)
@@ -275,6 +282,10 @@ class StateStore:
                     agent_id, record.seq + 1, f"stream ends at seq {record.seq}, head is {target}"
                 )
             for raw in events:
+                if raw.seq <= record.seq:
+                    # a concurrent catch-up of the same cached record (readers do not
+                    # take the agent lock) applied it while this read was in flight
+                    continue
                 if raw.seq != record.seq + 1:
                     raise IntegrityError(
                         agent_id, record.seq + 1, f"gap: next stored seq is {raw.seq}"
@@ -426,16 +437,19 @@ class StateStore:
     ) -> AppendResult:
         """Start an agent's stream with a ``created`` event. ConflictError if it exists."""
         document = dict(data) if data is not None else {}
-        return await self._write(
-            agent_id,
-            EventKind.CREATED,
-            {},
-            expected_seq=0,
-            make=lambda rec: ([{"op": "replace", "path": "", "value": document}], fsm_state),
-            schema_version=schema_version,
-            idempotency_key=idempotency_key,
-            actor=actor,
-        )
+        try:
+            return await self._write(
+                agent_id,
+                EventKind.CREATED,
+                {},
+                expected_seq=0,
+                make=lambda rec: ([{"op": "replace", "path": "", "value": document}], fsm_state),
+                schema_version=schema_version,
+                idempotency_key=idempotency_key,
+                actor=actor,
+            )
+        except SerializationError as exc:
+            raise _locate(exc, data=document) from exc
 
     async def save(
         self,
@@ -459,6 +473,7 @@ class StateStore:
         from the stream's history).
         """
         document = data
+        body = _info(info)
 
         def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
             if rec is None:
@@ -466,17 +481,20 @@ class StateStore:
             fsm = fsm_state if fsm_state != rec.fsm_state else None
             return patch.diff(rec.data, document), fsm
 
-        return await self._write(
-            agent_id,
-            event_type,
-            dict(info or {}),
-            expected_seq=expected_seq,
-            make=make,
-            idempotency_key=idempotency_key,
-            actor=actor,
-            create_kind=EventKind.CREATED,
-            schema_version=schema_version,
-        )
+        try:
+            return await self._write(
+                agent_id,
+                event_type,
+                body,
+                expected_seq=expected_seq,
+                make=make,
+                idempotency_key=idempotency_key,
+                actor=actor,
+                create_kind=EventKind.CREATED,
+                schema_version=schema_version,
+            )
+        except SerializationError as exc:
+            raise _locate(exc, data=document, info=body) from exc
 
     async def append(
         self,
@@ -497,10 +515,7 @@ class StateStore:
         Without ``expected_seq``, ops are applied to the latest state; if they no
         longer apply after a concurrent write, :class:`ConflictError` is raised.
         """
-        body = dict(info or {})
-        bad = _RESERVED.intersection(body)
-        if bad:
-            raise ConfigurationError(f"event info may not use reserved keys {sorted(bad)}")
+        body = _info(info)
         op_list = list(ops or [])
 
         def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
@@ -508,16 +523,19 @@ class StateStore:
                 raise AgentNotFound(agent_id)
             return op_list, fsm_state
 
-        return await self._write(
-            agent_id,
-            event_type,
-            body,
-            expected_seq=expected_seq,
-            make=make,
-            idempotency_key=idempotency_key,
-            actor=actor,
-            schema_version=schema_version,
-        )
+        try:
+            return await self._write(
+                agent_id,
+                event_type,
+                body,
+                expected_seq=expected_seq,
+                make=make,
+                idempotency_key=idempotency_key,
+                actor=actor,
+                schema_version=schema_version,
+            )
+        except SerializationError as exc:
+            raise _locate(exc, info=body, ops=op_list) from exc
 
     async def _write(
         self,
@@ -541,12 +559,15 @@ class StateStore:
             for attempt in range(self.write_retries + 1):
                 record = await self._current(agent_id)
                 base = record.seq if record is not None else 0
+                if idempotency_key is not None and (
+                    self._behind is not None or (expected_seq is not None and expected_seq != base)
+                ):
+                    # a retry of an append that landed? (the backend checks keys itself
+                    # on append, but not before a conflict, nor a write-behind buffer)
+                    earlier = await self._earlier_append(agent_id, idempotency_key)
+                    if earlier is not None:
+                        return earlier
                 if expected_seq is not None and expected_seq != base:
-                    if idempotency_key is not None:  # a retry of an append that landed?
-                        await self._flush_agent(agent_id)
-                        earlier = await self.backend.lookup_key(agent_id, idempotency_key)
-                        if earlier is not None:
-                            return earlier
                     raise ConflictError(agent_id, expected_seq, base)
                 ops, fsm = make(record)
                 event_kind = create_kind if (record is None and create_kind) else kind
@@ -562,10 +583,10 @@ class StateStore:
                     schema_version,
                 )
                 if self._behind is not None:
-                    self._behind.add(request)
                     self._unflushed[agent_id] = new_record
                     self._cache.put(agent_id, new_record)
                     self._appends += 1
+                    await self._behind.add(request)  # waits when the buffer is full
                     return AppendResult(agent_id, base + 1, base + 1)
                 try:
                     result = await self._submit(request)
@@ -669,6 +690,14 @@ class StateStore:
         if self._group is not None:
             return await self._group.submit(request)
         return await self.backend.append(request)
+
+    async def _earlier_append(self, agent_id: str, key: str) -> AppendResult | None:
+        """The append of ``agent_id`` that used idempotency ``key`` (buffered or stored)."""
+        if self._behind is not None:
+            buffered = self._behind.find_key(agent_id, key)
+            if buffered is not None:
+                return buffered
+        return await self.backend.lookup_key(agent_id, key)
 
     async def _flush_agent(self, agent_id: str) -> None:
         if agent_id in self._unflushed:
@@ -811,3 +840,22 @@ class StateStore:
             buffered=len(self._behind) if self._behind is not None else 0,
             commits=self._group.commits if self._group is not None else self._appends,
         )
+
+
+def _info(info: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The caller's event information, refused if it would shadow what the store writes."""
+    body = dict(info or {})
+    bad = _RESERVED.intersection(body)
+    if bad:
+        raise ConfigurationError(f"event info may not use reserved keys {sorted(bad)}")
+    return body
+
+
+def _locate(exc: SerializationError, **values: Any) -> SerializationError:
+    """Point a serialization error at the caller's own argument (``data.messages[3]``)
+    rather than at the encoded event (``event.ops[0].value…``)."""
+    for root, value in values.items():
+        found = find_unserializable(value, root)
+        if found is not None:
+            return SerializationError(f"cannot serialize {found[1]}", found[0])
+    return exc

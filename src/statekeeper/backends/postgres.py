@@ -1,0 +1,718 @@
+"""PostgreSQL backend (extra ``postgres``): many workers, one database.
+
+* psycopg 3 (async) with a :class:`psycopg_pool.AsyncConnectionPool`. Every connection
+  option — TLS (``sslmode``, ``sslrootcert``…), ``connect_timeout``,
+  ``application_name``, ``options`` — goes through the standard DSN
+  (``postgresql://user:pass@host:5432/db?sslmode=verify-full``); statekeeper's own
+  options (``schema``, ``pool_min_size``, ``pool_max_size``, ``pool_timeout``,
+  ``retry_timeout``) are taken out of the query string before psycopg sees it.
+* The schema is created and upgraded by numbered migrations recorded in
+  ``<schema>.sk_migrations``; concurrent starters serialise on a transaction-scoped
+  advisory lock, so exactly one of them applies each migration.
+* Compare-and-append is one call to the ``sk_append`` SQL function (one round trip,
+  one implicit transaction): the head row of ``sk_agents`` is advanced with
+  ``UPDATE … WHERE head_seq = expected`` (or created with
+  ``INSERT … ON CONFLICT DO NOTHING`` for the first append), and
+  ``PRIMARY KEY (agent_id, seq)`` on ``sk_events`` backs it up. Row locks make two
+  writers of one agent serialise in the database; writers of different agents never
+  wait for each other — there is no process-wide lock.
+* :meth:`PostgresBackend.append_batch` runs many ``sk_append`` calls in ONE
+  transaction, pipelined (one network round trip and one commit for the batch). A
+  request that conflicts writes nothing and does not disturb the others.
+* Broken connections (server restart, ``pg_terminate_backend``, network cut) are
+  detected when a connection is taken from the pool and replaced. An operation that
+  fails on a lost connection is retried until ``retry_timeout``: reads always; an
+  append after checking whether its commit landed — its events are compared with
+  what is stored at their seqs — so an acknowledged write is never doubled and an
+  unacknowledged one is never silently lost. When the outcome cannot be established
+  the append raises :class:`~statekeeper.errors.BackendError` with
+  ``maybe_applied=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import select
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import (
+    BackendError,
+    BackendUnavailable,
+    ConfigurationError,
+    ConflictError,
+    StoreClosed,
+)
+from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
+from .base import Backend, Health, validate_request
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise BackendUnavailable(
+        "the PostgreSQL backend needs psycopg 3 and psycopg_pool: "
+        "pip install 'statekeeper[postgres]'"
+    ) from exc
+
+__all__ = ["MIGRATIONS", "PostgresBackend", "parse_postgres_url"]
+
+logger = logging.getLogger("statekeeper.backends.postgres")
+
+T = TypeVar("T")
+
+#: statekeeper's own query-string options in a ``postgresql://`` URL
+_OWN_OPTIONS = ("schema", "pool_min_size", "pool_max_size", "pool_timeout", "retry_timeout")
+_SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+# Numbered migrations: (version, name, SQL with ``{s}`` for the schema). Never edit a
+# released one; append a new number instead.
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "streams, snapshots, idempotency keys and sk_append",
+        """
+CREATE TABLE {s}.sk_agents (
+    agent_id   text COLLATE "C" PRIMARY KEY,
+    head_seq   bigint NOT NULL,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL
+);
+CREATE TABLE {s}.sk_events (
+    agent_id text COLLATE "C" NOT NULL,
+    seq      bigint NOT NULL,
+    kind     text NOT NULL,
+    ts       double precision NOT NULL,
+    payload  bytea NOT NULL,
+    checksum bytea NOT NULL,
+    PRIMARY KEY (agent_id, seq)
+);
+CREATE TABLE {s}.sk_snapshots (
+    agent_id text COLLATE "C" NOT NULL,
+    seq      bigint NOT NULL,
+    ts       double precision NOT NULL,
+    payload  bytea NOT NULL,
+    checksum bytea NOT NULL,
+    PRIMARY KEY (agent_id, seq)
+);
+CREATE TABLE {s}.sk_idempotency (
+    agent_id  text COLLATE "C" NOT NULL,
+    key       text NOT NULL,
+    first_seq bigint NOT NULL,
+    last_seq  bigint NOT NULL,
+    PRIMARY KEY (agent_id, key)
+);
+CREATE FUNCTION {s}.sk_append(
+    p_agent text, p_expected bigint, p_seqs bigint[], p_kinds text[], p_ts float8[],
+    p_payloads bytea[], p_checksums bytea[], p_key text,
+    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
+    OUT status int, OUT a bigint, OUT b bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    n  int := cardinality(p_seqs);
+    rc bigint;
+BEGIN
+    -- status 0: appended a..b; 1: duplicate key, first append was a..b; 2: conflict, head a
+    IF p_key IS NOT NULL THEN
+        SELECT k.first_seq, k.last_seq INTO a, b FROM {s}.sk_idempotency k
+         WHERE k.agent_id = p_agent AND k.key = p_key;
+        IF FOUND THEN status := 1; RETURN; END IF;
+    END IF;
+    IF p_expected = 0 THEN
+        INSERT INTO {s}.sk_agents AS h (agent_id, head_seq, created_at, updated_at)
+        VALUES (p_agent, p_seqs[n], p_ts[1], p_ts[n]) ON CONFLICT (agent_id) DO NOTHING;
+    ELSE
+        UPDATE {s}.sk_agents SET head_seq = p_seqs[n], updated_at = p_ts[n]
+         WHERE agent_id = p_agent AND head_seq = p_expected;
+    END IF;
+    GET DIAGNOSTICS rc = ROW_COUNT;
+    IF rc = 0 THEN
+        -- lost the race: a concurrent append with the same key counts as a duplicate
+        IF p_key IS NOT NULL THEN
+            SELECT k.first_seq, k.last_seq INTO a, b FROM {s}.sk_idempotency k
+             WHERE k.agent_id = p_agent AND k.key = p_key;
+            IF FOUND THEN status := 1; RETURN; END IF;
+        END IF;
+        SELECT h.head_seq INTO a FROM {s}.sk_agents h WHERE h.agent_id = p_agent;
+        status := 2; a := coalesce(a, 0); b := 0;
+        RETURN;
+    END IF;
+    INSERT INTO {s}.sk_events (agent_id, seq, kind, ts, payload, checksum)
+    SELECT p_agent, u.seq, u.kind, u.ts, u.payload, u.checksum
+      FROM unnest(p_seqs, p_kinds, p_ts, p_payloads, p_checksums)
+        AS u(seq, kind, ts, payload, checksum);
+    IF p_key IS NOT NULL THEN
+        INSERT INTO {s}.sk_idempotency (agent_id, key, first_seq, last_seq)
+        VALUES (p_agent, p_key, p_seqs[1], p_seqs[n]);
+    END IF;
+    IF p_snap_seq IS NOT NULL THEN
+        INSERT INTO {s}.sk_snapshots (agent_id, seq, ts, payload, checksum)
+        VALUES (p_agent, p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum)
+        ON CONFLICT (agent_id, seq) DO UPDATE
+           SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum;
+    END IF;
+    status := 0; a := p_seqs[1]; b := p_seqs[n];
+END
+$fn$;
+""",
+    ),
+]
+
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+_APPEND = (
+    "SELECT status, a, b FROM {s}.sk_append(%s, %s, %s::bigint[], %s::text[],"
+    " %s::float8[], %s::bytea[], %s::bytea[], %s::text, %s::bigint, %s::float8,"
+    " %s::bytea, %s::bytea)"
+)
+_QUERIES: dict[str, str] = {
+    "append": _APPEND,
+    "key": "SELECT first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s AND key = %s",
+    "head": "SELECT head_seq FROM {s}.sk_agents WHERE agent_id = %s",
+    "read": "SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events"
+    " WHERE agent_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s",
+    "seq_at": "SELECT max(seq) FROM {s}.sk_events WHERE agent_id = %s AND ts <= %s",
+    "snap_latest": "SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots"
+    " WHERE agent_id = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
+    "snap_save": "INSERT INTO {s}.sk_snapshots AS t (agent_id, seq, ts, payload, checksum)"
+    " SELECT %s, %s::bigint, %s, %s, %s FROM {s}.sk_agents h"
+    " WHERE h.agent_id = %s AND %s::bigint BETWEEN 1 AND h.head_seq"
+    " ON CONFLICT (agent_id, seq) DO UPDATE"
+    " SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum",
+    "list": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
+    " WHERE agent_id > %s ORDER BY agent_id LIMIT %s",
+    "list_all": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
+    " ORDER BY agent_id LIMIT %s",
+    "count": "SELECT count(*) FROM {s}.sk_agents",
+    "del_agent": "DELETE FROM {s}.sk_agents WHERE agent_id = %s",
+    "del_events": "DELETE FROM {s}.sk_events WHERE agent_id = %s",
+    "del_snaps": "DELETE FROM {s}.sk_snapshots WHERE agent_id = %s",
+    "del_keys": "DELETE FROM {s}.sk_idempotency WHERE agent_id = %s",
+    "migrations": "SELECT version FROM {s}.sk_migrations ORDER BY version",
+}
+_NO_LIMIT = 2**62
+
+
+def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
+    """Split a ``postgresql://`` URL into the DSN psycopg gets and statekeeper's options.
+
+    ``postgres://`` and ``postgresql+psycopg://`` are accepted spellings. Returns the
+    DSN (with every other query option left in place) and keyword arguments for
+    :class:`PostgresBackend`.
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower().split("+", 1)[0]
+    if scheme not in ("postgresql", "postgres"):
+        raise ConfigurationError(f"not a PostgreSQL URL: {url!r}")
+    kwargs: dict[str, Any] = {}
+    keep: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key not in _OWN_OPTIONS:
+            keep.append((key, value))
+            continue
+        try:
+            if key == "schema":
+                kwargs["schema"] = value
+            elif key in ("pool_min_size", "pool_max_size"):
+                kwargs[key.removeprefix("pool_")] = int(value)
+            else:
+                kwargs[key] = float(value)
+        except ValueError as exc:
+            raise ConfigurationError(f"{key} must be a number in {url!r}") from exc
+    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(keep), parts.fragment))
+    return dsn, kwargs
+
+
+def _transient(exc: BaseException) -> bool:
+    """True for failures of the connection (not of the statement): worth a retry."""
+    if isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected):
+        return True
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+async def _check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Pool check: refuse a connection that is closed or whose server went away.
+
+    A connection the server terminated (restart, ``pg_terminate_backend``) has an
+    unread error or EOF waiting on its socket; only then is a round trip spent to
+    confirm, so a healthy checkout costs one ``select`` call, not a query.
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("connection is closed")
+    try:
+        ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error) as exc:
+        raise psycopg.OperationalError(f"connection socket is unusable: {exc}") from exc
+    if ready:
+        await conn.execute("")
+
+
+class PostgresBackend(Backend):
+    """Streams and snapshots in PostgreSQL (``postgresql://user@host/db``).
+
+    Args:
+        dsn: a libpq connection string or URL (TLS and connection options included).
+        schema: the schema holding statekeeper's tables (created if missing); give each
+            application, tenant or test its own.
+        min_size / max_size: connection pool bounds.
+        pool_timeout: seconds to wait for a free connection.
+        retry_timeout: seconds an operation keeps retrying after lost connections
+            (server restart, killed backend) before it gives up.
+        prepare_threshold: psycopg's server-side prepare threshold (None disables it,
+            e.g. behind PgBouncer in transaction mode).
+
+    The pool opens (and migrations run) on first use, or explicitly with
+    :meth:`open`.
+    """
+
+    name = "postgresql"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "public",
+        min_size: int = 1,
+        max_size: int = 10,
+        pool_timeout: float = 30.0,
+        retry_timeout: float = 30.0,
+        prepare_threshold: int | None = 5,
+    ) -> None:
+        if not _SCHEMA_RE.match(schema):
+            raise ConfigurationError(
+                f"schema must be a plain identifier (letters, digits, _), not {schema!r}"
+            )
+        if min_size < 0 or max_size < max(1, min_size):
+            raise ConfigurationError("need 0 <= min_size <= max_size and max_size >= 1")
+        self.dsn = dsn
+        self.schema = schema
+        self.retry_timeout = retry_timeout
+        ident = sql.Identifier(schema)
+        self._sql: dict[str, bytes] = {
+            name: sql.SQL(text).format(s=ident).as_bytes(None)  # type: ignore[arg-type]
+            for name, text in _QUERIES.items()
+        }
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=pool_timeout,
+            open=False,
+            check=_check_connection,
+            kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
+            name=f"statekeeper-{schema}",
+        )
+        self._opened = False
+        self._open_lock: asyncio.Lock | None = None
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, **overrides: Any) -> PostgresBackend:
+        """Build from a ``postgresql://`` URL (see :func:`parse_postgres_url`)."""
+        dsn, kwargs = parse_postgres_url(url)
+        kwargs.update(overrides)
+        return cls(dsn, **kwargs)
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the pool and bring the schema up to date (idempotent).
+
+        Raises :class:`~statekeeper.errors.BackendError` when the server cannot be
+        reached within ``pool_timeout``.
+        """
+        try:
+            await self._ensure_open()
+        except psycopg.Error as exc:
+            raise BackendError(f"cannot open PostgreSQL schema {self.schema!r}: {exc}") from exc
+
+    async def _ensure_open(self) -> None:
+        self._check_open()
+        if self._opened:
+            return
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._opened:
+                return
+            # the pool keeps (re)connecting in the background once opened; a failed
+            # migration is simply tried again by the next call
+            await self._pool.open(wait=False)
+            await self._migrate()
+            self._opened = True
+
+    async def _migrate(self) -> None:
+        ident = sql.Identifier(self.schema)
+        async with self._pool.connection() as conn, conn.transaction():
+            # one migrator at a time per schema, in any number of processes
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"statekeeper:{self.schema}",)
+            )
+            await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {s}").format(s=ident))
+            await conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {s}.sk_migrations ("
+                    " version integer PRIMARY KEY, name text NOT NULL,"
+                    " applied_at timestamptz NOT NULL DEFAULT now())"
+                ).format(s=ident)
+            )
+            cur = await conn.execute(self._sql["migrations"])
+            applied = {int(row[0]) for row in await cur.fetchall()}
+            newest = max(applied, default=0)
+            if newest > SCHEMA_VERSION:
+                raise ConfigurationError(
+                    f"schema {self.schema!r} is at migration {newest}; this statekeeper "
+                    f"knows up to {SCHEMA_VERSION}: upgrade statekeeper"
+                )
+            for version, label, body in MIGRATIONS:
+                if version in applied:
+                    continue
+                logger.info("applying migration %d (%s) to %s", version, label, self.schema)
+                await conn.execute(sql.SQL(body).format(s=ident))  # type: ignore[arg-type]
+                await conn.execute(
+                    sql.SQL("INSERT INTO {s}.sk_migrations (version, name) VALUES (%s, %s)")
+                    .format(s=ident),
+                    (version, label),
+                )
+
+    async def migrations(self) -> list[int]:
+        """The migration versions applied to this schema."""
+        rows = await self._query("migrations", ())
+        return [int(r[0]) for r in rows]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"postgresql backend (schema {self.schema!r}) is closed")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._pool.close()
+
+    # -- plumbing ------------------------------------------------------------------
+
+    async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Run ``op`` (safe to repeat), retrying on lost connections until the deadline."""
+        deadline = time.monotonic() + self.retry_timeout
+        delay = 0.02
+        while True:
+            self._check_open()
+            try:
+                if not self._opened:
+                    await self._ensure_open()
+                return await op()
+            except psycopg.Error as exc:
+                if self._closed:
+                    raise StoreClosed("postgresql backend closed during an operation") from exc
+                if not _transient(exc):
+                    raise BackendError(f"postgresql {what} failed: {exc}") from exc
+                if time.monotonic() + delay > deadline:
+                    raise BackendError(
+                        f"postgresql {what} failed after retrying for {self.retry_timeout}s: {exc}"
+                    ) from exc
+                logger.warning("postgresql %s: %s; retrying in %.2fs", what, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    async def _query(self, name: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        query = self._sql[name]
+
+        async def op() -> list[tuple[Any, ...]]:
+            async with self._pool.connection() as conn:
+                cur = conn.cursor(binary=True)
+                await cur.execute(query, params)
+                return await cur.fetchall()
+
+        return await self._retrying(name, op)
+
+    # -- appends -------------------------------------------------------------------
+
+    @staticmethod
+    def _params(request: AppendRequest) -> tuple[Any, ...]:
+        events = request.events
+        snap = request.snapshot
+        return (
+            request.agent_id,
+            request.expected_seq,
+            [e.seq for e in events],
+            [e.kind for e in events],
+            [e.timestamp for e in events],
+            [e.payload for e in events],
+            [e.checksum for e in events],
+            request.idempotency_key,
+            snap.seq if snap is not None else None,
+            snap.timestamp if snap is not None else None,
+            snap.payload if snap is not None else None,
+            snap.checksum if snap is not None else None,
+        )
+
+    @staticmethod
+    def _result(request: AppendRequest, row: tuple[Any, ...]) -> AppendResult:
+        status, a, b = int(row[0]), int(row[1]), int(row[2])
+        if status == 0:
+            return AppendResult(request.agent_id, a, b)
+        if status == 1:
+            return AppendResult(request.agent_id, a, b, duplicate=True)
+        raise ConflictError(request.agent_id, request.expected_seq, a)
+
+    async def _append_once(self, request: AppendRequest) -> tuple[Any, ...]:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(self._sql["append"], self._params(request))
+            row = await cur.fetchone()
+        assert row is not None
+        return row
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        self._check_open()
+        validate_request(request)
+        try:
+            if not self._opened:
+                await self._ensure_open()
+            row = await self._append_once(request)
+        except psycopg.Error as exc:
+            return await self._recover(request, exc)
+        return self._result(request, row)
+
+    async def append_batch(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        self._check_open()
+        out: list[AppendResult | BaseException | None] = [None] * len(requests)
+        valid: list[tuple[int, AppendRequest]] = []
+        for i, request in enumerate(requests):
+            try:
+                validate_request(request)
+                valid.append((i, request))
+            except ConfigurationError as exc:
+                out[i] = exc
+        if len(valid) == 1:
+            i, request = valid[0]
+            try:
+                out[i] = await self.append(request)
+            except Exception as exc:
+                out[i] = exc
+        elif valid:
+            try:
+                if not self._opened:
+                    await self._ensure_open()
+                rows = await self._batch_once([r for _, r in valid])
+            except psycopg.Error as exc:
+                # Either the whole transaction committed or none of it: settle each
+                # request on its own (checking whether it landed when that is unknown).
+                ambiguous = _transient(exc)
+                for i, request in valid:
+                    try:
+                        if ambiguous:
+                            out[i] = await self._recover(request, exc)
+                        else:
+                            out[i] = await self.append(request)
+                    except Exception as inner:
+                        out[i] = inner
+            else:
+                for (i, request), row in zip(valid, rows, strict=True):
+                    try:
+                        out[i] = self._result(request, row)
+                    except ConflictError as exc:
+                        out[i] = exc
+        return [r if r is not None else BackendError("not attempted") for r in out]
+
+    async def _batch_once(self, requests: Sequence[AppendRequest]) -> list[tuple[Any, ...]]:
+        async with self._pool.connection() as conn, conn.transaction():
+            cur = conn.cursor()
+            await cur.executemany(
+                self._sql["append"], [self._params(r) for r in requests], returning=True
+            )
+            rows: list[tuple[Any, ...]] = []
+            while True:
+                row = await cur.fetchone()
+                assert row is not None
+                rows.append(row)
+                if not cur.nextset():
+                    break
+        return rows
+
+    async def _recover(self, request: AppendRequest, exc: psycopg.Error) -> AppendResult:
+        """Settle an append whose outcome is unknown (its connection failed).
+
+        Wait for the database, then look at what is stored at the request's seqs: the
+        same events (and key) mean the commit landed; nothing there means it did not,
+        and the append is simply tried again; anything else means another writer won.
+        """
+        if isinstance(exc, psycopg.errors.IntegrityError):
+            raise BackendError(
+                f"postgresql: constraint violated appending to {request.agent_id!r}: {exc}"
+            ) from exc
+        if not _transient(exc):
+            raise BackendError(f"postgresql append failed: {exc}") from exc
+        deadline = time.monotonic() + self.retry_timeout
+        delay = 0.02
+        last: BaseException = exc
+        # a request that never got a connection was never sent
+        maybe_applied = self._opened and not isinstance(exc, PoolTimeout)
+        while time.monotonic() < deadline:
+            self._check_open()
+            submitting = False
+            try:
+                if not self._opened:
+                    await self._ensure_open()
+                if maybe_applied and await self._landed(request):
+                    return AppendResult(
+                        request.agent_id, request.events[0].seq, request.events[-1].seq
+                    )
+                maybe_applied = False  # checked: it is not stored
+                submitting = True
+                return self._result(request, await self._append_once(request))
+            except psycopg.Error as again:
+                if self._closed:
+                    raise StoreClosed("postgresql backend closed during an append") from again
+                if not _transient(again):
+                    raise BackendError(f"postgresql append failed: {again}") from again
+                if submitting and not isinstance(again, PoolTimeout):
+                    maybe_applied = True
+                last = again
+            logger.warning(
+                "postgresql append to %r interrupted (%s); retrying in %.2fs",
+                request.agent_id,
+                last,
+                delay,
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        raise BackendError(
+            f"postgresql append to {request.agent_id!r} at seq {request.events[0].seq} "
+            f"failed and could not be completed within {self.retry_timeout}s: {last}",
+            maybe_applied=maybe_applied,
+        ) from last
+
+    async def _landed(self, request: AppendRequest) -> bool:
+        first, last = request.events[0].seq, request.events[-1].seq
+        async with self._pool.connection() as conn:
+            cur = conn.cursor(binary=True)
+            await cur.execute(
+                self._sql["read"], (request.agent_id, first - 1, last, len(request.events))
+            )
+            rows = await cur.fetchall()
+            stored = [RawEvent(r[0], r[1], r[2], bytes(r[3]), bytes(r[4])) for r in rows]
+            if stored != list(request.events):
+                return False
+            if request.idempotency_key is None:
+                return True
+            await cur.execute(self._sql["key"], (request.agent_id, request.idempotency_key))
+            row = await cur.fetchone()
+        return row is not None and (int(row[0]), int(row[1])) == (first, last)
+
+    # -- other writes ---------------------------------------------------------------
+
+    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        query = self._sql["snap_save"]
+        params = (
+            agent_id,
+            snapshot.seq,
+            snapshot.timestamp,
+            snapshot.payload,
+            snapshot.checksum,
+            agent_id,
+            snapshot.seq,
+        )
+
+        async def op() -> int:
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query, params)
+                return cur.rowcount
+
+        if await self._retrying("save_snapshot", op) == 0:
+            raise ConflictError(agent_id, snapshot.seq, await self.head(agent_id))
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        async def op() -> bool:
+            async with self._pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(self._sql["del_agent"], (agent_id,))
+                existed = cur.rowcount > 0
+                for name in ("del_events", "del_snaps", "del_keys"):
+                    await conn.execute(self._sql[name], (agent_id,))
+            return existed
+
+        return await self._retrying("delete_agent", op)
+
+    # -- reads ---------------------------------------------------------------------
+
+    async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
+        rows = await self._query("key", (agent_id, key))
+        if not rows:
+            return None
+        return AppendResult(agent_id, int(rows[0][0]), int(rows[0][1]), duplicate=True)
+
+    async def head(self, agent_id: str) -> int:
+        rows = await self._query("head", (agent_id,))
+        return int(rows[0][0]) if rows else 0
+
+    async def read(
+        self,
+        agent_id: str,
+        after_seq: int = 0,
+        to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[RawEvent]:
+        if limit is not None and limit <= 0:
+            self._check_open()
+            return []
+        rows = await self._query(
+            "read",
+            (
+                agent_id,
+                after_seq,
+                _NO_LIMIT if to_seq is None else to_seq,
+                _NO_LIMIT if limit is None else limit,
+            ),
+        )
+        return [RawEvent(int(r[0]), r[1], float(r[2]), bytes(r[3]), bytes(r[4])) for r in rows]
+
+    async def seq_at(self, agent_id: str, timestamp: float) -> int:
+        rows = await self._query("seq_at", (agent_id, timestamp))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+    async def latest_snapshot(
+        self, agent_id: str, at_or_below: int | None = None
+    ) -> RawSnapshot | None:
+        bound = _NO_LIMIT if at_or_below is None else at_or_below
+        rows = await self._query("snap_latest", (agent_id, bound))
+        if not rows:
+            return None
+        r = rows[0]
+        return RawSnapshot(int(r[0]), float(r[1]), bytes(r[2]), bytes(r[3]))
+
+    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        if after is None:
+            rows = await self._query("list_all", (limit,))
+        else:
+            rows = await self._query("list", (after, limit))
+        return [AgentInfo(r[0], int(r[1]), float(r[2]), float(r[3])) for r in rows]
+
+    async def count_agents(self) -> int:
+        rows = await self._query("count", ())
+        return int(rows[0][0])
+
+    async def health(self) -> Health:
+        detail: dict[str, Any] = {"schema": self.schema}
+        if self._closed:
+            return Health(ok=False, backend=self.name, detail={**detail, "error": "closed"})
+        try:
+            await asyncio.wait_for(self._ensure_open(), timeout=max(self._pool.timeout, 1.0))
+            async with self._pool.connection(timeout=5.0) as conn:
+                cur = await conn.execute("SELECT current_setting('server_version')")
+                row = await cur.fetchone()
+            detail["server_version"] = row[0] if row else None
+            detail["migration"] = max(await self.migrations(), default=0)
+            stats = self._pool.get_stats()
+            detail["pool"] = {
+                k: stats.get(k, 0) for k in ("pool_size", "pool_available", "requests_waiting")
+            }
+        except Exception as exc:  # health reports, it does not raise
+            return Health(ok=False, backend=self.name, detail={**detail, "error": str(exc)})
+        return Health(ok=True, backend=self.name, detail=detail)

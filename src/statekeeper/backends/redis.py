@@ -1,0 +1,666 @@
+"""Redis backend (extra ``redis``): a full backend, or the hot tier of a tiered setup.
+
+Layout, under a configurable key prefix (default ``statekeeper:``)::
+
+    <prefix>a:<agent>   hash   h = head seq, c / u = created / updated stamps,
+                               e:<seq> = event, s:<seq> = snapshot,
+                               k:<idempotency key> = "first:last", t = TTL override (ms)
+    <prefix>s:<agent>   zset   snapshot seqs (score = seq) for "latest at or below"
+    <prefix>agents      zset   every agent id (score 0), ordered by id for list_agents
+
+* Compare-and-append is ONE Lua script: check the idempotency key, check the head,
+  write the events, then the head together with the key (one ``HSET``), then the
+  snapshot and the index — nothing can interleave, and a script that fails part way
+  never advances the head past what it wrote.
+* :meth:`RedisBackend.append_batch` pipelines one script call per request (one round
+  trip); each request succeeds or conflicts on its own.
+* Every read is a single command or script, so it sees one consistent state.
+* Optional TTL: ``ttl`` (seconds) makes an agent's keys expire after that long without
+  a write or read (``touch``); :meth:`RedisBackend.set_ttl` overrides it per agent.
+  Index entries of expired agents are dropped lazily by :meth:`list_agents`. An agent
+  that expires is gone, as if deleted — as a hot tier that is the point; as the only
+  backend, give it Redis persistence (AOF ``appendfsync always`` for RPO 0) and no TTL.
+* redis-py's automatic command retries are turned off: a re-sent append could be
+  applied twice. Instead reads are retried until ``retry_timeout`` and an append whose
+  reply was lost is settled by comparing what is stored at its seqs (as the PostgreSQL
+  backend does); when that is impossible it raises
+  :class:`~statekeeper.errors.BackendError` with ``maybe_applied=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import (
+    BackendError,
+    BackendUnavailable,
+    ConfigurationError,
+    ConflictError,
+    IntegrityError,
+    StoreClosed,
+)
+from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
+from .base import Backend, Health, validate_request
+
+try:
+    import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import RedisError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise BackendUnavailable(
+        "the Redis backend needs redis-py: pip install 'statekeeper[redis]'"
+    ) from exc
+
+__all__ = ["RedisBackend"]
+
+logger = logging.getLogger("statekeeper.backends.redis")
+
+T = TypeVar("T")
+
+_OWN_OPTIONS = ("prefix", "ttl", "retry_timeout", "max_connections")
+_EVENT_HEAD = struct.Struct(">dHH")  # ts, len(kind), len(checksum); then kind, checksum, payload
+_SNAP_HEAD = struct.Struct(">dH")  # ts, len(checksum); then checksum, payload
+_HMGET_CHUNK = 1000
+
+# Shared Lua helpers: the TTL in ms for an agent (its override, else the default).
+_LUA_COMMON = """
+local function ttl_of(h, default)
+  local t = redis.call('HGET', h, 't')
+  if t then return tonumber(t) end
+  return tonumber(default)
+end
+local function touch(h, sz, ttl)
+  if ttl and ttl > 0 then
+    redis.call('PEXPIRE', h, ttl)
+    redis.call('PEXPIRE', sz, ttl)
+  end
+end
+local function fmt(n) return string.format('%d', n) end
+"""
+
+# KEYS: hash, snapshot zset, index. ARGV: agent, expected, key|'', default ttl ms,
+# first ts, last ts, snapshot seq|'0', snapshot blob, events...
+# Reply: {0, first, last} appended | {1, first, last} duplicate | {2, head, 0} conflict.
+_APPEND = (
+    _LUA_COMMON
+    + """
+local h, sz, idx = KEYS[1], KEYS[2], KEYS[3]
+local key = ARGV[3]
+if key ~= '' then
+  local v = redis.call('HGET', h, 'k:' .. key)
+  if v then
+    local a, b = string.match(v, '^(%d+):(%d+)$')
+    return {1, tonumber(a), tonumber(b)}
+  end
+end
+local head = tonumber(redis.call('HGET', h, 'h') or '0')
+local expected = tonumber(ARGV[2])
+if head ~= expected then return {2, head, 0} end
+local n = #ARGV - 8
+local last = expected + n
+local fields = {}
+for i = 1, n do
+  fields[#fields + 1] = 'e:' .. fmt(expected + i)
+  fields[#fields + 1] = ARGV[8 + i]
+  if #fields >= 1000 then
+    redis.call('HSET', h, unpack(fields))
+    fields = {}
+  end
+end
+if #fields > 0 then redis.call('HSET', h, unpack(fields)) end
+-- the head moves in one command together with the key (and the creation stamp)
+local meta = {'h', fmt(last), 'u', ARGV[6]}
+if expected == 0 then meta[#meta + 1] = 'c'; meta[#meta + 1] = ARGV[5] end
+if key ~= '' then meta[#meta + 1] = 'k:' .. key; meta[#meta + 1] = fmt(expected + 1) .. ':' .. fmt(last) end
+redis.call('HSET', h, unpack(meta))
+if ARGV[7] ~= '0' then
+  redis.call('HSET', h, 's:' .. ARGV[7], ARGV[8])
+  redis.call('ZADD', sz, tonumber(ARGV[7]), ARGV[7])
+end
+redis.call('ZADD', idx, 0, ARGV[1])
+touch(h, sz, ttl_of(h, ARGV[4]))
+return {0, expected + 1, last}
+"""
+)
+
+# KEYS: hash, snapshot zset. ARGV: after, to|-1, limit|-1, default ttl ms, touch 0|1.
+# Reply: {head, {blobs of after+1 .. }}
+_READ = (
+    _LUA_COMMON
+    + """
+local h = KEYS[1]
+local head = tonumber(redis.call('HGET', h, 'h') or '0')
+local after = tonumber(ARGV[1])
+if after < 0 then after = 0 end
+local hi = head
+local to = tonumber(ARGV[2])
+if to >= 0 and to < hi then hi = to end
+local limit = tonumber(ARGV[3])
+if limit >= 0 and after + limit < hi then hi = after + limit end
+local out = {}
+local fields = {}
+for s = after + 1, hi do
+  fields[#fields + 1] = 'e:' .. fmt(s)
+  if #fields >= 1000 or s == hi then
+    local vals = redis.call('HMGET', h, unpack(fields))
+    for i = 1, #fields do out[#out + 1] = vals[i] end
+    fields = {}
+  end
+end
+if head > 0 and ARGV[5] == '1' then touch(h, KEYS[2], ttl_of(h, ARGV[4])) end
+return {head, out}
+"""
+)
+
+# KEYS: hash. ARGV: timestamp. Reply: the highest seq stamped at or before it.
+_SEQ_AT = (
+    _LUA_COMMON
+    + """
+local h = KEYS[1]
+local head = tonumber(redis.call('HGET', h, 'h') or '0')
+local t = tonumber(ARGV[1])
+for s = head, 1, -1 do
+  local v = redis.call('HGET', h, 'e:' .. fmt(s))
+  if v and struct.unpack('>d', v) <= t then return s end
+end
+return 0
+"""
+)
+
+# KEYS: hash, snapshot zset. ARGV: bound ('+inf' or seq), default ttl, touch.
+_LATEST = (
+    _LUA_COMMON
+    + """
+local r = redis.call('ZREVRANGEBYSCORE', KEYS[2], ARGV[1], '-inf', 'LIMIT', 0, 1)
+if #r == 0 then return false end
+local v = redis.call('HGET', KEYS[1], 's:' .. r[1])
+if not v then return false end
+if ARGV[3] == '1' then touch(KEYS[1], KEYS[2], ttl_of(KEYS[1], ARGV[2])) end
+return {tonumber(r[1]), v}
+"""
+)
+
+# KEYS: hash, snapshot zset. ARGV: seq, blob, default ttl. Reply: {0|2, head}
+_SAVE_SNAPSHOT = (
+    _LUA_COMMON
+    + """
+local head = tonumber(redis.call('HGET', KEYS[1], 'h') or '0')
+local seq = tonumber(ARGV[1])
+if seq < 1 or seq > head then return {2, head} end
+redis.call('HSET', KEYS[1], 's:' .. ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], seq, ARGV[1])
+touch(KEYS[1], KEYS[2], ttl_of(KEYS[1], ARGV[3]))
+return {0, head}
+"""
+)
+
+# KEYS: hash, snapshot zset, index. ARGV: agent. Reply: 1 if it existed.
+_DELETE = """
+local existed = redis.call('EXISTS', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return existed
+"""
+
+# KEYS: hash, snapshot zset. ARGV: ttl ms (0 = no expiry).
+_SET_TTL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local ttl = tonumber(ARGV[1])
+if ttl > 0 then
+  redis.call('HSET', KEYS[1], 't', ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+else
+  redis.call('HDEL', KEYS[1], 't')
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[2])
+end
+return 1
+"""
+
+
+def _pack_event(e: RawEvent) -> bytes:
+    kind = e.kind.encode()
+    return _EVENT_HEAD.pack(e.timestamp, len(kind), len(e.checksum)) + kind + e.checksum + e.payload
+
+
+def _unpack_event(seq: int, blob: bytes) -> RawEvent:
+    ts, nkind, nsum = _EVENT_HEAD.unpack_from(blob)
+    at = _EVENT_HEAD.size
+    kind = blob[at : at + nkind].decode()
+    at += nkind
+    checksum = blob[at : at + nsum]
+    return RawEvent(seq, kind, ts, blob[at + nsum :], checksum)
+
+
+def _pack_snapshot(s: RawSnapshot) -> bytes:
+    return _SNAP_HEAD.pack(s.timestamp, len(s.checksum)) + s.checksum + s.payload
+
+
+def _unpack_snapshot(seq: int, blob: bytes) -> RawSnapshot:
+    ts, nsum = _SNAP_HEAD.unpack_from(blob)
+    at = _SNAP_HEAD.size
+    return RawSnapshot(seq, ts, blob[at + nsum :], blob[at : at + nsum])
+
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError)
+
+
+class RedisBackend(Backend):
+    """Streams and snapshots in Redis (``redis://host:6379/0?prefix=app:&ttl=3600``).
+
+    Args:
+        url: a redis-py URL (``redis://``, ``rediss://`` for TLS, ``unix://``); its
+            query options other than statekeeper's go to redis-py.
+        prefix: prefix of every key this backend touches.
+        ttl: seconds an agent lives without activity (None: forever).
+        touch: reads refresh the TTL too (else only writes do).
+        retry_timeout: seconds an operation keeps retrying after connection errors
+            (0: fail at once — what a hot tier wants).
+        max_connections: connection pool size.
+        socket_timeout: seconds before a silent server counts as lost.
+    """
+
+    name = "redis"
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        prefix: str = "statekeeper:",
+        ttl: float | None = None,
+        touch: bool = True,
+        retry_timeout: float = 10.0,
+        max_connections: int = 32,
+        socket_timeout: float = 5.0,
+        socket_connect_timeout: float = 2.0,
+    ) -> None:
+        if ttl is not None and ttl <= 0:
+            raise ConfigurationError("ttl must be > 0 seconds (or None for no expiry)")
+        self.url = url
+        self.prefix = prefix
+        self.ttl = ttl
+        self.touch = touch
+        self.retry_timeout = retry_timeout
+        self._pfx = prefix.encode()
+        self._index = self._pfx + b"agents"
+        self._ttl_ms = str(round(ttl * 1000)) if ttl else "0"
+        self._touch = "1" if touch and ttl else "0"
+        try:
+            pool = aioredis.ConnectionPool.from_url(
+                url,
+                max_connections=max_connections,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_connect_timeout,
+                retry=Retry(NoBackoff(), 0),
+            )
+        except ValueError as exc:
+            raise ConfigurationError(f"bad Redis URL {url!r}: {exc}") from exc
+        self._client = aioredis.Redis(connection_pool=pool)
+        self._append_script = self._client.register_script(_APPEND)
+        self._read_script = self._client.register_script(_READ)
+        self._seq_at_script = self._client.register_script(_SEQ_AT)
+        self._latest_script = self._client.register_script(_LATEST)
+        self._save_snapshot_script = self._client.register_script(_SAVE_SNAPSHOT)
+        self._delete_script = self._client.register_script(_DELETE)
+        self._ttl_script = self._client.register_script(_SET_TTL)
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, **overrides: Any) -> RedisBackend:
+        """Build from a URL; ``prefix``, ``ttl``, ``retry_timeout`` and
+        ``max_connections`` are read from its query string, the rest goes to redis-py."""
+        parts = urlsplit(url)
+        kwargs: dict[str, Any] = {}
+        keep: list[tuple[str, str]] = []
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            if key not in _OWN_OPTIONS:
+                keep.append((key, value))
+                continue
+            try:
+                if key == "prefix":
+                    kwargs["prefix"] = value
+                elif key == "max_connections":
+                    kwargs[key] = int(value)
+                else:
+                    kwargs[key] = float(value)
+            except ValueError as exc:
+                raise ConfigurationError(f"{key} must be a number in {url!r}") from exc
+        kwargs.update(overrides)
+        clean = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(keep), ""))
+        return cls(clean, **kwargs)
+
+    # -- keys ------------------------------------------------------------------------
+
+    def _keys(self, agent_id: str) -> tuple[bytes, bytes]:
+        raw = agent_id.encode()
+        return self._pfx + b"a:" + raw, self._pfx + b"s:" + raw
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"redis backend (prefix {self.prefix!r}) is closed")
+
+    async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Run ``op`` (safe to repeat), retrying connection errors until the deadline."""
+        deadline = time.monotonic() + self.retry_timeout
+        delay = 0.02
+        while True:
+            self._check_open()
+            try:
+                return await op()
+            except RedisError as exc:
+                if self._closed:
+                    raise StoreClosed("redis backend closed during an operation") from exc
+                if not _transient(exc) or time.monotonic() + delay > deadline:
+                    raise BackendError(f"redis {what} failed: {exc}") from exc
+                logger.warning("redis %s: %s; retrying in %.2fs", what, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    # -- appends ---------------------------------------------------------------------
+
+    def _append_call(self, request: AppendRequest) -> tuple[list[bytes], list[Any]]:
+        h, sz = self._keys(request.agent_id)
+        events = request.events
+        snap = request.snapshot
+        args: list[Any] = [
+            request.agent_id.encode(),
+            str(request.expected_seq),
+            request.idempotency_key.encode() if request.idempotency_key is not None else b"",
+            self._ttl_ms,
+            repr(events[0].timestamp),
+            repr(events[-1].timestamp),
+            str(snap.seq) if snap is not None else "0",
+            _pack_snapshot(snap) if snap is not None else b"",
+        ]
+        args.extend(_pack_event(e) for e in events)
+        return [h, sz, self._index], args
+
+    @staticmethod
+    def _result(request: AppendRequest, reply: Any) -> AppendResult:
+        status, a, b = int(reply[0]), int(reply[1]), int(reply[2])
+        if status == 0:
+            return AppendResult(request.agent_id, a, b)
+        if status == 1:
+            return AppendResult(request.agent_id, a, b, duplicate=True)
+        raise ConflictError(request.agent_id, request.expected_seq, a)
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        self._check_open()
+        validate_request(request)
+        keys, args = self._append_call(request)
+        try:
+            reply = await self._append_script(keys=keys, args=args)
+        except RedisError as exc:
+            return await self._recover(request, exc)
+        return self._result(request, reply)
+
+    async def append_batch(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        self._check_open()
+        out: list[AppendResult | BaseException | None] = [None] * len(requests)
+        valid: list[tuple[int, AppendRequest]] = []
+        for i, request in enumerate(requests):
+            try:
+                validate_request(request)
+                valid.append((i, request))
+            except ConfigurationError as exc:
+                out[i] = exc
+        if valid:
+            try:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for _, request in valid:
+                        keys, args = self._append_call(request)
+                        await self._append_script(keys=keys, args=args, client=pipe)
+                    replies = await pipe.execute(raise_on_error=False)
+            except RedisError as exc:
+                for i, request in valid:  # some may have run: settle each one
+                    try:
+                        out[i] = await self._recover(request, exc)
+                    except StoreClosed:
+                        raise
+                    except Exception as inner:
+                        out[i] = inner
+            else:
+                for (i, request), reply in zip(valid, replies, strict=True):
+                    if isinstance(reply, BaseException):
+                        out[i] = BackendError(f"redis append failed: {reply}")
+                        continue
+                    try:
+                        out[i] = self._result(request, reply)
+                    except ConflictError as exc:
+                        out[i] = exc
+        return [r if r is not None else BackendError("not attempted") for r in out]
+
+    async def _recover(self, request: AppendRequest, exc: RedisError) -> AppendResult:
+        """Settle an append whose reply was lost: stored, not stored, or someone else's."""
+        if not _transient(exc):
+            raise BackendError(f"redis append failed: {exc}") from exc
+        deadline = time.monotonic() + self.retry_timeout
+        delay = 0.02
+        last: BaseException = exc
+        maybe_applied = True
+        while True:
+            self._check_open()
+            submitting = False
+            try:
+                if maybe_applied and await self._landed(request):
+                    return AppendResult(
+                        request.agent_id, request.events[0].seq, request.events[-1].seq
+                    )
+                maybe_applied = False
+                submitting = True
+                keys, args = self._append_call(request)
+                return self._result(request, await self._append_script(keys=keys, args=args))
+            except RedisError as again:
+                if self._closed:
+                    raise StoreClosed("redis backend closed during an append") from again
+                if not _transient(again):
+                    raise BackendError(f"redis append failed: {again}") from again
+                if submitting:
+                    maybe_applied = True
+                last = again
+            if time.monotonic() + delay > deadline:
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        raise BackendError(
+            f"redis append to {request.agent_id!r} at seq {request.events[0].seq} failed "
+            f"and could not be completed within {self.retry_timeout}s: {last}",
+            maybe_applied=maybe_applied,
+        ) from last
+
+    async def _landed(self, request: AppendRequest) -> bool:
+        h, _ = self._keys(request.agent_id)
+        fields = [b"e:%d" % e.seq for e in request.events]
+        key = request.idempotency_key
+        if key is not None:
+            fields.append(b"k:" + key.encode())
+        values = await self._client.hmget(h, fields)
+        stored = values[: len(request.events)]
+        if any(v != _pack_event(e) for v, e in zip(stored, request.events, strict=True)):
+            return False
+        if key is None:
+            return True
+        first, last = request.events[0].seq, request.events[-1].seq
+        return bool(values[-1] == b"%d:%d" % (first, last))
+
+    # -- other writes ----------------------------------------------------------------
+
+    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        h, sz = self._keys(agent_id)
+        args = [str(snapshot.seq), _pack_snapshot(snapshot), self._ttl_ms]
+
+        async def op() -> Any:
+            return await self._save_snapshot_script(keys=[h, sz], args=args)
+
+        reply = await self._retrying("save_snapshot", op)
+        if int(reply[0]) != 0:
+            raise ConflictError(agent_id, snapshot.seq, int(reply[1]))
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        h, sz = self._keys(agent_id)
+
+        async def op() -> Any:
+            return await self._delete_script(
+                keys=[h, sz, self._index], args=[agent_id.encode()]
+            )
+
+        return bool(await self._retrying("delete_agent", op))
+
+    async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:
+        """Give one agent its own TTL in seconds (None: never expires). False if absent."""
+        if ttl is not None and ttl <= 0:
+            raise ConfigurationError("ttl must be > 0 seconds (or None for no expiry)")
+        h, sz = self._keys(agent_id)
+        ms = str(round(ttl * 1000)) if ttl else "0"
+
+        async def op() -> Any:
+            return await self._ttl_script(keys=[h, sz], args=[ms])
+
+        return bool(await self._retrying("set_ttl", op))
+
+    # -- reads -----------------------------------------------------------------------
+
+    async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
+        h, _ = self._keys(agent_id)
+
+        async def op() -> Any:
+            return await self._client.hget(h, b"k:" + key.encode())
+
+        value = await self._retrying("lookup_key", op)
+        if value is None:
+            return None
+        first, last = bytes(value).split(b":")
+        return AppendResult(agent_id, int(first), int(last), duplicate=True)
+
+    async def head(self, agent_id: str) -> int:
+        h, _ = self._keys(agent_id)
+
+        async def op() -> Any:
+            return await self._client.hget(h, b"h")
+
+        value = await self._retrying("head", op)
+        return int(value) if value is not None else 0
+
+    async def read(
+        self,
+        agent_id: str,
+        after_seq: int = 0,
+        to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[RawEvent]:
+        h, sz = self._keys(agent_id)
+        args = [
+            str(after_seq),
+            str(-1 if to_seq is None else to_seq),
+            str(-1 if limit is None else limit),
+            self._ttl_ms,
+            self._touch,
+        ]
+
+        async def op() -> Any:
+            return await self._read_script(keys=[h, sz], args=args)
+
+        reply = await self._retrying("read", op)
+        start = max(after_seq, 0) + 1
+        events = []
+        for offset, blob in enumerate(reply[1]):
+            if blob is None:
+                raise IntegrityError(agent_id, start + offset, "event missing from redis")
+            events.append(_unpack_event(start + offset, bytes(blob)))
+        return events
+
+    async def seq_at(self, agent_id: str, timestamp: float) -> int:
+        h, _ = self._keys(agent_id)
+
+        async def op() -> Any:
+            return await self._seq_at_script(keys=[h], args=[repr(float(timestamp))])
+
+        return int(await self._retrying("seq_at", op))
+
+    async def latest_snapshot(
+        self, agent_id: str, at_or_below: int | None = None
+    ) -> RawSnapshot | None:
+        h, sz = self._keys(agent_id)
+        bound = "+inf" if at_or_below is None else str(at_or_below)
+
+        async def op() -> Any:
+            return await self._latest_script(keys=[h, sz], args=[bound, self._ttl_ms, self._touch])
+
+        reply = await self._retrying("latest_snapshot", op)
+        if not reply:
+            return None
+        return _unpack_snapshot(int(reply[0]), bytes(reply[1]))
+
+    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        async def op() -> list[AgentInfo]:
+            out: list[AgentInfo] = []
+            low = b"(" + after.encode() if after is not None else b"-"
+            while len(out) < limit:
+                want = limit - len(out)
+                ids = await self._client.zrangebylex(self._index, low, b"+", start=0, num=want)
+                if not ids:
+                    break
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for raw in ids:
+                        pipe.hmget(self._pfx + b"a:" + raw, [b"h", b"c", b"u"])
+                    rows = await pipe.execute()
+                stale = []
+                for raw, (h, c, u) in zip(ids, rows, strict=True):
+                    if h is None:  # expired (TTL): drop it from the index
+                        stale.append(raw)
+                        continue
+                    out.append(AgentInfo(bytes(raw).decode(), int(h), float(c), float(u)))
+                if stale:
+                    await self._client.zrem(self._index, *stale)
+                if len(ids) < want:
+                    break
+                low = b"(" + bytes(ids[-1])
+            return out
+
+        if limit <= 0:
+            self._check_open()
+            return []
+        return await self._retrying("list_agents", op)
+
+    async def count_agents(self) -> int:
+        if self.ttl is not None:
+            return await super().count_agents()  # skips expired index entries
+
+        async def op() -> int:
+            return int(await self._client.zcard(self._index))
+
+        return await self._retrying("count_agents", op)
+
+    async def health(self) -> Health:
+        detail: dict[str, Any] = {"prefix": self.prefix}
+        if self._closed:
+            return Health(ok=False, backend=self.name, detail={**detail, "error": "closed"})
+        try:
+            await asyncio.wait_for(self._client.ping(), timeout=5)
+            info = await asyncio.wait_for(self._client.info("server"), timeout=5)
+            detail["redis_version"] = info.get("redis_version")
+            detail["ttl"] = self.ttl
+        except Exception as exc:  # health reports, it does not raise
+            return Health(ok=False, backend=self.name, detail={**detail, "error": str(exc)})
+        return Health(ok=True, backend=self.name, detail=detail)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._client.aclose()

@@ -1,0 +1,560 @@
+"""S3 backend (extra ``s3``): immutable objects in any S3-compatible store.
+
+Layout under ``s3://bucket/prefix`` (agent ids hex-encoded, which keeps S3's
+lexicographic key order equal to the ids' code point order)::
+
+    <prefix>/a/<hex id>/e/<first seq, 20 digits>   one commit: the events of one append
+    <prefix>/a/<hex id>/s/<seq, 20 digits>         a snapshot
+    <prefix>/a/<hex id>/k/<sha256 of the key>      an idempotency key: "first:last"
+
+* Commits are immutable and created with a conditional write
+  (``PutObject(IfNoneMatch='*')``, honoured by AWS S3 since 2024, MinIO, Ceph RGW and
+  moto). An append at ``expected_seq = N`` first checks that the newest commit ends at
+  ``N`` and then creates the commit object named ``N + 1`` only if it does not exist:
+  of two writers at the same head exactly one wins, the other gets a
+  :class:`~statekeeper.errors.ConflictError`. Commits never overlap, because a commit
+  is only ever written right after the end of an existing one.
+* The commit is the atomic unit: its idempotency key and snapshot travel in it as
+  metadata/reference and are written to their own objects right after. If a process
+  dies in between, the key is still found on the newest commit (and re-written by the
+  next append), and the snapshot is only a cache: nothing acknowledged is lost.
+* Blocking boto3 calls run in a thread pool; ``endpoint_url`` selects MinIO, Ceph,
+  moto or any other S3-compatible server.
+* Every call costs HTTP round trips (an append: ~3–5 requests), so S3 is the cold
+  (archive) tier of :class:`~statekeeper.backends.tiered.TieredBackend`; it is a
+  complete backend nonetheless and passes the same conformance suite.
+* A server that ignores ``If-None-Match`` (older MinIO/Ceph, some gateways) turns
+  compare-and-append into last-writer-wins: on such servers use S3 only as the cold
+  tier (one writer: the tiered backend's demotion) — archive-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import struct
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit
+
+from ..errors import (
+    BackendError,
+    BackendUnavailable,
+    ConfigurationError,
+    ConflictError,
+    IntegrityError,
+    StoreClosed,
+)
+from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
+from .base import Backend, Health, validate_request
+
+try:
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise BackendUnavailable("the S3 backend needs boto3: pip install 'statekeeper[s3]'") from exc
+
+__all__ = ["S3Backend"]
+
+T = TypeVar("T")
+
+_EVENT = struct.Struct(">QdHHI")  # seq, ts, len(kind), len(checksum), len(payload)
+_SNAP = struct.Struct(">dH")  # ts, len(checksum); then checksum, payload
+_WIDTH = 20
+_CONDITION_FAILED = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
+_NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+
+# Commit PUTs of one agent are made one at a time per process: it saves requests that
+# would lose anyway, and some S3 emulators (moto) check If-None-Match non-atomically.
+_commit_locks: weakref.WeakValueDictionary[tuple[str, str, str], threading.Lock] = (
+    weakref.WeakValueDictionary()
+)
+_commit_locks_guard = threading.Lock()
+
+
+def _commit_lock(*key: str) -> threading.Lock:
+    with _commit_locks_guard:
+        lock = _commit_locks.get(key)  # type: ignore[arg-type]
+        if lock is None:
+            lock = threading.Lock()
+            _commit_locks[key] = lock  # type: ignore[index]
+        return lock
+
+
+def _encode_events(events: Sequence[RawEvent]) -> bytes:
+    parts: list[bytes] = []
+    for e in events:
+        kind = e.kind.encode()
+        parts.append(_EVENT.pack(e.seq, e.timestamp, len(kind), len(e.checksum), len(e.payload)))
+        parts += (kind, e.checksum, e.payload)
+    return b"".join(parts)
+
+
+def _decode_events(agent_id: str, blob: bytes) -> list[RawEvent]:
+    out: list[RawEvent] = []
+    at = 0
+    try:
+        while at < len(blob):
+            seq, ts, nkind, nsum, npay = _EVENT.unpack_from(blob, at)
+            at += _EVENT.size
+            kind = blob[at : at + nkind].decode()
+            at += nkind
+            checksum = blob[at : at + nsum]
+            at += nsum
+            payload = blob[at : at + npay]
+            at += npay
+            if len(payload) != npay:
+                raise ValueError("truncated")
+            out.append(RawEvent(seq, kind, ts, payload, checksum))
+    except (struct.error, UnicodeDecodeError, ValueError) as exc:
+        raise IntegrityError(agent_id, None, f"unreadable S3 commit object: {exc}") from exc
+    return out
+
+
+def _code(exc: ClientError) -> str:
+    error = exc.response.get("Error", {})
+    return str(error.get("Code", "")) or str(
+        exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "")
+    )
+
+
+class S3Backend(Backend):
+    """Streams and snapshots as immutable S3 objects (``s3://bucket/prefix``).
+
+    Args:
+        bucket: the bucket (must exist unless ``create_bucket``).
+        prefix: key prefix for everything this backend stores.
+        endpoint_url: a non-AWS endpoint (MinIO, Ceph, moto: ``http://127.0.0.1:9000``).
+        region_name: the bucket's region.
+        create_bucket: create the bucket on first use if it is missing.
+        max_workers: threads running blocking boto3 calls.
+        client_options: more keyword arguments for ``boto3.client("s3", ...)``
+            (credentials, ``config``...). Credentials otherwise come from the usual
+            AWS chain (environment, profile, instance role).
+    """
+
+    name = "s3"
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        create_bucket: bool = False,
+        max_workers: int = 16,
+        **client_options: Any,
+    ) -> None:
+        if not bucket:
+            raise ConfigurationError("S3Backend needs a bucket name")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.endpoint_url = endpoint_url
+        self.create_bucket = create_bucket
+        self._root = f"{self.prefix}/a/" if self.prefix else "a/"
+        options = dict(client_options)
+        options.setdefault(
+            "config",
+            Config(
+                retries={"max_attempts": 4, "mode": "standard"},
+                max_pool_connections=max_workers,
+            ),
+        )
+        try:
+            self._s3: Any = boto3.client(
+                "s3", endpoint_url=endpoint_url, region_name=region_name, **options
+            )
+        except (BotoCoreError, ValueError) as exc:
+            raise ConfigurationError(f"cannot build an S3 client: {exc}") from exc
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sk-s3")
+        self._ready = False
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, **overrides: Any) -> S3Backend:
+        """``s3://bucket/prefix?endpoint_url=http://host:9000&region=eu-west-1&create_bucket=1``."""
+        parts = urlsplit(url)
+        if not parts.netloc:
+            raise ConfigurationError(f"no bucket in {url!r}")
+        kwargs: dict[str, Any] = {}
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            if key == "endpoint_url":
+                kwargs["endpoint_url"] = value
+            elif key in ("region", "region_name"):
+                kwargs["region_name"] = value
+            elif key == "create_bucket":
+                kwargs["create_bucket"] = value.lower() in ("1", "true", "yes")
+            elif key == "max_workers":
+                try:
+                    kwargs["max_workers"] = int(value)
+                except ValueError as exc:
+                    raise ConfigurationError(f"max_workers must be an integer in {url!r}") from exc
+            else:
+                raise ConfigurationError(f"unknown s3 option {key!r} in {url!r}")
+        kwargs.update(overrides)
+        return cls(parts.netloc, parts.path, **kwargs)
+
+    # -- keys --------------------------------------------------------------------------
+
+    def _agent_root(self, agent_id: str) -> str:
+        return self._root + agent_id.encode().hex() + "/"
+
+    @staticmethod
+    def _seq_name(seq: int) -> str:
+        return f"{seq:0{_WIDTH}d}"
+
+    @staticmethod
+    def _key_hash(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"s3 backend s3://{self.bucket}/{self.prefix} is closed")
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        self._check_open()
+        if not self._ready:
+            await self._call(self._prepare)
+        return await self._call(fn, *args)
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+        except RuntimeError as exc:  # executor shut down by close()
+            if self._closed:
+                raise StoreClosed("s3 backend closed during an operation") from exc
+            raise
+        except ClientError as exc:
+            raise BackendError(f"s3 {getattr(fn, '__name__', 'call')}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise BackendError(
+                f"s3 {getattr(fn, '__name__', 'call')}: {exc}", maybe_applied=True
+            ) from exc
+
+    def _prepare(self) -> None:
+        if self._ready:
+            return
+        try:
+            self._s3.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            if not (self.create_bucket and _code(exc) in _NOT_FOUND | {"NoSuchBucket"}):
+                raise
+            try:
+                self._s3.create_bucket(Bucket=self.bucket)
+            except ClientError as again:
+                if _code(again) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                    raise
+        self._ready = True
+
+    def _list(self, prefix: str, start_after: str | None = None) -> list[str]:
+        keys: list[str] = []
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        if start_after is not None:
+            kwargs["StartAfter"] = start_after
+        while True:
+            page = self._s3.list_objects_v2(**kwargs)
+            keys.extend(obj["Key"] for obj in page.get("Contents", ()))
+            if not page.get("IsTruncated"):
+                return keys
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+            kwargs.pop("StartAfter", None)
+
+    def _get(self, key: str) -> tuple[bytes, dict[str, str]] | None:
+        try:
+            obj = self._s3.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if _code(exc) in _NOT_FOUND:
+                return None
+            raise
+        return obj["Body"].read(), dict(obj.get("Metadata", {}))
+
+    def _head_meta(self, key: str) -> dict[str, str] | None:
+        try:
+            obj = self._s3.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if _code(exc) in _NOT_FOUND:
+                return None
+            raise
+        return dict(obj.get("Metadata", {}))
+
+    def _put_new(self, key: str, body: bytes, metadata: dict[str, str] | None = None) -> bool:
+        """Create ``key`` only if it does not exist. False if it already did."""
+        try:
+            self._s3.put_object(
+                Bucket=self.bucket, Key=key, Body=body, Metadata=metadata or {}, IfNoneMatch="*"
+            )
+        except ClientError as exc:
+            if _code(exc) in _CONDITION_FAILED:
+                return False
+            raise
+        return True
+
+    # -- the stream --------------------------------------------------------------------
+
+    def _commits(self, agent_id: str) -> list[int]:
+        """First seqs of the agent's commits, ascending."""
+        root = self._agent_root(agent_id) + "e/"
+        return [int(k[len(root) :]) for k in self._list(root)]
+
+    def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
+        """The commits and the newest commit's metadata (None when there is none)."""
+        commits = self._commits(agent_id)
+        if not commits:
+            return commits, None
+        root = self._agent_root(agent_id) + "e/"
+        meta = self._head_meta(root + self._seq_name(commits[-1]))
+        if meta is None:  # deleted under our feet
+            return self._tip(agent_id)
+        return commits, meta
+
+    def _head_sync(self, agent_id: str) -> int:
+        _, meta = self._tip(agent_id)
+        return int(meta["last"]) if meta is not None else 0
+
+    # -- appends ----------------------------------------------------------------------
+
+    def _append_sync(self, request: AppendRequest) -> AppendResult:
+        agent_id, key = request.agent_id, request.idempotency_key
+        root = self._agent_root(agent_id)
+        first, last = request.events[0].seq, request.events[-1].seq
+        key_hash = self._key_hash(key) if key is not None else None
+        if key_hash is not None:
+            found = self._get(root + "k/" + key_hash)
+            if found is not None:
+                a, b = found[0].split(b":")
+                return AppendResult(agent_id, int(a), int(b), duplicate=True)
+        commits, meta = self._tip(agent_id)
+        if meta is not None:
+            previous = meta.get("key")
+            if previous is not None:
+                if previous == key_hash:
+                    return AppendResult(agent_id, commits[-1], int(meta["last"]), True)
+                # the key object of the newest commit may be missing after a crash
+                self._put_new(root + "k/" + previous, b"%d:%s" % (commits[-1], meta["last"].encode()))
+        head = int(meta["last"]) if meta is not None else 0
+        if head != request.expected_seq:
+            raise ConflictError(agent_id, request.expected_seq, head)
+        created = meta["created"] if meta is not None else repr(request.events[0].timestamp)
+        metadata = {"last": str(last), "created": created, "updated": repr(request.events[-1].timestamp)}
+        if key_hash is not None:
+            metadata["key"] = key_hash
+        body = _encode_events(request.events)
+        commit_key = root + "e/" + self._seq_name(first)
+        with _commit_lock(self.endpoint_url or "", self.bucket, commit_key):
+            won = self._put_new(commit_key, body, metadata)
+        if not won:
+            stored = self._get(commit_key)
+            if stored is None or stored[0] != body or stored[1].get("key") != key_hash:
+                # another writer's commit (or our own retried PUT, which is fine)
+                if key_hash is not None and stored is not None and stored[1].get("key") == key_hash:
+                    return AppendResult(agent_id, first, int(stored[1]["last"]), True)
+                raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
+        if key_hash is not None:
+            self._put_new(root + "k/" + key_hash, b"%d:%d" % (first, last))
+        if request.snapshot is not None:
+            self._put_snapshot(agent_id, request.snapshot)
+        return AppendResult(agent_id, first, last)
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        self._check_open()
+        validate_request(request)
+        return await self._run(self._append_sync, request)
+
+    async def append_batch(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        self._check_open()
+        return await super().append_batch(requests)
+
+    def _put_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        body = _SNAP.pack(snapshot.timestamp, len(snapshot.checksum)) + snapshot.checksum
+        self._s3.put_object(
+            Bucket=self.bucket,
+            Key=self._agent_root(agent_id) + "s/" + self._seq_name(snapshot.seq),
+            Body=body + snapshot.payload,
+        )
+
+    def _save_snapshot_sync(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        head = self._head_sync(agent_id)
+        if not 0 < snapshot.seq <= head:
+            raise ConflictError(agent_id, snapshot.seq, head)
+        self._put_snapshot(agent_id, snapshot)
+
+    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        await self._run(self._save_snapshot_sync, agent_id, snapshot)
+
+    def _delete_sync(self, agent_id: str) -> bool:
+        root = self._agent_root(agent_id)
+        keys = self._list(root)
+        existed = any(k.startswith(root + "e/") for k in keys)
+        # commits last: an interrupted delete leaves a readable (shorter) agent
+        keys.sort(key=lambda k: k.startswith(root + "e/"))
+        for i in range(0, len(keys), 1000):
+            chunk = keys[i : i + 1000]
+            self._s3.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True},
+            )
+        return existed
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        return await self._run(self._delete_sync, agent_id)
+
+    # -- reads ------------------------------------------------------------------------
+
+    def _lookup_sync(self, agent_id: str, key: str) -> AppendResult | None:
+        root = self._agent_root(agent_id)
+        key_hash = self._key_hash(key)
+        found = self._get(root + "k/" + key_hash)
+        if found is not None:
+            a, b = found[0].split(b":")
+            return AppendResult(agent_id, int(a), int(b), duplicate=True)
+        commits, meta = self._tip(agent_id)
+        if meta is not None and meta.get("key") == key_hash:
+            return AppendResult(agent_id, commits[-1], int(meta["last"]), duplicate=True)
+        return None
+
+    async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
+        return await self._run(self._lookup_sync, agent_id, key)
+
+    async def head(self, agent_id: str) -> int:
+        return await self._run(self._head_sync, agent_id)
+
+    def _commit_events(self, agent_id: str, first: int) -> list[RawEvent]:
+        found = self._get(self._agent_root(agent_id) + "e/" + self._seq_name(first))
+        if found is None:
+            raise IntegrityError(agent_id, first, "commit object vanished while reading")
+        return _decode_events(agent_id, found[0])
+
+    def _read_sync(
+        self, agent_id: str, after_seq: int, to_seq: int | None, limit: int | None
+    ) -> list[RawEvent]:
+        if limit is not None and limit <= 0:
+            return []
+        if to_seq is not None and to_seq <= after_seq:
+            return []
+        commits = self._commits(agent_id)
+        out: list[RawEvent] = []
+        for i, first in enumerate(commits):
+            nxt = commits[i + 1] if i + 1 < len(commits) else None
+            if nxt is not None and nxt - 1 <= after_seq:
+                continue  # entirely at or before after_seq
+            if to_seq is not None and first > to_seq:
+                break
+            for e in self._commit_events(agent_id, first):
+                if e.seq <= after_seq or (to_seq is not None and e.seq > to_seq):
+                    continue
+                out.append(e)
+                if limit is not None and len(out) >= limit:
+                    return out
+        return out
+
+    async def read(
+        self,
+        agent_id: str,
+        after_seq: int = 0,
+        to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[RawEvent]:
+        return await self._run(self._read_sync, agent_id, after_seq, to_seq, limit)
+
+    def _seq_at_sync(self, agent_id: str, timestamp: float) -> int:
+        for first in reversed(self._commits(agent_id)):
+            best = [e.seq for e in self._commit_events(agent_id, first) if e.timestamp <= timestamp]
+            if best:
+                return max(best)
+        return 0
+
+    async def seq_at(self, agent_id: str, timestamp: float) -> int:
+        return await self._run(self._seq_at_sync, agent_id, timestamp)
+
+    def _latest_sync(self, agent_id: str, at_or_below: int | None) -> RawSnapshot | None:
+        root = self._agent_root(agent_id) + "s/"
+        seqs = sorted(int(k[len(root) :]) for k in self._list(root))
+        for seq in reversed(seqs):
+            if at_or_below is not None and seq > at_or_below:
+                continue
+            found = self._get(root + self._seq_name(seq))
+            if found is None:
+                continue
+            blob = found[0]
+            ts, nsum = _SNAP.unpack_from(blob)
+            at = _SNAP.size
+            return RawSnapshot(seq, ts, blob[at + nsum :], blob[at : at + nsum])
+        return None
+
+    async def latest_snapshot(
+        self, agent_id: str, at_or_below: int | None = None
+    ) -> RawSnapshot | None:
+        return await self._run(self._latest_sync, agent_id, at_or_below)
+
+    def _agent_ids(self, after: str | None, limit: int) -> list[str]:
+        kwargs: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": self._root,
+            "Delimiter": "/",
+            "MaxKeys": max(1, min(limit, 1000)),
+        }
+        if after is not None:
+            # '~' sorts after every hex digit and '/': skips all keys of ``after``
+            kwargs["StartAfter"] = self._root + after.encode().hex() + "/~"
+        ids: list[str] = []
+        while len(ids) < limit:
+            page = self._s3.list_objects_v2(**kwargs)
+            for common in page.get("CommonPrefixes", ()):
+                hexid = common["Prefix"][len(self._root) : -1]
+                ids.append(bytes.fromhex(hexid).decode())
+            if not page.get("IsTruncated"):
+                break
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+            kwargs.pop("StartAfter", None)
+        return ids[:limit]
+
+    def _info_sync(self, agent_id: str) -> AgentInfo | None:
+        _, meta = self._tip(agent_id)
+        if meta is None:
+            return None
+        return AgentInfo(agent_id, int(meta["last"]), float(meta["created"]), float(meta["updated"]))
+
+    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        out: list[AgentInfo] = []
+        cursor = after
+        while len(out) < limit:
+            want = limit - len(out)
+            ids = await self._run(self._agent_ids, cursor, want)
+            if not ids:
+                break
+            infos = await asyncio.gather(*(self._run(self._info_sync, i) for i in ids))
+            out.extend(info for info in infos if info is not None)
+            if len(ids) < want:
+                break
+            cursor = ids[-1]
+        return out
+
+    async def health(self) -> Health:
+        detail: dict[str, Any] = {"bucket": self.bucket, "prefix": self.prefix}
+        if self.endpoint_url:
+            detail["endpoint_url"] = self.endpoint_url
+        if self._closed:
+            return Health(ok=False, backend=self.name, detail={**detail, "error": "closed"})
+        try:
+            await self._run(lambda: self._s3.head_bucket(Bucket=self.bucket))
+        except Exception as exc:  # health reports, it does not raise
+            return Health(ok=False, backend=self.name, detail={**detail, "error": str(exc)})
+        return Health(ok=True, backend=self.name, detail=detail)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.get_running_loop().run_in_executor(None, self._pool.shutdown, True)
+        self._s3.close()

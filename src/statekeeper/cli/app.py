@@ -1,0 +1,182 @@
+"""The typer application, its global options and the error policy shared by commands.
+
+Exit codes: ``0`` success; ``1`` the thing asked about is not there or not right
+(unknown agent, verification problems, a failed demo check, a declined confirmation);
+``2`` a usage error or any :class:`~statekeeper.errors.StatekeeperError` (bad URL,
+unreadable database...), reported as one red line on stderr without a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from .. import __version__
+from ..errors import AgentNotFound, ConfigurationError, StatekeeperError
+from ..store import StateStore
+from ..store.store import DEFAULT_URL
+
+__all__ = [
+    "DbOption",
+    "JsonOption",
+    "app",
+    "err_console",
+    "main",
+    "open_store",
+    "out_console",
+    "resolve_url",
+    "run",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="statekeeper",
+    help="Inspect, verify and demo durable agent state.\n\n"
+    "The store is chosen with --db/--url (a SQLite path or URL such as "
+    "sqlite:///agents.db, or memory://); default: $STATEKEEPER_URL, else "
+    f"{DEFAULT_URL}.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        "--url",
+        metavar="URL",
+        help=f"Store URL or SQLite path [default: $STATEKEEPER_URL, else {DEFAULT_URL}]",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+@dataclass
+class Globals:
+    """Options given before the command name."""
+
+    db: str | None = None
+
+
+def out_console() -> Console:
+    """A console on the current stdout (created per call: tests swap stdout)."""
+    return Console(highlight=False, soft_wrap=False)
+
+
+def err_console() -> Console:
+    """A console on the current stderr."""
+    return Console(stderr=True, highlight=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"statekeeper {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    db: DbOption = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+) -> None:
+    ctx.obj = Globals(db=db)
+
+
+def global_db(ctx: typer.Context) -> str | None:
+    """The --db given before the command name, if any."""
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, Globals) else None
+    return obj.db if obj is not None else None
+
+
+def resolve_url(ctx: typer.Context, db: str | None) -> str:
+    """Command --db, else global --db, else $STATEKEEPER_URL, else the default file."""
+    return db or global_db(ctx) or os.environ.get("STATEKEEPER_URL") or DEFAULT_URL
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL (or bare path) names; None for other backends."""
+    if "://" not in url:
+        return Path(url)
+    scheme, rest = url.split("://", 1)
+    if scheme.lower() != "sqlite":
+        return None
+    rest = rest.split("?", 1)[0]
+    return Path(rest[1:] if rest.startswith("/") else rest)
+
+
+class StoreMissing(ConfigurationError):
+    """The SQLite file a read command was pointed at does not exist."""
+
+
+@asynccontextmanager
+async def open_store(url: str, *, must_exist: bool = True) -> AsyncIterator[StateStore]:
+    """Open the store at ``url``; for SQLite, refuse to create a file a reader asked for."""
+    path = sqlite_file(url)
+    if must_exist and path is not None and not path.exists():
+        raise StoreMissing(
+            f"no statekeeper database at {path} (pass --db/--url or set STATEKEEPER_URL)"
+        )
+    store = StateStore(url)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine to completion."""
+    return asyncio.run(coro)
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    """Print ``message`` as one red line on stderr; return the Exit to raise."""
+    err_console().print(f"[bold red]error:[/] [red]{escape(message)}[/]", soft_wrap=True)
+    return typer.Exit(code)
+
+
+def handled(fn: F) -> F:
+    """Turn library errors into one-line messages and exit codes (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except AgentNotFound as exc:
+            raise fail(str(exc), 1) from None
+        except StatekeeperError as exc:
+            raise fail(str(exc), 2) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted", 130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def main() -> None:
+    """Console-script entry point (``statekeeper``)."""
+    app()
+
+
+# register the commands on ``app``
+from . import commands  # noqa: E402,F401

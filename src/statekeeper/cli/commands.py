@@ -1,0 +1,522 @@
+"""The commands: agents, show, history, verify, diagram, delete, stats, demo."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..errors import AgentNotFound
+from ..records import Event
+from ..store import StateStore, VerifyReport
+from . import render
+from .app import (
+    DbOption,
+    JsonOption,
+    app,
+    err_console,
+    fail,
+    global_db,
+    handled,
+    open_store,
+    out_console,
+    resolve_url,
+    run,
+)
+
+AgentArg = Annotated[str, typer.Argument(help="The agent id.", show_default=False)]
+
+
+async def _require(store: StateStore, agent_id: str) -> int:
+    head = await store.head(agent_id)
+    if head == 0:
+        raise AgentNotFound(agent_id)
+    return head
+
+
+def _parse_time(value: str) -> float:
+    """Epoch seconds, or ISO 8601 (naive times are local)."""
+    try:
+        number = float(value)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(number):
+            return number
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r} is not an ISO 8601 time (e.g. 2025-01-31T12:00:00Z) or epoch seconds",
+            param_hint="'--at-time'",
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.astimezone()
+    return dt.timestamp()
+
+
+# -------------------------------------------------------------------------- agents
+
+
+@app.command()
+@handled
+def agents(
+    ctx: typer.Context,
+    db: DbOption = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Agents per page.")] = 50,
+    after: Annotated[
+        str | None,
+        typer.Option("--after", metavar="AGENT", help="Start after this agent id (the next page)."),
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """List agents (ordered by id) with head seq, state and last update."""
+    url = resolve_url(ctx, db)
+
+    async def go() -> tuple[list[tuple[Any, str | None]], str | None]:
+        async with open_store(url) as store:
+            page = await store.list_agents(after=after, limit=limit + 1)
+            more = len(page) > limit
+            page = page[:limit]
+            rows = []
+            for info in page:
+                snap = await store.get(info.agent_id)
+                rows.append((info, snap.fsm_state if snap is not None else None))
+            return rows, (page[-1].agent_id if more and page else None)
+
+    rows, next_after = run(go())
+    if json_out:
+        render.print_json(
+            {"agents": [render.agent_json(i, s) for i, s in rows], "next_after": next_after}
+        )
+        return
+    console = out_console()
+    if not rows:
+        console.print("no agents" + (f" after {escape(after)!r}" if after else ""))
+        return
+    console.print(render.agents_table(rows))
+    if next_after is not None:
+        console.print(f"[dim]more: statekeeper agents --after {escape(next_after)}[/]")
+
+
+# ---------------------------------------------------------------------------- show
+
+
+@app.command()
+@handled
+def show(
+    ctx: typer.Context,
+    agent: AgentArg,
+    db: DbOption = None,
+    at: Annotated[
+        int | None, typer.Option("--at", metavar="SEQ", min=1, help="The state as of this seq.")
+    ] = None,
+    at_time: Annotated[
+        str | None,
+        typer.Option(
+            "--at-time",
+            metavar="TIME",
+            help="The state as of this time (ISO 8601, naive = local; or epoch seconds).",
+        ),
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Show an agent's state and data (latest, or as of --at SEQ / --at-time TIME)."""
+    if at is not None and at_time is not None:
+        raise typer.BadParameter("give --at or --at-time, not both")
+    when = _parse_time(at_time) if at_time is not None else None
+    url = resolve_url(ctx, db)
+
+    async def go() -> tuple[Any, int]:
+        async with open_store(url) as store:
+            head = await _require(store, agent)
+            try:
+                snap = await store.load(agent, at_seq=at, at_time=when)
+            except AgentNotFound:
+                if when is None:
+                    raise
+                raise fail(f"agent {agent!r} did not exist yet at {render.iso(when)}", 1) from None
+            return snap, head
+
+    snap, head = run(go())
+    if json_out:
+        render.print_json({**render.snapshot_json(snap), "head_seq": head})
+        return
+    out_console().print(render.snapshot_view(snap, head))
+
+
+# ------------------------------------------------------------------------- history
+
+
+@app.command()
+@handled
+def history(
+    ctx: typer.Context,
+    agent: AgentArg,
+    db: DbOption = None,
+    after: Annotated[
+        int, typer.Option("--after", metavar="SEQ", min=0, help="Only events after this seq.")
+    ] = 0,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="At most this many events.")
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print JSON Lines: one object per event.")
+    ] = False,
+) -> None:
+    """Show an agent's events, oldest first."""
+    url = resolve_url(ctx, db)
+
+    async def go() -> tuple[list[Event], int]:
+        async with open_store(url) as store:
+            head = await _require(store, agent)
+            to_seq = after + limit if limit is not None else None
+            events = [ev async for ev in store.history(agent, after_seq=after, to_seq=to_seq)]
+            return events, head
+
+    events, head = run(go())
+    if json_out:
+        render.print_json([render.event_json(ev) for ev in events], lines=True)
+        return
+    console = out_console()
+    if not events:
+        console.print(f"no events after seq {after} (head is {head})")
+        return
+    console.print(
+        render.history_table(
+            events,
+            f"History of {escape(agent)} (seq {events[0].seq}–{events[-1].seq} of {head})",
+            width=console.width,
+        )
+    )
+
+
+# -------------------------------------------------------------------------- verify
+
+
+@app.command()
+@handled
+def verify(
+    ctx: typer.Context,
+    agent_ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="Agents to check (default: every agent).", show_default=False),
+    ] = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Check every stored record: checksums, gap-free seqs, heads, snapshots.
+
+    Exit code 1 when any problem is found.
+    """
+    url = resolve_url(ctx, db)
+
+    async def go() -> VerifyReport:
+        total = VerifyReport()
+        async with open_store(url) as store:
+            if agent_ids:
+                for agent_id in agent_ids:
+                    await _require(store, agent_id)
+                todo: Any = agent_ids
+                count = len(agent_ids)
+            else:
+                count = await store.count_agents()
+                todo = None
+            progress = Progress(
+                TextColumn("[bold]verifying[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[agent]}", style="dim"),
+                TimeElapsedColumn(),
+                console=err_console(),
+                transient=True,
+                disable=json_out,
+            )
+            with progress:
+                task = progress.add_task("verify", total=count, agent="")
+
+                async def each() -> Any:
+                    if todo is not None:
+                        for a in todo:
+                            yield a
+                    else:
+                        async for info in store.iter_agents():
+                            yield info.agent_id
+
+                async for agent_id in each():
+                    progress.update(task, agent=agent_id)
+                    report = await store.verify([agent_id])
+                    total.agents += report.agents
+                    total.events += report.events
+                    total.snapshots += report.snapshots
+                    total.problems.extend(report.problems)
+                    progress.advance(task)
+        return total
+
+    report = run(go())
+    if json_out:
+        render.print_json(
+            {
+                "ok": report.ok,
+                "agents": report.agents,
+                "events": report.events,
+                "snapshots": report.snapshots,
+                "problems": [
+                    {"agent_id": p.agent_id, "seq": p.seq, "reason": p.reason}
+                    for p in report.problems
+                ],
+            }
+        )
+    else:
+        console = out_console()
+        summary = (
+            f"{report.agents} agent(s), {report.events} event(s), "
+            f"{report.snapshots} snapshot(s) checked"
+        )
+        if report.ok:
+            console.print(f"[green]✓ OK[/] — {summary}, no problems")
+        else:
+            console.print(render.problems_table(report.problems))
+            console.print(f"[bold red]✗ {len(report.problems)} problem(s)[/] — {summary}")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------- diagram
+
+
+class DiagramFormat(StrEnum):
+    mermaid = "mermaid"
+    dot = "dot"
+
+
+@app.command()
+@handled
+def diagram(
+    fmt: Annotated[
+        DiagramFormat, typer.Option("--format", "-f", case_sensitive=False, help="Output format.")
+    ] = DiagramFormat.mermaid,
+) -> None:
+    """Print the default agent state machine as Mermaid or Graphviz DOT."""
+    from ..machine import AgentStateMachine
+
+    machine = AgentStateMachine()
+    text = machine.to_mermaid() if fmt is DiagramFormat.mermaid else machine.to_dot()
+    typer.echo(text, nl=False)
+
+
+# -------------------------------------------------------------------------- delete
+
+
+@app.command()
+@handled
+def delete(
+    ctx: typer.Context,
+    agent: AgentArg,
+    db: DbOption = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete an agent's events and snapshots (asks first unless --yes)."""
+    url = resolve_url(ctx, db)
+
+    async def head_of() -> int:
+        async with open_store(url) as store:
+            return await _require(store, agent)
+
+    head = run(head_of())
+    if not yes and not typer.confirm(
+        f"Delete agent {agent!r} and its {head} event(s)? This cannot be undone"
+    ):
+        err_console().print("not deleted")
+        raise typer.Exit(1)
+
+    async def go() -> bool:
+        async with open_store(url) as store:
+            return await store.delete(agent)
+
+    if not run(go()):
+        raise AgentNotFound(agent)
+    out_console().print(f"deleted agent {escape(agent)!r} ({head} event(s))")
+
+
+# --------------------------------------------------------------------------- stats
+
+
+@app.command()
+@handled
+def stats(ctx: typer.Context, db: DbOption = None, json_out: JsonOption = False) -> None:
+    """Summarise the store: agents, events, states, size."""
+    url = resolve_url(ctx, db)
+
+    async def go() -> dict[str, Any]:
+        async with open_store(url) as store:
+            states: dict[str, int] = {}
+            agents_n = events_n = 0
+            last = 0.0
+            async for info in store.iter_agents():
+                agents_n += 1
+                events_n += info.head_seq
+                last = max(last, info.updated_at)
+                snap = await store.get(info.agent_id)
+                key = (snap.fsm_state if snap is not None else None) or "-"
+                states[key] = states.get(key, 0) + 1
+            health = await store.health()
+            return {
+                "backend": health.backend,
+                "healthy": health.ok,
+                "bytes": health.detail.get("bytes"),
+                "agents": agents_n,
+                "events": events_n,
+                "states": dict(sorted(states.items())),
+                "last_update": render.iso(last) if last else None,
+            }
+
+    data = run(go())
+    if json_out:
+        render.print_json(data)
+        return
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("backend", f"{data['backend']} ({escape(url)})")
+    grid.add_row("healthy", "[green]yes[/]" if data["healthy"] else "[red]no[/]")
+    if data["bytes"] is not None:
+        grid.add_row("size", f"{data['bytes']:,} bytes")
+    grid.add_row("agents", str(data["agents"]))
+    grid.add_row("events", str(data["events"]))
+    for state, n in data["states"].items():
+        grid.add_row(f"  {escape(state)}", str(n))
+    grid.add_row("last update", data["last_update"] or "-")
+    out_console().print(grid)
+
+
+# ---------------------------------------------------------------------------- demo
+
+
+@app.command()
+@handled
+def demo(
+    ctx: typer.Context,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            "--url",
+            metavar="PATH",
+            help="SQLite file for the demo (a path or sqlite:/// URL) [default: "
+            "./statekeeper-demo.db]. $STATEKEEPER_URL is ignored here.",
+            show_default=False,
+        ),
+    ] = None,
+    keep: Annotated[
+        bool,
+        typer.Option("--keep", help="Keep earlier demo runs (default: start from a fresh file)."),
+    ] = False,
+    kill_after: Annotated[
+        int | None,
+        typer.Option(
+            "--kill-after",
+            metavar="SEQ",
+            help="SIGKILL the worker right after it commits this seq (4..22; default: random, "
+            "after the first tool result).",
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Seed for the random kill point.")
+    ] = None,
+    step_delay: Annotated[
+        float,
+        typer.Option(
+            "--step-delay",
+            metavar="SECONDS",
+            min=0.0,
+            help="Pacing between steps so the kill lands mid-run (pacing only: it stands in "
+            "for no work).",
+        ),
+    ] = 0.1,
+    snapshot_every: Annotated[
+        int, typer.Option("--snapshot-every", min=1, help="Snapshot interval of the demo store.")
+    ] = 8,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=1.0,
+            help="Give up if the worker makes no progress this long.",
+            hidden=True,
+        ),
+    ] = 60.0,
+    simulate_amnesia: Annotated[
+        bool,
+        typer.Option(
+            "--simulate-amnesia",
+            hidden=True,
+            help="Resume WITHOUT the stored results (shows that the checks catch repeats).",
+        ),
+    ] = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Crash a tool-calling agent with SIGKILL mid-run, resume it, prove nothing ran twice.
+
+    A deterministic research agent runs in a child process against a SQLite file; the
+    child is SIGKILLed right after it commits seq --kill-after; this process reopens
+    the store (timed), finishes the agent and checks the tools' own log.
+
+    Exit code 0 when every check passes, 1 otherwise.
+    """
+    from . import demo as demo_mod
+
+    path = db or global_db(ctx) or demo_mod.DEFAULT_DB
+    console = out_console()
+    reporter = None if json_out else render.DemoReporter(console)
+    try:
+        result = demo_mod.run_demo(
+            path,
+            keep=keep,
+            kill_after=kill_after,
+            seed=seed,
+            step_delay=step_delay,
+            snapshot_every=snapshot_every,
+            timeout=timeout,
+            report=reporter,
+            amnesia=simulate_amnesia,
+        )
+    except demo_mod.DemoFailed as exc:
+        raise _demo_failed(str(exc)) from None
+    finally:
+        if reporter is not None:
+            reporter.close()
+    summary = result.summary()
+    if json_out:
+        render.print_json(summary)
+    else:
+        console.print()
+        console.print(render.demo_timeline(summary))
+        console.print(render.demo_position(summary))
+        console.print(render.demo_tools(summary))
+        console.print(render.demo_checks(summary))
+        if summary["final"].get("answer"):
+            console.print(f"\n[bold]answer:[/] {escape(summary['final']['answer'])}")
+        verdict = (
+            "[bold green]every tool call ran exactly once; the crash lost and repeated nothing[/]"
+            if result.ok
+            else "[bold red]CHECKS FAILED[/]"
+        )
+        console.print(verdict)
+        console.print(
+            f"[dim]inspect it: statekeeper history {result.agent_id} --db "
+            f"{escape(result.db_path)}[/]"
+        )
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+def _demo_failed(message: str) -> typer.Exit:
+    return fail(f"demo failed: {message}", 1)

@@ -1,0 +1,437 @@
+"""Rich rendering (tables, timelines, panels) and JSON shapes for the CLI."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.json import JSON
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from ..records import AgentInfo, Event, Snapshot
+from ..store.store import Problem
+
+__all__ = [
+    "agents_table",
+    "event_json",
+    "history_table",
+    "iso",
+    "local_time",
+    "print_json",
+    "problems_table",
+    "snapshot_json",
+    "snapshot_view",
+]
+
+
+# ------------------------------------------------------------------------- helpers
+
+
+def iso(ts: float | None) -> str | None:
+    """An epoch timestamp as ISO 8601 UTC with microseconds (None stays None)."""
+    if ts is None or ts == 0:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds")
+
+
+def local_time(ts: float | None, *, date: bool = True, ms: bool = True) -> str:
+    """An epoch timestamp as local time for tables (to the millisecond unless ``ms``
+    is False; without the date when ``date`` is False)."""
+    if not ts:
+        return "-"
+    dt = datetime.fromtimestamp(ts).astimezone()
+    text = dt.strftime("%Y-%m-%d %H:%M:%S.%f" if date else "%H:%M:%S.%f")
+    return text[:-3] if ms else text[:-7]
+
+
+def print_json(value: Any, *, lines: bool = False) -> None:
+    """Write JSON to stdout (plain text: no markup, no wrapping)."""
+    if lines:
+        for item in value:
+            sys.stdout.write(json.dumps(item, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _state(value: str | None) -> str:
+    colours = {
+        "completed": "green",
+        "error": "red",
+        "tool_call": "magenta",
+        "processing": "cyan",
+        "waiting": "yellow",
+        "idle": "white",
+    }
+    if value is None:
+        return "[dim]-[/]"
+    return f"[{colours.get(value, 'white')}]{escape(value)}[/]"
+
+
+# -------------------------------------------------------------------------- agents
+
+
+def agent_json(info: AgentInfo, state: str | None) -> dict[str, Any]:
+    """One agent row as JSON."""
+    return {
+        "agent_id": info.agent_id,
+        "head_seq": info.head_seq,
+        "state": state,
+        "created_at": iso(info.created_at),
+        "updated_at": iso(info.updated_at),
+    }
+
+
+def agents_table(rows: Iterable[tuple[AgentInfo, str | None]]) -> Table:
+    """Agents with head seq, state and times."""
+    table = Table(
+        title="Agents",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    table.add_column("agent", style="bold", overflow="fold")
+    table.add_column("head seq", justify="right", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
+    table.add_column("created", style="dim", no_wrap=True)
+    for info, state in rows:
+        table.add_row(
+            escape(info.agent_id),
+            str(info.head_seq),
+            _state(state),
+            local_time(info.updated_at, ms=False),
+            local_time(info.created_at, ms=False),
+        )
+    return table
+
+
+# ---------------------------------------------------------------------------- show
+
+
+def snapshot_json(snap: Snapshot) -> dict[str, Any]:
+    """An agent's state as JSON."""
+    return {
+        "agent_id": snap.agent_id,
+        "seq": snap.seq,
+        "state": snap.fsm_state,
+        "schema_version": snap.schema_version,
+        "created_at": iso(snap.created_at),
+        "updated_at": iso(snap.updated_at),
+        "state_entered_at": iso(snap.state_entered_at),
+        "data": snap.data,
+    }
+
+
+def snapshot_view(snap: Snapshot, head: int) -> Group:
+    """An agent's state: a header grid, then its data document pretty-printed."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    where = f"{snap.seq}" + ("" if snap.seq == head else f"  [dim](head is {head})[/]")
+    grid.add_row("agent", escape(snap.agent_id))
+    grid.add_row("seq", where)
+    grid.add_row("state", _state(snap.fsm_state))
+    grid.add_row("state entered", local_time(snap.state_entered_at))
+    grid.add_row("updated", local_time(snap.updated_at))
+    grid.add_row("created", local_time(snap.created_at))
+    grid.add_row("schema", f"v{snap.schema_version}")
+    data = JSON.from_data(snap.data, indent=2, sort_keys=False)
+    data.text.no_wrap = False  # long strings wrap instead of being cropped
+    data.text.overflow = "fold"
+    return Group(grid, Panel(data, title="data", title_align="left", border_style="dim"))
+
+
+# ------------------------------------------------------------------------- history
+
+
+def event_json(ev: Event) -> dict[str, Any]:
+    """One event as JSON (a line of ``history --json``)."""
+    return {
+        "agent_id": ev.agent_id,
+        "seq": ev.seq,
+        "type": ev.type,
+        "time": iso(ev.timestamp),
+        "event": ev.data.get("event"),
+        "from": ev.data.get("from"),
+        "to": ev.data.get("to") if ev.type == "transition" else ev.fsm_state,
+        "fsm_state": ev.fsm_state,
+        "info": ev.data,
+        "ops": ev.ops,
+        "actor": ev.actor,
+        "idempotency_key": ev.idempotency_key,
+        "schema_version": ev.schema_version,
+    }
+
+
+_OP_MARK = {"add": "+", "remove": "-", "replace": "~"}
+
+
+def _changes(ops: list[dict[str, Any]], width: int = 2) -> str:
+    """``+/a, ~/b (+3)``: the JSON Patch paths an event touched."""
+    if not ops:
+        return ""
+    marks = [
+        f"{_OP_MARK.get(op.get('op', ''), op.get('op', '?') + ' ')}{op.get('path') or '/'}"
+        for op in ops
+    ]
+    more = len(marks) - width
+    return ", ".join(marks[:width]) + (f" (+{more})" if more > 0 else "")
+
+
+def transition_text(ev_from: str | None, ev_to: str | None) -> str:
+    """``from → to`` (or just ``→ to``)."""
+    if ev_from is None and ev_to is None:
+        return ""
+    return f"{escape(ev_from or '')} → {_state(ev_to)}" if ev_from else f"→ {_state(ev_to)}"
+
+
+def history_table(events: Iterable[Event], title: str, *, width: int = 120) -> Table:
+    """Events: seq, time, event (or type), from→to, tool, and — when the console is
+    ``width >= 110`` columns — the data changes and the actor.
+
+    The time column shows the date only when it differs from the row above.
+    """
+    wide = width >= 110
+    table = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0)
+    )
+    table.add_column("seq", justify="right", no_wrap=True, min_width=3)
+    table.add_column("time", no_wrap=True)
+    table.add_column("event / type", no_wrap=True)
+    table.add_column("from → to", no_wrap=True)
+    table.add_column("tool", no_wrap=True)
+    if wide:
+        table.add_column("changes", style="dim", no_wrap=True, overflow="ellipsis", max_width=32)
+        table.add_column("actor", style="dim", no_wrap=True, overflow="ellipsis", max_width=20)
+    last_day = None
+    for ev in events:
+        meta = ev.data.get("metadata")
+        tool = meta.get("tool") if isinstance(meta, dict) else None
+        frm = ev.data.get("from") if ev.type == "transition" else None
+        to = ev.data.get("to") if ev.type == "transition" else ev.fsm_state
+        day = local_time(ev.timestamp)[:10]
+        when = local_time(ev.timestamp, date=day != last_day)
+        last_day = day
+        name = ev.data.get("event") if ev.type == "transition" else None
+        cells = [
+            str(ev.seq),
+            when,
+            escape(str(name)) if name else f"[dim]{escape(ev.type)}[/]",
+            transition_text(frm, to),
+            escape(str(tool or "")),
+        ]
+        if wide:
+            cells += [escape(_changes(ev.ops)), escape(ev.actor or "")]
+        table.add_row(*cells)
+    return table
+
+
+# -------------------------------------------------------------------------- verify
+
+
+def problems_table(problems: Iterable[Problem]) -> Table:
+    """Verification problems: agent, seq, reason."""
+    table = Table(title="Problems", title_justify="left", title_style="bold red")
+    table.add_column("agent", style="bold", overflow="fold")
+    table.add_column("seq", justify="right")
+    table.add_column("problem", style="red", overflow="fold")
+    for p in problems:
+        table.add_row(escape(p.agent_id), "-" if p.seq is None else str(p.seq), escape(p.reason))
+    return table
+
+
+# ---------------------------------------------------------------------------- demo
+
+
+class DemoReporter:
+    """Live narration of :func:`statekeeper.cli.demo.run_demo` (a spinner while steps run)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.status: Any = None
+
+    def _spin(self, text: str) -> None:
+        if self.status is None:
+            self.status = self.console.status(text)
+            self.status.start()
+        else:
+            self.status.update(text)
+
+    def _stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def __call__(self, kind: str, info: dict[str, Any]) -> None:
+        c = self.console
+        if kind == "start":
+            c.print(
+                f"[bold]statekeeper demo[/] — research agent [bold]{escape(info['agent_id'])}"
+                f"[/] in {escape(info['db'])}"
+            )
+        elif kind == "worker_started":
+            c.print(f"worker process pid {info['pid']} started")
+            self._spin("worker running…")
+        elif kind in ("worker_commit", "resume_commit"):
+            who = "worker" if kind == "worker_commit" else "resumed agent"
+            tool = f" {info['tool']}" if info.get("tool") else ""
+            self._spin(f"{who}: committed seq {info['seq']} ({info['event']}{tool})")
+        elif kind == "kill_sent":
+            self._stop()
+            c.print(
+                f"[bold red]✖ SIGKILL[/] sent to worker pid {info['pid']} right after it "
+                f"committed seq {info['seq']}"
+            )
+        elif kind == "worker_commit_after_kill":
+            c.print(f"  [dim](worker committed seq {info['seq']} before the signal landed)[/]")
+        elif kind == "worker_died":
+            c.print(
+                f"worker pid {info['pid']} is dead (return code {info['returncode']}); "
+                f"last seq it reported: {info['last_seq']}"
+            )
+        elif kind == "recovered":
+            c.print(
+                f"[bold green]↻ resumed[/] in this process: store reopened and agent loaded "
+                f"in [bold]{info['recovery_ms']:.2f} ms[/] — state "
+                f"{_state(info['state'])}, seq {info['seq']}"
+            )
+            self._spin("resumed agent running…")
+
+    def close(self) -> None:
+        """Stop the spinner, if any."""
+        self._stop()
+
+
+def demo_timeline(summary: dict[str, Any]) -> Table:
+    """The agent's stored events with the crash marked where the worker died."""
+    timeline = summary["timeline"]
+    worker = summary["worker"]
+    table = Table(
+        title="Timeline (read back from the store)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    table.add_column("seq", justify="right", no_wrap=True, min_width=3)
+    table.add_column("time", no_wrap=True, min_width=12)
+    table.add_column("event / type", no_wrap=True)
+    table.add_column("from → to", no_wrap=True)
+    table.add_column("tool", no_wrap=True)
+    table.add_column("by", no_wrap=True)
+    crashed = False
+    for row in timeline:
+        by = (row.get("actor") or "").split(":", 1)[0]
+        if by == "resume" and not crashed:
+            crashed = True
+            table.add_row(
+                "",
+                "",
+                "[bold red]✖ SIGKILL[/]",
+                f"[red]worker pid {worker['pid']} dies[/]",
+                "",
+                "",
+                end_section=True,
+            )
+        table.add_row(
+            str(row["seq"]),
+            local_time(row["ts"], date=False),
+            escape(row["event"] or row["type"]),
+            transition_text(row.get("from"), row.get("to")),
+            escape(row.get("tool") or ""),
+            "[cyan]resume[/]" if by == "resume" else ("worker" if by else ""),
+        )
+    return table
+
+
+def demo_position(summary: dict[str, Any]) -> Panel:
+    """Where the agent was found after the crash, and how long finding it took."""
+    rec = summary["recovered"]
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("state", _state(rec["state"]))
+    grid.add_row(
+        "seq",
+        f"{rec['seq']}  [dim](snapshot at seq {rec['snapshot_seq']} + "
+        f"{rec['events_replayed']} event(s) replayed)[/]",
+    )
+    grid.add_row(
+        "step",
+        f"{rec['step']} tool call(s) completed: "
+        + (escape(", ".join(rec["tool_calls_done"])) or "none"),
+    )
+    flight = rec.get("in_flight")
+    if flight:
+        grid.add_row(
+            "in flight",
+            f"{escape(flight['call_id'])} — intent stored, result not: "
+            "re-invoked with its call id as idempotency key",
+        )
+    nxt = rec.get("next")
+    if nxt:
+        grid.add_row(
+            "next",
+            f"{escape(nxt['tool'])}({escape(json.dumps(nxt['args']))}) "
+            f"[dim]{escape(nxt['call_id'])}[/]",
+        )
+    grid.add_row(
+        "recovery time",
+        f"[bold]{summary['recovery_ms']:.2f} ms[/] [dim](reopen the store + load the agent)[/]",
+    )
+    return Panel(
+        grid, title="Recovered position", title_align="left", border_style="cyan", expand=False
+    )
+
+
+def demo_tools(summary: dict[str, Any]) -> Table:
+    """Each tool call: how often it executed (from the tool's own fsynced log)."""
+    table = Table(
+        title="Tool calls, counted from the tools' own fsynced log",
+        caption="ran = executions · pre-crash = result stored before the kill · "
+        "post-crash = invocations after it\n" + escape(summary["tool_log"]),
+        caption_justify="left",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    table.add_column("call", no_wrap=True)
+    table.add_column("tool", no_wrap=True)
+    table.add_column("ran", justify="right", no_wrap=True)
+    table.add_column("by", no_wrap=True)
+    table.add_column("replays", justify="right", no_wrap=True)
+    table.add_column("pre-crash", justify="center", no_wrap=True)
+    table.add_column("post-crash", justify="right", no_wrap=True)
+    table.add_column("ok", justify="center", no_wrap=True, min_width=2)
+    for r in summary["tool_calls"]:
+        good = r["executed"] == 1 and not (r["completed_before_crash"] and r["invoked_after_crash"])
+        table.add_row(
+            escape(r["call_id"]),
+            escape(r["tool"]),
+            str(r["executed"]),
+            ", ".join(r["executed_by"]),
+            str(r["replayed"]) if r["replayed"] else "",
+            "yes" if r["completed_before_crash"] else "",
+            str(r["invoked_after_crash"]),
+            "[green]✓[/]" if good else "[bold red]✗[/]",
+        )
+    return table
+
+
+def demo_checks(summary: dict[str, Any]) -> Table:
+    """The pass/fail list."""
+    table = Table.grid(padding=(0, 1))
+    for name, ok in summary["checks"].items():
+        mark = "[green]✓[/]" if ok else "[bold red]✗[/]"
+        table.add_row(mark, name.replace("_", " "))
+    return table

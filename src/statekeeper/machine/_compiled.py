@@ -1,0 +1,168 @@
+"""Registration-time compilation: rules become :class:`Edge` objects for the hot path.
+
+Everything the transition algorithm needs per rule (callables classified sync/async
+and by arity, hooks resolved, async-ness of the whole path) is computed here once,
+when a rule, hook or callback is registered, never per transition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, SupportsIndex
+
+from statekeeper.machine._callables import Hook
+from statekeeper.machine.types import TransitionRule
+
+__all__ = ["CallbackList", "Edge", "value_label"]
+
+
+def value_label(value: Hashable) -> str:
+    """The stored/display string of a state or event.
+
+    Enum members give their ``.value`` (``str()`` of it if not a string), strings are
+    themselves, anything else gives ``str(value)``.
+    """
+    if isinstance(value, str):
+        return value
+    raw = getattr(value, "value", value)
+    return raw if isinstance(raw, str) else str(raw)
+
+
+class Edge:
+    """A rule compiled for the hot path (callables classified, hooks resolved).
+
+    ``target_out`` is the target state's (stable) outgoing table, so a commit switches
+    tables without hashing the state; ``source_idx`` indexes the running statistics.
+    """
+
+    __slots__ = (
+        "action",
+        "action_async",
+        "action_ctx",
+        "action_name",
+        "async_name",
+        "enter_hooks",
+        "exit_hooks",
+        "guard",
+        "guard_async",
+        "guard_ctx",
+        "guard_name",
+        "has_async",
+        "needs_ctx",
+        "rule",
+        "source_idx",
+        "target",
+        "target_out",
+    )
+
+    def __init__(
+        self,
+        rule: TransitionRule[Any, Any],
+        *,
+        target_out: dict[Any, tuple[Edge, ...]],
+        source_idx: int,
+        exit_hooks: Sequence[Hook],
+        enter_hooks: Sequence[Hook],
+        callbacks: Sequence[Hook],
+        hook_for: Callable[[Callable[..., object]], Hook],
+    ) -> None:
+        self.rule = rule
+        self.target = rule.to_state
+        self.target_out = target_out
+        self.source_idx = source_idx
+        guard = rule.guard
+        self.guard = guard
+        guard_hook = None if guard is None else hook_for(guard)
+        self.guard_async = guard_hook is not None and guard_hook.is_async
+        self.guard_ctx = guard_hook is not None and guard_hook.takes_ctx
+        self.guard_name = "" if guard_hook is None else guard_hook.name
+        action = rule.action
+        self.action = action
+        action_hook = None if action is None else hook_for(action)
+        self.action_async = action_hook is not None and action_hook.is_async
+        self.action_ctx = action_hook is not None and action_hook.takes_ctx
+        self.action_name = "" if action_hook is None else action_hook.name
+        self.exit_hooks: tuple[Hook, ...] = tuple(exit_hooks)
+        self.enter_hooks: tuple[Hook, ...] = tuple(enter_hooks)
+        self.needs_ctx = self.action_ctx or any(
+            h.takes_ctx for h in (*self.exit_hooks, *self.enter_hooks)
+        )
+        async_names = [f"on_exit hook {h.name}" for h in self.exit_hooks if h.is_async]
+        if self.action_async:
+            async_names.append(f"action {self.action_name}")
+        async_names += [f"on_enter hook {h.name}" for h in self.enter_hooks if h.is_async]
+        async_names += [f"callback {h.name}" for h in callbacks if h.is_async]
+        self.has_async = bool(async_names)
+        self.async_name = async_names[0] if async_names else ""
+
+
+class CallbackList(list[Callable[..., object]]):
+    """``machine.transition_callbacks``: a list that recompiles the machine when mutated."""
+
+    __slots__ = ("_on_change",)
+
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        super().__init__()
+        self._on_change = on_change
+
+    def _changed(self) -> None:
+        self._on_change()
+
+    def append(self, fn: Callable[..., object]) -> None:
+        """Register a callback (same as ``machine.add_callback``)."""
+        super().append(fn)
+        self._changed()
+
+    def extend(self, fns: Iterable[Callable[..., object]]) -> None:
+        """Register several callbacks."""
+        super().extend(fns)
+        self._changed()
+
+    def insert(self, index: SupportsIndex, fn: Callable[..., object]) -> None:
+        """Register a callback at ``index`` (callbacks run in list order)."""
+        super().insert(index, fn)
+        self._changed()
+
+    def remove(self, fn: Callable[..., object]) -> None:
+        """Unregister a callback."""
+        super().remove(fn)
+        self._changed()
+
+    def pop(self, index: SupportsIndex = -1) -> Callable[..., object]:
+        """Unregister and return the callback at ``index``."""
+        fn = super().pop(index)
+        self._changed()
+        return fn
+
+    def clear(self) -> None:
+        """Unregister every callback."""
+        super().clear()
+        self._changed()
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        self._changed()
+
+    def __delitem__(self, index: Any) -> None:
+        super().__delitem__(index)
+        self._changed()
+
+    def __iadd__(self, fns: Iterable[Callable[..., object]]) -> CallbackList:  # type: ignore[override,misc]
+        super().__iadd__(fns)
+        self._changed()
+        return self
+
+    def __imul__(self, n: SupportsIndex) -> CallbackList:
+        super().__imul__(n)
+        self._changed()
+        return self
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        """Reorder callbacks."""
+        super().sort(*args, **kwargs)
+        self._changed()
+
+    def reverse(self) -> None:
+        """Reverse the callback order."""
+        super().reverse()
+        self._changed()

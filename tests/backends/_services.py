@@ -1,0 +1,251 @@
+"""Where the server-backed backend tests find their servers, and private servers they own.
+
+* PostgreSQL: ``$STATEKEEPER_TEST_POSTGRES_DSN`` (default
+  ``postgresql://postgres@127.0.0.1:5432/test``). Each test works in its own schema,
+  dropped afterwards.
+* Redis: ``$STATEKEEPER_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``). Each
+  test works under its own key prefix, deleted afterwards. Fault tests start a
+  *second*, private ``redis-server`` on a free loopback port and kill that one.
+* S3: a moto server (``python -m moto.server``) started on a free loopback port by the
+  test session — a real HTTP endpoint, never an in-process mock. Each test uses its
+  own bucket.
+
+Unreachable servers make the tests skip with the reason (or fail when
+``STATEKEEPER_REQUIRE_SERVICES=1``), through :func:`tests.conftest.require_service`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+from ..conftest import require_service
+
+POSTGRES_DSN = os.environ.get(
+    "STATEKEEPER_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+)
+REDIS_URL = os.environ.get("STATEKEEPER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+PG_HOW = (
+    "start PostgreSQL or point STATEKEEPER_TEST_POSTGRES_DSN at a server "
+    "(e.g. postgresql://postgres@127.0.0.1:5432/test)"
+)
+REDIS_HOW = (
+    "start redis-server or point STATEKEEPER_TEST_REDIS_URL at a server "
+    "(e.g. redis://127.0.0.1:6379/0)"
+)
+
+
+def namespace(tmp_path: Path, prefix: str = "sk_t_") -> str:
+    """A name unique to one test (its tmp_path is unique, even across sessions)."""
+    return prefix + hashlib.sha1(str(tmp_path).encode()).hexdigest()[:16]
+
+
+# -- PostgreSQL -------------------------------------------------------------------------
+
+
+@cache
+def postgres_reachable() -> bool:
+    try:
+        import psycopg
+    except ImportError:
+        return False
+    try:
+        with psycopg.connect(POSTGRES_DSN, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except Exception:
+        return False
+
+
+def require_postgres() -> None:
+    require_service("PostgreSQL", postgres_reachable(), PG_HOW)
+
+
+def drop_schema(schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+# -- Redis --------------------------------------------------------------------------------
+
+
+@cache
+def redis_reachable() -> bool:
+    try:
+        import redis
+    except ImportError:
+        return False
+    try:
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+def require_redis() -> None:
+    require_service("Redis", redis_reachable(), REDIS_HOW)
+
+
+def delete_prefix(prefix: str, url: str = REDIS_URL) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=_glob_escape(prefix) + "*", count=1000))
+        for i in range(0, len(keys), 500):
+            client.delete(*keys[i : i + 500])
+    finally:
+        client.close()
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+class PrivateRedis:
+    """A ``redis-server`` owned by one test, on a free loopback port (no persistence).
+
+    :meth:`kill` SIGKILLs it (the data is gone, as after a crash of a cache);
+    :meth:`start` starts it again on the same port.
+    """
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="sk-redis-")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        exe = shutil.which("redis-server")
+        require_service("redis-server binary", exe is not None, "install redis-server")
+        assert exe is not None
+        self.proc = subprocess.Popen(
+            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, "--logfile", ""],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        if not _wait_port(self.port):
+            self.kill()
+            raise RuntimeError(f"private redis-server did not start on port {self.port}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def close(self) -> None:
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def private_redis() -> Iterator[PrivateRedis]:
+    server = PrivateRedis()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+# -- S3 (moto's standalone server) -------------------------------------------------------
+
+_moto: dict[str, object] = {}
+
+
+def _moto_command() -> list[str] | None:
+    try:
+        import moto.server  # noqa: F401
+    except ImportError:
+        return None
+    return [sys.executable, "-m", "moto.server"]
+
+
+def moto_endpoint() -> str:
+    """The URL of a moto S3 server on loopback, started once per test process."""
+    if "url" in _moto:
+        return str(_moto["url"])
+    command = _moto_command()
+    require_service("moto server", command is not None, "pip install 'moto[server]'")
+    assert command is not None
+    port = free_port()
+    proc = subprocess.Popen(
+        [*command, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    ok = False
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url + "/moto-api/", timeout=1):
+                ok = True
+                break
+        except Exception:
+            time.sleep(0.1)
+    if not ok:
+        proc.kill()
+        require_service("moto server", False, f"moto server did not start on {url}")
+
+    def _stop() -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    atexit.register(_stop)
+    _moto["url"] = url
+    _moto["proc"] = proc
+    return url
+
+
+def s3_credentials() -> dict[str, str]:
+    return {
+        "aws_access_key_id": "test",
+        "aws_secret_access_key": "test",
+        "region_name": "us-east-1",
+    }

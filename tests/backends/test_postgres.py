@@ -1,0 +1,355 @@
+"""The PostgreSQL backend: the shared contract, plus what only a database server can do.
+
+Needs a server: ``$STATEKEEPER_TEST_POSTGRES_DSN`` (default
+``postgresql://postgres@127.0.0.1:5432/test``). Every test uses its own schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("psycopg")
+
+import psycopg  # noqa: E402
+
+from statekeeper.backends import open_backend  # noqa: E402
+from statekeeper.backends.postgres import (  # noqa: E402
+    SCHEMA_VERSION,
+    PostgresBackend,
+    parse_postgres_url,
+)
+from statekeeper.errors import BackendError, ConfigurationError, ConflictError  # noqa: E402
+from statekeeper.records import AppendRequest, AppendResult, RawEvent  # noqa: E402
+
+from ._services import POSTGRES_DSN, drop_schema, namespace, require_postgres  # noqa: E402
+from .conformance import BackendConformance, request  # noqa: E402
+
+
+@pytest.fixture
+def schema(tmp_path: Path) -> Iterator[str]:
+    require_postgres()
+    name = namespace(tmp_path)
+    drop_schema(name)
+    yield name
+    drop_schema(name)
+
+
+class TestPostgresConformance(BackendConformance):
+    @pytest.fixture(autouse=True)
+    def _isolated_schema(self, schema: str) -> None:
+        """Require the server and give the test its own schema (dropped afterwards)."""
+
+    async def make_backend(self, tmp_path: Path) -> PostgresBackend:
+        return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=4)
+
+    async def open_peer(self, tmp_path: Path) -> PostgresBackend:
+        return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=4)
+
+
+# -- PostgreSQL only ---------------------------------------------------------------------
+
+
+def _admin(sql: str, *params: object) -> list[tuple[object, ...]]:
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        cur = conn.execute(sql, params or None)  # type: ignore[arg-type]
+        return cur.fetchall() if cur.description else []
+
+
+async def test_migrations_are_numbered_and_recorded(schema: str) -> None:
+    backends = [PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2) for _ in range(4)]
+    try:
+        # four processes' worth of starters race on an empty schema: one migrates
+        await asyncio.gather(*(b.open() for b in backends))
+        assert await backends[0].migrations() == list(range(1, SCHEMA_VERSION + 1))
+        rows = _admin(f'SELECT version, name FROM "{schema}".sk_migrations ORDER BY version')
+        assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
+        assert all(isinstance(r[1], str) and r[1] for r in rows)
+    finally:
+        for b in backends:
+            await b.close()
+    again = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
+    try:
+        await again.append(request("a", 0))
+        assert len(_admin(f'SELECT * FROM "{schema}".sk_migrations')) == SCHEMA_VERSION
+    finally:
+        await again.close()
+
+
+async def test_a_newer_schema_is_refused(schema: str) -> None:
+    first = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
+    await first.open()
+    await first.close()
+    _admin(f"INSERT INTO \"{schema}\".sk_migrations (version, name) VALUES (999, 'future')")
+    newer = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2, retry_timeout=1)
+    try:
+        with pytest.raises(ConfigurationError, match="upgrade statekeeper"):
+            await newer.head("a")
+    finally:
+        await newer.close()
+
+
+async def test_agent_ids_sort_in_code_point_order_whatever_the_collation(schema: str) -> None:
+    backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
+    try:
+        ids = ["b", "B", "a", "_x", "Z", "é", "e", "ä", "a b", "a-b"]
+        for agent_id in ids:
+            await backend.append(request(agent_id, 0))
+        assert [i.agent_id for i in await backend.list_agents()] == sorted(ids)
+    finally:
+        await backend.close()
+
+
+def test_url_options_are_split_from_the_dsn() -> None:
+    dsn, kwargs = parse_postgres_url(
+        "postgres://u:p@db.example:6432/app?sslmode=verify-full&schema=tenant_1"
+        "&pool_max_size=20&pool_min_size=2&application_name=worker&retry_timeout=5"
+    )
+    assert dsn == (
+        "postgresql://u:p@db.example:6432/app?sslmode=verify-full&application_name=worker"
+    )
+    assert kwargs == {"schema": "tenant_1", "max_size": 20, "min_size": 2, "retry_timeout": 5.0}
+    with pytest.raises(ConfigurationError):
+        parse_postgres_url("postgresql://h/db?pool_max_size=many")
+    with pytest.raises(ConfigurationError):
+        PostgresBackend("postgresql://h/db", schema="bad; drop")
+
+
+async def test_connection_options_reach_the_server(schema: str) -> None:
+    backend = open_backend(f"{POSTGRES_DSN}?schema={schema}&application_name=sk-opt-test")
+    assert isinstance(backend, PostgresBackend)
+    try:
+        await backend.append(request("a", 0))
+        names = _admin(
+            "SELECT application_name FROM pg_stat_activity WHERE application_name = %s",
+            "sk-opt-test",
+        )
+        assert names, "the DSN's application_name did not reach the server"
+    finally:
+        await backend.close()
+
+
+async def test_tls_options_go_to_libpq(schema: str) -> None:
+    ssl = _admin("SHOW ssl")[0][0]
+    backend = PostgresBackend(
+        f"{POSTGRES_DSN}?sslmode=require", schema=schema, max_size=1, retry_timeout=0.5,
+        pool_timeout=2,
+    )
+    try:
+        if ssl == "on":
+            await backend.append(request("a", 0))
+            async with backend._pool.connection() as conn:
+                cur = await conn.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+                assert (await cur.fetchone()) == (True,)
+        else:  # the server has no TLS: sslmode=require must refuse to connect
+            with pytest.raises(BackendError):
+                await backend.head("a")
+    finally:
+        await backend.close()
+
+
+async def test_writers_of_different_agents_do_not_wait_for_each_other(schema: str) -> None:
+    backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=4)
+    try:
+        await backend.append(request("slow", 0))
+        await backend.append(request("fast", 0))
+        async with await psycopg.AsyncConnection.connect(POSTGRES_DSN) as blocker:
+            # hold the row lock of agent "slow" in an open transaction
+            await blocker.execute(
+                f'SELECT 1 FROM "{schema}".sk_agents WHERE agent_id = %s FOR UPDATE', ("slow",)
+            )
+            stuck = asyncio.create_task(backend.append(request("slow", 1)))
+            await asyncio.sleep(0.2)
+            assert not stuck.done()
+            # another agent commits while "slow" waits: no process-wide lock
+            for seq in range(1, 6):
+                await asyncio.wait_for(backend.append(request("fast", seq)), timeout=2)
+            await blocker.rollback()
+        assert await asyncio.wait_for(stuck, timeout=5) == AppendResult("slow", 2, 2)
+    finally:
+        await backend.close()
+
+
+async def test_batch_is_one_transaction(schema: str) -> None:
+    backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
+    try:
+        await backend.open()
+        before = _admin(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        )[0][0]
+        results = await backend.append_batch([request(f"g{i}", 0) for i in range(50)])
+        assert all(isinstance(r, AppendResult) for r in results)
+        after = _admin(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        )[0][0]
+        # 50 appends, one commit (plus the two admin queries; other sessions may add a few)
+        assert int(after) - int(before) < 25  # type: ignore[call-overload]
+    finally:
+        await backend.close()
+
+
+async def _kill_connections(application_name: str) -> int:
+    rows = await asyncio.to_thread(
+        _admin,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE application_name = %s AND pid <> pg_backend_pid()",
+        application_name,
+    )
+    return len(rows)
+
+
+async def test_killed_connections_lose_no_acknowledged_write(schema: str) -> None:
+    """pg_terminate_backend on every pooled connection, repeatedly, during a write load.
+
+    Every append is acknowledged or fails; no acknowledged write is lost, none is
+    doubled, and — because an interrupted append is settled by looking at what is
+    stored — none of them fails.
+    """
+    app = f"sk-fault-{schema[-8:]}"
+    backend = PostgresBackend(
+        f"{POSTGRES_DSN}?application_name={app}", schema=schema, max_size=4, retry_timeout=20
+    )
+    acked: dict[str, list[int]] = {}
+    failures: list[BaseException] = []
+    writers, rounds = 8, 60
+
+    async def writer(w: int) -> None:
+        agent = f"w{w}"
+        acked[agent] = []
+        seq = 0
+        for i in range(rounds):
+            key = f"{agent}-{i}" if w % 2 else None  # half of them without a key
+            body = f"{agent}:{i}".encode()
+            req = AppendRequest(agent, seq, (RawEvent(seq + 1, "patch", float(i), body, b"c"),),
+                                None, key)
+            try:
+                if i % 10 == 9:
+                    result = (await backend.append_batch([req]))[0]
+                    if isinstance(result, BaseException):
+                        raise result
+                else:
+                    result = await backend.append(req)
+            except (BackendError, ConflictError) as exc:
+                failures.append(exc)
+                seq = await backend.head(agent)
+                continue
+            acked[agent].append(result.last_seq)
+            seq = result.last_seq
+            await asyncio.sleep(random.random() * 0.004)
+
+    async def killer(stop: asyncio.Event) -> int:
+        kills = 0
+        while not stop.is_set():
+            await asyncio.sleep(0.05 + random.random() * 0.05)
+            kills += await _kill_connections(app)
+        return kills
+
+    try:
+        await backend.open()
+        stop = asyncio.Event()
+        kill_task = asyncio.create_task(killer(stop))
+        await asyncio.gather(*(writer(w) for w in range(writers)))
+        stop.set()
+        kills = await kill_task
+        assert kills > 5, "the fault was not injected"
+        assert failures == []
+        for agent, seqs in acked.items():
+            stored = await backend.read(agent)
+            assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+            assert seqs == list(range(1, rounds + 1))
+            assert [e.payload for e in stored] == [f"{agent}:{i}".encode() for i in range(rounds)]
+    finally:
+        await backend.close()
+
+
+async def test_reads_survive_killed_connections(schema: str) -> None:
+    app = f"sk-read-{schema[-8:]}"
+    backend = PostgresBackend(
+        f"{POSTGRES_DSN}?application_name={app}", schema=schema, max_size=2
+    )
+    try:
+        await backend.append(request("a", 0, 5, snap_at=3))
+        for _ in range(5):
+            await _kill_connections(app)
+            assert await backend.head("a") == 5
+            assert len(await backend.read("a")) == 5
+            assert (await backend.latest_snapshot("a")) is not None
+        assert (await backend.health()).ok
+    finally:
+        await backend.close()
+
+
+async def test_unreachable_server_is_a_typed_error(tmp_path: Path) -> None:
+    backend = PostgresBackend(
+        "postgresql://postgres@127.0.0.1:1/none?connect_timeout=1",
+        pool_timeout=0.5,
+        retry_timeout=0.5,
+    )
+    try:
+        with pytest.raises(BackendError):
+            await backend.head("a")
+        with pytest.raises(BackendError) as info:
+            await backend.append(request("a", 0))
+        assert info.value.maybe_applied is False  # it never reached a server
+        health = await backend.health()
+        assert health.ok is False and "error" in health.detail
+    finally:
+        await backend.close()
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["commit-landed", "never-sent"])
+@pytest.mark.parametrize("keyed", [True, False], ids=["with-key", "without-key"])
+async def test_an_append_whose_reply_is_lost_is_settled_exactly_once(
+    schema: str, monkeypatch: pytest.MonkeyPatch, landed: bool, keyed: bool
+) -> None:
+    """The connection dies around the commit: the append is neither lost nor doubled."""
+    backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2, retry_timeout=5)
+    try:
+        await backend.append(request("a", 0))
+        real = backend._append_once
+        calls = 0
+
+        async def flaky(req: AppendRequest) -> tuple[object, ...]:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                if landed:
+                    await real(req)  # the commit happens...
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return await real(req)
+
+        monkeypatch.setattr(backend, "_append_once", flaky)
+        result = await backend.append(request("a", 1, 2, key="k" if keyed else None))
+        assert result == AppendResult("a", 2, 3)
+        assert calls == (1 if landed else 2)  # landed: found by looking, not re-sent
+        assert [e.seq for e in await backend.read("a")] == [1, 2, 3]
+        if keyed:
+            assert await backend.lookup_key("a", "k") == AppendResult("a", 2, 3, True)
+    finally:
+        await backend.close()
+
+
+async def test_a_lost_reply_when_another_writer_won_is_a_conflict(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2, retry_timeout=5)
+    try:
+        await backend.append(request("a", 0))
+
+        async def other_wins(req: AppendRequest) -> tuple[object, ...]:
+            monkeypatch.undo()
+            other = AppendRequest("a", 1, (RawEvent(2, "patch", 2.0, b"other", b"x"),))
+            await backend.append(other)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(backend, "_append_once", other_wins)
+        with pytest.raises(ConflictError) as info:
+            await backend.append(request("a", 1))
+        assert info.value.current_seq == 2
+        assert (await backend.read("a"))[1].payload == b"other"
+    finally:
+        await backend.close()

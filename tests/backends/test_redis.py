@@ -1,0 +1,209 @@
+"""The Redis backend: the shared contract, plus TTL, pipelining and lost connections.
+
+Needs a server: ``$STATEKEEPER_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
+Every test uses its own key prefix (deleted afterwards); tests that kill a server start
+their own private ``redis-server`` on another loopback port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("redis")
+
+import redis.asyncio as aioredis  # noqa: E402
+
+from statekeeper.backends import open_backend  # noqa: E402
+from statekeeper.backends.redis import RedisBackend  # noqa: E402
+from statekeeper.errors import BackendError, ConfigurationError  # noqa: E402
+from statekeeper.records import AppendRequest, AppendResult, RawEvent  # noqa: E402
+from statekeeper.store import StateStore  # noqa: E402
+
+from ._services import (  # noqa: E402
+    REDIS_URL,
+    delete_prefix,
+    namespace,
+    private_redis,
+    require_redis,
+)
+from .conformance import BackendConformance, request  # noqa: E402
+
+
+@pytest.fixture
+def prefix(tmp_path: Path) -> Iterator[str]:
+    require_redis()
+    name = namespace(tmp_path) + ":"
+    delete_prefix(name)
+    yield name
+    delete_prefix(name)
+
+
+class TestRedisConformance(BackendConformance):
+    @pytest.fixture(autouse=True)
+    def _isolated_prefix(self, prefix: str) -> None:
+        """Require the server and give the test its own key prefix."""
+
+    async def make_backend(self, tmp_path: Path) -> RedisBackend:
+        return RedisBackend(REDIS_URL, prefix=namespace(tmp_path) + ":")
+
+    async def open_peer(self, tmp_path: Path) -> RedisBackend:
+        return RedisBackend(REDIS_URL, prefix=namespace(tmp_path) + ":")
+
+
+class TestRedisWithTTLConformance(TestRedisConformance):
+    """The contract holds with a TTL set (long enough not to fire during a test)."""
+
+    async def make_backend(self, tmp_path: Path) -> RedisBackend:
+        return RedisBackend(REDIS_URL, prefix=namespace(tmp_path) + ":", ttl=600)
+
+    async def open_peer(self, tmp_path: Path) -> RedisBackend:
+        return RedisBackend(REDIS_URL, prefix=namespace(tmp_path) + ":", ttl=600)
+
+
+# -- Redis only ---------------------------------------------------------------------------
+
+
+async def test_keys_live_under_the_prefix(prefix: str) -> None:
+    backend = RedisBackend(REDIS_URL, prefix=prefix)
+    raw = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        await backend.append(request("a", 0, 3, key="k", snap_at=2))
+        keys = sorted(await raw.keys(prefix.replace("*", r"\*") + "*"))
+        assert keys == [f"{prefix}{k}".encode() for k in ("a:a", "agents", "s:a")]
+        assert await backend.delete_agent("a")
+        assert await raw.keys(prefix + "*") == []
+    finally:
+        await raw.aclose()
+        await backend.close()
+
+
+async def test_ttl_expires_idle_agents_and_list_forgets_them(prefix: str) -> None:
+    backend = RedisBackend(REDIS_URL, prefix=prefix, ttl=0.3)
+    try:
+        await backend.append(request("idle", 0, 2, snap_at=1))
+        await backend.append(request("busy", 0))
+        await backend.set_ttl("busy", None)  # per-agent override: never expires
+        await asyncio.sleep(0.5)
+        assert await backend.head("idle") == 0
+        assert await backend.latest_snapshot("idle") is None
+        assert [i.agent_id for i in await backend.list_agents()] == ["busy"]
+        assert await backend.count_agents() == 1
+        assert await backend.head("busy") == 1
+    finally:
+        await backend.close()
+
+
+async def test_reads_refresh_the_ttl(prefix: str) -> None:
+    backend = RedisBackend(REDIS_URL, prefix=prefix, ttl=0.4)
+    try:
+        await backend.append(request("a", 0))
+        for _ in range(4):
+            await asyncio.sleep(0.2)
+            assert len(await backend.read("a")) == 1  # touches the agent
+        assert await backend.head("a") == 1
+    finally:
+        await backend.close()
+
+
+async def test_batch_is_one_round_trip(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = RedisBackend(REDIS_URL, prefix=prefix)
+    try:
+        await backend.append(request("warm", 0))  # load the script
+        sent = 0
+        real = backend._client.pipeline
+
+        def counting(*args: object, **kwargs: object) -> object:
+            nonlocal sent
+            sent += 1
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(backend._client, "pipeline", counting)
+        results = await backend.append_batch([request(f"g{i}", 0) for i in range(100)])
+        assert all(isinstance(r, AppendResult) for r in results)
+        assert sent == 1
+    finally:
+        await backend.close()
+
+
+async def test_url_options(prefix: str) -> None:
+    backend = open_backend(f"{REDIS_URL}?prefix={prefix}&ttl=60&max_connections=4")
+    assert isinstance(backend, RedisBackend)
+    try:
+        assert backend.prefix == prefix and backend.ttl == 60
+        await backend.append(request("a", 0))
+        assert await backend.head("a") == 1
+    finally:
+        await backend.close()
+    with pytest.raises(ConfigurationError):
+        RedisBackend.from_url(f"{REDIS_URL}?ttl=soon")
+
+
+async def test_store_on_redis(prefix: str) -> None:
+    async with StateStore(RedisBackend(REDIS_URL, prefix=prefix), snapshot_every=3) as store:
+        for i in range(10):
+            await store.save("agent", {"step": i}, fsm_state="running")
+        assert (await store.load("agent")).data == {"step": 9}
+        assert (await store.load("agent", at_seq=4)).data == {"step": 3}
+        assert (await store.verify()).ok
+
+
+async def test_a_dead_server_is_a_typed_error_and_a_restart_is_survived() -> None:
+    with private_redis() as server:
+        backend = RedisBackend(server.url, prefix="x:", retry_timeout=5)
+        try:
+            await backend.append(request("a", 0, 2, key="k1"))
+            server.kill()
+            fast = RedisBackend(server.url, prefix="x:", retry_timeout=0)
+            try:
+                with pytest.raises(BackendError):
+                    await fast.head("a")
+                with pytest.raises(BackendError) as info:
+                    await fast.append(request("b", 0))
+                assert info.value.maybe_applied is True
+                assert (await fast.health()).ok is False
+            finally:
+                await fast.close()
+            # the server comes back (empty: no persistence) while a write is retrying
+            restart = asyncio.get_running_loop().call_later(0.3, server.start)
+            result = await backend.append(request("b", 0, key="kb"))
+            assert result == AppendResult("b", 1, 1)
+            restart.cancel()
+            assert await backend.head("b") == 1
+            assert (await backend.health()).ok is True
+        finally:
+            await backend.close()
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["applied", "not-applied"])
+async def test_an_append_whose_reply_is_lost_is_settled_exactly_once(
+    prefix: str, monkeypatch: pytest.MonkeyPatch, landed: bool
+) -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    backend = RedisBackend(REDIS_URL, prefix=prefix, retry_timeout=5)
+    try:
+        await backend.append(request("a", 0))
+        real = backend._append_script
+        calls = 0
+
+        async def flaky(**kwargs: object) -> object:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                if landed:
+                    await real(**kwargs)  # type: ignore[arg-type]
+                raise RedisConnectionError("Connection closed by server.")
+            return await real(**kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(backend, "_append_script", flaky)
+        event = RawEvent(2, "patch", 2.0, b"mine", b"c")
+        result = await backend.append(AppendRequest("a", 1, (event,)))
+        assert result == AppendResult("a", 2, 2)
+        assert calls == (1 if landed else 2)
+        assert [e.payload for e in await backend.read("a")] == [b"payload-1", b"mine"]
+    finally:
+        await backend.close()

@@ -1,0 +1,178 @@
+"""The SQLite backend: the shared contract, plus what only a file on disk can do."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from statekeeper.backends.sqlite import SQLiteBackend
+from statekeeper.errors import BackendError, ConfigurationError, IntegrityError
+from statekeeper.records import AppendResult
+
+from .conformance import BackendConformance, request, snapshot
+
+
+class TestSQLiteConformance(BackendConformance):
+    async def make_backend(self, tmp_path: Path) -> SQLiteBackend:
+        return SQLiteBackend(tmp_path / "conformance.db")
+
+    async def open_peer(self, tmp_path: Path) -> SQLiteBackend:
+        return SQLiteBackend(tmp_path / "conformance.db")
+
+
+# -- SQLite only ------------------------------------------------------------------------
+
+CHILD = Path(__file__).with_name("_race_child.py")
+
+
+def _raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None)
+
+
+def test_two_processes_race_one_winner_per_seq(tmp_path: Path) -> None:
+    db = tmp_path / "race.db"
+    rounds = 150
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(CHILD), str(db), name, str(rounds)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("A", "B")
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        for proc in procs:  # start both as close together as possible
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        outputs = [proc.communicate(timeout=120) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for proc, (_, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err
+    wins_a, wins_b = (set(json.loads(out.strip().splitlines()[-1])) for out, _ in outputs)
+    assert not wins_a & wins_b
+    assert wins_a | wins_b == set(range(1, rounds + 1))
+    with closing(_raw(db)) as conn:
+        rows = conn.execute(
+            "SELECT seq, payload FROM sk_events WHERE agent_id = 'race' ORDER BY seq"
+        ).fetchall()
+    assert [seq for seq, _ in rows] == list(range(1, rounds + 1))
+    for seq, payload in rows:
+        assert payload == f"{'A' if seq in wins_a else 'B'}-{seq}".encode()
+
+
+async def test_reopen_keeps_data_and_snapshots(tmp_path: Path) -> None:
+    db = tmp_path / "keep.db"
+    backend = SQLiteBackend(db)
+    await backend.append(request("a", 0, 3, key="k", snap_at=3))
+    await backend.close()
+    backend = SQLiteBackend(db, synchronous="NORMAL")
+    try:
+        assert await backend.head("a") == 3
+        assert await backend.latest_snapshot("a") == snapshot(3)
+        assert (await backend.health()).detail["synchronous"] == "NORMAL"
+    finally:
+        await backend.close()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(b"this is a text file, not a database\n" * 200, id="text"),
+        pytest.param(b"SQLite format 3\x00" + b"\xff" * 4080, id="bad-header"),
+    ],
+)
+def test_a_file_that_is_not_a_database_is_a_typed_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(content)
+    with pytest.raises((IntegrityError, BackendError)) as info:
+        SQLiteBackend(path)
+    assert not isinstance(info.value, sqlite3.Error)
+    assert str(path) in str(info.value)
+    assert path.read_bytes() == content  # refused, not "repaired"
+
+
+def test_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    asyncio.run(SQLiteBackend(path).close())
+    with closing(_raw(path)) as conn:
+        conn.execute("UPDATE sk_meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(ConfigurationError, match="schema version 99"):
+        SQLiteBackend(path)
+
+
+@pytest.mark.parametrize("path", ["", ":memory:"])
+def test_needs_a_file(path: str) -> None:
+    with pytest.raises(ConfigurationError):
+        SQLiteBackend(path)
+
+
+def test_unknown_synchronous_mode(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError):
+        SQLiteBackend(tmp_path / "x.db", synchronous="SOMETIMES")  # type: ignore[arg-type]
+
+
+async def test_a_locked_database_is_a_typed_error_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "locked.db"
+    backend = SQLiteBackend(path, busy_timeout=0.05)
+    try:
+        await backend.append(request("a", 0))
+        with closing(_raw(path)) as other:
+            other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+            with pytest.raises(BackendError) as info:
+                await backend.append(request("a", 1))
+            assert info.value.maybe_applied is False
+            other.execute("ROLLBACK")
+        assert await backend.head("a") == 1
+        assert await backend.append(request("a", 1)) == AppendResult("a", 2, 2)
+    finally:
+        await backend.close()
+
+
+async def test_a_constraint_failure_leaves_no_partial_append(tmp_path: Path) -> None:
+    # Damage the file so that the head says "new agent" while event 2 still exists:
+    # appending seqs 1..2 then inserts seq 1 and fails on seq 2. Nothing may stay.
+    path = tmp_path / "damaged.db"
+    backend = SQLiteBackend(path)
+    try:
+        await backend.append(request("a", 0, 2))
+        with closing(_raw(path)) as conn:
+            conn.execute("DELETE FROM sk_agents WHERE agent_id = 'a'")
+            conn.execute("DELETE FROM sk_events WHERE agent_id = 'a' AND seq = 1")
+        with pytest.raises(BackendError):
+            await backend.append(request("a", 0, 2, key="k"))
+        with closing(_raw(path)) as conn:
+            seqs = [r[0] for r in conn.execute("SELECT seq FROM sk_events ORDER BY seq")]
+            agents = conn.execute("SELECT count(*) FROM sk_agents").fetchone()[0]
+            keys = conn.execute("SELECT count(*) FROM sk_idempotency").fetchone()[0]
+        assert (seqs, agents, keys) == ([2], 0, 0)
+    finally:
+        await backend.close()
+
+
+async def test_health_reports_the_file(tmp_path: Path) -> None:
+    backend = SQLiteBackend(tmp_path / "h.db")
+    try:
+        await backend.append(request("a", 0, 50))
+        health = await backend.health()
+        assert health.ok
+        assert health.detail["path"] == str(tmp_path / "h.db")
+        assert health.detail["bytes"] > 0
+    finally:
+        await backend.close()

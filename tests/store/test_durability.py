@@ -1,0 +1,290 @@
+"""Durability modes: ``sync`` commits each write, ``group`` shares commits between
+concurrent writes, ``async`` buffers writes and flushes them by size and by interval."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from statekeeper import ConflictError, StateStore, WriteBufferError
+from statekeeper.backends import MemoryBackend, SQLiteBackend
+from statekeeper.records import AppendResult
+
+from .conftest import CountingBackend, wait_until
+
+# -- sync ---------------------------------------------------------------------------------
+
+
+async def test_sync_write_is_in_the_backend_when_the_call_returns(
+    db_url: str, open_store: Callable[..., StateStore]
+) -> None:
+    store = open_store(db_url, durability="sync")
+    peer = SQLiteBackend(db_url.removeprefix("sqlite:///"))
+    try:
+        for i in range(1, 6):
+            result = await store.save("a1", {"n": i})
+            assert await peer.head("a1") == result.last_seq == i
+        assert store.stats().commits == store.stats().appends == 5
+    finally:
+        await peer.close()
+
+
+# -- group --------------------------------------------------------------------------------
+
+
+async def test_group_commit_shares_commits_and_each_write_is_durable_on_return(
+    db_url: str, open_store: Callable[..., StateStore]
+) -> None:
+    store = open_store(db_url, durability="group")
+    peer = SQLiteBackend(db_url.removeprefix("sqlite:///"))  # an independent reader
+    agents = [f"agent-{i:02d}" for i in range(40)]
+    durable_on_return: list[bool] = []
+
+    async def one(agent_id: str, n: int) -> AppendResult:
+        result = await store.save(agent_id, {"n": n})
+        durable_on_return.append(await peer.head(agent_id) >= result.last_seq)
+        return result
+
+    try:
+        for n in range(3):
+            results = await asyncio.gather(*(one(a, n) for a in agents))
+            assert all(r.last_seq == n + 1 for r in results)
+        stats = store.stats()
+        assert stats.appends == 120
+        assert stats.commits < stats.appends / 4  # one fsync served many writes
+        assert durable_on_return == [True] * 120
+    finally:
+        await peer.close()
+    other = open_store(db_url)
+    for agent_id in agents:
+        assert (await other.load(agent_id)).data == {"n": 2}
+
+
+async def test_group_commit_conflicts_fail_alone(open_store: Callable[..., StateStore]) -> None:
+    store = open_store("memory://", durability="group")
+    for name in "abc":
+        await store.save(name, {"n": 0})
+    results = await asyncio.gather(
+        store.save("a", {"n": 1}, expected_seq=1),
+        store.save("b", {"n": 1}, expected_seq=7),
+        store.save("c", {"n": 1}),
+        return_exceptions=True,
+    )
+    assert results[0] == AppendResult("a", 2, 2)
+    assert isinstance(results[1], ConflictError) and results[1].current_seq == 1
+    assert results[2] == AppendResult("c", 2, 2)
+    assert [(await store.load(n)).data["n"] for n in "abc"] == [1, 0, 1]
+
+
+async def test_group_concurrent_saves_of_one_agent_are_serialized(
+    db_url: str, open_store: Callable[..., StateStore]
+) -> None:
+    store = open_store(db_url, durability="group")
+    await store.save("a1", {"log": []})
+
+    async def add(i: int) -> None:
+        await store.append("a1", "log", {"i": i}, ops=[{"op": "add", "path": "/log/-", "value": i}])
+
+    await asyncio.gather(*(add(i) for i in range(20)))
+    snap = await open_store(db_url).load("a1")
+    assert snap.seq == 21
+    assert sorted(snap.data["log"]) == list(range(20))
+
+
+# -- async (write-behind) -------------------------------------------------------------------
+
+
+async def test_async_flushes_by_size(open_store: Callable[..., StateStore]) -> None:
+    backend = MemoryBackend()
+    store = open_store(backend, durability="async", flush_size=5, flush_interval=3600)
+    for i in range(4):
+        await store.save(f"a{i}", {"n": i})
+    assert store.stats().buffered == 4
+    assert await backend.count_agents() == 0  # buffered, not yet written
+    assert (await store.load("a0")).data == {"n": 0}  # but readable through the store
+    await store.save("a4", {"n": 4})  # the fifth write fills the buffer
+
+    async def all_written() -> bool:
+        return await backend.count_agents() == 5
+
+    await wait_until(all_written, what="a flush triggered by size")
+    assert store.stats().buffered == 0
+
+
+async def test_async_flushes_by_interval(open_store: Callable[..., StateStore]) -> None:
+    backend = MemoryBackend()
+    store = open_store(backend, durability="async", flush_size=1000, flush_interval=0.02)
+    for i in range(3):
+        await store.save("a1", {"n": i})
+    assert await backend.head("a1") == 0
+
+    async def written() -> bool:
+        return await backend.head("a1") == 3
+
+    await wait_until(written, what="a flush triggered by the interval")
+    fresh = open_store(backend)
+    assert (await fresh.load("a1")).data == {"n": 2}
+
+
+async def test_async_bounds_unflushed_writes_to_flush_size(
+    open_store: Callable[..., StateStore],
+) -> None:
+    # A tight loop never yields to the event loop between saves; the documented bound
+    # (a crash loses at most ``flush_size`` acknowledged writes) must still hold.
+    backend = MemoryBackend()
+    flush_size = 10
+    store = open_store(backend, durability="async", flush_size=flush_size, flush_interval=3600)
+    for i in range(1, 101):
+        await store.save("a1", {"n": i})
+        assert i - await backend.head("a1") <= flush_size, f"after write {i}"
+    await store.flush()
+    assert await backend.head("a1") == 100
+
+
+async def test_async_flush_writes_everything_and_close_flushes(
+    db_url: str, open_store: Callable[..., StateStore]
+) -> None:
+    store = open_store(db_url, durability="async", flush_size=1000, flush_interval=3600)
+    for i in range(10):
+        await store.save(f"a{i % 3}", {"n": i})
+    await store.flush()
+    assert store.stats().buffered == 0
+    other = open_store(db_url)
+    assert (await other.load("a0")).data == {"n": 9}
+    await store.save("a1", {"n": "last"})
+    await store.close()
+    assert (await other.load("a1")).data == {"n": "last"}
+
+
+async def test_async_flush_reports_a_buffered_conflict_and_drops_the_cache(
+    db_url: str, open_store: Callable[..., StateStore]
+) -> None:
+    mine = open_store(db_url, durability="async", flush_size=1000, flush_interval=3600)
+    theirs = open_store(db_url)
+    await theirs.save("a1", {"by": "theirs", "n": 1})
+    await theirs.save("b1", {"n": 1})
+    await mine.save("a1", {"by": "mine", "n": 2})  # buffered on top of seq 1
+    await mine.save("a1", {"by": "mine", "n": 3})
+    await mine.save("b1", {"n": 2})  # an unrelated agent in the same buffer
+    await theirs.save("a1", {"by": "theirs", "n": 2})  # durable first: seq 2
+    with pytest.raises(WriteBufferError) as info:
+        await mine.flush()
+    failure = info.value.failures["a1"]
+    assert isinstance(failure, ConflictError) and failure.current_seq == 2
+    assert set(info.value.failures) == {"a1"}
+    # the lost writes are not served from a stale cache: mine sees what is stored
+    assert (await mine.load("a1")).data == {"by": "theirs", "n": 2}
+    assert (await theirs.load("b1")).data == {"n": 2}
+    await mine.flush()  # reported once, then cleared
+    assert (await mine.save("a1", {"by": "mine", "n": 4})).last_seq == 3
+    await mine.flush()
+    assert (await theirs.load("a1")).data == {"by": "mine", "n": 4}
+
+
+async def test_async_history_and_time_travel_see_buffered_writes(
+    open_store: Callable[..., StateStore],
+) -> None:
+    store = open_store("memory://", durability="async", flush_size=1000, flush_interval=3600)
+    for i in range(4):
+        await store.save("a1", {"n": i})
+    assert await store.head("a1") == 4
+    assert [e.seq async for e in store.history("a1")] == [1, 2, 3, 4]
+    assert (await store.load("a1", at_seq=2)).data == {"n": 1}
+
+
+async def test_async_idempotent_retry_inside_the_buffer(
+    open_store: Callable[..., StateStore],
+) -> None:
+    backend = MemoryBackend()
+    store = open_store(backend, durability="async", flush_size=1000, flush_interval=3600)
+    await store.create("a1", {"steps": []})
+    op = [{"op": "add", "path": "/steps/-", "value": "pay"}]
+    first = await store.append("a1", "step", ops=op, idempotency_key="pay-1")
+    retry = await store.append("a1", "step", ops=op, idempotency_key="pay-1")
+    assert retry.duplicate and (retry.first_seq, retry.last_seq) == (first.first_seq, first.last_seq)
+    await store.append("a1", "step", ops=[{"op": "add", "path": "/steps/-", "value": "ship"}])
+    await store.flush()  # nothing was lost to the retry
+    assert (await StateStore(backend).load("a1")).data == {"steps": ["pay", "ship"]}
+
+
+async def test_async_idempotent_retry_of_a_flushed_write(
+    open_store: Callable[..., StateStore],
+) -> None:
+    backend = CountingBackend(MemoryBackend())
+    store = open_store(backend, durability="async", flush_size=1000, flush_interval=3600)
+    await store.create("a1", {"n": 0})
+    await store.save("a1", {"n": 1}, idempotency_key="k")
+    await store.flush()
+    retry = await store.save("a1", {"n": 1}, idempotency_key="k")
+    assert retry == AppendResult("a1", 2, 2, duplicate=True)
+    await store.save("a1", {"n": 2})
+    await store.flush()
+    snap = await StateStore(backend.inner).load("a1")
+    assert (snap.seq, snap.data) == (3, {"n": 2})
+
+
+async def test_async_unpins_flushed_agents(open_store: Callable[..., StateStore]) -> None:
+    # Memory stays bounded by the cache size once buffered writes are flushed.
+    backend = MemoryBackend()
+    store = open_store(
+        backend, durability="async", cache_size=4, flush_size=1000, flush_interval=0.01
+    )
+    for i in range(50):
+        await store.save(f"agent-{i}", {"n": i})
+
+    async def flushed() -> bool:
+        return await backend.count_agents() == 50
+
+    await wait_until(flushed, what="the interval flush")
+    assert store.stats().cache.size <= 4
+    assert len(store._unflushed) == 0  # nothing pinned once durable
+
+
+async def test_async_flush_keeps_order_across_keyed_and_keyless_writes(
+    open_store: Callable[..., StateStore],
+) -> None:
+    backend = MemoryBackend()
+    store = open_store(
+        backend, durability="async", flush_size=1000, flush_interval=3600, snapshot_every=3
+    )
+    await store.create("a1", {"log": []})
+    for i in range(10):
+        await store.append(
+            "a1",
+            "log",
+            {"i": i},
+            ops=[{"op": "add", "path": "/log/-", "value": i}],
+            idempotency_key=f"k{i}" if i % 4 == 0 else None,
+        )
+        await store.save(f"other-{i % 3}", {"i": i})
+    assert store.stats().buffered == 21
+    await store.flush()
+    fresh = open_store(backend)
+    snap = await fresh.load("a1")
+    assert (snap.seq, snap.data) == (11, {"log": list(range(10))})
+    assert await backend.lookup_key("a1", "k4") == AppendResult("a1", 6, 6, duplicate=True)
+    assert [e.data["i"] async for e in fresh.history("a1", after_seq=1)] == list(range(10))
+    report = await fresh.verify()
+    assert report.ok and report.events == 21
+    assert report.snapshots >= 1  # snapshots written inside merged appends are valid
+
+
+async def test_async_failed_write_drops_only_its_own_agent(
+    open_store: Callable[..., StateStore],
+) -> None:
+    backend = MemoryBackend()
+    mine = open_store(backend, durability="async", flush_size=1000, flush_interval=3600)
+    theirs = open_store(backend)
+    await theirs.save("a1", {"n": 0})
+    await mine.save("a1", {"n": 1, "mine": True})
+    await mine.append("a1", "note", {"x": 1}, idempotency_key="note-1")
+    await mine.save("b1", {"n": 1})
+    await theirs.save("a1", {"n": 1})  # takes seq 2 first
+    with pytest.raises(WriteBufferError):
+        await mine.flush()
+    assert await backend.head("a1") == 2
+    assert await backend.lookup_key("a1", "note-1") is None  # dropped, not misplaced
+    assert (await theirs.load("a1")).data == {"n": 1}
+    assert (await theirs.load("b1")).data == {"n": 1}
