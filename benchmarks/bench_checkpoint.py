@@ -25,22 +25,26 @@ ratios are statekeeper / peer):
 1. writes/s, sequential (``durability="sync"``; every save is committed on return);
 2. latest-state loads/s: statekeeper cold (a new store, ``cache_size=0``: every load
    reads the head, the latest snapshot and the events after it, verifies checksums and
-   folds) and warm (default cache with ``validate_cache=True``: one indexed head read
-   per load, then a copy of the cached state); SqliteSaver ``get_tuple`` (it has no
-   cache, so one number serves as the peer for both). The file is in the OS page cache
-   for both;
+   folds) and warm (default cache with ``validate_cache=True``: one indexed read per
+   load to catch other writers, then a copy of the cached state); SqliteSaver
+   ``get_tuple`` (it has no cache, so one number serves as the peer for both). The file
+   is in the OS page cache for both;
 3. 16 agents saving concurrently: statekeeper ``durability="group"`` with
    ``asyncio.gather`` of 16 agents vs SqliteSaver sequential and from 16 threads (it
    serialises on its own lock; the better of the two is the peer);
 4. bytes on disk (db + WAL after ``PRAGMA wal_checkpoint(TRUNCATE)``) for the 40-agent
-   workload and for one agent's 200-step conversation (1 → 200 messages).
+   workload and for one agent's 200-step conversation (1 → 200 messages);
+5. for context (info rows): ``durability="async"``, the blocking ``SyncStateStore``,
+   ``validate_cache=False``, and the bare SQLite WAL commit rate (the ceiling for any
+   store that commits each save on its own).
 
-``--profile`` runs statekeeper's write, cold-load and warm-load paths under cProfile
-(the event-loop thread and the SQLite writer thread separately) and prints the top
-functions. Run::
+``--profile`` prints a cost breakdown of each step of a save and a load (timed one step
+at a time, no profiler), then runs statekeeper's write, group, cold-load and warm-load
+paths under cProfile (the event-loop thread and the SQLite writer thread separately).
+Results and analysis: ``docs/benchmarks.md``. Run::
 
-    .venv/bin/python benchmarks/bench_checkpoint.py            # full, ~2-4 min
-    .venv/bin/python benchmarks/bench_checkpoint.py --quick    # ~30 s
+    .venv/bin/python benchmarks/bench_checkpoint.py            # full, ~35 s
+    .venv/bin/python benchmarks/bench_checkpoint.py --quick    # ~5 s
     .venv/bin/python benchmarks/bench_checkpoint.py --profile  # profiles only
 """
 
@@ -64,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
+from _common import (
     file_bytes,
     fmt_ms,
     fmt_rate,
@@ -74,8 +78,7 @@ from _common import (  # noqa: E402
     percentile,
     table,
 )
-
-from statekeeper.store.store import StateStore  # noqa: E402
+from statekeeper.store.store import StateStore
 
 AGENTS = 40
 FIRST, LAST = 20, 50  # messages in the first and last saved state
@@ -84,10 +87,53 @@ LONG_STEPS = 200
 TARGETS = {"writes": 3.0, "loads": 5.0, "group": 10.0}
 
 _WORDS = (
-    "the agent plans a step calls a tool reads the result and then writes a short "
-    "summary of what it found so far before it asks the user whether to continue "
-    "with the search or stop here because the budget for this task is nearly spent"
-).split()
+    "the",
+    "agent",
+    "plans",
+    "a",
+    "step",
+    "calls",
+    "a",
+    "tool",
+    "reads",
+    "the",
+    "result",
+    "and",
+    "then",
+    "writes",
+    "a",
+    "short",
+    "summary",
+    "of",
+    "what",
+    "it",
+    "found",
+    "so",
+    "far",
+    "before",
+    "it",
+    "asks",
+    "the",
+    "user",
+    "whether",
+    "to",
+    "continue",
+    "with",
+    "the",
+    "search",
+    "or",
+    "stop",
+    "here",
+    "because",
+    "the",
+    "budget",
+    "for",
+    "this",
+    "task",
+    "is",
+    "nearly",
+    "spent",
+)
 
 
 # ------------------------------------------------------------------------ workload
@@ -101,8 +147,9 @@ def make_messages(n: int, seed: int) -> list[dict[str, str]]:
         words: list[str] = []
         while sum(len(w) + 1 for w in words) < 200:
             words.append(rng.choice(_WORDS))
-        out.append({"role": "user" if i % 2 == 0 else "assistant",
-                    "content": " ".join(words)[:200]})
+        out.append(
+            {"role": "user" if i % 2 == 0 else "assistant", "content": " ".join(words)[:200]}
+        )
     return out
 
 
@@ -180,8 +227,9 @@ def sk_sync_facade(url: str, wl: Workload, passes: int) -> dict[str, Any]:
     return {"rate": write, "warm": warm}
 
 
-async def sk_loads(url: str, wl: Workload, passes: int, *, warm: bool,
-                   validate: bool = True) -> dict[str, Any]:
+async def sk_loads(
+    url: str, wl: Workload, passes: int, *, warm: bool, validate: bool = True
+) -> dict[str, Any]:
     lat: list[float] = []
     store = StateStore(url, cache_size=1024 if warm else 0, validate_cache=validate)
     try:
@@ -299,8 +347,9 @@ def lg_loads(path: Path, sync: str, wl: Workload, passes: int) -> dict[str, Any]
     return {"rate": len(lat) / elapsed, "p50": percentile(lat, 50), "p99": percentile(lat, 99)}
 
 
-def lg_write_concurrent(path: Path, sync: str, wl: Workload, agents: list[str],
-                        threads: int) -> dict[str, Any]:
+def lg_write_concurrent(
+    path: Path, sync: str, wl: Workload, agents: list[str], threads: int
+) -> dict[str, Any]:
     """16 agents' saves: one after another (threads=1) or one thread per agent."""
     saver = lg_open(path, sync)
     try:
@@ -393,8 +442,9 @@ async def disk_use(tmp: Path, wl: Workload) -> dict[str, int]:
             cp["versions_seen"] = {"agent": {"messages": version}}
             cp["channel_values"] = {"messages": doc["messages"]}
             cp = create_checkpoint(cp, None, step)
-            cfg = saver.put(cfg, cp, {"source": "loop", "step": step, "parents": {}},
-                            {"messages": version})
+            cfg = saver.put(
+                cfg, cp, {"source": "loop", "step": step, "parents": {}}, {"messages": version}
+            )
     finally:
         saver.conn.close()
     out["lg_200"] = file_bytes(p)
@@ -406,8 +456,9 @@ async def disk_use(tmp: Path, wl: Workload) -> dict[str, int]:
 # --------------------------------------------------------------------------- runs
 
 
-async def one_round(tmp: Path, r: int, sync: str, wl: Workload, passes: int,
-                    sk_first: bool) -> dict[str, dict[str, Any]]:
+async def one_round(
+    tmp: Path, r: int, sync: str, wl: Workload, passes: int, sk_first: bool
+) -> dict[str, dict[str, Any]]:
     res: dict[str, dict[str, Any]] = {}
     group_agents = wl.agent_ids[:CONCURRENT]
 
@@ -416,23 +467,24 @@ async def one_round(tmp: Path, r: int, sync: str, wl: Workload, passes: int,
         res["sk_write"] = await sk_write_sequential(sk_url(p, sync), wl)
         res["sk_cold"] = await sk_loads(sk_url(p, sync), wl, passes, warm=False)
         res["sk_warm"] = await sk_loads(sk_url(p, sync), wl, passes, warm=True)
-        res["sk_warm_nv"] = await sk_loads(sk_url(p, sync), wl, passes, warm=True,
-                                           validate=False)
+        res["sk_warm_nv"] = await sk_loads(sk_url(p, sync), wl, passes, warm=True, validate=False)
         res["sk_async"] = await sk_write_async(sk_url(tmp / f"ska-{sync}-{r}.db", sync), wl)
         res["sk_facade"] = await asyncio.to_thread(
-            sk_sync_facade, sk_url(tmp / f"skf-{sync}-{r}.db", sync), wl, passes)
-        res["sk_group"] = await sk_write_group(sk_url(tmp / f"skg-{sync}-{r}.db", sync), wl,
-                                               group_agents)
+            sk_sync_facade, sk_url(tmp / f"skf-{sync}-{r}.db", sync), wl, passes
+        )
+        res["sk_group"] = await sk_write_group(
+            sk_url(tmp / f"skg-{sync}-{r}.db", sync), wl, group_agents
+        )
 
     def lg() -> None:
         p = tmp / f"lg-{sync}-{r}.db"
         res["lg_write"] = lg_write_sequential(p, sync, wl)
         res["ceiling"] = commit_ceiling(tmp / f"ceil-{sync}-{r}.db", sync)
         res["lg_load"] = lg_loads(p, sync, wl, passes)
-        res["lg_seq16"] = lg_write_concurrent(tmp / f"lgs-{sync}-{r}.db", sync, wl,
-                                              group_agents, 1)
-        res["lg_thr16"] = lg_write_concurrent(tmp / f"lgt-{sync}-{r}.db", sync, wl,
-                                              group_agents, CONCURRENT)
+        res["lg_seq16"] = lg_write_concurrent(tmp / f"lgs-{sync}-{r}.db", sync, wl, group_agents, 1)
+        res["lg_thr16"] = lg_write_concurrent(
+            tmp / f"lgt-{sync}-{r}.db", sync, wl, group_agents, CONCURRENT
+        )
 
     if sk_first:
         await sk()
@@ -452,30 +504,45 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
 
     peer16 = [max(r["lg_seq16"]["rate"], r["lg_thr16"]["rate"]) for r in rounds]
     out = {
-        "sk_write": med("sk_write"), "lg_write": med("lg_write"),
-        "sk_write_p50": med("sk_write", "p50"), "lg_write_p50": med("lg_write", "p50"),
-        "sk_write_p99": med("sk_write", "p99"), "lg_write_p99": med("lg_write", "p99"),
-        "sk_cold": med("sk_cold"), "sk_warm": med("sk_warm"), "lg_load": med("lg_load"),
-        "sk_warm_nv": med("sk_warm_nv"), "sk_async": med("sk_async"),
+        "sk_write": med("sk_write"),
+        "lg_write": med("lg_write"),
+        "sk_write_p50": med("sk_write", "p50"),
+        "lg_write_p50": med("lg_write", "p50"),
+        "sk_write_p99": med("sk_write", "p99"),
+        "lg_write_p99": med("lg_write", "p99"),
+        "sk_cold": med("sk_cold"),
+        "sk_warm": med("sk_warm"),
+        "lg_load": med("lg_load"),
+        "sk_warm_nv": med("sk_warm_nv"),
+        "sk_async": med("sk_async"),
         "ceiling": med("ceiling"),
-        "sk_facade": med("sk_facade"), "sk_facade_warm": med("sk_facade", "warm"),
+        "sk_facade": med("sk_facade"),
+        "sk_facade_warm": med("sk_facade", "warm"),
         "ratio_facade": median(paired("sk_facade", lambda r: r["lg_write"]["rate"])),
-        "ratio_facade_warm": median([r["sk_facade"]["warm"] / r["lg_load"]["rate"]
-                                     for r in rounds]),
+        "ratio_facade_warm": median(
+            [r["sk_facade"]["warm"] / r["lg_load"]["rate"] for r in rounds]
+        ),
         "ratio_warm_nv": median(paired("sk_warm_nv", lambda r: r["lg_load"]["rate"])),
         "ratio_async": median(paired("sk_async", lambda r: r["lg_write"]["rate"])),
-        "sk_cold_p50": med("sk_cold", "p50"), "sk_warm_p50": med("sk_warm", "p50"),
+        "sk_cold_p50": med("sk_cold", "p50"),
+        "sk_warm_p50": med("sk_warm", "p50"),
         "lg_load_p50": med("lg_load", "p50"),
-        "sk_group": med("sk_group"), "sk_group_per_commit": med("sk_group", "per_commit"),
-        "lg_seq16": med("lg_seq16"), "lg_thr16": med("lg_thr16"), "lg_best16": median(peer16),
+        "sk_group": med("sk_group"),
+        "sk_group_per_commit": med("sk_group", "per_commit"),
+        "lg_seq16": med("lg_seq16"),
+        "lg_thr16": med("lg_thr16"),
+        "lg_best16": median(peer16),
         "ratio_write": median(paired("sk_write", lambda r: r["lg_write"]["rate"])),
         "ratio_cold": median(paired("sk_cold", lambda r: r["lg_load"]["rate"])),
         "ratio_warm": median(paired("sk_warm", lambda r: r["lg_load"]["rate"])),
-        "ratio_group": median(paired(
-            "sk_group", lambda r: max(r["lg_seq16"]["rate"], r["lg_thr16"]["rate"]))),
+        "ratio_group": median(
+            paired("sk_group", lambda r: max(r["lg_seq16"]["rate"], r["lg_thr16"]["rate"]))
+        ),
     }
-    out["ratio_write_range"] = [min(paired("sk_write", lambda r: r["lg_write"]["rate"])),
-                                max(paired("sk_write", lambda r: r["lg_write"]["rate"]))]
+    out["ratio_write_range"] = [
+        min(paired("sk_write", lambda r: r["lg_write"]["rate"])),
+        max(paired("sk_write", lambda r: r["lg_write"]["rate"])),
+    ]
     return out
 
 
@@ -486,38 +553,80 @@ def verdict(ratio: float, target: float) -> str:
 def print_tables(sync: str, s: dict[str, Any], n_rounds: int, loads: int) -> None:
     print(f"\n### synchronous={sync}  ({n_rounds} rounds, medians; {loads} loads per run)\n")
     rows = [
-        ["writes/s, sequential (40 agents x 31 saves)", fmt_rate(s["sk_write"]),
-         fmt_rate(s["lg_write"]), verdict(s["ratio_write"], TARGETS["writes"])],
-        ["  write latency p50 / p99 (ms)",
-         f"{fmt_ms(s['sk_write_p50'])} / {fmt_ms(s['sk_write_p99'])}",
-         f"{fmt_ms(s['lg_write_p50'])} / {fmt_ms(s['lg_write_p99'])}", ""],
-        ["latest-state loads/s, cold (cache_size=0)", fmt_rate(s["sk_cold"]),
-         fmt_rate(s["lg_load"]), verdict(s["ratio_cold"], TARGETS["loads"])],
-        ["latest-state loads/s, warm (default cache)", fmt_rate(s["sk_warm"]),
-         fmt_rate(s["lg_load"]), verdict(s["ratio_warm"], TARGETS["loads"])],
-        ["  warm, validate_cache=False (single writer)", fmt_rate(s["sk_warm_nv"]),
-         fmt_rate(s["lg_load"]), f"{s['ratio_warm_nv']:.2f}x (not the default)"],
-        ["  load latency p50 cold / warm (ms)",
-         f"{fmt_ms(s['sk_cold_p50'])} / {fmt_ms(s['sk_warm_p50'])}",
-         fmt_ms(s["lg_load_p50"]), ""],
-        [f"writes/s, {CONCURRENT} agents concurrently (sk: group)", fmt_rate(s["sk_group"]),
-         f"{fmt_rate(s['lg_best16'])} (seq {fmt_rate(s['lg_seq16'])}, "
-         f"{CONCURRENT} threads {fmt_rate(s['lg_thr16'])})",
-         verdict(s["ratio_group"], TARGETS["group"])],
+        [
+            "writes/s, sequential (40 agents x 31 saves)",
+            fmt_rate(s["sk_write"]),
+            fmt_rate(s["lg_write"]),
+            verdict(s["ratio_write"], TARGETS["writes"]),
+        ],
+        [
+            "  write latency p50 / p99 (ms)",
+            f"{fmt_ms(s['sk_write_p50'])} / {fmt_ms(s['sk_write_p99'])}",
+            f"{fmt_ms(s['lg_write_p50'])} / {fmt_ms(s['lg_write_p99'])}",
+            "",
+        ],
+        [
+            "latest-state loads/s, cold (cache_size=0)",
+            fmt_rate(s["sk_cold"]),
+            fmt_rate(s["lg_load"]),
+            verdict(s["ratio_cold"], TARGETS["loads"]),
+        ],
+        [
+            "latest-state loads/s, warm (default cache)",
+            fmt_rate(s["sk_warm"]),
+            fmt_rate(s["lg_load"]),
+            verdict(s["ratio_warm"], TARGETS["loads"]),
+        ],
+        [
+            "  warm, validate_cache=False (single writer)",
+            fmt_rate(s["sk_warm_nv"]),
+            fmt_rate(s["lg_load"]),
+            f"{s['ratio_warm_nv']:.2f}x (not the default)",
+        ],
+        [
+            "  load latency p50 cold / warm (ms)",
+            f"{fmt_ms(s['sk_cold_p50'])} / {fmt_ms(s['sk_warm_p50'])}",
+            fmt_ms(s["lg_load_p50"]),
+            "",
+        ],
+        [
+            f"writes/s, {CONCURRENT} agents concurrently (sk: group)",
+            fmt_rate(s["sk_group"]),
+            f"{fmt_rate(s['lg_best16'])} (seq {fmt_rate(s['lg_seq16'])}, "
+            f"{CONCURRENT} threads {fmt_rate(s['lg_thr16'])})",
+            verdict(s["ratio_group"], TARGETS["group"]),
+        ],
         ["  saves per group commit", f"{s['sk_group_per_commit']:.1f}", "1", ""],
-        ["(info) writes/s sequential, sk durability=async*", fmt_rate(s["sk_async"]),
-         fmt_rate(s["lg_write"]), f"{s['ratio_async']:.2f}x (not like-for-like)"],
-        ["(info) SyncStateStore (blocking facade): writes/s", fmt_rate(s["sk_facade"]),
-         fmt_rate(s["lg_write"]), f"{s['ratio_facade']:.2f}x"],
-        ["(info) SyncStateStore: warm loads/s", fmt_rate(s["sk_facade_warm"]),
-         fmt_rate(s["lg_load"]), f"{s['ratio_facade_warm']:.2f}x"],
-        ["(info) bare SQLite WAL commits/s, 500 B each", fmt_rate(s["ceiling"]),
-         fmt_rate(s["ceiling"]), "ceiling for one commit per save"],
+        [
+            "(info) writes/s sequential, sk durability=async*",
+            fmt_rate(s["sk_async"]),
+            fmt_rate(s["lg_write"]),
+            f"{s['ratio_async']:.2f}x (not like-for-like)",
+        ],
+        [
+            "(info) SyncStateStore (blocking facade): writes/s",
+            fmt_rate(s["sk_facade"]),
+            fmt_rate(s["lg_write"]),
+            f"{s['ratio_facade']:.2f}x",
+        ],
+        [
+            "(info) SyncStateStore: warm loads/s",
+            fmt_rate(s["sk_facade_warm"]),
+            fmt_rate(s["lg_load"]),
+            f"{s['ratio_facade_warm']:.2f}x",
+        ],
+        [
+            "(info) bare SQLite WAL commits/s, 500 B each",
+            fmt_rate(s["ceiling"]),
+            fmt_rate(s["ceiling"]),
+            "ceiling for one commit per save",
+        ],
     ]
     print(table(["metric", "statekeeper", "SqliteSaver", "ratio"], rows))
-    print("\n* async: write-behind, RPO <= flush interval; timed up to the final flush(). "
-          "A loop that never awaits real I/O never lets the flush task run, so all saves "
-          "were buffered and written in one commit: an upper bound, not a steady state.")
+    print(
+        "\n* async: write-behind (default flush_size=100, flush_interval=1 s), timed up to "
+        "the final flush(); a crash may lose up to flush_size acknowledged saves."
+    )
 
 
 # ------------------------------------------------------------------------ profile
@@ -551,8 +660,10 @@ async def profile(tmp: Path, wl: Workload, top: int) -> dict[str, Any]:
     main_p.disable()
     pool.submit(writer_p.disable).result()
     await store.close()
-    print(f"\n## write path: {wl.saves} saves in {wall:.3f} s under the profiler "
-          f"({wl.saves / wall:,.0f}/s)\n")
+    print(
+        f"\n## write path: {wl.saves} saves in {wall:.3f} s under the profiler "
+        f"({wl.saves / wall:,.0f}/s)\n"
+    )
     print("### event-loop thread (tottime)\n```")
     print(report("write_main_tottime", main_p, "tottime"))
     print("```\n### event-loop thread (cumtime)\n```")
@@ -580,8 +691,10 @@ async def profile(tmp: Path, wl: Workload, top: int) -> dict[str, Any]:
     pool.submit(writer_p.disable).result()
     await store.close()
     n = len(agents) * len(wl.sizes)
-    print(f"\n## group path: {n} saves by {CONCURRENT} agents in {wall:.3f} s under the "
-          f"profiler ({n / wall:,.0f}/s)\n")
+    print(
+        f"\n## group path: {n} saves by {CONCURRENT} agents in {wall:.3f} s under the "
+        f"profiler ({n / wall:,.0f}/s)\n"
+    )
     print("### event-loop thread (tottime)\n```")
     print(report("group_main_tottime", main_p, "tottime"))
     print("```\n### SQLite writer thread (tottime)\n```")
@@ -605,8 +718,10 @@ async def profile(tmp: Path, wl: Workload, top: int) -> dict[str, Any]:
         prof.disable()
         await store.close()
         name = "warm" if warm else "cold"
-        print(f"\n## {name} load path: {n} loads in {wall:.3f} s under the profiler "
-              f"({n / wall:,.0f}/s)\n```")
+        print(
+            f"\n## {name} load path: {n} loads in {wall:.3f} s under the profiler "
+            f"({n / wall:,.0f}/s)\n```"
+        )
         print(report(f"load_{name}_tottime", prof, "tottime"))
         print("```")
     return results
@@ -655,16 +770,15 @@ async def breakdown(tmp: Path, wl: Workload, sync: str, n: int = 1000) -> list[l
             return us(total, n)
 
         await step(f"save() end to end, sync durability, synchronous={sync}", end_to_end)
-        rec = await store._current("e2e-0")  # noqa: SLF001
         rec49 = AgentRecord("bd", 1, None, orjson.loads(orjson.dumps(doc49)), 1, 0.0, 0.0)
 
         async def head() -> str:
             t0 = time.perf_counter()
             for _ in range(n):
-                await store.backend.head("e2e-0")
+                await store._current("e2e-0")
             return us(time.perf_counter() - t0, n)
 
-        await step("  validate_cache head read (backend.head)", head)
+        await step("  StateStore._current on a cached agent (validate_cache read)", head)
 
         async def diff() -> str:
             t0 = time.perf_counter()
@@ -678,7 +792,7 @@ async def breakdown(tmp: Path, wl: Workload, sync: str, n: int = 1000) -> list[l
         async def build() -> str:
             t0 = time.perf_counter()
             for _ in range(n):
-                store._build("bd", "patch", {}, rec49, ops, None, None, None, None)  # noqa: SLF001
+                store._build("bd", "patch", {}, rec49, ops, None, None, None, None)
             return us(time.perf_counter() - t0, n)
 
         await step("  StateStore._build (serialize, SHA-256, re-decode, apply)", build)
@@ -688,24 +802,28 @@ async def breakdown(tmp: Path, wl: Workload, sync: str, n: int = 1000) -> list[l
             out = []
             r = None
             for i in range(n + 1):
-                o = [{"op": "replace", "path": "", "value": doc49}] if r is None else [
-                    {"op": "add", "path": "/messages/-", "value": msgs[i % 50]}]
-                req, r = store._build(aid, "patch", {}, r, o, None, None, None, None)  # noqa: SLF001
+                o = (
+                    [{"op": "replace", "path": "", "value": doc49}]
+                    if r is None
+                    else [{"op": "add", "path": "/messages/-", "value": msgs[i % 50]}]
+                )
+                req, r = store._build(aid, "patch", {}, r, o, None, None, None, None)
                 out.append(req)
             return out
 
         async def sql_inline() -> str:
             reqs = chain(f"inline-{next(counter)}")
             backend = store.backend
-            fn = backend._append_batch_sync  # type: ignore[attr-defined]  # noqa: SLF001
+            fn = backend._append_batch_sync  # type: ignore[attr-defined]
             await backend.append(reqs[0])
             t0 = time.perf_counter()
             for req in reqs[1:]:
                 fn([req])  # the writer connection, called from this thread (idle writer)
             return us(time.perf_counter() - t0, n)
 
-        await step("  SQLite transaction, inline (BEGIN..COMMIT on the writer connection)",
-                   sql_inline)
+        await step(
+            "  SQLite transaction, inline (BEGIN..COMMIT on the writer connection)", sql_inline
+        )
 
         async def sql_hop() -> str:
             reqs = chain(f"hop-{next(counter)}")
@@ -718,7 +836,7 @@ async def breakdown(tmp: Path, wl: Workload, sync: str, n: int = 1000) -> list[l
         await step("  backend.append (the same + hop to the writer thread)", sql_hop)
 
         async def hop() -> str:
-            pool = store.backend._writer_pool  # type: ignore[attr-defined]  # noqa: SLF001
+            pool = store.backend._writer_pool  # type: ignore[attr-defined]
             t0 = time.perf_counter()
             for _ in range(n):
                 await loop.run_in_executor(pool, int)
@@ -737,6 +855,7 @@ async def breakdown(tmp: Path, wl: Workload, sync: str, n: int = 1000) -> list[l
     reps = max(1, n // len(agents))
     count = reps * len(agents)
     try:
+
         async def timed(fn: Any) -> str:
             times = []
             for _ in range(5):  # median of 5 runs
@@ -747,20 +866,24 @@ async def breakdown(tmp: Path, wl: Workload, sync: str, n: int = 1000) -> list[l
                 times.append(time.perf_counter() - t0)
             return us(median(times), count)
 
-        await step("load() cold end to end (cache_size=0; 31 events, no snapshot)",
-                   lambda: timed(cold.load))
+        await step(
+            "load() cold end to end (cache_size=0; 31 events, no snapshot)",
+            lambda: timed(cold.load),
+        )
         await step("  backend.head", lambda: timed(cold.backend.head))
-        await step("  backend.latest_snapshot (none)",
-                   lambda: timed(lambda a: cold.backend.latest_snapshot(a, 31)))
+        await step(
+            "  backend.latest_snapshot (none)",
+            lambda: timed(lambda a: cold.backend.latest_snapshot(a, 31)),
+        )
         await step("  backend.read (31 rows)", lambda: timed(lambda a: cold.backend.read(a, 0, 31)))
         raws = {a: await cold.backend.read(a, 0, 31) for a in agents}
 
         async def decode(a: str) -> None:
             for raw in raws[a]:
-                cold._decode_event(a, raw)  # noqa: SLF001
+                cold._decode_event(a, raw)
 
         await step("  verify SHA-256 + orjson.loads, 31 events", lambda: timed(decode))
-        bodies = {a: [cold._decode_event(a, r) for r in raws[a]] for a in agents}  # noqa: SLF001
+        bodies = {a: [cold._decode_event(a, r) for r in raws[a]] for a in agents}
 
         async def fold_timed() -> str:
             times = []
@@ -781,16 +904,21 @@ async def breakdown(tmp: Path, wl: Workload, sync: str, n: int = 1000) -> list[l
             orjson.loads(orjson.dumps(snaps[a].data))
 
         await step("  copy for the caller (orjson dumps + loads, 50 msgs)", lambda: timed(public))
-        await step("load() warm end to end (default cache, validate_cache=True)",
-                   lambda: timed(warm.load))
+        await step(
+            "load() warm end to end (default cache, validate_cache=True)", lambda: timed(warm.load)
+        )
         blobs = {a: orjson.dumps(snaps[a].data) for a in agents}
 
         async def loads_only(a: str) -> None:
             orjson.loads(blobs[a])
 
-        await step("  backend.head (validation read)", lambda: timed(warm.backend.head))
-        await step("  copy for the caller (orjson.loads of the cached bytes)",
-                   lambda: timed(loads_only))
+        await step(
+            "  StateStore._current (cache hit + validate_cache read)",
+            lambda: timed(warm._current),
+        )
+        await step(
+            "  copy for the caller (orjson.loads of the cached bytes)", lambda: timed(loads_only)
+        )
     finally:
         await cold.close()
         await warm.close()
@@ -808,17 +936,19 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             print("machine:", json.dumps(machine("langgraph-checkpoint-sqlite")))
             for sync in ("FULL", "NORMAL"):
                 rows = await breakdown(tmp, wl, sync)
-                print(f"\n## cost breakdown, synchronous={sync} (us per operation, "
-                      f"no profiler)\n")
+                print(f"\n## cost breakdown, synchronous={sync} (us per operation, no profiler)\n")
                 print(table(["step", "us"], rows))
             await profile(tmp, wl, args.top)
             return {}
         lg_sync = lg_effective_synchronous(tmp)
         names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
-        print(f"SqliteSaver runs with synchronous={names.get(lg_sync, lg_sync)} unless told "
-              f"otherwise (journal_mode=WAL set by setup()); statekeeper's default is FULL.")
-        machine_info = machine("langgraph-checkpoint", "langgraph-checkpoint-sqlite", "ormsgpack",
-                               "psutil")
+        print(
+            f"SqliteSaver runs with synchronous={names.get(lg_sync, lg_sync)} unless told "
+            f"otherwise (journal_mode=WAL set by setup()); statekeeper's default is FULL."
+        )
+        machine_info = machine(
+            "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "ormsgpack", "psutil"
+        )
         print("machine:", json.dumps(machine_info))
         summaries: dict[str, Any] = {}
         for sync in args.sync:
@@ -826,27 +956,52 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             t_start = time.perf_counter()
             for r in range(args.rounds):
                 rounds.append(await one_round(tmp, r, sync, wl, args.passes, sk_first=r % 2 == 0))
-                for f in tmp.glob(f"*-{sync}-{r}.db*"):
+                for f in tmp.glob(f"*-{sync}-{r}.db*"):  # noqa: ASYNC240 - untimed cleanup
                     f.unlink()
             summaries[sync] = summarize(rounds)
             print_tables(sync, summaries[sync], args.rounds, args.passes * AGENTS)
             print(f"({time.perf_counter() - t_start:.0f} s)")
         disk = await disk_use(tmp, wl)
     rows = [
-        [f"{AGENTS} agents x 31 saves (20->50 msgs)", human_bytes(disk["sk_40"]),
-         human_bytes(disk["lg_40"]), f"{disk['lg_40'] / disk['sk_40']:.1f}x smaller",
-         human_bytes(disk["payload_40"])],
-        [f"1 agent x {LONG_STEPS} saves (1->{LONG_STEPS} msgs)", human_bytes(disk["sk_200"]),
-         human_bytes(disk["lg_200"]), f"{disk['lg_200'] / disk['sk_200']:.1f}x smaller",
-         human_bytes(disk["payload_200"])],
+        [
+            f"{AGENTS} agents x 31 saves (20->50 msgs)",
+            human_bytes(disk["sk_40"]),
+            human_bytes(disk["lg_40"]),
+            f"{disk['lg_40'] / disk['sk_40']:.1f}x smaller",
+            human_bytes(disk["payload_40"]),
+        ],
+        [
+            f"1 agent x {LONG_STEPS} saves (1->{LONG_STEPS} msgs)",
+            human_bytes(disk["sk_200"]),
+            human_bytes(disk["lg_200"]),
+            f"{disk['lg_200'] / disk['sk_200']:.1f}x smaller",
+            human_bytes(disk["payload_200"]),
+        ],
     ]
     print("\n### bytes on disk (db + WAL after wal_checkpoint(TRUNCATE))\n")
-    print(table(["workload", "statekeeper", "SqliteSaver", "statekeeper is",
-                 "distinct messages (JSON)"], rows))
-    payload = {"bench": "checkpoint", "quick": args.quick, "rounds": args.rounds,
-               "loads_per_run": args.passes * AGENTS, "machine": machine_info,
-               "sqlitesaver_default_synchronous": lg_sync, "results": summaries, "disk": disk,
-               "targets": TARGETS}
+    print(
+        table(
+            [
+                "workload",
+                "statekeeper",
+                "SqliteSaver",
+                "statekeeper is",
+                "distinct messages (JSON)",
+            ],
+            rows,
+        )
+    )
+    payload = {
+        "bench": "checkpoint",
+        "quick": args.quick,
+        "rounds": args.rounds,
+        "loads_per_run": args.passes * AGENTS,
+        "machine": machine_info,
+        "sqlitesaver_default_synchronous": lg_sync,
+        "results": summaries,
+        "disk": disk,
+        "targets": TARGETS,
+    }
     return payload
 
 
@@ -854,12 +1009,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="2 rounds, fewer loads, FULL only")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 11)")
-    parser.add_argument("--passes", type=int, default=None,
-                        help="load passes over the 40 agents per run (default 25)")
-    parser.add_argument("--sync", nargs="+", default=None, choices=["FULL", "NORMAL"],
-                        help="synchronous settings to run (default: FULL NORMAL)")
-    parser.add_argument("--profile", action="store_true",
-                        help="profile statekeeper's save/load paths instead of benchmarking")
+    parser.add_argument(
+        "--passes",
+        type=int,
+        default=None,
+        help="load passes over the 40 agents per run (default 25)",
+    )
+    parser.add_argument(
+        "--sync",
+        nargs="+",
+        default=None,
+        choices=["FULL", "NORMAL"],
+        help="synchronous settings to run (default: FULL NORMAL)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile statekeeper's save/load paths instead of benchmarking",
+    )
     parser.add_argument("--top", type=int, default=25, help="functions per profile table")
     args = parser.parse_args(argv)
     if args.rounds is None:

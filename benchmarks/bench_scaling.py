@@ -32,8 +32,9 @@ streams by the real ``StateStore.save`` path in ``durability="async"`` with
 ``synchronous=OFF``, so events and snapshots are exactly what the store writes.
 Loads run with the default ``synchronous=FULL`` (reads do not depend on it). Run::
 
-    .venv/bin/python benchmarks/bench_scaling.py            # full (first run builds ~1 GB)
-    .venv/bin/python benchmarks/bench_scaling.py --quick
+    .venv/bin/python benchmarks/bench_scaling.py            # full, ~20 s (first run: +~40 s
+                                                            # to build 1.7 GB under .bench/)
+    .venv/bin/python benchmarks/bench_scaling.py --quick    # ~5 s
     .venv/bin/python benchmarks/bench_scaling.py --profile  # cProfile of the load paths
 """
 
@@ -53,7 +54,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
+import psutil
+
+from _common import (
     ROOT,
     file_bytes,
     fmt_ms,
@@ -63,13 +66,10 @@ from _common import (  # noqa: E402
     percentile,
     table,
 )
-
-import psutil  # noqa: E402
-
-from statekeeper.backends.sqlite import SCHEMA_VERSION, SQLiteBackend  # noqa: E402
-from statekeeper.codec import Codec  # noqa: E402
-from statekeeper.records import AppendRequest, RawEvent  # noqa: E402
-from statekeeper.store.store import StateStore  # noqa: E402
+from statekeeper.backends.sqlite import SCHEMA_VERSION, SQLiteBackend
+from statekeeper.codec import Codec
+from statekeeper.records import AppendRequest, RawEvent
+from statekeeper.store.store import StateStore
 
 BENCH_DIR = ROOT / ".bench"
 LAYOUT = 1  # bump when the shape of the generated data changes
@@ -80,9 +80,38 @@ BUILD_BATCH = 20_000
 TARGETS = {"flat": 2.0, "recovery_ms": 10.0}
 
 _TEXT = (
-    "the agent plans a step calls a tool reads the result and then writes a short "
-    "summary of what it found so far before it asks the user whether to continue "
-).split()
+    "the",
+    "agent",
+    "plans",
+    "a",
+    "step",
+    "calls",
+    "a",
+    "tool",
+    "reads",
+    "the",
+    "result",
+    "and",
+    "then",
+    "writes",
+    "a",
+    "short",
+    "summary",
+    "of",
+    "what",
+    "it",
+    "found",
+    "so",
+    "far",
+    "before",
+    "it",
+    "asks",
+    "the",
+    "user",
+    "whether",
+    "to",
+    "continue",
+)
 
 
 def text(rng: random.Random, n: int = 200) -> str:
@@ -138,8 +167,7 @@ class PeakRSS:
 async def template_events() -> list[RawEvent]:
     """Three events exactly as StateStore writes them (created + two saves)."""
     rng = random.Random(7)
-    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": text(rng)}
-            for i in range(3)]
+    msgs = [{"role": "user" if i % 2 == 0 else "assistant", "content": text(rng)} for i in range(3)]
     async with StateStore("memory://") as store:
         base = {"task": "summarise the quarterly report", "status": "running", "step": 0}
         for n in (1, 2, 3):
@@ -161,7 +189,7 @@ async def build_agents(n: int, log: Any) -> Path:
             await backend.close()
     tmp = path.with_name(path.name + ".building")
     for suffix in ("", "-wal", "-shm"):
-        Path(str(tmp) + suffix).unlink(missing_ok=True)
+        Path(str(tmp) + suffix).unlink(missing_ok=True)  # noqa: ASYNC240 - setup, untimed
     codec = Codec()
     tmpl = await template_events()
     backend = SQLiteBackend(tmp, synchronous="OFF")
@@ -172,8 +200,13 @@ async def build_agents(n: int, log: Any) -> Path:
             for i in range(start, min(n, start + BUILD_BATCH)):
                 aid = agent_id(i)
                 events = tuple(
-                    RawEvent(e.seq, e.kind, e.timestamp, e.payload,
-                             codec.tag(aid, e.seq, e.kind, e.payload))
+                    RawEvent(
+                        e.seq,
+                        e.kind,
+                        e.timestamp,
+                        e.payload,
+                        codec.tag(aid, e.seq, e.kind, e.payload),
+                    )
                     for e in tmpl
                 )
                 requests.append(AppendRequest(aid, 0, events))
@@ -188,8 +221,10 @@ async def build_agents(n: int, log: Any) -> Path:
     meta.unlink(missing_ok=True)
     os.replace(tmp, path)
     meta.write_text(json.dumps(want))
-    log(f"built {path}: {n:,} agents in {time.perf_counter() - t0:.1f} s "
-        f"({human_bytes(path.stat().st_size)})")
+    log(
+        f"built {path}: {n:,} agents in {time.perf_counter() - t0:.1f} s "
+        f"({human_bytes(path.stat().st_size)})"
+    )
     return path
 
 
@@ -208,8 +243,14 @@ def residency(path: Path) -> float | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                              ctypes.c_int, ctypes.c_long]
+        libc.mmap.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_long,
+        ]
         libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
         libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
         with open(path, "rb") as f:
@@ -256,10 +297,15 @@ def stream_agents() -> list[tuple[str, int]]:
     return out
 
 
-def stream_doc(i: int, rng: random.Random, results: list[str],
-               memory: dict[str, str]) -> dict[str, Any]:
-    return {"step": i, "tool": ("search", "read", "write", "plan", "ask")[i % 5],
-            "result": results[i % len(results)], "memory": memory}
+def stream_doc(
+    i: int, rng: random.Random, results: list[str], memory: dict[str, str]
+) -> dict[str, Any]:
+    return {
+        "step": i,
+        "tool": ("search", "read", "write", "plan", "ask")[i % 5],
+        "result": results[i % len(results)],
+        "memory": memory,
+    }
 
 
 async def build_streams(log: Any) -> Path:
@@ -272,20 +318,21 @@ async def build_streams(log: Any) -> Path:
         return path
     tmp = path.with_name(path.name + ".building")
     for suffix in ("", "-wal", "-shm"):
-        Path(str(tmp) + suffix).unlink(missing_ok=True)
+        Path(str(tmp) + suffix).unlink(missing_ok=True)  # noqa: ASYNC240 - setup, untimed
     rng = random.Random(11)
     results = [text(rng) for _ in range(50)]
     memory = {f"fact_{k}": text(rng, 120) for k in range(10)}
     t0 = time.perf_counter()
     total = 0
-    async with StateStore(f"sqlite:///{tmp}?synchronous=OFF", durability="async",
-                          flush_size=1000, cache_size=16) as store:
+    async with StateStore(
+        f"sqlite:///{tmp}?synchronous=OFF", durability="async", flush_size=1000, cache_size=16
+    ) as store:
         for aid, n in stream_agents():
             for i in range(1, n + 1):
                 await store.save(aid, stream_doc(i, rng, results, memory))
                 if i % 1000 == 0:
-                    # A loop that never waits on I/O never lets the write-behind flush
-                    # task run (its buffer then grows without bound): flush explicitly.
+                    # Keep the write-behind buffer small whatever its back-pressure (before
+                    # 7144cca a loop that never waited on I/O buffered everything).
                     await store.flush()
             total += n
     async with StateStore(f"sqlite:///{tmp}") as store:
@@ -297,8 +344,10 @@ async def build_streams(log: Any) -> Path:
     os.replace(tmp, path)
     meta.write_text(json.dumps(want))
     el = time.perf_counter() - t0
-    log(f"built {path}: {total:,} events through StateStore.save in {el:.1f} s "
-        f"({total / el:,.0f}/s, async durability, synchronous=OFF)")
+    log(
+        f"built {path}: {total:,} events through StateStore.save in {el:.1f} s "
+        f"({total / el:,.0f}/s, async durability, synchronous=OFF)"
+    )
     return path
 
 
@@ -314,8 +363,9 @@ async def timed_loads(store: StateStore, ids: list[str]) -> list[float]:
     return lat
 
 
-async def measure_agents(paths: dict[int, Path], rounds: int, per_round: int,
-                         warmup: int) -> dict[int, dict[str, Any]]:
+async def measure_agents(
+    paths: dict[int, Path], rounds: int, per_round: int, warmup: int
+) -> dict[int, dict[str, Any]]:
     stores = {n: StateStore(f"sqlite:///{p}", cache_size=0) for n, p in paths.items()}
     rng = random.Random(3)
     lat: dict[int, list[float]] = {n: [] for n in paths}
@@ -324,7 +374,7 @@ async def measure_agents(paths: dict[int, Path], rounds: int, per_round: int,
             await timed_loads(store, [agent_id(rng.randrange(n)) for _ in range(warmup)])
         order = list(paths)
         for r in range(rounds):
-            for n in order[r % len(order):] + order[: r % len(order)]:
+            for n in order[r % len(order) :] + order[: r % len(order)]:
                 ids = [agent_id(rng.randrange(n)) for _ in range(per_round)]
                 lat[n].extend(await timed_loads(stores[n], ids))
         probe = await stores[order[-1]].load(agent_id(order[-1] - 1))
@@ -332,12 +382,20 @@ async def measure_agents(paths: dict[int, Path], rounds: int, per_round: int,
     finally:
         for store in stores.values():
             await store.close()
-    return {n: {"p50": percentile(v, 50), "p99": percentile(v, 99), "loads": len(v),
-                "bytes": paths[n].stat().st_size} for n, v in lat.items()}
+    return {
+        n: {
+            "p50": percentile(v, 50),
+            "p99": percentile(v, 99),
+            "loads": len(v),
+            "bytes": paths[n].stat().st_size,
+        }
+        for n, v in lat.items()
+    }
 
 
-async def measure_agents_evicted(paths: dict[int, Path], rounds: int,
-                                 per_round: int) -> dict[int, dict[str, Any]]:
+async def measure_agents_evicted(
+    paths: dict[int, Path], rounds: int, per_round: int
+) -> dict[int, dict[str, Any]]:
     """Loads right after the file's pages were dropped from the OS page cache: each
     round evicts, opens a fresh store and loads ``per_round`` random agents."""
     rng = random.Random(4)
@@ -345,18 +403,26 @@ async def measure_agents_evicted(paths: dict[int, Path], rounds: int,
     first: dict[int, list[float]] = {n: [] for n in paths}
     order = list(paths)
     for r in range(rounds):
-        for n in order[r % len(order):] + order[: r % len(order)]:
+        for n in order[r % len(order) :] + order[: r % len(order)]:
             evict(paths[n])
             store = StateStore(f"sqlite:///{paths[n]}", cache_size=0)
             try:
-                times = await timed_loads(store, [agent_id(rng.randrange(n))
-                                                  for _ in range(per_round)])
+                times = await timed_loads(
+                    store, [agent_id(rng.randrange(n)) for _ in range(per_round)]
+                )
             finally:
                 await store.close()
             first[n].append(times[0])
             lat[n].extend(times)
-    return {n: {"p50": percentile(v, 50), "p99": percentile(v, 99), "loads": len(v),
-                "first": median(first[n])} for n, v in lat.items()}
+    return {
+        n: {
+            "p50": percentile(v, 50),
+            "p99": percentile(v, 99),
+            "loads": len(v),
+            "first": median(first[n]),
+        }
+        for n, v in lat.items()
+    }
 
 
 async def measure_streams(path: Path, rounds: int, per_round: int) -> dict[str, dict[str, Any]]:
@@ -366,15 +432,17 @@ async def measure_streams(path: Path, rounds: int, per_round: int) -> dict[str, 
         await timed_loads(store, list(lat) * 3)  # warm-up (not timed)
         ids = list(lat)
         for r in range(rounds):
-            for aid in ids[r % len(ids):] + ids[: r % len(ids)]:
+            for aid in ids[r % len(ids) :] + ids[: r % len(ids)]:
                 lat[aid].extend(await timed_loads(store, [aid] * per_round))
         for aid, n in stream_agents():
             snap = await store.load(aid)
             assert snap.seq == n and snap.data["step"] == n, (aid, snap.seq)
     finally:
         await store.close()
-    return {aid: {"p50": percentile(v, 50), "p99": percentile(v, 99), "loads": len(v)}
-            for aid, v in lat.items()}
+    return {
+        aid: {"p50": percentile(v, 50), "p99": percentile(v, 99), "loads": len(v)}
+        for aid, v in lat.items()
+    }
 
 
 async def measure_recovery(path: Path, trials: int) -> dict[str, dict[str, Any]]:
@@ -393,22 +461,28 @@ async def measure_recovery(path: Path, trials: int) -> dict[str, dict[str, Any]]
             assert snap.seq >= n
             lat[aid].append(t2 - t0)
             open_lat.append(t1 - t0)
-    out = {a: {"p50": median(v), "p99": percentile(v, 99), "max": max(v), "trials": len(v)}
-           for a, v in lat.items()}
-    out["open_only"] = {"p50": median(open_lat), "p99": percentile(open_lat, 99),
-                        "max": max(open_lat), "trials": len(open_lat)}
+    out = {
+        a: {"p50": median(v), "p99": percentile(v, 99), "max": max(v), "trials": len(v)}
+        for a, v in lat.items()
+    }
+    out["open_only"] = {
+        "p50": median(open_lat),
+        "p99": percentile(open_lat, 99),
+        "max": max(open_lat),
+        "trials": len(open_lat),
+    }
     return out
 
 
 def import_time() -> float:
     """Seconds for ``import statekeeper`` in a fresh interpreter (median of 5)."""
-    code = ("import time; t=time.perf_counter(); import statekeeper; "
-            "print(time.perf_counter()-t)")
+    code = "import time; t=time.perf_counter(); import statekeeper; print(time.perf_counter()-t)"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     times = []
     for _ in range(5):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env=env, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        )
         times.append(float(out.stdout.strip()))
     return median(times)
 
@@ -426,17 +500,16 @@ async def rss_child(path: str, stored: int, cache_size: int, loads: int, samples
     done = 0
     t0 = time.perf_counter()
     per = loads // samples
-    for s in range(samples):
+    for _ in range(samples):
         for k in range(done, done + per):
             await store.load(agent_id((k * step) % stored))
         done += per
         gc.collect()
         points.append((done, proc.memory_info().rss))
     elapsed = time.perf_counter() - t0
-    cached = len(store._cache)  # noqa: SLF001 - benchmark-only peek
+    cached = len(store._cache)
     await store.close()
-    print(json.dumps({"points": points, "elapsed": elapsed, "cached": cached,
-                      "maxrss": vm_hwm()}))
+    print(json.dumps({"points": points, "elapsed": elapsed, "cached": cached, "maxrss": vm_hwm()}))
 
 
 def vm_hwm() -> int:
@@ -454,12 +527,23 @@ def vm_hwm() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run_rss_child(path: Path, stored: int, cache_size: int, loads: int,
-                  samples: int) -> dict[str, Any]:
+def run_rss_child(
+    path: Path, stored: int, cache_size: int, loads: int, samples: int
+) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--_rss-child", str(path), str(stored), str(cache_size),
-         str(loads), str(samples)],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            __file__,
+            "--_rss-child",
+            str(path),
+            str(stored),
+            str(cache_size),
+            str(loads),
+            str(samples),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -475,12 +559,21 @@ async def profile_loads(paths: dict[int, Path], stream_path: Path, top: int) -> 
     n = max(paths)
     n_stream = STREAM_SIZES[-1]
     cases = [
-        (f"{n:,}-agent store, random agents (3 events each)", paths[n],
-         [agent_id(random.Random(5).randrange(n)) for _ in range(2000)]),
-        (f"stream of {n_stream + WORST_EXTRA:,} events (99 after the snapshot)", stream_path,
-         [f"stream-{n_stream}+{WORST_EXTRA}"] * 300),
-        (f"stream of {n_stream:,} events (snapshot at head)", stream_path,
-         [f"stream-{n_stream}"] * 2000),
+        (
+            f"{n:,}-agent store, random agents (3 events each)",
+            paths[n],
+            [agent_id(random.Random(5).randrange(n)) for _ in range(2000)],
+        ),
+        (
+            f"stream of {n_stream + WORST_EXTRA:,} events (99 after the snapshot)",
+            stream_path,
+            [f"stream-{n_stream}+{WORST_EXTRA}"] * 300,
+        ),
+        (
+            f"stream of {n_stream:,} events (snapshot at head)",
+            stream_path,
+            [f"stream-{n_stream}"] * 2000,
+        ),
     ]
     for label, path, ids in cases:
         store = StateStore(f"sqlite:///{path}", cache_size=0)
@@ -496,8 +589,10 @@ async def profile_loads(paths: dict[int, Path], stream_path: Path, top: int) -> 
             await store.close()
         buf = io.StringIO()
         pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
-        print(f"\n## cold loads, {label}: {len(ids)} loads, {wall / len(ids) * 1e6:.0f} us "
-              f"each under the profiler\n```\n{buf.getvalue().strip()}\n```")
+        print(
+            f"\n## cold loads, {label}: {len(ids)} loads, {wall / len(ids) * 1e6:.0f} us "
+            f"each under the profiler\n```\n{buf.getvalue().strip()}\n```"
+        )
 
 
 # --------------------------------------------------------------------------- main
@@ -541,22 +636,50 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     phases["agent loads"] = {"start": rss.start_rss, "peak": rss.peak, "end": rss.end_rss}
     after = {n: residency(p) for n, p in paths.items()}
     evicted = await measure_agents_evicted(paths, args.evict_rounds, args.evict_loads)
-    rows = [[f"{n:,}", human_bytes(agents[n]["bytes"]),
-             f"{pct(found[n])} / {pct(warmed[n])} / {pct(after[n])}", agents[n]["loads"],
-             fmt_ms(agents[n]["p50"]), fmt_ms(agents[n]["p99"]), evicted[n]["loads"],
-             fmt_ms(evicted[n]["first"]), fmt_ms(evicted[n]["p50"]), fmt_ms(evicted[n]["p99"])]
-            for n in sizes]
+    rows = [
+        [
+            f"{n:,}",
+            human_bytes(agents[n]["bytes"]),
+            f"{pct(found[n])} / {pct(warmed[n])} / {pct(after[n])}",
+            agents[n]["loads"],
+            fmt_ms(agents[n]["p50"]),
+            fmt_ms(agents[n]["p99"]),
+            evicted[n]["loads"],
+            fmt_ms(evicted[n]["first"]),
+            fmt_ms(evicted[n]["p50"]),
+            fmt_ms(evicted[n]["p99"]),
+        ]
+        for n in sizes
+    ]
     flat_agents = agents[sizes[-1]]["p50"] / agents[sizes[0]]["p50"]
     flat_agents_p99 = agents[sizes[-1]]["p99"] / agents[sizes[0]]["p99"]
     flat_evicted = evicted[sizes[-1]]["p50"] / evicted[sizes[0]]["p50"]
     print("\n### latest-state load, cold path (cache_size=0), by number of agents stored\n")
-    print(table(["agents stored", "file", "in page cache: found / prewarmed / after",
-                 "loads", "p50 (ms)", "p99 (ms)", "evicted: loads", "first load (ms)",
-                 "p50 (ms)", "p99 (ms)"], rows))
-    print(f"\npage cache warm: p50 {sizes[-1]:,} / {sizes[0]:,} agents: "
-          f"{verdict_flat(flat_agents)}; p99 ratio {flat_agents_p99:.2f}x")
-    print(f"file evicted from the page cache before each round of {args.evict_loads} loads "
-          f"(posix_fadvise DONTNEED; reads hit the disk): p50 ratio {flat_evicted:.2f}x")
+    print(
+        table(
+            [
+                "agents stored",
+                "file",
+                "in page cache: found / prewarmed / after",
+                "loads",
+                "p50 (ms)",
+                "p99 (ms)",
+                "evicted: loads",
+                "first load (ms)",
+                "p50 (ms)",
+                "p99 (ms)",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"\npage cache warm: p50 {sizes[-1]:,} / {sizes[0]:,} agents: "
+        f"{verdict_flat(flat_agents)}; p99 ratio {flat_agents_p99:.2f}x"
+    )
+    print(
+        f"file evicted from the page cache before each round of {args.evict_loads} loads "
+        f"(posix_fadvise DONTNEED; reads hit the disk): p50 ratio {flat_evicted:.2f}x"
+    )
 
     # 2. long streams (file prewarmed: it is small, and what is measured is the fold)
     prewarm(stream_path)
@@ -566,18 +689,44 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for n in STREAM_SIZES:
         best, worst = streams[f"stream-{n}"], streams[f"stream-{n}+{WORST_EXTRA}"]
-        rows.append([f"{n:,}", fmt_ms(best["p50"]), fmt_ms(best["p99"]),
-                     f"{n + WORST_EXTRA:,}", fmt_ms(worst["p50"]), fmt_ms(worst["p99"])])
-    flat_best = streams[f"stream-{STREAM_SIZES[-1]}"]["p50"] / \
-        streams[f"stream-{STREAM_SIZES[0]}"]["p50"]
-    flat_worst = streams[f"stream-{STREAM_SIZES[-1]}+{WORST_EXTRA}"]["p50"] / \
-        streams[f"stream-{STREAM_SIZES[0]}+{WORST_EXTRA}"]["p50"]
-    print(f"\n### latest-state load, cold path, by stream length (snapshot_every=100; "
-          f"file {human_bytes(file_bytes(stream_path))})\n")
-    print(table(["events", "p50 (ms)", "p99 (ms)", "events (+99 after snapshot)",
-                 "p50 (ms)", "p99 (ms)"], rows))
-    print(f"\np50 {STREAM_SIZES[-1]:,} / {STREAM_SIZES[0]:,} events: snapshot at head "
-          f"{verdict_flat(flat_best)}; 99 events after the snapshot {verdict_flat(flat_worst)}")
+        rows.append(
+            [
+                f"{n:,}",
+                fmt_ms(best["p50"]),
+                fmt_ms(best["p99"]),
+                f"{n + WORST_EXTRA:,}",
+                fmt_ms(worst["p50"]),
+                fmt_ms(worst["p99"]),
+            ]
+        )
+    flat_best = (
+        streams[f"stream-{STREAM_SIZES[-1]}"]["p50"] / streams[f"stream-{STREAM_SIZES[0]}"]["p50"]
+    )
+    flat_worst = (
+        streams[f"stream-{STREAM_SIZES[-1]}+{WORST_EXTRA}"]["p50"]
+        / streams[f"stream-{STREAM_SIZES[0]}+{WORST_EXTRA}"]["p50"]
+    )
+    print(
+        f"\n### latest-state load, cold path, by stream length (snapshot_every=100; "
+        f"file {human_bytes(file_bytes(stream_path))})\n"
+    )
+    print(
+        table(
+            [
+                "events",
+                "p50 (ms)",
+                "p99 (ms)",
+                "events (+99 after snapshot)",
+                "p50 (ms)",
+                "p99 (ms)",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"\np50 {STREAM_SIZES[-1]:,} / {STREAM_SIZES[0]:,} events: snapshot at head "
+        f"{verdict_flat(flat_best)}; 99 events after the snapshot {verdict_flat(flat_worst)}"
+    )
 
     # 3. recovery
     with PeakRSS() as rss:
@@ -586,22 +735,35 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     imp = import_time()
     n = STREAM_SIZES[-1]
     rows = []
-    for key, label in ((f"stream-{n}", f"{n:,} events, snapshot at head"),
-                       (f"stream-{n}+{WORST_EXTRA}", f"{n + WORST_EXTRA:,} events, 99 to replay"),
-                       ("open_only", "open StateStore only (both trials)")):
+    for key, label in (
+        (f"stream-{n}", f"{n:,} events, snapshot at head"),
+        (f"stream-{n}+{WORST_EXTRA}", f"{n + WORST_EXTRA:,} events, 99 to replay"),
+        ("open_only", "open StateStore only (both trials)"),
+    ):
         rec = recovery[key]
         ok = rec["p50"] * 1e3 <= TARGETS["recovery_ms"]
-        rows.append([label, rec["trials"], fmt_ms(rec["p50"]), fmt_ms(rec["p99"]),
-                     fmt_ms(rec["max"]), "" if key == "open_only" else
-                     f"{'met' if ok else 'MISSED'} (<= 10 ms)"])
+        rows.append(
+            [
+                label,
+                rec["trials"],
+                fmt_ms(rec["p50"]),
+                fmt_ms(rec["p99"]),
+                fmt_ms(rec["max"]),
+                "" if key == "open_only" else f"{'met' if ok else 'MISSED'} (<= 10 ms)",
+            ]
+        )
     print("\n### recovery: open a fresh StateStore on the file + load the agent\n")
     print(table(["case", "trials", "p50 (ms)", "p99 (ms)", "max (ms)", "target"], rows))
-    print(f"\n(not included above: `import statekeeper` in a fresh interpreter takes "
-          f"{imp * 1e3:.0f} ms, median of 5)")
+    print(
+        f"\n(not included above: `import statekeeper` in a fresh interpreter takes "
+        f"{imp * 1e3:.0f} ms, median of 5)"
+    )
 
     # 4. memory
-    rows = [[name, human_bytes(p["start"]), human_bytes(p["peak"]), human_bytes(p["end"])]
-            for name, p in phases.items()]
+    rows = [
+        [name, human_bytes(p["start"]), human_bytes(p["peak"]), human_bytes(p["end"])]
+        for name, p in phases.items()
+    ]
     print("\n### RSS of this process by phase (psutil sampler, 5 ms)\n")
     print(table(["phase", "RSS at start", "peak RSS", "RSS at end"], rows))
 
@@ -609,37 +771,64 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     loads = args.rss_loads
     samples = 10
     rss_runs: dict[str, Any] = {}
-    for label, cache in (("cache_size=1000", 1000), ("cache_size=0", 0),
-                         (f"cache_size={loads} (unbounded)", loads)):
+    for label, cache in (
+        ("cache_size=1000", 1000),
+        ("cache_size=0", 0),
+        (f"cache_size={loads} (unbounded)", loads),
+    ):
         rss_runs[label] = run_rss_child(paths[stored], stored, cache, loads, samples)
     points = [p for p, _ in rss_runs["cache_size=1000"]["points"]]
     headers = ["distinct agents loaded", *[f"{p:,}" for p in points]]
     rows = []
     for label, res in rss_runs.items():
         base = res["points"][0][1]
-        rows.append([f"{label}: RSS growth (MB)",
-                     *[f"{(rss_v - base) / 2**20:+.1f}" for _, rss_v in res["points"]]])
-    print(f"\n### RSS while loading {loads:,} distinct agents from the {stored:,}-agent store "
-          f"(fresh child process each)\n")
+        rows.append(
+            [
+                f"{label}: RSS growth (MB)",
+                *[f"{(rss_v - base) / 2**20:+.1f}" for _, rss_v in res["points"]],
+            ]
+        )
+    print(
+        f"\n### RSS while loading {loads:,} distinct agents from the {stored:,}-agent store "
+        f"(fresh child process each)\n"
+    )
     print(table(headers, rows))
     for label, res in rss_runs.items():
-        print(f"- {label}: start {human_bytes(res['points'][0][1])}, end "
-              f"{human_bytes(res['points'][-1][1])}, peak (VmHWM) "
-              f"{human_bytes(res['maxrss'])}, {res['cached']:,} states cached, "
-              f"{loads / res['elapsed']:,.0f} loads/s")
+        print(
+            f"- {label}: start {human_bytes(res['points'][0][1])}, end "
+            f"{human_bytes(res['points'][-1][1])}, peak (VmHWM) "
+            f"{human_bytes(res['maxrss'])}, {res['cached']:,} states cached, "
+            f"{loads / res['elapsed']:,.0f} loads/s"
+        )
     bounded = rss_runs["cache_size=1000"]["points"]
     late_growth = bounded[-1][1] - bounded[2][1]
-    print(f"\nbounded cache: RSS change from {bounded[2][0]:,} to {bounded[-1][0]:,} loads: "
-          f"{late_growth / 2**20:+.1f} MB")
+    print(
+        f"\nbounded cache: RSS change from {bounded[2][0]:,} to {bounded[-1][0]:,} loads: "
+        f"{late_growth / 2**20:+.1f} MB"
+    )
     total = time.perf_counter() - wall0
     print(f"\n(total {total:.0f} s)")
-    return {"bench": "scaling", "quick": args.quick, "machine": mi, "agents": agents,
-            "agents_evicted": evicted, "flat_agents_evicted_p50": flat_evicted,
-            "page_cache": {"found": found, "prewarmed": warmed, "after": after},
-            "flat_agents_p50": flat_agents, "flat_agents_p99": flat_agents_p99,
-            "streams": streams, "flat_streams_best": flat_best, "flat_streams_worst": flat_worst,
-            "recovery": recovery, "import_s": imp, "phases": phases, "rss": rss_runs,
-            "bounded_late_growth": late_growth, "targets": TARGETS, "seconds": total}
+    return {
+        "bench": "scaling",
+        "quick": args.quick,
+        "machine": mi,
+        "agents": agents,
+        "agents_evicted": evicted,
+        "flat_agents_evicted_p50": flat_evicted,
+        "page_cache": {"found": found, "prewarmed": warmed, "after": after},
+        "flat_agents_p50": flat_agents,
+        "flat_agents_p99": flat_agents_p99,
+        "streams": streams,
+        "flat_streams_best": flat_best,
+        "flat_streams_worst": flat_worst,
+        "recovery": recovery,
+        "import_s": imp,
+        "phases": phases,
+        "rss": rss_runs,
+        "bounded_late_growth": late_growth,
+        "targets": TARGETS,
+        "seconds": total,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -649,20 +838,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         asyncio.run(rss_child(path, int(stored), int(cache), int(loads), int(samples)))
         return {}
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="1k and 100k agents only, fewer loads and trials")
+    parser.add_argument(
+        "--quick", action="store_true", help="1k and 100k agents only, fewer loads and trials"
+    )
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
-    parser.add_argument("--per-round", type=int, default=None,
-                        help="loads per store per round")
+    parser.add_argument("--per-round", type=int, default=None, help="loads per store per round")
     parser.add_argument("--trials", type=int, default=None, help="recovery trials (>= 20)")
-    parser.add_argument("--rss-loads", type=int, default=None,
-                        help="distinct agents loaded in each RSS child run")
-    parser.add_argument("--evict-rounds", type=int, default=None,
-                        help="rounds of loads right after evicting the file from the page cache")
-    parser.add_argument("--evict-loads", type=int, default=200,
-                        help="loads per store per evicted round")
-    parser.add_argument("--profile", action="store_true",
-                        help="cProfile the cold load paths instead of benchmarking")
+    parser.add_argument(
+        "--rss-loads", type=int, default=None, help="distinct agents loaded in each RSS child run"
+    )
+    parser.add_argument(
+        "--evict-rounds",
+        type=int,
+        default=None,
+        help="rounds of loads right after evicting the file from the page cache",
+    )
+    parser.add_argument(
+        "--evict-loads", type=int, default=200, help="loads per store per evicted round"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="cProfile the cold load paths instead of benchmarking",
+    )
     parser.add_argument("--top", type=int, default=20, help="functions per profile table")
     args = parser.parse_args(argv)
     args.rounds = args.rounds or (4 if args.quick else 8)

@@ -16,6 +16,7 @@ and patches from elsewhere apply here.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import orjson
@@ -125,12 +126,14 @@ def apply(doc: Any, ops: list[Op], *, in_place: bool = False) -> Any:
     return doc
 
 
-def _split(path: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def _split(path: str) -> tuple[str, ...]:
+    """Parse a JSON Pointer (cached: replay sees the same few paths over and over)."""
     if path == "":
-        return []
+        return ()
     if not path.startswith("/"):
         raise PatchError(f"invalid JSON pointer {path!r}")
-    return [unescape(t) for t in path[1:].split("/")]
+    return tuple(unescape(t) for t in path[1:].split("/"))
 
 
 def _index(container: list[Any], token: str, *, allow_end: bool) -> int:
@@ -156,7 +159,7 @@ def _shallow(value: Any) -> Any:
     return value
 
 
-def _walk(doc: Any, tokens: list[str], in_place: bool) -> tuple[Any, Any]:
+def _walk(doc: Any, tokens: tuple[str, ...], in_place: bool) -> tuple[Any, Any]:
     """Return (new_root, parent_of_last_token), copying the path unless in place."""
     root = doc if in_place else _shallow(doc)
     node = root
@@ -190,7 +193,7 @@ def _get(doc: Any, path: str) -> Any:
     return node
 
 
-def _add(doc: Any, tokens: list[str], value: Any, in_place: bool) -> Any:
+def _add(doc: Any, tokens: tuple[str, ...], value: Any, in_place: bool) -> Any:
     if not tokens:
         return value
     root, parent = _walk(doc, tokens, in_place)
@@ -204,7 +207,7 @@ def _add(doc: Any, tokens: list[str], value: Any, in_place: bool) -> Any:
     return root
 
 
-def _remove(doc: Any, tokens: list[str], in_place: bool) -> tuple[Any, Any]:
+def _remove(doc: Any, tokens: tuple[str, ...], in_place: bool) -> tuple[Any, Any]:
     if not tokens:
         raise PatchError("cannot remove the whole document")
     root, parent = _walk(doc, tokens, in_place)

@@ -9,6 +9,11 @@ buffer flushed by size *and* interval, SHA-256 checksums, and typed errors.
 Deviations from the article, on purpose:
 
 * the default backend is ``LOCAL`` (an embedded SQLite file) — it needs no server;
+  ``REDIS``, ``POSTGRESQL`` and ``S3`` are real engines (extras ``redis``, ``postgres``,
+  ``s3``) found through a URL: ``url=``, else ``$STATEKEEPER_REDIS_URL`` (default
+  ``redis://127.0.0.1:6379/0``), ``$STATEKEEPER_POSTGRES_URL`` (default
+  ``postgresql://``: libpq's ``PGHOST``/``PGUSER``/… environment), ``$STATEKEEPER_S3_URL``
+  (no default: S3 needs a bucket); a hybrid setup is a ``tiered://`` URL;
 * ``save_state`` raises a :class:`~statekeeper.errors.StatekeeperError` subclass for bad
   input (for example :class:`~statekeeper.errors.SerializationError`) instead of logging
   and returning False, so nothing fails silently;
@@ -20,16 +25,26 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
-from .errors import BackendUnavailable
+from .backends.base import Backend
+from .backends.url import open_backend
+from .errors import ConfigurationError
 from .store import StateStore
 
-__all__ = ["StatePersistenceManager", "StateSnapshot", "StorageBackend"]
+__all__ = [
+    "BACKEND_URL_ENV",
+    "StatePersistenceManager",
+    "StateSnapshot",
+    "StorageBackend",
+    "backend_url",
+]
 
 
 class StorageBackend(Enum):
@@ -57,14 +72,71 @@ def state_checksum(state: dict[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(state, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+#: where each server backend's URL comes from when none is given
+BACKEND_URL_ENV: dict[StorageBackend, tuple[str, str | None]] = {
+    StorageBackend.REDIS: ("STATEKEEPER_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    StorageBackend.POSTGRESQL: ("STATEKEEPER_POSTGRES_URL", "postgresql://"),
+    StorageBackend.S3: ("STATEKEEPER_S3_URL", None),
+}
+
+_SCHEME_BACKEND = {
+    "redis": StorageBackend.REDIS,
+    "rediss": StorageBackend.REDIS,
+    "postgresql": StorageBackend.POSTGRESQL,
+    "postgres": StorageBackend.POSTGRESQL,
+    "s3": StorageBackend.S3,
+}
+
+
+def backend_url(backend: StorageBackend, path: str | None = None) -> str:
+    """The URL a :class:`StatePersistenceManager` uses for ``backend`` with no ``url``."""
+    if backend is StorageBackend.LOCAL:
+        return "sqlite:///" + (path or os.environ.get("STATEKEEPER_DB", "statekeeper.db"))
+    env, default = BACKEND_URL_ENV[backend]
+    url = os.environ.get(env) or default
+    if url is None:
+        raise ConfigurationError(
+            f"StorageBackend.{backend.name} needs a location: pass url='s3://bucket/prefix"
+            f"?endpoint_url=…' or set {env}"
+        )
+    return url
+
+
+def _open(url: str, options: Mapping[str, Any]) -> Backend:
+    """``open_backend(url)``, with engine keyword arguments when there are any."""
+    if not options:
+        return open_backend(url)
+    scheme = urlsplit(url).scheme.lower().split("+", 1)[0]
+    kind = _SCHEME_BACKEND.get(scheme)
+    if kind is StorageBackend.REDIS:
+        from .backends.redis import RedisBackend
+
+        return RedisBackend.from_url(url, **options)
+    if kind is StorageBackend.POSTGRESQL:
+        from .backends.postgres import PostgresBackend
+
+        return PostgresBackend.from_url(url, **options)
+    if kind is StorageBackend.S3:
+        from .backends.s3 import S3Backend
+
+        return S3Backend.from_url(url, **options)
+    raise ConfigurationError(f"backend_options are not supported for {scheme!r} URLs")
+
+
 class StatePersistenceManager:
     """Save and load whole agent states with caching and a write-behind buffer.
 
     Args:
-        backend: which storage to use; ``LOCAL`` is a SQLite file at ``path``.
+        backend: which storage to use: ``LOCAL`` is a SQLite file at ``path``;
+            ``REDIS``, ``POSTGRESQL`` and ``S3`` use ``url`` or their environment
+            variable (see :data:`BACKEND_URL_ENV`). Default: ``LOCAL``, or the engine
+            ``url`` names.
         path: the SQLite file for ``LOCAL`` (default ``$STATEKEEPER_DB`` or
             ``statekeeper.db``).
-        url: a backend URL, overriding ``backend``/``path`` (e.g. ``memory://``).
+        url: a backend URL (``memory://``, ``redis://…``, ``postgresql://…``,
+            ``s3://bucket/prefix?endpoint_url=…``, ``tiered://?hot=…&durable=…``).
+        backend_options: keyword arguments for the engine (e.g. ``{"schema": "app"}``
+            for PostgreSQL, ``{"ttl": 3600}`` for Redis, credentials for S3).
         flush_interval: seconds before buffered saves are written (seed: 5.0).
         buffer_size: buffered saves that trigger a flush (seed: 100).
         max_cache_size: states kept in memory (seed: 1000).
@@ -73,28 +145,28 @@ class StatePersistenceManager:
 
     def __init__(
         self,
-        backend: StorageBackend = StorageBackend.LOCAL,
+        backend: StorageBackend | None = None,
         *,
         path: str | None = None,
         url: str | None = None,
+        backend_options: Mapping[str, Any] | None = None,
         flush_interval: float = 5.0,
         buffer_size: int = 100,
         max_cache_size: int = 1000,
         durability: str = "async",
         snapshot_every: int = 100,
     ) -> None:
+        if backend is None:
+            scheme = urlsplit(url).scheme.lower().split("+", 1)[0] if url else ""
+            backend = _SCHEME_BACKEND.get(scheme, StorageBackend.LOCAL)
         self.backend = backend
         if url is None:
-            if backend is not StorageBackend.LOCAL:
-                raise BackendUnavailable(
-                    f"StorageBackend.{backend.name} is not available in this version; "
-                    "use StorageBackend.LOCAL (SQLite) or url='memory://'"
-                )
-            url = "sqlite:///" + (path or os.environ.get("STATEKEEPER_DB", "statekeeper.db"))
+            url = backend_url(backend, path)
+        self.url = url
         self.flush_interval = flush_interval
         self.max_cache_size = max_cache_size
         self.store = StateStore(
-            url,
+            _open(url, backend_options or {}),
             durability=durability,
             flush_size=buffer_size,
             flush_interval=flush_interval,

@@ -1,8 +1,9 @@
 """Child process for the two-process race test: compare-and-append on a shared file.
 
 Usage: python _race_child.py DB NAME ROUNDS. Prints ``ready``, waits for a line on
-stdin (the start signal, so both processes race from the same moment), then tries to
-append seq 1..ROUNDS to agent ``race`` and prints a JSON list of the seqs it won.
+stdin (the start signal, so all processes race from the same moment), opens the file
+(possibly creating it, while the others do the same), tries to append seq 1..ROUNDS to
+agent ``race`` and prints a JSON list of the seqs it won.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from statekeeper.records import AppendRequest, RawEvent
 
 
 async def main(path: str, name: str, rounds: int) -> None:
-    backend = SQLiteBackend(path)
     print("ready", flush=True)
     sys.stdin.readline()
+    backend = SQLiteBackend(path)
     won = []
     for seq in range(1, rounds + 1):
         body = f"{name}-{seq}".encode()

@@ -55,9 +55,7 @@ def request(
     ts: float | None = None,
 ) -> AppendRequest:
     """Append ``count`` events after ``expected_seq`` (optionally with a snapshot)."""
-    events = tuple(
-        event(s, ts=ts) for s in range(expected_seq + 1, expected_seq + count + 1)
-    )
+    events = tuple(event(s, ts=ts) for s in range(expected_seq + 1, expected_seq + count + 1))
     snap = snapshot(snap_at) if snap_at is not None else None
     return AppendRequest(agent_id, expected_seq, events, snap, key)
 
@@ -184,9 +182,7 @@ class BackendConformance:
 
     async def test_concurrent_appends_at_one_seq_have_one_winner(self, backend: Backend) -> None:
         await backend.append(request("a", 0))
-        attempts = [
-            AppendRequest("a", 1, (event(2, body=b"writer-%d" % i),)) for i in range(12)
-        ]
+        attempts = [AppendRequest("a", 1, (event(2, body=b"writer-%d" % i),)) for i in range(12)]
         results = await asyncio.gather(
             *(backend.append(r) for r in attempts), return_exceptions=True
         )

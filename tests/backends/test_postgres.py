@@ -15,19 +15,19 @@ import pytest
 
 pytest.importorskip("psycopg")
 
-import psycopg  # noqa: E402
+import psycopg
 
-from statekeeper.backends import open_backend  # noqa: E402
-from statekeeper.backends.postgres import (  # noqa: E402
+from statekeeper.backends import open_backend
+from statekeeper.backends.postgres import (
     SCHEMA_VERSION,
     PostgresBackend,
     parse_postgres_url,
 )
-from statekeeper.errors import BackendError, ConfigurationError, ConflictError  # noqa: E402
-from statekeeper.records import AppendRequest, AppendResult, RawEvent  # noqa: E402
+from statekeeper.errors import BackendError, ConfigurationError, ConflictError
+from statekeeper.records import AppendRequest, AppendResult, RawEvent
 
-from ._services import POSTGRES_DSN, drop_schema, namespace, require_postgres  # noqa: E402
-from .conformance import BackendConformance, request  # noqa: E402
+from ._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
+from .conformance import BackendConformance, request
 
 
 @pytest.fixture
@@ -136,7 +136,10 @@ async def test_connection_options_reach_the_server(schema: str) -> None:
 async def test_tls_options_go_to_libpq(schema: str) -> None:
     ssl = _admin("SHOW ssl")[0][0]
     backend = PostgresBackend(
-        f"{POSTGRES_DSN}?sslmode=require", schema=schema, max_size=1, retry_timeout=0.5,
+        f"{POSTGRES_DSN}?sslmode=require",
+        schema=schema,
+        max_size=1,
+        retry_timeout=0.5,
         pool_timeout=2,
     )
     try:
@@ -224,8 +227,9 @@ async def test_killed_connections_lose_no_acknowledged_write(schema: str) -> Non
         for i in range(rounds):
             key = f"{agent}-{i}" if w % 2 else None  # half of them without a key
             body = f"{agent}:{i}".encode()
-            req = AppendRequest(agent, seq, (RawEvent(seq + 1, "patch", float(i), body, b"c"),),
-                                None, key)
+            req = AppendRequest(
+                agent, seq, (RawEvent(seq + 1, "patch", float(i), body, b"c"),), None, key
+            )
             try:
                 if i % 10 == 9:
                     result = (await backend.append_batch([req]))[0]
@@ -268,9 +272,7 @@ async def test_killed_connections_lose_no_acknowledged_write(schema: str) -> Non
 
 async def test_reads_survive_killed_connections(schema: str) -> None:
     app = f"sk-read-{schema[-8:]}"
-    backend = PostgresBackend(
-        f"{POSTGRES_DSN}?application_name={app}", schema=schema, max_size=2
-    )
+    backend = PostgresBackend(f"{POSTGRES_DSN}?application_name={app}", schema=schema, max_size=2)
     try:
         await backend.append(request("a", 0, 5, snap_at=3))
         for _ in range(5):

@@ -15,22 +15,22 @@ import pytest
 
 pytest.importorskip("redis")
 
-import redis.asyncio as aioredis  # noqa: E402
+import redis.asyncio as aioredis
 
-from statekeeper.backends import open_backend  # noqa: E402
-from statekeeper.backends.redis import RedisBackend  # noqa: E402
-from statekeeper.errors import BackendError, ConfigurationError  # noqa: E402
-from statekeeper.records import AppendRequest, AppendResult, RawEvent  # noqa: E402
-from statekeeper.store import StateStore  # noqa: E402
+from statekeeper.backends import open_backend
+from statekeeper.backends.redis import RedisBackend
+from statekeeper.errors import BackendError, ConfigurationError
+from statekeeper.records import AppendRequest, AppendResult, RawEvent
+from statekeeper.store import StateStore
 
-from ._services import (  # noqa: E402
+from ._services import (
     REDIS_URL,
     delete_prefix,
     namespace,
     private_redis,
     require_redis,
 )
-from .conformance import BackendConformance, request  # noqa: E402
+from .conformance import BackendConformance, request
 
 
 @pytest.fixture

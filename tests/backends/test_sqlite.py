@@ -7,6 +7,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import threading
 from contextlib import closing
 from pathlib import Path
 
@@ -36,9 +37,8 @@ def _raw(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(path, isolation_level=None)
 
 
-def test_two_processes_race_one_winner_per_seq(tmp_path: Path) -> None:
-    db = tmp_path / "race.db"
-    rounds = 150
+def race(db: Path, names: list[str], rounds: int) -> dict[str, set[int]]:
+    """Run one child per name against ``db``, all started at once; return their wins."""
     procs = [
         subprocess.Popen(
             [sys.executable, str(CHILD), str(db), name, str(rounds)],
@@ -47,13 +47,13 @@ def test_two_processes_race_one_winner_per_seq(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        for name in ("A", "B")
+        for name in names
     ]
     try:
         for proc in procs:
             assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
-        for proc in procs:  # start both as close together as possible
+            assert proc.stdout.readline().strip() == "ready"
+        for proc in procs:  # start them as close together as possible
             assert proc.stdin is not None
             proc.stdin.write("go\n")
             proc.stdin.flush()
@@ -65,16 +65,67 @@ def test_two_processes_race_one_winner_per_seq(tmp_path: Path) -> None:
                 proc.wait()
     for proc, (_, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err
-    wins_a, wins_b = (set(json.loads(out.strip().splitlines()[-1])) for out, _ in outputs)
-    assert not wins_a & wins_b
-    assert wins_a | wins_b == set(range(1, rounds + 1))
+    return {
+        name: set(json.loads(out.strip().splitlines()[-1]))
+        for name, (out, _) in zip(names, outputs, strict=True)
+    }
+
+
+def stored_race(db: Path) -> list[tuple[int, bytes]]:
     with closing(_raw(db)) as conn:
-        rows = conn.execute(
+        return conn.execute(
             "SELECT seq, payload FROM sk_events WHERE agent_id = 'race' ORDER BY seq"
         ).fetchall()
+
+
+def test_two_processes_race_one_winner_per_seq(tmp_path: Path) -> None:
+    db = tmp_path / "race.db"
+    rounds = 150
+    wins = race(db, ["A", "B"], rounds)
+    assert not wins["A"] & wins["B"]
+    assert wins["A"] | wins["B"] == set(range(1, rounds + 1))
+    rows = stored_race(db)
     assert [seq for seq, _ in rows] == list(range(1, rounds + 1))
     for seq, payload in rows:
-        assert payload == f"{'A' if seq in wins_a else 'B'}-{seq}".encode()
+        assert payload == f"{'A' if seq in wins['A'] else 'B'}-{seq}".encode()
+
+
+def test_many_processes_create_one_file_at_once(tmp_path: Path) -> None:
+    # All of them create the schema and switch the new file to WAL at the same time;
+    # then exactly one wins the single seq.
+    db = tmp_path / "fresh.db"
+    names = [f"P{i}" for i in range(6)]
+    wins = race(db, names, 1)
+    assert sorted(len(w) for w in wins.values()) == [0, 0, 0, 0, 0, 1]
+    (winner,) = (name for name, w in wins.items() if w)
+    assert stored_race(db) == [(1, f"{winner}-1".encode())]
+
+
+def test_opening_waits_for_another_writer_instead_of_failing(tmp_path: Path) -> None:
+    # Switching a file to WAL needs an exclusive lock and SQLite does not wait for it
+    # on its own: a process opening the file while another one writes must still wait
+    # (up to busy_timeout), as it does for any write.
+    path = tmp_path / "busy.db"
+    other = _raw(path)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("CREATE TABLE someone_elses (x)")
+    outcome: dict[str, object] = {}
+
+    def open_it() -> None:
+        try:
+            backend = SQLiteBackend(path, busy_timeout=30)
+            outcome["head"] = asyncio.run(backend.head("a"))
+            asyncio.run(backend.close())
+        except Exception as exc:  # reported by the assertion below
+            outcome["error"] = exc
+
+    opener = threading.Thread(target=open_it)
+    opener.start()
+    threading.Event().wait(0.2)  # the other process holds its lock for a while
+    other.execute("COMMIT")
+    other.close()
+    opener.join(timeout=60)
+    assert outcome == {"head": 0}
 
 
 async def test_reopen_keeps_data_and_snapshots(tmp_path: Path) -> None:

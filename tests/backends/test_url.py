@@ -34,7 +34,9 @@ def test_sqlite_absolute_path_and_options(tmp_path: Path) -> None:
         _close(backend)
 
 
-def test_sqlite_relative_path_and_bare_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sqlite_relative_path_and_bare_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     rel = open_backend("sqlite:///rel.db")
     bare = open_backend("bare.db")

@@ -51,9 +51,7 @@ class CountingBackend(Backend):
         await self._enter("append")
         return await self.inner.append(request)
 
-    async def append_batch(
-        self, requests: Any
-    ) -> list[AppendResult | BaseException]:
+    async def append_batch(self, requests: Any) -> list[AppendResult | BaseException]:
         await self._enter("append_batch")
         return await self.inner.append_batch(requests)
 
@@ -113,14 +111,14 @@ class CountingBackend(Backend):
 
 
 async def wait_until(
-    check: Callable[[], Awaitable[bool]], *, timeout: float = 10.0, what: str = "condition"
+    check: Callable[[], Awaitable[bool]], *, within: float = 10.0, what: str = "condition"
 ) -> None:
-    """Poll ``check`` until it is true; fail after ``timeout`` seconds (a bound, not a delay)."""
+    """Poll ``check`` until it is true; fail after ``within`` seconds (a bound, not a delay)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + within
     while not await check():
         if loop.time() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+            pytest.fail(f"timed out after {within}s waiting for {what}")
         await asyncio.sleep(0.005)
 
 

@@ -17,8 +17,8 @@ from statekeeper import (
     ConflictError,
     IntegrityError,
     SerializationError,
-    StateStore,
     StatekeeperError,
+    StateStore,
 )
 from statekeeper.codec import Codec
 
@@ -37,11 +37,14 @@ BAD_VALUES: list[Any] = [
     pytest.param(2**64, "64-bit", id="int-too-big"),
     pytest.param(-(2**63) - 1, "64-bit", id="int-too-small"),
     pytest.param(b"raw bytes", "bytes", id="bytes"),
+    pytest.param("\ud800", "not valid Unicode", id="lone-surrogate"),
 ]
 
 
 def _chat(content: Any) -> dict[str, Any]:
-    return {"messages": [{"content": "a"}, {"content": "b"}, {"content": "c"}, {"content": content}]}
+    return {
+        "messages": [{"content": "a"}, {"content": "b"}, {"content": "c"}, {"content": content}]
+    }
 
 
 @pytest.mark.parametrize(("value", "problem"), BAD_VALUES)
@@ -265,23 +268,51 @@ async def test_a_missing_event_is_a_gap(db_url: str, open_store: Callable[..., S
     assert sorted((p.agent_id, p.seq) for p in report.problems) == [("beta", 6), ("gamma", 2)]
 
 
+def _forged_snapshot(agent_id: str, seq: int, data: dict[str, Any]) -> tuple[bytes, bytes]:
+    """A snapshot record with a valid checksum (as a buggy writer would store it)."""
+    body = {"fsm": None, "data": data, "v": 1, "created_at": 0.0, "updated_at": 0.0}
+    return Codec().encode(agent_id, seq, "snapshot", {**body, "entered": 0.0})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param({"note": "MARK-gamma-4", "n": 99, "owner": "gamma"}, id="other-value"),
+        pytest.param({"note": "MARK-gamma-4", "n": 4.0, "owner": "gamma"}, id="4.0-is-not-4"),
+    ],
+)
 async def test_a_snapshot_that_disagrees_with_the_events_is_reported(
-    db_url: str, open_store: Callable[..., StateStore]
+    db_url: str, open_store: Callable[..., StateStore], data: dict[str, Any]
 ) -> None:
     await _populate(db_url, open_store)
-    codec = Codec()
-    body = {"fsm": None, "data": {"owner": "gamma", "n": 99}, "v": 1, "created_at": 0.0,
-            "updated_at": 0.0, "entered": 0.0}
-    stored, tag = codec.encode("gamma", 4, "snapshot", body)
+    stored, tag = _forged_snapshot("gamma", 4, data)
     with closing(sqlite3.connect(_db(db_url))) as conn, conn:
         conn.execute(
-            "UPDATE sk_snapshots SET payload = ?, checksum = ? WHERE agent_id = 'gamma' AND seq = 4",
+            "UPDATE sk_snapshots SET payload = ?, checksum = ?"
+            " WHERE agent_id = 'gamma' AND seq = 4",
             (stored, tag),
         )
     store = open_store(db_url)
     report = await store.verify()
     assert [(p.agent_id, p.seq) for p in report.problems] == [("gamma", 4)]
     assert "snapshot differs" in report.problems[0].reason
+
+
+async def test_a_snapshot_past_the_end_of_the_stream_is_reported(
+    db_url: str, open_store: Callable[..., StateStore]
+) -> None:
+    await _populate(db_url, open_store)
+    stored, tag = _forged_snapshot("beta", 50, {"n": 50})
+    with closing(sqlite3.connect(_db(db_url))) as conn, conn:
+        conn.execute(
+            "INSERT INTO sk_snapshots(agent_id, seq, ts, payload, checksum)"
+            " VALUES ('beta', 50, 0.0, ?, ?)",
+            (stored, tag),
+        )
+    store = open_store(db_url)
+    assert (await store.load("beta")).seq == 6  # never used: it is above the head
+    report = await store.verify()
+    assert [(p.agent_id, p.seq) for p in report.problems] == [("beta", 50)]
 
 
 async def test_verify_on_a_clean_store(url: str, open_store: Callable[..., StateStore]) -> None:

@@ -130,3 +130,23 @@ async def test_concurrent_readers_catching_up_do_not_trip_over_each_other(
     snaps = await asyncio.gather(*(reader.load("a1") for _ in range(8)))
     assert {(s.seq, s.data["n"]) for s in snaps} == {(6, 5)}
     assert (await reader.load("a1")).seq == 6
+
+
+async def test_cache_sees_a_recreated_stream_at_the_same_seq(
+    db_url: str, open_store: Callable[..., StateStore]
+) -> None:
+    # The re-created stream reaches the seq this store has cached: the head alone
+    # looks unchanged, yet the cached state is from a stream that no longer exists.
+    mine = open_store(db_url)
+    theirs = open_store(db_url)
+    await mine.save("a1", {"old": True, "drop": 1})
+    await mine.save("a1", {"old": True})
+    await theirs.delete("a1")
+    await theirs.save("a1", {"new": True})
+    await theirs.save("a1", {"new": True, "n": 2})
+    assert (await mine.load("a1")).data == {"new": True, "n": 2}
+    # and a write from the stale side is a diff against the new stream, not the old one
+    await mine.save("a1", {"new": True, "n": 3})
+    async with StateStore(db_url) as fresh:
+        assert (await fresh.load("a1")).data == {"new": True, "n": 3}
+        assert (await fresh.verify()).ok

@@ -4,11 +4,15 @@ concurrent writes, ``async`` buffers writes and flushes them by size and by inte
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from statekeeper import ConflictError, StateStore, WriteBufferError
+from statekeeper import BackendError, ConflictError, StateStore, WriteBufferError
 from statekeeper.backends import MemoryBackend, SQLiteBackend
 from statekeeper.records import AppendResult
 
@@ -203,7 +207,10 @@ async def test_async_idempotent_retry_inside_the_buffer(
     op = [{"op": "add", "path": "/steps/-", "value": "pay"}]
     first = await store.append("a1", "step", ops=op, idempotency_key="pay-1")
     retry = await store.append("a1", "step", ops=op, idempotency_key="pay-1")
-    assert retry.duplicate and (retry.first_seq, retry.last_seq) == (first.first_seq, first.last_seq)
+    assert retry.duplicate and (retry.first_seq, retry.last_seq) == (
+        first.first_seq,
+        first.last_seq,
+    )
     await store.append("a1", "step", ops=[{"op": "add", "path": "/steps/-", "value": "ship"}])
     await store.flush()  # nothing was lost to the retry
     assert (await StateStore(backend).load("a1")).data == {"steps": ["pay", "ship"]}
@@ -288,3 +295,102 @@ async def test_async_failed_write_drops_only_its_own_agent(
     assert await backend.lookup_key("a1", "note-1") is None  # dropped, not misplaced
     assert (await theirs.load("a1")).data == {"n": 1}
     assert (await theirs.load("b1")).data == {"n": 1}
+
+
+class GatedBackend(CountingBackend):
+    """Holds every ``append_batch`` until the test opens the gate, so writes can be
+    buffered while a flush is in flight."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryBackend())
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def append_batch(self, requests: Any) -> list[AppendResult | BaseException]:
+        self.entered.set()
+        await self.gate.wait()
+        return await super().append_batch(requests)
+
+
+async def test_async_writes_buffered_during_a_failing_flush_are_dropped_too(
+    open_store: Callable[..., StateStore],
+) -> None:
+    backend = GatedBackend()
+    mine = open_store(backend, durability="async", flush_size=1000, flush_interval=3600)
+    theirs = open_store(backend.inner)
+    await theirs.save("a1", {"n": 0, "theirs": True})
+    await mine.save("a1", {"n": 1})  # buffered as seq 2, on top of seq 1
+    await theirs.save("a1", {"n": "theirs", "theirs": True})  # takes seq 2 first
+    flushing = asyncio.create_task(mine.flush())
+    await backend.entered.wait()  # the doomed batch is in flight...
+    await mine.save("a1", {"n": 2})  # ...and this one, built on it, expects seq 2
+    backend.gate.set()
+    with pytest.raises(WriteBufferError):
+        await flushing
+    await mine.flush()
+    # nothing built on the failed write may land on the other writer's state
+    assert await backend.inner.head("a1") == 2
+    assert (await theirs.load("a1")).data == {"n": "theirs", "theirs": True}
+    assert (await mine.load("a1")).data == {"n": "theirs", "theirs": True}
+
+
+async def test_group_commit_failure_reaches_every_caller_and_writes_nothing(
+    tmp_path: Path, open_store: Callable[..., StateStore]
+) -> None:
+    path = tmp_path / "locked.db"
+    store = open_store(f"sqlite:///{path}?busy_timeout=0.05", durability="group")
+    for name in "abc":
+        await store.save(name, {"n": 0})
+    with closing(sqlite3.connect(path, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        results = await asyncio.gather(
+            *(store.save(name, {"n": 1}) for name in "abc"), return_exceptions=True
+        )
+        other.execute("ROLLBACK")
+    assert all(isinstance(r, BackendError) for r in results), results
+    assert [(await store.load(name)).data for name in "abc"] == [{"n": 0}] * 3
+    results = await asyncio.gather(*(store.save(name, {"n": 2}) for name in "abc"))
+    assert [r.last_seq for r in results] == [2, 2, 2]
+
+
+async def test_group_commit_of_a_cancelled_caller_still_stands(
+    open_store: Callable[..., StateStore],
+) -> None:
+    backend = GatedBackend()
+    store = open_store(backend, durability="group")
+    saving = asyncio.create_task(store.save("a1", {"n": 1}))
+    await backend.entered.wait()  # the commit is on its way
+    saving.cancel()
+    backend.gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await saving
+    await store.flush()  # waits for the commit the caller left behind
+    assert await backend.inner.head("a1") == 1
+    assert (await store.load("a1")).data == {"n": 1}
+    assert (await store.save("a1", {"n": 2})).last_seq == 2
+
+
+async def test_async_backend_failure_is_reported_and_the_store_recovers(
+    tmp_path: Path, open_store: Callable[..., StateStore]
+) -> None:
+    path = tmp_path / "locked.db"
+    url = f"sqlite:///{path}?busy_timeout=0.05"
+    store = open_store(url, durability="async", flush_size=1000, flush_interval=3600)
+    await store.save("a1", {"n": 0})
+    await store.flush()
+    await store.save("a1", {"n": 1})
+    await store.save("b1", {"n": 1})
+    with closing(sqlite3.connect(path, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(WriteBufferError) as info:
+            await store.flush()
+        other.execute("ROLLBACK")
+    assert set(info.value.failures) == {"a1", "b1"}
+    assert all(isinstance(e, BackendError) for e in info.value.failures.values())
+    # the lost writes are not served from memory, and new ones go through
+    assert (await store.load("a1")).data == {"n": 0}
+    assert await store.get("b1") is None
+    await store.save("a1", {"n": 2})
+    await store.flush()
+    async with StateStore(url) as fresh:
+        assert (await fresh.load("a1")).data == {"n": 2}

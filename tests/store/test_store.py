@@ -13,6 +13,7 @@ from statekeeper import (
     ConflictError,
     PatchError,
     StateStore,
+    StoreClosed,
 )
 from statekeeper.backends import MemoryBackend
 from statekeeper.records import AppendResult, EventKind
@@ -151,7 +152,11 @@ async def test_append_records_info_ops_and_fsm(store: StateStore, clock: FakeClo
     assert event.idempotency_key == "step-1"
     assert event.schema_version == 2
     snap = await store.load("a1")
-    assert (snap.data, snap.fsm_state, snap.schema_version) == ({"calls": ["search"]}, "tool_call", 2)
+    assert (snap.data, snap.fsm_state, snap.schema_version) == (
+        {"calls": ["search"]},
+        "tool_call",
+        2,
+    )
     assert snap.state_entered_at == clock.now
 
 
@@ -342,11 +347,12 @@ async def test_snapshot_plus_tail_equals_full_replay(
 ) -> None:
     with_snaps = open_store(url, snapshot_every=3, clock=clock)
     plain = open_store("memory://", snapshot_every=10_000, clock=clock)
-    doc: dict[str, object] = {"messages": [], "meta": {"turn": 0}}
+    messages: list[str] = []
     for i in range(25):
-        doc = {"messages": [*doc["messages"], f"m{i}"], "meta": {"turn": i, "odd": i % 2 == 1}}  # type: ignore[misc]
+        messages = [*messages, f"m{i}"]
         if i % 4 == 3:
-            doc["messages"] = doc["messages"][1:]  # type: ignore[index]
+            messages = messages[1:]  # not only appends: the list also loses its head
+        doc = {"messages": messages, "meta": {"turn": i, "odd": i % 2 == 1}}
         for s in (with_snaps, plain):
             await s.save("a1", doc, fsm_state=f"s{i % 3}")
         clock.advance()
@@ -463,8 +469,6 @@ async def test_delete(store: StateStore) -> None:
 
 
 async def test_closed_store_refuses_calls(url: str) -> None:
-    from statekeeper import StoreClosed
-
     store = StateStore(url)
     await store.save("a1", {"n": 1})
     await store.close()
@@ -502,8 +506,14 @@ async def test_default_url_comes_from_the_environment(
         {"durability": "eventually"},
         {"durability": "async", "flush_size": 0},
         {"durability": "async", "flush_interval": 0},
+        {"cache_size": -1},
+        {"write_retries": -1},
     ],
 )
-def test_bad_options(options: dict[str, object]) -> None:
+def test_bad_options_are_refused_before_anything_is_written(
+    options: dict[str, object], tmp_path: Path
+) -> None:
+    path = tmp_path / "never.db"
     with pytest.raises(ConfigurationError):
-        StateStore("memory://", **options)  # type: ignore[arg-type]
+        StateStore(f"sqlite:///{path}", **options)  # type: ignore[arg-type]
+    assert not path.exists()

@@ -16,9 +16,11 @@
   ``PRIMARY KEY (agent_id, seq)`` on ``sk_events`` backs it up. Row locks make two
   writers of one agent serialise in the database; writers of different agents never
   wait for each other — there is no process-wide lock.
-* :meth:`PostgresBackend.append_batch` runs many ``sk_append`` calls in ONE
-  transaction, pipelined (one network round trip and one commit for the batch). A
-  request that conflicts writes nothing and does not disturb the others.
+* :meth:`PostgresBackend.append_batch` sends the whole batch as ONE statement
+  (``sk_append_batch``: one round trip, one transaction, one commit — the store's
+  ``group`` durability mode). A request that conflicts writes nothing and does not
+  disturb the others; if a constraint fires, the batch is rolled back and its requests
+  are applied one by one, so only the faulty one fails.
 * Broken connections (server restart, ``pg_terminate_backend``, network cut) are
   detected when a connection is taken from the pool and replaced. An operation that
   fails on a lost connection is retried until ``retry_timeout``: reads always; an
@@ -163,6 +165,57 @@ $fn$;
     ),
 ]
 
+MIGRATIONS.append(
+    (
+        2,
+        "sk_append1: one-event appends with scalar arguments",
+        """
+CREATE FUNCTION {s}.sk_append1(
+    p_agent text, p_expected bigint, p_seq bigint, p_kind text, p_ts float8,
+    p_payload bytea, p_checksum bytea, p_key text,
+    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
+    OUT status int, OUT a bigint, OUT b bigint)
+LANGUAGE sql AS $fn$
+    SELECT * FROM {s}.sk_append(p_agent, p_expected, ARRAY[p_seq], ARRAY[p_kind],
+        ARRAY[p_ts], ARRAY[p_payload], ARRAY[p_checksum], p_key,
+        p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum)
+$fn$;
+""",
+    )
+)
+
+MIGRATIONS.append(
+    (
+        3,
+        "sk_append_batch: many appends in one statement (group commit)",
+        """
+CREATE FUNCTION {s}.sk_append_batch(
+    p_agents text[], p_expected bigint[], p_counts int[], p_keys text[],
+    p_snap_seq bigint[], p_snap_ts float8[], p_snap_payload bytea[], p_snap_checksum bytea[],
+    p_seqs bigint[], p_kinds text[], p_ts float8[], p_payloads bytea[], p_checksums bytea[])
+RETURNS TABLE (idx int, status int, a bigint, b bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    off int := 0;
+    n int;
+    r record;
+BEGIN
+    FOR i IN 1 .. cardinality(p_agents) LOOP
+        n := p_counts[i];
+        SELECT * INTO r FROM {s}.sk_append(p_agents[i], p_expected[i],
+            p_seqs[off + 1 : off + n], p_kinds[off + 1 : off + n], p_ts[off + 1 : off + n],
+            p_payloads[off + 1 : off + n], p_checksums[off + 1 : off + n], p_keys[i],
+            p_snap_seq[i], p_snap_ts[i], p_snap_payload[i], p_snap_checksum[i]);
+        idx := i; status := r.status; a := r.a; b := r.b;
+        RETURN NEXT;
+        off := off + n;
+    END LOOP;
+END
+$fn$;
+""",
+    )
+)
+
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 _APPEND = (
@@ -172,10 +225,25 @@ _APPEND = (
 )
 _QUERIES: dict[str, str] = {
     "append": _APPEND,
+    "append_batch": "SELECT idx, status, a, b FROM {s}.sk_append_batch(%s::text[],"
+    " %s::bigint[], %s::int[], %s::text[], %s::bigint[], %s::float8[], %s::bytea[],"
+    " %s::bytea[], %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[])"
+    " ORDER BY idx",
+    # the store appends one event at a time: scalar arguments spare the array encoding
+    "append1": "SELECT status, a, b FROM {s}.sk_append1(%s, %s, %s::bigint, %s::text,"
+    " %s::float8, %s::bytea, %s::bytea, %s::text, %s::bigint, %s::float8, %s::bytea, %s::bytea)",
     "key": "SELECT first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s AND key = %s",
+    "keys": "SELECT key, first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s"
+    " ORDER BY first_seq",
     "head": "SELECT head_seq FROM {s}.sk_agents WHERE agent_id = %s",
     "read": "SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events"
     " WHERE agent_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s",
+    "read_many": "SELECT q.i, e.seq, e.kind, e.ts, e.payload, e.checksum"
+    " FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::bigint[])"
+    " WITH ORDINALITY AS q(agent_id, after_seq, to_seq, lim, i)"
+    " CROSS JOIN LATERAL (SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events"
+    " WHERE agent_id = q.agent_id AND seq > q.after_seq AND seq <= q.to_seq"
+    " ORDER BY seq LIMIT q.lim) e ORDER BY q.i, e.seq",
     "seq_at": "SELECT max(seq) FROM {s}.sk_events WHERE agent_id = %s AND ts <= %s",
     "snap_latest": "SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots"
     " WHERE agent_id = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
@@ -294,8 +362,7 @@ class PostgresBackend(Backend):
         self.retry_timeout = retry_timeout
         ident = sql.Identifier(schema)
         self._sql: dict[str, bytes] = {
-            name: sql.SQL(text).format(s=ident).as_bytes(None)  # type: ignore[arg-type]
-            for name, text in _QUERIES.items()
+            name: sql.SQL(text).format(s=ident).as_bytes(None) for name, text in _QUERIES.items()
         }
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             dsn,
@@ -310,6 +377,10 @@ class PostgresBackend(Backend):
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
         self._closed = False
+        # read coalescing (see :meth:`read`)
+        self._reading = False
+        self._read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]] = []
+        self._read_runner: asyncio.Task[None] | None = None
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> PostgresBackend:
@@ -373,10 +444,11 @@ class PostgresBackend(Backend):
                 if version in applied:
                     continue
                 logger.info("applying migration %d (%s) to %s", version, label, self.schema)
-                await conn.execute(sql.SQL(body).format(s=ident))  # type: ignore[arg-type]
+                await conn.execute(sql.SQL(body).format(s=ident))
                 await conn.execute(
-                    sql.SQL("INSERT INTO {s}.sk_migrations (version, name) VALUES (%s, %s)")
-                    .format(s=ident),
+                    sql.SQL("INSERT INTO {s}.sk_migrations (version, name) VALUES (%s, %s)").format(
+                        s=ident
+                    ),
                     (version, label),
                 )
 
@@ -384,6 +456,27 @@ class PostgresBackend(Backend):
         """The migration versions applied to this schema."""
         rows = await self._query("migrations", ())
         return [int(r[0]) for r in rows]
+
+    async def drop_all(self) -> None:
+        """Delete everything this backend stored: its schema (or, in ``public``, only
+        statekeeper's tables and function). For tests and benchmarks; irreversible."""
+        ident = sql.Identifier(self.schema)
+
+        async def op() -> None:
+            async with self._pool.connection() as conn:
+                if self.schema == "public":
+                    await conn.execute(
+                        "DROP TABLE IF EXISTS public.sk_agents, public.sk_events,"
+                        " public.sk_snapshots, public.sk_idempotency, public.sk_migrations"
+                    )
+                    await conn.execute("DROP FUNCTION IF EXISTS public.sk_append")
+                else:
+                    await conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {s} CASCADE").format(s=ident))
+
+        self._check_open()
+        await self._pool.open(wait=False)
+        await self._retrying("drop_all", op)
+        self._opened = False
 
     def _check_open(self) -> None:
         if self._closed:
@@ -433,11 +526,22 @@ class PostgresBackend(Backend):
 
     # -- appends -------------------------------------------------------------------
 
-    @staticmethod
-    def _params(request: AppendRequest) -> tuple[Any, ...]:
+    def _statement(self, request: AppendRequest) -> tuple[bytes, tuple[Any, ...]]:
+        """The ``sk_append`` (or, for one event, ``sk_append1``) call for ``request``."""
         events = request.events
         snap = request.snapshot
-        return (
+        tail = (
+            request.idempotency_key,
+            snap.seq if snap is not None else None,
+            snap.timestamp if snap is not None else None,
+            snap.payload if snap is not None else None,
+            snap.checksum if snap is not None else None,
+        )
+        if len(events) == 1:
+            e = events[0]
+            one = (request.agent_id, request.expected_seq, e.seq, e.kind, e.timestamp)
+            return self._sql["append1"], (*one, e.payload, e.checksum, *tail)
+        return self._sql["append"], (
             request.agent_id,
             request.expected_seq,
             [e.seq for e in events],
@@ -445,11 +549,7 @@ class PostgresBackend(Backend):
             [e.timestamp for e in events],
             [e.payload for e in events],
             [e.checksum for e in events],
-            request.idempotency_key,
-            snap.seq if snap is not None else None,
-            snap.timestamp if snap is not None else None,
-            snap.payload if snap is not None else None,
-            snap.checksum if snap is not None else None,
+            *tail,
         )
 
     @staticmethod
@@ -463,8 +563,8 @@ class PostgresBackend(Backend):
 
     async def _append_once(self, request: AppendRequest) -> tuple[Any, ...]:
         async with self._pool.connection() as conn:
-            cur = await conn.execute(self._sql["append"], self._params(request))
-            row = await cur.fetchone()
+            cur = await conn.execute(*self._statement(request))
+            row: tuple[Any, ...] | None = await cur.fetchone()
         assert row is not None
         return row
 
@@ -523,19 +623,30 @@ class PostgresBackend(Backend):
         return [r if r is not None else BackendError("not attempted") for r in out]
 
     async def _batch_once(self, requests: Sequence[AppendRequest]) -> list[tuple[Any, ...]]:
-        async with self._pool.connection() as conn, conn.transaction():
-            cur = conn.cursor()
-            await cur.executemany(
-                self._sql["append"], [self._params(r) for r in requests], returning=True
-            )
-            rows: list[tuple[Any, ...]] = []
-            while True:
-                row = await cur.fetchone()
-                assert row is not None
-                rows.append(row)
-                if not cur.nextset():
-                    break
-        return rows
+        """Every request in ONE ``sk_append_batch`` statement: one round trip, one commit."""
+        snaps = [r.snapshot for r in requests]
+        events = [e for r in requests for e in r.events]
+        params = (
+            [r.agent_id for r in requests],
+            [r.expected_seq for r in requests],
+            [len(r.events) for r in requests],
+            [r.idempotency_key for r in requests],
+            [s.seq if s is not None else None for s in snaps],
+            [s.timestamp if s is not None else None for s in snaps],
+            [s.payload if s is not None else None for s in snaps],
+            [s.checksum if s is not None else None for s in snaps],
+            [e.seq for e in events],
+            [e.kind for e in events],
+            [e.timestamp for e in events],
+            [e.payload for e in events],
+            [e.checksum for e in events],
+        )
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(self._sql["append_batch"], params)
+            rows = await cur.fetchall()
+        if len(rows) != len(requests):
+            raise psycopg.DataError(f"sk_append_batch answered {len(rows)} of {len(requests)}")
+        return [tuple(row[1:]) for row in rows]
 
     async def _recover(self, request: AppendRequest, exc: psycopg.Error) -> AppendResult:
         """Settle an append whose outcome is unknown (its connection failed).
@@ -648,6 +759,11 @@ class PostgresBackend(Backend):
             return None
         return AppendResult(agent_id, int(rows[0][0]), int(rows[0][1]), duplicate=True)
 
+    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
+        """Every idempotency key of the agent as ``(key, first_seq, last_seq)``."""
+        rows = await self._query("keys", (agent_id,))
+        return [(r[0], int(r[1]), int(r[2])) for r in rows]
+
     async def head(self, agent_id: str) -> int:
         rows = await self._query("head", (agent_id,))
         return int(rows[0][0]) if rows else 0
@@ -659,19 +775,57 @@ class PostgresBackend(Backend):
         to_seq: int | None = None,
         limit: int | None = None,
     ) -> list[RawEvent]:
+        """Events of one agent. Reads issued while another read is in flight are sent
+        together in one statement (like group commit, for reads): concurrent agents
+        validating their heads cost one round trip, not one each."""
+        self._check_open()
         if limit is not None and limit <= 0:
-            self._check_open()
             return []
-        rows = await self._query(
-            "read",
-            (
-                agent_id,
-                after_seq,
-                _NO_LIMIT if to_seq is None else to_seq,
-                _NO_LIMIT if limit is None else limit,
-            ),
+        args = (
+            agent_id,
+            after_seq,
+            _NO_LIMIT if to_seq is None else to_seq,
+            _NO_LIMIT if limit is None else limit,
         )
+        if self._reading:
+            future: asyncio.Future[list[RawEvent]] = asyncio.get_running_loop().create_future()
+            self._read_queue.append((args, future))
+            return await future
+        self._reading = True
+        try:
+            rows = await self._query("read", args)
+        finally:
+            if self._read_queue:
+                self._read_runner = asyncio.get_running_loop().create_task(self._read_drain())
+            else:
+                self._reading = False
         return [RawEvent(int(r[0]), r[1], float(r[2]), bytes(r[3]), bytes(r[4])) for r in rows]
+
+    async def _read_drain(self) -> None:
+        """Serve queued reads, many per statement, until none is left."""
+        try:
+            while self._read_queue:
+                batch, self._read_queue = self._read_queue[:512], self._read_queue[512:]
+                columns = list(zip(*(args for args, _ in batch), strict=True))
+                try:
+                    rows = await self._query("read_many", [list(c) for c in columns])
+                except BaseException as exc:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                results: list[list[RawEvent]] = [[] for _ in batch]
+                for r in rows:
+                    results[int(r[0]) - 1].append(
+                        RawEvent(int(r[1]), r[2], float(r[3]), bytes(r[4]), bytes(r[5]))
+                    )
+                for (_, future), events in zip(batch, results, strict=True):
+                    if not future.done():
+                        future.set_result(events)
+        finally:
+            self._reading = False
 
     async def seq_at(self, agent_id: str, timestamp: float) -> int:
         rows = await self._query("seq_at", (agent_id, timestamp))

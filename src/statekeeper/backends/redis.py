@@ -120,7 +120,10 @@ if #fields > 0 then redis.call('HSET', h, unpack(fields)) end
 -- the head moves in one command together with the key (and the creation stamp)
 local meta = {'h', fmt(last), 'u', ARGV[6]}
 if expected == 0 then meta[#meta + 1] = 'c'; meta[#meta + 1] = ARGV[5] end
-if key ~= '' then meta[#meta + 1] = 'k:' .. key; meta[#meta + 1] = fmt(expected + 1) .. ':' .. fmt(last) end
+if key ~= '' then
+  meta[#meta + 1] = 'k:' .. key
+  meta[#meta + 1] = fmt(expected + 1) .. ':' .. fmt(last)
+end
 redis.call('HSET', h, unpack(meta))
 if ARGV[7] ~= '0' then
   redis.call('HSET', h, 's:' .. ARGV[7], ARGV[8])
@@ -502,7 +505,7 @@ class RedisBackend(Backend):
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         h, sz = self._keys(agent_id)
-        args = [str(snapshot.seq), _pack_snapshot(snapshot), self._ttl_ms]
+        args: list[bytes | str] = [str(snapshot.seq), _pack_snapshot(snapshot), self._ttl_ms]
 
         async def op() -> Any:
             return await self._save_snapshot_script(keys=[h, sz], args=args)
@@ -515,9 +518,7 @@ class RedisBackend(Backend):
         h, sz = self._keys(agent_id)
 
         async def op() -> Any:
-            return await self._delete_script(
-                keys=[h, sz, self._index], args=[agent_id.encode()]
-            )
+            return await self._delete_script(keys=[h, sz, self._index], args=[agent_id.encode()])
 
         return bool(await self._retrying("delete_agent", op))
 
@@ -533,6 +534,27 @@ class RedisBackend(Backend):
 
         return bool(await self._retrying("set_ttl", op))
 
+    async def drop_all(self) -> int:
+        """Delete every key under this backend's prefix (tests, benchmarks); returns
+        how many. Refused with an empty prefix, which would mean the whole database."""
+        if not self.prefix:
+            raise ConfigurationError("drop_all needs a non-empty prefix")
+        pattern = b"".join(b"\\" + bytes([c]) if c in b"*?[]\\" else bytes([c]) for c in self._pfx)
+
+        async def op() -> int:
+            deleted = 0
+            batch: list[bytes] = []
+            async for key in self._client.scan_iter(match=pattern + b"*", count=1000):
+                batch.append(key)
+                if len(batch) >= 500:
+                    deleted += await self._client.delete(*batch)
+                    batch = []
+            if batch:
+                deleted += await self._client.delete(*batch)
+            return deleted
+
+        return await self._retrying("drop_all", op)
+
     # -- reads -----------------------------------------------------------------------
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
@@ -546,6 +568,19 @@ class RedisBackend(Backend):
             return None
         first, last = bytes(value).split(b":")
         return AppendResult(agent_id, int(first), int(last), duplicate=True)
+
+    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
+        """Every idempotency key of the agent as ``(key, first_seq, last_seq)``."""
+        h, _ = self._keys(agent_id)
+
+        async def op() -> list[tuple[str, int, int]]:
+            out = []
+            async for field, value in self._client.hscan_iter(h, match=b"k:*", count=1000):
+                first, last = bytes(value).split(b":")
+                out.append((bytes(field)[2:].decode(), int(first), int(last)))
+            return sorted(out, key=lambda k: k[1])
+
+        return await self._retrying("idempotency_keys", op)
 
     async def head(self, agent_id: str) -> int:
         h, _ = self._keys(agent_id)
@@ -612,7 +647,12 @@ class RedisBackend(Backend):
             low = b"(" + after.encode() if after is not None else b"-"
             while len(out) < limit:
                 want = limit - len(out)
-                ids = await self._client.zrangebylex(self._index, low, b"+", start=0, num=want)
+                ids: list[bytes] = [
+                    i if isinstance(i, bytes) else i.encode()
+                    for i in await self._client.zrangebylex(
+                        self._index, low, b"+", start=0, num=want
+                    )
+                ]
                 if not ids:
                     break
                 async with self._client.pipeline(transaction=False) as pipe:
@@ -624,12 +664,12 @@ class RedisBackend(Backend):
                     if h is None:  # expired (TTL): drop it from the index
                         stale.append(raw)
                         continue
-                    out.append(AgentInfo(bytes(raw).decode(), int(h), float(c), float(u)))
+                    out.append(AgentInfo(raw.decode(), int(h), float(c), float(u)))
                 if stale:
                     await self._client.zrem(self._index, *stale)
                 if len(ids) < want:
                     break
-                low = b"(" + bytes(ids[-1])
+                low = b"(" + ids[-1]
             return out
 
         if limit <= 0:

@@ -39,7 +39,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from ..errors import (
     BackendError,
@@ -53,9 +53,9 @@ from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnaps
 from .base import Backend, Health, validate_request
 
 try:
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import BotoCoreError, ClientError
+    import boto3  # type: ignore[import-untyped]
+    from botocore.config import Config  # type: ignore[import-untyped]
+    from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise BackendUnavailable("the S3 backend needs boto3: pip install 'statekeeper[s3]'") from exc
 
@@ -116,6 +116,15 @@ def _decode_events(agent_id: str, blob: bytes) -> list[RawEvent]:
     return out
 
 
+def _key_body(first: int, last: int, key: str | None) -> bytes:
+    return b"%d:%d:" % (first, last) + (key.encode() if key is not None else b"")
+
+
+def _key_range(body: bytes) -> tuple[int, int]:
+    first, last, _ = body.split(b":", 2)
+    return int(first), int(last)
+
+
 def _code(exc: ClientError) -> str:
     error = exc.response.get("Error", {})
     return str(error.get("Code", "")) or str(
@@ -173,6 +182,7 @@ class S3Backend(Backend):
         except (BotoCoreError, ValueError) as exc:
             raise ConfigurationError(f"cannot build an S3 client: {exc}") from exc
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sk-s3")
+        self._wave = max_workers
         self._ready = False
         self._closed = False
 
@@ -330,8 +340,8 @@ class S3Backend(Backend):
         if key_hash is not None:
             found = self._get(root + "k/" + key_hash)
             if found is not None:
-                a, b = found[0].split(b":")
-                return AppendResult(agent_id, int(a), int(b), duplicate=True)
+                a, b = _key_range(found[0])
+                return AppendResult(agent_id, a, b, duplicate=True)
         commits, meta = self._tip(agent_id)
         if meta is not None:
             previous = meta.get("key")
@@ -339,14 +349,25 @@ class S3Backend(Backend):
                 if previous == key_hash:
                     return AppendResult(agent_id, commits[-1], int(meta["last"]), True)
                 # the key object of the newest commit may be missing after a crash
-                self._put_new(root + "k/" + previous, b"%d:%s" % (commits[-1], meta["last"].encode()))
+                name = unquote(meta.get("keyname", ""))
+                self._put_new(
+                    root + "k/" + previous,
+                    _key_body(commits[-1], int(meta["last"]), name or None),
+                )
         head = int(meta["last"]) if meta is not None else 0
         if head != request.expected_seq:
             raise ConflictError(agent_id, request.expected_seq, head)
         created = meta["created"] if meta is not None else repr(request.events[0].timestamp)
-        metadata = {"last": str(last), "created": created, "updated": repr(request.events[-1].timestamp)}
-        if key_hash is not None:
+        metadata = {
+            "last": str(last),
+            "created": created,
+            "updated": repr(request.events[-1].timestamp),
+        }
+        if key is not None and key_hash is not None:
             metadata["key"] = key_hash
+            quoted = quote(key, safe="")
+            if len(quoted) <= 1024:  # S3 metadata is ASCII and at most 2 KB
+                metadata["keyname"] = quoted
         body = _encode_events(request.events)
         commit_key = root + "e/" + self._seq_name(first)
         with _commit_lock(self.endpoint_url or "", self.bucket, commit_key):
@@ -359,7 +380,7 @@ class S3Backend(Backend):
                     return AppendResult(agent_id, first, int(stored[1]["last"]), True)
                 raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
         if key_hash is not None:
-            self._put_new(root + "k/" + key_hash, b"%d:%d" % (first, last))
+            self._put_new(root + "k/" + key_hash, _key_body(first, last, key))
         if request.snapshot is not None:
             self._put_snapshot(agent_id, request.snapshot)
         return AppendResult(agent_id, first, last)
@@ -409,6 +430,23 @@ class S3Backend(Backend):
     async def delete_agent(self, agent_id: str) -> bool:
         return await self._run(self._delete_sync, agent_id)
 
+    def _drop_all_sync(self, delete_bucket: bool) -> int:
+        keys = self._list(self._root)
+        for i in range(0, len(keys), 1000):
+            self._s3.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
+            )
+        if delete_bucket:
+            self._s3.delete_bucket(Bucket=self.bucket)
+            self._ready = False
+        return len(keys)
+
+    async def drop_all(self, *, delete_bucket: bool = False) -> int:
+        """Delete every object under this backend's prefix (tests, benchmarks), and the
+        bucket too when asked (it must then hold nothing else). Returns how many."""
+        return await self._run(self._drop_all_sync, delete_bucket)
+
     # -- reads ------------------------------------------------------------------------
 
     def _lookup_sync(self, agent_id: str, key: str) -> AppendResult | None:
@@ -416,8 +454,8 @@ class S3Backend(Backend):
         key_hash = self._key_hash(key)
         found = self._get(root + "k/" + key_hash)
         if found is not None:
-            a, b = found[0].split(b":")
-            return AppendResult(agent_id, int(a), int(b), duplicate=True)
+            a, b = _key_range(found[0])
+            return AppendResult(agent_id, a, b, duplicate=True)
         commits, meta = self._tip(agent_id)
         if meta is not None and meta.get("key") == key_hash:
             return AppendResult(agent_id, commits[-1], int(meta["last"]), duplicate=True)
@@ -425,6 +463,27 @@ class S3Backend(Backend):
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
         return await self._run(self._lookup_sync, agent_id, key)
+
+    def _keys_sync(self, agent_id: str) -> list[tuple[str, int, int]]:
+        root = self._agent_root(agent_id) + "k/"
+        out: list[tuple[str, int, int]] = []
+        for name in self._list(root):
+            found = self._get(name)
+            if found is None:
+                continue
+            first, last, raw = found[0].split(b":", 2)
+            if raw:
+                out.append((raw.decode(), int(first), int(last)))
+        commits, meta = self._tip(agent_id)
+        if meta is not None and meta.get("keyname"):
+            name = unquote(meta["keyname"])
+            if all(k != name for k, _, _ in out):
+                out.append((name, commits[-1], int(meta["last"])))
+        return sorted(out, key=lambda k: k[1])
+
+    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
+        """Every idempotency key of the agent as ``(key, first_seq, last_seq)``."""
+        return await self._run(self._keys_sync, agent_id)
 
     async def head(self, agent_id: str) -> int:
         return await self._run(self._head_sync, agent_id)
@@ -435,29 +494,6 @@ class S3Backend(Backend):
             raise IntegrityError(agent_id, first, "commit object vanished while reading")
         return _decode_events(agent_id, found[0])
 
-    def _read_sync(
-        self, agent_id: str, after_seq: int, to_seq: int | None, limit: int | None
-    ) -> list[RawEvent]:
-        if limit is not None and limit <= 0:
-            return []
-        if to_seq is not None and to_seq <= after_seq:
-            return []
-        commits = self._commits(agent_id)
-        out: list[RawEvent] = []
-        for i, first in enumerate(commits):
-            nxt = commits[i + 1] if i + 1 < len(commits) else None
-            if nxt is not None and nxt - 1 <= after_seq:
-                continue  # entirely at or before after_seq
-            if to_seq is not None and first > to_seq:
-                break
-            for e in self._commit_events(agent_id, first):
-                if e.seq <= after_seq or (to_seq is not None and e.seq > to_seq):
-                    continue
-                out.append(e)
-                if limit is not None and len(out) >= limit:
-                    return out
-        return out
-
     async def read(
         self,
         agent_id: str,
@@ -465,7 +501,32 @@ class S3Backend(Backend):
         to_seq: int | None = None,
         limit: int | None = None,
     ) -> list[RawEvent]:
-        return await self._run(self._read_sync, agent_id, after_seq, to_seq, limit)
+        self._check_open()
+        if (limit is not None and limit <= 0) or (to_seq is not None and to_seq <= after_seq):
+            return []
+        commits = await self._run(self._commits, agent_id)
+        wanted = []
+        for i, first in enumerate(commits):
+            nxt = commits[i + 1] if i + 1 < len(commits) else None
+            if nxt is not None and nxt - 1 <= after_seq:
+                continue  # entirely at or before after_seq
+            if to_seq is not None and first > to_seq:
+                break
+            wanted.append(first)
+        out: list[RawEvent] = []
+        for start in range(0, len(wanted), self._wave):  # commits fetched in parallel
+            chunk = wanted[start : start + self._wave]
+            bodies = await asyncio.gather(
+                *(self._run(self._commit_events, agent_id, first) for first in chunk)
+            )
+            for events in bodies:
+                for e in events:
+                    if e.seq <= after_seq or (to_seq is not None and e.seq > to_seq):
+                        continue
+                    out.append(e)
+                    if limit is not None and len(out) >= limit:
+                        return out
+        return out
 
     def _seq_at_sync(self, agent_id: str, timestamp: float) -> int:
         for first in reversed(self._commits(agent_id)):
@@ -523,7 +584,9 @@ class S3Backend(Backend):
         _, meta = self._tip(agent_id)
         if meta is None:
             return None
-        return AgentInfo(agent_id, int(meta["last"]), float(meta["created"]), float(meta["updated"]))
+        return AgentInfo(
+            agent_id, int(meta["last"]), float(meta["created"]), float(meta["updated"])
+        )
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         out: list[AgentInfo] = []

@@ -20,6 +20,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -134,11 +135,36 @@ class SQLiteBackend(Backend):
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         return conn
 
+    def _enable_wal(self, conn: sqlite3.Connection) -> str:
+        """Switch to WAL. Switching needs an exclusive lock, and SQLite answers "locked"
+        at once, without its busy handler, while another process holds the write lock
+        (for instance creating the schema of the same new file): so retry, within the
+        busy timeout, like any other writer waits."""
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.001
+        while True:
+            try:
+                return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
     def _open_writer(self) -> None:
         with _translated(self.path):
             conn = self._connect()
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
+        try:
+            self._init_writer(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._writer = conn
+
+    def _init_writer(self, conn: sqlite3.Connection) -> None:
+        with _translated(self.path):
+            mode = self._enable_wal(conn)
+            if mode.lower() != "wal":
                 raise BackendError(f"{self.path}: cannot enable WAL (journal_mode={mode})")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("BEGIN IMMEDIATE")
@@ -158,7 +184,6 @@ class SQLiteBackend(Backend):
                     f"{SCHEMA_VERSION}: upgrade statekeeper"
                 )
             conn.execute("COMMIT")
-            self._writer = conn
 
     def _reader(self) -> sqlite3.Connection:
         if self._closed:
@@ -182,7 +207,7 @@ class SQLiteBackend(Backend):
     # -- writes ------------------------------------------------------------------
 
     def _append_one(self, conn: sqlite3.Connection, request: AppendRequest) -> AppendResult:
-        agent_id, key = request.agent_id, request.idempotency_key
+        agent_id, key, expected = request.agent_id, request.idempotency_key, request.expected_seq
         if key is not None:
             row = conn.execute(
                 "SELECT first_seq, last_seq FROM sk_idempotency WHERE agent_id = ? AND key = ?",
@@ -190,40 +215,50 @@ class SQLiteBackend(Backend):
             ).fetchone()
             if row is not None:
                 return AppendResult(agent_id, row[0], row[1], duplicate=True)
-        row = conn.execute(
-            "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
-        ).fetchone()
-        head = row[0] if row is not None else 0
-        if head != request.expected_seq:
-            raise ConflictError(agent_id, request.expected_seq, head)
         events = request.events
-        conn.executemany(
-            "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            [(agent_id, e.seq, e.kind, e.timestamp, e.payload, e.checksum) for e in events],
-        )
-        last = events[-1]
-        if row is None:
-            conn.execute(
+        first, last = events[0], events[-1]
+        # Compare-and-set the head first: one statement both checks and claims it.
+        if expected == 0:
+            claimed = conn.execute(
                 "INSERT INTO sk_agents(agent_id, head_seq, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?)",
-                (agent_id, last.seq, events[0].timestamp, last.timestamp),
+                " VALUES (?, ?, ?, ?) ON CONFLICT(agent_id) DO NOTHING",
+                (agent_id, last.seq, first.timestamp, last.timestamp),
+            ).rowcount
+        else:
+            claimed = conn.execute(
+                "UPDATE sk_agents SET head_seq = ?, updated_at = ?"
+                " WHERE agent_id = ? AND head_seq = ?",
+                (last.seq, last.timestamp, agent_id, expected),
+            ).rowcount
+        if claimed != 1:
+            row = conn.execute(
+                "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+            raise ConflictError(agent_id, expected, row[0] if row is not None else 0)
+        insert = (
+            "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum)"
+            " VALUES (?, ?, ?, ?, ?, ?)"
+        )
+        if len(events) == 1:
+            conn.execute(
+                insert,
+                (agent_id, first.seq, first.kind, first.timestamp, first.payload, first.checksum),
             )
         else:
-            conn.execute(
-                "UPDATE sk_agents SET head_seq = ?, updated_at = ? WHERE agent_id = ?",
-                (last.seq, last.timestamp, agent_id),
+            conn.executemany(
+                insert,
+                [(agent_id, e.seq, e.kind, e.timestamp, e.payload, e.checksum) for e in events],
             )
         if key is not None:
             conn.execute(
                 "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq)"
                 " VALUES (?, ?, ?, ?)",
-                (agent_id, key, events[0].seq, last.seq),
+                (agent_id, key, first.seq, last.seq),
             )
         snap = request.snapshot
         if snap is not None:
             self._put_snapshot(conn, agent_id, snap)
-        return AppendResult(agent_id, events[0].seq, last.seq)
+        return AppendResult(agent_id, first.seq, last.seq)
 
     @staticmethod
     def _put_snapshot(conn: sqlite3.Connection, agent_id: str, snap: RawSnapshot) -> None:
@@ -242,20 +277,25 @@ class SQLiteBackend(Backend):
         with _translated(self.path):
             conn.execute("BEGIN IMMEDIATE")
             try:
+                if len(requests) == 1:
+                    # Alone, the transaction is the request's unit of all-or-nothing.
+                    try:
+                        results.append(self._append_one(conn, requests[0]))
+                    except (ConflictError, sqlite3.IntegrityError) as exc:
+                        conn.execute("ROLLBACK")
+                        return [self._failure(exc)]
+                    conn.execute("COMMIT")
+                    return results
                 for request in requests:
-                    # Each request is all-or-nothing, also when it is alone: a
-                    # constraint can fire after some of its rows were inserted.
+                    # Each request is all-or-nothing: a constraint can fire after some of
+                    # its rows were written, so each runs in its own savepoint.
                     conn.execute("SAVEPOINT sk_req")
                     try:
                         results.append(self._append_one(conn, request))
                     except (ConflictError, sqlite3.IntegrityError) as exc:
                         conn.execute("ROLLBACK TO sk_req")
                         conn.execute("RELEASE sk_req")
-                        results.append(
-                            exc
-                            if isinstance(exc, ConflictError)
-                            else BackendError(f"{self.path}: constraint violated: {exc}")
-                        )
+                        results.append(self._failure(exc))
                         continue
                     conn.execute("RELEASE sk_req")
                 conn.execute("COMMIT")
@@ -264,6 +304,11 @@ class SQLiteBackend(Backend):
                     conn.execute("ROLLBACK")
                 raise
         return results
+
+    def _failure(self, exc: Exception) -> BaseException:
+        if isinstance(exc, ConflictError):
+            return exc
+        return BackendError(f"{self.path}: constraint violated: {exc}")
 
     async def append(self, request: AppendRequest) -> AppendResult:
         validate_request(request)

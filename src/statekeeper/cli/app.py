@@ -179,4 +179,7 @@ def main() -> None:
 
 
 # register the commands on ``app``
-from . import commands  # noqa: E402,F401
+from . import bench, commands  # noqa: E402,F401
+from .langgraph import langgraph_app  # noqa: E402
+
+app.add_typer(langgraph_app)

@@ -47,13 +47,8 @@ class Codec:
 
     def tag(self, agent_id: str, seq: int, kind: str, payload: bytes) -> bytes:
         """SHA-256 over the record's identity and its stored bytes."""
-        h = hashlib.sha256()
-        h.update(agent_id.encode())
-        h.update(b"\x00%d\x00" % seq)
-        h.update(kind.encode())
-        h.update(b"\x00")
-        h.update(payload)
-        return h.digest()
+        header = b"%s\x00%d\x00%s\x00" % (agent_id.encode(), seq, kind.encode())
+        return hashlib.sha256(header + payload).digest()
 
     def seal(self, agent_id: str, seq: int, kind: str, plaintext: bytes) -> tuple[bytes, bytes]:
         """Return ``(stored_bytes, tag)`` for a serialized record."""
@@ -66,8 +61,9 @@ class Codec:
         ):
             # e.g. a row rewritten as TEXT by hand: never ours, never trusted
             raise IntegrityError(agent_id, seq, f"{kind} record is not stored as bytes")
-        stored = bytes(stored)
-        if not hmac.compare_digest(self.tag(agent_id, seq, kind, stored), bytes(tag)):
+        if type(stored) is not bytes:
+            stored = bytes(stored)
+        if not hmac.compare_digest(self.tag(agent_id, seq, kind, stored), tag):
             raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
         return stored
 

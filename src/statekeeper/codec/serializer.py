@@ -39,8 +39,24 @@ def format_path(root: str, parts: list[str | int]) -> str:
     return out
 
 
-def find_unserializable(value: Any, root: str = "value") -> tuple[str, str] | None:
-    """Return ``(path, problem)`` for the first value that is not plain JSON, else None."""
+def _bad_text(text: str) -> bool:
+    """True for a string UTF-8 cannot encode (a lone surrogate such as ``"\\ud800"``)."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def find_unserializable(
+    value: Any, root: str = "value", *, text: bool = False
+) -> tuple[str, str] | None:
+    """Return ``(path, problem)`` for the first value that is not plain JSON, else None.
+
+    With ``text``, strings (and keys) that are not valid Unicode are reported too.
+    """
     stack: list[tuple[Any, list[str | int]]] = [(value, [])]
     while stack:
         node, parts = stack.pop()
@@ -51,6 +67,8 @@ def find_unserializable(value: Any, root: str = "value") -> tuple[str, str] | No
                     return format_path(
                         root, parts
                     ), f"dict key {key!r} of type {type(key).__name__} (keys must be str)"
+                if text and _bad_text(key):
+                    return format_path(root, parts), f"dict key {key!r} is not valid Unicode"
                 stack.append((child, [*parts, key]))
         elif t is list or t is tuple:
             for i, child in enumerate(node):
@@ -61,7 +79,10 @@ def find_unserializable(value: Any, root: str = "value") -> tuple[str, str] | No
         elif t is int:
             if not _INT_MIN <= node <= _INT_MAX:
                 return format_path(root, parts), f"integer {node} out of 64-bit range"
-        elif node is None or t is str or t is bool:
+        elif t is str:
+            if text and _bad_text(node):
+                return format_path(root, parts), f"string {node!r} is not valid Unicode"
+        elif node is None or t is bool:
             continue
         else:
             return format_path(root, parts), f"type {t.__module__}.{t.__qualname__}"
@@ -73,7 +94,7 @@ def dumps(value: Any, root: str = "value") -> bytes:
     try:
         out = orjson.dumps(value)
     except (TypeError, orjson.JSONEncodeError) as exc:
-        found = find_unserializable(value, root)
+        found = find_unserializable(value, root, text=True)
         if found is None:
             raise SerializationError(f"cannot serialize: {exc}", root) from exc
         path, problem = found

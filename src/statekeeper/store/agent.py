@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .. import patch
-from ..errors import ConflictError
+from ..errors import ConflictError, SerializationError
 from ..records import AppendResult, Event, EventKind, Snapshot
 
 if TYPE_CHECKING:
@@ -166,17 +166,22 @@ class DurableAgent:
         idempotency_key: str | None,
         actor: str | None,
     ) -> AppendResult:
-        ops = patch.diff(self._committed, self.data)
-        result = await self.store.append(
-            self.agent_id,
-            kind,
-            info,
-            ops=ops,
-            fsm_state=fsm_state,
-            expected_seq=self.seq,
-            idempotency_key=idempotency_key,
-            actor=actor,
-        )
+        try:
+            ops = patch.diff(self._committed, self.data)
+            result = await self.store.append(
+                self.agent_id,
+                kind,
+                info,
+                ops=ops,
+                fsm_state=fsm_state,
+                expected_seq=self.seq,
+                idempotency_key=idempotency_key,
+                actor=actor,
+            )
+        except SerializationError as exc:
+            from .store import _locate  # name the path in agent.data, not in the event
+
+            raise _locate(exc, data=self.data, info=info) from exc
         if result.duplicate:  # this write had landed before: take the stored truth
             await self.refresh()
             return result

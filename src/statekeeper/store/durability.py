@@ -9,11 +9,14 @@
 ``async``
     Write-behind: the call returns once the append is buffered in memory; the buffer
     is flushed when it holds ``flush_size`` appends or ``flush_interval`` seconds after
-    the oldest buffered append, whichever comes first. A crash loses at most the
-    unflushed buffer: at most ``flush_size`` appends, none older than
-    ``flush_interval`` seconds (plus the time one flush takes). Flush failures are
-    kept and raised as :class:`~statekeeper.errors.WriteBufferError` by the next
-    :meth:`WriteBehind.flush` (and so by ``StateStore.flush()``/``close()``).
+    the oldest buffered append, whichever comes first; the write that fills the
+    buffer waits for that flush (back-pressure). A crash loses at most the unflushed
+    buffer: fewer than ``flush_size`` appends, none older than ``flush_interval``
+    seconds (plus the time one flush takes) unless the event loop is blocked. Flush
+    failures are kept and raised as :class:`~statekeeper.errors.WriteBufferError` by
+    the next :meth:`WriteBehind.flush` (and so by ``StateStore.flush()``/``close()``);
+    the failed agent's later buffered appends are dropped with it, never stored on
+    top of a state they were not computed from.
 """
 
 from __future__ import annotations
@@ -192,7 +195,12 @@ class WriteBehind:
             for request, result in zip(heads, results, strict=True):
                 agent_id = request.agent_id
                 if isinstance(result, BaseException):
-                    dropped = sum(len(r.events) for r in chains[agent_id])
+                    # appends of the agent buffered while this flush was in flight were
+                    # built on the failed one too: they go with it
+                    later = [r for r in self._buffer if r.agent_id == agent_id]
+                    if later:
+                        self._buffer = [r for r in self._buffer if r.agent_id != agent_id]
+                    dropped = sum(len(r.events) for r in (*chains[agent_id], *later))
                     logger.error(
                         "write-behind flush failed for agent %r at seq %d (%d later "
                         "buffered appends of it dropped): %s",

@@ -135,12 +135,18 @@ class StateStore:
         codec: Codec | None = None,
         write_retries: int = 8,
     ) -> None:
+        # every option is checked before a backend is opened (and a file created)
         if snapshot_every < 1:
             raise ConfigurationError("snapshot_every must be >= 1")
+        if cache_size < 0 or write_retries < 0:
+            raise ConfigurationError("cache_size and write_retries must be >= 0")
+        mode = check_durability(durability)
+        if mode == "async" and (flush_size < 1 or flush_interval <= 0):
+            raise ConfigurationError("flush_size must be >= 1 and flush_interval > 0")
         if backend is None:
             backend = os.environ.get("STATEKEEPER_URL", DEFAULT_URL)
         self.backend: Backend = open_backend(backend) if isinstance(backend, str) else backend
-        self.durability: Durability = check_durability(durability)
+        self.durability: Durability = mode
         self.snapshot_every = snapshot_every
         self.validate_cache = validate_cache and self.durability != "async"
         self.clock = clock
@@ -281,22 +287,41 @@ class StateStore:
                 raise IntegrityError(
                     agent_id, record.seq + 1, f"stream ends at seq {record.seq}, head is {target}"
                 )
-            for raw in events:
-                if raw.seq <= record.seq:
-                    # a concurrent catch-up of the same cached record (readers do not
-                    # take the agent lock) applied it while this read was in flight
-                    continue
-                if raw.seq != record.seq + 1:
-                    raise IntegrityError(
-                        agent_id, record.seq + 1, f"gap: next stored seq is {raw.seq}"
-                    )
-                body = self._decode_event(agent_id, raw)
-                if record.seq == 0:
-                    record.created_at = raw.timestamp
-                try:
-                    apply_payload(record, raw.seq, raw.timestamp, body)
-                except PatchError as exc:
-                    raise IntegrityError(agent_id, raw.seq, f"patch does not apply: {exc}") from exc
+            self._apply_events(record, events)
+
+    def _apply_events(self, record: AgentRecord, events: list[RawEvent]) -> None:
+        """Fold stored events into ``record`` in place (verifying each one)."""
+        agent_id = record.agent_id
+        for raw in events:
+            if raw.seq <= record.seq:
+                # a concurrent catch-up of the same cached record (readers do not
+                # take the agent lock) applied it while this read was in flight
+                continue
+            if raw.seq != record.seq + 1:
+                raise IntegrityError(agent_id, record.seq + 1, f"gap: next stored seq is {raw.seq}")
+            body = self._decode_event(agent_id, raw)
+            if record.seq == 0:
+                record.created_at = raw.timestamp
+            try:
+                apply_payload(record, raw.seq, raw.timestamp, body)
+            except PatchError as exc:
+                raise IntegrityError(agent_id, raw.seq, f"patch does not apply: {exc}") from exc
+
+    async def _refresh(self, record: AgentRecord) -> bool:
+        """Bring a cached record up to date with storage, in one indexed read when
+        nothing changed. False when the stream it was folded from is gone: deleted, or
+        deleted and re-created (a head seq alone cannot tell that a stream was re-created
+        up to the same seq, so the event at the cached seq must still be the same one)."""
+        agent_id = record.agent_id
+        events = await self.backend.read(agent_id, record.seq - 1, None, limit=_PAGE)
+        same = next((e for e in events if e.seq == record.seq), None)
+        if same is None or same.timestamp != record.updated_at:
+            return False
+        while True:
+            self._apply_events(record, events)
+            if len(events) < _PAGE:
+                return True
+            events = await self.backend.read(agent_id, record.seq, None, limit=_PAGE)
 
     async def _current(self, agent_id: str) -> AgentRecord | None:
         """The latest folded state (private), or None when the agent does not exist."""
@@ -306,18 +331,15 @@ class StateStore:
         record = self._cache.get(agent_id)
         if record is not None and not self.validate_cache:
             return record
-        head = await self.backend.head(agent_id)
         if record is not None:
-            if head == record.seq:
-                return record
-            if head > record.seq:
-                try:
-                    await self._catch_up(record, head)
+            try:
+                if await self._refresh(record):
                     return record
-                except StatekeeperError:
-                    self._cache.discard(agent_id)
-                    raise
+            except StatekeeperError:
+                self._cache.discard(agent_id)
+                raise
             self._cache.discard(agent_id)
+        head = await self.backend.head(agent_id)
         if head == 0:
             return None
         record = await self._fold(agent_id, head, head)
@@ -787,9 +809,10 @@ class StateStore:
                 report.problems.append(Problem(agent_id, seq, f"patch does not apply: {exc}"))
                 broken = True
                 break
-            snap = snapshots.get(seq)
+            snap = snapshots.pop(seq, None)
             if snap is not None and (
-                snap.data != record.data or snap.fsm_state != record.fsm_state
+                not patch._same_json(snap.data, record.data)  # strict: True, 1 and 1.0 differ
+                or snap.fsm_state != record.fsm_state
             ):
                 report.problems.append(
                     Problem(agent_id, seq, "snapshot differs from the replay of the events")
@@ -800,6 +823,11 @@ class StateStore:
                     agent_id, record.seq + 1, f"stream ends at seq {record.seq}, head is {head}"
                 )
             )
+        if not broken:
+            for seq in sorted(snapshots):  # no event to check them against
+                report.problems.append(
+                    Problem(agent_id, seq, f"snapshot at seq {seq} is past the stream's end")
+                )
 
     async def _verified_events(
         self, agent_id: str, report: VerifyReport
@@ -855,7 +883,7 @@ def _locate(exc: SerializationError, **values: Any) -> SerializationError:
     """Point a serialization error at the caller's own argument (``data.messages[3]``)
     rather than at the encoded event (``event.ops[0].value…``)."""
     for root, value in values.items():
-        found = find_unserializable(value, root)
+        found = find_unserializable(value, root, text=True)
         if found is not None:
             return SerializationError(f"cannot serialize {found[1]}", found[0])
     return exc

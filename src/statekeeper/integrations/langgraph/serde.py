@@ -68,7 +68,9 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 _SCALARS = (str, bool, type(None))
 
 
-def safe_serializer(allowed_types: Iterable[type[Any] | tuple[str, str]] = ()) -> JsonPlusSerializer:
+def safe_serializer(
+    allowed_types: Iterable[type[Any] | tuple[str, str]] = (),
+) -> JsonPlusSerializer:
     """A LangGraph serializer that constructs only allow-listed types when loading.
 
     ``JsonPlusSerializer`` is built with an explicit ``allowed_msgpack_modules``
@@ -124,7 +126,9 @@ class ValueCodec:
         pool_min: smallest message / blob (bytes of its JSON cell) stored in the pool.
     """
 
-    def __init__(self, serde: SerializerProtocol, *, native: bool = True, pool_min: int = 64) -> None:
+    def __init__(
+        self, serde: SerializerProtocol, *, native: bool = True, pool_min: int = 64
+    ) -> None:
         self.serde = serde
         self.native = native
         self.pool_min = pool_min
@@ -136,18 +140,28 @@ class ValueCodec:
         value: Any,
         pool: Mapping[str, Any] | None = None,
         new: dict[str, Any] | None = None,
+        memo: dict[int, tuple[Any, Any]] | None = None,
     ) -> Any:
         """Pack ``value``; pooled cells not already in ``pool`` are added to ``new``.
 
-        With ``new=None`` nothing is pooled (the cells are inlined).
+        With ``new=None`` nothing is pooled (the cells are inlined). ``memo`` maps
+        ``id(message)`` to ``(message, pooled reference)`` from earlier packs: a message
+        object met again is not serialized again (objects are treated as immutable
+        once checkpointed); pass None to always serialize.
         """
         if not self.native:
             if type(value) is list or type(value) is tuple:
                 return [self._blob(v, pool, new) for v in value]
             return self._blob(value, pool, new)
-        return self._pack(value, pool, new)
+        return self._pack(value, pool, new, memo)
 
-    def _pack(self, v: Any, pool: Mapping[str, Any] | None, new: dict[str, Any] | None) -> Any:
+    def _pack(
+        self,
+        v: Any,
+        pool: Mapping[str, Any] | None,
+        new: dict[str, Any] | None,
+        memo: dict[int, tuple[Any, Any]] | None = None,
+    ) -> Any:
         t = type(v)
         if t in _SCALARS:
             return v
@@ -156,7 +170,7 @@ class ValueCodec:
         if t is float:
             return v if math.isfinite(v) else self._blob(v, pool, new)
         if t is list or t is tuple:
-            return [self._pack(x, pool, new) for x in v]
+            return [self._pack(x, pool, new, memo) for x in v]
         if t is dict:
             out: dict[str, Any] = {}
             escape = False
@@ -165,28 +179,54 @@ class ValueCodec:
                     return self._blob(v, pool, new)
                 if k[:1] == "$":
                     escape = True
-                out[k] = self._pack(x, pool, new)
+                out[k] = self._pack(x, pool, new, memo)
             return {"$d": out} if escape else out
         name = _CLASS_NAMES.get(t)
         if name is not None:
-            try:
-                data = v.model_dump()
-            except Exception:  # a message that cannot dump itself: let serde try
-                return self._blob(v, pool, new)
-            defaults = _DEFAULTS.of(t)
-            fields = {
-                k: self._pack(x, None, None)
-                for k, x in data.items()
-                if not (k in defaults and _same_default(x, defaults[k]))
-            }
-            return self._pooled({"$m": [name, fields]}, pool, new)
+            if memo is not None:
+                seen = memo.get(id(v))
+                if seen is not None and seen[0] is v:
+                    ref = seen[1]
+                    key = ref.get("$p") if type(ref) is dict else None
+                    if (
+                        key is not None
+                        and pool is not None
+                        and (key in pool or (new is not None and key in new))
+                    ):
+                        return ref
+            ref = self._message(v, t, name, pool, new)
+            if memo is not None and type(ref) is dict and "$p" in ref:
+                memo[id(v)] = (v, ref)
+            return ref
         return self._blob(v, pool, new)
+
+    def _message(
+        self,
+        v: Any,
+        t: type[Any],
+        name: str,
+        pool: Mapping[str, Any] | None,
+        new: dict[str, Any] | None,
+    ) -> Any:
+        try:
+            data = v.model_dump()
+        except Exception:  # a message that cannot dump itself: let serde try
+            return self._blob(v, pool, new)
+        defaults = _DEFAULTS.of(t)
+        fields = {
+            k: self._pack(x, None, None)
+            for k, x in data.items()
+            if not (k in defaults and _same_default(x, defaults[k]))
+        }
+        return self._pooled({"$m": [name, fields]}, pool, new)
 
     def _blob(self, v: Any, pool: Mapping[str, Any] | None, new: dict[str, Any] | None) -> Any:
         type_, data = self.serde.dumps_typed(v)
         return self._pooled({"$s": [type_, base64.b64encode(data).decode()]}, pool, new)
 
-    def _pooled(self, cell: dict[str, Any], pool: Mapping[str, Any] | None, new: dict[str, Any] | None) -> Any:
+    def _pooled(
+        self, cell: dict[str, Any], pool: Mapping[str, Any] | None, new: dict[str, Any] | None
+    ) -> Any:
         if new is None:
             return cell
         blob = orjson.dumps(cell)
@@ -249,4 +289,3 @@ def pool_refs(packed: Any, found: set[str]) -> set[str]:
             else:
                 stack.extend(node.values())
     return found
-

@@ -1,0 +1,767 @@
+"""Tiered ("hybrid") backend: hot (memory/Redis) → durable (SQLite/PostgreSQL) → cold (S3).
+
+The durable tier is the truth; the others are copies kept coherent by the rules below.
+
+Writes
+    An append goes to the durable tier first — compare-and-append, idempotency keys
+    and conflicts are decided there, and nothing is acknowledged before it commits —
+    then, best effort, to the hot tier with the same expected seq. When the hot copy
+    disagrees (its append conflicts) it is dropped, to be refilled on the next read.
+    :meth:`TieredBackend.append_batch` shares one durable commit and one pipelined hot
+    round trip.
+
+Reads
+    ``head``, ``read``, ``latest_snapshot`` and ``seq_at`` are answered by the hot
+    tier when it holds the agent; otherwise by the durable tier, and the agent's
+    stream (events plus its latest snapshot) is then copied into the hot tier —
+    *refilled lazily on read*. Idempotency-key lookups and listings always use the
+    durable tier.
+
+A hot tier that fails
+    Every hot call is bounded by ``hot_timeout``; an error or timeout marks the hot
+    tier down for ``hot_retry_after`` seconds and the call is answered by the durable
+    tier instead — no operation fails because of the hot tier, and no write is lost
+    because none was acknowledged by it alone. Agents written while it was down (or
+    whose hot update failed) are remembered, and their hot copies are deleted before
+    the hot tier is used for them again, so a hot tier that comes back with old data
+    never serves it.
+
+Cold tier
+    With ``cold`` and ``idle_after`` set, :meth:`TieredBackend.demote_idle` (run every
+    ``demote_interval`` seconds when that is set) moves agents idle for longer than
+    ``idle_after`` to the cold tier: their stream, snapshots and idempotency keys are
+    copied, a small marker is written to the durable tier, and the agent is removed
+    from the durable and hot tiers. Any later use of the agent (a read, an append, a
+    key lookup) finds the marker and first copies the agent back — *rehydrated
+    transparently*. ``list_agents`` and ``count_agents`` include demoted agents.
+
+Multi-process rules
+    Several processes may share the durable and a Redis hot tier: every tiered writer
+    updates the shared hot copy, and a conflict in the durable tier drops a hot copy
+    whose head disagrees. A process-local hot tier (``memory://``) cannot see other
+    processes' writes: use it when the process is the agents' only writer (e.g.
+    behind leases). Demotion of an agent must not race with writes to it from other
+    processes (run ``demote_idle`` in one process, or hold the agent's lease).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
+from urllib.parse import parse_qsl, urlsplit
+
+import orjson
+
+from ..errors import ConfigurationError, ConflictError, IntegrityError, StoreClosed
+from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
+from .base import Backend, Health, validate_request
+
+__all__ = ["COLD_MARKER", "KeyExport", "TieredBackend"]
+
+logger = logging.getLogger("statekeeper.backends.tiered")
+
+T = TypeVar("T")
+
+#: durable-tier agent ids of the markers of demoted agents (``COLD_MARKER + agent_id``)
+COLD_MARKER = "\x01sk-cold/"
+_MARKER_CEIL = "\x01sk-cold0"  # sorts right after every marker id
+_PAGE = 1000
+
+
+class _Miss:
+    """The hot tier did not answer (down, failed, or the agent is dirty)."""
+
+
+_MISS = _Miss()
+
+
+@runtime_checkable
+class KeyExport(Protocol):
+    """A backend that can list an agent's idempotency keys (PostgreSQL, Redis, S3).
+
+    When both the durable and the cold tier provide it, demotion and rehydration keep
+    the agent's keys, so a retry of an old step is still recognised afterwards.
+    """
+
+    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
+        """``(key, first_seq, last_seq)`` for every key of the agent."""
+        ...
+
+
+def _is_marker(agent_id: str) -> bool:
+    return agent_id.startswith(COLD_MARKER)
+
+
+class TieredBackend(Backend):
+    """Hot → durable → cold tiers behind the one backend contract.
+
+    Args:
+        durable: the tier of record (SQLite, PostgreSQL…).
+        hot: an optional fast copy (memory, Redis). A Redis hot tier should be built
+            with ``retry_timeout=0`` (``from_url`` does that) so that a dead server
+            fails fast.
+        cold: an optional archive (S3) for agents idle longer than ``idle_after``.
+        idle_after: seconds without use (in this process) and without a write (from
+            any process) after which :meth:`demote_idle` moves an agent to ``cold``.
+        demote_interval: run :meth:`demote_idle` in the background this often.
+        hot_timeout: seconds a hot-tier call may take before it counts as failed.
+        hot_retry_after: seconds the hot tier is left alone after a failure.
+        fill_limit: streams longer than this are not copied into the hot tier.
+        clock: wall clock used for idleness (compared with event timestamps).
+    """
+
+    name = "tiered"
+
+    def __init__(
+        self,
+        durable: Backend,
+        hot: Backend | None = None,
+        cold: Backend | None = None,
+        *,
+        idle_after: float | None = None,
+        demote_interval: float | None = None,
+        hot_timeout: float = 0.5,
+        hot_retry_after: float = 1.0,
+        fill_limit: int = 10_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if idle_after is not None and cold is None:
+            raise ConfigurationError("idle_after needs a cold tier to demote agents to")
+        if demote_interval is not None and idle_after is None:
+            raise ConfigurationError("demote_interval needs idle_after")
+        if hot_timeout <= 0 or hot_retry_after < 0:
+            raise ConfigurationError("hot_timeout must be > 0 and hot_retry_after >= 0")
+        self.durable = durable
+        self.hot = hot
+        self.cold = cold
+        self.idle_after = idle_after
+        self.demote_interval = demote_interval
+        self.hot_timeout = hot_timeout
+        self.hot_retry_after = hot_retry_after
+        self.fill_limit = fill_limit
+        self.clock = clock
+        self._hot_down_until = 0.0
+        self._dirty: set[str] = set()
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._last_used: dict[str, float] = {}
+        self._maintenance: asyncio.Task[None] | None = None
+        self._closed = False
+        self.stats: dict[str, int] = {
+            "hot_hits": 0,
+            "hot_misses": 0,
+            "hot_failures": 0,
+            "fills": 0,
+            "demotions": 0,
+            "rehydrations": 0,
+        }
+
+    @classmethod
+    def from_url(cls, url: str) -> TieredBackend:
+        """``tiered://?hot=<url>&durable=<url>&cold=<url>&idle_after=<s>&…``.
+
+        Each tier is a URL for :func:`~statekeeper.backends.url.open_backend`,
+        percent-encoded (see :func:`~statekeeper.backends.url.tiered_url`). Other
+        options: ``demote_interval``, ``hot_timeout``, ``hot_retry_after`` (seconds)
+        and ``fill_limit``. A ``redis://`` hot tier gets ``retry_timeout=0`` unless the
+        URL sets it.
+        """
+        from .url import open_backend
+
+        options = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+        durable_url = options.pop("durable", None)
+        if not durable_url:
+            raise ConfigurationError(f"a tiered URL needs a durable tier: {url!r}")
+        hot_url = options.pop("hot", None) or None
+        cold_url = options.pop("cold", None) or None
+        redis_hot = hot_url and hot_url.split("://", 1)[0] in ("redis", "rediss", "unix")
+        if hot_url and redis_hot and "retry_timeout=" not in hot_url:
+            hot_url += ("&" if "?" in hot_url else "?") + "retry_timeout=0"
+        kwargs: dict[str, Any] = {}
+        for key in ("idle_after", "demote_interval", "hot_timeout", "hot_retry_after"):
+            if key in options:
+                try:
+                    kwargs[key] = float(options.pop(key))
+                except ValueError as exc:
+                    raise ConfigurationError(f"{key} must be a number in {url!r}") from exc
+        if "fill_limit" in options:
+            try:
+                kwargs["fill_limit"] = int(options.pop("fill_limit"))
+            except ValueError as exc:
+                raise ConfigurationError(f"fill_limit must be an integer in {url!r}") from exc
+        if options:
+            raise ConfigurationError(f"unknown tiered options {sorted(options)} in {url!r}")
+        durable = open_backend(durable_url)
+        hot = open_backend(hot_url) if hot_url else None
+        cold = open_backend(cold_url) if cold_url else None
+        return cls(durable, hot, cold, **kwargs)
+
+    # -- plumbing ------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("tiered backend is closed")
+        if self.demote_interval is not None and self._maintenance is None and self.cold is not None:
+            self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
+
+    def _lock(self, agent_id: str) -> asyncio.Lock:
+        lock = self._locks.get(agent_id)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[agent_id] = lock
+        return lock
+
+    def _touch(self, agent_id: str) -> None:
+        if self.idle_after is not None:
+            self._last_used[agent_id] = self.clock()
+
+    def hot_available(self) -> bool:
+        """True when a hot tier is configured and not marked down."""
+        return self.hot is not None and time.monotonic() >= self._hot_down_until
+
+    def _hot_failed(self, exc: BaseException) -> None:
+        self.stats["hot_failures"] += 1
+        if time.monotonic() >= self._hot_down_until:
+            logger.warning(
+                "hot tier failed (%s: %s); using the durable tier for %.1fs",
+                type(exc).__name__,
+                exc,
+                self.hot_retry_after,
+            )
+        self._hot_down_until = time.monotonic() + self.hot_retry_after
+
+    async def _hot_call(
+        self,
+        fn: Callable[[Backend], Awaitable[T]],
+        agents: Sequence[str],
+        *,
+        write: bool,
+        budget: float | None = None,
+    ) -> T | _Miss:
+        """Call the hot tier, or return ``_MISS`` when it is down, dirty or failing.
+
+        ``ConflictError`` from the hot tier propagates (callers decide what it means).
+        A failed or skipped *write* leaves the agents dirty: their hot copies are
+        deleted before the hot tier serves them again.
+        """
+        hot = self.hot
+        if hot is None:
+            return _MISS
+        if not self.hot_available():
+            if write:
+                self._dirty.update(agents)
+            return _MISS
+        for agent_id in agents:
+            if agent_id in self._dirty and not await self._clean(agent_id):
+                return _MISS
+        try:
+            async with asyncio.timeout(budget or self.hot_timeout):
+                return await fn(hot)
+        except ConflictError:
+            raise
+        except Exception as exc:
+            if self._closed:
+                raise StoreClosed("tiered backend closed during an operation") from exc
+            if write:
+                self._dirty.update(agents)
+            self._hot_failed(exc)
+            return _MISS
+
+    async def _clean(self, agent_id: str) -> bool:
+        """Delete a possibly stale hot copy; True once the agent is clean."""
+        assert self.hot is not None
+        try:
+            async with asyncio.timeout(self.hot_timeout):
+                await self.hot.delete_agent(agent_id)
+        except Exception as exc:
+            self._hot_failed(exc)
+            return False
+        self._dirty.discard(agent_id)
+        return True
+
+    async def _drop_hot(self, agent_id: str) -> None:
+        """The hot copy disagrees with the durable tier: delete it (or mark it dirty)."""
+        result = await self._hot_call(lambda h: h.delete_agent(agent_id), [agent_id], write=True)
+        if isinstance(result, _Miss):
+            self._dirty.add(agent_id)
+
+    # -- writes --------------------------------------------------------------------
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        self._check_open()
+        validate_request(request)
+        agent_id = request.agent_id
+        self._touch(agent_id)
+        async with self._lock(agent_id):
+            result = await self._durable_append(request)
+            if not result.duplicate:
+                await self._hot_apply([request])
+        return result
+
+    async def _durable_append(self, request: AppendRequest) -> AppendResult:
+        agent_id = request.agent_id
+        if request.expected_seq == 0 and self.cold is not None:
+            await self._rehydrate(agent_id, locked=True)  # a demoted agent is not a new one
+        try:
+            return await self.durable.append(request)
+        except ConflictError as exc:
+            if (
+                exc.current_seq == 0
+                and self.cold is not None
+                and await self._rehydrate(agent_id, locked=True)
+            ):
+                return await self.durable.append(request)
+            await self._check_hot_head(agent_id, exc.current_seq)
+            raise
+
+    async def _check_hot_head(self, agent_id: str, durable_head: int) -> None:
+        """After a durable conflict: a hot copy at another head is stale — drop it."""
+        hot_head = await self._hot_call(lambda h: h.head(agent_id), [agent_id], write=False)
+        if not isinstance(hot_head, _Miss) and hot_head not in (0, durable_head):
+            await self._drop_hot(agent_id)
+
+    async def _hot_apply(self, requests: Sequence[AppendRequest]) -> None:
+        """Mirror appends the durable tier accepted into the hot tier, best effort."""
+        if self.hot is None or not requests:
+            return
+        agents = sorted({r.agent_id for r in requests})
+        results = await self._hot_call(lambda h: h.append_batch(requests), agents, write=True)
+        if isinstance(results, _Miss):
+            return
+        stale: set[str] = set()
+        for request, result in zip(requests, results, strict=True):
+            if isinstance(result, ConflictError):
+                if result.current_seq != 0:  # present but not at our base: stale
+                    stale.add(request.agent_id)
+            elif isinstance(result, BaseException) or result.duplicate:
+                stale.add(request.agent_id)
+        for agent_id in sorted(stale):
+            await self._drop_hot(agent_id)
+
+    async def append_batch(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        self._check_open()
+        if not requests:
+            return []
+        agents = sorted({r.agent_id for r in requests})
+        for agent_id in agents:
+            self._touch(agent_id)
+        locks = [self._lock(a) for a in agents]
+        for lock in locks:
+            await lock.acquire()
+        try:
+            if self.cold is not None:
+                for agent_id in agents:
+                    await self._rehydrate(agent_id, locked=True)
+            results = await self.durable.append_batch(requests)
+            accepted = [
+                req
+                for req, res in zip(requests, results, strict=True)
+                if isinstance(res, AppendResult) and not res.duplicate
+            ]
+            await self._hot_apply(accepted)
+            for req, res in zip(requests, results, strict=True):
+                if isinstance(res, ConflictError):
+                    await self._check_hot_head(req.agent_id, res.current_seq)
+        finally:
+            for lock in locks:
+                lock.release()
+        return results
+
+    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        self._check_open()
+        self._touch(agent_id)
+        async with self._lock(agent_id):
+            try:
+                await self.durable.save_snapshot(agent_id, snapshot)
+            except ConflictError as exc:
+                if not (exc.current_seq == 0 and await self._rehydrate(agent_id, locked=True)):
+                    raise
+                await self.durable.save_snapshot(agent_id, snapshot)
+            try:
+                await self._hot_call(
+                    lambda h: h.save_snapshot(agent_id, snapshot), [agent_id], write=True
+                )
+            except ConflictError as exc:
+                if exc.current_seq != 0:
+                    await self._drop_hot(agent_id)
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        self._check_open()
+        self._last_used.pop(agent_id, None)
+        async with self._lock(agent_id):
+            existed = await self.durable.delete_agent(agent_id)
+            if self.cold is not None:
+                existed = await self.durable.delete_agent(COLD_MARKER + agent_id) or existed
+                await self.cold.delete_agent(agent_id)
+            if self.hot is not None:
+                await self._drop_hot(agent_id)
+        return existed
+
+    # -- reads ---------------------------------------------------------------------
+
+    def _hit(self) -> None:
+        self.stats["hot_hits"] += 1
+
+    async def _durable_head(self, agent_id: str) -> int:
+        head = await self.durable.head(agent_id)
+        if head == 0 and self.cold is not None:
+            head = await self._rehydrate(agent_id)
+        return head
+
+    async def head(self, agent_id: str) -> int:
+        self._check_open()
+        self._touch(agent_id)
+        hot = await self._hot_call(lambda h: h.head(agent_id), [agent_id], write=False)
+        if not isinstance(hot, _Miss) and hot > 0:
+            self._hit()
+            return hot
+        self.stats["hot_misses"] += 1
+        head = await self._durable_head(agent_id)
+        if head > 0:
+            await self._fill(agent_id)
+        return head
+
+    async def read(
+        self,
+        agent_id: str,
+        after_seq: int = 0,
+        to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[RawEvent]:
+        self._check_open()
+        self._touch(agent_id)
+        hot = await self._hot_call(
+            lambda h: h.read(agent_id, after_seq, to_seq, limit), [agent_id], write=False
+        )
+        if not isinstance(hot, _Miss) and hot:
+            self._hit()
+            return hot
+        self.stats["hot_misses"] += 1
+        events = await self.durable.read(agent_id, after_seq, to_seq, limit)
+        if not events and self.cold is not None and await self._durable_head(agent_id) > 0:
+            events = await self.durable.read(agent_id, after_seq, to_seq, limit)
+        if events:
+            await self._fill(agent_id)
+        return events
+
+    async def _hot_has(self, agent_id: str) -> bool:
+        head = await self._hot_call(lambda h: h.head(agent_id), [agent_id], write=False)
+        return not isinstance(head, _Miss) and head > 0
+
+    async def seq_at(self, agent_id: str, timestamp: float) -> int:
+        self._check_open()
+        self._touch(agent_id)
+        hot = await self._hot_call(lambda h: h.seq_at(agent_id, timestamp), [agent_id], write=False)
+        if not isinstance(hot, _Miss) and (hot > 0 or await self._hot_has(agent_id)):
+            self._hit()
+            return hot
+        self.stats["hot_misses"] += 1
+        if self.cold is not None:
+            await self._durable_head(agent_id)
+        return await self.durable.seq_at(agent_id, timestamp)
+
+    async def latest_snapshot(
+        self, agent_id: str, at_or_below: int | None = None
+    ) -> RawSnapshot | None:
+        self._check_open()
+        self._touch(agent_id)
+        hot = await self._hot_call(
+            lambda h: h.latest_snapshot(agent_id, at_or_below), [agent_id], write=False
+        )
+        # The hot copy holds the latest snapshot and every later one: a hit is exact,
+        # and "none at all" is exact too; below its oldest one, ask the durable tier.
+        if not isinstance(hot, _Miss) and (
+            hot is not None or (at_or_below is None and await self._hot_has(agent_id))
+        ):
+            self._hit()
+            return hot
+        self.stats["hot_misses"] += 1
+        if self.cold is not None:
+            await self._durable_head(agent_id)
+        return await self.durable.latest_snapshot(agent_id, at_or_below)
+
+    async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
+        self._check_open()
+        self._touch(agent_id)
+        if self.cold is not None:
+            await self._durable_head(agent_id)
+        return await self.durable.lookup_key(agent_id, key)
+
+    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
+        """The durable tier's keys of the agent (empty when it cannot list them)."""
+        self._check_open()
+        if self.cold is not None:
+            await self._durable_head(agent_id)
+        if isinstance(self.durable, KeyExport):
+            return await self.durable.idempotency_keys(agent_id)
+        return []
+
+    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        self._check_open()
+        if limit <= 0:
+            return []
+        live: list[AgentInfo] = []
+        cursor = after
+        while len(live) < limit:
+            want = limit - len(live)
+            page = await self.durable.list_agents(after=cursor, limit=want)
+            live.extend(info for info in page if not _is_marker(info.agent_id))
+            if len(page) < want:
+                break
+            last = page[-1].agent_id
+            cursor = _MARKER_CEIL if _is_marker(last) else last
+        if self.cold is None:
+            return live[:limit]
+        demoted = await self._demoted(after, limit)
+        merged: dict[str, AgentInfo] = {info.agent_id: info for info in demoted}
+        merged.update({info.agent_id: info for info in live})  # durable wins
+        return [merged[k] for k in sorted(merged)][:limit]
+
+    async def _demoted(self, after: str | None, limit: int) -> list[AgentInfo]:
+        cursor = COLD_MARKER + after if after is not None else COLD_MARKER
+        page = await self.durable.list_agents(after=cursor, limit=limit)
+        out: list[AgentInfo] = []
+        for info in page:
+            if not _is_marker(info.agent_id):
+                break
+            marker = await self._marker(info.agent_id[len(COLD_MARKER) :])
+            if marker is not None:
+                out.append(marker)
+        return out
+
+    async def count_agents(self) -> int:
+        self._check_open()
+        return await self.durable.count_agents()
+
+    async def health(self) -> Health:
+        if self._closed:
+            return Health(ok=False, backend=self.name, detail={"error": "closed"})
+        durable = await self.durable.health()
+        detail: dict[str, Any] = {"durable": durable.detail | {"ok": durable.ok}}
+        if self.hot is not None:
+            hot = await self.hot.health()
+            detail["hot"] = hot.detail | {"ok": hot.ok, "in_use": self.hot_available()}
+        if self.cold is not None:
+            cold = await self.cold.health()
+            detail["cold"] = cold.detail | {"ok": cold.ok}
+        detail["stats"] = dict(self.stats)
+        return Health(ok=durable.ok, backend=self.name, detail=detail)
+
+    # -- the hot copy --------------------------------------------------------------
+
+    async def _fill(self, agent_id: str) -> None:
+        """Copy the agent's stream and latest snapshot into the hot tier (lazily)."""
+        hot = self.hot
+        if hot is None or not self.hot_available() or agent_id in self._dirty:
+            return
+        async with self._lock(agent_id):
+            head = await self.durable.head(agent_id)
+            if head == 0 or head > self.fill_limit:
+                return
+            current = await self._hot_call(lambda h: h.head(agent_id), [agent_id], write=False)
+            if isinstance(current, _Miss) or current == head:
+                return
+            try:
+                result = await self._hot_call(
+                    lambda h: self._copy_to_hot(h, agent_id, head),
+                    [agent_id],
+                    write=True,
+                    budget=self.hot_timeout * (2 + head / _PAGE),
+                )
+            except ConflictError:
+                result = _MISS
+            if isinstance(result, _Miss):
+                await self._drop_hot(agent_id)
+                return
+            # a writer in another process may have moved the head meanwhile
+            if await self.durable.head(agent_id) != head:
+                await self._drop_hot(agent_id)
+                return
+            self.stats["fills"] += 1
+
+    async def _copy_to_hot(self, hot: Backend, agent_id: str, head: int) -> None:
+        await hot.delete_agent(agent_id)
+        seq = 0
+        while seq < head:
+            events = await self.durable.read(agent_id, seq, head, limit=_PAGE)
+            if not events:
+                raise IntegrityError(agent_id, seq + 1, "stream ended while copying to hot")
+            await hot.append(AppendRequest(agent_id, seq, tuple(events)))
+            seq = events[-1].seq
+        snap = await self.durable.latest_snapshot(agent_id)
+        if snap is not None:
+            await hot.save_snapshot(agent_id, snap)
+
+    # -- the cold tier -------------------------------------------------------------
+
+    async def _marker(self, agent_id: str) -> AgentInfo | None:
+        events = await self.durable.read(COLD_MARKER + agent_id, 0, 1)
+        if not events:
+            return None
+        body = orjson.loads(events[0].payload)
+        return AgentInfo(
+            agent_id, int(body["head"]), float(body["created"]), float(body["updated"])
+        )
+
+    async def demote_idle(self, now: float | None = None) -> list[str]:
+        """Demote every agent idle longer than ``idle_after``; returns their ids."""
+        self._check_open()
+        if self.cold is None or self.idle_after is None:
+            return []
+        cutoff = (self.clock() if now is None else now) - self.idle_after
+        idle: list[str] = []
+        after: str | None = None
+        while True:
+            page = await self.durable.list_agents(after=after, limit=_PAGE)
+            for info in page:
+                if _is_marker(info.agent_id):
+                    continue
+                if info.updated_at < cutoff and self._last_used.get(info.agent_id, 0.0) < cutoff:
+                    idle.append(info.agent_id)
+            if len(page) < _PAGE:
+                break
+            after = page[-1].agent_id
+        demoted = []
+        for agent_id in idle:
+            if await self.demote(agent_id):
+                demoted.append(agent_id)
+        return demoted
+
+    async def demote(self, agent_id: str) -> bool:
+        """Move one agent to the cold tier now. False if it has no durable stream."""
+        self._check_open()
+        cold = self.cold
+        if cold is None:
+            raise ConfigurationError("no cold tier to demote to")
+        async with self._lock(agent_id):
+            head = await self.durable.head(agent_id)
+            if head == 0:
+                return False
+            first = await self.durable.read(agent_id, 0, 1)
+            last = await self.durable.read(agent_id, head - 1, head)
+            if not first or not last:
+                raise IntegrityError(agent_id, head, "stream ends before its head")
+            created, updated = first[0].timestamp, last[0].timestamp
+            await cold.delete_agent(agent_id)  # an older archive copy
+            await _copy_stream(self.durable, cold, agent_id, head, all_snapshots=True)
+            if await cold.head(agent_id) != head:
+                raise IntegrityError(agent_id, head, "cold copy is incomplete")
+            marker_id = COLD_MARKER + agent_id
+            await self.durable.delete_agent(marker_id)  # a leftover of a crashed run
+            body = orjson.dumps({"head": head, "created": created, "updated": updated})
+            await self.durable.append(
+                AppendRequest(marker_id, 0, (RawEvent(1, "cold", self.clock(), body, b""),))
+            )
+            if await self.durable.head(agent_id) != head:  # written meanwhile: keep it
+                await self.durable.delete_agent(marker_id)
+                return False
+            await self.durable.delete_agent(agent_id)
+            if self.hot is not None:
+                await self._drop_hot(agent_id)
+            self._last_used.pop(agent_id, None)
+            self.stats["demotions"] += 1
+            logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
+            return True
+
+    async def _rehydrate(self, agent_id: str, *, locked: bool = False) -> int:
+        """Bring a demoted agent back to the durable tier; its head, or 0 if not demoted.
+
+        ``locked``: the caller holds the agent's lock already.
+        """
+        cold = self.cold
+        if cold is None or _is_marker(agent_id):
+            return 0
+        marker_id = COLD_MARKER + agent_id
+        if await self.durable.head(marker_id) == 0:
+            return 0
+        lock = self._lock(agent_id)
+        if not locked:
+            await lock.acquire()
+        try:
+            marker = await self._marker(agent_id)
+            if marker is None:  # rehydrated meanwhile
+                return await self.durable.head(agent_id)
+            head = await self.durable.head(agent_id)
+            if head == 0:
+                if await cold.head(agent_id) != marker.head_seq:
+                    raise IntegrityError(
+                        agent_id, marker.head_seq, "the cold copy of a demoted agent is missing"
+                    )
+                await _copy_stream(
+                    cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
+                )
+                head = marker.head_seq
+            await self.durable.delete_agent(marker_id)
+            await cold.delete_agent(agent_id)
+            self.stats["rehydrations"] += 1
+            logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
+            return head
+        finally:
+            if not locked:
+                lock.release()
+
+    async def _maintain(self) -> None:
+        assert self.demote_interval is not None
+        while not self._closed:
+            await asyncio.sleep(self.demote_interval)
+            try:
+                await self.demote_idle()
+            except StoreClosed:
+                return
+            except Exception:  # keep the loop alive; the next round retries
+                logger.exception("demoting idle agents failed")
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._maintenance
+        for tier in (self.hot, self.durable, self.cold):
+            if tier is not None:
+                await tier.close()
+
+
+async def _copy_stream(
+    src: Backend, dst: Backend, agent_id: str, head: int, *, all_snapshots: bool
+) -> None:
+    """Append the agent's events 1..head from ``src`` to (empty) ``dst``, keeping the
+    idempotency keys (when both tiers can list them) and the snapshots."""
+    keyed: dict[int, tuple[str, int]] = {}
+    if isinstance(src, KeyExport) and isinstance(dst, KeyExport):
+        for name, first, last in await src.idempotency_keys(agent_id):
+            keyed[first] = (name, last)
+    starts = sorted(keyed)
+    seq = 0
+    while seq < head:
+        key: str | None = None
+        if seq + 1 in keyed:
+            key, end = keyed[seq + 1]
+            events = await src.read(agent_id, seq, end)
+        else:
+            nxt = next((s for s in starts if s > seq + 1), head + 1)
+            events = await src.read(agent_id, seq, min(nxt - 1, head), limit=_PAGE)
+        if not events or events[0].seq != seq + 1:
+            raise IntegrityError(agent_id, seq + 1, "stream has a gap while copying tiers")
+        await dst.append(AppendRequest(agent_id, seq, tuple(events), None, key))
+        seq = events[-1].seq
+    snaps: list[RawSnapshot] = []
+    below: int | None = None
+    while True:
+        snap = await src.latest_snapshot(agent_id, below)
+        if snap is None:
+            break
+        snaps.append(snap)
+        if not all_snapshots or snap.seq <= 1:
+            break
+        below = snap.seq - 1
+    for snap in reversed(snaps):
+        await dst.save_snapshot(agent_id, snap)

@@ -1,0 +1,112 @@
+"""``statekeeper langgraph …``: maintenance of LangGraph threads kept by
+:class:`~statekeeper.integrations.langgraph.StatekeeperSaver`.
+
+``statekeeper langgraph prune --keep-last 20 --ttl 30d [--thread ID …] [--dry-run]``
+applies retention (see :meth:`StatekeeperSaver.prune_retention`). LangGraph is imported
+only when a command runs, so the rest of the CLI works without the extra.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated
+
+import typer
+
+from .app import DbOption, JsonOption, fail, handled, out_console, resolve_url, sqlite_file
+
+__all__ = ["langgraph_app", "parse_duration"]
+
+langgraph_app = typer.Typer(
+    name="langgraph",
+    help="Maintain LangGraph threads stored by the statekeeper checkpointer.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``"90"``, ``"90s"``, ``"15m"``, ``"12h"``, ``"30d"`` or ``"2w"``."""
+    match = _DURATION.match(text.lower())
+    if match is None:
+        raise typer.BadParameter(f"{text!r} is not a duration like 90s, 15m, 12h, 30d or 2w")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+@langgraph_app.command("prune")
+@handled
+def prune(
+    ctx: typer.Context,
+    keep_last: Annotated[
+        int | None,
+        typer.Option("--keep-last", min=1, help="Keep the N newest checkpoints of each namespace."),
+    ] = None,
+    ttl: Annotated[
+        str | None,
+        typer.Option(
+            "--ttl",
+            help="Remove checkpoints older than this (90s, 15m, 12h, 30d, 2w); a thread whose "
+            "newest checkpoint is older is deleted.",
+        ),
+    ] = None,
+    thread: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--thread", "-t", help="Only this thread (repeatable). Default: every thread."
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would go; change nothing.")
+    ] = False,
+    prefix: Annotated[
+        str, typer.Option("--prefix", help="Agent-id prefix of the saver's streams.")
+    ] = "lg/",
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Apply keep-last-N and/or TTL retention to LangGraph threads."""
+    if keep_last is None and ttl is None:
+        raise fail("give --keep-last and/or --ttl", 2)
+    seconds = parse_duration(ttl) if ttl is not None else None
+    url = resolve_url(ctx, db)
+    path = sqlite_file(url)
+    if path is not None and not path.exists():
+        raise fail(f"no statekeeper database at {path} (pass --db/--url or set STATEKEEPER_URL)", 2)
+    try:
+        from ..integrations.langgraph import StatekeeperSaver
+    except ImportError as exc:
+        raise fail(str(exc), 2) from None
+    with StatekeeperSaver.from_url(url, prefix=prefix) as saver:
+        report = saver.prune_retention(
+            thread or None, keep_last=keep_last, ttl=seconds, dry_run=dry_run
+        )
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "dry_run": report.dry_run,
+                    "threads_scanned": report.threads_scanned,
+                    "threads_compacted": report.threads_compacted,
+                    "threads_deleted": report.threads_deleted,
+                    "checkpoints_deleted": report.checkpoints_deleted,
+                    "writes_deleted": report.writes_deleted,
+                    "threads_skipped": report.threads_skipped,
+                }
+            )
+        )
+        return
+    verb = "would remove" if dry_run else "removed"
+    out_console().print(
+        f"{report.threads_scanned} thread(s) scanned: {verb} {report.checkpoints_deleted} "
+        f"checkpoint(s) and {report.writes_deleted} write(s); {report.threads_compacted} "
+        f"thread(s) compacted, {report.threads_deleted} deleted"
+        + (
+            f"; skipped (busy): {', '.join(report.threads_skipped)}"
+            if report.threads_skipped
+            else ""
+        )
+    )

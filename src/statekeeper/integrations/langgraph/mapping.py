@@ -1,0 +1,133 @@
+"""Where LangGraph's concepts live in statekeeper.
+
+**One stream per thread.** Every checkpoint namespace of a LangGraph thread lives in one
+statekeeper stream (agent id ``{prefix}{quoted thread id}#{generation}``). Its state
+document is an index that always describes the *last checkpoint put* per namespace in
+full, so ``get_tuple`` of the latest checkpoint reads one cached document::
+
+    {
+      "lg": 1, "thread": "<thread id>", "sealed": true,
+      "pool": {"<hash>": <message or blob cell>},          # each big value once
+      "ns": {
+        "<checkpoint_ns>": {
+          "cp":   {"h": [id, ts, parent id], "v": format, "cv": channel_versions,
+                   "vs": versions_seen, "uc": updated_channels, "x": {other keys}},
+          "meta": <packed metadata>,
+          "vals": {"<channel>": <packed value>},            # values of "cp"
+          "idx":  {"<checkpoint id>": <seq of its checkpoint event>},
+          "w":    {"<checkpoint id>": {"<task id>": {"p": task_path,
+                                                     "i": {"<idx>": [channel, packed]}}}}
+        }
+      }
+    }
+
+Each ``put`` is one ``lg.cp`` event whose JSON Patch changes only what changed
+(the versions that moved, the channel values in ``new_versions`` — for a list only the
+appended items —, the new pool entries and one ``idx`` entry), so a chat costs storage
+linear in its length. The document *at* a checkpoint's seq is that checkpoint, so an
+older checkpoint is ``store.load(at_seq=idx[id])``. Each ``put_writes`` is one
+``lg.w`` event adding entries under ``w``.
+
+**Generations.** Streams are append-only, so removing checkpoints (``prune``,
+retention, ``delete_for_runs``) writes the kept ones into a new generation of the
+thread's stream, then *fences* the old one with an ``lg.moved`` event appended at the
+head it copied (a compare-and-append: a concurrent writer makes it fail), then seals the
+new one (``lg.sealed``) and deletes the old one. The live generation is the newest
+sealed, not moved one, or the target of a ``moved`` fence.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from typing import Any
+from urllib.parse import quote, unquote
+
+from ... import patch
+
+__all__ = [
+    "FORMAT",
+    "agent_id",
+    "checkpoint_time",
+    "new_doc",
+    "new_ns",
+    "next_generation",
+    "parse_agent",
+    "ptr",
+    "thread_prefix",
+]
+
+FORMAT = 1
+BASE_GENERATION = "0"
+
+# event types written by the saver
+EV_THREAD = "lg.thread"
+EV_CHECKPOINT = "lg.cp"
+EV_WRITES = "lg.w"
+EV_BATCH = "lg.batch"  # a put and writes coalesced into one commit
+EV_MOVED = "lg.moved"
+EV_SEALED = "lg.sealed"
+
+_UUID_EPOCH = 0x01B21DD213814000  # 100 ns intervals from 1582-10-15 to 1970-01-01
+
+
+def thread_prefix(prefix: str, thread_id: str) -> str:
+    """The agent-id prefix shared by every generation of a thread's stream."""
+    return f"{prefix}{quote(thread_id, safe='')}#"
+
+
+def agent_id(prefix: str, thread_id: str, generation: str = BASE_GENERATION) -> str:
+    """The statekeeper agent id of one generation of a thread's stream."""
+    return thread_prefix(prefix, thread_id) + generation
+
+
+def parse_agent(prefix: str, agent: str) -> tuple[str, str] | None:
+    """``(thread_id, generation)`` of a saver agent id, or None for any other agent."""
+    if not agent.startswith(prefix):
+        return None
+    quoted, sep, generation = agent[len(prefix) :].rpartition("#")
+    if not sep:
+        return None
+    return unquote(quoted), generation
+
+
+def generation_order(generation: str) -> tuple[int, str]:
+    """Sort key of generation names (``"0"``, ``"1.ab12cd34"``, …)."""
+    head, _, tail = generation.partition(".")
+    return (int(head) if head.isdigit() else -1, tail)
+
+
+def next_generation(generation: str) -> str:
+    """A fresh, never-reused name for the generation after ``generation``."""
+    return f"{generation_order(generation)[0] + 1}.{secrets.token_hex(4)}"
+
+
+def new_doc(thread_id: str, *, sealed: bool = True) -> dict[str, Any]:
+    """The state document of a new thread stream."""
+    return {"lg": FORMAT, "thread": thread_id, "sealed": sealed, "pool": {}, "ns": {}}
+
+
+def new_ns() -> dict[str, Any]:
+    """The part of the document for a namespace with no checkpoint yet."""
+    return {"cp": None, "meta": None, "vals": {}, "idx": {}, "w": {}}
+
+
+def ptr(*tokens: str) -> str:
+    """A JSON Pointer from raw tokens (escaped)."""
+    return "/" + "/".join(patch.escape(t) for t in tokens)
+
+
+def checkpoint_time(checkpoint_id: str) -> float | None:
+    """Seconds since the epoch encoded in a time-based (v1/v6/v7) checkpoint id."""
+    try:
+        u = uuid.UUID(checkpoint_id)
+    except (ValueError, AttributeError, TypeError):
+        return None
+    if u.version == 6:
+        ticks = (u.int >> 80) << 12 | ((u.int >> 64) & 0x0FFF)
+        return (ticks - _UUID_EPOCH) / 1e7
+    if u.version == 1:
+        return (u.time - _UUID_EPOCH) / 1e7
+    if u.version == 7:
+        return (u.int >> 80) / 1000.0
+    return None

@@ -1,0 +1,1370 @@
+"""``StatekeeperSaver``: a LangGraph checkpointer on any statekeeper backend.
+
+The async methods are the implementation. They always run on the saver's private event
+loop (a :class:`~statekeeper.store.portal.Portal` thread) so that the store is driven
+from one loop whatever calls it: the sync methods (which LangGraph calls from sync
+graphs, from worker threads, or from inside a running event loop) block on the portal,
+and the async ones await it. See :mod:`.mapping` for the storage layout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import random
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Sequence,
+)
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import orjson
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ... import patch
+from ...errors import AgentNotFound, ConfigurationError, ConflictError, StatekeeperError
+from ...store.portal import Portal
+from ...store.store import StateStore
+from . import mapping as m
+from .serde import ValueCodec, pool_refs, safe_serializer
+
+__all__ = ["CheckpointForkError", "RetentionReport", "StatekeeperSaver"]
+
+T = TypeVar("T")
+Op = dict[str, Any]
+_KNOWN_KEYS = frozenset(
+    {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen", "updated_channels"}
+)
+#: saver options accepted by :meth:`StatekeeperSaver.from_url` (the rest go to the store)
+_SAVER_OPTIONS = frozenset(
+    {
+        "serde",
+        "allowed_types",
+        "native_json",
+        "fork_protection",
+        "prefix",
+        "cache_size",
+        "max_retries",
+        "snapshot_min_bytes",
+        "reuse_packed_messages",
+    }
+)
+
+
+class CheckpointForkError(ConflictError):
+    """A ``put`` would fork a thread: its parent is not the namespace's latest checkpoint.
+
+    Raised only with ``fork_protection=True``. Nothing was written. ``parent_id`` is
+    the parent the caller named, ``latest_id`` the thread's latest checkpoint.
+    """
+
+    def __init__(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        parent_id: str | None,
+        latest_id: str | None,
+        agent_id: str,
+        seq: int,
+    ) -> None:
+        super().__init__(agent_id, seq, seq)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.parent_id = parent_id
+        self.latest_id = latest_id
+
+    def __str__(self) -> str:
+        return (
+            f"thread {self.thread_id!r} namespace {self.checkpoint_ns!r}: a checkpoint with "
+            f"parent {self.parent_id!r} would fork the thread; its latest checkpoint is "
+            f"{self.latest_id!r} (fork_protection is on)"
+        )
+
+
+@dataclass
+class RetentionReport:
+    """What a retention or prune pass removed (or would remove, in a dry run)."""
+
+    threads_scanned: int = 0
+    threads_compacted: int = 0
+    threads_deleted: int = 0
+    checkpoints_deleted: int = 0
+    writes_deleted: int = 0
+    dry_run: bool = False
+    #: threads skipped because concurrent writers kept winning the fence
+    threads_skipped: list[str] = field(default_factory=list)
+
+    def add(self, other: RetentionReport) -> None:
+        """Accumulate another report into this one."""
+        self.threads_scanned += other.threads_scanned
+        self.threads_compacted += other.threads_compacted
+        self.threads_deleted += other.threads_deleted
+        self.checkpoints_deleted += other.checkpoints_deleted
+        self.writes_deleted += other.writes_deleted
+        self.threads_skipped.extend(other.threads_skipped)
+
+
+@dataclass(eq=False)
+class _Stream:
+    """The saver's cached view of one generation of a thread's stream."""
+
+    thread_id: str
+    agent_id: str
+    doc: dict[str, Any]
+    seq: int
+    heads: dict[str, str | None]
+    doc_bytes: int = 0
+    bytes_since: int = 0
+    #: id(message) -> (message, pooled reference) of messages packed into this stream
+    memo: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+
+    @property
+    def generation(self) -> str:
+        return self.agent_id.rpartition("#")[2]
+
+
+Plan = Callable[[_Stream], tuple[str, "builtins.list[Op]", str | None] | None]
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A write waiting for its thread's lock (see ``StatekeeperSaver._mutate``)."""
+
+    build: Plan
+    future: asyncio.Future[None]
+    kind: str = ""
+
+
+def _take_batch(
+    queue: builtins.list[_Pending],
+) -> tuple[builtins.list[_Pending], builtins.list[_Pending]]:
+    """Split the queue: a batch with at most one checkpoint put, and the rest."""
+    batch: builtins.list[_Pending] = []
+    for i, pending in enumerate(queue):
+        if pending.kind == m.EV_CHECKPOINT and any(p.kind == m.EV_CHECKPOINT for p in batch):
+            return batch, queue[i:]
+        batch.append(pending)
+    return batch, []
+
+
+def _heads(doc: dict[str, Any]) -> dict[str, str | None]:
+    return {ns: (max(nsd["idx"]) if nsd["idx"] else None) for ns, nsd in doc["ns"].items()}
+
+
+def _update_heads(st: _Stream, ops: builtins.list[Op]) -> None:
+    """Keep ``st.heads`` (latest checkpoint id per namespace) current after ``ops``."""
+    for op in ops:
+        path = op["path"]
+        if not path.startswith("/ns/"):
+            continue
+        tokens = [patch.unescape(t) for t in path[4:].split("/")]
+        ns = tokens[0]
+        if len(tokens) == 1:
+            nsd = st.doc["ns"].get(ns)
+            st.heads[ns] = max(nsd["idx"]) if nsd and nsd["idx"] else None
+        elif len(tokens) == 3 and tokens[1] == "idx":
+            head = st.heads.get(ns)
+            st.heads[ns] = tokens[2] if head is None or tokens[2] > head else head
+
+
+class _SaverPortal(Portal):
+    """A portal that can also be awaited from another event loop."""
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the portal loop and await its result from the calling loop."""
+        if not self.running:
+            coro.close()
+            raise StatekeeperError("the saver has been closed")
+        if asyncio.get_running_loop() is self._loop:
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    async def aiterate(self, agen: AsyncIterator[T]) -> AsyncIterator[T]:
+        """Drive an async iterator living on the portal loop from another loop."""
+
+        async def step() -> tuple[bool, T | None]:
+            try:
+                return True, await agen.__anext__()
+            except StopAsyncIteration:
+                return False, None
+
+        while True:
+            more, item = await self.run(step())
+            if not more:
+                return
+            yield item  # type: ignore[misc]
+
+
+def _prefixed(ops: builtins.list[Op], prefix: str) -> builtins.list[Op]:
+    for op in ops:
+        op["path"] = prefix + op["path"]
+    return ops
+
+
+def _smallest(old: Any, new: Any, path: str) -> builtins.list[Op]:
+    """The JSON Patch from ``old`` to ``new`` at ``path``: a diff, or one replace when
+    that is shorter (e.g. when most versions in a small map moved)."""
+    if old is new:
+        return []
+    ops = patch.diff(old, new)
+    if len(ops) > 1:
+        replace = [{"op": "replace", "path": "", "value": new}]
+        if len(orjson.dumps(replace)) < len(orjson.dumps(ops)):
+            ops = replace
+    return _prefixed(ops, path)
+
+
+def _match(meta: dict[str, Any], query: dict[str, Any]) -> bool:
+    for key, expected in query.items():
+        if key in meta:
+            found = meta[key]
+        elif "." in key:  # nested key, as SqliteSaver's json_extract('$.a.b') reads it
+            found = meta
+            for part in key.split("."):
+                found = found.get(part) if isinstance(found, dict) else None
+        else:
+            found = None
+        if expected != found:
+            return False
+    return True
+
+
+class StatekeeperSaver(BaseCheckpointSaver[int]):
+    """A LangGraph checkpointer that keeps every thread as a statekeeper stream.
+
+    Use :meth:`from_url` (``"sqlite:///agents.db"``, ``"memory://"``, …) or pass a
+    :class:`~statekeeper.StateStore`. Everything is stored through the store's codec
+    (checksummed, and encrypted/compressed when the codec is configured so), channel
+    values are stored once per version (list channels as appended items only), and
+    big messages once per thread.
+
+    Args:
+        store: the statekeeper store to keep threads in.
+        serde: LangGraph serializer for values that are not plain JSON or LangChain
+            messages. Default: :func:`~.serde.safe_serializer` (no arbitrary imports).
+        allowed_types: extra classes the default serializer may rebuild on load.
+        native_json: store plain JSON and messages readably (see :mod:`.serde`).
+        fork_protection: raise :class:`CheckpointForkError` instead of forking a
+            thread when a ``put`` names a parent that is not the latest checkpoint.
+        prefix: agent-id prefix of the saver's streams (several savers can share a
+            store with different prefixes).
+        cache_size: how many threads' documents to keep in memory.
+        max_retries: compare-and-append retries when other processes write the thread.
+        snapshot_min_bytes: store a snapshot of a thread once this many bytes *and*
+            at least the document's own size were appended since the last one (keeps
+            storage linear and cold loads bounded).
+        reuse_packed_messages: a message object already stored in the thread is not
+            serialized again when it reappears in a later checkpoint (LangGraph's
+            reducers keep the same objects). Like LangGraph's own blob savers, this
+            treats checkpointed values as immutable: turn it off if your nodes mutate
+            message objects in place.
+    """
+
+    def __init__(
+        self,
+        store: StateStore,
+        *,
+        serde: SerializerProtocol | None = None,
+        allowed_types: Iterable[type[Any] | tuple[str, str]] = (),
+        native_json: bool = True,
+        fork_protection: bool = False,
+        prefix: str = "lg/",
+        cache_size: int = 1024,
+        max_retries: int = 16,
+        snapshot_min_bytes: int = 64 * 1024,
+        reuse_packed_messages: bool = True,
+        _portal: _SaverPortal | None = None,
+        _owns_store: bool = False,
+    ) -> None:
+        super().__init__(serde=serde or safe_serializer(allowed_types))
+        if not prefix or "#" in prefix:
+            raise ConfigurationError("prefix must be non-empty and must not contain '#'")
+        self.store = store
+        self.native_json = native_json
+        self.fork_protection = fork_protection
+        self.prefix = prefix
+        self.cache_size = cache_size
+        self.max_retries = max_retries
+        self.snapshot_min_bytes = snapshot_min_bytes
+        self.reuse_packed_messages = reuse_packed_messages
+        self._portal = _portal or _SaverPortal("statekeeper-langgraph")
+        self._owns_store = _owns_store
+        self._codec_cache: ValueCodec | None = None
+        self._streams: OrderedDict[str, _Stream] = OrderedDict()
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._queued: dict[str, builtins.list[_Pending]] = {}
+
+    @classmethod
+    def from_url(cls, url: str | None = None, **options: Any) -> StatekeeperSaver:
+        """Open a store by URL (as :class:`~statekeeper.StateStore` does) and wrap it.
+
+        Saver options (``fork_protection``, ``allowed_types``, ``serde``, ``prefix``,
+        ``native_json``, ``cache_size``, ``max_retries``, ``snapshot_min_bytes``) are
+        taken from ``options``; the rest (``durability``, ``codec``, …) configure the
+        store. The saver closes the store it opened.
+        """
+        saver_opts = {k: v for k, v in options.items() if k in _SAVER_OPTIONS}
+        store_opts = {k: v for k, v in options.items() if k not in _SAVER_OPTIONS}
+        # the saver snapshots adaptively (see snapshot_min_bytes)
+        store_opts.setdefault("snapshot_every", 1_000_000)
+        portal = _SaverPortal("statekeeper-langgraph")
+        try:
+            store = portal.call(_make_store(url, store_opts))
+        except BaseException:
+            portal.stop()
+            raise
+        return cls(store, _portal=portal, _owns_store=True, **saver_opts)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the store (when the saver opened it) and stop the saver's loop."""
+        if not self._portal.running:
+            return
+        try:
+            if self._owns_store:
+                self._portal.call(self.store.close())
+        finally:
+            self._portal.stop()
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        if not self._portal.running:
+            return
+        try:
+            if self._owns_store:
+                await self._portal.run(self.store.close())
+        finally:
+            await asyncio.to_thread(self._portal.stop)
+
+    def __enter__(self) -> StatekeeperSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> StatekeeperSaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- helpers -----------------------------------------------------------------
+
+    @property
+    def _codec(self) -> ValueCodec:
+        codec = self._codec_cache
+        if codec is None or codec.serde is not self.serde:
+            codec = ValueCodec(self.serde, native=self.native_json)
+            self._codec_cache = codec
+        return codec
+
+    def _lock(self, thread_id: str) -> asyncio.Lock:
+        lock = self._locks.get(thread_id)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[thread_id] = lock
+        return lock
+
+    def _remember(self, st: _Stream) -> None:
+        self._streams[st.thread_id] = st
+        self._streams.move_to_end(st.thread_id)
+        while len(self._streams) > max(self.cache_size, 1):
+            self._streams.popitem(last=False)
+
+    def _forget(self, thread_id: str) -> None:
+        self._streams.pop(thread_id, None)
+
+    async def _generations(self, thread_id: str) -> builtins.list[str]:
+        prefix = m.thread_prefix(self.prefix, thread_id)
+        found: builtins.list[str] = []
+        after = prefix
+        while True:
+            page = await self.store.list_agents(after=after, limit=100)
+            for info in page:
+                if not info.agent_id.startswith(prefix):
+                    return sorted(found, key=lambda a: m.generation_order(a[len(prefix) :]))
+                found.append(info.agent_id)
+            if len(page) < 100:
+                return sorted(found, key=lambda a: m.generation_order(a[len(prefix) :]))
+            after = page[-1].agent_id
+
+    async def _load(self, thread_id: str, agent: str) -> _Stream:
+        snap = await self.store.get(agent)
+        if snap is None:
+            raise AgentNotFound(agent)
+        doc = snap.data
+        return _Stream(thread_id, agent, doc, snap.seq, _heads(doc), len(orjson.dumps(doc)))
+
+    async def _resolve(self, thread_id: str) -> _Stream | None:
+        """Find the live generation of a thread's stream (see :mod:`.mapping`)."""
+        loaded: dict[str, _Stream] = {}
+        for agent in await self._generations(thread_id):
+            try:
+                loaded[agent.rpartition("#")[2]] = await self._load(thread_id, agent)
+            except AgentNotFound:
+                continue
+        targets = {st.doc.get("moved") for st in loaded.values()}
+        for gen in sorted(loaded, key=m.generation_order, reverse=True):
+            st = loaded[gen]
+            moved = st.doc.get("moved")
+            if moved is not None:
+                if moved in loaded:
+                    return loaded[moved]
+                return st  # a void fence: its target never became live
+            if st.doc.get("sealed", True):
+                return st
+            if gen in targets:  # fenced over but not yet sealed: finish the cut-over
+                await self._finish_cutover(
+                    st, [s for s in loaded.values() if s.doc.get("moved") == gen]
+                )
+                return await self._load(thread_id, st.agent_id)
+        return None
+
+    async def _finish_cutover(self, st: _Stream, old: builtins.list[_Stream]) -> None:
+        await self.store.append(
+            st.agent_id, m.EV_SEALED, ops=[{"op": "replace", "path": "/sealed", "value": True}]
+        )
+        for prev in old:
+            await self.store.delete(prev.agent_id)
+
+    async def _open(self, thread_id: str, *, create: bool) -> _Stream | None:
+        """The thread's live stream with a current document (cached, head-checked)."""
+        st = self._streams.get(thread_id)
+        if st is not None:
+            head = await self.store.head(st.agent_id)
+            if head == st.seq and st.doc.get("moved") is None:
+                self._streams.move_to_end(thread_id)
+                return st
+            self._forget(thread_id)
+            if head > 0:
+                try:
+                    fresh = await self._load(thread_id, st.agent_id)
+                except AgentNotFound:
+                    fresh = None
+                if fresh is not None and fresh.doc.get("moved") is None:
+                    self._remember(fresh)
+                    return fresh
+        for _ in range(self.max_retries):
+            found = await self._resolve(thread_id)
+            if found is not None:
+                self._remember(found)
+                return found
+            if not create:
+                return None
+            try:
+                await self.store.create(m.agent_id(self.prefix, thread_id), m.new_doc(thread_id))
+            except ConflictError:
+                continue  # created concurrently (or a stale base generation): resolve again
+        raise ConflictError(m.agent_id(self.prefix, thread_id), 0, -1)
+
+    async def _append(
+        self,
+        st: _Stream,
+        kind: str,
+        ops: builtins.list[Op],
+        key: str | None = None,
+        *,
+        applied: bool = False,
+    ) -> None:
+        """Compare-and-append ``ops`` at ``st.seq``; keep ``st`` current on success.
+
+        ``applied``: ``st.doc`` already has the ops applied (a coalesced batch).
+        """
+        result = await self.store.append(
+            st.agent_id, kind, None, ops=ops, expected_seq=st.seq, idempotency_key=key
+        )
+        if result.duplicate:  # an earlier attempt landed: our document is stale
+            self._forget(st.thread_id)
+            return
+        if not applied:
+            st.doc = patch.apply(st.doc, ops, in_place=True)
+            _update_heads(st, ops)
+        st.seq = result.last_seq
+        st.bytes_since += len(orjson.dumps(ops))
+        if st.bytes_since >= max(st.doc_bytes, self.snapshot_min_bytes):
+            await self.store.snapshot(st.agent_id)
+            st.doc_bytes = len(orjson.dumps(st.doc))
+            st.bytes_since = 0
+
+    async def _mutate(self, thread_id: str, build: Plan, kind: str) -> None:
+        """Build ops from the current document and append them, retrying on conflicts.
+
+        Calls on one thread that arrive while another is committing are *coalesced*:
+        the next lock holder builds every queued plan, one after the other against the
+        document as the previous ones leave it, and appends them as one event (one
+        commit). LangGraph saves a step's writes and the next checkpoint concurrently,
+        so they usually share a commit. A batch holds at most one checkpoint, so the
+        document at a checkpoint's seq is still exactly that checkpoint.
+        """
+        loop = asyncio.get_running_loop()
+        mine = _Pending(build, loop.create_future(), kind)
+        queue = self._queued.setdefault(thread_id, [])
+        queue.append(mine)
+        try:
+            async with self._lock(thread_id):
+                while not mine.future.done():
+                    batch, rest = _take_batch(self._queued.get(thread_id) or [])
+                    self._queued[thread_id] = rest
+                    await self._commit(thread_id, batch)
+                if not self._queued.get(thread_id):
+                    self._queued.pop(thread_id, None)
+        except asyncio.CancelledError:
+            waiting = self._queued.get(thread_id)
+            if waiting is not None and mine in waiting:  # not taken yet: never write it
+                waiting.remove(mine)
+            raise
+        mine.future.result()
+
+    async def _commit(self, thread_id: str, batch: builtins.list[_Pending]) -> None:
+        """Append the plans of ``batch`` as one event; settle each plan's future."""
+        live = [p for p in batch if not p.future.done()]
+        for _ in range(self.max_retries):
+            if not live:
+                return
+            st = await self._open(thread_id, create=True)
+            assert st is not None
+            ops: builtins.list[Op] = []
+            kinds: builtins.list[str] = []
+            included: builtins.list[_Pending] = []
+            for pending in live:
+                try:
+                    plan = pending.build(st)
+                except BaseException as exc:  # e.g. CheckpointForkError: that call fails alone
+                    pending.future.set_exception(exc)
+                    continue
+                included.append(pending)
+                if plan is None:
+                    continue
+                kind, plan_ops, _ = plan
+                kinds.append(kind)
+                ops.extend(plan_ops)
+                if len(live) > 1:  # later plans are built against this one's outcome
+                    st.doc = patch.apply(
+                        st.doc, orjson.loads(orjson.dumps(plan_ops)), in_place=True
+                    )
+                    _update_heads(st, plan_ops)
+            live = included
+            if not ops:
+                break
+            kind = kinds[0] if len(set(kinds)) == 1 else m.EV_BATCH
+            try:
+                if len(included) > 1:
+                    await self._append(st, kind, ops, applied=True)
+                else:
+                    await self._append(st, kind, ops)
+                break
+            except ConflictError:
+                self._forget(thread_id)  # the document may hold speculative changes
+            except BaseException as exc:
+                self._forget(thread_id)
+                for pending in live:
+                    if not pending.future.done():
+                        pending.future.set_exception(exc)
+                return
+        else:
+            error = ConflictError(m.agent_id(self.prefix, thread_id), -1, -1)
+            for pending in live:
+                if not pending.future.done():
+                    pending.future.set_exception(error)
+            return
+        for pending in live:
+            if not pending.future.done():
+                pending.future.set_result(None)
+
+    # -- building ops ------------------------------------------------------------
+
+    def _ops_checkpoint(
+        self,
+        st: _Stream,
+        ns: str,
+        header: dict[str, Any],
+        meta: Any,
+        vals: dict[str, Any],
+        new_pool: dict[str, Any],
+    ) -> builtins.list[Op]:
+        ops: builtins.list[Op] = [
+            {"op": "add", "path": m.ptr("pool", key), "value": cell}
+            for key, cell in new_pool.items()
+        ]
+        cid = header["h"][0]
+        seq = st.seq + 1
+        nsd = st.doc["ns"].get(ns)
+        if nsd is None:
+            fresh = m.new_ns()
+            fresh.update(cp=header, meta=meta, vals=vals, idx={cid: seq})
+            ops.append({"op": "add", "path": m.ptr("ns", ns), "value": fresh})
+            return ops
+        base = m.ptr("ns", ns)
+        old_cp = nsd["cp"]
+        if old_cp is None:
+            ops.append({"op": "replace", "path": f"{base}/cp", "value": header})
+        else:
+            for key in old_cp:
+                if key not in header:
+                    ops.append({"op": "remove", "path": f"{base}/cp/{key}"})
+            for key, value in header.items():
+                if key not in old_cp:
+                    ops.append({"op": "add", "path": f"{base}/cp/{key}", "value": value})
+                else:
+                    ops.extend(_smallest(old_cp[key], value, f"{base}/cp/{key}"))
+        if nsd["meta"] is None:
+            ops.append({"op": "replace", "path": f"{base}/meta", "value": meta})
+        else:
+            ops.extend(_smallest(nsd["meta"], meta, f"{base}/meta"))
+        old_vals: dict[str, Any] = nsd["vals"]
+        for ch in old_vals:
+            if ch not in vals:
+                ops.append({"op": "remove", "path": m.ptr("ns", ns, "vals", ch)})
+        for ch, cell in vals.items():
+            path = m.ptr("ns", ns, "vals", ch)
+            if ch not in old_vals:
+                ops.append({"op": "add", "path": path, "value": cell})
+            elif old_vals[ch] is not cell:
+                ops.extend(_prefixed(patch.diff(old_vals[ch], cell), path))
+        ops.append({"op": "add", "path": m.ptr("ns", ns, "idx", cid), "value": seq})
+        return ops
+
+    def _ops_writes(
+        self,
+        st: _Stream,
+        ns: str,
+        cid: str,
+        task_id: str,
+        task_path: str,
+        entries: dict[str, Any],
+        new_pool: dict[str, Any],
+    ) -> builtins.list[Op]:
+        ops: builtins.list[Op] = [
+            {"op": "add", "path": m.ptr("pool", key), "value": cell}
+            for key, cell in new_pool.items()
+        ]
+        nsd = st.doc["ns"].get(ns)
+        task = {"p": task_path, "i": entries}
+        if nsd is None:
+            fresh = m.new_ns()
+            fresh["w"] = {cid: {task_id: task}}
+            ops.append({"op": "add", "path": m.ptr("ns", ns), "value": fresh})
+        elif cid not in nsd["w"]:
+            ops.append({"op": "add", "path": m.ptr("ns", ns, "w", cid), "value": {task_id: task}})
+        elif task_id not in nsd["w"][cid]:
+            ops.append({"op": "add", "path": m.ptr("ns", ns, "w", cid, task_id), "value": task})
+        else:
+            for idx, entry in entries.items():
+                ops.append(
+                    {
+                        "op": "add",
+                        "path": m.ptr("ns", ns, "w", cid, task_id, "i", idx),
+                        "value": entry,
+                    }
+                )
+        return ops
+
+    # -- reading -----------------------------------------------------------------
+
+    def _pending(
+        self, tasks: dict[str, Any] | None, pool: dict[str, Any]
+    ) -> builtins.list[PendingWrite]:
+        if not tasks:
+            return []
+        rows: builtins.list[tuple[tuple[str, str, int], PendingWrite]] = []
+        codec = self._codec
+        for task_id, task in tasks.items():
+            for idx, (channel, packed) in task["i"].items():
+                rows.append(
+                    (
+                        writes_sort_key(task["p"], task_id, int(idx)),
+                        (task_id, channel, codec.unpack(packed, pool)),
+                    )
+                )
+        rows.sort(key=lambda r: r[0])
+        return [row for _, row in rows]
+
+    def _tuple(
+        self,
+        thread_id: str,
+        ns: str,
+        nsd: dict[str, Any],
+        pool: dict[str, Any],
+        writes: builtins.list[PendingWrite],
+        config: RunnableConfig | None,
+    ) -> CheckpointTuple:
+        codec = self._codec
+        cp = nsd["cp"]
+        checkpoint: dict[str, Any] = {}
+        if "x" in cp:
+            checkpoint.update(codec.unpack(cp["x"], pool))
+        checkpoint.update(
+            v=cp["v"],
+            id=cp["h"][0],
+            ts=cp["h"][1],
+            channel_values={ch: codec.unpack(p, pool) for ch, p in nsd["vals"].items()},
+            channel_versions=dict(cp["cv"]),
+            versions_seen={node: dict(seen) for node, seen in cp["vs"].items()},
+            updated_channels=builtins.list(cp["uc"]) if cp["uc"] is not None else None,
+        )
+        own: RunnableConfig = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": cp["h"][0],
+            }
+        }
+        parent = cp["h"][2]
+        return CheckpointTuple(
+            config=config if config is not None else own,
+            checkpoint=checkpoint,  # type: ignore[arg-type]
+            metadata=codec.unpack(nsd["meta"], pool),
+            parent_config=(
+                {
+                    "configurable": {
+                        "thread_id": thread_id,
+                        "checkpoint_ns": ns,
+                        "checkpoint_id": parent,
+                    }
+                }
+                if parent
+                else None
+            ),
+            pending_writes=writes,
+        )
+
+    async def _docs_at(self, agent: str, seqs: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The thread documents at several seqs, by one forward pass over the stream."""
+        wanted = sorted(set(seqs))
+        if not wanted:
+            return {}
+        doc = (await self.store.load(agent, at_seq=wanted[0])).data
+        found = {wanted[0]: doc}
+        if len(wanted) > 1:
+            targets = set(wanted)
+            async for event in self.store.history(agent, after_seq=wanted[0], to_seq=wanted[-1]):
+                if event.ops:
+                    doc = patch.apply(doc, event.ops)
+                if event.seq in targets:
+                    found[event.seq] = doc
+        return found
+
+    async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns") or ""
+        cid = get_checkpoint_id(config)
+        st = await self._open(thread_id, create=False)
+        if st is None:
+            return None
+        nsd = st.doc["ns"].get(ns)
+        if nsd is None:
+            return None
+        if cid is None:
+            cid = st.heads.get(ns)
+            config = None  # type: ignore[assignment]
+            if cid is None:
+                return None
+        seq = nsd["idx"].get(cid)
+        if seq is None:
+            return None
+        pool = st.doc["pool"]
+        writes = self._pending(nsd["w"].get(cid), pool)
+        if nsd["cp"]["h"][0] == cid:
+            return self._tuple(thread_id, ns, nsd, pool, writes, config)
+        at = (await self.store.load(st.agent_id, at_seq=seq)).data
+        return self._tuple(thread_id, ns, at["ns"][ns], at["pool"], writes, config)
+
+    async def _thread_ids(self) -> AsyncIterator[str]:
+        last: str | None = None
+        async for info in self.store.iter_agents():
+            parsed = m.parse_agent(self.prefix, info.agent_id)
+            if parsed is None or parsed[0] == last:
+                continue
+            last = parsed[0]
+            yield last
+
+    async def _list(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        if limit is not None and limit <= 0:
+            return
+        before_id = get_checkpoint_id(before) if before is not None else None
+        if config is None:
+            threads: AsyncIterator[str] = self._thread_ids()
+            ns_filter: str | None = None
+            cid_filter: str | None = None
+        else:
+            conf = config["configurable"]
+            threads = _single(str(conf["thread_id"]))
+            ns_filter = conf.get("checkpoint_ns")
+            cid_filter = get_checkpoint_id(config)
+        remaining = limit
+        async for thread_id in threads:
+            st = await self._open(thread_id, create=False)
+            if st is None:
+                continue
+            doc = st.doc
+            found = [
+                (cid, ns, seq)
+                for ns, nsd in doc["ns"].items()
+                if ns_filter is None or ns == ns_filter
+                for cid, seq in nsd["idx"].items()
+                if (not cid_filter or cid == cid_filter) and (before_id is None or cid < before_id)
+            ]
+            if not found:
+                continue
+            found.sort(reverse=True)
+            pool = doc["pool"]
+            writes = {(ns, cid): doc["ns"][ns]["w"].get(cid) for cid, ns, _ in found}
+            current = {ns: nsd for ns, nsd in doc["ns"].items() if nsd["cp"] is not None}
+            old = [
+                seq
+                for cid, ns, seq in found
+                if ns not in current or current[ns]["cp"]["h"][0] != cid
+            ]
+            eager = bool(filter) or remaining is None or remaining > 4
+            docs = await self._docs_at(st.agent_id, old) if eager else {}
+            for cid, ns, seq in found:
+                if ns in current and current[ns]["cp"]["h"][0] == cid:
+                    nsd, at_pool = current[ns], pool
+                else:
+                    at = docs.get(seq)
+                    if at is None:
+                        at = (await self.store.load(st.agent_id, at_seq=seq)).data
+                    nsd, at_pool = at["ns"][ns], at["pool"]
+                if filter and not _match(self._codec.unpack(nsd["meta"], at_pool), filter):
+                    continue
+                yield self._tuple(
+                    thread_id, ns, nsd, at_pool, self._pending(writes[(ns, cid)], pool), None
+                )
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining <= 0:
+                        return
+
+    # -- writing -----------------------------------------------------------------
+
+    async def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns") or ""
+        parent = conf.get("checkpoint_id")
+        cid = checkpoint["id"]
+        codec = self._codec
+        meta = codec.pack(get_checkpoint_metadata(config, metadata))
+        header: dict[str, Any] = {
+            "h": [cid, checkpoint["ts"], parent],
+            "v": checkpoint["v"],
+            "cv": dict(checkpoint["channel_versions"]),
+            "vs": {node: dict(seen) for node, seen in checkpoint["versions_seen"].items()},
+            "uc": None,
+        }
+        updated = checkpoint.get("updated_channels")
+        if updated is not None:
+            header["uc"] = builtins.list(updated)
+        extras = {k: v for k, v in checkpoint.items() if k not in _KNOWN_KEYS}
+        if extras:
+            header["x"] = codec.pack(extras)
+        values = checkpoint["channel_values"]
+
+        def build(st: _Stream) -> tuple[str, builtins.list[Op], str | None]:
+            nsd = st.doc["ns"].get(ns)
+            latest = st.heads.get(ns)
+            if self.fork_protection and latest is not None and parent != latest and cid != latest:
+                raise CheckpointForkError(thread_id, ns, parent, latest, st.agent_id, st.seq)
+            pool = st.doc["pool"]
+            new_pool: dict[str, Any] = {}
+            memo = st.memo if self.reuse_packed_messages else None
+            if memo is not None and len(memo) > 8192:
+                memo.clear()
+            old_cp = nsd["cp"] if nsd is not None else None
+            old_vals: dict[str, Any] = nsd["vals"] if nsd is not None else {}
+            old_cv: dict[str, Any] = old_cp["cv"] if old_cp is not None else {}
+            linear = old_cp is not None and old_cp["h"][0] == parent
+            vals: dict[str, Any] = {}
+            for ch, version in header["cv"].items():
+                same_version = ch in old_vals and old_cv.get(ch) == version
+                if ch in new_versions:
+                    if ch in values:
+                        vals[ch] = codec.pack(values[ch], pool, new_pool, memo)
+                elif same_version and linear:
+                    vals[ch] = old_vals[ch]
+                elif ch in values:
+                    vals[ch] = codec.pack(values[ch], pool, new_pool, memo)
+                elif same_version:
+                    vals[ch] = old_vals[ch]
+            return m.EV_CHECKPOINT, self._ops_checkpoint(st, ns, header, meta, vals, new_pool), None
+
+        await self._mutate(thread_id, build, m.EV_CHECKPOINT)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+    async def _put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns") or ""
+        cid = str(conf["checkpoint_id"])
+        items = [(WRITES_IDX_MAP.get(ch, i), ch, v) for i, (ch, v) in enumerate(writes)]
+        if not items:
+            return
+        codec = self._codec
+
+        def build(st: _Stream) -> tuple[str, builtins.list[Op], str | None] | None:
+            nsd = st.doc["ns"].get(ns)
+            task = nsd["w"].get(cid, {}).get(task_id) if nsd is not None else None
+            existing: dict[str, Any] = task["i"] if task is not None else {}
+            pool = st.doc["pool"]
+            new_pool: dict[str, Any] = {}
+            memo = st.memo if self.reuse_packed_messages else None
+            entries: dict[str, Any] = {}
+            for idx, ch, value in items:
+                key = str(idx)
+                if idx >= 0 and key in existing:
+                    continue  # regular writes: insert or ignore
+                entries[key] = [ch, codec.pack(value, pool, new_pool, memo)]
+            if not entries:
+                return None
+            # Idempotency per (checkpoint, task, idx) is this index check, made under a
+            # compare-and-append: a concurrent or retried duplicate loses the race,
+            # re-reads the index and stores nothing.
+            ops = self._ops_writes(st, ns, cid, task_id, task_path, entries, new_pool)
+            return m.EV_WRITES, ops, None
+
+        await self._mutate(thread_id, build, m.EV_WRITES)
+
+    async def _delete_thread(self, thread_id: str) -> None:
+        async with self._lock(thread_id):
+            self._forget(thread_id)
+            for agent in await self._generations(thread_id):
+                await self.store.delete(agent)
+
+    # -- copying and compaction ----------------------------------------------------
+
+    async def _snapshot_parts(
+        self, st: _Stream, keep: dict[str, set[str]]
+    ) -> builtins.list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+        """``(ns, checkpoint id, namespace document at it, pool at it)`` of kept ones,
+        oldest first."""
+        wanted = [
+            (cid, ns, st.doc["ns"][ns]["idx"][cid]) for ns, cids in keep.items() for cid in cids
+        ]
+        wanted.sort()
+        docs = await self._docs_at(st.agent_id, [seq for _, _, seq in wanted])
+        return [(ns, cid, docs[seq]["ns"][ns], docs[seq]["pool"]) for cid, ns, seq in wanted]
+
+    def _replay_plans(
+        self, src: _Stream, parts: builtins.list[tuple[str, str, dict[str, Any], dict[str, Any]]]
+    ) -> builtins.list[tuple[str, Plan]]:
+        """Plans that write the given checkpoints (and their writes) into a stream."""
+        plans: builtins.list[tuple[str, Plan]] = []
+        src_pool = src.doc["pool"]
+        for ns, cid, nsd, at_pool in parts:
+
+            def put_plan(
+                dst: _Stream,
+                ns: str = ns,
+                nsd: dict[str, Any] = nsd,
+                at_pool: dict[str, Any] = at_pool,
+            ) -> tuple[str, builtins.list[Op], str | None]:
+                refs = pool_refs([nsd["vals"], nsd["meta"], nsd["cp"].get("x")], set())
+                new_pool = {k: at_pool[k] for k in refs if k not in dst.doc["pool"]}
+                ops = self._ops_checkpoint(
+                    dst, ns, nsd["cp"], nsd["meta"], dict(nsd["vals"]), new_pool
+                )
+                return m.EV_CHECKPOINT, ops, None
+
+            plans.append((m.EV_CHECKPOINT, put_plan))
+            for task_id, task in (src.doc["ns"][ns]["w"].get(cid) or {}).items():
+
+                def writes_plan(
+                    dst: _Stream,
+                    ns: str = ns,
+                    cid: str = cid,
+                    task_id: str = task_id,
+                    task: dict[str, Any] = task,
+                ) -> tuple[str, builtins.list[Op], str | None] | None:
+                    refs = pool_refs(task["i"], set())
+                    new_pool = {k: src_pool[k] for k in refs if k not in dst.doc["pool"]}
+                    ops = self._ops_writes(
+                        dst, ns, cid, task_id, task["p"], dict(task["i"]), new_pool
+                    )
+                    return m.EV_WRITES, ops, None
+
+                plans.append((m.EV_WRITES, writes_plan))
+        return plans
+
+    async def _copy_thread(self, source: str, target: str) -> None:
+        async with self._lock(source):
+            src = await self._open(source, create=False)
+            if src is None:
+                return
+            keep = {ns: set(nsd["idx"]) for ns, nsd in src.doc["ns"].items()}
+            parts = await self._snapshot_parts(src, keep)
+            plans = self._replay_plans(src, parts)
+        for kind, plan in plans:
+            await self._mutate(target, plan, kind)
+
+    async def _compact(
+        self,
+        thread_id: str,
+        decide: Callable[[_Stream], Awaitable[dict[str, set[str]] | None]],
+        dry_run: bool,
+    ) -> RetentionReport:
+        """Rewrite a thread keeping only the checkpoints ``decide`` returns."""
+        report = RetentionReport(dry_run=dry_run)
+        async with self._lock(thread_id):
+            for _ in range(3):
+                st = await self._open(thread_id, create=False)
+                if st is None:
+                    return report
+                report.threads_scanned = 1
+                keep = await decide(st)
+                if keep is None:
+                    return report
+                dropped_cps = dropped_writes = 0
+                for ns, nsd in st.doc["ns"].items():
+                    kept = keep.get(ns, set())
+                    dropped_cps += sum(1 for cid in nsd["idx"] if cid not in kept)
+                    dropped_writes += sum(
+                        len(task["i"])
+                        for cid, tasks in nsd["w"].items()
+                        if cid not in kept
+                        for task in tasks.values()
+                    )
+                if not dropped_cps and not dropped_writes:
+                    return report
+                report.checkpoints_deleted, report.writes_deleted = dropped_cps, dropped_writes
+                if not any(keep.values()):
+                    report.threads_deleted = 1
+                    if not dry_run:
+                        self._forget(thread_id)
+                        for agent in await self._generations(thread_id):
+                            await self.store.delete(agent)
+                    return report
+                report.threads_compacted = 1
+                if dry_run:
+                    return report
+                if await self._rewrite(st, keep):
+                    return report
+                self._forget(thread_id)
+            report.threads_compacted = report.checkpoints_deleted = report.writes_deleted = 0
+            report.threads_skipped.append(thread_id)
+            return report
+
+    async def _rewrite(self, st: _Stream, keep: dict[str, set[str]]) -> bool:
+        """Copy the kept checkpoints into a new generation and cut over. False when a
+        concurrent writer won the fence (nothing changed)."""
+        fence_seq = st.seq
+        new_agent = m.agent_id(self.prefix, st.thread_id, m.next_generation(st.generation))
+        await self.store.create(new_agent, m.new_doc(st.thread_id, sealed=False))
+        try:
+            dst = await self._load(st.thread_id, new_agent)
+            for _, plan in self._replay_plans(st, await self._snapshot_parts(st, keep)):
+                planned = plan(dst)
+                if planned is not None:
+                    await self._append(dst, planned[0], planned[1], planned[2])
+            await self.store.append(
+                st.agent_id,
+                m.EV_MOVED,
+                ops=[{"op": "add", "path": "/moved", "value": dst.generation}],
+                expected_seq=fence_seq,
+            )
+        except ConflictError:
+            await self.store.delete(new_agent)
+            return False
+        except BaseException:
+            await self.store.delete(new_agent)
+            raise
+        await self.store.append(
+            new_agent, m.EV_SEALED, ops=[{"op": "replace", "path": "/sealed", "value": True}]
+        )
+        await self.store.delete(st.agent_id)
+        self._forget(st.thread_id)
+        return True
+
+    async def _thread_list(self, thread_ids: Sequence[str] | None) -> builtins.list[str]:
+        if thread_ids is not None:
+            return [str(t) for t in thread_ids]
+        return [t async for t in self._thread_ids()]
+
+    async def _prune(self, thread_ids: Sequence[str], strategy: str) -> RetentionReport:
+        report = RetentionReport()
+        if strategy == "delete":
+            for thread_id in thread_ids:
+                existed = bool(await self._generations(str(thread_id)))
+                await self._delete_thread(str(thread_id))
+                report.threads_scanned += 1
+                report.threads_deleted += int(existed)
+            return report
+        if strategy != "keep_latest":
+            raise ConfigurationError(f"unknown prune strategy {strategy!r} (keep_latest or delete)")
+
+        async def latest(st: _Stream) -> dict[str, set[str]]:
+            return {ns: {head} for ns, head in st.heads.items() if head is not None}
+
+        for thread_id in thread_ids:
+            report.add(await self._compact(str(thread_id), latest, False))
+        return report
+
+    async def _retention(
+        self,
+        thread_ids: Sequence[str] | None,
+        keep_last: int | None,
+        ttl: float | None,
+        now: float | None,
+        dry_run: bool,
+    ) -> RetentionReport:
+        if keep_last is not None and keep_last < 1:
+            raise ConfigurationError("keep_last must be >= 1")
+        if ttl is not None and ttl <= 0:
+            raise ConfigurationError("ttl must be > 0 seconds")
+        cutoff = (time.time() if now is None else now) - ttl if ttl is not None else None
+
+        async def decide(st: _Stream) -> dict[str, set[str]] | None:
+            keep: dict[str, set[str]] = {}
+            newest: float | None = None
+            for ns, nsd in st.doc["ns"].items():
+                ids = sorted(nsd["idx"], reverse=True)
+                if not ids:
+                    continue
+                stamps = {cid: m.checkpoint_time(cid) for cid in ids}
+                for stamp in stamps.values():
+                    if stamp is not None and (newest is None or stamp > newest):
+                        newest = stamp
+                if keep_last is not None:
+                    ids = ids[:keep_last]
+                if cutoff is not None:
+                    ids = ids[:1] + [
+                        c
+                        for c in ids[1:]
+                        if (stamps[c] is None or stamps[c] >= cutoff)  # type: ignore[operator]
+                    ]
+                keep[ns] = set(ids)
+            if cutoff is not None and newest is not None and newest < cutoff:
+                return {}  # the whole thread expired
+            return keep
+
+        report = RetentionReport(dry_run=dry_run)
+        for thread_id in await self._thread_list(thread_ids):
+            report.add(await self._compact(thread_id, decide, dry_run))
+        return report
+
+    async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        runs = set(run_ids)
+        if not runs:
+            return
+        codec = self._codec
+
+        async def without_runs(st: _Stream) -> dict[str, set[str]] | None:
+            seqs = {
+                seq: (ns, cid)
+                for ns, nsd in st.doc["ns"].items()
+                for cid, seq in nsd["idx"].items()
+            }
+            docs = await self._docs_at(st.agent_id, seqs)
+            keep = {ns: set(nsd["idx"]) for ns, nsd in st.doc["ns"].items()}
+            hit = False
+            for seq, (ns, cid) in seqs.items():
+                meta = codec.unpack(docs[seq]["ns"][ns]["meta"], docs[seq]["pool"])
+                if isinstance(meta, dict) and meta.get("run_id") in runs:
+                    keep[ns].discard(cid)
+                    hit = True
+            return keep if hit else None
+
+        for thread_id in await self._thread_list(None):
+            await self._compact(thread_id, without_runs, False)
+
+    # -- BaseCheckpointSaver: sync -------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names (by ``checkpoint_id``), else the latest one of
+        its thread and namespace; None when there is none."""
+        return self._portal.call(self._get_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first: of ``config``'s thread (and namespace when given;
+        every thread when ``config`` is None), whose metadata matches ``filter``, with
+        ids below ``before``'s, at most ``limit``."""
+        return self._portal.iterate(self._list(config, filter, before, limit))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint whose parent is ``config``'s ``checkpoint_id``; only the
+        channels in ``new_versions`` are written. Returns the checkpoint's config."""
+        return self._portal.call(self._put(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes on ``config``'s checkpoint (regular writes
+        insert-or-ignore per task and index; error/interrupt/resume writes replace)."""
+        self._portal.call(self._put_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint and write of a thread (all namespaces)."""
+        self._portal.call(self._delete_thread(str(thread_id)))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
+        self._portal.call(self._delete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of one thread into another."""
+        self._portal.call(self._copy_thread(str(source_thread_id), str(target_thread_id)))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep only each namespace's latest checkpoint (and its writes);
+        ``delete``: delete the threads."""
+        self._portal.call(self._prune(thread_ids, strategy))
+
+    def prune_retention(
+        self,
+        thread_ids: Sequence[str] | None = None,
+        *,
+        keep_last: int | None = None,
+        ttl: float | None = None,
+        now: float | None = None,
+        dry_run: bool = False,
+    ) -> RetentionReport:
+        """Apply retention to some threads (all when None).
+
+        ``keep_last=N`` keeps the N newest checkpoints of each namespace. ``ttl``
+        (seconds) removes checkpoints older than ``now - ttl`` but the newest of each
+        namespace, and deletes a thread whose newest checkpoint is older than that.
+        Checkpoint ages come from their (uuid6) ids. ``dry_run`` only reports.
+        """
+        return self._portal.call(self._retention(thread_ids, keep_last, ttl, now, dry_run))
+
+    def get_next_version(self, current: int | str | float | None, channel: None) -> Any:
+        """Integer versions (1, 2, …); a thread already holding string versions keeps
+        LangGraph's zero-padded string format."""
+        if current is None:
+            return 1
+        if isinstance(current, str):
+            return f"{int(current.split('.')[0]) + 1:032}.{random.random():016}"
+        return int(current) + 1
+
+    # -- BaseCheckpointSaver: async ------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async :meth:`get_tuple`."""
+        return await self._portal.run(self._get_tuple(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async :meth:`list`."""
+        async for item in self._portal.aiterate(self._list(config, filter, before, limit)):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async :meth:`put`."""
+        return await self._portal.run(self._put(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async :meth:`put_writes`."""
+        await self._portal.run(self._put_writes(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async :meth:`delete_thread`."""
+        await self._portal.run(self._delete_thread(str(thread_id)))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs`."""
+        await self._portal.run(self._delete_for_runs(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async :meth:`copy_thread`."""
+        await self._portal.run(self._copy_thread(str(source_thread_id), str(target_thread_id)))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async :meth:`prune`."""
+        await self._portal.run(self._prune(thread_ids, strategy))
+
+    async def aprune_retention(
+        self,
+        thread_ids: Sequence[str] | None = None,
+        *,
+        keep_last: int | None = None,
+        ttl: float | None = None,
+        now: float | None = None,
+        dry_run: bool = False,
+    ) -> RetentionReport:
+        """Async :meth:`prune_retention`."""
+        return await self._portal.run(self._retention(thread_ids, keep_last, ttl, now, dry_run))
+
+
+async def _single(value: str) -> AsyncIterator[str]:
+    yield value
+
+
+async def _make_store(url: str | None, options: dict[str, Any]) -> StateStore:
+    # built on the portal's loop so that its asyncio objects belong to it
+    return StateStore(url, **options)

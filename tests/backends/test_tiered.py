@@ -1,0 +1,525 @@
+"""The tiered (hybrid) backend: the shared contract in several tier combinations, the
+hot tier dying and coming back mid-run, and demotion to / rehydration from cold."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper.backends import MemoryBackend, SQLiteBackend, open_backend, tiered_url
+from statekeeper.backends.base import Backend
+from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
+from statekeeper.errors import ConfigurationError
+from statekeeper.records import AppendRequest, AppendResult, RawSnapshot
+from statekeeper.store import StateStore
+
+from ._services import (
+    POSTGRES_DSN,
+    REDIS_URL,
+    delete_prefix,
+    drop_schema,
+    moto_endpoint,
+    namespace,
+    private_redis,
+    require_postgres,
+    require_redis,
+    s3_credentials,
+)
+from .conformance import BackendConformance, request
+
+
+def _sqlite(tmp_path: Path) -> SQLiteBackend:
+    return SQLiteBackend(tmp_path / "durable.db")
+
+
+def _postgres(tmp_path: Path) -> Backend:
+    from statekeeper.backends.postgres import PostgresBackend
+
+    return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=4)
+
+
+def _redis(tmp_path: Path, url: str = REDIS_URL) -> Backend:
+    from statekeeper.backends.redis import RedisBackend
+
+    return RedisBackend(url, prefix=namespace(tmp_path) + ":", retry_timeout=0)
+
+
+def _s3(tmp_path: Path) -> Backend:
+    from statekeeper.backends.s3 import S3Backend
+
+    return S3Backend(
+        namespace(tmp_path, "sk-t-"),
+        "cold",
+        endpoint_url=moto_endpoint(),
+        create_bucket=True,
+        **s3_credentials(),
+    )
+
+
+def _drop_bucket(tmp_path: Path) -> None:
+    from .test_s3 import _drop_bucket as drop
+
+    drop(namespace(tmp_path, "sk-t-"))
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Any:
+    """PostgreSQL + Redis + S3 (moto), each namespaced to the test, cleaned afterwards."""
+    pytest.importorskip("psycopg")
+    pytest.importorskip("redis")
+    pytest.importorskip("boto3")
+    require_postgres()
+    require_redis()
+    moto_endpoint()
+    drop_schema(namespace(tmp_path))
+    yield
+    drop_schema(namespace(tmp_path))
+    delete_prefix(namespace(tmp_path) + ":")
+    _drop_bucket(tmp_path)
+
+
+# -- the contract -------------------------------------------------------------------------
+
+
+class TestTieredMemorySQLiteConformance(BackendConformance):
+    """memory (hot) → SQLite (durable)."""
+
+    async def make_backend(self, tmp_path: Path) -> TieredBackend:
+        return TieredBackend(_sqlite(tmp_path), hot=MemoryBackend())
+
+    async def open_peer(self, tmp_path: Path) -> TieredBackend:
+        return TieredBackend(_sqlite(tmp_path), hot=MemoryBackend())
+
+
+class TestTieredRedisPostgresS3Conformance(BackendConformance):
+    """Redis (hot) → PostgreSQL (durable) → S3 (cold): the production setup."""
+
+    @pytest.fixture(autouse=True)
+    def _servers(self, servers: None) -> None:
+        """Require the three servers; namespace them to the test."""
+
+    async def make_backend(self, tmp_path: Path) -> TieredBackend:
+        return TieredBackend(
+            _postgres(tmp_path), hot=_redis(tmp_path), cold=_s3(tmp_path), idle_after=3600
+        )
+
+    async def open_peer(self, tmp_path: Path) -> TieredBackend:
+        return await self.make_backend(tmp_path)
+
+
+class _AlwaysCold(TieredBackend):
+    """Demotes every agent it writes right after the write: every later call has to
+    rehydrate it, so the contract is checked through the cold path."""
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        result = await super().append(request)
+        await self.demote(request.agent_id)
+        return result
+
+    async def append_batch(self, requests: Any) -> list[AppendResult | BaseException]:
+        results = await super().append_batch(requests)
+        for agent_id in sorted({r.agent_id for r in requests}):
+            await self.demote(agent_id)
+        return results
+
+    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        await super().save_snapshot(agent_id, snapshot)
+        await self.demote(agent_id)
+
+
+class TestTieredThroughColdConformance(BackendConformance):
+    """memory → PostgreSQL → S3 with every agent demoted after every write.
+
+    No peer: demotion must not race with another instance's writes (documented).
+    """
+
+    @pytest.fixture(autouse=True)
+    def _servers(self, servers: None) -> None:
+        """Require the servers; namespace them to the test."""
+
+    async def make_backend(self, tmp_path: Path) -> TieredBackend:
+        return _AlwaysCold(
+            _postgres(tmp_path), hot=MemoryBackend(), cold=_s3(tmp_path), idle_after=3600
+        )
+
+
+# -- hot tier -----------------------------------------------------------------------------
+
+
+class _Spy(Backend):
+    """Counts the calls that reach a backend."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls: dict[str, int] = {}
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in (
+            "append",
+            "append_batch",
+            "head",
+            "read",
+            "seq_at",
+            "latest_snapshot",
+            "lookup_key",
+            "save_snapshot",
+            "list_agents",
+            "delete_agent",
+        ):
+            calls = object.__getattribute__(self, "calls")
+            calls[name] = calls.get(name, 0) + 1
+            return getattr(object.__getattribute__(self, "inner"), name)
+        return object.__getattribute__(self, name)
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        raise AssertionError  # pragma: no cover - routed by __getattribute__
+
+    lookup_key = head = read = seq_at = save_snapshot = latest_snapshot = append  # type: ignore[assignment]
+    list_agents = delete_agent = health = append  # type: ignore[assignment]
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+async def test_reads_are_served_by_the_hot_tier(tmp_path: Path) -> None:
+    durable = _Spy(_sqlite(tmp_path))
+    backend = TieredBackend(durable, hot=MemoryBackend())
+    try:
+        await backend.append(request("a", 0, 5, snap_at=3))
+        durable.calls.clear()
+        for _ in range(10):
+            assert await backend.head("a") == 5
+            assert len(await backend.read("a", 2)) == 3
+            assert (await backend.latest_snapshot("a")) is not None
+            assert await backend.seq_at("a", 4.5) == 4
+        assert durable.calls == {}
+        assert backend.stats["hot_hits"] == 40
+    finally:
+        await backend.close()
+
+
+async def test_a_cold_hot_tier_is_filled_on_read(tmp_path: Path) -> None:
+    first = TieredBackend(_sqlite(tmp_path))  # no hot tier: writes only durable
+    await first.append(request("a", 0, 1500, snap_at=1400))
+    await first.append(request("a", 1500, 3, key="k"))
+    await first.close()
+    hot = MemoryBackend()
+    backend = TieredBackend(_sqlite(tmp_path), hot=hot)
+    try:
+        assert await hot.head("a") == 0
+        assert await backend.head("a") == 1503  # miss: durable answers, hot is filled
+        assert await hot.head("a") == 1503
+        assert await hot.read("a") == await backend.durable.read("a")
+        assert (await hot.latest_snapshot("a")) == await backend.durable.latest_snapshot("a")
+        assert backend.stats["fills"] == 1
+        # keys stay with the durable tier, which decides duplicates
+        assert await backend.append(request("a", 0, 3, key="k")) == AppendResult(
+            "a", 1501, 1503, True
+        )
+        # snapshots older than the hot copy's come from the durable tier
+        assert (await backend.latest_snapshot("a", 1399)) is None
+        assert (await backend.latest_snapshot("a", 1450)).seq == 1400  # type: ignore[union-attr]
+    finally:
+        await backend.close()
+
+
+async def test_a_stale_hot_copy_is_dropped_when_the_durable_tier_disagrees(
+    tmp_path: Path,
+) -> None:
+    """Another process (sharing the hot tier) moved the agent without updating it."""
+    hot = MemoryBackend()
+    mine = TieredBackend(_sqlite(tmp_path), hot=hot)
+    theirs = _sqlite(tmp_path)  # writes the durable tier only (as if its hot update failed)
+    try:
+        await mine.append(request("a", 0, 2))
+        await theirs.append(request("a", 2))
+        with pytest.raises(Exception) as info:
+            await mine.append(request("a", 2))
+        assert type(info.value).__name__ == "ConflictError"
+        assert await hot.head("a") == 0  # dropped
+        assert await mine.head("a") == 3  # durable answers, and refills
+        assert await hot.head("a") == 3
+    finally:
+        await mine.close()
+        await theirs.close()
+
+
+class _Flaky(MemoryBackend):
+    """A hot tier that can be switched off (every call raises) and on again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in (
+            "append",
+            "append_batch",
+            "head",
+            "read",
+            "seq_at",
+            "latest_snapshot",
+            "save_snapshot",
+            "delete_agent",
+        ) and object.__getattribute__(self, "down"):
+            raise ConnectionError("hot tier is down")
+        return object.__getattribute__(self, name)
+
+
+async def test_a_hot_tier_that_returns_with_old_data_never_serves_it(tmp_path: Path) -> None:
+    hot = _Flaky()
+    backend = TieredBackend(_sqlite(tmp_path), hot=hot, hot_retry_after=0)
+    try:
+        await backend.append(request("a", 0, 2))
+        assert await hot.head("a") == 2
+        hot.down = True
+        await backend.append(request("a", 2, 3))  # durable only; "a" is now dirty
+        assert await backend.head("a") == 5
+        hot.down = False  # back, still holding the old copy (head 2)
+        assert await hot.head("a") == 2
+        assert await backend.head("a") == 5  # the old copy was deleted, then refilled
+        assert [e.seq for e in await backend.read("a")] == [1, 2, 3, 4, 5]
+        assert await hot.head("a") == 5
+    finally:
+        await backend.close()
+
+
+async def _hybrid_run(
+    store: StateStore, agents: int, steps: int, midway: Any, failures: list[BaseException]
+) -> dict[str, int]:
+    """``agents`` concurrent agents saving ``steps`` states; ``midway`` runs halfway."""
+    done: dict[str, int] = {}
+    half = asyncio.Event()
+    counter = 0
+
+    async def agent(n: int) -> None:
+        nonlocal counter
+        agent_id = f"agent-{n}"
+        for step in range(steps):
+            try:
+                await store.save(agent_id, {"step": step, "n": n}, idempotency_key=f"{n}-{step}")
+                done[agent_id] = step
+            except Exception as exc:  # counted: the test expects none
+                failures.append(exc)
+            counter += 1
+            if counter == agents * steps // 2:
+                half.set()
+            if step % 5 == 0:
+                loaded = await store.load(agent_id)
+                assert loaded.data["step"] == done.get(agent_id)
+            await asyncio.sleep(random.random() * 0.003)
+
+    async def inject() -> None:
+        await half.wait()
+        await midway()
+
+    await asyncio.gather(inject(), *(agent(n) for n in range(agents)))
+    return done
+
+
+@pytest.mark.parametrize("durability", ["sync", "group"])
+async def test_redis_killed_during_a_hybrid_run(tmp_path: Path, durability: str) -> None:
+    """SIGKILL the hot tier's redis-server mid-run, start it again: 0 failed operations,
+    0 lost writes, and the hot tier is refilled after it returns."""
+    pytest.importorskip("redis")
+    with private_redis() as server:
+        hot = _redis(tmp_path, server.url)
+        backend = TieredBackend(_sqlite(tmp_path), hot=hot, hot_retry_after=0.2)
+        failures: list[BaseException] = []
+
+        async def kill_and_restart() -> None:
+            server.kill()
+            await asyncio.sleep(0.5)  # keep working with no hot tier
+            server.start()
+
+        async with StateStore(backend, durability=durability, snapshot_every=7) as store:
+            done = await _hybrid_run(
+                store, agents=12, steps=40, midway=kill_and_restart, failures=failures
+            )
+            assert failures == []
+            assert backend.stats["hot_failures"] > 0, "the fault was not injected"
+            for n in range(12):
+                assert done[f"agent-{n}"] == 39
+                assert (await store.load(f"agent-{n}")).data == {"step": 39, "n": n}
+            assert (await store.verify()).ok
+        # every acknowledged write is in the durable tier
+        durable = _sqlite(tmp_path)
+        try:
+            for n in range(12):
+                assert await durable.head(f"agent-{n}") == 40
+        finally:
+            await durable.close()
+        # the restarted (empty) redis was refilled lazily by reads
+        assert backend.stats["fills"] > 0
+        check = _redis(tmp_path, server.url)
+        try:
+            assert any([await check.head(f"agent-{n}") == 40 for n in range(12)])
+        finally:
+            await check.close()
+
+
+async def test_redis_frozen_and_thawed_with_stale_data(tmp_path: Path) -> None:
+    """SIGSTOP the hot tier (calls time out), write on, SIGCONT: it still holds the old
+    copies; none of them is ever served, nothing fails, nothing is lost."""
+    pytest.importorskip("redis")
+    with private_redis() as server:
+        assert server.proc is not None
+        backend = TieredBackend(
+            _sqlite(tmp_path),
+            hot=_redis(tmp_path, server.url),
+            hot_timeout=0.2,
+            hot_retry_after=0.1,
+        )
+        failures: list[BaseException] = []
+
+        async def freeze() -> None:
+            assert server.proc is not None
+            os.kill(server.proc.pid, signal.SIGSTOP)
+            await asyncio.sleep(0.8)
+            os.kill(server.proc.pid, signal.SIGCONT)
+
+        async with StateStore(backend, snapshot_every=5) as store:
+            await _hybrid_run(store, agents=8, steps=30, midway=freeze, failures=failures)
+            assert failures == []
+            assert backend.stats["hot_failures"] > 0
+            for n in range(8):
+                assert (await store.load(f"agent-{n}")).data == {"step": 29, "n": n}
+                assert await backend.head(f"agent-{n}") == 30
+            assert (await store.verify()).ok
+
+
+async def test_postgres_and_redis_hybrid_store(tmp_path: Path, servers: None) -> None:
+    url = tiered_url(
+        hot=f"{REDIS_URL}?prefix={namespace(tmp_path)}:",
+        durable=f"{POSTGRES_DSN}?schema={namespace(tmp_path)}",
+    )
+    async with StateStore(url, durability="group") as store:
+        assert isinstance(store.backend, TieredBackend)
+        await asyncio.gather(*(store.save(f"a{i}", {"i": i}) for i in range(20)))
+        for i in range(20):
+            assert (await store.load(f"a{i}")).data == {"i": i}
+        assert await store.count_agents() == 20
+
+
+# -- cold tier ----------------------------------------------------------------------------
+
+
+async def test_idle_agents_are_demoted_and_rehydrated_transparently(
+    tmp_path: Path, servers: None
+) -> None:
+    now = [1_000_000.0]
+    backend = TieredBackend(
+        _postgres(tmp_path),
+        hot=MemoryBackend(),
+        cold=_s3(tmp_path),
+        idle_after=60,
+        clock=lambda: now[0],
+    )
+    async with StateStore(backend, snapshot_every=4, clock=lambda: now[0]) as store:
+        for i in range(10):
+            await store.save("sleepy", {"i": i}, idempotency_key=f"s{i}")
+        await store.save("busy", {"x": 1})
+        now[0] += 30
+        await store.save("busy", {"x": 2})
+        now[0] += 45  # sleepy: idle 75 s; busy: 45 s
+        assert await backend.demote_idle() == ["sleepy"]
+        durable = backend.durable
+        assert await durable.head("sleepy") == 0
+        assert await durable.head(COLD_MARKER + "sleepy") == 1
+        assert backend.cold is not None and await backend.cold.head("sleepy") == 10
+        # still listed and counted, with its head and times
+        infos = {i.agent_id: i for i in await backend.list_agents()}
+        assert sorted(infos) == ["busy", "sleepy"]
+        assert infos["sleepy"].head_seq == 10 and infos["sleepy"].created_at == 1_000_000.0
+        assert await store.count_agents() == 2
+        # a fresh store (no cache) loads it: rehydrated on the way
+        async with StateStore(backend, snapshot_every=4) as fresh:
+            assert (await fresh.load("sleepy")).data == {"i": 9}
+            assert (await fresh.load("sleepy", at_seq=3)).data == {"i": 2}
+            assert await durable.head("sleepy") == 10
+            assert await durable.head(COLD_MARKER + "sleepy") == 0
+            assert await backend.cold.head("sleepy") == 0
+            # its idempotency keys came back too: a late retry is not doubled
+            again = await fresh.save("sleepy", {"i": 3}, idempotency_key="s3", expected_seq=3)
+            assert again.duplicate and again.last_seq == 4
+            assert (await fresh.verify(["sleepy"])).ok
+        assert backend.stats["demotions"] == 1 and backend.stats["rehydrations"] == 1
+
+
+async def test_an_append_to_a_demoted_agent_rehydrates_it_first(
+    tmp_path: Path, servers: None
+) -> None:
+    backend = TieredBackend(_postgres(tmp_path), cold=_s3(tmp_path), idle_after=1)
+    try:
+        await backend.append(request("a", 0, 3, snap_at=2))
+        assert await backend.demote("a")
+        # a writer that knows the head appends directly: no fork, no conflict
+        assert await backend.append(request("a", 3)) == AppendResult("a", 4, 4)
+        # a writer that thinks the agent is new gets the real head
+        with pytest.raises(Exception) as info:
+            await backend.demote("a") and await backend.append(request("a", 0))
+        assert getattr(info.value, "current_seq", None) == 4
+        assert [e.seq for e in await backend.read("a")] == [1, 2, 3, 4]
+        assert (await backend.latest_snapshot("a")).seq == 2  # type: ignore[union-attr]
+        assert await backend.delete_agent("a")
+        assert await backend.head("a") == 0 and await backend.list_agents() == []
+    finally:
+        await backend.close()
+
+
+async def test_background_demotion(tmp_path: Path, servers: None) -> None:
+    now = [2_000_000.0]
+    backend = TieredBackend(
+        _postgres(tmp_path),
+        cold=_s3(tmp_path),
+        idle_after=10,
+        demote_interval=0.05,
+        clock=lambda: now[0],
+    )
+    try:
+        await backend.append(request("a", 0, 2, ts=now[0]))
+        now[0] += 20
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if backend.stats["demotions"]:
+                break
+        assert backend.stats["demotions"] == 1
+        assert await backend.durable.head("a") == 0
+        assert await backend.head("a") == 2
+    finally:
+        await backend.close()
+
+
+# -- configuration --------------------------------------------------------------------------
+
+
+def test_tiered_url(tmp_path: Path) -> None:
+    url = tiered_url(
+        hot="memory://",
+        durable=f"sqlite:///{tmp_path}/t.db?synchronous=NORMAL",
+        hot_timeout=0.25,
+        fill_limit=500,
+    )
+    backend = open_backend(url)
+    try:
+        assert isinstance(backend, TieredBackend)
+        assert isinstance(backend.hot, MemoryBackend)
+        assert isinstance(backend.durable, SQLiteBackend)
+        assert backend.durable.synchronous == "NORMAL"
+        assert backend.hot_timeout == 0.25 and backend.fill_limit == 500
+        assert backend.cold is None
+    finally:
+        asyncio.run(backend.close())
+    with pytest.raises(ConfigurationError):
+        open_backend("tiered://?hot=memory://")
+    with pytest.raises(ConfigurationError):
+        open_backend(tiered_url(durable="memory://", colour="blue"))
+    with pytest.raises(ConfigurationError):
+        TieredBackend(MemoryBackend(), idle_after=5)  # no cold tier to demote to

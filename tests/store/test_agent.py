@@ -1,0 +1,158 @@
+"""``DurableAgent``: a state machine plus a data document, persisted transition by
+transition, restored exactly after a restart."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from statekeeper import (
+    AgentState,
+    AgentStateMachine,
+    ConflictError,
+    SerializationError,
+    StateStore,
+    StateTransition,
+    SyncStateStore,
+)
+from statekeeper.records import EventKind
+
+from .conftest import FakeClock
+
+
+async def test_new_agent_starts_in_the_machines_initial_state(store: StateStore) -> None:
+    agent = await store.agent("a1", initial_data={"task": "summarise"})
+    assert agent.state is AgentState.IDLE
+    assert agent.seq == 1
+    snap = await store.load("a1")
+    assert (snap.fsm_state, snap.data) == ("idle", {"task": "summarise"})
+
+
+async def test_transition_persists_state_and_data_in_one_event(
+    store: StateStore, clock: FakeClock
+) -> None:
+    agent = await store.agent("a1")
+    agent.data["task"] = "summarise"
+    agent.data["messages"] = ["hello"]
+    assert agent.dirty
+    clock.advance(3)
+    assert await agent.transition(StateTransition.START_PROCESSING, {"by": "test"}) is True
+    assert not agent.dirty
+    assert agent.seq == 2
+    snap = await store.load("a1")
+    assert (snap.seq, snap.fsm_state) == (2, "processing")
+    assert snap.data == {"task": "summarise", "messages": ["hello"]}
+    assert snap.state_entered_at == clock.now
+    event = [e async for e in store.history("a1")][-1]
+    assert event.type == EventKind.TRANSITION
+    assert event.fsm_state == "processing"
+    assert event.data == {
+        "event": "start_processing",
+        "from": "idle",
+        "to": "processing",
+        "metadata": {"by": "test"},
+    }
+    assert sorted(op["path"] for op in event.ops) == ["/messages", "/task"]
+
+
+async def test_refused_transition_writes_nothing(store: StateStore) -> None:
+    agent = await store.agent("a1")
+    agent.data["x"] = 1
+    assert await agent.transition(StateTransition.COMPLETE) is False  # not from IDLE
+    assert agent.state is AgentState.IDLE
+    assert await store.head("a1") == 1
+    assert agent.dirty  # the data change is still pending
+
+
+async def test_reopened_agent_is_restored_exactly(
+    db_url: str, open_store: Callable[..., StateStore]
+) -> None:
+    first = open_store(db_url)
+    agent = await first.agent("a1")
+    agent.data["steps"] = []
+    for event in (
+        StateTransition.START_PROCESSING,
+        StateTransition.CALL_TOOL,
+        StateTransition.RECEIVE_RESULT,
+    ):
+        agent.data["steps"].append(event.value)
+        await agent.transition(event)
+    await first.close()
+    second = open_store(db_url)
+    again = await second.agent("a1", AgentStateMachine())
+    assert again.state is AgentState.PROCESSING
+    assert again.data == {"steps": ["start_processing", "call_tool", "receive_result"]}
+    assert again.seq == 4
+    assert not again.dirty
+    assert await again.transition(StateTransition.COMPLETE)
+    assert (await second.load("a1")).fsm_state == "completed"
+
+
+async def test_save_and_record(store: StateStore) -> None:
+    agent = await store.agent("a1")
+    assert await agent.save() is None  # nothing to write
+    agent.data["n"] = 1
+    assert (await agent.save()).last_seq == 2
+    result = await agent.record("tool_result", {"tool": "search", "ok": True})
+    assert result.last_seq == 3
+    events = [e async for e in agent.history()]
+    assert [e.type for e in events] == [EventKind.CREATED, EventKind.PATCH, "tool_result"]
+    assert events[2].data == {"tool": "search", "ok": True}
+
+
+async def test_a_stale_agent_conflicts_and_its_machine_is_reverted(store: StateStore) -> None:
+    mine = await store.agent("a1", AgentStateMachine())
+    theirs = await store.agent("a1", AgentStateMachine())
+    await theirs.transition(StateTransition.START_PROCESSING)
+    mine.data["lost"] = True
+    with pytest.raises(ConflictError):
+        await mine.transition(StateTransition.START_PROCESSING)
+    assert mine.state is AgentState.IDLE  # put back: the transition never became durable
+    assert mine.machine.total_transitions == 0
+    await mine.refresh()
+    assert mine.state is AgentState.PROCESSING
+    assert mine.data == {}
+    assert await store.head("a1") == 2
+
+
+async def test_unserializable_data_reverts_the_transition(store: StateStore) -> None:
+    agent = await store.agent("a1")
+    agent.data["bad"] = {"deep": [0, {1, 2}]}
+    with pytest.raises(SerializationError) as info:
+        await agent.transition(StateTransition.START_PROCESSING)
+    assert info.value.path == "data.bad.deep[1]"
+    assert agent.state is AgentState.IDLE
+    assert await store.head("a1") == 1
+    del agent.data["bad"]
+    assert await agent.transition(StateTransition.START_PROCESSING)
+
+
+async def test_retried_transition_with_a_key_is_stored_once(store: StateStore) -> None:
+    agent = await store.agent("a1")
+    assert await agent.transition(StateTransition.START_PROCESSING, idempotency_key="step-1")
+    # a worker that crashed before learning the outcome replays the step
+    replay = await store.agent("a1", AgentStateMachine())
+    replay.machine.restore("idle")
+    replay.seq = 1
+    assert await replay.transition(StateTransition.START_PROCESSING, idempotency_key="step-1")
+    assert await store.head("a1") == 2
+    assert replay.seq == 2 and replay.state is AgentState.PROCESSING
+
+
+def test_sync_durable_agent() -> None:
+    with SyncStateStore("memory://") as store:
+        agent = store.agent("a1", initial_data={"n": 0})
+        agent.data["n"] = 1
+        assert agent.transition(StateTransition.START_PROCESSING)
+        assert agent.state is AgentState.PROCESSING
+        assert agent.seq == 2
+        agent.data["n"] = 2
+        saved = agent.save()
+        assert saved is not None and saved.last_seq == 3
+        assert agent.record("note", {"x": 1}).last_seq == 4
+        assert [e.seq for e in agent.history()] == [1, 2, 3, 4]
+        agent.data["n"] = 99
+        agent.refresh()
+        assert agent.data == {"n": 2}
+        assert store.load("a1").fsm_state == "processing"
