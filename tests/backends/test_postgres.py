@@ -218,7 +218,7 @@ async def test_killed_connections_lose_no_acknowledged_write(schema: str) -> Non
     )
     acked: dict[str, list[int]] = {}
     failures: list[BaseException] = []
-    writers, rounds = 8, 60
+    writers, rounds = 8, 150
 
     async def writer(w: int) -> None:
         agent = f"w{w}"

@@ -19,17 +19,12 @@ from .conftest import BACKENDS, backend_url  # noqa: E402
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fork_protection", [False])
-async def test_langgraph_conformance_suite(
-    backend: str, fork_protection: bool, tmp_path: Path
-) -> None:
+async def test_langgraph_conformance_suite(backend: str, tmp_path: Path) -> None:
     counter = iter(range(1000))
 
     @checkpointer_test(name=f"statekeeper-{backend}")
     async def make() -> AsyncIterator[StatekeeperSaver]:
-        saver = StatekeeperSaver.from_url(
-            backend_url(backend, tmp_path / str(next(counter))), fork_protection=fork_protection
-        )
+        saver = StatekeeperSaver.from_url(backend_url(backend, tmp_path / str(next(counter))))
         yield saver
         await saver.aclose()
 

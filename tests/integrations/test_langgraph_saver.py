@@ -585,3 +585,42 @@ async def test_other_processes_writes_are_seen(tmp_path: Any) -> None:
     finally:
         one.close()
         two.close()
+
+
+async def test_adaptive_snapshots_keep_loads_short(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path}/snap.db"
+    thread = new_thread()
+    with StatekeeperSaver.from_url(url, snapshot_min_bytes=2048) as saver:
+        chain = Chain(Api(saver, "sync"), thread)
+        messages: list[Any] = []
+        for i in range(40):
+            messages = [*messages, AIMessage(f"turn {i} " + "w" * 200, id=f"m{i}")]
+            await chain.step({"messages": messages})
+        agent = f"lg/{thread}#0"
+        snap = saver._portal.call(saver.store.backend.latest_snapshot(agent))
+        assert snap is not None and snap.seq > 20
+        seqs = []
+        below = None
+        while (
+            found := saver._portal.call(saver.store.backend.latest_snapshot(agent, below))
+        ) is not None:
+            seqs.append(found.seq)
+            below = found.seq - 1
+        assert 2 <= len(seqs) <= 8  # geometric, not one per N events
+    with StatekeeperSaver.from_url(url) as cold:  # a new process reads from the snapshot
+        got = cold.get_tuple(config(thread))
+        assert got is not None and got.checkpoint["channel_values"]["messages"] == messages
+        old = cold.get_tuple(config(thread, checkpoint_id=chain.ids[5]))
+        assert old is not None and old.checkpoint["channel_values"]["messages"] == messages[:6]
+
+
+async def test_listing_all_threads_ignores_other_agents(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path}/mixed.db"
+    with StatekeeperSaver.from_url(url) as saver:
+        saver._portal.call(saver.store.save("agent-not-langgraph", {"x": 1}))
+        saver._portal.call(saver.store.save("zz-other", {"x": 1}))
+        chain = Chain(Api(saver, "sync"))
+        await chain.step({"a": 1})
+        assert [t.config["configurable"]["thread_id"] for t in saver.list(None)] == [
+            chain.thread_id
+        ]

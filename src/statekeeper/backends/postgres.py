@@ -34,11 +34,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import select
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -69,7 +70,14 @@ logger = logging.getLogger("statekeeper.backends.postgres")
 T = TypeVar("T")
 
 #: statekeeper's own query-string options in a ``postgresql://`` URL
-_OWN_OPTIONS = ("schema", "pool_min_size", "pool_max_size", "pool_timeout", "retry_timeout")
+_OWN_OPTIONS = (
+    "schema",
+    "pool_min_size",
+    "pool_max_size",
+    "pool_timeout",
+    "retry_timeout",
+    "reconnect_timeout",
+)
 _SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 # Numbered migrations: (version, name, SQL with ``{s}`` for the schema). Never edit a
@@ -304,7 +312,7 @@ def _transient(exc: BaseException) -> bool:
 
 
 async def _check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Pool check: refuse a connection that is closed or whose server went away.
+    """Refuse a connection that is closed or whose server went away.
 
     A connection the server terminated (restart, ``pg_terminate_backend``) has an
     unread error or EOF waiting on its socket; only then is a round trip spent to
@@ -331,6 +339,9 @@ class PostgresBackend(Backend):
         pool_timeout: seconds to wait for a free connection.
         retry_timeout: seconds an operation keeps retrying after lost connections
             (server restart, killed backend) before it gives up.
+        reconnect_timeout: seconds the pool keeps re-dialling (with backoff) to replace
+            one lost connection before it frees the slot; the next request then dials
+            afresh, so a long outage does not leave the pool in a long backoff.
         prepare_threshold: psycopg's server-side prepare threshold (None disables it,
             e.g. behind PgBouncer in transaction mode).
 
@@ -349,6 +360,7 @@ class PostgresBackend(Backend):
         max_size: int = 10,
         pool_timeout: float = 30.0,
         retry_timeout: float = 30.0,
+        reconnect_timeout: float = 5.0,
         prepare_threshold: int | None = 5,
     ) -> None:
         if not _SCHEMA_RE.match(schema):
@@ -360,6 +372,8 @@ class PostgresBackend(Backend):
         self.dsn = dsn
         self.schema = schema
         self.retry_timeout = retry_timeout
+        # one wait for a connection never outlasts the retry budget
+        self._wait = min(pool_timeout, max(retry_timeout, 0.5))
         ident = sql.Identifier(schema)
         self._sql: dict[str, bytes] = {
             name: sql.SQL(text).format(s=ident).as_bytes(None) for name, text in _QUERIES.items()
@@ -369,8 +383,8 @@ class PostgresBackend(Backend):
             min_size=min_size,
             max_size=max_size,
             timeout=pool_timeout,
+            reconnect_timeout=reconnect_timeout,
             open=False,
-            check=_check_connection,
             kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
             name=f"statekeeper-{schema}",
         )
@@ -419,7 +433,7 @@ class PostgresBackend(Backend):
 
     async def _migrate(self) -> None:
         ident = sql.Identifier(self.schema)
-        async with self._pool.connection() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             # one migrator at a time per schema, in any number of processes
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"statekeeper:{self.schema}",)
@@ -463,7 +477,7 @@ class PostgresBackend(Backend):
         ident = sql.Identifier(self.schema)
 
         async def op() -> None:
-            async with self._pool.connection() as conn:
+            async with self._connection() as conn:
                 if self.schema == "public":
                     await conn.execute(
                         "DROP TABLE IF EXISTS public.sk_agents, public.sk_events,"
@@ -510,14 +524,46 @@ class PostgresBackend(Backend):
                         f"postgresql {what} failed after retrying for {self.retry_timeout}s: {exc}"
                     ) from exc
                 logger.warning("postgresql %s: %s; retrying in %.2fs", what, exc, delay)
+                await self._purge()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
+
+    async def _purge(self) -> None:
+        """After a lost connection, test the idle ones at once and replace the dead
+        (a server restart or ``pg_terminate_backend`` usually takes them all), so the
+        retry does not meet them one by one — the pool backs off after two in a row."""
+        with contextlib.suppress(Exception):
+            await self._pool.check()
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A live connection from the pool.
+
+        Each one is tested as it is taken (:func:`_check_connection`: a ``select`` on
+        its socket, a round trip only when the server wrote to an idle connection); a
+        dead one is closed — the pool replaces it in the background — and the next is
+        taken at once, without the pool's backoff between failed checks.
+        """
+        conn = await self._pool.getconn(timeout=self._wait)
+        for _ in range(self._pool.max_size):
+            try:
+                await _check_connection(conn)
+                break
+            except psycopg.Error:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+                await self._pool.putconn(conn)
+                conn = await self._pool.getconn(timeout=self._wait)
+        try:
+            yield conn
+        finally:
+            await self._pool.putconn(conn)
 
     async def _query(self, name: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         query = self._sql[name]
 
         async def op() -> list[tuple[Any, ...]]:
-            async with self._pool.connection() as conn:
+            async with self._connection() as conn:
                 cur = conn.cursor(binary=True)
                 await cur.execute(query, params)
                 return await cur.fetchall()
@@ -562,7 +608,7 @@ class PostgresBackend(Backend):
         raise ConflictError(request.agent_id, request.expected_seq, a)
 
     async def _append_once(self, request: AppendRequest) -> tuple[Any, ...]:
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(*self._statement(request))
             row: tuple[Any, ...] | None = await cur.fetchone()
         assert row is not None
@@ -641,7 +687,7 @@ class PostgresBackend(Backend):
             [e.payload for e in events],
             [e.checksum for e in events],
         )
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(self._sql["append_batch"], params)
             rows = await cur.fetchall()
         if len(rows) != len(requests):
@@ -693,6 +739,7 @@ class PostgresBackend(Backend):
                 last,
                 delay,
             )
+            await self._purge()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
         raise BackendError(
@@ -703,7 +750,7 @@ class PostgresBackend(Backend):
 
     async def _landed(self, request: AppendRequest) -> bool:
         first, last = request.events[0].seq, request.events[-1].seq
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             cur = conn.cursor(binary=True)
             await cur.execute(
                 self._sql["read"], (request.agent_id, first - 1, last, len(request.events))
@@ -733,7 +780,7 @@ class PostgresBackend(Backend):
         )
 
         async def op() -> int:
-            async with self._pool.connection() as conn:
+            async with self._connection() as conn:
                 cur = await conn.execute(query, params)
                 return cur.rowcount
 
@@ -742,7 +789,7 @@ class PostgresBackend(Backend):
 
     async def delete_agent(self, agent_id: str) -> bool:
         async def op() -> bool:
-            async with self._pool.connection() as conn, conn.transaction():
+            async with self._connection() as conn, conn.transaction():
                 cur = await conn.execute(self._sql["del_agent"], (agent_id,))
                 existed = cur.rowcount > 0
                 for name in ("del_events", "del_snaps", "del_keys"):
@@ -858,7 +905,7 @@ class PostgresBackend(Backend):
             return Health(ok=False, backend=self.name, detail={**detail, "error": "closed"})
         try:
             await asyncio.wait_for(self._ensure_open(), timeout=max(self._pool.timeout, 1.0))
-            async with self._pool.connection(timeout=5.0) as conn:
+            async with self._connection() as conn:
                 cur = await conn.execute("SELECT current_setting('server_version')")
                 row = await cur.fetchone()
             detail["server_version"] = row[0] if row else None

@@ -794,13 +794,22 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         return self._tuple(thread_id, ns, at["ns"][ns], at["pool"], writes, config)
 
     async def _thread_ids(self) -> AsyncIterator[str]:
+        """Every thread id, reading only the saver's agents (ids sort by prefix)."""
         last: str | None = None
-        async for info in self.store.iter_agents():
-            parsed = m.parse_agent(self.prefix, info.agent_id)
-            if parsed is None or parsed[0] == last:
-                continue
-            last = parsed[0]
-            yield last
+        after = self.prefix
+        while True:
+            page = await self.store.list_agents(after=after, limit=500)
+            for info in page:
+                if not info.agent_id.startswith(self.prefix):
+                    return
+                parsed = m.parse_agent(self.prefix, info.agent_id)
+                if parsed is None or parsed[0] == last:
+                    continue
+                last = parsed[0]
+                yield last
+            if len(page) < 500:
+                return
+            after = page[-1].agent_id
 
     async def _list(
         self,
