@@ -173,8 +173,12 @@ class Workload:
 # --------------------------------------------------------------------- statekeeper
 
 
+#: extra SQLite URL options for statekeeper (``--inline-writes`` sets one)
+SK_OPTIONS = ""
+
+
 def sk_url(path: Path, sync: str) -> str:
-    return f"sqlite:///{path}?synchronous={sync}"
+    return f"sqlite:///{path}?synchronous={sync}{SK_OPTIONS}"
 
 
 async def sk_write_sequential(url: str, wl: Workload) -> dict[str, Any]:
@@ -1028,7 +1032,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="profile statekeeper's save/load paths instead of benchmarking",
     )
     parser.add_argument("--top", type=int, default=25, help="functions per profile table")
+    parser.add_argument(
+        "--inline-writes",
+        action="store_true",
+        help="statekeeper's SQLite writes on the caller's thread (?inline_writes=true)",
+    )
     args = parser.parse_args(argv)
+    if args.inline_writes:
+        global SK_OPTIONS
+        SK_OPTIONS = "&inline_writes=true"
     if args.rounds is None:
         args.rounds = 2 if args.quick else 11
     if args.passes is None:

@@ -28,6 +28,42 @@ class TestSQLiteConformance(BackendConformance):
         return SQLiteBackend(tmp_path / "conformance.db")
 
 
+class TestSQLiteInlineWritesConformance(BackendConformance):
+    """Writes on the caller's thread when the writer is idle: the same contract."""
+
+    async def make_backend(self, tmp_path: Path) -> SQLiteBackend:
+        return SQLiteBackend(tmp_path / "conformance.db", inline_writes=True)
+
+    async def open_peer(self, tmp_path: Path) -> SQLiteBackend:
+        return SQLiteBackend(tmp_path / "conformance.db", inline_writes=True)
+
+
+async def test_inline_writes_share_the_writer_with_batches(tmp_path: Path) -> None:
+    """Inline appends and thread-run batches interleave without losing or doubling."""
+    import asyncio
+
+    from statekeeper.store import StateStore
+
+    backend = SQLiteBackend(tmp_path / "mixed.db", inline_writes=True)
+    inline = StateStore(backend)  # single appends: inline when the writer is idle
+    grouped = StateStore(backend, durability="group")  # batches: on the writer thread
+
+    async def writer(store: StateStore, agent: str) -> None:
+        for i in range(30):
+            await store.save(agent, {"n": i})
+
+    await asyncio.gather(
+        *(writer(inline, f"i{k}") for k in range(3)),
+        *(writer(grouped, f"g{k}") for k in range(3)),
+    )
+    for agent in [f"i{k}" for k in range(3)] + [f"g{k}" for k in range(3)]:
+        assert (await inline.load(agent)).data == {"n": 29}
+        assert await backend.head(agent) == 30
+    assert (await inline.verify()).ok
+    await grouped.flush()
+    await backend.close()
+
+
 # -- SQLite only ------------------------------------------------------------------------
 
 CHILD = Path(__file__).with_name("_race_child.py")

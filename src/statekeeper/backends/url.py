@@ -42,8 +42,8 @@ def open_backend(url: str) -> Backend:
 
     ``sqlite:///relative.db`` and ``sqlite:////abs/path.db`` follow SQLAlchemy's
     convention; a bare path (no scheme) is taken as a SQLite file. Query options:
-    ``?synchronous=NORMAL`` and ``?busy_timeout=10`` for SQLite; for the others see
-    their classes (:func:`~.postgres.parse_postgres_url`,
+    ``?synchronous=NORMAL``, ``?busy_timeout=10`` and ``?inline_writes=true`` for
+    SQLite; for the others see their classes (:func:`~.postgres.parse_postgres_url`,
     :meth:`~.redis.RedisBackend.from_url`, :meth:`~.s3.S3Backend.from_url`,
     :meth:`~.tiered.TieredBackend.from_url`).
     """
@@ -102,9 +102,17 @@ def _sqlite(url: str) -> Backend:
         timeout = float(options.pop("busy_timeout", "30"))
     except ValueError as exc:
         raise ConfigurationError(f"busy_timeout must be a number in {url!r}") from exc
+    inline = options.pop("inline_writes", "false").lower()
+    if inline not in ("true", "false", "1", "0", "yes", "no"):
+        raise ConfigurationError(f"inline_writes must be true or false in {url!r}")
     if options:
         raise ConfigurationError(f"unknown sqlite options {sorted(options)} in {url!r}")
-    return SQLiteBackend(path, synchronous=sync, busy_timeout=timeout)  # type: ignore[arg-type]
+    return SQLiteBackend(
+        path,
+        synchronous=sync,  # type: ignore[arg-type]
+        busy_timeout=timeout,
+        inline_writes=inline in ("true", "1", "yes"),
+    )
 
 
 def tiered_url(
