@@ -160,12 +160,66 @@ class IntegrityError(StorageError):
         super().__init__(f"integrity check failed for {where}: {reason}")
 
 
+class DecryptionError(IntegrityError):
+    """A stored record cannot be decrypted with the key it names.
+
+    ``key_id`` is the key the record says it was encrypted with. Raised when that key
+    is not the one in the keyring (wrong key material under the same id); a record
+    altered after it was written raises :class:`IntegrityError` itself.
+    """
+
+    def __init__(self, agent_id: str, seq: int | None, key_id: str, reason: str) -> None:
+        self.key_id = key_id
+        super().__init__(agent_id, seq, reason)
+
+
+class KeyNotFound(DecryptionError):
+    """A stored record (or stream head) names a key the keyring does not hold."""
+
+    def __init__(self, agent_id: str, seq: int | None, key_id: str) -> None:
+        super().__init__(
+            agent_id, seq, key_id, f"encrypted with key {key_id!r}, which is not in the keyring"
+        )
+
+
+class StateTooLarge(StorageError):
+    """A record or an agent's state exceeds a configured size limit. Nothing was written.
+
+    ``what`` is ``"event"``, ``"snapshot"`` or ``"state"``; ``size`` and ``limit`` are
+    in bytes (of the serialized, uncompressed document).
+    """
+
+    def __init__(self, agent_id: str, what: str, size: int, limit: int) -> None:
+        self.agent_id = agent_id
+        self.what = what
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"agent {agent_id!r}: {what} is {size:,} bytes, over the limit of {limit:,} bytes"
+        )
+
+
 class SerializationError(StorageError, TypeError):
     """A value cannot be encoded (or stored bytes cannot be decoded). Nothing was written."""
 
     def __init__(self, message: str, path: str | None = None) -> None:
         self.path = path
         super().__init__(message if path is None else f"{message} (at {path})")
+
+
+class UnknownTypeTag(SerializationError):
+    """Stored data names a type that is not registered with the codec.
+
+    Loading never imports or calls a type named in stored data: only types registered
+    on the codec's :class:`~statekeeper.codec.TypeRegistry` are rebuilt. ``tag`` is the
+    type name found.
+    """
+
+    def __init__(self, tag: str, path: str | None = None) -> None:
+        self.tag = tag
+        super().__init__(
+            f"stored data names type {tag!r}, which is not registered with the codec", path
+        )
 
 
 class PatchError(StorageError, ValueError):
@@ -182,6 +236,113 @@ class WriteBufferError(StorageError):
         self.failures = failures
         names = ", ".join(sorted(failures))
         super().__init__(f"buffered writes could not be flushed for: {names}")
+
+
+# --- concurrency ---------------------------------------------------------------------
+
+
+class RetriesExhausted(ConflictError):
+    """A read-modify-write helper gave up after ``attempts`` conflicting attempts.
+
+    It is a :class:`ConflictError` (the caller's change was not written), and
+    ``last`` is the conflict of the final attempt.
+    """
+
+    def __init__(self, agent_id: str, attempts: int, last: ConflictError) -> None:
+        self.attempts = attempts
+        self.last = last
+        super().__init__(agent_id, last.expected_seq, last.current_seq)
+        self.args = (
+            f"agent {agent_id!r}: gave up after {attempts} conflicting attempts "
+            f"(last: expected head seq {last.expected_seq}, stored head is {last.current_seq})",
+        )
+
+
+class LeaseError(StatekeeperError):
+    """Base class for lease and fencing errors."""
+
+
+class LeaseHeld(LeaseError):
+    """The agent's lease is held by another holder and has not expired.
+
+    ``holder`` and ``expires_at`` (seconds since the epoch, on the backend's clock)
+    describe the current lease.
+    """
+
+    def __init__(self, agent_id: str, holder: str, expires_at: float) -> None:
+        self.agent_id = agent_id
+        self.holder = holder
+        self.expires_at = expires_at
+        super().__init__(f"agent {agent_id!r} is leased by {holder!r}")
+
+
+class LeaseLost(LeaseError):
+    """A write (or renewal) carried a fencing token that is no longer the agent's newest.
+
+    The lease expired and was taken by someone else, or was released: nothing was
+    written. ``token`` is the caller's; ``current_token`` and ``current_holder`` are
+    the newest lease the backend knows (0 and None when it has none).
+    """
+
+    def __init__(
+        self,
+        agent_id: str,
+        holder: str,
+        token: int,
+        current_token: int,
+        current_holder: str | None,
+    ) -> None:
+        self.agent_id = agent_id
+        self.holder = holder
+        self.token = token
+        self.current_token = current_token
+        self.current_holder = current_holder
+        super().__init__(
+            f"agent {agent_id!r}: lease token {token} of {holder!r} is stale "
+            f"(newest is {current_token}, held by {current_holder!r}); nothing was written"
+        )
+
+
+class LeasesUnsupported(LeaseError):
+    """The backend cannot grant leases or check fencing tokens (e.g. the S3 archive tier).
+
+    A write that carries a fencing token is refused with this error rather than
+    stored unchecked.
+    """
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        super().__init__(f"the {backend} backend does not support leases or fenced writes")
+
+
+class MergeConflict(StatekeeperError):
+    """Two concurrent versions of an agent that no merge strategy could reconcile.
+
+    Nothing is dropped: ``ours`` and ``theirs`` are both versions (and ``base`` their
+    common ancestor when known); ``fields`` names the paths that stayed unresolved.
+    """
+
+    def __init__(
+        self,
+        agent_id: str | None,
+        ours: Any,
+        theirs: Any,
+        base: Any = None,
+        fields: tuple[str, ...] = (),
+    ) -> None:
+        self.agent_id = agent_id
+        self.ours = ours
+        self.theirs = theirs
+        self.base = base
+        self.fields = fields
+        where = f"agent {agent_id!r}" if agent_id is not None else "document"
+        what = f" at {', '.join(fields)}" if fields else ""
+        super().__init__(f"{where}: concurrent updates{what} could not be merged")
+
+
+class StepError(StatekeeperError):
+    """A durable step cannot run as asked (e.g. its recorded result is unreadable,
+    or a step id is reused in one run for a different step)."""
 
 
 def _label(value: Any) -> str:

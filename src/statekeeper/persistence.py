@@ -35,6 +35,7 @@ import orjson
 
 from .backends.base import Backend
 from .backends.url import open_backend
+from .codec.types import TypeRegistry, needs_tagging, to_plain
 from .errors import ConfigurationError
 from .store import StateStore
 
@@ -67,8 +68,11 @@ class StateSnapshot:
     checksum: str = ""
 
 
-def state_checksum(state: dict[str, Any]) -> str:
-    """SHA-256 hex digest of ``state`` serialized with sorted keys."""
+def state_checksum(state: dict[str, Any], types: TypeRegistry | None = None) -> str:
+    """SHA-256 hex digest of ``state`` serialized with sorted keys (typed values tagged
+    as the codec stores them; ``types`` names the registered ones)."""
+    if needs_tagging(state):
+        state = to_plain(state, types, "state")
     return hashlib.sha256(orjson.dumps(state, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -204,7 +208,7 @@ class StatePersistenceManager:
             state=snapshot.data,
             timestamp=snapshot.updated_at,
             version=snapshot.schema_version,
-            checksum=state_checksum(snapshot.data),
+            checksum=state_checksum(snapshot.data, self.store.codec.types),
         )
 
     async def delete_state(self, agent_id: str) -> bool:

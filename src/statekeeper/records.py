@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 __all__ = [
     "AgentInfo",
@@ -21,8 +21,11 @@ __all__ = [
     "AppendResult",
     "Event",
     "EventKind",
+    "Fence",
+    "LeaseInfo",
     "RawEvent",
     "RawSnapshot",
+    "RewriteRequest",
     "Snapshot",
 ]
 
@@ -95,6 +98,10 @@ class RawSnapshot:
     checksum: bytes
 
 
+#: ``(holder, token)``: the lease a write is made under (see :class:`AppendRequest`)
+Fence: TypeAlias = tuple[str, int]
+
+
 @dataclass(frozen=True, slots=True)
 class AppendRequest:
     """Append ``events`` to ``agent_id`` if and only if its head is ``expected_seq``.
@@ -103,6 +110,18 @@ class AppendRequest:
     ``idempotency_key`` was already used for this agent, nothing is written and the
     result of the first append is returned with ``duplicate=True``. ``snapshot``, when
     given, is stored in the same atomic write.
+
+    ``fence`` is ``(holder, token)`` of the lease the write is made under: the backend
+    accepts the append only if that is still the agent's newest lease, checked in the
+    same atomic step as the append, and otherwise raises
+    :class:`~statekeeper.errors.LeaseLost` (checked before the idempotency key and the
+    head). ``None`` writes without a lease (optimistic concurrency only).
+
+    ``head_tag`` is the authenticated stream head after this append (opaque bytes made
+    by the codec): the backend stores it with the head in the same atomic write,
+    replacing the previous one (``None`` stores no tag), and returns it from
+    :meth:`~statekeeper.backends.base.Backend.head_tag`. A duplicate or failed append
+    leaves the stored tag unchanged.
     """
 
     agent_id: str
@@ -110,6 +129,30 @@ class AppendRequest:
     events: Sequence[RawEvent]
     snapshot: RawSnapshot | None = None
     idempotency_key: str | None = None
+    fence: Fence | None = None
+    head_tag: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteRequest:
+    """Replace the stored bytes of existing records of ``agent_id`` (key rotation,
+    format upgrades), atomically, if and only if its head is still ``expected_seq``
+    with head tag ``expected_tag`` (``None`` matching a stream stored without a tag).
+
+    Each event in ``events`` replaces the payload and checksum of the stored event with
+    the same seq (its kind and timestamp are not changed; its seq must be within
+    ``1..expected_seq``); each snapshot in ``snapshots`` is stored as by
+    ``save_snapshot`` (replacing one at the same seq); ``head_tag``, when not None,
+    replaces the stored head tag (the head seq never changes). A stale head raises
+    :class:`~statekeeper.errors.ConflictError` and writes nothing.
+    """
+
+    agent_id: str
+    expected_seq: int
+    expected_tag: bytes | None
+    events: Sequence[RawEvent] = ()
+    snapshots: Sequence[RawSnapshot] = ()
+    head_tag: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,3 +173,24 @@ class AgentInfo:
     head_seq: int
     created_at: float
     updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseInfo:
+    """An agent's lease as a backend stores it.
+
+    ``token`` is the fencing token: it grows by at least one with every grant and never
+    goes back for an agent (not even after the agent is deleted). ``expires_at`` is in
+    seconds since the epoch on the backend's clock (see each backend); a released
+    lease has ``holder`` None.
+    """
+
+    agent_id: str
+    holder: str | None
+    token: int
+    expires_at: float
+
+    @property
+    def fence(self) -> Fence:
+        """``(holder, token)`` to put on writes made under this lease."""
+        return (self.holder or "", self.token)

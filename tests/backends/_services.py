@@ -83,6 +83,93 @@ def drop_schema(schema: str) -> None:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
+def _pg_bindir() -> str | None:
+    found = shutil.which("pg_ctl")
+    if found:
+        return os.path.dirname(found)
+    import glob
+
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
+    return os.path.dirname(candidates[-1]) if candidates else None
+
+
+class PrivatePostgres:
+    """A PostgreSQL server owned by one test (``initdb`` in a temp dir, a free loopback
+    port), so it can be stopped, crashed and restarted without touching the shared one.
+    As root it runs as the ``postgres`` user (initdb refuses root)."""
+
+    def __init__(self) -> None:
+        bindir = _pg_bindir()
+        require_service("PostgreSQL binaries", bindir is not None, "install postgresql")
+        assert bindir is not None
+        self.bindir = bindir
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="sk-pg-")
+        self.data = os.path.join(self.dir, "data")
+        self._as: list[str] = []
+        if os.geteuid() == 0:
+            runuser = shutil.which("runuser")
+            require_service("runuser", runuser is not None, "needed to run initdb as postgres")
+            import pwd
+
+            uid = pwd.getpwnam("postgres").pw_uid
+            os.chown(self.dir, uid, -1)
+            self._as = [str(runuser), "-u", "postgres", "--"]
+        subprocess.run(
+            [
+                *self._as,
+                f"{bindir}/initdb",
+                "-D",
+                self.data,
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run(
+            [*self._as, f"{self.bindir}/pg_ctl", "-D", self.data, "-w", *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"
+        self._ctl("-o", options, "-l", os.path.join(self.dir, "log"), "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        """``fast``: a clean shutdown; ``immediate``: a crash (recovery on next start)."""
+        self._ctl("-m", mode, "stop")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stop("immediate")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def private_postgres() -> Iterator[PrivatePostgres]:
+    server = PrivatePostgres()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 # -- Redis --------------------------------------------------------------------------------
 
 

@@ -23,16 +23,32 @@ A backend never interprets payloads, so the records here are arbitrary bytes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 
 from statekeeper.backends.base import Backend, Health
-from statekeeper.errors import ConfigurationError, ConflictError, StoreClosed
-from statekeeper.records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
+from statekeeper.errors import (
+    ConfigurationError,
+    ConflictError,
+    LeaseHeld,
+    LeaseLost,
+    LeasesUnsupported,
+    StoreClosed,
+)
+from statekeeper.records import (
+    AgentInfo,
+    AppendRequest,
+    AppendResult,
+    LeaseInfo,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+)
 
-__all__ = ["BackendConformance", "event", "request", "snapshot"]
+__all__ = ["BackendConformance", "event", "fenced", "request", "snapshot", "tagged"]
 
 
 def event(seq: int, *, ts: float | None = None, kind: str = "patch", body: bytes = b"") -> RawEvent:
@@ -530,3 +546,399 @@ class BackendConformance:
         for e in stored:
             owner = b"A" if e.seq in wins_a else b"B"
             assert e.payload == owner + b"-%d" % e.seq
+
+    # -- leases and fencing ------------------------------------------------------------
+    #
+    # An engine that cannot check fencing tokens declares ``supports_leases = False``
+    # and must refuse every lease call and every fenced append (never store one
+    # unchecked); the other lease tests are then skipped.
+
+    @pytest.fixture
+    def leasing(self, backend: Backend) -> Backend:
+        if not backend.supports_leases:
+            pytest.skip(f"{type(backend).__name__} does not support leases")
+        return backend
+
+    async def test_unsupported_leases_are_refused_not_ignored(self, backend: Backend) -> None:
+        if backend.supports_leases:
+            pytest.skip(f"{type(backend).__name__} supports leases")
+        calls = {
+            "acquire": lambda: backend.acquire_lease("a", "w1", 5.0),
+            "renew": lambda: backend.renew_lease("a", "w1", 1, 5.0),
+            "release": lambda: backend.release_lease("a", "w1", 1),
+            "get": lambda: backend.get_lease("a"),
+            "fenced append": lambda: backend.append(fenced("a", 0, ("w1", 1))),
+        }
+        for name, call in calls.items():
+            with pytest.raises(LeasesUnsupported):
+                await call()
+                pytest.fail(f"{name} did not refuse")
+        results = await backend.append_batch([fenced("a", 0, ("w1", 1)), request("b", 0)])
+        assert isinstance(results[0], LeasesUnsupported)
+        assert results[1] == AppendResult("b", 1, 1)
+        assert await backend.head("a") == 0
+
+    async def test_acquire_grants_growing_tokens(self, leasing: Backend) -> None:
+        backend = leasing
+        assert await backend.get_lease("a") is None
+        first = await backend.acquire_lease("a", "w1", 30.0)
+        assert isinstance(first, LeaseInfo)
+        assert (first.agent_id, first.holder) == ("a", "w1")
+        assert first.token >= 1
+        assert first.fence == ("w1", first.token)
+        assert await backend.get_lease("a") == first
+        with pytest.raises(LeaseHeld) as info:
+            await backend.acquire_lease("a", "w2", 30.0)
+        assert info.value.holder == "w1"
+        assert info.value.expires_at == pytest.approx(first.expires_at, abs=0.01)
+        # re-acquiring one's own lease hands out a newer token (fencing older incarnations)
+        again = await backend.acquire_lease("a", "w1", 30.0)
+        assert again.token > first.token
+        # leases are per agent
+        other = await backend.acquire_lease("b", "w2", 30.0)
+        assert other.holder == "w2"
+        assert (await backend.get_lease("a")) == again
+
+    async def test_an_expired_lease_can_be_taken_over(self, leasing: Backend) -> None:
+        backend = leasing
+        old = await backend.acquire_lease("a", "w1", 0.4)
+        with pytest.raises(LeaseHeld):
+            await backend.acquire_lease("a", "w2", 5.0)
+        await asyncio.sleep(0.5)
+        new = await backend.acquire_lease("a", "w2", 5.0)
+        assert new.token > old.token
+        assert new.holder == "w2"
+        assert new.expires_at > old.expires_at
+
+    async def test_renew_keeps_the_token_and_extends(self, leasing: Backend) -> None:
+        backend = leasing
+        lease = await backend.acquire_lease("a", "w1", 0.3)
+        renewed = await backend.renew_lease("a", "w1", lease.token, 30.0)
+        assert renewed.token == lease.token
+        assert renewed.expires_at > lease.expires_at
+        with pytest.raises(LeaseHeld):
+            await backend.acquire_lease("a", "w2", 5.0)
+        # expired but not taken over: still the newest token, so it may renew
+        short = await backend.renew_lease("a", "w1", lease.token, 0.2)
+        await asyncio.sleep(0.3)
+        assert (await backend.renew_lease("a", "w1", lease.token, 0.2)).token == short.token
+        await asyncio.sleep(0.3)
+        taken = await backend.acquire_lease("a", "w2", 30.0)
+        with pytest.raises(LeaseLost) as info:
+            await backend.renew_lease("a", "w1", lease.token, 30.0)
+        assert (info.value.token, info.value.current_token) == (lease.token, taken.token)
+        assert info.value.current_holder == "w2"
+        assert await backend.get_lease("a") == taken
+
+    async def test_release_frees_the_lease_at_once(self, leasing: Backend) -> None:
+        backend = leasing
+        lease = await backend.acquire_lease("a", "w1", 30.0)
+        assert await backend.release_lease("a", "w2", lease.token) is False  # not w2's
+        assert await backend.release_lease("a", "w1", lease.token + 1) is False
+        assert await backend.release_lease("a", "w1", lease.token) is True
+        assert await backend.release_lease("a", "w1", lease.token) is False  # idempotent
+        released = await backend.get_lease("a")
+        assert released is not None and released.holder is None
+        assert released.token == lease.token
+        nxt = await backend.acquire_lease("a", "w2", 30.0)
+        assert nxt.token > lease.token
+        assert await backend.release_lease("nobody", "w1", 1) is False
+        with pytest.raises(LeaseLost):
+            await backend.renew_lease("a", "w1", lease.token, 5.0)
+
+    async def test_fenced_append_with_the_current_token(self, leasing: Backend) -> None:
+        backend = leasing
+        lease = await backend.acquire_lease("a", "w1", 30.0)
+        assert await backend.append(fenced("a", 0, lease.fence)) == AppendResult("a", 1, 1)
+        assert await backend.append(fenced("a", 1, lease.fence, count=2)) == AppendResult(
+            "a", 2, 3
+        )
+        # unfenced writes are not governed by leases (optimistic locking only)
+        assert await backend.append(request("a", 3)) == AppendResult("a", 4, 4)
+        # an expired lease nobody took over still fences correctly: its token is newest
+        short = await backend.acquire_lease("b", "w1", 0.2)
+        await asyncio.sleep(0.3)
+        assert await backend.append(fenced("b", 0, short.fence)) == AppendResult("b", 1, 1)
+
+    async def test_stale_fenced_append_is_refused_and_writes_nothing(
+        self, leasing: Backend
+    ) -> None:
+        backend = leasing
+        old = await backend.acquire_lease("a", "w1", 0.2)
+        await backend.append(fenced("a", 0, old.fence, key="k1"))
+        await asyncio.sleep(0.3)
+        new = await backend.acquire_lease("a", "w2", 30.0)
+        await backend.append(fenced("a", 1, new.fence))
+        before = await backend.read("a")
+        stale = [
+            fenced("a", 2, old.fence, snap_at=3),  # right seq, old token
+            fenced("a", 2, old.fence, key="k9"),
+            fenced("a", 0, old.fence, key="k1"),  # checked before the idempotency key
+            fenced("a", 2, ("w1", new.token)),  # current token, wrong holder
+            fenced("a", 2, ("w2", new.token + 1)),  # a token never granted
+        ]
+        for req in stale:
+            with pytest.raises(LeaseLost) as info:
+                await backend.append(req)
+            assert info.value.agent_id == "a"
+            assert info.value.current_token == new.token
+            assert info.value.current_holder == "w2"
+            assert await backend.head("a") == 2
+            assert await backend.read("a") == before
+            assert await backend.latest_snapshot("a") is None
+            assert await backend.lookup_key("a", "k9") is None
+        # a fence on an agent that never had a lease
+        with pytest.raises(LeaseLost) as none:
+            await backend.append(fenced("z", 0, ("w1", 1)))
+        assert (none.value.current_token, none.value.current_holder) == (0, None)
+        assert await backend.head("z") == 0
+        # after a release, the released token fences nothing any more
+        await backend.release_lease("a", "w2", new.token)
+        with pytest.raises(LeaseLost):
+            await backend.append(fenced("a", 2, new.fence))
+        assert await backend.head("a") == 2
+
+    async def test_fence_in_a_batch(self, leasing: Backend) -> None:
+        backend = leasing
+        old = await backend.acquire_lease("a", "w1", 30.0)
+        await backend.release_lease("a", "w1", old.token)
+        lease = await backend.acquire_lease("a", "w2", 30.0)
+        results = await backend.append_batch(
+            [
+                fenced("a", 0, lease.fence),
+                fenced("a", 1, old.fence),
+                request("b", 0),
+                fenced("a", 1, lease.fence, key="k"),
+            ]
+        )
+        assert results[0] == AppendResult("a", 1, 1)
+        assert isinstance(results[1], LeaseLost)
+        assert results[2] == AppendResult("b", 1, 1)
+        assert results[3] == AppendResult("a", 2, 2)
+        assert [e.seq for e in await backend.read("a")] == [1, 2]
+
+    async def test_tokens_never_go_back(self, leasing: Backend) -> None:
+        backend = leasing
+        tokens = []
+        for holder in ("w1", "w2", "w1", "w3"):
+            lease = await backend.acquire_lease("a", holder, 30.0)
+            tokens.append(lease.token)
+            await backend.append(fenced("a", await backend.head("a"), lease.fence))
+            await backend.release_lease("a", holder, lease.token)
+        # deleting the agent keeps its token: a stale holder of token 1 stays fenced off
+        assert await backend.delete_agent("a") is True
+        after = await backend.acquire_lease("a", "w4", 30.0)
+        tokens.append(after.token)
+        assert tokens == sorted(set(tokens))
+        with pytest.raises(LeaseLost):
+            await backend.append(fenced("a", 0, ("w1", tokens[0])))
+        assert await backend.append(fenced("a", 0, after.fence)) == AppendResult("a", 1, 1)
+
+    async def test_concurrent_acquires_have_one_winner(self, leasing: Backend) -> None:
+        backend = leasing
+        results = await asyncio.gather(
+            *(backend.acquire_lease("a", f"w{i}", 30.0) for i in range(10)),
+            return_exceptions=True,
+        )
+        winners = [r for r in results if isinstance(r, LeaseInfo)]
+        assert len(winners) == 1
+        assert all(isinstance(r, LeaseHeld) for r in results if r is not winners[0])
+        assert await backend.get_lease("a") == winners[0]
+
+    @pytest.mark.parametrize("ttl", [0, -1.0, float("nan"), float("inf")])
+    async def test_lease_ttl_must_be_positive(self, leasing: Backend, ttl: float) -> None:
+        with pytest.raises(ConfigurationError):
+            await leasing.acquire_lease("a", "w1", ttl)
+        assert await leasing.get_lease("a") is None
+
+    async def test_peer_sees_leases(self, leasing: Backend, peer: Backend) -> None:
+        lease = await leasing.acquire_lease("a", "w1", 30.0)
+        with pytest.raises(LeaseHeld):
+            await peer.acquire_lease("a", "w2", 30.0)
+        assert await peer.append(fenced("a", 0, lease.fence)) == AppendResult("a", 1, 1)
+        assert await peer.release_lease("a", "w1", lease.token) is True
+        taken = await peer.acquire_lease("a", "w2", 30.0)
+        with pytest.raises(LeaseLost):
+            await leasing.append(fenced("a", 1, lease.fence))
+        assert await leasing.get_lease("a") == taken
+
+    async def test_closed_backend_refuses_lease_calls(self, tmp_path: Path) -> None:
+        backend = await self.make_backend(tmp_path)
+        supported = backend.supports_leases
+        await backend.close()
+        if not supported:
+            pytest.skip("no leases")
+        calls = {
+            "acquire": lambda: backend.acquire_lease("a", "w1", 5.0),
+            "renew": lambda: backend.renew_lease("a", "w1", 1, 5.0),
+            "release": lambda: backend.release_lease("a", "w1", 1),
+            "get": lambda: backend.get_lease("a"),
+        }
+        for name, call in calls.items():
+            with pytest.raises(StoreClosed):
+                await call()
+                pytest.fail(f"{name} worked on a closed backend")
+
+
+    # -- authenticated stream heads (head_tag) and rewrites --------------------------------
+    #
+    # The codec authenticates each stream's head (count + last chain link) with a tag the
+    # backend stores *with the head*, in the same atomic write as the append that moves
+    # it, and returns with it (``head_tag``). ``rewrite`` replaces the bytes of existing
+    # records (key rotation) only while the head is still the one the caller read.
+
+    async def test_head_tag_is_stored_with_the_head(self, backend: Backend) -> None:
+        assert await backend.head_tag("a") == (0, None)
+        await backend.append(tagged(request("a", 0), b"tag-1"))
+        assert await backend.head_tag("a") == (1, b"tag-1")
+        await backend.append(tagged(request("a", 1, 3, snap_at=3), b"tag-4"))
+        assert await backend.head_tag("a") == (4, b"tag-4")
+        binary = bytes(range(256)) + b"\x00" * 8  # any bytes, NULs included
+        await backend.append(tagged(request("a", 4), binary))
+        assert await backend.head_tag("a") == (5, binary)
+        await backend.append(request("a", 5))  # no tag: the head has none any more
+        assert await backend.head_tag("a") == (6, None)
+        assert await backend.head_tag("b") == (0, None)
+        assert await backend.head("a") == 6
+
+    async def test_head_tag_is_untouched_by_appends_that_do_not_land(
+        self, backend: Backend
+    ) -> None:
+        await backend.append(tagged(request("a", 0, 2, key="k"), b"good"))
+        with pytest.raises(ConflictError):
+            await backend.append(tagged(request("a", 0), b"stale"))
+        assert await backend.head_tag("a") == (2, b"good")
+        dup = await backend.append(tagged(request("a", 0, 2, key="k"), b"retry"))
+        assert dup.duplicate
+        assert await backend.head_tag("a") == (2, b"good")
+        with pytest.raises(ConfigurationError):
+            await backend.append(tagged(AppendRequest("a", 2, (event(9),)), b"bad"))
+        assert await backend.head_tag("a") == (2, b"good")
+
+    async def test_head_tag_in_a_batch(self, backend: Backend) -> None:
+        results = await backend.append_batch(
+            [
+                tagged(request("a", 0), b"a1"),
+                tagged(request("b", 0), b"b1"),
+                tagged(request("a", 7), b"lost"),  # conflicts
+                tagged(request("a", 1, 2), b"a3"),
+            ]
+        )
+        assert isinstance(results[2], ConflictError)
+        assert await backend.head_tag("a") == (3, b"a3")
+        assert await backend.head_tag("b") == (1, b"b1")
+
+    async def test_head_tag_goes_with_the_agent(self, backend: Backend) -> None:
+        await backend.append(tagged(request("a", 0, 2), b"old"))
+        await backend.delete_agent("a")
+        assert await backend.head_tag("a") == (0, None)
+        await backend.append(request("a", 0))
+        assert await backend.head_tag("a") == (1, None)
+
+    async def test_rewrite_replaces_record_bytes(self, backend: Backend) -> None:
+        await backend.append(tagged(request("a", 0, 5, snap_at=3), b"t5"))
+        await backend.append(tagged(request("b", 0, 2), b"b2"))
+        before = await backend.read("a")
+        new2 = RawEvent(2, "patch", 2.0, b"re-encrypted-2", b"sum-2'")
+        new4 = RawEvent(4, "patch", 4.0, b"re-encrypted-4", b"sum-4'")
+        new_snap = RawSnapshot(3, 3.0, b"state@3 re-encrypted", b"ck'")
+        await backend.rewrite(
+            RewriteRequest("a", 5, b"t5", (new2, new4), (new_snap,), head_tag=b"t5'")
+        )
+        after = await backend.read("a")
+        assert [e.seq for e in after] == [1, 2, 3, 4, 5]
+        assert after[1] == new2 and after[3] == new4
+        assert [after[i] for i in (0, 2, 4)] == [before[i] for i in (0, 2, 4)]
+        assert await backend.latest_snapshot("a") == new_snap
+        assert await backend.head_tag("a") == (5, b"t5'")
+        assert await backend.seq_at("a", 4.5) == 4  # timestamps are not touched
+        # other agents, and the listing, are untouched
+        assert await backend.head_tag("b") == (2, b"b2")
+        assert [i.head_seq for i in await backend.list_agents()] == [5, 2]
+        # without a new head tag the stored one stays
+        await backend.rewrite(RewriteRequest("a", 5, b"t5'", (new2,)))
+        assert await backend.head_tag("a") == (5, b"t5'")
+
+    async def test_rewrite_only_on_the_head_read(self, backend: Backend) -> None:
+        await backend.append(tagged(request("a", 0, 3), b"t3"))
+        stored = await backend.read("a")
+        change = (RawEvent(1, "patch", 1.0, b"changed", b"sum"),)
+        for expected_seq, expected_tag in ((2, b"t3"), (4, b"t3"), (3, b"other"), (3, None)):
+            with pytest.raises(ConflictError) as info:
+                await backend.rewrite(
+                    RewriteRequest("a", expected_seq, expected_tag, change, head_tag=b"x")
+                )
+            assert info.value.current_seq == 3
+        with pytest.raises(ConflictError) as info:
+            await backend.rewrite(RewriteRequest("nobody", 1, None, change))
+        assert info.value.current_seq == 0
+        assert await backend.read("a") == stored
+        assert await backend.head_tag("a") == (3, b"t3")
+        # a stream stored without a tag is matched by expected_tag None
+        await backend.append(request("u", 0, 2))
+        await backend.rewrite(RewriteRequest("u", 2, None, change, head_tag=b"now"))
+        assert (await backend.read("u"))[0].payload == b"changed"
+        assert await backend.head_tag("u") == (2, b"now")
+
+    @pytest.mark.parametrize("seq", [0, 4, -1])
+    async def test_rewrite_outside_the_stream_is_refused(
+        self, backend: Backend, seq: int
+    ) -> None:
+        await backend.append(tagged(request("a", 0, 3), b"t3"))
+        stored = await backend.read("a")
+        ok = RawEvent(1, "patch", 1.0, b"changed", b"sum")
+        bad = RawEvent(seq, "patch", 1.0, b"x", b"y")
+        with pytest.raises(ConfigurationError):
+            await backend.rewrite(RewriteRequest("a", 3, b"t3", (ok, bad), head_tag=b"x"))
+        with pytest.raises(ConfigurationError):
+            await backend.rewrite(
+                RewriteRequest("a", 3, b"t3", (ok,), (RawSnapshot(seq, 0.0, b"s", b"c"),))
+            )
+        assert await backend.read("a") == stored
+        assert await backend.head_tag("a") == (3, b"t3")
+        assert await backend.latest_snapshot("a") is None
+
+    async def test_peer_sees_head_tags_and_rewrites(
+        self, backend: Backend, peer: Backend
+    ) -> None:
+        await backend.append(tagged(request("a", 0, 2), b"t2"))
+        assert await peer.head_tag("a") == (2, b"t2")
+        new = RawEvent(1, "patch", 1.0, b"new", b"sum")
+        await peer.rewrite(RewriteRequest("a", 2, b"t2", (new,), head_tag=b"t2'"))
+        assert (await backend.read("a"))[0] == new
+        assert await backend.head_tag("a") == (2, b"t2'")
+
+    async def test_head_tag_survives_reopen(self, tmp_path: Path) -> None:
+        first = await self.make_backend(tmp_path)
+        try:
+            await first.append(tagged(request("a", 0, 2), b"durable-tag"))
+        finally:
+            await first.close()
+        again = await self.open_peer(tmp_path)
+        if again is None:
+            pytest.skip("the engine keeps nothing after close")
+        try:
+            assert await again.head_tag("a") == (2, b"durable-tag")
+        finally:
+            await again.close()
+
+
+def fenced(
+    agent_id: str,
+    expected_seq: int,
+    fence: tuple[str, int],
+    count: int = 1,
+    *,
+    key: str | None = None,
+    snap_at: int | None = None,
+) -> AppendRequest:
+    """Like :func:`request`, made under the lease ``fence`` = (holder, token)."""
+    base = request(agent_id, expected_seq, count, key=key, snap_at=snap_at)
+    return AppendRequest(
+        base.agent_id, base.expected_seq, base.events, base.snapshot, base.idempotency_key, fence
+    )
+
+
+def tagged(req: AppendRequest, head_tag: bytes | None) -> AppendRequest:
+    """``req`` carrying ``head_tag`` (the authenticated stream head after it)."""
+    return dataclasses.replace(req, head_tag=head_tag)

@@ -190,7 +190,8 @@ class _Spy(Backend):
 
 async def test_reads_are_served_by_the_hot_tier(tmp_path: Path) -> None:
     durable = _Spy(_sqlite(tmp_path))
-    backend = TieredBackend(durable, hot=MemoryBackend())
+    # declared shared (as a Redis hot tier is): trusted without asking the durable tier
+    backend = TieredBackend(durable, hot=MemoryBackend(), hot_shared=True)
     try:
         await backend.append(request("a", 0, 5, snap_at=3))
         durable.calls.clear()
@@ -246,6 +247,29 @@ async def test_a_stale_hot_copy_is_dropped_when_the_durable_tier_disagrees(
         assert await hot.head("a") == 0  # dropped
         assert await mine.head("a") == 3  # durable answers, and refills
         assert await hot.head("a") == 3
+    finally:
+        await mine.close()
+        await theirs.close()
+
+
+async def test_a_private_hot_tier_never_hides_another_process_writes(tmp_path: Path) -> None:
+    """memory:// hot tiers are per process: each checks its copy against the durable
+    head and head tag before answering."""
+    from statekeeper.records import RewriteRequest
+
+    mine = TieredBackend(_sqlite(tmp_path), hot=MemoryBackend())
+    theirs = TieredBackend(_sqlite(tmp_path), hot=MemoryBackend())
+    try:
+        await mine.append(request("a", 0, 2))
+        assert len(await mine.read("a")) == 2  # served by mine's hot copy
+        await theirs.append(request("a", 2))
+        assert await mine.head("a") == 3
+        assert [e.seq for e in await mine.read("a")] == [1, 2, 3]
+        assert mine.hot is not None and await mine.hot.head("a") == 3  # refilled
+        new = (await mine.read("a"))[0].__class__(1, "patch", 1.0, b"rewritten", b"s")
+        await theirs.rewrite(RewriteRequest("a", 3, None, (new,), head_tag=b"t"))
+        assert (await mine.read("a"))[0].payload == b"rewritten"
+        assert await mine.head_tag("a") == (3, b"t")
     finally:
         await mine.close()
         await theirs.close()

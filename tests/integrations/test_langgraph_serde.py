@@ -274,7 +274,16 @@ def test_metadata_and_values_go_through_the_store_codec(tmp_path: Path) -> None:
         )
     conn = sqlite3.connect(path)
     tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-    assert set(tables) <= {"sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency"}
+    # sk_leases holds only lease holders, tokens and expiries (no LangGraph data)
+    assert set(tables) <= {
+        "sk_meta",
+        "sk_agents",
+        "sk_events",
+        "sk_snapshots",
+        "sk_idempotency",
+        "sk_leases",
+    }
+    assert conn.execute("SELECT count(*) FROM sk_leases").fetchone()[0] == 0
     payloads = b"".join(r[0] for r in conn.execute("SELECT payload FROM sk_events"))
     assert b"value-marker" in payloads and b"meta-marker" in payloads
     conn.close()

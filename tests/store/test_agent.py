@@ -118,7 +118,7 @@ async def test_a_stale_agent_conflicts_and_its_machine_is_reverted(store: StateS
 
 async def test_unserializable_data_reverts_the_transition(store: StateStore) -> None:
     agent = await store.agent("a1")
-    agent.data["bad"] = {"deep": [0, {1, 2}]}
+    agent.data["bad"] = {"deep": [0, object()]}
     with pytest.raises(SerializationError) as info:
         await agent.transition(StateTransition.START_PROCESSING)
     assert info.value.path == "data.bad.deep[1]"

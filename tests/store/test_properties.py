@@ -161,7 +161,7 @@ async def run(
                     await store.append(AGENT, "edit", ops=[{"op": "remove", "path": "/~nope"}])
             elif kind == "bad_value":
                 with pytest.raises(SerializationError):
-                    await store.save(AGENT, {**op[1], "bad": {"set": {1, 2}}})
+                    await store.save(AGENT, {**op[1], "bad": {"obj": object()}})
             elif kind == "delete":
                 assert await store.delete(AGENT) is exists
                 model = Model()

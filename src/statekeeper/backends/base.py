@@ -1,23 +1,48 @@
 """The backend contract: the small set of operations every storage engine provides.
 
 A backend stores two things per agent — an append-only stream of encoded events with
-gap-free sequence numbers, and snapshots at some of those sequence numbers — and knows
-nothing else. Encoding, checksums, caching, snapshot policy and durability modes live
-above it, in :mod:`statekeeper.store`, so a new engine is small. Every backend passes
+gap-free sequence numbers, and snapshots at some of those sequence numbers — plus, on
+engines that support them, one lease per agent whose fencing token every append made
+under it is checked against — and knows nothing else. Encoding, checksums, caching,
+snapshot policy and durability modes live above it, in :mod:`statekeeper.store`, so a
+new engine is small. Every backend passes
 the shared conformance suite in ``tests/backends/conformance.py`` unmodified.
 """
 
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigurationError, StoreClosed
-from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
+from ..errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    LeaseLost,
+    LeasesUnsupported,
+    StoreClosed,
+)
+from ..records import (
+    AgentInfo,
+    AppendRequest,
+    AppendResult,
+    Fence,
+    LeaseInfo,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+)
 
-__all__ = ["Backend", "Health", "validate_request"]
+__all__ = [
+    "Backend",
+    "Health",
+    "check_fence",
+    "validate_request",
+    "validate_rewrite",
+    "validate_ttl",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +97,28 @@ class Backend(abc.ABC):
     async def head(self, agent_id: str) -> int:
         """The last seq of the agent's stream (0 when the agent has no stream)."""
 
+    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        """``(head seq, head tag)``: the stream head and the tag stored with it by the
+        append (or rewrite) that set it — read together, in one consistent read.
+
+        ``(0, None)`` when the agent has no stream; the tag is None when the head was
+        written without one. The tag is opaque bytes made by the codec (the
+        authenticated stream head, see :mod:`statekeeper.codec.pipeline`).
+
+        The default returns no tag: an engine that does not store tags serves stores
+        without a key only (a store with a key refuses a head it cannot authenticate).
+        """
+        return await self.head(agent_id), None
+
+    async def rewrite(self, request: RewriteRequest) -> None:
+        """Atomically replace the bytes of existing records (see :class:`RewriteRequest`):
+        only if the head is still ``(expected_seq, expected_tag)``, else
+        :class:`~statekeeper.errors.ConflictError` and nothing is written.
+
+        Used by key rotation (``statekeeper rekey``). The default refuses.
+        """
+        raise BackendUnavailable(f"the {self.name} backend cannot rewrite stored records")
+
     @abc.abstractmethod
     async def read(
         self,
@@ -121,6 +168,55 @@ class Backend(abc.ABC):
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections and threads. Further calls raise ``StoreClosed``."""
 
+    # -- leases and fencing (see docs/concurrency.md) ------------------------------
+    #
+    # One lease per agent. Its fencing token only ever grows (it survives release,
+    # expiry and delete_agent), and an append whose ``request.fence`` is not the
+    # agent's current (holder, token) is refused with LeaseLost atomically with the
+    # append. Engines that cannot do this keep ``supports_leases = False``: every lease
+    # call, and every append that carries a fence, raises LeasesUnsupported.
+
+    #: True when the engine grants leases and checks fencing tokens on append
+    supports_leases: bool = False
+
+    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
+        """Grant the agent's lease to ``holder`` for ``ttl`` seconds, with a new token.
+
+        The lease is free when it was never granted, was released, has expired (on the
+        backend's clock), or is already held by ``holder`` — re-acquiring hands out a
+        new token, so an earlier incarnation of the same holder is fenced off too.
+        The new token is greater than every token granted before for the agent.
+        Raises :class:`~statekeeper.errors.LeaseHeld` when another holder's lease is
+        still running.
+        """
+        raise LeasesUnsupported(self.name)
+
+    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
+        """Extend the lease to ``ttl`` seconds from now, keeping its token.
+
+        Succeeds while ``(holder, token)`` is still the agent's newest lease — also
+        after it expired, as long as nobody took it (no newer token exists, so no
+        write was fenced off). Raises :class:`~statekeeper.errors.LeaseLost` otherwise.
+        """
+        raise LeasesUnsupported(self.name)
+
+    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
+        """Give the lease up so another holder can take it at once. Writes fenced with
+        the released token are refused from now on. False (and nothing changes) when
+        ``(holder, token)`` is no longer the current lease."""
+        raise LeasesUnsupported(self.name)
+
+    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
+        """The agent's newest lease (possibly expired or released), or None if it
+        never had one."""
+        raise LeasesUnsupported(self.name)
+
+    def refuse_fence(self, request: AppendRequest) -> None:
+        """For engines without leases: refuse a fenced append rather than store it
+        unchecked."""
+        if request.fence is not None and not self.supports_leases:
+            raise LeasesUnsupported(self.name)
+
 
 def validate_request(request: AppendRequest) -> None:
     """Reject a malformed append before any engine touches it.
@@ -141,3 +237,50 @@ def validate_request(request: AppendRequest) -> None:
     snap = request.snapshot
     if snap is not None and not (request.expected_seq < snap.seq <= request.events[-1].seq):
         raise ConfigurationError(f"snapshot seq {snap.seq} is not one of the appended seqs")
+
+
+def validate_ttl(ttl: float) -> float:
+    """A lease duration must be a positive, finite number of seconds."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
+        raise ConfigurationError(f"lease ttl must be a finite number of seconds, not {ttl!r}")
+    if ttl <= 0:
+        raise ConfigurationError(f"lease ttl must be > 0 seconds, not {ttl!r}")
+    return float(ttl)
+
+
+def check_fence(agent_id: str, fence: Fence, current: LeaseInfo | None) -> None:
+    """Raise :class:`~statekeeper.errors.LeaseLost` unless ``fence`` is the agent's
+    current (not released) lease. Expiry alone does not fail the check: while nobody
+    took the lease over, no newer token exists, and the write is safe."""
+    holder, token = fence
+    if current is None or current.holder is None or (current.holder, current.token) != (
+        holder,
+        token,
+    ):
+        raise LeaseLost(
+            agent_id,
+            holder,
+            token,
+            current.token if current is not None else 0,
+            current.holder if current is not None else None,
+        )
+
+
+def validate_rewrite(request: RewriteRequest) -> None:
+    """Reject a malformed rewrite before any engine touches it: every replaced record
+    must sit within ``1..expected_seq``, each event at most once."""
+    if request.expected_seq < 1:
+        raise ConfigurationError(f"cannot rewrite a stream with head {request.expected_seq}")
+    seen: set[int] = set()
+    for event in request.events:
+        if not 1 <= event.seq <= request.expected_seq or event.seq in seen:
+            raise ConfigurationError(
+                f"rewrite of event seq {event.seq} is outside 1..{request.expected_seq}"
+                " or repeated"
+            )
+        seen.add(event.seq)
+    for snap in request.snapshots:
+        if not 1 <= snap.seq <= request.expected_seq:
+            raise ConfigurationError(
+                f"rewrite of snapshot seq {snap.seq} is outside 1..{request.expected_seq}"
+            )

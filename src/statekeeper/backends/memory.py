@@ -1,17 +1,29 @@
 """In-memory backend: the contract with no I/O, for tests and ephemeral agents.
 
 Nothing survives the process. Appends are atomic with respect to the event loop (no
-``await`` happens between the head check and the write).
+``await`` happens between the head check and the write). Leases expire on ``clock``
+(the process's wall clock by default); a fenced append checks its token in the same
+atomic step.
 """
 
 from __future__ import annotations
 
 import bisect
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import ConflictError, StoreClosed
-from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
-from .base import Backend, Health, validate_request
+from ..errors import ConflictError, LeaseHeld, LeaseLost, StoreClosed
+from ..records import (
+    AgentInfo,
+    AppendRequest,
+    AppendResult,
+    LeaseInfo,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+)
+from .base import Backend, Health, check_fence, validate_request, validate_rewrite, validate_ttl
 
 __all__ = ["MemoryBackend"]
 
@@ -23,15 +35,24 @@ class _Stream:
     snapshot_seqs: list[int] = field(default_factory=list)
     keys: dict[str, tuple[int, int]] = field(default_factory=dict)
     created_at: float = 0.0
+    head_tag: bytes | None = None
 
 
 class MemoryBackend(Backend):
-    """Keeps every stream in a dict. ``memory://`` selects it."""
+    """Keeps every stream in a dict. ``memory://`` selects it.
+
+    Args:
+        clock: the clock lease expiry is measured on (seconds since the epoch).
+    """
 
     name = "memory"
+    supports_leases = True
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._streams: dict[str, _Stream] = {}
+        # kept apart from the streams: a token must never go back, even after a delete
+        self._leases: dict[str, LeaseInfo] = {}
+        self.clock = clock
         self._closed = False
 
     def _check(self) -> None:
@@ -41,6 +62,8 @@ class MemoryBackend(Backend):
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check()
         validate_request(request)
+        if request.fence is not None:
+            check_fence(request.agent_id, request.fence, self._leases.get(request.agent_id))
         stream = self._streams.get(request.agent_id)
         key = request.idempotency_key
         if stream is not None and key is not None and key in stream.keys:
@@ -53,6 +76,7 @@ class MemoryBackend(Backend):
             stream = _Stream(created_at=request.events[0].timestamp)
             self._streams[request.agent_id] = stream
         stream.events.extend(request.events)
+        stream.head_tag = request.head_tag
         first, last = request.events[0].seq, request.events[-1].seq
         if key is not None:
             stream.keys[key] = (first, last)
@@ -72,6 +96,30 @@ class MemoryBackend(Backend):
         self._check()
         stream = self._streams.get(agent_id)
         return len(stream.events) if stream is not None else 0
+
+    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        self._check()
+        stream = self._streams.get(agent_id)
+        return (len(stream.events), stream.head_tag) if stream is not None else (0, None)
+
+    async def rewrite(self, request: RewriteRequest) -> None:
+        self._check()
+        validate_rewrite(request)
+        stream = self._streams.get(request.agent_id)
+        head = len(stream.events) if stream is not None else 0
+        if stream is None or head != request.expected_seq or (
+            stream.head_tag != request.expected_tag
+        ):
+            raise ConflictError(request.agent_id, request.expected_seq, head)
+        for new in request.events:
+            old = stream.events[new.seq - 1]
+            stream.events[new.seq - 1] = RawEvent(
+                old.seq, old.kind, old.timestamp, new.payload, new.checksum
+            )
+        for snap in request.snapshots:
+            self._put_snapshot(stream, snap)
+        if request.head_tag is not None:
+            stream.head_tag = request.head_tag
 
     async def read(
         self,
@@ -143,6 +191,46 @@ class MemoryBackend(Backend):
     async def delete_agent(self, agent_id: str) -> bool:
         self._check()
         return self._streams.pop(agent_id, None) is not None
+
+    # -- leases --------------------------------------------------------------------
+
+    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
+        self._check()
+        ttl = validate_ttl(ttl)
+        now = self.clock()
+        current = self._leases.get(agent_id)
+        if (
+            current is not None
+            and current.holder is not None
+            and current.holder != holder
+            and current.expires_at > now
+        ):
+            raise LeaseHeld(agent_id, current.holder, current.expires_at)
+        token = current.token + 1 if current is not None else 1
+        lease = LeaseInfo(agent_id, holder, token, now + ttl)
+        self._leases[agent_id] = lease
+        return lease
+
+    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
+        self._check()
+        ttl = validate_ttl(ttl)
+        check_fence(agent_id, (holder, token), self._leases.get(agent_id))
+        lease = LeaseInfo(agent_id, holder, token, self.clock() + ttl)
+        self._leases[agent_id] = lease
+        return lease
+
+    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
+        self._check()
+        try:
+            check_fence(agent_id, (holder, token), self._leases.get(agent_id))
+        except LeaseLost:
+            return False
+        self._leases[agent_id] = LeaseInfo(agent_id, None, token, 0.0)
+        return True
+
+    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
+        self._check()
+        return self._leases.get(agent_id)
 
     async def health(self) -> Health:
         return Health(ok=not self._closed, backend=self.name, detail={"agents": len(self._streams)})

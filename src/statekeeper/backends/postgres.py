@@ -21,6 +21,11 @@
   ``group`` durability mode). A request that conflicts writes nothing and does not
   disturb the others; if a constraint fires, the batch is rolled back and its requests
   are applied one by one, so only the faulty one fails.
+* Leases (``sk_leases``, expiry on the server's clock) with fencing: a fenced append
+  locks the lease row ``FOR SHARE``, checks the token and appends in one transaction.
+  The authenticated head tag is stored by the statement that moves the head, and
+  ``rewrite`` (key rotation) replaces record bytes in one transaction under the locked
+  head row.
 * Broken connections (server restart, ``pg_terminate_backend``, network cut) are
   detected when a connection is taken from the pool and replaced. An operation that
   fails on a lost connection is retried until ``retry_timeout``: reads always; an
@@ -48,10 +53,20 @@ from ..errors import (
     BackendUnavailable,
     ConfigurationError,
     ConflictError,
+    LeaseHeld,
+    LeaseLost,
     StoreClosed,
 )
-from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
-from .base import Backend, Health, validate_request
+from ..records import (
+    AgentInfo,
+    AppendRequest,
+    AppendResult,
+    LeaseInfo,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+)
+from .base import Backend, Health, validate_request, validate_rewrite, validate_ttl
 
 try:
     import psycopg
@@ -224,26 +239,237 @@ $fn$;
     )
 )
 
+MIGRATIONS.append(
+    (
+        4,
+        "head tags: the authenticated stream head stored with the head, atomically",
+        """
+ALTER TABLE {s}.sk_agents ADD COLUMN head_tag bytea;
+DROP FUNCTION {s}.sk_append_batch;
+DROP FUNCTION {s}.sk_append1;
+DROP FUNCTION {s}.sk_append;
+CREATE FUNCTION {s}.sk_append(
+    p_agent text, p_expected bigint, p_seqs bigint[], p_kinds text[], p_ts float8[],
+    p_payloads bytea[], p_checksums bytea[], p_key text,
+    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
+    p_head_tag bytea,
+    OUT status int, OUT a bigint, OUT b bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    n  int := cardinality(p_seqs);
+    rc bigint;
+BEGIN
+    -- status 0: appended a..b; 1: duplicate key, first append was a..b; 2: conflict, head a
+    IF p_key IS NOT NULL THEN
+        SELECT k.first_seq, k.last_seq INTO a, b FROM {s}.sk_idempotency k
+         WHERE k.agent_id = p_agent AND k.key = p_key;
+        IF FOUND THEN status := 1; RETURN; END IF;
+    END IF;
+    IF p_expected = 0 THEN
+        INSERT INTO {s}.sk_agents AS h (agent_id, head_seq, created_at, updated_at, head_tag)
+        VALUES (p_agent, p_seqs[n], p_ts[1], p_ts[n], p_head_tag)
+        ON CONFLICT (agent_id) DO NOTHING;
+    ELSE
+        UPDATE {s}.sk_agents SET head_seq = p_seqs[n], updated_at = p_ts[n], head_tag = p_head_tag
+         WHERE agent_id = p_agent AND head_seq = p_expected;
+    END IF;
+    GET DIAGNOSTICS rc = ROW_COUNT;
+    IF rc = 0 THEN
+        -- lost the race: a concurrent append with the same key counts as a duplicate
+        IF p_key IS NOT NULL THEN
+            SELECT k.first_seq, k.last_seq INTO a, b FROM {s}.sk_idempotency k
+             WHERE k.agent_id = p_agent AND k.key = p_key;
+            IF FOUND THEN status := 1; RETURN; END IF;
+        END IF;
+        SELECT h.head_seq INTO a FROM {s}.sk_agents h WHERE h.agent_id = p_agent;
+        status := 2; a := coalesce(a, 0); b := 0;
+        RETURN;
+    END IF;
+    INSERT INTO {s}.sk_events (agent_id, seq, kind, ts, payload, checksum)
+    SELECT p_agent, u.seq, u.kind, u.ts, u.payload, u.checksum
+      FROM unnest(p_seqs, p_kinds, p_ts, p_payloads, p_checksums)
+        AS u(seq, kind, ts, payload, checksum);
+    IF p_key IS NOT NULL THEN
+        INSERT INTO {s}.sk_idempotency (agent_id, key, first_seq, last_seq)
+        VALUES (p_agent, p_key, p_seqs[1], p_seqs[n]);
+    END IF;
+    IF p_snap_seq IS NOT NULL THEN
+        INSERT INTO {s}.sk_snapshots (agent_id, seq, ts, payload, checksum)
+        VALUES (p_agent, p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum)
+        ON CONFLICT (agent_id, seq) DO UPDATE
+           SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum;
+    END IF;
+    status := 0; a := p_seqs[1]; b := p_seqs[n];
+END
+$fn$;
+CREATE FUNCTION {s}.sk_append1(
+    p_agent text, p_expected bigint, p_seq bigint, p_kind text, p_ts float8,
+    p_payload bytea, p_checksum bytea, p_key text,
+    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
+    p_head_tag bytea,
+    OUT status int, OUT a bigint, OUT b bigint)
+LANGUAGE sql AS $fn$
+    SELECT * FROM {s}.sk_append(p_agent, p_expected, ARRAY[p_seq], ARRAY[p_kind],
+        ARRAY[p_ts], ARRAY[p_payload], ARRAY[p_checksum], p_key,
+        p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum, p_head_tag)
+$fn$;
+CREATE FUNCTION {s}.sk_append_batch(
+    p_agents text[], p_expected bigint[], p_counts int[], p_keys text[],
+    p_snap_seq bigint[], p_snap_ts float8[], p_snap_payload bytea[], p_snap_checksum bytea[],
+    p_seqs bigint[], p_kinds text[], p_ts float8[], p_payloads bytea[], p_checksums bytea[],
+    p_head_tags bytea[])
+RETURNS TABLE (idx int, status int, a bigint, b bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    off int := 0;
+    n int;
+    r record;
+BEGIN
+    FOR i IN 1 .. cardinality(p_agents) LOOP
+        n := p_counts[i];
+        SELECT * INTO r FROM {s}.sk_append(p_agents[i], p_expected[i],
+            p_seqs[off + 1 : off + n], p_kinds[off + 1 : off + n], p_ts[off + 1 : off + n],
+            p_payloads[off + 1 : off + n], p_checksums[off + 1 : off + n], p_keys[i],
+            p_snap_seq[i], p_snap_ts[i], p_snap_payload[i], p_snap_checksum[i],
+            p_head_tags[i]);
+        idx := i; status := r.status; a := r.a; b := r.b;
+        RETURN NEXT;
+        off := off + n;
+    END LOOP;
+END
+$fn$;
+""",
+    )
+)
+
+MIGRATIONS.append(
+    (
+        5,
+        "leases with fencing tokens; fenced appends",
+        """
+CREATE TABLE {s}.sk_leases (
+    agent_id   text COLLATE "C" PRIMARY KEY,
+    holder     text,
+    token      bigint NOT NULL,
+    expires_at double precision NOT NULL
+);
+CREATE FUNCTION {s}.sk_append_fenced(
+    p_fence_holder text, p_fence_token bigint,
+    p_agent text, p_expected bigint, p_seqs bigint[], p_kinds text[], p_ts float8[],
+    p_payloads bytea[], p_checksums bytea[], p_key text,
+    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
+    p_head_tag bytea,
+    OUT status int, OUT a bigint, OUT b bigint, OUT h text)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    cur_holder text;
+    cur_token  bigint;
+BEGIN
+    -- status 3: the fence is not the agent's current lease (a = its token, h = holder).
+    -- FOR SHARE keeps a concurrent grant from slipping in before this append commits.
+    SELECT l.holder, l.token INTO cur_holder, cur_token FROM {s}.sk_leases l
+     WHERE l.agent_id = p_agent FOR SHARE;
+    IF cur_holder IS NULL OR cur_holder <> p_fence_holder OR cur_token <> p_fence_token THEN
+        status := 3; a := coalesce(cur_token, 0); b := 0; h := cur_holder;
+        RETURN;
+    END IF;
+    SELECT r.status, r.a, r.b INTO status, a, b FROM {s}.sk_append(p_agent, p_expected,
+        p_seqs, p_kinds, p_ts, p_payloads, p_checksums, p_key,
+        p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum, p_head_tag) r;
+END
+$fn$;
+CREATE FUNCTION {s}.sk_append_batch_fenced(
+    p_agents text[], p_expected bigint[], p_counts int[], p_keys text[],
+    p_snap_seq bigint[], p_snap_ts float8[], p_snap_payload bytea[], p_snap_checksum bytea[],
+    p_seqs bigint[], p_kinds text[], p_ts float8[], p_payloads bytea[], p_checksums bytea[],
+    p_head_tags bytea[], p_fence_holders text[], p_fence_tokens bigint[])
+RETURNS TABLE (idx int, status int, a bigint, b bigint, h text)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    off int := 0;
+    n int;
+    r record;
+BEGIN
+    FOR i IN 1 .. cardinality(p_agents) LOOP
+        n := p_counts[i];
+        IF p_fence_holders[i] IS NULL THEN
+            SELECT x.status, x.a, x.b, NULL::text AS h INTO r FROM {s}.sk_append(
+                p_agents[i], p_expected[i],
+                p_seqs[off + 1 : off + n], p_kinds[off + 1 : off + n], p_ts[off + 1 : off + n],
+                p_payloads[off + 1 : off + n], p_checksums[off + 1 : off + n], p_keys[i],
+                p_snap_seq[i], p_snap_ts[i], p_snap_payload[i], p_snap_checksum[i],
+                p_head_tags[i]) x;
+        ELSE
+            SELECT * INTO r FROM {s}.sk_append_fenced(p_fence_holders[i], p_fence_tokens[i],
+                p_agents[i], p_expected[i],
+                p_seqs[off + 1 : off + n], p_kinds[off + 1 : off + n], p_ts[off + 1 : off + n],
+                p_payloads[off + 1 : off + n], p_checksums[off + 1 : off + n], p_keys[i],
+                p_snap_seq[i], p_snap_ts[i], p_snap_payload[i], p_snap_checksum[i],
+                p_head_tags[i]);
+        END IF;
+        idx := i; status := r.status; a := r.a; b := r.b; h := r.h;
+        RETURN NEXT;
+        off := off + n;
+    END LOOP;
+END
+$fn$;
+""",
+    )
+)
+
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 _APPEND = (
     "SELECT status, a, b FROM {s}.sk_append(%s, %s, %s::bigint[], %s::text[],"
     " %s::float8[], %s::bytea[], %s::bytea[], %s::text, %s::bigint, %s::float8,"
-    " %s::bytea, %s::bytea)"
+    " %s::bytea, %s::bytea, %s::bytea)"
 )
 _QUERIES: dict[str, str] = {
     "append": _APPEND,
     "append_batch": "SELECT idx, status, a, b FROM {s}.sk_append_batch(%s::text[],"
     " %s::bigint[], %s::int[], %s::text[], %s::bigint[], %s::float8[], %s::bytea[],"
-    " %s::bytea[], %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[])"
-    " ORDER BY idx",
+    " %s::bytea[], %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[],"
+    " %s::bytea[]) ORDER BY idx",
     # the store appends one event at a time: scalar arguments spare the array encoding
     "append1": "SELECT status, a, b FROM {s}.sk_append1(%s, %s, %s::bigint, %s::text,"
-    " %s::float8, %s::bytea, %s::bytea, %s::text, %s::bigint, %s::float8, %s::bytea, %s::bytea)",
+    " %s::float8, %s::bytea, %s::bytea, %s::text, %s::bigint, %s::float8, %s::bytea,"
+    " %s::bytea, %s::bytea)",
     "key": "SELECT first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s AND key = %s",
     "keys": "SELECT key, first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s"
     " ORDER BY first_seq",
+    "append_fenced": "SELECT status, a, b, h FROM {s}.sk_append_fenced(%s, %s, %s, %s,"
+    " %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[], %s::text, %s::bigint,"
+    " %s::float8, %s::bytea, %s::bytea, %s::bytea)",
+    "append_batch_fenced": "SELECT idx, status, a, b, h FROM {s}.sk_append_batch_fenced("
+    "%s::text[], %s::bigint[], %s::int[], %s::text[], %s::bigint[], %s::float8[], %s::bytea[],"
+    " %s::bytea[], %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[],"
+    " %s::bytea[], %s::text[], %s::bigint[]) ORDER BY idx",
+    # leases: expiry on the database server's clock, shared by every worker
+    "lease_acquire": "INSERT INTO {s}.sk_leases AS l (agent_id, holder, token, expires_at)"
+    " VALUES (%(agent)s, %(holder)s, 1, extract(epoch FROM clock_timestamp()) + %(ttl)s)"
+    " ON CONFLICT (agent_id) DO UPDATE SET holder = EXCLUDED.holder, token = l.token + 1,"
+    " expires_at = EXCLUDED.expires_at"
+    " WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder"
+    " OR l.expires_at <= extract(epoch FROM clock_timestamp())"
+    " RETURNING holder, token, expires_at",
+    "lease_renew": "UPDATE {s}.sk_leases"
+    " SET expires_at = extract(epoch FROM clock_timestamp()) + %(ttl)s"
+    " WHERE agent_id = %(agent)s AND holder = %(holder)s AND token = %(token)s"
+    " RETURNING holder, token, expires_at",
+    "lease_release": "UPDATE {s}.sk_leases SET holder = NULL, expires_at = 0"
+    " WHERE agent_id = %(agent)s AND holder = %(holder)s AND token = %(token)s"
+    " RETURNING token",
+    "lease_get": "SELECT holder, token, expires_at FROM {s}.sk_leases WHERE agent_id = %(agent)s",
+    "rw_lock": "SELECT head_seq, head_tag FROM {s}.sk_agents WHERE agent_id = %s FOR UPDATE",
+    "rw_events": "UPDATE {s}.sk_events e SET payload = u.payload, checksum = u.checksum"
+    " FROM unnest(%s::bigint[], %s::bytea[], %s::bytea[]) AS u(seq, payload, checksum)"
+    " WHERE e.agent_id = %s AND e.seq = u.seq",
+    "rw_snap": "INSERT INTO {s}.sk_snapshots (agent_id, seq, ts, payload, checksum)"
+    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (agent_id, seq) DO UPDATE"
+    " SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum",
+    "rw_tag": "UPDATE {s}.sk_agents SET head_tag = %s WHERE agent_id = %s",
     "head": "SELECT head_seq FROM {s}.sk_agents WHERE agent_id = %s",
+    "head_tag": "SELECT head_seq, head_tag FROM {s}.sk_agents WHERE agent_id = %s",
     "read": "SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events"
     " WHERE agent_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s",
     "read_many": "SELECT q.i, e.seq, e.kind, e.ts, e.payload, e.checksum"
@@ -350,6 +576,7 @@ class PostgresBackend(Backend):
     """
 
     name = "postgresql"
+    supports_leases = True
 
     def __init__(
         self,
@@ -481,9 +708,19 @@ class PostgresBackend(Backend):
                 if self.schema == "public":
                     await conn.execute(
                         "DROP TABLE IF EXISTS public.sk_agents, public.sk_events,"
-                        " public.sk_snapshots, public.sk_idempotency, public.sk_migrations"
+                        " public.sk_snapshots, public.sk_idempotency, public.sk_leases,"
+                        " public.sk_migrations"
                     )
-                    await conn.execute("DROP FUNCTION IF EXISTS public.sk_append")
+                    for fn in (
+                        "sk_append_batch_fenced",
+                        "sk_append_fenced",
+                        "sk_append_batch",
+                        "sk_append1",
+                        "sk_append",
+                    ):
+                        await conn.execute(
+                            sql.SQL("DROP FUNCTION IF EXISTS public.{}").format(sql.Identifier(fn))
+                        )
                 else:
                     await conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {s} CASCADE").format(s=ident))
 
@@ -582,7 +819,20 @@ class PostgresBackend(Backend):
             snap.timestamp if snap is not None else None,
             snap.payload if snap is not None else None,
             snap.checksum if snap is not None else None,
+            request.head_tag,
         )
+        if request.fence is not None:
+            return self._sql["append_fenced"], (
+                *request.fence,
+                request.agent_id,
+                request.expected_seq,
+                [e.seq for e in events],
+                [e.kind for e in events],
+                [e.timestamp for e in events],
+                [e.payload for e in events],
+                [e.checksum for e in events],
+                *tail,
+            )
         if len(events) == 1:
             e = events[0]
             one = (request.agent_id, request.expected_seq, e.seq, e.kind, e.timestamp)
@@ -605,6 +855,10 @@ class PostgresBackend(Backend):
             return AppendResult(request.agent_id, a, b)
         if status == 1:
             return AppendResult(request.agent_id, a, b, duplicate=True)
+        if status == 3:
+            assert request.fence is not None
+            holder, token = request.fence
+            raise LeaseLost(request.agent_id, holder, token, a, row[3])
         raise ConflictError(request.agent_id, request.expected_seq, a)
 
     async def _append_once(self, request: AppendRequest) -> tuple[Any, ...]:
@@ -664,7 +918,7 @@ class PostgresBackend(Backend):
                 for (i, request), row in zip(valid, rows, strict=True):
                     try:
                         out[i] = self._result(request, row)
-                    except ConflictError as exc:
+                    except (ConflictError, LeaseLost) as exc:
                         out[i] = exc
         return [r if r is not None else BackendError("not attempted") for r in out]
 
@@ -672,7 +926,7 @@ class PostgresBackend(Backend):
         """Every request in ONE ``sk_append_batch`` statement: one round trip, one commit."""
         snaps = [r.snapshot for r in requests]
         events = [e for r in requests for e in r.events]
-        params = (
+        params: tuple[list[Any], ...] = (
             [r.agent_id for r in requests],
             [r.expected_seq for r in requests],
             [len(r.events) for r in requests],
@@ -686,9 +940,18 @@ class PostgresBackend(Backend):
             [e.timestamp for e in events],
             [e.payload for e in events],
             [e.checksum for e in events],
+            [r.head_tag for r in requests],
         )
+        query = self._sql["append_batch"]
+        if any(r.fence is not None for r in requests):
+            query = self._sql["append_batch_fenced"]
+            params = (
+                *params,
+                [r.fence[0] if r.fence is not None else None for r in requests],
+                [r.fence[1] if r.fence is not None else None for r in requests],
+            )
         async with self._connection() as conn:
-            cur = await conn.execute(self._sql["append_batch"], params)
+            cur = await conn.execute(query, params)
             rows = await cur.fetchall()
         if len(rows) != len(requests):
             raise psycopg.DataError(f"sk_append_batch answered {len(rows)} of {len(requests)}")
@@ -787,6 +1050,51 @@ class PostgresBackend(Backend):
         if await self._retrying("save_snapshot", op) == 0:
             raise ConflictError(agent_id, snapshot.seq, await self.head(agent_id))
 
+    async def rewrite(self, request: RewriteRequest) -> None:
+        """Replace stored record bytes in one transaction, if the head row (locked
+        ``FOR UPDATE``) is still ``(expected_seq, expected_tag)``."""
+        self._check_open()
+        validate_rewrite(request)
+        agent_id = request.agent_id
+        attempts = 0
+
+        async def op() -> None:
+            nonlocal attempts
+            attempts += 1
+            async with self._connection() as conn, conn.transaction():
+                cur = await conn.execute(self._sql["rw_lock"], (agent_id,))
+                row = await cur.fetchone()
+                head = int(row[0]) if row is not None else 0
+                tag = bytes(row[1]) if row is not None and row[1] is not None else None
+                if row is None or head != request.expected_seq or tag != request.expected_tag:
+                    # a retry after a lost commit finds its own new tag: done already
+                    if (
+                        attempts > 1
+                        and head == request.expected_seq
+                        and request.head_tag is not None
+                        and tag == request.head_tag
+                    ):
+                        return
+                    raise ConflictError(agent_id, request.expected_seq, head)
+                if request.events:
+                    events = request.events
+                    await conn.execute(
+                        self._sql["rw_events"],
+                        (
+                            [e.seq for e in events],
+                            [e.payload for e in events],
+                            [e.checksum for e in events],
+                            agent_id,
+                        ),
+                    )
+                for snap in request.snapshots:
+                    params = (agent_id, snap.seq, snap.timestamp, snap.payload, snap.checksum)
+                    await conn.execute(self._sql["rw_snap"], params)
+                if request.head_tag is not None:
+                    await conn.execute(self._sql["rw_tag"], (request.head_tag, agent_id))
+
+        await self._retrying("rewrite", op)
+
     async def delete_agent(self, agent_id: str) -> bool:
         async def op() -> bool:
             async with self._connection() as conn, conn.transaction():
@@ -797,6 +1105,62 @@ class PostgresBackend(Backend):
             return existed
 
         return await self._retrying("delete_agent", op)
+
+    # -- leases --------------------------------------------------------------------
+    # One row per agent in sk_leases, never deleted (tokens only grow, also across
+    # delete_agent). Expiry is on the database server's clock. A fenced append locks
+    # the row FOR SHARE while it checks the fence, so no grant slips in before it commits.
+
+    async def _lease_row(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        query = self._sql[name]
+
+        async def op() -> tuple[Any, ...] | None:
+            async with self._connection() as conn:
+                cur = await conn.execute(query, params)
+                row: tuple[Any, ...] | None = await cur.fetchone()
+            return row
+
+        return await self._retrying(name, op)
+
+    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
+        self._check_open()
+        ttl = validate_ttl(ttl)
+        params = {"agent": agent_id, "holder": holder, "ttl": ttl}
+        row = await self._lease_row("lease_acquire", params)
+        if row is not None:
+            return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2]))
+        current = await self.get_lease(agent_id)
+        if current is None or current.holder is None:  # released meanwhile: try again
+            return await self.acquire_lease(agent_id, holder, ttl)
+        raise LeaseHeld(agent_id, current.holder, current.expires_at)
+
+    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
+        self._check_open()
+        ttl = validate_ttl(ttl)
+        params = {"agent": agent_id, "holder": holder, "token": token, "ttl": ttl}
+        row = await self._lease_row("lease_renew", params)
+        if row is not None:
+            return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2]))
+        current = await self.get_lease(agent_id)
+        raise LeaseLost(
+            agent_id,
+            holder,
+            token,
+            current.token if current is not None else 0,
+            current.holder if current is not None else None,
+        )
+
+    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
+        self._check_open()
+        params = {"agent": agent_id, "holder": holder, "token": token}
+        return await self._lease_row("lease_release", params) is not None
+
+    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
+        self._check_open()
+        row = await self._lease_row("lease_get", {"agent": agent_id})
+        if row is None:
+            return None
+        return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2]))
 
     # -- reads ---------------------------------------------------------------------
 
@@ -810,6 +1174,13 @@ class PostgresBackend(Backend):
         """Every idempotency key of the agent as ``(key, first_seq, last_seq)``."""
         rows = await self._query("keys", (agent_id,))
         return [(r[0], int(r[1]), int(r[2])) for r in rows]
+
+    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        rows = await self._query("head_tag", (agent_id,))
+        if not rows:
+            return 0, None
+        tag = rows[0][1]
+        return int(rows[0][0]), bytes(tag) if tag is not None else None
 
     async def head(self, agent_id: str) -> int:
         rows = await self._query("head", (agent_id,))

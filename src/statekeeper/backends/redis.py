@@ -4,9 +4,11 @@ Layout, under a configurable key prefix (default ``statekeeper:``)::
 
     <prefix>a:<agent>   hash   h = head seq, c / u = created / updated stamps,
                                e:<seq> = event, s:<seq> = snapshot,
-                               k:<idempotency key> = "first:last", t = TTL override (ms)
+                               k:<idempotency key> = "first:last", t = TTL override (ms),
+                               g = head tag (the authenticated head, set with h)
     <prefix>s:<agent>   zset   snapshot seqs (score = seq) for "latest at or below"
     <prefix>agents      zset   every agent id (score 0), ordered by id for list_agents
+    <prefix>l:<agent>   hash   the agent's lease: o = holder, n = fencing token, x = expiry
 
 * Compare-and-append is ONE Lua script: check the idempotency key, check the head,
   write the events, then the head together with the key (one ``HSET``), then the
@@ -43,10 +45,20 @@ from ..errors import (
     ConfigurationError,
     ConflictError,
     IntegrityError,
+    LeaseHeld,
+    LeaseLost,
     StoreClosed,
 )
-from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
-from .base import Backend, Health, validate_request
+from ..records import (
+    AgentInfo,
+    AppendRequest,
+    AppendResult,
+    LeaseInfo,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+)
+from .base import Backend, Health, validate_request, validate_rewrite, validate_ttl
 
 try:
     import redis.asyncio as aioredis
@@ -87,13 +99,22 @@ end
 local function fmt(n) return string.format('%d', n) end
 """
 
-# KEYS: hash, snapshot zset, index. ARGV: agent, expected, key|'', default ttl ms,
-# first ts, last ts, snapshot seq|'0', snapshot blob, events...
+# KEYS: hash, snapshot zset, index, lease. ARGV: agent, expected, key|'', default ttl
+# ms, first ts, last ts, snapshot seq|'0', snapshot blob, head tag|'', fence holder|'',
+# fence token, events...
+# Reply: {0, first, last} appended | {1, first, last} duplicate | {2, head, 0} conflict
+# | {3, current token, 0, current holder|''} the fence is not the current lease.
 # Reply: {0, first, last} appended | {1, first, last} duplicate | {2, head, 0} conflict.
 _APPEND = (
     _LUA_COMMON
     + """
 local h, sz, idx = KEYS[1], KEYS[2], KEYS[3]
+if ARGV[10] ~= '' then
+  local cur = redis.call('HMGET', KEYS[4], 'o', 'n')
+  if (not cur[1]) or cur[1] ~= ARGV[10] or tonumber(cur[2]) ~= tonumber(ARGV[11]) then
+    return {3, tonumber(cur[2] or '0'), 0, cur[1] or ''}
+  end
+end
 local key = ARGV[3]
 if key ~= '' then
   local v = redis.call('HGET', h, 'k:' .. key)
@@ -105,12 +126,12 @@ end
 local head = tonumber(redis.call('HGET', h, 'h') or '0')
 local expected = tonumber(ARGV[2])
 if head ~= expected then return {2, head, 0} end
-local n = #ARGV - 8
+local n = #ARGV - 11
 local last = expected + n
 local fields = {}
 for i = 1, n do
   fields[#fields + 1] = 'e:' .. fmt(expected + i)
-  fields[#fields + 1] = ARGV[8 + i]
+  fields[#fields + 1] = ARGV[11 + i]
   if #fields >= 1000 then
     redis.call('HSET', h, unpack(fields))
     fields = {}
@@ -125,6 +146,7 @@ if key ~= '' then
   meta[#meta + 1] = fmt(expected + 1) .. ':' .. fmt(last)
 end
 redis.call('HSET', h, unpack(meta))
+if ARGV[9] ~= '' then redis.call('HSET', h, 'g', ARGV[9]) else redis.call('HDEL', h, 'g') end
 if ARGV[7] ~= '0' then
   redis.call('HSET', h, 's:' .. ARGV[7], ARGV[8])
   redis.call('ZADD', sz, tonumber(ARGV[7]), ARGV[7])
@@ -214,6 +236,90 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 return existed
 """
 
+# Leases: <prefix>l:<agent> hash o = holder (absent when released), n = token,
+# x = expiry (seconds since the epoch on the Redis server's clock, as text).
+_LUA_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+"""
+
+# KEYS: lease. ARGV: holder, ttl s. Reply: {1|0, holder, token, expiry}
+_LEASE_ACQUIRE = (
+    _LUA_NOW
+    + """
+local cur = redis.call('HMGET', KEYS[1], 'o', 'n', 'x')
+local token = tonumber(cur[2] or '0')
+if cur[1] and cur[1] ~= ARGV[1] and tonumber(cur[3]) > now then
+  return {0, cur[1], token, cur[3]}
+end
+token = token + 1
+local x = string.format('%.17g', now + tonumber(ARGV[2]))
+redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', token, 'x', x)
+return {1, ARGV[1], token, x}
+"""
+)
+
+# KEYS: lease. ARGV: holder, token, ttl s. Reply: {1, holder, token, expiry} or
+# {0, current holder|'', current token}
+_LEASE_RENEW = (
+    _LUA_NOW
+    + """
+local cur = redis.call('HMGET', KEYS[1], 'o', 'n')
+if (not cur[1]) or cur[1] ~= ARGV[1] or tonumber(cur[2]) ~= tonumber(ARGV[2]) then
+  return {0, cur[1] or '', tonumber(cur[2] or '0')}
+end
+local x = string.format('%.17g', now + tonumber(ARGV[3]))
+redis.call('HSET', KEYS[1], 'x', x)
+return {1, ARGV[1], tonumber(ARGV[2]), x}
+"""
+)
+
+# KEYS: lease. ARGV: holder, token. Reply: 1 released, 0 not the current lease.
+_LEASE_RELEASE = """
+local cur = redis.call('HMGET', KEYS[1], 'o', 'n')
+if (not cur[1]) or cur[1] ~= ARGV[1] or tonumber(cur[2]) ~= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('HDEL', KEYS[1], 'o')
+redis.call('HSET', KEYS[1], 'x', '0')
+return 1
+"""
+
+# KEYS: hash, snapshot zset. ARGV: expected seq, has expected tag 0|1, expected tag,
+# has new tag 0|1, new tag, default ttl ms, n events, then per event: seq, checksum,
+# payload; then per snapshot: seq, blob. Reply: {0, head} done | {2, head} conflict.
+_REWRITE = (
+    _LUA_COMMON
+    + """
+local h, sz = KEYS[1], KEYS[2]
+local cur = redis.call('HMGET', h, 'h', 'g')
+local head = tonumber(cur[1] or '0')
+local same_tag = (ARGV[2] == '0' and not cur[2]) or (ARGV[2] == '1' and cur[2] == ARGV[3])
+if head == 0 or head ~= tonumber(ARGV[1]) or not same_tag then return {2, head} end
+local n = tonumber(ARGV[7])
+local at = 8
+for i = 1, n do
+  local field = 'e:' .. ARGV[at]
+  local old = redis.call('HGET', h, field)
+  -- keep the timestamp and kind, replace checksum and payload
+  local _, nkind = struct.unpack('>dHH', old)
+  local kind = string.sub(old, 13, 12 + nkind)
+  local blob = string.sub(old, 1, 8) .. struct.pack('>HH', nkind, #ARGV[at + 1])
+    .. kind .. ARGV[at + 1] .. ARGV[at + 2]
+  redis.call('HSET', h, field, blob)
+  at = at + 3
+end
+while at <= #ARGV do
+  redis.call('HSET', h, 's:' .. ARGV[at], ARGV[at + 1])
+  redis.call('ZADD', sz, tonumber(ARGV[at]), ARGV[at])
+  at = at + 2
+end
+if ARGV[4] == '1' then redis.call('HSET', h, 'g', ARGV[5]) end
+touch(h, sz, ttl_of(h, ARGV[6]))
+return {0, head}
+"""
+)
+
 # KEYS: hash, snapshot zset. ARGV: ttl ms (0 = no expiry).
 _SET_TTL = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -275,6 +381,7 @@ class RedisBackend(Backend):
     """
 
     name = "redis"
+    supports_leases = True
 
     def __init__(
         self,
@@ -317,6 +424,10 @@ class RedisBackend(Backend):
         self._save_snapshot_script = self._client.register_script(_SAVE_SNAPSHOT)
         self._delete_script = self._client.register_script(_DELETE)
         self._ttl_script = self._client.register_script(_SET_TTL)
+        self._rewrite_script = self._client.register_script(_REWRITE)
+        self._acquire_script = self._client.register_script(_LEASE_ACQUIRE)
+        self._renew_script = self._client.register_script(_LEASE_RENEW)
+        self._release_script = self._client.register_script(_LEASE_RELEASE)
         self._closed = False
 
     @classmethod
@@ -348,6 +459,9 @@ class RedisBackend(Backend):
     def _keys(self, agent_id: str) -> tuple[bytes, bytes]:
         raw = agent_id.encode()
         return self._pfx + b"a:" + raw, self._pfx + b"s:" + raw
+
+    def _lease_key(self, agent_id: str) -> bytes:
+        return self._pfx + b"l:" + agent_id.encode()
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -387,9 +501,12 @@ class RedisBackend(Backend):
             repr(events[-1].timestamp),
             str(snap.seq) if snap is not None else "0",
             _pack_snapshot(snap) if snap is not None else b"",
+            request.head_tag if request.head_tag is not None else b"",
+            request.fence[0].encode() if request.fence is not None else b"",
+            str(request.fence[1]) if request.fence is not None else "0",
         ]
         args.extend(_pack_event(e) for e in events)
-        return [h, sz, self._index], args
+        return [h, sz, self._index, self._lease_key(request.agent_id)], args
 
     @staticmethod
     def _result(request: AppendRequest, reply: Any) -> AppendResult:
@@ -398,6 +515,10 @@ class RedisBackend(Backend):
             return AppendResult(request.agent_id, a, b)
         if status == 1:
             return AppendResult(request.agent_id, a, b, duplicate=True)
+        if status == 3:
+            assert request.fence is not None
+            holder = bytes(reply[3]).decode() or None
+            raise LeaseLost(request.agent_id, request.fence[0], request.fence[1], a, holder)
         raise ConflictError(request.agent_id, request.expected_seq, a)
 
     async def append(self, request: AppendRequest) -> AppendResult:
@@ -444,7 +565,7 @@ class RedisBackend(Backend):
                         continue
                     try:
                         out[i] = self._result(request, reply)
-                    except ConflictError as exc:
+                    except (ConflictError, LeaseLost) as exc:
                         out[i] = exc
         return [r if r is not None else BackendError("not attempted") for r in out]
 
@@ -522,6 +643,41 @@ class RedisBackend(Backend):
 
         return bool(await self._retrying("delete_agent", op))
 
+    async def rewrite(self, request: RewriteRequest) -> None:
+        """Replace stored record bytes atomically (one script), if the head is still
+        ``(expected_seq, expected_tag)``."""
+        self._check_open()
+        validate_rewrite(request)
+        h, sz = self._keys(request.agent_id)
+        args: list[bytes | str] = [
+            str(request.expected_seq),
+            "1" if request.expected_tag is not None else "0",
+            request.expected_tag or b"",
+            "1" if request.head_tag is not None else "0",
+            request.head_tag or b"",
+            self._ttl_ms,
+            str(len(request.events)),
+        ]
+        for e in request.events:
+            args += [str(e.seq), e.checksum, e.payload]
+        for snap in request.snapshots:
+            args += [str(snap.seq), _pack_snapshot(snap)]
+        attempts = 0
+
+        async def op() -> Any:
+            nonlocal attempts
+            attempts += 1
+            reply = await self._rewrite_script(keys=[h, sz], args=args)
+            if int(reply[0]) != 0 and attempts > 1 and request.head_tag is not None:
+                head, tag = await self.head_tag(request.agent_id)  # our lost reply?
+                if head == request.expected_seq and tag == request.head_tag:
+                    return [0, head]
+            return reply
+
+        reply = await self._retrying("rewrite", op)
+        if int(reply[0]) != 0:
+            raise ConflictError(request.agent_id, request.expected_seq, int(reply[1]))
+
     async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:
         """Give one agent its own TTL in seconds (None: never expires). False if absent."""
         if ttl is not None and ttl <= 0:
@@ -555,6 +711,69 @@ class RedisBackend(Backend):
 
         return await self._retrying("drop_all", op)
 
+    # -- leases ----------------------------------------------------------------------
+    # One hash per agent (never expires, kept by delete_agent: tokens only grow);
+    # expiry on the Redis server's clock; the fence is checked inside the append script.
+
+    @staticmethod
+    def _lease(agent_id: str, reply: Any) -> LeaseInfo:
+        return LeaseInfo(agent_id, bytes(reply[1]).decode(), int(reply[2]), float(reply[3]))
+
+    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
+        self._check_open()
+        ttl = validate_ttl(ttl)
+        key = self._lease_key(agent_id)
+
+        async def op() -> Any:
+            return await self._acquire_script(keys=[key], args=[holder.encode(), repr(ttl)])
+
+        reply = await self._retrying("acquire_lease", op)
+        if int(reply[0]) == 0:
+            raise LeaseHeld(agent_id, bytes(reply[1]).decode(), float(reply[3]))
+        return self._lease(agent_id, reply)
+
+    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
+        self._check_open()
+        ttl = validate_ttl(ttl)
+        key = self._lease_key(agent_id)
+
+        async def op() -> Any:
+            return await self._renew_script(
+                keys=[key], args=[holder.encode(), str(token), repr(ttl)]
+            )
+
+        reply = await self._retrying("renew_lease", op)
+        if int(reply[0]) == 0:
+            current = bytes(reply[1]).decode() or None
+            raise LeaseLost(agent_id, holder, token, int(reply[2]), current)
+        return self._lease(agent_id, reply)
+
+    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
+        self._check_open()
+        key = self._lease_key(agent_id)
+
+        async def op() -> Any:
+            return await self._release_script(keys=[key], args=[holder.encode(), str(token)])
+
+        return bool(await self._retrying("release_lease", op))
+
+    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
+        self._check_open()
+        key = self._lease_key(agent_id)
+
+        async def op() -> Any:
+            return await self._client.hmget(key, [b"o", b"n", b"x"])
+
+        holder, token, expiry = await self._retrying("get_lease", op)
+        if token is None:
+            return None
+        return LeaseInfo(
+            agent_id,
+            bytes(holder).decode() if holder is not None else None,
+            int(token),
+            float(expiry),
+        )
+
     # -- reads -----------------------------------------------------------------------
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
@@ -581,6 +800,17 @@ class RedisBackend(Backend):
             return sorted(out, key=lambda k: k[1])
 
         return await self._retrying("idempotency_keys", op)
+
+    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        h, _ = self._keys(agent_id)
+
+        async def op() -> Any:
+            return await self._client.hmget(h, [b"h", b"g"])
+
+        head, tag = await self._retrying("head_tag", op)
+        if head is None:
+            return 0, None
+        return int(head), bytes(tag) if tag else None
 
     async def head(self, agent_id: str) -> int:
         h, _ = self._keys(agent_id)

@@ -31,11 +31,13 @@ lexicographic key order equal to the ids' code point order)::
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import hashlib
 import struct
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -49,8 +51,15 @@ from ..errors import (
     IntegrityError,
     StoreClosed,
 )
-from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
-from .base import Backend, Health, validate_request
+from ..records import (
+    AgentInfo,
+    AppendRequest,
+    AppendResult,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+)
+from .base import Backend, Health, validate_request, validate_rewrite
 
 try:
     import boto3  # type: ignore[import-untyped]
@@ -116,6 +125,15 @@ def _decode_events(agent_id: str, blob: bytes) -> list[RawEvent]:
     return out
 
 
+def _size(value: Any) -> int:
+    """Approximate bytes held by a cached value."""
+    if isinstance(value, list):
+        return sum(len(e.payload) + len(e.checksum) + 64 for e in value)
+    if isinstance(value, tuple) and value and isinstance(value[0], bytes):
+        return len(value[0]) + 64
+    return 256
+
+
 def _key_body(first: int, last: int, key: str | None) -> bytes:
     return b"%d:%d:" % (first, last) + (key.encode() if key is not None else b"")
 
@@ -142,6 +160,9 @@ class S3Backend(Backend):
         region_name: the bucket's region.
         create_bucket: create the bucket on first use if it is missing.
         max_workers: threads running blocking boto3 calls.
+        cache_bytes: memory for decoded immutable objects (commits, snapshots, commit
+            metadata), keyed by key + ETag + LastModified so a rewritten object is never
+            served stale (0 disables the cache).
         client_options: more keyword arguments for ``boto3.client("s3", ...)``
             (credentials, ``config``...). Credentials otherwise come from the usual
             AWS chain (environment, profile, instance role).
@@ -158,6 +179,7 @@ class S3Backend(Backend):
         region_name: str | None = None,
         create_bucket: bool = False,
         max_workers: int = 16,
+        cache_bytes: int = 64 * 2**20,
         **client_options: Any,
     ) -> None:
         if not bucket:
@@ -183,6 +205,12 @@ class S3Backend(Backend):
             raise ConfigurationError(f"cannot build an S3 client: {exc}") from exc
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sk-s3")
         self._wave = max_workers
+        # Objects never change under one (key, ETag, LastModified): their decoded
+        # contents are cached, so a warm read costs one LIST instead of a GET per commit.
+        self._cache: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+        self._cache_bytes = cache_bytes
+        self._cached_bytes = 0
+        self._cache_lock = threading.Lock()
         self._ready = False
         self._closed = False
 
@@ -266,17 +294,44 @@ class S3Backend(Backend):
         self._ready = True
 
     def _list(self, prefix: str, start_after: str | None = None) -> list[str]:
-        keys: list[str] = []
+        return [key for key, _ in self._list_tagged(prefix, start_after)]
+
+    def _list_tagged(self, prefix: str, start_after: str | None = None) -> list[tuple[str, str]]:
+        """(key, version tag) of every object under ``prefix``, in key order. The tag
+        (ETag + LastModified) changes whenever the object is written again."""
+        keys: list[tuple[str, str]] = []
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         if start_after is not None:
             kwargs["StartAfter"] = start_after
         while True:
             page = self._s3.list_objects_v2(**kwargs)
-            keys.extend(obj["Key"] for obj in page.get("Contents", ()))
+            for obj in page.get("Contents", ()):
+                keys.append((obj["Key"], f"{obj.get('ETag', '')}@{obj.get('LastModified', '')}"))
             if not page.get("IsTruncated"):
                 return keys
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
             kwargs.pop("StartAfter", None)
+
+    def _cached(self, key: str, tag: str, load: Callable[[], T]) -> T:
+        """``load()`` once per (key, tag); later calls come from memory (LRU, bounded
+        by ``cache_bytes`` of payload)."""
+        if self._cache_bytes <= 0:
+            return load()
+        with self._cache_lock:
+            hit = self._cache.get((key, tag))
+            if hit is not None:
+                self._cache.move_to_end((key, tag))
+                return hit[0]  # type: ignore[no-any-return]
+        value = load()
+        size = _size(value)
+        with self._cache_lock:
+            if (key, tag) not in self._cache and size <= self._cache_bytes // 4:
+                self._cache[(key, tag)] = (value, size)
+                self._cached_bytes += size
+                while self._cached_bytes > self._cache_bytes:
+                    _, (_, dropped) = self._cache.popitem(last=False)
+                    self._cached_bytes -= dropped
+        return value
 
     def _get(self, key: str) -> tuple[bytes, dict[str, str]] | None:
         try:
@@ -312,16 +367,20 @@ class S3Backend(Backend):
 
     def _commits(self, agent_id: str) -> list[int]:
         """First seqs of the agent's commits, ascending."""
+        return [first for first, _ in self._commits_tagged(agent_id)]
+
+    def _commits_tagged(self, agent_id: str) -> list[tuple[int, str]]:
         root = self._agent_root(agent_id) + "e/"
-        return [int(k[len(root) :]) for k in self._list(root)]
+        return [(int(k[len(root) :]), tag) for k, tag in self._list_tagged(root)]
 
     def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
         """The commits and the newest commit's metadata (None when there is none)."""
-        commits = self._commits(agent_id)
+        tagged = self._commits_tagged(agent_id)
+        commits = [first for first, _ in tagged]
         if not commits:
             return commits, None
-        root = self._agent_root(agent_id) + "e/"
-        meta = self._head_meta(root + self._seq_name(commits[-1]))
+        key = self._agent_root(agent_id) + "e/" + self._seq_name(commits[-1])
+        meta = self._cached(key + "#meta", tagged[-1][1], lambda: self._head_meta(key))
         if meta is None:  # deleted under our feet
             return self._tip(agent_id)
         return commits, meta
@@ -363,6 +422,8 @@ class S3Backend(Backend):
             "created": created,
             "updated": repr(request.events[-1].timestamp),
         }
+        if request.head_tag is not None:  # the authenticated head travels with the commit
+            metadata["headtag"] = request.head_tag.hex()
         if key is not None and key_hash is not None:
             metadata["key"] = key_hash
             quoted = quote(key, safe="")
@@ -388,6 +449,7 @@ class S3Backend(Backend):
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check_open()
         validate_request(request)
+        self.refuse_fence(request)
         return await self._run(self._append_sync, request)
 
     async def append_batch(
@@ -412,6 +474,71 @@ class S3Backend(Backend):
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         await self._run(self._save_snapshot_sync, agent_id, snapshot)
+
+    def _rewrite_sync(self, request: RewriteRequest) -> None:
+        agent_id = request.agent_id
+        root = self._agent_root(agent_id) + "e/"
+        commits = self._commits(agent_id)
+        if not commits:
+            raise ConflictError(agent_id, request.expected_seq, 0)
+        meta = self._head_meta(root + self._seq_name(commits[-1])) or {}
+        head = int(meta.get("last", 0))
+        tag = bytes.fromhex(meta["headtag"]) if meta.get("headtag") else None
+        if head != request.expected_seq or tag != request.expected_tag:
+            raise ConflictError(agent_id, request.expected_seq, head)
+        changes = {e.seq: e for e in request.events}
+        touched: list[int] = []
+        for i, first in enumerate(commits):
+            end = commits[i + 1] - 1 if i + 1 < len(commits) else head
+            if any(first <= seq <= end for seq in changes):
+                touched.append(first)
+        last = commits[-1]
+        if request.head_tag is not None and last not in touched:
+            touched.append(last)
+        # the newest commit carries the head tag: it is written last, after the others
+        # and the snapshots, each with If-Match so a concurrent rewrite is detected
+        for first in sorted(touched, key=lambda f: f == last):
+            if first == last:
+                for snap in request.snapshots:
+                    self._put_snapshot(agent_id, snap)
+            key = root + self._seq_name(first)
+            obj = self._s3.get_object(Bucket=self.bucket, Key=key)
+            events = [
+                dataclasses.replace(
+                    e, payload=changes[e.seq].payload, checksum=changes[e.seq].checksum
+                )
+                if e.seq in changes
+                else e
+                for e in _decode_events(agent_id, obj["Body"].read())
+            ]
+            metadata = dict(obj.get("Metadata", {}))
+            if first == last and request.head_tag is not None:
+                metadata["headtag"] = request.head_tag.hex()
+            try:
+                self._s3.put_object(
+                    Bucket=self.bucket,
+                    Key=key,
+                    Body=_encode_events(events),
+                    Metadata=metadata,
+                    IfMatch=obj["ETag"],
+                )
+            except ClientError as exc:
+                if _code(exc) in _CONDITION_FAILED:
+                    head = self._head_sync(agent_id)
+                    raise ConflictError(agent_id, request.expected_seq, head) from exc
+                raise
+        if last not in touched:
+            for snap in request.snapshots:
+                self._put_snapshot(agent_id, snap)
+
+    async def rewrite(self, request: RewriteRequest) -> None:
+        """Replace record bytes: each affected commit object is rewritten with a
+        conditional PUT (``If-Match``), the newest one (which carries the head tag)
+        last. S3 has no multi-object transaction: an interrupted rewrite leaves some
+        records rewritten and others not (each one valid); running it again finishes it."""
+        self._check_open()
+        validate_rewrite(request)
+        await self._run(self._rewrite_sync, request)
 
     def _delete_sync(self, agent_id: str) -> bool:
         root = self._agent_root(agent_id)
@@ -488,11 +615,26 @@ class S3Backend(Backend):
     async def head(self, agent_id: str) -> int:
         return await self._run(self._head_sync, agent_id)
 
-    def _commit_events(self, agent_id: str, first: int) -> list[RawEvent]:
-        found = self._get(self._agent_root(agent_id) + "e/" + self._seq_name(first))
-        if found is None:
-            raise IntegrityError(agent_id, first, "commit object vanished while reading")
-        return _decode_events(agent_id, found[0])
+    def _head_tag_sync(self, agent_id: str) -> tuple[int, bytes | None]:
+        _, meta = self._tip(agent_id)
+        if meta is None:
+            return 0, None
+        tag = meta.get("headtag")
+        return int(meta["last"]), bytes.fromhex(tag) if tag else None
+
+    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        return await self._run(self._head_tag_sync, agent_id)
+
+    def _commit_events(self, agent_id: str, first: int, tag: str = "") -> list[RawEvent]:
+        key = self._agent_root(agent_id) + "e/" + self._seq_name(first)
+
+        def load() -> list[RawEvent]:
+            found = self._get(key)
+            if found is None:
+                raise IntegrityError(agent_id, first, "commit object vanished while reading")
+            return _decode_events(agent_id, found[0])
+
+        return self._cached(key, tag, load) if tag else load()
 
     async def read(
         self,
@@ -504,20 +646,20 @@ class S3Backend(Backend):
         self._check_open()
         if (limit is not None and limit <= 0) or (to_seq is not None and to_seq <= after_seq):
             return []
-        commits = await self._run(self._commits, agent_id)
-        wanted = []
-        for i, first in enumerate(commits):
-            nxt = commits[i + 1] if i + 1 < len(commits) else None
+        tagged = await self._run(self._commits_tagged, agent_id)
+        wanted: list[tuple[int, str]] = []
+        for i, (first, tag) in enumerate(tagged):
+            nxt = tagged[i + 1][0] if i + 1 < len(tagged) else None
             if nxt is not None and nxt - 1 <= after_seq:
                 continue  # entirely at or before after_seq
             if to_seq is not None and first > to_seq:
                 break
-            wanted.append(first)
+            wanted.append((first, tag))
         out: list[RawEvent] = []
         for start in range(0, len(wanted), self._wave):  # commits fetched in parallel
             chunk = wanted[start : start + self._wave]
             bodies = await asyncio.gather(
-                *(self._run(self._commit_events, agent_id, first) for first in chunk)
+                *(self._run(self._commit_events, agent_id, first, tag) for first, tag in chunk)
             )
             for events in bodies:
                 for e in events:
@@ -529,8 +671,9 @@ class S3Backend(Backend):
         return out
 
     def _seq_at_sync(self, agent_id: str, timestamp: float) -> int:
-        for first in reversed(self._commits(agent_id)):
-            best = [e.seq for e in self._commit_events(agent_id, first) if e.timestamp <= timestamp]
+        for first, tag in reversed(self._commits_tagged(agent_id)):
+            events = self._commit_events(agent_id, first, tag)
+            best = [e.seq for e in events if e.timestamp <= timestamp]
             if best:
                 return max(best)
         return 0
@@ -540,11 +683,12 @@ class S3Backend(Backend):
 
     def _latest_sync(self, agent_id: str, at_or_below: int | None) -> RawSnapshot | None:
         root = self._agent_root(agent_id) + "s/"
-        seqs = sorted(int(k[len(root) :]) for k in self._list(root))
-        for seq in reversed(seqs):
+        snaps = sorted((int(k[len(root) :]), tag) for k, tag in self._list_tagged(root))
+        for seq, tag in reversed(snaps):
             if at_or_below is not None and seq > at_or_below:
                 continue
-            found = self._get(root + self._seq_name(seq))
+            key = root + self._seq_name(seq)
+            found = self._cached(key, tag, lambda key=key: self._get(key))  # type: ignore[misc]
             if found is None:
                 continue
             blob = found[0]

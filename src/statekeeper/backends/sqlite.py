@@ -11,6 +11,13 @@
   the writer, and a point read costs microseconds.
 * ``synchronous`` is ``FULL`` by default (a committed append survives power loss);
   ``NORMAL`` survives a process crash but may lose the last commits on power loss.
+* Leases live in ``sk_leases`` (one row per agent, never deleted, so a fencing token
+  never goes back). Acquiring is one conditional upsert; a fenced append reads the
+  lease row inside its own ``BEGIN IMMEDIATE`` transaction, so the token check and
+  the append are one atomic step. Expiry is measured on ``clock`` — the wall clock of
+  the process doing the write (SQLite has no server; every process sharing the file
+  runs on the same machine and so reads the same system clock). A clock step moves
+  expiries, but never lets a stale token write: tokens, not clocks, decide writes.
 """
 
 from __future__ import annotations
@@ -21,20 +28,45 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import BackendError, ConfigurationError, ConflictError, IntegrityError, StoreClosed
-from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
-from .base import Backend, Health, validate_request
+from ..errors import (
+    BackendError,
+    ConfigurationError,
+    ConflictError,
+    IntegrityError,
+    LeaseHeld,
+    LeaseLost,
+    StoreClosed,
+)
+from ..records import (
+    AgentInfo,
+    AppendRequest,
+    AppendResult,
+    LeaseInfo,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+)
+from .base import (
+    Backend,
+    Health,
+    check_fence,
+    validate_request,
+    validate_rewrite,
+    validate_ttl,
+)
 
 __all__ = ["SQLiteBackend"]
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
-SCHEMA_VERSION = 1
+#: 1: the first layout; 2: ``sk_agents.head_tag`` (the authenticated stream head);
+#: 3: ``sk_leases`` (leases and fencing tokens)
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sk_meta (
@@ -45,7 +77,8 @@ CREATE TABLE IF NOT EXISTS sk_agents (
     agent_id   TEXT PRIMARY KEY,
     head_seq   INTEGER NOT NULL,
     created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    head_tag   BLOB
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sk_events (
     agent_id TEXT NOT NULL,
@@ -71,6 +104,12 @@ CREATE TABLE IF NOT EXISTS sk_idempotency (
     last_seq  INTEGER NOT NULL,
     PRIMARY KEY (agent_id, key)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sk_leases (
+    agent_id   TEXT PRIMARY KEY,
+    holder     TEXT,
+    token      INTEGER NOT NULL,
+    expires_at REAL NOT NULL
+) WITHOUT ROWID;
 """
 
 
@@ -83,9 +122,19 @@ def _translated(path: str, agent_id: str = "*", seq: int | None = None) -> Itera
     except sqlite3.IntegrityError as exc:  # a constraint we rely on for CAS fired
         raise BackendError(f"{path}: constraint violated: {exc}") from exc
     except sqlite3.OperationalError as exc:
+        if "Could not decode to UTF-8" in str(exc):  # a BLOB rewritten as (bad) TEXT
+            raise IntegrityError(agent_id, seq, f"a stored record is not bytes: {exc}") from exc
         raise BackendError(f"{path}: {exc}") from exc
     except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed"
         raise IntegrityError(agent_id, seq, f"database file {path} is unreadable: {exc}") from exc
+
+
+def _blob(value: Any) -> bytes | None:
+    """A BLOB column as bytes (a value rewritten by hand as TEXT or a number is kept
+    recognisably wrong rather than raising here)."""
+    if value is None or type(value) is bytes:
+        return value
+    return str(value).encode("utf-8", "replace")
 
 
 class SQLiteBackend(Backend):
@@ -96,6 +145,9 @@ class SQLiteBackend(Backend):
             is refused — use :class:`~statekeeper.backends.memory.MemoryBackend`.
         synchronous: SQLite's ``synchronous`` pragma for the writer.
         busy_timeout: seconds a writer waits for another process's write lock.
+        clock: the clock lease expiry is measured on (seconds since the epoch); all
+            processes sharing the file should use the same one (the default,
+            ``time.time``, is the machine's wall clock).
         inline_writes: run a write on the calling thread when the writer is idle,
             instead of handing it to the writer thread. Saves the thread hand-off
             (tens of microseconds per write) but blocks the event loop for the commit
@@ -104,6 +156,7 @@ class SQLiteBackend(Backend):
     """
 
     name = "sqlite"
+    supports_leases = True
 
     def __init__(
         self,
@@ -112,6 +165,7 @@ class SQLiteBackend(Backend):
         synchronous: Synchronous = "FULL",
         busy_timeout: float = 30.0,
         inline_writes: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         path = os.fspath(path)
         if path in ("", ":memory:"):
@@ -121,6 +175,7 @@ class SQLiteBackend(Backend):
         self.path = path
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
+        self.clock = clock
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._closed = False
         self._local = threading.local()
@@ -192,7 +247,24 @@ class SQLiteBackend(Backend):
                     f"{self.path} has schema version {row[0]}; this statekeeper reads up to "
                     f"{SCHEMA_VERSION}: upgrade statekeeper"
                 )
+            else:
+                self._migrate(conn, int(row[0]))
             conn.execute("COMMIT")
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection, version: int) -> None:
+        """Bring an existing file up to :data:`SCHEMA_VERSION` (inside the caller's
+        immediate transaction). Each step checks what it adds, so it is idempotent."""
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(sk_agents)").fetchall()}
+        if "head_tag" not in columns:  # 1 -> 2: streams written before carry no tag
+            conn.execute("ALTER TABLE sk_agents ADD COLUMN head_tag BLOB")
+        # 2 -> 3: sk_leases is created by _SCHEMA (CREATE TABLE IF NOT EXISTS), which
+        # runs on every open before this
+        if version < SCHEMA_VERSION:
+            conn.execute(
+                "UPDATE sk_meta SET value = ? WHERE key = 'schema_version'",
+                (str(SCHEMA_VERSION),),
+            )
 
     def _reader(self) -> sqlite3.Connection:
         if self._closed:
@@ -226,6 +298,9 @@ class SQLiteBackend(Backend):
 
     def _append_one(self, conn: sqlite3.Connection, request: AppendRequest) -> AppendResult:
         agent_id, key, expected = request.agent_id, request.idempotency_key, request.expected_seq
+        if request.fence is not None:
+            # inside the append's immediate transaction: no grant can slip in between
+            check_fence(agent_id, request.fence, self._lease_row(conn, agent_id))
         if key is not None:
             row = conn.execute(
                 "SELECT first_seq, last_seq FROM sk_idempotency WHERE agent_id = ? AND key = ?",
@@ -238,15 +313,15 @@ class SQLiteBackend(Backend):
         # Compare-and-set the head first: one statement both checks and claims it.
         if expected == 0:
             claimed = conn.execute(
-                "INSERT INTO sk_agents(agent_id, head_seq, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?) ON CONFLICT(agent_id) DO NOTHING",
-                (agent_id, last.seq, first.timestamp, last.timestamp),
+                "INSERT INTO sk_agents(agent_id, head_seq, created_at, updated_at, head_tag)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT(agent_id) DO NOTHING",
+                (agent_id, last.seq, first.timestamp, last.timestamp, request.head_tag),
             ).rowcount
         else:
             claimed = conn.execute(
-                "UPDATE sk_agents SET head_seq = ?, updated_at = ?"
+                "UPDATE sk_agents SET head_seq = ?, updated_at = ?, head_tag = ?"
                 " WHERE agent_id = ? AND head_seq = ?",
-                (last.seq, last.timestamp, agent_id, expected),
+                (last.seq, last.timestamp, request.head_tag, agent_id, expected),
             ).rowcount
         if claimed != 1:
             row = conn.execute(
@@ -299,7 +374,7 @@ class SQLiteBackend(Backend):
                     # Alone, the transaction is the request's unit of all-or-nothing.
                     try:
                         results.append(self._append_one(conn, requests[0]))
-                    except (ConflictError, sqlite3.IntegrityError) as exc:
+                    except (ConflictError, LeaseLost, sqlite3.IntegrityError) as exc:
                         conn.execute("ROLLBACK")
                         return [self._failure(exc)]
                     conn.execute("COMMIT")
@@ -310,7 +385,7 @@ class SQLiteBackend(Backend):
                     conn.execute("SAVEPOINT sk_req")
                     try:
                         results.append(self._append_one(conn, request))
-                    except (ConflictError, sqlite3.IntegrityError) as exc:
+                    except (ConflictError, LeaseLost, sqlite3.IntegrityError) as exc:
                         conn.execute("ROLLBACK TO sk_req")
                         conn.execute("RELEASE sk_req")
                         results.append(self._failure(exc))
@@ -324,7 +399,7 @@ class SQLiteBackend(Backend):
         return results
 
     def _failure(self, exc: Exception) -> BaseException:
-        if isinstance(exc, ConflictError):
+        if isinstance(exc, ConflictError | LeaseLost):
             return exc
         return BackendError(f"{self.path}: constraint violated: {exc}")
 
@@ -374,6 +449,42 @@ class SQLiteBackend(Backend):
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         await self._write(self._save_snapshot_sync, agent_id, snapshot)
 
+    def _rewrite_sync(self, request: RewriteRequest) -> None:
+        conn = self._writer
+        assert conn is not None
+        agent_id = request.agent_id
+        with _translated(self.path, agent_id):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT head_seq, head_tag FROM sk_agents WHERE agent_id = ?", (agent_id,)
+                ).fetchone()
+                head = row[0] if row is not None else 0
+                tag = _blob(row[1]) if row is not None else None
+                if row is None or head != request.expected_seq or tag != request.expected_tag:
+                    raise ConflictError(agent_id, request.expected_seq, head)
+                if request.events:
+                    conn.executemany(
+                        "UPDATE sk_events SET payload = ?, checksum = ?"
+                        " WHERE agent_id = ? AND seq = ?",
+                        [(e.payload, e.checksum, agent_id, e.seq) for e in request.events],
+                    )
+                for snap in request.snapshots:
+                    self._put_snapshot(conn, agent_id, snap)
+                if request.head_tag is not None:
+                    conn.execute(
+                        "UPDATE sk_agents SET head_tag = ? WHERE agent_id = ?",
+                        (request.head_tag, agent_id),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    async def rewrite(self, request: RewriteRequest) -> None:
+        validate_rewrite(request)
+        await self._write(self._rewrite_sync, request)
+
     def _delete_sync(self, agent_id: str) -> bool:
         conn = self._writer
         assert conn is not None
@@ -395,6 +506,88 @@ class SQLiteBackend(Backend):
     async def delete_agent(self, agent_id: str) -> bool:
         result: bool = await self._write(self._delete_sync, agent_id)
         return result
+
+    # -- leases ------------------------------------------------------------------
+
+    @staticmethod
+    def _lease_row(conn: sqlite3.Connection, agent_id: str) -> LeaseInfo | None:
+        row = conn.execute(
+            "SELECT holder, token, expires_at FROM sk_leases WHERE agent_id = ?", (agent_id,)
+        ).fetchone()
+        return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2])) if row else None
+
+    def _lease_sync(self, op: str, agent_id: str, holder: str, token: int, ttl: float) -> Any:
+        conn = self._writer
+        assert conn is not None
+        with _translated(self.path, agent_id):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = self._lease_op(conn, op, agent_id, holder, token, ttl)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return result
+
+    def _lease_op(
+        self, conn: sqlite3.Connection, op: str, agent_id: str, holder: str, token: int, ttl: float
+    ) -> Any:
+        now = self.clock()
+        if op == "acquire":
+            # ONE conditional write: take the lease iff free, expired or already ours
+            row = conn.execute(
+                "INSERT INTO sk_leases(agent_id, holder, token, expires_at) VALUES (?, ?, 1, ?)"
+                " ON CONFLICT(agent_id) DO UPDATE SET holder = excluded.holder,"
+                " token = sk_leases.token + 1, expires_at = excluded.expires_at"
+                " WHERE sk_leases.holder IS NULL OR sk_leases.expires_at <= ?"
+                " OR sk_leases.holder = excluded.holder"
+                " RETURNING token",
+                (agent_id, holder, now + ttl, now),
+            ).fetchone()
+            if row is None:
+                current = self._lease_row(conn, agent_id)
+                assert current is not None and current.holder is not None
+                raise LeaseHeld(agent_id, current.holder, current.expires_at)
+            return LeaseInfo(agent_id, holder, int(row[0]), now + ttl)
+        current = self._lease_row(conn, agent_id)
+        if op == "release":
+            try:
+                check_fence(agent_id, (holder, token), current)
+            except LeaseLost:
+                return False
+            conn.execute(
+                "UPDATE sk_leases SET holder = NULL, expires_at = 0 WHERE agent_id = ?",
+                (agent_id,),
+            )
+            return True
+        check_fence(agent_id, (holder, token), current)  # renew
+        conn.execute(
+            "UPDATE sk_leases SET expires_at = ? WHERE agent_id = ?", (now + ttl, agent_id)
+        )
+        return LeaseInfo(agent_id, holder, token, now + ttl)
+
+    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
+        ttl = validate_ttl(ttl)
+        lease: LeaseInfo = await self._write(self._lease_sync, "acquire", agent_id, holder, 0, ttl)
+        return lease
+
+    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
+        ttl = validate_ttl(ttl)
+        lease: LeaseInfo = await self._write(
+            self._lease_sync, "renew", agent_id, holder, token, ttl
+        )
+        return lease
+
+    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
+        released: bool = await self._write(
+            self._lease_sync, "release", agent_id, holder, token, 0.0
+        )
+        return released
+
+    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
+        with _translated(self.path, agent_id):
+            return self._lease_row(self._reader(), agent_id)
 
     # -- reads -------------------------------------------------------------------
 
@@ -419,6 +612,19 @@ class SQLiteBackend(Backend):
             )
         return int(row[0]) if row is not None else 0
 
+    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        with _translated(self.path, agent_id):
+            row = (
+                self._reader()
+                .execute(
+                    "SELECT head_seq, head_tag FROM sk_agents WHERE agent_id = ?", (agent_id,)
+                )
+                .fetchone()
+            )
+        if row is None:
+            return 0, None
+        return int(row[0]), _blob(row[1])
+
     async def read(
         self,
         agent_id: str,
@@ -427,7 +633,10 @@ class SQLiteBackend(Backend):
         limit: int | None = None,
     ) -> list[RawEvent]:
         sql = (
-            "SELECT seq, kind, ts, payload, checksum FROM sk_events WHERE agent_id = ? AND seq > ?"
+            # CAST: a payload rewritten as TEXT (by hand, or by an attacker) still reads as
+            # its bytes, and fails verification at its own seq instead of breaking the page
+            "SELECT seq, kind, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_events"
+            " WHERE agent_id = ? AND seq > ?"
         )
         args: list[Any] = [agent_id, after_seq]
         if to_seq is not None:
@@ -458,13 +667,15 @@ class SQLiteBackend(Backend):
     ) -> RawSnapshot | None:
         if at_or_below is None:
             sql = (
-                "SELECT seq, ts, payload, checksum FROM sk_snapshots WHERE agent_id = ?"
+                "SELECT seq, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots"
+                " WHERE agent_id = ?"
                 " ORDER BY seq DESC LIMIT 1"
             )
             args: tuple[Any, ...] = (agent_id,)
         else:
             sql = (
-                "SELECT seq, ts, payload, checksum FROM sk_snapshots WHERE agent_id = ?"
+                "SELECT seq, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots"
+                " WHERE agent_id = ?"
                 " AND seq <= ? ORDER BY seq DESC LIMIT 1"
             )
             args = (agent_id, at_or_below)

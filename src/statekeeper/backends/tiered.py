@@ -13,7 +13,7 @@ Writes
 Reads
     ``head``, ``read``, ``latest_snapshot`` and ``seq_at`` are answered by the hot
     tier when it holds the agent; otherwise by the durable tier, and the agent's
-    stream (events plus its latest snapshot) is then copied into the hot tier —
+    stream (events and snapshots) is then copied into the hot tier —
     *refilled lazily on read*. Idempotency-key lookups and listings always use the
     durable tier.
 
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import weakref
@@ -58,7 +59,15 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StoreClosed
-from ..records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
+from ..records import (
+    AgentInfo,
+    AppendRequest,
+    AppendResult,
+    LeaseInfo,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+)
 from .base import Backend, Health, validate_request
 
 __all__ = ["COLD_MARKER", "KeyExport", "TieredBackend"]
@@ -112,6 +121,11 @@ class TieredBackend(Backend):
         hot_timeout: seconds a hot-tier call may take before it counts as failed.
         hot_retry_after: seconds the hot tier is left alone after a failure.
         fill_limit: streams longer than this are not copied into the hot tier.
+        hot_shared: the hot tier is shared by every process writing these agents (a
+            Redis server), so its copies are kept coherent by all of them and are
+            trusted. A private hot tier (``memory://``, the default guess for a
+            :class:`~.memory.MemoryBackend`) is checked against the durable head and
+            head tag before each use, so other processes' writes are never missed.
         clock: wall clock used for idleness (compared with event timestamps).
     """
 
@@ -128,6 +142,7 @@ class TieredBackend(Backend):
         hot_timeout: float = 0.5,
         hot_retry_after: float = 1.0,
         fill_limit: int = 10_000,
+        hot_shared: bool | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if idle_after is not None and cold is None:
@@ -137,6 +152,8 @@ class TieredBackend(Backend):
         if hot_timeout <= 0 or hot_retry_after < 0:
             raise ConfigurationError("hot_timeout must be > 0 and hot_retry_after >= 0")
         self.durable = durable
+        #: leases are the durable tier's (it checks fences atomically with appends)
+        self.supports_leases = durable.supports_leases
         self.hot = hot
         self.cold = cold
         self.idle_after = idle_after
@@ -144,6 +161,11 @@ class TieredBackend(Backend):
         self.hot_timeout = hot_timeout
         self.hot_retry_after = hot_retry_after
         self.fill_limit = fill_limit
+        from .memory import MemoryBackend
+
+        self.hot_shared = (
+            hot_shared if hot_shared is not None else not isinstance(hot, MemoryBackend)
+        )
         self.clock = clock
         self._hot_down_until = 0.0
         self._dirty: set[str] = set()
@@ -289,6 +311,23 @@ class TieredBackend(Backend):
         if isinstance(result, _Miss):
             self._dirty.add(agent_id)
 
+    async def _hot_fresh(self, agent_id: str) -> bool:
+        """May the hot tier answer for the agent? Always for a shared hot tier; for a
+        private one, only while its copy has the durable tier's head and head tag."""
+        if self.hot is None or not self.hot_available():
+            return False
+        if self.hot_shared:
+            return True
+        durable = await self.durable.head_tag(agent_id)
+        hot = await self._hot_call(lambda h: h.head_tag(agent_id), [agent_id], write=False)
+        if isinstance(hot, _Miss):
+            return False
+        if hot == durable:
+            return durable[0] > 0
+        if hot[0] > 0:  # another process moved or rewrote the agent
+            await self._drop_hot(agent_id)
+        return False
+
     # -- writes --------------------------------------------------------------------
 
     async def append(self, request: AppendRequest) -> AppendResult:
@@ -329,7 +368,9 @@ class TieredBackend(Backend):
         if self.hot is None or not requests:
             return
         agents = sorted({r.agent_id for r in requests})
-        results = await self._hot_call(lambda h: h.append_batch(requests), agents, write=True)
+        # the durable tier checked the fences; the copy carries none
+        plain = [dataclasses.replace(r, fence=None) if r.fence is not None else r for r in requests]
+        results = await self._hot_call(lambda h: h.append_batch(plain), agents, write=True)
         if isinstance(results, _Miss):
             return
         stale: set[str] = set()
@@ -355,10 +396,21 @@ class TieredBackend(Backend):
         for lock in locks:
             await lock.acquire()
         try:
-            if self.cold is not None:
-                for agent_id in agents:
+            if self.cold is not None:  # a demoted agent is not a new one
+                for agent_id in sorted({r.agent_id for r in requests if r.expected_seq == 0}):
                     await self._rehydrate(agent_id, locked=True)
             results = await self.durable.append_batch(requests)
+            if self.cold is not None:
+                for i, (req, res) in enumerate(zip(requests, results, strict=True)):
+                    if (
+                        isinstance(res, ConflictError)
+                        and res.current_seq == 0
+                        and await self._rehydrate(req.agent_id, locked=True)
+                    ):
+                        try:
+                            results[i] = await self.durable.append(req)
+                        except Exception as exc:
+                            results[i] = exc
             accepted = [
                 req
                 for req, res in zip(requests, results, strict=True)
@@ -417,7 +469,7 @@ class TieredBackend(Backend):
     async def head(self, agent_id: str) -> int:
         self._check_open()
         self._touch(agent_id)
-        hot = await self._hot_call(lambda h: h.head(agent_id), [agent_id], write=False)
+        hot = await self._hot_read(agent_id, lambda h: h.head(agent_id))
         if not isinstance(hot, _Miss) and hot > 0:
             self._hit()
             return hot
@@ -426,6 +478,50 @@ class TieredBackend(Backend):
         if head > 0:
             await self._fill(agent_id)
         return head
+
+    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        self._check_open()
+        self._touch(agent_id)
+        hot = await self._hot_read(agent_id, lambda h: h.head_tag(agent_id))
+        if not isinstance(hot, _Miss) and hot[0] > 0:
+            self._hit()
+            return hot
+        self.stats["hot_misses"] += 1
+        if self.cold is not None:
+            await self._durable_head(agent_id)
+        head, tag = await self.durable.head_tag(agent_id)
+        if head > 0:
+            await self._fill(agent_id)
+        return head, tag
+
+    async def rewrite(self, request: RewriteRequest) -> None:
+        """Rewrite in the durable tier (see :meth:`Backend.rewrite`); the hot copy is
+        dropped and refilled from the new bytes on the next read."""
+        self._check_open()
+        async with self._lock(request.agent_id):
+            if self.cold is not None:
+                await self._rehydrate(request.agent_id, locked=True)
+            await self.durable.rewrite(request)
+            if self.hot is not None:
+                await self._drop_hot(request.agent_id)
+
+    # leases live in the durable tier: it checks fences atomically with the append
+
+    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
+        self._check_open()
+        return await self.durable.acquire_lease(agent_id, holder, ttl)
+
+    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
+        self._check_open()
+        return await self.durable.renew_lease(agent_id, holder, token, ttl)
+
+    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
+        self._check_open()
+        return await self.durable.release_lease(agent_id, holder, token)
+
+    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
+        self._check_open()
+        return await self.durable.get_lease(agent_id)
 
     async def read(
         self,
@@ -436,9 +532,7 @@ class TieredBackend(Backend):
     ) -> list[RawEvent]:
         self._check_open()
         self._touch(agent_id)
-        hot = await self._hot_call(
-            lambda h: h.read(agent_id, after_seq, to_seq, limit), [agent_id], write=False
-        )
+        hot = await self._hot_read(agent_id, lambda h: h.read(agent_id, after_seq, to_seq, limit))
         if not isinstance(hot, _Miss) and hot:
             self._hit()
             return hot
@@ -450,6 +544,12 @@ class TieredBackend(Backend):
             await self._fill(agent_id)
         return events
 
+    async def _hot_read(self, agent_id: str, fn: Callable[[Backend], Awaitable[T]]) -> T | _Miss:
+        """A read answered by the hot tier, or ``_MISS`` when it may not answer."""
+        if not self.hot_shared and not await self._hot_fresh(agent_id):
+            return _MISS
+        return await self._hot_call(fn, [agent_id], write=False)
+
     async def _hot_has(self, agent_id: str) -> bool:
         head = await self._hot_call(lambda h: h.head(agent_id), [agent_id], write=False)
         return not isinstance(head, _Miss) and head > 0
@@ -457,7 +557,7 @@ class TieredBackend(Backend):
     async def seq_at(self, agent_id: str, timestamp: float) -> int:
         self._check_open()
         self._touch(agent_id)
-        hot = await self._hot_call(lambda h: h.seq_at(agent_id, timestamp), [agent_id], write=False)
+        hot = await self._hot_read(agent_id, lambda h: h.seq_at(agent_id, timestamp))
         if not isinstance(hot, _Miss) and (hot > 0 or await self._hot_has(agent_id)):
             self._hit()
             return hot
@@ -471,14 +571,9 @@ class TieredBackend(Backend):
     ) -> RawSnapshot | None:
         self._check_open()
         self._touch(agent_id)
-        hot = await self._hot_call(
-            lambda h: h.latest_snapshot(agent_id, at_or_below), [agent_id], write=False
-        )
-        # The hot copy holds the latest snapshot and every later one: a hit is exact,
-        # and "none at all" is exact too; below its oldest one, ask the durable tier.
-        if not isinstance(hot, _Miss) and (
-            hot is not None or (at_or_below is None and await self._hot_has(agent_id))
-        ):
+        hot = await self._hot_read(agent_id, lambda h: h.latest_snapshot(agent_id, at_or_below))
+        # A hot copy holds every snapshot of the agent: its "none" is exact too.
+        if not isinstance(hot, _Miss) and (hot is not None or await self._hot_has(agent_id)):
             self._hit()
             return hot
         self.stats["hot_misses"] += 1
@@ -556,16 +651,16 @@ class TieredBackend(Backend):
     # -- the hot copy --------------------------------------------------------------
 
     async def _fill(self, agent_id: str) -> None:
-        """Copy the agent's stream and latest snapshot into the hot tier (lazily)."""
+        """Copy the agent's stream and snapshots into the hot tier (lazily)."""
         hot = self.hot
         if hot is None or not self.hot_available() or agent_id in self._dirty:
             return
         async with self._lock(agent_id):
-            head = await self.durable.head(agent_id)
+            head, tag = await self.durable.head_tag(agent_id)
             if head == 0 or head > self.fill_limit:
                 return
-            current = await self._hot_call(lambda h: h.head(agent_id), [agent_id], write=False)
-            if isinstance(current, _Miss) or current == head:
+            current = await self._hot_call(lambda h: h.head_tag(agent_id), [agent_id], write=False)
+            if isinstance(current, _Miss) or current == (head, tag):
                 return
             try:
                 result = await self._hot_call(
@@ -580,22 +675,27 @@ class TieredBackend(Backend):
                 await self._drop_hot(agent_id)
                 return
             # a writer in another process may have moved the head meanwhile
-            if await self.durable.head(agent_id) != head:
+            if await self.durable.head_tag(agent_id) != (head, tag):
                 await self._drop_hot(agent_id)
                 return
             self.stats["fills"] += 1
 
     async def _copy_to_hot(self, hot: Backend, agent_id: str, head: int) -> None:
         await hot.delete_agent(agent_id)
+        tag_head, tag = await self.durable.head_tag(agent_id)
+        if tag_head != head:
+            raise ConflictError(agent_id, head, tag_head)  # moved meanwhile: try later
         seq = 0
         while seq < head:
             events = await self.durable.read(agent_id, seq, head, limit=_PAGE)
             if not events:
                 raise IntegrityError(agent_id, seq + 1, "stream ended while copying to hot")
-            await hot.append(AppendRequest(agent_id, seq, tuple(events)))
+            last = events[-1].seq == head
+            await hot.append(
+                AppendRequest(agent_id, seq, tuple(events), head_tag=tag if last else None)
+            )
             seq = events[-1].seq
-        snap = await self.durable.latest_snapshot(agent_id)
-        if snap is not None:
+        for snap in await _snapshots(self.durable, agent_id):
             await hot.save_snapshot(agent_id, snap)
 
     # -- the cold tier -------------------------------------------------------------
@@ -740,6 +840,9 @@ async def _copy_stream(
         for name, first, last in await src.idempotency_keys(agent_id):
             keyed[first] = (name, last)
     starts = sorted(keyed)
+    tag_head, tag = await src.head_tag(agent_id)
+    if tag_head != head:
+        raise IntegrityError(agent_id, head, f"head moved to {tag_head} while copying tiers")
     seq = 0
     while seq < head:
         key: str | None = None
@@ -751,8 +854,19 @@ async def _copy_stream(
             events = await src.read(agent_id, seq, min(nxt - 1, head), limit=_PAGE)
         if not events or events[0].seq != seq + 1:
             raise IntegrityError(agent_id, seq + 1, "stream has a gap while copying tiers")
-        await dst.append(AppendRequest(agent_id, seq, tuple(events), None, key))
+        last = events[-1].seq == head
+        await dst.append(
+            AppendRequest(agent_id, seq, tuple(events), None, key, head_tag=tag if last else None)
+        )
         seq = events[-1].seq
+    for snap in await _snapshots(src, agent_id, all_snapshots=all_snapshots):
+        await dst.save_snapshot(agent_id, snap)
+
+
+async def _snapshots(
+    src: Backend, agent_id: str, *, all_snapshots: bool = True
+) -> list[RawSnapshot]:
+    """The agent's snapshots in ``src``, oldest first (only the latest unless ``all``)."""
     snaps: list[RawSnapshot] = []
     below: int | None = None
     while True:
@@ -763,5 +877,5 @@ async def _copy_stream(
         if not all_snapshots or snap.seq <= 1:
             break
         below = snap.seq - 1
-    for snap in reversed(snaps):
-        await dst.save_snapshot(agent_id, snap)
+    snaps.reverse()
+    return snaps

@@ -138,7 +138,9 @@ async def open_store(url: str, *, must_exist: bool = True) -> AsyncIterator[Stat
         raise StoreMissing(
             f"no statekeeper database at {path} (pass --db/--url or set STATEKEEPER_URL)"
         )
-    store = StateStore(url)
+    from .security import env_keyring  # keys from $STATEKEEPER_KEY_FILE / $STATEKEEPER_KEYS
+
+    store = StateStore(url, keyring=env_keyring())
     try:
         yield store
     finally:
@@ -179,7 +181,7 @@ def main() -> None:
 
 
 # register the commands on ``app``
-from . import bench, commands  # noqa: E402,F401
+from . import bench, commands, security  # noqa: E402,F401
 from .langgraph import langgraph_app  # noqa: E402
 
 app.add_typer(langgraph_app)

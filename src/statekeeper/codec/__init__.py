@@ -1,6 +1,25 @@
-"""Encoding of stored records: serialization and verification."""
+"""Encoding of stored records: serialization, compression, encryption, verification.
 
-from .pipeline import Codec
+See :mod:`statekeeper.codec.pipeline` for the record layout and the chain, and
+:mod:`statekeeper.codec.types` for the typed values a document may hold.
+"""
+
+from .formats import Format
+from .pipeline import VERSION, ZERO_LINK, Codec, Header, Opened, Sealed
 from .serializer import dumps, find_unserializable, loads
+from .types import TAG, TypeRegistry
 
-__all__ = ["Codec", "dumps", "find_unserializable", "loads"]
+__all__ = [
+    "TAG",
+    "VERSION",
+    "ZERO_LINK",
+    "Codec",
+    "Format",
+    "Header",
+    "Opened",
+    "Sealed",
+    "TypeRegistry",
+    "dumps",
+    "find_unserializable",
+    "loads",
+]

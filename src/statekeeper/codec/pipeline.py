@@ -1,83 +1,777 @@
 """The codec: how a record becomes stored bytes and comes back verified.
 
-A record goes through two steps each way::
+Every byte a backend stores passes through one pipeline::
 
-    value ──serialize──► plaintext ──seal──► (stored bytes, tag)     (write)
-    value ◄─deserialize─ plaintext ◄─open─── (stored bytes, tag)     (read, verified)
+    value ─serialize─► body ─compress─► ─encrypt─► (payload, checksum)      (write)
+    value ◄─deserialize─ body ◄─decompress─ ◄─decrypt+verify─ (payload, checksum)   (read)
 
-``seal``/``open`` bind the bytes to the record's identity — agent id, seq and record
-kind — so a payload copied to another agent or another position fails verification,
-not only a payload with flipped bits.
+**Record layout** (``payload``; all integers big-endian)::
 
-This base codec stores the plaintext as is and seals it with SHA-256. That detects
-accidental corruption (bit rot, torn writes, a bad copy); it does **not** stop someone
-who can rewrite the file, since a plain hash can be recomputed. A keyed codec (AES-GCM)
-replaces ``seal``/``open`` to defend against that.
+    0      version            0x01
+    1      flags              bits 0-1 format (0 JSON, 1 msgpack)
+                              bits 2-3 compression (0 none, 1 zstd)
+                              bit 4    legacy link (a record converted from version 0)
+                              bits 5-7 reserved, zero
+    2      key id length L    0 = not encrypted
+    3      key id             L bytes of ASCII
+    …      (encrypted only)   4-byte key fingerprint, 12-byte nonce
+    …      sealed part        prev link (32 bytes, absent for a legacy link)
+                              + body (compressed when the flag says so);
+                              AES-256-GCM ciphertext of that when encrypted
+
+``checksum`` is the record's authenticator: the 16-byte GCM tag when encrypted, else
+the record's SHA-256 *link* (for a compressed record, SHA-256 of the link and the stored
+bytes, so that no stored bit goes unchecked).
+
+**Identity.** Agent id, seq, record kind and timestamp stay in the clear (the backend
+indexes them) and are bound to the record: they are GCM associated data (with the
+header), and inputs of the link. A payload copied to another agent, seq, kind or time
+fails verification.
+
+**Chain.** Each record carries the link of the record before it (``prev``; 32 zero
+bytes for seq 1) and has its own link::
+
+    link = SHA-256("sk-link/1" ‖ identity ‖ 0x01 ‖ format ‖ 0x00 ‖ prev ‖ body)
+    identity = len(agent) ‖ agent ‖ len(kind) ‖ kind ‖ seq (int64) ‖ timestamp (float64)
+
+(``0x01 ‖ format ‖ 0x00 ‖ prev ‖ body`` is the canonical plaintext: exactly the payload
+of an uncompressed JSON record without a key), so a stream is a hash chain over its
+plaintext. Links never depend on a key (key
+rotation re-encrypts records without touching the chain) and, when a key is set,
+are never stored in the clear (only inside ciphertexts and MACs). A snapshot carries
+the link of the event at its seq. The stream **head tag** authenticates the head::
+
+    head_tag = 0x01 ‖ L ‖ key id ‖ HMAC-SHA256(head key, "sk-head/1" ‖ agent ‖ seq ‖ link)
+
+(without a key, the tag is ``0x01 ‖ 0x00 ‖ link``: the link already commits to the agent,
+the seq and every record before it). Deleting, reordering, replaying, truncating or
+splicing records then shows as a broken chain or a head that does not match.
+
+**Without a key** records are stored in the clear and the SHA-256 chain detects
+accidental corruption (bit rot, torn or misdirected writes, a bad copy) — but anyone
+who can write the file can recompute every hash. Only a key defends against an
+attacker (see ``docs/security.md``).
+
+**Version 0** records (written before this layout existed: a bare JSON object with a
+SHA-256 checksum of identity + payload, no chain) still load in a store without a
+key; a store with a key refuses them, and ``statekeeper rekey`` converts them.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import hmac
-from typing import Any
+import os
+import struct
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
-from ..errors import IntegrityError
-from . import serializer
+from ..errors import (
+    ConfigurationError,
+    DecryptionError,
+    IntegrityError,
+    KeyNotFound,
+    SerializationError,
+)
+from .formats import FORMATS, JSON, Format
+from .types import TypeRegistry, from_plain
 
-__all__ = ["Codec"]
+if TYPE_CHECKING:
+    from ..security.keys import Keyring
+
+__all__ = ["CHAIN_BROKEN", "VERSION", "ZERO_LINK", "Codec", "Header", "Opened", "Sealed"]
+
+VERSION = 1
+ZERO_LINK = bytes(32)
+CHAIN_BROKEN = (
+    "chain broken: the record does not follow the one before it (a record was removed,"
+    " replaced or reordered, or it comes from another stream)"
+)
+
+COMPRESS_NONE = 0
+COMPRESS_ZSTD = 1
+_COMPRESSIONS = {None: COMPRESS_NONE, "none": COMPRESS_NONE, "zstd": COMPRESS_ZSTD}
+FLAG_LEGACY_LINK = 0x10
+_RESERVED = 0xE0
+
+_NONCE = 12
+_FP = 4
+_GCM_TAG = 16
+_ident_head = struct.Struct(">I")
+_seq_ts = struct.Struct(">qd")
+_head_seq = struct.Struct(">q")
+
+
+@functools.lru_cache(maxsize=4096)
+def _prefixed(text: str) -> bytes:
+    raw = text.encode("utf-8", "surrogatepass")
+    return _ident_head.pack(len(raw)) + raw
+
+
+@functools.lru_cache(maxsize=4096)
+def _names(agent_id: str, kind: str) -> bytes:
+    return _prefixed(agent_id) + _prefixed(kind)
+
+
+def identity(agent_id: str, seq: int, kind: str, ts: float) -> bytes:
+    """The clear-text identity a record is bound to (an unambiguous encoding of agent
+    id, record kind, seq and timestamp)."""
+    return _names(agent_id, kind) + _seq_ts.pack(seq, ts)
+
+
+def _link(ident: bytes, fmt: int, prev: bytes, body: bytes) -> bytes:
+    """A record's chain link: SHA-256 over its identity and its canonical plaintext
+    (the unencrypted, uncompressed version-1 layout: header, prev, body)."""
+    return _sha256(b"".join((b"sk-link/1", ident, _CANON[fmt], prev, body))).digest()
+
+
+def legacy_checksum(agent_id: str, seq: int, kind: str, payload: bytes) -> bytes:
+    """The checksum of a version-0 record (SHA-256 of identity and payload)."""
+    head = b"%s\x00%d\x00%s\x00" % (agent_id.encode(), seq, kind.encode())
+    return hashlib.sha256(head + payload).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """The clear-text header of a stored record (readable without any key)."""
+
+    version: int
+    format: int
+    compression: int
+    key_id: str | None
+    legacy_link: bool = False
+
+    @property
+    def format_name(self) -> str:
+        """``"json"`` or ``"msgpack"``."""
+        return "msgpack" if self.format else "json"
+
+
+class Sealed(NamedTuple):
+    """A record ready for the backend, and its chain link."""
+
+    payload: bytes
+    checksum: bytes
+    link: bytes
+
+
+class Opened(NamedTuple):
+    """A verified record: its serialized ``body``, the ``prev`` link it carries (None
+    for records that carry none: version 0 and legacy links), its own ``link``, and
+    from its header the body's ``format``, the ``key_id`` it was encrypted with (None:
+    not encrypted) and its layout ``version`` (0: written before the record header)."""
+
+    body: bytes
+    prev: bytes | None
+    link: bytes
+    format: int
+    key_id: str | None
+    version: int
+
+
+class _Local(threading.local):
+    compressor: Any = None
+    decompressor: Any = None
 
 
 class Codec:
-    """Serialize → seal on write; open (verify) → deserialize on read."""
+    """Serialize → compress → encrypt → authenticate on write, and back, verified.
 
-    name = "json+sha256"
+    Args:
+        format: ``"json"`` (orjson, default) or ``"msgpack"`` for new records; records
+            of either format are read.
+        types: a :class:`TypeRegistry` (or classes to register) of the enums,
+            dataclasses and models that may be stored and rebuilt.
+        compression: ``"zstd"`` to compress bodies of at least ``compress_min_bytes``
+            (kept only when smaller), or None.
+        compression_level: zstd level (1-22; 3 is zstd's default).
+        keyring: a :class:`~statekeeper.security.Keyring`: records are encrypted with
+            AES-256-GCM under its active key, and records that are not encrypted are
+            refused. None stores records in the clear with SHA-256 integrity only.
+    """
+
+    name = "statekeeper-record/1"
+
+    def __init__(
+        self,
+        *,
+        format: str = "json",
+        types: TypeRegistry | Iterable[type] | None = None,
+        compression: str | None = None,
+        compression_level: int = 3,
+        compress_min_bytes: int = 1024,
+        keyring: Keyring | None = None,
+    ) -> None:
+        if format not in FORMATS:
+            raise ConfigurationError(f"format must be one of {sorted(FORMATS)}, not {format!r}")
+        if compression not in _COMPRESSIONS:
+            raise ConfigurationError(f"compression must be 'zstd' or None, not {compression!r}")
+        if not 1 <= compression_level <= 22:
+            raise ConfigurationError("compression_level must be 1..22")
+        if compress_min_bytes < 0:
+            raise ConfigurationError("compress_min_bytes must be >= 0")
+        if types is None or isinstance(types, TypeRegistry):
+            self.types = types if types is not None else TypeRegistry()
+        else:
+            self.types = TypeRegistry(types)
+        self._formats = {fid: Format(fid, self.types) for fid in ((JSON, FORMATS[format]))}
+        self.format = self._formats[FORMATS[format]]
+        self._json = self._formats[JSON]
+        self.compression = _COMPRESSIONS[compression]
+        self.compression_level = compression_level
+        self.compress_min_bytes = compress_min_bytes
+        self._zstd: Any = None
+        if self.compression == COMPRESS_ZSTD:
+            self._zstd = _zstd()
+        self._local = _Local()
+        self.keyring = keyring
+        # with a key, records (and heads) that are not encrypted are refused
+        self._strict = keyring is not None
+        # header bytes of new records that are not encrypted, per body compression
+        self._plain_headers = {c: bytes((VERSION, self.format.id | (c << 2), 0)) for c in (0, 1)}
+
+    def __repr__(self) -> str:
+        return (
+            f"Codec(format={self.format.name!r}, compression="
+            f"{'zstd' if self.compression else None!r}, keyring={self.keyring!r})"
+        )
+
+    def migrating(self) -> Codec:
+        """A copy of this codec that also *reads* records and heads written without a key
+        (it still writes with the active key). For ``rekey`` only, which converts a
+        store to encryption; never use it to serve reads."""
+        other = copy.copy(self)
+        other._local = _Local()
+        other._strict = False
+        return other
+
+    @property
+    def encrypted(self) -> bool:
+        """True when records are encrypted (a keyring is set)."""
+        return self.keyring is not None
+
+    # -- documents -------------------------------------------------------------------
 
     def serialize(self, value: Any, root: str = "value") -> bytes:
-        """Turn a JSON document into bytes; raises ``SerializationError`` naming the path."""
-        return serializer.dumps(value, root)
+        """A document as bytes in this codec's format; ``SerializationError`` names the path."""
+        return self.format.dumps(value, root)
 
-    def deserialize(self, plaintext: bytes, agent_id: str = "*", seq: int | None = None) -> Any:
-        """Parse bytes made by :meth:`serialize`; raises ``IntegrityError`` if unreadable."""
+    def deserialize(
+        self, body: bytes, agent_id: str = "*", seq: int | None = None, *, fmt: int | None = None
+    ) -> Any:
+        """Parse a body made by :meth:`serialize` (in format ``fmt``, default this codec's).
+
+        Bytes that do not parse are an :class:`IntegrityError`; a tag that cannot be
+        rebuilt (an unregistered type) a :class:`SerializationError`.
+        """
+        parser = self.format if fmt is None else self._format(fmt, agent_id, seq)
         try:
-            return orjson.loads(plaintext)
-        except orjson.JSONDecodeError as exc:
+            return parser.loads(body)
+        except SerializationError:
+            raise
+        except Exception as exc:
             raise IntegrityError(agent_id, seq, f"payload unreadable: {exc}") from exc
 
-    def tag(self, agent_id: str, seq: int, kind: str, payload: bytes) -> bytes:
-        """SHA-256 over the record's identity and its stored bytes."""
-        header = b"%s\x00%d\x00%s\x00" % (agent_id.encode(), seq, kind.encode())
-        return hashlib.sha256(header + payload).digest()
+    def copy_dumps(self, value: Any) -> bytes:
+        """Bytes for an in-memory deep copy of a document (JSON, tagged)."""
+        return self._json.dumps(value, "data")
 
-    def seal(self, agent_id: str, seq: int, kind: str, plaintext: bytes) -> tuple[bytes, bytes]:
-        """Return ``(stored_bytes, tag)`` for a serialized record."""
-        return plaintext, self.tag(agent_id, seq, kind, plaintext)
+    def copy_loads(self, blob: bytes) -> Any:
+        """A fresh document from :meth:`copy_dumps` bytes."""
+        return self._json.loads(blob, "data")
 
-    def open(self, agent_id: str, seq: int, kind: str, stored: bytes, tag: bytes) -> bytes:
-        """Verify a stored record and return its plaintext; raises ``IntegrityError``."""
-        if not isinstance(stored, bytes | bytearray | memoryview) or not isinstance(
-            tag, bytes | bytearray | memoryview
-        ):
-            # e.g. a row rewritten as TEXT by hand: never ours, never trusted
-            raise IntegrityError(agent_id, seq, f"{kind} record is not stored as bytes")
-        if type(stored) is not bytes:
-            stored = bytes(stored)
-        if not hmac.compare_digest(self.tag(agent_id, seq, kind, stored), tag):
+    def _format(self, fmt: int, agent_id: str, seq: int | None) -> Format:
+        parser = self._formats.get(fmt)
+        if parser is None:
+            try:
+                parser = self._formats[fmt] = Format(fmt, self.types)
+            except SerializationError as exc:
+                raise IntegrityError(agent_id, seq, str(exc)) from exc
+        return parser
+
+    # -- records ---------------------------------------------------------------------
+
+    def seal(
+        self,
+        agent_id: str,
+        seq: int,
+        kind: str,
+        ts: float,
+        body: bytes,
+        prev: bytes = ZERO_LINK,
+        *,
+        fmt: int | None = None,
+        legacy_link: bool = False,
+    ) -> Sealed:
+        """Compress, encrypt and authenticate a serialized ``body``.
+
+        ``prev`` is the link of the record before it in the chain (for a snapshot: the
+        link of the event at its seq). ``fmt`` names the body's format when it is not
+        this codec's (re-encrypting an older record); ``legacy_link`` keeps the link of
+        a version-0 record (``body`` must then be its original bytes).
+        """
+        if (
+            fmt is None
+            and self.keyring is None
+            and not legacy_link
+            and (self.compression == COMPRESS_NONE or len(body) < self.compress_min_bytes)
+        ):  # the common case, kept short: the payload is the canonical plaintext
+            payload = b"".join((self._plain_headers[0], prev, body))
+            link = _sha256(
+                b"".join((b"sk-link/1", _names(agent_id, kind), _seq_ts.pack(seq, ts), payload))
+            ).digest()
+            return _new_tuple(Sealed, (payload, link, link))
+        fmt_id = self.format.id if fmt is None else fmt
+        ident = _names(agent_id, kind) + _seq_ts.pack(seq, ts)
+        if legacy_link:
+            link = legacy_checksum(agent_id, seq, kind, body)
+            chained = b""
+        else:
+            link = _link(ident, fmt_id, prev, body)
+            chained = prev
+        stored, comp = self._compress(body)
+        flags = fmt_id | (comp << 2) | (FLAG_LEGACY_LINK if legacy_link else 0)
+        if self.keyring is None:
+            if fmt is None and not legacy_link:
+                header = self._plain_headers[comp]
+            else:
+                header = bytes((VERSION, flags, 0))
+            payload = header + chained + stored
+            if comp or legacy_link:  # not the canonical plaintext: cover the stored bytes too
+                return Sealed(payload, _stored_checksum(link, payload), link)
+            return Sealed(payload, link, link)
+        key = self.keyring.active
+        kid = key.id.encode("ascii")
+        nonce = os.urandom(_NONCE)
+        header = bytes((VERSION, flags, len(kid))) + kid + key.fingerprint + nonce
+        sealed = key.aead.encrypt(nonce, chained + stored, b"sk-aead/1" + header + ident)
+        return Sealed(header + sealed[:-_GCM_TAG], sealed[-_GCM_TAG:], link)
+
+    def open(
+        self,
+        agent_id: str,
+        seq: int,
+        kind: str,
+        ts: float,
+        payload: bytes,
+        checksum: bytes,
+    ) -> Opened:
+        """Verify a stored record and return its body and links.
+
+        Raises :class:`IntegrityError` (altered, moved, truncated, or a plaintext record
+        in an encrypted store), :class:`KeyNotFound` / :class:`DecryptionError` (the
+        record's key is missing or different).
+        """
+        if (
+            self.keyring is None
+            and type(payload) is bytes
+            and payload.startswith(_PLAIN_HEADER)
+            and type(checksum) is bytes
+            and len(payload) >= 35
+        ):  # the common case, kept short: version 1, JSON, not compressed, no key
+            # the payload *is* the canonical plaintext here: hash it as it is
+            link = _sha256(
+                b"".join((b"sk-link/1", _names(agent_id, kind), _seq_ts.pack(seq, ts), payload))
+            ).digest()
+            head_prev = payload[3:35]
+            body = payload[35:]
+            if link != checksum:  # no key, no secret: a plain comparison is fine
+                raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
+            return _new_tuple(Opened, (body, head_prev, link, JSON, None, VERSION))
+        if type(payload) is not bytes or type(checksum) is not bytes:
+            if not isinstance(payload, bytes | bytearray | memoryview) or not isinstance(
+                checksum, bytes | bytearray | memoryview
+            ):
+                # e.g. a row rewritten as TEXT by hand: never ours, never trusted
+                raise IntegrityError(agent_id, seq, f"{kind} record is not stored as bytes")
+            payload, checksum = bytes(payload), bytes(checksum)
+        if len(payload) < 3 or payload[0] != VERSION:
+            if payload[:1] == b"{":
+                return self._open_v0(agent_id, seq, kind, payload, checksum)
+            version = payload[0] if payload else None
+            raise IntegrityError(agent_id, seq, f"{kind} record has unknown version {version}")
+        flags = payload[1]
+        if flags & _RESERVED or flags & 0x0E > 0x04:  # reserved bits; format/compression 0-1
+            raise IntegrityError(agent_id, seq, f"{kind} record has an invalid header")
+        fmt = flags & 0x03
+        comp = (flags >> 2) & 0x03
+        legacy = flags & FLAG_LEGACY_LINK
+        ident = _names(agent_id, kind) + _seq_ts.pack(seq, ts)
+        kid_len = payload[2]
+        if kid_len == 0:
+            if self._strict:
+                raise IntegrityError(
+                    agent_id,
+                    seq,
+                    f"{kind} record is not encrypted: an encrypted store accepts no plaintext",
+                )
+            if legacy:
+                body = (
+                    self._decompress(payload[3:], comp, agent_id, seq, kind)
+                    if comp
+                    else payload[3:]
+                )
+                link = legacy_checksum(agent_id, seq, kind, body)
+                prev: bytes | None = None
+            else:
+                if len(payload) < 35:
+                    raise IntegrityError(agent_id, seq, f"{kind} record is truncated")
+                prev = payload[3:35]
+                body = (
+                    self._decompress(payload[35:], comp, agent_id, seq, kind)
+                    if comp
+                    else payload[35:]
+                )
+                link = _link(ident, fmt, prev, body)
+            # a compressed record's link covers what it decompresses to; its checksum also
+            # covers the stored bytes (a flip in an ignored bit of the frame still shows)
+            expected = _stored_checksum(link, payload) if comp or legacy else link
+            if not hmac.compare_digest(expected, checksum):
+                raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
+            return Opened(body, prev, link, fmt, None, VERSION)
+        end = 3 + kid_len
+        start = end + _FP + _NONCE
+        if len(payload) < start:
+            raise IntegrityError(agent_id, seq, f"{kind} record is truncated")
+        try:
+            key_id = payload[3:end].decode("ascii")
+        except UnicodeDecodeError:
+            raise IntegrityError(agent_id, seq, f"{kind} record has an invalid key id") from None
+        key = self.keyring.get(key_id) if self.keyring is not None else None
+        if key is None:
+            raise KeyNotFound(agent_id, seq, key_id)
+        if not hmac.compare_digest(key.fingerprint, payload[end : end + _FP]):
+            raise DecryptionError(
+                agent_id,
+                seq,
+                key_id,
+                f"{kind} record was encrypted with a different key named {key_id!r} "
+                "(key fingerprint mismatch): wrong key material in the keyring",
+            )
+        nonce = payload[end + _FP : start]
+        try:
+            plain = key.aead.decrypt(
+                nonce, payload[start:] + checksum, b"sk-aead/1" + payload[:start] + ident
+            )
+        except _invalid_tag():
+            raise IntegrityError(
+                agent_id,
+                seq,
+                f"{kind} record failed authentication (altered, or moved from another "
+                "agent, seq, kind or time)",
+            ) from None
+        if legacy:
+            body = self._decompress(plain, comp, agent_id, seq, kind)
+            link = legacy_checksum(agent_id, seq, kind, body)
+            return Opened(body, None, link, fmt, key_id, VERSION)
+        if len(plain) < 32:
+            raise IntegrityError(agent_id, seq, f"{kind} record is truncated")
+        prev = plain[:32]
+        body = self._decompress(plain[32:], comp, agent_id, seq, kind)
+        link = _link(ident, fmt, prev, body)
+        return Opened(body, prev, link, fmt, key_id, VERSION)
+
+    def _open_v0(
+        self, agent_id: str, seq: int, kind: str, payload: bytes, checksum: bytes
+    ) -> Opened:
+        if self._strict:
+            raise IntegrityError(
+                agent_id,
+                seq,
+                f"{kind} record is not encrypted (written before encryption was enabled):"
+                " an encrypted store accepts no plaintext; run 'statekeeper rekey'",
+            )
+        link = legacy_checksum(agent_id, seq, kind, payload)
+        if not hmac.compare_digest(link, checksum):
             raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
-        return stored
+        return Opened(payload, None, link, JSON, None, 0)
+
+    @staticmethod
+    def header(payload: bytes) -> Header | None:
+        """The header of a stored payload without verifying it (None if unreadable)."""
+        if payload[:1] == b"{":
+            return Header(0, JSON, COMPRESS_NONE, None, True)
+        if len(payload) < 3 or payload[0] != VERSION:
+            return None
+        flags, kid_len = payload[1], payload[2]
+        try:
+            key_id = payload[3 : 3 + kid_len].decode("ascii") if kid_len else None
+        except UnicodeDecodeError:
+            return None
+        return Header(
+            VERSION, flags & 0x03, (flags >> 2) & 0x03, key_id, bool(flags & FLAG_LEGACY_LINK)
+        )
 
     def encode(
         self,
         agent_id: str,
         seq: int,
         kind: str,
+        ts: float,
         value: Any,
+        prev: bytes = ZERO_LINK,
         root: str = "value",
-    ) -> tuple[bytes, bytes]:
+    ) -> Sealed:
         """Serialize and seal in one step."""
-        return self.seal(agent_id, seq, kind, self.serialize(value, root))
+        return self.seal(agent_id, seq, kind, ts, self.serialize(value, root), prev)
 
-    def decode(self, agent_id: str, seq: int, kind: str, stored: bytes, tag: bytes) -> Any:
-        """Open and deserialize in one step."""
-        return self.deserialize(self.open(agent_id, seq, kind, stored, tag), agent_id, seq)
+    def decode(
+        self, agent_id: str, seq: int, kind: str, ts: float, payload: bytes, checksum: bytes
+    ) -> tuple[Any, Opened]:
+        """Open and deserialize in one step: ``(document, opened record)``."""
+        doc, opened, _ = self.decode_typed(agent_id, seq, kind, ts, payload, checksum)
+        return doc, opened
+
+    def decode_typed(
+        self, agent_id: str, seq: int, kind: str, ts: float, payload: bytes, checksum: bytes
+    ) -> tuple[Any, Opened, bool]:
+        """Like :meth:`decode`, plus whether the document may hold typed values (False:
+        it is plain JSON, and copies of it need no type handling)."""
+        if (
+            self.keyring is None
+            and type(payload) is bytes
+            and payload.startswith(_PLAIN_HEADER)
+            and type(checksum) is bytes
+            and len(payload) >= 35
+        ):  # every load's inner loop: the fast path of open(), inlined
+            link = _sha256(
+                b"".join((b"sk-link/1", _names(agent_id, kind), _seq_ts.pack(seq, ts), payload))
+            ).digest()
+            if link != checksum:
+                raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
+            body = payload[35:]
+            opened = _new_tuple(Opened, (body, payload[3:35], link, JSON, None, VERSION))
+        else:
+            opened = self.open(agent_id, seq, kind, ts, payload, checksum)
+            body = opened[0]
+        if opened[3] == JSON:  # inlined: this is every load's inner loop
+            try:
+                doc = _orjson_loads(body)
+            except ValueError as exc:
+                raise IntegrityError(agent_id, seq, f"payload unreadable: {exc}") from exc
+            if b"$" in body and b'"$t"' in body:
+                return from_plain(doc, self.types), opened, True
+            return doc, opened, False
+        return self.deserialize(body, agent_id, seq, fmt=opened.format), opened, True
+
+    def decode_next(
+        self,
+        agent_id: str,
+        seq: int,
+        kind: str,
+        ts: float,
+        payload: bytes,
+        checksum: bytes,
+        prev: bytes | None,
+    ) -> tuple[Any, bytes, bool]:
+        """Decode the record that follows one whose link is ``prev`` in a stream (None:
+        not known): ``(document, its link, may hold typed values)``.
+
+        Raises :class:`IntegrityError` when the record does not verify, and when it
+        verifies but does not follow ``prev`` (the chain is broken).
+        """
+        if (
+            self.keyring is None
+            and type(payload) is bytes
+            and payload.startswith(_PLAIN_HEADER)
+            and type(checksum) is bytes
+            and len(payload) >= 35
+        ):  # every fold's inner loop: the common case, kept short
+            link = _sha256(
+                b"".join((b"sk-link/1", _names(agent_id, kind), _seq_ts.pack(seq, ts), payload))
+            ).digest()
+            if link != checksum:
+                raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
+            if prev is not None and not payload.startswith(prev, 3):
+                raise IntegrityError(agent_id, seq, CHAIN_BROKEN)
+            body = payload[35:]
+            try:
+                doc = _orjson_loads(body)
+            except ValueError as exc:
+                raise IntegrityError(agent_id, seq, f"payload unreadable: {exc}") from exc
+            if b"$" in body and b'"$t"' in body:
+                return from_plain(doc, self.types), link, True
+            return doc, link, False
+        doc, opened, rich = self.decode_typed(agent_id, seq, kind, ts, payload, checksum)
+        if opened.prev is not None and prev is not None and opened.prev != prev:
+            raise IntegrityError(agent_id, seq, CHAIN_BROKEN)
+        return doc, opened.link, rich
+
+    def tag(self, agent_id: str, seq: int, kind: str, payload: bytes) -> bytes:
+        """The version-0 checksum of ``payload`` (kept for tools that write v0 records)."""
+        return legacy_checksum(agent_id, seq, kind, payload)
+
+    # -- compression -----------------------------------------------------------------
+
+    def _compress(self, body: bytes) -> tuple[bytes, int]:
+        if self.compression == COMPRESS_NONE or len(body) < self.compress_min_bytes:
+            return body, COMPRESS_NONE
+        local = self._local
+        comp = local.compressor
+        if comp is None:
+            comp = local.compressor = self._zstd.ZstdCompressor(
+                level=self.compression_level, write_content_size=True
+            )
+        out: bytes = comp.compress(body)
+        if len(out) >= len(body):
+            return body, COMPRESS_NONE
+        return out, COMPRESS_ZSTD
+
+    def _decompress(self, data: bytes, comp: int, agent_id: str, seq: int, kind: str) -> bytes:
+        if comp == COMPRESS_NONE:
+            return data
+        local = self._local
+        dec = local.decompressor
+        if dec is None:
+            zstd = self._zstd or _zstd()
+            dec = local.decompressor = zstd.ZstdDecompressor()
+        try:
+            out: bytes = dec.decompress(data, max_output_size=_MAX_BODY)
+        except Exception as exc:
+            raise IntegrityError(
+                agent_id, seq, f"{kind} record does not decompress: {exc}"
+            ) from exc
+        return out
+
+    # -- stream heads and witnesses ----------------------------------------------------
+
+    def head_tag(self, agent_id: str, seq: int, link: bytes) -> bytes:
+        """The authenticated head of a stream whose last record (``seq``) has ``link``."""
+        if self.keyring is None:
+            # the link already commits to agent, seq and every record before it
+            return b"\x01\x00" + link
+        key = self.keyring.active
+        kid = key.id.encode("ascii")
+        message = _head_message(b"sk-head/1", agent_id, seq, link)
+        return b"\x01" + bytes((len(kid),)) + kid + key.head_mac(message)
+
+    def check_head(self, agent_id: str, seq: int, link: bytes | None, tag: bytes | None) -> None:
+        """Verify a stored head tag against the stream read; raises ``IntegrityError``.
+
+        A stream with no head tag (written by an older version, or by a backend that
+        does not store tags) passes only in a store without a key.
+        """
+        if tag is None:
+            if self._strict:
+                raise IntegrityError(
+                    agent_id, None, "the stream head is not authenticated (no head tag)"
+                )
+            return
+        if link is None:  # a stream of version-0 records: nothing to check against
+            return
+        tag = bytes(tag)
+        if len(tag) < 2 or tag[0] != 1 or len(tag) != 2 + tag[1] + 32:
+            raise IntegrityError(agent_id, None, "the stream head tag is malformed")
+        if tag[1] == 0:
+            if self._strict:
+                raise IntegrityError(
+                    agent_id, None, "the stream head is not authenticated with a key"
+                )
+            expected = link
+        else:
+            key_id = tag[2 : 2 + tag[1]].decode("ascii", "replace")
+            key = self.keyring.get(key_id) if self.keyring is not None else None
+            if key is None:
+                raise KeyNotFound(agent_id, None, key_id)
+            expected = key.head_mac(_head_message(b"sk-head/1", agent_id, seq, link))
+        if not hmac.compare_digest(expected, tag[-32:]):
+            raise IntegrityError(
+                agent_id,
+                None,
+                f"the stream head does not match its records (head seq {seq}): records were"
+                " removed, replaced or added, or the head was altered",
+            )
+
+    @staticmethod
+    def head_key_id(tag: bytes | None) -> str | None:
+        """The key id a head tag was made with (None: unkeyed or no tag)."""
+        if tag is None or len(tag) < 2 or tag[1] == 0:
+            return None
+        return bytes(tag[2 : 2 + tag[1]]).decode("ascii", "replace")
+
+    def witness_digest(self, agent_id: str, seq: int, link: bytes) -> tuple[str | None, str]:
+        """``(key id, hex digest)`` committing to a stream's content up to ``seq``."""
+        message = _head_message(b"sk-witness/1", agent_id, seq, link)
+        if self.keyring is None:
+            return None, hashlib.sha256(message).hexdigest()
+        key = self.keyring.active
+        return key.id, key.witness_mac(message).hex()
+
+    def witness_seal(self, data: bytes) -> tuple[str | None, str]:
+        """``(key id, hex MAC)`` over a whole witness file's content (SHA-256 without a key)."""
+        if self.keyring is None:
+            return None, hashlib.sha256(b"sk-witness-file/1" + data).hexdigest()
+        key = self.keyring.active
+        return key.id, key.witness_mac(b"sk-witness-file/1" + data).hex()
+
+    def check_witness_seal(self, data: bytes, key_id: str | None, mac: str) -> bool:
+        """True when ``mac`` (from :meth:`witness_seal`) matches ``data``."""
+        if key_id is None:
+            expected = hashlib.sha256(b"sk-witness-file/1" + data).hexdigest()
+        else:
+            key = self.keyring.get(key_id) if self.keyring is not None else None
+            if key is None:
+                raise KeyNotFound("*", None, key_id)
+            expected = key.witness_mac(b"sk-witness-file/1" + data).hex()
+        return hmac.compare_digest(expected, str(mac))
+
+    def check_witness_digest(
+        self, agent_id: str, seq: int, link: bytes, key_id: str | None, digest: str
+    ) -> bool:
+        """True when ``digest`` (made by :meth:`witness_digest`) matches ``link`` at ``seq``.
+
+        Raises :class:`KeyNotFound` when the digest was made with a key not in the keyring.
+        """
+        message = _head_message(b"sk-witness/1", agent_id, seq, link)
+        if key_id is None:
+            expected = hashlib.sha256(message).hexdigest()
+        else:
+            key = self.keyring.get(key_id) if self.keyring is not None else None
+            if key is None:
+                raise KeyNotFound(agent_id, seq, key_id)
+            expected = key.witness_mac(message).hex()
+        return hmac.compare_digest(expected, str(digest))
+
+
+#: the largest body a record may decompress to (a defence against decompression bombs)
+_MAX_BODY = 1 << 31
+
+
+_CANON = tuple(bytes((VERSION, fmt, 0)) for fmt in range(4))
+_PLAIN_HEADER = bytes((VERSION, JSON, 0))
+_sha256 = hashlib.sha256
+_new_tuple = tuple.__new__
+_orjson_loads = orjson.loads
+
+
+def _stored_checksum(link: bytes, payload: bytes) -> bytes:
+    """The checksum of an unencrypted record that is not stored as its canonical
+    plaintext (compressed, or a converted legacy record): its link and its bytes."""
+    return _sha256(b"".join((b"sk-stored/1", link, payload))).digest()
+
+
+def _head_message(domain: bytes, agent_id: str, seq: int, link: bytes) -> bytes:
+    return b"".join((domain, _prefixed(agent_id), _head_seq.pack(seq), link))
+
+
+def _invalid_tag() -> type[Exception]:
+    # imported on first use: cryptography is only needed by stores with a key
+    from cryptography.exceptions import InvalidTag
+
+    return InvalidTag
+
+
+def _zstd() -> Any:
+    try:
+        import zstandard
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ConfigurationError(
+            "compression='zstd' needs the zstandard package: pip install zstandard"
+        ) from exc
+    return zstandard

@@ -20,15 +20,13 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from .. import patch
 from ..errors import ConflictError, SerializationError
 from ..records import AppendResult, Event, EventKind, Snapshot
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine, TransitionResult
-    from .store import StateStore
+    from .store import Leased, StateStore
 
 __all__ = ["DurableAgent"]
 
@@ -42,6 +40,11 @@ class DurableAgent:
 
     Get one with ``await store.agent(agent_id, machine)``. Mutate :attr:`data` freely;
     changes are written by the next :meth:`transition`, :meth:`save` or :meth:`record`.
+
+    When :attr:`lease` is set (``store.agent(..., lease=lease)`` or :meth:`bind`),
+    every write carries the lease's fencing token: once another worker takes the
+    agent over, this object's writes fail with :class:`~statekeeper.errors.LeaseLost`
+    (and the transition that caused them is reverted) instead of overwriting its work.
     """
 
     def __init__(
@@ -50,10 +53,14 @@ class DurableAgent:
         agent_id: str,
         machine: AgentStateMachine[Any, Any],
         snapshot: Snapshot,
+        *,
+        lease: Leased | None = None,
     ) -> None:
         self.store = store
         self.agent_id = agent_id
         self.machine = machine
+        #: the lease every write is fenced with (None: optimistic concurrency only)
+        self.lease: Leased | None = lease
         self._last: TransitionResult[Any, Any] | None = None
         machine.add_listener(self._on_transition)
         self._adopt(snapshot)
@@ -65,8 +72,12 @@ class DurableAgent:
         agent_id: str,
         machine: AgentStateMachine[Any, Any] | None = None,
         initial_data: Mapping[str, Any] | None = None,
+        *,
+        lease: Leased | None = None,
     ) -> DurableAgent:
-        """Load the agent, creating its stream (in the machine's initial state) if new."""
+        """Load the agent, creating its stream (in the machine's initial state) if new.
+
+        With ``lease``, the creation (if any) and every later write are fenced."""
         if machine is None:
             from ..machine import AgentStateMachine
 
@@ -75,14 +86,21 @@ class DurableAgent:
         if snapshot is None:
             # another worker may create it first: then use theirs
             with contextlib.suppress(ConflictError):
-                await store.create(agent_id, initial_data or {}, fsm_state=machine.state_value)
+                await store.create(
+                    agent_id, initial_data or {}, fsm_state=machine.state_value, lease=lease
+                )
             snapshot = await store.load(agent_id)
-        return cls(store, agent_id, machine, snapshot)
+        return cls(store, agent_id, machine, snapshot, lease=lease)
+
+    def bind(self, lease: Leased | None) -> None:
+        """Fence every later write of this agent with ``lease`` (None: unfenced)."""
+        self.lease = lease
 
     def _adopt(self, snapshot: Snapshot) -> None:
         self.seq = snapshot.seq
         self.data: dict[str, Any] = snapshot.data
-        self._committed = orjson.loads(orjson.dumps(snapshot.data))
+        codec = self.store.codec
+        self._committed = codec.copy_loads(codec.copy_dumps(snapshot.data))
         if snapshot.fsm_state is not None:
             self.machine.restore(snapshot.fsm_state, entered_at=snapshot.state_entered_at or None)
 
@@ -177,16 +195,18 @@ class DurableAgent:
                 expected_seq=self.seq,
                 idempotency_key=idempotency_key,
                 actor=actor,
+                lease=self.lease,
             )
         except SerializationError as exc:
             from .store import _locate  # name the path in agent.data, not in the event
 
-            raise _locate(exc, data=self.data, info=info) from exc
+            raise _locate(exc, self.store.codec.types, data=self.data, info=info) from exc
         if result.duplicate:  # this write had landed before: take the stored truth
             await self.refresh()
             return result
         self.seq = result.last_seq
-        self._committed = orjson.loads(orjson.dumps(self.data))
+        codec = self.store.codec
+        self._committed = codec.copy_loads(codec.copy_dumps(self.data))
         return result
 
     async def refresh(self) -> None:

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Literal
@@ -241,19 +242,22 @@ class WriteBehind:
 
 
 def _mergeable(first: AppendRequest, then: AppendRequest) -> bool:
-    """Two consecutive keyless appends of one agent can be stored as one."""
+    """Two consecutive keyless appends of one agent, made under the same lease (or
+    none), can be stored as one."""
     return (
         first.idempotency_key is None
         and then.idempotency_key is None
+        and first.fence == then.fence
         and then.expected_seq == first.events[-1].seq
     )
 
 
 def _merge(first: AppendRequest, then: AppendRequest) -> AppendRequest:
-    return AppendRequest(
-        first.agent_id,
-        first.expected_seq,
-        (*first.events, *then.events),
-        then.snapshot if then.snapshot is not None else first.snapshot,
-        None,
+    # the merged append ends where ``then`` ends: its head tag is the stream's new head
+    return dataclasses.replace(
+        first,
+        events=(*first.events, *then.events),
+        snapshot=then.snapshot if then.snapshot is not None else first.snapshot,
+        idempotency_key=None,
+        head_tag=then.head_tag,
     )

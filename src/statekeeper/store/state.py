@@ -32,6 +32,21 @@ class AgentRecord:
     fsm_entered_at: float = 0.0
     #: serialized ``data`` at ``seq`` (computed lazily, dropped on every change)
     blob: bytes | None = None
+    #: chain link of the record at ``seq`` (None: not known yet, e.g. folded from a
+    #: version-0 snapshot with no event after it)
+    link: bytes | None = None
+    #: stored checksum of the event at ``seq`` (to recognise it when revalidating)
+    checksum: bytes | None = None
+    #: seq of the latest full snapshot known (base of delta snapshots), 0 if none
+    full_seq: int = 0
+    #: chain link at ``full_seq`` (binds a delta snapshot to its base)
+    full_link: bytes | None = None
+    #: that snapshot's data, private and never mutated (None: not loaded)
+    full_data: Any = None
+    #: delta snapshots written since that full one
+    deltas: int = 0
+    #: ``data`` may hold typed values (datetimes, sets…): copies go through the codec
+    rich: bool = False
 
 
 def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict[str, Any]) -> None:

@@ -17,16 +17,19 @@ import asyncio
 import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from .. import patch
-from ..backends.base import Backend, Health
+from ..backends.base import Backend, Health, check_fence
 from ..backends.url import open_backend
-from ..codec import Codec, find_unserializable
+from ..codec import ZERO_LINK, Codec, Opened, TypeRegistry
+from ..codec.formats import JSON
+from ..codec.pipeline import CHAIN_BROKEN as _CHAIN_BROKEN
+from ..codec.types import to_plain
 from ..errors import (
     AgentNotFound,
     ConfigurationError,
@@ -35,6 +38,7 @@ from ..errors import (
     PatchError,
     SerializationError,
     StatekeeperError,
+    StateTooLarge,
     StoreClosed,
 )
 from ..records import (
@@ -43,6 +47,7 @@ from ..records import (
     AppendResult,
     Event,
     EventKind,
+    Fence,
     RawEvent,
     RawSnapshot,
     Snapshot,
@@ -53,9 +58,30 @@ from .state import AgentRecord, apply_payload
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine
+    from ..security.keys import Keyring
     from .agent import DurableAgent
 
-__all__ = ["DEFAULT_URL", "Problem", "StateStore", "StoreStats", "VerifyReport"]
+__all__ = [
+    "DEFAULT_URL",
+    "Leased",
+    "Problem",
+    "StateStore",
+    "StoreStats",
+    "StreamDigest",
+    "VerifyReport",
+]
+
+
+class Leased(Protocol):
+    """What a write can be made under: anything with a ``fence`` — ``(holder, token)``
+    — such as :class:`statekeeper.concurrency.Lease` or a
+    :class:`~statekeeper.records.LeaseInfo`."""
+
+    @property
+    def fence(self) -> Fence:
+        """``(holder, token)`` of the lease."""
+        ...
+
 
 #: where a store with no URL keeps its data (override with ``STATEKEEPER_URL``)
 DEFAULT_URL = "sqlite:///statekeeper.db"
@@ -63,6 +89,24 @@ DEFAULT_URL = "sqlite:///statekeeper.db"
 SNAPSHOT_KIND = "snapshot"
 _RESERVED = frozenset({"ops", "fsm", "v", "actor", "key"})
 _PAGE = 1000
+
+#: what storing a snapshot changes in the record it was taken of:
+#: (snapshot_seq, full_seq, full_link, full_data, deltas)
+_Marks = tuple[int, int, bytes | None, Any, int]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDigest:
+    """A commitment to an agent's stream up to ``seq`` (see :meth:`StateStore.digest`).
+
+    ``digest`` is keyed (HMAC with ``key_id``'s witness key) in a store with a key,
+    else a SHA-256; it changes if any record up to ``seq`` changes.
+    """
+
+    agent_id: str
+    seq: int
+    key_id: str | None
+    digest: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +162,20 @@ class StateStore:
             only when this store is the agent's single writer.
         flush_size / flush_interval: write-behind limits for ``async`` durability.
         clock: source of event timestamps (seconds since the epoch).
-        codec: how records are encoded and verified.
+        codec: how records are encoded and verified (or give the options below, which
+            build one: ``keyring``, ``compression``, ``format``, ``types``).
+        keyring: encrypt every record at rest (AES-256-GCM) and authenticate every
+            stream (see :class:`~statekeeper.security.Keyring` and ``docs/security.md``).
+        compression: ``"zstd"`` to compress records of 1 KiB or more.
+        format: ``"json"`` (default) or ``"msgpack"`` for new records.
+        types: enums, dataclasses and pydantic models the state may hold (a
+            :class:`~statekeeper.codec.TypeRegistry` or a list of classes).
+        full_snapshot_every: every K-th snapshot is stored whole; the others as a
+            JSON Patch against the latest whole one (1: every snapshot whole).
+        max_event_bytes / max_snapshot_bytes / max_state_bytes: refuse, with
+            :class:`~statekeeper.errors.StateTooLarge` and before anything is written,
+            an event, a snapshot or an agent's data document larger than this
+            (serialized, uncompressed). None: no limit.
     """
 
     def __init__(
@@ -134,10 +191,29 @@ class StateStore:
         clock: Callable[[], float] = time.time,
         codec: Codec | None = None,
         write_retries: int = 8,
+        keyring: Keyring | None = None,
+        compression: str | None = None,
+        format: str = "json",
+        types: TypeRegistry | Iterable[type] | None = None,
+        full_snapshot_every: int = 1,
+        max_event_bytes: int | None = None,
+        max_snapshot_bytes: int | None = None,
+        max_state_bytes: int | None = None,
     ) -> None:
         # every option is checked before a backend is opened (and a file created)
         if snapshot_every < 1:
             raise ConfigurationError("snapshot_every must be >= 1")
+        if full_snapshot_every < 1:
+            raise ConfigurationError("full_snapshot_every must be >= 1")
+        for limit in (max_event_bytes, max_snapshot_bytes, max_state_bytes):
+            if limit is not None and limit < 1:
+                raise ConfigurationError("size limits must be >= 1 (or None)")
+        if codec is not None and (
+            keyring is not None or compression is not None or format != "json" or types
+        ):
+            raise ConfigurationError("give codec= or the codec options, not both")
+        if codec is None:
+            codec = Codec(keyring=keyring, compression=compression, format=format, types=types)
         if cache_size < 0 or write_retries < 0:
             raise ConfigurationError("cache_size and write_retries must be >= 0")
         mode = check_durability(durability)
@@ -150,8 +226,12 @@ class StateStore:
         self.snapshot_every = snapshot_every
         self.validate_cache = validate_cache and self.durability != "async"
         self.clock = clock
-        self.codec = codec or Codec()
+        self.codec = codec
         self.write_retries = write_retries
+        self.full_snapshot_every = full_snapshot_every
+        self.max_event_bytes = max_event_bytes
+        self.max_snapshot_bytes = max_snapshot_bytes
+        self.max_state_bytes = max_state_bytes
         self._cache: LRUCache[str, AgentRecord] = LRUCache(cache_size)
         # agents with appends still in the write-behind buffer: pinned, never evicted
         self._unflushed: dict[str, AgentRecord] = {}
@@ -226,28 +306,82 @@ class StateStore:
 
     # -- decoding ----------------------------------------------------------------
 
-    def _decode_event(self, agent_id: str, raw: RawEvent) -> dict[str, Any]:
-        body = self.codec.decode(agent_id, raw.seq, raw.kind, raw.payload, raw.checksum)
+    def _open_event(self, agent_id: str, raw: RawEvent) -> tuple[dict[str, Any], Opened]:
+        body, opened = self.codec.decode(
+            agent_id, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum
+        )
         if type(body) is not dict:
             raise IntegrityError(agent_id, raw.seq, "event payload is not an object")
-        return body
+        return body, opened
 
-    def _decode_snapshot(self, agent_id: str, raw: RawSnapshot) -> AgentRecord:
-        body = self.codec.decode(agent_id, raw.seq, SNAPSHOT_KIND, raw.payload, raw.checksum)
+    def _decode_event(self, agent_id: str, raw: RawEvent) -> dict[str, Any]:
+        return self._open_event(agent_id, raw)[0]
+
+    def _open_snapshot(self, agent_id: str, raw: RawSnapshot) -> tuple[dict[str, Any], Opened]:
+        body, opened = self.codec.decode(
+            agent_id, raw.seq, SNAPSHOT_KIND, raw.timestamp, raw.payload, raw.checksum
+        )
+        if type(body) is not dict:
+            raise IntegrityError(agent_id, raw.seq, "snapshot payload is not an object")
+        return body, opened
+
+    async def _decode_snapshot(self, agent_id: str, raw: RawSnapshot) -> AgentRecord:
+        body, opened = self._open_snapshot(agent_id, raw)
+        data = await self._snapshot_data(agent_id, raw.seq, body)
+        record = self._snapshot_record(agent_id, raw, body, opened, data)
+        record.rich = _rich(opened) or "base" in body  # (a delta's base may be rich)
+        return record
+
+    def _snapshot_record(
+        self, agent_id: str, raw: RawSnapshot, body: dict[str, Any], opened: Opened, data: Any
+    ) -> AgentRecord:
         try:
-            return AgentRecord(
+            record = AgentRecord(
                 agent_id=agent_id,
                 seq=raw.seq,
                 fsm_state=body["fsm"],
-                data=body["data"],
+                data=data,
                 schema_version=body["v"],
                 created_at=body["created_at"],
                 updated_at=body["updated_at"],
                 snapshot_seq=raw.seq,
                 fsm_entered_at=body.get("entered", body["updated_at"]),
+                link=opened.prev,  # the link of the event at its seq (None: version 0)
             )
-        except (KeyError, TypeError) as exc:
+            if "base" in body:
+                record.full_seq = body["base"]
+                record.full_link = bytes.fromhex(body["bl"])
+                record.deltas = body["n"]
+            else:
+                record.full_seq, record.full_link = raw.seq, opened.prev
+        except (KeyError, TypeError, ValueError) as exc:
             raise IntegrityError(agent_id, raw.seq, f"snapshot is missing {exc}") from exc
+        return record
+
+    async def _snapshot_data(
+        self, agent_id: str, seq: int, body: dict[str, Any], depth: int = 0
+    ) -> Any:
+        """The data document of a snapshot body, resolving a delta against its base."""
+        if "base" not in body:
+            if "data" not in body:
+                raise IntegrityError(agent_id, seq, "snapshot is missing 'data'")
+            return body["data"]
+        base, link, ops = body.get("base"), body.get("bl"), body.get("ops")
+        if type(base) is not int or not 0 < base < seq or type(ops) is not list or depth > 64:
+            raise IntegrityError(agent_id, seq, "delta snapshot has an invalid base")
+        raw = await self.backend.latest_snapshot(agent_id, base)
+        if raw is None or raw.seq != base:
+            raise IntegrityError(agent_id, seq, f"the base snapshot (seq {base}) is missing")
+        base_body, opened = self._open_snapshot(agent_id, raw)
+        if opened.prev is None or opened.prev.hex() != link:
+            raise IntegrityError(
+                agent_id, seq, f"delta snapshot does not match its base snapshot (seq {base})"
+            )
+        data = await self._snapshot_data(agent_id, base, base_body, depth + 1)
+        try:
+            return patch.apply(data, ops, in_place=True)
+        except PatchError as exc:
+            raise IntegrityError(agent_id, seq, f"delta snapshot does not apply: {exc}") from exc
 
     def _to_event(self, agent_id: str, raw: RawEvent, body: dict[str, Any]) -> Event:
         return Event(
@@ -265,17 +399,29 @@ class StateStore:
 
     # -- reading -----------------------------------------------------------------
 
-    async def _fold(self, agent_id: str, head: int, target: int) -> AgentRecord:
-        """Build the state at ``target`` from the nearest snapshot and the events after."""
+    async def _fold(
+        self,
+        agent_id: str,
+        head: int,
+        target: int,
+        tag: bytes | None = None,
+        *,
+        at_head: bool = False,
+    ) -> AgentRecord:
+        """Build the state at ``target`` from the nearest snapshot and the events after,
+        verifying every record and the chain; with ``at_head`` (``target`` is the head)
+        also the stream's head ``tag``."""
         self._backend_loads += 1
         snap = await self.backend.latest_snapshot(agent_id, target)
         if snap is not None:
-            record = self._decode_snapshot(agent_id, snap)
+            record = await self._decode_snapshot(agent_id, snap)
         else:
-            record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0)
+            record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
         await self._catch_up(record, target)
         if record.seq == 0:
             raise AgentNotFound(agent_id)
+        if at_head:
+            self.codec.check_head(agent_id, head, record.link, tag)
         return record
 
     async def _catch_up(self, record: AgentRecord, target: int) -> None:
@@ -290,22 +436,34 @@ class StateStore:
             self._apply_events(record, events)
 
     def _apply_events(self, record: AgentRecord, events: list[RawEvent]) -> None:
-        """Fold stored events into ``record`` in place (verifying each one)."""
+        """Fold stored events into ``record`` in place (verifying each one and the chain)."""
         agent_id = record.agent_id
+        decode = self.codec.decode_next
         for raw in events:
-            if raw.seq <= record.seq:
+            seq = raw.seq
+            current = record.seq
+            if seq <= current:
                 # a concurrent catch-up of the same cached record (readers do not
                 # take the agent lock) applied it while this read was in flight
                 continue
-            if raw.seq != record.seq + 1:
-                raise IntegrityError(agent_id, record.seq + 1, f"gap: next stored seq is {raw.seq}")
-            body = self._decode_event(agent_id, raw)
-            if record.seq == 0:
-                record.created_at = raw.timestamp
+            if seq != current + 1:
+                raise IntegrityError(agent_id, current + 1, f"gap: next stored seq is {seq}")
+            ts = raw.timestamp
+            body, link, rich = decode(
+                agent_id, seq, raw.kind, ts, raw.payload, raw.checksum, record.link
+            )
+            if type(body) is not dict:
+                raise IntegrityError(agent_id, seq, "event payload is not an object")
+            if current == 0:
+                record.created_at = ts
             try:
-                apply_payload(record, raw.seq, raw.timestamp, body)
+                apply_payload(record, seq, ts, body)
             except PatchError as exc:
-                raise IntegrityError(agent_id, raw.seq, f"patch does not apply: {exc}") from exc
+                raise IntegrityError(agent_id, seq, f"patch does not apply: {exc}") from exc
+            record.link = link
+            record.checksum = raw.checksum
+            if rich:
+                record.rich = True
 
     async def _refresh(self, record: AgentRecord) -> bool:
         """Bring a cached record up to date with storage, in one indexed read when
@@ -317,6 +475,8 @@ class StateStore:
         same = next((e for e in events if e.seq == record.seq), None)
         if same is None or same.timestamp != record.updated_at:
             return False
+        if record.checksum is not None and same.checksum != record.checksum:
+            return False  # rewritten (re-encrypted) or replaced: fold it again, verified
         while True:
             self._apply_events(record, events)
             if len(events) < _PAGE:
@@ -339,21 +499,23 @@ class StateStore:
                 self._cache.discard(agent_id)
                 raise
             self._cache.discard(agent_id)
-        head = await self.backend.head(agent_id)
+        head, tag = await self.backend.head_tag(agent_id)
         if head == 0:
             return None
-        record = await self._fold(agent_id, head, head)
+        record = await self._fold(agent_id, head, head, tag, at_head=True)
         self._cache.put(agent_id, record)
         return record
 
     def _public(self, record: AgentRecord) -> Snapshot:
+        rich = record.rich
         if record.blob is None:
-            record.blob = orjson.dumps(record.data)
+            # plain JSON documents (the common case) skip the codec's type checks
+            record.blob = self.codec.copy_dumps(record.data) if rich else _dumps(record.data)
         return Snapshot(
             agent_id=record.agent_id,
             seq=record.seq,
             fsm_state=record.fsm_state,
-            data=orjson.loads(record.blob),
+            data=self.codec.copy_loads(record.blob) if rich else _loads(record.blob),
             schema_version=record.schema_version,
             created_at=record.created_at,
             updated_at=record.updated_at,
@@ -383,7 +545,7 @@ class StateStore:
         if at_seq is not None and at_time is not None:
             raise ConfigurationError("give at_seq or at_time, not both")
         await self._flush_agent(agent_id)
-        head = await self.backend.head(agent_id)
+        head, tag = await self.backend.head_tag(agent_id)
         if head == 0:
             raise AgentNotFound(agent_id)
         if at_time is not None:
@@ -393,7 +555,7 @@ class StateStore:
         assert at_seq is not None
         if not 1 <= at_seq <= head:
             raise ConfigurationError(f"seq {at_seq} is outside 1..{head} for agent {agent_id!r}")
-        return self._public(await self._fold(agent_id, head, at_seq))
+        return self._public(await self._fold(agent_id, head, at_seq, tag, at_head=at_seq == head))
 
     async def head(self, agent_id: str) -> int:
         """The agent's last seq (0 if it has no stream), counting buffered writes."""
@@ -408,12 +570,17 @@ class StateStore:
         self._check_open()
         await self._flush_agent(agent_id)
         cursor = after_seq
+        link: bytes | None = ZERO_LINK if after_seq == 0 else None
         while True:
             page = await self.backend.read(agent_id, cursor, to_seq, limit=_PAGE)
             for raw in page:
                 if raw.seq != cursor + 1:
                     raise IntegrityError(agent_id, cursor + 1, f"gap: next stored seq is {raw.seq}")
-                yield self._to_event(agent_id, raw, self._decode_event(agent_id, raw))
+                body, opened = self._open_event(agent_id, raw)
+                if link is not None and opened.prev is not None and opened.prev != link:
+                    raise IntegrityError(agent_id, raw.seq, _CHAIN_BROKEN)
+                link = opened.link
+                yield self._to_event(agent_id, raw, body)
                 cursor = raw.seq
             if len(page) < _PAGE:
                 return
@@ -456,8 +623,11 @@ class StateStore:
         schema_version: int = 1,
         idempotency_key: str | None = None,
         actor: str | None = None,
+        lease: Leased | None = None,
     ) -> AppendResult:
-        """Start an agent's stream with a ``created`` event. ConflictError if it exists."""
+        """Start an agent's stream with a ``created`` event. ConflictError if it exists.
+
+        With ``lease`` the write is fenced (see :meth:`save`)."""
         document = dict(data) if data is not None else {}
         try:
             return await self._write(
@@ -469,9 +639,10 @@ class StateStore:
                 schema_version=schema_version,
                 idempotency_key=idempotency_key,
                 actor=actor,
+                lease=lease,
             )
         except SerializationError as exc:
-            raise _locate(exc, data=document) from exc
+            raise _locate(exc, self.codec.types, data=document) from exc
 
     async def save(
         self,
@@ -485,6 +656,7 @@ class StateStore:
         actor: str | None = None,
         info: Mapping[str, Any] | None = None,
         schema_version: int | None = None,
+        lease: Leased | None = None,
     ) -> AppendResult:
         """Make ``data`` (and ``fsm_state`` when given) the agent's state.
 
@@ -493,6 +665,10 @@ class StateStore:
         if the head is still that seq (else :class:`ConflictError`); without it the
         diff is taken against the latest state (last writer wins, nothing is lost
         from the stream's history).
+
+        With ``lease`` (a :class:`~statekeeper.concurrency.Lease`, or anything with a
+        ``fence``) the write carries the lease's fencing token and the backend refuses
+        it with :class:`~statekeeper.errors.LeaseLost` once a newer lease was granted.
         """
         document = data
         body = _info(info)
@@ -514,9 +690,10 @@ class StateStore:
                 actor=actor,
                 create_kind=EventKind.CREATED,
                 schema_version=schema_version,
+                lease=lease,
             )
         except SerializationError as exc:
-            raise _locate(exc, data=document, info=body) from exc
+            raise _locate(exc, self.codec.types, data=document, info=body) from exc
 
     async def append(
         self,
@@ -530,9 +707,11 @@ class StateStore:
         idempotency_key: str | None = None,
         actor: str | None = None,
         schema_version: int | None = None,
+        lease: Leased | None = None,
     ) -> AppendResult:
         """Append one event: ``info`` is recorded as is; ``ops`` (JSON Patch) and
         ``fsm_state`` change the state. The agent must exist (see :meth:`create`).
+        With ``lease`` the write is fenced (see :meth:`save`).
 
         Without ``expected_seq``, ops are applied to the latest state; if they no
         longer apply after a concurrent write, :class:`ConflictError` is raised.
@@ -555,9 +734,10 @@ class StateStore:
                 idempotency_key=idempotency_key,
                 actor=actor,
                 schema_version=schema_version,
+                lease=lease,
             )
         except SerializationError as exc:
-            raise _locate(exc, info=body, ops=op_list) from exc
+            raise _locate(exc, self.codec.types, info=body, ops=op_list) from exc
 
     async def _write(
         self,
@@ -571,8 +751,10 @@ class StateStore:
         actor: str | None = None,
         schema_version: int | None = None,
         create_kind: str | None = None,
+        lease: Leased | None = None,
     ) -> AppendResult:
         self._check_open()
+        fence = lease.fence if lease is not None else None
         if not isinstance(agent_id, str) or not agent_id:
             raise ConfigurationError("agent_id must be a non-empty string")
         if not isinstance(kind, str) or not kind or kind == SNAPSHOT_KIND:
@@ -581,6 +763,10 @@ class StateStore:
             for attempt in range(self.write_retries + 1):
                 record = await self._current(agent_id)
                 base = record.seq if record is not None else 0
+                if fence is not None and expected_seq is not None and expected_seq != base:
+                    # a stale view under a lease: a lost lease is the news, not the
+                    # conflict (the backend also checks the fence first)
+                    check_fence(agent_id, fence, await self.backend.get_lease(agent_id))
                 if idempotency_key is not None and (
                     self._behind is not None or (expected_seq is not None and expected_seq != base)
                 ):
@@ -593,6 +779,11 @@ class StateStore:
                     raise ConflictError(agent_id, expected_seq, base)
                 ops, fsm = make(record)
                 event_kind = create_kind if (record is None and create_kind) else kind
+                if record is not None and (
+                    record.link is None
+                    or (self.full_snapshot_every > 1 and record.full_data is None)
+                ):
+                    await self._prepare(record)  # rare: a link or a delta base to fetch
                 request, new_record = self._build(
                     agent_id,
                     event_kind,
@@ -603,6 +794,7 @@ class StateStore:
                     idempotency_key,
                     actor,
                     schema_version,
+                    fence,
                 )
                 if self._behind is not None:
                     self._unflushed[agent_id] = new_record
@@ -641,6 +833,7 @@ class StateStore:
         idempotency_key: str | None,
         actor: str | None,
         schema_version: int | None,
+        fence: Fence | None = None,
     ) -> tuple[AppendRequest, AgentRecord]:
         """Encode one event (and a snapshot when due); compute the state after it."""
         base = record.seq if record is not None else 0
@@ -658,15 +851,20 @@ class StateStore:
         if idempotency_key is not None:
             payload["key"] = idempotency_key
         plaintext = self.codec.serialize(payload, "event")
-        stored, tag = self.codec.seal(agent_id, seq, kind, plaintext)
-        raw = RawEvent(seq, kind, now, stored, tag)
+        if self.max_event_bytes is not None and len(plaintext) > self.max_event_bytes:
+            raise StateTooLarge(agent_id, "event", len(plaintext), self.max_event_bytes)
+        prev = record.link if record is not None else ZERO_LINK
+        if prev is None:  # pragma: no cover - _prepare found it
+            raise IntegrityError(agent_id, base, "the chain link of the head is unknown")
+        sealed = self.codec.seal(agent_id, seq, kind, now, plaintext, prev)
+        raw = RawEvent(seq, kind, now, sealed.payload, sealed.checksum)
         # The state after the event, built from the serialized bytes so that it shares
         # nothing with the caller's objects. Copy-on-write: ``record`` stays untouched
         # until the append is acknowledged.
         if record is None:
             new = AgentRecord(agent_id, 0, None, {}, 1, now, now)
         else:
-            new = AgentRecord(
+            new = AgentRecord(  # positional: this runs on every write
                 agent_id,
                 record.seq,
                 record.fsm_state,
@@ -677,8 +875,21 @@ class StateStore:
                 record.snapshot_seq,
                 record.fsm_entered_at,
                 record.blob,
+                None,
+                None,
+                record.full_seq,
+                record.full_link,
+                record.full_data,
+                record.deltas,
+                record.rich,
             )
-        decoded = orjson.loads(plaintext)
+        new.link = sealed.link
+        new.checksum = sealed.checksum
+        if self.codec.format.id == JSON and not (b"$" in plaintext and b'"$t"' in plaintext):
+            decoded = _loads(plaintext)  # plain JSON: no typed values to rebuild
+        else:
+            decoded = self.codec.deserialize(plaintext, agent_id, seq)
+            new.rich = True
         if decoded.get("ops"):
             new.data = patch.apply(new.data, decoded["ops"])
             new.blob = None
@@ -689,29 +900,115 @@ class StateStore:
             new.schema_version = schema_version
         new.seq = seq
         new.updated_at = now
+        if self.max_state_bytes is not None:
+            if new.blob is None:
+                new.blob = self.codec.copy_dumps(new.data)
+            if len(new.blob) > self.max_state_bytes:
+                raise StateTooLarge(agent_id, "state", len(new.blob), self.max_state_bytes)
         snapshot = None
         if seq - new.snapshot_seq >= self.snapshot_every:
-            snapshot = self._encode_snapshot(new)
-            new.snapshot_seq = seq
-        request = AppendRequest(agent_id, base, (raw,), snapshot, idempotency_key)
+            snapshot, marks = self._encode_snapshot(new)
+            _mark_snapshot(new, marks)
+        request = AppendRequest(
+            agent_id,
+            base,
+            (raw,),
+            snapshot,
+            idempotency_key,
+            fence,
+            head_tag=self.codec.head_tag(agent_id, seq, sealed.link),
+        )
         return request, new
 
-    def _encode_snapshot(self, record: AgentRecord) -> RawSnapshot:
-        body = {
+    def _encode_snapshot(self, record: AgentRecord) -> tuple[RawSnapshot, _Marks]:
+        """Encode a snapshot of ``record`` — whole, or as a delta against the latest
+        whole one — and say what to remember once it is stored (see _mark_snapshot)."""
+        body: dict[str, Any] = {
             "fsm": record.fsm_state,
-            "data": record.data,
             "v": record.schema_version,
             "created_at": record.created_at,
             "updated_at": record.updated_at,
             "entered": record.fsm_entered_at,
         }
-        stored, tag = self.codec.encode(record.agent_id, record.seq, SNAPSHOT_KIND, body, "state")
-        return RawSnapshot(record.seq, record.updated_at, stored, tag)
+        delta = (
+            self.full_snapshot_every > 1
+            and record.full_data is not None
+            and record.full_link is not None
+            and 0 < record.full_seq < record.seq
+            and record.deltas + 1 < self.full_snapshot_every
+        )
+        if delta:
+            assert record.full_link is not None
+            body["base"] = record.full_seq
+            body["bl"] = record.full_link.hex()
+            body["n"] = record.deltas + 1
+            body["ops"] = patch.diff(record.full_data, record.data)
+        else:
+            body["data"] = record.data
+        plaintext = self.codec.serialize(body, "state")
+        if self.max_snapshot_bytes is not None and len(plaintext) > self.max_snapshot_bytes:
+            raise StateTooLarge(
+                record.agent_id, "snapshot", len(plaintext), self.max_snapshot_bytes
+            )
+        if record.link is None:  # pragma: no cover - _prepare found it
+            raise IntegrityError(record.agent_id, record.seq, "the chain link is unknown")
+        sealed = self.codec.seal(
+            record.agent_id, record.seq, SNAPSHOT_KIND, record.updated_at, plaintext, record.link
+        )
+        raw = RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
+        if delta:
+            return raw, (
+                record.seq,
+                record.full_seq,
+                record.full_link,
+                record.full_data,
+                record.deltas + 1,
+            )
+        full_data = None
+        if self.full_snapshot_every > 1:  # a private copy, the base of the next deltas
+            full_data = self.codec.deserialize(plaintext, record.agent_id, record.seq)["data"]
+        return raw, (record.seq, record.seq, record.link, full_data, 0)
+
+    async def _prepare(self, record: AgentRecord) -> None:
+        """Before appending after ``record``: make sure its chain link is known (a
+        record folded from a version-0 snapshot at the head has none) and, when a
+        delta snapshot is due, that the data of its base snapshot is at hand."""
+        agent_id = record.agent_id
+        if record.link is None:
+            events = await self.backend.read(agent_id, record.seq - 1, record.seq)
+            if not events or events[0].seq != record.seq:
+                raise IntegrityError(agent_id, record.seq, "the event at the head is missing")
+            record.link = self._open_event(agent_id, events[0])[1].link
+        if (
+            self.full_snapshot_every > 1
+            and record.full_data is None
+            and 0 < record.full_seq <= record.seq
+            and record.seq + 1 - record.snapshot_seq >= self.snapshot_every
+        ):
+            await self._load_base(record)
+
+    async def _load_base(self, record: AgentRecord) -> None:
+        """Load the data of ``record``'s latest full snapshot (for delta snapshots); if
+        it cannot be had, forget it so that the next snapshot is stored whole."""
+        agent_id = record.agent_id
+        raw = await self.backend.latest_snapshot(agent_id, record.full_seq)
+        if raw is not None and raw.seq == record.full_seq:
+            body, opened = self._open_snapshot(agent_id, raw)
+            if opened.prev is not None and opened.prev == record.full_link:
+                record.full_data = await self._snapshot_data(agent_id, raw.seq, body)
+                return
+        record.full_seq, record.full_link, record.full_data, record.deltas = 0, None, None, 0
 
     async def _submit(self, request: AppendRequest) -> AppendResult:
         if self._group is not None:
             return await self._group.submit(request)
         return await self.backend.append(request)
+
+    async def find_key(self, agent_id: str, key: str) -> AppendResult | None:
+        """Where the append of ``agent_id`` that used idempotency ``key`` landed
+        (``duplicate=True``), counting buffered writes; None if no append used it."""
+        self._check_open()
+        return await self._earlier_append(agent_id, key)
 
     async def _earlier_append(self, agent_id: str, key: str) -> AppendResult | None:
         """The append of ``agent_id`` that used idempotency ``key`` (buffered or stored)."""
@@ -733,8 +1030,15 @@ class StateStore:
             record = await self._current(agent_id)
             if record is None:
                 raise AgentNotFound(agent_id)
-            await self.backend.save_snapshot(agent_id, self._encode_snapshot(record))
-            record.snapshot_seq = record.seq
+            record.snapshot_seq = 0  # a snapshot is due now: _prepare loads a delta's base
+            try:
+                await self._prepare(record)
+                raw, marks = self._encode_snapshot(record)
+                await self.backend.save_snapshot(agent_id, raw)
+            except BaseException:
+                self._cache.discard(agent_id)
+                raise
+            _mark_snapshot(record, marks)
             self._snapshots += 1
             return record.seq
 
@@ -754,17 +1058,21 @@ class StateStore:
         machine: AgentStateMachine[Any, Any] | None = None,
         *,
         initial_data: Mapping[str, Any] | None = None,
+        lease: Leased | None = None,
     ) -> DurableAgent:
-        """Load the agent (or create it with ``initial_data``) bound to ``machine``."""
+        """Load the agent (or create it with ``initial_data``) bound to ``machine``;
+        with ``lease``, every write of the agent is fenced by it."""
         from .agent import DurableAgent
 
-        return await DurableAgent.open(self, agent_id, machine, initial_data)
+        return await DurableAgent.open(self, agent_id, machine, initial_data, lease=lease)
 
     # -- verification --------------------------------------------------------------
 
     async def verify(self, agent_ids: list[str] | None = None) -> VerifyReport:
-        """Check every stored record: checksums, gap-free seqs, the head, and that
-        every snapshot equals the fold of the events before it."""
+        """Check every stored record: its authentication (checksum or AEAD tag), the
+        chain from seq 1 to the head, gap-free seqs, the authenticated head, and that
+        every snapshot belongs to the chain and equals the fold of the events before it.
+        """
         self._check_open()
         await self.flush()
         report = VerifyReport()
@@ -779,8 +1087,8 @@ class StateStore:
         return report
 
     async def _verify_agent(self, agent_id: str, report: VerifyReport) -> None:
-        head = await self.backend.head(agent_id)
-        snapshots: dict[int, AgentRecord] = {}
+        head, head_tag = await self.backend.head_tag(agent_id)
+        opened: dict[int, tuple[RawSnapshot, dict[str, Any], Opened]] = {}
         below: int | None = None
         while True:
             raw = await self.backend.latest_snapshot(agent_id, below)
@@ -788,19 +1096,36 @@ class StateStore:
                 break
             report.snapshots += 1
             try:
-                snapshots[raw.seq] = self._decode_snapshot(agent_id, raw)
-            except IntegrityError as exc:
+                body, snap_opened = self._open_snapshot(agent_id, raw)
+                opened[raw.seq] = (raw, body, snap_opened)
+            except (IntegrityError, SerializationError) as exc:
                 report.problems.append(Problem(agent_id, raw.seq, str(exc)))
             if raw.seq <= 1:
                 break
             below = raw.seq - 1
-        record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0)
+        snapshots: dict[int, AgentRecord] = {}
+        for seq in sorted(opened):
+            raw, body, snap_opened = opened[seq]
+            try:
+                data = await self._snapshot_data(agent_id, seq, body)
+                snapshots[seq] = self._snapshot_record(agent_id, raw, body, snap_opened, data)
+            except (IntegrityError, SerializationError) as exc:
+                report.problems.append(Problem(agent_id, seq, str(exc)))
+        record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
         broken = False
         async for event in self._verified_events(agent_id, report):
             if event is None:
                 broken = True
                 break
-            seq, ts, body = event
+            seq, ts, body, event_opened = event
+            if (
+                event_opened.prev is not None
+                and record.link is not None
+                and event_opened.prev != record.link
+            ):
+                report.problems.append(Problem(agent_id, seq, _CHAIN_BROKEN))
+                broken = True
+                break
             if record.seq == 0:
                 record.created_at = ts
             try:
@@ -809,8 +1134,15 @@ class StateStore:
                 report.problems.append(Problem(agent_id, seq, f"patch does not apply: {exc}"))
                 broken = True
                 break
+            record.link = event_opened.link
             snap = snapshots.pop(seq, None)
-            if snap is not None and (
+            if snap is None:
+                continue
+            if snap.link is not None and snap.link != record.link:
+                report.problems.append(
+                    Problem(agent_id, seq, "snapshot does not belong to this stream's chain")
+                )
+            elif (
                 not patch._same_json(snap.data, record.data)  # strict: True, 1 and 1.0 differ
                 or snap.fsm_state != record.fsm_state
             ):
@@ -823,6 +1155,11 @@ class StateStore:
                     agent_id, record.seq + 1, f"stream ends at seq {record.seq}, head is {head}"
                 )
             )
+        elif not broken:
+            try:
+                self.codec.check_head(agent_id, head, record.link, head_tag)
+            except IntegrityError as exc:
+                report.problems.append(Problem(agent_id, head, exc.reason))
         if not broken:
             for seq in sorted(snapshots):  # no event to check them against
                 report.problems.append(
@@ -831,7 +1168,7 @@ class StateStore:
 
     async def _verified_events(
         self, agent_id: str, report: VerifyReport
-    ) -> AsyncIterator[tuple[int, float, dict[str, Any]] | None]:
+    ) -> AsyncIterator[tuple[int, float, dict[str, Any], Opened] | None]:
         cursor = 0
         while True:
             page = await self.backend.read(agent_id, cursor, None, limit=_PAGE)
@@ -844,15 +1181,67 @@ class StateStore:
                     return
                 report.events += 1
                 try:
-                    body = self._decode_event(agent_id, raw)
-                except IntegrityError as exc:
+                    body, opened = self._open_event(agent_id, raw)
+                except (IntegrityError, SerializationError) as exc:
                     report.problems.append(Problem(agent_id, raw.seq, str(exc)))
                     yield None
                     return
-                yield raw.seq, raw.timestamp, body
+                yield raw.seq, raw.timestamp, body, opened
                 cursor = raw.seq
             if len(page) < _PAGE:
                 return
+
+    async def digest(self, agent_id: str, at_seq: int | None = None) -> StreamDigest:
+        """A commitment to the agent's stream up to ``at_seq`` (default: the head),
+        verified on the way (every record from the nearest snapshot, and the head tag
+        when at the head). Two digests at the same seq are equal if and only if the
+        records up to it are the same: kept outside the store (a *witness*, see
+        :mod:`statekeeper.security.witness`), it detects a rollback or rewrite later.
+        """
+        self._check_open()
+        await self._flush_agent(agent_id)
+        head, tag = await self.backend.head_tag(agent_id)
+        if head == 0:
+            raise AgentNotFound(agent_id)
+        target = head if at_seq is None else at_seq
+        if not 1 <= target <= head:
+            raise ConfigurationError(f"seq {target} is outside 1..{head} for agent {agent_id!r}")
+        record = await self._fold(agent_id, head, target, tag, at_head=target == head)
+        if record.link is None:
+            await self._prepare(record)
+        assert record.link is not None
+        key_id, digest = self.codec.witness_digest(agent_id, target, record.link)
+        return StreamDigest(agent_id, target, key_id, digest)
+
+    async def check_digest(self, expected: StreamDigest) -> str | None:
+        """None when the stream still holds what ``expected`` committed to (it may have
+        grown since); else what is wrong (shorter now, or different records)."""
+        self._check_open()
+        await self._flush_agent(expected.agent_id)
+        head, tag = await self.backend.head_tag(expected.agent_id)
+        if head == 0:
+            return "the stream is gone (deleted, or the store was rolled back before it existed)"
+        if head < expected.seq:
+            return (
+                f"the stream ends at seq {head}, the witness saw seq {expected.seq}"
+                " (records were removed, or the store was rolled back)"
+            )
+        record = await self._fold(
+            expected.agent_id, head, expected.seq, tag, at_head=expected.seq == head
+        )
+        if record.link is None:
+            await self._prepare(record)
+        assert record.link is not None
+        if not self.codec.check_witness_digest(
+            expected.agent_id, expected.seq, record.link, expected.key_id, expected.digest
+        ):
+            return (
+                f"the records up to seq {expected.seq} differ from what the witness saw"
+                " (the stream was rewritten, or rolled back and written again)"
+            )
+        if head > expected.seq:  # the rest of the stream must still verify to its head
+            await self._fold(expected.agent_id, head, head, tag, at_head=True)
+        return None
 
     # -- introspection -------------------------------------------------------------
 
@@ -879,11 +1268,38 @@ def _info(info: Mapping[str, Any] | None) -> dict[str, Any]:
     return body
 
 
-def _locate(exc: SerializationError, **values: Any) -> SerializationError:
+def _locate(
+    exc: SerializationError, types: TypeRegistry | None = None, /, **values: Any
+) -> SerializationError:
     """Point a serialization error at the caller's own argument (``data.messages[3]``)
-    rather than at the encoded event (``event.ops[0].value…``)."""
+    rather than at the encoded event (``event.ops[0].value…``); ``types`` are the
+    codec's registered types."""
     for root, value in values.items():
-        found = find_unserializable(value, root, text=True)
-        if found is not None:
-            return SerializationError(f"cannot serialize {found[1]}", found[0])
+        try:
+            to_plain(value, types, root)
+        except SerializationError as found:
+            return found
+        except RecursionError:
+            return exc
     return exc
+
+
+_dumps = orjson.dumps
+_loads = orjson.loads
+
+
+def _rich(opened: Opened) -> bool:
+    """True when a decoded body may hold typed values (not plain JSON)."""
+    body = opened.body
+    return opened.format != JSON or (b"$" in body and b'"$t"' in body)
+
+
+def _mark_snapshot(record: AgentRecord, marks: _Marks) -> None:
+    """Remember, once stored, the snapshot :meth:`StateStore._encode_snapshot` made."""
+    (
+        record.snapshot_seq,
+        record.full_seq,
+        record.full_link,
+        record.full_data,
+        record.deltas,
+    ) = marks

@@ -137,9 +137,12 @@ class SyncStateStore:
         machine: AgentStateMachine[Any, Any] | None = None,
         *,
         initial_data: Mapping[str, Any] | None = None,
+        lease: Any = None,
     ) -> SyncDurableAgent:
-        """See :meth:`StateStore.agent`."""
-        inner = self._portal.call(self.store.agent(agent_id, machine, initial_data=initial_data))
+        """See :meth:`StateStore.agent` (``lease``: fence every write of the agent)."""
+        inner = self._portal.call(
+            self.store.agent(agent_id, machine, initial_data=initial_data, lease=lease)
+        )
         return SyncDurableAgent(inner, self._portal)
 
 

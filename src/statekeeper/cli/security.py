@@ -1,0 +1,422 @@
+"""Security commands: ``keys generate|status``, ``rekey``, ``witness export|check``.
+
+Keys come from ``--key-file FILE``, else ``$STATEKEEPER_KEY_FILE``, else
+``$STATEKEEPER_KEYS`` (see :mod:`statekeeper.security.keys`); every command that opens
+a store (these and ``show``, ``history``, ``verify``…) uses the environment's keyring.
+Key material is never printed, except by ``keys generate`` when asked for a new key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from ..errors import ConfigurationError
+from ..store import StateStore
+from ..store.store import Problem
+from . import render
+from .app import (
+    DbOption,
+    JsonOption,
+    app,
+    err_console,
+    handled,
+    out_console,
+    resolve_url,
+    run,
+    sqlite_file,
+)
+
+if TYPE_CHECKING:
+    from ..security.keys import Keyring
+
+__all__ = ["env_keyring", "keys_app", "witness_app"]
+
+ENV_KEY_FILE = "STATEKEEPER_KEY_FILE"
+ENV_KEYS = "STATEKEEPER_KEYS"
+
+KeyFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--key-file",
+        metavar="FILE",
+        help=f"Key file (JSON: active + keys) [default: ${ENV_KEY_FILE}, else ${ENV_KEYS}]",
+        show_default=False,
+    ),
+]
+
+
+def env_keyring(key_file: Path | None = None) -> Keyring | None:
+    """The keyring from ``key_file``, else from the environment, else None (imports the
+    crypto modules only when a key is configured)."""
+    if key_file is not None:
+        from ..security.keys import Keyring
+
+        return Keyring.from_file(key_file)
+    if os.environ.get(ENV_KEY_FILE, "").strip() or os.environ.get(ENV_KEYS, "").strip():
+        from ..security.keys import Keyring
+
+        return Keyring.from_environment()
+    return None
+
+
+@asynccontextmanager
+async def _open(
+    url: str, key_file: Path | None, *, need_key: bool = False
+) -> AsyncIterator[StateStore]:
+    path = sqlite_file(url)
+    if path is not None and not path.exists():
+        raise ConfigurationError(f"no statekeeper database at {path}")
+    keyring = env_keyring(key_file)
+    if need_key and keyring is None:
+        raise ConfigurationError(
+            f"this command needs keys: pass --key-file or set ${ENV_KEY_FILE} / ${ENV_KEYS}"
+        )
+    store = StateStore(url, keyring=keyring)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+# ---------------------------------------------------------------------------- keys
+
+keys_app = typer.Typer(
+    name="keys",
+    help="Create keys and see which keys the stored records use.",
+    no_args_is_help=True,
+)
+
+
+@keys_app.command("generate")
+@handled
+def keys_generate(
+    key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--key-file",
+            metavar="FILE",
+            help="Add the key to this key file (created mode 0600 if missing) instead of "
+            "printing it.",
+        ),
+    ] = None,
+    key_id: Annotated[
+        str | None, typer.Option("--id", help="Id of the new key [default: k<n+1>].")
+    ] = None,
+    activate: Annotated[
+        bool,
+        typer.Option(
+            "--activate/--no-activate",
+            help="Make the new key the active one (new records use it) [default: yes].",
+        ),
+    ] = True,
+) -> None:
+    """Create a new random AES-256 key (print it as id=base64, or add it to a key file)."""
+    import json
+
+    from ..security.keys import Keyring, generate_key
+
+    if key_file is None:
+        typer.echo(f"{key_id or 'k1'}={generate_key()}")
+        return
+    keys: dict[str, str] = {}
+    active = None
+    if key_file.exists():
+        Keyring.from_file(key_file)  # must be a valid key file before it is extended
+        doc = json.loads(key_file.read_text(encoding="utf-8"))
+        keys, active = dict(doc["keys"]), doc.get("active")
+    new_id = key_id or f"k{len(keys) + 1}"
+    while key_id is None and new_id in keys:
+        new_id = f"k{int(new_id[1:]) + 1}"
+    if new_id in keys:
+        raise ConfigurationError(f"{key_file} already has a key {new_id!r}")
+    keys[new_id] = generate_key()
+    if activate or active is None:
+        active = new_id
+    Keyring.write_file(key_file, keys, active)
+    out_console().print(
+        f"added key {escape(new_id)!r} to {escape(str(key_file))}"
+        + (" (active)" if active == new_id else "")
+    )
+
+
+@keys_app.command("status")
+@handled
+def keys_status(
+    ctx: typer.Context,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Count stored records and stream heads per key id (read from clear headers; nothing
+    is decrypted). A key no record names any more can be removed from the keyring."""
+    from ..security.rekey import key_usage
+
+    url = resolve_url(ctx, db)
+    keyring = env_keyring(key_file)
+
+    async def go() -> dict[str, int]:
+        async with _open(url, key_file) as store:
+            return await key_usage(store)
+
+    usage = run(go())
+    missing = sorted(
+        k for k in usage if keyring is not None and not k.startswith("(") and k not in keyring
+    )
+    active = keyring.active_id if keyring is not None else None
+    info = {
+        "active": active,
+        "keyring": keyring.ids if keyring is not None else [],
+        "usage": usage,
+        "missing": missing,
+    }
+    if json_out:
+        render.print_json(info)
+        return
+    table = Table(title="Records and heads per key", title_justify="left")
+    table.add_column("key id", style="bold")
+    table.add_column("records + heads", justify="right")
+    table.add_column("")
+    for key_id, n in sorted(usage.items()):
+        note = ""
+        if key_id == active:
+            note = "[green]active[/]"
+        elif key_id in missing:
+            note = "[red]not in the keyring[/]"
+        elif key_id == "(none)":
+            note = "[yellow]not encrypted[/]" if keyring is not None else "no key"
+        elif keyring is not None:
+            note = "old key: run 'statekeeper rekey'"
+        table.add_row(escape(key_id), f"{n:,}", note)
+    out_console().print(table)
+
+
+app.add_typer(keys_app)
+
+
+# --------------------------------------------------------------------------- rekey
+
+
+@app.command()
+@handled
+def rekey(
+    ctx: typer.Context,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    progress_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--progress-file",
+            metavar="FILE",
+            help="Where progress is recorded, so an interrupted run resumes "
+            "[default: <db>.rekey.json for SQLite, else none].",
+            show_default=False,
+        ),
+    ] = None,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Records per rewrite.")] = 500,
+    json_out: JsonOption = False,
+) -> None:
+    """Re-encrypt every stored record under the active key (online; resumable).
+
+    Records already under the active key are skipped; records stored in the clear are
+    encrypted (converting a store to encryption). Interrupt at any time and run it
+    again to resume.
+    """
+    from ..security.rekey import RekeyProgress, RekeyStats
+    from ..security.rekey import rekey as do_rekey
+
+    url = resolve_url(ctx, db)
+    path = sqlite_file(url)
+    if progress_file is None and path is not None:
+        progress_file = path.with_name(path.name + ".rekey.json")
+
+    async def go() -> tuple[RekeyStats, str, str | None]:
+        async with _open(url, key_file, need_key=True) as store:
+            assert store.codec.keyring is not None
+            active = store.codec.keyring.active_id
+            resumed = None
+            if progress_file is not None:
+                earlier = RekeyProgress.load(progress_file)
+                if earlier is not None and earlier.target_key == active and not earlier.done:
+                    resumed = earlier.after
+            total_agents = await store.count_agents()
+            progress = Progress(
+                TextColumn(f"[bold]re-encrypting under {escape(active)!r}[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("agents"),
+                TextColumn("{task.fields[records]:,} records", style="cyan"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[agent]}", style="dim"),
+                console=err_console(),
+                transient=False,
+                disable=json_out,
+            )
+            done = 0
+            if resumed is not None:
+                done = len([i async for i in store.iter_agents() if i.agent_id <= resumed])
+            with progress:
+                task = progress.add_task(
+                    "rekey", total=total_agents, completed=done, agent="", records=0
+                )
+
+                def on_agent(agent_id: str, _one: RekeyStats, total: RekeyStats) -> None:
+                    progress.update(
+                        task,
+                        advance=1,
+                        agent=agent_id,
+                        records=total.events + total.snapshots,
+                    )
+
+                stats = await do_rekey(
+                    store, progress_file=progress_file, on_agent=on_agent, batch=batch
+                )
+            return stats, active, resumed
+
+    stats, active, resumed = run(go())
+    summary = {
+        "active_key": active,
+        "resumed_after": resumed,
+        "agents": stats.agents,
+        "events_reencrypted": stats.events,
+        "snapshots_reencrypted": stats.snapshots,
+        "heads_reauthenticated": stats.heads,
+        "already_done": stats.skipped,
+        "retries": stats.retries,
+    }
+    if json_out:
+        render.print_json(summary)
+        return
+    out_console().print(
+        f"[green]✓[/] {stats.agents:,} agent(s): {stats.events:,} event(s) and "
+        f"{stats.snapshots:,} snapshot(s) re-encrypted under {escape(active)!r}, "
+        f"{stats.skipped:,} already were"
+        + (f" (resumed after {escape(resumed)!r})" if resumed else "")
+    )
+
+
+# ------------------------------------------------------------------------- witness
+
+witness_app = typer.Typer(
+    name="witness",
+    help="Export stream digests to a file kept outside the store; check them later "
+    "(detects a rollback of the whole store).",
+    no_args_is_help=True,
+)
+
+
+def _bar(label: str, total: int, disable: bool) -> Progress:
+    return Progress(
+        TextColumn(f"[bold]{label}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console(),
+        transient=True,
+        disable=disable,
+    )
+
+
+@witness_app.command("export")
+@handled
+def witness_export(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="Witness file to write.", show_default=False)],
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Write the verified head digest of every stream to FILE."""
+    from ..security.witness import export_witness
+
+    url = resolve_url(ctx, db)
+
+    async def go() -> dict[str, Any]:
+        async with _open(url, key_file) as store:
+            total = await store.count_agents()
+            with _bar("witnessing", total, json_out) as bar:
+                task = bar.add_task("w", total=total)
+                return await export_witness(store, file, on_agent=lambda _a: bar.advance(task))
+
+    doc = run(go())
+    if json_out:
+        render.print_json(
+            {"file": str(file), "agents": doc["agents"], "store_digest": doc["store_digest"]}
+        )
+        return
+    out_console().print(
+        f"[green]✓[/] witnessed {doc['agents']:,} stream(s) in {escape(str(file))}\n"
+        f"  store digest {doc['store_digest']}"
+    )
+
+
+@witness_app.command("check")
+@handled
+def witness_check(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="Witness file to check.", show_default=False)],
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Check that every stream still holds what FILE witnessed. Exit code 1 when not."""
+    from ..security.witness import WitnessReport, check_witness, load_witness
+
+    url = resolve_url(ctx, db)
+    doc = load_witness(file)
+
+    async def go() -> WitnessReport:
+        async with _open(url, key_file) as store:
+            with _bar("checking", len(doc["streams"]), json_out) as bar:
+                task = bar.add_task("c", total=len(doc["streams"]))
+                return await check_witness(store, doc, on_agent=lambda _a: bar.advance(task))
+
+    report = run(go())
+    if json_out:
+        render.print_json(
+            {
+                "ok": report.ok,
+                "checked": report.checked,
+                "grown": report.grown,
+                "new_agents": report.new_agents,
+                "problems": [
+                    {"agent_id": p.agent_id, "seq": p.seq, "reason": p.reason}
+                    for p in report.problems
+                ],
+            }
+        )
+    else:
+        console = out_console()
+        summary = (
+            f"{report.checked:,} stream(s) checked against {escape(str(file))} "
+            f"({doc.get('exported_at', '?')}); {report.grown:,} grew since, "
+            f"{report.new_agents:,} new"
+        )
+        if report.ok:
+            console.print(f"[green]✓ OK[/] — {summary}")
+        else:
+            console.print(
+                render.problems_table(Problem(p.agent_id, p.seq, p.reason) for p in report.problems)
+            )
+            console.print(f"[bold red]✗ {len(report.problems)} problem(s)[/] — {summary}")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+app.add_typer(witness_app)

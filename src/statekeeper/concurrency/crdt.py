@@ -1,0 +1,517 @@
+"""State-based CRDTs that live in an agent's JSON data.
+
+Each type is an immutable value: operations return a new value, and ``a.merge(b)``
+is **commutative** (``a⊔b == b⊔a``), **associative** (``(a⊔b)⊔c == a⊔(b⊔c)``) and
+**idempotent** (``a⊔a == a``) — so replicas that exchange states in any order, any
+number of times, converge (Shapiro et al., 2011). These laws are property-tested for
+every type.
+
+==================  ==============================  =========================================
+type                value                           merge
+==================  ==============================  =========================================
+:class:`GCounter`   an int that only grows          per-node maximum
+:class:`PNCounter`  an int (increments, decrements) two G-counters
+:class:`LWWRegister` one JSON value                 greatest :class:`~.clock.Timestamp` wins
+:class:`LWWMap`     a dict of JSON values           one LWW register per key (deletes too)
+:class:`ORSet`      a set of JSON values            observed-remove: a concurrent add wins
+:class:`AppendOnlyList` a list (e.g. messages)      union, ordered by timestamp
+==================  ==============================  =========================================
+
+Ties are broken deterministically (a timestamp carries its node id; equal stamps fall
+back to comparing the values' canonical JSON), never by arrival order.
+
+Every type round-trips through JSON as ``{"$crdt": <type>, "state": …}`` so it can
+be stored in an agent's data document; :func:`from_json` reads any of them back and
+:func:`is_crdt` recognises one.
+
+>>> a = GCounter().increment("worker-1", 2)
+>>> b = GCounter().increment("worker-2", 3)
+>>> a.merge(b).value, a.merge(b) == b.merge(a)
+(5, True)
+>>> from_json(a.merge(b).to_json()) == a.merge(b)
+True
+"""
+
+from __future__ import annotations
+
+import abc
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+import orjson
+
+from ..errors import ConfigurationError
+from .clock import Timestamp
+
+__all__ = [
+    "CRDT",
+    "AppendOnlyList",
+    "GCounter",
+    "LWWMap",
+    "LWWRegister",
+    "ORSet",
+    "PNCounter",
+    "from_json",
+    "is_crdt",
+]
+
+TAG = "$crdt"
+
+C = TypeVar("C", bound="CRDT")
+
+
+def _canon(value: Any) -> str:
+    """Canonical JSON of a value: the identity of set elements and the last tie-break."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError as exc:
+        raise ConfigurationError(f"CRDT values must be JSON values: {exc}") from exc
+
+
+def _copy(value: Any) -> Any:
+    """A private copy of a JSON value (so no caller can mutate a CRDT's state)."""
+    return orjson.loads(_canon(value))
+
+
+def _node(node: Any) -> str:
+    if not isinstance(node, str) or not node:
+        raise ConfigurationError(f"node ids are non-empty strings, not {node!r}")
+    return node
+
+
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(f"{what} must be an int >= 0, not {value!r}")
+    return value
+
+
+class CRDT(abc.ABC):
+    """Base of the CRDT types: immutable, mergeable, JSON-serializable."""
+
+    #: the ``"$crdt"`` name in the JSON form
+    type_name: ClassVar[str]
+    _registry: ClassVar[dict[str, type[CRDT]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        CRDT._registry[cls.type_name] = cls
+
+    @abc.abstractmethod
+    def merge(self: C, other: C) -> C:
+        """The least upper bound of both states (commutative, associative, idempotent)."""
+
+    @property
+    @abc.abstractmethod
+    def value(self) -> Any:
+        """The plain value the state stands for."""
+
+    @abc.abstractmethod
+    def _state(self) -> Any:
+        """The JSON state (canonical: equal states give equal JSON)."""
+
+    @classmethod
+    @abc.abstractmethod
+    def _from_state(cls: type[C], state: Any) -> C:
+        """Rebuild from :meth:`_state`."""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"$crdt": type_name, "state": …}``: store it in agent data."""
+        return {TAG: self.type_name, "state": self._state()}
+
+    @classmethod
+    def from_json(cls: type[C], value: Any) -> C:
+        """Read this type from its JSON form (raises ``ConfigurationError``)."""
+        if not is_crdt(value) or value[TAG] != cls.type_name:
+            raise ConfigurationError(f"not a {cls.type_name} CRDT: {value!r}")
+        try:
+            return cls._from_state(value["state"])
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise ConfigurationError(f"malformed {cls.type_name} state: {exc}") from exc
+
+    def _check(self, other: CRDT) -> None:
+        if type(other) is not type(self):
+            raise ConfigurationError(
+                f"cannot merge {type(self).__name__} with {type(other).__name__}"
+            )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, CRDT)
+        return _canon(self._state()) == _canon(other._state())
+
+    def __hash__(self) -> int:
+        return hash((self.type_name, _canon(self._state())))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.value!r})"
+
+
+def is_crdt(value: Any) -> bool:
+    """True when ``value`` is the JSON form of a known CRDT type."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get(TAG), str)
+        and value[TAG] in CRDT._registry
+        and "state" in value
+    )
+
+
+def from_json(value: Any) -> CRDT:
+    """Rebuild any CRDT from its JSON form."""
+    if not is_crdt(value):
+        raise ConfigurationError(f"not a CRDT: {value!r}")
+    return CRDT._registry[value[TAG]].from_json(value)
+
+
+# -- counters ---------------------------------------------------------------------------
+
+
+class GCounter(CRDT):
+    """A grow-only counter: each node increments its own slot; merge keeps the maximum."""
+
+    type_name = "g-counter"
+    __slots__ = ("_counts",)
+
+    def __init__(self, counts: Mapping[str, int] | None = None) -> None:
+        self._counts = {
+            _node(n): _count(c, "a counter") for n, c in sorted((counts or {}).items()) if c
+        }
+
+    def increment(self, node: str, by: int = 1) -> GCounter:
+        """Add ``by`` (>= 0) on behalf of ``node``."""
+        counts = dict(self._counts)
+        counts[_node(node)] = counts.get(node, 0) + _count(by, "an increment")
+        return GCounter(counts)
+
+    def merge(self, other: GCounter) -> GCounter:
+        self._check(other)
+        counts = dict(self._counts)
+        for node, count in other._counts.items():
+            counts[node] = max(counts.get(node, 0), count)
+        return GCounter(counts)
+
+    @property
+    def value(self) -> int:
+        return sum(self._counts.values())
+
+    def _state(self) -> Any:
+        return dict(self._counts)
+
+    @classmethod
+    def _from_state(cls, state: Any) -> GCounter:
+        return cls(dict(state))
+
+
+class PNCounter(CRDT):
+    """A counter that goes up and down: one G-counter of increments, one of decrements."""
+
+    type_name = "pn-counter"
+    __slots__ = ("_n", "_p")
+
+    def __init__(self, p: GCounter | None = None, n: GCounter | None = None) -> None:
+        self._p = p or GCounter()
+        self._n = n or GCounter()
+
+    def increment(self, node: str, by: int = 1) -> PNCounter:
+        """Add ``by`` (any int; negative decrements) on behalf of ``node``."""
+        if isinstance(by, bool) or not isinstance(by, int):
+            raise ConfigurationError(f"an increment must be an int, not {by!r}")
+        if by >= 0:
+            return PNCounter(self._p.increment(node, by), self._n)
+        return PNCounter(self._p, self._n.increment(node, -by))
+
+    def decrement(self, node: str, by: int = 1) -> PNCounter:
+        """Subtract ``by`` on behalf of ``node``."""
+        return self.increment(node, -by)
+
+    def merge(self, other: PNCounter) -> PNCounter:
+        self._check(other)
+        return PNCounter(self._p.merge(other._p), self._n.merge(other._n))
+
+    @property
+    def value(self) -> int:
+        return self._p.value - self._n.value
+
+    def _state(self) -> Any:
+        return {"p": self._p._state(), "n": self._n._state()}
+
+    @classmethod
+    def _from_state(cls, state: Any) -> PNCounter:
+        return cls(GCounter(dict(state["p"])), GCounter(dict(state["n"])))
+
+
+# -- last-writer-wins ---------------------------------------------------------------------
+
+
+def _wins(a: tuple[Timestamp, str], b: tuple[Timestamp, str]) -> bool:
+    """True when entry ``a`` (stamp, canonical value) beats ``b``: greater stamp, then
+    greater canonical value (equal stamps from one node should carry one value; if not,
+    the choice must still not depend on merge order)."""
+    return a > b
+
+
+class LWWRegister(CRDT):
+    """One value; the write with the greatest :class:`~.clock.Timestamp` wins.
+
+    An empty register (never set) has ``stamp`` None and ``value`` None.
+    """
+
+    type_name = "lww-register"
+    __slots__ = ("_canon", "_stamp", "_value")
+
+    def __init__(self, value: Any = None, stamp: Timestamp | None = None) -> None:
+        if stamp is None and value is not None:
+            raise ConfigurationError("a register value needs a timestamp")
+        self._value = _copy(value)
+        self._stamp = stamp
+        self._canon = _canon(value)
+
+    def set(self, value: Any, stamp: Timestamp) -> LWWRegister:
+        """Write ``value`` at ``stamp`` (a no-op when the current stamp is greater)."""
+        return self.merge(LWWRegister(value, stamp))
+
+    @property
+    def stamp(self) -> Timestamp | None:
+        """The stamp of the winning write (None if never written)."""
+        return self._stamp
+
+    def merge(self, other: LWWRegister) -> LWWRegister:
+        self._check(other)
+        if other._stamp is None:
+            return self
+        if self._stamp is None:
+            return other
+        if _wins((other._stamp, other._canon), (self._stamp, self._canon)):
+            return other
+        return self
+
+    @property
+    def value(self) -> Any:
+        return _copy(self._value)
+
+    def _state(self) -> Any:
+        if self._stamp is None:
+            return None
+        return {"value": self._value, "stamp": self._stamp.to_json()}
+
+    @classmethod
+    def _from_state(cls, state: Any) -> LWWRegister:
+        if state is None:
+            return cls()
+        return cls(state["value"], Timestamp.from_json(state["stamp"]))
+
+
+class LWWMap(CRDT):
+    """A dict whose every key is a last-writer-wins register; deletes are timestamped
+    too (a tombstone), so a delete and a concurrent set are ordered by their stamps.
+
+    Tombstones are kept (they are what makes a delete survive a merge with a replica
+    that has not seen it).
+    """
+
+    type_name = "lww-map"
+    __slots__ = ("_entries",)
+
+    # key -> (stamp, deleted, canonical value, value)
+    def __init__(self, entries: Mapping[str, tuple[Timestamp, bool, Any]] | None = None) -> None:
+        self._entries: dict[str, tuple[Timestamp, bool, str, Any]] = {}
+        for key, (stamp, deleted, value) in sorted((entries or {}).items()):
+            if not isinstance(key, str):
+                raise ConfigurationError(f"LWW map keys are strings, not {key!r}")
+            stored = None if deleted else _copy(value)
+            self._entries[key] = (stamp, bool(deleted), _canon(stored), stored)
+
+    def _with(self, key: str, stamp: Timestamp, deleted: bool, value: Any) -> LWWMap:
+        other = LWWMap({key: (stamp, deleted, value)})
+        return self.merge(other)
+
+    def set(self, key: str, value: Any, stamp: Timestamp) -> LWWMap:
+        """Write ``key`` at ``stamp``."""
+        return self._with(key, stamp, False, value)
+
+    def delete(self, key: str, stamp: Timestamp) -> LWWMap:
+        """Delete ``key`` at ``stamp`` (wins over writes with smaller stamps)."""
+        return self._with(key, stamp, True, None)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The live value of ``key``."""
+        entry = self._entries.get(key)
+        return default if entry is None or entry[1] else _copy(entry[3])
+
+    def stamp(self, key: str) -> Timestamp | None:
+        """The stamp of the last write or delete of ``key``."""
+        entry = self._entries.get(key)
+        return entry[0] if entry is not None else None
+
+    def merge(self, other: LWWMap) -> LWWMap:
+        self._check(other)
+        out = LWWMap()
+        entries = dict(self._entries)
+        for key, theirs in other._entries.items():
+            mine = entries.get(key)
+            # order: stamp, then a delete over a write, then canonical value
+            if mine is None or (theirs[0], theirs[1], theirs[2]) > (mine[0], mine[1], mine[2]):
+                entries[key] = theirs
+        out._entries = dict(sorted(entries.items()))
+        return out
+
+    @property
+    def value(self) -> dict[str, Any]:
+        return {k: _copy(e[3]) for k, e in self._entries.items() if not e[1]}
+
+    def _state(self) -> Any:
+        return {
+            k: {"stamp": e[0].to_json(), **({"deleted": True} if e[1] else {"value": e[3]})}
+            for k, e in self._entries.items()
+        }
+
+    @classmethod
+    def _from_state(cls, state: Any) -> LWWMap:
+        return cls(
+            {
+                k: (Timestamp.from_json(e["stamp"]), bool(e.get("deleted")), e.get("value"))
+                for k, e in dict(state).items()
+            }
+        )
+
+
+# -- sets and lists -----------------------------------------------------------------------
+
+
+class ORSet(CRDT):
+    """An observed-remove set of JSON values.
+
+    Every add carries a unique tag; a remove deletes the tags it has *observed*. An add
+    concurrent with a remove therefore survives (add wins), and re-adding after a
+    remove works. Removed tags are kept as tombstones.
+    """
+
+    type_name = "or-set"
+    __slots__ = ("_adds", "_removed")
+
+    def __init__(
+        self,
+        adds: Mapping[str, tuple[Any, Iterable[str]]] | None = None,
+        removed: Iterable[str] = (),
+    ) -> None:
+        # canonical element -> (element, tags)
+        self._adds: dict[str, tuple[Any, frozenset[str]]] = {}
+        for key, (element, tags) in sorted((adds or {}).items()):
+            tag_set = frozenset(tags)
+            if tag_set:
+                self._adds[key] = (_copy(element), tag_set)
+        self._removed = frozenset(removed)
+
+    def add(self, element: Any, tag: str | None = None) -> ORSet:
+        """Add ``element`` under a new unique ``tag`` (a random one by default)."""
+        tag = tag if tag is not None else uuid.uuid4().hex
+        if tag in self._removed:
+            raise ConfigurationError(f"tag {tag!r} was already used and removed")
+        key = _canon(element)
+        adds = dict(self._adds)
+        _, tags = adds.get(key, (element, frozenset()))
+        adds[key] = (element, tags | {tag})
+        return ORSet(adds, self._removed)
+
+    def remove(self, element: Any) -> ORSet:
+        """Remove ``element`` as observed here (a concurrent add elsewhere survives)."""
+        key = _canon(element)
+        entry = self._adds.get(key)
+        if entry is None:
+            return self
+        adds = dict(self._adds)
+        del adds[key]
+        return ORSet(adds, self._removed | entry[1])
+
+    def __contains__(self, element: Any) -> bool:
+        return _canon(element) in self._live()
+
+    def _live(self) -> dict[str, Any]:
+        return {
+            key: element
+            for key, (element, tags) in self._adds.items()
+            if tags - self._removed
+        }
+
+    def merge(self, other: ORSet) -> ORSet:
+        self._check(other)
+        removed = self._removed | other._removed
+        adds: dict[str, tuple[Any, frozenset[str]]] = {}
+        for source in (self._adds, other._adds):
+            for key, (element, tags) in source.items():
+                _, have = adds.get(key, (element, frozenset()))
+                adds[key] = (element, have | tags)
+        live = {k: (e, t - removed) for k, (e, t) in adds.items()}
+        return ORSet({k: v for k, v in live.items() if v[1]}, removed)
+
+    @property
+    def value(self) -> list[Any]:
+        """The elements, in canonical-JSON order (a set has no order of its own)."""
+        return [_copy(e) for _, e in sorted(self._live().items())]
+
+    def _state(self) -> Any:
+        adds = []
+        for _, (element, tags) in sorted(self._adds.items()):
+            live = tags - self._removed
+            if live:
+                adds.append([element, sorted(live)])
+        return {"adds": adds, "removed": sorted(self._removed)}
+
+    @classmethod
+    def _from_state(cls, state: Any) -> ORSet:
+        adds = {_canon(e): (e, tags) for e, tags in state["adds"]}
+        return cls(adds, state["removed"])
+
+
+class AppendOnlyList(CRDT):
+    """An append-only list (a chat transcript, an audit trail).
+
+    Each item has a unique id — the :class:`~.clock.Timestamp` of its append, whose
+    node id makes it unique per writer — and the list is ordered by it. Merge is the
+    union of items, so appends made concurrently on different replicas are all kept,
+    interleaved by their stamps, and every replica shows the same order.
+    """
+
+    type_name = "append-only-list"
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Iterable[tuple[Timestamp, Any]] = ()) -> None:
+        chosen: dict[Timestamp, tuple[str, Any]] = {}
+        for stamp, value in items:
+            canon = _canon(value)
+            have = chosen.get(stamp)
+            # one id should carry one value; if not, choose without regard to order
+            if have is None or canon > have[0]:
+                chosen[stamp] = (canon, _copy(value))
+        self._items = dict(sorted(chosen.items()))
+
+    def append(self, value: Any, stamp: Timestamp) -> AppendOnlyList:
+        """Append ``value`` with id ``stamp`` (use a :class:`~.clock.HybridClock`)."""
+        return self.merge(AppendOnlyList([(stamp, value)]))
+
+    def merge(self, other: AppendOnlyList) -> AppendOnlyList:
+        self._check(other)
+        items = [(s, v) for s, (_, v) in self._items.items()]
+        items.extend((s, v) for s, (_, v) in other._items.items())
+        return AppendOnlyList(items)
+
+    @property
+    def value(self) -> list[Any]:
+        return [_copy(v) for _, v in self._items.values()]
+
+    @property
+    def stamps(self) -> list[Timestamp]:
+        """Item ids, in list order."""
+        return list(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _state(self) -> Any:
+        return [[s.to_json(), v] for s, (_, v) in self._items.items()]
+
+    @classmethod
+    def _from_state(cls, state: Any) -> AppendOnlyList:
+        return cls((Timestamp.from_json(s), v) for s, v in state)

@@ -1,0 +1,282 @@
+"""Leases with fencing tokens: one worker owns an agent at a time — provably.
+
+A lease gives one holder the exclusive right to write an agent for ``ttl`` seconds.
+Its holder renews it (a heartbeat) while working and releases it when done; when the
+holder dies, the lease expires and another worker takes the agent over.
+
+Expiry alone is not safety. A holder can be paused — a GC pause, ``SIGSTOP``, a VM
+migration, a swapped-out page — for longer than its TTL without noticing; meanwhile
+the lease expires and a second worker takes over. When the first one resumes, it still
+believes it holds the lease. Every grant therefore comes with a **fencing token** that
+grows with each grant (Kleppmann, "How to do distributed locking", 2016), every write
+made under the lease carries it, and **the storage itself** refuses a write whose
+token is no longer the agent's newest, in the same atomic step as the append
+(:class:`~statekeeper.errors.LeaseLost`). The paused worker's late writes are
+rejected; the new owner's work is never overwritten.
+
+>>> import asyncio
+>>> from statekeeper import StateStore
+>>> from statekeeper.errors import LeaseLost
+>>> async def demo():
+...     async with StateStore("memory://") as store:
+...         alice = LeaseManager(store, holder="alice")
+...         bob = LeaseManager(store, holder="bob")
+...         old = await alice.acquire("agent-1", ttl=0.05)
+...         await store.save("agent-1", {"by": "alice"}, lease=old)
+...         await asyncio.sleep(0.1)           # alice is paused past her TTL ...
+...         new = await bob.acquire("agent-1", ttl=10)   # ... so bob takes over
+...         await store.save("agent-1", {"by": "bob"}, lease=new)
+...         try:
+...             await store.save("agent-1", {"by": "alice, late"}, lease=old)
+...         except LeaseLost as exc:
+...             print("refused:", exc.token, "<", exc.current_token)
+...         return (await store.load("agent-1")).data
+>>> asyncio.run(demo())
+refused: 1 < 2
+{'by': 'bob'}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from ..backends.base import Backend, validate_ttl
+from ..errors import ConfigurationError, LeaseHeld, LeaseLost
+from ..records import Fence, LeaseInfo
+
+if TYPE_CHECKING:
+    from ..store.store import StateStore
+
+__all__ = ["Lease", "LeaseManager", "default_holder"]
+
+logger = logging.getLogger("statekeeper.concurrency.leases")
+
+
+def default_holder() -> str:
+    """A holder id unique to this process incarnation: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Lease:
+    """A granted lease on one agent. Pass it to writes (``store.save(..., lease=lease)``,
+    ``store.agent(..., lease=lease)``) so they carry its fencing token.
+
+    ``expires_at`` is the expiry on the backend's clock as of the last grant or
+    renewal; :meth:`remaining` is this process's conservative estimate on its own
+    monotonic clock (measured from *before* the request was sent). Neither decides
+    whether a write is accepted — the backend's token check does.
+    """
+
+    def __init__(self, manager: LeaseManager, info: LeaseInfo, ttl: float, sent_at: float) -> None:
+        self.manager = manager
+        self.agent_id = info.agent_id
+        self.holder = info.holder or manager.holder
+        self.token = info.token
+        self.ttl = ttl
+        self.expires_at = info.expires_at
+        self._deadline = sent_at + ttl
+        self._lost: LeaseLost | None = None
+        self._released = False
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    @property
+    def fence(self) -> Fence:
+        """``(holder, token)``: what every write under this lease carries."""
+        return (self.holder, self.token)
+
+    @property
+    def lost(self) -> bool:
+        """True once a renewal learned the lease was taken over (or released elsewhere)."""
+        return self._lost is not None
+
+    @property
+    def released(self) -> bool:
+        """True after :meth:`release`."""
+        return self._released
+
+    def remaining(self) -> float:
+        """Seconds left by this process's monotonic clock (<= 0: assume it expired)."""
+        return self._deadline - time.monotonic()
+
+    async def renew(self, ttl: float | None = None) -> None:
+        """Extend the lease by ``ttl`` (default: its own TTL) from now.
+
+        Raises :class:`~statekeeper.errors.LeaseLost` when a newer lease exists (the
+        lease is then marked :attr:`lost`).
+        """
+        ttl = validate_ttl(ttl if ttl is not None else self.ttl)
+        sent = time.monotonic()
+        try:
+            info = await self.manager.backend.renew_lease(
+                self.agent_id, self.holder, self.token, ttl
+            )
+        except LeaseLost as exc:
+            self._lost = exc
+            raise
+        self.ttl = ttl
+        self.expires_at = info.expires_at
+        self._deadline = sent + ttl
+
+    async def release(self) -> bool:
+        """Stop the heartbeat and give the lease up (another worker may take it at
+        once). Returns False when it had already been taken over. Idempotent."""
+        await self.stop_heartbeat()
+        if self._released:
+            return False
+        self._released = True
+        return await self.manager.backend.release_lease(self.agent_id, self.holder, self.token)
+
+    # -- heartbeat -------------------------------------------------------------------
+
+    def start_heartbeat(
+        self,
+        interval: float | None = None,
+        *,
+        on_lost: Callable[[Lease, BaseException], Any] | None = None,
+    ) -> asyncio.Task[None]:
+        """Renew every ``interval`` seconds (default: a third of the TTL) in a
+        background task, until :meth:`release`, :meth:`stop_heartbeat`, or the lease
+        is lost — then ``on_lost(lease, error)`` is called (the default logs).
+
+        A renewal that fails for another reason (storage unreachable) is retried at
+        the next beat; the lease may expire meanwhile, and the fencing token keeps
+        that safe.
+        """
+        if self._heartbeat is not None and not self._heartbeat.done():
+            return self._heartbeat
+        beat = interval if interval is not None else self.ttl / 3
+        if beat <= 0:
+            raise ConfigurationError("heartbeat interval must be > 0")
+        self._heartbeat = asyncio.get_running_loop().create_task(
+            self._beat(beat, on_lost), name=f"lease-heartbeat:{self.agent_id}"
+        )
+        return self._heartbeat
+
+    async def _beat(
+        self, interval: float, on_lost: Callable[[Lease, BaseException], Any] | None
+    ) -> None:
+        while not self._released:
+            await asyncio.sleep(interval)
+            try:
+                await self.renew()
+            except LeaseLost as exc:
+                if on_lost is not None:
+                    result = on_lost(self, exc)
+                    if asyncio.iscoroutine(result):
+                        await result
+                else:
+                    logger.warning("lease on %r lost: %s", self.agent_id, exc)
+                return
+            except Exception as exc:  # keep beating: the next renewal may work
+                logger.warning("renewing the lease on %r failed: %s", self.agent_id, exc)
+
+    async def stop_heartbeat(self) -> None:
+        """Stop the background renewals (the lease itself is kept until it expires)."""
+        task, self._heartbeat = self._heartbeat, None
+        if task is None or task.done() or task is asyncio.current_task():
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def __aenter__(self) -> Lease:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.release()
+
+    def __repr__(self) -> str:
+        state = "lost" if self.lost else "released" if self._released else "held"
+        return f"Lease({self.agent_id!r}, holder={self.holder!r}, token={self.token}, {state})"
+
+
+class LeaseManager:
+    """Acquires leases on agents for one holder (a worker process).
+
+    Args:
+        target: a :class:`~statekeeper.store.StateStore` or a backend whose engine
+            supports leases (memory, SQLite, PostgreSQL, Redis, tiered over one of
+            those; S3 raises :class:`~statekeeper.errors.LeasesUnsupported`).
+        holder: this worker's id (default :func:`default_holder`, unique per process).
+        ttl: the default lease duration in seconds.
+    """
+
+    def __init__(
+        self,
+        target: StateStore | Backend,
+        *,
+        holder: str | None = None,
+        ttl: float = 30.0,
+    ) -> None:
+        self.backend: Backend = target if isinstance(target, Backend) else target.backend
+        self.holder = holder if holder is not None else default_holder()
+        if not isinstance(self.holder, str) or not self.holder:
+            raise ConfigurationError("a lease holder id must be a non-empty string")
+        self.ttl = validate_ttl(ttl)
+
+    async def acquire(
+        self,
+        agent_id: str,
+        ttl: float | None = None,
+        *,
+        wait: float = 0.0,
+        poll: float = 0.05,
+    ) -> Lease:
+        """Take the agent's lease for ``ttl`` seconds (default: the manager's TTL).
+
+        When another holder has it, retry for up to ``wait`` seconds (polling every
+        ``poll`` seconds at most), then raise :class:`~statekeeper.errors.LeaseHeld`.
+        """
+        ttl = validate_ttl(ttl if ttl is not None else self.ttl)
+        deadline = time.monotonic() + wait
+        pause = min(poll, 0.005)
+        while True:
+            sent = time.monotonic()
+            try:
+                info = await self.backend.acquire_lease(agent_id, self.holder, ttl)
+            except LeaseHeld:
+                if time.monotonic() + pause > deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, poll)
+                continue
+            return Lease(self, info, ttl, sent)
+
+    async def try_acquire(self, agent_id: str, ttl: float | None = None) -> Lease | None:
+        """The lease, or None when another holder has it."""
+        try:
+            return await self.acquire(agent_id, ttl)
+        except LeaseHeld:
+            return None
+
+    @contextlib.asynccontextmanager
+    async def hold(
+        self,
+        agent_id: str,
+        ttl: float | None = None,
+        *,
+        wait: float = 0.0,
+        heartbeat: bool = True,
+        on_lost: Callable[[Lease, BaseException], Any] | None = None,
+    ) -> AsyncIterator[Lease]:
+        """``async with manager.hold(agent_id) as lease:`` — acquire, renew in the
+        background while the block runs, release on exit (also on errors)."""
+        lease = await self.acquire(agent_id, ttl, wait=wait)
+        try:
+            if heartbeat:
+                lease.start_heartbeat(on_lost=on_lost)
+            yield lease
+        finally:
+            await lease.release()
+
+    async def current(self, agent_id: str) -> LeaseInfo | None:
+        """The agent's newest lease as stored (possibly expired or released)."""
+        return await self.backend.get_lease(agent_id)

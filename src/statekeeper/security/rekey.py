@@ -1,0 +1,372 @@
+"""Key rotation: re-encrypt stored records under the keyring's active key, online.
+
+Rotation, step by step (``docs/security.md``):
+
+1. add the new key to the keyring and make it *active* everywhere the store is used
+   (new records are then encrypted with it; records under older keys still decrypt);
+2. run ``statekeeper rekey`` (or :func:`rekey`): every record not yet under the active
+   key — and every record stored in the clear, when a store is being encrypted for the
+   first time — is verified and re-encrypted, one agent at a time, while the store
+   stays in use;
+3. check with ``statekeeper keys status`` that no record names the old key, then remove
+   it from the keyring.
+
+Re-encryption never changes a record's content, position or chain link (links are
+computed over the plaintext, see :mod:`statekeeper.codec.pipeline`), so writers that
+append meanwhile stay valid. Each batch is written with
+:meth:`~statekeeper.backends.base.Backend.rewrite`, which applies only while the stream
+head is the one that was read; a concurrent append makes the batch retry. A stream is
+re-authenticated (its head tag recomputed under the active key) only after every one
+of its records and its head verified: rekey never launders a damaged stream.
+
+Progress is durable twice over: each record names its key in its clear header, so a
+rerun skips what is done; and an optional progress file records the last agent
+finished, so a resumed run does not even re-read finished agents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..codec import ZERO_LINK, Codec
+from ..codec.pipeline import CHAIN_BROKEN
+from ..errors import ConfigurationError, ConflictError, IntegrityError
+from ..records import RawEvent, RawSnapshot, RewriteRequest
+
+if TYPE_CHECKING:
+    from ..store.store import StateStore
+
+__all__ = ["RekeyProgress", "RekeyStats", "key_usage", "rekey", "rekey_agent"]
+
+_PAGE = 500
+_SNAPSHOT = "snapshot"
+
+
+@dataclass(slots=True)
+class RekeyStats:
+    """What a rekey did: agents visited, records re-encrypted, records already done."""
+
+    agents: int = 0
+    events: int = 0
+    snapshots: int = 0
+    heads: int = 0
+    skipped: int = 0
+    retries: int = 0
+
+    def add(self, other: RekeyStats) -> None:
+        """Accumulate ``other`` into this."""
+        self.agents += other.agents
+        self.events += other.events
+        self.snapshots += other.snapshots
+        self.heads += other.heads
+        self.skipped += other.skipped
+        self.retries += other.retries
+
+
+@dataclass(slots=True)
+class RekeyProgress:
+    """The durable progress of a rekey run (a small JSON file)."""
+
+    target_key: str
+    after: str | None = None
+    done: bool = False
+    started_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    stats: RekeyStats = field(default_factory=RekeyStats)
+
+    @classmethod
+    def load(cls, path: Path) -> RekeyProgress | None:
+        """The progress saved at ``path`` (None when there is none or it is unreadable)."""
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            return cls(
+                target_key=str(doc["target_key"]),
+                after=doc.get("after"),
+                done=bool(doc.get("done", False)),
+                started_at=float(doc.get("started_at", time.time())),
+                updated_at=float(doc.get("updated_at", time.time())),
+                stats=RekeyStats(**doc.get("stats", {})),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def save(self, path: Path) -> None:
+        """Write atomically and durably (temp file, fsync, rename)."""
+        self.updated_at = time.time()
+        doc = {"statekeeper_rekey": 1, **asdict(self)}
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+
+def _check(store: StateStore) -> Codec:
+    codec = store.codec
+    if codec.keyring is None:
+        raise ConfigurationError(
+            "rekey needs a keyring whose active key is the key to re-encrypt with"
+        )
+    return codec
+
+
+class _Restart(Exception):
+    """The stream was deleted or re-created under rekey: walk it again from seq 1."""
+
+
+async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -> RekeyStats:
+    """Re-encrypt one agent's records under the active key (see the module docs).
+
+    Raises :class:`~statekeeper.errors.IntegrityError` (writing nothing more) when a
+    record, the chain or the head does not verify.
+    """
+    _check(store)
+    stats = RekeyStats(agents=1)
+    for _attempt in range(20):
+        try:
+            await _rekey_stream(store, agent_id, batch, stats)
+            return stats
+        except _Restart:
+            stats.retries += 1
+    raise ConflictError(agent_id, 0, await store.backend.head(agent_id))
+
+
+async def _rekey_stream(store: StateStore, agent_id: str, batch: int, stats: RekeyStats) -> None:
+    codec = store.codec
+    reader = codec.migrating()  # also opens records written without a key
+    active = codec.keyring.active_id if codec.keyring is not None else ""
+    backend = store.backend
+    link: bytes = ZERO_LINK
+    cursor = 0
+    pending: list[tuple[RawEvent, RawEvent]] = []  # (as read, re-encrypted)
+    links: dict[int, bytes] = {}  # the link at each seq that has a snapshot
+
+    async def flush() -> None:
+        """Write ``pending`` while the stream is the one walked; appends only delay it."""
+        last_read, last_new = pending[-1]
+        for attempt in range(200):
+            head, tag = await backend.head_tag(agent_id)
+            # the head first, then identity: a stream re-created after this read makes
+            # the rewrite's compare-and-set fail; one re-created before, this check
+            if head < cursor:
+                raise _Restart
+            rows = await backend.read(agent_id, last_read.seq - 1, last_read.seq)
+            if not rows or rows[0].checksum not in (last_read.checksum, last_new.checksum):
+                raise _Restart
+            try:
+                await backend.rewrite(
+                    RewriteRequest(agent_id, head, tag, tuple(new for _, new in pending))
+                )
+            except ConflictError:  # a writer appended meanwhile: try again
+                stats.retries += 1
+                await asyncio.sleep(min(0.0005 * attempt, 0.02))
+                continue
+            stats.events += len(pending)
+            pending.clear()
+            return
+        raise ConflictError(agent_id, head, await backend.head(agent_id))
+
+    while True:
+        head, tag = await backend.head_tag(agent_id)
+        if head == 0:
+            return  # deleted: nothing left to re-encrypt
+        if head < cursor:
+            raise _Restart
+        snaps: list[RawSnapshot] = []
+        below: int | None = head
+        while below is not None and below >= 1:
+            raw_snap = await backend.latest_snapshot(agent_id, below)
+            if raw_snap is None:
+                break
+            snaps.append(raw_snap)
+            below = raw_snap.seq - 1
+        wanted = {s.seq for s in snaps}
+        while cursor < head:
+            page = await backend.read(agent_id, cursor, head, limit=_PAGE)
+            if not page:
+                raise IntegrityError(agent_id, cursor + 1, f"stream ends at seq {cursor}")
+            for raw in page:
+                if raw.seq != cursor + 1:
+                    raise IntegrityError(agent_id, cursor + 1, "gap in the stream")
+                opened = reader.open(
+                    agent_id, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum
+                )
+                if opened.prev is not None and opened.prev != link:
+                    raise IntegrityError(agent_id, raw.seq, CHAIN_BROKEN)
+                link = opened.link
+                cursor = raw.seq
+                if raw.seq in wanted:
+                    links[raw.seq] = link
+                if opened.key_id == active and opened.version != 0:
+                    stats.skipped += 1
+                    continue
+                sealed = codec.seal(
+                    agent_id,
+                    raw.seq,
+                    raw.kind,
+                    raw.timestamp,
+                    opened.body,
+                    opened.prev or ZERO_LINK,
+                    fmt=opened.format,
+                    legacy_link=opened.prev is None,
+                )
+                assert sealed.link == opened.link  # the chain is untouched
+                pending.append(
+                    (
+                        raw,
+                        RawEvent(raw.seq, raw.kind, raw.timestamp, sealed.payload, sealed.checksum),
+                    )
+                )
+            if len(pending) >= batch:
+                await flush()
+        # the whole stream up to ``head`` verified: its head too, before re-authenticating
+        reader.check_head(agent_id, head, link, tag)
+        new_snaps: list[RawSnapshot] = []
+        for raw_snap in snaps:
+            opened = reader.open(
+                agent_id,
+                raw_snap.seq,
+                _SNAPSHOT,
+                raw_snap.timestamp,
+                raw_snap.payload,
+                raw_snap.checksum,
+            )
+            at = links.get(raw_snap.seq)
+            if at is None:  # a snapshot taken at a seq walked before it existed
+                rows = await backend.read(agent_id, raw_snap.seq - 1, raw_snap.seq)
+                if not rows:
+                    raise IntegrityError(agent_id, raw_snap.seq, "snapshot past the end")
+                row = rows[0]
+                at = reader.open(
+                    agent_id, row.seq, row.kind, row.timestamp, row.payload, row.checksum
+                ).link
+            if opened.prev is not None and opened.prev != at:
+                raise IntegrityError(
+                    agent_id, raw_snap.seq, "snapshot does not belong to the chain"
+                )
+            if opened.key_id == active and opened.version != 0:
+                stats.skipped += 1
+                continue
+            sealed = codec.seal(
+                agent_id,
+                raw_snap.seq,
+                _SNAPSHOT,
+                raw_snap.timestamp,
+                opened.body,
+                at,
+                fmt=opened.format,
+            )
+            new_snaps.append(
+                RawSnapshot(raw_snap.seq, raw_snap.timestamp, sealed.payload, sealed.checksum)
+            )
+        new_tag = codec.head_tag(agent_id, head, link) if codec.head_key_id(tag) != active else None
+        if not pending and not new_snaps and new_tag is None:
+            return
+        try:
+            await backend.rewrite(
+                RewriteRequest(
+                    agent_id,
+                    head,
+                    tag,
+                    tuple(new for _, new in pending),
+                    tuple(new_snaps),
+                    new_tag,
+                )
+            )
+        except ConflictError:
+            # appended meanwhile: walk the new records too, then finish at the new head
+            stats.retries += 1
+            continue
+        stats.events += len(pending)
+        stats.snapshots += len(new_snaps)
+        stats.heads += new_tag is not None
+        return
+
+
+async def rekey(
+    store: StateStore,
+    *,
+    progress_file: str | os.PathLike[str] | None = None,
+    on_agent: Callable[[str, RekeyStats, RekeyStats], Any] | None = None,
+    batch: int = _PAGE,
+) -> RekeyStats:
+    """Re-encrypt every agent's records under the active key, agent by agent in id
+    order. ``on_agent(agent_id, agent_stats, total)`` is called after each agent.
+
+    With ``progress_file``, the last finished agent is recorded durably after each
+    one, and a run interrupted earlier (same active key, not finished) resumes after
+    it. Returns the totals of this run.
+    """
+    codec = _check(store)
+    active = codec.keyring.active_id if codec.keyring is not None else ""
+    await store.flush()
+    path = Path(progress_file) if progress_file is not None else None
+    progress = RekeyProgress(target_key=active)
+    if path is not None:
+        earlier = RekeyProgress.load(path)
+        if earlier is not None and earlier.target_key == active and not earlier.done:
+            progress = earlier
+    total = RekeyStats()
+    after = progress.after
+    while True:
+        page = await store.list_agents(after=after, limit=_PAGE)
+        for info in page:
+            result = await rekey_agent(store, info.agent_id, batch=batch)
+            total.add(result)
+            progress.stats.add(result)
+            progress.after = info.agent_id
+            if path is not None:
+                progress.save(path)
+            if on_agent is not None:
+                on_agent(info.agent_id, result, total)
+        if len(page) < _PAGE:
+            break
+        after = page[-1].agent_id
+    progress.done = True
+    if path is not None:
+        progress.save(path)
+    return total
+
+
+async def key_usage(store: StateStore) -> dict[str, int]:
+    """How many stored records (events, snapshots) and stream heads name each key, read
+    from clear headers without decrypting anything. ``"(none)"`` counts records stored
+    in the clear. Use it to confirm that a retired key is no longer needed."""
+    backend = store.backend
+    counts: dict[str, int] = {}
+
+    def count(key_id: str | None) -> None:
+        name = key_id if key_id is not None else "(none)"
+        counts[name] = counts.get(name, 0) + 1
+
+    async for info in store.iter_agents():
+        _, tag = await backend.head_tag(info.agent_id)
+        count(Codec.head_key_id(tag) if tag is not None and len(tag) > 1 and tag[1] else None)
+        cursor = 0
+        while True:
+            page = await backend.read(info.agent_id, cursor, None, limit=_PAGE)
+            for raw in page:
+                header = Codec.header(raw.payload)
+                count(header.key_id if header is not None else "(unreadable)")
+                cursor = raw.seq
+            if len(page) < _PAGE:
+                break
+        below: int | None = None
+        while True:
+            snap = await backend.latest_snapshot(info.agent_id, below)
+            if snap is None:
+                break
+            header = Codec.header(snap.payload)
+            count(header.key_id if header is not None else "(unreadable)")
+            if snap.seq <= 1:
+                break
+            below = snap.seq - 1
+    return counts

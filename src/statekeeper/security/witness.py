@@ -1,0 +1,173 @@
+"""Witness files: commitments to every stream, kept *outside* the store.
+
+A chain and an authenticated head detect records that are removed, reordered,
+replayed, forged or copied — but not a rollback of the *whole* store to an older
+copy (an old backup restored over the current file is internally consistent). A
+witness closes that gap: :func:`export_witness` writes, for every agent, the head seq
+and a digest of the chain up to it; :func:`check_witness`, later, verifies that each
+stream still holds exactly what was witnessed (it may have grown since). A stream
+that is shorter, different, or gone is reported.
+
+With a key, digests are HMACs under the keyring's witness key, and the file itself is
+sealed with one, so neither can be forged or edited without the key; without a key
+they are SHA-256 (they detect a rollback, not a forger who also edits the witness).
+Keep witness files where whoever can write the store cannot (another machine, an
+append-only bucket, a ticket, a printed digest).
+
+File format (JSON)::
+
+    {"statekeeper_witness": 1, "exported_at": "2025-01-31T12:00:00Z",
+     "streams": [{"agent_id": "a", "seq": 12, "key_id": "k2", "digest": "<hex>"}, …],
+     "store_digest": "<hex of SHA-256 over the streams>",
+     "seal": {"key_id": "k2", "mac": "<hex>"}}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError, StatekeeperError
+
+if TYPE_CHECKING:
+    from ..store.store import StateStore
+
+__all__ = ["WitnessProblem", "WitnessReport", "check_witness", "export_witness", "load_witness"]
+
+VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class WitnessProblem:
+    """A stream that no longer holds what the witness saw."""
+
+    agent_id: str
+    seq: int | None
+    reason: str
+
+
+@dataclass(slots=True)
+class WitnessReport:
+    """What :func:`check_witness` found."""
+
+    checked: int = 0
+    grown: int = 0
+    new_agents: int = 0
+    problems: list[WitnessProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every witnessed stream still holds what was witnessed."""
+        return not self.problems
+
+
+def _canonical(streams: list[dict[str, Any]]) -> bytes:
+    return json.dumps(streams, sort_keys=True, separators=(",", ":")).encode()
+
+
+async def export_witness(
+    store: StateStore,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    on_agent: Callable[[str], Any] | None = None,
+) -> dict[str, Any]:
+    """Commit to every stream of ``store`` (each verified on the way); write the witness
+    to ``path`` (atomically) when given, and return it."""
+    streams: list[dict[str, Any]] = []
+    async for info in store.iter_agents():
+        d = await store.digest(info.agent_id)
+        streams.append(
+            {"agent_id": d.agent_id, "seq": d.seq, "key_id": d.key_id, "digest": d.digest}
+        )
+        if on_agent is not None:
+            on_agent(info.agent_id)
+    data = _canonical(streams)
+    key_id, mac = store.codec.witness_seal(data)
+    doc = {
+        "statekeeper_witness": VERSION,
+        "exported_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        "backend": store.backend.name,
+        "agents": len(streams),
+        "streams": streams,
+        "store_digest": hashlib.sha256(data).hexdigest(),
+        "seal": {"key_id": key_id, "mac": mac},
+    }
+    if path is not None:
+        _write(Path(path), json.dumps(doc, indent=1) + "\n")
+    return doc
+
+
+def _write(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` atomically and durably (small file: blocking is fine)."""
+    tmp = target.with_name(target.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+
+
+def load_witness(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a witness file (raises ``ConfigurationError`` when it is not one)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read witness file {os.fspath(path)}: {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("statekeeper_witness") != VERSION:
+        raise ConfigurationError(f"{os.fspath(path)} is not a statekeeper witness file")
+    if not isinstance(doc.get("streams"), list):
+        raise ConfigurationError(f"{os.fspath(path)} has no streams")
+    return doc
+
+
+async def check_witness(
+    store: StateStore,
+    witness: dict[str, Any] | str | os.PathLike[str],
+    *,
+    on_agent: Callable[[str], Any] | None = None,
+) -> WitnessReport:
+    """Check that every stream in ``witness`` still holds what it committed to."""
+    from ..store.store import StreamDigest
+
+    doc = witness if isinstance(witness, dict) else load_witness(witness)
+    report = WitnessReport()
+    streams = doc["streams"]
+    seal = doc.get("seal") or {}
+    try:
+        sealed = store.codec.check_witness_seal(
+            _canonical(streams), seal.get("key_id"), str(seal.get("mac", ""))
+        )
+    except StatekeeperError as exc:
+        report.problems.append(WitnessProblem("*", None, f"witness file seal: {exc}"))
+        return report
+    if not sealed:
+        report.problems.append(
+            WitnessProblem("*", None, "the witness file was altered (its seal does not match)")
+        )
+        return report
+    seen: set[str] = set()
+    for entry in streams:
+        agent_id = str(entry["agent_id"])
+        seen.add(agent_id)
+        report.checked += 1
+        expected = StreamDigest(agent_id, int(entry["seq"]), entry.get("key_id"), entry["digest"])
+        try:
+            problem = await store.check_digest(expected)
+        except StatekeeperError as exc:
+            problem = str(exc)
+        if problem is not None:
+            report.problems.append(WitnessProblem(agent_id, expected.seq, problem))
+        elif await store.head(agent_id) > expected.seq:
+            report.grown += 1
+        if on_agent is not None:
+            on_agent(agent_id)
+    async for info in store.iter_agents():
+        if info.agent_id not in seen:
+            report.new_agents += 1
+    return report

@@ -1,0 +1,129 @@
+"""``keys generate|status``, ``rekey`` and ``witness export|check`` from the command line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from statekeeper import SyncStateStore
+from statekeeper.cli import app
+from statekeeper.security import Keyring
+
+
+@pytest.fixture
+def keys(tmp_path: Path, runner: CliRunner) -> Path:
+    path = tmp_path / "keys.json"
+    result = runner.invoke(app, ["keys", "generate", "--key-file", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "added key 'k1'" in result.output
+    return path
+
+
+def test_help(runner: CliRunner) -> None:
+    for command in (["keys"], ["rekey"], ["witness"], ["keys", "status"], ["witness", "check"]):
+        result = runner.invoke(app, [*command, "--help"])
+        assert result.exit_code == 0 and "Usage" in result.output
+
+
+def test_keys_generate_prints_or_extends_a_key_file(runner: CliRunner, keys: Path) -> None:
+    printed = runner.invoke(app, ["keys", "generate", "--id", "kx"])
+    assert printed.exit_code == 0 and printed.output.startswith("kx=")
+    result = runner.invoke(app, ["keys", "generate", "--key-file", str(keys), "--no-activate"])
+    assert result.exit_code == 0 and "'k2'" in result.output and "active" not in result.output
+    ring = Keyring.from_file(keys)
+    assert ring.ids == ["k1", "k2"] and ring.active_id == "k1"
+    result = runner.invoke(app, ["keys", "generate", "--key-file", str(keys), "--id", "k2"])
+    assert result.exit_code == 2 and "already" in result.output
+
+
+def test_encrypt_a_store_rotate_and_witness(
+    runner: CliRunner, url: str, db: Path, keys: Path, tmp_path: Path
+) -> None:
+    status = runner.invoke(app, ["keys", "status", "--db", url, "--key-file", str(keys), "--json"])
+    assert status.exit_code == 0, status.output
+    before = json.loads(status.stdout)
+    assert before["active"] == "k1" and set(before["usage"]) == {"(none)"}
+    # the key is set but the store is still plaintext: reads are refused…
+    env = {"STATEKEEPER_KEY_FILE": str(keys)}
+    refused = runner.invoke(app, ["show", "alpha", "--db", url], env=env)
+    assert refused.exit_code == 2 and "not encrypted" in refused.output
+    # …until rekey encrypts it
+    result = runner.invoke(app, ["rekey", "--db", url, "--key-file", str(keys), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["agents"] == 3 and summary["events_reencrypted"] == 9
+    assert b"research" not in db.read_bytes()
+    shown = runner.invoke(app, ["show", "alpha", "--db", url, "--json"], env=env)
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["data"]["task"] == "research"
+    without = runner.invoke(app, ["show", "alpha", "--db", url])
+    assert (
+        without.exit_code == 2
+        and "'k1'" in without.output
+        and "not in the keyring" in without.output
+    )
+    # witness, rotate, the witness still holds
+    witness = tmp_path / "witness.json"
+    exported = runner.invoke(app, ["witness", "export", str(witness), "--db", url], env=env)
+    assert exported.exit_code == 0 and "3 stream(s)" in exported.output
+    assert runner.invoke(app, ["keys", "generate", "--key-file", str(keys)]).exit_code == 0
+    rotated = runner.invoke(app, ["rekey", "--db", url], env=env)
+    assert rotated.exit_code == 0 and "under 'k2'" in rotated.output
+    status = runner.invoke(app, ["keys", "status", "--db", url, "--json"], env=env)
+    assert set(json.loads(status.stdout)["usage"]) == {"k2"}
+    checked = runner.invoke(app, ["witness", "check", str(witness), "--db", url], env=env)
+    assert checked.exit_code == 0 and "OK" in checked.output
+    verified = runner.invoke(app, ["verify", "--db", url], env=env)
+    assert verified.exit_code == 0, verified.output
+    # a rollback of the whole file is caught by the witness
+    backup = tmp_path / "backup.db"
+    shutil.copy(db, backup)
+    assert runner.invoke(app, ["delete", "beta", "--db", url, "--yes"], env=env).exit_code == 0
+    store = SyncStateStore(url, keyring=Keyring.from_file(keys))
+    try:
+        store.save("alpha", {"task": "research", "more": 1})
+    finally:
+        store.close()
+    witness2 = tmp_path / "witness2.json"
+    exported = runner.invoke(app, ["witness", "export", str(witness2), "--db", url], env=env)
+    assert exported.exit_code == 0
+    shutil.copy(backup, db)  # the rollback (the store was closed: no WAL left behind)
+    rolled = runner.invoke(app, ["witness", "check", str(witness2), "--db", url, "--json"], env=env)
+    assert rolled.exit_code == 1
+    problems = json.loads(rolled.stdout)["problems"]
+    assert [p["agent_id"] for p in problems] == ["alpha"] and "rolled back" in problems[0]["reason"]
+
+
+def test_rekey_without_keys_is_a_usage_error(runner: CliRunner, url: str) -> None:
+    result = runner.invoke(app, ["rekey", "--db", url])
+    assert result.exit_code == 2 and "needs keys" in result.output
+
+
+def test_witness_check_reports_problems(
+    runner: CliRunner, url: str, db: Path, keys: Path, tmp_path: Path
+) -> None:
+    witness = tmp_path / "w.json"
+    assert runner.invoke(app, ["witness", "export", str(witness), "--db", url]).exit_code == 0
+    assert runner.invoke(app, ["delete", "gamma", "--db", url, "--yes"]).exit_code == 0
+    result = runner.invoke(app, ["witness", "check", str(witness), "--db", url, "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert not report["ok"] and report["problems"][0]["agent_id"] == "gamma"
+    text = runner.invoke(app, ["witness", "check", str(witness), "--db", url])
+    assert text.exit_code == 1 and "gamma" in text.output and "problem" in text.output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    result = runner.invoke(app, ["witness", "check", str(bad), "--db", url])
+    assert result.exit_code == 2 and "not a statekeeper witness" in result.output
+
+
+def test_rekey_progress_file_defaults_next_to_the_database(
+    runner: CliRunner, url: str, db: Path, keys: Path
+) -> None:
+    result = runner.invoke(app, ["rekey", "--db", url, "--key-file", str(keys)])
+    assert result.exit_code == 0, result.output
+    progress = db.with_name(db.name + ".rekey.json")
+    assert json.loads(progress.read_text())["done"] is True

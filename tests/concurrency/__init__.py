@@ -1,0 +1,1 @@
+"""Tests of statekeeper.concurrency: locking, leases and fencing, merges, steps."""

@@ -1,0 +1,163 @@
+"""Child processes for the multi-process concurrency tests (real processes, real kills).
+
+Usage: ``python _workers.py COMMAND URL ...`` — every command prints ``ready``, waits
+for a line on stdin (so that all children start together), then works and prints one
+JSON line with what it did.
+
+rmw URL NAME COUNT AGENT...
+    COUNT read-modify-write increments with :func:`statekeeper.concurrency.update`,
+    round-robin over the agents: ``n += 1`` and ``by[NAME] += 1``.
+holder URL AGENT TTL
+    Acquires AGENT's lease (with a heartbeat), makes 3 fenced writes, prints
+    ``pause-point`` and sleeps 0.3 s (the parent SIGSTOPs it there, past the TTL, and
+    SIGCONTs it after another worker took over), then tries 5 late fenced writes
+    through the store and 2 through a lease-bound DurableAgent; reports how each ended.
+taker URL AGENT TTL
+    Acquires AGENT's lease (waiting for it) and makes 5 fenced writes.
+steps URL AGENT LOG STEPS [PAUSE]
+    Runs durable steps 1..STEPS; the side effect of step k appends ``k`` to LOG
+    (fsync'ed). PAUSE = ``before:k`` | ``inside:k`` | ``after-effect:k`` prints
+    ``at PAUSE`` at that point and sleeps until killed; ``slow`` sleeps 20 ms before
+    and after each effect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from statekeeper import StateStore
+from statekeeper.concurrency import Backoff, LeaseManager, Steps, update
+from statekeeper.errors import LeaseLost
+
+
+def say(*parts: object) -> None:
+    print(*parts, flush=True)
+
+
+def wait_for_go() -> None:
+    say("ready")
+    sys.stdin.readline()
+
+
+async def rmw(url: str, name: str, count: int, agents: list[str]) -> None:
+    async with StateStore(url) as store:
+        wait_for_go()
+        started = time.perf_counter()
+        attempts = 0
+
+        def bump(data: dict[str, Any]) -> None:
+            data["n"] = data.get("n", 0) + 1
+            by = data.setdefault("by", {})
+            by[name] = by.get(name, 0) + 1
+
+        for i in range(count):
+            done = await update(
+                store,
+                agents[i % len(agents)],
+                bump,
+                attempts=1000,
+                backoff=Backoff(base=0.001, cap=0.05),
+            )
+            attempts += done.attempts
+        say(json.dumps({"attempts": attempts, "seconds": time.perf_counter() - started}))
+
+
+async def holder(url: str, agent: str, ttl: float) -> None:
+    async with StateStore(url) as store:
+        leases = LeaseManager(store, holder="A", ttl=ttl)
+        wait_for_go()
+        lease = await leases.acquire(agent)
+        lease.start_heartbeat(interval=ttl / 4, on_lost=lambda lease, exc: None)
+        items: list[str] = []
+        for i in range(3):
+            items.append(f"A-{i}")
+            await store.save(agent, {"owner": "A", "items": items}, lease=lease, actor="A")
+        durable = await store.agent(agent, lease=lease)
+        say("pause-point", lease.token)
+        # the parent stops this process here, for longer than the TTL (a "GC pause")
+        await asyncio.sleep(0.3)
+        outcomes: list[str] = []
+        for i in range(5):
+            items.append(f"A-late-{i}")
+            try:
+                await store.save(agent, {"owner": "A", "items": items}, lease=lease, actor="A")
+                outcomes.append("written")
+            except LeaseLost as exc:
+                outcomes.append(f"lost:{exc.token}<{exc.current_token}")
+        for i in range(2):
+            durable.data["items"] = [*durable.data.get("items", []), f"A-late-agent-{i}"]
+            try:
+                await durable.record("late", {"i": i}, actor="A")
+                outcomes.append("written")
+            except LeaseLost as exc:
+                outcomes.append(f"lost:{exc.token}<{exc.current_token}")
+        await lease.stop_heartbeat()
+        say(json.dumps({"token": lease.token, "lost": lease.lost, "outcomes": outcomes}))
+
+
+async def taker(url: str, agent: str, ttl: float) -> None:
+    async with StateStore(url) as store:
+        leases = LeaseManager(store, holder="B", ttl=ttl)
+        wait_for_go()
+        lease = await leases.acquire(agent, wait=30)
+        current = await store.load(agent)
+        items = list(current.data.get("items", []))
+        for i in range(5):
+            items.append(f"B-{i}")
+            await store.save(agent, {"owner": "B", "items": items}, lease=lease, actor="B")
+        await lease.release()
+        say(json.dumps({"token": lease.token}))
+
+
+async def steps(url: str, agent: str, log: str, count: int, pause: str | None) -> None:
+    async with StateStore(url) as store:
+        wait_for_go()
+        runner = Steps(store, agent)
+
+        def stop_at(point: str) -> None:
+            if pause == "slow" and not point.startswith("before"):
+                time.sleep(0.02)  # widen the windows a random kill can land in
+            if pause == point:
+                say("at", point)
+                while True:  # wait here to be killed (SIGKILL from the parent)
+                    time.sleep(1)
+
+        def effect(k: int) -> dict[str, int]:
+            stop_at(f"inside:{k}")
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, f"{k}\n".encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            stop_at(f"after-effect:{k}")
+            return {"step": k, "pid": os.getpid()}
+
+        results = []
+        for k in range(1, count + 1):
+            stop_at(f"before:{k}")
+            results.append(await runner.run(f"step-{k}", effect, k))
+        say(json.dumps(results))
+
+
+def main(argv: list[str]) -> None:
+    command, url, *rest = argv
+    if command == "rmw":
+        asyncio.run(rmw(url, rest[0], int(rest[1]), rest[2:]))
+    elif command == "holder":
+        asyncio.run(holder(url, rest[0], float(rest[1])))
+    elif command == "taker":
+        asyncio.run(taker(url, rest[0], float(rest[1])))
+    elif command == "steps":
+        asyncio.run(steps(url, rest[0], rest[1], int(rest[2]), rest[3] if len(rest) > 3 else None))
+    else:
+        raise SystemExit(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

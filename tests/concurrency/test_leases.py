@@ -1,0 +1,162 @@
+"""LeaseManager and Lease: acquire, wait, renew (heartbeat), release, and fenced writes
+through the store and a lease-bound DurableAgent."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.backends import MemoryBackend
+from statekeeper.concurrency import Lease, LeaseManager, default_holder
+from statekeeper.errors import (
+    ConfigurationError,
+    LeaseHeld,
+    LeaseLost,
+    StatekeeperError,
+    WriteBufferError,
+)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'l.db'}"
+    async with StateStore(url) as s:
+        yield s
+
+
+async def test_acquire_wait_and_release(store: StateStore) -> None:
+    alice, bob = LeaseManager(store, holder="alice"), LeaseManager(store, holder="bob")
+    lease = await alice.acquire("a", ttl=5)
+    assert isinstance(lease, Lease)
+    assert lease.fence == ("alice", lease.token)
+    assert 4 < lease.remaining() <= 5
+    with pytest.raises(LeaseHeld) as held:
+        await bob.acquire("a")
+    assert held.value.holder == "alice"
+    assert await bob.try_acquire("a") is None
+
+    async def release_soon() -> None:
+        await asyncio.sleep(0.1)
+        await lease.release()
+
+    task = asyncio.create_task(release_soon())
+    taken = await bob.acquire("a", wait=5)  # waits for the release
+    await task
+    assert taken.token > lease.token
+    assert lease.released and not await lease.release()  # idempotent
+    assert (await alice.current("a")).holder == "bob"  # type: ignore[union-attr]
+
+
+async def test_hold_heartbeats_past_the_ttl_and_releases(store: StateStore) -> None:
+    workers = LeaseManager(store, holder="w1", ttl=0.6)
+    async with workers.hold("a") as lease:
+        await asyncio.sleep(1.5)  # well past the TTL: the heartbeat keeps it
+        with pytest.raises(LeaseHeld):
+            await LeaseManager(store, holder="w2").acquire("a")
+        await store.save("a", {"ok": True}, lease=lease)
+        assert not lease.lost
+    assert lease.released
+    assert (await workers.current("a")).holder is None  # type: ignore[union-attr]
+
+
+async def test_heartbeat_reports_a_lost_lease(store: StateStore) -> None:
+    lost: list[BaseException] = []
+    lease = await LeaseManager(store, holder="w1").acquire("a", ttl=0.2)
+    await asyncio.sleep(0.3)
+    await LeaseManager(store, holder="w2").acquire("a", ttl=30)
+    task = lease.start_heartbeat(interval=0.05, on_lost=lambda _, exc: lost.append(exc))
+    await asyncio.wait_for(task, 5)
+    assert lease.lost
+    assert isinstance(lost[0], LeaseLost)
+    with pytest.raises(LeaseLost):
+        await lease.renew()
+    assert await lease.release() is False
+
+
+async def test_fenced_store_writes(store: StateStore) -> None:
+    old = await LeaseManager(store, holder="w1").acquire("a", ttl=0.2)
+    await store.save("a", {"v": 1}, lease=old)
+    await store.append("a", "note", {"x": 1}, lease=old)
+    await asyncio.sleep(0.3)
+    new = await LeaseManager(store, holder="w2").acquire("a", ttl=30)
+    for write in (
+        lambda: store.save("a", {"v": 2}, lease=old),
+        lambda: store.save("a", {"v": 2}, lease=old, expected_seq=1),  # stale view too
+        lambda: store.append("a", "note", {"x": 2}, lease=old),
+        lambda: store.create("b", {}, lease=old),  # a fence for another agent
+    ):
+        with pytest.raises(LeaseLost):
+            await write()
+    assert (await store.load("a")).data == {"v": 1}
+    assert await store.head("a") == 2
+    await store.save("a", {"v": 3}, lease=new)
+    assert (await store.load("a")).data == {"v": 3}
+
+
+async def test_durable_agent_bound_to_a_lease_reverts_a_fenced_transition(
+    store: StateStore,
+) -> None:
+    from statekeeper import StateTransition
+
+    old = await LeaseManager(store, holder="w1").acquire("a", ttl=0.2)
+    agent = await store.agent("a", lease=old)
+    agent.data["step"] = 1
+    await agent.save()
+    await asyncio.sleep(0.3)
+    new = await LeaseManager(store, holder="w2").acquire("a", ttl=30)
+    before = agent.state
+    with pytest.raises(LeaseLost):
+        await agent.transition(StateTransition.START_PROCESSING)
+    assert agent.state == before  # reverted: the write never happened
+    taker = await store.agent("a", lease=new)
+    taker.data["step"] = 2
+    await taker.save()
+    agent.bind(new)  # re-bound to the current lease, after a refresh it may write
+    await agent.refresh()
+    agent.data["step"] = 3
+    await agent.save()
+    assert (await store.load("a")).data == {"step": 3}
+
+
+async def test_fenced_write_behind_fails_at_flush() -> None:
+    backend = MemoryBackend()
+    store = StateStore(backend, durability="async", flush_interval=10)
+    old = await LeaseManager(store, holder="w1").acquire("a", ttl=30)
+    await store.save("a", {"v": 1}, lease=old)
+    await store.flush()
+    await backend.release_lease("a", "w1", old.token)
+    await LeaseManager(backend, holder="w2").acquire("a", ttl=30)
+    await store.save("a", {"v": 2}, lease=old)  # buffered: accepted for now ...
+    with pytest.raises(WriteBufferError) as info:  # ... refused when it is stored
+        await store.flush()
+    assert isinstance(info.value.failures["a"], LeaseLost)
+    assert isinstance(info.value.failures["a"], StatekeeperError)
+    await store.close()
+
+
+def test_manager_arguments() -> None:
+    with pytest.raises(ConfigurationError):
+        LeaseManager(MemoryBackend(), ttl=0)
+    with pytest.raises(ConfigurationError):
+        LeaseManager(MemoryBackend(), holder="")
+    a, b = default_holder(), default_holder()
+    assert a != b and a.count(":") == 2
+
+
+async def test_group_commit_keeps_fences(tmp_path: Any) -> None:
+    async with StateStore(f"sqlite:///{tmp_path / 'g.db'}", durability="group") as store:
+        lease = await LeaseManager(store, holder="w1").acquire("a", ttl=30)
+        await asyncio.gather(*(store.save(f"x{i}", {"i": i}) for i in range(5)),
+                             store.save("a", {"v": 1}, lease=lease))
+        await store.backend.release_lease("a", "w1", lease.token)
+        results = await asyncio.gather(
+            store.save("a", {"v": 2}, lease=lease),
+            *(store.save(f"y{i}", {"i": i}) for i in range(5)),
+            return_exceptions=True,
+        )
+        assert isinstance(results[0], LeaseLost)
+        assert all(not isinstance(r, BaseException) for r in results[1:])
+        assert (await store.load("a")).data == {"v": 1}
