@@ -83,8 +83,13 @@ def _material(key_id: str, value: object) -> bytes:
 
 
 def _derive(master: bytes, purpose: bytes, length: int = 32) -> bytes:
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    try:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise BackendUnavailable(
+            "encryption needs the cryptography package: pip install cryptography"
+        ) from exc
 
     return HKDF(
         algorithm=hashes.SHA256(), length=length, salt=None, info=b"statekeeper/v1 " + purpose

@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Literal
@@ -254,10 +253,12 @@ def _mergeable(first: AppendRequest, then: AppendRequest) -> bool:
 
 def _merge(first: AppendRequest, then: AppendRequest) -> AppendRequest:
     # the merged append ends where ``then`` ends: its head tag is the stream's new head
-    return dataclasses.replace(
-        first,
-        events=(*first.events, *then.events),
-        snapshot=then.snapshot if then.snapshot is not None else first.snapshot,
-        idempotency_key=None,
-        head_tag=then.head_tag,
+    return AppendRequest(
+        first.agent_id,
+        first.expected_seq,
+        (*first.events, *then.events),
+        then.snapshot if then.snapshot is not None else first.snapshot,
+        None,
+        first.fence,
+        then.head_tag,
     )
