@@ -67,6 +67,7 @@ from _common import (
     table,
 )
 from statekeeper.backends.sqlite import SCHEMA_VERSION, SQLiteBackend
+from statekeeper.cli.bench import CHAT_WORDS
 from statekeeper.codec import Codec
 from statekeeper.records import AppendRequest, RawEvent
 from statekeeper.store.store import StateStore
@@ -79,45 +80,11 @@ WORST_EXTRA = 99  # events after the latest snapshot in the worst-case agents
 BUILD_BATCH = 20_000
 TARGETS = {"flat": 2.0, "recovery_ms": 10.0}
 
-_TEXT = (
-    "the",
-    "agent",
-    "plans",
-    "a",
-    "step",
-    "calls",
-    "a",
-    "tool",
-    "reads",
-    "the",
-    "result",
-    "and",
-    "then",
-    "writes",
-    "a",
-    "short",
-    "summary",
-    "of",
-    "what",
-    "it",
-    "found",
-    "so",
-    "far",
-    "before",
-    "it",
-    "asks",
-    "the",
-    "user",
-    "whether",
-    "to",
-    "continue",
-)
-
 
 def text(rng: random.Random, n: int = 200) -> str:
     words: list[str] = []
     while sum(len(w) + 1 for w in words) < n:
-        words.append(rng.choice(_TEXT))
+        words.append(rng.choice(CHAT_WORDS))
     return " ".join(words)[:n]
 
 

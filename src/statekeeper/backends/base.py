@@ -253,9 +253,14 @@ def check_fence(agent_id: str, fence: Fence, current: LeaseInfo | None) -> None:
     current (not released) lease. Expiry alone does not fail the check: while nobody
     took the lease over, no newer token exists, and the write is safe."""
     holder, token = fence
-    if current is None or current.holder is None or (current.holder, current.token) != (
-        holder,
-        token,
+    if (
+        current is None
+        or current.holder is None
+        or (current.holder, current.token)
+        != (
+            holder,
+            token,
+        )
     ):
         raise LeaseLost(
             agent_id,
@@ -275,8 +280,7 @@ def validate_rewrite(request: RewriteRequest) -> None:
     for event in request.events:
         if not 1 <= event.seq <= request.expected_seq or event.seq in seen:
             raise ConfigurationError(
-                f"rewrite of event seq {event.seq} is outside 1..{request.expected_seq}"
-                " or repeated"
+                f"rewrite of event seq {event.seq} is outside 1..{request.expected_seq} or repeated"
             )
         seen.add(event.seq)
     for snap in request.snapshots:

@@ -107,8 +107,10 @@ class MemoryBackend(Backend):
         validate_rewrite(request)
         stream = self._streams.get(request.agent_id)
         head = len(stream.events) if stream is not None else 0
-        if stream is None or head != request.expected_seq or (
-            stream.head_tag != request.expected_tag
+        if (
+            stream is None
+            or head != request.expected_seq
+            or (stream.head_tag != request.expected_tag)
         ):
             raise ConflictError(request.agent_id, request.expected_seq, head)
         for new in request.events:

@@ -616,9 +616,7 @@ class SQLiteBackend(Backend):
         with _translated(self.path, agent_id):
             row = (
                 self._reader()
-                .execute(
-                    "SELECT head_seq, head_tag FROM sk_agents WHERE agent_id = ?", (agent_id,)
-                )
+                .execute("SELECT head_seq, head_tag FROM sk_agents WHERE agent_id = ?", (agent_id,))
                 .fetchone()
             )
         if row is None:

@@ -61,7 +61,8 @@ SEED_CLAIMS: dict[str, tuple[float, float]] = {
 }
 STRATEGIES = [*SEED_CLAIMS, "Local (SQLite)"]
 
-_WORDS = [
+#: the vocabulary of the synthetic chat messages (shared with benchmarks/)
+CHAT_WORDS = [
     "the",
     "agent",
     "plans",
@@ -123,7 +124,7 @@ def _percentile(values: list[float], q: float) -> float:
 def _message(rng: random.Random, i: int) -> dict[str, str]:
     words: list[str] = []
     while sum(len(w) + 1 for w in words) < 200:
-        words.append(rng.choice(_WORDS))
+        words.append(rng.choice(CHAT_WORDS))
     return {"role": "user" if i % 2 == 0 else "assistant", "content": " ".join(words)[:200]}
 
 

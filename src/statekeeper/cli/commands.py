@@ -266,10 +266,7 @@ def verify(
                 "agents": report.agents,
                 "events": report.events,
                 "snapshots": report.snapshots,
-                "problems": [
-                    {"agent_id": p.agent_id, "seq": p.seq, "reason": p.reason}
-                    for p in report.problems
-                ],
+                "problems": render.problems_json(report.problems),
             }
         )
     else:

@@ -51,6 +51,11 @@ def local_time(ts: float | None, *, date: bool = True, ms: bool = True) -> str:
     return text[:-3] if ms else text[:-7]
 
 
+def problems_json(problems: Iterable[Any]) -> list[dict[str, Any]]:
+    """Verification problems (anything with ``agent_id``, ``seq``, ``reason``) as JSON."""
+    return [{"agent_id": p.agent_id, "seq": p.seq, "reason": p.reason} for p in problems]
+
+
 def print_json(value: Any, *, lines: bool = False) -> None:
     """Write JSON to stdout (plain text: no markup, no wrapping)."""
     if lines:

@@ -395,10 +395,7 @@ def witness_check(
                 "checked": report.checked,
                 "grown": report.grown,
                 "new_agents": report.new_agents,
-                "problems": [
-                    {"agent_id": p.agent_id, "seq": p.seq, "reason": p.reason}
-                    for p in report.problems
-                ],
+                "problems": render.problems_json(report.problems),
             }
         )
     else:

@@ -429,11 +429,7 @@ class ORSet(CRDT):
         return _canon(element) in self._live()
 
     def _live(self) -> dict[str, Any]:
-        return {
-            key: element
-            for key, (element, tags) in self._adds.items()
-            if tags - self._removed
-        }
+        return {key: element for key, (element, tags) in self._adds.items() if tags - self._removed}
 
     def merge(self, other: ORSet) -> ORSet:
         self._check(other)
