@@ -92,6 +92,14 @@ class MemoryBackend(Backend):
         first, last = stream.keys[key]
         return AppendResult(agent_id, first, last, duplicate=True)
 
+    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
+        """Every idempotency key of the agent as ``(key, first_seq, last_seq)``."""
+        self._check()
+        stream = self._streams.get(agent_id)
+        if stream is None:
+            return []
+        return sorted(((k, f, la) for k, (f, la) in stream.keys.items()), key=lambda r: r[1])
+
     async def head(self, agent_id: str) -> int:
         self._check()
         stream = self._streams.get(agent_id)

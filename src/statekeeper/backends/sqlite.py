@@ -603,6 +603,20 @@ class SQLiteBackend(Backend):
             )
         return AppendResult(agent_id, row[0], row[1], duplicate=True) if row else None
 
+    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
+        """Every idempotency key of the agent as ``(key, first_seq, last_seq)``."""
+        with _translated(self.path, agent_id):
+            rows = (
+                self._reader()
+                .execute(
+                    "SELECT key, first_seq, last_seq FROM sk_idempotency WHERE agent_id = ?"
+                    " ORDER BY first_seq",
+                    (agent_id,),
+                )
+                .fetchall()
+            )
+        return [(str(r[0]), int(r[1]), int(r[2])) for r in rows]
+
     async def head(self, agent_id: str) -> int:
         with _translated(self.path, agent_id):
             row = (

@@ -254,6 +254,7 @@ def verify(
                     total.agents += report.agents
                     total.events += report.events
                     total.snapshots += report.snapshots
+                    total.keys += report.keys
                     total.problems.extend(report.problems)
                     progress.advance(task)
         return total

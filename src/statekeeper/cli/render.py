@@ -53,7 +53,10 @@ def local_time(ts: float | None, *, date: bool = True, ms: bool = True) -> str:
 
 def problems_json(problems: Iterable[Any]) -> list[dict[str, Any]]:
     """Verification problems (anything with ``agent_id``, ``seq``, ``reason``) as JSON."""
-    return [{"agent_id": p.agent_id, "seq": p.seq, "reason": p.reason} for p in problems]
+    return [
+        {"agent_id": p.agent_id, "seq": p.seq, "kind": getattr(p, "kind", None), "reason": p.reason}
+        for p in problems
+    ]
 
 
 def print_json(value: Any, *, lines: bool = False) -> None:

@@ -8,9 +8,10 @@ until ``statekeeper rekey`` has re-encrypted them (see ``docs/security.md``).
 
 From each master key, separate subkeys are derived with HKDF-SHA256 — one for record
 encryption (AES-256-GCM), one for the authenticated stream heads (HMAC-SHA256), one
-for witness digests, and a 4-byte fingerprint that tells a wrong key from a damaged
-record. Key material is never logged, never part of a ``repr`` or an error message,
-and never stored with the data.
+for witness digests, one for idempotency keys (HMAC-SHA256, so a backend stores a
+keyed hash of each key, never the key), and a 4-byte fingerprint that tells a wrong
+key from a damaged record. Key material is never logged, never part of a ``repr`` or
+an error message, and never stored with the data.
 
 Sources::
 
@@ -110,13 +111,14 @@ def _aesgcm(key: bytes) -> Any:
 class DerivedKey:
     """The subkeys of one master key. Holds key material: its ``repr`` shows the id only."""
 
-    __slots__ = ("_head", "_witness", "aead", "fingerprint", "id")
+    __slots__ = ("_head", "_idempotency", "_witness", "aead", "fingerprint", "id")
 
     def __init__(self, key_id: str, master: bytes) -> None:
         self.id = key_id
         self.aead = _aesgcm(_derive(master, b"record encryption"))
         self._head = _derive(master, b"stream head")
         self._witness = _derive(master, b"witness")
+        self._idempotency = _derive(master, b"idempotency key")
         self.fingerprint = _derive(master, b"key fingerprint", 4)
 
     def __repr__(self) -> str:
@@ -129,6 +131,10 @@ class DerivedKey:
     def witness_mac(self, message: bytes) -> bytes:
         """HMAC-SHA256 of a witness entry."""
         return hmac.new(self._witness, message, hashlib.sha256).digest()
+
+    def idempotency_mac(self, message: bytes) -> bytes:
+        """HMAC-SHA256 of an idempotency key (what the backend stores instead of it)."""
+        return hmac.new(self._idempotency, message, hashlib.sha256).digest()
 
     def __reduce__(self) -> Any:  # key material must not travel by pickle by accident
         raise TypeError("keys cannot be pickled")

@@ -14,6 +14,7 @@ stores bytes.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import weakref
@@ -52,6 +53,7 @@ from ..records import (
     RawSnapshot,
     Snapshot,
 )
+from . import idempotency
 from .cache import CacheStats, LRUCache
 from .durability import Durability, GroupCommitter, WriteBehind, check_durability
 from .state import AgentRecord, apply_payload
@@ -83,6 +85,8 @@ class Leased(Protocol):
         ...
 
 
+_log = logging.getLogger("statekeeper.store")
+
 #: where a store with no URL keeps its data (override with ``STATEKEEPER_URL``)
 DEFAULT_URL = "sqlite:///statekeeper.db"
 
@@ -111,11 +115,18 @@ class StreamDigest:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One verification failure found by :meth:`StateStore.verify`."""
+    """One verification failure found by :meth:`StateStore.verify`.
+
+    ``kind`` says what is damaged: ``"event"``, ``"snapshot"`` (loads fall back to an
+    older snapshot or a full replay; :func:`~statekeeper.store.repair.repair` rebuilds
+    it), ``"head"``, ``"idempotency"`` (a record that does not match its event), or
+    ``"agent"`` (the agent could not be checked at all).
+    """
 
     agent_id: str
     seq: int | None
     reason: str
+    kind: str = "agent"
 
 
 @dataclass(slots=True)
@@ -126,6 +137,8 @@ class VerifyReport:
     events: int = 0
     snapshots: int = 0
     problems: list[Problem] = field(default_factory=list)
+    #: idempotency records checked against their events
+    keys: int = 0
 
     @property
     def ok(self) -> bool:
@@ -412,10 +425,50 @@ class StateStore:
         verifying every record and the chain; with ``at_head`` (``target`` is the head)
         also the stream's head ``tag``."""
         self._backend_loads += 1
-        snap = await self.backend.latest_snapshot(agent_id, target)
-        if snap is not None:
-            record = await self._decode_snapshot(agent_id, snap)
-        else:
+        below: int | None = target
+        while True:
+            snap = await self.backend.latest_snapshot(agent_id, below) if below else None
+            if snap is None:  # no (usable) snapshot: a full replay
+                return await self._fold_from(None, agent_id, head, target, tag, at_head)
+            try:
+                record = await self._decode_snapshot(agent_id, snap)
+            except (IntegrityError, SerializationError) as exc:
+                # a damaged snapshot is only a cache of the fold: try an older one
+                _log.warning(
+                    "agent %r: snapshot at seq %d is unusable (%s); loading from an older"
+                    " snapshot or a full replay (`statekeeper repair` rebuilds it)",
+                    agent_id,
+                    snap.seq,
+                    _reason(exc),
+                )
+                below = snap.seq - 1
+                continue
+            try:
+                return await self._fold_from(record, agent_id, head, target, tag, at_head)
+            except (IntegrityError, SerializationError) as exc:
+                # the snapshot decoded but disagrees with the events after it (or with
+                # the head): the events decide — replay them all; if they are at fault,
+                # the replay raises the same error
+                _log.warning(
+                    "agent %r: the events after the snapshot at seq %d do not fold (%s);"
+                    " retrying with a full replay",
+                    agent_id,
+                    snap.seq,
+                    _reason(exc),
+                )
+                return await self._fold_from(None, agent_id, head, target, tag, at_head)
+
+    async def _fold_from(
+        self,
+        record: AgentRecord | None,
+        agent_id: str,
+        head: int,
+        target: int,
+        tag: bytes | None,
+        at_head: bool,
+    ) -> AgentRecord:
+        """Fold events up to ``target`` onto ``record`` (None: from the start)."""
+        if record is None:
             record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
         await self._catch_up(record, target)
         if record.seq == 0:
@@ -768,7 +821,9 @@ class StateStore:
                     # conflict (the backend also checks the fence first)
                     check_fence(agent_id, fence, await self.backend.get_lease(agent_id))
                 if idempotency_key is not None and (
-                    self._behind is not None or (expected_seq is not None and expected_seq != base)
+                    self._behind is not None
+                    or (expected_seq is not None and expected_seq != base)
+                    or idempotency.rotating(self.codec)  # recorded under an older key?
                 ):
                     # a retry of an append that landed? (the backend checks keys itself
                     # on append, but not before a conflict, nor a write-behind buffer)
@@ -815,6 +870,8 @@ class StateStore:
                 self._appends += 1
                 if result.duplicate:
                     self._cache.discard(agent_id)
+                    if request.idempotency_key is not None:  # never trust the record alone
+                        return await self._confirm_key(agent_id, request.idempotency_key, result)
                 else:
                     if request.snapshot is not None:
                         self._snapshots += 1
@@ -914,7 +971,9 @@ class StateStore:
             base,
             (raw,),
             snapshot,
-            idempotency_key,
+            None
+            if idempotency_key is None
+            else idempotency.stored_key(self.codec, agent_id, idempotency_key),
             fence,
             head_tag=self.codec.head_tag(agent_id, seq, sealed.link),
         )
@@ -993,10 +1052,19 @@ class StateStore:
         agent_id = record.agent_id
         raw = await self.backend.latest_snapshot(agent_id, record.full_seq)
         if raw is not None and raw.seq == record.full_seq:
-            body, opened = self._open_snapshot(agent_id, raw)
-            if opened.prev is not None and opened.prev == record.full_link:
-                record.full_data = await self._snapshot_data(agent_id, raw.seq, body)
-                return
+            try:
+                body, opened = self._open_snapshot(agent_id, raw)
+                if opened.prev is not None and opened.prev == record.full_link:
+                    record.full_data = await self._snapshot_data(agent_id, raw.seq, body)
+                    return
+            except (IntegrityError, SerializationError) as exc:  # damaged: store whole
+                _log.warning(
+                    "agent %r: base snapshot at seq %d is unusable (%s); the next snapshot"
+                    " is stored whole",
+                    agent_id,
+                    raw.seq,
+                    _reason(exc),
+                )
         record.full_seq, record.full_link, record.full_data, record.deltas = 0, None, None, 0
 
     async def _submit(self, request: AppendRequest) -> AppendResult:
@@ -1011,12 +1079,29 @@ class StateStore:
         return await self._earlier_append(agent_id, key)
 
     async def _earlier_append(self, agent_id: str, key: str) -> AppendResult | None:
-        """The append of ``agent_id`` that used idempotency ``key`` (buffered or stored)."""
+        """The append of ``agent_id`` that used idempotency ``key`` (buffered or stored);
+        a stored record is confirmed against its event (see :mod:`.idempotency`)."""
+        stored_forms = idempotency.stored_keys(self.codec, agent_id, key)
         if self._behind is not None:
-            buffered = self._behind.find_key(agent_id, key)
+            buffered = self._behind.find_key(agent_id, stored_forms[0])
             if buffered is not None:
                 return buffered
-        return await self.backend.lookup_key(agent_id, key)
+        for stored in stored_forms:
+            found = await self.backend.lookup_key(agent_id, stored)
+            if found is not None:
+                return await self._confirm_key(agent_id, stored, found)
+        return None
+
+    async def _confirm_key(self, agent_id: str, stored: str, found: AppendResult) -> AppendResult:
+        """``found`` if the events it points at carry the key stored as ``stored``; else
+        :class:`IntegrityError` (a forged or damaged idempotency record)."""
+        first, last = found.first_seq, found.last_seq
+        events: list[RawEvent] = []
+        if 1 <= first <= last and last - first < _PAGE * 10:
+            events = await self.backend.read(agent_id, first - 1, last)
+        bodies = [(raw.seq, self._open_event(agent_id, raw)[0].get("key")) for raw in events]
+        idempotency.check_body_keys(self.codec, agent_id, stored, first, last, bodies)
+        return found
 
     async def _flush_agent(self, agent_id: str) -> None:
         if agent_id in self._unflushed:
@@ -1087,7 +1172,85 @@ class StateStore:
         return report
 
     async def _verify_agent(self, agent_id: str, report: VerifyReport) -> None:
+        """Check one agent and add every problem found to ``report``: a damaged record
+        does not end the check — every event, snapshot and idempotency record is
+        looked at (a fold that cannot go past a damaged event leaves the snapshots
+        after it unchecked against the replay, but each is still authenticated)."""
+        problems = report.problems
         head, head_tag = await self.backend.head_tag(agent_id)
+        snapshots = await self._verify_snapshots(agent_id, report)
+        record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
+        folding = True  # ``record`` is the replay of every event up to record.seq
+        last, link = 0, ZERO_LINK  # the last stored seq; its chain link (None: unknown)
+        keys: dict[int, object] = {}  # seq -> idempotency key in the event's body
+        async for raw in self._raw_events(agent_id):
+            report.events += 1
+            if raw.seq != last + 1:
+                problems.append(
+                    Problem(agent_id, last + 1, f"gap: next stored seq is {raw.seq}", "event")
+                )
+                folding, link = False, None
+            last = raw.seq
+            try:
+                body, opened = self._open_event(agent_id, raw)
+            except (IntegrityError, SerializationError) as exc:
+                problems.append(Problem(agent_id, raw.seq, _reason(exc), "event"))
+                folding, link = False, None
+                continue
+            if "key" in body:
+                keys[raw.seq] = body["key"]
+            if opened.prev is not None and link is not None and opened.prev != link:
+                problems.append(Problem(agent_id, raw.seq, _CHAIN_BROKEN, "event"))
+                folding = False
+            link = opened.link
+            if not folding:
+                continue
+            if record.seq == 0:
+                record.created_at = raw.timestamp
+            try:
+                apply_payload(record, raw.seq, raw.timestamp, body)
+            except PatchError as exc:
+                problems.append(
+                    Problem(agent_id, raw.seq, f"patch does not apply: {exc}", "event")
+                )
+                folding = False
+                continue
+            record.link = opened.link
+            snap = snapshots.pop(raw.seq, None)
+            if snap is None:
+                continue
+            if snap.link is not None and snap.link != record.link:
+                reason = "snapshot does not belong to this stream's chain"
+            elif (
+                not patch._same_json(snap.data, record.data)  # strict: True, 1 and 1.0 differ
+                or snap.fsm_state != record.fsm_state
+            ):
+                reason = "snapshot differs from the replay of the events"
+            else:
+                continue
+            problems.append(Problem(agent_id, raw.seq, _snapshot_reason(reason), "snapshot"))
+        if last != head:
+            problems.append(
+                Problem(agent_id, last + 1, f"stream ends at seq {last}, head is {head}", "head")
+            )
+        elif link is not None:
+            try:
+                self.codec.check_head(agent_id, head, link, head_tag)
+            except IntegrityError as exc:
+                problems.append(Problem(agent_id, head, exc.reason, "head"))
+        for seq in sorted(snapshots):
+            if seq > last:  # no event to check them against
+                problems.append(
+                    Problem(
+                        agent_id, seq, f"snapshot at seq {seq} is past the stream's end", "snapshot"
+                    )
+                )
+        await self._verify_keys(agent_id, last, keys, report)
+
+    async def _verify_snapshots(
+        self, agent_id: str, report: VerifyReport
+    ) -> dict[int, AgentRecord]:
+        """Every stored snapshot of the agent, decoded (those that fail are reported)."""
         opened: dict[int, tuple[RawSnapshot, dict[str, Any], Opened]] = {}
         below: int | None = None
         while True:
@@ -1099,7 +1262,9 @@ class StateStore:
                 body, snap_opened = self._open_snapshot(agent_id, raw)
                 opened[raw.seq] = (raw, body, snap_opened)
             except (IntegrityError, SerializationError) as exc:
-                report.problems.append(Problem(agent_id, raw.seq, str(exc)))
+                report.problems.append(
+                    Problem(agent_id, raw.seq, _snapshot_reason(_reason(exc)), "snapshot")
+                )
             if raw.seq <= 1:
                 break
             below = raw.seq - 1
@@ -1110,86 +1275,57 @@ class StateStore:
                 data = await self._snapshot_data(agent_id, seq, body)
                 snapshots[seq] = self._snapshot_record(agent_id, raw, body, snap_opened, data)
             except (IntegrityError, SerializationError) as exc:
-                report.problems.append(Problem(agent_id, seq, str(exc)))
-        record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
-        broken = False
-        async for event in self._verified_events(agent_id, report):
-            if event is None:
-                broken = True
-                break
-            seq, ts, body, event_opened = event
-            if (
-                event_opened.prev is not None
-                and record.link is not None
-                and event_opened.prev != record.link
-            ):
-                report.problems.append(Problem(agent_id, seq, _CHAIN_BROKEN))
-                broken = True
-                break
-            if record.seq == 0:
-                record.created_at = ts
-            try:
-                apply_payload(record, seq, ts, body)
-            except PatchError as exc:
-                report.problems.append(Problem(agent_id, seq, f"patch does not apply: {exc}"))
-                broken = True
-                break
-            record.link = event_opened.link
-            snap = snapshots.pop(seq, None)
-            if snap is None:
-                continue
-            if snap.link is not None and snap.link != record.link:
                 report.problems.append(
-                    Problem(agent_id, seq, "snapshot does not belong to this stream's chain")
+                    Problem(agent_id, seq, _snapshot_reason(_reason(exc)), "snapshot")
                 )
-            elif (
-                not patch._same_json(snap.data, record.data)  # strict: True, 1 and 1.0 differ
-                or snap.fsm_state != record.fsm_state
-            ):
-                report.problems.append(
-                    Problem(agent_id, seq, "snapshot differs from the replay of the events")
-                )
-        if not broken and record.seq != head:
-            report.problems.append(
-                Problem(
-                    agent_id, record.seq + 1, f"stream ends at seq {record.seq}, head is {head}"
-                )
-            )
-        elif not broken:
-            try:
-                self.codec.check_head(agent_id, head, record.link, head_tag)
-            except IntegrityError as exc:
-                report.problems.append(Problem(agent_id, head, exc.reason))
-        if not broken:
-            for seq in sorted(snapshots):  # no event to check them against
-                report.problems.append(
-                    Problem(agent_id, seq, f"snapshot at seq {seq} is past the stream's end")
-                )
+        return snapshots
 
-    async def _verified_events(
-        self, agent_id: str, report: VerifyReport
-    ) -> AsyncIterator[tuple[int, float, dict[str, Any], Opened] | None]:
+    async def _raw_events(self, agent_id: str) -> AsyncIterator[RawEvent]:
+        """Every stored event of the agent in seq order, page by page, unverified."""
         cursor = 0
         while True:
             page = await self.backend.read(agent_id, cursor, None, limit=_PAGE)
             for raw in page:
-                if raw.seq != cursor + 1:
-                    report.problems.append(
-                        Problem(agent_id, cursor + 1, f"gap: next stored seq is {raw.seq}")
-                    )
-                    yield None
-                    return
-                report.events += 1
-                try:
-                    body, opened = self._open_event(agent_id, raw)
-                except (IntegrityError, SerializationError) as exc:
-                    report.problems.append(Problem(agent_id, raw.seq, str(exc)))
-                    yield None
-                    return
-                yield raw.seq, raw.timestamp, body, opened
-                cursor = raw.seq
+                yield raw
             if len(page) < _PAGE:
                 return
+            cursor = page[-1].seq
+
+    async def _verify_keys(
+        self, agent_id: str, last: int, keys: dict[int, object], report: VerifyReport
+    ) -> None:
+        """Check every idempotency record of the agent against the events it claims
+        (``keys``: the key each readable event carries; ``last``: the last stored seq).
+        A backend that cannot list its records is not checked here."""
+        listing = getattr(self.backend, "idempotency_keys", None)
+        if listing is None:
+            return
+        for stored, first, end in await listing(agent_id):
+            report.keys += 1
+            why: str | None = None
+            seq = first
+            if not 1 <= first <= end <= last:
+                why = f"it claims seqs {first}..{end}, which are not in the stream"
+            else:
+                for seq in range(first, end + 1):
+                    if seq in keys:
+                        why = idempotency.record_problem(self.codec, agent_id, stored, keys[seq])
+                    elif seq not in keys and not any(
+                        p.seq == seq and p.kind == "event" for p in report.problems
+                    ):
+                        why = "its event carries no idempotency key"
+                    if why is not None:
+                        break
+            if why is not None:
+                report.problems.append(
+                    Problem(
+                        agent_id,
+                        seq,
+                        f"idempotency record does not match the event it claims: {why}"
+                        " (forged or damaged; a write with its key raises IntegrityError)",
+                        "idempotency",
+                    )
+                )
 
     async def digest(self, agent_id: str, at_seq: int | None = None) -> StreamDigest:
         """A commitment to the agent's stream up to ``at_seq`` (default: the head),
@@ -1286,6 +1422,15 @@ def _locate(
 
 _dumps = orjson.dumps
 _loads = orjson.loads
+
+
+def _snapshot_reason(reason: str) -> str:
+    return f"{reason}; loads fall back to an older snapshot or a full replay"
+
+
+def _reason(exc: StatekeeperError) -> str:
+    """An error's reason without the agent prefix (the log line names the agent)."""
+    return str(getattr(exc, "reason", None) or exc)
 
 
 def _rich(opened: Opened) -> bool:
