@@ -209,9 +209,10 @@ async def test_flipped_snapshot_bytes_are_detected(
         )
         assert conn.total_changes == 1
     store = open_store(db_url)
-    with pytest.raises(IntegrityError) as info:
-        await store.load("gamma")
-    assert (info.value.agent_id, info.value.seq) == ("gamma", 4)
+    # the damaged snapshot is skipped: the load replays the intact events instead
+    loaded = await store.load("gamma")
+    assert loaded.data == {"owner": "gamma", "n": 6, "note": "MARK-gamma-6"}
+    assert loaded.seq == 6
     report = await store.verify(["gamma", "alpha"])
     assert [(p.agent_id, p.seq) for p in report.problems] == [("gamma", 4)]
 
@@ -274,7 +275,11 @@ async def test_a_patch_that_does_not_apply_is_an_integrity_error(
         await store.load("alpha")
     assert (info.value.agent_id, info.value.seq) == ("alpha", 6)
     report = await store.verify(["alpha"])
-    assert [(p.agent_id, p.seq) for p in report.problems] == [("alpha", 6)]
+    # the record, and the authenticated head that no longer matches the replaced record
+    assert [(p.agent_id, p.seq, p.kind) for p in report.problems] == [
+        ("alpha", 6, "event"),
+        ("alpha", 6, "head"),
+    ]
 
 
 async def test_a_missing_event_is_a_gap(db_url: str, open_store: Callable[..., StateStore]) -> None:

@@ -1165,10 +1165,14 @@ class StateStore:
             agent_ids = [info.agent_id async for info in self.iter_agents()]
         for agent_id in agent_ids:
             report.agents += 1
+            start = len(report.problems)
             try:
                 await self._verify_agent(agent_id, report)
             except StatekeeperError as exc:
                 report.problems.append(Problem(agent_id, getattr(exc, "seq", None), str(exc)))
+            report.problems[start:] = sorted(  # the agent's problems in seq order
+                report.problems[start:], key=lambda p: (p.seq is None, p.seq or 0)
+            )
         return report
 
     async def _verify_agent(self, agent_id: str, report: VerifyReport) -> None:

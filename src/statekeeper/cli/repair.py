@@ -1,0 +1,160 @@
+"""``statekeeper repair``: rebuild damaged snapshots from the verified events.
+
+A dry run by default (nothing is written); ``--apply`` writes. Exit codes:
+
+* ``0`` — nothing to repair, or (with ``--apply``) every repair was made and nothing
+  else is wrong;
+* ``1`` — dry run: snapshots need rebuilding (run again with ``--apply``);
+* ``2`` — a usage error or a library error (unreadable store, unknown key...);
+* ``3`` — problems repair cannot fix remain (damaged events, heads or idempotency
+  records, or snapshots of an agent whose events do not verify).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..errors import AgentNotFound
+from ..store.repair import RepairReport, repair_agent
+from . import render
+from .app import (
+    DbOption,
+    JsonOption,
+    app,
+    err_console,
+    handled,
+    open_store,
+    out_console,
+    resolve_url,
+    run,
+)
+
+__all__ = ["EXIT_PENDING", "EXIT_UNREPAIRABLE", "repair_command"]
+
+#: dry run: repairs are needed (nothing was written)
+EXIT_PENDING = 1
+#: problems that repair cannot fix remain
+EXIT_UNREPAIRABLE = 3
+
+
+@app.command("repair")
+@handled
+def repair_command(
+    ctx: typer.Context,
+    agent_ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="Agents to repair (default: every agent).", show_default=False),
+    ] = None,
+    apply: Annotated[
+        bool,
+        typer.Option("--apply", help="Write the repairs (default: a dry run that writes nothing)."),
+    ] = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Rebuild damaged snapshots from the verified events (dry run unless --apply).
+
+    Exit 0: nothing to repair, or all repaired; 1: dry run found repairs to make;
+    3: problems remain that repair cannot fix (damaged events, heads, idempotency
+    records); 2: usage or store errors.
+    """
+    url = resolve_url(ctx, db)
+
+    async def go() -> RepairReport:
+        total = RepairReport(applied=apply)
+        async with open_store(url) as store:
+            if agent_ids:
+                for agent_id in agent_ids:
+                    if await store.head(agent_id) == 0:
+                        raise AgentNotFound(agent_id)
+                count = len(agent_ids)
+            else:
+                count = await store.count_agents()
+            progress = Progress(
+                TextColumn("[bold]repairing[/]" if apply else "[bold]checking[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[agent]}", style="dim"),
+                TimeElapsedColumn(),
+                console=err_console(),
+                transient=True,
+                disable=json_out,
+            )
+            with progress:
+                task = progress.add_task("repair", total=count, agent="")
+
+                async def each() -> Any:
+                    if agent_ids:
+                        for a in agent_ids:
+                            yield a
+                    else:
+                        async for info in store.iter_agents():
+                            yield info.agent_id
+
+                async for agent_id in each():
+                    progress.update(task, agent=agent_id)
+                    total.add(await repair_agent(store, agent_id, apply=apply))
+                    progress.advance(task)
+        return total
+
+    report = run(go())
+    if json_out:
+        render.print_json(
+            {
+                "applied": report.applied,
+                "ok": report.ok,
+                "agents": report.agents,
+                "events": report.events,
+                "snapshots": report.snapshots,
+                "changes": [
+                    {"agent_id": c.agent_id, "seq": c.seq, "action": c.action, "reason": c.reason}
+                    for c in report.changes
+                ],
+                "unrepairable": render.problems_json(report.unrepairable),
+            }
+        )
+    else:
+        _print(report)
+    if not report.ok:
+        raise typer.Exit(EXIT_UNREPAIRABLE)
+    if report.changes and not apply:
+        raise typer.Exit(EXIT_PENDING)
+
+
+def _print(report: RepairReport) -> None:
+    console = out_console()
+    summary = (
+        f"{report.agents} agent(s), {report.events} event(s), "
+        f"{report.snapshots} snapshot(s) checked"
+    )
+    if report.changes:
+        verb = "Rebuilt" if report.applied else "Would rebuild (dry run, nothing written)"
+        table = Table(title=verb, title_justify="left", title_style="bold")
+        table.add_column("agent", style="bold", overflow="fold")
+        table.add_column("seq", justify="right")
+        table.add_column("was", style="yellow", overflow="fold")
+        for change in report.changes:
+            table.add_row(escape(change.agent_id), str(change.seq), escape(change.reason))
+        console.print(table)
+    if report.unrepairable:
+        table = render.problems_table(report.unrepairable)
+        table.title = "Not repairable (restore from a backup)"
+        console.print(table)
+    n = len(report.changes)
+    if not report.changes and report.ok:
+        console.print(f"[green]✓ nothing to repair[/] — {summary}")
+    elif report.applied:
+        console.print(f"[green]✓ rebuilt {n} snapshot(s)[/] — {summary}")
+    else:
+        console.print(
+            f"[yellow]{n} snapshot(s) to rebuild[/] — {summary}; run again with --apply to write"
+        )
+    if not report.ok:
+        console.print(
+            f"[bold red]✗ {len(report.unrepairable)} problem(s) repair cannot fix[/]"
+        )

@@ -1,0 +1,157 @@
+"""Repair: rebuild damaged snapshots from the verified events (``statekeeper repair``).
+
+A snapshot is a cache of the fold of an agent's events: when one is damaged, loads
+fall back to an older snapshot or a full replay (and log a warning), and
+:meth:`~statekeeper.store.StateStore.verify` reports it. :func:`repair` puts the cache
+right: for every agent it runs ``verify``; when the agent's events, chain and head all
+verify, every snapshot that failed — damaged bytes, a delta whose base is damaged, a
+snapshot that does not belong to the chain or differs from the replay — is rebuilt,
+whole, from a full replay of the verified events, and stored in place of the old one
+(same seq). It is a dry run unless ``apply=True``: nothing is written, and the report
+lists what would change.
+
+What repair never does: change an event, a head or an idempotency record, or rebuild
+anything of an agent whose events do not verify (the replay would not be trustworthy).
+Those problems are reported as :attr:`RepairReport.unrepairable`; restoring from a
+backup is the way out for them.
+
+>>> import asyncio
+>>> from statekeeper import StateStore
+>>> async def demo():
+...     async with StateStore("memory://", snapshot_every=2) as store:
+...         for n in range(1, 5):
+...             await store.save("a-1", {"n": n})
+...         return await repair(store)
+>>> report = asyncio.run(demo())
+>>> report.ok, report.changes, report.snapshots
+(True, [], 2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..codec import ZERO_LINK
+from ..errors import AgentNotFound
+from ..records import RawSnapshot
+from .state import AgentRecord
+
+if TYPE_CHECKING:
+    from .store import Problem, StateStore
+
+__all__ = ["Change", "RepairReport", "repair", "repair_agent"]
+
+_PAST_THE_END = "past the stream's end"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One snapshot that repair rebuilt (or, in a dry run, would rebuild)."""
+
+    agent_id: str
+    seq: int
+    #: what was wrong with the stored snapshot (from verify)
+    reason: str
+    action: str = "rebuild snapshot from the verified events"
+
+
+@dataclass(slots=True)
+class RepairReport:
+    """What :func:`repair` looked at, changed (or would change), and could not fix."""
+
+    applied: bool = False
+    agents: int = 0
+    events: int = 0
+    snapshots: int = 0
+    changes: list[Change] = field(default_factory=list)
+    #: problems repair does not fix (damaged events, heads, idempotency records, or
+    #: snapshots of an agent whose events do not verify); after an applied repair, also
+    #: anything verify still finds
+    unrepairable: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is left that repair cannot fix."""
+        return not self.unrepairable
+
+    def add(self, other: RepairReport) -> None:
+        """Add another report's counts and findings to this one."""
+        self.agents += other.agents
+        self.events += other.events
+        self.snapshots += other.snapshots
+        self.changes.extend(other.changes)
+        self.unrepairable.extend(other.unrepairable)
+
+
+async def repair(
+    store: StateStore,
+    agent_ids: Iterable[str] | None = None,
+    *,
+    apply: bool = False,
+    progress: Callable[[str, RepairReport], None] | None = None,
+) -> RepairReport:
+    """Check every agent (or ``agent_ids``) and rebuild its damaged snapshots from its
+    verified events — only with ``apply=True``; by default a dry run that writes nothing.
+
+    ``progress(agent_id, report_of_that_agent)`` is called after each agent.
+    """
+    total = RepairReport(applied=apply)
+    if agent_ids is None:
+        agent_ids = [info.agent_id async for info in store.iter_agents()]
+    for agent_id in agent_ids:
+        one = await repair_agent(store, agent_id, apply=apply)
+        total.add(one)
+        if progress is not None:
+            progress(agent_id, one)
+    return total
+
+
+async def repair_agent(store: StateStore, agent_id: str, *, apply: bool = False) -> RepairReport:
+    """:func:`repair` for one agent (raises :class:`AgentNotFound` when it has no stream)."""
+    report = RepairReport(applied=apply, agents=1)
+    if await store.head(agent_id) == 0:
+        raise AgentNotFound(agent_id)
+    found = await store.verify([agent_id])
+    report.events, report.snapshots = found.events, found.snapshots
+    snapshot_problems = [
+        p
+        for p in found.problems
+        if p.kind == "snapshot" and p.seq is not None and _PAST_THE_END not in p.reason
+    ]
+    others = [p for p in found.problems if p not in snapshot_problems]
+    report.unrepairable.extend(others)
+    if any(p.kind != "idempotency" for p in others):
+        # events, chain or head are damaged: a replay of them is not to be trusted
+        report.unrepairable.extend(snapshot_problems)
+        return report
+    reasons: dict[int, str] = {}
+    for p in snapshot_problems:
+        assert p.seq is not None
+        reasons.setdefault(p.seq, p.reason)
+    if not reasons:
+        return report
+    report.changes.extend(Change(agent_id, seq, reasons[seq]) for seq in sorted(reasons))
+    if not apply:
+        return report
+    async with store._lock(agent_id):
+        for raw in await _rebuilt(store, agent_id, sorted(reasons)):
+            await store.backend.save_snapshot(agent_id, raw)
+        store._forget(agent_id)
+    after = await store.verify([agent_id])
+    report.unrepairable.extend(p for p in after.problems if p not in others)
+    return report
+
+
+async def _rebuilt(store: StateStore, agent_id: str, seqs: list[int]) -> list[RawSnapshot]:
+    """Whole snapshots at ``seqs`` (ascending), from one verified replay of the events
+    (never from a stored snapshot)."""
+    record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
+    out: list[RawSnapshot] = []
+    for seq in seqs:
+        await store._catch_up(record, seq)
+        raw, _ = store._encode_snapshot(record)  # full_data is None: stored whole
+        out.append(raw)
+    return out
+
