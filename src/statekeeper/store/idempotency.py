@@ -89,6 +89,8 @@ def rotating(codec: Codec) -> bool:
 def record_problem(codec: Codec, agent_id: str, stored: str, body_key: object) -> str | None:
     """Why the record stored as ``stored`` does not belong to an event whose body holds
     ``body_key`` (None when it does)."""
+    if codec.keyring is not None and not stored.startswith(HMAC_PREFIX):
+        return "the key is stored in clear (a store with a keyring stores a keyed hash)"
     if not isinstance(body_key, str):
         return "its event carries no idempotency key"
     if codec.keyring is None:
@@ -97,8 +99,6 @@ def record_problem(codec: Codec, agent_id: str, stored: str, body_key: object) -
         )):
             return None
         return "its event carries a different idempotency key"
-    if not stored.startswith(HMAC_PREFIX):
-        return "the key is stored in clear (a store with a keyring stores a keyed hash)"
     key_id = stored[len(HMAC_PREFIX) :].rpartition(":")[0]
     expected = _mac(codec, key_id, agent_id, body_key)
     if expected is None:

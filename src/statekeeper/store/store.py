@@ -1311,13 +1311,12 @@ class StateStore:
             if not 1 <= first <= end <= last:
                 why = f"it claims seqs {first}..{end}, which are not in the stream"
             else:
+                damaged = {p.seq for p in report.problems if p.kind == "event"}
                 for seq in range(first, end + 1):
-                    if seq in keys:
-                        why = idempotency.record_problem(self.codec, agent_id, stored, keys[seq])
-                    elif seq not in keys and not any(
-                        p.seq == seq and p.kind == "event" for p in report.problems
-                    ):
-                        why = "its event carries no idempotency key"
+                    if seq in keys or seq not in damaged:  # (a damaged one is reported)
+                        why = idempotency.record_problem(
+                            self.codec, agent_id, stored, keys.get(seq)
+                        )
                     if why is not None:
                         break
             if why is not None:
@@ -1326,7 +1325,7 @@ class StateStore:
                         agent_id,
                         seq,
                         f"idempotency record does not match the event it claims: {why}"
-                        " (forged or damaged; a write with its key raises IntegrityError)",
+                        " (forged or damaged)",
                         "idempotency",
                     )
                 )
