@@ -1,0 +1,121 @@
+"""``statekeeper repair``, run as a subprocess: dry run by default (writes nothing,
+byte for byte), ``--apply`` rebuilds damaged snapshots from the verified events, and
+the exit codes say what is left (0 clean, 1 repairs pending, 3 not repairable)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.store._raw import Env, raw_env
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_")}
+    env["COLUMNS"] = "120"
+    return subprocess.run(
+        [sys.executable, "-m", "statekeeper.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgres", "redis"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
+    with raw_env(request.param, tmp_path) as e:
+        yield e
+
+
+def _url(env: Env) -> str:
+    url = env.url_or_backend()
+    assert isinstance(url, str)
+    return url
+
+
+def _populate(env: Env) -> None:
+    async def go() -> None:
+        async with env.open(snapshot_every=3) as store:
+            for agent in ("a-1", "a-2"):
+                for n in range(1, 11):
+                    await store.save(agent, {"owner": agent, "n": n})
+
+    asyncio.run(go())
+
+
+def test_dry_run_writes_nothing_and_apply_repairs(env: Env) -> None:
+    _populate(env)
+    env.raw.damage_snapshot("a-1", 6)
+    env.raw.damage_snapshot("a-2", 9)
+    url = _url(env)
+
+    checked = _cli("verify", "--db", url, "--json")
+    assert checked.returncode == 1
+    problems = json.loads(checked.stdout)["problems"]
+    assert [(p["agent_id"], p["seq"], p["kind"]) for p in problems] == [
+        ("a-1", 6, "snapshot"),
+        ("a-2", 9, "snapshot"),
+    ]
+
+    before = env.raw.dump()
+    dry = _cli("repair", "--db", url)
+    assert dry.returncode == 1, dry.stderr
+    assert "dry run" in dry.stdout and "--apply" in dry.stdout
+    assert "a-1" in dry.stdout and "a-2" in dry.stdout
+    assert "2 snapshot(s) to rebuild" in dry.stdout
+    assert env.raw.dump() == before  # byte for byte
+
+    applied = _cli("repair", "--db", url, "--apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "rebuilt 2 snapshot(s)" in applied.stdout
+    assert env.raw.dump() != before
+
+    assert _cli("verify", "--db", url).returncode == 0
+    again = _cli("repair", "--db", url, "--json")
+    assert again.returncode == 0
+    assert json.loads(again.stdout)["changes"] == []
+
+
+def test_damaged_events_are_reported_not_repaired(tmp_path: Path) -> None:
+    with raw_env("sqlite", tmp_path) as env:
+        _populate(env)
+        env.raw.damage_snapshot("a-1", 3)
+        env.raw._run(  # type: ignore[attr-defined]
+            "UPDATE sk_events SET payload = CAST('x' AS BLOB) WHERE agent_id='a-2' AND seq=5"
+        )
+        before = env.raw.dump()
+        url = _url(env)
+        result = _cli("repair", "--db", url, "--apply", "--json")
+        assert result.returncode == 3, result.stdout + result.stderr
+        out = json.loads(result.stdout)
+        assert [(c["agent_id"], c["seq"]) for c in out["changes"]] == [("a-1", 3)]
+        assert ("a-2", 5, "event") in [
+            (p["agent_id"], p["seq"], p["kind"]) for p in out["unrepairable"]
+        ]
+        # a-1 was repaired; nothing of a-2 (whose events do not verify) was written
+        after = env.raw.dump()
+        assert [line for line in after if "'a-2'" in line] == [
+            line for line in before if "'a-2'" in line
+        ]
+        text = _cli("repair", "--db", url)
+        assert text.returncode == 3
+        assert "repair cannot fix" in text.stdout
+
+
+def test_unknown_agent_and_help(tmp_path: Path) -> None:
+    with raw_env("sqlite", tmp_path) as env:
+        _populate(env)
+        missing = _cli("repair", "--db", _url(env), "nobody")
+        assert missing.returncode == 1
+        assert "nobody" in missing.stderr and "Traceback" not in missing.stderr
+        assert _cli("repair", "--db", _url(env), "a-1").returncode == 0
+    helped = _cli("repair", "--help")
+    assert helped.returncode == 0 and "--apply" in helped.stdout
