@@ -179,8 +179,12 @@ class PostgresRaw(Raw):
         out = []
         for table in ("sk_agents", "sk_events", "sk_snapshots", "sk_idempotency"):
             rows = self._run(f"SELECT * FROM {{s}}.{table}")
-            out.append(sorted(repr(tuple(bytes(v) if isinstance(v, memoryview) else v for v in r))
-                              for r in rows))
+            out.append(
+                sorted(
+                    repr(tuple(bytes(v) if isinstance(v, memoryview) else v for v in r))
+                    for r in rows
+                )
+            )
         return out
 
 

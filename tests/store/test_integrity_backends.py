@@ -101,9 +101,7 @@ async def test_a_forged_record_is_an_integrity_error_not_a_skipped_write(env: En
 
 
 @pytest.mark.parametrize("keyed", MODES)
-async def test_a_record_moved_to_another_event_is_an_integrity_error(
-    env: Env, keyed: bool
-) -> None:
+async def test_a_record_moved_to_another_event_is_an_integrity_error(env: Env, keyed: bool) -> None:
     await _populate(env, keyed, n=4)
     [(stored, _, _)] = env.raw.keys("a-1")
     env.raw.put_key("a-1", stored, 3, 3)  # the genuine record, pointed elsewhere
@@ -112,9 +110,7 @@ async def test_a_record_moved_to_another_event_is_an_integrity_error(
             await store.save("a-1", {"owner": "a-1", "n": 2}, idempotency_key="pay-1")
         assert info.value.seq == 3
         assert await store.head("a-1") == 4
-        assert [(p.seq, p.kind) for p in (await store.verify()).problems] == [
-            (3, "idempotency")
-        ]
+        assert [(p.seq, p.kind) for p in (await store.verify()).problems] == [(3, "idempotency")]
     env.raw.put_key("a-1", stored, 3, 70)  # past the end of the stream
     async with _store(env, keyed) as store:
         with pytest.raises(IntegrityError, match="not in the stream"):

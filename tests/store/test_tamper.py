@@ -374,3 +374,34 @@ async def test_with_a_key_the_same_forgery_is_detected(db: Path) -> None:
     )
     assert await _problems(db, True) == [("alpha", 10)]
     await _load_fails(db, True)
+
+
+async def test_without_a_key_a_recomputed_snapshot_is_served_but_verify_reports_it(
+    db: Path,
+) -> None:
+    """A snapshot is not checked against the replay on load (that is its point): without
+    a key, a forger who recomputes its checksum is served by loads — verify reports it,
+    and repair rebuilds it from the events."""
+    from statekeeper.store.repair import repair
+
+    await _populate(db, False)
+    codec = Codec()
+    ts, link = _row(db, "SELECT ts, checksum FROM sk_events WHERE agent_id='alpha' AND seq=8")
+    body = {"fsm": "idle", "v": 1, "created_at": 1000.0, "updated_at": ts, "entered": ts}
+    body["data"] = {"owner": "alpha", "n": 999, "note": "forged"}
+    sealed = codec.seal("alpha", 8, "snapshot", ts, orjson.dumps(body), link)
+    _sql(
+        db,
+        (
+            "UPDATE sk_snapshots SET payload=?, checksum=? WHERE agent_id='alpha' AND seq=8",
+            (sealed.payload, sealed.checksum),
+        ),
+    )
+    async with _store(db, False, cache_size=0) as store:
+        assert (await store.load("alpha", at_seq=8)).data["n"] == 999  # served…
+        problems = (await store.verify()).problems
+        assert [(p.agent_id, p.seq, p.kind) for p in problems] == [("alpha", 8, "snapshot")]
+        assert "differs from the replay" in problems[0].reason  # …but reported
+        assert (await repair(store, apply=True)).changes
+        assert (await store.load("alpha", at_seq=8)).data["n"] == 8
+        assert (await store.verify()).ok

@@ -155,6 +155,4 @@ def _print(report: RepairReport) -> None:
             f"[yellow]{n} snapshot(s) to rebuild[/] — {summary}; run again with --apply to write"
         )
     if not report.ok:
-        console.print(
-            f"[bold red]✗ {len(report.unrepairable)} problem(s) repair cannot fix[/]"
-        )
+        console.print(f"[bold red]✗ {len(report.unrepairable)} problem(s) repair cannot fix[/]")

@@ -94,9 +94,9 @@ def record_problem(codec: Codec, agent_id: str, stored: str, body_key: object) -
     if not isinstance(body_key, str):
         return "its event carries no idempotency key"
     if codec.keyring is None:
-        if hmac.compare_digest(stored.encode("utf-8", "surrogatepass"), body_key.encode(
-            "utf-8", "surrogatepass"
-        )):
+        if hmac.compare_digest(
+            stored.encode("utf-8", "surrogatepass"), body_key.encode("utf-8", "surrogatepass")
+        ):
             return None
         return "its event carries a different idempotency key"
     key_id = stored[len(HMAC_PREFIX) :].rpartition(":")[0]

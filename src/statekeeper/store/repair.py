@@ -154,4 +154,3 @@ async def _rebuilt(store: StateStore, agent_id: str, seqs: list[int]) -> list[Ra
         raw, _ = store._encode_snapshot(record)  # full_data is None: stored whole
         out.append(raw)
     return out
-

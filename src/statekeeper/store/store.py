@@ -1185,7 +1185,8 @@ class StateStore:
         snapshots = await self._verify_snapshots(agent_id, report)
         record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
         folding = True  # ``record`` is the replay of every event up to record.seq
-        last, link = 0, ZERO_LINK  # the last stored seq; its chain link (None: unknown)
+        last = 0  # the last stored seq
+        link: bytes | None = ZERO_LINK  # its chain link (None: unknown)
         keys: dict[int, object] = {}  # seq -> idempotency key in the event's body
         async for raw in self._raw_events(agent_id):
             report.events += 1
@@ -1214,9 +1215,7 @@ class StateStore:
             try:
                 apply_payload(record, raw.seq, raw.timestamp, body)
             except PatchError as exc:
-                problems.append(
-                    Problem(agent_id, raw.seq, f"patch does not apply: {exc}", "event")
-                )
+                problems.append(Problem(agent_id, raw.seq, f"patch does not apply: {exc}", "event"))
                 folding = False
                 continue
             record.link = opened.link
