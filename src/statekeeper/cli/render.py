@@ -52,11 +52,15 @@ def local_time(ts: float | None, *, date: bool = True, ms: bool = True) -> str:
 
 
 def problems_json(problems: Iterable[Any]) -> list[dict[str, Any]]:
-    """Verification problems (anything with ``agent_id``, ``seq``, ``reason``) as JSON."""
-    return [
-        {"agent_id": p.agent_id, "seq": p.seq, "kind": getattr(p, "kind", None), "reason": p.reason}
-        for p in problems
-    ]
+    """Verification problems (anything with ``agent_id``, ``seq``, ``reason``, and
+    ``kind`` when it has one) as JSON."""
+    out = []
+    for p in problems:
+        item = {"agent_id": p.agent_id, "seq": p.seq, "reason": p.reason}
+        if hasattr(p, "kind"):
+            item["kind"] = p.kind
+        out.append(item)
+    return out
 
 
 def print_json(value: Any, *, lines: bool = False) -> None:

@@ -1074,7 +1074,10 @@ class StateStore:
 
     async def find_key(self, agent_id: str, key: str) -> AppendResult | None:
         """Where the append of ``agent_id`` that used idempotency ``key`` landed
-        (``duplicate=True``), counting buffered writes; None if no append used it."""
+        (``duplicate=True``), counting buffered writes; None if no append used it.
+
+        Raises :class:`IntegrityError` when the stored idempotency record does not match
+        the event it points at (forged or damaged, see :mod:`.idempotency`)."""
         self._check_open()
         return await self._earlier_append(agent_id, key)
 
