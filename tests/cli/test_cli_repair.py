@@ -65,6 +65,9 @@ def test_dry_run_writes_nothing_and_apply_repairs(env: Env) -> None:
         ("a-2", 9, "snapshot"),
     ]
 
+    text = _cli("verify", "--db", url)
+    assert text.returncode == 1 and "statekeeper repair" in text.stdout
+
     before = env.raw.dump()
     dry = _cli("repair", "--db", url)
     assert dry.returncode == 1, dry.stderr

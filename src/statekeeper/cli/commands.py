@@ -281,6 +281,11 @@ def verify(
         else:
             console.print(render.problems_table(report.problems))
             console.print(f"[bold red]✗ {len(report.problems)} problem(s)[/] — {summary}")
+            if any(p.kind == "snapshot" for p in report.problems):
+                console.print(
+                    "damaged snapshots do not stop loads (they fall back to older snapshots"
+                    " or a replay); `statekeeper repair` rebuilds them"
+                )
     if not report.ok:
         raise typer.Exit(1)
 
