@@ -21,6 +21,7 @@ import pytest
 
 from statekeeper import IntegrityError, StateStore
 from statekeeper.concurrency import Steps
+from statekeeper.errors import WriteBufferError
 from statekeeper.security import Keyring, generate_key
 from statekeeper.store.repair import repair
 
@@ -224,3 +225,17 @@ async def test_repair_dry_run_changes_nothing_and_apply_fixes(
                 assert (await store.load(agent, at_seq=6)).data == {"owner": agent, "n": 6}
         assert not [r for r in caplog.records if r.name == "statekeeper.store"]
         assert not (await repair(store)).changes
+
+
+async def test_async_durability_checks_a_record_that_appears_before_the_flush(env: Env) -> None:
+    await _populate(env, False, n=4)
+    store = _store(env, False, durability="async", flush_interval=3600, flush_size=100)
+    try:
+        # buffered: the key is new when the write is acknowledged…
+        await store.save("a-1", {"owner": "a-1", "n": 5}, idempotency_key="pay-7")
+        env.raw.put_key("a-1", "pay-7", 3, 3)  # …and forged before the flush
+        with pytest.raises(WriteBufferError) as info:
+            await store.flush()
+        assert isinstance(info.value.failures["a-1"], IntegrityError)
+    finally:
+        await store.close()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from ..backends.base import Backend
@@ -97,7 +97,9 @@ class WriteBehind:
 
     ``on_stale(agent_id)`` is called when a buffered append could not be stored, or
     turned out to be a duplicate, so the store drops its now-wrong cached state;
-    ``on_flushed(agent_id, seq)`` when an append is durable.
+    ``on_flushed(agent_id, seq)`` when an append is durable. ``confirm(request,
+    result)``, when given, checks an append the backend reported as a duplicate; if it
+    raises, the append counts as failed.
     """
 
     def __init__(
@@ -108,6 +110,7 @@ class WriteBehind:
         flush_interval: float,
         on_stale: Callable[[str], None],
         on_flushed: Callable[[str, int], None],
+        confirm: Callable[[AppendRequest, AppendResult], Awaitable[None]] | None = None,
     ) -> None:
         if flush_size < 1 or flush_interval <= 0:
             raise ConfigurationError("flush_size must be >= 1 and flush_interval > 0")
@@ -116,6 +119,7 @@ class WriteBehind:
         self.flush_interval = flush_interval
         self._on_stale = on_stale
         self._on_flushed = on_flushed
+        self._confirm = confirm
         self._buffer: list[AppendRequest] = []
         self._in_flight: list[AppendRequest] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -192,6 +196,13 @@ class WriteBehind:
             except Exception as exc:
                 results = [exc] * len(heads)
             self.flushes += 1
+            if self._confirm is not None:  # a duplicate is checked like any other
+                for i, (request, result) in enumerate(zip(heads, results, strict=True)):
+                    if isinstance(result, AppendResult) and result.duplicate:
+                        try:
+                            await self._confirm(request, result)
+                        except Exception as exc:
+                            results[i] = exc
             for request, result in zip(heads, results, strict=True):
                 agent_id = request.agent_id
                 if isinstance(result, BaseException):

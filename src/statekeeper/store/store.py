@@ -257,6 +257,7 @@ class StateStore:
                 flush_interval=flush_interval,
                 on_stale=self._forget,
                 on_flushed=self._settled,
+                confirm=self._confirm_request,
             )
             if self.durability == "async"
             else None
@@ -1094,6 +1095,11 @@ class StateStore:
             if found is not None:
                 return await self._confirm_key(agent_id, stored, found)
         return None
+
+    async def _confirm_request(self, request: AppendRequest, result: AppendResult) -> None:
+        """A buffered append the backend reported as a duplicate: check its record."""
+        if request.idempotency_key is not None:
+            await self._confirm_key(request.agent_id, request.idempotency_key, result)
 
     async def _confirm_key(self, agent_id: str, stored: str, found: AppendResult) -> AppendResult:
         """``found`` if the events it points at carry the key stored as ``stored``; else
