@@ -18,6 +18,47 @@ class ConfigurationError(StatekeeperError, ValueError):
     """A setting, URL or argument cannot be used (raised before anything is written)."""
 
 
+class InvalidArgument(ConfigurationError, TypeError):
+    """An argument of a public call cannot be used (wrong type, out of range, malformed).
+
+    ``argument`` names it (``"data"``, ``"fsm_state"``, ``"ops[2].path"``...). Raised
+    before anything is written.
+    """
+
+    def __init__(self, argument: str, message: str) -> None:
+        self.argument = argument
+        super().__init__(message)
+
+
+class InvalidAgentId(InvalidArgument):
+    """An agent id that not every backend can store: not a non-empty ``str``, not valid
+    UTF-8 (a lone surrogate), containing NUL, or longer than 1,024 bytes in UTF-8.
+
+    Every backend refuses the same ids, so an agent can always be moved between them.
+    """
+
+    def __init__(self, message: str, argument: str = "agent_id") -> None:
+        super().__init__(argument, message)
+
+
+class StatekeeperWarning(StatekeeperError, UserWarning):
+    """Root of the warnings statekeeper issues (through :mod:`warnings`)."""
+
+
+class UnsavedChangesWarning(StatekeeperWarning):
+    """A store was closed while durable agents it opened still had changes to ``data``
+    that were never written (``agent_ids`` lists them). Those changes are lost."""
+
+    def __init__(self, agent_ids: list[str]) -> None:
+        self.agent_ids = agent_ids
+        shown = ", ".join(repr(a[:60]) for a in agent_ids[:5])
+        more = f" and {len(agent_ids) - 5} more" if len(agent_ids) > 5 else ""
+        super().__init__(
+            f"store closed with unsaved changes to the data of agent(s) {shown}{more}: "
+            "they were not written (call agent.save(), or agent.refresh() to drop them)"
+        )
+
+
 class BackendUnavailable(StatekeeperError):
     """The requested storage backend is not available (not installed, or not built yet)."""
 

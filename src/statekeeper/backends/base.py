@@ -12,11 +12,13 @@ the shared conformance suite in ``tests/backends/conformance.py`` unmodified.
 from __future__ import annotations
 
 import abc
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..arguments import check_agent_id, check_name
 from ..errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -54,12 +56,55 @@ class Health:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+#: the contract's methods whose first argument is an agent id (see Backend.__init_subclass__)
+_AGENT_ID_METHODS = (
+    "lookup_key",
+    "head",
+    "head_tag",
+    "read",
+    "seq_at",
+    "save_snapshot",
+    "latest_snapshot",
+    "delete_agent",
+    "acquire_lease",
+    "renew_lease",
+    "release_lease",
+    "get_lease",
+)
+
+
+def _checking_agent_id(
+    fn: Callable[..., Awaitable[Any]],
+) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(fn)
+    async def checked(self: Backend, agent_id: str, *args: Any, **kwargs: Any) -> Any:
+        check_agent_id(agent_id)
+        return await fn(self, agent_id, *args, **kwargs)
+
+    checked.__statekeeper_checked__ = True  # type: ignore[attr-defined]
+    return checked
+
+
 class Backend(abc.ABC):
     """Storage engine contract. All methods are coroutines; implementations must be
-    safe to call concurrently from one event loop."""
+    safe to call concurrently from one event loop.
+
+    Agent ids follow one rule on every engine (:func:`statekeeper.arguments.check_agent_id`):
+    every method that takes an agent id refuses a bad one with
+    :class:`~statekeeper.errors.InvalidAgentId` before touching storage — appends and
+    rewrites in :func:`validate_request` / :func:`validate_rewrite`, the other methods
+    through a check this class wraps around every engine's implementation of them.
+    """
 
     #: short engine name, e.g. ``"sqlite"``
     name: str = "backend"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for method in _AGENT_ID_METHODS:
+            fn = cls.__dict__.get(method)
+            if fn is not None and not getattr(fn, "__statekeeper_checked__", False):
+                setattr(cls, method, _checking_agent_id(fn))
 
     @abc.abstractmethod
     async def append(self, request: AppendRequest) -> AppendResult:
@@ -222,13 +267,18 @@ def validate_request(request: AppendRequest) -> None:
     """Reject a malformed append before any engine touches it.
 
     Events must be non-empty and numbered ``expected_seq + 1`` onward without gaps; a
-    snapshot, if any, must sit on one of the appended seqs.
+    snapshot, if any, must sit on one of the appended seqs. The agent id and the
+    idempotency key follow the agent-id rule.
     """
+    check_agent_id(request.agent_id)
+    if request.idempotency_key is not None:
+        check_name(request.idempotency_key, "idempotency_key")
     if request.expected_seq < 0:
         raise ConfigurationError(f"expected_seq must be >= 0, got {request.expected_seq}")
     if not request.events:
         raise ConfigurationError("an append needs at least one event")
     for offset, event in enumerate(request.events, start=1):
+        check_name(event.kind, "event kind")
         if event.seq != request.expected_seq + offset:
             raise ConfigurationError(
                 f"event seq {event.seq} does not follow expected_seq {request.expected_seq}"
@@ -274,6 +324,7 @@ def check_fence(agent_id: str, fence: Fence, current: LeaseInfo | None) -> None:
 def validate_rewrite(request: RewriteRequest) -> None:
     """Reject a malformed rewrite before any engine touches it: every replaced record
     must sit within ``1..expected_seq``, each event at most once."""
+    check_agent_id(request.agent_id)
     if request.expected_seq < 1:
         raise ConfigurationError(f"cannot rewrite a stream with head {request.expected_seq}")
     seen: set[int] = set()

@@ -12,6 +12,14 @@ transition is reverted — state, entry time, in-memory history and statistics �
 error propagates; side effects the
 action or callbacks already caused are not undone — record their results in
 ``agent.data`` so the next attempt can see them.
+
+An event the machine does not allow from the current state (no rule, or every guard
+refused) raises :class:`~statekeeper.errors.InvalidTransition`: nothing is written and
+pending data changes stay pending, so a caller can never mistake a refused transition
+for a saved one. ``strict=False`` restores the bare machine's API (``transition``
+returns False). Data-only changes are written with :meth:`DurableAgent.save`; a store
+closed while an agent it opened still has unwritten changes warns with
+:class:`~statekeeper.errors.UnsavedChangesWarning`.
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import patch
-from ..errors import ConflictError, SerializationError
+from ..arguments import check_agent_id, check_mapping, check_optional_name
+from ..errors import ConflictError, InvalidArgument, InvalidTransition, SerializationError
 from ..records import AppendResult, Event, EventKind, Snapshot
 
 if TYPE_CHECKING:
@@ -45,6 +54,10 @@ class DurableAgent:
     every write carries the lease's fencing token: once another worker takes the
     agent over, this object's writes fail with :class:`~statekeeper.errors.LeaseLost`
     (and the transition that caused them is reverted) instead of overwriting its work.
+
+    With :attr:`strict` (the default) a transition the machine refuses raises
+    :class:`~statekeeper.errors.InvalidTransition`; with ``strict=False`` it returns
+    False, as the bare machine does.
     """
 
     def __init__(
@@ -55,15 +68,19 @@ class DurableAgent:
         snapshot: Snapshot,
         *,
         lease: Leased | None = None,
+        strict: bool = True,
     ) -> None:
         self.store = store
         self.agent_id = agent_id
         self.machine = machine
+        #: raise InvalidTransition (True) or return False (False) for a refused event
+        self.strict = strict
         #: the lease every write is fenced with (None: optimistic concurrency only)
         self.lease: Leased | None = lease
         self._last: TransitionResult[Any, Any] | None = None
         machine.add_listener(self._on_transition)
         self._adopt(snapshot)
+        store._adopt_agent(self)
 
     @classmethod
     async def open(
@@ -74,14 +91,24 @@ class DurableAgent:
         initial_data: Mapping[str, Any] | None = None,
         *,
         lease: Leased | None = None,
+        strict: bool = True,
     ) -> DurableAgent:
         """Load the agent, creating its stream (in the machine's initial state) if new.
 
         With ``lease``, the creation (if any) and every later write are fenced."""
-        if machine is None:
-            from ..machine import AgentStateMachine
+        from ..machine import AgentStateMachine
 
+        store._check_open()
+        check_agent_id(agent_id)
+        if machine is None:
             machine = AgentStateMachine()
+        elif not isinstance(machine, AgentStateMachine):
+            raise InvalidArgument(
+                "machine", f"machine must be an AgentStateMachine, not {type(machine).__name__}"
+            )
+        check_mapping(initial_data, "initial_data", optional=True)
+        if type(strict) is not bool:
+            raise InvalidArgument("strict", f"strict must be a bool, not {type(strict).__name__}")
         snapshot = await store.get(agent_id)
         if snapshot is None:
             # another worker may create it first: then use theirs
@@ -90,7 +117,7 @@ class DurableAgent:
                     agent_id, initial_data or {}, fsm_state=machine.state_value, lease=lease
                 )
             snapshot = await store.load(agent_id)
-        return cls(store, agent_id, machine, snapshot, lease=lease)
+        return cls(store, agent_id, machine, snapshot, lease=lease, strict=strict)
 
     def bind(self, lease: Leased | None) -> None:
         """Fence every later write of this agent with ``lease`` (None: unfenced)."""
@@ -126,11 +153,21 @@ class DurableAgent:
         actor: str | None = None,
     ) -> bool:
         """Fire ``event``; when the machine moves, durably record it with pending data
-        changes. Returns False (nothing written) when no rule allowed it."""
+        changes, and return True.
+
+        When the machine refuses the event (no rule from the current state, or every
+        guard said no) nothing is written and the pending data changes stay pending:
+        raises :class:`~statekeeper.errors.InvalidTransition` (with ``strict=False``:
+        returns False)."""
+        check_mapping(metadata, "metadata", optional=True)
+        check_optional_name(idempotency_key, "idempotency_key")
+        check_optional_name(actor, "actor")
         before = self.machine.state_value
         self._last = None
         moved = await self.machine.transition(event, dict(metadata) if metadata else None)
         if not moved:
+            if self.strict:
+                raise self._refused(event)
             return False
         result = self._last
         info: dict[str, Any] = {
@@ -152,6 +189,23 @@ class DurableAgent:
             raise
         return True
 
+    def _refused(self, event: Any) -> InvalidTransition:
+        """The error for ``event`` refused by the machine in its current state."""
+        machine = self.machine
+        state = machine.current_state
+        try:
+            ruled = event in machine.available_events()
+        except TypeError:  # an unhashable event: no rule can name it
+            ruled = False
+        reason = "every guard refused it" if ruled else "no rule from this state"
+        error = InvalidTransition(state, event, reason)
+        if self.dirty:
+            error.add_note(
+                f"agent {self.agent_id!r}: nothing was written; the pending changes to "
+                "agent.data are still pending (write them with agent.save())"
+            )
+        return error
+
     async def save(
         self,
         info: Mapping[str, Any] | None = None,
@@ -161,6 +215,7 @@ class DurableAgent:
         actor: str | None = None,
     ) -> AppendResult | None:
         """Write pending data changes as one event; None when there is nothing to write."""
+        check_mapping(info, "info", optional=True)
         if not patch.diff(self._committed, self.data) and info is None:
             return None
         return await self._write(event_type, dict(info or {}), None, idempotency_key, actor)

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import time
+import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from .. import patch
+from ..arguments import (
+    check_agent_id,
+    check_mapping,
+    check_name,
+    check_ops,
+    check_optional_name,
+    check_seq,
+    check_state_value,
+    check_timestamp,
+)
 from ..backends.base import Backend, Health, check_fence
 from ..backends.url import open_backend
 from ..codec import ZERO_LINK, Codec, Opened, TypeRegistry
@@ -36,11 +47,14 @@ from ..errors import (
     ConfigurationError,
     ConflictError,
     IntegrityError,
+    InvalidArgument,
     PatchError,
     SerializationError,
     StatekeeperError,
     StateTooLarge,
     StoreClosed,
+    UnknownState,
+    UnsavedChangesWarning,
 )
 from ..records import (
     AgentInfo,
@@ -189,6 +203,11 @@ class StateStore:
             :class:`~statekeeper.errors.StateTooLarge` and before anything is written,
             an event, a snapshot or an agent's data document larger than this
             (serialized, uncompressed). None: no limit.
+        states: the FSM states ``fsm_state`` may take in this store (state values, Enum
+            states, or an Enum class such as ``AgentState``); any other is refused with
+            :class:`~statekeeper.errors.InvalidArgument` before anything is written.
+            None: any state value, except for an agent opened with :meth:`agent`,
+            whose machine's states are then the only ones accepted for it.
     """
 
     def __init__(
@@ -212,8 +231,10 @@ class StateStore:
         max_event_bytes: int | None = None,
         max_snapshot_bytes: int | None = None,
         max_state_bytes: int | None = None,
+        states: Iterable[Any] | None = None,
     ) -> None:
         # every option is checked before a backend is opened (and a file created)
+        allowed = _state_values(states)
         if snapshot_every < 1:
             raise ConfigurationError("snapshot_every must be >= 1")
         if full_snapshot_every < 1:
@@ -262,6 +283,13 @@ class StateStore:
             if self.durability == "async"
             else None
         )
+        self._states = allowed
+        # durable agents handed out (for the unsaved-changes warning on close) and, per
+        # agent id, the machine of the latest one (its states are the valid fsm_states)
+        self._agents: weakref.WeakSet[DurableAgent] = weakref.WeakSet()
+        self._machines: weakref.WeakValueDictionary[str, AgentStateMachine[Any, Any]] = (
+            weakref.WeakValueDictionary()
+        )
         self._closed = False
         self._appends = 0
         self._snapshots = 0
@@ -286,9 +314,17 @@ class StateStore:
             await self._behind.flush()
 
     async def close(self) -> None:
-        """Flush, then release the backend. Idempotent."""
+        """Flush, then release the backend. Idempotent.
+
+        Warns with :class:`~statekeeper.errors.UnsavedChangesWarning` when a durable
+        agent this store opened has changes to its ``data`` that were never written
+        (they are not written now either: only the agent knows whether they are ready).
+        """
         if self._closed:
             return
+        unsaved = self._unsaved_agents()
+        if unsaved:
+            warnings.warn(UnsavedChangesWarning(unsaved), stacklevel=2)
         try:
             await self.flush()
         finally:
@@ -296,6 +332,43 @@ class StateStore:
             if self._behind is not None:
                 self._behind.cancel_timer()
             await self.backend.close()
+
+    def _unsaved_agents(self) -> list[str]:
+        """Ids of the live durable agents of this store with unwritten data changes."""
+        found: set[str] = set()
+        for agent in list(self._agents):
+            try:
+                dirty = agent.dirty
+            except StatekeeperError:  # data that cannot even be diffed: not written
+                dirty = True
+            if dirty:
+                found.add(agent.agent_id)
+        return sorted(found)
+
+    def _adopt_agent(self, agent: DurableAgent) -> None:
+        """Remember an agent this store opened (see :meth:`close` and :meth:`_state`)."""
+        self._agents.add(agent)
+        self._machines[agent.agent_id] = agent.machine
+
+    def _state(self, agent_id: str, fsm_state: object) -> str | None:
+        """``fsm_state`` as stored, if it is a state the agent may take."""
+        value = check_state_value(fsm_state)
+        if value is None:
+            return None
+        if self._states is not None and value not in self._states:
+            known = ", ".join(sorted(self._states))
+            raise InvalidArgument(
+                "fsm_state", f"fsm_state {value!r} is not one of this store's states ({known})"
+            )
+        machine = self._machines.get(agent_id)
+        if machine is not None:
+            try:
+                machine.state_for(value)
+            except UnknownState as exc:
+                raise InvalidArgument(
+                    "fsm_state", f"fsm_state of agent {agent_id!r}: {exc}"
+                ) from None
+        return value
 
     def _check_open(self) -> None:
         if self._closed:
@@ -579,6 +652,7 @@ class StateStore:
     async def get(self, agent_id: str) -> Snapshot | None:
         """The agent's latest state, or None if it has no stream."""
         self._check_open()
+        check_agent_id(agent_id)
         record = await self._current(agent_id)
         return self._public(record) if record is not None else None
 
@@ -591,6 +665,10 @@ class StateStore:
         ``at_time``), and :class:`IntegrityError` when a record fails verification.
         """
         self._check_open()
+        check_agent_id(agent_id)
+        check_seq(at_seq, "at_seq", optional=True)
+        if at_time is not None:
+            check_timestamp(at_time, "at_time")
         if at_seq is None and at_time is None:
             record = await self._current(agent_id)
             if record is None:
@@ -614,6 +692,7 @@ class StateStore:
     async def head(self, agent_id: str) -> int:
         """The agent's last seq (0 if it has no stream), counting buffered writes."""
         self._check_open()
+        check_agent_id(agent_id)
         pinned = self._unflushed.get(agent_id)
         return pinned.seq if pinned is not None else await self.backend.head(agent_id)
 
@@ -622,6 +701,9 @@ class StateStore:
     ) -> AsyncIterator[Event]:
         """Every event of the agent in order, verified, read page by page."""
         self._check_open()
+        check_agent_id(agent_id)
+        check_seq(after_seq, "after_seq")
+        check_seq(to_seq, "to_seq", optional=True)
         await self._flush_agent(agent_id)
         cursor = after_seq
         link: bytes | None = ZERO_LINK if after_seq == 0 else None
@@ -642,6 +724,9 @@ class StateStore:
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         """One page of agents ordered by id (use ``after`` = last id for the next page)."""
         self._check_open()
+        if after is not None:
+            check_agent_id(after, "after")
+        check_seq(limit, "limit", minimum=1)
         await self.flush()
         return await self.backend.list_agents(after=after, limit=limit)
 
@@ -682,7 +767,12 @@ class StateStore:
         """Start an agent's stream with a ``created`` event. ConflictError if it exists.
 
         With ``lease`` the write is fenced (see :meth:`save`)."""
-        document = dict(data) if data is not None else {}
+        self._check_open()
+        check_agent_id(agent_id)
+        document = dict(check_mapping(data, "data", optional=True) or {})
+        fsm_state = self._state(agent_id, fsm_state)
+        check_seq(schema_version, "schema_version")
+        _check_write_options(idempotency_key, actor, lease)
         try:
             return await self._write(
                 agent_id,
@@ -724,7 +814,14 @@ class StateStore:
         ``fence``) the write carries the lease's fencing token and the backend refuses
         it with :class:`~statekeeper.errors.LeaseLost` once a newer lease was granted.
         """
-        document = data
+        self._check_open()
+        check_agent_id(agent_id)
+        document = check_mapping(data, "data")
+        fsm_state = self._state(agent_id, fsm_state)
+        check_seq(expected_seq, "expected_seq", optional=True)
+        check_seq(schema_version, "schema_version", optional=True)
+        _check_event_type(event_type)
+        _check_write_options(idempotency_key, actor, lease)
         body = _info(info)
 
         def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
@@ -770,8 +867,15 @@ class StateStore:
         Without ``expected_seq``, ops are applied to the latest state; if they no
         longer apply after a concurrent write, :class:`ConflictError` is raised.
         """
+        self._check_open()
+        check_agent_id(agent_id)
+        _check_event_type(event_type)
+        op_list = check_ops(ops)
+        fsm_state = self._state(agent_id, fsm_state)
+        check_seq(expected_seq, "expected_seq", optional=True)
+        check_seq(schema_version, "schema_version", optional=True)
+        _check_write_options(idempotency_key, actor, lease)
         body = _info(info)
-        op_list = list(ops or [])
 
         def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
             if rec is None:
@@ -809,10 +913,6 @@ class StateStore:
     ) -> AppendResult:
         self._check_open()
         fence = lease.fence if lease is not None else None
-        if not isinstance(agent_id, str) or not agent_id:
-            raise ConfigurationError("agent_id must be a non-empty string")
-        if not isinstance(kind, str) or not kind or kind == SNAPSHOT_KIND:
-            raise ConfigurationError(f"invalid event type {kind!r}")
         async with self._lock(agent_id):
             for attempt in range(self.write_retries + 1):
                 record = await self._current(agent_id)
@@ -1080,6 +1180,8 @@ class StateStore:
         Raises :class:`IntegrityError` when the stored idempotency record does not match
         the event it points at (forged or damaged, see :mod:`.idempotency`)."""
         self._check_open()
+        check_agent_id(agent_id)
+        check_name(key, "key")
         return await self._earlier_append(agent_id, key)
 
     async def _earlier_append(self, agent_id: str, key: str) -> AppendResult | None:
@@ -1119,6 +1221,7 @@ class StateStore:
     async def snapshot(self, agent_id: str) -> int:
         """Store a snapshot of the latest state now; returns its seq."""
         self._check_open()
+        check_agent_id(agent_id)
         await self._flush_agent(agent_id)
         async with self._lock(agent_id):
             record = await self._current(agent_id)
@@ -1139,6 +1242,7 @@ class StateStore:
     async def delete(self, agent_id: str) -> bool:
         """Delete the agent's stream and snapshots. True if it existed."""
         self._check_open()
+        check_agent_id(agent_id)
         await self._flush_agent(agent_id)
         async with self._lock(agent_id):
             self._forget(agent_id)
@@ -1153,12 +1257,20 @@ class StateStore:
         *,
         initial_data: Mapping[str, Any] | None = None,
         lease: Leased | None = None,
+        strict: bool = True,
     ) -> DurableAgent:
         """Load the agent (or create it with ``initial_data``) bound to ``machine``;
-        with ``lease``, every write of the agent is fenced by it."""
+        with ``lease``, every write of the agent is fenced by it.
+
+        An event the machine does not allow makes ``agent.transition`` raise
+        :class:`~statekeeper.errors.InvalidTransition` (nothing is written, pending
+        data changes stay pending); ``strict=False`` gives the bare machine's API
+        instead, where it returns False."""
         from .agent import DurableAgent
 
-        return await DurableAgent.open(self, agent_id, machine, initial_data, lease=lease)
+        return await DurableAgent.open(
+            self, agent_id, machine, initial_data, lease=lease, strict=strict
+        )
 
     # -- verification --------------------------------------------------------------
 
@@ -1168,6 +1280,13 @@ class StateStore:
         every snapshot belongs to the chain and equals the fold of the events before it.
         """
         self._check_open()
+        if agent_ids is not None:
+            if isinstance(agent_ids, str) or not isinstance(agent_ids, Iterable):
+                raise InvalidArgument(
+                    "agent_ids",
+                    f"agent_ids must be a list of agent ids or None, not {type(agent_ids).__name__}",
+                )
+            agent_ids = [check_agent_id(a, "agent_ids[]") for a in agent_ids]
         await self.flush()
         report = VerifyReport()
         if agent_ids is None:
@@ -1346,6 +1465,8 @@ class StateStore:
         :mod:`statekeeper.security.witness`), it detects a rollback or rewrite later.
         """
         self._check_open()
+        check_agent_id(agent_id)
+        check_seq(at_seq, "at_seq", optional=True)
         await self._flush_agent(agent_id)
         head, tag = await self.backend.head_tag(agent_id)
         if head == 0:
@@ -1364,6 +1485,13 @@ class StateStore:
         """None when the stream still holds what ``expected`` committed to (it may have
         grown since); else what is wrong (shorter now, or different records)."""
         self._check_open()
+        if not isinstance(expected, StreamDigest):
+            raise InvalidArgument(
+                "expected",
+                f"expected must be a StreamDigest (from digest()), not {type(expected).__name__}",
+            )
+        check_agent_id(expected.agent_id, "expected.agent_id")
+        check_seq(expected.seq, "expected.seq", minimum=1)
         await self._flush_agent(expected.agent_id)
         head, tag = await self.backend.head_tag(expected.agent_id)
         if head == 0:
@@ -1408,7 +1536,7 @@ class StateStore:
 
 def _info(info: Mapping[str, Any] | None) -> dict[str, Any]:
     """The caller's event information, refused if it would shadow what the store writes."""
-    body = dict(info or {})
+    body = dict(check_mapping(info, "info", optional=True) or {})
     bad = _RESERVED.intersection(body)
     if bad:
         raise ConfigurationError(f"event info may not use reserved keys {sorted(bad)}")
@@ -1429,6 +1557,45 @@ def _locate(
         except RecursionError:
             return exc
     return exc
+
+
+def _check_event_type(event_type: object) -> None:
+    check_name(event_type, "event_type")
+    if event_type == SNAPSHOT_KIND:
+        raise InvalidArgument("event_type", f"event_type {SNAPSHOT_KIND!r} is reserved")
+
+
+def _check_write_options(idempotency_key: object, actor: object, lease: object) -> None:
+    """The options every write takes: an idempotency key, an actor, a lease."""
+    check_optional_name(idempotency_key, "idempotency_key")
+    check_optional_name(actor, "actor")
+    if lease is not None:
+        fence = getattr(lease, "fence", None)
+        if not (
+            isinstance(fence, tuple)
+            and len(fence) == 2
+            and isinstance(fence[0], str)
+            and type(fence[1]) is int
+        ):
+            raise InvalidArgument(
+                "lease",
+                "lease must be a Lease (or anything with a fence (holder, token)), "
+                f"not {type(lease).__name__}",
+            )
+
+
+def _state_values(states: Iterable[Any] | None) -> frozenset[str] | None:
+    """The option ``states`` as a set of stored state values."""
+    if states is None:
+        return None
+    if isinstance(states, str) or not isinstance(states, Iterable):
+        raise InvalidArgument(
+            "states", f"states must be an iterable of states or None, not {type(states).__name__}"
+        )
+    values = frozenset(check_state_value(s, "states[]") or "" for s in states)
+    if not values:
+        raise InvalidArgument("states", "states must name at least one state")
+    return values
 
 
 _dumps = orjson.dumps

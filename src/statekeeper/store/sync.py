@@ -138,10 +138,14 @@ class SyncStateStore:
         *,
         initial_data: Mapping[str, Any] | None = None,
         lease: Any = None,
+        strict: bool = True,
     ) -> SyncDurableAgent:
-        """See :meth:`StateStore.agent` (``lease``: fence every write of the agent)."""
+        """See :meth:`StateStore.agent` (``lease``: fence every write of the agent;
+        ``strict=False``: a refused transition returns False instead of raising)."""
         inner = self._portal.call(
-            self.store.agent(agent_id, machine, initial_data=initial_data, lease=lease)
+            self.store.agent(
+                agent_id, machine, initial_data=initial_data, lease=lease, strict=strict
+            )
         )
         return SyncDurableAgent(inner, self._portal)
 

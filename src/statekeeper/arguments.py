@@ -1,0 +1,175 @@
+"""Checks of the arguments of public calls: one place, one rule per kind of argument.
+
+Every public call of the store, the durable agent, leases, steps and the persistence
+facade checks its arguments here before anything is read or written, and refuses a bad
+one with :class:`~statekeeper.errors.InvalidArgument` (a
+:class:`~statekeeper.errors.ConfigurationError`) whose ``argument`` names it.
+
+Agent ids (and idempotency keys, event types and lease holders, which backends index
+the same way) follow one rule on every backend (:func:`check_agent_id`): a non-empty
+``str`` that is valid UTF-8 (no lone surrogate), holds no NUL character and is at most
+:data:`MAX_ID_BYTES` bytes long in UTF-8. What one engine accepts, every engine accepts,
+so an agent can always be moved from one to another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from .errors import InvalidAgentId, InvalidArgument
+
+__all__ = [
+    "MAX_ID_BYTES",
+    "check_agent_id",
+    "check_mapping",
+    "check_name",
+    "check_ops",
+    "check_optional_name",
+    "check_seq",
+    "check_state_value",
+    "check_timestamp",
+]
+
+#: the longest agent id (and idempotency key, event type, holder), in UTF-8 bytes
+MAX_ID_BYTES = 1024
+
+_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
+_NEEDS_VALUE = frozenset({"add", "replace", "test"})
+_NEEDS_FROM = frozenset({"move", "copy"})
+
+
+def _shown(value: str) -> str:
+    """A short, printable excerpt of a (possibly huge or unencodable) string."""
+    text = value if len(value) <= 40 else value[:40] + "…"
+    return repr(text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace"))
+
+
+def _id_problem(value: object, what: str) -> str | None:
+    """Why ``value`` is not an id every backend stores the same, or None when it is."""
+    if type(value) is not str:
+        if isinstance(value, str):  # a str subclass (e.g. a StrEnum): its plain value
+            value = str.__str__(value)
+        else:
+            return f"{what} must be a non-empty str, not {type(value).__name__}"
+    assert isinstance(value, str)
+    if not value:
+        return f"{what} must be a non-empty str"
+    if len(value) <= MAX_ID_BYTES // 4 and value.isascii():  # the common case
+        if "\x00" in value:
+            return f"{what} {_shown(value)} contains a NUL character at index {value.index(chr(0))}"
+        return None
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        return (
+            f"{what} {_shown(value)} is not valid UTF-8 "
+            f"(lone surrogate {value[exc.start]!r} at index {exc.start})"
+        )
+    if "\x00" in value:
+        return f"{what} {_shown(value)} contains a NUL character at index {value.index(chr(0))}"
+    if size > MAX_ID_BYTES:
+        return f"{what} {_shown(value)} is {size:,} bytes in UTF-8, over the limit of {MAX_ID_BYTES:,}"
+    return None
+
+
+def check_agent_id(agent_id: object, argument: str = "agent_id") -> str:
+    """``agent_id`` if every backend can store it, else :class:`InvalidAgentId`."""
+    problem = _id_problem(agent_id, argument)
+    if problem is not None:
+        raise InvalidAgentId(problem, argument)
+    return str.__str__(agent_id) if type(agent_id) is not str else agent_id
+
+
+def check_name(value: object, argument: str) -> str:
+    """An idempotency key, event type, holder...: the agent-id rule, named ``argument``."""
+    problem = _id_problem(value, argument)
+    if problem is not None:
+        raise InvalidArgument(argument, problem)
+    return str.__str__(value) if type(value) is not str else value
+
+
+def check_optional_name(value: object, argument: str) -> str | None:
+    """None, or :func:`check_name`."""
+    return None if value is None else check_name(value, argument)
+
+
+def check_mapping(value: object, argument: str, *, optional: bool = False) -> Any:
+    """``value`` if it is a mapping (a JSON object); None allowed when ``optional``."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, Mapping):
+        what = "a dict" + (" or None" if optional else "")
+        raise InvalidArgument(argument, f"{argument} must be {what}, not {type(value).__name__}")
+    return value
+
+
+def check_state_value(value: object, argument: str = "fsm_state") -> str | None:
+    """None, a state value (non-empty str) or an Enum state (stored as its str value)."""
+    if value is None:
+        return None
+    if isinstance(value, Enum) and not isinstance(value, str):
+        value = value.value
+    return check_name(value, argument)
+
+
+def check_seq(
+    value: object, argument: str, *, minimum: int = 0, optional: bool = False
+) -> int | None:
+    """An int (not a bool, not a str) ``>= minimum``; None allowed when ``optional``."""
+    if value is None and optional:
+        return None
+    if type(value) is bool or not isinstance(value, int):
+        raise InvalidArgument(
+            argument, f"{argument} must be an int, not {type(value).__name__} {value!r:.40}"
+        )
+    if value < minimum:
+        raise InvalidArgument(argument, f"{argument} must be >= {minimum}, not {value}")
+    return int(value)
+
+
+def check_timestamp(value: object, argument: str) -> float:
+    """A finite number of seconds since the epoch."""
+    if type(value) is bool or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidArgument(
+            argument,
+            f"{argument} must be a finite number of seconds since the epoch, not {value!r:.40}",
+        )
+    return float(value)
+
+
+def check_ops(ops: object, argument: str = "ops") -> list[dict[str, Any]]:
+    """A JSON Patch (RFC 6902): a list of operation objects, each well formed.
+
+    Whether the ops *apply* to the agent's document is checked when they are applied
+    (:class:`~statekeeper.errors.PatchError`); here only their shape."""
+    if ops is None:
+        return []
+    if not isinstance(ops, list | tuple):
+        raise InvalidArgument(
+            argument, f"{argument} must be a list of JSON Patch operations, not {type(ops).__name__}"
+        )
+    for index, op in enumerate(ops):
+        where = f"{argument}[{index}]"
+        if not isinstance(op, Mapping):
+            raise InvalidArgument(
+                where, f"{where} must be a JSON Patch operation (a dict), not {type(op).__name__}"
+            )
+        kind = op.get("op")
+        if kind not in _OPS:
+            raise InvalidArgument(
+                f"{where}.op", f"{where}.op must be one of {sorted(_OPS)}, not {kind!r:.40}"
+            )
+        for key in ("path", "from") if kind in _NEEDS_FROM else ("path",):
+            pointer = op.get(key)
+            if not isinstance(pointer, str) or (pointer and not pointer.startswith("/")):
+                raise InvalidArgument(
+                    f"{where}.{key}",
+                    f"{where}.{key} must be a JSON pointer ('' or starting with '/'), "
+                    f"not {pointer!r:.40}",
+                )
+        if kind in _NEEDS_VALUE and "value" not in op:
+            raise InvalidArgument(f"{where}.value", f"{where} ({kind}) needs a 'value'")
+    return [dict(op) for op in ops]
