@@ -11,6 +11,7 @@ from statekeeper import (
     AgentState,
     AgentStateMachine,
     ConflictError,
+    InvalidTransition,
     SerializationError,
     StateStore,
     StateTransition,
@@ -56,13 +57,29 @@ async def test_transition_persists_state_and_data_in_one_event(
     assert sorted(op["path"] for op in event.ops) == ["/messages", "/task"]
 
 
-async def test_refused_transition_writes_nothing(store: StateStore) -> None:
+async def test_refused_transition_raises_and_writes_nothing(store: StateStore) -> None:
     agent = await store.agent("a1")
     agent.data["x"] = 1
-    assert await agent.transition(StateTransition.COMPLETE) is False  # not from IDLE
+    with pytest.raises(InvalidTransition) as info:
+        await agent.transition(StateTransition.COMPLETE)  # not from IDLE
+    assert info.value.state is AgentState.IDLE
+    assert info.value.event is StateTransition.COMPLETE
+    assert "no rule" in str(info.value)
     assert agent.state is AgentState.IDLE
     assert await store.head("a1") == 1
-    assert agent.dirty  # the data change is still pending
+    assert agent.dirty  # the data change is still pending, not dropped
+    await agent.save()
+    assert (await store.load("a1")).data == {"x": 1}
+
+
+async def test_refused_transition_returns_false_when_not_strict(store: StateStore) -> None:
+    agent = await store.agent("a1", strict=False)  # the bare machine's API
+    agent.data["x"] = 1
+    assert await agent.transition(StateTransition.COMPLETE) is False
+    assert agent.state is AgentState.IDLE
+    assert await store.head("a1") == 1
+    assert agent.dirty
+    await agent.save()
 
 
 async def test_reopened_agent_is_restored_exactly(

@@ -11,6 +11,7 @@ from statekeeper import (
     AgentNotFound,
     ConfigurationError,
     ConflictError,
+    InvalidArgument,
     PatchError,
     StateStore,
     StoreClosed,
@@ -177,8 +178,9 @@ async def test_append_with_ops_that_do_not_apply_writes_nothing(store: StateStor
     await store.create("a1", {"n": 1})
     with pytest.raises(PatchError):
         await store.append("a1", "edit", ops=[{"op": "remove", "path": "/missing"}])
-    with pytest.raises(PatchError):
+    with pytest.raises(InvalidArgument) as info:  # malformed, not merely inapplicable
         await store.append("a1", "edit", ops=[{"op": "jump", "path": "/n"}])
+    assert info.value.argument == "ops[0].op"
     assert await store.head("a1") == 1
     assert (await store.load("a1")).data == {"n": 1}
 
