@@ -71,7 +71,9 @@ def _id_problem(value: object, what: str) -> str | None:
     if "\x00" in value:
         return f"{what} {_shown(value)} contains a NUL character at index {value.index(chr(0))}"
     if size > MAX_ID_BYTES:
-        return f"{what} {_shown(value)} is {size:,} bytes in UTF-8, over the limit of {MAX_ID_BYTES:,}"
+        return (
+            f"{what} {_shown(value)} is {size:,} bytes in UTF-8, over the limit of {MAX_ID_BYTES:,}"
+        )
     return None
 
 
@@ -149,7 +151,8 @@ def check_ops(ops: object, argument: str = "ops") -> list[dict[str, Any]]:
         return []
     if not isinstance(ops, list | tuple):
         raise InvalidArgument(
-            argument, f"{argument} must be a list of JSON Patch operations, not {type(ops).__name__}"
+            argument,
+            f"{argument} must be a list of JSON Patch operations, not {type(ops).__name__}",
         )
     for index, op in enumerate(ops):
         where = f"{argument}[{index}]"

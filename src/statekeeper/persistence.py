@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from .arguments import check_mapping, check_seq
 from .backends.base import Backend
 from .backends.url import open_backend
 from .codec.types import TypeRegistry, needs_tagging, to_plain
@@ -190,6 +191,8 @@ class StatePersistenceManager:
         Returns True once the save is accepted (buffered in ``async`` mode, committed
         otherwise). Raises a ``StatekeeperError`` subclass when it cannot be.
         """
+        check_mapping(state, "state")
+        check_seq(version, "version")
         await self.store.save(agent_id, state, schema_version=version)
         return True
 

@@ -22,6 +22,7 @@ from ..arguments import check_agent_id, check_name
 from ..errors import (
     BackendUnavailable,
     ConfigurationError,
+    InvalidArgument,
     LeaseLost,
     LeasesUnsupported,
     StoreClosed,
@@ -292,9 +293,9 @@ def validate_request(request: AppendRequest) -> None:
 def validate_ttl(ttl: float) -> float:
     """A lease duration must be a positive, finite number of seconds."""
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
-        raise ConfigurationError(f"lease ttl must be a finite number of seconds, not {ttl!r}")
+        raise InvalidArgument("ttl", f"lease ttl must be a finite number of seconds, not {ttl!r}")
     if ttl <= 0:
-        raise ConfigurationError(f"lease ttl must be > 0 seconds, not {ttl!r}")
+        raise InvalidArgument("ttl", f"lease ttl must be > 0 seconds, not {ttl!r}")
     return float(ttl)
 
 

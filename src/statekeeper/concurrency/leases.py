@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import time
@@ -48,8 +49,9 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from ..arguments import check_agent_id, check_name
 from ..backends.base import Backend, validate_ttl
-from ..errors import ConfigurationError, LeaseHeld, LeaseLost
+from ..errors import ConfigurationError, InvalidArgument, LeaseHeld, LeaseLost
 from ..records import Fence, LeaseInfo
 
 if TYPE_CHECKING:
@@ -216,10 +218,14 @@ class LeaseManager:
         holder: str | None = None,
         ttl: float = 30.0,
     ) -> None:
+        from ..store.store import StateStore
+
+        if not isinstance(target, Backend | StateStore):
+            raise InvalidArgument(
+                "target", f"target must be a StateStore or a Backend, not {type(target).__name__}"
+            )
         self.backend: Backend = target if isinstance(target, Backend) else target.backend
-        self.holder = holder if holder is not None else default_holder()
-        if not isinstance(self.holder, str) or not self.holder:
-            raise ConfigurationError("a lease holder id must be a non-empty string")
+        self.holder = check_name(holder if holder is not None else default_holder(), "holder")
         self.ttl = validate_ttl(ttl)
 
     async def acquire(
@@ -235,7 +241,10 @@ class LeaseManager:
         When another holder has it, retry for up to ``wait`` seconds (polling every
         ``poll`` seconds at most), then raise :class:`~statekeeper.errors.LeaseHeld`.
         """
+        check_agent_id(agent_id)
         ttl = validate_ttl(ttl if ttl is not None else self.ttl)
+        _check_seconds(wait, "wait", positive=False)
+        _check_seconds(poll, "poll", positive=True)
         deadline = time.monotonic() + wait
         pause = min(poll, 0.005)
         while True:
@@ -269,6 +278,10 @@ class LeaseManager:
     ) -> AsyncIterator[Lease]:
         """``async with manager.hold(agent_id) as lease:`` — acquire, renew in the
         background while the block runs, release on exit (also on errors)."""
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidArgument(
+                "on_lost", f"on_lost must be callable or None, not {type(on_lost).__name__}"
+            )
         lease = await self.acquire(agent_id, ttl, wait=wait)
         try:
             if heartbeat:
@@ -279,4 +292,20 @@ class LeaseManager:
 
     async def current(self, agent_id: str) -> LeaseInfo | None:
         """The agent's newest lease as stored (possibly expired or released)."""
+        check_agent_id(agent_id)
         return await self.backend.get_lease(agent_id)
+
+
+def _check_seconds(value: object, argument: str, *, positive: bool) -> None:
+    """A finite number of seconds, > 0 (``positive``) or >= 0."""
+    if (
+        type(value) is bool
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or (positive and value == 0)
+    ):
+        bound = "> 0" if positive else ">= 0"
+        raise InvalidArgument(
+            argument, f"{argument} must be a finite number of seconds {bound}, not {value!r:.40}"
+        )

@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from ..errors import AgentNotFound, ConfigurationError, ConflictError, RetriesExhausted
+from ..errors import (
+    AgentNotFound,
+    ConfigurationError,
+    ConflictError,
+    InvalidArgument,
+    RetriesExhausted,
+)
 from ..records import AppendResult, EventKind
 
 if TYPE_CHECKING:
@@ -118,6 +124,7 @@ async def update(
     :class:`~statekeeper.errors.RetriesExhausted` when every attempt conflicted;
     :class:`~statekeeper.errors.LeaseLost` (not retried) when ``lease`` was taken over.
     """
+    _check_update(agent_id, fn, info)
     _check_attempts(attempts)
     backoff = backoff or Backoff()
     last: ConflictError | None = None
@@ -154,6 +161,16 @@ async def update(
         return Updated(agent_id, result.last_seq, new, attempt, result)
     assert last is not None
     raise RetriesExhausted(agent_id, attempts, last)
+
+
+def _check_update(agent_id: str, fn: object, info: object) -> None:
+    """The arguments of :func:`update` that the store does not see before ``fn`` runs."""
+    from ..arguments import check_agent_id, check_mapping
+
+    check_agent_id(agent_id)
+    if not callable(fn):
+        raise InvalidArgument("fn", f"fn must be callable, not {type(fn).__name__}")
+    check_mapping(info, "info", optional=True)
 
 
 async def update_agent(

@@ -54,7 +54,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from ..errors import AgentNotFound, ConfigurationError, ConflictError, StepError
+from ..arguments import check_agent_id, check_name
+from ..errors import AgentNotFound, ConfigurationError, ConflictError, InvalidArgument, StepError
 from ..records import EventKind
 
 if TYPE_CHECKING:
@@ -108,8 +109,14 @@ class Steps:
         lease: Leased | None = None,
     ) -> None:
         from ..store.agent import DurableAgent
+        from ..store.store import StateStore
 
         self._agent: DurableAgent | None = None
+        if not isinstance(target, DurableAgent | StateStore):
+            raise InvalidArgument(
+                "target",
+                f"target must be a StateStore or a DurableAgent, not {type(target).__name__}",
+            )
         if isinstance(target, DurableAgent):
             if lease is not None:
                 raise ConfigurationError("a DurableAgent's steps use the agent's own lease")
@@ -117,10 +124,10 @@ class Steps:
             self.store: StateStore = target.store
             self.agent_id: str = target.agent_id
         else:
-            if not agent_id:
-                raise ConfigurationError("Steps over a store need an agent_id")
+            if agent_id is None:
+                raise InvalidArgument("agent_id", "Steps over a store need an agent_id")
             self.store = target
-            self.agent_id = agent_id
+            self.agent_id = check_agent_id(agent_id)
         self.lease = lease
         self._memo: dict[str, StepRecord] = {}
 
@@ -165,6 +172,8 @@ class Steps:
         """The step's recorded result; or run ``fn(*args, **kwargs)``, record its result
         and return it (as stored, i.e. JSON). Exceptions from ``fn`` propagate and
         nothing is recorded."""
+        if not callable(fn):
+            raise InvalidArgument("fn", f"fn must be callable, not {type(fn).__name__}")
         record = await self.recorded(step_id)
         if record is not None:
             return record.result
@@ -226,8 +235,8 @@ class Steps:
         try:
             stored = orjson.loads(orjson.dumps(result))
         except TypeError as exc:
-            raise ConfigurationError(
-                f"the result of step {step_id!r} is not a JSON value: {exc}"
+            raise InvalidArgument(
+                "result", f"the result of step {step_id!r} is not a JSON value: {exc}"
             ) from exc
         info = {"step": step_id, "result": stored}
         key = self.key(step_id)
@@ -256,5 +265,5 @@ class Steps:
 
 
 def _check_id(step_id: str) -> None:
-    if not isinstance(step_id, str) or not step_id:
-        raise ConfigurationError(f"a step id must be a non-empty string, not {step_id!r}")
+    check_name(step_id, "step_id")
+    check_name(STEP_KEY_PREFIX + step_id, "step_id")  # its key follows the same rule

@@ -1284,7 +1284,8 @@ class StateStore:
             if isinstance(agent_ids, str) or not isinstance(agent_ids, Iterable):
                 raise InvalidArgument(
                     "agent_ids",
-                    f"agent_ids must be a list of agent ids or None, not {type(agent_ids).__name__}",
+                    "agent_ids must be a list of agent ids or None, "
+                    f"not {type(agent_ids).__name__}",
                 )
             agent_ids = [check_agent_id(a, "agent_ids[]") for a in agent_ids]
         await self.flush()
