@@ -83,7 +83,7 @@ TOTAL_EVENTS = 2 + 2 * TOOL_CALLS + 1
 FIRST_RESULT_SEQ = 4
 
 
-class DemoFailed(Exception):
+class DemoFailed(StatekeeperError):
     """The demo could not run as designed (worker died early, timed out...)."""
 
 

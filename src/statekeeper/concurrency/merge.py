@@ -53,7 +53,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from ..errors import ConfigurationError, ConflictError, MergeConflict, RetriesExhausted
+from ..errors import (
+    ConfigurationError,
+    ConflictError,
+    MergeConflict,
+    RetriesExhausted,
+    StatekeeperError,
+)
 from .clock import Timestamp
 from .crdt import from_json, is_crdt
 from .retry import Backoff
@@ -105,7 +111,7 @@ class _Missing:
 MISSING: Final = _Missing()
 
 
-class Unresolved(Exception):
+class Unresolved(StatekeeperError):
     """Raised by a strategy that cannot decide a field; the merge then reports the
     field in :class:`~statekeeper.errors.MergeConflict`."""
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..codec import ZERO_LINK, Codec
 from ..codec.pipeline import CHAIN_BROKEN
-from ..errors import ConfigurationError, ConflictError, IntegrityError
+from ..errors import ConfigurationError, ConflictError, IntegrityError, StatekeeperError
 from ..records import RawEvent, RawSnapshot, RewriteRequest
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def _check(store: StateStore) -> Codec:
     return codec
 
 
-class _Restart(Exception):
+class _Restart(StatekeeperError):
     """The stream was deleted or re-created under rekey: walk it again from seq 1."""
 
 
