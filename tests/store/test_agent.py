@@ -3,6 +3,7 @@ transition, restored exactly after a restart."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -15,7 +16,10 @@ from statekeeper import (
     SerializationError,
     StateStore,
     StateTransition,
+    StatekeeperError,
     SyncStateStore,
+    TransitionRule,
+    UnsavedChangesWarning,
 )
 from statekeeper.records import EventKind
 
@@ -173,3 +177,80 @@ def test_sync_durable_agent() -> None:
         agent.refresh()
         assert agent.data == {"n": 2}
         assert store.load("a1").fsm_state == "processing"
+
+
+# -- a refused transition never drops a data change silently (issue 9.4) ----------------
+
+
+async def _old_quick_start(url: str) -> None:
+    """The README quick start as it was: correct on the first run only."""
+    async with StateStore(url) as store:
+        agent = await store.agent("support-42")
+        agent.data.setdefault("messages", []).append({"role": "user", "content": "hi"})
+        await agent.transition(StateTransition.START_PROCESSING)
+        await agent.transition(StateTransition.CALL_TOOL, {"tool": "search"})
+
+
+async def test_a_second_run_of_the_old_quick_start_is_not_silent(db_url: str) -> None:
+    await _old_quick_start(db_url)
+    with (
+        pytest.warns(UnsavedChangesWarning, match="support-42") as warned,
+        pytest.raises(InvalidTransition, match="start_processing"),
+    ):
+        await _old_quick_start(db_url)  # TOOL_CALL: START_PROCESSING is not allowed
+    assert warned[0].message.agent_ids == ["support-42"]  # type: ignore[union-attr]
+    async with StateStore(db_url) as store:
+        assert (await store.load("support-42")).seq == 3  # nothing half-written
+
+
+@pytest.mark.parametrize("strict", [True, False])
+async def test_closing_with_unsaved_changes_warns(db_url: str, strict: bool) -> None:
+    store = StateStore(db_url)
+    agent = await store.agent("a1", strict=strict)
+    agent.data["note"] = "not saved"
+    if not strict:
+        assert await agent.transition(StateTransition.COMPLETE) is False
+    with pytest.warns(UnsavedChangesWarning, match="'a1'") as warned:
+        await store.close()
+    assert len(warned) == 1
+    assert issubclass(UnsavedChangesWarning, StatekeeperError)
+
+
+async def test_closing_with_everything_saved_is_quiet(db_url: str) -> None:
+    store = StateStore(db_url)
+    agent = await store.agent("a1")
+    agent.data["note"] = "saved"
+    await agent.save()
+    other = await store.agent("a2")
+    other.data["x"] = 1
+    await other.refresh()  # dropped on purpose: nothing pending
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        await store.close()
+
+
+def test_sync_store_close_warns_about_unsaved_changes(db_url: str) -> None:
+    store = SyncStateStore(db_url)
+    agent = store.agent("a1")
+    agent.data["note"] = "not saved"
+    with pytest.raises(InvalidTransition):
+        agent.transition(StateTransition.COMPLETE)
+    with pytest.warns(UnsavedChangesWarning, match="'a1'"):
+        store.close()
+
+
+async def test_a_guard_refusal_raises_and_names_the_reason(store: StateStore) -> None:
+    machine = AgentStateMachine(
+        rules=[TransitionRule("idle", "go", "busy", guard=lambda: False)], initial="idle"
+    )
+    agent = await store.agent("a1", machine)
+    with pytest.raises(InvalidTransition, match="guard"):
+        await agent.transition("go")
+    with pytest.raises(InvalidTransition, match="no rule"):
+        await agent.transition("stop")
+    assert await store.head("a1") == 1
+
+
+def test_the_bare_machine_keeps_the_seeds_api() -> None:
+    machine = AgentStateMachine()
+    assert machine.fire(StateTransition.COMPLETE) is False
