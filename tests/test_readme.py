@@ -46,7 +46,9 @@ def _expected(run: int) -> list[str]:
         if run == 1
         else "[{'op': 'add', 'path': '/messages/-', 'value': {'role': 'user', 'content': 'hi'}}]"
     )
-    tool = "[{'op': 'add', 'path': '/messages/-', 'value': {'role': 'tool', 'content': '3 results'}}]"
+    tool = (
+        "[{'op': 'add', 'path': '/messages/-', 'value': {'role': 'tool', 'content': '3 results'}}]"
+    )
     return [
         f"AgentState.IDLE {start + 6} {messages}",
         f"tool_call {messages - 1}",

@@ -9,7 +9,11 @@ Agent ids (and idempotency keys, event types and lease holders, which backends i
 the same way) follow one rule on every backend (:func:`check_agent_id`): a non-empty
 ``str`` that is valid UTF-8 (no lone surrogate), holds no NUL character and is at most
 :data:`MAX_ID_BYTES` bytes long in UTF-8. What one engine accepts, every engine accepts,
-so an agent can always be moved from one to another.
+so an agent can always be moved from one to another. Ids that start with
+:data:`INTERNAL_PREFIX` are reserved for records statekeeper keeps for itself (the
+tiered backend's cold-tier markers, ``"\x01sk-cold/" + agent_id``): callers cannot use
+them, backends accept them when what follows the prefix's ``/`` is a valid id
+(:func:`check_stored_id`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 from .errors import InvalidAgentId, InvalidArgument
 
 __all__ = [
+    "INTERNAL_PREFIX",
     "MAX_ID_BYTES",
     "check_agent_id",
     "check_mapping",
@@ -30,11 +35,15 @@ __all__ = [
     "check_optional_name",
     "check_seq",
     "check_state_value",
+    "check_stored_id",
     "check_timestamp",
 ]
 
 #: the longest agent id (and idempotency key, event type, holder), in UTF-8 bytes
 MAX_ID_BYTES = 1024
+
+#: agent ids starting with this are statekeeper's own records, not agents
+INTERNAL_PREFIX = "\x01sk-"
 
 _OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 _NEEDS_VALUE = frozenset({"add", "replace", "test"})
@@ -43,8 +52,7 @@ _NEEDS_FROM = frozenset({"move", "copy"})
 
 def _shown(value: str) -> str:
     """A short, printable excerpt of a (possibly huge or unencodable) string."""
-    text = value if len(value) <= 40 else value[:40] + "…"
-    return repr(text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace"))
+    return repr(value if len(value) <= 40 else value[:40] + "…")
 
 
 def _id_problem(value: object, what: str) -> str | None:
@@ -80,9 +88,22 @@ def _id_problem(value: object, what: str) -> str | None:
 def check_agent_id(agent_id: object, argument: str = "agent_id") -> str:
     """``agent_id`` if every backend can store it, else :class:`InvalidAgentId`."""
     problem = _id_problem(agent_id, argument)
+    if problem is None and agent_id.startswith(INTERNAL_PREFIX):  # type: ignore[attr-defined]
+        problem = f"{argument} may not start with {INTERNAL_PREFIX!r} (reserved)"
     if problem is not None:
         raise InvalidAgentId(problem, argument)
     return str.__str__(agent_id) if type(agent_id) is not str else agent_id
+
+
+def check_stored_id(agent_id: object) -> str:
+    """What a backend accepts: a valid agent id, or an internal record's id
+    (:data:`INTERNAL_PREFIX`, a kind, ``/``, then a valid agent id)."""
+    if type(agent_id) is str and agent_id.startswith(INTERNAL_PREFIX):
+        kind, slash, rest = agent_id[len(INTERNAL_PREFIX) :].partition("/")
+        if slash and kind and kind.isascii() and kind.isalnum():
+            check_agent_id(rest)
+            return agent_id
+    return check_agent_id(agent_id)
 
 
 def check_name(value: object, argument: str) -> str:

@@ -33,6 +33,7 @@ from statekeeper.backends.base import Backend, Health
 from statekeeper.errors import (
     ConfigurationError,
     ConflictError,
+    InvalidAgentId,
     LeaseHeld,
     LeaseLost,
     LeasesUnsupported,
@@ -497,6 +498,74 @@ class BackendConformance:
         assert health.ok is False
         await backend.close()  # idempotent
 
+    # -- agent ids: one rule on every engine (statekeeper.arguments.check_agent_id) ------
+
+    @pytest.mark.parametrize(
+        "bad",
+        [
+            pytest.param("", id="empty"),
+            pytest.param("a\x00b", id="nul"),
+            pytest.param("a\ud800b", id="lone-surrogate"),
+            pytest.param("\u00e9" * 512 + "x", id="1025-bytes"),
+            pytest.param("x" * (1 << 20), id="1-MiB"),
+            pytest.param(b"agent", id="bytes"),
+            pytest.param(None, id="none"),
+            pytest.param(7, id="int"),
+        ],
+    )
+    async def test_bad_agent_ids_are_refused_before_anything_is_written(
+        self, backend: Backend, bad: object
+    ) -> None:
+        with pytest.raises(InvalidAgentId, match="agent_id"):
+            await backend.append(request(bad, 0))  # type: ignore[arg-type]
+        results = await backend.append_batch([request(bad, 0), request("ok", 0)])  # type: ignore[arg-type]
+        assert isinstance(results[0], InvalidAgentId)
+        assert results[1] == AppendResult("ok", 1, 1)
+        calls = {
+            "head": lambda: backend.head(bad),  # type: ignore[arg-type]
+            "head_tag": lambda: backend.head_tag(bad),  # type: ignore[arg-type]
+            "read": lambda: backend.read(bad),  # type: ignore[arg-type]
+            "seq_at": lambda: backend.seq_at(bad, 1.0),  # type: ignore[arg-type]
+            "latest_snapshot": lambda: backend.latest_snapshot(bad),  # type: ignore[arg-type]
+            "save_snapshot": lambda: backend.save_snapshot(bad, snapshot(1)),  # type: ignore[arg-type]
+            "lookup_key": lambda: backend.lookup_key(bad, "k"),  # type: ignore[arg-type]
+            "delete_agent": lambda: backend.delete_agent(bad),  # type: ignore[arg-type]
+        }
+        if backend.supports_leases:
+            calls["acquire_lease"] = lambda: backend.acquire_lease(bad, "w", 5.0)  # type: ignore[arg-type]
+            calls["get_lease"] = lambda: backend.get_lease(bad)  # type: ignore[arg-type]
+        for name, call in calls.items():
+            with pytest.raises(InvalidAgentId):
+                await call()
+                pytest.fail(f"{name} accepted agent id {bad!r:.40}")
+        assert [info.agent_id for info in await backend.list_agents()] == ["ok"]
+
+    @pytest.mark.parametrize(
+        "good",
+        [
+            pytest.param("x" * 1024, id="1024-ascii"),
+            pytest.param("\u00e9" * 512, id="1024-bytes-latin"),
+            pytest.param("\U0001f642" * 256, id="1024-bytes-emoji"),
+            pytest.param("a b/c:d*?[]{}%\\\n\t'\"#", id="punctuation"),
+            pytest.param("\u65e5\u672c-\u00fc", id="non-ascii"),
+        ],
+    )
+    async def test_every_valid_agent_id_works_the_same(self, backend: Backend, good: str) -> None:
+        assert await backend.append(request(good, 0, 2, key="k", snap_at=2)) == AppendResult(
+            good, 1, 2
+        )
+        assert await backend.head(good) == 2
+        assert [e.seq for e in await backend.read(good)] == [1, 2]
+        found = await backend.latest_snapshot(good)
+        assert found is not None and found.seq == 2
+        assert await backend.lookup_key(good, "k") == AppendResult(good, 1, 2, duplicate=True)
+        assert [info.agent_id for info in await backend.list_agents()] == [good]
+        if backend.supports_leases:
+            lease = await backend.acquire_lease(good, "w", 5.0)
+            assert (await backend.get_lease(good)) == lease
+        assert await backend.delete_agent(good) is True
+        assert await backend.head(good) == 0
+
     # -- shared storage (engines with a peer) ------------------------------------------
 
     async def test_peer_sees_committed_appends(self, backend: Backend, peer: Backend) -> None:
@@ -650,9 +719,7 @@ class BackendConformance:
         backend = leasing
         lease = await backend.acquire_lease("a", "w1", 30.0)
         assert await backend.append(fenced("a", 0, lease.fence)) == AppendResult("a", 1, 1)
-        assert await backend.append(fenced("a", 1, lease.fence, count=2)) == AppendResult(
-            "a", 2, 3
-        )
+        assert await backend.append(fenced("a", 1, lease.fence, count=2)) == AppendResult("a", 2, 3)
         # unfenced writes are not governed by leases (optimistic locking only)
         assert await backend.append(request("a", 3)) == AppendResult("a", 4, 4)
         # an expired lease nobody took over still fences correctly: its token is newest
@@ -779,7 +846,6 @@ class BackendConformance:
                 await call()
                 pytest.fail(f"{name} worked on a closed backend")
 
-
     # -- authenticated stream heads (head_tag) and rewrites --------------------------------
     #
     # The codec authenticates each stream's head (count + last chain link) with a tag the
@@ -881,9 +947,7 @@ class BackendConformance:
         assert await backend.head_tag("u") == (2, b"now")
 
     @pytest.mark.parametrize("seq", [0, 4, -1])
-    async def test_rewrite_outside_the_stream_is_refused(
-        self, backend: Backend, seq: int
-    ) -> None:
+    async def test_rewrite_outside_the_stream_is_refused(self, backend: Backend, seq: int) -> None:
         await backend.append(tagged(request("a", 0, 3), b"t3"))
         stored = await backend.read("a")
         ok = RawEvent(1, "patch", 1.0, b"changed", b"sum")
@@ -898,9 +962,7 @@ class BackendConformance:
         assert await backend.head_tag("a") == (3, b"t3")
         assert await backend.latest_snapshot("a") is None
 
-    async def test_peer_sees_head_tags_and_rewrites(
-        self, backend: Backend, peer: Backend
-    ) -> None:
+    async def test_peer_sees_head_tags_and_rewrites(self, backend: Backend, peer: Backend) -> None:
         await backend.append(tagged(request("a", 0, 2), b"t2"))
         assert await peer.head_tag("a") == (2, b"t2")
         new = RawEvent(1, "patch", 1.0, b"new", b"sum")

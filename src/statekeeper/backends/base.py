@@ -18,10 +18,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..arguments import check_agent_id, check_name
+from ..arguments import check_name, check_stored_id
 from ..errors import (
     BackendUnavailable,
     ConfigurationError,
+    InvalidAgentId,
     InvalidArgument,
     LeaseLost,
     LeasesUnsupported,
@@ -79,8 +80,34 @@ def _checking_agent_id(
 ) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(fn)
     async def checked(self: Backend, agent_id: str, *args: Any, **kwargs: Any) -> Any:
-        check_agent_id(agent_id)
+        check_stored_id(agent_id)
         return await fn(self, agent_id, *args, **kwargs)
+
+    checked.__statekeeper_checked__ = True  # type: ignore[attr-defined]
+    return checked
+
+
+def _checking_batch(
+    fn: Callable[..., Awaitable[list[AppendResult | BaseException]]],
+) -> Callable[..., Awaitable[list[AppendResult | BaseException]]]:
+    """``append_batch``: a request with a bad agent id fails on its own (its error in
+    its place of the results); the engine sees only the others."""
+
+    @functools.wraps(fn)
+    async def checked(
+        self: Backend, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        refused: dict[int, BaseException] = {}
+        for index, request in enumerate(requests):
+            try:
+                check_stored_id(request.agent_id)
+            except InvalidAgentId as exc:
+                refused[index] = exc
+        if not refused:
+            return await fn(self, requests)
+        rest = [r for i, r in enumerate(requests) if i not in refused]
+        done = iter(await fn(self, rest))
+        return [refused[i] if i in refused else next(done) for i in range(len(requests))]
 
     checked.__statekeeper_checked__ = True  # type: ignore[attr-defined]
     return checked
@@ -106,6 +133,9 @@ class Backend(abc.ABC):
             fn = cls.__dict__.get(method)
             if fn is not None and not getattr(fn, "__statekeeper_checked__", False):
                 setattr(cls, method, _checking_agent_id(fn))
+        fn = cls.__dict__.get("append_batch")
+        if fn is not None and not getattr(fn, "__statekeeper_checked__", False):
+            setattr(cls, "append_batch", _checking_batch(fn))  # noqa: B010
 
     @abc.abstractmethod
     async def append(self, request: AppendRequest) -> AppendResult:
@@ -271,7 +301,7 @@ def validate_request(request: AppendRequest) -> None:
     snapshot, if any, must sit on one of the appended seqs. The agent id and the
     idempotency key follow the agent-id rule.
     """
-    check_agent_id(request.agent_id)
+    check_stored_id(request.agent_id)
     if request.idempotency_key is not None:
         check_name(request.idempotency_key, "idempotency_key")
     if request.expected_seq < 0:
@@ -325,7 +355,7 @@ def check_fence(agent_id: str, fence: Fence, current: LeaseInfo | None) -> None:
 def validate_rewrite(request: RewriteRequest) -> None:
     """Reject a malformed rewrite before any engine touches it: every replaced record
     must sit within ``1..expected_seq``, each event at most once."""
-    check_agent_id(request.agent_id)
+    check_stored_id(request.agent_id)
     if request.expected_seq < 1:
         raise ConfigurationError(f"cannot rewrite a stream with head {request.expected_seq}")
     seen: set[int] = set()
