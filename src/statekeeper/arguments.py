@@ -195,5 +195,5 @@ def check_ops(ops: object, argument: str = "ops") -> list[dict[str, Any]]:
                     f"not {pointer!r:.40}",
                 )
         if kind in _NEEDS_VALUE and "value" not in op:
-            raise InvalidArgument(f"{where}.value", f"{where} ({kind}) needs a 'value'")
+            raise InvalidArgument(f"{where}.value", f"{where}.value is missing ({kind} needs one)")
     return [dict(op) for op in ops]

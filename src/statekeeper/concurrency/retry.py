@@ -140,7 +140,9 @@ async def update(
             out = await out
         new = working if out is None else out
         if not isinstance(new, dict):
-            raise ConfigurationError(f"the change function must return a dict or None, not {new!r}")
+            raise InvalidArgument(
+                "fn", f"fn (the change function) must return a dict or None, not {new!r:.60}"
+            )
         if current is not None and new == original:
             return Updated(agent_id, seq, new, attempt, None)
         try:

@@ -229,6 +229,7 @@ class DurableAgent:
         actor: str | None = None,
     ) -> AppendResult:
         """Append a custom event (with any pending data changes)."""
+        check_mapping(info, "info", optional=True)
         return await self._write(event_type, dict(info or {}), None, idempotency_key, actor)
 
     async def _write(
