@@ -309,12 +309,17 @@ async def test_agent_calls_refuse_bad_arguments_before_the_machine_moves(
         (lambda: store.agent("a1", "machine"), "machine"),
         (lambda: store.agent("a3", initial_data=[1]), "initial_data"),
         (lambda: store.agent("a3", strict="yes"), "strict"),
+        (lambda: store.agent("a3", lease="token"), "lease"),
     ]
     for call, argument in cases:
         with pytest.raises(InvalidArgument) as info:
             await call()
         _refused(info, argument)
         assert agent.state is AgentState.IDLE
+    with pytest.raises(InvalidArgument) as info:
+        agent.bind("token")  # type: ignore[arg-type]
+    _refused(info, "lease")
+    assert agent.lease is None
     assert agent.machine.history == []
     await _unchanged(store)
     assert agent.dirty  # the pending change is still there to save

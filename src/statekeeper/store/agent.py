@@ -121,6 +121,9 @@ class DurableAgent:
 
     def bind(self, lease: Leased | None) -> None:
         """Fence every later write of this agent with ``lease`` (None: unfenced)."""
+        from .store import _check_write_options
+
+        _check_write_options(None, None, lease)
         self.lease = lease
 
     def _adopt(self, snapshot: Snapshot) -> None:
