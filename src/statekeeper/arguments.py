@@ -87,6 +87,14 @@ def _id_problem(value: object, what: str) -> str | None:
 
 def check_agent_id(agent_id: object, argument: str = "agent_id") -> str:
     """``agent_id`` if every backend can store it, else :class:`InvalidAgentId`."""
+    if (  # the common case, on every call of the store and every backend call
+        type(agent_id) is str
+        and 0 < len(agent_id) <= MAX_ID_BYTES // 4
+        and agent_id.isascii()
+        and agent_id[0] != "\x01"
+        and "\x00" not in agent_id
+    ):
+        return agent_id
     problem = _id_problem(agent_id, argument)
     if problem is None and agent_id.startswith(INTERNAL_PREFIX):  # type: ignore[attr-defined]
         problem = f"{argument} may not start with {INTERNAL_PREFIX!r} (reserved)"
@@ -98,7 +106,15 @@ def check_agent_id(agent_id: object, argument: str = "agent_id") -> str:
 def check_stored_id(agent_id: object) -> str:
     """What a backend accepts: a valid agent id, or an internal record's id
     (:data:`INTERNAL_PREFIX`, a kind, ``/``, then a valid agent id)."""
-    if type(agent_id) is str and agent_id.startswith(INTERNAL_PREFIX):
+    if (  # the common case (as in check_agent_id), inline: this runs on every backend call
+        type(agent_id) is str
+        and 0 < len(agent_id) <= MAX_ID_BYTES // 4
+        and agent_id.isascii()
+        and agent_id[0] != "\x01"
+        and "\x00" not in agent_id
+    ):
+        return agent_id
+    if type(agent_id) is str and agent_id[:1] == "\x01" and agent_id.startswith(INTERNAL_PREFIX):
         kind, slash, rest = agent_id[len(INTERNAL_PREFIX) :].partition("/")
         if slash and kind and kind.isascii() and kind.isalnum():
             check_agent_id(rest)
@@ -108,6 +124,13 @@ def check_stored_id(agent_id: object) -> str:
 
 def check_name(value: object, argument: str) -> str:
     """An idempotency key, event type, holder...: the agent-id rule, named ``argument``."""
+    if (  # the common case
+        type(value) is str
+        and 0 < len(value) <= MAX_ID_BYTES // 4
+        and value.isascii()
+        and "\x00" not in value
+    ):
+        return value
     problem = _id_problem(value, argument)
     if problem is not None:
         raise InvalidArgument(argument, problem)
@@ -121,8 +144,8 @@ def check_optional_name(value: object, argument: str) -> str | None:
 
 def check_mapping(value: object, argument: str, *, optional: bool = False) -> Any:
     """``value`` if it is a mapping (a JSON object); None allowed when ``optional``."""
-    if value is None and optional:
-        return None
+    if type(value) is dict or (value is None and optional):
+        return value
     if not isinstance(value, Mapping):
         what = "a dict" + (" or None" if optional else "")
         raise InvalidArgument(argument, f"{argument} must be {what}, not {type(value).__name__}")

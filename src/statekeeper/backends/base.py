@@ -78,13 +78,22 @@ _AGENT_ID_METHODS = (
 def _checking_agent_id(
     fn: Callable[..., Awaitable[Any]],
 ) -> Callable[..., Awaitable[Any]]:
+    # a plain function handing back the engine's own coroutine: no extra coroutine per
+    # call on the hot path; a bad id still fails when awaited, like any other error
     @functools.wraps(fn)
-    async def checked(self: Backend, agent_id: str, *args: Any, **kwargs: Any) -> Any:
-        check_stored_id(agent_id)
-        return await fn(self, agent_id, *args, **kwargs)
+    def checked(self: Backend, agent_id: str, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        try:
+            check_stored_id(agent_id)
+        except InvalidAgentId as exc:
+            return _failed(exc)
+        return fn(self, agent_id, *args, **kwargs)
 
     checked.__statekeeper_checked__ = True  # type: ignore[attr-defined]
     return checked
+
+
+async def _failed(exc: BaseException) -> Any:
+    raise exc
 
 
 def _checking_batch(
