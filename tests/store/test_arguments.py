@@ -422,3 +422,13 @@ def test_the_sync_store_refuses_bad_arguments(tmp_path: Path) -> None:
             _refused(info, argument)
         assert store.head("a1") == 1
         assert store.count_agents() == 1
+
+
+async def test_repair_checks_every_agent_id_before_rebuilding(store: StateStore) -> None:
+    from statekeeper.store.repair import repair
+
+    for bad, argument in [("a1", "agent_ids"), (["a1", "a\x00"], "agent_ids[]")]:
+        with pytest.raises(InvalidArgument) as info:
+            await repair(store, bad, apply=True)
+        _refused(info, argument)
+    await _unchanged(store)

@@ -33,8 +33,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..arguments import check_agent_id
 from ..codec import ZERO_LINK
-from ..errors import AgentNotFound
+from ..errors import AgentNotFound, InvalidArgument
 from ..records import RawSnapshot
 from .state import AgentRecord
 
@@ -97,6 +98,14 @@ async def repair(
 
     ``progress(agent_id, report_of_that_agent)`` is called after each agent.
     """
+    if agent_ids is not None:  # every id checked before anything is rebuilt
+        if isinstance(agent_ids, str) or not isinstance(agent_ids, Iterable):
+            raise InvalidArgument(
+                "agent_ids", f"agent_ids must be a list of agent ids or None, not {agent_ids!r:.40}"
+            )
+        agent_ids = [check_agent_id(a, "agent_ids[]") for a in agent_ids]
+    if progress is not None and not callable(progress):
+        raise InvalidArgument("progress", "progress must be callable or None")
     total = RepairReport(applied=apply)
     if agent_ids is None:
         agent_ids = [info.agent_id async for info in store.iter_agents()]
