@@ -432,3 +432,28 @@ async def test_repair_checks_every_agent_id_before_rebuilding(store: StateStore)
             await repair(store, bad, apply=True)
         _refused(info, argument)
     await _unchanged(store)
+
+
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [
+        ({"snapshot_every": "100"}, "snapshot_every"),
+        ({"cache_size": None}, "cache_size"),
+        ({"write_retries": 1.5}, "write_retries"),
+        ({"flush_size": "10"}, "flush_size"),
+        ({"flush_interval": "1"}, "flush_interval"),
+        ({"max_event_bytes": "1000"}, "max_event_bytes"),
+        ({"clock": 5}, "clock"),
+        ({"states": 5}, "states"),
+    ],
+)
+def test_store_options_are_checked_before_a_file_is_created(
+    tmp_path: Path, options: dict[str, Any], argument: str
+) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        StateStore(f"sqlite:///{tmp_path / 'never.db'}", **options)
+    _refused(info, argument)
+    assert not (tmp_path / "never.db").exists()
+    with pytest.raises(InvalidArgument) as info:
+        StateStore(5)  # type: ignore[arg-type]
+    _refused(info, "backend")

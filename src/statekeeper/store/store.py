@@ -235,6 +235,24 @@ class StateStore:
     ) -> None:
         # every option is checked before a backend is opened (and a file created)
         allowed = _state_values(states)
+        _check_numbers(
+            snapshot_every=snapshot_every,
+            full_snapshot_every=full_snapshot_every,
+            cache_size=cache_size,
+            write_retries=write_retries,
+            flush_size=flush_size,
+            max_event_bytes=max_event_bytes,
+            max_snapshot_bytes=max_snapshot_bytes,
+            max_state_bytes=max_state_bytes,
+        )
+        if type(flush_interval) is bool or not isinstance(flush_interval, int | float):
+            raise InvalidArgument("flush_interval", "flush_interval must be a number of seconds")
+        if not callable(clock):
+            raise InvalidArgument("clock", f"clock must be callable, not {type(clock).__name__}")
+        if backend is not None and not isinstance(backend, Backend | str):
+            raise InvalidArgument(
+                "backend", f"backend must be a URL or a Backend, not {type(backend).__name__}"
+            )
         if snapshot_every < 1:
             raise ConfigurationError("snapshot_every must be >= 1")
         if full_snapshot_every < 1:
@@ -1583,6 +1601,13 @@ def _check_write_options(idempotency_key: object, actor: object, lease: object) 
                 "lease must be a Lease (or anything with a fence (holder, token)), "
                 f"not {type(lease).__name__}",
             )
+
+
+def _check_numbers(**options: object) -> None:
+    """The integer options of :class:`StateStore` are ints (None: no limit)."""
+    for name, value in options.items():
+        optional = name.startswith("max_")
+        check_seq(value, name, minimum=-(2**63), optional=optional)
 
 
 def _state_values(states: Iterable[Any] | None) -> frozenset[str] | None:
