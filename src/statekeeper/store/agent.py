@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from .. import patch
 from ..arguments import check_agent_id, check_mapping, check_optional_name
-from ..errors import ConflictError, InvalidArgument, InvalidTransition, SerializationError
+from ..errors import (
+    ConflictError,
+    InvalidArgument,
+    InvalidTransition,
+    SerializationError,
+    StatekeeperError,
+)
 from ..records import AppendResult, Event, EventKind, Snapshot
 
 if TYPE_CHECKING:
@@ -202,7 +208,10 @@ class DurableAgent:
             ruled = False
         reason = "every guard refused it" if ruled else "no rule from this state"
         error = InvalidTransition(state, event, reason)
-        if self.dirty:
+        dirty = True
+        with contextlib.suppress(StatekeeperError):  # undiffable data counts as pending
+            dirty = self.dirty
+        if dirty:
             error.add_note(
                 f"agent {self.agent_id!r}: nothing was written; the pending changes to "
                 "agent.data are still pending (write them with agent.save())"
