@@ -351,6 +351,20 @@ async def test_lease_calls_refuse_bad_arguments(store: StateStore) -> None:
             await call()
         _refused(info, argument)
     assert await leases.current("a1") is None  # nothing was granted
+    lease = await leases.acquire("a1")
+    for call, argument in [
+        (lambda: lease.renew(ttl=0), "ttl"),
+        (lambda: _start(lease, interval="1"), "interval"),
+        (lambda: _start(lease, on_lost=5), "on_lost"),
+    ]:
+        with pytest.raises(InvalidArgument) as info:
+            await call()
+        _refused(info, argument)
+    assert await lease.release() is True
+
+
+async def _start(lease: Any, **options: Any) -> None:
+    lease.start_heartbeat(**options)
 
 
 async def test_steps_refuse_bad_arguments(store: StateStore) -> None:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..arguments import check_agent_id, check_name
 from ..backends.base import Backend, validate_ttl
-from ..errors import ConfigurationError, InvalidArgument, LeaseHeld, LeaseLost
+from ..errors import InvalidArgument, LeaseHeld, LeaseLost
 from ..records import Fence, LeaseInfo
 
 if TYPE_CHECKING:
@@ -154,9 +154,13 @@ class Lease:
         """
         if self._heartbeat is not None and not self._heartbeat.done():
             return self._heartbeat
+        if interval is not None:
+            _check_seconds(interval, "interval", positive=True)
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidArgument(
+                "on_lost", f"on_lost must be callable or None, not {type(on_lost).__name__}"
+            )
         beat = interval if interval is not None else self.ttl / 3
-        if beat <= 0:
-            raise ConfigurationError("heartbeat interval must be > 0")
         self._heartbeat = asyncio.get_running_loop().create_task(
             self._beat(beat, on_lost), name=f"lease-heartbeat:{self.agent_id}"
         )
