@@ -116,9 +116,7 @@ async def test_append_names_bad_info_and_ops(store: StateStore) -> None:
         await store.append("a1", "tool", {"result": {"rows": [1, Opaque()]}})
     assert info.value.path == "info.result.rows[1]"
     with pytest.raises(SerializationError) as info:
-        await store.append(
-            "a1", "edit", ops=[{"op": "add", "path": "/log/-", "value": Opaque()}]
-        )
+        await store.append("a1", "edit", ops=[{"op": "add", "path": "/log/-", "value": Opaque()}])
     assert info.value.path == "ops[0].value"
     with pytest.raises(SerializationError) as info:
         await store.save("a1", {"log": []}, info={"why": float("nan")})
