@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import platform
+import random
 import sqlite3
 import statistics
 import sys
+import time
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -132,3 +134,189 @@ def fmt_rate(x: float) -> str:
 
 def fmt_ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f}"
+
+
+# ------------------------------------------------------------------------ workload
+
+_WORDS = (
+    "the",
+    "agent",
+    "plans",
+    "a",
+    "step",
+    "calls",
+    "a",
+    "tool",
+    "reads",
+    "the",
+    "result",
+    "and",
+    "then",
+    "writes",
+    "a",
+    "short",
+    "summary",
+    "of",
+    "what",
+    "it",
+    "found",
+    "so",
+    "far",
+    "before",
+    "it",
+    "asks",
+    "the",
+    "user",
+    "whether",
+    "to",
+    "continue",
+    "with",
+    "the",
+    "search",
+    "or",
+    "stop",
+    "here",
+    "because",
+    "the",
+    "budget",
+    "for",
+    "this",
+    "task",
+    "is",
+    "nearly",
+    "spent",
+)
+
+
+def make_messages(n: int, seed: int, chars: int = 200) -> list[dict[str, str]]:
+    """``n`` chat messages of ~``chars`` characters, deterministic per seed."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        words: list[str] = []
+        while sum(len(w) + 1 for w in words) < chars:
+            words.append(rng.choice(_WORDS))
+        out.append(
+            {"role": "user" if i % 2 == 0 else "assistant", "content": " ".join(words)[:chars]}
+        )
+    return out
+
+
+class Workload:
+    """Per-agent message lists; step ``k`` of agent ``a`` is ``messages[a][:FIRST + k]``."""
+
+    def __init__(self, agents: int, first: int, last: int, chars: int = 200) -> None:
+        self.agent_ids = [f"agent-{i:03d}" for i in range(agents)]
+        self.messages = {
+            a: make_messages(last, seed=i, chars=chars) for i, a in enumerate(self.agent_ids)
+        }
+        self.sizes = list(range(first, last + 1))
+
+    @property
+    def saves(self) -> int:
+        return len(self.agent_ids) * len(self.sizes)
+
+    def docs(self, agent: str) -> list[dict[str, Any]]:
+        msgs = self.messages[agent]
+        return [{"messages": msgs[:n]} for n in self.sizes]
+
+
+# ------------------------------------------------------------------ LangGraph SqliteSaver
+
+
+def lg_open(path: str | os.PathLike[str], sync: str | None) -> Any:
+    """A LangGraph ``SqliteSaver`` on its own connection (``setup()`` sets WAL);
+    ``sync`` sets ``PRAGMA synchronous`` (None: SQLite's compiled default)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(os.fspath(path), check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    if sync is not None:
+        conn.execute(f"PRAGMA synchronous={sync}")
+    return saver
+
+
+def lg_plan(saver: Any, docs: Sequence[dict[str, Any]]) -> list[tuple[Any, Any, Any]]:
+    """(checkpoint, metadata, new_versions) per document, as a LangGraph loop builds them."""
+    from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+
+    out = []
+    cp = empty_checkpoint()
+    version = None
+    for step, doc in enumerate(docs):
+        version = saver.get_next_version(version, None)
+        cp = dict(cp)
+        cp["channel_versions"] = {"messages": version}
+        cp["versions_seen"] = {"agent": {"messages": version}}
+        cp["channel_values"] = {"messages": doc["messages"]}
+        cp = create_checkpoint(cp, None, step)
+        out.append((cp, {"source": "loop", "step": step, "parents": {}}, {"messages": version}))
+    return out
+
+
+def lg_checkpoints(saver: Any, wl: Workload, agent: str) -> list[tuple[Any, Any, Any]]:
+    """:func:`lg_plan` of one agent's documents in ``wl``."""
+    return lg_plan(saver, wl.docs(agent))
+
+
+def lg_config(agent: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": agent, "checkpoint_ns": ""}}
+
+
+# ------------------------------------------------------------------------- bare SQLite
+
+
+class BareCommits:
+    """Bare SQLite in WAL mode: ``rows`` INSERTs of ``row_bytes`` each per commit and
+    nothing else -- the physical floor of a store that commits every save (rows=1),
+    and the fsync-batching limit of one that groups N saves per commit (rows=N)."""
+
+    def __init__(self, path: str | os.PathLike[str], sync: str, row_bytes: int = 500) -> None:
+        self.conn = sqlite3.connect(os.fspath(path), isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute(f"PRAGMA synchronous={sync}")
+        self.conn.execute("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v BLOB)")
+        self.blob = b"x" * row_bytes
+        self.next = 0
+
+    def commit(self, rows: int = 1) -> None:
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        if rows == 1:
+            conn.execute("INSERT INTO t VALUES (?, ?)", (self.next, self.blob))
+        else:
+            conn.executemany(
+                "INSERT INTO t VALUES (?, ?)",
+                [(self.next + i, self.blob) for i in range(rows)],
+            )
+        conn.execute("COMMIT")
+        self.next += rows
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def commit_ceiling(
+    path: str | os.PathLike[str], sync: str, n: int = 1000, row_bytes: int = 500, rows: int = 1
+) -> dict[str, Any]:
+    """Rows/s of ``n`` bare commits of ``rows`` rows each (see :class:`BareCommits`)."""
+    bare = BareCommits(path, sync, row_bytes)
+    try:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            bare.commit(rows)
+        elapsed = time.perf_counter() - t0
+    finally:
+        bare.close()
+    return {"rate": n * rows / elapsed, "commits_per_s": n / elapsed}
+
+
+def profile_text(prof: Any, sort: str, top: int) -> str:
+    """A cProfile/pstats table of the ``top`` functions by ``sort``."""
+    import io
+    import pstats
+
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats(sort).print_stats(top)
+    return buf.getvalue()

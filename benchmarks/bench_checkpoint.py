@@ -53,11 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import io
 import json
-import pstats
-import random
-import sqlite3
 import sys
 import tempfile
 import threading
@@ -69,13 +65,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
+    Workload,
+    commit_ceiling,
     file_bytes,
     fmt_ms,
     fmt_rate,
     human_bytes,
+    lg_checkpoints,
+    lg_config,
+    lg_open,
     machine,
+    make_messages,
     median,
     percentile,
+    profile_text,
     table,
 )
 from statekeeper.store.store import StateStore
@@ -85,90 +88,6 @@ FIRST, LAST = 20, 50  # messages in the first and last saved state
 CONCURRENT = 16
 LONG_STEPS = 200
 TARGETS = {"writes": 3.0, "loads": 5.0, "group": 10.0}
-
-_WORDS = (
-    "the",
-    "agent",
-    "plans",
-    "a",
-    "step",
-    "calls",
-    "a",
-    "tool",
-    "reads",
-    "the",
-    "result",
-    "and",
-    "then",
-    "writes",
-    "a",
-    "short",
-    "summary",
-    "of",
-    "what",
-    "it",
-    "found",
-    "so",
-    "far",
-    "before",
-    "it",
-    "asks",
-    "the",
-    "user",
-    "whether",
-    "to",
-    "continue",
-    "with",
-    "the",
-    "search",
-    "or",
-    "stop",
-    "here",
-    "because",
-    "the",
-    "budget",
-    "for",
-    "this",
-    "task",
-    "is",
-    "nearly",
-    "spent",
-)
-
-
-# ------------------------------------------------------------------------ workload
-
-
-def make_messages(n: int, seed: int) -> list[dict[str, str]]:
-    """``n`` chat messages of ~200 characters, deterministic per seed."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        words: list[str] = []
-        while sum(len(w) + 1 for w in words) < 200:
-            words.append(rng.choice(_WORDS))
-        out.append(
-            {"role": "user" if i % 2 == 0 else "assistant", "content": " ".join(words)[:200]}
-        )
-    return out
-
-
-class Workload:
-    """Per-agent message lists; step ``k`` of agent ``a`` is ``messages[a][:FIRST + k]``."""
-
-    def __init__(self, agents: int, first: int, last: int) -> None:
-        self.agent_ids = [f"agent-{i:03d}" for i in range(agents)]
-        self.messages = {a: make_messages(last, seed=i) for i, a in enumerate(self.agent_ids)}
-        self.sizes = list(range(first, last + 1))
-
-    @property
-    def saves(self) -> int:
-        return len(self.agent_ids) * len(self.sizes)
-
-    def docs(self, agent: str) -> list[dict[str, Any]]:
-        msgs = self.messages[agent]
-        return [{"messages": msgs[:n]} for n in self.sizes]
-
 
 # --------------------------------------------------------------------- statekeeper
 
@@ -272,17 +191,6 @@ async def sk_write_group(url: str, wl: Workload, agents: list[str]) -> dict[str,
 # -------------------------------------------------------------------- SqliteSaver
 
 
-def lg_open(path: Path, sync: str | None) -> Any:
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    conn = sqlite3.connect(str(path), check_same_thread=False)
-    saver = SqliteSaver(conn)
-    saver.setup()
-    if sync is not None:
-        conn.execute(f"PRAGMA synchronous={sync}")
-    return saver
-
-
 def lg_effective_synchronous(tmp: Path) -> int:
     """What SqliteSaver's connection runs with when nobody sets the pragma."""
     saver = lg_open(tmp / "probe.db", None)
@@ -290,28 +198,6 @@ def lg_effective_synchronous(tmp: Path) -> int:
         return int(saver.conn.execute("PRAGMA synchronous").fetchone()[0])
     finally:
         saver.conn.close()
-
-
-def lg_checkpoints(saver: Any, wl: Workload, agent: str) -> list[tuple[Any, Any, Any]]:
-    """(checkpoint, metadata, new_versions) per step, as a LangGraph loop would build them."""
-    from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
-
-    out = []
-    cp = empty_checkpoint()
-    version = None
-    for step, doc in enumerate(wl.docs(agent)):
-        version = saver.get_next_version(version, None)
-        cp = dict(cp)
-        cp["channel_versions"] = {"messages": version}
-        cp["versions_seen"] = {"agent": {"messages": version}}
-        cp["channel_values"] = {"messages": doc["messages"]}
-        cp = create_checkpoint(cp, None, step)
-        out.append((cp, {"source": "loop", "step": step, "parents": {}}, {"messages": version}))
-    return out
-
-
-def lg_config(agent: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": agent, "checkpoint_ns": ""}}
 
 
 def lg_write_sequential(path: Path, sync: str, wl: Workload) -> dict[str, Any]:
@@ -389,26 +275,6 @@ def lg_write_concurrent(
                 elapsed = time.perf_counter() - t0
     finally:
         saver.conn.close()
-    return {"rate": n / elapsed}
-
-
-def commit_ceiling(path: Path, sync: str, n: int = 1000) -> dict[str, Any]:
-    """Bare SQLite: one 500-byte INSERT per WAL commit, nothing else (the physical limit
-    of any store that commits every save on its own)."""
-    conn = sqlite3.connect(str(path), isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={sync}")
-        conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
-        blob = b"x" * 500
-        t0 = time.perf_counter()
-        for i in range(n):
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("INSERT INTO t VALUES (?, ?)", (i, blob))
-            conn.execute("COMMIT")
-        elapsed = time.perf_counter() - t0
-    finally:
-        conn.close()
     return {"rate": n / elapsed}
 
 
@@ -643,10 +509,7 @@ async def profile(tmp: Path, wl: Workload, top: int) -> dict[str, Any]:
     docs = {a: wl.docs(a) for a in wl.agent_ids}
 
     def report(name: str, prof: cProfile.Profile, sort: str) -> str:
-        buf = io.StringIO()
-        st = pstats.Stats(prof, stream=buf)
-        st.sort_stats(sort).print_stats(top)
-        text = buf.getvalue()
+        text = profile_text(prof, sort, top)
         results[name] = text
         return text
 
