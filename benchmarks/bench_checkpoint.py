@@ -180,12 +180,17 @@ async def sk_write_group(url: str, wl: Workload, agents: list[str]) -> dict[str,
             for doc in docs[a]:
                 await store.save(a, doc)
 
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         await asyncio.gather(*(run(a) for a in agents))
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         stats = store.stats()
     n = len(agents) * len(wl.sizes)
-    return {"rate": n / elapsed, "commits": stats.commits, "per_commit": n / max(stats.commits, 1)}
+    return {
+        "rate": n / elapsed,
+        "cpu": cpu,  # seconds of process CPU (all threads) during the saves
+        "commits": stats.commits,
+        "per_commit": n / max(stats.commits, 1),
+    }
 
 
 # -------------------------------------------------------------------- SqliteSaver
