@@ -41,6 +41,7 @@ import argparse
 import asyncio
 import cProfile
 import functools
+import inspect
 import json
 import subprocess
 import sys
@@ -560,18 +561,30 @@ class Stages:
             wrapper: Any = awrapper
         else:
 
-            @functools.wraps(orig)
-            def swrapper(*args: Any, **kwargs: Any) -> Any:
-                t0 = clock()
-                if mark:
-                    marks[mark + ".start"] = t0
+            async def finish(awaitable: Any, t0: float) -> Any:
                 try:
-                    return orig(*args, **kwargs)
+                    return await awaitable
                 finally:
                     t1 = clock()
                     if mark:
                         marks[mark + ".end"] = t1
                     add(label, t1 - t0)
+
+            @functools.wraps(orig)
+            def swrapper(*args: Any, **kwargs: Any) -> Any:
+                t0 = clock()
+                if mark:
+                    marks[mark + ".start"] = t0
+                result = orig(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    # a plain function handing back a coroutine (e.g. the backend's
+                    # argument-checking wrappers): time it until it completes
+                    return finish(result, t0)
+                t1 = clock()
+                if mark:
+                    marks[mark + ".end"] = t1
+                add(label, t1 - t0)
+                return result
 
             wrapper = swrapper
         setattr(owner, name, wrapper)
