@@ -386,5 +386,48 @@ class StepError(StatekeeperError):
     or a step id is reused in one run for a different step)."""
 
 
+# --- store identity, rollback and the SQLite write lock -------------------------------
+
+
+class NotAStore(ConfigurationError):
+    """The location exists but does not hold a statekeeper store (an empty file, a
+    file that is not a database, or another application's database). Nothing was
+    written to it. ``location`` names it."""
+
+    def __init__(self, location: str, reason: str) -> None:
+        self.location = location
+        self.reason = reason
+        super().__init__(f"{location} is not a statekeeper store: {reason}")
+
+
+class RollbackDetected(IntegrityError):
+    """The store went back in time: it no longer holds a write that was acknowledged.
+
+    Found by the store's witness (see :mod:`statekeeper.security.highwater`). ``seq``
+    is the last seq of the agent known to have been acknowledged, ``found`` the head
+    the store holds now (0: the agent is gone), ``witness`` the witness file.
+    """
+
+    def __init__(self, agent_id: str, seq: int, found: int, witness: str, detail: str) -> None:
+        self.found = found
+        self.witness = witness
+        super().__init__(agent_id, seq, f"rollback detected: {detail} (witness {witness})")
+
+
+class StoreLocked(BackendError):
+    """Another connection holds the store's write lock and does not let go (SQLite).
+
+    Raised instead of waiting out the whole busy timeout when the holder makes no
+    progress for ``stall_timeout`` seconds (a frozen or stuck process inside a write
+    transaction), or when the lock stays busy past ``busy_timeout``. Nothing was
+    written. ``waited`` is how long this call waited, in seconds.
+    """
+
+    def __init__(self, path: str, waited: float, reason: str) -> None:
+        self.path = path
+        self.waited = waited
+        super().__init__(f"{path}: write lock not obtained after {waited:.1f} s: {reason}")
+
+
 def _label(value: Any) -> str:
     return str(getattr(value, "value", value))

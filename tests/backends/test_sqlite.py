@@ -7,15 +7,15 @@ import json
 import sqlite3
 import subprocess
 import sys
-import threading
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from statekeeper.backends.sqlite import SQLiteBackend
-from statekeeper.errors import BackendError, ConfigurationError, IntegrityError
+from statekeeper.errors import BackendError, ConfigurationError, IntegrityError, NotAStore
 from statekeeper.records import AppendResult
+from statekeeper.store import StateStore
 
 from .conformance import BackendConformance, request, snapshot
 
@@ -137,31 +137,57 @@ def test_many_processes_create_one_file_at_once(tmp_path: Path) -> None:
     assert stored_race(db) == [(1, f"{winner}-1".encode())]
 
 
-def test_opening_waits_for_another_writer_instead_of_failing(tmp_path: Path) -> None:
-    # Switching a file to WAL needs an exclusive lock and SQLite does not wait for it
-    # on its own: a process opening the file while another one writes must still wait
-    # (up to busy_timeout), as it does for any write.
+def test_opening_a_store_while_another_process_writes_takes_no_lock(tmp_path: Path) -> None:
+    # Opening an existing, current store writes nothing (no schema transaction, the
+    # file is already WAL): it works at once while another process holds the lock.
     path = tmp_path / "busy.db"
+    asyncio.run(_seed(path))
     other = _raw(path)
     other.execute("BEGIN IMMEDIATE")
-    other.execute("CREATE TABLE someone_elses (x)")
-    outcome: dict[str, object] = {}
+    other.execute("UPDATE sk_meta SET value = value WHERE key = 'schema_version'")
+    try:
+        backend = SQLiteBackend(path, busy_timeout=30)
+        assert asyncio.run(backend.head("a")) == 1
+        asyncio.run(backend.close())
+    finally:
+        other.execute("COMMIT")
+        other.close()
 
-    def open_it() -> None:
-        try:
-            backend = SQLiteBackend(path, busy_timeout=30)
-            outcome["head"] = asyncio.run(backend.head("a"))
-            asyncio.run(backend.close())
-        except Exception as exc:  # reported by the assertion below
-            outcome["error"] = exc
 
-    opener = threading.Thread(target=open_it)
-    opener.start()
-    threading.Event().wait(0.2)  # the other process holds its lock for a while
-    other.execute("COMMIT")
-    other.close()
-    opener.join(timeout=60)
-    assert outcome == {"head": 0}
+async def _seed(path: Path) -> None:
+    backend = SQLiteBackend(path)
+    await backend.append(request("a", 0, 1))
+    await backend.close()
+
+
+def test_another_applications_database_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "invoices.db"
+    with closing(_raw(path)) as other:
+        other.execute("CREATE TABLE invoices (n INTEGER)")
+        other.execute("INSERT INTO invoices VALUES (1)")
+    before = path.read_bytes()
+    with pytest.raises(NotAStore, match="without statekeeper's tables") as caught:
+        SQLiteBackend(path)
+    assert caught.value.location == str(path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["invoices.db"]
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(b"", "empty \\(0 bytes\\)"), (b"hello, not a database" * 10, "not a SQLite database")],
+)
+def test_an_empty_or_foreign_file_never_becomes_an_empty_store(
+    tmp_path: Path, content: bytes, reason: str
+) -> None:
+    path = tmp_path / "app.db"
+    path.write_bytes(content)
+    with pytest.raises(NotAStore, match=reason):
+        SQLiteBackend(path)
+    with pytest.raises(NotAStore):
+        StateStore(f"sqlite:///{path}")
+    assert path.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
 
 
 async def test_reopen_keeps_data_and_snapshots(tmp_path: Path) -> None:
@@ -188,7 +214,7 @@ async def test_reopen_keeps_data_and_snapshots(tmp_path: Path) -> None:
 def test_a_file_that_is_not_a_database_is_a_typed_error(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "notes.db"
     path.write_bytes(content)
-    with pytest.raises((IntegrityError, BackendError)) as info:
+    with pytest.raises((IntegrityError, BackendError, NotAStore)) as info:
         SQLiteBackend(path)
     assert not isinstance(info.value, sqlite3.Error)
     assert str(path) in str(info.value)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper import ConfigurationError, StateStore
+from statekeeper.errors import RollbackDetected
 from statekeeper.security import Keyring, check_witness, export_witness, generate_key, load_witness
 
 RING = Keyring({"k1": generate_key()})
@@ -67,11 +68,16 @@ async def test_a_rollback_to_an_older_copy(tmp_path: Path, keyring: Keyring | No
         await store.save("a", {"n": 2})
         witness = await export_witness(store)
     shutil.copy(tmp_path / "old.db", db)
-    async with StateStore(url, keyring=keyring) as store:
-        assert (await store.verify()).ok
+    async with StateStore(url, keyring=keyring, witness=False) as store:
+        assert (await store.verify()).ok  # consistent in itself
         report = await check_witness(store, witness)
     assert [(p.agent_id, p.seq) for p in report.problems] == [("a", 2)]
     assert "rolled back" in report.problems[0].reason
+    # the store's own automatic witness (next to the file) saw it too
+    async with StateStore(url, keyring=keyring) as store:
+        with pytest.raises(RollbackDetected) as info:
+            await store.load("a")
+    assert (info.value.agent_id, info.value.seq, info.value.found) == ("a", 2, 1)
 
 
 async def test_an_edited_witness_file_is_refused(tmp_path: Path) -> None:

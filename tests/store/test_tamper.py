@@ -5,7 +5,9 @@ always by ``verify``, as a typed ``IntegrityError`` naming the agent (and seq).
 Each attack runs with a key (AES-256-GCM + HMAC head: an attacker without the key can
 forge nothing) and without one (SHA-256 chain: every *naive* edit below is detected
 too; an attacker who recomputes SHA-256 is not — see the last tests, and
-``docs/security.md``). A rollback of the whole file is detected by a witness only.
+``docs/security.md``). A rollback of the whole file is detected by a witness only (the
+store keeps one by default: tests/store/test_rollback.py; this suite opens the store
+without it).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ N = 10  # events per agent; snapshots at 4 and 8, so 9 and 10 are read on every 
 
 def _store(db: Path, keyed: bool, **options: Any) -> StateStore:
     keyring = Keyring({"k1": KEY}) if keyed else None
+    # the checks inside the store alone: what the automatic witness (kept outside the
+    # store) adds is tested in tests/store/test_rollback.py
+    options.setdefault("witness", False)
     return StateStore(f"sqlite:///{db}", keyring=keyring, snapshot_every=4, **options)
 
 

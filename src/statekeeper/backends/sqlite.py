@@ -18,6 +18,16 @@
   the process doing the write (SQLite has no server; every process sharing the file
   runs on the same machine and so reads the same system clock). A clock step moves
   expiries, but never lets a stale token write: tokens, not clocks, decide writes.
+* SQLite has one write lock per file. A write transaction is one short, bounded
+  unit (one append, one batch of at most the group committer's size, one lease
+  operation — never user code), and a writer waiting for the lock watches the file:
+  while other connections commit, it keeps waiting (up to ``busy_timeout``); when the
+  holder commits nothing for ``stall_timeout`` seconds (a process frozen or stuck
+  inside its transaction), the wait ends with :class:`~statekeeper.errors.StoreLocked`.
+* A new file is created whole (schema written to a temporary file, then linked into
+  place), so an existing file that is empty, not SQLite, or lacks statekeeper's tables
+  is never a store in the making: it is refused with
+  :class:`~statekeeper.errors.NotAStore` and left untouched.
 """
 
 from __future__ import annotations
@@ -25,9 +35,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,7 +52,9 @@ from ..errors import (
     IntegrityError,
     LeaseHeld,
     LeaseLost,
+    NotAStore,
     StoreClosed,
+    StoreLocked,
 )
 from ..records import (
     AgentInfo,
@@ -129,6 +143,54 @@ def _translated(path: str, agent_id: str = "*", seq: int | None = None) -> Itera
         raise IntegrityError(agent_id, seq, f"database file {path} is unreadable: {exc}") from exc
 
 
+_SLICE = 0.1  # seconds one busy-handler wait for the write lock lasts (see _begin)
+_TABLES = frozenset(
+    {"sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases"}
+)
+_HEADER = b"SQLite format 3\x00"
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(exc)
+
+
+def _rw_uri(path: str) -> str:
+    """A ``file:`` URI opening ``path`` read-write without creating it."""
+    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
+
+
+def _sync_dir(folder: str) -> None:
+    """Make a new directory entry durable (where the platform can)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _check_header(path: str) -> None:
+    """Refuse an existing file that cannot be a store, before SQLite touches it."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(_HEADER))
+    except OSError as exc:
+        raise BackendError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if not head:
+        raise NotAStore(
+            path,
+            "the file is empty (0 bytes): a store truncated to nothing, or a file made by "
+            "something else; refusing to make it an empty store (delete it to start anew)",
+        )
+    if head != _HEADER:
+        raise NotAStore(path, "not a SQLite database file; it was left unchanged")
+
+
 def _blob(value: Any) -> bytes | None:
     """A BLOB column as bytes (a value rewritten by hand as TEXT or a number is kept
     recognisably wrong rather than raising here)."""
@@ -144,7 +206,11 @@ class SQLiteBackend(Backend):
         path: database file (created with its folder if missing), or ``":memory:"``
             is refused — use :class:`~statekeeper.backends.memory.MemoryBackend`.
         synchronous: SQLite's ``synchronous`` pragma for the writer.
-        busy_timeout: seconds a writer waits for another process's write lock.
+        busy_timeout: the longest a writer waits for another process's write lock
+            while that process keeps committing (a busy file).
+        stall_timeout: how long a writer waits for a lock holder that commits
+            nothing (frozen or stuck inside a write transaction) before it raises
+            :class:`~statekeeper.errors.StoreLocked`.
         clock: the clock lease expiry is measured on (seconds since the epoch); all
             processes sharing the file should use the same one (the default,
             ``time.time``, is the machine's wall clock).
@@ -166,15 +232,20 @@ class SQLiteBackend(Backend):
         busy_timeout: float = 30.0,
         inline_writes: bool = False,
         clock: Callable[[], float] = time.time,
+        stall_timeout: float = 2.0,
     ) -> None:
         path = os.fspath(path)
         if path in ("", ":memory:"):
             raise ConfigurationError("SQLiteBackend needs a file path; use memory:// instead")
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(f"unknown synchronous mode {synchronous!r}")
+        for name, value in (("busy_timeout", busy_timeout), ("stall_timeout", stall_timeout)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ConfigurationError(f"{name} must be a positive number of seconds")
         self.path = path
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
+        self.stall_timeout = stall_timeout
         self.clock = clock
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._closed = False
@@ -188,13 +259,22 @@ class SQLiteBackend(Backend):
         self._writer_busy = threading.Lock()
         # Create the schema synchronously so a failure (not a database, no permission)
         # surfaces at construction.
-        self._writer_pool.submit(self._open_writer).result()
+        try:
+            self._writer_pool.submit(self._open_writer).result()
+        except BaseException:
+            self._writer_pool.shutdown(wait=False)
+            raise
 
     # -- connections -------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        # mode=rw: never create the file (one deleted under an open store stays gone)
         conn = sqlite3.connect(
-            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            _rw_uri(self.path),
+            uri=True,
+            timeout=self.busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
         )
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         return conn
@@ -216,6 +296,10 @@ class SQLiteBackend(Backend):
             pause = min(pause * 2, 0.05)
 
     def _open_writer(self) -> None:
+        if not os.path.exists(self.path):
+            self._create_file()
+        else:
+            _check_header(self.path)
         with _translated(self.path):
             conn = self._connect()
         try:
@@ -223,18 +307,75 @@ class SQLiteBackend(Backend):
         except BaseException:
             conn.close()
             raise
+        # waits for the write lock are sliced, so that _begin can tell a busy file
+        # from a stalled lock holder
+        conn.execute(f"PRAGMA busy_timeout = {int(min(self.busy_timeout, _SLICE) * 1000)}")
         self._writer = conn
+
+    def _create_file(self) -> None:
+        """Create a new store file whole: schema in a temporary file, linked into place
+        (another process creating the same file at the same time wins or loses the
+        link; both then open the one complete file)."""
+        tmp = f"{self.path}.sk-new-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            with _translated(tmp):
+                conn = sqlite3.connect(tmp, isolation_level=None)
+                try:
+                    mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+                    if mode.lower() != "wal":
+                        raise BackendError(f"{self.path}: cannot enable WAL (journal_mode={mode})")
+                    conn.execute("PRAGMA synchronous = FULL")
+                    conn.execute("BEGIN IMMEDIATE")
+                    self._create_schema(conn)
+                    conn.execute(
+                        "INSERT INTO sk_meta(key, value) VALUES ('schema_version', ?)",
+                        (str(SCHEMA_VERSION),),
+                    )
+                    conn.execute("COMMIT")
+                finally:
+                    conn.close()  # the last connection: checkpoints and removes the WAL
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # created meanwhile by someone else: open theirs
+            except OSError:  # no hard links here: a rename, unless someone was first
+                if not os.path.exists(self.path):
+                    os.replace(tmp, self.path)
+            _sync_dir(os.path.dirname(os.path.abspath(self.path)))
+        finally:
+            for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
+
+    @staticmethod
+    def _create_schema(conn: sqlite3.Connection) -> None:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
 
     def _init_writer(self, conn: sqlite3.Connection) -> None:
         with _translated(self.path):
+            tables = {
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            if "sk_meta" not in tables:
+                raise NotAStore(
+                    self.path,
+                    "a SQLite database without statekeeper's tables"
+                    + (" (another application's database?)" if tables else " (an empty one)")
+                    + "; it was left unchanged",
+                )
             mode = self._enable_wal(conn)
             if mode.lower() != "wal":
                 raise BackendError(f"{self.path}: cannot enable WAL (journal_mode={mode})")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            conn.execute("BEGIN IMMEDIATE")
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            row = conn.execute("SELECT value FROM sk_meta WHERE key = 'schema_version'").fetchone()
+            if row is not None and int(row[0]) == SCHEMA_VERSION and tables >= _TABLES:
+                columns = {r[1] for r in conn.execute("PRAGMA table_info(sk_agents)")}
+                if "head_tag" in columns:
+                    return  # current: no write transaction needed to open the file
+            self._begin(conn)
+            self._create_schema(conn)
             row = conn.execute("SELECT value FROM sk_meta WHERE key = 'schema_version'").fetchone()
             if row is None:
                 conn.execute(
@@ -250,6 +391,45 @@ class SQLiteBackend(Backend):
             else:
                 self._migrate(conn, int(row[0]))
             conn.execute("COMMIT")
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``: take the file's write lock, waiting while its holder
+        makes progress (commits), and giving up with :class:`StoreLocked` when the
+        holder stalls for ``stall_timeout`` or the wait exceeds ``busy_timeout``."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # the busy handler waits up to one slice
+            return
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+        start = progress = time.monotonic()
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+            now = time.monotonic()
+            current = conn.execute("PRAGMA data_version").fetchone()[0]
+            if current != version:  # someone committed: a busy file, not a stalled one
+                version, progress = current, now
+            elif now - progress >= self.stall_timeout:
+                raise StoreLocked(
+                    self.path,
+                    now - start,
+                    f"the connection holding it has committed nothing for "
+                    f"{now - progress:.1f} s (a process frozen or stuck inside a write "
+                    "transaction?); nothing was written",
+                )
+            if now - start >= self.busy_timeout:
+                raise StoreLocked(
+                    self.path,
+                    now - start,
+                    f"other writers kept it busy for the whole busy_timeout "
+                    f"({self.busy_timeout:g} s); nothing was written",
+                )
 
     @staticmethod
     def _migrate(conn: sqlite3.Connection, version: int) -> None:
@@ -368,7 +548,7 @@ class SQLiteBackend(Backend):
         assert conn is not None
         results: list[AppendResult | BaseException] = []
         with _translated(self.path):
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn)
             try:
                 if len(requests) == 1:
                     # Alone, the transaction is the request's unit of all-or-nothing.
@@ -432,7 +612,7 @@ class SQLiteBackend(Backend):
         conn = self._writer
         assert conn is not None
         with _translated(self.path):
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn)
             try:
                 row = conn.execute(
                     "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
@@ -454,7 +634,7 @@ class SQLiteBackend(Backend):
         assert conn is not None
         agent_id = request.agent_id
         with _translated(self.path, agent_id):
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn)
             try:
                 row = conn.execute(
                     "SELECT head_seq, head_tag FROM sk_agents WHERE agent_id = ?", (agent_id,)
@@ -489,7 +669,7 @@ class SQLiteBackend(Backend):
         conn = self._writer
         assert conn is not None
         with _translated(self.path):
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn)
             try:
                 existed = (
                     conn.execute("DELETE FROM sk_agents WHERE agent_id = ?", (agent_id,)).rowcount
@@ -520,7 +700,7 @@ class SQLiteBackend(Backend):
         conn = self._writer
         assert conn is not None
         with _translated(self.path, agent_id):
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn)
             try:
                 result = self._lease_op(conn, op, agent_id, holder, token, ttl)
                 conn.execute("COMMIT")

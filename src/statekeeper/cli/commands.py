@@ -248,7 +248,9 @@ def verify(
                         async for info in store.iter_agents():
                             yield info.agent_id
 
+                seen = set()
                 async for agent_id in each():
+                    seen.add(agent_id)
                     progress.update(task, agent=agent_id)
                     report = await store.verify([agent_id])
                     total.agents += report.agents
@@ -257,6 +259,9 @@ def verify(
                     total.keys += report.keys
                     total.problems.extend(report.problems)
                     progress.advance(task)
+            if todo is None:  # agents the witness saw that the store lost entirely
+                lost = await store.witness_problems()
+                total.problems.extend(p for p in lost if p.agent_id not in seen)
         return total
 
     report = run(go())

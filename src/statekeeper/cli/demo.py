@@ -621,7 +621,7 @@ def _prepare(db_path: Path, keep: bool) -> str:
                 "refusing to wipe it: choose another --db, or pass --keep"
             )
     if not keep:
-        for suffix in ("", "-wal", "-shm", "-journal"):
+        for suffix in ("", "-wal", "-shm", "-journal", ".sk-witness", ".sk-witness.lock"):
             Path(f"{db_path}{suffix}").unlink(missing_ok=True)
         (files_dir(db_path) / "tools.log").unlink(missing_ok=True)
         existing = []

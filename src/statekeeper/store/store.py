@@ -48,7 +48,9 @@ from ..errors import (
     ConflictError,
     IntegrityError,
     InvalidArgument,
+    NotAStore,
     PatchError,
+    RollbackDetected,
     SerializationError,
     StatekeeperError,
     StateTooLarge,
@@ -67,6 +69,7 @@ from ..records import (
     RawSnapshot,
     Snapshot,
 )
+from ..security.highwater import DEFAULT_INTERVAL, OPEN_CHECKS, SUFFIX, HighWater, default_location
 from . import idempotency
 from .cache import CacheStats, LRUCache
 from .durability import Durability, GroupCommitter, WriteBehind, check_durability
@@ -133,8 +136,9 @@ class Problem:
 
     ``kind`` says what is damaged: ``"event"``, ``"snapshot"`` (loads fall back to an
     older snapshot or a full replay; :func:`~statekeeper.store.repair.repair` rebuilds
-    it), ``"head"``, ``"idempotency"`` (a record that does not match its event), or
-    ``"agent"`` (the agent could not be checked at all).
+    it), ``"head"``, ``"idempotency"`` (a record that does not match its event),
+    ``"agent"`` (the agent could not be checked at all), or ``"rollback"`` (the stream
+    went back in time, found by the store's witness).
     """
 
     agent_id: str
@@ -208,6 +212,14 @@ class StateStore:
             :class:`~statekeeper.errors.InvalidArgument` before anything is written.
             None: any state value, except for an agent opened with :meth:`agent`,
             whose machine's states are then the only ones accepted for it.
+        witness: where the store's automatic witness (high-water marks kept outside
+            the store, see :mod:`statekeeper.security.highwater`) lives. None (the
+            default): ``<database>.sk-witness`` next to a SQLite file, none for other
+            engines; a path: that file, for any engine; False: no witness. A store
+            that went back in time raises
+            :class:`~statekeeper.errors.RollbackDetected` on its first use.
+        witness_interval: the longest an acknowledged write waits before its mark is
+            written to the witness file (seconds).
     """
 
     def __init__(
@@ -232,6 +244,8 @@ class StateStore:
         max_snapshot_bytes: int | None = None,
         max_state_bytes: int | None = None,
         states: Iterable[Any] | None = None,
+        witness: str | os.PathLike[str] | bool | None = None,
+        witness_interval: float = DEFAULT_INTERVAL,
     ) -> None:
         # every option is checked before a backend is opened (and a file created)
         allowed = _state_values(states)
@@ -271,9 +285,41 @@ class StateStore:
         mode = check_durability(durability)
         if mode == "async" and (flush_size < 1 or flush_interval <= 0):
             raise ConfigurationError("flush_size must be >= 1 and flush_interval > 0")
+        if not isinstance(witness, str | os.PathLike | bool | None):
+            raise InvalidArgument(
+                "witness", f"witness must be a path, True, False or None, not {witness!r}"
+            )
+        if isinstance(witness_interval, bool) or not (
+            isinstance(witness_interval, int | float) and 0 < witness_interval < float("inf")
+        ):
+            raise InvalidArgument(
+                "witness_interval", "witness_interval must be a positive number of seconds"
+            )
         if backend is None:
             backend = os.environ.get("STATEKEEPER_URL", DEFAULT_URL)
-        self.backend: Backend = open_backend(backend) if isinstance(backend, str) else backend
+        try:
+            self.backend: Backend = open_backend(backend) if isinstance(backend, str) else backend
+        except NotAStore as exc:
+            raise _vanished(exc, witness, codec) from exc
+        location: str | os.PathLike[str] | None = None
+        if witness is None or witness is True:
+            location = default_location(self.backend)
+            if location is None and witness is True:
+                raise ConfigurationError(
+                    f"the {self.backend.name} backend has no default witness location:"
+                    " give witness=PATH"
+                )
+        elif witness is not False:
+            location = witness
+        self._witness = (
+            HighWater(location, codec, interval=witness_interval) if location is not None else None
+        )
+        # False until the witness was checked (on first use): see _open_check
+        self._witness_ok = self._witness is None
+        self._witness_error: StatekeeperError | None = None
+        self._witness_lock: asyncio.Lock | None = None
+        # links of appends still in the write-behind buffer, for their marks
+        self._buffered_links: dict[str, dict[int, bytes]] = {}
         self.durability: Durability = mode
         self.snapshot_every = snapshot_every
         self.validate_cache = validate_cache and self.durability != "async"
@@ -349,7 +395,11 @@ class StateStore:
             self._closed = True
             if self._behind is not None:
                 self._behind.cancel_timer()
-            await self.backend.close()
+            try:
+                if self._witness is not None:
+                    await self._witness.close()
+            finally:
+                await self.backend.close()
 
     def _unsaved_agents(self) -> list[str]:
         """Ids of the live durable agents of this store with unwritten data changes."""
@@ -404,10 +454,64 @@ class StateStore:
         pinned = self._unflushed.get(agent_id)
         if pinned is not None and pinned.seq <= seq:
             del self._unflushed[agent_id]
+        links = self._buffered_links.get(agent_id)
+        if links is not None and self._witness is not None:
+            link = links.pop(seq, None)
+            for older in [s for s in links if s < seq]:
+                del links[older]
+            if not links:
+                del self._buffered_links[agent_id]
+            if link is not None:
+                self._witness.acked(agent_id, seq, link)
 
     def _forget(self, agent_id: str) -> None:
         self._cache.discard(agent_id)
         self._unflushed.pop(agent_id, None)
+
+    # -- the witness ---------------------------------------------------------------
+
+    @property
+    def witness(self) -> HighWater | None:
+        """The store's automatic witness (None when it has none)."""
+        return self._witness
+
+    async def _open_check(self) -> None:
+        """On first use: load the witness file and check its newest marks. A store that
+        went back in time raises :class:`RollbackDetected` now and on every later use
+        (``verify`` still runs and reports it)."""
+        if self._witness_lock is None:
+            self._witness_lock = asyncio.Lock()
+        async with self._witness_lock:
+            if self._witness_ok:
+                return
+            if self._witness_error is None:
+                witness = self._witness
+                assert witness is not None
+                try:
+                    await asyncio.to_thread(witness.load)
+                    found = await witness.check(self, OPEN_CHECKS)
+                except IntegrityError as exc:
+                    self._witness_error = exc
+                else:
+                    if not found:
+                        self._witness_ok = True
+                        return
+                    self._witness_error = found[0]
+            raise _again(self._witness_error)
+
+    async def witness_problems(self, agent_ids: list[str] | None = None) -> list[Problem]:
+        """Check every mark of the store's witness (only those of ``agent_ids`` when
+        given) without raising: one :class:`Problem` per stream that went back in time
+        (or for a witness file that cannot be used). Empty without a witness."""
+        self._check_open()
+        if self._witness is None:
+            return []
+        try:
+            await asyncio.to_thread(self._witness.load)
+            found = await self._witness.check(self, agents=agent_ids)
+        except IntegrityError as exc:
+            return [Problem(exc.agent_id, exc.seq, str(exc), "rollback")]
+        return [Problem(p.agent_id, p.seq, str(p), "rollback") for p in found]
 
     # -- decoding ----------------------------------------------------------------
 
@@ -671,6 +775,8 @@ class StateStore:
         """The agent's latest state, or None if it has no stream."""
         self._check_open()
         check_agent_id(agent_id)
+        if not self._witness_ok:
+            await self._open_check()
         record = await self._current(agent_id)
         return self._public(record) if record is not None else None
 
@@ -687,6 +793,8 @@ class StateStore:
         check_seq(at_seq, "at_seq", optional=True)
         if at_time is not None:
             check_timestamp(at_time, "at_time")
+        if not self._witness_ok:
+            await self._open_check()
         if at_seq is None and at_time is None:
             record = await self._current(agent_id)
             if record is None:
@@ -711,6 +819,8 @@ class StateStore:
         """The agent's last seq (0 if it has no stream), counting buffered writes."""
         self._check_open()
         check_agent_id(agent_id)
+        if not self._witness_ok:
+            await self._open_check()
         pinned = self._unflushed.get(agent_id)
         return pinned.seq if pinned is not None else await self.backend.head(agent_id)
 
@@ -722,6 +832,8 @@ class StateStore:
         check_agent_id(agent_id)
         check_seq(after_seq, "after_seq")
         check_seq(to_seq, "to_seq", optional=True)
+        if not self._witness_ok:
+            await self._open_check()
         await self._flush_agent(agent_id)
         cursor = after_seq
         link: bytes | None = ZERO_LINK if after_seq == 0 else None
@@ -930,6 +1042,8 @@ class StateStore:
         lease: Leased | None = None,
     ) -> AppendResult:
         self._check_open()
+        if not self._witness_ok:
+            await self._open_check()
         fence = lease.fence if lease is not None else None
         async with self._lock(agent_id):
             for attempt in range(self.write_retries + 1):
@@ -974,6 +1088,8 @@ class StateStore:
                     self._unflushed[agent_id] = new_record
                     self._cache.put(agent_id, new_record)
                     self._appends += 1
+                    if self._witness is not None and new_record.link is not None:
+                        self._buffered_links.setdefault(agent_id, {})[base + 1] = new_record.link
                     await self._behind.add(request)  # waits when the buffer is full
                     return AppendResult(agent_id, base + 1, base + 1)
                 try:
@@ -995,6 +1111,8 @@ class StateStore:
                     if request.snapshot is not None:
                         self._snapshots += 1
                     self._cache.put(agent_id, new_record)
+                    if self._witness is not None and new_record.link is not None:
+                        self._witness.acked(agent_id, result.last_seq, new_record.link)
                 return result
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -1200,6 +1318,8 @@ class StateStore:
         self._check_open()
         check_agent_id(agent_id)
         check_name(key, "key")
+        if not self._witness_ok:
+            await self._open_check()
         return await self._earlier_append(agent_id, key)
 
     async def _earlier_append(self, agent_id: str, key: str) -> AppendResult | None:
@@ -1240,6 +1360,8 @@ class StateStore:
         """Store a snapshot of the latest state now; returns its seq."""
         self._check_open()
         check_agent_id(agent_id)
+        if not self._witness_ok:
+            await self._open_check()
         await self._flush_agent(agent_id)
         async with self._lock(agent_id):
             record = await self._current(agent_id)
@@ -1261,10 +1383,18 @@ class StateStore:
         """Delete the agent's stream and snapshots. True if it existed."""
         self._check_open()
         check_agent_id(agent_id)
+        if not self._witness_ok:
+            await self._open_check()
         await self._flush_agent(agent_id)
         async with self._lock(agent_id):
             self._forget(agent_id)
-            return await self.backend.delete_agent(agent_id)
+            if self._witness is None:
+                return await self.backend.delete_agent(agent_id)
+            self._buffered_links.pop(agent_id, None)
+            await self._witness.deleting(agent_id)
+            existed = await self.backend.delete_agent(agent_id)
+            self._witness.deleted(agent_id)
+            return existed
 
     # -- agents with a state machine ----------------------------------------------
 
@@ -1296,6 +1426,8 @@ class StateStore:
         """Check every stored record: its authentication (checksum or AEAD tag), the
         chain from seq 1 to the head, gap-free seqs, the authenticated head, and that
         every snapshot belongs to the chain and equals the fold of the events before it.
+        Every mark of the store's witness (of ``agent_ids``, or all) is checked too:
+        a stream that went back in time is a problem.
         """
         self._check_open()
         if agent_ids is not None:
@@ -1308,8 +1440,15 @@ class StateStore:
             agent_ids = [check_agent_id(a, "agent_ids[]") for a in agent_ids]
         await self.flush()
         report = VerifyReport()
+        witnessed = await self.witness_problems(agent_ids)
         if agent_ids is None:
-            agent_ids = [info.agent_id async for info in self.iter_agents()]
+            agent_ids = []
+            while True:
+                after = agent_ids[-1] if agent_ids else None
+                page = await self.backend.list_agents(after=after, limit=_PAGE)
+                agent_ids.extend(info.agent_id for info in page)
+                if len(page) < _PAGE:
+                    break
         for agent_id in agent_ids:
             report.agents += 1
             start = len(report.problems)
@@ -1320,6 +1459,8 @@ class StateStore:
             report.problems[start:] = sorted(  # the agent's problems in seq order
                 report.problems[start:], key=lambda p: (p.seq is None, p.seq or 0)
             )
+        seen = {(p.agent_id, p.seq) for p in report.problems}  # one problem per place
+        report.problems.extend(p for p in witnessed if (p.agent_id, p.seq) not in seen)
         return report
 
     async def _verify_agent(self, agent_id: str, report: VerifyReport) -> None:
@@ -1486,6 +1627,8 @@ class StateStore:
         self._check_open()
         check_agent_id(agent_id)
         check_seq(at_seq, "at_seq", optional=True)
+        if not self._witness_ok:
+            await self._open_check()
         await self._flush_agent(agent_id)
         head, tag = await self.backend.head_tag(agent_id)
         if head == 0:
@@ -1551,6 +1694,45 @@ class StateStore:
             buffered=len(self._behind) if self._behind is not None else 0,
             commits=self._group.commits if self._group is not None else self._appends,
         )
+
+
+def _again(exc: StatekeeperError) -> StatekeeperError:
+    """A fresh copy of a remembered witness error (each raise gets its own traceback)."""
+    if isinstance(exc, RollbackDetected):
+        detail = exc.reason.removeprefix("rollback detected: ")
+        detail = detail.rsplit(f" (witness {exc.witness})", 1)[0]
+        assert exc.seq is not None
+        return RollbackDetected(exc.agent_id, exc.seq, exc.found, exc.witness, detail)
+    if isinstance(exc, IntegrityError):
+        return IntegrityError(exc.agent_id, exc.seq, exc.reason)
+    return exc
+
+
+def _vanished(
+    exc: NotAStore, witness: str | os.PathLike[str] | bool | None, codec: Codec
+) -> StatekeeperError:
+    """A store file that is no store any more (emptied, overwritten): a rollback when
+    its witness holds marks, else the refusal itself."""
+    if witness is False:
+        return exc
+    location = os.fspath(witness) if isinstance(witness, str | os.PathLike) else None
+    hw = HighWater(location or exc.location + SUFFIX, codec)
+    try:
+        hw.load()
+    except StatekeeperError:
+        return exc
+    marks = hw.marks()
+    if not marks:
+        return exc
+    newest = marks[0]
+    return RollbackDetected(
+        str(newest["agent_id"]),
+        int(newest["seq"]),
+        0,
+        hw.path,
+        f"{len(marks)} agent(s) were acknowledged, the newest up to seq {newest['seq']}, but "
+        f"{exc.location} is no statekeeper store any more ({exc.reason})",
+    )
 
 
 def _info(info: Mapping[str, Any] | None) -> dict[str, Any]:

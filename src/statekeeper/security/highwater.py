@@ -1,0 +1,360 @@
+"""The store's automatic witness: high-water marks kept *outside* the store, by default.
+
+A chain and an authenticated head cannot see a store that went back in time as a
+whole: an old copy of the database file restored over the current one, a file
+truncated to nothing, or a damaged SQLite WAL frame (SQLite then treats the log as
+ending there, and every commit after it vanishes consistently). Each of those loses
+the *newest* acknowledged writes. :class:`HighWater` remembers them: after every
+acknowledged append it notes ``(agent, seq, chain link)`` in memory (a dict update,
+nothing else on the write path), and a background flush writes the marks of the most
+recently written agents (``keep``) to a witness file at most ``interval`` seconds
+later. When a store opens, the newest marks are checked (:meth:`HighWater.check`);
+``StateStore.verify`` checks them all. A stream that is shorter than a mark, or whose
+record at the marked seq is not the one acknowledged, is a
+:class:`~statekeeper.errors.RollbackDetected` naming the agent and the last seq known
+to have been acknowledged.
+
+The file is a witness file in the format of :mod:`statekeeper.security.witness` (so
+``statekeeper witness check FILE`` reads it too). Its digests are keyed in a store with
+a key (a mark made under a key the keyring no longer holds is checked by seq only);
+its seal is a SHA-256 even then, so that opening the store never needs a key it would
+not need anyway: the seal catches a damaged file, not a forger (who can delete the
+file anyway; keep an exported, keyed witness elsewhere against one). Two additions per
+stream: ``t``
+(when the mark was made, wall clock: the newest mark of an agent wins when several
+processes write the file) and deletions as entries with ``seq`` 0. Processes sharing a
+store merge their marks into one file under an advisory lock (``<file>.lock``).
+
+Where it lives: next to a SQLite database, as ``<database>.sk-witness`` (so it is kept
+when the file is truncated, damaged or replaced, and ``rm app.db*`` removes it with the
+store). Other engines have no file of their own: give ``witness=PATH`` to
+:class:`~statekeeper.store.StateStore` to keep one for them. What it cannot see is
+listed in ``docs/security.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import IntegrityError, RollbackDetected, StatekeeperError
+from .witness import VERSION, _canonical, _write
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..codec import Codec
+    from ..store.store import StateStore
+
+__all__ = ["DEFAULT_INTERVAL", "HighWater", "default_location"]
+
+logger = logging.getLogger("statekeeper.witness")
+
+#: the longest an acknowledged write waits before its mark is written (seconds)
+DEFAULT_INTERVAL = 1.0
+#: how many of the most recently written agents the file keeps a mark for
+DEFAULT_KEEP = 1024
+#: how many of the newest marks are checked when a store opens
+OPEN_CHECKS = 16
+SUFFIX = ".sk-witness"
+
+try:  # advisory locking between processes (POSIX); elsewhere one process per file
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+
+def _seal(data: bytes) -> str:
+    """The file's seal: SHA-256, as a keyless exported witness's (see module docs)."""
+    return hashlib.sha256(b"sk-witness-file/1" + data).hexdigest()
+
+
+def default_location(backend: Backend) -> str | None:
+    """Where a backend's witness lives by default: next to a SQLite file; None for
+    engines without a file of their own (memory, PostgreSQL, Redis, S3, tiered)."""
+    from ..backends.sqlite import SQLiteBackend
+
+    if isinstance(backend, SQLiteBackend):
+        return backend.path + SUFFIX
+    return None
+
+
+class HighWater:
+    """The high-water marks of one store, kept in the witness file at ``path``.
+
+    The store calls :meth:`acked` after each acknowledged append, :meth:`deleting`
+    and :meth:`deleted` around a delete, :meth:`check` when it opens and from
+    ``verify``, and :meth:`close` when it closes (a final flush).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        codec: Codec,
+        *,
+        interval: float = DEFAULT_INTERVAL,
+        keep: int = DEFAULT_KEEP,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.interval = interval
+        self.keep = keep
+        self._codec = codec
+        self._dirty: dict[str, tuple[int, bytes | None, float]] = {}
+        self._known: dict[str, dict[str, Any]] = {}
+        self._scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._thread_lock = threading.Lock()
+        self._failed = False
+
+    # -- the write path --------------------------------------------------------------
+
+    def acked(self, agent_id: str, seq: int, link: bytes) -> None:
+        """An append of ``agent_id`` up to ``seq`` (whose chain link is ``link``) was
+        acknowledged: remember it, and write it within ``interval`` seconds."""
+        self._dirty[agent_id] = (seq, link, time.time())
+        if not self._scheduled or (self._loop is not None and self._loop.is_closed()):
+            self._schedule()
+
+    def _schedule(self) -> None:
+        # (a store used from one event loop after another: the timer follows it)
+        self._scheduled = True
+        self._loop = asyncio.get_running_loop()
+        self._loop.call_later(self.interval, self._start)
+
+    def _start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._background())
+
+    async def _background(self) -> None:
+        try:
+            await self.flush()
+        except Exception as exc:  # reported once per failure streak, retried next time
+            if not self._failed:
+                logger.error("cannot write the witness file %s: %s", self.path, exc)
+            self._failed = True
+        else:
+            self._failed = False
+        finally:
+            self._scheduled = False
+            self._task = None
+            if self._dirty:
+                self._schedule()
+
+    async def flush(self) -> None:
+        """Write every mark noted so far (merged with the file's) now."""
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, {}
+        try:
+            await asyncio.to_thread(self._merge, dirty)
+        except BaseException:
+            for agent_id, mark in dirty.items():  # keep them for the next attempt
+                if agent_id not in self._dirty or self._dirty[agent_id][2] < mark[2]:
+                    self._dirty[agent_id] = mark
+            raise
+
+    async def deleting(self, agent_id: str) -> None:
+        """Before ``agent_id`` is deleted: if the file holds a mark for it, replace it
+        by a deletion now, so no process opening the store meanwhile takes the delete
+        for a rollback."""
+        self._dirty.pop(agent_id, None)
+        self._known = await asyncio.to_thread(self._read)  # marks other processes made
+        if agent_id in self._known and int(self._known[agent_id].get("seq", 0)) > 0:
+            self._dirty[agent_id] = (0, None, time.time())
+            await self.flush()
+
+    def deleted(self, agent_id: str) -> None:
+        """After a delete: a deletion newer than any mark made before it."""
+        self._dirty[agent_id] = (0, None, time.time())
+        if not self._scheduled or (self._loop is not None and self._loop.is_closed()):
+            self._schedule()
+
+    async def close(self) -> None:
+        """Final flush (waits for a background flush in progress)."""
+        task = self._task
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+        await self.flush()
+
+    # -- the file ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._thread_lock:
+            if fcntl is None:  # pragma: no cover - not POSIX
+                yield
+                return
+            with open(self.path + ".lock", "a") as fh:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def load(self) -> None:
+        """Read the file (an absent one holds no marks). Raises ``IntegrityError`` when
+        it is unreadable or its seal does not match its content."""
+        self._known = self._read()
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            text = Path(self.path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise self._unusable(f"cannot read it: {exc.strerror or exc}") from exc
+        try:
+            doc = json.loads(text)
+            streams = doc["streams"]
+            seal = doc.get("seal") or {}
+            if doc.get("statekeeper_witness") != VERSION or not isinstance(streams, list):
+                raise ValueError("not a statekeeper witness file")
+            entries = {str(e["agent_id"]): e for e in streams}
+            for entry in entries.values():
+                int(entry["seq"]), float(entry["t"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise self._unusable(f"it is damaged ({exc})") from exc
+        if seal.get("key_id") is not None or not hmac.compare_digest(
+            _seal(_canonical(streams)), str(seal.get("mac", ""))
+        ):
+            raise self._unusable("it was altered (its seal does not match its content)")
+        return entries
+
+    def _unusable(self, why: str) -> IntegrityError:
+        return IntegrityError(
+            "*",
+            None,
+            f"the store's witness file {self.path} is unusable: {why}; move it away to "
+            "accept the store as it is now",
+        )
+
+    def _merge(self, dirty: dict[str, tuple[int, bytes | None, float]]) -> None:
+        with self._locked():
+            current = self._read()
+            for agent_id, (seq, link, t) in dirty.items():
+                old = current.get(agent_id)
+                if old is not None and float(old["t"]) > t:
+                    continue  # another process marked it later
+                if seq == 0 or link is None:
+                    current[agent_id] = {"agent_id": agent_id, "seq": 0, "t": t}
+                    continue
+                key_id, digest = self._codec.witness_digest(agent_id, seq, link)
+                current[agent_id] = {
+                    "agent_id": agent_id,
+                    "seq": seq,
+                    "key_id": key_id,
+                    "digest": digest,
+                    "t": t,
+                }
+            newest = sorted(current.values(), key=lambda e: float(e["t"]), reverse=True)
+            streams = sorted(newest[: self.keep], key=lambda e: str(e["agent_id"]))
+            data = _canonical(streams)
+            key_id, mac = None, _seal(data)
+            doc = {
+                "statekeeper_witness": VERSION,
+                "automatic": True,
+                "exported_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+                "agents": sum(1 for e in streams if int(e["seq"]) > 0),
+                "streams": streams,
+                "seal": {"key_id": key_id, "mac": mac},
+            }
+            _write(Path(self.path), json.dumps(doc, separators=(",", ":")) + "\n")
+            self._known = {str(e["agent_id"]): e for e in streams}
+
+    # -- checking ----------------------------------------------------------------------
+
+    def marks(self) -> list[dict[str, Any]]:
+        """The marks known (file and not yet written), newest first, deletions left out."""
+        entries = dict(self._known)
+        for agent_id, (seq, link, t) in self._dirty.items():
+            if link is not None and seq > 0:
+                key_id, digest = self._codec.witness_digest(agent_id, seq, link)
+                entries[agent_id] = {
+                    "agent_id": agent_id,
+                    "seq": seq,
+                    "key_id": key_id,
+                    "digest": digest,
+                    "t": t,
+                }
+            else:
+                entries.pop(agent_id, None)
+        marks = [e for e in entries.values() if int(e["seq"]) > 0]
+        return sorted(marks, key=lambda e: float(e["t"]), reverse=True)
+
+    async def check(
+        self, store: StateStore, limit: int | None = None, *, agents: list[str] | None = None
+    ) -> list[RollbackDetected]:
+        """Check the ``limit`` newest marks (all when None; only those of ``agents``
+        when given) against ``store``; every
+        stream that went back in time is returned as a :class:`RollbackDetected`.
+        A suspect is checked again against a fresh read of the file (another process
+        may have deleted the agent meanwhile)."""
+        found: list[RollbackDetected] = []
+        marks = self.marks()
+        if agents is not None:
+            wanted = set(agents)
+            marks = [m for m in marks if m["agent_id"] in wanted]
+        suspects = [
+            mark for mark in marks[:limit] if await self._check_mark(store, mark) is not None
+        ]
+        if not suspects:
+            return found
+        fresh = await asyncio.to_thread(self._read)
+        self._known = fresh
+        for mark in suspects:
+            agent_id = str(mark["agent_id"])
+            now = fresh.get(agent_id, mark) if agent_id not in self._dirty else mark
+            if int(now["seq"]) < 1:
+                continue  # deleted meanwhile
+            problem = await self._check_mark(store, now)
+            if problem is not None:
+                found.append(problem)
+        return found
+
+    async def _check_mark(self, store: StateStore, mark: dict[str, Any]) -> RollbackDetected | None:
+        agent_id, seq = str(mark["agent_id"]), int(mark["seq"])
+        when = datetime.fromtimestamp(float(mark["t"]), UTC).isoformat(timespec="seconds")
+        try:
+            head = await store.backend.head(agent_id)
+            events = await store.backend.read(agent_id, seq - 1, seq) if head >= seq else []
+        except IntegrityError:
+            return None  # a damaged file, not a rollback: reading and verify report it
+        if head < seq:
+            gone = "the agent is gone" if head == 0 else f"the store's head is seq {head}"
+            return RollbackDetected(
+                agent_id,
+                seq,
+                head,
+                self.path,
+                f"seq {seq} was acknowledged (by {when}) but {gone}",
+            )
+        if not events or events[0].seq != seq:
+            return None  # a gap, not a rollback: reading and verify report it
+        try:
+            link = store._open_event(agent_id, events[0])[1].link
+            same = self._codec.check_witness_digest(
+                agent_id, seq, link, mark.get("key_id"), str(mark.get("digest"))
+            )
+        except StatekeeperError:
+            return None  # a damaged record, not a rollback: reading and verify report it
+        if same:
+            return None
+        return RollbackDetected(
+            agent_id,
+            seq,
+            head,
+            self.path,
+            f"the record at seq {seq} is not the one acknowledged (by {when}): the store "
+            "was rolled back and written again, or the stream was replaced",
+        )
