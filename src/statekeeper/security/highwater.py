@@ -328,8 +328,10 @@ class HighWater:
         try:
             head = await store.backend.head(agent_id)
             events = await store.backend.read(agent_id, seq - 1, seq) if head >= seq else []
-        except IntegrityError:
-            return None  # a damaged file, not a rollback: reading and verify report it
+        except StatekeeperError:
+            # a damaged file (or an id the engine refuses, in an edited witness), not a
+            # rollback: reading and verify report it
+            return None
         if head < seq:
             gone = "the agent is gone" if head == 0 else f"the store's head is seq {head}"
             return RollbackDetected(
