@@ -180,12 +180,21 @@ class HighWater:
             self._schedule()
 
     async def close(self) -> None:
-        """Final flush (waits for a background flush in progress)."""
+        """Final flush (waits for a background flush in progress). A witness file that
+        cannot be written is logged, not raised: closing the store must not fail."""
         task = self._task
         if task is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(task)
-        await self.flush()
+        try:
+            await self.flush()
+        except Exception as exc:
+            logger.error(
+                "cannot write the witness file %s on close (%d mark(s) not written): %s",
+                self.path,
+                len(self._dirty),
+                exc,
+            )
 
     # -- the file ----------------------------------------------------------------------
 
