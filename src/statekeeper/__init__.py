@@ -21,6 +21,7 @@ from .codec import Codec, TypeRegistry
 from .errors import (
     AgentNotFound,
     BackendError,
+    BackendRejected,
     BackendUnavailable,
     CallbackError,
     ConfigurationError,
@@ -80,6 +81,7 @@ __all__ = [
     "AppendResult",
     "Backend",
     "BackendError",
+    "BackendRejected",
     "BackendUnavailable",
     "CallbackError",
     "Codec",

@@ -60,7 +60,10 @@ class UnsavedChangesWarning(StatekeeperWarning):
 
 
 class BackendUnavailable(StatekeeperError):
-    """The requested storage backend is not available (not installed, or not built yet)."""
+    """The requested storage backend is not available (not installed, or not built yet),
+    or its server cannot be reached at all when it is first used (refused, unresolvable
+    host, missing database, bad login, no answer within the connect timeout). The message
+    gives the server's or driver's own reason; nothing was written."""
 
 
 class StoreClosed(StatekeeperError):
@@ -172,6 +175,19 @@ class BackendError(StorageError):
     def __init__(self, message: str, *, maybe_applied: bool = False) -> None:
         self.maybe_applied = maybe_applied
         super().__init__(message)
+
+
+class BackendRejected(BackendError):
+    """The server refused an operation for a reason a retry cannot fix (a
+    ``statement_timeout``, a size limit, a permission, a constraint). Raised at once,
+    never after the lost-connection retry budget; nothing was written
+    (``maybe_applied`` is False). ``sqlstate`` is the server's error code when it
+    sent one (PostgreSQL), else None.
+    """
+
+    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+        self.sqlstate = sqlstate
+        super().__init__(message, maybe_applied=False)
 
 
 class ConflictError(StorageError):

@@ -26,6 +26,17 @@
   The authenticated head tag is stored by the statement that moves the head, and
   ``rewrite`` (key rotation) replaces record bytes in one transaction under the locked
   head row.
+* The first use (or :meth:`PostgresBackend.open`) dials the server once, bounded by
+  ``connect_timeout``, before any pool exists: a server that is down, an unknown
+  host or database, a refused login or a bad connection option raises
+  :class:`~statekeeper.errors.BackendUnavailable` at once with the server's (or
+  libpq's) own reason — no retries, no pool warnings.
+* Only failures of the connection are retried: SQLSTATE class 08, an administrator
+  or crash shutdown (57P01-57P03), a connection the client library found broken (no
+  SQLSTATE), a pool timeout, and serialization failures / deadlocks. Every other
+  error (``statement_timeout``, a size limit, a permission, a constraint) raises
+  :class:`~statekeeper.errors.BackendRejected` at once with the server's message;
+  nothing was written.
 * Broken connections (server restart, ``pg_terminate_backend``, network cut) are
   detected when a connection is taken from the pool and replaced. An operation that
   fails on a lost connection is retried until ``retry_timeout``: reads always; an
@@ -33,7 +44,9 @@
   what is stored at their seqs — so an acknowledged write is never doubled and an
   unacknowledged one is never silently lost. When the outcome cannot be established
   the append raises :class:`~statekeeper.errors.BackendError` with
-  ``maybe_applied=True``.
+  ``maybe_applied=True``. When a group-commit batch fails, its requests are settled
+  concurrently (one agent's requests in order): the good ones commit, the faulty one
+  gets its own error, and none waits behind another's retries.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import re
 import select
 import time
@@ -50,6 +64,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import (
     BackendError,
+    BackendRejected,
     BackendUnavailable,
     ConfigurationError,
     ConflictError,
@@ -67,6 +82,7 @@ from ..records import (
     RewriteRequest,
 )
 from .base import Backend, Health, validate_request, validate_rewrite, validate_ttl
+from .redact import mask_url, one_line, scrub
 
 try:
     import psycopg
@@ -92,6 +108,7 @@ _OWN_OPTIONS = (
     "pool_timeout",
     "retry_timeout",
     "reconnect_timeout",
+    "connect_timeout",
 )
 _SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
@@ -505,12 +522,17 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
 
     ``postgres://`` and ``postgresql+psycopg://`` are accepted spellings. Returns the
     DSN (with every other query option left in place) and keyword arguments for
-    :class:`PostgresBackend`.
+    :class:`PostgresBackend`. ``connect_timeout`` (seconds, fractions allowed) is
+    taken out too: it bounds the first connection (see :class:`PostgresBackend`).
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as exc:
+        raise ConfigurationError(f"bad PostgreSQL URL {mask_url(url)!r}: {exc}") from None
     scheme = parts.scheme.lower().split("+", 1)[0]
     if scheme not in ("postgresql", "postgres"):
-        raise ConfigurationError(f"not a PostgreSQL URL: {url!r}")
+        raise ConfigurationError(f"not a PostgreSQL URL: {mask_url(url)!r}")
     kwargs: dict[str, Any] = {}
     keep: list[tuple[str, str]] = []
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
@@ -524,16 +546,35 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
                 kwargs[key.removeprefix("pool_")] = int(value)
             else:
                 kwargs[key] = float(value)
-        except ValueError as exc:
-            raise ConfigurationError(f"{key} must be a number in {url!r}") from exc
+        except ValueError:
+            raise ConfigurationError(
+                f"{key} must be a number, not {value!r}, in {mask_url(url)!r}"
+            ) from None
     dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(keep), parts.fragment))
     return dsn, kwargs
 
 
+#: SQLSTATEs outside class 08 that mean "the connection went away", not "the statement
+#: is wrong": admin_shutdown, crash_shutdown, cannot_connect_now
+_CONNECTION_STATES = frozenset({"57P01", "57P02", "57P03"})
+
+
 def _transient(exc: BaseException) -> bool:
-    """True for failures of the connection (not of the statement): worth a retry."""
+    """True for failures of the connection (not of the statement): worth a retry.
+
+    SQLSTATE class 08 and 57P01-57P03; a pool timeout; an error the client library
+    raised itself about its connection (no SQLSTATE: a broken socket, a closed
+    connection); serialization failures and deadlocks (the transaction was rolled
+    back, so running it again is safe). Anything else — ``statement_timeout``
+    (57014), a size limit (54000), a permission, a constraint — is permanent.
+    """
+    if isinstance(exc, PoolTimeout):
+        return True
     if isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected):
         return True
+    state = getattr(exc, "sqlstate", None)
+    if state:
+        return state.startswith("08") or state in _CONNECTION_STATES
     return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
 
 
@@ -568,6 +609,10 @@ class PostgresBackend(Backend):
         reconnect_timeout: seconds the pool keeps re-dialling (with backoff) to replace
             one lost connection before it frees the slot; the next request then dials
             afresh, so a long outage does not leave the pool in a long backoff.
+        connect_timeout: seconds one connection attempt may take. The first use
+            dials once within it and raises
+            :class:`~statekeeper.errors.BackendUnavailable` with the reason if that
+            fails; later (lost connections) the ``retry_timeout`` budget applies.
         prepare_threshold: psycopg's server-side prepare threshold (None disables it,
             e.g. behind PgBouncer in transaction mode).
 
@@ -589,6 +634,7 @@ class PostgresBackend(Backend):
         retry_timeout: float = 30.0,
         reconnect_timeout: float = 5.0,
         prepare_threshold: int | None = 5,
+        connect_timeout: float = 10.0,
     ) -> None:
         if not _SCHEMA_RE.match(schema):
             raise ConfigurationError(
@@ -596,9 +642,18 @@ class PostgresBackend(Backend):
             )
         if min_size < 0 or max_size < max(1, min_size):
             raise ConfigurationError("need 0 <= min_size <= max_size and max_size >= 1")
+        if not connect_timeout > 0:
+            raise ConfigurationError("connect_timeout must be > 0 seconds")
         self.dsn = dsn
         self.schema = schema
         self.retry_timeout = retry_timeout
+        self.connect_timeout = connect_timeout
+        # libpq counts whole seconds (and treats 1 as 2); the probe is bounded exactly
+        self._connect_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "prepare_threshold": prepare_threshold,
+            "connect_timeout": max(2, math.ceil(connect_timeout)),
+        }
         # one wait for a connection never outlasts the retry budget
         self._wait = min(pool_timeout, max(retry_timeout, 0.5))
         ident = sql.Identifier(schema)
@@ -612,7 +667,7 @@ class PostgresBackend(Backend):
             timeout=pool_timeout,
             reconnect_timeout=reconnect_timeout,
             open=False,
-            kwargs={"autocommit": True, "prepare_threshold": prepare_threshold},
+            kwargs=self._connect_kwargs,
             name=f"statekeeper-{schema}",
         )
         self._opened = False
@@ -632,16 +687,45 @@ class PostgresBackend(Backend):
 
     # -- lifecycle -----------------------------------------------------------------
 
-    async def open(self) -> None:
-        """Open the pool and bring the schema up to date (idempotent).
+    def __repr__(self) -> str:
+        return f"PostgresBackend({mask_url(self.dsn)!r}, schema={self.schema!r})"
 
-        Raises :class:`~statekeeper.errors.BackendError` when the server cannot be
-        reached within ``pool_timeout``.
+    async def open(self) -> None:
+        """Connect, open the pool and bring the schema up to date (idempotent).
+
+        Raises :class:`~statekeeper.errors.BackendUnavailable` with the server's reason
+        when it cannot be reached within ``connect_timeout`` or refuses the connection,
+        and :class:`~statekeeper.errors.BackendRejected` when a migration is refused.
         """
         try:
             await self._ensure_open()
         except psycopg.Error as exc:
-            raise BackendError(f"cannot open PostgreSQL schema {self.schema!r}: {exc}") from exc
+            raise self._failure(f"cannot open PostgreSQL schema {self.schema!r}", exc) from exc
+
+    def _reason(self, exc: BaseException) -> str:
+        """The server's or driver's message on one line, with the DSN's secrets masked."""
+        return one_line(scrub(str(exc), self.dsn)) or type(exc).__name__
+
+    def _failure(self, what: str, exc: psycopg.Error) -> BackendError:
+        """A failure that is not retried (any more), typed by its cause."""
+        if _transient(exc):
+            return BackendError(f"{what}: {self._reason(exc)}")
+        return BackendRejected(f"{what}: {self._reason(exc)}", sqlstate=exc.sqlstate)
+
+    async def _dial(self) -> None:
+        """Connect once, within ``connect_timeout``, before the pool exists: a server
+        that cannot be reached fails here, fast, with its reason."""
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                conn = await psycopg.AsyncConnection.connect(self.dsn, **self._connect_kwargs)
+        except TimeoutError:
+            reason = f"no answer within {self.connect_timeout:g}s (connect_timeout)"
+        except (psycopg.Error, OSError) as exc:
+            reason = self._reason(exc)
+        else:
+            await conn.close()
+            return
+        raise BackendUnavailable(f"cannot connect to PostgreSQL at {mask_url(self.dsn)}: {reason}")
 
     async def _ensure_open(self) -> None:
         self._check_open()
@@ -652,6 +736,9 @@ class PostgresBackend(Backend):
         async with self._open_lock:
             if self._opened:
                 return
+            # a server that cannot be reached at all fails here, before the pool
+            # (which would keep re-dialling in the background, with warnings) opens
+            await self._dial()
             # the pool keeps (re)connecting in the background once opened; a failed
             # migration is simply tried again by the next call
             await self._pool.open(wait=False)
@@ -755,12 +842,20 @@ class PostgresBackend(Backend):
                 if self._closed:
                     raise StoreClosed("postgresql backend closed during an operation") from exc
                 if not _transient(exc):
-                    raise BackendError(f"postgresql {what} failed: {exc}") from exc
+                    raise self._failure(f"postgresql {what} failed", exc) from exc
                 if time.monotonic() + delay > deadline:
                     raise BackendError(
-                        f"postgresql {what} failed after retrying for {self.retry_timeout}s: {exc}"
+                        f"postgresql {what} failed after retrying for {self.retry_timeout}s: "
+                        f"{self._reason(exc)}"
                     ) from exc
-                logger.warning("postgresql %s: %s; retrying in %.2fs", what, exc, delay)
+                # one warning per operation, not one per attempt
+                log = logger.warning if delay == 0.02 else logger.debug
+                log(
+                    "postgresql %s: %s; retrying for up to %gs",
+                    what,
+                    self._reason(exc),
+                    self.retry_timeout,
+                )
                 await self._purge()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -905,15 +1000,7 @@ class PostgresBackend(Backend):
             except psycopg.Error as exc:
                 # Either the whole transaction committed or none of it: settle each
                 # request on its own (checking whether it landed when that is unknown).
-                ambiguous = _transient(exc)
-                for i, request in valid:
-                    try:
-                        if ambiguous:
-                            out[i] = await self._recover(request, exc)
-                        else:
-                            out[i] = await self.append(request)
-                    except Exception as inner:
-                        out[i] = inner
+                await self._settle(valid, exc, out)
             else:
                 for (i, request), row in zip(valid, rows, strict=True):
                     try:
@@ -921,6 +1008,37 @@ class PostgresBackend(Backend):
                     except (ConflictError, LeaseLost) as exc:
                         out[i] = exc
         return [r if r is not None else BackendError("not attempted") for r in out]
+
+    async def _settle(
+        self,
+        valid: list[tuple[int, AppendRequest]],
+        exc: psycopg.Error,
+        out: list[AppendResult | BaseException | None],
+    ) -> None:
+        """Settle the requests of a failed batch statement, each on its own.
+
+        A permanent error (a constraint, a ``statement_timeout``) rolled the whole
+        statement back: every request is sent again alone, so the good ones commit
+        and the faulty one gets its own error. After a lost connection each request
+        is recovered (did it land?). Agents are settled concurrently — one agent's
+        requests in their order — so no request waits behind another's failure.
+        """
+        ambiguous = _transient(exc)
+        chains: dict[str, list[tuple[int, AppendRequest]]] = {}
+        for item in valid:
+            chains.setdefault(item[1].agent_id, []).append(item)
+
+        async def settle(chain: list[tuple[int, AppendRequest]]) -> None:
+            for i, request in chain:
+                try:
+                    if ambiguous:
+                        out[i] = await self._recover(request, exc)
+                    else:
+                        out[i] = await self.append(request)
+                except Exception as inner:
+                    out[i] = inner
+
+        await asyncio.gather(*(settle(chain) for chain in chains.values()))
 
     async def _batch_once(self, requests: Sequence[AppendRequest]) -> list[tuple[Any, ...]]:
         """Every request in ONE ``sk_append_batch`` statement: one round trip, one commit."""
@@ -965,11 +1083,13 @@ class PostgresBackend(Backend):
         and the append is simply tried again; anything else means another writer won.
         """
         if isinstance(exc, psycopg.errors.IntegrityError):
-            raise BackendError(
-                f"postgresql: constraint violated appending to {request.agent_id!r}: {exc}"
+            raise BackendRejected(
+                f"postgresql: constraint violated appending to {request.agent_id!r}: "
+                f"{self._reason(exc)}",
+                sqlstate=exc.sqlstate,
             ) from exc
         if not _transient(exc):
-            raise BackendError(f"postgresql append failed: {exc}") from exc
+            raise self._failure(f"postgresql append to {request.agent_id!r} failed", exc) from exc
         deadline = time.monotonic() + self.retry_timeout
         delay = 0.02
         last: BaseException = exc
@@ -992,22 +1112,25 @@ class PostgresBackend(Backend):
                 if self._closed:
                     raise StoreClosed("postgresql backend closed during an append") from again
                 if not _transient(again):
-                    raise BackendError(f"postgresql append failed: {again}") from again
+                    raise self._failure(
+                        f"postgresql append to {request.agent_id!r} failed", again
+                    ) from again
                 if submitting and not isinstance(again, PoolTimeout):
                     maybe_applied = True
                 last = again
-            logger.warning(
-                "postgresql append to %r interrupted (%s); retrying in %.2fs",
+            (logger.warning if delay == 0.02 else logger.debug)(
+                "postgresql append to %r interrupted (%s); retrying for up to %gs",
                 request.agent_id,
-                last,
-                delay,
+                self._reason(last),
+                self.retry_timeout,
             )
             await self._purge()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
         raise BackendError(
             f"postgresql append to {request.agent_id!r} at seq {request.events[0].seq} "
-            f"failed and could not be completed within {self.retry_timeout}s: {last}",
+            f"failed and could not be completed within {self.retry_timeout}s: "
+            f"{self._reason(last)}",
             maybe_applied=maybe_applied,
         ) from last
 

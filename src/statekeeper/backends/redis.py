@@ -22,6 +22,10 @@ Layout, under a configurable key prefix (default ``statekeeper:``)::
   Index entries of expired agents are dropped lazily by :meth:`list_agents`. An agent
   that expires is gone, as if deleted — as a hot tier that is the point; as the only
   backend, give it Redis persistence (AOF ``appendfsync always`` for RPO 0) and no TTL.
+* The first use of a backend (or :meth:`RedisBackend.open`) checks that the server
+  answers within ``connect_timeout``: a server that is down, refuses the login or the
+  database number raises :class:`~statekeeper.errors.BackendUnavailable` with its
+  reason at once. Once it has answered, a lost connection is retried (below).
 * redis-py's automatic command retries are turned off: a re-sent append could be
   applied twice. Instead reads are retried until ``retry_timeout`` and an append whose
   reply was lost is settled by comparing what is stored at its seqs (as the PostgreSQL
@@ -37,10 +41,11 @@ import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ..errors import (
     BackendError,
+    BackendRejected,
     BackendUnavailable,
     ConfigurationError,
     ConflictError,
@@ -59,9 +64,11 @@ from ..records import (
     RewriteRequest,
 )
 from .base import Backend, Health, validate_request, validate_rewrite, validate_ttl
+from .redact import mask_url, one_line, scrub
 
 try:
     import redis.asyncio as aioredis
+    from redis.asyncio import connection as _connection
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
@@ -78,7 +85,7 @@ logger = logging.getLogger("statekeeper.backends.redis")
 
 T = TypeVar("T")
 
-_OWN_OPTIONS = ("prefix", "ttl", "retry_timeout", "max_connections")
+_OWN_OPTIONS = ("prefix", "ttl", "retry_timeout", "max_connections", "connect_timeout")
 _EVENT_HEAD = struct.Struct(">dHH")  # ts, len(kind), len(checksum); then kind, checksum, payload
 _SNAP_HEAD = struct.Struct(">dH")  # ts, len(checksum); then checksum, payload
 _HMGET_CHUNK = 1000
@@ -365,6 +372,69 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError)
 
 
+def _driver_options() -> frozenset[str]:
+    """The query options redis-py understands in a URL (the rest would fail later)."""
+    import inspect
+
+    names = set(_connection.URL_QUERY_ARGUMENT_PARSERS)
+    for cls in (
+        _connection.AbstractConnection,
+        _connection.Connection,
+        _connection.SSLConnection,
+        _connection.UnixDomainSocketConnection,
+    ):
+        names.update(inspect.signature(cls.__init__).parameters)
+    names.difference_update({"self", "kwargs", "args", "host", "port", "path", "retry"})
+    return frozenset(names)
+
+
+def check_redis_url(url: str) -> None:
+    """Refuse a Redis URL redis-py would misread or fail on later: a database that is
+    not a number (``redis://host/abc`` is not silently db 0), a bad port, an unknown
+    option. The error names the bad part and masks the password."""
+    shown = mask_url(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigurationError(f"bad Redis URL {shown!r}: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("redis", "rediss", "unix"):
+        raise ConfigurationError(
+            f"a Redis URL starts with redis://, rediss:// or unix://, not {scheme!r}: {shown!r}"
+        )
+    if port == 0:
+        raise ConfigurationError(f"port 0 is not a Redis port in {shown!r}")
+    options = parse_qsl(parts.query, keep_blank_values=True)
+    db_option = [v for k, v in options if k == "db"]
+    if scheme != "unix":
+        db_path = unquote(parts.path).strip("/")
+        if db_path and not db_path.isdigit():
+            raise ConfigurationError(
+                f"the Redis database must be a number (redis://host:6379/0), not "
+                f"{db_path!r} in {shown!r}"
+            )
+        if db_path and db_option and db_option[-1] != db_path:
+            raise ConfigurationError(
+                f"the Redis database is given twice ({db_path!r} and db={db_option[-1]!r}) "
+                f"in {shown!r}"
+            )
+    elif not parts.path:
+        raise ConfigurationError(f"a unix:// Redis URL needs a socket path: {shown!r}")
+    for value in db_option:
+        if not value.isdigit():
+            raise ConfigurationError(
+                f"the Redis database must be a number, not db={value!r} in {shown!r}"
+            )
+    known = _driver_options()
+    unknown = sorted({k for k, _ in options if k not in known and k not in _OWN_OPTIONS})
+    if unknown:
+        raise ConfigurationError(
+            f"unknown Redis URL option{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))} in {shown!r}"
+        )
+
+
 class RedisBackend(Backend):
     """Streams and snapshots in Redis (``redis://host:6379/0?prefix=app:&ttl=3600``).
 
@@ -375,7 +445,10 @@ class RedisBackend(Backend):
         ttl: seconds an agent lives without activity (None: forever).
         touch: reads refresh the TTL too (else only writes do).
         retry_timeout: seconds an operation keeps retrying after connection errors
-            (0: fail at once — what a hot tier wants).
+            (0: fail at once — what a hot tier wants), once the server has answered.
+        connect_timeout: seconds the first contact (connect, login, database
+            selection, ``PING``) may take; a server that does not answer in time or
+            refuses raises :class:`~statekeeper.errors.BackendUnavailable`.
         max_connections: connection pool size.
         socket_timeout: seconds before a silent server counts as lost.
     """
@@ -394,10 +467,16 @@ class RedisBackend(Backend):
         max_connections: int = 32,
         socket_timeout: float = 5.0,
         socket_connect_timeout: float = 2.0,
+        connect_timeout: float = 5.0,
     ) -> None:
         if ttl is not None and ttl <= 0:
             raise ConfigurationError("ttl must be > 0 seconds (or None for no expiry)")
+        if not connect_timeout > 0:
+            raise ConfigurationError("connect_timeout must be > 0 seconds")
+        check_redis_url(url)
         self.url = url
+        self.connect_timeout = connect_timeout
+        self._reached = False
         self.prefix = prefix
         self.ttl = ttl
         self.touch = touch
@@ -411,11 +490,11 @@ class RedisBackend(Backend):
                 url,
                 max_connections=max_connections,
                 socket_timeout=socket_timeout,
-                socket_connect_timeout=socket_connect_timeout,
+                socket_connect_timeout=min(socket_connect_timeout, connect_timeout),
                 retry=Retry(NoBackoff(), 0),
             )
         except ValueError as exc:
-            raise ConfigurationError(f"bad Redis URL {url!r}: {exc}") from exc
+            raise ConfigurationError(f"bad Redis URL {mask_url(url)!r}: {exc}") from exc
         self._client = aioredis.Redis(connection_pool=pool)
         self._append_script = self._client.register_script(_APPEND)
         self._read_script = self._client.register_script(_READ)
@@ -448,8 +527,10 @@ class RedisBackend(Backend):
                     kwargs[key] = int(value)
                 else:
                     kwargs[key] = float(value)
-            except ValueError as exc:
-                raise ConfigurationError(f"{key} must be a number in {url!r}") from exc
+            except ValueError:
+                raise ConfigurationError(
+                    f"{key} must be a number, not {value!r}, in {mask_url(url)!r}"
+                ) from None
         kwargs.update(overrides)
         clean = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(keep), ""))
         return cls(clean, **kwargs)
@@ -469,8 +550,39 @@ class RedisBackend(Backend):
         if self._closed:
             raise StoreClosed(f"redis backend (prefix {self.prefix!r}) is closed")
 
+    def _reason(self, exc: BaseException) -> str:
+        """The driver's message on one line, with the URL's secrets masked."""
+        return one_line(scrub(str(exc), self.url)) or type(exc).__name__
+
+    def __repr__(self) -> str:
+        return f"RedisBackend({mask_url(self.url)!r}, prefix={self.prefix!r})"
+
+    async def open(self) -> None:
+        """Check that the server answers (see ``connect_timeout``); idempotent.
+
+        Raises :class:`~statekeeper.errors.BackendUnavailable` with the server's
+        reason when it cannot be reached or refuses the connection.
+        """
+        self._check_open()
+        if self._reached:
+            return
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                await self._client.ping()
+        except TimeoutError:
+            reason = f"no answer within {self.connect_timeout:g}s (connect_timeout)"
+        except (RedisError, OSError) as exc:
+            reason = one_line(scrub(str(exc), self.url)) or type(exc).__name__
+        else:
+            self._reached = True
+            return
+        # never echo the password: the message names the server by its masked URL
+        raise BackendUnavailable(f"cannot connect to Redis at {mask_url(self.url)}: {reason}")
+
     async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run ``op`` (safe to repeat), retrying connection errors until the deadline."""
+        if not self._reached:
+            await self.open()
         deadline = time.monotonic() + self.retry_timeout
         delay = 0.02
         while True:
@@ -480,9 +592,14 @@ class RedisBackend(Backend):
             except RedisError as exc:
                 if self._closed:
                     raise StoreClosed("redis backend closed during an operation") from exc
-                if not _transient(exc) or time.monotonic() + delay > deadline:
-                    raise BackendError(f"redis {what} failed: {exc}") from exc
-                logger.warning("redis %s: %s; retrying in %.2fs", what, exc, delay)
+                reason = one_line(scrub(str(exc), self.url))
+                if not _transient(exc):
+                    raise BackendRejected(f"redis {what} failed: {reason}") from exc
+                if time.monotonic() + delay > deadline:
+                    raise BackendError(f"redis {what} failed: {reason}") from exc
+                # one warning per operation, not one per attempt
+                log = logger.warning if delay == 0.02 else logger.debug
+                log("redis %s: %s; retrying for up to %gs", what, reason, self.retry_timeout)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
@@ -524,6 +641,8 @@ class RedisBackend(Backend):
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check_open()
         validate_request(request)
+        if not self._reached:
+            await self.open()
         keys, args = self._append_call(request)
         try:
             reply = await self._append_script(keys=keys, args=args)
@@ -543,6 +662,8 @@ class RedisBackend(Backend):
                 valid.append((i, request))
             except ConfigurationError as exc:
                 out[i] = exc
+        if valid and not self._reached:
+            await self.open()
         if valid:
             try:
                 async with self._client.pipeline(transaction=False) as pipe:
@@ -561,7 +682,7 @@ class RedisBackend(Backend):
             else:
                 for (i, request), reply in zip(valid, replies, strict=True):
                     if isinstance(reply, BaseException):
-                        out[i] = BackendError(f"redis append failed: {reply}")
+                        out[i] = BackendRejected(f"redis append failed: {self._reason(reply)}")
                         continue
                     try:
                         out[i] = self._result(request, reply)
@@ -572,7 +693,7 @@ class RedisBackend(Backend):
     async def _recover(self, request: AppendRequest, exc: RedisError) -> AppendResult:
         """Settle an append whose reply was lost: stored, not stored, or someone else's."""
         if not _transient(exc):
-            raise BackendError(f"redis append failed: {exc}") from exc
+            raise BackendRejected(f"redis append failed: {self._reason(exc)}") from exc
         deadline = time.monotonic() + self.retry_timeout
         delay = 0.02
         last: BaseException = exc
@@ -593,7 +714,7 @@ class RedisBackend(Backend):
                 if self._closed:
                     raise StoreClosed("redis backend closed during an append") from again
                 if not _transient(again):
-                    raise BackendError(f"redis append failed: {again}") from again
+                    raise BackendRejected(f"redis append failed: {self._reason(again)}") from again
                 if submitting:
                     maybe_applied = True
                 last = again
@@ -603,7 +724,7 @@ class RedisBackend(Backend):
             delay = min(delay * 2, 1.0)
         raise BackendError(
             f"redis append to {request.agent_id!r} at seq {request.events[0].seq} failed "
-            f"and could not be completed within {self.retry_timeout}s: {last}",
+            f"and could not be completed within {self.retry_timeout}s: {self._reason(last)}",
             maybe_applied=maybe_applied,
         ) from last
 

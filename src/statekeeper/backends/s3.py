@@ -60,6 +60,7 @@ from ..records import (
     RewriteRequest,
 )
 from .base import Backend, Health, validate_request, validate_rewrite
+from .redact import mask_url
 
 try:
     import boto3  # type: ignore[import-untyped]
@@ -219,7 +220,7 @@ class S3Backend(Backend):
         """``s3://bucket/prefix?endpoint_url=http://host:9000&region=eu-west-1&create_bucket=1``."""
         parts = urlsplit(url)
         if not parts.netloc:
-            raise ConfigurationError(f"no bucket in {url!r}")
+            raise ConfigurationError(f"no bucket in {mask_url(url)!r}")
         kwargs: dict[str, Any] = {}
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
             if key == "endpoint_url":
@@ -232,9 +233,11 @@ class S3Backend(Backend):
                 try:
                     kwargs["max_workers"] = int(value)
                 except ValueError as exc:
-                    raise ConfigurationError(f"max_workers must be an integer in {url!r}") from exc
+                    raise ConfigurationError(
+                        f"max_workers must be an integer in {mask_url(url)!r}"
+                    ) from exc
             else:
-                raise ConfigurationError(f"unknown s3 option {key!r} in {url!r}")
+                raise ConfigurationError(f"unknown s3 option {key!r} in {mask_url(url)!r}")
         kwargs.update(overrides)
         return cls(parts.netloc, parts.path, **kwargs)
 

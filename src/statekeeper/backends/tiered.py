@@ -183,21 +183,22 @@ class TieredBackend(Backend):
         }
 
     @classmethod
-    def from_url(cls, url: str) -> TieredBackend:
+    def from_url(cls, url: str, *, connect_timeout: float | None = None) -> TieredBackend:
         """``tiered://?hot=<url>&durable=<url>&cold=<url>&idle_after=<s>&…``.
 
         Each tier is a URL for :func:`~statekeeper.backends.url.open_backend`,
         percent-encoded (see :func:`~statekeeper.backends.url.tiered_url`). Other
         options: ``demote_interval``, ``hot_timeout``, ``hot_retry_after`` (seconds)
         and ``fill_limit``. A ``redis://`` hot tier gets ``retry_timeout=0`` unless the
-        URL sets it.
+        URL sets it. ``connect_timeout`` is passed to every tier.
         """
+        from .redact import mask_url
         from .url import open_backend
 
         options = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
         durable_url = options.pop("durable", None)
         if not durable_url:
-            raise ConfigurationError(f"a tiered URL needs a durable tier: {url!r}")
+            raise ConfigurationError(f"a tiered URL needs a durable tier: {mask_url(url)!r}")
         hot_url = options.pop("hot", None) or None
         cold_url = options.pop("cold", None) or None
         redis_hot = hot_url and hot_url.split("://", 1)[0] in ("redis", "rediss", "unix")
@@ -209,17 +210,23 @@ class TieredBackend(Backend):
                 try:
                     kwargs[key] = float(options.pop(key))
                 except ValueError as exc:
-                    raise ConfigurationError(f"{key} must be a number in {url!r}") from exc
+                    raise ConfigurationError(
+                        f"{key} must be a number in {mask_url(url)!r}"
+                    ) from exc
         if "fill_limit" in options:
             try:
                 kwargs["fill_limit"] = int(options.pop("fill_limit"))
             except ValueError as exc:
-                raise ConfigurationError(f"fill_limit must be an integer in {url!r}") from exc
+                raise ConfigurationError(
+                    f"fill_limit must be an integer in {mask_url(url)!r}"
+                ) from exc
         if options:
-            raise ConfigurationError(f"unknown tiered options {sorted(options)} in {url!r}")
-        durable = open_backend(durable_url)
-        hot = open_backend(hot_url) if hot_url else None
-        cold = open_backend(cold_url) if cold_url else None
+            raise ConfigurationError(
+                f"unknown tiered options {sorted(options)} in {mask_url(url)!r}"
+            )
+        durable = open_backend(durable_url, connect_timeout=connect_timeout)
+        hot = open_backend(hot_url, connect_timeout=connect_timeout) if hot_url else None
+        cold = open_backend(cold_url, connect_timeout=connect_timeout) if cold_url else None
         return cls(durable, hot, cold, **kwargs)
 
     # -- plumbing ------------------------------------------------------------------

@@ -3,7 +3,9 @@
 ==============================================  ===========================================
 ``memory://``                                   :class:`~.memory.MemoryBackend`
 ``sqlite:///rel.db``, ``sqlite:////abs.db``     :class:`~.sqlite.SQLiteBackend`
-(a bare path is a SQLite file too)
+(a bare path is a SQLite file too;              (``sqlite+pysqlite://`` too)
+``sqlite://`` and ``sqlite:///:memory:``        :class:`~.memory.MemoryBackend`, as in
+are a private in-memory store)                  SQLAlchemy: nothing is kept after close
 ``postgresql://user@host:5432/db?…``            :class:`~.postgres.PostgresBackend`
 (``postgres://``, ``postgresql+psycopg://``)    (extra ``postgres``)
 ``redis://host:6379/0?prefix=sk:&ttl=3600``     :class:`~.redis.RedisBackend`
@@ -16,16 +18,55 @@ The engines behind an extra are imported only when their URL is used; a missing 
 raises :class:`~statekeeper.errors.BackendUnavailable` naming the ``pip install``
 command. In a ``tiered://`` URL each tier is itself a URL, percent-encoded when it
 contains ``&`` (:func:`tiered_url` builds one).
+
+Every error about a URL names the part that is wrong and shows the URL with its
+password masked (:func:`~.redact.mask_url`). ``connect_timeout`` (seconds) bounds how
+long a server backend (PostgreSQL, Redis, and the tiers of a tiered one) may take to
+answer when it is first used; a server that cannot be reached in that time, or refuses
+the connection, raises :class:`~statekeeper.errors.BackendUnavailable` with its reason.
+Precedence: the ``connect_timeout`` argument, then the URL's own ``?connect_timeout=``,
+then ``$STATEKEEPER_CONNECT_TIMEOUT``, then the backend's default.
 """
 
 from __future__ import annotations
 
+import os
 from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlsplit
 
 from ..errors import BackendUnavailable, ConfigurationError
 from .base import Backend
+from .redact import mask_url
 
-__all__ = ["open_backend", "tiered_url"]
+__all__ = ["CONNECT_TIMEOUT_ENV", "open_backend", "tiered_url"]
+
+#: environment variable with the default connect timeout (seconds) of server backends
+CONNECT_TIMEOUT_ENV = "STATEKEEPER_CONNECT_TIMEOUT"
+
+
+def _check_timeout(value: float, source: str) -> float:
+    if not (isinstance(value, int | float) and value > 0 and value != float("inf")):
+        raise ConfigurationError(f"{source} must be a number of seconds > 0, not {value!r}")
+    return float(value)
+
+
+def _timeout_for(url: str, given: float | None) -> dict[str, float]:
+    """The ``connect_timeout`` override for a server URL (see the precedence above)."""
+    if given is not None:
+        return {"connect_timeout": _check_timeout(given, "connect_timeout")}
+    if "connect_timeout" in split_query(url):
+        return {}
+    raw = os.environ.get(CONNECT_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigurationError(
+            f"${CONNECT_TIMEOUT_ENV} must be a number of seconds > 0, not {raw!r}"
+        )
+    return {"connect_timeout": value}
 
 _EXTRA = {"postgres": "PostgreSQL", "redis": "Redis", "s3": "S3"}
 
@@ -37,7 +78,7 @@ def _missing(extra: str, exc: ImportError) -> BackendUnavailable:
     )
 
 
-def open_backend(url: str) -> Backend:
+def open_backend(url: str, *, connect_timeout: float | None = None) -> Backend:
     """Build the backend a URL names (see the module documentation for the forms).
 
     ``sqlite:///relative.db`` and ``sqlite:////abs/path.db`` follow SQLAlchemy's
@@ -45,35 +86,38 @@ def open_backend(url: str) -> Backend:
     ``?synchronous=NORMAL``, ``?busy_timeout=10`` and ``?inline_writes=true`` for
     SQLite; for the others see their classes (:func:`~.postgres.parse_postgres_url`,
     :meth:`~.redis.RedisBackend.from_url`, :meth:`~.s3.S3Backend.from_url`,
-    :meth:`~.tiered.TieredBackend.from_url`).
+    :meth:`~.tiered.TieredBackend.from_url`). ``connect_timeout`` overrides the one
+    the URL gives (or the backend's default) for PostgreSQL and Redis, tiers included.
     """
     if not isinstance(url, str) or not url:
         raise ConfigurationError("a backend URL must be a non-empty string")
+    if connect_timeout is not None:
+        connect_timeout = _check_timeout(connect_timeout, "connect_timeout")
     if "://" not in url:
         from .sqlite import SQLiteBackend
 
         return SQLiteBackend(url)
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
+    scheme = url.split("://", 1)[0].lower()
     base = scheme.split("+", 1)[0]
+    timeout = _timeout_for(url, connect_timeout)
     if scheme == "memory":
         from .memory import MemoryBackend
 
         return MemoryBackend()
-    if scheme == "sqlite":
+    if base == "sqlite":
         return _sqlite(url)
     if base in ("postgresql", "postgres"):
         try:
             from .postgres import PostgresBackend
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise _missing("postgres", exc) from exc
-        return PostgresBackend.from_url(url)
+        return PostgresBackend.from_url(url, **timeout)
     if scheme in ("redis", "rediss", "unix"):
         try:
             from .redis import RedisBackend
         except ImportError as exc:  # pragma: no cover
             raise _missing("redis", exc) from exc
-        return RedisBackend.from_url(url)
+        return RedisBackend.from_url(url, **timeout)
     if scheme == "s3":
         try:
             from .s3 import S3Backend
@@ -83,20 +127,33 @@ def open_backend(url: str) -> Backend:
     if scheme == "tiered":
         from .tiered import TieredBackend
 
-        return TieredBackend.from_url(url)
-    raise ConfigurationError(f"unknown backend scheme {scheme!r} in {url!r}")
+        return TieredBackend.from_url(url, connect_timeout=connect_timeout)
+    raise ConfigurationError(
+        f"unknown backend scheme {scheme!r} in {mask_url(url)!r} (known: memory, sqlite, "
+        "postgresql, redis, rediss, unix, s3, tiered)"
+    )
 
 
 def _sqlite(url: str) -> Backend:
     from .sqlite import SQLiteBackend
 
     parts = urlsplit(url)
-    path = unquote(url.split("://", 1)[1].split("?", 1)[0])
+    rest = url.split("://", 1)[1].split("?", 1)[0]
+    path = unquote(rest)
     if path.startswith("/"):
         path = path[1:]  # sqlite:///rel.db -> rel.db ; sqlite:////abs.db -> /abs.db
+    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    if path in ("", ":memory:") and rest in ("", "/", "/:memory:"):
+        # SQLAlchemy's spellings of a private in-memory database
+        if options:
+            raise ConfigurationError(
+                f"unknown options {sorted(options)} for an in-memory store in {url!r}"
+            )
+        from .memory import MemoryBackend
+
+        return MemoryBackend()
     if not path:
         raise ConfigurationError(f"no database path in {url!r}")
-    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     sync = options.pop("synchronous", "FULL").upper()
     try:
         timeout = float(options.pop("busy_timeout", "30"))

@@ -3,7 +3,8 @@
 Exit codes: ``0`` success; ``1`` the thing asked about is not there or not right
 (unknown agent, verification problems, a failed demo check, a declined confirmation);
 ``2`` a usage error or any :class:`~statekeeper.errors.StatekeeperError` (bad URL,
-unreadable database...), reported as one red line on stderr without a traceback.
+unreadable database, a server that cannot be reached within ``--connect-timeout``...),
+reported as one red line on stderr without a traceback.
 """
 
 from __future__ import annotations
@@ -64,6 +65,18 @@ DbOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ConnectTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--connect-timeout",
+        metavar="SECONDS",
+        min=0.001,
+        envvar="STATEKEEPER_CONNECT_TIMEOUT",
+        help="Give up on a PostgreSQL/Redis server that does not answer within this "
+        "many seconds [default: 3; $STATEKEEPER_CONNECT_TIMEOUT].",
+        show_default=False,
+    ),
+]
 
 
 @dataclass
@@ -93,6 +106,7 @@ def _version(value: bool) -> None:
 def _root(
     ctx: typer.Context,
     db: DbOption = None,
+    connect_timeout: ConnectTimeoutOption = 3.0,
     version: Annotated[
         bool,
         typer.Option(
@@ -101,6 +115,9 @@ def _root(
     ] = False,
 ) -> None:
     ctx.obj = Globals(db=db)
+    # the library's default for every server backend this process opens (a URL's own
+    # ?connect_timeout= still wins)
+    os.environ["STATEKEEPER_CONNECT_TIMEOUT"] = repr(connect_timeout)
 
 
 def global_db(ctx: typer.Context) -> str | None:
@@ -120,9 +137,11 @@ def sqlite_file(url: str) -> Path | None:
     if "://" not in url:
         return Path(url)
     scheme, rest = url.split("://", 1)
-    if scheme.lower() != "sqlite":
+    if scheme.lower().split("+", 1)[0] != "sqlite":
         return None
     rest = rest.split("?", 1)[0]
+    if rest in ("", "/", "/:memory:"):
+        return None  # an in-memory store (SQLAlchemy's spellings)
     return Path(rest[1:] if rest.startswith("/") else rest)
 
 
@@ -152,8 +171,34 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
+def _known_urls() -> list[str]:
+    """The store URLs this invocation was given (--db before or after the command,
+    $STATEKEEPER_URL): their secrets are masked in anything printed."""
+    import click
+
+    urls = [os.environ.get("STATEKEEPER_URL", "")]
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        urls.append(str(ctx.params.get("db") or ""))
+        if isinstance(ctx.obj, Globals):
+            urls.append(ctx.obj.db or "")
+        ctx = ctx.parent
+    return [u for u in urls if u]
+
+
+def masked(text: str) -> str:
+    """``text`` with the password of every store URL of this invocation masked."""
+    from ..backends.redact import scrub
+
+    for url in _known_urls():
+        text = scrub(text, url)
+    return text
+
+
 def fail(message: str, code: int) -> typer.Exit:
-    """Print ``message`` as one red line on stderr; return the Exit to raise."""
+    """Print ``message`` as one red line on stderr (credentials masked); return the
+    Exit to raise."""
+    message = masked(message)
     err_console().print(f"[bold red]error:[/] [red]{escape(message)}[/]", soft_wrap=True)
     return typer.Exit(code)
 

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..backends.redact import mask_url
 from ..errors import AgentNotFound
 from ..records import Event
 from ..store import StateStore, VerifyReport
@@ -393,7 +394,7 @@ def stats(ctx: typer.Context, db: DbOption = None, json_out: JsonOption = False)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("backend", f"{data['backend']} ({escape(url)})")
+    grid.add_row("backend", f"{data['backend']} ({escape(mask_url(url))})")
     grid.add_row("healthy", "[green]yes[/]" if data["healthy"] else "[red]no[/]")
     if data["bytes"] is not None:
         grid.add_row("size", f"{data['bytes']:,} bytes")
