@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 
 from statekeeper.backends import open_backend
 from statekeeper.backends.redis import RedisBackend
-from statekeeper.errors import BackendError, ConfigurationError
+from statekeeper.errors import BackendError, BackendUnavailable, ConfigurationError
 from statekeeper.records import AppendRequest, AppendResult, RawEvent
 from statekeeper.store import StateStore
 
@@ -156,9 +156,16 @@ async def test_a_dead_server_is_a_typed_error_and_a_restart_is_survived() -> Non
         backend = RedisBackend(server.url, prefix="x:", retry_timeout=5)
         try:
             await backend.append(request("a", 0, 2, key="k1"))
-            server.kill()
             fast = RedisBackend(server.url, prefix="x:", retry_timeout=0)
-            try:
+            assert await fast.head("a") == 2  # it has reached the server once
+            server.kill()
+            never = RedisBackend(server.url, prefix="x:")
+            try:  # never reached: cannot connect at all, at once, with the reason
+                with pytest.raises(BackendUnavailable, match="Connect"):
+                    await never.append(request("b", 0))
+            finally:
+                await never.close()
+            try:  # lost a connection that worked: a retried (here: at once) BackendError
                 with pytest.raises(BackendError):
                     await fast.head("a")
                 with pytest.raises(BackendError) as info:

@@ -256,6 +256,10 @@ class S3Backend(Backend):
 
     # -- plumbing ----------------------------------------------------------------------
 
+    def __repr__(self) -> str:
+        where = f", endpoint_url={mask_url(self.endpoint_url)!r}" if self.endpoint_url else ""
+        return f"S3Backend({self.bucket!r}, prefix={self.prefix!r}{where})"
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed(f"s3 backend s3://{self.bucket}/{self.prefix} is closed")

@@ -267,6 +267,9 @@ class SQLiteBackend(Backend):
 
     # -- connections -------------------------------------------------------------
 
+    def __repr__(self) -> str:
+        return f"SQLiteBackend({self.path!r})"
+
     def _connect(self) -> sqlite3.Connection:
         # mode=rw: never create the file (one deleted under an open store stays gone)
         conn = sqlite3.connect(

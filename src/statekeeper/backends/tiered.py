@@ -231,6 +231,11 @@ class TieredBackend(Backend):
 
     # -- plumbing ------------------------------------------------------------------
 
+    def __repr__(self) -> str:
+        tiers = [f"durable={self.durable!r}"]
+        tiers += [f"{n}={t!r}" for n, t in (("hot", self.hot), ("cold", self.cold)) if t]
+        return f"TieredBackend({', '.join(tiers)})"
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed("tiered backend is closed")

@@ -68,6 +68,7 @@ def _timeout_for(url: str, given: float | None) -> dict[str, float]:
         )
     return {"connect_timeout": value}
 
+
 _EXTRA = {"postgres": "PostgreSQL", "redis": "Redis", "s3": "S3"}
 
 

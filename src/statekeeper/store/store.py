@@ -438,6 +438,10 @@ class StateStore:
                 ) from None
         return value
 
+    def __repr__(self) -> str:
+        # the backend's repr masks credentials
+        return f"StateStore({self.backend!r}, durability={self.durability!r})"
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed("the store is closed")
