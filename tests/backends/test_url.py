@@ -54,7 +54,7 @@ def test_sqlite_relative_path_and_bare_path(
     [
         "",
         "ftp://host/x",
-        "sqlite://",
+        "sqlite:///:memory:?synchronous=full",
         "sqlite:///x.db?busy_timeout=soon",
         "sqlite:///x.db?journal=off",
         "sqlite:///x.db?synchronous=sometimes",
@@ -67,3 +67,108 @@ def test_bad_urls_are_configuration_errors(
     with pytest.raises(ConfigurationError):
         open_backend(url)
     assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite://", "sqlite:///:memory:", "sqlite+pysqlite:///:memory:", "memory://"]
+)
+def test_sqlalchemy_in_memory_spellings(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    backend = open_backend(url)
+    try:
+        assert isinstance(backend, MemoryBackend)
+    finally:
+        _close(backend)
+    assert list(tmp_path.iterdir()) == []  # no file named ":memory:"
+
+
+def test_sqlalchemy_driver_spellings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    sqlite = open_backend("sqlite+pysqlite:///rel.db")
+    try:
+        assert isinstance(sqlite, SQLiteBackend) and sqlite.path == "rel.db"
+    finally:
+        _close(sqlite)
+    pytest.importorskip("psycopg")
+    from statekeeper.backends import PostgresBackend
+
+    for scheme in ("postgresql", "postgres", "postgresql+psycopg", "postgresql+psycopg2"):
+        backend = open_backend(f"{scheme}://app:pw@db.invalid:5433/agents?schema=s1")
+        assert isinstance(backend, PostgresBackend)
+        assert backend.dsn == "postgresql://app:pw@db.invalid:5433/agents"
+        assert backend.schema == "s1"
+        _close(backend)
+
+
+def test_redis_password_only_url() -> None:
+    pytest.importorskip("redis")
+    from statekeeper.backends import RedisBackend
+
+    backend = open_backend("redis://:s3cret@cache.invalid:6380/3")
+    try:
+        assert isinstance(backend, RedisBackend)
+        kwargs = backend._client.connection_pool.connection_kwargs
+        assert (kwargs["password"], kwargs["port"], kwargs["db"]) == ("s3cret", 6380, 3)
+    finally:
+        _close(backend)
+
+
+SECRET = "Pw-d0-not-print"
+
+
+@pytest.mark.parametrize(
+    ("url", "names"),
+    [
+        (f"redis://:{SECRET}@cache.invalid/abc", ["'abc'", "database must be a number"]),
+        (f"redis://u:{SECRET}@cache.invalid:6379/0?db=two", ["db='two'"]),
+        (f"redis://:{SECRET}@cache.invalid:63x9/0", ["Port", "63x9"]),
+        (
+            f"redis://:{SECRET}@cache.invalid:6379/0?colour=blue",
+            ["unknown Redis URL option 'colour'"],
+        ),
+        (f"redis://:{SECRET}@cache.invalid:6379/0?socket_timeout=soon", ["socket_timeout"]),
+        (f"redis://:{SECRET}@cache.invalid:6379/0?ttl=forever", ["ttl", "'forever'"]),
+        (f"redis://:{SECRET}@cache.invalid:6379/1?db=2", ["given twice"]),
+        (f"postgresql://app:{SECRET}@db.invalid:54x2/agents", ["Port", "54x2"]),
+        (
+            f"postgresql://app:{SECRET}@db.invalid/agents?pool_max_size=many",
+            ["pool_max_size", "'many'"],
+        ),
+        (f"postgresql://app:{SECRET}@db.invalid/agents?connect_timeout=-1", ["connect_timeout"]),
+        (f"mysql://app:{SECRET}@db.invalid/agents", ["unknown backend scheme 'mysql'"]),
+        (f"tiered://?durable=postgresql://app:{SECRET}@db.invalid/a&colour=blue", ["colour"]),
+    ],
+)
+def test_url_errors_name_the_bad_part_and_never_the_password(url: str, names: list[str]) -> None:
+    pytest.importorskip("redis")
+    pytest.importorskip("psycopg")
+    with pytest.raises(ConfigurationError) as info:
+        open_backend(url)
+    message = str(info.value)
+    assert SECRET not in message
+    for name in names:
+        assert name in message
+    assert ":***@" in message
+
+
+def test_connect_timeout_argument_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("redis")
+    pytest.importorskip("psycopg")
+    monkeypatch.setenv("STATEKEEPER_CONNECT_TIMEOUT", "1.5")
+    chosen = [
+        open_backend("postgresql://db.invalid/a"),  # the environment
+        open_backend("postgresql://db.invalid/a?connect_timeout=4"),  # the URL wins
+        open_backend("postgresql://db.invalid/a?connect_timeout=4", connect_timeout=0.25),
+        open_backend("redis://cache.invalid/0"),
+        open_backend("redis://cache.invalid/0?connect_timeout=2"),
+    ]
+    assert [b.connect_timeout for b in chosen] == [1.5, 4.0, 0.25, 1.5, 2.0]  # type: ignore[attr-defined]
+    for backend in chosen:
+        _close(backend)
+    monkeypatch.setenv("STATEKEEPER_CONNECT_TIMEOUT", "soon")
+    with pytest.raises(ConfigurationError, match="STATEKEEPER_CONNECT_TIMEOUT"):
+        open_backend("postgresql://db.invalid/a")
+    with pytest.raises(ConfigurationError, match="connect_timeout"):
+        open_backend("memory://", connect_timeout=0)

@@ -60,7 +60,7 @@ import select
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..errors import (
     BackendError,
@@ -546,11 +546,16 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
                 kwargs[key.removeprefix("pool_")] = int(value)
             else:
                 kwargs[key] = float(value)
+                if not kwargs[key] >= 0 or (key == "connect_timeout" and not kwargs[key] > 0):
+                    raise ValueError(value)
         except ValueError:
             raise ConfigurationError(
                 f"{key} must be a number, not {value!r}, in {mask_url(url)!r}"
             ) from None
-    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(keep), parts.fragment))
+    dsn = urlunsplit(
+        # libpq does not read "+" as a space: percent-encode (options=-c%20statement_timeout=…)
+        ("postgresql", parts.netloc, parts.path, urlencode(keep, quote_via=quote), parts.fragment)
+    )
     return dsn, kwargs
 
 

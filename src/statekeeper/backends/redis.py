@@ -527,6 +527,8 @@ class RedisBackend(Backend):
                     kwargs[key] = int(value)
                 else:
                     kwargs[key] = float(value)
+                    if not kwargs[key] >= 0 or (key == "connect_timeout" and not kwargs[key] > 0):
+                        raise ValueError(value)
             except ValueError:
                 raise ConfigurationError(
                     f"{key} must be a number, not {value!r}, in {mask_url(url)!r}"
