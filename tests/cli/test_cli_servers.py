@@ -1,0 +1,181 @@
+"""The CLI against servers that are down, misconfigured or silent, and with passwords.
+
+Each case runs ``statekeeper`` as a subprocess: one line on stderr with the server's
+own reason, exit code 2, no traceback, no password, and a loose upper bound on the
+time (the old behaviour took 12-32 s and printed screens of warnings).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from statekeeper import StateStore
+
+from ..backends._services import (
+    POSTGRES_DSN,
+    REDIS_URL,
+    delete_prefix,
+    drop_schema,
+    free_port,
+    namespace,
+    require_postgres,
+    require_redis,
+)
+
+SECRET = "Pw-d0-not-print"
+BOUND = 15.0  # seconds, loose: interpreter start-up on a loaded machine included
+
+
+def _cli(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_")}
+    base.update({"COLUMNS": "200", "NO_COLOR": "1", **(env or {})})
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "statekeeper.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=base,
+    )
+    return proc, time.monotonic() - started
+
+
+def _hostport(url: str) -> str:
+    return url.split("://", 1)[1].split("@", 1)[-1].split("/", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def silent_port() -> Iterator[int]:
+    """Accepts TCP connections (into the backlog) and never answers."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        yield int(listener.getsockname()[1])
+
+
+def _url(kind: str, silent: int) -> str:
+    pg, rd = _hostport(POSTGRES_DSN), _hostport(REDIS_URL)
+    return {
+        "pg-closed-port": f"postgresql://postgres:{SECRET}@127.0.0.1:{free_port()}/test",
+        "pg-missing-db": f"postgresql://postgres:{SECRET}@{pg}/sk_no_such_database",
+        "pg-unknown-option": f"postgresql://postgres:{SECRET}@{pg}/test?sk_bogus_option=1",
+        "pg-unresolvable": f"postgresql://postgres:{SECRET}@no-such-host.invalid/test",
+        "pg-silent": f"postgresql://postgres:{SECRET}@127.0.0.1:{silent}/test",
+        "redis-closed-port": f"redis://:{SECRET}@127.0.0.1:{free_port()}/0",
+        "redis-silent": f"redis://:{SECRET}@127.0.0.1:{silent}/0",
+        "redis-db-not-a-number": f"redis://:{SECRET}@{rd}/abc",
+        "redis-unknown-option": f"redis://:{SECRET}@{rd}/0?colour=blue",
+    }[kind]
+
+
+CASES = {
+    "pg-closed-port": "Connection refused",
+    "pg-missing-db": 'database "sk_no_such_database" does not exist',
+    "pg-unknown-option": 'invalid URI query parameter: "sk_bogus_option"',
+    "pg-unresolvable": "no-such-host.invalid",
+    "pg-silent": "no answer within 3s",  # the CLI's default --connect-timeout
+    "redis-closed-port": "Connect call failed",
+    "redis-silent": "no answer within 3s",
+    "redis-db-not-a-number": "database must be a number",
+    "redis-unknown-option": "unknown Redis URL option 'colour'",
+}
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+@pytest.mark.parametrize("command", ["agents", "stats"])
+def test_unreachable_or_misconfigured_server_is_one_line_and_fast(
+    kind: str, command: str, silent_port: int
+) -> None:
+    if kind in ("pg-missing-db", "pg-unknown-option"):
+        require_postgres()
+    proc, elapsed = _cli(command, "--db", _url(kind, silent_port))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    assert CASES[kind] in lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert SECRET not in proc.stderr + proc.stdout
+    assert ":***@" in lines[0]
+    assert elapsed < BOUND, f"took {elapsed:.1f}s"
+
+
+def test_connect_timeout_option_and_environment(silent_port: int) -> None:
+    url = _url("pg-silent", silent_port)
+    proc, elapsed = _cli("--connect-timeout", "0.5", "agents", "--db", url)
+    assert proc.returncode == 2 and "no answer within 0.5s" in proc.stderr
+    assert elapsed < BOUND
+    proc, _ = _cli(
+        "agents",
+        "--db",
+        _url("redis-silent", silent_port),
+        env={"STATEKEEPER_CONNECT_TIMEOUT": "0.5"},
+    )
+    assert proc.returncode == 2 and "no answer within 0.5s" in proc.stderr
+    # the URL's own connect_timeout wins over the default
+    proc, _ = _cli("agents", "--db", url + "?connect_timeout=0.25")
+    assert proc.returncode == 2 and "no answer within 0.25s" in proc.stderr
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "soon"])
+def test_a_bad_connect_timeout_is_a_usage_error(bad: str) -> None:
+    proc, _ = _cli("--connect-timeout", bad, "agents", "--db", "memory://")
+    assert proc.returncode == 2
+    assert "--connect-timeout" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_stats_and_errors_mask_the_password(tmp_path: Path) -> None:
+    require_postgres()
+    schema = namespace(tmp_path)
+    pg = _hostport(POSTGRES_DSN)
+    url = f"postgresql://postgres:{SECRET}@{pg}/test?schema={schema}"  # trust: any password
+
+    async def populate() -> None:
+        async with StateStore(url) as store:
+            await store.save("a1", {"n": 1})
+
+    import asyncio
+
+    drop_schema(schema)
+    try:
+        asyncio.run(populate())
+        proc, _ = _cli("stats", "--db", url)
+        assert proc.returncode == 0, proc.stderr
+        assert f"postgresql://postgres:***@{pg}/test" in proc.stdout
+        assert SECRET not in proc.stdout + proc.stderr
+        proc, _ = _cli("show", "nobody", "--db", url)
+        assert proc.returncode == 1 and SECRET not in proc.stdout + proc.stderr
+    finally:
+        drop_schema(schema)
+
+
+def test_redis_store_with_a_password_in_the_url(tmp_path: Path) -> None:
+    require_redis()
+    prefix = namespace(tmp_path) + ":"
+    rd = _hostport(REDIS_URL)
+    url = f"redis://:{SECRET}@{rd}/0?prefix={prefix}"  # the shared server ignores it
+
+    async def populate() -> None:
+        async with StateStore(url) as store:
+            await store.save("a1", {"n": 1})
+
+    import asyncio
+
+    try:
+        asyncio.run(populate())
+        proc, _ = _cli("stats", "--db", url)
+        assert proc.returncode == 0, proc.stderr
+        assert f"redis://:***@{rd}/0" in proc.stdout
+        assert SECRET not in proc.stdout + proc.stderr
+    finally:
+        delete_prefix(prefix)
