@@ -115,9 +115,18 @@ def _root(
     ] = False,
 ) -> None:
     ctx.obj = Globals(db=db)
-    # the library's default for every server backend this process opens (a URL's own
-    # ?connect_timeout= still wins)
+    # the library's default for every server backend this command opens (a URL's own
+    # ?connect_timeout= still wins); restored afterwards for in-process callers
+    previous = os.environ.get("STATEKEEPER_CONNECT_TIMEOUT")
     os.environ["STATEKEEPER_CONNECT_TIMEOUT"] = repr(connect_timeout)
+    ctx.call_on_close(functools.partial(_restore_env, "STATEKEEPER_CONNECT_TIMEOUT", previous))
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def global_db(ctx: typer.Context) -> str | None:
