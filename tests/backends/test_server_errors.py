@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -29,7 +30,7 @@ from psycopg import sql
 
 from statekeeper import StateStore
 from statekeeper.backends import PostgresBackend, RedisBackend, open_backend, tiered_url
-from statekeeper.errors import BackendRejected, BackendUnavailable
+from statekeeper.errors import BackendRejected, BackendUnavailable, ConfigurationError
 from statekeeper.records import AppendResult
 
 from ._services import (
@@ -238,6 +239,23 @@ async def test_a_statement_timeout_fails_fast_and_writes_nothing(schema: str) ->
         assert await backend.head("a") == 1  # nothing was written
         # the same request goes through once the lock is gone
         assert await backend.append(request("a", 1)) == AppendResult("a", 2, 2)
+    finally:
+        await backend.close()
+
+
+async def test_an_over_long_agent_id_fails_fast_and_writes_nothing(schema: str) -> None:
+    """PostgreSQL refuses an index entry over ~2.7 KB (SQLSTATE 54000): a permanent
+    error, not a lost connection. (The store-wide agent-id validator refuses such ids
+    even earlier, with a ConfigurationError; either way: at once, typed, not written.)"""
+    backend = PostgresBackend(POSTGRES_DSN, schema=schema)  # retry_timeout: 30 s
+    agent = secrets.token_urlsafe(6000)  # 8 KB that do not compress below the limit
+    try:
+        started = time.monotonic()
+        with pytest.raises((BackendRejected, ConfigurationError)) as info:
+            await backend.append(request(agent, 0))
+        assert time.monotonic() - started < FAST
+        assert getattr(info.value, "maybe_applied", False) is False
+        assert await backend.count_agents() == 0
     finally:
         await backend.close()
 
