@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper.backends import MemoryBackend, SQLiteBackend, open_backend
+from statekeeper.backends import MemoryBackend, SQLiteBackend, open_backend, tiered_url
 from statekeeper.errors import ConfigurationError
 
 
@@ -172,3 +172,35 @@ def test_connect_timeout_argument_and_environment(monkeypatch: pytest.MonkeyPatc
         open_backend("postgresql://db.invalid/a")
     with pytest.raises(ConfigurationError, match="connect_timeout"):
         open_backend("memory://", connect_timeout=0)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "password"),
+    [
+        (f"postgresql://u:{SECRET}@db/x", "postgresql://u:***@db/x", SECRET),
+        (f"postgresql://u:p@{SECRET}@db/x", "postgresql://u:***@db/x", f"p@{SECRET}"),
+        (f"postgresql://u:{SECRET}@[::1]:5432/x", "postgresql://u:***@[::1]:5432/x", SECRET),
+        ("postgresql://u@db/x?sslmode=require", "postgresql://u@db/x?sslmode=require", None),
+        (f"postgresql://db/x?password={SECRET}", "postgresql://db/x?password=***", SECRET),
+        (f"host=db user=u password='{SECRET} x'", "host=db user=u password=***", f"{SECRET} x"),
+        (f"s3://b/p?aws_secret_access_key={SECRET}", "s3://b/p?aws_secret_access_key=***", SECRET),
+        ("sqlite:///agents.db", "sqlite:///agents.db", None),
+        ("agents.db", "agents.db", None),
+    ],
+)
+def test_mask_url(url: str, shown: str, password: str | None) -> None:
+    from statekeeper.backends.redact import mask_url, scrub
+
+    assert mask_url(url) == shown
+    if password is not None:
+        assert SECRET not in scrub(f"failed on {url}: password {password} refused", url)
+
+
+def test_mask_url_in_a_tiered_url() -> None:
+    from statekeeper.backends.redact import mask_url
+
+    url = tiered_url(hot=f"redis://:{SECRET}@cache/0", durable=f"postgresql://u:{SECRET}@db/x")
+    masked = mask_url(url)
+    assert SECRET not in masked
+    assert "redis://:***@cache/0" in masked and "postgresql://u:***@db/x" in masked
+    assert masked.startswith("tiered://?hot=redis://:***@cache/0&durable=")

@@ -15,7 +15,7 @@ driver's message, for instance) before it is shown.
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 __all__ = ["MASK", "mask_url", "one_line", "scrub", "secrets_of"]
 
@@ -53,6 +53,7 @@ def mask_url(url: str) -> str:
     if split is None:
         return _mask_netloc_text(url)
     scheme, netloc, path, query, fragment = split
+    original = (netloc, query)
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)
         if ":" in userinfo:
@@ -65,7 +66,14 @@ def mask_url(url: str) -> str:
         ]
         if masked != pairs:
             query = "&".join(f"{quote(k, safe='')}={quote(v, safe=':/*@+,')}" for k, v in masked)
-    return urlunsplit((scheme, netloc, path, query, fragment))
+    if (netloc, query) == original:
+        return url  # nothing secret: shown exactly as given
+    # (not urlunsplit: it drops the "//" of an empty authority, as in tiered://?…)
+    return (
+        f"{scheme}://{netloc}{path}"
+        + (f"?{query}" if query else "")
+        + (f"#{fragment}" if fragment else "")
+    )
 
 
 def _mask_netloc_text(url: str) -> str:
