@@ -1044,7 +1044,7 @@ class RedisBackend(Backend):
         if self._closed:
             return Health(ok=False, backend=self.name, detail={**detail, "error": "closed"})
         try:
-            await asyncio.wait_for(self._client.ping(), timeout=5)
+            await asyncio.wait_for(self._client.ping(), timeout=min(5.0, self.connect_timeout))
             info = await asyncio.wait_for(self._client.info("server"), timeout=5)
             detail["redis_version"] = info.get("redis_version")
             detail["ttl"] = self.ttl
