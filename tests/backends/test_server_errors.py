@@ -410,3 +410,26 @@ def test_reprs_mask_credentials(tmp_path: Path) -> None:
         assert shown in repr(thing)
     for backend in (pg, rd, tiered):
         asyncio.run(backend.close())
+
+
+async def test_a_redis_error_reply_is_rejected_at_once(tmp_path: Path) -> None:
+    """A key of the wrong type under the prefix (another application's data): Redis
+    answers WRONGTYPE, which no retry can fix: BackendRejected, nothing written."""
+    require_redis()
+    import redis.asyncio as aioredis
+
+    prefix = namespace(tmp_path) + ":"
+    raw = aioredis.Redis.from_url(REDIS_URL)
+    backend = RedisBackend(REDIS_URL, prefix=prefix)  # retry_timeout: 10 s
+    try:
+        await raw.set(f"{prefix}a:clash", b"not a hash")
+        started = time.monotonic()
+        with pytest.raises(BackendRejected, match="WRONGTYPE") as info:
+            await backend.append(request("clash", 0))
+        assert time.monotonic() - started < FAST
+        assert info.value.maybe_applied is False
+        assert await raw.get(f"{prefix}a:clash") == b"not a hash"
+    finally:
+        await backend.close()
+        await raw.delete(f"{prefix}a:clash")
+        await raw.aclose()
