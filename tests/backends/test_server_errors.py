@@ -284,6 +284,44 @@ async def test_a_failed_group_batch_commits_the_good_requests(schema: str) -> No
         await backend.close()
 
 
+async def test_a_failed_batch_does_not_serialise_the_others_behind_the_bad_one(
+    schema: str,
+) -> None:
+    """The batch's first request waits on a row lock until its statement times out;
+    when the batch is settled, the other requests commit while that one is still
+    waiting (they are not queued behind it): the test sees them committed, only then
+    releases the lock — and the waiting request then commits too."""
+    setup = PostgresBackend(POSTGRES_DSN, schema=schema)
+    for agent in ("slow", "g1", "g2"):
+        await setup.append(request(agent, 0))
+    backend = PostgresBackend.from_url(_timeout_url(schema, 3000), max_size=4)
+    try:
+        await backend.open()
+        async with await psycopg.AsyncConnection.connect(POSTGRES_DSN) as locker:
+            await locker.execute(
+                sql.SQL("SELECT 1 FROM {}.sk_agents WHERE agent_id = 'slow' FOR UPDATE").format(
+                    sql.Identifier(schema)
+                )
+            )
+            batch = asyncio.create_task(
+                backend.append_batch([request("slow", 1), request("g1", 1), request("g2", 1)])
+            )
+            # condition: the good requests are committed while "slow" is still locked
+            while [await setup.head("g1"), await setup.head("g2")] != [2, 2]:
+                assert not batch.done(), await batch
+                await asyncio.sleep(0.02)
+            await locker.rollback()  # release: the re-sent "slow" request goes through
+        results = await asyncio.wait_for(batch, 60)
+        assert results == [
+            AppendResult("slow", 2, 2),
+            AppendResult("g1", 2, 2),
+            AppendResult("g2", 2, 2),
+        ]
+    finally:
+        await setup.close()
+        await backend.close()
+
+
 async def test_group_mode_store_one_bad_write_does_not_stall_the_others(schema: str) -> None:
     url = _timeout_url(schema, 300)
     async with StateStore(url, durability="group") as store:
