@@ -62,6 +62,10 @@ class Raw:
         payload[-2] ^= 0x01
         self.set_snapshot_payload(agent_id, seq, bytes(payload))
 
+    def truncate_snapshot(self, agent_id: str, seq: int, keep: int = 3) -> None:
+        """Cut a stored snapshot down to its first ``keep`` bytes (a torn write)."""
+        self.set_snapshot_payload(agent_id, seq, self.snapshot_payload(agent_id, seq)[:keep])
+
 
 class _SharedMemory(MemoryBackend):
     """A memory backend that outlives the stores opened over it (as a file would)."""

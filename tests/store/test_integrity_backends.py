@@ -173,6 +173,18 @@ async def test_a_damaged_snapshot_falls_back_with_a_warning(
         assert all("fall back" in p.reason for p in problems)
 
 
+@pytest.mark.parametrize("keep", [0, 3, 11])
+async def test_a_truncated_snapshot_falls_back_too(env: Env, keep: int) -> None:
+    """A snapshot cut short (even inside an engine's own framing) is damage, not a crash."""
+    await _populate(env, False)  # snapshots at 3, 6, 9
+    env.raw.truncate_snapshot("a-1", 9, keep)
+    async with _store(env, False) as store:
+        loaded = await store.load("a-1")
+        assert loaded.data == {"owner": "a-1", "n": 10} and loaded.seq == 10
+        problems = (await store.verify()).problems
+    assert [(p.seq, p.kind) for p in problems] == [(9, "snapshot")]
+
+
 async def test_verify_lists_every_problem_of_every_agent(env: Env) -> None:
     agents = ("a-1", "a-2", "a-3")
     await _populate(env, False, agents)

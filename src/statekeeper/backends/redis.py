@@ -363,8 +363,13 @@ def _pack_snapshot(s: RawSnapshot) -> bytes:
 
 
 def _unpack_snapshot(seq: int, blob: bytes) -> RawSnapshot:
-    ts, nsum = _SNAP_HEAD.unpack_from(blob)
     at = _SNAP_HEAD.size
+    if len(blob) < at or len(blob) < at + _SNAP_HEAD.unpack_from(blob)[1]:
+        # A blob cut short inside our framing: hand the bytes up with no checksum, so
+        # the store's verification rejects it like any other damaged snapshot (and
+        # falls back) instead of this layer crashing on the header.
+        return RawSnapshot(seq, 0.0, blob, b"")
+    ts, nsum = _SNAP_HEAD.unpack_from(blob)
     return RawSnapshot(seq, ts, blob[at + nsum :], blob[at : at + nsum])
 
 
