@@ -64,6 +64,7 @@ from ..records import (
     RewriteRequest,
 )
 from .base import Backend, Health, validate_request, validate_rewrite, validate_ttl
+from .framing import pack_snapshot, unpack_snapshot
 from .redact import mask_url, one_line, scrub
 
 try:
@@ -87,7 +88,6 @@ T = TypeVar("T")
 
 _OWN_OPTIONS = ("prefix", "ttl", "retry_timeout", "max_connections", "connect_timeout")
 _EVENT_HEAD = struct.Struct(">dHH")  # ts, len(kind), len(checksum); then kind, checksum, payload
-_SNAP_HEAD = struct.Struct(">dH")  # ts, len(checksum); then checksum, payload
 _HMGET_CHUNK = 1000
 
 # Shared Lua helpers: the TTL in ms for an agent (its override, else the default).
@@ -358,21 +358,6 @@ def _unpack_event(seq: int, blob: bytes) -> RawEvent:
     return RawEvent(seq, kind, ts, blob[at + nsum :], checksum)
 
 
-def _pack_snapshot(s: RawSnapshot) -> bytes:
-    return _SNAP_HEAD.pack(s.timestamp, len(s.checksum)) + s.checksum + s.payload
-
-
-def _unpack_snapshot(seq: int, blob: bytes) -> RawSnapshot:
-    at = _SNAP_HEAD.size
-    if len(blob) < at or len(blob) < at + _SNAP_HEAD.unpack_from(blob)[1]:
-        # A blob cut short inside our framing: hand the bytes up with no checksum, so
-        # the store's verification rejects it like any other damaged snapshot (and
-        # falls back) instead of this layer crashing on the header.
-        return RawSnapshot(seq, 0.0, blob, b"")
-    ts, nsum = _SNAP_HEAD.unpack_from(blob)
-    return RawSnapshot(seq, ts, blob[at + nsum :], blob[at : at + nsum])
-
-
 def _transient(exc: BaseException) -> bool:
     return isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError)
 
@@ -624,7 +609,7 @@ class RedisBackend(Backend):
             repr(events[0].timestamp),
             repr(events[-1].timestamp),
             str(snap.seq) if snap is not None else "0",
-            _pack_snapshot(snap) if snap is not None else b"",
+            pack_snapshot(snap) if snap is not None else b"",
             request.head_tag if request.head_tag is not None else b"",
             request.fence[0].encode() if request.fence is not None else b"",
             str(request.fence[1]) if request.fence is not None else "0",
@@ -754,7 +739,7 @@ class RedisBackend(Backend):
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         h, sz = self._keys(agent_id)
-        args: list[bytes | str] = [str(snapshot.seq), _pack_snapshot(snapshot), self._ttl_ms]
+        args: list[bytes | str] = [str(snapshot.seq), pack_snapshot(snapshot), self._ttl_ms]
 
         async def op() -> Any:
             return await self._save_snapshot_script(keys=[h, sz], args=args)
@@ -789,7 +774,7 @@ class RedisBackend(Backend):
         for e in request.events:
             args += [str(e.seq), e.checksum, e.payload]
         for snap in request.snapshots:
-            args += [str(snap.seq), _pack_snapshot(snap)]
+            args += [str(snap.seq), pack_snapshot(snap)]
         attempts = 0
 
         async def op() -> Any:
@@ -997,7 +982,7 @@ class RedisBackend(Backend):
         reply = await self._retrying("latest_snapshot", op)
         if not reply:
             return None
-        return _unpack_snapshot(int(reply[0]), bytes(reply[1]))
+        return unpack_snapshot(int(reply[0]), bytes(reply[1]))
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         async def op() -> list[AgentInfo]:

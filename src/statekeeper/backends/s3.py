@@ -60,6 +60,7 @@ from ..records import (
     RewriteRequest,
 )
 from .base import Backend, Health, validate_request, validate_rewrite
+from .framing import pack_snapshot, unpack_snapshot
 from .redact import mask_url
 
 try:
@@ -74,7 +75,6 @@ __all__ = ["S3Backend"]
 T = TypeVar("T")
 
 _EVENT = struct.Struct(">QdHHI")  # seq, ts, len(kind), len(checksum), len(payload)
-_SNAP = struct.Struct(">dH")  # ts, len(checksum); then checksum, payload
 _WIDTH = 20
 _CONDITION_FAILED = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
@@ -466,11 +466,10 @@ class S3Backend(Backend):
         return await super().append_batch(requests)
 
     def _put_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
-        body = _SNAP.pack(snapshot.timestamp, len(snapshot.checksum)) + snapshot.checksum
         self._s3.put_object(
             Bucket=self.bucket,
             Key=self._agent_root(agent_id) + "s/" + self._seq_name(snapshot.seq),
-            Body=body + snapshot.payload,
+            Body=pack_snapshot(snapshot),
         )
 
     def _save_snapshot_sync(self, agent_id: str, snapshot: RawSnapshot) -> None:
@@ -699,9 +698,7 @@ class S3Backend(Backend):
             if found is None:
                 continue
             blob = found[0]
-            ts, nsum = _SNAP.unpack_from(blob)
-            at = _SNAP.size
-            return RawSnapshot(seq, ts, blob[at + nsum :], blob[at : at + nsum])
+            return unpack_snapshot(seq, blob)
         return None
 
     async def latest_snapshot(
