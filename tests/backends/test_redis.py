@@ -151,6 +151,32 @@ async def test_store_on_redis(prefix: str) -> None:
         assert (await store.verify()).ok
 
 
+@pytest.mark.parametrize("keep", [0, 5, 13])
+async def test_an_event_blob_cut_short_is_an_integrity_error_naming_its_seq(
+    prefix: str, keep: int
+) -> None:
+    """Damage inside the engine's own framing is reported like any other damage."""
+    from statekeeper.errors import IntegrityError
+
+    async with StateStore(RedisBackend(REDIS_URL, prefix=prefix), witness=False) as store:
+        for i in range(4):
+            await store.save("agent", {"step": i})
+    raw = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        field = b"e:3"
+        blob = await raw.hget(f"{prefix}a:agent", field)
+        assert blob is not None
+        await raw.hset(f"{prefix}a:agent", field, blob[:keep])
+    finally:
+        await raw.aclose()
+    async with StateStore(RedisBackend(REDIS_URL, prefix=prefix), witness=False) as store:
+        with pytest.raises(IntegrityError) as caught:
+            await store.load("agent")
+        assert caught.value.seq == 3 and caught.value.agent_id == "agent"
+        report = await store.verify()
+    assert [(p.agent_id, p.seq) for p in report.problems][:1] == [("agent", 3)]
+
+
 async def test_a_dead_server_is_a_typed_error_and_a_restart_is_survived() -> None:
     with private_redis() as server:
         backend = RedisBackend(server.url, prefix="x:", retry_timeout=5)

@@ -350,9 +350,15 @@ def _pack_event(e: RawEvent) -> bytes:
 
 
 def _unpack_event(seq: int, blob: bytes) -> RawEvent:
-    ts, nkind, nsum = _EVENT_HEAD.unpack_from(blob)
     at = _EVENT_HEAD.size
-    kind = blob[at : at + nkind].decode()
+    try:
+        ts, nkind, nsum = _EVENT_HEAD.unpack_from(blob)
+        kind = blob[at : at + nkind].decode()
+        if len(blob) < at + nkind + nsum:
+            raise ValueError("cut short")
+    except (struct.error, ValueError):
+        # Damaged framing: no checksum, so the store's verification names agent and seq.
+        return RawEvent(seq, "", 0.0, blob, b"")
     at += nkind
     checksum = blob[at : at + nsum]
     return RawEvent(seq, kind, ts, blob[at + nsum :], checksum)
