@@ -5,8 +5,9 @@ for a line on stdin (so that all children start together), then works and prints
 JSON line with what it did.
 
 rmw URL NAME COUNT AGENT...
-    COUNT read-modify-write increments with :func:`statekeeper.concurrency.update`,
-    round-robin over the agents: ``n += 1`` and ``by[NAME] += 1``.
+    COUNT read-modify-write increments with :func:`statekeeper.concurrency.update`
+    (default arguments), one at a time, round-robin over the agents: ``n += 1`` and
+    ``by[NAME] += 1``.
 hammer URL NAME COUNT TASKS AGENT
     COUNT increments of one AGENT with :func:`statekeeper.concurrency.update` and its
     DEFAULT arguments, issued by TASKS concurrent asyncio tasks; a
@@ -14,8 +15,9 @@ hammer URL NAME COUNT TASKS AGENT
     and seconds.
 holder URL AGENT TTL
     Acquires AGENT's lease (with a heartbeat), makes 3 fenced writes, prints
-    ``pause-point`` and sleeps 0.3 s (the parent SIGSTOPs it there, past the TTL, and
-    SIGCONTs it after another worker took over), then tries 5 late fenced writes
+    ``pause-point`` and waits for a line on stdin (the parent SIGSTOPs it there, past
+    the TTL, SIGCONTs it after another worker took over and then sends the line), then
+    tries 5 late fenced writes
     through the store and 2 through a lease-bound DurableAgent; reports how each ended.
 taker URL AGENT TTL
     Acquires AGENT's lease (waiting for it) and makes 5 fenced writes.
@@ -36,7 +38,7 @@ import time
 from typing import Any
 
 from statekeeper import StateStore
-from statekeeper.concurrency import Backoff, LeaseManager, Steps, update
+from statekeeper.concurrency import LeaseManager, Steps, update
 from statekeeper.errors import LeaseLost, RetriesExhausted
 
 
@@ -61,13 +63,7 @@ async def rmw(url: str, name: str, count: int, agents: list[str]) -> None:
             by[name] = by.get(name, 0) + 1
 
         for i in range(count):
-            done = await update(
-                store,
-                agents[i % len(agents)],
-                bump,
-                attempts=1000,
-                backoff=Backoff(base=0.001, cap=0.05),
-            )
+            done = await update(store, agents[i % len(agents)], bump)  # default budget
             attempts += done.attempts
         say(json.dumps({"attempts": attempts, "seconds": time.perf_counter() - started}))
 
@@ -120,8 +116,9 @@ async def holder(url: str, agent: str, ttl: float) -> None:
             await store.save(agent, {"owner": "A", "items": items}, lease=lease, actor="A")
         durable = await store.agent(agent, lease=lease)
         say("pause-point", lease.token)
-        # the parent stops this process here, for longer than the TTL (a "GC pause")
-        await asyncio.sleep(0.3)
+        # the parent stops this process here, for longer than the TTL (a "GC pause"),
+        # and tells it to go on once another worker took over (a condition, not a delay)
+        await asyncio.to_thread(sys.stdin.readline)
         outcomes: list[str] = []
         for i in range(5):
             items.append(f"A-late-{i}")

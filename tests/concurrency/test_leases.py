@@ -149,8 +149,10 @@ def test_manager_arguments() -> None:
 async def test_group_commit_keeps_fences(tmp_path: Any) -> None:
     async with StateStore(f"sqlite:///{tmp_path / 'g.db'}", durability="group") as store:
         lease = await LeaseManager(store, holder="w1").acquire("a", ttl=30)
-        await asyncio.gather(*(store.save(f"x{i}", {"i": i}) for i in range(5)),
-                             store.save("a", {"v": 1}, lease=lease))
+        await asyncio.gather(
+            *(store.save(f"x{i}", {"i": i}) for i in range(5)),
+            store.save("a", {"v": 1}, lease=lease),
+        )
         await store.backend.release_lease("a", "w1", lease.token)
         results = await asyncio.gather(
             store.save("a", {"v": 2}, lease=lease),

@@ -8,7 +8,7 @@ the seq it read. On a conflict it waits (full-jitter exponential backoff), re-re
 new state and calls your function *again* on it — so a change is always applied to the
 state it was computed from, and no concurrent update is lost.
 
-How long it keeps trying is a **time budget** (``timeout``, 30 s by default), not a
+How long it keeps trying is a **time budget** (``budget``, 30 s by default), not a
 bare attempt count: under contention an attempt count runs out after a few hundred
 milliseconds while the other writers are still making progress. When the budget (or
 an explicit ``attempts`` limit) is spent it raises
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from ..store.agent import DurableAgent
     from ..store.store import Leased, StateStore
 
-__all__ = ["DEFAULT_TIMEOUT", "Backoff", "Updated", "retry_on_conflict", "update", "update_agent"]
+__all__ = ["DEFAULT_BUDGET", "Backoff", "Updated", "retry_on_conflict", "update", "update_agent"]
 
 T = TypeVar("T")
 
@@ -67,7 +67,7 @@ T = TypeVar("T")
 ChangeFn = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any] | None] | None"]
 
 #: seconds the retry helpers keep trying by default before ``RetriesExhausted``
-DEFAULT_TIMEOUT = 30.0
+DEFAULT_BUDGET = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,29 +110,28 @@ class Updated:
 
 
 class _Budget:
-    """How long a retry helper may keep trying: ``attempts`` and/or ``timeout``."""
+    """How long a retry helper may keep trying: ``attempts`` and/or ``budget`` seconds."""
 
     __slots__ = ("attempts", "backoff", "deadline")
 
-    def __init__(self, attempts: int | None, timeout: float | None, backoff: Backoff | None):
+    def __init__(self, attempts: int | None, seconds: float | None, backoff: Backoff | None):
         if attempts is not None and (
             isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
         ):
             raise ConfigurationError(f"attempts must be an int >= 1 or None, not {attempts!r}")
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not timeout > 0
-            or math.isnan(timeout)
+        if seconds is not None and (
+            isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
         ):
-            raise ConfigurationError(f"timeout must be a number of seconds > 0 or None, not {timeout!r}")
-        if attempts is None and timeout is None:
-            raise ConfigurationError("give attempts or timeout (or both): retries must be bounded")
+            raise ConfigurationError(
+                f"budget must be a number of seconds > 0 or None, not {seconds!r}"
+            )
+        if attempts is None and seconds is None:
+            raise ConfigurationError("give attempts or budget (or both): retries must be bounded")
         if backoff is not None and not isinstance(backoff, Backoff):
             raise ConfigurationError(f"backoff must be a Backoff, not {backoff!r}")
         self.attempts = attempts
         self.backoff = backoff or Backoff()
-        self.deadline = time.monotonic() + timeout if timeout is not None else math.inf
+        self.deadline = time.monotonic() + seconds if seconds is not None else math.inf
 
     def spent(self, attempt: int) -> bool:
         """True when no attempt may follow attempt number ``attempt``."""
@@ -187,7 +186,7 @@ class _Lane:
     """The queue of one agent's pending update() calls in one store."""
 
     waiting: list[_Call] = field(default_factory=list)
-    running: bool = False
+    runner: asyncio.Task[None] | None = None
 
 
 _lanes: weakref.WeakKeyDictionary[StateStore, dict[str, _Lane]] = weakref.WeakKeyDictionary()
@@ -203,7 +202,7 @@ async def update(
     agent_id: str,
     fn: ChangeFn,
     *,
-    timeout: float | None = DEFAULT_TIMEOUT,
+    budget: float | None = DEFAULT_BUDGET,
     attempts: int | None = None,
     backoff: Backoff | None = None,
     lease: Leased | None = None,
@@ -219,7 +218,7 @@ async def update(
     data is written with ``expected_seq`` = the seq it was read at (and fenced with
     ``lease`` when given). On :class:`~statekeeper.errors.ConflictError` the helper
     backs off (``backoff``, full jitter), re-reads and calls ``fn`` again — for up to
-    ``timeout`` seconds (default 30) and, when given, at most ``attempts`` times.
+    ``budget`` seconds (default 30) and, when given, at most ``attempts`` times.
 
     Concurrent calls on the same agent through the same store are coalesced (see the
     module documentation): they never conflict with each other.
@@ -229,19 +228,18 @@ async def update(
     :class:`~statekeeper.errors.RetriesExhausted` when the budget is spent;
     :class:`~statekeeper.errors.LeaseLost` (not retried) when ``lease`` was taken over.
     """
-    budget = _Budget(attempts, timeout, backoff)
+    limit = _Budget(attempts, budget, backoff)
     if not callable(fn):
         raise ConfigurationError(f"fn must be a callable change function, not {fn!r}")
     loop = asyncio.get_running_loop()
-    call = _Call(fn, budget, lease, event_type, info, actor, create, loop.create_future())
+    call = _Call(fn, limit, lease, event_type, info, actor, create, loop.create_future())
     lanes = _lanes.setdefault(store, {})
     lane = lanes.get(agent_id)
     if lane is None:
         lane = lanes[agent_id] = _Lane()
     lane.waiting.append(call)
-    if not lane.running:
-        lane.running = True
-        loop.create_task(_drain(store, agent_id, lane, lanes))
+    if lane.runner is None:
+        lane.runner = loop.create_task(_drain(store, agent_id, lane, lanes))
     return await call.future
 
 
@@ -260,7 +258,7 @@ async def _drain(store: StateStore, agent_id: str, lane: _Lane, lanes: dict[str,
         if not isinstance(exc, Exception):
             raise
     finally:
-        lane.running = False
+        lane.runner = None
         if lanes.get(agent_id) is lane:
             del lanes[agent_id]
 
@@ -365,7 +363,7 @@ async def update_agent(
     agent: DurableAgent,
     fn: Callable[[DurableAgent], Awaitable[Any] | Any],
     *,
-    timeout: float | None = DEFAULT_TIMEOUT,
+    budget: float | None = DEFAULT_BUDGET,
     attempts: int | None = None,
     backoff: Backoff | None = None,
 ) -> int:
@@ -374,10 +372,10 @@ async def update_agent(
     ``fn(agent)`` changes ``agent.data`` and/or fires transitions; pending data changes
     are then saved. On a conflict the agent is refreshed from storage (unsaved changes
     dropped, a transition that failed to write already reverted) and ``fn`` runs again,
-    for up to ``timeout`` seconds and, when given, at most ``attempts`` times.
+    for up to ``budget`` seconds and, when given, at most ``attempts`` times.
     Returns the agent's seq after the write (it is fenced by ``agent.lease`` if bound).
     """
-    budget = _Budget(attempts, timeout, backoff)
+    limit = _Budget(attempts, budget, backoff)
     attempt = 0
     while True:
         attempt += 1
@@ -389,15 +387,15 @@ async def update_agent(
             return agent.seq
         except ConflictError as exc:
             await agent.refresh()
-            if budget.spent(attempt):
+            if limit.spent(attempt):
                 raise RetriesExhausted(agent.agent_id, attempt, exc) from exc
-            await asyncio.sleep(budget.pause(attempt))
+            await asyncio.sleep(limit.pause(attempt))
 
 
 async def retry_on_conflict(
     op: Callable[[], Awaitable[T]],
     *,
-    timeout: float | None = DEFAULT_TIMEOUT,
+    budget: float | None = DEFAULT_BUDGET,
     attempts: int | None = None,
     backoff: Backoff | None = None,
     agent_id: str = "",
@@ -405,10 +403,10 @@ async def retry_on_conflict(
     """Run ``op()`` until it does not raise :class:`~statekeeper.errors.ConflictError`.
 
     ``op`` must re-read whatever it depends on each time it is called. Raises
-    :class:`~statekeeper.errors.RetriesExhausted` when the budget (``timeout``
+    :class:`~statekeeper.errors.RetriesExhausted` when the budget (``budget``
     seconds, default 30, and ``attempts`` when given) is spent.
     """
-    budget = _Budget(attempts, timeout, backoff)
+    limit = _Budget(attempts, budget, backoff)
     attempt = 0
     while True:
         attempt += 1
@@ -417,6 +415,6 @@ async def retry_on_conflict(
         except RetriesExhausted:
             raise
         except ConflictError as exc:
-            if budget.spent(attempt):
+            if limit.spent(attempt):
                 raise RetriesExhausted(agent_id or exc.agent_id, attempt, exc) from exc
-            await asyncio.sleep(budget.pause(attempt))
+            await asyncio.sleep(limit.pause(attempt))
