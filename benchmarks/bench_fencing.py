@@ -18,14 +18,15 @@ import time
 from pathlib import Path
 
 import _common  # noqa: F401  (puts src/ on sys.path)
-
 from statekeeper import StateStore
 from statekeeper.concurrency import LeaseManager
 
 
 async def rate(url: str, agent: str, saves: int, fenced: bool) -> float:
     async with StateStore(url) as store:
-        lease = await LeaseManager(store, holder="bench", ttl=600).acquire(agent) if fenced else None
+        lease = (
+            await LeaseManager(store, holder="bench", ttl=600).acquire(agent) if fenced else None
+        )
         started = time.perf_counter()
         for n in range(saves):
             await store.save(agent, {"i": n}, lease=lease)

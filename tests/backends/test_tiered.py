@@ -533,10 +533,11 @@ async def test_background_demotion(tmp_path: Path, servers: None) -> None:
     try:
         await backend.append(request("a", 0, 2, ts=now[0]))
         now[0] += 20
-        for _ in range(100):
-            await asyncio.sleep(0.05)
-            if backend.stats["demotions"]:
-                break
+
+        async def demoted() -> bool:
+            return backend.stats["demotions"] > 0
+
+        await _until(demoted)  # the background task runs every 0.05 s
         assert backend.stats["demotions"] == 1
         assert await backend.durable.head("a") == 0
         assert await backend.head("a") == 2
