@@ -325,7 +325,7 @@ def _check_processes(crowd: Crowd) -> None:
             assert child.proc.returncode == 0, (child.name, child.err.read_text()[-3000:])
 
 
-async def _check_acks(store: StateStore, crowd: Crowd) -> None:
+async def _check_acks(store: StateStore, crowd: Crowd) -> int:
     """Every acknowledged write is stored once, at its acknowledged seq; no key twice."""
     acks = [r for c in crowd.children if c.role == "writer" for r in records(c.log)]
     assert acks, "no write was acknowledged"
@@ -340,6 +340,7 @@ async def _check_acks(store: StateStore, crowd: Crowd) -> None:
         assert doubled == {}, f"{agent}: writes stored twice: {doubled}"
     missing = [a for a in acks if stored[a["a"]].get(a["k"]) != [a["s"]]]
     assert missing == [], f"{len(missing)} of {len(acks)} acknowledged writes: {missing[:5]}"
+    return len(acks)
 
 
 def _check_monotonic(crowd: Crowd) -> int:
@@ -364,15 +365,13 @@ def _check_monotonic(crowd: Crowd) -> int:
                 i += 1
             if who.startswith("reader") and seq < best:
                 backwards.append(f"{agent}: {who} read seq {seq} after {best_from} had seq {best}")
-    assert backwards == [], f"{len(backwards)} reads went backwards: {backwards[:5]}"
+    assert reads > 0, "nothing was read"
+    assert backwards == [], f"{len(backwards)} of {reads} reads went backwards: {backwards[:5]}"
     return reads
 
 
-async def _check_store(store: StateStore, crowd: Crowd, kind: str) -> None:
-    await _check_acks(store, crowd)
-    reads = _check_monotonic(crowd)
-    assert reads > 0
-    # the pool: no unit's effect ran after its step was acknowledged (to any worker)
+def _check_steps(crowd: Crowd) -> int:
+    """No unit's effect ran after its step record was acknowledged (to any worker)."""
     pool = [r for c in crowd.children if c.role == "worker" for r in records(c.log)]
     acknowledged: dict[tuple[str, int], float] = {}
     for r in pool:
@@ -381,12 +380,43 @@ async def _check_store(store: StateStore, crowd: Crowd, kind: str) -> None:
             acknowledged[unit] = min(r["t"], acknowledged.get(unit, r["t"]))
     again = [r for r in pool if "e" in r and r["t"] > acknowledged.get((r["e"], r["u"]), r["t"])]
     assert again == [], f"steps ran again after their record was acknowledged: {again[:5]}"
-    # ... and every unit of every job is recorded exactly once
+    return sum("e" in r for r in pool)
+
+
+async def _check_jobs(store: StateStore) -> None:
+    """Every job done, each of its units recorded exactly once."""
     for job in JOBS:
         state = await store.load(job)
         assert state.data.get("status") == "done", (job, state.data)
         assert list(await Steps(store, job).results()) == [f"unit-{u}" for u in range(UNITS)]
         step_keys = [e.idempotency_key async for e in store.history(job) if e.type == "step"]
         assert sorted(step_keys) == sorted(f"step:unit-{u}" for u in range(UNITS)), step_keys
+
+
+async def _check_verify(store: StateStore) -> None:
     report = await store.verify()
     assert report.ok, report.problems
+
+
+async def _check_store(store: StateStore, crowd: Crowd, kind: str) -> None:
+    """Every check runs (a failure of one does not hide the others); all must pass."""
+    failed: list[str] = []
+    counts: dict[str, int] = {}
+
+    async def check(name: str, fn: Any) -> None:
+        try:
+            out = fn()
+            if asyncio.iscoroutine(out):
+                out = await out
+            if isinstance(out, int):
+                counts[name] = out
+        except AssertionError as exc:
+            failed.append(f"[{name}] {str(exc)[:1500]}")
+
+    await check("acknowledged writes", lambda: _check_acks(store, crowd))
+    await check("monotonic reads", lambda: _check_monotonic(crowd))
+    await check("steps", lambda: _check_steps(crowd))
+    await check("jobs", lambda: _check_jobs(store))
+    await check("verify", lambda: _check_verify(store))
+    print(f"{kind}: {counts}")
+    assert failed == [], "\n".join(failed)
