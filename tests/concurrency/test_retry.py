@@ -255,3 +255,15 @@ async def test_a_cancelled_caller_does_not_block_the_others(store: StateStore) -
     with pytest.raises(asyncio.CancelledError):
         await doomed
     assert (await store.load("a")).data == {"slow": True, "n": 1}
+
+
+async def test_merge_into_takes_the_same_budget(store: StateStore) -> None:
+    from statekeeper.concurrency import Version, merge_into
+
+    await store.save("doc", {"title": "t"})
+    with pytest.raises(ConfigurationError, match="budget"):
+        await merge_into(store, "doc", Version({"title": "x"}), base_seq=1, budget=0)
+    with pytest.raises(ConfigurationError, match="attempts"):
+        await merge_into(store, "doc", Version({"title": "x"}), base_seq=1, attempts=0)
+    done = await merge_into(store, "doc", Version({"title": "x"}), base_seq=1)
+    assert done.seq == 2 and (await store.load("doc")).data["title"] == "x"
