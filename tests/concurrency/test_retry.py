@@ -267,3 +267,30 @@ async def test_merge_into_takes_the_same_budget(store: StateStore) -> None:
         await merge_into(store, "doc", Version({"title": "x"}), base_seq=1, attempts=0)
     done = await merge_into(store, "doc", Version({"title": "x"}), base_seq=1)
     assert done.seq == 2 and (await store.load("doc")).data["title"] == "x"
+
+
+async def test_a_failed_read_fails_the_waiting_calls_and_the_next_ones_work(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from statekeeper.errors import BackendError
+
+    real_get = store.get
+    failures = 1
+
+    async def flaky_get(agent_id: str) -> Any:
+        nonlocal failures
+        if failures:
+            failures -= 1
+            raise BackendError("the server went away")
+        return await real_get(agent_id)
+
+    monkeypatch.setattr(store, "get", flaky_get)
+
+    def bump(data: dict[str, Any]) -> None:
+        data["n"] = data.get("n", 0) + 1
+
+    outcomes = await asyncio.gather(
+        *(update(store, "a", bump) for _ in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(o, BackendError) for o in outcomes)  # nobody is left waiting
+    assert (await update(store, "a", bump)).data == {"n": 1}

@@ -189,7 +189,9 @@ class _Lane:
     runner: asyncio.Task[None] | None = None
 
 
-_lanes: weakref.WeakKeyDictionary[StateStore, dict[str, _Lane]] = weakref.WeakKeyDictionary()
+#: per store, per (agent, event loop): calls coalesce only within one loop
+_Lanes = dict[tuple[str, asyncio.AbstractEventLoop], _Lane]
+_lanes: weakref.WeakKeyDictionary[StateStore, _Lanes] = weakref.WeakKeyDictionary()
 
 
 def _copy(data: dict[str, Any]) -> dict[str, Any]:
@@ -234,23 +236,26 @@ async def update(
     loop = asyncio.get_running_loop()
     call = _Call(fn, limit, lease, event_type, info, actor, create, loop.create_future())
     lanes = _lanes.setdefault(store, {})
-    lane = lanes.get(agent_id)
+    where = (agent_id, loop)
+    lane = lanes.get(where)
     if lane is None:
-        lane = lanes[agent_id] = _Lane()
+        lane = lanes[where] = _Lane()
     lane.waiting.append(call)
     if lane.runner is None:
-        lane.runner = loop.create_task(_drain(store, agent_id, lane, lanes))
+        lane.runner = loop.create_task(_drain(store, where, lane, lanes))
     return await call.future
 
 
-async def _drain(store: StateStore, agent_id: str, lane: _Lane, lanes: dict[str, _Lane]) -> None:
+async def _drain(
+    store: StateStore, where: tuple[str, asyncio.AbstractEventLoop], lane: _Lane, lanes: _Lanes
+) -> None:
     """Run the lane's queued calls, one compatible group at a time, until none is left."""
     try:
         while True:
             lane.waiting = [c for c in lane.waiting if not c.future.done()]
             if not lane.waiting:
                 return
-            await _run(store, agent_id, lane)
+            await _run(store, where[0], lane)
     except BaseException as exc:  # never leave a caller waiting
         for call in lane.waiting:
             call.fail(exc)
@@ -259,8 +264,8 @@ async def _drain(store: StateStore, agent_id: str, lane: _Lane, lanes: dict[str,
             raise
     finally:
         lane.runner = None
-        if lanes.get(agent_id) is lane:
-            del lanes[agent_id]
+        if lanes.get(where) is lane:
+            del lanes[where]
 
 
 def _join(lane: _Lane, batch: list[_Call]) -> None:
@@ -306,9 +311,19 @@ async def _run(store: StateStore, agent_id: str, lane: _Lane) -> None:
     call of the group is settled."""
     batch: list[_Call] = []
     _join(lane, batch)
+    try:
+        await _attempts(store, agent_id, lane, batch)
+    except BaseException as exc:  # a read or a backoff that failed: settle the group
+        for call in batch:
+            call.fail(exc)
+        if not isinstance(exc, Exception):
+            raise
+
+
+async def _attempts(store: StateStore, agent_id: str, lane: _Lane, batch: list[_Call]) -> None:
     first = batch[0]
     while True:
-        batch = [c for c in batch if not c.future.done()]  # a caller may have gone
+        batch[:] = [c for c in batch if not c.future.done()]  # a caller may have gone
         if not batch:
             return
         current = await store.get(agent_id)
@@ -338,7 +353,7 @@ async def _run(store: StateStore, agent_id: str, lane: _Lane) -> None:
                 actor=first.actor,
             )
         except ConflictError as exc:
-            batch = []
+            batch.clear()
             for call in applied:
                 if call.future.done():
                     continue
