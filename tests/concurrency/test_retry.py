@@ -187,6 +187,10 @@ async def test_budget_arguments_are_checked(store: StateStore) -> None:
         await update(store, "a", lambda d: None, backoff=0.1)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="budget"):
         await retry_on_conflict(_conflict, budget=0)
+    with pytest.raises(ConfigurationError, match="agent_id"):
+        await update(store, ["a"], lambda d: None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="fn"):
+        await update(store, "a", None)  # type: ignore[arg-type]
     assert await store.head("a") == 0  # nothing was written
 
 

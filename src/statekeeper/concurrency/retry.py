@@ -231,6 +231,8 @@ async def update(
     :class:`~statekeeper.errors.LeaseLost` (not retried) when ``lease`` was taken over.
     """
     limit = _Budget(attempts, budget, backoff)
+    if not isinstance(agent_id, str):  # the store checks the rest of what an id may be
+        raise ConfigurationError(f"agent_id must be a string, not {agent_id!r}")
     if not callable(fn):
         raise ConfigurationError(f"fn must be a callable change function, not {fn!r}")
     loop = asyncio.get_running_loop()
