@@ -52,7 +52,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from ..errors import AgentNotFound, ConfigurationError, ConflictError, RetriesExhausted
+from ..errors import (
+    AgentNotFound,
+    ConfigurationError,
+    ConflictError,
+    InvalidArgument,
+    RetriesExhausted,
+)
 from ..records import AppendResult, EventKind
 
 if TYPE_CHECKING:
@@ -118,17 +124,21 @@ class _Budget:
         if attempts is not None and (
             isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
         ):
-            raise ConfigurationError(f"attempts must be an int >= 1 or None, not {attempts!r}")
+            raise InvalidArgument(
+                "attempts", f"attempts must be an int >= 1 or None, not {attempts!r:.60}"
+            )
         if seconds is not None and (
             isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
         ):
-            raise ConfigurationError(
-                f"budget must be a number of seconds > 0 or None, not {seconds!r}"
+            raise InvalidArgument(
+                "budget", f"budget must be a number of seconds > 0 or None, not {seconds!r:.60}"
             )
         if attempts is None and seconds is None:
-            raise ConfigurationError("give attempts or budget (or both): retries must be bounded")
+            raise InvalidArgument(
+                "budget", "give attempts or budget (or both): retries must be bounded"
+            )
         if backoff is not None and not isinstance(backoff, Backoff):
-            raise ConfigurationError(f"backoff must be a Backoff, not {backoff!r}")
+            raise InvalidArgument("backoff", f"backoff must be a Backoff, not {backoff!r:.60}")
         self.attempts = attempts
         self.backoff = backoff or Backoff()
         self.deadline = time.monotonic() + seconds if seconds is not None else math.inf
@@ -230,11 +240,8 @@ async def update(
     :class:`~statekeeper.errors.RetriesExhausted` when the budget is spent;
     :class:`~statekeeper.errors.LeaseLost` (not retried) when ``lease`` was taken over.
     """
+    _check_update(agent_id, fn, info)
     limit = _Budget(attempts, budget, backoff)
-    if not isinstance(agent_id, str):  # the store checks the rest of what an id may be
-        raise ConfigurationError(f"agent_id must be a string, not {agent_id!r}")
-    if not callable(fn):
-        raise ConfigurationError(f"fn must be a callable change function, not {fn!r}")
     loop = asyncio.get_running_loop()
     call = _Call(fn, limit, lease, event_type, info, actor, create, loop.create_future())
     lanes = _lanes.setdefault(store, {})
@@ -246,6 +253,16 @@ async def update(
     if lane.runner is None:
         lane.runner = loop.create_task(_drain(store, where, lane, lanes))
     return await call.future
+
+
+def _check_update(agent_id: str, fn: object, info: object) -> None:
+    """The arguments of :func:`update` that the store does not see before ``fn`` runs."""
+    from ..arguments import check_agent_id, check_mapping
+
+    check_agent_id(agent_id)
+    if not callable(fn):
+        raise InvalidArgument("fn", f"fn must be callable, not {type(fn).__name__}")
+    check_mapping(info, "info", optional=True)
 
 
 async def _drain(
@@ -297,7 +314,9 @@ async def _apply(
         new = working if out is None else out
         if not isinstance(new, dict):
             call.fail(
-                ConfigurationError(f"the change function must return a dict or None, not {new!r}")
+                InvalidArgument(
+                    "fn", f"fn (the change function) must return a dict or None, not {new!r:.60}"
+                )
             )
             working = before
             continue
