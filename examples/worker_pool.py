@@ -13,9 +13,11 @@ What happens:
    per try). Holding a lease it starts a heartbeat, binds the agent to the lease (every
    write is fenced) and processes the units as durable steps, then releases the lease.
 3. With ``--crash-after N`` the first worker kills itself with SIGKILL after N units,
-   *while holding a lease*, without releasing it. Nobody can take that agent until the
-   lease expires (``--ttl``); then another worker takes it over and continues from the
-   recorded steps — units that were recorded are not done again.
+   *while holding a lease*, without releasing it. The parent starts it alone and starts
+   the others only once it has claimed an agent (it prints ``w0: claimed …``), so it
+   always has work to crash in, however the processes are scheduled. Nobody can take
+   that agent until the lease expires (``--ttl``); then another worker takes it over
+   and continues from the recorded steps — units that were recorded are not done again.
 4. The parent waits for the workers, then checks every agent: all units recorded, each
    exactly once, the work done in unit order; it exits 1 if anything is wrong.
 """
@@ -49,6 +51,8 @@ async def process(store: StateStore, leases: LeaseManager, agent_id: str, args: 
     if lease is None:
         return 0  # someone else holds it (alive, or dead and not yet expired)
     done_here = 0
+    if args.crash_after and args.name == "w0":
+        print(f"{args.name}: claimed {agent_id}", flush=True)  # the parent waits for this
     lease.start_heartbeat()
     try:
         agent = await store.agent(agent_id, lease=lease)  # every write fenced by the lease
@@ -139,10 +143,22 @@ def main() -> int:
     asyncio.run(seed(args))
     started = time.perf_counter()
     common = ["--url", args.url, "--ttl", str(args.ttl), "--crash-after", str(args.crash_after)]
-    procs = [
+    first: dict[str, Any] = {"stdout": subprocess.PIPE, "text": True} if args.crash_after else {}
+    procs = [subprocess.Popen([sys.executable, __file__, *common, "--name", "w0"], **first)]
+    if args.crash_after:
+        # the worker meant to crash must hold a lease before the others take every agent
+        assert procs[0].stdout is not None
+        for line in procs[0].stdout:
+            print(line, end="", flush=True)
+            if line.startswith("w0: claimed"):
+                break
+    procs += [
         subprocess.Popen([sys.executable, __file__, *common, "--name", f"w{n}"])
-        for n in range(args.workers)
+        for n in range(1, args.workers)
     ]
+    if args.crash_after:
+        rest, _ = procs[0].communicate()
+        print(rest, end="", flush=True)
     codes = [p.wait() for p in procs]
     crashed = [f"w{n}" for n, c in enumerate(codes) if c == -signal.SIGKILL]
     print(f"workers finished in {time.perf_counter() - started:.1f}s; crashed: {crashed or 'none'}")

@@ -8,6 +8,7 @@ their own private ``redis-server`` on another loopback port.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,14 +99,32 @@ async def test_ttl_expires_idle_agents_and_list_forgets_them(prefix: str) -> Non
 
 
 async def test_reads_refresh_the_ttl(prefix: str) -> None:
-    backend = RedisBackend(REDIS_URL, prefix=prefix, ttl=0.4)
+    """A read puts the agent's TTL back to the full ``ttl``. Checked against the key's
+    remaining time on the server, with bounds from this process's own clock, so a slow
+    machine can only make the check weaker, never make it fail."""
+    ttl_ms = 4000
+    backend = RedisBackend(REDIS_URL, prefix=prefix, ttl=ttl_ms / 1000)
+    raw = aioredis.Redis.from_url(REDIS_URL)
+    key = f"{prefix}a:a"
     try:
         await backend.append(request("a", 0))
-        for _ in range(4):
-            await asyncio.sleep(0.2)
+        for _ in range(3):
+            # wait until the key has visibly aged (a condition on the server's clock)
+            while True:
+                aged = await raw.pttl(key)
+                assert aged > 0, "expired: the previous read did not refresh the TTL"
+                if aged < ttl_ms - 300:
+                    break
+                await asyncio.sleep(0.02)
+            started = time.monotonic()
             assert len(await backend.read("a")) == 1  # touches the agent
+            left = await raw.pttl(key)
+            since = (time.monotonic() - started) * 1000
+            # refreshed: at least the full TTL minus the time the read and check took
+            assert left >= ttl_ms - since - 5, (left, since, aged)
         assert await backend.head("a") == 1
     finally:
+        await raw.aclose()
         await backend.close()
 
 

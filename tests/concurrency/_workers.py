@@ -5,12 +5,19 @@ for a line on stdin (so that all children start together), then works and prints
 JSON line with what it did.
 
 rmw URL NAME COUNT AGENT...
-    COUNT read-modify-write increments with :func:`statekeeper.concurrency.update`,
-    round-robin over the agents: ``n += 1`` and ``by[NAME] += 1``.
+    COUNT read-modify-write increments with :func:`statekeeper.concurrency.update`
+    (default arguments), one at a time, round-robin over the agents: ``n += 1`` and
+    ``by[NAME] += 1``.
+hammer URL NAME COUNT TASKS AGENT
+    COUNT increments of one AGENT with :func:`statekeeper.concurrency.update` and its
+    DEFAULT arguments, issued by TASKS concurrent asyncio tasks; a
+    ``RetriesExhausted`` is counted (not fatal). Reports attempts, exhausted calls
+    and seconds.
 holder URL AGENT TTL
     Acquires AGENT's lease (with a heartbeat), makes 3 fenced writes, prints
-    ``pause-point`` and sleeps 0.3 s (the parent SIGSTOPs it there, past the TTL, and
-    SIGCONTs it after another worker took over), then tries 5 late fenced writes
+    ``pause-point`` and waits for a line on stdin (the parent SIGSTOPs it there, past
+    the TTL, SIGCONTs it after another worker took over and then sends the line), then
+    tries 5 late fenced writes
     through the store and 2 through a lease-bound DurableAgent; reports how each ended.
 taker URL AGENT TTL
     Acquires AGENT's lease (waiting for it) and makes 5 fenced writes.
@@ -31,8 +38,8 @@ import time
 from typing import Any
 
 from statekeeper import StateStore
-from statekeeper.concurrency import Backoff, LeaseManager, Steps, update
-from statekeeper.errors import LeaseLost
+from statekeeper.concurrency import LeaseManager, Steps, update
+from statekeeper.errors import LeaseLost, RetriesExhausted
 
 
 def say(*parts: object) -> None:
@@ -56,15 +63,45 @@ async def rmw(url: str, name: str, count: int, agents: list[str]) -> None:
             by[name] = by.get(name, 0) + 1
 
         for i in range(count):
-            done = await update(
-                store,
-                agents[i % len(agents)],
-                bump,
-                attempts=1000,
-                backoff=Backoff(base=0.001, cap=0.05),
-            )
+            done = await update(store, agents[i % len(agents)], bump)  # default budget
             attempts += done.attempts
         say(json.dumps({"attempts": attempts, "seconds": time.perf_counter() - started}))
+
+
+async def hammer(url: str, name: str, count: int, tasks: int, agent: str) -> None:
+    async with StateStore(url) as store:
+        wait_for_go()
+        started = time.perf_counter()
+        attempts = exhausted = done = 0
+
+        def bump(data: dict[str, Any]) -> None:
+            data["n"] = data.get("n", 0) + 1
+            by = data.setdefault("by", {})
+            by[name] = by.get(name, 0) + 1
+
+        async def task(share: int) -> None:
+            nonlocal attempts, exhausted, done
+            for _ in range(share):
+                try:
+                    result = await update(store, agent, bump)  # the documented defaults
+                except RetriesExhausted:
+                    exhausted += 1
+                    continue
+                attempts += result.attempts
+                done += 1
+
+        shares = [count // tasks + (1 if t < count % tasks else 0) for t in range(tasks)]
+        await asyncio.gather(*(task(share) for share in shares))
+        say(
+            json.dumps(
+                {
+                    "attempts": attempts,
+                    "exhausted": exhausted,
+                    "done": done,
+                    "seconds": time.perf_counter() - started,
+                }
+            )
+        )
 
 
 async def holder(url: str, agent: str, ttl: float) -> None:
@@ -79,8 +116,9 @@ async def holder(url: str, agent: str, ttl: float) -> None:
             await store.save(agent, {"owner": "A", "items": items}, lease=lease, actor="A")
         durable = await store.agent(agent, lease=lease)
         say("pause-point", lease.token)
-        # the parent stops this process here, for longer than the TTL (a "GC pause")
-        await asyncio.sleep(0.3)
+        # the parent stops this process here, for longer than the TTL (a "GC pause"),
+        # and tells it to go on once another worker took over (a condition, not a delay)
+        await asyncio.to_thread(sys.stdin.readline)
         outcomes: list[str] = []
         for i in range(5):
             items.append(f"A-late-{i}")
@@ -149,6 +187,8 @@ def main(argv: list[str]) -> None:
     command, url, *rest = argv
     if command == "rmw":
         asyncio.run(rmw(url, rest[0], int(rest[1]), rest[2:]))
+    elif command == "hammer":
+        asyncio.run(hammer(url, rest[0], int(rest[1]), int(rest[2]), rest[3]))
     elif command == "holder":
         asyncio.run(holder(url, rest[0], float(rest[1])))
     elif command == "taker":

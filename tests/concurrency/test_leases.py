@@ -4,12 +4,14 @@ through the store and a lease-bound DurableAgent."""
 from __future__ import annotations
 
 import asyncio
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import MemoryBackend
+from statekeeper.backends import MemoryBackend, SQLiteBackend
 from statekeeper.concurrency import Lease, LeaseManager, default_holder
 from statekeeper.errors import (
     ConfigurationError,
@@ -20,19 +22,53 @@ from statekeeper.errors import (
 )
 
 
+class Clock:
+    """The backend's lease clock, moved by the test: expiry never depends on how fast
+    this machine runs the test."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
 @pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
-    url = "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'l.db'}"
-    async with StateStore(url) as s:
+async def store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Any:
+    if request.param == "memory":
+        backend: MemoryBackend | SQLiteBackend = MemoryBackend(clock=clock)
+    else:
+        backend = SQLiteBackend(tmp_path / "l.db", clock=clock)
+    async with StateStore(backend) as s:
         yield s
+
+
+async def _renewed_after(manager: LeaseManager, clock: Clock, ttl: float) -> None:
+    """Wait (a condition, not a delay) until the heartbeat renewed the lease at the
+    clock's current time."""
+    while True:
+        current = await manager.current("a")
+        assert current is not None and current.holder is not None
+        if current.expires_at >= clock.now + ttl:
+            return
+        await asyncio.sleep(0.01)
 
 
 async def test_acquire_wait_and_release(store: StateStore) -> None:
     alice, bob = LeaseManager(store, holder="alice"), LeaseManager(store, holder="bob")
+    sent = time.monotonic()
     lease = await alice.acquire("a", ttl=5)
     assert isinstance(lease, Lease)
     assert lease.fence == ("alice", lease.token)
-    assert 4 < lease.remaining() <= 5
+    assert 5 - (time.monotonic() - sent) <= lease.remaining() <= 5
     with pytest.raises(LeaseHeld) as held:
         await bob.acquire("a")
     assert held.value.holder == "alice"
@@ -50,10 +86,12 @@ async def test_acquire_wait_and_release(store: StateStore) -> None:
     assert (await alice.current("a")).holder == "bob"  # type: ignore[union-attr]
 
 
-async def test_hold_heartbeats_past_the_ttl_and_releases(store: StateStore) -> None:
+async def test_hold_heartbeats_past_the_ttl_and_releases(store: StateStore, clock: Clock) -> None:
     workers = LeaseManager(store, holder="w1", ttl=0.6)
     async with workers.hold("a") as lease:
-        await asyncio.sleep(1.5)  # well past the TTL: the heartbeat keeps it
+        for _ in range(5):  # 2.5 s of lease time: well past the TTL ...
+            clock.advance(0.5)
+            await _renewed_after(workers, clock, 0.6)  # ... the heartbeat keeps it
         with pytest.raises(LeaseHeld):
             await LeaseManager(store, holder="w2").acquire("a")
         await store.save("a", {"ok": True}, lease=lease)
@@ -62,10 +100,10 @@ async def test_hold_heartbeats_past_the_ttl_and_releases(store: StateStore) -> N
     assert (await workers.current("a")).holder is None  # type: ignore[union-attr]
 
 
-async def test_heartbeat_reports_a_lost_lease(store: StateStore) -> None:
+async def test_heartbeat_reports_a_lost_lease(store: StateStore, clock: Clock) -> None:
     lost: list[BaseException] = []
     lease = await LeaseManager(store, holder="w1").acquire("a", ttl=0.2)
-    await asyncio.sleep(0.3)
+    clock.advance(0.3)
     await LeaseManager(store, holder="w2").acquire("a", ttl=30)
     task = lease.start_heartbeat(interval=0.05, on_lost=lambda _, exc: lost.append(exc))
     await asyncio.wait_for(task, 5)
@@ -76,11 +114,11 @@ async def test_heartbeat_reports_a_lost_lease(store: StateStore) -> None:
     assert await lease.release() is False
 
 
-async def test_fenced_store_writes(store: StateStore) -> None:
+async def test_fenced_store_writes(store: StateStore, clock: Clock) -> None:
     old = await LeaseManager(store, holder="w1").acquire("a", ttl=0.2)
     await store.save("a", {"v": 1}, lease=old)
     await store.append("a", "note", {"x": 1}, lease=old)
-    await asyncio.sleep(0.3)
+    clock.advance(0.3)
     new = await LeaseManager(store, holder="w2").acquire("a", ttl=30)
     for write in (
         lambda: store.save("a", {"v": 2}, lease=old),
@@ -97,7 +135,7 @@ async def test_fenced_store_writes(store: StateStore) -> None:
 
 
 async def test_durable_agent_bound_to_a_lease_reverts_a_fenced_transition(
-    store: StateStore,
+    store: StateStore, clock: Clock
 ) -> None:
     from statekeeper import StateTransition
 
@@ -105,7 +143,7 @@ async def test_durable_agent_bound_to_a_lease_reverts_a_fenced_transition(
     agent = await store.agent("a", lease=old)
     agent.data["step"] = 1
     await agent.save()
-    await asyncio.sleep(0.3)
+    clock.advance(0.3)
     new = await LeaseManager(store, holder="w2").acquire("a", ttl=30)
     before = agent.state
     with pytest.raises(LeaseLost):
@@ -149,8 +187,10 @@ def test_manager_arguments() -> None:
 async def test_group_commit_keeps_fences(tmp_path: Any) -> None:
     async with StateStore(f"sqlite:///{tmp_path / 'g.db'}", durability="group") as store:
         lease = await LeaseManager(store, holder="w1").acquire("a", ttl=30)
-        await asyncio.gather(*(store.save(f"x{i}", {"i": i}) for i in range(5)),
-                             store.save("a", {"v": 1}, lease=lease))
+        await asyncio.gather(
+            *(store.save(f"x{i}", {"i": i}) for i in range(5)),
+            store.save("a", {"v": 1}, lease=lease),
+        )
         await store.backend.release_lease("a", "w1", lease.token)
         results = await asyncio.gather(
             store.save("a", {"v": 2}, lease=lease),

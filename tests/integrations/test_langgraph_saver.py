@@ -471,9 +471,14 @@ async def test_ttl_keeps_the_newest_checkpoint_of_an_active_thread(api: Api) -> 
     chain = Chain(api)
     await chain.step({"i": 0})
     await chain.step({"i": 1})
-    await asyncio.sleep(1.1)
+    mid = time.time()  # checkpoints 0 and 1 are stamped at or before this (ms resolution)
+    while True:  # a clock condition: checkpoint 2 is stamped later than the cut
+        if time.time() > mid + 0.002:
+            break
+        await asyncio.sleep(0.001)
     await chain.step({"i": 2})
-    report = await api.prune_retention([chain.thread_id], ttl=1.0)
+    # "now" is exactly 1 s after the cut, however long the machine took to get here
+    report = await api.prune_retention([chain.thread_id], ttl=1.0, now=mid + 0.001 + 1.0)
     assert report.checkpoints_deleted == 2
     assert [
         t.checkpoint["channel_values"]["i"] for t in await api.list(config(chain.thread_id))

@@ -62,7 +62,7 @@ from ..errors import (
 )
 from .clock import Timestamp
 from .crdt import from_json, is_crdt
-from .retry import Backoff
+from .retry import DEFAULT_BUDGET, Backoff, _Budget
 from .vclock import Ordering, VectorClock
 
 if TYPE_CHECKING:
@@ -441,7 +441,8 @@ async def merge_into(
     base_seq: int,
     merger: Merger | MergePolicies | None = None,
     lease: Leased | None = None,
-    attempts: int = 10,
+    budget: float | None = DEFAULT_BUDGET,
+    attempts: int | None = None,
     backoff: Backoff | None = None,
     meta_key: str = META_KEY,
 ) -> Merged:
@@ -451,21 +452,21 @@ async def merge_into(
     When the agent has not changed since ``base_seq`` it is a fast-forward. Otherwise
     the base is read from the agent's own history (``store.load(at_seq=base_seq)``),
     the current stored version is "theirs", and ``merger`` reconciles them; the result
-    is written with ``expected_seq`` (re-merged if yet another write lands first, up to
-    ``attempts`` times). Vector clocks and stamps travel in the data under
-    ``meta_key`` (see :meth:`Version.document`).
+    is written with ``expected_seq`` (re-merged if yet another write lands first, for up
+    to ``budget`` seconds and at most ``attempts`` times when given, as :func:`update`).
+    Vector clocks and stamps travel in the data under ``meta_key`` (see
+    :meth:`Version.document`).
 
     Raises :class:`~statekeeper.errors.MergeConflict` (nothing written) when the
     versions cannot be reconciled.
     """
-    if attempts < 1:
-        raise ConfigurationError("attempts must be >= 1")
-    backoff = backoff or Backoff()
+    limit = _Budget(attempts, budget, backoff)
     base: Version | None = None
     if base_seq > 0:
         base = Version.of((await store.load(agent_id, at_seq=base_seq)).data, meta_key)
-    last: ConflictError | None = None
-    for attempt in range(1, attempts + 1):
+    attempt = 0
+    while True:
+        attempt += 1
         current = await store.get(agent_id)
         head = current.seq if current is not None else 0
         if head == base_seq:
@@ -488,10 +489,8 @@ async def merge_into(
                 lease=lease,
             )
         except ConflictError as exc:
-            last = exc
-            if attempt < attempts:
-                await asyncio.sleep(backoff.delay(attempt))
+            if limit.spent(attempt):
+                raise RetriesExhausted(agent_id, attempt, exc) from exc
+            await asyncio.sleep(limit.pause(attempt))
             continue
         return Merged(result_version, result.last_seq, merged)
-    assert last is not None
-    raise RetriesExhausted(agent_id, attempts, last)
