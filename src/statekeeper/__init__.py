@@ -16,8 +16,8 @@ point, never lose or double an acknowledged step, and can be audited and replaye
 ('processing', {'task': 'summarise'})
 """
 
-from .backends import Backend, MemoryBackend, SQLiteBackend, open_backend
-from .codec import Codec, TypeRegistry
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     AgentNotFound,
     BackendError,
@@ -53,23 +53,72 @@ from .errors import (
     UnsavedChangesWarning,
     WriteBufferError,
 )
-from .machine import (
-    AgentState,
-    AgentStateMachine,
-    StateHistory,
-    StateTransition,
-    TransitionRule,
-)
-from .persistence import StatePersistenceManager, StateSnapshot, StorageBackend
-from .records import AgentInfo, AppendResult, Event, EventKind, Snapshot
-from .security import Keyring
-from .store import (
-    DurableAgent,
-    StateStore,
-    SyncDurableAgent,
-    SyncStateStore,
-    VerifyReport,
-)
+
+if TYPE_CHECKING:  # the rest loads on first use (``import statekeeper`` stays light)
+    from .backends import Backend, MemoryBackend, SQLiteBackend, open_backend
+    from .codec import Codec, TypeRegistry
+    from .machine import (
+        AgentState,
+        AgentStateMachine,
+        StateHistory,
+        StateTransition,
+        TransitionRule,
+    )
+    from .persistence import StatePersistenceManager, StateSnapshot, StorageBackend
+    from .records import AgentInfo, AppendResult, Event, EventKind, Snapshot
+    from .security import Keyring
+    from .store import (
+        DurableAgent,
+        StateStore,
+        SyncDurableAgent,
+        SyncStateStore,
+        VerifyReport,
+    )
+
+#: public name -> the submodule that defines it (imported on first access)
+_LAZY: dict[str, str] = {
+    "AgentInfo": ".records",
+    "AgentState": ".machine",
+    "AgentStateMachine": ".machine",
+    "AppendResult": ".records",
+    "Backend": ".backends",
+    "Codec": ".codec",
+    "DurableAgent": ".store",
+    "Event": ".records",
+    "EventKind": ".records",
+    "Keyring": ".security",
+    "MemoryBackend": ".backends",
+    "SQLiteBackend": ".backends",
+    "Snapshot": ".records",
+    "StateHistory": ".machine",
+    "StatePersistenceManager": ".persistence",
+    "StateSnapshot": ".persistence",
+    "StateStore": ".store",
+    "StateTransition": ".machine",
+    "StorageBackend": ".persistence",
+    "SyncDurableAgent": ".store",
+    "SyncStateStore": ".store",
+    "TransitionRule": ".machine",
+    "TypeRegistry": ".codec",
+    "VerifyReport": ".store",
+    "open_backend": ".backends",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

@@ -9,23 +9,28 @@ reported as one red line on stderr without a traceback.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from .. import __version__
 from ..errors import AgentNotFound, ConfigurationError, StatekeeperError
-from ..store import StateStore
-from ..store.store import DEFAULT_URL
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..store import StateStore
+
+#: the store used when neither --db nor $STATEKEEPER_URL is given (the library's
+#: ``statekeeper.store.store.DEFAULT_URL``, repeated so that ``--help`` need not
+#: import the store; a test keeps them equal)
+DEFAULT_URL = "sqlite:///statekeeper.db"
 
 __all__ = [
     "DbOption",
@@ -88,11 +93,15 @@ class Globals:
 
 def out_console() -> Console:
     """A console on the current stdout (created per call: tests swap stdout)."""
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=False)
 
 
 def err_console() -> Console:
     """A console on the current stderr."""
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
 
 
@@ -166,6 +175,7 @@ async def open_store(url: str, *, must_exist: bool = True) -> AsyncIterator[Stat
         raise StoreMissing(
             f"no statekeeper database at {path} (pass --db/--url or set STATEKEEPER_URL)"
         )
+    from ..store import StateStore
     from .security import env_keyring  # keys from $STATEKEEPER_KEY_FILE / $STATEKEEPER_KEYS
 
     store = StateStore(url, keyring=env_keyring())
@@ -177,6 +187,8 @@ async def open_store(url: str, *, must_exist: bool = True) -> AsyncIterator[Stat
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine to completion."""
+    import asyncio
+
     return asyncio.run(coro)
 
 
@@ -208,6 +220,8 @@ def fail(message: str, code: int) -> typer.Exit:
     """Print ``message`` as one red line on stderr (credentials masked); return the
     Exit to raise."""
     message = masked(message)
+    from rich.markup import escape
+
     err_console().print(f"[bold red]error:[/] [red]{escape(message)}[/]", soft_wrap=True)
     return typer.Exit(code)
 

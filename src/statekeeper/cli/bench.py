@@ -34,19 +34,20 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from ..backends.base import Backend
-from ..store import StateStore
 from . import render
 from .app import JsonOption, app, err_console, handled, out_console, run
+
+if TYPE_CHECKING:  # (imported where used: ``statekeeper --help`` stays fast)
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from ..backends.base import Backend
 
 __all__ = ["SEED_CLAIMS", "BenchRow", "bench", "run_bench"]
 
@@ -158,6 +159,8 @@ def _moto_server() -> Iterator[str | None]:
     except ImportError:
         yield None
         return
+    import urllib.request
+
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -184,7 +187,7 @@ def _moto_server() -> Iterator[str | None]:
 
 # -- workloads ----------------------------------------------------------------------------
 
-Factory = Callable[[], Awaitable[Backend]]
+Factory = Callable[[], Awaitable["Backend"]]
 
 
 @contextlib.asynccontextmanager
@@ -216,6 +219,8 @@ async def _measure(
     event_sourcing: bool,
     tick: Callable[[], None],
 ) -> None:
+    from ..store import StateStore
+
     rng = random.Random(7)
     async with _backend(factory) as backend:
         health = await backend.health()
@@ -389,6 +394,8 @@ async def run_bench(
 
 
 def _table(rows: list[BenchRow], agents: int, saves: int) -> Table:
+    from rich.table import Table
+
     table = Table(
         title=f"statekeeper bench — {agents} agents x {saves} saves, then as many loads "
         "(latency in ms)",
@@ -481,6 +488,14 @@ def bench(
     json_out: JsonOption = False,
 ) -> None:
     """Measure the seed's performance table (save/load p50 and p99 per strategy)."""
+
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     async def go(s3: str | None) -> list[BenchRow]:
         progress = Progress(

@@ -5,16 +5,13 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..backends.redact import mask_url
 from ..errors import AgentNotFound
-from ..records import Event
-from ..store import StateStore, VerifyReport
 from . import render
 from .app import (
     DbOption,
@@ -29,6 +26,10 @@ from .app import (
     resolve_url,
     run,
 )
+
+if TYPE_CHECKING:
+    from ..records import Event
+    from ..store import StateStore, VerifyReport
 
 AgentArg = Annotated[str, typer.Argument(help="The agent id.", show_default=False)]
 
@@ -216,6 +217,16 @@ def verify(
     Exit code 1 when any problem is found.
     """
     url = resolve_url(ctx, db)
+
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from ..store import VerifyReport
 
     async def go() -> VerifyReport:
         total = VerifyReport()

@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console, Group
@@ -15,8 +15,9 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from ..records import AgentInfo, Event, Snapshot
-from ..store.store import Problem
+if TYPE_CHECKING:
+    from ..records import AgentInfo, Event, Snapshot
+    from ..store.store import Problem
 
 __all__ = [
     "agents_table",

@@ -16,19 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
 
 from ..errors import ConfigurationError
-from ..store import StateStore
-from ..store.store import Problem
 from . import render
 from .app import (
     DbOption,
@@ -43,7 +32,10 @@ from .app import (
 )
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from ..security.keys import Keyring
+    from ..store import StateStore
 
 __all__ = ["env_keyring", "keys_app", "witness_app"]
 
@@ -87,6 +79,8 @@ async def _open(
         raise ConfigurationError(
             f"this command needs keys: pass --key-file or set ${ENV_KEY_FILE} / ${ENV_KEYS}"
         )
+    from ..store import StateStore
+
     store = StateStore(url, keyring=keyring)
     try:
         yield store
@@ -188,6 +182,8 @@ def keys_status(
     if json_out:
         render.print_json(info)
         return
+    from rich.table import Table
+
     table = Table(title="Records and heads per key", title_justify="left")
     table.add_column("key id", style="bold")
     table.add_column("records + heads", justify="right")
@@ -237,6 +233,15 @@ def rekey(
     encrypted (converting a store to encryption). Interrupt at any time and run it
     again to resume.
     """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     from ..security.rekey import RekeyProgress, RekeyStats
     from ..security.rekey import rekey as do_rekey
 
@@ -322,6 +327,8 @@ witness_app = typer.Typer(
 
 
 def _bar(label: str, total: int, disable: bool) -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(
         TextColumn(f"[bold]{label}[/]"),
         BarColumn(),
@@ -399,6 +406,8 @@ def witness_check(
             }
         )
     else:
+        from ..store.store import Problem
+
         console = out_console()
         summary = (
             f"{report.checked:,} stream(s) checked against {escape(str(file))} "
