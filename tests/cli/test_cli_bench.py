@@ -42,5 +42,13 @@ def test_bench_table_and_an_unreachable_server(runner: CliRunner) -> None:
          "--only", "redis", "--redis", "redis://127.0.0.1:1/0"],
     )
     assert result.exit_code == 0, result.output
-    assert "In-Memory" in result.stdout and "seed's claim" in result.stdout
+    assert "In-Memory" in result.stdout and "seed's" in result.stdout
     assert "skipped" in result.stdout  # Redis on port 1 does not answer
+
+
+def test_bench_unknown_strategy_is_an_error_listing_the_valid_ones(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["bench", "--only", "nope", "--s3", "off"])
+    assert result.exit_code == 2
+    assert "unknown strategy 'nope'" in result.output
+    for name in ("in-memory", "redis", "postgresql", "event", "s3", "hybrid", "local"):
+        assert name in result.output

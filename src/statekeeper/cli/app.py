@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from .. import __version__
+from ._help import HelpGroup
 from ..errors import AgentNotFound, ConfigurationError, StatekeeperError
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ T = TypeVar("T")
 
 app = typer.Typer(
     name="statekeeper",
+    cls=HelpGroup,
     help="Inspect, verify and demo durable agent state.\n\n"
     "The store is chosen with --db/--url (a SQLite path or URL such as "
     "sqlite:///agents.db, or memory://); default: $STATEKEEPER_URL, else "
@@ -56,6 +58,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rich.markup import escape
+
 from . import render
 from .app import JsonOption, app, err_console, handled, out_console, run
 
@@ -114,6 +116,23 @@ class BenchRow:
     verdict: str = ""
     skipped: str | None = None
     notes: list[str] = field(default_factory=list)
+
+
+def strategy_key(strategy: str) -> str:
+    """The short name ``--only`` takes for a strategy: its first word, lower case."""
+    return strategy.split()[0].lower()
+
+
+def check_only(only: list[str] | None) -> None:
+    """Refuse an ``--only`` name that matches no strategy, listing the valid ones."""
+    valid = [strategy_key(s) for s in STRATEGIES]
+    full = {s.lower() for s in STRATEGIES}
+    for name in only or ():
+        if name.lower() not in valid and name.lower() not in full:
+            raise typer.BadParameter(
+                f"unknown strategy {name!r}; choose from {', '.join(valid)}",
+                param_hint="'--only'",
+            )
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -357,7 +376,7 @@ async def run_bench(
         plans = [
             p
             for p in plans
-            if p.strategy.lower() in wanted or p.strategy.split()[0].lower() in wanted
+            if p.strategy.lower() in wanted or strategy_key(p.strategy) in wanted
         ]
     rows: list[BenchRow] = []
     try:
@@ -393,25 +412,42 @@ async def run_bench(
     return rows
 
 
-def _table(rows: list[BenchRow], agents: int, saves: int) -> Table:
+_VERDICT_SHORT = {
+    "faster than claimed": "[green]faster[/]",
+    "within the claim": "[green]within[/]",
+    "slower than claimed": "[yellow]slower[/]",
+}
+
+
+def _table(rows: list[BenchRow], agents: int, saves: int, width: int = 80) -> Table:
+    """The result table; the engine column only on terminals of 120+ columns, and the
+    reasons a strategy was skipped as numbered notes under the table (so nothing is
+    cut at 80 columns)."""
+    from rich import box
     from rich.table import Table
 
+    wide = width >= 120
     table = Table(
-        title=f"statekeeper bench — {agents} agents x {saves} saves, then as many loads "
-        "(latency in ms)",
+        title=f"{agents} agents x {saves} saves, then as many loads (latency in ms)",
         title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
     )
-    for name, justify in (
-        ("strategy", "left"),
-        ("engine", "left"),
-        ("save p50", "right"),
-        ("save p99", "right"),
-        ("load p50", "right"),
-        ("load p99", "right"),
-        ("seed's claim", "right"),
-        ("", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    columns = [("strategy", "left")]
+    if wide:
+        columns.append(("engine", "left"))
+    columns += [
+        ("save\np50", "right"),
+        ("save\np99", "right"),
+        ("load\np50", "right"),
+        ("load\np99", "right"),
+        ("seed's\nclaim", "right"),
+        ("\nverdict", "left"),
+    ]
+    for name, justify in columns:
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    notes: list[str] = []
 
     def ms(value: float | None) -> str:
         return "—" if value is None else (f"{value:.3f}" if value < 10 else f"{value:.1f}")
@@ -421,28 +457,25 @@ def _table(rows: list[BenchRow], agents: int, saves: int) -> Table:
         if row.claim_ms is not None:
             low, high = row.claim_ms
             claim = f"<{high:g}" if low == 0 else f"{low:g}–{high:g}"
+        head = [row.strategy, *([row.engine] if wide else [])]
         if row.skipped:
-            table.add_row(
-                row.strategy,
-                row.engine,
-                "",
-                "",
-                "",
-                "",
-                claim,
-                f"[yellow]skipped: {row.skipped}[/]",
-            )
+            notes.append(f"{row.strategy}: {row.skipped}")
+            table.add_row(*head, "", "", "", "", claim, f"[yellow]skipped ({len(notes)})[/]")
             continue
         table.add_row(
-            row.strategy,
-            row.engine,
+            *head,
             ms(row.save_p50),
             ms(row.save_p99),
             ms(row.load_p50),
             ms(row.load_p99),
             claim,
-            row.verdict,
+            _VERDICT_SHORT.get(row.verdict, row.verdict),
         )
+    if notes:
+        table.caption = "\n".join(
+            f"({i}) skipped {escape(note)}" for i, note in enumerate(notes, 1)
+        )
+        table.caption_justify = "left"
     return table
 
 
@@ -455,7 +488,12 @@ def bench(
     ] = 50,
     only: Annotated[
         list[str] | None,
-        typer.Option("--only", help="Run only these strategies (repeatable), e.g. redis."),
+        typer.Option(
+            "--only",
+            metavar="NAME",
+            help="Run only this strategy (repeatable): in-memory, redis, postgresql, "
+            "event, s3, hybrid or local.",
+        ),
     ] = None,
     redis_url: Annotated[
         str | None,
@@ -487,7 +525,8 @@ def bench(
     ] = "auto",
     json_out: JsonOption = False,
 ) -> None:
-    """Measure the seed's performance table (save/load p50 and p99 per strategy)."""
+    """Measure save/load latency per storage strategy vs the seed's claims."""
+    check_only(only)
 
     from rich.progress import (
         BarColumn,
@@ -541,4 +580,5 @@ def bench(
             }
         )
     else:
-        out_console().print(_table(rows, agents, saves))
+        console = out_console()
+        console.print(_table(rows, agents, saves, console.width))
