@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -80,15 +79,20 @@ def agents(
     """List agents (ordered by id) with head seq, state and last update."""
     url = resolve_url(ctx, db)
 
+    from .progress import bar
+
     async def go() -> tuple[list[tuple[Any, str | None]], str | None]:
         async with open_store(url) as store:
             page = await store.list_agents(after=after, limit=limit + 1)
             more = len(page) > limit
             page = page[:limit]
             rows = []
-            for info in page:
-                snap = await store.get(info.agent_id)
-                rows.append((info, snap.fsm_state if snap is not None else None))
+            with bar("reading heads", disable=json_out) as progress:
+                task = progress.add_task("heads", total=len(page))
+                for info in page:
+                    head = await store.head_state(info.agent_id)  # no data folded
+                    rows.append((info, head.fsm_state if head is not None else None))
+                    progress.advance(task)
             return rows, (page[-1].agent_id if more and page else None)
 
     rows, next_after = run(go())
@@ -170,8 +174,14 @@ def history(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print JSON Lines: one object per event.")
     ] = False,
+    timeline: Annotated[
+        bool,
+        typer.Option(
+            "--timeline", "-t", help="Show the stays in each state on a time axis instead."
+        ),
+    ] = False,
 ) -> None:
-    """Show an agent's events, oldest first."""
+    """Show an agent's events, oldest first (or its states on a timeline)."""
     url = resolve_url(ctx, db)
 
     async def go() -> tuple[list[Event], int]:
@@ -188,6 +198,17 @@ def history(
     console = out_console()
     if not events:
         console.print(f"no events after seq {after} (head is {head})")
+        return
+    if timeline:
+        from .charts import timeline_table
+
+        console.print(
+            timeline_table(
+                events,
+                f"States of {escape(agent)} (seq {events[0].seq}–{events[-1].seq} of {head})",
+                width=console.width,
+            )
+        )
         return
     console.print(
         render.history_table(
@@ -307,29 +328,6 @@ def verify(
         raise typer.Exit(1)
 
 
-# ------------------------------------------------------------------------- diagram
-
-
-class DiagramFormat(StrEnum):
-    mermaid = "mermaid"
-    dot = "dot"
-
-
-@app.command()
-@handled
-def diagram(
-    fmt: Annotated[
-        DiagramFormat, typer.Option("--format", "-f", case_sensitive=False, help="Output format.")
-    ] = DiagramFormat.mermaid,
-) -> None:
-    """Print the default agent state machine as Mermaid or Graphviz DOT."""
-    from ..machine import AgentStateMachine
-
-    machine = AgentStateMachine()
-    text = machine.to_mermaid() if fmt is DiagramFormat.mermaid else machine.to_dot()
-    typer.echo(text, nl=False)
-
-
 # -------------------------------------------------------------------------- delete
 
 
@@ -369,8 +367,19 @@ def delete(
 
 @app.command()
 @handled
-def stats(ctx: typer.Context, db: DbOption = None, json_out: JsonOption = False) -> None:
+def stats(
+    ctx: typer.Context,
+    db: DbOption = None,
+    top: Annotated[
+        int, typer.Option("--top", metavar="N", min=0, help="List the N largest agents.")
+    ] = 5,
+    json_out: JsonOption = False,
+) -> None:
     """Summarise the store: agents, events, states, size."""
+    import heapq
+
+    from .progress import bar
+
     url = resolve_url(ctx, db)
 
     async def go() -> dict[str, Any]:
@@ -378,13 +387,25 @@ def stats(ctx: typer.Context, db: DbOption = None, json_out: JsonOption = False)
             states: dict[str, int] = {}
             agents_n = events_n = 0
             last = 0.0
-            async for info in store.iter_agents():
-                agents_n += 1
-                events_n += info.head_seq
-                last = max(last, info.updated_at)
-                snap = await store.get(info.agent_id)
-                key = (snap.fsm_state if snap is not None else None) or "-"
-                states[key] = states.get(key, 0) + 1
+            largest: list[tuple[int, str, int]] = []  # a min-heap of (bytes, agent, events)
+            total = await store.count_agents()
+            with bar("reading heads", disable=json_out) as progress:
+                task = progress.add_task("stats", total=total)
+                async for info in store.iter_agents():
+                    agents_n += 1
+                    events_n += info.head_seq
+                    last = max(last, info.updated_at)
+                    head = await store.head_state(info.agent_id)  # no data folded
+                    key = (head.fsm_state if head is not None else None) or "-"
+                    states[key] = states.get(key, 0) + 1
+                    if top:
+                        size = await store.stored_size(info.agent_id)
+                        item = (size.total, info.agent_id, size.events)
+                        if len(largest) < top:
+                            heapq.heappush(largest, item)
+                        else:
+                            heapq.heappushpop(largest, item)
+                    progress.advance(task)
             health = await store.health()
             return {
                 "backend": health.backend,
@@ -392,7 +413,11 @@ def stats(ctx: typer.Context, db: DbOption = None, json_out: JsonOption = False)
                 "bytes": health.detail.get("bytes"),
                 "agents": agents_n,
                 "events": events_n,
-                "states": dict(sorted(states.items())),
+                "states": dict(sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))),
+                "largest": [
+                    {"agent_id": a, "events": n, "bytes": b}
+                    for b, a, n in sorted(largest, key=lambda t: (-t[0], t[1]))
+                ],
                 "last_update": render.iso(last) if last else None,
             }
 
@@ -402,19 +427,25 @@ def stats(ctx: typer.Context, db: DbOption = None, json_out: JsonOption = False)
         return
     from rich.table import Table
 
+    from .charts import human_bytes, sizes_table, state_bars
+
+    console = out_console()
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
-    grid.add_column()
+    grid.add_column(overflow="fold")
     grid.add_row("backend", f"{data['backend']} ({escape(mask_url(url))})")
     grid.add_row("healthy", "[green]yes[/]" if data["healthy"] else "[red]no[/]")
     if data["bytes"] is not None:
-        grid.add_row("size", f"{data['bytes']:,} bytes")
-    grid.add_row("agents", str(data["agents"]))
-    grid.add_row("events", str(data["events"]))
-    for state, n in data["states"].items():
-        grid.add_row(f"  {escape(state)}", str(n))
+        grid.add_row("size", f"{data['bytes']:,} bytes ({human_bytes(data['bytes'])})")
+    grid.add_row("agents", f"{data['agents']:,}")
+    grid.add_row("events", f"{data['events']:,}")
     grid.add_row("last update", data["last_update"] or "-")
-    out_console().print(grid)
+    console.print(grid)
+    if data["states"]:
+        console.print()
+        console.print(state_bars(data["states"], console.width))
+    if data["largest"]:
+        console.print(sizes_table(data["largest"], console.width))
 
 
 # ---------------------------------------------------------------------------- demo

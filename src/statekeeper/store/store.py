@@ -74,6 +74,7 @@ from . import idempotency
 from .cache import CacheStats, LRUCache
 from .durability import Durability, GroupCommitter, WriteBehind, check_durability
 from .state import AgentRecord, apply_payload
+from .heads import AgentHead, StoredSize, read_head, stored_size
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine
@@ -827,6 +828,17 @@ class StateStore:
             await self._open_check()
         pinned = self._unflushed.get(agent_id)
         return pinned.seq if pinned is not None else await self.backend.head(agent_id)
+
+    async def head_state(self, agent_id: str) -> AgentHead | None:
+        """The agent's head seq and FSM state without folding its data (None when it has
+        no stream): cheap enough to list many agents. See :mod:`.heads`."""
+        self._check_open()
+        return await read_head(self, agent_id)
+
+    async def stored_size(self, agent_id: str) -> StoredSize:
+        """Stored bytes of the agent's events and latest snapshot (nothing decoded)."""
+        self._check_open()
+        return await stored_size(self, agent_id)
 
     async def history(
         self, agent_id: str, *, after_seq: int = 0, to_seq: int | None = None
