@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from .. import __version__
-from ._help import HelpGroup
 from ..errors import AgentNotFound, ConfigurationError, StatekeeperError
+from ._help import HelpGroup
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -253,7 +253,7 @@ def main() -> None:
 
 
 # register the commands on ``app``
-from . import bench, commands, diagram, repair, security  # noqa: E402,F401
+from . import bench, commands, diagram, diff, repair, security, transfer  # noqa: E402,F401
 from .langgraph import langgraph_app  # noqa: E402
 
 app.add_typer(langgraph_app)

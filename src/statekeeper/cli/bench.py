@@ -39,7 +39,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-
 from rich.markup import escape
 
 from . import render
@@ -374,9 +373,7 @@ async def run_bench(
     if only:
         wanted = {o.lower() for o in only}
         plans = [
-            p
-            for p in plans
-            if p.strategy.lower() in wanted or strategy_key(p.strategy) in wanted
+            p for p in plans if p.strategy.lower() in wanted or strategy_key(p.strategy) in wanted
         ]
     rows: list[BenchRow] = []
     try:

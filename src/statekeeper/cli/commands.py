@@ -239,15 +239,8 @@ def verify(
     """
     url = resolve_url(ctx, db)
 
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
     from ..store import VerifyReport
+    from .progress import bar
 
     async def go() -> VerifyReport:
         total = VerifyReport()
@@ -260,18 +253,8 @@ def verify(
             else:
                 count = await store.count_agents()
                 todo = None
-            progress = Progress(
-                TextColumn("[bold]verifying[/]"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[agent]}", style="dim"),
-                TimeElapsedColumn(),
-                console=err_console(),
-                transient=True,
-                disable=json_out,
-            )
-            with progress:
-                task = progress.add_task("verify", total=count, agent="")
+            with bar("verifying", disable=json_out) as progress:
+                task = progress.add_task("verify", total=count)
 
                 async def each() -> Any:
                     if todo is not None:
@@ -284,7 +267,6 @@ def verify(
                 seen = set()
                 async for agent_id in each():
                     seen.add(agent_id)
-                    progress.update(task, agent=agent_id)
                     report = await store.verify([agent_id])
                     total.agents += report.agents
                     total.events += report.events

@@ -46,13 +46,15 @@ def bar(label: str, *, unit: str = "agents", disable: bool = False) -> Progress:
 
     from .app import err_console
 
+    console = err_console()
     return Progress(
         TextColumn(f"[bold]{label}[/]"),
         BarColumn(bar_width=24),
         MofNCompleteColumn(),
         _rate_column()(unit),
         TimeRemainingColumn(),
-        console=err_console(),
+        console=console,
         transient=True,
-        disable=disable,
+        # only on a terminal: redirected stderr gets no bar (and no stray newline)
+        disable=disable or not console.is_terminal,
     )
