@@ -73,8 +73,8 @@ from ..security.highwater import DEFAULT_INTERVAL, OPEN_CHECKS, SUFFIX, HighWate
 from . import idempotency
 from .cache import CacheStats, LRUCache
 from .durability import Durability, GroupCommitter, WriteBehind, check_durability
-from .state import AgentRecord, apply_payload
 from .heads import AgentHead, StoredSize, read_head, stored_size
+from .state import AgentRecord, apply_payload
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine
