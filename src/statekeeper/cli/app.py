@@ -253,7 +253,7 @@ def main() -> None:
 
 
 # register the commands on ``app``
-from . import bench, commands, diagram, diff, repair, security, transfer  # noqa: E402,F401
+from . import bench, commands, diagram, diff, repair, security, tail, transfer  # noqa: E402,F401
 from .langgraph import langgraph_app  # noqa: E402
 
 app.add_typer(langgraph_app)

@@ -1,0 +1,161 @@
+"""``statekeeper tail``: the newest events of an agent or of the whole store, and with
+``-f`` the new ones as they are committed.
+
+Following polls the store every ``--interval`` seconds (default 0.5): for one agent it
+reads the events after the last one printed; for the whole store it pages through
+the agent list and reads the new events of every agent whose head moved (a cost that
+grows with the number of agents). Events are read verified, as by ``history``. Stop
+with Ctrl-C (exit code 0).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from ..errors import AgentNotFound
+from . import render
+from .app import DbOption, app, handled, open_store, out_console, resolve_url, run
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..records import Event
+    from ..store import StateStore
+
+__all__ = ["tail"]
+
+
+def event_line(ev: Event, *, with_agent: bool) -> str:
+    """One event as one line of markup: time, [agent,] seq, event, from → to, tool."""
+    meta = ev.data.get("metadata")
+    tool = meta.get("tool") if isinstance(meta, dict) else None
+    is_transition = ev.type == "transition"
+    name = ev.data.get("event") if is_transition else None
+    frm = ev.data.get("from") if is_transition else None
+    to = ev.data.get("to") if is_transition else ev.fsm_state
+    parts = [f"[dim]{render.local_time(ev.timestamp, date=False)}[/]"]
+    if with_agent:
+        parts.append(f"[bold]{escape(ev.agent_id)}[/]")
+    parts.append(f"#{ev.seq}")
+    parts.append(escape(str(name)) if name else f"[dim]{escape(ev.type)}[/]")
+    moved = render.transition_text(frm, to)
+    if moved:
+        parts.append(moved)
+    if tool:
+        parts.append(f"[magenta]{escape(str(tool))}[/]")
+    return "  ".join(parts)
+
+
+class _Printer:
+    def __init__(self, console: Console, json_out: bool, with_agent: bool) -> None:
+        self.console = console
+        self.json_out = json_out
+        self.with_agent = with_agent
+
+    def __call__(self, ev: Event) -> None:
+        if self.json_out:
+            render.print_json([render.event_json(ev)], lines=True)
+        else:
+            self.console.print(event_line(ev, with_agent=self.with_agent))
+            sys.stdout.flush()
+
+
+async def _last_events(store: StateStore, agent_id: str, head: int, n: int) -> list[Event]:
+    if n == 0 or head == 0:
+        return []
+    return [ev async for ev in store.history(agent_id, after_seq=max(0, head - n), to_seq=head)]
+
+
+async def _heads(store: StateStore) -> dict[str, int]:
+    return {info.agent_id: info.head_seq async for info in store.iter_agents()}
+
+
+async def _follow_agent(
+    store: StateStore, agent_id: str, seen: int, show: _Printer, interval: float
+) -> None:
+    import asyncio
+
+    while True:
+        async for ev in store.history(agent_id, after_seq=seen):
+            show(ev)
+            seen = ev.seq
+        await asyncio.sleep(interval)
+
+
+async def _follow_store(
+    store: StateStore, seen: dict[str, int], show: _Printer, interval: float
+) -> None:
+    import asyncio
+
+    while True:
+        heads = await _heads(store)
+        for agent_id, head in heads.items():
+            done = seen.get(agent_id, 0)
+            if head < done:  # deleted and re-created: start over
+                done = 0
+            if head > done:
+                async for ev in store.history(agent_id, after_seq=done, to_seq=head):
+                    show(ev)
+            seen[agent_id] = head
+        await asyncio.sleep(interval)
+
+
+@app.command()
+@handled
+def tail(
+    ctx: typer.Context,
+    agent: Annotated[
+        str | None,
+        typer.Argument(help="The agent [default: every agent in the store].", show_default=False),
+    ] = None,
+    lines: Annotated[
+        int,
+        typer.Option("--lines", "-n", metavar="N", min=0, help="Show the last N events first."),
+    ] = 10,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new events as they come.")
+    ] = False,
+    interval: Annotated[
+        float,
+        typer.Option(
+            "--interval", metavar="SECONDS", min=0.01, help="How often -f polls the store."
+        ),
+    ] = 0.5,
+    db: DbOption = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print JSON Lines: one object per event.")
+    ] = False,
+) -> None:
+    """Show the newest events of an agent or the store; -f follows new ones."""
+    url = resolve_url(ctx, db)
+    show = _Printer(out_console(), json_out, with_agent=agent is None)
+
+    async def go() -> None:
+        async with open_store(url) as store:
+            if agent is not None:
+                head = await store.head(agent)
+                if head == 0 and not follow:
+                    raise AgentNotFound(agent)
+                for ev in await _last_events(store, agent, head, lines):
+                    show(ev)
+                if follow:
+                    await _follow_agent(store, agent, head, show, interval)
+                return
+            heads = await _heads(store)
+            recent: list[Any] = []
+            for agent_id, head in heads.items():
+                recent.extend(await _last_events(store, agent_id, head, lines))
+            recent.sort(key=lambda ev: (ev.timestamp, ev.agent_id, ev.seq))
+            for ev in recent[len(recent) - lines :] if lines else []:
+                show(ev)
+            if follow:
+                await _follow_store(store, heads, show, interval)
+
+    try:
+        run(go())
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
