@@ -1,0 +1,110 @@
+"""Run the CLI as a user does (a subprocess) and build stores on every engine for it."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+
+from statekeeper import StateTransition, SyncStateStore
+
+from ..backends._services import (
+    POSTGRES_DSN,
+    REDIS_URL,
+    delete_prefix,
+    drop_schema,
+    namespace,
+    require_postgres,
+    require_redis,
+)
+
+ENGINES = ["sqlite", "postgresql", "redis"]
+
+
+def cli_env(columns: int = 80, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("STATEKEEPER_") and k not in ("FORCE_COLOR", "TTY_INTERACTIVE")
+    }
+    env.update(
+        {"COLUMNS": str(columns), "LINES": "40", "NO_COLOR": "1", "TERM": "dumb", "TZ": "UTC"}
+    )
+    env.update(extra)
+    return env
+
+
+def sk(
+    *args: str, columns: int = 80, cwd: Path | None = None, input: str | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``statekeeper ARGS`` in a subprocess (COLUMNS=80, no colour, UTC)."""
+    return subprocess.run(
+        [sys.executable, "-m", "statekeeper.cli", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(columns, **env),
+        cwd=cwd,
+        input=input,
+        timeout=120,
+    )
+
+
+def assert_fits(text: str, width: int = 80) -> None:
+    """No line wider than ``width`` and no truncation ellipsis."""
+    for line in text.splitlines():
+        assert cell_len(line) <= width, f"{cell_len(line)} columns: {line!r}"
+        assert "…" not in line, f"truncated: {line!r}"
+
+
+def populate(url: str) -> None:
+    """Three agents; timestamps from a clock at 1000, 2000, … (see tests/cli/conftest.py)."""
+    ticks = itertools.count(1)
+    store = SyncStateStore(url, clock=lambda: 1000.0 * next(ticks), snapshot_every=3)
+    try:
+        a = store.agent("alpha", initial_data={"task": "research"})
+        a.transition(StateTransition.START_PROCESSING)
+        a.transition(StateTransition.CALL_TOOL, {"tool": "search", "call_id": "c1"})
+        a.data["results"] = {"c1": {"hits": 3}}
+        a.transition(StateTransition.RECEIVE_RESULT, {"tool": "search", "call_id": "c1"})
+        store.save("beta", {"n": 1})
+        store.save("beta", {"n": 2})
+        g = store.agent("gamma")
+        g.transition(StateTransition.START_PROCESSING)
+        g.transition(StateTransition.COMPLETE)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty store on the engine ``request.param`` (own schema / key prefix)."""
+    engine = request.param
+    if engine == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+    elif engine == "postgresql":
+        require_postgres()
+        schema = namespace(tmp_path)
+        try:
+            yield f"{POSTGRES_DSN}?schema={schema}"
+        finally:
+            drop_schema(schema)
+    else:
+        require_redis()
+        prefix = namespace(tmp_path) + ":"
+        try:
+            yield f"{REDIS_URL}?prefix={prefix}"
+        finally:
+            delete_prefix(prefix)
+
+
+@pytest.fixture
+def engine_url(empty_url: str) -> str:
+    """A store on ``request.param``'s engine with the three agents of :func:`populate`."""
+    populate(empty_url)
+    return empty_url

@@ -1,0 +1,298 @@
+"""``diff``, ``export``/``import`` and ``tail``, run as subprocesses on SQLite,
+PostgreSQL and Redis stores."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from statekeeper import SyncStateStore
+
+from ._proc import ENGINES, assert_fits, cli_env, empty_url, engine_url, populate, sk
+
+__all__ = ["empty_url", "engine_url"]  # fixtures used by parametrized tests
+
+engines = pytest.mark.parametrize("empty_url", ENGINES, indirect=True)
+
+
+def history_json(url: str, agent: str) -> list[dict[str, object]]:
+    result = sk("history", agent, "--db", url, "--json")
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+# ---------------------------------------------------------------------------- diff
+
+
+@engines
+def test_diff_last_change_of_an_agent(engine_url: str) -> None:
+    result = sk("diff", "alpha", "--db", engine_url)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "--- alpha@3" in out and "+++ alpha@4" in out
+    assert '-  "state": "tool_call"' in out
+    assert '+  "state": "processing"' in out
+    assert '+    "results": {' in out
+    assert_fits(out)
+
+
+@engines
+def test_diff_between_seqs_json(engine_url: str) -> None:
+    result = sk("diff", "alpha", "--from", "1", "--to", "4", "--db", engine_url, "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["from"]["seq"] == 1 and doc["from"]["state"] == "idle"
+    assert doc["to"]["seq"] == 4 and doc["to"]["state"] == "processing"
+    assert doc["same"] is False
+    assert {"op": "add", "path": "/data/results", "value": {"c1": {"hits": 3}}} in doc["ops"]
+
+
+@engines
+def test_diff_two_agents_and_exit_code(engine_url: str) -> None:
+    result = sk("diff", "alpha", "gamma", "--db", engine_url, "--exit-code")
+    assert result.returncode == 1, result.stderr
+    assert "--- alpha@4" in result.stdout and "+++ gamma@3" in result.stdout
+    assert '+  "state": "completed"' in result.stdout
+    same = sk("diff", "alpha", "alpha", "--db", engine_url, "--exit-code")
+    assert same.returncode == 0
+    assert "no difference" in same.stdout
+
+
+def test_diff_is_coloured_on_a_colour_terminal(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    populate(url)
+    env = {"NO_COLOR": "", "FORCE_COLOR": "1", "TERM": "xterm-256color"}
+    result = sk("diff", "alpha", "--db", url, **env)
+    assert result.returncode == 0, result.stderr
+    assert "\x1b[31m" in result.stdout  # red removal
+    assert "\x1b[32m" in result.stdout  # green addition
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["ghost"], 1, "agent 'ghost' not found"),
+        (["alpha", "--from", "9"], 2, "seq 9 is outside 1..4"),
+        (["alpha", "ghost"], 1, "agent 'ghost' not found"),
+        (["alpha", "--from", "0"], 2, "--from"),
+    ],
+)
+def test_diff_bad_arguments(tmp_path: Path, args: list[str], code: int, message: str) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    populate(url)
+    result = sk("diff", *args, "--db", url)
+    assert result.returncode == code
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------------------ export / import
+
+
+@engines
+def test_export_import_round_trips_to_every_engine(
+    engine_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Export from this engine, import into SQLite, PostgreSQL and Redis: the histories
+    read back identical (seqs, types, timestamps, data) and verify clean."""
+    from ..backends._services import (
+        POSTGRES_DSN,
+        REDIS_URL,
+        delete_prefix,
+        drop_schema,
+        namespace,
+        postgres_reachable,
+        redis_reachable,
+    )
+
+    file = tmp_path / "agents.jsonl"
+    exported = sk("export", "--db", engine_url, "-o", str(file))
+    assert exported.returncode == 0, exported.stderr
+    assert "exported 3 agent(s), 9 event(s)" in exported.stdout
+    targets = {"sqlite": f"sqlite:///{tmp_path / 'copy.db'}"}
+    ns = namespace(tmp_path, "sk_imp_")
+    if postgres_reachable():
+        targets["postgresql"] = f"{POSTGRES_DSN}?schema={ns}"
+    if redis_reachable():
+        targets["redis"] = f"{REDIS_URL}?prefix={ns}:"
+    try:
+        for name, target in targets.items():
+            imported = sk("import", str(file), "--db", target)
+            assert imported.returncode == 0, (name, imported.stderr)
+            assert "imported 3 agent(s), 9 event(s); verified" in imported.stdout
+            for agent in ("alpha", "beta", "gamma"):
+                assert history_json(target, agent) == history_json(engine_url, agent), name
+            assert sk("verify", "--db", target).returncode == 0
+    finally:
+        if "postgresql" in targets:
+            drop_schema(ns)
+        if "redis" in targets:
+            delete_prefix(ns + ":")
+
+
+@engines
+def test_export_to_stdout_and_import_from_stdin(engine_url: str, tmp_path: Path) -> None:
+    exported = sk("export", "alpha", "--db", engine_url)
+    assert exported.returncode == 0, exported.stderr
+    lines = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert lines[0]["format"] == "statekeeper-export"
+    assert [line["seq"] for line in lines[1:-1]] == [1, 2, 3, 4]
+    assert lines[-1]["end"] == "alpha" and lines[-1]["state"] == "processing"
+    target = f"sqlite:///{tmp_path / 'copy.db'}"
+    imported = sk("import", "-", "--db", target, "--json", input=exported.stdout)
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout) == {
+        "agents": 1,
+        "events": 4,
+        "skipped": [],
+        "verified": True,
+    }
+
+
+def test_export_keeps_typed_values_and_encryption_is_per_store(tmp_path: Path) -> None:
+    """A datetime survives the trip, and a store with a key imports into one without."""
+    keys = tmp_path / "keys.json"
+    assert sk("keys", "generate", "--key-file", str(keys)).returncode == 0
+    source = f"sqlite:///{tmp_path / 'enc.db'}"
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    from statekeeper.security import Keyring
+
+    store = SyncStateStore(source, keyring=Keyring.from_file(keys))
+    store.save("typed", {"when": when, "tags": {"a", "b"}})
+    store.close()
+    file = tmp_path / "typed.jsonl"
+    env = {"STATEKEEPER_KEY_FILE": str(keys)}
+    assert sk("export", "--db", source, "-o", str(file), **env).returncode == 0
+    target = f"sqlite:///{tmp_path / 'plain.db'}"
+    imported = sk("import", str(file), "--db", target)
+    assert imported.returncode == 0, imported.stderr
+    back = SyncStateStore(target)
+    try:
+        assert back.load("typed").data == {"when": when, "tags": {"a", "b"}}
+    finally:
+        back.close()
+
+
+@engines
+def test_import_refuses_an_existing_agent_and_writes_nothing(
+    engine_url: str, tmp_path: Path
+) -> None:
+    file = tmp_path / "agents.jsonl"
+    assert sk("export", "--db", engine_url, "-o", str(file)).returncode == 0
+    before = sk("agents", "--db", engine_url, "--json").stdout
+    again = sk("import", str(file), "--db", engine_url)
+    assert again.returncode == 2
+    assert "agent 'alpha' already exists in the target store; nothing was imported" in (
+        again.stderr
+    )
+    assert sk("agents", "--db", engine_url, "--json").stdout == before
+    skipped = sk("import", str(file), "--db", engine_url, "--skip-existing", "--json")
+    assert skipped.returncode == 0, skipped.stderr
+    assert json.loads(skipped.stdout)["skipped"] == ["alpha", "beta", "gamma"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "empty file: not a statekeeper export"),
+        ("garbage\n", "line 1: not a JSON object"),
+        ('{"format": "other"}\n', "line 1: not a statekeeper export"),
+        ("TRUNCATE", "has no end line"),
+        ("GAP", "seq 3 (expected 2)"),
+    ],
+)
+def test_import_checks_the_whole_file_before_writing(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    source = f"sqlite:///{tmp_path / 's.db'}"
+    populate(source)
+    good = sk("export", "--db", source).stdout.splitlines()
+    if content == "TRUNCATE":
+        content = "\n".join(good[:-1]) + "\n"  # gamma's end line is missing
+    elif content == "GAP":
+        content = "\n".join(good[:2] + good[3:]) + "\n"
+    file = tmp_path / "bad.jsonl"
+    file.write_text(content)
+    target = tmp_path / "target.db"
+    result = sk("import", str(file), "--db", f"sqlite:///{target}")
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+    listed = sk("agents", "--db", f"sqlite:///{target}", "--json")
+    assert json.loads(listed.stdout)["agents"] == []
+
+
+def test_import_missing_file_and_export_into_a_missing_folder(tmp_path: Path) -> None:
+    source = f"sqlite:///{tmp_path / 's.db'}"
+    populate(source)
+    missing = sk("import", str(tmp_path / "nope.jsonl"), "--db", source)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    folder = sk("export", "--db", source, "-o", str(tmp_path / "no" / "such" / "x.jsonl"))
+    assert folder.returncode == 2 and "no such folder" in folder.stderr
+    assert not (tmp_path / "no").exists()
+
+
+# ---------------------------------------------------------------------------- tail
+
+
+@engines
+def test_tail_last_events(engine_url: str) -> None:
+    result = sk("tail", "--db", engine_url, "-n", "3")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3
+    assert "beta  #2  patch" in lines[0]
+    assert "gamma  #3  complete  processing → completed" in lines[2]
+    one = sk("tail", "alpha", "--db", engine_url, "-n", "1", "--json")
+    assert [json.loads(x)["seq"] for x in one.stdout.splitlines()] == [4]
+    assert sk("tail", "ghost", "--db", engine_url).returncode == 1
+
+
+def _read_lines(proc: subprocess.Popen[str], n: int) -> list[str]:
+    assert proc.stdout is not None
+    lines = []
+    while len(lines) < n:
+        line = proc.stdout.readline()
+        assert line, "tail -f ended before printing the expected lines"
+        lines.append(line.rstrip("\n"))
+    return lines
+
+
+@engines
+@pytest.mark.parametrize("agent", [None, "beta"])
+def test_tail_follow_prints_new_events(engine_url: str, agent: str | None) -> None:
+    """``tail -f`` prints the newest event, then each new one as it is committed."""
+    args = [sys.executable, "-m", "statekeeper.cli", "tail", "-f", "-n", "1"]
+    args += [*([agent] if agent else []), "--db", engine_url, "--interval", "0.05"]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env()
+    )
+    try:
+        first = _read_lines(proc, 1)
+        assert ("gamma  #3  complete" if agent is None else "#2  patch") in first[0]
+        store = SyncStateStore(engine_url)
+        try:
+            store.save("beta", {"n": 3})
+            if agent is None:
+                store.save("delta", {"new": True})
+        finally:
+            store.close()
+        expected = 2 if agent is None else 1
+        new = _read_lines(proc, expected)
+        assert any("#3  patch" in line for line in new), new
+        if agent is None:
+            assert any("delta  #1  created" in line for line in new), new
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if proc.stderr is not None:
+            assert "Traceback" not in proc.stderr.read()
+            proc.stderr.close()
