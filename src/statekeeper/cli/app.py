@@ -248,8 +248,8 @@ def handled(fn: F) -> F:
 
 
 def main() -> None:
-    """Console-script entry point (``statekeeper``)."""
-    app()
+    """Console-script entry point (``statekeeper``; also ``python -m statekeeper.cli``)."""
+    app(prog_name="statekeeper")
 
 
 # register the commands on ``app``

@@ -516,8 +516,8 @@ def bench(
             "--s3",
             metavar="URL",
             envvar="STATEKEEPER_S3_URL",
-            help="s3://bucket/prefix?endpoint_url=… , or 'auto' to start a moto "
-            "server on loopback, or 'off'.",
+            help="An S3 URL (s3://bucket/prefix?endpoint_url=URL), or 'auto' to "
+            "start a moto server on loopback, or 'off'.",
         ),
     ] = "auto",
     json_out: JsonOption = False,

@@ -531,7 +531,7 @@ def demo(
         render.print_json(summary)
     else:
         console.print()
-        console.print(render.demo_timeline(summary))
+        console.print(render.demo_timeline(summary, console.width))
         console.print(render.demo_position(summary))
         console.print(render.demo_tools(summary))
         console.print(render.demo_checks(summary))

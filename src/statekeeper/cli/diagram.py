@@ -60,7 +60,13 @@ def load_machine(spec: str | None) -> AgentStateMachine[Any, Any]:
         except AttributeError:
             raise ConfigurationError(f"module {module_name!r} has no attribute {attr!r}") from None
     if not isinstance(obj, AgentStateMachine) and callable(obj):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise ConfigurationError(
+                f"{spec} is not an AgentStateMachine, and calling it failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
     if not isinstance(obj, AgentStateMachine):
         raise ConfigurationError(
             f"{spec} is a {type(obj).__name__}, not an AgentStateMachine "

@@ -324,9 +324,14 @@ class DemoReporter:
         self._stop()
 
 
-def demo_timeline(summary: dict[str, Any]) -> Table:
-    """The agent's stored events with the crash marked where the worker died."""
+def demo_timeline(summary: dict[str, Any], width: int = 120) -> Table:
+    """The agent's stored events with the crash marked where the worker died.
+
+    Below 100 columns the time column shows the time since the first event
+    (``+1.234s``) instead of the local time, so that every column fits in 80."""
     timeline = summary["timeline"]
+    narrow = width < 100
+    start = timeline[0]["ts"] if timeline else 0.0
     worker = summary["worker"]
     table = Table(
         title="Timeline (read back from the store)",
@@ -336,7 +341,7 @@ def demo_timeline(summary: dict[str, Any]) -> Table:
         padding=(0, 1, 0, 0),
     )
     table.add_column("seq", justify="right", no_wrap=True, min_width=3)
-    table.add_column("time", no_wrap=True, min_width=12)
+    table.add_column("after" if narrow else "time", no_wrap=True, min_width=7 if narrow else 12)
     table.add_column("event / type", no_wrap=True)
     table.add_column("from → to", no_wrap=True)
     table.add_column("tool", no_wrap=True)
@@ -357,7 +362,7 @@ def demo_timeline(summary: dict[str, Any]) -> Table:
             )
         table.add_row(
             str(row["seq"]),
-            local_time(row["ts"], date=False),
+            f"+{row['ts'] - start:.3f}s" if narrow else local_time(row["ts"], date=False),
             escape(row["event"] or row["type"]),
             transition_text(row.get("from"), row.get("to")),
             escape(row.get("tool") or ""),
