@@ -321,7 +321,7 @@ def test_verify_detects_payload_rewritten_as_text(runner: CliRunner, db: Path, u
 
 
 def test_diagram_mermaid(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["diagram"])
+    result = runner.invoke(app, ["diagram", "--format", "mermaid"])
     assert result.exit_code == 0
     out = result.stdout
     assert out.startswith("stateDiagram-v2")
