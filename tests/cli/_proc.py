@@ -62,10 +62,11 @@ def assert_fits(text: str, width: int = 80) -> None:
         assert "…" not in line, f"truncated: {line!r}"
 
 
-def populate(url: str) -> None:
-    """Three agents; timestamps from a clock at 1000, 2000, … (see tests/cli/conftest.py)."""
+def populate(url: str, base: float = 0.0) -> None:
+    """Three agents; timestamps from a clock at base+1000, base+2000, … (as the ``db``
+    fixture of tests/cli/conftest.py)."""
     ticks = itertools.count(1)
-    store = SyncStateStore(url, clock=lambda: 1000.0 * next(ticks), snapshot_every=3)
+    store = SyncStateStore(url, clock=lambda: base + 1000.0 * next(ticks), snapshot_every=3)
     try:
         a = store.agent("alpha", initial_data={"task": "research"})
         a.transition(StateTransition.START_PROCESSING)

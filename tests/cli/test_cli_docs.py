@@ -1,0 +1,124 @@
+"""docs/cli.md is executed: every transcript in it is the CLI's own output, at 80 columns.
+
+A transcript is a block between markers::
+
+    <!-- transcript: agents --db store.db -->
+    ```console
+    $ statekeeper agents --db store.db
+    ...
+    ```
+    <!-- /transcript -->
+
+The test runs each command (in document order, in one scratch directory holding the
+stores below, ``COLUMNS=80``, ``TZ=UTC``, no colour) and rebuilds the block from its
+output (stdout, then stderr; the exit code when it is not 0). Options after ``;`` in
+the marker: ``exit N`` (the expected exit code), ``loose`` (for output with pids,
+timings and timestamps: compared with every number masked and whitespace collapsed).
+
+Run with ``STATEKEEPER_UPDATE_DOCS=1`` to rewrite the blocks from the fresh output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sqlite3
+from pathlib import Path
+
+import typer
+
+from statekeeper.cli import app
+
+from ._proc import populate, sk
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+BLOCK = re.compile(
+    r"<!-- transcript: (?P<spec>.*?) -->\n(?P<body>.*?)<!-- /transcript -->", re.DOTALL
+)
+#: a fixed folder for the demo, whose output shows the absolute path of its file
+DEMO_DIR = Path("/tmp/statekeeper-docs")
+
+
+#: 2026-12-01 00:00 UTC: when the docs' stores were written
+BASE = 1_796_083_200.0
+
+
+def _scratch(tmp: Path) -> None:
+    """The stores the transcripts use."""
+    for name in ("store.db", "scratch.db", "damaged.db"):
+        populate(f"sqlite:///{tmp / name}", base=BASE)
+    with sqlite3.connect(tmp / "damaged.db") as conn:  # flip bytes of alpha's seq 2
+        conn.execute(
+            "UPDATE sk_events SET payload = CAST(replace(CAST(payload AS TEXT), "
+            "'processing', 'procesXing') AS BLOB) WHERE agent_id = 'alpha' AND seq = 2"
+        )
+
+
+def _run(spec: str, cwd: Path) -> tuple[str, str, bool]:
+    """(the command line, the transcript body, loose?) for one marker."""
+    parts = [p.strip() for p in spec.split(";")]
+    argv = shlex.split(parts[0])
+    expected = 0
+    loose = False
+    for opt in parts[1:]:
+        if opt.startswith("exit "):
+            expected = int(opt.split()[1])
+        elif opt == "loose":
+            loose = True
+        else:  # pragma: no cover - a typo in the doc
+            raise AssertionError(f"unknown transcript option {opt!r}")
+    result = sk(*argv, cwd=cwd)
+    assert result.returncode == expected, (spec, result.stdout, result.stderr)
+    out = "\n".join(line.rstrip() for line in (result.stdout + result.stderr).splitlines())
+    body = f"```console\n$ statekeeper {parts[0]}\n{out.rstrip()}\n"
+    if expected:
+        body += f"$ echo $?\n{expected}\n"
+    return parts[0], body + "```\n", loose
+
+
+def _mask(text: str) -> str:
+    return " ".join(re.sub(r"\d+", "#", text).split())
+
+
+def test_cli_md_transcripts_are_the_cli_output(tmp_path: Path) -> None:
+    import fcntl
+
+    _scratch(tmp_path)
+    text = DOC.read_text()
+    DEMO_DIR.mkdir(exist_ok=True)
+    with (DEMO_DIR / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one demo transcript at a time on this machine
+        fresh: list[tuple[re.Match[str], str, bool]] = []
+        for match in BLOCK.finditer(text):
+            _, body, loose = _run(match["spec"], tmp_path)
+            fresh.append((match, body, loose))
+    assert fresh, "no transcripts found in docs/cli.md"
+    if os.environ.get("STATEKEEPER_UPDATE_DOCS") == "1":
+        out, last = [], 0
+        for match, body, _ in fresh:
+            out += [text[last : match.start("body")], body]
+            last = match.end("body")
+        DOC.write_text("".join(out) + text[last:])
+        return
+    stale = []
+    for match, body, loose in fresh:
+        same = _mask(match["body"]) == _mask(body) if loose else match["body"] == body
+        if not same:
+            stale.append(f"--- in docs/cli.md\n{match['body']}--- the CLI prints\n{body}")
+    assert not stale, (
+        "docs/cli.md transcripts differ from the CLI (rewrite them with "
+        "STATEKEEPER_UPDATE_DOCS=1):\n" + "\n".join(stale)
+    )
+
+
+def test_cli_md_documents_every_command() -> None:
+    text = DOC.read_text()
+    headings = re.findall(r"^##+ .*$", text, re.MULTILINE)
+    root = typer.main.get_command(app)
+    for name, cmd in root.commands.items():  # type: ignore[attr-defined]
+        if getattr(cmd, "hidden", False):
+            continue
+        assert any(f"`{name}" in h for h in headings), f"docs/cli.md has no section on {name}"
+        ran = re.findall(rf"<!-- transcript: {name}\b", text)
+        assert ran, f"docs/cli.md shows no transcript of {name}"
