@@ -39,9 +39,9 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from . import render
+from ._markup import escape
 from .app import JsonOption, app, err_console, handled, out_console, run
 
 if TYPE_CHECKING:  # (imported where used: ``statekeeper --help`` stays fast)

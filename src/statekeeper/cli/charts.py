@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
+from ._markup import escape
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -7,11 +7,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from ..backends.redact import mask_url
 from ..errors import AgentNotFound
 from . import render
+from ._markup import escape
 from .app import (
     DbOption,
     JsonOption,

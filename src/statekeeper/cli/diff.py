@@ -19,10 +19,10 @@ import json
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from ..errors import AgentNotFound, ConfigurationError
 from . import render
+from ._markup import escape
 from .app import DbOption, JsonOption, app, handled, open_store, out_console, resolve_url, run
 
 if TYPE_CHECKING:

@@ -8,14 +8,13 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from rich import box
-from rich.console import Console, Group
-from rich.json import JSON
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
+from ._markup import escape
 
 if TYPE_CHECKING:
+    from rich.console import Console, Group
+    from rich.panel import Panel
+    from rich.table import Table
+
     from ..records import AgentInfo, Event, Snapshot
     from ..store.store import Problem
 
@@ -104,6 +103,9 @@ def agent_json(info: AgentInfo, state: str | None) -> dict[str, Any]:
 
 def agents_table(rows: Iterable[tuple[AgentInfo, str | None]]) -> Table:
     """Agents with head seq, state and times."""
+    from rich import box
+    from rich.table import Table
+
     table = Table(
         title="Agents",
         title_justify="left",
@@ -146,6 +148,11 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
 
 def snapshot_view(snap: Snapshot, head: int) -> Group:
     """An agent's state: a header grid, then its data document pretty-printed."""
+    from rich.console import Group
+    from rich.json import JSON
+    from rich.panel import Panel
+    from rich.table import Table
+
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
@@ -213,6 +220,9 @@ def history_table(events: Iterable[Event], title: str, *, width: int = 120) -> T
 
     The time column shows the date only when it differs from the row above.
     """
+    from rich import box
+    from rich.table import Table
+
     wide = width >= 110
     table = Table(
         title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0)
@@ -253,6 +263,8 @@ def history_table(events: Iterable[Event], title: str, *, width: int = 120) -> T
 
 def problems_table(problems: Iterable[Problem]) -> Table:
     """Verification problems: agent, seq, reason."""
+    from rich.table import Table
+
     table = Table(title="Problems", title_justify="left", title_style="bold red")
     table.add_column("agent", style="bold", overflow="fold")
     table.add_column("seq", justify="right")
@@ -329,6 +341,9 @@ def demo_timeline(summary: dict[str, Any], width: int = 120) -> Table:
 
     Below 100 columns the time column shows the time since the first event
     (``+1.234s``) instead of the local time, so that every column fits in 80."""
+    from rich import box
+    from rich.table import Table
+
     timeline = summary["timeline"]
     narrow = width < 100
     start = timeline[0]["ts"] if timeline else 0.0
@@ -373,6 +388,9 @@ def demo_timeline(summary: dict[str, Any], width: int = 120) -> Table:
 
 def demo_position(summary: dict[str, Any]) -> Panel:
     """Where the agent was found after the crash, and how long finding it took."""
+    from rich.panel import Panel
+    from rich.table import Table
+
     rec = summary["recovered"]
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -413,6 +431,9 @@ def demo_position(summary: dict[str, Any]) -> Panel:
 
 def demo_tools(summary: dict[str, Any]) -> Table:
     """Each tool call: how often it executed (from the tool's own fsynced log)."""
+    from rich import box
+    from rich.table import Table
+
     table = Table(
         title="Tool calls, counted from the tools' own fsynced log",
         caption="ran = executions · pre-crash = result stored before the kill · "
@@ -448,6 +469,8 @@ def demo_tools(summary: dict[str, Any]) -> Table:
 
 def demo_checks(summary: dict[str, Any]) -> Table:
     """The pass/fail list."""
+    from rich.table import Table
+
     table = Table.grid(padding=(0, 1))
     for name, ok in summary["checks"].items():
         mark = "[green]✓[/]" if ok else "[bold red]✗[/]"

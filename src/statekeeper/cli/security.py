@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from ..errors import ConfigurationError
 from . import render
+from ._markup import escape
 from .app import (
     DbOption,
     JsonOption,

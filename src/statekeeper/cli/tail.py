@@ -14,10 +14,10 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from ..errors import AgentNotFound
 from . import render
+from ._markup import escape
 from .app import DbOption, app, handled, open_store, out_console, resolve_url, run
 
 if TYPE_CHECKING:

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from .. import patch
 from ..errors import ConfigurationError, IntegrityError
 from . import render
+from ._markup import escape
 from .app import (
     DbOption,
     JsonOption,
