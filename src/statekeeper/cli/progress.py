@@ -6,13 +6,44 @@ command ends, so stdout stays exactly the command's output; ``--json`` turns it 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from rich.progress import Progress, Task
+    from rich.progress import Task, TaskID
     from rich.text import Text
 
-__all__ = ["bar"]
+__all__ = ["Bar", "bar"]
+
+
+class Bar(Protocol):
+    """What commands use of a progress bar."""
+
+    def __enter__(self) -> Bar: ...
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+    def add_task(self, description: str, *, total: float | None = ...) -> TaskID: ...
+
+    def advance(self, task_id: TaskID, advance: float = 1) -> None: ...
+
+
+class _NoBar:
+    """The bar when none is drawn (not a terminal, or ``--json``): rich is not imported."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, *, total: float | None = None) -> TaskID:
+        return 0  # type: ignore[return-value]
+
+    def advance(self, task_id: TaskID, advance: float = 1) -> None:
+        return None
 
 
 def _rate_column() -> Any:
@@ -34,8 +65,13 @@ def _rate_column() -> Any:
     return RateColumn
 
 
-def bar(label: str, *, unit: str = "agents", disable: bool = False) -> Progress:
-    """A transient progress bar on stderr: ``label ━━━━ 12/40 31 agents/s 0:00:01``."""
+def bar(label: str, *, unit: str = "agents", disable: bool = False) -> Bar:
+    """A transient progress bar on stderr: ``label ━━━━ 12/40 31 agents/s 0:00:01``
+    (nothing when ``disable`` or when stderr is not a terminal)."""
+    import sys
+
+    if disable or (not sys.stderr.isatty() and not _forced()):
+        return _NoBar()
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -58,3 +94,10 @@ def bar(label: str, *, unit: str = "agents", disable: bool = False) -> Progress:
         # only on a terminal: redirected stderr gets no bar (and no stray newline)
         disable=disable or not console.is_terminal,
     )
+
+
+def _forced() -> bool:
+    """rich's own switches for a terminal that is not a tty (FORCE_COLOR, TTY_INTERACTIVE)."""
+    import os
+
+    return bool(os.environ.get("FORCE_COLOR") or os.environ.get("TTY_INTERACTIVE"))
