@@ -12,27 +12,26 @@ A dry run by default (nothing is written); ``--apply`` writes. Exit codes:
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from ..errors import AgentNotFound
-from ..store.repair import RepairReport, repair_agent
 from . import render
+from ._markup import escape
 from .app import (
     DbOption,
     JsonOption,
     app,
-    err_console,
     handled,
     open_store,
     out_console,
     resolve_url,
     run,
 )
+
+if TYPE_CHECKING:  # (imported where used: ``statekeeper --help`` stays fast)
+    from ..store.repair import RepairReport
 
 __all__ = ["EXIT_PENDING", "EXIT_UNREPAIRABLE", "repair_command"]
 
@@ -63,6 +62,9 @@ def repair_command(
     3: problems remain that repair cannot fix (damaged events, heads, idempotency
     records); 2: usage or store errors.
     """
+    from ..store.repair import RepairReport, repair_agent
+    from .progress import bar
+
     url = resolve_url(ctx, db)
 
     async def go() -> RepairReport:
@@ -75,18 +77,8 @@ def repair_command(
                 count = len(agent_ids)
             else:
                 count = await store.count_agents()
-            progress = Progress(
-                TextColumn("[bold]repairing[/]" if apply else "[bold]checking[/]"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[agent]}", style="dim"),
-                TimeElapsedColumn(),
-                console=err_console(),
-                transient=True,
-                disable=json_out,
-            )
-            with progress:
-                task = progress.add_task("repair", total=count, agent="")
+            with bar("repairing" if apply else "checking", disable=json_out) as progress:
+                task = progress.add_task("repair", total=count)
 
                 async def each() -> Any:
                     if agent_ids:
@@ -97,7 +89,6 @@ def repair_command(
                             yield info.agent_id
 
                 async for agent_id in each():
-                    progress.update(task, agent=agent_id)
                     total.add(await repair_agent(store, agent_id, apply=apply))
                     progress.advance(task)
         return total
@@ -127,6 +118,8 @@ def repair_command(
 
 
 def _print(report: RepairReport) -> None:
+    from rich.table import Table
+
     console = out_console()
     summary = (
         f"{report.agents} agent(s), {report.events} event(s), "
