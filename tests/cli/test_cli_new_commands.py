@@ -243,12 +243,13 @@ def test_import_missing_file_and_export_into_a_missing_folder(tmp_path: Path) ->
 
 @engines
 def test_tail_last_events(engine_url: str) -> None:
-    result = sk("tail", "--db", engine_url, "-n", "3")
+    result = sk("tail", "--db", engine_url, "-n", "4")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 4  # the newest 4 across agents, oldest first
     assert "beta  #2  patch" in lines[0]
-    assert "gamma  #3  complete  processing → completed" in lines[2]
+    assert "gamma  #1  created  → idle" in lines[1]
+    assert "gamma  #3  complete  processing → completed" in lines[3]
     one = sk("tail", "alpha", "--db", engine_url, "-n", "1", "--json")
     assert [json.loads(x)["seq"] for x in one.stdout.splitlines()] == [4]
     assert sk("tail", "ghost", "--db", engine_url).returncode == 1
