@@ -210,15 +210,31 @@ def test_history_timeline(url: str) -> None:
     assert rows[3][3] == "-"  # the current stay has not ended
 
 
-@pytest.mark.parametrize("command", [["stats"], ["agents"], ["verify"]])
-def test_progress_bar_with_rate_and_eta_on_a_terminal_only(url: str, command: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("command", "rate", "done"),
+    [
+        (["stats"], "agents/s", "3/3"),
+        (["agents"], "agents/s", "3/3"),
+        (["verify"], "agents/s", "3/3"),
+        (["diagram"], "agents/s", "3/3"),
+        (["export", "-o", "out.jsonl"], "agents/s", "3/3"),
+        (["history", "alpha"], "events/s", "4/4"),
+        (["tail"], "agents/s", "3/3"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_progress_bar_with_rate_and_eta_on_a_terminal_only(
+    url: str, command: list[str], rate: str, done: str, tmp_path: Path
+) -> None:
     on_tty = sk(
-        *command, "--db", url, FORCE_COLOR="1", TTY_INTERACTIVE="1", TERM="xterm", NO_COLOR=""
-    )
+        *command, "--db", url, cwd=tmp_path,
+        FORCE_COLOR="1", TTY_INTERACTIVE="1", TERM="xterm", NO_COLOR="",
+    )  # fmt: skip
     assert on_tty.returncode == 0, on_tty.stderr
-    assert "agents/s" in on_tty.stderr and "3/3" in on_tty.stderr
-    assert "agents/s" not in on_tty.stdout
-    redirected = sk(*command, "--db", url)
+    assert rate in on_tty.stderr and done in on_tty.stderr
+    assert rate not in on_tty.stdout
+    redirected = sk(*command, "--db", url, cwd=tmp_path)
+    assert redirected.returncode == 0, redirected.stderr
     assert redirected.stderr == ""
 
 

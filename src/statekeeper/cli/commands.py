@@ -184,11 +184,19 @@ def history(
     """Show an agent's events, oldest first (or its states on a timeline)."""
     url = resolve_url(ctx, db)
 
+    from .progress import bar
+
     async def go() -> tuple[list[Event], int]:
         async with open_store(url) as store:
             head = await _require(store, agent)
             to_seq = after + limit if limit is not None else None
-            events = [ev async for ev in store.history(agent, after_seq=after, to_seq=to_seq)]
+            last = min(head, to_seq) if to_seq is not None else head
+            events = []
+            with bar("reading events", unit="events", disable=json_out) as progress:
+                task = progress.add_task("history", total=max(0, last - after))
+                async for ev in store.history(agent, after_seq=after, to_seq=to_seq):
+                    events.append(ev)
+                    progress.advance(task)
             return events, head
 
     events, head = run(go())

@@ -131,6 +131,8 @@ def tail(
     ] = False,
 ) -> None:
     """Show the newest events of an agent or the store; -f follows new ones."""
+    from .progress import bar
+
     url = resolve_url(ctx, db)
     show = _Printer(out_console(), json_out, with_agent=agent is None)
 
@@ -147,8 +149,11 @@ def tail(
                 return
             heads = await _heads(store)
             recent: list[Any] = []
-            for agent_id, head in heads.items():
-                recent.extend(await _last_events(store, agent_id, head, lines))
+            with bar("reading", disable=json_out or not lines) as progress:
+                task = progress.add_task("tail", total=len(heads))
+                for agent_id, head in heads.items():
+                    recent.extend(await _last_events(store, agent_id, head, lines))
+                    progress.advance(task)
             recent.sort(key=lambda ev: (ev.timestamp, ev.agent_id, ev.seq))
             for ev in recent[len(recent) - lines :] if lines else []:
                 show(ev)
