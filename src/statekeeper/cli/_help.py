@@ -51,7 +51,10 @@ def polish(command: Any, ctx: Any = None) -> None:
     for param in getattr(command, "params", ()):
         if param.param_type_name == "argument":
             if param.metavar is None:
-                param.metavar = (param.name or "value").upper()
+                name = param.name or "value"
+                if param.nargs != 1 and name.endswith("_ids"):
+                    name = name[: -len("_ids")]  # agent_ids -> AGENT...
+                param.metavar = name.upper()
                 if param.nargs != 1:
                     param.metavar += "..."
             # the metavar says it all: no "AGENT <str>" in the help list, no "{AGENT}"
