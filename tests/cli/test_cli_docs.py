@@ -27,6 +27,7 @@ import sqlite3
 from pathlib import Path
 
 import typer
+from rich.cells import cell_len
 
 from statekeeper.cli import app
 
@@ -101,6 +102,10 @@ def test_cli_md_transcripts_are_the_cli_output(tmp_path: Path) -> None:
             last = match.end("body")
         DOC.write_text("".join(out) + text[last:])
         return
+    for _, body, _ in fresh:  # 80 columns (command lines, JSON, one-line errors aside)
+        for line in body.splitlines():
+            if not line.startswith(("{", "error:", "Error:", "$ ")):
+                assert cell_len(line) <= 80 and "…" not in line, line
     stale = []
     for match, body, loose in fresh:
         same = _mask(match["body"]) == _mask(body) if loose else match["body"] == body
