@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..backends.redact import mask_url
 from ..errors import AgentNotFound
 from . import render
 from ._markup import escape
@@ -417,6 +416,7 @@ def stats(
         return
     from rich.table import Table
 
+    from ..backends.redact import mask_url
     from .charts import human_bytes, sizes_table, state_bars
 
     console = out_console()
