@@ -199,10 +199,15 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 def _known_urls() -> list[str]:
     """The store URLs this invocation was given (--db before or after the command,
     $STATEKEEPER_URL): their secrets are masked in anything printed."""
-    import click
+    import importlib
+
+    try:  # typer >= 0.29 runs on its own copy of click: ask that one for the context
+        contexts = importlib.import_module("typer._click.globals")
+    except ImportError:  # older typer runs on the click package
+        contexts = importlib.import_module("click.globals")
 
     urls = [os.environ.get("STATEKEEPER_URL", "")]
-    ctx = click.get_current_context(silent=True)
+    ctx = contexts.get_current_context(silent=True)
     while ctx is not None:
         urls.append(str(ctx.params.get("db") or ""))
         if isinstance(ctx.obj, Globals):
