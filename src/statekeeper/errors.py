@@ -315,6 +315,21 @@ class RetriesExhausted(ConflictError):
         )
 
 
+class CapabilityUnsupported(StatekeeperError):
+    """The backend does not offer an optional capability (see
+    :class:`statekeeper.backends.base.Capability`); nothing was done.
+
+    Engines declare what they offer in ``Backend.capabilities``; a call of an
+    undeclared one raises this (leases raise :class:`LeasesUnsupported`).
+    """
+
+    def __init__(self, backend: str, capability: str, detail: str = "") -> None:
+        self.backend = backend
+        self.capability = capability
+        suffix = f": {detail}" if detail else ""
+        super().__init__(f"the {backend} backend does not support {capability}{suffix}")
+
+
 class LeaseError(StatekeeperError):
     """Base class for lease and fencing errors."""
 

@@ -7,11 +7,20 @@ under it is checked against — and knows nothing else. Encoding, checksums, cac
 snapshot policy and durability modes live above it, in :mod:`statekeeper.store`, so a
 new engine is small. Every backend passes
 the shared conformance suite in ``tests/backends/conformance.py`` unmodified.
+
+Beyond the core, an engine may offer optional :class:`Capability` s. It lists them in
+``Backend.capabilities``; every capability it does not list is refused with a typed
+error (:class:`~statekeeper.errors.CapabilityUnsupported`, or
+:class:`~statekeeper.errors.LeasesUnsupported` for leases) — never ignored — and the
+conformance suite checks both: each declared capability works, each undeclared one is
+refused. Callers that need one (the tiered backend's cold tier needs key export) check
+``supports()`` or call ``require()`` up front.
 """
 
 from __future__ import annotations
 
 import abc
+import enum
 import functools
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,7 +29,7 @@ from typing import Any
 
 from ..arguments import check_name, check_stored_id
 from ..errors import (
-    BackendUnavailable,
+    CapabilityUnsupported,
     ConfigurationError,
     InvalidAgentId,
     InvalidArgument,
@@ -41,12 +50,33 @@ from ..records import (
 
 __all__ = [
     "Backend",
+    "Capability",
     "Health",
     "check_fence",
     "validate_request",
     "validate_rewrite",
     "validate_ttl",
 ]
+
+
+class Capability(enum.StrEnum):
+    """Optional parts of the backend contract. An engine declares the ones it offers in
+    :attr:`Backend.capabilities`; the others raise a typed error when called."""
+
+    #: ``acquire_lease``/``renew_lease``/``release_lease``/``get_lease`` and fenced
+    #: appends (also ``supports_leases``); refused with ``LeasesUnsupported``
+    LEASES = "leases"
+    #: ``idempotency_keys(agent)`` lists the agent's keys as ``(key, first, last)``;
+    #: importing them is the core contract (append the same ranges with the same keys)
+    KEY_EXPORT = "idempotency key export"
+    #: ``rewrite(request)``: replace stored record bytes (key rotation)
+    REWRITE = "rewrite"
+    #: ``set_ttl(agent, seconds | None)``: agents expire after a time without writes
+    TTL = "ttl"
+    #: ``drop_all()``: delete everything this backend stored (tests, benchmarks)
+    DROP_ALL = "drop_all"
+    #: ``schema_version()``: a versioned schema, migrated on open; a newer one is refused
+    MIGRATIONS = "migrations"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +102,8 @@ _AGENT_ID_METHODS = (
     "renew_lease",
     "release_lease",
     "get_lease",
+    "idempotency_keys",
+    "set_ttl",
 )
 
 
@@ -146,6 +178,21 @@ class Backend(abc.ABC):
         if fn is not None and not getattr(fn, "__statekeeper_checked__", False):
             setattr(cls, "append_batch", _checking_batch(fn))  # noqa: B010
 
+    #: the optional capabilities this engine offers (see :class:`Capability`); every
+    #: other one is refused with a typed error. ``LEASES`` is listed iff
+    #: ``supports_leases`` is True.
+    capabilities: frozenset[Capability] = frozenset()
+
+    def supports(self, capability: Capability) -> bool:
+        """True when the engine offers ``capability``."""
+        return capability in self.capabilities
+
+    def require(self, capability: Capability, why: str = "") -> None:
+        """Raise :class:`~statekeeper.errors.CapabilityUnsupported` unless the engine
+        offers ``capability`` (``why``: what needed it, for the message)."""
+        if capability not in self.capabilities:
+            raise CapabilityUnsupported(self.name, capability.value, why)
+
     @abc.abstractmethod
     async def append(self, request: AppendRequest) -> AppendResult:
         """Atomically append ``request.events`` (and its snapshot) if the head matches.
@@ -200,9 +247,32 @@ class Backend(abc.ABC):
         only if the head is still ``(expected_seq, expected_tag)``, else
         :class:`~statekeeper.errors.ConflictError` and nothing is written.
 
-        Used by key rotation (``statekeeper rekey``). The default refuses.
+        Used by key rotation (``statekeeper rekey``). Capability ``REWRITE``; the
+        default refuses.
         """
-        raise BackendUnavailable(f"the {self.name} backend cannot rewrite stored records")
+        raise CapabilityUnsupported(self.name, Capability.REWRITE.value)
+
+    # -- optional capabilities (see Capability); the defaults refuse -----------------
+
+    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
+        """Every idempotency key of the agent as ``(key, first_seq, last_seq)``, in
+        ``first_seq`` order (empty for an unknown agent). Capability ``KEY_EXPORT``."""
+        raise CapabilityUnsupported(self.name, Capability.KEY_EXPORT.value)
+
+    async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:
+        """Let the agent expire ``ttl`` seconds after its last write (None: never).
+        False when the agent does not exist. Capability ``TTL``."""
+        raise CapabilityUnsupported(self.name, Capability.TTL.value)
+
+    async def drop_all(self) -> int | None:
+        """Delete everything this backend stored (tests, benchmarks; irreversible).
+        Capability ``DROP_ALL``."""
+        raise CapabilityUnsupported(self.name, Capability.DROP_ALL.value)
+
+    async def schema_version(self) -> int:
+        """The version of the stored schema (migrated up to the installed
+        statekeeper's on open). Capability ``MIGRATIONS``."""
+        raise CapabilityUnsupported(self.name, Capability.MIGRATIONS.value)
 
     @abc.abstractmethod
     async def read(

@@ -23,7 +23,15 @@ from ..records import (
     RawSnapshot,
     RewriteRequest,
 )
-from .base import Backend, Health, check_fence, validate_request, validate_rewrite, validate_ttl
+from .base import (
+    Backend,
+    Capability,
+    Health,
+    check_fence,
+    validate_request,
+    validate_rewrite,
+    validate_ttl,
+)
 
 __all__ = ["MemoryBackend"]
 
@@ -47,6 +55,9 @@ class MemoryBackend(Backend):
 
     name = "memory"
     supports_leases = True
+    capabilities = frozenset(
+        {Capability.LEASES, Capability.KEY_EXPORT, Capability.REWRITE, Capability.DROP_ALL}
+    )
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._streams: dict[str, _Stream] = {}
@@ -99,6 +110,14 @@ class MemoryBackend(Backend):
         if stream is None:
             return []
         return sorted(((k, f, la) for k, (f, la) in stream.keys.items()), key=lambda r: r[1])
+
+    async def drop_all(self) -> int:
+        """Forget every agent and lease; returns how many agents there were."""
+        self._check()
+        count = len(self._streams)
+        self._streams.clear()
+        self._leases.clear()
+        return count
 
     async def head(self, agent_id: str) -> int:
         self._check()

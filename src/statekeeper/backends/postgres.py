@@ -81,7 +81,7 @@ from ..records import (
     RawSnapshot,
     RewriteRequest,
 )
-from .base import Backend, Health, validate_request, validate_rewrite, validate_ttl
+from .base import Backend, Capability, Health, validate_request, validate_rewrite, validate_ttl
 from .redact import mask_url, one_line, scrub
 
 try:
@@ -627,6 +627,15 @@ class PostgresBackend(Backend):
 
     name = "postgresql"
     supports_leases = True
+    capabilities = frozenset(
+        {
+            Capability.LEASES,
+            Capability.KEY_EXPORT,
+            Capability.REWRITE,
+            Capability.DROP_ALL,
+            Capability.MIGRATIONS,
+        }
+    )
 
     def __init__(
         self,
@@ -789,6 +798,10 @@ class PostgresBackend(Backend):
         """The migration versions applied to this schema."""
         rows = await self._query("migrations", ())
         return [int(r[0]) for r in rows]
+
+    async def schema_version(self) -> int:
+        """The newest migration applied to this schema (see :data:`MIGRATIONS`)."""
+        return max(await self.migrations(), default=0)
 
     async def drop_all(self) -> None:
         """Delete everything this backend stored: its schema (or, in ``public``, only

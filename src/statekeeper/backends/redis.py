@@ -63,7 +63,7 @@ from ..records import (
     RawSnapshot,
     RewriteRequest,
 )
-from .base import Backend, Health, validate_request, validate_rewrite, validate_ttl
+from .base import Backend, Capability, Health, validate_request, validate_rewrite, validate_ttl
 from .framing import pack_snapshot, unpack_snapshot
 from .redact import mask_url, one_line, scrub
 
@@ -451,6 +451,15 @@ class RedisBackend(Backend):
 
     name = "redis"
     supports_leases = True
+    capabilities = frozenset(
+        {
+            Capability.LEASES,
+            Capability.KEY_EXPORT,
+            Capability.REWRITE,
+            Capability.TTL,
+            Capability.DROP_ALL,
+        }
+    )
 
     def __init__(
         self,

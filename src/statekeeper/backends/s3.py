@@ -59,7 +59,7 @@ from ..records import (
     RawSnapshot,
     RewriteRequest,
 )
-from .base import Backend, Health, validate_request, validate_rewrite
+from .base import Backend, Capability, Health, validate_request, validate_rewrite
 from .framing import pack_snapshot, unpack_snapshot
 from .redact import mask_url
 
@@ -170,6 +170,7 @@ class S3Backend(Backend):
     """
 
     name = "s3"
+    capabilities = frozenset({Capability.KEY_EXPORT, Capability.REWRITE, Capability.DROP_ALL})
 
     def __init__(
         self,

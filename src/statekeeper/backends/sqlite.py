@@ -67,6 +67,7 @@ from ..records import (
 )
 from .base import (
     Backend,
+    Capability,
     Health,
     check_fence,
     validate_request,
@@ -223,6 +224,15 @@ class SQLiteBackend(Backend):
 
     name = "sqlite"
     supports_leases = True
+    capabilities = frozenset(
+        {
+            Capability.LEASES,
+            Capability.KEY_EXPORT,
+            Capability.REWRITE,
+            Capability.DROP_ALL,
+            Capability.MIGRATIONS,
+        }
+    )
 
     def __init__(
         self,
@@ -799,6 +809,37 @@ class SQLiteBackend(Backend):
                 .fetchall()
             )
         return [(str(r[0]), int(r[1]), int(r[2])) for r in rows]
+
+    async def schema_version(self) -> int:
+        with _translated(self.path):
+            row = (
+                self._reader()
+                .execute("SELECT value FROM sk_meta WHERE key = 'schema_version'")
+                .fetchone()
+            )
+        return int(row[0]) if row is not None else 0
+
+    def _drop_all_sync(self) -> int:
+        conn = self._writer
+        assert conn is not None
+        with _translated(self.path):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                count = int(conn.execute("SELECT count(*) FROM sk_agents").fetchone()[0])
+                for table in ("sk_agents", "sk_events", "sk_snapshots", "sk_idempotency"):
+                    conn.execute(f"DELETE FROM {table}")
+                conn.execute("DELETE FROM sk_leases")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return count
+
+    async def drop_all(self) -> int:
+        """Delete every agent, key and lease in the file (the schema stays); returns how
+        many agents there were. For tests and benchmarks; irreversible."""
+        result: int = await self._write(self._drop_all_sync)
+        return result
 
     async def head(self, agent_id: str) -> int:
         with _translated(self.path, agent_id):

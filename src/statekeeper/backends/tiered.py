@@ -10,12 +10,19 @@ Writes
     :meth:`TieredBackend.append_batch` shares one durable commit and one pipelined hot
     round trip.
 
-Reads
-    ``head``, ``read``, ``latest_snapshot`` and ``seq_at`` are answered by the hot
-    tier when it holds the agent; otherwise by the durable tier, and the agent's
-    stream (events and snapshots) is then copied into the hot tier —
-    *refilled lazily on read*. Idempotency-key lookups and listings always use the
-    durable tier.
+Reads — the durable tier is the authority
+    ``head`` and ``head_tag`` are always answered by the durable tier (one indexed
+    read). ``read`` and ``latest_snapshot`` are answered by the hot tier only when
+    its copy of the agent has exactly the durable tier's head *and* head tag, checked
+    on every call (one durable and one hot point read), and a ``read`` must also come
+    back complete up to that head; otherwise the durable tier answers, and the
+    agent's stream (events and snapshots) is then copied into the hot tier —
+    *refilled lazily on read*. ``seq_at``, idempotency-key lookups and listings always
+    use the durable tier. So a hot copy that is stale — written before an outage
+    and never updated, restored from an old dump, left behind by a process that
+    died, or shared by processes that never saw each other's failures — is never
+    served, whatever any process remembers: no process reads an agent below a seq
+    the durable tier already acknowledged.
 
 A hot tier that fails
     Every hot call is bounded by ``hot_timeout``; an error or timeout marks the hot
@@ -23,25 +30,27 @@ A hot tier that fails
     tier instead — no operation fails because of the hot tier, and no write is lost
     because none was acknowledged by it alone. Agents written while it was down (or
     whose hot update failed) are remembered, and their hot copies are deleted before
-    the hot tier is used for them again, so a hot tier that comes back with old data
-    never serves it.
+    the hot tier is used for them again (a clean-up only: correctness rests on the
+    check against the durable head above, not on this process's memory).
 
 Cold tier
     With ``cold`` and ``idle_after`` set, :meth:`TieredBackend.demote_idle` (run every
     ``demote_interval`` seconds when that is set) moves agents idle for longer than
     ``idle_after`` to the cold tier: their stream, snapshots and idempotency keys are
-    copied, a small marker is written to the durable tier, and the agent is removed
-    from the durable and hot tiers. Any later use of the agent (a read, an append, a
-    key lookup) finds the marker and first copies the agent back — *rehydrated
-    transparently*. ``list_agents`` and ``count_agents`` include demoted agents.
+    copied (both tiers must offer ``Capability.KEY_EXPORT``; a tier without it is
+    refused when the backend is built), a small marker is written to the durable
+    tier, and the agent is removed from the durable and hot tiers. Any later use of
+    the agent (a read, an append, a key lookup) finds the marker and first copies the
+    agent back — *rehydrated transparently*. ``list_agents`` and ``count_agents``
+    include demoted agents.
 
 Multi-process rules
     Several processes may share the durable and a Redis hot tier: every tiered writer
-    updates the shared hot copy, and a conflict in the durable tier drops a hot copy
-    whose head disagrees. A process-local hot tier (``memory://``) cannot see other
-    processes' writes: use it when the process is the agents' only writer (e.g.
-    behind leases). Demotion of an agent must not race with writes to it from other
-    processes (run ``demote_idle`` in one process, or hold the agent's lease).
+    updates the shared hot copy, so it keeps serving hits; a copy that another
+    process (or a process-local ``memory://`` hot tier) missed fails the head check
+    and is dropped and refilled. Demotion of an agent must not race with writes to it
+    from other processes (run ``demote_idle`` in one process, or hold the agent's
+    lease).
 """
 
 from __future__ import annotations
@@ -53,7 +62,7 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import orjson
@@ -68,9 +77,9 @@ from ..records import (
     RawSnapshot,
     RewriteRequest,
 )
-from .base import Backend, Health, validate_request
+from .base import Backend, Capability, Health, validate_request
 
-__all__ = ["COLD_MARKER", "KeyExport", "TieredBackend"]
+__all__ = ["COLD_MARKER", "TieredBackend"]
 
 logger = logging.getLogger("statekeeper.backends.tiered")
 
@@ -87,19 +96,6 @@ class _Miss:
 
 
 _MISS = _Miss()
-
-
-@runtime_checkable
-class KeyExport(Protocol):
-    """A backend that can list an agent's idempotency keys (PostgreSQL, Redis, S3).
-
-    When both the durable and the cold tier provide it, demotion and rehydration keep
-    the agent's keys, so a retry of an old step is still recognised afterwards.
-    """
-
-    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
-        """``(key, first_seq, last_seq)`` for every key of the agent."""
-        ...
 
 
 def _is_marker(agent_id: str) -> bool:
@@ -121,11 +117,6 @@ class TieredBackend(Backend):
         hot_timeout: seconds a hot-tier call may take before it counts as failed.
         hot_retry_after: seconds the hot tier is left alone after a failure.
         fill_limit: streams longer than this are not copied into the hot tier.
-        hot_shared: the hot tier is shared by every process writing these agents (a
-            Redis server), so its copies are kept coherent by all of them and are
-            trusted. A private hot tier (``memory://``, the default guess for a
-            :class:`~.memory.MemoryBackend`) is checked against the durable head and
-            head tag before each use, so other processes' writes are never missed.
         clock: wall clock used for idleness (compared with event timestamps).
     """
 
@@ -142,7 +133,6 @@ class TieredBackend(Backend):
         hot_timeout: float = 0.5,
         hot_retry_after: float = 1.0,
         fill_limit: int = 10_000,
-        hot_shared: bool | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if idle_after is not None and cold is None:
@@ -151,9 +141,24 @@ class TieredBackend(Backend):
             raise ConfigurationError("demote_interval needs idle_after")
         if hot_timeout <= 0 or hot_retry_after < 0:
             raise ConfigurationError("hot_timeout must be > 0 and hot_retry_after >= 0")
+        if cold is not None:
+            # demotion copies the agent's idempotency keys there and back: without
+            # them a retried step would be stored twice after a round trip
+            why = "a cold tier needs it to keep idempotency keys across demotion"
+            durable.require(Capability.KEY_EXPORT, "durable tier: " + why)
+            cold.require(Capability.KEY_EXPORT, "cold tier: " + why)
         self.durable = durable
         #: leases are the durable tier's (it checks fences atomically with appends)
         self.supports_leases = durable.supports_leases
+        own = {Capability.LEASES, Capability.KEY_EXPORT, Capability.REWRITE}
+        caps = {c for c in own if durable.supports(c)}
+        if durable.supports(Capability.MIGRATIONS):
+            caps.add(Capability.MIGRATIONS)
+        if all(t.supports(Capability.DROP_ALL) for t in (hot, durable, cold) if t is not None):
+            caps.add(Capability.DROP_ALL)
+        #: the durable tier's leases, key export, rewrite and migrations; ``drop_all``
+        #: when every tier has it; never TTL (an expiring tier of record loses data)
+        self.capabilities = frozenset(caps)
         self.hot = hot
         self.cold = cold
         self.idle_after = idle_after
@@ -161,11 +166,6 @@ class TieredBackend(Backend):
         self.hot_timeout = hot_timeout
         self.hot_retry_after = hot_retry_after
         self.fill_limit = fill_limit
-        from .memory import MemoryBackend
-
-        self.hot_shared = (
-            hot_shared if hot_shared is not None else not isinstance(hot, MemoryBackend)
-        )
         self.clock = clock
         self._hot_down_until = 0.0
         self._dirty: set[str] = set()
@@ -323,22 +323,27 @@ class TieredBackend(Backend):
         if isinstance(result, _Miss):
             self._dirty.add(agent_id)
 
-    async def _hot_fresh(self, agent_id: str) -> bool:
-        """May the hot tier answer for the agent? Always for a shared hot tier; for a
-        private one, only while its copy has the durable tier's head and head tag."""
+    async def _hot_view(self, agent_id: str) -> int | None:
+        """The durable head when the hot tier may answer reads of the agent — its copy
+        holds exactly the durable tier's head and head tag, read now — else None.
+
+        The durable tier is the authority: a hot copy is trusted on no process's word
+        (another process may have written while this one could not reach the hot
+        tier, and died), only on this comparison, made on every read.
+        """
         if self.hot is None or not self.hot_available():
-            return False
-        if self.hot_shared:
-            return True
+            return None
         durable = await self.durable.head_tag(agent_id)
+        if durable[0] == 0:
+            return None
         hot = await self._hot_call(lambda h: h.head_tag(agent_id), [agent_id], write=False)
         if isinstance(hot, _Miss):
-            return False
+            return None
         if hot == durable:
-            return durable[0] > 0
-        if hot[0] > 0:  # another process moved or rewrote the agent
+            return durable[0]
+        if hot[0] > 0:  # stale, or moved/rewritten by someone else: refill it
             await self._drop_hot(agent_id)
-        return False
+        return None
 
     # -- writes --------------------------------------------------------------------
 
@@ -479,32 +484,18 @@ class TieredBackend(Backend):
         return head
 
     async def head(self, agent_id: str) -> int:
+        """The durable tier's head (the authority; the hot tier is never asked)."""
         self._check_open()
         self._touch(agent_id)
-        hot = await self._hot_read(agent_id, lambda h: h.head(agent_id))
-        if not isinstance(hot, _Miss) and hot > 0:
-            self._hit()
-            return hot
-        self.stats["hot_misses"] += 1
-        head = await self._durable_head(agent_id)
-        if head > 0:
-            await self._fill(agent_id)
-        return head
+        return await self._durable_head(agent_id)
 
     async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        """The durable tier's head and tag (the authority; the hot tier is never asked)."""
         self._check_open()
         self._touch(agent_id)
-        hot = await self._hot_read(agent_id, lambda h: h.head_tag(agent_id))
-        if not isinstance(hot, _Miss) and hot[0] > 0:
-            self._hit()
-            return hot
-        self.stats["hot_misses"] += 1
         if self.cold is not None:
             await self._durable_head(agent_id)
-        head, tag = await self.durable.head_tag(agent_id)
-        if head > 0:
-            await self._fill(agent_id)
-        return head, tag
+        return await self.durable.head_tag(agent_id)
 
     async def rewrite(self, request: RewriteRequest) -> None:
         """Rewrite in the durable tier (see :meth:`Backend.rewrite`); the hot copy is
@@ -544,10 +535,14 @@ class TieredBackend(Backend):
     ) -> list[RawEvent]:
         self._check_open()
         self._touch(agent_id)
-        hot = await self._hot_read(agent_id, lambda h: h.read(agent_id, after_seq, to_seq, limit))
-        if not isinstance(hot, _Miss) and hot:
-            self._hit()
-            return hot
+        head = await self._hot_view(agent_id)
+        if head is not None:
+            hot = await self._hot_call(
+                lambda h: h.read(agent_id, after_seq, to_seq, limit), [agent_id], write=False
+            )
+            if not isinstance(hot, _Miss) and _complete(hot, head, after_seq, to_seq, limit):
+                self._hit()
+                return hot
         self.stats["hot_misses"] += 1
         events = await self.durable.read(agent_id, after_seq, to_seq, limit)
         if not events and self.cold is not None and await self._durable_head(agent_id) > 0:
@@ -556,24 +551,11 @@ class TieredBackend(Backend):
             await self._fill(agent_id)
         return events
 
-    async def _hot_read(self, agent_id: str, fn: Callable[[Backend], Awaitable[T]]) -> T | _Miss:
-        """A read answered by the hot tier, or ``_MISS`` when it may not answer."""
-        if not self.hot_shared and not await self._hot_fresh(agent_id):
-            return _MISS
-        return await self._hot_call(fn, [agent_id], write=False)
-
-    async def _hot_has(self, agent_id: str) -> bool:
-        head = await self._hot_call(lambda h: h.head(agent_id), [agent_id], write=False)
-        return not isinstance(head, _Miss) and head > 0
-
     async def seq_at(self, agent_id: str, timestamp: float) -> int:
+        """Answered by the durable tier (its answer cannot be checked for completeness
+        the way a read can; it is a rare, time-travel call)."""
         self._check_open()
         self._touch(agent_id)
-        hot = await self._hot_read(agent_id, lambda h: h.seq_at(agent_id, timestamp))
-        if not isinstance(hot, _Miss) and (hot > 0 or await self._hot_has(agent_id)):
-            self._hit()
-            return hot
-        self.stats["hot_misses"] += 1
         if self.cold is not None:
             await self._durable_head(agent_id)
         return await self.durable.seq_at(agent_id, timestamp)
@@ -583,11 +565,16 @@ class TieredBackend(Backend):
     ) -> RawSnapshot | None:
         self._check_open()
         self._touch(agent_id)
-        hot = await self._hot_read(agent_id, lambda h: h.latest_snapshot(agent_id, at_or_below))
-        # A hot copy holds every snapshot of the agent: its "none" is exact too.
-        if not isinstance(hot, _Miss) and (hot is not None or await self._hot_has(agent_id)):
-            self._hit()
-            return hot
+        if await self._hot_view(agent_id) is not None:
+            # A checked hot copy holds every snapshot of the agent: its "none" is exact
+            # too. (Should the hot tier lose data between the check and this call, an
+            # older snapshot or none only makes the caller replay more verified events.)
+            hot = await self._hot_call(
+                lambda h: h.latest_snapshot(agent_id, at_or_below), [agent_id], write=False
+            )
+            if not isinstance(hot, _Miss):
+                self._hit()
+                return hot
         self.stats["hot_misses"] += 1
         if self.cold is not None:
             await self._durable_head(agent_id)
@@ -601,13 +588,30 @@ class TieredBackend(Backend):
         return await self.durable.lookup_key(agent_id, key)
 
     async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
-        """The durable tier's keys of the agent (empty when it cannot list them)."""
+        """The durable tier's keys of the agent (``CapabilityUnsupported`` when the
+        durable tier cannot list them)."""
         self._check_open()
+        self.require(Capability.KEY_EXPORT)
         if self.cold is not None:
             await self._durable_head(agent_id)
-        if isinstance(self.durable, KeyExport):
-            return await self.durable.idempotency_keys(agent_id)
-        return []
+        return await self.durable.idempotency_keys(agent_id)
+
+    async def schema_version(self) -> int:
+        """The durable tier's schema version."""
+        self._check_open()
+        self.require(Capability.MIGRATIONS)
+        return await self.durable.schema_version()
+
+    async def drop_all(self) -> int | None:
+        """``drop_all`` on every tier (hot first, the tier of record, then cold)."""
+        self._check_open()
+        self.require(Capability.DROP_ALL)
+        tiers = [t for t in (self.hot, self.durable, self.cold) if t is not None]
+        for tier in tiers:
+            await tier.drop_all()
+        self._dirty.clear()
+        self._last_used.clear()
+        return None
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         self._check_open()
@@ -848,9 +852,11 @@ async def _copy_stream(
     """Append the agent's events 1..head from ``src`` to (empty) ``dst``, keeping the
     idempotency keys (when both tiers can list them) and the snapshots."""
     keyed: dict[int, tuple[str, int]] = {}
-    if isinstance(src, KeyExport) and isinstance(dst, KeyExport):
-        for name, first, last in await src.idempotency_keys(agent_id):
-            keyed[first] = (name, last)
+    why = f"copying agent {agent_id!r} between tiers keeps its idempotency keys"
+    src.require(Capability.KEY_EXPORT, why)
+    dst.require(Capability.KEY_EXPORT, why)
+    for name, first, last in await src.idempotency_keys(agent_id):
+        keyed[first] = (name, last)
     starts = sorted(keyed)
     tag_head, tag = await src.head_tag(agent_id)
     if tag_head != head:
@@ -873,6 +879,21 @@ async def _copy_stream(
         seq = events[-1].seq
     for snap in await _snapshots(src, agent_id, all_snapshots=all_snapshots):
         await dst.save_snapshot(agent_id, snap)
+
+
+def _complete(
+    events: list[RawEvent], head: int, after_seq: int, to_seq: int | None, limit: int | None
+) -> bool:
+    """Is ``events`` a full answer to ``read(after_seq, to_seq, limit)`` of a stream
+    whose head is at least ``head``? (A hot copy that lost data between the head
+    check and the read comes back short.)"""
+    end = head if to_seq is None else min(to_seq, head)
+    want = max(0, end - max(after_seq, 0))
+    if limit is not None:
+        want = min(want, max(limit, 0))
+    if len(events) < want:
+        return False
+    return not events or events[0].seq == max(after_seq, 0) + 1
 
 
 async def _snapshots(
