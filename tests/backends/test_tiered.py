@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from statekeeper.backends import MemoryBackend, SQLiteBackend, open_backend, tiered_url
-from statekeeper.backends.base import Backend
+from statekeeper.backends.base import Backend, Capability
 from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
-from statekeeper.errors import ConfigurationError
+from statekeeper.errors import CapabilityUnsupported, ConfigurationError
 from statekeeper.records import AppendRequest, AppendResult, RawSnapshot
 from statekeeper.store import StateStore
 
@@ -149,7 +149,124 @@ class TestTieredThroughColdConformance(BackendConformance):
         )
 
 
+class TestTieredThroughSQLiteColdConformance(BackendConformance):
+    """memory → SQLite → SQLite (another file) with every agent demoted after every
+    write: idempotency keys, snapshots and head tags must survive each round trip."""
+
+    async def make_backend(self, tmp_path: Path) -> TieredBackend:
+        cold = SQLiteBackend(tmp_path / "cold.db")
+        return _AlwaysCold(_sqlite(tmp_path), hot=MemoryBackend(), cold=cold, idle_after=3600)
+
+
+class TestTieredThroughMemoryColdConformance(BackendConformance):
+    """memory → memory → memory, every agent demoted after every write."""
+
+    async def make_backend(self, tmp_path: Path) -> TieredBackend:
+        return _AlwaysCold(MemoryBackend(), hot=MemoryBackend(), cold=MemoryBackend(), idle_after=1)
+
+
+# -- idempotency keys through the cold tier (issue 9, item 2) ------------------------------
+
+
+def _tier(kind: str, tmp_path: Path, name: str) -> Backend:
+    if kind == "memory":
+        return MemoryBackend()
+    if kind == "sqlite":
+        return SQLiteBackend(tmp_path / f"{name}.db")
+    if kind == "postgres":
+        pytest.importorskip("psycopg")
+        require_postgres()
+        return _postgres(tmp_path)
+    assert kind == "s3"
+    pytest.importorskip("boto3")
+    return _s3(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("durable_kind", "cold_kind"),
+    [
+        ("sqlite", "memory"),
+        ("sqlite", "sqlite"),
+        ("memory", "sqlite"),
+        ("memory", "memory"),
+        ("sqlite", "s3"),
+        ("postgres", "sqlite"),
+    ],
+)
+async def test_a_retried_step_after_a_cold_round_trip_is_not_stored_twice(
+    tmp_path: Path, durable_kind: str, cold_kind: str
+) -> None:
+    """A save retried with an idempotency key already used before the agent was
+    demoted and rehydrated is a duplicate — not a second, doubled step."""
+    durable = _tier(durable_kind, tmp_path, "durable")
+    cold = _tier(cold_kind, tmp_path, "cold")
+    backend = TieredBackend(durable, hot=MemoryBackend(), cold=cold, idle_after=3600)
+    try:
+        async with StateStore(backend) as store:
+            await store.save("a", {"step": 1}, idempotency_key="step-1")
+            await store.save("a", {"step": 2}, idempotency_key="step-2")
+            await store.save("a", {"step": 3})
+            assert await backend.demote("a")
+            assert await durable.head("a") == 0 and await cold.head("a") == 3
+            # the retry of step 2 (its reply was lost, say): recognised, not re-applied
+            again = await store.save("a", {"step": 2}, idempotency_key="step-2")
+            assert again.duplicate and (again.first_seq, again.last_seq) == (2, 2)
+            assert await backend.head("a") == 3
+            # and again after a second round trip, from a store with no cache
+            assert await backend.demote("a")
+            async with StateStore(backend) as fresh:
+                retry = await fresh.save("a", {"step": 1}, idempotency_key="step-1")
+                assert retry.duplicate and retry.last_seq == 1
+                assert (await fresh.load("a")).data == {"step": 3}
+                assert [e.seq async for e in fresh.history("a")] == [1, 2, 3]
+                keys = await backend.idempotency_keys("a")
+                assert keys == [("step-1", 1, 1), ("step-2", 2, 2)]
+    finally:
+        await backend.close()
+        if cold_kind == "s3":
+            _drop_bucket(tmp_path)
+        if durable_kind == "postgres":
+            drop_schema(namespace(tmp_path))
+
+
+class _NoKeyExport(MemoryBackend):
+    """An engine that cannot list idempotency keys, and says so."""
+
+    capabilities = MemoryBackend.capabilities - {Capability.KEY_EXPORT}
+    idempotency_keys = Backend.idempotency_keys
+
+
+def test_a_tier_that_cannot_export_keys_is_refused_as_cold_or_durable(tmp_path: Path) -> None:
+    with pytest.raises(CapabilityUnsupported) as info:
+        TieredBackend(_sqlite(tmp_path), cold=_NoKeyExport(), idle_after=60)
+    assert info.value.capability == Capability.KEY_EXPORT.value
+    assert "cold tier" in str(info.value)
+    with pytest.raises(CapabilityUnsupported, match="durable tier"):
+        TieredBackend(_NoKeyExport(), cold=MemoryBackend(), idle_after=60)
+    # without a cold tier nothing needs it: the tiered backend just does not offer it
+    backend = TieredBackend(_NoKeyExport(), hot=MemoryBackend())
+    assert not backend.supports(Capability.KEY_EXPORT)
+    with pytest.raises(CapabilityUnsupported):
+        asyncio.run(backend.idempotency_keys("a"))
+    asyncio.run(backend.close())
+
+
 # -- hot tier -----------------------------------------------------------------------------
+
+
+_SPIED = (
+    "append",
+    "append_batch",
+    "head",
+    "head_tag",
+    "read",
+    "seq_at",
+    "latest_snapshot",
+    "lookup_key",
+    "save_snapshot",
+    "list_agents",
+    "delete_agent",
+)
 
 
 class _Spy(Backend):
@@ -161,18 +278,7 @@ class _Spy(Backend):
         self.calls: dict[str, int] = {}
 
     def __getattribute__(self, name: str) -> Any:
-        if name in (
-            "append",
-            "append_batch",
-            "head",
-            "read",
-            "seq_at",
-            "latest_snapshot",
-            "lookup_key",
-            "save_snapshot",
-            "list_agents",
-            "delete_agent",
-        ):
+        if name in _SPIED:
             calls = object.__getattribute__(self, "calls")
             calls[name] = calls.get(name, 0) + 1
             return getattr(object.__getattribute__(self, "inner"), name)
@@ -181,7 +287,7 @@ class _Spy(Backend):
     async def append(self, request: AppendRequest) -> AppendResult:
         raise AssertionError  # pragma: no cover - routed by __getattribute__
 
-    lookup_key = head = read = seq_at = save_snapshot = latest_snapshot = append  # type: ignore[assignment]
+    lookup_key = head = head_tag = read = seq_at = save_snapshot = latest_snapshot = append  # type: ignore[assignment]
     list_agents = delete_agent = health = append  # type: ignore[assignment]
 
     async def close(self) -> None:
@@ -189,9 +295,10 @@ class _Spy(Backend):
 
 
 async def test_reads_are_served_by_the_hot_tier(tmp_path: Path) -> None:
+    """Events and snapshots come from the hot tier; the durable tier, the authority,
+    answers only the head (and the head check before each hot read)."""
     durable = _Spy(_sqlite(tmp_path))
-    # declared shared (as a Redis hot tier is): trusted without asking the durable tier
-    backend = TieredBackend(durable, hot=MemoryBackend(), hot_shared=True)
+    backend = TieredBackend(durable, hot=MemoryBackend())
     try:
         await backend.append(request("a", 0, 5, snap_at=3))
         durable.calls.clear()
@@ -199,9 +306,10 @@ async def test_reads_are_served_by_the_hot_tier(tmp_path: Path) -> None:
             assert await backend.head("a") == 5
             assert len(await backend.read("a", 2)) == 3
             assert (await backend.latest_snapshot("a")) is not None
-            assert await backend.seq_at("a", 4.5) == 4
-        assert durable.calls == {}
-        assert backend.stats["hot_hits"] == 40
+        assert durable.calls == {"head": 10, "head_tag": 20}
+        assert backend.stats["hot_hits"] == 20
+        assert await backend.seq_at("a", 4.5) == 4  # always the durable tier's answer
+        assert durable.calls["seq_at"] == 1
     finally:
         await backend.close()
 
@@ -215,7 +323,8 @@ async def test_a_cold_hot_tier_is_filled_on_read(tmp_path: Path) -> None:
     backend = TieredBackend(_sqlite(tmp_path), hot=hot)
     try:
         assert await hot.head("a") == 0
-        assert await backend.head("a") == 1503  # miss: durable answers, hot is filled
+        assert await backend.head("a") == 1503  # the durable tier's answer
+        assert len(await backend.read("a", 1500)) == 3  # miss: durable answers, hot is filled
         assert await hot.head("a") == 1503
         assert await hot.read("a") == await backend.durable.read("a")
         assert (await hot.latest_snapshot("a")) == await backend.durable.latest_snapshot("a")
@@ -245,7 +354,8 @@ async def test_a_stale_hot_copy_is_dropped_when_the_durable_tier_disagrees(
             await mine.append(request("a", 2))
         assert type(info.value).__name__ == "ConflictError"
         assert await hot.head("a") == 0  # dropped
-        assert await mine.head("a") == 3  # durable answers, and refills
+        assert await mine.head("a") == 3
+        assert [e.seq for e in await mine.read("a")] == [1, 2, 3]  # durable answers, refills
         assert await hot.head("a") == 3
     finally:
         await mine.close()
@@ -295,6 +405,51 @@ class _Flaky(MemoryBackend):
         ) and object.__getattribute__(self, "down"):
             raise ConnectionError("hot tier is down")
         return object.__getattribute__(self, name)
+
+
+class _SharedHot(_Spy):
+    """A hot tier shared by several tiered backends, as a Redis server is (not a
+    MemoryBackend, so nothing treats it as private to one process). ``down`` makes
+    every call fail, as a frozen or unreachable server does."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryBackend())
+        self.down = False
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _SPIED and object.__getattribute__(self, "down"):
+            raise ConnectionError("hot tier is down")
+        return super().__getattribute__(name)
+
+
+async def test_a_hot_copy_left_stale_by_a_writer_that_died_is_never_served(
+    tmp_path: Path,
+) -> None:
+    """Issue 9 item 1, in one process: a writer acknowledges seqs 4 and 5 while the
+    shared hot tier is unreachable, then dies (its memory of the stale copy with it).
+    The hot tier comes back holding seq 3: neither a long-running reader nor a new
+    process may load seq 3 again."""
+    shared = _SharedHot()
+    writer = StateStore(TieredBackend(_sqlite(tmp_path), hot=shared, hot_retry_after=0))
+    reader = StateStore(TieredBackend(_sqlite(tmp_path), hot=shared, hot_retry_after=0))
+    try:
+        for n in (1, 2, 3):
+            await writer.save("a", {"n": n})
+        assert (await reader.load("a")).seq == 3
+        assert await shared.inner.head("a") == 3
+        shared.down = True
+        for n in (4, 5):
+            assert (await writer.save("a", {"n": n})).last_seq == n  # acknowledged
+        # the writer "dies": it is never used again, nothing of it is flushed or closed
+        shared.down = False
+        assert await shared.inner.head("a") == 3  # the stale copy is still there
+        assert (await reader.load("a")).data == {"n": 5}
+        async with StateStore(TieredBackend(_sqlite(tmp_path), hot=shared)) as fresh:
+            assert (await fresh.load("a")).data == {"n": 5}
+            assert await shared.inner.head("a") == 5  # dropped and refilled
+            assert (await fresh.load("a")).data == {"n": 5}
+    finally:
+        await reader.close()
 
 
 async def test_a_hot_tier_that_returns_with_old_data_never_serves_it(tmp_path: Path) -> None:
