@@ -323,24 +323,31 @@ class TieredBackend(Backend):
         if isinstance(result, _Miss):
             self._dirty.add(agent_id)
 
-    async def _hot_view(self, agent_id: str) -> int | None:
-        """The durable head when the hot tier may answer reads of the agent — its copy
-        holds exactly the durable tier's head and head tag, read now — else None.
+    async def _hot_checked(
+        self, agent_id: str, fn: Callable[[Backend], Awaitable[T]]
+    ) -> tuple[int, T] | None:
+        """``(durable head, answer)`` when the hot tier may answer a read of the agent,
+        else None (the caller asks the durable tier).
 
         The durable tier is the authority: a hot copy is trusted on no process's word
         (another process may have written while this one could not reach the hot
-        tier, and died), only on this comparison, made on every read.
+        tier, and died), only when its head and head tag equal the durable tier's,
+        compared on every read. The durable head read, the hot head read and the hot
+        read itself run concurrently: one round trip of latency, not three. The
+        caller checks the answer against the durable head (a read must reach it), so
+        an answer is never older than the durable head read during this call.
         """
         if self.hot is None or not self.hot_available():
             return None
-        durable = await self.durable.head_tag(agent_id)
-        if durable[0] == 0:
-            return None
-        hot = await self._hot_call(lambda h: h.head_tag(agent_id), [agent_id], write=False)
-        if isinstance(hot, _Miss):
+        durable, hot, answer = await asyncio.gather(
+            self.durable.head_tag(agent_id),
+            self._hot_call(lambda h: h.head_tag(agent_id), [agent_id], write=False),
+            self._hot_call(fn, [agent_id], write=False),
+        )
+        if durable[0] == 0 or isinstance(hot, _Miss) or isinstance(answer, _Miss):
             return None
         if hot == durable:
-            return durable[0]
+            return durable[0], answer
         if hot[0] > 0:  # stale, or moved/rewritten by someone else: refill it
             await self._drop_hot(agent_id)
         return None
@@ -535,14 +542,12 @@ class TieredBackend(Backend):
     ) -> list[RawEvent]:
         self._check_open()
         self._touch(agent_id)
-        head = await self._hot_view(agent_id)
-        if head is not None:
-            hot = await self._hot_call(
-                lambda h: h.read(agent_id, after_seq, to_seq, limit), [agent_id], write=False
-            )
-            if not isinstance(hot, _Miss) and _complete(hot, head, after_seq, to_seq, limit):
-                self._hit()
-                return hot
+        checked = await self._hot_checked(
+            agent_id, lambda h: h.read(agent_id, after_seq, to_seq, limit)
+        )
+        if checked is not None and _complete(checked[1], checked[0], after_seq, to_seq, limit):
+            self._hit()
+            return checked[1]
         self.stats["hot_misses"] += 1
         events = await self.durable.read(agent_id, after_seq, to_seq, limit)
         if not events and self.cold is not None and await self._durable_head(agent_id) > 0:
@@ -565,16 +570,15 @@ class TieredBackend(Backend):
     ) -> RawSnapshot | None:
         self._check_open()
         self._touch(agent_id)
-        if await self._hot_view(agent_id) is not None:
-            # A checked hot copy holds every snapshot of the agent: its "none" is exact
-            # too. (Should the hot tier lose data between the check and this call, an
-            # older snapshot or none only makes the caller replay more verified events.)
-            hot = await self._hot_call(
-                lambda h: h.latest_snapshot(agent_id, at_or_below), [agent_id], write=False
-            )
-            if not isinstance(hot, _Miss):
-                self._hit()
-                return hot
+        # A checked hot copy holds every snapshot of the agent: its "none" is exact too.
+        # (Should the hot tier lose data during the call, an older snapshot or none
+        # only makes the caller replay more events, read and checked as above.)
+        checked = await self._hot_checked(
+            agent_id, lambda h: h.latest_snapshot(agent_id, at_or_below)
+        )
+        if checked is not None:
+            self._hit()
+            return checked[1]
         self.stats["hot_misses"] += 1
         if self.cold is not None:
             await self._durable_head(agent_id)
