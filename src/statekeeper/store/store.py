@@ -36,7 +36,7 @@ from ..arguments import (
     check_state_value,
     check_timestamp,
 )
-from ..backends.base import Backend, Health, check_fence
+from ..backends.base import Backend, Capability, Health, check_fence
 from ..backends.url import open_backend
 from ..codec import ZERO_LINK, Codec, Opened, TypeRegistry
 from ..codec.formats import JSON
@@ -1603,11 +1603,11 @@ class StateStore:
     ) -> None:
         """Check every idempotency record of the agent against the events it claims
         (``keys``: the key each readable event carries; ``last``: the last stored seq).
-        A backend that cannot list its records is not checked here."""
-        listing = getattr(self.backend, "idempotency_keys", None)
-        if listing is None:
+        A backend that cannot list its records (no ``Capability.KEY_EXPORT``) is not
+        checked here."""
+        if not self.backend.supports(Capability.KEY_EXPORT):
             return
-        for stored, first, end in await listing(agent_id):
+        for stored, first, end in await self.backend.idempotency_keys(agent_id):
             report.keys += 1
             why: str | None = None
             seq = first
