@@ -251,6 +251,20 @@ def test_a_tier_that_cannot_export_keys_is_refused_as_cold_or_durable(tmp_path: 
     asyncio.run(backend.close())
 
 
+async def test_verify_on_an_engine_without_key_export(tmp_path: Path) -> None:
+    """``verify`` checks idempotency records where the engine can list them and, on an
+    engine that declares it cannot, checks everything else instead of failing."""
+    async with StateStore(_NoKeyExport()) as store:
+        await store.save("a", {"n": 1}, idempotency_key="k1")
+        await store.save("a", {"n": 2})
+        report = await store.verify()
+        assert report.ok and report.keys == 0
+    async with StateStore(MemoryBackend()) as store:
+        await store.save("a", {"n": 1}, idempotency_key="k1")
+        report = await store.verify()
+        assert report.ok and report.keys == 1
+
+
 # -- hot tier -----------------------------------------------------------------------------
 
 
