@@ -224,11 +224,15 @@ def test_the_permissive_langgraph_default_would_have_run_it(tmp_path: Path) -> N
     assert target.exists()
 
 
-def test_user_types_need_to_be_allowed() -> None:
-    strict = ValueCodec(safe_serializer())
+def test_user_types_need_to_be_allowed_without_known_types() -> None:
+    strict = ValueCodec(safe_serializer(known_types=False))
     assert roundtrip(Point(1, 2), strict) == {"x": 1, "y": 2}  # not allowed: raw fields
-    allowed = ValueCodec(safe_serializer([Point]))
+    allowed = ValueCodec(safe_serializer([Point], known_types=False))
     assert roundtrip(Point(1, 2), allowed) == Point(1, 2)
+
+
+def test_data_classes_this_process_knows_round_trip_by_default() -> None:
+    assert roundtrip(Point(1, 2)) == Point(1, 2)
 
 
 def test_saver_allowed_types_option(tmp_path: Path) -> None:

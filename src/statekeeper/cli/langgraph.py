@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -67,6 +68,14 @@ def prune(
     ] = "lg/",
     db: DbOption = None,
     as_json: JsonOption = False,
+    key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--key-file",
+            help="Key file of an encrypted store (default: $STATEKEEPER_KEY_FILE / "
+            "$STATEKEEPER_KEYS).",
+        ),
+    ] = None,
 ) -> None:
     """Apply keep-last-N and/or TTL retention to LangGraph threads."""
     if keep_last is None and ttl is None:
@@ -80,7 +89,9 @@ def prune(
         from ..integrations.langgraph import StatekeeperSaver
     except ImportError as exc:
         raise fail(str(exc), 2) from None
-    with StatekeeperSaver.from_url(url, prefix=prefix) as saver:
+    from .security import env_keyring
+
+    with StatekeeperSaver.from_url(url, prefix=prefix, keyring=env_keyring(key_file)) as saver:
         report = saver.prune_retention(
             thread or None, keep_last=keep_last, ttl=seconds, dry_run=dry_run
         )

@@ -48,7 +48,7 @@ from ...errors import AgentNotFound, ConfigurationError, ConflictError, Statekee
 from ...store.portal import Portal
 from ...store.store import StateStore
 from . import mapping as m
-from .serde import ValueCodec, pool_refs, safe_serializer
+from .serde import Memo, ValueCodec, fresh_ref, is_message, pool_refs, safe_serializer
 
 __all__ = ["CheckpointForkError", "RetentionReport", "StatekeeperSaver"]
 
@@ -137,8 +137,17 @@ class _Stream:
     heads: dict[str, str | None]
     doc_bytes: int = 0
     bytes_since: int = 0
-    #: id(message) -> (message, pooled reference) of messages packed into this stream
-    memo: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    #: messages of the latest checkpoint and of the writes since (see ValueCodec.pack)
+    memo: Memo = field(default_factory=dict)
+    #: messages built by the last read of the latest checkpoint
+    loaded: Memo = field(default_factory=dict)
+    #: id(message) -> (message, [[pointer of a write cell holding it, its packed
+    #: reference]], number of puts before the write) for writes of the last two puts
+    written: dict[int, tuple[Any, builtins.list[builtins.list[Any]], int]] = field(
+        default_factory=dict
+    )
+    #: checkpoint puts built on this view
+    puts: int = 0
 
     @property
     def generation(self) -> str:
@@ -234,6 +243,50 @@ def _smallest(old: Any, new: Any, path: str) -> builtins.list[Op]:
         if len(orjson.dumps(replace)) < len(orjson.dumps(ops)):
             ops = replace
     return _prefixed(ops, path)
+
+
+def _note_written(st: _Stream, at: str, value: Any, packed: Any) -> None:
+    """Remember where a write put each message of ``value`` (a message or a list of
+    them), and the reference it stored there."""
+    if is_message(value):
+        st.written[id(value)] = (value, [[at, packed]], st.puts)
+    elif (type(value) is list or type(value) is tuple) and type(packed) is list:
+        for k, item in enumerate(value):
+            if is_message(item):
+                found = st.written.setdefault(id(item), (item, [], st.puts))
+                if found[0] is item:
+                    found[1].append([f"{at}/{k}", packed[k]])
+
+
+def _after_put(st: _Stream, used: Memo, carried: bool) -> builtins.list[Op]:
+    """Ops that store the pending writes holding a message as the message is now, when
+    it changed after the write was stored — ``add_messages`` gives a node's id-less
+    messages their ids after the node's write: a write reads back as the graph saw it
+    after the step, and its message is still stored once (a ``$r`` reference).
+
+    Then the memo is cut down to what the new checkpoint holds plus the messages of
+    recent writes (LangGraph may store a checkpoint after the writes of its own
+    tasks), so it stays the size of the latest state, not of the thread's history; a
+    checkpoint that keeps channels of the last one (not repacked) keeps their entries.
+    """
+    ops: builtins.list[Op] = []
+    for key, (obj, ref, _) in used.items():
+        found = st.written.get(key)
+        if found is None or found[0] is not obj:
+            continue
+        for cell in found[1]:
+            if cell[1] != ref:
+                ops.append({"op": "replace", "path": cell[0], "value": fresh_ref(ref)})
+                cell[1] = ref
+    recent = {k: w for k, w in st.written.items() if w[2] >= st.puts - 1}
+    if carried:  # channels kept from the last checkpoint: their messages stay known
+        memo = st.memo
+    else:
+        memo = {k: st.memo[k] for k, w in recent.items() if k in st.memo and st.memo[k][0] is w[0]}
+    memo.update(used)
+    st.memo, st.written = memo, recent
+    st.puts += 1
+    return ops
 
 
 def _match(meta: dict[str, Any], query: dict[str, Any]) -> bool:
@@ -710,6 +763,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         pool: dict[str, Any],
         writes: builtins.list[PendingWrite],
         config: RunnableConfig | None,
+        seen: Memo | None = None,
     ) -> CheckpointTuple:
         codec = self._codec
         cp = nsd["cp"]
@@ -720,7 +774,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             v=cp["v"],
             id=cp["h"][0],
             ts=cp["h"][1],
-            channel_values={ch: codec.unpack(p, pool) for ch, p in nsd["vals"].items()},
+            channel_values={ch: codec.unpack(p, pool, seen) for ch, p in nsd["vals"].items()},
             channel_versions=dict(cp["cv"]),
             versions_seen={node: dict(seen) for node, seen in cp["vs"].items()},
             updated_channels=builtins.list(cp["uc"]) if cp["uc"] is not None else None,
@@ -789,7 +843,11 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         pool = st.doc["pool"]
         writes = self._pending(nsd["w"].get(cid), pool)
         if nsd["cp"]["h"][0] == cid:
-            return self._tuple(thread_id, ns, nsd, pool, writes, config)
+            seen: Memo | None = {} if self.reuse_packed_messages else None
+            found = self._tuple(thread_id, ns, nsd, pool, writes, config, seen)
+            if seen:  # a run resumes from these objects: its next put need not repack them
+                st.loaded = seen
+            return found
         at = (await self.store.load(st.agent_id, at_seq=seq)).data
         return self._tuple(thread_id, ns, at["ns"][ns], at["pool"], writes, config)
 
@@ -912,26 +970,36 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 raise CheckpointForkError(thread_id, ns, parent, latest, st.agent_id, st.seq)
             pool = st.doc["pool"]
             new_pool: dict[str, Any] = {}
-            memo = st.memo if self.reuse_packed_messages else None
-            if memo is not None and len(memo) > 8192:
-                memo.clear()
+            memo: Memo | None = None
+            used: Memo = {}
+            if self.reuse_packed_messages:
+                memo = st.memo
+                if st.loaded:
+                    memo.update(st.loaded)
+                    st.loaded = {}
             old_cp = nsd["cp"] if nsd is not None else None
             old_vals: dict[str, Any] = nsd["vals"] if nsd is not None else {}
             old_cv: dict[str, Any] = old_cp["cv"] if old_cp is not None else {}
             linear = old_cp is not None and old_cp["h"][0] == parent
             vals: dict[str, Any] = {}
+            carried = False
             for ch, version in header["cv"].items():
                 same_version = ch in old_vals and old_cv.get(ch) == version
                 if ch in new_versions:
                     if ch in values:
-                        vals[ch] = codec.pack(values[ch], pool, new_pool, memo)
+                        vals[ch] = codec.pack(values[ch], pool, new_pool, memo, used)
                 elif same_version and linear:
                     vals[ch] = old_vals[ch]
+                    carried = True
                 elif ch in values:
-                    vals[ch] = codec.pack(values[ch], pool, new_pool, memo)
+                    vals[ch] = codec.pack(values[ch], pool, new_pool, memo, used)
                 elif same_version:
                     vals[ch] = old_vals[ch]
-            return m.EV_CHECKPOINT, self._ops_checkpoint(st, ns, header, meta, vals, new_pool), None
+                    carried = True
+            ops = self._ops_checkpoint(st, ns, header, meta, vals, new_pool)
+            if memo is not None:
+                ops.extend(_after_put(st, used, carried))
+            return m.EV_CHECKPOINT, ops, None
 
         await self._mutate(thread_id, build, m.EV_CHECKPOINT)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
@@ -964,7 +1032,11 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 key = str(idx)
                 if idx >= 0 and key in existing:
                     continue  # regular writes: insert or ignore
-                entries[key] = [ch, codec.pack(value, pool, new_pool, memo)]
+                packed = codec.pack(value, pool, new_pool, memo)
+                entries[key] = [ch, packed]
+                if memo is not None:
+                    at = m.ptr("ns", ns, "w", cid, task_id, "i", key, "1")
+                    _note_written(st, at, value, packed)
             if not entries:
                 return None
             # Idempotency per (checkpoint, task, idx) is this index check, made under a

@@ -18,30 +18,47 @@ values, pending writes, metadata) is *packed* into JSON first:
 **Pooling.** Messages and serde blobs of at least ``pool_min`` bytes are stored once per
 thread in the document's ``pool`` under a content hash and referenced as
 ``{"$p": key}``. A message written by a node (a pending write), then appended to the
-``messages`` channel, then listed again at every later checkpoint is stored once.
+``messages`` channel, then listed again at every later checkpoint is stored once. When
+``add_messages`` gives that message its id after the write was stored, the channel holds
+``{"$r": [key, id]}`` (the pooled message with that id): its content is still stored once.
 
 **Safe loading.** Unpacking builds messages only from the fixed table of LangChain core
 classes below (no import by name), and hands ``$s`` blobs to the serializer, which by
 default is a :class:`JsonPlusSerializer` restricted to LangGraph's
-``SAFE_MSGPACK_TYPES`` plus the types the user allows (:func:`safe_serializer`): a
-type named in stored data that is not allowed is never imported or called — the
-serializer returns its raw fields instead, with a warning.
+``SAFE_MSGPACK_TYPES``, the types the user allows, and the data classes this process
+has already imported (:func:`safe_serializer`): a type named in stored data is never
+imported, and one that is not allowed is never called — the serializer returns its raw
+fields instead, with a warning.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import enum
 import hashlib
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
+import pydantic
+import pydantic.v1
 from langchain_core import messages as lc_messages
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer, _create_msgpack_ext_hook
 
-__all__ = ["MESSAGE_CLASSES", "ValueCodec", "pool_refs", "safe_serializer"]
+__all__ = [
+    "MESSAGE_CLASSES",
+    "KnownTypesSerializer",
+    "Memo",
+    "ValueCodec",
+    "fresh_ref",
+    "is_message",
+    "pool_refs",
+    "safe_serializer",
+]
 
 _MESSAGE_NAMES = (
     "AIMessage",
@@ -67,29 +84,108 @@ _CLASS_NAMES: dict[type[Any], str] = {cls: name for name, cls in MESSAGE_CLASSES
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 _SCALARS = (str, bool, type(None))
 
+#: ``id(message)`` -> (message, its packed reference, its fields when packed/loaded)
+Memo = dict[int, tuple[Any, Any, dict[str, Any]]]
+
 
 def safe_serializer(
     allowed_types: Iterable[type[Any] | tuple[str, str]] = (),
+    *,
+    known_types: bool = True,
 ) -> JsonPlusSerializer:
-    """A LangGraph serializer that constructs only allow-listed types when loading.
+    """A LangGraph serializer that constructs only known types when loading.
 
     ``JsonPlusSerializer`` is built with an explicit ``allowed_msgpack_modules``
     (never ``True``): LangGraph's ``SAFE_MSGPACK_TYPES`` (datetime, UUID, Decimal,
     LangChain messages, ``Send``, ``Interrupt``, ``Command``…) plus ``allowed_types``
-    (classes or ``(module, name)`` pairs, e.g. your state's dataclasses). Pickle and
-    the legacy JSON constructor path stay off.
+    (classes or ``(module, name)`` pairs). With ``known_types`` (the default) a type
+    named in stored data is also built when it is *already known to this process*:
+    its module is already imported (nothing is ever imported on load) and the name is
+    a dataclass, a pydantic model, an ``Enum`` or a ``NamedTuple`` class — so a
+    graph's own state types round-trip, as with LangGraph's permissive default, while
+    functions (``os.system``) and other classes (``subprocess.Popen``) are never
+    called. Pickle and the legacy JSON constructor path stay off.
     """
-    allowed: list[tuple[str, ...]] = []
+    allowed: set[tuple[str, ...]] = set()
     for item in allowed_types:
         if isinstance(item, type):
-            allowed.append((item.__module__, item.__qualname__))
+            allowed.add((item.__module__, item.__qualname__))
         else:
-            allowed.append(tuple(item))
+            allowed.add(tuple(item))
+    if known_types:
+        return KnownTypesSerializer(allowed)
     return JsonPlusSerializer(
         pickle_fallback=False,
         allowed_json_modules=None,
         allowed_msgpack_modules=allowed or None,
     )
+
+
+class _KnownTypes(set[tuple[str, ...]]):
+    """An allowlist that also admits data classes already imported by this process."""
+
+    def __contains__(self, key: object) -> bool:
+        if super().__contains__(key):
+            return True
+        if not (isinstance(key, tuple) and len(key) == 2):
+            return False
+        module, name = key
+        if not (isinstance(module, str) and isinstance(name, str)):
+            return False
+        loaded = sys.modules.get(module)  # never import: only what is already loaded
+        if loaded is None:
+            return False
+        found: Any = loaded
+        for part in name.split("."):
+            found = loaded.__dict__.get(part) if found is loaded else getattr(found, part, None)
+            if found is None:
+                return False
+        if not isinstance(found, type) or found.__module__ != module:
+            return False
+        if not _is_data_class(found):
+            return False
+        self.add(key)
+        return True
+
+
+def _is_data_class(cls: type[Any]) -> bool:
+    if dataclasses.is_dataclass(cls) or issubclass(cls, enum.Enum):
+        return True
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return True
+    return issubclass(cls, pydantic.BaseModel) or issubclass(cls, pydantic.v1.BaseModel)
+
+
+class KnownTypesSerializer(JsonPlusSerializer):
+    """:func:`safe_serializer`'s serializer with ``known_types`` (see there)."""
+
+    def __init__(self, allowed: Iterable[tuple[str, ...]] = ()) -> None:
+        self._explicit = set(allowed)
+        super().__init__(
+            pickle_fallback=False,
+            allowed_json_modules=None,
+            allowed_msgpack_modules=self._explicit or None,
+        )
+        known = _KnownTypes(self._explicit)
+        self._allowed_msgpack_modules = known
+        self._unpack_ext_hook = _create_msgpack_ext_hook(known)
+
+    def with_msgpack_allowlist(
+        self, extra_allowlist: Iterable[tuple[str, ...] | type]
+    ) -> KnownTypesSerializer:
+        """A copy that also allows ``extra_allowlist`` (LangGraph's ``with_allowlist``)."""
+        extra = {
+            (item.__module__, item.__qualname__) if isinstance(item, type) else tuple(item)
+            for item in extra_allowlist
+        }
+        if extra <= self._explicit:
+            return self
+        return KnownTypesSerializer(self._explicit | extra)
+
+
+def is_message(value: Any) -> bool:
+    """Whether ``value`` is stored as a ``$m`` message cell."""
+    return type(value) in _CLASS_NAMES
 
 
 def _pool_key(blob: bytes) -> str:
@@ -140,27 +236,33 @@ class ValueCodec:
         value: Any,
         pool: Mapping[str, Any] | None = None,
         new: dict[str, Any] | None = None,
-        memo: dict[int, tuple[Any, Any]] | None = None,
+        memo: Memo | None = None,
+        used: Memo | None = None,
     ) -> Any:
         """Pack ``value``; pooled cells not already in ``pool`` are added to ``new``.
 
         With ``new=None`` nothing is pooled (the cells are inlined). ``memo`` maps
-        ``id(message)`` to ``(message, pooled reference)`` from earlier packs: a message
-        object met again is not serialized again (objects are treated as immutable
-        once checkpointed); pass None to always serialize.
+        ``id(message)`` to ``(message, pooled reference, fields when packed)`` from
+        earlier packs (or loads, see :meth:`unpack`): a message object met again whose
+        fields are all still equal to those is not serialized again. A message whose
+        only change is its ``id`` (``add_messages`` gives ids to the messages a node
+        returned, after their write was stored) becomes ``{"$r": [key, id]}``: the
+        stored message under ``key`` with that id, so its content is stored once.
+        Every entry used or made is also put in ``used`` (and ``memo``).
         """
         if not self.native:
             if type(value) is list or type(value) is tuple:
                 return [self._blob(v, pool, new) for v in value]
             return self._blob(value, pool, new)
-        return self._pack(value, pool, new, memo)
+        return self._pack(value, pool, new, memo, used)
 
     def _pack(
         self,
         v: Any,
         pool: Mapping[str, Any] | None,
         new: dict[str, Any] | None,
-        memo: dict[int, tuple[Any, Any]] | None = None,
+        memo: Memo | None = None,
+        used: Memo | None = None,
     ) -> Any:
         t = type(v)
         if t in _SCALARS:
@@ -170,7 +272,7 @@ class ValueCodec:
         if t is float:
             return v if math.isfinite(v) else self._blob(v, pool, new)
         if t is list or t is tuple:
-            return [self._pack(x, pool, new, memo) for x in v]
+            return [self._pack(x, pool, new, memo, used) for x in v]
         if t is dict:
             out: dict[str, Any] = {}
             escape = False
@@ -179,26 +281,50 @@ class ValueCodec:
                     return self._blob(v, pool, new)
                 if k[:1] == "$":
                     escape = True
-                out[k] = self._pack(x, pool, new, memo)
+                out[k] = self._pack(x, pool, new, memo, used)
             return {"$d": out} if escape else out
         name = _CLASS_NAMES.get(t)
         if name is not None:
-            if memo is not None:
-                seen = memo.get(id(v))
-                if seen is not None and seen[0] is v:
-                    ref = seen[1]
-                    key = ref.get("$p") if type(ref) is dict else None
-                    if (
-                        key is not None
-                        and pool is not None
-                        and (key in pool or (new is not None and key in new))
-                    ):
-                        return ref
-            ref = self._message(v, t, name, pool, new)
-            if memo is not None and type(ref) is dict and "$p" in ref:
-                memo[id(v)] = (v, ref)
-            return ref
+            return self._memo_message(v, t, name, pool, new, memo, used)
         return self._blob(v, pool, new)
+
+    def _memo_message(
+        self,
+        v: Any,
+        t: type[Any],
+        name: str,
+        pool: Mapping[str, Any] | None,
+        new: dict[str, Any] | None,
+        memo: Memo | None,
+        used: Memo | None,
+    ) -> Any:
+        if memo is not None and new is not None and pool is not None:
+            seen = memo.get(id(v))
+            if seen is not None and seen[0] is v:
+                base = _base_key(seen[1])
+                inline = type(seen[1]) is dict and "$m" in seen[1]
+                if inline or (base is not None and (base in pool or base in new)):
+                    changed = _changed(v, seen[2])
+                    if changed is not None and not changed:
+                        if used is not None:
+                            used[id(v)] = seen
+                        return fresh_ref(seen[1])
+                    if base is not None and changed == {"id"} and isinstance(v.id, str):
+                        fields = dict(seen[2])
+                        fields["id"] = v.id
+                        entry = (v, {"$r": [base, v.id]}, fields)
+                        memo[id(v)] = entry
+                        if used is not None:
+                            used[id(v)] = entry
+                        return fresh_ref(entry[1])
+        ref, data = self._message(v, t, name, pool, new)
+        if memo is not None and data is not None and new is not None:
+            entry = (v, ref, data)
+            memo[id(v)] = entry
+            if used is not None:
+                used[id(v)] = entry
+            return fresh_ref(ref)
+        return ref
 
     def _message(
         self,
@@ -207,18 +333,18 @@ class ValueCodec:
         name: str,
         pool: Mapping[str, Any] | None,
         new: dict[str, Any] | None,
-    ) -> Any:
+    ) -> tuple[Any, dict[str, Any] | None]:
         try:
             data = v.model_dump()
         except Exception:  # a message that cannot dump itself: let serde try
-            return self._blob(v, pool, new)
+            return self._blob(v, pool, new), None
         defaults = _DEFAULTS.of(t)
         fields = {
             k: self._pack(x, None, None)
             for k, x in data.items()
             if not (k in defaults and _same_default(x, defaults[k]))
         }
-        return self._pooled({"$m": [name, fields]}, pool, new)
+        return self._pooled({"$m": [name, fields]}, pool, new), data
 
     def _blob(self, v: Any, pool: Mapping[str, Any] | None, new: dict[str, Any] | None) -> Any:
         type_, data = self.serde.dumps_typed(v)
@@ -239,34 +365,102 @@ class ValueCodec:
 
     # -- unpacking ---------------------------------------------------------------
 
-    def unpack(self, packed: Any, pool: Mapping[str, Any]) -> Any:
-        """Rebuild a value (fresh objects every call) from its packed form."""
+    def unpack(self, packed: Any, pool: Mapping[str, Any], seen: Memo | None = None) -> Any:
+        """Rebuild a value (fresh objects every call) from its packed form.
+
+        ``seen``: pooled messages built are registered there as :meth:`pack`'s memo
+        entries, so packing the same objects again costs no serialization.
+        """
         t = type(packed)
         if t is list:
-            return [self.unpack(x, pool) for x in packed]
+            return [self.unpack(x, pool, seen) for x in packed]
         if t is not dict:
             return packed
         if len(packed) == 1:
             tag, body = next(iter(packed.items()))
             if tag[:1] == "$":
-                return self._tagged(tag, body, pool)
-        return {k: self.unpack(x, pool) for k, x in packed.items()}
+                return self._tagged(tag, body, pool, seen)
+        return {k: self.unpack(x, pool, seen) for k, x in packed.items()}
 
-    def _tagged(self, tag: str, body: Any, pool: Mapping[str, Any]) -> Any:
+    def _tagged(
+        self, tag: str, body: Any, pool: Mapping[str, Any], seen: Memo | None = None
+    ) -> Any:
         if tag == "$p":
-            return self.unpack(pool[body], pool)
+            cell = pool[body]
+            value = self.unpack(cell, pool)
+            if seen is not None and "$m" in cell:
+                _register(seen, value, {"$p": body})
+            return value
+        if tag == "$r":
+            key, message_id = body
+            cell = pool[key]["$m"]
+            value = self._build(cell[0], {**self.unpack(cell[1], pool), "id": message_id})
+            if seen is not None:
+                _register(seen, value, {"$r": [key, message_id]})
+            return value
         if tag == "$s":
             return self.serde.loads_typed((body[0], base64.b64decode(body[1])))
         if tag == "$m":
-            cls = MESSAGE_CLASSES[body[0]]  # KeyError for an unknown name: never imported
-            fields = self.unpack(body[1], pool)
-            try:
-                return cls(**fields)
-            except Exception:
-                return cls.model_construct(**fields)
+            return self._build(body[0], self.unpack(body[1], pool))
         if tag == "$d":
             return {k: self.unpack(x, pool) for k, x in body.items()}
         raise ValueError(f"unknown packed tag {tag!r}")
+
+    @staticmethod
+    def _build(name: str, fields: dict[str, Any]) -> Any:
+        cls = MESSAGE_CLASSES[name]  # KeyError for an unknown name: never imported
+        try:
+            return cls(**fields)
+        except Exception:
+            return cls.model_construct(**fields)
+
+
+def _register(seen: Memo, value: Any, ref: dict[str, Any]) -> None:
+    try:
+        seen[id(value)] = (value, ref, value.model_dump())
+    except Exception:  # pragma: no cover - a message that cannot dump itself
+        return
+
+
+def fresh_ref(ref: Any) -> Any:
+    """A copy of a memoized reference for the document: documents are patched in
+    place, so a reference must never be shared between two places (or with the memo)."""
+    if type(ref) is dict:
+        if "$p" in ref:
+            return {"$p": ref["$p"]}
+        if "$r" in ref:
+            return {"$r": list(ref["$r"])}
+    return orjson.loads(orjson.dumps(ref))
+
+
+def _base_key(ref: Any) -> str | None:
+    """The pool key a message reference stands on."""
+    if type(ref) is dict:
+        if "$p" in ref:
+            return str(ref["$p"])
+        if "$r" in ref:
+            return str(ref["$r"][0])
+    return None
+
+
+def _changed(v: Any, fields: dict[str, Any]) -> set[str] | None:
+    """The fields of message ``v`` that differ from ``fields``; None when its field
+    set itself differs."""
+    current = getattr(v, "__dict__", None)
+    if current is None or current.keys() != fields.keys():
+        return None
+    changed: set[str] = set()
+    for k, old in fields.items():
+        now = current[k]
+        if now is old:
+            continue
+        try:
+            same = bool(now == old)
+        except Exception:
+            same = False
+        if not same:
+            changed.add(k)
+    return changed
 
 
 def _same_default(value: Any, default: Any) -> bool:
@@ -284,6 +478,8 @@ def pool_refs(packed: Any, found: set[str]) -> set[str]:
         elif t is dict:
             if len(node) == 1 and "$p" in node:
                 found.add(node["$p"])
+            elif len(node) == 1 and "$r" in node:
+                found.add(node["$r"][0])
             elif len(node) == 1 and ("$s" in node or "$m" in node):
                 continue
             else:
