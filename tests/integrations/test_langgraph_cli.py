@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from typer.testing import CliRunner
 from statekeeper.cli import app
 from statekeeper.cli.langgraph import parse_duration
 from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.security.keys import Keyring, generate_key
 
 from .conftest import Api, Chain, config
 
@@ -80,3 +84,50 @@ def test_parse_duration() -> None:
     assert parse_duration("2w") == 14 * 86400
     with pytest.raises(typer.BadParameter):
         parse_duration("3 fortnights")
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_")}
+    return subprocess.run(
+        [sys.executable, "-m", "statekeeper.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**base, "COLUMNS": "160", "NO_COLOR": "1", **(env or {})},
+    )
+
+
+def test_prune_opens_an_encrypted_store(tmp_path: Path) -> None:
+    key_file = tmp_path / "keys.json"
+    key_file.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    key_file.chmod(0o600)
+    url = f"sqlite:///{tmp_path}/enc.db"
+    with StatekeeperSaver.from_url(url, keyring=Keyring.from_file(key_file)) as saver:
+        chain = Chain(Api(saver, "sync"))
+        for i in range(4):
+            asyncio.run(chain.step({"i": i}))
+    # without the key the store cannot be read: a clear error, nothing removed
+    refused = _cli("langgraph", "prune", "--db", url, "--keep-last", "1", "--json")
+    assert refused.returncode != 0
+    assert "Traceback" not in refused.stderr
+    assert "key" in refused.stderr
+    by_option = _cli(
+        "langgraph", "prune", "--db", url, "--keep-last", "2", "--key-file", str(key_file), "--json"
+    )
+    assert by_option.returncode == 0, by_option.stderr
+    assert json.loads(by_option.stdout)["checkpoints_deleted"] == 2
+    by_env = _cli(
+        "langgraph",
+        "prune",
+        "--db",
+        url,
+        "--keep-last",
+        "1",
+        "--json",
+        env={"STATEKEEPER_KEY_FILE": str(key_file)},
+    )
+    assert by_env.returncode == 0, by_env.stderr
+    assert json.loads(by_env.stdout)["checkpoints_deleted"] == 1
+    with StatekeeperSaver.from_url(url, keyring=Keyring.from_file(key_file)) as saver:
+        assert [t.checkpoint["id"] for t in saver.list(config(chain.thread_id))] == chain.ids[-1:]
