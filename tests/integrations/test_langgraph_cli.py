@@ -18,7 +18,7 @@ from statekeeper.cli.langgraph import parse_duration
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.security.keys import Keyring, generate_key
 
-from .conftest import Api, Chain, config
+from .conftest import Api, Chain, checkpoint, config
 
 
 @pytest.fixture
@@ -98,10 +98,15 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def test_prune_opens_an_encrypted_store(tmp_path: Path) -> None:
+def _key_file(tmp_path: Path) -> Path:
     key_file = tmp_path / "keys.json"
     key_file.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
     key_file.chmod(0o600)
+    return key_file
+
+
+def test_prune_opens_an_encrypted_store(tmp_path: Path) -> None:
+    key_file = _key_file(tmp_path)
     url = f"sqlite:///{tmp_path}/enc.db"
     with StatekeeperSaver.from_url(url, keyring=Keyring.from_file(key_file)) as saver:
         chain = Chain(Api(saver, "sync"))
@@ -112,6 +117,8 @@ def test_prune_opens_an_encrypted_store(tmp_path: Path) -> None:
     assert refused.returncode != 0
     assert "Traceback" not in refused.stderr
     assert "key" in refused.stderr
+    with StatekeeperSaver.from_url(url, keyring=Keyring.from_file(key_file)) as saver:
+        assert len(list(saver.list(config(chain.thread_id)))) == 4  # nothing changed
     by_option = _cli(
         "langgraph", "prune", "--db", url, "--keep-last", "2", "--key-file", str(key_file), "--json"
     )
@@ -131,3 +138,20 @@ def test_prune_opens_an_encrypted_store(tmp_path: Path) -> None:
     assert json.loads(by_env.stdout)["checkpoints_deleted"] == 1
     with StatekeeperSaver.from_url(url, keyring=Keyring.from_file(key_file)) as saver:
         assert [t.checkpoint["id"] for t in saver.list(config(chain.thread_id))] == chain.ids[-1:]
+
+
+def test_thread_ids_are_stored_in_clear_values_encrypted(tmp_path: Path) -> None:
+    """What docs/langgraph.md says: a thread id is part of the agent id (a plain key)."""
+    keyring = Keyring.from_file(_key_file(tmp_path))
+    path = tmp_path / "clear.db"
+    with StatekeeperSaver.from_url(f"sqlite:///{path}", keyring=keyring) as saver:
+        thread = "customer-4711-thread"
+        saver.put(
+            config(thread),
+            checkpoint({"note": "value-marker-secret"}, {"note": 1}),
+            {"m": "meta-marker-secret"},
+            {"note": 1},
+        )
+    raw = path.read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("clear.db-*"))
+    assert b"customer-4711-thread" in raw
+    assert b"value-marker-secret" not in raw and b"meta-marker-secret" not in raw

@@ -317,7 +317,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         store: the statekeeper store to keep threads in.
         serde: LangGraph serializer for values that are not plain JSON or LangChain
             messages. Default: :func:`~.serde.safe_serializer` (no arbitrary imports).
-        allowed_types: extra classes the default serializer may rebuild on load.
+        allowed_types: extra classes the default serializer may rebuild on load (it
+            also rebuilds data classes this process has already imported; see
+            :func:`~.serde.safe_serializer`).
         native_json: store plain JSON and messages readably (see :mod:`.serde`).
         fork_protection: raise :class:`CheckpointForkError` instead of forking a
             thread when a ``put`` names a parent that is not the latest checkpoint.
@@ -330,9 +332,10 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             storage linear and cold loads bounded).
         reuse_packed_messages: a message object already stored in the thread is not
             serialized again when it reappears in a later checkpoint (LangGraph's
-            reducers keep the same objects). Like LangGraph's own blob savers, this
-            treats checkpointed values as immutable: turn it off if your nodes mutate
-            message objects in place.
+            reducers keep the same objects) and all its fields still equal what was
+            stored; a message whose only change is the id ``add_messages`` gave it is
+            stored as a reference to its stored copy with that id, and the pending
+            write that carried it is updated to match (see ``docs/langgraph.md``).
     """
 
     def __init__(
