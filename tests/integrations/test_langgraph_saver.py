@@ -629,3 +629,32 @@ async def test_listing_all_threads_ignores_other_agents(tmp_path: Any) -> None:
         assert [t.config["configurable"]["thread_id"] for t in saver.list(None)] == [
             chain.thread_id
         ]
+
+
+def test_fork_protection_allows_the_forks_a_caller_asks_for(url: str) -> None:
+    """Time travel from a checkpoint the caller names, and ``update_state`` on an older
+    checkpoint with ``allow_fork``, pass; the same update without it is refused."""
+    from ._lg_graphs import chat_graph
+
+    with StatekeeperSaver.from_url(url, fork_protection=True) as saver:
+        graph = chat_graph(steps=2).compile(checkpointer=saver)
+        thread = new_thread()
+        cfg = {"configurable": {"thread_id": thread}}
+        graph.invoke({"messages": [HumanMessage("hi", id="h")], "turn": 0}, cfg)
+        history = list(graph.get_state_history(cfg))
+        older = history[2].config  # an earlier checkpoint of this thread
+        count = len(history)
+        with pytest.raises(CheckpointForkError):
+            graph.update_state(older, {"turn": 0})
+        assert len(list(graph.get_state_history(cfg))) == count  # nothing written
+        allowed = {"configurable": {**older["configurable"], "allow_fork": True}}
+        forked = graph.update_state(allowed, {"turn": 0})
+        assert (
+            graph.get_state(cfg).config["configurable"]["checkpoint_id"]
+            == (forked["configurable"]["checkpoint_id"])
+        )
+        # time travel: resume from an earlier checkpoint the caller names
+        again = graph.invoke(None, history[1].config)
+        assert again["turn"] == 2
+        latest = graph.get_state(cfg)
+        assert latest.values["turn"] == 2 and latest.next == ()

@@ -322,7 +322,11 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             :func:`~.serde.safe_serializer`).
         native_json: store plain JSON and messages readably (see :mod:`.serde`).
         fork_protection: raise :class:`CheckpointForkError` instead of forking a
-            thread when a ``put`` names a parent that is not the latest checkpoint.
+            thread when a ``put`` names a parent that is not the latest checkpoint —
+            unless the caller asked for the fork: LangGraph's time travel from a
+            checkpoint the caller named (metadata ``source="fork"``), or
+            ``"allow_fork": True`` in the call's ``configurable`` (e.g. for
+            ``update_state`` on an older checkpoint).
         prefix: agent-id prefix of the saver's streams (several savers can share a
             store with different prefixes).
         cache_size: how many threads' documents to keep in memory.
@@ -965,11 +969,20 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         if extras:
             header["x"] = codec.pack(extras)
         values = checkpoint["channel_values"]
+        # a fork the caller asked for: LangGraph's time travel from a checkpoint the
+        # caller named ("fork"), or allow_fork=True in the call's configurable
+        asked = bool(conf.get("allow_fork")) or metadata.get("source") == "fork"
 
         def build(st: _Stream) -> tuple[str, builtins.list[Op], str | None]:
             nsd = st.doc["ns"].get(ns)
             latest = st.heads.get(ns)
-            if self.fork_protection and latest is not None and parent != latest and cid != latest:
+            if (
+                self.fork_protection
+                and not asked
+                and latest is not None
+                and parent != latest
+                and cid != latest
+            ):
                 raise CheckpointForkError(thread_id, ns, parent, latest, st.agent_id, st.seq)
             pool = st.doc["pool"]
             new_pool: dict[str, Any] = {}
