@@ -178,10 +178,22 @@ def main() -> None:
     sk, lg = med["statekeeper"], med["sqlite"]
     rows = [
         ["RSS at the end", human_bytes(sk["rss"]), human_bytes(lg["rss"])],
-        ["RSS growth over the workload", human_bytes(sk["rss_growth"]), human_bytes(lg["rss_growth"])],
+        [
+            "RSS growth over the workload",
+            human_bytes(sk["rss_growth"]),
+            human_bytes(lg["rss_growth"]),
+        ],
         ["RSS peak (VmHWM)", human_bytes(sk["rss_peak"]), human_bytes(lg["rss_peak"])],
-        ["Python heap held (tracemalloc)", human_bytes(sk["heap_held"]), human_bytes(lg["heap_held"])],
-        ["Python heap peak (tracemalloc)", human_bytes(sk["heap_peak"]), human_bytes(lg["heap_peak"])],
+        [
+            "Python heap held (tracemalloc)",
+            human_bytes(sk["heap_held"]),
+            human_bytes(lg["heap_held"]),
+        ],
+        [
+            "Python heap peak (tracemalloc)",
+            human_bytes(sk["heap_peak"]),
+            human_bytes(lg["heap_peak"]),
+        ],
         ["wall time (RSS run)", f"{sk['seconds']:.1f} s", f"{lg['seconds']:.1f} s"],
     ]
     print(f"{summary['workload']}, {args.rounds} round(s), medians; src: {summary['src']}")
