@@ -291,3 +291,23 @@ def test_metadata_and_values_go_through_the_store_codec(tmp_path: Path) -> None:
     payloads = b"".join(r[0] for r in conn.execute("SELECT payload FROM sk_events"))
     assert b"value-marker" in payloads and b"meta-marker" in payloads
     conn.close()
+
+
+def test_memo_notices_a_message_changed_in_place() -> None:
+    """A memoized message object is reused only while every field is unchanged."""
+    codec = ValueCodec(safe_serializer())
+    message = AIMessage("long " * 40, id="x", additional_kwargs={"k": [1]})
+    memo: dict[int, Any] = {}
+    pool: dict[str, Any] = {}
+    first = codec.pack([message], pool, pool, memo)
+    assert codec.pack([message], pool, pool, memo) == first  # unchanged: reused
+    message.additional_kwargs["k"].append(2)  # nested, in place
+    changed = codec.pack([message], pool, pool, memo)
+    assert changed != first
+    assert codec.unpack(changed, pool)[0].additional_kwargs == {"k": [1, 2]}
+    message.content = "other " * 40  # reassigned
+    assert codec.unpack(codec.pack([message], pool, pool, memo), pool)[0].content == message.content
+    message.id = "y"  # only the id: a reference to the stored message with the new id
+    by_id = codec.pack([message], pool, pool, memo)
+    assert set(by_id[0]) == {"$r"} and by_id[0]["$r"][1] == "y"
+    assert codec.unpack(by_id, pool) == [message]

@@ -270,9 +270,9 @@ def _after_put(st: _Stream, used: Memo, carried: bool) -> builtins.list[Op]:
     checkpoint that keeps channels of the last one (not repacked) keeps their entries.
     """
     ops: builtins.list[Op] = []
-    for key, (obj, ref, _) in used.items():
+    for key, (alive, ref, _) in used.items():
         found = st.written.get(key)
-        if found is None or found[0] is not obj:
+        if found is None or found[0] is not alive():
             continue
         for cell in found[1]:
             if cell[1] != ref:
@@ -282,9 +282,12 @@ def _after_put(st: _Stream, used: Memo, carried: bool) -> builtins.list[Op]:
     if carried:  # channels kept from the last checkpoint: their messages stay known
         memo = st.memo
     else:
-        memo = {k: st.memo[k] for k, w in recent.items() if k in st.memo and st.memo[k][0] is w[0]}
+        memo = {
+            k: st.memo[k] for k, w in recent.items() if k in st.memo and st.memo[k][0]() is w[0]
+        }
     memo.update(used)
-    st.memo, st.written = memo, recent
+    st.memo = {k: e for k, e in memo.items() if e[0]() is not None}  # drop the dead
+    st.written = recent
     st.puts += 1
     return ops
 

@@ -34,11 +34,13 @@ fields instead, with a warning.
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import enum
 import hashlib
 import math
 import sys
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -84,8 +86,12 @@ _CLASS_NAMES: dict[type[Any], str] = {cls: name for name, cls in MESSAGE_CLASSES
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 _SCALARS = (str, bool, type(None))
 
-#: ``id(message)`` -> (message, its packed reference, its fields when packed/loaded)
-Memo = dict[int, tuple[Any, Any, dict[str, Any]]]
+#: ``id(message)`` -> (weak reference to the message, its packed reference, its
+#: fingerprint when packed or loaded: see :func:`fingerprint`). Weak: the memo never
+#: keeps a message alive (LangGraph holds a run's messages while it runs).
+Memo = dict[int, tuple["weakref.ref[Any]", Any, "Fingerprint"]]
+#: (field names, field values: immutable ones by reference, containers as JSON bytes)
+Fingerprint = tuple[tuple[str, ...], tuple[Any, ...]]
 
 
 def safe_serializer(
@@ -300,7 +306,7 @@ class ValueCodec:
     ) -> Any:
         if memo is not None and new is not None and pool is not None:
             seen = memo.get(id(v))
-            if seen is not None and seen[0] is v:
+            if seen is not None and _alive(seen[0], v):
                 base = _base_key(seen[1])
                 inline = type(seen[1]) is dict and "$m" in seen[1]
                 if inline or (base is not None and (base in pool or base in new)):
@@ -309,17 +315,19 @@ class ValueCodec:
                         if used is not None:
                             used[id(v)] = seen
                         return fresh_ref(seen[1])
-                    if base is not None and changed == {"id"} and isinstance(v.id, str):
-                        fields = dict(seen[2])
-                        fields["id"] = v.id
-                        entry = (v, {"$r": [base, v.id]}, fields)
+                    fp = fingerprint(v) if base is not None and changed == {"id"} else None
+                    if fp is not None and _only_id_differs(seen[2], fp):
+                        entry = (weakref.ref(v), {"$r": [base, fp_id(fp)]}, fp)
                         memo[id(v)] = entry
                         if used is not None:
                             used[id(v)] = entry
                         return fresh_ref(entry[1])
-        ref, data = self._message(v, t, name, pool, new)
-        if memo is not None and data is not None and new is not None:
-            entry = (v, ref, data)
+        # fingerprint first: a field changed by another thread while we serialize
+        # (add_messages setting an id) then shows as a change next time
+        fp = fingerprint(v) if memo is not None and new is not None else None
+        ref, dumped = self._message(v, t, name, pool, new)
+        if memo is not None and dumped and fp is not None:
+            entry = (weakref.ref(v), ref, fp)
             memo[id(v)] = entry
             if used is not None:
                 used[id(v)] = entry
@@ -333,18 +341,18 @@ class ValueCodec:
         name: str,
         pool: Mapping[str, Any] | None,
         new: dict[str, Any] | None,
-    ) -> tuple[Any, dict[str, Any] | None]:
+    ) -> tuple[Any, bool]:
         try:
             data = v.model_dump()
         except Exception:  # a message that cannot dump itself: let serde try
-            return self._blob(v, pool, new), None
+            return self._blob(v, pool, new), False
         defaults = _DEFAULTS.of(t)
         fields = {
             k: self._pack(x, None, None)
             for k, x in data.items()
             if not (k in defaults and _same_default(x, defaults[k]))
         }
-        return self._pooled({"$m": [name, fields]}, pool, new), data
+        return self._pooled({"$m": [name, fields]}, pool, new), True
 
     def _blob(self, v: Any, pool: Mapping[str, Any] | None, new: dict[str, Any] | None) -> Any:
         type_, data = self.serde.dumps_typed(v)
@@ -415,11 +423,58 @@ class ValueCodec:
             return cls.model_construct(**fields)
 
 
+def _alive(ref: weakref.ref[Any], v: object) -> bool:
+    """Whether a memo entry's weak reference is (still) to ``v``."""
+    return ref() is v
+
+
 def _register(seen: Memo, value: Any, ref: dict[str, Any]) -> None:
+    seen[id(value)] = (weakref.ref(value), ref, fingerprint(value))
+
+
+_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_SMALL: dict[bytes, bytes] = {}
+
+
+def _frozen(x: Any) -> Any:
+    """A container field's value as it is now, compactly (JSON bytes, small ones
+    shared), or a deep copy when it is not JSON."""
     try:
-        seen[id(value)] = (value, ref, value.model_dump())
-    except Exception:  # pragma: no cover - a message that cannot dump itself
-        return
+        blob = orjson.dumps(x)
+    except Exception:
+        return copy.deepcopy(x)
+    if len(blob) <= 16:
+        return _SMALL.setdefault(blob, blob)
+    return blob
+
+
+def _only_id_differs(old: Fingerprint, new: Fingerprint) -> bool:
+    """Whether two fingerprints of a message differ in nothing but a (string) id."""
+    if old[0] is not new[0] and old[0] != new[0]:
+        return False
+    at = new[0].index("id") if "id" in new[0] else -1
+    if at < 0 or not isinstance(new[1][at], str):
+        return False
+    return all(
+        i == at or a is b or (type(a) is type(b) and a == b)
+        for i, (a, b) in enumerate(zip(old[1], new[1], strict=True))
+    )
+
+
+def fp_id(fp: Fingerprint) -> Any:
+    """The ``id`` field recorded in a fingerprint."""
+    return fp[1][fp[0].index("id")]
+
+
+def fingerprint(v: Any) -> Fingerprint:
+    """What a message's fields are now, cheap to keep and to compare: immutable values
+    by reference, containers (which nodes could change in place) frozen."""
+    fields = v.__dict__
+    names = tuple(fields)
+    names = _KEYS.setdefault(names, names)
+    return names, tuple(
+        _frozen(x) if type(x) in (dict, list, tuple) else x for x in fields.values()
+    )
 
 
 def fresh_ref(ref: Any) -> Any:
@@ -443,23 +498,30 @@ def _base_key(ref: Any) -> str | None:
     return None
 
 
-def _changed(v: Any, fields: dict[str, Any]) -> set[str] | None:
-    """The fields of message ``v`` that differ from ``fields``; None when its field
-    set itself differs."""
+def _changed(v: Any, fp: Fingerprint) -> set[str] | None:
+    """The fields of message ``v`` that differ from its fingerprint ``fp``; None when
+    its field set itself differs."""
     current = getattr(v, "__dict__", None)
-    if current is None or current.keys() != fields.keys():
+    names, values = fp
+    if current is None or len(current) != len(names):
         return None
     changed: set[str] = set()
-    for k, old in fields.items():
-        now = current[k]
+    for name, old, (key, now) in zip(names, values, current.items(), strict=True):
+        if key != name:
+            return None
         if now is old:
             continue
         try:
-            same = bool(now == old)
+            if type(old) is bytes:  # a frozen container
+                same = type(now) in (dict, list, tuple) and _frozen(now) == old
+            else:
+                same = type(now) not in (dict, list, tuple) and bool(now == old)
+                if not same and type(now) in (dict, list, tuple):  # a deep-copied one
+                    same = bool(now == old)
         except Exception:
             same = False
         if not same:
-            changed.add(k)
+            changed.add(name)
     return changed
 
 
