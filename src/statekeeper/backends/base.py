@@ -97,6 +97,7 @@ _AGENT_ID_METHODS = (
     "seq_at",
     "save_snapshot",
     "latest_snapshot",
+    "read_latest",
     "delete_agent",
     "acquire_lease",
     "renew_lease",
@@ -297,6 +298,20 @@ class Backend(abc.ABC):
         self, agent_id: str, at_or_below: int | None = None
     ) -> RawSnapshot | None:
         """The snapshot with the highest seq ``<= at_or_below`` (any seq when None)."""
+
+    async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
+        """The agent's latest state in one call: ``(snapshot, events)`` — the snapshot
+        with the highest seq (None when the agent has none) and every event after it
+        (after seq 0 without a snapshot), in seq order.
+
+        ``(None, [])`` for an unknown or deleted agent. The default composes
+        :meth:`latest_snapshot` and :meth:`read` (two reads); engines override it with
+        one consistent read (SQLite: one read transaction; PostgreSQL: one round trip;
+        Redis: one script), so a concurrent append never splits the pair.
+        """
+        snapshot = await self.latest_snapshot(agent_id)
+        events = await self.read(agent_id, after_seq=snapshot.seq if snapshot else 0)
+        return snapshot, events
 
     @abc.abstractmethod
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
