@@ -469,6 +469,51 @@ class BackendConformance:
         assert await backend.lookup_key("keep", "k") == AppendResult("keep", 1, 2, True)
         assert await backend.latest_snapshot("keep") == snapshot(1)
 
+    # -- read_latest: the latest snapshot and the events after it, in one read -------
+
+    async def _check_read_latest(
+        self, backend: Backend, agent_id: str, snap_seq: int | None, tail: list[int]
+    ) -> None:
+        """The engine's read_latest equals the composed default, and both equal what
+        was written: the snapshot at ``snap_seq`` and the events ``tail``."""
+        native = await backend.read_latest(agent_id)
+        composed = await Backend.read_latest(backend, agent_id)
+        assert native == composed
+        snap, events = native
+        assert (snap.seq if snap is not None else None) == snap_seq
+        if snap is not None:
+            assert snap == snapshot(snap.seq)
+        assert events == [event(s) for s in tail]
+
+    @pytest.mark.parametrize("tail", [0, 1, 5])
+    async def test_read_latest_without_a_snapshot(self, backend: Backend, tail: int) -> None:
+        await backend.append(request("other", 0, 3, snap_at=3))
+        if tail:
+            await backend.append(request("a", 0, tail))
+        await self._check_read_latest(backend, "a", None, list(range(1, tail + 1)))
+
+    @pytest.mark.parametrize("tail", [0, 1, 7])
+    async def test_read_latest_after_the_newest_snapshot(self, backend: Backend, tail: int) -> None:
+        await backend.append(request("a", 0, 3, snap_at=2))
+        await backend.append(request("a", 3, 2, snap_at=5))  # the newer snapshot wins
+        await backend.append(request("other", 0, 9, snap_at=9))
+        if tail:
+            await backend.append(request("a", 5, tail))
+        await self._check_read_latest(backend, "a", 5, list(range(6, 6 + tail)))
+        # a snapshot saved afterwards moves the split point
+        await backend.save_snapshot("a", snapshot(5 + tail))
+        await self._check_read_latest(backend, "a", 5 + tail, [])
+
+    async def test_read_latest_of_unknown_and_deleted_agents(self, backend: Backend) -> None:
+        assert await backend.read_latest("nobody") == (None, [])
+        await backend.append(request("a", 0, 4, snap_at=3))
+        await backend.append(request("b", 0, 2))
+        assert await backend.delete_agent("a") is True
+        assert await backend.read_latest("a") == (None, [])
+        await self._check_read_latest(backend, "b", None, [1, 2])
+        await backend.append(request("a", 0, 2))  # re-created: no trace of the old stream
+        await self._check_read_latest(backend, "a", None, [1, 2])
+
     # -- health and close ------------------------------------------------------------
 
     async def test_health(self, backend: Backend) -> None:
@@ -531,6 +576,7 @@ class BackendConformance:
             "read": lambda: backend.read(bad),  # type: ignore[arg-type]
             "seq_at": lambda: backend.seq_at(bad, 1.0),  # type: ignore[arg-type]
             "latest_snapshot": lambda: backend.latest_snapshot(bad),  # type: ignore[arg-type]
+            "read_latest": lambda: backend.read_latest(bad),  # type: ignore[arg-type]
             "save_snapshot": lambda: backend.save_snapshot(bad, snapshot(1)),  # type: ignore[arg-type]
             "lookup_key": lambda: backend.lookup_key(bad, "k"),  # type: ignore[arg-type]
             "delete_agent": lambda: backend.delete_agent(bad),  # type: ignore[arg-type]
@@ -562,6 +608,7 @@ class BackendConformance:
         assert [e.seq for e in await backend.read(good)] == [1, 2]
         found = await backend.latest_snapshot(good)
         assert found is not None and found.seq == 2
+        assert await backend.read_latest(good) == (found, [])
         assert await backend.lookup_key(good, "k") == AppendResult(good, 1, 2, duplicate=True)
         assert [info.agent_id for info in await backend.list_agents()] == [good]
         if backend.supports_leases:

@@ -13,11 +13,17 @@ from pathlib import Path
 import pytest
 
 from statekeeper.backends.sqlite import SQLiteBackend
-from statekeeper.errors import BackendError, ConfigurationError, IntegrityError, NotAStore
-from statekeeper.records import AppendResult
+from statekeeper.errors import (
+    BackendError,
+    ConfigurationError,
+    ConflictError,
+    IntegrityError,
+    NotAStore,
+)
+from statekeeper.records import AppendRequest, AppendResult
 from statekeeper.store import StateStore
 
-from .conformance import BackendConformance, request, snapshot
+from .conformance import BackendConformance, event, request, snapshot
 
 
 class TestSQLiteConformance(BackendConformance):
@@ -28,14 +34,14 @@ class TestSQLiteConformance(BackendConformance):
         return SQLiteBackend(tmp_path / "conformance.db")
 
 
-class TestSQLiteInlineWritesConformance(BackendConformance):
-    """Writes on the caller's thread when the writer is idle: the same contract."""
+class TestSQLiteThreadWritesConformance(BackendConformance):
+    """Every write on the writer thread (``inline_writes=False``): the same contract."""
 
     async def make_backend(self, tmp_path: Path) -> SQLiteBackend:
-        return SQLiteBackend(tmp_path / "conformance.db", inline_writes=True)
+        return SQLiteBackend(tmp_path / "conformance.db", inline_writes=False)
 
     async def open_peer(self, tmp_path: Path) -> SQLiteBackend:
-        return SQLiteBackend(tmp_path / "conformance.db", inline_writes=True)
+        return SQLiteBackend(tmp_path / "conformance.db", inline_writes=False)
 
 
 async def test_inline_writes_share_the_writer_with_batches(tmp_path: Path) -> None:
@@ -62,6 +68,96 @@ async def test_inline_writes_share_the_writer_with_batches(tmp_path: Path) -> No
     assert (await inline.verify()).ok
     await grouped.flush()
     await backend.close()
+
+
+# -- inline writes, the default: no thread hop, and still safe for the event loop ------
+
+
+async def test_a_loop_of_appends_lets_other_tasks_run(tmp_path: Path) -> None:
+    """A task saving in a tight loop yields to the event loop once per append, even
+    when each append runs inline: other tasks are not starved until it finishes."""
+    backend = SQLiteBackend(tmp_path / "fair.db", synchronous="OFF")
+    trace: list[str] = []
+    done = asyncio.Event()
+
+    async def saver() -> None:
+        for seq in range(1, 21):
+            await backend.append(request("a", seq - 1))
+            trace.append("w")
+        done.set()
+
+    async def other() -> None:
+        while not done.is_set():
+            trace.append("o")
+            await asyncio.sleep(0)
+
+    try:
+        await asyncio.gather(saver(), other())
+    finally:
+        await backend.close()
+    between = "".join(trace)[: "".join(trace).rindex("w")]
+    # the other task ran between every two appends
+    assert "ww" not in between, between
+
+
+async def test_a_write_lock_held_elsewhere_never_blocks_the_loop(tmp_path: Path) -> None:
+    """While another connection holds the write lock, an append waits for it off the
+    event loop (on the writer thread), and lands once the lock is released."""
+    path = tmp_path / "held.db"
+    backend = SQLiteBackend(path, busy_timeout=20.0)
+    await backend.append(request("a", 0))
+    holder = _raw(path)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        task = asyncio.create_task(backend.append(request("a", 1)))
+        for _ in range(50):  # the loop keeps turning while the append waits
+            await asyncio.sleep(0)
+        assert not task.done()
+        holder.execute("COMMIT")
+        assert await task == AppendResult("a", 2, 2)
+        # with the lock free again, appends run inline again
+        assert await backend.append(request("a", 2)) == AppendResult("a", 3, 3)
+    finally:
+        holder.close()
+        await backend.close()
+
+
+async def test_concurrent_appends_share_one_commit(tmp_path: Path) -> None:
+    """Appends made by tasks ready in the same pass of the loop share one commit,
+    each still all-or-nothing on its own (a conflict does not undo the others)."""
+    backend = SQLiteBackend(tmp_path / "group.db")
+    statements: list[str] = []
+    assert backend._writer is not None  # noqa: SLF001 - counting the writer's commits
+    backend._writer.set_trace_callback(statements.append)  # noqa: SLF001
+    try:
+        results = await asyncio.gather(
+            *(backend.append(request(f"a{i}", 0)) for i in range(16)),
+            backend.append(request("a0", 5)),  # a conflict: refused alone
+            return_exceptions=True,
+        )
+        assert results[:16] == [AppendResult(f"a{i}", 1, 1) for i in range(16)]
+        assert isinstance(results[16], ConflictError)
+        assert sum(s.strip().upper() == "COMMIT" for s in statements) == 1
+        assert [await backend.head(f"a{i}") for i in range(16)] == [1] * 16
+    finally:
+        await backend.close()
+
+
+async def test_the_wal_is_checkpointed_off_the_commit(tmp_path: Path) -> None:
+    """The writer's auto-checkpoint is off (no commit runs a checkpoint); checkpoints
+    queued on the writer thread keep the WAL from growing without bound."""
+    path = tmp_path / "wal.db"
+    backend = SQLiteBackend(path, synchronous="OFF")
+    body = b"x" * 3000
+    try:
+        for seq in range(1, 4001):
+            await backend.append(AppendRequest("a", seq - 1, (event(seq, body=body),)))
+        assert await backend.head("a") == 4000
+        # 4000 appends write ~8000 WAL pages (~33 MB): checkpoints let the WAL restart
+        wal = Path(f"{path}-wal").stat().st_size
+        assert wal < 12 * 1024 * 1024, wal
+    finally:
+        await backend.close()
 
 
 # -- SQLite only ------------------------------------------------------------------------

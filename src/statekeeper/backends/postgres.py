@@ -495,6 +495,13 @@ _QUERIES: dict[str, str] = {
     " CROSS JOIN LATERAL (SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events"
     " WHERE agent_id = q.agent_id AND seq > q.after_seq AND seq <= q.to_seq"
     " ORDER BY seq LIMIT q.lim) e ORDER BY q.i, e.seq",
+    # one statement, one snapshot of the data: the newest snapshot (kind NULL) and the
+    # events after it
+    "read_latest": "WITH snap AS (SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots"
+    " WHERE agent_id = %s ORDER BY seq DESC LIMIT 1)"
+    " SELECT seq, NULL::text AS kind, ts, payload, checksum FROM snap UNION ALL"
+    " SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events"
+    " WHERE agent_id = %s AND seq > coalesce((SELECT seq FROM snap), 0) ORDER BY 1",
     "seq_at": "SELECT max(seq) FROM {s}.sk_events WHERE agent_id = %s AND ts <= %s",
     "snap_latest": "SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots"
     " WHERE agent_id = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
@@ -1399,6 +1406,18 @@ class PostgresBackend(Backend):
             return None
         r = rows[0]
         return RawSnapshot(int(r[0]), float(r[1]), bytes(r[2]), bytes(r[3]))
+
+    async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
+        """The newest snapshot and the events after it: one statement, one round trip."""
+        self._check_open()
+        rows = await self._query("read_latest", (agent_id, agent_id))
+        snap: RawSnapshot | None = None
+        if rows and rows[0][1] is None:
+            r = rows.pop(0)
+            snap = RawSnapshot(int(r[0]), float(r[2]), bytes(r[3]), bytes(r[4]))
+        return snap, [
+            RawEvent(int(r[0]), r[1], float(r[2]), bytes(r[3]), bytes(r[4])) for r in rows
+        ]
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         if after is None:

@@ -221,6 +221,38 @@ return {tonumber(r[1]), v}
 """
 )
 
+# KEYS: hash, snapshot zset. ARGV: default ttl, touch. Reply: {snapshot or nil, head,
+# events after the snapshot}: _LATEST and _READ in one script, one consistent read.
+_READ_LATEST = (
+    _LUA_COMMON
+    + """
+local h = KEYS[1]
+local snap = false
+local after = 0
+local r = redis.call('ZREVRANGEBYSCORE', KEYS[2], '+inf', '-inf', 'LIMIT', 0, 1)
+if #r > 0 then
+  local v = redis.call('HGET', h, 's:' .. r[1])
+  if v then
+    snap = {tonumber(r[1]), v}
+    after = tonumber(r[1])
+  end
+end
+local head = tonumber(redis.call('HGET', h, 'h') or '0')
+local out = {}
+local fields = {}
+for s = after + 1, head do
+  fields[#fields + 1] = 'e:' .. fmt(s)
+  if #fields >= 1000 or s == head then
+    local vals = redis.call('HMGET', h, unpack(fields))
+    for i = 1, #fields do out[#out + 1] = vals[i] end
+    fields = {}
+  end
+end
+if head > 0 and ARGV[2] == '1' then touch(h, KEYS[2], ttl_of(h, ARGV[1])) end
+return {snap, head, out}
+"""
+)
+
 # KEYS: hash, snapshot zset. ARGV: seq, blob, default ttl. Reply: {0|2, head}
 _SAVE_SNAPSHOT = (
     _LUA_COMMON
@@ -505,6 +537,7 @@ class RedisBackend(Backend):
         self._read_script = self._client.register_script(_READ)
         self._seq_at_script = self._client.register_script(_SEQ_AT)
         self._latest_script = self._client.register_script(_LATEST)
+        self._read_latest_script = self._client.register_script(_READ_LATEST)
         self._save_snapshot_script = self._client.register_script(_SAVE_SNAPSHOT)
         self._delete_script = self._client.register_script(_DELETE)
         self._ttl_script = self._client.register_script(_SET_TTL)
@@ -998,6 +1031,23 @@ class RedisBackend(Backend):
         if not reply:
             return None
         return unpack_snapshot(int(reply[0]), bytes(reply[1]))
+
+    async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
+        """The newest snapshot and the events after it: one script, one round trip."""
+        h, sz = self._keys(agent_id)
+
+        async def op() -> Any:
+            return await self._read_latest_script(keys=[h, sz], args=[self._ttl_ms, self._touch])
+
+        reply = await self._retrying("read_latest", op)
+        snap = _unpack_snapshot(int(reply[0][0]), bytes(reply[0][1])) if reply[0] else None
+        start = (snap.seq if snap is not None else 0) + 1
+        events = []
+        for offset, blob in enumerate(reply[2]):
+            if blob is None:
+                raise IntegrityError(agent_id, start + offset, "event missing from redis")
+            events.append(_unpack_event(start + offset, bytes(blob)))
+        return snap, events
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         async def op() -> list[AgentInfo]:

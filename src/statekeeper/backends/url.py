@@ -84,7 +84,7 @@ def open_backend(url: str, *, connect_timeout: float | None = None) -> Backend:
 
     ``sqlite:///relative.db`` and ``sqlite:////abs/path.db`` follow SQLAlchemy's
     convention; a bare path (no scheme) is taken as a SQLite file. Query options:
-    ``?synchronous=NORMAL``, ``?busy_timeout=10`` and ``?inline_writes=true`` for
+    ``?synchronous=NORMAL``, ``?busy_timeout=10`` and ``?inline_writes=false`` for
     SQLite; for the others see their classes (:func:`~.postgres.parse_postgres_url`,
     :meth:`~.redis.RedisBackend.from_url`, :meth:`~.s3.S3Backend.from_url`,
     :meth:`~.tiered.TieredBackend.from_url`). ``connect_timeout`` overrides the one
@@ -160,7 +160,7 @@ def _sqlite(url: str) -> Backend:
         timeout = float(options.pop("busy_timeout", "30"))
     except ValueError as exc:
         raise ConfigurationError(f"busy_timeout must be a number in {url!r}") from exc
-    inline = options.pop("inline_writes", "false").lower()
+    inline = options.pop("inline_writes", "true").lower()
     if inline not in ("true", "false", "1", "0", "yes", "no"):
         raise ConfigurationError(f"inline_writes must be true or false in {url!r}")
     if options:
