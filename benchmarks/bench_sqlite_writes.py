@@ -15,6 +15,8 @@ commit rate measured in the same worker.
   slowest bare commit of the same process.
 * ``group``: ``durability="group"`` with 1/4/16/64 agents: saves/s, CPU per save,
   saves per commit.
+* ``txn``: CPU per append of the writer's transaction code alone (``synchronous=OFF``,
+  called directly: no hand-off, no fsync), in a batch of 16 agents and alone.
 
     python benchmarks/bench_sqlite_writes.py --old /tmp/main/src --new src --rounds 3
 """
@@ -163,7 +165,7 @@ async def w_group(tmp: Path, sync: str, inline: bool | None, n: int, agents: int
 
     try:
         await asyncio.gather(*(store.save(f"ag{k}", {"i": -1}) for k in range(agents)))
-        group = store._group  # noqa: SLF001 - the bench reads its counters
+        group = store._group
         commits0 = group.commits if group is not None else 0
         c0, t0 = time.process_time(), time.perf_counter()
         await asyncio.gather(*(agent(f"ag{k}") for k in range(agents)))
@@ -181,6 +183,43 @@ async def w_group(tmp: Path, sync: str, inline: bool | None, n: int, agents: int
     }
 
 
+async def w_txn(tmp: Path, n: int) -> dict[str, Any]:
+    """CPU per append inside the writer's transaction code alone (``synchronous=OFF``,
+    no hand-off, no fsync): a batch of 16 agents' appends, and a lone append."""
+    from statekeeper.records import AppendRequest, RawEvent
+
+    backend = _backend(tmp / "txn.db", "OFF", False)
+    payload = os.urandom(600)
+    heads = {f"a{i:02d}": 0 for i in range(16)}
+
+    def batch(agents: list[str]) -> list[Any]:
+        out = []
+        for a in agents:
+            heads[a] += 1
+            ev = RawEvent(heads[a], "patch", 1.0, payload, b"c" * 32)
+            out.append(AppendRequest(a, heads[a] - 1, (ev,)))
+        return out
+
+    run = backend._locked
+    sync = backend._append_batch_sync
+    try:
+        for _ in range(20):
+            run(sync, batch(list(heads)))
+        batches = [batch(list(heads)) for _ in range(max(1, n // 16))]
+        c0 = time.process_time()
+        for b in batches:
+            run(sync, b)
+        batch_us = (time.process_time() - c0) / (len(batches) * 16) * 1e6
+        lone = [batch(["a00"]) for _ in range(n)]
+        c0 = time.process_time()
+        for b in lone:
+            run(sync, b)
+        lone_us = (time.process_time() - c0) / n * 1e6
+    finally:
+        await backend.close()
+    return {"batch16_us": batch_us, "lone_us": lone_us}
+
+
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="sk-bw-") as d:
         tmp = Path(d)
@@ -191,6 +230,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             return asyncio.run(w_save(tmp, sync, inline, n))
         if kind == "ticker":
             return asyncio.run(w_ticker(tmp, sync, inline, n))
+        if kind == "txn":
+            return asyncio.run(w_txn(tmp, n))
         return asyncio.run(w_group(tmp, sync, inline, n, spec["agents"]))
 
 
@@ -211,7 +252,8 @@ def run_worker(src: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 def summary(values: list[float]) -> str:
     med = statistics.median(values)
-    return f"{med:,.0f} ({min(values):,.0f}..{max(values):,.0f})"
+    fmt = ",.1f" if med < 100 else ",.0f"
+    return f"{med:{fmt}} ({min(values):{fmt}}..{max(values):{fmt}})"
 
 
 def main() -> None:
@@ -221,7 +263,7 @@ def main() -> None:
     ap.add_argument("--new", default=str(HERE.parent / "src"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--n", type=int, default=400, help="saves per measurement")
-    ap.add_argument("--only", nargs="*", default=["seq", "save", "ticker", "group"])
+    ap.add_argument("--only", nargs="*", default=["seq", "save", "ticker", "group", "txn"])
     ap.add_argument("--agents", nargs="*", type=int, default=[1, 4, 16, 64])
     args = ap.parse_args()
     if args.worker:
@@ -239,6 +281,8 @@ def main() -> None:
             specs += [{"kind": kind, "sync": s, "n": args.n} for s in ("FULL", "NORMAL")]
         elif kind == "ticker":
             specs.append({"kind": kind, "sync": "FULL", "n": args.n})
+        elif kind == "txn":
+            specs.append({"kind": kind, "sync": "OFF", "n": args.n * 8})
         elif kind == "group":
             specs += [
                 {"kind": kind, "sync": "FULL", "n": max(args.n, 32 * a), "agents": a}
@@ -260,8 +304,12 @@ def main() -> None:
         print("|---" * (len(cols) + 2) + "|")
         for label, rs in per.items():
             cells = [summary([res[c] for res in rs]) for c in cols]
-            ratio = statistics.median(res["rate"] / res["bare"] for res in rs)
-            print(f"| {label} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+            ratio = (
+                f"{statistics.median(res['rate'] / res['bare'] for res in rs):.2f}"
+                if "bare" in rs[0]
+                else "-"
+            )
+            print(f"| {label} | " + " | ".join(cells) + f" | {ratio} |")
 
 
 if __name__ == "__main__":

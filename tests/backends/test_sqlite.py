@@ -127,8 +127,8 @@ async def test_concurrent_appends_share_one_commit(tmp_path: Path) -> None:
     each still all-or-nothing on its own (a conflict does not undo the others)."""
     backend = SQLiteBackend(tmp_path / "group.db")
     statements: list[str] = []
-    assert backend._writer is not None  # noqa: SLF001 - counting the writer's commits
-    backend._writer.set_trace_callback(statements.append)  # noqa: SLF001
+    assert backend._writer is not None
+    backend._writer.set_trace_callback(statements.append)
     try:
         results = await asyncio.gather(
             *(backend.append(request(f"a{i}", 0)) for i in range(16)),
@@ -143,6 +143,10 @@ async def test_concurrent_appends_share_one_commit(tmp_path: Path) -> None:
         await backend.close()
 
 
+def _wal_bytes(path: Path) -> int:
+    return Path(f"{path}-wal").stat().st_size
+
+
 async def test_the_wal_is_checkpointed_off_the_commit(tmp_path: Path) -> None:
     """The writer's auto-checkpoint is off (no commit runs a checkpoint); checkpoints
     queued on the writer thread keep the WAL from growing without bound."""
@@ -154,7 +158,7 @@ async def test_the_wal_is_checkpointed_off_the_commit(tmp_path: Path) -> None:
             await backend.append(AppendRequest("a", seq - 1, (event(seq, body=body),)))
         assert await backend.head("a") == 4000
         # 4000 appends write ~8000 WAL pages (~33 MB): checkpoints let the WAL restart
-        wal = Path(f"{path}-wal").stat().st_size
+        wal = _wal_bytes(path)
         assert wal < 12 * 1024 * 1024, wal
     finally:
         await backend.close()
@@ -371,6 +375,32 @@ async def test_a_constraint_failure_leaves_no_partial_append(tmp_path: Path) -> 
             agents = conn.execute("SELECT count(*) FROM sk_agents").fetchone()[0]
             keys = conn.execute("SELECT count(*) FROM sk_idempotency").fetchone()[0]
         assert (seqs, agents, keys) == ([2], 0, 0)
+    finally:
+        await backend.close()
+
+
+async def test_a_constraint_failure_in_a_batch_fails_that_append_only(tmp_path: Path) -> None:
+    # The same damage, inside a batch: the batch runs without a savepoint per append,
+    # so the constraint firing after "a" wrote rows makes it redo the batch with
+    # savepoints — "a" fails alone and leaves nothing; the others commit.
+    path = tmp_path / "damaged.db"
+    backend = SQLiteBackend(path)
+    try:
+        await backend.append(request("a", 0, 2))
+        with closing(_raw(path)) as conn:
+            conn.execute("DELETE FROM sk_agents WHERE agent_id = 'a'")
+            conn.execute("DELETE FROM sk_events WHERE agent_id = 'a' AND seq = 1")
+        results = await backend.append_batch(
+            [request("b", 0), request("a", 0, 2, key="k"), request("c", 0, 3)]
+        )
+        assert results[0] == AppendResult("b", 1, 1)
+        assert isinstance(results[1], BackendError)
+        assert results[2] == AppendResult("c", 1, 3)
+        with closing(_raw(path)) as conn:
+            seqs = [r[0] for r in conn.execute("SELECT seq FROM sk_events WHERE agent_id = 'a'")]
+            heads = dict(conn.execute("SELECT agent_id, head_seq FROM sk_agents").fetchall())
+            keys = conn.execute("SELECT count(*) FROM sk_idempotency").fetchone()[0]
+        assert (seqs, heads, keys) == ([2], {"b": 1, "c": 3}, 0)
     finally:
         await backend.close()
 

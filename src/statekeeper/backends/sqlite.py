@@ -16,10 +16,11 @@
 * Leases live in ``sk_leases`` (one row per agent, never deleted, so a fencing token
   never goes back). Acquiring is one conditional upsert; a fenced append checks the
   lease row inside its own ``BEGIN IMMEDIATE`` transaction (in the head's
-  compare-and-set statement), so the token check and the append are one atomic step. Expiry is measured on ``clock`` — the wall clock of
-  the process doing the write (SQLite has no server; every process sharing the file
-  runs on the same machine and so reads the same system clock). A clock step moves
-  expiries, but never lets a stale token write: tokens, not clocks, decide writes.
+  compare-and-set statement), so the token check and the append are one atomic step.
+  Expiry is measured on ``clock`` — the wall clock of the process doing the write
+  (SQLite has no server; every process sharing the file runs on the same machine and
+  so reads the same system clock). A clock step moves expiries, but never lets a
+  stale token write: tokens, not clocks, decide writes.
 * SQLite has one write lock per file. A write transaction is one short, bounded
   unit (one append, one batch of at most the group committer's size, one lease
   operation — never user code), and a writer waiting for the lock watches the file:
@@ -275,15 +276,17 @@ class SQLiteBackend(Backend):
         clock: the clock lease expiry is measured on (seconds since the epoch); all
             processes sharing the file should use the same one (the default,
             ``time.time``, is the machine's wall clock).
-        inline_writes: run a write on the calling thread (the event loop) when the
-            writer is idle (the default), instead of handing it to the writer thread:
-            no thread hop and no wake-up, so less latency and CPU per write. The loop
-            is blocked for the transaction only (with ``synchronous=FULL``, that
-            includes the commit's ``fsync``): a write lock held by another connection
-            sends the write to the writer thread instead of waiting on the loop, and
-            WAL checkpoints run on the writer thread, never inside a commit. Writes that find the writer
-            busy queue on the writer thread. ``False``: every write on the writer
-            thread (the loop never waits for an ``fsync``).
+        inline_writes: run a lone write on the calling thread (the event loop) when
+            the writer is idle (the default), instead of handing it to the writer
+            thread: no thread hop and no wake-up, so less latency and CPU per write.
+            Every append first yields to the loop once, and the appends made in one
+            pass of the loop share one commit (several: on the writer thread). The
+            loop is blocked for a lone transaction only (with ``synchronous=FULL``,
+            that includes the commit's ``fsync``): a write lock held by another
+            connection sends the write to the writer thread instead of waiting on the
+            loop, and WAL checkpoints run on the writer thread, never inside a
+            commit. ``False``: every write on the writer thread (the loop never waits
+            for an ``fsync``).
     """
 
     name = "sqlite"
@@ -647,8 +650,15 @@ class SQLiteBackend(Backend):
                 " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sk_leases"
                 " WHERE agent_id = ? AND holder = ? AND token = ?)"
                 " ON CONFLICT(agent_id) DO NOTHING",
-                (agent_id, last.seq, first.timestamp, last.timestamp, request.head_tag)
-                + (agent_id, *fence),
+                (
+                    agent_id,
+                    last.seq,
+                    first.timestamp,
+                    last.timestamp,
+                    request.head_tag,
+                    agent_id,
+                    *fence,
+                ),
             ).rowcount
         else:
             claimed = conn.execute(
