@@ -1040,7 +1040,7 @@ class RedisBackend(Backend):
             return await self._read_latest_script(keys=[h, sz], args=[self._ttl_ms, self._touch])
 
         reply = await self._retrying("read_latest", op)
-        snap = _unpack_snapshot(int(reply[0][0]), bytes(reply[0][1])) if reply[0] else None
+        snap = unpack_snapshot(int(reply[0][0]), bytes(reply[0][1])) if reply[0] else None
         start = (snap.seq if snap is not None else 0) + 1
         events = []
         for offset, blob in enumerate(reply[2]):
