@@ -412,6 +412,15 @@ class MergeConflict(StatekeeperError):
         super().__init__(f"{where}: concurrent updates{what} could not be merged")
 
 
+class ReadOnlyStore(ConfigurationError):
+    """A write was attempted through a backend opened read-only. Nothing was written."""
+
+
+class NotOwned(ConfigurationError):
+    """A file would be deleted or overwritten, but statekeeper cannot prove it created
+    it (no ownership marker). The file was left untouched."""
+
+
 class StepError(StatekeeperError):
     """A durable step cannot run as asked (e.g. its recorded result is unreadable,
     or a step id is reused in one run for a different step)."""

@@ -41,6 +41,8 @@ from statekeeper.errors import (
     LeaseHeld,
     LeaseLost,
     LeasesUnsupported,
+    NotAStore,
+    ReadOnlyStore,
     StoreClosed,
 )
 from statekeeper.records import (
@@ -95,6 +97,11 @@ class BackendConformance:
 
     async def open_peer(self, tmp_path: Path) -> Backend | None:
         """A second instance on the same storage as :meth:`make_backend`, or None."""
+        return None
+
+    async def open_readonly(self, tmp_path: Path) -> Backend | None:
+        """An instance opened with ``readonly=True`` on the same storage as
+        :meth:`make_backend`, or None when the engine cannot open read-only."""
         return None
 
     # -- fixtures ------------------------------------------------------------------
@@ -1181,6 +1188,83 @@ class BackendConformance:
                 assert await peer.schema_version() == version
             finally:
                 await peer.close()
+    # -- read-only opening (``readonly=True``) -----------------------------------------
+
+    async def _readonly(self, tmp_path: Path) -> Backend:
+        ro = await self.open_readonly(tmp_path)
+        if ro is None:
+            pytest.skip("the engine cannot be opened read-only")
+        return ro
+
+    async def test_readonly_reads_what_a_writer_wrote(self, tmp_path: Path) -> None:
+        writer = await self.make_backend(tmp_path)
+        try:
+            await writer.append(request("a", 0, 3, snap_at=2, key="k"))
+            await writer.append(request("b", 0, 1))
+            ro = await self._readonly(tmp_path)
+            try:
+                await ro.ensure_store()
+                assert await ro.head("a") == 3
+                assert [e.seq for e in await ro.read("a")] == [1, 2, 3]
+                assert [i.agent_id for i in await ro.list_agents()] == ["a", "b"]
+                assert await ro.count_agents() == 2
+                latest = await ro.latest_snapshot("a")
+                assert latest is not None and latest.seq == 2
+                assert await ro.lookup_key("a", "k") is not None
+                await writer.append(request("a", 3, 1))  # a reader sees later writes
+                assert await ro.head("a") == 4
+            finally:
+                await ro.close()
+        finally:
+            await writer.close()
+
+    async def test_readonly_refuses_every_write(self, tmp_path: Path) -> None:
+        writer = await self.make_backend(tmp_path)
+        try:
+            await writer.append(request("a", 0, 2))
+            await writer.initialize()
+            ro = await self._readonly(tmp_path)
+            try:
+                writes = [
+                    lambda: ro.append(request("a", 2, 1)),
+                    lambda: ro.append(request("new", 0, 1)),
+                    lambda: ro.append_batch([request("a", 2, 1)]),
+                    lambda: ro.save_snapshot("a", snapshot(2)),
+                    lambda: ro.delete_agent("a"),
+                    lambda: ro.initialize(),
+                ]
+                if ro.supports_leases:
+                    writes.append(lambda: ro.acquire_lease("a", "me", 10.0))
+                for write in writes:
+                    with pytest.raises(ReadOnlyStore):
+                        await write()
+            finally:
+                await ro.close()
+            assert await writer.head("a") == 2
+            assert await writer.head("new") == 0
+        finally:
+            await writer.close()
+
+    async def test_readonly_refuses_what_is_not_a_store(self, tmp_path: Path) -> None:
+        """Nothing was ever written here: a read-only opening says so (and creates
+        nothing); once the store is initialised, even empty, it is accepted."""
+        with pytest.raises(NotAStore):
+            ro = await self._readonly(tmp_path)
+            try:
+                await ro.ensure_store()
+            finally:
+                await ro.close()
+        writer = await self.make_backend(tmp_path)
+        try:
+            await writer.initialize()
+            ro = await self._readonly(tmp_path)
+            try:
+                await ro.ensure_store()
+                assert await ro.list_agents() == []
+            finally:
+                await ro.close()
+        finally:
+            await writer.close()
 
 
 def fenced(

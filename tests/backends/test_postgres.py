@@ -61,6 +61,9 @@ class TestPostgresConformance(BackendConformance):
     async def open_peer(self, tmp_path: Path) -> PostgresBackend:
         return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=4)
 
+    async def open_readonly(self, tmp_path: Path) -> PostgresBackend:
+        return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=4, readonly=True)
+
 
 # -- PostgreSQL only ---------------------------------------------------------------------
 

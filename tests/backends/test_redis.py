@@ -54,6 +54,9 @@ class TestRedisConformance(BackendConformance):
     async def open_peer(self, tmp_path: Path) -> RedisBackend:
         return RedisBackend(REDIS_URL, prefix=namespace(tmp_path) + ":")
 
+    async def open_readonly(self, tmp_path: Path) -> RedisBackend:
+        return RedisBackend(REDIS_URL, prefix=namespace(tmp_path) + ":", readonly=True)
+
 
 class TestRedisWithTTLConformance(TestRedisConformance):
     """The contract holds with a TTL set (long enough not to fire during a test)."""

@@ -33,6 +33,9 @@ class TestSQLiteConformance(BackendConformance):
     async def open_peer(self, tmp_path: Path) -> SQLiteBackend:
         return SQLiteBackend(tmp_path / "conformance.db")
 
+    async def open_readonly(self, tmp_path: Path) -> SQLiteBackend:
+        return SQLiteBackend(tmp_path / "conformance.db", readonly=True)
+
 
 class TestSQLiteThreadWritesConformance(BackendConformance):
     """Every write on the writer thread (``inline_writes=False``): the same contract."""

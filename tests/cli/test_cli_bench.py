@@ -16,8 +16,24 @@ def test_bench_json_rows(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.delenv(name, raising=False)
     result = runner.invoke(
         app,
-        ["bench", "--agents", "2", "--saves", "3", "--s3", "off", "--json",
-         "--only", "in-memory", "--only", "event", "--only", "local", "--only", "redis"],
+        [
+            "bench",
+            "--agents",
+            "2",
+            "--saves",
+            "3",
+            "--s3",
+            "off",
+            "--json",
+            "--only",
+            "in-memory",
+            "--only",
+            "event",
+            "--only",
+            "local",
+            "--only",
+            "redis",
+        ],
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -38,8 +54,21 @@ def test_bench_json_rows(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> 
 def test_bench_table_and_an_unreachable_server(runner: CliRunner) -> None:
     result = runner.invoke(
         app,
-        ["bench", "--agents", "1", "--saves", "2", "--s3", "off", "--only", "in-memory",
-         "--only", "redis", "--redis", "redis://127.0.0.1:1/0"],
+        [
+            "bench",
+            "--agents",
+            "1",
+            "--saves",
+            "2",
+            "--s3",
+            "off",
+            "--only",
+            "in-memory",
+            "--only",
+            "redis",
+            "--redis",
+            "redis://127.0.0.1:1/0",
+        ],
     )
     assert result.exit_code == 0, result.output
     assert "In-Memory" in result.stdout and "seed's" in result.stdout

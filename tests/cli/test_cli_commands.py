@@ -118,7 +118,7 @@ def test_missing_database_is_a_clear_error(runner: CliRunner, tmp_path: Path) ->
     missing = tmp_path / "nope.db"
     result = runner.invoke(app, ["agents", "--db", str(missing)])
     assert result.exit_code == 2
-    assert "no statekeeper database" in result.stderr
+    assert "not a statekeeper store" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not missing.exists()  # a reader does not create the file
     no_traceback(result)

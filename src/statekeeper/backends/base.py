@@ -387,6 +387,20 @@ class Backend(abc.ABC):
         if request.fence is not None and not self.supports_leases:
             raise LeasesUnsupported(self.name)
 
+    # -- store existence (read-only opening and ``statekeeper init``) ---------------
+
+    async def ensure_store(self) -> None:
+        """Raise :class:`~statekeeper.errors.NotAStore` unless what this backend points
+        at is a statekeeper store; writes nothing. Backends opened with
+        ``readonly=True`` use it; the default accepts (nothing to check)."""
+        return None
+
+    async def initialize(self) -> None:
+        """Create the store's structures now (idempotent), so that read-only openings
+        accept it even before the first agent is written. The default does nothing
+        (the engine creates them when it is opened)."""
+        return None
+
 
 def validate_request(request: AppendRequest) -> None:
     """Reject a malformed append before any engine touches it.

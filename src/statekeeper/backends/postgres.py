@@ -70,6 +70,8 @@ from ..errors import (
     ConflictError,
     LeaseHeld,
     LeaseLost,
+    NotAStore,
+    ReadOnlyStore,
     StoreClosed,
 )
 from ..records import (
@@ -571,6 +573,11 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
 _CONNECTION_STATES = frozenset({"57P01", "57P02", "57P03"})
 
 
+async def _read_only_session(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Pool ``configure`` hook of a read-only backend: the server refuses any write."""
+    await conn.execute("SET default_transaction_read_only = on")
+
+
 def _transient(exc: BaseException) -> bool:
     """True for failures of the connection (not of the statement): worth a retry.
 
@@ -627,6 +634,11 @@ class PostgresBackend(Backend):
             fails; later (lost connections) the ``retry_timeout`` budget applies.
         prepare_threshold: psycopg's server-side prepare threshold (None disables it,
             e.g. behind PgBouncer in transaction mode).
+        readonly: read only: no DDL (the schema is checked, never created or
+            migrated), sessions run with ``default_transaction_read_only``, every write
+            raises :class:`~statekeeper.errors.ReadOnlyStore`; a role with only
+            ``USAGE`` on the schema and ``SELECT`` on its tables is enough. A schema
+            without statekeeper's tables raises :class:`~statekeeper.errors.NotAStore`.
 
     The pool opens (and migrations run) on first use, or explicitly with
     :meth:`open`.
@@ -656,6 +668,7 @@ class PostgresBackend(Backend):
         reconnect_timeout: float = 5.0,
         prepare_threshold: int | None = 5,
         connect_timeout: float = 10.0,
+        readonly: bool = False,
     ) -> None:
         if not _SCHEMA_RE.match(schema):
             raise ConfigurationError(
@@ -667,6 +680,7 @@ class PostgresBackend(Backend):
             raise ConfigurationError("connect_timeout must be > 0 seconds")
         self.dsn = dsn
         self.schema = schema
+        self.readonly = readonly
         self.retry_timeout = retry_timeout
         self.connect_timeout = connect_timeout
         # libpq counts whole seconds (and treats 1 as 2); the probe is bounded exactly
@@ -690,6 +704,7 @@ class PostgresBackend(Backend):
             open=False,
             kwargs=self._connect_kwargs,
             name=f"statekeeper-{schema}",
+            configure=_read_only_session if readonly else None,
         )
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
@@ -763,8 +778,47 @@ class PostgresBackend(Backend):
             # the pool keeps (re)connecting in the background once opened; a failed
             # migration is simply tried again by the next call
             await self._pool.open(wait=False)
-            await self._migrate()
+            if self.readonly:
+                await self._check_store()
+            else:
+                await self._migrate()
             self._opened = True
+
+    async def _check_store(self) -> None:
+        """Read-only opening: the schema must hold statekeeper's tables at the current
+        migration (nothing is created or upgraded)."""
+        async with self._connection() as conn:
+            table = sql.Identifier(self.schema).as_string(conn) + ".sk_migrations"
+            cur = await conn.execute("SELECT to_regclass(%s)", (table,))
+            row = await cur.fetchone()
+            if row is None or row[0] is None:
+                raise NotAStore(
+                    f"schema {self.schema!r}",
+                    "it holds no statekeeper tables; run `statekeeper init URL` to create one",
+                )
+            cur = await conn.execute(self._sql["migrations"])
+            newest = max((int(r[0]) for r in await cur.fetchall()), default=0)
+        if newest != SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"schema {self.schema!r} is at migration {newest}; this statekeeper reads "
+                f"migration {SCHEMA_VERSION}: "
+                + (
+                    "upgrade statekeeper"
+                    if newest > SCHEMA_VERSION
+                    else "open it for writing once (`statekeeper init URL`) to upgrade it"
+                )
+            )
+
+    async def ensure_store(self) -> None:
+        await self.open()
+
+    async def initialize(self) -> None:
+        self._check_writable()
+        await self.open()
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise ReadOnlyStore(f"postgresql schema {self.schema!r} is open read-only")
 
     async def _migrate(self) -> None:
         ident = sql.Identifier(self.schema)
@@ -813,6 +867,7 @@ class PostgresBackend(Backend):
     async def drop_all(self) -> None:
         """Delete everything this backend stored: its schema (or, in ``public``, only
         statekeeper's tables and function). For tests and benchmarks; irreversible."""
+        self._check_writable()
         ident = sql.Identifier(self.schema)
 
         async def op() -> None:
@@ -990,6 +1045,7 @@ class PostgresBackend(Backend):
 
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check_open()
+        self._check_writable()
         validate_request(request)
         try:
             if not self._opened:
@@ -1003,6 +1059,7 @@ class PostgresBackend(Backend):
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | BaseException]:
         self._check_open()
+        self._check_writable()
         out: list[AppendResult | BaseException | None] = [None] * len(requests)
         valid: list[tuple[int, AppendRequest]] = []
         for i, request in enumerate(requests):
@@ -1179,6 +1236,7 @@ class PostgresBackend(Backend):
     # -- other writes ---------------------------------------------------------------
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        self._check_writable()
         query = self._sql["snap_save"]
         params = (
             agent_id,
@@ -1202,6 +1260,7 @@ class PostgresBackend(Backend):
         """Replace stored record bytes in one transaction, if the head row (locked
         ``FOR UPDATE``) is still ``(expected_seq, expected_tag)``."""
         self._check_open()
+        self._check_writable()
         validate_rewrite(request)
         agent_id = request.agent_id
         attempts = 0
@@ -1244,6 +1303,8 @@ class PostgresBackend(Backend):
         await self._retrying("rewrite", op)
 
     async def delete_agent(self, agent_id: str) -> bool:
+        self._check_writable()
+
         async def op() -> bool:
             async with self._connection() as conn, conn.transaction():
                 cur = await conn.execute(self._sql["del_agent"], (agent_id,))
@@ -1272,6 +1333,7 @@ class PostgresBackend(Backend):
 
     async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
         self._check_open()
+        self._check_writable()
         ttl = validate_ttl(ttl)
         params = {"agent": agent_id, "holder": holder, "ttl": ttl}
         row = await self._lease_row("lease_acquire", params)
@@ -1284,6 +1346,7 @@ class PostgresBackend(Backend):
 
     async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
         self._check_open()
+        self._check_writable()
         ttl = validate_ttl(ttl)
         params = {"agent": agent_id, "holder": holder, "token": token, "ttl": ttl}
         row = await self._lease_row("lease_renew", params)
@@ -1300,6 +1363,7 @@ class PostgresBackend(Backend):
 
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
         self._check_open()
+        self._check_writable()
         params = {"agent": agent_id, "holder": holder, "token": token}
         return await self._lease_row("lease_release", params) is not None
 

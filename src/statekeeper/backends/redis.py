@@ -52,6 +52,8 @@ from ..errors import (
     IntegrityError,
     LeaseHeld,
     LeaseLost,
+    NotAStore,
+    ReadOnlyStore,
     StoreClosed,
 )
 from ..records import (
@@ -479,6 +481,11 @@ class RedisBackend(Backend):
             refuses raises :class:`~statekeeper.errors.BackendUnavailable`.
         max_connections: connection pool size.
         socket_timeout: seconds before a silent server counts as lost.
+        readonly: read only: reads never refresh TTLs or tidy the index, every write
+            raises :class:`~statekeeper.errors.ReadOnlyStore`, and
+            :meth:`ensure_store` raises :class:`~statekeeper.errors.NotAStore` for a
+            prefix holding neither statekeeper's marker (``<prefix>meta``, written by
+            :meth:`initialize`) nor its agent index.
     """
 
     name = "redis"
@@ -505,6 +512,7 @@ class RedisBackend(Backend):
         socket_timeout: float = 5.0,
         socket_connect_timeout: float = 2.0,
         connect_timeout: float = 5.0,
+        readonly: bool = False,
     ) -> None:
         if ttl is not None and ttl <= 0:
             raise ConfigurationError("ttl must be > 0 seconds (or None for no expiry)")
@@ -517,11 +525,12 @@ class RedisBackend(Backend):
         self.prefix = prefix
         self.ttl = ttl
         self.touch = touch
+        self.readonly = readonly
         self.retry_timeout = retry_timeout
         self._pfx = prefix.encode()
         self._index = self._pfx + b"agents"
         self._ttl_ms = str(round(ttl * 1000)) if ttl else "0"
-        self._touch = "1" if touch and ttl else "0"
+        self._touch = "1" if touch and ttl and not readonly else "0"
         try:
             pool = aioredis.ConnectionPool.from_url(
                 url,
@@ -583,6 +592,28 @@ class RedisBackend(Backend):
 
     def _lease_key(self, agent_id: str) -> bytes:
         return self._pfx + b"l:" + agent_id.encode()
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise ReadOnlyStore(f"redis prefix {self.prefix!r} is open read-only")
+
+    async def ensure_store(self) -> None:
+        async def op() -> int:
+            return int(await self._client.exists(self._pfx + b"meta", self._index))
+
+        if await self._retrying("ensure_store", op) == 0:
+            raise NotAStore(
+                f"redis prefix {self.prefix!r}",
+                "it holds no statekeeper data; run `statekeeper init URL` to create one",
+            )
+
+    async def initialize(self) -> None:
+        self._check_writable()
+
+        async def op() -> Any:
+            return await self._client.hsetnx(self._pfx + b"meta", b"created_by", b"statekeeper")
+
+        await self._retrying("initialize", op)
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -680,6 +711,7 @@ class RedisBackend(Backend):
 
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check_open()
+        self._check_writable()
         validate_request(request)
         if not self._reached:
             await self.open()
@@ -694,6 +726,7 @@ class RedisBackend(Backend):
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | BaseException]:
         self._check_open()
+        self._check_writable()
         out: list[AppendResult | BaseException | None] = [None] * len(requests)
         valid: list[tuple[int, AppendRequest]] = []
         for i, request in enumerate(requests):
@@ -786,6 +819,7 @@ class RedisBackend(Backend):
     # -- other writes ----------------------------------------------------------------
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        self._check_writable()
         h, sz = self._keys(agent_id)
         args: list[bytes | str] = [str(snapshot.seq), pack_snapshot(snapshot), self._ttl_ms]
 
@@ -797,6 +831,7 @@ class RedisBackend(Backend):
             raise ConflictError(agent_id, snapshot.seq, int(reply[1]))
 
     async def delete_agent(self, agent_id: str) -> bool:
+        self._check_writable()
         h, sz = self._keys(agent_id)
 
         async def op() -> Any:
@@ -808,6 +843,7 @@ class RedisBackend(Backend):
         """Replace stored record bytes atomically (one script), if the head is still
         ``(expected_seq, expected_tag)``."""
         self._check_open()
+        self._check_writable()
         validate_rewrite(request)
         h, sz = self._keys(request.agent_id)
         args: list[bytes | str] = [
@@ -843,6 +879,7 @@ class RedisBackend(Backend):
         """Give one agent its own TTL in seconds (None: never expires). False if absent."""
         if ttl is not None and ttl <= 0:
             raise ConfigurationError("ttl must be > 0 seconds (or None for no expiry)")
+        self._check_writable()
         h, sz = self._keys(agent_id)
         ms = str(round(ttl * 1000)) if ttl else "0"
 
@@ -856,6 +893,7 @@ class RedisBackend(Backend):
         how many. Refused with an empty prefix, which would mean the whole database."""
         if not self.prefix:
             raise ConfigurationError("drop_all needs a non-empty prefix")
+        self._check_writable()
         pattern = b"".join(b"\\" + bytes([c]) if c in b"*?[]\\" else bytes([c]) for c in self._pfx)
 
         async def op() -> int:
@@ -882,6 +920,7 @@ class RedisBackend(Backend):
 
     async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
         self._check_open()
+        self._check_writable()
         ttl = validate_ttl(ttl)
         key = self._lease_key(agent_id)
 
@@ -895,6 +934,7 @@ class RedisBackend(Backend):
 
     async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
         self._check_open()
+        self._check_writable()
         ttl = validate_ttl(ttl)
         key = self._lease_key(agent_id)
 
@@ -911,6 +951,7 @@ class RedisBackend(Backend):
 
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
         self._check_open()
+        self._check_writable()
         key = self._lease_key(agent_id)
 
         async def op() -> Any:
@@ -1073,7 +1114,7 @@ class RedisBackend(Backend):
                         stale.append(raw)
                         continue
                     out.append(AgentInfo(raw.decode(), int(h), float(c), float(u)))
-                if stale:
+                if stale and not self.readonly:
                     await self._client.zrem(self._index, *stale)
                 if len(ids) < want:
                     break

@@ -56,6 +56,7 @@ from ..errors import (
     LeaseHeld,
     LeaseLost,
     NotAStore,
+    ReadOnlyStore,
     StoreClosed,
     StoreLocked,
 )
@@ -77,6 +78,7 @@ from .base import (
     validate_rewrite,
     validate_ttl,
 )
+from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
 
 __all__ = ["SQLiteBackend"]
 
@@ -287,6 +289,15 @@ class SQLiteBackend(Backend):
             loop, and WAL checkpoints run on the writer thread, never inside a
             commit. ``False``: every write on the writer thread (the loop never waits
             for an ``fsync``).
+        readonly: open the file for reading only (SQLite ``mode=ro``): nothing is ever
+            created, converted or written, every write raises
+            :class:`~statekeeper.errors.ReadOnlyStore`, and a file that is not a
+            statekeeper store (missing, empty, another application's database) raises
+            :class:`~statekeeper.errors.NotAStore` at construction.
+
+    A file this backend creates carries statekeeper's ownership marker
+    (``PRAGMA application_id``, see :mod:`~statekeeper.backends.sqlite_files`); a file
+    it did not create never gets it.
     """
 
     name = "sqlite"
@@ -310,6 +321,7 @@ class SQLiteBackend(Backend):
         inline_writes: bool = True,
         clock: Callable[[], float] = time.time,
         stall_timeout: float = 2.0,
+        readonly: bool = False,
     ) -> None:
         path = os.fspath(path)
         if path in ("", ":memory:"):
@@ -324,7 +336,11 @@ class SQLiteBackend(Backend):
         self.busy_timeout = busy_timeout
         self.stall_timeout = stall_timeout
         self.clock = clock
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
+        if readonly:
+            require_store_file(path)  # reads the header and tables only
+        else:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._closed = False
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -341,6 +357,8 @@ class SQLiteBackend(Backend):
         self._writer_busy = threading.Lock()
         # Create the schema synchronously so a failure (not a database, no permission)
         # surfaces at construction.
+        if readonly:
+            return
         try:
             self._writer_pool.submit(self._open_writer).result()
         except BaseException:
@@ -353,6 +371,10 @@ class SQLiteBackend(Backend):
         return f"SQLiteBackend({self.path!r})"
 
     def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            conn = connect_read_only(self.path, timeout=self.busy_timeout)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            return conn
         # mode=rw: never create the file (one deleted under an open store stays gone)
         conn = sqlite3.connect(
             _rw_uri(self.path),
@@ -407,6 +429,8 @@ class SQLiteBackend(Backend):
             with _translated(tmp):
                 conn = sqlite3.connect(tmp, isolation_level=None)
                 try:
+                    # the ownership marker: only a file statekeeper creates carries it
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                     mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
                     if mode.lower() != "wal":
                         raise BackendError(f"{self.path}: cannot enable WAL (journal_mode={mode})")
@@ -557,9 +581,16 @@ class SQLiteBackend(Backend):
                 self._readers.append(conn)
         return conn
 
+    async def initialize(self) -> None:
+        """The schema is created when the backend is constructed: nothing left to do."""
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} is open read-only")
+
     async def _write(self, fn: Any, *args: Any, inline: bool = True) -> Any:
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} is open read-only")
         if inline and self.inline_writes:
             # one pass of the loop first: a loop of writes never starves other tasks
             await asyncio.sleep(0)

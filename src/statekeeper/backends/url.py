@@ -79,7 +79,9 @@ def _missing(extra: str, exc: ImportError) -> BackendUnavailable:
     )
 
 
-def open_backend(url: str, *, connect_timeout: float | None = None) -> Backend:
+def open_backend(
+    url: str, *, connect_timeout: float | None = None, readonly: bool = False
+) -> Backend:
     """Build the backend a URL names (see the module documentation for the forms).
 
     ``sqlite:///relative.db`` and ``sqlite:////abs/path.db`` follow SQLAlchemy's
@@ -89,6 +91,16 @@ def open_backend(url: str, *, connect_timeout: float | None = None) -> Backend:
     :meth:`~.redis.RedisBackend.from_url`, :meth:`~.s3.S3Backend.from_url`,
     :meth:`~.tiered.TieredBackend.from_url`). ``connect_timeout`` overrides the one
     the URL gives (or the backend's default) for PostgreSQL and Redis, tiers included.
+    :meth:`~.tiered.TieredBackend.from_url`).
+
+    ``readonly=True`` opens the store for reading only and never creates one: SQLite
+    with a ``mode=ro`` connection, PostgreSQL without DDL in read-only sessions, Redis
+    without TTL refreshes or index tidying; every write raises
+    :class:`~statekeeper.errors.ReadOnlyStore`, and something that is not a
+    statekeeper store raises :class:`~statekeeper.errors.NotAStore` (SQLite at once,
+    the servers on first use or :meth:`~.base.Backend.ensure_store`). ``memory://`` is
+    accepted as is; ``s3://`` and ``tiered://`` cannot be opened read-only yet
+    (:class:`~statekeeper.errors.ConfigurationError`).
     """
     if not isinstance(url, str) or not url:
         raise ConfigurationError("a backend URL must be a non-empty string")
@@ -97,7 +109,7 @@ def open_backend(url: str, *, connect_timeout: float | None = None) -> Backend:
     if "://" not in url:
         from .sqlite import SQLiteBackend
 
-        return SQLiteBackend(url)
+        return SQLiteBackend(url, readonly=readonly)
     scheme = url.split("://", 1)[0].lower()
     base = scheme.split("+", 1)[0]
     timeout = _timeout_for(url, connect_timeout)
@@ -106,19 +118,24 @@ def open_backend(url: str, *, connect_timeout: float | None = None) -> Backend:
 
         return MemoryBackend()
     if base == "sqlite":
-        return _sqlite(url)
+        return _sqlite(url, readonly)
     if base in ("postgresql", "postgres"):
         try:
             from .postgres import PostgresBackend
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise _missing("postgres", exc) from exc
-        return PostgresBackend.from_url(url, **timeout)
+        return PostgresBackend.from_url(url, readonly=readonly, **timeout)
     if scheme in ("redis", "rediss", "unix"):
         try:
             from .redis import RedisBackend
         except ImportError as exc:  # pragma: no cover
             raise _missing("redis", exc) from exc
-        return RedisBackend.from_url(url, **timeout)
+        return RedisBackend.from_url(url, readonly=readonly, **timeout)
+    if readonly and scheme in ("s3", "tiered"):
+        raise ConfigurationError(
+            f"{scheme}:// stores cannot be opened read-only yet "
+            "(read-only: sqlite, postgresql, redis, memory)"
+        )
     if scheme == "s3":
         try:
             from .s3 import S3Backend
@@ -135,7 +152,7 @@ def open_backend(url: str, *, connect_timeout: float | None = None) -> Backend:
     )
 
 
-def _sqlite(url: str) -> Backend:
+def _sqlite(url: str, readonly: bool = False) -> Backend:
     from .sqlite import SQLiteBackend
 
     parts = urlsplit(url)
@@ -170,6 +187,7 @@ def _sqlite(url: str) -> Backend:
         synchronous=sync,  # type: ignore[arg-type]
         busy_timeout=timeout,
         inline_writes=inline in ("true", "1", "yes"),
+        readonly=readonly,
     )
 
 

@@ -1,18 +1,16 @@
-"""The typer application, its global options and the error policy shared by commands.
+"""The typer application and its global options.
 
-Exit codes: ``0`` success; ``1`` the thing asked about is not there or not right
-(unknown agent, verification problems, a failed demo check, a declined confirmation);
-``2`` a usage error or any :class:`~statekeeper.errors.StatekeeperError` (bad URL,
-unreadable database, a server that cannot be reached within ``--connect-timeout``...),
-reported as one red line on stderr without a traceback.
+The error policy (exit codes, one-line messages, never a traceback) is in
+:mod:`.exits`; how commands open stores (read-only, ``--key-file``) is in
+:mod:`.stores`.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+import sys
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -20,13 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from .. import __version__
-from ..errors import AgentNotFound, ConfigurationError, StatekeeperError
+from . import exits
 from ._help import HelpGroup
+from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-    from ..store import StateStore
 
 #: the store used when neither --db nor $STATEKEEPER_URL is given (the library's
 #: ``statekeeper.store.store.DEFAULT_URL``, repeated so that ``--help`` need not
@@ -36,6 +33,7 @@ DEFAULT_URL = "sqlite:///statekeeper.db"
 __all__ = [
     "DbOption",
     "JsonOption",
+    "KeyFileOption",
     "app",
     "err_console",
     "main",
@@ -167,33 +165,19 @@ def sqlite_file(url: str) -> Path | None:
     return Path(rest[1:] if rest.startswith("/") else rest)
 
 
-class StoreMissing(ConfigurationError):
-    """The SQLite file a read command was pointed at does not exist."""
-
-
-@asynccontextmanager
-async def open_store(url: str, *, must_exist: bool = True) -> AsyncIterator[StateStore]:
-    """Open the store at ``url``; for SQLite, refuse to create a file a reader asked for."""
-    path = sqlite_file(url)
-    if must_exist and path is not None and not path.exists():
-        raise StoreMissing(
-            f"no statekeeper database at {path} (pass --db/--url or set STATEKEEPER_URL)"
-        )
-    from ..store import StateStore
-    from .security import env_keyring  # keys from $STATEKEEPER_KEY_FILE / $STATEKEEPER_KEYS
-
-    store = StateStore(url, keyring=env_keyring())
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a command's coroutine to completion."""
+    """Run a command's coroutine to completion (on a thread of its own when this
+    thread already runs an event loop, e.g. a command invoked from async code)."""
     import asyncio
 
-    return asyncio.run(coro)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sk-cli-run") as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def _known_urls() -> list[str]:
@@ -228,37 +212,59 @@ def masked(text: str) -> str:
 def fail(message: str, code: int) -> typer.Exit:
     """Print ``message`` as one red line on stderr (credentials masked); return the
     Exit to raise."""
-    message = masked(message)
-    from rich.markup import escape
-
-    err_console().print(f"[bold red]error:[/] [red]{escape(message)}[/]", soft_wrap=True)
+    exits.print_error(masked(message))
     return typer.Exit(code)
 
 
 def handled(fn: F) -> F:
-    """Turn library errors into one-line messages and exit codes (no traceback)."""
+    """Turn any failure of a command into one line on stderr and its exit code
+    (:func:`.exits.classify`); click's own exceptions pass through to click."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except AgentNotFound as exc:
-            raise fail(str(exc), 1) from None
-        except StatekeeperError as exc:
-            raise fail(str(exc), 2) from None
-        except KeyboardInterrupt:
-            raise fail("interrupted", 130) from None
+        except (typer.Exit, typer.Abort, exits.ClickException):
+            raise
+        except BaseException as exc:
+            if isinstance(exc, SystemExit | GeneratorExit):
+                raise
+            raise typer.Exit(exits.report(exc, masked)) from None
 
     return wrapper  # type: ignore[return-value]
 
 
-def main() -> None:
-    """Console-script entry point (``statekeeper``; also ``python -m statekeeper.cli``)."""
-    app(prog_name="statekeeper")
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point (``statekeeper``): every failure, usage errors
+    included, ends as one line on stderr and an exit code (:mod:`.exits`)."""
+    with exits.held_warnings() as warnings:
+        try:
+            code = app(args=argv, prog_name="statekeeper", standalone_mode=False)
+        except exits.NoArgsIsHelpError as exc:
+            typer.echo(exc.ctx.get_help())
+            code = exits.EXIT_USAGE
+        except BaseException as exc:
+            if isinstance(exc, SystemExit):
+                raise
+            code = exits.report(exc, masked)
+    code = code if isinstance(code, int) else exits.EXIT_OK
+    if code == exits.EXIT_OK:
+        exits.print_warnings(warnings)
+    sys.exit(code)
 
 
 # register the commands on ``app``
-from . import bench, commands, diagram, diff, repair, security, tail, transfer  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    bench,
+    commands,
+    diagram,
+    diff,
+    init,
+    repair,
+    security,
+    tail,
+    transfer,
+)
 from .langgraph import langgraph_app  # noqa: E402
 
 app.add_typer(langgraph_app)

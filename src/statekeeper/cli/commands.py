@@ -14,6 +14,7 @@ from ._markup import escape
 from .app import (
     DbOption,
     JsonOption,
+    KeyFileOption,
     app,
     err_console,
     fail,
@@ -68,6 +69,7 @@ def _parse_time(value: str) -> float:
 def agents(
     ctx: typer.Context,
     db: DbOption = None,
+    key_file: KeyFileOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Agents per page.")] = 50,
     after: Annotated[
         str | None,
@@ -81,7 +83,7 @@ def agents(
     from .progress import bar
 
     async def go() -> tuple[list[tuple[Any, str | None]], str | None]:
-        async with open_store(url) as store:
+        async with open_store(url, key_file=key_file) as store:
             page = await store.list_agents(after=after, limit=limit + 1)
             more = len(page) > limit
             page = page[:limit]
@@ -118,6 +120,7 @@ def show(
     ctx: typer.Context,
     agent: AgentArg,
     db: DbOption = None,
+    key_file: KeyFileOption = None,
     at: Annotated[
         int | None, typer.Option("--at", metavar="SEQ", min=1, help="The state as of this seq.")
     ] = None,
@@ -138,7 +141,7 @@ def show(
     url = resolve_url(ctx, db)
 
     async def go() -> tuple[Any, int]:
-        async with open_store(url) as store:
+        async with open_store(url, key_file=key_file) as store:
             head = await _require(store, agent)
             try:
                 snap = await store.load(agent, at_seq=at, at_time=when)
@@ -164,6 +167,7 @@ def history(
     ctx: typer.Context,
     agent: AgentArg,
     db: DbOption = None,
+    key_file: KeyFileOption = None,
     after: Annotated[
         int, typer.Option("--after", metavar="SEQ", min=0, help="Only events after this seq.")
     ] = 0,
@@ -186,7 +190,7 @@ def history(
     from .progress import bar
 
     async def go() -> tuple[list[Event], int]:
-        async with open_store(url) as store:
+        async with open_store(url, key_file=key_file) as store:
             head = await _require(store, agent)
             to_seq = after + limit if limit is not None else None
             last = min(head, to_seq) if to_seq is not None else head
@@ -238,6 +242,7 @@ def verify(
         typer.Argument(help="Agents to check (default: every agent).", show_default=False),
     ] = None,
     db: DbOption = None,
+    key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Check every stored record: checksums, gap-free seqs, heads, snapshots.
@@ -251,7 +256,7 @@ def verify(
 
     async def go() -> VerifyReport:
         total = VerifyReport()
-        async with open_store(url) as store:
+        async with open_store(url, key_file=key_file) as store:
             if agent_ids:
                 for agent_id in agent_ids:
                     await _require(store, agent_id)
@@ -326,13 +331,14 @@ def delete(
     ctx: typer.Context,
     agent: AgentArg,
     db: DbOption = None,
+    key_file: KeyFileOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete an agent's events and snapshots (asks first unless --yes)."""
     url = resolve_url(ctx, db)
 
     async def head_of() -> int:
-        async with open_store(url) as store:
+        async with open_store(url, key_file=key_file) as store:
             return await _require(store, agent)
 
     head = run(head_of())
@@ -343,7 +349,7 @@ def delete(
         raise typer.Exit(1)
 
     async def go() -> bool:
-        async with open_store(url) as store:
+        async with open_store(url, key_file=key_file, readonly=False) as store:
             return await store.delete(agent)
 
     if not run(go()):
@@ -362,6 +368,7 @@ def stats(
     top: Annotated[
         int, typer.Option("--top", metavar="N", min=0, help="List the N largest agents.")
     ] = 5,
+    key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Summarise the store: agents, events, states, size."""
@@ -372,7 +379,7 @@ def stats(
     url = resolve_url(ctx, db)
 
     async def go() -> dict[str, Any]:
-        async with open_store(url) as store:
+        async with open_store(url, key_file=key_file) as store:
             states: dict[str, int] = {}
             agents_n = events_n = 0
             last = 0.0

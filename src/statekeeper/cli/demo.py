@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, StatekeeperError
+from ..errors import ConfigurationError, NotOwned, StatekeeperError
 from ..machine import AgentState, AgentStateMachine, StateTransition
 from ..store import DurableAgent, StateStore
 
@@ -594,7 +594,11 @@ def sqlite_path(db: str) -> Path:
         raise ConfigurationError(
             f"the demo needs a SQLite file (two processes share it), not {db!r}"
         )
-    rest = rest.split("?", 1)[0]
+    rest, _, query = rest.partition("?")
+    if query:
+        raise ConfigurationError(
+            f"the demo takes a plain SQLite path or sqlite:/// URL, without options: {db!r}"
+        )
     return Path(rest[1:] if rest.startswith("/") else rest)
 
 
@@ -603,14 +607,47 @@ def files_dir(db_path: Path) -> Path:
     return db_path.with_name(db_path.stem + "-files")
 
 
+#: the demo's ownership marker in its files folder (written when it creates the folder)
+FILES_MARKER = ".statekeeper-demo"
+
+
 async def _agent_ids(url: str) -> list[str]:
-    async with StateStore(url) as store:
+    from ..backends.url import open_backend
+
+    async with StateStore(open_backend(url, readonly=True)) as store:
         return [info.agent_id async for info in store.iter_agents()]
 
 
+def _check_owned(db_path: Path) -> None:
+    """Refuse (:class:`~statekeeper.errors.NotOwned`, nothing touched) a database file
+    or files folder the demo cannot prove it created."""
+    from ..backends.sqlite_files import describe, inspect_sqlite_file
+
+    info = inspect_sqlite_file(db_path)
+    if info.kind != "missing" and not info.owned:
+        raise NotOwned(
+            f"refusing to touch {db_path}: it {describe(info)} that statekeeper did not "
+            "create (no statekeeper marker); choose another --db"
+        )
+    files = files_dir(db_path)
+    if files.exists() and not (files / FILES_MARKER).is_file():
+        raise NotOwned(
+            f"refusing to touch {files}: the demo did not create that folder (no "
+            f"{FILES_MARKER} marker in it); choose another --db"
+        )
+
+
+def _claim_files(files: Path) -> None:
+    files.mkdir(parents=True, exist_ok=True)
+    (files / FILES_MARKER).write_text(
+        "created by `statekeeper demo`; it may delete what it wrote here\n", encoding="utf-8"
+    )
+
+
 def _prepare(db_path: Path, keep: bool) -> str:
-    """Check the database is the demo's (or new), wipe it unless ``keep``; return the
-    agent id to use."""
+    """Check the database and its files folder are the demo's (or new), wipe them
+    unless ``keep``; return the agent id to use."""
+    _check_owned(db_path)
     existing: list[str] = []
     if db_path.exists():
         existing = asyncio.run(_agent_ids(f"sqlite:///{db_path}"))
@@ -896,6 +933,7 @@ def run_demo(
     db_path = sqlite_path(db).absolute()
     files = files_dir(db_path)
     agent_id = _prepare(db_path, keep)
+    _claim_files(files)
     write_corpus(files / "corpus")
     url = f"sqlite:///{db_path}"
     result = DemoResult(

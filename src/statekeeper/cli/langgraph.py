@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .app import DbOption, JsonOption, fail, handled, out_console, resolve_url, sqlite_file
+from .app import DbOption, JsonOption, fail, handled, out_console, resolve_url, run
+from .stores import KeyFileOption, check_store, env_keyring
 
 __all__ = ["langgraph_app", "parse_duration"]
 
@@ -67,31 +67,25 @@ def prune(
         str, typer.Option("--prefix", help="Agent-id prefix of the saver's streams.")
     ] = "lg/",
     db: DbOption = None,
+    key_file: KeyFileOption = None,
     as_json: JsonOption = False,
-    key_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--key-file",
-            help="Key file of an encrypted store (default: $STATEKEEPER_KEY_FILE / "
-            "$STATEKEEPER_KEYS).",
-        ),
-    ] = None,
 ) -> None:
     """Apply keep-last-N and/or TTL retention to LangGraph threads."""
     if keep_last is None and ttl is None:
         raise fail("give --keep-last and/or --ttl", 2)
     seconds = parse_duration(ttl) if ttl is not None else None
     url = resolve_url(ctx, db)
-    path = sqlite_file(url)
-    if path is not None and not path.exists():
-        raise fail(f"no statekeeper database at {path} (pass --db/--url or set STATEKEEPER_URL)", 2)
+    keyring = env_keyring(key_file)
     try:
         from ..integrations.langgraph import StatekeeperSaver
     except ImportError as exc:
         raise fail(str(exc), 2) from None
-    from .security import env_keyring
 
-    with StatekeeperSaver.from_url(url, prefix=prefix, keyring=env_keyring(key_file)) as saver:
+    async def exists() -> None:  # never create a store to prune it
+        await (await check_store(url)).close()
+
+    run(exists())
+    with StatekeeperSaver.from_url(url, prefix=prefix, keyring=keyring) as saver:
         report = saver.prune_retention(
             thread or None, keep_last=keep_last, ttl=seconds, dry_run=dry_run
         )

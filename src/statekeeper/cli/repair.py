@@ -22,6 +22,7 @@ from ._markup import escape
 from .app import (
     DbOption,
     JsonOption,
+    KeyFileOption,
     app,
     handled,
     open_store,
@@ -54,6 +55,7 @@ def repair_command(
         typer.Option("--apply", help="Write the repairs (default: a dry run that writes nothing)."),
     ] = False,
     db: DbOption = None,
+    key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Rebuild damaged snapshots from the verified events (dry run unless --apply).
@@ -69,7 +71,7 @@ def repair_command(
 
     async def go() -> RepairReport:
         total = RepairReport(applied=apply)
-        async with open_store(url) as store:
+        async with open_store(url, key_file=key_file, readonly=not apply) as store:
             if agent_ids:
                 for agent_id in agent_ids:
                     if await store.head(agent_id) == 0:

@@ -8,9 +8,6 @@ Key material is never printed, except by ``keys generate`` when asked for a new 
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -30,62 +27,13 @@ from .app import (
     run,
     sqlite_file,
 )
+from .files import check_output_file, json_tagged
+from .stores import KeyFileOption, env_keyring, open_store
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from ..security.keys import Keyring
-    from ..store import StateStore
-
 __all__ = ["env_keyring", "keys_app", "witness_app"]
-
-ENV_KEY_FILE = "STATEKEEPER_KEY_FILE"
-ENV_KEYS = "STATEKEEPER_KEYS"
-
-KeyFileOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--key-file",
-        metavar="FILE",
-        help=f"Key file (JSON: active + keys) [default: ${ENV_KEY_FILE}, else ${ENV_KEYS}]",
-        show_default=False,
-    ),
-]
-
-
-def env_keyring(key_file: Path | None = None) -> Keyring | None:
-    """The keyring from ``key_file``, else from the environment, else None (imports the
-    crypto modules only when a key is configured)."""
-    if key_file is not None:
-        from ..security.keys import Keyring
-
-        return Keyring.from_file(key_file)
-    if os.environ.get(ENV_KEY_FILE, "").strip() or os.environ.get(ENV_KEYS, "").strip():
-        from ..security.keys import Keyring
-
-        return Keyring.from_environment()
-    return None
-
-
-@asynccontextmanager
-async def _open(
-    url: str, key_file: Path | None, *, need_key: bool = False
-) -> AsyncIterator[StateStore]:
-    path = sqlite_file(url)
-    if path is not None and not path.exists():
-        raise ConfigurationError(f"no statekeeper database at {path}")
-    keyring = env_keyring(key_file)
-    if need_key and keyring is None:
-        raise ConfigurationError(
-            f"this command needs keys: pass --key-file or set ${ENV_KEY_FILE} / ${ENV_KEYS}"
-        )
-    from ..store import StateStore
-
-    store = StateStore(url, keyring=keyring)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 # ---------------------------------------------------------------------------- keys
@@ -130,6 +78,7 @@ def keys_generate(
         return
     keys: dict[str, str] = {}
     active = None
+    check_output_file(key_file, "key file", json_tagged("keys"))
     if key_file.exists():
         Keyring.from_file(key_file)  # must be a valid key file before it is extended
         doc = json.loads(key_file.read_text(encoding="utf-8"))
@@ -165,7 +114,7 @@ def keys_status(
     keyring = env_keyring(key_file)
 
     async def go() -> dict[str, int]:
-        async with _open(url, key_file) as store:
+        async with open_store(url, key_file=key_file) as store:
             return await key_usage(store)
 
     usage = run(go())
@@ -249,9 +198,11 @@ def rekey(
     path = sqlite_file(url)
     if progress_file is None and path is not None:
         progress_file = path.with_name(path.name + ".rekey.json")
+    if progress_file is not None:
+        check_output_file(progress_file, "rekey progress file", json_tagged("statekeeper_rekey"))
 
     async def go() -> tuple[RekeyStats, str, str | None]:
-        async with _open(url, key_file, need_key=True) as store:
+        async with open_store(url, key_file=key_file, readonly=False, need_key=True) as store:
             assert store.codec.keyring is not None
             active = store.codec.keyring.active_id
             resumed = None
@@ -271,7 +222,7 @@ def rekey(
                 TextColumn("{task.fields[agent]}", style="dim"),
                 console=err_console(),
                 transient=False,
-                disable=json_out,
+                disable=json_out or not err_console().is_terminal,
             )
             done = 0
             if resumed is not None:
@@ -336,7 +287,7 @@ def _bar(label: str, total: int, disable: bool) -> Progress:
         TimeElapsedColumn(),
         console=err_console(),
         transient=True,
-        disable=disable,
+        disable=disable or not err_console().is_terminal,
     )
 
 
@@ -353,9 +304,10 @@ def witness_export(
     from ..security.witness import export_witness
 
     url = resolve_url(ctx, db)
+    check_output_file(file, "witness file", json_tagged("statekeeper_witness"))
 
     async def go() -> dict[str, Any]:
-        async with _open(url, key_file) as store:
+        async with open_store(url, key_file=key_file) as store:
             total = await store.count_agents()
             with _bar("witnessing", total, json_out) as bar:
                 task = bar.add_task("w", total=total)
@@ -389,7 +341,7 @@ def witness_check(
     doc = load_witness(file)
 
     async def go() -> WitnessReport:
-        async with _open(url, key_file) as store:
+        async with open_store(url, key_file=key_file) as store:
             with _bar("checking", len(doc["streams"]), json_out) as bar:
                 task = bar.add_task("c", total=len(doc["streams"]))
                 return await check_witness(store, doc, on_agent=lambda _a: bar.advance(task))

@@ -1,0 +1,136 @@
+"""Looking at a SQLite file without changing it: is it a statekeeper store, and did
+statekeeper create it?
+
+* **A statekeeper store** holds the ``sk_meta`` table with a ``schema_version`` row.
+* **Created by statekeeper** (the ownership marker): the file's ``application_id``
+  (bytes 68-71 of the header, ``PRAGMA application_id``) is :data:`APPLICATION_ID`.
+  :class:`~statekeeper.backends.sqlite.SQLiteBackend` sets it only on a file it
+  creates itself (the file did not exist when it was opened), before anything else is
+  written, so another application's database never carries it — even one statekeeper's
+  tables were later added to.
+
+Nothing here writes: the header is read as bytes, and the tables through a
+``mode=ro`` connection (which never creates, converts or rewrites the file).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import quote
+
+from ..errors import NotAStore
+
+__all__ = [
+    "APPLICATION_ID",
+    "SqliteFile",
+    "connect_read_only",
+    "inspect_sqlite_file",
+    "require_store_file",
+]
+
+#: ``PRAGMA application_id`` of a SQLite file statekeeper created: "SKST"
+APPLICATION_ID = 0x534B5354
+_MAGIC = b"SQLite format 3\x00"
+
+Kind = Literal["missing", "directory", "empty", "not-sqlite", "foreign", "store"]
+
+
+@dataclass(frozen=True, slots=True)
+class SqliteFile:
+    """What a path holds, as far as statekeeper is concerned."""
+
+    path: str
+    kind: Kind
+    #: the file carries statekeeper's ownership marker (it created the file)
+    owned: bool = False
+    detail: str = ""
+
+    @property
+    def is_store(self) -> bool:
+        return self.kind == "store"
+
+
+def connect_read_only(path: str | os.PathLike[str], timeout: float = 30.0) -> sqlite3.Connection:
+    """A connection that can only read ``path`` (SQLite ``mode=ro`` URI): it never
+    creates the file, changes its journal mode or writes to it."""
+    uri = "file:" + quote(os.path.abspath(os.fspath(path))) + "?mode=ro"
+    return sqlite3.connect(
+        uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
+    )
+
+
+def _header(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(100)
+
+
+def inspect_sqlite_file(path: str | os.PathLike[str]) -> SqliteFile:
+    """Classify ``path`` without writing to it (see the module documentation).
+
+    Raises :class:`OSError` when the file exists but cannot be read.
+    """
+    name = os.fspath(path)
+    p = Path(name)
+    if not p.exists():
+        return SqliteFile(name, "missing")
+    if p.is_dir():
+        return SqliteFile(name, "directory")
+    header = _header(name)
+    if not header:
+        return SqliteFile(name, "empty")
+    if not header.startswith(_MAGIC):
+        return SqliteFile(name, "not-sqlite")
+    try:
+        conn = connect_read_only(name, timeout=5.0)
+    except sqlite3.Error as exc:
+        return SqliteFile(name, "not-sqlite", detail=str(exc))
+    try:
+        owned = int(conn.execute("PRAGMA application_id").fetchone()[0]) == APPLICATION_ID
+        has_meta = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sk_meta'"
+        ).fetchone()
+        if has_meta is None:
+            return SqliteFile(name, "foreign", owned=owned)
+        row = conn.execute("SELECT value FROM sk_meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            return SqliteFile(name, "foreign", owned=owned)
+        return SqliteFile(name, "store", owned=owned, detail=str(row[0]))
+    except sqlite3.Error as exc:
+        return SqliteFile(name, "not-sqlite", detail=str(exc))
+    finally:
+        conn.close()
+
+
+def _why(info: SqliteFile) -> str:
+    return {
+        "missing": "does not exist",
+        "directory": "is a directory",
+        "empty": "is an empty file",
+        "not-sqlite": "is not a SQLite database",
+        "foreign": "is another application's SQLite database",
+        "store": "is a statekeeper store",
+    }[info.kind]
+
+
+def require_store_file(path: str | os.PathLike[str]) -> SqliteFile:
+    """``path`` classified; :class:`~statekeeper.errors.NotAStore` unless it is a
+    statekeeper store. Nothing is written either way."""
+    try:
+        info = inspect_sqlite_file(path)
+    except OSError as exc:
+        raise NotAStore(os.fspath(path), f"it cannot be read ({exc.strerror or exc})") from exc
+    if not info.is_store:
+        target = os.fspath(path)
+        # a missing file can be created where it was asked for; anything else is kept
+        url = f"sqlite:///{target}" if info.kind == "missing" else "URL"
+        raise NotAStore(target, f"it {_why(info)}; run `statekeeper init {url}` to create one")
+    return info
+
+
+def describe(info: SqliteFile) -> str:
+    """A few words on what ``info`` is (for messages)."""
+    return _why(info)

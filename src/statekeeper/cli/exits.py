@@ -1,0 +1,176 @@
+"""The CLI's error policy in one place: which failure gets which exit code and which
+one-line message.
+
+==========  =====================================================================
+exit code   when
+==========  =====================================================================
+0           success
+1           the thing asked about is not there or not right: an unknown agent,
+            problems found by ``verify`` / ``witness check``, a failed demo check,
+            a declined confirmation
+2           a user error: bad usage (unknown option, bad number, date or choice),
+            any :class:`~statekeeper.errors.StatekeeperError` (bad URL, not a
+            statekeeper store, wrong key, unreadable database, a file statekeeper
+            does not own...), a file or folder that is missing or unreadable
+3           ``repair``: problems remain that it cannot fix (see :mod:`.repair`)
+70          an internal error (a bug): still one line; ``STATEKEEPER_DEBUG=1``
+            shows the traceback
+130         interrupted (Ctrl-C)
+==========  =====================================================================
+
+Every failure is ONE line on stderr (``error: …``), never a traceback. Warnings the
+library logs while a command runs (a damaged snapshot passed over, a retried
+connection…) are held back: after a successful command each is printed as one
+``warning: …`` line; after a failure the error line alone is printed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+
+from ..errors import AgentNotFound, StatekeeperError
+
+try:  # typer >= 0.20 ships its own copy of click
+    from typer._click import exceptions as _click_exceptions
+except ImportError:  # pragma: no cover - older typer runs on click itself
+    from click import exceptions as _click_exceptions  # type: ignore[no-redef]
+
+ClickException = _click_exceptions.ClickException
+UsageError = _click_exceptions.UsageError
+NoArgsIsHelpError = _click_exceptions.NoArgsIsHelpError
+
+__all__ = [
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "classify",
+    "held_warnings",
+    "print_error",
+    "report",
+]
+
+EXIT_OK = 0
+EXIT_NOT_FOUND = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+
+DEBUG_ENV = "STATEKEEPER_DEBUG"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _os_message(exc: OSError) -> str:
+    what = exc.strerror or str(exc) or type(exc).__name__
+    where = exc.filename if exc.filename is not None else None
+    if where is None:
+        return what
+    if exc.filename2 is not None:
+        return f"{what}: {where} -> {exc.filename2}"
+    return f"{what}: {where}"
+
+
+def _usage_message(exc: UsageError) -> str:
+    ctx = exc.ctx
+    hint = ""
+    if ctx is not None:
+        hint = f" (see '{ctx.command_path} --help')"
+    return exc.format_message() + hint
+
+
+def classify(exc: BaseException) -> tuple[int, str]:
+    """The exit code and the one-line message for a failure."""
+    if isinstance(exc, AgentNotFound):
+        return EXIT_NOT_FOUND, str(exc)
+    if isinstance(exc, StatekeeperError):
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE, _usage_message(exc)
+    if isinstance(exc, ClickException):
+        return exc.exit_code, exc.format_message()
+    if isinstance(exc, typer.Abort):
+        return EXIT_NOT_FOUND, "aborted"
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED, "interrupted"
+    if isinstance(exc, OSError):
+        return EXIT_USAGE, _os_message(exc)
+    if isinstance(exc, UnicodeError):  # a text file given where it is not text
+        return EXIT_USAGE, f"cannot decode input: {exc}"
+    return (
+        EXIT_INTERNAL,
+        f"internal error: {type(exc).__name__}: {exc} (this is a bug; run with "
+        f"{DEBUG_ENV}=1 for the traceback)",
+    )
+
+
+def _stderr() -> Any:
+    from rich.console import Console  # rich only when something is printed
+
+    return Console(stderr=True, highlight=False)
+
+
+def print_error(message: str) -> None:
+    """``error: message`` as one red line on stderr (never wrapped)."""
+    from rich.markup import escape
+
+    console = _stderr()
+    console.print(f"[bold red]error:[/] [red]{escape(_one_line(message))}[/]", soft_wrap=True)
+
+
+def report(exc: BaseException, mask: Callable[[str], str] | None = None) -> int:
+    """Print ``exc`` as one line on stderr (through ``mask``, which hides
+    credentials); return its exit code."""
+    code, message = classify(exc)
+    if code == EXIT_INTERNAL and os.environ.get(DEBUG_ENV):
+        traceback.print_exception(exc, file=sys.stderr)
+    print_error(mask(message) if mask is not None else message)
+    return code
+
+
+class _Held(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextmanager
+def held_warnings() -> Iterator[list[logging.LogRecord]]:
+    """Hold the library's log records (WARNING and up) while a command runs; the
+    caller prints them (:func:`print_warnings`) if the command succeeded."""
+    logger = logging.getLogger("statekeeper")
+    handler = _Held()
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = bool(os.environ.get(DEBUG_ENV))
+    try:
+        yield handler.records
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+def print_warnings(records: list[logging.LogRecord]) -> None:
+    """Each held record as one ``warning: …`` line on stderr."""
+    if not records:
+        return
+    from rich.markup import escape
+
+    console = _stderr()
+    for record in records:
+        text = _one_line(record.getMessage())
+        console.print(f"[yellow]warning:[/] {escape(text)}", soft_wrap=True)

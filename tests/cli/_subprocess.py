@@ -1,0 +1,231 @@
+"""Running the CLI as a user does (a subprocess), enumerating its commands, and
+populated stores on SQLite, PostgreSQL and Redis for the CLI tests."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from statekeeper import StateTransition, SyncStateStore
+from statekeeper.security import Keyring
+
+from ..backends._services import POSTGRES_DSN, REDIS_URL, drop_schema, namespace
+from ..backends._services import require_postgres as _require_postgres
+from ..backends._services import require_redis as _require_redis
+
+
+@dataclass
+class Run:
+    args: tuple[str, ...]
+    code: int
+    stdout: str
+    stderr: str
+
+    def __str__(self) -> str:
+        return (
+            f"statekeeper {' '.join(self.args)} -> exit {self.code}\n"
+            f"--- stdout\n{self.stdout}--- stderr\n{self.stderr}"
+        )
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("STATEKEEPER_URL", "STATEKEEPER_KEY_FILE", "STATEKEEPER_KEYS")
+    }
+    env.update({"COLUMNS": "120", "NO_COLOR": "1", "TERM": "dumb"})
+    env.update(extra)
+    return env
+
+
+def cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
+) -> Run:
+    """``statekeeper ARGS`` in a fresh interpreter (stdin closed)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "statekeeper.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env if env is not None else cli_env(),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+    return Run(tuple(args), proc.returncode, proc.stdout, proc.stderr)
+
+
+def cli_many(
+    invocations: Sequence[Sequence[str]], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> list[Run]:
+    """Several independent invocations, a few at a time (each its own process)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(lambda a: cli(*a, env=env, cwd=cwd), invocations))
+
+
+def one_error_line(run: Run) -> str:
+    """The single line a failing command printed on stderr (asserting there is one)."""
+    assert "Traceback" not in run.stderr + run.stdout, str(run)
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, f"expected one line on stderr:\n{run}"
+    assert lines[0].startswith("error: "), str(run)
+    return lines[0]
+
+
+def commands() -> dict[str, typer.models.CommandInfo | None]:
+    """Every command path of the app (``"keys status"``…), from the typer app itself."""
+    from statekeeper.cli import app
+
+    group = typer.main.get_command(app)
+    found: dict[str, object] = {}
+
+    def walk(cmd: object, path: tuple[str, ...]) -> None:
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                if not getattr(sub, "hidden", False):
+                    walk(sub, (*path, name))
+        else:
+            found[" ".join(path)] = cmd
+
+    walk(group, ())
+    return found  # type: ignore[return-value]
+
+
+def option_names(command_path: str) -> set[str]:
+    cmd = commands()[command_path]
+    names: set[str] = set()
+    for param in getattr(cmd, "params", []):
+        names.update(getattr(param, "opts", []))
+    return names
+
+
+def digest(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+def tree(folder: Path) -> dict[str, str | None]:
+    """Every file under ``folder`` with its hash (to show nothing was added or changed)."""
+    return {
+        str(p.relative_to(folder)): (digest(p) if p.is_file() else "dir")
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+# -- stores ---------------------------------------------------------------------------
+
+BACKENDS = ("sqlite", "postgresql", "redis")
+
+
+def populate(url: str, keyring: Keyring | None = None) -> None:
+    """alpha (4 events, machine), beta (2 plain saves), gamma (completed)."""
+    store = SyncStateStore(url, keyring=keyring, snapshot_every=3)
+    try:
+        a = store.agent("alpha", initial_data={"task": "research"})
+        a.transition(StateTransition.START_PROCESSING)
+        a.transition(StateTransition.CALL_TOOL, {"tool": "search", "call_id": "c1"})
+        a.data["results"] = {"c1": {"hits": 3}}
+        a.transition(StateTransition.RECEIVE_RESULT, {"tool": "search", "call_id": "c1"})
+        store.save("beta", {"n": 1})
+        store.save("beta", {"n": 2})
+        g = store.agent("gamma")
+        g.transition(StateTransition.START_PROCESSING)
+        g.transition(StateTransition.COMPLETE)
+    finally:
+        store.close()
+
+
+def drop_redis_prefix(prefix: str) -> None:
+    from statekeeper.backends.redis import RedisBackend
+
+    async def go() -> None:
+        backend = RedisBackend(REDIS_URL, prefix=prefix)
+        try:
+            await backend.drop_all()
+        finally:
+            await backend.close()
+
+    asyncio.run(go())
+
+
+@contextmanager
+def store_url(backend: str, tmp_path: Path, *, fresh: bool = False) -> Iterator[str]:
+    """A URL on ``backend`` unique to the test (nothing there yet); cleaned up after."""
+    ns = namespace(tmp_path)
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+    elif backend == "postgresql":
+        _require_postgres()
+        try:
+            yield f"{POSTGRES_DSN}?schema={ns}"
+        finally:
+            drop_schema(ns)
+    elif backend == "redis":
+        _require_redis()
+        try:
+            yield f"{REDIS_URL}?prefix={ns}:"
+        finally:
+            drop_redis_prefix(f"{ns}:")
+    else:  # pragma: no cover
+        raise ValueError(backend)
+
+
+# -- the commands that open a store, and what each needs to run -----------------------
+
+#: commands with --db that open a store of their own making instead of the user's
+OWN_STORES = {"demo", "bench"}
+
+#: for each command that opens the user's store: its arguments besides --db/--key-file
+#: for a successful run on a store made by :func:`populate` ({out}: a folder for
+#: output files, {witness}: a witness file of that store). A new command that opens a
+#: store must be added here (test_every_store_command_is_listed enforces it).
+STORE_COMMANDS: dict[str, list[str]] = {
+    "agents": [],
+    "show": ["alpha"],
+    "history": ["alpha"],
+    "verify": [],
+    "stats": [],
+    "keys status": [],
+    "witness export": ["{out}/witness.json"],
+    "witness check": ["{witness}"],
+    "delete": ["beta", "--yes"],
+    "rekey": ["--progress-file", "{out}/rekey.json"],
+    "langgraph prune": ["--keep-last", "5"],
+    "init": [],
+    "repair": [],
+}
+#: commands that write to the store (all the others only read)
+WRITING = {"delete", "rekey", "langgraph prune", "init", "repair"}  # repair: with --apply
+#: commands that refuse to run without a key
+NEED_KEY = {"rekey"}
+
+
+def store_commands() -> list[str]:
+    """Every command that opens the user's store (it has --db), from the app."""
+    return sorted(c for c in commands() if "--db" in option_names(c) and c not in OWN_STORES)
+
+
+def args_for(command: str, **paths: str) -> list[str]:
+    return [*command.split(), *(a.format(**paths) for a in STORE_COMMANDS[command])]
+
+
+def add_langgraph_thread(url: str, keyring: Keyring | None, thread: str = "t1") -> None:
+    """A LangGraph thread of three checkpoints, written by the statekeeper saver."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from statekeeper.integrations.langgraph import StatekeeperSaver
+
+    with StatekeeperSaver.from_url(url, keyring=keyring) as saver:
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        for step in range(3):
+            config = saver.put(config, empty_checkpoint(), {"step": step}, {})  # type: ignore[arg-type]

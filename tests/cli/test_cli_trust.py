@@ -1,0 +1,421 @@
+"""A command line people can trust with their files (issue 10, items 1, 2 and 6).
+
+Every test runs ``statekeeper`` as a subprocess and checks its exit code and output.
+
+* Nothing is deleted or overwritten unless statekeeper created it and can prove it
+  (the SQLite ``application_id`` marker, the demo folder's marker file).
+* Commands never create a store (only ``statekeeper init`` does), read commands open
+  it read-only, and something that is not a statekeeper store is refused and left
+  byte-for-byte as it was — on SQLite, PostgreSQL and Redis.
+* Every command that opens a store takes ``--key-file`` and ``$STATEKEEPER_KEY_FILE``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from statekeeper.backends.sqlite_files import APPLICATION_ID
+from statekeeper.security import Keyring, generate_key
+
+from ..backends._services import POSTGRES_DSN, REDIS_URL, namespace
+from ._subprocess import (
+    BACKENDS,
+    NEED_KEY,
+    OWN_STORES,
+    STORE_COMMANDS,
+    WRITING,
+    add_langgraph_thread,
+    args_for,
+    cli,
+    cli_env,
+    cli_many,
+    digest,
+    one_error_line,
+    option_names,
+    populate,
+    store_commands,
+    store_url,
+    tree,
+)
+
+
+def not_a_store(line: str) -> bool:
+    """The refusal names what is wrong and how to create a store."""
+    return "is not a statekeeper store: " in line and "run `statekeeper init" in line
+
+
+def foreign_db(path: Path) -> Path:
+    """Another application's SQLite database (a table of invoices)."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, customer TEXT, total REAL)")
+    conn.executemany(
+        "INSERT INTO invoices (customer, total) VALUES (?, ?)",
+        [("ACME", 120.5), ("Globex", 99.0)],
+    )
+    conn.commit()
+    conn.close()
+    return path
+
+
+def make_target(kind: str, folder: Path) -> Path:
+    """A path that is not a statekeeper store."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "app.db"
+    if kind == "foreign":
+        foreign_db(path)
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "garbage":
+        path.write_bytes(b"invoice 1: ACME, 120.50\n" * 40)
+    else:
+        assert kind == "missing"
+    return path
+
+
+def key_file(folder: Path, key_id: str = "k1") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{key_id}.json"
+    Keyring.write_file(path, {key_id: generate_key()}, key_id)
+    return path
+
+
+# ---------------------------------------------------------------- 10.1 ownership
+
+
+@pytest.mark.parametrize("kind", ["foreign", "empty", "garbage"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_demo_refuses_a_file_it_did_not_create(tmp_path: Path, kind: str, keep: bool) -> None:
+    folder = tmp_path / "work"
+    db = make_target(kind, folder)
+    before = tree(folder)
+    run = cli("demo", "--db", str(db), *(["--keep"] if keep else []), "--json")
+    assert run.code == 2, str(run)
+    line = one_error_line(run)
+    assert "statekeeper did not create" in line and str(db) in line
+    assert run.stdout == ""
+    assert tree(folder) == before  # not deleted, not written, no side files
+
+
+def test_demo_refuses_a_files_folder_it_did_not_create(tmp_path: Path) -> None:
+    db = tmp_path / "notes.db"
+    files = tmp_path / "notes-files"
+    files.mkdir()
+    (files / "tools.log").write_text("my own log\n")
+    (files / "corpus").mkdir()
+    (files / "corpus" / "doc-01.txt").write_text("my own notes\n")
+    before = tree(tmp_path)
+    run = cli("demo", "--db", str(db))
+    assert run.code == 2, str(run)
+    assert "the demo did not create that folder" in one_error_line(run)
+    assert tree(tmp_path) == before
+
+
+def test_demo_reuses_and_wipes_only_its_own_files(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    first = cli("demo", "--db", str(db), "--kill-after", "4", "--step-delay", "0", "--json")
+    assert first.code == 0, str(first)
+    assert sqlite3.connect(db).execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    again = cli("demo", "--db", str(db), "--kill-after", "4", "--step-delay", "0", "--json")
+    assert again.code == 0, str(again)  # its own file: wiped and reused
+    assert json.loads(again.stdout)["agent_id"] == "demo-research-1"
+
+
+def test_a_file_statekeeper_creates_carries_the_marker_one_it_did_not_does_not(
+    tmp_path: Path,
+) -> None:
+    made = tmp_path / "made.db"
+    populate(f"sqlite:///{made}")
+    app = foreign_db(tmp_path / "app.db")
+    conn = sqlite3.connect(made)
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    conn.close()
+    assert sqlite3.connect(app).execute("PRAGMA application_id").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "tag"),
+    [
+        (["witness", "export", "{target}", "--db", "{db}"], "witness file"),
+        (["keys", "generate", "--key-file", "{target}"], "key file"),
+        (
+            ["rekey", "--db", "{db}", "--key-file", "{keys}", "--progress-file", "{target}"],
+            "rekey progress file",
+        ),
+    ],
+)
+def test_output_files_are_only_written_over_statekeeper_files(
+    tmp_path: Path, command: list[str], tag: str
+) -> None:
+    keys = key_file(tmp_path / "keys")
+    populate(f"sqlite:///{tmp_path / 's.db'}")
+    target = tmp_path / "notes.json"
+    target.write_text('{"my": "notes"}\n')
+    before = tree(tmp_path)
+    paths = {"target": str(target), "db": str(tmp_path / "s.db"), "keys": str(keys)}
+    run = cli(*(a.format(**paths) for a in command))
+    assert run.code == 2, str(run)
+    assert f"refusing to overwrite {target}: it is not a {tag}" in one_error_line(run)
+    assert tree(tmp_path) == before
+
+
+# ------------------------------------------------------- 10.2 read-only, not a store
+
+
+def test_every_store_command_is_listed() -> None:
+    """A new command that opens a store must say how it runs (so the tests below, and
+    the bad-argument corpus, cover it)."""
+    assert sorted(STORE_COMMANDS) == store_commands()
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty", "foreign", "garbage"])
+def test_not_a_store_is_refused_and_left_unchanged(tmp_path: Path, kind: str) -> None:
+    target_dir = tmp_path / "target"
+    db = make_target(kind, target_dir)
+    aux = tmp_path / "aux"
+    keys = key_file(aux)
+    witness_store = f"sqlite:///{aux / 'w.db'}"
+    populate(witness_store)
+    made = cli("witness", "export", str(aux / "w.json"), "--db", witness_store)
+    assert made.code == 0, str(made)
+    before = tree(target_dir)
+    todo = [c for c in STORE_COMMANDS if c != "init"]
+    runs = cli_many(
+        [
+            [
+                *args_for(c, out=str(aux), witness=str(aux / "w.json")),
+                "--db",
+                str(db),
+                *(["--key-file", str(keys)] if c in NEED_KEY else []),
+            ]
+            for c in todo
+        ]
+    )
+    for run in runs:
+        assert run.code == 2, str(run)
+        assert not_a_store(one_error_line(run)), str(run)
+    assert tree(target_dir) == before  # byte for byte, and no file created
+
+
+def test_init_refuses_what_is_not_its_own_and_creates_a_new_file(tmp_path: Path) -> None:
+    for kind in ("empty", "foreign", "garbage"):
+        db = make_target(kind, tmp_path / kind)
+        before = tree(db.parent)
+        run = cli("init", f"sqlite:///{db}")
+        assert run.code == 2, str(run)
+        assert "creates a store only in a new file" in one_error_line(run)
+        assert tree(db.parent) == before
+    new = tmp_path / "new" / "agents.db"
+    new.parent.mkdir()
+    run = cli("init", f"sqlite:///{new}")
+    assert run.code == 0, str(run)
+    assert "created an empty statekeeper store" in run.stdout
+    conn = sqlite3.connect(new)
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    conn.close()
+    again = cli("init", f"sqlite:///{new}")
+    assert again.code == 0 and "already a statekeeper store" in again.stdout, str(again)
+    listed = cli("agents", "--db", str(new))
+    assert listed.code == 0 and "no agents" in listed.stdout, str(listed)
+
+
+def test_read_commands_do_not_write_to_a_sqlite_store(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    populate(f"sqlite:///{db}")
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the main file
+    conn.close()
+    wal = Path(f"{db}-wal")
+
+    def wal_bytes() -> int:
+        return wal.stat().st_size if wal.exists() else 0
+
+    main_before = digest(db)
+    assert wal_bytes() == 0
+    aux = tmp_path / "aux"
+    aux.mkdir()
+    readers = [c for c in STORE_COMMANDS if c not in WRITING and c != "witness check"]
+    for command in readers:  # one at a time: a write would show in the WAL
+        run = cli(*args_for(command, out=str(aux), witness=""), "--db", str(db))
+        assert run.code == 0, str(run)
+        assert digest(db) == main_before, command
+        assert wal_bytes() == 0, f"{command} wrote to the store"
+    check = cli("witness", "check", str(aux / "witness.json"), "--db", str(db))
+    assert check.code == 0, str(check)
+    assert digest(db) == main_before and wal_bytes() == 0
+
+
+def _pg(query: str, *params: object) -> list[tuple[object, ...]]:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        cur = conn.execute(query, params)  # type: ignore[arg-type]
+        return cur.fetchall() if cur.description else []
+
+
+def test_postgres_mistyped_schema_is_refused_and_not_created(tmp_path: Path) -> None:
+    with store_url("postgresql", tmp_path) as url:
+        populate(url)
+        typo = namespace(tmp_path, "sk_typo_")
+        bad = url.replace("schema=", f"schema={typo}&x_schema=")
+        bad = f"{POSTGRES_DSN}?schema={typo}"
+        runs = cli_many(
+            [
+                [*args_for(c, out=str(tmp_path), witness=""), "--db", bad]
+                for c in ("agents", "stats", "show")
+            ]
+        )
+        for run in runs:
+            assert run.code == 2, str(run)
+            assert not_a_store(one_error_line(run))
+        rows = _pg("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", typo)
+        assert rows == [], "a read command created the schema"
+
+
+@pytest.fixture
+def select_only_role(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A populated schema and a LOGIN role with only USAGE + SELECT on it; both dropped
+    after. Yields (schema, role)."""
+    with store_url("postgresql", tmp_path) as url:
+        populate(url)
+        schema = namespace(tmp_path)
+        role = f"sk_ro_{uuid.uuid4().hex[:12]}"
+        _pg(f'CREATE ROLE "{role}" LOGIN')
+        try:
+            _pg(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+            _pg(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+            yield schema, role
+        finally:
+            _pg(f'DROP OWNED BY "{role}"')
+            _pg(f'DROP ROLE "{role}"')
+
+
+def test_postgres_read_commands_work_with_a_select_only_role(
+    tmp_path: Path, select_only_role: tuple[str, str]
+) -> None:
+    schema, role = select_only_role
+    host = POSTGRES_DSN.split("@", 1)[1]
+    url = f"postgresql://{role}@{host}?schema={schema}"
+    readers = [c for c in STORE_COMMANDS if c not in WRITING and c != "witness check"]
+    runs = cli_many([[*args_for(c, out=str(tmp_path), witness=""), "--db", url] for c in readers])
+    for run in runs:
+        assert run.code == 0, str(run)
+    shown = {r.args[0]: r for r in runs}
+    assert "alpha" in shown["agents"].stdout and "gamma" in shown["agents"].stdout
+    check = cli("witness", "check", str(tmp_path / "witness.json"), "--db", url)
+    assert check.code == 0, str(check)
+    # the role really cannot write: a writing command fails cleanly
+    denied = cli("delete", "beta", "--yes", "--db", url)
+    assert denied.code == 2, str(denied)
+    one_error_line(denied)
+
+
+def test_redis_mistyped_prefix_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    import redis
+
+    typo = namespace(tmp_path, "sk_typo_") + ":"
+    bad = f"{REDIS_URL}?prefix={typo}"
+    runs = cli_many(
+        [
+            [*args_for(c, out=str(tmp_path), witness=""), "--db", bad]
+            for c in ("agents", "stats", "history")
+        ]
+    )
+    for run in runs:
+        assert run.code == 2, str(run)
+        assert not_a_store(one_error_line(run))
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        assert list(client.scan_iter(match=typo + "*")) == []
+    finally:
+        client.close()
+
+
+def test_redis_read_commands_do_not_write(tmp_path: Path) -> None:
+    """Reads through a URL with ``ttl`` would refresh TTLs, and listing would tidy
+    stale index entries: both are writes, and read commands make neither."""
+    import redis
+
+    with store_url("redis", tmp_path) as url:
+        populate(url)
+        prefix = namespace(tmp_path) + ":"
+        client = redis.Redis.from_url(REDIS_URL)
+        try:
+            client.zadd(prefix + "agents", {"stale-entry": 0})  # an index entry with no agent
+            ttl_url = url + "&ttl=3600"
+            readers = [c for c in STORE_COMMANDS if c not in WRITING and c != "witness check"]
+            for command in readers:
+                run = cli(*args_for(command, out=str(tmp_path), witness=""), "--db", ttl_url)
+                assert run.code == 0, str(run)
+            for agent in ("alpha", "beta", "gamma"):
+                assert client.pttl(f"{prefix}a:{agent}") == -1, f"a read set a TTL on {agent}"
+            assert client.zscore(prefix + "agents", "stale-entry") == 0
+        finally:
+            client.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_init_then_read_on_every_backend(tmp_path: Path, backend: str) -> None:
+    with store_url(backend, tmp_path) as url:
+        before = cli("agents", "--db", url)
+        assert before.code == 2 and not_a_store(one_error_line(before)), str(before)
+        made = cli("init", url)
+        assert made.code == 0 and "created an empty statekeeper store" in made.stdout, str(made)
+        listed = cli("agents", "--db", url)
+        assert listed.code == 0 and "no agents" in listed.stdout, str(listed)
+        again = cli("init", url, "--json")
+        assert again.code == 0 and json.loads(again.stdout)["created"] is False, str(again)
+
+
+# ------------------------------------------------------------------ 10.6 keys
+
+
+def test_every_store_command_takes_key_file() -> None:
+    for command in store_commands():
+        assert "--key-file" in option_names(command), f"{command} has no --key-file"
+    assert OWN_STORES.isdisjoint(store_commands())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_store_command_on_an_encrypted_store(tmp_path: Path, backend: str) -> None:
+    """Each command opens an encrypted store with --key-file, and with
+    $STATEKEEPER_KEY_FILE; without a key it fails with one line (exit 2)."""
+    keys = key_file(tmp_path / "keys")
+    with store_url(backend, tmp_path) as url:
+        populate(url, keyring=Keyring.from_file(keys))
+        add_langgraph_thread(url, Keyring.from_file(keys))  # prune must decrypt it
+        out = tmp_path / "out"
+        out.mkdir()
+        witness = out / "witness.json"
+        order = ["witness export", "witness check"] + [
+            c
+            for c in STORE_COMMANDS
+            if c not in ("witness export", "witness check", "delete", "rekey", "init")
+        ]
+        for command in order:
+            args = args_for(command, out=str(out), witness=str(witness))
+            with_flag = cli(*args, "--db", url, "--key-file", str(keys))
+            assert with_flag.code == 0, str(with_flag)
+            with_env = cli(*args, "--db", url, env=cli_env(STATEKEEPER_KEY_FILE=str(keys)))
+            assert with_env.code == 0, str(with_env)
+        for command in ("agents", "show", "history", "stats", "witness export", "langgraph prune"):
+            args = args_for(command, out=str(out), witness=str(witness))
+            without = cli(*args, "--db", url)
+            assert without.code == 2, str(without)
+            one_error_line(without)
+        deleted = cli("delete", "beta", "--yes", "--db", url, "--key-file", str(keys))
+        assert deleted.code == 0, str(deleted)
+        rekeyed = cli(
+            "rekey",
+            "--db",
+            url,
+            "--progress-file",
+            str(out / "rk.json"),
+            env=cli_env(STATEKEEPER_KEY_FILE=str(keys)),
+        )
+        assert rekeyed.code == 0, str(rekeyed)
