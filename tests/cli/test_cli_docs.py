@@ -106,6 +106,15 @@ def test_cli_md_transcripts_are_the_cli_output(tmp_path: Path) -> None:
     DEMO_DIR.mkdir(exist_ok=True)
     with (DEMO_DIR / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one demo transcript at a time on this machine
+        # the demo reuses only a file it can prove it created: start from none (an
+        # earlier run's file may predate the ownership marker)
+        import shutil
+
+        for leftover in DEMO_DIR.glob("demo*"):
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
         fresh: list[tuple[re.Match[str], str, str]] = []
         for match in BLOCK.finditer(text):
             _, body, mode = _run(match["spec"], tmp_path)
