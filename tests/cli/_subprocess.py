@@ -203,9 +203,14 @@ STORE_COMMANDS: dict[str, list[str]] = {
     "langgraph prune": ["--keep-last", "5"],
     "init": [],
     "repair": [],
+    "diff": ["alpha", "--from", "1", "--to", "2"],
+    "tail": ["alpha"],
+    "export": ["--output", "{out}/export.jsonl"],
+    "import": ["{out}/export.jsonl", "--skip-existing"],  # after export, into the same store
+    "diagram": [],  # --db: the overlay of observed transitions
 }
 #: commands that write to the store (all the others only read)
-WRITING = {"delete", "rekey", "langgraph prune", "init", "repair"}  # repair: with --apply
+WRITING = {"delete", "rekey", "langgraph prune", "init", "repair", "import"}
 #: commands that refuse to run without a key
 NEED_KEY = {"rekey"}
 

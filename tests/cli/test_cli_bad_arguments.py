@@ -37,6 +37,7 @@ OUTPUT_PATHS = {
     ("witness export", "file"),
     ("keys generate", "key_file"),
     ("rekey", "progress_file"),
+    ("export", "output"),
 }
 #: time-like text options and what is wrong with them
 TEXT_VALUES = {"at_time": ["tomorrow", "2025-13-45T99:00"], "ttl": ["12x", "-3d"]}
@@ -68,6 +69,9 @@ def _make_corpus(root: Path) -> Corpus:
     (root / "out").mkdir()
     witness = root / "witness.json"
     made = cli("witness", "export", str(witness), "--db", store, "--key-file", str(keys))
+    assert made.code == 0, str(made)
+    export = root / "out" / "export.jsonl"
+    made = cli("export", "--output", str(export), "--db", store, "--key-file", str(keys))
     assert made.code == 0, str(made)
     bad = root / "bad"
     bad.mkdir()

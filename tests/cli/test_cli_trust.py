@@ -183,6 +183,8 @@ def test_not_a_store_is_refused_and_left_unchanged(tmp_path: Path, kind: str) ->
     populate(witness_store)
     made = cli("witness", "export", str(aux / "w.json"), "--db", witness_store)
     assert made.code == 0, str(made)
+    made = cli("export", "--output", str(aux / "export.jsonl"), "--db", witness_store)
+    assert made.code == 0, str(made)
     before = tree(target_dir)
     todo = [c for c in STORE_COMMANDS if c != "init"]
     runs = cli_many(

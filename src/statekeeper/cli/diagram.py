@@ -16,12 +16,13 @@ import os
 import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import ConfigurationError
-from .app import DbOption, app, global_db, handled, open_store, out_console, run
+from .app import DbOption, KeyFileOption, app, global_db, handled, open_store, out_console, run
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -97,12 +98,12 @@ class Observed:
         return self.states.setdefault(name, StateStats())
 
 
-async def observe(url: str, *, quiet: bool = False) -> Observed:
+async def observe(url: str, *, quiet: bool = False, key_file: Path | None = None) -> Observed:
     """Read every agent's history in the store at ``url`` (with a progress bar)."""
     from .progress import bar
 
     seen = Observed()
-    async with open_store(url) as store:
+    async with open_store(url, key_file=key_file) as store:
         total = await store.count_agents()
         with bar("reading histories", disable=quiet) as progress:
             task = progress.add_task("observe", total=total)
@@ -255,6 +256,7 @@ def diagram(
         ),
     ] = None,
     db: DbOption = None,
+    key_file: KeyFileOption = None,
 ) -> None:
     """Draw a state machine; with --db, overlay what the store observed."""
     machine = load_machine(machine_spec)
@@ -265,6 +267,6 @@ def diagram(
         typer.echo(machine.to_dot(), nl=False)
         return
     url = db or global_db(ctx)
-    seen = run(observe(url)) if url else None
+    seen = run(observe(url, key_file=key_file)) if url else None
     console = out_console()
     console.print(render_machine(machine, seen, console.width))

@@ -23,7 +23,17 @@ import typer
 from ..errors import AgentNotFound, ConfigurationError
 from . import render
 from ._markup import escape
-from .app import DbOption, JsonOption, app, handled, open_store, out_console, resolve_url, run
+from .app import (
+    DbOption,
+    JsonOption,
+    KeyFileOption,
+    app,
+    handled,
+    open_store,
+    out_console,
+    resolve_url,
+    run,
+)
 
 if TYPE_CHECKING:
     from ..records import Snapshot
@@ -85,6 +95,7 @@ def diff(
         bool, typer.Option("--exit-code", help="Exit with 1 when the sides differ.")
     ] = False,
     db: DbOption = None,
+    key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Show how an agent's state changed between two seqs, or how two agents differ."""
@@ -93,7 +104,7 @@ def diff(
     url = resolve_url(ctx, db)
 
     async def go() -> tuple[Snapshot, Snapshot]:
-        async with open_store(url) as store:
+        async with open_store(url, key_file=key_file) as store:
             if other is not None:
                 return await _at(store, agent, from_seq), await _at(store, other, to_seq)
             head = await store.head(agent)

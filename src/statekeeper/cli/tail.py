@@ -18,7 +18,7 @@ import typer
 from ..errors import AgentNotFound
 from . import render
 from ._markup import escape
-from .app import DbOption, app, handled, open_store, out_console, resolve_url, run
+from .app import DbOption, KeyFileOption, app, handled, open_store, out_console, resolve_url, run
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -126,6 +126,7 @@ def tail(
         ),
     ] = 0.5,
     db: DbOption = None,
+    key_file: KeyFileOption = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print JSON Lines: one object per event.")
     ] = False,
@@ -137,7 +138,7 @@ def tail(
     show = _Printer(out_console(), json_out, with_agent=agent is None)
 
     async def go() -> None:
-        async with open_store(url) as store:
+        async with open_store(url, key_file=key_file) as store:
             if agent is not None:
                 head = await store.head(agent)
                 if head == 0 and not follow:

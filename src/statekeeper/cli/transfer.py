@@ -37,6 +37,7 @@ from ._markup import escape
 from .app import (
     DbOption,
     JsonOption,
+    KeyFileOption,
     app,
     handled,
     open_store,
@@ -264,16 +265,23 @@ async def _check(store: StateStore, agent: _Agent) -> None:
 
 
 async def import_agents(
-    url: str, source: IO[bytes], *, progress: Any = None, skip_existing: bool = False
+    url: str,
+    source: IO[bytes],
+    *,
+    progress: Any = None,
+    skip_existing: bool = False,
+    key_file: Path | None = None,
 ) -> tuple[int, int, list[str]]:
     """Import every agent in ``source`` into the store at ``url``; returns ``(agents,
     events, skipped ids)``."""
     from ..store import StateStore
-    from .security import env_keyring
+    from .stores import check_store, env_keyring
 
+    keyring = env_keyring(key_file)
+    await (await check_store(url)).close()  # import into a store, never create one
     stamp = [0.0]
     # the original timestamps: the store stamps each event with its clock
-    store = StateStore(url, keyring=env_keyring(), clock=lambda: stamp[0])
+    store = StateStore(url, keyring=keyring, clock=lambda: stamp[0])
     try:
         agents = _parse(store, enumerate(source, 1))
         skipped: list[str] = []
@@ -326,17 +334,20 @@ def export_cmd(
         ),
     ] = None,
     db: DbOption = None,
+    key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Write agents (events and head state) as JSON Lines."""
     from .progress import bar
 
     url = resolve_url(ctx, db)
-    if output is not None and not output.parent.is_dir():
-        raise ConfigurationError(f"no such folder: {output.parent}")
+    if output is not None:
+        from .files import check_output_file
+
+        check_output_file(output, "statekeeper export file", _is_export)
 
     async def go(out: IO[bytes]) -> tuple[int, int]:
-        async with open_store(url) as store:
+        async with open_store(url, key_file=key_file) as store:
             with bar("exporting", disable=json_out or output is None) as progress:
                 return await export_agents(store, agent_ids or None, out, progress)
 
@@ -359,6 +370,18 @@ def export_cmd(
         )
 
 
+def _is_export(path: Path) -> bool:
+    """The file starts with an export header (so it may be replaced by a new export)."""
+    import json
+
+    try:
+        with path.open("rb") as fh:
+            first = json.loads(fh.readline())
+    except (OSError, ValueError):
+        return False
+    return isinstance(first, dict) and first.get("format") == FORMAT
+
+
 @app.command("import")
 @handled
 def import_cmd(
@@ -369,6 +392,7 @@ def import_cmd(
         typer.Option("--skip-existing", help="Skip agents the target already has."),
     ] = False,
     db: DbOption = None,
+    key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Import agents from a JSON Lines export, then verify them."""
@@ -388,7 +412,9 @@ def import_cmd(
 
     async def go() -> tuple[int, int, list[str]]:
         with bar("importing", disable=json_out) as progress:
-            return await import_agents(url, source, progress=progress, skip_existing=skip_existing)
+            return await import_agents(
+                url, source, progress=progress, skip_existing=skip_existing, key_file=key_file
+            )
 
     try:
         agents, events, skipped = run(go())
