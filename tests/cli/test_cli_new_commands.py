@@ -122,6 +122,7 @@ def test_export_import_round_trips_to_every_engine(
         targets["redis"] = f"{REDIS_URL}?prefix={ns}:"
     try:
         for name, target in targets.items():
+            assert sk("init", target).returncode == 0  # import never creates a store
             imported = sk("import", str(file), "--db", target)
             assert imported.returncode == 0, (name, imported.stderr)
             assert "imported 3 agent(s), 9 event(s); verified" in imported.stdout
@@ -144,6 +145,7 @@ def test_export_to_stdout_and_import_from_stdin(engine_url: str, tmp_path: Path)
     assert [line["seq"] for line in lines[1:-1]] == [1, 2, 3, 4]
     assert lines[-1]["end"] == "alpha" and lines[-1]["state"] == "processing"
     target = f"sqlite:///{tmp_path / 'copy.db'}"
+    assert sk("init", target).returncode == 0  # import never creates a store
     imported = sk("import", "-", "--db", target, "--json", input=exported.stdout)
     assert imported.returncode == 0, imported.stderr
     assert json.loads(imported.stdout) == {
@@ -169,6 +171,7 @@ def test_export_keeps_typed_values_and_encryption_is_per_store(tmp_path: Path) -
     env = {"STATEKEEPER_KEY_FILE": str(keys)}
     assert sk("export", "--db", source, "-o", str(file), **env).returncode == 0
     target = f"sqlite:///{tmp_path / 'plain.db'}"
+    assert sk("init", target).returncode == 0  # import never creates a store
     imported = sk("import", str(file), "--db", target)
     assert imported.returncode == 0, imported.stderr
     back = SyncStateStore(target)
@@ -219,6 +222,7 @@ def test_import_checks_the_whole_file_before_writing(
     file = tmp_path / "bad.jsonl"
     file.write_text(content)
     target = tmp_path / "target.db"
+    assert sk("init", f"sqlite:///{target}").returncode == 0  # import never creates a store
     result = sk("import", str(file), "--db", f"sqlite:///{target}")
     assert result.returncode == 2
     assert message in result.stderr
