@@ -259,8 +259,8 @@ def _check(run: Run, expected: int) -> str | None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["witness", "export", "no/such/folder/w.json"], "folder no/such/folder does not exist"),
-        (["keys", "generate", "--key-file", "no/such/folder/k.json"], "does not exist"),
+        (["witness", "export", "no/such/folder/w.json"], "no such folder: no/such/folder"),
+        (["keys", "generate", "--key-file", "no/such/folder/k.json"], "no such folder"),
     ],
 )
 def test_the_reported_tracebacks_are_one_line(tmp_path: Path, args: list[str], needle: str) -> None:

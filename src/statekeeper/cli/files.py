@@ -32,7 +32,7 @@ def check_output_file(path: Path, what: str, is_ours: Callable[[Path], bool]) ->
     parent = path.parent
     if not parent.is_dir():
         raise ConfigurationError(
-            f"cannot write {what} {path}: folder {parent} does not exist"
+            f"cannot write {what} {path}: no such folder: {parent}"
             if not parent.exists()
             else f"cannot write {what} {path}: {parent} is not a folder"
         )
