@@ -1188,6 +1188,7 @@ class BackendConformance:
                 assert await peer.schema_version() == version
             finally:
                 await peer.close()
+
     # -- read-only opening (``readonly=True``) -----------------------------------------
 
     async def _readonly(self, tmp_path: Path) -> Backend:
