@@ -793,6 +793,8 @@ class SQLiteBackend(Backend):
         return BackendError(f"{self.path}: constraint violated: {exc}")
 
     async def append(self, request: AppendRequest) -> AppendResult:
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} is open read-only")
         validate_request(request)
         if not self.inline_writes:
             result = (await self._write(self._append_batch_sync, [request]))[0]
@@ -864,6 +866,8 @@ class SQLiteBackend(Backend):
     async def append_batch(
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | BaseException]:
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} is open read-only")
         valid: list[AppendRequest] = []
         errors: dict[int, BaseException] = {}
         for i, request in enumerate(requests):
