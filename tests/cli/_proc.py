@@ -13,6 +13,7 @@ import pytest
 from rich.cells import cell_len
 
 from statekeeper import StateTransition, SyncStateStore
+from statekeeper.security import Keyring
 
 from ..backends._services import (
     POSTGRES_DSN,
@@ -62,11 +63,14 @@ def assert_fits(text: str, width: int = 80) -> None:
         assert "…" not in line, f"truncated: {line!r}"
 
 
-def populate(url: str, base: float = 0.0) -> None:
-    """Three agents; timestamps from a clock at base+1000, base+2000, … (as the ``db``
-    fixture of tests/cli/conftest.py)."""
+def populate(url: str, base: float | None = 0.0, keyring: Keyring | None = None) -> None:
+    """The three agents every CLI test reads (see the ``db`` fixture of conftest.py).
+
+    Timestamps come from a clock at base+1000, base+2000, … (the real clock when
+    ``base`` is None); ``keyring`` encrypts the store."""
     ticks = itertools.count(1)
-    store = SyncStateStore(url, clock=lambda: base + 1000.0 * next(ticks), snapshot_every=3)
+    clock = None if base is None else (lambda: base + 1000.0 * next(ticks))
+    store = SyncStateStore(url, clock=clock, keyring=keyring, snapshot_every=3)
     try:
         a = store.agent("alpha", initial_data={"task": "research"})
         a.transition(StateTransition.START_PROCESSING)

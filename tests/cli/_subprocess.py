@@ -16,12 +16,12 @@ from pathlib import Path
 
 import typer
 
-from statekeeper import StateTransition, SyncStateStore
 from statekeeper.security import Keyring
 
 from ..backends._services import POSTGRES_DSN, REDIS_URL, drop_schema, namespace
 from ..backends._services import require_postgres as _require_postgres
 from ..backends._services import require_redis as _require_redis
+from ._proc import populate as _populate
 
 
 @dataclass
@@ -129,20 +129,7 @@ BACKENDS = ("sqlite", "postgresql", "redis")
 
 def populate(url: str, keyring: Keyring | None = None) -> None:
     """alpha (4 events, machine), beta (2 plain saves), gamma (completed)."""
-    store = SyncStateStore(url, keyring=keyring, snapshot_every=3)
-    try:
-        a = store.agent("alpha", initial_data={"task": "research"})
-        a.transition(StateTransition.START_PROCESSING)
-        a.transition(StateTransition.CALL_TOOL, {"tool": "search", "call_id": "c1"})
-        a.data["results"] = {"c1": {"hits": 3}}
-        a.transition(StateTransition.RECEIVE_RESULT, {"tool": "search", "call_id": "c1"})
-        store.save("beta", {"n": 1})
-        store.save("beta", {"n": 2})
-        g = store.agent("gamma")
-        g.transition(StateTransition.START_PROCESSING)
-        g.transition(StateTransition.COMPLETE)
-    finally:
-        store.close()
+    _populate(url, base=None, keyring=keyring)
 
 
 def drop_redis_prefix(prefix: str) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from statekeeper import StateTransition, SyncStateStore
+from ._proc import populate
 
 
 @pytest.fixture
@@ -30,23 +29,7 @@ def db(tmp_path: Path) -> Iterator[Path]:
     * ``gamma``: created, start_processing, complete: 3 events.
     """
     path = tmp_path / "store.db"
-    ticks = itertools.count(1)
-    store = SyncStateStore(
-        f"sqlite:///{path}", clock=lambda: 1000.0 * next(ticks), snapshot_every=3
-    )
-    try:
-        a = store.agent("alpha", initial_data={"task": "research"})
-        a.transition(StateTransition.START_PROCESSING)
-        a.transition(StateTransition.CALL_TOOL, {"tool": "search", "call_id": "c1"})
-        a.data["results"] = {"c1": {"hits": 3}}
-        a.transition(StateTransition.RECEIVE_RESULT, {"tool": "search", "call_id": "c1"})
-        store.save("beta", {"n": 1})
-        store.save("beta", {"n": 2})
-        g = store.agent("gamma")
-        g.transition(StateTransition.START_PROCESSING)
-        g.transition(StateTransition.COMPLETE)
-    finally:
-        store.close()
+    populate(f"sqlite:///{path}")
     yield path
 
 
