@@ -122,6 +122,13 @@ class AppendRequest:
     replacing the previous one (``None`` stores no tag), and returns it from
     :meth:`~statekeeper.backends.base.Backend.head_tag`. A duplicate or failed append
     leaves the stored tag unchanged.
+
+    With ``check_tag`` the head must also still carry the tag ``expected_tag``
+    (``None`` matching a stream stored without a tag), compared in the same atomic
+    step as the head seq, else :class:`~statekeeper.errors.ConflictError`: the tag
+    commits to the whole chain, so a stream deleted and re-created up to the same seq
+    by another writer is told from the one the writer folded (its *incarnation*).
+    Only a backend whose ``compares_head_tag`` is true is given ``check_tag``.
     """
 
     agent_id: str
@@ -131,6 +138,8 @@ class AppendRequest:
     idempotency_key: str | None = None
     fence: Fence | None = None
     head_tag: bytes | None = None
+    expected_tag: bytes | None = None
+    check_tag: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,11 @@ def snapshot(seq: int, *, ts: float | None = None, tag: bytes = b"") -> RawSnaps
     return RawSnapshot(seq, float(seq) if ts is None else ts, b"state@%d%s" % (seq, tag), b"ck")
 
 
+def untagged_at(expected_seq: int) -> AppendRequest:
+    """An append to agent "a" after ``expected_seq`` that expects a head with no tag."""
+    return dataclasses.replace(request("a", expected_seq), expected_tag=None, check_tag=True)
+
+
 def request(
     agent_id: str,
     expected_seq: int,
@@ -952,6 +957,33 @@ class BackendConformance:
         assert isinstance(results[2], ConflictError)
         assert await backend.head_tag("a") == (3, b"a3")
         assert await backend.head_tag("b") == (1, b"b1")
+
+    async def test_append_compares_the_head_tag_when_asked(self, backend: Backend) -> None:
+        """``check_tag``: the head seq AND its tag must match (a stream deleted and
+        re-created to the same seq is another incarnation); engines that do not compare
+        tags say so with ``compares_head_tag = False`` and are never asked."""
+        if not backend.compares_head_tag:
+            pytest.skip(f"{type(backend).__name__} does not compare head tags")
+        await backend.append(tagged(request("a", 0, 2), b"first"))
+        await backend.delete_agent("a")
+        await backend.append(tagged(request("a", 0, 2), b"second"))  # same seq, new chain
+        stale = dataclasses.replace(
+            tagged(request("a", 2), b"on-first"), expected_tag=b"first", check_tag=True
+        )
+        with pytest.raises(ConflictError):
+            await backend.append(stale)
+        assert await backend.head_tag("a") == (2, b"second")
+        assert [e.seq for e in await backend.read("a")] == [1, 2]
+        [result] = await backend.append_batch([stale])
+        assert isinstance(result, ConflictError)
+        fresh = dataclasses.replace(stale, expected_tag=b"second")
+        assert (await backend.append(fresh)).last_seq == 3
+        assert await backend.head_tag("a") == (3, b"on-first")
+        untagged = dataclasses.replace(request("a", 3), expected_tag=None, check_tag=True)
+        with pytest.raises(ConflictError):  # None matches only a head stored without a tag
+            await backend.append(untagged)
+        await backend.append(request("a", 3))
+        assert (await backend.append(untagged_at(4))).last_seq == 5
 
     async def test_head_tag_goes_with_the_agent(self, backend: Backend) -> None:
         await backend.append(tagged(request("a", 0, 2), b"old"))

@@ -168,6 +168,10 @@ class Backend(abc.ABC):
 
     #: short engine name, e.g. ``"sqlite"``
     name: str = "backend"
+    #: True when :meth:`append` honours ``AppendRequest.check_tag`` (compares the
+    #: stored head tag with ``expected_tag`` in its compare-and-set); the store then
+    #: writes on its cached head without reading it first
+    compares_head_tag: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

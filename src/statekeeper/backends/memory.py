@@ -58,6 +58,7 @@ class MemoryBackend(Backend):
     capabilities = frozenset(
         {Capability.LEASES, Capability.KEY_EXPORT, Capability.REWRITE, Capability.DROP_ALL}
     )
+    compares_head_tag = True
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._streams: dict[str, _Stream] = {}
@@ -81,7 +82,9 @@ class MemoryBackend(Backend):
             first, last = stream.keys[key]
             return AppendResult(request.agent_id, first, last, duplicate=True)
         head = len(stream.events) if stream is not None else 0
-        if head != request.expected_seq:
+        if head != request.expected_seq or (
+            request.check_tag and stream is not None and stream.head_tag != request.expected_tag
+        ):
             raise ConflictError(request.agent_id, request.expected_seq, head)
         if stream is None:
             stream = _Stream(created_at=request.events[0].timestamp)

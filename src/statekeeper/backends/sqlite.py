@@ -311,6 +311,7 @@ class SQLiteBackend(Backend):
             Capability.MIGRATIONS,
         }
     )
+    compares_head_tag = True
 
     def __init__(
         self,
@@ -689,6 +690,19 @@ class SQLiteBackend(Backend):
                     request.head_tag,
                     agent_id,
                     *fence,
+                ),
+            ).rowcount
+        elif request.check_tag:  # the head seq and its incarnation (see AppendRequest)
+            claimed = conn.execute(
+                "UPDATE sk_agents SET head_seq = ?, updated_at = ?, head_tag = ?"
+                " WHERE agent_id = ? AND head_seq = ? AND head_tag IS ?",
+                (
+                    last.seq,
+                    last.timestamp,
+                    request.head_tag,
+                    agent_id,
+                    expected,
+                    request.expected_tag,
                 ),
             ).rowcount
         else:

@@ -47,6 +47,12 @@ class AgentRecord:
     deltas: int = 0
     #: ``data`` may hold typed values (datetimes, sets…): copies go through the codec
     rich: bool = False
+    #: the stored head tag at ``seq`` (see ``tag_known``)
+    tag: bytes | None = None
+    #: ``tag`` is the tag stored with the head at ``seq`` (read with it, or written by
+    #: this store): a write may then be made on this record without reading the head
+    #: first, the backend comparing the tag in its compare-and-set
+    tag_known: bool = False
 
 
 def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict[str, Any]) -> None:

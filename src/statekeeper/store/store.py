@@ -336,6 +336,9 @@ class StateStore:
         self._unflushed: dict[str, AgentRecord] = {}
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._group = GroupCommitter(self.backend) if self.durability == "group" else None
+        # writes trust the cache (see _write) where the backend's compare-and-set can
+        # tell a re-created stream from the cached one
+        self._trust_cache = self.backend.compares_head_tag and self.durability != "async"
         self._behind = (
             WriteBehind(
                 self.backend,
@@ -676,6 +679,7 @@ class StateStore:
             raise AgentNotFound(agent_id)
         if at_head:
             self.codec.check_head(agent_id, head, record.link, tag)
+            record.tag, record.tag_known = tag, record.link is not None
         return record
 
     async def _catch_up(self, record: AgentRecord, target: int) -> None:
@@ -716,6 +720,7 @@ class StateStore:
                 raise IntegrityError(agent_id, seq, f"patch does not apply: {exc}") from exc
             record.link = link
             record.checksum = raw.checksum
+            record.tag_known = False
             if rich:
                 record.rich = True
 
@@ -736,6 +741,12 @@ class StateStore:
             if len(events) < _PAGE:
                 return True
             events = await self.backend.read(agent_id, record.seq, None, limit=_PAGE)
+
+    def _trusted(self, agent_id: str) -> AgentRecord | None:
+        """The cached record of ``agent_id`` a write may be made on without reading the
+        head first (its stored head tag is known), else None."""
+        record = self._unflushed.get(agent_id) or self._cache.get(agent_id)
+        return record if record is not None and record.tag_known else None
 
     async def _current(self, agent_id: str) -> AgentRecord | None:
         """The latest folded state (private), or None when the agent does not exist."""
@@ -1062,9 +1073,21 @@ class StateStore:
             await self._open_check()
         fence = lease.fence if lease is not None else None
         async with self._lock(agent_id):
-            for attempt in range(self.write_retries + 1):
-                record = await self._current(agent_id)
+            # No read before a write: a cached record whose stored head tag is known is
+            # trusted, the append's compare-and-set (head seq and tag) being the check;
+            # a conflict drops it and the write is made again on a validated read.
+            # (with validate_cache=False every attempt trusts the cache, and counts)
+            trusting = self._trust_cache and self.validate_cache
+            attempt = 0
+            while True:
+                record = self._trusted(agent_id) if trusting else None
+                if record is None:
+                    trusting = False
+                    record = await self._current(agent_id)
                 base = record.seq if record is not None else 0
+                if trusting and expected_seq is not None and expected_seq != base:
+                    trusting = False  # the cache may be stale: ask the backend
+                    continue
                 if fence is not None and expected_seq is not None and expected_seq != base:
                     # a stale view under a lease: a lost lease is the news, not the
                     # conflict (the backend also checks the fence first)
@@ -1112,8 +1135,12 @@ class StateStore:
                     result = await self._submit(request)
                 except ConflictError:
                     self._cache.discard(agent_id)
+                    if trusting:  # the cached head was stale: not an attempt of its own
+                        trusting = False
+                        continue
                     if expected_seq is not None or attempt == self.write_retries:
                         raise
+                    attempt += 1
                     continue
                 except BaseException:
                     self._cache.discard(agent_id)
@@ -1130,7 +1157,6 @@ class StateStore:
                     if self._witness is not None and new_record.link is not None:
                         self._witness.acked(agent_id, result.last_seq, new_record.link)
                 return result
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def _build(
         self,
@@ -1229,7 +1255,10 @@ class StateStore:
             else idempotency.stored_key(self.codec, agent_id, idempotency_key),
             fence,
             head_tag=self.codec.head_tag(agent_id, seq, sealed.link),
+            expected_tag=record.tag if record is not None else None,
+            check_tag=self._trust_cache and record is not None and record.tag_known,
         )
+        new.tag, new.tag_known = request.head_tag, True
         return request, new
 
     def _encode_snapshot(self, record: AgentRecord) -> tuple[RawSnapshot, _Marks]:

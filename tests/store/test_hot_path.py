@@ -1,0 +1,106 @@
+"""The hot path (issue 11): a save is one append, with no read before it, and the
+append's compare-and-set (head seq and head tag) is the check that the cache is
+current — including against a stream deleted and re-created to the same seq."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.backends import MemoryBackend
+from statekeeper.backends.base import Backend
+from statekeeper.backends.sqlite import SQLiteBackend
+from statekeeper.errors import ConflictError
+
+from .conftest import CountingBackend, FakeClock
+
+
+class TagCounting(CountingBackend):
+    """Counts calls of an engine that compares head tags (and says so)."""
+
+    compares_head_tag = True
+
+    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        await self._enter("head_tag")
+        return await self.inner.head_tag(agent_id)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Backend]:
+    """A factory of backend instances that all share the same storage."""
+    if request.param == "memory":
+        shared = MemoryBackend()
+        return lambda: shared
+    return lambda: SQLiteBackend(tmp_path / "hot.db")
+
+
+async def test_a_save_is_one_append_and_nothing_else(
+    engine: Callable[[], Backend], open_store: Callable[..., StateStore]
+) -> None:
+    backend = TagCounting(engine())
+    store = open_store(backend, clock=FakeClock(), snapshot_every=1000)
+    await store.save("a1", {"messages": []})
+    for n in range(20):
+        before = dict(backend.calls)
+        await store.save("a1", {"messages": [f"m{i}" for i in range(n + 1)]})
+        spent = {k: v - before.get(k, 0) for k, v in backend.calls.items()}
+        assert {k: v for k, v in spent.items() if v} == {"append": 1}
+    assert (await store.load("a1")).data == {"messages": [f"m{i}" for i in range(20)]}
+    assert (await store.verify()).ok
+
+
+async def test_a_stream_recreated_to_the_same_seq_is_not_written_on_a_stale_chain(
+    engine: Callable[[], Backend], open_store: Callable[..., StateStore]
+) -> None:
+    clock = FakeClock()
+    mine = open_store(engine(), clock=clock)
+    theirs = open_store(engine(), clock=clock)
+    await mine.save("a1", {"by": "mine", "n": 1})
+    await mine.save("a1", {"by": "mine", "n": 2})  # cached at seq 2
+    clock.advance()
+    assert await theirs.delete("a1")
+    await theirs.save("a1", {"by": "theirs", "n": 1, "x": True})
+    await theirs.save("a1", {"by": "theirs", "n": 2, "x": True})  # seq 2 again, new chain
+    result = await mine.save("a1", {"by": "mine", "n": 3})
+    assert result.last_seq == 3
+    loaded = await theirs.load("a1")
+    assert loaded.data == {"by": "mine", "n": 3}  # diffed against their state: no "x"
+    report = await theirs.verify()
+    assert report.ok, report.problems
+    events = [e async for e in theirs.history("a1")]
+    assert {"op": "remove", "path": "/x"} in events[2].ops
+
+
+async def test_a_stale_cache_still_honours_expected_seq(
+    engine: Callable[[], Backend], open_store: Callable[..., StateStore]
+) -> None:
+    mine = open_store(engine(), clock=FakeClock())
+    theirs = open_store(engine(), clock=FakeClock())
+    await mine.save("a1", {"n": 1})
+    await theirs.save("a1", {"n": 2})  # mine's cache is at seq 1, the head at 2
+    assert (await mine.save("a1", {"n": 3}, expected_seq=2)).last_seq == 3
+    with pytest.raises(ConflictError):
+        await mine.save("a1", {"n": 4}, expected_seq=2)
+    await theirs.delete("a1")
+    await theirs.save("a1", {"n": 1})
+    await theirs.save("a1", {"n": 2})
+    await theirs.save("a1", {"n": 3})  # re-created to mine's cached seq
+    assert (await mine.save("a1", {"n": 9}, expected_seq=3)).last_seq == 4
+    assert (await theirs.verify()).ok
+
+
+async def test_an_idempotent_retry_on_a_stale_cache_is_recognised(
+    engine: Callable[[], Backend], open_store: Callable[..., StateStore]
+) -> None:
+    mine = open_store(engine(), clock=FakeClock())
+    theirs = open_store(engine(), clock=FakeClock())
+    await mine.save("a1", {"n": 1})
+    first = await mine.save("a1", {"n": 2}, idempotency_key="k")
+    await theirs.save("a1", {"n": 3})
+    again = await mine.save("a1", {"n": 2}, idempotency_key="k")
+    assert again.duplicate and (again.first_seq, again.last_seq) == (2, 2)
+    assert first.last_seq == 2
+    assert (await mine.load("a1")).data == {"n": 3}
