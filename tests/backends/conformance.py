@@ -958,6 +958,27 @@ class BackendConformance:
         assert await backend.head_tag("a") == (3, b"a3")
         assert await backend.head_tag("b") == (1, b"b1")
 
+    async def test_read_latest_is_the_latest_snapshot_and_the_events_after_it(
+        self, backend: Backend
+    ) -> None:
+        assert await backend.read_latest("a") == (None, [])
+        await backend.append(request("a", 0, 3))
+        snap, events = await backend.read_latest("a")
+        assert snap is None and events == [event(1), event(2), event(3)]
+        await backend.append(request("a", 3, 2, snap_at=5))
+        await backend.append(request("a", 5, 2))
+        await backend.save_snapshot("a", snapshot(2))  # an older one changes nothing
+        snap, events = await backend.read_latest("a")
+        assert snap == snapshot(5) and events == [event(6), event(7)]
+        await backend.append(request("a", 7, 1, snap_at=8))
+        assert await backend.read_latest("a") == (snapshot(8), [])
+        await backend.append(request("b", 0, 1))
+        assert await backend.read_latest("b") == (None, [event(1)])
+        await backend.delete_agent("a")
+        assert await backend.read_latest("a") == (None, [])
+        with pytest.raises(InvalidAgentId):
+            await backend.read_latest("")
+
     async def test_append_compares_the_head_tag_when_asked(self, backend: Backend) -> None:
         """``check_tag``: the head seq AND its tag must match (a stream deleted and
         re-created to the same seq is another incarnation); engines that do not compare

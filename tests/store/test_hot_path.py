@@ -13,7 +13,8 @@ from statekeeper import StateStore
 from statekeeper.backends import MemoryBackend
 from statekeeper.backends.base import Backend
 from statekeeper.backends.sqlite import SQLiteBackend
-from statekeeper.errors import ConflictError
+from statekeeper.errors import ConfigurationError, ConflictError, InvalidArgument
+from statekeeper.records import RawEvent, RawSnapshot
 
 from .conftest import CountingBackend, FakeClock
 
@@ -26,6 +27,12 @@ class TagCounting(CountingBackend):
     async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
         await self._enter("head_tag")
         return await self.inner.head_tag(agent_id)
+
+    async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
+        await self._enter("read_latest")
+        snapshot, events = await self.inner.read_latest(agent_id)
+        self.events_read += len(events)
+        return snapshot, events
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -104,3 +111,39 @@ async def test_an_idempotent_retry_on_a_stale_cache_is_recognised(
     assert again.duplicate and (again.first_seq, again.last_seq) == (2, 2)
     assert first.last_seq == 2
     assert (await mine.load("a1")).data == {"n": 3}
+
+
+@pytest.mark.parametrize("events", [3, 7, 12])
+async def test_a_cold_load_is_the_head_and_one_read_of_snapshot_and_tail(
+    engine: Callable[[], Backend], open_store: Callable[..., StateStore], events: int
+) -> None:
+    writer = open_store(engine(), clock=FakeClock(), snapshot_every=5)
+    for n in range(events):
+        await writer.save("a1", {"n": n, "log": list(range(n))})
+    backend = TagCounting(engine())
+    reader = open_store(backend)
+    assert (await reader.load("a1")).data == {"n": events - 1, "log": list(range(events - 1))}
+    assert backend.calls == {"head_tag": 1, "read_latest": 1}
+    assert backend.events_read == events % 5  # only the events after the latest snapshot
+
+
+async def test_snapshots_bound_the_bytes_a_load_replays(
+    engine: Callable[[], Backend], open_store: Callable[..., StateStore]
+) -> None:
+    writer = open_store(engine(), clock=FakeClock(), snapshot_every=1000, snapshot_bytes=4096)
+    for n in range(40):
+        await writer.save("a1", {"n": n, "blob": f"{n:04d}" * 250})  # ~1 KiB per event
+    assert writer.stats().snapshots_written >= 8
+    backend = TagCounting(engine())
+    reader = open_store(backend)
+    assert (await reader.load("a1")).data["n"] == 39
+    assert backend.events_read <= 5  # 4 KiB of events at most, plus the one crossing it
+    assert (await reader.verify()).ok
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [(0, ConfigurationError), ("big", InvalidArgument), (1.5, InvalidArgument)]
+)
+def test_snapshot_bytes_is_checked(value: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match="snapshot_bytes"):
+        StateStore("memory://", snapshot_bytes=value)  # type: ignore[arg-type]

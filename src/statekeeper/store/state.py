@@ -53,6 +53,8 @@ class AgentRecord:
     #: this store): a write may then be made on this record without reading the head
     #: first, the backend comparing the tag in its compare-and-set
     tag_known: bool = False
+    #: stored bytes of the events after ``snapshot_seq`` (what a load replays)
+    replay_bytes: int = 0
 
 
 def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict[str, Any]) -> None:

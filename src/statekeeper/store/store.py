@@ -188,6 +188,9 @@ class StateStore:
         durability: ``"sync"``, ``"group"`` or ``"async"`` (see
             :mod:`statekeeper.store.durability` for what each guarantees).
         snapshot_every: store a snapshot after this many events since the last one.
+        snapshot_bytes: ... or once the events since the last one add up to this many
+            stored bytes (None: no byte bound), so that a load never replays more than
+            ``snapshot_every`` events nor much more than ``snapshot_bytes`` bytes.
         cache_size: how many folded agent states to keep in memory (0 disables).
         validate_cache: before serving a cached state, check the stored head (one
             indexed read) and catch up on events other processes appended. Turn off
@@ -229,6 +232,7 @@ class StateStore:
         *,
         durability: Durability | str = "sync",
         snapshot_every: int = 100,
+        snapshot_bytes: int | None = 256 * 1024,
         cache_size: int = 1024,
         validate_cache: bool = True,
         flush_size: int = 100,
@@ -259,6 +263,7 @@ class StateStore:
             max_event_bytes=max_event_bytes,
             max_snapshot_bytes=max_snapshot_bytes,
             max_state_bytes=max_state_bytes,
+            snapshot_bytes=snapshot_bytes,
         )
         if type(flush_interval) is bool or not isinstance(flush_interval, int | float):
             raise InvalidArgument("flush_interval", "flush_interval must be a number of seconds")
@@ -272,6 +277,8 @@ class StateStore:
             raise ConfigurationError("snapshot_every must be >= 1")
         if full_snapshot_every < 1:
             raise ConfigurationError("full_snapshot_every must be >= 1")
+        if snapshot_bytes is not None and snapshot_bytes < 1:
+            raise ConfigurationError("snapshot_bytes must be >= 1 (or None)")
         for limit in (max_event_bytes, max_snapshot_bytes, max_state_bytes):
             if limit is not None and limit < 1:
                 raise ConfigurationError("size limits must be >= 1 (or None)")
@@ -323,6 +330,7 @@ class StateStore:
         self._buffered_links: dict[str, dict[int, bytes]] = {}
         self.durability: Durability = mode
         self.snapshot_every = snapshot_every
+        self.snapshot_bytes = snapshot_bytes
         self.validate_cache = validate_cache and self.durability != "async"
         self.clock = clock
         self.codec = codec
@@ -630,10 +638,20 @@ class StateStore:
         also the stream's head ``tag``."""
         self._backend_loads += 1
         below: int | None = target
+        # the latest state: the latest snapshot and the events after it, read together
+        latest: tuple[RawSnapshot | None, list[RawEvent]] | None = None
+        if at_head:
+            latest = await self.backend.read_latest(agent_id)
+            if latest[0] is not None and latest[0].seq > target:  # written since: look below
+                latest = None
         while True:
-            snap = await self.backend.latest_snapshot(agent_id, below) if below else None
+            events: list[RawEvent] | None = None
+            if latest is not None:
+                (snap, events), latest = latest, None
+            else:
+                snap = await self.backend.latest_snapshot(agent_id, below) if below else None
             if snap is None:  # no (usable) snapshot: a full replay
-                return await self._fold_from(None, agent_id, head, target, tag, at_head)
+                return await self._fold_from(None, agent_id, head, target, tag, at_head, events)
             try:
                 record = await self._decode_snapshot(agent_id, snap)
             except (IntegrityError, SerializationError) as exc:
@@ -648,7 +666,7 @@ class StateStore:
                 below = snap.seq - 1
                 continue
             try:
-                return await self._fold_from(record, agent_id, head, target, tag, at_head)
+                return await self._fold_from(record, agent_id, head, target, tag, at_head, events)
             except (IntegrityError, SerializationError) as exc:
                 # the snapshot decoded but disagrees with the events after it (or with
                 # the head): the events decide — replay them all; if they are at fault,
@@ -670,10 +688,16 @@ class StateStore:
         target: int,
         tag: bytes | None,
         at_head: bool,
+        events: list[RawEvent] | None = None,
     ) -> AgentRecord:
-        """Fold events up to ``target`` onto ``record`` (None: from the start)."""
+        """Fold events up to ``target`` onto ``record`` (None: from the start), starting
+        with ``events`` when they were read already (those past ``target`` ignored)."""
         if record is None:
             record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
+        if events:
+            if events[-1].seq > target:
+                events = [e for e in events if e.seq <= target]
+            self._apply_events(record, events)
         await self._catch_up(record, target)
         if record.seq == 0:
             raise AgentNotFound(agent_id)
@@ -721,6 +745,7 @@ class StateStore:
             record.link = link
             record.checksum = raw.checksum
             record.tag_known = False
+            record.replay_bytes += len(raw.payload)
             if rich:
                 record.rich = True
 
@@ -1221,6 +1246,7 @@ class StateStore:
             )
         new.link = sealed.link
         new.checksum = sealed.checksum
+        new.replay_bytes = (record.replay_bytes if record is not None else 0) + len(sealed.payload)
         if self.codec.format.id == JSON and not (b"$" in plaintext and b'"$t"' in plaintext):
             decoded = _loads(plaintext)  # plain JSON: no typed values to rebuild
         else:
@@ -1242,7 +1268,7 @@ class StateStore:
             if len(new.blob) > self.max_state_bytes:
                 raise StateTooLarge(agent_id, "state", len(new.blob), self.max_state_bytes)
         snapshot = None
-        if seq - new.snapshot_seq >= self.snapshot_every:
+        if self._snapshot_due(new, seq):
             snapshot, marks = self._encode_snapshot(new)
             _mark_snapshot(new, marks)
         request = AppendRequest(
@@ -1260,6 +1286,13 @@ class StateStore:
         )
         new.tag, new.tag_known = request.head_tag, True
         return request, new
+
+    def _snapshot_due(self, record: AgentRecord, seq: int) -> bool:
+        """A snapshot is due with the event at ``seq`` on ``record``: the replay a load
+        would do from the last snapshot has reached its bound, in events or in bytes."""
+        return seq - record.snapshot_seq >= self.snapshot_every or (
+            self.snapshot_bytes is not None and record.replay_bytes >= self.snapshot_bytes
+        )
 
     def _encode_snapshot(self, record: AgentRecord) -> tuple[RawSnapshot, _Marks]:
         """Encode a snapshot of ``record`` — whole, or as a delta against the latest
@@ -1324,7 +1357,7 @@ class StateStore:
             self.full_snapshot_every > 1
             and record.full_data is None
             and 0 < record.full_seq <= record.seq
-            and record.seq + 1 - record.snapshot_seq >= self.snapshot_every
+            and self._snapshot_due(record, record.seq + 1)
         ):
             await self._load_base(record)
 
@@ -1833,7 +1866,7 @@ def _check_write_options(idempotency_key: object, actor: object, lease: object) 
 def _check_numbers(**options: object) -> None:
     """The integer options of :class:`StateStore` are ints (None: no limit)."""
     for name, value in options.items():
-        optional = name.startswith("max_")
+        optional = name.startswith("max_") or name == "snapshot_bytes"
         check_seq(value, name, minimum=-(2**63), optional=optional)
 
 
@@ -1879,3 +1912,4 @@ def _mark_snapshot(record: AgentRecord, marks: _Marks) -> None:
         record.full_data,
         record.deltas,
     ) = marks
+    record.replay_bytes = 0
