@@ -42,11 +42,12 @@ def unescape(token: str) -> str:
     return token
 
 
-def diff(old: Any, new: Any) -> list[Op]:
-    """Return the ops that turn ``old`` into ``new`` (an empty list when they are equal)."""
+def diff(old: Any, new: Any, path: str = "") -> list[Op]:
+    """Return the ops that turn ``old`` into ``new`` (an empty list when they are equal);
+    ``path``: where they sit in a larger document (a JSON Pointer, ``""`` for the root)."""
     ops: list[Op] = []
     try:
-        _diff(old, new, "", ops)
+        _diff(old, new, path, ops)
     except TypeError as exc:  # a dict key that is not a string: not a JSON document
         raise SerializationError(f"cannot diff: {exc}") from exc
     return ops

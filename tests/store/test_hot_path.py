@@ -147,3 +147,22 @@ async def test_snapshots_bound_the_bytes_a_load_replays(
 def test_snapshot_bytes_is_checked(value: object, error: type[Exception]) -> None:
     with pytest.raises(error, match="snapshot_bytes"):
         StateStore("memory://", snapshot_bytes=value)  # type: ignore[arg-type]
+
+
+async def test_an_edit_in_the_middle_of_a_grown_history_is_saved(
+    engine: Callable[[], Backend], open_store: Callable[..., StateStore]
+) -> None:
+    store = open_store(engine(), clock=FakeClock())
+    data: dict[str, object] = {"messages": [{"text": "a"}], "n": 1}
+    await store.save("a1", data)
+    for text in "bcd":
+        data["messages"].append({"text": text})  # type: ignore[attr-defined]
+        await store.save("a1", data)
+    data["messages"][1]["text"] = "B"  # type: ignore[index]  # in place, same length
+    data["messages"].append({"text": "e"})  # type: ignore[attr-defined]
+    data["n"] = True  # not the same as 1
+    await store.save("a1", data)
+    fresh = open_store(engine())
+    loaded = await fresh.load("a1")
+    assert loaded.data == data and loaded.data["n"] is True
+    assert (await store.load("a1")).data == data

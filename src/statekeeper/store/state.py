@@ -55,6 +55,9 @@ class AgentRecord:
     tag_known: bool = False
     #: stored bytes of the events after ``snapshot_seq`` (what a load replays)
     replay_bytes: int = 0
+    #: JSON bytes of each top-level value of the document last saved onto ``data``
+    #: (see :mod:`.change`); None when ``data`` changed otherwise
+    dumped: dict[str, bytes] | None = None
 
 
 def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict[str, Any]) -> None:

@@ -72,6 +72,7 @@ from ..records import (
 from ..security.highwater import DEFAULT_INTERVAL, OPEN_CHECKS, SUFFIX, HighWater, default_location
 from . import idempotency
 from .cache import CacheStats, LRUCache
+from .change import diff_by_key
 from .durability import Durability, GroupCommitter, WriteBehind, check_durability
 from .heads import AgentHead, StoredSize, read_head, stored_size
 from .state import AgentRecord, apply_payload
@@ -746,6 +747,7 @@ class StateStore:
             record.checksum = raw.checksum
             record.tag_known = False
             record.replay_bytes += len(raw.payload)
+            record.dumped = None
             if rich:
                 record.rich = True
 
@@ -1010,7 +1012,12 @@ class StateStore:
             if rec is None:
                 return [{"op": "replace", "path": "", "value": document}], fsm_state
             fsm = fsm_state if fsm_state != rec.fsm_state else None
-            return patch.diff(rec.data, document), fsm
+            if rec.rich:  # typed values: the plain diff (their JSON bytes are not them)
+                return patch.diff(rec.data, document), fsm
+            ops, dumped[0] = diff_by_key(rec.data, document, rec.dumped)
+            return ops, fsm
+
+        dumped: list[dict[str, bytes] | None] = [None]  # what make() serialized
 
         try:
             return await self._write(
@@ -1024,6 +1031,7 @@ class StateStore:
                 create_kind=EventKind.CREATED,
                 schema_version=schema_version,
                 lease=lease,
+                dumped=dumped,
             )
         except SerializationError as exc:
             raise _locate(exc, self.codec.types, data=document, info=body) from exc
@@ -1092,6 +1100,7 @@ class StateStore:
         schema_version: int | None = None,
         create_kind: str | None = None,
         lease: Leased | None = None,
+        dumped: list[dict[str, bytes] | None] | None = None,
     ) -> AppendResult:
         self._check_open()
         if not self._witness_ok:
@@ -1129,6 +1138,8 @@ class StateStore:
                         return earlier
                 if expected_seq is not None and expected_seq != base:
                     raise ConflictError(agent_id, expected_seq, base)
+                if dumped is not None:
+                    dumped[0] = None
                 ops, fsm = make(record)
                 event_kind = create_kind if (record is None and create_kind) else kind
                 if record is not None and (
@@ -1148,6 +1159,8 @@ class StateStore:
                     schema_version,
                     fence,
                 )
+                if dumped is not None:  # the bytes of what new_record.data now equals
+                    new_record.dumped = dumped[0]
                 if self._behind is not None:
                     self._unflushed[agent_id] = new_record
                     self._cache.put(agent_id, new_record)

@@ -1,0 +1,92 @@
+"""``diff_by_key`` (the store's change detection) returns exactly the ops of
+``patch.diff``, on random histories of chat-like documents."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statekeeper import patch
+from statekeeper.store.change import diff_by_key
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.sampled_from([0.0, 1.0, 2.5, -1.0]),
+    st.text(max_size=4),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=3), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+# one step of a history: what happens to the document the caller saves next
+steps = st.one_of(
+    st.tuples(st.just("append"), st.sampled_from(["messages", "log"]), values),
+    st.tuples(st.just("set"), st.sampled_from(["step", "mode", "messages", "x/y", "~"]), values),
+    st.tuples(st.just("edit"), st.sampled_from(["messages", "log"]), values),
+    st.tuples(st.just("pop"), st.sampled_from(["messages", "log"]), st.none()),
+    st.tuples(st.just("drop"), st.sampled_from(["step", "mode", "log", "x/y"]), st.none()),
+    st.tuples(st.just("reorder"), st.none(), st.none()),
+    st.tuples(st.just("same"), st.none(), st.none()),
+)
+
+
+def step(doc: dict[str, Any], what: tuple[str, Any, Any]) -> dict[str, Any]:
+    """The caller's next document (the caller mutates its own objects in place)."""
+    kind, key, value = what
+    if kind == "append":
+        target = doc.setdefault(key, [])
+        if type(target) is list:
+            target.append(value)
+        else:
+            doc[key] = [value]
+    elif kind == "set":
+        doc[key] = value
+    elif kind == "edit" and type(doc.get(key)) is list and doc[key]:
+        doc[key][len(doc[key]) // 2] = value  # in the middle of the history
+    elif kind == "pop" and type(doc.get(key)) is list and doc[key]:
+        doc[key].pop()
+    elif kind == "drop":
+        doc.pop(key, None)
+    elif kind == "reorder":
+        doc = dict(reversed(list(doc.items())))
+    return doc
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(steps, min_size=1, max_size=25))
+def test_diff_by_key_is_patch_diff_on_random_histories(history: list[Any]) -> None:
+    caller: dict[str, Any] = {"messages": [], "step": 0}
+    stored = copy.deepcopy(caller)  # the store's private copy, as folded
+    cached = None
+    for what in history:
+        caller = step(caller, what)
+        ops, cached = diff_by_key(stored, caller, cached)
+        assert ops == patch.diff(stored, caller)
+        stored = orjson.loads(orjson.dumps(patch.apply(stored, ops)))
+        assert patch.diff(stored, caller) == []
+
+
+def test_a_grown_history_is_proven_from_the_bytes() -> None:
+    old = {"messages": [{"role": "ai", "content": "hi"}], "n": 1}
+    _, cached = diff_by_key(old, old, None)
+    new = {"messages": [*old["messages"], {"role": "user", "content": "yo"}], "n": 1}
+    ops, _ = diff_by_key(old, new, cached)
+    assert ops == [{"op": "add", "path": "/messages/-", "value": new["messages"][1]}]
+
+
+def test_true_and_one_are_not_the_same_bytes() -> None:
+    old = {"messages": [1, 2], "flag": 1}
+    _, cached = diff_by_key(old, old, None)
+    new = {"messages": [True, 2, 3], "flag": True}
+    ops, _ = diff_by_key(old, new, cached)
+    assert ops == patch.diff(old, new)
+    assert {"op": "replace", "path": "/flag", "value": True} in ops
