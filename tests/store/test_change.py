@@ -90,3 +90,30 @@ def test_true_and_one_are_not_the_same_bytes() -> None:
     ops, _ = diff_by_key(old, new, cached)
     assert ops == patch.diff(old, new)
     assert {"op": "replace", "path": "/flag", "value": True} in ops
+
+
+def test_a_value_that_only_renders_the_same_is_still_a_change() -> None:
+    """Typed values and tuples are not compared by their bytes: the plain diff decides
+    (a string that becomes a UUID with the same text is a change)."""
+    import uuid
+
+    ident = uuid.uuid4()
+    old = {"id": str(ident), "pair": [1, 2], "messages": ["a"]}
+    _, cached = diff_by_key(old, old, None)
+    for new in (
+        {"id": ident, "pair": [1, 2], "messages": ["a"]},
+        {"id": str(ident), "pair": (1, 2), "messages": ["a", "b"]},
+        {"id": str(ident), "pair": [1, 2], "messages": ["a", 2**70]},
+    ):
+        ops, _ = diff_by_key(old, new, cached)
+        assert ops == patch.diff(old, new) != []
+
+
+def test_long_arrays_grow_across_msgpack_header_sizes() -> None:
+    old: dict[str, Any] = {"messages": []}
+    cached = None
+    for n in (1, 14, 15, 16, 17, 300, 65535, 65536, 65540):
+        new = {"messages": list(range(n))}
+        ops, cached = diff_by_key(old, new, cached)
+        assert ops == patch.diff(old, new)
+        old = orjson.loads(orjson.dumps(new))

@@ -3,41 +3,48 @@
 :func:`statekeeper.patch.diff` proves that a grown message list still starts with the
 old one by comparing the whole history, twice over (Python equality, then the JSON
 bytes of both sides to tell ``True`` from ``1``). The store can do better: it keeps,
-with the cached state, the JSON bytes of each top-level value of the document the
-caller saved last (``AgentRecord.dumped``). A save serializes each new top-level
-value once (orjson, in C) and compares bytes:
+with the cached state, the bytes of each top-level value of the document the caller
+saved last (``AgentRecord.dumped``). A save serializes each new top-level value once
+(msgpack in strict-types mode, in C) and compares bytes:
 
 - equal bytes: the value is unchanged (no op);
-- the old bytes of a list, less their ``]``, followed by ``,`` start the new bytes:
-  the list grew at the end (one ``add …/-`` op per new item);
+- the items of the old array start the items of the new one: the list grew at the end
+  (one ``add …/-`` op per new item);
 - anything else: that one value is diffed by :func:`statekeeper.patch.diff`.
 
-The ops are exactly those :func:`statekeeper.patch.diff` returns for the same
-documents (tested on random histories); the bytes only replace the proofs. A document
-that orjson cannot serialize as JSON (non-string keys, huge ints) takes the plain
-diff, and so does the first save after the cached state was folded from storage.
+Strict types make the bytes exact: only dict, list, str, int, float, bool and None are
+serialized (each type with its own encoding: ``True``, ``1`` and ``1.0`` differ), and a
+document holding anything else — tuples, typed values (datetimes, UUIDs, enums…),
+integers beyond 64 bits — takes the plain diff. So the ops are exactly those
+:func:`statekeeper.patch.diff` returns for the same documents (tested on random
+histories); the bytes only replace its proofs. The first save after the cached state
+was folded from storage takes the plain diff too.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
-
-import orjson
 
 from .. import patch
 
 __all__ = ["diff_by_key"]
 
 Op = dict[str, Any]
-_dumps = orjson.dumps
+_pack: Any = None  # msgpack.packb in strict-types mode (imported on first use)
 
 
 def dump_keys(document: Mapping[str, Any]) -> dict[str, bytes] | None:
-    """The JSON bytes of each top-level value, or None when one is not plain JSON."""
+    """The bytes of each top-level value, or None when one is not plain JSON."""
+    global _pack
+    if _pack is None:
+        import msgpack  # type: ignore[import-untyped]
+
+        _pack = functools.partial(msgpack.packb, strict_types=True, use_bin_type=True)
     try:
-        return {key: _dumps(value) for key, value in document.items()}
-    except (TypeError, orjson.JSONEncodeError):
+        return {key: _pack(value) for key, value in document.items()}
+    except (TypeError, ValueError, OverflowError):  # (UnicodeEncodeError is a ValueError)
         return None
 
 
@@ -74,9 +81,23 @@ def diff_by_key(
     return ops, dumped
 
 
+def _array(packed: bytes) -> tuple[int, int] | None:
+    """``(length, header size)`` of a msgpack array, None if ``packed`` is not one."""
+    head = packed[0] if packed else 0
+    if 0x90 <= head <= 0x9F:
+        return head & 0x0F, 1
+    if head == 0xDC:
+        return int.from_bytes(packed[1:3], "big"), 3
+    if head == 0xDD:
+        return int.from_bytes(packed[1:5], "big"), 5
+    return None
+
+
 def _grew(before: bytes, after: bytes) -> bool:
-    """``after`` is the JSON array ``before`` with items appended."""
-    if before == b"[]":
-        return after[:1] == b"["
-    n = len(before) - 1
-    return after[n : n + 1] == b"," and after.startswith(before[:n])
+    """``after`` is the array ``before`` with items appended (msgpack items are
+    self-delimiting, so equal leading bytes are equal leading items)."""
+    old, new = _array(before), _array(after)
+    if old is None or new is None or new[0] < old[0]:
+        return False
+    items = before[old[1] :]
+    return after.startswith(items, new[1])

@@ -55,7 +55,7 @@ class AgentRecord:
     tag_known: bool = False
     #: stored bytes of the events after ``snapshot_seq`` (what a load replays)
     replay_bytes: int = 0
-    #: JSON bytes of each top-level value of the document last saved onto ``data``
+    #: packed bytes of each top-level value of the document last saved onto ``data``
     #: (see :mod:`.change`); None when ``data`` changed otherwise
     dumped: dict[str, bytes] | None = None
 
