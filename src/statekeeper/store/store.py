@@ -71,6 +71,15 @@ from ..records import (
 )
 from ..security.highwater import DEFAULT_INTERVAL, OPEN_CHECKS, SUFFIX, HighWater, default_location
 from . import idempotency
+from .body import (
+    RESERVED,
+    SNAPSHOT_KIND,
+    event_body,
+    next_record,
+    snapshot_body,
+    snapshot_record,
+    to_event,
+)
 from .cache import CacheStats, LRUCache
 from .change import diff_by_key
 from .durability import Durability, GroupCommitter, WriteBehind, check_durability
@@ -109,8 +118,7 @@ _log = logging.getLogger("statekeeper.store")
 #: where a store with no URL keeps its data (override with ``STATEKEEPER_URL``)
 DEFAULT_URL = "sqlite:///statekeeper.db"
 
-SNAPSHOT_KIND = "snapshot"
-_RESERVED = frozenset({"ops", "fsm", "v", "actor", "key"})
+_RESERVED = RESERVED
 _PAGE = 1000
 
 #: what storing a snapshot changes in the record it was taken of:
@@ -561,28 +569,7 @@ class StateStore:
     def _snapshot_record(
         self, agent_id: str, raw: RawSnapshot, body: dict[str, Any], opened: Opened, data: Any
     ) -> AgentRecord:
-        try:
-            record = AgentRecord(
-                agent_id=agent_id,
-                seq=raw.seq,
-                fsm_state=body["fsm"],
-                data=data,
-                schema_version=body["v"],
-                created_at=body["created_at"],
-                updated_at=body["updated_at"],
-                snapshot_seq=raw.seq,
-                fsm_entered_at=body.get("entered", body["updated_at"]),
-                link=opened.prev,  # the link of the event at its seq (None: version 0)
-            )
-            if "base" in body:
-                record.full_seq = body["base"]
-                record.full_link = bytes.fromhex(body["bl"])
-                record.deltas = body["n"]
-            else:
-                record.full_seq, record.full_link = raw.seq, opened.prev
-        except (KeyError, TypeError, ValueError) as exc:
-            raise IntegrityError(agent_id, raw.seq, f"snapshot is missing {exc}") from exc
-        return record
+        return snapshot_record(agent_id, raw, body, opened, data)
 
     async def _snapshot_data(
         self, agent_id: str, seq: int, body: dict[str, Any], depth: int = 0
@@ -610,18 +597,7 @@ class StateStore:
             raise IntegrityError(agent_id, seq, f"delta snapshot does not apply: {exc}") from exc
 
     def _to_event(self, agent_id: str, raw: RawEvent, body: dict[str, Any]) -> Event:
-        return Event(
-            agent_id=agent_id,
-            seq=raw.seq,
-            type=raw.kind,
-            timestamp=raw.timestamp,
-            data={k: v for k, v in body.items() if k not in _RESERVED},
-            ops=body.get("ops") or [],
-            fsm_state=body.get("fsm"),
-            schema_version=body.get("v", 1),
-            actor=body.get("actor"),
-            idempotency_key=body.get("key"),
-        )
+        return to_event(agent_id, raw, body)
 
     # -- reading -----------------------------------------------------------------
 
@@ -1213,17 +1189,9 @@ class StateStore:
         base = record.seq if record is not None else 0
         seq = base + 1
         now = self.clock()
-        payload = dict(body)
-        if ops:
-            payload["ops"] = ops
-        if fsm is not None:
-            payload["fsm"] = fsm
-        if schema_version is not None:
-            payload["v"] = schema_version
-        if actor is not None:
-            payload["actor"] = actor
-        if idempotency_key is not None:
-            payload["key"] = idempotency_key
+        payload = event_body(
+            body, ops, fsm=fsm, schema_version=schema_version, actor=actor, key=idempotency_key
+        )
         plaintext = self.codec.serialize(payload, "event")
         if self.max_event_bytes is not None and len(plaintext) > self.max_event_bytes:
             raise StateTooLarge(agent_id, "event", len(plaintext), self.max_event_bytes)
@@ -1238,25 +1206,7 @@ class StateStore:
         if record is None:
             new = AgentRecord(agent_id, 0, None, {}, 1, now, now)
         else:
-            new = AgentRecord(  # positional: this runs on every write
-                agent_id,
-                record.seq,
-                record.fsm_state,
-                record.data,
-                record.schema_version,
-                record.created_at,
-                record.updated_at,
-                record.snapshot_seq,
-                record.fsm_entered_at,
-                record.blob,
-                None,
-                None,
-                record.full_seq,
-                record.full_link,
-                record.full_data,
-                record.deltas,
-                record.rich,
-            )
+            new = next_record(record)
         new.link = sealed.link
         new.checksum = sealed.checksum
         new.replay_bytes = (record.replay_bytes if record is not None else 0) + len(sealed.payload)
@@ -1310,13 +1260,6 @@ class StateStore:
     def _encode_snapshot(self, record: AgentRecord) -> tuple[RawSnapshot, _Marks]:
         """Encode a snapshot of ``record`` — whole, or as a delta against the latest
         whole one — and say what to remember once it is stored (see _mark_snapshot)."""
-        body: dict[str, Any] = {
-            "fsm": record.fsm_state,
-            "v": record.schema_version,
-            "created_at": record.created_at,
-            "updated_at": record.updated_at,
-            "entered": record.fsm_entered_at,
-        }
         delta = (
             self.full_snapshot_every > 1
             and record.full_data is not None
@@ -1324,14 +1267,7 @@ class StateStore:
             and 0 < record.full_seq < record.seq
             and record.deltas + 1 < self.full_snapshot_every
         )
-        if delta:
-            assert record.full_link is not None
-            body["base"] = record.full_seq
-            body["bl"] = record.full_link.hex()
-            body["n"] = record.deltas + 1
-            body["ops"] = patch.diff(record.full_data, record.data)
-        else:
-            body["data"] = record.data
+        body = snapshot_body(record, patch.diff(record.full_data, record.data) if delta else None)
         plaintext = self.codec.serialize(body, "state")
         if self.max_snapshot_bytes is not None and len(plaintext) > self.max_snapshot_bytes:
             raise StateTooLarge(

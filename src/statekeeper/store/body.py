@@ -1,0 +1,151 @@
+"""The stored record body: what an event's and a snapshot's payload hold, built and
+read in one place.
+
+An event body is the caller's ``info`` plus the reserved keys the store writes:
+``ops`` (JSON Patch on ``data``), ``fsm`` (the machine's state after the event),
+``v`` (schema version), ``actor`` and ``key`` (idempotency key). A snapshot body is
+``fsm``, ``v``, ``created_at``, ``updated_at``, ``entered`` and either ``data`` (a whole
+snapshot) or ``base``/``bl``/``n``/``ops`` (a delta against the whole snapshot at seq
+``base`` whose chain link is ``bl``). :mod:`.state` says what an event *does*; this
+module says what a record *holds*.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..codec import Opened
+from ..errors import IntegrityError
+from ..records import Event, RawEvent, RawSnapshot
+from .state import AgentRecord
+
+__all__ = [
+    "RESERVED",
+    "SNAPSHOT_KIND",
+    "event_body",
+    "next_record",
+    "snapshot_body",
+    "snapshot_record",
+    "to_event",
+]
+
+SNAPSHOT_KIND = "snapshot"
+#: the event body keys the store writes (never the caller's ``info``)
+RESERVED = frozenset({"ops", "fsm", "v", "actor", "key"})
+
+
+def event_body(
+    info: dict[str, Any],
+    ops: list[dict[str, Any]],
+    *,
+    fsm: str | None = None,
+    schema_version: int | None = None,
+    actor: str | None = None,
+    key: str | None = None,
+) -> dict[str, Any]:
+    """The body of one event: ``info`` and the reserved keys that are set."""
+    body = dict(info)
+    if ops:
+        body["ops"] = ops
+    if fsm is not None:
+        body["fsm"] = fsm
+    if schema_version is not None:
+        body["v"] = schema_version
+    if actor is not None:
+        body["actor"] = actor
+    if key is not None:
+        body["key"] = key
+    return body
+
+
+def to_event(agent_id: str, raw: RawEvent, body: dict[str, Any]) -> Event:
+    """The public :class:`Event` of a stored event and its decoded body."""
+    return Event(
+        agent_id=agent_id,
+        seq=raw.seq,
+        type=raw.kind,
+        timestamp=raw.timestamp,
+        data={k: v for k, v in body.items() if k not in RESERVED},
+        ops=body.get("ops") or [],
+        fsm_state=body.get("fsm"),
+        schema_version=body.get("v", 1),
+        actor=body.get("actor"),
+        idempotency_key=body.get("key"),
+    )
+
+
+def snapshot_body(record: AgentRecord, delta_ops: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The body of a snapshot of ``record``: whole, or (with ``delta_ops``, the ops
+    from its latest whole snapshot's data) a delta against that one."""
+    body: dict[str, Any] = {
+        "fsm": record.fsm_state,
+        "v": record.schema_version,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "entered": record.fsm_entered_at,
+    }
+    if delta_ops is None:
+        body["data"] = record.data
+        return body
+    assert record.full_link is not None
+    body["base"] = record.full_seq
+    body["bl"] = record.full_link.hex()
+    body["n"] = record.deltas + 1
+    body["ops"] = delta_ops
+    return body
+
+
+def snapshot_record(
+    agent_id: str, raw: RawSnapshot, body: dict[str, Any], opened: Opened, data: Any
+) -> AgentRecord:
+    """The folded state a decoded snapshot body holds (``data`` resolved already)."""
+    try:
+        record = AgentRecord(
+            agent_id=agent_id,
+            seq=raw.seq,
+            fsm_state=body["fsm"],
+            data=data,
+            schema_version=body["v"],
+            created_at=body["created_at"],
+            updated_at=body["updated_at"],
+            snapshot_seq=raw.seq,
+            fsm_entered_at=body.get("entered", body["updated_at"]),
+            link=opened.prev,  # the link of the event at its seq (None: version 0)
+        )
+        if "base" in body:
+            record.full_seq = body["base"]
+            record.full_link = bytes.fromhex(body["bl"])
+            record.deltas = body["n"]
+        else:
+            record.full_seq, record.full_link = raw.seq, opened.prev
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IntegrityError(agent_id, raw.seq, f"snapshot is missing {exc}") from exc
+    return record
+
+
+def next_record(record: AgentRecord) -> AgentRecord:
+    """A copy of ``record`` to build the state after its next event on (copy-on-write:
+    ``record`` stays untouched until the append is acknowledged). The chain link, the
+    checksum, the head tag and the cached bytes of the new state are set by the caller."""
+    return AgentRecord(  # positional: this runs on every write
+        record.agent_id,
+        record.seq,
+        record.fsm_state,
+        record.data,
+        record.schema_version,
+        record.created_at,
+        record.updated_at,
+        record.snapshot_seq,
+        record.fsm_entered_at,
+        record.blob,
+        None,
+        None,
+        record.full_seq,
+        record.full_link,
+        record.full_data,
+        record.deltas,
+        record.rich,
+        None,
+        False,
+        record.replay_bytes,
+    )
