@@ -20,7 +20,7 @@ import time
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
@@ -36,7 +36,7 @@ from ..arguments import (
     check_state_value,
     check_timestamp,
 )
-from ..backends.base import Backend, Capability, Health, check_fence
+from ..backends.base import Backend, Health, check_fence
 from ..backends.url import open_backend
 from ..codec import ZERO_LINK, Codec, Opened, TypeRegistry
 from ..codec.formats import JSON
@@ -70,7 +70,7 @@ from ..records import (
     Snapshot,
 )
 from ..security.highwater import DEFAULT_INTERVAL, OPEN_CHECKS, SUFFIX, HighWater, default_location
-from . import idempotency
+from . import idempotency, verification
 from .body import (
     RESERVED,
     SNAPSHOT_KIND,
@@ -85,6 +85,7 @@ from .change import diff_by_key
 from .durability import Durability, GroupCommitter, WriteBehind, check_durability
 from .heads import AgentHead, StoredSize, read_head, stored_size
 from .state import AgentRecord, apply_payload
+from .verification import Problem, VerifyReport, _reason
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine
@@ -138,40 +139,6 @@ class StreamDigest:
     seq: int
     key_id: str | None
     digest: str
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One verification failure found by :meth:`StateStore.verify`.
-
-    ``kind`` says what is damaged: ``"event"``, ``"snapshot"`` (loads fall back to an
-    older snapshot or a full replay; :func:`~statekeeper.store.repair.repair` rebuilds
-    it), ``"head"``, ``"idempotency"`` (a record that does not match its event),
-    ``"agent"`` (the agent could not be checked at all), or ``"rollback"`` (the stream
-    went back in time, found by the store's witness).
-    """
-
-    agent_id: str
-    seq: int | None
-    reason: str
-    kind: str = "agent"
-
-
-@dataclass(slots=True)
-class VerifyReport:
-    """What :meth:`StateStore.verify` checked and what it found."""
-
-    agents: int = 0
-    events: int = 0
-    snapshots: int = 0
-    problems: list[Problem] = field(default_factory=list)
-    #: idempotency records checked against their events
-    keys: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """True when no problem was found."""
-        return not self.problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -1480,7 +1447,7 @@ class StateStore:
             report.agents += 1
             start = len(report.problems)
             try:
-                await self._verify_agent(agent_id, report)
+                await verification.verify_agent(self, agent_id, report)
             except StatekeeperError as exc:
                 report.problems.append(Problem(agent_id, getattr(exc, "seq", None), str(exc)))
             report.problems[start:] = sorted(  # the agent's problems in seq order
@@ -1489,160 +1456,6 @@ class StateStore:
         seen = {(p.agent_id, p.seq) for p in report.problems}  # one problem per place
         report.problems.extend(p for p in witnessed if (p.agent_id, p.seq) not in seen)
         return report
-
-    async def _verify_agent(self, agent_id: str, report: VerifyReport) -> None:
-        """Check one agent and add every problem found to ``report``: a damaged record
-        does not end the check — every event, snapshot and idempotency record is
-        looked at (a fold that cannot go past a damaged event leaves the snapshots
-        after it unchecked against the replay, but each is still authenticated)."""
-        problems = report.problems
-        head, head_tag = await self.backend.head_tag(agent_id)
-        snapshots = await self._verify_snapshots(agent_id, report)
-        record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
-        folding = True  # ``record`` is the replay of every event up to record.seq
-        last = 0  # the last stored seq
-        link: bytes | None = ZERO_LINK  # its chain link (None: unknown)
-        keys: dict[int, object] = {}  # seq -> idempotency key in the event's body
-        async for raw in self._raw_events(agent_id):
-            report.events += 1
-            if raw.seq != last + 1:
-                problems.append(
-                    Problem(agent_id, last + 1, f"gap: next stored seq is {raw.seq}", "event")
-                )
-                folding, link = False, None
-            last = raw.seq
-            try:
-                body, opened = self._open_event(agent_id, raw)
-            except (IntegrityError, SerializationError) as exc:
-                problems.append(Problem(agent_id, raw.seq, _reason(exc), "event"))
-                folding, link = False, None
-                continue
-            if "key" in body:
-                keys[raw.seq] = body["key"]
-            if opened.prev is not None and link is not None and opened.prev != link:
-                problems.append(Problem(agent_id, raw.seq, _CHAIN_BROKEN, "event"))
-                folding = False
-            link = opened.link
-            if not folding:
-                continue
-            if record.seq == 0:
-                record.created_at = raw.timestamp
-            try:
-                apply_payload(record, raw.seq, raw.timestamp, body)
-            except PatchError as exc:
-                problems.append(Problem(agent_id, raw.seq, f"patch does not apply: {exc}", "event"))
-                folding = False
-                continue
-            record.link = opened.link
-            snap = snapshots.pop(raw.seq, None)
-            if snap is None:
-                continue
-            if snap.link is not None and snap.link != record.link:
-                reason = "snapshot does not belong to this stream's chain"
-            elif (
-                not patch._same_json(snap.data, record.data)  # strict: True, 1 and 1.0 differ
-                or snap.fsm_state != record.fsm_state
-            ):
-                reason = "snapshot differs from the replay of the events"
-            else:
-                continue
-            problems.append(Problem(agent_id, raw.seq, _snapshot_reason(reason), "snapshot"))
-        if last != head:
-            problems.append(
-                Problem(agent_id, last + 1, f"stream ends at seq {last}, head is {head}", "head")
-            )
-        elif link is not None:
-            try:
-                self.codec.check_head(agent_id, head, link, head_tag)
-            except IntegrityError as exc:
-                problems.append(Problem(agent_id, head, exc.reason, "head"))
-        for seq in sorted(snapshots):
-            if seq > last:  # no event to check them against
-                problems.append(
-                    Problem(
-                        agent_id, seq, f"snapshot at seq {seq} is past the stream's end", "snapshot"
-                    )
-                )
-        await self._verify_keys(agent_id, last, keys, report)
-
-    async def _verify_snapshots(
-        self, agent_id: str, report: VerifyReport
-    ) -> dict[int, AgentRecord]:
-        """Every stored snapshot of the agent, decoded (those that fail are reported)."""
-        opened: dict[int, tuple[RawSnapshot, dict[str, Any], Opened]] = {}
-        below: int | None = None
-        while True:
-            raw = await self.backend.latest_snapshot(agent_id, below)
-            if raw is None:
-                break
-            report.snapshots += 1
-            try:
-                body, snap_opened = self._open_snapshot(agent_id, raw)
-                opened[raw.seq] = (raw, body, snap_opened)
-            except (IntegrityError, SerializationError) as exc:
-                report.problems.append(
-                    Problem(agent_id, raw.seq, _snapshot_reason(_reason(exc)), "snapshot")
-                )
-            if raw.seq <= 1:
-                break
-            below = raw.seq - 1
-        snapshots: dict[int, AgentRecord] = {}
-        for seq in sorted(opened):
-            raw, body, snap_opened = opened[seq]
-            try:
-                data = await self._snapshot_data(agent_id, seq, body)
-                snapshots[seq] = self._snapshot_record(agent_id, raw, body, snap_opened, data)
-            except (IntegrityError, SerializationError) as exc:
-                report.problems.append(
-                    Problem(agent_id, seq, _snapshot_reason(_reason(exc)), "snapshot")
-                )
-        return snapshots
-
-    async def _raw_events(self, agent_id: str) -> AsyncIterator[RawEvent]:
-        """Every stored event of the agent in seq order, page by page, unverified."""
-        cursor = 0
-        while True:
-            page = await self.backend.read(agent_id, cursor, None, limit=_PAGE)
-            for raw in page:
-                yield raw
-            if len(page) < _PAGE:
-                return
-            cursor = page[-1].seq
-
-    async def _verify_keys(
-        self, agent_id: str, last: int, keys: dict[int, object], report: VerifyReport
-    ) -> None:
-        """Check every idempotency record of the agent against the events it claims
-        (``keys``: the key each readable event carries; ``last``: the last stored seq).
-        A backend that cannot list its records (no ``Capability.KEY_EXPORT``) is not
-        checked here."""
-        if not self.backend.supports(Capability.KEY_EXPORT):
-            return
-        for stored, first, end in await self.backend.idempotency_keys(agent_id):
-            report.keys += 1
-            why: str | None = None
-            seq = first
-            if not 1 <= first <= end <= last:
-                why = f"it claims seqs {first}..{end}, which are not in the stream"
-            else:
-                damaged = {p.seq for p in report.problems if p.kind == "event"}
-                for seq in range(first, end + 1):
-                    if seq in keys or seq not in damaged:  # (a damaged one is reported)
-                        why = idempotency.record_problem(
-                            self.codec, agent_id, stored, keys.get(seq)
-                        )
-                    if why is not None:
-                        break
-            if why is not None:
-                report.problems.append(
-                    Problem(
-                        agent_id,
-                        seq,
-                        f"idempotency record does not match the event it claims: {why}"
-                        " (forged or damaged)",
-                        "idempotency",
-                    )
-                )
 
     async def digest(self, agent_id: str, at_seq: int | None = None) -> StreamDigest:
         """A commitment to the agent's stream up to ``at_seq`` (default: the head),
@@ -1835,15 +1648,6 @@ def _state_values(states: Iterable[Any] | None) -> frozenset[str] | None:
 
 _dumps = orjson.dumps
 _loads = orjson.loads
-
-
-def _snapshot_reason(reason: str) -> str:
-    return f"{reason}; loads fall back to an older snapshot or a full replay"
-
-
-def _reason(exc: StatekeeperError) -> str:
-    """An error's reason without the agent prefix (the log line names the agent)."""
-    return str(getattr(exc, "reason", None) or exc)
 
 
 def _rich(opened: Opened) -> bool:

@@ -1,0 +1,224 @@
+"""Verification of stored streams: every record authenticated, the chain and the
+head checked, snapshots compared with the replay of the events, idempotency records
+with the events they claim (:meth:`StateStore.verify` runs it per agent)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .. import patch
+from ..backends.base import Capability
+from ..codec import ZERO_LINK, Opened
+from ..codec.pipeline import CHAIN_BROKEN as _CHAIN_BROKEN
+from ..errors import IntegrityError, PatchError, SerializationError, StatekeeperError
+from ..records import RawEvent, RawSnapshot
+from . import idempotency
+from .state import AgentRecord, apply_payload
+
+if TYPE_CHECKING:
+    from .store import StateStore
+
+__all__ = ["Problem", "VerifyReport", "verify_agent"]
+
+_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One verification failure found by :meth:`StateStore.verify`.
+
+    ``kind`` says what is damaged: ``"event"``, ``"snapshot"`` (loads fall back to an
+    older snapshot or a full replay; :func:`~statekeeper.store.repair.repair` rebuilds
+    it), ``"head"``, ``"idempotency"`` (a record that does not match its event),
+    ``"agent"`` (the agent could not be checked at all), or ``"rollback"`` (the stream
+    went back in time, found by the store's witness).
+    """
+
+    agent_id: str
+    seq: int | None
+    reason: str
+    kind: str = "agent"
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    """What :meth:`StateStore.verify` checked and what it found."""
+
+    agents: int = 0
+    events: int = 0
+    snapshots: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    #: idempotency records checked against their events
+    keys: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem was found."""
+        return not self.problems
+
+
+async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -> None:
+    """Check one agent and add every problem found to ``report``: a damaged record
+    does not end the check — every event, snapshot and idempotency record is
+    looked at (a fold that cannot go past a damaged event leaves the snapshots
+    after it unchecked against the replay, but each is still authenticated)."""
+    problems = report.problems
+    head, head_tag = await store.backend.head_tag(agent_id)
+    snapshots = await verify_snapshots(store, agent_id, report)
+    record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
+    folding = True  # ``record`` is the replay of every event up to record.seq
+    last = 0  # the last stored seq
+    link: bytes | None = ZERO_LINK  # its chain link (None: unknown)
+    keys: dict[int, object] = {}  # seq -> idempotency key in the event's body
+    async for raw in raw_events(store, agent_id):
+        report.events += 1
+        if raw.seq != last + 1:
+            problems.append(
+                Problem(agent_id, last + 1, f"gap: next stored seq is {raw.seq}", "event")
+            )
+            folding, link = False, None
+        last = raw.seq
+        try:
+            body, opened = store._open_event(agent_id, raw)
+        except (IntegrityError, SerializationError) as exc:
+            problems.append(Problem(agent_id, raw.seq, _reason(exc), "event"))
+            folding, link = False, None
+            continue
+        if "key" in body:
+            keys[raw.seq] = body["key"]
+        if opened.prev is not None and link is not None and opened.prev != link:
+            problems.append(Problem(agent_id, raw.seq, _CHAIN_BROKEN, "event"))
+            folding = False
+        link = opened.link
+        if not folding:
+            continue
+        if record.seq == 0:
+            record.created_at = raw.timestamp
+        try:
+            apply_payload(record, raw.seq, raw.timestamp, body)
+        except PatchError as exc:
+            problems.append(Problem(agent_id, raw.seq, f"patch does not apply: {exc}", "event"))
+            folding = False
+            continue
+        record.link = opened.link
+        snap = snapshots.pop(raw.seq, None)
+        if snap is None:
+            continue
+        if snap.link is not None and snap.link != record.link:
+            reason = "snapshot does not belong to this stream's chain"
+        elif (
+            not patch._same_json(snap.data, record.data)  # strict: True, 1 and 1.0 differ
+            or snap.fsm_state != record.fsm_state
+        ):
+            reason = "snapshot differs from the replay of the events"
+        else:
+            continue
+        problems.append(Problem(agent_id, raw.seq, _snapshot_reason(reason), "snapshot"))
+    if last != head:
+        problems.append(
+            Problem(agent_id, last + 1, f"stream ends at seq {last}, head is {head}", "head")
+        )
+    elif link is not None:
+        try:
+            store.codec.check_head(agent_id, head, link, head_tag)
+        except IntegrityError as exc:
+            problems.append(Problem(agent_id, head, exc.reason, "head"))
+    for seq in sorted(snapshots):
+        if seq > last:  # no event to check them against
+            problems.append(
+                Problem(
+                    agent_id, seq, f"snapshot at seq {seq} is past the stream's end", "snapshot"
+                )
+            )
+    await verify_keys(store, agent_id, last, keys, report)
+
+
+async def verify_snapshots(
+    store: StateStore, agent_id: str, report: VerifyReport
+) -> dict[int, AgentRecord]:
+    """Every stored snapshot of the agent, decoded (those that fail are reported)."""
+    opened: dict[int, tuple[RawSnapshot, dict[str, Any], Opened]] = {}
+    below: int | None = None
+    while True:
+        raw = await store.backend.latest_snapshot(agent_id, below)
+        if raw is None:
+            break
+        report.snapshots += 1
+        try:
+            body, snap_opened = store._open_snapshot(agent_id, raw)
+            opened[raw.seq] = (raw, body, snap_opened)
+        except (IntegrityError, SerializationError) as exc:
+            report.problems.append(
+                Problem(agent_id, raw.seq, _snapshot_reason(_reason(exc)), "snapshot")
+            )
+        if raw.seq <= 1:
+            break
+        below = raw.seq - 1
+    snapshots: dict[int, AgentRecord] = {}
+    for seq in sorted(opened):
+        raw, body, snap_opened = opened[seq]
+        try:
+            data = await store._snapshot_data(agent_id, seq, body)
+            snapshots[seq] = store._snapshot_record(agent_id, raw, body, snap_opened, data)
+        except (IntegrityError, SerializationError) as exc:
+            report.problems.append(
+                Problem(agent_id, seq, _snapshot_reason(_reason(exc)), "snapshot")
+            )
+    return snapshots
+
+
+async def raw_events(store: StateStore, agent_id: str) -> AsyncIterator[RawEvent]:
+    """Every stored event of the agent in seq order, page by page, unverified."""
+    cursor = 0
+    while True:
+        page = await store.backend.read(agent_id, cursor, None, limit=_PAGE)
+        for raw in page:
+            yield raw
+        if len(page) < _PAGE:
+            return
+        cursor = page[-1].seq
+
+
+async def verify_keys(
+    store: StateStore, agent_id: str, last: int, keys: dict[int, object], report: VerifyReport
+) -> None:
+    """Check every idempotency record of the agent against the events it claims
+    (``keys``: the key each readable event carries; ``last``: the last stored seq).
+    A backend that cannot list its records (no ``Capability.KEY_EXPORT``) is not
+    checked here."""
+    if not store.backend.supports(Capability.KEY_EXPORT):
+        return
+    for stored, first, end in await store.backend.idempotency_keys(agent_id):
+        report.keys += 1
+        why: str | None = None
+        seq = first
+        if not 1 <= first <= end <= last:
+            why = f"it claims seqs {first}..{end}, which are not in the stream"
+        else:
+            damaged = {p.seq for p in report.problems if p.kind == "event"}
+            for seq in range(first, end + 1):
+                if seq in keys or seq not in damaged:  # (a damaged one is reported)
+                    why = idempotency.record_problem(store.codec, agent_id, stored, keys.get(seq))
+                if why is not None:
+                    break
+        if why is not None:
+            report.problems.append(
+                Problem(
+                    agent_id,
+                    seq,
+                    f"idempotency record does not match the event it claims: {why}"
+                    " (forged or damaged)",
+                    "idempotency",
+                )
+            )
+
+
+def _snapshot_reason(reason: str) -> str:
+    return f"{reason}; loads fall back to an older snapshot or a full replay"
+
+
+def _reason(exc: StatekeeperError) -> str:
+    """An error's reason without the agent prefix (the log line names the agent)."""
+    return str(getattr(exc, "reason", None) or exc)
