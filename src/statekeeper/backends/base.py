@@ -93,7 +93,6 @@ _AGENT_ID_METHODS = (
     "lookup_key",
     "head",
     "head_tag",
-    "read_latest",
     "read",
     "seq_at",
     "save_snapshot",
@@ -289,19 +288,6 @@ class Backend(abc.ABC):
         limit: int | None = None,
     ) -> list[RawEvent]:
         """Events with ``after_seq < seq <= to_seq`` in seq order (at most ``limit``)."""
-
-    async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
-        """The latest snapshot of the agent (None: none) and every event after it, in
-        seq order: what a load of the latest state needs, read together.
-
-        An engine that can answer in one round trip (one query) overrides this; the
-        default composes :meth:`latest_snapshot` and :meth:`read` (two reads, so an
-        append landing in between may add events past the head read before them; the
-        caller folds up to the head it read).
-        """
-        snapshot = await self.latest_snapshot(agent_id)
-        events = await self.read(agent_id, snapshot.seq if snapshot is not None else 0)
-        return snapshot, events
 
     @abc.abstractmethod
     async def seq_at(self, agent_id: str, timestamp: float) -> int:
