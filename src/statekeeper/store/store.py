@@ -323,6 +323,11 @@ class StateStore:
         # writes trust the cache (see _write) where the backend's compare-and-set can
         # tell a re-created stream from the cached one
         self._trust_cache = self.backend.compares_head_tag and self.durability != "async"
+        # loads of the latest state read it in one call where the engine answers that
+        # natively (the default, two unbounded reads, gains nothing over the bounded
+        # latest_snapshot + read of the fold, and a tiered engine may answer the
+        # unbounded read from a hot copy that is behind)
+        self._read_latest = type(self.backend).read_latest is not Backend.read_latest
         self._behind = (
             WriteBehind(
                 self.backend,
@@ -584,7 +589,7 @@ class StateStore:
         below: int | None = target
         # the latest state: the latest snapshot and the events after it, read together
         latest: tuple[RawSnapshot | None, list[RawEvent]] | None = None
-        if at_head:
+        if at_head and self._read_latest:
             latest = await self.backend.read_latest(agent_id)
             if latest[0] is not None and latest[0].seq > target:  # written since: look below
                 latest = None
