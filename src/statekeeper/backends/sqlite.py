@@ -263,6 +263,11 @@ def _blob(value: Any) -> bytes | None:
     return str(value).encode("utf-8", "replace")
 
 
+#: the head-tag clause of the head compare-and-set (``AppendRequest.check_tag``): the
+#: stored head must still be the incarnation the writer folded
+_TAG_CHECK = {False: "", True: " AND head_tag IS ?"}
+
+
 class SQLiteBackend(Backend):
     """Streams and snapshots in one SQLite file (``sqlite:///path/to/file.db``).
 
@@ -673,8 +678,9 @@ class SQLiteBackend(Backend):
             else:
                 claimed = conn.execute(
                     "UPDATE sk_agents SET head_seq = ?, updated_at = ?, head_tag = ?"
-                    " WHERE agent_id = ? AND head_seq = ?",
-                    (last.seq, last.timestamp, request.head_tag, agent_id, expected),
+                    " WHERE agent_id = ? AND head_seq = ?" + _TAG_CHECK[request.check_tag],
+                    (last.seq, last.timestamp, request.head_tag, agent_id, expected)
+                    + ((request.expected_tag,) if request.check_tag else ()),
                 ).rowcount
         elif expected == 0:
             claimed = conn.execute(
@@ -692,25 +698,16 @@ class SQLiteBackend(Backend):
                     *fence,
                 ),
             ).rowcount
-        elif request.check_tag:  # the head seq and its incarnation (see AppendRequest)
-            claimed = conn.execute(
-                "UPDATE sk_agents SET head_seq = ?, updated_at = ?, head_tag = ?"
-                " WHERE agent_id = ? AND head_seq = ? AND head_tag IS ?",
-                (
-                    last.seq,
-                    last.timestamp,
-                    request.head_tag,
-                    agent_id,
-                    expected,
-                    request.expected_tag,
-                ),
-            ).rowcount
         else:
             claimed = conn.execute(
                 "UPDATE sk_agents SET head_seq = ?, updated_at = ?, head_tag = ?"
-                " WHERE agent_id = ? AND head_seq = ? AND EXISTS (SELECT 1 FROM sk_leases"
+                " WHERE agent_id = ? AND head_seq = ?"
+                + _TAG_CHECK[request.check_tag]
+                + " AND EXISTS (SELECT 1 FROM sk_leases"
                 " WHERE agent_id = ? AND holder = ? AND token = ?)",
-                (last.seq, last.timestamp, request.head_tag, agent_id, expected, agent_id, *fence),
+                (last.seq, last.timestamp, request.head_tag, agent_id, expected)
+                + ((request.expected_tag,) if request.check_tag else ())
+                + (agent_id, *fence),
             ).rowcount
         if claimed != 1:  # refused: find out why (the fence first), nothing was written
             if fence is not None:
