@@ -1006,6 +1006,35 @@ class BackendConformance:
         await backend.append(request("a", 3))
         assert (await backend.append(untagged_at(4))).last_seq == 5
 
+    async def test_a_fenced_append_checks_the_fence_and_the_head_tag(
+        self, leasing: Backend
+    ) -> None:
+        """``check_tag`` on a fenced append: both checks hold, neither replaces the other."""
+        backend = leasing
+        if not backend.compares_head_tag:
+            pytest.skip(f"{type(backend).__name__} does not compare head tags")
+        old = await backend.acquire_lease("a", "w1", 30.0)
+        await backend.append(tagged(fenced("a", 0, old.fence), b"t1"))
+        assert await backend.release_lease("a", "w1", old.token)
+        new = await backend.acquire_lease("a", "w2", 30.0)
+        stale_token = dataclasses.replace(
+            tagged(fenced("a", 1, old.fence), b"t2"), expected_tag=b"t1", check_tag=True
+        )
+        with pytest.raises(LeaseLost):  # the right tag does not let a stale holder in
+            await backend.append(stale_token)
+        [result] = await backend.append_batch([stale_token])
+        assert isinstance(result, LeaseLost)
+        wrong_tag = dataclasses.replace(
+            tagged(fenced("a", 1, new.fence), b"t2"), expected_tag=b"other", check_tag=True
+        )
+        with pytest.raises(ConflictError):  # the right token does not excuse a wrong tag
+            await backend.append(wrong_tag)
+        assert await backend.head_tag("a") == (1, b"t1")
+        good = dataclasses.replace(wrong_tag, expected_tag=b"t1")
+        assert (await backend.append(good)).last_seq == 2
+        assert await backend.head_tag("a") == (2, b"t2")
+        assert [e.seq for e in await backend.read("a")] == [1, 2]
+
     async def test_head_tag_goes_with_the_agent(self, backend: Backend) -> None:
         await backend.append(tagged(request("a", 0, 2), b"old"))
         await backend.delete_agent("a")
