@@ -251,6 +251,34 @@ def test_a_tier_that_cannot_export_keys_is_refused_as_cold_or_durable(tmp_path: 
     asyncio.run(backend.close())
 
 
+async def test_a_tier_of_record_that_expires_agents_is_refused(tmp_path: Path) -> None:
+    """A Redis durable or cold tier with a TTL would delete agents silently."""
+    require_redis()
+    from statekeeper.backends.redis import RedisBackend
+
+    prefix = namespace(tmp_path) + ":"
+    expiring = RedisBackend(REDIS_URL, prefix=prefix, ttl=60)
+    keeping = RedisBackend(REDIS_URL, prefix=prefix + "k:")
+    try:
+        assert expiring.expires_agents and not keeping.expires_agents
+        with pytest.raises(ConfigurationError, match="cold tier deletes agents after a TTL"):
+            TieredBackend(_sqlite(tmp_path), cold=expiring, idle_after=60)
+        with pytest.raises(ConfigurationError, match="durable tier deletes agents"):
+            TieredBackend(expiring)
+        url = tiered_url(
+            durable=f"sqlite:///{tmp_path / 'd.db'}", cold=f"{REDIS_URL}?ttl=60", idle_after=60
+        )
+        with pytest.raises(ConfigurationError, match="cold tier"):
+            open_backend(url)
+        # a TTL on the hot tier is fine: the hot tier is only a copy
+        hot = TieredBackend(_sqlite(tmp_path), hot=expiring, cold=keeping, idle_after=60)
+        await hot.close()
+    finally:
+        await expiring.close()
+        await keeping.close()
+        delete_prefix(prefix)
+
+
 async def test_verify_on_an_engine_without_key_export(tmp_path: Path) -> None:
     """``verify`` checks idempotency records where the engine can list them and, on an
     engine that declares it cannot, checks everything else instead of failing."""

@@ -188,6 +188,12 @@ class Backend(abc.ABC):
     #: ``supports_leases`` is True.
     capabilities: frozenset[Capability] = frozenset()
 
+    @property
+    def expires_agents(self) -> bool:
+        """True when this instance deletes agents by itself after a while (a TTL is
+        set): it can then never be a tier of record."""
+        return False
+
     def supports(self, capability: Capability) -> bool:
         """True when the engine offers ``capability``."""
         return capability in self.capabilities

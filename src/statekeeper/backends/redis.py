@@ -1135,6 +1135,10 @@ class RedisBackend(Backend):
 
         return await self._retrying("count_agents", op)
 
+    @property
+    def expires_agents(self) -> bool:
+        return self.ttl is not None
+
     async def health(self) -> Health:
         detail: dict[str, Any] = {"prefix": self.prefix}
         if self._closed:

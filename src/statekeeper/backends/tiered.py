@@ -141,6 +141,13 @@ class TieredBackend(Backend):
             raise ConfigurationError("demote_interval needs idle_after")
         if hot_timeout <= 0 or hot_retry_after < 0:
             raise ConfigurationError("hot_timeout must be > 0 and hot_retry_after >= 0")
+        for name, tier in (("durable", durable), ("cold", cold)):
+            if tier is not None and tier.expires_agents:
+                # an agent the tier of record expires is lost without a trace
+                raise ConfigurationError(
+                    f"the {name} tier deletes agents after a TTL; a tier of record must "
+                    "keep them (set the TTL on the hot tier only)"
+                )
         if cold is not None:
             # demotion copies the agent's idempotency keys there and back: without
             # them a retried step would be stored twice after a round trip
