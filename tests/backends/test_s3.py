@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from statekeeper.backends import open_backend
 from statekeeper.backends.s3 import S3Backend
-from statekeeper.errors import ConfigurationError, ConflictError
+from statekeeper.errors import ConfigurationError, ConflictError, NotAStore
 from statekeeper.records import AppendRequest, AppendResult, RawEvent
 from statekeeper.store import StateStore
 
@@ -80,6 +80,17 @@ class TestS3Conformance(BackendConformance):
 
     async def open_peer(self, tmp_path: Path) -> S3Backend:
         return make_s3(tmp_path)
+
+    async def open_readonly(self, tmp_path: Path) -> S3Backend:
+        # create_bucket=True too: read-only must ignore it
+        return S3Backend(
+            _bucket_name(tmp_path),
+            "agents",
+            endpoint_url=moto_endpoint(),
+            create_bucket=True,
+            readonly=True,
+            **s3_credentials(),
+        )
 
 
 # -- S3 only ------------------------------------------------------------------------------
@@ -184,3 +195,32 @@ async def test_store_on_s3(bucket: str, tmp_path: Path) -> None:
         assert (await store.load("a0")).data == {"i": 0, "step": 5}
         assert await store.count_agents() == 8
         assert (await store.verify()).ok
+
+
+async def test_readonly_never_creates_the_bucket(
+    bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read-only ignores ``create_bucket``: a missing bucket, and an existing bucket's
+    empty prefix, are NotAStore, and no bucket or object is created by trying."""
+    for name, value in s3_credentials().items():
+        monkeypatch.setenv(name.upper() if name != "region_name" else "AWS_DEFAULT_REGION", value)
+    url = f"s3://{bucket}/agents?endpoint_url={moto_endpoint()}&create_bucket=1"
+    ro = open_backend(url, readonly=True)
+    assert isinstance(ro, S3Backend)
+    try:
+        with pytest.raises(NotAStore, match=f"s3://{bucket}/agents"):
+            await ro.ensure_store()
+    finally:
+        await ro.close()
+    s3: object = _client()
+    with pytest.raises(ClientError):
+        s3.head_bucket(Bucket=bucket)  # type: ignore[attr-defined]
+    s3.create_bucket(Bucket=bucket)  # type: ignore[attr-defined]
+    ro = open_backend(url, readonly=True)
+    try:
+        with pytest.raises(NotAStore):
+            await ro.ensure_store()
+        assert await ro.list_agents() == []
+    finally:
+        await ro.close()
+    assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0  # type: ignore[attr-defined]

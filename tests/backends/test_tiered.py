@@ -15,7 +15,7 @@ import pytest
 from statekeeper.backends import MemoryBackend, SQLiteBackend, open_backend, tiered_url
 from statekeeper.backends.base import Backend, Capability
 from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
-from statekeeper.errors import CapabilityUnsupported, ConfigurationError
+from statekeeper.errors import CapabilityUnsupported, ConfigurationError, ReadOnlyStore
 from statekeeper.records import AppendRequest, AppendResult, RawSnapshot
 from statekeeper.store import StateStore
 
@@ -38,10 +38,10 @@ def _sqlite(tmp_path: Path) -> SQLiteBackend:
     return SQLiteBackend(tmp_path / "durable.db")
 
 
-def _postgres(tmp_path: Path) -> Backend:
+def _postgres(tmp_path: Path, *, readonly: bool = False) -> Backend:
     from statekeeper.backends.postgres import PostgresBackend
 
-    return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=4)
+    return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=4, readonly=readonly)
 
 
 def _redis(tmp_path: Path, url: str = REDIS_URL) -> Backend:
@@ -50,7 +50,7 @@ def _redis(tmp_path: Path, url: str = REDIS_URL) -> Backend:
     return RedisBackend(url, prefix=namespace(tmp_path) + ":", retry_timeout=0)
 
 
-def _s3(tmp_path: Path) -> Backend:
+def _s3(tmp_path: Path, *, readonly: bool = False) -> Backend:
     from statekeeper.backends.s3 import S3Backend
 
     return S3Backend(
@@ -58,6 +58,7 @@ def _s3(tmp_path: Path) -> Backend:
         "cold",
         endpoint_url=moto_endpoint(),
         create_bucket=True,
+        readonly=readonly,
         **s3_credentials(),
     )
 
@@ -96,6 +97,11 @@ class TestTieredMemorySQLiteConformance(BackendConformance):
     async def open_peer(self, tmp_path: Path) -> TieredBackend:
         return TieredBackend(_sqlite(tmp_path), hot=MemoryBackend())
 
+    async def open_readonly(self, tmp_path: Path) -> Backend:
+        # through the URL, as the CLI opens it
+        url = tiered_url(hot="memory://", durable=f"sqlite:///{tmp_path / 'durable.db'}")
+        return open_backend(url, readonly=True)
+
 
 class TestTieredRedisPostgresS3Conformance(BackendConformance):
     """Redis (hot) → PostgreSQL (durable) → S3 (cold): the production setup."""
@@ -111,6 +117,15 @@ class TestTieredRedisPostgresS3Conformance(BackendConformance):
 
     async def open_peer(self, tmp_path: Path) -> TieredBackend:
         return await self.make_backend(tmp_path)
+
+    async def open_readonly(self, tmp_path: Path) -> TieredBackend:
+        return TieredBackend(
+            _postgres(tmp_path, readonly=True),
+            hot=_redis(tmp_path),
+            cold=_s3(tmp_path, readonly=True),
+            idle_after=3600,
+            readonly=True,
+        )
 
 
 class _AlwaysCold(TieredBackend):
@@ -148,6 +163,16 @@ class TestTieredThroughColdConformance(BackendConformance):
             _postgres(tmp_path), hot=MemoryBackend(), cold=_s3(tmp_path), idle_after=3600
         )
 
+    async def open_readonly(self, tmp_path: Path) -> TieredBackend:
+        """Every agent is demoted: the reader answers from the cold tier."""
+        return TieredBackend(
+            _postgres(tmp_path, readonly=True),
+            hot=MemoryBackend(),
+            cold=_s3(tmp_path, readonly=True),
+            idle_after=3600,
+            readonly=True,
+        )
+
 
 class TestTieredThroughSQLiteColdConformance(BackendConformance):
     """memory → SQLite → SQLite (another file) with every agent demoted after every
@@ -156,6 +181,18 @@ class TestTieredThroughSQLiteColdConformance(BackendConformance):
     async def make_backend(self, tmp_path: Path) -> TieredBackend:
         cold = SQLiteBackend(tmp_path / "cold.db")
         return _AlwaysCold(_sqlite(tmp_path), hot=MemoryBackend(), cold=cold, idle_after=3600)
+
+    async def open_readonly(self, tmp_path: Path) -> Backend:
+        """Every agent is demoted: the reader answers from the cold tier (opened
+        through the URL, as the CLI does; demote_interval must start no demoter)."""
+        url = tiered_url(
+            hot="memory://",
+            durable=f"sqlite:///{tmp_path / 'durable.db'}",
+            cold=f"sqlite:///{tmp_path / 'cold.db'}",
+            idle_after=0.001,
+            demote_interval=0.001,
+        )
+        return open_backend(url, readonly=True)
 
 
 class TestTieredThroughMemoryColdConformance(BackendConformance):
@@ -768,3 +805,54 @@ def test_tiered_url(tmp_path: Path) -> None:
         open_backend(tiered_url(durable="memory://", colour="blue"))
     with pytest.raises(ConfigurationError):
         TieredBackend(MemoryBackend(), idle_after=5)  # no cold tier to demote to
+
+
+# -- read-only (issue 10, item 2) -----------------------------------------------------------
+
+
+async def test_readonly_fills_rehydrates_and_demotes_nothing(tmp_path: Path) -> None:
+    """A read-only tiered backend answers from the durable tier and, for a demoted
+    agent, from the cold tier: its hot tier stays empty, the demoted agent stays
+    demoted, no demoter starts, and every write (demotion too) is refused."""
+    durable, cold = tmp_path / "durable.db", tmp_path / "cold.db"
+    writer = TieredBackend(
+        SQLiteBackend(durable), hot=MemoryBackend(), cold=SQLiteBackend(cold), idle_after=3600
+    )
+    try:
+        await writer.append(request("live", 0, 3, snap_at=2))
+        await writer.append(request("old", 0, 2, key="k"))
+        assert await writer.demote("old")
+    finally:
+        await writer.close()
+    hot = MemoryBackend()
+    ro = TieredBackend(
+        SQLiteBackend(durable, readonly=True),
+        hot=hot,
+        cold=SQLiteBackend(cold, readonly=True),
+        idle_after=0.001,
+        demote_interval=0.001,
+        readonly=True,
+    )
+    try:
+        assert [e.seq for e in await ro.read("live")] == [1, 2, 3]
+        assert [e.seq for e in await ro.read("old")] == [1, 2]
+        assert await ro.head("old") == 2
+        assert await ro.lookup_key("old", "k") is not None
+        snap = await ro.latest_snapshot("live")
+        assert snap is not None and snap.seq == 2
+        assert [i.agent_id for i in await ro.list_agents()] == ["live", "old"]
+        assert await hot.list_agents() == []  # nothing filled
+        assert ro._maintenance is None  # no background demoter
+        with pytest.raises(ReadOnlyStore):
+            await ro.demote("live")
+        with pytest.raises(ReadOnlyStore):
+            await ro.demote_idle()
+    finally:
+        await ro.close()
+    durable_only = SQLiteBackend(durable)
+    try:  # still demoted: the marker is there, the stream is not
+        assert await durable_only.head("old") == 0
+        assert await durable_only.head(COLD_MARKER + "old") == 1
+        assert await durable_only.head("live") == 3
+    finally:
+        await durable_only.close()

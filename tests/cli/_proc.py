@@ -6,6 +6,7 @@ import itertools
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,7 +70,7 @@ def populate(url: str, base: float | None = 0.0, keyring: Keyring | None = None)
     Timestamps come from a clock at base+1000, base+2000, … (the real clock when
     ``base`` is None); ``keyring`` encrypts the store."""
     ticks = itertools.count(1)
-    clock = None if base is None else (lambda: base + 1000.0 * next(ticks))
+    clock = time.time if base is None else (lambda: base + 1000.0 * next(ticks))
     store = SyncStateStore(url, clock=clock, keyring=keyring, snapshot_every=3)
     try:
         a = store.agent("alpha", initial_data={"task": "research"})

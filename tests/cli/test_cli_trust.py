@@ -421,3 +421,58 @@ def test_every_store_command_on_an_encrypted_store(tmp_path: Path, backend: str)
             env=cli_env(STATEKEEPER_KEY_FILE=str(keys)),
         )
         assert rekeyed.code == 0, str(rekeyed)
+
+
+def test_read_commands_open_a_tiered_store_read_only(tmp_path: Path) -> None:
+    """``agents`` and ``show`` on a tiered store (SQLite durable, SQLite cold, a
+    process-local hot tier): answered from the durable tier, and from the cold tier for
+    a demoted agent, without rehydrating, demoting or writing anything."""
+    import asyncio
+
+    from statekeeper.backends import open_backend, tiered_url
+    from statekeeper.backends.tiered import TieredBackend
+
+    folder = tmp_path / "store"
+    folder.mkdir()
+    url = tiered_url(
+        hot="memory://",
+        durable=f"sqlite:///{folder / 'durable.db'}",
+        cold=f"sqlite:///{folder / 'cold.db'}",
+        idle_after=0.001,
+        demote_interval=0.001,  # a writer would demote every agent at once
+    )
+    populate(url)
+
+    async def demote_beta() -> None:
+        backend = open_backend(url)
+        assert isinstance(backend, TieredBackend)
+        try:
+            assert await backend.demote("beta")
+        finally:
+            await backend.close()
+
+    asyncio.run(demote_beta())
+    for name in ("durable.db", "cold.db"):  # every page in the main files, no WAL left
+        conn = sqlite3.connect(folder / name)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+    files = [folder / "durable.db", folder / "cold.db"]
+    before = [digest(f) for f in files]
+
+    def wal_bytes() -> int:
+        wals = [Path(f"{f}-wal") for f in files]
+        return sum(w.stat().st_size for w in wals if w.exists())
+
+    listed = cli("agents", "--db", url)
+    assert listed.code == 0, str(listed)
+    assert all(name in listed.stdout for name in ("alpha", "beta", "gamma")), str(listed)
+    for agent, text in (("alpha", "research"), ("beta", '"n": 2')):
+        shown = cli("show", agent, "--db", url)
+        assert shown.code == 0, str(shown)
+        assert text in shown.stdout, str(shown)
+    # the main files byte-for-byte as they were, and nothing written to a WAL (a
+    # read-only SQLite connection may leave an empty -wal and a -shm beside them)
+    assert [digest(f) for f in files] == before
+    assert wal_bytes() == 0
+    names = sorted(p.name for p in folder.iterdir() if not p.name.endswith(("-wal", "-shm")))
+    assert names == ["cold.db", "durable.db"]

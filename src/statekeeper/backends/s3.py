@@ -49,6 +49,8 @@ from ..errors import (
     ConfigurationError,
     ConflictError,
     IntegrityError,
+    NotAStore,
+    ReadOnlyStore,
     StoreClosed,
 )
 from ..records import (
@@ -167,6 +169,12 @@ class S3Backend(Backend):
         client_options: more keyword arguments for ``boto3.client("s3", ...)``
             (credentials, ``config``...). Credentials otherwise come from the usual
             AWS chain (environment, profile, instance role).
+        readonly: read only: every write raises
+            :class:`~statekeeper.errors.ReadOnlyStore` before any request is sent, the
+            bucket is never created (``create_bucket`` is ignored), and
+            :meth:`ensure_store` raises :class:`~statekeeper.errors.NotAStore` for a
+            missing bucket or a prefix holding neither statekeeper's marker
+            (``<prefix>/statekeeper.meta``, written by :meth:`initialize`) nor any agent.
     """
 
     name = "s3"
@@ -182,6 +190,7 @@ class S3Backend(Backend):
         create_bucket: bool = False,
         max_workers: int = 16,
         cache_bytes: int = 64 * 2**20,
+        readonly: bool = False,
         **client_options: Any,
     ) -> None:
         if not bucket:
@@ -189,8 +198,10 @@ class S3Backend(Backend):
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
-        self.create_bucket = create_bucket
+        self.readonly = readonly
+        self.create_bucket = create_bucket and not readonly
         self._root = f"{self.prefix}/a/" if self.prefix else "a/"
+        self._marker = f"{self.prefix}/statekeeper.meta" if self.prefix else "statekeeper.meta"
         options = dict(client_options)
         options.setdefault(
             "config",
@@ -241,6 +252,38 @@ class S3Backend(Backend):
                 raise ConfigurationError(f"unknown s3 option {key!r} in {mask_url(url)!r}")
         kwargs.update(overrides)
         return cls(parts.netloc, parts.path, **kwargs)
+
+    # -- read-only opening and ``statekeeper init`` --------------------------------------
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise ReadOnlyStore(f"s3://{self.bucket}/{self.prefix} is open read-only")
+
+    def _is_store(self) -> bool:
+        try:
+            self._s3.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            if _code(exc) in _NOT_FOUND | {"NoSuchBucket"}:
+                return False
+            raise
+        if self._head_meta(self._marker) is not None:
+            return True
+        page = self._s3.list_objects_v2(Bucket=self.bucket, Prefix=self._root, MaxKeys=1)
+        return bool(page.get("Contents"))
+
+    async def ensure_store(self) -> None:
+        self._check_open()
+        if not await self._call(self._is_store):
+            raise NotAStore(
+                f"s3://{self.bucket}/{self.prefix}",
+                "it holds no statekeeper data (no bucket, or nothing under the prefix); "
+                "run `statekeeper init URL` to create one",
+            )
+
+    async def initialize(self) -> None:
+        """Create the bucket if ``create_bucket`` and write the store's marker object."""
+        self._check_writable()
+        await self._run(self._put_new, self._marker, b"statekeeper")
 
     # -- keys --------------------------------------------------------------------------
 
@@ -456,6 +499,7 @@ class S3Backend(Backend):
 
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check_open()
+        self._check_writable()
         validate_request(request)
         self.refuse_fence(request)
         return await self._run(self._append_sync, request)
@@ -464,6 +508,7 @@ class S3Backend(Backend):
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | BaseException]:
         self._check_open()
+        self._check_writable()
         return await super().append_batch(requests)
 
     def _put_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
@@ -480,6 +525,7 @@ class S3Backend(Backend):
         self._put_snapshot(agent_id, snapshot)
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        self._check_writable()
         await self._run(self._save_snapshot_sync, agent_id, snapshot)
 
     def _rewrite_sync(self, request: RewriteRequest) -> None:
@@ -544,6 +590,7 @@ class S3Backend(Backend):
         last. S3 has no multi-object transaction: an interrupted rewrite leaves some
         records rewritten and others not (each one valid); running it again finishes it."""
         self._check_open()
+        self._check_writable()
         validate_rewrite(request)
         await self._run(self._rewrite_sync, request)
 
@@ -562,6 +609,7 @@ class S3Backend(Backend):
         return existed
 
     async def delete_agent(self, agent_id: str) -> bool:
+        self._check_writable()
         return await self._run(self._delete_sync, agent_id)
 
     def _drop_all_sync(self, delete_bucket: bool) -> int:
@@ -579,6 +627,7 @@ class S3Backend(Backend):
     async def drop_all(self, *, delete_bucket: bool = False) -> int:
         """Delete every object under this backend's prefix (tests, benchmarks), and the
         bucket too when asked (it must then hold nothing else). Returns how many."""
+        self._check_writable()
         return await self._run(self._drop_all_sync, delete_bucket)
 
     # -- reads ------------------------------------------------------------------------

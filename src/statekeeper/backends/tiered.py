@@ -51,6 +51,14 @@ Multi-process rules
     and is dropped and refilled. Demotion of an agent must not race with writes to it
     from other processes (run ``demote_idle`` in one process, or hold the agent's
     lease).
+
+Read-only (``readonly=True``)
+    Every write (appends, snapshots, deletes, rewrites, leases, demotion,
+    ``initialize``) raises :class:`~statekeeper.errors.ReadOnlyStore` before any tier
+    is touched. Reads are answered by the durable tier, or by the cold tier for an
+    agent whose durable marker says it was demoted; nothing is ever filled into the
+    hot tier, rehydrated or demoted, and no background demoter runs. The hot tier is
+    not used at all (see :meth:`TieredBackend.hot_available`).
 """
 
 from __future__ import annotations
@@ -67,7 +75,13 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from ..errors import ConfigurationError, ConflictError, IntegrityError, StoreClosed
+from ..errors import (
+    ConfigurationError,
+    ConflictError,
+    IntegrityError,
+    ReadOnlyStore,
+    StoreClosed,
+)
 from ..records import (
     AgentInfo,
     AppendRequest,
@@ -118,6 +132,8 @@ class TieredBackend(Backend):
         hot_retry_after: seconds the hot tier is left alone after a failure.
         fill_limit: streams longer than this are not copied into the hot tier.
         clock: wall clock used for idleness (compared with event timestamps).
+        readonly: read only (see the module documentation); the tiers should be
+            opened read-only too (``from_url`` does that).
     """
 
     name = "tiered"
@@ -134,6 +150,7 @@ class TieredBackend(Backend):
         hot_retry_after: float = 1.0,
         fill_limit: int = 10_000,
         clock: Callable[[], float] = time.time,
+        readonly: bool = False,
     ) -> None:
         if idle_after is not None and cold is None:
             raise ConfigurationError("idle_after needs a cold tier to demote agents to")
@@ -174,6 +191,7 @@ class TieredBackend(Backend):
         self.hot_retry_after = hot_retry_after
         self.fill_limit = fill_limit
         self.clock = clock
+        self.readonly = readonly
         self._hot_down_until = 0.0
         self._dirty: set[str] = set()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -190,14 +208,18 @@ class TieredBackend(Backend):
         }
 
     @classmethod
-    def from_url(cls, url: str, *, connect_timeout: float | None = None) -> TieredBackend:
+    def from_url(
+        cls, url: str, *, connect_timeout: float | None = None, readonly: bool = False
+    ) -> TieredBackend:
         """``tiered://?hot=<url>&durable=<url>&cold=<url>&idle_after=<s>&…``.
 
         Each tier is a URL for :func:`~statekeeper.backends.url.open_backend`,
         percent-encoded (see :func:`~statekeeper.backends.url.tiered_url`). Other
         options: ``demote_interval``, ``hot_timeout``, ``hot_retry_after`` (seconds)
         and ``fill_limit``. A ``redis://`` hot tier gets ``retry_timeout=0`` unless the
-        URL sets it. ``connect_timeout`` is passed to every tier.
+        URL sets it. ``connect_timeout`` is passed to every tier. ``readonly=True``
+        opens the durable and cold tiers read-only and does not open the hot tier
+        (a read-only tiered backend never uses it).
         """
         from .redact import mask_url
         from .url import open_backend
@@ -231,10 +253,19 @@ class TieredBackend(Backend):
             raise ConfigurationError(
                 f"unknown tiered options {sorted(options)} in {mask_url(url)!r}"
             )
-        durable = open_backend(durable_url, connect_timeout=connect_timeout)
-        hot = open_backend(hot_url, connect_timeout=connect_timeout) if hot_url else None
-        cold = open_backend(cold_url, connect_timeout=connect_timeout) if cold_url else None
-        return cls(durable, hot, cold, **kwargs)
+        durable = open_backend(durable_url, connect_timeout=connect_timeout, readonly=readonly)
+        # read-only, the hot tier is never used: it is not even opened
+        hot = (
+            open_backend(hot_url, connect_timeout=connect_timeout)
+            if hot_url and not readonly
+            else None
+        )
+        cold = (
+            open_backend(cold_url, connect_timeout=connect_timeout, readonly=readonly)
+            if cold_url
+            else None
+        )
+        return cls(durable, hot, cold, readonly=readonly, **kwargs)
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -246,7 +277,12 @@ class TieredBackend(Backend):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed("tiered backend is closed")
-        if self.demote_interval is not None and self._maintenance is None and self.cold is not None:
+        if (
+            self.demote_interval is not None
+            and self._maintenance is None
+            and self.cold is not None
+            and not self.readonly
+        ):
             self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
 
     def _lock(self, agent_id: str) -> asyncio.Lock:
@@ -261,8 +297,43 @@ class TieredBackend(Backend):
             self._last_used[agent_id] = self.clock()
 
     def hot_available(self) -> bool:
-        """True when a hot tier is configured and not marked down."""
+        """True when a hot tier is configured and not marked down (never when
+        read-only)."""
+        # Read-only, the hot tier is simply not used (rather than used under the
+        # durable-head check): a miss or a stale copy would have to be refilled or
+        # dropped, which are writes, and the process-local hot tier of a fresh
+        # read-only process is empty anyway. The durable tier answers everything, as
+        # it does whenever the hot tier is down.
+        if self.readonly:
+            return False
         return self.hot is not None and time.monotonic() >= self._hot_down_until
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise ReadOnlyStore("the tiered store is open read-only")
+
+    async def _reader(self, agent_id: str) -> Backend:
+        """Read-only: the tier that holds the agent — the durable tier, or the cold
+        tier when the agent has no durable stream but a durable marker (demoted)."""
+        cold = self.cold
+        if cold is None or _is_marker(agent_id) or await self.durable.head(agent_id) > 0:
+            return self.durable
+        if await self.durable.head(COLD_MARKER + agent_id) == 0:
+            return self.durable
+        return cold
+
+    async def ensure_store(self) -> None:
+        """The durable tier (the tier of record) must be a statekeeper store."""
+        self._check_open()
+        await self.durable.ensure_store()
+
+    async def initialize(self) -> None:
+        """Initialize the durable tier, and the cold tier if any."""
+        self._check_open()
+        self._check_writable()
+        await self.durable.initialize()
+        if self.cold is not None:
+            await self.cold.initialize()
 
     def _hot_failed(self, exc: BaseException) -> None:
         self.stats["hot_failures"] += 1
@@ -363,6 +434,7 @@ class TieredBackend(Backend):
 
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check_open()
+        self._check_writable()
         validate_request(request)
         agent_id = request.agent_id
         self._touch(agent_id)
@@ -418,6 +490,7 @@ class TieredBackend(Backend):
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | BaseException]:
         self._check_open()
+        self._check_writable()
         if not requests:
             return []
         agents = sorted({r.agent_id for r in requests})
@@ -458,6 +531,7 @@ class TieredBackend(Backend):
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         self._check_open()
+        self._check_writable()
         self._touch(agent_id)
         async with self._lock(agent_id):
             try:
@@ -476,6 +550,7 @@ class TieredBackend(Backend):
 
     async def delete_agent(self, agent_id: str) -> bool:
         self._check_open()
+        self._check_writable()
         self._last_used.pop(agent_id, None)
         async with self._lock(agent_id):
             existed = await self.durable.delete_agent(agent_id)
@@ -500,12 +575,16 @@ class TieredBackend(Backend):
     async def head(self, agent_id: str) -> int:
         """The durable tier's head (the authority; the hot tier is never asked)."""
         self._check_open()
+        if self.readonly:
+            return await (await self._reader(agent_id)).head(agent_id)
         self._touch(agent_id)
         return await self._durable_head(agent_id)
 
     async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
         """The durable tier's head and tag (the authority; the hot tier is never asked)."""
         self._check_open()
+        if self.readonly:
+            return await (await self._reader(agent_id)).head_tag(agent_id)
         self._touch(agent_id)
         if self.cold is not None:
             await self._durable_head(agent_id)
@@ -515,6 +594,7 @@ class TieredBackend(Backend):
         """Rewrite in the durable tier (see :meth:`Backend.rewrite`); the hot copy is
         dropped and refilled from the new bytes on the next read."""
         self._check_open()
+        self._check_writable()
         async with self._lock(request.agent_id):
             if self.cold is not None:
                 await self._rehydrate(request.agent_id, locked=True)
@@ -526,14 +606,17 @@ class TieredBackend(Backend):
 
     async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
         self._check_open()
+        self._check_writable()
         return await self.durable.acquire_lease(agent_id, holder, ttl)
 
     async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
         self._check_open()
+        self._check_writable()
         return await self.durable.renew_lease(agent_id, holder, token, ttl)
 
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
         self._check_open()
+        self._check_writable()
         return await self.durable.release_lease(agent_id, holder, token)
 
     async def get_lease(self, agent_id: str) -> LeaseInfo | None:
@@ -548,6 +631,8 @@ class TieredBackend(Backend):
         limit: int | None = None,
     ) -> list[RawEvent]:
         self._check_open()
+        if self.readonly:
+            return await (await self._reader(agent_id)).read(agent_id, after_seq, to_seq, limit)
         self._touch(agent_id)
         checked = await self._hot_checked(
             agent_id, lambda h: h.read(agent_id, after_seq, to_seq, limit)
@@ -567,6 +652,8 @@ class TieredBackend(Backend):
         """Answered by the durable tier (its answer cannot be checked for completeness
         the way a read can; it is a rare, time-travel call)."""
         self._check_open()
+        if self.readonly:
+            return await (await self._reader(agent_id)).seq_at(agent_id, timestamp)
         self._touch(agent_id)
         if self.cold is not None:
             await self._durable_head(agent_id)
@@ -576,6 +663,9 @@ class TieredBackend(Backend):
         self, agent_id: str, at_or_below: int | None = None
     ) -> RawSnapshot | None:
         self._check_open()
+        if self.readonly:
+            tier = await self._reader(agent_id)
+            return await tier.latest_snapshot(agent_id, at_or_below)
         self._touch(agent_id)
         # A checked hot copy holds every snapshot of the agent: its "none" is exact too.
         # (Should the hot tier lose data during the call, an older snapshot or none
@@ -593,6 +683,8 @@ class TieredBackend(Backend):
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
         self._check_open()
+        if self.readonly:
+            return await (await self._reader(agent_id)).lookup_key(agent_id, key)
         self._touch(agent_id)
         if self.cold is not None:
             await self._durable_head(agent_id)
@@ -603,6 +695,8 @@ class TieredBackend(Backend):
         durable tier cannot list them)."""
         self._check_open()
         self.require(Capability.KEY_EXPORT)
+        if self.readonly:
+            return await (await self._reader(agent_id)).idempotency_keys(agent_id)
         if self.cold is not None:
             await self._durable_head(agent_id)
         return await self.durable.idempotency_keys(agent_id)
@@ -617,6 +711,7 @@ class TieredBackend(Backend):
         """``drop_all`` on every tier (hot first, the tier of record, then cold)."""
         self._check_open()
         self.require(Capability.DROP_ALL)
+        self._check_writable()
         tiers = [t for t in (self.hot, self.durable, self.cold) if t is not None]
         for tier in tiers:
             await tier.drop_all()
@@ -739,6 +834,7 @@ class TieredBackend(Backend):
     async def demote_idle(self, now: float | None = None) -> list[str]:
         """Demote every agent idle longer than ``idle_after``; returns their ids."""
         self._check_open()
+        self._check_writable()
         if self.cold is None or self.idle_after is None:
             return []
         cutoff = (self.clock() if now is None else now) - self.idle_after
@@ -763,6 +859,7 @@ class TieredBackend(Backend):
     async def demote(self, agent_id: str) -> bool:
         """Move one agent to the cold tier now. False if it has no durable stream."""
         self._check_open()
+        self._check_writable()
         cold = self.cold
         if cold is None:
             raise ConfigurationError("no cold tier to demote to")

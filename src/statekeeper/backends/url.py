@@ -95,12 +95,15 @@ def open_backend(
 
     ``readonly=True`` opens the store for reading only and never creates one: SQLite
     with a ``mode=ro`` connection, PostgreSQL without DDL in read-only sessions, Redis
-    without TTL refreshes or index tidying; every write raises
+    without TTL refreshes or index tidying, S3 without creating the bucket, and
+    ``tiered://`` with its durable and cold tiers read-only and its hot tier unused
+    (reads come from the durable tier, or the cold tier for a demoted agent; nothing
+    is filled, rehydrated or demoted); every write raises
     :class:`~statekeeper.errors.ReadOnlyStore`, and something that is not a
     statekeeper store raises :class:`~statekeeper.errors.NotAStore` (SQLite at once,
-    the servers on first use or :meth:`~.base.Backend.ensure_store`). ``memory://`` is
-    accepted as is; ``s3://`` and ``tiered://`` cannot be opened read-only yet
-    (:class:`~statekeeper.errors.ConfigurationError`).
+    the others on first use or :meth:`~.base.Backend.ensure_store`; a tiered store is
+    judged by its durable tier, an S3 one by its bucket and prefix). ``memory://`` is
+    accepted as is.
     """
     if not isinstance(url, str) or not url:
         raise ConfigurationError("a backend URL must be a non-empty string")
@@ -131,21 +134,16 @@ def open_backend(
         except ImportError as exc:  # pragma: no cover
             raise _missing("redis", exc) from exc
         return RedisBackend.from_url(url, readonly=readonly, **timeout)
-    if readonly and scheme in ("s3", "tiered"):
-        raise ConfigurationError(
-            f"{scheme}:// stores cannot be opened read-only yet "
-            "(read-only: sqlite, postgresql, redis, memory)"
-        )
     if scheme == "s3":
         try:
             from .s3 import S3Backend
         except ImportError as exc:  # pragma: no cover
             raise _missing("s3", exc) from exc
-        return S3Backend.from_url(url)
+        return S3Backend.from_url(url, readonly=readonly)
     if scheme == "tiered":
         from .tiered import TieredBackend
 
-        return TieredBackend.from_url(url, connect_timeout=connect_timeout)
+        return TieredBackend.from_url(url, connect_timeout=connect_timeout, readonly=readonly)
     raise ConfigurationError(
         f"unknown backend scheme {scheme!r} in {mask_url(url)!r} (known: memory, sqlite, "
         "postgresql, redis, rediss, unix, s3, tiered)"
