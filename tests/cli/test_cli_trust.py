@@ -434,17 +434,19 @@ def test_read_commands_open_a_tiered_store_read_only(tmp_path: Path) -> None:
 
     folder = tmp_path / "store"
     folder.mkdir()
-    url = tiered_url(
-        hot="memory://",
-        durable=f"sqlite:///{folder / 'durable.db'}",
-        cold=f"sqlite:///{folder / 'cold.db'}",
-        idle_after=0.001,
-        demote_interval=0.001,  # a writer would demote every agent at once
-    )
-    populate(url)
+    tiers = {
+        "hot": "memory://",
+        "durable": f"sqlite:///{folder / 'durable.db'}",
+        "cold": f"sqlite:///{folder / 'cold.db'}",
+    }
+    # written (and beta demoted) with no background demoter, so only beta is cold ...
+    writer_url = tiered_url(**tiers, idle_after=3600)
+    # ... and read with one that a writer would run at once on every agent
+    url = tiered_url(**tiers, idle_after=0.001, demote_interval=0.001)
+    populate(writer_url)
 
     async def demote_beta() -> None:
-        backend = open_backend(url)
+        backend = open_backend(writer_url)
         assert isinstance(backend, TieredBackend)
         try:
             assert await backend.demote("beta")

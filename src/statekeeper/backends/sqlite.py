@@ -57,6 +57,7 @@ from ..errors import (
     LeaseLost,
     NotAStore,
     ReadOnlyStore,
+    StatekeeperError,
     StoreClosed,
     StoreLocked,
 )
@@ -217,8 +218,10 @@ def _check_header(path: str) -> None:
 CHECKPOINT_PAGES = 1000
 
 
-class _Busy(Exception):
-    """Inline ``BEGIN IMMEDIATE`` found the write lock taken: retry on the writer thread."""
+class _Busy(StatekeeperError):
+    """Inline ``BEGIN IMMEDIATE`` found the write lock taken: retry on the writer thread.
+
+    Internal (never leaves this module); a StatekeeperError like every class we define."""
 
 
 def _settle(
@@ -355,6 +358,8 @@ class SQLiteBackend(Backend):
         self._writer: sqlite3.Connection | None = None
         self.inline_writes = inline_writes
         self._wal_pages = 0
+        #: a checkpoint is queued on the writer thread; inline writes wait behind it
+        self._checkpoint_due = False
         self._queues: dict[
             asyncio.AbstractEventLoop,
             list[tuple[AppendRequest, asyncio.Future[AppendResult | BaseException]]],
@@ -600,7 +605,10 @@ class SQLiteBackend(Backend):
         if inline and self.inline_writes:
             # one pass of the loop first: a loop of writes never starves other tasks
             await asyncio.sleep(0)
-            if self._writer_busy.acquire(blocking=False):
+            # A checkpoint queued on the writer thread goes first: writes queue behind it
+            # there (FIFO) instead of winning the lock inline again and again, which on a
+            # busy machine let the WAL grow without bound.
+            if not self._checkpoint_due and self._writer_busy.acquire(blocking=False):
                 # The writer is idle: run the transaction here, no thread hop. It
                 # blocks the loop for the transaction only — never for a lock another
                 # connection holds (_begin raises _Busy instead) nor for a checkpoint
@@ -633,10 +641,12 @@ class SQLiteBackend(Backend):
         if self._wal_pages < CHECKPOINT_PAGES:
             return
         self._wal_pages = 0
+        self._checkpoint_due = True
         with contextlib.suppress(RuntimeError):  # shut down by close(): closing checkpoints
             self._writer_pool.submit(self._locked, self._checkpoint)
 
     def _checkpoint(self) -> None:
+        self._checkpoint_due = False
         conn = self._writer
         if conn is None:
             return
