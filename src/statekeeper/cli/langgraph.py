@@ -2,7 +2,10 @@
 :class:`~statekeeper.integrations.langgraph.StatekeeperSaver`.
 
 ``statekeeper langgraph prune --keep-last 20 --ttl 30d [--thread ID …] [--dry-run]``
-applies retention (see :meth:`StatekeeperSaver.prune_retention`). LangGraph is imported
+applies retention (see :meth:`StatekeeperSaver.prune_retention`);
+``statekeeper langgraph import SOURCE_URL TARGET_URL`` copies the threads of a LangGraph
+``SqliteSaver`` / ``PostgresSaver`` database into a statekeeper store and ``export``
+copies them back (see :mod:`statekeeper.integrations.langgraph.migrate`). LangGraph is imported
 only when a command runs, so the rest of the CLI works without the extra.
 """
 
@@ -10,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,7 +26,8 @@ __all__ = ["langgraph_app", "parse_duration"]
 
 langgraph_app = typer.Typer(
     name="langgraph",
-    help="Maintain LangGraph threads stored by the statekeeper checkpointer.",
+    help="Maintain LangGraph threads stored by the statekeeper checkpointer; move "
+    "them in from (and out to) LangGraph's SqliteSaver / PostgresSaver.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -114,4 +120,132 @@ def prune(
             if report.threads_skipped
             else ""
         )
+    )
+
+
+def _move(
+    direction: str,
+    source: str,
+    target: str,
+    *,
+    thread: list[str] | None,
+    dry_run: bool,
+    key_file: Path | None,
+    as_json: bool,
+) -> None:
+    """``langgraph import`` / ``langgraph export``: copy, verify, report."""
+    from ..backends.redact import scrub
+    from . import exits
+    from .app import masked
+    from .progress import bar
+
+    def hide(text: str) -> str:
+        return scrub(scrub(masked(text), source), target)
+
+    try:
+        keyring = env_keyring(key_file)
+        try:
+            from ..integrations.langgraph import migrate
+        except ImportError as exc:
+            raise fail(str(exc), 2) from None
+        move = migrate.import_threads if direction == "import" else migrate.export_threads
+        with bar(f"{direction}ing", unit="checkpoints", disable=as_json or dry_run) as shown:
+
+            def progress(total: int) -> Callable[[int], None]:
+                task = shown.add_task(f"{direction}ing", total=total)
+                return lambda n: shown.advance(task, n)
+
+            report = move(
+                source,
+                target,
+                keyring=keyring,
+                thread_ids=thread or None,
+                dry_run=dry_run,
+                progress=progress,
+            )
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as exc:
+        raise typer.Exit(exits.report(exc, hide)) from None
+    if as_json:
+        typer.echo(json.dumps(report.as_dict()))
+        return
+    console = out_console()
+    if dry_run:
+        console.print(
+            f"would copy {report.checkpoints - report.checkpoints_present} of "
+            f"{report.checkpoints} checkpoint(s) in {report.threads} thread(s) "
+            f"({report.namespaces} namespace(s), {report.writes} pending write(s)); "
+            f"{report.checkpoints_present} already in the target; nothing written"
+        )
+        return
+    console.print(
+        f"copied {report.checkpoints_copied} checkpoint(s) and {report.writes_copied} "
+        f"pending write(s) in {report.threads} thread(s) ({report.namespaces} namespace(s))"
+        + (
+            f"; {report.checkpoints_present} checkpoint(s) were already there"
+            if report.checkpoints_present
+            else ""
+        )
+    )
+    console.print(
+        f"verified: {report.threads_verified} thread(s) read back through the new saver "
+        "equal the source (checkpoints, parents, values, metadata, pending writes)"
+    )
+
+
+_SourceArg = Annotated[str, typer.Argument(metavar="SOURCE_URL", show_default=False)]
+_TargetArg = Annotated[str, typer.Argument(metavar="TARGET_URL", show_default=False)]
+_ThreadOption = Annotated[
+    list[str] | None,
+    typer.Option("--thread", "-t", help="Only this thread (repeatable). Default: every thread."),
+]
+_DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Count what would be copied; write nothing.")
+]
+
+
+@langgraph_app.command("import")
+def import_cmd(
+    source: _SourceArg,
+    target: _TargetArg,
+    thread: _ThreadOption = None,
+    dry_run: _DryRunOption = False,
+    key_file: KeyFileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Copy every thread of a LangGraph SqliteSaver / PostgresSaver database (a SQLite
+    file or postgresql:// URL) into a statekeeper store, then verify it. Resumable:
+    run it again after an interruption. The source is only read."""
+    _move(
+        "import",
+        source,
+        target,
+        thread=thread,
+        dry_run=dry_run,
+        key_file=key_file,
+        as_json=as_json,
+    )
+
+
+@langgraph_app.command("export")
+def export_cmd(
+    source: _SourceArg,
+    target: _TargetArg,
+    thread: _ThreadOption = None,
+    dry_run: _DryRunOption = False,
+    key_file: KeyFileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Copy every LangGraph thread of a statekeeper store into a SqliteSaver /
+    PostgresSaver database (created when missing), then verify it. Resumable; the
+    source is only read."""
+    _move(
+        "export",
+        source,
+        target,
+        thread=thread,
+        dry_run=dry_run,
+        key_file=key_file,
+        as_json=as_json,
     )
