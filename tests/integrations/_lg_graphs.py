@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import interrupt
+from langgraph.types import Send, interrupt
 
 
 class ChatState(TypedDict, total=False):
@@ -120,3 +120,61 @@ def parallel_graph(log_path: str, block_file: str | None = None) -> StateGraph[A
 def opening(n: int = 2) -> list[AnyMessage]:
     """The conversation a chat thread starts with."""
     return [HumanMessage(f"hello {i}", id=f"h-{i}") for i in range(n)]
+
+
+class MapState(TypedDict, total=False):
+    topics: list[str]
+    results: Annotated[list[str], operator.add]
+    summary: str
+
+
+class ItemState(TypedDict, total=False):
+    topic: str
+    results: Annotated[list[str], operator.add]
+
+
+def item_subgraph(log_path: str | None = None) -> Any:
+    """research -> check (interrupts: a person approves each item) -> summarize."""
+
+    def research(state: ItemState) -> dict[str, Any]:
+        log(log_path, f"research {state['topic']}")
+        return {"results": [f"facts on {state['topic']}"]}
+
+    def check(state: ItemState) -> dict[str, Any]:
+        log(log_path, f"check {state['topic']}")
+        verdict = interrupt({"approve": state["topic"]})
+        return {"results": [f"{state['topic']}: {verdict}"]}
+
+    builder = StateGraph(ItemState)
+    builder.add_node("research", research)
+    builder.add_node("check", check)
+    builder.add_edge(START, "research")
+    builder.add_edge("research", "check")
+    builder.add_edge("check", END)
+    return builder.compile()
+
+
+def map_reduce_graph(log_path: str | None = None) -> StateGraph[Any]:
+    """plan -> one ``item`` subgraph per topic (``Send`` fan-out; each interrupts) ->
+    reduce. Subgraph checkpoints live in their own ``item:<task id>`` namespaces."""
+
+    def plan(state: MapState) -> dict[str, Any]:
+        log(log_path, "plan")
+        return {"topics": list(state.get("topics") or ["ducks", "geese", "swans"])}
+
+    def fan_out(state: MapState) -> list[Send]:
+        return [Send("item", {"topic": t}) for t in state["topics"]]
+
+    def reduce(state: MapState) -> dict[str, Any]:
+        log(log_path, "reduce")
+        return {"summary": " | ".join(sorted(state.get("results") or []))}
+
+    builder = StateGraph(MapState)
+    builder.add_node("plan", plan)
+    builder.add_node("item", item_subgraph(log_path))
+    builder.add_node("reduce", reduce)
+    builder.add_edge(START, "plan")
+    builder.add_conditional_edges("plan", fan_out, ["item"])
+    builder.add_edge("item", "reduce")
+    builder.add_edge("reduce", END)
+    return builder

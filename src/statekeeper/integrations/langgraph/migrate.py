@@ -28,7 +28,12 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointTuple,
+)
 
 from ...errors import ConfigurationError, IntegrityError
 from .peers import IncompatibleTarget, NotALangGraphDatabase, PeerDatabase, open_peer
@@ -220,8 +225,7 @@ def _open_statekeeper(
             raise
         raise IncompatibleTarget(
             mask_url(url),
-            f"{exc.reason}; the target must be a statekeeper store "
-            "(create it with `statekeeper init URL`)",
+            f"it is not a statekeeper store ({exc.reason}); create one with `statekeeper init URL`",
         ) from None
     options: dict[str, Any] = {"keyring": keyring, "fork_protection": False}
     if serde is not None:
@@ -245,6 +249,35 @@ def _run_sync(coro: Coroutine[Any, Any, None]) -> None:
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         pool.submit(asyncio.run, coro).result()
+
+
+# -- channel versions -------------------------------------------------------------------
+
+
+def _peer_version(version: Any) -> Any:
+    """An integer channel version (``StatekeeperSaver``'s) in the zero-padded string
+    form LangGraph's SQLite and PostgreSQL savers use: their ``get_next_version``
+    returns strings, and LangGraph compares a thread's old and new versions."""
+    if isinstance(version, int) and not isinstance(version, bool):
+        return f"{version:032}.{0:016}"
+    return version
+
+
+def peer_checkpoint(checkpoint: Checkpoint) -> Checkpoint:
+    """``checkpoint`` with its channel versions in LangGraph's string form."""
+    out = dict(checkpoint)
+    out["channel_versions"] = {
+        ch: _peer_version(v) for ch, v in checkpoint["channel_versions"].items()
+    }
+    out["versions_seen"] = {
+        node: {ch: _peer_version(v) for ch, v in seen.items()}
+        for node, seen in checkpoint["versions_seen"].items()
+    }
+    return cast(Checkpoint, out)
+
+
+def _peer_tuple(tup: CheckpointTuple) -> CheckpointTuple:
+    return tup._replace(checkpoint=peer_checkpoint(tup.checkpoint))
 
 
 # -- comparing -------------------------------------------------------------------------
@@ -316,13 +349,33 @@ def _differences(a: CheckpointTuple, b: CheckpointTuple) -> str | None:
 
 
 def compare_threads(
-    source: BaseCheckpointSaver[Any], target: BaseCheckpointSaver[Any], thread_id: str
+    source: BaseCheckpointSaver[Any],
+    target: BaseCheckpointSaver[Any],
+    thread_id: str,
+    *,
+    expect: Callable[[CheckpointTuple], CheckpointTuple] | None = None,
 ) -> None:
     """Check that ``list`` of a thread through ``target`` equals it through ``source``
-    (every namespace, newest first); raise :class:`MigrationMismatch` otherwise."""
+    (every namespace, newest first); raise :class:`MigrationMismatch` otherwise.
+    ``expect`` turns a source tuple into what the target should hold."""
     config: Any = {"configurable": {"thread_id": thread_id}}
     src: Iterator[CheckpointTuple] = iter(source.list(config))
     dst: Iterator[CheckpointTuple] = iter(target.list(config))
+    try:
+        _compare(src, dst, thread_id, expect)
+    finally:  # a mismatch leaves the savers' cursors open: close them now
+        for it in (src, dst):
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+
+
+def _compare(
+    src: Iterator[CheckpointTuple],
+    dst: Iterator[CheckpointTuple],
+    thread_id: str,
+    expect: Callable[[CheckpointTuple], CheckpointTuple] | None,
+) -> None:
     missing = object()
     while True:
         a = next(src, missing)
@@ -336,6 +389,8 @@ def compare_threads(
             a = cast(CheckpointTuple, a)
             raise MigrationMismatch(thread_id, a.checkpoint["id"], "missing from the copy")
         a, b = cast(CheckpointTuple, a), cast(CheckpointTuple, b)
+        if expect is not None:
+            a = expect(a)
         if a.checkpoint["id"] != b.checkpoint["id"]:
             raise MigrationMismatch(
                 thread_id, a.checkpoint["id"], f"listed in another order ({b.checkpoint['id']})"
@@ -373,7 +428,12 @@ def _put_writes(
 
 
 def _copy_thread(
-    source: _Side, target: _Side, thread_id: str, present: set[tuple[str, str]], tick: Progress
+    source: _Side,
+    target: _Side,
+    thread_id: str,
+    present: set[tuple[str, str]],
+    tick: Progress,
+    convert: Callable[[CheckpointTuple], CheckpointTuple] | None,
 ) -> tuple[int, int]:
     """Copy a thread's missing checkpoints, oldest first. Returns (checkpoints, writes)."""
     paths = source.task_paths(thread_id)
@@ -388,6 +448,8 @@ def _copy_thread(
         if tup is None:  # deleted from the source meanwhile
             tick(1)
             continue
+        if convert is not None:
+            tup = convert(tup)
         checkpoint = tup.checkpoint
         writes += _put_writes(target.saver, {"configurable": conf}, tup, paths, ns, cid)
         parent = _parent(tup)
@@ -446,6 +508,7 @@ def _run(
     dry_run: bool,
     verify: bool,
     progress: Callable[[int], Progress] | None,
+    convert: Callable[[CheckpointTuple], CheckpointTuple] | None = None,
 ) -> MigrationReport:
     report, present = _plan(source, target, thread_ids)
     report.dry_run = dry_run
@@ -453,12 +516,12 @@ def _run(
         return report
     tick = progress(report.checkpoints) if progress is not None else (lambda n: None)
     for thread_id in report.thread_ids:
-        copied, writes = _copy_thread(source, target, thread_id, present[thread_id], tick)
+        copied, writes = _copy_thread(source, target, thread_id, present[thread_id], tick, convert)
         report.checkpoints_copied += copied
         report.writes_copied += writes
     if verify:
         for thread_id in report.thread_ids:
-            compare_threads(source.saver, target.saver, thread_id)
+            compare_threads(source.saver, target.saver, thread_id, expect=convert)
             report.threads_verified += 1
     return report
 
@@ -548,6 +611,7 @@ def export_threads(
                 dry_run=dry_run,
                 verify=verify,
                 progress=progress,
+                convert=_peer_tuple,
             )
         finally:
             target.close()

@@ -275,6 +275,10 @@ def _open_postgres(url: str, *, readonly: bool) -> PeerDatabase:
         raise NotALangGraphDatabase(
             location, f"cannot connect ({scrub(' '.join(str(exc).split()), url)})"
         ) from None
+    if schema and not readonly:  # a target schema is created as statekeeper's own are
+        from psycopg import sql
+
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
     saver = PostgresSaver(conn)
     migrations = len(saver.MIGRATIONS) - 1
     with conn.cursor() as cur:
