@@ -1,4 +1,5 @@
-"""docs/cli.md is executed: every transcript in it is the CLI's own output, at 80 columns.
+"""docs/cli.md (and the transcripts of docs/langgraph.md) are executed: every transcript
+in them is the CLI's own output, at 80 columns.
 
 A transcript is a block between markers::
 
@@ -9,14 +10,14 @@ A transcript is a block between markers::
     ```
     <!-- /transcript -->
 
-The test runs each command (in document order, in one scratch directory holding the
-stores below, ``COLUMNS=80``, ``TZ=UTC``, no colour) and rebuilds the block from its
-output (stdout, then stderr; the exit code when it is not 0). Options after ``;`` in
-the marker: ``exit N`` (the expected exit code), ``loose`` (for output with pids,
-timings and timestamps: compared with every number masked and whitespace collapsed),
-``shape`` (for the demo, where a race decides which process ran the call in flight:
-only its headings, checks and verdict lines are compared, numbers masked; every line
-must still fit 80 columns).
+The test runs each command (in document order, in one scratch directory per document
+holding the stores below and a LangGraph ``SqliteSaver`` file ``langgraph.sqlite``,
+``COLUMNS=80``, ``TZ=UTC``, no colour) and rebuilds the block from its output (stdout,
+then stderr; the exit code when it is not 0). Options after ``;`` in the marker: ``exit
+N`` (the expected exit code), ``loose`` (for output with pids, timings and timestamps:
+compared with every number masked and whitespace collapsed), ``shape`` (for the demo,
+where a race decides which process ran the call in flight: only its headings, checks and
+verdict lines are compared, numbers masked; every line must still fit 80 columns).
 
 Run with ``STATEKEEPER_UPDATE_DOCS=1`` to rewrite the blocks from the fresh output.
 """
@@ -29,6 +30,7 @@ import shlex
 import sqlite3
 from pathlib import Path
 
+import pytest
 import typer
 from rich.cells import cell_len
 
@@ -36,7 +38,10 @@ from statekeeper.cli import app
 
 from ._proc import populate, sk
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
+DOC = DOCS_DIR / "cli.md"
+#: documents whose transcripts are checked (cli.md must have some; the others may not)
+TRANSCRIBED = ["cli.md", "langgraph.md"]
 BLOCK = re.compile(
     r"<!-- transcript: (?P<spec>.*?) -->\n(?P<body>.*?)<!-- /transcript -->", re.DOTALL
 )
@@ -57,6 +62,26 @@ def _scratch(tmp: Path) -> None:
             "UPDATE sk_events SET payload = CAST(replace(CAST(payload AS TEXT), "
             "'processing', 'procesXing') AS BLOB) WHERE agent_id = 'alpha' AND seq = 2"
         )
+    _langgraph_source(tmp / "langgraph.sqlite")
+
+
+def _langgraph_source(path: Path) -> None:
+    """A LangGraph ``SqliteSaver`` database: two finished chats and a review waiting at
+    its ``interrupt()`` (what ``langgraph import`` transcripts move)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from ..integrations._lg_graphs import chat_graph, opening, review_graph
+
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        saver = SqliteSaver(conn)
+        chat = chat_graph(3).compile(checkpointer=saver)
+        for thread in ("chat-1", "chat-2"):
+            chat.invoke({"messages": opening()}, {"configurable": {"thread_id": thread}})
+        review = review_graph().compile(checkpointer=saver)
+        review.invoke({"messages": opening(1)}, {"configurable": {"thread_id": "review-1"}})
+    finally:
+        conn.close()
 
 
 def _run(spec: str, cwd: Path) -> tuple[str, str, str]:
@@ -98,11 +123,13 @@ def _same(doc: str, fresh: str, mode: str) -> bool:
     return _mask(doc) == _mask(fresh)
 
 
-def test_cli_md_transcripts_are_the_cli_output(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", TRANSCRIBED)
+def test_md_transcripts_are_the_cli_output(name: str, tmp_path: Path) -> None:
     import fcntl
 
+    doc = DOCS_DIR / name
     _scratch(tmp_path)
-    text = DOC.read_text()
+    text = doc.read_text()
     DEMO_DIR.mkdir(exist_ok=True)
     with (DEMO_DIR / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one demo transcript at a time on this machine
@@ -119,13 +146,13 @@ def test_cli_md_transcripts_are_the_cli_output(tmp_path: Path) -> None:
         for match in BLOCK.finditer(text):
             _, body, mode = _run(match["spec"], tmp_path)
             fresh.append((match, body, mode))
-    assert fresh, "no transcripts found in docs/cli.md"
+    assert fresh, f"no transcripts found in docs/{name}"
     if os.environ.get("STATEKEEPER_UPDATE_DOCS") == "1":
         out, last = [], 0
         for match, body, _ in fresh:
             out += [text[last : match.start("body")], body]
             last = match.end("body")
-        DOC.write_text("".join(out) + text[last:])
+        doc.write_text("".join(out) + text[last:])
         return
     for _, body, _ in fresh:  # 80 columns (command lines, JSON, one-line errors aside)
         for line in body.splitlines():
@@ -134,9 +161,9 @@ def test_cli_md_transcripts_are_the_cli_output(tmp_path: Path) -> None:
     stale = []
     for match, body, mode in fresh:
         if not _same(match["body"], body, mode):
-            stale.append(f"--- in docs/cli.md\n{match['body']}--- the CLI prints\n{body}")
+            stale.append(f"--- in docs/{name}\n{match['body']}--- the CLI prints\n{body}")
     assert not stale, (
-        "docs/cli.md transcripts differ from the CLI (rewrite them with "
+        f"docs/{name} transcripts differ from the CLI (rewrite them with "
         "STATEKEEPER_UPDATE_DOCS=1):\n" + "\n".join(stale)
     )
 

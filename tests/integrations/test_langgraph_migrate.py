@@ -690,3 +690,26 @@ def test_a_copy_that_differs_is_reported(tmp_path: Path) -> None:
     out = _cli("langgraph", "import", source, target)
     assert out.returncode == 2 and "differs from the source" in out.stderr
     assert thread in out.stderr
+
+
+def test_running_again_copies_what_the_source_stored_since(tmp_path: Path) -> None:
+    """What docs/langgraph.md says: a second run copies only what is missing, also new
+    pending writes on a checkpoint copied before."""
+    source = str(tmp_path / "lg.sqlite")
+    _populate(source, threads=3)  # t02 is a review waiting at its interrupt
+    target = _init(f"sqlite:///{tmp_path / 'sk.db'}")
+    first = import_threads(source, target)
+    config = {"configurable": {"thread_id": "t02"}}
+    with _lg_saver(source) as saver:  # the old application goes on
+        graph = review_graph().compile(checkpointer=saver)
+        head = graph.get_state(config).config
+        # a write lands on the checkpoint already copied (as a parallel task's would)
+        saver.put_writes(head, [("notes", ["late"])], "late-task")
+        graph.invoke(Command(resume="later"), config)
+    second = import_threads(source, target)
+    assert second.checkpoints_present == first.checkpoints
+    assert second.checkpoints_copied == second.checkpoints - first.checkpoints > 0
+    assert second.threads_verified == 3
+    with StatekeeperSaver.from_url(target) as saver:
+        state = review_graph().compile(checkpointer=saver).get_state(config)
+        assert state.values["approved"] == "later"

@@ -119,7 +119,8 @@ class _Side:
     def index(self, thread_id: str) -> builtins.list[tuple[str, str]]:
         raise NotImplementedError
 
-    def count_writes(self, thread_id: str) -> int:
+    def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
+        """``{(checkpoint id, namespace): number of pending writes}``."""
         raise NotImplementedError
 
     def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
@@ -141,8 +142,8 @@ class _PeerSide(_Side):
     def index(self, thread_id: str) -> builtins.list[tuple[str, str]]:
         return self.db.index(thread_id)
 
-    def count_writes(self, thread_id: str) -> int:
-        return self.db.count_writes(thread_id)
+    def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
+        return self.db.write_counts(thread_id)
 
     def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
         return self.db.task_paths(thread_id)
@@ -176,17 +177,15 @@ class _StatekeeperSide(_Side):
             return []
         return sorted((cid, ns) for ns, nsd in doc["ns"].items() for cid in nsd["idx"])
 
-    def count_writes(self, thread_id: str) -> int:
+    def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
         doc = self._doc(thread_id)
         if doc is None:
-            return 0
-        return sum(
-            len(task["i"])
-            for nsd in doc["ns"].values()
+            return {}
+        return {
+            (cid, ns): sum(len(task["i"]) for task in tasks.values())
+            for ns, nsd in doc["ns"].items()
             for cid, tasks in nsd["w"].items()
-            if cid in nsd["idx"]
-            for task in tasks.values()
-        )
+        }
 
     def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
         doc = self._doc(thread_id)
@@ -439,11 +438,20 @@ def _copy_thread(
     paths = source.task_paths(thread_id)
     written: set[tuple[str, str, Any]] = set()  # (ns, channel, version) stored by this run
     copied = writes = 0
+    src_counts = source.write_counts(thread_id)
+    dst_counts = target.write_counts(thread_id) if present else {}
     for cid, ns in source.index(thread_id):
+        conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
         if (cid, ns) in present:
+            # complete when copied; the source may have stored writes on it since
+            if src_counts.get((cid, ns), 0) != dst_counts.get((cid, ns), 0):
+                found = source.saver.get_tuple({"configurable": conf})
+                if found is not None:
+                    writes += _put_writes(
+                        target.saver, {"configurable": conf}, found, paths, ns, cid
+                    )
             tick(1)
             continue
-        conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
         tup = source.saver.get_tuple({"configurable": conf})
         if tup is None:  # deleted from the source meanwhile
             tick(1)
@@ -480,7 +488,8 @@ def _plan(
             continue
         report.thread_ids.append(thread_id)
         report.checkpoints += len(index)
-        report.writes += source.count_writes(thread_id)
+        counts = source.write_counts(thread_id)
+        report.writes += sum(counts.get(key, 0) for key in index)
         namespaces += len({ns for _, ns in index})
         have = set(target.index(thread_id))
         extra = have - set(index)
@@ -631,3 +640,6 @@ class _Empty(_Side):
 
     def index(self, thread_id: str) -> builtins.list[tuple[str, str]]:
         return []
+
+    def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
+        return {}

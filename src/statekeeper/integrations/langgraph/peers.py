@@ -128,10 +128,15 @@ class PeerDatabase:
         )
         return [(str(cid), str(ns)) for cid, ns in rows]
 
-    def count_writes(self, thread_id: str) -> int:
+    def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
+        """``{(checkpoint id, namespace): number of pending writes}`` of a thread."""
         table = "writes" if self.kind == "sqlite" else "checkpoint_writes"
-        rows = self._rows(f"SELECT count(*) FROM {table} WHERE thread_id = ?", (thread_id,))
-        return int(rows[0][0])
+        rows = self._rows(
+            f"SELECT checkpoint_id, checkpoint_ns, count(*) FROM {table} WHERE thread_id = ? "
+            "GROUP BY checkpoint_id, checkpoint_ns",
+            (thread_id,),
+        )
+        return {(str(cid), str(ns)): int(n) for cid, ns, n in rows}
 
     def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
         """``{(namespace, checkpoint id, task id): task path}`` of a thread's writes."""
