@@ -639,12 +639,18 @@ def test_refusals_are_one_line_and_change_nothing(tmp_path: Path) -> None:
         (("export", target, "redis://localhost"), "LangGraph's savers keep threads"),
         (("export", f"sqlite:///{other_app}", str(tmp_path / "x.sqlite")), "not a statekeeper"),
     ]
+    secret = "postgresql://lg:s3cretPW@127.0.0.1:1/lg"  # nothing listens on port 1
+    cases += [
+        (("import", secret, target), "cannot connect"),
+        (("export", target, secret), "cannot connect"),
+    ]
     before = {p: _digest(str(p)) for p in (Path(source), other_app)}
     for args, message in cases:
         out = _cli("langgraph", *args)
         assert out.returncode == 2, (args, out.stdout, out.stderr)
         assert out.stderr.startswith("error:") and len(out.stderr.splitlines()) == 1, out.stderr
         assert message in out.stderr, (args, out.stderr)
+        assert "s3cretPW" not in out.stderr
     assert {p: _digest(str(p)) for p in before} == before
     assert not (tmp_path / "nowhere.db").exists() and not (tmp_path / "x.sqlite").exists()
 
@@ -713,3 +719,21 @@ def test_running_again_copies_what_the_source_stored_since(tmp_path: Path) -> No
     with StatekeeperSaver.from_url(target) as saver:
         state = review_graph().compile(checkpointer=saver).get_state(config)
         assert state.values["approved"] == "later"
+
+
+def test_progress_advances_once_per_checkpoint(tmp_path: Path) -> None:
+    source = str(tmp_path / "lg.sqlite")
+    _populate(source, threads=2)
+    target = _init(f"sqlite:///{tmp_path / 'sk.db'}")
+    seen: list[tuple[str, int]] = []
+
+    def progress(total: int) -> Callable[[int], None]:
+        seen.append(("total", total))
+        return lambda n: seen.append(("tick", n))
+
+    report = import_threads(source, target, progress=progress)
+    assert seen[0] == ("total", report.checkpoints)
+    assert sum(n for kind, n in seen[1:] if kind == "tick") == report.checkpoints
+    # and the CLI draws a bar on a terminal (rich's FORCE_COLOR stands in for one)
+    out = _cli("langgraph", "import", source, target, FORCE_COLOR="1", TTY_INTERACTIVE="1")
+    assert out.returncode == 0, out.stderr

@@ -24,6 +24,7 @@ goes the other way. Both:
 from __future__ import annotations
 
 import builtins
+import contextlib
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -35,7 +36,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
-from ...errors import ConfigurationError, IntegrityError
+from ...errors import BackendError, ConfigurationError, IntegrityError
 from .peers import IncompatibleTarget, NotALangGraphDatabase, PeerDatabase, open_peer
 
 if TYPE_CHECKING:
@@ -535,6 +536,34 @@ def _run(
     return report
 
 
+@contextlib.contextmanager
+def _database_errors(*urls: str) -> Iterator[None]:
+    """A SQLite or PostgreSQL driver error of LangGraph's savers as a
+    :class:`~statekeeper.errors.BackendError` (one line, passwords masked). The copy is
+    resumable: run it again."""
+    import sqlite3
+
+    from ...backends.redact import scrub
+
+    kinds: tuple[type[BaseException], ...] = (sqlite3.Error,)
+    try:
+        import psycopg
+
+        kinds = (sqlite3.Error, psycopg.Error)
+    except ImportError:  # pragma: no cover - without the postgres extra
+        pass
+    try:
+        yield
+    except kinds as exc:
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        for url in urls:
+            message = scrub(message, url)
+        raise BackendError(
+            f"LangGraph saver database error: {message} (the copy is resumable: run it again)",
+            maybe_applied=True,
+        ) from None
+
+
 def _same_place(source: str, target: str) -> None:
     if source == target:
         raise ConfigurationError("the source and the target are the same database")
@@ -556,6 +585,19 @@ def import_threads(
     ``keyring``: the target's keys (an encrypted store). ``thread_ids``: only these.
     ``progress(total)`` returns a callback advanced once per checkpoint."""
     _same_place(source_url, target_url)
+    with _database_errors(source_url, target_url):
+        return _import(source_url, target_url, keyring, thread_ids, dry_run, verify, progress)
+
+
+def _import(
+    source_url: str,
+    target_url: str,
+    keyring: Keyring | None,
+    thread_ids: Iterable[str] | None,
+    dry_run: bool,
+    verify: bool,
+    progress: Callable[[int], Progress] | None,
+) -> MigrationReport:
     source = _PeerSide(open_peer(source_url, readonly=True))
     try:
         target = _open_statekeeper(target_url, keyring, readonly=dry_run)
@@ -596,6 +638,19 @@ def export_threads(
             "LangGraph's savers keep threads in SQLite (a path or sqlite:///file.db) or "
             "PostgreSQL (postgresql://…)",
         )
+    with _database_errors(source_url, target_url):
+        return _export(source_url, target_url, keyring, thread_ids, dry_run, verify, progress)
+
+
+def _export(
+    source_url: str,
+    target_url: str,
+    keyring: Keyring | None,
+    thread_ids: Iterable[str] | None,
+    dry_run: bool,
+    verify: bool,
+    progress: Callable[[int], Progress] | None,
+) -> MigrationReport:
     source = _open_statekeeper(source_url, keyring, readonly=True)
     try:
         if dry_run:

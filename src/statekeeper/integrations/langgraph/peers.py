@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from ...errors import ConfigurationError
+from ...errors import BackendError, ConfigurationError
 
 __all__ = [
     "IncompatibleTarget",
@@ -277,8 +277,8 @@ def _open_postgres(url: str, *, readonly: bool) -> PeerDatabase:
     except psycopg.Error as exc:
         from ...backends.redact import scrub
 
-        raise NotALangGraphDatabase(
-            location, f"cannot connect ({scrub(' '.join(str(exc).split()), url)})"
+        raise BackendError(
+            f"cannot connect to {location}: {scrub(' '.join(str(exc).split()), url)}"
         ) from None
     if schema and not readonly:  # a target schema is created as statekeeper's own are
         from psycopg import sql
