@@ -54,6 +54,8 @@ __all__ = [
 ]
 
 Progress = Callable[[int], None]
+#: checkpoints read per ``list`` call from a statekeeper source
+_PAGE = 64
 
 
 class MigrationMismatch(IntegrityError):
@@ -130,6 +132,21 @@ class _Side:
     def close(self) -> None:
         raise NotImplementedError
 
+    def settled(self) -> BaseCheckpointSaver[Any]:
+        """Make every write durable; the saver to verify the copy with."""
+        return self.saver
+
+    def tuples(
+        self, thread_id: str, wanted: builtins.list[tuple[str, str]]
+    ) -> Iterator[CheckpointTuple]:
+        """The checkpoints ``wanted`` (``(id, namespace)``, oldest first), read one by one
+        with ``get_tuple``."""
+        for cid, ns in wanted:
+            conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+            found = self.saver.get_tuple({"configurable": conf})
+            if found is not None:  # else deleted from the source meanwhile
+                yield found
+
 
 class _PeerSide(_Side):
     def __init__(self, db: PeerDatabase) -> None:
@@ -157,14 +174,51 @@ class _StatekeeperSide(_Side):
     """A statekeeper store through :class:`StatekeeperSaver`; the thread index and task
     paths come from the thread's document (see :mod:`.mapping`)."""
 
-    def __init__(self, saver: StatekeeperSaver, location: str) -> None:
+    def __init__(
+        self,
+        saver: StatekeeperSaver,
+        location: str,
+        reopen: Callable[[], StatekeeperSaver] | None = None,
+    ) -> None:
         self.saver = saver
         self.sk = saver
         self.location = location
+        self.reopen = reopen
+
+    def settled(self) -> BaseCheckpointSaver[Any]:
+        """Flush the store (the copy writes behind), close it, and verify through a new
+        saver on a new store: what is compared is read back from the backend."""
+        if self.reopen is None:
+            return self.saver
+        self.sk._portal.call(self.sk.store.flush())
+        self.sk.close()
+        self.sk = self.reopen()
+        self.saver = self.sk
+        return self.saver
 
     def _doc(self, thread_id: str) -> dict[str, Any] | None:
         st = self.sk._portal.call(self.sk._open(thread_id, create=False))
         return None if st is None else st.doc
+
+    def tuples(
+        self, thread_id: str, wanted: builtins.list[tuple[str, str]]
+    ) -> Iterator[CheckpointTuple]:
+        """The checkpoints ``wanted``, newest first, by ``list`` in pages (one pass over
+        the thread's stream per page, where ``get_tuple`` of an older checkpoint
+        replays the stream from a snapshot each time)."""
+        todo = set(wanted)
+        config: Any = {"configurable": {"thread_id": thread_id}}
+        before: Any = None
+        while todo:
+            page = builtins.list(self.saver.list(config, before=before, limit=_PAGE))
+            for tup in page:
+                key = (tup.checkpoint["id"], tup.config["configurable"]["checkpoint_ns"])
+                if key in todo:
+                    todo.discard(key)
+                    yield tup
+            if len(page) < _PAGE:
+                return
+            before = page[-1].config
 
     def threads(self) -> builtins.list[str]:
         async def collect() -> builtins.list[str]:
@@ -230,9 +284,19 @@ def _open_statekeeper(
     options: dict[str, Any] = {"keyring": keyring, "fork_protection": False}
     if serde is not None:
         options["serde"] = serde
-    # a source is read through a read-only backend: nothing can be written to it
-    where: Any = open_backend(url, readonly=True) if readonly else url
-    return _StatekeeperSide(StatekeeperSaver.from_url(where, **options), mask_url(url))
+
+    def reading() -> StatekeeperSaver:
+        # read through a read-only backend: nothing can be written
+        return StatekeeperSaver.from_url(cast(Any, open_backend(url, readonly=True)), **options)
+
+    if readonly:
+        return _StatekeeperSide(reading(), mask_url(url))
+    # The copy writes behind (batched commits): a thread is one stream whose appends
+    # land in order, so whatever a crash keeps is a prefix — every checkpoint present
+    # still has its writes, and the next run resumes after it. The store is flushed
+    # before the copy is verified, through a new saver reading the backend.
+    writer = StatekeeperSaver.from_url(url, durability="async", **options)
+    return _StatekeeperSide(writer, mask_url(url), reading)
 
 
 def _run_sync(coro: Coroutine[Any, Any, None]) -> None:
@@ -435,28 +499,26 @@ def _copy_thread(
     tick: Progress,
     convert: Callable[[CheckpointTuple], CheckpointTuple] | None,
 ) -> tuple[int, int]:
-    """Copy a thread's missing checkpoints, oldest first. Returns (checkpoints, writes)."""
+    """Copy a thread's missing checkpoints (each after its pending writes), in the order
+    the source reads them best. Returns (checkpoints, writes)."""
     paths = source.task_paths(thread_id)
     written: set[tuple[str, str, Any]] = set()  # (ns, channel, version) stored by this run
     copied = writes = 0
     src_counts = source.write_counts(thread_id)
     dst_counts = target.write_counts(thread_id) if present else {}
-    for cid, ns in source.index(thread_id):
+    index = source.index(thread_id)
+    # complete when copied; the source may have stored writes on one since
+    topped = [
+        key for key in index if key in present and src_counts.get(key, 0) != dst_counts.get(key, 0)
+    ]
+    for found in source.tuples(thread_id, topped):
+        cid, ns = found.checkpoint["id"], found.config["configurable"]["checkpoint_ns"]
         conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
-        if (cid, ns) in present:
-            # complete when copied; the source may have stored writes on it since
-            if src_counts.get((cid, ns), 0) != dst_counts.get((cid, ns), 0):
-                found = source.saver.get_tuple({"configurable": conf})
-                if found is not None:
-                    writes += _put_writes(
-                        target.saver, {"configurable": conf}, found, paths, ns, cid
-                    )
-            tick(1)
-            continue
-        tup = source.saver.get_tuple({"configurable": conf})
-        if tup is None:  # deleted from the source meanwhile
-            tick(1)
-            continue
+        writes += _put_writes(target.saver, {"configurable": conf}, found, paths, ns, cid)
+    tick(sum(1 for key in index if key in present))
+    for tup in source.tuples(thread_id, [key for key in index if key not in present]):
+        cid, ns = tup.checkpoint["id"], tup.config["configurable"]["checkpoint_ns"]
+        conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
         if convert is not None:
             tup = convert(tup)
         checkpoint = tup.checkpoint
@@ -529,9 +591,10 @@ def _run(
         copied, writes = _copy_thread(source, target, thread_id, present[thread_id], tick, convert)
         report.checkpoints_copied += copied
         report.writes_copied += writes
+    checker = target.settled()
     if verify:
         for thread_id in report.thread_ids:
-            compare_threads(source.saver, target.saver, thread_id, expect=convert)
+            compare_threads(source.saver, checker, thread_id, expect=convert)
             report.threads_verified += 1
     return report
 
