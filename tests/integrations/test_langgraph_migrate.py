@@ -520,6 +520,12 @@ def test_a_killed_import_resumes_where_it_stopped(engine: str, tmp_path: Path) -
                 assert child.poll() is None, "the import ended before it was stopped"
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
+            # the copy writes behind: wait until its buffer reached the store
+            with StatekeeperSaver.from_url(target) as watcher:
+                while len(list(watcher.list(None))) < 13:
+                    assert child.poll() is None
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
         finally:
             child.send_signal(signal.SIGKILL)
             child.wait()
@@ -576,49 +582,64 @@ def test_export_of_a_subgraph_thread_resumes_on_sqlite_saver(tmp_path: Path, ids
     assert done["summary"] == "facts on x | facts on y | x: fine | y: fine"
 
 
+def _key_file(path: Path) -> Path:
+    path.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    path.chmod(0o600)
+    return path
+
+
+def _one_checkpoint(saver: StatekeeperSaver, thread: str, cid: str) -> None:
+    saver.put(
+        {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+        {
+            "v": 4,
+            "id": cid,
+            "ts": "2024-05-04T06:32:42.235444+00:00",
+            "channel_values": {},
+            "channel_versions": {},
+            "versions_seen": {},
+            "updated_channels": [],
+        },
+        {},
+        {},
+    )
+
+
 def test_encrypted_target_needs_its_key(tmp_path: Path) -> None:
     source = str(tmp_path / "lg.sqlite")
     _populate(source, threads=2)
-    key_file = tmp_path / "keys.json"
-    key_file.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
-    key_file.chmod(0o600)
+    key_file = _key_file(tmp_path / "keys.json")
     keyring = Keyring.from_file(key_file)
     target = f"sqlite:///{tmp_path / 'enc.db'}"
-    with StatekeeperSaver.from_url(target, keyring=keyring) as saver:  # an encrypted thread
-        saver.put(
-            {"configurable": {"thread_id": "t00", "checkpoint_ns": ""}},
-            {
-                "v": 4,
-                "id": "1ef4f797-8335-6428-8001-8a1503f9b875",
-                "ts": "2024-05-04T06:32:42.235444+00:00",
-                "channel_values": {},
-                "channel_versions": {},
-                "versions_seen": {},
-                "updated_channels": [],
-            },
-            {},
-            {},
-        )
+    with StatekeeperSaver.from_url(target, keyring=keyring) as saver:  # an encrypted store
+        _one_checkpoint(saver, "other", "1ef4f797-8335-6428-8001-8a1503f9b875")
+    # without the key nothing is written (it would be plaintext in an encrypted store)
     refused = _cli("langgraph", "import", source, target)
-    assert refused.returncode == 2
-    assert refused.stderr.startswith("error:") and "Traceback" not in refused.stderr
-    wrong = tmp_path / "wrong.json"
-    wrong.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
-    wrong.chmod(0o600)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "it is encrypted (records under key 'k1')" in refused.stderr
+    wrong = _key_file(tmp_path / "wrong.json")  # the same key id, other key material
     bad = _cli("langgraph", "import", source, target, "--key-file", str(wrong))
     assert bad.returncode == 2 and bad.stderr.startswith("error:"), bad.stderr
-    # the thread holds a checkpoint the source does not have: refused, with the key too
-    other = _cli("langgraph", "import", source, target, "--key-file", str(key_file))
-    assert other.returncode == 2
-    assert "t00" in other.stderr and "not a copy of this source" in other.stderr
-    with StatekeeperSaver.from_url(target, keyring=keyring) as saver:
-        assert [t.config["configurable"]["thread_id"] for t in saver.list(None)] == ["t00"]
+    assert "wrong key" in bad.stderr
+    plain = _init(f"sqlite:///{tmp_path / 'plain.db'}")
+    with StatekeeperSaver.from_url(plain) as saver:
+        _one_checkpoint(saver, "other", "1ef4f797-8335-6428-8001-8a1503f9b875")
+    mixed = _cli("langgraph", "import", source, plain, "--key-file", str(key_file))
+    assert mixed.returncode == 2 and "it is not encrypted" in mixed.stderr
+    for url, keys in ((target, keyring), (plain, None)):
+        with StatekeeperSaver.from_url(url, keyring=keys) as saver:
+            threads = {t.config["configurable"]["thread_id"] for t in saver.list(None)}
+            assert threads == {"other"}  # nothing was written
     ok = _cli("langgraph", "import", source, target, "--key-file", str(key_file), "-t", "t01")
     assert ok.returncode == 0, ok.stderr
-    raw = Path(tmp_path / "enc.db").read_bytes()
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("enc.db*"))
     assert b"hello 1" not in raw  # written encrypted
     with StatekeeperSaver.from_url(target, keyring=keyring) as saver:
         assert saver.get_tuple({"configurable": {"thread_id": "t01"}}) is not None
+        _one_checkpoint(saver, "t00", "0000")  # a thread the source has, but not this
+    other = _cli("langgraph", "import", source, target, "--key-file", str(key_file))
+    assert other.returncode == 2
+    assert "t00" in other.stderr and "not a copy of this source" in other.stderr
 
 
 def test_refusals_are_one_line_and_change_nothing(tmp_path: Path) -> None:
@@ -662,20 +683,7 @@ def test_library_errors_are_typed(tmp_path: Path) -> None:
     source = str(tmp_path / "lg.sqlite")
     _populate(source, threads=1)
     with StatekeeperSaver.from_url(target) as saver:
-        saver.put(
-            {"configurable": {"thread_id": "t00", "checkpoint_ns": ""}},
-            {
-                "v": 4,
-                "id": "0000",
-                "ts": "2024-05-04T06:32:42.235444+00:00",
-                "channel_values": {},
-                "channel_versions": {},
-                "versions_seen": {},
-                "updated_channels": [],
-            },
-            {},
-            {},
-        )
+        _one_checkpoint(saver, "t00", "0000")
     with pytest.raises(IncompatibleTarget):
         import_threads(source, target)
 

@@ -269,6 +269,8 @@ def _open_statekeeper(
         backend = open_backend(url, readonly=True)
         try:
             await backend.ensure_store()
+            if not readonly:
+                await _check_keys(backend, url, keyring)
         finally:
             await backend.close()
 
@@ -297,6 +299,36 @@ def _open_statekeeper(
     # before the copy is verified, through a new saver reading the backend.
     writer = StatekeeperSaver.from_url(url, durability="async", **options)
     return _StatekeeperSide(writer, mask_url(url), reading)
+
+
+async def _check_keys(backend: Any, url: str, keyring: Keyring | None) -> None:
+    """Refuse to write into an encrypted store without its keys, or encrypted records
+    into a store kept in the clear: either would leave a store its readers cannot read
+    (judged from the clear header of the first record; nothing is decrypted)."""
+    from ...backends.redact import mask_url
+    from ...codec.pipeline import Codec
+
+    for info in await backend.list_agents(None, limit=1):
+        for raw in await backend.read(info.agent_id, 0, None, limit=1):
+            header = Codec.header(raw.payload)
+            key_id = header.key_id if header is not None else None
+            if key_id is not None and keyring is None:
+                raise IncompatibleTarget(
+                    mask_url(url),
+                    f"it is encrypted (records under key {key_id!r}): give its keys "
+                    "(--key-file, $STATEKEEPER_KEY_FILE or $STATEKEEPER_KEYS)",
+                )
+            if key_id is None and keyring is not None:
+                raise IncompatibleTarget(
+                    mask_url(url),
+                    "it is not encrypted: copying encrypted threads into it would leave "
+                    "records its readers cannot read; drop the keys, or encrypt the store "
+                    "first (`statekeeper rekey`)",
+                )
+            if keyring is not None:  # the keys must open what is there (a wrong key fails)
+                from ...store import StateStore
+
+                await StateStore(backend, keyring=keyring).load(info.agent_id)
 
 
 def _run_sync(coro: Coroutine[Any, Any, None]) -> None:
