@@ -95,7 +95,7 @@ def ids(monkeypatch: pytest.MonkeyPatch) -> _Ids:
 
 def _init(url: str) -> str:
     """An empty statekeeper store at ``url``, made by ``statekeeper init``."""
-    done = _cli("init", url)
+    done = _run("init", url)
     assert done.returncode == 0, done.stderr
     return url
 
@@ -395,6 +395,19 @@ def _py(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    """``statekeeper ARGS`` in this process (typer's runner: stdout and stderr apart);
+    :func:`_cli` runs it as a user does, in a subprocess."""
+    from typer.testing import CliRunner
+
+    from statekeeper.cli import app
+
+    env = {k: None for k in os.environ if k.startswith("STATEKEEPER_")}
+    runner = CliRunner(env={**env, "COLUMNS": "200", "NO_COLOR": "1"})
+    result = runner.invoke(app, list(args))
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_")}
     return subprocess.run(
@@ -469,7 +482,7 @@ def test_dry_run_counts_and_writes_nothing(tmp_path: Path) -> None:
     _populate(source)
     target = _init(f"sqlite:///{tmp_path / 'sk.db'}")
     before = _digest(source)
-    out = _cli("langgraph", "import", source, target, "--dry-run", "--json")
+    out = _run("langgraph", "import", source, target, "--dry-run", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     with sqlite3.connect(source) as conn:
@@ -479,7 +492,7 @@ def test_dry_run_counts_and_writes_nothing(tmp_path: Path) -> None:
     assert report["checkpoints_copied"] == 0 and report["dry_run"] is True
     with StatekeeperSaver.from_url(target) as saver:
         assert list(saver.list(None)) == []
-    text = _cli("langgraph", "import", source, target, "--dry-run")
+    text = _run("langgraph", "import", source, target, "--dry-run")
     assert f"would copy {cps} of {cps} checkpoint(s) in 6 thread(s)" in text.stdout
     assert _digest(source) == before
 
@@ -537,7 +550,7 @@ def test_a_killed_import_resumes_where_it_stopped(engine: str, tmp_path: Path) -
         assert report["checkpoints_present"] == 13
         assert report["checkpoints_copied"] == report["checkpoints"] - 13
         assert report["threads_verified"] == len(threads)
-        again = json.loads(_cli("langgraph", "import", source, target, "--json").stdout)
+        again = json.loads(_run("langgraph", "import", source, target, "--json").stdout)
         assert again["checkpoints_copied"] == 0 and again["writes_copied"] == 0
 
 
@@ -545,10 +558,10 @@ def test_import_export_round_trip_sqlite_and_postgres(tmp_path: Path) -> None:
     source = str(tmp_path / "lg.sqlite")
     threads = _populate(source)
     with _target("sqlite", tmp_path) as target, _pg_peer(tmp_path, "out") as pg_out:
-        assert _cli("langgraph", "import", source, target).returncode == 0
+        assert _run("langgraph", "import", source, target).returncode == 0
         back = str(tmp_path / "back.sqlite")
         for out_url in (back, f"sqlite:///{tmp_path / 'back2.sqlite'}", pg_out):
-            done = _cli("langgraph", "export", target, out_url, "--json")
+            done = _run("langgraph", "export", target, out_url, "--json")
             assert done.returncode == 0, done.stderr
             report = json.loads(done.stdout)
             assert report["threads_verified"] == len(threads)
@@ -618,26 +631,26 @@ def test_encrypted_target_needs_its_key(tmp_path: Path) -> None:
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "it is encrypted (records under key 'k1')" in refused.stderr
     wrong = _key_file(tmp_path / "wrong.json")  # the same key id, other key material
-    bad = _cli("langgraph", "import", source, target, "--key-file", str(wrong))
+    bad = _run("langgraph", "import", source, target, "--key-file", str(wrong))
     assert bad.returncode == 2 and bad.stderr.startswith("error:"), bad.stderr
     assert "wrong key" in bad.stderr
     plain = _init(f"sqlite:///{tmp_path / 'plain.db'}")
     with StatekeeperSaver.from_url(plain) as saver:
         _one_checkpoint(saver, "other", "1ef4f797-8335-6428-8001-8a1503f9b875")
-    mixed = _cli("langgraph", "import", source, plain, "--key-file", str(key_file))
+    mixed = _run("langgraph", "import", source, plain, "--key-file", str(key_file))
     assert mixed.returncode == 2 and "it is not encrypted" in mixed.stderr
     for url, keys in ((target, keyring), (plain, None)):
         with StatekeeperSaver.from_url(url, keyring=keys) as saver:
             threads = {t.config["configurable"]["thread_id"] for t in saver.list(None)}
             assert threads == {"other"}  # nothing was written
-    ok = _cli("langgraph", "import", source, target, "--key-file", str(key_file), "-t", "t01")
+    ok = _run("langgraph", "import", source, target, "--key-file", str(key_file), "-t", "t01")
     assert ok.returncode == 0, ok.stderr
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("enc.db*"))
     assert b"hello 1" not in raw  # written encrypted
     with StatekeeperSaver.from_url(target, keyring=keyring) as saver:
         assert saver.get_tuple({"configurable": {"thread_id": "t01"}}) is not None
         _one_checkpoint(saver, "t00", "0000")  # a thread the source has, but not this
-    other = _cli("langgraph", "import", source, target, "--key-file", str(key_file))
+    other = _run("langgraph", "import", source, target, "--key-file", str(key_file))
     assert other.returncode == 2
     assert "t00" in other.stderr and "not a copy of this source" in other.stderr
 
@@ -667,7 +680,7 @@ def test_refusals_are_one_line_and_change_nothing(tmp_path: Path) -> None:
     ]
     before = {p: _digest(str(p)) for p in (Path(source), other_app)}
     for args, message in cases:
-        out = _cli("langgraph", *args)
+        out = _run("langgraph", *args)
         assert out.returncode == 2, (args, out.stdout, out.stderr)
         assert out.stderr.startswith("error:") and len(out.stderr.splitlines()) == 1, out.stderr
         assert message in out.stderr, (args, out.stderr)
@@ -701,7 +714,7 @@ def test_a_copy_that_differs_is_reported(tmp_path: Path) -> None:
         )
     with pytest.raises(MigrationMismatch, match="metadata"):
         import_threads(source, target)
-    out = _cli("langgraph", "import", source, target)
+    out = _run("langgraph", "import", source, target)
     assert out.returncode == 2 and "differs from the source" in out.stderr
     assert thread in out.stderr
 
