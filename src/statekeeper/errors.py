@@ -471,3 +471,164 @@ class StoreLocked(BackendError):
 
 def _label(value: Any) -> str:
     return str(getattr(value, "value", value))
+
+
+# --- schema evolution (statekeeper.schema) ---------------------------------------------
+
+
+def _fields(errors: list[tuple[str, str]], limit: int = 5) -> str:
+    """``field: problem; field: problem`` (values never shown: they may be secrets)."""
+    shown = "; ".join(f"{path or '(root)'}: {message}" for path, message in errors[:limit])
+    more = f"; and {len(errors) - limit} more" if len(errors) > limit else ""
+    return shown + more
+
+
+class SchemaError(StatekeeperError):
+    """Base class for errors about state models, schema versions and migrations."""
+
+
+class ValidationError(SchemaError, InvalidArgument):
+    """A typed agent's state does not match its model: nothing was written.
+
+    ``model`` names the model, ``errors`` lists ``(field path, problem)`` pairs
+    (``"messages[3].role"``, ``"Input should be 'user' or 'assistant'"``); the offending
+    values are never part of the message. ``argument`` is ``"state.<first field>"``.
+    """
+
+    def __init__(self, model: str, errors: list[tuple[str, str]], agent_id: str | None = None):
+        self.model = model
+        self.errors = errors
+        self.agent_id = agent_id
+        self.fields = [path for path, _ in errors]
+        where = f"agent {agent_id!r}: " if agent_id is not None else ""
+        first = errors[0][0] if errors else ""
+        super().__init__(
+            f"state.{first}" if first else "state",
+            f"{where}state does not match {model}: {_fields(errors)}; nothing was written",
+        )
+
+
+class StoredStateInvalid(SchemaError, StorageError):
+    """A stored state (after its upcasters ran) does not match the model it is loaded
+    as: typically a field was renamed or retyped without an upcaster for the stored
+    version. ``version`` is the stored schema version, ``current`` the model's."""
+
+    def __init__(
+        self,
+        agent_id: str,
+        seq: int | None,
+        model: str,
+        version: int,
+        current: int,
+        errors: list[tuple[str, str]],
+    ) -> None:
+        self.agent_id = agent_id
+        self.seq = seq
+        self.model = model
+        self.version = version
+        self.current = current
+        self.errors = errors
+        self.fields = [path for path, _ in errors]
+        at = f" seq {seq}" if seq is not None else ""
+        hint = (
+            f" (upcast from version {version} to {current} ran)"
+            if version != current
+            else " (a changed model needs a new version and an upcaster from this one)"
+        )
+        super().__init__(
+            f"agent {agent_id!r}{at}: stored state (schema version {version}) does not load "
+            f"as {model} version {current}: {_fields(errors)}{hint}"
+        )
+
+
+class SchemaMismatch(SchemaError, StorageError):
+    """Stored data cannot be brought to this code's schema version: no upcaster (or
+    downcaster) from ``version``, or it belongs to another model. Nothing is guessed:
+    a wrong value is never returned. ``agent_id``/``seq`` say where (None when not
+    loading a stored record)."""
+
+    def __init__(self, message: str, *, agent_id: str | None = None, seq: int | None = None):
+        self.agent_id = agent_id
+        self.seq = seq
+        where = ""
+        if agent_id is not None:
+            where = f"agent {agent_id!r}" + (f" seq {seq}" if seq is not None else "") + ": "
+        super().__init__(where + message)
+
+
+class MissingUpcaster(SchemaMismatch):
+    """No upcaster is registered to take ``model`` from ``version`` to the next one."""
+
+    def __init__(
+        self,
+        model: str,
+        version: int,
+        target: int,
+        *,
+        agent_id: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        self.model = model
+        self.version = version
+        self.target = target
+        super().__init__(
+            f"{model} has no upcaster from schema version {version} (stored) towards "
+            f"{target} (this code's); register one with @schema.upcaster(from_version="
+            f"{version})",
+            agent_id=agent_id,
+            seq=seq,
+        )
+
+
+class SchemaVersionTooNew(SchemaMismatch):
+    """Stored data was written by newer code (schema ``version`` > this code's
+    ``current``) and no downcaster takes it back: this reader refuses rather than
+    misread it."""
+
+    def __init__(
+        self,
+        model: str,
+        version: int,
+        current: int,
+        *,
+        agent_id: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        self.model = model
+        self.version = version
+        self.current = current
+        super().__init__(
+            f"{model} was stored at schema version {version}, newer than this code's "
+            f"{current}, and no downcaster from version {version} is registered "
+            "(upgrade this application, or register a downcaster)",
+            agent_id=agent_id,
+            seq=seq,
+        )
+
+
+class UpcasterFailed(SchemaMismatch):
+    """An upcaster or downcaster raised, or did not return a document (a dict)."""
+
+    def __init__(
+        self,
+        model: str,
+        version: int,
+        target: int,
+        reason: str,
+        *,
+        agent_id: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        self.model = model
+        self.version = version
+        self.target = target
+        super().__init__(
+            f"{model}: the caster from schema version {version} to {target} failed: {reason}",
+            agent_id=agent_id,
+            seq=seq,
+        )
+
+
+class MigrationError(SchemaError):
+    """A migration cannot run as asked (finalized already, another run in progress, a
+    rollback that would lose writes). Nothing more was written."""

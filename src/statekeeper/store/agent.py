@@ -148,10 +148,18 @@ class DurableAgent:
         """The machine's current state."""
         return self.machine.current_state
 
+    #: the schema version stamped on every write (None: none; typed agents set it)
+    _schema_version: int | None = None
+
+    def _document(self) -> dict[str, Any]:
+        """The data document a write diffs against the committed one (a typed agent,
+        :class:`statekeeper.schema.TypedAgent`, validates and serialises its state here)."""
+        return self.data
+
     @property
     def dirty(self) -> bool:
         """True when :attr:`data` has changes not yet written."""
-        return bool(patch.diff(self._committed, self.data))
+        return bool(patch.diff(self._committed, self._document()))
 
     async def transition(
         self,
@@ -228,7 +236,7 @@ class DurableAgent:
     ) -> AppendResult | None:
         """Write pending data changes as one event; None when there is nothing to write."""
         check_mapping(info, "info", optional=True)
-        if not patch.diff(self._committed, self.data) and info is None:
+        if not patch.diff(self._committed, self._document()) and info is None:
             return None
         return await self._write(event_type, dict(info or {}), None, idempotency_key, actor)
 
@@ -253,7 +261,7 @@ class DurableAgent:
         actor: str | None,
     ) -> AppendResult:
         try:
-            ops = patch.diff(self._committed, self.data)
+            ops = patch.diff(self._committed, self._document())
             result = await self.store.append(
                 self.agent_id,
                 kind,
@@ -263,6 +271,7 @@ class DurableAgent:
                 expected_seq=self.seq,
                 idempotency_key=idempotency_key,
                 actor=actor,
+                schema_version=self._schema_version,
                 lease=self.lease,
             )
         except SerializationError as exc:

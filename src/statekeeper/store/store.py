@@ -21,7 +21,7 @@ import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import orjson
 
@@ -89,6 +89,8 @@ from .verification import Problem, VerifyReport, _reason
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine
+    from ..schema.agent import TypedAgent
+    from ..schema.registry import ModelSchema, SchemaRegistry
     from ..security.keys import Keyring
     from .agent import DurableAgent
 
@@ -120,6 +122,7 @@ _log = logging.getLogger("statekeeper.store")
 DEFAULT_URL = "sqlite:///statekeeper.db"
 
 _RESERVED = RESERVED
+_M = TypeVar("_M")
 _PAGE = 1000
 
 #: what storing a snapshot changes in the record it was taken of:
@@ -1397,12 +1400,39 @@ class StateStore:
 
     # -- agents with a state machine ----------------------------------------------
 
+    @overload
     async def agent(
         self,
         agent_id: str,
         machine: AgentStateMachine[Any, Any] | None = None,
         *,
         initial_data: Mapping[str, Any] | None = None,
+        lease: Leased | None = None,
+        strict: bool = True,
+    ) -> DurableAgent: ...
+
+    @overload
+    async def agent(
+        self,
+        agent_id: str,
+        machine: AgentStateMachine[Any, Any] | None = None,
+        *,
+        model: type[_M] | ModelSchema[_M],
+        initial_state: _M | None = None,
+        schemas: SchemaRegistry | None = None,
+        lease: Leased | None = None,
+        strict: bool = True,
+    ) -> TypedAgent[_M]: ...
+
+    async def agent(
+        self,
+        agent_id: str,
+        machine: AgentStateMachine[Any, Any] | None = None,
+        *,
+        initial_data: Mapping[str, Any] | None = None,
+        model: type[Any] | ModelSchema[Any] | None = None,
+        initial_state: Any = None,
+        schemas: SchemaRegistry | None = None,
         lease: Leased | None = None,
         strict: bool = True,
     ) -> DurableAgent:
@@ -1412,7 +1442,23 @@ class StateStore:
         An event the machine does not allow makes ``agent.transition`` raise
         :class:`~statekeeper.errors.InvalidTransition` (nothing is written, pending
         data changes stay pending); ``strict=False`` gives the bare machine's API
-        instead, where it returns False."""
+        instead, where it returns False.
+
+        With ``model`` (a pydantic model, dataclass or TypedDict class, or a
+        :class:`~statekeeper.schema.ModelSchema`) the agent is a
+        :class:`~statekeeper.schema.TypedAgent` whose ``state`` is the model, created
+        with ``initial_state`` when new (see ``docs/schema.md``)."""
+        if model is not None:
+            if initial_data is not None:
+                raise ConfigurationError("give initial_data (untyped) or model, not both")
+            from ..schema.agent import open_typed_agent
+
+            return await open_typed_agent(
+                self, agent_id, machine, model, initial_state,
+                schemas=schemas, lease=lease, strict=strict,
+            )  # fmt: skip
+        if initial_state is not None or schemas is not None:
+            raise ConfigurationError("initial_state and schemas need model=")
         from .agent import DurableAgent
 
         return await DurableAgent.open(

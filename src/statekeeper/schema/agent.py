@@ -1,0 +1,271 @@
+"""Typed agents and typed store access.
+
+``await store.agent("a-1", model=SupportAgent)`` gives a :class:`TypedAgent`: its
+:attr:`~TypedAgent.state` is a ``SupportAgent`` (typed for mypy), validated on every
+write (a :class:`~statekeeper.errors.ValidationError` naming the field, nothing
+written), loaded through the model's upcasters (a state stored under an older schema
+version is read without being rewritten; the next write stores it at the current
+version). :class:`TypedStates` does the same for the store's plain calls
+(``load``/``save``/``create``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ..arguments import check_agent_id
+from ..errors import ConflictError, InvalidArgument
+from ..records import AppendResult, Event, Snapshot
+from ..store.agent import DurableAgent
+from .registry import ModelSchema, SchemaRegistry, schema_of
+
+if TYPE_CHECKING:
+    from ..machine import AgentStateMachine
+    from ..store.store import Leased, StateStore
+
+__all__ = ["TypedAgent", "TypedSnapshot", "TypedStates", "open_typed_agent"]
+
+M = TypeVar("M")
+
+
+class TypedAgent(DurableAgent, Generic[M]):
+    """A :class:`~statekeeper.store.DurableAgent` whose data is a typed model.
+
+    Mutate :attr:`state` (or assign a new one); the next :meth:`transition`,
+    :meth:`save` or :meth:`record` validates it and writes the difference. The
+    machine's state is :attr:`fsm_state`. :attr:`data` holds the last document written
+    or loaded (as stored: it names the model under ``"$model"``)."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        agent_id: str,
+        machine: AgentStateMachine[Any, Any],
+        snapshot: Snapshot,
+        *,
+        schema: ModelSchema[M],
+        lease: Leased | None = None,
+        strict: bool = True,
+    ) -> None:
+        #: the model's schema (name, version, upcasters)
+        self.schema: ModelSchema[M] = schema
+        self._schema_version = schema.version
+        super().__init__(store, agent_id, machine, snapshot, lease=lease, strict=strict)
+
+    def _adopt(self, snapshot: Snapshot) -> None:
+        schema = self.schema
+        version = snapshot.schema_version
+        state = schema.load(snapshot.data, version, agent_id=snapshot.agent_id, seq=snapshot.seq)
+        fsm = schema.state_name(snapshot.fsm_state, version)
+        if fsm != snapshot.fsm_state:  # a state renamed since it was recorded
+            snapshot = dataclasses.replace(snapshot, fsm_state=fsm)
+        super()._adopt(snapshot)
+        self._state: M = state
+        #: the schema version of the stored state this agent was loaded from
+        self.stored_version = version
+
+    @property
+    def state(self) -> M:
+        """The agent's typed state (mutate it, or assign a new one)."""
+        return self._state
+
+    @state.setter
+    def state(self, value: M) -> None:
+        self.schema.adapter.check(value, self.agent_id)  # fail now, not at the next write
+        self._state = value
+
+    @property
+    def fsm_state(self) -> Any:
+        """The machine's current state (``DurableAgent.state`` of an untyped agent)."""
+        return self.machine.current_state
+
+    def _document(self) -> dict[str, Any]:
+        doc = self.schema.dump(self._state, self.agent_id)
+        self.data = doc
+        return doc
+
+    def __repr__(self) -> str:
+        return (
+            f"TypedAgent({self.agent_id!r}, model={self.schema.name!r}, "
+            f"state={self.machine.state_value!r}, seq={self.seq})"
+        )
+
+
+async def open_typed_agent(
+    store: StateStore,
+    agent_id: str,
+    machine: AgentStateMachine[Any, Any] | None,
+    model: type[M] | ModelSchema[M],
+    initial_state: M | None = None,
+    *,
+    schemas: SchemaRegistry | None = None,
+    lease: Leased | None = None,
+    strict: bool = True,
+) -> TypedAgent[M]:
+    """Load the typed agent, creating it with ``initial_state`` (default: the model
+    built from its defaults) when it does not exist. See :meth:`StateStore.agent`."""
+    from ..machine import AgentStateMachine
+
+    store._check_open()
+    check_agent_id(agent_id)
+    schema = schema_of(model, schemas)
+    if machine is None:
+        machine = AgentStateMachine()
+    elif not isinstance(machine, AgentStateMachine):
+        raise InvalidArgument(
+            "machine", f"machine must be an AgentStateMachine, not {type(machine).__name__}"
+        )
+    if type(strict) is not bool:
+        raise InvalidArgument("strict", f"strict must be a bool, not {type(strict).__name__}")
+    if initial_state is not None:
+        document = schema.dump(initial_state, agent_id)
+    snapshot = await store.get(agent_id)
+    if snapshot is None:
+        if initial_state is None:
+            default = schema.adapter.default()
+            if default is None:
+                raise InvalidArgument(
+                    "initial_state",
+                    f"agent {agent_id!r} does not exist and {schema.name} has fields "
+                    "without defaults: give initial_state",
+                )
+            document = schema.dump(default, agent_id)
+        with contextlib.suppress(ConflictError):  # another worker created it first
+            await store.create(
+                agent_id,
+                document,
+                fsm_state=machine.state_value,
+                schema_version=schema.version,
+                lease=lease,
+            )
+        snapshot = await store.load(agent_id)
+    return TypedAgent(store, agent_id, machine, snapshot, schema=schema, lease=lease, strict=strict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TypedSnapshot(Generic[M]):
+    """A stored state loaded as its model: ``state`` at the current schema version,
+    ``stored_version`` the version it was stored under."""
+
+    agent_id: str
+    seq: int
+    state: M
+    fsm_state: str | None
+    stored_version: int
+    updated_at: float
+
+
+class TypedStates(Generic[M]):
+    """The store's ``load``/``get``/``save``/``create`` for one model.
+
+    >>> import asyncio, dataclasses
+    >>> from statekeeper import StateStore
+    >>> from statekeeper.schema import TypedStates
+    >>> @dataclasses.dataclass
+    ... class Counter:
+    ...     count: int = 0
+    >>> async def main():
+    ...     async with StateStore("memory://") as store:
+    ...         counters = TypedStates(store, Counter)
+    ...         await counters.save("c-1", Counter(count=2))
+    ...         return await counters.load("c-1")
+    >>> asyncio.run(main())
+    Counter(count=2)
+    """
+
+    def __init__(
+        self,
+        store: StateStore,
+        model: type[M] | ModelSchema[M],
+        *,
+        schemas: SchemaRegistry | None = None,
+    ) -> None:
+        self.store = store
+        self.schema: ModelSchema[M] = schema_of(model, schemas)
+
+    def _typed(self, snap: Snapshot) -> TypedSnapshot[M]:
+        schema = self.schema
+        version = snap.schema_version
+        state = schema.load(snap.data, version, agent_id=snap.agent_id, seq=snap.seq)
+        return TypedSnapshot(
+            snap.agent_id,
+            snap.seq,
+            state,
+            schema.state_name(snap.fsm_state, version),
+            version,
+            snap.updated_at,
+        )
+
+    async def load(
+        self, agent_id: str, *, at_seq: int | None = None, at_time: float | None = None
+    ) -> M:
+        """The agent's state as the model (latest, or at ``at_seq``/``at_time``)."""
+        return (await self.load_snapshot(agent_id, at_seq=at_seq, at_time=at_time)).state
+
+    async def load_snapshot(
+        self, agent_id: str, *, at_seq: int | None = None, at_time: float | None = None
+    ) -> TypedSnapshot[M]:
+        """The agent's state with its seq, FSM state and stored schema version."""
+        return self._typed(await self.store.load(agent_id, at_seq=at_seq, at_time=at_time))
+
+    async def get(self, agent_id: str) -> M | None:
+        """The agent's latest state as the model, or None when it does not exist."""
+        snap = await self.store.get(agent_id)
+        return self._typed(snap).state if snap is not None else None
+
+    async def save(
+        self,
+        agent_id: str,
+        state: M,
+        *,
+        fsm_state: str | None = None,
+        expected_seq: int | None = None,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+        lease: Leased | None = None,
+    ) -> AppendResult:
+        """Validate ``state`` and make it the agent's state at the current schema
+        version (only the difference is written). See :meth:`StateStore.save`."""
+        document = self.schema.dump(state, agent_id)
+        return await self.store.save(
+            agent_id,
+            document,
+            fsm_state=fsm_state,
+            expected_seq=expected_seq,
+            idempotency_key=idempotency_key,
+            actor=actor,
+            schema_version=self.schema.version,
+            lease=lease,
+        )
+
+    async def create(
+        self,
+        agent_id: str,
+        state: M,
+        *,
+        fsm_state: str | None = None,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+        lease: Leased | None = None,
+    ) -> AppendResult:
+        """Start the agent's stream with ``state`` (ConflictError if it exists)."""
+        document = self.schema.dump(state, agent_id)
+        return await self.store.create(
+            agent_id,
+            document,
+            fsm_state=fsm_state,
+            schema_version=self.schema.version,
+            idempotency_key=idempotency_key,
+            actor=actor,
+            lease=lease,
+        )
+
+    def history(self, agent_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
+        """The agent's events with types, machine states and custom event data brought
+        to the current schema version (see :func:`statekeeper.schema.events.upcast_event`)."""
+        from .events import history
+
+        return history(self.store, agent_id, self.schema, after_seq=after_seq)
