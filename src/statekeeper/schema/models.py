@@ -80,14 +80,13 @@ class ModelAdapter(Generic[M]):
         invalid state is refused with :class:`~statekeeper.errors.ValidationError`)."""
         self._check_type(value)
         try:
-            raw = self._adapter.dump_python(value, mode="json", warnings=False)
+            doc = self._adapter.dump_python(value, mode="json", warnings=False)
             # validate the document itself: what is stored must load back as the model
-            checked = self._adapter.validate_python(raw)
+            self._adapter.validate_python(doc)
         except pydantic.ValidationError as exc:
             raise ValidationError(self.name, field_errors(exc), agent_id) from None
         except (TypeError, ValueError) as exc:  # not serialisable at all
             raise ValidationError(self.name, [("", _reason(exc))], agent_id) from None
-        doc = self._adapter.dump_python(checked, mode="json", warnings=False)
         if not isinstance(doc, dict):  # pragma: no cover - the kinds above dump objects
             raise ValidationError(self.name, [("", "does not serialise to an object")], agent_id)
         return cast(dict[str, Any], doc)

@@ -241,6 +241,36 @@ def _cast(
     return out
 
 
+def _cast_event(
+    schema: ModelSchema[Any],
+    fn: EventCaster,
+    kind: str,
+    data: dict[str, Any],
+    version: int,
+    event: Any,
+) -> tuple[str, dict[str, Any]]:
+    """One event upcaster step, its failures typed."""
+    agent_id, seq = getattr(event, "agent_id", None), getattr(event, "seq", None)
+    try:
+        out = fn(kind, copy.deepcopy(data))
+    except Exception as exc:
+        raise UpcasterFailed(
+            schema.name, version, version + 1,
+            f"{type(exc).__name__} in the event upcaster of {kind!r}",
+            agent_id=agent_id, seq=seq,
+        ) from exc  # fmt: skip
+    if not (
+        isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], str)
+        and isinstance(out[1], dict)
+    ):  # fmt: skip
+        raise UpcasterFailed(
+            schema.name, version, version + 1,
+            f"the event upcaster of {kind!r} did not return (type, dict)",
+            agent_id=agent_id, seq=seq,
+        )  # fmt: skip
+    return out
+
+
 def _check_fn(fn: object) -> None:
     if not callable(fn):
         raise InvalidArgument("fn", f"a caster must be callable, not {type(fn).__name__}")

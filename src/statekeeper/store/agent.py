@@ -236,9 +236,12 @@ class DurableAgent:
     ) -> AppendResult | None:
         """Write pending data changes as one event; None when there is nothing to write."""
         check_mapping(info, "info", optional=True)
-        if not patch.diff(self._committed, self._document()) and info is None:
+        document = self._document()
+        if not patch.diff(self._committed, document) and info is None:
             return None
-        return await self._write(event_type, dict(info or {}), None, idempotency_key, actor)
+        return await self._write(
+            event_type, dict(info or {}), None, idempotency_key, actor, document
+        )
 
     async def record(
         self,
@@ -259,9 +262,12 @@ class DurableAgent:
         fsm_state: str | None,
         idempotency_key: str | None,
         actor: str | None,
+        document: dict[str, Any] | None = None,
     ) -> AppendResult:
         try:
-            ops = patch.diff(self._committed, self._document())
+            if document is None:
+                document = self._document()
+            ops = patch.diff(self._committed, document)
             result = await self.store.append(
                 self.agent_id,
                 kind,

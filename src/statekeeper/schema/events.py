@@ -1,0 +1,118 @@
+"""Event schema evolution: custom events and the machine's own history, read as the
+current code names them.
+
+Events are never rewritten. Reading the history of a typed agent through
+:func:`history` (or ``TypedStates.history``) brings each event to the model's current
+schema version:
+
+* a custom event's type and data go through the renames and the event upcasters
+  registered for ``(event type, from_version)``, chained version by version;
+* a transition's machine event and its ``from``/``to`` states, and every event's
+  ``fsm_state``, go through the machine renames (``schema.rename_states`` /
+  ``schema.rename_events``), so a history recorded under an older machine definition
+  replays on the current one (:func:`replay`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidTransition
+from ..records import Event, EventKind
+from .registry import ModelSchema, _cast_event
+
+if TYPE_CHECKING:
+    from ..machine import AgentStateMachine
+    from ..store.store import StateStore
+
+__all__ = ["history", "replay", "upcast_event"]
+
+_STORE_KINDS = frozenset({EventKind.CREATED, EventKind.TRANSITION, EventKind.PATCH, EventKind.STEP})
+
+
+def upcast_event(schema: ModelSchema[Any], event: Event) -> Event:
+    """``event`` (recorded under its ``schema_version``) as the current code names it."""
+    version = event.schema_version
+    current = schema.version
+    if version >= current:
+        return event
+    kind = event.type
+    data = dict(event.data)
+    if event.type == EventKind.TRANSITION:
+        if "event" in data and isinstance(data["event"], str):
+            data["event"] = schema.event_name(data["event"], version)
+        for key in ("from", "to"):
+            if isinstance(data.get(key), str):
+                data[key] = schema.state_name(data[key], version)
+    elif kind not in _STORE_KINDS:
+        for step in range(version, current):
+            kind = schema.event_renames.get(step, {}).get(kind, kind)
+            fn = schema.event_upcasters.get((kind, step))
+            if fn is not None:
+                kind, data = _cast_event(schema, fn, kind, data, step, event)
+    return dataclasses.replace(
+        event,
+        type=kind,
+        data=data,
+        fsm_state=schema.state_name(event.fsm_state, version),
+        schema_version=current,
+    )
+
+
+async def history(
+    store: StateStore, agent_id: str, schema: ModelSchema[Any], *, after_seq: int = 0
+) -> AsyncIterator[Event]:
+    """The agent's events, each brought to the current schema (see :func:`upcast_event`)."""
+    async for event in store.history(agent_id, after_seq=after_seq):
+        yield upcast_event(schema, event)
+
+
+def replay(machine: AgentStateMachine[Any, Any], events: Iterable[Event]) -> int:
+    """Check recorded transitions (already upcast) against ``machine``: each ``from``
+    and ``to`` must be states of the current definition and each move one its rules
+    allow; the machine ends restored in the last recorded state. Returns how many
+    transitions were replayed. Raises :class:`~statekeeper.errors.UnknownState` or
+    :class:`~statekeeper.errors.InvalidTransition` naming the first one that does not
+    fit."""
+    count = 0
+    for event in events:
+        if event.fsm_state is not None and event.type != EventKind.TRANSITION:
+            machine.restore(event.fsm_state)
+            continue
+        if event.type != EventKind.TRANSITION:
+            continue
+        source, target, trigger = (
+            event.data.get("from"),
+            event.data.get("to"),
+            event.data.get("event"),
+        )
+        machine.restore(str(source))
+        if trigger is not None:
+            machine.state_for(str(target))  # UnknownState if the definition lost it
+            if str(target) not in _targets(machine, trigger):
+                raise InvalidTransition(
+                    machine.current_state,
+                    trigger,
+                    f"seq {event.seq} of agent {event.agent_id!r} moved to {target!r}, "
+                    "which the current machine does not allow",
+                )
+        machine.restore(str(target))
+        count += 1
+    return count
+
+
+def _targets(machine: AgentStateMachine[Any, Any], trigger: Any) -> set[Any]:
+    """The state values ``trigger`` may lead to from the machine's current state."""
+    here = _value(machine.current_state)
+    wanted = _value(trigger)
+    return {
+        _value(rule.to_state)
+        for rule in machine.rules
+        if _value(rule.from_state) == here and _value(rule.event) == wanted
+    }
+
+
+def _value(x: Any) -> Any:
+    return getattr(x, "value", x)
