@@ -261,6 +261,7 @@ from . import (  # noqa: E402,F401
     diff,
     init,
     repair,
+    schema,
     security,
     tail,
     transfer,

@@ -285,7 +285,7 @@ async def migrate(
                 run = earlier  # resume (or re-check) the same run
                 run.done = False
     started = time.monotonic()
-    report = MigrationReport(run.run_id, schema.name, target, dry_run=dry_run)
+    report = MigrationReport("" if dry_run else run.run_id, schema.name, target, dry_run=dry_run)
     report.total = await store.count_agents()
     report.resumed_after = run.after if not dry_run else None
     after = run.after if not dry_run else None
