@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar, cast, is_typeddict
+from typing import Any, Generic, TypeVar, cast
 
 import pydantic
+from typing_extensions import is_typeddict
 
 from ..errors import InvalidArgument, ValidationError
 
@@ -62,7 +63,11 @@ class ModelAdapter(Generic[M]):
         self.kind = model_kind(model)
         self.model = model
         self.name = name or f"{model.__module__}.{model.__qualname__}"
-        self._adapter: pydantic.TypeAdapter[M] = pydantic.TypeAdapter(model)
+        try:
+            self._adapter: pydantic.TypeAdapter[M] = pydantic.TypeAdapter(model)
+        except pydantic.PydanticUserError as exc:
+            reason = str(exc).split("\n", 1)[0]
+            raise InvalidArgument("model", f"model {self.name} cannot be used: {reason}") from None
 
     def _check_type(self, value: object) -> None:
         if self.kind == "typeddict":

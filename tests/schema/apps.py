@@ -1,0 +1,84 @@
+"""Two versions of one application's state model, as two deployments see them.
+
+``v1``: ``Support(customer_name, priority: str, tags)``. ``v2`` renamed
+``customer_name`` to ``customer``, turned ``priority`` into an int and added
+``escalated`` (default False); it ships an upcaster 1→2 and a downcaster 2→1. ``v2_bare``
+is v2 without its casters (a rename forgotten). Importable by the CLI (``--app
+tests.schema.apps:v2``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
+
+from statekeeper.schema import SchemaRegistry
+
+PRIORITIES = {"low": 1, "normal": 2, "high": 3}
+
+
+class SupportV1(BaseModel):
+    customer_name: str
+    priority: str = "normal"
+    tags: list[str] = Field(default_factory=list)
+
+
+class SupportV2(BaseModel):
+    customer: str
+    priority: int = 2
+    tags: list[str] = Field(default_factory=list)
+    escalated: bool = False
+
+
+v1 = SchemaRegistry()
+support_v1 = v1.register(SupportV1, name="support", version=1)
+
+v2 = SchemaRegistry()
+support_v2 = v2.register(SupportV2, name="support", version=2)
+
+
+@support_v2.upcaster(from_version=1)
+def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["customer"] = doc.pop("customer_name")
+    doc["priority"] = PRIORITIES[doc.get("priority", "normal")]
+    doc.setdefault("escalated", False)
+    return doc
+
+
+@support_v2.downcaster(from_version=2)
+def _v2_to_v1(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["customer_name"] = doc.pop("customer")
+    names = {v: k for k, v in PRIORITIES.items()}
+    doc["priority"] = names.get(doc.get("priority", 2), "normal")
+    doc.pop("escalated", None)
+    return doc
+
+
+def upgraded(old: SupportV1) -> SupportV2:
+    """What the v2 code writes for the agent v1 code stored as ``old``."""
+    return SupportV2(
+        customer=old.customer_name, priority=PRIORITIES[old.priority], tags=list(old.tags)
+    )
+
+
+# v1 code that has the downcaster (deployed before the rollout, to read v2 data)
+v1_with_downcaster = SchemaRegistry()
+support_v1_dc = v1_with_downcaster.register(SupportV1, name="support", version=1)
+support_v1_dc.downcaster(from_version=2)(_v2_to_v1)
+
+v2_bare = SchemaRegistry()
+support_v2_bare = v2_bare.register(SupportV2, name="support", version=2)
+
+
+@dataclass
+class NotesDC:
+    owner: str
+    notes: list[str] = field(default_factory=list)
+
+
+class NotesTD(TypedDict):
+    owner: str
+    notes: list[str]
