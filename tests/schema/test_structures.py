@@ -35,7 +35,9 @@ texts = st.text(max_size=30)
 ids = st.none() | st.text(min_size=1, max_size=8)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 kwargs = st.dictionaries(st.text(min_size=1, max_size=6), json_values, max_size=2)
@@ -44,12 +46,18 @@ contents = texts | st.lists(
 )
 calls = st.lists(
     st.fixed_dictionaries(
-        {"name": st.text(min_size=1, max_size=8), "args": st.dictionaries(st.text(max_size=4), json_values, max_size=2), "id": st.text(min_size=1, max_size=6)}
+        {
+            "name": st.text(min_size=1, max_size=8),
+            "args": st.dictionaries(st.text(max_size=4), json_values, max_size=2),
+            "id": st.text(min_size=1, max_size=6),
+        }
     ),
     max_size=2,
 )
 lc_messages = st.one_of(
-    st.builds(HumanMessage, content=contents, id=ids, name=st.none() | texts, additional_kwargs=kwargs),
+    st.builds(
+        HumanMessage, content=contents, id=ids, name=st.none() | texts, additional_kwargs=kwargs
+    ),
     st.builds(SystemMessage, content=contents, id=ids),
     st.builds(
         AIMessage,
@@ -58,9 +66,19 @@ lc_messages = st.one_of(
         tool_calls=calls,
         response_metadata=kwargs,
         usage_metadata=st.none()
-        | st.builds(lambda i, o: {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}, st.integers(0, 99), st.integers(0, 99)),
+        | st.builds(
+            lambda i, o: {"input_tokens": i, "output_tokens": o, "total_tokens": i + o},
+            st.integers(0, 99),
+            st.integers(0, 99),
+        ),
     ),
-    st.builds(ToolMessage, content=contents, tool_call_id=st.text(min_size=1, max_size=6), artifact=json_values, status=st.sampled_from(["success", "error"])),
+    st.builds(
+        ToolMessage,
+        content=contents,
+        tool_call_id=st.text(min_size=1, max_size=6),
+        artifact=json_values,
+        status=st.sampled_from(["success", "error"]),
+    ),
     st.builds(ChatMessage, content=contents, role=st.text(min_size=1, max_size=8)),
     st.builds(FunctionMessage, content=texts, name=st.text(min_size=1, max_size=8)),
     st.builds(AIMessageChunk, content=texts, id=ids),
@@ -87,18 +105,31 @@ def test_langchain_messages_convert_without_loss(message: BaseMessage) -> None:
     metadata=kwargs,
 )
 def test_our_messages_convert_to_langchain_and_back_without_loss(
-    role: str, content: str | list[str | dict[str, str]], tokens: int | None, metadata: dict[str, object]
+    role: str,
+    content: str | list[str | dict[str, str]],
+    tokens: int | None,
+    metadata: dict[str, object],
 ) -> None:
     extra = {"tool_call_id": "c1"} if role == "tool" else {}
     name = {"name": "fn"} if role == "function" else {}
-    ours = Message(role=role, content=content, tokens=tokens, metadata=metadata, created_at=1.5, **extra, **name)
+    ours = Message(
+        role=role,
+        content=content,
+        tokens=tokens,
+        metadata=metadata,
+        created_at=1.5,
+        **extra,
+        **name,
+    )
     assert Message.from_langchain(ours.to_langchain()) == ours
 
 
 def test_a_conversation_keeps_roles_tool_calls_results_tokens_and_summaries() -> None:
     c = Conversation()
     c.add("user", "weather in Paris?", tokens=5)
-    call = c.append(AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": "c1"}]))
+    call = c.append(
+        AIMessage("", tool_calls=[{"name": "weather", "args": {"city": "Paris"}, "id": "c1"}])
+    )
     assert c.pending_tool_calls()[0].name == "weather" and call.role == "assistant"
     c.append(ToolMessage("18C", tool_call_id="c1"))
     c.add("assistant", "18C and sunny", tokens=4)
@@ -166,7 +197,10 @@ def test_task_plan_steps_results_errors_and_retries() -> None:
     task.start("2")
     assert task.fail("2", RuntimeError("boom")) is False
     assert task.status is TaskStatus.FAILED and task.step("2").status is StepStatus.FAILED
-    assert [(e.step, e.attempt, e.kind) for e in task.errors] == [("2", 1, None), ("2", 2, "RuntimeError")]
+    assert [(e.step, e.attempt, e.kind) for e in task.errors] == [
+        ("2", 1, None),
+        ("2", 2, "RuntimeError"),
+    ]
     assert task.retries == 1 and task.progress == (1, 2)
     with pytest.raises(InvalidArgument):
         task.step("9")
@@ -181,7 +215,14 @@ def test_task_plan_steps_results_errors_and_retries() -> None:
 
 
 def test_session_times_and_ttl() -> None:
-    s = Session(user_id="u", channel="slack", started_at=10.0, last_seen=10.0, ttl=5, preferences={"lang": "fr"})
+    s = Session(
+        user_id="u",
+        channel="slack",
+        started_at=10.0,
+        last_seen=10.0,
+        ttl=5,
+        preferences={"lang": "fr"},
+    )
     assert not s.expired(now=14.9) and s.expired(now=15.0)
     s.touch(now=20.0)
     assert s.expires_at == 25.0 and not s.expired(now=24.0)

@@ -27,7 +27,9 @@ class Secretive(BaseModel):
 
 async def test_a_pydantic_state_round_trips_and_is_stamped_with_its_schema() -> None:
     async with StateStore("memory://") as store:
-        agent = await store.agent("a-1", model=support_v1, initial_state=SupportV1(customer_name="ann"))
+        agent = await store.agent(
+            "a-1", model=support_v1, initial_state=SupportV1(customer_name="ann")
+        )
         assert isinstance(agent, TypedAgent)
         agent.state.tags.append("vip")
         await agent.save()
@@ -133,7 +135,9 @@ async def test_a_state_of_another_model_is_refused() -> None:
 
 async def test_assigning_a_wrong_state_fails_at_once() -> None:
     async with StateStore("memory://") as store:
-        agent = await store.agent("a-1", model=support_v1, initial_state=SupportV1(customer_name="x"))
+        agent = await store.agent(
+            "a-1", model=support_v1, initial_state=SupportV1(customer_name="x")
+        )
         with pytest.raises(InvalidArgument):
             agent.state = NotesDC(owner="o")  # type: ignore[assignment]
         agent.state = SupportV1(customer_name="y")

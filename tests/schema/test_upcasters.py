@@ -71,7 +71,12 @@ async def test_renaming_a_field_without_an_upcaster_fails_with_a_typed_error() -
             await store.agent("a-1", model=support_v2_bare)
         error = caught.value
         assert isinstance(error, SchemaError) and isinstance(error, StorageError)
-        assert (error.model, error.version, error.target, error.agent_id) == ("support", 1, 2, "a-1")
+        assert (error.model, error.version, error.target, error.agent_id) == (
+            "support",
+            1,
+            2,
+            "a-1",
+        )
         assert "upcaster" in str(error) and "'a-1'" in str(error)
         # the same rename with the version left at 1: the field is named
         same_version = SchemaRegistry().register(SupportV2, name="support", version=1)
@@ -109,7 +114,9 @@ async def test_a_chain_of_upcasters_runs_version_by_version() -> None:
 async def test_snapshots_taken_under_an_old_schema_are_upcast(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     async with StateStore(url, snapshot_every=2) as store:
-        agent = await store.agent("a-1", model=support_v1, initial_state=SupportV1(customer_name="a"))
+        agent = await store.agent(
+            "a-1", model=support_v1, initial_state=SupportV1(customer_name="a")
+        )
         for tag in "xyz":
             agent.state.tags.append(tag)
             await agent.save()

@@ -48,10 +48,10 @@ def upcast_event(schema: ModelSchema[Any], event: Event) -> Event:
                 data[key] = schema.state_name(data[key], version)
     elif kind not in _STORE_KINDS:
         for step in range(version, current):
-            kind = schema.event_renames.get(step, {}).get(kind, kind)
             fn = schema.event_upcasters.get((kind, step))
             if fn is not None:
                 kind, data = _cast_event(schema, fn, kind, data, step, event)
+            kind = schema.event_renames.get(step, {}).get(kind, kind)
     return dataclasses.replace(
         event,
         type=kind,

@@ -150,6 +150,9 @@ class ModelSchema(Generic[M]):
         current = copy.deepcopy(current)  # casters may mutate their argument freely
         while version < target:
             fn = self.upcasters.get(version)
+            if fn is None and self._machine_only(version):
+                version += 1  # a step that renamed machine states or events only
+                continue
             if fn is None:
                 raise MissingUpcaster(self.name, version, target, agent_id=agent_id, seq=seq)
             current = _cast(self, fn, current, version, version + 1, agent_id, seq)
@@ -163,6 +166,15 @@ class ModelSchema(Generic[M]):
             current = _cast(self, fn, current, version, version - 1, agent_id, seq)
             version -= 1
         return current
+
+    def _machine_only(self, version: int) -> bool:
+        """True when the step from ``version`` declared machine or event changes only
+        (renames, event upcasters) and no document upcaster: the document is as is."""
+        return (
+            version in self.state_renames
+            or version in self.event_renames
+            or any(v == version for _, v in self.event_upcasters)
+        )
 
     def load(
         self,
