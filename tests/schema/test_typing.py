@@ -5,18 +5,52 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from mypy import api
 
-CASES = Path(__file__).with_name("typing_cases.py")
+ROOT = Path(__file__).resolve().parents[2]
+CASES = '''"""What mypy must see."""
+
+from __future__ import annotations
+
+from typing import reveal_type
+
+from statekeeper import StateStore
+from statekeeper.schema import TypedStates
+from statekeeper.schema.structures import Conversation
+
+from tests.schema.apps import NotesDC, NotesTD, SupportV1, support_v2
 
 
-def test_mypy_sees_the_model_type() -> None:
-    root = CASES.parents[2]
-    out, err, _code = api.run(
+async def cases(store: StateStore) -> None:
+    typed = await store.agent("a-1", model=SupportV1)
+    reveal_type(typed)  # R1
+    reveal_type(typed.state)  # R2
+    reveal_type(typed.state.customer_name)  # R3
+    from_schema = await store.agent("a-2", model=support_v2)
+    reveal_type(from_schema.state)  # R4
+    dc = await store.agent("a-3", model=NotesDC)
+    reveal_type(dc.state.notes)  # R5
+    td = await store.agent("a-4", model=NotesTD)
+    reveal_type(td.state)  # R6
+    plain = await store.agent("a-5")
+    reveal_type(plain)  # R7
+    chat = await TypedStates(store, Conversation).load("c-1")
+    reveal_type(chat)  # R8
+    _ = typed.state.no_such_field  # E1
+    typed.state = NotesDC(owner="o")  # E2
+'''
+
+
+def test_mypy_sees_the_model_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "typing_cases.py").write_text(CASES)
+    monkeypatch.setenv("MYPYPATH", str(ROOT))
+    monkeypatch.chdir(tmp_path)
+    out, _err, _code = api.run(
         ["--strict", "--no-incremental", "--cache-dir", "/dev/null", "--follow-imports", "silent",
-         "--show-error-codes", str(CASES.relative_to(root))]
+         "--show-error-codes", "typing_cases.py"]
     )  # fmt: skip
-    lines = CASES.read_text().splitlines()
+    lines = CASES.splitlines()
 
     def at(marker: str) -> list[str]:
         (index,) = [i for i, line in enumerate(lines, 1) if line.rstrip().endswith(f"# {marker}")]
