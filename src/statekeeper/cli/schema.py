@@ -120,7 +120,7 @@ def _print_report(report: MigrationReport, json_out: bool) -> None:
     if report.run_id:
         head += f" (run {report.run_id})"
     if report.dry_run:
-        head += " [dry run: nothing written]"
+        head += " \\[dry run: nothing written]"
     console.print(f"[bold]{head}[/]")
     if report.resumed_after is not None:
         console.print(f"resumed after agent {escape(report.resumed_after)!r}")
