@@ -96,7 +96,7 @@ async def _writable(url: str, key_file: Path | None) -> AsyncIterator[StateStore
     keyring = env_keyring(key_file)
     backend = await check_store(url)
     await backend.close()
-    store = StateStore(open_backend(url), keyring=keyring, durability="group", cache_size=0)
+    store = StateStore(open_backend(url), keyring=keyring, durability="group")
     try:
         yield store
     finally:

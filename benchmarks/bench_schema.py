@@ -1,0 +1,245 @@
+"""Issue 14: schema migrations and typed conversations, measured.
+
+1. Migration rate: N agents stored at schema version 1 (a rename + a type change),
+   migrated to version 2 with ``statekeeper.schema.migrate.migrate`` on SQLite (and
+   PostgreSQL with ``--postgres DSN``); peer: the same upcast done by a hand-written
+   script on a plain table (SELECT all, UPDATE in batches of 1,000 per transaction) —
+   the floor of any migration that keeps no history. Reports agents/s, CPU s per 1k
+   agents and the process RSS sampled during the run (flat = does not grow with N).
+2. Typed conversation: bytes written per appended message at 10/100/1,000 messages and
+   CPU per save, typed (``Conversation`` model) vs an untyped dict agent.
+
+Usage: ``.venv/bin/python benchmarks/bench_schema.py [--n 100000] [--quick]
+[--postgres postgresql://…/test]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sqlite3
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, Field
+
+import _common
+from statekeeper import StateStore
+from statekeeper.schema import SchemaRegistry, TypedStates
+from statekeeper.schema.migrate import migrate
+from statekeeper.schema.structures import Conversation
+
+
+class V1(BaseModel):
+    customer_name: str
+    priority: str = "normal"
+    tags: list[str] = Field(default_factory=list)
+
+
+class V2(BaseModel):
+    customer: str
+    priority: int = 2
+    tags: list[str] = Field(default_factory=list)
+
+
+LEVELS = {"low": 1, "normal": 2, "high": 3}
+v1 = SchemaRegistry().register(V1, name="support", version=1)
+v2 = SchemaRegistry().register(V2, name="support", version=2)
+
+
+@v2.upcaster(1)
+def _up(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["customer"] = doc.pop("customer_name")
+    doc["priority"] = LEVELS[doc["priority"]]
+    return doc
+
+
+class RSS:
+    """Sample the process RSS every 50 ms on a thread."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.proc = psutil.Process()
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.samples.append(self.proc.memory_info().rss)
+
+    def __enter__(self) -> RSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> dict[str, float]:
+        s = self.samples or [self.proc.memory_info().rss]
+        q = max(len(s) // 4, 1)
+        return {
+            "rss_first_quarter_mib": round(max(s[:q]) / 2**20, 1),
+            "rss_last_quarter_mib": round(max(s[-q:]) / 2**20, 1),
+        }
+
+
+async def populate(url: str, n: int) -> None:
+    async with StateStore(url, durability="group", cache_size=0) as store:
+        states = TypedStates(store, v1)
+        for start in range(0, n, 1000):
+            await asyncio.gather(
+                *(
+                    states.create(
+                        f"agent-{i:07d}",
+                        V1(customer_name=f"c{i}", priority=("low", "normal", "high")[i % 3]),
+                    )
+                    for i in range(start, min(n, start + 1000))
+                )
+            )
+
+
+async def run_migration(url: str, n: int) -> dict[str, Any]:
+    await populate(url, n)
+    # the default LRU cache (1,024 states): the append reuses the state just read
+    async with StateStore(url, durability="group") as store:
+        cpu, wall = time.process_time(), time.perf_counter()
+        with RSS() as rss:
+            report = await migrate(store, v2, check=False)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        assert report.changed == n and not report.failed, report.failed[:3]
+        vwall = time.perf_counter()
+        checked = await migrate(store, v2, dry_run=True)
+        vwall = time.perf_counter() - vwall
+        assert checked.unchanged == n
+    return {
+        "agents": n,
+        "agents_per_s": round(n / wall, 1),
+        "cpu_s_per_1k": round(cpu / n * 1000, 3),
+        "wall_s": round(wall, 2),
+        "rescan_agents_per_s": round(n / vwall, 1),
+        **rss.summary(),
+    }
+
+
+def plain_script_floor(path: Path, n: int) -> dict[str, Any]:
+    """A hand-written migration of a plain (id, doc) table: no history, no checks."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE docs (id TEXT PRIMARY KEY, doc BLOB, v INTEGER)")
+    conn.executemany(
+        "INSERT INTO docs VALUES (?, ?, 1)",
+        (
+            (
+                f"agent-{i:07d}",
+                orjson.dumps({"customer_name": f"c{i}", "priority": "normal", "tags": []}),
+            )
+            for i in range(n)
+        ),
+    )
+    conn.commit()
+    cpu, wall = time.process_time(), time.perf_counter()
+    rows = conn.execute("SELECT id, doc FROM docs WHERE v = 1").fetchall()
+    batch = []
+    for agent_id, doc in rows:
+        batch.append((orjson.dumps(_up(orjson.loads(doc))), agent_id))
+        if len(batch) == 1000:
+            conn.executemany("UPDATE docs SET doc = ?, v = 2 WHERE id = ?", batch)
+            conn.commit()
+            batch = []
+    conn.executemany("UPDATE docs SET doc = ?, v = 2 WHERE id = ?", batch)
+    conn.commit()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    conn.close()
+    return {"agents_per_s": round(n / wall, 1), "cpu_s_per_1k": round(cpu / n * 1000, 3)}
+
+
+async def conversation_costs() -> list[dict[str, Any]]:
+    rows = []
+    async with StateStore("memory://", snapshot_every=10**6, snapshot_bytes=None) as store:
+        for size in (10, 100, 1000):
+            chat = Conversation()
+            plain: dict[str, Any] = {"messages": []}
+            for i in range(size):
+                m = chat.add("user", f"message number {i} " * 4, tokens=12, created_at=1.0)
+                plain["messages"].append(m.model_dump(mode="json"))
+            typed = await store.agent(f"t-{size}", model=Conversation, initial_state=chat)
+            untyped = await store.agent(f"u-{size}", initial_data=plain)
+            rounds = 30
+            cpu_t = time.process_time()
+            for _ in range(rounds):
+                m = typed.state.add("assistant", "one more message " * 4, tokens=9, created_at=2.0)
+                await typed.save()
+            cpu_t = time.process_time() - cpu_t
+            cpu_u = time.process_time()
+            for _ in range(rounds):
+                untyped.data["messages"].append(m.model_dump(mode="json"))
+                await untyped.save()
+            cpu_u = time.process_time() - cpu_u
+            (raw,) = await store.backend.read(f"t-{size}", 1, 2)
+            (raw_u,) = await store.backend.read(f"u-{size}", 1, 2)
+            rows.append(
+                {
+                    "messages": size,
+                    "event_bytes_typed": len(raw.payload),
+                    "event_bytes_untyped": len(raw_u.payload),
+                    "cpu_ms_per_save_typed": round(cpu_t / rounds * 1000, 2),
+                    "cpu_ms_per_save_untyped": round(cpu_u / rounds * 1000, 2),
+                }
+            )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--quick", action="store_true", help="5,000 agents")
+    parser.add_argument("--postgres", metavar="DSN", default=None)
+    args = parser.parse_args()
+    n = 5000 if args.quick else args.n
+    out: dict[str, Any] = {"machine": _common.machine("pydantic")}
+    with tempfile.TemporaryDirectory() as tmp:
+        out["sqlite"] = asyncio.run(run_migration(f"sqlite:///{tmp}/m.db", n))
+        out["plain_script_floor"] = plain_script_floor(Path(tmp) / "plain.db", n)
+    if args.postgres:
+        schema = f"sk_bench_schema_{os.getpid()}"
+        out["postgres"] = asyncio.run(run_migration(f"{args.postgres}?schema={schema}", n))
+        import psycopg
+
+        with psycopg.connect(args.postgres, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    out["conversation"] = asyncio.run(conversation_costs())
+    s, f = out["sqlite"], out["plain_script_floor"]
+    print(f"\n## Migration of {n:,} agents (v1 -> v2: a rename and a type change)\n")
+    print("| engine | agents/s | CPU s / 1k agents | RSS first / last quarter (MiB) |")
+    print("|---|---|---|---|")
+    for name in ("sqlite", "postgres"):
+        if name in out:
+            r = out[name]
+            print(
+                f"| statekeeper {name} | {r['agents_per_s']:,.0f} | {r['cpu_s_per_1k']} | "
+                f"{r['rss_first_quarter_mib']} / {r['rss_last_quarter_mib']} |"
+            )
+    print(f"| plain-table script (floor) | {f['agents_per_s']:,.0f} | {f['cpu_s_per_1k']} | - |")
+    print(f"\nratio statekeeper sqlite / floor: {s['agents_per_s'] / f['agents_per_s']:.3f}")
+    print("\n## Appending one message to a conversation\n")
+    print("| messages | event bytes typed | untyped | CPU ms/save typed | untyped |")
+    print("|---|---|---|---|---|")
+    for r in out["conversation"]:
+        print(
+            f"| {r['messages']:,} | {r['event_bytes_typed']} | {r['event_bytes_untyped']} | "
+            f"{r['cpu_ms_per_save_typed']} | {r['cpu_ms_per_save_untyped']} |"
+        )
+    print("\n" + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
