@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .. import patch
 from ..arguments import check_agent_id
 from ..errors import ConflictError, InvalidArgument
 from ..records import AppendResult, Event, Snapshot
@@ -64,6 +65,9 @@ class TypedAgent(DurableAgent, Generic[M]):
             snapshot = dataclasses.replace(snapshot, fsm_state=fsm)
         super()._adopt(snapshot)
         self._state: M = state
+        # the state as loaded, in the current version: what "unsaved changes" compare
+        # against (a state upcast on load is not a change of the user's)
+        self._baseline = schema.dump(state, snapshot.agent_id)
         #: the schema version of the stored state this agent was loaded from
         self.stored_version = version
 
@@ -81,6 +85,17 @@ class TypedAgent(DurableAgent, Generic[M]):
     def fsm_state(self) -> Any:
         """The machine's current state (``DurableAgent.state`` of an untyped agent)."""
         return self.machine.current_state
+
+    @property
+    def dirty(self) -> bool:
+        """True when :attr:`state` has changes not yet written."""
+        return bool(patch.diff(self._baseline, self.schema.dump(self._state, self.agent_id)))
+
+    async def _write(self, *args: Any, **kwargs: Any) -> AppendResult:
+        result = await super()._write(*args, **kwargs)
+        if not result.duplicate:  # (a duplicate refreshed: _adopt set the baseline)
+            self._baseline = self._committed
+        return result
 
     def _document(self) -> dict[str, Any]:
         doc = self.schema.dump(self._state, self.agent_id)
