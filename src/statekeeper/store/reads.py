@@ -32,7 +32,7 @@ from ..errors import (
 from ..records import Event, RawEvent, RawSnapshot, Snapshot
 from .body import SNAPSHOT_KIND, snapshot_record, to_event
 from .cache import LRUCache
-from .state import AgentRecord, apply_payload
+from .state import HELD_AS_BYTES, AgentRecord, apply_payload, unpack_document
 from .verification import _reason
 
 __all__ = ["PAGE", "ReadPath"]
@@ -259,7 +259,6 @@ class ReadPath:
             record.checksum = raw.checksum
             record.tag_known = False
             record.replay_bytes += len(raw.payload)
-            record.dumped = None
             if typed:
                 record.rich = True
 
@@ -334,14 +333,18 @@ class ReadPath:
     def public(self, record: AgentRecord) -> Snapshot:
         """The caller's copy of a folded state (it shares nothing with ``record``)."""
         typed = record.rich
-        if record.blob is None:
-            # plain JSON documents (the common case) skip the codec's type checks
-            record.blob = self.codec.copy_dumps(record.data) if typed else _dumps(record.data)
+        if record.data is HELD_AS_BYTES and record.dumped is not None:
+            data = unpack_document(record.dumped)  # fresh objects: the copy itself
+        else:
+            if record.blob is None:
+                # plain JSON documents (the common case) skip the codec's type checks
+                record.blob = self.codec.copy_dumps(record.data) if typed else _dumps(record.data)
+            data = self.codec.copy_loads(record.blob) if typed else _loads(record.blob)
         return Snapshot(
             agent_id=record.agent_id,
             seq=record.seq,
             fsm_state=record.fsm_state,
-            data=self.codec.copy_loads(record.blob) if typed else _loads(record.blob),
+            data=data,
             schema_version=record.schema_version,
             created_at=record.created_at,
             updated_at=record.updated_at,

@@ -21,7 +21,7 @@ from ..errors import IntegrityError, SerializationError, StateTooLarge
 from ..records import RawSnapshot
 from .body import SNAPSHOT_KIND, snapshot_body
 from .reads import ReadPath
-from .state import AgentRecord
+from .state import AgentRecord, document
 from .verification import _reason
 
 __all__ = ["Marks", "SnapshotPolicy", "mark_snapshot"]
@@ -88,7 +88,9 @@ class SnapshotPolicy:
             and 0 < record.full_seq < record.seq
             and record.deltas + 1 < self.full_every
         )
-        body = snapshot_body(record, patch.diff(record.full_data, record.data) if delta else None)
+        body = snapshot_body(
+            record, patch.diff(record.full_data, document(record)) if delta else None
+        )
         plaintext = self.codec.serialize(body, "state")
         if self.max_bytes is not None and len(plaintext) > self.max_bytes:
             raise StateTooLarge(record.agent_id, "snapshot", len(plaintext), self.max_bytes)

@@ -13,7 +13,42 @@ from typing import Any
 
 from .. import patch
 
-__all__ = ["AgentRecord", "apply_payload"]
+__all__ = ["HELD_AS_BYTES", "AgentRecord", "apply_payload", "document"]
+
+
+class _HeldAsBytes:
+    """``AgentRecord.data`` when the document is held only as the packed bytes of its
+    top-level values (``AgentRecord.dumped``): the state after a save, whose bytes the
+    change detection made already (see :func:`document`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "HELD_AS_BYTES"
+
+
+HELD_AS_BYTES: Any = _HeldAsBytes()
+_unpack: Any = None  # msgpack.unpackb (imported on first use)
+
+
+def unpack_document(dumped: dict[str, bytes]) -> dict[str, Any]:
+    """A fresh document from the packed bytes of its top-level values."""
+    global _unpack
+    if _unpack is None:
+        import msgpack  # type: ignore[import-untyped]
+
+        _unpack = msgpack.unpackb
+    unpack = _unpack
+    return {key: unpack(value) for key, value in dumped.items()}
+
+
+def document(record: AgentRecord) -> Any:
+    """``record.data``, unpacked first when it is held as bytes only."""
+    data = record.data
+    if data is HELD_AS_BYTES:
+        assert record.dumped is not None
+        data = record.data = unpack_document(record.dumped)
+    return data
 
 
 @dataclass(slots=True)
@@ -56,7 +91,8 @@ class AgentRecord:
     #: stored bytes of the events after ``snapshot_seq`` (what a load replays)
     replay_bytes: int = 0
     #: packed bytes of each top-level value of the document last saved onto ``data``
-    #: (see :mod:`.change`); None when ``data`` changed otherwise
+    #: (see :mod:`.change`); None when ``data`` changed otherwise. ``data`` may then be
+    #: :data:`HELD_AS_BYTES` (read it with :func:`document`)
     dumped: dict[str, bytes] | None = None
 
 
@@ -64,7 +100,8 @@ def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict
     """Advance ``record`` by one event, in place (``record.data`` is private to the store)."""
     ops = payload.get("ops")
     if ops:
-        record.data = patch.apply(record.data, ops, in_place=True)
+        record.data = patch.apply(document(record), ops, in_place=True)
+        record.dumped = None
         record.blob = None
     fsm = payload.get("fsm")
     if fsm is not None:

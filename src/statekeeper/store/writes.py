@@ -43,11 +43,11 @@ from ..records import AppendRequest, AppendResult, Fence, RawEvent
 from ..security.highwater import HighWater
 from . import idempotency
 from .body import RESERVED, SNAPSHOT_KIND, event_body, next_record
-from .change import diff_by_key
+from .change import diff_by_key, dump_keys
 from .durability import Durability, GroupCommitter, WriteBehind
 from .reads import PAGE, ReadPath
 from .snapshots import SnapshotPolicy, mark_snapshot
-from .state import AgentRecord
+from .state import HELD_AS_BYTES, AgentRecord, document
 
 __all__ = [
     "Leased",
@@ -214,9 +214,8 @@ class WritePipeline:
                     actor,
                     schema_version,
                     fence,
+                    dumped[0] if dumped is not None else None,
                 )
-                if dumped is not None:  # the bytes of what new_record.data now equals
-                    new_record.dumped = dumped[0]
                 if self.behind is not None:
                     reads.pinned[agent_id] = new_record
                     reads.cache.put(agent_id, new_record)
@@ -266,8 +265,15 @@ class WritePipeline:
         actor: str | None,
         schema_version: int | None,
         fence: Fence | None = None,
+        packed: dict[str, bytes] | None = None,
     ) -> tuple[AppendRequest, AgentRecord]:
-        """Encode one event (and a snapshot when due); compute the state after it."""
+        """Encode one event (and a snapshot when due); compute the state after it.
+
+        ``packed``: the packed bytes of each top-level value of the data after the
+        event, when the caller made them (a save's change detection): the new state is
+        then held as those bytes, nothing decoded or applied. Otherwise the event's ops
+        are applied to a copy-on-write of the data, their values decoded from the
+        event's bytes (so that the state shares nothing with the caller's objects)."""
         base = record.seq if record is not None else 0
         seq = base + 1
         now = self.clock()
@@ -283,9 +289,7 @@ class WritePipeline:
             raise IntegrityError(agent_id, base, "the chain link of the head is unknown")
         sealed = codec.seal(agent_id, seq, kind, now, plaintext, prev)
         raw = RawEvent(seq, kind, now, sealed.payload, sealed.checksum)
-        # The state after the event, built from the serialized bytes so that it shares
-        # nothing with the caller's objects. Copy-on-write: ``record`` stays untouched
-        # until the append is acknowledged.
+        # Copy-on-write: ``record`` stays untouched until the append is acknowledged.
         if record is None:
             new = AgentRecord(agent_id, 0, None, {}, 1, now, now)
         else:
@@ -293,14 +297,19 @@ class WritePipeline:
         new.link = sealed.link
         new.checksum = sealed.checksum
         new.replay_bytes = (record.replay_bytes if record is not None else 0) + len(sealed.payload)
-        if codec.format.id == JSON and not (b"$" in plaintext and b'"$t"' in plaintext):
-            decoded = _loads(plaintext)  # plain JSON: no typed values to rebuild
-        else:
-            decoded = codec.deserialize(plaintext, agent_id, seq)
-            new.rich = True
-        if decoded.get("ops"):
-            new.data = patch.apply(new.data, decoded["ops"])
-            new.blob = None
+        plain = codec.format.id == JSON and not (b"$" in plaintext and b'"$t"' in plaintext)
+        if ops and packed is not None and plain and not new.rich:
+            new.data, new.dumped, new.blob = HELD_AS_BYTES, packed, None
+        elif ops:
+            if plain:
+                decoded = _loads(plaintext)  # plain JSON: no typed values to rebuild
+            else:
+                decoded = codec.deserialize(plaintext, agent_id, seq)
+                new.rich = True
+            new.data = patch.apply(document(new), decoded["ops"])
+            new.dumped, new.blob = None, None
+        elif packed is not None and not new.rich:  # data unchanged: its bytes, for next time
+            new.dumped = packed
         if fsm is not None:
             new.fsm_state = fsm
             new.fsm_entered_at = now
@@ -310,7 +319,7 @@ class WritePipeline:
         new.updated_at = now
         if self.max_state_bytes is not None:
             if new.blob is None:
-                new.blob = codec.copy_dumps(new.data)
+                new.blob = codec.copy_dumps(document(new))
             if len(new.blob) > self.max_state_bytes:
                 raise StateTooLarge(agent_id, "state", len(new.blob), self.max_state_bytes)
         snapshot = None
@@ -478,19 +487,20 @@ def check_write_options(idempotency_key: object, actor: object, lease: object) -
 
 
 def save_changes(
-    document: Mapping[str, Any], fsm_state: str | None
+    new: Mapping[str, Any], fsm_state: str | None
 ) -> tuple[Make, list[dict[str, bytes] | None]]:
-    """What :meth:`StateStore.save` of ``document`` changes on the state it is made on,
+    """What :meth:`StateStore.save` of the document ``new`` changes on the state it is made on,
     and where the bytes serialized to find that out are left (see :mod:`.change`)."""
     dumped: list[dict[str, bytes] | None] = [None]
 
     def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
-        if rec is None:
-            return [{"op": "replace", "path": "", "value": document}], fsm_state
+        if rec is None:  # created by this save
+            dumped[0] = dump_keys(new) if type(new) is dict else None
+            return [{"op": "replace", "path": "", "value": new}], fsm_state
         fsm = fsm_state if fsm_state != rec.fsm_state else None
         if rec.rich:  # typed values: the plain diff (their JSON bytes are not them)
-            return patch.diff(rec.data, document), fsm
-        ops, dumped[0] = diff_by_key(rec.data, document, rec.dumped)
+            return patch.diff(document(rec), new), fsm
+        ops, dumped[0] = diff_by_key(rec.data, new, rec.dumped)
         return ops, fsm
 
     return make, dumped
