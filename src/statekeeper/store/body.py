@@ -128,6 +128,7 @@ def next_record(record: AgentRecord) -> AgentRecord:
     ``record`` stays untouched until the append is acknowledged). The chain link, the
     checksum and the head tag of the new state are set by the caller, and its data
     and cached bytes when the event changes the data."""
+    record.fresh = False  # its data is shared from now on: never hand it to a caller
     return AgentRecord(  # positional: this runs on every write
         record.agent_id,
         record.seq,

@@ -108,6 +108,14 @@ class ReadPath:
         data = await self.snapshot_data(agent_id, raw.seq, body)
         record = snapshot_record(agent_id, raw, body, opened, data)
         record.rich = rich(opened) or "base" in body  # (a delta's base may be rich)
+        if not record.rich and next(reversed(body)) == "data":
+            # a whole plain snapshot ends with its data: those bytes are its JSON (the
+            # values before it are a state name and numbers, and a quote inside a JSON
+            # string is always escaped, so the first ',"data":' is the key)
+            text = opened.body
+            start = text.find(b',"data":')
+            if start > 0 and text.endswith(b"}"):
+                record.blob = text[start + 8 : -1]
         return record
 
     async def snapshot_data(
@@ -217,6 +225,7 @@ class ReadPath:
         if at_head:
             self.codec.check_head(agent_id, head, record.link, tag)
             record.tag, record.tag_known = tag, record.link is not None
+        record.fresh = True
         return record
 
     async def catch_up(self, record: AgentRecord, target: int) -> None:
@@ -333,7 +342,14 @@ class ReadPath:
     def public(self, record: AgentRecord) -> Snapshot:
         """The caller's copy of a folded state (it shares nothing with ``record``)."""
         typed = record.rich
-        if record.data is HELD_AS_BYTES and record.dumped is not None:
+        if record.fresh and not typed:
+            # folded for this read and shared with nobody: its objects are the copy,
+            # and the record keeps the bytes (parsed again only if a write needs them)
+            record.fresh = False
+            if record.blob is None:
+                record.blob = _dumps(record.data)
+            data, record.data = record.data, HELD_AS_BYTES
+        elif record.data is HELD_AS_BYTES and record.dumped is not None:
             data = unpack_document(record.dumped)  # fresh objects: the copy itself
         else:
             if record.blob is None:

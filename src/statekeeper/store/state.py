@@ -11,15 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from .. import patch
 
 __all__ = ["HELD_AS_BYTES", "AgentRecord", "apply_payload", "document"]
 
 
 class _HeldAsBytes:
-    """``AgentRecord.data`` when the document is held only as the packed bytes of its
-    top-level values (``AgentRecord.dumped``): the state after a save, whose bytes the
-    change detection made already (see :func:`document`)."""
+    """``AgentRecord.data`` when the document is held only as bytes: the packed bytes
+    of its top-level values (``AgentRecord.dumped``: the state after a save, whose
+    bytes the change detection made already), or its JSON (``AgentRecord.blob``: a
+    freshly folded state whose objects went to the caller of a load). See
+    :func:`document`."""
 
     __slots__ = ()
 
@@ -43,11 +47,16 @@ def unpack_document(dumped: dict[str, bytes]) -> dict[str, Any]:
 
 
 def document(record: AgentRecord) -> Any:
-    """``record.data``, unpacked first when it is held as bytes only."""
+    """``record.data``, unpacked first when it is held as bytes only (the packed
+    top-level values in ``dumped``, or the JSON of a plain document in ``blob``)."""
     data = record.data
     if data is HELD_AS_BYTES:
-        assert record.dumped is not None
-        data = record.data = unpack_document(record.dumped)
+        if record.dumped is not None:
+            data = unpack_document(record.dumped)
+        else:
+            assert record.blob is not None and not record.rich
+            data = orjson.loads(record.blob)
+        record.data = data
     return data
 
 
@@ -94,6 +103,9 @@ class AgentRecord:
     #: (see :mod:`.change`); None when ``data`` changed otherwise. ``data`` may then be
     #: :data:`HELD_AS_BYTES` (read it with :func:`document`)
     dumped: dict[str, bytes] | None = None
+    #: folded from storage and never handed out: the first copy for a caller may be
+    #: ``data`` itself (the record then holds the data as ``blob``, see ``reads.public``)
+    fresh: bool = False
 
 
 def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict[str, Any]) -> None:

@@ -500,7 +500,8 @@ def save_changes(
         fsm = fsm_state if fsm_state != rec.fsm_state else None
         if rec.rich:  # typed values: the plain diff (their JSON bytes are not them)
             return patch.diff(document(rec), new), fsm
-        ops, dumped[0] = diff_by_key(rec.data, new, rec.dumped)
+        old = rec.data if rec.dumped is not None else document(rec)
+        ops, dumped[0] = diff_by_key(old, new, rec.dumped)
         return ops, fsm
 
     return make, dumped
