@@ -669,6 +669,7 @@ def instrument_save(store: StateStore, stages: Stages) -> None:
     w(store._reads, "current", "cache lookup (+ validation read when not trusted)")
     w(backend, "read", "  backend.read (the validation read before the write)")
     w(patch_mod, "diff", "patch.diff (change detection, whole history compared)")
+    w(writes_mod, "diff_by_key", "change detection (pack each top-level value, compare bytes)")
     w(store._writes, "build", "WritePipeline.build (the record)")
     w(store.codec, "serialize", "  serialise the event (codec.serialize)")
     w(store.codec, "seal", "  frame + SHA-256 link (codec.seal)")
@@ -699,6 +700,7 @@ def instrument_load(store: StateStore, stages: Stages) -> None:
     w = stages.wrap
     w(backend, "head_tag", "backend.head_tag (head row)")
     w(backend, "latest_snapshot", "backend.latest_snapshot (snapshot row)")
+    w(backend, "read_latest", "backend.read_latest (snapshot + the events after it)")
     w(store._reads, "decode_snapshot", "decode the snapshot (ReadPath.decode_snapshot)")
     w(store.codec, "decode", "  verify SHA-256 + parse (codec.decode)")
     w(backend, "read", "backend.read (the events after the snapshot)")
