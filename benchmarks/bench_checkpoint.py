@@ -664,10 +664,10 @@ async def breakdown(tmp: Path, wl: Workload, sync: str, n: int = 1000) -> list[l
         async def build() -> str:
             t0 = time.perf_counter()
             for _ in range(n):
-                store._build("bd", "patch", {}, rec49, ops, None, None, None, None)
+                store._writes.build("bd", "patch", {}, rec49, ops, None, None, None, None)
             return us(time.perf_counter() - t0, n)
 
-        await step("  StateStore._build (serialize, SHA-256, re-decode, apply)", build)
+        await step("  WritePipeline.build (serialize, SHA-256, re-decode, apply)", build)
 
         def chain(aid: str) -> list[Any]:
             # requests for a fresh agent: created (49 msgs) then 50, 49+2, ... messages
@@ -679,7 +679,7 @@ async def breakdown(tmp: Path, wl: Workload, sync: str, n: int = 1000) -> list[l
                     if r is None
                     else [{"op": "add", "path": "/messages/-", "value": msgs[i % 50]}]
                 )
-                req, r = store._build(aid, "patch", {}, r, o, None, None, None, None)
+                req, r = store._writes.build(aid, "patch", {}, r, o, None, None, None, None)
                 out.append(req)
             return out
 

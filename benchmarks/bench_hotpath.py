@@ -662,20 +662,21 @@ LOAD_E2E = "load() end to end (cache_size=0)"
 
 def instrument_save(store: StateStore, stages: Stages) -> None:
     import statekeeper.patch as patch_mod
-    import statekeeper.store.store as store_mod
+    import statekeeper.store.writes as writes_mod
 
     backend: Any = store.backend
     w = stages.wrap
-    w(store, "_current", "cache lookup + validation read (StateStore._current)")
+    w(store._reads, "current", "cache lookup (+ validation read when not trusted)")
     w(backend, "read", "  backend.read (the validation read before the write)")
     w(patch_mod, "diff", "patch.diff (change detection, whole history compared)")
-    w(store, "_build", "StateStore._build (the record)")
+    w(writes_mod, "diff_by_key", "change detection (pack each top-level value, compare bytes)")
+    w(store._writes, "build", "WritePipeline.build (the record)")
     w(store.codec, "serialize", "  serialise the event (codec.serialize)")
     w(store.codec, "seal", "  frame + SHA-256 link (codec.seal)")
-    w(store_mod, "_loads", "  re-decode the bytes just built (orjson.loads)")
+    w(writes_mod, "_loads", "  re-decode the bytes just built (orjson.loads)")
     w(patch_mod, "apply", "  re-apply the patch to the new state (patch.apply)")
     w(store.codec, "head_tag", "  head tag (codec.head_tag)")
-    w(store, "_encode_snapshot", "  snapshot encode (when due)")
+    w(store._snapshots, "encode", "  snapshot encode (when due)")
     w(backend, "append", "backend.append (hand-off + transaction + wake-up)", mark="append")
     stages.order.append(HAND_OFF)
     w(
@@ -693,22 +694,23 @@ def instrument_save(store: StateStore, stages: Stages) -> None:
 
 
 def instrument_load(store: StateStore, stages: Stages) -> None:
-    import statekeeper.store.store as store_mod
+    import statekeeper.store.reads as reads_mod
 
     backend: Any = store.backend
     w = stages.wrap
     w(backend, "head_tag", "backend.head_tag (head row)")
     w(backend, "latest_snapshot", "backend.latest_snapshot (snapshot row)")
-    w(store, "_decode_snapshot", "decode the snapshot (StateStore._decode_snapshot)")
+    w(backend, "read_latest", "backend.read_latest (snapshot + the events after it)")
+    w(store._reads, "decode_snapshot", "decode the snapshot (ReadPath.decode_snapshot)")
     w(store.codec, "decode", "  verify SHA-256 + parse (codec.decode)")
     w(backend, "read", "backend.read (the events after the snapshot)")
-    w(store, "_apply_events", "fold the events (StateStore._apply_events)")
+    w(store._reads, "apply_events", "fold the events (ReadPath.apply_events)")
     w(store.codec, "decode_next", "  verify SHA-256 + chain + parse (codec.decode_next)")
-    w(store_mod, "apply_payload", "  apply each event's patch (apply_payload)")
+    w(reads_mod, "apply_payload", "  apply each event's patch (apply_payload)")
     w(store.codec, "check_head", "check the head tag (codec.check_head)")
-    w(store, "_public", "copy for the caller (StateStore._public)")
-    w(store_mod, "_dumps", "  orjson.dumps of the state")
-    w(store_mod, "_loads", "  orjson.loads of the copy")
+    w(store._reads, "public", "copy for the caller (ReadPath.public)")
+    w(reads_mod, "_dumps", "  orjson.dumps of the state")
+    w(reads_mod, "_loads", "  orjson.loads of the copy")
 
 
 OTHER = "(not in any stage above: lock, bookkeeping, timers)"

@@ -166,3 +166,68 @@ async def test_an_edit_in_the_middle_of_a_grown_history_is_saved(
     loaded = await fresh.load("a1")
     assert loaded.data == data and loaded.data["n"] is True
     assert (await store.load("a1")).data == data
+
+
+async def test_a_save_is_encoded_once_and_nothing_is_decoded_to_apply_it(
+    monkeypatch: pytest.MonkeyPatch, open_store: Callable[..., StateStore]
+) -> None:
+    """The state after a save is held as the bytes its change detection made: the
+    event's bytes are not decoded again, nor its ops applied, and the held state
+    shares nothing with the caller's objects."""
+    import statekeeper.store.writes as writes
+
+    store = open_store("memory://", clock=FakeClock(), snapshot_every=1000)
+    doc: dict[str, object] = {"messages": [{"role": "user", "content": "hi"}], "step": 0}
+    await store.save("a1", doc)
+    decoded: list[bytes] = []
+    applied: list[object] = []
+    real_apply = writes.patch.apply
+    monkeypatch.setattr(writes, "_loads", lambda b: decoded.append(b) or {})
+    monkeypatch.setattr(
+        writes.patch, "apply", lambda *a, **k: applied.append(a) or real_apply(*a, **k)
+    )
+    for n in range(1, 6):
+        doc["messages"].append({"role": "ai", "content": f"reply {n}"})  # type: ignore[attr-defined]
+        doc["step"] = n
+        await store.save("a1", doc)
+    assert decoded == [] and applied == []
+    doc["messages"][0]["content"] = "changed by the caller after the save"  # type: ignore[index]
+    stored = (await store.load("a1")).data
+    assert stored["messages"][0] == {"role": "user", "content": "hi"}
+    assert len(stored["messages"]) == 6 and stored["step"] == 5
+    # an edit in place of an old message is still found (and stored)
+    await store.save("a1", doc)
+    assert (await store.load("a1")).data == doc
+    assert (await store.verify()).ok
+
+
+async def test_a_cold_load_parses_the_state_once_and_shares_nothing_with_the_cache(
+    monkeypatch: pytest.MonkeyPatch, open_store: Callable[..., StateStore], tmp_path: Path
+) -> None:
+    """A state folded for a load goes to the caller as it was decoded (no dumps +
+    loads copy); the cache keeps its bytes, so what the caller does with it changes
+    nothing stored or cached, and a later write still starts from the stored state."""
+    import statekeeper.store.reads as reads
+
+    url = f"sqlite:///{tmp_path / 'cold.db'}"
+    writer = open_store(url, clock=FakeClock(), snapshot_every=3)
+    for n in range(1, 5):  # a snapshot at seq 3, one event after it
+        await writer.save("a1", {"messages": [f"m{i}" for i in range(n)], "n": n})
+    await writer.snapshot("a1")  # the head is now a snapshot
+    cold = open_store(url, clock=FakeClock())
+    copies: list[object] = []
+    monkeypatch.setattr(reads, "_loads", lambda b: copies.append(b) or {})
+    first = (await cold.load("a1")).data
+    assert copies == []  # the caller got the decoded objects themselves
+    monkeypatch.undo()
+    first["messages"].append("caller's own")
+    first["n"] = -1
+    again = (await cold.load("a1")).data  # from the cache
+    assert again == {"messages": ["m0", "m1", "m2", "m3"], "n": 4}
+    await cold.save("a1", {**again, "n": 5})
+    assert (await cold.load("a1")).data == {"messages": ["m0", "m1", "m2", "m3"], "n": 5}
+    assert (await open_store(url).load("a1")).data == {
+        "messages": ["m0", "m1", "m2", "m3"],
+        "n": 5,
+    }
+    assert (await cold.verify()).ok

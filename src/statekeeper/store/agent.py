@@ -86,7 +86,7 @@ class DurableAgent:
         self._last: TransitionResult[Any, Any] | None = None
         machine.add_listener(self._on_transition)
         self._adopt(snapshot)
-        store._adopt_agent(self)
+        store._machines.adopt(self)
 
     @classmethod
     async def open(
@@ -127,9 +127,9 @@ class DurableAgent:
 
     def bind(self, lease: Leased | None) -> None:
         """Fence every later write of this agent with ``lease`` (None: unfenced)."""
-        from .store import _check_write_options
+        from .writes import check_write_options
 
-        _check_write_options(None, None, lease)
+        check_write_options(None, None, lease)
         self.lease = lease
 
     def _adopt(self, snapshot: Snapshot) -> None:
@@ -281,9 +281,9 @@ class DurableAgent:
                 lease=self.lease,
             )
         except SerializationError as exc:
-            from .store import _locate  # name the path in agent.data, not in the event
+            from .writes import locate  # name the path in agent.data, not in the event
 
-            raise _locate(exc, self.store.codec.types, data=self.data, info=info) from exc
+            raise locate(exc, self.store.codec.types, data=self.data, info=info) from exc
         if result.duplicate:  # this write had landed before: take the stored truth
             await self.refresh()
             return result

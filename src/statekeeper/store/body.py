@@ -17,7 +17,7 @@ from typing import Any
 from ..codec import Opened
 from ..errors import IntegrityError
 from ..records import Event, RawEvent, RawSnapshot
-from .state import AgentRecord
+from .state import AgentRecord, document
 
 __all__ = [
     "RESERVED",
@@ -85,7 +85,7 @@ def snapshot_body(record: AgentRecord, delta_ops: list[dict[str, Any]] | None) -
         "entered": record.fsm_entered_at,
     }
     if delta_ops is None:
-        body["data"] = record.data
+        body["data"] = document(record)
         return body
     assert record.full_link is not None
     body["base"] = record.full_seq
@@ -126,7 +126,9 @@ def snapshot_record(
 def next_record(record: AgentRecord) -> AgentRecord:
     """A copy of ``record`` to build the state after its next event on (copy-on-write:
     ``record`` stays untouched until the append is acknowledged). The chain link, the
-    checksum, the head tag and the cached bytes of the new state are set by the caller."""
+    checksum and the head tag of the new state are set by the caller, and its data
+    and cached bytes when the event changes the data."""
+    record.fresh = False  # its data is shared from now on: never hand it to a caller
     return AgentRecord(  # positional: this runs on every write
         record.agent_id,
         record.seq,
@@ -148,4 +150,5 @@ def next_record(record: AgentRecord) -> AgentRecord:
         None,
         False,
         record.replay_bytes,
+        record.dumped,
     )

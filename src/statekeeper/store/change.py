@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import patch
+from .state import HELD_AS_BYTES, unpack_document
 
 __all__ = ["diff_by_key"]
 
@@ -55,12 +56,20 @@ def diff_by_key(
     and the bytes of ``new``'s top-level values to cache for the next save.
 
     ``cached`` must be the bytes :func:`diff_by_key` returned for a document equal,
-    as JSON, to ``old`` (None: nothing cached)."""
-    dumped = dump_keys(new) if type(new) is dict and type(old) is dict else None
+    as JSON, to ``old`` (None: nothing cached). ``old`` may be
+    :data:`~.state.HELD_AS_BYTES`: the document ``cached`` holds, of which only the
+    values that changed other than by growing are unpacked."""
+    held = old is HELD_AS_BYTES
+    if held and cached is None:  # pragma: no cover - the store never holds it so
+        raise ValueError("a document held as bytes needs its bytes")
+    dumped = dump_keys(new) if type(new) is dict and (held or type(old) is dict) else None
     if dumped is None or cached is None:
+        if held:
+            assert cached is not None
+            old = unpack_document(cached)
         return patch.diff(old, new), dumped
     ops: list[Op] = []
-    for key, oval in old.items():
+    for key in cached if held else old:
         path = "/" + patch.escape(key)
         if key not in new:
             ops.append({"op": "remove", "path": path})
@@ -70,13 +79,16 @@ def diff_by_key(
         if before is not None:
             if before == after:
                 continue
-            if type(oval) is list and type(nval) is list and _grew(before, after):
-                for item in nval[len(oval) :]:
-                    ops.append({"op": "add", "path": path + "/-", "value": item})
-                continue
+            if type(nval) is list and (held or type(old[key]) is list):
+                grown = _grew(before, after)
+                if grown is not None:
+                    for item in nval[grown:]:
+                        ops.append({"op": "add", "path": path + "/-", "value": item})
+                    continue
+        oval = unpack_document({key: before})[key] if held and before is not None else old[key]
         ops.extend(patch.diff(oval, nval, path))
     for key, nval in new.items():
-        if key not in old:
+        if key not in cached if held else key not in old:
             ops.append({"op": "add", "path": "/" + patch.escape(key), "value": nval})
     return ops, dumped
 
@@ -93,11 +105,11 @@ def _array(packed: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _grew(before: bytes, after: bytes) -> bool:
-    """``after`` is the array ``before`` with items appended (msgpack items are
-    self-delimiting, so equal leading bytes are equal leading items)."""
+def _grew(before: bytes, after: bytes) -> int | None:
+    """The length of the array ``before`` when ``after`` is it with items appended
+    (msgpack items are self-delimiting, so equal leading bytes are equal leading
+    items); else None."""
     old, new = _array(before), _array(after)
     if old is None or new is None or new[0] < old[0]:
-        return False
-    items = before[old[1] :]
-    return after.startswith(items, new[1])
+        return None
+    return old[0] if after.startswith(before[old[1] :], new[1]) else None

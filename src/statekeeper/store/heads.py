@@ -52,7 +52,7 @@ class StoredSize:
 
 async def read_head(store: StateStore, agent_id: str) -> AgentHead | None:
     """The agent's head (None when it has no stream), counting buffered writes."""
-    pinned = store._unflushed.get(agent_id)
+    pinned = store._reads.pinned.get(agent_id)
     if pinned is not None:
         return AgentHead(
             agent_id, pinned.seq, pinned.fsm_state, pinned.fsm_entered_at, pinned.updated_at
@@ -65,7 +65,7 @@ async def read_head(store: StateStore, agent_id: str) -> AgentHead | None:
     if not last or last[-1].seq != head:
         raise IntegrityError(agent_id, head, "the event at the head is missing")
     updated = last[-1].timestamp
-    body = store._decode_event(agent_id, last[-1])
+    body = store._reads.decode_event(agent_id, last[-1])
     if body.get("fsm") is not None:
         return AgentHead(agent_id, head, body["fsm"], updated, updated)
     # the newest event did not move the machine: the last one that did, back to the
@@ -78,12 +78,12 @@ async def read_head(store: StateStore, agent_id: str) -> AgentHead | None:
         if not page:
             break
         for raw in page:
-            fsm = store._decode_event(agent_id, raw).get("fsm")
+            fsm = store._reads.decode_event(agent_id, raw).get("fsm")
             if fsm is not None:
                 found = (fsm, raw.timestamp)
         cursor = page[-1].seq
     if found is None and snap is not None:
-        snap_body, _ = store._open_snapshot(agent_id, snap)
+        snap_body, _ = store._reads.open_snapshot(agent_id, snap)
         if snap_body.get("fsm") is not None:
             found = (snap_body["fsm"], snap_body.get("entered", snap.timestamp))
     if found is None:

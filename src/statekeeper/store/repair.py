@@ -144,10 +144,10 @@ async def repair_agent(store: StateStore, agent_id: str, *, apply: bool = False)
     report.changes.extend(Change(agent_id, seq, reasons[seq]) for seq in sorted(reasons))
     if not apply:
         return report
-    async with store._lock(agent_id):
+    async with store._writes.lock(agent_id):
         for raw in await _rebuilt(store, agent_id, sorted(reasons)):
             await store.backend.save_snapshot(agent_id, raw)
-        store._forget(agent_id)
+        store._reads.forget(agent_id)
     after = await store.verify([agent_id])
     report.unrepairable.extend(p for p in after.problems if p not in others)
     return report
@@ -159,7 +159,7 @@ async def _rebuilt(store: StateStore, agent_id: str, seqs: list[int]) -> list[Ra
     record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
     out: list[RawSnapshot] = []
     for seq in seqs:
-        await store._catch_up(record, seq)
-        raw, _ = store._encode_snapshot(record)  # full_data is None: stored whole
+        await store._reads.catch_up(record, seq)
+        raw, _ = store._snapshots.encode(record)  # full_data is None: stored whole
         out.append(raw)
     return out

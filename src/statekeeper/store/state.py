@@ -11,9 +11,53 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from .. import patch
 
-__all__ = ["AgentRecord", "apply_payload"]
+__all__ = ["HELD_AS_BYTES", "AgentRecord", "apply_payload", "document"]
+
+
+class _HeldAsBytes:
+    """``AgentRecord.data`` when the document is held only as bytes: the packed bytes
+    of its top-level values (``AgentRecord.dumped``: the state after a save, whose
+    bytes the change detection made already), or its JSON (``AgentRecord.blob``: a
+    freshly folded state whose objects went to the caller of a load). See
+    :func:`document`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "HELD_AS_BYTES"
+
+
+HELD_AS_BYTES: Any = _HeldAsBytes()
+_unpack: Any = None  # msgpack.unpackb (imported on first use)
+
+
+def unpack_document(dumped: dict[str, bytes]) -> dict[str, Any]:
+    """A fresh document from the packed bytes of its top-level values."""
+    global _unpack
+    if _unpack is None:
+        import msgpack  # type: ignore[import-untyped]
+
+        _unpack = msgpack.unpackb
+    unpack = _unpack
+    return {key: unpack(value) for key, value in dumped.items()}
+
+
+def document(record: AgentRecord) -> Any:
+    """``record.data``, unpacked first when it is held as bytes only (the packed
+    top-level values in ``dumped``, or the JSON of a plain document in ``blob``)."""
+    data = record.data
+    if data is HELD_AS_BYTES:
+        if record.dumped is not None:
+            data = unpack_document(record.dumped)
+        else:
+            assert record.blob is not None and not record.rich
+            data = orjson.loads(record.blob)
+        record.data = data
+    return data
 
 
 @dataclass(slots=True)
@@ -56,15 +100,20 @@ class AgentRecord:
     #: stored bytes of the events after ``snapshot_seq`` (what a load replays)
     replay_bytes: int = 0
     #: packed bytes of each top-level value of the document last saved onto ``data``
-    #: (see :mod:`.change`); None when ``data`` changed otherwise
+    #: (see :mod:`.change`); None when ``data`` changed otherwise. ``data`` may then be
+    #: :data:`HELD_AS_BYTES` (read it with :func:`document`)
     dumped: dict[str, bytes] | None = None
+    #: folded from storage and never handed out: the first copy for a caller may be
+    #: ``data`` itself (the record then holds the data as ``blob``, see ``reads.public``)
+    fresh: bool = False
 
 
 def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict[str, Any]) -> None:
     """Advance ``record`` by one event, in place (``record.data`` is private to the store)."""
     ops = payload.get("ops")
     if ops:
-        record.data = patch.apply(record.data, ops, in_place=True)
+        record.data = patch.apply(document(record), ops, in_place=True)
+        record.dumped = None
         record.blob = None
     fsm = payload.get("fsm")
     if fsm is not None:

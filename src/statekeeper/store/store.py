@@ -2,90 +2,73 @@
 
 An agent's state is its FSM state plus a JSON data document. Every change is an event
 appended to the agent's stream with a gap-free ``seq``; data changes are stored as
-JSON Patch diffs. Every ``snapshot_every`` events the folded state is stored as a
-snapshot in the same atomic write, so loading is *latest snapshot + the events after
-it*, whatever the length of the stream.
+JSON Patch diffs. Snapshots of the folded state are stored in the same atomic write as
+the event that makes one due, so loading is *latest snapshot + the events after it*,
+whatever the length of the stream.
 
-The store owns the codec (every record is checksummed and verified on read), the LRU
-cache of folded states, the snapshot policy and the durability mode; the backend only
-stores bytes.
+This module is the facade: it checks arguments and wires the parts, each in its own
+module — the read path (:mod:`.reads`: decode, fold, cache), the write pipeline
+(:mod:`.writes`: build one append, submit it), the snapshot policy (:mod:`.snapshots`),
+the stored record body (:mod:`.body`), verification (:mod:`.verification`,
+:mod:`.digests`) and the witness (:mod:`.witnessing`). The backend only stores bytes.
+
+(Over 600 lines for a reason: the public API of the store — 27 methods, their
+docstrings and argument checks — is here and nowhere else; no logic of the parts is.)
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import time
 import warnings
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-import orjson
-
-from .. import patch
 from ..arguments import (
     check_agent_id,
     check_mapping,
     check_name,
     check_ops,
-    check_optional_name,
     check_seq,
-    check_state_value,
     check_timestamp,
 )
-from ..backends.base import Backend, Health, check_fence
+from ..backends.base import Backend, Health
 from ..backends.url import open_backend
-from ..codec import ZERO_LINK, Codec, Opened, TypeRegistry
-from ..codec.formats import JSON
-from ..codec.pipeline import CHAIN_BROKEN as _CHAIN_BROKEN
-from ..codec.types import to_plain
+from ..codec import Codec, Opened, TypeRegistry
 from ..errors import (
     AgentNotFound,
     ConfigurationError,
-    ConflictError,
-    IntegrityError,
     InvalidArgument,
     NotAStore,
-    PatchError,
-    RollbackDetected,
     SerializationError,
-    StatekeeperError,
-    StateTooLarge,
     StoreClosed,
-    UnknownState,
     UnsavedChangesWarning,
 )
-from ..records import (
-    AgentInfo,
-    AppendRequest,
-    AppendResult,
-    Event,
-    EventKind,
-    Fence,
-    RawEvent,
-    RawSnapshot,
-    Snapshot,
-)
-from ..security.highwater import DEFAULT_INTERVAL, OPEN_CHECKS, SUFFIX, HighWater, default_location
-from . import idempotency, verification
-from .body import (
-    RESERVED,
-    SNAPSHOT_KIND,
-    event_body,
-    next_record,
-    snapshot_body,
-    snapshot_record,
-    to_event,
-)
-from .cache import CacheStats, LRUCache
-from .change import diff_by_key
-from .durability import Durability, GroupCommitter, WriteBehind, check_durability
+from ..records import AgentInfo, AppendResult, Event, EventKind, RawEvent, Snapshot
+from ..security.highwater import DEFAULT_INTERVAL, HighWater
+from . import digests, verification
+from .cache import CacheStats
+from .digests import StreamDigest
+from .durability import Durability
 from .heads import AgentHead, StoredSize, read_head, stored_size
-from .state import AgentRecord, apply_payload
-from .verification import Problem, VerifyReport, _reason
+from .machines import Machines
+from .options import check_options, state_values
+from .reads import PAGE, ReadPath
+from .snapshots import SnapshotPolicy
+from .state import AgentRecord
+from .verification import Problem, VerifyReport
+from .witnessing import WitnessGate, open_witness, vanished
+from .writes import (
+    Leased,
+    WritePipeline,
+    append_changes,
+    check_event_type,
+    check_write_options,
+    event_info,
+    locate,
+    save_changes,
+)
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine
@@ -104,44 +87,10 @@ __all__ = [
     "VerifyReport",
 ]
 
-
-class Leased(Protocol):
-    """What a write can be made under: anything with a ``fence`` — ``(holder, token)``
-    — such as :class:`statekeeper.concurrency.Lease` or a
-    :class:`~statekeeper.records.LeaseInfo`."""
-
-    @property
-    def fence(self) -> Fence:
-        """``(holder, token)`` of the lease."""
-        ...
-
-
-_log = logging.getLogger("statekeeper.store")
-
 #: where a store with no URL keeps its data (override with ``STATEKEEPER_URL``)
 DEFAULT_URL = "sqlite:///statekeeper.db"
 
-_RESERVED = RESERVED
 _M = TypeVar("_M")
-_PAGE = 1000
-
-#: what storing a snapshot changes in the record it was taken of:
-#: (snapshot_seq, full_seq, full_link, full_data, deltas)
-_Marks = tuple[int, int, bytes | None, Any, int]
-
-
-@dataclass(frozen=True, slots=True)
-class StreamDigest:
-    """A commitment to an agent's stream up to ``seq`` (see :meth:`StateStore.digest`).
-
-    ``digest`` is keyed (HMAC with ``key_id``'s witness key) in a store with a key,
-    else a SHA-256; it changes if any record up to ``seq`` changes.
-    """
-
-    agent_id: str
-    seq: int
-    key_id: str | None
-    digest: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,85 +181,42 @@ class StateStore:
         witness_interval: float = DEFAULT_INTERVAL,
     ) -> None:
         # every option is checked before a backend is opened (and a file created)
-        allowed = _state_values(states)
-        _check_numbers(
+        allowed = state_values(states)
+        mode, codec = check_options(
+            backend=backend,
+            durability=durability,
             snapshot_every=snapshot_every,
-            full_snapshot_every=full_snapshot_every,
+            snapshot_bytes=snapshot_bytes,
             cache_size=cache_size,
-            write_retries=write_retries,
             flush_size=flush_size,
+            flush_interval=flush_interval,
+            clock=clock,
+            codec=codec,
+            write_retries=write_retries,
+            keyring=keyring,
+            compression=compression,
+            format=format,
+            types=types,
+            full_snapshot_every=full_snapshot_every,
             max_event_bytes=max_event_bytes,
             max_snapshot_bytes=max_snapshot_bytes,
             max_state_bytes=max_state_bytes,
-            snapshot_bytes=snapshot_bytes,
+            witness=witness,
+            witness_interval=witness_interval,
         )
-        if type(flush_interval) is bool or not isinstance(flush_interval, int | float):
-            raise InvalidArgument("flush_interval", "flush_interval must be a number of seconds")
-        if not callable(clock):
-            raise InvalidArgument("clock", f"clock must be callable, not {type(clock).__name__}")
-        if backend is not None and not isinstance(backend, Backend | str):
-            raise InvalidArgument(
-                "backend", f"backend must be a URL or a Backend, not {type(backend).__name__}"
-            )
-        if snapshot_every < 1:
-            raise ConfigurationError("snapshot_every must be >= 1")
-        if full_snapshot_every < 1:
-            raise ConfigurationError("full_snapshot_every must be >= 1")
-        if snapshot_bytes is not None and snapshot_bytes < 1:
-            raise ConfigurationError("snapshot_bytes must be >= 1 (or None)")
-        for limit in (max_event_bytes, max_snapshot_bytes, max_state_bytes):
-            if limit is not None and limit < 1:
-                raise ConfigurationError("size limits must be >= 1 (or None)")
-        if codec is not None and (
-            keyring is not None or compression is not None or format != "json" or types
-        ):
-            raise ConfigurationError("give codec= or the codec options, not both")
-        if codec is None:
-            codec = Codec(keyring=keyring, compression=compression, format=format, types=types)
-        if cache_size < 0 or write_retries < 0:
-            raise ConfigurationError("cache_size and write_retries must be >= 0")
-        mode = check_durability(durability)
-        if mode == "async" and (flush_size < 1 or flush_interval <= 0):
-            raise ConfigurationError("flush_size must be >= 1 and flush_interval > 0")
-        if not isinstance(witness, str | os.PathLike | bool | None):
-            raise InvalidArgument(
-                "witness", f"witness must be a path, True, False or None, not {witness!r}"
-            )
-        if isinstance(witness_interval, bool) or not (
-            isinstance(witness_interval, int | float) and 0 < witness_interval < float("inf")
-        ):
-            raise InvalidArgument(
-                "witness_interval", "witness_interval must be a positive number of seconds"
-            )
         if backend is None:
             backend = os.environ.get("STATEKEEPER_URL", DEFAULT_URL)
         try:
             self.backend: Backend = open_backend(backend) if isinstance(backend, str) else backend
         except NotAStore as exc:
-            raise _vanished(exc, witness, codec) from exc
-        location: str | os.PathLike[str] | None = None
-        if witness is None or witness is True:
-            location = default_location(self.backend)
-            if location is None and witness is True:
-                raise ConfigurationError(
-                    f"the {self.backend.name} backend has no default witness location:"
-                    " give witness=PATH"
-                )
-        elif witness is not False:
-            location = witness
-        self._witness = (
-            HighWater(location, codec, interval=witness_interval) if location is not None else None
-        )
-        # False until the witness was checked (on first use): see _open_check
-        self._witness_ok = self._witness is None
-        self._witness_error: StatekeeperError | None = None
-        self._witness_lock: asyncio.Lock | None = None
-        # links of appends still in the write-behind buffer, for their marks
-        self._buffered_links: dict[str, dict[int, bytes]] = {}
+            raise vanished(exc, witness, codec) from exc
+        self._witness = open_witness(self.backend, witness, codec, witness_interval)
+        self._gate = WitnessGate(self._witness)
+        # the options, as given (read-only: the parts below were built with them)
         self.durability: Durability = mode
         self.snapshot_every = snapshot_every
         self.snapshot_bytes = snapshot_bytes
-        self.validate_cache = validate_cache and self.durability != "async"
+        self.validate_cache = validate_cache and mode != "async"
         self.clock = clock
         self.codec = codec
         self.write_retries = write_retries
@@ -318,42 +224,38 @@ class StateStore:
         self.max_event_bytes = max_event_bytes
         self.max_snapshot_bytes = max_snapshot_bytes
         self.max_state_bytes = max_state_bytes
-        self._cache: LRUCache[str, AgentRecord] = LRUCache(cache_size)
-        # agents with appends still in the write-behind buffer: pinned, never evicted
-        self._unflushed: dict[str, AgentRecord] = {}
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._group = GroupCommitter(self.backend) if self.durability == "group" else None
-        # writes trust the cache (see _write) where the backend's compare-and-set can
-        # tell a re-created stream from the cached one
-        self._trust_cache = self.backend.compares_head_tag and self.durability != "async"
-        # loads of the latest state read it in one call where the engine answers that
-        # natively (the default, two unbounded reads, gains nothing over the bounded
-        # latest_snapshot + read of the fold, and a tiered engine may answer the
-        # unbounded read from a hot copy that is behind)
-        self._read_latest = type(self.backend).read_latest is not Backend.read_latest
-        self._behind = (
-            WriteBehind(
-                self.backend,
-                flush_size=flush_size,
-                flush_interval=flush_interval,
-                on_stale=self._forget,
-                on_flushed=self._settled,
-                confirm=self._confirm_request,
-            )
-            if self.durability == "async"
-            else None
+        self._reads = ReadPath(
+            self.backend, codec, cache_size=cache_size, validate_cache=self.validate_cache
         )
-        self._states = allowed
-        # durable agents handed out (for the unsaved-changes warning on close) and, per
-        # agent id, the machine of the latest one (its states are the valid fsm_states)
-        self._agents: weakref.WeakSet[DurableAgent] = weakref.WeakSet()
-        self._machines: weakref.WeakValueDictionary[str, AgentStateMachine[Any, Any]] = (
-            weakref.WeakValueDictionary()
+        self._snapshots = SnapshotPolicy(
+            self.backend,
+            codec,
+            self._reads,
+            every=snapshot_every,
+            max_replay_bytes=snapshot_bytes,
+            full_every=full_snapshot_every,
+            max_bytes=max_snapshot_bytes,
         )
+        self._writes = WritePipeline(
+            self.backend,
+            codec,
+            self._reads,
+            self._snapshots,
+            durability=mode,
+            clock=clock,
+            write_retries=write_retries,
+            max_event_bytes=max_event_bytes,
+            max_state_bytes=max_state_bytes,
+            flush_size=flush_size,
+            flush_interval=flush_interval,
+            witness=self._witness,
+        )
+        # the same objects under the names tools and tests know them by
+        self._cache = self._reads.cache
+        self._unflushed = self._reads.pinned
+        self._group = self._writes.group
+        self._machines = Machines(allowed)
         self._closed = False
-        self._appends = 0
-        self._snapshots = 0
-        self._backend_loads = 0
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -368,10 +270,7 @@ class StateStore:
 
         Raises :class:`~statekeeper.errors.WriteBufferError` if buffered writes failed.
         """
-        if self._group is not None:
-            await self._group.drain()
-        if self._behind is not None:
-            await self._behind.flush()
+        await self._writes.flush()
 
     async def close(self) -> None:
         """Flush, then release the backend. Idempotent.
@@ -382,57 +281,26 @@ class StateStore:
         """
         if self._closed:
             return
-        unsaved = self._unsaved_agents()
+        unsaved = self._machines.unsaved()
         if unsaved:
             warnings.warn(UnsavedChangesWarning(unsaved), stacklevel=2)
         try:
             await self.flush()
         finally:
             self._closed = True
-            if self._behind is not None:
-                self._behind.cancel_timer()
+            if self._writes.behind is not None:
+                self._writes.behind.cancel_timer()
             try:
                 if self._witness is not None:
                     await self._witness.close()
             finally:
                 await self.backend.close()
 
-    def _unsaved_agents(self) -> list[str]:
-        """Ids of the live durable agents of this store with unwritten data changes."""
-        found: set[str] = set()
-        for agent in list(self._agents):
-            try:
-                dirty = agent.dirty
-            except StatekeeperError:  # data that cannot even be diffed: not written
-                dirty = True
-            if dirty:
-                found.add(agent.agent_id)
-        return sorted(found)
-
     def _adopt_agent(self, agent: DurableAgent) -> None:
-        """Remember an agent this store opened (see :meth:`close` and :meth:`_state`)."""
-        self._agents.add(agent)
-        self._machines[agent.agent_id] = agent.machine
+        self._machines.adopt(agent)
 
     def _state(self, agent_id: str, fsm_state: object) -> str | None:
-        """``fsm_state`` as stored, if it is a state the agent may take."""
-        value = check_state_value(fsm_state)
-        if value is None:
-            return None
-        if self._states is not None and value not in self._states:
-            known = ", ".join(sorted(self._states))
-            raise InvalidArgument(
-                "fsm_state", f"fsm_state {value!r} is not one of this store's states ({known})"
-            )
-        machine = self._machines.get(agent_id)
-        if machine is not None:
-            try:
-                machine.state_for(value)
-            except UnknownState as exc:
-                raise InvalidArgument(
-                    "fsm_state", f"fsm_state of agent {agent_id!r}: {exc}"
-                ) from None
-        return value
+        return self._machines.state(agent_id, fsm_state)
 
     def __repr__(self) -> str:
         # the backend's repr masks credentials
@@ -442,31 +310,28 @@ class StateStore:
         if self._closed:
             raise StoreClosed("the store is closed")
 
-    def _lock(self, agent_id: str) -> asyncio.Lock:
-        lock = self._locks.get(agent_id)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[agent_id] = lock
-        return lock
+    async def _ready(self, agent_id: str | None = None) -> None:
+        """Before an operation: the store is open, the id valid, the witness checked."""
+        if self._closed:
+            raise StoreClosed("the store is closed")
+        if agent_id is not None:
+            check_agent_id(agent_id)
+        if not self._gate.ok:
+            await self._gate.check(self)
 
-    def _settled(self, agent_id: str, seq: int) -> None:
-        """A buffered append reached the backend: unpin the agent once all of it has."""
-        pinned = self._unflushed.get(agent_id)
-        if pinned is not None and pinned.seq <= seq:
-            del self._unflushed[agent_id]
-        links = self._buffered_links.get(agent_id)
-        if links is not None and self._witness is not None:
-            link = links.pop(seq, None)
-            for older in [s for s in links if s < seq]:
-                del links[older]
-            if not links:
-                del self._buffered_links[agent_id]
-            if link is not None:
-                self._witness.acked(agent_id, seq, link)
+    # (the parts' private entry points, for the package's tools)
+    def _open_event(self, agent_id: str, raw: RawEvent) -> tuple[dict[str, Any], Opened]:
+        return self._reads.open_event(agent_id, raw)
 
-    def _forget(self, agent_id: str) -> None:
-        self._cache.discard(agent_id)
-        self._unflushed.pop(agent_id, None)
+    def _decode_event(self, agent_id: str, raw: RawEvent) -> dict[str, Any]:
+        return self._reads.decode_event(agent_id, raw)
+
+    async def _current(self, agent_id: str) -> AgentRecord | None:
+        return await self._reads.current(agent_id)
+
+    async def _flush_agent(self, agent_id: str) -> None:
+        if agent_id in self._reads.pinned:
+            await self.flush()
 
     # -- the witness ---------------------------------------------------------------
 
@@ -475,304 +340,20 @@ class StateStore:
         """The store's automatic witness (None when it has none)."""
         return self._witness
 
-    async def _open_check(self) -> None:
-        """On first use: load the witness file and check its newest marks. A store that
-        went back in time raises :class:`RollbackDetected` now and on every later use
-        (``verify`` still runs and reports it)."""
-        if self._witness_lock is None:
-            self._witness_lock = asyncio.Lock()
-        async with self._witness_lock:
-            if self._witness_ok:
-                return
-            if self._witness_error is None:
-                witness = self._witness
-                assert witness is not None
-                try:
-                    await asyncio.to_thread(witness.load)
-                    found = await witness.check(self, OPEN_CHECKS)
-                except IntegrityError as exc:
-                    self._witness_error = exc
-                else:
-                    if not found:
-                        self._witness_ok = True
-                        return
-                    self._witness_error = found[0]
-            raise _again(self._witness_error)
-
     async def witness_problems(self, agent_ids: list[str] | None = None) -> list[Problem]:
         """Check every mark of the store's witness (only those of ``agent_ids`` when
         given) without raising: one :class:`Problem` per stream that went back in time
         (or for a witness file that cannot be used). Empty without a witness."""
         self._check_open()
-        if self._witness is None:
-            return []
-        try:
-            await asyncio.to_thread(self._witness.load)
-            found = await self._witness.check(self, agents=agent_ids)
-        except IntegrityError as exc:
-            return [Problem(exc.agent_id, exc.seq, str(exc), "rollback")]
-        return [Problem(p.agent_id, p.seq, str(p), "rollback") for p in found]
-
-    # -- decoding ----------------------------------------------------------------
-
-    def _open_event(self, agent_id: str, raw: RawEvent) -> tuple[dict[str, Any], Opened]:
-        body, opened = self.codec.decode(
-            agent_id, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum
-        )
-        if type(body) is not dict:
-            raise IntegrityError(agent_id, raw.seq, "event payload is not an object")
-        return body, opened
-
-    def _decode_event(self, agent_id: str, raw: RawEvent) -> dict[str, Any]:
-        return self._open_event(agent_id, raw)[0]
-
-    def _open_snapshot(self, agent_id: str, raw: RawSnapshot) -> tuple[dict[str, Any], Opened]:
-        body, opened = self.codec.decode(
-            agent_id, raw.seq, SNAPSHOT_KIND, raw.timestamp, raw.payload, raw.checksum
-        )
-        if type(body) is not dict:
-            raise IntegrityError(agent_id, raw.seq, "snapshot payload is not an object")
-        return body, opened
-
-    async def _decode_snapshot(self, agent_id: str, raw: RawSnapshot) -> AgentRecord:
-        body, opened = self._open_snapshot(agent_id, raw)
-        data = await self._snapshot_data(agent_id, raw.seq, body)
-        record = self._snapshot_record(agent_id, raw, body, opened, data)
-        record.rich = _rich(opened) or "base" in body  # (a delta's base may be rich)
-        return record
-
-    def _snapshot_record(
-        self, agent_id: str, raw: RawSnapshot, body: dict[str, Any], opened: Opened, data: Any
-    ) -> AgentRecord:
-        return snapshot_record(agent_id, raw, body, opened, data)
-
-    async def _snapshot_data(
-        self, agent_id: str, seq: int, body: dict[str, Any], depth: int = 0
-    ) -> Any:
-        """The data document of a snapshot body, resolving a delta against its base."""
-        if "base" not in body:
-            if "data" not in body:
-                raise IntegrityError(agent_id, seq, "snapshot is missing 'data'")
-            return body["data"]
-        base, link, ops = body.get("base"), body.get("bl"), body.get("ops")
-        if type(base) is not int or not 0 < base < seq or type(ops) is not list or depth > 64:
-            raise IntegrityError(agent_id, seq, "delta snapshot has an invalid base")
-        raw = await self.backend.latest_snapshot(agent_id, base)
-        if raw is None or raw.seq != base:
-            raise IntegrityError(agent_id, seq, f"the base snapshot (seq {base}) is missing")
-        base_body, opened = self._open_snapshot(agent_id, raw)
-        if opened.prev is None or opened.prev.hex() != link:
-            raise IntegrityError(
-                agent_id, seq, f"delta snapshot does not match its base snapshot (seq {base})"
-            )
-        data = await self._snapshot_data(agent_id, base, base_body, depth + 1)
-        try:
-            return patch.apply(data, ops, in_place=True)
-        except PatchError as exc:
-            raise IntegrityError(agent_id, seq, f"delta snapshot does not apply: {exc}") from exc
-
-    def _to_event(self, agent_id: str, raw: RawEvent, body: dict[str, Any]) -> Event:
-        return to_event(agent_id, raw, body)
+        return await self._gate.problems(self, agent_ids)
 
     # -- reading -----------------------------------------------------------------
 
-    async def _fold(
-        self,
-        agent_id: str,
-        head: int,
-        target: int,
-        tag: bytes | None = None,
-        *,
-        at_head: bool = False,
-    ) -> AgentRecord:
-        """Build the state at ``target`` from the nearest snapshot and the events after,
-        verifying every record and the chain; with ``at_head`` (``target`` is the head)
-        also the stream's head ``tag``."""
-        self._backend_loads += 1
-        below: int | None = target
-        # the latest state: the latest snapshot and the events after it, read together
-        latest: tuple[RawSnapshot | None, list[RawEvent]] | None = None
-        if at_head and self._read_latest:
-            latest = await self.backend.read_latest(agent_id)
-            if latest[0] is not None and latest[0].seq > target:  # written since: look below
-                latest = None
-        while True:
-            events: list[RawEvent] | None = None
-            if latest is not None:
-                (snap, events), latest = latest, None
-            else:
-                snap = await self.backend.latest_snapshot(agent_id, below) if below else None
-            if snap is None:  # no (usable) snapshot: a full replay
-                return await self._fold_from(None, agent_id, head, target, tag, at_head, events)
-            try:
-                record = await self._decode_snapshot(agent_id, snap)
-            except (IntegrityError, SerializationError) as exc:
-                # a damaged snapshot is only a cache of the fold: try an older one
-                _log.warning(
-                    "agent %r: snapshot at seq %d is unusable (%s); loading from an older"
-                    " snapshot or a full replay (`statekeeper repair` rebuilds it)",
-                    agent_id,
-                    snap.seq,
-                    _reason(exc),
-                )
-                below = snap.seq - 1
-                continue
-            try:
-                return await self._fold_from(record, agent_id, head, target, tag, at_head, events)
-            except (IntegrityError, SerializationError) as exc:
-                # the snapshot decoded but disagrees with the events after it (or with
-                # the head): the events decide — replay them all; if they are at fault,
-                # the replay raises the same error
-                _log.warning(
-                    "agent %r: the events after the snapshot at seq %d do not fold (%s);"
-                    " retrying with a full replay",
-                    agent_id,
-                    snap.seq,
-                    _reason(exc),
-                )
-                return await self._fold_from(None, agent_id, head, target, tag, at_head)
-
-    async def _fold_from(
-        self,
-        record: AgentRecord | None,
-        agent_id: str,
-        head: int,
-        target: int,
-        tag: bytes | None,
-        at_head: bool,
-        events: list[RawEvent] | None = None,
-    ) -> AgentRecord:
-        """Fold events up to ``target`` onto ``record`` (None: from the start), starting
-        with ``events`` when they were read already (those past ``target`` ignored)."""
-        if record is None:
-            record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
-        if events:
-            if events[-1].seq > target:
-                events = [e for e in events if e.seq <= target]
-            self._apply_events(record, events)
-        await self._catch_up(record, target)
-        if record.seq == 0:
-            raise AgentNotFound(agent_id)
-        if at_head:
-            self.codec.check_head(agent_id, head, record.link, tag)
-            record.tag, record.tag_known = tag, record.link is not None
-        return record
-
-    async def _catch_up(self, record: AgentRecord, target: int) -> None:
-        """Apply stored events ``record.seq+1 .. target`` to ``record`` in place."""
-        agent_id = record.agent_id
-        while record.seq < target:
-            events = await self.backend.read(agent_id, record.seq, target, limit=_PAGE * 10)
-            if not events:
-                raise IntegrityError(
-                    agent_id, record.seq + 1, f"stream ends at seq {record.seq}, head is {target}"
-                )
-            self._apply_events(record, events)
-
-    def _apply_events(self, record: AgentRecord, events: list[RawEvent]) -> None:
-        """Fold stored events into ``record`` in place (verifying each one and the chain)."""
-        agent_id = record.agent_id
-        decode = self.codec.decode_next
-        for raw in events:
-            seq = raw.seq
-            current = record.seq
-            if seq <= current:
-                # a concurrent catch-up of the same cached record (readers do not
-                # take the agent lock) applied it while this read was in flight
-                continue
-            if seq != current + 1:
-                raise IntegrityError(agent_id, current + 1, f"gap: next stored seq is {seq}")
-            ts = raw.timestamp
-            body, link, rich = decode(
-                agent_id, seq, raw.kind, ts, raw.payload, raw.checksum, record.link
-            )
-            if type(body) is not dict:
-                raise IntegrityError(agent_id, seq, "event payload is not an object")
-            if current == 0:
-                record.created_at = ts
-            try:
-                apply_payload(record, seq, ts, body)
-            except PatchError as exc:
-                raise IntegrityError(agent_id, seq, f"patch does not apply: {exc}") from exc
-            record.link = link
-            record.checksum = raw.checksum
-            record.tag_known = False
-            record.replay_bytes += len(raw.payload)
-            record.dumped = None
-            if rich:
-                record.rich = True
-
-    async def _refresh(self, record: AgentRecord) -> bool:
-        """Bring a cached record up to date with storage, in one indexed read when
-        nothing changed. False when the stream it was folded from is gone: deleted, or
-        deleted and re-created (a head seq alone cannot tell that a stream was re-created
-        up to the same seq, so the event at the cached seq must still be the same one)."""
-        agent_id = record.agent_id
-        events = await self.backend.read(agent_id, record.seq - 1, None, limit=_PAGE)
-        same = next((e for e in events if e.seq == record.seq), None)
-        if same is None or same.timestamp != record.updated_at:
-            return False
-        if record.checksum is not None and same.checksum != record.checksum:
-            return False  # rewritten (re-encrypted) or replaced: fold it again, verified
-        while True:
-            self._apply_events(record, events)
-            if len(events) < _PAGE:
-                return True
-            events = await self.backend.read(agent_id, record.seq, None, limit=_PAGE)
-
-    def _trusted(self, agent_id: str) -> AgentRecord | None:
-        """The cached record of ``agent_id`` a write may be made on without reading the
-        head first (its stored head tag is known), else None."""
-        record = self._unflushed.get(agent_id) or self._cache.get(agent_id)
-        return record if record is not None and record.tag_known else None
-
-    async def _current(self, agent_id: str) -> AgentRecord | None:
-        """The latest folded state (private), or None when the agent does not exist."""
-        pinned = self._unflushed.get(agent_id)
-        if pinned is not None:
-            return pinned
-        record = self._cache.get(agent_id)
-        if record is not None and not self.validate_cache:
-            return record
-        if record is not None:
-            try:
-                if await self._refresh(record):
-                    return record
-            except StatekeeperError:
-                self._cache.discard(agent_id)
-                raise
-            self._cache.discard(agent_id)
-        head, tag = await self.backend.head_tag(agent_id)
-        if head == 0:
-            return None
-        record = await self._fold(agent_id, head, head, tag, at_head=True)
-        self._cache.put(agent_id, record)
-        return record
-
-    def _public(self, record: AgentRecord) -> Snapshot:
-        rich = record.rich
-        if record.blob is None:
-            # plain JSON documents (the common case) skip the codec's type checks
-            record.blob = self.codec.copy_dumps(record.data) if rich else _dumps(record.data)
-        return Snapshot(
-            agent_id=record.agent_id,
-            seq=record.seq,
-            fsm_state=record.fsm_state,
-            data=self.codec.copy_loads(record.blob) if rich else _loads(record.blob),
-            schema_version=record.schema_version,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            state_entered_at=record.fsm_entered_at,
-        )
-
     async def get(self, agent_id: str) -> Snapshot | None:
         """The agent's latest state, or None if it has no stream."""
-        self._check_open()
-        check_agent_id(agent_id)
-        if not self._witness_ok:
-            await self._open_check()
-        record = await self._current(agent_id)
-        return self._public(record) if record is not None else None
+        await self._ready(agent_id)
+        record = await self._reads.current(agent_id)
+        return self._reads.public(record) if record is not None else None
 
     async def load(
         self, agent_id: str, *, at_seq: int | None = None, at_time: float | None = None
@@ -787,35 +368,21 @@ class StateStore:
         check_seq(at_seq, "at_seq", optional=True)
         if at_time is not None:
             check_timestamp(at_time, "at_time")
-        if not self._witness_ok:
-            await self._open_check()
+        await self._ready()
         if at_seq is None and at_time is None:
-            record = await self._current(agent_id)
+            record = await self._reads.current(agent_id)
             if record is None:
                 raise AgentNotFound(agent_id)
-            return self._public(record)
+            return self._reads.public(record)
         if at_seq is not None and at_time is not None:
             raise ConfigurationError("give at_seq or at_time, not both")
         await self._flush_agent(agent_id)
-        head, tag = await self.backend.head_tag(agent_id)
-        if head == 0:
-            raise AgentNotFound(agent_id)
-        if at_time is not None:
-            at_seq = await self.backend.seq_at(agent_id, at_time)
-            if at_seq == 0:
-                raise AgentNotFound(agent_id)
-        assert at_seq is not None
-        if not 1 <= at_seq <= head:
-            raise ConfigurationError(f"seq {at_seq} is outside 1..{head} for agent {agent_id!r}")
-        return self._public(await self._fold(agent_id, head, at_seq, tag, at_head=at_seq == head))
+        return self._reads.public(await self._reads.at(agent_id, at_seq, at_time))
 
     async def head(self, agent_id: str) -> int:
         """The agent's last seq (0 if it has no stream), counting buffered writes."""
-        self._check_open()
-        check_agent_id(agent_id)
-        if not self._witness_ok:
-            await self._open_check()
-        pinned = self._unflushed.get(agent_id)
+        await self._ready(agent_id)
+        pinned = self._reads.pinned.get(agent_id)
         return pinned.seq if pinned is not None else await self.backend.head(agent_id)
 
     async def head_state(self, agent_id: str) -> AgentHead | None:
@@ -837,24 +404,10 @@ class StateStore:
         check_agent_id(agent_id)
         check_seq(after_seq, "after_seq")
         check_seq(to_seq, "to_seq", optional=True)
-        if not self._witness_ok:
-            await self._open_check()
+        await self._ready()
         await self._flush_agent(agent_id)
-        cursor = after_seq
-        link: bytes | None = ZERO_LINK if after_seq == 0 else None
-        while True:
-            page = await self.backend.read(agent_id, cursor, to_seq, limit=_PAGE)
-            for raw in page:
-                if raw.seq != cursor + 1:
-                    raise IntegrityError(agent_id, cursor + 1, f"gap: next stored seq is {raw.seq}")
-                body, opened = self._open_event(agent_id, raw)
-                if link is not None and opened.prev is not None and opened.prev != link:
-                    raise IntegrityError(agent_id, raw.seq, _CHAIN_BROKEN)
-                link = opened.link
-                yield self._to_event(agent_id, raw, body)
-                cursor = raw.seq
-            if len(page) < _PAGE:
-                return
+        async for event in self._reads.history(agent_id, after_seq, to_seq):
+            yield event
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         """One page of agents ordered by id (use ``after`` = last id for the next page)."""
@@ -869,10 +422,10 @@ class StateStore:
         """Every agent, in id order, paging under the hood."""
         after: str | None = None
         while True:
-            page = await self.list_agents(after=after, limit=_PAGE)
+            page = await self.list_agents(after=after, limit=PAGE)
             for info in page:
                 yield info
-            if len(page) < _PAGE:
+            if len(page) < PAGE:
                 return
             after = page[-1].agent_id
 
@@ -907,9 +460,10 @@ class StateStore:
         document = dict(check_mapping(data, "data", optional=True) or {})
         fsm_state = self._state(agent_id, fsm_state)
         check_seq(schema_version, "schema_version")
-        _check_write_options(idempotency_key, actor, lease)
+        check_write_options(idempotency_key, actor, lease)
+        await self._ready()
         try:
-            return await self._write(
+            return await self._writes.write(
                 agent_id,
                 EventKind.CREATED,
                 {},
@@ -921,7 +475,7 @@ class StateStore:
                 lease=lease,
             )
         except SerializationError as exc:
-            raise _locate(exc, self.codec.types, data=document) from exc
+            raise locate(exc, self.codec.types, data=document) from exc
 
     async def save(
         self,
@@ -955,23 +509,14 @@ class StateStore:
         fsm_state = self._state(agent_id, fsm_state)
         check_seq(expected_seq, "expected_seq", optional=True)
         check_seq(schema_version, "schema_version", optional=True)
-        _check_event_type(event_type)
-        _check_write_options(idempotency_key, actor, lease)
-        body = _info(info)
+        check_event_type(event_type)
+        check_write_options(idempotency_key, actor, lease)
+        body = event_info(info)
+        await self._ready()
 
-        def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
-            if rec is None:
-                return [{"op": "replace", "path": "", "value": document}], fsm_state
-            fsm = fsm_state if fsm_state != rec.fsm_state else None
-            if rec.rich:  # typed values: the plain diff (their JSON bytes are not them)
-                return patch.diff(rec.data, document), fsm
-            ops, dumped[0] = diff_by_key(rec.data, document, rec.dumped)
-            return ops, fsm
-
-        dumped: list[dict[str, bytes] | None] = [None]  # what make() serialized
-
+        make, dumped = save_changes(document, fsm_state)
         try:
-            return await self._write(
+            return await self._writes.write(
                 agent_id,
                 event_type,
                 body,
@@ -985,7 +530,7 @@ class StateStore:
                 dumped=dumped,
             )
         except SerializationError as exc:
-            raise _locate(exc, self.codec.types, data=document, info=body) from exc
+            raise locate(exc, self.codec.types, data=document, info=body) from exc
 
     async def append(
         self,
@@ -1010,306 +555,29 @@ class StateStore:
         """
         self._check_open()
         check_agent_id(agent_id)
-        _check_event_type(event_type)
+        check_event_type(event_type)
         op_list = check_ops(ops)
         fsm_state = self._state(agent_id, fsm_state)
         check_seq(expected_seq, "expected_seq", optional=True)
         check_seq(schema_version, "schema_version", optional=True)
-        _check_write_options(idempotency_key, actor, lease)
-        body = _info(info)
-
-        def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
-            if rec is None:
-                raise AgentNotFound(agent_id)
-            return op_list, fsm_state
+        check_write_options(idempotency_key, actor, lease)
+        body = event_info(info)
+        await self._ready()
 
         try:
-            return await self._write(
+            return await self._writes.write(
                 agent_id,
                 event_type,
                 body,
                 expected_seq=expected_seq,
-                make=make,
+                make=append_changes(agent_id, op_list, fsm_state),
                 idempotency_key=idempotency_key,
                 actor=actor,
                 schema_version=schema_version,
                 lease=lease,
             )
         except SerializationError as exc:
-            raise _locate(exc, self.codec.types, info=body, ops=op_list) from exc
-
-    async def _write(
-        self,
-        agent_id: str,
-        kind: str,
-        body: dict[str, Any],
-        *,
-        expected_seq: int | None,
-        make: Callable[[AgentRecord | None], tuple[list[dict[str, Any]], str | None]],
-        idempotency_key: str | None = None,
-        actor: str | None = None,
-        schema_version: int | None = None,
-        create_kind: str | None = None,
-        lease: Leased | None = None,
-        dumped: list[dict[str, bytes] | None] | None = None,
-    ) -> AppendResult:
-        self._check_open()
-        if not self._witness_ok:
-            await self._open_check()
-        fence = lease.fence if lease is not None else None
-        async with self._lock(agent_id):
-            # No read before a write: a cached record whose stored head tag is known is
-            # trusted, the append's compare-and-set (head seq and tag) being the check;
-            # a conflict drops it and the write is made again on a validated read.
-            # (with validate_cache=False every attempt trusts the cache, and counts)
-            trusting = self._trust_cache and self.validate_cache
-            attempt = 0
-            while True:
-                record = self._trusted(agent_id) if trusting else None
-                if record is None:
-                    trusting = False
-                    record = await self._current(agent_id)
-                base = record.seq if record is not None else 0
-                if trusting and expected_seq is not None and expected_seq != base:
-                    trusting = False  # the cache may be stale: ask the backend
-                    continue
-                if fence is not None and expected_seq is not None and expected_seq != base:
-                    # a stale view under a lease: a lost lease is the news, not the
-                    # conflict (the backend also checks the fence first)
-                    check_fence(agent_id, fence, await self.backend.get_lease(agent_id))
-                if idempotency_key is not None and (
-                    self._behind is not None
-                    or (expected_seq is not None and expected_seq != base)
-                    or idempotency.rotating(self.codec)  # recorded under an older key?
-                ):
-                    # a retry of an append that landed? (the backend checks keys itself
-                    # on append, but not before a conflict, nor a write-behind buffer)
-                    earlier = await self._earlier_append(agent_id, idempotency_key)
-                    if earlier is not None:
-                        return earlier
-                if expected_seq is not None and expected_seq != base:
-                    raise ConflictError(agent_id, expected_seq, base)
-                if dumped is not None:
-                    dumped[0] = None
-                ops, fsm = make(record)
-                event_kind = create_kind if (record is None and create_kind) else kind
-                if record is not None and (
-                    record.link is None
-                    or (self.full_snapshot_every > 1 and record.full_data is None)
-                ):
-                    await self._prepare(record)  # rare: a link or a delta base to fetch
-                request, new_record = self._build(
-                    agent_id,
-                    event_kind,
-                    body,
-                    record,
-                    ops,
-                    fsm,
-                    idempotency_key,
-                    actor,
-                    schema_version,
-                    fence,
-                )
-                if dumped is not None:  # the bytes of what new_record.data now equals
-                    new_record.dumped = dumped[0]
-                if self._behind is not None:
-                    self._unflushed[agent_id] = new_record
-                    self._cache.put(agent_id, new_record)
-                    self._appends += 1
-                    if self._witness is not None and new_record.link is not None:
-                        self._buffered_links.setdefault(agent_id, {})[base + 1] = new_record.link
-                    await self._behind.add(request)  # waits when the buffer is full
-                    return AppendResult(agent_id, base + 1, base + 1)
-                try:
-                    result = await self._submit(request)
-                except ConflictError:
-                    self._cache.discard(agent_id)
-                    if trusting:  # the cached head was stale: not an attempt of its own
-                        trusting = False
-                        continue
-                    if expected_seq is not None or attempt == self.write_retries:
-                        raise
-                    attempt += 1
-                    continue
-                except BaseException:
-                    self._cache.discard(agent_id)
-                    raise
-                self._appends += 1
-                if result.duplicate:
-                    self._cache.discard(agent_id)
-                    if request.idempotency_key is not None:  # never trust the record alone
-                        return await self._confirm_key(agent_id, request.idempotency_key, result)
-                else:
-                    if request.snapshot is not None:
-                        self._snapshots += 1
-                    self._cache.put(agent_id, new_record)
-                    if self._witness is not None and new_record.link is not None:
-                        self._witness.acked(agent_id, result.last_seq, new_record.link)
-                return result
-
-    def _build(
-        self,
-        agent_id: str,
-        kind: str,
-        body: dict[str, Any],
-        record: AgentRecord | None,
-        ops: list[dict[str, Any]],
-        fsm: str | None,
-        idempotency_key: str | None,
-        actor: str | None,
-        schema_version: int | None,
-        fence: Fence | None = None,
-    ) -> tuple[AppendRequest, AgentRecord]:
-        """Encode one event (and a snapshot when due); compute the state after it."""
-        base = record.seq if record is not None else 0
-        seq = base + 1
-        now = self.clock()
-        payload = event_body(
-            body, ops, fsm=fsm, schema_version=schema_version, actor=actor, key=idempotency_key
-        )
-        plaintext = self.codec.serialize(payload, "event")
-        if self.max_event_bytes is not None and len(plaintext) > self.max_event_bytes:
-            raise StateTooLarge(agent_id, "event", len(plaintext), self.max_event_bytes)
-        prev = record.link if record is not None else ZERO_LINK
-        if prev is None:  # pragma: no cover - _prepare found it
-            raise IntegrityError(agent_id, base, "the chain link of the head is unknown")
-        sealed = self.codec.seal(agent_id, seq, kind, now, plaintext, prev)
-        raw = RawEvent(seq, kind, now, sealed.payload, sealed.checksum)
-        # The state after the event, built from the serialized bytes so that it shares
-        # nothing with the caller's objects. Copy-on-write: ``record`` stays untouched
-        # until the append is acknowledged.
-        if record is None:
-            new = AgentRecord(agent_id, 0, None, {}, 1, now, now)
-        else:
-            new = next_record(record)
-        new.link = sealed.link
-        new.checksum = sealed.checksum
-        new.replay_bytes = (record.replay_bytes if record is not None else 0) + len(sealed.payload)
-        if self.codec.format.id == JSON and not (b"$" in plaintext and b'"$t"' in plaintext):
-            decoded = _loads(plaintext)  # plain JSON: no typed values to rebuild
-        else:
-            decoded = self.codec.deserialize(plaintext, agent_id, seq)
-            new.rich = True
-        if decoded.get("ops"):
-            new.data = patch.apply(new.data, decoded["ops"])
-            new.blob = None
-        if fsm is not None:
-            new.fsm_state = fsm
-            new.fsm_entered_at = now
-        if schema_version is not None:
-            new.schema_version = schema_version
-        new.seq = seq
-        new.updated_at = now
-        if self.max_state_bytes is not None:
-            if new.blob is None:
-                new.blob = self.codec.copy_dumps(new.data)
-            if len(new.blob) > self.max_state_bytes:
-                raise StateTooLarge(agent_id, "state", len(new.blob), self.max_state_bytes)
-        snapshot = None
-        if self._snapshot_due(new, seq):
-            snapshot, marks = self._encode_snapshot(new)
-            _mark_snapshot(new, marks)
-        request = AppendRequest(
-            agent_id,
-            base,
-            (raw,),
-            snapshot,
-            None
-            if idempotency_key is None
-            else idempotency.stored_key(self.codec, agent_id, idempotency_key),
-            fence,
-            head_tag=self.codec.head_tag(agent_id, seq, sealed.link),
-            expected_tag=record.tag if record is not None else None,
-            check_tag=self._trust_cache and record is not None and record.tag_known,
-        )
-        new.tag, new.tag_known = request.head_tag, True
-        return request, new
-
-    def _snapshot_due(self, record: AgentRecord, seq: int) -> bool:
-        """A snapshot is due with the event at ``seq`` on ``record``: the replay a load
-        would do from the last snapshot has reached its bound, in events or in bytes."""
-        return seq - record.snapshot_seq >= self.snapshot_every or (
-            self.snapshot_bytes is not None and record.replay_bytes >= self.snapshot_bytes
-        )
-
-    def _encode_snapshot(self, record: AgentRecord) -> tuple[RawSnapshot, _Marks]:
-        """Encode a snapshot of ``record`` — whole, or as a delta against the latest
-        whole one — and say what to remember once it is stored (see _mark_snapshot)."""
-        delta = (
-            self.full_snapshot_every > 1
-            and record.full_data is not None
-            and record.full_link is not None
-            and 0 < record.full_seq < record.seq
-            and record.deltas + 1 < self.full_snapshot_every
-        )
-        body = snapshot_body(record, patch.diff(record.full_data, record.data) if delta else None)
-        plaintext = self.codec.serialize(body, "state")
-        if self.max_snapshot_bytes is not None and len(plaintext) > self.max_snapshot_bytes:
-            raise StateTooLarge(
-                record.agent_id, "snapshot", len(plaintext), self.max_snapshot_bytes
-            )
-        if record.link is None:  # pragma: no cover - _prepare found it
-            raise IntegrityError(record.agent_id, record.seq, "the chain link is unknown")
-        sealed = self.codec.seal(
-            record.agent_id, record.seq, SNAPSHOT_KIND, record.updated_at, plaintext, record.link
-        )
-        raw = RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
-        if delta:
-            return raw, (
-                record.seq,
-                record.full_seq,
-                record.full_link,
-                record.full_data,
-                record.deltas + 1,
-            )
-        full_data = None
-        if self.full_snapshot_every > 1:  # a private copy, the base of the next deltas
-            full_data = self.codec.deserialize(plaintext, record.agent_id, record.seq)["data"]
-        return raw, (record.seq, record.seq, record.link, full_data, 0)
-
-    async def _prepare(self, record: AgentRecord) -> None:
-        """Before appending after ``record``: make sure its chain link is known (a
-        record folded from a version-0 snapshot at the head has none) and, when a
-        delta snapshot is due, that the data of its base snapshot is at hand."""
-        agent_id = record.agent_id
-        if record.link is None:
-            events = await self.backend.read(agent_id, record.seq - 1, record.seq)
-            if not events or events[0].seq != record.seq:
-                raise IntegrityError(agent_id, record.seq, "the event at the head is missing")
-            record.link = self._open_event(agent_id, events[0])[1].link
-        if (
-            self.full_snapshot_every > 1
-            and record.full_data is None
-            and 0 < record.full_seq <= record.seq
-            and self._snapshot_due(record, record.seq + 1)
-        ):
-            await self._load_base(record)
-
-    async def _load_base(self, record: AgentRecord) -> None:
-        """Load the data of ``record``'s latest full snapshot (for delta snapshots); if
-        it cannot be had, forget it so that the next snapshot is stored whole."""
-        agent_id = record.agent_id
-        raw = await self.backend.latest_snapshot(agent_id, record.full_seq)
-        if raw is not None and raw.seq == record.full_seq:
-            try:
-                body, opened = self._open_snapshot(agent_id, raw)
-                if opened.prev is not None and opened.prev == record.full_link:
-                    record.full_data = await self._snapshot_data(agent_id, raw.seq, body)
-                    return
-            except (IntegrityError, SerializationError) as exc:  # damaged: store whole
-                _log.warning(
-                    "agent %r: base snapshot at seq %d is unusable (%s); the next snapshot"
-                    " is stored whole",
-                    agent_id,
-                    raw.seq,
-                    _reason(exc),
-                )
-        record.full_seq, record.full_link, record.full_data, record.deltas = 0, None, None, 0
-
-    async def _submit(self, request: AppendRequest) -> AppendResult:
-        if self._group is not None:
-            return await self._group.submit(request)
-        return await self.backend.append(request)
+            raise locate(exc, self.codec.types, info=body, ops=op_list) from exc
 
     async def find_key(self, agent_id: str, key: str) -> AppendResult | None:
         """Where the append of ``agent_id`` that used idempotency ``key`` landed
@@ -1320,83 +588,20 @@ class StateStore:
         self._check_open()
         check_agent_id(agent_id)
         check_name(key, "key")
-        if not self._witness_ok:
-            await self._open_check()
-        return await self._earlier_append(agent_id, key)
-
-    async def _earlier_append(self, agent_id: str, key: str) -> AppendResult | None:
-        """The append of ``agent_id`` that used idempotency ``key`` (buffered or stored);
-        a stored record is confirmed against its event (see :mod:`.idempotency`)."""
-        stored_forms = idempotency.stored_keys(self.codec, agent_id, key)
-        if self._behind is not None:
-            buffered = self._behind.find_key(agent_id, stored_forms[0])
-            if buffered is not None:
-                return buffered
-        for stored in stored_forms:
-            found = await self.backend.lookup_key(agent_id, stored)
-            if found is not None:
-                return await self._confirm_key(agent_id, stored, found)
-        return None
-
-    async def _confirm_request(self, request: AppendRequest, result: AppendResult) -> None:
-        """A buffered append the backend reported as a duplicate: check its record."""
-        if request.idempotency_key is not None:
-            await self._confirm_key(request.agent_id, request.idempotency_key, result)
-
-    async def _confirm_key(self, agent_id: str, stored: str, found: AppendResult) -> AppendResult:
-        """``found`` if the events it points at carry the key stored as ``stored``; else
-        :class:`IntegrityError` (a forged or damaged idempotency record)."""
-        first, last = found.first_seq, found.last_seq
-        events: list[RawEvent] = []
-        if 1 <= first <= last and last - first < _PAGE * 10:
-            events = await self.backend.read(agent_id, first - 1, last)
-        bodies = [(raw.seq, self._open_event(agent_id, raw)[0].get("key")) for raw in events]
-        idempotency.check_body_keys(self.codec, agent_id, stored, first, last, bodies)
-        return found
-
-    async def _flush_agent(self, agent_id: str) -> None:
-        if agent_id in self._unflushed:
-            await self.flush()
+        await self._ready()
+        return await self._writes.earlier_append(agent_id, key)
 
     async def snapshot(self, agent_id: str) -> int:
         """Store a snapshot of the latest state now; returns its seq."""
-        self._check_open()
-        check_agent_id(agent_id)
-        if not self._witness_ok:
-            await self._open_check()
+        await self._ready(agent_id)
         await self._flush_agent(agent_id)
-        async with self._lock(agent_id):
-            record = await self._current(agent_id)
-            if record is None:
-                raise AgentNotFound(agent_id)
-            record.snapshot_seq = 0  # a snapshot is due now: _prepare loads a delta's base
-            try:
-                await self._prepare(record)
-                raw, marks = self._encode_snapshot(record)
-                await self.backend.save_snapshot(agent_id, raw)
-            except BaseException:
-                self._cache.discard(agent_id)
-                raise
-            _mark_snapshot(record, marks)
-            self._snapshots += 1
-            return record.seq
+        return await self._writes.snapshot(agent_id)
 
     async def delete(self, agent_id: str) -> bool:
         """Delete the agent's stream and snapshots. True if it existed."""
-        self._check_open()
-        check_agent_id(agent_id)
-        if not self._witness_ok:
-            await self._open_check()
+        await self._ready(agent_id)
         await self._flush_agent(agent_id)
-        async with self._lock(agent_id):
-            self._forget(agent_id)
-            if self._witness is None:
-                return await self.backend.delete_agent(agent_id)
-            self._buffered_links.pop(agent_id, None)
-            await self._witness.deleting(agent_id)
-            existed = await self.backend.delete_agent(agent_id)
-            self._witness.deleted(agent_id)
-            return existed
+        return await self._writes.delete(agent_id)
 
     # -- agents with a state machine ----------------------------------------------
 
@@ -1484,29 +689,7 @@ class StateStore:
                 )
             agent_ids = [check_agent_id(a, "agent_ids[]") for a in agent_ids]
         await self.flush()
-        report = VerifyReport()
-        witnessed = await self.witness_problems(agent_ids)
-        if agent_ids is None:
-            agent_ids = []
-            while True:
-                after = agent_ids[-1] if agent_ids else None
-                page = await self.backend.list_agents(after=after, limit=_PAGE)
-                agent_ids.extend(info.agent_id for info in page)
-                if len(page) < _PAGE:
-                    break
-        for agent_id in agent_ids:
-            report.agents += 1
-            start = len(report.problems)
-            try:
-                await verification.verify_agent(self, agent_id, report)
-            except StatekeeperError as exc:
-                report.problems.append(Problem(agent_id, getattr(exc, "seq", None), str(exc)))
-            report.problems[start:] = sorted(  # the agent's problems in seq order
-                report.problems[start:], key=lambda p: (p.seq is None, p.seq or 0)
-            )
-        seen = {(p.agent_id, p.seq) for p in report.problems}  # one problem per place
-        report.problems.extend(p for p in witnessed if (p.agent_id, p.seq) not in seen)
-        return report
+        return await verification.verify_store(self, agent_ids)
 
     async def digest(self, agent_id: str, at_seq: int | None = None) -> StreamDigest:
         """A commitment to the agent's stream up to ``at_seq`` (default: the head),
@@ -1518,21 +701,9 @@ class StateStore:
         self._check_open()
         check_agent_id(agent_id)
         check_seq(at_seq, "at_seq", optional=True)
-        if not self._witness_ok:
-            await self._open_check()
+        await self._ready()
         await self._flush_agent(agent_id)
-        head, tag = await self.backend.head_tag(agent_id)
-        if head == 0:
-            raise AgentNotFound(agent_id)
-        target = head if at_seq is None else at_seq
-        if not 1 <= target <= head:
-            raise ConfigurationError(f"seq {target} is outside 1..{head} for agent {agent_id!r}")
-        record = await self._fold(agent_id, head, target, tag, at_head=target == head)
-        if record.link is None:
-            await self._prepare(record)
-        assert record.link is not None
-        key_id, digest = self.codec.witness_digest(agent_id, target, record.link)
-        return StreamDigest(agent_id, target, key_id, digest)
+        return await digests.digest(self, agent_id, at_seq)
 
     async def check_digest(self, expected: StreamDigest) -> str | None:
         """None when the stream still holds what ``expected`` committed to (it may have
@@ -1546,174 +717,20 @@ class StateStore:
         check_agent_id(expected.agent_id, "expected.agent_id")
         check_seq(expected.seq, "expected.seq", minimum=1)
         await self._flush_agent(expected.agent_id)
-        head, tag = await self.backend.head_tag(expected.agent_id)
-        if head == 0:
-            return "the stream is gone (deleted, or the store was rolled back before it existed)"
-        if head < expected.seq:
-            return (
-                f"the stream ends at seq {head}, the witness saw seq {expected.seq}"
-                " (records were removed, or the store was rolled back)"
-            )
-        record = await self._fold(
-            expected.agent_id, head, expected.seq, tag, at_head=expected.seq == head
-        )
-        if record.link is None:
-            await self._prepare(record)
-        assert record.link is not None
-        if not self.codec.check_witness_digest(
-            expected.agent_id, expected.seq, record.link, expected.key_id, expected.digest
-        ):
-            return (
-                f"the records up to seq {expected.seq} differ from what the witness saw"
-                " (the stream was rewritten, or rolled back and written again)"
-            )
-        if head > expected.seq:  # the rest of the stream must still verify to its head
-            await self._fold(expected.agent_id, head, head, tag, at_head=True)
-        return None
+        return await digests.check_digest(self, expected)
 
     # -- introspection -------------------------------------------------------------
 
     def stats(self) -> StoreStats:
         """Counters: cache hits/misses/evictions, appends, snapshots, buffered writes."""
+        writes = self._writes
         return StoreStats(
             backend=self.backend.name,
             durability=self.durability,
-            cache=self._cache.stats(),
-            appends=self._appends,
-            snapshots_written=self._snapshots,
-            loads_from_backend=self._backend_loads,
-            buffered=len(self._behind) if self._behind is not None else 0,
-            commits=self._group.commits if self._group is not None else self._appends,
+            cache=self._reads.cache.stats(),
+            appends=writes.appends,
+            snapshots_written=writes.snapshots_written,
+            loads_from_backend=self._reads.loads,
+            buffered=len(writes.behind) if writes.behind is not None else 0,
+            commits=writes.group.commits if writes.group is not None else writes.appends,
         )
-
-
-def _again(exc: StatekeeperError) -> StatekeeperError:
-    """A fresh copy of a remembered witness error (each raise gets its own traceback)."""
-    if isinstance(exc, RollbackDetected):
-        detail = exc.reason.removeprefix("rollback detected: ")
-        detail = detail.rsplit(f" (witness {exc.witness})", 1)[0]
-        assert exc.seq is not None
-        return RollbackDetected(exc.agent_id, exc.seq, exc.found, exc.witness, detail)
-    if isinstance(exc, IntegrityError):
-        return IntegrityError(exc.agent_id, exc.seq, exc.reason)
-    return exc
-
-
-def _vanished(
-    exc: NotAStore, witness: str | os.PathLike[str] | bool | None, codec: Codec
-) -> StatekeeperError:
-    """A store file that is no store any more (emptied, overwritten): a rollback when
-    its witness holds marks, else the refusal itself."""
-    if witness is False:
-        return exc
-    location = os.fspath(witness) if isinstance(witness, str | os.PathLike) else None
-    hw = HighWater(location or exc.location + SUFFIX, codec)
-    try:
-        hw.load()
-    except StatekeeperError:
-        return exc
-    marks = hw.marks()
-    if not marks:
-        return exc
-    newest = marks[0]
-    return RollbackDetected(
-        str(newest["agent_id"]),
-        int(newest["seq"]),
-        0,
-        hw.path,
-        f"{len(marks)} agent(s) were acknowledged, the newest up to seq {newest['seq']}, but "
-        f"{exc.location} is no statekeeper store any more ({exc.reason})",
-    )
-
-
-def _info(info: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The caller's event information, refused if it would shadow what the store writes."""
-    body = dict(check_mapping(info, "info", optional=True) or {})
-    bad = _RESERVED.intersection(body)
-    if bad:
-        raise ConfigurationError(f"event info may not use reserved keys {sorted(bad)}")
-    return body
-
-
-def _locate(
-    exc: SerializationError, types: TypeRegistry | None = None, /, **values: Any
-) -> SerializationError:
-    """Point a serialization error at the caller's own argument (``data.messages[3]``)
-    rather than at the encoded event (``event.ops[0].value…``); ``types`` are the
-    codec's registered types."""
-    for root, value in values.items():
-        try:
-            to_plain(value, types, root)
-        except SerializationError as found:
-            return found
-        except RecursionError:
-            return exc
-    return exc
-
-
-def _check_event_type(event_type: object) -> None:
-    check_name(event_type, "event_type")
-    if event_type == SNAPSHOT_KIND:
-        raise InvalidArgument("event_type", f"event_type {SNAPSHOT_KIND!r} is reserved")
-
-
-def _check_write_options(idempotency_key: object, actor: object, lease: object) -> None:
-    """The options every write takes: an idempotency key, an actor, a lease."""
-    check_optional_name(idempotency_key, "idempotency_key")
-    check_optional_name(actor, "actor")
-    if lease is not None:
-        fence = getattr(lease, "fence", None)
-        if not (
-            isinstance(fence, tuple)
-            and len(fence) == 2
-            and isinstance(fence[0], str)
-            and type(fence[1]) is int
-        ):
-            raise InvalidArgument(
-                "lease",
-                "lease must be a Lease (or anything with a fence (holder, token)), "
-                f"not {type(lease).__name__}",
-            )
-
-
-def _check_numbers(**options: object) -> None:
-    """The integer options of :class:`StateStore` are ints (None: no limit)."""
-    for name, value in options.items():
-        optional = name.startswith("max_") or name == "snapshot_bytes"
-        check_seq(value, name, minimum=-(2**63), optional=optional)
-
-
-def _state_values(states: Iterable[Any] | None) -> frozenset[str] | None:
-    """The option ``states`` as a set of stored state values."""
-    if states is None:
-        return None
-    if isinstance(states, str) or not isinstance(states, Iterable):
-        raise InvalidArgument(
-            "states", f"states must be an iterable of states or None, not {type(states).__name__}"
-        )
-    values = frozenset(check_state_value(s, "states[]") or "" for s in states)
-    if not values:
-        raise InvalidArgument("states", "states must name at least one state")
-    return values
-
-
-_dumps = orjson.dumps
-_loads = orjson.loads
-
-
-def _rich(opened: Opened) -> bool:
-    """True when a decoded body may hold typed values (not plain JSON)."""
-    body = opened.body
-    return opened.format != JSON or (b"$" in body and b'"$t"' in body)
-
-
-def _mark_snapshot(record: AgentRecord, marks: _Marks) -> None:
-    """Remember, once stored, the snapshot :meth:`StateStore._encode_snapshot` made."""
-    (
-        record.snapshot_seq,
-        record.full_seq,
-        record.full_link,
-        record.full_data,
-        record.deltas,
-    ) = marks
-    record.replay_bytes = 0

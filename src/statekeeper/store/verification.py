@@ -15,12 +15,13 @@ from ..codec.pipeline import CHAIN_BROKEN as _CHAIN_BROKEN
 from ..errors import IntegrityError, PatchError, SerializationError, StatekeeperError
 from ..records import RawEvent, RawSnapshot
 from . import idempotency
+from .body import snapshot_record
 from .state import AgentRecord, apply_payload
 
 if TYPE_CHECKING:
     from .store import StateStore
 
-__all__ = ["Problem", "VerifyReport", "verify_agent"]
+__all__ = ["Problem", "VerifyReport", "verify_agent", "verify_store"]
 
 _PAGE = 1000
 
@@ -59,6 +60,34 @@ class VerifyReport:
         return not self.problems
 
 
+async def verify_store(store: StateStore, agent_ids: list[str] | None) -> VerifyReport:
+    """Verify every agent of ``agent_ids`` (None: all) and the witness marks of them
+    (see :meth:`StateStore.verify`)."""
+    report = VerifyReport()
+    witnessed = await store.witness_problems(agent_ids)
+    if agent_ids is None:
+        agent_ids = []
+        while True:
+            after = agent_ids[-1] if agent_ids else None
+            page = await store.backend.list_agents(after=after, limit=_PAGE)
+            agent_ids.extend(info.agent_id for info in page)
+            if len(page) < _PAGE:
+                break
+    for agent_id in agent_ids:
+        report.agents += 1
+        start = len(report.problems)
+        try:
+            await verify_agent(store, agent_id, report)
+        except StatekeeperError as exc:
+            report.problems.append(Problem(agent_id, getattr(exc, "seq", None), str(exc)))
+        report.problems[start:] = sorted(  # the agent's problems in seq order
+            report.problems[start:], key=lambda p: (p.seq is None, p.seq or 0)
+        )
+    seen = {(p.agent_id, p.seq) for p in report.problems}  # one problem per place
+    report.problems.extend(p for p in witnessed if (p.agent_id, p.seq) not in seen)
+    return report
+
+
 async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -> None:
     """Check one agent and add every problem found to ``report``: a damaged record
     does not end the check — every event, snapshot and idempotency record is
@@ -81,7 +110,7 @@ async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -
             folding, link = False, None
         last = raw.seq
         try:
-            body, opened = store._open_event(agent_id, raw)
+            body, opened = store._reads.open_event(agent_id, raw)
         except (IntegrityError, SerializationError) as exc:
             problems.append(Problem(agent_id, raw.seq, _reason(exc), "event"))
             folding, link = False, None
@@ -147,7 +176,7 @@ async def verify_snapshots(
             break
         report.snapshots += 1
         try:
-            body, snap_opened = store._open_snapshot(agent_id, raw)
+            body, snap_opened = store._reads.open_snapshot(agent_id, raw)
             opened[raw.seq] = (raw, body, snap_opened)
         except (IntegrityError, SerializationError) as exc:
             report.problems.append(
@@ -160,8 +189,8 @@ async def verify_snapshots(
     for seq in sorted(opened):
         raw, body, snap_opened = opened[seq]
         try:
-            data = await store._snapshot_data(agent_id, seq, body)
-            snapshots[seq] = store._snapshot_record(agent_id, raw, body, snap_opened, data)
+            data = await store._reads.snapshot_data(agent_id, seq, body)
+            snapshots[seq] = snapshot_record(agent_id, raw, body, snap_opened, data)
         except (IntegrityError, SerializationError) as exc:
             report.problems.append(
                 Problem(agent_id, seq, _snapshot_reason(_reason(exc)), "snapshot")

@@ -1,0 +1,389 @@
+"""The read path: stored records in, folded and verified state out.
+
+Every record read is decoded through the codec (authenticated, and checked against
+the chain), a state is the nearest usable snapshot plus the events after it, and the
+latest state of each agent is kept folded in an LRU cache that later reads bring up
+to date (one indexed read when nothing changed). :class:`ReadPath` owns that cache and
+the records pinned by write-behind appends not yet stored; the write pipeline
+(:mod:`.writes`) puts the state after each acknowledged append into it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from .. import patch
+from ..backends.base import Backend
+from ..codec import ZERO_LINK, Codec, Opened
+from ..codec.formats import JSON
+from ..codec.pipeline import CHAIN_BROKEN
+from ..errors import (
+    AgentNotFound,
+    ConfigurationError,
+    IntegrityError,
+    PatchError,
+    SerializationError,
+    StatekeeperError,
+)
+from ..records import Event, RawEvent, RawSnapshot, Snapshot
+from .body import SNAPSHOT_KIND, snapshot_record, to_event
+from .cache import LRUCache
+from .state import HELD_AS_BYTES, AgentRecord, apply_payload, unpack_document
+from .verification import _reason
+
+__all__ = ["PAGE", "ReadPath"]
+
+_log = logging.getLogger("statekeeper.store")
+
+#: events per backend read
+PAGE = 1000
+
+_dumps = orjson.dumps
+_loads = orjson.loads
+
+
+def rich(opened: Opened) -> bool:
+    """True when a decoded body may hold typed values (not plain JSON)."""
+    body = opened.body
+    return opened.format != JSON or (b"$" in body and b'"$t"' in body)
+
+
+class ReadPath:
+    """Decode, fold and cache agent states read from ``backend``.
+
+    Args:
+        cache_size: folded states kept (0: none).
+        validate_cache: bring a cached state up to date with storage before serving it
+            (one indexed read); off, a cached state is served as it is.
+    """
+
+    def __init__(
+        self, backend: Backend, codec: Codec, *, cache_size: int, validate_cache: bool
+    ) -> None:
+        self.backend = backend
+        self.codec = codec
+        self.validate = validate_cache
+        self.cache: LRUCache[str, AgentRecord] = LRUCache(cache_size)
+        #: agents with appends still in the write-behind buffer: never evicted
+        self.pinned: dict[str, AgentRecord] = {}
+        #: states folded from the backend (not served from the cache)
+        self.loads = 0
+        # the latest state in one call where the engine answers that natively (the
+        # default, two unbounded reads, gains nothing over the bounded latest_snapshot
+        # + read of the fold, and a tiered engine may answer the unbounded read from a
+        # hot copy that is behind)
+        self.native_latest = type(backend).read_latest is not Backend.read_latest
+
+    # -- decoding ----------------------------------------------------------------
+
+    def open_event(self, agent_id: str, raw: RawEvent) -> tuple[dict[str, Any], Opened]:
+        """The verified body of a stored event, and the record opened."""
+        body, opened = self.codec.decode(
+            agent_id, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum
+        )
+        if type(body) is not dict:
+            raise IntegrityError(agent_id, raw.seq, "event payload is not an object")
+        return body, opened
+
+    def decode_event(self, agent_id: str, raw: RawEvent) -> dict[str, Any]:
+        """The verified body of a stored event."""
+        return self.open_event(agent_id, raw)[0]
+
+    def open_snapshot(self, agent_id: str, raw: RawSnapshot) -> tuple[dict[str, Any], Opened]:
+        """The verified body of a stored snapshot, and the record opened."""
+        body, opened = self.codec.decode(
+            agent_id, raw.seq, SNAPSHOT_KIND, raw.timestamp, raw.payload, raw.checksum
+        )
+        if type(body) is not dict:
+            raise IntegrityError(agent_id, raw.seq, "snapshot payload is not an object")
+        return body, opened
+
+    async def decode_snapshot(self, agent_id: str, raw: RawSnapshot) -> AgentRecord:
+        """The folded state a stored snapshot holds (a delta resolved against its base)."""
+        body, opened = self.open_snapshot(agent_id, raw)
+        data = await self.snapshot_data(agent_id, raw.seq, body)
+        record = snapshot_record(agent_id, raw, body, opened, data)
+        record.rich = rich(opened) or "base" in body  # (a delta's base may be rich)
+        if not record.rich and next(reversed(body)) == "data":
+            # a whole plain snapshot ends with its data: those bytes are its JSON (the
+            # values before it are a state name and numbers, and a quote inside a JSON
+            # string is always escaped, so the first ',"data":' is the key)
+            text = opened.body
+            start = text.find(b',"data":')
+            if start > 0 and text.endswith(b"}"):
+                record.blob = text[start + 8 : -1]
+        return record
+
+    async def snapshot_data(
+        self, agent_id: str, seq: int, body: dict[str, Any], depth: int = 0
+    ) -> Any:
+        """The data document of a snapshot body, resolving a delta against its base."""
+        if "base" not in body:
+            if "data" not in body:
+                raise IntegrityError(agent_id, seq, "snapshot is missing 'data'")
+            return body["data"]
+        base, link, ops = body.get("base"), body.get("bl"), body.get("ops")
+        if type(base) is not int or not 0 < base < seq or type(ops) is not list or depth > 64:
+            raise IntegrityError(agent_id, seq, "delta snapshot has an invalid base")
+        raw = await self.backend.latest_snapshot(agent_id, base)
+        if raw is None or raw.seq != base:
+            raise IntegrityError(agent_id, seq, f"the base snapshot (seq {base}) is missing")
+        base_body, opened = self.open_snapshot(agent_id, raw)
+        if opened.prev is None or opened.prev.hex() != link:
+            raise IntegrityError(
+                agent_id, seq, f"delta snapshot does not match its base snapshot (seq {base})"
+            )
+        data = await self.snapshot_data(agent_id, base, base_body, depth + 1)
+        try:
+            return patch.apply(data, ops, in_place=True)
+        except PatchError as exc:
+            raise IntegrityError(agent_id, seq, f"delta snapshot does not apply: {exc}") from exc
+
+    # -- folding -----------------------------------------------------------------
+
+    async def fold(
+        self,
+        agent_id: str,
+        head: int,
+        target: int,
+        tag: bytes | None = None,
+        *,
+        at_head: bool = False,
+    ) -> AgentRecord:
+        """Build the state at ``target`` from the nearest snapshot and the events after,
+        verifying every record and the chain; with ``at_head`` (``target`` is the head)
+        also the stream's head ``tag``."""
+        self.loads += 1
+        below: int | None = target
+        # the latest state: the latest snapshot and the events after it, read together
+        latest: tuple[RawSnapshot | None, list[RawEvent]] | None = None
+        if at_head and self.native_latest:
+            latest = await self.backend.read_latest(agent_id)
+            if latest[0] is not None and latest[0].seq > target:  # written since: look below
+                latest = None
+        while True:
+            events: list[RawEvent] | None = None
+            if latest is not None:
+                (snap, events), latest = latest, None
+            else:
+                snap = await self.backend.latest_snapshot(agent_id, below) if below else None
+            if snap is None:  # no (usable) snapshot: a full replay
+                return await self.fold_from(None, agent_id, head, target, tag, at_head, events)
+            try:
+                record = await self.decode_snapshot(agent_id, snap)
+            except (IntegrityError, SerializationError) as exc:
+                # a damaged snapshot is only a cache of the fold: try an older one
+                _log.warning(
+                    "agent %r: snapshot at seq %d is unusable (%s); loading from an older"
+                    " snapshot or a full replay (`statekeeper repair` rebuilds it)",
+                    agent_id,
+                    snap.seq,
+                    _reason(exc),
+                )
+                below = snap.seq - 1
+                continue
+            try:
+                return await self.fold_from(record, agent_id, head, target, tag, at_head, events)
+            except (IntegrityError, SerializationError) as exc:
+                # the snapshot decoded but disagrees with the events after it (or with
+                # the head): the events decide — replay them all; if they are at fault,
+                # the replay raises the same error
+                _log.warning(
+                    "agent %r: the events after the snapshot at seq %d do not fold (%s);"
+                    " retrying with a full replay",
+                    agent_id,
+                    snap.seq,
+                    _reason(exc),
+                )
+                return await self.fold_from(None, agent_id, head, target, tag, at_head)
+
+    async def fold_from(
+        self,
+        record: AgentRecord | None,
+        agent_id: str,
+        head: int,
+        target: int,
+        tag: bytes | None,
+        at_head: bool,
+        events: list[RawEvent] | None = None,
+    ) -> AgentRecord:
+        """Fold events up to ``target`` onto ``record`` (None: from the start), starting
+        with ``events`` when they were read already (those past ``target`` ignored)."""
+        if record is None:
+            record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
+        if events:
+            if events[-1].seq > target:
+                events = [e for e in events if e.seq <= target]
+            self.apply_events(record, events)
+        await self.catch_up(record, target)
+        if record.seq == 0:
+            raise AgentNotFound(agent_id)
+        if at_head:
+            self.codec.check_head(agent_id, head, record.link, tag)
+            record.tag, record.tag_known = tag, record.link is not None
+        record.fresh = True
+        return record
+
+    async def catch_up(self, record: AgentRecord, target: int) -> None:
+        """Apply stored events ``record.seq+1 .. target`` to ``record`` in place."""
+        agent_id = record.agent_id
+        while record.seq < target:
+            events = await self.backend.read(agent_id, record.seq, target, limit=PAGE * 10)
+            if not events:
+                raise IntegrityError(
+                    agent_id, record.seq + 1, f"stream ends at seq {record.seq}, head is {target}"
+                )
+            self.apply_events(record, events)
+
+    def apply_events(self, record: AgentRecord, events: list[RawEvent]) -> None:
+        """Fold stored events into ``record`` in place (verifying each one and the chain)."""
+        agent_id = record.agent_id
+        decode = self.codec.decode_next
+        for raw in events:
+            seq = raw.seq
+            current = record.seq
+            if seq <= current:
+                # a concurrent catch-up of the same cached record (readers do not
+                # take the agent lock) applied it while this read was in flight
+                continue
+            if seq != current + 1:
+                raise IntegrityError(agent_id, current + 1, f"gap: next stored seq is {seq}")
+            ts = raw.timestamp
+            body, link, typed = decode(
+                agent_id, seq, raw.kind, ts, raw.payload, raw.checksum, record.link
+            )
+            if type(body) is not dict:
+                raise IntegrityError(agent_id, seq, "event payload is not an object")
+            if current == 0:
+                record.created_at = ts
+            try:
+                apply_payload(record, seq, ts, body)
+            except PatchError as exc:
+                raise IntegrityError(agent_id, seq, f"patch does not apply: {exc}") from exc
+            record.link = link
+            record.checksum = raw.checksum
+            record.tag_known = False
+            record.replay_bytes += len(raw.payload)
+            if typed:
+                record.rich = True
+
+    # -- the latest state ----------------------------------------------------------
+
+    async def refresh(self, record: AgentRecord) -> bool:
+        """Bring a cached record up to date with storage, in one indexed read when
+        nothing changed. False when the stream it was folded from is gone: deleted, or
+        deleted and re-created (a head seq alone cannot tell that a stream was re-created
+        up to the same seq, so the event at the cached seq must still be the same one)."""
+        agent_id = record.agent_id
+        events = await self.backend.read(agent_id, record.seq - 1, None, limit=PAGE)
+        same = next((e for e in events if e.seq == record.seq), None)
+        if same is None or same.timestamp != record.updated_at:
+            return False
+        if record.checksum is not None and same.checksum != record.checksum:
+            return False  # rewritten (re-encrypted) or replaced: fold it again, verified
+        while True:
+            self.apply_events(record, events)
+            if len(events) < PAGE:
+                return True
+            events = await self.backend.read(agent_id, record.seq, None, limit=PAGE)
+
+    def trusted(self, agent_id: str) -> AgentRecord | None:
+        """The cached record of ``agent_id`` a write may be made on without reading the
+        head first (its stored head tag is known), else None."""
+        record = self.pinned.get(agent_id) or self.cache.get(agent_id)
+        return record if record is not None and record.tag_known else None
+
+    async def current(self, agent_id: str) -> AgentRecord | None:
+        """The latest folded state (private), or None when the agent does not exist."""
+        pinned = self.pinned.get(agent_id)
+        if pinned is not None:
+            return pinned
+        record = self.cache.get(agent_id)
+        if record is not None and not self.validate:
+            return record
+        if record is not None:
+            try:
+                if await self.refresh(record):
+                    return record
+            except StatekeeperError:
+                self.cache.discard(agent_id)
+                raise
+            self.cache.discard(agent_id)
+        head, tag = await self.backend.head_tag(agent_id)
+        if head == 0:
+            return None
+        record = await self.fold(agent_id, head, head, tag, at_head=True)
+        self.cache.put(agent_id, record)
+        return record
+
+    async def at(self, agent_id: str, at_seq: int | None, at_time: float | None) -> AgentRecord:
+        """The state of ``agent_id`` at ``at_seq``, or at time ``at_time``."""
+        head, tag = await self.backend.head_tag(agent_id)
+        if head == 0:
+            raise AgentNotFound(agent_id)
+        if at_time is not None:
+            at_seq = await self.backend.seq_at(agent_id, at_time)
+            if at_seq == 0:
+                raise AgentNotFound(agent_id)
+        assert at_seq is not None
+        if not 1 <= at_seq <= head:
+            raise ConfigurationError(f"seq {at_seq} is outside 1..{head} for agent {agent_id!r}")
+        return await self.fold(agent_id, head, at_seq, tag, at_head=at_seq == head)
+
+    def forget(self, agent_id: str) -> None:
+        """Drop what is cached or pinned of ``agent_id``."""
+        self.cache.discard(agent_id)
+        self.pinned.pop(agent_id, None)
+
+    def public(self, record: AgentRecord) -> Snapshot:
+        """The caller's copy of a folded state (it shares nothing with ``record``)."""
+        typed = record.rich
+        if record.fresh and not typed:
+            # folded for this read and shared with nobody: its objects are the copy,
+            # and the record keeps the bytes (parsed again only if a write needs them)
+            record.fresh = False
+            if record.blob is None:
+                record.blob = _dumps(record.data)
+            data, record.data = record.data, HELD_AS_BYTES
+        elif record.data is HELD_AS_BYTES and record.dumped is not None:
+            data = unpack_document(record.dumped)  # fresh objects: the copy itself
+        else:
+            if record.blob is None:
+                # plain JSON documents (the common case) skip the codec's type checks
+                record.blob = self.codec.copy_dumps(record.data) if typed else _dumps(record.data)
+            data = self.codec.copy_loads(record.blob) if typed else _loads(record.blob)
+        return Snapshot(
+            agent_id=record.agent_id,
+            seq=record.seq,
+            fsm_state=record.fsm_state,
+            data=data,
+            schema_version=record.schema_version,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            state_entered_at=record.fsm_entered_at,
+        )
+
+    async def history(
+        self, agent_id: str, after_seq: int, to_seq: int | None
+    ) -> AsyncIterator[Event]:
+        """The events of ``agent_id`` after ``after_seq`` (up to ``to_seq``), verified
+        and checked against the chain, read page by page."""
+        cursor = after_seq
+        link: bytes | None = ZERO_LINK if after_seq == 0 else None
+        while True:
+            page = await self.backend.read(agent_id, cursor, to_seq, limit=PAGE)
+            for raw in page:
+                if raw.seq != cursor + 1:
+                    raise IntegrityError(agent_id, cursor + 1, f"gap: next stored seq is {raw.seq}")
+                body, opened = self.open_event(agent_id, raw)
+                if link is not None and opened.prev is not None and opened.prev != link:
+                    raise IntegrityError(agent_id, raw.seq, CHAIN_BROKEN)
+                link = opened.link
+                yield to_event(agent_id, raw, body)
+                cursor = raw.seq
+            if len(page) < PAGE:
+                return

@@ -1,0 +1,153 @@
+"""When a snapshot is stored with an append, and how it is encoded.
+
+A snapshot is the folded state at a seq, stored so that a load replays only the events
+after it. One is due with an event once the replay a load would do from the last one
+has reached its bound, in events (``snapshot_every``) or in stored bytes
+(``snapshot_bytes``); it is written in the same atomic append as that event. Every
+``full_snapshot_every``-th snapshot is stored whole, the others as a JSON Patch against
+the latest whole one (a *delta*), whose data the record keeps at hand
+(``AgentRecord.full_data``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .. import patch
+from ..backends.base import Backend
+from ..codec import Codec
+from ..errors import IntegrityError, SerializationError, StateTooLarge
+from ..records import RawSnapshot
+from .body import SNAPSHOT_KIND, snapshot_body
+from .reads import ReadPath
+from .state import AgentRecord, document
+from .verification import _reason
+
+__all__ = ["Marks", "SnapshotPolicy", "mark_snapshot"]
+
+_log = logging.getLogger("statekeeper.store")
+
+#: what storing a snapshot changes in the record it was taken of:
+#: (snapshot_seq, full_seq, full_link, full_data, deltas)
+Marks = tuple[int, int, bytes | None, Any, int]
+
+
+def mark_snapshot(record: AgentRecord, marks: Marks) -> None:
+    """Remember, once stored, the snapshot :meth:`SnapshotPolicy.encode` made."""
+    (
+        record.snapshot_seq,
+        record.full_seq,
+        record.full_link,
+        record.full_data,
+        record.deltas,
+    ) = marks
+    record.replay_bytes = 0
+
+
+class SnapshotPolicy:
+    """The snapshot options of a store, and the encoding of its snapshots."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        codec: Codec,
+        reads: ReadPath,
+        *,
+        every: int,
+        max_replay_bytes: int | None,
+        full_every: int,
+        max_bytes: int | None,
+    ) -> None:
+        self.backend = backend
+        self.codec = codec
+        self.reads = reads
+        self.every = every
+        self.max_replay_bytes = max_replay_bytes
+        self.full_every = full_every
+        self.max_bytes = max_bytes
+
+    def due(self, record: AgentRecord, seq: int) -> bool:
+        """A snapshot is due with the event at ``seq`` on ``record``: the replay a load
+        would do from the last snapshot has reached its bound, in events or in bytes."""
+        return seq - record.snapshot_seq >= self.every or (
+            self.max_replay_bytes is not None and record.replay_bytes >= self.max_replay_bytes
+        )
+
+    def needs_prepare(self, record: AgentRecord) -> bool:
+        """:meth:`prepare` has something to fetch before an append after ``record``."""
+        return record.link is None or (self.full_every > 1 and record.full_data is None)
+
+    def encode(self, record: AgentRecord) -> tuple[RawSnapshot, Marks]:
+        """Encode a snapshot of ``record`` — whole, or as a delta against the latest
+        whole one — and say what to remember once it is stored (see mark_snapshot)."""
+        delta = (
+            self.full_every > 1
+            and record.full_data is not None
+            and record.full_link is not None
+            and 0 < record.full_seq < record.seq
+            and record.deltas + 1 < self.full_every
+        )
+        body = snapshot_body(
+            record, patch.diff(record.full_data, document(record)) if delta else None
+        )
+        plaintext = self.codec.serialize(body, "state")
+        if self.max_bytes is not None and len(plaintext) > self.max_bytes:
+            raise StateTooLarge(record.agent_id, "snapshot", len(plaintext), self.max_bytes)
+        if record.link is None:  # pragma: no cover - prepare() found it
+            raise IntegrityError(record.agent_id, record.seq, "the chain link is unknown")
+        sealed = self.codec.seal(
+            record.agent_id, record.seq, SNAPSHOT_KIND, record.updated_at, plaintext, record.link
+        )
+        raw = RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
+        if delta:
+            return raw, (
+                record.seq,
+                record.full_seq,
+                record.full_link,
+                record.full_data,
+                record.deltas + 1,
+            )
+        full_data = None
+        if self.full_every > 1:  # a private copy, the base of the next deltas
+            full_data = self.codec.deserialize(plaintext, record.agent_id, record.seq)["data"]
+        return raw, (record.seq, record.seq, record.link, full_data, 0)
+
+    async def prepare(self, record: AgentRecord) -> None:
+        """Before appending after ``record``: make sure its chain link is known (a
+        record folded from a version-0 snapshot at the head has none) and, when a
+        delta snapshot is due, that the data of its base snapshot is at hand."""
+        agent_id = record.agent_id
+        if record.link is None:
+            events = await self.backend.read(agent_id, record.seq - 1, record.seq)
+            if not events or events[0].seq != record.seq:
+                raise IntegrityError(agent_id, record.seq, "the event at the head is missing")
+            record.link = self.reads.open_event(agent_id, events[0])[1].link
+        if (
+            self.full_every > 1
+            and record.full_data is None
+            and 0 < record.full_seq <= record.seq
+            and self.due(record, record.seq + 1)
+        ):
+            await self._load_base(record)
+
+    async def _load_base(self, record: AgentRecord) -> None:
+        """Load the data of ``record``'s latest full snapshot (for delta snapshots); if
+        it cannot be had, forget it so that the next snapshot is stored whole."""
+        agent_id = record.agent_id
+        raw = await self.backend.latest_snapshot(agent_id, record.full_seq)
+        if raw is not None and raw.seq == record.full_seq:
+            try:
+                body, opened = self.reads.open_snapshot(agent_id, raw)
+                if opened.prev is not None and opened.prev == record.full_link:
+                    record.full_data = await self.reads.snapshot_data(agent_id, raw.seq, body)
+                    return
+            except (IntegrityError, SerializationError) as exc:  # damaged: store whole
+                _log.warning(
+                    "agent %r: base snapshot at seq %d is unusable (%s); the next snapshot"
+                    " is stored whole",
+                    agent_id,
+                    raw.seq,
+                    _reason(exc),
+                )
+        record.full_seq, record.full_link, record.full_data, record.deltas = 0, None, None, 0

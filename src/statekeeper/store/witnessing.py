@@ -1,0 +1,127 @@
+"""The store's automatic witness: high-water marks kept outside the store, checked on
+the store's first use (see :mod:`statekeeper.security.highwater`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING
+
+from ..backends.base import Backend
+from ..codec import Codec
+from ..errors import (
+    ConfigurationError,
+    IntegrityError,
+    NotAStore,
+    RollbackDetected,
+    StatekeeperError,
+)
+from ..security.highwater import OPEN_CHECKS, SUFFIX, HighWater, default_location
+from .verification import Problem
+
+if TYPE_CHECKING:
+    from .store import StateStore
+
+__all__ = ["WitnessGate", "open_witness", "vanished"]
+
+#: the ``witness`` option of :class:`~statekeeper.store.StateStore`
+WitnessOption = str | os.PathLike[str] | bool | None
+
+
+def open_witness(
+    backend: Backend, witness: WitnessOption, codec: Codec, interval: float
+) -> HighWater | None:
+    """The witness the ``witness`` option names for a store over ``backend``."""
+    location: str | os.PathLike[str] | None = None
+    if witness is None or witness is True:
+        location = default_location(backend)
+        if location is None and witness is True:
+            raise ConfigurationError(
+                f"the {backend.name} backend has no default witness location: give witness=PATH"
+            )
+    elif witness is not False:
+        location = witness
+    return HighWater(location, codec, interval=interval) if location is not None else None
+
+
+class WitnessGate:
+    """Checks the witness once, on the store's first use; a store that went back in
+    time raises :class:`RollbackDetected` then and on every later use."""
+
+    def __init__(self, witness: HighWater | None) -> None:
+        self.witness = witness
+        #: False until the witness was checked (on first use)
+        self.ok = witness is None
+        self._error: StatekeeperError | None = None
+        self._lock: asyncio.Lock | None = None
+
+    async def check(self, store: StateStore) -> None:
+        """Load the witness file and check its newest marks against ``store``."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.ok:
+                return
+            if self._error is None:
+                witness = self.witness
+                assert witness is not None
+                try:
+                    await asyncio.to_thread(witness.load)
+                    found = await witness.check(store, OPEN_CHECKS)
+                except IntegrityError as exc:
+                    self._error = exc
+                else:
+                    if not found:
+                        self.ok = True
+                        return
+                    self._error = found[0]
+            raise _again(self._error)
+
+    async def problems(self, store: StateStore, agent_ids: list[str] | None) -> list[Problem]:
+        """One :class:`Problem` per stream (of ``agent_ids``, or all) that went back in
+        time, or for a witness file that cannot be used; nothing raised."""
+        if self.witness is None:
+            return []
+        try:
+            await asyncio.to_thread(self.witness.load)
+            found = await self.witness.check(store, agents=agent_ids)
+        except IntegrityError as exc:
+            return [Problem(exc.agent_id, exc.seq, str(exc), "rollback")]
+        return [Problem(p.agent_id, p.seq, str(p), "rollback") for p in found]
+
+
+def _again(exc: StatekeeperError) -> StatekeeperError:
+    """A fresh copy of a remembered witness error (each raise gets its own traceback)."""
+    if isinstance(exc, RollbackDetected):
+        detail = exc.reason.removeprefix("rollback detected: ")
+        detail = detail.rsplit(f" (witness {exc.witness})", 1)[0]
+        assert exc.seq is not None
+        return RollbackDetected(exc.agent_id, exc.seq, exc.found, exc.witness, detail)
+    if isinstance(exc, IntegrityError):
+        return IntegrityError(exc.agent_id, exc.seq, exc.reason)
+    return exc
+
+
+def vanished(exc: NotAStore, witness: WitnessOption, codec: Codec) -> StatekeeperError:
+    """A store file that is no store any more (emptied, overwritten): a rollback when
+    its witness holds marks, else the refusal itself."""
+    if witness is False:
+        return exc
+    location = os.fspath(witness) if isinstance(witness, str | os.PathLike) else None
+    hw = HighWater(location or exc.location + SUFFIX, codec)
+    try:
+        hw.load()
+    except StatekeeperError:
+        return exc
+    marks = hw.marks()
+    if not marks:
+        return exc
+    newest = marks[0]
+    return RollbackDetected(
+        str(newest["agent_id"]),
+        int(newest["seq"]),
+        0,
+        hw.path,
+        f"{len(marks)} agent(s) were acknowledged, the newest up to seq {newest['seq']}, but "
+        f"{exc.location} is no statekeeper store any more ({exc.reason})",
+    )

@@ -1,0 +1,518 @@
+"""The write pipeline: one save in, one append out.
+
+A write goes through three steps, each in one place:
+
+1. :meth:`WritePipeline.write` finds the state the write is made on — the cached
+   record whose stored head tag is known, trusted without a read (the append's
+   compare-and-set is the check) — and handles conflicts, retries and idempotency;
+2. :meth:`WritePipeline.build` encodes the event (and a snapshot when one is due) into
+   an :class:`~statekeeper.records.AppendRequest` and computes the state after it;
+3. :meth:`WritePipeline.submit` hands the request to the backend: directly, through
+   the group committer (``durability="group"``) or the write-behind buffer
+   (``"async"``).
+
+Nothing is written to the cache before the backend acknowledged the append
+(copy-on-write: the record the write was built on stays untouched until then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import orjson
+
+from .. import patch
+from ..arguments import check_mapping, check_name, check_optional_name
+from ..backends.base import Backend, check_fence
+from ..codec import ZERO_LINK, Codec, TypeRegistry
+from ..codec.formats import JSON
+from ..codec.types import to_plain
+from ..errors import (
+    AgentNotFound,
+    ConfigurationError,
+    ConflictError,
+    IntegrityError,
+    InvalidArgument,
+    SerializationError,
+    StateTooLarge,
+)
+from ..records import AppendRequest, AppendResult, Fence, RawEvent
+from ..security.highwater import HighWater
+from . import idempotency
+from .body import RESERVED, SNAPSHOT_KIND, event_body, next_record
+from .change import diff_by_key, dump_keys
+from .durability import Durability, GroupCommitter, WriteBehind
+from .reads import PAGE, ReadPath
+from .snapshots import SnapshotPolicy, mark_snapshot
+from .state import HELD_AS_BYTES, AgentRecord, document
+
+__all__ = [
+    "Leased",
+    "Make",
+    "WritePipeline",
+    "append_changes",
+    "check_event_type",
+    "check_write_options",
+    "event_info",
+    "locate",
+    "save_changes",
+]
+
+_loads = orjson.loads
+
+#: what a write changes, given the state it is made on (None: no stream yet):
+#: (JSON Patch ops on the data, the FSM state to store or None)
+Make = Callable[[AgentRecord | None], tuple[list[dict[str, Any]], str | None]]
+
+
+class Leased(Protocol):
+    """What a write can be made under: anything with a ``fence`` — ``(holder, token)``
+    — such as :class:`statekeeper.concurrency.Lease` or a
+    :class:`~statekeeper.records.LeaseInfo`."""
+
+    @property
+    def fence(self) -> Fence:
+        """``(holder, token)`` of the lease."""
+        ...
+
+
+class WritePipeline:
+    """Builds and appends the writes of one store (see the module docstring)."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        codec: Codec,
+        reads: ReadPath,
+        snapshots: SnapshotPolicy,
+        *,
+        durability: Durability,
+        clock: Callable[[], float],
+        write_retries: int,
+        max_event_bytes: int | None,
+        max_state_bytes: int | None,
+        flush_size: int,
+        flush_interval: float,
+        witness: HighWater | None,
+    ) -> None:
+        self.backend = backend
+        self.codec = codec
+        self.reads = reads
+        self.snapshots = snapshots
+        self.clock = clock
+        self.write_retries = write_retries
+        self.max_event_bytes = max_event_bytes
+        self.max_state_bytes = max_state_bytes
+        self.witness = witness
+        self.appends = 0
+        self.snapshots_written = 0
+        # links of appends still in the write-behind buffer, for their witness marks
+        self.buffered_links: dict[str, dict[int, bytes]] = {}
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self.group = GroupCommitter(backend) if durability == "group" else None
+        # writes trust the cache (see write) where the backend's compare-and-set can
+        # tell a re-created stream from the cached one
+        self.trust_cache = backend.compares_head_tag and durability != "async"
+        self.behind = (
+            WriteBehind(
+                backend,
+                flush_size=flush_size,
+                flush_interval=flush_interval,
+                on_stale=reads.forget,
+                on_flushed=self.settled,
+                confirm=self.confirm_request,
+            )
+            if durability == "async"
+            else None
+        )
+
+    def lock(self, agent_id: str) -> asyncio.Lock:
+        """The lock every write of ``agent_id`` in this store takes."""
+        lock = self._locks.get(agent_id)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[agent_id] = lock
+        return lock
+
+    async def flush(self) -> None:
+        """Wait until every acknowledged write is durable."""
+        if self.group is not None:
+            await self.group.drain()
+        if self.behind is not None:
+            await self.behind.flush()
+
+    # -- 1. the state a write is made on -------------------------------------------
+
+    async def write(
+        self,
+        agent_id: str,
+        kind: str,
+        body: dict[str, Any],
+        *,
+        expected_seq: int | None,
+        make: Make,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+        schema_version: int | None = None,
+        create_kind: str | None = None,
+        lease: Leased | None = None,
+        dumped: list[dict[str, bytes] | None] | None = None,
+    ) -> AppendResult:
+        """Append one event of ``kind`` whose changes ``make`` computes from the state
+        it is made on; ``dumped`` receives what ``make`` serialized of the new data."""
+        reads = self.reads
+        fence = lease.fence if lease is not None else None
+        async with self.lock(agent_id):
+            # No read before a write: a cached record whose stored head tag is known is
+            # trusted, the append's compare-and-set (head seq and tag) being the check;
+            # a conflict drops it and the write is made again on a validated read.
+            # (with validate_cache=False every attempt trusts the cache, and counts)
+            trusting = self.trust_cache and reads.validate
+            attempt = 0
+            while True:
+                record = reads.trusted(agent_id) if trusting else None
+                if record is None:
+                    trusting = False
+                    record = await reads.current(agent_id)
+                base = record.seq if record is not None else 0
+                if trusting and expected_seq is not None and expected_seq != base:
+                    trusting = False  # the cache may be stale: ask the backend
+                    continue
+                if fence is not None and expected_seq is not None and expected_seq != base:
+                    # a stale view under a lease: a lost lease is the news, not the
+                    # conflict (the backend also checks the fence first)
+                    check_fence(agent_id, fence, await self.backend.get_lease(agent_id))
+                if idempotency_key is not None and (
+                    self.behind is not None
+                    or (expected_seq is not None and expected_seq != base)
+                    or idempotency.rotating(self.codec)  # recorded under an older key?
+                ):
+                    # a retry of an append that landed? (the backend checks keys itself
+                    # on append, but not before a conflict, nor a write-behind buffer)
+                    earlier = await self.earlier_append(agent_id, idempotency_key)
+                    if earlier is not None:
+                        return earlier
+                if expected_seq is not None and expected_seq != base:
+                    raise ConflictError(agent_id, expected_seq, base)
+                if dumped is not None:
+                    dumped[0] = None
+                ops, fsm = make(record)
+                event_kind = create_kind if (record is None and create_kind) else kind
+                if record is not None and self.snapshots.needs_prepare(record):
+                    await self.snapshots.prepare(record)  # rare: a link or a delta base
+                request, new_record = self.build(
+                    agent_id,
+                    event_kind,
+                    body,
+                    record,
+                    ops,
+                    fsm,
+                    idempotency_key,
+                    actor,
+                    schema_version,
+                    fence,
+                    dumped[0] if dumped is not None else None,
+                )
+                if self.behind is not None:
+                    reads.pinned[agent_id] = new_record
+                    reads.cache.put(agent_id, new_record)
+                    self.appends += 1
+                    if self.witness is not None and new_record.link is not None:
+                        self.buffered_links.setdefault(agent_id, {})[base + 1] = new_record.link
+                    await self.behind.add(request)  # waits when the buffer is full
+                    return AppendResult(agent_id, base + 1, base + 1)
+                try:
+                    result = await self.submit(request)
+                except ConflictError:
+                    reads.cache.discard(agent_id)
+                    if trusting:  # the cached head was stale: not an attempt of its own
+                        trusting = False
+                        continue
+                    if expected_seq is not None or attempt == self.write_retries:
+                        raise
+                    attempt += 1
+                    continue
+                except BaseException:
+                    reads.cache.discard(agent_id)
+                    raise
+                self.appends += 1
+                if result.duplicate:
+                    reads.cache.discard(agent_id)
+                    if request.idempotency_key is not None:  # never trust the record alone
+                        return await self.confirm_key(agent_id, request.idempotency_key, result)
+                else:
+                    if request.snapshot is not None:
+                        self.snapshots_written += 1
+                    reads.cache.put(agent_id, new_record)
+                    if self.witness is not None and new_record.link is not None:
+                        self.witness.acked(agent_id, result.last_seq, new_record.link)
+                return result
+
+    # -- 2. where a save is built ------------------------------------------------------
+
+    def build(
+        self,
+        agent_id: str,
+        kind: str,
+        body: dict[str, Any],
+        record: AgentRecord | None,
+        ops: list[dict[str, Any]],
+        fsm: str | None,
+        idempotency_key: str | None,
+        actor: str | None,
+        schema_version: int | None,
+        fence: Fence | None = None,
+        packed: dict[str, bytes] | None = None,
+    ) -> tuple[AppendRequest, AgentRecord]:
+        """Encode one event (and a snapshot when due); compute the state after it.
+
+        ``packed``: the packed bytes of each top-level value of the data after the
+        event, when the caller made them (a save's change detection): the new state is
+        then held as those bytes, nothing decoded or applied. Otherwise the event's ops
+        are applied to a copy-on-write of the data, their values decoded from the
+        event's bytes (so that the state shares nothing with the caller's objects)."""
+        base = record.seq if record is not None else 0
+        seq = base + 1
+        now = self.clock()
+        codec = self.codec
+        payload = event_body(
+            body, ops, fsm=fsm, schema_version=schema_version, actor=actor, key=idempotency_key
+        )
+        plaintext = codec.serialize(payload, "event")
+        if self.max_event_bytes is not None and len(plaintext) > self.max_event_bytes:
+            raise StateTooLarge(agent_id, "event", len(plaintext), self.max_event_bytes)
+        prev = record.link if record is not None else ZERO_LINK
+        if prev is None:  # pragma: no cover - prepare() found it
+            raise IntegrityError(agent_id, base, "the chain link of the head is unknown")
+        sealed = codec.seal(agent_id, seq, kind, now, plaintext, prev)
+        raw = RawEvent(seq, kind, now, sealed.payload, sealed.checksum)
+        # Copy-on-write: ``record`` stays untouched until the append is acknowledged.
+        if record is None:
+            new = AgentRecord(agent_id, 0, None, {}, 1, now, now)
+        else:
+            new = next_record(record)
+        new.link = sealed.link
+        new.checksum = sealed.checksum
+        new.replay_bytes = (record.replay_bytes if record is not None else 0) + len(sealed.payload)
+        plain = codec.format.id == JSON and not (b"$" in plaintext and b'"$t"' in plaintext)
+        if ops and packed is not None and plain and not new.rich:
+            new.data, new.dumped, new.blob = HELD_AS_BYTES, packed, None
+        elif ops:
+            if plain:
+                decoded = _loads(plaintext)  # plain JSON: no typed values to rebuild
+            else:
+                decoded = codec.deserialize(plaintext, agent_id, seq)
+                new.rich = True
+            new.data = patch.apply(document(new), decoded["ops"])
+            new.dumped, new.blob = None, None
+        elif packed is not None and not new.rich:  # data unchanged: its bytes, for next time
+            new.dumped = packed
+        if fsm is not None:
+            new.fsm_state = fsm
+            new.fsm_entered_at = now
+        if schema_version is not None:
+            new.schema_version = schema_version
+        new.seq = seq
+        new.updated_at = now
+        if self.max_state_bytes is not None:
+            if new.blob is None:
+                new.blob = codec.copy_dumps(document(new))
+            if len(new.blob) > self.max_state_bytes:
+                raise StateTooLarge(agent_id, "state", len(new.blob), self.max_state_bytes)
+        snapshot = None
+        if self.snapshots.due(new, seq):
+            snapshot, marks = self.snapshots.encode(new)
+            mark_snapshot(new, marks)
+        request = AppendRequest(
+            agent_id,
+            base,
+            (raw,),
+            snapshot,
+            None
+            if idempotency_key is None
+            else idempotency.stored_key(codec, agent_id, idempotency_key),
+            fence,
+            head_tag=codec.head_tag(agent_id, seq, sealed.link),
+            expected_tag=record.tag if record is not None else None,
+            check_tag=self.trust_cache and record is not None and record.tag_known,
+        )
+        new.tag, new.tag_known = request.head_tag, True
+        return request, new
+
+    # -- 3. where a save is appended -----------------------------------------------------
+
+    async def submit(self, request: AppendRequest) -> AppendResult:
+        """Append ``request`` now (through the group committer in ``group`` mode)."""
+        if self.group is not None:
+            return await self.group.submit(request)
+        return await self.backend.append(request)
+
+    def settled(self, agent_id: str, seq: int) -> None:
+        """A buffered append reached the backend: unpin the agent once all of it has."""
+        pinned = self.reads.pinned
+        record = pinned.get(agent_id)
+        if record is not None and record.seq <= seq:
+            del pinned[agent_id]
+        links = self.buffered_links.get(agent_id)
+        if links is not None and self.witness is not None:
+            link = links.pop(seq, None)
+            for older in [s for s in links if s < seq]:
+                del links[older]
+            if not links:
+                del self.buffered_links[agent_id]
+            if link is not None:
+                self.witness.acked(agent_id, seq, link)
+
+    # -- snapshots and deletes (under the agent's write lock) ---------------------------
+
+    async def snapshot(self, agent_id: str) -> int:
+        """Store a snapshot of the latest state of ``agent_id`` now; returns its seq."""
+        reads = self.reads
+        async with self.lock(agent_id):
+            record = await reads.current(agent_id)
+            if record is None:
+                raise AgentNotFound(agent_id)
+            record.snapshot_seq = 0  # a snapshot is due now: prepare() loads a delta's base
+            try:
+                await self.snapshots.prepare(record)
+                raw, marks = self.snapshots.encode(record)
+                await self.backend.save_snapshot(agent_id, raw)
+            except BaseException:
+                reads.cache.discard(agent_id)
+                raise
+            mark_snapshot(record, marks)
+            self.snapshots_written += 1
+            return record.seq
+
+    async def delete(self, agent_id: str) -> bool:
+        """Delete the stream and snapshots of ``agent_id``; True if it existed."""
+        async with self.lock(agent_id):
+            self.reads.forget(agent_id)
+            if self.witness is None:
+                return await self.backend.delete_agent(agent_id)
+            self.buffered_links.pop(agent_id, None)
+            await self.witness.deleting(agent_id)
+            existed = await self.backend.delete_agent(agent_id)
+            self.witness.deleted(agent_id)
+            return existed
+
+    # -- idempotency ---------------------------------------------------------------------
+
+    async def earlier_append(self, agent_id: str, key: str) -> AppendResult | None:
+        """The append of ``agent_id`` that used idempotency ``key`` (buffered or stored);
+        a stored record is confirmed against its event (see :mod:`.idempotency`)."""
+        stored_forms = idempotency.stored_keys(self.codec, agent_id, key)
+        if self.behind is not None:
+            buffered = self.behind.find_key(agent_id, stored_forms[0])
+            if buffered is not None:
+                return buffered
+        for stored in stored_forms:
+            found = await self.backend.lookup_key(agent_id, stored)
+            if found is not None:
+                return await self.confirm_key(agent_id, stored, found)
+        return None
+
+    async def confirm_request(self, request: AppendRequest, result: AppendResult) -> None:
+        """A buffered append the backend reported as a duplicate: check its record."""
+        if request.idempotency_key is not None:
+            await self.confirm_key(request.agent_id, request.idempotency_key, result)
+
+    async def confirm_key(self, agent_id: str, stored: str, found: AppendResult) -> AppendResult:
+        """``found`` if the events it points at carry the key stored as ``stored``; else
+        :class:`IntegrityError` (a forged or damaged idempotency record)."""
+        first, last = found.first_seq, found.last_seq
+        events: list[RawEvent] = []
+        if 1 <= first <= last and last - first < PAGE * 10:
+            events = await self.backend.read(agent_id, first - 1, last)
+        bodies = [(raw.seq, self.reads.decode_event(agent_id, raw).get("key")) for raw in events]
+        idempotency.check_body_keys(self.codec, agent_id, stored, first, last, bodies)
+        return found
+
+
+# -- the arguments every write checks ---------------------------------------------------
+
+
+def event_info(info: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The caller's event information, refused if it would shadow what the store writes."""
+    body = dict(check_mapping(info, "info", optional=True) or {})
+    bad = RESERVED.intersection(body)
+    if bad:
+        raise ConfigurationError(f"event info may not use reserved keys {sorted(bad)}")
+    return body
+
+
+def locate(
+    exc: SerializationError, types: TypeRegistry | None = None, /, **values: Any
+) -> SerializationError:
+    """Point a serialization error at the caller's own argument (``data.messages[3]``)
+    rather than at the encoded event (``event.ops[0].value…``); ``types`` are the
+    codec's registered types."""
+    for root, value in values.items():
+        try:
+            to_plain(value, types, root)
+        except SerializationError as found:
+            return found
+        except RecursionError:
+            return exc
+    return exc
+
+
+def check_event_type(event_type: object) -> None:
+    """An event type the caller may use (the snapshot's is reserved)."""
+    check_name(event_type, "event_type")
+    if event_type == SNAPSHOT_KIND:
+        raise InvalidArgument("event_type", f"event_type {SNAPSHOT_KIND!r} is reserved")
+
+
+def check_write_options(idempotency_key: object, actor: object, lease: object) -> None:
+    """The options every write takes: an idempotency key, an actor, a lease."""
+    check_optional_name(idempotency_key, "idempotency_key")
+    check_optional_name(actor, "actor")
+    if lease is not None:
+        fence = getattr(lease, "fence", None)
+        if not (
+            isinstance(fence, tuple)
+            and len(fence) == 2
+            and isinstance(fence[0], str)
+            and type(fence[1]) is int
+        ):
+            raise InvalidArgument(
+                "lease",
+                "lease must be a Lease (or anything with a fence (holder, token)), "
+                f"not {type(lease).__name__}",
+            )
+
+
+def save_changes(
+    new: Mapping[str, Any], fsm_state: str | None
+) -> tuple[Make, list[dict[str, bytes] | None]]:
+    """What :meth:`StateStore.save` of the document ``new`` changes on the state it is made on,
+    and where the bytes serialized to find that out are left (see :mod:`.change`)."""
+    dumped: list[dict[str, bytes] | None] = [None]
+
+    def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
+        if rec is None:  # created by this save
+            dumped[0] = dump_keys(new) if type(new) is dict else None
+            return [{"op": "replace", "path": "", "value": new}], fsm_state
+        fsm = fsm_state if fsm_state != rec.fsm_state else None
+        if rec.rich:  # typed values: the plain diff (their JSON bytes are not them)
+            return patch.diff(document(rec), new), fsm
+        old = rec.data if rec.dumped is not None else document(rec)
+        ops, dumped[0] = diff_by_key(old, new, rec.dumped)
+        return ops, fsm
+
+    return make, dumped
+
+
+def append_changes(agent_id: str, ops: list[dict[str, Any]], fsm_state: str | None) -> Make:
+    """What :meth:`StateStore.append` changes: ``ops`` on an existing agent."""
+
+    def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
+        if rec is None:
+            raise AgentNotFound(agent_id)
+        return ops, fsm_state
+
+    return make
