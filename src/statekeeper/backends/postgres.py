@@ -516,6 +516,10 @@ _QUERIES: dict[str, str] = {
     " WHERE agent_id > %s ORDER BY agent_id LIMIT %s",
     "list_all": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
     " ORDER BY agent_id LIMIT %s",
+    "list_before": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
+    " WHERE agent_id < %s ORDER BY agent_id DESC LIMIT %s",
+    "list_last": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
+    " ORDER BY agent_id DESC LIMIT %s",
     "count": "SELECT count(*) FROM {s}.sk_agents",
     "del_agent": "DELETE FROM {s}.sk_agents WHERE agent_id = %s",
     "del_events": "DELETE FROM {s}.sk_events WHERE agent_id = %s",
@@ -1488,6 +1492,17 @@ class PostgresBackend(Backend):
             rows = await self._query("list_all", (limit,))
         else:
             rows = await self._query("list", (after, limit))
+        return [AgentInfo(r[0], int(r[1]), float(r[2]), float(r[3])) for r in rows]
+
+    lists_backwards = True
+
+    async def list_agents_before(
+        self, before: str | None = None, limit: int = 100
+    ) -> list[AgentInfo]:
+        if before is None:
+            rows = await self._query("list_last", (limit,))
+        else:
+            rows = await self._query("list_before", (before, limit))
         return [AgentInfo(r[0], int(r[1]), float(r[2]), float(r[3])) for r in rows]
 
     async def count_agents(self) -> int:

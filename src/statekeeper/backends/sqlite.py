@@ -1229,6 +1229,27 @@ class SQLiteBackend(Backend):
             )
         return [AgentInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
+    lists_backwards = True
+
+    async def list_agents_before(
+        self, before: str | None = None, limit: int = 100
+    ) -> list[AgentInfo]:
+        with _translated(self.path):
+            if before is None:
+                cur = self._reader().execute(
+                    "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
+                    " ORDER BY agent_id DESC LIMIT ?",
+                    (limit,),
+                )
+            else:
+                cur = self._reader().execute(
+                    "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
+                    " WHERE agent_id < ? ORDER BY agent_id DESC LIMIT ?",
+                    (before, limit),
+                )
+            rows = cur.fetchall()
+        return [AgentInfo(r[0], r[1], r[2], r[3]) for r in rows]
+
     async def count_agents(self) -> int:
         with _translated(self.path):
             row = self._reader().execute("SELECT count(*) FROM sk_agents").fetchone()

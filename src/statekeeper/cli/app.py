@@ -262,6 +262,7 @@ from . import (  # noqa: E402,F401
     init,
     repair,
     security,
+    serve,
     tail,
     transfer,
 )
