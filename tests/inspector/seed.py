@@ -48,8 +48,9 @@ async def seed(store: StateStore) -> None:
     await store.save("order-7", {"paid": True}, idempotency_key="pay-7", actor="billing")
     await store.backend.acquire_lease("order-7", "worker-9", 3600.0)
     # hostile id and data
-    await store.save(HOSTILE_ID, {"note": HOSTILE_VALUE, HOSTILE_VALUE: [HOSTILE_VALUE]},
-                     actor=HOSTILE_VALUE)
+    await store.save(
+        HOSTILE_ID, {"note": HOSTILE_VALUE, HOSTILE_VALUE: [HOSTILE_VALUE]}, actor=HOSTILE_VALUE
+    )
     await store.save(HOSTILE_ID, {"note": HOSTILE_VALUE + "!", "n": 2})
 
 
@@ -86,16 +87,27 @@ def seed_thread(url: str) -> dict[str, Any]:
         cp["channel_values"] = {"messages": [HumanMessage("What is 3+3?", id="m9")], "step": 2}
         cp["channel_versions"] = {"messages": f"{9:032}.0", "step": f"{9:032}.0"}
         saved = saver.put(
-            {"configurable": {"thread_id": "chat-1", "checkpoint_ns": "",
-                              "checkpoint_id": ids["step1"], "allow_fork": True}},
+            {
+                "configurable": {
+                    "thread_id": "chat-1",
+                    "checkpoint_ns": "",
+                    "checkpoint_id": ids["step1"],
+                    "allow_fork": True,
+                }
+            },
             cp,
             {"source": "fork", "step": 2},
             cp["channel_versions"],
         )
         ids["fork"] = saved["configurable"]["checkpoint_id"]
         saver.put_writes(
-            {"configurable": {"thread_id": "chat-1", "checkpoint_ns": "",
-                              "checkpoint_id": ids["fork"]}},
+            {
+                "configurable": {
+                    "thread_id": "chat-1",
+                    "checkpoint_ns": "",
+                    "checkpoint_id": ids["fork"],
+                }
+            },
             [("messages", AIMessage("6", id="a9"))],
             task_id="task-1",
         )

@@ -42,9 +42,11 @@ class Watched:
         self.errors: list[str] = []
         self.page.on(
             "console",
-            lambda msg: self.errors.append(f"console: {msg.text} at {msg.location}")
-            if msg.type == "error"
-            else None,
+            lambda msg: (
+                self.errors.append(f"console: {msg.text} at {msg.location}")
+                if msg.type == "error"
+                else None
+            ),
         )
         self.page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
         self.page.set_default_timeout(20_000)
@@ -130,7 +132,9 @@ def test_live_updates_without_reload(desktop: Watched, server: LiveServer) -> No
 
     async def write() -> None:
         async with StateStore(server.url) as store:  # type: ignore[attr-defined]
-            await store.save("agent-001", {"task": "task 1", "live": "arrived"}, actor="live-writer")
+            await store.save(
+                "agent-001", {"task": "task 1", "live": "arrived"}, actor="live-writer"
+            )
 
     in_thread(write)
     expect(page.locator('tr.event[data-seq="3"]')).to_contain_text("live-writer")

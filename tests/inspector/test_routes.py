@@ -25,7 +25,7 @@ def agent_url(agent_id: str, path: str = "/agent", **more: Any) -> str:
     return f"{path}?{urlencode({'id': agent_id, **more})}"
 
 
-# -- access ------------------------------------------------------------------------
+# -- access ----------------------------------------------------------------------------
 
 
 def test_every_page_needs_the_token(seeded_url: str) -> None:
@@ -68,7 +68,7 @@ def test_static_assets_ship_in_the_package(client: Any) -> None:
     assert client.get("/static/inspector.js").status_code == 200
 
 
-# -- the agents list ------------------------------------------------------------------
+# -- the agents list -------------------------------------------------------------------
 
 
 def test_list_pages_through_every_agent_once(client: Any) -> None:
@@ -139,8 +139,13 @@ def test_filter_scan_stops_at_its_budget_and_continues(
 
 @pytest.mark.parametrize(
     ("query", "named"),
-    [("limit=0", "limit"), ("limit=x", "limit"), ("sort=up", "sort"), ("active=soon", "active"),
-     ("ns=a/b", "namespace")],
+    [
+        ("limit=0", "limit"),
+        ("limit=x", "limit"),
+        ("sort=up", "sort"),
+        ("active=soon", "active"),
+        ("ns=a/b", "namespace"),
+    ],
 )
 def test_bad_list_parameters_are_named(client: Any, query: str, named: str) -> None:
     r = client.get("/agents?" + query)
@@ -148,7 +153,7 @@ def test_bad_list_parameters_are_named(client: Any, query: str, named: str) -> N
     assert named in r.text
 
 
-# -- an agent -------------------------------------------------------------------------
+# -- an agent --------------------------------------------------------------------------
 
 
 def test_agent_page(client: Any) -> None:
@@ -182,7 +187,9 @@ def test_time_travel_and_diff(client: Any) -> None:
     assert "seq 2 → seq 4" in diff and "2 change" not in diff
     assert '<tr class="op-add">' in diff and "/data/tool" in diff
     moved = client.get("/agent/diff?id=agent-003&a=1&b=3").text
-    assert re.search(r"state <span class=\"badge\">idle</span> → <span class=\"badge\">tool_call", moved)
+    assert re.search(
+        r"state <span class=\"badge\">idle</span> → <span class=\"badge\">tool_call", moved
+    )
 
 
 def test_event_shows_its_patch_against_the_state_before(client: Any) -> None:
@@ -229,13 +236,17 @@ def test_older_events_page(store_copy: str) -> None:
         seqs = [int(s) for s in re.findall(r'<tr class="event" data-seq="(\d+)">', first)]
         assert seqs[:2] == [120, 119] and seqs[-1] == 71
         older = c.get("/agent/events?id=long&before=71").text
-        assert [int(s) for s in re.findall(r'<tr class="event" data-seq="(\d+)">', older)][0] == 70
+        older_seqs = re.findall(r'<tr class="event" data-seq="(\d+)">', older)
+        assert int(older_seqs[0]) == 70
         assert "before=21" in older
         newer = c.get("/agent/events?id=long&after=118").text
-        assert [int(s) for s in re.findall(r'<tr class="event" data-seq="(\d+)">', newer)] == [120, 119]
+        assert [int(s) for s in re.findall(r'<tr class="event" data-seq="(\d+)">', newer)] == [
+            120,
+            119,
+        ]
 
 
-# -- verification -----------------------------------------------------------------------
+# -- verification ----------------------------------------------------------------------
 
 
 def test_verify_ok(client: Any) -> None:
@@ -262,7 +273,7 @@ def test_verify_explains_a_damaged_snapshot(store_copy: str) -> None:
     assert "statekeeper repair" in html  # the explanation says what to do
 
 
-# -- escaping ---------------------------------------------------------------------------
+# -- escaping --------------------------------------------------------------------------
 
 
 def _no_live_markup(html: str) -> None:
@@ -303,7 +314,7 @@ def test_langgraph_thread_escapes_messages(client: Any) -> None:
     _no_live_markup(html)
 
 
-# -- LangGraph threads -----------------------------------------------------------------------
+# -- LangGraph threads -----------------------------------------------------------------
 
 
 def test_threads_list_and_tree_with_fork(client: Any) -> None:
@@ -326,7 +337,7 @@ def test_thread_checkpoint_channels_writes_and_chat(client: Any) -> None:
     assert client.get("/thread?id=no-thread").status_code == 404
 
 
-# -- the store page -----------------------------------------------------------------------------
+# -- the store page --------------------------------------------------------------------
 
 
 def test_store_page(client: Any) -> None:
@@ -357,7 +368,7 @@ def test_credentials_are_never_rendered() -> None:
         assert "db.internal" in c.get("/store").text
 
 
-# -- writes ------------------------------------------------------------------------------------------
+# -- writes ----------------------------------------------------------------------------
 
 
 def _csrf(html: str) -> str:

@@ -327,6 +327,18 @@ class Backend(abc.ABC):
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         """Agents ordered by id, strictly after ``after``, at most ``limit`` of them."""
 
+    async def read_heads(self, agent_ids: Sequence[str]) -> list[RawEvent | None]:
+        """The event at each agent's head (None for an agent without a stream), in the
+        order of ``agent_ids``: what listing many agents' states needs. The default
+        reads each agent's head and that event; SQLite and PostgreSQL answer in one
+        statement."""
+        out: list[RawEvent | None] = []
+        for agent_id in agent_ids:
+            head = await self.head(agent_id)
+            last = await self.read(agent_id, head - 1, head) if head else []
+            out.append(last[-1] if last and last[-1].seq == head else None)
+        return out
+
     #: True when :meth:`list_agents_before` is answered natively (an index range read)
     lists_backwards: bool = False
 

@@ -28,8 +28,10 @@ def serve(
     ctx: typer.Context,
     url: Annotated[
         str | None,
-        typer.Argument(help="The store URL or SQLite path [default: --db, $STATEKEEPER_URL].",
-                       show_default=False),
+        typer.Argument(
+            help="The store URL or SQLite path [default: --db, $STATEKEEPER_URL].",
+            show_default=False,
+        ),
     ] = None,
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (loopback unless --public).")
@@ -64,7 +66,8 @@ def serve(
 ) -> None:
     """Serve the web inspector: agents, history, time travel, machines, LangGraph threads."""
     from ..backends.redact import mask_url
-    from ..inspector.server import check_host, serve as run_server
+    from ..inspector.server import check_host
+    from ..inspector.server import serve as run_server
     from ..inspector.settings import InspectorSettings
 
     store_url = url or resolve_url(ctx, db)

@@ -205,9 +205,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
     async def agent(request: Request) -> Response:
         params = dict(request.query_params)
         agent_id = _agent_id(params)
-        view = await pages.agent_view(
-            ins.store, agent_id, ins.machine, ins.settings.history_budget
-        )
+        view = await pages.agent_view(ins.store, agent_id, ins.machine, ins.settings.history_budget)
         line = await pages.timeline(ins.store, agent_id)
         return ins.render(
             request,
@@ -228,9 +226,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         seq = _seq(params, "seq", optional=True)
         snap = await ins.store.load(agent_id, at_seq=seq) if seq else await ins.store.load(agent_id)
         head = await ins.store.head(agent_id)
-        return ins.render(
-            request, "fragments/state.html", agent_id=agent_id, snap=snap, head=head
-        )
+        return ins.render(request, "fragments/state.html", agent_id=agent_id, snap=snap, head=head)
 
     @handled
     async def agent_events(request: Request) -> Response:
@@ -346,9 +342,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
                 ins.store, ins.settings.langgraph_prefix, thread_id, params.get("cp") or None
             )
         except ImportError as exc:
-            raise ConfigurationError(
-                f"LangGraph threads need the langgraph extra: {exc}"
-            ) from None
+            raise ConfigurationError(f"LangGraph threads need the langgraph extra: {exc}") from None
         if not view.checkpoints:
             raise AgentNotFound(f"{ins.settings.langgraph_prefix}{thread_id}")
         return ins.render(request, "thread.html", view=view)
@@ -376,8 +370,9 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         started = time.perf_counter()
         n = await ins.store.count_agents()
         return HTMLResponse(
-            ins.env.from_string("{{ n }} agents <span class=muted>(counted in {{ ms }} ms)</span>")
-            .render(n=f"{n:,}", ms=f"{(time.perf_counter() - started) * 1000:.0f}")
+            ins.env.from_string(
+                "{{ n }} agents <span class=muted>(counted in {{ ms }} ms)</span>"
+            ).render(n=f"{n:,}", ms=f"{(time.perf_counter() - started) * 1000:.0f}")
         )
 
     # -- writes (only with --allow-writes; CSRF-checked) ---------------------------

@@ -131,7 +131,11 @@ class TokenMiddleware:
             )
             await send({"type": "http.response.body", "body": b""})
             return
-        if path.startswith(self._exempt) or self._ok(_bearer(headers)) or self._ok(_cookie(headers)):
+        if (
+            path.startswith(self._exempt)
+            or self._ok(_bearer(headers))
+            or self._ok(_cookie(headers))
+        ):
             await self.app(scope, receive, send_secured)
             return
         body = (

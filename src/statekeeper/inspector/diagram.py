@@ -69,8 +69,11 @@ def from_machine(machine: AgentStateMachine[Any, Any] | None) -> Graph:
     graph.initial = value_label(machine.initial)
     graph.finals = {value_label(s) for s in machine.final_states}
     for rule in machine.rules:
-        frm, event, to = (value_label(rule.from_state), value_label(rule.event),
-                          value_label(rule.to_state))
+        frm, event, to = (
+            value_label(rule.from_state),
+            value_label(rule.event),
+            value_label(rule.to_state),
+        )
         graph.add(frm, event, to)
         graph.modelled.add((frm, to, event))
     return graph

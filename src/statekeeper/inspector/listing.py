@@ -23,6 +23,7 @@ from ..errors import CapabilityUnsupported, InvalidArgument
 if TYPE_CHECKING:
     from ..records import AgentInfo
     from ..store import StateStore
+    from ..store.heads import AgentHead
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -40,7 +41,7 @@ MAX_LIMIT = 200
 #: the most candidates one page looks at when a filter rejects rows
 SCAN_BUDGET = 2000
 #: the most heads one page decodes for the state filter
-HEAD_BUDGET = 400
+HEAD_BUDGET = 250
 #: a page stops scanning after this many seconds (and offers to continue)
 TIME_BUDGET = 0.05
 _TOP = "\U0010ffff"
@@ -176,7 +177,7 @@ class AgentsPage:
     backwards: bool = True
 
 
-def _start_after(prefix: str) -> str | None:
+def start_after(prefix: str) -> str | None:
     """An id just below every id starting with ``prefix`` (None: from the start)."""
     if not prefix:
         return None
@@ -194,7 +195,15 @@ async def _fetch(store: StateStore, order: Order, cursor: str | None, n: int) ->
     return await store.backend.list_agents_before(cursor, n)
 
 
-async def list_page(store: StateStore, query: AgentQuery, *, now: float | None = None) -> AgentsPage:
+async def _heads(store: StateStore, infos: list[AgentInfo]) -> list[AgentHead | None]:
+    if not infos:
+        return []
+    return await store.head_states([info.agent_id for info in infos])
+
+
+async def list_page(
+    store: StateStore, query: AgentQuery, *, now: float | None = None
+) -> AgentsPage:
     """The page ``query`` asks for."""
     backwards = store.backend.lists_backwards
     if query.order == "desc" and not backwards:
@@ -211,8 +220,12 @@ async def list_page(store: StateStore, query: AgentQuery, *, now: float | None =
         cursor: str | None = query.before
     else:
         cursor = query.after
-    if cursor is None:
-        cursor = _start_after(prefix) if order == "asc" else (prefix + _TOP if prefix else None)
+    # never start outside the prefix's range (a cursor from another search)
+    low, high = start_after(prefix), (prefix + _TOP if prefix else None)
+    if order == "asc" and (cursor is None or (low is not None and cursor < low)):
+        cursor = low
+    if order == "desc" and (cursor is None or (high is not None and cursor > high)):
+        cursor = high
     clock = time.time() if now is None else now
     started = time.perf_counter()
     page = AgentsPage(backwards=backwards)
@@ -220,6 +233,7 @@ async def list_page(store: StateStore, query: AgentQuery, *, now: float | None =
     done = False
     last_scanned: str | None = None
     filtering = bool(query.state or query.active or query.idle)
+    candidates: list[AgentInfo] = []
     while not done and len(page.rows) <= query.limit:
         want = query.limit + 1 - len(page.rows)
         batch = await _fetch(store, order, cursor, max(want, 64) if filtering else want)
@@ -233,7 +247,7 @@ async def list_page(store: StateStore, query: AgentQuery, *, now: float | None =
                 if (order == "asc") == (agent_id > prefix):
                     done = True  # past the prefix's range
                     break
-                continue  # the ids just before the range (see _start_after)
+                continue  # the ids just before the range (see start_after)
             if agent_id.startswith(INTERNAL_PREFIX):
                 continue
             if filtering and (
@@ -250,19 +264,24 @@ async def list_page(store: StateStore, query: AgentQuery, *, now: float | None =
                 continue
             if query.idle is not None and info.updated_at > clock - query.idle:
                 continue
-            fsm, entered = None, 0.0
-            head = await store.head_state(agent_id)
-            heads += 1
-            if head is not None:
-                fsm, entered = head.fsm_state, head.state_entered_at
-            if query.state and (fsm or "") != query.state:
-                continue
-            page.rows.append(AgentRow(info, fsm, entered))
-            if len(page.rows) > query.limit:
+            candidates.append(info)
+            if not query.state and len(page.rows) + len(candidates) > query.limit:
                 break
         else:
             if len(batch) < want:
                 done = True
+        # the heads of this batch's candidates, in one read
+        found = await _heads(store, candidates)
+        heads += len(candidates)
+        for info, head in zip(candidates, found, strict=True):
+            fsm = head.fsm_state if head is not None else None
+            if query.state and (fsm or "") != query.state:
+                continue
+            entered = head.state_entered_at if head is not None else 0.0
+            page.rows.append(AgentRow(info, fsm, entered))
+            if len(page.rows) > query.limit:
+                break
+        candidates.clear()
         if len(page.rows) > query.limit:
             break
     more = len(page.rows) > query.limit

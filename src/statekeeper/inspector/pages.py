@@ -76,10 +76,10 @@ class KeysView:
 
 
 async def _info(store: StateStore, agent_id: str) -> AgentInfo | None:
-    from .listing import _start_after
+    from .listing import start_after
 
     try:
-        page = await store.list_agents(after=_start_after(agent_id), limit=8)
+        page = await store.list_agents(after=start_after(agent_id), limit=8)
     except StatekeeperError:
         return None
     for info in page:
@@ -131,7 +131,9 @@ async def timeline(
     else:
         hi = head if before is None else min(head, before - 1)
         lo = max(0, hi - TIMELINE_PAGE)
-    events = [ev async for ev in store.history(agent_id, after_seq=lo, to_seq=hi)] if hi > lo else []
+    events = (
+        [ev async for ev in store.history(agent_id, after_seq=lo, to_seq=hi)] if hi > lo else []
+    )
     raw = await store.backend.read(agent_id, lo, hi) if hi > lo else []
     sizes = {r.seq: len(r.payload) for r in raw}
     rows = [EventRow(ev, sizes.get(ev.seq, 0), changes(ev.ops)) for ev in reversed(events)]

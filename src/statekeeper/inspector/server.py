@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 import sys
 from typing import TextIO
 
@@ -18,7 +19,9 @@ def check_host(host: str, *, public: bool) -> str:
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
-        raise ConfigurationError(f"--host must be an IP address or localhost, not {host!r}") from None
+        raise ConfigurationError(
+            f"--host must be an IP address or localhost, not {host!r}"
+        ) from None
     if not loopback and not public:
         raise ConfigurationError(
             f"refusing to listen on {host} (reachable from other machines) without --public;"
@@ -47,8 +50,26 @@ def serve(
 
     check_host(host, public=public)
     app = create_app(settings)
+    # bind first, so that the address printed already accepts connections (port 0:
+    # the one the system chose)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(128)
+    bound = sock.getsockname()[1]
     stream = out or sys.stdout
     mode = "writes allowed" if settings.allow_writes else "read-only"
-    print(f"statekeeper inspector ({mode}) on {start_url(host, port, settings.token)}", file=stream)
+    print(
+        f"statekeeper inspector ({mode}) on {start_url(host, bound, settings.token)}", file=stream
+    )
     stream.flush()
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

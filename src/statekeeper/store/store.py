@@ -19,7 +19,7 @@ import os
 import time
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -83,7 +83,7 @@ from .body import (
 from .cache import CacheStats, LRUCache
 from .change import diff_by_key
 from .durability import Durability, GroupCommitter, WriteBehind, check_durability
-from .heads import AgentHead, StoredSize, read_head, stored_size
+from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .state import AgentRecord, apply_payload
 from .verification import Problem, VerifyReport, _reason
 
@@ -820,6 +820,13 @@ class StateStore:
         no stream): cheap enough to list many agents. See :mod:`.heads`."""
         self._check_open()
         return await read_head(self, agent_id)
+
+    async def head_states(self, agent_ids: Sequence[str]) -> list[AgentHead | None]:
+        """:meth:`head_state` of many agents, in order, reading their head events
+        together (one statement on SQLite and PostgreSQL): for listing pages."""
+        self._check_open()
+        ids = [check_agent_id(a, "agent_ids[]") for a in agent_ids]
+        return await read_heads(self, ids)
 
     async def stored_size(self, agent_id: str) -> StoredSize:
         """Stored bytes of the agent's events and latest snapshot (nothing decoded)."""
