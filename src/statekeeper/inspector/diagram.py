@@ -104,8 +104,8 @@ def render_svg(graph: Graph, current: str | None) -> Markup:
     if not states:
         return Markup('<p class="muted">No states: this agent never moved its machine.</p>')
     n = len(states)
-    radius = 0.0 if n == 1 else max(120.0, 46.0 * n / math.pi)
-    cx = cy = radius + 110
+    radius = 0.0 if n == 1 else max(170.0, 64.0 * n / math.pi)
+    cx = cy = radius + 95
     width = height = 2 * cx
     pos: dict[str, tuple[float, float]] = {}
     for i, name in enumerate(states):
@@ -114,10 +114,11 @@ def render_svg(graph: Graph, current: str | None) -> Markup:
     parts = [
         f'<svg class="machine" viewBox="0 0 {width:.0f} {height:.0f}" role="img" '
         f'aria-label="state machine diagram" xmlns="http://www.w3.org/2000/svg">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-        'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
-        'class="arrowhead"/></marker></defs>',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="9" '
+        'markerHeight="9" markerUnits="userSpaceOnUse" orient="auto-start-reverse">'
+        '<path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>',
     ]
+    labels: list[str] = []
     for (frm, to), events in graph.edges.items():
         x1, y1 = pos[frm]
         x2, y2 = pos[to]
@@ -145,13 +146,16 @@ def render_svg(graph: Graph, current: str | None) -> Markup:
             e = min(w2 / 2 / (abs(ux) or 1e-9), h2 / 2 / (abs(uy) or 1e-9))
             sx, sy = x1 + ux * s, y1 + uy * s
             ex, ey = x2 - ux * (e + 2), y2 - uy * (e + 2)
-            bend = 0.18 * dist
+            bend = max(34.0, 0.2 * dist)  # short edges bend more: their labels part
             mx, my = (sx + ex) / 2 - uy * bend, (sy + ey) / 2 + ux * bend
             d = f"M{sx:.1f},{sy:.1f} Q{mx:.1f},{my:.1f} {ex:.1f},{ey:.1f}"
             lx, ly = (sx + 2 * mx + ex) / 4, (sy + 2 * my + ey) / 4
         parts.append(
             f'<g class="{cls}" data-from="{escape(frm)}" data-to="{escape(to)}">'
-            f'<path d="{d}" marker-end="url(#arrow)"/>'
+            f'<path d="{d}" marker-end="url(#arrow)"/></g>'
+        )
+        labels.append(  # drawn last, over the boxes, so no label hides under one
+            f'<g class="{cls} label" data-from="{escape(frm)}" data-to="{escape(to)}">'
             f'<text x="{lx:.1f}" y="{ly:.1f}" text-anchor="middle">{escape(label)}</text></g>'
         )
     for name in states:
@@ -172,5 +176,6 @@ def render_svg(graph: Graph, current: str | None) -> Markup:
             f'<text x="{x:.1f}" y="{y + 5:.1f}" text-anchor="middle">'
             f"{escape(_short(name))}</text></g>"
         )
+    parts.extend(labels)
     parts.append("</svg>")
     return Markup("".join(parts))
