@@ -205,8 +205,9 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
     async def agent(request: Request) -> Response:
         params = dict(request.query_params)
         agent_id = _agent_id(params)
-        view = await pages.agent_view(ins.store, agent_id, ins.machine, ins.settings.history_budget)
-        line = await pages.timeline(ins.store, agent_id)
+        view, line = await pages.agent_view(
+            ins.store, agent_id, ins.machine, ins.settings.history_budget
+        )
         return ins.render(
             request,
             "agent.html",

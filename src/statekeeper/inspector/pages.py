@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import math
 from dataclasses import dataclass, field
@@ -9,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Capability
 from ..concurrency.steps import STEP_KEY_PREFIX
-from ..errors import AgentNotFound, InvalidArgument, StatekeeperError
+from ..errors import AgentNotFound, InvalidArgument
 from .changes import Change, changes, compare, pretty
 from .diagram import Graph, from_machine, observe_transitions
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine
-    from ..records import AgentInfo, Event, LeaseInfo, Snapshot
+    from ..records import Event, LeaseInfo, Snapshot
     from ..store import StateStore, VerifyReport
 
 __all__ = [
@@ -53,12 +54,10 @@ class TimelinePage:
 @dataclass
 class AgentView:
     snapshot: Snapshot
-    info: AgentInfo | None
     state_entered_at: float
     graph: Graph
     lease: LeaseInfo | None
     leases_supported: bool
-    stored_bytes: int | None
 
 
 @dataclass
@@ -75,46 +74,54 @@ class KeysView:
     truncated: bool = False
 
 
-async def _info(store: StateStore, agent_id: str) -> AgentInfo | None:
-    from .listing import start_after
-
-    try:
-        page = await store.list_agents(after=start_after(agent_id), limit=8)
-    except StatekeeperError:
-        return None
-    for info in page:
-        if info.agent_id == agent_id:
-            return info
-    return None
-
-
 async def agent_view(
     store: StateStore,
     agent_id: str,
     machine: AgentStateMachine[Any, Any] | None,
     budget: int,
-) -> AgentView:
-    snap = await store.load(agent_id)
-    head = await store.head_state(agent_id)
-    graph = from_machine(machine)
-    seen: list[Event] = []
-    async for ev in store.history(agent_id, to_seq=min(snap.seq, budget)):
-        if ev.type == "transition":
-            seen.append(ev)
-    graph.truncated = snap.seq > budget
-    observe_transitions(graph, seen)
+) -> tuple[AgentView, TimelinePage]:
+    """The agent page: its state, lease and history read concurrently, the history
+    read once for both the diagram's counts and the newest page of the timeline."""
     backend = store.backend
-    lease = None
-    if backend.supports_leases:
-        lease = await backend.get_lease(agent_id)
-    return AgentView(
+
+    async def lease() -> LeaseInfo | None:
+        return await backend.get_lease(agent_id) if backend.supports_leases else None
+
+    async def events() -> list[Event]:
+        return [ev async for ev in store.history(agent_id, to_seq=budget)]
+
+    snap, got_lease, read = await asyncio.gather(store.load(agent_id), lease(), events())
+    graph = from_machine(machine)
+    graph.truncated = snap.seq > budget
+    observe_transitions(graph, read)
+    if read and read[-1].seq >= snap.seq:  # the whole history: the timeline is in it
+        newest = [ev for ev in read if ev.seq <= snap.seq][-TIMELINE_PAGE:]
+        line = await _page(store, agent_id, newest, snap.seq)
+    else:
+        line = await timeline(store, agent_id)
+    view = AgentView(
         snapshot=snap,
-        info=await _info(store, agent_id),
-        state_entered_at=head.state_entered_at if head is not None else 0.0,
+        state_entered_at=snap.state_entered_at,
         graph=graph,
-        lease=lease,
+        lease=got_lease,
         leases_supported=backend.supports_leases,
-        stored_bytes=None,
+    )
+    return view, line
+
+
+async def _page(store: StateStore, agent_id: str, events: list[Event], head: int) -> TimelinePage:
+    """Timeline rows for ``events`` (ascending), newest first, with stored sizes."""
+    if not events:
+        return TimelinePage([], head, None, None)
+    lo, hi = events[0].seq - 1, events[-1].seq
+    raw = await store.backend.read(agent_id, lo, hi)
+    sizes = {r.seq: len(r.payload) for r in raw}
+    rows = [EventRow(ev, sizes.get(ev.seq, 0), changes(ev.ops)) for ev in reversed(events)]
+    return TimelinePage(
+        rows=rows,
+        head=head,
+        older_than=lo + 1 if lo > 0 else None,
+        newer_than=hi if hi < head else None,
     )
 
 
@@ -134,15 +141,7 @@ async def timeline(
     events = (
         [ev async for ev in store.history(agent_id, after_seq=lo, to_seq=hi)] if hi > lo else []
     )
-    raw = await store.backend.read(agent_id, lo, hi) if hi > lo else []
-    sizes = {r.seq: len(r.payload) for r in raw}
-    rows = [EventRow(ev, sizes.get(ev.seq, 0), changes(ev.ops)) for ev in reversed(events)]
-    return TimelinePage(
-        rows=rows,
-        head=head,
-        older_than=lo + 1 if lo > 0 else None,
-        newer_than=hi if hi < head else None,
-    )
+    return await _page(store, agent_id, events, head)
 
 
 async def event_detail(store: StateStore, agent_id: str, seq: int) -> tuple[Event, list[Change]]:
