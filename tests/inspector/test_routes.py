@@ -51,6 +51,15 @@ def test_token_link_sets_a_cookie_and_drops_the_token_from_the_address(seeded_ur
         assert TOKEN not in page.text
 
 
+def test_token_link_cannot_inject_headers(seeded_url: str) -> None:
+    with make_client(seeded_url) as c:
+        del c.headers["Authorization"]
+        r = c.get(f"/agents%0d%0aX-Evil:%201?token={TOKEN}", follow_redirects=False)
+        assert r.status_code == 303
+        assert "x-evil" not in r.headers
+        assert r.headers["location"].startswith("/agents%0D%0AX-Evil")
+
+
 def test_security_headers(client: Any) -> None:
     r = client.get("/agents")
     csp = r.headers["content-security-policy"]

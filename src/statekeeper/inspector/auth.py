@@ -21,7 +21,7 @@ import hmac
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 __all__ = [
     "COOKIE",
@@ -114,7 +114,7 @@ class TokenMiddleware:
 
         if given and self._ok(given[0]) and scope.get("method") == "GET":
             rest = urlencode([(k, v) for k, v in params if k != "token"])
-            location = path + ("?" + rest if rest else "")
+            location = quote(path, safe="/") + ("?" + rest if rest else "")
             await send_secured(
                 {
                     "type": "http.response.start",

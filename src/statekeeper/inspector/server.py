@@ -68,7 +68,10 @@ def serve(
         f"statekeeper inspector ({mode}) on {start_url(host, bound, settings.token)}", file=stream
     )
     stream.flush()
-    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    # open live streams (server-sent events) never end by themselves: stop waiting
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, timeout_graceful_shutdown=2
+    )
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

@@ -34,6 +34,6 @@ class InspectorSettings:
     machine: str | None = None
     langgraph_prefix: str = "lg/"
     live_interval: float = 0.5
-    history_budget: int = 20_000
+    history_budget: int = 5_000
     #: shown on the store page (the URL with any password removed)
     shown_url: str = ""
