@@ -69,9 +69,7 @@ def serve(
     )
     stream.flush()
     # open live streams (server-sent events) never end by themselves: stop waiting
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, timeout_graceful_shutdown=2
-    )
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
