@@ -336,6 +336,15 @@ def test_threads_list_and_tree_with_fork(client: Any) -> None:
     assert "fork: 2 branches" in html
 
 
+def test_thread_pages_start_no_threads(client: Any) -> None:
+    import threading
+
+    for _ in range(3):
+        assert client.get("/thread?id=chat-1").status_code == 200
+    names = [t.name for t in threading.enumerate()]
+    assert "statekeeper-langgraph" not in names  # no saver loop thread per request
+
+
 def test_thread_checkpoint_channels_writes_and_chat(client: Any) -> None:
     html = client.get("/thread?id=chat-1&cp=1ef00000-0000-6000-8000-000000000002").text
     bubbles = re.findall(r'<li class="msg role-(\w+)">.*?<div class="bubble">(.*?)</div>', html)

@@ -37,7 +37,7 @@ from .changes import pretty
 from .diagram import render_svg
 from .listing import AgentQuery, list_page
 from .settings import InspectorSettings
-from .threads import list_threads, thread_view
+from .threads import list_threads, saver, thread_view
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine
@@ -427,8 +427,6 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
 
     @handled
     async def retention(request: Request) -> Response:
-        from ..integrations.langgraph import StatekeeperSaver
-
         form = await _form(request)
         keep = form.get("keep_last", "").strip()
         try:
@@ -439,8 +437,8 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         thread_id = form.get("thread", "")
         if not thread_id:
             raise InvalidArgument("thread", "which thread?")
-        saver = StatekeeperSaver(ins.store, prefix=ins.settings.langgraph_prefix)
-        report = await saver.aprune_retention([thread_id], keep_last=keep_last)
+        lg = saver(ins.store, ins.settings.langgraph_prefix)
+        report = await lg.aprune_retention([thread_id], keep_last=keep_last)
         return ins.render(
             request,
             "done.html",

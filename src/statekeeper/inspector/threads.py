@@ -54,10 +54,36 @@ class ThreadView:
     metadata: str
 
 
-def _saver(store: StateStore, prefix: str) -> Any:
-    from ..integrations.langgraph import StatekeeperSaver
+def saver(store: StateStore, prefix: str) -> Any:
+    """A :class:`StatekeeperSaver` over the inspector's own store that runs every call
+    on the calling (the app's) event loop: the default saver runs its calls on a loop
+    thread of its own, which would use the store from a second loop and start a
+    thread per saver."""
+    from ..integrations.langgraph.saver import StatekeeperSaver, _SaverPortal
 
-    return StatekeeperSaver(store, prefix=prefix)
+    class HereLoop(_SaverPortal):
+        def __init__(self) -> None:  # no thread, no loop of its own
+            pass
+
+        @property
+        def running(self) -> bool:
+            return True
+
+        async def run(self, coro: Any) -> Any:
+            return await coro
+
+        async def aiterate(self, agen: Any) -> Any:
+            async for item in agen:
+                yield item
+
+        def call(self, coro: Any) -> Any:
+            coro.close()
+            raise RuntimeError("the inspector's saver is async-only")
+
+        def stop(self) -> None:
+            return None
+
+    return StatekeeperSaver(store, prefix=prefix, _portal=HereLoop())
 
 
 async def list_threads(
@@ -132,9 +158,9 @@ def _jsonable(value: Any) -> Any:
 async def thread_view(
     store: StateStore, prefix: str, thread_id: str, checkpoint_id: str | None
 ) -> ThreadView:
-    saver = _saver(store, prefix)
+    lg = saver(store, prefix)
     config = {"configurable": {"thread_id": thread_id}}
-    tuples = [t async for t in saver.alist(config)]
+    tuples = [t async for t in lg.alist(config)]
     nodes: dict[str, Checkpoint] = {}
     raw: dict[str, Any] = {}
     for t in tuples:
