@@ -327,6 +327,31 @@ class Backend(abc.ABC):
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         """Agents ordered by id, strictly after ``after``, at most ``limit`` of them."""
 
+    async def read_heads(self, agent_ids: Sequence[str]) -> list[RawEvent | None]:
+        """The event at each agent's head (None for an agent without a stream), in the
+        order of ``agent_ids``: what listing many agents' states needs. The default
+        reads each agent's head and that event; SQLite and PostgreSQL answer in one
+        statement."""
+        out: list[RawEvent | None] = []
+        for agent_id in agent_ids:
+            head = await self.head(agent_id)
+            last = await self.read(agent_id, head - 1, head) if head else []
+            out.append(last[-1] if last and last[-1].seq == head else None)
+        return out
+
+    #: True when :meth:`list_agents_before` is answered natively (an index range read)
+    lists_backwards: bool = False
+
+    async def list_agents_before(
+        self, before: str | None = None, limit: int = 100
+    ) -> list[AgentInfo]:
+        """Agents ordered by id **descending**, strictly before ``before`` (from the
+        last id when None), at most ``limit`` of them: the backward page of
+        :meth:`list_agents` (keyset pagination in both directions). Engines that can
+        read their index backwards set :attr:`lists_backwards` and override this; the
+        default refuses with :class:`~statekeeper.errors.CapabilityUnsupported`."""
+        raise CapabilityUnsupported(self.name, "listing agents backwards")
+
     @abc.abstractmethod
     async def delete_agent(self, agent_id: str) -> bool:
         """Delete the agent's events, snapshots and idempotency keys. True if it existed."""

@@ -216,6 +216,20 @@ class MemoryBackend(Backend):
             out.append(AgentInfo(agent_id, len(s.events), s.created_at, s.events[-1].timestamp))
         return out
 
+    lists_backwards = True
+
+    async def list_agents_before(
+        self, before: str | None = None, limit: int = 100
+    ) -> list[AgentInfo]:
+        self._check()
+        ids = sorted(self._streams)
+        end = bisect.bisect_left(ids, before) if before is not None else len(ids)
+        out = []
+        for agent_id in reversed(ids[max(0, end - limit) : end]):
+            s = self._streams[agent_id]
+            out.append(AgentInfo(agent_id, len(s.events), s.created_at, s.events[-1].timestamp))
+        return out
+
     async def count_agents(self) -> int:
         self._check()
         return len(self._streams)

@@ -62,6 +62,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from ..arguments import check_stored_id
 from ..errors import (
     BackendError,
     BackendRejected,
@@ -516,6 +517,13 @@ _QUERIES: dict[str, str] = {
     " WHERE agent_id > %s ORDER BY agent_id LIMIT %s",
     "list_all": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
     " ORDER BY agent_id LIMIT %s",
+    "list_before": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
+    " WHERE agent_id < %s ORDER BY agent_id DESC LIMIT %s",
+    "list_last": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
+    " ORDER BY agent_id DESC LIMIT %s",
+    "read_heads": "SELECT e.agent_id, e.seq, e.kind, e.ts, e.payload, e.checksum"
+    " FROM {s}.sk_agents a JOIN {s}.sk_events e"
+    " ON e.agent_id = a.agent_id AND e.seq = a.head_seq WHERE a.agent_id = ANY(%s)",
     "count": "SELECT count(*) FROM {s}.sk_agents",
     "del_agent": "DELETE FROM {s}.sk_agents WHERE agent_id = %s",
     "del_events": "DELETE FROM {s}.sk_events WHERE agent_id = %s",
@@ -1488,6 +1496,28 @@ class PostgresBackend(Backend):
             rows = await self._query("list_all", (limit,))
         else:
             rows = await self._query("list", (after, limit))
+        return [AgentInfo(r[0], int(r[1]), float(r[2]), float(r[3])) for r in rows]
+
+    async def read_heads(self, agent_ids: Sequence[str]) -> list[RawEvent | None]:
+        for agent_id in agent_ids:
+            check_stored_id(agent_id)
+        if not agent_ids:
+            return []
+        rows = await self._query("read_heads", (list(agent_ids),))
+        found = {
+            r[0]: RawEvent(int(r[1]), r[2], float(r[3]), bytes(r[4]), bytes(r[5])) for r in rows
+        }
+        return [found.get(agent_id) for agent_id in agent_ids]
+
+    lists_backwards = True
+
+    async def list_agents_before(
+        self, before: str | None = None, limit: int = 100
+    ) -> list[AgentInfo]:
+        if before is None:
+            rows = await self._query("list_last", (limit,))
+        else:
+            rows = await self._query("list_before", (before, limit))
         return [AgentInfo(r[0], int(r[1]), float(r[2]), float(r[3])) for r in rows]
 
     async def count_agents(self) -> int:

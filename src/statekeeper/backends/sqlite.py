@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
+from ..arguments import check_stored_id
 from ..errors import (
     BackendError,
     ConfigurationError,
@@ -1227,6 +1228,47 @@ class SQLiteBackend(Backend):
                 )
                 .fetchall()
             )
+        return [AgentInfo(r[0], r[1], r[2], r[3]) for r in rows]
+
+    async def read_heads(self, agent_ids: Sequence[str]) -> list[RawEvent | None]:
+        for agent_id in agent_ids:
+            check_stored_id(agent_id)
+        found: dict[str, RawEvent] = {}
+        with _translated(self.path):
+            reader = self._reader()
+            for start in range(0, len(agent_ids), 500):
+                chunk = list(agent_ids[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = reader.execute(
+                    "SELECT e.agent_id, e.seq, e.kind, e.ts, CAST(e.payload AS BLOB),"
+                    " CAST(e.checksum AS BLOB) FROM sk_agents a JOIN sk_events e"
+                    " ON e.agent_id = a.agent_id AND e.seq = a.head_seq"
+                    f" WHERE a.agent_id IN ({marks})",
+                    chunk,
+                ).fetchall()
+                for r in rows:
+                    found[r[0]] = RawEvent(r[1], r[2], r[3], r[4], r[5])
+        return [found.get(agent_id) for agent_id in agent_ids]
+
+    lists_backwards = True
+
+    async def list_agents_before(
+        self, before: str | None = None, limit: int = 100
+    ) -> list[AgentInfo]:
+        with _translated(self.path):
+            if before is None:
+                cur = self._reader().execute(
+                    "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
+                    " ORDER BY agent_id DESC LIMIT ?",
+                    (limit,),
+                )
+            else:
+                cur = self._reader().execute(
+                    "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
+                    " WHERE agent_id < ? ORDER BY agent_id DESC LIMIT ?",
+                    (before, limit),
+                )
+            rows = cur.fetchall()
         return [AgentInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
     async def count_agents(self) -> int:

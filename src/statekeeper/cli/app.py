@@ -263,6 +263,7 @@ from . import (  # noqa: E402,F401
     repair,
     schema,
     security,
+    serve,
     tail,
     transfer,
 )

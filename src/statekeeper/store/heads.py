@@ -12,6 +12,7 @@ key); the hash chain and the head tag are not: ``StateStore.verify`` is the full
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from ..errors import IntegrityError
 if TYPE_CHECKING:
     from .store import StateStore
 
-__all__ = ["AgentHead", "StoredSize", "read_head", "stored_size"]
+__all__ = ["AgentHead", "StoredSize", "read_head", "read_heads", "stored_size"]
 
 _PAGE = 1000
 
@@ -106,3 +107,23 @@ async def stored_size(store: StateStore, agent_id: str) -> StoredSize:
         cursor = page[-1].seq
     snap = await backend.latest_snapshot(agent_id)
     return StoredSize(agent_id, events, total, len(snap.payload) if snap is not None else 0)
+
+
+async def read_heads(store: StateStore, agent_ids: Sequence[str]) -> list[AgentHead | None]:
+    """:func:`read_head` of many agents at once: the events at their heads in one
+    backend read (:meth:`~statekeeper.backends.base.Backend.read_heads`); only an agent
+    whose newest event did not move its machine (or that has buffered writes) is read
+    on its own."""
+    await store.flush()
+    raws = await store.backend.read_heads(list(agent_ids))
+    out: list[AgentHead | None] = []
+    for agent_id, raw in zip(agent_ids, raws, strict=True):
+        if raw is None:
+            out.append(None)
+            continue
+        fsm = store._decode_event(agent_id, raw).get("fsm")
+        if fsm is not None:
+            out.append(AgentHead(agent_id, raw.seq, fsm, raw.timestamp, raw.timestamp))
+        else:
+            out.append(await read_head(store, agent_id))
+    return out

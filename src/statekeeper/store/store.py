@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -51,7 +51,7 @@ from . import digests, verification
 from .cache import CacheStats
 from .digests import StreamDigest
 from .durability import Durability
-from .heads import AgentHead, StoredSize, read_head, stored_size
+from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .machines import Machines
 from .options import check_options, state_values
 from .reads import PAGE, ReadPath
@@ -390,6 +390,13 @@ class StateStore:
         no stream): cheap enough to list many agents. See :mod:`.heads`."""
         self._check_open()
         return await read_head(self, agent_id)
+
+    async def head_states(self, agent_ids: Sequence[str]) -> list[AgentHead | None]:
+        """:meth:`head_state` of many agents, in order, reading their head events
+        together (one statement on SQLite and PostgreSQL): for listing pages."""
+        self._check_open()
+        ids = [check_agent_id(a, "agent_ids[]") for a in agent_ids]
+        return await read_heads(self, ids)
 
     async def stored_size(self, agent_id: str) -> StoredSize:
         """Stored bytes of the agent's events and latest snapshot (nothing decoded)."""

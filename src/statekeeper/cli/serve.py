@@ -1,0 +1,95 @@
+"""``statekeeper serve [URL]``: the web inspector (see :mod:`statekeeper.inspector`).
+
+Read-only unless ``--allow-writes``; binds to 127.0.0.1 unless ``--host`` names
+another address *and* ``--public`` is given; every request needs the token, which is
+generated and printed at start (in the link to open), or given with ``--token`` /
+``$STATEKEEPER_INSPECTOR_TOKEN``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from ..errors import ConfigurationError
+from .app import DbOption, KeyFileOption, app, handled, resolve_url, run
+from .stores import check_store, env_keyring
+
+__all__ = ["serve"]
+
+ENV_TOKEN = "STATEKEEPER_INSPECTOR_TOKEN"
+
+
+@app.command()
+@handled
+def serve(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None,
+        typer.Argument(
+            help="The store URL or SQLite path [default: --db, $STATEKEEPER_URL].",
+            show_default=False,
+        ),
+    ] = None,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (loopback unless --public).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535)] = 8765,
+    allow_writes: Annotated[
+        bool,
+        typer.Option("--allow-writes", help="Offer delete, repair and retention (CSRF-checked)."),
+    ] = False,
+    public: Annotated[
+        bool,
+        typer.Option("--public", help="Allow a --host other machines can reach (token-guarded)."),
+    ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            metavar="TOKEN",
+            help=f"The bearer token [default: ${ENV_TOKEN}, else a new random one, printed].",
+            show_default=False,
+        ),
+    ] = None,
+    machine: Annotated[
+        str | None,
+        typer.Option("--machine", metavar="MODULE:ATTR", help="The agents' state machine to draw."),
+    ] = None,
+    langgraph_prefix: Annotated[
+        str, typer.Option("--langgraph-prefix", help="Agent-id prefix of LangGraph threads.")
+    ] = "lg/",
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+) -> None:
+    """Serve the web inspector: agents, history, time travel, machines, LangGraph threads."""
+    from ..backends.redact import mask_url
+    from ..inspector.server import check_host
+    from ..inspector.server import serve as run_server
+    from ..inspector.settings import InspectorSettings
+
+    store_url = url or resolve_url(ctx, db)
+    check_host(host, public=public)
+    given = token or os.environ.get(ENV_TOKEN, "").strip() or None
+    if given is not None and len(given) < 16:
+        raise ConfigurationError("--token must be at least 16 characters")
+    env_keyring(key_file)  # a bad key file fails before anything listens
+
+    async def check() -> None:
+        backend = await check_store(store_url)
+        await backend.close()
+
+    run(check())  # not a store: NotAStore, nothing created
+    settings = InspectorSettings(
+        url=store_url,
+        key_file=key_file,
+        allow_writes=allow_writes,
+        machine=machine,
+        langgraph_prefix=langgraph_prefix,
+        shown_url=mask_url(store_url),
+    )
+    if given is not None:
+        settings.token = given
+    run_server(settings, host=host, port=port, public=public)

@@ -1,0 +1,474 @@
+"""The inspector's ASGI application: routes, templates, errors, the live stream.
+
+Agent ids travel in query parameters (``/agent?id=…``), never in paths, so every id
+(slashes, spaces, markup) round-trips unchanged; every value a page shows goes through
+Jinja2's autoescaping, and the Content-Security-Policy forbids inline script besides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..arguments import check_agent_id, check_seq
+from ..backends.redact import mask_url, scrub
+from ..errors import (
+    AgentNotFound,
+    CapabilityUnsupported,
+    ConfigurationError,
+    InvalidArgument,
+    StatekeeperError,
+)
+from . import pages
+from .auth import TokenMiddleware, csrf_token, valid_csrf
+from .changes import pretty
+from .diagram import render_svg
+from .listing import AgentQuery, list_page
+from .settings import InspectorSettings
+from .threads import list_threads, saver, thread_view
+
+if TYPE_CHECKING:
+    from ..machine import AgentStateMachine
+    from ..store import StateStore
+
+__all__ = ["create_app"]
+
+HERE = Path(__file__).parent
+
+
+def _iso(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(HERE / "templates")),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["iso"] = _iso
+    env.filters["ago"] = lambda ts: pages.ago(time.time() - ts) if ts else "-"
+    env.filters["bytes"] = pages.human_bytes
+    env.filters["pretty"] = pretty
+    env.filters["qs"] = lambda params: urlencode(params)
+    env.globals["problem_help"] = pages.problem_help
+    return env
+
+
+class Inspector:
+    """The state of one running inspector: settings, the store, the machine."""
+
+    def __init__(self, settings: InspectorSettings, store: StateStore | None) -> None:
+        self.settings = settings
+        self.store_given = store
+        self._store = store
+        self.env = _environment()
+        self.machine: AgentStateMachine[Any, Any] | None = None
+        self.csrf = csrf_token(settings.token)
+
+    @property
+    def store(self) -> StateStore:
+        assert self._store is not None, "the inspector's store is not open"
+        return self._store
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        from ..cli.diagram import load_machine
+
+        self.machine = load_machine(self.settings.machine)
+        if self._store is not None:
+            yield
+            return
+        from ..cli.stores import open_store
+
+        async with open_store(
+            self.settings.url,
+            key_file=self.settings.key_file,
+            readonly=not self.settings.allow_writes,
+        ) as store:
+            self._store = store
+            try:
+                yield
+            finally:
+                self._store = None
+
+    def safe(self, text: str) -> str:
+        """``text`` with the store URL's secrets masked."""
+        return scrub(text, self.settings.url) if self.settings.url else text
+
+    def render(
+        self, request: Request, name: str, status: int = 200, **context: Any
+    ) -> HTMLResponse:
+        template = self.env.get_template(name)
+        html = template.render(
+            request=request,
+            writes=self.settings.allow_writes,
+            csrf=self.csrf,
+            store_url=self.safe(self.settings.shown_url or mask_url(self.settings.url)),
+            lg_prefix=self.settings.langgraph_prefix,
+            **context,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def error(self, request: Request, exc: Exception) -> HTMLResponse:
+        if isinstance(exc, AgentNotFound):
+            status, title = 404, "Not found"
+        elif isinstance(exc, InvalidArgument | ConfigurationError | CapabilityUnsupported):
+            status, title = 400, "Bad request"
+        else:
+            status, title = 500, type(exc).__name__
+        fragment = request.headers.get("hx-request") == "true"
+        return self.render(
+            request,
+            "fragments/error.html" if fragment else "error.html",
+            status=status,
+            title=title,
+            message=self.safe(str(exc)),
+        )
+
+
+def _seq(params: Mapping[str, str], name: str, *, optional: bool = False) -> int | None:
+    text = params.get(name, "").strip()
+    if not text:
+        if optional:
+            return None
+        raise InvalidArgument(name, f"{name} is required (a seq number)")
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidArgument(name, f"{name} must be a whole number, not {text[:40]!r}") from None
+    check_seq(value, name, minimum=1)
+    return value
+
+
+def _agent_id(params: Mapping[str, str]) -> str:
+    if "id" not in params:
+        raise InvalidArgument("id", "which agent? (the id parameter is missing)")
+    return check_agent_id(params["id"], "id")
+
+
+def create_app(settings: InspectorSettings, *, store: StateStore | None = None) -> Any:
+    """The inspector as an ASGI app (token check and security headers included).
+
+    ``store``: serve this open store instead of opening ``settings.url`` (the caller
+    keeps owning it; tests and embedding).
+    """
+    ins = Inspector(settings, store)
+
+    def handled(fn: Any) -> Any:
+        async def endpoint(request: Request) -> Response:
+            try:
+                response: Response = await fn(request)
+                return response
+            except StatekeeperError as exc:
+                return ins.error(request, exc)
+
+        return endpoint
+
+    async def home(request: Request) -> Response:
+        return RedirectResponse("/agents", status_code=303)
+
+    async def favicon(request: Request) -> Response:
+        return RedirectResponse("/static/favicon.svg", status_code=301)
+
+    @handled
+    async def agents(request: Request) -> Response:
+        params = dict(request.query_params)
+        query = AgentQuery.parse(params)
+        started = time.perf_counter()
+        page = await list_page(ins.store, query)
+        return ins.render(
+            request,
+            "agents.html",
+            query=query,
+            page=page,
+            elapsed=time.perf_counter() - started,
+        )
+
+    @handled
+    async def agent(request: Request) -> Response:
+        params = dict(request.query_params)
+        agent_id = _agent_id(params)
+        view, line = await pages.agent_view(
+            ins.store, agent_id, ins.machine, ins.settings.history_budget
+        )
+        return ins.render(
+            request,
+            "agent.html",
+            agent_id=agent_id,
+            view=view,
+            diagram=render_svg(view.graph, view.snapshot.fsm_state),
+            line=line,
+            snap=view.snapshot,
+            head=view.snapshot.seq,
+            schema_module=pages.optional_module("schema"),
+        )
+
+    @handled
+    async def agent_state(request: Request) -> Response:
+        params = dict(request.query_params)
+        agent_id = _agent_id(params)
+        seq = _seq(params, "seq", optional=True)
+        snap = await ins.store.load(agent_id, at_seq=seq) if seq else await ins.store.load(agent_id)
+        head = await ins.store.head(agent_id)
+        return ins.render(request, "fragments/state.html", agent_id=agent_id, snap=snap, head=head)
+
+    @handled
+    async def agent_events(request: Request) -> Response:
+        params = dict(request.query_params)
+        agent_id = _agent_id(params)
+        line = await pages.timeline(
+            ins.store,
+            agent_id,
+            before=_seq(params, "before", optional=True),
+            after=_seq(params, "after", optional=True) if params.get("after") != "0" else 0,
+        )
+        return ins.render(
+            request,
+            "fragments/events.html",
+            agent_id=agent_id,
+            line=line,
+            live=params.get("after") is not None,
+        )
+
+    @handled
+    async def agent_event(request: Request) -> Response:
+        params = dict(request.query_params)
+        agent_id = _agent_id(params)
+        seq = _seq(params, "seq")
+        assert seq is not None
+        event, changes = await pages.event_detail(ins.store, agent_id, seq)
+        return ins.render(
+            request, "fragments/event.html", agent_id=agent_id, event=event, changes=changes
+        )
+
+    @handled
+    async def agent_diff(request: Request) -> Response:
+        params = dict(request.query_params)
+        agent_id = _agent_id(params)
+        a, b = _seq(params, "a"), _seq(params, "b")
+        assert a is not None and b is not None
+        old, new, changes = await pages.diff_view(ins.store, agent_id, a, b)
+        return ins.render(
+            request, "fragments/diff.html", agent_id=agent_id, old=old, new=new, changes=changes
+        )
+
+    @handled
+    async def agent_keys(request: Request) -> Response:
+        params = dict(request.query_params)
+        agent_id = _agent_id(params)
+        keys = await pages.keys_view(ins.store, agent_id, ins.settings.history_budget)
+        return ins.render(request, "fragments/keys.html", agent_id=agent_id, keys=keys)
+
+    @handled
+    async def agent_verify(request: Request) -> Response:
+        params = dict(request.query_params)
+        agent_id = _agent_id(params)
+        if await ins.store.head(agent_id) == 0:
+            raise AgentNotFound(agent_id)
+        started = time.perf_counter()
+        report = await pages.verify_view(ins.store, agent_id)
+        return ins.render(
+            request,
+            "fragments/verify.html",
+            agent_id=agent_id,
+            report=report,
+            problems=[(p, ins.safe(p.reason)) for p in report.problems],
+            elapsed=time.perf_counter() - started,
+        )
+
+    async def agent_live(request: Request) -> Response:
+        """Server-sent events: ``head`` with the new head seq whenever it moves."""
+        params = dict(request.query_params)
+        try:
+            agent_id = _agent_id(params)
+            since = _seq(params, "since", optional=True) or 0
+        except StatekeeperError as exc:
+            return ins.error(request, exc)
+
+        async def stream() -> AsyncIterator[bytes]:
+            last = since
+            yield b"retry: 2000\n\n"
+            while not await request.is_disconnected():
+                try:
+                    head = await ins.store.head(agent_id)
+                except StatekeeperError:
+                    head = last
+                if head != last:
+                    last = head
+                    yield f"event: head\ndata: {head}\n\n".encode()
+                else:
+                    yield b": idle\n\n"
+                await asyncio.sleep(ins.settings.live_interval)
+
+        return StreamingResponse(
+            stream(),
+            media_type="text/event-stream",
+            headers={"X-Accel-Buffering": "no"},
+        )
+
+    @handled
+    async def threads(request: Request) -> Response:
+        params = dict(request.query_params)
+        after = params.get("after") or None
+        if after is not None:
+            check_agent_id(after, "after")
+        rows, nxt = await list_threads(ins.store, ins.settings.langgraph_prefix, after, 50)
+        return ins.render(request, "threads.html", rows=rows, next_after=nxt, after=after)
+
+    @handled
+    async def thread(request: Request) -> Response:
+        params = dict(request.query_params)
+        thread_id = params.get("id", "")
+        if not thread_id:
+            raise InvalidArgument("id", "which thread? (the id parameter is missing)")
+        try:
+            view = await thread_view(
+                ins.store, ins.settings.langgraph_prefix, thread_id, params.get("cp") or None
+            )
+        except ImportError as exc:
+            raise ConfigurationError(f"LangGraph threads need the langgraph extra: {exc}") from None
+        if not view.checkpoints:
+            raise AgentNotFound(f"{ins.settings.langgraph_prefix}{thread_id}")
+        return ins.render(request, "thread.html", view=view)
+
+    @handled
+    async def store_page(request: Request) -> Response:
+        health = await ins.store.health()
+        backend = ins.store.backend
+        return ins.render(
+            request,
+            "store.html",
+            health_ok=health.ok,
+            backend_name=health.backend,
+            detail=ins.safe(pretty(health.detail, 8000)),
+            capabilities=sorted(c.value for c in backend.capabilities),
+            leases=backend.supports_leases,
+            encrypted=ins.store.codec.keyring is not None,
+            stats=ins.store.stats(),
+            observability=pages.optional_module("observability"),
+            schema_module=pages.optional_module("schema"),
+        )
+
+    @handled
+    async def store_count(request: Request) -> Response:
+        started = time.perf_counter()
+        n = await ins.store.count_agents()
+        return HTMLResponse(
+            ins.env.from_string(
+                "{{ n }} agents <span class=muted>(counted in {{ ms }} ms)</span>"
+            ).render(n=f"{n:,}", ms=f"{(time.perf_counter() - started) * 1000:.0f}")
+        )
+
+    # -- writes (only with --allow-writes; CSRF-checked) ---------------------------
+
+    async def _form(request: Request) -> dict[str, str]:
+        if not ins.settings.allow_writes:
+            raise ConfigurationError(
+                "this inspector is read-only (start it with --allow-writes to change the store)"
+            )
+        origin = request.headers.get("origin") or request.headers.get("referer")
+        if origin is not None:
+            own = f"{request.url.scheme}://{request.url.netloc}"
+            if not (origin == own or origin.startswith(own + "/")):
+                raise ConfigurationError("refused: the request came from another site")
+        form = await request.form()
+        values = {k: v for k, v in form.items() if isinstance(v, str)}
+        if not valid_csrf(ins.settings.token, values.get("csrf")):
+            raise ConfigurationError("refused: the form's CSRF token is missing or wrong")
+        return values
+
+    @handled
+    async def delete_agent(request: Request) -> Response:
+        form = await _form(request)
+        agent_id = _agent_id(form)
+        if form.get("confirm") != agent_id:
+            raise InvalidArgument("confirm", "type the agent's id to confirm the delete")
+        existed = await ins.store.delete(agent_id)
+        return ins.render(
+            request,
+            "done.html",
+            title="Deleted" if existed else "Nothing to delete",
+            message=f"agent {agent_id!r} " + ("was deleted" if existed else "did not exist"),
+        )
+
+    @handled
+    async def repair_agent(request: Request) -> Response:
+        from ..store.repair import repair_agent as repair
+
+        form = await _form(request)
+        agent_id = _agent_id(form)
+        report = await repair(ins.store, agent_id, apply=True)
+        return ins.render(
+            request,
+            "done.html",
+            title="Repair",
+            message=ins.safe(
+                f"{len(report.changes)} snapshot(s) rebuilt; "
+                f"{len(report.unrepairable)} problem(s) repair cannot fix"
+            ),
+        )
+
+    @handled
+    async def retention(request: Request) -> Response:
+        form = await _form(request)
+        keep = form.get("keep_last", "").strip()
+        try:
+            keep_last = int(keep)
+        except ValueError:
+            raise InvalidArgument("keep_last", "keep_last must be a whole number") from None
+        check_seq(keep_last, "keep_last", minimum=1)
+        thread_id = form.get("thread", "")
+        if not thread_id:
+            raise InvalidArgument("thread", "which thread?")
+        lg = saver(ins.store, ins.settings.langgraph_prefix)
+        report = await lg.aprune_retention([thread_id], keep_last=keep_last)
+        return ins.render(
+            request,
+            "done.html",
+            title="Retention applied",
+            message=f"thread {thread_id!r}: {report.checkpoints_deleted} checkpoint(s) and "
+            f"{report.writes_deleted} pending write(s) removed, keeping the newest "
+            f"{keep_last} per namespace",
+        )
+
+    routes = [
+        Route("/", home),
+        Route("/favicon.ico", favicon),
+        Route("/agents", agents),
+        Route("/agent", agent),
+        Route("/agent/state", agent_state),
+        Route("/agent/events", agent_events),
+        Route("/agent/event", agent_event),
+        Route("/agent/diff", agent_diff),
+        Route("/agent/keys", agent_keys),
+        Route("/agent/verify", agent_verify),
+        Route("/agent/live", agent_live),
+        Route("/agent/delete", delete_agent, methods=["POST"]),
+        Route("/agent/repair", repair_agent, methods=["POST"]),
+        Route("/threads", threads),
+        Route("/thread", thread),
+        Route("/thread/retention", retention, methods=["POST"]),
+        Route("/store", store_page),
+        Route("/store/count", store_count),
+        Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    app = Starlette(routes=routes, lifespan=ins.lifespan)
+    app.state.inspector = ins
+    return TokenMiddleware(app, settings.token)

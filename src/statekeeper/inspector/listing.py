@@ -1,0 +1,302 @@
+"""The agents list: prefix search, namespace/state/last-write filters, sort by id, and
+keyset pagination in both directions.
+
+Every page is one or a few index range reads (:meth:`StateStore.list_agents` forward,
+:meth:`Backend.list_agents_before` backward), never an ``OFFSET`` or a count, so page
+N costs what page 1 costs on a store of any size. A prefix (and a namespace, which is
+the prefix ``namespace/``) narrows the range itself. The last-write filter reads the
+time the index row already carries. The state filter is the one that needs each
+agent's head decoded (:meth:`StateStore.head_state`): a page stops after
+:data:`SCAN_BUDGET` candidates and says so, and *Next* continues the search from
+where it stopped — a slow filter never makes a slow page.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from ..arguments import INTERNAL_PREFIX, check_agent_id
+from ..errors import CapabilityUnsupported, InvalidArgument
+
+if TYPE_CHECKING:
+    from ..records import AgentInfo
+    from ..store import StateStore
+    from ..store.heads import AgentHead
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "SCAN_BUDGET",
+    "AgentQuery",
+    "AgentRow",
+    "AgentsPage",
+    "list_page",
+    "parse_duration",
+]
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+#: the most candidates one page looks at when a filter rejects rows
+SCAN_BUDGET = 2000
+#: the most heads one page decodes for the state filter
+HEAD_BUDGET = 250
+#: a page stops scanning after this many seconds (and offers to continue)
+TIME_BUDGET = 0.05
+_TOP = "\U0010ffff"
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+Order = Literal["asc", "desc"]
+
+
+def parse_duration(text: str, argument: str) -> float:
+    """Seconds in ``"90s"``, ``"15m"``, ``"12h"``, ``"30d"``, ``"2w"`` (or a bare number
+    of seconds); :class:`InvalidArgument` naming ``argument`` otherwise."""
+    value = text.strip().lower()
+    unit = value[-1:] if value[-1:] in _UNITS else "s"
+    number = value[:-1] if value[-1:] in _UNITS else value
+    try:
+        seconds = float(number) * _UNITS[unit]
+    except ValueError:
+        raise InvalidArgument(
+            argument, f"{argument} must be a duration like 90s, 15m, 12h, 30d or 2w"
+        ) from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise InvalidArgument(argument, f"{argument} must be a positive duration")
+    return seconds
+
+
+@dataclass(frozen=True)
+class AgentQuery:
+    """What the list shows: the parameters of ``/agents``, checked."""
+
+    prefix: str = ""
+    namespace: str = ""
+    state: str = ""
+    #: written within this many seconds
+    active: float | None = None
+    #: not written for this many seconds
+    idle: float | None = None
+    order: Order = "asc"
+    #: keyset cursor: the page starts after this id (in ``order``)
+    after: str | None = None
+    #: keyset cursor: the page ends before this id (the previous page)
+    before: str | None = None
+    limit: int = DEFAULT_LIMIT
+    #: the raw texts of ``active``/``idle`` (for links)
+    active_text: str = ""
+    idle_text: str = ""
+
+    @classmethod
+    def parse(cls, params: dict[str, str]) -> AgentQuery:
+        """From query parameters; bad values raise :class:`InvalidArgument`."""
+
+        def text(name: str) -> str:
+            return params.get(name, "").strip()
+
+        order = text("sort") or "asc"
+        if order not in ("asc", "desc"):
+            raise InvalidArgument("sort", "sort must be 'asc' or 'desc'")
+        limit_text = text("limit")
+        limit = DEFAULT_LIMIT
+        if limit_text:
+            try:
+                limit = int(limit_text)
+            except ValueError:
+                raise InvalidArgument("limit", "limit must be a whole number") from None
+            if not 1 <= limit <= MAX_LIMIT:
+                raise InvalidArgument("limit", f"limit must be within 1..{MAX_LIMIT}")
+        namespace = text("ns")
+        if "/" in namespace:
+            raise InvalidArgument("ns", "a namespace is the part of an id before the first '/'")
+        after = params.get("after") or None
+        before = params.get("before") or None
+        for name, value in (("after", after), ("before", before)):
+            if value is not None:
+                check_agent_id(value, name)
+        if after is not None and before is not None:
+            raise InvalidArgument("after", "give after or before, not both")
+        active_text, idle_text = text("active"), text("idle")
+        return cls(
+            prefix=params.get("q", ""),
+            namespace=namespace,
+            state=text("state"),
+            active=parse_duration(active_text, "active") if active_text else None,
+            idle=parse_duration(idle_text, "idle") if idle_text else None,
+            order=order,  # type: ignore[arg-type]
+            after=after,
+            before=before,
+            limit=limit,
+            active_text=active_text,
+            idle_text=idle_text,
+        )
+
+    @property
+    def full_prefix(self) -> str:
+        """The id prefix every listed agent has (namespace, then the search text)."""
+        return (self.namespace + "/" if self.namespace else "") + self.prefix
+
+    def params(self, **changes: str | None) -> dict[str, str]:
+        """The query as URL parameters (cursors dropped unless given in ``changes``)."""
+        out = {
+            "q": self.prefix,
+            "ns": self.namespace,
+            "state": self.state,
+            "active": self.active_text,
+            "idle": self.idle_text,
+            "sort": self.order if self.order != "asc" else "",
+            "limit": str(self.limit) if self.limit != DEFAULT_LIMIT else "",
+        }
+        out.update({k: v or "" for k, v in changes.items()})
+        return {k: v for k, v in out.items() if v}
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    """One listed agent."""
+
+    info: AgentInfo
+    fsm_state: str | None
+    state_entered_at: float
+
+
+@dataclass
+class AgentsPage:
+    """One page of the list, with the cursors of its neighbours."""
+
+    rows: list[AgentRow] = field(default_factory=list)
+    #: cursor for the next page (None: this is the last)
+    next_after: str | None = None
+    #: cursor for the previous page (None: this is the first, or unknown)
+    prev_before: str | None = None
+    #: the page stopped at its scan budget before filling up
+    partial: bool = False
+    scanned: int = 0
+    #: False when the engine cannot read its index backwards (no descending sort)
+    backwards: bool = True
+
+
+def start_after(prefix: str) -> str | None:
+    """An id just below every id starting with ``prefix`` (None: from the start)."""
+    if not prefix:
+        return None
+    last = ord(prefix[-1])
+    if last <= 1:
+        return prefix[:-1] or None
+    return prefix[:-1] + chr(last - 1) + _TOP
+
+
+async def _fetch(store: StateStore, order: Order, cursor: str | None, n: int) -> list[AgentInfo]:
+    """``n`` index rows strictly beyond ``cursor`` in ``order``."""
+    if order == "asc":
+        return await store.list_agents(after=cursor, limit=n)
+    await store.flush()
+    return await store.backend.list_agents_before(cursor, n)
+
+
+async def _heads(store: StateStore, infos: list[AgentInfo]) -> list[AgentHead | None]:
+    if not infos:
+        return []
+    return await store.head_states([info.agent_id for info in infos])
+
+
+async def list_page(
+    store: StateStore, query: AgentQuery, *, now: float | None = None
+) -> AgentsPage:
+    """The page ``query`` asks for."""
+    backwards = store.backend.lists_backwards
+    if query.order == "desc" and not backwards:
+        raise CapabilityUnsupported(store.backend.name, "listing agents backwards")
+    prefix = query.full_prefix
+    if prefix:
+        check_agent_id(prefix, "q")
+    reverse = query.before is not None  # walking back to the previous page
+    order: Order = query.order
+    if reverse:
+        if not backwards:
+            raise CapabilityUnsupported(store.backend.name, "listing agents backwards")
+        order = "desc" if query.order == "asc" else "asc"
+        cursor: str | None = query.before
+    else:
+        cursor = query.after
+    # never start outside the prefix's range (a cursor from another search)
+    low, high = start_after(prefix), (prefix + _TOP if prefix else None)
+    if order == "asc" and (cursor is None or (low is not None and cursor < low)):
+        cursor = low
+    if order == "desc" and (cursor is None or (high is not None and cursor > high)):
+        cursor = high
+    clock = time.time() if now is None else now
+    started = time.perf_counter()
+    page = AgentsPage(backwards=backwards)
+    heads = 0
+    done = False
+    last_scanned: str | None = None
+    filtering = bool(query.state or query.active or query.idle)
+    candidates: list[AgentInfo] = []
+    while not done and len(page.rows) <= query.limit:
+        want = query.limit + 1 - len(page.rows)
+        batch = await _fetch(store, order, cursor, max(want, 64) if filtering else want)
+        if not batch:
+            done = True
+            break
+        for info in batch:
+            agent_id = info.agent_id
+            cursor = agent_id
+            if not agent_id.startswith(prefix):
+                if (order == "asc") == (agent_id > prefix):
+                    done = True  # past the prefix's range
+                    break
+                continue  # the ids just before the range (see start_after)
+            if agent_id.startswith(INTERNAL_PREFIX):
+                continue
+            if filtering and (
+                page.scanned >= SCAN_BUDGET
+                or heads >= HEAD_BUDGET + query.limit
+                or time.perf_counter() - started > TIME_BUDGET
+            ):
+                page.partial = True  # stop here; Next continues after last_scanned
+                done = True
+                break
+            page.scanned += 1
+            last_scanned = agent_id
+            if query.active is not None and info.updated_at < clock - query.active:
+                continue
+            if query.idle is not None and info.updated_at > clock - query.idle:
+                continue
+            candidates.append(info)
+            if not query.state and len(page.rows) + len(candidates) > query.limit:
+                break
+        else:
+            if len(batch) < want:
+                done = True
+        # the heads of this batch's candidates, in one read
+        found = await _heads(store, candidates)
+        heads += len(candidates)
+        for info, head in zip(candidates, found, strict=True):
+            fsm = head.fsm_state if head is not None else None
+            if query.state and (fsm or "") != query.state:
+                continue
+            entered = head.state_entered_at if head is not None else 0.0
+            page.rows.append(AgentRow(info, fsm, entered))
+            if len(page.rows) > query.limit:
+                break
+        candidates.clear()
+        if len(page.rows) > query.limit:
+            break
+    more = len(page.rows) > query.limit
+    del page.rows[query.limit :]
+    if reverse:
+        page.rows.reverse()
+        # walking back: there is always a next page (the one we came from)
+        page.next_after = page.rows[-1].info.agent_id if page.rows else query.before
+        if more or page.partial:
+            page.prev_before = page.rows[0].info.agent_id if page.rows else last_scanned
+        return page
+    if more:
+        page.next_after = page.rows[-1].info.agent_id
+    elif page.partial:
+        page.next_after = last_scanned
+    if query.after is not None and backwards:
+        page.prev_before = page.rows[0].info.agent_id if page.rows else query.after
+    return page

@@ -1,0 +1,258 @@
+"""What each page shows, read from the store's public API (no HTML here)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..backends.base import Capability
+from ..concurrency.steps import STEP_KEY_PREFIX
+from ..errors import AgentNotFound, InvalidArgument
+from .changes import Change, changes, compare, pretty
+from .diagram import Graph, from_machine, observe_transitions
+
+if TYPE_CHECKING:
+    from ..machine import AgentStateMachine
+    from ..records import Event, LeaseInfo, Snapshot
+    from ..store import StateStore, VerifyReport
+
+__all__ = [
+    "AgentView",
+    "EventRow",
+    "KeysView",
+    "TimelinePage",
+    "agent_view",
+    "diff_view",
+    "event_detail",
+    "keys_view",
+    "problem_help",
+    "timeline",
+]
+
+TIMELINE_PAGE = 50
+
+
+@dataclass
+class EventRow:
+    event: Event
+    size: int
+    changes: list[Change]
+
+
+@dataclass
+class TimelinePage:
+    rows: list[EventRow]
+    head: int
+    #: seq to page on from (older events), None when the first event is shown
+    older_than: int | None
+    newer_than: int | None
+
+
+@dataclass
+class AgentView:
+    snapshot: Snapshot
+    state_entered_at: float
+    graph: Graph
+    lease: LeaseInfo | None
+    leases_supported: bool
+
+
+@dataclass
+class KeysView:
+    #: (key, first seq, last seq, event type) from the events' bodies
+    keys: list[tuple[str, int, int, str]] = field(default_factory=list)
+    #: (step id, seq, result text)
+    steps: list[tuple[str, int, str]] = field(default_factory=list)
+    #: how many keys the backend's index holds (None: the engine cannot list them)
+    indexed: int | None = None
+    #: the index holds keyed MACs, not the keys (a keyring is set)
+    hashed: bool = False
+    read: int = 0
+    truncated: bool = False
+
+
+async def agent_view(
+    store: StateStore,
+    agent_id: str,
+    machine: AgentStateMachine[Any, Any] | None,
+    budget: int,
+) -> tuple[AgentView, TimelinePage]:
+    """The agent page: its state, lease and history read concurrently, the history
+    read once for both the diagram's counts and the newest page of the timeline."""
+    backend = store.backend
+
+    async def lease() -> LeaseInfo | None:
+        return await backend.get_lease(agent_id) if backend.supports_leases else None
+
+    async def events() -> list[Event]:
+        return [ev async for ev in store.history(agent_id, to_seq=budget)]
+
+    snap, got_lease, read = await asyncio.gather(store.load(agent_id), lease(), events())
+    graph = from_machine(machine)
+    graph.truncated = snap.seq > budget
+    observe_transitions(graph, read)
+    if read and read[-1].seq >= snap.seq:  # the whole history: the timeline is in it
+        newest = [ev for ev in read if ev.seq <= snap.seq][-TIMELINE_PAGE:]
+        line = await _page(store, agent_id, newest, snap.seq)
+    else:
+        line = await timeline(store, agent_id)
+    view = AgentView(
+        snapshot=snap,
+        state_entered_at=snap.state_entered_at,
+        graph=graph,
+        lease=got_lease,
+        leases_supported=backend.supports_leases,
+    )
+    return view, line
+
+
+async def _page(store: StateStore, agent_id: str, events: list[Event], head: int) -> TimelinePage:
+    """Timeline rows for ``events`` (ascending), newest first, with stored sizes."""
+    if not events:
+        return TimelinePage([], head, None, None)
+    lo, hi = events[0].seq - 1, events[-1].seq
+    raw = await store.backend.read(agent_id, lo, hi)
+    sizes = {r.seq: len(r.payload) for r in raw}
+    rows = [EventRow(ev, sizes.get(ev.seq, 0), changes(ev.ops)) for ev in reversed(events)]
+    return TimelinePage(
+        rows=rows,
+        head=head,
+        older_than=lo + 1 if lo > 0 else None,
+        newer_than=hi if hi < head else None,
+    )
+
+
+async def timeline(
+    store: StateStore, agent_id: str, *, before: int | None = None, after: int | None = None
+) -> TimelinePage:
+    """A page of events, newest first: the newest ones, those before seq ``before``,
+    or those after seq ``after`` (the live view's new events)."""
+    head = await store.head(agent_id)
+    if head == 0:
+        raise AgentNotFound(agent_id)
+    if after is not None:
+        lo, hi = after, min(head, after + TIMELINE_PAGE)
+    else:
+        hi = head if before is None else min(head, before - 1)
+        lo = max(0, hi - TIMELINE_PAGE)
+    events = (
+        [ev async for ev in store.history(agent_id, after_seq=lo, to_seq=hi)] if hi > lo else []
+    )
+    return await _page(store, agent_id, events, head)
+
+
+async def event_detail(store: StateStore, agent_id: str, seq: int) -> tuple[Event, list[Change]]:
+    """One event with its patch shown against the state before it."""
+    head = await store.head(agent_id)
+    if head == 0:
+        raise AgentNotFound(agent_id)
+    if not 1 <= seq <= head:
+        raise InvalidArgument("seq", f"seq {seq} is outside 1..{head} for this agent")
+    event = None
+    async for ev in store.history(agent_id, after_seq=seq - 1, to_seq=seq):
+        event = ev
+    assert event is not None
+    before: dict[str, Any] = {}
+    if seq > 1:
+        before = (await store.load(agent_id, at_seq=seq - 1)).data
+    return event, changes(event.ops, before)
+
+
+def document(snap: Snapshot) -> dict[str, Any]:
+    return {"state": snap.fsm_state, "data": snap.data}
+
+
+async def diff_view(
+    store: StateStore, agent_id: str, a: int, b: int
+) -> tuple[Snapshot, Snapshot, list[Change]]:
+    head = await store.head(agent_id)
+    if head == 0:
+        raise AgentNotFound(agent_id)
+    for name, seq in (("a", a), ("b", b)):
+        if not 1 <= seq <= head:
+            raise InvalidArgument(name, f"seq {seq} is outside 1..{head} for this agent")
+    old = await store.load(agent_id, at_seq=a)
+    new = await store.load(agent_id, at_seq=b)
+    return old, new, compare(document(old), document(new))
+
+
+async def keys_view(store: StateStore, agent_id: str, budget: int) -> KeysView:
+    """Idempotency keys and durable steps, from the events' bodies (the plain keys),
+    plus the size of the backend's key index when the engine can list it."""
+    view = KeysView()
+    seen: dict[str, int] = {}
+    async for ev in store.history(agent_id):
+        view.read += 1
+        key = ev.idempotency_key
+        if key is not None:
+            if key in seen:
+                k, first, _, kind = view.keys[seen[key]]
+                view.keys[seen[key]] = (k, first, ev.seq, kind)
+            else:
+                seen[key] = len(view.keys)
+                view.keys.append((key, ev.seq, ev.seq, ev.type))
+        if "step" in ev.data and (
+            ev.type == "step" or (key is not None and key.startswith(STEP_KEY_PREFIX))
+        ):
+            view.steps.append((str(ev.data["step"]), ev.seq, pretty(ev.data.get("result"), 300)))
+        if view.read >= budget:
+            view.truncated = True
+            break
+    backend = store.backend
+    if backend.supports(Capability.KEY_EXPORT):
+        view.indexed = len(await backend.idempotency_keys(agent_id))
+        view.hashed = store.codec.keyring is not None
+    return view
+
+
+_KIND_HELP = {
+    "event": "An event's bytes do not authenticate, do not continue the hash chain, or its "
+    "patch does not apply: the history itself is damaged. Loads past it fail; restore the "
+    "agent from a backup.",
+    "snapshot": "A snapshot (a cache of the fold) is damaged or differs from the replay of "
+    "the events. Loads fall back to an older snapshot or a replay, so no data is lost; "
+    "`statekeeper repair` rebuilds it from the verified events.",
+    "head": "The stream's head (its last seq and authenticated tag) does not match the "
+    "events: records were removed or rolled back outside statekeeper.",
+    "idempotency": "An idempotency record does not match its event: a retried step could "
+    "be applied twice. The events themselves verify.",
+    "agent": "The agent could not be checked at all (see the reason).",
+    "rollback": "The store's witness saw this stream further along than it is now: the "
+    "store was restored from an older backup or rolled back.",
+}
+
+
+def problem_help(kind: str) -> str:
+    return _KIND_HELP.get(kind, "")
+
+
+async def verify_view(store: StateStore, agent_id: str) -> VerifyReport:
+    return await store.verify([agent_id])
+
+
+def optional_module(name: str) -> bool:
+    """True when ``statekeeper.<name>`` is installed (the page says so when it is not)."""
+    try:
+        return importlib.util.find_spec(f"statekeeper.{name}") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def ago(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "just now"
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit} ago"
+    return f"{seconds:.0f}s ago"

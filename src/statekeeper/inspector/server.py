@@ -1,0 +1,76 @@
+"""Run the inspector with uvicorn (what ``statekeeper serve`` calls)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import sys
+from typing import TextIO
+
+from ..errors import ConfigurationError
+from .settings import InspectorSettings
+
+__all__ = ["check_host", "serve", "start_url"]
+
+
+def check_host(host: str, *, public: bool) -> str:
+    """``host`` if binding to it is allowed: a loopback address always; any other
+    only with ``public`` (``--public``), since then the token is all that guards it."""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        raise ConfigurationError(
+            f"--host must be an IP address or localhost, not {host!r}"
+        ) from None
+    if not loopback and not public:
+        raise ConfigurationError(
+            f"refusing to listen on {host} (reachable from other machines) without --public;"
+            " the inspector binds to 127.0.0.1 by default"
+        )
+    return host
+
+
+def start_url(host: str, port: int, token: str) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/?token={token}"
+
+
+def serve(
+    settings: InspectorSettings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    public: bool = False,
+    out: TextIO | None = None,
+) -> None:
+    """Serve until interrupted; prints the address with the token first."""
+    import uvicorn
+
+    from .app import create_app
+
+    check_host(host, public=public)
+    app = create_app(settings)
+    # bind first, so that the address printed already accepts connections (port 0:
+    # the one the system chose)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+    stream = out or sys.stdout
+    mode = "writes allowed" if settings.allow_writes else "read-only"
+    print(
+        f"statekeeper inspector ({mode}) on {start_url(host, bound, settings.token)}", file=stream
+    )
+    stream.flush()
+    # open live streams (server-sent events) never end by themselves: stop waiting
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,39 @@
+"""How an inspector is configured (what ``statekeeper serve`` passes to the app)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .auth import new_token
+
+__all__ = ["InspectorSettings"]
+
+
+@dataclass
+class InspectorSettings:
+    """Options of :func:`~statekeeper.inspector.create_app`.
+
+    Args:
+        url: the store (opened read-only unless ``allow_writes``; never created).
+        key_file: the key file (else ``$STATEKEEPER_KEY_FILE`` / ``$STATEKEEPER_KEYS``).
+        allow_writes: offer delete, repair and retention apply (each behind CSRF).
+        token: the bearer token every request needs (generated when None).
+        machine: ``module:attr`` of the agents' machine, drawn on agent pages (the
+            default machine when None; observed transitions are drawn either way).
+        langgraph_prefix: agent-id prefix of LangGraph threads (the saver's ``prefix``).
+        live_interval: how often the live view checks an agent's head (seconds).
+        history_budget: the most events one agent page reads for the diagram's counts
+            and the keys/steps tables (the page says when it stopped early).
+    """
+
+    url: str
+    key_file: Path | None = None
+    allow_writes: bool = False
+    token: str = field(default_factory=new_token)
+    machine: str | None = None
+    langgraph_prefix: str = "lg/"
+    live_interval: float = 0.5
+    history_budget: int = 5_000
+    #: shown on the store page (the URL with any password removed)
+    shown_url: str = ""

@@ -1,0 +1,73 @@
+// statekeeper inspector: the little behaviour htmx does not cover. No inline script
+// anywhere (the Content-Security-Policy forbids it); everything is wired here.
+(function () {
+  "use strict";
+
+  function byId(id) { return document.getElementById(id); }
+
+  function showSeq() {
+    var slider = byId("seq-slider"), out = byId("seq-shown");
+    if (slider && out) { out.textContent = slider.value; }
+  }
+
+  function travelTo(seq) {
+    var slider = byId("seq-slider");
+    if (!slider) { return; }
+    slider.value = String(seq);
+    showSeq();
+    htmx.trigger(slider, "input");
+    var panel = byId("travel-panel");
+    if (panel) { panel.scrollIntoView({block: "start"}); }
+  }
+
+  function diffBetween(a, b) {
+    var fa = byId("diff-a"), fb = byId("diff-b");
+    if (!fa || !fb) { return; }
+    fa.value = String(a);
+    fb.value = String(b);
+    htmx.trigger(fa.form, "submit");
+    var target = byId("diff");
+    if (target) { target.scrollIntoView({block: "start"}); }
+  }
+
+  document.addEventListener("input", function (ev) {
+    if (ev.target && ev.target.id === "seq-slider") { showSeq(); }
+  });
+
+  document.addEventListener("click", function (ev) {
+    var el = ev.target;
+    if (!(el instanceof Element)) { return; }
+    var travel = el.closest(".travel-to");
+    if (travel) { travelTo(travel.getAttribute("data-seq")); return; }
+    var diff = el.closest(".diff-to");
+    if (diff) { diffBetween(diff.getAttribute("data-a"), diff.getAttribute("data-b")); }
+  });
+
+  function live() {
+    var status = byId("live-status");
+    if (!status || typeof EventSource === "undefined") { return; }
+    var head = parseInt((byId("head-seq") || {}).textContent || "0", 10);
+    var source = new EventSource(status.getAttribute("data-live-url"));
+    source.addEventListener("open", function () { status.classList.add("on"); status.title = "updating as events arrive"; });
+    source.addEventListener("error", function () { status.classList.remove("on"); status.title = "reconnecting"; });
+    source.addEventListener("head", function (msg) {
+      var next = parseInt(msg.data, 10);
+      if (!(next > head)) { return; }
+      var after = head;
+      head = next;
+      var slider = byId("seq-slider");
+      var following = slider && slider.value === slider.max;
+      var url = status.getAttribute("data-events-url") + "&after=" + after;
+      htmx.ajax("GET", url, {target: "#timeline-body", swap: "afterbegin"});
+      ["head-seq", "seq-max"].forEach(function (id) { var el = byId(id); if (el) { el.textContent = String(next); } });
+      ["diff-a", "diff-b"].forEach(function (id) { var el = byId(id); if (el) { el.max = String(next); } });
+      if (slider) {
+        slider.max = String(next);
+        if (following) { travelTo(next); }
+      }
+    });
+    window.addEventListener("beforeunload", function () { source.close(); });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { showSeq(); live(); });
+})();

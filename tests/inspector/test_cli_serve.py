@@ -1,0 +1,78 @@
+"""``statekeeper serve``: refuses what is unsafe or not a store before listening; when it
+listens, it is on loopback, prints a link with its token, and the token is needed."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+def serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "statekeeper.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_refuses_a_public_address_without_public(seeded_url: str) -> None:
+    r = serve(seeded_url, "--host", "0.0.0.0")
+    assert r.returncode != 0
+    assert "--public" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_refuses_what_is_not_a_store_and_creates_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "nothing.db"
+    r = serve(f"sqlite:///{target}")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert not target.exists()
+
+
+def test_refuses_a_short_token(seeded_url: str) -> None:
+    r = serve(seeded_url, "--token", "short")
+    assert r.returncode != 0 and "at least 16" in r.stderr
+
+
+@pytest.fixture
+def running(seeded_url: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("STATEKEEPER_INSPECTOR_TOKEN", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "statekeeper.cli", "serve", seeded_url, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # blocks until the server says where it is
+        yield line, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_prints_a_loopback_link_with_a_fresh_token(
+    running: tuple[str, subprocess.Popen[str]],
+) -> None:
+    line, _ = running
+    found = re.search(r"\(read-only\) on (http://127\.0\.0\.1:\d+)/\?token=([\w-]{40,})", line)
+    assert found is not None, line
+    base, token = found.group(1), found.group(2)
+    with httpx.Client(base_url=base, timeout=30) as client:
+        first = client.get("/agents")  # the port listens before the link is printed
+        assert first.status_code == 401
+        login = client.get(f"/agents?token={token}", follow_redirects=False)
+        assert login.status_code == 303 and "sk_inspector=" in login.headers["set-cookie"]
+        page = client.get("/agents", headers={"Authorization": f"Bearer {token}"})
+        assert page.status_code == 200 and "agent-000" in page.text
+        assert "read-only" in page.text
