@@ -1006,6 +1006,37 @@ class BackendConformance:
         await backend.append(request("a", 3))
         assert (await backend.append(untagged_at(4))).last_seq == 5
 
+    async def test_a_batch_compares_each_head_tag(self, backend: Backend) -> None:
+        """``check_tag`` in a batch (the group-commit path): each request's tag is
+        compared on its own; a stale one conflicts without disturbing the others, and
+        appends spanning several events compare the tag too."""
+        if not backend.compares_head_tag:
+            pytest.skip(f"{type(backend).__name__} does not compare head tags")
+        await backend.append_batch(
+            [tagged(request("a", 0), b"a1"), tagged(request("b", 0), b"b1"), request("c", 0)]
+        )
+
+        def expecting(req: AppendRequest, tag: bytes | None) -> AppendRequest:
+            return dataclasses.replace(req, expected_tag=tag, check_tag=True)
+
+        results = await backend.append_batch(
+            [
+                expecting(tagged(request("a", 1, 2), b"a3"), b"a1"),  # right tag, 2 events
+                expecting(tagged(request("b", 1), b"b2"), b"other"),  # stale tag
+                expecting(tagged(request("c", 1), b"c2"), None),  # no tag, as stored
+            ]
+        )
+        assert results[0] == AppendResult("a", 2, 3)
+        assert isinstance(results[1], ConflictError)
+        assert results[2] == AppendResult("c", 2, 2)
+        assert await backend.head_tag("a") == (3, b"a3")
+        assert await backend.head_tag("b") == (1, b"b1")
+        assert await backend.head_tag("c") == (2, b"c2")
+        with pytest.raises(ConflictError):  # several events, stale tag: nothing written
+            await backend.append(expecting(tagged(request("a", 3, 3), b"x"), b"a1"))
+        assert await backend.head_tag("a") == (3, b"a3")
+        assert [e.seq for e in await backend.read("a")] == [1, 2, 3]
+
     async def test_a_fenced_append_checks_the_fence_and_the_head_tag(
         self, leasing: Backend
     ) -> None:

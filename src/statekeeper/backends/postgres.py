@@ -436,33 +436,153 @@ $fn$;
     )
 )
 
+#: The append functions (migration 6). ``sk_append`` is the whole compare-and-append in
+#: one statement: the fence (its lease row locked FOR SHARE, so no grant slips in before
+#: the commit), the idempotency key, the head compare-and-set — seq and, with
+#: ``p_check_tag``, the head tag — and the rows. ``sk_append1`` takes one event as
+#: scalars (no array encoding); ``sk_append_batch`` runs many appends in one statement.
+_SK_APPEND = """
+CREATE FUNCTION {s}.sk_append(
+    p_agent text, p_expected bigint, p_seqs bigint[], p_kinds text[], p_ts float8[],
+    p_payloads bytea[], p_checksums bytea[], p_key text,
+    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
+    p_head_tag bytea, p_check_tag boolean, p_expected_tag bytea,
+    p_fence_holder text, p_fence_token bigint,
+    OUT status int, OUT a bigint, OUT b bigint, OUT h text)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    n  int := cardinality(p_seqs);
+    rc bigint;
+    cur_token bigint;
+BEGIN
+    -- status 0: appended a..b; 1: duplicate key, first append was a..b; 2: conflict,
+    -- head a; 3: the fence is not the agent's current lease (a = its token, h = holder)
+    IF p_fence_holder IS NOT NULL THEN
+        SELECT l.holder, l.token INTO h, cur_token FROM {s}.sk_leases l
+         WHERE l.agent_id = p_agent FOR SHARE;
+        IF h IS NULL OR h <> p_fence_holder OR cur_token <> p_fence_token THEN
+            status := 3; a := coalesce(cur_token, 0); b := 0;
+            RETURN;
+        END IF;
+        h := NULL;
+    END IF;
+    IF p_key IS NOT NULL THEN
+        SELECT k.first_seq, k.last_seq INTO a, b FROM {s}.sk_idempotency k
+         WHERE k.agent_id = p_agent AND k.key = p_key;
+        IF FOUND THEN status := 1; RETURN; END IF;
+    END IF;
+    IF p_expected = 0 THEN
+        INSERT INTO {s}.sk_agents AS t (agent_id, head_seq, created_at, updated_at, head_tag)
+        VALUES (p_agent, p_seqs[n], p_ts[1], p_ts[n], p_head_tag)
+        ON CONFLICT (agent_id) DO NOTHING;
+    ELSE
+        UPDATE {s}.sk_agents SET head_seq = p_seqs[n], updated_at = p_ts[n], head_tag = p_head_tag
+         WHERE agent_id = p_agent AND head_seq = p_expected
+           AND (NOT p_check_tag OR head_tag IS NOT DISTINCT FROM p_expected_tag);
+    END IF;
+    GET DIAGNOSTICS rc = ROW_COUNT;
+    IF rc = 0 THEN
+        -- lost the race: a concurrent append with the same key counts as a duplicate
+        IF p_key IS NOT NULL THEN
+            SELECT k.first_seq, k.last_seq INTO a, b FROM {s}.sk_idempotency k
+             WHERE k.agent_id = p_agent AND k.key = p_key;
+            IF FOUND THEN status := 1; RETURN; END IF;
+        END IF;
+        SELECT t.head_seq INTO a FROM {s}.sk_agents t WHERE t.agent_id = p_agent;
+        status := 2; a := coalesce(a, 0); b := 0;
+        RETURN;
+    END IF;
+    INSERT INTO {s}.sk_events (agent_id, seq, kind, ts, payload, checksum)
+    SELECT p_agent, u.seq, u.kind, u.ts, u.payload, u.checksum
+      FROM unnest(p_seqs, p_kinds, p_ts, p_payloads, p_checksums)
+        AS u(seq, kind, ts, payload, checksum);
+    IF p_key IS NOT NULL THEN
+        INSERT INTO {s}.sk_idempotency (agent_id, key, first_seq, last_seq)
+        VALUES (p_agent, p_key, p_seqs[1], p_seqs[n]);
+    END IF;
+    IF p_snap_seq IS NOT NULL THEN
+        INSERT INTO {s}.sk_snapshots (agent_id, seq, ts, payload, checksum)
+        VALUES (p_agent, p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum)
+        ON CONFLICT (agent_id, seq) DO UPDATE
+           SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum;
+    END IF;
+    status := 0; a := p_seqs[1]; b := p_seqs[n];
+END
+$fn$;
+CREATE FUNCTION {s}.sk_append1(
+    p_agent text, p_expected bigint, p_seq bigint, p_kind text, p_ts float8,
+    p_payload bytea, p_checksum bytea, p_key text,
+    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
+    p_head_tag bytea, p_check_tag boolean, p_expected_tag bytea,
+    p_fence_holder text, p_fence_token bigint,
+    OUT status int, OUT a bigint, OUT b bigint, OUT h text)
+LANGUAGE sql AS $fn$
+    SELECT * FROM {s}.sk_append(p_agent, p_expected, ARRAY[p_seq], ARRAY[p_kind],
+        ARRAY[p_ts], ARRAY[p_payload], ARRAY[p_checksum], p_key,
+        p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum, p_head_tag,
+        p_check_tag, p_expected_tag, p_fence_holder, p_fence_token)
+$fn$;
+CREATE FUNCTION {s}.sk_append_batch(
+    p_agents text[], p_expected bigint[], p_counts int[], p_keys text[],
+    p_snap_seq bigint[], p_snap_ts float8[], p_snap_payload bytea[], p_snap_checksum bytea[],
+    p_seqs bigint[], p_kinds text[], p_ts float8[], p_payloads bytea[], p_checksums bytea[],
+    p_head_tags bytea[], p_check_tags boolean[], p_expected_tags bytea[],
+    p_fence_holders text[], p_fence_tokens bigint[])
+RETURNS TABLE (idx int, status int, a bigint, b bigint, h text)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    off int := 0;
+    n int;
+    r record;
+BEGIN
+    FOR i IN 1 .. cardinality(p_agents) LOOP
+        n := p_counts[i];
+        SELECT * INTO r FROM {s}.sk_append(p_agents[i], p_expected[i],
+            p_seqs[off + 1 : off + n], p_kinds[off + 1 : off + n], p_ts[off + 1 : off + n],
+            p_payloads[off + 1 : off + n], p_checksums[off + 1 : off + n], p_keys[i],
+            p_snap_seq[i], p_snap_ts[i], p_snap_payload[i], p_snap_checksum[i],
+            p_head_tags[i], p_check_tags[i], p_expected_tags[i],
+            p_fence_holders[i], p_fence_tokens[i]);
+        idx := i; status := r.status; a := r.a; b := r.b; h := r.h;
+        RETURN NEXT;
+        off := off + n;
+    END LOOP;
+END
+$fn$;
+"""
+
+MIGRATIONS.append(
+    (
+        6,
+        "one sk_append for every append: fence and head-tag compare inside",
+        """
+DROP FUNCTION {s}.sk_append_batch_fenced;
+DROP FUNCTION {s}.sk_append_fenced;
+DROP FUNCTION {s}.sk_append_batch;
+DROP FUNCTION {s}.sk_append1;
+DROP FUNCTION {s}.sk_append;
+"""
+        + _SK_APPEND,
+    )
+)
+
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
-_APPEND = (
-    "SELECT status, a, b FROM {s}.sk_append(%s, %s, %s::bigint[], %s::text[],"
-    " %s::float8[], %s::bytea[], %s::bytea[], %s::text, %s::bigint, %s::float8,"
-    " %s::bytea, %s::bytea, %s::bytea)"
-)
 _QUERIES: dict[str, str] = {
-    "append": _APPEND,
-    "append_batch": "SELECT idx, status, a, b FROM {s}.sk_append_batch(%s::text[],"
+    "append": "SELECT status, a, b, h FROM {s}.sk_append(%s, %s, %s::bigint[], %s::text[],"
+    " %s::float8[], %s::bytea[], %s::bytea[], %s::text, %s::bigint, %s::float8,"
+    " %s::bytea, %s::bytea, %s::bytea, %s::boolean, %s::bytea, %s::text, %s::bigint)",
+    "append_batch": "SELECT idx, status, a, b, h FROM {s}.sk_append_batch(%s::text[],"
     " %s::bigint[], %s::int[], %s::text[], %s::bigint[], %s::float8[], %s::bytea[],"
     " %s::bytea[], %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[],"
-    " %s::bytea[]) ORDER BY idx",
+    " %s::bytea[], %s::boolean[], %s::bytea[], %s::text[], %s::bigint[]) ORDER BY idx",
     # the store appends one event at a time: scalar arguments spare the array encoding
-    "append1": "SELECT status, a, b FROM {s}.sk_append1(%s, %s, %s::bigint, %s::text,"
+    "append1": "SELECT status, a, b, h FROM {s}.sk_append1(%s, %s, %s::bigint, %s::text,"
     " %s::float8, %s::bytea, %s::bytea, %s::text, %s::bigint, %s::float8, %s::bytea,"
-    " %s::bytea, %s::bytea)",
+    " %s::bytea, %s::bytea, %s::boolean, %s::bytea, %s::text, %s::bigint)",
     "key": "SELECT first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s AND key = %s",
     "keys": "SELECT key, first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s"
     " ORDER BY first_seq",
-    "append_fenced": "SELECT status, a, b, h FROM {s}.sk_append_fenced(%s, %s, %s, %s,"
-    " %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[], %s::text, %s::bigint,"
-    " %s::float8, %s::bytea, %s::bytea, %s::bytea)",
-    "append_batch_fenced": "SELECT idx, status, a, b, h FROM {s}.sk_append_batch_fenced("
-    "%s::text[], %s::bigint[], %s::int[], %s::text[], %s::bigint[], %s::float8[], %s::bytea[],"
-    " %s::bytea[], %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[],"
-    " %s::bytea[], %s::text[], %s::bigint[]) ORDER BY idx",
     # leases: expiry on the database server's clock, shared by every worker
     "lease_acquire": "INSERT INTO {s}.sk_leases AS l (agent_id, holder, token, expires_at)"
     " VALUES (%(agent)s, %(holder)s, 1, extract(epoch FROM clock_timestamp()) + %(ttl)s)"
@@ -655,6 +775,8 @@ class PostgresBackend(Backend):
             Capability.MIGRATIONS,
         }
     )
+    #: the head tag is compared inside ``sk_append`` (no read before a write)
+    compares_head_tag = True
 
     def __init__(
         self,
@@ -988,6 +1110,7 @@ class PostgresBackend(Backend):
         """The ``sk_append`` (or, for one event, ``sk_append1``) call for ``request``."""
         events = request.events
         snap = request.snapshot
+        fence = request.fence
         tail = (
             request.idempotency_key,
             snap.seq if snap is not None else None,
@@ -995,19 +1118,11 @@ class PostgresBackend(Backend):
             snap.payload if snap is not None else None,
             snap.checksum if snap is not None else None,
             request.head_tag,
+            request.check_tag,
+            request.expected_tag,
+            fence[0] if fence is not None else None,
+            fence[1] if fence is not None else None,
         )
-        if request.fence is not None:
-            return self._sql["append_fenced"], (
-                *request.fence,
-                request.agent_id,
-                request.expected_seq,
-                [e.seq for e in events],
-                [e.kind for e in events],
-                [e.timestamp for e in events],
-                [e.payload for e in events],
-                [e.checksum for e in events],
-                *tail,
-            )
         if len(events) == 1:
             e = events[0]
             one = (request.agent_id, request.expected_seq, e.seq, e.kind, e.timestamp)
@@ -1141,15 +1256,12 @@ class PostgresBackend(Backend):
             [e.payload for e in events],
             [e.checksum for e in events],
             [r.head_tag for r in requests],
+            [r.check_tag for r in requests],
+            [r.expected_tag for r in requests],
+            [r.fence[0] if r.fence is not None else None for r in requests],
+            [r.fence[1] if r.fence is not None else None for r in requests],
         )
         query = self._sql["append_batch"]
-        if any(r.fence is not None for r in requests):
-            query = self._sql["append_batch_fenced"]
-            params = (
-                *params,
-                [r.fence[0] if r.fence is not None else None for r in requests],
-                [r.fence[1] if r.fence is not None else None for r in requests],
-            )
         async with self._connection() as conn:
             cur = await conn.execute(query, params)
             rows = await cur.fetchall()

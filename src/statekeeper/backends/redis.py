@@ -110,10 +110,11 @@ local function fmt(n) return string.format('%d', n) end
 
 # KEYS: hash, snapshot zset, index, lease. ARGV: agent, expected, key|'', default ttl
 # ms, first ts, last ts, snapshot seq|'0', snapshot blob, head tag|'', fence holder|'',
-# fence token, events...
+# fence token, tag check (''|'0' expect no tag|'1' expect ARGV[13]), expected tag,
+# events...
 # Reply: {0, first, last} appended | {1, first, last} duplicate | {2, head, 0} conflict
-# | {3, current token, 0, current holder|''} the fence is not the current lease.
-# Reply: {0, first, last} appended | {1, first, last} duplicate | {2, head, 0} conflict.
+# (head seq, or with a tag check the head tag, moved) | {3, current token, 0, current
+# holder|''} the fence is not the current lease.
 _APPEND = (
     _LUA_COMMON
     + """
@@ -135,12 +136,20 @@ end
 local head = tonumber(redis.call('HGET', h, 'h') or '0')
 local expected = tonumber(ARGV[2])
 if head ~= expected then return {2, head, 0} end
-local n = #ARGV - 11
+if ARGV[12] ~= '' and head > 0 then
+  local tag = redis.call('HGET', h, 'g')
+  if ARGV[12] == '0' then
+    if tag then return {2, head, 0} end
+  elseif tag ~= ARGV[13] then
+    return {2, head, 0}
+  end
+end
+local n = #ARGV - 13
 local last = expected + n
 local fields = {}
 for i = 1, n do
   fields[#fields + 1] = 'e:' .. fmt(expected + i)
-  fields[#fields + 1] = ARGV[11 + i]
+  fields[#fields + 1] = ARGV[13 + i]
   if #fields >= 1000 then
     redis.call('HSET', h, unpack(fields))
     fields = {}
@@ -499,6 +508,8 @@ class RedisBackend(Backend):
             Capability.DROP_ALL,
         }
     )
+    #: the head tag is compared inside the append script (no read before a write)
+    compares_head_tag = True
 
     def __init__(
         self,
@@ -692,6 +703,9 @@ class RedisBackend(Backend):
             request.head_tag if request.head_tag is not None else b"",
             request.fence[0].encode() if request.fence is not None else b"",
             str(request.fence[1]) if request.fence is not None else "0",
+            # the tag compare: an empty tag is stored as none (see the script)
+            ("1" if request.expected_tag else "0") if request.check_tag else "",
+            request.expected_tag or b"",
         ]
         args.extend(_pack_event(e) for e in events)
         return [h, sz, self._index, self._lease_key(request.agent_id)], args
