@@ -172,6 +172,9 @@ class TieredBackend(Backend):
             durable.require(Capability.KEY_EXPORT, "durable tier: " + why)
             cold.require(Capability.KEY_EXPORT, "cold tier: " + why)
         self.durable = durable
+        # the durable tier's compare-and-set decides every append (check_tag included);
+        # the hot copy given the same request conflicts only when it is stale (dropped)
+        self.compares_head_tag = durable.compares_head_tag
         #: leases are the durable tier's (it checks fences atomically with appends)
         self.supports_leases = durable.supports_leases
         own = {Capability.LEASES, Capability.KEY_EXPORT, Capability.REWRITE}
