@@ -68,13 +68,13 @@ import contextlib
 import dataclasses
 import logging
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
+from ..concurrency.keyed_locks import KeyedLocks
 from ..errors import (
     ConfigurationError,
     ConflictError,
@@ -197,7 +197,7 @@ class TieredBackend(Backend):
         self.readonly = readonly
         self._hot_down_until = 0.0
         self._dirty: set[str] = set()
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._lock = KeyedLocks()  # one per agent: its durable write and hot copy together
         self._last_used: dict[str, float] = {}
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
@@ -287,13 +287,6 @@ class TieredBackend(Backend):
             and not self.readonly
         ):
             self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
-
-    def _lock(self, agent_id: str) -> asyncio.Lock:
-        lock = self._locks.get(agent_id)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[agent_id] = lock
-        return lock
 
     def _touch(self, agent_id: str) -> None:
         if self.idle_after is not None:

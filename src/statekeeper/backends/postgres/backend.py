@@ -57,7 +57,6 @@ import logging
 import math
 import re
 import select
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -84,6 +83,7 @@ from ...records import (
     RewriteRequest,
 )
 from ..base import Backend, Capability, Health, validate_request, validate_rewrite, validate_ttl
+from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
 from ..scripts import named_blocks, read_script
 
@@ -317,6 +317,20 @@ class PostgresBackend(Backend):
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
         self._closed = False
+        self._reconnect = Reconnecting(
+            engine="postgresql",
+            timeout=lambda: self.retry_timeout,
+            errors=(psycopg.Error,),
+            transient=_transient,
+            reason=self._reason,
+            reject=lambda what, exc: self._failure(what, exc),
+            is_closed=lambda: self._closed,
+            check_open=self._check_open,
+            logger=logger,
+            prepare=self._prepare,
+            before_retry=self._purge,
+            unsent=lambda exc: isinstance(exc, PoolTimeout),
+        )
         # read coalescing (see :meth:`read`)
         self._reading = False
         self._read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]] = []
@@ -350,11 +364,13 @@ class PostgresBackend(Backend):
         """The server's or driver's message on one line, with the DSN's secrets masked."""
         return one_line(scrub(str(exc), self.dsn)) or type(exc).__name__
 
-    def _failure(self, what: str, exc: psycopg.Error) -> BackendError:
+    def _failure(self, what: str, exc: BaseException) -> BackendError:
         """A failure that is not retried (any more), typed by its cause."""
         if _transient(exc):
             return BackendError(f"{what}: {self._reason(exc)}")
-        return BackendRejected(f"{what}: {self._reason(exc)}", sqlstate=exc.sqlstate)
+        return BackendRejected(
+            f"{what}: {self._reason(exc)}", sqlstate=getattr(exc, "sqlstate", None)
+        )
 
     async def _dial(self) -> None:
         """Connect once, within ``connect_timeout``, before the pool exists: a server
@@ -518,35 +534,11 @@ class PostgresBackend(Backend):
 
     async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run ``op`` (safe to repeat), retrying on lost connections until the deadline."""
-        deadline = time.monotonic() + self.retry_timeout
-        delay = 0.02
-        while True:
-            self._check_open()
-            try:
-                if not self._opened:
-                    await self._ensure_open()
-                return await op()
-            except psycopg.Error as exc:
-                if self._closed:
-                    raise StoreClosed("postgresql backend closed during an operation") from exc
-                if not _transient(exc):
-                    raise self._failure(f"postgresql {what} failed", exc) from exc
-                if time.monotonic() + delay > deadline:
-                    raise BackendError(
-                        f"postgresql {what} failed after retrying for {self.retry_timeout}s: "
-                        f"{self._reason(exc)}"
-                    ) from exc
-                # one warning per operation, not one per attempt
-                log = logger.warning if delay == 0.02 else logger.debug
-                log(
-                    "postgresql %s: %s; retrying for up to %gs",
-                    what,
-                    self._reason(exc),
-                    self.retry_timeout,
-                )
-                await self._purge()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        return await self._reconnect.run(what, op)
+
+    async def _prepare(self) -> None:
+        if not self._opened:
+            await self._ensure_open()
 
     async def _purge(self) -> None:
         """After a lost connection, test the idle ones at once and replace the dead
@@ -756,63 +748,26 @@ class PostgresBackend(Backend):
         return [tuple(row[1:]) for row in rows]
 
     async def _recover(self, request: AppendRequest, exc: psycopg.Error) -> AppendResult:
-        """Settle an append whose outcome is unknown (its connection failed).
-
-        Wait for the database, then look at what is stored at the request's seqs: the
-        same events (and key) mean the commit landed; nothing there means it did not,
-        and the append is simply tried again; anything else means another writer won.
-        """
+        """Settle an append whose outcome is unknown (its connection failed): see
+        :meth:`Reconnecting.settle_append` — what is stored at the request's seqs is
+        compared with its events. A constraint violation is final."""
         if isinstance(exc, psycopg.errors.IntegrityError):
             raise BackendRejected(
                 f"postgresql: constraint violated appending to {request.agent_id!r}: "
                 f"{self._reason(exc)}",
                 sqlstate=exc.sqlstate,
             ) from exc
-        if not _transient(exc):
-            raise self._failure(f"postgresql append to {request.agent_id!r} failed", exc) from exc
-        deadline = time.monotonic() + self.retry_timeout
-        delay = 0.02
-        last: BaseException = exc
-        # a request that never got a connection was never sent
-        maybe_applied = self._opened and not isinstance(exc, PoolTimeout)
-        while time.monotonic() < deadline:
-            self._check_open()
-            submitting = False
-            try:
-                if not self._opened:
-                    await self._ensure_open()
-                if maybe_applied and await self._landed(request):
-                    return AppendResult(
-                        request.agent_id, request.events[0].seq, request.events[-1].seq
-                    )
-                maybe_applied = False  # checked: it is not stored
-                submitting = True
-                return self._result(request, await self._append_once(request))
-            except psycopg.Error as again:
-                if self._closed:
-                    raise StoreClosed("postgresql backend closed during an append") from again
-                if not _transient(again):
-                    raise self._failure(
-                        f"postgresql append to {request.agent_id!r} failed", again
-                    ) from again
-                if submitting and not isinstance(again, PoolTimeout):
-                    maybe_applied = True
-                last = again
-            (logger.warning if delay == 0.02 else logger.debug)(
-                "postgresql append to %r interrupted (%s); retrying for up to %gs",
-                request.agent_id,
-                self._reason(last),
-                self.retry_timeout,
-            )
-            await self._purge()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-        raise BackendError(
-            f"postgresql append to {request.agent_id!r} at seq {request.events[0].seq} "
-            f"failed and could not be completed within {self.retry_timeout}s: "
-            f"{self._reason(last)}",
-            maybe_applied=maybe_applied,
-        ) from last
+        return await self._reconnect.settle_append(
+            request,
+            exc,
+            landed=self._landed,
+            submit=self._submit,
+            # a request that never got a connection was never sent
+            maybe_applied=self._opened and not isinstance(exc, PoolTimeout),
+        )
+
+    async def _submit(self, request: AppendRequest) -> AppendResult:
+        return self._result(request, await self._append_once(request))
 
     async def _landed(self, request: AppendRequest) -> bool:
         first, last = request.events[0].seq, request.events[-1].seq

@@ -39,7 +39,6 @@ import asyncio
 import logging
 import re
 import struct
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -68,6 +67,7 @@ from ...records import (
 )
 from ..base import Backend, Capability, Health, validate_request, validate_rewrite, validate_ttl
 from ..framing import pack_snapshot, unpack_snapshot
+from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
 from ..scripts import read_script
 
@@ -304,6 +304,18 @@ class RedisBackend(Backend):
         self._renew_script = self._client.register_script(lua("lease_renew"))
         self._release_script = self._client.register_script(lua("lease_release"))
         self._closed = False
+        self._reconnect = Reconnecting(
+            engine="redis",
+            timeout=lambda: self.retry_timeout,
+            errors=(RedisError,),
+            transient=_transient,
+            reason=self._reason,
+            reject=lambda what, exc: BackendRejected(f"{what}: {self._reason(exc)}"),
+            is_closed=lambda: self._closed,
+            check_open=self._check_open,
+            logger=logger,
+            prepare=self._prepare,
+        )
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> RedisBackend:
@@ -401,27 +413,11 @@ class RedisBackend(Backend):
 
     async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run ``op`` (safe to repeat), retrying connection errors until the deadline."""
+        return await self._reconnect.run(what, op)
+
+    async def _prepare(self) -> None:
         if not self._reached:
             await self.open()
-        deadline = time.monotonic() + self.retry_timeout
-        delay = 0.02
-        while True:
-            self._check_open()
-            try:
-                return await op()
-            except RedisError as exc:
-                if self._closed:
-                    raise StoreClosed("redis backend closed during an operation") from exc
-                reason = one_line(scrub(str(exc), self.url))
-                if not _transient(exc):
-                    raise BackendRejected(f"redis {what} failed: {reason}") from exc
-                if time.monotonic() + delay > deadline:
-                    raise BackendError(f"redis {what} failed: {reason}") from exc
-                # one warning per operation, not one per attempt
-                log = logger.warning if delay == 0.02 else logger.debug
-                log("redis %s: %s; retrying for up to %gs", what, reason, self.retry_timeout)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
 
     # -- appends ---------------------------------------------------------------------
 
@@ -516,42 +512,15 @@ class RedisBackend(Backend):
         return [r if r is not None else BackendError("not attempted") for r in out]
 
     async def _recover(self, request: AppendRequest, exc: RedisError) -> AppendResult:
-        """Settle an append whose reply was lost: stored, not stored, or someone else's."""
-        if not _transient(exc):
-            raise BackendRejected(f"redis append failed: {self._reason(exc)}") from exc
-        deadline = time.monotonic() + self.retry_timeout
-        delay = 0.02
-        last: BaseException = exc
-        maybe_applied = True
-        while True:
-            self._check_open()
-            submitting = False
-            try:
-                if maybe_applied and await self._landed(request):
-                    return AppendResult(
-                        request.agent_id, request.events[0].seq, request.events[-1].seq
-                    )
-                maybe_applied = False
-                submitting = True
-                keys, args = self._append_call(request)
-                return self._result(request, await self._append_script(keys=keys, args=args))
-            except RedisError as again:
-                if self._closed:
-                    raise StoreClosed("redis backend closed during an append") from again
-                if not _transient(again):
-                    raise BackendRejected(f"redis append failed: {self._reason(again)}") from again
-                if submitting:
-                    maybe_applied = True
-                last = again
-            if time.monotonic() + delay > deadline:
-                break
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-        raise BackendError(
-            f"redis append to {request.agent_id!r} at seq {request.events[0].seq} failed "
-            f"and could not be completed within {self.retry_timeout}s: {self._reason(last)}",
-            maybe_applied=maybe_applied,
-        ) from last
+        """Settle an append whose reply was lost: stored, not stored, or someone else's
+        (see :meth:`Reconnecting.settle_append`)."""
+        return await self._reconnect.settle_append(
+            request, exc, landed=self._landed, submit=self._submit
+        )
+
+    async def _submit(self, request: AppendRequest) -> AppendResult:
+        keys, args = self._append_call(request)
+        return self._result(request, await self._append_script(keys=keys, args=args))
 
     async def _landed(self, request: AppendRequest) -> bool:
         h, _ = self._keys(request.agent_id)
