@@ -31,6 +31,7 @@ from statekeeper.errors import (
     ConflictError,
 )
 from statekeeper.records import AppendRequest, AppendResult, RawEvent
+from statekeeper.testing import BackendConformance, request
 
 from ._services import (
     POSTGRES_DSN,
@@ -39,7 +40,6 @@ from ._services import (
     private_postgres,
     require_postgres,
 )
-from .conformance import BackendConformance, request
 
 
 @pytest.fixture

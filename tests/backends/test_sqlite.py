@@ -23,8 +23,7 @@ from statekeeper.errors import (
 )
 from statekeeper.records import AppendResult
 from statekeeper.store import StateStore
-
-from .conformance import BackendConformance, request, snapshot
+from statekeeper.testing import BackendConformance, request, snapshot
 
 
 class TestSQLiteConformance(BackendConformance):
