@@ -76,6 +76,41 @@ def _with_search_path(dsn: str, schema: str) -> str:
     return f"{dsn}{sep}options=-csearch_path%3D{schema}"
 
 
+class Cpu:
+    """CPU seconds spent by this process and by the server backends serving one side
+    (found by ``application_name`` in ``pg_stat_activity``; /proc of the same machine),
+    so a run on a loaded machine still says what one save costs."""
+
+    def __init__(self, dsn: str, app: str) -> None:
+        self.dsn, self.app = dsn, app
+
+    def _server(self) -> float:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            pids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (self.app,)
+                ).fetchall()
+            ]
+        ticks = 0
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:  # gone, or another machine's server
+                continue
+            ticks += int(fields[11]) + int(fields[12])  # utime + stime
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def start(self) -> None:
+        self._client0, self._server0 = time.process_time(), self._server()
+
+    def stop(self, n: int) -> dict[str, float]:
+        client = time.process_time() - self._client0
+        server = self._server() - self._server0
+        return {"client_us": 1e6 * client / n, "server_us": 1e6 * server / n}
+
+
 # --------------------------------------------------------------------- statekeeper
 
 
@@ -86,6 +121,7 @@ async def sk_run(
     durability: str,
     *,
     validate_cache: bool = True,
+    cpu: Cpu | None = None,
 ) -> dict[str, Any]:
     docs = {a: wl.docs(a) for a in agents}
     lat: list[float] = []
@@ -98,6 +134,8 @@ async def sk_run(
             await store.save(a, doc)
             lat.append(time.perf_counter() - t0)
 
+    if cpu is not None:
+        cpu.start()
     t0 = time.perf_counter()
     await asyncio.gather(*(run(a) for a in agents))
     elapsed = time.perf_counter() - t0
@@ -109,6 +147,7 @@ async def sk_run(
         "p50": percentile(lat, 50),
         "p99": percentile(lat, 99),
         "commits": commits,
+        **(cpu.stop(n) if cpu is not None else {}),
     }
 
 
@@ -132,7 +171,9 @@ async def sk_loads(backend: PostgresBackend, wl: Workload, agents: list[str]) ->
 # --------------------------------------------------------------- AsyncPostgresSaver
 
 
-async def lg_run(savers: list[Any], wl: Workload, agents: list[str]) -> dict[str, Any]:
+async def lg_run(
+    savers: list[Any], wl: Workload, agents: list[str], cpu: Cpu | None = None
+) -> dict[str, Any]:
     """Agent ``i`` uses ``savers[i % len(savers)]``."""
     plans = {a: lg_checkpoints(savers[0], wl, a) for a in agents}
     lat: list[float] = []
@@ -145,11 +186,18 @@ async def lg_run(savers: list[Any], wl: Workload, agents: list[str]) -> dict[str
             cfg = await saver.aput(cfg, cp, meta, versions)
             lat.append(time.perf_counter() - t0)
 
+    if cpu is not None:
+        cpu.start()
     t0 = time.perf_counter()
     await asyncio.gather(*(run(i, a) for i, a in enumerate(agents)))
     elapsed = time.perf_counter() - t0
     n = len(agents) * len(wl.sizes)
-    return {"rate": n / elapsed, "p50": percentile(lat, 50), "p99": percentile(lat, 99)}
+    return {
+        "rate": n / elapsed,
+        "p50": percentile(lat, 50),
+        "p99": percentile(lat, 99),
+        **(cpu.stop(n) if cpu is not None else {}),
+    }
 
 
 async def lg_loads(saver: Any, wl: Workload, agents: list[str]) -> dict[str, Any]:
@@ -178,7 +226,13 @@ async def main(dsn: str, rounds: int) -> dict[str, Any]:
     sk_schema, lg_schema = f"skbench_{tag}", f"lgbench_{tag}"
     _admin(dsn, sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(lg_schema)))
     lg_dsn = _with_search_path(dsn, lg_schema)
-    backend = PostgresBackend(dsn, schema=sk_schema, max_size=AGENTS)
+    sk_app, lg_app = f"skbench{tag}", f"lgbench{tag}"
+    lg_dsn += f"&application_name={lg_app}"
+    sep = "&" if "?" in dsn else "?"
+    backend = PostgresBackend(
+        f"{dsn}{sep}application_name={sk_app}", schema=sk_schema, max_size=AGENTS
+    )
+    sk_cpu, lg_cpu = Cpu(dsn, sk_app), Cpu(dsn, lg_app)
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         lg_dsn,
         min_size=AGENTS,
@@ -219,16 +273,22 @@ async def main(dsn: str, rounds: int) -> dict[str, Any]:
                 order = ["sk", "lg"] if r % 2 == 0 else ["lg", "sk"]
                 for side in order:
                     if side == "sk":
-                        got["sk_group"] = await sk_run(backend, wl, ids("sk_group"), "group")
+                        got["sk_group"] = await sk_run(
+                            backend, wl, ids("sk_group"), "group", cpu=sk_cpu
+                        )
                         got["sk_group_single"] = await sk_run(
                             backend, wl, ids("sk_group_single"), "group", validate_cache=False
                         )
-                        got["sk_sync"] = await sk_run(backend, wl, ids("sk_sync"), "sync")
+                        got["sk_sync"] = await sk_run(
+                            backend, wl, ids("sk_sync"), "sync", cpu=sk_cpu
+                        )
                         got["sk_loads"] = await sk_loads(backend, wl, ids("sk_group"))
                     else:
-                        got["lg_pool"] = await lg_run([shared], wl, ids("lg_pool"))
+                        got["lg_pool"] = await lg_run([shared], wl, ids("lg_pool"), cpu=lg_cpu)
                         got["lg_pipeline"] = await lg_run([piped], wl, ids("lg_pipeline"))
-                        got["lg_per_agent"] = await lg_run(per_agent, wl, ids("lg_per_agent"))
+                        got["lg_per_agent"] = await lg_run(
+                            per_agent, wl, ids("lg_per_agent"), cpu=lg_cpu
+                        )
                         got["lg_loads"] = await lg_loads(shared, wl, ids("lg_pool"))
                 if r >= 0:
                     for key, value in got.items():
@@ -266,6 +326,13 @@ async def main(dsn: str, rounds: int) -> dict[str, Any]:
             for k in results
         },
         "sk_group_commits": median([x["commits"] for x in results["sk_group"]]),
+        "cpu_us_per_save": {
+            k: {
+                "client": round(med(k, "client_us"), 1),
+                "server": round(med(k, "server_us"), 1),
+            }
+            for k in ("sk_group", "sk_sync", "lg_pool", "lg_per_agent")
+        },
     }
     return summary
 
@@ -299,6 +366,11 @@ def report(summary: dict[str, Any], rounds: int, dsn: str) -> None:
         f"{summary['ratio_sync']:.2f}x"
     )
     print(f"statekeeper group mode: {summary['sk_group_commits']:.0f} commits for 496 saves\n")
+    cpu_rows = [
+        [k, f"{v['client']:,.0f}", f"{v['server']:,.0f}", f"{v['client'] + v['server']:,.0f}"]
+        for k, v in summary["cpu_us_per_save"].items()
+    ]
+    print(table(["CPU per save (us)", "client", "server", "total"], cpu_rows) + "\n")
     print(
         table(
             ["latest-state loads, 16 concurrent", "loads/s", "p50 / p99 (ms)"],

@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import hashlib
 import json
 import os
 import random
@@ -69,11 +70,12 @@ from _common import (
 from statekeeper.backends.sqlite import SCHEMA_VERSION, SQLiteBackend
 from statekeeper.cli.bench import CHAT_WORDS
 from statekeeper.codec import Codec
+from statekeeper.codec.pipeline import identity
 from statekeeper.records import AppendRequest, RawEvent
 from statekeeper.store.store import StateStore
 
 BENCH_DIR = ROOT / ".bench"
-LAYOUT = 1  # bump when the shape of the generated data changes
+LAYOUT = 2  # bump when the shape of the generated data changes
 AGENT_SIZES = [1_000, 100_000, 1_000_000]
 STREAM_SIZES = [100, 10_000, 100_000]
 WORST_EXTRA = 99  # events after the latest snapshot in the worst-case agents
@@ -142,6 +144,24 @@ async def template_events() -> list[RawEvent]:
         return await store.backend.read("template")
 
 
+def reseal(aid: str, tmpl: list[RawEvent]) -> tuple[tuple[RawEvent, ...], bytes]:
+    """The template's events re-sealed for agent ``aid``: each plain record carries the
+    link of the one before it (32 zero bytes for seq 1) and its checksum is its own
+    link, SHA-256 over its identity and payload (``statekeeper.codec.pipeline``); the
+    head tag of a store without a key is ``0x01 0x00`` + the last link."""
+    prev = bytes(32)
+    out = []
+    for e in tmpl:
+        assert e.payload[3:35] == (prev if e.seq == 1 else e.payload[3:35]), "not a v1 record"
+        payload = e.payload[:3] + prev + e.payload[35:]
+        link = hashlib.sha256(
+            b"sk-link/1" + identity(aid, e.seq, e.kind, e.timestamp) + payload
+        ).digest()
+        out.append(RawEvent(e.seq, e.kind, e.timestamp, payload, link))
+        prev = link
+    return tuple(out), b"\x01\x00" + prev
+
+
 async def build_agents(n: int, log: Any) -> Path:
     path = BENCH_DIR / f"agents-{n}.db"
     meta = BENCH_DIR / f"agents-{n}.json"
@@ -157,7 +177,6 @@ async def build_agents(n: int, log: Any) -> Path:
     tmp = path.with_name(path.name + ".building")
     for suffix in ("", "-wal", "-shm"):
         Path(str(tmp) + suffix).unlink(missing_ok=True)  # noqa: ASYNC240 - setup, untimed
-    codec = Codec()
     tmpl = await template_events()
     backend = SQLiteBackend(tmp, synchronous="OFF")
     t0 = time.perf_counter()
@@ -165,18 +184,8 @@ async def build_agents(n: int, log: Any) -> Path:
         for start in range(0, n, BUILD_BATCH):
             requests = []
             for i in range(start, min(n, start + BUILD_BATCH)):
-                aid = agent_id(i)
-                events = tuple(
-                    RawEvent(
-                        e.seq,
-                        e.kind,
-                        e.timestamp,
-                        e.payload,
-                        codec.tag(aid, e.seq, e.kind, e.payload),
-                    )
-                    for e in tmpl
-                )
-                requests.append(AppendRequest(aid, 0, events))
+                events, head_tag = reseal(agent_id(i), tmpl)
+                requests.append(AppendRequest(agent_id(i), 0, events, head_tag=head_tag))
             results = await backend.append_batch(requests)
             bad = [r for r in results if isinstance(r, BaseException)]
             if bad:
@@ -798,6 +807,23 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+async def peer_main(args: argparse.Namespace) -> dict[str, Any]:
+    """``--peer``: statekeeper vs SqliteSaver, write and load p50 at 1k / 100k / 1M agents."""
+    import scaling_peer
+
+    BENCH_DIR.mkdir(exist_ok=True)
+    sizes = AGENT_SIZES[:2] if args.quick else AGENT_SIZES
+    mi = machine("langgraph-checkpoint-sqlite")
+    print("machine:", json.dumps(mi))
+    sk_paths = {n: await build_agents(n, log) for n in sizes}
+    lg_paths = {n: scaling_peer.build_peer(n, BENCH_DIR, agent_id, log) for n in sizes}
+    rounds = args.rounds or (2 if args.quick else 5)
+    per_round = args.per_round or (100 if args.quick else 180)
+    res = await scaling_peer.measure(sk_paths, lg_paths, agent_id, rounds, per_round)
+    growth = scaling_peer.report(res)
+    return {"bench": "scaling-peer", "machine": mi, "sizes": res, **growth}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--_rss-child":
@@ -829,7 +855,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="cProfile the cold load paths instead of benchmarking",
     )
     parser.add_argument("--top", type=int, default=20, help="functions per profile table")
+    parser.add_argument(
+        "--peer",
+        action="store_true",
+        help="only: write and load p50 by number of agents, vs SqliteSaver (scaling_peer.py)",
+    )
     args = parser.parse_args(argv)
+    if args.peer:
+        payload = asyncio.run(peer_main(args))
+        print(json.dumps(payload, sort_keys=True))
+        return payload
     args.rounds = args.rounds or (4 if args.quick else 8)
     args.per_round = args.per_round or (250 if args.quick else 500)
     args.trials = max(20, args.trials or (20 if args.quick else 40))

@@ -16,6 +16,7 @@ from statekeeper.errors import ConflictError, IntegrityError
 from statekeeper.records import AppendRequest
 from statekeeper.security.keys import Keyring, generate_key
 from statekeeper.store import StateStore
+from statekeeper.testing import event
 
 from ._services import (
     POSTGRES_DSN,
@@ -28,7 +29,6 @@ from ._services import (
     require_redis,
     s3_credentials,
 )
-from .conformance import event
 
 
 def _postgres(tmp_path: Path, cleanup: list[Callable[[], None]]) -> Backend:

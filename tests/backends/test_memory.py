@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from statekeeper.backends.memory import MemoryBackend
-
-from .conformance import BackendConformance
+from statekeeper.testing import BackendConformance
 
 
 class TestMemoryConformance(BackendConformance):

@@ -19,6 +19,7 @@ import psycopg
 
 from statekeeper.backends import open_backend
 from statekeeper.backends.postgres import (
+    MIGRATIONS,
     SCHEMA_VERSION,
     PostgresBackend,
     parse_postgres_url,
@@ -30,6 +31,7 @@ from statekeeper.errors import (
     ConflictError,
 )
 from statekeeper.records import AppendRequest, AppendResult, RawEvent
+from statekeeper.testing import BackendConformance, request
 
 from ._services import (
     POSTGRES_DSN,
@@ -38,7 +40,6 @@ from ._services import (
     private_postgres,
     require_postgres,
 )
-from .conformance import BackendConformance, request
 
 
 @pytest.fixture
@@ -79,9 +80,10 @@ async def test_migrations_are_numbered_and_recorded(schema: str) -> None:
     try:
         # four processes' worth of starters race on an empty schema: one migrates
         await asyncio.gather(*(b.open() for b in backends))
-        assert await backends[0].migrations() == list(range(1, SCHEMA_VERSION + 1))
+        versions = [version for version, _, _ in MIGRATIONS]
+        assert await backends[0].migrations() == versions
         rows = _admin(f'SELECT version, name FROM "{schema}".sk_migrations ORDER BY version')
-        assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
+        assert [r[0] for r in rows] == versions
         assert all(isinstance(r[1], str) and r[1] for r in rows)
     finally:
         for b in backends:
@@ -89,7 +91,7 @@ async def test_migrations_are_numbered_and_recorded(schema: str) -> None:
     again = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
     try:
         await again.append(request("a", 0))
-        assert len(_admin(f'SELECT * FROM "{schema}".sk_migrations')) == SCHEMA_VERSION
+        assert len(_admin(f'SELECT * FROM "{schema}".sk_migrations')) == len(MIGRATIONS)
     finally:
         await again.close()
 
@@ -377,40 +379,53 @@ async def test_a_lost_reply_when_another_writer_won_is_a_conflict(
         await backend.close()
 
 
-async def test_an_older_schema_is_upgraded_in_place(
-    schema: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A schema written by an older version (migrations 1-3) gets migration 4 (head
-    tags) on open; its data stays readable and writable."""
-    from statekeeper.backends import postgres
+@pytest.mark.parametrize("applied", [3, 5])
+async def test_a_pre_release_schema_is_upgraded_in_place(schema: str, applied: int) -> None:
+    """A schema written before the migrations were squashed (pre-release migrations
+    1-3: no head tags, no leases; 1-5: the older append functions) gets the squashed
+    migration on open; its data stays readable and writable."""
+    from psycopg import sql as pgsql
 
-    monkeypatch.setattr(postgres, "MIGRATIONS", postgres.MIGRATIONS[:3])
-    monkeypatch.setattr(postgres, "SCHEMA_VERSION", 3)
-    old = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
-    try:
-        await old.open()
-        assert await old.migrations() == [1, 2, 3]
-    finally:
-        await old.close()
-    # what the older version wrote: its sk_append had no head tag argument
+    ident = pgsql.Identifier(schema)
+    text = (Path(__file__).parent / "data" / f"postgres_pre_release_{applied}.sql").read_text()
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn, conn.transaction():
+        conn.execute(pgsql.SQL("CREATE SCHEMA {s}").format(s=ident))
+        conn.execute(
+            pgsql.SQL(
+                "CREATE TABLE {s}.sk_migrations (version integer PRIMARY KEY,"
+                " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(s=ident)
+        )
+        conn.execute(pgsql.SQL(text).format(s=ident))  # type: ignore[arg-type]
+        for version in range(1, applied + 1):
+            conn.execute(
+                pgsql.SQL("INSERT INTO {s}.sk_migrations VALUES (%s, 'pre-release')").format(
+                    s=ident
+                ),
+                (version,),
+            )
+    # what the older version wrote: 3 events, a key and a snapshot (its sk_append's own
+    # arguments: without a head tag before migration 4)
+    tag_arg = ", NULL::bytea" if applied >= 4 else ""
     _admin(
         f'SELECT * FROM "{schema}".sk_append(%s, 0, ARRAY[1, 2, 3]::bigint[],'
         " ARRAY['patch', 'patch', 'patch'], ARRAY[1.0, 2.0, 3.0]::float8[],"
         " ARRAY['\\x01', '\\x02', '\\x03']::bytea[], ARRAY['\\x00', '\\x00', '\\x00']::bytea[],"
-        " 'k', 2, 2.0, '\\x02'::bytea, '\\x00'::bytea)",
+        f" 'k', 2, 2.0, '\\x02'::bytea, '\\x00'::bytea{tag_arg})",
         "a",
     )
-    monkeypatch.undo()
     new = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
     try:
         assert await new.head_tag("a") == (3, None)  # written before tags existed
-        assert await new.migrations() == list(range(1, SCHEMA_VERSION + 1))
+        assert await new.migrations() == [*range(1, applied + 1), SCHEMA_VERSION]
         assert [e.seq for e in await new.read("a")] == [1, 2, 3]
         assert await new.lookup_key("a", "k") == AppendResult("a", 1, 3, True)
         await new.append(
             AppendRequest("a", 3, (RawEvent(4, "patch", 4.0, b"p", b"c"),), head_tag=b"tag")
         )
         assert await new.head_tag("a") == (4, b"tag")
+        lease = await new.acquire_lease("a", "me", 30)
+        assert lease.token == 1
     finally:
         await new.close()
 

@@ -23,6 +23,7 @@ from statekeeper.backends.redis import RedisBackend
 from statekeeper.errors import BackendError, BackendUnavailable, ConfigurationError
 from statekeeper.records import AppendRequest, AppendResult, RawEvent
 from statekeeper.store import StateStore
+from statekeeper.testing import BackendConformance, request
 
 from ._services import (
     REDIS_URL,
@@ -31,7 +32,6 @@ from ._services import (
     private_redis,
     require_redis,
 )
-from .conformance import BackendConformance, request
 
 
 @pytest.fixture

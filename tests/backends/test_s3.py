@@ -22,9 +22,9 @@ from statekeeper.backends.s3 import S3Backend
 from statekeeper.errors import ConfigurationError, ConflictError, NotAStore
 from statekeeper.records import AppendRequest, AppendResult, RawEvent
 from statekeeper.store import StateStore
+from statekeeper.testing import BackendConformance, request
 
 from ._services import moto_endpoint, namespace, s3_credentials
-from .conformance import BackendConformance, request
 
 
 def _bucket_name(tmp_path: Path) -> str:

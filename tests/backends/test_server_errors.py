@@ -32,6 +32,7 @@ from statekeeper import StateStore
 from statekeeper.backends import PostgresBackend, RedisBackend, open_backend, tiered_url
 from statekeeper.errors import BackendRejected, BackendUnavailable, ConfigurationError
 from statekeeper.records import AppendResult
+from statekeeper.testing import request
 
 from ._services import (
     POSTGRES_DSN,
@@ -44,7 +45,6 @@ from ._services import (
     require_postgres,
     require_redis,
 )
-from .conformance import request
 
 SECRET = "Pw-d0-not-print"
 FAST = 8.0  # seconds: a loose upper bound (the old behaviour took 12-32 s)

@@ -18,6 +18,7 @@ from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
 from statekeeper.errors import CapabilityUnsupported, ConfigurationError, ReadOnlyStore
 from statekeeper.records import AppendRequest, AppendResult, RawSnapshot
 from statekeeper.store import StateStore
+from statekeeper.testing import BackendConformance, request
 
 from ._services import (
     POSTGRES_DSN,
@@ -31,7 +32,6 @@ from ._services import (
     require_redis,
     s3_credentials,
 )
-from .conformance import BackendConformance, request
 
 
 def _sqlite(tmp_path: Path) -> SQLiteBackend:

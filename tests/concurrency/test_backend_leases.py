@@ -13,8 +13,7 @@ import pytest
 from statekeeper.backends import MemoryBackend, SQLiteBackend
 from statekeeper.backends.sqlite import SCHEMA_VERSION
 from statekeeper.errors import LeaseHeld
-
-from ..backends.conformance import fenced, request
+from statekeeper.testing import fenced, request
 
 
 def test_an_older_sqlite_file_gets_the_lease_table(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ engines that support them, one lease per agent whose fencing token every append 
 under it is checked against — and knows nothing else. Encoding, checksums, caching,
 snapshot policy and durability modes live above it, in :mod:`statekeeper.store`, so a
 new engine is small. Every backend passes
-the shared conformance suite in ``tests/backends/conformance.py`` unmodified.
+the shared conformance suite, ``statekeeper.testing.BackendConformance``, unmodified.
 
 Beyond the core, an engine may offer optional :class:`Capability` s. It lists them in
 ``Backend.capabilities``; every capability it does not list is refused with a typed

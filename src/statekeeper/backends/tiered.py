@@ -68,13 +68,13 @@ import contextlib
 import dataclasses
 import logging
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
+from ..concurrency.keyed_locks import KeyedLocks
 from ..errors import (
     ConfigurationError,
     ConflictError,
@@ -172,6 +172,9 @@ class TieredBackend(Backend):
             durable.require(Capability.KEY_EXPORT, "durable tier: " + why)
             cold.require(Capability.KEY_EXPORT, "cold tier: " + why)
         self.durable = durable
+        # the durable tier's compare-and-set decides every append (check_tag included);
+        # the hot copy given the same request conflicts only when it is stale (dropped)
+        self.compares_head_tag = durable.compares_head_tag
         #: leases are the durable tier's (it checks fences atomically with appends)
         self.supports_leases = durable.supports_leases
         own = {Capability.LEASES, Capability.KEY_EXPORT, Capability.REWRITE}
@@ -194,7 +197,7 @@ class TieredBackend(Backend):
         self.readonly = readonly
         self._hot_down_until = 0.0
         self._dirty: set[str] = set()
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._lock = KeyedLocks()  # one per agent: its durable write and hot copy together
         self._last_used: dict[str, float] = {}
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
@@ -284,13 +287,6 @@ class TieredBackend(Backend):
             and not self.readonly
         ):
             self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
-
-    def _lock(self, agent_id: str) -> asyncio.Lock:
-        lock = self._locks.get(agent_id)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[agent_id] = lock
-        return lock
 
     def _touch(self, agent_id: str) -> None:
         if self.idle_after is not None:

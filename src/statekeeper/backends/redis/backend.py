@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import struct
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from ..errors import (
+from ...errors import (
     BackendError,
     BackendRejected,
     BackendUnavailable,
@@ -56,7 +56,7 @@ from ..errors import (
     ReadOnlyStore,
     StoreClosed,
 )
-from ..records import (
+from ...records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
@@ -65,9 +65,11 @@ from ..records import (
     RawSnapshot,
     RewriteRequest,
 )
-from .base import Backend, Capability, Health, validate_request, validate_rewrite, validate_ttl
-from .framing import pack_snapshot, unpack_snapshot
-from .redact import mask_url, one_line, scrub
+from ..base import Backend, Capability, Health, validate_request, validate_rewrite, validate_ttl
+from ..framing import pack_snapshot, unpack_snapshot
+from ..recovery import Reconnecting
+from ..redact import mask_url, one_line, scrub
+from ..scripts import read_script
 
 try:
     import redis.asyncio as aioredis
@@ -92,290 +94,35 @@ _OWN_OPTIONS = ("prefix", "ttl", "retry_timeout", "max_connections", "connect_ti
 _EVENT_HEAD = struct.Struct(">dHH")  # ts, len(kind), len(checksum); then kind, checksum, payload
 _HMGET_CHUNK = 1000
 
-# Shared Lua helpers: the TTL in ms for an agent (its override, else the default).
-_LUA_COMMON = """
-local function ttl_of(h, default)
-  local t = redis.call('HGET', h, 't')
-  if t then return tonumber(t) end
-  return tonumber(default)
-end
-local function touch(h, sz, ttl)
-  if ttl and ttl > 0 then
-    redis.call('PEXPIRE', h, ttl)
-    redis.call('PEXPIRE', sz, ttl)
-  end
-end
-local function fmt(n) return string.format('%d', n) end
-"""
+_PACKAGE = "statekeeper.backends.redis"
+_INCLUDE = re.compile(r"^-- include: (\S+)$", re.MULTILINE)
 
-# KEYS: hash, snapshot zset, index, lease. ARGV: agent, expected, key|'', default ttl
-# ms, first ts, last ts, snapshot seq|'0', snapshot blob, head tag|'', fence holder|'',
-# fence token, events...
-# Reply: {0, first, last} appended | {1, first, last} duplicate | {2, head, 0} conflict
-# | {3, current token, 0, current holder|''} the fence is not the current lease.
-# Reply: {0, first, last} appended | {1, first, last} duplicate | {2, head, 0} conflict.
-_APPEND = (
-    _LUA_COMMON
-    + """
-local h, sz, idx = KEYS[1], KEYS[2], KEYS[3]
-if ARGV[10] ~= '' then
-  local cur = redis.call('HMGET', KEYS[4], 'o', 'n')
-  if (not cur[1]) or cur[1] ~= ARGV[10] or tonumber(cur[2]) ~= tonumber(ARGV[11]) then
-    return {3, tonumber(cur[2] or '0'), 0, cur[1] or ''}
-  end
-end
-local key = ARGV[3]
-if key ~= '' then
-  local v = redis.call('HGET', h, 'k:' .. key)
-  if v then
-    local a, b = string.match(v, '^(%d+):(%d+)$')
-    return {1, tonumber(a), tonumber(b)}
-  end
-end
-local head = tonumber(redis.call('HGET', h, 'h') or '0')
-local expected = tonumber(ARGV[2])
-if head ~= expected then return {2, head, 0} end
-local n = #ARGV - 11
-local last = expected + n
-local fields = {}
-for i = 1, n do
-  fields[#fields + 1] = 'e:' .. fmt(expected + i)
-  fields[#fields + 1] = ARGV[11 + i]
-  if #fields >= 1000 then
-    redis.call('HSET', h, unpack(fields))
-    fields = {}
-  end
-end
-if #fields > 0 then redis.call('HSET', h, unpack(fields)) end
--- the head moves in one command together with the key (and the creation stamp)
-local meta = {'h', fmt(last), 'u', ARGV[6]}
-if expected == 0 then meta[#meta + 1] = 'c'; meta[#meta + 1] = ARGV[5] end
-if key ~= '' then
-  meta[#meta + 1] = 'k:' .. key
-  meta[#meta + 1] = fmt(expected + 1) .. ':' .. fmt(last)
-end
-redis.call('HSET', h, unpack(meta))
-if ARGV[9] ~= '' then redis.call('HSET', h, 'g', ARGV[9]) else redis.call('HDEL', h, 'g') end
-if ARGV[7] ~= '0' then
-  redis.call('HSET', h, 's:' .. ARGV[7], ARGV[8])
-  redis.call('ZADD', sz, tonumber(ARGV[7]), ARGV[7])
-end
-redis.call('ZADD', idx, 0, ARGV[1])
-touch(h, sz, ttl_of(h, ARGV[4]))
-return {0, expected + 1, last}
-"""
+
+def lua(name: str) -> str:
+    """The Lua script ``lua/<name>.lua``, its ``-- include: <file>`` lines replaced by
+    the shared helpers they name (``common.lua``: TTLs and formatting; ``now.lua``: the
+    server's clock)."""
+    return _INCLUDE.sub(
+        lambda m: read_script(_PACKAGE, f"lua/{m.group(1)}").strip("\n"),
+        read_script(_PACKAGE, f"lua/{name}.lua"),
+    )
+
+
+#: every script the backend runs, by name (``lua/<name>.lua``)
+SCRIPTS = (
+    "append",
+    "read",
+    "seq_at",
+    "latest",
+    "read_latest",
+    "save_snapshot",
+    "delete",
+    "lease_acquire",
+    "lease_renew",
+    "lease_release",
+    "rewrite",
+    "set_ttl",
 )
-
-# KEYS: hash, snapshot zset. ARGV: after, to|-1, limit|-1, default ttl ms, touch 0|1.
-# Reply: {head, {blobs of after+1 .. }}
-_READ = (
-    _LUA_COMMON
-    + """
-local h = KEYS[1]
-local head = tonumber(redis.call('HGET', h, 'h') or '0')
-local after = tonumber(ARGV[1])
-if after < 0 then after = 0 end
-local hi = head
-local to = tonumber(ARGV[2])
-if to >= 0 and to < hi then hi = to end
-local limit = tonumber(ARGV[3])
-if limit >= 0 and after + limit < hi then hi = after + limit end
-local out = {}
-local fields = {}
-for s = after + 1, hi do
-  fields[#fields + 1] = 'e:' .. fmt(s)
-  if #fields >= 1000 or s == hi then
-    local vals = redis.call('HMGET', h, unpack(fields))
-    for i = 1, #fields do out[#out + 1] = vals[i] end
-    fields = {}
-  end
-end
-if head > 0 and ARGV[5] == '1' then touch(h, KEYS[2], ttl_of(h, ARGV[4])) end
-return {head, out}
-"""
-)
-
-# KEYS: hash. ARGV: timestamp. Reply: the highest seq stamped at or before it.
-_SEQ_AT = (
-    _LUA_COMMON
-    + """
-local h = KEYS[1]
-local head = tonumber(redis.call('HGET', h, 'h') or '0')
-local t = tonumber(ARGV[1])
-for s = head, 1, -1 do
-  local v = redis.call('HGET', h, 'e:' .. fmt(s))
-  if v and struct.unpack('>d', v) <= t then return s end
-end
-return 0
-"""
-)
-
-# KEYS: hash, snapshot zset. ARGV: bound ('+inf' or seq), default ttl, touch.
-_LATEST = (
-    _LUA_COMMON
-    + """
-local r = redis.call('ZREVRANGEBYSCORE', KEYS[2], ARGV[1], '-inf', 'LIMIT', 0, 1)
-if #r == 0 then return false end
-local v = redis.call('HGET', KEYS[1], 's:' .. r[1])
-if not v then return false end
-if ARGV[3] == '1' then touch(KEYS[1], KEYS[2], ttl_of(KEYS[1], ARGV[2])) end
-return {tonumber(r[1]), v}
-"""
-)
-
-# KEYS: hash, snapshot zset. ARGV: default ttl, touch. Reply: {snapshot or nil, head,
-# events after the snapshot}: _LATEST and _READ in one script, one consistent read.
-_READ_LATEST = (
-    _LUA_COMMON
-    + """
-local h = KEYS[1]
-local snap = false
-local after = 0
-local r = redis.call('ZREVRANGEBYSCORE', KEYS[2], '+inf', '-inf', 'LIMIT', 0, 1)
-if #r > 0 then
-  local v = redis.call('HGET', h, 's:' .. r[1])
-  if v then
-    snap = {tonumber(r[1]), v}
-    after = tonumber(r[1])
-  end
-end
-local head = tonumber(redis.call('HGET', h, 'h') or '0')
-local out = {}
-local fields = {}
-for s = after + 1, head do
-  fields[#fields + 1] = 'e:' .. fmt(s)
-  if #fields >= 1000 or s == head then
-    local vals = redis.call('HMGET', h, unpack(fields))
-    for i = 1, #fields do out[#out + 1] = vals[i] end
-    fields = {}
-  end
-end
-if head > 0 and ARGV[2] == '1' then touch(h, KEYS[2], ttl_of(h, ARGV[1])) end
-return {snap, head, out}
-"""
-)
-
-# KEYS: hash, snapshot zset. ARGV: seq, blob, default ttl. Reply: {0|2, head}
-_SAVE_SNAPSHOT = (
-    _LUA_COMMON
-    + """
-local head = tonumber(redis.call('HGET', KEYS[1], 'h') or '0')
-local seq = tonumber(ARGV[1])
-if seq < 1 or seq > head then return {2, head} end
-redis.call('HSET', KEYS[1], 's:' .. ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[2], seq, ARGV[1])
-touch(KEYS[1], KEYS[2], ttl_of(KEYS[1], ARGV[3]))
-return {0, head}
-"""
-)
-
-# KEYS: hash, snapshot zset, index. ARGV: agent. Reply: 1 if it existed.
-_DELETE = """
-local existed = redis.call('EXISTS', KEYS[1])
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', KEYS[3], ARGV[1])
-return existed
-"""
-
-# Leases: <prefix>l:<agent> hash o = holder (absent when released), n = token,
-# x = expiry (seconds since the epoch on the Redis server's clock, as text).
-_LUA_NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-"""
-
-# KEYS: lease. ARGV: holder, ttl s. Reply: {1|0, holder, token, expiry}
-_LEASE_ACQUIRE = (
-    _LUA_NOW
-    + """
-local cur = redis.call('HMGET', KEYS[1], 'o', 'n', 'x')
-local token = tonumber(cur[2] or '0')
-if cur[1] and cur[1] ~= ARGV[1] and tonumber(cur[3]) > now then
-  return {0, cur[1], token, cur[3]}
-end
-token = token + 1
-local x = string.format('%.17g', now + tonumber(ARGV[2]))
-redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', token, 'x', x)
-return {1, ARGV[1], token, x}
-"""
-)
-
-# KEYS: lease. ARGV: holder, token, ttl s. Reply: {1, holder, token, expiry} or
-# {0, current holder|'', current token}
-_LEASE_RENEW = (
-    _LUA_NOW
-    + """
-local cur = redis.call('HMGET', KEYS[1], 'o', 'n')
-if (not cur[1]) or cur[1] ~= ARGV[1] or tonumber(cur[2]) ~= tonumber(ARGV[2]) then
-  return {0, cur[1] or '', tonumber(cur[2] or '0')}
-end
-local x = string.format('%.17g', now + tonumber(ARGV[3]))
-redis.call('HSET', KEYS[1], 'x', x)
-return {1, ARGV[1], tonumber(ARGV[2]), x}
-"""
-)
-
-# KEYS: lease. ARGV: holder, token. Reply: 1 released, 0 not the current lease.
-_LEASE_RELEASE = """
-local cur = redis.call('HMGET', KEYS[1], 'o', 'n')
-if (not cur[1]) or cur[1] ~= ARGV[1] or tonumber(cur[2]) ~= tonumber(ARGV[2]) then
-  return 0
-end
-redis.call('HDEL', KEYS[1], 'o')
-redis.call('HSET', KEYS[1], 'x', '0')
-return 1
-"""
-
-# KEYS: hash, snapshot zset. ARGV: expected seq, has expected tag 0|1, expected tag,
-# has new tag 0|1, new tag, default ttl ms, n events, then per event: seq, checksum,
-# payload; then per snapshot: seq, blob. Reply: {0, head} done | {2, head} conflict.
-_REWRITE = (
-    _LUA_COMMON
-    + """
-local h, sz = KEYS[1], KEYS[2]
-local cur = redis.call('HMGET', h, 'h', 'g')
-local head = tonumber(cur[1] or '0')
-local same_tag = (ARGV[2] == '0' and not cur[2]) or (ARGV[2] == '1' and cur[2] == ARGV[3])
-if head == 0 or head ~= tonumber(ARGV[1]) or not same_tag then return {2, head} end
-local n = tonumber(ARGV[7])
-local at = 8
-for i = 1, n do
-  local field = 'e:' .. ARGV[at]
-  local old = redis.call('HGET', h, field)
-  -- keep the timestamp and kind, replace checksum and payload
-  local _, nkind = struct.unpack('>dHH', old)
-  local kind = string.sub(old, 13, 12 + nkind)
-  local blob = string.sub(old, 1, 8) .. struct.pack('>HH', nkind, #ARGV[at + 1])
-    .. kind .. ARGV[at + 1] .. ARGV[at + 2]
-  redis.call('HSET', h, field, blob)
-  at = at + 3
-end
-while at <= #ARGV do
-  redis.call('HSET', h, 's:' .. ARGV[at], ARGV[at + 1])
-  redis.call('ZADD', sz, tonumber(ARGV[at]), ARGV[at])
-  at = at + 2
-end
-if ARGV[4] == '1' then redis.call('HSET', h, 'g', ARGV[5]) end
-touch(h, sz, ttl_of(h, ARGV[6]))
-return {0, head}
-"""
-)
-
-# KEYS: hash, snapshot zset. ARGV: ttl ms (0 = no expiry).
-_SET_TTL = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local ttl = tonumber(ARGV[1])
-if ttl > 0 then
-  redis.call('HSET', KEYS[1], 't', ARGV[1])
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-else
-  redis.call('HDEL', KEYS[1], 't')
-  redis.call('PERSIST', KEYS[1])
-  redis.call('PERSIST', KEYS[2])
-end
-return 1
-"""
 
 
 def _pack_event(e: RawEvent) -> bytes:
@@ -499,6 +246,8 @@ class RedisBackend(Backend):
             Capability.DROP_ALL,
         }
     )
+    #: the head tag is compared inside the append script (no read before a write)
+    compares_head_tag = True
 
     def __init__(
         self,
@@ -542,19 +291,31 @@ class RedisBackend(Backend):
         except ValueError as exc:
             raise ConfigurationError(f"bad Redis URL {mask_url(url)!r}: {exc}") from exc
         self._client = aioredis.Redis(connection_pool=pool)
-        self._append_script = self._client.register_script(_APPEND)
-        self._read_script = self._client.register_script(_READ)
-        self._seq_at_script = self._client.register_script(_SEQ_AT)
-        self._latest_script = self._client.register_script(_LATEST)
-        self._read_latest_script = self._client.register_script(_READ_LATEST)
-        self._save_snapshot_script = self._client.register_script(_SAVE_SNAPSHOT)
-        self._delete_script = self._client.register_script(_DELETE)
-        self._ttl_script = self._client.register_script(_SET_TTL)
-        self._rewrite_script = self._client.register_script(_REWRITE)
-        self._acquire_script = self._client.register_script(_LEASE_ACQUIRE)
-        self._renew_script = self._client.register_script(_LEASE_RENEW)
-        self._release_script = self._client.register_script(_LEASE_RELEASE)
+        self._append_script = self._client.register_script(lua("append"))
+        self._read_script = self._client.register_script(lua("read"))
+        self._seq_at_script = self._client.register_script(lua("seq_at"))
+        self._latest_script = self._client.register_script(lua("latest"))
+        self._read_latest_script = self._client.register_script(lua("read_latest"))
+        self._save_snapshot_script = self._client.register_script(lua("save_snapshot"))
+        self._delete_script = self._client.register_script(lua("delete"))
+        self._ttl_script = self._client.register_script(lua("set_ttl"))
+        self._rewrite_script = self._client.register_script(lua("rewrite"))
+        self._acquire_script = self._client.register_script(lua("lease_acquire"))
+        self._renew_script = self._client.register_script(lua("lease_renew"))
+        self._release_script = self._client.register_script(lua("lease_release"))
         self._closed = False
+        self._reconnect = Reconnecting(
+            engine="redis",
+            timeout=lambda: self.retry_timeout,
+            errors=(RedisError,),
+            transient=_transient,
+            reason=self._reason,
+            reject=lambda what, exc: BackendRejected(f"{what}: {self._reason(exc)}"),
+            is_closed=lambda: self._closed,
+            check_open=self._check_open,
+            logger=logger,
+            prepare=self._prepare,
+        )
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> RedisBackend:
@@ -652,27 +413,11 @@ class RedisBackend(Backend):
 
     async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run ``op`` (safe to repeat), retrying connection errors until the deadline."""
+        return await self._reconnect.run(what, op)
+
+    async def _prepare(self) -> None:
         if not self._reached:
             await self.open()
-        deadline = time.monotonic() + self.retry_timeout
-        delay = 0.02
-        while True:
-            self._check_open()
-            try:
-                return await op()
-            except RedisError as exc:
-                if self._closed:
-                    raise StoreClosed("redis backend closed during an operation") from exc
-                reason = one_line(scrub(str(exc), self.url))
-                if not _transient(exc):
-                    raise BackendRejected(f"redis {what} failed: {reason}") from exc
-                if time.monotonic() + delay > deadline:
-                    raise BackendError(f"redis {what} failed: {reason}") from exc
-                # one warning per operation, not one per attempt
-                log = logger.warning if delay == 0.02 else logger.debug
-                log("redis %s: %s; retrying for up to %gs", what, reason, self.retry_timeout)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
 
     # -- appends ---------------------------------------------------------------------
 
@@ -692,6 +437,9 @@ class RedisBackend(Backend):
             request.head_tag if request.head_tag is not None else b"",
             request.fence[0].encode() if request.fence is not None else b"",
             str(request.fence[1]) if request.fence is not None else "0",
+            # the tag compare: an empty tag is stored as none (see the script)
+            ("1" if request.expected_tag else "0") if request.check_tag else "",
+            request.expected_tag or b"",
         ]
         args.extend(_pack_event(e) for e in events)
         return [h, sz, self._index, self._lease_key(request.agent_id)], args
@@ -764,42 +512,15 @@ class RedisBackend(Backend):
         return [r if r is not None else BackendError("not attempted") for r in out]
 
     async def _recover(self, request: AppendRequest, exc: RedisError) -> AppendResult:
-        """Settle an append whose reply was lost: stored, not stored, or someone else's."""
-        if not _transient(exc):
-            raise BackendRejected(f"redis append failed: {self._reason(exc)}") from exc
-        deadline = time.monotonic() + self.retry_timeout
-        delay = 0.02
-        last: BaseException = exc
-        maybe_applied = True
-        while True:
-            self._check_open()
-            submitting = False
-            try:
-                if maybe_applied and await self._landed(request):
-                    return AppendResult(
-                        request.agent_id, request.events[0].seq, request.events[-1].seq
-                    )
-                maybe_applied = False
-                submitting = True
-                keys, args = self._append_call(request)
-                return self._result(request, await self._append_script(keys=keys, args=args))
-            except RedisError as again:
-                if self._closed:
-                    raise StoreClosed("redis backend closed during an append") from again
-                if not _transient(again):
-                    raise BackendRejected(f"redis append failed: {self._reason(again)}") from again
-                if submitting:
-                    maybe_applied = True
-                last = again
-            if time.monotonic() + delay > deadline:
-                break
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-        raise BackendError(
-            f"redis append to {request.agent_id!r} at seq {request.events[0].seq} failed "
-            f"and could not be completed within {self.retry_timeout}s: {self._reason(last)}",
-            maybe_applied=maybe_applied,
-        ) from last
+        """Settle an append whose reply was lost: stored, not stored, or someone else's
+        (see :meth:`Reconnecting.settle_append`)."""
+        return await self._reconnect.settle_append(
+            request, exc, landed=self._landed, submit=self._submit
+        )
+
+    async def _submit(self, request: AppendRequest) -> AppendResult:
+        keys, args = self._append_call(request)
+        return self._result(request, await self._append_script(keys=keys, args=args))
 
     async def _landed(self, request: AppendRequest) -> bool:
         h, _ = self._keys(request.agent_id)

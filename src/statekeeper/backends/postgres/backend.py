@@ -57,13 +57,12 @@ import logging
 import math
 import re
 import select
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from ..arguments import check_stored_id
-from ..errors import (
+from ...arguments import check_stored_id
+from ...errors import (
     BackendError,
     BackendRejected,
     BackendUnavailable,
@@ -75,7 +74,7 @@ from ..errors import (
     ReadOnlyStore,
     StoreClosed,
 )
-from ..records import (
+from ...records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
@@ -84,8 +83,10 @@ from ..records import (
     RawSnapshot,
     RewriteRequest,
 )
-from .base import Backend, Capability, Health, validate_request, validate_rewrite, validate_ttl
-from .redact import mask_url, one_line, scrub
+from ..base import Backend, Capability, Health, validate_request, validate_rewrite, validate_ttl
+from ..recovery import Reconnecting
+from ..redact import mask_url, one_line, scrub
+from ..scripts import named_blocks, read_script
 
 try:
     import psycopg
@@ -115,422 +116,20 @@ _OWN_OPTIONS = (
 )
 _SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
-# Numbered migrations: (version, name, SQL with ``{s}`` for the schema). Never edit a
-# released one; append a new number instead.
+_PACKAGE = "statekeeper.backends.postgres"
+
+# Numbered migrations: (version, name, SQL with ``{s}`` for the schema), in sql/.
+# Never edit a released one; append a new number instead. Nothing has been released
+# yet: the pre-release migrations 1-6 are squashed into one, numbered 6 (so a schema
+# that has them all is current), written to also upgrade a schema that has 1-5.
 MIGRATIONS: list[tuple[int, str, str]] = [
-    (
-        1,
-        "streams, snapshots, idempotency keys and sk_append",
-        """
-CREATE TABLE {s}.sk_agents (
-    agent_id   text COLLATE "C" PRIMARY KEY,
-    head_seq   bigint NOT NULL,
-    created_at double precision NOT NULL,
-    updated_at double precision NOT NULL
-);
-CREATE TABLE {s}.sk_events (
-    agent_id text COLLATE "C" NOT NULL,
-    seq      bigint NOT NULL,
-    kind     text NOT NULL,
-    ts       double precision NOT NULL,
-    payload  bytea NOT NULL,
-    checksum bytea NOT NULL,
-    PRIMARY KEY (agent_id, seq)
-);
-CREATE TABLE {s}.sk_snapshots (
-    agent_id text COLLATE "C" NOT NULL,
-    seq      bigint NOT NULL,
-    ts       double precision NOT NULL,
-    payload  bytea NOT NULL,
-    checksum bytea NOT NULL,
-    PRIMARY KEY (agent_id, seq)
-);
-CREATE TABLE {s}.sk_idempotency (
-    agent_id  text COLLATE "C" NOT NULL,
-    key       text NOT NULL,
-    first_seq bigint NOT NULL,
-    last_seq  bigint NOT NULL,
-    PRIMARY KEY (agent_id, key)
-);
-CREATE FUNCTION {s}.sk_append(
-    p_agent text, p_expected bigint, p_seqs bigint[], p_kinds text[], p_ts float8[],
-    p_payloads bytea[], p_checksums bytea[], p_key text,
-    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
-    OUT status int, OUT a bigint, OUT b bigint)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    n  int := cardinality(p_seqs);
-    rc bigint;
-BEGIN
-    -- status 0: appended a..b; 1: duplicate key, first append was a..b; 2: conflict, head a
-    IF p_key IS NOT NULL THEN
-        SELECT k.first_seq, k.last_seq INTO a, b FROM {s}.sk_idempotency k
-         WHERE k.agent_id = p_agent AND k.key = p_key;
-        IF FOUND THEN status := 1; RETURN; END IF;
-    END IF;
-    IF p_expected = 0 THEN
-        INSERT INTO {s}.sk_agents AS h (agent_id, head_seq, created_at, updated_at)
-        VALUES (p_agent, p_seqs[n], p_ts[1], p_ts[n]) ON CONFLICT (agent_id) DO NOTHING;
-    ELSE
-        UPDATE {s}.sk_agents SET head_seq = p_seqs[n], updated_at = p_ts[n]
-         WHERE agent_id = p_agent AND head_seq = p_expected;
-    END IF;
-    GET DIAGNOSTICS rc = ROW_COUNT;
-    IF rc = 0 THEN
-        -- lost the race: a concurrent append with the same key counts as a duplicate
-        IF p_key IS NOT NULL THEN
-            SELECT k.first_seq, k.last_seq INTO a, b FROM {s}.sk_idempotency k
-             WHERE k.agent_id = p_agent AND k.key = p_key;
-            IF FOUND THEN status := 1; RETURN; END IF;
-        END IF;
-        SELECT h.head_seq INTO a FROM {s}.sk_agents h WHERE h.agent_id = p_agent;
-        status := 2; a := coalesce(a, 0); b := 0;
-        RETURN;
-    END IF;
-    INSERT INTO {s}.sk_events (agent_id, seq, kind, ts, payload, checksum)
-    SELECT p_agent, u.seq, u.kind, u.ts, u.payload, u.checksum
-      FROM unnest(p_seqs, p_kinds, p_ts, p_payloads, p_checksums)
-        AS u(seq, kind, ts, payload, checksum);
-    IF p_key IS NOT NULL THEN
-        INSERT INTO {s}.sk_idempotency (agent_id, key, first_seq, last_seq)
-        VALUES (p_agent, p_key, p_seqs[1], p_seqs[n]);
-    END IF;
-    IF p_snap_seq IS NOT NULL THEN
-        INSERT INTO {s}.sk_snapshots (agent_id, seq, ts, payload, checksum)
-        VALUES (p_agent, p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum)
-        ON CONFLICT (agent_id, seq) DO UPDATE
-           SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum;
-    END IF;
-    status := 0; a := p_seqs[1]; b := p_seqs[n];
-END
-$fn$;
-""",
-    ),
+    (6, "tables, leases and the append functions", read_script(_PACKAGE, "sql/schema.sql")),
 ]
-
-MIGRATIONS.append(
-    (
-        2,
-        "sk_append1: one-event appends with scalar arguments",
-        """
-CREATE FUNCTION {s}.sk_append1(
-    p_agent text, p_expected bigint, p_seq bigint, p_kind text, p_ts float8,
-    p_payload bytea, p_checksum bytea, p_key text,
-    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
-    OUT status int, OUT a bigint, OUT b bigint)
-LANGUAGE sql AS $fn$
-    SELECT * FROM {s}.sk_append(p_agent, p_expected, ARRAY[p_seq], ARRAY[p_kind],
-        ARRAY[p_ts], ARRAY[p_payload], ARRAY[p_checksum], p_key,
-        p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum)
-$fn$;
-""",
-    )
-)
-
-MIGRATIONS.append(
-    (
-        3,
-        "sk_append_batch: many appends in one statement (group commit)",
-        """
-CREATE FUNCTION {s}.sk_append_batch(
-    p_agents text[], p_expected bigint[], p_counts int[], p_keys text[],
-    p_snap_seq bigint[], p_snap_ts float8[], p_snap_payload bytea[], p_snap_checksum bytea[],
-    p_seqs bigint[], p_kinds text[], p_ts float8[], p_payloads bytea[], p_checksums bytea[])
-RETURNS TABLE (idx int, status int, a bigint, b bigint)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    off int := 0;
-    n int;
-    r record;
-BEGIN
-    FOR i IN 1 .. cardinality(p_agents) LOOP
-        n := p_counts[i];
-        SELECT * INTO r FROM {s}.sk_append(p_agents[i], p_expected[i],
-            p_seqs[off + 1 : off + n], p_kinds[off + 1 : off + n], p_ts[off + 1 : off + n],
-            p_payloads[off + 1 : off + n], p_checksums[off + 1 : off + n], p_keys[i],
-            p_snap_seq[i], p_snap_ts[i], p_snap_payload[i], p_snap_checksum[i]);
-        idx := i; status := r.status; a := r.a; b := r.b;
-        RETURN NEXT;
-        off := off + n;
-    END LOOP;
-END
-$fn$;
-""",
-    )
-)
-
-MIGRATIONS.append(
-    (
-        4,
-        "head tags: the authenticated stream head stored with the head, atomically",
-        """
-ALTER TABLE {s}.sk_agents ADD COLUMN head_tag bytea;
-DROP FUNCTION {s}.sk_append_batch;
-DROP FUNCTION {s}.sk_append1;
-DROP FUNCTION {s}.sk_append;
-CREATE FUNCTION {s}.sk_append(
-    p_agent text, p_expected bigint, p_seqs bigint[], p_kinds text[], p_ts float8[],
-    p_payloads bytea[], p_checksums bytea[], p_key text,
-    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
-    p_head_tag bytea,
-    OUT status int, OUT a bigint, OUT b bigint)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    n  int := cardinality(p_seqs);
-    rc bigint;
-BEGIN
-    -- status 0: appended a..b; 1: duplicate key, first append was a..b; 2: conflict, head a
-    IF p_key IS NOT NULL THEN
-        SELECT k.first_seq, k.last_seq INTO a, b FROM {s}.sk_idempotency k
-         WHERE k.agent_id = p_agent AND k.key = p_key;
-        IF FOUND THEN status := 1; RETURN; END IF;
-    END IF;
-    IF p_expected = 0 THEN
-        INSERT INTO {s}.sk_agents AS h (agent_id, head_seq, created_at, updated_at, head_tag)
-        VALUES (p_agent, p_seqs[n], p_ts[1], p_ts[n], p_head_tag)
-        ON CONFLICT (agent_id) DO NOTHING;
-    ELSE
-        UPDATE {s}.sk_agents SET head_seq = p_seqs[n], updated_at = p_ts[n], head_tag = p_head_tag
-         WHERE agent_id = p_agent AND head_seq = p_expected;
-    END IF;
-    GET DIAGNOSTICS rc = ROW_COUNT;
-    IF rc = 0 THEN
-        -- lost the race: a concurrent append with the same key counts as a duplicate
-        IF p_key IS NOT NULL THEN
-            SELECT k.first_seq, k.last_seq INTO a, b FROM {s}.sk_idempotency k
-             WHERE k.agent_id = p_agent AND k.key = p_key;
-            IF FOUND THEN status := 1; RETURN; END IF;
-        END IF;
-        SELECT h.head_seq INTO a FROM {s}.sk_agents h WHERE h.agent_id = p_agent;
-        status := 2; a := coalesce(a, 0); b := 0;
-        RETURN;
-    END IF;
-    INSERT INTO {s}.sk_events (agent_id, seq, kind, ts, payload, checksum)
-    SELECT p_agent, u.seq, u.kind, u.ts, u.payload, u.checksum
-      FROM unnest(p_seqs, p_kinds, p_ts, p_payloads, p_checksums)
-        AS u(seq, kind, ts, payload, checksum);
-    IF p_key IS NOT NULL THEN
-        INSERT INTO {s}.sk_idempotency (agent_id, key, first_seq, last_seq)
-        VALUES (p_agent, p_key, p_seqs[1], p_seqs[n]);
-    END IF;
-    IF p_snap_seq IS NOT NULL THEN
-        INSERT INTO {s}.sk_snapshots (agent_id, seq, ts, payload, checksum)
-        VALUES (p_agent, p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum)
-        ON CONFLICT (agent_id, seq) DO UPDATE
-           SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum;
-    END IF;
-    status := 0; a := p_seqs[1]; b := p_seqs[n];
-END
-$fn$;
-CREATE FUNCTION {s}.sk_append1(
-    p_agent text, p_expected bigint, p_seq bigint, p_kind text, p_ts float8,
-    p_payload bytea, p_checksum bytea, p_key text,
-    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
-    p_head_tag bytea,
-    OUT status int, OUT a bigint, OUT b bigint)
-LANGUAGE sql AS $fn$
-    SELECT * FROM {s}.sk_append(p_agent, p_expected, ARRAY[p_seq], ARRAY[p_kind],
-        ARRAY[p_ts], ARRAY[p_payload], ARRAY[p_checksum], p_key,
-        p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum, p_head_tag)
-$fn$;
-CREATE FUNCTION {s}.sk_append_batch(
-    p_agents text[], p_expected bigint[], p_counts int[], p_keys text[],
-    p_snap_seq bigint[], p_snap_ts float8[], p_snap_payload bytea[], p_snap_checksum bytea[],
-    p_seqs bigint[], p_kinds text[], p_ts float8[], p_payloads bytea[], p_checksums bytea[],
-    p_head_tags bytea[])
-RETURNS TABLE (idx int, status int, a bigint, b bigint)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    off int := 0;
-    n int;
-    r record;
-BEGIN
-    FOR i IN 1 .. cardinality(p_agents) LOOP
-        n := p_counts[i];
-        SELECT * INTO r FROM {s}.sk_append(p_agents[i], p_expected[i],
-            p_seqs[off + 1 : off + n], p_kinds[off + 1 : off + n], p_ts[off + 1 : off + n],
-            p_payloads[off + 1 : off + n], p_checksums[off + 1 : off + n], p_keys[i],
-            p_snap_seq[i], p_snap_ts[i], p_snap_payload[i], p_snap_checksum[i],
-            p_head_tags[i]);
-        idx := i; status := r.status; a := r.a; b := r.b;
-        RETURN NEXT;
-        off := off + n;
-    END LOOP;
-END
-$fn$;
-""",
-    )
-)
-
-MIGRATIONS.append(
-    (
-        5,
-        "leases with fencing tokens; fenced appends",
-        """
-CREATE TABLE {s}.sk_leases (
-    agent_id   text COLLATE "C" PRIMARY KEY,
-    holder     text,
-    token      bigint NOT NULL,
-    expires_at double precision NOT NULL
-);
-CREATE FUNCTION {s}.sk_append_fenced(
-    p_fence_holder text, p_fence_token bigint,
-    p_agent text, p_expected bigint, p_seqs bigint[], p_kinds text[], p_ts float8[],
-    p_payloads bytea[], p_checksums bytea[], p_key text,
-    p_snap_seq bigint, p_snap_ts float8, p_snap_payload bytea, p_snap_checksum bytea,
-    p_head_tag bytea,
-    OUT status int, OUT a bigint, OUT b bigint, OUT h text)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    cur_holder text;
-    cur_token  bigint;
-BEGIN
-    -- status 3: the fence is not the agent's current lease (a = its token, h = holder).
-    -- FOR SHARE keeps a concurrent grant from slipping in before this append commits.
-    SELECT l.holder, l.token INTO cur_holder, cur_token FROM {s}.sk_leases l
-     WHERE l.agent_id = p_agent FOR SHARE;
-    IF cur_holder IS NULL OR cur_holder <> p_fence_holder OR cur_token <> p_fence_token THEN
-        status := 3; a := coalesce(cur_token, 0); b := 0; h := cur_holder;
-        RETURN;
-    END IF;
-    SELECT r.status, r.a, r.b INTO status, a, b FROM {s}.sk_append(p_agent, p_expected,
-        p_seqs, p_kinds, p_ts, p_payloads, p_checksums, p_key,
-        p_snap_seq, p_snap_ts, p_snap_payload, p_snap_checksum, p_head_tag) r;
-END
-$fn$;
-CREATE FUNCTION {s}.sk_append_batch_fenced(
-    p_agents text[], p_expected bigint[], p_counts int[], p_keys text[],
-    p_snap_seq bigint[], p_snap_ts float8[], p_snap_payload bytea[], p_snap_checksum bytea[],
-    p_seqs bigint[], p_kinds text[], p_ts float8[], p_payloads bytea[], p_checksums bytea[],
-    p_head_tags bytea[], p_fence_holders text[], p_fence_tokens bigint[])
-RETURNS TABLE (idx int, status int, a bigint, b bigint, h text)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    off int := 0;
-    n int;
-    r record;
-BEGIN
-    FOR i IN 1 .. cardinality(p_agents) LOOP
-        n := p_counts[i];
-        IF p_fence_holders[i] IS NULL THEN
-            SELECT x.status, x.a, x.b, NULL::text AS h INTO r FROM {s}.sk_append(
-                p_agents[i], p_expected[i],
-                p_seqs[off + 1 : off + n], p_kinds[off + 1 : off + n], p_ts[off + 1 : off + n],
-                p_payloads[off + 1 : off + n], p_checksums[off + 1 : off + n], p_keys[i],
-                p_snap_seq[i], p_snap_ts[i], p_snap_payload[i], p_snap_checksum[i],
-                p_head_tags[i]) x;
-        ELSE
-            SELECT * INTO r FROM {s}.sk_append_fenced(p_fence_holders[i], p_fence_tokens[i],
-                p_agents[i], p_expected[i],
-                p_seqs[off + 1 : off + n], p_kinds[off + 1 : off + n], p_ts[off + 1 : off + n],
-                p_payloads[off + 1 : off + n], p_checksums[off + 1 : off + n], p_keys[i],
-                p_snap_seq[i], p_snap_ts[i], p_snap_payload[i], p_snap_checksum[i],
-                p_head_tags[i]);
-        END IF;
-        idx := i; status := r.status; a := r.a; b := r.b; h := r.h;
-        RETURN NEXT;
-        off := off + n;
-    END LOOP;
-END
-$fn$;
-""",
-    )
-)
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
-_APPEND = (
-    "SELECT status, a, b FROM {s}.sk_append(%s, %s, %s::bigint[], %s::text[],"
-    " %s::float8[], %s::bytea[], %s::bytea[], %s::text, %s::bigint, %s::float8,"
-    " %s::bytea, %s::bytea, %s::bytea)"
-)
-_QUERIES: dict[str, str] = {
-    "append": _APPEND,
-    "append_batch": "SELECT idx, status, a, b FROM {s}.sk_append_batch(%s::text[],"
-    " %s::bigint[], %s::int[], %s::text[], %s::bigint[], %s::float8[], %s::bytea[],"
-    " %s::bytea[], %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[],"
-    " %s::bytea[]) ORDER BY idx",
-    # the store appends one event at a time: scalar arguments spare the array encoding
-    "append1": "SELECT status, a, b FROM {s}.sk_append1(%s, %s, %s::bigint, %s::text,"
-    " %s::float8, %s::bytea, %s::bytea, %s::text, %s::bigint, %s::float8, %s::bytea,"
-    " %s::bytea, %s::bytea)",
-    "key": "SELECT first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s AND key = %s",
-    "keys": "SELECT key, first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s"
-    " ORDER BY first_seq",
-    "append_fenced": "SELECT status, a, b, h FROM {s}.sk_append_fenced(%s, %s, %s, %s,"
-    " %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[], %s::text, %s::bigint,"
-    " %s::float8, %s::bytea, %s::bytea, %s::bytea)",
-    "append_batch_fenced": "SELECT idx, status, a, b, h FROM {s}.sk_append_batch_fenced("
-    "%s::text[], %s::bigint[], %s::int[], %s::text[], %s::bigint[], %s::float8[], %s::bytea[],"
-    " %s::bytea[], %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[],"
-    " %s::bytea[], %s::text[], %s::bigint[]) ORDER BY idx",
-    # leases: expiry on the database server's clock, shared by every worker
-    "lease_acquire": "INSERT INTO {s}.sk_leases AS l (agent_id, holder, token, expires_at)"
-    " VALUES (%(agent)s, %(holder)s, 1, extract(epoch FROM clock_timestamp()) + %(ttl)s)"
-    " ON CONFLICT (agent_id) DO UPDATE SET holder = EXCLUDED.holder, token = l.token + 1,"
-    " expires_at = EXCLUDED.expires_at"
-    " WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder"
-    " OR l.expires_at <= extract(epoch FROM clock_timestamp())"
-    " RETURNING holder, token, expires_at",
-    "lease_renew": "UPDATE {s}.sk_leases"
-    " SET expires_at = extract(epoch FROM clock_timestamp()) + %(ttl)s"
-    " WHERE agent_id = %(agent)s AND holder = %(holder)s AND token = %(token)s"
-    " RETURNING holder, token, expires_at",
-    "lease_release": "UPDATE {s}.sk_leases SET holder = NULL, expires_at = 0"
-    " WHERE agent_id = %(agent)s AND holder = %(holder)s AND token = %(token)s"
-    " RETURNING token",
-    "lease_get": "SELECT holder, token, expires_at FROM {s}.sk_leases WHERE agent_id = %(agent)s",
-    "rw_lock": "SELECT head_seq, head_tag FROM {s}.sk_agents WHERE agent_id = %s FOR UPDATE",
-    "rw_events": "UPDATE {s}.sk_events e SET payload = u.payload, checksum = u.checksum"
-    " FROM unnest(%s::bigint[], %s::bytea[], %s::bytea[]) AS u(seq, payload, checksum)"
-    " WHERE e.agent_id = %s AND e.seq = u.seq",
-    "rw_snap": "INSERT INTO {s}.sk_snapshots (agent_id, seq, ts, payload, checksum)"
-    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (agent_id, seq) DO UPDATE"
-    " SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum",
-    "rw_tag": "UPDATE {s}.sk_agents SET head_tag = %s WHERE agent_id = %s",
-    "head": "SELECT head_seq FROM {s}.sk_agents WHERE agent_id = %s",
-    "head_tag": "SELECT head_seq, head_tag FROM {s}.sk_agents WHERE agent_id = %s",
-    "read": "SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events"
-    " WHERE agent_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s",
-    "read_many": "SELECT q.i, e.seq, e.kind, e.ts, e.payload, e.checksum"
-    " FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::bigint[])"
-    " WITH ORDINALITY AS q(agent_id, after_seq, to_seq, lim, i)"
-    " CROSS JOIN LATERAL (SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events"
-    " WHERE agent_id = q.agent_id AND seq > q.after_seq AND seq <= q.to_seq"
-    " ORDER BY seq LIMIT q.lim) e ORDER BY q.i, e.seq",
-    # one statement, one snapshot of the data: the newest snapshot (kind NULL) and the
-    # events after it
-    "read_latest": "WITH snap AS (SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots"
-    " WHERE agent_id = %s ORDER BY seq DESC LIMIT 1)"
-    " SELECT seq, NULL::text AS kind, ts, payload, checksum FROM snap UNION ALL"
-    " SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events"
-    " WHERE agent_id = %s AND seq > coalesce((SELECT seq FROM snap), 0) ORDER BY 1",
-    "seq_at": "SELECT max(seq) FROM {s}.sk_events WHERE agent_id = %s AND ts <= %s",
-    "snap_latest": "SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots"
-    " WHERE agent_id = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
-    "snap_save": "INSERT INTO {s}.sk_snapshots AS t (agent_id, seq, ts, payload, checksum)"
-    " SELECT %s, %s::bigint, %s, %s, %s FROM {s}.sk_agents h"
-    " WHERE h.agent_id = %s AND %s::bigint BETWEEN 1 AND h.head_seq"
-    " ON CONFLICT (agent_id, seq) DO UPDATE"
-    " SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum",
-    "list": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
-    " WHERE agent_id > %s ORDER BY agent_id LIMIT %s",
-    "list_all": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
-    " ORDER BY agent_id LIMIT %s",
-    "list_before": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
-    " WHERE agent_id < %s ORDER BY agent_id DESC LIMIT %s",
-    "list_last": "SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents"
-    " ORDER BY agent_id DESC LIMIT %s",
-    "read_heads": "SELECT e.agent_id, e.seq, e.kind, e.ts, e.payload, e.checksum"
-    " FROM {s}.sk_agents a JOIN {s}.sk_events e"
-    " ON e.agent_id = a.agent_id AND e.seq = a.head_seq WHERE a.agent_id = ANY(%s)",
-    "count": "SELECT count(*) FROM {s}.sk_agents",
-    "del_agent": "DELETE FROM {s}.sk_agents WHERE agent_id = %s",
-    "del_events": "DELETE FROM {s}.sk_events WHERE agent_id = %s",
-    "del_snaps": "DELETE FROM {s}.sk_snapshots WHERE agent_id = %s",
-    "del_keys": "DELETE FROM {s}.sk_idempotency WHERE agent_id = %s",
-    "migrations": "SELECT version FROM {s}.sk_migrations ORDER BY version",
-}
+#: every statement, by name (sql/queries.sql)
+_QUERIES: dict[str, str] = named_blocks(read_script(_PACKAGE, "sql/queries.sql"))
 _NO_LIMIT = 2**62
 
 
@@ -663,6 +262,8 @@ class PostgresBackend(Backend):
             Capability.MIGRATIONS,
         }
     )
+    #: the head tag is compared inside ``sk_append`` (no read before a write)
+    compares_head_tag = True
 
     def __init__(
         self,
@@ -717,6 +318,20 @@ class PostgresBackend(Backend):
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
         self._closed = False
+        self._reconnect = Reconnecting(
+            engine="postgresql",
+            timeout=lambda: self.retry_timeout,
+            errors=(psycopg.Error,),
+            transient=_transient,
+            reason=self._reason,
+            reject=lambda what, exc: self._failure(what, exc),
+            is_closed=lambda: self._closed,
+            check_open=self._check_open,
+            logger=logger,
+            prepare=self._prepare,
+            before_retry=self._purge,
+            unsent=lambda exc: isinstance(exc, PoolTimeout),
+        )
         # read coalescing (see :meth:`read`)
         self._reading = False
         self._read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]] = []
@@ -750,11 +365,13 @@ class PostgresBackend(Backend):
         """The server's or driver's message on one line, with the DSN's secrets masked."""
         return one_line(scrub(str(exc), self.dsn)) or type(exc).__name__
 
-    def _failure(self, what: str, exc: psycopg.Error) -> BackendError:
+    def _failure(self, what: str, exc: BaseException) -> BackendError:
         """A failure that is not retried (any more), typed by its cause."""
         if _transient(exc):
             return BackendError(f"{what}: {self._reason(exc)}")
-        return BackendRejected(f"{what}: {self._reason(exc)}", sqlstate=exc.sqlstate)
+        return BackendRejected(
+            f"{what}: {self._reason(exc)}", sqlstate=getattr(exc, "sqlstate", None)
+        )
 
     async def _dial(self) -> None:
         """Connect once, within ``connect_timeout``, before the pool exists: a server
@@ -918,35 +535,11 @@ class PostgresBackend(Backend):
 
     async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run ``op`` (safe to repeat), retrying on lost connections until the deadline."""
-        deadline = time.monotonic() + self.retry_timeout
-        delay = 0.02
-        while True:
-            self._check_open()
-            try:
-                if not self._opened:
-                    await self._ensure_open()
-                return await op()
-            except psycopg.Error as exc:
-                if self._closed:
-                    raise StoreClosed("postgresql backend closed during an operation") from exc
-                if not _transient(exc):
-                    raise self._failure(f"postgresql {what} failed", exc) from exc
-                if time.monotonic() + delay > deadline:
-                    raise BackendError(
-                        f"postgresql {what} failed after retrying for {self.retry_timeout}s: "
-                        f"{self._reason(exc)}"
-                    ) from exc
-                # one warning per operation, not one per attempt
-                log = logger.warning if delay == 0.02 else logger.debug
-                log(
-                    "postgresql %s: %s; retrying for up to %gs",
-                    what,
-                    self._reason(exc),
-                    self.retry_timeout,
-                )
-                await self._purge()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        return await self._reconnect.run(what, op)
+
+    async def _prepare(self) -> None:
+        if not self._opened:
+            await self._ensure_open()
 
     async def _purge(self) -> None:
         """After a lost connection, test the idle ones at once and replace the dead
@@ -996,6 +589,7 @@ class PostgresBackend(Backend):
         """The ``sk_append`` (or, for one event, ``sk_append1``) call for ``request``."""
         events = request.events
         snap = request.snapshot
+        fence = request.fence
         tail = (
             request.idempotency_key,
             snap.seq if snap is not None else None,
@@ -1003,19 +597,11 @@ class PostgresBackend(Backend):
             snap.payload if snap is not None else None,
             snap.checksum if snap is not None else None,
             request.head_tag,
+            request.check_tag,
+            request.expected_tag,
+            fence[0] if fence is not None else None,
+            fence[1] if fence is not None else None,
         )
-        if request.fence is not None:
-            return self._sql["append_fenced"], (
-                *request.fence,
-                request.agent_id,
-                request.expected_seq,
-                [e.seq for e in events],
-                [e.kind for e in events],
-                [e.timestamp for e in events],
-                [e.payload for e in events],
-                [e.checksum for e in events],
-                *tail,
-            )
         if len(events) == 1:
             e = events[0]
             one = (request.agent_id, request.expected_seq, e.seq, e.kind, e.timestamp)
@@ -1149,15 +735,12 @@ class PostgresBackend(Backend):
             [e.payload for e in events],
             [e.checksum for e in events],
             [r.head_tag for r in requests],
+            [r.check_tag for r in requests],
+            [r.expected_tag for r in requests],
+            [r.fence[0] if r.fence is not None else None for r in requests],
+            [r.fence[1] if r.fence is not None else None for r in requests],
         )
         query = self._sql["append_batch"]
-        if any(r.fence is not None for r in requests):
-            query = self._sql["append_batch_fenced"]
-            params = (
-                *params,
-                [r.fence[0] if r.fence is not None else None for r in requests],
-                [r.fence[1] if r.fence is not None else None for r in requests],
-            )
         async with self._connection() as conn:
             cur = await conn.execute(query, params)
             rows = await cur.fetchall()
@@ -1166,63 +749,26 @@ class PostgresBackend(Backend):
         return [tuple(row[1:]) for row in rows]
 
     async def _recover(self, request: AppendRequest, exc: psycopg.Error) -> AppendResult:
-        """Settle an append whose outcome is unknown (its connection failed).
-
-        Wait for the database, then look at what is stored at the request's seqs: the
-        same events (and key) mean the commit landed; nothing there means it did not,
-        and the append is simply tried again; anything else means another writer won.
-        """
+        """Settle an append whose outcome is unknown (its connection failed): see
+        :meth:`Reconnecting.settle_append` — what is stored at the request's seqs is
+        compared with its events. A constraint violation is final."""
         if isinstance(exc, psycopg.errors.IntegrityError):
             raise BackendRejected(
                 f"postgresql: constraint violated appending to {request.agent_id!r}: "
                 f"{self._reason(exc)}",
                 sqlstate=exc.sqlstate,
             ) from exc
-        if not _transient(exc):
-            raise self._failure(f"postgresql append to {request.agent_id!r} failed", exc) from exc
-        deadline = time.monotonic() + self.retry_timeout
-        delay = 0.02
-        last: BaseException = exc
-        # a request that never got a connection was never sent
-        maybe_applied = self._opened and not isinstance(exc, PoolTimeout)
-        while time.monotonic() < deadline:
-            self._check_open()
-            submitting = False
-            try:
-                if not self._opened:
-                    await self._ensure_open()
-                if maybe_applied and await self._landed(request):
-                    return AppendResult(
-                        request.agent_id, request.events[0].seq, request.events[-1].seq
-                    )
-                maybe_applied = False  # checked: it is not stored
-                submitting = True
-                return self._result(request, await self._append_once(request))
-            except psycopg.Error as again:
-                if self._closed:
-                    raise StoreClosed("postgresql backend closed during an append") from again
-                if not _transient(again):
-                    raise self._failure(
-                        f"postgresql append to {request.agent_id!r} failed", again
-                    ) from again
-                if submitting and not isinstance(again, PoolTimeout):
-                    maybe_applied = True
-                last = again
-            (logger.warning if delay == 0.02 else logger.debug)(
-                "postgresql append to %r interrupted (%s); retrying for up to %gs",
-                request.agent_id,
-                self._reason(last),
-                self.retry_timeout,
-            )
-            await self._purge()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-        raise BackendError(
-            f"postgresql append to {request.agent_id!r} at seq {request.events[0].seq} "
-            f"failed and could not be completed within {self.retry_timeout}s: "
-            f"{self._reason(last)}",
-            maybe_applied=maybe_applied,
-        ) from last
+        return await self._reconnect.settle_append(
+            request,
+            exc,
+            landed=self._landed,
+            submit=self._submit,
+            # a request that never got a connection was never sent
+            maybe_applied=self._opened and not isinstance(exc, PoolTimeout),
+        )
+
+    async def _submit(self, request: AppendRequest) -> AppendResult:
+        return self._result(request, await self._append_once(request))
 
     async def _landed(self, request: AppendRequest) -> bool:
         first, last = request.events[0].seq, request.events[-1].seq

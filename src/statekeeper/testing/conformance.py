@@ -1,9 +1,9 @@
 """The backend contract, as one reusable test class every storage engine runs unmodified.
 
-A backend module adds one small file::
+A backend's test suite adds one small file (see "Writing a backend" in docs/backends.md)::
 
     from statekeeper.backends.sqlite import SQLiteBackend
-    from .conformance import BackendConformance
+    from statekeeper.testing import BackendConformance
 
     class TestSQLiteConformance(BackendConformance):
         async def make_backend(self, tmp_path):
@@ -26,7 +26,7 @@ import asyncio
 import dataclasses
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,7 @@ class BackendConformance:
     # -- fixtures ------------------------------------------------------------------
 
     @pytest.fixture
-    async def backend(self, tmp_path: Path):
+    async def backend(self, tmp_path: Path) -> AsyncIterator[Backend]:
         backend = await self.make_backend(tmp_path)
         try:
             yield backend
@@ -120,7 +120,7 @@ class BackendConformance:
             await backend.close()
 
     @pytest.fixture
-    async def peer(self, backend: Backend, tmp_path: Path):
+    async def peer(self, backend: Backend, tmp_path: Path) -> AsyncIterator[Backend]:
         other = await self.open_peer(tmp_path)
         if other is None:
             pytest.skip(f"{type(backend).__name__} has no shared storage")
@@ -362,7 +362,8 @@ class BackendConformance:
     async def test_long_stream_reads_in_pages(self, backend: Backend) -> None:
         await backend.append(request("a", 0, 1500))
         await backend.append(request("a", 1500, 1000))
-        seqs, cursor = [], 0
+        seqs: list[int] = []
+        cursor = 0
         while page := await backend.read("a", cursor, limit=700):
             seqs.extend(e.seq for e in page)
             cursor = page[-1].seq
@@ -538,7 +539,7 @@ class BackendConformance:
         backend = await self.make_backend(tmp_path)
         await backend.append(request("a", 0))
         await backend.close()
-        calls = {
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
             "append": lambda: backend.append(request("a", 1)),
             "append_batch": lambda: backend.append_batch([request("a", 1)]),
             "lookup_key": lambda: backend.lookup_key("a", "k"),
@@ -554,7 +555,7 @@ class BackendConformance:
         for name, call in calls.items():
             with pytest.raises(StoreClosed):
                 await call()
-                pytest.fail(f"{name} worked on a closed backend")
+                raise AssertionError(f"{name} worked on a closed backend")
         health = await backend.health()
         assert health.ok is False
         await backend.close()  # idempotent
@@ -582,7 +583,7 @@ class BackendConformance:
         results = await backend.append_batch([request(bad, 0), request("ok", 0)])  # type: ignore[arg-type]
         assert isinstance(results[0], InvalidAgentId)
         assert results[1] == AppendResult("ok", 1, 1)
-        calls = {
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
             "head": lambda: backend.head(bad),  # type: ignore[arg-type]
             "head_tag": lambda: backend.head_tag(bad),  # type: ignore[arg-type]
             "read": lambda: backend.read(bad),  # type: ignore[arg-type]
@@ -599,7 +600,7 @@ class BackendConformance:
         for name, call in calls.items():
             with pytest.raises(InvalidAgentId):
                 await call()
-                pytest.fail(f"{name} accepted agent id {bad!r:.40}")
+                raise AssertionError(f"{name} accepted agent id {bad!r:.40}")
         assert [info.agent_id for info in await backend.list_agents()] == ["ok"]
 
     @pytest.mark.parametrize(
@@ -694,7 +695,7 @@ class BackendConformance:
     async def test_unsupported_leases_are_refused_not_ignored(self, backend: Backend) -> None:
         if backend.supports_leases:
             pytest.skip(f"{type(backend).__name__} supports leases")
-        calls = {
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
             "acquire": lambda: backend.acquire_lease("a", "w1", 5.0),
             "renew": lambda: backend.renew_lease("a", "w1", 1, 5.0),
             "release": lambda: backend.release_lease("a", "w1", 1),
@@ -704,7 +705,7 @@ class BackendConformance:
         for name, call in calls.items():
             with pytest.raises(LeasesUnsupported):
                 await call()
-                pytest.fail(f"{name} did not refuse")
+                raise AssertionError(f"{name} did not refuse")
         results = await backend.append_batch([fenced("a", 0, ("w1", 1)), request("b", 0)])
         assert isinstance(results[0], LeasesUnsupported)
         assert results[1] == AppendResult("b", 1, 1)
@@ -899,7 +900,7 @@ class BackendConformance:
         await backend.close()
         if not supported:
             pytest.skip("no leases")
-        calls = {
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
             "acquire": lambda: backend.acquire_lease("a", "w1", 5.0),
             "renew": lambda: backend.renew_lease("a", "w1", 1, 5.0),
             "release": lambda: backend.release_lease("a", "w1", 1),
@@ -908,7 +909,7 @@ class BackendConformance:
         for name, call in calls.items():
             with pytest.raises(StoreClosed):
                 await call()
-                pytest.fail(f"{name} worked on a closed backend")
+                raise AssertionError(f"{name} worked on a closed backend")
 
     # -- authenticated stream heads (head_tag) and rewrites --------------------------------
     #
@@ -1006,6 +1007,37 @@ class BackendConformance:
         await backend.append(request("a", 3))
         assert (await backend.append(untagged_at(4))).last_seq == 5
 
+    async def test_a_batch_compares_each_head_tag(self, backend: Backend) -> None:
+        """``check_tag`` in a batch (the group-commit path): each request's tag is
+        compared on its own; a stale one conflicts without disturbing the others, and
+        appends spanning several events compare the tag too."""
+        if not backend.compares_head_tag:
+            pytest.skip(f"{type(backend).__name__} does not compare head tags")
+        await backend.append_batch(
+            [tagged(request("a", 0), b"a1"), tagged(request("b", 0), b"b1"), request("c", 0)]
+        )
+
+        def expecting(req: AppendRequest, tag: bytes | None) -> AppendRequest:
+            return dataclasses.replace(req, expected_tag=tag, check_tag=True)
+
+        results = await backend.append_batch(
+            [
+                expecting(tagged(request("a", 1, 2), b"a3"), b"a1"),  # right tag, 2 events
+                expecting(tagged(request("b", 1), b"b2"), b"other"),  # stale tag
+                expecting(tagged(request("c", 1), b"c2"), None),  # no tag, as stored
+            ]
+        )
+        assert results[0] == AppendResult("a", 2, 3)
+        assert isinstance(results[1], ConflictError)
+        assert results[2] == AppendResult("c", 2, 2)
+        assert await backend.head_tag("a") == (3, b"a3")
+        assert await backend.head_tag("b") == (1, b"b1")
+        assert await backend.head_tag("c") == (2, b"c2")
+        with pytest.raises(ConflictError):  # several events, stale tag: nothing written
+            await backend.append(expecting(tagged(request("a", 3, 3), b"x"), b"a1"))
+        assert await backend.head_tag("a") == (3, b"a3")
+        assert [e.seq for e in await backend.read("a")] == [1, 2, 3]
+
     async def test_a_fenced_append_checks_the_fence_and_the_head_tag(
         self, leasing: Backend
     ) -> None:
@@ -1043,6 +1075,7 @@ class BackendConformance:
         assert await backend.head_tag("a") == (1, None)
 
     async def test_rewrite_replaces_record_bytes(self, backend: Backend) -> None:
+        _needs(backend, Capability.REWRITE)
         await backend.append(tagged(request("a", 0, 5, snap_at=3), b"t5"))
         await backend.append(tagged(request("b", 0, 2), b"b2"))
         before = await backend.read("a")
@@ -1067,6 +1100,7 @@ class BackendConformance:
         assert await backend.head_tag("a") == (5, b"t5'")
 
     async def test_rewrite_only_on_the_head_read(self, backend: Backend) -> None:
+        _needs(backend, Capability.REWRITE)
         await backend.append(tagged(request("a", 0, 3), b"t3"))
         stored = await backend.read("a")
         change = (RawEvent(1, "patch", 1.0, b"changed", b"sum"),)
@@ -1089,6 +1123,7 @@ class BackendConformance:
 
     @pytest.mark.parametrize("seq", [0, 4, -1])
     async def test_rewrite_outside_the_stream_is_refused(self, backend: Backend, seq: int) -> None:
+        _needs(backend, Capability.REWRITE)
         await backend.append(tagged(request("a", 0, 3), b"t3"))
         stored = await backend.read("a")
         ok = RawEvent(1, "patch", 1.0, b"changed", b"sum")
@@ -1104,6 +1139,9 @@ class BackendConformance:
         assert await backend.latest_snapshot("a") is None
 
     async def test_peer_sees_head_tags_and_rewrites(self, backend: Backend, peer: Backend) -> None:
+        await backend.append(tagged(request("b", 0, 1), b"b1"))
+        assert await peer.head_tag("b") == (1, b"b1")
+        _needs(backend, Capability.REWRITE)
         await backend.append(tagged(request("a", 0, 2), b"t2"))
         assert await peer.head_tag("a") == (2, b"t2")
         new = RawEvent(1, "patch", 1.0, b"new", b"sum")
@@ -1308,7 +1346,7 @@ class BackendConformance:
             await writer.initialize()
             ro = await self._readonly(tmp_path)
             try:
-                writes = [
+                writes: list[Callable[[], Awaitable[Any]]] = [
                     lambda: ro.append(request("a", 2, 1)),
                     lambda: ro.append(request("new", 0, 1)),
                     lambda: ro.append_batch([request("a", 2, 1)]),
@@ -1348,6 +1386,13 @@ class BackendConformance:
                 await ro.close()
         finally:
             await writer.close()
+
+
+def _needs(backend: Backend, capability: Capability) -> None:
+    """Skip the calling test unless ``backend`` offers ``capability`` (the refusal of an
+    undeclared one is checked by ``test_undeclared_capabilities_are_refused_not_ignored``)."""
+    if not backend.supports(capability):
+        pytest.skip(f"{type(backend).__name__} does not offer {capability.value}")
 
 
 def fenced(

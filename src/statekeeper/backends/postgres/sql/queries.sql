@@ -1,0 +1,98 @@
+-- The statements of the PostgreSQL backend, one per "-- name:" block; {s} is the
+-- schema, %s / %(name)s are psycopg parameters. Loaded by queries.py.
+
+-- name: append
+SELECT status, a, b, h FROM {s}.sk_append(%s, %s, %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[], %s::text, %s::bigint, %s::float8, %s::bytea, %s::bytea, %s::bytea, %s::boolean, %s::bytea, %s::text, %s::bigint)
+
+-- name: append_batch
+SELECT idx, status, a, b, h FROM {s}.sk_append_batch(%s::text[], %s::bigint[], %s::int[], %s::text[], %s::bigint[], %s::float8[], %s::bytea[], %s::bytea[], %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[], %s::bytea[], %s::boolean[], %s::bytea[], %s::text[], %s::bigint[]) ORDER BY idx
+
+-- name: append1
+SELECT status, a, b, h FROM {s}.sk_append1(%s, %s, %s::bigint, %s::text, %s::float8, %s::bytea, %s::bytea, %s::text, %s::bigint, %s::float8, %s::bytea, %s::bytea, %s::bytea, %s::boolean, %s::bytea, %s::text, %s::bigint)
+
+-- name: key
+SELECT first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s AND key = %s
+
+-- name: keys
+SELECT key, first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s ORDER BY first_seq
+
+-- name: lease_acquire
+INSERT INTO {s}.sk_leases AS l (agent_id, holder, token, expires_at) VALUES (%(agent)s, %(holder)s, 1, extract(epoch FROM clock_timestamp()) + %(ttl)s) ON CONFLICT (agent_id) DO UPDATE SET holder = EXCLUDED.holder, token = l.token + 1, expires_at = EXCLUDED.expires_at WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= extract(epoch FROM clock_timestamp()) RETURNING holder, token, expires_at
+
+-- name: lease_renew
+UPDATE {s}.sk_leases SET expires_at = extract(epoch FROM clock_timestamp()) + %(ttl)s WHERE agent_id = %(agent)s AND holder = %(holder)s AND token = %(token)s RETURNING holder, token, expires_at
+
+-- name: lease_release
+UPDATE {s}.sk_leases SET holder = NULL, expires_at = 0 WHERE agent_id = %(agent)s AND holder = %(holder)s AND token = %(token)s RETURNING token
+
+-- name: lease_get
+SELECT holder, token, expires_at FROM {s}.sk_leases WHERE agent_id = %(agent)s
+
+-- name: rw_lock
+SELECT head_seq, head_tag FROM {s}.sk_agents WHERE agent_id = %s FOR UPDATE
+
+-- name: rw_events
+UPDATE {s}.sk_events e SET payload = u.payload, checksum = u.checksum FROM unnest(%s::bigint[], %s::bytea[], %s::bytea[]) AS u(seq, payload, checksum) WHERE e.agent_id = %s AND e.seq = u.seq
+
+-- name: rw_snap
+INSERT INTO {s}.sk_snapshots (agent_id, seq, ts, payload, checksum) VALUES (%s, %s, %s, %s, %s) ON CONFLICT (agent_id, seq) DO UPDATE SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum
+
+-- name: rw_tag
+UPDATE {s}.sk_agents SET head_tag = %s WHERE agent_id = %s
+
+-- name: head
+SELECT head_seq FROM {s}.sk_agents WHERE agent_id = %s
+
+-- name: head_tag
+SELECT head_seq, head_tag FROM {s}.sk_agents WHERE agent_id = %s
+
+-- name: read
+SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events WHERE agent_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s
+
+-- name: read_many
+SELECT q.i, e.seq, e.kind, e.ts, e.payload, e.checksum FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::bigint[]) WITH ORDINALITY AS q(agent_id, after_seq, to_seq, lim, i) CROSS JOIN LATERAL (SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events WHERE agent_id = q.agent_id AND seq > q.after_seq AND seq <= q.to_seq ORDER BY seq LIMIT q.lim) e ORDER BY q.i, e.seq
+
+-- name: read_latest
+WITH snap AS (SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots WHERE agent_id = %s ORDER BY seq DESC LIMIT 1) SELECT seq, NULL::text AS kind, ts, payload, checksum FROM snap UNION ALL SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events WHERE agent_id = %s AND seq > coalesce((SELECT seq FROM snap), 0) ORDER BY 1
+
+-- name: seq_at
+SELECT max(seq) FROM {s}.sk_events WHERE agent_id = %s AND ts <= %s
+
+-- name: snap_latest
+SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots WHERE agent_id = %s AND seq <= %s ORDER BY seq DESC LIMIT 1
+
+-- name: snap_save
+INSERT INTO {s}.sk_snapshots AS t (agent_id, seq, ts, payload, checksum) SELECT %s, %s::bigint, %s, %s, %s FROM {s}.sk_agents h WHERE h.agent_id = %s AND %s::bigint BETWEEN 1 AND h.head_seq ON CONFLICT (agent_id, seq) DO UPDATE SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum
+
+-- name: list
+SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents WHERE agent_id > %s ORDER BY agent_id LIMIT %s
+
+-- name: list_all
+SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents ORDER BY agent_id LIMIT %s
+
+-- name: list_before
+SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents WHERE agent_id < %s ORDER BY agent_id DESC LIMIT %s
+
+-- name: list_last
+SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents ORDER BY agent_id DESC LIMIT %s
+
+-- name: read_heads
+SELECT e.agent_id, e.seq, e.kind, e.ts, e.payload, e.checksum FROM {s}.sk_agents a JOIN {s}.sk_events e ON e.agent_id = a.agent_id AND e.seq = a.head_seq WHERE a.agent_id = ANY(%s)
+
+-- name: count
+SELECT count(*) FROM {s}.sk_agents
+
+-- name: del_agent
+DELETE FROM {s}.sk_agents WHERE agent_id = %s
+
+-- name: del_events
+DELETE FROM {s}.sk_events WHERE agent_id = %s
+
+-- name: del_snaps
+DELETE FROM {s}.sk_snapshots WHERE agent_id = %s
+
+-- name: del_keys
+DELETE FROM {s}.sk_idempotency WHERE agent_id = %s
+
+-- name: migrations
+SELECT version FROM {s}.sk_migrations ORDER BY version

@@ -1,0 +1,154 @@
+"""Riding out lost connections, for the server backends (PostgreSQL, Redis): one
+implementation of retrying an operation and of settling an append whose outcome is
+unknown, parameterised by what differs between the engines (their error types, what
+counts as transient, how a permanent failure is reported)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ..errors import BackendError, StoreClosed
+from ..records import AppendRequest, AppendResult
+
+__all__ = ["Reconnecting"]
+
+T = TypeVar("T")
+
+_FIRST_DELAY = 0.02  # seconds; doubled after each failed try, up to _MAX_DELAY
+_MAX_DELAY = 1.0
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reconnecting:
+    """How one backend retries across lost connections.
+
+    Only ``transient`` failures of the driver (``errors``) are retried, until
+    ``timeout`` seconds have passed; any other failure is turned into the engine's own
+    error by ``reject(what, exc)`` at once. Before each try ``prepare`` runs (e.g. open
+    the backend), after each failed one ``before_retry`` (e.g. test the pool's idle
+    connections), then a pause growing from 20 ms to 1 s. One warning is logged per
+    operation, not per try.
+    """
+
+    engine: str
+    timeout: Callable[[], float]
+    errors: tuple[type[BaseException], ...]
+    transient: Callable[[BaseException], bool]
+    reason: Callable[[BaseException], str]
+    reject: Callable[[str, BaseException], BaseException]
+    is_closed: Callable[[], bool]
+    check_open: Callable[[], None]
+    logger: logging.Logger
+    prepare: Callable[[], Awaitable[None]] = _nothing
+    before_retry: Callable[[], Awaitable[None]] = _nothing
+    #: a failure that proves the request never reached the server (a pool timeout)
+    unsent: Callable[[BaseException], bool] = lambda exc: False
+
+    def _log(self, delay: float, message: str, *args: object) -> None:
+        (self.logger.warning if delay == _FIRST_DELAY else self.logger.debug)(message, *args)
+
+    async def run(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Run ``op`` (safe to repeat), retrying transient failures until the deadline."""
+        deadline = time.monotonic() + self.timeout()
+        delay = _FIRST_DELAY
+        while True:
+            self.check_open()
+            try:
+                await self.prepare()
+                return await op()
+            except self.errors as exc:
+                if self.is_closed():
+                    raise StoreClosed(f"{self.engine} backend closed during an operation") from exc
+                if not self.transient(exc):
+                    raise self.reject(f"{self.engine} {what} failed", exc) from exc
+                if time.monotonic() + delay > deadline:
+                    raise BackendError(
+                        f"{self.engine} {what} failed after retrying for {self.timeout():g}s: "
+                        f"{self.reason(exc)}"
+                    ) from exc
+                self._log(
+                    delay,
+                    "%s %s: %s; retrying for up to %gs",
+                    self.engine,
+                    what,
+                    self.reason(exc),
+                    self.timeout(),
+                )
+                await self.before_retry()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _MAX_DELAY)
+
+    async def settle_append(
+        self,
+        request: AppendRequest,
+        exc: BaseException,
+        *,
+        landed: Callable[[AppendRequest], Awaitable[bool]],
+        submit: Callable[[AppendRequest], Awaitable[AppendResult]],
+        maybe_applied: bool = True,
+    ) -> AppendResult:
+        """Settle an append whose try failed with ``exc`` (its reply lost: stored, not
+        stored, or beaten by another writer).
+
+        Wait for the server, then ask ``landed`` whether the request's events (and key)
+        are stored at their seqs: if so, it committed; if nothing is there, it is sent
+        again (``submit``, which raises the engine's conflict or lease errors itself).
+        An acknowledged write is never doubled, an unacknowledged one never silently
+        lost: when the outcome cannot be established by the deadline, the append raises
+        :class:`~statekeeper.errors.BackendError` with ``maybe_applied`` saying whether
+        it may have been stored. ``maybe_applied=False`` for a first failure known not
+        to have reached the server.
+        """
+        what = f"append to {request.agent_id!r}"
+        if not self.transient(exc):
+            raise self.reject(f"{self.engine} {what} failed", exc) from exc
+        deadline = time.monotonic() + self.timeout()
+        delay = _FIRST_DELAY
+        last = exc
+        while True:
+            self.check_open()
+            submitting = False
+            try:
+                await self.prepare()
+                if maybe_applied and await landed(request):
+                    return AppendResult(
+                        request.agent_id, request.events[0].seq, request.events[-1].seq
+                    )
+                maybe_applied = False  # checked: it is not stored
+                submitting = True
+                return await submit(request)
+            except self.errors as again:
+                if self.is_closed():
+                    raise StoreClosed(f"{self.engine} backend closed during an append") from again
+                if not self.transient(again):
+                    raise self.reject(f"{self.engine} {what} failed", again) from again
+                if submitting and not self.unsent(again):
+                    maybe_applied = True
+                last = again
+            if time.monotonic() + delay > deadline:
+                break
+            self._log(
+                delay,
+                "%s %s interrupted (%s); retrying for up to %gs",
+                self.engine,
+                what,
+                self.reason(last),
+                self.timeout(),
+            )
+            await self.before_retry()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_DELAY)
+        raise BackendError(
+            f"{self.engine} {what} at seq {request.events[0].seq} failed and could not be "
+            f"completed within {self.timeout():g}s: {self.reason(last)}",
+            maybe_applied=maybe_applied,
+        ) from last

@@ -1,0 +1,24 @@
+-- KEYS: hash, snapshot zset. ARGV: after, to|-1, limit|-1, default ttl ms, touch 0|1.
+-- Reply: {head, {blobs of after+1 .. }}
+-- include: common.lua
+local h = KEYS[1]
+local head = tonumber(redis.call('HGET', h, 'h') or '0')
+local after = tonumber(ARGV[1])
+if after < 0 then after = 0 end
+local hi = head
+local to = tonumber(ARGV[2])
+if to >= 0 and to < hi then hi = to end
+local limit = tonumber(ARGV[3])
+if limit >= 0 and after + limit < hi then hi = after + limit end
+local out = {}
+local fields = {}
+for s = after + 1, hi do
+  fields[#fields + 1] = 'e:' .. fmt(s)
+  if #fields >= 1000 or s == hi then
+    local vals = redis.call('HMGET', h, unpack(fields))
+    for i = 1, #fields do out[#out + 1] = vals[i] end
+    fields = {}
+  end
+end
+if head > 0 and ARGV[5] == '1' then touch(h, KEYS[2], ttl_of(h, ARGV[4])) end
+return {head, out}

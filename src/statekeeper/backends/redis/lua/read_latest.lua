@@ -1,0 +1,27 @@
+-- KEYS: hash, snapshot zset. ARGV: default ttl, touch. Reply: {snapshot or nil, head,
+-- events after the snapshot}: _LATEST and _READ in one script, one consistent read.
+-- include: common.lua
+local h = KEYS[1]
+local snap = false
+local after = 0
+local r = redis.call('ZREVRANGEBYSCORE', KEYS[2], '+inf', '-inf', 'LIMIT', 0, 1)
+if #r > 0 then
+  local v = redis.call('HGET', h, 's:' .. r[1])
+  if v then
+    snap = {tonumber(r[1]), v}
+    after = tonumber(r[1])
+  end
+end
+local head = tonumber(redis.call('HGET', h, 'h') or '0')
+local out = {}
+local fields = {}
+for s = after + 1, head do
+  fields[#fields + 1] = 'e:' .. fmt(s)
+  if #fields >= 1000 or s == head then
+    local vals = redis.call('HMGET', h, unpack(fields))
+    for i = 1, #fields do out[#out + 1] = vals[i] end
+    fields = {}
+  end
+end
+if head > 0 and ARGV[2] == '1' then touch(h, KEYS[2], ttl_of(h, ARGV[1])) end
+return {snap, head, out}

@@ -1,0 +1,13 @@
+-- KEYS: hash, snapshot zset. ARGV: ttl ms (0 = no expiry).
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local ttl = tonumber(ARGV[1])
+if ttl > 0 then
+  redis.call('HSET', KEYS[1], 't', ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+else
+  redis.call('HDEL', KEYS[1], 't')
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[2])
+end
+return 1
