@@ -627,3 +627,28 @@ async def test_listing_all_threads_ignores_other_agents(tmp_path: Any) -> None:
         assert [t.config["configurable"]["thread_id"] for t in saver.list(None)] == [
             chain.thread_id
         ]
+
+
+def test_latest_read_hands_out_copies_that_cannot_change_the_stored_state(url: str) -> None:
+    """The messages of the latest checkpoint are built once and handed out as copies:
+    each read gets its own objects, and changing one (a field, or a container in
+    place) changes neither the stored state nor what the next read returns."""
+    from ._lg_graphs import chat_graph
+
+    with StatekeeperSaver.from_url(url) as saver:
+        graph = chat_graph(steps=2).compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": new_thread()}}
+        graph.invoke({"messages": [HumanMessage("hi", id="h")], "turn": 0}, cfg)
+        first = saver.get_tuple(cfg)
+        second = saver.get_tuple(cfg)
+        assert first is not None and second is not None
+        one, two = first.checkpoint["channel_values"], second.checkpoint["channel_values"]
+        assert one == two
+        assert all(a is not b for a, b in zip(one["messages"], two["messages"], strict=True))
+        one["messages"][0].content = "edited"
+        one["messages"][1].additional_kwargs["leak"] = True
+        third = saver.get_tuple(cfg)
+        assert third is not None
+        assert third.checkpoint["channel_values"] == two
+        assert third.checkpoint["channel_values"]["messages"][1].additional_kwargs == {}
+        assert graph.get_state(cfg).values["messages"] == two["messages"]

@@ -52,7 +52,7 @@ from ...store.portal import Portal
 from ...store.store import StateStore
 from . import mapping as m
 from . import runs
-from .serde import Memo, ValueCodec, fresh_ref, is_message, pool_refs, safe_serializer
+from .serde import Built, Memo, ValueCodec, fresh_ref, is_message, pool_refs, safe_serializer
 
 __all__ = ["CheckpointForkError", "RetentionReport", "StatekeeperSaver", "ThreadBusyError"]
 
@@ -81,6 +81,8 @@ _SAVER_OPTIONS = frozenset(
 )
 #: how many checkpoint ids named by ``get_tuple`` calls outside a run are remembered
 _NAMED = 256
+#: how many threads keep the messages built for their latest checkpoint
+_BUILT_THREADS = 8
 
 
 class CheckpointForkError(ConflictError):
@@ -191,6 +193,8 @@ class _Stream:
     )
     #: checkpoint puts built on this view
     puts: int = 0
+    #: messages built for the last read of the latest checkpoint (see ValueCodec._reuse)
+    built: Built | None = None
 
     @property
     def generation(self) -> str:
@@ -444,6 +448,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         #: from one of them was asked for (update_state on an older checkpoint)
         self._named: OrderedDict[tuple[str, str, str], None] = OrderedDict()
         self._renewer: asyncio.Task[None] | None = None
+        self._built: OrderedDict[str, _Stream] = OrderedDict()
 
     @classmethod
     def from_url(cls, url: str | None = None, **options: Any) -> StatekeeperSaver:
@@ -635,6 +640,18 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             return False
         del self._named[key]
         return True
+
+    def _built_for(self, st: _Stream) -> Built:
+        """The thread's cache of built messages; only the most recently read
+        ``_BUILT_THREADS`` threads keep one (memory stays bounded)."""
+        if st.built is None:
+            st.built = Built()
+        self._built.pop(st.thread_id, None)
+        self._built[st.thread_id] = st
+        while len(self._built) > _BUILT_THREADS:
+            _, old = self._built.popitem(last=False)
+            old.built = None
+        return st.built
 
     def _note_named(self, thread_id: str, ns: str, cid: str) -> None:
         self._named[(thread_id, ns, cid)] = None
@@ -983,6 +1000,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         writes: builtins.list[PendingWrite],
         config: RunnableConfig | None,
         seen: Memo | None = None,
+        built: Built | None = None,
     ) -> CheckpointTuple:
         codec = self._codec
         cp = nsd["cp"]
@@ -993,7 +1011,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             v=cp["v"],
             id=cp["h"][0],
             ts=cp["h"][1],
-            channel_values={ch: codec.unpack(p, pool, seen) for ch, p in nsd["vals"].items()},
+            channel_values={
+                ch: codec.unpack(p, pool, seen, built) for ch, p in nsd["vals"].items()
+            },
             channel_versions=dict(cp["cv"]),
             versions_seen={node: dict(seen) for node, seen in cp["vs"].items()},
             updated_channels=builtins.list(cp["uc"]) if cp["uc"] is not None else None,
@@ -1065,7 +1085,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         writes = self._pending(nsd["w"].get(cid), pool)
         if nsd["cp"]["h"][0] == cid:
             seen: Memo | None = {} if self.reuse_packed_messages else None
-            found = self._tuple(thread_id, ns, nsd, pool, writes, config, seen)
+            built = self._built_for(st)
+            found = self._tuple(thread_id, ns, nsd, pool, writes, config, seen, built)
+            built.keep_used()
             if seen:  # a run resumes from these objects: its next put need not repack them
                 st.loaded = seen
             return found
