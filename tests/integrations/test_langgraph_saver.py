@@ -652,3 +652,16 @@ def test_latest_read_hands_out_copies_that_cannot_change_the_stored_state(url: s
         assert third.checkpoint["channel_values"] == two
         assert third.checkpoint["channel_values"]["messages"][1].additional_kwargs == {}
         assert graph.get_state(cfg).values["messages"] == two["messages"]
+        # an older checkpoint's read reuses those messages the same way
+        older = next(
+            h.config for h in graph.get_state_history(cfg) if len(h.values["messages"]) == 2
+        )
+        a, b = saver.get_tuple(older), saver.get_tuple(older)
+        assert a is not None and b is not None
+        msgs_a = a.checkpoint["channel_values"]["messages"]
+        msgs_b = b.checkpoint["channel_values"]["messages"]
+        assert msgs_a == msgs_b == two["messages"][:2]
+        assert all(x is not y for x, y in zip(msgs_a, msgs_b, strict=True))
+        msgs_a[0].additional_kwargs["leak"] = True
+        c = saver.get_tuple(older)
+        assert c is not None and c.checkpoint["channel_values"]["messages"] == msgs_b

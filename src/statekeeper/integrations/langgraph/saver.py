@@ -1092,7 +1092,10 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 st.loaded = seen
             return found
         at = (await self.store.load(st.agent_id, at_seq=seq)).data
-        return self._tuple(thread_id, ns, at["ns"][ns], at["pool"], writes, config)
+        # an older checkpoint's messages are mostly the latest's: copies of those built
+        return self._tuple(
+            thread_id, ns, at["ns"][ns], at["pool"], writes, config, None, self._built_for(st)
+        )
 
     async def _thread_ids(self) -> AsyncIterator[str]:
         """Every thread id, reading only the saver's agents (ids sort by prefix)."""
