@@ -19,7 +19,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
-from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.integrations.langgraph import StatekeeperSaver, ThreadBusyError
 
 from ._lg_graphs import chat_graph, opening, parallel_graph, review_graph
 from .conftest import new_thread
@@ -204,6 +204,14 @@ def test_crash_mid_superstep_does_not_rerun_saved_tasks(tmp_path: Path) -> None:
     assert runs(log_path) == Counter({"start": 1, "fast": 1, "slow begin": 1})
     block.unlink()
     with StatekeeperSaver.from_url(url) as saver:
+        graph = parallel_graph(str(log_path)).compile(checkpointer=saver)
+        # the killed run still holds the thread until its lease lapses: refused, nothing runs
+        with pytest.raises(ThreadBusyError):
+            graph.invoke(None, cfg(thread))
+    assert runs(log_path) == Counter({"start": 1, "fast": 1, "slow begin": 1})
+    # once the lease has lapsed (a clock past it) the thread is free again
+    later = saver.run_lease + 1
+    with StatekeeperSaver.from_url(url, clock=lambda: time.time() + later) as saver:
         graph = parallel_graph(str(log_path)).compile(checkpointer=saver)
         # only slow is left to run: fast's writes were saved before the kill
         assert graph.get_state(cfg(thread)).next == ("slow",)

@@ -169,11 +169,11 @@ async def test_fork_from_an_older_checkpoint_reads_back_exactly(api: Api) -> Non
     await chain.step({"a": "a1", "b": "b1"})
     await chain.step({"a": "a2"})
     await chain.step({"b": "b3"})
-    # fork from the first checkpoint: b keeps version 1, a changes
+    # fork from the first checkpoint: b keeps version 1, a changes (a fork asked for)
     cp = checkpoint({"a": "fork", "b": "b1"}, {"a": 9, "b": 1})
-    forked = await api.put(
-        config(chain.thread_id, checkpoint_id=chain.ids[0]), cp, {"step": 1}, {"a": 9}
-    )
+    parent = config(chain.thread_id, checkpoint_id=chain.ids[0])
+    parent["configurable"]["allow_fork"] = True
+    forked = await api.put(parent, cp, {"step": 1}, {"a": 9})
     got = await api.get_tuple(forked)
     assert got is not None
     assert got.checkpoint["channel_values"] == {"a": "fork", "b": "b1"}
@@ -199,8 +199,6 @@ async def test_fork_protection_refuses_a_second_child(url: str) -> None:
             await api.put(config(chain.thread_id, checkpoint_id=chain.ids[0]), cp, {}, {"a": 3})
         assert isinstance(info.value, ConflictError)
         assert info.value.latest_id == chain.ids[-1] and info.value.parent_id == chain.ids[0]
-        with pytest.raises(CheckpointForkError):  # a second root is a fork too
-            await api.put(config(chain.thread_id), checkpoint({}, {}), {}, {})
         assert len(await api.list(config(chain.thread_id))) == 2  # nothing written
         with pytest.raises(CheckpointForkError):
             saver.put(config(chain.thread_id, checkpoint_id=chain.ids[0]), cp, {}, {"a": 3})
@@ -631,30 +629,39 @@ async def test_listing_all_threads_ignores_other_agents(tmp_path: Any) -> None:
         ]
 
 
-def test_fork_protection_allows_the_forks_a_caller_asks_for(url: str) -> None:
-    """Time travel from a checkpoint the caller names, and ``update_state`` on an older
-    checkpoint with ``allow_fork``, pass; the same update without it is refused."""
+def test_latest_read_hands_out_copies_that_cannot_change_the_stored_state(url: str) -> None:
+    """The messages of the latest checkpoint are built once and handed out as copies:
+    each read gets its own objects, and changing one (a field, or a container in
+    place) changes neither the stored state nor what the next read returns."""
     from ._lg_graphs import chat_graph
 
-    with StatekeeperSaver.from_url(url, fork_protection=True) as saver:
+    with StatekeeperSaver.from_url(url) as saver:
         graph = chat_graph(steps=2).compile(checkpointer=saver)
-        thread = new_thread()
-        cfg = {"configurable": {"thread_id": thread}}
+        cfg = {"configurable": {"thread_id": new_thread()}}
         graph.invoke({"messages": [HumanMessage("hi", id="h")], "turn": 0}, cfg)
-        history = list(graph.get_state_history(cfg))
-        older = history[2].config  # an earlier checkpoint of this thread
-        count = len(history)
-        with pytest.raises(CheckpointForkError):
-            graph.update_state(older, {"turn": 0})
-        assert len(list(graph.get_state_history(cfg))) == count  # nothing written
-        allowed = {"configurable": {**older["configurable"], "allow_fork": True}}
-        forked = graph.update_state(allowed, {"turn": 0})
-        assert (
-            graph.get_state(cfg).config["configurable"]["checkpoint_id"]
-            == (forked["configurable"]["checkpoint_id"])
+        first = saver.get_tuple(cfg)
+        second = saver.get_tuple(cfg)
+        assert first is not None and second is not None
+        one, two = first.checkpoint["channel_values"], second.checkpoint["channel_values"]
+        assert one == two
+        assert all(a is not b for a, b in zip(one["messages"], two["messages"], strict=True))
+        one["messages"][0].content = "edited"
+        one["messages"][1].additional_kwargs["leak"] = True
+        third = saver.get_tuple(cfg)
+        assert third is not None
+        assert third.checkpoint["channel_values"] == two
+        assert third.checkpoint["channel_values"]["messages"][1].additional_kwargs == {}
+        assert graph.get_state(cfg).values["messages"] == two["messages"]
+        # an older checkpoint's read reuses those messages the same way
+        older = next(
+            h.config for h in graph.get_state_history(cfg) if len(h.values["messages"]) == 2
         )
-        # time travel: resume from an earlier checkpoint the caller names
-        again = graph.invoke(None, history[1].config)
-        assert again["turn"] == 2
-        latest = graph.get_state(cfg)
-        assert latest.values["turn"] == 2 and latest.next == ()
+        a, b = saver.get_tuple(older), saver.get_tuple(older)
+        assert a is not None and b is not None
+        msgs_a = a.checkpoint["channel_values"]["messages"]
+        msgs_b = b.checkpoint["channel_values"]["messages"]
+        assert msgs_a == msgs_b == two["messages"][:2]
+        assert all(x is not y for x, y in zip(msgs_a, msgs_b, strict=True))
+        msgs_a[0].additional_kwargs["leak"] = True
+        c = saver.get_tuple(older)
+        assert c is not None and c.checkpoint["channel_values"]["messages"] == msgs_b

@@ -23,7 +23,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'statekeeper[langgraph]'"
     ) from exc
 
-from .saver import CheckpointForkError, RetentionReport, StatekeeperSaver
+from .saver import CheckpointForkError, RetentionReport, StatekeeperSaver, ThreadBusyError
 from .serde import MESSAGE_CLASSES, ValueCodec, safe_serializer
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "CheckpointForkError",
     "RetentionReport",
     "StatekeeperSaver",
+    "ThreadBusyError",
     "ValueCodec",
     "safe_serializer",
 ]

@@ -67,6 +67,7 @@ EV_WRITES = "lg.w"
 EV_BATCH = "lg.batch"  # a put and writes coalesced into one commit
 EV_MOVED = "lg.moved"
 EV_SEALED = "lg.sealed"
+EV_RUN = "lg.run"  # a run claims, renews or releases its thread (fork protection)
 
 _UUID_EPOCH = 0x01B21DD213814000  # 100 ns intervals from 1582-10-15 to 1970-01-01
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import logging
 import random
+import sys
 import time
 import weakref
 from collections import OrderedDict
@@ -24,6 +26,7 @@ from collections.abc import (
     Iterator,
     Sequence,
 )
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -48,9 +51,12 @@ from ...errors import AgentNotFound, ConfigurationError, ConflictError, Statekee
 from ...store.portal import Portal
 from ...store.store import StateStore
 from . import mapping as m
-from .serde import Memo, ValueCodec, fresh_ref, is_message, pool_refs, safe_serializer
+from . import runs
+from .serde import Built, Memo, ValueCodec, fresh_ref, is_message, pool_refs, safe_serializer
 
-__all__ = ["CheckpointForkError", "RetentionReport", "StatekeeperSaver"]
+__all__ = ["CheckpointForkError", "RetentionReport", "StatekeeperSaver", "ThreadBusyError"]
+
+_log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Op = dict[str, Any]
@@ -69,8 +75,14 @@ _SAVER_OPTIONS = frozenset(
         "max_retries",
         "snapshot_min_bytes",
         "reuse_packed_messages",
+        "run_lease",
+        "clock",
     }
 )
+#: how many checkpoint ids named by ``get_tuple`` calls outside a run are remembered
+_NAMED = 256
+#: how many threads keep the messages built for their latest checkpoint
+_BUILT_THREADS = 8
 
 
 class CheckpointForkError(ConflictError):
@@ -100,6 +112,39 @@ class CheckpointForkError(ConflictError):
             f"thread {self.thread_id!r} namespace {self.checkpoint_ns!r}: a checkpoint with "
             f"parent {self.parent_id!r} would fork the thread; its latest checkpoint is "
             f"{self.latest_id!r} (fork_protection is on)"
+        )
+
+
+class ThreadBusyError(CheckpointForkError):
+    """Another run holds the thread: this call would interleave with it.
+
+    Raised with ``fork_protection`` on: by ``get_tuple`` at the start of a LangGraph run
+    (so the run fails before any node runs and before it writes anything), and by a
+    ``put`` / ``put_writes`` from outside that run (e.g. ``update_state``). Nothing was
+    written. ``expires_at`` (Unix time) is when the holder's claim lapses unless its
+    run renews it; ``lost`` is True when the failing call's *own* run had its claim
+    taken over (it expired, or the thread was deleted or pruned meanwhile).
+    """
+
+    def __init__(
+        self, thread_id: str, expires_at: float | None, agent_id: str, seq: int, *, lost: bool
+    ) -> None:
+        super().__init__(thread_id, "", None, None, agent_id, seq)
+        self.expires_at = expires_at
+        self.lost = lost
+
+    def __str__(self) -> str:
+        if self.lost:
+            return (
+                f"thread {self.thread_id!r}: this run no longer holds the thread (its claim "
+                "lapsed and another run took it, or the thread was deleted or pruned); "
+                "nothing more was written"
+            )
+        left = "" if self.expires_at is None else f" (its claim lapses at {self.expires_at:.0f}"
+        left += " unless that run renews it)" if left else ""
+        return (
+            f"thread {self.thread_id!r} is held by another run{left}; nothing was written "
+            "(fork_protection is on: retry when that run has finished)"
         )
 
 
@@ -148,6 +193,8 @@ class _Stream:
     )
     #: checkpoint puts built on this view
     puts: int = 0
+    #: messages built for the last read of the latest checkpoint (see ValueCodec._reuse)
+    built: Built | None = None
 
     @property
     def generation(self) -> str:
@@ -164,6 +211,8 @@ class _Pending:
     build: Plan
     future: asyncio.Future[None]
     kind: str = ""
+    #: create the thread's stream when it does not exist (else the plan is skipped)
+    create: bool = True
 
 
 def _take_batch(
@@ -324,12 +373,21 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             also rebuilds data classes this process has already imported; see
             :func:`~.serde.safe_serializer`).
         native_json: store plain JSON and messages readably (see :mod:`.serde`).
-        fork_protection: raise :class:`CheckpointForkError` instead of forking a
-            thread when a ``put`` names a parent that is not the latest checkpoint —
-            unless the caller asked for the fork: LangGraph's time travel from a
-            checkpoint the caller named (metadata ``source="fork"``), or
-            ``"allow_fork": True`` in the call's ``configurable`` (e.g. for
-            ``update_state`` on an older checkpoint).
+        fork_protection: one writer per thread (on by default). A LangGraph run
+            claims its thread when it starts (its ``get_tuple``) and releases it when
+            it ends; a run starting while another holds the thread fails there with
+            :class:`ThreadBusyError`, before any node ran and with nothing written, and
+            so do writes from outside the holding run. A ``put`` whose parent is not
+            the latest checkpoint raises :class:`CheckpointForkError` (nothing
+            written) unless the caller asked for the fork: a run started from a
+            checkpoint the caller named (time travel, ``Command(resume=...)`` there),
+            ``update_state`` on a checkpoint the caller named, metadata
+            ``source="fork"``, or ``"allow_fork": True`` in the call's
+            ``configurable``.
+        run_lease: seconds a run's claim lasts without renewal; the saver renews the
+            claims of its live runs every third of it, so it only lapses when the
+            run's process died or hung (crash recovery).
+        clock: the time source of claims (``time.time``; tests inject one).
         prefix: agent-id prefix of the saver's streams (several savers can share a
             store with different prefixes).
         cache_size: how many threads' documents to keep in memory.
@@ -352,12 +410,14 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         serde: SerializerProtocol | None = None,
         allowed_types: Iterable[type[Any] | tuple[str, str]] = (),
         native_json: bool = True,
-        fork_protection: bool = False,
+        fork_protection: bool = True,
         prefix: str = "lg/",
         cache_size: int = 1024,
         max_retries: int = 16,
         snapshot_min_bytes: int = 64 * 1024,
         reuse_packed_messages: bool = True,
+        run_lease: float = 30.0,
+        clock: Callable[[], float] = time.time,
         _portal: _SaverPortal | None = None,
         _owns_store: bool = False,
     ) -> None:
@@ -378,6 +438,17 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         self._streams: OrderedDict[str, _Stream] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._queued: dict[str, builtins.list[_Pending]] = {}
+        if run_lease <= 0:
+            raise ConfigurationError("run_lease must be > 0 seconds")
+        self.run_lease = run_lease
+        self._clock = clock
+        #: runs of this process holding (or claiming) a thread, by (id(control), thread)
+        self._runs: dict[tuple[int, str], runs.Run] = {}
+        #: (thread, ns, checkpoint id) named by get_tuple outside a run: a put forking
+        #: from one of them was asked for (update_state on an older checkpoint)
+        self._named: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._renewer: asyncio.Task[None] | None = None
+        self._built: OrderedDict[str, _Stream] = OrderedDict()
 
     @classmethod
     def from_url(cls, url: str | None = None, **options: Any) -> StatekeeperSaver:
@@ -407,6 +478,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         if not self._portal.running:
             return
         try:
+            self._portal.call(self._stop_renewer())
             if self._owns_store:
                 self._portal.call(self.store.close())
         finally:
@@ -417,6 +489,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         if not self._portal.running:
             return
         try:
+            await self._portal.run(self._stop_renewer())
             if self._owns_store:
                 await self._portal.run(self.store.close())
         finally:
@@ -433,6 +506,158 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    # -- runs: fork protection per run (see runs.py) -------------------------------
+
+    def _run_of(self, thread_id: str, conf: dict[str, Any]) -> runs.Run | None:
+        """The run of this process that a call with ``conf`` belongs to, if any."""
+        control = runs.run_control(conf)
+        if control is None:
+            return None
+        run = self._runs.get((id(control), thread_id))
+        return run if run is not None and run.control is control else None
+
+    def _begin_run(self, config: RunnableConfig, frame: Any) -> tuple[runs.Run, Any] | None:
+        """``(run, its loop)`` when this ``get_tuple`` starts a top-level run."""
+        if not self.fork_protection:
+            return None
+        conf: dict[str, Any] = config.get("configurable") or {}
+        if "thread_id" not in conf or not runs.is_top_level(conf):
+            return None
+        thread_id = str(conf["thread_id"])
+        control = runs.run_control(conf)
+        if control is None or self._run_of(thread_id, conf) is not None:
+            return None  # not a run, or the same run reading again
+        loop = runs.find_loop(frame)
+        if loop is None:
+            return None
+        return runs.Run(thread_id, control, addressed=bool(conf.get("checkpoint_id"))), loop
+
+    def _attach(self, run: runs.Run, loop: Any) -> None:
+        """Release ``run``'s claim when its loop's exit stack unwinds."""
+        if isinstance(loop.stack, AsyncExitStack):
+            loop.stack.push_async_callback(self._aend_run, run)
+        else:
+            loop.stack.callback(self._end_run, run)
+        runs.watch(loop, run)
+
+    async def _claim(self, run: runs.Run) -> None:
+        """Store ``run`` as the thread's holder (compare-and-append), or raise
+        :class:`ThreadBusyError` when another run holds it."""
+
+        def plan(st: _Stream) -> tuple[str, builtins.list[Op], str | None]:
+            claim = st.doc.get("run")
+            now = self._clock()
+            if claim is not None and claim["id"] != run.token and claim["exp"] > now:
+                raise ThreadBusyError(run.thread_id, claim["exp"], st.agent_id, st.seq, lost=False)
+            value = {"id": run.token, "exp": now + self.run_lease}
+            return m.EV_RUN, [{"op": "add", "path": "/run", "value": value}], None
+
+        self._runs[run.key] = run
+        try:
+            await self._mutate(run.thread_id, plan, m.EV_RUN)
+        except BaseException:
+            self._runs.pop(run.key, None)
+            raise
+        run.claimed = True
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.get_running_loop().create_task(self._renew_loop())
+
+    async def _release(self, run: runs.Run) -> None:
+        self._runs.pop(run.key, None)
+        if run.released or not run.claimed:
+            return
+        run.released = True
+
+        def plan(st: _Stream) -> tuple[str, builtins.list[Op], str | None] | None:
+            claim = st.doc.get("run")
+            if claim is None or claim["id"] != run.token:
+                return None  # taken over meanwhile: not ours to clear
+            return m.EV_RUN, [{"op": "replace", "path": "/run", "value": None}], None
+
+        await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
+
+    def _end_run(self, run: runs.Run) -> None:
+        try:
+            self._portal.call(self._release(run))
+        except Exception as exc:  # never mask the run's own outcome; the lease lapses
+            _log.warning("releasing thread %r failed: %s", run.thread_id, exc)
+
+    async def _aend_run(self, run: runs.Run) -> None:
+        try:
+            await self._portal.run(self._release(run))
+        except Exception as exc:
+            _log.warning("releasing thread %r failed: %s", run.thread_id, exc)
+
+    async def _renew(self) -> None:
+        """Move the expiry of every live claim of this process to now + ``run_lease``."""
+        for run in builtins.list(self._runs.values()):
+            if run.dead:
+                self._runs.pop(run.key, None)
+                continue
+            if not run.claimed or run.released:
+                continue
+
+            def plan(
+                st: _Stream, run: runs.Run = run
+            ) -> tuple[str, builtins.list[Op], str | None] | None:
+                claim = st.doc.get("run")
+                if claim is None or claim["id"] != run.token:
+                    return None  # lost: the run's next write fails
+                exp = self._clock() + self.run_lease
+                return m.EV_RUN, [{"op": "replace", "path": "/run/exp", "value": exp}], None
+
+            try:
+                await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
+            except Exception as exc:
+                _log.warning("renewing the claim on thread %r failed: %s", run.thread_id, exc)
+
+    async def _renew_loop(self) -> None:
+        while any(r.claimed and not r.released and not r.dead for r in self._runs.values()):
+            await asyncio.sleep(self.run_lease / 3)
+            await self._renew()
+
+    async def _stop_renewer(self) -> None:
+        task, self._renewer = self._renewer, None
+        if task is not None and not task.done():
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
+    def _check_claim(self, st: _Stream, run: runs.Run | None) -> None:
+        """Refuse a write that would interleave with another run holding the thread."""
+        claim = st.doc.get("run")
+        if run is not None and run.claimed:
+            if claim is None or claim["id"] != run.token:
+                raise ThreadBusyError(st.thread_id, None, st.agent_id, st.seq, lost=True)
+        elif claim is not None and claim["exp"] > self._clock():
+            raise ThreadBusyError(st.thread_id, claim["exp"], st.agent_id, st.seq, lost=False)
+
+    def _take_named(self, thread_id: str, ns: str, cid: str | None) -> bool:
+        """Whether a ``get_tuple`` outside a run named this checkpoint (then forget it)."""
+        key = (thread_id, ns, cid or "")
+        if cid is None or key not in self._named:
+            return False
+        del self._named[key]
+        return True
+
+    def _built_for(self, st: _Stream) -> Built:
+        """The thread's cache of built messages; only the most recently read
+        ``_BUILT_THREADS`` threads keep one (memory stays bounded)."""
+        if st.built is None:
+            st.built = Built()
+        self._built.pop(st.thread_id, None)
+        self._built[st.thread_id] = st
+        while len(self._built) > _BUILT_THREADS:
+            _, old = self._built.popitem(last=False)
+            old.built = None
+        return st.built
+
+    def _note_named(self, thread_id: str, ns: str, cid: str) -> None:
+        self._named[(thread_id, ns, cid)] = None
+        self._named.move_to_end((thread_id, ns, cid))
+        while len(self._named) > _NAMED:
+            self._named.popitem(last=False)
 
     # -- helpers -----------------------------------------------------------------
 
@@ -572,7 +797,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             st.doc_bytes = len(orjson.dumps(st.doc))
             st.bytes_since = 0
 
-    async def _mutate(self, thread_id: str, build: Plan, kind: str) -> None:
+    async def _mutate(self, thread_id: str, build: Plan, kind: str, *, create: bool = True) -> None:
         """Build ops from the current document and append them, retrying on conflicts.
 
         Calls on one thread that arrive while another is committing are *coalesced*:
@@ -583,7 +808,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         document at a checkpoint's seq is still exactly that checkpoint.
         """
         loop = asyncio.get_running_loop()
-        mine = _Pending(build, loop.create_future(), kind)
+        mine = _Pending(build, loop.create_future(), kind, create)
         queue = self._queued.setdefault(thread_id, [])
         queue.append(mine)
         try:
@@ -607,8 +832,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         for _ in range(self.max_retries):
             if not live:
                 return
-            st = await self._open(thread_id, create=True)
-            assert st is not None
+            st = await self._open(thread_id, create=any(p.create for p in live))
+            if st is None:  # no stream, and none of the plans may create one
+                break
             ops: builtins.list[Op] = []
             kinds: builtins.list[str] = []
             included: builtins.list[_Pending] = []
@@ -774,6 +1000,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         writes: builtins.list[PendingWrite],
         config: RunnableConfig | None,
         seen: Memo | None = None,
+        built: Built | None = None,
     ) -> CheckpointTuple:
         codec = self._codec
         cp = nsd["cp"]
@@ -784,7 +1011,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             v=cp["v"],
             id=cp["h"][0],
             ts=cp["h"][1],
-            channel_values={ch: codec.unpack(p, pool, seen) for ch, p in nsd["vals"].items()},
+            channel_values={
+                ch: codec.unpack(p, pool, seen, built) for ch, p in nsd["vals"].items()
+            },
             channel_versions=dict(cp["cv"]),
             versions_seen={node: dict(seen) for node, seen in cp["vs"].items()},
             updated_channels=builtins.list(cp["uc"]) if cp["uc"] is not None else None,
@@ -836,6 +1065,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns") or ""
         cid = get_checkpoint_id(config)
+        if cid is not None and self.fork_protection and runs.run_control(conf) is None:
+            self._note_named(thread_id, ns, cid)  # e.g. update_state on this checkpoint
         st = await self._open(thread_id, create=False)
         if st is None:
             return None
@@ -854,12 +1085,17 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         writes = self._pending(nsd["w"].get(cid), pool)
         if nsd["cp"]["h"][0] == cid:
             seen: Memo | None = {} if self.reuse_packed_messages else None
-            found = self._tuple(thread_id, ns, nsd, pool, writes, config, seen)
+            built = self._built_for(st)
+            found = self._tuple(thread_id, ns, nsd, pool, writes, config, seen, built)
+            built.keep_used()
             if seen:  # a run resumes from these objects: its next put need not repack them
                 st.loaded = seen
             return found
         at = (await self.store.load(st.agent_id, at_seq=seq)).data
-        return self._tuple(thread_id, ns, at["ns"][ns], at["pool"], writes, config)
+        # an older checkpoint's messages are mostly the latest's: copies of those built
+        return self._tuple(
+            thread_id, ns, at["ns"][ns], at["pool"], writes, config, None, self._built_for(st)
+        )
 
     async def _thread_ids(self) -> AsyncIterator[str]:
         """Every thread id, reading only the saver's agents (ids sort by prefix)."""
@@ -972,21 +1208,28 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         if extras:
             header["x"] = codec.pack(extras)
         values = checkpoint["channel_values"]
-        # a fork the caller asked for: LangGraph's time travel from a checkpoint the
-        # caller named ("fork"), or allow_fork=True in the call's configurable
-        asked = bool(conf.get("allow_fork")) or metadata.get("source") == "fork"
+        protect = self.fork_protection
+        run = self._run_of(thread_id, conf) if protect else None
+        # a fork the caller asked for: a run started from a checkpoint the caller named
+        # (time travel), LangGraph's "fork" checkpoint, update_state on a checkpoint the
+        # caller named (get_tuple noted it), or allow_fork=True in the call's configurable
+        asked = (
+            bool(conf.get("allow_fork"))
+            or metadata.get("source") == "fork"
+            or (run is not None and run.addressed)
+            or (protect and self._take_named(thread_id, ns, parent))
+            # a root put from outside a run: how imports and LangGraph's conformance
+            # suite seed threads (a run's root put is checked: its claim covers it)
+            or (parent is None and run is None)
+        )
 
         def build(st: _Stream) -> tuple[str, builtins.list[Op], str | None]:
             nsd = st.doc["ns"].get(ns)
             latest = st.heads.get(ns)
-            if (
-                self.fork_protection
-                and not asked
-                and latest is not None
-                and parent != latest
-                and cid != latest
-            ):
-                raise CheckpointForkError(thread_id, ns, parent, latest, st.agent_id, st.seq)
+            if protect:
+                self._check_claim(st, run)
+                if not asked and latest is not None and parent != latest and cid != latest:
+                    raise CheckpointForkError(thread_id, ns, parent, latest, st.agent_id, st.seq)
             pool = st.doc["pool"]
             new_pool: dict[str, Any] = {}
             memo: Memo | None = None
@@ -1038,8 +1281,12 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         if not items:
             return
         codec = self._codec
+        protect = self.fork_protection
+        run = self._run_of(thread_id, conf) if protect else None
 
         def build(st: _Stream) -> tuple[str, builtins.list[Op], str | None] | None:
+            if protect:
+                self._check_claim(st, run)
             nsd = st.doc["ns"].get(ns)
             task = nsd["w"].get(cid, {}).get(task_id) if nsd is not None else None
             existing: dict[str, Any] = task["i"] if task is not None else {}
@@ -1152,6 +1399,10 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 if st is None:
                     return report
                 report.threads_scanned = 1
+                claim = st.doc.get("run")
+                if self.fork_protection and claim is not None and claim["exp"] > self._clock():
+                    report.threads_skipped.append(thread_id)  # a run holds it
+                    return report
                 keep = await decide(st)
                 if keep is None:
                     return report
@@ -1312,7 +1563,14 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names (by ``checkpoint_id``), else the latest one of
-        its thread and namespace; None when there is none."""
+        its thread and namespace; None when there is none.
+
+        At the start of a LangGraph run (with ``fork_protection``) this also claims the
+        thread for the run, or raises :class:`ThreadBusyError`."""
+        begun = self._begin_run(config, sys._getframe(1))
+        if begun is not None:
+            self._portal.call(self._claim(begun[0]))
+            self._attach(*begun)
         return self._portal.call(self._get_tuple(config))
 
     def list(
@@ -1398,6 +1656,10 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async :meth:`get_tuple`."""
+        begun = self._begin_run(config, sys._getframe(1))
+        if begun is not None:
+            await self._portal.run(self._claim(begun[0]))
+            self._attach(*begun)
         return await self._portal.run(self._get_tuple(config))
 
     async def alist(

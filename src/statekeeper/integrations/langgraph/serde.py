@@ -41,7 +41,7 @@ import hashlib
 import math
 import sys
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -53,6 +53,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer, _create_msgp
 
 __all__ = [
     "MESSAGE_CLASSES",
+    "Built",
     "KnownTypesSerializer",
     "Memo",
     "ValueCodec",
@@ -92,6 +93,22 @@ _SCALARS = (str, bool, type(None))
 Memo = dict[int, tuple["weakref.ref[Any]", Any, "Fingerprint"]]
 #: (field names, field values: immutable ones by reference, containers as JSON bytes)
 Fingerprint = tuple[tuple[str, ...], tuple[Any, ...]]
+
+
+@dataclasses.dataclass(eq=False)
+class Built:
+    """Messages a saver built for a thread's latest checkpoint (by their stored
+    reference), kept privately so the next read hands out copies instead of building
+    them again; ``used`` collects the keys one read used."""
+
+    cache: dict[str, tuple[Any, Fingerprint]] = dataclasses.field(default_factory=dict)
+    used: set[str] = dataclasses.field(default_factory=set)
+
+    def keep_used(self) -> None:
+        """Drop what the last read did not use (the cache stays the size of one state)."""
+        if len(self.used) < len(self.cache):
+            self.cache = {k: self.cache[k] for k in self.used}
+        self.used = set()
 
 
 def safe_serializer(
@@ -373,28 +390,43 @@ class ValueCodec:
 
     # -- unpacking ---------------------------------------------------------------
 
-    def unpack(self, packed: Any, pool: Mapping[str, Any], seen: Memo | None = None) -> Any:
+    def unpack(
+        self,
+        packed: Any,
+        pool: Mapping[str, Any],
+        seen: Memo | None = None,
+        built: Built | None = None,
+    ) -> Any:
         """Rebuild a value (fresh objects every call) from its packed form.
 
         ``seen``: pooled messages built are registered there as :meth:`pack`'s memo
         entries, so packing the same objects again costs no serialization.
+        ``built``: pooled messages built by earlier calls, by reference (see
+        :meth:`_reuse`); the ones used are marked in ``built.used``.
         """
         t = type(packed)
         if t is list:
-            return [self.unpack(x, pool, seen) for x in packed]
+            return [self.unpack(x, pool, seen, built) for x in packed]
         if t is not dict:
             return packed
         if len(packed) == 1:
             tag, body = next(iter(packed.items()))
             if tag[:1] == "$":
-                return self._tagged(tag, body, pool, seen)
-        return {k: self.unpack(x, pool, seen) for k, x in packed.items()}
+                return self._tagged(tag, body, pool, seen, built)
+        return {k: self.unpack(x, pool, seen, built) for k, x in packed.items()}
 
     def _tagged(
-        self, tag: str, body: Any, pool: Mapping[str, Any], seen: Memo | None = None
+        self,
+        tag: str,
+        body: Any,
+        pool: Mapping[str, Any],
+        seen: Memo | None = None,
+        built: Built | None = None,
     ) -> Any:
         if tag == "$p":
             cell = pool[body]
+            if built is not None and "$m" in cell:
+                return self._reuse(body, lambda: self.unpack(cell, pool), {"$p": body}, seen, built)
             value = self.unpack(cell, pool)
             if seen is not None and "$m" in cell:
                 _register(seen, value, {"$p": body})
@@ -402,9 +434,16 @@ class ValueCodec:
         if tag == "$r":
             key, message_id = body
             cell = pool[key]["$m"]
-            value = self._build(cell[0], {**self.unpack(cell[1], pool), "id": message_id})
+
+            def make() -> Any:
+                return self._build(cell[0], {**self.unpack(cell[1], pool), "id": message_id})
+
+            ref = {"$r": [key, message_id]}
+            if built is not None:
+                return self._reuse(f"{key} {message_id}", make, ref, seen, built)
+            value = make()
             if seen is not None:
-                _register(seen, value, {"$r": [key, message_id]})
+                _register(seen, value, ref)
             return value
         if tag == "$s":
             return self.serde.loads_typed((body[0], base64.b64decode(body[1])))
@@ -413,6 +452,25 @@ class ValueCodec:
         if tag == "$d":
             return {k: self.unpack(x, pool) for k, x in body.items()}
         raise ValueError(f"unknown packed tag {tag!r}")
+
+    @staticmethod
+    def _reuse(
+        key: str, make: Callable[[], Any], ref: dict[str, Any], seen: Memo | None, built: Built
+    ) -> Any:
+        """A fresh (shallow) copy of the message built earlier for ``key``, when that
+        private original is unchanged (its containers are shared with copies handed
+        out, so a change made through one shows in its fingerprint); else a new build.
+        A copy costs a third of a build and needs no new fingerprint."""
+        hit = built.cache.get(key)
+        if hit is None or _changed(hit[0], hit[1]) != set():
+            original = make()
+            hit = (original, fingerprint(original))
+            built.cache[key] = hit
+        built.used.add(key)
+        value = hit[0].model_copy()
+        if seen is not None:
+            seen[id(value)] = (weakref.ref(value), ref, hit[1])
+        return value
 
     @staticmethod
     def _build(name: str, fields: dict[str, Any]) -> Any:
@@ -433,6 +491,7 @@ def _register(seen: Memo, value: Any, ref: dict[str, Any]) -> None:
 
 
 _KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_EMPTY: dict[type[Any], bytes] = {dict: b"{}", list: b"[]", tuple: b"[]"}
 _SMALL: dict[bytes, bytes] = {}
 
 
@@ -511,6 +570,8 @@ def _changed(v: Any, fp: Fingerprint) -> set[str] | None:
             return None
         if now is old:
             continue
+        if type(old) is bytes and not now and old == _EMPTY.get(type(now)):
+            continue  # still an empty container (most message fields): no dump needed
         try:
             if type(old) is bytes:  # a frozen container
                 same = type(now) in (dict, list, tuple) and _frozen(now) == old

@@ -1,0 +1,97 @@
+"""Which LangGraph run a saver call belongs to, and where that run ends.
+
+Fork protection claims a thread for a whole run (see ``docs/langgraph.md``). The saver
+sees a run only through its calls, so this module reads two things LangGraph passes:
+
+- the run's identity: every call a run makes (``get_tuple`` at its start, then ``put`` /
+  ``put_writes`` from the loop's background threads, subgraphs included) carries the
+  run's ``Runtime`` under ``configurable["__pregel_runtime"]``, and its ``control`` (a
+  ``RunControl``) is created once per top-level run and shared by its subgraphs;
+- the run's end: ``get_tuple`` at a run's start is called by the ``PregelLoop``'s
+  ``__enter__`` / ``__aenter__``, whose exit stack unwinds when the run ends, after
+  the loop's background saves finished. A callback pushed on that stack releases the
+  claim at exactly that point.
+
+When either is missing (another caller, another LangGraph version) there is no run:
+the saver falls back to checking each ``put`` alone.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import weakref
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+__all__ = ["Run", "find_loop", "run_control"]
+
+_RUNTIME_KEY = "__pregel_runtime"
+_TASK_KEY = "__pregel_task_id"  # set in the config of a subgraph's (nested) loop
+
+
+@dataclass(eq=False)
+class Run:
+    """One top-level LangGraph run holding (or claiming) a thread."""
+
+    thread_id: str
+    #: the run's ``RunControl`` (held, so its ``id`` cannot be reused while we key on it)
+    control: Any
+    #: the run started from a checkpoint the caller named (time travel): it may fork
+    addressed: bool
+    token: str = field(default_factory=lambda: secrets.token_hex(8))
+    #: the claim is stored (until ``released``)
+    claimed: bool = False
+    released: bool = False
+    #: the loop object is gone (its exit stack may never unwind): stop renewing
+    dead: bool = False
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (id(self.control), self.thread_id)
+
+
+def run_control(configurable: dict[str, Any]) -> Any:
+    """The ``RunControl`` of the run making a call, or None."""
+    runtime = configurable.get(_RUNTIME_KEY)
+    return getattr(runtime, "control", None) if runtime is not None else None
+
+
+def is_top_level(configurable: dict[str, Any]) -> bool:
+    """A call from a top-level run's loop (a subgraph's loop has a task id)."""
+    return _TASK_KEY not in configurable and configurable.get(_RUNTIME_KEY) is not None
+
+
+def find_loop(frame: FrameType | None, depth: int = 4) -> Any:
+    """The ``PregelLoop`` calling ``get_tuple`` from ``frame`` up, or None."""
+    try:
+        from langgraph.pregel._loop import PregelLoop
+    except ImportError:  # pragma: no cover - another LangGraph layout
+        return None
+    for _ in range(depth):
+        if frame is None:
+            return None
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, PregelLoop) and isinstance(
+            getattr(candidate, "stack", None), (ExitStack, AsyncExitStack)
+        ):
+            return candidate
+        frame = frame.f_back
+    return None
+
+
+def caller_frame() -> FrameType:
+    """The frame that called the function calling this one."""
+    return sys._getframe(2)
+
+
+def watch(loop: Any, run: Run) -> None:
+    """Mark ``run`` dead when its loop object is collected (a loop whose exit stack
+    never unwound, e.g. ``__enter__`` raised after the claim): the lease then lapses."""
+
+    def dead(run: Run = run) -> None:
+        run.dead = True
+
+    weakref.finalize(loop, dead)

@@ -1,0 +1,445 @@
+"""Fork protection per run (the default): one LangGraph run holds a thread at a time.
+
+A run claims its thread in ``get_tuple`` at its start and releases it when its loop
+exits; a run that loses fails there, before any node ran and with nothing written.
+Forks the caller asks for (time travel, ``update_state`` on a named checkpoint) pass.
+Every test runs on memory, SQLite, PostgreSQL and Redis; no test waits for a duration:
+nodes block on conditions the test sets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.types import Command, interrupt
+
+from statekeeper.integrations.langgraph import (
+    CheckpointForkError,
+    StatekeeperSaver,
+    ThreadBusyError,
+)
+
+from ..backends._services import (
+    POSTGRES_DSN,
+    REDIS_URL,
+    delete_prefix,
+    drop_schema,
+    namespace,
+    require_postgres,
+    require_redis,
+)
+from .conftest import new_thread
+
+#: a guard against a deadlocked test, never a synchronisation
+GUARD = 120.0
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])
+def run_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    name = request.param
+    if name == "memory":
+        yield "memory://"
+    elif name == "sqlite":
+        yield f"sqlite:///{tmp_path}/runs.db"
+    elif name == "postgresql":
+        require_postgres()
+        schema = namespace(tmp_path, "sk_lgr_")
+        try:
+            yield f"{POSTGRES_DSN}?schema={schema}"
+        finally:
+            drop_schema(schema)
+    else:
+        require_redis()
+        prefix = namespace(tmp_path, "sk_lgr_") + ":"
+        try:
+            yield f"{REDIS_URL}?prefix={prefix}"
+        finally:
+            delete_prefix(prefix)
+
+
+def savers(url: str, count: int, **options: Any) -> list[StatekeeperSaver]:
+    """``count`` savers on one store (separate caches and loops, as separate processes
+    have); one for ``memory://``, whose stores are not shared."""
+    return [
+        StatekeeperSaver.from_url(url, **options) for _ in range(1 if url == "memory://" else count)
+    ]
+
+
+class Gate:
+    """Counts the runs of a round that entered the node and the ones that failed; the
+    node waits until every run of the round did one or the other."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.size = 0
+        self.entered = 0
+        self.failed = 0
+
+    def reset(self, size: int) -> None:
+        with self.cond:
+            self.size, self.entered, self.failed = size, 0, 0
+
+    def enter_and_wait(self) -> None:
+        with self.cond:
+            self.entered += 1
+            self.cond.notify_all()
+            done = self.cond.wait_for(lambda: self.entered + self.failed >= self.size, GUARD)
+        assert done, "the round never settled"
+
+    def fail(self) -> None:
+        with self.cond:
+            self.failed += 1
+            self.cond.notify_all()
+
+
+def reply_graph(node: Callable[[], None]) -> StateGraph[Any]:
+    """A chat: one node that answers the last human message (after calling ``node``)."""
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        node()
+        last = state["messages"][-1]
+        return {"messages": [AIMessage(f"re: {last.content}", id=f"ai-{last.id}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    return builder
+
+
+def whole_turns(messages: list[AnyMessage]) -> list[str]:
+    """The human messages of a chat, asserting each is followed by its own reply."""
+    assert len(messages) % 2 == 0, [m.content for m in messages]
+    asked = []
+    for human, ai in zip(messages[::2], messages[1::2], strict=True):
+        assert isinstance(human, HumanMessage) and isinstance(ai, AIMessage)
+        assert ai.content == f"re: {human.content}"
+        asked.append(str(human.content))
+    return asked
+
+
+def test_concurrent_runs_on_one_thread_leave_only_whole_turns(run_url: str) -> None:
+    """24 runs in rounds of 8 started together on one thread, through two savers: in
+    each round exactly one runs (the others fail with ThreadBusyError before their node
+    runs), and every checkpoint of the thread holds whole turns only."""
+    rounds, per_round = 3, 8
+    gate = Gate()
+    pool = savers(run_url, 2)
+    graphs = [reply_graph(gate.enter_and_wait).compile(checkpointer=s) for s in pool]
+    thread = new_thread()
+    cfg = {"configurable": {"thread_id": thread}}
+    winners: list[str] = []
+    try:
+        for r in range(rounds):
+            gate.reset(per_round)
+            start = threading.Barrier(per_round)
+            outcome: dict[int, Any] = {}
+
+            def attempt(
+                i: int,
+                r: int = r,
+                start: threading.Barrier = start,
+                outcome: dict[int, Any] = outcome,
+            ) -> None:
+                text = f"round {r} run {i}"
+                start.wait(GUARD)
+                try:
+                    graphs[i % len(graphs)].invoke(
+                        {"messages": [HumanMessage(text, id=f"h-{r}-{i}")]}, cfg
+                    )
+                    outcome[i] = text
+                except ThreadBusyError as exc:
+                    outcome[i] = exc
+                    gate.fail()
+                except BaseException as exc:  # reported below
+                    outcome[i] = exc
+                    gate.fail()
+
+            workers = [threading.Thread(target=attempt, args=(i,)) for i in range(per_round)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join(GUARD)
+            won = [v for v in outcome.values() if isinstance(v, str)]
+            lost = [v for v in outcome.values() if not isinstance(v, str)]
+            assert len(won) == 1, outcome
+            assert all(isinstance(e, ThreadBusyError) and not e.lost for e in lost), lost
+            assert gate.entered == 1  # no losing run's node ran
+            winners.extend(won)
+        # every stored checkpoint: whole turns of winners, plus at most the input of
+        # the turn it was taken in (a winner's message, not yet answered)
+        state = graphs[0].get_state(cfg)
+        assert whole_turns(state.values["messages"]) == winners
+        for snap in graphs[-1].get_state_history(cfg):
+            msgs = snap.values.get("messages", [])
+            if len(msgs) % 2:  # taken inside a turn: its input is a winner's
+                assert msgs[-1].content == winners[len(msgs) // 2]
+                msgs = msgs[:-1]
+            assert whole_turns(msgs) == winners[: len(msgs) // 2]
+    finally:
+        for s in pool:
+            s.close()
+
+
+def test_a_write_from_outside_the_run_is_refused_while_it_runs(run_url: str) -> None:
+    """``update_state`` while a run is in its node fails with nothing written; the run
+    finishes its turn, and the update then passes."""
+    entered, go = threading.Event(), threading.Event()
+
+    def node() -> None:
+        entered.set()
+        assert go.wait(GUARD)
+
+    pool = savers(run_url, 2)
+    graph = reply_graph(node).compile(checkpointer=pool[0])
+    other = reply_graph(lambda: None).compile(checkpointer=pool[-1])
+    cfg = {"configurable": {"thread_id": new_thread()}}
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            # sync: what the run stored before its node is durable when the node starts
+            graph.invoke({"messages": [HumanMessage("hi", id="h1")]}, cfg, durability="sync")
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        assert entered.wait(GUARD)
+        before = len(list(other.get_state_history(cfg)))
+        with pytest.raises(ThreadBusyError) as info:
+            other.update_state(cfg, {"messages": [HumanMessage("sneak", id="s")]})
+        assert not info.value.lost and info.value.expires_at is not None
+        assert "held by another run" in str(info.value)
+        with pytest.raises(ThreadBusyError):  # a second run is refused too
+            other.invoke({"messages": [HumanMessage("again", id="h2")]}, cfg)
+        assert len(list(other.get_state_history(cfg))) == before
+        go.set()
+        worker.join(GUARD)
+        assert not errors
+        assert whole_turns(other.get_state(cfg).values["messages"]) == ["hi"]
+        other.update_state(cfg, {"messages": [HumanMessage("note", id="n")]})  # free again
+    finally:
+        go.set()
+        worker.join(GUARD)
+        for s in pool:
+            s.close()
+
+
+def time_travel(saver: Any) -> list[Any]:
+    """``update_state`` on a named checkpoint, ``invoke(None, config)`` from an older
+    checkpoint, and ``Command(resume=...)`` at an older interrupted checkpoint; returns
+    what a user sees after each step."""
+
+    def contents(messages: list[AnyMessage]) -> list[str]:
+        return [str(m.content) for m in messages]
+
+    seen: list[Any] = []
+    graph = reply_graph(lambda: None).compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": new_thread()}}
+    graph.invoke({"messages": [HumanMessage("one", id="h1")]}, cfg)
+    graph.invoke({"messages": [HumanMessage("two", id="h2")]}, cfg)
+    history = list(graph.get_state_history(cfg))
+    named = next(  # turn two's input checkpoint
+        h
+        for h in history
+        if len(h.values.get("messages", [])) == 2 and (h.metadata or {}).get("source") == "input"
+    )
+    branch = graph.update_state(
+        named.config, {"messages": [HumanMessage("b", id="hb")]}, as_node=START
+    )
+    seen.append(
+        graph.get_state(cfg).config["configurable"]["checkpoint_id"]
+        == (branch["configurable"]["checkpoint_id"])
+    )
+    seen.append(contents(graph.invoke(None, branch)["messages"]))
+    seen.append(contents(graph.invoke(None, named.config)["messages"]))
+    seen.append(contents(graph.get_state(cfg).values["messages"]))
+    seen.append(len(list(graph.get_state_history(cfg))) - len(history))
+
+    def ask(state: MessagesState) -> dict[str, Any]:
+        answer = interrupt("name?")
+        return {"messages": [AIMessage(f"hello {answer}", id=f"ai-{answer}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    hitl = builder.compile(checkpointer=saver)
+    cfg2 = {"configurable": {"thread_id": new_thread()}}
+    hitl.invoke({"messages": [HumanMessage("hi", id="x")]}, cfg2)
+    paused = hitl.get_state(cfg2)
+    seen.append(paused.next)
+    seen.append(contents(hitl.invoke(Command(resume="ann"), cfg2)["messages"]))
+    seen.append(contents(hitl.invoke(Command(resume="bob"), paused.config)["messages"]))
+    seen.append(contents(hitl.invoke(None, paused.config)["messages"]))
+    seen.append(contents(hitl.get_state(cfg2).values["messages"]))
+    seen.append(len(list(hitl.get_state_history(cfg2))))
+    return seen
+
+
+def test_explicit_time_travel_passes(run_url: str) -> None:
+    """With the default protection, the forks a caller asks for pass and behave exactly
+    as on LangGraph's own ``InMemorySaver``."""
+    with StatekeeperSaver.from_url(run_url) as saver:
+        got = time_travel(saver)
+    assert got == time_travel(InMemorySaver())
+    assert got[0] is True and got[1][-2:] == ["b", "re: b"]
+
+
+def test_an_update_on_a_stale_latest_is_refused(run_url: str) -> None:
+    """``update_state`` without a checkpoint id reads the latest checkpoint; when another
+    writer moves the thread on before the update is stored, the update is refused
+    (a race, not a fork anyone asked for) and nothing is written."""
+    if run_url == "memory://":
+        pytest.skip("needs two savers on one store")
+    moving = StatekeeperSaver.from_url(run_url)
+    mover = reply_graph(lambda: None).compile(checkpointer=moving)
+    cfg = {"configurable": {"thread_id": new_thread()}}
+    mover.invoke({"messages": [HumanMessage("one", id="h1")]}, cfg)
+
+    class Racing(StatekeeperSaver):
+        """Another writer finishes a turn right after this saver read the thread."""
+
+        def get_tuple(self, config: Any) -> Any:
+            found = super().get_tuple(config)
+            mover.invoke({"messages": [HumanMessage("two", id="h2")]}, cfg)
+            return found
+
+    racing = Racing.from_url(run_url)
+    try:
+        stale = reply_graph(lambda: None).compile(checkpointer=racing)
+        with pytest.raises(CheckpointForkError) as info:
+            stale.update_state(cfg, {"messages": [HumanMessage("late", id="late")]})
+        assert not isinstance(info.value, ThreadBusyError)
+        assert whole_turns(mover.get_state(cfg).values["messages"]) == ["one", "two"]
+    finally:
+        racing.close()
+        moving.close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_lapsed_claim_is_taken_over_and_its_run_fenced(run_url: str) -> None:
+    """Crash recovery: a run whose claim lapsed (its process hung or died) no longer
+    holds the thread; another run takes it, and the old run's next write is refused
+    (``lost``). The holder's live claims are renewed before they lapse."""
+    if run_url == "memory://":
+        pytest.skip("needs two savers on one store")
+    clock = Clock()
+    entered, go = threading.Event(), threading.Event()
+
+    def node() -> None:
+        entered.set()
+        assert go.wait(GUARD)
+
+    holder = StatekeeperSaver.from_url(run_url, clock=clock, run_lease=30)
+    taker = StatekeeperSaver.from_url(run_url, clock=clock, run_lease=30)
+    slow = reply_graph(node).compile(checkpointer=holder)
+    fast = reply_graph(lambda: None).compile(checkpointer=taker)
+    cfg = {"configurable": {"thread_id": new_thread()}}
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            slow.invoke({"messages": [HumanMessage("slow", id="h-slow")]}, cfg)
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        assert entered.wait(GUARD)
+        clock.now += 20
+        holder._portal.call(holder._renew())  # what its renewer does every lease/3
+        clock.now += 20  # 40 s after the claim, 20 s after the renewal: still held
+        with pytest.raises(ThreadBusyError):
+            fast.invoke({"messages": [HumanMessage("fast", id="h-fast")]}, cfg)
+        clock.now += 11  # lapsed
+        fast.invoke({"messages": [HumanMessage("fast", id="h-fast")]}, cfg)
+    finally:
+        go.set()
+        worker.join(GUARD)
+    try:
+        assert len(errors) == 1 and isinstance(errors[0], ThreadBusyError), errors
+        assert errors[0].lost and "no longer holds" in str(errors[0])
+        # the slow run's input was stored before it hung (as with any saver after a
+        # crash); its reply was not, and the taker's turn is whole
+        msgs = fast.get_state(cfg).values["messages"]
+        assert [m.content for m in msgs] == ["slow", "fast", "re: fast"]
+    finally:
+        holder.close()
+        taker.close()
+
+
+async def test_concurrent_async_runs(run_url: str) -> None:
+    """``ainvoke`` from one event loop: of 8 concurrent runs on one thread one runs."""
+    others_failed = asyncio.Event()
+    failures = 0
+    size = 8
+
+    async def reply(state: MessagesState) -> dict[str, Any]:
+        await asyncio.wait_for(others_failed.wait(), GUARD)
+        last = state["messages"][-1]
+        return {"messages": [AIMessage(f"re: {last.content}", id=f"ai-{last.id}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    async with StatekeeperSaver.from_url(run_url) as saver:
+        graph = builder.compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": new_thread()}}
+
+        async def attempt(i: int) -> str | None:
+            nonlocal failures
+            try:
+                await graph.ainvoke({"messages": [HumanMessage(f"run {i}", id=f"h{i}")]}, cfg)
+                return f"run {i}"
+            except ThreadBusyError:
+                failures += 1
+                if failures == size - 1:
+                    others_failed.set()
+                return None
+
+        done = await asyncio.wait_for(asyncio.gather(*(attempt(i) for i in range(size))), GUARD)
+        won = [d for d in done if d is not None]
+        assert len(won) == 1 and failures == size - 1
+        state = await graph.aget_state(cfg)
+        assert whole_turns(state.values["messages"]) == won
+        # released at the end of the run: the next run passes
+        await graph.ainvoke({"messages": [HumanMessage("next", id="hn")]}, cfg)
+
+
+@pytest.mark.parametrize("protect", [True, False])
+def test_a_run_claims_and_releases_its_thread(tmp_path: Path, protect: bool) -> None:
+    """A run stores its claim first and clears it last; with protection off, nothing."""
+    url = f"sqlite:///{tmp_path}/claims.db"
+    with StatekeeperSaver.from_url(url, fork_protection=protect) as saver:
+        graph = reply_graph(lambda: None).compile(checkpointer=saver)
+        thread = new_thread()
+        cfg = {"configurable": {"thread_id": thread}}
+        graph.invoke({"messages": [HumanMessage("hi", id="h")]}, cfg)
+
+        async def events() -> list[Any]:
+            return [e async for e in saver.store.history(f"lg/{thread}#0")]
+
+        kinds = [e.type for e in saver._portal.call(events())]
+    if not protect:
+        assert "lg.run" not in kinds
+        return
+    assert kinds[1] == "lg.run" and kinds[-1] == "lg.run", kinds
+    assert kinds.count("lg.run") == 2
