@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -55,6 +56,31 @@ def sk(
         input=input,
         timeout=120,
     )
+
+
+#: runs the CLI like the console script, then prints the loaded modules (``-X
+#: importtime`` cannot be used: it does not see ``importlib.import_module``)
+_PROBE = """
+import json, sys
+from statekeeper.cli.app import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+def imported(*argv: str) -> set[str]:
+    """The modules ``statekeeper ARGV`` has loaded when it exits."""
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, *argv],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
+    return set(json.loads(result.stderr.splitlines()[-1]))
 
 
 def assert_fits(text: str, width: int = 80) -> None:

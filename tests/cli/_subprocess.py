@@ -85,8 +85,9 @@ def one_error_line(run: Run) -> str:
 def commands() -> dict[str, typer.models.CommandInfo | None]:
     """Every command path of the app (``"keys status"``…), from the typer app itself."""
     from statekeeper.cli import app
+    from statekeeper.cli._help import load_all
 
-    group = typer.main.get_command(app)
+    group = load_all(typer.main.get_command(app))
     found: dict[str, object] = {}
 
     def walk(cmd: object, path: tuple[str, ...]) -> None:
