@@ -17,19 +17,9 @@ from typer.testing import CliRunner
 
 from statekeeper import AgentState, AgentStateMachine, StateStore, SyncStateStore
 from statekeeper.cli import app
-from statekeeper.cli.demo import (
-    FIRST_RESULT_SEQ,
-    TOOL_CALLS,
-    TOTAL_EVENTS,
-    ToolBox,
-    drive,
-    initial_data,
-    next_action,
-    planned_calls,
-    read_tool_log,
-    tool_calculator,
-    write_corpus,
-)
+from statekeeper.demo.agent import drive, initial_data, next_action, planned_calls
+from statekeeper.demo.constants import FIRST_RESULT_SEQ, TOOL_CALLS, TOTAL_EVENTS
+from statekeeper.demo.tools import ToolBox, read_tool_log, tool_calculator, write_corpus
 
 # ------------------------------------------------------------------ agent and tools
 
@@ -306,7 +296,7 @@ def test_demo_bad_options(runner: CliRunner, tmp_path: Path, args: list[str]) ->
 
 def test_worker_module_runs_without_double_import() -> None:
     proc = subprocess.run(
-        [sys.executable, "-W", "error", "-m", "statekeeper.cli.demo", "--help"],
+        [sys.executable, "-W", "error", "-m", "statekeeper.demo", "--help"],
         capture_output=True,
         text=True,
         timeout=30,

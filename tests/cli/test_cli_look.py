@@ -70,7 +70,6 @@ def test_help_imports_neither_the_store_nor_the_demo_nor_drivers() -> None:
         "rich",
         "statekeeper.store",
         "statekeeper.codec",
-        "statekeeper.cli.demo",
         "statekeeper.demo",
         "rich.progress",
     ]:
