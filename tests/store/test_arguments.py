@@ -13,7 +13,6 @@ import pytest
 from statekeeper import (
     AgentState,
     AgentStateMachine,
-    InvalidAgentId,
     InvalidArgument,
     StatekeeperError,
     StatePersistenceManager,
@@ -23,6 +22,7 @@ from statekeeper import (
     SyncStateStore,
 )
 from statekeeper.concurrency import LeaseManager, Steps, update
+from statekeeper.errors import InvalidAgentId
 
 from ..backends._services import (
     POSTGRES_DSN,

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from statekeeper import (
     ConflictError,
-    PatchError,
     SerializationError,
     StateStore,
 )
 from statekeeper.backends import MemoryBackend
 from statekeeper.backends.base import Backend
+from statekeeper.errors import PatchError
 from statekeeper.patch import diff
 
 from .conftest import FakeClock

@@ -12,11 +12,11 @@ from statekeeper import (
     ConfigurationError,
     ConflictError,
     InvalidArgument,
-    PatchError,
     StateStore,
     StoreClosed,
 )
 from statekeeper.backends import MemoryBackend
+from statekeeper.errors import PatchError
 from statekeeper.records import AppendResult, EventKind
 
 from .conftest import CountingBackend, FakeClock
