@@ -23,7 +23,7 @@ from statekeeper.backends.base import Backend
 from statekeeper.errors import PatchError
 from statekeeper.patch import diff
 
-from .conftest import FakeClock
+from ..conftest import FakeClock
 
 # -- documents and operations ----------------------------------------------------------------
 
