@@ -158,6 +158,7 @@ def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_demo_end_to_end_sigkill_and_resume(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
     kill_after = 9  # right after the call_tool of the 3rd fetch: a call is in flight
@@ -212,6 +213,7 @@ def test_demo_end_to_end_sigkill_and_resume(tmp_path: Path) -> None:
         assert store.verify().ok
 
 
+@pytest.mark.slow
 def test_demo_text_output(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["demo", "--db", str(tmp_path / "d.db"), "--kill-after", "6", "--step-delay", "0.01"]
@@ -231,6 +233,7 @@ def test_demo_text_output(runner: CliRunner, tmp_path: Path) -> None:
         assert text in out, text
 
 
+@pytest.mark.slow
 def test_demo_checks_catch_a_resume_that_forgets_results(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(
         app,
@@ -253,6 +256,7 @@ def test_demo_checks_catch_a_resume_that_forgets_results(runner: CliRunner, tmp_
     assert out["checks"]["worker_killed_by_sigkill"] is True
 
 
+@pytest.mark.slow
 def test_demo_keep_and_fresh(runner: CliRunner, tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     args = ["demo", "--db", str(db), "--step-delay", "0.01", "--seed", "1", "--json"]

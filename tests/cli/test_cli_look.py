@@ -163,6 +163,7 @@ def test_bench_table_fits_80_columns() -> None:
     )
 
 
+@pytest.mark.slow
 def test_demo_fits_80_columns(tmp_path: Path) -> None:
     result = sk(
         "demo", "--db", str(tmp_path / "demo.db"), "--kill-after", "9", "--step-delay", "0",
