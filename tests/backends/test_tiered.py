@@ -103,6 +103,7 @@ class TestTieredMemorySQLiteConformance(BackendConformance):
         return open_backend(url, readonly=True)
 
 
+@pytest.mark.slow  # the cold tier is S3 through a moto server
 class TestTieredRedisPostgresS3Conformance(BackendConformance):
     """Redis (hot) → PostgreSQL (durable) → S3 (cold): the production setup."""
 
@@ -148,6 +149,7 @@ class _AlwaysCold(TieredBackend):
         await self.demote(agent_id)
 
 
+@pytest.mark.slow  # the cold tier is S3 through a moto server
 class TestTieredThroughColdConformance(BackendConformance):
     """memory → PostgreSQL → S3 with every agent demoted after every write.
 
