@@ -18,13 +18,7 @@ from statekeeper import StateTransition, SyncStateStore
 from statekeeper.security import Keyring
 
 from ..backends._services import (
-    POSTGRES_DSN,
-    REDIS_URL,
-    delete_prefix,
-    drop_schema,
-    namespace,
-    require_postgres,
-    require_redis,
+    fresh_url,
 )
 
 ENGINES = ["sqlite", "postgresql", "redis"]
@@ -116,23 +110,8 @@ def populate(url: str, base: float | None = 0.0, keyring: Keyring | None = None)
 @pytest.fixture
 def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty store on the engine ``request.param`` (own schema / key prefix)."""
-    engine = request.param
-    if engine == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.db'}"
-    elif engine == "postgresql":
-        require_postgres()
-        schema = namespace(tmp_path)
-        try:
-            yield f"{POSTGRES_DSN}?schema={schema}"
-        finally:
-            drop_schema(schema)
-    else:
-        require_redis()
-        prefix = namespace(tmp_path) + ":"
-        try:
-            yield f"{REDIS_URL}?prefix={prefix}"
-        finally:
-            delete_prefix(prefix)
+    with fresh_url(request.param, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture
