@@ -76,7 +76,8 @@ COMMANDS: dict[str, Entry] = {
     ),
     "langgraph": Entry(
         "langgraph",
-        "Maintain LangGraph threads stored by the statekeeper checkpointer.",
+        "Maintain LangGraph threads stored by the statekeeper checkpointer; move them in "
+        "from (and out to) LangGraph's SqliteSaver / PostgresSaver.",
         group="langgraph_app",
     ),
     "demo": Entry(
