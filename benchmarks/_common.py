@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import random
 import sqlite3
 import statistics
 import sys
@@ -17,6 +16,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "src") not in sys.path:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT / "src"))
+
+# the workload and the percentile are the library's (``statekeeper bench`` uses them too)
+from statekeeper.bench.workload import make_messages, percentile  # noqa: E402, F401
 
 
 def version(dist: str) -> str:
@@ -82,15 +84,6 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of unsorted values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[k]
-
-
 def file_bytes(path: str | os.PathLike[str]) -> int:
     """Bytes of a SQLite database and its WAL after a TRUNCATE checkpoint."""
     path = os.fspath(path)
@@ -137,69 +130,6 @@ def fmt_ms(seconds: float) -> str:
 
 
 # ------------------------------------------------------------------------ workload
-
-_WORDS = (
-    "the",
-    "agent",
-    "plans",
-    "a",
-    "step",
-    "calls",
-    "a",
-    "tool",
-    "reads",
-    "the",
-    "result",
-    "and",
-    "then",
-    "writes",
-    "a",
-    "short",
-    "summary",
-    "of",
-    "what",
-    "it",
-    "found",
-    "so",
-    "far",
-    "before",
-    "it",
-    "asks",
-    "the",
-    "user",
-    "whether",
-    "to",
-    "continue",
-    "with",
-    "the",
-    "search",
-    "or",
-    "stop",
-    "here",
-    "because",
-    "the",
-    "budget",
-    "for",
-    "this",
-    "task",
-    "is",
-    "nearly",
-    "spent",
-)
-
-
-def make_messages(n: int, seed: int, chars: int = 200) -> list[dict[str, str]]:
-    """``n`` chat messages of ~``chars`` characters, deterministic per seed."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        words: list[str] = []
-        while sum(len(w) + 1 for w in words) < chars:
-            words.append(rng.choice(_WORDS))
-        out.append(
-            {"role": "user" if i % 2 == 0 else "assistant", "content": " ".join(words)[:chars]}
-        )
-    return out
 
 
 class Workload:

@@ -68,7 +68,7 @@ from _common import (
     table,
 )
 from statekeeper.backends.sqlite import SCHEMA_VERSION, SQLiteBackend
-from statekeeper.cli.bench import CHAT_WORDS
+from statekeeper.bench.workload import chat_message
 from statekeeper.codec import Codec
 from statekeeper.codec.pipeline import identity
 from statekeeper.records import AppendRequest, RawEvent
@@ -84,10 +84,7 @@ TARGETS = {"flat": 2.0, "recovery_ms": 10.0}
 
 
 def text(rng: random.Random, n: int = 200) -> str:
-    words: list[str] = []
-    while sum(len(w) + 1 for w in words) < n:
-        words.append(rng.choice(CHAT_WORDS))
-    return " ".join(words)[:n]
+    return chat_message(rng, 0, n)["content"]
 
 
 def fingerprint() -> dict[str, Any]:

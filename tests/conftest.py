@@ -1,5 +1,9 @@
 """Shared test configuration.
 
+Shared fixtures (one of each for the whole suite): :class:`FakeClock` and ``clock``;
+``url`` (each test on both shipped engines), ``db_url`` (a SQLite file several stores
+or processes share), ``open_store`` (stores closed at the end) and ``store``.
+
 Tests that need a server (PostgreSQL, Redis, S3) call :func:`require_service`, which
 skips with a clear reason when the server is not reachable — unless
 ``STATEKEEPER_REQUIRE_SERVICES=1`` (set by ``.ci/run``), which turns that skip into a
@@ -8,9 +12,16 @@ failure so CI always exercises them.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+from statekeeper import StateStore
+from statekeeper.errors import WriteBufferError
 
 REQUIRE_SERVICES = os.environ.get("STATEKEEPER_REQUIRE_SERVICES") == "1"
 
@@ -23,3 +34,61 @@ def require_service(name: str, reachable: bool, how: str) -> None:
     if REQUIRE_SERVICES:
         pytest.fail(f"{message} (STATEKEEPER_REQUIRE_SERVICES=1 forbids skipping)")
     pytest.skip(message)
+
+
+class FakeClock:
+    """A manual clock: returns ``now`` (counting the calls) until ``advance(dt)``.
+    Time in tests moves when the test says so, never with the machine's speed."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self.now = start
+        self.calls = 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        return self.now
+
+    def advance(self, dt: float = 1.0) -> float:
+        self.now += dt
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A backend URL: each test using it runs on both shipped engines."""
+    if request.param == "memory":
+        return "memory://"
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    """A SQLite URL for tests that need a file several stores or processes share."""
+    return f"sqlite:///{tmp_path / 'shared.db'}"
+
+
+@pytest.fixture
+async def open_store() -> AsyncIterator[Callable[..., StateStore]]:
+    """Factory for stores that are all closed at the end of the test."""
+    opened: list[StateStore] = []
+
+    def factory(backend: Any, **options: Any) -> StateStore:
+        store = StateStore(backend, **options)
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in reversed(opened):
+        # a test may leave a failed write-behind buffer behind on purpose
+        with contextlib.suppress(WriteBufferError):
+            await store.close()
+
+
+@pytest.fixture
+async def store(url: str, clock: FakeClock, open_store: Callable[..., StateStore]) -> StateStore:
+    return open_store(url, clock=clock, snapshot_every=5)

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from statekeeper import PatchError, SerializationError
+from statekeeper import SerializationError
+from statekeeper.errors import PatchError
 from statekeeper.patch import apply, diff, escape, unescape
 
 # -- strategies and strict equality -------------------------------------------------------

@@ -16,48 +16,28 @@ point, never lose or double an acknowledged step, and can be audited and replaye
 ('processing', {'task': 'summarise'})
 """
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
+# the errors an agent builder handles (every error is in ``statekeeper.errors``)
 from .errors import (
     AgentNotFound,
-    BackendError,
-    BackendRejected,
     BackendUnavailable,
-    CallbackError,
-    CapabilityUnsupported,
     ConfigurationError,
     ConflictError,
-    DecryptionError,
     IntegrityError,
-    InvalidAgentId,
     InvalidArgument,
-    InvalidMachineDefinition,
     InvalidTransition,
-    KeyNotFound,
-    LeaseError,
-    LeaseHeld,
     LeaseLost,
-    LeasesUnsupported,
-    MachineError,
-    MergeConflict,
-    PatchError,
-    RetriesExhausted,
     SerializationError,
     StatekeeperError,
-    StatekeeperWarning,
-    StateTooLarge,
-    StepError,
-    StorageError,
     StoreClosed,
-    UnknownState,
-    UnknownTypeTag,
     UnsavedChangesWarning,
-    WriteBufferError,
 )
 
 if TYPE_CHECKING:  # the rest loads on first use (``import statekeeper`` stays light)
-    from .backends import Backend, MemoryBackend, SQLiteBackend, open_backend
-    from .codec import Codec, TypeRegistry
+    from .codec import TypeRegistry
+    from .codec.keys import Keyring
     from .machine import (
         AgentState,
         AgentStateMachine,
@@ -66,8 +46,7 @@ if TYPE_CHECKING:  # the rest loads on first use (``import statekeeper`` stays l
         TransitionRule,
     )
     from .persistence import StatePersistenceManager, StateSnapshot, StorageBackend
-    from .records import AgentInfo, AppendResult, Event, EventKind, Snapshot
-    from .security import Keyring
+    from .records import AgentInfo, AppendResult, Event, Snapshot
     from .store import (
         DurableAgent,
         StateStore,
@@ -82,14 +61,9 @@ _LAZY: dict[str, str] = {
     "AgentState": ".machine",
     "AgentStateMachine": ".machine",
     "AppendResult": ".records",
-    "Backend": ".backends",
-    "Codec": ".codec",
     "DurableAgent": ".store",
     "Event": ".records",
-    "EventKind": ".records",
-    "Keyring": ".security",
-    "MemoryBackend": ".backends",
-    "SQLiteBackend": ".backends",
+    "Keyring": ".codec.keys",
     "Snapshot": ".records",
     "StateHistory": ".machine",
     "StatePersistenceManager": ".persistence",
@@ -102,19 +76,66 @@ _LAZY: dict[str, str] = {
     "TransitionRule": ".machine",
     "TypeRegistry": ".codec",
     "VerifyReport": ".store",
-    "open_backend": ".backends",
+}
+
+#: names that used to be importable from ``statekeeper`` -> where they live now. They
+#: still resolve, with a DeprecationWarning on each access.
+_MOVED: dict[str, str] = {
+    # for engine authors
+    "Backend": "statekeeper.backends",
+    "MemoryBackend": "statekeeper.backends",
+    "SQLiteBackend": "statekeeper.backends",
+    "open_backend": "statekeeper.backends",
+    "Codec": "statekeeper.codec",
+    "EventKind": "statekeeper.records",
+    # the less common errors
+    **{
+        name: "statekeeper.errors"
+        for name in (
+            "BackendError",
+            "BackendRejected",
+            "CallbackError",
+            "CapabilityUnsupported",
+            "DecryptionError",
+            "InvalidAgentId",
+            "InvalidMachineDefinition",
+            "KeyNotFound",
+            "LeaseError",
+            "LeaseHeld",
+            "LeasesUnsupported",
+            "MachineError",
+            "MergeConflict",
+            "PatchError",
+            "RetriesExhausted",
+            "StateTooLarge",
+            "StatekeeperWarning",
+            "StepError",
+            "StorageError",
+            "UnknownState",
+            "UnknownTypeTag",
+            "WriteBufferError",
+        )
+    },
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value
+        return value
+    home = _MOVED.get(name)
+    if home is not None:
+        warnings.warn(
+            f"statekeeper.{name} is deprecated: import it from {home}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
@@ -123,65 +144,40 @@ def __dir__() -> list[str]:
 
 __version__ = "0.1.0"
 
-__all__ = [
+__all__ = [  # noqa: RUF022 - grouped by audience
+    # agent builders: stores and agents
     "AgentInfo",
-    "AgentNotFound",
-    "AgentState",
-    "AgentStateMachine",
     "AppendResult",
-    "Backend",
-    "BackendError",
-    "BackendRejected",
-    "BackendUnavailable",
-    "CallbackError",
-    "CapabilityUnsupported",
-    "Codec",
-    "ConfigurationError",
-    "ConflictError",
-    "DecryptionError",
     "DurableAgent",
     "Event",
-    "EventKind",
-    "IntegrityError",
-    "InvalidAgentId",
-    "InvalidArgument",
-    "InvalidMachineDefinition",
-    "InvalidTransition",
-    "KeyNotFound",
     "Keyring",
-    "LeaseError",
-    "LeaseHeld",
-    "LeaseLost",
-    "LeasesUnsupported",
-    "MachineError",
-    "MemoryBackend",
-    "MergeConflict",
-    "PatchError",
-    "RetriesExhausted",
-    "SQLiteBackend",
-    "SerializationError",
     "Snapshot",
+    "StateStore",
+    "SyncDurableAgent",
+    "SyncStateStore",
+    "TypeRegistry",
+    "VerifyReport",
+    # the seed article's names
+    "AgentState",
+    "AgentStateMachine",
     "StateHistory",
     "StatePersistenceManager",
     "StateSnapshot",
-    "StateStore",
-    "StateTooLarge",
     "StateTransition",
-    "StatekeeperError",
-    "StatekeeperWarning",
-    "StepError",
     "StorageBackend",
-    "StorageError",
-    "StoreClosed",
-    "SyncDurableAgent",
-    "SyncStateStore",
     "TransitionRule",
-    "TypeRegistry",
-    "UnknownState",
-    "UnknownTypeTag",
+    # the errors an agent builder handles (all of them: statekeeper.errors)
+    "AgentNotFound",
+    "BackendUnavailable",
+    "ConfigurationError",
+    "ConflictError",
+    "IntegrityError",
+    "InvalidArgument",
+    "InvalidTransition",
+    "LeaseLost",
+    "SerializationError",
+    "StatekeeperError",
+    "StoreClosed",
     "UnsavedChangesWarning",
-    "VerifyReport",
-    "WriteBufferError",
     "__version__",
-    "open_backend",
 ]

@@ -9,6 +9,51 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = [
+    "AgentNotFound",
+    "AsyncRequired",
+    "BackendError",
+    "BackendRejected",
+    "BackendUnavailable",
+    "CallbackError",
+    "CapabilityUnsupported",
+    "ConfigurationError",
+    "ConflictError",
+    "DecryptionError",
+    "IntegrityError",
+    "InvalidAgentId",
+    "InvalidArgument",
+    "InvalidMachineDefinition",
+    "InvalidTransition",
+    "KeyNotFound",
+    "LeaseError",
+    "LeaseHeld",
+    "LeaseLost",
+    "LeasesUnsupported",
+    "MachineError",
+    "MergeConflict",
+    "NotAStore",
+    "NotOwned",
+    "PatchError",
+    "ReadOnlyStore",
+    "RetriesExhausted",
+    "RollbackDetected",
+    "SerializationError",
+    "StateTooLarge",
+    "StatekeeperError",
+    "StatekeeperWarning",
+    "StepError",
+    "StorageError",
+    "StoreClosed",
+    "StoreLocked",
+    "TransitionInProgress",
+    "UnknownEvent",
+    "UnknownState",
+    "UnknownTypeTag",
+    "UnsavedChangesWarning",
+    "WriteBufferError",
+]
+
 
 class StatekeeperError(Exception):
     """Root of every error statekeeper raises on purpose."""

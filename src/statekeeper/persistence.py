@@ -34,7 +34,6 @@ from urllib.parse import urlsplit
 import orjson
 
 from .arguments import check_mapping, check_seq
-from .backends.base import Backend
 from .backends.url import open_backend
 from .codec.types import TypeRegistry, needs_tagging, to_plain
 from .errors import ConfigurationError
@@ -107,27 +106,6 @@ def backend_url(backend: StorageBackend, path: str | None = None) -> str:
     return url
 
 
-def _open(url: str, options: Mapping[str, Any]) -> Backend:
-    """``open_backend(url)``, with engine keyword arguments when there are any."""
-    if not options:
-        return open_backend(url)
-    scheme = urlsplit(url).scheme.lower().split("+", 1)[0]
-    kind = _SCHEME_BACKEND.get(scheme)
-    if kind is StorageBackend.REDIS:
-        from .backends.redis import RedisBackend
-
-        return RedisBackend.from_url(url, **options)
-    if kind is StorageBackend.POSTGRESQL:
-        from .backends.postgres import PostgresBackend
-
-        return PostgresBackend.from_url(url, **options)
-    if kind is StorageBackend.S3:
-        from .backends.s3 import S3Backend
-
-        return S3Backend.from_url(url, **options)
-    raise ConfigurationError(f"backend_options are not supported for {scheme!r} URLs")
-
-
 class StatePersistenceManager:
     """Save and load whole agent states with caching and a write-behind buffer.
 
@@ -171,7 +149,7 @@ class StatePersistenceManager:
         self.flush_interval = flush_interval
         self.max_cache_size = max_cache_size
         self.store = StateStore(
-            _open(url, backend_options or {}),
+            open_backend(url, options=backend_options),
             durability=durability,
             flush_size=buffer_size,
             flush_interval=flush_interval,

@@ -349,3 +349,31 @@ def s3_credentials() -> dict[str, str]:
         "aws_secret_access_key": "test",
         "region_name": "us-east-1",
     }
+
+
+@contextlib.contextmanager
+def fresh_url(engine: str, tmp_path: Path, name: str = "store.db") -> Iterator[str]:
+    """The URL of an empty store on ``engine`` unique to the test, removed afterwards:
+    ``memory``, ``sqlite`` (a file ``name`` in ``tmp_path``), ``postgresql`` (its own
+    schema) or ``redis`` (its own key prefix). The one factory the suite's per-engine
+    fixtures share."""
+    ns = namespace(tmp_path)
+    if engine == "memory":
+        yield "memory://"
+    elif engine == "sqlite":
+        yield f"sqlite:///{tmp_path / name}"
+    elif engine in ("postgresql", "postgres"):
+        require_postgres()
+        try:
+            yield f"{POSTGRES_DSN}?schema={ns}"
+        finally:
+            drop_schema(ns)
+    elif engine == "redis":
+        require_redis()
+        sep = "&" if "?" in REDIS_URL else "?"
+        try:
+            yield f"{REDIS_URL}{sep}prefix={ns}:"
+        finally:
+            delete_prefix(f"{ns}:")
+    else:
+        raise ValueError(f"unknown engine {engine!r}")

@@ -14,7 +14,7 @@ from statekeeper.backends import MemoryBackend, SQLiteBackend, TieredBackend
 from statekeeper.backends.base import Backend
 from statekeeper.errors import ConflictError, IntegrityError
 from statekeeper.records import AppendRequest
-from statekeeper.security.keys import Keyring, generate_key
+from statekeeper.security import Keyring, generate_key
 from statekeeper.store import StateStore
 from statekeeper.testing import event
 

@@ -105,3 +105,25 @@ async def test_the_seed_manager_on_the_hybrid(
             {"i": i} for i in range(20)
         ]
         assert manager.store.backend.name == "tiered"
+
+
+def test_engine_options_go_through_open_backend_and_are_refused_where_unsupported(
+    tmp_path: Path,
+) -> None:
+    from statekeeper.backends import open_backend
+    from statekeeper.errors import ConfigurationError
+
+    for url in ("memory://", f"sqlite:///{tmp_path / 'a.db'}", str(tmp_path / "b.db")):
+        with pytest.raises(ConfigurationError, match="engine options \\(schema\\)"):
+            open_backend(url, options={"schema": "app"})
+        with pytest.raises(ConfigurationError, match="engine options"):
+            StatePersistenceManager(url=url, backend_options={"schema": "app"})
+    assert not (tmp_path / "a.db").exists() and not (tmp_path / "b.db").exists()
+
+
+def test_engine_options_reach_the_engine() -> None:
+    pytest.importorskip("redis")
+    from statekeeper.backends import open_backend
+
+    backend = open_backend(REDIS_URL, options={"prefix": "sk-opt-test:"})
+    assert backend.prefix == "sk-opt-test:"  # type: ignore[attr-defined]

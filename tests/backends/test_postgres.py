@@ -223,6 +223,7 @@ async def _kill_connections(application_name: str) -> int:
     return len(rows)
 
 
+@pytest.mark.slow
 async def test_killed_connections_lose_no_acknowledged_write(schema: str) -> None:
     """pg_terminate_backend on every pooled connection, repeatedly, during a write load.
 
@@ -430,6 +431,7 @@ async def test_a_pre_release_schema_is_upgraded_in_place(schema: str, applied: i
         await new.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["fast", "immediate"], ids=["restart", "crash-restart"])
 async def test_a_server_restart_mid_run_loses_nothing(mode: str) -> None:
     """Stop a private PostgreSQL in the middle of a write load (cleanly, or as a crash)

@@ -199,6 +199,7 @@ async def test_an_event_blob_cut_short_is_an_integrity_error_naming_its_seq(
     assert [(p.agent_id, p.seq) for p in report.problems][:1] == [("agent", 3)]
 
 
+@pytest.mark.slow
 async def test_a_dead_server_is_a_typed_error_and_a_restart_is_survived() -> None:
     with private_redis() as server:
         backend = RedisBackend(server.url, prefix="x:", retry_timeout=5)

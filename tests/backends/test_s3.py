@@ -26,6 +26,8 @@ from statekeeper.testing import BackendConformance, request
 
 from ._services import moto_endpoint, namespace, s3_credentials
 
+pytestmark = pytest.mark.slow  # every test goes through a moto S3 server over HTTP
+
 
 def _bucket_name(tmp_path: Path) -> str:
     return namespace(tmp_path, "sk-t-")

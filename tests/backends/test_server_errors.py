@@ -363,6 +363,7 @@ class _Warned(logging.Handler):
             self.loop.call_soon_threadsafe(self.event.set)
 
 
+@pytest.mark.slow
 async def test_postgres_lost_connection_is_retried_and_a_new_client_fails_fast() -> None:
     with private_postgres() as server:
         url = server.dsn.replace("postgres@", f"postgres:{SECRET}@")
@@ -398,6 +399,7 @@ async def test_postgres_lost_connection_is_retried_and_a_new_client_fails_fast()
         assert not any(SECRET in line for line in handler.lines)
 
 
+@pytest.mark.slow
 async def test_redis_lost_connection_is_retried_and_a_new_client_fails_fast() -> None:
     with private_redis() as server:
         url = server.url

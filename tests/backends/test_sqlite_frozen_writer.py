@@ -29,7 +29,10 @@ from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.concurrency import LeaseManager
 from statekeeper.errors import BackendError, LeaseLost, StoreLocked
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="needs SIGSTOP")
+pytestmark = [
+    pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="needs SIGSTOP"),
+    pytest.mark.slow,  # a writer process frozen (SIGSTOP) and killed
+]
 
 # The child takes the agent's lease, then makes a fenced save and stops itself in the
 # middle of it: inside the append's BEGIN IMMEDIATE transaction, rows written, no COMMIT.

@@ -103,6 +103,7 @@ class TestTieredMemorySQLiteConformance(BackendConformance):
         return open_backend(url, readonly=True)
 
 
+@pytest.mark.slow  # the cold tier is S3 through a moto server
 class TestTieredRedisPostgresS3Conformance(BackendConformance):
     """Redis (hot) → PostgreSQL (durable) → S3 (cold): the production setup."""
 
@@ -148,6 +149,7 @@ class _AlwaysCold(TieredBackend):
         await self.demote(agent_id)
 
 
+@pytest.mark.slow  # the cold tier is S3 through a moto server
 class TestTieredThroughColdConformance(BackendConformance):
     """memory → PostgreSQL → S3 with every agent demoted after every write.
 
@@ -582,6 +584,7 @@ async def _hybrid_run(
     return done
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("durability", ["sync", "group"])
 async def test_redis_killed_during_a_hybrid_run(tmp_path: Path, durability: str) -> None:
     """SIGKILL the hot tier's redis-server mid-run, start it again: 0 failed operations,
@@ -646,6 +649,7 @@ async def _until(condition: Any, limit: float = 120.0) -> None:
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.slow
 async def test_redis_frozen_and_thawed_with_stale_data(tmp_path: Path) -> None:
     """SIGSTOP the hot tier (calls time out), write on, SIGCONT: it still holds the old
     copies; none of them is ever served, nothing fails, nothing is lost."""

@@ -28,6 +28,8 @@ from statekeeper.backends import tiered_url
 
 from ._services import private_redis
 
+pytestmark = pytest.mark.slow  # several processes on one tiered store
+
 CHILD = Path(__file__).with_name("_tiered_child.py")
 AGENT = "agent-1"
 DEADLINE = 60.0  # a bound for a child's answer (a hang fails the test), never a wait

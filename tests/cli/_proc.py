@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -17,13 +18,7 @@ from statekeeper import StateTransition, SyncStateStore
 from statekeeper.security import Keyring
 
 from ..backends._services import (
-    POSTGRES_DSN,
-    REDIS_URL,
-    delete_prefix,
-    drop_schema,
-    namespace,
-    require_postgres,
-    require_redis,
+    fresh_url,
 )
 
 ENGINES = ["sqlite", "postgresql", "redis"]
@@ -55,6 +50,31 @@ def sk(
         input=input,
         timeout=120,
     )
+
+
+#: runs the CLI like the console script, then prints the loaded modules (``-X
+#: importtime`` cannot be used: it does not see ``importlib.import_module``)
+_PROBE = """
+import json, sys
+from statekeeper.cli.app import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+def imported(*argv: str) -> set[str]:
+    """The modules ``statekeeper ARGV`` has loaded when it exits."""
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, *argv],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
+    return set(json.loads(result.stderr.splitlines()[-1]))
 
 
 def assert_fits(text: str, width: int = 80) -> None:
@@ -90,23 +110,8 @@ def populate(url: str, base: float | None = 0.0, keyring: Keyring | None = None)
 @pytest.fixture
 def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty store on the engine ``request.param`` (own schema / key prefix)."""
-    engine = request.param
-    if engine == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.db'}"
-    elif engine == "postgresql":
-        require_postgres()
-        schema = namespace(tmp_path)
-        try:
-            yield f"{POSTGRES_DSN}?schema={schema}"
-        finally:
-            drop_schema(schema)
-    else:
-        require_redis()
-        prefix = namespace(tmp_path) + ":"
-        try:
-            yield f"{REDIS_URL}?prefix={prefix}"
-        finally:
-            delete_prefix(prefix)
+    with fresh_url(request.param, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ populated stores on SQLite, PostgreSQL and Redis for the CLI tests."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import subprocess
@@ -18,9 +17,7 @@ import typer
 
 from statekeeper.security import Keyring
 
-from ..backends._services import POSTGRES_DSN, REDIS_URL, drop_schema, namespace
-from ..backends._services import require_postgres as _require_postgres
-from ..backends._services import require_redis as _require_redis
+from ..backends._services import fresh_url
 from ._proc import populate as _populate
 
 
@@ -85,8 +82,9 @@ def one_error_line(run: Run) -> str:
 def commands() -> dict[str, typer.models.CommandInfo | None]:
     """Every command path of the app (``"keys status"``…), from the typer app itself."""
     from statekeeper.cli import app
+    from statekeeper.cli._help import load_all
 
-    group = typer.main.get_command(app)
+    group = load_all(typer.main.get_command(app))
     found: dict[str, object] = {}
 
     def walk(cmd: object, path: tuple[str, ...]) -> None:
@@ -132,39 +130,11 @@ def populate(url: str, keyring: Keyring | None = None) -> None:
     _populate(url, base=None, keyring=keyring)
 
 
-def drop_redis_prefix(prefix: str) -> None:
-    from statekeeper.backends.redis import RedisBackend
-
-    async def go() -> None:
-        backend = RedisBackend(REDIS_URL, prefix=prefix)
-        try:
-            await backend.drop_all()
-        finally:
-            await backend.close()
-
-    asyncio.run(go())
-
-
 @contextmanager
 def store_url(backend: str, tmp_path: Path, *, fresh: bool = False) -> Iterator[str]:
     """A URL on ``backend`` unique to the test (nothing there yet); cleaned up after."""
-    ns = namespace(tmp_path)
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.db'}"
-    elif backend == "postgresql":
-        _require_postgres()
-        try:
-            yield f"{POSTGRES_DSN}?schema={ns}"
-        finally:
-            drop_schema(ns)
-    elif backend == "redis":
-        _require_redis()
-        try:
-            yield f"{REDIS_URL}?prefix={ns}:"
-        finally:
-            drop_redis_prefix(f"{ns}:")
-    else:  # pragma: no cover
-        raise ValueError(backend)
+    with fresh_url(backend, tmp_path) as url:
+        yield url
 
 
 # -- the commands that open a store, and what each needs to run -----------------------

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from statekeeper.bench import SEED_CLAIMS
 from statekeeper.cli import app
-from statekeeper.cli.bench import SEED_CLAIMS
 
 
 def test_bench_json_rows(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:

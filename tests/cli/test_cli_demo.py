@@ -17,19 +17,9 @@ from typer.testing import CliRunner
 
 from statekeeper import AgentState, AgentStateMachine, StateStore, SyncStateStore
 from statekeeper.cli import app
-from statekeeper.cli.demo import (
-    FIRST_RESULT_SEQ,
-    TOOL_CALLS,
-    TOTAL_EVENTS,
-    ToolBox,
-    drive,
-    initial_data,
-    next_action,
-    planned_calls,
-    read_tool_log,
-    tool_calculator,
-    write_corpus,
-)
+from statekeeper.demo.agent import drive, initial_data, next_action, planned_calls
+from statekeeper.demo.constants import FIRST_RESULT_SEQ, TOOL_CALLS, TOTAL_EVENTS
+from statekeeper.demo.tools import ToolBox, read_tool_log, tool_calculator, write_corpus
 
 # ------------------------------------------------------------------ agent and tools
 
@@ -168,6 +158,7 @@ def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_demo_end_to_end_sigkill_and_resume(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
     kill_after = 9  # right after the call_tool of the 3rd fetch: a call is in flight
@@ -222,6 +213,7 @@ def test_demo_end_to_end_sigkill_and_resume(tmp_path: Path) -> None:
         assert store.verify().ok
 
 
+@pytest.mark.slow
 def test_demo_text_output(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["demo", "--db", str(tmp_path / "d.db"), "--kill-after", "6", "--step-delay", "0.01"]
@@ -241,6 +233,7 @@ def test_demo_text_output(runner: CliRunner, tmp_path: Path) -> None:
         assert text in out, text
 
 
+@pytest.mark.slow
 def test_demo_checks_catch_a_resume_that_forgets_results(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(
         app,
@@ -263,6 +256,7 @@ def test_demo_checks_catch_a_resume_that_forgets_results(runner: CliRunner, tmp_
     assert out["checks"]["worker_killed_by_sigkill"] is True
 
 
+@pytest.mark.slow
 def test_demo_keep_and_fresh(runner: CliRunner, tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     args = ["demo", "--db", str(db), "--step-delay", "0.01", "--seed", "1", "--json"]
@@ -306,7 +300,7 @@ def test_demo_bad_options(runner: CliRunner, tmp_path: Path, args: list[str]) ->
 
 def test_worker_module_runs_without_double_import() -> None:
     proc = subprocess.run(
-        [sys.executable, "-W", "error", "-m", "statekeeper.cli.demo", "--help"],
+        [sys.executable, "-W", "error", "-m", "statekeeper.demo", "--help"],
         capture_output=True,
         text=True,
         timeout=30,

@@ -35,6 +35,7 @@ import typer
 from rich.cells import cell_len
 
 from statekeeper.cli import app
+from statekeeper.cli._help import load_all
 
 from ._proc import populate, sk
 
@@ -173,7 +174,7 @@ def test_md_transcripts_are_the_cli_output(name: str, tmp_path: Path) -> None:
 def test_cli_md_documents_every_command() -> None:
     text = DOC.read_text()
     headings = re.findall(r"^##+ .*$", text, re.MULTILINE)
-    root = typer.main.get_command(app)
+    root = load_all(typer.main.get_command(app))
     for name, cmd in root.commands.items():  # type: ignore[attr-defined]
         if getattr(cmd, "hidden", False):
             continue

@@ -116,6 +116,7 @@ def test_demo_refuses_a_files_folder_it_did_not_create(tmp_path: Path) -> None:
     assert tree(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_demo_reuses_and_wipes_only_its_own_files(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
     first = cli("demo", "--db", str(db), "--kill-after", "4", "--step-delay", "0", "--json")

@@ -40,6 +40,8 @@ from statekeeper import StateStore
 from statekeeper.backends import tiered_url
 from statekeeper.concurrency import Steps
 
+pytestmark = pytest.mark.slow  # chaos: workers killed and paused at random
+
 CHILD = Path(__file__).with_name("_chaos_child.py")
 AGENTS = [f"agent-{i}" for i in range(4)]
 JOBS = [f"job-{i}" for i in range(4)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from statekeeper.concurrency.keyed_locks import KeyedLocks
+from statekeeper.backends.keyed_locks import KeyedLocks
 
 
 async def test_one_lock_per_key_while_in_use_then_forgotten() -> None:

@@ -21,28 +21,18 @@ from statekeeper.errors import (
     WriteBufferError,
 )
 
-
-class Clock:
-    """The backend's lease clock, moved by the test: expiry never depends on how fast
-    this machine runs the test."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from ..conftest import FakeClock
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    """The backend's lease clock, moved by the test (starting at the wall clock's now):
+    expiry never depends on how fast this machine runs the test."""
+    return FakeClock(time.time())
 
 
 @pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Any:
+async def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Any:
     if request.param == "memory":
         backend: MemoryBackend | SQLiteBackend = MemoryBackend(clock=clock)
     else:
@@ -51,7 +41,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) ->
         yield s
 
 
-async def _renewed_after(manager: LeaseManager, clock: Clock, ttl: float) -> None:
+async def _renewed_after(manager: LeaseManager, clock: FakeClock, ttl: float) -> None:
     """Wait (a condition, not a delay) until the heartbeat renewed the lease at the
     clock's current time."""
     while True:
@@ -86,7 +76,9 @@ async def test_acquire_wait_and_release(store: StateStore) -> None:
     assert (await alice.current("a")).holder == "bob"  # type: ignore[union-attr]
 
 
-async def test_hold_heartbeats_past_the_ttl_and_releases(store: StateStore, clock: Clock) -> None:
+async def test_hold_heartbeats_past_the_ttl_and_releases(
+    store: StateStore, clock: FakeClock
+) -> None:
     workers = LeaseManager(store, holder="w1", ttl=0.6)
     async with workers.hold("a") as lease:
         for _ in range(5):  # 2.5 s of lease time: well past the TTL ...
@@ -100,7 +92,7 @@ async def test_hold_heartbeats_past_the_ttl_and_releases(store: StateStore, cloc
     assert (await workers.current("a")).holder is None  # type: ignore[union-attr]
 
 
-async def test_heartbeat_reports_a_lost_lease(store: StateStore, clock: Clock) -> None:
+async def test_heartbeat_reports_a_lost_lease(store: StateStore, clock: FakeClock) -> None:
     lost: list[BaseException] = []
     lease = await LeaseManager(store, holder="w1").acquire("a", ttl=0.2)
     clock.advance(0.3)
@@ -114,7 +106,7 @@ async def test_heartbeat_reports_a_lost_lease(store: StateStore, clock: Clock) -
     assert await lease.release() is False
 
 
-async def test_fenced_store_writes(store: StateStore, clock: Clock) -> None:
+async def test_fenced_store_writes(store: StateStore, clock: FakeClock) -> None:
     old = await LeaseManager(store, holder="w1").acquire("a", ttl=0.2)
     await store.save("a", {"v": 1}, lease=old)
     await store.append("a", "note", {"x": 1}, lease=old)
@@ -135,7 +127,7 @@ async def test_fenced_store_writes(store: StateStore, clock: Clock) -> None:
 
 
 async def test_durable_agent_bound_to_a_lease_reverts_a_fenced_transition(
-    store: StateStore, clock: Clock
+    store: StateStore, clock: FakeClock
 ) -> None:
     from statekeeper import StateTransition
 

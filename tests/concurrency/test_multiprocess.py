@@ -30,6 +30,8 @@ import pytest
 
 from statekeeper import StateStore
 
+pytestmark = pytest.mark.slow  # multi-process stress
+
 WORKERS = Path(__file__).with_name("_workers.py")
 
 PROCESSES = 8

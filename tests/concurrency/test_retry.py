@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,9 +20,9 @@ from statekeeper.errors import (
 
 
 @pytest.fixture
-async def store(tmp_path: Any) -> Any:
-    async with StateStore(f"sqlite:///{tmp_path / 'rmw.db'}") as s:
-        yield s
+def store(db_url: str, open_store: Callable[..., StateStore]) -> StateStore:
+    """A SQLite file, so that peers on the same file can race this store."""
+    return open_store(db_url)
 
 
 async def test_concurrent_updates_lose_nothing(store: StateStore) -> None:

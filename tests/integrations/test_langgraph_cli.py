@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from statekeeper.cli import app
 from statekeeper.cli.langgraph import parse_duration
 from statekeeper.integrations.langgraph import StatekeeperSaver
-from statekeeper.security.keys import Keyring, generate_key
+from statekeeper.security import Keyring, generate_key
 
 from .conftest import Api, Chain, checkpoint, config
 

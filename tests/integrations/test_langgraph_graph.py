@@ -172,6 +172,7 @@ def test_same_states_and_histories_as_sqlite_saver(saver: StatekeeperSaver) -> N
     assert ours == reference
 
 
+@pytest.mark.slow
 def test_crash_mid_superstep_does_not_rerun_saved_tasks(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/crash.db"
     log_path, block = tmp_path / "log", tmp_path / "block"

@@ -17,6 +17,8 @@ from statekeeper.machine import (
     TransitionRule,
 )
 
+from ..conftest import FakeClock
+
 SEED_TABLE = {
     (AgentState.IDLE, StateTransition.START_PROCESSING): AgentState.PROCESSING,
     (AgentState.PROCESSING, StateTransition.AWAIT_INPUT): AgentState.WAITING,
@@ -32,14 +34,6 @@ SEED_TABLE = {
 }
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 events = st.one_of(st.sampled_from(list(StateTransition)), st.sampled_from(["bogus", 42]))
 steps = st.lists(st.tuples(events, st.integers(0, 5)), max_size=60)
 limits = st.one_of(st.none(), st.integers(0, 8))
@@ -50,7 +44,7 @@ limits = st.one_of(st.none(), st.integers(0, 8))
 def test_default_machine_matches_reference_model_and_stays_consistent(
     steps: list[tuple[Any, int]], limit: int | None, use_async: bool
 ) -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     m = AgentStateMachine(clock=clock, history_limit=limit)
     model_state = AgentState.IDLE
     successes = 0

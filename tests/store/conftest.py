@@ -3,31 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from statekeeper import StateStore
 from statekeeper.backends.base import Backend, Health
-from statekeeper.errors import WriteBufferError
 from statekeeper.records import AgentInfo, AppendRequest, AppendResult, RawEvent, RawSnapshot
-
-
-class FakeClock:
-    """A manual clock for event timestamps: ``now`` until ``advance(dt)``."""
-
-    def __init__(self, start: float = 1_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, dt: float = 1.0) -> float:
-        self.now += dt
-        return self.now
 
 
 class CountingBackend(Backend):
@@ -120,44 +102,3 @@ async def wait_until(
         if loop.time() > deadline:
             pytest.fail(f"timed out after {within}s waiting for {what}")
         await asyncio.sleep(0.005)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A backend URL: each test using it runs on both shipped engines."""
-    if request.param == "memory":
-        return "memory://"
-    return f"sqlite:///{tmp_path / 'store.db'}"
-
-
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    """A SQLite URL for tests that need a file several stores or processes share."""
-    return f"sqlite:///{tmp_path / 'shared.db'}"
-
-
-@pytest.fixture
-async def open_store() -> AsyncIterator[Callable[..., StateStore]]:
-    """Factory for stores that are all closed at the end of the test."""
-    opened: list[StateStore] = []
-
-    def factory(backend: Any, **options: Any) -> StateStore:
-        store = StateStore(backend, **options)
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in reversed(opened):
-        # a test may leave a failed write-behind buffer behind on purpose
-        with contextlib.suppress(WriteBufferError):
-            await store.close()
-
-
-@pytest.fixture
-async def store(url: str, clock: FakeClock, open_store: Callable[..., StateStore]) -> StateStore:
-    return open_store(url, clock=clock, snapshot_every=5)

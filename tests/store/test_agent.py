@@ -23,7 +23,7 @@ from statekeeper import (
 )
 from statekeeper.records import EventKind
 
-from .conftest import FakeClock
+from ..conftest import FakeClock
 
 
 async def test_new_agent_starts_in_the_machines_initial_state(store: StateStore) -> None:

@@ -13,7 +13,6 @@ import pytest
 from statekeeper import (
     AgentState,
     AgentStateMachine,
-    InvalidAgentId,
     InvalidArgument,
     StatekeeperError,
     StatePersistenceManager,
@@ -23,15 +22,10 @@ from statekeeper import (
     SyncStateStore,
 )
 from statekeeper.concurrency import LeaseManager, Steps, update
+from statekeeper.errors import InvalidAgentId
 
 from ..backends._services import (
-    POSTGRES_DSN,
-    REDIS_URL,
-    delete_prefix,
-    drop_schema,
-    namespace,
-    require_postgres,
-    require_redis,
+    fresh_url,
 )
 
 Call = Callable[[StateStore], Awaitable[Any]]
@@ -40,23 +34,10 @@ Call = Callable[[StateStore], Awaitable[Any]]
 @pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
 def any_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh store URL on each engine that writes (servers: their own namespace)."""
-    kind = request.param
-    name = namespace(tmp_path)
-    if kind == "memory":
-        yield "memory://"
-    elif kind == "sqlite":
-        yield f"sqlite:///{tmp_path / 'args.db'}"
-    elif kind == "postgres":
-        pytest.importorskip("psycopg")
-        require_postgres()
-        yield f"{POSTGRES_DSN}?schema={name}"
-        drop_schema(name)
-    else:
-        pytest.importorskip("redis")
-        require_redis()
-        sep = "&" if "?" in REDIS_URL else "?"
-        yield f"{REDIS_URL}{sep}prefix={name}:"
-        delete_prefix(name + ":")
+    if request.param in ("postgres", "redis"):
+        pytest.importorskip("psycopg" if request.param == "postgres" else "redis")
+    with fresh_url(request.param, tmp_path, "args.db") as url:
+        yield url
 
 
 @pytest.fixture

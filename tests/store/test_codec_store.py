@@ -26,7 +26,7 @@ from statekeeper.errors import StateTooLarge, UnknownTypeTag
 from statekeeper.security import Keyring, generate_key, rekey
 
 from ..codec.strategies import Priority, ToolCall, documents, registry, strict
-from .conftest import FakeClock
+from ..conftest import FakeClock
 
 KEY = generate_key()
 

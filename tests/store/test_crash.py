@@ -31,7 +31,10 @@ from statekeeper import StateStore, patch
 CHILD = Path(__file__).with_name("_crash_child.py")
 SEED = int(os.environ.get("STATEKEEPER_CRASH_SEED", random.randrange(2**32)))
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL"),
+    pytest.mark.slow,  # SIGKILL at random, every acknowledged save present
+]
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from statekeeper import BackendError, ConflictError, StateStore, WriteBufferError
+from statekeeper import ConflictError, StateStore
 from statekeeper.backends import MemoryBackend, SQLiteBackend
+from statekeeper.errors import BackendError, WriteBufferError
 from statekeeper.records import AppendResult
 
 from .conftest import CountingBackend, wait_until

@@ -16,7 +16,8 @@ from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.errors import ConfigurationError, ConflictError, InvalidArgument
 from statekeeper.records import RawEvent, RawSnapshot
 
-from .conftest import CountingBackend, FakeClock
+from ..conftest import FakeClock
+from .conftest import CountingBackend
 
 
 class TagCounting(CountingBackend):

@@ -15,15 +15,15 @@ from hypothesis import strategies as st
 
 from statekeeper import (
     ConflictError,
-    PatchError,
     SerializationError,
     StateStore,
 )
 from statekeeper.backends import MemoryBackend
 from statekeeper.backends.base import Backend
+from statekeeper.errors import PatchError
 from statekeeper.patch import diff
 
-from .conftest import FakeClock
+from ..conftest import FakeClock
 
 # -- documents and operations ----------------------------------------------------------------
 

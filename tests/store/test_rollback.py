@@ -144,6 +144,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_flipped_bit_in_a_wal_frame_loses_tail_writes_and_is_detected(tmp_path: Path) -> None:
     db = tmp_path / "wal.db"
     witness = Path(f"{db}.sk-witness")

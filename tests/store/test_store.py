@@ -12,14 +12,15 @@ from statekeeper import (
     ConfigurationError,
     ConflictError,
     InvalidArgument,
-    PatchError,
     StateStore,
     StoreClosed,
 )
 from statekeeper.backends import MemoryBackend
+from statekeeper.errors import PatchError
 from statekeeper.records import AppendResult, EventKind
 
-from .conftest import CountingBackend, FakeClock
+from ..conftest import FakeClock
+from .conftest import CountingBackend
 
 # -- create / save / load ---------------------------------------------------------------
 

@@ -74,7 +74,6 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from ..concurrency.keyed_locks import KeyedLocks
 from ..errors import (
     ConfigurationError,
     ConflictError,
@@ -92,6 +91,7 @@ from ..records import (
     RewriteRequest,
 )
 from .base import Backend, Capability, Health, validate_request
+from .keyed_locks import KeyedLocks
 
 __all__ = ["COLD_MARKER", "TieredBackend"]
 

@@ -31,6 +31,8 @@ then ``$STATEKEEPER_CONNECT_TIMEOUT``, then the backend's default.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlsplit
 
 from ..errors import BackendUnavailable, ConfigurationError
@@ -80,7 +82,11 @@ def _missing(extra: str, exc: ImportError) -> BackendUnavailable:
 
 
 def open_backend(
-    url: str, *, connect_timeout: float | None = None, readonly: bool = False
+    url: str,
+    *,
+    connect_timeout: float | None = None,
+    readonly: bool = False,
+    options: Mapping[str, Any] | None = None,
 ) -> Backend:
     """Build the backend a URL names (see the module documentation for the forms).
 
@@ -104,11 +110,23 @@ def open_backend(
     the others on first use or :meth:`~.base.Backend.ensure_store`; a tiered store is
     judged by its durable tier, an S3 one by its bucket and prefix). ``memory://`` is
     accepted as is.
+
+    ``options`` are keyword arguments for the engine's ``from_url`` (PostgreSQL, Redis
+    and S3: e.g. ``{"schema": "app"}`` or ``{"prefix": "app:"}``), for settings a URL
+    cannot carry; any other engine refuses them with
+    :class:`~statekeeper.errors.ConfigurationError`.
     """
     if not isinstance(url, str) or not url:
         raise ConfigurationError("a backend URL must be a non-empty string")
     if connect_timeout is not None:
         connect_timeout = _check_timeout(connect_timeout, "connect_timeout")
+    extra = dict(options or {})
+    if extra and not _takes_options(url):
+        scheme = url.split("://", 1)[0].lower() if "://" in url else "sqlite"
+        raise ConfigurationError(
+            f"engine options ({', '.join(sorted(extra))}) are not supported for "
+            f"{scheme!r} URLs, only for postgresql, redis and s3"
+        )
     if "://" not in url:
         from .sqlite import SQLiteBackend
 
@@ -127,19 +145,19 @@ def open_backend(
             from .postgres import PostgresBackend
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise _missing("postgres", exc) from exc
-        return PostgresBackend.from_url(url, readonly=readonly, **timeout)
+        return PostgresBackend.from_url(url, readonly=readonly, **{**timeout, **extra})
     if scheme in ("redis", "rediss", "unix"):
         try:
             from .redis import RedisBackend
         except ImportError as exc:  # pragma: no cover
             raise _missing("redis", exc) from exc
-        return RedisBackend.from_url(url, readonly=readonly, **timeout)
+        return RedisBackend.from_url(url, readonly=readonly, **{**timeout, **extra})
     if scheme == "s3":
         try:
             from .s3 import S3Backend
         except ImportError as exc:  # pragma: no cover
             raise _missing("s3", exc) from exc
-        return S3Backend.from_url(url, readonly=readonly)
+        return S3Backend.from_url(url, readonly=readonly, **extra)
     if scheme == "tiered":
         from .tiered import TieredBackend
 
@@ -148,6 +166,12 @@ def open_backend(
         f"unknown backend scheme {scheme!r} in {mask_url(url)!r} (known: memory, sqlite, "
         "postgresql, redis, rediss, unix, s3, tiered)"
     )
+
+
+def _takes_options(url: str) -> bool:
+    """Whether the engine of ``url`` accepts ``open_backend(options=...)``."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    return scheme.split("+", 1)[0] in ("postgresql", "postgres", "redis", "rediss", "unix", "s3")
 
 
 def _sqlite(url: str, readonly: bool = False) -> Backend:

@@ -1,18 +1,24 @@
-"""Help text conventions for every command: plain metavars (``AGENT``, ``N``, ``PATH``)
-instead of typer's type labels (``{agent}``, ``<int range>``, ``<list[str]>``).
+"""The root command group: commands loaded on first use, and one help convention.
 
-:class:`HelpGroup` is the root group's class: once typer has built the command tree,
-it walks it and gives every parameter without an explicit ``metavar`` a plain one, so
-commands added later by any module follow the same convention without repeating it.
+Loading: the root group lists the commands of :data:`.registry.COMMANDS` without
+importing their modules; the module that defines a command is imported when that
+command (or its ``--help``) runs, so ``statekeeper --help`` imports none of them.
+
+Help: every parameter without an explicit ``metavar`` gets a plain one (``AGENT``,
+``N``, ``PATH``) instead of typer's type labels (``{agent}``, ``<int range>``,
+``<list[str]>``), so commands added by any module follow the same convention.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
-__all__ = ["HelpGroup", "polish"]
+from .registry import COMMANDS
+
+__all__ = ["HelpGroup", "load_all", "polish"]
 
 #: typer's type label -> the metavar shown in help
 _LABELS = {
@@ -70,8 +76,64 @@ def polish(command: Any, ctx: Any = None) -> None:
 
 
 class HelpGroup(TyperGroup):
-    """The root group: polishes the whole command tree once it is built."""
+    """The root group: loads each command's module on first use (:data:`COMMANDS`) and
+    polishes the help of every command it holds."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._listing = False
         polish(self)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        loaded = [name for name in self.commands if name not in COMMANDS]
+        return [*COMMANDS, *loaded]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = self.commands.get(cmd_name)
+        if command is None and cmd_name in COMMANDS:
+            if self._listing:  # the command list of --help: the table's line will do
+                return TyperCommand(cmd_name, help=COMMANDS[cmd_name].help)
+            self._load(COMMANDS[cmd_name].module)
+            command = self.commands.get(cmd_name)
+        return command
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] not in COMMANDS and args[0] not in self.commands:
+            self.load_all()  # an unknown name: "did you mean" needs every name
+        return super().resolve_command(ctx, args)
+
+    def load_all(self) -> None:
+        """Import every command's module (for tools that walk the whole tree)."""
+        for module in dict.fromkeys(entry.module for entry in COMMANDS.values()):
+            self._load(module)
+
+    def _load(self, module_name: str) -> None:
+        import typer
+
+        from .app import app
+
+        module = importlib.import_module(f"{__package__}.{module_name}")
+        registered = {info.typer_instance for info in app.registered_groups}
+        for entry in COMMANDS.values():
+            if entry.module == module_name and entry.group is not None:
+                sub = getattr(module, entry.group)
+                if sub not in registered:
+                    app.add_typer(sub)
+        # typer builds click commands from what is registered on ``app`` now
+        fresh = typer.main.get_command(app)
+        for name, command in getattr(fresh, "commands", {}).items():
+            self.commands.setdefault(name, command)
+
+
+def load_all(group: Any) -> Any:
+    """``group`` (the root group) with every command loaded; returns it."""
+    if isinstance(group, HelpGroup):
+        group.load_all()
+    return group

@@ -253,20 +253,5 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code)
 
 
-# register the commands on ``app``
-from . import (  # noqa: E402,F401
-    bench,
-    commands,
-    diagram,
-    diff,
-    init,
-    repair,
-    schema,
-    security,
-    serve,
-    tail,
-    transfer,
-)
-from .langgraph import langgraph_app  # noqa: E402
-
-app.add_typer(langgraph_app)
+# The commands register themselves on ``app`` when their module is imported, which
+# the root group (:class:`._help.HelpGroup`) does on first use: see :mod:`.registry`.

@@ -519,7 +519,7 @@ def demo(
 
     Exit code 0 when every check passes, 1 otherwise.
     """
-    from . import demo as demo_mod
+    from .. import demo as demo_mod
 
     path = db or global_db(ctx) or demo_mod.DEFAULT_DB
     console = out_console()

@@ -12,10 +12,10 @@ from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
-from rich.markup import escape
 
 from ..errors import NotAStore
 from . import render
+from ._markup import escape
 from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run, sqlite_file
 from .stores import KeyFileOption, check_store, env_keyring
 

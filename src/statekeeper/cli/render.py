@@ -278,7 +278,7 @@ def problems_table(problems: Iterable[Problem]) -> Table:
 
 
 class DemoReporter:
-    """Live narration of :func:`statekeeper.cli.demo.run_demo` (a spinner while steps run)."""
+    """Live narration of :func:`statekeeper.demo.run_demo` (a spinner while steps run)."""
 
     def __init__(self, console: Console) -> None:
         self.console = console

@@ -1,7 +1,7 @@
 """Security commands: ``keys generate|status``, ``rekey``, ``witness export|check``.
 
 Keys come from ``--key-file FILE``, else ``$STATEKEEPER_KEY_FILE``, else
-``$STATEKEEPER_KEYS`` (see :mod:`statekeeper.security.keys`); every command that opens
+``$STATEKEEPER_KEYS`` (see :mod:`statekeeper.codec.keys`); every command that opens
 a store (these and ``show``, ``history``, ``verify``…) uses the environment's keyring.
 Key material is never printed, except by ``keys generate`` when asked for a new key.
 """
@@ -71,7 +71,7 @@ def keys_generate(
     """Create a new random AES-256 key (print it as id=base64, or add it to a key file)."""
     import json
 
-    from ..security.keys import Keyring, generate_key
+    from ..codec.keys import Keyring, generate_key
 
     if key_file is None:
         typer.echo(f"{key_id or 'k1'}={generate_key()}")

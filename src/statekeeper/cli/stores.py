@@ -25,7 +25,7 @@ from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
-    from ..security.keys import Keyring
+    from ..codec.keys import Keyring
     from ..store import StateStore
 
 __all__ = [
@@ -55,11 +55,11 @@ def env_keyring(key_file: Path | None = None) -> Keyring | None:
     """The keyring from ``key_file``, else from the environment, else None (imports the
     crypto modules only when a key is configured)."""
     if key_file is not None:
-        from ..security.keys import Keyring
+        from ..codec.keys import Keyring
 
         return Keyring.from_file(key_file)
     if os.environ.get(ENV_KEY_FILE, "").strip() or os.environ.get(ENV_KEYS, "").strip():
-        from ..security.keys import Keyring
+        from ..codec.keys import Keyring
 
         return Keyring.from_environment()
     return None

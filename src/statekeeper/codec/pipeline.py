@@ -83,7 +83,7 @@ from .formats import FORMATS, JSON, Format
 from .types import TypeRegistry, from_plain
 
 if TYPE_CHECKING:
-    from ..security.keys import Keyring
+    from .keys import Keyring
 
 __all__ = ["CHAIN_BROKEN", "VERSION", "ZERO_LINK", "Codec", "Header", "Opened", "Sealed"]
 

@@ -4,7 +4,7 @@ See ``docs/security.md`` for the threat model: what is protected with and withou
 key, key management, rotation and witness files.
 """
 
-from .keys import KEY_BYTES, DerivedKey, Keyring, generate_key
+from ..codec.keys import KEY_BYTES, DerivedKey, Keyring, generate_key
 from .rekey import RekeyProgress, RekeyStats, key_usage, rekey, rekey_agent
 from .witness import WitnessProblem, WitnessReport, check_witness, export_witness, load_witness
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError, RollbackDetected, StatekeeperError
-from .witness import VERSION, _canonical, _write
+from .witness_file import VERSION, canonical, write_atomically
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -235,7 +235,7 @@ class HighWater:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise self._unusable(f"it is damaged ({exc})") from exc
         if seal.get("key_id") is not None or not hmac.compare_digest(
-            _seal(_canonical(streams)), str(seal.get("mac", ""))
+            _seal(canonical(streams)), str(seal.get("mac", ""))
         ):
             raise self._unusable("it was altered (its seal does not match its content)")
         return entries
@@ -268,7 +268,7 @@ class HighWater:
                 }
             newest = sorted(current.values(), key=lambda e: float(e["t"]), reverse=True)
             streams = sorted(newest[: self.keep], key=lambda e: str(e["agent_id"]))
-            data = _canonical(streams)
+            data = canonical(streams)
             key_id, mac = None, _seal(data)
             doc = {
                 "statekeeper_witness": VERSION,
@@ -278,7 +278,7 @@ class HighWater:
                 "streams": streams,
                 "seal": {"key_id": key_id, "mac": mac},
             }
-            _write(Path(self.path), json.dumps(doc, separators=(",", ":")) + "\n")
+            write_atomically(Path(self.path), json.dumps(doc, separators=(",", ":")) + "\n")
             self._known = {str(e["agent_id"]): e for e in streams}
 
     # -- checking ----------------------------------------------------------------------

@@ -33,14 +33,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError, StatekeeperError
+from ..errors import StatekeeperError
+from .witness_file import VERSION, canonical, load_witness, write_atomically
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
 
 __all__ = ["WitnessProblem", "WitnessReport", "check_witness", "export_witness", "load_witness"]
-
-VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +66,6 @@ class WitnessReport:
         return not self.problems
 
 
-def _canonical(streams: list[dict[str, Any]]) -> bytes:
-    return json.dumps(streams, sort_keys=True, separators=(",", ":")).encode()
-
-
 async def export_witness(
     store: StateStore,
     path: str | os.PathLike[str] | None = None,
@@ -87,7 +82,7 @@ async def export_witness(
         )
         if on_agent is not None:
             on_agent(info.agent_id)
-    data = _canonical(streams)
+    data = canonical(streams)
     key_id, mac = store.codec.witness_seal(data)
     doc = {
         "statekeeper_witness": VERSION,
@@ -99,30 +94,7 @@ async def export_witness(
         "seal": {"key_id": key_id, "mac": mac},
     }
     if path is not None:
-        _write(Path(path), json.dumps(doc, indent=1) + "\n")
-    return doc
-
-
-def _write(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` atomically and durably (small file: blocking is fine)."""
-    tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, target)
-
-
-def load_witness(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a witness file (raises ``ConfigurationError`` when it is not one)."""
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"cannot read witness file {os.fspath(path)}: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("statekeeper_witness") != VERSION:
-        raise ConfigurationError(f"{os.fspath(path)} is not a statekeeper witness file")
-    if not isinstance(doc.get("streams"), list):
-        raise ConfigurationError(f"{os.fspath(path)} has no streams")
+        write_atomically(Path(path), json.dumps(doc, indent=1) + "\n")
     return doc
 
 
@@ -141,7 +113,7 @@ async def check_witness(
     seal = doc.get("seal") or {}
     try:
         sealed = store.codec.check_witness_seal(
-            _canonical(streams), seal.get("key_id"), str(seal.get("mac", ""))
+            canonical(streams), seal.get("key_id"), str(seal.get("mac", ""))
         )
     except StatekeeperError as exc:
         report.problems.append(WitnessProblem("*", None, f"witness file seal: {exc}"))

@@ -71,10 +71,10 @@ from .writes import (
 )
 
 if TYPE_CHECKING:
+    from ..codec.keys import Keyring
     from ..machine import AgentStateMachine
     from ..schema.agent import TypedAgent
     from ..schema.registry import ModelSchema, SchemaRegistry
-    from ..security.keys import Keyring
     from .agent import DurableAgent
 
 __all__ = [

@@ -8,23 +8,33 @@ async classes directly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Backend, Health
-from ..records import AgentInfo, AppendResult, Event, Snapshot
+from ..records import AgentInfo, AppendResult, Event, EventKind, Snapshot
+from ..security.highwater import DEFAULT_INTERVAL
 from .agent import DurableAgent
 from .portal import Portal
-from .store import StateStore, StoreStats, VerifyReport
+from .store import StateStore, StoreStats, StreamDigest, VerifyReport
 
 if TYPE_CHECKING:
+    from ..codec import Codec, TypeRegistry
+    from ..codec.keys import Keyring
     from ..machine import AgentStateMachine
+    from .durability import Durability
+    from .heads import AgentHead, StoredSize
+    from .store import Leased
+    from .verification import Problem
 
 __all__ = ["SyncDurableAgent", "SyncStateStore"]
 
 
 class SyncStateStore:
-    """The :class:`StateStore` API, blocking. Accepts the same arguments.
+    """The :class:`StateStore` API, blocking, with the same signatures (a test compares
+    them with the async ones).
 
     >>> store = SyncStateStore("memory://")
     >>> store.save("agent-1", {"messages": ["hi"]}).last_seq
@@ -34,7 +44,34 @@ class SyncStateStore:
     >>> store.close()
     """
 
-    def __init__(self, backend: Backend | str | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        backend: Backend | str | None = None,
+        *,
+        durability: Durability | str = "sync",
+        snapshot_every: int = 100,
+        snapshot_bytes: int | None = 256 * 1024,
+        cache_size: int = 1024,
+        validate_cache: bool = True,
+        flush_size: int = 100,
+        flush_interval: float = 1.0,
+        clock: Callable[[], float] = time.time,
+        codec: Codec | None = None,
+        write_retries: int = 8,
+        keyring: Keyring | None = None,
+        compression: str | None = None,
+        format: str = "json",
+        types: TypeRegistry | Iterable[type] | None = None,
+        full_snapshot_every: int = 1,
+        max_event_bytes: int | None = None,
+        max_snapshot_bytes: int | None = None,
+        max_state_bytes: int | None = None,
+        states: Iterable[Any] | None = None,
+        witness: str | os.PathLike[str] | bool | None = None,
+        witness_interval: float = DEFAULT_INTERVAL,
+    ) -> None:
+        """See :class:`StateStore`."""
+        options = {k: v for k, v in locals().items() if k not in ("self", "backend")}
         self._portal = Portal()
         try:
             self.store: StateStore = self._portal.call(_make_store(backend, options))
@@ -58,20 +95,88 @@ class SyncStateStore:
             self._portal.stop()
 
     def create(
-        self, agent_id: str, data: Mapping[str, Any] | None = None, **kwargs: Any
+        self,
+        agent_id: str,
+        data: Mapping[str, Any] | None = None,
+        *,
+        fsm_state: str | None = None,
+        schema_version: int = 1,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+        lease: Leased | None = None,
     ) -> AppendResult:
         """See :meth:`StateStore.create`."""
-        return self._portal.call(self.store.create(agent_id, data, **kwargs))
+        return self._portal.call(
+            self.store.create(
+                agent_id,
+                data,
+                fsm_state=fsm_state,
+                schema_version=schema_version,
+                idempotency_key=idempotency_key,
+                actor=actor,
+                lease=lease,
+            )
+        )
 
-    def save(self, agent_id: str, data: Mapping[str, Any], **kwargs: Any) -> AppendResult:
+    def save(
+        self,
+        agent_id: str,
+        data: Mapping[str, Any],
+        *,
+        fsm_state: str | None = None,
+        expected_seq: int | None = None,
+        idempotency_key: str | None = None,
+        event_type: str = EventKind.PATCH,
+        actor: str | None = None,
+        info: Mapping[str, Any] | None = None,
+        schema_version: int | None = None,
+        lease: Leased | None = None,
+    ) -> AppendResult:
         """See :meth:`StateStore.save`."""
-        return self._portal.call(self.store.save(agent_id, data, **kwargs))
+        return self._portal.call(
+            self.store.save(
+                agent_id,
+                data,
+                fsm_state=fsm_state,
+                expected_seq=expected_seq,
+                idempotency_key=idempotency_key,
+                event_type=event_type,
+                actor=actor,
+                info=info,
+                schema_version=schema_version,
+                lease=lease,
+            )
+        )
 
     def append(
-        self, agent_id: str, event_type: str, info: Mapping[str, Any] | None = None, **kwargs: Any
+        self,
+        agent_id: str,
+        event_type: str,
+        info: Mapping[str, Any] | None = None,
+        *,
+        ops: list[dict[str, Any]] | None = None,
+        fsm_state: str | None = None,
+        expected_seq: int | None = None,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+        schema_version: int | None = None,
+        lease: Leased | None = None,
     ) -> AppendResult:
         """See :meth:`StateStore.append`."""
-        return self._portal.call(self.store.append(agent_id, event_type, info, **kwargs))
+        return self._portal.call(
+            self.store.append(
+                agent_id,
+                event_type,
+                info,
+                ops=ops,
+                fsm_state=fsm_state,
+                expected_seq=expected_seq,
+                idempotency_key=idempotency_key,
+                actor=actor,
+                schema_version=schema_version,
+                lease=lease,
+            )
+        )
 
     def load(
         self, agent_id: str, *, at_seq: int | None = None, at_time: float | None = None
@@ -86,6 +191,30 @@ class SyncStateStore:
     def head(self, agent_id: str) -> int:
         """See :meth:`StateStore.head`."""
         return self._portal.call(self.store.head(agent_id))
+
+    def head_state(self, agent_id: str) -> AgentHead | None:
+        """See :meth:`StateStore.head_state`."""
+        return self._portal.call(self.store.head_state(agent_id))
+
+    def stored_size(self, agent_id: str) -> StoredSize:
+        """See :meth:`StateStore.stored_size`."""
+        return self._portal.call(self.store.stored_size(agent_id))
+
+    def find_key(self, agent_id: str, key: str) -> AppendResult | None:
+        """See :meth:`StateStore.find_key`."""
+        return self._portal.call(self.store.find_key(agent_id, key))
+
+    def digest(self, agent_id: str, at_seq: int | None = None) -> StreamDigest:
+        """See :meth:`StateStore.digest`."""
+        return self._portal.call(self.store.digest(agent_id, at_seq))
+
+    def check_digest(self, expected: StreamDigest) -> str | None:
+        """See :meth:`StateStore.check_digest`."""
+        return self._portal.call(self.store.check_digest(expected))
+
+    def witness_problems(self, agent_ids: list[str] | None = None) -> list[Problem]:
+        """See :meth:`StateStore.witness_problems`."""
+        return self._portal.call(self.store.witness_problems(agent_ids))
 
     def history(
         self, agent_id: str, *, after_seq: int = 0, to_seq: int | None = None
@@ -137,7 +266,7 @@ class SyncStateStore:
         machine: AgentStateMachine[Any, Any] | None = None,
         *,
         initial_data: Mapping[str, Any] | None = None,
-        lease: Any = None,
+        lease: Leased | None = None,
         strict: bool = True,
     ) -> SyncDurableAgent:
         """See :meth:`StateStore.agent` (``lease``: fence every write of the agent;
@@ -183,20 +312,49 @@ class SyncDurableAgent:
         return self.agent.seq
 
     def transition(
-        self, event: Any, metadata: Mapping[str, Any] | None = None, **kwargs: Any
+        self,
+        event: Any,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
     ) -> bool:
         """See :meth:`DurableAgent.transition`."""
-        return self._portal.call(self.agent.transition(event, metadata, **kwargs))
+        return self._portal.call(
+            self.agent.transition(event, metadata, idempotency_key=idempotency_key, actor=actor)
+        )
 
-    def save(self, info: Mapping[str, Any] | None = None, **kwargs: Any) -> AppendResult | None:
+    def save(
+        self,
+        info: Mapping[str, Any] | None = None,
+        *,
+        event_type: str = EventKind.PATCH,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
+    ) -> AppendResult | None:
         """See :meth:`DurableAgent.save`."""
-        return self._portal.call(self.agent.save(info, **kwargs))
+        return self._portal.call(
+            self.agent.save(
+                info, event_type=event_type, idempotency_key=idempotency_key, actor=actor
+            )
+        )
 
     def record(
-        self, event_type: str, info: Mapping[str, Any] | None = None, **kwargs: Any
+        self,
+        event_type: str,
+        info: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
     ) -> AppendResult:
         """See :meth:`DurableAgent.record`."""
-        return self._portal.call(self.agent.record(event_type, info, **kwargs))
+        return self._portal.call(
+            self.agent.record(event_type, info, idempotency_key=idempotency_key, actor=actor)
+        )
+
+    def bind(self, lease: Leased | None) -> None:
+        """See :meth:`DurableAgent.bind`."""
+        self.agent.bind(lease)
 
     def refresh(self) -> None:
         """See :meth:`DurableAgent.refresh`."""

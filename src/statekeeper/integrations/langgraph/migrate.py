@@ -40,7 +40,7 @@ from ...errors import BackendError, ConfigurationError, IntegrityError
 from .peers import IncompatibleTarget, NotALangGraphDatabase, PeerDatabase, open_peer
 
 if TYPE_CHECKING:
-    from ...security.keys import Keyring
+    from ...codec.keys import Keyring
     from .saver import StatekeeperSaver
 
 __all__ = [

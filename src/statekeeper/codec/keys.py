@@ -1,0 +1,315 @@
+"""Keyrings: named AES-256 keys for encryption at rest, from a file, the environment or
+a callable (a KMS).
+
+A :class:`Keyring` holds any number of named 32-byte master keys and names one of them
+*active*: new records are encrypted with the active key, and every record stores the
+id of the key it was encrypted with, so older keys keep decrypting older records
+until ``statekeeper rekey`` has re-encrypted them (see ``docs/security.md``).
+
+From each master key, separate subkeys are derived with HKDF-SHA256 — one for record
+encryption (AES-256-GCM), one for the authenticated stream heads (HMAC-SHA256), one
+for witness digests, one for idempotency keys (HMAC-SHA256, so a backend stores a
+keyed hash of each key, never the key), and a 4-byte fingerprint that tells a wrong
+key from a damaged record. Key material is never logged, never part of a ``repr`` or
+an error message, and never stored with the data.
+
+Sources::
+
+    Keyring({"k1": key_bytes}, active="k1")
+    Keyring.from_file("keys.json")      # {"active": "k2", "keys": {"k1": "<base64>", "k2": …}}
+    Keyring.from_env()                  # $STATEKEEPER_KEYS = "k2=<base64>,k1=<base64>"
+    Keyring.from_callable(kms_fetch, active="k2")   # kms_fetch("k2") -> 32 bytes
+
+>>> ring = Keyring({"k1": bytes(32)}, active="k1")
+>>> ring
+Keyring(active='k1', keys=['k1'])
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import BackendUnavailable, ConfigurationError
+
+__all__ = ["KEY_BYTES", "DerivedKey", "Keyring", "generate_key"]
+
+#: length of a master key (AES-256)
+KEY_BYTES = 32
+
+_ID = re.compile(r"^[A-Za-z0-9._:@+-]{1,64}$")
+ENV_KEYS = "STATEKEEPER_KEYS"
+ENV_KEY_FILE = "STATEKEEPER_KEY_FILE"
+ENV_ACTIVE = "STATEKEEPER_ACTIVE_KEY"
+
+
+def generate_key() -> str:
+    """A new random 32-byte key, base64-encoded (the form key files and env vars use)."""
+    return base64.b64encode(os.urandom(KEY_BYTES)).decode("ascii")
+
+
+def _check_id(key_id: object) -> str:
+    if not isinstance(key_id, str) or not _ID.match(key_id):
+        raise ConfigurationError(
+            f"invalid key id {key_id!r}: 1-64 characters from A-Z a-z 0-9 . _ : @ + -"
+        )
+    return key_id
+
+
+def _material(key_id: str, value: object) -> bytes:
+    """32 raw bytes from bytes or a base64 (standard or URL-safe) string."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            padded = text + "=" * (-len(text) % 4)
+            raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
+        except (binascii.Error, ValueError):
+            raise ConfigurationError(f"key {key_id!r} is not valid base64") from None
+    else:
+        raise ConfigurationError(f"key {key_id!r} must be bytes or a base64 string")
+    if len(raw) != KEY_BYTES:
+        raise ConfigurationError(f"key {key_id!r} must be {KEY_BYTES} bytes, not {len(raw)}")
+    return raw
+
+
+def _derive(master: bytes, purpose: bytes, length: int = 32) -> bytes:
+    try:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise BackendUnavailable(
+            "encryption needs the cryptography package: pip install cryptography"
+        ) from exc
+
+    return HKDF(
+        algorithm=hashes.SHA256(), length=length, salt=None, info=b"statekeeper/v1 " + purpose
+    ).derive(master)
+
+
+def _aesgcm(key: bytes) -> Any:
+    # imported on first use: ``import statekeeper`` does not load cryptography
+    try:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise BackendUnavailable(
+            "encryption needs the cryptography package: pip install cryptography"
+        ) from exc
+    return AESGCM(key)
+
+
+class DerivedKey:
+    """The subkeys of one master key. Holds key material: its ``repr`` shows the id only."""
+
+    __slots__ = ("_head", "_idempotency", "_witness", "aead", "fingerprint", "id")
+
+    def __init__(self, key_id: str, master: bytes) -> None:
+        self.id = key_id
+        self.aead = _aesgcm(_derive(master, b"record encryption"))
+        self._head = _derive(master, b"stream head")
+        self._witness = _derive(master, b"witness")
+        self._idempotency = _derive(master, b"idempotency key")
+        self.fingerprint = _derive(master, b"key fingerprint", 4)
+
+    def __repr__(self) -> str:
+        return f"DerivedKey(id={self.id!r}, material=<redacted>)"
+
+    def head_mac(self, message: bytes) -> bytes:
+        """HMAC-SHA256 of a stream head."""
+        return hmac.new(self._head, message, hashlib.sha256).digest()
+
+    def witness_mac(self, message: bytes) -> bytes:
+        """HMAC-SHA256 of a witness entry."""
+        return hmac.new(self._witness, message, hashlib.sha256).digest()
+
+    def idempotency_mac(self, message: bytes) -> bytes:
+        """HMAC-SHA256 of an idempotency key (what the backend stores instead of it)."""
+        return hmac.new(self._idempotency, message, hashlib.sha256).digest()
+
+    def __reduce__(self) -> Any:  # key material must not travel by pickle by accident
+        raise TypeError("keys cannot be pickled")
+
+
+class Keyring:
+    """Named master keys, one of them active (used for new records).
+
+    Args:
+        keys: key id → 32 raw bytes or base64 text.
+        active: the id new records are encrypted with (default: the only key, or the
+            first one given).
+        fetch: optional ``fetch(key_id) -> bytes`` for ids not in ``keys`` (a KMS or a
+            secrets manager); called once per id, the result is cached.
+    """
+
+    def __init__(
+        self,
+        keys: Mapping[str, bytes | str] | None = None,
+        *,
+        active: str | None = None,
+        fetch: Callable[[str], bytes | str] | None = None,
+    ) -> None:
+        self._keys: dict[str, DerivedKey] = {}
+        self._fetch = fetch
+        self._lock = threading.Lock()
+        for key_id, value in (keys or {}).items():
+            _check_id(key_id)
+            self._keys[key_id] = DerivedKey(key_id, _material(key_id, value))
+        if active is None:
+            if not self._keys:
+                raise ConfigurationError("a keyring needs an active key id")
+            active = next(iter(self._keys))
+        self.active_id = _check_id(active)
+        if fetch is None and active not in self._keys:
+            raise ConfigurationError(f"the active key {active!r} is not in the keyring")
+        self.active  # noqa: B018 - load (and check) the active key now, not on first write
+
+    def __repr__(self) -> str:
+        return f"Keyring(active={self.active_id!r}, keys={sorted(self._keys)!r})"
+
+    def __contains__(self, key_id: object) -> bool:
+        return key_id in self._keys
+
+    @property
+    def ids(self) -> list[str]:
+        """Ids of the keys loaded so far (a ``fetch`` keyring may know more)."""
+        return sorted(self._keys)
+
+    @property
+    def active(self) -> DerivedKey:
+        """The key new records are encrypted with."""
+        key = self.get(self.active_id)
+        if key is None:
+            raise ConfigurationError(f"the active key {self.active_id!r} cannot be loaded")
+        return key
+
+    def get(self, key_id: str) -> DerivedKey | None:
+        """The key named ``key_id``, or None when the keyring does not have it."""
+        key = self._keys.get(key_id)
+        if key is not None or self._fetch is None:
+            return key
+        if not _ID.match(key_id):
+            return None
+        with self._lock:
+            key = self._keys.get(key_id)
+            if key is None:
+                try:
+                    value = self._fetch(key_id)
+                except (KeyError, LookupError):
+                    return None
+                if value is None:
+                    return None
+                key = DerivedKey(key_id, _material(key_id, value))
+                self._keys[key_id] = key
+        return key
+
+    def without(self, *key_ids: str) -> Keyring:
+        """A keyring without the named keys (e.g. to check a retired key is unused)."""
+        ring = object.__new__(Keyring)
+        ring._keys = {k: v for k, v in self._keys.items() if k not in key_ids}
+        ring._fetch = None
+        ring._lock = threading.Lock()
+        ring.active_id = self.active_id
+        if ring.active_id not in ring._keys:
+            raise ConfigurationError(f"cannot remove the active key {self.active_id!r}")
+        return ring
+
+    # -- sources ---------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], *, active: str | None = None) -> Keyring:
+        """Load ``{"active": "k2", "keys": {"k1": "<base64>", "k2": "<base64>"}}``.
+
+        ``active`` overrides the file's choice.
+        """
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read key file {os.fspath(path)}: {exc}") from exc
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            raise ConfigurationError(f"key file {os.fspath(path)} is not JSON") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("keys"), dict) or not doc["keys"]:
+            raise ConfigurationError(
+                f'key file {os.fspath(path)} must hold {{"active": ID, "keys": {{ID: BASE64}}}}'
+            )
+        chosen = active or doc.get("active")
+        return cls(doc["keys"], active=chosen if isinstance(chosen, str) else None)
+
+    @classmethod
+    def from_env(
+        cls,
+        var: str = ENV_KEYS,
+        *,
+        active: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Keyring:
+        """Load ``id=<base64>`` pairs separated by commas or whitespace from ``$var``.
+
+        The active key is ``active``, else ``$STATEKEEPER_ACTIVE_KEY``, else the first
+        pair (so rotating means prepending the new key).
+        """
+        env = os.environ if environ is None else environ
+        text = env.get(var, "").strip()
+        if not text:
+            raise ConfigurationError(f"${var} is not set")
+        keys: dict[str, str] = {}
+        for item in re.split(r"[,\s]+", text):
+            if not item:
+                continue
+            key_id, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigurationError(f"${var}: expected id=<base64> pairs")
+            keys[_check_id(key_id)] = value
+        return cls(keys, active=active or env.get(ENV_ACTIVE) or None)
+
+    @classmethod
+    def from_callable(
+        cls, fetch: Callable[[str], bytes | str], *, active: str, preload: tuple[str, ...] = ()
+    ) -> Keyring:
+        """Keys fetched on demand by ``fetch(key_id)`` (a KMS, a vault): each id is
+        fetched once and cached; ``fetch`` raises ``KeyError`` (or returns None) for an
+        unknown id. ``preload`` fetches some ids up front."""
+        ring = cls({}, active=active, fetch=fetch)
+        for key_id in preload:
+            ring.get(key_id)
+        return ring
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Keyring | None:
+        """The keyring the environment configures, or None: ``$STATEKEEPER_KEY_FILE``
+        (a key file), else ``$STATEKEEPER_KEYS`` (inline pairs)."""
+        env = os.environ if environ is None else environ
+        path = env.get(ENV_KEY_FILE, "").strip()
+        if path:
+            return cls.from_file(path, active=env.get(ENV_ACTIVE) or None)
+        if env.get(ENV_KEYS, "").strip():
+            return cls.from_env(environ=env)
+        return None
+
+    @staticmethod
+    def write_file(path: str | os.PathLike[str], keys: Mapping[str, str], active: str) -> None:
+        """Write a key file (mode 0600) holding base64 ``keys`` with ``active`` chosen."""
+        for key_id, value in keys.items():
+            _material(_check_id(key_id), value)
+        if active not in keys:
+            raise ConfigurationError(f"the active key {active!r} is not among the keys")
+        data = json.dumps({"active": active, "keys": dict(keys)}, indent=2) + "\n"
+        target = Path(path)
+        tmp = target.with_name(target.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
