@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from ..backends.base import Backend, Health
 from ..records import AgentInfo, AppendResult, Event, EventKind, Snapshot
@@ -20,10 +20,14 @@ from .agent import DurableAgent
 from .portal import Portal
 from .store import StateStore, StoreStats, StreamDigest, VerifyReport
 
+_M = TypeVar("_M")
+
 if TYPE_CHECKING:
     from ..codec import Codec, TypeRegistry
     from ..codec.keys import Keyring
     from ..machine import AgentStateMachine
+    from ..schema.agent import TypedAgent
+    from ..schema.registry import ModelSchema, SchemaRegistry
     from .durability import Durability
     from .heads import AgentHead, StoredSize
     from .store import Leased
@@ -196,6 +200,10 @@ class SyncStateStore:
         """See :meth:`StateStore.head_state`."""
         return self._portal.call(self.store.head_state(agent_id))
 
+    def head_states(self, agent_ids: Sequence[str]) -> list[AgentHead | None]:
+        """See :meth:`StateStore.head_states`."""
+        return self._portal.call(self.store.head_states(agent_ids))
+
     def stored_size(self, agent_id: str) -> StoredSize:
         """See :meth:`StateStore.stored_size`."""
         return self._portal.call(self.store.stored_size(agent_id))
@@ -260,6 +268,7 @@ class SyncStateStore:
         """See :meth:`StateStore.stats`."""
         return self.store.stats()
 
+    @overload
     def agent(
         self,
         agent_id: str,
@@ -268,15 +277,53 @@ class SyncStateStore:
         initial_data: Mapping[str, Any] | None = None,
         lease: Leased | None = None,
         strict: bool = True,
+    ) -> SyncDurableAgent: ...
+
+    @overload
+    def agent(
+        self,
+        agent_id: str,
+        machine: AgentStateMachine[Any, Any] | None = None,
+        *,
+        model: type[_M] | ModelSchema[_M],
+        initial_state: _M | None = None,
+        schemas: SchemaRegistry | None = None,
+        lease: Leased | None = None,
+        strict: bool = True,
+    ) -> SyncTypedAgent[_M]: ...
+
+    def agent(
+        self,
+        agent_id: str,
+        machine: AgentStateMachine[Any, Any] | None = None,
+        *,
+        initial_data: Mapping[str, Any] | None = None,
+        model: type[Any] | ModelSchema[Any] | None = None,
+        initial_state: Any = None,
+        schemas: SchemaRegistry | None = None,
+        lease: Leased | None = None,
+        strict: bool = True,
     ) -> SyncDurableAgent:
         """See :meth:`StateStore.agent` (``lease``: fence every write of the agent;
-        ``strict=False``: a refused transition returns False instead of raising)."""
+        ``strict=False``: a refused transition returns False instead of raising;
+        ``model``: a typed agent, :class:`SyncTypedAgent`)."""
+        # one call serves both overloads (the async face checks the combination)
+        open_agent: Callable[..., Coroutine[Any, Any, DurableAgent]] = self.store.agent
         inner = self._portal.call(
-            self.store.agent(
-                agent_id, machine, initial_data=initial_data, lease=lease, strict=strict
+            open_agent(
+                agent_id,
+                machine,
+                initial_data=initial_data,
+                model=model,
+                initial_state=initial_state,
+                schemas=schemas,
+                lease=lease,
+                strict=strict,
             )
         )
-        return SyncDurableAgent(inner, self._portal)
+        if model is None:
+            return SyncDurableAgent(inner, self._portal)
+        return SyncTypedAgent(cast("TypedAgent[Any]", inner), self._portal)
 
 
 class SyncDurableAgent:
@@ -368,3 +415,27 @@ class SyncDurableAgent:
 async def _make_store(backend: Backend | str | None, options: dict[str, Any]) -> StateStore:
     # Built on the portal's loop so that asyncio objects belong to it.
     return StateStore(backend, **options)
+
+
+class SyncTypedAgent(SyncDurableAgent, Generic[_M]):
+    """A :class:`~statekeeper.schema.TypedAgent`, blocking: ``state`` is the model
+    instance (validated on every save), ``fsm_state`` the machine's state."""
+
+    agent: TypedAgent[_M]
+
+    def __init__(self, agent: TypedAgent[_M], portal: Portal) -> None:
+        super().__init__(agent, portal)
+
+    @property
+    def state(self) -> _M:
+        """The typed state (assign a new instance, or mutate it, then save)."""
+        return self.agent.state
+
+    @state.setter
+    def state(self, value: _M) -> None:
+        self.agent.state = value
+
+    @property
+    def fsm_state(self) -> Any:
+        """The machine's current state."""
+        return self.agent.fsm_state
