@@ -97,4 +97,16 @@ COMMANDS: dict[str, Entry] = {
         "Crash a tool-calling agent with SIGKILL mid-run, resume it, prove nothing ran twice.",
     ),
     "bench": Entry("bench", "Measure save/load latency per storage strategy vs the seed's claims."),
+    "health": Entry(
+        "observe",
+        "State health: agents by state, stuck agents, largest and fastest-growing streams, "
+        "streams due a snapshot, stale leases (and, with --verify, damage).",
+    ),
+    "analyze": Entry(
+        "observe",
+        "The seed's mathematics from recorded history: transition matrix P with confidence "
+        "intervals, stationary distribution, entropies, measured and predicted recovery "
+        "time, consistency score, optimal snapshot interval (Young/Daly).",
+    ),
+    "metrics": Entry("observe", "Prometheus metrics of a store.", group="metrics_app"),
 }

@@ -1,0 +1,428 @@
+"""``statekeeper health``, ``statekeeper analyze`` and ``statekeeper metrics serve``
+(see :mod:`statekeeper.observability`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ..errors import ConfigurationError
+from . import render
+from .app import (
+    DbOption,
+    JsonOption,
+    KeyFileOption,
+    app,
+    handled,
+    open_store,
+    out_console,
+    resolve_url,
+    run,
+)
+
+if TYPE_CHECKING:
+    from ..observability.health import HealthReport, HealthThresholds
+
+metrics_app = typer.Typer(
+    name="metrics", help="Prometheus metrics of a store.", no_args_is_help=True
+)
+
+StuckOption = Annotated[
+    float | None,
+    typer.Option(
+        "--stuck-after",
+        metavar="SECONDS",
+        min=0,
+        help="An agent in a non-settled state longer than this is stuck [default: 3600].",
+        show_default=False,
+    ),
+]
+
+
+def _thresholds(
+    stuck_after: float | None,
+    stuck_factor: float | None,
+    settled: list[str] | None,
+    max_state_bytes: int | None,
+    max_replay: int | None,
+    growth_window: float,
+    top: int,
+) -> HealthThresholds:
+    from ..observability.health import HealthThresholds
+
+    base = HealthThresholds()
+    return HealthThresholds(
+        stuck_after=base.stuck_after if stuck_after is None else stuck_after,
+        stuck_factor=base.stuck_factor if stuck_factor is None else stuck_factor or None,
+        settled_states=frozenset(settled) if settled else base.settled_states,
+        max_state_bytes=base.max_state_bytes if max_state_bytes is None else max_state_bytes,
+        max_replay_events=max_replay,
+        growth_window=growth_window,
+        top=top,
+    )
+
+
+@app.command()
+@handled
+def health(
+    ctx: typer.Context,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    stuck_after: StuckOption = None,
+    stuck_factor: Annotated[
+        float | None,
+        typer.Option(
+            "--stuck-factor",
+            metavar="X",
+            min=0,
+            help="... or longer than X times its own usual time there (0: off) [default: 5].",
+            show_default=False,
+        ),
+    ] = None,
+    settled: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--settled",
+            metavar="STATE",
+            help="A state agents may rest in for ever (repeat) [default: idle, completed].",
+            show_default=False,
+        ),
+    ] = None,
+    max_state_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-state-bytes",
+            metavar="BYTES",
+            min=1,
+            help="A larger state is a breach [default: 16 MiB].",
+            show_default=False,
+        ),
+    ] = None,
+    max_replay: Annotated[
+        int | None,
+        typer.Option(
+            "--max-replay",
+            metavar="EVENTS",
+            min=1,
+            help="A load replaying more events is a breach [default: 2 × snapshot_every].",
+            show_default=False,
+        ),
+    ] = None,
+    growth_window: Annotated[
+        float,
+        typer.Option(
+            "--growth-window", metavar="SECONDS", min=1, help="Window of 'fastest growing'."
+        ),
+    ] = 3600.0,
+    top: Annotated[int, typer.Option("--top", min=1, help="Entries per top list.")] = 10,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Also verify every record (reads everything).")
+    ] = False,
+    json_out: JsonOption = False,
+) -> None:
+    """State health: agents by state, stuck agents, largest and fastest-growing
+    streams, streams due a snapshot, stale leases (and, with --verify, damage).
+
+    Exit code 1 when a threshold is breached (usable as a cron check).
+    """
+    from ..observability.health import health_report
+
+    url = resolve_url(ctx, db)
+    limits = _thresholds(
+        stuck_after, stuck_factor, settled, max_state_bytes, max_replay, growth_window, top
+    )
+
+    async def go() -> HealthReport:
+        async with open_store(url, key_file=key_file) as store:
+            return await health_report(store, limits, verify=verify)
+
+    report = run(go())
+    if json_out:
+        render.print_json(report.to_dict())
+    else:
+        from ..observability.render import health_renderables
+
+        console = out_console()
+        for item in health_renderables(report, console.width):
+            console.print(item)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+@handled
+def analyze(
+    ctx: typer.Context,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    group: Annotated[
+        str,
+        typer.Option(
+            "--group", help="One matrix for 'all' agents, or one per agent-id 'namespace'."
+        ),
+    ] = "all",
+    since: Annotated[
+        str | None,
+        typer.Option("--since", metavar="TIME", help="Only transitions at or after TIME."),
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", metavar="TIME", help="Only transitions before TIME.")
+    ] = None,
+    window: Annotated[
+        float | None,
+        typer.Option(
+            "--window",
+            metavar="SECONDS",
+            min=1,
+            help="Also show the entropy of transitions per window of this length.",
+        ),
+    ] = None,
+    rto: Annotated[
+        float | None,
+        typer.Option(
+            "--rto",
+            metavar="SECONDS",
+            min=0.000001,
+            help="Recovery time objective: measure recovery and exit 1 if it is missed.",
+        ),
+    ] = None,
+    mtbf: Annotated[
+        float | None,
+        typer.Option(
+            "--mtbf",
+            metavar="SECONDS",
+            min=0.000001,
+            help="Mean time between failures (cold loads): advise a snapshot interval.",
+        ),
+    ] = None,
+    consistency: Annotated[
+        bool,
+        typer.Option("--consistency", help="Compute the state consistency score (verifies all)."),
+    ] = False,
+    states: Annotated[
+        list[str] | None,
+        typer.Option("--state", metavar="STATE", help="A legal state (repeat; consistency)."),
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """The seed's mathematics from recorded history: transition matrix P with
+    confidence intervals, stationary distribution, entropies, measured and predicted
+    recovery time, consistency score, optimal snapshot interval (Young/Daly)."""
+    from .commands import _parse_time
+
+    if group not in ("all", "namespace"):
+        raise typer.BadParameter("must be 'all' or 'namespace'", param_hint="'--group'")
+    url = resolve_url(ctx, db)
+    start = _parse_time(since) if since is not None else None
+    end = _parse_time(until) if until is not None else None
+    result = run(_analyze(url, key_file, group, start, end, window, rto, mtbf, consistency, states))
+    if json_out:
+        render.print_json(result)
+    else:
+        _print_analysis(result)
+    if rto is not None and result["recovery"] is not None and not result["recovery"]["met"]:
+        raise typer.Exit(1)
+
+
+async def _analyze(
+    url: str,
+    key_file: Any,
+    group: str,
+    since: float | None,
+    until: float | None,
+    window: float | None,
+    rto: float | None,
+    mtbf: float | None,
+    consistency: bool,
+    states: list[str] | None,
+) -> dict[str, Any]:
+    from ..observability.analysis import entropy, normalized_entropy, optimal_snapshot_interval
+    from ..observability.analysis.checkpoint import daly_interval, young_interval
+    from ..observability.analysis.consistency import consistency_score
+    from ..observability.analysis.history import (
+        entropy_windows,
+        state_distribution,
+        transition_matrices,
+    )
+    from ..observability.analysis.recovery import measure_recovery, measure_snapshot_cost
+    from .stores import env_keyring
+
+    out: dict[str, Any] = {}
+    async with open_store(url, key_file=key_file) as store:
+        matrices = await transition_matrices(
+            store,
+            group_by="namespace" if group == "namespace" else "all",
+            since=since,
+            until=until,
+        )
+        out["matrices"] = {name: m.to_dict() for name, m in matrices.items()}
+        counts = await state_distribution(store)
+        total = sum(counts.values())
+        dist = [n / total for n in counts.values()] if total else []
+        out["states"] = {
+            "agents": counts,
+            "entropy": entropy(dist),
+            "normalized_entropy": normalized_entropy(dist),
+        }
+        out["entropy_windows"] = (
+            [
+                {"start": w.start, "end": w.end, "moves": w.moves, "entropy": w.entropy}
+                for w in await entropy_windows(store, window, since=since, until=until)
+            ]
+            if window is not None
+            else None
+        )
+        out["consistency"] = (
+            (await consistency_score(store, states=states)).to_dict() if consistency else None
+        )
+        snapshot_every = store.snapshot_every
+        snapshot_cost = await measure_snapshot_cost(store) if mtbf is not None else 0.0
+    recovery = None
+    if rto is not None or mtbf is not None:
+        recovery = await measure_recovery(url, keyring=env_keyring(key_file), objective=rto)
+    out["recovery"] = recovery.to_dict() if recovery is not None else None
+    out["checkpoint"] = None
+    if mtbf is not None and recovery is not None and recovery.per_event > 0:
+        # events appended per failure: the store's recent event rate times the MTBF
+        rate = sum(counts.values()) and await _event_rate(url, key_file)
+        cost = max(snapshot_cost, 1e-6)
+        events = max(rate * mtbf, 1.0)
+        replay_mtbf = recovery.per_event * events
+        out["checkpoint"] = {
+            "snapshot_cost_seconds": cost,
+            "replay_seconds_per_event": recovery.per_event,
+            "events_per_second": rate,
+            "events_between_failures": events,
+            "young_interval_events": optimal_snapshot_interval(
+                cost, recovery.per_event, events, formula="young"
+            ),
+            "daly_interval_events": optimal_snapshot_interval(
+                cost, recovery.per_event, events, formula="daly"
+            ),
+            "young_interval_replay_seconds": young_interval(cost, replay_mtbf),
+            "daly_interval_replay_seconds": daly_interval(cost, replay_mtbf),
+            "current_snapshot_every": snapshot_every,
+        }
+    return out
+
+
+async def _event_rate(url: str, key_file: Any, window: float = 3600.0) -> float:
+    """Events per second appended over the last ``window`` seconds (all agents)."""
+    import time
+
+    async with open_store(url, key_file=key_file) as store:
+        now = time.time()
+        events = 0
+        async for info in store.iter_agents():
+            if info.updated_at >= now - window:
+                events += info.head_seq - await store.backend.seq_at(info.agent_id, now - window)
+    return events / window
+
+
+def _print_analysis(result: dict[str, Any]) -> None:
+    from ..observability.analysis.markov import TransitionMatrix
+    from ..observability.render import matrix_table
+    from .charts import duration
+
+    console = out_console()
+    if not result["matrices"]:
+        console.print("no transitions recorded (no agent's machine has moved yet)")
+    for name, d in result["matrices"].items():
+        m = TransitionMatrix(
+            tuple(d["states"]),
+            tuple(tuple(r) for r in d["counts"]),
+            tuple(tuple(r) for r in d["matrix"]),
+            tuple(tuple(tuple(c) for c in r) for r in d["intervals"]),
+            tuple(d["absorbing"]),
+            tuple(d["stationary"][s] for s in d["states"]),
+            d["irreducible"],
+        )
+        console.print(matrix_table(m, f"group {name!r}" if name != "all" else "all agents"))
+    s = result["states"]
+    console.print(
+        f"agents by state: {s['agents']} · entropy {s['entropy']:.3f} bits"
+        f" (normalised {s['normalized_entropy']:.3f})"
+    )
+    if result["entropy_windows"]:
+        from .charts import hbar
+
+        console.print("entropy of transitions per window:")
+        for w in result["entropy_windows"]:
+            console.print(
+                f"  {w['moves']:>6} moves  {w['entropy']:.3f}  {hbar(w['entropy'] / 4, 30)}"
+            )
+    c = result["consistency"]
+    if c is not None:
+        console.print(
+            f"consistency score {c['score']:.3f} — {c['consistent']}/{c['agents']} agents"
+            f" (verified {c['verified']}, legal state {c['legal_state']},"
+            f" tiers agree {c['tiers_agree']}/{c['tiered']})"
+        )
+    r = result["recovery"]
+    if r is not None:
+        verdict = (
+            ""
+            if r["objective_seconds"] is None
+            else (" [green]✓ within[/]" if r["met"] else " [bold red]✗ over[/]")
+            + f" the objective of {duration(r['objective_seconds'])}"
+        )
+        console.print(
+            f"recovery: open {duration(r['open_seconds'])} + {duration(r['intercept_seconds'])}"
+            f" + {r['seconds_per_event'] * 1e6:.1f} µs/event replayed · measured RTO"
+            f" {duration(r['measured_rto_seconds'])} · predicted RTO"
+            f" {duration(r['predicted_rto_seconds'])}{verdict}"
+        )
+    k = result["checkpoint"]
+    if k is not None:
+        console.print(
+            f"optimal snapshot interval: every {k['young_interval_events']} events (Young),"
+            f" {k['daly_interval_events']} (Daly); the store uses {k['current_snapshot_every']}"
+        )
+
+
+@metrics_app.command("serve")
+@handled
+def metrics_serve(
+    ctx: typer.Context,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")
+    ] = 9464,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    interval: Annotated[
+        float,
+        typer.Option("--interval", metavar="SECONDS", min=0, help="Rescan at most this often."),
+    ] = 30.0,
+    name: Annotated[str | None, typer.Option("--name", help="The 'store' label.")] = None,
+) -> None:
+    """Serve the store's content metrics (agents by state, stuck agents, due snapshots,
+    stale leases, largest state) on http://HOST:PORT/metrics until interrupted."""
+    import threading
+
+    from prometheus_client import CollectorRegistry
+
+    from ..observability.exposition import StoreExporter, start_http_server
+    from ..observability.health import health_report
+
+    url = resolve_url(ctx, db)
+
+    async def scan() -> HealthReport:
+        async with open_store(url, key_file=key_file) as store:
+            return await health_report(store)
+
+    registry = CollectorRegistry()
+    exporter = StoreExporter(scan, name=name or "store", interval=interval)
+    if exporter.report() is None:  # fail now, not on the first scrape
+        run(scan())
+        raise ConfigurationError("the store could not be scanned")
+    registry.register(exporter)
+    server, _ = start_http_server(port, host, registry)
+    out_console().print(
+        f"serving metrics on http://{host}:{server.server_port}/metrics (Ctrl-C stops)"
+    )
+    try:
+        threading.Event().wait()
+    finally:
+        server.shutdown()

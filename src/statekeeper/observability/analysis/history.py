@@ -1,0 +1,184 @@
+"""Transitions read out of a store's event streams.
+
+An event that moved an agent's machine records the state it moved to
+(:attr:`~statekeeper.records.Event.fsm_state`); the first such event of a stream is
+where the agent started. Every later one is a move ``previous → new`` (a self-loop when
+the machine fired a transition back into the same state), made at the event's
+timestamp after ``dwell`` seconds in the previous state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from ...errors import InvalidArgument
+from .entropy import entropy
+from .markov import TransitionMatrix, estimate
+
+if TYPE_CHECKING:
+    from ...store import StateStore
+
+__all__ = [
+    "EntropyWindow",
+    "Move",
+    "entropy_windows",
+    "moves",
+    "namespace",
+    "state_distribution",
+    "transition_matrices",
+]
+
+GroupBy = Literal["all", "namespace"] | Callable[[str], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One observed transition of one agent."""
+
+    agent_id: str
+    source: str
+    target: str
+    #: when it happened (event timestamp, seconds since the epoch)
+    at: float
+    #: seconds the agent had spent in ``source``
+    dwell: float
+
+
+def namespace(agent_id: str) -> str:
+    """The namespace of an agent id: what comes before its first ``:`` or ``/``
+    (``""`` for an id without one)."""
+    cut = min((i for i in (agent_id.find(":"), agent_id.find("/")) if i >= 0), default=-1)
+    return agent_id[:cut] if cut >= 0 else ""
+
+
+def _check_window(since: float | None, until: float | None) -> None:
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value)
+        ):
+            raise InvalidArgument(name, f"{name} must be a timestamp in seconds, not {value!r}")
+    if since is not None and until is not None and until < since:
+        raise InvalidArgument("until", "until is before since")
+
+
+async def _agent_ids(store: StateStore, agents: Iterable[str] | None) -> AsyncIterator[str]:
+    if agents is not None:
+        for agent_id in agents:
+            yield agent_id
+        return
+    async for info in store.iter_agents():
+        yield info.agent_id
+
+
+async def moves(
+    store: StateStore,
+    *,
+    agents: Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> AsyncIterator[Move]:
+    """Every transition of ``agents`` (default: all) made in ``[since, until)``, agent
+    by agent, in stream order. Every record read is verified as on any read."""
+    _check_window(since, until)
+    async for agent_id in _agent_ids(store, agents):
+        state: str | None = None
+        entered = 0.0
+        async for event in store.history(agent_id):
+            if event.fsm_state is None:
+                continue
+            at = event.timestamp
+            if (
+                state is not None
+                and (since is None or at >= since)
+                and (until is None or at < until)
+            ):
+                yield Move(agent_id, state, event.fsm_state, at, max(0.0, at - entered))
+            state, entered = event.fsm_state, at
+
+
+def _grouper(group_by: GroupBy) -> Callable[[str], str]:
+    if group_by == "all":
+        return lambda _: "all"
+    if group_by == "namespace":
+        return namespace
+    if callable(group_by):
+        return group_by
+    raise InvalidArgument(
+        "group_by", f"group_by must be 'all', 'namespace' or a function, not {group_by!r}"
+    )
+
+
+async def transition_matrices(
+    store: StateStore,
+    *,
+    group_by: GroupBy = "all",
+    agents: Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> dict[str, TransitionMatrix]:
+    """``P`` estimated per group of agents (``"all"``: one matrix; ``"namespace"``: one
+    per agent-id namespace; or a function of the agent id, e.g. the machine each runs)
+    from the moves made in ``[since, until)``."""
+    key = _grouper(group_by)
+    grouped: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    async for move in moves(store, agents=agents, since=since, until=until):
+        grouped[key(move.agent_id)].append((move.source, move.target))
+    return {group: estimate(pairs) for group, pairs in sorted(grouped.items())}
+
+
+async def state_distribution(
+    store: StateStore, *, agents: Iterable[str] | None = None
+) -> dict[str, int]:
+    """How many agents are in each state now (``""``: agents whose machine never moved)."""
+    found: Counter[str] = Counter()
+    async for agent_id in _agent_ids(store, agents):
+        head = await store.head_state(agent_id)
+        if head is not None:
+            found[head.fsm_state or ""] += 1
+    return dict(sorted(found.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class EntropyWindow:
+    """The moves of one time window and the entropy of where they went."""
+
+    start: float
+    end: float
+    moves: int
+    #: entropy (bits) of the distribution of target states of the window's moves
+    entropy: float
+
+
+async def entropy_windows(
+    store: StateStore,
+    window: float,
+    *,
+    agents: Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> list[EntropyWindow]:
+    """The entropy of the states agents moved into, window by window (``window``
+    seconds each, from the first move): a population whose behaviour suddenly changes
+    shows up as a step in this series."""
+    if isinstance(window, bool) or not isinstance(window, int | float) or not window > 0:
+        raise InvalidArgument(
+            "window", f"window must be a positive number of seconds, not {window!r}"
+        )
+    seen = [m async for m in moves(store, agents=agents, since=since, until=until)]
+    if not seen:
+        return []
+    start = min(m.at for m in seen) if since is None else since
+    buckets: dict[int, Counter[str]] = defaultdict(Counter)
+    for m in seen:
+        buckets[int((m.at - start) // window)][m.target] += 1
+    out = []
+    for index in range(max(buckets) + 1):
+        targets = buckets.get(index, Counter())
+        n = sum(targets.values())
+        h = entropy([c / n for c in targets.values()]) if n else 0.0
+        out.append(EntropyWindow(start + index * window, start + (index + 1) * window, n, h))
+    return out

@@ -1,0 +1,137 @@
+"""Serving the metrics: an ASGI app and a plain HTTP server, both prometheus-client's.
+
+* :func:`metrics_app` — an ASGI app answering ``GET /`` (mount it at ``/metrics``
+  in any ASGI server: Starlette, FastAPI, the inspector's ``statekeeper serve``);
+* :func:`start_http_server` — a daemon thread serving ``/metrics`` on a port, for
+  processes without a web server of their own;
+* :class:`StoreExporter` — a collector of what is *in* a store (agents by state,
+  events, the largest state, streams due a snapshot, stale leases), read at most every
+  ``interval`` seconds, for ``statekeeper metrics serve``: an exporter beside the
+  store, the way ``postgres_exporter`` stands beside a database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, make_asgi_app
+from prometheus_client import start_http_server as _start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from .health import HealthReport
+
+__all__ = ["StoreExporter", "metrics_app", "start_http_server"]
+
+
+def metrics_app(registry: CollectorRegistry | None = None) -> Callable[..., Any]:
+    """The ASGI app exposing ``registry`` (default: the global one) in the Prometheus
+    text format (OpenMetrics when the scraper asks for it; gzip when it accepts it)."""
+    return make_asgi_app(registry if registry is not None else REGISTRY)
+
+
+def start_http_server(
+    port: int, addr: str = "0.0.0.0", registry: CollectorRegistry | None = None
+) -> tuple[Any, threading.Thread]:
+    """Serve ``registry`` on ``http://addr:port/metrics`` from a daemon thread; returns
+    ``(server, thread)`` — ``server.shutdown()`` stops it. Port 0 picks a free port
+    (``server.server_port``)."""
+    return _start_http_server(port, addr, registry if registry is not None else REGISTRY)
+
+
+class StoreExporter(Collector):
+    """Gauges of a store's contents, refreshed by ``scan`` at most every ``interval``
+    seconds (a scrape in between is answered from the last scan).
+
+    ``scan`` is a function returning a fresh :class:`~.health.HealthReport`; it runs
+    on the scraping thread (each call on an event loop of its own).
+    """
+
+    def __init__(
+        self,
+        scan: Callable[[], Any],
+        *,
+        name: str,
+        interval: float = 30.0,
+    ) -> None:
+        self._scan = scan
+        self._name = name
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._last: HealthReport | None = None
+        self._at = 0.0
+        self._error: str | None = None
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def report(self) -> HealthReport | None:
+        """The latest scan (scanning now when the last one is older than ``interval``)."""
+        with self._lock:
+            if self._last is None or time.monotonic() - self._at >= self._interval:
+                try:
+                    self._last = asyncio.run(self._scan())
+                    self._error = None
+                except Exception as exc:  # keep serving the last good scan
+                    self._error = type(exc).__name__
+                self._at = time.monotonic()
+            return self._last
+
+    def collect(self) -> Iterator[Any]:
+        report = self.report()
+        labels = ["store"]
+        up = GaugeMetricFamily(
+            "statekeeper_exporter_scan_ok",
+            "1 when the latest scan of the store worked",
+            labels=labels,
+        )
+        up.add_metric([self._name], 0.0 if self._error is not None or report is None else 1.0)
+        yield up
+        if report is None:
+            return
+        agents = GaugeMetricFamily("statekeeper_agents", "Agents with a stream", labels=labels)
+        agents.add_metric([self._name], report.agents)
+        by_state = GaugeMetricFamily(
+            "statekeeper_agents_in_state", "Agents by machine state", labels=[*labels, "state"]
+        )
+        for state, n in report.by_state.items():
+            by_state.add_metric([self._name, state or "none"], n)
+        simple = (
+            ("statekeeper_agents_stuck", "Agents stuck in a state", len(report.stuck)),
+            (
+                "statekeeper_streams_due_snapshot",
+                "Streams whose load replays snapshot_every events or more",
+                len(report.due_snapshot),
+            ),
+            (
+                "statekeeper_stale_leases",
+                "Leases that expired without being renewed or released",
+                len(report.stale_leases),
+            ),
+            (
+                "statekeeper_largest_state_bytes",
+                "Stored size of the largest state (latest snapshot)",
+                max((s.state_bytes for s in report.largest), default=0),
+            ),
+            (
+                "statekeeper_health_breaches",
+                "Health thresholds crossed (statekeeper health)",
+                len(report.breaches),
+            ),
+            (
+                "statekeeper_last_scan_timestamp_seconds",
+                "When the store was last scanned",
+                report.generated_at,
+            ),
+        )
+        yield agents
+        yield by_state
+        for name, doc, value in simple:
+            family = GaugeMetricFamily(name, doc, labels=labels)
+            family.add_metric([self._name], float(value))
+            yield family

@@ -1,0 +1,650 @@
+"""``instrument(store)``: Prometheus metrics and OpenTelemetry spans for one store.
+
+Nothing in the store or the engines knows about it. :func:`instrument` puts an
+:class:`ObservedBackend` between the store and its engine (timing every backend call,
+counting conflicts, fencing rejections and batch sizes) and wraps the store's public
+operations on the instance (timing ``load``/``save``/``transition``/``append``/...,
+counting errors and retries). :meth:`Instrumentation.uninstall` takes both away.
+
+Retries are counted without following operations around: every conflict an append
+meets at the backend is either raised to the caller (the exception is marked on its
+way through) or retried by the store, so ``retries = backend conflicts - conflicts
+raised from the backend``. Replay lengths are read off the backend calls of a fold
+(``read_latest``, or ``latest_snapshot`` then ``read`` from its seq). Span parenthood
+follows the OpenTelemetry context, which follows asyncio tasks and the sync faces'
+portal calls.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..backends.base import Backend, Health
+from ..errors import (
+    AgentNotFound,
+    ConflictError,
+    IntegrityError,
+    InvalidArgument,
+    LeaseLost,
+    StatekeeperError,
+    StateTooLarge,
+)
+from ..records import (
+    AgentInfo,
+    AppendRequest,
+    AppendResult,
+    LeaseInfo,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+)
+from . import tracing
+from . import tracing as tracing_module
+from .metrics import RegistryCollector, StoreTallies, Tally
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from ..store import StateStore
+
+__all__ = ["Instrumentation", "ObservedBackend", "instrument", "outcome"]
+
+_perf = time.perf_counter
+
+#: store methods wrapped, and the operation name each reports under
+_OPERATIONS = {
+    "load": "load",
+    "get": "load",
+    "save": "save",
+    "create": "create",
+    "append": "append",  # "transition" when the event type is one
+    "snapshot": "snapshot",
+    "delete": "delete",
+}
+
+
+def outcome(exc: BaseException | None) -> str:
+    """The ``outcome`` attribute / ``error`` label of a call that raised ``exc``."""
+    if exc is None:
+        return "ok"
+    if isinstance(exc, LeaseLost):
+        return "lease_lost"
+    if isinstance(exc, ConflictError):
+        return "conflict"
+    if isinstance(exc, IntegrityError):
+        return "integrity"
+    if isinstance(exc, AgentNotFound):
+        return "not_found"
+    if isinstance(exc, StateTooLarge):
+        return "too_large"
+    if isinstance(exc, StatekeeperError):
+        return type(exc).__name__
+    if isinstance(exc, Exception):
+        return "error"
+    return "cancelled"
+
+
+def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    # the wrapped engine checks agent ids itself: do not check them twice
+    fn.__statekeeper_checked__ = True  # type: ignore[attr-defined]
+    return fn
+
+
+class ObservedBackend(Backend):
+    """A :class:`Backend` that times and counts every call of the engine it wraps.
+
+    Made by :func:`instrument`; engine attributes it does not define (a SQLite file's
+    ``path``, ...) are read from the wrapped engine.
+    """
+
+    def __init__(self, inner: Backend, instrumentation: Instrumentation) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.compares_head_tag = inner.compares_head_tag
+        self.capabilities = inner.capabilities
+        self.supports_leases = inner.supports_leases
+        self._obs = instrumentation
+        #: agent -> seq of the snapshot a fold just read (its replay read comes next)
+        self._folding: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    @property
+    def expires_agents(self) -> bool:
+        return self.inner.expires_agents
+
+    # -- the hot calls ---------------------------------------------------------------
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        obs = self._obs
+        span = None
+        if obs._tracer is not None:
+            span = obs.start_backend_span("append", request.agent_id)
+        t0 = _perf()
+        try:
+            result = await self.inner.append(request)
+        except BaseException as exc:
+            obs.backend_failed("append", exc, _perf() - t0, span)
+            raise
+        obs.append_hist.observe(_perf() - t0)
+        if request.snapshot is not None:
+            obs.snapshot_size.observe(len(request.snapshot.payload))
+        if span is not None:
+            obs.end_span(span, None, result.last_seq)
+        return result
+
+    async def append_batch(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        obs = self._obs
+        span = obs.start_backend_span("append_batch", None) if obs._tracer is not None else None
+        t0 = _perf()
+        try:
+            results = await self.inner.append_batch(requests)
+        except BaseException as exc:
+            obs.backend_failed("append_batch", exc, _perf() - t0, span)
+            raise
+        obs.tallies.call("append_batch").observe(_perf() - t0)
+        obs.batch_size.observe(len(requests))
+        for request, result in zip(requests, results, strict=False):
+            if isinstance(result, BaseException):
+                obs.count_error("append", result)
+            elif request.snapshot is not None:
+                obs.snapshot_size.observe(len(request.snapshot.payload))
+        if span is not None:
+            span.set_attribute("statekeeper.batch_size", len(requests))
+            obs.end_span(span, None, None)
+        return results
+
+    async def read(
+        self,
+        agent_id: str,
+        after_seq: int = 0,
+        to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[RawEvent]:
+        events: list[RawEvent] = await self._obs.call(
+            "read", agent_id, self.inner.read, agent_id, after_seq, to_seq, limit
+        )
+        folding = self._folding
+        if folding and folding.pop(agent_id, None) == after_seq:
+            self._obs.replay.observe(len(events))  # the replay of a fold
+        return events
+
+    async def latest_snapshot(
+        self, agent_id: str, at_or_below: int | None = None
+    ) -> RawSnapshot | None:
+        snapshot: RawSnapshot | None = await self._obs.call(
+            "latest_snapshot", agent_id, self.inner.latest_snapshot, agent_id, at_or_below
+        )
+        if at_or_below is not None or snapshot is not None:
+            # a fold reads the events after it next (bounded: the store folds one agent
+            # at a time per call, and a read of another range clears nothing else)
+            if len(self._folding) > 1024:
+                self._folding.clear()
+            self._folding[agent_id] = snapshot.seq if snapshot is not None else 0
+        return snapshot
+
+    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        found: tuple[int, bytes | None] = await self._obs.call(
+            "head_tag", agent_id, self.inner.head_tag, agent_id
+        )
+        return found
+
+    # -- the rest of the contract --------------------------------------------------
+
+    async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
+        found: AppendResult | None = await self._obs.call(
+            "lookup_key", agent_id, self.inner.lookup_key, agent_id, key
+        )
+        return found
+
+    async def head(self, agent_id: str) -> int:
+        seq: int = await self._obs.call("head", agent_id, self.inner.head, agent_id)
+        return seq
+
+    async def rewrite(self, request: RewriteRequest) -> None:
+        await self._obs.call("rewrite", request.agent_id, self.inner.rewrite, request)
+
+    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
+        keys: list[tuple[str, int, int]] = await self._obs.call(
+            "idempotency_keys", agent_id, self.inner.idempotency_keys, agent_id
+        )
+        return keys
+
+    async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:
+        done: bool = await self._obs.call("set_ttl", agent_id, self.inner.set_ttl, agent_id, ttl)
+        return done
+
+    async def drop_all(self) -> int | None:
+        dropped: int | None = await self._obs.call("drop_all", None, self.inner.drop_all)
+        return dropped
+
+    async def schema_version(self) -> int:
+        version: int = await self._obs.call("schema_version", None, self.inner.schema_version)
+        return version
+
+    async def seq_at(self, agent_id: str, timestamp: float) -> int:
+        seq: int = await self._obs.call("seq_at", agent_id, self.inner.seq_at, agent_id, timestamp)
+        return seq
+
+    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        await self._obs.call(
+            "save_snapshot", agent_id, self.inner.save_snapshot, agent_id, snapshot
+        )
+        self._obs.snapshot_size.observe(len(snapshot.payload))
+
+    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        page: list[AgentInfo] = await self._obs.call(
+            "list_agents", None, self.inner.list_agents, after, limit
+        )
+        return page
+
+    async def count_agents(self) -> int:
+        count: int = await self._obs.call("count_agents", None, self.inner.count_agents)
+        return count
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        existed: bool = await self._obs.call(
+            "delete_agent", agent_id, self.inner.delete_agent, agent_id
+        )
+        return existed
+
+    async def health(self) -> Health:
+        report: Health = await self._obs.call("health", None, self.inner.health)
+        return report
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
+        lease: LeaseInfo = await self._obs.call(
+            "acquire_lease", agent_id, self.inner.acquire_lease, agent_id, holder, ttl
+        )
+        return lease
+
+    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
+        lease: LeaseInfo = await self._obs.call(
+            "renew_lease", agent_id, self.inner.renew_lease, agent_id, holder, token, ttl
+        )
+        return lease
+
+    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
+        done: bool = await self._obs.call(
+            "release_lease", agent_id, self.inner.release_lease, agent_id, holder, token
+        )
+        return done
+
+    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
+        lease: LeaseInfo | None = await self._obs.call(
+            "get_lease", agent_id, self.inner.get_lease, agent_id
+        )
+        return lease
+
+    def refuse_fence(self, request: AppendRequest) -> None:
+        self.inner.refuse_fence(request)
+
+    async def ensure_store(self) -> None:
+        await self.inner.ensure_store()
+
+    async def initialize(self) -> None:
+        await self.inner.initialize()
+
+
+for _name in (*vars(ObservedBackend),):
+    _fn = vars(ObservedBackend)[_name]
+    if callable(_fn) and not _name.startswith("__"):
+        _checked(_fn)
+
+
+class _ObservedLatest(ObservedBackend):
+    """For engines that answer ``read_latest`` natively (the store asks the type)."""
+
+    async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
+        found: tuple[RawSnapshot | None, list[RawEvent]] = await self._obs.call(
+            "read_latest", agent_id, self.inner.read_latest, agent_id
+        )
+        if found[0] is not None or found[1]:
+            self._obs.replay.observe(len(found[1]))
+        return found
+
+
+_checked(_ObservedLatest.read_latest)
+
+
+class Instrumentation:
+    """The metrics and spans of one instrumented store (see :func:`instrument`)."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        *,
+        registry: CollectorRegistry,
+        name: str,
+        tracer: Any,
+        always_trace: bool,
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.registry = registry
+        self._tracer = tracer
+        self._always = always_trace
+        self.tallies = tallies = StoreTallies(store, name)
+        self.backend_name = tallies.backend
+        self.append_hist = tallies.call("append")
+        self.snapshot_size = tallies.snapshot_size
+        self.batch_size = tallies.batch_size
+        self.replay = tallies.replay_length
+        self._installed = False
+        if tracer is not None:
+            from opentelemetry import trace
+            from opentelemetry.trace import SpanKind, Status, StatusCode
+
+            self._client, self._internal = SpanKind.CLIENT, SpanKind.INTERNAL
+            self._error = Status(StatusCode.ERROR)
+            self._db_system = tracing.db_system(self.backend_name)
+            self._provider = trace.get_tracer_provider
+            self._idle = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+    @property
+    def tracer(self) -> Any:
+        """The tracer spans are started with now (None: no spans). With
+        ``tracing="auto"`` spans start once a real ``TracerProvider`` is set globally."""
+        tracer = self._tracer
+        if tracer is None or self._always or not isinstance(self._provider(), self._idle):
+            return tracer
+        return None
+
+    # -- install / uninstall ---------------------------------------------------------
+
+    def install(self) -> None:
+        store = self.store
+        inner = store.backend
+        RegistryCollector.attach(self.registry, self.tallies)
+        cls = (
+            _ObservedLatest
+            if type(inner).read_latest is not Backend.read_latest
+            else ObservedBackend
+        )
+        wrapped = cls(inner, self)
+        store.backend = wrapped
+        for part in (getattr(store, "_group", None), getattr(store, "_behind", None)):
+            if part is not None and getattr(part, "_backend", None) is inner:
+                part._backend = wrapped
+        # the operations are wrapped by a subclass made for this store (setting
+        # instance attributes would turn the store's split-keys __dict__ into a
+        # combined one and slow every attribute access of its hot path)
+        base = type(store)
+        self._base = base
+        methods: dict[str, Any] = {
+            method: self._wrap(method, op_name, getattr(base, method))
+            for method, op_name in _OPERATIONS.items()
+        }
+        methods["__module__"] = base.__module__
+        methods["__qualname__"] = base.__qualname__
+        store.__class__ = type(base.__name__, (base,), methods)
+        self._installed = True
+
+    def uninstall(self) -> None:
+        """Take the instrumentation away (its tallies stop being exposed)."""
+        if not self._installed:
+            return
+        store = self.store
+        wrapped = store.backend
+        assert isinstance(wrapped, ObservedBackend)
+        store.backend = wrapped.inner
+        for part in (getattr(store, "_group", None), getattr(store, "_behind", None)):
+            if part is not None and getattr(part, "_backend", None) is wrapped:
+                part._backend = wrapped.inner
+        if type(store).__bases__ == (self._base,):
+            store.__class__ = self._base
+        RegistryCollector.detach(self.registry, self.tallies)
+        self._installed = False
+
+    # -- metrics helpers -------------------------------------------------------------
+
+    def backend_hist(self, call: str) -> Tally:
+        return self.tallies.call(call)
+
+    def count_error(self, call: str, exc: BaseException) -> None:
+        error = outcome(exc)
+        tallies = self.tallies
+        key = (call, error)
+        tallies.call_errors[key] = tallies.call_errors.get(key, 0) + 1
+        if error == "conflict":
+            tallies.conflicts += 1
+            # a conflict raised on to the caller is not a retry (see _op_failed)
+            exc.__statekeeper_backend__ = True  # type: ignore[attr-defined]
+        elif error == "lease_lost":
+            tallies.fencing_rejections += 1
+            exc.__statekeeper_backend__ = True  # type: ignore[attr-defined]
+
+    def backend_failed(self, call: str, exc: BaseException, elapsed: float, span: Any) -> None:
+        self.tallies.call(call).observe(elapsed)
+        self.count_error(call, exc)
+        if span is not None:
+            self.end_span(span, exc, None)
+
+    # -- spans ---------------------------------------------------------------------
+
+    def start_backend_span(self, call: str, agent_id: str | None) -> Any:
+        tracer = self.tracer
+        if tracer is None:
+            return None
+        attributes: dict[str, Any] = {
+            "db.system.name": self._db_system,
+            "db.operation.name": call,
+            "statekeeper.backend": self.backend_name,
+            "statekeeper.store": self.name,
+        }
+        if agent_id is not None:
+            attributes["statekeeper.agent_id"] = agent_id
+        span = tracer.start_span(
+            f"{call} {self.backend_name}", kind=self._client, attributes=attributes
+        )
+        return _Active(span)
+
+    def end_span(self, active: Any, exc: BaseException | None, seq: int | None) -> None:
+        active.finish(exc, seq, self._error)
+
+    async def call(
+        self,
+        call: str,
+        agent_id: str | None,
+        fn: Callable[..., Awaitable[Any]],
+        *args: Any,
+    ) -> Any:
+        """Run one backend call, timed (and in a span when tracing)."""
+        span = self.start_backend_span(call, agent_id) if self._tracer is not None else None
+        t0 = _perf()
+        try:
+            result = await fn(*args)
+        except BaseException as exc:
+            self.backend_failed(call, exc, _perf() - t0, span)
+            raise
+        self.tallies.call(call).observe(_perf() - t0)
+        if span is not None:
+            self.end_span(span, None, None)
+        return result
+
+    # -- store operations ----------------------------------------------------------
+
+    def _wrap(
+        self, method: str, op_name: str, fn: Callable[..., Awaitable[Any]]
+    ) -> Callable[..., Awaitable[Any]]:
+        tallies = self.tallies
+        hist = tallies.operation(op_name)
+        moved = tallies.operation("transition")
+        transition = "transition"
+        perf = _perf
+        failed = self._op_failed
+        obs = self
+
+        if method == "append":
+
+            @functools.wraps(fn)
+            async def append(self: Any, *args: Any, **kwargs: Any) -> Any:
+                kind = args[1] if len(args) > 1 else kwargs.get("event_type")
+                if kind == transition:
+                    return await obs._run(fn, transition, moved, self, args, kwargs)
+                return await obs._run(fn, op_name, hist, self, args, kwargs)
+
+            return append
+
+        @functools.wraps(fn)
+        async def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if obs._tracer is not None:
+                return await obs._run(fn, op_name, hist, self, args, kwargs)
+            t0 = perf()
+            try:
+                result = await fn(self, *args, **kwargs)
+            except BaseException as exc:
+                hist.observe(perf() - t0)
+                failed(op_name, exc)
+                raise
+            hist.observe(perf() - t0)
+            return result
+
+        return wrapped
+
+    async def _run(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        name: str,
+        hist: Tally,
+        store: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        span = None
+        if self._tracer is not None:
+            span = self._start_op_span(name, args[0] if args else kwargs.get("agent_id"))
+        t0 = _perf()
+        try:
+            result = await fn(store, *args, **kwargs)
+        except BaseException as exc:
+            hist.observe(_perf() - t0)
+            self._op_failed(name, exc)
+            if span is not None:
+                span.finish(exc, None, self._error)
+            raise
+        hist.observe(_perf() - t0)
+        if span is not None:
+            seq = getattr(result, "last_seq", None) or getattr(result, "seq", None)
+            span.finish(None, seq if isinstance(seq, int) else None, None)
+        return result
+
+    def _start_op_span(self, name: str, agent_id: Any) -> Any:
+        tracer = self.tracer
+        if tracer is None:
+            return None
+        attributes: dict[str, Any] = {
+            "statekeeper.backend": self.backend_name,
+            "statekeeper.store": self.name,
+            "statekeeper.operation": name,
+        }
+        if isinstance(agent_id, str):
+            attributes["statekeeper.agent_id"] = agent_id
+        span = tracer.start_span(f"statekeeper.{name}", kind=self._internal, attributes=attributes)
+        return _Active(span)
+
+    def _op_failed(self, name: str, exc: BaseException) -> None:
+        error = outcome(exc)
+        tallies = self.tallies
+        key = (name, error)
+        tallies.operation_errors[key] = tallies.operation_errors.get(key, 0) + 1
+        from_backend = getattr(exc, "__statekeeper_backend__", False)
+        if error == "conflict":
+            if from_backend:
+                tallies.raised_conflicts += 1  # not retried: see retries
+            else:
+                tallies.conflicts += 1  # found by the store itself (expected_seq)
+        elif error == "lease_lost" and not from_backend:
+            tallies.fencing_rejections += 1  # found by the store (check_fence)
+        elif error == "integrity":
+            tallies.integrity_failures += 1
+
+
+class _Active:
+    """A started span made current until :meth:`finish`."""
+
+    __slots__ = ("span", "token")
+
+    def __init__(self, span: Any) -> None:
+        from opentelemetry import context, trace
+
+        self.span = span
+        self.token = context.attach(trace.set_span_in_context(span))
+
+    def finish(self, exc: BaseException | None, seq: int | None, error_status: Any) -> None:
+        from opentelemetry import context
+
+        span = self.span
+        span.set_attribute("statekeeper.outcome", outcome(exc))
+        if seq is not None:
+            span.set_attribute("statekeeper.seq", seq)
+        if exc is not None:
+            if isinstance(exc, Exception):
+                span.record_exception(exc)
+            span.set_status(error_status)
+        span.end()
+        context.detach(self.token)
+
+
+def instrument(
+    store: StateStore,
+    *,
+    registry: CollectorRegistry | None = None,
+    name: str | None = None,
+    tracing: bool | Literal["auto"] = "auto",
+    tracer_provider: Any = None,
+) -> Instrumentation:
+    """Record Prometheus metrics (and OpenTelemetry spans) for ``store``.
+
+    Args:
+        registry: where the metrics are registered (default: the global
+            ``prometheus_client.REGISTRY``, which ``start_http_server`` and
+            :func:`~.exposition.metrics_app` expose).
+        name: the ``store`` label (default: the backend's engine name); stores sharing
+            a registry need different names.
+        tracing: spans for every operation and backend call: True (needs the ``otel``
+            extra), False, or ``"auto"`` — on when ``opentelemetry`` is installed.
+        tracer_provider: an OpenTelemetry ``TracerProvider`` (default: the global one).
+
+    Returns the :class:`Instrumentation`; ``uninstall()`` takes it away again.
+    """
+    from prometheus_client import REGISTRY
+
+    if getattr(store, "backend", None) is None or not hasattr(store, "stats"):
+        raise InvalidArgument(
+            "store", f"instrument() needs a StateStore, not {type(store).__name__}"
+        )
+    if isinstance(store.backend, ObservedBackend):
+        raise InvalidArgument("store", "this store is instrumented already")
+    if tracing not in (True, False, "auto"):
+        raise InvalidArgument("tracing", f"tracing must be True, False or 'auto', not {tracing!r}")
+    tracer = None
+    if tracing:
+        tracer = tracing_module.tracer(tracer_provider)
+        if tracer is None and tracing is True:
+            from ..errors import ConfigurationError
+
+            raise ConfigurationError("tracing needs OpenTelemetry: pip install 'statekeeper[otel]'")
+    instrumentation = Instrumentation(
+        store,
+        registry=registry if registry is not None else REGISTRY,
+        name=name if name is not None else store.backend.name,
+        tracer=tracer,
+        always_trace=tracing is True or tracer_provider is not None,
+    )
+    instrumentation.install()
+    return instrumentation

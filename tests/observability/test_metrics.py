@@ -1,0 +1,232 @@
+"""Prometheus metrics of an instrumented store, scraped and parsed as Prometheus would."""
+
+from __future__ import annotations
+
+import urllib.request
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from statekeeper import StateStore
+from statekeeper.backends.memory import MemoryBackend
+from statekeeper.errors import ConfigurationError, ConflictError, InvalidArgument, LeaseLost
+from statekeeper.observability.exposition import metrics_app, start_http_server
+from statekeeper.observability.instrument import ObservedBackend, instrument
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of an exposition, by (name, sorted labels)."""
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[s.name, tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    found = samples(text)
+    key = (name, tuple(sorted(labels.items())))
+    assert key in found, f"{name}{labels} not exposed; have {sorted(k for k in found if k[0] == name)}"
+    return found[key]
+
+
+def scrape(registry: CollectorRegistry) -> str:
+    return generate_latest(registry).decode()
+
+
+async def test_operations_and_backend_calls_are_timed_per_backend() -> None:
+    registry = CollectorRegistry()
+    async with StateStore("memory://", witness=False) as store:
+        instrument(store, registry=registry, name="main", tracing=False)
+        for n in range(5):
+            await store.save("a", {"n": n})
+        agent = await store.agent("m")
+        from statekeeper import StateTransition
+
+        await agent.transition(StateTransition.START_PROCESSING)
+        await store.load("a")
+        text = scrape(registry)
+    base = {"store": "main", "backend": "memory"}
+    assert value(text, "statekeeper_operation_duration_seconds_count", operation="save", **base) == 5
+    assert value(text, "statekeeper_operation_duration_seconds_count", operation="transition", **base) == 1
+    assert value(text, "statekeeper_operation_duration_seconds_count", operation="load", **base) >= 2
+    # every save is one backend append (sync durability), plus the agent's create + move
+    assert value(text, "statekeeper_backend_call_duration_seconds_count", call="append", **base) == 7
+    assert value(text, "statekeeper_appends_total", **base) == 7
+    assert value(text, "statekeeper_cache_hits_total", **base) >= 1
+    assert value(text, "statekeeper_store_info", durability="sync", snapshot_every="100", **base) == 1
+
+
+async def test_conflicts_retries_and_fencing_rejections_are_counted() -> None:
+    registry = CollectorRegistry()
+    backend = MemoryBackend()
+    async with StateStore(backend, witness=False) as store, StateStore(backend, witness=False) as other:
+        instrument(store, registry=registry, tracing=False)
+        await store.save("a", {"n": 0})
+        await other.save("a", {"n": 1})  # store's cached head is now stale
+        await store.save("a", {"n": 2})  # a backend conflict, retried by the store
+        with pytest.raises(ConflictError):
+            await store.save("a", {"n": 3}, expected_seq=1)  # found by the store itself
+        lease = await backend.acquire_lease("b", "me", 30)
+        await store.save("b", {"n": 0}, lease=lease)
+        await backend.release_lease("b", "me", lease.token)
+        await backend.acquire_lease("b", "you", 30)  # fences "me" off
+        with pytest.raises(LeaseLost):
+            await store.save("b", {"n": 1}, lease=lease)
+        text = scrape(registry)
+    base = {"store": "memory", "backend": "memory"}
+    assert value(text, "statekeeper_conflicts_total", **base) == 2
+    assert value(text, "statekeeper_retries_total", **base) == 1
+    assert value(text, "statekeeper_fencing_rejections_total", **base) == 1
+    assert value(text, "statekeeper_operation_errors_total", operation="save", error="conflict", **base) == 1
+    assert value(text, "statekeeper_operation_errors_total", operation="save", error="lease_lost", **base) == 1
+    assert value(text, "statekeeper_backend_errors_total", call="append", error="conflict", **base) == 1
+
+
+@pytest.mark.parametrize("engine", ["memory", "sqlite"])
+async def test_replay_lengths(engine: str, tmp_path: Any) -> None:
+    """Read off a fold's backend calls: ``read_latest`` (SQLite), or ``latest_snapshot``
+    then ``read`` (the memory engine)."""
+    registry = CollectorRegistry()
+    backend: Any = MemoryBackend() if engine == "memory" else f"sqlite:///{tmp_path / 's.db'}"
+    writer = StateStore(backend, snapshot_every=4, witness=False)
+    for n in range(6):  # a snapshot at seq 4, two events after it
+        await writer.save("a", {"n": n, "pad": "x" * 300})
+    if engine == "sqlite":
+        await writer.close()
+    async with StateStore(
+        writer.backend if engine == "memory" else backend, witness=False, cache_size=0
+    ) as store:
+        instrument(store, registry=registry, tracing=False)
+        await store.load("a")
+        text = scrape(registry)
+    base = {"store": engine, "backend": engine}
+    assert value(text, "statekeeper_replay_length_events_count", **base) == 1
+    assert value(text, "statekeeper_replay_length_events_sum", **base) == 2
+    assert value(text, "statekeeper_replay_length_events_bucket", le="1.0", **base) == 0
+    assert value(text, "statekeeper_replay_length_events_bucket", le="2.0", **base) == 1
+
+
+async def test_snapshot_sizes_and_group_commit_batches() -> None:
+    import asyncio
+
+    registry = CollectorRegistry()
+    async with StateStore("memory://", durability="group", snapshot_every=2, witness=False) as store:
+        instrument(store, registry=registry, tracing=False)
+        await asyncio.gather(*(store.save(f"a{i}", {"i": i}) for i in range(8)))
+        await asyncio.gather(*(store.save(f"a{i}", {"i": -i}) for i in range(8)))
+        text = scrape(registry)
+    base = {"store": "memory", "backend": "memory"}
+    batches = value(text, "statekeeper_commit_batch_size_count", **base)
+    assert value(text, "statekeeper_commit_batch_size_sum", **base) == 16
+    assert batches < 16  # concurrent saves shared commits
+    assert value(text, "statekeeper_snapshot_size_bytes_count", **base) == 8  # at seq 2
+
+
+async def test_write_buffer_depth_and_age_are_the_live_rpo() -> None:
+    registry = CollectorRegistry()
+    now = [1000.0]
+    async with StateStore(
+        "memory://",
+        durability="async",
+        flush_size=100,
+        flush_interval=3600,
+        clock=lambda: now[0],
+        witness=False,
+    ) as store:
+        instrument(store, registry=registry, tracing=False)
+        await store.save("a", {"n": 1})
+        now[0] = 1004.0
+        await store.save("b", {"n": 1})
+        now[0] = 1010.0
+        text = scrape(registry)
+        assert value(text, "statekeeper_write_buffer_depth", store="memory", backend="memory") == 2
+        assert value(text, "statekeeper_write_buffer_age_seconds", store="memory", backend="memory") == 10
+        await store.flush()
+        text = scrape(registry)
+        assert value(text, "statekeeper_write_buffer_depth", store="memory", backend="memory") == 0
+        assert value(text, "statekeeper_write_buffer_age_seconds", store="memory", backend="memory") == 0
+
+
+async def test_asgi_app_serves_the_text_format() -> None:
+    registry = CollectorRegistry()
+    async with StateStore("memory://", witness=False) as store:
+        instrument(store, registry=registry, name="asgi", tracing=False)
+        await store.save("a", {"n": 1})
+        transport = httpx.ASGITransport(app=metrics_app(registry))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            response = await client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    assert value(response.text, "statekeeper_appends_total", store="asgi", backend="memory") == 1
+
+
+async def test_start_http_server_is_scraped_over_http() -> None:
+    import asyncio
+
+    registry = CollectorRegistry()
+    async with StateStore("memory://", witness=False) as store:
+        instrument(store, registry=registry, name="http", tracing=False)
+        await store.save("a", {"n": 1})
+        server, thread = start_http_server(0, "127.0.0.1", registry)
+        try:
+            url = f"http://127.0.0.1:{server.server_port}/metrics"
+
+            def get() -> str:
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    return str(r.read().decode())
+
+            text = await asyncio.to_thread(get)
+        finally:
+            server.shutdown()
+            thread.join(timeout=10)
+    assert value(text, "statekeeper_appends_total", store="http", backend="memory") == 1
+
+
+async def test_two_stores_on_one_registry_need_two_names() -> None:
+    registry = CollectorRegistry()
+    async with StateStore("memory://", witness=False) as a, StateStore("memory://", witness=False) as b:
+        instrument(a, registry=registry, name="a", tracing=False)
+        with pytest.raises(ConfigurationError, match="named 'a'"):
+            instrument(b, registry=registry, name="a", tracing=False)
+        instrument(b, registry=registry, name="b", tracing=False)
+        await a.save("x", {})
+        await b.save("x", {})
+        await b.save("x", {"n": 1})
+        text = scrape(registry)
+    assert value(text, "statekeeper_appends_total", store="a", backend="memory") == 1
+    assert value(text, "statekeeper_appends_total", store="b", backend="memory") == 2
+
+
+async def test_uninstall_restores_the_store_and_instrumenting_twice_is_refused() -> None:
+    registry = CollectorRegistry()
+    async with StateStore("memory://", witness=False) as store:
+        engine = store.backend
+        obs = instrument(store, registry=registry, tracing=False)
+        assert isinstance(store.backend, ObservedBackend)
+        assert type(store).__name__ == "StateStore" and isinstance(store, StateStore)
+        with pytest.raises(InvalidArgument, match="instrumented already"):
+            instrument(store, registry=CollectorRegistry(), tracing=False)
+        obs.uninstall()
+        assert store.backend is engine and type(store) is StateStore
+        await store.save("a", {})
+        assert "statekeeper_appends_total{" not in scrape(registry)
+    with pytest.raises(InvalidArgument, match="needs a StateStore"):
+        instrument(object(), registry=registry)  # type: ignore[arg-type]
+
+
+async def test_a_dropped_store_stops_reporting() -> None:
+    import gc
+
+    registry = CollectorRegistry()
+    store: Any = StateStore("memory://", witness=False)
+    instrument(store, registry=registry, tracing=False)
+    await store.save("a", {})
+    assert "statekeeper_appends_total{" in scrape(registry)
+    await store.close()
+    del store
+    gc.collect()
+    assert "statekeeper_appends_total{" not in scrape(registry)
