@@ -29,7 +29,9 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 def value(text: str, name: str, **labels: str) -> float:
     found = samples(text)
     key = (name, tuple(sorted(labels.items())))
-    assert key in found, f"{name}{labels} not exposed; have {sorted(k for k in found if k[0] == name)}"
+    assert key in found, (
+        f"{name}{labels} not exposed; have {sorted(k for k in found if k[0] == name)}"
+    )
     return found[key]
 
 
@@ -50,20 +52,34 @@ async def test_operations_and_backend_calls_are_timed_per_backend() -> None:
         await store.load("a")
         text = scrape(registry)
     base = {"store": "main", "backend": "memory"}
-    assert value(text, "statekeeper_operation_duration_seconds_count", operation="save", **base) == 5
-    assert value(text, "statekeeper_operation_duration_seconds_count", operation="transition", **base) == 1
-    assert value(text, "statekeeper_operation_duration_seconds_count", operation="load", **base) >= 2
+    assert (
+        value(text, "statekeeper_operation_duration_seconds_count", operation="save", **base) == 5
+    )
+    assert (
+        value(text, "statekeeper_operation_duration_seconds_count", operation="transition", **base)
+        == 1
+    )
+    assert (
+        value(text, "statekeeper_operation_duration_seconds_count", operation="load", **base) >= 2
+    )
     # every save is one backend append (sync durability), plus the agent's create + move
-    assert value(text, "statekeeper_backend_call_duration_seconds_count", call="append", **base) == 7
+    assert (
+        value(text, "statekeeper_backend_call_duration_seconds_count", call="append", **base) == 7
+    )
     assert value(text, "statekeeper_appends_total", **base) == 7
     assert value(text, "statekeeper_cache_hits_total", **base) >= 1
-    assert value(text, "statekeeper_store_info", durability="sync", snapshot_every="100", **base) == 1
+    assert (
+        value(text, "statekeeper_store_info", durability="sync", snapshot_every="100", **base) == 1
+    )
 
 
 async def test_conflicts_retries_and_fencing_rejections_are_counted() -> None:
     registry = CollectorRegistry()
     backend = MemoryBackend()
-    async with StateStore(backend, witness=False) as store, StateStore(backend, witness=False) as other:
+    async with (
+        StateStore(backend, witness=False) as store,
+        StateStore(backend, witness=False) as other,
+    ):
         instrument(store, registry=registry, tracing=False)
         await store.save("a", {"n": 0})
         await other.save("a", {"n": 1})  # store's cached head is now stale
@@ -81,9 +97,22 @@ async def test_conflicts_retries_and_fencing_rejections_are_counted() -> None:
     assert value(text, "statekeeper_conflicts_total", **base) == 2
     assert value(text, "statekeeper_retries_total", **base) == 1
     assert value(text, "statekeeper_fencing_rejections_total", **base) == 1
-    assert value(text, "statekeeper_operation_errors_total", operation="save", error="conflict", **base) == 1
-    assert value(text, "statekeeper_operation_errors_total", operation="save", error="lease_lost", **base) == 1
-    assert value(text, "statekeeper_backend_errors_total", call="append", error="conflict", **base) == 1
+    assert (
+        value(
+            text, "statekeeper_operation_errors_total", operation="save", error="conflict", **base
+        )
+        == 1
+    )
+    assert (
+        value(
+            text, "statekeeper_operation_errors_total", operation="save", error="lease_lost", **base
+        )
+        == 1
+    )
+    assert (
+        value(text, "statekeeper_backend_errors_total", call="append", error="conflict", **base)
+        == 1
+    )
 
 
 @pytest.mark.parametrize("engine", ["memory", "sqlite"])
@@ -114,7 +143,9 @@ async def test_snapshot_sizes_and_group_commit_batches() -> None:
     import asyncio
 
     registry = CollectorRegistry()
-    async with StateStore("memory://", durability="group", snapshot_every=2, witness=False) as store:
+    async with StateStore(
+        "memory://", durability="group", snapshot_every=2, witness=False
+    ) as store:
         instrument(store, registry=registry, tracing=False)
         await asyncio.gather(*(store.save(f"a{i}", {"i": i}) for i in range(8)))
         await asyncio.gather(*(store.save(f"a{i}", {"i": -i}) for i in range(8)))
@@ -144,11 +175,17 @@ async def test_write_buffer_depth_and_age_are_the_live_rpo() -> None:
         now[0] = 1010.0
         text = scrape(registry)
         assert value(text, "statekeeper_write_buffer_depth", store="memory", backend="memory") == 2
-        assert value(text, "statekeeper_write_buffer_age_seconds", store="memory", backend="memory") == 10
+        assert (
+            value(text, "statekeeper_write_buffer_age_seconds", store="memory", backend="memory")
+            == 10
+        )
         await store.flush()
         text = scrape(registry)
         assert value(text, "statekeeper_write_buffer_depth", store="memory", backend="memory") == 0
-        assert value(text, "statekeeper_write_buffer_age_seconds", store="memory", backend="memory") == 0
+        assert (
+            value(text, "statekeeper_write_buffer_age_seconds", store="memory", backend="memory")
+            == 0
+        )
 
 
 async def test_asgi_app_serves_the_text_format() -> None:
@@ -188,7 +225,10 @@ async def test_start_http_server_is_scraped_over_http() -> None:
 
 async def test_two_stores_on_one_registry_need_two_names() -> None:
     registry = CollectorRegistry()
-    async with StateStore("memory://", witness=False) as a, StateStore("memory://", witness=False) as b:
+    async with (
+        StateStore("memory://", witness=False) as a,
+        StateStore("memory://", witness=False) as b,
+    ):
         instrument(a, registry=registry, name="a", tracing=False)
         with pytest.raises(ConfigurationError, match="named 'a'"):
             instrument(b, registry=registry, name="a", tracing=False)

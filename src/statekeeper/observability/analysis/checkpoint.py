@@ -116,8 +116,9 @@ def optimal_snapshot_interval(
     e = _positive("events_between_failures", events_between_failures)
     if formula == "young":
         k = math.sqrt(2 * c * e / r)
-    elif formula == "daly":
-        k = daly_interval(c, r * e) / r
-    else:
-        raise InvalidArgument("formula", f"formula must be 'young' or 'daly', not {formula!r}")
-    return max(1, round(k))
+        # the whole number of events either side of the optimum that costs less
+        low, high = max(1, math.floor(k)), max(1, math.ceil(k))
+        return min((low, high), key=lambda n: (c / n + r * n / (2 * e), n))
+    if formula == "daly":
+        return max(1, round(daly_interval(c, r * e) / r))
+    raise InvalidArgument("formula", f"formula must be 'young' or 'daly', not {formula!r}")
