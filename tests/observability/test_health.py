@@ -100,7 +100,7 @@ async def test_sizes_growth_due_snapshots_and_stale_leases() -> None:
         report = await health_report(
             store, HealthThresholds(growth_window=100.0, max_state_bytes=1000), now=5037.0
         )
-        assert [s.agent_id for s in report.largest] == ["big", "mid", "small"]
+        assert [s.agent_id for s in report.largest] == ["big", "small", "mid"]
         big = report.largest[0]
         assert big.replay_events == 2 and big.head_seq == 12 and big.state_bytes > 2000
         # events in the last 100 s (4937..5037): not 'big' (written at 1000..1011)
