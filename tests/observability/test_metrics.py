@@ -270,3 +270,39 @@ async def test_a_dropped_store_stops_reporting() -> None:
     del store
     gc.collect()
     assert "statekeeper_appends_total{" not in scrape(registry)
+
+
+async def test_the_grafana_dashboard_queries_metrics_that_exist(tmp_path: Any) -> None:
+    """Every metric the shipped dashboard queries is exposed by an instrumented store
+    (or by the ``statekeeper metrics serve`` exporter)."""
+    import json
+    import re
+    from pathlib import Path
+
+    from statekeeper.observability.exposition import StoreExporter
+    from statekeeper.observability.health import health_report
+
+    dashboard = json.loads(
+        (Path(__file__).parents[2] / "docs" / "grafana" / "statekeeper.json").read_text()
+    )
+    queried = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\b(statekeeper_[a-z_]+)\b", target["expr"])
+    }
+    queried |= set(re.findall(r"\b(statekeeper_[a-z_]+)\b", json.dumps(dashboard["templating"])))
+    registry = CollectorRegistry()
+    async with StateStore("memory://", witness=False) as store:
+        instrument(store, registry=registry, tracing=False)
+        await store.save("a", {"n": 1})
+        with pytest.raises(ConflictError):
+            await store.save("a", {"n": 2}, expected_seq=5)
+        report = await health_report(store)
+
+    async def scan() -> Any:
+        return report
+
+    registry.register(StoreExporter(scan, name="x"))
+    exposed = {s.name for f in text_string_to_metric_families(scrape(registry)) for s in f.samples}
+    assert queried and queried <= exposed, sorted(queried - exposed)

@@ -1,3 +1,53 @@
 """See inside a store: Prometheus metrics, OpenTelemetry spans, a health report, and
 the seed's mathematics computed from recorded history (see ``docs/observability.md``).
+
+Imports are lazy: ``prometheus_client`` loads with :func:`instrument` or
+:func:`metrics_app`, OpenTelemetry only when spans are started.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .exposition import StoreExporter, metrics_app, start_http_server
+    from .health import HealthReport, HealthThresholds, health_report
+    from .instrument import Instrumentation, ObservedBackend, instrument
+
+__all__ = [
+    "HealthReport",
+    "HealthThresholds",
+    "Instrumentation",
+    "ObservedBackend",
+    "StoreExporter",
+    "health_report",
+    "instrument",
+    "metrics_app",
+    "start_http_server",
+]
+
+_LAZY = {
+    "StoreExporter": "exposition",
+    "metrics_app": "exposition",
+    "start_http_server": "exposition",
+    "HealthReport": "health",
+    "HealthThresholds": "health",
+    "health_report": "health",
+    "Instrumentation": "instrument",
+    "ObservedBackend": "instrument",
+    "instrument": "instrument",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -75,7 +75,7 @@ class StoreExporter(Collector):
         with self._lock:
             if self._last is None or time.monotonic() - self._at >= self._interval:
                 try:
-                    self._last = asyncio.run(self._scan())
+                    self._last = _run(self._scan)
                     self._error = None
                 except Exception as exc:  # keep serving the last good scan
                     self._error = type(exc).__name__
@@ -135,3 +135,15 @@ class StoreExporter(Collector):
             family = GaugeMetricFamily(name, doc, labels=labels)
             family.add_metric([self._name], float(value))
             yield family
+
+
+def _run(scan: Callable[[], Any]) -> Any:
+    """``asyncio.run(scan())`` — on a thread of its own when this thread runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(scan())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(scan())).result()
