@@ -340,8 +340,9 @@ def _print_analysis(result: dict[str, Any]) -> None:
         )
         console.print(matrix_table(m, f"group {name!r}" if name != "all" else "all agents"))
     s = result["states"]
+    shares = " · ".join(f"{state or '(none)'} {n}" for state, n in s["agents"].items())
     console.print(
-        f"agents by state: {s['agents']} · entropy {s['entropy']:.3f} bits"
+        f"agents by state: {shares}; entropy {s['entropy']:.3f} bits"
         f" (normalised {s['normalized_entropy']:.3f})"
     )
     if result["entropy_windows"]:

@@ -39,18 +39,18 @@ def matrix_table(m: TransitionMatrix, title: str) -> RenderableType:
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    table.add_column("from \\ to", no_wrap=True)
+    table.add_column("from \\ to", overflow="fold")
     for s in m.states:
-        table.add_column(escape(s), justify="right", no_wrap=True)
+        table.add_column(escape(s), justify="right", overflow="fold")
     table.add_column("π", justify="right", no_wrap=True)
-    table.add_column("H bits", justify="right", no_wrap=True)
+    table.add_column("H", justify="right", no_wrap=True)
     for i, source in enumerate(m.states):
         cells = []
         for j in range(len(m.states)):
             p, n = m.matrix[i][j], m.counts[i][j]
             text = f"{p:.2f}" if n or p else "·"
             cells.append(f"[{heat_colour(p)}]{text}[/]")
-        absorbing = " (absorbing)" if source in m.absorbing else ""
+        absorbing = " *" if source in m.absorbing else ""
         table.add_row(
             escape(source) + absorbing,
             *cells,
@@ -58,7 +58,9 @@ def matrix_table(m: TransitionMatrix, title: str) -> RenderableType:
             f"{m.row_entropy(source):.2f}",
         )
     table.caption = (
-        f"entropy rate {m.entropy_rate:.3f} bits/transition · stationary entropy"
+        ("* absorbing (never left) · " if m.absorbing else "")
+        + "H: entropy of the row (bits) · entropy rate"
+        f" {m.entropy_rate:.3f} bits/transition · stationary entropy"
         f" {m.stationary_entropy:.3f} bits · {'irreducible' if m.irreducible else 'reducible'}"
     )
     return table
