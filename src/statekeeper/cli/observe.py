@@ -141,7 +141,7 @@ def health(
     if json_out:
         render.print_json(report.to_dict())
     else:
-        from ..observability.render import health_renderables
+        from .observe_render import health_renderables
 
         console = out_console()
         for item in health_renderables(report, console.width):
@@ -322,8 +322,8 @@ async def _event_rate(url: str, key_file: Any, window: float = 3600.0) -> float:
 
 def _print_analysis(result: dict[str, Any]) -> None:
     from ..observability.analysis.markov import TransitionMatrix
-    from ..observability.render import matrix_table
     from .charts import duration
+    from .observe_render import matrix_table
 
     console = out_console()
     if not result["matrices"]:

@@ -1,17 +1,17 @@
-"""Terminal pictures of the health report and the analysis (rich tables and bars)."""
+"""Terminal pictures of ``statekeeper health`` and ``analyze`` (rich tables and bars)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..cli._markup import escape
-from ..cli.charts import duration, hbar, human_bytes, state_bars
+from ._markup import escape
+from .charts import duration, hbar, human_bytes, state_bars
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from .analysis.markov import TransitionMatrix
-    from .health import HealthReport
+    from ..observability.analysis.markov import TransitionMatrix
+    from ..observability.health import HealthReport
 
 __all__ = ["health_renderables", "heat_colour", "matrix_table"]
 
