@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 
 from _common import machine
 from statekeeper import StateStore
-from statekeeper.observability.instrument import instrument
+from statekeeper.observability.instrumentation import instrument
 
 
 async def round_cpu(url: str, saves: int, mode: str, provider: Any) -> float:

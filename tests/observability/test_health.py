@@ -23,7 +23,7 @@ from statekeeper.observability.analysis.recovery import (
     measure_snapshot_cost,
 )
 from statekeeper.observability.health import HealthThresholds, health_report
-from statekeeper.observability.instrument import instrument
+from statekeeper.observability.instrumentation import instrument
 
 
 class Clock:

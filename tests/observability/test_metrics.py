@@ -14,7 +14,7 @@ from statekeeper import StateStore
 from statekeeper.backends.memory import MemoryBackend
 from statekeeper.errors import ConfigurationError, ConflictError, InvalidArgument, LeaseLost
 from statekeeper.observability.exposition import metrics_app, start_http_server
-from statekeeper.observability.instrument import ObservedBackend, instrument
+from statekeeper.observability.instrumentation import ObservedBackend, instrument
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

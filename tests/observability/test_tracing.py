@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from statekeeper import StateStore, StateTransition, SyncStateStore
 from statekeeper.errors import ConflictError
-from statekeeper.observability.instrument import instrument
+from statekeeper.observability.instrumentation import instrument
 
 
 @pytest.fixture
@@ -154,7 +154,7 @@ sys.modules["opentelemetry"] = None  # as if not installed
 from prometheus_client import CollectorRegistry, generate_latest
 from statekeeper import StateStore
 from statekeeper.errors import ConfigurationError
-from statekeeper.observability.instrument import instrument
+from statekeeper.observability.instrumentation import instrument
 
 async def main():
     registry = CollectorRegistry()

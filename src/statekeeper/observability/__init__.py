@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .exposition import StoreExporter, metrics_app, start_http_server
     from .health import HealthReport, HealthThresholds, health_report
-    from .instrument import Instrumentation, ObservedBackend, instrument
+    from .instrumentation import Instrumentation, ObservedBackend, instrument
 
 __all__ = [
     "HealthReport",
@@ -34,9 +34,9 @@ _LAZY = {
     "HealthReport": "health",
     "HealthThresholds": "health",
     "health_report": "health",
-    "Instrumentation": "instrument",
-    "ObservedBackend": "instrument",
-    "instrument": "instrument",
+    "Instrumentation": "instrumentation",
+    "ObservedBackend": "instrumentation",
+    "instrument": "instrumentation",
 }
 
 

@@ -12,7 +12,7 @@
 * agents failing verification (with ``verify=True``: every record, chain and snapshot);
 * lease holders that stopped renewing (a lease that expired without being released);
 * operation, error, conflict and retry counts and rates, when the store is
-  instrumented (:func:`~.instrument.instrument`).
+  instrumented (:func:`~.instrumentation.instrument`).
 
 :attr:`HealthReport.breaches` lists every threshold crossed; ``statekeeper health``
 exits non-zero when there is one (a cron check).
@@ -31,7 +31,7 @@ from ..records import RawSnapshot
 
 if TYPE_CHECKING:
     from ..store import StateStore
-    from .instrument import Instrumentation
+    from .instrumentation import Instrumentation
 
 __all__ = [
     "Growth",

@@ -2,7 +2,7 @@
 
 Names follow the Prometheus conventions: base units (seconds, bytes) with the unit as
 suffix, counters ending in ``_total``. Labels never name an agent (an agent id is
-unbounded cardinality): ``store`` (the name given to :func:`~.instrument.instrument`),
+unbounded cardinality): ``store`` (the name given to :func:`~.instrumentation.instrument`),
 ``backend`` (the engine), ``operation`` / ``call`` and ``error``.
 
 On the hot path a store records into plain per-store tallies (:class:`Tally`: a
