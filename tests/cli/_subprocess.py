@@ -165,6 +165,9 @@ STORE_COMMANDS: dict[str, list[str]] = {
     "export": ["--output", "{out}/export.jsonl"],
     "import": ["{out}/export.jsonl", "--skip-existing"],  # after export, into the same store
     "diagram": [],  # --db: the overlay of observed transitions
+    "health": ["--stuck-after", "1000000000", "--stuck-factor", "0"],
+    "analyze": [],
+    "metrics serve": ["--once"],
 }
 #: commands that write to the store (all the others only read)
 WRITING = {"delete", "rekey", "langgraph prune", "init", "repair", "import"}

@@ -397,6 +397,14 @@ def metrics_serve(
         typer.Option("--interval", metavar="SECONDS", min=0, help="Rescan at most this often."),
     ] = 30.0,
     name: Annotated[str | None, typer.Option("--name", help="The 'store' label.")] = None,
+    once: Annotated[
+        bool,
+        typer.Option(
+            "--once",
+            help="Scan once, print the metrics (text format) and exit: for node_exporter's"
+            " textfile collector or a cron job.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the store's content metrics (agents by state, stuck agents, due snapshots,
     stale leases, largest state) on http://HOST:PORT/metrics until interrupted."""
@@ -419,6 +427,13 @@ def metrics_serve(
         run(scan())
         raise ConfigurationError("the store could not be scanned")
     registry.register(exporter)
+    if once:
+        import sys
+
+        from prometheus_client import generate_latest
+
+        sys.stdout.write(generate_latest(registry).decode())
+        return
     server, _ = start_http_server(port, host, registry)
     out_console().print(
         f"serving metrics on http://{host}:{server.server_port}/metrics (Ctrl-C stops)"
