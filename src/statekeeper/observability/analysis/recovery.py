@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from ...security.keys import Keyring
+    from ...codec.keys import Keyring
     from ...store import StateStore
 
 __all__ = [
