@@ -665,3 +665,44 @@ def test_latest_read_hands_out_copies_that_cannot_change_the_stored_state(url: s
         msgs_a[0].additional_kwargs["leak"] = True
         c = saver.get_tuple(older)
         assert c is not None and c.checkpoint["channel_values"]["messages"] == msgs_b
+
+
+def test_built_message_cache_is_bounded_in_bytes(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The messages kept built for the threads read last stay within the byte budget
+    (plus the thread being read), however many large messages those threads hold."""
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from statekeeper.integrations.langgraph import saver as saver_module
+
+    budget = 64 * 1024
+    monkeypatch.setattr(saver_module, "_BUILT_BYTES", budget)
+    big = "x" * 20_000
+
+    def chat(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"reply {len(state['messages'])} {big}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("chat", chat)
+    builder.add_edge(START, "chat")
+    with StatekeeperSaver.from_url(f"sqlite:///{tmp_path}/b.db") as saver:
+        graph = builder.compile(checkpointer=saver)
+        for turn in range(3):
+            for t in range(5):
+                cfg: Any = {"configurable": {"thread_id": f"big-{t}"}}
+                graph.invoke({"messages": [HumanMessage(f"q {turn} {big}")]}, cfg)
+                held = {
+                    tid: sum(len(hit[0].content) for hit in st.built.cache.values())
+                    for tid, st in saver._built.items()
+                    if st.built is not None
+                }
+                if turn == 0:
+                    continue  # a new thread's first read finds no checkpoint to build
+                latest = next(reversed(saver._built))
+                others = sum(n for tid, n in held.items() if tid != latest)
+                assert others <= budget, (turn, t, held)
+                assert len(held) <= saver_module._BUILT_THREADS
+        # and the cache still serves reads: the latest state is intact, ids kept
+        last = graph.get_state({"configurable": {"thread_id": "big-4"}}).values["messages"]
+        assert len(last) == 6 and all(m.id is not None for m in last)

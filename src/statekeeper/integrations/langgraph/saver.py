@@ -83,6 +83,9 @@ _SAVER_OPTIONS = frozenset(
 _NAMED = 256
 #: how many threads keep the messages built for their latest checkpoint
 _BUILT_THREADS = 8
+#: and how many (estimated) bytes those messages may hold in all; the thread being
+#: read keeps its own even when it alone is larger
+_BUILT_BYTES = 4 * 1024 * 1024
 
 
 class CheckpointForkError(ConflictError):
@@ -648,10 +651,19 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             st.built = Built()
         self._built.pop(st.thread_id, None)
         self._built[st.thread_id] = st
-        while len(self._built) > _BUILT_THREADS:
-            _, old = self._built.popitem(last=False)
-            old.built = None
+        self._trim_built()
         return st.built
+
+    def _trim_built(self) -> None:
+        """Drop the least recently read threads' built messages until at most
+        ``_BUILT_THREADS`` threads and ``_BUILT_BYTES`` (estimated) are kept; the most
+        recently read thread is never dropped."""
+        total = sum(s.built.nbytes for s in self._built.values() if s.built is not None)
+        while len(self._built) > 1 and (len(self._built) > _BUILT_THREADS or total > _BUILT_BYTES):
+            _, old = self._built.popitem(last=False)
+            if old.built is not None:
+                total -= old.built.nbytes
+            old.built = None
 
     def _note_named(self, thread_id: str, ns: str, cid: str) -> None:
         self._named[(thread_id, ns, cid)] = None
@@ -1088,14 +1100,18 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             built = self._built_for(st)
             found = self._tuple(thread_id, ns, nsd, pool, writes, config, seen, built)
             built.keep_used()
+            self._trim_built()
             if seen:  # a run resumes from these objects: its next put need not repack them
                 st.loaded = seen
             return found
         at = (await self.store.load(st.agent_id, at_seq=seq)).data
         # an older checkpoint's messages are mostly the latest's: copies of those built
-        return self._tuple(
-            thread_id, ns, at["ns"][ns], at["pool"], writes, config, None, self._built_for(st)
-        )
+        built = self._built_for(st)
+        found = self._tuple(thread_id, ns, at["ns"][ns], at["pool"], writes, config, None, built)
+        # what only older checkpoints use goes at the next latest read, not kept by it
+        built.used = set()
+        self._trim_built()
+        return found
 
     async def _thread_ids(self) -> AsyncIterator[str]:
         """Every thread id, reading only the saver's agents (ids sort by prefix)."""

@@ -101,14 +101,36 @@ class Built:
     reference), kept privately so the next read hands out copies instead of building
     them again; ``used`` collects the keys one read used."""
 
-    cache: dict[str, tuple[Any, Fingerprint]] = dataclasses.field(default_factory=dict)
+    cache: dict[str, tuple[Any, Fingerprint, int]] = dataclasses.field(default_factory=dict)
     used: set[str] = dataclasses.field(default_factory=set)
+    #: estimated bytes held by ``cache`` (see :func:`_estimate`)
+    nbytes: int = 0
+
+    def put(self, key: str, original: Any, fp: Fingerprint) -> tuple[Any, Fingerprint, int]:
+        old = self.cache.get(key)
+        if old is not None:
+            self.nbytes -= old[2]
+        hit = (original, fp, _estimate(fp))
+        self.cache[key] = hit
+        self.nbytes += hit[2]
+        return hit
 
     def keep_used(self) -> None:
         """Drop what the last read did not use (the cache stays the size of one state)."""
         if len(self.used) < len(self.cache):
             self.cache = {k: self.cache[k] for k in self.used}
+            self.nbytes = sum(hit[2] for hit in self.cache.values())
         self.used = set()
+
+
+#: rough bytes of a built message besides its field values (object, dicts, cache slot)
+_MESSAGE_OVERHEAD = 1024
+
+
+def _estimate(fp: Fingerprint) -> int:
+    """Approximate bytes a built message holds: its string and frozen (JSON bytes)
+    field values plus a fixed overhead; cheap (no traversal of the object)."""
+    return _MESSAGE_OVERHEAD + sum(len(x) for x in fp[1] if type(x) is str or type(x) is bytes)
 
 
 def safe_serializer(
@@ -464,8 +486,7 @@ class ValueCodec:
         hit = built.cache.get(key)
         if hit is None or _changed(hit[0], hit[1]) != set():
             original = make()
-            hit = (original, fingerprint(original))
-            built.cache[key] = hit
+            hit = built.put(key, original, fingerprint(original))
         built.used.add(key)
         value = hit[0].model_copy()
         if seen is not None:
