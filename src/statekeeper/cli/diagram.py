@@ -11,9 +11,6 @@ optionally with what a store observed laid over it.
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -21,7 +18,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import ConfigurationError
 from .app import DbOption, KeyFileOption, app, global_db, handled, open_store, out_console, run
 
 if TYPE_CHECKING:
@@ -29,51 +25,13 @@ if TYPE_CHECKING:
 
     from ..machine import AgentStateMachine
 
-__all__ = ["Observed", "diagram", "load_machine", "observe", "render_machine"]
+__all__ = ["Observed", "diagram", "observe", "render_machine"]
 
 
 class DiagramFormat(StrEnum):
     text = "text"
     mermaid = "mermaid"
     dot = "dot"
-
-
-def load_machine(spec: str | None) -> AgentStateMachine[Any, Any]:
-    """The machine ``module:attr`` names (the default machine when ``spec`` is None)."""
-    from ..machine import AgentStateMachine
-
-    if spec is None:
-        return AgentStateMachine()
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigurationError(
-            f"--machine must be MODULE:ATTR (e.g. myapp.flows:machine), not {spec!r}"
-        )
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import module {module_name!r}: {exc}") from None
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ConfigurationError(f"module {module_name!r} has no attribute {attr!r}") from None
-    if not isinstance(obj, AgentStateMachine) and callable(obj):
-        try:
-            obj = obj()
-        except Exception as exc:
-            raise ConfigurationError(
-                f"{spec} is not an AgentStateMachine, and calling it failed: "
-                f"{type(exc).__name__}: {exc}"
-            ) from None
-    if not isinstance(obj, AgentStateMachine):
-        raise ConfigurationError(
-            f"{spec} is a {type(obj).__name__}, not an AgentStateMachine "
-            "(or a callable returning one)"
-        )
-    return obj
 
 
 @dataclass
@@ -259,6 +217,8 @@ def diagram(
     key_file: KeyFileOption = None,
 ) -> None:
     """Draw a state machine; with --db, overlay what the store observed."""
+    from ..machine.loading import load_machine
+
     machine = load_machine(machine_spec)
     if fmt is DiagramFormat.mermaid:
         typer.echo(machine.to_mermaid(), nl=False)

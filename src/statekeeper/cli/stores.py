@@ -3,7 +3,8 @@
 * :data:`KeyFileOption` is the ``--key-file FILE`` option of every command that opens
   a store; without it the keys come from ``$STATEKEEPER_KEY_FILE``, else
   ``$STATEKEEPER_KEYS`` (:func:`env_keyring`).
-* :func:`open_store` opens a store **read-only by default** (SQLite ``mode=ro``, no DDL
+* :func:`open_store` (over :mod:`statekeeper.store.opening`, which the web inspector
+  uses too) opens a store **read-only by default** (SQLite ``mode=ro``, no DDL
   on PostgreSQL, no writes on Redis) and never creates one: something that is not a
   statekeeper store raises :class:`~statekeeper.errors.NotAStore` and is left as it
   was. A command that writes (``delete``, ``rekey``, ``langgraph prune``) passes
@@ -13,7 +14,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -52,32 +52,19 @@ KeyFileOption = Annotated[
 
 
 def env_keyring(key_file: Path | None = None) -> Keyring | None:
-    """The keyring from ``key_file``, else from the environment, else None (imports the
-    crypto modules only when a key is configured)."""
-    if key_file is not None:
-        from ..codec.keys import Keyring
+    """The keyring from ``key_file``, else from the environment, else None
+    (:func:`statekeeper.store.opening.configured_keyring`)."""
+    from ..store.opening import configured_keyring
 
-        return Keyring.from_file(key_file)
-    if os.environ.get(ENV_KEY_FILE, "").strip() or os.environ.get(ENV_KEYS, "").strip():
-        from ..codec.keys import Keyring
-
-        return Keyring.from_environment()
-    return None
+    return configured_keyring(key_file)
 
 
 async def check_store(url: str) -> Backend:
-    """Open ``url`` read-only and check it is a statekeeper store (raises
-    :class:`~statekeeper.errors.NotAStore`, writing nothing); the caller closes the
-    backend returned."""
-    from ..backends.url import open_backend
+    """Open ``url`` read-only and check it is a statekeeper store
+    (:func:`statekeeper.store.opening.check_store`)."""
+    from ..store.opening import check_store as check
 
-    backend = open_backend(url, readonly=True)
-    try:
-        await backend.ensure_store()
-    except BaseException:
-        await backend.close()
-        raise
-    return backend
+    return await check(url)
 
 
 @asynccontextmanager
@@ -91,23 +78,15 @@ async def open_store(
     """The store at ``url`` with the keys of ``--key-file`` / the environment.
 
     Read-only unless ``readonly=False``; never creates a store (see the module
-    documentation). ``need_key``: refuse to run without a key.
+    documentation; the opening itself is :func:`statekeeper.store.opening.open_existing`).
+    ``need_key``: refuse to run without a key.
     """
-    from ..store import StateStore
+    from ..store.opening import open_existing
 
     keyring = env_keyring(key_file)  # a bad key file fails before the store is touched
     if need_key and keyring is None:
         raise ConfigurationError(
             f"this command needs keys: pass --key-file or set ${ENV_KEY_FILE} / ${ENV_KEYS}"
         )
-    backend = await check_store(url)
-    if not readonly:
-        from ..backends.url import open_backend
-
-        await backend.close()
-        backend = open_backend(url)
-    store = StateStore(backend, keyring=keyring)
-    try:
+    async with open_existing(url, keyring=keyring, readonly=readonly) as store:
         yield store
-    finally:
-        await store.close()

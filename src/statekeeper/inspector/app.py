@@ -89,17 +89,17 @@ class Inspector:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        from ..cli.diagram import load_machine
+        from ..machine.loading import load_machine
 
         self.machine = load_machine(self.settings.machine)
         if self._store is not None:
             yield
             return
-        from ..cli.stores import open_store
+        from ..store.opening import configured_keyring, open_existing
 
-        async with open_store(
+        async with open_existing(
             self.settings.url,
-            key_file=self.settings.key_file,
+            keyring=configured_keyring(self.settings.key_file),
             readonly=not self.settings.allow_writes,
         ) as store:
             self._store = store

@@ -17,6 +17,7 @@ from statekeeper.machine.defaults import (
     default_rules,
 )
 from statekeeper.machine.diagram import to_dot, to_mermaid
+from statekeeper.machine.loading import load_machine
 from statekeeper.machine.machine import GUARD_REJECTED, NO_RULE, AgentStateMachine, value_label
 from statekeeper.machine.types import (
     EMPTY_METADATA,
@@ -47,6 +48,7 @@ __all__ = [
     "TransitionRule",
     "ValidationReport",
     "default_rules",
+    "load_machine",
     "to_dot",
     "to_mermaid",
     "validate_machine",
