@@ -163,9 +163,9 @@ class S3Backend(Backend):
         region_name: the bucket's region.
         create_bucket: create the bucket on first use if it is missing.
         max_workers: threads running blocking boto3 calls.
-        cache_bytes: memory for decoded immutable objects (commits, snapshots, commit
-            metadata), keyed by key + ETag + LastModified so a rewritten object is never
-            served stale (0 disables the cache).
+        cache_bytes: memory for decoded immutable objects (commits, snapshots), keyed by
+            key + ETag + LastModified: equal keys hold equal bytes (0 disables the cache).
+            Commit metadata (the head tag) is never cached: it is not part of the ETag.
         client_options: more keyword arguments for ``boto3.client("s3", ...)``
             (credentials, ``config``...). Credentials otherwise come from the usual
             AWS chain (environment, profile, instance role).
@@ -431,7 +431,10 @@ class S3Backend(Backend):
         if not commits:
             return commits, None
         key = self._agent_root(agent_id) + "e/" + self._seq_name(commits[-1])
-        meta = self._cached(key + "#meta", tagged[-1][1], lambda: self._head_meta(key))
+        # Not cached: an object's metadata (head tag, key name) is not part of its ETag, and
+        # a stream deleted and re-created with the same bytes within LastModified's one
+        # second would be served the old incarnation's head tag.
+        meta = self._head_meta(key)
         if meta is None:  # deleted under our feet
             return self._tip(agent_id)
         return commits, meta
