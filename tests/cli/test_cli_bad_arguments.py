@@ -212,6 +212,7 @@ EXPECTED: dict[tuple[str, str], int] = {
     # records the key cannot open are problems found: exit 1, listed on stdout
     ("verify", "--key-file: the wrong key"): 1,
     ("witness check", "--key-file: the wrong key"): 1,
+    ("health", "--key-file: the wrong key"): 1,  # unreadable agents: unhealthy, listed
     ("repair", "--key-file: the wrong key"): 3,  # problems repair cannot fix
     # these read clear headers only, or nothing the key protects: the key is not needed
     ("keys status", "--key-file: the wrong key"): 0,  # it reports the key as missing

@@ -287,3 +287,14 @@ def test_estimate_refuses_what_is_not_a_move() -> None:
         estimate([("a", 1)])  # type: ignore[list-item]
     empty: Any = estimate([])
     assert empty.states == () and empty.stationary == ()
+
+
+def test_the_wilson_interval_of_a_certain_outcome_reaches_one() -> None:
+    """Six moves out of six: the upper bound is exactly 1 (not 1 - 1 ulp) and holds p."""
+    from statekeeper.observability.analysis.markov import wilson_interval
+
+    for n in range(1, 50):
+        lo, hi = wilson_interval(n, n)
+        assert lo <= 1.0 == hi
+        lo, hi = wilson_interval(0, n)
+        assert lo == 0.0 <= hi

@@ -423,9 +423,16 @@ def metrics_serve(
 
     registry = CollectorRegistry()
     exporter = StoreExporter(scan, name=name or "store", interval=interval)
-    if exporter.report() is None:  # fail now, not on the first scrape
+    first = exporter.report()
+    if first is None:  # fail now, not on the first scrape
         run(scan())
         raise ConfigurationError("the store could not be scanned")
+    if first.unreadable and first.agents == 0:  # e.g. the wrong key: not "0 agents"
+        agent_id, error = first.unreadable[0]
+        raise ConfigurationError(
+            f"none of the store's {len(first.unreadable)} agent(s) could be read "
+            f"(wrong or missing key?); {agent_id!r}: {error}"
+        )
     registry.register(exporter)
     if once:
         import sys

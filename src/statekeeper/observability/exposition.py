@@ -95,7 +95,14 @@ class StoreExporter(Collector):
         if report is None:
             return
         agents = GaugeMetricFamily("statekeeper_agents", "Agents with a stream", labels=labels)
-        agents.add_metric([self._name], report.agents)
+        agents.add_metric([self._name], report.agents + len(report.unreadable))
+        unreadable = GaugeMetricFamily(
+            "statekeeper_agents_unreadable",
+            "Agents whose head could not be read (damaged records, a wrong or missing key)",
+            labels=labels,
+        )
+        unreadable.add_metric([self._name], len(report.unreadable))
+        yield unreadable
         by_state = GaugeMetricFamily(
             "statekeeper_agents_in_state", "Agents by machine state", labels=[*labels, "state"]
         )

@@ -377,9 +377,7 @@ class Instrumentation:
         )
         wrapped = cls(inner, self)
         store.backend = wrapped
-        for part in (getattr(store, "_group", None), getattr(store, "_behind", None)):
-            if part is not None and getattr(part, "_backend", None) is inner:
-                part._backend = wrapped
+        _swap_backend(store, inner, wrapped)
         # the operations are wrapped by a subclass made for this store (setting
         # instance attributes would turn the store's split-keys __dict__ into a
         # combined one and slow every attribute access of its hot path)
@@ -402,9 +400,7 @@ class Instrumentation:
         wrapped = store.backend
         assert isinstance(wrapped, ObservedBackend)
         store.backend = wrapped.inner
-        for part in (getattr(store, "_group", None), getattr(store, "_behind", None)):
-            if part is not None and getattr(part, "_backend", None) is wrapped:
-                part._backend = wrapped.inner
+        _swap_backend(store, wrapped, wrapped.inner)
         if type(store).__bases__ == (self._base,):
             store.__class__ = self._base
         RegistryCollector.detach(self.registry, self.tallies)
@@ -648,3 +644,21 @@ def instrument(
     )
     instrumentation.install()
     return instrumentation
+
+
+def _store_parts(store: Any) -> list[Any]:
+    """The parts of a store that hold its backend: the read path, the snapshot policy,
+    the write pipeline and its group committer and write-behind buffer."""
+    writes = getattr(store, "_writes", None)
+    parts = [getattr(store, "_reads", None), getattr(store, "_snapshots", None), writes]
+    if writes is not None:
+        parts += [getattr(writes, "group", None), getattr(writes, "behind", None)]
+    return [p for p in parts if p is not None]
+
+
+def _swap_backend(store: Any, old: Backend, new: Backend) -> None:
+    """Point every part of ``store`` that holds ``old`` at ``new``."""
+    for part in _store_parts(store):
+        for attr in ("backend", "_backend"):
+            if getattr(part, attr, None) is old:
+                setattr(part, attr, new)

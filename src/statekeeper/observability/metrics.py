@@ -148,7 +148,7 @@ def write_buffer(store: StateStore) -> tuple[int, float | None]:
     write-behind buffer, and the event timestamp of the oldest of them (None when the
     buffer is empty or the store has none). ``now - oldest`` is what a crash would lose
     at most, in time: the live RPO."""
-    behind = getattr(store, "_behind", None)
+    behind = getattr(getattr(store, "_writes", None), "behind", None)
     if behind is None:
         return 0, None
     pending = [*getattr(behind, "_in_flight", ()), *getattr(behind, "_buffer", ())]

@@ -43,7 +43,9 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float
     denom = 1 + z * z / trials
     centre = (p + z * z / (2 * trials)) / denom
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the interval holds p; at p = 0 or 1 the bound is exactly 0 or 1 (rounding in the
+    # formula above can leave it a few ulps inside, e.g. 0.9999999999999999)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 @dataclass(frozen=True, slots=True)
