@@ -76,3 +76,19 @@ def test_prints_a_loopback_link_with_a_fresh_token(
         page = client.get("/agents", headers={"Authorization": f"Bearer {token}"})
         assert page.status_code == 200 and "agent-000" in page.text
         assert "read-only" in page.text
+
+
+def test_without_the_inspector_extra_it_names_the_extra(seeded_url: str) -> None:
+    """A plain ``pip install statekeeper`` has no uvicorn: one line naming the extra,
+    exit 2, not an internal error."""
+    probe = (
+        "import sys; sys.modules['uvicorn'] = None\n"
+        "from statekeeper.cli.app import main\n"
+        "main(['serve', sys.argv[1]])\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe, seeded_url], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 2, r.stderr
+    assert "statekeeper[inspector]" in r.stderr and "uvicorn" in r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr

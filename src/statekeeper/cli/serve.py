@@ -65,6 +65,7 @@ def serve(
     key_file: KeyFileOption = None,
 ) -> None:
     """Serve the web inspector: agents, history, time travel, machines, LangGraph threads."""
+    _require_extra()
     from ..backends.redact import mask_url
     from ..inspector.server import check_host
     from ..inspector.server import serve as run_server
@@ -93,3 +94,19 @@ def serve(
     if given is not None:
         settings.token = given
     run_server(settings, host=host, port=port, public=public)
+
+
+def _require_extra() -> None:
+    """The inspector's own dependencies come with ``statekeeper[inspector]``: say so,
+    naming what is missing, instead of failing on the first import."""
+    missing = []
+    for module in ("starlette", "uvicorn", "jinja2"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise ConfigurationError(
+            "the web inspector needs the 'inspector' extra: "
+            f"pip install 'statekeeper[inspector]' (missing: {', '.join(missing)})"
+        )
