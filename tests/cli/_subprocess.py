@@ -141,6 +141,8 @@ def store_url(backend: str, tmp_path: Path, *, fresh: bool = False) -> Iterator[
 
 #: commands with --db that open a store of their own making instead of the user's
 OWN_STORES = {"demo", "bench"}
+#: serve listens until stopped: its refusals are tested in tests/inspector/test_cli_serve.py
+OWN_STORES |= {"serve"}
 
 #: for each command that opens the user's store: its arguments besides --db/--key-file
 #: for a successful run on a store made by :func:`populate` ({out}: a folder for
@@ -168,6 +170,14 @@ STORE_COMMANDS: dict[str, list[str]] = {
     "health": ["--stuck-after", "1000000000", "--stuck-factor", "0"],
     "analyze": [],
     "metrics serve": ["--once"],
+    "migrate": [
+        "--app",
+        "statekeeper.schema.structures",
+        "--model",
+        "statekeeper.Conversation",
+        "--dry-run",
+    ],
+    "schema status": ["--app", "statekeeper.schema.structures"],
 }
 #: commands that write to the store (all the others only read)
 WRITING = {"delete", "rekey", "langgraph prune", "init", "repair", "import"}
