@@ -177,7 +177,12 @@ STORE_COMMANDS: dict[str, list[str]] = {
         "statekeeper.Conversation",
         "--dry-run",
     ],
-    "schema status": ["--app", "statekeeper.schema.structures"],
+    "schema status": [
+        "--app",
+        "statekeeper.schema.structures",
+        "--model",
+        "statekeeper.Conversation",
+    ],
 }
 #: commands that write to the store (all the others only read)
 WRITING = {"delete", "rekey", "langgraph prune", "init", "repair", "import"}

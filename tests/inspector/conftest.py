@@ -124,9 +124,14 @@ class LiveServer:
         self.thread.join(timeout=30)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """Playwright's Chromium driver on the distribution's browser (never a download)."""
+    """Playwright's Chromium driver on the distribution's browser (never a download).
+
+    Module scope, not session: while Playwright's sync API is open it marks its
+    asyncio loop as running in this thread, so every later test that calls
+    ``asyncio.run`` would fail (the first full CI run failed that way). Closing it
+    at the end of the browser module clears that."""
     require_service(
         "Chromium", Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install chromium)"
     )

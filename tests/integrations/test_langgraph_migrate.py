@@ -34,6 +34,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import message as lg_message
 from langgraph.types import Command
 
+from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph.migrate import (
     IncompatibleTarget,
@@ -43,7 +44,6 @@ from statekeeper.integrations.langgraph.migrate import (
     export_threads,
     import_threads,
 )
-from statekeeper.security.keys import Keyring, generate_key
 
 from ..backends._services import (
     POSTGRES_DSN,
@@ -758,3 +758,17 @@ def test_progress_advances_once_per_checkpoint(tmp_path: Path) -> None:
     # and the CLI draws a bar on a terminal (rich's FORCE_COLOR stands in for one)
     out = _cli("langgraph", "import", source, target, FORCE_COLOR="1", TTY_INTERACTIVE="1")
     assert out.returncode == 0, out.stderr
+
+
+def test_a_missing_peer_package_is_named_not_an_internal_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """LangGraph's PostgresSaver is optional: without its package, importing from a
+    PostgresSaver database says which package to install (it used to crash with
+    ModuleNotFoundError reported as an internal error)."""
+    from statekeeper.errors import ConfigurationError
+    from statekeeper.integrations.langgraph.peers import open_peer
+
+    monkeypatch.setitem(sys.modules, "langgraph.checkpoint.postgres", None)
+    with pytest.raises(ConfigurationError, match="pip install langgraph-checkpoint-postgres"):
+        open_peer(f"{POSTGRES_DSN}?schema=sk_never_created", readonly=True)

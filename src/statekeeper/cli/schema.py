@@ -88,11 +88,18 @@ def pick(registry: SchemaRegistry, name: str | None) -> ModelSchema[Any]:
 
 
 @asynccontextmanager
-async def _writable(url: str, key_file: Path | None) -> AsyncIterator[StateStore]:
-    """The store, writable, committing concurrent writes together (never created)."""
+async def _opened(url: str, key_file: Path | None, *, write: bool) -> AsyncIterator[StateStore]:
+    """The store (never created): read-only for a dry run or a status, so a role that
+    may only SELECT can run them; writable, committing concurrent writes together,
+    for a migration."""
     from ..backends.url import open_backend
     from ..store import StateStore
+    from .stores import open_store
 
+    if not write:
+        async with open_store(url, key_file=key_file, readonly=True) as store:
+            yield store
+        return
     keyring = env_keyring(key_file)
     backend = await check_store(url)
     await backend.close()
@@ -233,7 +240,7 @@ def migrate(
         journal = Path(f"statekeeper-migrate-{safe}.json")
 
     async def go() -> MigrationReport:
-        async with _writable(url, key_file) as store:
+        async with _opened(url, key_file, write=not dry_run) as store:
             label = "rollback" if do_rollback else "dry run" if dry_run else "migrate"
             with bar(f"{label} {schema.name}", disable=json_out) as progress:
                 task = progress.add_task(label, total=None)
@@ -326,7 +333,7 @@ def schema_status(
     url = resolve_url(ctx, db)
 
     async def go() -> MigrationReport:
-        async with _writable(url, key_file) as store:
+        async with _opened(url, key_file, write=False) as store:
             return await mig.migrate(store, schema, dry_run=True)
 
     report = run(go())

@@ -213,8 +213,23 @@ def _sqlite_verdict(conn: sqlite3.Connection) -> str | None:
     return None
 
 
+def _peer_saver(module: str, name: str, package: str) -> Any:
+    """LangGraph's own saver class, or a one-line error naming the package to install
+    (the peers are optional: only ``langgraph import``/``export`` need them)."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError:
+        raise ConfigurationError(
+            f"reading or writing a LangGraph {name} database needs {package}: pip install {package}"
+        ) from None
+
+
 def _open_sqlite(url: str, path: Path, *, readonly: bool) -> PeerDatabase:
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    SqliteSaver = _peer_saver(
+        "langgraph.checkpoint.sqlite", "SqliteSaver", "langgraph-checkpoint-sqlite"
+    )
 
     location = str(path)
     if readonly:
@@ -254,8 +269,10 @@ def _open_sqlite(url: str, path: Path, *, readonly: bool) -> PeerDatabase:
 
 
 def _open_postgres(url: str, *, readonly: bool) -> PeerDatabase:
+    PostgresSaver = _peer_saver(
+        "langgraph.checkpoint.postgres", "PostgresSaver", "langgraph-checkpoint-postgres"
+    )
     import psycopg
-    from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
     from ...backends.redact import mask_url
