@@ -384,6 +384,9 @@ def test_every_store_command_takes_key_file() -> None:
     assert OWN_STORES.isdisjoint(store_commands())
 
 
+# ~70 CLI processes in a row: on a loaded 2-core machine each start takes seconds,
+# so the suite's 300 s default per test is too short (seen at load 16).
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_every_store_command_on_an_encrypted_store(tmp_path: Path, backend: str) -> None:
     """Each command opens an encrypted store with --key-file, and with
