@@ -1,0 +1,334 @@
+"""16 LangGraph threads at once: statekeeper's saver vs LangGraph's own, side by side.
+
+The issue-12 goals for concurrent graphs: on one SQLite file, >= 5x ``SqliteSaver``;
+on PostgreSQL, >= 2x ``AsyncPostgresSaver`` run the way its docs recommend and >= 1.5x
+its fastest setting (one saver per thread).
+
+Workload: ``--threads`` (default 16) LangGraph threads run concurrently, each a
+``MessagesState`` chat of ``--turns`` turns (default 10; one ``invoke`` per turn with a
+~300-character ``HumanMessage``, the node answers with a ~300-character ``AIMessage``),
+``durability="sync"`` (every checkpoint stored before the next step), both savers'
+defaults otherwise (statekeeper: ``fork_protection`` on, so every run also claims and
+releases its thread). Reported: saver writes per second (``put``/``aput`` +
+``put_writes``/``aput_writes`` calls over wall time) and the process's CPU seconds.
+Rounds interleave the savers, alternating which goes first; every round uses a fresh
+file / fresh thread ids. Ratios are statekeeper over the peer (> 1: statekeeper
+faster), medians with the min–max of the per-round ratios.
+
+* ``sqlite`` (``--mode threads``, default): 16 OS threads each ``invoke`` their chat,
+  one saver for all: ``StatekeeperSaver.from_url("sqlite:///…?synchronous=S")`` vs
+  ``SqliteSaver`` on one ``check_same_thread=False`` connection (its documented
+  multi-thread setup, ``from_conn_string``), same ``synchronous``. ``--mode async``:
+  16 ``ainvoke`` tasks on one event loop, vs ``AsyncSqliteSaver``.
+* ``postgres``: 16 ``ainvoke`` tasks on one event loop. statekeeper:
+  ``StatekeeperSaver.from_url("postgresql://…?schema=…", durability=D)`` (D = ``sync``:
+  each write its own transaction, and ``group``: writes in flight share one; both
+  return after the commit). Peers: ``AsyncPostgresSaver.from_conn_string`` (one
+  connection, the docs' first example), ``AsyncPostgresSaver(pool)`` on an
+  ``AsyncConnectionPool`` (the docs' production setup), and one ``AsyncPostgresSaver``
+  per thread sharing the pool (not documented; sidesteps the saver-wide lock: the
+  fastest setting).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_langgraph_concurrent.py sqlite   # NORMAL and FULL
+    .venv/bin/python benchmarks/bench_langgraph_concurrent.py sqlite --mode async
+    .venv/bin/python benchmarks/bench_langgraph_concurrent.py postgres --dsn postgresql://postgres@127.0.0.1:5432/test
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from langchain_core.messages import HumanMessage
+
+from _common import machine, median, table
+from bench_langgraph import text  # type: ignore[import-not-found]
+from bench_langgraph_goals import Counting, chat_graph  # type: ignore[import-not-found]
+from statekeeper.integrations.langgraph import StatekeeperSaver
+
+DEFAULT_DSN = os.environ.get(
+    "STATEKEEPER_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def inputs(args: argparse.Namespace) -> list[HumanMessage]:
+    return [HumanMessage(text(random.Random(-i), 300), id=f"h-{i}") for i in range(args.turns)]
+
+
+def measure(run: Callable[[], None], counting: Counting) -> dict[str, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {"writes_s": counting.writes / wall, "cpu_s": cpu, "writes": counting.writes}
+
+
+def threaded(saver: Any, args: argparse.Namespace, tag: str) -> dict[str, float]:
+    """``args.threads`` OS threads, each invoking its own chat on ``saver``."""
+    counting = Counting(saver)
+    graph = chat_graph().compile(checkpointer=saver)
+    msgs = inputs(args)
+
+    def chat(t: int) -> None:
+        cfg = {"configurable": {"thread_id": f"{tag}-{t}"}}
+        for message in msgs:
+            graph.invoke({"messages": [message]}, cfg, durability="sync")
+
+    def run() -> None:
+        with ThreadPoolExecutor(args.threads) as pool:
+            for f in [pool.submit(chat, t) for t in range(args.threads)]:
+                f.result()
+
+    return measure(run, counting)
+
+
+async def concurrent(saver: Any, args: argparse.Namespace, tag: str) -> dict[str, float]:
+    """``args.threads`` tasks on one loop, each ``ainvoke``-ing its own chat."""
+    counting = AsyncCounting(saver)
+    graph = chat_graph().compile(checkpointer=saver)
+    msgs = inputs(args)
+
+    async def chat(t: int) -> None:
+        cfg = {"configurable": {"thread_id": f"{tag}-{t}"}}
+        for message in msgs:
+            await graph.ainvoke({"messages": [message]}, cfg, durability="sync")
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(chat(t) for t in range(args.threads)))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {"writes_s": counting.writes / wall, "cpu_s": cpu, "writes": counting.writes}
+
+
+async def per_thread(savers: list[Any], args: argparse.Namespace, tag: str) -> dict[str, float]:
+    """One saver (and one compiled graph) per LangGraph thread."""
+    counts = [AsyncCounting(s) for s in savers]
+    graphs = [chat_graph().compile(checkpointer=s) for s in savers]
+    msgs = inputs(args)
+
+    async def chat(t: int) -> None:
+        cfg = {"configurable": {"thread_id": f"{tag}-{t}"}}
+        for message in msgs:
+            await graphs[t].ainvoke({"messages": [message]}, cfg, durability="sync")
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(chat(t) for t in range(args.threads)))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    writes = sum(c.writes for c in counts)
+    return {"writes_s": writes / wall, "cpu_s": cpu, "writes": writes}
+
+
+class AsyncCounting:
+    """Wraps a saver's async write methods to count calls."""
+
+    def __init__(self, saver: Any) -> None:
+        self.writes = 0
+        aput, aput_writes = saver.aput, saver.aput_writes
+
+        async def counted_aput(*a: Any, **k: Any) -> Any:
+            self.writes += 1
+            return await aput(*a, **k)
+
+        async def counted_aput_writes(*a: Any, **k: Any) -> Any:
+            self.writes += 1
+            return await aput_writes(*a, **k)
+
+        saver.aput, saver.aput_writes = counted_aput, counted_aput_writes
+
+
+# -- SQLite ------------------------------------------------------------------------
+
+
+def sqlite_round(kind: str, path: Path, args: argparse.Namespace, sync: str) -> dict[str, float]:
+    tag = uuid.uuid4().hex[:8]
+    if args.mode == "threads":
+        if kind == "sk":
+            saver = StatekeeperSaver.from_url(f"sqlite:///{path}?synchronous={sync}")
+            try:
+                return threaded(saver, args, tag)
+            finally:
+                saver.close()
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(path, check_same_thread=False)
+        try:
+            peer = SqliteSaver(conn)
+            peer.setup()
+            conn.execute(f"PRAGMA synchronous={sync}")
+            return threaded(peer, args, tag)
+        finally:
+            conn.close()
+    return asyncio.run(sqlite_async(kind, path, args, sync, tag))
+
+
+async def sqlite_async(
+    kind: str, path: Path, args: argparse.Namespace, sync: str, tag: str
+) -> dict[str, float]:
+    if kind == "sk":
+        saver = StatekeeperSaver.from_url(f"sqlite:///{path}?synchronous={sync}")
+        try:
+            return await concurrent(saver, args, tag)
+        finally:
+            await saver.aclose()
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async with aiosqlite.connect(path) as conn:
+        peer = AsyncSqliteSaver(conn)
+        await peer.setup()
+        await conn.execute(f"PRAGMA synchronous={sync}")
+        return await concurrent(peer, args, tag)
+
+
+def run_sqlite(args: argparse.Namespace) -> list[tuple[str, list[dict[str, Any]]]]:
+    out: list[tuple[str, list[dict[str, Any]]]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-lg-conc-") as tmp:
+        for sync in args.synchronous:
+            rounds: list[dict[str, Any]] = []
+            for i in range(args.rounds):
+                order = ["sk", "peer"] if i % 2 == 0 else ["peer", "sk"]
+                rnd: dict[str, Any] = {}
+                for kind in order:
+                    rnd[kind] = sqlite_round(kind, Path(tmp) / f"{sync}-{i}-{kind}.db", args, sync)
+                rounds.append(rnd)
+                print(f"synchronous={sync} round {i}: {rnd}", file=sys.stderr)
+            out.append((f"synchronous={sync}", rounds))
+    return out
+
+
+# -- PostgreSQL --------------------------------------------------------------------
+
+
+async def pg_side(kind: str, dsn: str, schema: str, args: argparse.Namespace) -> dict[str, float]:
+    tag = uuid.uuid4().hex[:8]
+    if kind.startswith("sk-"):
+        sep = "&" if "?" in dsn else "?"
+        saver = StatekeeperSaver.from_url(
+            f"{dsn}{sep}schema={schema}", durability=kind.removeprefix("sk-")
+        )
+        try:
+            return await concurrent(saver, args, tag)
+        finally:
+            await saver.aclose()
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    lg_dsn = f"{dsn}{'&' if '?' in dsn else '?'}options=-csearch_path%3D{schema}"
+    if kind == "lg-conn":
+        async with AsyncPostgresSaver.from_conn_string(lg_dsn) as saver:
+            return await concurrent(saver, args, tag)
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    async with AsyncConnectionPool(
+        lg_dsn, min_size=args.threads, max_size=args.threads, kwargs=kwargs, open=False
+    ) as pool:
+        await pool.wait()
+        if kind == "lg-pool":
+            return await concurrent(AsyncPostgresSaver(pool), args, tag)
+        return await per_thread([AsyncPostgresSaver(pool) for _ in range(args.threads)], args, tag)
+
+
+PG_KINDS = ["sk-sync", "sk-group", "lg-conn", "lg-pool", "lg-per-thread"]
+
+
+async def run_postgres(args: argparse.Namespace) -> list[tuple[str, list[dict[str, Any]]]]:
+    import psycopg
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import sql
+
+    schema = f"bench_lgc_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(args.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    try:
+        lg_dsn = f"{args.dsn}{'&' if '?' in args.dsn else '?'}options=-csearch_path%3D{schema}"
+        async with AsyncPostgresSaver.from_conn_string(lg_dsn) as setup:
+            await setup.setup()
+        rounds: list[dict[str, Any]] = []
+        for i in range(args.rounds):
+            order = PG_KINDS if i % 2 == 0 else PG_KINDS[::-1]
+            rnd = {kind: await pg_side(kind, args.dsn, schema, args) for kind in order}
+            rounds.append(rnd)
+            print(f"postgres round {i}: {rnd}", file=sys.stderr)
+        return [("postgres", rounds)]
+    finally:
+        with psycopg.connect(args.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+# -- report ------------------------------------------------------------------------
+
+
+def ratio_row(label: str, rounds: list[dict[str, Any]], sk: str, peer: str) -> list[str]:
+    ratios = [r[sk]["writes_s"] / r[peer]["writes_s"] for r in rounds]
+    cpu = [r[peer]["cpu_s"] / r[sk]["cpu_s"] for r in rounds]
+    spread = f"{min(ratios):.2f}–{max(ratios):.2f}" if len(ratios) > 1 else ""
+    return [
+        label,
+        f"{median([r[sk]['writes_s'] for r in rounds]):,.0f}",
+        f"{median([r[peer]['writes_s'] for r in rounds]):,.0f}",
+        f"**{median(ratios):.2f}x**",
+        spread,
+        f"{median(cpu):.2f}x",
+    ]
+
+
+def report(results: list[tuple[str, list[dict[str, Any]]]], args: argparse.Namespace) -> None:
+    headers = ["setting", "statekeeper writes/s", "peer writes/s", "ratio", "spread", "CPU ratio"]
+    rows: list[list[str]] = []
+    for label, rounds in results:
+        if label == "postgres":
+            for sk in ("sk-sync", "sk-group"):
+                for peer, name in (
+                    ("lg-conn", "one connection"),
+                    ("lg-pool", "pool"),
+                    ("lg-per-thread", "one saver per thread"),
+                ):
+                    rows.append(ratio_row(f"{sk} vs AsyncPostgresSaver, {name}", rounds, sk, peer))
+        else:
+            peer = "SqliteSaver" if args.mode == "threads" else "AsyncSqliteSaver"
+            rows.append(ratio_row(f"{label} vs {peer}", rounds, "sk", "peer"))
+    print(
+        f"\n### {args.threads} LangGraph threads x {args.turns} turns, {args.rounds} rounds,"
+        f" {args.backend} ({args.mode})\n"
+    )
+    print(table(headers, rows))
+    info = {"machine": machine("langgraph", "langgraph-checkpoint-sqlite"), "args": vars(args)}
+    print(json.dumps(info | {"results": results}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("backend", choices=["sqlite", "postgres"])
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--mode", choices=["threads", "async"], default="threads")
+    parser.add_argument("--synchronous", nargs="+", default=["NORMAL", "FULL"])
+    parser.add_argument("--dsn", default=DEFAULT_DSN)
+    args = parser.parse_args()
+    if args.backend == "sqlite":
+        results = run_sqlite(args)
+    else:
+        args.mode = "async"
+        results = asyncio.run(run_postgres(args))
+    report(results, args)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    main()
