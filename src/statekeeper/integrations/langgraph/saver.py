@@ -566,6 +566,17 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.get_running_loop().create_task(self._renew_loop())
 
+    async def _claim_and_get(self, run: runs.Run, config: RunnableConfig) -> CheckpointTuple | None:
+        """A run's first call: claim its thread, then read the checkpoint it starts
+        from — in one trip to the saver's loop, and without re-reading the head: the
+        claim's compare-and-append just proved the document current."""
+        await self._claim(run)
+        try:
+            return await self._get_tuple(config, check=False)
+        except BaseException:
+            await self._release(run)
+            raise
+
     async def _release(self, run: runs.Run) -> None:
         self._runs.pop(run.key, None)
         if run.released or not run.claimed:
@@ -750,9 +761,18 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         for prev in old:
             await self.store.delete(prev.agent_id)
 
-    async def _open(self, thread_id: str, *, create: bool) -> _Stream | None:
-        """The thread's live stream with a current document (cached, head-checked)."""
+    async def _open(self, thread_id: str, *, create: bool, check: bool = True) -> _Stream | None:
+        """The thread's live stream with a current document (cached, head-checked).
+
+        ``check=False``: a cached document is used without reading the stored head —
+        for a write, whose compare-and-append at the document's seq is the check (a
+        stale document loses it, is dropped, and the write is planned again on a
+        fresh read), and for a read made right after such a write succeeded.
+        """
         st = self._streams.get(thread_id)
+        if st is not None and not check and st.doc.get("moved") is None:
+            self._streams.move_to_end(thread_id)
+            return st
         if st is not None:
             head = await self.store.head(st.agent_id)
             if head == st.seq and st.doc.get("moved") is None:
@@ -844,7 +864,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         for _ in range(self.max_retries):
             if not live:
                 return
-            st = await self._open(thread_id, create=any(p.create for p in live))
+            # no head read first: the compare-and-append below is the check
+            st = await self._open(thread_id, create=any(p.create for p in live), check=False)
             if st is None:  # no stream, and none of the plans may create one
                 break
             ops: builtins.list[Op] = []
@@ -877,8 +898,10 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 else:
                     await self._append(st, kind, ops)
                 break
-            except ConflictError:
-                self._forget(thread_id)  # the document may hold speculative changes
+            except (ConflictError, AgentNotFound):
+                # the document was stale (another writer, or the thread deleted or
+                # moved meanwhile) or holds speculative changes: plan again on a read
+                self._forget(thread_id)
             except BaseException as exc:
                 self._forget(thread_id)
                 for pending in live:
@@ -1072,14 +1095,16 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                     found[event.seq] = doc
         return found
 
-    async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+    async def _get_tuple(
+        self, config: RunnableConfig, *, check: bool = True
+    ) -> CheckpointTuple | None:
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns") or ""
         cid = get_checkpoint_id(config)
         if cid is not None and self.fork_protection and runs.run_control(conf) is None:
             self._note_named(thread_id, ns, cid)  # e.g. update_state on this checkpoint
-        st = await self._open(thread_id, create=False)
+        st = await self._open(thread_id, create=False, check=check)
         if st is None:
             return None
         nsd = st.doc["ns"].get(ns)
@@ -1585,8 +1610,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         thread for the run, or raises :class:`ThreadBusyError`."""
         begun = self._begin_run(config, sys._getframe(1))
         if begun is not None:
-            self._portal.call(self._claim(begun[0]))
+            found = self._portal.call(self._claim_and_get(begun[0], config))
             self._attach(*begun)
+            return found
         return self._portal.call(self._get_tuple(config))
 
     def list(
@@ -1674,8 +1700,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         """Async :meth:`get_tuple`."""
         begun = self._begin_run(config, sys._getframe(1))
         if begun is not None:
-            await self._portal.run(self._claim(begun[0]))
+            found = await self._portal.run(self._claim_and_get(begun[0], config))
             self._attach(*begun)
+            return found
         return await self._portal.run(self._get_tuple(config))
 
     async def alist(
