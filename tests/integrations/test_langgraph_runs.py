@@ -443,3 +443,48 @@ def test_a_run_claims_and_releases_its_thread(tmp_path: Path, protect: bool) -> 
         return
     assert kinds[1] == "lg.run" and kinds[-1] == "lg.run", kinds
     assert kinds.count("lg.run") == 2
+
+
+class HeadReads:
+    """Counts the saver's reads of a stream's head (``store.head``)."""
+
+    def __init__(self, saver: StatekeeperSaver) -> None:
+        self.count = 0
+        head = saver.store.head
+
+        async def counted(agent_id: str) -> int:
+            self.count += 1
+            return await head(agent_id)
+
+        saver.store.head = counted  # type: ignore[method-assign]
+
+
+def test_a_run_reads_no_head_and_a_stale_cache_loses_its_append(run_url: str) -> None:
+    """A run's writes and its first read are made on the saver's cached document with no
+    read of the stream's head first: the compare-and-append is the check. When another
+    saver wrote the thread meanwhile, the stale claim loses that append, is planned
+    again on a fresh read, and the run goes on from the other saver's turn."""
+    thread = new_thread()
+    cfg = {"configurable": {"thread_id": thread}}
+    first, *others = savers(run_url, 2)
+    second = others[0] if others else first
+    try:
+        graph_a = reply_graph(lambda: None).compile(checkpointer=first)
+        graph_b = reply_graph(lambda: None).compile(checkpointer=second)
+        graph_a.invoke({"messages": [HumanMessage("one", id="h1")]}, cfg)
+        graph_b.invoke({"messages": [HumanMessage("two", id="h2")]}, cfg)  # first: stale
+        reads = HeadReads(first)
+        graph_a.invoke({"messages": [HumanMessage("three", id="h3")]}, cfg)
+        assert reads.count == 0
+        graph_a.invoke({"messages": [HumanMessage("four", id="h4")]}, cfg)
+        assert reads.count == 0
+        expected = ["one", "two", "three", "four"]
+        assert whole_turns(graph_a.get_state(cfg).values["messages"]) == expected
+        assert whole_turns(graph_b.get_state(cfg).values["messages"]) == expected
+        # no half turn, no fork: one linear history through both savers
+        history = list(second.list(cfg))
+        parents = [t.parent_config["configurable"]["checkpoint_id"] for t in history[:-1]]
+        assert parents == [t.config["configurable"]["checkpoint_id"] for t in history[1:]]
+    finally:
+        for s in {id(s): s for s in (first, second)}.values():
+            s.close()
