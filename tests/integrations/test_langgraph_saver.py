@@ -184,6 +184,38 @@ async def test_fork_from_an_older_checkpoint_reads_back_exactly(api: Api) -> Non
     assert old is not None and old.checkpoint["channel_values"] == {"a": "a2", "b": "b3"}
 
 
+async def test_an_older_checkpoint_read_again_is_not_replayed_again(api: Api) -> None:
+    """Time travel reads the checkpoint it starts from more than once (``get_state``,
+    then the run or ``update_state``): the second read of an older checkpoint is served
+    from the saver's cache, not by another replay of the stream, and reads back the
+    same — also after later checkpoints and writes on the thread."""
+    chain = Chain(api)
+    await chain.step({"a": "a1", "b": {"big": "x" * 200}})
+    await chain.step({"a": "a2"})
+    await chain.step({"b": {"big": "y" * 200}})
+    older = config(chain.thread_id, checkpoint_id=chain.ids[1])
+    await api.put_writes(older, [("a", "pending")], "task-1")
+    loads: list[int | None] = []
+    store_load = api.saver.store.load
+
+    async def counted(agent_id: str, *args: Any, **kwargs: Any) -> Any:
+        loads.append(kwargs.get("at_seq"))
+        return await store_load(agent_id, *args, **kwargs)
+
+    api.saver.store.load = counted  # type: ignore[method-assign]
+    first = await api.get_tuple(older)
+    await chain.step({"a": "a4"})  # the thread moves on
+    second = await api.get_tuple(older)
+    assert first is not None and second is not None
+    assert len(loads) == 1 and loads[0] is not None
+    for got in (first, second):
+        assert got.checkpoint["id"] == chain.ids[1]
+        assert got.checkpoint["channel_values"] == {"a": "a2", "b": {"big": "x" * 200}}
+        assert got.pending_writes == [("task-1", "a", "pending")]
+        assert got.parent_config == config(chain.thread_id, "", chain.ids[0])
+    assert first.checkpoint == second.checkpoint and first.metadata == second.metadata
+
+
 # -- fork protection -----------------------------------------------------------------
 
 

@@ -83,6 +83,9 @@ _SAVER_OPTIONS = frozenset(
 _NAMED = 256
 #: how many threads keep the messages built for their latest checkpoint
 _BUILT_THREADS = 8
+#: how many older checkpoints' namespace entries each cached thread keeps (time travel
+#: reads the checkpoint it starts from more than once: get_state, then invoke/update)
+_OLDER = 8
 #: and how many (estimated) bytes those messages may hold in all; the thread being
 #: read keeps its own even when it alone is larger
 _BUILT_BYTES = 4 * 1024 * 1024
@@ -198,6 +201,11 @@ class _Stream:
     puts: int = 0
     #: messages built for the last read of the latest checkpoint (see ValueCodec._reuse)
     built: Built | None = None
+    #: (ns, checkpoint id) -> that older checkpoint's namespace entry (its header,
+    #: packed values and metadata: pool references, small), for the last
+    #: ``_OLDER`` older checkpoints read. A generation's entry at a seq never
+    #: changes and its pool only grows, so the latest pool resolves it.
+    older: OrderedDict[tuple[str, str], dict[str, Any]] = field(default_factory=OrderedDict)
 
     @property
     def generation(self) -> str:
@@ -1129,10 +1137,17 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             if seen:  # a run resumes from these objects: its next put need not repack them
                 st.loaded = seen
             return found
-        at = (await self.store.load(st.agent_id, at_seq=seq)).data
+        older = st.older.get((ns, cid))
+        if older is None:
+            older = (await self.store.load(st.agent_id, at_seq=seq)).data["ns"][ns]
+            st.older[(ns, cid)] = older
+            while len(st.older) > _OLDER:
+                st.older.popitem(last=False)
+        else:
+            st.older.move_to_end((ns, cid))
         # an older checkpoint's messages are mostly the latest's: copies of those built
         built = self._built_for(st)
-        found = self._tuple(thread_id, ns, at["ns"][ns], at["pool"], writes, config, None, built)
+        found = self._tuple(thread_id, ns, older, pool, writes, config, None, built)
         # what only older checkpoints use goes at the next latest read, not kept by it
         built.used = set()
         self._trim_built()
