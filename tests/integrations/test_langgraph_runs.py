@@ -14,12 +14,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
 from statekeeper.integrations.langgraph import (
@@ -488,3 +489,75 @@ def test_a_run_reads_no_head_and_a_stale_cache_loses_its_append(run_url: str) ->
     finally:
         for s in {id(s): s for s in (first, second)}.values():
             s.close()
+
+
+def stream_events(saver: StatekeeperSaver, thread: str) -> list[str]:
+    async def kinds() -> list[str]:
+        return [e.type async for e in saver.store.history(f"lg/{thread}#0")]
+
+    return saver._portal.call(kinds())
+
+
+def test_a_steps_writes_share_the_next_checkpoints_commit(run_url: str) -> None:
+    """LangGraph saves a step's writes and the checkpoint after the step concurrently:
+    they are stored by one commit, so a chat turn is 5 events (claim, input checkpoint,
+    two steps, release) where it was 7, and every write still reads back."""
+    (saver,) = savers(run_url, 1, writes_wait=GUARD)  # the wait ends when the put comes
+    oracle = InMemorySaver()
+    try:
+        thread = new_thread()
+        cfg = {"configurable": {"thread_id": thread}}
+        graphs = [reply_graph(lambda: None).compile(checkpointer=s) for s in (saver, oracle)]
+        for graph in graphs:
+            graph.invoke({"messages": [HumanMessage("one", id="h1")]}, cfg)
+        before = len(stream_events(saver, thread))
+        for graph in graphs:
+            graph.invoke({"messages": [HumanMessage("two", id="h2")]}, cfg)
+        kinds = stream_events(saver, thread)
+        assert len(kinds) - before == 5, kinds
+        assert "lg.w" not in kinds, kinds
+        ours, theirs = (list(g.get_state_history(cfg)) for g in graphs)
+        assert [s.values for s in ours] == [s.values for s in theirs]
+        assert [[(w.name, w.result) for w in s.tasks] for s in ours] == [
+            [(w.name, w.result) for w in s.tasks] for s in theirs
+        ]
+    finally:
+        saver.close()
+
+
+def extend(state: list[str] | None, writes: list[list[str]]) -> list[str]:
+    return [*(state or []), *(x for w in writes for x in w)]
+
+
+class Items(TypedDict):
+    items: Annotated[list[str], DeltaChannel(extend)]
+    n: int
+
+
+def test_writes_langgraph_waits_for_are_not_held(run_url: str) -> None:
+    """A graph with a ``DeltaChannel`` waits for a step's writes before it saves the
+    next checkpoint: those writes are committed at once, never held for a checkpoint
+    that cannot come (with ``writes_wait`` of an hour the run would hang)."""
+
+    def step(state: Items) -> dict[str, Any]:
+        return {"items": [f"i{state['n']}"], "n": state["n"] + 1}
+
+    builder = StateGraph(Items)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", lambda s: "step" if s["n"] < 3 else END)
+    (saver,) = savers(run_url, 1, writes_wait=3600.0)
+    try:
+        graph = builder.compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": new_thread()}}
+        done: list[Any] = []
+        worker = threading.Thread(
+            target=lambda: done.append(graph.invoke({"items": [], "n": 0}, cfg, durability="sync")),
+            daemon=True,
+        )
+        worker.start()
+        worker.join(GUARD)
+        assert done == [{"items": ["i0", "i1", "i2"], "n": 3}]
+        assert graph.get_state(cfg).values == done[0]
+    finally:
+        saver.close()

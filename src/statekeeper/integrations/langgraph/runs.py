@@ -47,6 +47,9 @@ class Run:
     released: bool = False
     #: the loop object is gone (its exit stack may never unwind): stop renewing
     dead: bool = False
+    #: the run's pending writes may wait for its next checkpoint (see
+    #: ``StatekeeperSaver.writes_wait``): LangGraph waits for none of them first
+    hold: bool = False
 
     @property
     def key(self) -> tuple[int, str]:
@@ -80,6 +83,25 @@ def find_loop(frame: FrameType | None, depth: int = 4) -> Any:
             return candidate
         frame = frame.f_back
     return None
+
+
+def waits_for_writes(loop: Any) -> bool:
+    """Whether ``loop`` may wait for a task's saved writes before its next checkpoint:
+    it does for ``DeltaChannel`` writes (before the checkpoint's put) and for the
+    writes of a task whose node has an error handler (before the handler runs)."""
+    try:
+        from langgraph.channels.delta import DeltaChannel
+    except ImportError:  # pragma: no cover - a LangGraph without delta channels
+        delta: tuple[type[Any], ...] = ()
+    else:
+        delta = (DeltaChannel,)
+    specs = getattr(loop, "specs", None)
+    nodes = getattr(loop, "nodes", None)
+    if not isinstance(specs, dict) or not isinstance(nodes, dict):
+        return True  # another LangGraph layout: assume it may
+    if delta and any(isinstance(c, delta) for c in specs.values()):
+        return True
+    return any(getattr(n, "error_handler_node", None) for n in nodes.values())
 
 
 def caller_frame() -> FrameType:

@@ -77,6 +77,7 @@ _SAVER_OPTIONS = frozenset(
         "reuse_packed_messages",
         "run_lease",
         "clock",
+        "writes_wait",
     }
 )
 #: how many checkpoint ids named by ``get_tuple`` calls outside a run are remembered
@@ -395,6 +396,14 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             ``update_state`` on a checkpoint the caller named, metadata
             ``source="fork"``, or ``"allow_fork": True`` in the call's
             ``configurable``.
+        writes_wait: seconds a task's pending writes, made inside a LangGraph run, wait
+            for the run's next checkpoint before they are committed: LangGraph saves a
+            step's writes and the checkpoint after the step concurrently, and one
+            commit then stores both (the checkpoint waits for nothing). The writes are
+            durable when ``put_writes`` returns either way, it only returns later (by
+            at most this much; LangGraph does not wait for it between steps). Error,
+            interrupt and resume writes, writes outside a run, and every write once
+            the run has ended are not held. ``0`` commits each write on its own.
         run_lease: seconds a run's claim lasts without renewal; the saver renews the
             claims of its live runs every third of it, so it only lapses when the
             run's process died or hung (crash recovery).
@@ -429,6 +438,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         reuse_packed_messages: bool = True,
         run_lease: float = 30.0,
         clock: Callable[[], float] = time.time,
+        writes_wait: float = 0.005,
         _portal: _SaverPortal | None = None,
         _owns_store: bool = False,
     ) -> None:
@@ -449,6 +459,11 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         self._streams: OrderedDict[str, _Stream] = OrderedDict()
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._queued: dict[str, builtins.list[_Pending]] = {}
+        if writes_wait < 0:
+            raise ConfigurationError("writes_wait must be >= 0 seconds")
+        self.writes_wait = writes_wait
+        #: per thread: pending writes waiting for the run's next checkpoint to join
+        self._waiting: dict[str, builtins.list[asyncio.Future[None]]] = {}
         if run_lease <= 0:
             raise ConfigurationError("run_lease must be > 0 seconds")
         self.run_lease = run_lease
@@ -542,7 +557,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         loop = runs.find_loop(frame)
         if loop is None:
             return None
-        return runs.Run(thread_id, control, addressed=bool(conf.get("checkpoint_id"))), loop
+        run = runs.Run(thread_id, control, addressed=bool(conf.get("checkpoint_id")))
+        run.hold = not runs.waits_for_writes(loop)
+        return run, loop
 
     def _attach(self, run: runs.Run, loop: Any) -> None:
         """Release ``run``'s claim when its loop's exit stack unwinds."""
@@ -837,7 +854,38 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             st.doc_bytes = len(orjson.dumps(st.doc))
             st.bytes_since = 0
 
-    async def _mutate(self, thread_id: str, build: Plan, kind: str, *, create: bool = True) -> None:
+    def _wake(self, thread_id: str) -> None:
+        """Let the writes held on a thread go (into the batch being formed)."""
+        for waiter in self._waiting.pop(thread_id, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _hold(self, thread_id: str, mine: _Pending) -> None:
+        """Wait (at most ``writes_wait``) until another write on the thread — the run's
+        next checkpoint, its release — is queued to take ``mine`` into its commit."""
+        queued = self._queued.get(thread_id) or []
+        if any(p.kind != m.EV_WRITES for p in queued if p is not mine):
+            return  # a checkpoint is already waiting: join it
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(thread_id, []).append(waiter)
+        try:
+            await asyncio.wait((waiter, mine.future), timeout=self.writes_wait)
+        finally:
+            waiting = self._waiting.get(thread_id)
+            if waiting is not None and waiter in waiting:
+                waiting.remove(waiter)
+                if not waiting:
+                    del self._waiting[thread_id]
+
+    async def _mutate(
+        self,
+        thread_id: str,
+        build: Plan,
+        kind: str,
+        *,
+        create: bool = True,
+        hold: bool = False,
+    ) -> None:
         """Build ops from the current document and append them, retrying on conflicts.
 
         Calls on one thread that arrive while another is committing are *coalesced*:
@@ -846,12 +894,19 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         commit). LangGraph saves a step's writes and the next checkpoint concurrently,
         so they usually share a commit. A batch holds at most one checkpoint, so the
         document at a checkpoint's seq is still exactly that checkpoint.
+
+        ``hold``: a task's regular writes inside a run first wait for the run's next
+        write to be queued (see ``writes_wait``), so that they share its commit.
         """
         loop = asyncio.get_running_loop()
         mine = _Pending(build, loop.create_future(), kind, create)
         queue = self._queued.setdefault(thread_id, [])
         queue.append(mine)
+        if kind != m.EV_WRITES or not hold:
+            self._wake(thread_id)  # held writes join this batch now
         try:
+            if hold and self.writes_wait > 0 and kind == m.EV_WRITES:
+                await self._hold(thread_id, mine)
             async with self._lock(thread_id):
                 while not mine.future.done():
                     batch, rest = _take_batch(self._queued.get(thread_id) or [])
@@ -1367,7 +1422,11 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             ops = self._ops_writes(st, ns, cid, task_id, task_path, entries, new_pool)
             return m.EV_WRITES, ops, None
 
-        await self._mutate(thread_id, build, m.EV_WRITES)
+        # a task's regular writes in a live run wait for its next checkpoint's commit
+        hold = (
+            run is not None and run.hold and not run.released and min(i for i, _, _ in items) >= 0
+        )
+        await self._mutate(thread_id, build, m.EV_WRITES, hold=hold)
 
     async def _delete_thread(self, thread_id: str) -> None:
         async with self._lock(thread_id):
