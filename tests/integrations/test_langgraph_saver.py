@@ -699,6 +699,53 @@ def test_latest_read_hands_out_copies_that_cannot_change_the_stored_state(url: s
         assert c is not None and c.checkpoint["channel_values"]["messages"] == msgs_b
 
 
+def test_a_first_read_hands_out_what_it_built(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new saver's first read of a thread builds each message once and hands those
+    objects out (no copy made of them); the next read hands out copies, and a change
+    made to the first read's objects reaches neither it nor the stored state."""
+    from langchain_core.messages import BaseMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"reply {n} " + "x" * 200, id=f"ai-{n}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    url = f"sqlite:///{tmp_path}/first.db"
+    cfg = {"configurable": {"thread_id": new_thread()}}
+    with StatekeeperSaver.from_url(url) as saver:
+        graph = builder.compile(checkpointer=saver)
+        for turn in range(2):  # messages big enough to be pooled (and cached built)
+            graph.invoke({"messages": [HumanMessage(f"hi {turn} " + "y" * 200)]}, cfg)
+        stored = graph.get_state(cfg).values["messages"]
+    copies: list[Any] = []
+    model_copy = BaseMessage.model_copy
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        copies.append(self)
+        return model_copy(self, *args, **kwargs)
+
+    monkeypatch.setattr(BaseMessage, "model_copy", counted)
+    with StatekeeperSaver.from_url(url) as saver:
+        first = saver.get_tuple(cfg)
+        assert first is not None and copies == []
+        one = first.checkpoint["channel_values"]["messages"]
+        assert one == stored
+        second = saver.get_tuple(cfg)
+        assert second is not None and len(copies) == len(stored)
+        two = second.checkpoint["channel_values"]["messages"]
+        assert two == stored and all(a is not b for a, b in zip(one, two, strict=True))
+        one[0].content = "edited"
+        one[1].additional_kwargs["leak"] = True
+        third = saver.get_tuple(cfg)
+        assert third is not None and third.checkpoint["channel_values"]["messages"] == stored
+        assert builder.compile(checkpointer=saver).get_state(cfg).values["messages"] == stored
+
+
 def test_built_message_cache_is_bounded_in_bytes(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

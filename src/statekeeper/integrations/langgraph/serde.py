@@ -480,15 +480,17 @@ class ValueCodec:
         key: str, make: Callable[[], Any], ref: dict[str, Any], seen: Memo | None, built: Built
     ) -> Any:
         """A fresh (shallow) copy of the message built earlier for ``key``, when that
-        private original is unchanged (its containers are shared with copies handed
-        out, so a change made through one shows in its fingerprint); else a new build.
-        A copy costs a third of a build and needs no new fingerprint."""
+        original is unchanged (its containers are shared with copies handed out, so a
+        change made through one shows in its fingerprint); else a new build, handed
+        out itself (a change made to it shows the same way: the next read builds
+        again). A copy costs a third of a build and needs no new fingerprint."""
         hit = built.cache.get(key)
         if hit is None or _changed(hit[0], hit[1]) != set():
-            original = make()
-            hit = built.put(key, original, fingerprint(original))
+            value = make()
+            hit = built.put(key, value, fingerprint(value))
+        else:
+            value = hit[0].model_copy()
         built.used.add(key)
-        value = hit[0].model_copy()
         if seen is not None:
             seen[id(value)] = (weakref.ref(value), ref, hit[1])
         return value
