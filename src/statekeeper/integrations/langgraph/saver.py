@@ -481,7 +481,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         """Open a store by URL (as :class:`~statekeeper.StateStore` does) and wrap it.
 
         Saver options (``fork_protection``, ``allowed_types``, ``serde``, ``prefix``,
-        ``native_json``, ``cache_size``, ``max_retries``, ``snapshot_min_bytes``) are
+        ``native_json``, ``cache_size``, ``max_retries``, ``snapshot_min_bytes``,
+        ``reuse_packed_messages``, ``run_lease``, ``clock``, ``writes_wait``) are
         taken from ``options``; the rest (``durability``, ``codec``, …) configure the
         store. The saver closes the store it opened.
         """
