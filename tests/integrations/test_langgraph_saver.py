@@ -184,6 +184,24 @@ async def test_fork_from_an_older_checkpoint_reads_back_exactly(api: Api) -> Non
     assert old is not None and old.checkpoint["channel_values"] == {"a": "a2", "b": "b3"}
 
 
+@pytest.mark.parametrize(("option", "value"), [("writes_wait", -0.001), ("run_lease", 0)])
+def test_a_bad_timing_option_is_refused_and_opens_nothing(
+    tmp_path: Any, option: str, value: float
+) -> None:
+    """``writes_wait`` < 0 or ``run_lease`` <= 0: ``ConfigurationError`` naming the
+    option, and the store ``from_url`` opened for it is closed again (no loop thread
+    left running)."""
+    import threading
+
+    from statekeeper import ConfigurationError
+
+    before = {t for t in threading.enumerate() if t.name == "statekeeper-langgraph"}
+    with pytest.raises(ConfigurationError, match=option):
+        StatekeeperSaver.from_url(f"sqlite:///{tmp_path}/bad.db", **{option: value})
+    after = {t for t in threading.enumerate() if t.name == "statekeeper-langgraph"}
+    assert after <= before
+
+
 async def test_an_older_checkpoint_read_again_is_not_replayed_again(api: Api) -> None:
     """Time travel reads the checkpoint it starts from more than once (``get_state``,
     then the run or ``update_state``): the second read of an older checkpoint is served

@@ -496,7 +496,14 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         except BaseException:
             portal.stop()
             raise
-        return cls(store, _portal=portal, _owns_store=True, **saver_opts)
+        try:
+            return cls(store, _portal=portal, _owns_store=True, **saver_opts)
+        except BaseException:  # a bad saver option: close what was opened for it
+            try:
+                portal.call(store.close())
+            finally:
+                portal.stop()
+            raise
 
     # -- lifecycle ---------------------------------------------------------------
 
