@@ -184,6 +184,36 @@ async def test_fork_from_an_older_checkpoint_reads_back_exactly(api: Api) -> Non
     assert old is not None and old.checkpoint["channel_values"] == {"a": "a2", "b": "b3"}
 
 
+async def test_older_checkpoints_are_kept_for_the_threads_read_last_only(url: str) -> None:
+    """The kept older checkpoints follow the built-message cache: only the threads read
+    most recently keep theirs (memory stays bounded with many threads)."""
+    from statekeeper.integrations.langgraph import saver as saver_module
+
+    with StatekeeperSaver.from_url(url) as saver:
+        api = Api(saver, "async")
+        chains = [Chain(api) for _ in range(saver_module._BUILT_THREADS + 1)]
+        for chain in chains:
+            await chain.step({"a": "one"})
+            await chain.step({"a": "two"})
+        loads: list[int | None] = []
+        store_load = saver.store.load
+
+        async def counted(agent_id: str, *args: Any, **kwargs: Any) -> Any:
+            loads.append(kwargs.get("at_seq"))
+            return await store_load(agent_id, *args, **kwargs)
+
+        saver.store.load = counted  # type: ignore[method-assign]
+        for chain in chains:  # the first thread's kept entry goes when the last is read
+            await api.get_tuple(config(chain.thread_id, checkpoint_id=chain.ids[0]))
+        assert len(loads) == len(chains)
+        got = await api.get_tuple(config(chains[-1].thread_id, checkpoint_id=chains[-1].ids[0]))
+        assert got is not None and got.checkpoint["channel_values"] == {"a": "one"}
+        assert len(loads) == len(chains)
+        got = await api.get_tuple(config(chains[0].thread_id, checkpoint_id=chains[0].ids[0]))
+        assert got is not None and got.checkpoint["channel_values"] == {"a": "one"}
+        assert len(loads) == len(chains) + 1
+
+
 @pytest.mark.parametrize(("option", "value"), [("writes_wait", -0.001), ("run_lease", 0)])
 def test_a_bad_timing_option_is_refused_and_opens_nothing(
     tmp_path: Any, option: str, value: float

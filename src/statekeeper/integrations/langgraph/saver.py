@@ -204,8 +204,9 @@ class _Stream:
     built: Built | None = None
     #: (ns, checkpoint id) -> that older checkpoint's namespace entry (its header,
     #: packed values and metadata: pool references, small), for the last
-    #: ``_OLDER`` older checkpoints read. A generation's entry at a seq never
-    #: changes and its pool only grows, so the latest pool resolves it.
+    #: ``_OLDER`` older checkpoints read; kept while the thread keeps ``built``
+    #: (the ``_BUILT_THREADS`` threads read last). A generation's entry at a seq
+    #: never changes and its pool only grows, so the latest pool resolves it.
     older: OrderedDict[tuple[str, str], dict[str, Any]] = field(default_factory=OrderedDict)
 
     @property
@@ -708,6 +709,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             if old.built is not None:
                 total -= old.built.nbytes
             old.built = None
+            old.older.clear()  # older checkpoints are kept for the same threads only
 
     def _note_named(self, thread_id: str, ns: str, cid: str) -> None:
         self._named[(thread_id, ns, cid)] = None
