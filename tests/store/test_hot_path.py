@@ -13,7 +13,7 @@ from statekeeper import StateStore
 from statekeeper.backends import MemoryBackend
 from statekeeper.backends.base import Backend
 from statekeeper.backends.sqlite import SQLiteBackend
-from statekeeper.errors import ConfigurationError, ConflictError, InvalidArgument
+from statekeeper.errors import AgentNotFound, ConfigurationError, ConflictError, InvalidArgument
 from statekeeper.records import RawEvent, RawSnapshot
 
 from ..conftest import FakeClock
@@ -34,6 +34,18 @@ class TagCounting(CountingBackend):
         snapshot, events = await self.inner.read_latest(agent_id)
         self.events_read += len(events)
         return snapshot, events
+
+
+class StateCounting(TagCounting):
+    """... and of one that reads the head, the snapshot and the tail together."""
+
+    async def read_state(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
+        await self._enter("read_state")
+        found = await self.inner.read_state(agent_id)
+        self.events_read += len(found[3])
+        return found
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -126,6 +138,30 @@ async def test_a_cold_load_is_the_head_and_one_read_of_snapshot_and_tail(
     assert (await reader.load("a1")).data == {"n": events - 1, "log": list(range(events - 1))}
     assert backend.calls == {"head_tag": 1, "read_latest": 1}
     assert backend.events_read == events % 5  # only the events after the latest snapshot
+
+
+@pytest.mark.parametrize("events", [1, 5, 7, 12])
+async def test_a_cold_load_is_one_read_where_the_engine_answers_it(
+    tmp_path: Path, open_store: Callable[..., StateStore], events: int
+) -> None:
+    """SQLite reads the head, the latest snapshot and the events after it in one
+    statement; a cold load makes that one call and nothing else."""
+    writer = open_store(SQLiteBackend(tmp_path / "one.db"), clock=FakeClock(), snapshot_every=5)
+    for n in range(events):
+        await writer.save("a1", {"n": n, "log": list(range(n))})
+    backend = StateCounting(SQLiteBackend(tmp_path / "one.db"))
+    reader = open_store(backend, cache_size=0)
+    for _ in range(2):
+        before = dict(backend.calls)
+        loaded = await reader.load("a1")
+        assert loaded.data == {"n": events - 1, "log": list(range(events - 1))}
+        assert loaded.seq == events
+        spent = {k: v - before.get(k, 0) for k, v in backend.calls.items()}
+        assert {k: v for k, v in spent.items() if v} == {"read_state": 1}
+    assert backend.events_read == 2 * (events % 5)  # only the events after the snapshot
+    assert await backend.read_state("nobody") == (0, None, None, [])
+    with pytest.raises(AgentNotFound):
+        await reader.load("nobody")
 
 
 async def test_snapshots_bound_the_bytes_a_load_replays(

@@ -98,6 +98,7 @@ _AGENT_ID_METHODS = (
     "save_snapshot",
     "latest_snapshot",
     "read_latest",
+    "read_state",
     "delete_agent",
     "acquire_lease",
     "renew_lease",
@@ -322,6 +323,24 @@ class Backend(abc.ABC):
         snapshot = await self.latest_snapshot(agent_id)
         events = await self.read(agent_id, after_seq=snapshot.seq if snapshot else 0)
         return snapshot, events
+
+    async def read_state(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
+        """What a cold load of the latest state needs, in one call: ``(head, tag,
+        snapshot, events)`` — :meth:`head_tag` and :meth:`read_latest` together.
+
+        ``(0, None, None, [])`` for an unknown or deleted agent. The default makes the
+        two calls (two reads: an append between them may put events, or a snapshot,
+        past ``head``; the caller ignores those). Engines override it with one
+        consistent read (SQLite and PostgreSQL: one statement), where then
+        ``snapshot.seq <= head`` and the events end at ``head``.
+        """
+        head, tag = await self.head_tag(agent_id)
+        if head == 0:
+            return 0, None, None, []
+        snapshot, events = await self.read_latest(agent_id)
+        return head, tag, snapshot, events
 
     @abc.abstractmethod
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:

@@ -10,7 +10,7 @@ Retries are counted without following operations around: every conflict an appen
 meets at the backend is either raised to the caller (the exception is marked on its
 way through) or retried by the store, so ``retries = backend conflicts - conflicts
 raised from the backend``. Replay lengths are read off the backend calls of a fold
-(``read_latest``, or ``latest_snapshot`` then ``read`` from its seq). Span parenthood
+(``read_state`` or ``read_latest``, or ``latest_snapshot`` then ``read`` from its seq). Span parenthood
 follows the OpenTelemetry context, which follows asyncio tasks and the sync faces'
 portal calls.
 """
@@ -321,6 +321,23 @@ class _ObservedLatest(ObservedBackend):
 _checked(_ObservedLatest.read_latest)
 
 
+class _ObservedState(_ObservedLatest):
+    """For engines that also read the head with it in one statement (``read_state``)."""
+
+    async def read_state(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
+        found: tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]] = (
+            await self._obs.call("read_state", agent_id, self.inner.read_state, agent_id)
+        )
+        if found[0]:
+            self._obs.replay.observe(len(found[3]))
+        return found
+
+
+_checked(_ObservedState.read_state)
+
+
 class Instrumentation:
     """The metrics and spans of one instrumented store (see :func:`instrument`)."""
 
@@ -370,11 +387,11 @@ class Instrumentation:
         store = self.store
         inner = store.backend
         RegistryCollector.attach(self.registry, self.tallies)
-        cls = (
-            _ObservedLatest
-            if type(inner).read_latest is not Backend.read_latest
-            else ObservedBackend
-        )
+        cls: type[ObservedBackend] = ObservedBackend
+        if type(inner).read_state is not Backend.read_state:
+            cls = _ObservedState
+        elif type(inner).read_latest is not Backend.read_latest:
+            cls = _ObservedLatest
         wrapped = cls(inner, self)
         store.backend = wrapped
         _swap_backend(store, inner, wrapped)

@@ -77,6 +77,9 @@ class ReadPath:
         # + read of the fold, and a tiered engine may answer the unbounded read from a
         # hot copy that is behind)
         self.native_latest = type(backend).read_latest is not Backend.read_latest
+        # ... and the head with it, in one statement (SQLite, PostgreSQL): a cold load
+        # of the latest state is then one read
+        self.native_state = type(backend).read_state is not Backend.read_state
 
     # -- decoding ----------------------------------------------------------------
 
@@ -153,18 +156,19 @@ class ReadPath:
         tag: bytes | None = None,
         *,
         at_head: bool = False,
+        latest: tuple[RawSnapshot | None, list[RawEvent]] | None = None,
     ) -> AgentRecord:
         """Build the state at ``target`` from the nearest snapshot and the events after,
         verifying every record and the chain; with ``at_head`` (``target`` is the head)
-        also the stream's head ``tag``."""
+        also the stream's head ``tag``. ``latest``: the latest snapshot and the events
+        after it, when they were read already (with the head)."""
         self.loads += 1
         below: int | None = target
         # the latest state: the latest snapshot and the events after it, read together
-        latest: tuple[RawSnapshot | None, list[RawEvent]] | None = None
-        if at_head and self.native_latest:
+        if latest is None and at_head and self.native_latest:
             latest = await self.backend.read_latest(agent_id)
-            if latest[0] is not None and latest[0].seq > target:  # written since: look below
-                latest = None
+        if latest is not None and latest[0] is not None and latest[0].seq > target:
+            latest = None  # written since: look below
         while True:
             events: list[RawEvent] | None = None
             if latest is not None:
@@ -313,10 +317,16 @@ class ReadPath:
                 self.cache.discard(agent_id)
                 raise
             self.cache.discard(agent_id)
-        head, tag = await self.backend.head_tag(agent_id)
-        if head == 0:
-            return None
-        record = await self.fold(agent_id, head, head, tag, at_head=True)
+        if self.native_state:  # one read: the head, the latest snapshot, the events after
+            head, tag, snap, events = await self.backend.read_state(agent_id)
+            if head == 0:
+                return None
+            record = await self.fold(agent_id, head, head, tag, at_head=True, latest=(snap, events))
+        else:
+            head, tag = await self.backend.head_tag(agent_id)
+            if head == 0:
+                return None
+            record = await self.fold(agent_id, head, head, tag, at_head=True)
         self.cache.put(agent_id, record)
         return record
 

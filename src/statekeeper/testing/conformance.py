@@ -497,6 +497,14 @@ class BackendConformance:
         if snap is not None:
             assert snap == snapshot(snap.seq)
         assert events == [event(s) for s in tail]
+        # read_state: the same, with the head and its tag, in one call
+        state = await backend.read_state(agent_id)
+        assert state == await Backend.read_state(backend, agent_id)
+        head, tag = await backend.head_tag(agent_id)
+        if head == 0:
+            assert state == (0, None, None, [])
+        else:
+            assert state == (head, tag, snap, events)
 
     @pytest.mark.parametrize("tail", [0, 1, 5])
     async def test_read_latest_without_a_snapshot(self, backend: Backend, tail: int) -> None:
@@ -519,6 +527,7 @@ class BackendConformance:
 
     async def test_read_latest_of_unknown_and_deleted_agents(self, backend: Backend) -> None:
         assert await backend.read_latest("nobody") == (None, [])
+        assert await backend.read_state("nobody") == (0, None, None, [])
         await backend.append(request("a", 0, 4, snap_at=3))
         await backend.append(request("b", 0, 2))
         assert await backend.delete_agent("a") is True
@@ -590,6 +599,7 @@ class BackendConformance:
             "seq_at": lambda: backend.seq_at(bad, 1.0),  # type: ignore[arg-type]
             "latest_snapshot": lambda: backend.latest_snapshot(bad),  # type: ignore[arg-type]
             "read_latest": lambda: backend.read_latest(bad),  # type: ignore[arg-type]
+            "read_state": lambda: backend.read_state(bad),  # type: ignore[arg-type]
             "save_snapshot": lambda: backend.save_snapshot(bad, snapshot(1)),  # type: ignore[arg-type]
             "lookup_key": lambda: backend.lookup_key(bad, "k"),  # type: ignore[arg-type]
             "delete_agent": lambda: backend.delete_agent(bad),  # type: ignore[arg-type]
@@ -622,6 +632,7 @@ class BackendConformance:
         found = await backend.latest_snapshot(good)
         assert found is not None and found.seq == 2
         assert await backend.read_latest(good) == (found, [])
+        assert await backend.read_state(good) == (2, None, found, [])
         assert await backend.lookup_key(good, "k") == AppendResult(good, 1, 2, duplicate=True)
         assert [info.agent_id for info in await backend.list_agents()] == [good]
         if backend.supports_leases:

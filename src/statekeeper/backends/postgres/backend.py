@@ -1037,6 +1037,33 @@ class PostgresBackend(Backend):
             RawEvent(int(r[0]), r[1], float(r[2]), bytes(r[3]), bytes(r[4])) for r in rows
         ]
 
+    async def read_state(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
+        """The head, the newest snapshot and the events after it: one statement (one
+        snapshot of the database), one round trip."""
+        self._check_open()
+        rows = await self._query("read_state", (agent_id, agent_id, agent_id))
+        if not rows or rows[0][0] != 0 or not rows[0][1]:
+            return 0, None, None, []
+        first = rows[0]
+        snap: RawSnapshot | None = None
+        start = 1
+        if len(rows) > 1 and rows[1][0] == 1:
+            r = rows[1]
+            snap = RawSnapshot(int(r[1]), float(r[3]), bytes(r[4]), bytes(r[5]))
+            start = 2
+        tag = first[4]
+        return (
+            int(first[1]),
+            bytes(tag) if tag is not None else None,
+            snap,
+            [
+                RawEvent(int(r[1]), r[2], float(r[3]), bytes(r[4]), bytes(r[5]))
+                for r in rows[start:]
+            ],
+        )
+
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         if after is None:
             rows = await self._query("list_all", (limit,))

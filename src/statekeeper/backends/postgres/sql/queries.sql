@@ -55,6 +55,9 @@ SELECT q.i, e.seq, e.kind, e.ts, e.payload, e.checksum FROM unnest(%s::text[], %
 -- name: read_latest
 WITH snap AS (SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots WHERE agent_id = %s ORDER BY seq DESC LIMIT 1) SELECT seq, NULL::text AS kind, ts, payload, checksum FROM snap UNION ALL SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events WHERE agent_id = %s AND seq > coalesce((SELECT seq FROM snap), 0) ORDER BY 1
 
+-- name: read_state
+WITH snap AS (SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots WHERE agent_id = %s ORDER BY seq DESC LIMIT 1) SELECT 0 AS t, head_seq AS seq, NULL::text AS kind, 0::double precision AS ts, head_tag AS payload, NULL::bytea AS checksum FROM {s}.sk_agents WHERE agent_id = %s UNION ALL SELECT 1, seq, NULL, ts, payload, checksum FROM snap UNION ALL SELECT 2, seq, kind, ts, payload, checksum FROM {s}.sk_events WHERE agent_id = %s AND seq > coalesce((SELECT seq FROM snap), 0) ORDER BY 1, 2
+
 -- name: seq_at
 SELECT max(seq) FROM {s}.sk_events WHERE agent_id = %s AND ts <= %s
 
