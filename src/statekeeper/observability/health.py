@@ -225,7 +225,7 @@ async def health_report(
     report = HealthReport(generated_at=at)
     backend = store.backend
     leases = backend.supports_leases
-    max_replay = limits.max_replay_events or 2 * store.snapshot_every
+    max_replay = limits.max_replay_events or 2 * store.snapshot_events
     ids = (
         list(agents)
         if agents is not None
@@ -275,7 +275,7 @@ async def health_report(
     report.largest = sorted(sized, key=lambda s: (-s.state_bytes, s.agent_id))[: limits.top]
     report.fastest_growing = sorted(growth, key=lambda g: (-g.events, g.agent_id))[: limits.top]
     report.due_snapshot = sorted(
-        (s for s in sized if s.replay_events >= store.snapshot_every),
+        (s for s in sized if s.replay_events >= store.snapshot_events),
         key=lambda s: (-s.replay_events, s.agent_id),
     )
     report.stuck.sort(key=lambda s: (-s.seconds, s.agent_id))

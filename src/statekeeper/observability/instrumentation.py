@@ -10,9 +10,9 @@ Retries are counted without following operations around: every conflict an appen
 meets at the backend is either raised to the caller (the exception is marked on its
 way through) or retried by the store, so ``retries = backend conflicts - conflicts
 raised from the backend``. Replay lengths are read off the backend calls of a fold
-(``read_state`` or ``read_latest``, or ``latest_snapshot`` then ``read`` from its seq). Span parenthood
-follows the OpenTelemetry context, which follows asyncio tasks and the sync faces'
-portal calls.
+(``read_state`` or ``read_latest``, or ``latest_snapshot`` then ``read`` from its
+seq). Span parenthood follows the OpenTelemetry context, which follows asyncio tasks
+and the sync faces' portal calls.
 """
 
 from __future__ import annotations
@@ -327,8 +327,8 @@ class _ObservedState(_ObservedLatest):
     async def read_state(
         self, agent_id: str
     ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
-        found: tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]] = (
-            await self._obs.call("read_state", agent_id, self.inner.read_state, agent_id)
+        found: tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]] = await self._obs.call(
+            "read_state", agent_id, self.inner.read_state, agent_id
         )
         if found[0]:
             self._obs.replay.observe(len(found[3]))

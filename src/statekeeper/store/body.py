@@ -151,4 +151,6 @@ def next_record(record: AgentRecord) -> AgentRecord:
         False,
         record.replay_bytes,
         record.dumped,
+        False,
+        record.snapshot_bytes,
     )

@@ -20,7 +20,7 @@ def check_options(
     *,
     backend: object,
     durability: Durability | str,
-    snapshot_every: int,
+    snapshot_every: int | str,
     snapshot_bytes: int | None,
     cache_size: int,
     flush_size: int,
@@ -40,8 +40,9 @@ def check_options(
     witness_interval: float,
 ) -> tuple[Durability, Codec]:
     """Check every option; the durability mode and the codec they make."""
+    if snapshot_every != "auto":
+        _check_numbers(snapshot_every=snapshot_every)
     _check_numbers(
-        snapshot_every=snapshot_every,
         full_snapshot_every=full_snapshot_every,
         cache_size=cache_size,
         write_retries=write_retries,
@@ -59,8 +60,8 @@ def check_options(
         raise InvalidArgument(
             "backend", f"backend must be a URL or a Backend, not {type(backend).__name__}"
         )
-    if snapshot_every < 1:
-        raise ConfigurationError("snapshot_every must be >= 1")
+    if snapshot_every != "auto" and snapshot_every < 1:  # type: ignore[operator]
+        raise ConfigurationError("snapshot_every must be >= 1 or 'auto'")
     if full_snapshot_every < 1:
         raise ConfigurationError("full_snapshot_every must be >= 1")
     if snapshot_bytes is not None and snapshot_bytes < 1:

@@ -110,6 +110,7 @@ class ReadPath:
         body, opened = self.open_snapshot(agent_id, raw)
         data = await self.snapshot_data(agent_id, raw.seq, body)
         record = snapshot_record(agent_id, raw, body, opened, data)
+        record.snapshot_bytes = len(raw.payload)
         record.rich = rich(opened) or "base" in body  # (a delta's base may be rich)
         if not record.rich and next(reversed(body)) == "data":
             # a whole plain snapshot ends with its data: those bytes are its JSON (the

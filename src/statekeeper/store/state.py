@@ -106,6 +106,9 @@ class AgentRecord:
     #: folded from storage and never handed out: the first copy for a caller may be
     #: ``data`` itself (the record then holds the data as ``blob``, see ``reads.public``)
     fresh: bool = False
+    #: stored bytes of the snapshot at ``snapshot_seq`` (0: none, or not known); what
+    #: ``snapshot_every="auto"`` weighs the replay after it against
+    snapshot_bytes: int = 0
 
 
 def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ..arguments import (
     check_agent_id,
@@ -115,7 +115,11 @@ class StateStore:
             None for ``$STATEKEEPER_URL`` or else ``sqlite:///statekeeper.db``.
         durability: ``"sync"``, ``"group"`` or ``"async"`` (see
             :mod:`statekeeper.store.durability` for what each guarantees).
-        snapshot_every: store a snapshot after this many events since the last one.
+        snapshot_every: store a snapshot after this many events since the last one, or
+            ``"auto"``: when replaying the events since the last one would cost as much
+            as decoding that snapshot (their bytes plus a fixed cost per event), so
+            that a load at any head costs at most about twice a load at a snapshot
+            (see :mod:`statekeeper.store.snapshots`).
         snapshot_bytes: ... or once the events since the last one add up to this many
             stored bytes (None: no byte bound), so that a load never replays more than
             ``snapshot_every`` events nor much more than ``snapshot_bytes`` bytes.
@@ -159,7 +163,7 @@ class StateStore:
         backend: Backend | str | None = None,
         *,
         durability: Durability | str = "sync",
-        snapshot_every: int = 100,
+        snapshot_every: int | Literal["auto"] = 100,
         snapshot_bytes: int | None = 256 * 1024,
         cache_size: int = 1024,
         validate_cache: bool = True,
@@ -236,6 +240,9 @@ class StateStore:
             full_every=full_snapshot_every,
             max_bytes=max_snapshot_bytes,
         )
+        #: the most events a load replays after the latest snapshot (``snapshot_every``,
+        #: or the bound of ``"auto"``)
+        self.snapshot_events: int = self._snapshots.every
         self._writes = WritePipeline(
             self.backend,
             codec,

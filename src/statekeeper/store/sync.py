@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from ..backends.base import Backend, Health
 from ..records import AgentInfo, AppendResult, Event, EventKind, Snapshot
@@ -53,7 +53,7 @@ class SyncStateStore:
         backend: Backend | str | None = None,
         *,
         durability: Durability | str = "sync",
-        snapshot_every: int = 100,
+        snapshot_every: int | Literal["auto"] = 100,
         snapshot_bytes: int | None = 256 * 1024,
         cache_size: int = 1024,
         validate_cache: bool = True,
