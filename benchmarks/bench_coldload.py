@@ -1,0 +1,275 @@
+"""Cold load of the latest state wherever the head sits (issue 11), vs SqliteSaver.
+
+One process, rounds alternating which side goes first, loads interleaved per load;
+medians with their spread (min..max of the per-round ratio, p25..p75 of latencies).
+Chat states: plain-dict messages of ~300 characters, one message added per save.
+
+* ``every=100``: ``snapshot_every=100`` (the default), the head 0/1/50/99 events past
+  the last snapshot (100 + k saves).
+* ``auto``: ``snapshot_every="auto"``, one agent per head position 100..100+P-1 saves:
+  every position of at least one whole snapshot interval.
+* Each statekeeper load is a ``StateStore(url, cache_size=0).load`` (every load reads
+  storage, verifies and folds), the peer's ``SqliteSaver.get_tuple`` of the same chat
+  (the same documents put as checkpoints, one per save).
+* ``two reads``: the same statekeeper store with the read path forced back to two
+  statements (head, then snapshot + tail) — what a cold load was before
+  ``Backend.read_state`` — to isolate the one-statement change in the same run.
+* ``floor``: what any verified load of that state must do at least, on the same file
+  and the same SQLite connection settings: one ``SELECT`` of the snapshot row,
+  SHA-256 of its bytes (statekeeper's record checksum) and ``orjson.loads`` of its
+  body — no chain, no tail, no head check, no Python around it.
+* A fresh process (interpreter + import + open + first load) on the worst ``auto``
+  position, statekeeper vs SqliteSaver, paired trials (``bench_hotpath.fresh_process``).
+
+Run::
+
+    .venv/bin/python benchmarks/bench_coldload.py            # ~2 min on a quiet machine
+    .venv/bin/python benchmarks/bench_coldload.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import lg_config, lg_open, lg_plan, machine, make_messages, median, percentile, table
+from bench_checkpoint import sk_url
+from bench_hotpath import fmt_spread, fresh_process, fresh_table, loadavg, spread
+from statekeeper.store.store import StateStore
+
+CHARS = 300
+EVERY_K = (0, 1, 50, 99)
+
+
+async def build(tmp: Path, positions: int) -> dict[str, Any]:
+    """Two statekeeper files (every=100, auto) and one SqliteSaver file, same chats."""
+    msgs = make_messages(100 + max(max(EVERY_K), positions), seed=7, chars=CHARS)
+    saver = lg_open(tmp / "lg.db", "OFF")
+    agents: dict[str, dict[str, Any]] = {}
+    plans: dict[str, list[tuple[str, int]]] = {
+        "every100": [(f"k{k}", 100 + k) for k in EVERY_K],
+        "auto": [(f"h{100 + p}", 100 + p) for p in range(positions)],
+    }
+    try:
+        for mode, plan in plans.items():
+            url = sk_url(tmp / f"{mode}.db", "OFF")
+            every: Any = 100 if mode == "every100" else "auto"
+            async with StateStore(url, durability="sync", snapshot_every=every) as store:
+                for agent, saves in plan:
+                    docs = [{"messages": msgs[: i + 1]} for i in range(saves)]
+                    for doc in docs:
+                        await store.save(agent, doc)
+                    cfg = lg_config(f"{mode}-{agent}")
+                    for cp, meta, versions in lg_plan(saver, docs):
+                        cfg = saver.put(cfg, cp, meta, versions)
+                    _, _, snap, events = await store.backend.read_state(agent)
+                    agents[f"{mode}-{agent}"] = {
+                        "mode": mode,
+                        "agent": agent,
+                        "msgs": saves,
+                        "k": len(events),
+                        "snapshot_bytes": len(snap.payload) if snap else 0,
+                        "tail_bytes": sum(len(e.payload) for e in events),
+                    }
+    finally:
+        saver.conn.close()
+    return agents
+
+
+async def load_round(tmp: Path, agents: dict[str, Any], loads: int, sk_first: bool) -> dict:
+    stores = {
+        mode: StateStore(sk_url(tmp / f"{mode}.db", "FULL"), cache_size=0)
+        for mode in ("every100", "auto")
+    }
+    two = StateStore(sk_url(tmp / "auto.db", "FULL"), cache_size=0)
+    two._reads.native_state = False  # the read path before read_state: two statements
+    saver = lg_open(tmp / "lg.db", "FULL")
+    bare = {
+        mode: sqlite3.connect(f"file:{tmp / f'{mode}.db'}?mode=ro", uri=True)
+        for mode in ("every100", "auto")
+    }
+
+    def floor(mode: str, agent: str) -> Any:
+        row = (
+            bare[mode]
+            .execute(
+                "SELECT payload FROM sk_snapshots WHERE agent_id = ? ORDER BY seq DESC LIMIT 1",
+                (agent,),
+            )
+            .fetchone()
+        )
+        hashlib.sha256(row[0]).digest()
+        return orjson.loads(row[0][35:])
+
+    out: dict[str, Any] = {}
+    try:
+        for key, info in agents.items():
+            store = stores[info["mode"]]
+            agent, cfg = info["agent"], lg_config(key)
+            sides: dict[str, Any] = {
+                "sk": lambda s=store, a=agent: s.load(a),
+                "lg": lambda c=cfg: saver.get_tuple(c),
+                "floor": lambda m=info["mode"], a=agent: floor(m, a),
+            }
+            if info["mode"] == "auto":
+                sides["two"] = lambda a=agent: two.load(a)
+            for fn in sides.values():  # first touch (pages, statement cache): untimed
+                r = fn()
+                if asyncio.iscoroutine(r):
+                    await r
+            lat: dict[str, list[float]] = {s: [] for s in sides}
+            order = list(sides) if sk_first else list(reversed(sides))
+            for i in range(loads):
+                for side in order[i % len(order) :] + order[: i % len(order)]:
+                    t0 = time.perf_counter()
+                    r = sides[side]()
+                    if asyncio.iscoroutine(r):
+                        await r
+                    lat[side].append(time.perf_counter() - t0)
+            out[key] = lat
+    finally:
+        for s in (*stores.values(), two):
+            await s.close()
+        saver.conn.close()
+        for conn in bare.values():
+            conn.close()
+    return out
+
+
+def summary(rounds: list[dict[str, Any]], agents: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key in agents:
+        sides = rounds[0][key].keys()
+        row: dict[str, Any] = {}
+        for side in sides:
+            pool = [x for r in rounds for x in r[key][side]]
+            row[side] = {q: 1e3 * percentile(pool, q) for q in (25, 50, 75)}
+        row["ratio"] = spread([median(r[key]["sk"]) / median(r[key]["lg"]) for r in rounds])
+        row["floor_ratio"] = spread(
+            [median(r[key]["floor"]) / median(r[key]["lg"]) for r in rounds]
+        )
+        if "two" in sides:
+            row["one_vs_two"] = spread(
+                [median(r[key]["sk"]) / median(r[key]["two"]) for r in rounds]
+            )
+        out[key] = row
+    return out
+
+
+def render(res: dict[str, Any], agents: dict[str, Any]) -> str:
+    rows = []
+    for key, info in agents.items():
+        s = res[key]
+
+        def ms(side: str, s: dict[str, Any] = s) -> str:
+            return f"{s[side][50]:.3f} ({s[side][25]:.3f}..{s[side][75]:.3f})"
+
+        rows.append(
+            [
+                info["mode"],
+                f"{info['msgs']} msgs, k={info['k']}",
+                f"{info['snapshot_bytes'] / 1024:.1f} / {info['tail_bytes'] / 1024:.1f}",
+                ms("sk"),
+                ms("two") if "two" in s else "",
+                ms("lg"),
+                ms("floor"),
+                fmt_spread(s["ratio"], ".2f", "x"),
+                fmt_spread(s["floor_ratio"], ".2f", "x"),
+                fmt_spread(s["one_vs_two"], ".2f", "x") if "one_vs_two" in s else "",
+            ]
+        )
+    return table(
+        [
+            "snapshots",
+            "head (k = events past the snapshot)",
+            "snapshot / tail KiB",
+            "sk load p50 (p25..p75) ms",
+            "sk two reads p50 ms",
+            "get_tuple p50 ms",
+            "floor p50 ms",
+            "sk / get_tuple",
+            "floor / get_tuple",
+            "one read / two",
+        ],
+        rows,
+    )
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    info = machine("langgraph-checkpoint", "langgraph-checkpoint-sqlite")
+    print("machine:", json.dumps(info))
+    print(f"load average at start: {loadavg()}")
+    payload: dict[str, Any] = {"bench": "coldload", "machine": info, "args": vars(args)}
+    with tempfile.TemporaryDirectory(prefix="sk-cold-") as d:
+        tmp = Path(d)
+        t0 = time.perf_counter()
+        agents = await build(tmp, args.positions)
+        print(f"built in {time.perf_counter() - t0:.0f} s")
+        rounds = [
+            await load_round(tmp, agents, args.loads, sk_first=r % 2 == 0)
+            for r in range(args.rounds)
+        ]
+        res = summary(rounds, agents)
+        print(f"\n## cold load ({args.loads} loads x {args.rounds} rounds, FULL)\n")
+        print(render(res, agents))
+        auto = [k for k in agents if agents[k]["mode"] == "auto"]
+        worst = max(auto, key=lambda k: res[k]["ratio"]["median"])
+        ratios = [res[k]["ratio"]["median"] for k in auto]
+        print(
+            f"\nauto, every head position: ratio median {median(ratios):.2f}x, worst "
+            f"{max(ratios):.2f}x ({worst}); every=100: "
+            + ", ".join(
+                f"k={agents[k]['k']} {res[k]['ratio']['median']:.2f}x"
+                for k in agents
+                if agents[k]["mode"] == "every100"
+            )
+        )
+        payload.update(agents=agents, loads=res)
+        if args.trials:
+            url = sk_url(tmp / "auto.db", "FULL")
+            # the fresh-process children read the peer's thread under the agent's name
+            saver = lg_open(tmp / "lg.db", None)
+            saver.conn.execute(
+                "UPDATE checkpoints SET thread_id = ? WHERE thread_id = ?",
+                (agents[worst]["agent"], worst),
+            )
+            saver.conn.commit()
+            saver.conn.close()
+            fresh = fresh_process(url, tmp / "lg.db", agents[worst]["agent"], args.trials)
+            print(f"\n## fresh process: import + open + first load ({worst})\n")
+            print(fresh_table(fresh))
+            payload["fresh"] = fresh
+        print(f"load average at end: {loadavg()}")
+    return payload
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--loads", type=int, default=None)
+    parser.add_argument("--positions", type=int, default=None)
+    parser.add_argument("--trials", type=int, default=None)
+    args = parser.parse_args(argv)
+    args.rounds = args.rounds or (3 if args.quick else 5)
+    args.loads = args.loads or (100 if args.quick else 300)
+    args.positions = args.positions or (10 if args.quick else 12)
+    args.trials = args.trials if args.trials is not None else (5 if args.quick else 11)
+    payload = asyncio.run(amain(args))
+    print(json.dumps(payload, sort_keys=True, default=str))
+    return payload
+
+
+if __name__ == "__main__":
+    main()
