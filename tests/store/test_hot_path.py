@@ -268,3 +268,37 @@ async def test_a_cold_load_parses_the_state_once_and_shares_nothing_with_the_cac
         "n": 5,
     }
     assert (await cold.verify()).ok
+
+
+@pytest.mark.parametrize("past_snapshot", [0, 3])
+async def test_a_state_kept_by_nobody_is_handed_over_without_a_copy(
+    tmp_path: Path,
+    open_store: Callable[..., StateStore],
+    monkeypatch: pytest.MonkeyPatch,
+    past_snapshot: int,
+) -> None:
+    """With the cache off (and for a state in the past) the folded objects are the
+    caller's copy: nothing is serialised to keep one, and the caller's changes reach no
+    later load."""
+    from statekeeper.store import reads
+
+    writer = open_store(SQLiteBackend(tmp_path / "c.db"), clock=FakeClock(), snapshot_every=4)
+    for n in range(4 + past_snapshot):
+        await writer.save("a1", {"n": n, "log": [{"i": i} for i in range(n)]})
+    reader = open_store(SQLiteBackend(tmp_path / "c.db"), cache_size=0)
+
+    def no_copy(value: object) -> bytes:
+        raise AssertionError("the state was serialised to keep a copy nobody keeps")
+
+    monkeypatch.setattr(reads, "_dumps", no_copy)
+    monkeypatch.setattr(reads, "_loads", no_copy)
+    n = 3 + past_snapshot
+    first = await reader.load("a1")
+    assert first.data == {"n": n, "log": [{"i": i} for i in range(n)]}
+    first.data["log"].append("mine")
+    first.data["n"] = -1
+    assert (await reader.load("a1")).data == {"n": n, "log": [{"i": i} for i in range(n)]}
+    past = await reader.load("a1", at_seq=2)
+    assert past.data == {"n": 1, "log": [{"i": 0}]}
+    past.data["log"].clear()
+    assert (await reader.load("a1", at_seq=2)).data == {"n": 1, "log": [{"i": 0}]}

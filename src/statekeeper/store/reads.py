@@ -32,7 +32,7 @@ from ..errors import (
 from ..records import Event, RawEvent, RawSnapshot, Snapshot
 from .body import SNAPSHOT_KIND, snapshot_record, to_event
 from .cache import LRUCache
-from .state import HELD_AS_BYTES, AgentRecord, apply_payload, unpack_document
+from .state import HELD_AS_BYTES, AgentRecord, apply_payload, document, unpack_document
 from .verification import _reason
 
 __all__ = ["PAGE", "ReadPath"]
@@ -350,10 +350,20 @@ class ReadPath:
         self.cache.discard(agent_id)
         self.pinned.pop(agent_id, None)
 
+    def kept(self, record: AgentRecord) -> bool:
+        """``record`` is the one cached or pinned for its agent (later reads share it)."""
+        agent_id = record.agent_id
+        return self.cache.peek(agent_id) is record or self.pinned.get(agent_id) is record
+
     def public(self, record: AgentRecord) -> Snapshot:
         """The caller's copy of a folded state (it shares nothing with ``record``)."""
         typed = record.rich
-        if record.fresh and not typed:
+        if record.fresh and not self.kept(record):
+            # folded for this read and kept by nobody (no cache, or a state in the
+            # past): its objects are the copy, nothing is serialised to keep one
+            record.fresh = False
+            data = document(record)
+        elif record.fresh and not typed:
             # folded for this read and shared with nobody: its objects are the copy,
             # and the record keeps the bytes (parsed again only if a write needs them)
             record.fresh = False

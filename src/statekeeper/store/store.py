@@ -55,7 +55,7 @@ from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .machines import Machines
 from .options import check_options, state_values
 from .reads import PAGE, ReadPath
-from .snapshots import SnapshotPolicy
+from .snapshots import AUTO_MAX_EVENTS, SnapshotPolicy
 from .state import AgentRecord
 from .verification import Problem, VerifyReport
 from .witnessing import WitnessGate, open_witness, vanished
@@ -240,9 +240,6 @@ class StateStore:
             full_every=full_snapshot_every,
             max_bytes=max_snapshot_bytes,
         )
-        #: the most events a load replays after the latest snapshot (``snapshot_every``,
-        #: or the bound of ``"auto"``)
-        self.snapshot_events: int = self._snapshots.every
         self._writes = WritePipeline(
             self.backend,
             codec,
@@ -263,6 +260,13 @@ class StateStore:
         self._group = self._writes.group
         self._machines = Machines(allowed)
         self._closed = False
+
+    @property
+    def snapshot_events(self) -> int:
+        """The most events a load replays after the latest snapshot: ``snapshot_every``,
+        or the event bound of ``"auto"``."""
+        every = self.snapshot_every
+        return AUTO_MAX_EVENTS if every == "auto" else int(every)
 
     # -- lifecycle ---------------------------------------------------------------
 
