@@ -112,7 +112,8 @@ class ReadPath:
         record = snapshot_record(agent_id, raw, body, opened, data)
         record.snapshot_bytes = len(raw.payload)
         record.rich = rich(opened) or "base" in body  # (a delta's base may be rich)
-        if not record.rich and next(reversed(body)) == "data":
+        if not record.rich and self.cache.max_size and next(reversed(body)) == "data":
+            # (kept for a cache: a store without one hands the parsed data over)
             # a whole plain snapshot ends with its data: those bytes are its JSON (the
             # values before it are a state name and numbers, and a quote inside a JSON
             # string is always escaped, so the first ',"data":' is the key)
