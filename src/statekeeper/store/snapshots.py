@@ -13,8 +13,9 @@ the benchmark machine). A snapshot is due once the replay costs as much as decod
 last snapshot (at least :data:`AUTO_MIN_COST`), and after :data:`AUTO_MAX_EVENTS` events
 whatever the cost. So a load at any head does at most about twice the work of a load
 at a snapshot, whatever the state's size; the price is snapshot bytes written per
-event of about ``event bytes + AUTO_EVENT_COST`` (a small state: at most
-``1/4`` of its size per event). Every
+event of about ``event bytes + AUTO_EVENT_COST`` (a small state: about half of its
+size per event). ``benchmarks/bench_snapshot_sweep.py`` compares it with fixed
+intervals on the CPU of a save plus a cold load per step. Every
 ``full_snapshot_every``-th snapshot is stored whole, the others as a JSON Patch against
 the latest whole one (a *delta*), whose data the record keeps at hand
 (``AgentRecord.full_data``).
@@ -48,9 +49,9 @@ _log = logging.getLogger("statekeeper.store")
 
 #: ``snapshot_every="auto"``: the fixed cost of replaying one event, in stored bytes
 AUTO_EVENT_COST = 4096
-#: ... the least replay cost that makes a snapshot due (a tiny state is not snapshotted
-#: with every event: at most 4 events are replayed after it)
-AUTO_MIN_COST = 16 * 1024
+#: ... the least replay cost that makes a snapshot due (a tiny state is snapshotted
+#: every other event, not with every one: a load replays at most 2 events after it)
+AUTO_MIN_COST = 8 * 1024
 #: ... and the most events a load replays, whatever their cost
 AUTO_MAX_EVENTS = 100
 
