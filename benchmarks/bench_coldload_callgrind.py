@@ -1,0 +1,65 @@
+"""Instructions of one cold load (``bench_coldload.py``'s workload), for callgrind.
+
+Builds a chat of ~300-character messages (100 saves: the head at a snapshot, mode
+``sk0``; 108 saves: 8 events past it, mode ``sk``), then makes N cold loads
+(``cache_size=0``); ``floor`` makes N of the verified-load floor (one ``SELECT`` of the
+snapshot row, SHA-256, ``orjson.loads``); ``lg`` N ``SqliteSaver.get_tuple`` of the
+same chat. Instructions per load = the difference of two runs (N=250 and N=50) / 200::
+
+    valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out \\
+        .venv/bin/python benchmarks/bench_coldload_callgrind.py sk 250
+
+(valgrind hides the CPU's SHA extensions and some SIMD paths: compare statekeeper's
+modes with each other, not with the peer.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import lg_config, lg_open, lg_plan, make_messages
+from statekeeper import StateStore
+
+
+async def main(mode: str, n: int) -> None:
+    d = tempfile.mkdtemp(prefix="sk-cg-")
+    url = f"sqlite:///{d}/p.db?synchronous=OFF"
+    msgs = make_messages(120, seed=7, chars=300)
+    saves = 100 if mode in ("sk0", "lg") else 108
+    async with StateStore(url, snapshot_every=100, witness=False) as s:
+        for i in range(saves):
+            await s.save("a", {"messages": msgs[: i + 1]})
+    store = StateStore(f"sqlite:///{d}/p.db", cache_size=0, witness=False)
+    conn = sqlite3.connect(f"{d}/p.db")
+    await store.load("a")
+    if mode in ("sk", "sk0"):
+        for _ in range(n):
+            await store.load("a")
+    elif mode == "floor":
+        sql = "SELECT payload FROM sk_snapshots WHERE agent_id = ? ORDER BY seq DESC LIMIT 1"
+        for _ in range(n):
+            row = conn.execute(sql, ("a",)).fetchone()
+            hashlib.sha256(row[0]).digest()
+            orjson.loads(row[0][35:])
+    elif mode == "lg":
+        saver = lg_open(f"{d}/lg.db", "OFF")
+        cfg = lg_config("a")
+        for cp, meta, v in lg_plan(saver, [{"messages": msgs[: i + 1]} for i in range(saves)]):
+            cfg = saver.put(cfg, cp, meta, v)
+        saver.get_tuple(lg_config("a"))
+        for _ in range(n):
+            saver.get_tuple(lg_config("a"))
+    await store.close()
+    conn.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
