@@ -1,0 +1,293 @@
+"""``backup``: a point-in-time copy of a live store in one encrypted file.
+
+**The cut.** The backup first lists every agent's head seq (one pass over the agent
+index); that listing is the backup's point in time. Each agent is then copied up to its
+listed head — events, the latest snapshot at or below it, idempotency keys — while
+writers keep appending after it; an agent deleted (or deleted and re-created) while the
+backup runs is copied as it is found on a re-read, or counted ``vanished``. Records are
+copied as stored (still encrypted with the store's keys, or per-agent data keys), then
+packed into chunks, compressed (zstd) and encrypted with the *backup* key.
+
+**Incremental.** With ``since=`` (the previous backup of the chain), an agent whose
+record at the previous head is unchanged is copied from there on; one that was
+re-created is copied whole; one deleted is listed as deleted. Restore applies a full
+backup and its incrementals in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+
+from ...backends.base import Capability
+from ...errors import BackupError
+from ..hooks import AuditSink, GovernanceEvent, emit
+from .fileformat import BackupKey, FrameReader, FrameWriter, Header
+from .location import Location
+
+if TYPE_CHECKING:
+    from ...backends.base import Backend
+    from ...records import RawEvent, RawSnapshot
+    from ...store import StateStore
+
+__all__ = ["BackupResult", "backup", "stream_digest"]
+
+_LIST_PAGE = 1000
+_BATCH = 256
+
+
+@dataclass(frozen=True, slots=True)
+class BackupResult:
+    """What :func:`backup` wrote."""
+
+    location: str
+    backup_id: str
+    parent: str | None
+    agents: int
+    copied: int  # agents with records in this file (all of them in a full backup)
+    events: int
+    snapshots: int
+    deleted: int  # incremental: agents gone since the parent
+    vanished: int  # deleted while the backup ran
+    bytes_written: int
+    record_bytes: int  # stored record bytes copied (payloads + checksums)
+    seconds: float
+
+
+def stream_digest(events: list[list[Any]], snapshot: list[Any] | None, keys: list[Any]) -> str:
+    """The SHA-256 digest of one stream entry of a backup (what the manifest signs)."""
+    return hashlib.sha256(msgpack.packb([events, snapshot, keys], use_bin_type=True)).hexdigest()
+
+
+async def _heads(backend: Backend) -> dict[str, int]:
+    heads: dict[str, int] = {}
+    after: str | None = None
+    while True:
+        page = await backend.list_agents(after=after, limit=_LIST_PAGE)
+        for info in page:
+            heads[info.agent_id] = info.head_seq
+        if len(page) < _LIST_PAGE:
+            return heads
+        after = page[-1].agent_id
+
+
+def _ev(raw: RawEvent) -> list[Any]:
+    return [raw.seq, raw.kind, raw.timestamp, bytes(raw.payload), bytes(raw.checksum)]
+
+
+def _snap(raw: RawSnapshot) -> list[Any]:
+    return [raw.seq, raw.timestamp, bytes(raw.payload), bytes(raw.checksum)]
+
+
+def _last_digest(event: RawEvent) -> str:
+    return hashlib.sha256(bytes(event.checksum)).hexdigest()
+
+
+async def _copy_agent(
+    backend: Backend, agent_id: str, cut: int, previous: dict[str, Any] | None, keyed: bool
+) -> dict[str, Any] | None:
+    """One agent's entry (None: it vanished). ``previous``: its entry in the parent."""
+    for _attempt in range(3):
+        base = 0
+        if previous is not None and 0 < previous["head"] <= cut:
+            at = await backend.read(agent_id, previous["head"] - 1, previous["head"])
+            if at and at[-1].seq == previous["head"] and _last_digest(at[-1]) == previous["last"]:
+                base = previous["head"]
+        raw = await backend.read(agent_id, base, cut) if cut > base else []
+        if len(raw) != cut - base or (raw and (raw[0].seq != base + 1 or raw[-1].seq != cut)):
+            cut = await backend.head(agent_id)  # deleted (and maybe re-created) meanwhile
+            if cut == 0:
+                return None
+            continue
+        snap = await backend.latest_snapshot(agent_id, cut)
+        head, tag = await backend.head_tag(agent_id)
+        keys: list[Any] = []
+        if keyed:
+            keys = [
+                [name, first, last]
+                for name, first, last in await backend.idempotency_keys(agent_id)
+                if base < first and last <= cut
+            ]
+        last = raw[-1] if raw else None
+        if last is None:  # unchanged since the parent
+            last_digest = previous["last"] if previous is not None else ""
+        else:
+            last_digest = _last_digest(last)
+        events = [_ev(e) for e in raw]
+        snapshot = _snap(snap) if snap is not None and snap.seq > base else None
+        return {
+            "agent_id": agent_id,
+            "base": base,
+            "head": cut,
+            "tag": bytes(tag) if tag is not None and head == cut else None,
+            "events": events,
+            "snapshot": snapshot,
+            "keys": keys,
+            "last": last_digest,
+        }
+    raise BackupError(f"agent {agent_id!r} kept changing under the backup (deleted and re-created)")
+
+
+async def backup(
+    store: StateStore,
+    to: str | os.PathLike[str],
+    key: BackupKey,
+    *,
+    since: str | os.PathLike[str] | None = None,
+    chunk_bytes: int = 8 << 20,
+    concurrency: int = 16,
+    progress: Callable[[int, int], None] | None = None,
+    audit: AuditSink | None = None,
+) -> BackupResult:
+    """Write a backup of ``store`` to ``to`` (a file path or ``s3://bucket/key``).
+
+    ``key`` encrypts and signs it and must not be a key of the store. ``since``: the
+    previous backup (of the same store, same key) for an incremental one. ``progress``
+    is called with ``(agents done, agents in the cut)``. The file appears only when
+    complete (written beside the target and renamed, or uploaded when done).
+    """
+    key.check_not_store_key(store.codec.keyring)
+    started = time.perf_counter()
+    created = time.time()
+    parent_id: str | None = None
+    previous: dict[str, Any] = {}
+    if since is not None:
+        with Location(since).local_copy() as path:
+            reader = FrameReader(path, key)
+            try:
+                parent_id = reader.header.backup_id
+                previous = reader.manifest["streams"]
+            finally:
+                reader.close()
+    await store.flush()
+    backend = store.backend
+    heads = await _heads(backend)
+    keyed = backend.supports(Capability.KEY_EXPORT)
+    backup_id = secrets.token_hex(16)
+    header = Header.new(backup_id, parent_id, key, created)
+    streams: dict[str, Any] = {}
+    totals = {"events": 0, "snapshots": 0, "copied": 0, "vanished": 0, "record_bytes": 0}
+    location = Location(to)
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(agent_id: str, cut: int) -> dict[str, Any] | None:
+        async with gate:
+            return await _copy_agent(backend, agent_id, cut, previous.get(agent_id), keyed)
+
+    with location.writing() as out:
+        writer = FrameWriter(out, header, key)
+        pending: list[list[Any]] = []
+        pending_bytes = 0
+        pending_ids: list[str] = []
+
+        async def flush() -> None:
+            nonlocal pending, pending_bytes, pending_ids
+            if not pending:
+                return
+            chunk, ids = pending, pending_ids
+            pending, pending_bytes, pending_ids = [], 0, []
+            index = await asyncio.to_thread(writer.chunk, chunk, len(chunk))
+            for agent_id in ids:
+                streams[agent_id]["chunk"] = index
+
+        ids = sorted(heads)
+        done = 0
+        for start in range(0, len(ids), _BATCH):
+            batch = ids[start : start + _BATCH]
+            entries = await asyncio.gather(*(one(a, heads[a]) for a in batch))
+            for agent_id, entry in zip(batch, entries, strict=True):
+                if entry is None:
+                    totals["vanished"] += 1
+                    continue
+                digest = stream_digest(entry["events"], entry["snapshot"], entry["keys"])
+                streams[agent_id] = {
+                    "base": entry["base"],
+                    "head": entry["head"],
+                    "events": len(entry["events"]),
+                    "snapshot": entry["snapshot"][0] if entry["snapshot"] else None,
+                    "keys": len(entry["keys"]),
+                    "digest": digest,
+                    "last": entry["last"],
+                    "chunk": None,
+                }
+                if not entry["events"] and entry["snapshot"] is None:
+                    continue  # unchanged since the parent: nothing to store
+                size = sum(len(e[3]) + len(e[4]) for e in entry["events"])
+                if entry["snapshot"] is not None:
+                    size += len(entry["snapshot"][2]) + len(entry["snapshot"][3])
+                totals["events"] += len(entry["events"])
+                totals["snapshots"] += entry["snapshot"] is not None
+                totals["copied"] += 1
+                totals["record_bytes"] += size
+                pending.append(
+                    [
+                        agent_id,
+                        entry["base"],
+                        entry["head"],
+                        entry["tag"],
+                        entry["events"],
+                        entry["snapshot"],
+                        entry["keys"],
+                    ]
+                )
+                pending_ids.append(agent_id)
+                pending_bytes += size
+                if pending_bytes >= chunk_bytes:
+                    await flush()
+            done += len(batch)
+            if progress is not None:
+                progress(done, len(ids))
+        await flush()
+        deleted = sorted(set(previous) - set(streams))
+        manifest = {
+            "backup_id": backup_id,
+            "parent": parent_id,
+            "created_at": created,
+            "source": backend.name,
+            "agents": len(streams),
+            "copied": totals["copied"],
+            "events": totals["events"],
+            "snapshots": totals["snapshots"],
+            "streams": streams,
+            "deleted": deleted,
+        }
+        await asyncio.to_thread(writer.finish, manifest)
+        written = writer.offset
+    result = BackupResult(
+        location.display,
+        backup_id,
+        parent_id,
+        len(streams),
+        totals["copied"],
+        totals["events"],
+        totals["snapshots"],
+        len(deleted),
+        totals["vanished"],
+        written,
+        totals["record_bytes"],
+        time.perf_counter() - started,
+    )
+    await emit(
+        audit,
+        GovernanceEvent(
+            "backup",
+            None,
+            "ok",
+            details={
+                "backup_id": backup_id,
+                "parent": parent_id,
+                "agents": result.agents,
+                "events": result.events,
+                "location": location.display,
+            },
+        ),
+    )
+    return result
