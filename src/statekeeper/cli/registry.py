@@ -79,6 +79,21 @@ COMMANDS: dict[str, Entry] = {
         "Export stream digests to a file kept outside the store; check them later "
         "(detects a rollback of the whole store).",
     ),
+    "backup": Entry(
+        "governance_data",
+        "Write an encrypted, compressed point-in-time backup of a live store (writers may keep"
+        " writing).",
+    ),
+    "restore": Entry(
+        "governance_data",
+        "Restore a backup into any store after verifying all of it; a damaged backup restores"
+        " nothing.",
+    ),
+    "forget": Entry(
+        "governance_data",
+        "Crypto-shred an agent: destroy its data key so every copy of its records (backups"
+        " too) is unreadable.",
+    ),
     "diagram": Entry(
         "diagram", "Draw a state machine; with --db, overlay what the store observed."
     ),

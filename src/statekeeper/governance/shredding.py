@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..arguments import check_agent_id
-from ..errors import ConfigurationError
+from ..errors import AgentNotFound, ConfigurationError
 from .hooks import AuditSink, GovernanceEvent, emit
 
 if TYPE_CHECKING:
@@ -49,7 +49,11 @@ async def forget(
     purge: bool = False,
     audit: AuditSink | None = None,
 ) -> ForgetResult:
-    """Destroy ``agent_id``'s data key (see the module documentation)."""
+    """Destroy ``agent_id``'s data key (see the module documentation).
+
+    Raises :class:`~statekeeper.errors.AgentNotFound` when the agent has neither a
+    stream nor a key in the vault (a mistyped id), and
+    :class:`~statekeeper.errors.ConfigurationError` without a key vault."""
     check_agent_id(agent_id)
     keyring = store.codec.keyring
     if keyring is None or keyring.data_keys is None:
@@ -59,6 +63,8 @@ async def forget(
         )
     await store.flush()
     head = await store.backend.head(agent_id)
+    if head == 0 and keyring.data_keys.load(agent_id) is None:
+        raise AgentNotFound(agent_id)  # a typo must not leave a tombstone
     at = time.time()
     destroyed = keyring.forget(agent_id, at=at)
     store._reads.forget(agent_id)  # the decoded state cached by this store goes too

@@ -58,6 +58,8 @@ class RestoreResult:
     events: int
     snapshots: int
     forgotten: list[str] = field(default_factory=list)
+    #: agents left out because the target held them already (``skip_existing``)
+    skipped: int = 0
     backup_ids: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -201,11 +203,13 @@ async def restore(
     key: BackupKey,
     *,
     concurrency: int = 16,
+    skip_existing: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
     audit: AuditSink | None = None,
 ) -> RestoreResult:
     """Restore ``backups`` (a full backup, then its incrementals in order; paths or
-    ``s3://`` URLs) into ``store`` (see the module documentation)."""
+    ``s3://`` URLs) into ``store`` (see the module documentation). ``skip_existing``
+    leaves out agents the target already holds instead of refusing."""
     started = time.perf_counter()
     if not backups:
         raise BackupError("restore needs at least one backup")
@@ -234,7 +238,10 @@ async def restore(
     gate = asyncio.Semaphore(max(1, concurrency))
     heads = await asyncio.gather(*(store.backend.head(a) for a in tags))
     present = [a for a, h in zip(tags, heads, strict=True) if h]
-    if present:
+    if present and skip_existing:
+        for agent_id in present:
+            del tags[agent_id]
+    elif present:
         raise BackupError(
             f"the target store already holds {len(present)} of the agents (e.g."
             f" {present[0]!r}): restore into an empty store, or delete them first"
@@ -257,6 +264,7 @@ async def restore(
         sum(len(streams[a].events) for a in tags),
         sum(streams[a].snapshot is not None for a in tags),
         forgotten,
+        len(present) if skip_existing else 0,
         ids,
         time.perf_counter() - started,
     )
