@@ -64,19 +64,21 @@ async def test_backup_of_a_live_store_restores_into_another_engine(
         async with StateStore(src_url, keyring=keyring(), snapshot_every=3) as src:
             await fill(src, 30, 4)
             stop = asyncio.Event()
+            running = asyncio.Event()
             written = 0
 
             async def writer() -> None:  # keeps writing while the backup runs
                 nonlocal written
                 while not stop.is_set():
                     written += 1
+                    if written == 5:
+                        running.set()
                     n = written % 30
                     await src.save(f"t{n % 3}/a{n:03d}", {"live": written})
                     await asyncio.sleep(0)
 
             task = asyncio.create_task(writer())
-            while written < 5:  # the writer is running before the backup starts
-                await asyncio.sleep(0)
+            await running.wait()  # the writer is running before the backup starts
             try:
                 result = await backup(src, file, bkey, chunk_bytes=2048)
             finally:

@@ -19,7 +19,8 @@ from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, r
 from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
-    from ..governance.backup import BackupKey
+    from ..governance.backup import BackupKey, BackupResult, RestoreResult
+    from ..governance.shredding import ForgetResult
 
 __all__ = ["backup_cmd", "forget_cmd", "restore_cmd"]
 
@@ -62,7 +63,9 @@ def backup_cmd(
     ctx: typer.Context,
     url: Annotated[
         str | None,
-        typer.Argument(metavar="[URL]", help="Store to back up [default: --db / $STATEKEEPER_URL]."),
+        typer.Argument(
+            metavar="[URL]", help="Store to back up [default: --db / $STATEKEEPER_URL]."
+        ),
     ] = None,
     to: Annotated[
         str,
@@ -88,7 +91,10 @@ def backup_cmd(
     key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Write an encrypted, compressed point-in-time backup of a live store (writers may keep writing)."""
+    """Write an encrypted, compressed point-in-time backup of a live store.
+
+    Writers may keep writing while it runs; --incremental stores only what changed.
+    """
     from ..governance.backup import backup
     from .progress import bar
 
@@ -100,7 +106,7 @@ def backup_cmd(
         check_output_file(Path(to), "backup file", _is_backup)
     target = url or resolve_url(ctx, db)
 
-    async def go():  # type: ignore[no-untyped-def]
+    async def go() -> BackupResult:
         async with open_store(target, key_file=key_file) as store:
             key = _backup_key(backup_key, create=create_backup_key)
             with bar("backing up", disable=json_out) as progress:
@@ -168,12 +174,15 @@ def restore_cmd(
     key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Restore a backup into any store after verifying all of it; a damaged backup restores nothing."""
+    """Restore a backup into any store after verifying all of it.
+
+    A damaged, truncated or edited backup, or a wrong key, restores nothing.
+    """
     from ..governance.backup import restore
 
     target = to or resolve_url(ctx, db)
 
-    async def go():  # type: ignore[no-untyped-def]
+    async def go() -> RestoreResult:
         async with open_store(target, key_file=key_file, readonly=False) as store:
             key = _backup_key(backup_key)
             return await restore(store, backups, key, skip_existing=skip_existing)
@@ -193,11 +202,7 @@ def restore_cmd(
     out_console().print(
         f"[green]✓[/] restored and verified {result.agents:,} agent(s), {result.events:,}"
         f" event(s), {result.snapshots:,} snapshot(s)"
-        + (
-            f"; {len(result.forgotten):,} forgotten agent(s) left out"
-            if result.forgotten
-            else ""
-        )
+        + (f"; {len(result.forgotten):,} forgotten agent(s) left out" if result.forgotten else "")
     )
 
 
@@ -214,7 +219,10 @@ def forget_cmd(
     key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Crypto-shred an agent: destroy its data key so every copy of its records (backups too) is unreadable."""
+    """Crypto-shred an agent: destroy its data key, so no copy of its records opens.
+
+    Every tier, replica and backup of the agent becomes unreadable at once.
+    """
     from ..governance.shredding import forget
 
     url = resolve_url(ctx, db)
@@ -223,7 +231,7 @@ def forget_cmd(
     ):
         raise typer.Exit(1)
 
-    async def go():  # type: ignore[no-untyped-def]
+    async def go() -> ForgetResult:
         async with open_store(url, key_file=key_file, readonly=False, need_key=True) as store:
             return await forget(store, agent_id, purge=purge)
 

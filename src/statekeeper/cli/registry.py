@@ -81,18 +81,15 @@ COMMANDS: dict[str, Entry] = {
     ),
     "backup": Entry(
         "governance_data",
-        "Write an encrypted, compressed point-in-time backup of a live store (writers may keep"
-        " writing).",
+        "Write an encrypted, compressed point-in-time backup of a live store.",
     ),
     "restore": Entry(
         "governance_data",
-        "Restore a backup into any store after verifying all of it; a damaged backup restores"
-        " nothing.",
+        "Restore a backup into any store after verifying all of it.",
     ),
     "forget": Entry(
         "governance_data",
-        "Crypto-shred an agent: destroy its data key so every copy of its records (backups"
-        " too) is unreadable.",
+        "Crypto-shred an agent: destroy its data key, so no copy of its records opens.",
     ),
     "diagram": Entry(
         "diagram", "Draw a state machine; with --db, overlay what the store observed."

@@ -459,6 +459,7 @@ class Codec:
             key_id = payload[3:end].decode("ascii")
         except UnicodeDecodeError:
             raise IntegrityError(agent_id, seq, f"{kind} record has an invalid key id") from None
+        key: DerivedKey | None
         if flags & FLAG_DATA_KEY:
             key = self._data_key(agent_id, seq, key_id)
         else:

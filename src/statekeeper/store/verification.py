@@ -12,7 +12,13 @@ from .. import patch
 from ..backends.base import Capability
 from ..codec import ZERO_LINK, Opened
 from ..codec.pipeline import CHAIN_BROKEN as _CHAIN_BROKEN
-from ..errors import AgentForgotten, IntegrityError, PatchError, SerializationError, StatekeeperError
+from ..errors import (
+    AgentForgotten,
+    IntegrityError,
+    PatchError,
+    SerializationError,
+    StatekeeperError,
+)
 from ..records import RawEvent, RawSnapshot
 from . import idempotency
 from .body import snapshot_record

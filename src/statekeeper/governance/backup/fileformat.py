@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 from ...errors import BackupCorrupt, BackupKeyMismatch, ConfigurationError
 
@@ -101,7 +101,9 @@ class BackupKey:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigurationError(f"cannot read backup key file {os.fspath(path)}: {exc}") from None
+            raise ConfigurationError(
+                f"cannot read backup key file {os.fspath(path)}: {exc}"
+            ) from None
         stripped = text.strip()
         if stripped.startswith("{"):
             try:
@@ -109,8 +111,9 @@ class BackupKey:
                 active = doc.get("active") or next(iter(doc["keys"]))
                 return cls.from_text(doc["keys"][active], str(active))
             except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
+                shape = '{"active": ID, "keys": {ID: BASE64}}'
                 raise ConfigurationError(
-                    f'backup key file {os.fspath(path)} must hold {{"active": ID, "keys": {{ID: BASE64}}}}'
+                    f"backup key file {os.fspath(path)} must hold {shape}"
                 ) from None
         return cls.from_text(stripped)
 
@@ -289,7 +292,9 @@ class FrameReader:
             raise self._corrupt(what, "truncated")
         compressed = self.key.open(_aad(self.header, kind, index), sealed)
         if compressed is None:
-            raise self._corrupt(what, "fails authentication (edited, reordered or from another backup)")
+            raise self._corrupt(
+                what, "fails authentication (edited, reordered or from another backup)"
+            )
         try:
             content = msgpack.unpackb(self._zstd.decompress(compressed), raw=False)
         except Exception as exc:  # authenticated yet unreadable: a writer bug, still refused
@@ -319,7 +324,10 @@ class FrameReader:
             if entry["index"] != index or entry["offset"] != expected:
                 raise self._corrupt(what, "the manifest's chunk list has a hole")
             content, frame = self._frame_at(entry["offset"], CHUNK, index, what)
-            if hashlib.sha256(frame).hexdigest() != entry["sha256"] or len(frame) != entry["length"]:
+            if (
+                hashlib.sha256(frame).hexdigest() != entry["sha256"]
+                or len(frame) != entry["length"]
+            ):
                 raise self._corrupt(what, "differs from the manifest's digest")
             expected += len(frame)
             yield content

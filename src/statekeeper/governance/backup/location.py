@@ -41,7 +41,7 @@ class Location:
     def _client(self) -> Any:
         assert self.s3 is not None
         try:
-            import boto3
+            import boto3  # type: ignore[import-untyped]
         except ImportError:
             raise BackendUnavailable(
                 "S3 backups need boto3: pip install 'statekeeper[s3]'"
@@ -73,12 +73,12 @@ class Location:
                     tmp.unlink()
             return
         bucket, key, _ = self.s3
-        with tempfile.TemporaryFile() as fh:
-            yield fh
-            fh.flush()
-            fh.seek(0)
+        with tempfile.TemporaryFile() as spool:
+            yield spool
+            spool.flush()
+            spool.seek(0)
             try:
-                self._client().upload_fileobj(fh, bucket, key)
+                self._client().upload_fileobj(spool, bucket, key)
             except Exception as exc:  # botocore's errors: one typed error, no secrets
                 raise BackupError(f"cannot upload backup to {self.display}: {exc}") from None
 

@@ -64,9 +64,7 @@ class RestoreResult:
     seconds: float = 0.0
 
 
-def _apply(
-    streams: dict[str, _Stream], reader: FrameReader, chunk_streams: dict[str, Any]
-) -> None:
+def _apply(streams: dict[str, _Stream], reader: FrameReader, chunk_streams: dict[str, Any]) -> None:
     """Fold one file's chunks into ``streams``, checking each entry against the manifest."""
     path = reader.path
     seen: set[str] = set()
@@ -107,12 +105,12 @@ def _apply(
             current.tag = tag
     missing = [a for a, e in chunk_streams.items() if e["chunk"] is not None and a not in seen]
     if missing:
-        raise BackupCorrupt(path, f"agent {missing[0]!r}", "listed in the manifest, not in any chunk")
+        raise BackupCorrupt(
+            path, f"agent {missing[0]!r}", "listed in the manifest, not in any chunk"
+        )
 
 
-def read_backups(
-    paths: Sequence[str], key: BackupKey
-) -> tuple[dict[str, _Stream], list[str]]:
+def read_backups(paths: Sequence[str], key: BackupKey) -> tuple[dict[str, _Stream], list[str]]:
     """Read and check a full backup and its incrementals (local paths, in order)."""
     streams: dict[str, _Stream] = {}
     ids: list[str] = []
@@ -139,7 +137,9 @@ def read_backups(
                 if agent_id not in streams:
                     raise BackupCorrupt(path, f"agent {agent_id!r}", "has no records in the chain")
                 if streams[agent_id].events[-1][0] != entry["head"]:
-                    raise BackupCorrupt(path, f"agent {agent_id!r}", "head differs from the manifest")
+                    raise BackupCorrupt(
+                        path, f"agent {agent_id!r}", "head differs from the manifest"
+                    )
             extra = set(streams) - set(listed)
             if extra:
                 raise BackupCorrupt(path, f"agent {min(extra)!r}", "not in the manifest")
@@ -190,9 +190,7 @@ async def _write(store: StateStore, agent_id: str, stream: _Stream, tag: bytes) 
         if snap is not None and seq < snap[0] <= end:
             snapshot = RawSnapshot(snap[0], snap[1], snap[2], snap[3])
         await backend.append(
-            AppendRequest(
-                agent_id, seq, part, snapshot, key, head_tag=tag if end == head else None
-            )
+            AppendRequest(agent_id, seq, part, snapshot, key, head_tag=tag if end == head else None)
         )
         seq = end
 
@@ -218,8 +216,7 @@ async def restore(
         streams, ids = await asyncio.to_thread(read_backups, paths, key)
     forgotten: list[str] = []
     tags: dict[str, bytes] = {}
-    done = 0
-    for agent_id in sorted(streams):
+    for done, agent_id in enumerate(sorted(streams), start=1):
         try:
             tags[agent_id] = _verify(store, agent_id, streams[agent_id])
         except AgentForgotten:
@@ -230,7 +227,6 @@ async def restore(
             raise BackupCorrupt(
                 os.fspath(backups[-1]), f"agent {agent_id!r}", f"record does not verify: {exc}"
             ) from None
-        done += 1
         if progress is not None and done % 256 == 0:
             progress("verify", done, len(streams))
     if progress is not None:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 from ...backends.base import Capability
 from ...errors import BackupError
