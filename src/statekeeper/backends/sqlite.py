@@ -76,6 +76,7 @@ from .base import (
     Capability,
     Health,
     check_fence,
+    check_prune,
     validate_request,
     validate_rewrite,
     validate_ttl,
@@ -337,6 +338,7 @@ class SQLiteBackend(Backend):
             Capability.REWRITE,
             Capability.DROP_ALL,
             Capability.MIGRATIONS,
+            Capability.PRUNE,
         }
     )
     compares_head_tag = True
@@ -1001,6 +1003,49 @@ class SQLiteBackend(Backend):
     async def rewrite(self, request: RewriteRequest) -> None:
         validate_rewrite(request)
         await self._write(self._rewrite_sync, request)
+
+    def _prune_sync(self, agent_id: str, base_seq: int, drop: tuple[int, ...]) -> None:
+        conn = self._writer
+        assert conn is not None
+        with _translated(self.path, agent_id):
+            self._begin(conn)
+            try:
+                row = conn.execute(
+                    "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+                ).fetchone()
+                has_base = base_seq > 0 and (
+                    conn.execute(
+                        "SELECT 1 FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
+                        (agent_id, base_seq),
+                    ).fetchone()
+                    is not None
+                )
+                check_prune(agent_id, row[0] if row else 0, base_seq, has_base, drop)
+                if base_seq:
+                    conn.execute(
+                        "DELETE FROM sk_events WHERE agent_id = ? AND seq <= ?",
+                        (agent_id, base_seq),
+                    )
+                    conn.execute(
+                        "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq < ?",
+                        (agent_id, base_seq),
+                    )
+                    conn.execute(
+                        "DELETE FROM sk_idempotency WHERE agent_id = ? AND last_seq <= ?",
+                        (agent_id, base_seq),
+                    )
+                conn.executemany(
+                    "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
+                    [(agent_id, seq) for seq in drop],
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+        await self._write(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))
 
     def _delete_sync(self, agent_id: str) -> bool:
         conn = self._writer
