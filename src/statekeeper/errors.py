@@ -24,6 +24,7 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "DecryptionError",
+    "HistoryCompacted",
     "IntegrityError",
     "InvalidAgentId",
     "InvalidArgument",
@@ -744,3 +745,17 @@ class RetentionPolicyError(ConfigurationError):
         self.line = line
         where = f"{source}:{line}: " if source and line else (f"{source}: " if source else "")
         super().__init__(where + message)
+
+
+class HistoryCompacted(StorageError):
+    """The state asked for lies before the agent's retention base: retention kept the
+    last events and compacted the ones up to ``base_seq`` into a snapshot, so seqs
+    ``<= base_seq`` (except the base itself) cannot be rebuilt any more."""
+
+    def __init__(self, agent_id: str, base_seq: int) -> None:
+        self.agent_id = agent_id
+        self.base_seq = base_seq
+        super().__init__(
+            f"agent {agent_id!r}: history before seq {base_seq + 1} was compacted by"
+            f" retention (its base is the snapshot at seq {base_seq})"
+        )

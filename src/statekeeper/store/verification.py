@@ -113,6 +113,13 @@ async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -
     last = 0  # the last stored seq
     link: bytes | None = ZERO_LINK  # its chain link (None: unknown)
     keys: dict[int, object] = {}  # seq -> idempotency key in the event's body
+    first = await store.backend.read(agent_id, 0, None, limit=1)
+    base = first[0].seq - 1 if first else 0
+    if base and base in snapshots:
+        # compacted by retention: the stream starts at the snapshot at its base, which
+        # carries the link of the (removed) event there; the chain goes on from it
+        record = snapshots.pop(base)
+        last, link = base, record.link
     async for raw in raw_events(store, agent_id):
         report.events += 1
         if raw.seq != last + 1:
