@@ -193,6 +193,7 @@ STORE_COMMANDS: dict[str, list[str]] = {
     # after backup, into the same store: every agent is there already
     "restore": ["{out}/store.skb", "--backup-key", "{out}/backup.key", "--skip-existing"],
     "forget": ["beta", "--yes"],
+    "retention apply": ["--rule", "* keep_last=2 snapshot_every=10", "--dry-run"],
 }
 #: commands that write to the store (all the others only read)
 WRITING = {"delete", "rekey", "langgraph prune", "init", "repair", "import", "restore", "forget"}

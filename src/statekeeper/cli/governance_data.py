@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..governance.backup import BackupKey, BackupResult, RestoreResult
     from ..governance.shredding import ForgetResult
 
-__all__ = ["backup_cmd", "forget_cmd", "restore_cmd"]
+__all__ = ["backup_cmd", "forget_cmd", "restore_cmd", "retention_app"]
 
 BackupKeyOption = Annotated[
     Path | None,
@@ -266,3 +266,135 @@ def _is_backup(path: Path) -> bool:
             return fh.read(len(MAGIC) - 1) == MAGIC[:-1]
     except OSError:
         return False
+
+
+# ----------------------------------------------------------------------- retention
+
+retention_app = typer.Typer(
+    name="retention",
+    help="Apply retention policies: TTL, keep the last N events, thin snapshots, legal holds.",
+    no_args_is_help=True,
+)
+
+
+@retention_app.command("apply")
+@handled
+def retention_apply(
+    ctx: typer.Context,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option("--policy", metavar="FILE", help="Policy file (one rule or hold per line)."),
+    ] = None,
+    rules: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rule",
+            metavar="LINE",
+            help="A policy line, e.g. 'acme ttl=30d keep_last=100' or 'hold acme/alice'"
+            " (repeatable; added to --policy).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would go; change nothing.")
+    ] = False,
+    progress_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--progress-file",
+            metavar="FILE",
+            help="Record progress here so an interrupted run resumes where it stopped.",
+        ),
+    ] = None,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Apply a retention policy to every agent (resumable; --dry-run shows what would go)."""
+    import json as jsonlib
+
+    from ..governance.retention import RetentionPolicy, RetentionReport, apply_retention
+    from .progress import bar
+
+    text = ""
+    source = "--rule"
+    if policy_file is not None:
+        RetentionPolicy.from_file(policy_file)  # its errors name the file and the line
+        text = policy_file.read_text(encoding="utf-8")
+        source = str(policy_file)
+    if rules:
+        text += "\n" + "\n".join(rules)
+    if not text.strip():
+        raise ConfigurationError("retention apply needs --policy FILE or --rule LINE")
+    policy = RetentionPolicy.parse(text, source if not rules else "policy")
+    after: str | None = None
+    if progress_file is not None and progress_file.exists() and not dry_run:
+        try:
+            state = jsonlib.loads(progress_file.read_text(encoding="utf-8"))
+            after = str(state["statekeeper_retention"]["after"])
+        except (ValueError, KeyError, TypeError):
+            raise ConfigurationError(
+                f"{progress_file} is not a retention progress file statekeeper wrote"
+            ) from None
+    url = resolve_url(ctx, db)
+
+    async def go() -> RetentionReport:
+        async with open_store(url, key_file=key_file, readonly=dry_run) as store:
+            total = await store.count_agents()
+            with bar("retention", disable=json_out) as shown:
+                task = shown.add_task("retention", total=total)
+
+                def step(agent_id: str, scanned: int) -> None:
+                    shown.advance(task)
+                    if progress_file is not None and not dry_run:
+                        tmp = progress_file.with_name(progress_file.name + ".tmp")
+                        tmp.write_text(
+                            jsonlib.dumps({"statekeeper_retention": {"after": agent_id}}),
+                            encoding="utf-8",
+                        )
+                        tmp.replace(progress_file)
+
+                return await apply_retention(
+                    store, policy, dry_run=dry_run, after=after, progress=step
+                )
+
+    report = run(go())
+    if progress_file is not None and not dry_run:
+        progress_file.unlink(missing_ok=True)  # finished: the next run starts over
+    actions = [
+        {
+            "agent_id": a.agent_id,
+            "action": a.kind,
+            "outcome": a.outcome,
+            "events_removed": a.events_removed,
+            "snapshots_removed": a.snapshots_removed,
+            "base_seq": a.base_seq,
+            "reason": a.reason,
+        }
+        for a in report.actions
+    ]
+    if json_out:
+        render.print_json(
+            {
+                "dry_run": dry_run,
+                "scanned": report.scanned,
+                "held": report.held,
+                "resumed_after": after,
+                "actions": actions,
+            }
+        )
+        return
+    console = out_console()
+    verb = "would" if dry_run else "did"
+    for a in report.actions:
+        what = (
+            f"delete ({a.events_removed} events; {a.reason})"
+            if a.kind == "purge"
+            else f"remove {a.events_removed} event(s) before seq {a.base_seq + 1},"
+            f" {a.snapshots_removed} snapshot(s)"
+        )
+        note = "" if a.outcome in ("done", "dry-run") else f" [{a.outcome}: {escape(a.reason)}]"
+        console.print(f"{escape(a.agent_id)}: {verb} {what}{note}")
+    console.print(
+        f"{report.scanned:,} agent(s) scanned, {report.held:,} on legal hold,"
+        f" {len(report.actions):,} action(s)" + (" (dry run: nothing changed)" if dry_run else "")
+    )

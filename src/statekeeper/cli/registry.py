@@ -91,6 +91,11 @@ COMMANDS: dict[str, Entry] = {
         "governance_data",
         "Crypto-shred an agent: destroy its data key, so no copy of its records opens.",
     ),
+    "retention": Entry(
+        "governance_data",
+        "Apply retention policies: TTL, keep the last N events, thin snapshots, legal holds.",
+        group="retention_app",
+    ),
     "diagram": Entry(
         "diagram", "Draw a state machine; with --db, overlay what the store observed."
     ),
