@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper import StateStore
+from statekeeper.backends.base import Capability
 from statekeeper.errors import AgentNotFound, HistoryCompacted, RetentionPolicyError
 from statekeeper.governance.hooks import GovernanceEvent
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
@@ -32,7 +33,7 @@ async def fill(store: StateStore, agent_ids: list[str], events: int = 12) -> Non
             await store.save(agent_id, {"i": i, "agent": agent_id})
 
 
-@pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql"])
+@pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql", "redis"])
 async def test_compaction_ttl_and_holds_leave_verify_clean(tmp_path: Path, engine: str) -> None:
     agents = ["acme/a", "acme/litigation", "legal/b", "stale/c", "plain"]
     events: list[GovernanceEvent] = []
@@ -105,13 +106,17 @@ async def test_a_run_resumes_after_the_last_agent_done(tmp_path: Path) -> None:
 
 
 async def test_engines_without_prune_report_it_and_still_apply_ttl(tmp_path: Path) -> None:
-    with fresh_url("redis", tmp_path) as url:
-        async with StateStore(url, clock=lambda: T0) as store:
-            await fill(store, ["acme/a", "stale/c"], events=6)
-            report = await apply_retention(store, POLICY, now=T0 + 7200)
-            outcomes = {(a.agent_id, a.kind, a.outcome) for a in report.actions}
-            assert outcomes == {("acme/a", "compact", "unsupported"), ("stale/c", "purge", "done")}
-            assert len(await store.backend.read("acme/a")) == 6
+    from statekeeper.backends.memory import MemoryBackend
+
+    class NoPrune(MemoryBackend):
+        capabilities = MemoryBackend.capabilities - {Capability.PRUNE}
+
+    async with StateStore(NoPrune(), clock=lambda: T0) as store:
+        await fill(store, ["acme/a", "stale/c"], events=6)
+        report = await apply_retention(store, POLICY, now=T0 + 7200)
+        outcomes = {(a.agent_id, a.kind, a.outcome) for a in report.actions}
+        assert outcomes == {("acme/a", "compact", "unsupported"), ("stale/c", "purge", "done")}
+        assert len(await store.backend.read("acme/a")) == 6
 
 
 @pytest.mark.parametrize(
