@@ -121,3 +121,43 @@ def test_the_vault_overwrites_a_destroyed_key(tmp_path: Path) -> None:
     assert marker not in (tmp_path / "vault.db").read_bytes()  # secure_delete
     entry = SqliteKeyVault(tmp_path / "vault.db").load("a")
     assert entry is not None and entry.wrapped is None and entry.forgotten_at == 1.0
+
+
+async def test_rekey_rewraps_data_keys_so_the_old_master_key_can_retire(tmp_path: Path) -> None:
+    from statekeeper.security.rekey import key_usage, rekey
+
+    vault = SqliteKeyVault(tmp_path / "vault.db")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    old = bytes(range(32))
+    async with StateStore(url, keyring=Keyring({"k1": old}, data_keys=vault)) as store:
+        for i in range(4):
+            await store.save("a", {"i": i})
+    both = Keyring({"k2": os.urandom(32), "k1": old}, active="k2", data_keys=vault)
+    async with StateStore(url, keyring=both) as store:
+        await rekey(store)
+        assert set(await key_usage(store)) == {"k2"}
+    entry = vault.load("a")
+    assert entry is not None and entry.master_id == "k2"
+    retired = both.without("k1")
+    async with StateStore(url, keyring=retired) as store:
+        assert (await store.load("a")).data == {"i": 3}
+        assert (await store.verify()).ok
+
+
+async def test_rekey_walks_a_compacted_stream_from_its_base(tmp_path: Path) -> None:
+    from statekeeper.governance.retention import RetentionPolicy, apply_retention
+    from statekeeper.security.rekey import rekey
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    k1 = bytes(range(32))
+    async with StateStore(url, keyring=Keyring({"k1": k1}), snapshot_every=3) as store:
+        for i in range(10):
+            await store.save("a", {"i": i})
+        await apply_retention(store, RetentionPolicy.parse("* keep_last=2"))
+    rotated = Keyring({"k2": os.urandom(32), "k1": k1}, active="k2")
+    async with StateStore(url, keyring=rotated) as store:
+        stats = await rekey(store)
+        assert stats.events == 2
+    async with StateStore(url, keyring=rotated.without("k1")) as store:
+        assert (await store.load("a")).data == {"i": 9}
+        assert (await store.verify()).ok

@@ -284,6 +284,30 @@ class Keyring:
             self._data[agent_id] = key
         return key
 
+    def rewrap(self, agent_id: str) -> bool:
+        """Wrap the agent's data key under the active master key (key rotation: the
+        old master key can then be retired). True when it was rewrapped; False when it
+        already was, or the agent has no live key."""
+        vault = self.data_keys
+        if vault is None:
+            return False
+        entry = vault.load(agent_id)
+        if entry is None or entry.wrapped is None or entry.master_id is None:
+            return False
+        if entry.master_id == self.active_id:
+            return False
+        old = self.get(entry.master_id)
+        if old is None:
+            from ..errors import KeyNotFound
+
+            raise KeyNotFound(agent_id, None, entry.master_id)
+        material = old.unwrap(agent_id, entry.wrapped)
+        master = self.active
+        vault.rewrap(agent_id, master.id, master.wrap(agent_id, material))
+        with self._lock:
+            self._data[agent_id] = DerivedKey(master.id, material)
+        return True
+
     def forget(self, agent_id: str, *, at: float | None = None) -> bool:
         """Destroy the agent's data key (crypto-shredding): every record encrypted
         with it becomes unreadable, everywhere, for good. True when a key was
