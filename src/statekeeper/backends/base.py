@@ -46,6 +46,7 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamExport,
 )
 
 __all__ = [
@@ -268,6 +269,24 @@ class Backend(abc.ABC):
         default refuses.
         """
         raise CapabilityUnsupported(self.name, Capability.REWRITE.value)
+
+    async def export_streams(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamExport]:
+        """For each ``(agent_id, after_seq, to_seq)``: a :class:`StreamExport` of that
+        slice (what a backup copies). The default reads each agent on its own; engines
+        override it with a few statements per batch (SQLite).
+
+        Each export is consistent on its own only as far as the engine's reads are:
+        a caller checks that the events run gap-free up to ``to_seq``.
+        """
+        out: list[StreamExport] = []
+        keyed = self.supports(Capability.KEY_EXPORT)
+        for agent_id, after_seq, to_seq in ranges:
+            events = await self.read(agent_id, max(after_seq - 1, 0), to_seq)
+            snap = await self.latest_snapshot(agent_id, to_seq) if to_seq > 0 else None
+            head, tag = await self.head_tag(agent_id)
+            keys = await self.idempotency_keys(agent_id) if keyed else []
+            out.append(StreamExport(agent_id, head, tag, events, snap, keys))
+        return out
 
     # -- optional capabilities (see Capability); the defaults refuse -----------------
 

@@ -70,6 +70,7 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamExport,
 )
 from .base import (
     Backend,
@@ -1352,6 +1353,75 @@ class SQLiteBackend(Backend):
                 for r in rows:
                     found[r[0]] = RawEvent(r[1], r[2], r[3], r[4], r[5])
         return [found.get(agent_id) for agent_id in agent_ids]
+
+    async def export_streams(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamExport]:
+        """Four statements per batch of agents (events, snapshots, heads, keys), each
+        an index range read per agent, instead of four reads per agent."""
+        out: list[StreamExport] = []
+        with _translated(self.path):
+            reader = self._reader()
+            for start in range(0, len(ranges), 300):
+                chunk = ranges[start : start + 300]
+                for agent_id, _, _ in chunk:
+                    check_stored_id(agent_id)
+                values = ",".join("(?, ?, ?)" * 1 for _ in chunk)
+                flat: list[Any] = []
+                for agent_id, after_seq, to_seq in chunk:
+                    flat += [agent_id, max(after_seq, 1), to_seq]
+                events: dict[str, list[RawEvent]] = {a: [] for a, _, _ in chunk}
+                for r in reader.execute(
+                    f"WITH w(a, lo, hi) AS (VALUES {values})"
+                    " SELECT e.agent_id, e.seq, e.kind, e.ts, CAST(e.payload AS BLOB),"
+                    " CAST(e.checksum AS BLOB) FROM w JOIN sk_events e"
+                    " ON e.agent_id = w.a AND e.seq BETWEEN w.lo AND w.hi"
+                    " ORDER BY e.agent_id, e.seq",
+                    flat,
+                ):
+                    events[r[0]].append(RawEvent(r[1], r[2], r[3], r[4], r[5]))
+                pairs = ",".join("(?, ?)" for _ in chunk)
+                flat = []
+                for agent_id, _, to_seq in chunk:
+                    flat += [agent_id, to_seq]
+                snaps: dict[str, RawSnapshot] = {}
+                for r in reader.execute(
+                    f"WITH w(a, hi) AS (VALUES {pairs})"
+                    " SELECT s.agent_id, s.seq, s.ts, CAST(s.payload AS BLOB),"
+                    " CAST(s.checksum AS BLOB) FROM w JOIN sk_snapshots s"
+                    " ON s.agent_id = w.a AND s.seq = (SELECT max(seq) FROM sk_snapshots"
+                    " WHERE agent_id = w.a AND seq <= w.hi)",
+                    flat,
+                ):
+                    snaps[r[0]] = RawSnapshot(r[1], r[2], r[3], r[4])
+                ids = [a for a, _, _ in chunk]
+                marks = ",".join("?" * len(ids))
+                heads = {
+                    r[0]: (r[1], _blob(r[2]))
+                    for r in reader.execute(
+                        "SELECT agent_id, head_seq, head_tag FROM sk_agents"
+                        f" WHERE agent_id IN ({marks})",
+                        ids,
+                    )
+                }
+                keys: dict[str, list[tuple[str, int, int]]] = {a: [] for a in ids}
+                for r in reader.execute(
+                    "SELECT agent_id, key, first_seq, last_seq FROM sk_idempotency"
+                    f" WHERE agent_id IN ({marks}) ORDER BY agent_id, first_seq",
+                    ids,
+                ):
+                    keys[r[0]].append((r[1], r[2], r[3]))
+                for agent_id in ids:
+                    head, tag = heads.get(agent_id, (0, None))
+                    out.append(
+                        StreamExport(
+                            agent_id,
+                            head,
+                            tag,
+                            events[agent_id],
+                            snaps.get(agent_id),
+                            keys[agent_id],
+                        )
+                    )
+        return out
 
     lists_backwards = True
 

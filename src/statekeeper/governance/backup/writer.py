@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack  # type: ignore[import-untyped]
 
-from ...backends.base import Capability
 from ...errors import BackupError
 from ..hooks import AuditSink, GovernanceEvent, emit
 from .fileformat import BackupKey, FrameReader, FrameWriter, Header
@@ -35,7 +34,7 @@ from .location import Location
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
-    from ...records import RawEvent, RawSnapshot
+    from ...records import RawEvent, RawSnapshot, StreamExport
     from ...store import StateStore
 
 __all__ = ["BackupResult", "backup", "stream_digest"]
@@ -91,49 +90,69 @@ def _last_digest(event: RawEvent) -> str:
     return hashlib.sha256(bytes(event.checksum)).hexdigest()
 
 
-async def _copy_agent(
-    backend: Backend, agent_id: str, cut: int, previous: dict[str, Any] | None, keyed: bool
+def _entry(
+    export: StreamExport, cut: int, previous: dict[str, Any] | None
 ) -> dict[str, Any] | None:
-    """One agent's entry (None: it vanished). ``previous``: its entry in the parent."""
-    for _attempt in range(3):
-        base = 0
-        if previous is not None and 0 < previous["head"] <= cut:
-            at = await backend.read(agent_id, previous["head"] - 1, previous["head"])
-            if at and at[-1].seq == previous["head"] and _last_digest(at[-1]) == previous["last"]:
-                base = previous["head"]
-        raw = await backend.read(agent_id, base, cut) if cut > base else []
-        if len(raw) != cut - base or (raw and (raw[0].seq != base + 1 or raw[-1].seq != cut)):
-            cut = await backend.head(agent_id)  # deleted (and maybe re-created) meanwhile
-            if cut == 0:
-                return None
-            continue
-        snap = await backend.latest_snapshot(agent_id, cut)
-        head, tag = await backend.head_tag(agent_id)
-        keys: list[Any] = []
-        if keyed:
-            keys = [
-                [name, first, last]
-                for name, first, last in await backend.idempotency_keys(agent_id)
-                if base < first and last <= cut
-            ]
-        last = raw[-1] if raw else None
-        if last is None:  # unchanged since the parent
-            last_digest = previous["last"] if previous is not None else ""
+    """One agent's backup entry from an export of ``base..cut`` (None: the export is
+    not a gap-free slice ending at ``cut``: the stream changed under the read)."""
+    base = previous["head"] if previous is not None and 0 < previous["head"] <= cut else 0
+    raw = export.events
+    if base:
+        assert previous is not None
+        if raw and raw[0].seq == base and _last_digest(raw[0]) == previous["last"]:
+            raw = raw[1:]
         else:
-            last_digest = _last_digest(last)
-        events = [_ev(e) for e in raw]
-        snapshot = _snap(snap) if snap is not None and snap.seq > base else None
-        return {
-            "agent_id": agent_id,
-            "base": base,
-            "head": cut,
-            "tag": bytes(tag) if tag is not None and head == cut else None,
-            "events": events,
-            "snapshot": snapshot,
-            "keys": keys,
-            "last": last_digest,
-        }
-    raise BackupError(f"agent {agent_id!r} kept changing under the backup (deleted and re-created)")
+            return None
+    if len(raw) != cut - base or (raw and (raw[0].seq != base + 1 or raw[-1].seq != cut)):
+        return None
+    snap = export.snapshot
+    last = raw[-1] if raw else None
+    if last is None:  # unchanged since the parent
+        last_digest = previous["last"] if previous is not None else ""
+    else:
+        last_digest = _last_digest(last)
+    return {
+        "agent_id": export.agent_id,
+        "base": base,
+        "head": cut,
+        "tag": bytes(export.head_tag)
+        if export.head_tag is not None and export.head == cut
+        else None,
+        "events": [_ev(e) for e in raw],
+        "snapshot": _snap(snap) if snap is not None and snap.seq > base else None,
+        "keys": [[k, f, la] for k, f, la in export.keys if base < f and la <= cut],
+        "last": last_digest,
+    }
+
+
+async def _copy_batch(
+    backend: Backend, batch: list[tuple[str, int]], previous: dict[str, Any]
+) -> list[dict[str, Any] | None]:
+    """Entries for ``(agent, cut)`` pairs; an agent whose stream changed under the
+    read (deleted, re-created) is read again at its current head, or is None (gone)."""
+    ranges = []
+    for agent_id, cut in batch:
+        prev = previous.get(agent_id)
+        base = prev["head"] if prev is not None and 0 < prev["head"] <= cut else 0
+        ranges.append((agent_id, base, cut))
+    exports = await backend.export_streams(ranges)
+    out: list[dict[str, Any] | None] = []
+    for (agent_id, cut), export in zip(batch, exports, strict=True):
+        entry = _entry(export, cut, previous.get(agent_id))
+        attempts = 0
+        while entry is None:  # deleted, or deleted and re-created, under the read
+            attempts += 1
+            if attempts > 3:
+                raise BackupError(
+                    f"agent {agent_id!r} kept changing under the backup (deleted and re-created)"
+                )
+            cut = await backend.head(agent_id)
+            if cut == 0:
+                break  # gone: counted as vanished
+            (export,) = await backend.export_streams([(agent_id, 0, cut)])
+            entry = _entry(export, cut, None)  # copied whole
+        out.append(entry)
+    return out
 
 
 async def backup(
@@ -143,7 +162,6 @@ async def backup(
     *,
     since: str | os.PathLike[str] | None = None,
     chunk_bytes: int = 8 << 20,
-    concurrency: int = 16,
     progress: Callable[[int, int], None] | None = None,
     audit: AuditSink | None = None,
 ) -> BackupResult:
@@ -170,17 +188,11 @@ async def backup(
     await store.flush()
     backend = store.backend
     heads = await _heads(backend)
-    keyed = backend.supports(Capability.KEY_EXPORT)
     backup_id = secrets.token_hex(16)
     header = Header.new(backup_id, parent_id, key, created)
     streams: dict[str, Any] = {}
     totals = {"events": 0, "snapshots": 0, "copied": 0, "vanished": 0, "record_bytes": 0}
     location = Location(to)
-    gate = asyncio.Semaphore(max(1, concurrency))
-
-    async def one(agent_id: str, cut: int) -> dict[str, Any] | None:
-        async with gate:
-            return await _copy_agent(backend, agent_id, cut, previous.get(agent_id), keyed)
 
     with location.writing() as out:
         writer = FrameWriter(out, header, key)
@@ -202,7 +214,7 @@ async def backup(
         done = 0
         for start in range(0, len(ids), _BATCH):
             batch = ids[start : start + _BATCH]
-            entries = await asyncio.gather(*(one(a, heads[a]) for a in batch))
+            entries = await _copy_batch(backend, [(a, heads[a]) for a in batch], previous)
             for agent_id, entry in zip(batch, entries, strict=True):
                 if entry is None:
                     totals["vanished"] += 1
