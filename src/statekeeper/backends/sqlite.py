@@ -1364,35 +1364,32 @@ class SQLiteBackend(Backend):
                 chunk = ranges[start : start + 300]
                 for agent_id, _, _ in chunk:
                     check_stored_id(agent_id)
-                values = ",".join("(?, ?, ?)" * 1 for _ in chunk)
+                # one row per range, numbered: an agent may be asked for twice
+                values = ",".join("(?, ?, ?, ?)" for _ in chunk)
                 flat: list[Any] = []
-                for agent_id, after_seq, to_seq in chunk:
-                    flat += [agent_id, max(after_seq, 1), to_seq]
-                events: dict[str, list[RawEvent]] = {a: [] for a, _, _ in chunk}
+                for i, (agent_id, after_seq, to_seq) in enumerate(chunk):
+                    flat += [i, agent_id, max(after_seq, 1), to_seq]
+                events: list[list[RawEvent]] = [[] for _ in chunk]
                 for r in reader.execute(
-                    f"WITH w(a, lo, hi) AS (VALUES {values})"
-                    " SELECT e.agent_id, e.seq, e.kind, e.ts, CAST(e.payload AS BLOB),"
+                    f"WITH w(i, a, lo, hi) AS (VALUES {values})"
+                    " SELECT w.i, e.seq, e.kind, e.ts, CAST(e.payload AS BLOB),"
                     " CAST(e.checksum AS BLOB) FROM w JOIN sk_events e"
                     " ON e.agent_id = w.a AND e.seq BETWEEN w.lo AND w.hi"
-                    " ORDER BY e.agent_id, e.seq",
+                    " ORDER BY w.i, e.seq",
                     flat,
                 ):
                     events[r[0]].append(RawEvent(r[1], r[2], r[3], r[4], r[5]))
-                pairs = ",".join("(?, ?)" for _ in chunk)
-                flat = []
-                for agent_id, _, to_seq in chunk:
-                    flat += [agent_id, to_seq]
-                snaps: dict[str, RawSnapshot] = {}
+                snaps: dict[int, RawSnapshot] = {}
                 for r in reader.execute(
-                    f"WITH w(a, hi) AS (VALUES {pairs})"
-                    " SELECT s.agent_id, s.seq, s.ts, CAST(s.payload AS BLOB),"
+                    f"WITH w(i, a, lo, hi) AS (VALUES {values})"
+                    " SELECT w.i, s.seq, s.ts, CAST(s.payload AS BLOB),"
                     " CAST(s.checksum AS BLOB) FROM w JOIN sk_snapshots s"
                     " ON s.agent_id = w.a AND s.seq = (SELECT max(seq) FROM sk_snapshots"
                     " WHERE agent_id = w.a AND seq <= w.hi)",
                     flat,
                 ):
                     snaps[r[0]] = RawSnapshot(r[1], r[2], r[3], r[4])
-                ids = [a for a, _, _ in chunk]
+                ids = sorted({a for a, _, _ in chunk})
                 marks = ",".join("?" * len(ids))
                 heads = {
                     r[0]: (r[1], _blob(r[2]))
@@ -1409,16 +1406,11 @@ class SQLiteBackend(Backend):
                     ids,
                 ):
                     keys[r[0]].append((r[1], r[2], r[3]))
-                for agent_id in ids:
+                for i, (agent_id, _, _) in enumerate(chunk):
                     head, tag = heads.get(agent_id, (0, None))
                     out.append(
                         StreamExport(
-                            agent_id,
-                            head,
-                            tag,
-                            events[agent_id],
-                            snaps.get(agent_id),
-                            keys[agent_id],
+                            agent_id, head, tag, events[i], snaps.get(i), list(keys[agent_id])
                         )
                     )
         return out

@@ -1221,6 +1221,27 @@ class BackendConformance:
         assert await backend.lookup_key("a", "k") == AppendResult("a", 1, 2, True)
         assert await backend.latest_snapshot("a") == snapshot(2)
 
+    # -- export (backups) ----------------------------------------------------------
+
+    async def test_export_streams_returns_each_slice_as_stored(self, backend: Backend) -> None:
+        await backend.append(tagged(request("a", 0, 3, key="k1", snap_at=2), b"t3"))
+        await backend.append(tagged(request("a", 3, 2), b"t5"))
+        await backend.save_snapshot("a", snapshot(5))
+        await backend.append(tagged(request("b", 0, 1), b"b1"))
+        a_full, a_part, b_full, ghost = await backend.export_streams(
+            [("a", 0, 4), ("a", 3, 5), ("b", 0, 1), ("ghost", 0, 0)]
+        )
+        assert [e.seq for e in a_full.events] == [1, 2, 3, 4]
+        assert a_full.events == await backend.read("a", 0, 4)
+        assert a_full.snapshot == snapshot(2)  # the latest at or below the slice's end
+        assert (a_full.head, a_full.head_tag) == (5, b"t5")
+        assert [e.seq for e in a_part.events] == [3, 4, 5]  # from the seq given, included
+        assert a_part.snapshot == snapshot(5)
+        assert b_full.events == await backend.read("b") and b_full.snapshot is None
+        assert (ghost.head, ghost.events, ghost.snapshot) == (0, [], None)
+        if backend.supports(Capability.KEY_EXPORT):
+            assert a_full.keys == [("k1", 1, 3)]
+
     # -- prune (retention) ---------------------------------------------------------
 
     async def test_prune_removes_history_below_a_snapshot_and_nothing_else(
