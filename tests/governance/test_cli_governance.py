@@ -37,6 +37,8 @@ def test_backup_forget_restore_from_the_command_line(tmp_path: Path) -> None:
     assert gone.code == 0 and json.loads(gone.stdout)["key_destroyed"], str(gone)
     shown = cli("show", "acme/u1", "--db", str(db), *common)
     assert shown.code != 0 and "forgotten" in one_error_line(shown)
+    checked = cli("verify", "--db", str(db), "--json", *common)
+    assert checked.code == 0 and json.loads(checked.stdout)["forgotten"] == ["acme/u1"]
     typo = cli("forget", "acme/nobody", "--yes", "--db", str(db), *common)
     assert typo.code == 1 and "not found" in one_error_line(typo)
     target = tmp_path / "restored.db"
