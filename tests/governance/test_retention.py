@@ -119,6 +119,32 @@ async def test_engines_without_prune_report_it_and_still_apply_ttl(tmp_path: Pat
         assert len(await store.backend.read("acme/a")) == 6
 
 
+def test_the_namespace_is_the_part_before_the_last_slash() -> None:
+    policy = RetentionPolicy.parse("acme/eu keep_last=1\nacme keep_last=2\nhold acme/eu/*\n")
+    assert policy.rule_for("acme/eu/bob") == policy.rules[0]
+    assert policy.rule_for("acme/bob") == policy.rules[1]
+    assert policy.rule_for("bob") is None
+    assert policy.held("acme/eu/bob") and not policy.held("acme/bob")
+
+
+async def test_audit_events_reach_an_audit_log() -> None:
+    from statekeeper.governance.hooks import to_audit_log
+
+    class Log:
+        def __init__(self) -> None:
+            self.rows: list[tuple[object, ...]] = []
+
+        async def record(self, op: str, **kw: object) -> int:
+            self.rows.append((op, kw["principal"], kw["agent_id"], kw["outcome"]))
+            return len(self.rows)
+
+    log = Log()
+    async with StateStore("memory://", clock=lambda: T0) as store:
+        await fill(store, ["stale/x"], events=2)
+        await apply_retention(store, POLICY, now=T0 + 7200, audit=to_audit_log(log, "ops"))
+    assert log.rows == [("purge", "ops", "stale/x", "done")]
+
+
 @pytest.mark.parametrize(
     ("text", "line", "words"),
     [
@@ -128,7 +154,7 @@ async def test_engines_without_prune_report_it_and_still_apply_ttl(tmp_path: Pat
         ("acme ttl=1d\nacme keep_last=2\n", 2, "already"),
         ("acme\n", 1, "sets nothing"),
         ("hold\n", 1, "hold"),
-        ("a/b keep_last=1\n", 1, "namespace"),
+        ("/b keep_last=1\n", 1, "namespace"),
     ],
 )
 def test_a_malformed_policy_names_the_line(text: str, line: int, words: str) -> None:

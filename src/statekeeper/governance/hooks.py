@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AuditSink", "GovernanceEvent", "emit"]
+__all__ = ["AuditSink", "GovernanceEvent", "emit", "to_audit_log"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,3 +41,22 @@ async def emit(sink: AuditSink | None, event: GovernanceEvent) -> None:
     result = sink(event)
     if inspect.isawaitable(result):
         await result
+
+
+def to_audit_log(log: Any, principal: str | None = None) -> AuditSink:
+    """An :data:`AuditSink` that records each event in an audit log: any object with
+    ``await log.record(op, *, principal, agent_id, first_seq, last_seq, outcome,
+    detail)`` (the store's hash-chained audit log, :mod:`statekeeper.governance.audit`)."""
+
+    async def sink(event: GovernanceEvent) -> None:
+        await log.record(
+            event.op,
+            principal=principal,
+            agent_id=event.agent_id,
+            first_seq=event.first_seq,
+            last_seq=event.last_seq,
+            outcome=event.outcome,
+            detail=event.details,
+        )
+
+    return sink

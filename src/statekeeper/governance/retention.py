@@ -1,6 +1,6 @@
 """Retention for every agent: TTL, keep the last N events, thin snapshots, legal hold.
 
-A policy has one rule per **namespace** (the part of the agent id before the first
+A policy has one rule per **namespace** (the part of the agent id before its last
 ``/``; ``*`` is every namespace without a rule of its own) and a list of **legal
 holds** (agents or whole namespaces exempt from every purge). A policy file has one
 rule or hold per line (``#`` starts a comment)::
@@ -57,12 +57,13 @@ __all__ = [
 _PAGE = 500
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_NAME = re.compile(r"^[A-Za-z0-9._:@+-]{1,128}$")
+_NAME = re.compile(r"^[A-Za-z0-9._:@+/-]{1,128}$")
 
 
 def namespace_of(agent_id: str) -> str:
-    """The namespace of an agent id: the part before the first ``/`` ("" when none)."""
-    head, sep, _ = agent_id.partition("/")
+    """The namespace of an agent id: the part before its last ``/`` ("" when none),
+    the rule of :mod:`statekeeper.governance`'s principals and policies."""
+    head, sep, _ = agent_id.rpartition("/")
     return head if sep else ""
 
 
@@ -129,7 +130,7 @@ class RetentionPolicy:
                     holds.add(target)
                 continue
             ns = words[0]
-            if ns != "*" and (not _NAME.match(ns) or "/" in ns):
+            if ns != "*" and (not _NAME.match(ns) or ns.startswith("/") or ns.endswith("/")):
                 raise bad(f"invalid namespace {ns!r} (a name, or * for every namespace)")
             if ns in rules:
                 raise bad(f"namespace {ns!r} has a rule already")
