@@ -205,13 +205,31 @@ class FrameWriter:
         self.offset += len(data)
 
     def _frame(self, kind: bytes, index: int, content: Any) -> tuple[int, int, str]:
-        plain = msgpack.packb(content, use_bin_type=True)
+        return self._sealed(kind, index, msgpack.packb(content, use_bin_type=True))
+
+    def _sealed(self, kind: bytes, index: int, plain: bytes) -> tuple[int, int, str]:
         self.plain_bytes += len(plain)
         sealed = self.key.seal(_aad(self.header, kind, index), self._zstd.compress(plain))
         frame = kind + _u64.pack(len(sealed)) + sealed
         start = self.offset
         self._write(frame)
         return start, len(frame), hashlib.sha256(frame).hexdigest()
+
+    def chunk_packed(self, items: list[bytes]) -> int:
+        """Write one chunk made of entries packed already (a msgpack array of them)."""
+        header: bytes = msgpack.Packer().pack_array_header(len(items))
+        index = len(self.chunks)
+        offset, length, digest = self._sealed(CHUNK, index, header + b"".join(items))
+        self.chunks.append(
+            {
+                "index": index,
+                "offset": offset,
+                "length": length,
+                "sha256": digest,
+                "agents": len(items),
+            }
+        )
+        return index
 
     def chunk(self, content: Any, agents: int) -> int:
         """Write one chunk; returns its index."""

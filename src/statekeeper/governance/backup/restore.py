@@ -33,7 +33,7 @@ from ...store.body import SNAPSHOT_KIND
 from ..hooks import AuditSink, GovernanceEvent, emit
 from .fileformat import BackupKey, FrameReader
 from .location import Location
-from .writer import stream_digest
+from .writer import pack_entry, stream_digest
 
 if TYPE_CHECKING:
     from ...store import StateStore
@@ -85,7 +85,7 @@ def _apply(streams: dict[str, _Stream], reader: FrameReader, chunk_streams: dict
                 entry["base"] != base
                 or entry["head"] != head
                 or entry["events"] != len(events)
-                or stream_digest(events, snapshot, keys) != entry["digest"]
+                or stream_digest(pack_entry(item)) != entry["digest"]
             ):
                 raise BackupCorrupt(path, what, "differs from the manifest (seqs or digest)")
             if [e[0] for e in events] != list(range(base + 1, head + 1)):

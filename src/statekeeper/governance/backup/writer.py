@@ -61,9 +61,17 @@ class BackupResult:
     seconds: float
 
 
-def stream_digest(events: list[list[Any]], snapshot: list[Any] | None, keys: list[Any]) -> str:
-    """The SHA-256 digest of one stream entry of a backup (what the manifest signs)."""
-    return hashlib.sha256(msgpack.packb([events, snapshot, keys], use_bin_type=True)).hexdigest()
+def pack_entry(item: list[Any]) -> bytes:
+    """One stream entry of a chunk, ``[agent, base, head, tag, events, snapshot, keys]``,
+    as msgpack: the chunk is the concatenation of these, and the manifest signs the
+    SHA-256 of each (:func:`stream_digest`)."""
+    packed: bytes = msgpack.packb(item, use_bin_type=True)
+    return packed
+
+
+def stream_digest(packed: bytes) -> str:
+    """The digest the manifest holds for a packed stream entry."""
+    return hashlib.sha256(packed).hexdigest()
 
 
 async def _heads(backend: Backend) -> dict[str, int]:
@@ -196,7 +204,7 @@ async def backup(
 
     with location.writing() as out:
         writer = FrameWriter(out, header, key)
-        pending: list[list[Any]] = []
+        pending: list[bytes] = []
         pending_bytes = 0
         pending_ids: list[str] = []
 
@@ -206,7 +214,7 @@ async def backup(
                 return
             chunk, ids = pending, pending_ids
             pending, pending_bytes, pending_ids = [], 0, []
-            index = await asyncio.to_thread(writer.chunk, chunk, len(chunk))
+            index = await asyncio.to_thread(writer.chunk_packed, chunk)
             for agent_id in ids:
                 streams[agent_id]["chunk"] = index
 
@@ -219,7 +227,18 @@ async def backup(
                 if entry is None:
                     totals["vanished"] += 1
                     continue
-                digest = stream_digest(entry["events"], entry["snapshot"], entry["keys"])
+                packed = pack_entry(
+                    [
+                        agent_id,
+                        entry["base"],
+                        entry["head"],
+                        entry["tag"],
+                        entry["events"],
+                        entry["snapshot"],
+                        entry["keys"],
+                    ]
+                )
+                digest = stream_digest(packed)
                 streams[agent_id] = {
                     "base": entry["base"],
                     "head": entry["head"],
@@ -239,17 +258,7 @@ async def backup(
                 totals["snapshots"] += entry["snapshot"] is not None
                 totals["copied"] += 1
                 totals["record_bytes"] += size
-                pending.append(
-                    [
-                        agent_id,
-                        entry["base"],
-                        entry["head"],
-                        entry["tag"],
-                        entry["events"],
-                        entry["snapshot"],
-                        entry["keys"],
-                    ]
-                )
+                pending.append(packed)
                 pending_ids.append(agent_id)
                 pending_bytes += size
                 if pending_bytes >= chunk_bytes:
