@@ -161,3 +161,26 @@ async def test_rekey_walks_a_compacted_stream_from_its_base(tmp_path: Path) -> N
     async with StateStore(url, keyring=rotated.without("k1")) as store:
         assert (await store.load("a")).data == {"i": 9}
         assert (await store.verify()).ok
+
+
+async def test_a_copy_of_the_store_file_taken_before_forget_is_unreadable_after(
+    tmp_path: Path,
+) -> None:
+    """A replica (here: a copy of the SQLite file and its WAL) holds the agent's records
+    but never its data key: forgetting in the live store forgets in every copy."""
+    import shutil
+
+    keys = ring(SqliteKeyVault(tmp_path / "vault.db"))
+    live = tmp_path / "live.db"
+    async with StateStore(f"sqlite:///{live}", keyring=keys) as store:
+        await store.save("acme/alice", {"ssn": "078-05-1120"})
+        await store.save("acme/bob", {"n": 1})
+        replica = tmp_path / "replica"
+        replica.mkdir()
+        for path in tmp_path.glob("live.db*"):
+            shutil.copy(path, replica / path.name)
+        await forget(store, "acme/alice")
+    async with StateStore(f"sqlite:///{replica / 'live.db'}", keyring=keys) as copy:
+        with pytest.raises(AgentForgotten):
+            await copy.load("acme/alice")
+        assert (await copy.load("acme/bob")).data == {"n": 1}
