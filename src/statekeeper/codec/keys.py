@@ -255,8 +255,9 @@ class Keyring:
         """The agent's data key (created, wrapped and stored in the vault when
         ``create`` and the agent has none yet).
 
-        Raises :class:`~statekeeper.errors.AgentForgotten` when the key was destroyed
-        (or, without ``create``, was never in this vault), and
+        Raises :class:`~statekeeper.errors.AgentForgotten` when the key was destroyed,
+        :class:`~statekeeper.errors.DecryptionError` when (without ``create``) the vault
+        never held one for the agent, and
         :class:`~statekeeper.errors.ConfigurationError` when the keyring has no vault.
         """
         key = self._data.get(agent_id)
@@ -272,8 +273,18 @@ class Keyring:
         if entry is None and create:
             master = self.active
             entry = vault.create(agent_id, master.id, master.wrap(agent_id, os.urandom(KEY_BYTES)))
-        if entry is None or entry.wrapped is None or entry.master_id is None:
-            raise AgentForgotten(agent_id, entry.forgotten_at if entry is not None else None)
+        if entry is None:
+            # no tombstone either: not a forgotten agent but a record that does not
+            # belong here (moved from another agent) or a vault that did not write it
+            raise DecryptionError(
+                agent_id,
+                None,
+                "data key",
+                "the key vault holds no data key for this agent (a record moved from"
+                " another agent, or a vault other than the one that wrote it)",
+            )
+        if entry.wrapped is None or entry.master_id is None:
+            raise AgentForgotten(agent_id, entry.forgotten_at)
         master_key = self.get(entry.master_id)
         if master_key is None:
             from ..errors import KeyNotFound

@@ -420,6 +420,8 @@ class Codec:
         legacy = flags & FLAG_LEGACY_LINK
         ident = _names(agent_id, kind) + _seq_ts.pack(seq, ts)
         kid_len = payload[2]
+        if kid_len == 0 and flags & FLAG_DATA_KEY:  # a data key means encrypted
+            raise IntegrityError(agent_id, seq, f"{kind} record has an invalid header")
         if kid_len == 0:
             if self._strict:
                 raise IntegrityError(
@@ -507,7 +509,12 @@ class Codec:
                 "the record is encrypted with the agent's data key and the keyring has no"
                 ' key vault (set "data_keys" in the key file)',
             )
-        return self.keyring.data_key(agent_id)
+        try:
+            return self.keyring.data_key(agent_id)
+        except DecryptionError as exc:
+            if exc.seq is not None:
+                raise
+            raise DecryptionError(agent_id, seq, exc.key_id, exc.reason) from None
 
     def _open_v0(
         self, agent_id: str, seq: int, kind: str, payload: bytes, checksum: bytes
