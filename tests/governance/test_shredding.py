@@ -168,19 +168,24 @@ async def test_a_copy_of_the_store_file_taken_before_forget_is_unreadable_after(
 ) -> None:
     """A replica (here: a copy of the SQLite file and its WAL) holds the agent's records
     but never its data key: forgetting in the live store forgets in every copy."""
-    import shutil
-
     keys = ring(SqliteKeyVault(tmp_path / "vault.db"))
     live = tmp_path / "live.db"
     async with StateStore(f"sqlite:///{live}", keyring=keys) as store:
         await store.save("acme/alice", {"ssn": "078-05-1120"})
         await store.save("acme/bob", {"n": 1})
         replica = tmp_path / "replica"
-        replica.mkdir()
-        for path in tmp_path.glob("live.db*"):
-            shutil.copy(path, replica / path.name)
+        copy_files(tmp_path, replica)
         await forget(store, "acme/alice")
     async with StateStore(f"sqlite:///{replica / 'live.db'}", keyring=keys) as copy:
         with pytest.raises(AgentForgotten):
             await copy.load("acme/alice")
         assert (await copy.load("acme/bob")).data == {"n": 1}
+
+
+def copy_files(source: Path, target: Path) -> None:
+    """Copy the store's files (the database, its WAL and shared memory), as a replica."""
+    import shutil
+
+    target.mkdir()
+    for path in source.glob("live.db*"):
+        shutil.copy(path, target / path.name)
