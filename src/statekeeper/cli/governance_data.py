@@ -313,12 +313,19 @@ def retention_apply(
     import json as jsonlib
 
     from ..governance.retention import RetentionPolicy, RetentionReport, apply_retention
+    from .files import check_output_file, json_tagged
     from .progress import bar
 
+    if progress_file is not None:
+        check_output_file(
+            progress_file, "retention progress file", json_tagged("statekeeper_retention")
+        )
     text = ""
     source = "--rule"
     if policy_file is not None:
-        RetentionPolicy.from_file(policy_file)  # its errors name the file and the line
+        parsed = RetentionPolicy.from_file(policy_file)  # errors name the file and line
+        if not parsed.rules and not parsed.holds and not parsed.held_namespaces:
+            raise ConfigurationError(f"the policy file {policy_file} sets no rule and no hold")
         text = policy_file.read_text(encoding="utf-8")
         source = str(policy_file)
     if rules:
@@ -360,6 +367,7 @@ def retention_apply(
     report = run(go())
     if progress_file is not None and not dry_run:
         progress_file.unlink(missing_ok=True)  # finished: the next run starts over
+    failed = any(a.outcome == "failed" for a in report.actions)
     actions = [
         {
             "agent_id": a.agent_id,
@@ -382,6 +390,8 @@ def retention_apply(
                 "actions": actions,
             }
         )
+        if failed:
+            raise typer.Exit(1)
         return
     console = out_console()
     verb = "would" if dry_run else "did"
@@ -398,3 +408,5 @@ def retention_apply(
         f"{report.scanned:,} agent(s) scanned, {report.held:,} on legal hold,"
         f" {len(report.actions):,} action(s)" + (" (dry run: nothing changed)" if dry_run else "")
     )
+    if any(a.outcome == "failed" for a in report.actions):
+        raise typer.Exit(1)  # problems found: listed above (the run goes on past them)
