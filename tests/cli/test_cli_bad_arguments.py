@@ -237,6 +237,7 @@ EXPECTED: dict[tuple[str, str], int] = {
 
 
 @pytest.mark.slow  # one process per case, every command: minutes on a loaded machine
+@pytest.mark.timeout(1200)  # ~400 processes: at load 17 on 2 cores, over the 300 s default
 def test_every_command_with_bad_arguments(tmp_path: Path) -> None:
     corpus = _make_corpus(tmp_path)
     cases = [case for name, cmd in commands().items() for case in cases_for(name, cmd, corpus)]
