@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ...errors import BackendUnavailable, BackupError, ConfigurationError
+from ...errors import BackupError, ConfigurationError
 
 __all__ = ["Location"]
 
@@ -40,16 +40,10 @@ class Location:
 
     def _client(self) -> Any:
         assert self.s3 is not None
-        try:
-            import boto3  # type: ignore[import-untyped]
-        except ImportError:
-            raise BackendUnavailable(
-                "S3 backups need boto3: pip install 'statekeeper[s3]'"
-            ) from None
+        from ...backends.s3 import object_client  # the driver stays in its engine
+
         options = self.s3[2]
-        return boto3.client(
-            "s3", endpoint_url=options.get("endpoint_url"), region_name=options.get("region")
-        )
+        return object_client(options.get("endpoint_url"), options.get("region"))
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[IO[bytes]]:
