@@ -332,7 +332,8 @@ async def apply_retention(
     report = RetentionReport()
     cursor = after
     while True:
-        page = await store.backend.list_agents(after=cursor, limit=_PAGE)
+        # the store's listing: never its own streams (the audit log), only agents
+        page = await store.list_agents(after=cursor, limit=_PAGE)
         for info in page:
             agent_id = info.agent_id
             report.scanned += 1
