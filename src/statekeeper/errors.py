@@ -10,16 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AgentForgotten",
     "AgentNotFound",
     "AsyncRequired",
     "BackendError",
     "BackendRejected",
     "BackendUnavailable",
+    "BackupCorrupt",
+    "BackupError",
+    "BackupKeyMismatch",
     "CallbackError",
     "CapabilityUnsupported",
     "ConfigurationError",
     "ConflictError",
     "DecryptionError",
+    "HistoryCompacted",
     "IntegrityError",
     "InvalidAgentId",
     "InvalidArgument",
@@ -38,6 +43,7 @@ __all__ = [
     "NotOwned",
     "PatchError",
     "ReadOnlyStore",
+    "RetentionPolicyError",
     "RetriesExhausted",
     "RollbackDetected",
     "SchemaError",
@@ -685,3 +691,71 @@ class UpcasterFailed(SchemaMismatch):
 class MigrationError(SchemaError):
     """A migration cannot run as asked (finalized already, another run in progress, a
     rollback that would lose writes). Nothing more was written."""
+
+
+class AgentForgotten(StorageError):
+    """The agent was crypto-shredded (``statekeeper forget``): its data key is destroyed,
+    so none of its records, in any copy of the store, can be decrypted again.
+
+    ``agent_id`` names the agent; ``forgotten_at`` is when its key was destroyed (epoch
+    seconds; None when the key vault holds no record of the agent at all, e.g. a store
+    restored next to another vault). Raised instead of returning anything decoded.
+    """
+
+    def __init__(self, agent_id: str, forgotten_at: float | None = None) -> None:
+        self.agent_id = agent_id
+        self.forgotten_at = forgotten_at
+        super().__init__(agent_id, forgotten_at)
+
+    def __str__(self) -> str:
+        if self.forgotten_at is None:
+            return (
+                f"agent {self.agent_id!r} cannot be read: its data key is not in the key vault"
+                " (forgotten, or a vault other than the one that wrote it)"
+            )
+        return f"agent {self.agent_id!r} was forgotten: its data key was destroyed"
+
+
+class BackupError(StatekeeperError):
+    """A backup cannot be written or restored. Nothing was restored."""
+
+
+class BackupCorrupt(BackupError):
+    """A backup file is damaged, truncated, edited or incomplete (``what`` names the part:
+    ``"header"``, ``"chunk 3"``, ``"manifest"``, ``"agent 'x'"``...). Nothing was restored."""
+
+    def __init__(self, path: str, what: str, reason: str) -> None:
+        self.path = path
+        self.what = what
+        self.reason = reason
+        super().__init__(f"backup {path}: {what}: {reason}")
+
+
+class BackupKeyMismatch(BackupError):
+    """The backup key given is not the one the backup was written with (or it is the
+    store's own key, which a backup must not use). Nothing was read or restored."""
+
+
+class RetentionPolicyError(ConfigurationError):
+    """A retention policy is malformed; ``line`` is the line of the policy file (None
+    when the policy was built in Python)."""
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None) -> None:
+        self.source = source
+        self.line = line
+        where = f"{source}:{line}: " if source and line else (f"{source}: " if source else "")
+        super().__init__(where + message)
+
+
+class HistoryCompacted(StorageError):
+    """The state asked for lies before the agent's retention base: retention kept the
+    last events and compacted the ones up to ``base_seq`` into a snapshot, so seqs
+    ``<= base_seq`` (except the base itself) cannot be rebuilt any more."""
+
+    def __init__(self, agent_id: str, base_seq: int) -> None:
+        self.agent_id = agent_id
+        self.base_seq = base_seq
+        super().__init__(
+            f"agent {agent_id!r}: history before seq {base_seq + 1} was compacted by"
+            f" retention (its base is the snapshot at seq {base_seq})"
+        )

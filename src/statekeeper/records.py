@@ -165,6 +165,23 @@ class RewriteRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamExport:
+    """A slice of one agent's stream as stored, for backups
+    (:meth:`~statekeeper.backends.base.Backend.export_streams`): the events with
+    ``after_seq <= seq <= to_seq`` (the event *at* ``after_seq`` included, so a reader
+    can check the stream still continues the one it copied before), the latest snapshot
+    at or below ``to_seq``, the stored head and head tag, and the idempotency keys as
+    ``(key, first_seq, last_seq)``."""
+
+    agent_id: str
+    head: int
+    head_tag: bytes | None
+    events: list[RawEvent]
+    snapshot: RawSnapshot | None
+    keys: list[tuple[str, int, int]]
+
+
+@dataclass(frozen=True, slots=True)
 class AppendResult:
     """Where an append landed: ``first_seq``..``last_seq`` of ``agent_id``."""
 

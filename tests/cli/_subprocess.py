@@ -183,11 +183,22 @@ STORE_COMMANDS: dict[str, list[str]] = {
         "--model",
         "statekeeper.Conversation",
     ],
+    "backup": [
+        "--to",
+        "{out}/store.skb",
+        "--backup-key",
+        "{out}/backup.key",
+        "--create-backup-key",
+    ],
+    # after backup, into the same store: every agent is there already
+    "restore": ["{out}/store.skb", "--backup-key", "{out}/backup.key", "--skip-existing"],
+    "forget": ["beta", "--yes"],
+    "retention apply": ["--rule", "* keep_last=2 snapshot_every=10", "--dry-run"],
 }
 #: commands that write to the store (all the others only read)
-WRITING = {"delete", "rekey", "langgraph prune", "init", "repair", "import"}
+WRITING = {"delete", "rekey", "langgraph prune", "init", "repair", "import", "restore", "forget"}
 #: commands that refuse to run without a key
-NEED_KEY = {"rekey"}
+NEED_KEY = {"rekey", "forget"}
 
 
 def store_commands() -> list[str]:

@@ -38,6 +38,7 @@ OUTPUT_PATHS = {
     ("keys generate", "key_file"),
     ("rekey", "progress_file"),
     ("export", "output"),
+    ("retention apply", "progress_file"),
 }
 #: time-like text options and what is wrong with them
 TEXT_VALUES = {"at_time": ["tomorrow", "2025-13-45T99:00"], "ttl": ["12x", "-3d"]}
@@ -226,6 +227,12 @@ EXPECTED: dict[tuple[str, str], int] = {
     # every agent of the file already exists (skipped), or was deleted by the delete
     # case and is imported under the given key: 0 either way (see the report's doubts)
     ("import", "--key-file: the wrong key"): 0,
+    # a backup copies records as stored (encrypted): it opens none of them
+    ("backup", "--key-file: the wrong key"): 0,
+    # --create-backup-key (in the base invocation) writes a new key where it is missing
+    ("backup", "--backup-key: a missing file"): 0,
+    # a dry run plans from clear headers (seqs, times): nothing the key protects
+    ("retention apply", "--key-file: the wrong key"): 0,
 }
 
 

@@ -29,6 +29,12 @@ def ring(active: str = "k1", **keys: str) -> Keyring:
     return Keyring(keys or {"k1": K1, "k2": K2}, active=active)
 
 
+def _with_vault() -> Keyring:
+    from statekeeper.codec.datakeys import MemoryKeyVault
+
+    return Keyring({"k1": K1, "k2": K2}, active="k1", data_keys=MemoryKeyVault())
+
+
 CODECS = {
     "plain": lambda: Codec(types=registry()),
     "plain-zstd": lambda: Codec(types=registry(), compression="zstd", compress_min_bytes=0),
@@ -41,6 +47,8 @@ CODECS = {
         compress_min_bytes=0,
         format="msgpack",
     ),
+    # per-agent data keys (crypto-shredding): the same guarantees
+    "data-keys": lambda: Codec(types=registry(), keyring=_with_vault()),
 }
 NAMES = list(CODECS)
 

@@ -46,6 +46,7 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamExport,
 )
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "Capability",
     "Health",
     "check_fence",
+    "check_prune",
     "validate_request",
     "validate_rewrite",
     "validate_ttl",
@@ -77,6 +79,9 @@ class Capability(enum.StrEnum):
     DROP_ALL = "drop_all"
     #: ``schema_version()``: a versioned schema, migrated on open; a newer one is refused
     MIGRATIONS = "migrations"
+    #: ``prune(agent, base_seq, drop_snapshots)``: remove history below a snapshot
+    #: (retention: keep the last N events, thin snapshots)
+    PRUNE = "prune"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +111,7 @@ _AGENT_ID_METHODS = (
     "get_lease",
     "idempotency_keys",
     "set_ttl",
+    "prune",
 )
 
 
@@ -264,7 +270,39 @@ class Backend(abc.ABC):
         """
         raise CapabilityUnsupported(self.name, Capability.REWRITE.value)
 
+    async def export_streams(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamExport]:
+        """For each ``(agent_id, after_seq, to_seq)``: a :class:`StreamExport` of that
+        slice (what a backup copies). The default reads each agent on its own; engines
+        override it with a few statements per batch (SQLite).
+
+        Each export is consistent on its own only as far as the engine's reads are:
+        a caller checks that the events run gap-free up to ``to_seq``.
+        """
+        out: list[StreamExport] = []
+        keyed = self.supports(Capability.KEY_EXPORT)
+        for agent_id, after_seq, to_seq in ranges:
+            events = await self.read(agent_id, max(after_seq - 1, 0), to_seq)
+            snap = await self.latest_snapshot(agent_id, to_seq) if to_seq > 0 else None
+            head, tag = await self.head_tag(agent_id)
+            keys = await self.idempotency_keys(agent_id) if keyed else []
+            out.append(StreamExport(agent_id, head, tag, events, snap, keys))
+        return out
+
     # -- optional capabilities (see Capability); the defaults refuse -----------------
+
+    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+        """Remove history, atomically: with ``base_seq > 0``, every event with seq
+        ``<= base_seq``, every snapshot below ``base_seq`` and every idempotency record
+        whose events are all ``<= base_seq`` (the snapshot at ``base_seq`` becomes the
+        stream's base); and the snapshots at the seqs of ``drop_snapshots``. The head,
+        its tag and the events after ``base_seq`` are untouched.
+
+        Refused with :class:`~statekeeper.errors.ConfigurationError`, nothing removed,
+        unless ``0 <= base_seq < head`` and (for ``base_seq > 0``) a snapshot is stored at
+        ``base_seq``, which ``drop_snapshots`` may not name. Capability ``PRUNE``
+        (retention); the default refuses.
+        """
+        raise CapabilityUnsupported(self.name, Capability.PRUNE.value)
 
     async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
         """Every idempotency key of the agent as ``(key, first_seq, last_seq)``, in
@@ -512,6 +550,23 @@ def check_fence(agent_id: str, fence: Fence, current: LeaseInfo | None) -> None:
             current.token if current is not None else 0,
             current.holder if current is not None else None,
         )
+
+
+def check_prune(
+    agent_id: str, head: int, base_seq: int, has_base: bool, drop_snapshots: Sequence[int]
+) -> None:
+    """The preconditions of :meth:`Backend.prune`, checked by each engine inside its
+    atomic step (``has_base``: a snapshot is stored at ``base_seq``)."""
+    if not 0 <= base_seq < head:
+        raise ConfigurationError(
+            f"agent {agent_id!r}: cannot prune to base seq {base_seq} with head {head}"
+        )
+    if base_seq and not has_base:
+        raise ConfigurationError(
+            f"agent {agent_id!r}: no snapshot at seq {base_seq} to become the stream's base"
+        )
+    if base_seq and base_seq in drop_snapshots:
+        raise ConfigurationError(f"agent {agent_id!r}: cannot drop the base snapshot")
 
 
 def validate_rewrite(request: RewriteRequest) -> None:

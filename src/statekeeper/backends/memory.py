@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import ConflictError, LeaseHeld, LeaseLost, StoreClosed
+from ..errors import ConfigurationError, ConflictError, LeaseHeld, LeaseLost, StoreClosed
 from ..records import (
     AgentInfo,
     AppendRequest,
@@ -28,6 +28,7 @@ from .base import (
     Capability,
     Health,
     check_fence,
+    check_prune,
     validate_request,
     validate_rewrite,
     validate_ttl,
@@ -44,6 +45,12 @@ class _Stream:
     keys: dict[str, tuple[int, int]] = field(default_factory=dict)
     created_at: float = 0.0
     head_tag: bytes | None = None
+    #: events up to this seq were pruned (each slot holds the shared ``_PRUNED``)
+    base: int = 0
+
+
+#: what a pruned event's slot holds (one shared object: a pointer per pruned event)
+_PRUNED = RawEvent(0, "pruned", 0.0, b"", b"")
 
 
 class MemoryBackend(Backend):
@@ -56,7 +63,13 @@ class MemoryBackend(Backend):
     name = "memory"
     supports_leases = True
     capabilities = frozenset(
-        {Capability.LEASES, Capability.KEY_EXPORT, Capability.REWRITE, Capability.DROP_ALL}
+        {
+            Capability.LEASES,
+            Capability.KEY_EXPORT,
+            Capability.REWRITE,
+            Capability.DROP_ALL,
+            Capability.PRUNE,
+        }
     )
     compares_head_tag = True
 
@@ -143,6 +156,10 @@ class MemoryBackend(Backend):
             or (stream.head_tag != request.expected_tag)
         ):
             raise ConflictError(request.agent_id, request.expected_seq, head)
+        if any(new.seq <= stream.base for new in request.events):
+            raise ConfigurationError(
+                f"agent {request.agent_id!r}: events up to seq {stream.base} were pruned"
+            )
         for new in request.events:
             old = stream.events[new.seq - 1]
             stream.events[new.seq - 1] = RawEvent(
@@ -165,7 +182,7 @@ class MemoryBackend(Backend):
         if stream is None:
             return []
         end = len(stream.events) if to_seq is None else min(to_seq, len(stream.events))
-        start = max(after_seq, 0)
+        start = max(after_seq, stream.base)
         if limit is not None:
             end = min(end, start + limit)
         return stream.events[start:end] if end > start else []
@@ -178,9 +195,30 @@ class MemoryBackend(Backend):
         # The highest seq stamped at or before ``timestamp``. Not a bisection: clocks
         # can step back, so stamps are not guaranteed to be sorted.
         for e in reversed(stream.events):
+            if e is _PRUNED:
+                break
             if e.timestamp <= timestamp:
                 return e.seq
         return 0
+
+    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+        self._check()
+        stream = self._streams.get(agent_id)
+        head = len(stream.events) if stream is not None else 0
+        has_base = stream is not None and base_seq in stream.snapshots
+        check_prune(agent_id, head, base_seq, has_base, drop_snapshots)
+        assert stream is not None
+        if base_seq > stream.base:
+            for i in range(stream.base, base_seq):
+                stream.events[i] = _PRUNED
+            stream.base = base_seq
+            for key, (_first, last) in list(stream.keys.items()):
+                if last <= base_seq:
+                    del stream.keys[key]
+        drop = {s for s in stream.snapshot_seqs if s < base_seq} | set(drop_snapshots)
+        for seq in drop & set(stream.snapshots):
+            del stream.snapshots[seq]
+        stream.snapshot_seqs = [s for s in stream.snapshot_seqs if s not in drop]
 
     def _put_snapshot(self, stream: _Stream, snapshot: RawSnapshot) -> None:
         if snapshot.seq not in stream.snapshots:

@@ -822,3 +822,12 @@ class S3Backend(Backend):
         self._closed = True
         await asyncio.get_running_loop().run_in_executor(None, self._pool.shutdown, True)
         self._s3.close()
+
+
+def object_client(endpoint_url: str | None = None, region_name: str | None = None) -> Any:
+    """A plain boto3 S3 client (for tools that store whole objects, such as backups),
+    built here so that only the S3 engine imports the driver."""
+    try:
+        return boto3.client("s3", endpoint_url=endpoint_url, region_name=region_name)
+    except (BotoCoreError, ValueError) as exc:
+        raise ConfigurationError(f"cannot build an S3 client: {exc}") from exc

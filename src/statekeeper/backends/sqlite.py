@@ -70,12 +70,14 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamExport,
 )
 from .base import (
     Backend,
     Capability,
     Health,
     check_fence,
+    check_prune,
     validate_request,
     validate_rewrite,
     validate_ttl,
@@ -337,6 +339,7 @@ class SQLiteBackend(Backend):
             Capability.REWRITE,
             Capability.DROP_ALL,
             Capability.MIGRATIONS,
+            Capability.PRUNE,
         }
     )
     compares_head_tag = True
@@ -1002,6 +1005,49 @@ class SQLiteBackend(Backend):
         validate_rewrite(request)
         await self._write(self._rewrite_sync, request)
 
+    def _prune_sync(self, agent_id: str, base_seq: int, drop: tuple[int, ...]) -> None:
+        conn = self._writer
+        assert conn is not None
+        with _translated(self.path, agent_id):
+            self._begin(conn)
+            try:
+                row = conn.execute(
+                    "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+                ).fetchone()
+                has_base = base_seq > 0 and (
+                    conn.execute(
+                        "SELECT 1 FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
+                        (agent_id, base_seq),
+                    ).fetchone()
+                    is not None
+                )
+                check_prune(agent_id, row[0] if row else 0, base_seq, has_base, drop)
+                if base_seq:
+                    conn.execute(
+                        "DELETE FROM sk_events WHERE agent_id = ? AND seq <= ?",
+                        (agent_id, base_seq),
+                    )
+                    conn.execute(
+                        "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq < ?",
+                        (agent_id, base_seq),
+                    )
+                    conn.execute(
+                        "DELETE FROM sk_idempotency WHERE agent_id = ? AND last_seq <= ?",
+                        (agent_id, base_seq),
+                    )
+                conn.executemany(
+                    "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
+                    [(agent_id, seq) for seq in drop],
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+        await self._write(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))
+
     def _delete_sync(self, agent_id: str) -> bool:
         conn = self._writer
         assert conn is not None
@@ -1307,6 +1353,67 @@ class SQLiteBackend(Backend):
                 for r in rows:
                     found[r[0]] = RawEvent(r[1], r[2], r[3], r[4], r[5])
         return [found.get(agent_id) for agent_id in agent_ids]
+
+    async def export_streams(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamExport]:
+        """Four statements per batch of agents (events, snapshots, heads, keys), each
+        an index range read per agent, instead of four reads per agent."""
+        out: list[StreamExport] = []
+        with _translated(self.path):
+            reader = self._reader()
+            for start in range(0, len(ranges), 300):
+                chunk = ranges[start : start + 300]
+                for agent_id, _, _ in chunk:
+                    check_stored_id(agent_id)
+                # one row per range, numbered: an agent may be asked for twice
+                values = ",".join("(?, ?, ?, ?)" for _ in chunk)
+                flat: list[Any] = []
+                for i, (agent_id, after_seq, to_seq) in enumerate(chunk):
+                    flat += [i, agent_id, max(after_seq, 1), to_seq]
+                events: list[list[RawEvent]] = [[] for _ in chunk]
+                for r in reader.execute(
+                    f"WITH w(i, a, lo, hi) AS (VALUES {values})"
+                    " SELECT w.i, e.seq, e.kind, e.ts, CAST(e.payload AS BLOB),"
+                    " CAST(e.checksum AS BLOB) FROM w JOIN sk_events e"
+                    " ON e.agent_id = w.a AND e.seq BETWEEN w.lo AND w.hi"
+                    " ORDER BY w.i, e.seq",
+                    flat,
+                ):
+                    events[r[0]].append(RawEvent(r[1], r[2], r[3], r[4], r[5]))
+                snaps: dict[int, RawSnapshot] = {}
+                for r in reader.execute(
+                    f"WITH w(i, a, lo, hi) AS (VALUES {values})"
+                    " SELECT w.i, s.seq, s.ts, CAST(s.payload AS BLOB),"
+                    " CAST(s.checksum AS BLOB) FROM w JOIN sk_snapshots s"
+                    " ON s.agent_id = w.a AND s.seq = (SELECT max(seq) FROM sk_snapshots"
+                    " WHERE agent_id = w.a AND seq <= w.hi)",
+                    flat,
+                ):
+                    snaps[r[0]] = RawSnapshot(r[1], r[2], r[3], r[4])
+                ids = sorted({a for a, _, _ in chunk})
+                marks = ",".join("?" * len(ids))
+                heads = {
+                    r[0]: (r[1], _blob(r[2]))
+                    for r in reader.execute(
+                        "SELECT agent_id, head_seq, head_tag FROM sk_agents"
+                        f" WHERE agent_id IN ({marks})",
+                        ids,
+                    )
+                }
+                keys: dict[str, list[tuple[str, int, int]]] = {a: [] for a in ids}
+                for r in reader.execute(
+                    "SELECT agent_id, key, first_seq, last_seq FROM sk_idempotency"
+                    f" WHERE agent_id IN ({marks}) ORDER BY agent_id, first_seq",
+                    ids,
+                ):
+                    keys[r[0]].append((r[1], r[2], r[3]))
+                for i, (agent_id, _, _) in enumerate(chunk):
+                    head, tag = heads.get(agent_id, (0, None))
+                    out.append(
+                        StreamExport(
+                            agent_id, head, tag, events[i], snaps.get(i), list(keys[agent_id])
+                        )
+                    )
+        return out
 
     lists_backwards = True
 

@@ -285,6 +285,7 @@ def verify(
                     total.snapshots += report.snapshots
                     total.keys += report.keys
                     total.problems.extend(report.problems)
+                    total.forgotten.extend(report.forgotten)
                     progress.advance(task)
             if todo is None:  # agents the witness saw that the store lost entirely
                 lost = await store.witness_problems()
@@ -300,6 +301,8 @@ def verify(
                 "events": report.events,
                 "snapshots": report.snapshots,
                 "problems": render.problems_json(report.problems),
+                # crypto-shredded agents (statekeeper forget): unreadable by design
+                **({"forgotten": report.forgotten} if report.forgotten else {}),
             }
         )
     else:
@@ -308,6 +311,8 @@ def verify(
             f"{report.agents} agent(s), {report.events} event(s), "
             f"{report.snapshots} snapshot(s) checked"
         )
+        if report.forgotten:
+            summary += f", {len(report.forgotten)} forgotten (crypto-shredded)"
         if report.ok:
             console.print(f"[green]✓ OK[/] — {summary}, no problems")
         else:

@@ -79,6 +79,23 @@ COMMANDS: dict[str, Entry] = {
         "Export stream digests to a file kept outside the store; check them later "
         "(detects a rollback of the whole store).",
     ),
+    "backup": Entry(
+        "governance_data",
+        "Write an encrypted, compressed point-in-time backup of a live store.",
+    ),
+    "restore": Entry(
+        "governance_data",
+        "Restore a backup into any store after verifying all of it.",
+    ),
+    "forget": Entry(
+        "governance_data",
+        "Crypto-shred an agent: destroy its data key, so no copy of its records opens.",
+    ),
+    "retention": Entry(
+        "governance_data",
+        "Apply retention policies: TTL, keep the last N events, thin snapshots, legal holds.",
+        group="retention_app",
+    ),
     "diagram": Entry(
         "diagram", "Draw a state machine; with --db, overlay what the store observed."
     ),

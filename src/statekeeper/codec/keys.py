@@ -20,6 +20,12 @@ Sources::
     Keyring.from_env()                  # $STATEKEEPER_KEYS = "k2=<base64>,k1=<base64>"
     Keyring.from_callable(kms_fetch, active="k2")   # kms_fetch("k2") -> 32 bytes
 
+With a key vault (``data_keys=``: a :class:`~statekeeper.codec.datakeys.KeyVault` or a
+file path; ``"data_keys": "vault.db"`` in a key file, relative to it), every agent's
+records are encrypted with a data key of its own, wrapped by the active master key and
+kept in the vault: :meth:`Keyring.forget` destroys it (crypto-shredding, see
+:mod:`statekeeper.codec.datakeys`).
+
 >>> ring = Keyring({"k1": bytes(32)}, active="k1")
 >>> ring
 Keyring(active='k1', keys=['k1'])
@@ -39,7 +45,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendUnavailable, ConfigurationError
+from ..errors import AgentForgotten, BackendUnavailable, ConfigurationError, DecryptionError
+from .datakeys import KeyVault, open_vault
 
 __all__ = ["KEY_BYTES", "DerivedKey", "Keyring", "generate_key"]
 
@@ -83,6 +90,10 @@ def _material(key_id: str, value: object) -> bytes:
     return raw
 
 
+def _wrap_aad(agent_id: str) -> bytes:
+    return b"sk-data-key/1" + agent_id.encode("utf-8", "surrogatepass")
+
+
 def _derive(master: bytes, purpose: bytes, length: int = 32) -> bytes:
     try:
         from cryptography.hazmat.primitives import hashes
@@ -111,7 +122,7 @@ def _aesgcm(key: bytes) -> Any:
 class DerivedKey:
     """The subkeys of one master key. Holds key material: its ``repr`` shows the id only."""
 
-    __slots__ = ("_head", "_idempotency", "_witness", "aead", "fingerprint", "id")
+    __slots__ = ("_head", "_idempotency", "_witness", "_wrap", "aead", "fingerprint", "id")
 
     def __init__(self, key_id: str, master: bytes) -> None:
         self.id = key_id
@@ -120,6 +131,28 @@ class DerivedKey:
         self._witness = _derive(master, b"witness")
         self._idempotency = _derive(master, b"idempotency key")
         self.fingerprint = _derive(master, b"key fingerprint", 4)
+        self._wrap = _aesgcm(_derive(master, b"data key wrapping"))
+
+    def wrap(self, agent_id: str, data_key: bytes) -> bytes:
+        """``data_key`` wrapped for ``agent_id`` (nonce + AES-256-GCM ciphertext)."""
+        nonce = os.urandom(12)
+        return nonce + bytes(self._wrap.encrypt(nonce, data_key, _wrap_aad(agent_id)))
+
+    def unwrap(self, agent_id: str, wrapped: bytes) -> bytes:
+        """The data key :meth:`wrap` wrapped for ``agent_id``; raises
+        :class:`~statekeeper.errors.DecryptionError` when it does not authenticate."""
+        from cryptography.exceptions import InvalidTag
+
+        try:
+            return bytes(self._wrap.decrypt(wrapped[:12], wrapped[12:], _wrap_aad(agent_id)))
+        except (InvalidTag, ValueError):
+            raise DecryptionError(
+                agent_id,
+                None,
+                self.id,
+                f"the agent's data key does not unwrap with master key {self.id!r}"
+                " (wrong key material, or a vault entry moved from another agent)",
+            ) from None
 
     def __repr__(self) -> str:
         return f"DerivedKey(id={self.id!r}, material=<redacted>)"
@@ -157,8 +190,11 @@ class Keyring:
         *,
         active: str | None = None,
         fetch: Callable[[str], bytes | str] | None = None,
+        data_keys: KeyVault | str | os.PathLike[str] | None = None,
     ) -> None:
         self._keys: dict[str, DerivedKey] = {}
+        self.data_keys: KeyVault | None = open_vault(data_keys)
+        self._data: dict[str, DerivedKey] = {}
         self._fetch = fetch
         self._lock = threading.Lock()
         for key_id, value in (keys or {}).items():
@@ -174,7 +210,8 @@ class Keyring:
         self.active  # noqa: B018 - load (and check) the active key now, not on first write
 
     def __repr__(self) -> str:
-        return f"Keyring(active={self.active_id!r}, keys={sorted(self._keys)!r})"
+        vault = f", data_keys={self.data_keys!r}" if self.data_keys is not None else ""
+        return f"Keyring(active={self.active_id!r}, keys={sorted(self._keys)!r}{vault})"
 
     def __contains__(self, key_id: object) -> bool:
         return key_id in self._keys
@@ -212,12 +249,98 @@ class Keyring:
                 self._keys[key_id] = key
         return key
 
+    # -- per-agent data keys (crypto-shredding) ----------------------------------------
+
+    def data_key(self, agent_id: str, *, create: bool = False) -> DerivedKey:
+        """The agent's data key (created, wrapped and stored in the vault when
+        ``create`` and the agent has none yet).
+
+        Raises :class:`~statekeeper.errors.AgentForgotten` when the key was destroyed,
+        :class:`~statekeeper.errors.DecryptionError` when (without ``create``) the vault
+        never held one for the agent, and
+        :class:`~statekeeper.errors.ConfigurationError` when the keyring has no vault.
+        """
+        key = self._data.get(agent_id)
+        if key is not None:
+            return key
+        vault = self.data_keys
+        if vault is None:
+            raise ConfigurationError(
+                "per-agent data keys need a key vault (Keyring(data_keys=...) or"
+                ' "data_keys" in the key file)'
+            )
+        entry = vault.load(agent_id)
+        if entry is None and create:
+            master = self.active
+            entry = vault.create(agent_id, master.id, master.wrap(agent_id, os.urandom(KEY_BYTES)))
+        if entry is None:
+            # no tombstone either: not a forgotten agent but a record that does not
+            # belong here (moved from another agent) or a vault that did not write it
+            raise DecryptionError(
+                agent_id,
+                None,
+                "data key",
+                "the key vault holds no data key for this agent (a record moved from"
+                " another agent, or a vault other than the one that wrote it)",
+            )
+        if entry.wrapped is None or entry.master_id is None:
+            raise AgentForgotten(agent_id, entry.forgotten_at)
+        master_key = self.get(entry.master_id)
+        if master_key is None:
+            from ..errors import KeyNotFound
+
+            raise KeyNotFound(agent_id, None, entry.master_id)
+        key = DerivedKey(entry.master_id, master_key.unwrap(agent_id, entry.wrapped))
+        with self._lock:
+            self._data[agent_id] = key
+        return key
+
+    def rewrap(self, agent_id: str) -> bool:
+        """Wrap the agent's data key under the active master key (key rotation: the
+        old master key can then be retired). True when it was rewrapped; False when it
+        already was, or the agent has no live key."""
+        vault = self.data_keys
+        if vault is None:
+            return False
+        entry = vault.load(agent_id)
+        if entry is None or entry.wrapped is None or entry.master_id is None:
+            return False
+        if entry.master_id == self.active_id:
+            return False
+        old = self.get(entry.master_id)
+        if old is None:
+            from ..errors import KeyNotFound
+
+            raise KeyNotFound(agent_id, None, entry.master_id)
+        material = old.unwrap(agent_id, entry.wrapped)
+        master = self.active
+        vault.rewrap(agent_id, master.id, master.wrap(agent_id, material))
+        with self._lock:
+            self._data[agent_id] = DerivedKey(master.id, material)
+        return True
+
+    def forget(self, agent_id: str, *, at: float | None = None) -> bool:
+        """Destroy the agent's data key (crypto-shredding): every record encrypted
+        with it becomes unreadable, everywhere, for good. True when a key was
+        destroyed; False when the agent had none (a tombstone is stored anyway, so the
+        id cannot be given a new key and its old records stay unreadable)."""
+        import time
+
+        vault = self.data_keys
+        if vault is None:
+            raise ConfigurationError("forget needs a keyring with a key vault (data_keys)")
+        with self._lock:
+            self._data.pop(agent_id, None)
+        return vault.destroy(agent_id, time.time() if at is None else at)
+
     def without(self, *key_ids: str) -> Keyring:
         """A keyring without the named keys (e.g. to check a retired key is unused)."""
         ring = object.__new__(Keyring)
         ring._keys = {k: v for k, v in self._keys.items() if k not in key_ids}
         ring._fetch = None
         ring._lock = threading.Lock()
+        ring.data_keys = self.data_keys
+        ring._data = {}
         ring.active_id = self.active_id
         if ring.active_id not in ring._keys:
             raise ConfigurationError(f"cannot remove the active key {self.active_id!r}")
@@ -244,7 +367,16 @@ class Keyring:
                 f'key file {os.fspath(path)} must hold {{"active": ID, "keys": {{ID: BASE64}}}}'
             )
         chosen = active or doc.get("active")
-        return cls(doc["keys"], active=chosen if isinstance(chosen, str) else None)
+        vault = doc.get("data_keys")
+        if vault is not None and not isinstance(vault, str):
+            raise ConfigurationError(
+                f'key file {os.fspath(path)}: "data_keys" must be the path of a key vault'
+            )
+        return cls(
+            doc["keys"],
+            active=chosen if isinstance(chosen, str) else None,
+            data_keys=Path(path).parent / vault if vault else None,
+        )
 
     @classmethod
     def from_env(

@@ -11,7 +11,9 @@ Every byte a backend stores passes through one pipeline::
     1      flags              bits 0-1 format (0 JSON, 1 msgpack)
                               bits 2-3 compression (0 none, 1 zstd)
                               bit 4    legacy link (a record converted from version 0)
-                              bits 5-7 reserved, zero
+                              bit 5    data key: encrypted with the agent's own data
+                                       key (crypto-shredding), not the master key
+                              bits 6-7 reserved, zero
     2      key id length L    0 = not encrypted
     3      key id             L bytes of ASCII
     …      (encrypted only)   4-byte key fingerprint, 12-byte nonce
@@ -52,6 +54,13 @@ accidental corruption (bit rot, torn or misdirected writes, a bad copy) — but 
 who can write the file can recompute every hash. Only a key defends against an
 attacker (see ``docs/security.md``).
 
+**Data keys.** With a key vault on the keyring, records are encrypted with the agent's
+data key (flag bit 5; the key id is the master key that wraps it, the fingerprint the
+data key's): everything else — layout, chain, head tags (master key) — is unchanged, so
+records of both kinds mix in one stream and stores written before keep opening. A
+record whose data key was destroyed raises :class:`AgentForgotten` (a reader older than
+this flag refuses such a record as an invalid header, never misreads it).
+
 **Version 0** records (written before this layout existed: a bare JSON object with a
 SHA-256 checksum of identity + payload, no chain) still load in a store without a
 key; a store with a key refuses them, and ``statekeeper rekey`` converts them.
@@ -83,7 +92,7 @@ from .formats import FORMATS, JSON, Format
 from .types import TypeRegistry, from_plain
 
 if TYPE_CHECKING:
-    from .keys import Keyring
+    from .keys import DerivedKey, Keyring
 
 __all__ = ["CHAIN_BROKEN", "VERSION", "ZERO_LINK", "Codec", "Header", "Opened", "Sealed"]
 
@@ -98,7 +107,8 @@ COMPRESS_NONE = 0
 COMPRESS_ZSTD = 1
 _COMPRESSIONS = {None: COMPRESS_NONE, "none": COMPRESS_NONE, "zstd": COMPRESS_ZSTD}
 FLAG_LEGACY_LINK = 0x10
-_RESERVED = 0xE0
+FLAG_DATA_KEY = 0x20
+_RESERVED = 0xC0
 
 _NONCE = 12
 _FP = 4
@@ -146,6 +156,8 @@ class Header:
     compression: int
     key_id: str | None
     legacy_link: bool = False
+    #: encrypted with the agent's data key (crypto-shredding), not the master key
+    data_key: bool = False
 
     @property
     def format_name(self) -> str:
@@ -346,7 +358,11 @@ class Codec:
             if comp or legacy_link:  # not the canonical plaintext: cover the stored bytes too
                 return Sealed(payload, _stored_checksum(link, payload), link)
             return Sealed(payload, link, link)
-        key = self.keyring.active
+        if self.keyring.data_keys is not None:
+            key = self.keyring.data_key(agent_id, create=True)  # AgentForgotten if shredded
+            flags |= FLAG_DATA_KEY
+        else:
+            key = self.keyring.active
         kid = key.id.encode("ascii")
         nonce = os.urandom(_NONCE)
         header = bytes((VERSION, flags, len(kid))) + kid + key.fingerprint + nonce
@@ -404,6 +420,8 @@ class Codec:
         legacy = flags & FLAG_LEGACY_LINK
         ident = _names(agent_id, kind) + _seq_ts.pack(seq, ts)
         kid_len = payload[2]
+        if kid_len == 0 and flags & FLAG_DATA_KEY:  # a data key means encrypted
+            raise IntegrityError(agent_id, seq, f"{kind} record has an invalid header")
         if kid_len == 0:
             if self._strict:
                 raise IntegrityError(
@@ -443,7 +461,11 @@ class Codec:
             key_id = payload[3:end].decode("ascii")
         except UnicodeDecodeError:
             raise IntegrityError(agent_id, seq, f"{kind} record has an invalid key id") from None
-        key = self.keyring.get(key_id) if self.keyring is not None else None
+        key: DerivedKey | None
+        if flags & FLAG_DATA_KEY:
+            key = self._data_key(agent_id, seq, key_id)
+        else:
+            key = self.keyring.get(key_id) if self.keyring is not None else None
         if key is None:
             raise KeyNotFound(agent_id, seq, key_id)
         if not hmac.compare_digest(key.fingerprint, payload[end : end + _FP]):
@@ -477,6 +499,23 @@ class Codec:
         link = _link(ident, fmt, prev, body)
         return Opened(body, prev, link, fmt, key_id, VERSION)
 
+    def _data_key(self, agent_id: str, seq: int, key_id: str) -> DerivedKey:
+        """The agent's data key for opening a record (AgentForgotten when destroyed)."""
+        if self.keyring is None or self.keyring.data_keys is None:
+            raise DecryptionError(
+                agent_id,
+                seq,
+                key_id,
+                "the record is encrypted with the agent's data key and the keyring has no"
+                ' key vault (set "data_keys" in the key file)',
+            )
+        try:
+            return self.keyring.data_key(agent_id)
+        except DecryptionError as exc:
+            if exc.seq is not None:
+                raise
+            raise DecryptionError(agent_id, seq, exc.key_id, exc.reason) from None
+
     def _open_v0(
         self, agent_id: str, seq: int, kind: str, payload: bytes, checksum: bytes
     ) -> Opened:
@@ -505,7 +544,12 @@ class Codec:
         except UnicodeDecodeError:
             return None
         return Header(
-            VERSION, flags & 0x03, (flags >> 2) & 0x03, key_id, bool(flags & FLAG_LEGACY_LINK)
+            VERSION,
+            flags & 0x03,
+            (flags >> 2) & 0x03,
+            key_id,
+            bool(flags & FLAG_LEGACY_LINK),
+            bool(flags & FLAG_DATA_KEY),
         )
 
     def encode(

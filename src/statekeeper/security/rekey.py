@@ -143,6 +143,10 @@ async def _rekey_stream(store: StateStore, agent_id: str, batch: int, stats: Rek
     codec = store.codec
     reader = codec.migrating()  # also opens records written without a key
     active = codec.keyring.active_id if codec.keyring is not None else ""
+    if codec.keyring is not None and codec.keyring.data_keys is not None:
+        # per-agent data keys: wrap the agent's under the active master key first, so
+        # the records re-sealed below name it (and the old master key can retire)
+        codec.keyring.rewrap(agent_id)
     backend = store.backend
     link: bytes = ZERO_LINK
     cursor = 0
@@ -189,6 +193,25 @@ async def _rekey_stream(store: StateStore, agent_id: str, batch: int, stats: Rek
             snaps.append(raw_snap)
             below = raw_snap.seq - 1
         wanted = {s.seq for s in snaps}
+        if cursor == 0:  # compacted by retention: the stream starts at its base snapshot
+            first = await backend.read(agent_id, 0, None, limit=1)
+            base = first[0].seq - 1 if first else 0
+            if base > 0:
+                at_base = next((s for s in snaps if s.seq == base), None)
+                if at_base is None:
+                    raise IntegrityError(agent_id, 1, "gap in the stream (no base snapshot)")
+                opened_base = reader.open(
+                    agent_id,
+                    base,
+                    _SNAPSHOT,
+                    at_base.timestamp,
+                    at_base.payload,
+                    at_base.checksum,
+                )
+                if opened_base.prev is None:
+                    raise IntegrityError(agent_id, base, "the base snapshot carries no link")
+                cursor, link = base, opened_base.prev
+                links[base] = link
         while cursor < head:
             page = await backend.read(agent_id, cursor, head, limit=_PAGE)
             if not page:

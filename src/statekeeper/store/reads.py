@@ -24,6 +24,7 @@ from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
     AgentNotFound,
     ConfigurationError,
+    HistoryCompacted,
     IntegrityError,
     PatchError,
     SerializationError,
@@ -239,6 +240,10 @@ class ReadPath:
         agent_id = record.agent_id
         while record.seq < target:
             events = await self.backend.read(agent_id, record.seq, target, limit=PAGE * 10)
+            if not events and record.seq == 0:
+                first = await self.backend.read(agent_id, 0, None, limit=1)
+                if first and first[0].seq > 1:  # retention removed the history up to it
+                    raise HistoryCompacted(agent_id, first[0].seq - 1)
             if not events:
                 raise IntegrityError(
                     agent_id, record.seq + 1, f"stream ends at seq {record.seq}, head is {target}"
@@ -257,6 +262,8 @@ class ReadPath:
                 # take the agent lock) applied it while this read was in flight
                 continue
             if seq != current + 1:
+                if current == 0:  # retention removed the history before this seq
+                    raise HistoryCompacted(agent_id, seq - 1)
                 raise IntegrityError(agent_id, current + 1, f"gap: next stored seq is {seq}")
             ts = raw.timestamp
             body, link, typed = decode(

@@ -12,7 +12,13 @@ from .. import patch
 from ..backends.base import Capability
 from ..codec import ZERO_LINK, Opened
 from ..codec.pipeline import CHAIN_BROKEN as _CHAIN_BROKEN
-from ..errors import IntegrityError, PatchError, SerializationError, StatekeeperError
+from ..errors import (
+    AgentForgotten,
+    IntegrityError,
+    PatchError,
+    SerializationError,
+    StatekeeperError,
+)
 from ..records import RawEvent, RawSnapshot
 from . import idempotency
 from .body import snapshot_record
@@ -53,6 +59,9 @@ class VerifyReport:
     problems: list[Problem] = field(default_factory=list)
     #: idempotency records checked against their events
     keys: int = 0
+    #: agents whose data key was destroyed (``statekeeper forget``): their records
+    #: cannot be opened by design, which is not a problem
+    forgotten: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -78,6 +87,9 @@ async def verify_store(store: StateStore, agent_ids: list[str] | None) -> Verify
         start = len(report.problems)
         try:
             await verify_agent(store, agent_id, report)
+        except AgentForgotten:
+            del report.problems[start:]  # nothing of a shredded stream can be checked
+            report.forgotten.append(agent_id)
         except StatekeeperError as exc:
             report.problems.append(Problem(agent_id, getattr(exc, "seq", None), str(exc)))
         report.problems[start:] = sorted(  # the agent's problems in seq order
@@ -101,6 +113,13 @@ async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -
     last = 0  # the last stored seq
     link: bytes | None = ZERO_LINK  # its chain link (None: unknown)
     keys: dict[int, object] = {}  # seq -> idempotency key in the event's body
+    first = await store.backend.read(agent_id, 0, None, limit=1)
+    base = first[0].seq - 1 if first else 0
+    if base and base in snapshots:
+        # compacted by retention: the stream starts at the snapshot at its base, which
+        # carries the link of the (removed) event there; the chain goes on from it
+        record = snapshots.pop(base)
+        last, link = base, record.link
     async for raw in raw_events(store, agent_id):
         report.events += 1
         if raw.seq != last + 1:

@@ -1209,6 +1209,7 @@ class BackendConformance:
             Capability.TTL: lambda: backend.set_ttl("a", 0.001),
             Capability.DROP_ALL: lambda: backend.drop_all(),
             Capability.MIGRATIONS: lambda: backend.schema_version(),
+            Capability.PRUNE: lambda: backend.prune("a", 0, (2,)),
         }
         with pytest.raises(CapabilityUnsupported) as info:
             await calls[capability]()
@@ -1219,6 +1220,70 @@ class BackendConformance:
         assert [e.payload for e in await backend.read("a")] == [b"payload-1", b"payload-2"]
         assert await backend.lookup_key("a", "k") == AppendResult("a", 1, 2, True)
         assert await backend.latest_snapshot("a") == snapshot(2)
+
+    # -- export (backups) ----------------------------------------------------------
+
+    async def test_export_streams_returns_each_slice_as_stored(self, backend: Backend) -> None:
+        await backend.append(tagged(request("a", 0, 3, key="k1", snap_at=2), b"t3"))
+        await backend.append(tagged(request("a", 3, 2), b"t5"))
+        await backend.save_snapshot("a", snapshot(5))
+        await backend.append(tagged(request("b", 0, 1), b"b1"))
+        a_full, a_part, b_full, ghost = await backend.export_streams(
+            [("a", 0, 4), ("a", 3, 5), ("b", 0, 1), ("ghost", 0, 0)]
+        )
+        assert [e.seq for e in a_full.events] == [1, 2, 3, 4]
+        assert a_full.events == await backend.read("a", 0, 4)
+        assert a_full.snapshot == snapshot(2)  # the latest at or below the slice's end
+        assert (a_full.head, a_full.head_tag) == (5, b"t5")
+        assert [e.seq for e in a_part.events] == [3, 4, 5]  # from the seq given, included
+        assert a_part.snapshot == snapshot(5)
+        assert b_full.events == await backend.read("b") and b_full.snapshot is None
+        assert (ghost.head, ghost.events, ghost.snapshot) == (0, [], None)
+        if backend.supports(Capability.KEY_EXPORT):
+            assert a_full.keys == [("k1", 1, 3)]
+
+    # -- prune (retention) ---------------------------------------------------------
+
+    async def test_prune_removes_history_below_a_snapshot_and_nothing_else(
+        self, backend: Backend
+    ) -> None:
+        _needs(backend, Capability.PRUNE)
+        await backend.append(tagged(request("a", 0, 2, key="k1", snap_at=2), b"t2"))
+        await backend.append(tagged(request("a", 2, 2, key="k2"), b"t4"))
+        await backend.save_snapshot("a", snapshot(3))
+        await backend.append(tagged(request("a", 4, 2, snap_at=6), b"t6"))
+        await backend.append(tagged(request("b", 0, 3, snap_at=2), b"b3"))
+        await backend.prune("a", 3, [6])
+        assert [e.seq for e in await backend.read("a")] == [4, 5, 6]
+        assert [e.seq for e in await backend.read("a", 1, 5)] == [4, 5]
+        assert await backend.head_tag("a") == (6, b"t6")
+        assert await backend.latest_snapshot("a") == snapshot(3)
+        assert await backend.latest_snapshot("a", 2) is None
+        assert await backend.lookup_key("a", "k1") is None  # its events are gone
+        assert await backend.lookup_key("a", "k2") == AppendResult("a", 3, 4, True)
+        assert await backend.seq_at("a", 1.5) == 0
+        assert [e.seq for e in await backend.read("b")] == [1, 2, 3]  # other agents intact
+        # the stream goes on from its base
+        await backend.append(tagged(request("a", 6), b"t7"))
+        assert [e.seq for e in await backend.read("a")] == [4, 5, 6, 7]
+        infos = {i.agent_id: i.head_seq for i in await backend.list_agents()}
+        assert infos == {"a": 7, "b": 3}
+
+    async def test_prune_refuses_without_a_base_snapshot_and_changes_nothing(
+        self, backend: Backend
+    ) -> None:
+        _needs(backend, Capability.PRUNE)
+        await backend.append(tagged(request("a", 0, 4, snap_at=2), b"t4"))
+        for base, drop in ((3, ()), (4, ()), (2, (2,)), (5, ())):
+            with pytest.raises(ConfigurationError):
+                await backend.prune("a", base, drop)
+        with pytest.raises(ConfigurationError):
+            await backend.prune("ghost", 0, ())
+        assert [e.seq for e in await backend.read("a")] == [1, 2, 3, 4]
+        assert await backend.latest_snapshot("a") == snapshot(2)
+        await backend.prune("a", 0, [2])  # only thin snapshots
+        assert await backend.latest_snapshot("a") is None
+        assert [e.seq for e in await backend.read("a")] == [1, 2, 3, 4]
 
     @pytest.fixture
     def exporting(self, backend: Backend) -> Backend:

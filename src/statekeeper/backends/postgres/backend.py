@@ -83,7 +83,15 @@ from ...records import (
     RawSnapshot,
     RewriteRequest,
 )
-from ..base import Backend, Capability, Health, validate_request, validate_rewrite, validate_ttl
+from ..base import (
+    Backend,
+    Capability,
+    Health,
+    check_prune,
+    validate_request,
+    validate_rewrite,
+    validate_ttl,
+)
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
 from ..scripts import named_blocks, read_script
@@ -260,6 +268,7 @@ class PostgresBackend(Backend):
             Capability.REWRITE,
             Capability.DROP_ALL,
             Capability.MIGRATIONS,
+            Capability.PRUNE,
         }
     )
     #: the head tag is compared inside ``sk_append`` (no read before a write)
@@ -855,6 +864,27 @@ class PostgresBackend(Backend):
                     await conn.execute(self._sql["rw_tag"], (request.head_tag, agent_id))
 
         await self._retrying("rewrite", op)
+
+    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+        """Remove history below a snapshot in one transaction (the head row locked
+        ``FOR UPDATE``); a retry after a lost commit finds nothing left to remove."""
+        self._check_open()
+        self._check_writable()
+        drop = sorted(set(drop_snapshots))
+
+        async def op() -> None:
+            async with self._connection() as conn, conn.transaction():
+                cur = await conn.execute(self._sql["prune_lock"], (agent_id, base_seq, agent_id))
+                row = await cur.fetchone()
+                head = int(row[0]) if row is not None else 0
+                check_prune(agent_id, head, base_seq, bool(row and row[1]), drop)
+                if base_seq:
+                    for name in ("prune_events", "prune_snaps_below", "prune_keys"):
+                        await conn.execute(self._sql[name], (agent_id, base_seq))
+                if drop:
+                    await conn.execute(self._sql["prune_snaps"], (agent_id, drop))
+
+        await self._retrying("prune", op)
 
     async def delete_agent(self, agent_id: str) -> bool:
         self._check_writable()

@@ -65,7 +65,15 @@ from ...records import (
     RawSnapshot,
     RewriteRequest,
 )
-from ..base import Backend, Capability, Health, validate_request, validate_rewrite, validate_ttl
+from ..base import (
+    Backend,
+    Capability,
+    Health,
+    check_prune,
+    validate_request,
+    validate_rewrite,
+    validate_ttl,
+)
 from ..framing import pack_snapshot, unpack_snapshot
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
@@ -244,6 +252,7 @@ class RedisBackend(Backend):
             Capability.REWRITE,
             Capability.TTL,
             Capability.DROP_ALL,
+            Capability.PRUNE,
         }
     )
     #: the head tag is compared inside the append script (no read before a write)
@@ -300,6 +309,7 @@ class RedisBackend(Backend):
         self._delete_script = self._client.register_script(lua("delete"))
         self._ttl_script = self._client.register_script(lua("set_ttl"))
         self._rewrite_script = self._client.register_script(lua("rewrite"))
+        self._prune_script = self._client.register_script(lua("prune"))
         self._acquire_script = self._client.register_script(lua("lease_acquire"))
         self._renew_script = self._client.register_script(lua("lease_renew"))
         self._release_script = self._client.register_script(lua("lease_release"))
@@ -560,6 +570,21 @@ class RedisBackend(Backend):
 
         return bool(await self._retrying("delete_agent", op))
 
+    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+        """Remove history below a snapshot in one script (atomic); retried safely."""
+        self._check_open()
+        self._check_writable()
+        h, sz = self._keys(agent_id)
+        drop = sorted(set(drop_snapshots))
+        args = [str(base_seq), *(str(s) for s in drop)]
+
+        async def op() -> Any:
+            return await self._prune_script(keys=[h, sz], args=args)
+
+        reply = await self._retrying("prune", op)
+        if int(reply[0]) != 0:
+            check_prune(agent_id, int(reply[1]), base_seq, bool(int(reply[2])), drop)
+
     async def rewrite(self, request: RewriteRequest) -> None:
         """Replace stored record bytes atomically (one script), if the head is still
         ``(expected_seq, expected_tag)``."""
@@ -764,7 +789,7 @@ class RedisBackend(Backend):
             return await self._read_script(keys=[h, sz], args=args)
 
         reply = await self._retrying("read", op)
-        start = max(after_seq, 0) + 1
+        start = (int(reply[2]) if len(reply) > 2 else max(after_seq, 0)) + 1
         events = []
         for offset, blob in enumerate(reply[1]):
             if blob is None:

@@ -97,5 +97,20 @@ DELETE FROM {s}.sk_snapshots WHERE agent_id = %s
 -- name: del_keys
 DELETE FROM {s}.sk_idempotency WHERE agent_id = %s
 
+-- name: prune_lock
+SELECT head_seq, EXISTS (SELECT 1 FROM {s}.sk_snapshots WHERE agent_id = %s AND seq = %s) FROM {s}.sk_agents WHERE agent_id = %s FOR UPDATE
+
+-- name: prune_events
+DELETE FROM {s}.sk_events WHERE agent_id = %s AND seq <= %s
+
+-- name: prune_snaps_below
+DELETE FROM {s}.sk_snapshots WHERE agent_id = %s AND seq < %s
+
+-- name: prune_keys
+DELETE FROM {s}.sk_idempotency WHERE agent_id = %s AND last_seq <= %s
+
+-- name: prune_snaps
+DELETE FROM {s}.sk_snapshots WHERE agent_id = %s AND seq = ANY(%s::bigint[])
+
 -- name: migrations
 SELECT version FROM {s}.sk_migrations ORDER BY version

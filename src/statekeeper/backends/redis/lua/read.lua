@@ -1,10 +1,11 @@
 -- KEYS: hash, snapshot zset. ARGV: after, to|-1, limit|-1, default ttl ms, touch 0|1.
--- Reply: {head, {blobs of after+1 .. }}
+-- Reply: {head, {blobs of after+1 .. }, after} (after raised to the pruned base 'b')
 -- include: common.lua
 local h = KEYS[1]
 local head = tonumber(redis.call('HGET', h, 'h') or '0')
 local after = tonumber(ARGV[1])
-if after < 0 then after = 0 end
+local base = tonumber(redis.call('HGET', h, 'b') or '0')
+if after < base then after = base end
 local hi = head
 local to = tonumber(ARGV[2])
 if to >= 0 and to < hi then hi = to end
@@ -21,4 +22,4 @@ for s = after + 1, hi do
   end
 end
 if head > 0 and ARGV[5] == '1' then touch(h, KEYS[2], ttl_of(h, ARGV[4])) end
-return {head, out}
+return {head, out, after}

@@ -1,0 +1,412 @@
+"""Data governance commands: ``backup``, ``restore`` and ``forget``.
+
+The backup key comes from ``--backup-key FILE`` (a key file, or one base64 line), else
+``$STATEKEEPER_BACKUP_KEY``; it must not be one of the store's keys. The store's own
+keys come from ``--key-file`` / the environment as for every command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ..errors import ConfigurationError
+from . import render
+from ._markup import escape
+from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run
+from .stores import KeyFileOption, open_store
+
+if TYPE_CHECKING:
+    from ..governance.backup import BackupKey, BackupResult, RestoreResult
+    from ..governance.shredding import ForgetResult
+
+__all__ = ["backup_cmd", "forget_cmd", "restore_cmd", "retention_app"]
+
+BackupKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--backup-key",
+        metavar="FILE",
+        help="Backup key file (a key file or one base64 line) [default: $STATEKEEPER_BACKUP_KEY]."
+        " Not a store key.",
+        show_default=False,
+    ),
+]
+
+
+def _backup_key(path: Path | None, *, create: bool = False) -> BackupKey:
+    from ..governance.backup import ENV_BACKUP_KEY, BackupKey
+
+    if create and path is not None and not path.exists():
+        import os
+
+        from ..codec.keys import generate_key
+
+        if not path.parent.is_dir():
+            raise ConfigurationError(f"cannot write backup key {path}: no such folder")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(generate_key() + "\n")
+    key = BackupKey.from_file(path) if path is not None else BackupKey.from_env()
+    if key is None:
+        raise ConfigurationError(
+            f"a backup needs its own key: pass --backup-key FILE or set ${ENV_BACKUP_KEY}"
+        )
+    return key
+
+
+@app.command("backup")
+@handled
+def backup_cmd(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[URL]", help="Store to back up [default: --db / $STATEKEEPER_URL]."
+        ),
+    ] = None,
+    to: Annotated[
+        str,
+        typer.Option("--to", metavar="FILE_OR_S3_URL", help="Where to write the backup."),
+    ] = "",
+    incremental: Annotated[
+        str | None,
+        typer.Option(
+            "--incremental",
+            metavar="PREVIOUS",
+            help="Only what changed since the backup PREVIOUS (a file or S3 URL).",
+        ),
+    ] = None,
+    backup_key: BackupKeyOption = None,
+    create_backup_key: Annotated[
+        bool,
+        typer.Option(
+            "--create-backup-key",
+            help="Write a new random backup key to the --backup-key FILE if it does not exist.",
+        ),
+    ] = False,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Write an encrypted, compressed point-in-time backup of a live store.
+
+    Writers may keep writing while it runs; --incremental stores only what changed.
+    """
+    from ..governance.backup import backup
+    from .progress import bar
+
+    if not to:
+        raise ConfigurationError("backup needs --to FILE_OR_S3_URL")
+    if not to.startswith("s3://"):
+        from .files import check_output_file
+
+        check_output_file(Path(to), "backup file", _is_backup)
+    target = url or resolve_url(ctx, db)
+
+    async def go() -> BackupResult:
+        async with open_store(target, key_file=key_file) as store:
+            key = _backup_key(backup_key, create=create_backup_key)
+            with bar("backing up", disable=json_out) as progress:
+                task = progress.add_task("backing up", total=None)
+                seen = 0
+
+                def step(done: int, total: int) -> None:
+                    nonlocal seen
+                    progress.advance(task, done - seen)
+                    seen = done
+
+                return await backup(store, to, key, since=incremental, progress=step)
+
+    result = run(go())
+    summary = {
+        "backup": result.location,
+        "backup_id": result.backup_id,
+        "parent": result.parent,
+        "agents": result.agents,
+        "agents_copied": result.copied,
+        "events": result.events,
+        "snapshots": result.snapshots,
+        "deleted_since_parent": result.deleted,
+        "vanished": result.vanished,
+        "bytes": result.bytes_written,
+    }
+    if json_out:
+        render.print_json(summary)
+        return
+    kind = "incremental backup" if result.parent else "backup"
+    out_console().print(
+        f"[green]✓[/] {kind} of {result.agents:,} agent(s) ({result.copied:,} copied,"
+        f" {result.events:,} event(s), {result.snapshots:,} snapshot(s)) written to"
+        f" {escape(result.location)} ({result.bytes_written:,} bytes)"
+    )
+
+
+@app.command("restore")
+@handled
+def restore_cmd(
+    ctx: typer.Context,
+    backups: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="BACKUP...",
+            help="A full backup, then its incrementals in order (files or S3 URLs).",
+        ),
+    ],
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            metavar="URL",
+            help="Store to restore into (created by statekeeper init) [default: --db].",
+        ),
+    ] = None,
+    backup_key: BackupKeyOption = None,
+    skip_existing: Annotated[
+        bool,
+        typer.Option(
+            "--skip-existing", help="Leave out agents the target already holds (else refuse)."
+        ),
+    ] = False,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Restore a backup into any store after verifying all of it.
+
+    A damaged, truncated or edited backup, or a wrong key, restores nothing.
+    """
+    from ..governance.backup import restore
+
+    target = to or resolve_url(ctx, db)
+
+    async def go() -> RestoreResult:
+        async with open_store(target, key_file=key_file, readonly=False) as store:
+            key = _backup_key(backup_key)
+            return await restore(store, backups, key, skip_existing=skip_existing)
+
+    result = run(go())
+    summary = {
+        "agents": result.agents,
+        "events": result.events,
+        "snapshots": result.snapshots,
+        "skipped_existing": result.skipped,
+        "forgotten": result.forgotten,
+        "backups": result.backup_ids,
+    }
+    if json_out:
+        render.print_json(summary)
+        return
+    out_console().print(
+        f"[green]✓[/] restored and verified {result.agents:,} agent(s), {result.events:,}"
+        f" event(s), {result.snapshots:,} snapshot(s)"
+        + (f"; {len(result.forgotten):,} forgotten agent(s) left out" if result.forgotten else "")
+    )
+
+
+@app.command("forget")
+@handled
+def forget_cmd(
+    ctx: typer.Context,
+    agent_id: Annotated[str, typer.Argument(metavar="AGENT", help="Agent to forget.")],
+    purge: Annotated[
+        bool, typer.Option("--purge", help="Also delete its (now unreadable) records.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Crypto-shred an agent: destroy its data key, so no copy of its records opens.
+
+    Every tier, replica and backup of the agent becomes unreadable at once.
+    """
+    from ..governance.shredding import forget
+
+    url = resolve_url(ctx, db)
+    if not yes and not typer.confirm(
+        f"Destroy the data key of {agent_id!r}? This cannot be undone.", err=True
+    ):
+        raise typer.Exit(1)
+
+    async def go() -> ForgetResult:
+        async with open_store(url, key_file=key_file, readonly=False, need_key=True) as store:
+            return await forget(store, agent_id, purge=purge)
+
+    result = run(go())
+    if json_out:
+        render.print_json(
+            {
+                "agent_id": result.agent_id,
+                "key_destroyed": result.destroyed,
+                "records_purged": result.purged,
+                "head": result.head,
+            }
+        )
+        return
+    if result.destroyed:
+        out_console().print(
+            f"[green]✓[/] {escape(agent_id)!r} forgotten: its data key is destroyed"
+            + (", its records deleted" if result.purged else "")
+        )
+    else:
+        out_console().print(
+            f"{escape(agent_id)!r} had no data key (already forgotten); a tombstone is kept"
+        )
+
+
+def _is_backup(path: Path) -> bool:
+    """The file is a statekeeper backup (so a new backup may replace it)."""
+    from ..governance.backup.fileformat import MAGIC
+
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(MAGIC) - 1) == MAGIC[:-1]
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------- retention
+
+retention_app = typer.Typer(
+    name="retention",
+    help="Apply retention policies: TTL, keep the last N events, thin snapshots, legal holds.",
+    no_args_is_help=True,
+)
+
+
+@retention_app.command("apply")
+@handled
+def retention_apply(
+    ctx: typer.Context,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option("--policy", metavar="FILE", help="Policy file (one rule or hold per line)."),
+    ] = None,
+    rules: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rule",
+            metavar="LINE",
+            help="A policy line, e.g. 'acme ttl=30d keep_last=100' or 'hold acme/alice'"
+            " (repeatable; added to --policy).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would go; change nothing.")
+    ] = False,
+    progress_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--progress-file",
+            metavar="FILE",
+            help="Record progress here so an interrupted run resumes where it stopped.",
+        ),
+    ] = None,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Apply a retention policy to every agent (resumable; --dry-run shows what would go)."""
+    import json as jsonlib
+
+    from ..governance.retention import RetentionPolicy, RetentionReport, apply_retention
+    from .files import check_output_file, json_tagged
+    from .progress import bar
+
+    if progress_file is not None:
+        check_output_file(
+            progress_file, "retention progress file", json_tagged("statekeeper_retention")
+        )
+    text = ""
+    source = "--rule"
+    if policy_file is not None:
+        parsed = RetentionPolicy.from_file(policy_file)  # errors name the file and line
+        if not parsed.rules and not parsed.holds and not parsed.held_namespaces:
+            raise ConfigurationError(f"the policy file {policy_file} sets no rule and no hold")
+        text = policy_file.read_text(encoding="utf-8")
+        source = str(policy_file)
+    if rules:
+        text += "\n" + "\n".join(rules)
+    if not text.strip():
+        raise ConfigurationError("retention apply needs --policy FILE or --rule LINE")
+    policy = RetentionPolicy.parse(text, source if not rules else "policy")
+    after: str | None = None
+    if progress_file is not None and progress_file.exists() and not dry_run:
+        try:
+            state = jsonlib.loads(progress_file.read_text(encoding="utf-8"))
+            after = str(state["statekeeper_retention"]["after"])
+        except (ValueError, KeyError, TypeError):
+            raise ConfigurationError(
+                f"{progress_file} is not a retention progress file statekeeper wrote"
+            ) from None
+    url = resolve_url(ctx, db)
+
+    async def go() -> RetentionReport:
+        async with open_store(url, key_file=key_file, readonly=dry_run) as store:
+            total = await store.count_agents()
+            with bar("retention", disable=json_out) as shown:
+                task = shown.add_task("retention", total=total)
+
+                def step(agent_id: str, scanned: int) -> None:
+                    shown.advance(task)
+                    if progress_file is not None and not dry_run:
+                        tmp = progress_file.with_name(progress_file.name + ".tmp")
+                        tmp.write_text(
+                            jsonlib.dumps({"statekeeper_retention": {"after": agent_id}}),
+                            encoding="utf-8",
+                        )
+                        tmp.replace(progress_file)
+
+                return await apply_retention(
+                    store, policy, dry_run=dry_run, after=after, progress=step
+                )
+
+    report = run(go())
+    if progress_file is not None and not dry_run:
+        progress_file.unlink(missing_ok=True)  # finished: the next run starts over
+    failed = any(a.outcome == "failed" for a in report.actions)
+    actions = [
+        {
+            "agent_id": a.agent_id,
+            "action": a.kind,
+            "outcome": a.outcome,
+            "events_removed": a.events_removed,
+            "snapshots_removed": a.snapshots_removed,
+            "base_seq": a.base_seq,
+            "reason": a.reason,
+        }
+        for a in report.actions
+    ]
+    if json_out:
+        render.print_json(
+            {
+                "dry_run": dry_run,
+                "scanned": report.scanned,
+                "held": report.held,
+                "resumed_after": after,
+                "actions": actions,
+            }
+        )
+        if failed:
+            raise typer.Exit(1)
+        return
+    console = out_console()
+    verb = "would" if dry_run else "did"
+    for a in report.actions:
+        what = (
+            f"delete ({a.events_removed} events; {a.reason})"
+            if a.kind == "purge"
+            else f"remove {a.events_removed} event(s) before seq {a.base_seq + 1},"
+            f" {a.snapshots_removed} snapshot(s)"
+        )
+        note = "" if a.outcome in ("done", "dry-run") else f" [{a.outcome}: {escape(a.reason)}]"
+        console.print(f"{escape(a.agent_id)}: {verb} {what}{note}")
+    console.print(
+        f"{report.scanned:,} agent(s) scanned, {report.held:,} on legal hold,"
+        f" {len(report.actions):,} action(s)" + (" (dry run: nothing changed)" if dry_run else "")
+    )
+    if any(a.outcome == "failed" for a in report.actions):
+        raise typer.Exit(1)  # problems found: listed above (the run goes on past them)

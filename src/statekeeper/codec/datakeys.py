@@ -1,0 +1,217 @@
+"""Per-agent data keys, for crypto-shredding.
+
+With a key vault on the keyring (``Keyring(..., data_keys=vault)``, or ``"data_keys":
+"FILE"`` in a key file), each agent's records are encrypted with a random 256-bit
+**data key** of its own instead of the master key. The data key is stored in the
+vault *wrapped* (AES-256-GCM) by a master key of the keyring, never in the clear and
+never in the store. ``statekeeper forget AGENT`` (:meth:`Keyring.forget`) destroys the
+wrapped key and leaves a tombstone: from then on every copy of that agent's records —
+in every tier, the SQLite WAL, a replica, a backup taken before — is ciphertext that
+no key opens, and reading it raises :class:`~statekeeper.errors.AgentForgotten`.
+
+The vault lives **outside** the store on purpose: a backup or a replica of the store
+holds no data keys, so it cannot bring a forgotten agent back. Keep the vault with the
+key file (it is as sensitive as the store's data), and back it up as a key, not as data:
+a vault restored from before a ``forget`` would revive the agent.
+
+:class:`SqliteKeyVault` is a SQLite file (``secure_delete`` on, so a destroyed key's
+bytes are overwritten in the file, not just unlinked from a page); :class:`MemoryKeyVault`
+is for tests. Anything with the :class:`KeyVault` methods (a KMS, a secrets manager)
+works too.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from ..errors import BackendError, ConfigurationError
+
+__all__ = ["KeyVault", "MemoryKeyVault", "SqliteKeyVault", "VaultEntry", "open_vault"]
+
+
+@dataclass(frozen=True, slots=True)
+class VaultEntry:
+    """An agent's data key as the vault holds it: ``wrapped`` by master key
+    ``master_id`` (nonce + AES-GCM ciphertext), or a tombstone (``forgotten_at`` set,
+    no key material left)."""
+
+    agent_id: str
+    master_id: str | None
+    wrapped: bytes | None
+    forgotten_at: float | None = None
+
+
+@runtime_checkable
+class KeyVault(Protocol):
+    """Where wrapped data keys live. Implementations must be safe across threads."""
+
+    def load(self, agent_id: str) -> VaultEntry | None:
+        """The agent's entry, or None when the vault never held a key for it."""
+        ...
+
+    def create(self, agent_id: str, master_id: str, wrapped: bytes) -> VaultEntry:
+        """Store a new wrapped key unless the agent already has an entry (key or
+        tombstone); return the entry that is stored (the first writer wins)."""
+        ...
+
+    def destroy(self, agent_id: str, at: float) -> bool:
+        """Replace the agent's key with a tombstone (key material overwritten). True
+        when a key was destroyed, False when there was none or it was already gone."""
+        ...
+
+    def rewrap(self, agent_id: str, master_id: str, wrapped: bytes) -> None:
+        """Replace a live key's wrapping (key rotation of the master key)."""
+        ...
+
+    def close(self) -> None:
+        """Release resources."""
+        ...
+
+
+class MemoryKeyVault:
+    """A vault in a dict (tests, demos): gone with the process."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, VaultEntry] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"MemoryKeyVault(entries={len(self._entries)})"
+
+    def load(self, agent_id: str) -> VaultEntry | None:
+        return self._entries.get(agent_id)
+
+    def create(self, agent_id: str, master_id: str, wrapped: bytes) -> VaultEntry:
+        with self._lock:
+            return self._entries.setdefault(agent_id, VaultEntry(agent_id, master_id, wrapped))
+
+    def destroy(self, agent_id: str, at: float) -> bool:
+        with self._lock:
+            entry = self._entries.get(agent_id)
+            self._entries[agent_id] = VaultEntry(
+                agent_id, None, None, entry.forgotten_at if entry and entry.forgotten_at else at
+            )
+            return entry is not None and entry.wrapped is not None
+
+    def rewrap(self, agent_id: str, master_id: str, wrapped: bytes) -> None:
+        with self._lock:
+            entry = self._entries.get(agent_id)
+            if entry is not None and entry.wrapped is not None:
+                self._entries[agent_id] = VaultEntry(agent_id, master_id, wrapped)
+
+    def close(self) -> None:
+        pass
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS data_keys (
+    agent_id TEXT PRIMARY KEY,
+    master_id TEXT,
+    wrapped BLOB,
+    created_at REAL NOT NULL,
+    forgotten_at REAL
+) WITHOUT ROWID
+"""
+
+
+class SqliteKeyVault:
+    """Wrapped data keys in a SQLite file (created with mode 0600 when missing).
+
+    ``secure_delete`` is on, so destroying a key overwrites its bytes in the database
+    file; the rollback journal is deleted after each commit. (Bytes a file system or an
+    SSD keeps after an overwrite are outside what a program can erase: put the vault on
+    an encrypted volume, or use a KMS-backed vault.)
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            if not self.path.exists():
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                os.close(fd)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA secure_delete=ON")
+            self._db.execute("PRAGMA journal_mode=DELETE")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.execute(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigurationError(f"cannot open the key vault {self.path}: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"SqliteKeyVault({os.fspath(self.path)!r})"
+
+    def _run(self, sql: str, args: tuple[object, ...]) -> list[tuple[object, ...]]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise BackendError(f"key vault {self.path}: {exc}") from None
+
+    def load(self, agent_id: str) -> VaultEntry | None:
+        rows = self._run(
+            "SELECT master_id, wrapped, forgotten_at FROM data_keys WHERE agent_id = ?",
+            (agent_id,),
+        )
+        if not rows:
+            return None
+        master_id, wrapped, forgotten_at = rows[0]
+        return VaultEntry(
+            agent_id,
+            master_id if isinstance(master_id, str) else None,
+            bytes(wrapped) if isinstance(wrapped, bytes) else None,
+            float(forgotten_at) if isinstance(forgotten_at, int | float) else None,
+        )
+
+    def create(self, agent_id: str, master_id: str, wrapped: bytes) -> VaultEntry:
+        self._run(
+            "INSERT OR IGNORE INTO data_keys (agent_id, master_id, wrapped, created_at)"
+            " VALUES (?, ?, ?, ?)",
+            (agent_id, master_id, wrapped, time.time()),
+        )
+        entry = self.load(agent_id)
+        assert entry is not None
+        return entry
+
+    def destroy(self, agent_id: str, at: float) -> bool:
+        with self._lock:
+            try:
+                cur = self._db.execute(
+                    "UPDATE data_keys SET master_id = NULL, wrapped = NULL,"
+                    " forgotten_at = ? WHERE agent_id = ? AND wrapped IS NOT NULL",
+                    (at, agent_id),
+                )
+                destroyed = cur.rowcount > 0
+                if not destroyed:
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO data_keys (agent_id, created_at, forgotten_at)"
+                        " VALUES (?, ?, ?)",
+                        (agent_id, at, at),
+                    )
+            except sqlite3.Error as exc:
+                raise BackendError(f"key vault {self.path}: {exc}") from None
+        return destroyed
+
+    def rewrap(self, agent_id: str, master_id: str, wrapped: bytes) -> None:
+        self._run(
+            "UPDATE data_keys SET master_id = ?, wrapped = ? WHERE agent_id = ?"
+            " AND wrapped IS NOT NULL",
+            (master_id, wrapped, agent_id),
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def open_vault(spec: str | os.PathLike[str] | KeyVault | None) -> KeyVault | None:
+    """A vault from a path (a :class:`SqliteKeyVault`), a vault object, or None."""
+    if spec is None or isinstance(spec, KeyVault):
+        return spec
+    return SqliteKeyVault(spec)

@@ -1,0 +1,351 @@
+"""The backup file: encrypted, compressed chunks and an authenticated manifest.
+
+Layout (integers big-endian)::
+
+    b"SKBACKUP" 0x01                         magic and format version
+    header length (u32) + header (JSON)      backup id, parent id, key id + fingerprint
+    frame*                                   kind (1 byte: C chunk, M manifest)
+                                             + length (u64) + nonce (12) + ciphertext
+    b"SKEND" + manifest frame offset (u64)   trailer
+
+Every frame is ``AES-256-GCM(backup key, zstd(msgpack(content)))`` with associated
+data binding it to the header bytes, its kind and its index, so an edited header, a
+frame moved, dropped, swapped or copied from another backup fails authentication. The
+manifest (the last frame) lists every chunk (offset, length, SHA-256 of the stored
+frame, its agents) and every stream (first and head seq, record counts, SHA-256 digest
+of its records): being authenticated with the backup key, it is the backup's
+signature. A truncated file has no trailer; a removed chunk leaves a hole the
+manifest names.
+
+The backup key is not a store key: its subkeys are derived with HKDF under their own
+labels, and :func:`BackupKey.check_not_store_key` refuses a key the store uses.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import msgpack  # type: ignore[import-untyped]
+
+from ...errors import BackupCorrupt, BackupKeyMismatch, ConfigurationError
+
+if TYPE_CHECKING:
+    from ...codec.keys import Keyring
+
+__all__ = ["ENV_BACKUP_KEY", "BackupKey", "FrameReader", "FrameWriter", "Header"]
+
+MAGIC = b"SKBACKUP\x01"
+TRAILER = b"SKEND"
+FORMAT = "statekeeper-backup"
+VERSION = 1
+ENV_BACKUP_KEY = "STATEKEEPER_BACKUP_KEY"
+_u32 = struct.Struct(">I")
+_u64 = struct.Struct(">Q")
+_NONCE = 12
+_TAG = 16
+CHUNK = b"C"
+MANIFEST = b"M"
+
+
+def _hkdf(material: bytes, label: bytes, length: int = 32) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    return HKDF(
+        algorithm=hashes.SHA256(), length=length, salt=None, info=b"statekeeper-backup/1 " + label
+    ).derive(material)
+
+
+class BackupKey:
+    """The key a backup is encrypted and signed with (32 bytes). Its ``repr`` holds no
+    key material."""
+
+    __slots__ = ("_aead", "_material", "fingerprint", "id")
+
+    def __init__(self, material: bytes, key_id: str = "backup") -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        if len(material) != 32:
+            raise ConfigurationError(f"a backup key must be 32 bytes, not {len(material)}")
+        self.id = key_id
+        self._material = material
+        self._aead = AESGCM(_hkdf(material, b"encryption"))
+        self.fingerprint = _hkdf(material, b"fingerprint", 8).hex()
+
+    def __repr__(self) -> str:
+        return f"BackupKey(id={self.id!r}, material=<redacted>)"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("keys cannot be pickled")
+
+    @classmethod
+    def from_text(cls, text: str, key_id: str = "backup") -> BackupKey:
+        """A key from base64 text (what ``statekeeper keys new`` prints)."""
+        try:
+            raw = base64.b64decode(text.strip() + "=" * (-len(text.strip()) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            raise ConfigurationError("the backup key is not valid base64") from None
+        return cls(raw, key_id)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> BackupKey:
+        """A key file: a key file of the store's format (its active key) or one base64 line."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot read backup key file {os.fspath(path)}: {exc}"
+            ) from None
+        stripped = text.strip()
+        if stripped.startswith("{"):
+            try:
+                doc = json.loads(stripped)
+                active = doc.get("active") or next(iter(doc["keys"]))
+                return cls.from_text(doc["keys"][active], str(active))
+            except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
+                shape = '{"active": ID, "keys": {ID: BASE64}}'
+                raise ConfigurationError(
+                    f"backup key file {os.fspath(path)} must hold {shape}"
+                ) from None
+        return cls.from_text(stripped)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> BackupKey | None:
+        """``$STATEKEEPER_BACKUP_KEY`` (base64), or None."""
+        env = os.environ if environ is None else environ
+        text = env.get(ENV_BACKUP_KEY, "").strip()
+        return cls.from_text(text) if text else None
+
+    def check_not_store_key(self, keyring: Keyring | None) -> None:
+        """Refuse a backup key that is one of the store's master keys: a backup must be
+        encrypted with a key of its own (a stolen store key must not open the backups)."""
+        if keyring is None:
+            return
+        from ...codec.keys import DerivedKey
+
+        probe = DerivedKey("probe", self._material).fingerprint
+        for key_id in keyring.ids:
+            key = keyring.get(key_id)
+            if key is not None and key.fingerprint == probe:
+                raise BackupKeyMismatch(
+                    f"the backup key is the store's key {key_id!r}: use a separate backup key"
+                    " (statekeeper keys new)"
+                )
+
+    def seal(self, aad: bytes, plain: bytes) -> bytes:
+        nonce = os.urandom(_NONCE)
+        return nonce + bytes(self._aead.encrypt(nonce, plain, aad))
+
+    def open(self, aad: bytes, sealed: bytes) -> bytes | None:
+        from cryptography.exceptions import InvalidTag
+
+        try:
+            return bytes(self._aead.decrypt(sealed[:_NONCE], sealed[_NONCE:], aad))
+        except (InvalidTag, ValueError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """The clear-text header of a backup."""
+
+    backup_id: str
+    parent: str | None
+    key_id: str
+    key_fingerprint: str
+    created_at: float
+    raw: bytes
+
+    @classmethod
+    def new(cls, backup_id: str, parent: str | None, key: BackupKey, created_at: float) -> Header:
+        doc = {
+            "format": FORMAT,
+            "version": VERSION,
+            "backup_id": backup_id,
+            "parent": parent,
+            "key_id": key.id,
+            "key_fingerprint": key.fingerprint,
+            "created_at": created_at,
+            "compression": "zstd",
+            "cipher": "AES-256-GCM",
+        }
+        raw = json.dumps(doc, sort_keys=True).encode()
+        return cls(backup_id, parent, key.id, key.fingerprint, created_at, raw)
+
+
+def _aad(header: Header, kind: bytes, index: int) -> bytes:
+    return b"sk-backup/1" + kind + _u64.pack(index) + hashlib.sha256(header.raw).digest()
+
+
+class FrameWriter:
+    """Writes a backup file frame by frame (see the module documentation)."""
+
+    def __init__(self, out: IO[bytes], header: Header, key: BackupKey, level: int = 3) -> None:
+        import zstandard
+
+        self.out = out
+        self.header = header
+        self.key = key
+        self._zstd = zstandard.ZstdCompressor(level=level)
+        self.offset = 0
+        self.chunks: list[dict[str, Any]] = []
+        self.plain_bytes = 0
+        self._write(MAGIC + _u32.pack(len(header.raw)) + header.raw)
+
+    def _write(self, data: bytes) -> None:
+        self.out.write(data)
+        self.offset += len(data)
+
+    def _frame(self, kind: bytes, index: int, content: Any) -> tuple[int, int, str]:
+        return self._sealed(kind, index, msgpack.packb(content, use_bin_type=True))
+
+    def _sealed(self, kind: bytes, index: int, plain: bytes) -> tuple[int, int, str]:
+        self.plain_bytes += len(plain)
+        sealed = self.key.seal(_aad(self.header, kind, index), self._zstd.compress(plain))
+        frame = kind + _u64.pack(len(sealed)) + sealed
+        start = self.offset
+        self._write(frame)
+        return start, len(frame), hashlib.sha256(frame).hexdigest()
+
+    def chunk_packed(self, items: list[bytes]) -> int:
+        """Write one chunk made of entries packed already (a msgpack array of them)."""
+        header: bytes = msgpack.Packer().pack_array_header(len(items))
+        index = len(self.chunks)
+        offset, length, digest = self._sealed(CHUNK, index, header + b"".join(items))
+        self.chunks.append(
+            {
+                "index": index,
+                "offset": offset,
+                "length": length,
+                "sha256": digest,
+                "agents": len(items),
+            }
+        )
+        return index
+
+    def chunk(self, content: Any, agents: int) -> int:
+        """Write one chunk; returns its index."""
+        index = len(self.chunks)
+        offset, length, digest = self._frame(CHUNK, index, content)
+        self.chunks.append(
+            {"index": index, "offset": offset, "length": length, "sha256": digest, "agents": agents}
+        )
+        return index
+
+    def finish(self, manifest: dict[str, Any]) -> None:
+        manifest["chunks"] = self.chunks
+        offset, _, _ = self._frame(MANIFEST, 0, manifest)
+        self._write(TRAILER + _u64.pack(offset))
+        self.out.flush()
+
+
+class FrameReader:
+    """Reads and authenticates a backup file; every failure is a typed error."""
+
+    def __init__(self, path: str | os.PathLike[str], key: BackupKey) -> None:
+        import zstandard
+
+        self.path = os.fspath(path)
+        self.key = key
+        self._zstd = zstandard.ZstdDecompressor()
+        try:
+            self._fh = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+        except OSError as exc:
+            raise BackupCorrupt(self.path, "file", f"cannot be read: {exc}") from None
+        self.size = os.fstat(self._fh.fileno()).st_size
+        self.header = self._read_header()
+        if self.header.key_fingerprint != key.fingerprint:
+            self.close()
+            raise BackupKeyMismatch(
+                f"backup {self.path} was written with another backup key"
+                f" (key id {self.header.key_id!r}): wrong --backup-key"
+            )
+        self.manifest = self._read_manifest()
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def _corrupt(self, what: str, reason: str) -> BackupCorrupt:
+        return BackupCorrupt(self.path, what, reason)
+
+    def _read_header(self) -> Header:
+        head = self._fh.read(len(MAGIC) + 4)
+        if len(head) < len(MAGIC) + 4 or not head.startswith(MAGIC[:-1]):
+            raise self._corrupt("header", "not a statekeeper backup")
+        if head[len(MAGIC) - 1] != VERSION:
+            raise self._corrupt("header", f"unknown backup format version {head[len(MAGIC) - 1]}")
+        (length,) = _u32.unpack(head[len(MAGIC) :])
+        raw = self._fh.read(length)
+        try:
+            doc = json.loads(raw)
+            return Header(
+                str(doc["backup_id"]),
+                doc["parent"] if isinstance(doc["parent"], str) else None,
+                str(doc["key_id"]),
+                str(doc["key_fingerprint"]),
+                float(doc["created_at"]),
+                raw,
+            )
+        except (ValueError, KeyError, TypeError):
+            raise self._corrupt("header", "unreadable (truncated or edited)") from None
+
+    def _frame_at(self, offset: int, kind: bytes, index: int, what: str) -> tuple[Any, bytes]:
+        if offset + 9 > self.size:
+            raise self._corrupt(what, "missing (the file is truncated)")
+        self._fh.seek(offset)
+        prefix = self._fh.read(9)
+        if prefix[:1] != kind:
+            raise self._corrupt(what, "not where the manifest says (a chunk was removed or moved)")
+        (length,) = _u64.unpack(prefix[1:])
+        sealed = self._fh.read(length)
+        if len(sealed) != length:
+            raise self._corrupt(what, "truncated")
+        compressed = self.key.open(_aad(self.header, kind, index), sealed)
+        if compressed is None:
+            raise self._corrupt(
+                what, "fails authentication (edited, reordered or from another backup)"
+            )
+        try:
+            content = msgpack.unpackb(self._zstd.decompress(compressed), raw=False)
+        except Exception as exc:  # authenticated yet unreadable: a writer bug, still refused
+            raise self._corrupt(what, f"unreadable: {exc}") from None
+        return content, prefix + sealed
+
+    def _read_manifest(self) -> dict[str, Any]:
+        if self.size < len(TRAILER) + 8:
+            raise self._corrupt("trailer", "missing (the file is truncated)")
+        self._fh.seek(self.size - len(TRAILER) - 8)
+        tail = self._fh.read(len(TRAILER) + 8)
+        if not tail.startswith(TRAILER):
+            raise self._corrupt("trailer", "missing (the file is truncated or was appended to)")
+        (offset,) = _u64.unpack(tail[len(TRAILER) :])
+        manifest, frame = self._frame_at(offset, MANIFEST, 0, "manifest")
+        if offset + len(frame) != self.size - len(TRAILER) - 8:
+            raise self._corrupt("manifest", "bytes were added after it")
+        if not isinstance(manifest, dict) or manifest.get("backup_id") != self.header.backup_id:
+            raise self._corrupt("manifest", "does not belong to this backup")
+        return manifest
+
+    def chunks(self) -> Any:
+        """Yield every chunk's content, in order, each checked against the manifest."""
+        expected = len(MAGIC) + 4 + len(self.header.raw)
+        for index, entry in enumerate(self.manifest["chunks"]):
+            what = f"chunk {index}"
+            if entry["index"] != index or entry["offset"] != expected:
+                raise self._corrupt(what, "the manifest's chunk list has a hole")
+            content, frame = self._frame_at(entry["offset"], CHUNK, index, what)
+            if (
+                hashlib.sha256(frame).hexdigest() != entry["sha256"]
+                or len(frame) != entry["length"]
+            ):
+                raise self._corrupt(what, "differs from the manifest's digest")
+            expected += len(frame)
+            yield content

@@ -1,0 +1,314 @@
+"""``backup``: a point-in-time copy of a live store in one encrypted file.
+
+**The cut.** The backup first lists every agent's head seq (one pass over the agent
+index); that listing is the backup's point in time. Each agent is then copied up to its
+listed head — events, the latest snapshot at or below it, idempotency keys — while
+writers keep appending after it; an agent deleted (or deleted and re-created) while the
+backup runs is copied as it is found on a re-read, or counted ``vanished``. Records are
+copied as stored (still encrypted with the store's keys, or per-agent data keys), then
+packed into chunks, compressed (zstd) and encrypted with the *backup* key.
+
+**Incremental.** With ``since=`` (the previous backup of the chain), an agent whose
+record at the previous head is unchanged is copied from there on; one that was
+re-created is copied whole; one deleted is listed as deleted. Restore applies a full
+backup and its incrementals in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgpack  # type: ignore[import-untyped]
+
+from ...errors import BackupError
+from ..hooks import AuditSink, GovernanceEvent, emit
+from .fileformat import BackupKey, FrameReader, FrameWriter, Header
+from .location import Location
+
+if TYPE_CHECKING:
+    from ...backends.base import Backend
+    from ...records import RawEvent, RawSnapshot, StreamExport
+    from ...store import StateStore
+
+__all__ = ["BackupResult", "backup", "stream_digest"]
+
+_LIST_PAGE = 1000
+_BATCH = 256
+
+
+@dataclass(frozen=True, slots=True)
+class BackupResult:
+    """What :func:`backup` wrote."""
+
+    location: str
+    backup_id: str
+    parent: str | None
+    agents: int
+    copied: int  # agents with records in this file (all of them in a full backup)
+    events: int
+    snapshots: int
+    deleted: int  # incremental: agents gone since the parent
+    vanished: int  # deleted while the backup ran
+    bytes_written: int
+    record_bytes: int  # stored record bytes copied (payloads + checksums)
+    seconds: float
+
+
+def pack_entry(item: list[Any]) -> bytes:
+    """One stream entry of a chunk, ``[agent, base, head, tag, events, snapshot, keys]``,
+    as msgpack: the chunk is the concatenation of these, and the manifest signs the
+    SHA-256 of each (:func:`stream_digest`)."""
+    packed: bytes = msgpack.packb(item, use_bin_type=True)
+    return packed
+
+
+def stream_digest(packed: bytes) -> str:
+    """The digest the manifest holds for a packed stream entry."""
+    return hashlib.sha256(packed).hexdigest()
+
+
+async def _heads(backend: Backend) -> dict[str, int]:
+    heads: dict[str, int] = {}
+    after: str | None = None
+    while True:
+        page = await backend.list_agents(after=after, limit=_LIST_PAGE)
+        for info in page:
+            heads[info.agent_id] = info.head_seq
+        if len(page) < _LIST_PAGE:
+            return heads
+        after = page[-1].agent_id
+
+
+def _ev(raw: RawEvent) -> list[Any]:
+    return [raw.seq, raw.kind, raw.timestamp, bytes(raw.payload), bytes(raw.checksum)]
+
+
+def _snap(raw: RawSnapshot) -> list[Any]:
+    return [raw.seq, raw.timestamp, bytes(raw.payload), bytes(raw.checksum)]
+
+
+def _last_digest(event: RawEvent) -> str:
+    return hashlib.sha256(bytes(event.checksum)).hexdigest()
+
+
+def _entry(
+    export: StreamExport, cut: int, previous: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """One agent's backup entry from an export of ``base..cut`` (None: the export is
+    not a gap-free slice ending at ``cut``: the stream changed under the read)."""
+    base = previous["head"] if previous is not None and 0 < previous["head"] <= cut else 0
+    raw = export.events
+    if base:
+        assert previous is not None
+        if raw and raw[0].seq == base and _last_digest(raw[0]) == previous["last"]:
+            raw = raw[1:]
+        else:
+            return None
+    if len(raw) != cut - base or (raw and (raw[0].seq != base + 1 or raw[-1].seq != cut)):
+        return None
+    snap = export.snapshot
+    last = raw[-1] if raw else None
+    if last is None:  # unchanged since the parent
+        last_digest = previous["last"] if previous is not None else ""
+    else:
+        last_digest = _last_digest(last)
+    return {
+        "agent_id": export.agent_id,
+        "base": base,
+        "head": cut,
+        "tag": bytes(export.head_tag)
+        if export.head_tag is not None and export.head == cut
+        else None,
+        "events": [_ev(e) for e in raw],
+        "snapshot": _snap(snap) if snap is not None and snap.seq > base else None,
+        "keys": [[k, f, la] for k, f, la in export.keys if base < f and la <= cut],
+        "last": last_digest,
+    }
+
+
+async def _copy_batch(
+    backend: Backend, batch: list[tuple[str, int]], previous: dict[str, Any]
+) -> list[dict[str, Any] | None]:
+    """Entries for ``(agent, cut)`` pairs; an agent whose stream changed under the
+    read (deleted, re-created) is read again at its current head, or is None (gone)."""
+    ranges = []
+    for agent_id, cut in batch:
+        prev = previous.get(agent_id)
+        base = prev["head"] if prev is not None and 0 < prev["head"] <= cut else 0
+        ranges.append((agent_id, base, cut))
+    exports = await backend.export_streams(ranges)
+    out: list[dict[str, Any] | None] = []
+    for (agent_id, cut), export in zip(batch, exports, strict=True):
+        entry = _entry(export, cut, previous.get(agent_id))
+        attempts = 0
+        while entry is None:  # deleted, or deleted and re-created, under the read
+            attempts += 1
+            if attempts > 3:
+                raise BackupError(
+                    f"agent {agent_id!r} kept changing under the backup (deleted and re-created)"
+                )
+            cut = await backend.head(agent_id)
+            if cut == 0:
+                break  # gone: counted as vanished
+            (export,) = await backend.export_streams([(agent_id, 0, cut)])
+            entry = _entry(export, cut, None)  # copied whole
+        out.append(entry)
+    return out
+
+
+async def backup(
+    store: StateStore,
+    to: str | os.PathLike[str],
+    key: BackupKey,
+    *,
+    since: str | os.PathLike[str] | None = None,
+    chunk_bytes: int = 8 << 20,
+    progress: Callable[[int, int], None] | None = None,
+    audit: AuditSink | None = None,
+) -> BackupResult:
+    """Write a backup of ``store`` to ``to`` (a file path or ``s3://bucket/key``).
+
+    ``key`` encrypts and signs it and must not be a key of the store. ``since``: the
+    previous backup (of the same store, same key) for an incremental one. ``progress``
+    is called with ``(agents done, agents in the cut)``. The file appears only when
+    complete (written beside the target and renamed, or uploaded when done).
+    """
+    key.check_not_store_key(store.codec.keyring)
+    started = time.perf_counter()
+    created = time.time()
+    parent_id: str | None = None
+    previous: dict[str, Any] = {}
+    if since is not None:
+        with Location(since).local_copy() as path:
+            reader = FrameReader(path, key)
+            try:
+                parent_id = reader.header.backup_id
+                previous = reader.manifest["streams"]
+            finally:
+                reader.close()
+    await store.flush()
+    backend = store.backend
+    heads = await _heads(backend)
+    backup_id = secrets.token_hex(16)
+    header = Header.new(backup_id, parent_id, key, created)
+    streams: dict[str, Any] = {}
+    totals = {"events": 0, "snapshots": 0, "copied": 0, "vanished": 0, "record_bytes": 0}
+    location = Location(to)
+
+    with location.writing() as out:
+        writer = FrameWriter(out, header, key)
+        pending: list[bytes] = []
+        pending_bytes = 0
+        pending_ids: list[str] = []
+
+        async def flush() -> None:
+            nonlocal pending, pending_bytes, pending_ids
+            if not pending:
+                return
+            chunk, ids = pending, pending_ids
+            pending, pending_bytes, pending_ids = [], 0, []
+            index = await asyncio.to_thread(writer.chunk_packed, chunk)
+            for agent_id in ids:
+                streams[agent_id]["chunk"] = index
+
+        ids = sorted(heads)
+        done = 0
+        for start in range(0, len(ids), _BATCH):
+            batch = ids[start : start + _BATCH]
+            entries = await _copy_batch(backend, [(a, heads[a]) for a in batch], previous)
+            for agent_id, entry in zip(batch, entries, strict=True):
+                if entry is None:
+                    totals["vanished"] += 1
+                    continue
+                packed = pack_entry(
+                    [
+                        agent_id,
+                        entry["base"],
+                        entry["head"],
+                        entry["tag"],
+                        entry["events"],
+                        entry["snapshot"],
+                        entry["keys"],
+                    ]
+                )
+                digest = stream_digest(packed)
+                streams[agent_id] = {
+                    "base": entry["base"],
+                    "head": entry["head"],
+                    "events": len(entry["events"]),
+                    "snapshot": entry["snapshot"][0] if entry["snapshot"] else None,
+                    "keys": len(entry["keys"]),
+                    "digest": digest,
+                    "last": entry["last"],
+                    "chunk": None,
+                }
+                if not entry["events"] and entry["snapshot"] is None:
+                    continue  # unchanged since the parent: nothing to store
+                size = sum(len(e[3]) + len(e[4]) for e in entry["events"])
+                if entry["snapshot"] is not None:
+                    size += len(entry["snapshot"][2]) + len(entry["snapshot"][3])
+                totals["events"] += len(entry["events"])
+                totals["snapshots"] += entry["snapshot"] is not None
+                totals["copied"] += 1
+                totals["record_bytes"] += size
+                pending.append(packed)
+                pending_ids.append(agent_id)
+                pending_bytes += size
+                if pending_bytes >= chunk_bytes:
+                    await flush()
+            done += len(batch)
+            if progress is not None:
+                progress(done, len(ids))
+        await flush()
+        deleted = sorted(set(previous) - set(streams))
+        manifest = {
+            "backup_id": backup_id,
+            "parent": parent_id,
+            "created_at": created,
+            "source": backend.name,
+            "agents": len(streams),
+            "copied": totals["copied"],
+            "events": totals["events"],
+            "snapshots": totals["snapshots"],
+            "streams": streams,
+            "deleted": deleted,
+        }
+        await asyncio.to_thread(writer.finish, manifest)
+        written = writer.offset
+    result = BackupResult(
+        location.display,
+        backup_id,
+        parent_id,
+        len(streams),
+        totals["copied"],
+        totals["events"],
+        totals["snapshots"],
+        len(deleted),
+        totals["vanished"],
+        written,
+        totals["record_bytes"],
+        time.perf_counter() - started,
+    )
+    await emit(
+        audit,
+        GovernanceEvent(
+            "backup",
+            None,
+            "ok",
+            details={
+                "backup_id": backup_id,
+                "parent": parent_id,
+                "agents": result.agents,
+                "events": result.events,
+                "location": location.display,
+            },
+        ),
+    )
+    return result

@@ -1,0 +1,381 @@
+"""Retention for every agent: TTL, keep the last N events, thin snapshots, legal hold.
+
+A policy has one rule per **namespace** (the part of the agent id before its last
+``/``; ``*`` is every namespace without a rule of its own) and a list of **legal
+holds** (agents or whole namespaces exempt from every purge). A policy file has one
+rule or hold per line (``#`` starts a comment)::
+
+    *      ttl=365d
+    acme   ttl=30d keep_last=100 snapshot_every=50
+    hold   acme/alice          # one agent
+    hold   legal/*             # a namespace
+
+* ``ttl=DURATION`` (``90s``, ``15m``, ``12h``, ``30d`` or seconds): an agent not written
+  for that long is deleted.
+* ``keep_last=N``: only the last N events are kept; the state before them becomes a
+  snapshot at the new **base** and the history before it is gone (``load(at_seq=...)``
+  below it raises :class:`~statekeeper.errors.HistoryCompacted`; ``verify`` checks the
+  stream from its base).
+* ``snapshot_every=K``: snapshots are kept at seqs that are multiples of K (plus the
+  base and the latest); the others are deleted.
+
+:func:`apply_retention` plans each agent from what is stored now and acts agent by
+agent, each action atomic (a delete, or one ``prune`` of the backend), so a run
+interrupted anywhere is resumed by running it again (``after=`` skips the agents done).
+Removing history needs the engine's ``PRUNE`` capability (memory, SQLite, PostgreSQL);
+elsewhere those actions are reported ``unsupported`` and TTL still applies.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..backends.base import Capability
+from ..errors import AgentForgotten, RetentionPolicyError, StatekeeperError
+from ..records import RawSnapshot
+from ..store.body import SNAPSHOT_KIND, snapshot_body
+from .hooks import AuditSink, GovernanceEvent, emit
+
+if TYPE_CHECKING:
+    from ..store import StateStore
+
+__all__ = [
+    "RetentionAction",
+    "RetentionPolicy",
+    "RetentionReport",
+    "Rule",
+    "apply_retention",
+    "namespace_of",
+]
+
+_PAGE = 500
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_NAME = re.compile(r"^[A-Za-z0-9._:@+/-]{1,128}$")
+
+
+def namespace_of(agent_id: str) -> str:
+    """The namespace of an agent id: the part before its last ``/`` ("" when none),
+    the rule of :mod:`statekeeper.governance`'s principals and policies."""
+    head, sep, _ = agent_id.rpartition("/")
+    return head if sep else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """The retention of one namespace (``"*"``: the default)."""
+
+    namespace: str
+    ttl: float | None = None
+    keep_last: int | None = None
+    snapshot_every: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """Rules per namespace and legal holds (see the module documentation)."""
+
+    rules: tuple[Rule, ...] = ()
+    holds: frozenset[str] = frozenset()  # agent ids
+    held_namespaces: frozenset[str] = frozenset()
+
+    def rule_for(self, agent_id: str) -> Rule | None:
+        """The rule that governs ``agent_id`` (its namespace's, else ``*``'s)."""
+        ns = namespace_of(agent_id)
+        default = None
+        for rule in self.rules:
+            if rule.namespace == ns:
+                return rule
+            if rule.namespace == "*":
+                default = rule
+        return default
+
+    def held(self, agent_id: str) -> bool:
+        """True when a legal hold exempts ``agent_id`` from every purge."""
+        return agent_id in self.holds or namespace_of(agent_id) in self.held_namespaces
+
+    @classmethod
+    def parse(cls, text: str, source: str = "<policy>") -> RetentionPolicy:
+        """A policy from its text; a malformed line raises
+        :class:`~statekeeper.errors.RetentionPolicyError` naming the line."""
+        rules: dict[str, Rule] = {}
+        holds: set[str] = set()
+        held_ns: set[str] = set()
+        for number, raw in enumerate(text.splitlines(), start=1):
+            words = raw.split("#", 1)[0].split()
+            if not words:
+                continue
+
+            def bad(message: str, number: int = number) -> RetentionPolicyError:
+                return RetentionPolicyError(message, source=source, line=number)
+
+            if words[0] == "hold":
+                if len(words) != 2:
+                    raise bad("a hold names one agent id or NAMESPACE/*: hold acme/alice")
+                target = words[1]
+                if target.endswith("/*"):
+                    name = target[:-2]
+                    if not _NAME.match(name):
+                        raise bad(f"invalid namespace {name!r}")
+                    held_ns.add(name)
+                else:
+                    if not target or "*" in target:
+                        raise bad(f"invalid agent id {target!r}")
+                    holds.add(target)
+                continue
+            ns = words[0]
+            if ns != "*" and (not _NAME.match(ns) or ns.startswith("/") or ns.endswith("/")):
+                raise bad(f"invalid namespace {ns!r} (a name, or * for every namespace)")
+            if ns in rules:
+                raise bad(f"namespace {ns!r} has a rule already")
+            if len(words) == 1:
+                raise bad(f"the rule for {ns!r} sets nothing: ttl=, keep_last=, snapshot_every=")
+            values: dict[str, float | int] = {}
+            for item in words[1:]:
+                key, sep, value = item.partition("=")
+                if not sep or not value:
+                    raise bad(f"expected key=value, not {item!r}")
+                if key in values:
+                    raise bad(f"{key} is set twice")
+                if key == "ttl":
+                    values[key] = _duration(value, bad)
+                elif key in ("keep_last", "snapshot_every"):
+                    if not value.isdigit() or int(value) < 1:
+                        raise bad(f"{key} must be a whole number >= 1, not {value!r}")
+                    values[key] = int(value)
+                else:
+                    raise bad(f"unknown setting {key!r} (ttl, keep_last, snapshot_every)")
+            rules[ns] = Rule(
+                ns,
+                float(values["ttl"]) if "ttl" in values else None,
+                int(values["keep_last"]) if "keep_last" in values else None,
+                int(values["snapshot_every"]) if "snapshot_every" in values else None,
+            )
+        return cls(tuple(rules.values()), frozenset(holds), frozenset(held_ns))
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> RetentionPolicy:
+        """Read and parse a policy file."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            where = os.fspath(path)
+            raise RetentionPolicyError(f"cannot read the policy: {exc}", source=where) from None
+        return cls.parse(text, os.fspath(path))
+
+
+def _duration(value: str, bad: Callable[[str], RetentionPolicyError]) -> float:
+    match = _DURATION.match(value)
+    if match is None or float(match.group(1)) <= 0:
+        raise bad(f"ttl must be a positive duration like 90s, 15m, 12h, 30d, not {value!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionAction:
+    """What retention does (or, in a dry run, would do) to one agent.
+
+    ``kind``: ``"purge"`` (the agent is deleted: TTL), ``"compact"`` (history up to
+    ``base_seq`` removed, maybe snapshots thinned too) or ``"thin"`` (snapshots only).
+    ``outcome``: ``"done"``, ``"dry-run"``, ``"unsupported"`` (the engine cannot
+    prune), ``"forgotten"`` (crypto-shredded: nothing to compact) or ``"failed"``.
+    """
+
+    agent_id: str
+    kind: str
+    outcome: str
+    events_removed: int = 0
+    snapshots_removed: int = 0
+    base_seq: int = 0
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class RetentionReport:
+    """What a run of :func:`apply_retention` saw and did."""
+
+    scanned: int = 0
+    held: int = 0
+    actions: list[RetentionAction] = field(default_factory=list)
+    #: the last agent id handled (resume a run with ``after=`` this)
+    last_agent: str | None = None
+
+    @property
+    def purged(self) -> int:
+        return sum(a.kind == "purge" and a.outcome == "done" for a in self.actions)
+
+    @property
+    def events_removed(self) -> int:
+        return sum(a.events_removed for a in self.actions if a.outcome in ("done", "dry-run"))
+
+
+async def _snapshot_seqs(store: StateStore, agent_id: str) -> list[int]:
+    seqs: list[int] = []
+    below: int | None = None
+    while True:
+        raw = await store.backend.latest_snapshot(agent_id, below)
+        if raw is None:
+            return sorted(seqs)
+        seqs.append(raw.seq)
+        if raw.seq <= 1:
+            return sorted(seqs)
+        below = raw.seq - 1
+
+
+async def _delta_bases(store: StateStore, agent_id: str, keep: set[int]) -> set[int]:
+    """Full snapshots that kept delta snapshots are stored against (kept too)."""
+    if store.full_snapshot_every <= 1:
+        return set()
+    bases: set[int] = set()
+    for seq in keep:
+        raw = await store.backend.latest_snapshot(agent_id, seq)
+        if raw is None or raw.seq != seq:
+            continue
+        body, _ = store._reads.open_snapshot(agent_id, raw)
+        if isinstance(body.get("base"), int):
+            bases.add(body["base"])
+    return bases
+
+
+async def _full_snapshot_at(store: StateStore, agent_id: str, head: int, seq: int) -> None:
+    """Make sure a whole (not delta) snapshot is stored at ``seq``: the new base."""
+    raw = await store.backend.latest_snapshot(agent_id, seq)
+    if raw is not None and raw.seq == seq:
+        body, _ = store._reads.open_snapshot(agent_id, raw)
+        if "base" not in body:
+            return
+    record = await store._reads.fold(agent_id, head, seq)
+    codec = store.codec
+    assert record.link is not None
+    plaintext = codec.serialize(snapshot_body(record, None), "state")
+    sealed = codec.seal(
+        agent_id, record.seq, SNAPSHOT_KIND, record.updated_at, plaintext, record.link
+    )
+    await store.backend.save_snapshot(
+        agent_id, RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
+    )
+
+
+async def _plan_and_apply(
+    store: StateStore,
+    rule: Rule,
+    agent_id: str,
+    head: int,
+    updated_at: float,
+    now: float,
+    dry_run: bool,
+    can_prune: bool,
+) -> RetentionAction | None:
+    done = "dry-run" if dry_run else "done"
+    if rule.ttl is not None and now - updated_at > rule.ttl:
+        if not dry_run:
+            await store.delete(agent_id)
+        return RetentionAction(
+            agent_id, "purge", done, head, 0, 0, f"not written for {rule.ttl:g}s"
+        )
+    if rule.keep_last is None and rule.snapshot_every is None:
+        return None
+    first = await store.backend.read(agent_id, 0, None, limit=1)
+    base = first[0].seq - 1 if first else 0
+    target = base
+    if rule.keep_last is not None and head - rule.keep_last > base:
+        target = head - rule.keep_last
+    snaps = [s for s in await _snapshot_seqs(store, agent_id) if s != target]
+    drop: set[int] = {s for s in snaps if s < target}  # removed with the history
+    if rule.snapshot_every is not None:
+        latest = max([target, *snaps]) if snaps else target
+        keep = {s for s in snaps if s >= target and (s % rule.snapshot_every == 0 or s == latest)}
+        thin = {s for s in snaps if s > target} - keep
+        if thin:
+            thin -= await _delta_bases(store, agent_id, keep)
+        drop |= thin
+    if target == base and not drop:
+        return None
+    kind = "compact" if target > base else "thin"
+    action = RetentionAction(agent_id, kind, done, target - base, len(drop), target)
+    if not can_prune:
+        return RetentionAction(agent_id, kind, "unsupported", 0, 0, base, "the engine cannot prune")
+    if dry_run:
+        return action
+    if target > base:
+        await _full_snapshot_at(store, agent_id, head, target)
+    await store.backend.prune(agent_id, target, sorted(s for s in drop if s >= target))
+    store._reads.forget(agent_id)  # its cached record may point at removed snapshots
+    return action
+
+
+async def apply_retention(
+    store: StateStore,
+    policy: RetentionPolicy,
+    *,
+    dry_run: bool = False,
+    after: str | None = None,
+    now: float | None = None,
+    progress: Callable[[str, int], None] | None = None,
+    audit: AuditSink | None = None,
+) -> RetentionReport:
+    """Apply ``policy`` to every agent of ``store`` (ordered by id, after ``after``).
+
+    ``dry_run`` plans without changing anything. ``progress(agent_id, scanned)`` is
+    called after each agent (record the id to resume with ``after=``). Every action
+    is reported to ``audit``.
+    """
+    await store.flush()
+    clock = time.time() if now is None else now
+    can_prune = store.backend.supports(Capability.PRUNE)
+    report = RetentionReport()
+    cursor = after
+    while True:
+        # the store's listing: never its own streams (the audit log), only agents
+        page = await store.list_agents(after=cursor, limit=_PAGE)
+        for info in page:
+            agent_id = info.agent_id
+            report.scanned += 1
+            rule = policy.rule_for(agent_id)
+            if policy.held(agent_id):
+                report.held += 1
+            elif rule is not None and info.head_seq > 0:
+                try:
+                    action = await _plan_and_apply(
+                        store,
+                        rule,
+                        agent_id,
+                        info.head_seq,
+                        info.updated_at,
+                        clock,
+                        dry_run,
+                        can_prune,
+                    )
+                except AgentForgotten:
+                    action = RetentionAction(agent_id, "compact", "forgotten", reason="shredded")
+                except StatekeeperError as exc:
+                    action = RetentionAction(agent_id, "compact", "failed", reason=str(exc))
+                if action is not None:
+                    report.actions.append(action)
+                    await emit(
+                        audit,
+                        GovernanceEvent(
+                            "purge" if action.kind == "purge" else action.kind,
+                            agent_id,
+                            action.outcome,
+                            1 if action.events_removed else None,
+                            action.base_seq or (action.events_removed or None),
+                            {
+                                "events_removed": action.events_removed,
+                                "snapshots_removed": action.snapshots_removed,
+                                "reason": action.reason,
+                            },
+                        ),
+                    )
+            report.last_agent = agent_id
+            if progress is not None:
+                progress(agent_id, report.scanned)
+        if len(page) < _PAGE:
+            return report
+        cursor = page[-1].agent_id

@@ -1,0 +1,89 @@
+"""The governance commands end to end: forget, backup, restore, retention apply."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from statekeeper import SyncStateStore
+from statekeeper.codec.keys import Keyring, generate_key
+
+from ..cli._subprocess import cli, one_error_line
+
+
+def key_file_with_vault(folder: Path) -> Path:
+    path = folder / "keys.json"
+    path.write_text(
+        json.dumps({"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
+    )
+    return path
+
+
+def test_backup_forget_restore_from_the_command_line(tmp_path: Path) -> None:
+    keys = key_file_with_vault(tmp_path)
+    db = tmp_path / "live.db"
+    store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))
+    for i in range(5):
+        store.save(f"acme/u{i}", {"email": f"u{i}@example.com"})
+    store.close()
+    common = ["--key-file", str(keys)]
+    made = cli(
+        "backup", f"sqlite:///{db}", "--to", str(tmp_path / "b.skb"),
+        "--backup-key", str(tmp_path / "backup.key"), "--create-backup-key", "--json", *common,
+    )  # fmt: skip
+    assert made.code == 0, str(made)
+    assert json.loads(made.stdout)["agents"] == 5
+    gone = cli("forget", "acme/u1", "--yes", "--db", str(db), "--json", *common)
+    assert gone.code == 0 and json.loads(gone.stdout)["key_destroyed"], str(gone)
+    shown = cli("show", "acme/u1", "--db", str(db), *common)
+    assert shown.code != 0 and "forgotten" in one_error_line(shown)
+    checked = cli("verify", "--db", str(db), "--json", *common)
+    assert checked.code == 0 and json.loads(checked.stdout)["forgotten"] == ["acme/u1"]
+    typo = cli("forget", "acme/nobody", "--yes", "--db", str(db), *common)
+    assert typo.code == 1 and "not found" in one_error_line(typo)
+    target = tmp_path / "restored.db"
+    assert cli("init", f"sqlite:///{target}").code == 0
+    bk = ["--backup-key", str(tmp_path / "backup.key")]
+    restored = cli("restore", str(tmp_path / "b.skb"), "--to", str(target), "--json", *bk, *common)
+    assert restored.code == 0, str(restored)
+    out = json.loads(restored.stdout)
+    assert out["agents"] == 4 and out["forgotten"] == ["acme/u1"]
+    # a damaged backup restores nothing: one line, exit 2
+    data = bytearray((tmp_path / "b.skb").read_bytes())
+    data[len(data) // 2] ^= 1
+    (tmp_path / "bad.skb").write_bytes(bytes(data))
+    other = tmp_path / "other.db"
+    assert cli("init", f"sqlite:///{other}").code == 0
+    bad = cli("restore", str(tmp_path / "bad.skb"), "--to", str(other), *bk, *common)
+    assert bad.code == 2 and "backup" in one_error_line(bad), str(bad)
+    listed = cli("agents", "--db", str(other), *common)
+    assert "no agents" in listed.stdout
+    # the store's own key is refused as a backup key
+    same = cli("backup", "--db", str(db), "--to", str(tmp_path / "c.skb"), "--backup-key",
+               str(keys), *common)  # fmt: skip
+    assert same.code == 2 and "store's key" in one_error_line(same)
+    assert not (tmp_path / "c.skb").exists()
+
+
+def test_retention_apply_dry_run_then_for_real(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    store = SyncStateStore(f"sqlite:///{db}", snapshot_every=3)
+    for i in range(10):
+        store.save("acme/a", {"i": i})
+        store.save("acme/hold", {"i": i})
+    store.close()
+    policy = tmp_path / "retention.policy"
+    policy.write_text("acme keep_last=2\nhold acme/hold\n")
+    dry = cli("retention", "apply", "--policy", str(policy), "--db", str(db), "--dry-run")
+    assert dry.code == 0, str(dry)
+    assert "acme/a: would remove 8 event(s)" in dry.stdout and "1 on legal hold" in dry.stdout
+    done = cli("retention", "apply", "--policy", str(policy), "--db", str(db), "--json",
+               "--progress-file", str(tmp_path / "p.json"))  # fmt: skip
+    assert done.code == 0, str(done)
+    assert [a["agent_id"] for a in json.loads(done.stdout)["actions"]] == ["acme/a"]
+    assert not (tmp_path / "p.json").exists()  # finished: nothing to resume
+    verified = cli("verify", "--db", str(db))
+    assert verified.code == 0, str(verified)
+    policy.write_text("acme keep_last=2\nacme ttl=1d\n")
+    bad = cli("retention", "apply", "--policy", str(policy), "--db", str(db))
+    assert bad.code == 2 and f"{policy}:2:" in one_error_line(bad)
