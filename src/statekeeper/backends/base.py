@@ -179,6 +179,9 @@ class Backend(abc.ABC):
     #: stored head tag with ``expected_tag`` in its compare-and-set); the store then
     #: writes on its cached head without reading it first
     compares_head_tag: bool = False
+    #: True when concurrent :meth:`append` calls share commits by themselves (group
+    #: commit inside the engine); ``durability="group"`` then adds no queue of its own
+    groups_appends: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

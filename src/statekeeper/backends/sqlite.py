@@ -380,6 +380,10 @@ class SQLiteBackend(Backend):
         self._writer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sk-sqlite-w")
         self._writer: sqlite3.Connection | None = None
         self.inline_writes = inline_writes
+        #: concurrent appends share commits through the commit queue (see _join_commit)
+        self.groups_appends = inline_writes and not readonly
+        #: transactions of appends committed (one per batch)
+        self.append_commits = 0
         self._wal_pages = 0.0
         #: WAL frames written per estimated page, measured by each checkpoint (the
         #: estimate of :func:`_pages` is rough: 3 KB payloads write ~1.7 frames a page)
@@ -391,6 +395,8 @@ class SQLiteBackend(Backend):
             asyncio.AbstractEventLoop,
             list[tuple[AppendRequest, asyncio.Future[AppendResult | BaseException]]],
         ] = {}
+        #: the loops with a batch of their queue on the writer thread
+        self._in_flight: set[asyncio.AbstractEventLoop] = set()
         # held while the writer connection is in use, by the writer thread or inline
         self._writer_busy = threading.Lock()
         # Create the schema synchronously so a failure (not a database, no permission)
@@ -797,7 +803,7 @@ class SQLiteBackend(Backend):
     ) -> list[AppendResult | BaseException]:
         conn = self._writer
         assert conn is not None
-        with _translated(self.path):
+        try:  # (as _translated, without a context manager: this runs on every commit)
             self._begin(conn)
             try:
                 try:
@@ -813,6 +819,10 @@ class SQLiteBackend(Backend):
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                raise
+            self.append_commits += 1
+        except sqlite3.Error:
+            with _translated(self.path):
                 raise
         self._wrote(_pages(requests))
         return results
@@ -859,7 +869,7 @@ class SQLiteBackend(Backend):
         assert isinstance(result, AppendResult)
         return result
 
-    # -- the commit queue: appends of one loop tick share a commit ---------------------
+    # -- the commit queue: group commit of the appends of one event loop ----------------
     #
     # An append joins its loop's queue; the first one schedules a flush with call_soon,
     # so every append made by the tasks ready in the same tick joins before the flush
@@ -867,7 +877,13 @@ class SQLiteBackend(Backend):
     # other tasks). The flush commits the queue as one transaction: a lone append
     # inline, on the loop, when the writer is idle (no thread hop, the loop blocked for
     # that transaction only); several appends — or a busy writer — on the writer
-    # thread, so the loop prepares the next batch while this one is fsync'd.
+    # thread, so the loop prepares the next batch while this one is fsync'd. While a
+    # batch of a loop is on the writer thread, that loop's new appends wait in its queue
+    # and go together as the next batch the moment it is done (group commit: one
+    # commit in flight, the next one filling up) — at most MAX_BATCH appends a commit.
+
+    #: the most appends one commit of the queue takes
+    MAX_BATCH = 512
 
     def _join_commit(self, request: AppendRequest) -> asyncio.Future[AppendResult | BaseException]:
         if self._closed:
@@ -877,18 +893,24 @@ class SQLiteBackend(Backend):
         queue = self._queues.get(loop)
         if queue is None:
             queue = self._queues[loop] = []
-            loop.call_soon(self._flush, loop)
+            if loop not in self._in_flight:  # else the batch in flight flushes it
+                loop.call_soon(self._flush, loop)
         queue.append((request, future))
         return future
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        queue = [(r, f) for r, f in self._queues.pop(loop, ()) if not f.cancelled()]
+        pending = self._queues.pop(loop, None)
+        if not pending:
+            return
+        if len(pending) > self.MAX_BATCH:
+            self._queues[loop] = pending[self.MAX_BATCH :]
+            del pending[self.MAX_BATCH :]
+        queue = [(r, f) for r, f in pending if not f.cancelled()]
         if not queue:
-            return
+            return self._next(loop)
         if self._closed:
-            for _, future in queue:
-                future.set_exception(StoreClosed(f"sqlite backend {self.path} is closed"))
-            return
+            _settle(queue, StoreClosed(f"sqlite backend {self.path} is closed"))
+            return self._next(loop)
         requests = [r for r, _ in queue]
         # As in _write: a checkpoint queued on the writer thread goes first, and this
         # commit queues behind it there. (Winning the idle lock inline here instead let
@@ -909,21 +931,34 @@ class SQLiteBackend(Backend):
                 _settle(queue, exc)
                 if not isinstance(exc, Exception):
                     raise
-                return
+                return self._next(loop)
             finally:
                 local.inline = False
                 self._writer_busy.release()
             if results is not None:
                 _settle(queue, results)
-                return
+                return self._next(loop)
         try:
             done = loop.run_in_executor(
                 self._writer_pool, self._locked, self._append_batch_sync, requests
             )
         except RuntimeError:  # the writer pool was shut down by close()
             _settle(queue, StoreClosed(f"sqlite backend {self.path} is closed"))
-            return
-        done.add_done_callback(lambda f: _settle(queue, _outcome(f)))
+            return self._next(loop)
+        self._in_flight.add(loop)
+
+        def landed(f: asyncio.Future[list[AppendResult | BaseException]]) -> None:
+            self._in_flight.discard(loop)
+            _settle(queue, _outcome(f))
+            self._next(loop)
+
+        done.add_done_callback(landed)
+        return None
+
+    def _next(self, loop: asyncio.AbstractEventLoop) -> None:
+        """After a commit of ``loop``'s queue: the appends that joined meanwhile go next."""
+        if loop in self._queues and loop not in self._in_flight:
+            self._flush(loop)
 
     async def append_batch(
         self, requests: Sequence[AppendRequest]

@@ -38,6 +38,8 @@ from ..errors import (
     StatekeeperError,
 )
 from ..records import AppendResult, Event, EventKind, Snapshot
+from .change import diff_by_key, dump_keys
+from .state import HELD_AS_BYTES, unpack_document
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine, TransitionResult
@@ -135,8 +137,7 @@ class DurableAgent:
     def _adopt(self, snapshot: Snapshot) -> None:
         self.seq = snapshot.seq
         self.data: dict[str, Any] = snapshot.data
-        codec = self.store.codec
-        self._committed = codec.copy_loads(codec.copy_dumps(snapshot.data))
+        self._commit(snapshot.data, None)
         if snapshot.fsm_state is not None:
             self.machine.restore(snapshot.fsm_state, entered_at=snapshot.state_entered_at or None)
 
@@ -156,10 +157,43 @@ class DurableAgent:
         :class:`statekeeper.schema.TypedAgent`, validates and serialises its state here)."""
         return self.data
 
+    # -- what was written last, and what changed since -------------------------------
+    #
+    # The committed document is kept as the packed bytes of its top-level values (see
+    # :mod:`.change`) when it is plain JSON: the changes are then found by one C pass
+    # over agent.data and a comparison of bytes (a grown list costs its new items), and
+    # a write keeps the bytes it diffed instead of copying the document in Python. A
+    # document with typed values keeps a private copy made through the codec and is
+    # diffed by :func:`statekeeper.patch.diff`.
+
+    def _commit(self, document: Mapping[str, Any], dumped: dict[str, bytes] | None) -> None:
+        """Remember ``document`` as written (``dumped``: its bytes, when already made)."""
+        if dumped is None and type(document) is dict:
+            dumped = dump_keys(document)
+        self._committed_bytes = dumped
+        self._committed_copy: Any = None
+        if dumped is None:
+            codec = self.store.codec
+            self._committed_copy = codec.copy_loads(codec.copy_dumps(document))
+
+    @property
+    def _committed(self) -> Any:
+        """A private copy of the document as written last."""
+        if self._committed_bytes is not None:
+            return unpack_document(self._committed_bytes)
+        return self._committed_copy
+
+    def _changes(self, document: Any) -> tuple[list[dict[str, Any]], dict[str, bytes] | None]:
+        """The ops that turn the written document into ``document``, and its bytes."""
+        if self._committed_bytes is not None:
+            return diff_by_key(HELD_AS_BYTES, document, self._committed_bytes)
+        ops = patch.diff(self._committed_copy, document)
+        return ops, None
+
     @property
     def dirty(self) -> bool:
         """True when :attr:`data` has changes not yet written."""
-        return bool(patch.diff(self._committed, self._document()))
+        return bool(self._changes(self._document())[0])
 
     async def transition(
         self,
@@ -237,10 +271,11 @@ class DurableAgent:
         """Write pending data changes as one event; None when there is nothing to write."""
         check_mapping(info, "info", optional=True)
         document = self._document()
-        if not patch.diff(self._committed, document) and info is None:
+        changes = self._changes(document)
+        if not changes[0] and info is None:
             return None
         return await self._write(
-            event_type, dict(info or {}), None, idempotency_key, actor, document
+            event_type, dict(info or {}), None, idempotency_key, actor, document, changes
         )
 
     async def record(
@@ -263,11 +298,12 @@ class DurableAgent:
         idempotency_key: str | None,
         actor: str | None,
         document: dict[str, Any] | None = None,
+        changes: tuple[list[dict[str, Any]], dict[str, bytes] | None] | None = None,
     ) -> AppendResult:
         try:
             if document is None:
                 document = self._document()
-            ops = patch.diff(self._committed, document)
+            ops, dumped = changes if changes is not None else self._changes(document)
             result = await self.store.append(
                 self.agent_id,
                 kind,
@@ -288,8 +324,9 @@ class DurableAgent:
             await self.refresh()
             return result
         self.seq = result.last_seq
-        codec = self.store.codec
-        self._committed = codec.copy_loads(codec.copy_dumps(self.data))
+        # what was written: the document as diffed (a change made to agent.data while
+        # the write was in flight is not in it, and stays pending)
+        self._commit(document, dumped)
         return result
 
     async def refresh(self) -> None:

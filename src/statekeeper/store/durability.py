@@ -45,18 +45,37 @@ def check_durability(mode: str) -> Durability:
 
 
 class GroupCommitter:
-    """Batches concurrent appends into shared commits (``group`` mode)."""
+    """Batches concurrent appends into shared commits (``group`` mode).
+
+    An engine that batches concurrent appends by itself (``groups_appends``: SQLite's
+    commit queue, one commit in flight and the next one filling up) is handed each
+    append directly — a second queue in front of it would only add a future, a task
+    switch and a batch call per save; its commits are then counted by the engine
+    (``append_commits``, every store on it included)."""
 
     def __init__(self, backend: Backend, max_batch: int = 512) -> None:
         self._backend = backend
         self._max_batch = max_batch
         self._pending: list[tuple[AppendRequest, asyncio.Future[AppendResult]]] = []
         self._runner: asyncio.Task[None] | None = None
-        self.commits = 0
+        self._commits = 0
+        self._engine_base: int = getattr(backend, "append_commits", 0)
         self.appends = 0
+
+    @property
+    def commits(self) -> int:
+        """Shared commits made so far."""
+        engine: int | None = getattr(self._backend, "append_commits", None)
+        if engine is None or not self._backend.groups_appends:
+            return self._commits
+        return self._commits + engine - self._engine_base
 
     async def submit(self, request: AppendRequest) -> AppendResult:
         """Append ``request`` in the next shared commit and wait for that commit."""
+        backend = self._backend
+        if backend.groups_appends:
+            self.appends += 1
+            return await backend.append(request)
         future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
         self._pending.append((request, future))
         if self._runner is None or self._runner.done():
@@ -76,7 +95,7 @@ class GroupCommitter:
                 if not isinstance(exc, Exception):
                     raise
                 continue
-            self.commits += 1
+            self._commits += 1
             self.appends += len(batch)
             for (_, fut), result in zip(batch, results, strict=True):
                 if fut.done():  # caller was cancelled; the append itself stands

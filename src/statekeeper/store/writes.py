@@ -17,9 +17,8 @@ Nothing is written to the cache before the backend acknowledged the append
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 import orjson
@@ -45,6 +44,7 @@ from . import idempotency
 from .body import RESERVED, SNAPSHOT_KIND, event_body, next_record
 from .change import diff_by_key, dump_keys
 from .durability import Durability, GroupCommitter, WriteBehind
+from .locks import KeyedLock
 from .reads import PAGE, ReadPath
 from .snapshots import SnapshotPolicy, mark_snapshot
 from .state import HELD_AS_BYTES, AgentRecord, document
@@ -111,7 +111,7 @@ class WritePipeline:
         self.snapshots_written = 0
         # links of appends still in the write-behind buffer, for their witness marks
         self.buffered_links: dict[str, dict[int, bytes]] = {}
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._locks = KeyedLock()
         self.group = GroupCommitter(backend) if durability == "group" else None
         # writes trust the cache (see write) where the backend's compare-and-set can
         # tell a re-created stream from the cached one
@@ -129,13 +129,9 @@ class WritePipeline:
             else None
         )
 
-    def lock(self, agent_id: str) -> asyncio.Lock:
-        """The lock every write of ``agent_id`` in this store takes."""
-        lock = self._locks.get(agent_id)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[agent_id] = lock
-        return lock
+    def lock(self, agent_id: str) -> AbstractAsyncContextManager[None]:
+        """The lock every write of ``agent_id`` in this store takes (``async with``)."""
+        return self._locks.hold(agent_id)
 
     async def flush(self) -> None:
         """Wait until every acknowledged write is durable."""
@@ -165,7 +161,9 @@ class WritePipeline:
         it is made on; ``dumped`` receives what ``make`` serialized of the new data."""
         reads = self.reads
         fence = lease.fence if lease is not None else None
-        async with self.lock(agent_id):
+        locks = self._locks
+        await locks.acquire(agent_id)
+        try:
             # No read before a write: a cached record whose stored head tag is known is
             # trusted, the append's compare-and-set (head seq and tag) being the check;
             # a conflict drops it and the write is made again on a validated read.
@@ -250,6 +248,8 @@ class WritePipeline:
                     if self.witness is not None and new_record.link is not None:
                         self.witness.acked(agent_id, result.last_seq, new_record.link)
                 return result
+        finally:
+            locks.release(agent_id)
 
     # -- 2. where a save is built ------------------------------------------------------
 

@@ -1,0 +1,169 @@
+"""Instructions per save (issue 11): load-independent CPU of one save, side by side.
+
+Wall time and even ``process_time`` are unreliable on a loaded machine; instruction
+counts are not. Each side runs in a child process under ``valgrind --tool=callgrind``
+twice, with ``--small`` and ``--large`` rounds of saves; the difference of the two
+totals divided by the difference of the saves is the cost of one save in the steady
+state (start-up, imports and warm-up cancel out). Every thread of the process is
+counted (the SQLite writer thread included); SQLite runs with ``synchronous=OFF`` so
+the kernel's fsync (not counted by callgrind anyway) plays no part.
+
+Sides (chat states as in :mod:`bench_hotpath`: ~300-character messages, the history
+growing by one message per save, each save a fresh ``{"messages": msgs[:n]}``):
+
+- ``sk-seq``: ``StateStore.save``, ``durability="sync"``, one agent at a time;
+- ``sk-seq-memory``: the same on ``memory://`` (the store's own cost, no engine);
+- ``lg-seq``: LangGraph ``SqliteSaver.put`` of the same states (the peer);
+- ``bare``: one bare one-row commit (:class:`_common.BareCommits`, the floor);
+- ``sk-group-N``: N agents saving concurrently (``asyncio.gather``),
+  ``durability="group"``.
+
+Run::
+
+    .venv/bin/python benchmarks/bench_save_instructions.py              # all sides
+    .venv/bin/python benchmarks/bench_save_instructions.py --sides sk-seq lg-seq
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import BareCommits, Workload, lg_config, lg_open, lg_plan, table  # noqa: E402
+
+CHARS = 300
+FIRST = 10  # messages in the first state (as in bench_hotpath)
+STEPS = 60  # the workload is built for this many steps in every run (its cost cancels)
+SIDES = ("sk-seq", "sk-seq-memory", "lg-seq", "bare", "sk-group-16", "sk-group-64")
+
+
+async def _sk_seq(path: Path, rounds: int, url: str | None = None) -> int:
+    from statekeeper import StateStore
+
+    wl = Workload(4, FIRST, FIRST + STEPS, chars=CHARS)
+    async with StateStore(url or f"sqlite:///{path}?synchronous=OFF") as store:
+        docs = {a: wl.docs(a) for a in wl.agent_ids}
+        for step in range(rounds):
+            for a in wl.agent_ids:
+                await store.save(a, docs[a][step])
+    return 4 * rounds
+
+
+def _lg_seq(path: Path, rounds: int) -> int:
+    wl = Workload(4, FIRST, FIRST + STEPS, chars=CHARS)
+    saver = lg_open(path, "OFF")
+    try:
+        plans = {a: lg_plan(saver, wl.docs(a)) for a in wl.agent_ids}
+        configs = {a: lg_config(a) for a in wl.agent_ids}
+        for step in range(rounds):
+            for a in wl.agent_ids:
+                cp, meta, versions = plans[a][step]
+                configs[a] = saver.put(configs[a], cp, meta, versions)
+    finally:
+        saver.conn.close()
+    return 4 * rounds
+
+
+def _bare(path: Path, rounds: int) -> int:
+    bare = BareCommits(path, "OFF", 500)
+    try:
+        for _ in range(rounds * 4):
+            bare.commit()
+    finally:
+        bare.close()
+    return rounds * 4
+
+
+async def _sk_group(path: Path, rounds: int, agents: int) -> int:
+    from statekeeper import StateStore
+
+    wl = Workload(agents, FIRST, FIRST + STEPS, chars=CHARS)
+    async with StateStore(f"sqlite:///{path}?synchronous=OFF", durability="group") as store:
+        docs = {a: wl.docs(a) for a in wl.agent_ids}
+
+        async def run(a: str) -> None:
+            for doc in docs[a][:rounds]:
+                await store.save(a, doc)
+
+        await asyncio.gather(*(run(a) for a in wl.agent_ids))
+    return agents * rounds
+
+
+def child(side: str, rounds: int) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.db"
+        if side == "sk-seq":
+            return asyncio.run(_sk_seq(path, rounds))
+        if side == "sk-seq-memory":
+            return asyncio.run(_sk_seq(path, rounds, "memory://"))
+        if side == "lg-seq":
+            return _lg_seq(path, rounds)
+        if side == "bare":
+            return _bare(path, rounds)
+        if side.startswith("sk-group-"):
+            return asyncio.run(_sk_group(path, rounds, int(side.rsplit("-", 1)[1])))
+    raise SystemExit(f"unknown side {side}")
+
+
+def instructions(side: str, rounds: int) -> tuple[int, int]:
+    """(instructions of the whole child process, saves it made)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        proc = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                __file__,
+                "--child",
+                side,
+                str(rounds),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        saves = int(proc.stdout.strip().splitlines()[-1])
+        total = sum(int(m.group(1)) for m in re.finditer(r"^summary: (\d+)", out.read_text(), re.M))
+    return total, saves
+
+
+def measure(side: str, small: int, large: int) -> dict[str, Any]:
+    i1, s1 = instructions(side, small)
+    i2, s2 = instructions(side, large)
+    return {"per_save": (i2 - i1) / (s2 - s1), "saves": s2 - s1}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--child", nargs=2, metavar=("SIDE", "ROUNDS"))
+    parser.add_argument("--sides", nargs="+", default=list(SIDES))
+    parser.add_argument("--small", type=int, default=5)
+    parser.add_argument("--large", type=int, default=STEPS)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if args.child:
+        print(child(args.child[0], int(args.child[1])))
+        return
+    res = {side: measure(side, args.small, args.large) for side in args.sides}
+    peer = res.get("lg-seq", {}).get("per_save")
+    rows = []
+    for side, r in res.items():
+        ratio = f"{r['per_save'] / peer:.2f}x" if peer else "-"
+        rows.append([side, f"{r['per_save']:,.0f}", r["saves"], ratio])
+    print(table(["side", "instructions per save", "saves counted", "vs lg-seq"], rows))
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()
