@@ -863,7 +863,11 @@ class SQLiteBackend(Backend):
         if not self.inline_writes:
             result = (await self._write(self._append_batch_sync, [request]))[0]
         else:
-            result = await self._join_commit(request)
+            loop = asyncio.get_running_loop()
+            if loop in self._queues or loop in self._in_flight:
+                result = await self._join_commit(request)
+            else:
+                result = await self._open_commit(loop, request)
         if isinstance(result, BaseException):
             raise result
         assert isinstance(result, AppendResult)
@@ -897,6 +901,28 @@ class SQLiteBackend(Backend):
                 loop.call_soon(self._flush, loop)
         queue.append((request, future))
         return future
+
+    async def _open_commit(
+        self, loop: asyncio.AbstractEventLoop, request: AppendRequest
+    ) -> AppendResult | BaseException:
+        """The first append of an empty queue: it lets the loop run once (the appends
+        of the tasks ready now join it), then flushes the queue itself — one pass of
+        the loop per lone append, where a flush scheduled with call_soon and a wake-up
+        from its future took two."""
+        if self._closed:
+            raise StoreClosed(f"sqlite backend {self.path} is closed")
+        future: asyncio.Future[AppendResult | BaseException] = loop.create_future()
+        queue = self._queues[loop] = [(request, future)]
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            future.cancel()
+            if self._queues.get(loop) is queue:  # the others that joined still go
+                loop.call_soon(self._flush, loop)
+            raise
+        if self._queues.get(loop) is queue:
+            self._flush(loop)
+        return await future
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         pending = self._queues.pop(loop, None)

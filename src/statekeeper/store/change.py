@@ -30,7 +30,7 @@ from typing import Any
 from .. import patch
 from .state import HELD_AS_BYTES, unpack_document
 
-__all__ = ["diff_by_key", "dump_keys"]
+__all__ = ["UNKNOWN", "diff_by_key", "dump_keys", "plain"]
 
 Op = dict[str, Any]
 # One msgpack Packer (strict types) per thread, reused: ``msgpack.packb`` makes a Packer
@@ -58,7 +58,10 @@ def dump_keys(document: Mapping[str, Any]) -> dict[str, bytes] | None:
 
 
 def diff_by_key(
-    old: Any, new: Mapping[str, Any], cached: dict[str, bytes] | None
+    old: Any,
+    new: Mapping[str, Any],
+    cached: dict[str, bytes] | None,
+    carried: list[bytes] | None = None,
 ) -> tuple[list[Op], dict[str, bytes] | None]:
     """The ops that turn ``old`` into ``new`` (as :func:`statekeeper.patch.diff`),
     and the bytes of ``new``'s top-level values to cache for the next save.
@@ -66,7 +69,11 @@ def diff_by_key(
     ``cached`` must be the bytes :func:`diff_by_key` returned for a document equal,
     as JSON, to ``old`` (None: nothing cached). ``old`` may be
     :data:`~.state.HELD_AS_BYTES`: the document ``cached`` holds, of which only the
-    values that changed other than by growing are unpacked."""
+    values that changed other than by growing are unpacked.
+
+    ``carried``, when given, receives packed bytes holding every value the ops carry
+    (O(size of the change): a grown list gives the bytes of its new items), or
+    :data:`UNKNOWN` when the ops were found without packing (see :func:`plain`)."""
     held = old is HELD_AS_BYTES
     if held and cached is None:  # pragma: no cover - the store never holds it so
         raise ValueError("a document held as bytes needs its bytes")
@@ -75,6 +82,8 @@ def diff_by_key(
         if held:
             assert cached is not None
             old = unpack_document(cached)
+        if carried is not None:
+            carried.extend(dumped.values() if dumped is not None else (UNKNOWN,))
         return patch.diff(old, new), dumped
     ops: list[Op] = []
     for key in cached if held else old:
@@ -90,15 +99,34 @@ def diff_by_key(
             if type(nval) is list and (held or type(old[key]) is list):
                 grown = _grew(before, after)
                 if grown is not None:
-                    for item in nval[grown:]:
+                    for item in nval[grown[0] :]:
                         ops.append({"op": "add", "path": path + "/-", "value": item})
+                    if carried is not None:  # the new items: the bytes after the old ones
+                        carried.append(after[grown[1] :])
                     continue
         oval = unpack_document({key: before})[key] if held and before is not None else old[key]
         ops.extend(patch.diff(oval, nval, path))
+        if carried is not None:
+            carried.append(after)
     for key, nval in new.items():
         if key not in cached if held else key not in old:
             ops.append({"op": "add", "path": "/" + patch.escape(key), "value": nval})
+            if carried is not None:
+                carried.append(dumped[key])
     return ops, dumped
+
+
+#: in ``carried``: values whose bytes are not known (they were never packed)
+UNKNOWN = b"\xcb"
+
+
+def plain(carried: list[bytes]) -> bool:
+    """The values packed in ``carried`` are plain JSON as the codec writes it without
+    tagging: only dict, list, str, int, bool and None (packed in strict-types mode: no
+    tuple, no typed value), no float at all (so none that is NaN or infinite: msgpack
+    packs every float as ``0xcb`` and 8 bytes), and no ``"$t"`` string (the codec's
+    tag key). A ``0xcb`` byte inside a string only makes the answer a false "no"."""
+    return not any(b"\xcb" in packed or b"\xa2$t" in packed for packed in carried)
 
 
 def _array(packed: bytes) -> tuple[int, int] | None:
@@ -113,11 +141,13 @@ def _array(packed: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _grew(before: bytes, after: bytes) -> int | None:
-    """The length of the array ``before`` when ``after`` is it with items appended
-    (msgpack items are self-delimiting, so equal leading bytes are equal leading
-    items); else None."""
+def _grew(before: bytes, after: bytes) -> tuple[int, int] | None:
+    """``(length of the array before, offset of the first new item in after)`` when
+    ``after`` is the array ``before`` with items appended (msgpack items are
+    self-delimiting, so equal leading bytes are equal leading items); else None."""
     old, new = _array(before), _array(after)
     if old is None or new is None or new[0] < old[0]:
         return None
-    return old[0] if after.startswith(before[old[1] :], new[1]) else None
+    if not after.startswith(before[old[1] :], new[1]):
+        return None
+    return old[0], new[1] + len(before) - old[1]

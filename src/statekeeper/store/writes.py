@@ -42,7 +42,7 @@ from ..records import AppendRequest, AppendResult, Fence, RawEvent
 from ..security.highwater import HighWater
 from . import idempotency
 from .body import RESERVED, SNAPSHOT_KIND, event_body, next_record
-from .change import diff_by_key, dump_keys
+from .change import diff_by_key, dump_keys, plain
 from .durability import Durability, GroupCommitter, WriteBehind
 from .locks import KeyedLock
 from .reads import PAGE, ReadPath
@@ -52,6 +52,7 @@ from .state import HELD_AS_BYTES, AgentRecord, document
 __all__ = [
     "Leased",
     "Make",
+    "Packed",
     "WritePipeline",
     "append_changes",
     "check_event_type",
@@ -62,6 +63,7 @@ __all__ = [
 ]
 
 _loads = orjson.loads
+_dumps = orjson.dumps
 
 #: what a write changes, given the state it is made on (None: no stream yet):
 #: (JSON Patch ops on the data, the FSM state to store or None)
@@ -155,7 +157,7 @@ class WritePipeline:
         schema_version: int | None = None,
         create_kind: str | None = None,
         lease: Leased | None = None,
-        dumped: list[dict[str, bytes] | None] | None = None,
+        dumped: Packed | None = None,
     ) -> AppendResult:
         """Append one event of ``kind`` whose changes ``make`` computes from the state
         it is made on; ``dumped`` receives what ``make`` serialized of the new data."""
@@ -196,7 +198,7 @@ class WritePipeline:
                 if expected_seq is not None and expected_seq != base:
                     raise ConflictError(agent_id, expected_seq, base)
                 if dumped is not None:
-                    dumped[0] = None
+                    dumped.packed, dumped.plain = None, False
                 ops, fsm = make(record)
                 event_kind = create_kind if (record is None and create_kind) else kind
                 if record is not None and self.snapshots.needs_prepare(record):
@@ -212,7 +214,8 @@ class WritePipeline:
                     actor,
                     schema_version,
                     fence,
-                    dumped[0] if dumped is not None else None,
+                    dumped.packed if dumped is not None else None,
+                    dumped is not None and dumped.plain,
                 )
                 if self.behind is not None:
                     reads.pinned[agent_id] = new_record
@@ -266,6 +269,7 @@ class WritePipeline:
         schema_version: int | None,
         fence: Fence | None = None,
         packed: dict[str, bytes] | None = None,
+        plain_ops: bool = False,
     ) -> tuple[AppendRequest, AgentRecord]:
         """Encode one event (and a snapshot when due); compute the state after it.
 
@@ -273,7 +277,11 @@ class WritePipeline:
         event, when the caller made them (a save's change detection): the new state is
         then held as those bytes, nothing decoded or applied. Otherwise the event's ops
         are applied to a copy-on-write of the data, their values decoded from the
-        event's bytes (so that the state shares nothing with the caller's objects)."""
+        event's bytes (so that the state shares nothing with the caller's objects).
+
+        ``plain_ops``: the values the ops carry are known to be plain JSON without
+        floats or tags (:func:`.change.plain`): with no caller info in ``body``, the
+        event is then serialised without walking it for typed values first."""
         base = record.seq if record is not None else 0
         seq = base + 1
         now = self.clock()
@@ -281,7 +289,10 @@ class WritePipeline:
         payload = event_body(
             body, ops, fsm=fsm, schema_version=schema_version, actor=actor, key=idempotency_key
         )
-        plaintext = codec.serialize(payload, "event")
+        if plain_ops and not body and codec.format.id == JSON:
+            plaintext = _dumps(payload)  # what Format.dumps makes of a plain document
+        else:
+            plaintext = codec.serialize(payload, "event")
         if self.max_event_bytes is not None and len(plaintext) > self.max_event_bytes:
             raise StateTooLarge(agent_id, "event", len(plaintext), self.max_event_bytes)
         prev = record.link if record is not None else ZERO_LINK
@@ -486,25 +497,38 @@ def check_write_options(idempotency_key: object, actor: object, lease: object) -
             )
 
 
-def save_changes(
-    new: Mapping[str, Any], fsm_state: str | None
-) -> tuple[Make, list[dict[str, bytes] | None]]:
+class Packed:
+    """What a save's change detection packed of the new data (see :mod:`.change`):
+    the bytes of each top-level value (None: not made), and whether the values its
+    ops carry are plain JSON (:func:`.change.plain`)."""
+
+    __slots__ = ("packed", "plain")
+
+    def __init__(self) -> None:
+        self.packed: dict[str, bytes] | None = None
+        self.plain = False
+
+
+def save_changes(new: Mapping[str, Any], fsm_state: str | None) -> tuple[Make, Packed]:
     """What :meth:`StateStore.save` of the document ``new`` changes on the state it is made on,
     and where the bytes serialized to find that out are left (see :mod:`.change`)."""
-    dumped: list[dict[str, bytes] | None] = [None]
+    out = Packed()
 
     def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
         if rec is None:  # created by this save
-            dumped[0] = dump_keys(new) if type(new) is dict else None
+            out.packed = dump_keys(new) if type(new) is dict else None
+            out.plain = out.packed is not None and plain(list(out.packed.values()))
             return [{"op": "replace", "path": "", "value": new}], fsm_state
         fsm = fsm_state if fsm_state != rec.fsm_state else None
         if rec.rich:  # typed values: the plain diff (their JSON bytes are not them)
             return patch.diff(document(rec), new), fsm
         old = rec.data if rec.dumped is not None else document(rec)
-        ops, dumped[0] = diff_by_key(old, new, rec.dumped)
+        carried: list[bytes] = []
+        ops, out.packed = diff_by_key(old, new, rec.dumped, carried)
+        out.plain = plain(carried)
         return ops, fsm
 
-    return make, dumped
+    return make, out
 
 
 def append_changes(agent_id: str, ops: list[dict[str, Any]], fsm_state: str | None) -> Make:
