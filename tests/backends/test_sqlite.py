@@ -228,6 +228,61 @@ async def test_a_due_checkpoint_runs_before_the_next_commit(tmp_path: Path) -> N
         await backend.close()
 
 
+async def test_appends_arriving_while_a_commit_is_in_flight_share_the_next_one(
+    tmp_path: Path,
+) -> None:
+    """Group commit: while a batch is on the writer thread, the appends that arrive —
+    over any number of passes of the loop — wait in the queue and go together as the
+    next commit the moment it lands (they used to be committed one by one: inline, or
+    as one writer-thread job per pass of the loop)."""
+    import threading
+
+    backend = SQLiteBackend(tmp_path / "group.db", synchronous="OFF")
+    loop = asyncio.get_running_loop()
+    release = threading.Event()
+    blocker = backend._writer_pool.submit(release.wait)  # the writer thread, kept busy
+    try:
+        first = [asyncio.ensure_future(backend.append(request(f"a{i}", 0))) for i in range(2)]
+        while loop not in backend._in_flight:  # the pair went to the writer thread
+            await asyncio.sleep(0)
+        commits = backend.append_commits
+        later = []
+        for i in range(6):  # six passes of the loop, one append in each
+            later.append(asyncio.ensure_future(backend.append(request(f"b{i}", 0))))
+            await asyncio.sleep(0)
+        assert backend.append_commits == commits  # none of them went on its own
+        release.set()
+        results = await asyncio.gather(*first, *later)
+        assert [r.last_seq for r in results] == [1] * 8
+        assert backend.append_commits - commits == 2  # the pair, then the six together
+        for i in range(6):
+            assert await backend.head(f"b{i}") == 1
+    finally:
+        release.set()
+        blocker.result()
+        await backend.close()
+
+
+async def test_a_lone_append_cancelled_before_its_commit_leaves_the_others_going(
+    tmp_path: Path,
+) -> None:
+    """The append that opened the queue flushes it after one pass of the loop; if it is
+    cancelled in that pass, the appends that joined it are still committed, and the
+    cancelled one is not."""
+    backend = SQLiteBackend(tmp_path / "cancel.db", synchronous="OFF")
+    try:
+        opener = asyncio.ensure_future(backend.append(request("a", 0)))
+        await asyncio.sleep(0)  # it opened the queue and lets the loop run once
+        joined = asyncio.ensure_future(backend.append(request("b", 0)))
+        opener.cancel()
+        assert await joined == AppendResult("b", 1, 1)
+        with pytest.raises(asyncio.CancelledError):
+            await opener
+        assert await backend.head("a") == 0
+    finally:
+        await backend.close()
+
+
 # -- SQLite only ------------------------------------------------------------------------
 
 CHILD = Path(__file__).with_name("_race_child.py")

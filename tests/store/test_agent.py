@@ -254,3 +254,73 @@ async def test_a_guard_refusal_raises_and_names_the_reason(store: StateStore) ->
 def test_the_bare_machine_keeps_the_seeds_api() -> None:
     machine = AgentStateMachine()
     assert machine.fire(StateTransition.COMPLETE) is False
+
+
+async def test_a_change_made_while_a_save_is_in_flight_stays_pending(
+    open_store: Callable[..., StateStore],
+) -> None:
+    """What a write stores is the data as it was diffed: a change made to agent.data
+    while the append is on its way is not marked as written (it used to be: the
+    committed copy was taken after the append returned), and the next save writes it."""
+    import asyncio
+
+    from statekeeper.backends import MemoryBackend
+    from statekeeper.records import AppendRequest, AppendResult
+
+    from .conftest import CountingBackend
+
+    class Gated(CountingBackend):
+        gate: asyncio.Event | None = None
+        entered = asyncio.Event()
+
+        async def append(self, request: AppendRequest) -> AppendResult:
+            if self.gate is not None:
+                self.entered.set()
+                await self.gate.wait()
+            return await super().append(request)
+
+    backend = Gated(MemoryBackend())
+    store = open_store(backend)
+    agent = await store.agent("a1", initial_data={"messages": []})
+    backend.gate = asyncio.Event()
+    agent.data["messages"].append("one")
+    saving = asyncio.ensure_future(agent.save())
+    await backend.entered.wait()  # the append is on its way
+    agent.data["messages"].append("two")  # meanwhile
+    backend.gate.set()
+    assert (await saving).last_seq == 2
+    assert (await store.load("a1")).data == {"messages": ["one"]}
+    assert agent.dirty
+    assert (await agent.save()).last_seq == 3
+    assert (await store.load("a1")).data == {"messages": ["one", "two"]}
+    assert not agent.dirty
+
+
+async def test_saving_a_grown_history_copies_nothing_in_python(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DurableAgent finds its changes from the packed bytes of agent.data and keeps
+    those bytes as what was written: no deep copy of the document through the codec
+    and no Python diff of the history on a save (both O(size of the state))."""
+    from statekeeper import patch
+
+    agent = await store.agent("a1", initial_data={"messages": [{"n": i} for i in range(50)]})
+    copies = {"copy_loads": 0, "diff": 0}
+    codec = store.codec
+    copy_loads, diff = codec.copy_loads, patch.diff
+
+    def counted_copy(blob: bytes) -> object:
+        copies["copy_loads"] += 1
+        return copy_loads(blob)
+
+    def counted_diff(*args: object, **kwargs: object) -> object:
+        copies["diff"] += 1
+        return diff(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(codec, "copy_loads", counted_copy)
+    monkeypatch.setattr(patch, "diff", counted_diff)
+    for i in range(5):
+        agent.data["messages"].append({"n": 50 + i})
+        await agent.save()
+    assert copies == {"copy_loads": 0, "diff": 0}
+    assert (await store.load("a1")).data == {"messages": [{"n": i} for i in range(55)]}

@@ -117,3 +117,78 @@ def test_long_arrays_grow_across_msgpack_header_sizes() -> None:
         ops, cached = diff_by_key(old, new, cached)
         assert ops == patch.diff(old, new)
         old = orjson.loads(orjson.dumps(new))
+
+
+# -- what the ops carry: the event of a plain save is serialised without a walk -----------
+
+plain_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6),
+    st.sampled_from(["$t", "ë˟", "\u02c0"]),  # the tag key; strings holding a 0xcb byte
+)
+any_values = st.recursive(
+    plain_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(st.one_of(st.text(max_size=3), st.just("$t")), inner, max_size=4),
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["messages", "log", "x"]), any_values), max_size=12))
+def test_carried_bytes_say_plain_only_when_the_codec_would_not_tag(
+    history: list[tuple[str, Any]],
+) -> None:
+    """When ``plain(carried)`` says so, serialising the ops straight with orjson gives
+    the bytes the codec's format would (nothing to tag, no float to check); a NaN, an
+    infinity, a tuple, a ``"$t"`` key or an integer beyond 64 bits never passes."""
+    from statekeeper.codec import Codec
+    from statekeeper.codec.types import needs_tagging
+    from statekeeper.store.change import plain
+
+    codec = Codec()
+    old: dict[str, Any] = {"messages": [], "log": []}
+    _, cached = diff_by_key(old, old, None)
+    for key, value in history:
+        new = copy.deepcopy(old)
+        target = new.get(key)
+        if type(target) is list:
+            target.append(value)
+        else:
+            new[key] = value
+        carried: list[bytes] = []
+        ops, packed = diff_by_key(old, new, cached, carried)
+        if plain(carried):
+            assert not needs_tagging(ops)
+            assert orjson.dumps({"ops": ops}) == codec.serialize({"ops": ops}, "event")
+        if packed is None:  # not packable: the next save diffs the plain way
+            return
+        old, cached = new, packed
+
+
+def test_values_a_fast_serialisation_would_get_wrong_are_not_plain() -> None:
+    from statekeeper.store.change import plain
+
+    old: dict[str, Any] = {"messages": ["a"]}
+    _, cached = diff_by_key(old, old, None)
+    for item in (float("nan"), float("inf"), 1.5, {"$t": "x"}, "$t", (1, 2), 2**70):
+        carried: list[bytes] = []
+        diff_by_key(old, {"messages": ["a", item]}, cached, carried)
+        assert not plain(carried), item
+    carried = []
+    ops, _ = diff_by_key(old, {"messages": ["a", {"role": "ai", "content": "hi"}]}, cached, carried)
+    assert plain(carried)
+    assert carried == [msgpack_of({"role": "ai", "content": "hi"})]  # the new item only
+
+
+def msgpack_of(value: Any) -> bytes:
+    import msgpack  # type: ignore[import-untyped]
+
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
