@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BareCommits, Workload, lg_config, lg_open, lg_plan, table  # noqa: E402
+from _common import BareCommits, Workload, lg_config, lg_open, lg_plan, table
 
 CHARS = 300
 FIRST = 10  # messages in the first state (as in bench_hotpath)

@@ -243,8 +243,11 @@ async def test_appends_arriving_while_a_commit_is_in_flight_share_the_next_one(
     blocker = backend._writer_pool.submit(release.wait)  # the writer thread, kept busy
     try:
         first = [asyncio.ensure_future(backend.append(request(f"a{i}", 0))) for i in range(2)]
-        while loop not in backend._in_flight:  # the pair went to the writer thread
+        for _ in range(100):  # passes of the loop, until the pair is on the writer thread
+            if loop in backend._in_flight:
+                break
             await asyncio.sleep(0)
+        assert loop in backend._in_flight
         commits = backend.append_commits
         later = []
         for i in range(6):  # six passes of the loop, one append in each
