@@ -18,10 +18,16 @@ growing by one message per save, each save a fresh ``{"messages": msgs[:n]}``):
 - ``sk-group-N``: N agents saving concurrently (``asyncio.gather``),
   ``durability="group"``.
 
+``--bytecodes`` instead counts, without valgrind, the Python bytecodes a steady-state
+save executes per function (``sys.settrace`` with opcode events, event-loop thread;
+deterministic: a profile that does not depend on the machine's load).
+
 Run::
 
     .venv/bin/python benchmarks/bench_save_instructions.py              # all sides
     .venv/bin/python benchmarks/bench_save_instructions.py --sides sk-seq lg-seq
+    .venv/bin/python benchmarks/bench_save_instructions.py --bytecodes sk-seq
+    .venv/bin/python benchmarks/bench_save_instructions.py --bytecodes sk-group-16
 """
 
 from __future__ import annotations
@@ -143,6 +149,51 @@ def measure(side: str, small: int, large: int) -> dict[str, Any]:
     return {"per_save": (i2 - i1) / (s2 - s1), "saves": s2 - s1}
 
 
+async def _bytecodes(side: str, path: Path, top: int) -> str:
+    """Bytecodes per save, by function, of 20 steady-state rounds of ``side``."""
+    import collections
+
+    from statekeeper import StateStore
+
+    counts: collections.Counter[tuple[str, str, int]] = collections.Counter()
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            code = frame.f_code
+            counts[(code.co_filename.rsplit("/", 1)[-1], code.co_name, code.co_firstlineno)] += 1
+        return tracer
+
+    agents = int(side.rsplit("-", 1)[1]) if side.startswith("sk-group-") else 4
+    wl = Workload(agents, FIRST, FIRST + 30, chars=CHARS)
+    docs = {a: wl.docs(a) for a in wl.agent_ids}
+    durability = "group" if side.startswith("sk-group-") else "sync"
+    url = "memory://" if side == "sk-seq-memory" else f"sqlite:///{path}?synchronous=OFF"
+    async with StateStore(url, durability=durability) as store:
+
+        async def run(a: str, steps: slice) -> None:
+            for doc in docs[a][steps]:
+                await store.save(a, doc)
+
+        async def rounds(steps: slice) -> None:
+            if durability == "group":  # concurrently
+                await asyncio.gather(*(run(a, steps) for a in wl.agent_ids))
+                return
+            for step in range(steps.start, steps.stop):  # one agent at a time
+                for a in wl.agent_ids:
+                    await run(a, slice(step, step + 1))
+
+        await rounds(slice(0, 5))
+        sys.settrace(tracer)
+        await rounds(slice(5, 25))
+        sys.settrace(None)
+    saves = agents * 20
+    lines = [f"{side}: {sum(counts.values()) / saves:,.0f} bytecodes per save (event loop)"]
+    for (file, name, line), n in counts.most_common(top):
+        lines.append(f"{n / saves:8.1f}  {file}:{line} {name}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--child", nargs=2, metavar=("SIDE", "ROUNDS"))
@@ -150,9 +201,15 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=5)
     parser.add_argument("--large", type=int, default=STEPS)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--bytecodes", metavar="SIDE", help="bytecodes per save, by function")
+    parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
     if args.child:
         print(child(args.child[0], int(args.child[1])))
+        return
+    if args.bytecodes:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(asyncio.run(_bytecodes(args.bytecodes, Path(tmp) / "bench.db", args.top)))
         return
     res = {side: measure(side, args.small, args.large) for side in args.sides}
     peer = res.get("lg-seq", {}).get("per_save")

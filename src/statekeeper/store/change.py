@@ -87,23 +87,22 @@ def diff_by_key(
         return patch.diff(old, new), dumped
     ops: list[Op] = []
     for key in cached if held else old:
-        path = "/" + patch.escape(key)
         if key not in new:
-            ops.append({"op": "remove", "path": path})
+            ops.append({"op": "remove", "path": "/" + patch.escape(key)})
+            continue
+        before, after = cached.get(key), dumped[key]
+        if before == after:  # unchanged (the common case: no path made)
             continue
         nval = new[key]
-        before, after = cached.get(key), dumped[key]
-        if before is not None:
-            if before == after:
+        path = "/" + patch.escape(key)
+        if before is not None and type(nval) is list and (held or type(old[key]) is list):
+            grown = _grew(before, after)
+            if grown is not None:
+                for item in nval[grown[0] :]:
+                    ops.append({"op": "add", "path": path + "/-", "value": item})
+                if carried is not None:  # the new items: the bytes after the old ones
+                    carried.append(after[grown[1] :])
                 continue
-            if type(nval) is list and (held or type(old[key]) is list):
-                grown = _grew(before, after)
-                if grown is not None:
-                    for item in nval[grown[0] :]:
-                        ops.append({"op": "add", "path": path + "/-", "value": item})
-                    if carried is not None:  # the new items: the bytes after the old ones
-                        carried.append(after[grown[1] :])
-                    continue
         oval = unpack_document({key: before})[key] if held and before is not None else old[key]
         ops.extend(patch.diff(oval, nval, path))
         if carried is not None:
@@ -145,9 +144,13 @@ def _grew(before: bytes, after: bytes) -> tuple[int, int] | None:
     """``(length of the array before, offset of the first new item in after)`` when
     ``after`` is the array ``before`` with items appended (msgpack items are
     self-delimiting, so equal leading bytes are equal leading items); else None."""
-    old, new = _array(before), _array(after)
-    if old is None or new is None or new[0] < old[0]:
-        return None
-    if not after.startswith(before[old[1] :], new[1]):
+    if before[:1] == after[:1] == b"\xdc":  # both 16-bit lengths: a history of 16..65535
+        old, new = (int.from_bytes(before[1:3], "big"), 3), (int.from_bytes(after[1:3], "big"), 3)
+    else:
+        found_old, found_new = _array(before), _array(after)
+        if found_old is None or found_new is None:
+            return None
+        old, new = found_old, found_new
+    if new[0] < old[0] or not after.startswith(before[old[1] :], new[1]):
         return None
     return old[0], new[1] + len(before) - old[1]
