@@ -306,3 +306,20 @@ async def test_the_grafana_dashboard_queries_metrics_that_exist(tmp_path: Any) -
     registry.register(StoreExporter(scan, name="x"))
     exposed = {s.name for f in text_string_to_metric_families(scrape(registry)) for s in f.samples}
     assert queried and queried <= exposed, sorted(queried - exposed)
+
+
+async def test_sqlite_group_commits_are_counted_by_the_engine(tmp_path: Any) -> None:
+    """With durability="group" on SQLite the store hands each append to the engine's
+    own commit queue (no append_batch call): the shared commits are still counted."""
+    import asyncio
+
+    registry = CollectorRegistry()
+    url = f"sqlite:///{tmp_path / 'g.db'}?synchronous=OFF"
+    async with StateStore(url, durability="group", witness=False) as store:
+        instrument(store, registry=registry, tracing=False)
+        for n in range(3):
+            await asyncio.gather(*(store.save(f"a{i}", {"n": n}) for i in range(8)))
+        text = scrape(registry)
+    base = {"store": "sqlite", "backend": "sqlite"}
+    assert value(text, "statekeeper_commit_batch_size_sum", **base) == 24  # every append
+    assert value(text, "statekeeper_commit_batch_size_count", **base) < 24  # shared commits

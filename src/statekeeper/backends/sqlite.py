@@ -384,6 +384,9 @@ class SQLiteBackend(Backend):
         self.groups_appends = inline_writes and not readonly
         #: transactions of appends committed (one per batch)
         self.append_commits = 0
+        #: called on the event loop with the number of appends of each commit of the
+        #: commit queue (the observability module counts shared commits with it)
+        self.commit_listeners: list[Callable[[int], None]] = []
         self._wal_pages = 0.0
         #: WAL frames written per estimated page, measured by each checkpoint (the
         #: estimate of :func:`_pages` is rough: 3 KB payloads write ~1.7 frames a page)
@@ -963,6 +966,7 @@ class SQLiteBackend(Backend):
                 self._writer_busy.release()
             if results is not None:
                 _settle(queue, results)
+                self._committed(len(requests))
                 return self._next(loop)
         try:
             done = loop.run_in_executor(
@@ -975,11 +979,18 @@ class SQLiteBackend(Backend):
 
         def landed(f: asyncio.Future[list[AppendResult | BaseException]]) -> None:
             self._in_flight.discard(loop)
-            _settle(queue, _outcome(f))
+            outcome = _outcome(f)
+            _settle(queue, outcome)
+            if not isinstance(outcome, BaseException):
+                self._committed(len(requests))
             self._next(loop)
 
         done.add_done_callback(landed)
         return None
+
+    def _committed(self, appends: int) -> None:
+        for listener in self.commit_listeners:
+            listener(appends)
 
     def _next(self, loop: asyncio.AbstractEventLoop) -> None:
         """After a commit of ``loop``'s queue: the appends that joined meanwhile go next."""
@@ -1006,6 +1017,7 @@ class SQLiteBackend(Backend):
             done = [await self._join_commit(valid[0])]
         else:  # several appends: the writer thread, while the loop prepares the next
             done = await self._write(self._append_batch_sync, valid, inline=False)
+            self._committed(len(valid))
         it = iter(done)
         return [errors[i] if i in errors else next(it) for i in range(len(requests))]
 

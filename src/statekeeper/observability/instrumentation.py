@@ -154,7 +154,8 @@ class ObservedBackend(Backend):
             obs.backend_failed("append_batch", exc, _perf() - t0, span)
             raise
         obs.tallies.call("append_batch").observe(_perf() - t0)
-        obs.batch_size.observe(len(requests))
+        if getattr(self.inner, "commit_listeners", None) is None:  # (else it reports them)
+            obs.batch_size.observe(len(requests))
         for request, result in zip(requests, results, strict=False):
             if isinstance(result, BaseException):
                 obs.count_error("append", result)
@@ -395,6 +396,11 @@ class Instrumentation:
         wrapped = cls(inner, self)
         store.backend = wrapped
         _swap_backend(store, inner, wrapped)
+        # an engine that group-commits by itself (SQLite's commit queue: the store's
+        # durability="group" hands it each append) reports each shared commit
+        listeners = getattr(inner, "commit_listeners", None)
+        if listeners is not None:
+            listeners.append(self.batch_size.observe)
         # the operations are wrapped by a subclass made for this store (setting
         # instance attributes would turn the store's split-keys __dict__ into a
         # combined one and slow every attribute access of its hot path)
@@ -418,6 +424,9 @@ class Instrumentation:
         assert isinstance(wrapped, ObservedBackend)
         store.backend = wrapped.inner
         _swap_backend(store, wrapped, wrapped.inner)
+        listeners = getattr(wrapped.inner, "commit_listeners", None)
+        if listeners is not None and self.batch_size.observe in listeners:
+            listeners.remove(self.batch_size.observe)
         if type(store).__bases__ == (self._base,):
             store.__class__ = self._base
         RegistryCollector.detach(self.registry, self.tallies)
