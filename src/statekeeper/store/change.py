@@ -123,9 +123,20 @@ def plain(carried: list[bytes]) -> bool:
     """The values packed in ``carried`` are plain JSON as the codec writes it without
     tagging: only dict, list, str, int, bool and None (packed in strict-types mode: no
     tuple, no typed value), no float at all (so none that is NaN or infinite: msgpack
-    packs every float as ``0xcb`` and 8 bytes), and no ``"$t"`` string (the codec's
-    tag key). A ``0xcb`` byte inside a string only makes the answer a false "no"."""
-    return not any(b"\xcb" in packed or b"\xa2$t" in packed for packed in carried)
+    packs every float as ``0xcb`` and 8 bytes), no bytes (``0xc4``-``0xc6``: the codec
+    tags them) and no ``"$t"`` string (the codec's tag key). One of those bytes inside
+    a string only makes the answer a false "no". (A dict key that is not a str is not
+    seen here: orjson refuses it, and the caller then serialises through the codec.)"""
+    for packed in carried:
+        if (
+            b"\xcb" in packed
+            or b"\xc4" in packed
+            or b"\xc5" in packed
+            or b"\xc6" in packed
+            or b"\xa2$t" in packed
+        ):
+            return False
+    return True
 
 
 def _array(packed: bytes) -> tuple[int, int] | None:

@@ -289,9 +289,13 @@ class WritePipeline:
         payload = event_body(
             body, ops, fsm=fsm, schema_version=schema_version, actor=actor, key=idempotency_key
         )
+        plaintext = None
         if plain_ops and not body and codec.format.id == JSON:
-            plaintext = _dumps(payload)  # what Format.dumps makes of a plain document
-        else:
+            try:
+                plaintext = _dumps(payload)  # what Format.dumps makes of a plain document
+            except TypeError:  # (a key that is not a str...): the codec says what is wrong
+                plaintext = None
+        if plaintext is None:
             plaintext = codec.serialize(payload, "event")
         if self.max_event_bytes is not None and len(plaintext) > self.max_event_bytes:
             raise StateTooLarge(agent_id, "event", len(plaintext), self.max_event_bytes)
