@@ -220,7 +220,7 @@ def analyze(
     if json_out:
         render.print_json(result)
     else:
-        _print_analysis(result)
+        _print_analysis(result, asked_interval=mtbf is not None)
     if rto is not None and result["recovery"] is not None and not result["recovery"]["met"]:
         raise typer.Exit(1)
 
@@ -320,7 +320,7 @@ async def _event_rate(url: str, key_file: Any, window: float = 3600.0) -> float:
     return events / window
 
 
-def _print_analysis(result: dict[str, Any]) -> None:
+def _print_analysis(result: dict[str, Any], *, asked_interval: bool = False) -> None:
     from ..observability.analysis.markov import TransitionMatrix
     from .charts import duration
     from .observe_render import matrix_table
@@ -379,6 +379,13 @@ def _print_analysis(result: dict[str, Any]) -> None:
         console.print(
             f"optimal snapshot interval: every {k['young_interval_events']} events (Young),"
             f" {k['daly_interval_events']} (Daly); the store uses {k['current_snapshot_every']}"
+        )
+    elif asked_interval:
+        # asked for with --mtbf, but the loads timed show no cost per replayed event
+        # (too few events since the snapshots, or timings lost in noise): say so
+        console.print(
+            "optimal snapshot interval: not computed: the timed loads show no cost per"
+            " replayed event (too few events since the last snapshots to measure)"
         )
 
 
