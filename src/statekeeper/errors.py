@@ -25,6 +25,7 @@ __all__ = [
     "ConflictError",
     "DecryptionError",
     "HistoryCompacted",
+    "FeedPositionCompacted",
     "IntegrityError",
     "InvalidAgentId",
     "InvalidArgument",
@@ -42,6 +43,8 @@ __all__ = [
     "NotAStore",
     "NotOwned",
     "PatchError",
+    "ProjectionError",
+    "ProjectionFailed",
     "ReadOnlyStore",
     "RetentionPolicyError",
     "RetriesExhausted",
@@ -60,6 +63,7 @@ __all__ = [
     "StoredStateInvalid",
     "TransitionInProgress",
     "UnknownEvent",
+    "UnknownProjection",
     "UnknownState",
     "UnknownTypeTag",
     "UnsavedChangesWarning",
@@ -758,4 +762,56 @@ class HistoryCompacted(StorageError):
         super().__init__(
             f"agent {agent_id!r}: history before seq {base_seq + 1} was compacted by"
             f" retention (its base is the snapshot at seq {base_seq})"
+        )
+
+
+class FeedPositionCompacted(StorageError):
+    """A change-feed subscriber asked to resume after ``position``, but the feed no
+    longer holds the positions up to ``floor`` (they were trimmed: see
+    ``StateStore.trim_feed``). Events between the two cannot be delivered in feed
+    order any more: rebuild the consumer's state from the agents' current snapshots
+    (``statekeeper projections rebuild NAME`` for a projection) and subscribe again
+    from ``floor``.
+    """
+
+    def __init__(self, position: int, floor: int) -> None:
+        self.position = position
+        self.floor = floor
+        super().__init__(
+            f"change feed position {position} was compacted away (the feed starts after "
+            f"position {floor}): rebuild the read model from a snapshot of the agents' "
+            f"current state and subscribe again from position {floor}"
+        )
+
+
+class ProjectionError(StatekeeperError):
+    """Base class for projection errors (:mod:`statekeeper.feed`)."""
+
+
+class UnknownProjection(ProjectionError, ConfigurationError):
+    """No projection of that name is registered with the runner; ``known`` lists the
+    registered ones."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(f"no projection named {name!r} (registered: {', '.join(known) or 'none'})")
+
+
+class ProjectionFailed(ProjectionError):
+    """A projection's handler raised on the event at ``position``: the projection is
+    stopped (the store and other projections carry on), its read model and position
+    are unchanged (the failed batch was rolled back), and the error is recorded for
+    ``statekeeper projections status``. Fix the handler, then run it again: it resumes
+    at the failed event."""
+
+    def __init__(self, name: str, position: int, agent_id: str, seq: int, error: str) -> None:
+        self.name = name
+        self.position = position
+        self.agent_id = agent_id
+        self.seq = seq
+        self.error = error
+        super().__init__(
+            f"projection {name!r} stopped at feed position {position} "
+            f"({agent_id!r} seq {seq}): {error}"
         )

@@ -21,6 +21,8 @@ __all__ = [
     "AppendResult",
     "Event",
     "EventKind",
+    "FeedEvent",
+    "FeedRecord",
     "Fence",
     "LeaseInfo",
     "RawEvent",
@@ -220,3 +222,36 @@ class LeaseInfo:
     def fence(self) -> Fence:
         """``(holder, token)`` to put on writes made under this lease."""
         return (self.holder or "", self.token)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedRecord:
+    """A row of the change feed as a backend returns it (see
+    :meth:`~statekeeper.backends.base.Backend.read_feed`): the stored event of
+    ``agent_id`` and its store-wide ``position``."""
+
+    position: int
+    agent_id: str
+    event: RawEvent
+
+
+@dataclass(frozen=True, slots=True)
+class FeedEvent:
+    """One verified event of the change feed: ``event`` and its store-wide ``position``
+    (increasing in the order the appends committed; gaps are normal). Resume a
+    subscription after a crash with ``from_position=`` the last position handled."""
+
+    position: int
+    event: Event
+
+    @property
+    def agent_id(self) -> str:
+        return self.event.agent_id
+
+    @property
+    def seq(self) -> int:
+        return self.event.seq
+
+    @property
+    def type(self) -> str:
+        return self.event.type

@@ -20,7 +20,6 @@ import psycopg
 from statekeeper.backends import open_backend
 from statekeeper.backends.postgres import (
     MIGRATIONS,
-    SCHEMA_VERSION,
     PostgresBackend,
     parse_postgres_url,
 )
@@ -418,8 +417,15 @@ async def test_a_pre_release_schema_is_upgraded_in_place(schema: str, applied: i
     new = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
     try:
         assert await new.head_tag("a") == (3, None)  # written before tags existed
-        assert await new.migrations() == [*range(1, applied + 1), SCHEMA_VERSION]
+        # the squashed migration 6, then every later one (7: the change feed)
+        assert await new.migrations() == [*range(1, applied + 1), *(v for v, _, _ in MIGRATIONS)]
         assert [e.seq for e in await new.read("a")] == [1, 2, 3]
+        # events stored before the feed existed got positions, in the feed's order
+        assert [(r.agent_id, r.event.seq) for r in await new.read_feed()] == [
+            ("a", 1),
+            ("a", 2),
+            ("a", 3),
+        ]
         assert await new.lookup_key("a", "k") == AppendResult("a", 1, 3, True)
         await new.append(
             AppendRequest("a", 3, (RawEvent(4, "patch", 4.0, b"p", b"c"),), head_tag=b"tag")

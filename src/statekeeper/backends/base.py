@@ -20,6 +20,7 @@ refused. Callers that need one (the tiered backend's cold tier needs key export)
 from __future__ import annotations
 
 import abc
+import asyncio
 import enum
 import functools
 import math
@@ -41,6 +42,7 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    FeedRecord,
     Fence,
     LeaseInfo,
     RawEvent,
@@ -82,6 +84,9 @@ class Capability(enum.StrEnum):
     #: ``prune(agent, base_seq, drop_snapshots)``: remove history below a snapshot
     #: (retention: keep the last N events, thin snapshots)
     PRUNE = "prune"
+    #: the change feed: every append gets a store-wide position committed with it;
+    #: ``read_feed``, ``feed_bounds``, ``trim_feed`` and ``wait_feed``
+    FEED = "change feed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +311,43 @@ class Backend(abc.ABC):
         (retention); the default refuses.
         """
         raise CapabilityUnsupported(self.name, Capability.PRUNE.value)
+
+    # The change feed (Capability.FEED). Every event appended gets a *position*: an
+    # integer, store-wide, committed atomically with the append, greater than every
+    # position committed before it (gaps are allowed: aborted appends, deleted agents,
+    # trimmed ranges). ``read_feed`` returns only positions no append still in flight
+    # can come before (its *safe frontier*), so a reader that resumes after the last
+    # position it saw never skips an event that commits later with a smaller position.
+
+    #: seconds a reader waits between polls of the feed when nothing woke it up
+    feed_poll_interval: float = 0.05
+
+    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
+        """Feed records with ``position > after``, in position order, at most ``limit``,
+        none beyond the safe frontier. Records of deleted agents are gone (gaps).
+        Capability ``FEED``."""
+        raise CapabilityUnsupported(self.name, Capability.FEED.value)
+
+    async def feed_bounds(self) -> tuple[int, int]:
+        """``(floor, head)``: positions ``<= floor`` were trimmed away (0 when nothing
+        was), ``head`` is the highest position within the safe frontier (0 when
+        empty). Capability ``FEED``."""
+        raise CapabilityUnsupported(self.name, Capability.FEED.value)
+
+    async def trim_feed(self, through: int) -> int:
+        """Forget feed positions ``<= through`` (the events themselves stay, readable
+        per agent); the floor becomes ``through``. Returns how many records were
+        dropped. Capability ``FEED``."""
+        raise CapabilityUnsupported(self.name, Capability.FEED.value)
+
+    async def wait_feed(self, after: int, max_wait: float) -> None:
+        """Return when a position ``> after`` may have been committed, or after at
+        most ``max_wait`` seconds: a wake-up hint (a reader re-reads ``read_feed``
+        either way). The default sleeps ``min(max_wait, feed_poll_interval)``;
+        engines with notifications return as soon as one arrives."""
+        if Capability.FEED not in self.capabilities:
+            raise CapabilityUnsupported(self.name, Capability.FEED.value)
+        await asyncio.sleep(min(max_wait, self.feed_poll_interval))
 
     async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
         """Every idempotency key of the agent as ``(key, first_seq, last_seq)``, in

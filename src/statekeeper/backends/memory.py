@@ -8,7 +8,9 @@ atomic step.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    FeedRecord,
     LeaseInfo,
     RawEvent,
     RawSnapshot,
@@ -69,6 +72,7 @@ class MemoryBackend(Backend):
             Capability.REWRITE,
             Capability.DROP_ALL,
             Capability.PRUNE,
+            Capability.FEED,
         }
     )
     compares_head_tag = True
@@ -79,6 +83,14 @@ class MemoryBackend(Backend):
         self._leases: dict[str, LeaseInfo] = {}
         self.clock = clock
         self._closed = False
+        # the change feed: positions in append order (one event loop: commit order),
+        # each pointing at (agent, seq, the stream object it was appended to): a
+        # deleted or re-created stream's old entries no longer match and are skipped
+        self._feed_positions: list[int] = []
+        self._feed_refs: list[tuple[str, int, _Stream]] = []
+        self._feed_last = 0
+        self._feed_floor = 0
+        self._feed_wakeup: asyncio.Event | None = None
 
     def _check(self) -> None:
         if self._closed:
@@ -109,6 +121,13 @@ class MemoryBackend(Backend):
             stream.keys[key] = (first, last)
         if request.snapshot is not None:
             self._put_snapshot(stream, request.snapshot)
+        for event in request.events:
+            self._feed_last += 1
+            self._feed_positions.append(self._feed_last)
+            self._feed_refs.append((request.agent_id, event.seq, stream))
+        if self._feed_wakeup is not None:
+            self._feed_wakeup.set()
+            self._feed_wakeup = None
         return AppendResult(request.agent_id, first, last)
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
@@ -133,7 +152,44 @@ class MemoryBackend(Backend):
         count = len(self._streams)
         self._streams.clear()
         self._leases.clear()
+        self._feed_positions.clear()
+        self._feed_refs.clear()
         return count
+
+    # -- the change feed -------------------------------------------------------------
+
+    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
+        self._check()
+        out: list[FeedRecord] = []
+        i = bisect.bisect_right(self._feed_positions, after)
+        while i < len(self._feed_positions) and len(out) < limit:
+            agent_id, seq, stream = self._feed_refs[i]
+            event = stream.events[seq - 1]
+            if self._streams.get(agent_id) is stream and event is not _PRUNED:
+                out.append(FeedRecord(self._feed_positions[i], agent_id, event))
+            i += 1
+        return out
+
+    async def feed_bounds(self) -> tuple[int, int]:
+        self._check()
+        return self._feed_floor, max(self._feed_last, self._feed_floor)
+
+    async def trim_feed(self, through: int) -> int:
+        self._check()
+        i = bisect.bisect_right(self._feed_positions, through)
+        del self._feed_positions[:i]
+        del self._feed_refs[:i]
+        self._feed_floor = max(self._feed_floor, through)
+        return i
+
+    async def wait_feed(self, after: int, max_wait: float) -> None:
+        self._check()
+        if self._feed_last > after:
+            return
+        if self._feed_wakeup is None:
+            self._feed_wakeup = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._feed_wakeup.wait(), max_wait)
 
     async def head(self, agent_id: str) -> int:
         self._check()

@@ -66,12 +66,14 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    FeedRecord,
     LeaseInfo,
     RawEvent,
     RawSnapshot,
     RewriteRequest,
     StreamExport,
 )
+from . import sqlite_feed
 from .base import (
     Backend,
     Capability,
@@ -89,8 +91,9 @@ __all__ = ["SQLiteBackend"]
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 #: 1: the first layout; 2: ``sk_agents.head_tag`` (the authenticated stream head);
-#: 3: ``sk_leases`` (leases and fencing tokens)
-SCHEMA_VERSION = 3
+#: 3: ``sk_leases`` (leases and fencing tokens); 4: ``sk_feed`` (the change feed, see
+#: :mod:`.sqlite_feed`)
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sk_meta (
@@ -188,7 +191,7 @@ def _translated(path: str, agent_id: str = "*", seq: int | None = None) -> Itera
 
 _SLICE = 0.1  # seconds: the longest pause between two tries for the write lock (see _begin)
 _TABLES = frozenset(
-    {"sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases"}
+    {"sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases", "sk_feed"}
 )
 _HEADER = b"SQLite format 3\x00"
 
@@ -340,9 +343,11 @@ class SQLiteBackend(Backend):
             Capability.DROP_ALL,
             Capability.MIGRATIONS,
             Capability.PRUNE,
+            Capability.FEED,
         }
     )
     compares_head_tag = True
+    feed_poll_interval = sqlite_feed.FEED_POLL
 
     def __init__(
         self,
@@ -509,6 +514,7 @@ class SQLiteBackend(Backend):
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 conn.execute(statement)
+        sqlite_feed.ensure_feed(conn)  # schema step 3 -> 4, its own step
 
     def _init_writer(self, conn: sqlite3.Connection) -> None:
         with _translated(self.path):
@@ -1271,6 +1277,8 @@ class SQLiteBackend(Backend):
                 count = int(conn.execute("SELECT count(*) FROM sk_agents").fetchone()[0])
                 for table in ("sk_agents", "sk_events", "sk_snapshots", "sk_idempotency"):
                     conn.execute(f"DELETE FROM {table}")
+                # the largest position stays (positions never go back); the feed's
+                # rows of the deleted agents are hidden by sk_feed_deleted
                 conn.execute("DELETE FROM sk_leases")
                 conn.execute("COMMIT")
             except BaseException:
@@ -1283,6 +1291,41 @@ class SQLiteBackend(Backend):
         many agents there were. For tests and benchmarks; irreversible."""
         result: int = await self._write(self._drop_all_sync)
         return result
+
+    # -- the change feed (see sqlite_feed) -------------------------------------------
+
+    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
+        with _translated(self.path):
+            return sqlite_feed.read_feed(self._reader(), after, limit)
+
+    async def feed_bounds(self) -> tuple[int, int]:
+        with _translated(self.path):
+            return sqlite_feed.feed_bounds(self._reader())
+
+    def _trim_feed_sync(self, through: int) -> int:
+        conn = self._writer
+        assert conn is not None
+        with _translated(self.path):
+            self._begin(conn)
+            try:
+                dropped = sqlite_feed.trim_feed(conn, through)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return dropped
+
+    async def trim_feed(self, through: int) -> int:
+        result: int = await self._write(self._trim_feed_sync, through)
+        return result
+
+    async def wait_feed(self, after: int, max_wait: float) -> None:
+        deadline = time.monotonic() + max_wait
+        while (await self.feed_bounds())[1] <= after:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(left, self.feed_poll_interval))
 
     async def head(self, agent_id: str) -> int:
         with _translated(self.path, agent_id):

@@ -85,6 +85,7 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    FeedRecord,
     LeaseInfo,
     RawEvent,
     RawSnapshot,
@@ -183,6 +184,12 @@ class TieredBackend(Backend):
             caps.add(Capability.MIGRATIONS)
         if all(t.supports(Capability.DROP_ALL) for t in (hot, durable, cold) if t is not None):
             caps.add(Capability.DROP_ALL)
+        if cold is None and durable.supports(Capability.FEED):
+            # the feed is the tier of record's. Not with a cold tier: demotion deletes an
+            # agent's events from the durable tier and rehydration appends them again,
+            # under new positions (a follower would see them twice), and the tier's
+            # marker records would be events of the feed
+            caps.add(Capability.FEED)
         #: the durable tier's leases, key export, rewrite and migrations; ``drop_all``
         #: when every tier has it; never TTL (an expiring tier of record loses data)
         self.capabilities = frozenset(caps)
@@ -236,6 +243,8 @@ class TieredBackend(Backend):
         redis_hot = hot_url and hot_url.split("://", 1)[0] in ("redis", "rediss", "unix")
         if hot_url and redis_hot and "retry_timeout=" not in hot_url:
             hot_url += ("&" if "?" in hot_url else "?") + "retry_timeout=0"
+        if hot_url and redis_hot and "feed=" not in hot_url:
+            hot_url += ("&" if "?" in hot_url else "?") + "feed=0"  # the durable tier's feed
         kwargs: dict[str, Any] = {}
         for key in ("idle_after", "demote_interval", "hot_timeout", "hot_retry_after"):
             if key in options:
@@ -702,6 +711,29 @@ class TieredBackend(Backend):
         self._check_open()
         self.require(Capability.MIGRATIONS)
         return await self.durable.schema_version()
+
+    # -- the change feed: the durable tier's (without a cold tier) -------------------
+
+    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
+        self._check_open()
+        self.require(Capability.FEED, "a tiered backend with a cold tier")
+        return await self.durable.read_feed(after, limit)
+
+    async def feed_bounds(self) -> tuple[int, int]:
+        self._check_open()
+        self.require(Capability.FEED, "a tiered backend with a cold tier")
+        return await self.durable.feed_bounds()
+
+    async def trim_feed(self, through: int) -> int:
+        self._check_open()
+        self._check_writable()
+        self.require(Capability.FEED, "a tiered backend with a cold tier")
+        return await self.durable.trim_feed(through)
+
+    async def wait_feed(self, after: int, max_wait: float) -> None:
+        self._check_open()
+        self.require(Capability.FEED, "a tiered backend with a cold tier")
+        await self.durable.wait_feed(after, max_wait)
 
     async def drop_all(self) -> int | None:
         """``drop_all`` on every tier (hot first, the tier of record, then cold)."""

@@ -126,4 +126,9 @@ COMMANDS: dict[str, Entry] = {
         "time, consistency score, optimal snapshot interval (Young/Daly).",
     ),
     "metrics": Entry("observe", "Prometheus metrics of a store.", group="metrics_app"),
+    "projections": Entry(
+        "projections",
+        "Read models kept from the change feed: status, rebuild, run.",
+        group="projections_app",
+    ),
 }

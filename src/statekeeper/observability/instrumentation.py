@@ -36,6 +36,7 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    FeedRecord,
     LeaseInfo,
     RawEvent,
     RawSnapshot,
@@ -233,6 +234,24 @@ class ObservedBackend(Backend):
     async def schema_version(self) -> int:
         version: int = await self._obs.call("schema_version", None, self.inner.schema_version)
         return version
+
+    # the change feed: reads timed like any call; a live wait is not an operation
+    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
+        records: list[FeedRecord] = await self._obs.call(
+            "read_feed", None, self.inner.read_feed, after, limit
+        )
+        return records
+
+    async def feed_bounds(self) -> tuple[int, int]:
+        bounds: tuple[int, int] = await self._obs.call("feed_bounds", None, self.inner.feed_bounds)
+        return bounds
+
+    async def trim_feed(self, through: int) -> int:
+        dropped: int = await self._obs.call("trim_feed", None, self.inner.trim_feed, through)
+        return dropped
+
+    async def wait_feed(self, after: int, max_wait: float) -> None:
+        await self.inner.wait_feed(after, max_wait)
 
     async def seq_at(self, agent_id: str, timestamp: float) -> int:
         seq: int = await self._obs.call("seq_at", agent_id, self.inner.seq_at, agent_id, timestamp)

@@ -51,6 +51,7 @@ from . import digests, verification
 from .cache import CacheStats
 from .digests import StreamDigest
 from .durability import Durability
+from .feed import Subscription
 from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .machines import Machines
 from .options import check_options, state_values
@@ -426,6 +427,52 @@ class StateStore:
         await self._flush_agent(agent_id)
         async for event in self._reads.history(agent_id, after_seq, to_seq):
             yield event
+
+    def subscribe(
+        self,
+        from_position: int = 0,
+        *,
+        namespace: str | None = None,
+        agent_prefix: str | None = None,
+        event_types: Iterable[str] | None = None,
+        batch_size: int = 256,
+        stop_at_head: bool = False,
+    ) -> Subscription:
+        """The change feed: every event of the store after ``from_position``, in the
+        order the appends committed, as :class:`~statekeeper.records.FeedEvent` s —
+        catch-up from storage, then live (see :mod:`.feed` and ``docs/feed.md``).
+
+        ``namespace`` keeps agents ``"<namespace>/..."``, ``agent_prefix`` agents whose
+        id starts with it, ``event_types`` events of those types. The subscription's
+        ``position`` is where to resume. Raises
+        :class:`~statekeeper.errors.FeedPositionCompacted` for a trimmed position and
+        :class:`~statekeeper.errors.CapabilityUnsupported` on an engine without a feed.
+        """
+        self._check_open()
+        return Subscription(
+            self,
+            from_position,
+            namespace=namespace,
+            agent_prefix=agent_prefix,
+            event_types=event_types,
+            batch_size=batch_size,
+            stop_at_head=stop_at_head,
+        )
+
+    async def feed_bounds(self) -> tuple[int, int]:
+        """``(floor, head)`` of the change feed: positions ``<= floor`` were trimmed,
+        ``head`` is the newest committed position."""
+        await self._ready()
+        return await self.backend.feed_bounds()
+
+    async def trim_feed(self, through: int) -> int:
+        """Forget change-feed positions ``<= through`` (the events stay readable per
+        agent); subscribers behind it get
+        :class:`~statekeeper.errors.FeedPositionCompacted`. Returns how many feed
+        records were dropped."""
+        check_seq(through, "through")
+        await self._ready()
+        return await self.backend.trim_feed(through)
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         """One page of agents ordered by id (use ``after`` = last id for the next page)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Se
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from ..backends.base import Backend, Health
-from ..records import AgentInfo, AppendResult, Event, EventKind, Snapshot
+from ..records import AgentInfo, AppendResult, Event, EventKind, FeedEvent, Snapshot
 from ..security.highwater import DEFAULT_INTERVAL
 from .agent import DurableAgent
 from .portal import Portal
@@ -231,6 +231,36 @@ class SyncStateStore:
         return self._portal.iterate(
             self.store.history(agent_id, after_seq=after_seq, to_seq=to_seq)
         )
+
+    def subscribe(
+        self,
+        from_position: int = 0,
+        *,
+        namespace: str | None = None,
+        agent_prefix: str | None = None,
+        event_types: Iterable[str] | None = None,
+        batch_size: int = 256,
+        stop_at_head: bool = False,
+    ) -> Iterator[FeedEvent]:
+        """See :meth:`StateStore.subscribe` (the same subscription, driven from here)."""
+        return self._portal.iterate(
+            self.store.subscribe(
+                from_position,
+                namespace=namespace,
+                agent_prefix=agent_prefix,
+                event_types=event_types,
+                batch_size=batch_size,
+                stop_at_head=stop_at_head,
+            )
+        )
+
+    def feed_bounds(self) -> tuple[int, int]:
+        """See :meth:`StateStore.feed_bounds`."""
+        return self._portal.call(self.store.feed_bounds())
+
+    def trim_feed(self, through: int) -> int:
+        """See :meth:`StateStore.trim_feed`."""
+        return self._portal.call(self.store.trim_feed(through))
 
     def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         """See :meth:`StateStore.list_agents`."""

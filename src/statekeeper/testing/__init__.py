@@ -17,9 +17,11 @@ from .conformance import (
     tagged,
     untagged_at,
 )
+from .feed import FeedConformance
 
 __all__ = [
     "BackendConformance",
+    "FeedConformance",
     "event",
     "fenced",
     "request",

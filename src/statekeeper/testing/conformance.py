@@ -55,6 +55,8 @@ from statekeeper.records import (
     RewriteRequest,
 )
 
+from .feed import FeedConformance
+
 __all__ = ["BackendConformance", "event", "fenced", "request", "snapshot", "tagged"]
 
 
@@ -88,7 +90,7 @@ def request(
     return AppendRequest(agent_id, expected_seq, events, snap, key)
 
 
-class BackendConformance:
+class BackendConformance(FeedConformance):
     """The shared contract of :class:`statekeeper.backends.base.Backend`.
 
     Not collected on its own (no ``Test`` prefix); subclass it as ``Test<Engine>…``.
@@ -1210,6 +1212,7 @@ class BackendConformance:
             Capability.DROP_ALL: lambda: backend.drop_all(),
             Capability.MIGRATIONS: lambda: backend.schema_version(),
             Capability.PRUNE: lambda: backend.prune("a", 0, (2,)),
+            Capability.FEED: lambda: backend.read_feed(0),
         }
         with pytest.raises(CapabilityUnsupported) as info:
             await calls[capability]()

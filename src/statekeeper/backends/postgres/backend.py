@@ -78,6 +78,7 @@ from ...records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    FeedRecord,
     LeaseInfo,
     RawEvent,
     RawSnapshot,
@@ -106,6 +107,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'statekeeper[postgres]'"
     ) from exc
 
+from .feed import FeedReader
+
 __all__ = ["MIGRATIONS", "PostgresBackend", "parse_postgres_url"]
 
 logger = logging.getLogger("statekeeper.backends.postgres")
@@ -132,6 +135,7 @@ _PACKAGE = "statekeeper.backends.postgres"
 # that has them all is current), written to also upgrade a schema that has 1-5.
 MIGRATIONS: list[tuple[int, str, str]] = [
     (6, "tables, leases and the append functions", read_script(_PACKAGE, "sql/schema.sql")),
+    (7, "the change feed: event positions", read_script(_PACKAGE, "sql/feed.sql")),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -269,8 +273,10 @@ class PostgresBackend(Backend):
             Capability.DROP_ALL,
             Capability.MIGRATIONS,
             Capability.PRUNE,
+            Capability.FEED,
         }
     )
+    feed_poll_interval = 1.0  # a fallback: NOTIFY wakes subscribers up
     #: the head tag is compared inside ``sk_append`` (no read before a write)
     compares_head_tag = True
 
@@ -341,6 +347,7 @@ class PostgresBackend(Backend):
             before_retry=self._purge,
             unsent=lambda exc: isinstance(exc, PoolTimeout),
         )
+        self._feed = FeedReader(self)
         # read coalescing (see :meth:`read`)
         self._reading = False
         self._read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]] = []
@@ -510,9 +517,12 @@ class PostgresBackend(Backend):
                     await conn.execute(
                         "DROP TABLE IF EXISTS public.sk_agents, public.sk_events,"
                         " public.sk_snapshots, public.sk_idempotency, public.sk_leases,"
-                        " public.sk_migrations"
+                        " public.sk_migrations, public.sk_feed_floor"
                     )
+                    await conn.execute("DROP SEQUENCE IF EXISTS public.sk_feed_seq")
                     for fn in (
+                        "sk_feed_mark",
+                        "sk_feed_frontier",
                         "sk_append_batch_fenced",
                         "sk_append_fenced",
                         "sk_append_batch",
@@ -538,7 +548,26 @@ class PostgresBackend(Backend):
         if self._closed:
             return
         self._closed = True
+        await self._feed.close()
         await self._pool.close()
+
+    # -- the change feed (see .feed) -------------------------------------------------
+
+    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
+        self._check_open()
+        return await self._feed.read(after, limit)
+
+    async def feed_bounds(self) -> tuple[int, int]:
+        self._check_open()
+        return await self._feed.bounds()
+
+    async def trim_feed(self, through: int) -> int:
+        self._check_open()
+        return await self._feed.trim(through)
+
+    async def wait_feed(self, after: int, max_wait: float) -> None:
+        self._check_open()
+        await self._feed.wait(after, max_wait)
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -656,6 +685,7 @@ class PostgresBackend(Backend):
             row = await self._append_once(request)
         except psycopg.Error as exc:
             return await self._recover(request, exc)
+        self._feed.poke()
         return self._result(request, row)
 
     async def append_batch(
@@ -687,6 +717,7 @@ class PostgresBackend(Backend):
                 # request on its own (checking whether it landed when that is unknown).
                 await self._settle(valid, exc, out)
             else:
+                self._feed.poke()
                 for (i, request), row in zip(valid, rows, strict=True):
                     try:
                         out[i] = self._result(request, row)

@@ -9,6 +9,8 @@ Layout, under a configurable key prefix (default ``statekeeper:``)::
     <prefix>s:<agent>   zset   snapshot seqs (score = seq) for "latest at or below"
     <prefix>agents      zset   every agent id (score 0), ordered by id for list_agents
     <prefix>l:<agent>   hash   the agent's lease: o = holder, n = fencing token, x = expiry
+    <prefix>feed…               the change feed (see :mod:`.feed`); the agent hash's
+                               i = its incarnation (first feed position)
 
 * Compare-and-append is ONE Lua script: check the idempotency key, check the head,
   write the events, then the head together with the key (one ``HSET``), then the
@@ -60,6 +62,7 @@ from ...records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    FeedRecord,
     LeaseInfo,
     RawEvent,
     RawSnapshot,
@@ -78,6 +81,8 @@ from ..framing import pack_snapshot, unpack_snapshot
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
 from ..scripts import read_script
+from . import feed
+from .feed import FeedKeys
 
 try:
     import redis.asyncio as aioredis
@@ -98,7 +103,14 @@ logger = logging.getLogger("statekeeper.backends.redis")
 
 T = TypeVar("T")
 
-_OWN_OPTIONS = ("prefix", "ttl", "retry_timeout", "max_connections", "connect_timeout")
+_OWN_OPTIONS = (
+    "prefix",
+    "ttl",
+    "retry_timeout",
+    "max_connections",
+    "connect_timeout",
+    "feed",
+)
 _EVENT_HEAD = struct.Struct(">dHH")  # ts, len(kind), len(checksum); then kind, checksum, payload
 _HMGET_CHUNK = 1000
 
@@ -241,6 +253,9 @@ class RedisBackend(Backend):
             :meth:`ensure_store` raises :class:`~statekeeper.errors.NotAStore` for a
             prefix holding neither statekeeper's marker (``<prefix>meta``, written by
             :meth:`initialize`) nor its agent index.
+        feed: keep the change feed (``Capability.FEED``, see :mod:`.feed`): one
+            stream entry per event, trimmed by ``trim_feed``. ``False`` (URL
+            ``feed=0``) for a hot tier or a cache, which nobody follows.
     """
 
     name = "redis"
@@ -271,6 +286,7 @@ class RedisBackend(Backend):
         socket_connect_timeout: float = 2.0,
         connect_timeout: float = 5.0,
         readonly: bool = False,
+        feed: bool = True,
     ) -> None:
         if ttl is not None and ttl <= 0:
             raise ConfigurationError("ttl must be > 0 seconds (or None for no expiry)")
@@ -287,6 +303,11 @@ class RedisBackend(Backend):
         self.retry_timeout = retry_timeout
         self._pfx = prefix.encode()
         self._index = self._pfx + b"agents"
+        self.feed = feed
+        self._block_limit = max(0.05, socket_timeout / 2)  # a blocking XREAD within it
+        self._feed_keys = FeedKeys(self._pfx)
+        if feed:
+            self.capabilities = type(self).capabilities | {Capability.FEED}
         self._ttl_ms = str(round(ttl * 1000)) if ttl else "0"
         self._touch = "1" if touch and ttl and not readonly else "0"
         try:
@@ -341,6 +362,10 @@ class RedisBackend(Backend):
             try:
                 if key == "prefix":
                     kwargs["prefix"] = value
+                elif key == "feed":
+                    if value not in ("0", "1", "true", "false"):
+                        raise ValueError(value)
+                    kwargs["feed"] = value in ("1", "true")
                 elif key == "max_connections":
                     kwargs[key] = int(value)
                 else:
@@ -452,7 +477,10 @@ class RedisBackend(Backend):
             request.expected_tag or b"",
         ]
         args.extend(_pack_event(e) for e in events)
-        return [h, sz, self._index, self._lease_key(request.agent_id)], args
+        keys = [h, sz, self._index, self._lease_key(request.agent_id)]
+        if self.feed:
+            keys += [self._feed_keys.counter, self._feed_keys.stream]
+        return keys, args
 
     @staticmethod
     def _result(request: AppendRequest, reply: Any) -> AppendResult:
@@ -903,3 +931,28 @@ class RedisBackend(Backend):
             return
         self._closed = True
         await self._client.aclose()
+
+    # -- the change feed (see .feed) -------------------------------------------------
+
+    def _need_feed(self) -> None:
+        self._check_open()
+        if not self.feed:
+            self.require(Capability.FEED, "this backend was opened with feed=False")
+
+    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
+        self._need_feed()
+        return await self._retrying("read_feed", lambda: feed.read_feed(self, after, limit))
+
+    async def feed_bounds(self) -> tuple[int, int]:
+        self._need_feed()
+        return await self._retrying("feed_bounds", lambda: feed.feed_bounds(self))
+
+    async def trim_feed(self, through: int) -> int:
+        self._need_feed()
+        self._check_writable()
+        return await self._retrying("trim_feed", lambda: feed.trim_feed(self, through))
+
+    async def wait_feed(self, after: int, max_wait: float) -> None:
+        self._need_feed()
+        max_wait = min(max_wait, self._block_limit)
+        await self._retrying("wait_feed", lambda: feed.wait_feed(self, after, max_wait))

@@ -114,3 +114,18 @@ DELETE FROM {s}.sk_snapshots WHERE agent_id = %s AND seq = ANY(%s::bigint[])
 
 -- name: migrations
 SELECT version FROM {s}.sk_migrations ORDER BY version
+
+-- name: feed_frontier
+SELECT safe, next_candidate, next_holders FROM {s}.sk_feed_frontier(%s, %s::bigint, %s::text[])
+
+-- name: feed_read
+SELECT position, agent_id, seq, kind, ts, payload, checksum FROM {s}.sk_events WHERE position > greatest(%s::bigint, (SELECT floor FROM {s}.sk_feed_floor)) AND position <= %s ORDER BY position LIMIT %s
+
+-- name: feed_floor
+SELECT floor FROM {s}.sk_feed_floor
+
+-- name: feed_trim
+UPDATE {s}.sk_feed_floor SET floor = greatest(floor, %s) RETURNING floor
+
+-- name: feed_trimmed
+SELECT count(*) FROM {s}.sk_events WHERE position > (SELECT floor FROM {s}.sk_feed_floor) AND position <= %s

@@ -1,4 +1,4 @@
--- KEYS: hash, snapshot zset, index, lease. ARGV: agent, expected, key|'', default ttl
+-- KEYS: hash, snapshot zset, index, lease[, feed counter, feed stream]. ARGV: agent, expected, key|'', default ttl
 -- ms, first ts, last ts, snapshot seq|'0', snapshot blob, head tag|'', fence holder|'',
 -- fence token, tag check (''|'0' expect no tag|'1' expect ARGV[13]), expected tag,
 -- events...
@@ -58,5 +58,20 @@ if ARGV[7] ~= '0' then
   redis.call('ZADD', sz, tonumber(ARGV[7]), ARGV[7])
 end
 redis.call('ZADD', idx, 0, ARGV[1])
+if KEYS[6] then
+  -- the change feed: positions from one counter, in the order scripts run (Redis runs
+  -- one at a time: commit order); each entry names the agent, the seq and the agent's
+  -- incarnation (its first position), so entries of a deleted agent never match the
+  -- events of one re-created under the same id
+  local top = redis.call('INCRBY', KEYS[5], n)
+  local inc = redis.call('HGET', h, 'i')
+  if expected == 0 or not inc then
+    inc = fmt(top - n + 1)
+    redis.call('HSET', h, 'i', inc)
+  end
+  for i = 1, n do
+    redis.call('XADD', KEYS[6], '0-' .. fmt(top - n + i), 'a', ARGV[1], 's', fmt(expected + i), 'i', inc)
+  end
+end
 touch(h, sz, ttl_of(h, ARGV[4]))
 return {0, expected + 1, last}

@@ -1,0 +1,145 @@
+"""The PostgreSQL backend's change feed (migration 7, ``sql/feed.sql``).
+
+Positions come from a sequence, taken in the append's own transaction (the column
+default of ``sk_events.position``), so a position commits atomically with its event.
+Sequence values commit out of order: transaction A takes 10, B takes 11, B commits
+first. A reader that delivered 11 and resumed "after 11" would never see 10. So a
+reader only reads up to a *safe frontier*: every statement inserting events holds a
+shared advisory lock until its transaction ends; :func:`FeedReader.frontier` reads
+the sequence's last value L and then the transactions holding that lock, and L
+becomes safe once all of those have ended (they are the only ones that can still
+commit a position <= L). It never blocks a writer (shared locks do not conflict and
+the reader takes none) and never waits on an unrelated transaction.
+
+Wake-ups: after its appends commit, a process sends one ``NOTIFY`` on the schema's
+channel, coalesced (at most one every :data:`NOTIFY_GAP` seconds, off the append's
+path: a NOTIFY inside the append would take PostgreSQL's global notify lock at every
+commit). Subscribers ``LISTEN`` on a connection of their own and re-read on each
+notification, or after their poll interval when none comes (a writer in a process
+that died before notifying).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import zlib
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg import sql
+
+from ...records import FeedRecord, RawEvent
+
+if TYPE_CHECKING:
+    from .backend import PostgresBackend
+
+__all__ = ["NOTIFY_GAP", "FeedReader"]
+
+#: seconds between two NOTIFYs sent by one process (coalescing)
+NOTIFY_GAP = 0.01
+
+
+class FeedReader:
+    """Frontier state, the listening connection and the notifier of one backend."""
+
+    def __init__(self, backend: PostgresBackend) -> None:
+        self.backend = backend
+        self.channel = f"sk_feed_{zlib.crc32(backend.schema.encode()):08x}"
+        self.safe = 0
+        self._candidate: int | None = None
+        self._holders: list[str] = []
+        self._listener: psycopg.AsyncConnection[Any] | None = None
+        self._notifier: asyncio.Task[None] | None = None
+        self._again = False
+
+    # -- reading -----------------------------------------------------------------
+
+    async def frontier(self) -> int:
+        """The highest position no append still in flight can come before."""
+        rows = await self.backend._query(
+            "feed_frontier", (self.backend.schema, self._candidate, self._holders)
+        )
+        safe, candidate, holders = rows[0]
+        self.safe = max(self.safe, int(safe or 0))
+        self._candidate = int(candidate) if candidate is not None else None
+        self._holders = list(holders or [])
+        return self.safe
+
+    async def read(self, after: int, limit: int) -> list[FeedRecord]:
+        safe = await self.frontier()
+        if safe <= after:
+            return []
+        rows = await self.backend._query("feed_read", (after, safe, limit))
+        return [
+            FeedRecord(int(r[0]), r[1], RawEvent(int(r[2]), r[3], r[4], bytes(r[5]), bytes(r[6])))
+            for r in rows
+        ]
+
+    async def bounds(self) -> tuple[int, int]:
+        safe = await self.frontier()
+        floor = int((await self.backend._query("feed_floor", ()))[0][0])
+        return floor, max(safe, floor)
+
+    async def trim(self, through: int) -> int:
+        self.backend._check_writable()
+        dropped = int((await self.backend._query("feed_trimmed", (through,)))[0][0])
+        await self.backend._query("feed_trim", (through,))
+        return dropped
+
+    # -- waking up -----------------------------------------------------------------
+
+    async def wait(self, after: int, max_wait: float) -> None:
+        """Return on a notification on the channel (or a position already past
+        ``after``), else after ``max_wait`` seconds."""
+        if self._listener is None or self._listener.closed:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self.backend.dsn, **self.backend._connect_kwargs
+                )
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+            except psycopg.Error:
+                await asyncio.sleep(min(max_wait, self.backend.feed_poll_interval))
+                return
+            self._listener = conn
+            # an append may have committed between the reader's last read and LISTEN
+            if await self.frontier() > after:
+                return
+        try:
+            async for _ in self._listener.notifies(timeout=max_wait, stop_after=1):
+                break
+        except psycopg.Error:
+            with contextlib.suppress(Exception):
+                await self._listener.close()
+            self._listener = None
+
+    def poke(self) -> None:
+        """After an append committed: make sure a NOTIFY follows (coalesced)."""
+        if self._notifier is not None and not self._notifier.done():
+            self._again = True
+            return
+        self._again = False
+        self._notifier = asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        query = "SELECT pg_notify(%s, '')"
+        while True:
+            try:
+                async with self.backend._connection() as conn:
+                    await conn.execute(query, (self.channel,))
+            except Exception:
+                return
+            await asyncio.sleep(NOTIFY_GAP)
+            if not self._again:
+                return
+            self._again = False
+
+    async def close(self) -> None:
+        if self._notifier is not None and not self._notifier.done():
+            self._notifier.cancel()
+            with contextlib.suppress(BaseException):
+                await self._notifier
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.close()
+            self._listener = None

@@ -1,0 +1,114 @@
+"""The SQLite backend's change feed: schema step 4 and the feed's queries.
+
+Every row inserted into ``sk_events`` gets a row in ``sk_feed`` from a trigger, in the
+same transaction: the position is ``sk_feed``'s ``INTEGER PRIMARY KEY`` (the next
+after the largest). SQLite has one writer at a time per file, so positions commit in
+the order they are taken and every committed position is safe to read (no in-flight
+append can come before it). The append statements are untouched: the trigger runs
+inside SQLite's C code, in the append's own transaction, and writes one row at the
+end of one B-tree (no ``AUTOINCREMENT`` counter, no second index: the cheapest write
+that gives a position; ``benchmarks/bench_feed.py`` counts it).
+
+Positions never go back: the row with the largest position is never deleted (a trim
+keeps it, hidden below the floor), so the next position is always above every one
+handed out. Deleting an agent costs one row: ``sk_feed_deleted`` records the largest
+position at that moment, and a reader skips the agent's rows at or below it — they
+would otherwise match the events of a stream re-created under the same id. The rows
+themselves go with the next trim.
+
+Readers in other processes learn of new positions by polling the largest position
+(one index probe) every ``feed_poll_interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from ..records import FeedRecord, RawEvent
+
+__all__ = ["FEED_POLL", "ensure_feed", "feed_bounds", "read_feed", "trim_feed"]
+
+#: seconds between two polls of the feed head by a waiting reader
+FEED_POLL = 0.02
+
+_FEED_SCHEMA = (
+    """CREATE TABLE sk_feed (
+        position INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        seq      INTEGER NOT NULL
+    )""",
+    """CREATE TABLE sk_feed_deleted (
+        agent_id TEXT PRIMARY KEY,
+        through  INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TRIGGER sk_feed_append AFTER INSERT ON sk_events BEGIN
+        INSERT INTO sk_feed (agent_id, seq) VALUES (new.agent_id, new.seq);
+    END""",
+    """CREATE TRIGGER sk_feed_forget AFTER DELETE ON sk_agents BEGIN
+        INSERT INTO sk_feed_deleted (agent_id, through)
+        VALUES (old.agent_id, coalesce((SELECT max(position) FROM sk_feed), 0))
+        ON CONFLICT (agent_id) DO UPDATE SET through = excluded.through;
+    END""",
+)
+
+_READ = """
+SELECT f.position, f.agent_id, e.seq, e.kind, e.ts, CAST(e.payload AS BLOB),
+       CAST(e.checksum AS BLOB)
+FROM sk_feed f
+JOIN sk_events e ON e.agent_id = f.agent_id AND e.seq = f.seq
+LEFT JOIN sk_feed_deleted d ON d.agent_id = f.agent_id
+WHERE f.position > max(?, coalesce((SELECT CAST(value AS INTEGER) FROM sk_meta
+                                    WHERE key = 'feed_floor'), 0))
+  AND (d.through IS NULL OR f.position > d.through)
+ORDER BY f.position LIMIT ?
+"""
+
+
+def ensure_feed(conn: sqlite3.Connection) -> None:
+    """Schema step 3 -> 4 (inside the caller's write transaction; idempotent): create
+    the feed and its triggers, and give the events already stored positions in the
+    order they were inserted."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sk_feed'"
+    ).fetchone()
+    if exists:
+        return
+    for statement in _FEED_SCHEMA:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO sk_feed (agent_id, seq) SELECT agent_id, seq FROM sk_events ORDER BY rowid"
+    )
+
+
+def read_feed(conn: sqlite3.Connection, after: int, limit: int) -> list[FeedRecord]:
+    """Feed records after ``after`` (one read statement: one consistent snapshot)."""
+    rows: list[tuple[Any, ...]] = conn.execute(_READ, (after, limit)).fetchall()
+    return [FeedRecord(r[0], r[1], RawEvent(r[2], r[3], r[4], r[5], r[6])) for r in rows]
+
+
+def feed_bounds(conn: sqlite3.Connection) -> tuple[int, int]:
+    """``(floor, head)``: the trimmed-through position and the largest position."""
+    row = conn.execute(
+        "SELECT (SELECT CAST(value AS INTEGER) FROM sk_meta WHERE key = 'feed_floor'),"
+        " (SELECT max(position) FROM sk_feed)"
+    ).fetchone()
+    floor = int(row[0] or 0)
+    return floor, max(int(row[1] or 0), floor)
+
+
+def trim_feed(conn: sqlite3.Connection, through: int) -> int:
+    """Drop feed rows ``<= through`` (but the largest: positions must not go back) and
+    raise the floor (caller's transaction)."""
+    dropped = conn.execute(
+        "DELETE FROM sk_feed WHERE position <= ?"
+        " AND position < (SELECT max(position) FROM sk_feed)",
+        (through,),
+    ).rowcount
+    conn.execute("DELETE FROM sk_feed_deleted WHERE through <= ?", (through,))
+    conn.execute(
+        "INSERT INTO sk_meta (key, value) VALUES ('feed_floor', ?) ON CONFLICT (key) DO UPDATE"
+        " SET value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+        (str(through),),
+    )
+    return int(dropped)

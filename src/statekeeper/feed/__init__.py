@@ -1,0 +1,49 @@
+"""Projections: read models kept up to date from the store's change feed (see
+``docs/feed.md``). The feed itself is ``StateStore.subscribe``.
+
+``ProjectionRunner`` applies the feed to projections whose read models live in a
+SQLite database, each event exactly once (the position commits with the read model);
+``Projection`` is the base class of a projection; the built-ins are in
+:mod:`statekeeper.feed.builtins`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .builtins import BUILTINS, AgentActivity, AgentStates, ToolCalls, Transitions
+    from .projection import Projection
+    from .runner import ProjectionRunner, ProjectionStatus
+
+__all__ = [
+    "BUILTINS",
+    "AgentActivity",
+    "AgentStates",
+    "Projection",
+    "ProjectionRunner",
+    "ProjectionStatus",
+    "ToolCalls",
+    "Transitions",
+]
+
+_LAZY = {
+    "BUILTINS": "builtins",
+    "AgentActivity": "builtins",
+    "AgentStates": "builtins",
+    "ToolCalls": "builtins",
+    "Transitions": "builtins",
+    "Projection": "projection",
+    "ProjectionRunner": "runner",
+    "ProjectionStatus": "runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,200 @@
+"""The built-in projections: the read models most deployments want.
+
+* ``agent_states``: every agent's current state machine state (``agent_states``).
+* ``agent_activity``: agents by namespace (the id part before the first ``/``) and
+  last activity (``agent_activity``, indexed by ``(namespace, last_activity)``).
+* ``tool_calls``: per tool, calls, failures and latency (total, max, and a histogram
+  with Prometheus' default buckets) from events of type ``tool_call`` whose data names
+  the ``tool`` and its ``duration`` in seconds (``ok: false`` counts a failure).
+* ``transitions``: how often agents moved from one state to another — the counts
+  ``N_ij`` of the seed's transition matrix ``P_ij = N_ij / N_i`` — counted exactly as
+  :func:`statekeeper.observability.analysis.moves` counts them (every event that sets
+  a state, after the agent's previous state).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from typing import Any, ClassVar
+
+from ..records import FeedEvent
+from .projection import Projection
+
+__all__ = [
+    "BUILTINS",
+    "LATENCY_BUCKETS",
+    "AgentActivity",
+    "AgentStates",
+    "ToolCalls",
+    "Transitions",
+    "namespace_of",
+]
+
+#: upper bounds (seconds) of the latency histogram: Prometheus' default buckets
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+
+#: the event type the tool-call projection counts
+TOOL_CALL = "tool_call"
+
+
+def namespace_of(agent_id: str) -> str:
+    """The namespace of an agent id: the part before its first ``/`` (``""``: none)."""
+    head, sep, _ = agent_id.partition("/")
+    return head if sep else ""
+
+
+class AgentStates(Projection):
+    """``agent_states(agent_id, state, seq, entered_at)``: the current state of every
+    agent (``state`` NULL while its machine never set one)."""
+
+    name = "agent_states"
+    tables = ("agent_states",)
+
+    def setup(self, db: sqlite3.Connection) -> None:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS agent_states (agent_id TEXT PRIMARY KEY, state TEXT,"
+            " seq INTEGER NOT NULL, entered_at REAL)"
+        )
+        db.execute("CREATE INDEX IF NOT EXISTS agent_states_state ON agent_states (state)")
+
+    def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        e = change.event
+        if e.fsm_state is None:
+            db.execute(
+                "INSERT INTO agent_states (agent_id, state, seq, entered_at)"
+                " VALUES (?, NULL, ?, NULL)"
+                " ON CONFLICT (agent_id) DO UPDATE SET seq = excluded.seq",
+                (e.agent_id, e.seq),
+            )
+        else:
+            db.execute(
+                "INSERT INTO agent_states (agent_id, state, seq, entered_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (agent_id) DO UPDATE SET state = excluded.state,"
+                " seq = excluded.seq, entered_at = excluded.entered_at",
+                (e.agent_id, e.fsm_state, e.seq, e.timestamp),
+            )
+
+
+class AgentActivity(Projection):
+    """``agent_activity(agent_id, namespace, first_activity, last_activity, last_seq,
+    events)``."""
+
+    name = "agent_activity"
+    tables = ("agent_activity",)
+
+    def setup(self, db: sqlite3.Connection) -> None:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS agent_activity (agent_id TEXT PRIMARY KEY,"
+            " namespace TEXT NOT NULL, first_activity REAL NOT NULL,"
+            " last_activity REAL NOT NULL, last_seq INTEGER NOT NULL, events INTEGER NOT NULL)"
+        )
+        db.execute(
+            "CREATE INDEX IF NOT EXISTS agent_activity_ns"
+            " ON agent_activity (namespace, last_activity)"
+        )
+
+    def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        e = change.event
+        db.execute(
+            "INSERT INTO agent_activity VALUES (?, ?, ?, ?, ?, 1)"
+            " ON CONFLICT (agent_id) DO UPDATE SET"
+            " last_activity = max(last_activity, excluded.last_activity),"
+            " last_seq = excluded.last_seq, events = events + 1",
+            (e.agent_id, namespace_of(e.agent_id), e.timestamp, e.timestamp, e.seq),
+        )
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+class ToolCalls(Projection):
+    """``tool_calls(tool, calls, failures, timed, total_seconds, max_seconds)`` and
+    ``tool_call_latency(tool, le, count)`` (a cumulative-free histogram: each call in
+    the first bucket whose bound ``le`` is >= its duration; ``le`` NULL: above all)."""
+
+    name = "tool_calls"
+    tables = ("tool_calls", "tool_call_latency")
+    event_types: ClassVar[frozenset[str] | None] = frozenset({TOOL_CALL})
+
+    def setup(self, db: sqlite3.Connection) -> None:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS tool_calls (tool TEXT PRIMARY KEY,"
+            " calls INTEGER NOT NULL, failures INTEGER NOT NULL, timed INTEGER NOT NULL,"
+            " total_seconds REAL NOT NULL, max_seconds REAL NOT NULL)"
+        )
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS tool_call_latency (tool TEXT NOT NULL, le REAL,"
+            " count INTEGER NOT NULL, UNIQUE (tool, le))"
+        )
+
+    def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        data = change.event.data
+        tool = data.get("tool")
+        if not isinstance(tool, str) or not tool:
+            return  # not a tool call this projection can attribute
+        duration = _seconds(data.get("duration"))
+        failed = 1 if data.get("ok") is False else 0
+        db.execute(
+            "INSERT INTO tool_calls VALUES (?, 1, ?, ?, ?, ?) ON CONFLICT (tool) DO UPDATE SET"
+            " calls = calls + 1, failures = failures + excluded.failures,"
+            " timed = timed + excluded.timed,"
+            " total_seconds = total_seconds + excluded.total_seconds,"
+            " max_seconds = max(max_seconds, excluded.max_seconds)",
+            (tool, failed, 1 if duration is not None else 0, duration or 0.0, duration or 0.0),
+        )
+        if duration is not None:
+            le = next((b for b in LATENCY_BUCKETS if duration <= b), None)
+            updated = db.execute(
+                "UPDATE tool_call_latency SET count = count + 1 WHERE tool = ? AND le IS ?",
+                (tool, le),
+            ).rowcount
+            if not updated:
+                db.execute("INSERT INTO tool_call_latency VALUES (?, ?, 1)", (tool, le))
+
+
+class Transitions(Projection):
+    """``transitions(source, target, count)``: the moves between states, and
+    ``transition_heads(agent_id, state)``: each agent's last state (what the next move
+    starts from)."""
+
+    name = "transitions"
+    tables = ("transitions", "transition_heads")
+
+    def setup(self, db: sqlite3.Connection) -> None:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS transitions (source TEXT NOT NULL, target TEXT NOT NULL,"
+            " count INTEGER NOT NULL, PRIMARY KEY (source, target))"
+        )
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS transition_heads (agent_id TEXT PRIMARY KEY,"
+            " state TEXT NOT NULL)"
+        )
+
+    def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        e = change.event
+        if e.fsm_state is None:
+            return
+        row = db.execute(
+            "SELECT state FROM transition_heads WHERE agent_id = ?", (e.agent_id,)
+        ).fetchone()
+        if row is not None:
+            db.execute(
+                "INSERT INTO transitions VALUES (?, ?, 1)"
+                " ON CONFLICT (source, target) DO UPDATE SET count = count + 1",
+                (row[0], e.fsm_state),
+            )
+        db.execute(
+            "INSERT INTO transition_heads VALUES (?, ?)"
+            " ON CONFLICT (agent_id) DO UPDATE SET state = excluded.state",
+            (e.agent_id, e.fsm_state),
+        )
+
+
+#: the built-in projections, by name
+BUILTINS: dict[str, type[Projection]] = {
+    p.name: p for p in (AgentStates, AgentActivity, ToolCalls, Transitions)
+}

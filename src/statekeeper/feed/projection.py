@@ -1,0 +1,75 @@
+"""What a projection is: a handler from feed events to a read model in SQLite.
+
+A projection owns some tables of the read-model database. The runner
+(:class:`~statekeeper.feed.runner.ProjectionRunner`) gives its :meth:`Projection.apply`
+each event in feed order, inside a transaction that also moves the projection's
+position: the read model and the position commit together or not at all, so after any
+crash every event is applied exactly once. ``apply`` must only write through the
+connection it is given (anything else it does — an HTTP call, a file — is repeated
+when a batch is rolled back and run again: make it idempotent).
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+import sqlite3
+from typing import ClassVar
+
+from ..errors import InvalidArgument
+from ..records import FeedEvent
+
+__all__ = ["Projection", "check_projection_name"]
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+
+def check_projection_name(name: object) -> str:
+    """A projection name: lower-case letters, digits and ``_``, starting with a letter
+    (it names tables and appears on the command line)."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InvalidArgument(
+            "name",
+            f"a projection name is lower-case letters, digits and '_' (starting with a "
+            f"letter, at most 63), not {name!r}",
+        )
+    return name
+
+
+class Projection(abc.ABC):
+    """Subclass it, name it, list its tables, create them in :meth:`setup` and fill
+    them in :meth:`apply`.
+
+    >>> class Sizes(Projection):
+    ...     name = "sizes"
+    ...     tables = ("sizes",)
+    ...     def setup(self, db):
+    ...         db.execute("CREATE TABLE IF NOT EXISTS sizes (agent_id TEXT PRIMARY KEY, n INT)")
+    ...     def apply(self, db, change):
+    ...         db.execute(
+    ...             "INSERT INTO sizes VALUES (?, 1)"
+    ...             " ON CONFLICT (agent_id) DO UPDATE SET n = n + 1",
+    ...             (change.agent_id,),
+    ...         )
+    """
+
+    #: the projection's name (see :func:`check_projection_name`)
+    name: ClassVar[str]
+    #: the tables it owns: emptied by :meth:`reset` (a rebuild)
+    tables: ClassVar[tuple[str, ...]] = ()
+    #: only these event types are given to :meth:`apply` (None: every event); the
+    #: position still moves past the others
+    event_types: ClassVar[frozenset[str] | None] = None
+
+    @abc.abstractmethod
+    def setup(self, db: sqlite3.Connection) -> None:
+        """Create the projection's tables and indexes (idempotent: ``IF NOT EXISTS``)."""
+
+    @abc.abstractmethod
+    def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        """Apply one event to the read model, through ``db`` only."""
+
+    def reset(self, db: sqlite3.Connection) -> None:
+        """Empty the read model (before a rebuild from position 0)."""
+        for table in self.tables:
+            db.execute(f'DELETE FROM "{table}"')

@@ -1,0 +1,360 @@
+"""``ProjectionRunner``: keeps projections' read models up to date from the change feed.
+
+The read models live in one SQLite database (``path``) with the table
+``sk_projections``: per projection its position, its state (``live``,
+``rebuilding``, ``failed``), how many events it applied and its last error. A batch of
+events is applied in one transaction that also writes the new position: the read
+model and the position commit together. The transaction starts by reading the stored
+position and skips events at or below it, so a batch that is delivered again (after a
+crash between the feed read and the commit, or by a second runner on the same
+database) is never applied twice: exactly once, whatever crashes.
+
+A handler that raises rolls its batch back (read model and position exactly as before
+it), marks the projection ``failed`` with the error and the event's position, and
+stops that projection only: the store and the other projections carry on. Running it
+again (after fixing the handler) retries from the same position.
+
+A rebuild empties the projection's tables and replays the feed from position 0 up to
+the head it finds; it commits as it goes, so an interrupted rebuild resumes where it
+stopped (state ``rebuilding``) instead of starting over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import (
+    ConfigurationError,
+    FeedPositionCompacted,
+    InvalidArgument,
+    ProjectionFailed,
+    UnknownProjection,
+)
+from ..records import FeedEvent
+from .builtins import BUILTINS
+from .projection import Projection, check_projection_name
+
+if TYPE_CHECKING:
+    from ..store.store import StateStore
+
+__all__ = ["Progress", "ProjectionRunner", "ProjectionStatus"]
+
+#: ``progress(position, target)`` after each batch of a rebuild or catch-up
+Progress = Callable[[int, int], None]
+
+_TRACKING = """
+CREATE TABLE IF NOT EXISTS sk_projections (
+    name           TEXT PRIMARY KEY,
+    position       INTEGER NOT NULL DEFAULT 0,
+    applied        INTEGER NOT NULL DEFAULT 0,
+    state          TEXT NOT NULL DEFAULT 'live',
+    rebuild_target INTEGER,
+    error          TEXT,
+    error_position INTEGER,
+    updated_at     REAL
+)
+"""
+_ERROR_CHARS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectionStatus:
+    """One projection's row of ``statekeeper projections status``."""
+
+    name: str
+    #: the last feed position applied (or passed over)
+    position: int
+    #: the store's feed head when the status was taken
+    head: int
+    #: ``live`` (following), ``rebuilding`` (a rebuild that has not finished: run
+    #: ``rebuild`` again to resume it), ``failed`` (see ``error``) or ``new`` (no
+    #: read-model database yet: never run)
+    state: str
+    #: events applied since the projection was created or last rebuilt
+    applied: int
+    error: str | None = None
+    #: the position of the event the handler raised on
+    error_position: int | None = None
+    updated_at: float | None = None
+
+    @property
+    def behind(self) -> int:
+        """Feed positions between the projection and the head (an upper bound on the
+        events still to apply: positions have gaps)."""
+        return max(0, self.head - self.position)
+
+
+class ProjectionRunner:
+    """Applies the change feed of ``store`` to ``projections`` (default: the built-ins,
+    see :mod:`.builtins`), whose read models live in the SQLite database ``path``.
+
+    Use it as an async context manager, or call :meth:`open` and :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        store: StateStore,
+        path: str | os.PathLike[str],
+        projections: Iterable[Projection] | None = None,
+        *,
+        batch_size: int = 256,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgument(
+                "batch_size", f"batch_size must be an int >= 1, not {batch_size!r}"
+            )
+        chosen = list(projections) if projections is not None else [p() for p in BUILTINS.values()]
+        self.projections: dict[str, Projection] = {}
+        for projection in chosen:
+            if not isinstance(projection, Projection):
+                raise InvalidArgument(
+                    "projections", f"{projection!r} is not a statekeeper.feed.Projection"
+                )
+            name = check_projection_name(getattr(projection, "name", None))
+            if name in self.projections:
+                raise ConfigurationError(f"two projections are named {name!r}")
+            self.projections[name] = projection
+        self.store = store
+        self.path = os.fspath(path)
+        self.batch_size = batch_size
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    # -- the database --------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open (create) the read-model database and every projection's tables."""
+        if self._db is None:
+            await asyncio.to_thread(self._open_sync)
+
+    def _open_sync(self) -> None:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA busy_timeout = 30000")
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(_TRACKING)
+            for name, projection in self.projections.items():
+                projection.setup(db)
+                db.execute("INSERT OR IGNORE INTO sk_projections (name) VALUES (?)", (name,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+
+    async def close(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            with self._lock:
+                db.close()
+
+    async def __aenter__(self) -> ProjectionRunner:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _in_db(self, fn: Callable[..., Any], *args: Any) -> Any:
+        await self.open()
+
+        def locked() -> Any:
+            with self._lock:
+                assert self._db is not None, "the runner is closed"
+                return fn(self._db, *args)
+
+        return await asyncio.to_thread(locked)
+
+    def get(self, name: str) -> Projection:
+        """The registered projection ``name`` (else :class:`UnknownProjection`)."""
+        try:
+            return self.projections[name]
+        except (KeyError, TypeError):
+            raise UnknownProjection(str(name), sorted(self.projections)) from None
+
+    # -- reading -------------------------------------------------------------------
+
+    async def status(self) -> list[ProjectionStatus]:
+        """Every registered projection's position, state and last error."""
+        _, head = await self.store.feed_bounds()
+        rows = await self._in_db(
+            lambda db: db.execute(
+                "SELECT name, position, state, applied, error, error_position, updated_at"
+                " FROM sk_projections ORDER BY name"
+            ).fetchall()
+        )
+        return [
+            ProjectionStatus(r[0], r[1], head, r[2], r[3], r[4], r[5], r[6])
+            for r in rows
+            if r[0] in self.projections
+        ]
+
+    async def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query on the read models."""
+        return list(await self._in_db(lambda db: db.execute(sql, tuple(params)).fetchall()))
+
+    # -- applying --------------------------------------------------------------------
+
+    @staticmethod
+    def _apply_sync(
+        db: sqlite3.Connection,
+        projection: Projection,
+        events: Sequence[FeedEvent],
+        through: int,
+    ) -> int:
+        """One transaction: the events above the stored position, then the position."""
+        name = projection.name
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute(
+                "SELECT position FROM sk_projections WHERE name = ?", (name,)
+            ).fetchone()
+            stored = int(row[0])
+            applied = 0
+            for change in events:
+                if change.position <= stored:
+                    continue  # applied by an earlier commit: exactly once
+                try:
+                    projection.apply(db, change)
+                except Exception as exc:
+                    db.execute("ROLLBACK")
+                    error = f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
+                    db.execute(
+                        "UPDATE sk_projections SET state = 'failed', error = ?,"
+                        " error_position = ?, updated_at = ? WHERE name = ?",
+                        (error, change.position, time.time(), name),
+                    )
+                    raise ProjectionFailed(
+                        name, change.position, change.agent_id, change.seq, error
+                    ) from exc
+                applied += 1
+            if through > stored:
+                db.execute(
+                    "UPDATE sk_projections SET position = ?, applied = applied + ?,"
+                    " state = CASE state WHEN 'failed' THEN 'live' ELSE state END,"
+                    " error = NULL, error_position = NULL, updated_at = ? WHERE name = ?",
+                    (through, applied, time.time(), name),
+                )
+            db.execute("COMMIT")
+            return applied
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    async def _position(self, name: str) -> tuple[int, str, int | None]:
+        row = await self._in_db(
+            lambda db: db.execute(
+                "SELECT position, state, rebuild_target FROM sk_projections WHERE name = ?",
+                (name,),
+            ).fetchone()
+        )
+        return int(row[0]), str(row[1]), row[2]
+
+    async def _follow(
+        self, projection: Projection, *, stop_at_head: bool, progress: Progress | None = None
+    ) -> int:
+        position, _, _ = await self._position(projection.name)
+        sub = self.store.subscribe(
+            position,
+            event_types=projection.event_types,
+            batch_size=self.batch_size,
+            stop_at_head=stop_at_head,
+        )
+        target = (await self.store.feed_bounds())[1]
+        total = 0
+        while True:
+            batch = await sub.next_batch(self.batch_size)
+            if not batch:
+                break
+            total += await self._in_db(self._apply_sync, projection, batch, sub.position)
+            if progress is not None:
+                progress(sub.position, max(target, sub.position))
+        if sub.position > position:
+            # events of other types passed over at the end: the position moves past them
+            await self._in_db(self._apply_sync, projection, [], sub.position)
+        if progress is not None:
+            progress(max(target, sub.position), max(target, sub.position))
+        return total
+
+    async def catch_up(
+        self, names: Iterable[str] | None = None, *, progress: Progress | None = None
+    ) -> dict[str, int]:
+        """Apply every event up to the current feed head to the projections (all, or
+        ``names``); returns how many events each applied. Raises
+        :class:`ProjectionFailed` at the first handler error (that projection is
+        marked failed; the ones before it were brought up to date)."""
+        chosen = (
+            [self.get(n) for n in names] if names is not None else list(self.projections.values())
+        )
+        done: dict[str, int] = {}
+        for projection in chosen:
+            done[projection.name] = await self._follow(
+                projection, stop_at_head=True, progress=progress
+            )
+        return done
+
+    async def run(self, names: Iterable[str] | None = None) -> list[ProjectionFailed]:
+        """Follow the feed live with every projection (or ``names``) until cancelled.
+        A projection whose handler raises stops (recorded for ``status``); the others
+        go on. Returns the failures once every projection has stopped."""
+        chosen = (
+            [self.get(n) for n in names] if names is not None else list(self.projections.values())
+        )
+        failures: list[ProjectionFailed] = []
+
+        async def one(projection: Projection) -> None:
+            try:
+                await self._follow(projection, stop_at_head=False)
+            except ProjectionFailed as exc:
+                failures.append(exc)
+
+        await asyncio.gather(*(one(p) for p in chosen))
+        return failures
+
+    async def rebuild(self, name: str, *, progress: Progress | None = None) -> int:
+        """Empty projection ``name`` and apply the feed from position 0 up to the head;
+        resumes an interrupted rebuild. Returns how many events it applied (this run).
+
+        Raises :class:`~statekeeper.errors.FeedPositionCompacted` when the feed was
+        trimmed (its start is gone: a rebuild from the feed is impossible).
+        """
+        projection = self.get(name)
+        _, state, _ = await self._position(name)
+        if state != "rebuilding":
+            floor, head = await self.store.feed_bounds()
+            if floor > 0:
+                raise FeedPositionCompacted(0, floor)
+
+            def reset(db: sqlite3.Connection) -> None:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    projection.reset(db)
+                    db.execute(
+                        "UPDATE sk_projections SET position = 0, applied = 0,"
+                        " state = 'rebuilding', rebuild_target = ?, error = NULL,"
+                        " error_position = NULL, updated_at = ? WHERE name = ?",
+                        (head, time.time(), name),
+                    )
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+
+            await self._in_db(reset)
+        applied = await self._follow(projection, stop_at_head=True, progress=progress)
+        await self._in_db(
+            lambda db: db.execute(
+                "UPDATE sk_projections SET state = 'live', rebuild_target = NULL WHERE name = ?",
+                (name,),
+            )
+        )
+        return int(applied)

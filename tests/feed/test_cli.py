@@ -1,0 +1,91 @@
+"""``statekeeper projections``: a failed projection shows in status (exit 1); a
+rebuild of a trimmed feed says so; an interrupted rebuild resumes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+
+from statekeeper import StateStore
+from statekeeper.feed import ProjectionRunner
+from statekeeper.feed.builtins import AgentStates
+from statekeeper.records import FeedEvent
+
+from ..cli._proc import sk
+
+
+class _BrokenStates(AgentStates):
+    def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        if change.seq == 2:
+            raise RuntimeError("state column is full")
+        super().apply(db, change)
+
+
+async def _store(path: Path) -> None:
+    async with StateStore(f"sqlite:///{path}") as store:
+        for i in range(3):
+            await store.save("ops/a", {"i": i}, fsm_state=f"s{i}")
+
+
+def test_a_failed_projection_shows_in_status_and_recovers(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    asyncio.run(_store(db))
+
+    async def fail_once() -> None:
+        async with (
+            StateStore(f"sqlite:///{db}") as store,
+            ProjectionRunner(store, tmp_path / "s.projections.db", [_BrokenStates()]) as r,
+        ):
+            assert len(await r.run()) == 1
+
+    asyncio.run(fail_once())
+    status = sk("projections", "status", "--db", str(db), "--json")
+    assert status.returncode == 1, status.stderr
+    rows = {r["name"]: r for r in json.loads(status.stdout)}
+    assert rows["agent_states"]["state"] == "failed"
+    assert rows["agent_states"]["position"] == 0
+    assert "RuntimeError: state column is full" in rows["agent_states"]["error"]
+    assert rows["agent_states"]["error_position"] == 2
+    table = sk("projections", "status", "--db", str(db), columns=200)
+    assert "failed" in table.stdout and "state column is full" in table.stdout
+    # the built-in handler (the fixed code) resumes at the failed event
+    ran = sk("projections", "run", "agent_states", "--db", str(db))
+    assert ran.returncode == 0, ran.stderr
+    assert "agent_states: 3 events applied" in ran.stdout
+    again = sk("projections", "status", "--db", str(db), "--json")
+    assert again.returncode == 0
+    assert {r["name"]: r for r in json.loads(again.stdout)}["agent_states"]["error"] is None
+
+
+def test_rebuild_of_a_trimmed_feed_is_refused_with_the_way_out(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    asyncio.run(_store(db))
+
+    async def trim() -> None:
+        async with StateStore(f"sqlite:///{db}") as store:
+            await store.trim_feed(2)
+
+    asyncio.run(trim())
+    run = sk("projections", "rebuild", "transitions", "--db", str(db))
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1 and "compacted away" in run.stderr
+    assert "rebuild the read model from a snapshot" in run.stderr
+    unknown = sk("projections", "rebuild", "nope", "--db", str(db))
+    assert unknown.returncode == 2 and "no projection named 'nope'" in unknown.stderr
+
+
+def test_rebuild_prints_what_it_applied(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    asyncio.run(_store(db))
+    first = sk("projections", "run", "--db", str(db))
+    assert first.returncode == 0, first.stderr
+    rebuilt = sk("projections", "rebuild", "transitions", "--db", str(db), "--json")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stdout) == {"projection": "transitions", "applied": 3}
+    with sqlite3.connect(tmp_path / "s.projections.db") as rm:
+        assert sorted(rm.execute("SELECT * FROM transitions").fetchall()) == [
+            ("s0", "s1", 1),
+            ("s1", "s2", 1),
+        ]

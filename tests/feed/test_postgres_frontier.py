@@ -1,0 +1,106 @@
+"""PostgreSQL positions commit out of order: the feed never passes one still to commit.
+
+Transaction A takes position p, transaction B takes p + 1 and commits first. A reader
+that delivered p + 1 and resumed after it would lose p for good; the feed's safe
+frontier holds p + 1 back until A has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("psycopg")
+
+import psycopg
+
+from statekeeper import StateStore
+from statekeeper.backends.postgres import PostgresBackend
+from statekeeper.records import AppendRequest, RawEvent
+
+from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
+
+
+@pytest.fixture
+async def backend(tmp_path: Path) -> AsyncIterator[PostgresBackend]:
+    require_postgres()
+    schema = namespace(tmp_path)
+    drop_schema(schema)
+    b = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=4)
+    await b.open()
+    try:
+        yield b
+    finally:
+        await b.close()
+        drop_schema(schema)
+
+
+def _event(seq: int) -> RawEvent:
+    return RawEvent(seq, "patch", 1.0, b"p%d" % seq, b"c")
+
+
+async def test_a_later_position_waits_for_an_earlier_one_still_in_flight(
+    backend: PostgresBackend,
+) -> None:
+    await backend.append(AppendRequest("first", 0, (_event(1),)))
+    done = await backend.read_feed(0)
+    assert [r.agent_id for r in done] == ["first"]
+    # A: an append left open (its position taken, not committed)
+    slow = await psycopg.AsyncConnection.connect(POSTGRES_DSN)
+    try:
+        await slow.execute(
+            f'SELECT * FROM "{backend.schema}".sk_append1(%s, 0, 1, %s, 1.0, %s, %s,'
+            " NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL)",
+            ("slow", "patch", b"s", b"c"),
+        )
+        # B: commits after A took its position
+        await backend.append(AppendRequest("fast", 0, (_event(1),)))
+        after = done[-1].position
+        assert await backend.read_feed(after) == []  # fast's position is held back
+        assert (await backend.feed_bounds())[1] == after
+        await slow.commit()
+    finally:
+        await slow.close()
+    records = await backend.read_feed(after)
+    assert [r.agent_id for r in records] == ["slow", "fast"]
+    assert records[0].position < records[1].position
+
+
+async def test_a_rolled_back_append_leaves_a_gap_not_a_stall(backend: PostgresBackend) -> None:
+    aborted = await psycopg.AsyncConnection.connect(POSTGRES_DSN)
+    try:
+        await aborted.execute(
+            f'SELECT * FROM "{backend.schema}".sk_append1(%s, 0, 1, %s, 1.0, %s, %s,'
+            " NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL)",
+            ("aborted", "patch", b"s", b"c"),
+        )
+        await backend.append(AppendRequest("kept", 0, (_event(1),)))
+        assert await backend.read_feed(0) == []
+        await aborted.rollback()
+    finally:
+        await aborted.close()
+    assert [r.agent_id for r in await backend.read_feed(0)] == ["kept"]
+
+
+async def test_a_subscriber_wakes_up_on_notify(tmp_path: Path) -> None:
+    require_postgres()
+    schema = namespace(tmp_path)
+    drop_schema(schema)
+    url = f"{POSTGRES_DSN}?schema={schema}"
+    try:
+        async with StateStore(url) as reader, StateStore(url) as writer:
+            await writer.save("a/1", {"n": 0})
+            sub = reader.subscribe()
+            first = await anext(sub)
+            assert first.agent_id == "a/1"
+            # waits for an hour unless a notification comes
+            task = asyncio.create_task(reader.backend.wait_feed(first.position, 3600.0))
+            await writer.save("a/2", {"n": 1})
+            await asyncio.wait_for(task, 60.0)
+            event = await anext(sub)
+            assert (event.agent_id, event.event.ops[0]["value"]) == ("a/2", {"n": 1})
+    finally:
+        drop_schema(schema)
