@@ -14,7 +14,7 @@ import pytest
 
 from statekeeper.backends.base import Backend, Capability
 from statekeeper.errors import ConflictError
-from statekeeper.records import AppendRequest, FeedRecord, RawEvent, RewriteRequest
+from statekeeper.records import AppendRequest, FeedRecord, RawEvent, RawSnapshot, RewriteRequest
 
 __all__ = ["FeedConformance"]
 
@@ -155,6 +155,14 @@ class FeedConformance:
         after = await _all(feeding)
         assert [r.position for r in after] == [r.position for r in before]
         assert after[0].event.payload == b"new"
+
+    async def test_pruned_events_leave_the_feed(self, feeding: Backend) -> None:
+        if not feeding.supports(Capability.PRUNE):
+            pytest.skip("no prune")
+        snap = RawSnapshot(2, 2.0, b"state@2", b"ck")
+        await feeding.append(dataclasses.replace(_append("a", 0, b"1", b"2", b"3"), snapshot=snap))
+        await feeding.prune("a", 2)
+        assert _order(await _all(feeding)) == [("a", 3, b"3")]
 
     async def test_peer_follows_the_feed(
         self, feeding: Backend, peer: Backend, tmp_path: Path
