@@ -188,3 +188,18 @@ async def test_an_instrumented_store_still_follows_its_feed(tmp_path: Path) -> N
         assert [e.agent_id for e in await _catch_up(store)] == ["a"]
         await store.trim_feed(1)
         assert await store.feed_bounds() == (1, 1)
+
+
+async def test_a_forgotten_agent_is_a_gap_not_a_stall(tmp_path: Path) -> None:
+    from statekeeper.codec.datakeys import MemoryKeyVault
+    from statekeeper.codec.keys import Keyring
+    from statekeeper.governance.shredding import forget
+
+    keyring = Keyring({"k1": bytes(range(32))}, data_keys=MemoryKeyVault())
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keyring) as store:
+        await store.save("acme/alice", {"email": "alice@example.com"})
+        await store.save("acme/bob", {"n": 1})
+        await forget(store, "acme/alice")
+        await store.save("acme/carol", {"n": 2})
+        seen = await _catch_up(store)
+        assert [e.agent_id for e in seen] == ["acme/bob", "acme/carol"]

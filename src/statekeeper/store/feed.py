@@ -17,8 +17,11 @@ Filters (``namespace``, ``agent_prefix``, ``event_types``) are applied to the st
 agent id and kind before anything is decrypted; filtered-out positions still move the
 cursor (:attr:`Subscription.position`), so resuming from it never re-reads them.
 
-Every event is verified (checksum or AEAD tag) as on a load. The per-agent hash chain
-is checked by loads and ``verify``, not here: the feed interleaves agents.
+Every event is verified (checksum or AEAD tag) as on a load; a damaged one raises
+:class:`~statekeeper.errors.IntegrityError`. The per-agent hash chain is checked by
+loads and ``verify``, not here: the feed interleaves agents. The events of a
+crypto-shredded agent (``forget``: its data key destroyed) are skipped like a deleted
+agent's: they can never be read again, and the feed must not stall on them.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from ..arguments import check_seq
 from ..backends.base import Capability
-from ..errors import FeedPositionCompacted, InvalidArgument
+from ..errors import AgentForgotten, FeedPositionCompacted, InvalidArgument
 from ..records import FeedEvent, FeedRecord
 from .body import to_event
 
@@ -144,7 +147,13 @@ class Subscription(AsyncIterator[FeedEvent]):
             if not self._wanted(record):
                 self.position = record.position
                 continue
-            body, _ = store._open_event(record.agent_id, record.event)
+            try:
+                body, _ = store._open_event(record.agent_id, record.event)
+            except AgentForgotten:
+                # crypto-shredded: unreadable for good, in every copy; a gap, as if
+                # deleted (the feed must not stall on it)
+                self.position = record.position
+                continue
             event = to_event(record.agent_id, record.event, body)
             self.position = record.position
             return FeedEvent(record.position, event)
