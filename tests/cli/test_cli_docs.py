@@ -108,9 +108,10 @@ def _run(spec: str, cwd: Path) -> tuple[str, str, str]:
 
 
 def _mask(text: str) -> str:
-    # numbers masked; a table rule's length follows its column widths, which follow the
-    # numbers, so a run of rule characters counts as one
-    return " ".join(re.sub(r"[─━═]+", "─", re.sub(r"\d+", "#", text)).split())
+    # numbers masked, a number with thousands separators or decimals as one ("206" and
+    # "1,735" agents/s are the same shape); a table rule's length follows its column
+    # widths, which follow the numbers, so a run of rule characters counts as one
+    return " ".join(re.sub(r"[─━═]+", "─", re.sub(r"\d+(?:[,.]\d+)*", "#", text)).split())
 
 
 _SHAPE = ("statekeeper demo", "Timeline", "Tool calls", "╭─ Recovered", "✓", "every tool")
