@@ -76,8 +76,10 @@ async def test_migrate_writes_the_current_version_verifies_and_is_idempotent(
         assert (await store.verify()).ok
 
 
-async def test_a_migration_runs_while_writers_keep_writing() -> None:
-    async with StateStore("memory://", durability="group") as store:
+@pytest.mark.parametrize("engine", ["memory", "sqlite"])
+async def test_a_migration_runs_while_writers_keep_writing(tmp_path: Path, engine: str) -> None:
+    url = "memory://" if engine == "memory" else f"sqlite:///{tmp_path / 's.db'}"
+    async with StateStore(url, durability="group") as store:
         await _populate(store, 200, bad=False)
         stop = asyncio.Event()
         writes = {"n": 0}
@@ -99,6 +101,35 @@ async def test_a_migration_runs_while_writers_keep_writing() -> None:
         assert checked.ok and checked.verified == 200
         pings = [e async for e in store.history("a00001") if e.type == "ping"]
         assert len(pings) == writes["n"] // 5  # no write lost to the migration
+
+
+async def test_on_sqlite_a_page_of_agents_is_read_in_one_call(tmp_path: Path) -> None:
+    """The migration reads each page's latest states together (one consistent read),
+    not with a head read and a latest read per agent, and its appends share commits."""
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", durability="group") as store:
+        await _populate(store, 2500, bad=False)
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", durability="group") as store:
+        backend = store.backend
+        calls: dict[str, int] = {}
+
+        def counted(name: str) -> None:
+            fn = getattr(backend, name)
+
+            async def wrapper(*args: object, **kwargs: object) -> object:
+                calls[name] = calls.get(name, 0) + 1
+                return await fn(*args, **kwargs)
+
+            setattr(backend, name, wrapper)
+
+        for name in ("head_tag", "read_latest", "read_latest_many", "append", "append_batch"):
+            counted(name)
+        report = await migrate(store, apps.support_v2, check=False)
+        assert report.changed == 2500 and report.failed == []
+        assert calls.get("read_latest_many") == 3  # pages of 1,000 agents
+        assert calls.get("head_tag", 0) + calls.get("read_latest", 0) == 0
+        assert calls.get("append", 0) == 0 and calls["append_batch"] < 2500 / 4
+        checked = await verify(store, apps.support_v2)
+        assert checked.ok and checked.verified == 2500
 
 
 async def test_rollback_restores_the_pre_migration_states(tmp_path: Path) -> None:

@@ -55,6 +55,7 @@ __all__ = [
     "Backend",
     "Capability",
     "Health",
+    "LatestRead",
     "check_fence",
     "check_prune",
     "validate_request",
@@ -96,6 +97,18 @@ class Health:
     ok: bool
     backend: str
     detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LatestRead:
+    """One agent's latest stored state as :meth:`Backend.read_latest_many` reads it:
+    the head seq and head tag, the newest snapshot (None when the agent has none) and
+    every event after it up to the head, in seq order."""
+
+    head: int
+    tag: bytes | None
+    snapshot: RawSnapshot | None
+    events: list[RawEvent]
 
 
 #: the contract's methods whose first argument is an agent id (see Backend.__init_subclass__)
@@ -424,6 +437,28 @@ class Backend(abc.ABC):
             return 0, None, None, []
         snapshot, events = await self.read_latest(agent_id)
         return head, tag, snapshot, events
+
+    #: True when :meth:`read_latest_many` is answered natively (one consistent read of
+    #: many agents); the store reads agents one by one otherwise
+    reads_latest_many: bool = False
+
+    async def read_latest_many(self, agent_ids: Sequence[str]) -> list[LatestRead | None]:
+        """Many agents' latest states in one call: for each of ``agent_ids`` (in order)
+        a :class:`LatestRead` (head, head tag, latest snapshot, the events after it), or
+        None for an agent without a stream. What a bulk pass over the store (a schema
+        migration) needs instead of one head read and one latest read per agent.
+
+        The default reads each agent in turn (:meth:`read_state`); an engine that
+        answers in one consistent read sets :attr:`reads_latest_many` (SQLite: one read
+        transaction per call; PostgreSQL: one statement)."""
+        out: list[LatestRead | None] = []
+        for agent_id in agent_ids:
+            head, tag, snapshot, events = await self.read_state(agent_id)
+            if head == 0:
+                out.append(None)
+                continue
+            out.append(LatestRead(head, tag, snapshot, [e for e in events if e.seq <= head]))
+        return out
 
     @abc.abstractmethod
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:

@@ -78,6 +78,7 @@ from .base import (
     Backend,
     Capability,
     Health,
+    LatestRead,
     check_fence,
     check_prune,
     validate_request,
@@ -1436,6 +1437,38 @@ class SQLiteBackend(Backend):
             start = 2
         events = [RawEvent(r[1], r[2], r[3], r[4], r[5]) for r in rows[start:]]
         return int(first[1]), _blob(first[4]), snap, events
+
+    reads_latest_many = True
+
+    async def read_latest_many(self, agent_ids: Sequence[str]) -> list[LatestRead | None]:
+        # one read transaction: every head and every latest state of the call come from
+        # the same snapshot of the database (a concurrent append is in all or none)
+        for agent_id in agent_ids:
+            check_stored_id(agent_id)
+        found: dict[str, LatestRead] = {}
+        with _translated(self.path):
+            reader = self._reader()
+            reader.execute("BEGIN")
+            try:
+                for start in range(0, len(agent_ids), 500):
+                    chunk = list(agent_ids[start : start + 500])
+                    marks = ",".join("?" * len(chunk))
+                    heads = reader.execute(
+                        "SELECT agent_id, head_seq, head_tag FROM sk_agents"
+                        f" WHERE agent_id IN ({marks}) AND head_seq > 0",
+                        chunk,
+                    ).fetchall()
+                    for agent_id, head, tag in heads:
+                        rows = reader.execute(_READ_LATEST, (agent_id, agent_id)).fetchall()
+                        snap: RawSnapshot | None = None
+                        if rows and rows[0][1] is None:
+                            first = rows.pop(0)
+                            snap = RawSnapshot(first[0], first[2], first[3], first[4])
+                        events = [RawEvent(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+                        found[agent_id] = LatestRead(int(head), _blob(tag), snap, events)
+            finally:
+                reader.execute("COMMIT")
+        return [found.get(agent_id) for agent_id in agent_ids]
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         with _translated(self.path):

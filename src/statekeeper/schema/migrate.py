@@ -4,12 +4,16 @@ Loading already upcasts old states on the fly; a migration writes the upcast sta
 back so that old versions (and their upcasters) can be retired. For each agent whose
 stored document names the model and whose schema version is not the target:
 
-1. the latest state is read, cast to the target (upcasters or downcasters) and
-   validated against the model — an agent that fails is reported, never written;
+1. the latest state is read (a page of 1,000 agents at a time, with
+   :meth:`StateStore.get_many`: one consistent read on SQLite), cast to the target
+   (upcasters or downcasters) and validated against the model — an agent that fails
+   is reported, never written;
 2. the difference is appended as one ``schema.migrate`` event stamped with the target
    version, under the compare-and-set head every write uses (expected seq and head
-   tag): a live writer that appended meanwhile makes it re-read and retry, so the
-   system keeps serving while a migration runs in batches;
+   tag; the page's appends in flight together share commits through the store's
+   group commit, one ``append_batch`` each): a live writer that appended meanwhile
+   makes it re-read and retry, so the system keeps serving while a migration runs in
+   batches;
 3. nothing is rewritten in place: the pre-migration records stay in the stream, so
    :func:`rollback` can restore them (as a ``schema.rollback`` event) until
    :func:`finalize` closes the window.
@@ -41,7 +45,7 @@ from ..errors import (
     MigrationError,
     SchemaError,
 )
-from ..records import Event
+from ..records import Event, Snapshot
 from .models import MODEL_KEY
 from .registry import ModelSchema, SchemaRegistry, schema_of
 
@@ -214,15 +218,15 @@ async def _pages(store: StateStore, after: str | None) -> Any:
         after = page[-1].agent_id
 
 
-async def _each(ids: list[str], concurrency: int, fn: Callable[[str], Any]) -> None:
-    """Run ``fn`` over ``ids`` with at most ``concurrency`` at a time."""
-    queue = iter(ids)
+async def _each(items: list[Any], concurrency: int, fn: Callable[[Any], Any]) -> None:
+    """Run ``fn`` over ``items`` with at most ``concurrency`` at a time."""
+    queue = iter(items)
 
     async def worker() -> None:
-        for agent_id in queue:
-            await fn(agent_id)
+        for item in queue:
+            await fn(item)
 
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(ids)))))
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(items)))))
 
 
 def _target_doc(
@@ -290,9 +294,10 @@ async def migrate(
     report.resumed_after = run.after if not dry_run else None
     after = run.after if not dry_run else None
 
-    async def one(agent_id: str) -> None:
+    async def one(agent_id: str, read: Snapshot | None) -> None:
         for _attempt in range(_RETRIES):
-            snap = await store.get(agent_id)
+            # the first attempt uses the page's batched read; a retry reads again
+            snap = read if _attempt == 0 else await store.get(agent_id)
             if snap is None:
                 return
             doc = snap.data
@@ -345,7 +350,9 @@ async def migrate(
 
     done = 0
     async for ids in _pages(store, after):
-        await _each(ids, concurrency, one)
+        # the page's latest states in one read; the appends then share commits
+        pairs = list(zip(ids, await store.get_many(ids), strict=True))
+        await _each(pairs, concurrency, lambda pair: one(*pair))
         await store.flush()
         done += len(ids)
         report.scanned += len(ids)

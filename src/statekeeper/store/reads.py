@@ -11,7 +11,7 @@ the records pinned by write-behind appends not yet stored; the write pipeline
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import orjson
@@ -338,6 +338,33 @@ class ReadPath:
             record = await self.fold(agent_id, head, head, tag, at_head=True)
         self.cache.put(agent_id, record)
         return record
+
+    async def current_many(self, agent_ids: Sequence[str]) -> list[AgentRecord | None]:
+        """:meth:`current` of many agents, in order. The agents neither pinned nor cached
+        are read together (:meth:`Backend.read_latest_many`: one consistent read on
+        engines that answer it natively) and folded; the others as :meth:`current`."""
+        if not self.backend.reads_latest_many:
+            return [await self.current(agent_id) for agent_id in agent_ids]
+        out: dict[str, AgentRecord | None] = {}
+        cold = [a for a in agent_ids if a not in self.pinned and a not in self.cache]
+        for agent_id, read in zip(cold, await self.backend.read_latest_many(cold), strict=True):
+            if read is None:
+                out[agent_id] = None
+                continue
+            record = await self.fold(
+                agent_id,
+                read.head,
+                read.head,
+                read.tag,
+                at_head=True,
+                latest=(read.snapshot, read.events),
+            )
+            self.cache.put(agent_id, record)
+            out[agent_id] = record
+        return [
+            out[agent_id] if agent_id in out else await self.current(agent_id)
+            for agent_id in agent_ids
+        ]
 
     async def at(self, agent_id: str, at_seq: int | None, at_time: float | None) -> AgentRecord:
         """The state of ``agent_id`` at ``at_seq``, or at time ``at_time``."""

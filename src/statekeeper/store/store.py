@@ -367,6 +367,18 @@ class StateStore:
         record = await self._reads.current(agent_id)
         return self._reads.public(record) if record is not None else None
 
+    async def get_many(self, agent_ids: Sequence[str]) -> list[Snapshot | None]:
+        """:meth:`get` of many agents, in order (None for an agent without a stream).
+
+        The agents not already cached are read together, in one consistent read on
+        engines that answer it natively (SQLite), one by one elsewhere: what a bulk
+        pass over the store (a schema migration) reads a page of agents with."""
+        self._check_open()
+        ids = [check_agent_id(a, "agent_ids[]") for a in agent_ids]
+        await self._ready()
+        records = await self._reads.current_many(ids)
+        return [self._reads.public(r) if r is not None else None for r in records]
+
     async def load(
         self, agent_id: str, *, at_seq: int | None = None, at_time: float | None = None
     ) -> Snapshot:

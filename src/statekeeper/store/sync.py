@@ -192,6 +192,10 @@ class SyncStateStore:
         """See :meth:`StateStore.get`."""
         return self._portal.call(self.store.get(agent_id))
 
+    def get_many(self, agent_ids: Sequence[str]) -> list[Snapshot | None]:
+        """See :meth:`StateStore.get_many`."""
+        return self._portal.call(self.store.get_many(agent_ids))
+
     def head(self, agent_id: str) -> int:
         """See :meth:`StateStore.head`."""
         return self._portal.call(self.store.head(agent_id))

@@ -538,6 +538,30 @@ class BackendConformance(FeedConformance):
         await backend.append(request("a", 0, 2))  # re-created: no trace of the old stream
         await self._check_read_latest(backend, "a", None, [1, 2])
 
+    async def test_read_latest_many_equals_one_read_per_agent(self, backend: Backend) -> None:
+        """Many agents' latest states in one call: for each agent (in the order asked,
+        repeats and unknown agents included) its head, head tag, newest snapshot and
+        the events after it, as the per-agent reads give them."""
+        await backend.append(request("a", 0, 3, snap_at=2))
+        await backend.append(request("b", 0, 2))
+        await backend.append(request("c", 0, 4, snap_at=4))
+        await backend.append(request("gone", 0, 1))
+        assert await backend.delete_agent("gone") is True
+        ids = ["c", "nobody", "a", "gone", "b", "a"]
+        many = await backend.read_latest_many(ids)
+        assert len(many) == len(ids)
+        for agent_id, got in zip(ids, many, strict=True):
+            head, tag = await backend.head_tag(agent_id)
+            if head == 0:
+                assert got is None, agent_id
+                continue
+            assert got is not None, agent_id
+            snap, events = await backend.read_latest(agent_id)
+            assert (got.head, got.tag, got.snapshot, got.events) == (head, tag, snap, events)
+        a = many[2]
+        assert a is not None and a.snapshot == snapshot(2) and a.events == [event(3)]
+        assert await backend.read_latest_many([]) == []
+
     # -- health and close ------------------------------------------------------------
 
     async def test_health(self, backend: Backend) -> None:
