@@ -98,7 +98,8 @@ class TypedAgent(DurableAgent, Generic[M]):
         return result
 
     def _document(self) -> dict[str, Any]:
-        doc = self.schema.dump(self._state, self.agent_id)
+        # validated against the last validated document: only what changed is checked
+        doc = self.schema.dump(self._state, self.agent_id, baseline=self._baseline)
         self.data = doc
         return doc
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar, cast
+from typing import Annotated, Any, Generic, TypeVar, cast, get_args, get_origin
 
 import pydantic
 from typing_extensions import is_typeddict
@@ -57,7 +57,7 @@ def field_errors(exc: pydantic.ValidationError) -> list[tuple[str, str]]:
 class ModelAdapter(Generic[M]):
     """Validate and serialise states of ``model`` (pydantic model, dataclass, TypedDict)."""
 
-    __slots__ = ("_adapter", "kind", "model", "name")
+    __slots__ = ("_adapter", "_checks", "kind", "model", "name")
 
     def __init__(self, model: type[M], name: str | None = None) -> None:
         self.kind = model_kind(model)
@@ -68,6 +68,7 @@ class ModelAdapter(Generic[M]):
         except pydantic.PydanticUserError as exc:
             reason = str(exc).split("\n", 1)[0]
             raise InvalidArgument("model", f"model {self.name} cannot be used: {reason}") from None
+        self._checks = _FieldChecks.of(model) if self.kind == "pydantic" else None
 
     def _check_type(self, value: object) -> None:
         if self.kind == "typeddict":
@@ -80,14 +81,28 @@ class ModelAdapter(Generic[M]):
                 f"state must be a {self.model.__qualname__}, not {type(value).__name__}",
             )
 
-    def dump(self, value: M, agent_id: str | None = None) -> dict[str, Any]:
+    def dump(
+        self,
+        value: M,
+        agent_id: str | None = None,
+        *,
+        baseline: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """The JSON document of ``value``, validated first (a model mutated into an
-        invalid state is refused with :class:`~statekeeper.errors.ValidationError`)."""
+        invalid state is refused with :class:`~statekeeper.errors.ValidationError`).
+
+        ``baseline``: a document of this model validated before (the state as last
+        written or loaded). When given, only what differs from it is validated where
+        that is equivalent to validating the whole document (see
+        :class:`_FieldChecks`): a message appended to a long conversation costs the
+        validation of that message, not of the conversation."""
         self._check_type(value)
         try:
             doc = self._adapter.dump_python(value, mode="json", warnings=False)
             # validate the document itself: what is stored must load back as the model
-            self._adapter.validate_python(doc)
+            checks = self._checks
+            if checks is None or baseline is None or not checks.validate(doc, baseline):
+                self._adapter.validate_python(doc)
         except pydantic.ValidationError as exc:
             raise ValidationError(self.name, field_errors(exc), agent_id) from None
         except (TypeError, ValueError) as exc:  # not serialisable at all
@@ -123,3 +138,93 @@ class ModelAdapter(Generic[M]):
 def _reason(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text[:200]
+
+
+class _FieldChecks:
+    """Validation of what changed in a pydantic model's document, field by field.
+
+    Used only where it is equivalent to validating the whole document: the model has
+    no validators of its own (no field, model or root validator: nothing that looks
+    at several fields together) and every key of the documents is a field. Then a
+    document whose fields each equal a validated document's, or pass their field's
+    validation, is valid as a whole. A list field that only grew (the old items are
+    a prefix of the new ones) validates its new items only.
+    """
+
+    __slots__ = ("_fields", "_items", "_model")
+
+    def __init__(self, model: type[pydantic.BaseModel]) -> None:
+        self._model = model
+        self._fields: dict[str, pydantic.TypeAdapter[Any]] = {}
+        self._items: dict[str, pydantic.TypeAdapter[Any] | None] = {}
+
+    @classmethod
+    def of(cls, model: type[Any]) -> _FieldChecks | None:
+        decorators = model.__pydantic_decorators__
+        if (
+            decorators.validators
+            or decorators.field_validators
+            or decorators.root_validators
+            or decorators.model_validators
+            or model.model_config.get("extra") == "allow"
+        ):
+            return None
+        return cls(model)
+
+    def _config(self) -> pydantic.ConfigDict:
+        keep = ("strict", "arbitrary_types_allowed", "ser_json_inf_nan", "coerce_numbers_to_str")
+        cfg = self._model.model_config
+        return cast(pydantic.ConfigDict, {k: cfg[k] for k in keep if k in cfg})  # type: ignore[literal-required]
+
+    def _adapter(self, tp: Any) -> pydantic.TypeAdapter[Any]:
+        if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
+            return pydantic.TypeAdapter(tp)  # its own config applies
+        return pydantic.TypeAdapter(tp, config=self._config())
+
+    def _field(self, name: str) -> pydantic.TypeAdapter[Any]:
+        adapter = self._fields.get(name)
+        if adapter is None:
+            info = self._model.model_fields[name]
+            tp: Any = info.annotation
+            if info.metadata:
+                tp = Annotated[(tp, *info.metadata)]
+            adapter = self._fields[name] = self._adapter(tp)
+        return adapter
+
+    def _item(self, name: str) -> pydantic.TypeAdapter[Any] | None:
+        if name not in self._items:
+            info = self._model.model_fields[name]
+            tp = info.annotation
+            args = get_args(tp)
+            plain_list = get_origin(tp) is list and len(args) == 1 and not info.metadata
+            self._items[name] = self._adapter(args[0]) if plain_list else None
+        return self._items[name]
+
+    def validate(self, doc: Mapping[str, Any], baseline: Mapping[str, Any]) -> bool:
+        """Validate the fields of ``doc`` that differ from ``baseline``. True when they
+        are valid; False when one is not (the caller validates the whole document, for
+        errors located in it) or when this cannot stand in for a whole validation."""
+        fields = self._model.model_fields
+        old_keys = {k for k in baseline if k != MODEL_KEY}
+        if old_keys != set(doc) or not old_keys <= fields.keys():
+            return False
+        try:
+            for name, new in doc.items():
+                old = baseline[name]
+                if new == old:
+                    continue
+                item = self._item(name)
+                if (
+                    item is not None
+                    and type(new) is list
+                    and type(old) is list
+                    and len(new) > len(old)
+                    and new[: len(old)] == old
+                ):
+                    for value in new[len(old) :]:
+                        item.validate_python(value)
+                else:
+                    self._field(name).validate_python(new)
+        except pydantic.ValidationError:
+            return False
+        return True

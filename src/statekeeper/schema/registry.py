@@ -194,9 +194,16 @@ class ModelSchema(Generic[M]):
                 agent_id, seq, self.name, version, self.version, field_errors(exc)
             ) from None
 
-    def dump(self, value: M, agent_id: str | None = None) -> dict[str, Any]:
-        """The document to store for ``value`` (validated; carries the model's name)."""
-        doc = self.adapter.dump(value, agent_id)
+    def dump(
+        self,
+        value: M,
+        agent_id: str | None = None,
+        *,
+        baseline: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The document to store for ``value`` (validated; carries the model's name).
+        ``baseline``: a document validated before, see :meth:`ModelAdapter.dump`."""
+        doc = self.adapter.dump(value, agent_id, baseline=baseline)
         return {MODEL_KEY: self.name, **doc}
 
     def state_name(self, name: str | None, version: int) -> str | None:
