@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import patch
 from ..arguments import check_agent_id
-from ..errors import ConflictError, InvalidArgument
+from ..errors import AgentNotFound, ConflictError, InvalidArgument, SchemaError
 from ..records import AppendResult, Event, Snapshot
 from ..store.agent import DurableAgent
+from .expiry import apply_ttl, expiring, is_expired
 from .registry import ModelSchema, SchemaRegistry, schema_of
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class TypedAgent(DurableAgent, Generic[M]):
         #: the model's schema (name, version, upcasters)
         self.schema: ModelSchema[M] = schema
         self._schema_version = schema.version
+        self._expiring = expiring(schema.adapter.model)
         super().__init__(store, agent_id, machine, snapshot, lease=lease, strict=strict)
 
     def _adopt(self, snapshot: Snapshot) -> None:
@@ -95,6 +97,8 @@ class TypedAgent(DurableAgent, Generic[M]):
         result = await super()._write(*args, **kwargs)
         if not result.duplicate:  # (a duplicate refreshed: _adopt set the baseline)
             self._baseline = self._committed
+            if self._expiring:  # the engine's TTL follows the state's expiry
+                await apply_ttl(self.store, self.agent_id, self._state)
         return result
 
     def _document(self) -> dict[str, Any]:
@@ -139,6 +143,9 @@ async def open_typed_agent(
     if initial_state is not None:
         document = schema.dump(initial_state, agent_id)
     snapshot = await store.get(agent_id)
+    if snapshot is not None and _expired(schema, snapshot):
+        await store.delete(agent_id)  # gone, as the engine's TTL would have made it
+        snapshot = None
     if snapshot is None:
         if initial_state is None:
             default = schema.adapter.default()
@@ -158,7 +165,25 @@ async def open_typed_agent(
                 lease=lease,
             )
         snapshot = await store.load(agent_id)
+        if expiring(schema.adapter.model):
+            stored = schema.load(
+                snapshot.data, snapshot.schema_version, agent_id=agent_id, seq=snapshot.seq
+            )
+            await apply_ttl(store, agent_id, stored)
     return TypedAgent(store, agent_id, machine, snapshot, schema=schema, lease=lease, strict=strict)
+
+
+def _expired(schema: ModelSchema[Any], snapshot: Snapshot) -> bool:
+    """True when the stored latest state is of an expiring model and has expired."""
+    if not expiring(schema.adapter.model):
+        return False
+    try:
+        state = schema.load(
+            snapshot.data, snapshot.schema_version, agent_id=snapshot.agent_id, seq=snapshot.seq
+        )
+    except SchemaError:
+        return False  # (loading it reports the problem)
+    return is_expired(state)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -224,13 +249,21 @@ class TypedStates(Generic[M]):
     async def load_snapshot(
         self, agent_id: str, *, at_seq: int | None = None, at_time: float | None = None
     ) -> TypedSnapshot[M]:
-        """The agent's state with its seq, FSM state and stored schema version."""
-        return self._typed(await self.store.load(agent_id, at_seq=at_seq, at_time=at_time))
+        """The agent's state with its seq, FSM state and stored schema version. The
+        latest state of an expired agent (see :mod:`.expiry`) is not found."""
+        typed = self._typed(await self.store.load(agent_id, at_seq=at_seq, at_time=at_time))
+        if at_seq is None and at_time is None and is_expired(typed.state):
+            raise AgentNotFound(agent_id)
+        return typed
 
     async def get(self, agent_id: str) -> M | None:
-        """The agent's latest state as the model, or None when it does not exist."""
+        """The agent's latest state as the model, or None when it does not exist (or
+        has expired, see :mod:`.expiry`)."""
         snap = await self.store.get(agent_id)
-        return self._typed(snap).state if snap is not None else None
+        if snap is None:
+            return None
+        state = self._typed(snap).state
+        return None if is_expired(state) else state
 
     async def save(
         self,
@@ -246,7 +279,7 @@ class TypedStates(Generic[M]):
         """Validate ``state`` and make it the agent's state at the current schema
         version (only the difference is written). See :meth:`StateStore.save`."""
         document = self.schema.dump(state, agent_id)
-        return await self.store.save(
+        result = await self.store.save(
             agent_id,
             document,
             fsm_state=fsm_state,
@@ -256,6 +289,8 @@ class TypedStates(Generic[M]):
             schema_version=self.schema.version,
             lease=lease,
         )
+        await apply_ttl(self.store, agent_id, state)
+        return result
 
     async def create(
         self,
@@ -269,7 +304,7 @@ class TypedStates(Generic[M]):
     ) -> AppendResult:
         """Start the agent's stream with ``state`` (ConflictError if it exists)."""
         document = self.schema.dump(state, agent_id)
-        return await self.store.create(
+        result = await self.store.create(
             agent_id,
             document,
             fsm_state=fsm_state,
@@ -278,6 +313,8 @@ class TypedStates(Generic[M]):
             actor=actor,
             lease=lease,
         )
+        await apply_ttl(self.store, agent_id, state)
+        return result
 
     def history(self, agent_id: str, *, after_seq: int = 0) -> AsyncIterator[Event]:
         """The agent's events with types, machine states and custom event data brought

@@ -1,0 +1,101 @@
+"""States that expire (``Session``): their expiry honoured on every backend.
+
+A model whose instances have an ``expires_at`` property (seconds since the epoch, or
+None for never — :class:`~statekeeper.schema.structures.Session` computes it from
+``last_seen + ttl``) is an *expiring* model. For its agents:
+
+* on an engine with a native TTL (:attr:`Capability.TTL <statekeeper.backends.base.Capability>`:
+  Redis), every write through a :class:`~statekeeper.schema.TypedAgent` sets the agent's
+  key expiry to the time left (:func:`apply_ttl`): Redis deletes the agent by itself;
+* on every engine, reading the latest state of an expired agent treats it as gone
+  (``TypedStates.get`` gives None, ``TypedStates.load`` raises ``AgentNotFound``,
+  ``store.agent(id, model=...)`` deletes it and starts a new one) — also between the
+  moment it expired and the moment Redis removes it;
+* :func:`expire` deletes every expired agent of a model (the sweep an engine without a
+  native TTL needs to reclaim the space; run it from a scheduler).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..backends.base import Capability
+from ..errors import SchemaError
+from .models import MODEL_KEY
+from .registry import ModelSchema, SchemaRegistry, schema_of
+
+if TYPE_CHECKING:
+    from ..store.store import StateStore
+
+__all__ = ["apply_ttl", "expire", "expires_at", "expiring", "is_expired"]
+
+#: the smallest TTL given to the engine (a state written already expired)
+_MIN_TTL = 0.001
+
+
+def expiring(model: type[Any]) -> bool:
+    """True when ``model``'s instances say when they expire (an ``expires_at`` property)."""
+    return isinstance(getattr(model, "expires_at", None), property)
+
+
+def expires_at(state: object) -> float | None:
+    """When ``state`` expires (seconds since the epoch), None when it never does or
+    its model does not expire."""
+    if not expiring(type(state)):
+        return None
+    at = getattr(state, "expires_at", None)
+    return float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+
+
+def is_expired(state: object, now: float | None = None) -> bool:
+    """True once ``state``'s expiry has passed."""
+    at = expires_at(state)
+    return at is not None and (time.time() if now is None else now) >= at
+
+
+async def apply_ttl(store: StateStore, agent_id: str, state: object) -> bool:
+    """Set the agent's engine TTL to the time ``state`` has left (none when it never
+    expires), on engines with a native TTL; a no-op elsewhere (False) and for models
+    that do not expire. Write-behind appends are flushed first, so the TTL lands on
+    the stored agent."""
+    if not expiring(type(state)) or not store.backend.supports(Capability.TTL):
+        return False
+    at = expires_at(state)
+    ttl = None if at is None else max(at - time.time(), _MIN_TTL)
+    if store.durability == "async":
+        await store.flush()
+    return await store.backend.set_ttl(agent_id, ttl)
+
+
+async def expire(
+    store: StateStore,
+    model: type[Any] | ModelSchema[Any],
+    *,
+    schemas: SchemaRegistry | None = None,
+    now: float | None = None,
+) -> list[str]:
+    """Delete every agent of ``model`` whose latest state has expired; returns their
+    ids. Agents of other models (and untyped ones) are left alone."""
+    schema = schema_of(model, schemas)
+    if not expiring(schema.adapter.model):
+        return []
+    now = time.time() if now is None else now
+    names = schema.names()
+    gone: list[str] = []
+    after: str | None = None
+    while True:
+        page = await store.list_agents(after=after, limit=1000)
+        ids = [info.agent_id for info in page]
+        for agent_id, snap in zip(ids, await store.get_many(ids), strict=True):
+            if snap is None or snap.data.get(MODEL_KEY) not in names:
+                continue
+            try:
+                state = schema.load(snap.data, snap.schema_version, agent_id=agent_id, seq=snap.seq)
+            except SchemaError:
+                continue  # unreadable as the model: not this sweep's to judge
+            if is_expired(state, now) and await store.delete(agent_id):
+                gone.append(agent_id)
+        if len(page) < 1000:
+            return gone
+        after = ids[-1]
