@@ -176,6 +176,16 @@ def test_thread_tree_and_chat(desktop: Watched) -> None:
     expect(page.locator("#health")).to_have_text("healthy")
     page.get_by_role("button", name="Count").click()
     expect(page.locator("#count")).to_contain_text("35 agents")
+    # the report loads by itself: health, the transition matrix heat map, entropy, metrics
+    expect(page.locator("#transition-matrix td.heat-10").first).to_be_visible()
+    expect(page.locator("#transition-matrix")).to_contain_text("tool_call")
+    expect(page.locator("#entropy-chart rect.bar").first).to_be_attached()
+    expect(page.locator("#metrics")).to_contain_text("statekeeper_agents_in_state")
+    page.locator("#transition-matrix").scroll_into_view_if_needed()
+    shot(page, "store")
+    page.locator('input[name="scope"]').fill("5")
+    page.get_by_role("button", name="Analyse").click()
+    expect(page.locator("#analysis-scope")).to_contain_text("the first 5 in id order")
 
 
 def test_pages_fit_a_phone(chromium: Any, server: LiveServer) -> None:
@@ -192,6 +202,8 @@ def test_pages_fit_a_phone(chromium: Any, server: LiveServer) -> None:
         ):
             page.goto(path)
             expect(page.locator("main h1")).to_be_visible()
+            if path == "/store":  # the report (a wide table) has loaded
+                expect(page.locator("#transition-matrix")).to_be_visible()
             overflow = page.evaluate(
                 "document.documentElement.scrollWidth - document.documentElement.clientWidth"
             )

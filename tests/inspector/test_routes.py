@@ -362,7 +362,7 @@ def test_store_page(client: Any) -> None:
     html = client.get("/store").text
     assert '<span class="badge ok" id="health">healthy</span>' in html
     assert "sqlite" in html
-    assert "not installed here" in html or "statekeeper.observability is installed" in html
+    assert "not installed here" in html or 'hx-get="/store/analysis"' in html
     count = client.get("/store/count").text
     assert count.startswith("35 agents")
 

@@ -367,6 +367,15 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         )
 
     @handled
+    async def store_analysis(request: Request) -> Response:
+        from .analysis import analyse, describe, heat
+
+        report = await analyse(ins.store, dict(request.query_params))
+        return ins.render(
+            request, "fragments/analysis.html", a=report, heat=heat, **describe(report)
+        )
+
+    @handled
     async def store_count(request: Request) -> Response:
         started = time.perf_counter()
         n = await ins.store.count_agents()
@@ -467,6 +476,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         Route("/thread/retention", retention, methods=["POST"]),
         Route("/store", store_page),
         Route("/store/count", store_count),
+        Route("/store/analysis", store_analysis),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=ins.lifespan)
