@@ -489,6 +489,25 @@ class Backend(abc.ABC):
         default refuses with :class:`~statekeeper.errors.CapabilityUnsupported`."""
         raise CapabilityUnsupported(self.name, "listing agents backwards")
 
+    #: True when :meth:`list_agents_by_write` is answered (an index on the last write)
+    lists_by_write: bool = False
+
+    async def list_agents_by_write(
+        self,
+        cursor: tuple[float, str] | None = None,
+        limit: int = 100,
+        *,
+        newest_first: bool = True,
+    ) -> list[AgentInfo]:
+        """Agents ordered by their last write (``updated_at``, then id): the most
+        recently written first (``newest_first``) or the longest idle first, strictly
+        beyond ``cursor`` = ``(updated_at, agent_id)`` of the last row of the previous
+        page (from the start when None), at most ``limit`` of them — keyset pagination
+        over an index on the last write. Engines with that index set
+        :attr:`lists_by_write`; the default refuses with
+        :class:`~statekeeper.errors.CapabilityUnsupported`."""
+        raise CapabilityUnsupported(self.name, "listing agents by last write")
+
     @abc.abstractmethod
     async def delete_agent(self, agent_id: str) -> bool:
         """Delete the agent's events, snapshots and idempotency keys. True if it existed."""

@@ -310,6 +310,33 @@ class MemoryBackend(Backend):
             out.append(AgentInfo(agent_id, len(s.events), s.created_at, s.events[-1].timestamp))
         return out
 
+    lists_by_write = True
+
+    async def list_agents_by_write(
+        self,
+        cursor: tuple[float, str] | None = None,
+        limit: int = 100,
+        *,
+        newest_first: bool = True,
+    ) -> list[AgentInfo]:
+        self._check()
+        rows = sorted(
+            (s.events[-1].timestamp, agent_id, len(s.events), s.created_at)
+            for agent_id, s in self._streams.items()
+        )
+        if newest_first:
+            rows.reverse()
+        out = []
+        for ts, agent_id, head, created in rows:
+            if cursor is not None and (
+                (ts, agent_id) >= cursor if newest_first else (ts, agent_id) <= cursor
+            ):
+                continue
+            out.append(AgentInfo(agent_id, head, created, ts))
+            if len(out) == limit:
+                break
+        return out
+
     lists_backwards = True
 
     async def list_agents_before(

@@ -51,6 +51,7 @@ from typing import Any, Literal
 from ..arguments import check_stored_id
 from ..errors import (
     BackendError,
+    CapabilityUnsupported,
     ConfigurationError,
     ConflictError,
     IntegrityError,
@@ -108,6 +109,8 @@ CREATE TABLE IF NOT EXISTS sk_agents (
     updated_at REAL NOT NULL,
     head_tag   BLOB
 ) WITHOUT ROWID;
+-- the agents by last write (the inspector's "recently written" / "idle" sorts)
+CREATE INDEX IF NOT EXISTS sk_agents_written ON sk_agents (updated_at, agent_id);
 CREATE TABLE IF NOT EXISTS sk_events (
     agent_id TEXT NOT NULL,
     seq      INTEGER NOT NULL,
@@ -1563,6 +1566,49 @@ class SQLiteBackend(Backend):
                         )
                     )
         return out
+
+    @property
+    def lists_by_write(self) -> bool:  # type: ignore[override]
+        """True once the file has its last-write index (a file written by an older
+        statekeeper gets it the next time it is opened for writing)."""
+        known: bool | None = getattr(self, "_by_write", None)
+        if known is None:
+            with _translated(self.path):
+                row = (
+                    self._reader()
+                    .execute(
+                        "SELECT 1 FROM sqlite_master WHERE type = 'index'"
+                        " AND name = 'sk_agents_written'"
+                    )
+                    .fetchone()
+                )
+            known = self._by_write = row is not None
+        return known
+
+    async def list_agents_by_write(
+        self,
+        cursor: tuple[float, str] | None = None,
+        limit: int = 100,
+        *,
+        newest_first: bool = True,
+    ) -> list[AgentInfo]:
+        if not self.lists_by_write:
+            raise CapabilityUnsupported(
+                self.name,
+                "listing agents by last write",
+                "this file has no last-write index yet: open it once for writing",
+            )
+        order = "DESC" if newest_first else "ASC"
+        sql = "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
+        args: list[Any] = []
+        if cursor is not None:
+            sql += f" WHERE (updated_at, agent_id) {'<' if newest_first else '>'} (?, ?)"
+            args += [float(cursor[0]), cursor[1]]
+        sql += f" ORDER BY updated_at {order}, agent_id {order} LIMIT ?"
+        args.append(limit)
+        with _translated(self.path):
+            rows = self._reader().execute(sql, args).fetchall()
+        return [AgentInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
     lists_backwards = True
 

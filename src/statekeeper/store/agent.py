@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from .. import patch
 from ..arguments import check_agent_id, check_mapping, check_optional_name

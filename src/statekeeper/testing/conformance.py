@@ -457,6 +457,36 @@ class BackendConformance(FeedConformance):
             AgentInfo("b", 1, 60.0, 60.0),
         ]
 
+    async def test_list_agents_by_write_orders_and_pages(self, backend: Backend) -> None:
+        """Newest write first (or longest idle first), ties by id, keyset pages that
+        neither skip nor repeat an agent; an agent written again moves to the front.
+        Engines without the index refuse with CapabilityUnsupported."""
+        if not backend.lists_by_write:
+            with pytest.raises(CapabilityUnsupported):
+                await backend.list_agents_by_write()
+            return
+        stamps = {"a": 10.0, "b": 30.0, "c": 20.0, "d": 30.0, "e": 5.0, "f": 20.0, "g": 40.0}
+        for agent_id, ts in stamps.items():
+            await backend.append(request(agent_id, 0, ts=ts))
+        newest = sorted(stamps, key=lambda a: (stamps[a], a), reverse=True)
+        assert [i.agent_id for i in await backend.list_agents_by_write()] == newest
+        for newest_first, expected in ((True, newest), (False, newest[::-1])):
+            collected: list[str] = []
+            cursor: tuple[float, str] | None = None
+            while True:
+                page = await backend.list_agents_by_write(cursor, 3, newest_first=newest_first)
+                collected.extend(i.agent_id for i in page)
+                if len(page) < 3:
+                    break
+                cursor = (page[-1].updated_at, page[-1].agent_id)
+            assert collected == expected
+        top = (await backend.list_agents_by_write(limit=1))[0]
+        assert top == AgentInfo("g", 1, 40.0, 40.0)
+        await backend.append(AppendRequest("e", 1, (event(2, ts=50.0),)))
+        assert [i.agent_id for i in await backend.list_agents_by_write(limit=2)] == ["e", "g"]
+        await backend.delete_agent("e")
+        assert [i.agent_id for i in await backend.list_agents_by_write(limit=1)] == ["g"]
+
     async def test_count_agents(self, backend: Backend) -> None:
         for i in range(25):
             await backend.append(request(f"agent-{i:03d}", 0))

@@ -136,6 +136,7 @@ _PACKAGE = "statekeeper.backends.postgres"
 MIGRATIONS: list[tuple[int, str, str]] = [
     (6, "tables, leases and the append functions", read_script(_PACKAGE, "sql/schema.sql")),
     (7, "the change feed: event positions", read_script(_PACKAGE, "sql/feed.sql")),
+    (8, "the agents' last-write index", read_script(_PACKAGE, "sql/written_index.sql")),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -1142,6 +1143,24 @@ class PostgresBackend(Backend):
             r[0]: RawEvent(int(r[1]), r[2], float(r[3]), bytes(r[4]), bytes(r[5])) for r in rows
         }
         return [found.get(agent_id) for agent_id in agent_ids]
+
+    lists_by_write = True
+
+    async def list_agents_by_write(
+        self,
+        cursor: tuple[float, str] | None = None,
+        limit: int = 100,
+        *,
+        newest_first: bool = True,
+    ) -> list[AgentInfo]:
+        direction = "newest" if newest_first else "oldest"
+        if cursor is None:
+            rows = await self._query(f"list_{direction}_written", (limit,))
+        else:
+            rows = await self._query(
+                f"list_{direction}_written_after", (float(cursor[0]), cursor[1], limit)
+            )
+        return [AgentInfo(r[0], int(r[1]), float(r[2]), float(r[3])) for r in rows]
 
     lists_backwards = True
 

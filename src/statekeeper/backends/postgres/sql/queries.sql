@@ -79,6 +79,18 @@ SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents WHERE agent
 -- name: list_last
 SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents ORDER BY agent_id DESC LIMIT %s
 
+-- name: list_newest_written
+SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents ORDER BY updated_at DESC, agent_id DESC LIMIT %s
+
+-- name: list_newest_written_after
+SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents WHERE (updated_at, agent_id) < (%s, %s) ORDER BY updated_at DESC, agent_id DESC LIMIT %s
+
+-- name: list_oldest_written
+SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents ORDER BY updated_at, agent_id LIMIT %s
+
+-- name: list_oldest_written_after
+SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents WHERE (updated_at, agent_id) > (%s, %s) ORDER BY updated_at, agent_id LIMIT %s
+
 -- name: read_heads
 SELECT e.agent_id, e.seq, e.kind, e.ts, e.payload, e.checksum FROM {s}.sk_agents a JOIN {s}.sk_events e ON e.agent_id = a.agent_id AND e.seq = a.head_seq WHERE a.agent_id = ANY(%s)
 
