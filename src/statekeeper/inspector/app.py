@@ -198,6 +198,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             "agents.html",
             query=query,
             page=page,
+            by_write=ins.store.backend.lists_by_write,
             elapsed=time.perf_counter() - started,
         )
 

@@ -47,7 +47,9 @@ TIME_BUDGET = 0.05
 _TOP = "\U0010ffff"
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
-Order = Literal["asc", "desc"]
+#: by id (ascending, descending), or by last write (newest first, longest idle first)
+Order = Literal["asc", "desc", "recent", "idle"]
+BY_WRITE = ("recent", "idle")
 
 
 def parse_duration(text: str, argument: str) -> float:
@@ -83,6 +85,9 @@ class AgentQuery:
     after: str | None = None
     #: keyset cursor: the page ends before this id (the previous page)
     before: str | None = None
+    #: with a last-write sort: the last write of the ``after`` agent (the cursor's
+    #: other half)
+    at: float | None = None
     limit: int = DEFAULT_LIMIT
     #: the raw texts of ``active``/``idle`` (for links)
     active_text: str = ""
@@ -96,8 +101,8 @@ class AgentQuery:
             return params.get(name, "").strip()
 
         order = text("sort") or "asc"
-        if order not in ("asc", "desc"):
-            raise InvalidArgument("sort", "sort must be 'asc' or 'desc'")
+        if order not in ("asc", "desc", *BY_WRITE):
+            raise InvalidArgument("sort", "sort must be 'asc', 'desc', 'recent' or 'idle'")
         limit_text = text("limit")
         limit = DEFAULT_LIMIT
         if limit_text:
@@ -117,6 +122,20 @@ class AgentQuery:
                 check_agent_id(value, name)
         if after is not None and before is not None:
             raise InvalidArgument("after", "give after or before, not both")
+        at_text = text("at")
+        at: float | None = None
+        if order in BY_WRITE:
+            if before is not None:
+                raise InvalidArgument("before", "the last-write sorts page forwards only")
+            if after is not None:  # the keyset cursor is (last write, id)
+                try:
+                    at = float(at_text)
+                except ValueError:
+                    raise InvalidArgument(
+                        "at", "at must be the last-write time of the 'after' agent"
+                    ) from None
+                if at != at or at in (float("inf"), float("-inf")):
+                    raise InvalidArgument("at", "at must be a finite time")
         active_text, idle_text = text("active"), text("idle")
         return cls(
             prefix=params.get("q", ""),
@@ -127,6 +146,7 @@ class AgentQuery:
             order=order,  # type: ignore[arg-type]
             after=after,
             before=before,
+            at=at,
             limit=limit,
             active_text=active_text,
             idle_text=idle_text,
@@ -168,6 +188,8 @@ class AgentsPage:
     rows: list[AgentRow] = field(default_factory=list)
     #: cursor for the next page (None: this is the last)
     next_after: str | None = None
+    #: with a last-write sort: the time half of the next page's cursor
+    next_at: str | None = None
     #: cursor for the previous page (None: this is the first, or unknown)
     prev_before: str | None = None
     #: the page stopped at its scan budget before filling up
@@ -187,11 +209,19 @@ def start_after(prefix: str) -> str | None:
     return prefix[:-1] + chr(last - 1) + _TOP
 
 
-async def _fetch(store: StateStore, order: Order, cursor: str | None, n: int) -> list[AgentInfo]:
+Cursor = str | tuple[float, str] | None
+
+
+async def _fetch(store: StateStore, order: Order, cursor: Cursor, n: int) -> list[AgentInfo]:
     """``n`` index rows strictly beyond ``cursor`` in ``order``."""
     if order == "asc":
+        assert not isinstance(cursor, tuple)
         return await store.list_agents(after=cursor, limit=n)
     await store.flush()
+    if order in BY_WRITE:
+        assert cursor is None or isinstance(cursor, tuple)
+        return await store.backend.list_agents_by_write(cursor, n, newest_first=order == "recent")
+    assert not isinstance(cursor, tuple)
     return await store.backend.list_agents_before(cursor, n)
 
 
@@ -206,33 +236,44 @@ async def list_page(
 ) -> AgentsPage:
     """The page ``query`` asks for."""
     backwards = store.backend.lists_backwards
+    by_write = query.order in BY_WRITE
     if query.order == "desc" and not backwards:
         raise CapabilityUnsupported(store.backend.name, "listing agents backwards")
+    if by_write and not store.backend.lists_by_write:
+        raise CapabilityUnsupported(store.backend.name, "listing agents by last write")
     prefix = query.full_prefix
     if prefix:
         check_agent_id(prefix, "q")
     reverse = query.before is not None  # walking back to the previous page
     order: Order = query.order
-    if reverse:
-        if not backwards:
-            raise CapabilityUnsupported(store.backend.name, "listing agents backwards")
-        order = "desc" if query.order == "asc" else "asc"
-        cursor: str | None = query.before
+    cursor: Cursor
+    if by_write:
+        # the last-write index is not ordered by id: a prefix is a filter, not a range
+        cursor = (
+            (query.at, query.after) if query.after is not None and query.at is not None else None
+        )
     else:
-        cursor = query.after
-    # never start outside the prefix's range (a cursor from another search)
-    low, high = start_after(prefix), (prefix + _TOP if prefix else None)
-    if order == "asc" and (cursor is None or (low is not None and cursor < low)):
-        cursor = low
-    if order == "desc" and (cursor is None or (high is not None and cursor > high)):
-        cursor = high
+        if reverse:
+            if not backwards:
+                raise CapabilityUnsupported(store.backend.name, "listing agents backwards")
+            order = "desc" if query.order == "asc" else "asc"
+            cursor = query.before
+        else:
+            cursor = query.after
+        # never start outside the prefix's range (a cursor from another search)
+        low, high = start_after(prefix), (prefix + _TOP if prefix else None)
+        if order == "asc" and (cursor is None or (low is not None and cursor < low)):
+            cursor = low
+        if order == "desc" and (cursor is None or (high is not None and cursor > high)):
+            cursor = high
     clock = time.time() if now is None else now
     started = time.perf_counter()
     page = AgentsPage(backwards=backwards)
     heads = 0
     done = False
     last_scanned: str | None = None
-    filtering = bool(query.state or query.active or query.idle)
+    last_at: float | None = None
+    filtering = bool(query.state or query.active or query.idle or (by_write and prefix))
     candidates: list[AgentInfo] = []
     while not done and len(page.rows) <= query.limit:
         want = query.limit + 1 - len(page.rows)
@@ -242,8 +283,27 @@ async def list_page(
             break
         for info in batch:
             agent_id = info.agent_id
-            cursor = agent_id
+            if by_write:
+                cursor = (info.updated_at, agent_id)
+                # sorted by last write: past the active/idle window, nothing further
+                # can match
+                if (order == "recent" and query.active is not None and
+                        info.updated_at < clock - query.active) or (
+                        order == "idle" and query.idle is not None and
+                        info.updated_at > clock - query.idle):  # fmt: skip
+                    done = True
+                    break
+            else:
+                cursor = agent_id
             if not agent_id.startswith(prefix):
+                if by_write:  # a filter here: counts as looked at, within the budget
+                    if page.scanned >= SCAN_BUDGET or time.perf_counter() - started > TIME_BUDGET:
+                        page.partial = True
+                        done = True
+                        break
+                    page.scanned += 1
+                    last_scanned, last_at = agent_id, info.updated_at
+                    continue
                 if (order == "asc") == (agent_id > prefix):
                     done = True  # past the prefix's range
                     break
@@ -259,7 +319,7 @@ async def list_page(
                 done = True
                 break
             page.scanned += 1
-            last_scanned = agent_id
+            last_scanned, last_at = agent_id, info.updated_at
             if query.active is not None and info.updated_at < clock - query.active:
                 continue
             if query.idle is not None and info.updated_at > clock - query.idle:
@@ -292,6 +352,13 @@ async def list_page(
         page.next_after = page.rows[-1].info.agent_id if page.rows else query.before
         if more or page.partial:
             page.prev_before = page.rows[0].info.agent_id if page.rows else last_scanned
+        return page
+    if by_write:  # forwards only; the cursor is (last write, id)
+        if more:
+            last = page.rows[-1].info
+            page.next_after, page.next_at = last.agent_id, repr(last.updated_at)
+        elif page.partial and last_scanned is not None:
+            page.next_after, page.next_at = last_scanned, repr(last_at)
         return page
     if more:
         page.next_after = page.rows[-1].info.agent_id
