@@ -14,6 +14,8 @@ socket. Scenarios (50 rows a page):
 * ``rare filter``     ``/agents?active=1h``  (nothing matches: the page stops at its scan
   budget and offers to continue; bounded, never a full scan)
 * ``agent page``      ``/agent?id=<random id>``
+* ``by last write``   ``/agents?sort=recent`` (newest write first, the last-write index)
+* ``by last write, deep`` ``/agents?sort=recent&after=<random id>&at=<its last write>``
 
 Side by side in the same run, the usual alternative the keyset design replaces: one
 page at the same random depths by ``LIMIT 50 OFFSET k`` and by keyset
@@ -250,8 +252,16 @@ async def measure(url: str, n: int, rounds: int, seed: int) -> dict[str, Any]:
         "state filter": lambda: page(state="completed", after=after()),
         "rare filter": lambda: page(active="1h", after=after()),
         "agent page": lambda: "/agent?" + urlencode({"id": after()}),
+        "by last write": lambda: page(sort="recent"),
+        "by last write, deep": lambda: page(sort="recent", **cursors.pop()),
     }
     out: dict[str, Any] = {}
+    # cursors of deep "by last write" pages: (last write, id) of random agents
+    cursors: list[dict[str, str]] = []
+    async with StateStore(url) as store:
+        for _ in range(rounds + 5):
+            (info,) = await store.list_agents(after=after(), limit=1)
+            cursors.append({"after": info.agent_id, "at": repr(info.updated_at)})
     async with app.app.router.lifespan_context(app.app):  # type: ignore[attr-defined]
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(

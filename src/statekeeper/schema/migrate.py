@@ -242,7 +242,7 @@ def _target_doc(
     cast = schema.convert(doc, version, target, agent_id=agent_id, seq=seq)
     if target == schema.version:
         state = schema.load(cast, target, agent_id=agent_id, seq=seq)
-        cast = schema.adapter.dump(state, agent_id)
+        cast = schema.adapter.dump_validated(state)  # (validated just above)
     return {MODEL_KEY: schema.name, **cast}
 
 

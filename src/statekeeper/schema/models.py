@@ -111,6 +111,11 @@ class ModelAdapter(Generic[M]):
             raise ValidationError(self.name, [("", "does not serialise to an object")], agent_id)
         return cast(dict[str, Any], doc)
 
+    def dump_validated(self, value: M) -> dict[str, Any]:
+        """The JSON document of ``value``, an instance this adapter has just built by
+        :meth:`validate` (so not validated again: its document loads back as is)."""
+        return cast(dict[str, Any], self._adapter.dump_python(value, mode="json", warnings=False))
+
     def validate(self, doc: Mapping[str, Any]) -> M:
         """``doc`` as a model instance (pydantic's ``ValidationError`` on a mismatch)."""
         if MODEL_KEY in doc:
