@@ -90,6 +90,9 @@ async def test_on_redis_the_key_expires_with_the_session(tmp_path: Path) -> None
             agent.state.ttl = None  # no expiry: the key persists
             await agent.save()
             assert await client.pttl(key) == -1
+            agent.state.ttl = 60.0
+            await agent.save()
+            assert await client.pttl(key) > 0
             # a session written already expired is removed by Redis itself
             sessions = TypedStates(store, Session)
             await sessions.save("s-2", _session(age=120))
@@ -99,6 +102,23 @@ async def test_on_redis_the_key_expires_with_the_session(tmp_path: Path) -> None
                 pass  # (each EXISTS is a round trip: Redis expires the key on access)
             assert not await client.exists(gone)
             assert await sessions.get("s-2") is None
+    finally:
+        await client.aclose()
+        delete_prefix(prefix)
+
+
+async def test_on_redis_a_session_without_expiry_keeps_the_stores_default_ttl(
+    tmp_path: Path,
+) -> None:
+    require_redis()
+    import redis.asyncio as aioredis
+
+    prefix = namespace(tmp_path, "sk_ttl_") + ":"
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        async with StateStore(f"{REDIS_URL}?prefix={prefix}&ttl=3600") as store:
+            await TypedStates(store, Session).save("s", _session(age=0, ttl=None))
+            assert 3_500_000 < await client.pttl(f"{prefix}a:s".encode()) <= 3_600_000
     finally:
         await client.aclose()
         delete_prefix(prefix)

@@ -1,5 +1,5 @@
-"""The agents list: prefix search, namespace/state/last-write filters, sort by id, and
-keyset pagination in both directions.
+"""The agents list: prefix search, namespace/state/last-write filters, sort by id or by
+last write, and keyset pagination (both directions by id, forwards by last write).
 
 Every page is one or a few index range reads (:meth:`StateStore.list_agents` forward,
 :meth:`Backend.list_agents_before` backward), never an ``OFFSET`` or a count, so page
@@ -9,6 +9,10 @@ time the index row already carries. The state filter is the one that needs each
 agent's head decoded (:meth:`StateStore.head_state`): a page stops after
 :data:`SCAN_BUDGET` candidates and says so, and *Next* continues the search from
 where it stopped — a slow filter never makes a slow page.
+
+Sorted by last write (``sort=recent`` / ``sort=idle``), a page is a range of the
+engine's last-write index (:meth:`Backend.list_agents_by_write`) after the cursor
+``(last write, id)``; a prefix or namespace is then a filter under the same budget.
 """
 
 from __future__ import annotations

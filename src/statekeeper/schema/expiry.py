@@ -55,14 +55,17 @@ def is_expired(state: object, now: float | None = None) -> bool:
 
 
 async def apply_ttl(store: StateStore, agent_id: str, state: object) -> bool:
-    """Set the agent's engine TTL to the time ``state`` has left (none when it never
-    expires), on engines with a native TTL; a no-op elsewhere (False) and for models
+    """Set the agent's engine TTL to the time ``state`` has left (the engine's default
+    TTL, if any, when it never expires), on engines with a native TTL; a no-op elsewhere (False) and for models
     that do not expire. Write-behind appends are flushed first, so the TTL lands on
     the stored agent."""
     if not expiring(type(state)) or not store.backend.supports(Capability.TTL):
         return False
     at = expires_at(state)
-    ttl = None if at is None else max(at - time.time(), _MIN_TTL)
+    # a state that never expires goes back to the engine's own default (Redis ``ttl=``
+    # option: the operator's policy for every agent), not to "forever"
+    default = getattr(store.backend, "ttl", None)
+    ttl = default if at is None else max(at - time.time(), _MIN_TTL)
     if store.durability == "async":
         await store.flush()
     return await store.backend.set_ttl(agent_id, ttl)
