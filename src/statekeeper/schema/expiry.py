@@ -56,9 +56,9 @@ def is_expired(state: object, now: float | None = None) -> bool:
 
 async def apply_ttl(store: StateStore, agent_id: str, state: object) -> bool:
     """Set the agent's engine TTL to the time ``state`` has left (the engine's default
-    TTL, if any, when it never expires), on engines with a native TTL; a no-op elsewhere (False) and for models
-    that do not expire. Write-behind appends are flushed first, so the TTL lands on
-    the stored agent."""
+    TTL, if any, when it never expires), on engines with a native TTL; a no-op
+    elsewhere (False) and for models that do not expire. Write-behind appends are
+    flushed first, so the TTL lands on the stored agent."""
     if not expiring(type(state)) or not store.backend.supports(Capability.TTL):
         return False
     at = expires_at(state)
