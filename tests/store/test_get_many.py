@@ -11,6 +11,8 @@ from statekeeper import StateStore
 from statekeeper.errors import IntegrityError, InvalidAgentId
 from statekeeper.security import Keyring, generate_key
 
+from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
+
 
 async def _fill(store: StateStore) -> None:
     for i in range(12):
@@ -21,15 +23,26 @@ async def _fill(store: StateStore) -> None:
     await store.delete("gone")
 
 
-@pytest.mark.parametrize("engine", ["memory", "sqlite"])
+@pytest.mark.parametrize("engine", ["memory", "sqlite", "postgres"])
 async def test_get_many_equals_get_of_each_agent(tmp_path: Path, engine: str) -> None:
     url = "memory://" if engine == "memory" else f"sqlite:///{tmp_path / 's.db'}"
+    if engine == "postgres":
+        require_postgres()
+        url = f"{POSTGRES_DSN}?schema={namespace(tmp_path)}"
+    try:
+        await _equal(url, engine)
+    finally:
+        if engine == "postgres":
+            drop_schema(namespace(tmp_path))
+
+
+async def _equal(url: str, engine: str) -> None:
     key = Keyring({"k1": generate_key()}, active="k1")
     async with StateStore(url, keyring=key, snapshot_every=4) as store:
         await _fill(store)
         ids = ["a05", "nobody", "a00", "gone", "a11", "a05"]
         expected = [await store.get(a) for a in ids]
-        if engine == "sqlite":  # a cold cache: every state is folded from storage
+        if engine != "memory":  # a cold cache: every state is folded from storage
             await store.close()
             store = StateStore(url, keyring=key, snapshot_every=4)
         got = await store.get_many(ids)

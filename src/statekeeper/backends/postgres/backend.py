@@ -88,6 +88,7 @@ from ..base import (
     Backend,
     Capability,
     Health,
+    LatestRead,
     check_prune,
     validate_request,
     validate_rewrite,
@@ -1125,6 +1126,38 @@ class PostgresBackend(Backend):
                 for r in rows[start:]
             ],
         )
+
+    reads_latest_many = True
+
+    async def read_latest_many(self, agent_ids: Sequence[str]) -> list[LatestRead | None]:
+        """Heads, head tags, latest snapshots and the events after them of many agents:
+        one statement (one snapshot of the database), one round trip."""
+        for agent_id in agent_ids:
+            check_stored_id(agent_id)
+        if not agent_ids:
+            return []
+        rows = await self._query("read_latest_many", (list(dict.fromkeys(agent_ids)),))
+        heads: dict[str, tuple[int, bytes | None]] = {}
+        snaps: dict[str, RawSnapshot] = {}
+        events: dict[str, list[RawEvent]] = {}
+        for part, agent_id, seq, kind, ts, payload, checksum in rows:
+            if part == 0:
+                heads[agent_id] = (int(seq), bytes(payload) if payload is not None else None)
+            elif part == 1:
+                snaps[agent_id] = RawSnapshot(int(seq), float(ts), bytes(payload), bytes(checksum))
+            else:
+                events.setdefault(agent_id, []).append(
+                    RawEvent(int(seq), kind, float(ts), bytes(payload), bytes(checksum))
+                )
+        out: list[LatestRead | None] = []
+        for agent_id in agent_ids:
+            head = heads.get(agent_id)
+            out.append(
+                None
+                if head is None
+                else LatestRead(head[0], head[1], snaps.get(agent_id), events.get(agent_id, []))
+            )
+        return out
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         if after is None:

@@ -58,6 +58,9 @@ WITH snap AS (SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots WHERE agen
 -- name: read_state
 WITH snap AS (SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots WHERE agent_id = %s ORDER BY seq DESC LIMIT 1) SELECT 0 AS t, head_seq AS seq, NULL::text AS kind, 0::double precision AS ts, head_tag AS payload, NULL::bytea AS checksum FROM {s}.sk_agents WHERE agent_id = %s UNION ALL SELECT 1, seq, NULL, ts, payload, checksum FROM snap UNION ALL SELECT 2, seq, kind, ts, payload, checksum FROM {s}.sk_events WHERE agent_id = %s AND seq > coalesce((SELECT seq FROM snap), 0) ORDER BY 1, 2
 
+-- name: read_latest_many
+WITH a AS (SELECT agent_id, head_seq, head_tag FROM {s}.sk_agents WHERE agent_id = ANY(%s) AND head_seq > 0), snap AS (SELECT a.agent_id, s.seq, s.ts, s.payload, s.checksum FROM a CROSS JOIN LATERAL (SELECT seq, ts, payload, checksum FROM {s}.sk_snapshots WHERE agent_id = a.agent_id ORDER BY seq DESC LIMIT 1) s) SELECT 0 AS part, agent_id, head_seq AS seq, NULL::text AS kind, NULL::float8 AS ts, head_tag AS payload, NULL::bytea AS checksum FROM a UNION ALL SELECT 1, agent_id, seq, NULL::text, ts, payload, checksum FROM snap UNION ALL SELECT 2, e.agent_id, e.seq, e.kind, e.ts, e.payload, e.checksum FROM a JOIN {s}.sk_events e ON e.agent_id = a.agent_id AND e.seq <= a.head_seq AND e.seq > coalesce((SELECT snap.seq FROM snap WHERE snap.agent_id = a.agent_id), 0) ORDER BY 2, 1, 3
+
 -- name: seq_at
 SELECT max(seq) FROM {s}.sk_events WHERE agent_id = %s AND ts <= %s
 
