@@ -5,7 +5,7 @@ still refuse every invalid new input, naming the field in the whole document."""
 from __future__ import annotations
 
 import pytest
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from statekeeper import StateStore
 from statekeeper.errors import ValidationError
@@ -83,6 +83,27 @@ async def test_every_invalid_change_is_refused_naming_its_field(change: object, 
             await agent.save()
         assert caught.value.fields == [field]
         assert await store.head("a") == head  # nothing written
+        await agent.refresh()
+
+
+class Tags(BaseModel):
+    model_config = ConfigDict(str_max_length=5, strict=True)
+
+    tags: list[str] = Field(default_factory=list)
+    count: int = 0
+
+
+async def test_the_models_config_applies_to_the_fields_validated_alone() -> None:
+    async with StateStore("memory://") as store:
+        agent = await store.agent("t", model=Tags, initial_state=Tags(tags=["a"]))
+        agent.state.tags.append("much-too-long")
+        with pytest.raises(ValidationError) as caught:
+            await agent.save()
+        assert caught.value.fields == ["tags[1]"]
+        await agent.refresh()
+        agent.state.count = "3"  # type: ignore[assignment]  (strict: no coercion)
+        with pytest.raises(ValidationError):
+            await agent.save()
         await agent.refresh()
 
 

@@ -177,9 +177,9 @@ class _FieldChecks:
         return cls(model)
 
     def _config(self) -> pydantic.ConfigDict:
-        keep = ("strict", "arbitrary_types_allowed", "ser_json_inf_nan", "coerce_numbers_to_str")
-        cfg = self._model.model_config
-        return cast(pydantic.ConfigDict, {k: cfg[k] for k in keep if k in cfg})  # type: ignore[literal-required]
+        # the model's whole config (strict, str_max_length, ...): a field's value is
+        # then validated as it is inside the model
+        return pydantic.ConfigDict(**self._model.model_config)
 
     def _adapter(self, tp: Any) -> pydantic.TypeAdapter[Any]:
         if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
