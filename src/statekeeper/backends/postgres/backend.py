@@ -1186,13 +1186,12 @@ class PostgresBackend(Backend):
         *,
         newest_first: bool = True,
     ) -> list[AgentInfo]:
-        direction = "newest" if newest_first else "oldest"
         if cursor is None:
-            rows = await self._query(f"list_{direction}_written", (limit,))
+            name = "list_newest_written" if newest_first else "list_oldest_written"
+            rows = await self._query(name, (limit,))
         else:
-            rows = await self._query(
-                f"list_{direction}_written_after", (float(cursor[0]), cursor[1], limit)
-            )
+            name = "list_newest_written_after" if newest_first else "list_oldest_written_after"
+            rows = await self._query(name, (float(cursor[0]), cursor[1], limit))
         return [AgentInfo(r[0], int(r[1]), float(r[2]), float(r[3])) for r in rows]
 
     lists_backwards = True
