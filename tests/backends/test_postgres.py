@@ -417,7 +417,7 @@ async def test_a_pre_release_schema_is_upgraded_in_place(schema: str, applied: i
     new = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
     try:
         assert await new.head_tag("a") == (3, None)  # written before tags existed
-        # the squashed migration 6, then every later one (7: the change feed, 8: the last-write index)
+        # the squashed migration 6, then every later one (7: feed, 8: last-write index)
         assert await new.migrations() == [*range(1, applied + 1), *(v for v, _, _ in MIGRATIONS)]
         assert [e.seq for e in await new.read("a")] == [1, 2, 3]
         # events stored before the feed existed got positions, in the feed's order
