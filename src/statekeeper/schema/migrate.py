@@ -11,7 +11,7 @@ stored document names the model and whose schema version is not the target:
 2. the difference is appended as one ``schema.migrate`` event stamped with the target
    version, under the compare-and-set head every write uses (expected seq and head
    tag; the page's appends in flight together share commits through the store's
-   group commit, one ``append_batch`` each): a live writer that appended meanwhile
+   group commit): a live writer that appended meanwhile
    makes it re-read and retry, so the system keeps serving while a migration runs in
    batches;
 3. nothing is rewritten in place: the pre-migration records stay in the stream, so
