@@ -142,6 +142,7 @@ SCRIPTS = (
     "lease_release",
     "rewrite",
     "set_ttl",
+    "prune",
 )
 
 
