@@ -237,7 +237,7 @@ class AuditLog:
         detail: Mapping[str, Any] | None = None,
     ) -> int:
         """Append one entry; returns its seq in the log."""
-        body = {
+        body: dict[str, Any] = {
             "principal": principal,
             "op": operation,
             "outcome": outcome,
@@ -288,7 +288,9 @@ class AuditLog:
         if not raws:
             raise IntegrityError(AUDIT_ID, seq, "the audit log's head entry is missing")
         raw = raws[-1]
-        opened = self.codec.open(AUDIT_ID, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum)
+        opened = self.codec.open(
+            AUDIT_ID, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum
+        )
         self.codec.check_head(AUDIT_ID, seq, opened.link, tag)
         return seq, opened.link, tag
 
@@ -351,7 +353,10 @@ class AuditLog:
                     prev = None
                     continue
                 if prev is not None and opened.prev != prev:
-                    what = f"entry {raw.seq} does not follow entry {raw.seq - 1} (removed or reordered)"
+                    what = (
+                        f"entry {raw.seq} does not follow entry {raw.seq - 1} "
+                        "(removed or reordered)"
+                    )
                     if strict or problems is None:
                         raise IntegrityError(AUDIT_ID, raw.seq, what)
                     problems.append(what)

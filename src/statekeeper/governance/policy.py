@@ -70,9 +70,7 @@ def compile_pattern(pattern: object) -> re.Pattern[str]:
                 out.append("(?:[^/]+/)*")
             continue
         if not _SEGMENT.fullmatch(part):
-            raise ValueError(
-                f"namespace pattern {pattern!r:.60} has an empty or blank segment"
-            )
+            raise ValueError(f"namespace pattern {pattern!r:.60} has an empty or blank segment")
         if "**" in part:
             raise ValueError(f"'**' must be a whole segment in pattern {pattern!r:.60}")
         rx = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in part)
@@ -191,9 +189,7 @@ class Policy:
         grants = self._grants.get(principal)
         return grants is not None and grants.store_admin
 
-    def check(
-        self, principal: str, agent_id: str | None, permission: str, operation: str
-    ) -> None:
+    def check(self, principal: str, agent_id: str | None, permission: str, operation: str) -> None:
         """Raise :class:`~statekeeper.errors.AccessDenied` unless allowed (``agent_id``
         None: a store-wide operation, which needs ``admin`` on ``**``)."""
         if principal not in self._grants:
@@ -213,8 +209,9 @@ class Policy:
                 permission,
                 operation,
                 agent_id,
-                f"needs {permission} on namespace {ns!r}" if ns else f"needs {permission} "
-                "on the root namespace",
+                f"needs {permission} on namespace {ns!r}"
+                if ns
+                else f"needs {permission} on the root namespace",
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -267,4 +264,3 @@ def _grants(
 
 def _string_list(value: object) -> bool:
     return isinstance(value, list | tuple) and all(type(v) is str for v in value)
-

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .heads import AgentHead, StoredSize
     from .verification import Problem, VerifyReport
 
-__all__ = ["AccessPolicy", "AuditSink", "AuditSettings", "Governance", "GovernedStateStore"]
+__all__ = ["AccessPolicy", "AuditSettings", "AuditSink", "Governance", "GovernedStateStore"]
 
 
 class AccessPolicy(Protocol):
@@ -84,9 +84,7 @@ class Governance:
         self.policy = policy
         self.audit = audit
 
-    async def require(
-        self, agent_id: str | None, permission: str, operation: str
-    ) -> None:
+    async def require(self, agent_id: str | None, permission: str, operation: str) -> None:
         """Raise :class:`AccessDenied` (audited) unless the policy allows it."""
         if self.policy is None:
             return
@@ -319,18 +317,16 @@ class GovernedStateStore(StateStore):
         await gov.record(operation, agent_id, result)
         return result
 
-    async def create(  # type: ignore[override]
+    async def create(
         self, agent_id: str, data: Mapping[str, Any] | None = None, **kw: Any
     ) -> AppendResult:
         return await self._mutate("create", agent_id, super().create, data, **kw)
 
-    async def save(  # type: ignore[override]
-        self, agent_id: str, data: Mapping[str, Any], **kw: Any
-    ) -> AppendResult:
+    async def save(self, agent_id: str, data: Mapping[str, Any], **kw: Any) -> AppendResult:
         operation = "transition" if kw.get("fsm_state") is not None else "save"
         return await self._mutate(operation, agent_id, super().save, data, **kw)
 
-    async def append(  # type: ignore[override]
+    async def append(
         self,
         agent_id: str,
         event_type: str,
@@ -355,4 +351,3 @@ class GovernedStateStore(StateStore):
             raise
         await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
         return existed
-

@@ -176,9 +176,7 @@ class StateStore:
         audit: AuditSettings | None = None,
         **options: Any,
     ) -> StateStore:
-        if cls is StateStore and (
-            principal is not None or policy is not None or audit is not None
-        ):
+        if cls is StateStore and (principal is not None or policy is not None or audit is not None):
             from .governed import GovernedStateStore
 
             cls = GovernedStateStore
