@@ -39,7 +39,6 @@ from ..codec import ZERO_LINK, Codec
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StatekeeperError
 from ..records import RawEvent, RawSnapshot, RewriteRequest
-from ..store.governed import governance_of
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -130,6 +129,8 @@ async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -
     record, the chain or the head does not verify.
     """
     _check(store)
+    from ..store.governed import governance_of  # (the store imports this package)
+
     governance = governance_of(store)
     if governance is not None:  # a store opened as a principal: admin of the namespace
         await governance.require(agent_id, "admin", "rekey")
