@@ -59,7 +59,9 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         message = str(exc)
         found = _AT_LINE.search(message)
         line = int(found.group(1)) if found else None
-        problem = _AT_LINE.sub("", message).strip()
+        if found is None and "(at end of document)" in message:
+            line = max(1, len(text.splitlines()))
+        problem = _AT_LINE.sub("", message).replace("(at end of document)", "").strip()
         where = f" (column {found.group(2)})" if found else ""
         raise PolicyError(source, line, f"invalid TOML: {problem}{where}") from None
     lines = _line_map(text)

@@ -172,6 +172,13 @@ class GovernedStateStore(StateStore):
             raise ConfigurationError(
                 f"audit must be a statekeeper.governance.Audit, not {type(audit).__name__}"
             )
+        if audit is not None and getattr(audit, "keyring", None) is None:
+            codec = options.get("codec")
+            if options.get("keyring") is None and getattr(codec, "keyring", None) is None:
+                # refused before the backend is opened (nothing to close, nothing created)
+                raise ConfigurationError(
+                    "an audit log needs a key: give the store a keyring, or Audit(keyring=...)"
+                )
         super().__init__(backend, **options)
         sink = audit.open(self.backend, self.codec.keyring) if audit is not None else None
         # an unknown principal is not refused here (the store would stay open): every
