@@ -45,9 +45,7 @@ def engine_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-async def as_principal(
-    engine_url: str, policy: Policy
-) -> AsyncIterator[Callable[..., StateStore]]:
+async def as_principal(engine_url: str, policy: Policy) -> AsyncIterator[Callable[..., StateStore]]:
     """``as_principal("alice")``: a store over the test's engine acting as alice
     (every store of a test shares the engine's data; memory shares one backend)."""
     shared = open_backend(engine_url) if engine_url.startswith("memory") else None

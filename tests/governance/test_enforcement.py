@@ -175,9 +175,7 @@ async def test_leases_need_write_and_are_audited(as_principal: Make) -> None:
     await taker.acquire("acme/support/t1")
     with pytest.raises(Exception, match="lease"):
         await lease.renew()
-    lease_ops = [
-        (e[0], e[1], e[2]) for e in await _entries(ops) if e[1].startswith("lease")
-    ]
+    lease_ops = [(e[0], e[1], e[2]) for e in await _entries(ops) if e[1].startswith("lease")]
     assert lease_ops == [
         ("alice", "lease", "denied"),
         ("alice", "lease", "ok"),

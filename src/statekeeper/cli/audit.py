@@ -5,7 +5,8 @@
 ``statekeeper audit verify`` checks every entry, the chain and the authenticated head,
 and with ``--witness FILE`` that the log was not rolled back since the last check
 (the file then holds the new head). Both need the key the log is sealed with (the
-store's: ``--key-file`` or the environment). Under ``--as``, reading the audit log
+store's: ``--key-file`` or the environment; a store that keeps no audit log has
+nothing to show without one). Under ``--as``, reading the audit log
 needs ``admin`` on every namespace (``**``).
 """
 
@@ -18,13 +19,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..errors import ConfigurationError
 from . import render
 from ._markup import escape
 from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run
 from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
-    from ..governance.audit import AuditEntry, AuditLog, AuditReport
+    from ..governance.audit import AuditEntry, AuditLog
     from ..store import StateStore
 
 __all__ = ["audit_app"]
@@ -58,16 +60,23 @@ def _since(value: str | None) -> float | None:
     return dt.timestamp()
 
 
-async def _log(store: StateStore) -> AuditLog:
-    """The store's audit log, once the principal (if any) may read it."""
-    from ..governance.audit import AuditLog
+async def _log(store: StateStore) -> AuditLog | None:
+    """The store's audit log, once the principal (if any) may read it; None when the
+    store keeps none and no key was given (nothing to read, nothing to check)."""
+    from ..governance.audit import AUDIT_ID, AuditLog
     from ..store.governed import governance_of
 
     governance = governance_of(store)
     if governance is not None:
         await governance.require(None, "admin", "audit")
     keyring = store.codec.keyring
-    assert keyring is not None  # open_store(need_key=True)
+    if keyring is None:
+        if await store.backend.head(AUDIT_ID) == 0:
+            return None
+        raise ConfigurationError(
+            "the audit log is sealed with the store's key: pass --key-file or set "
+            "$STATEKEEPER_KEY_FILE / $STATEKEEPER_KEYS"
+        )
     return AuditLog(store.backend, keyring)
 
 
@@ -136,8 +145,10 @@ def audit(
 
     async def go() -> int:
         count = 0
-        async with open_store(url, key_file=key_file, need_key=True) as store:
+        async with open_store(url, key_file=key_file) as store:
             log = await _log(store)
+            if log is None:
+                return 0
             console = out_console()
             async for entry in log.entries(
                 agent=agent, principal=principal, since=start, operation=op
@@ -174,14 +185,15 @@ def audit_verify(
 ) -> None:
     """Check the audit log: every entry authenticated and chained, the head, and
     (--witness) no rollback. Exit code 1 when any problem is found."""
-    from ..governance.audit import read_witness, write_witness
+    from ..governance.audit import AuditReport, read_witness, write_witness
 
     url = resolve_url(ctx, db)
     seen = read_witness(witness) if witness is not None else None
 
     async def go() -> AuditReport:
-        async with open_store(url, key_file=key_file, need_key=True) as store:
-            return await (await _log(store)).verify(seen)
+        async with open_store(url, key_file=key_file) as store:
+            log = await _log(store)
+            return await log.verify(seen) if log is not None else AuditReport()
 
     report = run(go())
     if witness is not None and report.ok and report.head is not None:
