@@ -212,7 +212,8 @@ def audit_verify(
         for problem in report.problems:
             console.print(f"[red]problem:[/] {escape(problem)}", soft_wrap=True)
         verdict = "[green]ok[/]" if report.ok else "[red]FAILED[/]"
-        console.print(f"audit log: {report.entries} entries, {verdict}")
+        entries = "1 entry" if report.entries == 1 else f"{report.entries} entries"
+        console.print(f"audit log: {entries}, {verdict}")
     if not report.ok:
         raise typer.Exit(1)
 

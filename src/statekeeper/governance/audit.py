@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..arguments import INTERNAL_PREFIX
+from ..arguments import AUDIT_STREAM
 from ..codec import Codec
 from ..errors import (
     ConfigurationError,
@@ -68,7 +68,7 @@ __all__ = [
 ]
 
 #: the stream the audit log is kept in (internal: hidden from listings)
-AUDIT_ID = INTERNAL_PREFIX + "audit/log"
+AUDIT_ID = AUDIT_STREAM
 _KIND = "audit"
 _PAGE = 500
 _RETRIES = 1000

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ..arguments import (
+    AUDIT_STREAM,
     check_agent_id,
     check_mapping,
     check_name,
@@ -541,7 +542,10 @@ class StateStore:
         """How many agents have a stream."""
         self._check_open()
         await self.flush()
-        return await self.backend.count_agents()
+        count = await self.backend.count_agents()
+        if count and await self.backend.head(AUDIT_STREAM):
+            count -= 1  # the audit log is a stream of the store's own, not an agent
+        return count
 
     async def health(self) -> Health:
         """The backend's health report."""
