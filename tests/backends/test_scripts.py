@@ -36,7 +36,11 @@ def test_named_blocks_reads_a_file_of_statements() -> None:
 def test_every_script_file_is_used() -> None:
     from statekeeper.backends.redis import SCRIPTS
 
-    assert script_names(PG, "sql", ".sql") == ["sql/queries.sql", "sql/schema.sql"]
+    assert script_names(PG, "sql", ".sql") == [
+        "sql/queries.sql",
+        "sql/row_security.sql",
+        "sql/schema.sql",
+    ]
     backend = (SRC / "postgres" / "backend.py").read_text()
     names = named_blocks(read_script(PG, "sql/queries.sql"))
     unused = [n for n in names if f'"{n}"' not in backend]

@@ -36,7 +36,7 @@ from typing import Any, Final
 from ..errors import AccessDenied, PolicyError
 from .principals import namespace_of
 
-__all__ = ["PERMISSIONS", "Policy", "compile_pattern"]
+__all__ = ["PERMISSIONS", "Policy", "compile_pattern", "posix_pattern"]
 
 #: the permissions, weakest first (each includes the ones before it)
 PERMISSIONS: Final = ("read", "write", "admin")
@@ -76,6 +76,35 @@ def compile_pattern(pattern: object) -> re.Pattern[str]:
         rx = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in part)
         out.append(rx + ("/" if index < len(parts) - 1 else ""))
     return re.compile("".join(out))
+
+
+def posix_pattern(pattern: str) -> str:
+    """The namespace pattern as an anchored POSIX regular expression (PostgreSQL's
+    ``~``), matching exactly what :func:`compile_pattern` matches."""
+    compile_pattern(pattern)  # the same checks
+    if pattern == "":
+        return "^$"
+    parts = pattern.split("/")
+    out: list[str] = []
+    for index, part in enumerate(parts):
+        first, last = index == 0, index == len(parts) - 1
+        if part == "**":
+            if first and last:
+                out.append(".*")
+            elif first:
+                out.append("(.*/)?")
+            elif last:
+                out[-1] = out[-1][:-1]
+                out.append("(/.*)?")
+            else:
+                out.append("([^/]+/)*")
+            continue
+        rx = "".join(
+            "[^/]*" if c == "*" else "[^/]" if c == "?" else c if c.isalnum() else "\\" + c
+            for c in part
+        )
+        out.append(rx + ("" if last else "/"))
+    return "^" + "".join(out) + "$"
 
 
 class _Grants:
@@ -223,6 +252,19 @@ class Policy:
             for rank, pattern in grants:
                 by.setdefault(PERMISSIONS[rank - 1], []).append(pattern)
             out[name] = {perm: sorted(set(p)) for perm, p in sorted(by.items())}
+        return out
+
+    def row_grants(self, roles: Mapping[str, str]) -> list[tuple[str, str, int]]:
+        """The grants of the principals in ``roles`` (principal -> database role) for
+        PostgreSQL row-level security
+        (:func:`statekeeper.backends.postgres.row_security.install_row_security`):
+        ``(database role, POSIX regex over the namespace, 1 read / 2 write / 3 admin)``.
+        A principal the policy does not name is refused (it would be given nothing)."""
+        out: list[tuple[str, str, int]] = []
+        for principal, role in roles.items():
+            if principal not in self._raw:
+                raise PolicyError(self.source, None, f"the policy does not name {principal!r}")
+            out.extend((role, posix_pattern(p), rank) for rank, p in self._raw[principal])
         return out
 
     @classmethod
