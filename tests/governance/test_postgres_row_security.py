@@ -93,9 +93,9 @@ async def test_the_database_enforces_the_policy(setup: tuple[str, str, str]) -> 
         assert await raw.delete_agent("globex/eu/g1") is False
         assert await raw.delete_agent("acme/billing/b1") is False  # read-only for alice
         stolen = (await raw.read("acme/support/t1"))[0]
-        with pytest.raises(StatekeeperError):  # refused by the server (RLS WITH CHECK)
+        with pytest.raises(StatekeeperError, match="row-level security"):
             await raw.append(AppendRequest("globex/eu/new", 0, [stolen]))
-        with pytest.raises(StatekeeperError):
+        with pytest.raises(StatekeeperError, match="row-level security"):
             await raw.append(AppendRequest("acme/billing/new", 0, [stolen]))
     finally:
         await raw.close()
@@ -138,7 +138,7 @@ async def test_the_database_enforces_the_policy(setup: tuple[str, str, str]) -> 
     await stop_enforcing_in_postgres(POSTGRES_DSN, schema, [alice_role, bob_role])
     raw = PostgresBackend(_as(alice_role), schema=schema, max_size=1, retry_timeout=1)
     try:
-        with pytest.raises(StatekeeperError):
+        with pytest.raises(StatekeeperError, match="permission denied"):
             await raw.list_agents()  # no privileges left
     finally:
         await raw.close()
