@@ -208,3 +208,30 @@ def test_options_are_checked() -> None:
         StateStore("memory://", principal="a", audit=Audit())
     # no governance option: the plain store, nothing in between
     assert type(StateStore("memory://")) is StateStore
+
+
+def test_every_public_call_of_the_store_is_governed() -> None:
+    """A call added to StateStore must be checked by the governed store too (or be
+    listed here with the reason it needs no check)."""
+    import inspect
+
+    needs_no_check = {
+        "flush": "writes what was already checked",
+        "close": "lifecycle",
+        "health": "the engine's health, no agent data",
+        "stats": "counters of this process",
+        "agent": "opens through get/create/save, which are checked",
+        "iter_agents": "pages through list_agents, which filters",
+        "witness": "the store's own witness object",
+    }
+    public = {
+        name
+        for name, member in inspect.getmembers(StateStore)
+        if not name.startswith("_")
+        and (inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member)
+             or inspect.isfunction(member) or isinstance(member, property))
+    }  # fmt: skip
+    missing = sorted(
+        name for name in public - set(needs_no_check) if name not in GovernedStateStore.__dict__
+    )
+    assert missing == [], f"not checked by GovernedStateStore: {missing}"
