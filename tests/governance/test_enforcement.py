@@ -235,3 +235,19 @@ def test_every_public_call_of_the_store_is_governed() -> None:
         name for name in public - set(needs_no_check) if name not in GovernedStateStore.__dict__
     )
     assert missing == [], f"not checked by GovernedStateStore: {missing}"
+
+
+def test_the_blocking_face_is_governed_too(policy: object) -> None:
+    from statekeeper.store import SyncStateStore
+
+    with SyncStateStore(
+        "memory://",
+        keyring=KEYRING,
+        principal="bob",
+        policy=policy,
+        audit=Audit(),  # type: ignore[arg-type]
+    ) as bob:
+        bob.save("globex/eu/g1", {"n": 1})
+        with pytest.raises(AccessDenied):
+            bob.save("acme/support/t1", {"n": 1})
+        assert [a.agent_id for a in bob.list_agents()] == ["globex/eu/g1"]
