@@ -223,6 +223,7 @@ def test_every_public_call_of_the_store_is_governed() -> None:
         "agent": "opens through get/create/save, which are checked",
         "iter_agents": "pages through list_agents, which filters",
         "witness": "the store's own witness object",
+        "snapshot_events": "a setting of the store",
     }
     public = {
         name
