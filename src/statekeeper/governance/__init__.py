@@ -11,8 +11,8 @@
   backups (:mod:`.backup`): tools that drive a store, reporting to the audit log
   through :mod:`.hooks`.
 
-See ``docs/governance.md`` and ``docs/retention-and-backup.md``. Names load on first use (this package is imported only by
-programs that govern a store).
+See ``docs/governance.md`` and ``docs/retention-and-backup.md``. Names load on first
+use (this package is imported only by programs that govern a store).
 """
 
 from __future__ import annotations
