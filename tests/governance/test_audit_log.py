@@ -180,3 +180,23 @@ async def test_a_rollback_is_found_by_the_witness(
     assert any("rolled back" in p for p in problems), problems
     # the head file round-trips
     assert AuditHead.loads(witness.dumps()) == witness
+
+
+async def test_an_emptied_log_is_found(sqlite_log: tuple[Path, AuditLog]) -> None:
+    path, _ = sqlite_log
+    _sql(path, "DELETE FROM sk_events WHERE agent_id = ?", AUDIT_ID)
+    problems = await _verify(path)
+    assert any("truncated" in p for p in problems), problems
+
+
+async def test_a_wrong_key_is_one_kind_of_problem_not_a_truncation(
+    sqlite_log: tuple[Path, AuditLog],
+) -> None:
+    path, _ = sqlite_log
+    backend = SQLiteBackend(str(path))
+    try:
+        other = Keyring({"k1": "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA="})
+        problems = (await AuditLog(backend, other).verify()).problems
+    finally:
+        await backend.close()
+    assert len(problems) == 5 and all("different key" in p for p in problems), problems

@@ -77,6 +77,12 @@ async def _log(store: StateStore) -> AuditLog | None:
             "the audit log is sealed with the store's key: pass --key-file or set "
             "$STATEKEEPER_KEY_FILE / $STATEKEEPER_KEYS"
         )
+    if await store.backend.head(AUDIT_ID) == 0:
+        # an empty log proves nothing about the key: check it opens the store's records
+        # (a wrong key is an error, not "no entries")
+        page = await store.list_agents(limit=1)
+        if page:
+            await store.get(page[0].agent_id)
     return AuditLog(store.backend, keyring)
 
 

@@ -324,7 +324,12 @@ class AuditLog:
             yield entry
 
     async def _scan(
-        self, after_seq: int, *, strict: bool, problems: list[str] | None
+        self,
+        after_seq: int,
+        *,
+        strict: bool,
+        problems: list[str] | None,
+        seen: list[int] | None = None,
     ) -> AsyncIterator[tuple[AuditEntry, bytes]]:
         from ..codec.pipeline import ZERO_LINK
 
@@ -335,6 +340,8 @@ class AuditLog:
             page = await self.backend.read(AUDIT_ID, after_seq=cursor, limit=_PAGE)
             for raw in page:
                 cursor = raw.seq
+                if seen is not None:
+                    seen.append(raw.seq)  # read, whether or not it opens
                 if raw.seq != expected:
                     what = f"entries {expected}..{raw.seq - 1} are missing (deleted)"
                     if strict or problems is None:
@@ -380,8 +387,11 @@ class AuditLog:
         report = AuditReport()
         last: tuple[int, bytes] | None = None
         at_witness: bytes | None = None
+        seen: list[int] = []
         try:
-            async for entry, link in self._scan(0, strict=False, problems=report.problems):
+            async for entry, link in self._scan(
+                0, strict=False, problems=report.problems, seen=seen
+            ):
                 report.entries += 1
                 last = (entry.seq, link)
                 if witness is not None and entry.seq == witness.seq:
@@ -390,8 +400,10 @@ class AuditLog:
         except StatekeeperError as exc:
             report.problems.append(f"the log cannot be read: {_reason(exc)}")
             return report
-        end = last[0] if last is not None else 0
-        if seq != end:
+        end = max(seen, default=0)
+        if last is not None and last[0] != end:
+            pass  # the last entry read did not open: already a problem, no head to check
+        elif seq != end:
             report.problems.append(
                 f"the log's head says {seq} entries but it ends at entry {end} (truncated)"
                 if seq > end
