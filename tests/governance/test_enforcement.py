@@ -190,6 +190,8 @@ async def test_policy_changes_need_store_admin_and_are_audited(as_principal: Mak
     ops = await _seed(as_principal)
     alice = as_principal("alice")
     assert isinstance(alice, GovernedStateStore)
+    with pytest.raises(AccessDenied):
+        alice.subscribe()  # the feed carries every namespace's events
     wider = Policy(principals={"alice": {"read": ["**"]}, "ops": {"admin": ["**"]}})
     with pytest.raises(AccessDenied):
         await alice.set_policy(wider)  # type: ignore[attr-defined]
@@ -224,6 +226,7 @@ def test_every_public_call_of_the_store_is_governed() -> None:
         "iter_agents": "pages through list_agents, which filters",
         "witness": "the store's own witness object",
         "snapshot_events": "a setting of the store",
+        "feed_bounds": "two positions of the change feed, no agent data",
     }
     public = {
         name

@@ -308,6 +308,21 @@ class GovernedStateStore(StateStore):
                 await self._check_read(agent_id, "verify")
         return await super().witness_problems(agent_ids)
 
+    def subscribe(self, from_position: int = 0, **options: Any) -> Any:
+        """The change feed carries every agent's events: only a principal that may
+        read every namespace (``admin`` on ``**``) subscribes (others get
+        :class:`AccessDenied`, not a filtered feed)."""
+        gov = self._governance
+        if gov.policy is not None:
+            gov.policy.check(gov.principal or "", None, "admin", "subscribe")
+        return super().subscribe(from_position, **options)
+
+    async def trim_feed(self, through: int) -> int:
+        gov = await self._allowed(None, "admin", "trim_feed")
+        dropped = await super().trim_feed(through)
+        await gov.record("trim_feed", detail={"through": through, "dropped": dropped})
+        return dropped
+
     # -- writing --------------------------------------------------------------------
 
     async def _mutate(
