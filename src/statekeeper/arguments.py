@@ -26,6 +26,7 @@ from typing import Any
 from .errors import InvalidAgentId, InvalidArgument
 
 __all__ = [
+    "AUDIT_STREAM",
     "INTERNAL_PREFIX",
     "MAX_ID_BYTES",
     "check_agent_id",
@@ -44,6 +45,9 @@ MAX_ID_BYTES = 1024
 
 #: agent ids starting with this are statekeeper's own records, not agents
 INTERNAL_PREFIX = "\x01sk-"
+
+#: the stream of the store's audit log (see :mod:`statekeeper.governance.audit`)
+AUDIT_STREAM = INTERNAL_PREFIX + "audit/log"
 
 _OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 _NEEDS_VALUE = frozenset({"add", "replace", "test"})

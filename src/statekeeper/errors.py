@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AccessDenied",
     "AgentForgotten",
     "AgentNotFound",
     "AsyncRequired",
@@ -43,6 +44,7 @@ __all__ = [
     "NotAStore",
     "NotOwned",
     "PatchError",
+    "PolicyError",
     "ProjectionError",
     "ProjectionFailed",
     "ReadOnlyStore",
@@ -530,6 +532,47 @@ class StoreLocked(BackendError):
         self.path = path
         self.waited = waited
         super().__init__(f"{path}: write lock not obtained after {waited:.1f} s: {reason}")
+
+
+# --- governance: principals, policies, the audit log (statekeeper.governance) ----------
+
+
+class AccessDenied(StatekeeperError, PermissionError):
+    """The store's principal may not do this (see ``docs/governance.md``).
+
+    ``principal`` is who asked, ``permission`` what was needed (``"read"``,
+    ``"write"`` or ``"admin"``), ``operation`` the call (``"save"``, ``"load"``...)
+    and ``agent_id`` the agent it was for (None for store-wide operations). Nothing
+    was read or written; the refusal is in the audit log when the store keeps one.
+    """
+
+    def __init__(
+        self,
+        principal: str,
+        permission: str,
+        operation: str,
+        agent_id: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        self.principal = principal
+        self.permission = permission
+        self.operation = operation
+        self.agent_id = agent_id
+        on = f" on agent {agent_id!r}" if agent_id is not None else ""
+        why = reason or f"needs {permission} permission"
+        super().__init__(f"access denied: principal {principal!r} may not {operation}{on} ({why})")
+
+
+class PolicyError(ConfigurationError):
+    """A policy (file or object) cannot be used. ``source`` names the file (or
+    ``"<policy>"``) and ``line`` the line of the problem when it is known."""
+
+    def __init__(self, source: str, line: int | None, problem: str) -> None:
+        self.source = source
+        self.line = line
+        self.problem = problem
+        where = f"{source}, line {line}" if line is not None else source
+        super().__init__(f"{where}: {problem}")
 
 
 def _label(value: Any) -> str:

@@ -90,6 +90,8 @@ def commands() -> dict[str, typer.models.CommandInfo | None]:
     def walk(cmd: object, path: tuple[str, ...]) -> None:
         subs = getattr(cmd, "commands", None)
         if subs:
+            if path and getattr(cmd, "invoke_without_command", False):
+                found[" ".join(path)] = cmd  # a group that runs on its own (``audit``)
             for name, sub in subs.items():
                 if not getattr(sub, "hidden", False):
                     walk(sub, (*path, name))
@@ -198,6 +200,8 @@ STORE_COMMANDS: dict[str, list[str]] = {
     "projections status": ["--read-model", "{out}/read-models.db"],
     "projections run": ["--read-model", "{out}/read-models.db"],
     "projections rebuild": ["transitions", "--read-model", "{out}/read-models.db"],
+    "audit": ["--op", "save"],
+    "audit verify": [],
 }
 #: commands that write to the store (all the others only read)
 WRITING = {"delete", "rekey", "langgraph prune", "init", "repair", "import", "restore", "forget"}

@@ -64,6 +64,10 @@ def _scratch(tmp: Path) -> None:
             "'processing', 'procesXing') AS BLOB) WHERE agent_id = 'alpha' AND seq = 2"
         )
     _langgraph_source(tmp / "langgraph.sqlite")
+    # the access policy of the `audit` section (docs/governance.md explains the format)
+    (tmp / "policy.toml").write_text(
+        '[principals.viewer]\nread = [""]\n\n[principals.ops]\nadmin = ["**"]\n'
+    )
 
 
 def _langgraph_source(path: Path) -> None:

@@ -118,6 +118,25 @@ def _root(
     ctx: typer.Context,
     db: DbOption = None,
     connect_timeout: ConnectTimeoutOption = 3.0,
+    principal: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            metavar="PRINCIPAL",
+            help="Act as this principal: every call is checked against the policy "
+            "(--policy) and audited [default: $STATEKEEPER_PRINCIPAL].",
+            show_default=False,
+        ),
+    ] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            metavar="FILE",
+            help="Access policy (TOML) for --as [default: $STATEKEEPER_POLICY].",
+            show_default=False,
+        ),
+    ] = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -126,6 +145,14 @@ def _root(
     ] = False,
 ) -> None:
     ctx.obj = Globals(db=db)
+    # who the commands act as (read by .stores.open_store), restored afterwards
+    for name, value in (
+        ("STATEKEEPER_PRINCIPAL", principal),
+        ("STATEKEEPER_POLICY", None if policy is None else str(policy)),
+    ):
+        if value is not None:
+            ctx.call_on_close(functools.partial(_restore_env, name, os.environ.get(name)))
+            os.environ[name] = value
     # the library's default for every server backend this command opens (a URL's own
     # ?connect_timeout= still wins); restored afterwards for in-process callers
     previous = os.environ.get("STATEKEEPER_CONNECT_TIMEOUT")

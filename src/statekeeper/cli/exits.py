@@ -13,6 +13,8 @@ exit code   when
             statekeeper store, wrong key, unreadable database, a file statekeeper
             does not own...), a file or folder that is missing or unreadable
 3           ``repair``: problems remain that it cannot fix (see :mod:`.repair`)
+4           access denied: the principal of ``--as`` may not do this (the
+            policy refused it; the refusal is in the audit log)
 70          an internal error (a bug): still one line; ``STATEKEEPER_DEBUG=1``
             shows the traceback
 130         interrupted (Ctrl-C)
@@ -36,7 +38,7 @@ from typing import Any
 
 import typer
 
-from ..errors import AgentNotFound, StatekeeperError
+from ..errors import AccessDenied, AgentNotFound, StatekeeperError
 
 try:  # typer >= 0.20 ships its own copy of click
     from typer._click import exceptions as _click_exceptions
@@ -48,6 +50,7 @@ UsageError = _click_exceptions.UsageError
 NoArgsIsHelpError = _click_exceptions.NoArgsIsHelpError
 
 __all__ = [
+    "EXIT_DENIED",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_NOT_FOUND",
@@ -62,6 +65,7 @@ __all__ = [
 EXIT_OK = 0
 EXIT_NOT_FOUND = 1
 EXIT_USAGE = 2
+EXIT_DENIED = 4
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
@@ -94,6 +98,8 @@ def classify(exc: BaseException) -> tuple[int, str]:
     """The exit code and the one-line message for a failure."""
     if isinstance(exc, AgentNotFound):
         return EXIT_NOT_FOUND, str(exc)
+    if isinstance(exc, AccessDenied):
+        return EXIT_DENIED, str(exc)
     if isinstance(exc, StatekeeperError):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, UsageError):

@@ -70,6 +70,9 @@ COMMANDS: dict[str, Entry] = {
     "export": Entry("transfer", "Write agents (events and head state) as JSON Lines."),
     "import": Entry("transfer", "Import agents from a JSON Lines export, then verify them."),
     "schema": Entry("schema", "State models: versions, casters, stored versions."),
+    "audit": Entry(
+        "audit", "List and verify the audit log: who did what to which agent, and when."
+    ),
     "keys": Entry("security", "Create keys and see which keys the stored records use."),
     "rekey": Entry(
         "security", "Re-encrypt every stored record under the active key (online; resumable)."

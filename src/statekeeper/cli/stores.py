@@ -14,10 +14,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -39,6 +40,8 @@ __all__ = [
 
 ENV_KEY_FILE = "STATEKEEPER_KEY_FILE"
 ENV_KEYS = "STATEKEEPER_KEYS"
+ENV_PRINCIPAL = "STATEKEEPER_PRINCIPAL"
+ENV_POLICY = "STATEKEEPER_POLICY"
 
 KeyFileOption = Annotated[
     Path | None,
@@ -88,5 +91,32 @@ async def open_store(
         raise ConfigurationError(
             f"this command needs keys: pass --key-file or set ${ENV_KEY_FILE} / ${ENV_KEYS}"
         )
-    async with open_existing(url, keyring=keyring, readonly=readonly) as store:
+    governance = governance_options(keyring)
+    if governance.get("audit") is not None:
+        readonly = False  # refusals (and reads, when audited) are appended to the audit log
+    async with open_existing(url, keyring=keyring, readonly=readonly, **governance) as store:
         yield store
+
+
+def governance_options(keyring: Keyring | None) -> dict[str, Any]:
+    """``principal``, ``policy`` and ``audit`` for :class:`StateStore` from ``--as`` /
+    ``$STATEKEEPER_PRINCIPAL`` and ``--policy`` / ``$STATEKEEPER_POLICY`` (empty when
+    no principal is given). The audit log is kept when the store has a key.
+    """
+    principal = os.environ.get(ENV_PRINCIPAL, "").strip()
+    policy_file = os.environ.get(ENV_POLICY, "").strip()
+    if not principal:
+        if policy_file:
+            raise ConfigurationError(f"--policy needs --as PRINCIPAL (or ${ENV_PRINCIPAL})")
+        return {}
+    if not policy_file:
+        raise ConfigurationError(
+            f"--as {principal} needs a policy: pass --policy FILE or set ${ENV_POLICY}"
+        )
+    from ..governance import Audit, load_policy
+
+    return {
+        "principal": principal,
+        "policy": load_policy(policy_file),
+        "audit": Audit() if keyring is not None else None,
+    }

@@ -122,6 +122,7 @@ class Lease:
             )
         except LeaseLost as exc:
             self._lost = exc
+            await self.manager.audit("lease-lost", self)
             raise
         self.ttl = ttl
         self.expires_at = info.expires_at
@@ -134,7 +135,9 @@ class Lease:
         if self._released:
             return False
         self._released = True
-        return await self.manager.backend.release_lease(self.agent_id, self.holder, self.token)
+        released = await self.manager.backend.release_lease(self.agent_id, self.holder, self.token)
+        await self.manager.audit("lease-release" if released else "lease-lost", self)
+        return released
 
     # -- heartbeat -------------------------------------------------------------------
 
@@ -222,6 +225,7 @@ class LeaseManager:
         holder: str | None = None,
         ttl: float = 30.0,
     ) -> None:
+        from ..store.governed import governance_of
         from ..store.store import StateStore
 
         if not isinstance(target, Backend | StateStore):
@@ -229,6 +233,8 @@ class LeaseManager:
                 "target", f"target must be a StateStore or a Backend, not {type(target).__name__}"
             )
         self.backend: Backend = target if isinstance(target, Backend) else target.backend
+        # a store opened as a principal: leases need write permission, and are audited
+        self.governance = governance_of(target)
         self.holder = check_name(holder if holder is not None else default_holder(), "holder")
         self.ttl = validate_ttl(ttl)
 
@@ -249,6 +255,8 @@ class LeaseManager:
         ttl = validate_ttl(ttl if ttl is not None else self.ttl)
         _check_seconds(wait, "wait", positive=False)
         _check_seconds(poll, "poll", positive=True)
+        if self.governance is not None:
+            await self.governance.require(agent_id, "write", "lease")
         deadline = time.monotonic() + wait
         pause = min(poll, 0.005)
         while True:
@@ -261,7 +269,9 @@ class LeaseManager:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, poll)
                 continue
-            return Lease(self, info, ttl, sent)
+            lease = Lease(self, info, ttl, sent)
+            await self.audit("lease", lease)
+            return lease
 
     async def try_acquire(self, agent_id: str, ttl: float | None = None) -> Lease | None:
         """The lease, or None when another holder has it."""
@@ -297,7 +307,16 @@ class LeaseManager:
     async def current(self, agent_id: str) -> LeaseInfo | None:
         """The agent's newest lease as stored (possibly expired or released)."""
         check_agent_id(agent_id)
+        if self.governance is not None:
+            await self.governance.require(agent_id, "read", "lease")
         return await self.backend.get_lease(agent_id)
+
+    async def audit(self, operation: str, lease: Lease) -> None:
+        """Record a lease event in the store's audit log (when it keeps one)."""
+        if self.governance is not None:
+            await self.governance.record(
+                operation, lease.agent_id, detail={"holder": lease.holder, "token": lease.token}
+            )
 
 
 def _check_seconds(value: object, argument: str, *, positive: bool) -> None:

@@ -46,6 +46,7 @@ from ..errors import (
     SchemaError,
 )
 from ..records import Event, Snapshot
+from ..store.governed import governance_of
 from .models import MODEL_KEY
 from .registry import ModelSchema, SchemaRegistry, schema_of
 
@@ -288,6 +289,9 @@ async def migrate(
             if earlier.target == target and not earlier.rolled_back and not dry_run:
                 run = earlier  # resume (or re-check) the same run
                 run.done = False
+    governance = governance_of(store)
+    if governance is not None:  # a store opened as a principal: admin of every namespace
+        await governance.require(None, "admin", "migrate")
     started = time.monotonic()
     report = MigrationReport("" if dry_run else run.run_id, schema.name, target, dry_run=dry_run)
     report.total = await store.count_agents()
@@ -370,6 +374,12 @@ async def migrate(
             run.save(path)
         if check:
             await _verify(store, schema, target, report)
+        if governance is not None:
+            await governance.record(
+                "migrate",
+                detail={"run": run.run_id, "model": schema.name, "to": target,
+                        "changed": report.changed},
+            )  # fmt: skip
     report.elapsed = time.monotonic() - started
     return report
 

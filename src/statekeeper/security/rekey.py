@@ -129,10 +129,17 @@ async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -
     record, the chain or the head does not verify.
     """
     _check(store)
+    from ..store.governed import governance_of  # (the store imports this package)
+
+    governance = governance_of(store)
+    if governance is not None:  # a store opened as a principal: admin of the namespace
+        await governance.require(agent_id, "admin", "rekey")
     stats = RekeyStats(agents=1)
     for _attempt in range(20):
         try:
             await _rekey_stream(store, agent_id, batch, stats)
+            if governance is not None:
+                await governance.record("rekey", agent_id, detail={"records": stats.events})
             return stats
         except _Restart:
             stats.retries += 1

@@ -19,7 +19,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -68,10 +68,11 @@ async def check_store(url: str) -> Backend:
 
 @asynccontextmanager
 async def open_existing(
-    url: str, *, keyring: Keyring | None = None, readonly: bool = True
+    url: str, *, keyring: Keyring | None = None, readonly: bool = True, **governance: Any
 ) -> AsyncIterator[StateStore]:
     """The store at ``url``, opened with ``keyring``; read-only unless
-    ``readonly=False``, and never created (see the module documentation)."""
+    ``readonly=False``, and never created (see the module documentation).
+    ``governance``: ``principal``, ``policy`` and ``audit`` (see :class:`StateStore`)."""
     from .store import StateStore
 
     backend = await check_store(url)
@@ -80,7 +81,11 @@ async def open_existing(
 
         await backend.close()
         backend = open_backend(url)
-    store = StateStore(backend, keyring=keyring)
+    try:
+        store = StateStore(backend, keyring=keyring, **governance)
+    except BaseException:
+        await backend.close()
+        raise
     try:
         yield store
     finally:

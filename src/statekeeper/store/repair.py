@@ -37,6 +37,7 @@ from ..arguments import check_agent_id
 from ..codec import ZERO_LINK
 from ..errors import AgentNotFound, InvalidArgument
 from ..records import RawSnapshot
+from .governed import governance_of
 from .state import AgentRecord
 
 if TYPE_CHECKING:
@@ -120,6 +121,9 @@ async def repair(
 async def repair_agent(store: StateStore, agent_id: str, *, apply: bool = False) -> RepairReport:
     """:func:`repair` for one agent (raises :class:`AgentNotFound` when it has no stream)."""
     report = RepairReport(applied=apply, agents=1)
+    governance = governance_of(store)
+    if governance is not None and apply:  # rewriting snapshots: admin of the namespace
+        await governance.require(agent_id, "admin", "repair")
     if await store.head(agent_id) == 0:
         raise AgentNotFound(agent_id)
     found = await store.verify([agent_id])

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ..arguments import (
+    AUDIT_STREAM,
     check_agent_id,
     check_mapping,
     check_name,
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
     from ..schema.agent import TypedAgent
     from ..schema.registry import ModelSchema, SchemaRegistry
     from .agent import DurableAgent
+    from .governed import AccessPolicy, AuditSettings
 
 __all__ = [
     "DEFAULT_URL",
@@ -157,7 +159,29 @@ class StateStore:
             :class:`~statekeeper.errors.RollbackDetected` on its first use.
         witness_interval: the longest an acknowledged write waits before its mark is
             written to the witness file (seconds).
+        principal / policy / audit: open the store as ``principal``, every call
+            checked against ``policy`` (a :class:`~statekeeper.governance.Policy`) and
+            every mutation recorded in the audit log (``audit``: a
+            :class:`~statekeeper.governance.Audit`); see ``docs/governance.md``. With
+            any of them the store is a
+            :class:`~statekeeper.store.governed.GovernedStateStore`; without them
+            nothing is checked and nothing costs more.
     """
+
+    def __new__(
+        cls,
+        backend: Backend | str | None = None,
+        *,
+        principal: str | None = None,
+        policy: AccessPolicy | None = None,
+        audit: AuditSettings | None = None,
+        **options: Any,
+    ) -> StateStore:
+        if cls is StateStore and (principal is not None or policy is not None or audit is not None):
+            from .governed import GovernedStateStore
+
+            cls = GovernedStateStore
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -184,7 +208,16 @@ class StateStore:
         states: Iterable[Any] | None = None,
         witness: str | os.PathLike[str] | bool | None = None,
         witness_interval: float = DEFAULT_INTERVAL,
+        principal: str | None = None,
+        policy: AccessPolicy | None = None,
+        audit: AuditSettings | None = None,
     ) -> None:
+        if principal is not None or policy is not None or audit is not None:
+            # only reached by a subclass of StateStore that is not the governed one
+            raise ConfigurationError(
+                f"principal, policy and audit are options of StateStore, not of "
+                f"{type(self).__name__}"
+            )
         # every option is checked before a backend is opened (and a file created)
         allowed = state_values(states)
         mode, codec = check_options(
@@ -493,7 +526,18 @@ class StateStore:
             check_agent_id(after, "after")
         check_seq(limit, "limit", minimum=1)
         await self.flush()
-        return await self.backend.list_agents(after=after, limit=limit)
+        page = await self.backend.list_agents(after=after, limit=limit)
+        if any(info.agent_id[:1] == "\x01" for info in page):  # statekeeper's own streams
+            return await self._agents_only(page, limit)
+        return page
+
+    async def _agents_only(self, page: list[AgentInfo], limit: int) -> list[AgentInfo]:
+        """``page`` without statekeeper's own streams (the audit log), refilled."""
+        out = [info for info in page if info.agent_id[:1] != "\x01"]
+        while len(page) == limit and len(out) < limit:
+            page = await self.backend.list_agents(after=page[-1].agent_id, limit=limit)
+            out.extend(info for info in page if info.agent_id[:1] != "\x01")
+        return out[:limit]
 
     async def iter_agents(self) -> AsyncIterator[AgentInfo]:
         """Every agent, in id order, paging under the hood."""
@@ -510,7 +554,10 @@ class StateStore:
         """How many agents have a stream."""
         self._check_open()
         await self.flush()
-        return await self.backend.count_agents()
+        count = await self.backend.count_agents()
+        if count and await self.backend.head(AUDIT_STREAM):
+            count -= 1  # the audit log is a stream of the store's own, not an agent
+        return count
 
     async def health(self) -> Health:
         """The backend's health report."""

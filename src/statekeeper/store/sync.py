@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..schema.agent import TypedAgent
     from ..schema.registry import ModelSchema, SchemaRegistry
     from .durability import Durability
+    from .governed import AccessPolicy, AuditSettings
     from .heads import AgentHead, StoredSize
     from .store import Leased
     from .verification import Problem
@@ -73,6 +74,9 @@ class SyncStateStore:
         states: Iterable[Any] | None = None,
         witness: str | os.PathLike[str] | bool | None = None,
         witness_interval: float = DEFAULT_INTERVAL,
+        principal: str | None = None,
+        policy: AccessPolicy | None = None,
+        audit: AuditSettings | None = None,
     ) -> None:
         """See :class:`StateStore`."""
         options = {k: v for k, v in locals().items() if k not in ("self", "backend")}

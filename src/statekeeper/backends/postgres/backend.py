@@ -465,6 +465,8 @@ class PostgresBackend(Backend):
 
     async def _migrate(self) -> None:
         ident = sql.Identifier(self.schema)
+        if await self._current():
+            return  # nothing to do (and a role without DDL rights may open the store)
         async with self._connection() as conn, conn.transaction():
             # one migrator at a time per schema, in any number of processes
             await conn.execute(
@@ -497,6 +499,17 @@ class PostgresBackend(Backend):
                     ),
                     (version, label),
                 )
+
+    async def _current(self) -> bool:
+        """True when the schema holds statekeeper's tables at the newest migration."""
+        async with self._connection() as conn:
+            table = sql.Identifier(self.schema).as_string(conn) + ".sk_migrations"
+            cur = await conn.execute("SELECT to_regclass(%s)", (table,))
+            row = await cur.fetchone()
+            if row is None or row[0] is None:
+                return False
+            cur = await conn.execute(self._sql["migrations"])
+            return max((int(r[0]) for r in await cur.fetchall()), default=0) == SCHEMA_VERSION
 
     async def migrations(self) -> list[int]:
         """The migration versions applied to this schema."""

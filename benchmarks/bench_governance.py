@@ -1,0 +1,139 @@
+"""What governance costs (issue 15): a store without a policy vs one with a policy, vs
+one with a policy and an audit log, in the same process, rounds alternating the order.
+
+1. ``--mode compare`` (default): per-save and per-load time on memory and SQLite
+   (``durability="sync"``) for three stores over the same engine kind: plain
+   ``StateStore`` (no principal: the unmodified class), governed (principal + policy),
+   governed + audited (every save appends an audit entry). Medians with min..max over
+   rounds and ratios to the plain store from the same round.
+2. ``--mode count --tree SRC``: the instructions (callgrind) of N saves and N loads of a
+   plain store, minus those of the same process with N=0, with ``SRC`` first on the
+   import path: run it with this branch's ``src`` and main's ``src`` to compare the
+   ungoverned hot path of two trees exactly (no timing noise)::
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+        .venv/bin/python benchmarks/bench_governance.py --mode count --tree src --ops 2000
+
+Run::
+
+    .venv/bin/python benchmarks/bench_governance.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+POLICY = """
+[principals.app]
+write = ["tenant/**"]
+[principals.ops]
+admin = ["**"]
+"""
+
+
+async def _run(store: Any, saves: int, agents: int) -> tuple[float, float]:
+    ids = [f"tenant/team/a{i}" for i in range(agents)]
+    start = time.perf_counter()
+    for i in range(saves):
+        await store.save(ids[i % agents], {"n": i, "note": "x" * 200})
+    mid = time.perf_counter()
+    for i in range(saves):
+        await store.load(ids[i % agents])
+    end = time.perf_counter()
+    return (mid - start) / saves, (end - mid) / saves
+
+
+async def compare(rounds: int, saves: int) -> None:
+    from statekeeper import StateStore
+    from statekeeper.governance import Audit, parse_policy
+    from statekeeper.security import Keyring, generate_key
+
+    policy = parse_policy(POLICY)
+    keyring = Keyring({"k1": generate_key()})
+    kinds = {
+        "plain": {},
+        "policy": {"principal": "app", "policy": policy},
+        "policy+audit": {"principal": "app", "policy": policy, "audit": Audit()},
+    }
+    for engine in ("memory", "sqlite"):
+        results: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
+        with tempfile.TemporaryDirectory() as folder:
+            for r in range(rounds):
+                order = list(kinds) if r % 2 == 0 else list(reversed(kinds))
+                for name in order:
+                    url = "memory://" if engine == "memory" else f"sqlite:///{folder}/{name}{r}.db"
+                    store = StateStore(url, keyring=keyring, witness=False, **kinds[name])
+                    try:
+                        results[name].append(await _run(store, saves, 20))
+                    finally:
+                        await store.close()
+        print(f"\n{engine}: {saves} saves then {saves} loads of 20 agents, {rounds} rounds")
+        print(f"{'store':<14}{'save µs (min..max)':>26}{'load µs (min..max)':>26}"
+              f"{'save ratio':>12}{'load ratio':>12}")  # fmt: skip
+        for name, runs in results.items():
+            s = [x[0] * 1e6 for x in runs]
+            ld = [x[1] * 1e6 for x in runs]
+            rs = [a[0] / b[0] for a, b in zip(runs, results["plain"], strict=True)]
+            rl = [a[1] / b[1] for a, b in zip(runs, results["plain"], strict=True)]
+            print(
+                f"{name:<14}{statistics.median(s):>10.1f} ({min(s):.1f}..{max(s):.1f})"
+                f"{statistics.median(ld):>12.1f} ({min(ld):.1f}..{max(ld):.1f})"
+                f"{statistics.median(rs):>10.2f}x{statistics.median(rl):>11.2f}x"
+            )
+
+
+async def count(ops: int, kind: str) -> None:
+    from statekeeper import StateStore
+
+    options: dict[str, Any] = {}
+    if kind != "plain":
+        from statekeeper.governance import Audit, parse_policy
+        from statekeeper.security import Keyring
+
+        options = {"principal": "app", "policy": parse_policy(POLICY)}
+        if kind in ("audit", "keyed"):
+            options["keyring"] = Keyring({"k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="})
+            options["audit"] = Audit()
+        if kind == "keyed":  # the baseline of "audit": a plain store with the same key
+            options = {"keyring": options["keyring"]}
+    store = StateStore("memory://", witness=False, **options)
+    try:
+        await _run(store, ops, 20) if ops else None
+    finally:
+        await store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=["compare", "count"], default="compare")
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 300 saves")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--saves", type=int, default=1000)
+    parser.add_argument("--tree", help="(count) a src folder put first on the import path")
+    parser.add_argument("--ops", type=int, default=2000, help="(count) saves and loads")
+    parser.add_argument(
+        "--kind",
+        choices=["plain", "policy", "keyed", "audit"],
+        default="plain",
+        help="(count) plain store, with a policy, with a key, with a key + policy + audit",
+    )
+    args = parser.parse_args()
+    if args.mode == "count":
+        if args.tree:
+            sys.path.insert(0, str(Path(args.tree).resolve()))
+        asyncio.run(count(args.ops, args.kind))
+        return
+    if args.quick:
+        args.rounds, args.saves = 3, 300
+    asyncio.run(compare(args.rounds, args.saves))
+
+
+if __name__ == "__main__":
+    main()

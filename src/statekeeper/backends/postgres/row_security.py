@@ -1,0 +1,91 @@
+"""Row-level security: an access policy enforced by PostgreSQL itself.
+
+:func:`install_row_security` turns on row-level security for statekeeper's tables in a
+schema and stores the grants of a policy (``statekeeper.governance.Policy.row_grants``:
+database role, a POSIX regular expression over the namespace, a permission level). Each
+principal then connects as its own database role (``postgresql://alice_role@host/db``):
+every row it reads must be in a namespace it may read, every row it inserts, updates or
+deletes in one it may write — checked by the server, so a compromised application
+process holding that role's connection cannot go around the policy (it can still do
+whatever the role may). The tables' owner and superusers are exempt (keep the owner for
+migrations and administration, never for an application). The audit log's stream is
+readable and appendable by every role and deletable by none.
+
+Run it as the owner of the schema (the role that created the store), after the store
+exists; run it again after a policy change (it replaces the grants) or after an upgrade
+that adds tables. :func:`remove_row_security` revokes a role's privileges (before
+``DROP ROLE``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from ...errors import ConfigurationError
+from ..scripts import named_blocks, read_script
+
+__all__ = ["TABLES", "install_row_security", "remove_row_security"]
+
+#: the tables whose rows belong to an agent (``agent_id``)
+TABLES = ("sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases")
+_SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def _check(schema: str, grants: Sequence[tuple[str, str, int]]) -> None:
+    if not _SCHEMA_RE.match(schema):
+        raise ConfigurationError(f"schema must be a plain identifier, not {schema!r}")
+    for role, pattern, perm in grants:
+        if type(role) is not str or not role or len(role) > 63:
+            raise ConfigurationError(f"a database role name must be 1-63 characters: {role!r}")
+        if type(pattern) is not str or perm not in (1, 2, 3):
+            raise ConfigurationError(f"a grant is (role, pattern, 1..3), not {pattern!r}, {perm!r}")
+
+
+async def install_row_security(
+    dsn: str, schema: str, grants: Sequence[tuple[str, str, int]], roles: Iterable[str]
+) -> None:
+    """Enforce ``grants`` (``(database role, namespace regex, 1 read / 2 write / 3
+    admin)``) on the store in ``schema``, in one transaction, connected with ``dsn``
+    (the schema's owner); ``roles`` are given the table privileges the store needs."""
+    import psycopg
+    from psycopg import sql
+
+    _check(schema, grants)
+    roles = sorted(set(roles) | {role for role, _, _ in grants})
+    blocks = named_blocks(read_script("statekeeper.backends.postgres", "sql/row_security.sql"))
+    s = sql.Identifier(schema)
+    connection = await psycopg.AsyncConnection.connect(dsn, autocommit=False)
+    async with connection as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"statekeeper:{schema}",))
+        await conn.execute(sql.SQL(blocks["setup"]).format(s=s))
+        for table in TABLES:
+            await conn.execute(sql.SQL(blocks["table"]).format(s=s, t=sql.Identifier(table)))
+        await conn.execute(sql.SQL("DELETE FROM {s}.sk_grants").format(s=s))
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                sql.SQL(
+                    "INSERT INTO {s}.sk_grants (db_role, pattern, perm) VALUES (%s, %s, %s)"
+                ).format(s=s),
+                list(grants),
+            )
+        for role in roles:
+            await conn.execute(sql.SQL(blocks["role"]).format(s=s, r=sql.Identifier(role)))
+
+
+async def remove_row_security(dsn: str, schema: str, roles: Iterable[str]) -> None:
+    """Revoke what :func:`install_row_security` granted ``roles`` on ``schema`` (their
+    grants are deleted too); the tables keep row-level security on."""
+    import psycopg
+    from psycopg import sql
+
+    _check(schema, [])
+    blocks = named_blocks(read_script("statekeeper.backends.postgres", "sql/row_security.sql"))
+    s = sql.Identifier(schema)
+    connection = await psycopg.AsyncConnection.connect(dsn, autocommit=False)
+    async with connection as conn, conn.transaction():
+        for role in roles:
+            await conn.execute(
+                sql.SQL("DELETE FROM {s}.sk_grants WHERE db_role = %s").format(s=s), (role,)
+            )
+            await conn.execute(sql.SQL(blocks["revoke"]).format(s=s, r=sql.Identifier(role)))

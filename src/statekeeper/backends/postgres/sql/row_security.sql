@@ -1,0 +1,60 @@
+-- Row-level security for statekeeper's tables in the schema {s}: the access policy of
+-- statekeeper.governance enforced by PostgreSQL itself, one database role per
+-- principal (see statekeeper.backends.postgres.row_security). Run by the tables' owner;
+-- the owner (and superusers) stay exempt, every other role sees and changes only the
+-- rows of the namespaces {s}.sk_grants gives it.
+
+-- name: setup
+-- the grants: (role, POSIX regular expression over the namespace, 1 read 2 write 3 admin)
+CREATE TABLE IF NOT EXISTS {s}.sk_grants (
+    db_role name NOT NULL,
+    pattern text NOT NULL,
+    perm    integer NOT NULL CHECK (perm BETWEEN 1 AND 3)
+);
+ALTER TABLE {s}.sk_grants ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS sk_own_grants ON {s}.sk_grants;
+CREATE POLICY sk_own_grants ON {s}.sk_grants FOR SELECT USING (db_role = current_user);
+
+-- an agent id's namespace: the part before its last '/' ('' for none), as in Python
+CREATE OR REPLACE FUNCTION {s}.sk_namespace(p_agent text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+    SELECT CASE WHEN length(p_agent) - strpos(reverse(p_agent), '/') > 0
+                 AND strpos(reverse(p_agent), '/') > 0
+           THEN left(p_agent, length(p_agent) - strpos(reverse(p_agent), '/'))
+           ELSE '' END
+$fn$;
+
+-- may the current role do p_need (1 read, 2 write) on p_agent? The audit log (a stream
+-- of statekeeper's own) is readable and appendable by every role, never deletable.
+CREATE OR REPLACE FUNCTION {s}.sk_allowed(p_agent text, p_need integer) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    SELECT (p_agent = chr(1) || 'sk-audit/log' AND p_need <= 2)
+        OR EXISTS (SELECT 1 FROM {s}.sk_grants g
+                    WHERE g.db_role = current_user AND g.perm >= p_need
+                      AND {s}.sk_namespace(p_agent) ~ g.pattern)
+$fn$;
+
+-- name: table
+ALTER TABLE {s}.{t} ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS sk_read ON {s}.{t};
+DROP POLICY IF EXISTS sk_insert ON {s}.{t};
+DROP POLICY IF EXISTS sk_update ON {s}.{t};
+DROP POLICY IF EXISTS sk_delete ON {s}.{t};
+CREATE POLICY sk_read ON {s}.{t} FOR SELECT USING ({s}.sk_allowed(agent_id, 1));
+CREATE POLICY sk_insert ON {s}.{t} FOR INSERT WITH CHECK ({s}.sk_allowed(agent_id, 2));
+CREATE POLICY sk_update ON {s}.{t} FOR UPDATE
+    USING ({s}.sk_allowed(agent_id, 2)) WITH CHECK ({s}.sk_allowed(agent_id, 2));
+CREATE POLICY sk_delete ON {s}.{t} FOR DELETE
+    USING ({s}.sk_allowed(agent_id, 2) AND agent_id <> chr(1) || 'sk-audit/log');
+
+-- name: role
+GRANT USAGE ON SCHEMA {s} TO {r};
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {r};
+REVOKE INSERT, UPDATE, DELETE ON {s}.sk_grants, {s}.sk_migrations FROM {r};
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {r};
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {r};
+
+-- name: revoke
+REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {r};
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA {s} FROM {r};
+REVOKE USAGE ON SCHEMA {s} FROM {r};

@@ -1,0 +1,227 @@
+"""``statekeeper audit``: list, filter and verify the audit log of a store.
+
+``statekeeper audit`` prints the entries (``--agent``, ``--principal``, ``--since``,
+``--op`` filter them; ``--json`` prints JSON Lines for a SIEM);
+``statekeeper audit verify`` checks every entry, the chain and the authenticated head,
+and with ``--witness FILE`` that the log was not rolled back since the last check
+(the file then holds the new head). Both need the key the log is sealed with (the
+store's: ``--key-file`` or the environment; a store that keeps no audit log has
+nothing to show without one). Under ``--as``, reading the audit log
+needs ``admin`` on every namespace (``**``).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ..errors import ConfigurationError
+from . import render
+from ._markup import escape
+from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run
+from .stores import KeyFileOption, open_store
+
+if TYPE_CHECKING:
+    from ..governance.audit import AuditEntry, AuditLog
+    from ..store import StateStore
+
+__all__ = ["audit_app"]
+
+audit_app = typer.Typer(
+    name="audit",
+    help="List and verify the audit log: who did what to which agent, and when.",
+    invoke_without_command=True,
+)
+
+
+def _since(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(number):
+            return number
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r} is not an ISO 8601 time (e.g. 2025-01-31T12:00:00Z) or epoch seconds",
+            param_hint="'--since'",
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.astimezone()
+    return dt.timestamp()
+
+
+async def _log(store: StateStore) -> AuditLog | None:
+    """The store's audit log, once the principal (if any) may read it; None when the
+    store keeps none and no key was given (nothing to read, nothing to check)."""
+    from ..governance.audit import AUDIT_ID, AuditLog
+    from ..store.governed import governance_of
+
+    governance = governance_of(store)
+    if governance is not None:
+        await governance.require(None, "admin", "audit")
+    keyring = store.codec.keyring
+    if keyring is None:
+        if await store.backend.head(AUDIT_ID) == 0:
+            return None
+        raise ConfigurationError(
+            "the audit log is sealed with the store's key: pass --key-file or set "
+            "$STATEKEEPER_KEY_FILE / $STATEKEEPER_KEYS"
+        )
+    if await store.backend.head(AUDIT_ID) == 0:
+        # an empty log proves nothing about the key: check it opens the store's records
+        # (a wrong key is an error, not "no entries")
+        page = await store.list_agents(limit=1)
+        if page:
+            await store.get(page[0].agent_id)
+    return AuditLog(store.backend, keyring)
+
+
+def _line(entry: AuditEntry) -> str:
+    seqs = (
+        f"{entry.first_seq}" if entry.first_seq == entry.last_seq else
+        f"{entry.first_seq}..{entry.last_seq}"
+    ) if entry.first_seq is not None else "-"  # fmt: skip
+    return (
+        f"{entry.seq:>6}  {render.local_time(entry.time)}  {escape(entry.principal or '-'):<12} "
+        f"{entry.operation:<10} {escape(entry.outcome):<8} {escape(entry.agent_id or '-')} {seqs}"
+    )
+
+
+@audit_app.callback()
+@handled
+def audit(
+    ctx: typer.Context,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            metavar="AGENT",
+            help="Only entries of this agent (or of a namespace: 'acme/').",
+            show_default=False,
+        ),
+    ] = None,
+    principal: Annotated[
+        str | None,
+        typer.Option(
+            "--principal",
+            metavar="NAME",
+            help="Only entries of this principal.",
+            show_default=False,
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="TIME",
+            help="Only entries at or after TIME (ISO 8601 or epoch seconds).",
+            show_default=False,
+        ),
+    ] = None,
+    op: Annotated[
+        str | None,
+        typer.Option(
+            "--op",
+            metavar="OPERATION",
+            help="Only entries of this operation (save, delete, lease, policy...).",
+            show_default=False,
+        ),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print JSON Lines (one entry per line).")
+    ] = False,
+) -> None:
+    """List the audit log: who did what to which agent, and when (oldest first)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    url = resolve_url(ctx, db)
+    start = _since(since)
+
+    async def go() -> int:
+        count = 0
+        async with open_store(url, key_file=key_file) as store:
+            log = await _log(store)
+            if log is None:
+                return 0
+            console = out_console()
+            async for entry in log.entries(
+                agent=agent, principal=principal, since=start, operation=op
+            ):
+                count += 1
+                if json_out:
+                    render.print_json([entry.to_json()], lines=True)
+                else:
+                    console.print(_line(entry), soft_wrap=True)
+        return count
+
+    count = run(go())
+    if not json_out and count == 0:
+        out_console().print("no audit entries")
+
+
+@audit_app.command("verify")
+@handled
+def audit_verify(
+    ctx: typer.Context,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    witness: Annotated[
+        Path | None,
+        typer.Option(
+            "--witness",
+            metavar="FILE",
+            help="Check the log still holds the head kept in FILE (rolled back, "
+            "truncated or rewritten since?), then keep the new head there.",
+            show_default=False,
+        ),
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Check the audit log: every entry authenticated and chained, the head, and
+    (--witness) no rollback. Exit code 1 when any problem is found."""
+    from ..governance.audit import AuditReport, read_witness, write_witness
+
+    url = resolve_url(ctx, db)
+    seen = read_witness(witness) if witness is not None else None
+
+    async def go() -> AuditReport:
+        async with open_store(url, key_file=key_file) as store:
+            log = await _log(store)
+            return await log.verify(seen) if log is not None else AuditReport()
+
+    report = run(go())
+    if witness is not None and report.ok and report.head is not None:
+        write_witness(witness, report.head)
+    if json_out:
+        render.print_json(
+            {
+                "ok": report.ok,
+                "entries": report.entries,
+                "head": report.head.seq if report.head is not None else 0,
+                "problems": report.problems,
+            }
+        )
+    else:
+        console = out_console()
+        for problem in report.problems:
+            console.print(f"[red]problem:[/] {escape(problem)}", soft_wrap=True)
+        verdict = "[green]ok[/]" if report.ok else "[red]FAILED[/]"
+        entries = "1 entry" if report.entries == 1 else f"{report.entries} entries"
+        console.print(f"audit log: {entries}, {verdict}")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+app.add_typer(audit_app)

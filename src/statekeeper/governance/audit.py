@@ -1,0 +1,473 @@
+"""The audit log: an append-only, hash-chained, keyed record of what was done.
+
+Every mutation a governed store makes (create, save, append, transition, snapshot,
+delete, lease taken, released and lost, rekey, migrate, policy change, purge) and
+every refusal is one **entry**: who (``principal``), when, which agent and seq range,
+the operation and its outcome (``ok``, ``denied``, ``error:<Type>``). Reads are
+recorded too with ``Audit(reads=True)``.
+
+**Where.** The log is a stream of the store's own backend (id ``"\\x01sk-audit/log"``,
+hidden from listings), written through the backend contract every engine implements,
+so every backend has it. **How it is protected** is how agent streams are: each entry
+is a record of the codec (:mod:`statekeeper.codec.pipeline`) sealed with AES-256-GCM
+under the audit keyring and chained to the one before it, and the stream head carries
+an HMAC-SHA256 tag over the last link; each append is a compare-and-set on that head,
+so concurrent writers (processes) interleave without losing an entry. Without the key
+no entry can be forged, altered, removed or re-ordered unseen:
+
+* an **edited** entry fails authentication;
+* a **deleted** entry leaves a gap in the seqs or a broken chain;
+* a **truncated** log no longer matches its authenticated head;
+* a log **rolled back** as a whole (an old copy restored) is consistent with itself:
+  that is caught, as for agent streams, by a *witness* of the head kept elsewhere
+  (:class:`AuditHead`; ``statekeeper audit verify --witness FILE`` keeps one up to
+  date and checks the log against it).
+
+One limit: an entry is appended right after the mutation it records commits (they are
+two writes, possibly on different engines' shards), so a process that dies between
+the two loses that entry; the mutated stream's own event still carries the principal
+(as its ``actor``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ..arguments import AUDIT_STREAM
+from ..codec import Codec
+from ..errors import (
+    ConfigurationError,
+    ConflictError,
+    IntegrityError,
+    RetriesExhausted,
+    StatekeeperError,
+)
+from ..records import AppendRequest, RawEvent
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..codec.keys import Keyring
+
+__all__ = [
+    "AUDIT_ID",
+    "OPERATIONS",
+    "Audit",
+    "AuditEntry",
+    "AuditHead",
+    "AuditLog",
+    "AuditReport",
+]
+
+#: the stream the audit log is kept in (internal: hidden from listings)
+AUDIT_ID = AUDIT_STREAM
+_KIND = "audit"
+_PAGE = 500
+_RETRIES = 1000
+
+#: the operations a store records (tools may add their own names)
+OPERATIONS = (
+    "create",
+    "save",
+    "append",
+    "transition",
+    "snapshot",
+    "delete",
+    "lease",
+    "lease-release",
+    "lease-lost",
+    "rekey",
+    "migrate",
+    "policy",
+    "purge",
+    "forget",
+    "get",
+    "load",
+    "head",
+    "history",
+    "list",
+    "digest",
+    "verify",
+    "find_key",
+    "size",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One verified entry of the audit log."""
+
+    seq: int
+    time: float
+    principal: str | None
+    operation: str
+    outcome: str
+    agent_id: str | None = None
+    first_seq: int | None = None
+    last_seq: int | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as a JSON object (one line of ``statekeeper audit --json``)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditHead:
+    """A commitment to the log up to ``seq`` (keyed): kept outside the store, it
+    shows later that the log was rolled back or rewritten (see :meth:`AuditLog.verify`)."""
+
+    seq: int
+    key_id: str | None
+    digest: str
+
+    def dumps(self) -> str:
+        """JSON text of the head (what a witness file holds)."""
+        return json.dumps({"format": "statekeeper-audit-head/1", **asdict(self)})
+
+    @classmethod
+    def loads(cls, text: str, source: str = "witness") -> AuditHead:
+        """The head written by :meth:`dumps`; ConfigurationError naming ``source``."""
+        try:
+            data = json.loads(text)
+            if data.get("format") != "statekeeper-audit-head/1":
+                raise ValueError("not an audit head")
+            seq, key_id, digest = data["seq"], data["key_id"], data["digest"]
+            if type(seq) is not int or seq < 0 or type(digest) is not str:
+                raise ValueError("bad fields")
+            if key_id is not None and type(key_id) is not str:
+                raise ValueError("bad key id")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ConfigurationError(f"{source} is not an audit head file") from None
+        return cls(seq, key_id, digest)
+
+
+@dataclass(slots=True)
+class AuditReport:
+    """What :meth:`AuditLog.verify` found: ``entries`` checked, the ``head`` now (None
+    for an empty log) and every problem (empty: the log is intact)."""
+
+    entries: int = 0
+    head: AuditHead | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem was found."""
+        return not self.problems
+
+
+class Audit:
+    """How a store keeps its audit log (``StateStore(..., audit=Audit())``).
+
+    Args:
+        keyring: the keys the log is sealed with (a
+            :class:`~statekeeper.security.Keyring`). None: the store's own keyring
+            (a store without one then refuses to open: an audit log needs a key).
+        reads: record reads (load, history, listing...) too, not only mutations
+            and refusals.
+        clock: the source of entry times.
+    """
+
+    def __init__(
+        self,
+        keyring: Keyring | None = None,
+        *,
+        reads: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if type(reads) is not bool:
+            raise ConfigurationError(f"reads must be True or False, not {reads!r:.40}")
+        self.keyring = keyring
+        self.reads = reads
+        self.clock = clock
+
+    def open(self, backend: Backend, keyring: Keyring | None) -> AuditLog:
+        """The audit log on ``backend`` (``keyring``: the store's, used when this
+        has none)."""
+        keys = self.keyring if self.keyring is not None else keyring
+        if keys is None:
+            raise ConfigurationError(
+                "an audit log needs a key: give the store a keyring, or Audit(keyring=...)"
+            )
+        return AuditLog(backend, keys, reads=self.reads, clock=self.clock)
+
+
+class AuditLog:
+    """The audit log of one backend: record entries, read and verify them."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        keyring: Keyring,
+        *,
+        reads: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.backend = backend
+        self.codec = Codec(keyring=keyring)
+        self.reads = reads
+        self.clock = clock
+        self._lock = asyncio.Lock()
+        # the head this process last wrote or read: (seq, link, tag); None: unknown
+        self._head: tuple[int, bytes, bytes | None] | None = None
+
+    def __repr__(self) -> str:
+        return f"AuditLog({self.backend!r})"
+
+    # -- writing ----------------------------------------------------------------------
+
+    async def record(
+        self,
+        operation: str,
+        *,
+        principal: str | None,
+        agent_id: str | None = None,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+        outcome: str = "ok",
+        detail: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Append one entry; returns its seq in the log."""
+        body: dict[str, Any] = {
+            "principal": principal,
+            "op": operation,
+            "outcome": outcome,
+            "agent": agent_id,
+            "seqs": [first_seq, last_seq] if first_seq is not None else None,
+        }
+        if detail:
+            body["detail"] = dict(detail)
+        data = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        last: ConflictError | None = None
+        async with self._lock:
+            for _ in range(_RETRIES):
+                if self._head is None:
+                    self._head = await self._read_head()
+                seq, link, tag = self._head
+                ts = self.clock()
+                if not math.isfinite(ts):
+                    raise ConfigurationError("the audit clock returned a time that is not finite")
+                sealed = self.codec.seal(AUDIT_ID, seq + 1, _KIND, ts, data, link)
+                new_tag = self.codec.head_tag(AUDIT_ID, seq + 1, sealed.link)
+                request = AppendRequest(
+                    AUDIT_ID,
+                    seq,
+                    [RawEvent(seq + 1, _KIND, ts, sealed.payload, sealed.checksum)],
+                    head_tag=new_tag,
+                    expected_tag=tag,
+                    check_tag=self.backend.compares_head_tag,
+                )
+                try:
+                    await self.backend.append(request)
+                except ConflictError as exc:
+                    last = exc
+                    self._head = None  # another writer appended: read its head, go again
+                    continue
+                self._head = (seq + 1, sealed.link, new_tag)
+                return seq + 1
+        assert last is not None
+        raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
+
+    async def _read_head(self) -> tuple[int, bytes, bytes | None]:
+        """The stored head, authenticated: the last entry opened and its tag checked."""
+        from ..codec.pipeline import ZERO_LINK
+
+        seq, tag = await self.backend.head_tag(AUDIT_ID)
+        if seq == 0:
+            return 0, ZERO_LINK, tag
+        raws = await self.backend.read(AUDIT_ID, after_seq=seq - 1, to_seq=seq)
+        if not raws:
+            raise IntegrityError(AUDIT_ID, seq, "the audit log's head entry is missing")
+        raw = raws[-1]
+        opened = self.codec.open(
+            AUDIT_ID, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum
+        )
+        self.codec.check_head(AUDIT_ID, seq, opened.link, tag)
+        return seq, opened.link, tag
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def entries(
+        self,
+        *,
+        agent: str | None = None,
+        principal: str | None = None,
+        since: float | None = None,
+        operation: str | None = None,
+        after_seq: int = 0,
+    ) -> AsyncIterator[AuditEntry]:
+        """The entries in order, each verified (authenticated and chained to the one
+        before it; :class:`~statekeeper.errors.IntegrityError` at the first that is
+        not), filtered by agent (an id, or a namespace prefix ending in ``/``),
+        principal, time (``since``, seconds since the epoch) and operation."""
+        async for entry, _ in self._scan(after_seq, strict=True, problems=None):
+            if agent is not None and not (
+                entry.agent_id == agent
+                or (agent.endswith("/") and (entry.agent_id or "").startswith(agent))
+            ):
+                continue
+            if principal is not None and entry.principal != principal:
+                continue
+            if since is not None and entry.time < since:
+                continue
+            if operation is not None and entry.operation != operation:
+                continue
+            yield entry
+
+    async def _scan(
+        self,
+        after_seq: int,
+        *,
+        strict: bool,
+        problems: list[str] | None,
+        seen: list[int] | None = None,
+    ) -> AsyncIterator[tuple[AuditEntry, bytes]]:
+        from ..codec.pipeline import ZERO_LINK
+
+        prev: bytes | None = ZERO_LINK if after_seq == 0 else None
+        expected = after_seq + 1
+        cursor = after_seq
+        while True:
+            page = await self.backend.read(AUDIT_ID, after_seq=cursor, limit=_PAGE)
+            for raw in page:
+                cursor = raw.seq
+                if seen is not None:
+                    seen.append(raw.seq)  # read, whether or not it opens
+                if raw.seq != expected:
+                    what = f"entries {expected}..{raw.seq - 1} are missing (deleted)"
+                    if strict or problems is None:
+                        raise IntegrityError(AUDIT_ID, expected, what)
+                    problems.append(what)
+                    prev = None
+                expected = raw.seq + 1
+                try:
+                    opened = self.codec.open(
+                        AUDIT_ID, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum
+                    )
+                except StatekeeperError as exc:
+                    if strict or problems is None:
+                        raise
+                    problems.append(f"entry {raw.seq}: {_reason(exc)}")
+                    prev = None
+                    continue
+                if prev is not None and opened.prev != prev:
+                    what = (
+                        f"entry {raw.seq} does not follow entry {raw.seq - 1} "
+                        "(removed or reordered)"
+                    )
+                    if strict or problems is None:
+                        raise IntegrityError(AUDIT_ID, raw.seq, what)
+                    problems.append(what)
+                prev = opened.link
+                yield _entry(raw.seq, raw.timestamp, opened.body), opened.link
+            if len(page) < _PAGE:
+                return
+
+    async def head(self) -> AuditHead | None:
+        """A keyed commitment to the log as it is now (None when it is empty)."""
+        seq, link, _ = await self._read_head()
+        if seq == 0:
+            return None
+        key_id, digest = self.codec.witness_digest(AUDIT_ID, seq, link)
+        return AuditHead(seq, key_id, digest)
+
+    async def verify(self, witness: AuditHead | None = None) -> AuditReport:
+        """Check every entry (authentication, chain, gap-free seqs), the authenticated
+        head, and, given the ``witness`` of an earlier head, that the log still holds
+        it (else it was rolled back, truncated or rewritten since)."""
+        report = AuditReport()
+        last: tuple[int, bytes] | None = None
+        at_witness: bytes | None = None
+        seen: list[int] = []
+        try:
+            async for entry, link in self._scan(
+                0, strict=False, problems=report.problems, seen=seen
+            ):
+                report.entries += 1
+                last = (entry.seq, link)
+                if witness is not None and entry.seq == witness.seq:
+                    at_witness = link
+            seq, tag = await self.backend.head_tag(AUDIT_ID)
+        except StatekeeperError as exc:
+            report.problems.append(f"the log cannot be read: {_reason(exc)}")
+            return report
+        end = max(seen, default=0)
+        if last is not None and last[0] != end:
+            pass  # the last entry read did not open: already a problem, no head to check
+        elif seq != end:
+            report.problems.append(
+                f"the log's head says {seq} entries but it ends at entry {end} (truncated)"
+                if seq > end
+                else f"entries after the head ({seq}) were added without it (spliced)"
+            )
+        elif last is not None:
+            try:
+                self.codec.check_head(AUDIT_ID, seq, last[1], tag)
+            except StatekeeperError as exc:
+                report.problems.append(f"the log's head: {_reason(exc)}")
+            key_id, digest = self.codec.witness_digest(AUDIT_ID, seq, last[1])
+            report.head = AuditHead(seq, key_id, digest)
+        if witness is not None:
+            if end < witness.seq:
+                report.problems.append(
+                    f"rolled back: the witness saw {witness.seq} entries, the log has {end}"
+                )
+            elif at_witness is None or not self.codec.check_witness_digest(
+                AUDIT_ID, witness.seq, at_witness, witness.key_id, witness.digest
+            ):
+                report.problems.append(
+                    f"rewritten: entry {witness.seq} is not the one the witness saw"
+                )
+        return report
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.reason if isinstance(exc, IntegrityError) else str(exc)
+
+
+def _entry(seq: int, ts: float, body: bytes) -> AuditEntry:
+    data = orjson.loads(body)
+    seqs = data.get("seqs") or (None, None)
+    return AuditEntry(
+        seq=seq,
+        time=ts,
+        principal=data.get("principal"),
+        operation=data.get("op", "?"),
+        outcome=data.get("outcome", "?"),
+        agent_id=data.get("agent"),
+        first_seq=seqs[0],
+        last_seq=seqs[1],
+        detail=data.get("detail") or {},
+    )
+
+
+def read_witness(path: str | os.PathLike[str]) -> AuditHead | None:
+    """The audit head kept in ``path`` (None when the file does not exist yet)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {os.fspath(path)}: {exc.strerror}") from None
+    return AuditHead.loads(text, os.fspath(path))
+
+
+def write_witness(path: str | os.PathLike[str], head: AuditHead) -> None:
+    """Keep ``head`` in ``path`` (written to a temporary file, then renamed)."""
+    name = os.fspath(path)
+    temporary = f"{name}.tmp-{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(head.dumps() + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, name)

@@ -1,0 +1,308 @@
+"""Access policies: principal or role -> namespace patterns -> read / write / admin.
+
+A :class:`Policy` grants each principal permissions on namespaces, directly or
+through roles::
+
+    Policy(
+        roles={"acme-support": {"write": ["acme/support/**"], "read": ["acme/**"]}},
+        principals={
+            "alice": {"roles": ["acme-support"]},
+            "ops": {"admin": ["**"]},
+        },
+    )
+
+(the same shape as a policy file, see :mod:`.policy_file`). Permissions are ordered:
+``admin`` includes ``write``, which includes ``read``. What each needs:
+
+* ``read``: load, get, head, history, time travel, listing (a principal only ever sees
+  the agents it may read), digests, idempotency look-ups;
+* ``write``: create, save, append, transitions, snapshots, delete, leases;
+* ``admin``: store-wide tools on the namespace (rekey, migrate, retention, forget);
+  ``admin`` on ``**`` (every namespace) is needed to change the policy of a running
+  store and to read the audit log.
+
+A **pattern** matches namespaces segment by segment: ``*`` matches within one segment,
+``**`` (a whole segment) matches any number of segments, zero included; ``acme/**``
+matches ``acme`` and everything under it; ``""`` is the root namespace only. A
+principal the policy does not name is denied everything (never a default).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ..errors import AccessDenied, PolicyError
+from .principals import namespace_of
+
+__all__ = ["PERMISSIONS", "Policy", "compile_pattern", "posix_pattern"]
+
+#: the permissions, weakest first (each includes the ones before it)
+PERMISSIONS: Final = ("read", "write", "admin")
+_RANK: Final = {name: rank for rank, name in enumerate(PERMISSIONS, 1)}
+_SEGMENT = re.compile(r"[^/\s]+")
+_CACHE_LIMIT = 4096
+
+
+def compile_pattern(pattern: object) -> re.Pattern[str]:
+    """The regular expression of a namespace pattern (see the module documentation);
+    :class:`ValueError` naming the problem when ``pattern`` is not one."""
+    if type(pattern) is not str:
+        raise ValueError(f"a namespace pattern is a string, not {type(pattern).__name__}")
+    if pattern == "":
+        return re.compile("")
+    if not pattern.isascii():
+        raise ValueError(f"namespace pattern {pattern!r:.60} is not ASCII")
+    parts = pattern.split("/")
+    out: list[str] = []
+    for index, part in enumerate(parts):
+        if part == "**":
+            first, last = index == 0, index == len(parts) - 1
+            if first and last:
+                out.append(".*")
+            elif first:
+                out.append("(?:.*/)?")
+            elif last:
+                out[-1] = out[-1][:-1]  # drop the '/' before it: 'a/**' matches 'a'
+                out.append("(?:/.*)?")
+            else:
+                out.append("(?:[^/]+/)*")
+            continue
+        if not _SEGMENT.fullmatch(part):
+            raise ValueError(f"namespace pattern {pattern!r:.60} has an empty or blank segment")
+        if "**" in part:
+            raise ValueError(f"'**' must be a whole segment in pattern {pattern!r:.60}")
+        rx = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in part)
+        out.append(rx + ("/" if index < len(parts) - 1 else ""))
+    return re.compile("".join(out))
+
+
+def posix_pattern(pattern: str) -> str:
+    """The namespace pattern as an anchored POSIX regular expression (PostgreSQL's
+    ``~``), matching exactly what :func:`compile_pattern` matches."""
+    compile_pattern(pattern)  # the same checks
+    if pattern == "":
+        return "^$"
+    parts = pattern.split("/")
+    out: list[str] = []
+    for index, part in enumerate(parts):
+        first, last = index == 0, index == len(parts) - 1
+        if part == "**":
+            if first and last:
+                out.append(".*")
+            elif first:
+                out.append("(.*/)?")
+            elif last:
+                out[-1] = out[-1][:-1]
+                out.append("(/.*)?")
+            else:
+                out.append("([^/]+/)*")
+            continue
+        rx = "".join(
+            "[^/]*" if c == "*" else "[^/]" if c == "?" else c if c.isalnum() else "\\" + c
+            for c in part
+        )
+        out.append(rx + ("" if last else "/"))
+    return "^" + "".join(out) + "$"
+
+
+class _Grants:
+    """One principal's compiled grants: ``(rank, pattern)`` pairs."""
+
+    __slots__ = ("cache", "grants", "store_admin")
+
+    def __init__(self, grants: list[tuple[int, str]]) -> None:
+        self.grants = [(rank, compile_pattern(p)) for rank, p in grants]
+        self.store_admin = any(rank == _RANK["admin"] and p == "**" for rank, p in grants)
+        self.cache: dict[str, int] = {}
+
+    def rank(self, namespace: str) -> int:
+        found = self.cache.get(namespace)
+        if found is not None:
+            return found
+        found = max(
+            (rank for rank, rx in self.grants if rx.fullmatch(namespace) is not None), default=0
+        )
+        if len(self.cache) >= _CACHE_LIMIT:
+            self.cache.clear()
+        self.cache[namespace] = found
+        return found
+
+
+class Policy:
+    """Who may do what where (see the module documentation).
+
+    Args:
+        principals: principal name -> ``{"roles": [...], "read": [...], "write":
+            [...], "admin": [...]}`` (every key optional; the lists hold namespace
+            patterns).
+        roles: role name -> ``{"read": [...], "write": [...], "admin": [...]}``.
+        source: how errors name where the policy came from (a file's path).
+
+    Raises :class:`~statekeeper.errors.PolicyError` naming the problem (and the line,
+    for a file) when the policy is malformed: an unknown permission, a role that is
+    not defined, a pattern that is not one.
+    """
+
+    def __init__(
+        self,
+        principals: Mapping[str, Mapping[str, Any]],
+        roles: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        source: str = "<policy>",
+        lines: Mapping[tuple[str, ...], int] | None = None,
+    ) -> None:
+        self.source = source
+        where = lines or {}
+
+        def fail(path: tuple[str, ...], problem: str) -> PolicyError:
+            line = None
+            for cut in range(len(path), 0, -1):
+                line = where.get(path[:cut])
+                if line is not None:
+                    break
+            return PolicyError(source, line, problem)
+
+        if not isinstance(principals, Mapping):
+            raise PolicyError(source, None, "principals must be a table (principal -> grants)")
+        role_grants: dict[str, list[tuple[int, str]]] = {}
+        for name, body in (roles or {}).items():
+            role_grants[name] = _grants(("roles", str(name)), body, fail, allow_roles=False)
+        self._grants: dict[str, _Grants] = {}
+        self._raw: dict[str, list[tuple[int, str]]] = {}
+        for name, body in principals.items():
+            path = ("principals", str(name))
+            if type(name) is not str or not name:
+                raise fail(path, f"principal name {name!r:.40} is not a non-empty string")
+            grants = _grants(path, body, fail, allow_roles=True)
+            for role in body.get("roles", ()) if isinstance(body, Mapping) else ():
+                if role not in role_grants:
+                    raise fail(
+                        (*path, "roles"),
+                        f"principal {name!r} has role {role!r}, which is not defined",
+                    )
+                grants.extend(role_grants[role])
+            self._raw[name] = grants
+            self._grants[name] = _Grants(grants)
+
+    def __repr__(self) -> str:
+        return f"Policy({self.source!r}, principals={sorted(self._grants)!r})"
+
+    @property
+    def principals(self) -> list[str]:
+        """The principals the policy names (every other one is denied everything)."""
+        return sorted(self._grants)
+
+    def knows(self, principal: str) -> bool:
+        """True when the policy names ``principal``."""
+        return principal in self._grants
+
+    def permission(self, principal: str, agent_id: str) -> str | None:
+        """The strongest permission ``principal`` has on ``agent_id``'s namespace
+        (None: none at all)."""
+        grants = self._grants.get(principal)
+        rank = grants.rank(namespace_of(agent_id)) if grants is not None else 0
+        return PERMISSIONS[rank - 1] if rank else None
+
+    def allows(self, principal: str, agent_id: str, permission: str) -> bool:
+        """True when ``principal`` has ``permission`` (or a stronger one) on the
+        namespace of ``agent_id``."""
+        grants = self._grants.get(principal)
+        if grants is None:
+            return False
+        return grants.rank(namespace_of(agent_id)) >= _RANK[permission]
+
+    def is_store_admin(self, principal: str) -> bool:
+        """True when ``principal`` has ``admin`` on ``**`` (every namespace)."""
+        grants = self._grants.get(principal)
+        return grants is not None and grants.store_admin
+
+    def check(self, principal: str, agent_id: str | None, permission: str, operation: str) -> None:
+        """Raise :class:`~statekeeper.errors.AccessDenied` unless allowed (``agent_id``
+        None: a store-wide operation, which needs ``admin`` on ``**``)."""
+        if principal not in self._grants:
+            raise AccessDenied(
+                principal, permission, operation, agent_id, "the policy does not name it"
+            )
+        if agent_id is None:
+            if not self.is_store_admin(principal):
+                raise AccessDenied(
+                    principal, permission, operation, None, "needs admin on every namespace (**)"
+                )
+            return
+        if not self.allows(principal, agent_id, permission):
+            ns = namespace_of(agent_id)
+            raise AccessDenied(
+                principal,
+                permission,
+                operation,
+                agent_id,
+                f"needs {permission} on namespace {ns!r}"
+                if ns
+                else f"needs {permission} on the root namespace",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The grants of every principal (roles expanded): for the audit log and
+        ``statekeeper policy show``."""
+        out: dict[str, Any] = {}
+        for name, grants in sorted(self._raw.items()):
+            by: dict[str, list[str]] = {}
+            for rank, pattern in grants:
+                by.setdefault(PERMISSIONS[rank - 1], []).append(pattern)
+            out[name] = {perm: sorted(set(p)) for perm, p in sorted(by.items())}
+        return out
+
+    def row_grants(self, roles: Mapping[str, str]) -> list[tuple[str, str, int]]:
+        """The grants of the principals in ``roles`` (principal -> database role) for
+        PostgreSQL row-level security
+        (:func:`statekeeper.backends.postgres.row_security.install_row_security`):
+        ``(database role, POSIX regex over the namespace, 1 read / 2 write / 3 admin)``.
+        A principal the policy does not name is refused (it would be given nothing)."""
+        out: list[tuple[str, str, int]] = []
+        for principal, role in roles.items():
+            if principal not in self._raw:
+                raise PolicyError(self.source, None, f"the policy does not name {principal!r}")
+            out.extend((role, posix_pattern(p), rank) for rank, p in self._raw[principal])
+        return out
+
+    @classmethod
+    def load(cls, path: str) -> Policy:
+        """A policy from a TOML file (see :mod:`.policy_file`)."""
+        from .policy_file import load_policy
+
+        return load_policy(path)
+
+
+def _grants(
+    path: tuple[str, ...],
+    body: object,
+    fail: Any,
+    *,
+    allow_roles: bool,
+) -> list[tuple[int, str]]:
+    if not isinstance(body, Mapping):
+        raise fail(path, f"{'.'.join(path)} must be a table, not {type(body).__name__}")
+    out: list[tuple[int, str]] = []
+    for key, value in body.items():
+        if key == "roles" and allow_roles:
+            if not _string_list(value):
+                raise fail((*path, key), "roles must be a list of role names")
+            continue
+        if key not in _RANK:
+            allowed = ", ".join(("roles", *PERMISSIONS) if allow_roles else PERMISSIONS)
+            raise fail((*path, str(key)), f"unknown key {key!r} in {'.'.join(path)} ({allowed})")
+        if not _string_list(value):
+            raise fail((*path, key), f"{key} must be a list of namespace patterns")
+        for pattern in value:
+            try:
+                compile_pattern(pattern)
+            except ValueError as exc:
+                raise fail((*path, key), str(exc)) from None
+            out.append((_RANK[key], pattern))
+    return out
+
+
+def _string_list(value: object) -> bool:
+    return isinstance(value, list | tuple) and all(type(v) is str for v in value)

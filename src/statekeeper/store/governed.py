@@ -1,0 +1,375 @@
+"""A store opened as a principal: every call checked against a policy, every
+mutation (and refusal) recorded in an audit log.
+
+``StateStore(url, principal="alice", policy=policy, audit=Audit())`` builds a
+:class:`GovernedStateStore` (``StateStore.__new__`` picks it when any of the three is
+given), a subclass that overrides every public call of the store: a check before
+(:class:`Governance.require`: :class:`~statekeeper.errors.AccessDenied` when the policy
+refuses, and the refusal audited), the store's own call, then the audit record of what
+it did. A store opened without them is the plain :class:`StateStore`: no check, no
+cost, on any path.
+
+The policy and the audit log are objects of :mod:`statekeeper.governance` (a layer
+above this one); the store only calls them, through the two protocols below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..arguments import check_agent_id, check_name
+from ..errors import AccessDenied, ConfigurationError
+from ..records import AgentInfo, AppendResult, Event, Snapshot
+from .store import StateStore
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..codec.keys import Keyring
+    from .digests import StreamDigest
+    from .heads import AgentHead, StoredSize
+    from .verification import Problem, VerifyReport
+
+__all__ = ["AccessPolicy", "AuditSettings", "AuditSink", "Governance", "GovernedStateStore"]
+
+
+class AccessPolicy(Protocol):
+    """What the store asks a policy (:class:`statekeeper.governance.Policy`)."""
+
+    def knows(self, principal: str) -> bool: ...
+
+    def allows(self, principal: str, agent_id: str, permission: str) -> bool: ...
+
+    def is_store_admin(self, principal: str) -> bool: ...
+
+    def check(
+        self, principal: str, agent_id: str | None, permission: str, operation: str
+    ) -> None: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class AuditSink(Protocol):
+    """Where the store records what it did (:class:`statekeeper.governance.AuditLog`)."""
+
+    reads: bool
+
+    async def record(
+        self,
+        operation: str,
+        *,
+        principal: str | None,
+        agent_id: str | None = None,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+        outcome: str = "ok",
+        detail: Mapping[str, Any] | None = None,
+    ) -> int: ...
+
+
+class AuditSettings(Protocol):
+    """How to open the audit log on the store's backend
+    (:class:`statekeeper.governance.Audit`)."""
+
+    def open(self, backend: Backend, keyring: Keyring | None) -> AuditSink: ...
+
+
+class Governance:
+    """The principal, its policy and the audit log of one store."""
+
+    def __init__(
+        self, principal: str | None, policy: AccessPolicy | None, audit: AuditSink | None
+    ) -> None:
+        self.principal = principal
+        self.policy = policy
+        self.audit = audit
+
+    async def require(self, agent_id: str | None, permission: str, operation: str) -> None:
+        """Raise :class:`AccessDenied` (audited) unless the policy allows it."""
+        if self.policy is None:
+            return
+        try:
+            self.policy.check(self.principal or "", agent_id, permission, operation)
+        except AccessDenied as exc:
+            if self.audit is not None:
+                await self.audit.record(
+                    operation,
+                    principal=self.principal,
+                    agent_id=agent_id,
+                    outcome="denied",
+                    detail={"needs": permission},
+                )
+            raise exc from None
+
+    def can_read(self, agent_id: str) -> bool:
+        return self.policy is None or self.policy.allows(self.principal or "", agent_id, "read")
+
+    def store_admin(self) -> bool:
+        return self.policy is None or self.policy.is_store_admin(self.principal or "")
+
+    async def record(
+        self,
+        operation: str,
+        agent_id: str | None = None,
+        result: AppendResult | None = None,
+        *,
+        outcome: str = "ok",
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Audit a mutation (no-op without an audit log)."""
+        if self.audit is None:
+            return
+        first = last = None
+        if result is not None:
+            first, last = result.first_seq, result.last_seq
+            if result.duplicate:
+                detail = {**(detail or {}), "duplicate": True}
+        await self.audit.record(
+            operation,
+            principal=self.principal,
+            agent_id=agent_id,
+            first_seq=first,
+            last_seq=last,
+            outcome=outcome,
+            detail=detail,
+        )
+
+    async def failed(self, operation: str, agent_id: str | None, exc: BaseException) -> None:
+        """Audit a mutation that raised (nothing, or not all of it, was written)."""
+        if self.audit is not None and isinstance(exc, Exception):
+            await self.record(operation, agent_id, outcome=f"error:{type(exc).__name__}")
+
+
+def governance_of(store: object) -> Governance | None:
+    """The governance of a store (None for a plain store): for tools that drive one
+    (rekey, migrate, leases, repair) to check and audit what they do."""
+    return getattr(store, "_governance", None)
+
+
+class GovernedStateStore(StateStore):
+    """A :class:`StateStore` opened as a principal (see the module documentation)."""
+
+    _governance: Governance
+
+    def __init__(
+        self,
+        backend: Backend | str | None = None,
+        *,
+        principal: str | None = None,
+        policy: AccessPolicy | None = None,
+        audit: AuditSettings | None = None,
+        **options: Any,
+    ) -> None:
+        if policy is not None and principal is None:
+            raise ConfigurationError("a policy needs a principal: StateStore(..., principal=...)")
+        if principal is not None:
+            check_name(principal, "principal")
+        if policy is not None and not callable(getattr(policy, "check", None)):
+            raise ConfigurationError(
+                f"policy must be a statekeeper.governance.Policy, not {type(policy).__name__}"
+            )
+        if audit is not None and not callable(getattr(audit, "open", None)):
+            raise ConfigurationError(
+                f"audit must be a statekeeper.governance.Audit, not {type(audit).__name__}"
+            )
+        if audit is not None and getattr(audit, "keyring", None) is None:
+            codec = options.get("codec")
+            if options.get("keyring") is None and getattr(codec, "keyring", None) is None:
+                # refused before the backend is opened (nothing to close, nothing created)
+                raise ConfigurationError(
+                    "an audit log needs a key: give the store a keyring, or Audit(keyring=...)"
+                )
+        super().__init__(backend, **options)
+        sink = audit.open(self.backend, self.codec.keyring) if audit is not None else None
+        # an unknown principal is not refused here (the store would stay open): every
+        # call it makes is (Policy.check names it), audited
+        self._governance = Governance(principal, policy, sink)
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]}, principal={self._governance.principal!r})"
+
+    @property
+    def principal(self) -> str | None:
+        """Who this store acts as."""
+        return self._governance.principal
+
+    async def _allowed(self, agent_id: str | None, permission: str, operation: str) -> Governance:
+        gov = self._governance
+        if agent_id is not None:
+            check_agent_id(agent_id)
+        await gov.require(agent_id, permission, operation)
+        return gov
+
+    async def _check_read(self, agent_id: str, operation: str) -> None:
+        await self._allowed(agent_id, "read", operation)
+        gov = self._governance
+        if gov.audit is not None and gov.audit.reads:
+            await gov.record(operation, agent_id)
+
+    # -- the policy -----------------------------------------------------------------
+
+    async def set_policy(self, policy: AccessPolicy) -> None:
+        """Replace the policy of this store (needs ``admin`` on ``**`` under the
+        current one); audited with the new policy's grants."""
+        if not callable(getattr(policy, "check", None)):
+            raise ConfigurationError(
+                f"policy must be a statekeeper.governance.Policy, not {type(policy).__name__}"
+            )
+        gov = await self._allowed(None, "admin", "policy")
+        gov.policy = policy
+        await gov.record("policy", detail={"grants": policy.to_dict()})
+
+    # -- reading --------------------------------------------------------------------
+
+    async def get(self, agent_id: str) -> Snapshot | None:
+        await self._check_read(agent_id, "get")
+        return await super().get(agent_id)
+
+    async def load(
+        self, agent_id: str, *, at_seq: int | None = None, at_time: float | None = None
+    ) -> Snapshot:
+        await self._check_read(agent_id, "load")
+        return await super().load(agent_id, at_seq=at_seq, at_time=at_time)
+
+    async def head(self, agent_id: str) -> int:
+        await self._check_read(agent_id, "head")
+        return await super().head(agent_id)
+
+    async def head_state(self, agent_id: str) -> AgentHead | None:
+        await self._check_read(agent_id, "head")
+        return await super().head_state(agent_id)
+
+    async def head_states(self, agent_ids: Sequence[str]) -> list[AgentHead | None]:
+        for agent_id in agent_ids:
+            await self._check_read(agent_id, "head")
+        return await super().head_states(agent_ids)
+
+    async def stored_size(self, agent_id: str) -> StoredSize:
+        await self._check_read(agent_id, "size")
+        return await super().stored_size(agent_id)
+
+    async def history(
+        self, agent_id: str, *, after_seq: int = 0, to_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        await self._check_read(agent_id, "history")
+        async for event in super().history(agent_id, after_seq=after_seq, to_seq=to_seq):
+            yield event
+
+    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        """One page of the agents this principal may read (the others are never seen)."""
+        gov = self._governance
+        if gov.policy is not None and not gov.policy.knows(gov.principal or ""):
+            await gov.require(None, "read", "list")  # refused (and audited)
+        out: list[AgentInfo] = []
+        cursor = after
+        while len(out) < limit:
+            page = await super().list_agents(after=cursor, limit=limit)
+            out.extend(info for info in page if gov.can_read(info.agent_id))
+            if len(page) < limit:
+                break
+            cursor = page[-1].agent_id
+        return out[:limit]
+
+    async def count_agents(self) -> int:
+        """How many agents this principal may read."""
+        if self._governance.policy is None:
+            return await super().count_agents()
+        return len([info async for info in self.iter_agents()])
+
+    async def find_key(self, agent_id: str, key: str) -> AppendResult | None:
+        await self._check_read(agent_id, "find_key")
+        return await super().find_key(agent_id, key)
+
+    async def digest(self, agent_id: str, at_seq: int | None = None) -> StreamDigest:
+        await self._check_read(agent_id, "digest")
+        return await super().digest(agent_id, at_seq)
+
+    async def check_digest(self, expected: StreamDigest) -> str | None:
+        agent_id = getattr(expected, "agent_id", None)
+        if isinstance(agent_id, str):
+            await self._check_read(agent_id, "digest")
+        return await super().check_digest(expected)
+
+    async def verify(self, agent_ids: list[str] | None = None) -> VerifyReport:
+        """:meth:`StateStore.verify` of the agents this principal may read."""
+        if agent_ids is None and not self._governance.store_admin():
+            agent_ids = [info.agent_id async for info in self.iter_agents()]
+        elif agent_ids is not None and not isinstance(agent_ids, str):
+            for agent_id in list(agent_ids):
+                await self._check_read(agent_id, "verify")
+        return await super().verify(agent_ids)
+
+    async def witness_problems(self, agent_ids: list[str] | None = None) -> list[Problem]:
+        if agent_ids is None:
+            if not self._governance.store_admin():
+                agent_ids = [info.agent_id async for info in self.iter_agents()]
+        else:
+            for agent_id in agent_ids:
+                await self._check_read(agent_id, "verify")
+        return await super().witness_problems(agent_ids)
+
+    def subscribe(self, from_position: int = 0, **options: Any) -> Any:
+        """The change feed carries every agent's events: only a principal that may
+        read every namespace (``admin`` on ``**``) subscribes (others get
+        :class:`AccessDenied`, not a filtered feed)."""
+        gov = self._governance
+        if gov.policy is not None:
+            gov.policy.check(gov.principal or "", None, "admin", "subscribe")
+        return super().subscribe(from_position, **options)
+
+    async def trim_feed(self, through: int) -> int:
+        gov = await self._allowed(None, "admin", "trim_feed")
+        dropped = await super().trim_feed(through)
+        await gov.record("trim_feed", detail={"through": through, "dropped": dropped})
+        return dropped
+
+    # -- writing --------------------------------------------------------------------
+
+    async def _mutate(
+        self, operation: str, agent_id: str, call: Any, *args: Any, **kw: Any
+    ) -> AppendResult:
+        gov = await self._allowed(agent_id, "write", operation)
+        if kw.get("actor") is None:
+            kw["actor"] = gov.principal  # the stream itself says who wrote
+        try:
+            result: AppendResult = await call(agent_id, *args, **kw)
+        except BaseException as exc:
+            await gov.failed(operation, agent_id, exc)
+            raise
+        await gov.record(operation, agent_id, result)
+        return result
+
+    async def create(
+        self, agent_id: str, data: Mapping[str, Any] | None = None, **kw: Any
+    ) -> AppendResult:
+        return await self._mutate("create", agent_id, super().create, data, **kw)
+
+    async def save(self, agent_id: str, data: Mapping[str, Any], **kw: Any) -> AppendResult:
+        operation = "transition" if kw.get("fsm_state") is not None else "save"
+        return await self._mutate(operation, agent_id, super().save, data, **kw)
+
+    async def append(
+        self,
+        agent_id: str,
+        event_type: str,
+        info: Mapping[str, Any] | None = None,
+        **kw: Any,
+    ) -> AppendResult:
+        operation = "transition" if kw.get("fsm_state") is not None else "append"
+        return await self._mutate(operation, agent_id, super().append, event_type, info, **kw)
+
+    async def snapshot(self, agent_id: str) -> int:
+        gov = await self._allowed(agent_id, "write", "snapshot")
+        seq = await super().snapshot(agent_id)
+        await gov.record("snapshot", agent_id, AppendResult(agent_id, seq, seq))
+        return seq
+
+    async def delete(self, agent_id: str) -> bool:
+        gov = await self._allowed(agent_id, "write", "delete")
+        try:
+            existed = await super().delete(agent_id)
+        except BaseException as exc:
+            await gov.failed("delete", agent_id, exc)
+            raise
+        await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
+        return existed
