@@ -38,6 +38,8 @@ async def test_reads_and_writes_follow_the_policy(as_principal: Make) -> None:
     alice = as_principal("alice")
     # read: everything under acme, time travel and history included
     assert (await alice.load("acme/billing/b1")).data == {"n": 1}
+    many = await alice.get_many(["acme/billing/b1", "acme/support/t1"])
+    assert [s.data if s else None for s in many] == [{"n": 1}, {"n": 2}]
     assert (await alice.load("acme/support/t1", at_seq=1)).data == {"n": 1}
     assert [e.seq async for e in alice.history("acme/support/t1")] == [1, 2]
     assert await alice.head("acme/support/t1") == 2
@@ -55,6 +57,7 @@ async def test_reads_and_writes_follow_the_policy(as_principal: Make) -> None:
         alice.load("globex/eu/g1"),
         alice.load("globex/eu/g1", at_seq=1),
         alice.get("rootagent"),
+        alice.get_many(["acme/billing/b1", "globex/eu/g1"]),  # one unreadable id: refused
         alice.head("globex/eu/g1"),
         alice.head_state("globex/eu/g1"),
         alice.stored_size("globex/eu/g1"),

@@ -225,6 +225,13 @@ class GovernedStateStore(StateStore):
         await self._check_read(agent_id, "get")
         return await super().get(agent_id)
 
+    async def get_many(self, agent_ids: Sequence[str]) -> list[Snapshot | None]:
+        # all or nothing: one unreadable id refuses the whole call before any read
+        ids = list(agent_ids)
+        for agent_id in ids:
+            await self._check_read(agent_id, "get")
+        return await super().get_many(ids)
+
     async def load(
         self, agent_id: str, *, at_seq: int | None = None, at_time: float | None = None
     ) -> Snapshot:
