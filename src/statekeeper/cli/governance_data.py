@@ -367,7 +367,7 @@ def retention_apply(
     report = run(go())
     if progress_file is not None and not dry_run:
         progress_file.unlink(missing_ok=True)  # finished: the next run starts over
-    failed = any(a.outcome == "failed" for a in report.actions)
+    failed = any(a.outcome in ("failed", "refused") for a in report.actions)
     actions = [
         {
             "agent_id": a.agent_id,
@@ -408,5 +408,5 @@ def retention_apply(
         f"{report.scanned:,} agent(s) scanned, {report.held:,} on legal hold,"
         f" {len(report.actions):,} action(s)" + (" (dry run: nothing changed)" if dry_run else "")
     )
-    if any(a.outcome == "failed" for a in report.actions):
+    if failed:
         raise typer.Exit(1)  # problems found: listed above (the run goes on past them)

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AuditSink", "GovernanceEvent", "emit", "to_audit_log"]
+__all__ = ["AuditSink", "GovernanceEvent", "emit", "store_sink", "to_audit_log"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,3 +60,24 @@ def to_audit_log(log: Any, principal: str | None = None) -> AuditSink:
         )
 
     return sink
+
+
+def store_sink(store: Any, audit: AuditSink | None) -> AuditSink | None:
+    """``audit`` when given, else the audit log of a store opened as a principal
+    (``StateStore(..., principal=..., audit=Audit())``), so that purges, forgets and
+    backups run on a governed store are recorded without being wired by hand."""
+    if audit is not None:
+        return audit
+    gov = getattr(store, "_governance", None)
+    if gov is None or gov.audit is None:
+        return None
+    return to_audit_log(gov.audit, gov.principal)
+
+
+async def require(store: Any, agent_id: str | None, permission: str, operation: str) -> None:
+    """On a store opened as a principal, raise
+    :class:`~statekeeper.errors.AccessDenied` (itself audited) unless its policy grants
+    ``permission`` on ``agent_id``; a plain store allows everything."""
+    gov = getattr(store, "_governance", None)
+    if gov is not None:
+        await gov.require(agent_id, permission, operation)

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..backends.base import Capability
-from ..errors import AgentForgotten, RetentionPolicyError, StatekeeperError
+from ..errors import AccessDenied, AgentForgotten, RetentionPolicyError, StatekeeperError
 from ..records import RawSnapshot
 from ..store.body import SNAPSHOT_KIND, snapshot_body
-from .hooks import AuditSink, GovernanceEvent, emit
+from .hooks import AuditSink, GovernanceEvent, emit, require, store_sink
 
 if TYPE_CHECKING:
     from ..store import StateStore
@@ -184,7 +184,9 @@ class RetentionAction:
     ``kind``: ``"purge"`` (the agent is deleted: TTL), ``"compact"`` (history up to
     ``base_seq`` removed, maybe snapshots thinned too) or ``"thin"`` (snapshots only).
     ``outcome``: ``"done"``, ``"dry-run"``, ``"unsupported"`` (the engine cannot
-    prune), ``"forgotten"`` (crypto-shredded: nothing to compact) or ``"failed"``.
+    prune), ``"forgotten"`` (crypto-shredded: nothing to compact), ``"refused"`` (the
+    store's principal lacks admin on the agent; the refusal is in the audit log) or
+    ``"failed"``.
     """
 
     agent_id: str
@@ -327,6 +329,7 @@ async def apply_retention(
     is reported to ``audit``.
     """
     await store.flush()
+    audit = store_sink(store, audit)  # a governed store's own audit log by default
     clock = time.time() if now is None else now
     can_prune = store.backend.supports(Capability.PRUNE)
     report = RetentionReport()
@@ -342,6 +345,9 @@ async def apply_retention(
                 report.held += 1
             elif rule is not None and info.head_seq > 0:
                 try:
+                    # a purge needs admin on the agent's namespace when the store is
+                    # opened as a principal (a dry run only reads: read suffices)
+                    await require(store, agent_id, "read" if dry_run else "admin", "retention")
                     action = await _plan_and_apply(
                         store,
                         rule,
@@ -352,12 +358,15 @@ async def apply_retention(
                         dry_run,
                         can_prune,
                     )
+                except AccessDenied as exc:
+                    action = RetentionAction(agent_id, "compact", "refused", reason=str(exc))
                 except AgentForgotten:
                     action = RetentionAction(agent_id, "compact", "forgotten", reason="shredded")
                 except StatekeeperError as exc:
                     action = RetentionAction(agent_id, "compact", "failed", reason=str(exc))
                 if action is not None:
                     report.actions.append(action)
+                if action is not None and action.outcome != "refused":  # audited by require
                     await emit(
                         audit,
                         GovernanceEvent(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..arguments import check_agent_id
 from ..errors import AgentNotFound, ConfigurationError
-from .hooks import AuditSink, GovernanceEvent, emit
+from .hooks import AuditSink, GovernanceEvent, emit, require, store_sink
 
 if TYPE_CHECKING:
     from ..store import StateStore
@@ -55,6 +55,10 @@ async def forget(
     stream nor a key in the vault (a mistyped id), and
     :class:`~statekeeper.errors.ConfigurationError` without a key vault."""
     check_agent_id(agent_id)
+    # destroying a key is forever: it needs admin on the agent's namespace (checked
+    # before anything, and the refusal is audited) on a store opened as a principal
+    await require(store, agent_id, "admin", "forget")
+    audit = store_sink(store, audit)
     keyring = store.codec.keyring
     if keyring is None or keyring.data_keys is None:
         raise ConfigurationError(
