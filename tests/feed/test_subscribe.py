@@ -129,8 +129,9 @@ async def test_bad_arguments_are_refused_before_reading(open_store: Opener) -> N
     store = open_store("memory://")
     with pytest.raises(InvalidArgument):
         store.subscribe(-1)
-    with pytest.raises(InvalidArgument):
-        store.subscribe(namespace="a/b")
+    for namespace in ("", "a//b", "a/", "/a"):
+        with pytest.raises(InvalidArgument):
+            store.subscribe(namespace=namespace)
     with pytest.raises(InvalidArgument):
         store.subscribe(event_types="patch")
     with pytest.raises(InvalidArgument):

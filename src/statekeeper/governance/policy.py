@@ -213,6 +213,17 @@ class Policy:
             return False
         return grants.rank(namespace_of(agent_id)) >= _RANK[permission]
 
+    def reaches(self, principal: str, namespace: str, permission: str = "read") -> bool:
+        """True when ``principal`` has ``permission`` on ``namespace`` or on some
+        namespace below it (``""``: anywhere at all): whether a subscription filtered to
+        that part of the tree could ever deliver an event."""
+        grants = self._raw.get(principal)
+        if grants is None:
+            return False
+        wanted = _RANK[permission]
+        segments = namespace.split("/") if namespace else []
+        return any(rank >= wanted and _reaches(pattern, segments) for rank, pattern in grants)
+
     def is_store_admin(self, principal: str) -> bool:
         """True when ``principal`` has ``admin`` on ``**`` (every namespace)."""
         grants = self._grants.get(principal)
@@ -273,6 +284,22 @@ class Policy:
         from .policy_file import load_policy
 
         return load_policy(path)
+
+
+def _reaches(pattern: str, segments: list[str]) -> bool:
+    """Whether ``pattern`` matches some namespace that starts with ``segments``."""
+    if pattern == "":
+        return not segments  # the root namespace only
+    parts = pattern.split("/")
+    for index, segment in enumerate(segments):
+        if index == len(parts):
+            return False  # the pattern ends above the namespace
+        part = parts[index]
+        if part == "**":
+            return True  # matches any number of segments: the rest can follow
+        if compile_pattern(part).fullmatch(segment) is None:
+            return False
+    return True  # the namespace is a prefix of what the pattern matches
 
 
 def _grants(

@@ -15,7 +15,11 @@ memory and the writers never wait for it.
 
 Filters (``namespace``, ``agent_prefix``, ``event_types``) are applied to the stored
 agent id and kind before anything is decrypted; filtered-out positions still move the
-cursor (:attr:`Subscription.position`), so resuming from it never re-reads them.
+cursor (:attr:`Subscription.position`), so resuming from it never re-reads them. On a
+store opened as a principal, the policy is one more such filter (:class:`FeedAccess`):
+the events of agents the principal may not read are passed over the same way.
+statekeeper's own streams (ids starting ``"\x01"``: the audit log) are never delivered,
+as they are never listed: the audit log is read with ``statekeeper audit``.
 
 Every event is verified (checksum or AEAD tag) as on a load; a damaged one raises
 :class:`~statekeeper.errors.IntegrityError`. The per-agent hash chain is checked by
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..arguments import check_seq
 from ..backends.base import Capability
@@ -39,19 +43,37 @@ from .body import to_event
 if TYPE_CHECKING:
     from .store import StateStore
 
-__all__ = ["Subscription", "namespace_prefix"]
+__all__ = ["FeedAccess", "Subscription", "namespace_prefix"]
 
 #: the longest a live subscription waits before it reads the feed again, wake-up or not
 LIVE_WAIT = 1.0
 
 
 def namespace_prefix(namespace: str) -> str:
-    """The agent-id prefix of a namespace: ids are ``"<namespace>/<rest>"``."""
-    if not isinstance(namespace, str) or not namespace or "/" in namespace:
+    """The agent-id prefix of a namespace: ids are ``"<namespace>/<rest>"``; a
+    namespace may be nested (``"acme/support"``, as in the governance policy)."""
+    if not isinstance(namespace, str) or not namespace or "" in namespace.split("/"):
         raise InvalidArgument(
-            "namespace", f"a namespace is a non-empty id part without '/', not {namespace!r}"
+            "namespace",
+            f"a namespace is '/'-separated non-empty parts (no leading, trailing or"
+            f" double '/'), not {namespace!r:.60}",
         )
     return namespace + "/"
+
+
+class FeedAccess(Protocol):
+    """Who may see what on a subscription of a store opened as a principal
+    (:meth:`statekeeper.store.governed.GovernedStateStore.subscribe`)."""
+
+    async def admit(self) -> None:
+        """Raise :class:`~statekeeper.errors.AccessDenied` (audited) when the
+        subscription may not start; called once, before the first read."""
+        ...
+
+    def readable(self, agent_id: str) -> bool:
+        """True when the subscriber may read ``agent_id``'s events (asked per event,
+        so a policy changed while the subscription runs applies from then on)."""
+        ...
 
 
 class Subscription(AsyncIterator[FeedEvent]):
@@ -77,6 +99,7 @@ class Subscription(AsyncIterator[FeedEvent]):
         event_types: Iterable[str] | None = None,
         batch_size: int = 256,
         stop_at_head: bool = False,
+        access: FeedAccess | None = None,
     ) -> None:
         check_seq(from_position, "from_position")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
@@ -103,6 +126,7 @@ class Subscription(AsyncIterator[FeedEvent]):
                 raise InvalidArgument("event_types", "event_types must be strings")
         store.backend.require(Capability.FEED, "store.subscribe()")
         self._store = store
+        self._access = access
         self._prefixes = tuple(prefixes)
         self._kinds = kinds
         self._batch = batch_size
@@ -118,9 +142,13 @@ class Subscription(AsyncIterator[FeedEvent]):
 
     def _wanted(self, record: FeedRecord) -> bool:
         agent_id = record.agent_id
+        if agent_id[:1] == "\x01":
+            return False  # statekeeper's own streams (the audit log): hidden, as in listings
         if any(not agent_id.startswith(p) for p in self._prefixes):
             return False
-        return self._kinds is None or record.event.kind in self._kinds
+        if self._kinds is not None and record.event.kind not in self._kinds:
+            return False
+        return self._access is None or self._access.readable(agent_id)
 
     async def _check_floor(self) -> tuple[int, int]:
         floor, head = await self._store.backend.feed_bounds()
@@ -162,6 +190,8 @@ class Subscription(AsyncIterator[FeedEvent]):
     async def _start(self) -> None:
         store = self._store
         store._check_open()
+        if self._access is not None:
+            await self._access.admit()
         await store._ready()
         _, head = await self._check_floor()
         self._stop = head if self._stop_at_head else None

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..arguments import check_agent_id, check_name
 from ..errors import AccessDenied, ConfigurationError
 from ..records import AgentInfo, AppendResult, Event, Snapshot
+from .feed import FeedAccess, Subscription
 from .store import StateStore
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class AccessPolicy(Protocol):
     def allows(self, principal: str, agent_id: str, permission: str) -> bool: ...
 
     def is_store_admin(self, principal: str) -> bool: ...
+
+    def reaches(self, principal: str, namespace: str, permission: str = "read") -> bool: ...
 
     def check(
         self, principal: str, agent_id: str | None, permission: str, operation: str
@@ -91,15 +94,21 @@ class Governance:
         try:
             self.policy.check(self.principal or "", agent_id, permission, operation)
         except AccessDenied as exc:
-            if self.audit is not None:
-                await self.audit.record(
-                    operation,
-                    principal=self.principal,
-                    agent_id=agent_id,
-                    outcome="denied",
-                    detail={"needs": permission},
-                )
-            raise exc from None
+            await self.refuse(exc, agent_id)
+
+    async def refuse(
+        self, exc: AccessDenied, agent_id: str | None, detail: Mapping[str, Any] | None = None
+    ) -> None:
+        """Audit the refusal ``exc`` (outcome ``denied``) and raise it."""
+        if self.audit is not None:
+            await self.audit.record(
+                exc.operation,
+                principal=self.principal,
+                agent_id=agent_id,
+                outcome="denied",
+                detail={"needs": exc.permission, **(detail or {})},
+            )
+        raise exc from None
 
     def can_read(self, agent_id: str) -> bool:
         return self.policy is None or self.policy.allows(self.principal or "", agent_id, "read")
@@ -315,14 +324,26 @@ class GovernedStateStore(StateStore):
                 await self._check_read(agent_id, "verify")
         return await super().witness_problems(agent_ids)
 
-    def subscribe(self, from_position: int = 0, **options: Any) -> Any:
-        """The change feed carries every agent's events: only a principal that may
-        read every namespace (``admin`` on ``**``) subscribes (others get
-        :class:`AccessDenied`, not a filtered feed)."""
-        gov = self._governance
-        if gov.policy is not None:
-            gov.policy.check(gov.principal or "", None, "admin", "subscribe")
+    def subscribe(self, from_position: int = 0, **options: Any) -> Subscription:
+        """The change feed, filtered by the policy: only the events of agents this
+        principal may read are delivered (``namespace=``, ``agent_prefix=`` and
+        ``event_types=`` still apply); the positions of the others are passed over like
+        filtered-out ones, so :attr:`Subscription.position` resumes with no gap and no
+        duplicate. The policy is asked per event: a :meth:`set_policy` applies to
+        running subscriptions from the next event on.
+
+        A subscription that could never deliver anything — an unknown principal, or
+        one that may read no namespace under the ``namespace=`` / ``agent_prefix=``
+        asked for — is refused with :class:`AccessDenied` (audited) when it starts
+        (its first ``__anext__`` / ``next_batch``), rather than waiting forever on an
+        empty feed. With ``Audit(reads=True)`` the start of each subscription is
+        recorded (one entry, not one per event)."""
         return super().subscribe(from_position, **options)
+
+    def _feed_access(
+        self, from_position: int, namespace: str | None, agent_prefix: str | None
+    ) -> FeedAccess:
+        return _FeedAccess(self._governance, namespace, agent_prefix, from_position)
 
     async def trim_feed(self, through: int) -> int:
         gov = await self._allowed(None, "admin", "trim_feed")
@@ -380,3 +401,50 @@ class GovernedStateStore(StateStore):
             raise
         await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
         return existed
+
+
+class _FeedAccess:
+    """The policy as a filter of one subscription (:class:`~.feed.FeedAccess`)."""
+
+    __slots__ = ("gov", "namespace", "prefix", "start")
+
+    def __init__(
+        self, gov: Governance, namespace: str | None, agent_prefix: str | None, start: int
+    ) -> None:
+        self.gov = gov
+        self.namespace = namespace
+        self.prefix = agent_prefix
+        self.start = start
+
+    def _scopes(self) -> list[str]:
+        """The namespaces every delivered agent lives in or below (``""``: anywhere)."""
+        scopes = [self.namespace or ""]
+        if self.prefix is not None:
+            cut = self.prefix.rfind("/")
+            scopes.append(self.prefix[:cut] if cut > 0 else "")
+        return scopes
+
+    async def admit(self) -> None:
+        gov = self.gov
+        policy, principal = gov.policy, gov.principal or ""
+        if policy is None:
+            return
+        if not policy.knows(principal):
+            await gov.require(None, "read", "subscribe")  # refused: names it, audited
+        for scope in self._scopes():
+            if not policy.reaches(principal, scope, "read"):
+                where = f"namespace {scope!r} or below" if scope else "any namespace"
+                exc = AccessDenied(
+                    principal, "read", "subscribe", None, f"may read no agent in {where}"
+                )
+                await gov.refuse(exc, None, {"namespace": scope})
+        if gov.audit is not None and gov.audit.reads:
+            detail: dict[str, Any] = {"from_position": self.start}
+            if self.namespace is not None:
+                detail["namespace"] = self.namespace
+            if self.prefix is not None:
+                detail["agent_prefix"] = self.prefix
+            await gov.record("subscribe", detail=detail)
+
+    def readable(self, agent_id: str) -> bool:
+        return self.gov.can_read(agent_id)

@@ -52,7 +52,7 @@ from . import digests, verification
 from .cache import CacheStats
 from .digests import StreamDigest
 from .durability import Durability
-from .feed import Subscription
+from .feed import FeedAccess, Subscription
 from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .machines import Machines
 from .options import check_options, state_values
@@ -502,7 +502,15 @@ class StateStore:
             event_types=event_types,
             batch_size=batch_size,
             stop_at_head=stop_at_head,
+            access=self._feed_access(from_position, namespace, agent_prefix),
         )
+
+    def _feed_access(
+        self, from_position: int, namespace: str | None, agent_prefix: str | None
+    ) -> FeedAccess | None:
+        """Who may see what on a subscription (None: everything; a store opened as a
+        principal filters by its policy)."""
+        return None
 
     async def feed_bounds(self) -> tuple[int, int]:
         """``(floor, head)`` of the change feed: positions ``<= floor`` were trimmed,

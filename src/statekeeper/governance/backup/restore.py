@@ -30,7 +30,7 @@ from ...codec.pipeline import CHAIN_BROKEN
 from ...errors import AgentForgotten, BackupCorrupt, BackupError, IntegrityError, KeyNotFound
 from ...records import AppendRequest, RawEvent, RawSnapshot
 from ...store.body import SNAPSHOT_KIND
-from ..hooks import AuditSink, GovernanceEvent, emit
+from ..hooks import AuditSink, GovernanceEvent, emit, require, store_sink
 from .fileformat import BackupKey, FrameReader
 from .location import Location
 from .writer import pack_entry, stream_digest
@@ -207,13 +207,24 @@ async def restore(
 ) -> RestoreResult:
     """Restore ``backups`` (a full backup, then its incrementals in order; paths or
     ``s3://`` URLs) into ``store`` (see the module documentation). ``skip_existing``
-    leaves out agents the target already holds instead of refusing."""
+    leaves out agents the target already holds instead of refusing.
+
+    On a target opened as a principal, the restore needs ``admin`` on the namespace of
+    every agent in the backups (it writes history as others wrote it: their actors,
+    their times), and ``admin`` on ``**`` when they hold the store's own streams (the
+    audit log); the first one missing raises
+    :class:`~statekeeper.errors.AccessDenied` (audited) before anything is verified
+    or written. ``audit`` defaults to the target's own audit log there."""
     started = time.perf_counter()
     if not backups:
         raise BackupError("restore needs at least one backup")
+    audit = store_sink(store, audit)
     with contextlib.ExitStack() as stack:
         paths = [stack.enter_context(Location(b).local_copy()) for b in backups]
         streams, ids = await asyncio.to_thread(read_backups, paths, key)
+    for agent_id in sorted(streams):
+        internal = agent_id[:1] == "\x01"  # the store's own streams: store admin only
+        await require(store, None if internal else agent_id, "admin", "restore")
     forgotten: list[str] = []
     tags: dict[str, bytes] = {}
     for done, agent_id in enumerate(sorted(streams), start=1):

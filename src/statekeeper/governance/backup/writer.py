@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack  # type: ignore[import-untyped]
 
 from ...errors import BackupError
-from ..hooks import AuditSink, GovernanceEvent, emit
+from ..hooks import AuditSink, GovernanceEvent, emit, require, store_sink
 from .fileformat import BackupKey, FrameReader, FrameWriter, Header
 from .location import Location
 
@@ -179,7 +179,15 @@ async def backup(
     previous backup (of the same store, same key) for an incremental one. ``progress``
     is called with ``(agents done, agents in the cut)``. The file appears only when
     complete (written beside the target and renamed, or uploaded when done).
+
+    On a store opened as a principal the backup needs ``admin`` on every namespace
+    (``**``): it copies every stream, the audit log included, which only a store
+    admin may read; otherwise :class:`~statekeeper.errors.AccessDenied` (audited)
+    before anything is read or written. ``audit`` defaults to the store's own audit
+    log there.
     """
+    await require(store, None, "admin", "backup")
+    audit = store_sink(store, audit)
     key.check_not_store_key(store.codec.keyring)
     started = time.perf_counter()
     created = time.time()
