@@ -54,9 +54,7 @@ async def test_a_principal_receives_only_the_agents_it_may_read(as_principal: Ma
     bob = as_principal("bob")  # writes (so reads) globex/*
     assert [e.agent_id for e in await _all(bob)] == ["globex/eu/g1", "globex/eu/g1"]
     # the namespace and type filters still apply on top of the policy
-    assert [e.agent_id for e in await _all(alice, namespace="acme/billing")] == [
-        "acme/billing/b1"
-    ]
+    assert [e.agent_id for e in await _all(alice, namespace="acme/billing")] == ["acme/billing/b1"]
     assert [e.type for e in await _all(alice, event_types=["tool_call"])] == ["tool_call"]
 
 

@@ -11,6 +11,11 @@ codec). A wrong backup key raises :class:`~statekeeper.errors.BackupKeyMismatch`
 damaged, truncated, edited or incomplete backup
 :class:`~statekeeper.errors.BackupCorrupt`; either way nothing is restored.
 
+statekeeper's own streams in a backup (the source's audit log) are restored only into a
+target that has none yet: a target's audit log is never overwritten or merged into (its
+hash chain is its own); the backup's copy is then left out and listed in
+``RestoreResult.kept_internal``.
+
 Agents whose data key was destroyed (``statekeeper forget``) cannot be verified or
 read: they are left out and listed in ``RestoreResult.forgotten``.
 """
@@ -62,6 +67,9 @@ class RestoreResult:
     skipped: int = 0
     backup_ids: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: statekeeper's own streams of the backup (the source's audit log) left out
+    #: because the target has its own: the target's audit log is never overwritten
+    kept_internal: list[str] = field(default_factory=list)
 
 
 def _apply(streams: dict[str, _Stream], reader: FrameReader, chunk_streams: dict[str, Any]) -> None:
@@ -245,6 +253,11 @@ async def restore(
     gate = asyncio.Semaphore(max(1, concurrency))
     heads = await asyncio.gather(*(store.backend.head(a) for a in tags))
     present = [a for a, h in zip(tags, heads, strict=True) if h]
+    # the target's own streams (its audit log) are kept: the backup's copy is left out
+    kept = [a for a in present if a[:1] == "\x01"]
+    for agent_id in kept:
+        del tags[agent_id]
+    present = [a for a in present if a[:1] != "\x01"]
     if present and skip_existing:
         for agent_id in present:
             del tags[agent_id]
@@ -274,14 +287,14 @@ async def restore(
         len(present) if skip_existing else 0,
         ids,
         time.perf_counter() - started,
+        kept,
     )
-    await emit(
-        audit,
-        GovernanceEvent(
-            "restore",
-            None,
-            "ok",
-            details={"backups": ids, "agents": result.agents, "forgotten": len(forgotten)},
-        ),
-    )
+    details: dict[str, Any] = {
+        "backups": ids,
+        "agents": result.agents,
+        "forgotten": len(forgotten),
+    }
+    if kept:
+        details["kept_target_streams"] = len(kept)
+    await emit(audit, GovernanceEvent("restore", None, "ok", details=details))
     return result
