@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
-from statekeeper import SyncStateStore
+from statekeeper import StateStore, SyncStateStore
 from statekeeper.codec.keys import Keyring, generate_key
+from statekeeper.governance import AuditLog
 
-from ..cli._subprocess import cli, one_error_line
+from ..cli._subprocess import Run, cli, one_error_line
 
 
 def key_file_with_vault(folder: Path) -> Path:
@@ -87,3 +89,44 @@ def test_retention_apply_dry_run_then_for_real(tmp_path: Path) -> None:
     policy.write_text("acme keep_last=2\nacme ttl=1d\n")
     bad = cli("retention", "apply", "--policy", str(policy), "--db", str(db))
     assert bad.code == 2 and f"{policy}:2:" in one_error_line(bad)
+
+
+def test_backup_and_restore_as_a_principal_check_the_policy(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[principals.reader]\nread = ["**"]\n\n[principals.ops]\nadmin = ["**"]\n')
+    db, target = tmp_path / "live.db", tmp_path / "restored.db"
+    store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))
+    store.save("acme/u1", {"n": 1})
+    store.close()
+    common = ["--key-file", str(keys)]
+    bk = ["--backup-key", str(tmp_path / "backup.key"), "--create-backup-key"]
+
+    def as_(principal: str, *args: str) -> Run:
+        return cli("--as", principal, "--policy", str(policy), *args, *common)
+
+    refused = as_("reader", "backup", "--db", str(db), "--to", str(tmp_path / "r.skb"), *bk)
+    assert refused.code == 4 and "every namespace" in one_error_line(refused), str(refused)
+    assert not (tmp_path / "r.skb").exists()
+    made = as_("ops", "backup", "--db", str(db), "--to", str(tmp_path / "b.skb"), *bk)
+    assert made.code == 0, str(made)
+    assert cli("init", f"sqlite:///{target}").code == 0
+    bk = bk[:2]
+    denied = as_("reader", "restore", str(tmp_path / "b.skb"), "--to", str(target), *bk)
+    assert denied.code == 4 and "admin" in one_error_line(denied), str(denied)
+    done = as_("ops", "restore", str(tmp_path / "b.skb"), "--to", str(target), "--json", *bk)
+    assert done.code == 0 and json.loads(done.stdout)["agents"] == 1, str(done)
+    ring = Keyring.from_file(keys)
+    for path, expected in (
+        (db, [("reader", "backup", "denied"), ("ops", "backup", "ok")]),
+        (target, [("reader", "restore", "denied"), ("ops", "restore", "ok")]),
+    ):
+        entries = asyncio.run(_listed(f"sqlite:///{path}", ring))
+        assert [e for e in entries if e[1] in ("backup", "restore")] == expected
+
+
+async def _listed(url: str, ring: Keyring) -> list[tuple[str | None, str, str]]:
+    async with StateStore(url, keyring=ring) as store:
+        log = AuditLog(store.backend, ring)
+        return [(e.principal, e.operation, e.outcome) async for e in log.entries()]
