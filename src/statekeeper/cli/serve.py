@@ -3,7 +3,8 @@
 Read-only unless ``--allow-writes``; binds to 127.0.0.1 unless ``--host`` names
 another address *and* ``--public`` is given; every request needs the token, which is
 generated and printed at start (in the link to open), or given with ``--token`` /
-``$STATEKEEPER_INSPECTOR_TOKEN``.
+``$STATEKEEPER_INSPECTOR_TOKEN``. With the global ``--as PRINCIPAL --policy FILE``
+the store is opened as that principal: pages show what it may read, the rest is a 403.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Annotated
 
 import typer
 
-from ..errors import ConfigurationError
+from ..errors import AccessDenied, ConfigurationError
 from .app import DbOption, KeyFileOption, app, handled, resolve_url, run
-from .stores import check_store, env_keyring
+from .stores import check_store, env_keyring, governance_options
 
 __all__ = ["serve"]
 
@@ -76,7 +77,12 @@ def serve(
     given = token or os.environ.get(ENV_TOKEN, "").strip() or None
     if given is not None and len(given) < 16:
         raise ConfigurationError("--token must be at least 16 characters")
-    env_keyring(key_file)  # a bad key file fails before anything listens
+    keyring = env_keyring(key_file)  # a bad key file fails before anything listens
+    # --as / --policy (global options): the inspector opens its store as that principal
+    governance = governance_options(keyring)
+    principal, policy = governance.get("principal"), governance.get("policy")
+    if principal is not None and policy is not None and not policy.knows(principal):
+        raise AccessDenied(principal, "read", "serve", reason="the policy does not name it")
 
     async def check() -> None:
         backend = await check_store(store_url)
@@ -90,6 +96,8 @@ def serve(
         machine=machine,
         langgraph_prefix=langgraph_prefix,
         shown_url=mask_url(store_url),
+        principal=principal,
+        policy=policy,
     )
     if given is not None:
         settings.token = given

@@ -25,12 +25,14 @@ from starlette.staticfiles import StaticFiles
 from ..arguments import check_agent_id, check_seq
 from ..backends.redact import mask_url, scrub
 from ..errors import (
+    AccessDenied,
     AgentNotFound,
     CapabilityUnsupported,
     ConfigurationError,
     InvalidArgument,
     StatekeeperError,
 )
+from ..store.governed import governance_of
 from . import pages
 from .auth import TokenMiddleware, csrf_token, valid_csrf
 from .changes import pretty
@@ -97,16 +99,41 @@ class Inspector:
             return
         from ..store.opening import configured_keyring, open_existing
 
+        keyring = configured_keyring(self.settings.key_file)
+        governance = self.governance(keyring is not None)
+        # refusals are appended to the audit log: a store that keeps one is opened for
+        # writing (the inspector still offers no write without --allow-writes)
+        readonly = not self.settings.allow_writes and governance.get("audit") is None
         async with open_existing(
-            self.settings.url,
-            keyring=configured_keyring(self.settings.key_file),
-            readonly=not self.settings.allow_writes,
+            self.settings.url, keyring=keyring, readonly=readonly, **governance
         ) as store:
             self._store = store
             try:
                 yield
             finally:
                 self._store = None
+
+    def governance(self, keyed: bool) -> dict[str, Any]:
+        """``principal``, ``policy`` and ``audit`` for the store (empty without a
+        principal); the audit log is kept when the store has a key, as on the CLI."""
+        principal, policy = self.settings.principal, self.settings.policy
+        if principal is None and policy is None:
+            return {}
+        from ..governance import Audit
+
+        return {"principal": principal, "policy": policy, "audit": Audit() if keyed else None}
+
+    @property
+    def principal(self) -> str | None:
+        """Who this inspector acts as (None: the plain store, no policy)."""
+        gov = governance_of(self._store) if self._store is not None else None
+        return gov.principal if gov is not None else self.settings.principal
+
+    @property
+    def store_admin(self) -> bool:
+        """May this inspector's principal see store-wide detail (admin on ``**``)?"""
+        gov = governance_of(self.store)
+        return gov is None or gov.store_admin()
 
     def safe(self, text: str) -> str:
         """``text`` with the store URL's secrets masked."""
@@ -122,12 +149,15 @@ class Inspector:
             csrf=self.csrf,
             store_url=self.safe(self.settings.shown_url or mask_url(self.settings.url)),
             lg_prefix=self.settings.langgraph_prefix,
+            principal=self.principal,
             **context,
         )
         return HTMLResponse(html, status_code=status)
 
     def error(self, request: Request, exc: Exception) -> HTMLResponse:
-        if isinstance(exc, AgentNotFound):
+        if isinstance(exc, AccessDenied):
+            status, title = 403, "Access denied"
+        elif isinstance(exc, AgentNotFound):
             status, title = 404, "Not found"
         elif isinstance(exc, InvalidArgument | ConfigurationError | CapabilityUnsupported):
             status, title = 400, "Bad request"
@@ -300,6 +330,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         try:
             agent_id = _agent_id(params)
             since = _seq(params, "since", optional=True) or 0
+            await ins.store.head(agent_id)  # may this principal read it? (403 if not)
         except StatekeeperError as exc:
             return ins.error(request, exc)
 
@@ -358,7 +389,8 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             "store.html",
             health_ok=health.ok,
             backend_name=health.backend,
-            detail=ins.safe(pretty(health.detail, 8000)),
+            # store-wide detail (paths, sizes, counts of every tenant): admins only
+            detail=ins.safe(pretty(health.detail, 8000)) if ins.store_admin else None,
             capabilities=sorted(c.value for c in backend.capabilities),
             leases=backend.supports_leases,
             encrypted=ins.store.codec.keyring is not None,

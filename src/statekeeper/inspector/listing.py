@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..arguments import INTERNAL_PREFIX, check_agent_id
 from ..errors import CapabilityUnsupported, InvalidArgument
+from ..store.governed import governance_of
 
 if TYPE_CHECKING:
     from ..records import AgentInfo
@@ -217,16 +218,37 @@ Cursor = str | tuple[float, str] | None
 
 
 async def _fetch(store: StateStore, order: Order, cursor: Cursor, n: int) -> list[AgentInfo]:
-    """``n`` index rows strictly beyond ``cursor`` in ``order``."""
+    """``n`` index rows strictly beyond ``cursor`` in ``order`` — of the agents the
+    store's principal may read, when it is opened as one.
+
+    Ascending, :meth:`StateStore.list_agents` (a governed store filters it itself);
+    the other orders read the backend's indexes directly
+    (:meth:`Backend.list_agents_before`, :meth:`Backend.list_agents_by_write`), so they
+    apply the same policy here, reading on until ``n`` readable rows or the end: an id
+    the principal may not read is never returned, nor used as a cursor in a link."""
     if order == "asc":
         assert not isinstance(cursor, tuple)
         return await store.list_agents(after=cursor, limit=n)
     await store.flush()
-    if order in BY_WRITE:
-        assert cursor is None or isinstance(cursor, tuple)
-        return await store.backend.list_agents_by_write(cursor, n, newest_first=order == "recent")
-    assert not isinstance(cursor, tuple)
-    return await store.backend.list_agents_before(cursor, n)
+    gov = governance_of(store)
+    if gov is not None and gov.policy is not None and not gov.policy.knows(gov.principal or ""):
+        await gov.require(None, "read", "list")  # an unknown principal: refused, audited
+    out: list[AgentInfo] = []
+    while len(out) < n:
+        if order in BY_WRITE:
+            assert cursor is None or isinstance(cursor, tuple)
+            batch = await store.backend.list_agents_by_write(
+                cursor, n, newest_first=order == "recent"
+            )
+            cursor = (batch[-1].updated_at, batch[-1].agent_id) if batch else cursor
+        else:
+            assert not isinstance(cursor, tuple)
+            batch = await store.backend.list_agents_before(cursor, n)
+            cursor = batch[-1].agent_id if batch else cursor
+        out.extend(info for info in batch if gov is None or gov.can_read(info.agent_id))
+        if len(batch) < n:
+            break
+    return out[:n]
 
 
 async def _heads(store: StateStore, infos: list[AgentInfo]) -> list[AgentHead | None]:

@@ -80,8 +80,11 @@ async def agent_view(
     machine: AgentStateMachine[Any, Any] | None,
     budget: int,
 ) -> tuple[AgentView, TimelinePage]:
-    """The agent page: its state, lease and history read concurrently, the history
-    read once for both the diagram's counts and the newest page of the timeline."""
+    """The agent page: its state first (on a governed store, the one read check:
+    :class:`AccessDenied`, audited once), then its lease and history concurrently, the
+    history read once for both the diagram's counts and the newest page of the
+    timeline. The lease and the stored sizes are read from the backend directly, only
+    after that check."""
     backend = store.backend
 
     async def lease() -> LeaseInfo | None:
@@ -90,7 +93,8 @@ async def agent_view(
     async def events() -> list[Event]:
         return [ev async for ev in store.history(agent_id, to_seq=budget)]
 
-    snap, got_lease, read = await asyncio.gather(store.load(agent_id), lease(), events())
+    snap = await store.load(agent_id)
+    got_lease, read = await asyncio.gather(lease(), events())
     graph = from_machine(machine)
     graph.truncated = snap.seq > budget
     observe_transitions(graph, read)

@@ -64,6 +64,8 @@ def serve(
     bound = sock.getsockname()[1]
     stream = out or sys.stdout
     mode = "writes allowed" if settings.allow_writes else "read-only"
+    if settings.principal is not None:
+        mode += f", as {settings.principal}"
     print(
         f"statekeeper inspector ({mode}) on {start_url(host, bound, settings.token)}", file=stream
     )

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .auth import new_token
+
+if TYPE_CHECKING:
+    from ..store.governed import AccessPolicy
 
 __all__ = ["InspectorSettings"]
 
@@ -25,6 +29,11 @@ class InspectorSettings:
         live_interval: how often the live view checks an agent's head (seconds).
         history_budget: the most events one agent page reads for the diagram's counts
             and the keys/steps tables (the page says when it stopped early).
+        principal: act as this principal (``statekeeper serve --as``): the store is
+            opened governed, every read checked against ``policy``, and refusals
+            answer 403 (audited when the store has a key).
+        policy: the access policy of ``principal``
+            (:func:`statekeeper.governance.load_policy`; ``--policy``).
     """
 
     url: str
@@ -37,3 +46,5 @@ class InspectorSettings:
     history_budget: int = 5_000
     #: shown on the store page (the URL with any password removed)
     shown_url: str = ""
+    principal: str | None = None
+    policy: AccessPolicy | None = None
