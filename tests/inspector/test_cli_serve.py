@@ -92,3 +92,49 @@ def test_without_the_inspector_extra_it_names_the_extra(seeded_url: str) -> None
     assert r.returncode == 2, r.stderr
     assert "statekeeper[inspector]" in r.stderr and "uvicorn" in r.stderr
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+
+
+READER_POLICY = """\
+[principals.reader]
+read = ["tenant/**"]
+"""
+
+
+def test_serves_as_the_principal_of_as_and_policy(seeded_url: str, tmp_path: Path) -> None:
+    """The global ``--as`` / ``--policy`` reach the inspector: the link says who it
+    acts as, the list shows only what that principal may read, the rest is a 403."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(READER_POLICY)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "STATEKEEPER_INSPECTOR_TOKEN": "t" * 32}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "statekeeper.cli", "--as", "reader", "--policy", str(policy),
+         "serve", seeded_url, "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # blocks until the server says where it is
+        found = re.search(r"\(read-only, as reader\) on (http://127\.0\.0\.1:\d+)/", line)
+        assert found is not None, line + (proc.stderr.read() if proc.poll() is not None else "")
+        auth = {"Authorization": "Bearer " + "t" * 32}
+        with httpx.Client(base_url=found.group(1), timeout=30, headers=auth) as client:
+            page = client.get("/agents")
+            assert page.status_code == 200
+            assert "tenant/alpha" in page.text and "agent-000" not in page.text
+            assert client.get("/agent?id=agent-000").status_code == 403
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_refuses_a_principal_the_policy_does_not_name(seeded_url: str, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(READER_POLICY)
+    r = subprocess.run(
+        [sys.executable, "-m", "statekeeper.cli", "--as", "mallory", "--policy", str(policy),
+         "serve", seeded_url, "--port", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode != 0
+    assert "mallory" in r.stderr and "does not name it" in r.stderr
+    assert "Traceback" not in r.stderr
