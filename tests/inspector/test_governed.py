@@ -197,3 +197,23 @@ def test_a_store_admin_sees_everything(keyed: tuple[str, Path], policy: Policy) 
         assert sorted(ids_on(c.get("/agents?limit=50").text)) == sorted(ACME + GLOBEX)
         assert c.get("/agent?id=globex/jobs/j-1").status_code == 200
         assert 'id="health-detail"' in c.get("/store").text
+
+
+def test_thread_retention_needs_admin(store_copy: str) -> None:
+    """Retention rewrites a thread: write on its namespace is not enough (admin, as
+    ``statekeeper retention apply``); refused, the thread keeps every checkpoint."""
+    from statekeeper.inspector.auth import csrf_token
+
+    policy = parse_policy(
+        '[principals.writer]\nwrite = ["lg/**"]\n\n[principals.keeper]\nadmin = ["lg/**"]\n'
+    )
+    form = {"thread": "chat-1", "keep_last": "1", "csrf": csrf_token(TOKEN)}
+    with make_client(store_copy, principal="writer", policy=policy, allow_writes=True) as c:
+        before = len(re.findall(r'<li class="cp ', c.get("/thread?id=chat-1").text))
+        assert before > 1
+        r = c.post("/thread/retention", data=form)
+        assert r.status_code == 403 and "may not retention" in r.text
+        assert len(re.findall(r'<li class="cp ', c.get("/thread?id=chat-1").text)) == before
+    with make_client(store_copy, principal="keeper", policy=policy, allow_writes=True) as c:
+        assert c.post("/thread/retention", data=form).status_code == 200
+        assert len(re.findall(r'<li class="cp ', c.get("/thread?id=chat-1").text)) == 1

@@ -479,6 +479,10 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         thread_id = form.get("thread", "")
         if not thread_id:
             raise InvalidArgument("thread", "which thread?")
+        gov = governance_of(ins.store)
+        if gov is not None:  # retention is admin of the namespace, as on the CLI
+            agent_id = check_agent_id(ins.settings.langgraph_prefix + thread_id, "thread")
+            await gov.require(agent_id, "admin", "retention")
         lg = saver(ins.store, ins.settings.langgraph_prefix)
         report = await lg.aprune_retention([thread_id], keep_last=keep_last)
         return ins.render(
