@@ -233,6 +233,9 @@ EXPECTED: dict[tuple[str, str], int] = {
     ("backup", "--backup-key: a missing file"): 0,
     # a dry run plans from clear headers (seqs, times): nothing the key protects
     ("retention apply", "--key-file: the wrong key"): 0,
+    # projection positions and the feed's bounds are clear headers: nothing is decrypted
+    # (rebuild and run decrypt events, and refuse the wrong key)
+    ("projections status", "--key-file: the wrong key"): 0,
 }
 
 
