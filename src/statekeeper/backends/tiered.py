@@ -74,6 +74,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
+from ..arguments import INTERNAL_PREFIX
 from ..errors import (
     ConfigurationError,
     ConflictError,
@@ -115,6 +116,12 @@ _MISS = _Miss()
 
 def _is_marker(agent_id: str) -> bool:
     return agent_id.startswith(COLD_MARKER)
+
+
+def _is_internal(agent_id: str) -> bool:
+    """A stream of the store's own (a cold marker, the audit log): it always stays in
+    the durable tier, never demoted, so there is nothing to rehydrate."""
+    return agent_id.startswith(INTERNAL_PREFIX)
 
 
 class TieredBackend(Backend):
@@ -871,7 +878,7 @@ class TieredBackend(Backend):
         while True:
             page = await self.durable.list_agents(after=after, limit=_PAGE)
             for info in page:
-                if _is_marker(info.agent_id):
+                if _is_internal(info.agent_id):
                     continue
                 if info.updated_at < cutoff and self._last_used.get(info.agent_id, 0.0) < cutoff:
                     idle.append(info.agent_id)
@@ -927,7 +934,7 @@ class TieredBackend(Backend):
         ``locked``: the caller holds the agent's lock already.
         """
         cold = self.cold
-        if cold is None or _is_marker(agent_id):
+        if cold is None or _is_internal(agent_id):
             return 0
         marker_id = COLD_MARKER + agent_id
         if await self.durable.head(marker_id) == 0:
