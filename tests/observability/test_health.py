@@ -272,6 +272,8 @@ def test_cli_analyze(runner: CliRunner, tmp_path: Path) -> None:
     assert "optimal snapshot interval: not computed" in result.stdout
     result = runner.invoke(app, ["analyze", "--db", url, "--group", "machine"])
     assert result.exit_code == 2 and "must be 'all' or 'namespace'" in result.output
+    result = runner.invoke(app, ["analyze", "--db", url, "--until", "tomorrow"])
+    assert result.exit_code == 2 and "'--until'" in result.output  # the flag given, named
 
 
 def test_store_exporter_scrapes_the_contents(tmp_path: Path) -> None:

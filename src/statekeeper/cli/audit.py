@@ -12,8 +12,6 @@ needs ``admin`` on every namespace (``**``).
 
 from __future__ import annotations
 
-import math
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -39,25 +37,9 @@ audit_app = typer.Typer(
 
 
 def _since(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        pass
-    else:
-        if math.isfinite(number):
-            return number
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError:
-        raise typer.BadParameter(
-            f"{value!r} is not an ISO 8601 time (e.g. 2025-01-31T12:00:00Z) or epoch seconds",
-            param_hint="'--since'",
-        ) from None
-    if dt.tzinfo is None:
-        dt = dt.astimezone()
-    return dt.timestamp()
+    from .commands import _parse_time  # loaded on use: keeps ``audit --help`` light
+
+    return None if value is None else _parse_time(value, "--since")
 
 
 async def _log(store: StateStore) -> AuditLog | None:

@@ -40,8 +40,9 @@ async def _require(store: StateStore, agent_id: str) -> int:
     return head
 
 
-def _parse_time(value: str) -> float:
-    """Epoch seconds, or ISO 8601 (naive times are local)."""
+def _parse_time(value: str, option: str = "--at-time") -> float:
+    """Epoch seconds, or ISO 8601 (naive times are local); ``option`` names the flag
+    in the error."""
     try:
         number = float(value)
     except ValueError:
@@ -54,7 +55,7 @@ def _parse_time(value: str) -> float:
     except ValueError:
         raise typer.BadParameter(
             f"{value!r} is not an ISO 8601 time (e.g. 2025-01-31T12:00:00Z) or epoch seconds",
-            param_hint="'--at-time'",
+            param_hint=f"'{option}'",
         ) from None
     if dt.tzinfo is None:
         dt = dt.astimezone()

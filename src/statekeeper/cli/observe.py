@@ -214,8 +214,8 @@ def analyze(
     if group not in ("all", "namespace"):
         raise typer.BadParameter("must be 'all' or 'namespace'", param_hint="'--group'")
     url = resolve_url(ctx, db)
-    start = _parse_time(since) if since is not None else None
-    end = _parse_time(until) if until is not None else None
+    start = _parse_time(since, "--since") if since is not None else None
+    end = _parse_time(until, "--until") if until is not None else None
     result = run(_analyze(url, key_file, group, start, end, window, rto, mtbf, consistency, states))
     if json_out:
         render.print_json(result)
