@@ -55,11 +55,8 @@ import asyncio
 import contextlib
 import logging
 import math
-import re
-import select
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ...arguments import check_stored_id
 from ...errors import (
@@ -70,7 +67,6 @@ from ...errors import (
     ConflictError,
     LeaseHeld,
     LeaseLost,
-    NotAStore,
     ReadOnlyStore,
     StoreClosed,
 )
@@ -108,131 +104,30 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'statekeeper[postgres]'"
     ) from exc
 
+from . import schema as _schema
+from .connection import (
+    SCHEMA_RE,
+    check_connection,
+    parse_postgres_url,
+    read_only_session,
+    transient,
+)
 from .feed import FeedReader
+from .replica import REPLICA_QUERIES, ReplicaReads
+from .schema import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["MIGRATIONS", "PostgresBackend", "parse_postgres_url"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresBackend", "parse_postgres_url"]
 
 logger = logging.getLogger("statekeeper.backends.postgres")
 
 T = TypeVar("T")
 
-#: statekeeper's own query-string options in a ``postgresql://`` URL
-_OWN_OPTIONS = (
-    "schema",
-    "pool_min_size",
-    "pool_max_size",
-    "pool_timeout",
-    "retry_timeout",
-    "reconnect_timeout",
-    "connect_timeout",
-)
-_SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 _PACKAGE = "statekeeper.backends.postgres"
-
-# Numbered migrations: (version, name, SQL with ``{s}`` for the schema), in sql/.
-# Never edit a released one; append a new number instead. Nothing has been released
-# yet: the pre-release migrations 1-6 are squashed into one, numbered 6 (so a schema
-# that has them all is current), written to also upgrade a schema that has 1-5.
-MIGRATIONS: list[tuple[int, str, str]] = [
-    (6, "tables, leases and the append functions", read_script(_PACKAGE, "sql/schema.sql")),
-    (7, "the change feed: event positions", read_script(_PACKAGE, "sql/feed.sql")),
-    (8, "the agents' last-write index", read_script(_PACKAGE, "sql/written_index.sql")),
-]
-
-SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 #: every statement, by name (sql/queries.sql)
 _QUERIES: dict[str, str] = named_blocks(read_script(_PACKAGE, "sql/queries.sql"))
 _NO_LIMIT = 2**62
-
-
-def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
-    """Split a ``postgresql://`` URL into the DSN psycopg gets and statekeeper's options.
-
-    ``postgres://`` and ``postgresql+psycopg://`` are accepted spellings. Returns the
-    DSN (with every other query option left in place) and keyword arguments for
-    :class:`PostgresBackend`. ``connect_timeout`` (seconds, fractions allowed) is
-    taken out too: it bounds the first connection (see :class:`PostgresBackend`).
-    """
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - validates the port
-    except ValueError as exc:
-        raise ConfigurationError(f"bad PostgreSQL URL {mask_url(url)!r}: {exc}") from None
-    scheme = parts.scheme.lower().split("+", 1)[0]
-    if scheme not in ("postgresql", "postgres"):
-        raise ConfigurationError(f"not a PostgreSQL URL: {mask_url(url)!r}")
-    kwargs: dict[str, Any] = {}
-    keep: list[tuple[str, str]] = []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key not in _OWN_OPTIONS:
-            keep.append((key, value))
-            continue
-        try:
-            if key == "schema":
-                kwargs["schema"] = value
-            elif key in ("pool_min_size", "pool_max_size"):
-                kwargs[key.removeprefix("pool_")] = int(value)
-            else:
-                kwargs[key] = float(value)
-                if not kwargs[key] >= 0 or (key == "connect_timeout" and not kwargs[key] > 0):
-                    raise ValueError(value)
-        except ValueError:
-            raise ConfigurationError(
-                f"{key} must be a number, not {value!r}, in {mask_url(url)!r}"
-            ) from None
-    dsn = urlunsplit(
-        # libpq does not read "+" as a space: percent-encode (options=-c%20statement_timeout=…)
-        ("postgresql", parts.netloc, parts.path, urlencode(keep, quote_via=quote), parts.fragment)
-    )
-    return dsn, kwargs
-
-
-#: SQLSTATEs outside class 08 that mean "the connection went away", not "the statement
-#: is wrong": admin_shutdown, crash_shutdown, cannot_connect_now
-_CONNECTION_STATES = frozenset({"57P01", "57P02", "57P03"})
-
-
-async def _read_only_session(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Pool ``configure`` hook of a read-only backend: the server refuses any write."""
-    await conn.execute("SET default_transaction_read_only = on")
-
-
-def _transient(exc: BaseException) -> bool:
-    """True for failures of the connection (not of the statement): worth a retry.
-
-    SQLSTATE class 08 and 57P01-57P03; a pool timeout; an error the client library
-    raised itself about its connection (no SQLSTATE: a broken socket, a closed
-    connection); serialization failures and deadlocks (the transaction was rolled
-    back, so running it again is safe). Anything else — ``statement_timeout``
-    (57014), a size limit (54000), a permission, a constraint — is permanent.
-    """
-    if isinstance(exc, PoolTimeout):
-        return True
-    if isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected):
-        return True
-    state = getattr(exc, "sqlstate", None)
-    if state:
-        return state.startswith("08") or state in _CONNECTION_STATES
-    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
-
-
-async def _check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Refuse a connection that is closed or whose server went away.
-
-    A connection the server terminated (restart, ``pg_terminate_backend``) has an
-    unread error or EOF waiting on its socket; only then is a round trip spent to
-    confirm, so a healthy checkout costs one ``select`` call, not a query.
-    """
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("connection is closed")
-    try:
-        ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    except (OSError, ValueError, psycopg.Error) as exc:
-        raise psycopg.OperationalError(f"connection socket is unusable: {exc}") from exc
-    if ready:
-        await conn.execute("")
 
 
 class PostgresBackend(Backend):
@@ -255,6 +150,14 @@ class PostgresBackend(Backend):
             fails; later (lost connections) the ``retry_timeout`` budget applies.
         prepare_threshold: psycopg's server-side prepare threshold (None disables it,
             e.g. behind PgBouncer in transaction mode).
+        partitions: create a new schema hash-partitioned by agent id into this many
+            partitions per table (see :mod:`.schema`); an existing schema keeps its
+            layout, and one created otherwise raises
+            :class:`~statekeeper.errors.ConfigurationError`. None (the default)
+            creates plain tables and opens either layout.
+        replica_url: a streaming replica of the same server (``postgresql://`` URL)
+            that serves loads, listings and the feed while writes go to the primary,
+            with read-your-writes for this process (see :mod:`.replica`).
         readonly: read only: no DDL (the schema is checked, never created or
             migrated), sessions run with ``default_transaction_read_only``, every write
             raises :class:`~statekeeper.errors.ReadOnlyStore`; a role with only
@@ -295,8 +198,10 @@ class PostgresBackend(Backend):
         prepare_threshold: int | None = 5,
         connect_timeout: float = 10.0,
         readonly: bool = False,
+        partitions: int | None = None,
+        replica_url: str | None = None,
     ) -> None:
-        if not _SCHEMA_RE.match(schema):
+        if not SCHEMA_RE.match(schema):
             raise ConfigurationError(
                 f"schema must be a plain identifier (letters, digits, _), not {schema!r}"
             )
@@ -304,8 +209,10 @@ class PostgresBackend(Backend):
             raise ConfigurationError("need 0 <= min_size <= max_size and max_size >= 1")
         if not connect_timeout > 0:
             raise ConfigurationError("connect_timeout must be > 0 seconds")
+        _schema.check_partitions(partitions)
         self.dsn = dsn
         self.schema = schema
+        self.partitions = partitions
         self.readonly = readonly
         self.retry_timeout = retry_timeout
         self.connect_timeout = connect_timeout
@@ -330,7 +237,7 @@ class PostgresBackend(Backend):
             open=False,
             kwargs=self._connect_kwargs,
             name=f"statekeeper-{schema}",
-            configure=_read_only_session if readonly else None,
+            configure=read_only_session if readonly else None,
         )
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
@@ -339,7 +246,7 @@ class PostgresBackend(Backend):
             engine="postgresql",
             timeout=lambda: self.retry_timeout,
             errors=(psycopg.Error,),
-            transient=_transient,
+            transient=transient,
             reason=self._reason,
             reject=lambda what, exc: self._failure(what, exc),
             is_closed=lambda: self._closed,
@@ -349,6 +256,9 @@ class PostgresBackend(Backend):
             before_retry=self._purge,
             unsent=lambda exc: isinstance(exc, PoolTimeout),
         )
+        self._replica: ReplicaReads | None = None
+        if replica_url is not None:
+            self._replica = ReplicaReads(self, parse_postgres_url(replica_url)[0], max_size)
         self._feed = FeedReader(self)
         # read coalescing (see :meth:`read`)
         self._reading = False
@@ -385,7 +295,7 @@ class PostgresBackend(Backend):
 
     def _failure(self, what: str, exc: BaseException) -> BackendError:
         """A failure that is not retried (any more), typed by its cause."""
-        if _transient(exc):
+        if transient(exc):
             return BackendError(f"{what}: {self._reason(exc)}")
         return BackendRejected(
             f"{what}: {self._reason(exc)}", sqlstate=getattr(exc, "sqlstate", None)
@@ -422,35 +332,13 @@ class PostgresBackend(Backend):
             # migration is simply tried again by the next call
             await self._pool.open(wait=False)
             if self.readonly:
-                await self._check_store()
+                await _schema.check_store(self)
             else:
-                await self._migrate()
+                await _schema.migrate(self)
+            await _schema.check_layout(self)
+            if self._replica is not None:
+                await self._replica.open()
             self._opened = True
-
-    async def _check_store(self) -> None:
-        """Read-only opening: the schema must hold statekeeper's tables at the current
-        migration (nothing is created or upgraded)."""
-        async with self._connection() as conn:
-            table = sql.Identifier(self.schema).as_string(conn) + ".sk_migrations"
-            cur = await conn.execute("SELECT to_regclass(%s)", (table,))
-            row = await cur.fetchone()
-            if row is None or row[0] is None:
-                raise NotAStore(
-                    f"schema {self.schema!r}",
-                    "it holds no statekeeper tables; run `statekeeper init URL` to create one",
-                )
-            cur = await conn.execute(self._sql["migrations"])
-            newest = max((int(r[0]) for r in await cur.fetchall()), default=0)
-        if newest != SCHEMA_VERSION:
-            raise ConfigurationError(
-                f"schema {self.schema!r} is at migration {newest}; this statekeeper reads "
-                f"migration {SCHEMA_VERSION}: "
-                + (
-                    "upgrade statekeeper"
-                    if newest > SCHEMA_VERSION
-                    else "open it for writing once (`statekeeper init URL`) to upgrade it"
-                )
-            )
 
     async def ensure_store(self) -> None:
         await self.open()
@@ -462,54 +350,6 @@ class PostgresBackend(Backend):
     def _check_writable(self) -> None:
         if self.readonly:
             raise ReadOnlyStore(f"postgresql schema {self.schema!r} is open read-only")
-
-    async def _migrate(self) -> None:
-        ident = sql.Identifier(self.schema)
-        if await self._current():
-            return  # nothing to do (and a role without DDL rights may open the store)
-        async with self._connection() as conn, conn.transaction():
-            # one migrator at a time per schema, in any number of processes
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"statekeeper:{self.schema}",)
-            )
-            await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {s}").format(s=ident))
-            await conn.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {s}.sk_migrations ("
-                    " version integer PRIMARY KEY, name text NOT NULL,"
-                    " applied_at timestamptz NOT NULL DEFAULT now())"
-                ).format(s=ident)
-            )
-            cur = await conn.execute(self._sql["migrations"])
-            applied = {int(row[0]) for row in await cur.fetchall()}
-            newest = max(applied, default=0)
-            if newest > SCHEMA_VERSION:
-                raise ConfigurationError(
-                    f"schema {self.schema!r} is at migration {newest}; this statekeeper "
-                    f"knows up to {SCHEMA_VERSION}: upgrade statekeeper"
-                )
-            for version, label, body in MIGRATIONS:
-                if version in applied:
-                    continue
-                logger.info("applying migration %d (%s) to %s", version, label, self.schema)
-                await conn.execute(sql.SQL(body).format(s=ident))
-                await conn.execute(
-                    sql.SQL("INSERT INTO {s}.sk_migrations (version, name) VALUES (%s, %s)").format(
-                        s=ident
-                    ),
-                    (version, label),
-                )
-
-    async def _current(self) -> bool:
-        """True when the schema holds statekeeper's tables at the newest migration."""
-        async with self._connection() as conn:
-            table = sql.Identifier(self.schema).as_string(conn) + ".sk_migrations"
-            cur = await conn.execute("SELECT to_regclass(%s)", (table,))
-            row = await cur.fetchone()
-            if row is None or row[0] is None:
-                return False
-            cur = await conn.execute(self._sql["migrations"])
-            return max((int(r[0]) for r in await cur.fetchall()), default=0) == SCHEMA_VERSION
 
     async def migrations(self) -> list[int]:
         """The migration versions applied to this schema."""
@@ -524,35 +364,9 @@ class PostgresBackend(Backend):
         """Delete everything this backend stored: its schema (or, in ``public``, only
         statekeeper's tables and function). For tests and benchmarks; irreversible."""
         self._check_writable()
-        ident = sql.Identifier(self.schema)
-
-        async def op() -> None:
-            async with self._connection() as conn:
-                if self.schema == "public":
-                    await conn.execute(
-                        "DROP TABLE IF EXISTS public.sk_agents, public.sk_events,"
-                        " public.sk_snapshots, public.sk_idempotency, public.sk_leases,"
-                        " public.sk_migrations, public.sk_feed_floor"
-                    )
-                    await conn.execute("DROP SEQUENCE IF EXISTS public.sk_feed_seq")
-                    for fn in (
-                        "sk_feed_mark",
-                        "sk_feed_frontier",
-                        "sk_append_batch_fenced",
-                        "sk_append_fenced",
-                        "sk_append_batch",
-                        "sk_append1",
-                        "sk_append",
-                    ):
-                        await conn.execute(
-                            sql.SQL("DROP FUNCTION IF EXISTS public.{}").format(sql.Identifier(fn))
-                        )
-                else:
-                    await conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {s} CASCADE").format(s=ident))
-
         self._check_open()
         await self._pool.open(wait=False)
-        await self._retrying("drop_all", op)
+        await self._retrying("drop_all", lambda: _schema.drop_all(self))
         self._opened = False
 
     def _check_open(self) -> None:
@@ -564,6 +378,8 @@ class PostgresBackend(Backend):
             return
         self._closed = True
         await self._feed.close()
+        if self._replica is not None:
+            await self._replica.close()
         await self._pool.close()
 
     # -- the change feed (see .feed) -------------------------------------------------
@@ -605,7 +421,7 @@ class PostgresBackend(Backend):
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A live connection from the pool.
 
-        Each one is tested as it is taken (:func:`_check_connection`: a ``select`` on
+        Each one is tested as it is taken (:func:`.connection.check_connection`: a ``select`` on
         its socket, a round trip only when the server wrote to an idle connection); a
         dead one is closed — the pool replaces it in the background — and the next is
         taken at once, without the pool's backoff between failed checks.
@@ -613,7 +429,7 @@ class PostgresBackend(Backend):
         conn = await self._pool.getconn(timeout=self._wait)
         for _ in range(self._pool.max_size):
             try:
-                await _check_connection(conn)
+                await check_connection(conn)
                 break
             except psycopg.Error:
                 with contextlib.suppress(Exception):
@@ -625,9 +441,24 @@ class PostgresBackend(Backend):
         finally:
             await self._pool.putconn(conn)
 
-    async def _query(self, name: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        query = self._sql[name]
+    async def _query(
+        self, name: str, params: Sequence[Any], *, lsn: int = 0
+    ) -> list[tuple[Any, ...]]:
+        """Run the statement ``name``: on the replica when there is one and it may
+        answer it (having replayed this process's writes and ``lsn``), else on the
+        primary."""
+        if self._replica is not None and name in REPLICA_QUERIES:
+            if not self._opened:
+                await self._ensure_open()
+            return await self._replica.query(name, params, lsn=lsn)
+        return await self._primary_query(name, params)
 
+    async def _primary_query(self, name: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return await self._primary_query_sql(name, self._sql[name], params)
+
+    async def _primary_query_sql(
+        self, name: str, query: bytes, params: Sequence[Any]
+    ) -> list[tuple[Any, ...]]:
         async def op() -> list[tuple[Any, ...]]:
             async with self._connection() as conn:
                 cur = conn.cursor(binary=True)
@@ -700,8 +531,15 @@ class PostgresBackend(Backend):
             row = await self._append_once(request)
         except psycopg.Error as exc:
             return await self._recover(request, exc)
+        self._wrote()
         self._feed.poke()
         return self._result(request, row)
+
+    def _wrote(self) -> None:
+        """A write ended (or may have committed, or met another writer's): replica
+        reads of this process must see it from now on (see :mod:`.replica`)."""
+        if self._replica is not None:
+            self._replica.wrote()
 
     async def append_batch(
         self, requests: Sequence[AppendRequest]
@@ -732,6 +570,7 @@ class PostgresBackend(Backend):
                 # request on its own (checking whether it landed when that is unknown).
                 await self._settle(valid, exc, out)
             else:
+                self._wrote()
                 self._feed.poke()
                 for (i, request), row in zip(valid, rows, strict=True):
                     try:
@@ -754,7 +593,7 @@ class PostgresBackend(Backend):
         is recovered (did it land?). Agents are settled concurrently — one agent's
         requests in their order — so no request waits behind another's failure.
         """
-        ambiguous = _transient(exc)
+        ambiguous = transient(exc)
         chains: dict[str, list[tuple[int, AppendRequest]]] = {}
         for item in valid:
             chains.setdefault(item[1].agent_id, []).append(item)
@@ -807,6 +646,7 @@ class PostgresBackend(Backend):
         """Settle an append whose outcome is unknown (its connection failed): see
         :meth:`Reconnecting.settle_append` — what is stored at the request's seqs is
         compared with its events. A constraint violation is final."""
+        self._wrote()
         if isinstance(exc, psycopg.errors.IntegrityError):
             raise BackendRejected(
                 f"postgresql: constraint violated appending to {request.agent_id!r}: "
@@ -862,7 +702,9 @@ class PostgresBackend(Backend):
                 cur = await conn.execute(query, params)
                 return cur.rowcount
 
-        if await self._retrying("save_snapshot", op) == 0:
+        saved = await self._retrying("save_snapshot", op)
+        self._wrote()
+        if saved == 0:
             raise ConflictError(agent_id, snapshot.seq, await self.head(agent_id))
 
     async def rewrite(self, request: RewriteRequest) -> None:
@@ -909,7 +751,10 @@ class PostgresBackend(Backend):
                 if request.head_tag is not None:
                     await conn.execute(self._sql["rw_tag"], (request.head_tag, agent_id))
 
-        await self._retrying("rewrite", op)
+        try:
+            await self._retrying("rewrite", op)
+        finally:
+            self._wrote()
 
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Remove history below a snapshot in one transaction (the head row locked
@@ -931,6 +776,7 @@ class PostgresBackend(Backend):
                     await conn.execute(self._sql["prune_snaps"], (agent_id, drop))
 
         await self._retrying("prune", op)
+        self._wrote()
 
     async def delete_agent(self, agent_id: str) -> bool:
         self._check_writable()
@@ -943,7 +789,10 @@ class PostgresBackend(Backend):
                     await conn.execute(self._sql[name], (agent_id,))
             return existed
 
-        return await self._retrying("delete_agent", op)
+        try:
+            return await self._retrying("delete_agent", op)
+        finally:
+            self._wrote()
 
     # -- leases --------------------------------------------------------------------
     # One row per agent in sk_leases, never deleted (tokens only grow, also across

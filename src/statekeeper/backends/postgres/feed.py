@@ -47,6 +47,9 @@ class FeedReader:
         self.backend = backend
         self.channel = f"sk_feed_{zlib.crc32(backend.schema.encode()):08x}"
         self.safe = 0
+        #: the primary's WAL position when ``safe`` was last confirmed: a replica
+        #: serves the feed up to ``safe`` once it has replayed this far
+        self.lsn = 0
         self._candidate: int | None = None
         self._holders: list[str] = []
         self._listener: psycopg.AsyncConnection[Any] | None = None
@@ -57,10 +60,14 @@ class FeedReader:
 
     async def frontier(self) -> int:
         """The highest position no append still in flight can come before."""
+        replica = self.backend._replica is not None
         rows = await self.backend._query(
-            "feed_frontier", (self.backend.schema, self._candidate, self._holders)
+            "feed_frontier_lsn" if replica else "feed_frontier",
+            (self.backend.schema, self._candidate, self._holders),
         )
-        safe, candidate, holders = rows[0]
+        safe, candidate, holders = rows[0][:3]
+        if replica:
+            self.lsn = max(self.lsn, int(rows[0][3]))
         self.safe = max(self.safe, int(safe or 0))
         self._candidate = int(candidate) if candidate is not None else None
         self._holders = list(holders or [])
@@ -70,7 +77,7 @@ class FeedReader:
         safe = await self.frontier()
         if safe <= after:
             return []
-        rows = await self.backend._query("feed_read", (after, safe, limit))
+        rows = await self.backend._query("feed_read", (after, safe, limit), lsn=self.lsn)
         return [
             FeedRecord(int(r[0]), r[1], RawEvent(int(r[2]), r[3], r[4], bytes(r[5]), bytes(r[6])))
             for r in rows

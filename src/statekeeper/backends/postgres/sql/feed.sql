@@ -14,7 +14,13 @@ ALTER TABLE {s}.sk_events ADD COLUMN IF NOT EXISTS position bigint;
 UPDATE {s}.sk_events SET position = nextval('{s}.sk_feed_seq')
  WHERE position IS NULL;
 ALTER TABLE {s}.sk_events ALTER COLUMN position SET DEFAULT nextval('{s}.sk_feed_seq');
-CREATE UNIQUE INDEX IF NOT EXISTS sk_events_position ON {s}.sk_events (position);
+-- (a schema created partitioned has it already, on (position, agent_id): PostgreSQL
+-- checks a unique index's columns against the partition key before IF NOT EXISTS)
+DO $do$ BEGIN
+    IF to_regclass('{s}.sk_events_position') IS NULL THEN
+        CREATE UNIQUE INDEX sk_events_position ON {s}.sk_events (position);
+    END IF;
+END $do$;
 -- the floor: positions <= floor were trimmed from the feed (the events stay)
 CREATE TABLE IF NOT EXISTS {s}.sk_feed_floor (
     one   boolean PRIMARY KEY DEFAULT true CHECK (one),

@@ -144,3 +144,9 @@ UPDATE {s}.sk_feed_floor SET floor = greatest(floor, %s) RETURNING floor
 
 -- name: feed_trimmed
 SELECT count(*) FROM {s}.sk_events WHERE position > (SELECT floor FROM {s}.sk_feed_floor) AND position <= %s
+
+-- name: partitions
+SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass(%s)
+
+-- name: feed_frontier_lsn
+SELECT safe, next_candidate, next_holders, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint FROM {s}.sk_feed_frontier(%s, %s::bigint, %s::text[])

@@ -1,0 +1,124 @@
+"""Connecting to PostgreSQL: the URL's own options, which failures are worth a retry,
+and the checks made on a pooled connection before it is used."""
+
+from __future__ import annotations
+
+import re
+import select
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg_pool import PoolTimeout
+
+from ...errors import ConfigurationError
+from ..redact import mask_url
+
+__all__ = ["check_connection", "parse_postgres_url", "read_only_session", "transient"]
+
+#: statekeeper's own query-string options in a ``postgresql://`` URL
+_OWN_OPTIONS = (
+    "schema",
+    "pool_min_size",
+    "pool_max_size",
+    "pool_timeout",
+    "retry_timeout",
+    "reconnect_timeout",
+    "connect_timeout",
+    "partitions",
+    "replica_url",
+)
+SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
+    """Split a ``postgresql://`` URL into the DSN psycopg gets and statekeeper's options.
+
+    ``postgres://`` and ``postgresql+psycopg://`` are accepted spellings. Returns the
+    DSN (with every other query option left in place) and keyword arguments for
+    :class:`PostgresBackend`. ``connect_timeout`` (seconds, fractions allowed) is
+    taken out too: it bounds the first connection (see :class:`PostgresBackend`).
+    ``partitions=N`` hash-partitions a new schema by agent id; ``replica_url=`` (a
+    percent-encoded ``postgresql://`` URL) is a streaming replica that serves loads
+    and the feed.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as exc:
+        raise ConfigurationError(f"bad PostgreSQL URL {mask_url(url)!r}: {exc}") from None
+    scheme = parts.scheme.lower().split("+", 1)[0]
+    if scheme not in ("postgresql", "postgres"):
+        raise ConfigurationError(f"not a PostgreSQL URL: {mask_url(url)!r}")
+    kwargs: dict[str, Any] = {}
+    keep: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key not in _OWN_OPTIONS:
+            keep.append((key, value))
+            continue
+        try:
+            if key in ("schema", "replica_url"):
+                kwargs[key] = value
+            elif key == "partitions":
+                kwargs["partitions"] = int(value)
+            elif key in ("pool_min_size", "pool_max_size"):
+                kwargs[key.removeprefix("pool_")] = int(value)
+            else:
+                kwargs[key] = float(value)
+                if not kwargs[key] >= 0 or (key == "connect_timeout" and not kwargs[key] > 0):
+                    raise ValueError(value)
+        except ValueError:
+            raise ConfigurationError(
+                f"{key} must be a number, not {value!r}, in {mask_url(url)!r}"
+            ) from None
+    dsn = urlunsplit(
+        # libpq does not read "+" as a space: percent-encode (options=-c%20statement_timeout=…)
+        ("postgresql", parts.netloc, parts.path, urlencode(keep, quote_via=quote), parts.fragment)
+    )
+    return dsn, kwargs
+
+
+#: SQLSTATEs outside class 08 that mean "the connection went away", not "the statement
+#: is wrong": admin_shutdown, crash_shutdown, cannot_connect_now
+_CONNECTION_STATES = frozenset({"57P01", "57P02", "57P03"})
+
+
+async def read_only_session(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Pool ``configure`` hook of a read-only backend: the server refuses any write."""
+    await conn.execute("SET default_transaction_read_only = on")
+
+
+def transient(exc: BaseException) -> bool:
+    """True for failures of the connection (not of the statement): worth a retry.
+
+    SQLSTATE class 08 and 57P01-57P03; a pool timeout; an error the client library
+    raised itself about its connection (no SQLSTATE: a broken socket, a closed
+    connection); serialization failures and deadlocks (the transaction was rolled
+    back, so running it again is safe). Anything else — ``statement_timeout``
+    (57014), a size limit (54000), a permission, a constraint — is permanent.
+    """
+    if isinstance(exc, PoolTimeout):
+        return True
+    if isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected):
+        return True
+    state = getattr(exc, "sqlstate", None)
+    if state:
+        return state.startswith("08") or state in _CONNECTION_STATES
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Refuse a connection that is closed or whose server went away.
+
+    A connection the server terminated (restart, ``pg_terminate_backend``) has an
+    unread error or EOF waiting on its socket; only then is a round trip spent to
+    confirm, so a healthy checkout costs one ``select`` call, not a query.
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("connection is closed")
+    try:
+        ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error) as exc:
+        raise psycopg.OperationalError(f"connection socket is unusable: {exc}") from exc
+    if ready:
+        await conn.execute("")

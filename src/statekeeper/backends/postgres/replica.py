@@ -1,0 +1,193 @@
+"""Loads and the change feed from a streaming read replica (``replica_url=``), writes
+to the primary, and read-your-writes for the writing process.
+
+How a read finds a replica fresh enough, without a round trip per append:
+
+* After a write of this process commits (or fails in a way that may have committed, or
+  finds a conflict: another writer's append this process now knows of), the backend
+  calls :meth:`ReplicaReads.wrote` — a flag, no I/O.
+* The next replica read sees the flag, clears it, and asks the primary for
+  ``pg_current_wal_lsn()`` once: every write this process saw complete is in the WAL
+  before that position. That LSN becomes the read's floor.
+* On the replica, ``pg_last_wal_replay_lsn()`` and the read go in one pipeline (one
+  round trip); the read's snapshot is taken after the check, so it sees everything
+  replayed up to the LSN checked. If the replica has replayed the floor, its answer
+  is used, and the floor is forgotten (later reads need no check until the next
+  write); if not, the read goes to the primary (no waiting: a lagging replica costs one
+  extra round trip, never a stall).
+* The feed's frontier is computed on the primary (it reads the primary's lock table),
+  in the same statement as ``pg_current_wal_lsn()``: the events up to the frontier
+  are committed before that LSN, so the feed page is read from the replica only once
+  it has replayed it — the same check as above.
+* A replica that cannot be reached is skipped: the read goes to the primary and a
+  warning is logged once per outage.
+
+Reads that decide a write (``head``, the head tag, idempotency keys, leases) always go
+to the primary: a stale answer there would only turn into a conflict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from ..redact import mask_url
+from .connection import check_connection, read_only_session, transient
+
+if TYPE_CHECKING:
+    from .backend import PostgresBackend
+
+__all__ = ["REPLICA_QUERIES", "ReplicaReads"]
+
+logger = logging.getLogger("statekeeper.backends.postgres")
+
+#: the statements a replica may answer (sql/queries.sql): loads, listings and the feed
+REPLICA_QUERIES = frozenset(
+    {
+        "read",
+        "read_many",
+        "read_latest",
+        "read_state",
+        "read_latest_many",
+        "read_heads",
+        "seq_at",
+        "snap_latest",
+        "keys",
+        "list",
+        "list_all",
+        "list_before",
+        "list_last",
+        "list_newest_written",
+        "list_newest_written_after",
+        "list_oldest_written",
+        "list_oldest_written_after",
+        "count",
+        "feed_read",
+    }
+)
+
+#: the replica's replayed WAL position, as a number (a primary answers its own)
+_REPLAYED = (
+    b"SELECT (coalesce(pg_last_wal_replay_lsn(), pg_current_wal_lsn()) - '0/0'::pg_lsn)::bigint"
+)
+_PRIMARY_LSN = b"SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint"
+
+
+#: seconds the primary serves every read after the replica could not be reached
+#: (so a replica that is down costs one failed dial per interval, not one per read)
+DOWN_RETRY = 1.0
+
+
+class ReplicaReads:
+    """The replica's pool and the read-your-writes floor of one backend."""
+
+    def __init__(self, backend: PostgresBackend, dsn: str, max_size: int) -> None:
+        self.backend = backend
+        self.dsn = dsn
+        self.pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+            dsn,
+            min_size=0,
+            max_size=max_size,
+            timeout=backend.connect_timeout,
+            reconnect_timeout=backend.connect_timeout,
+            open=False,
+            kwargs=backend._connect_kwargs,
+            name=f"statekeeper-{backend.schema}-replica",
+            configure=read_only_session,
+        )
+        self._written = False
+        #: this process's floor: the replica must have replayed it to serve a read
+        self._floor = 0
+        #: the highest replay position seen on the replica
+        self.replayed = 0
+        self._down = False
+        self._retry_at = 0.0
+        #: reads served by the replica / by the primary instead (lagging or down)
+        self.served = {"replica": 0, "primary": 0}
+
+    def __repr__(self) -> str:
+        return f"ReplicaReads({mask_url(self.dsn)!r})"
+
+    async def open(self) -> None:
+        await self.pool.open(wait=False)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    def wrote(self) -> None:
+        """A write of this process ended (committed, maybe committed, or conflicted):
+        the next replica read must see it."""
+        self._written = True
+
+    async def _own_floor(self) -> int:
+        if self._written:
+            self._written = False
+            rows = await self.backend._primary_query_sql("primary_lsn", _PRIMARY_LSN, ())
+            self._floor = max(self._floor, int(rows[0][0]))
+        return self._floor
+
+    async def query(self, name: str, params: Any, *, lsn: int = 0) -> list[tuple[Any, ...]]:
+        """Run the statement ``name`` on the replica if it has replayed this process's
+        writes (and ``lsn``), else on the primary."""
+        floor = max(await self._own_floor(), lsn)
+        if self._down and time.monotonic() < self._retry_at:
+            return await self._primary(name, params)
+        query = self.backend._sql[name]
+        try:
+            async with self._connection() as conn:
+                cur = conn.cursor(binary=True)
+                if floor <= self.replayed:
+                    await cur.execute(query, params)
+                    rows = await cur.fetchall()
+                else:
+                    check = conn.cursor()
+                    async with conn.pipeline():
+                        await check.execute(_REPLAYED)
+                        await cur.execute(query, params)
+                    row = await check.fetchone()
+                    self.replayed = max(self.replayed, int(row[0]) if row else 0)
+                    rows = await cur.fetchall()
+        except psycopg.Error as exc:
+            if not transient(exc):
+                raise
+            if not self._down:
+                logger.warning(
+                    "read replica %s unreachable, reading from the primary: %s",
+                    mask_url(self.dsn),
+                    self.backend._reason(exc),
+                )
+            self._down = True
+            self._retry_at = time.monotonic() + DOWN_RETRY
+            return await self._primary(name, params)
+        self._down = False
+        if floor > self.replayed:  # lagging: the primary answers
+            return await self._primary(name, params)
+        if self._floor <= self.replayed:
+            self._floor = 0
+        self.served["replica"] += 1
+        return rows
+
+    async def _primary(self, name: str, params: Any) -> list[tuple[Any, ...]]:
+        self.served["primary"] += 1
+        return await self.backend._primary_query(name, params)
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        conn = await self.pool.getconn(timeout=self.backend.connect_timeout)
+        try:
+            await check_connection(conn)
+        except psycopg.Error:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            await self.pool.putconn(conn)
+            raise
+        try:
+            yield conn
+        finally:
+            await self.pool.putconn(conn)

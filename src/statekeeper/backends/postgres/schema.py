@@ -1,0 +1,234 @@
+"""The PostgreSQL backend's schema: numbered migrations, hash partitioning by agent id,
+the read-only check, and dropping it all.
+
+Partitioning (``partitions=N``, applied when the schema is created): every table whose
+rows belong to an agent (``sk_agents``, ``sk_events``, ``sk_snapshots``,
+``sk_idempotency``, ``sk_leases``) is ``PARTITION BY HASH (agent_id)`` into N
+partitions ``<table>_p0`` … ``<table>_p<N-1>``; every one of them has ``agent_id`` as
+the first column of its primary key, so a statement about one agent touches one
+partition of each table (the planner prunes the others; see docs/scale-postgres.md),
+and the same layout distributes on Citus with ``agent_id`` as the distribution column.
+The tables are created partitioned *before* migration 6 runs: its ``CREATE TABLE IF
+NOT EXISTS`` statements then find them, and every later migration is written to work
+on both layouts. The one difference is the feed's position index: a unique index of a
+partitioned table must contain the partition key, so it is ``(position, agent_id)``
+there (positions come from one sequence, so they are unique either way).
+
+An existing schema keeps the layout it was created with; opening it with a different
+``partitions=`` raises :class:`~statekeeper.errors.ConfigurationError` naming both.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from psycopg import sql
+
+from ...errors import ConfigurationError, NotAStore
+from ..scripts import named_blocks, read_script
+
+if TYPE_CHECKING:
+    from .backend import PostgresBackend
+
+__all__ = [
+    "MIGRATIONS",
+    "PARTITIONED_TABLES",
+    "SCHEMA_VERSION",
+    "check_store",
+    "drop_all",
+    "migrate",
+    "partition_count",
+]
+
+logger = logging.getLogger("statekeeper.backends.postgres")
+
+PACKAGE = "statekeeper.backends.postgres"
+
+# Numbered migrations: (version, name, SQL with ``{s}`` for the schema), in sql/.
+# Never edit a released one; append a new number instead. Nothing has been released
+# yet: the pre-release migrations 1-6 are squashed into one, numbered 6 (so a schema
+# that has them all is current), written to also upgrade a schema that has 1-5.
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (6, "tables, leases and the append functions", read_script(PACKAGE, "sql/schema.sql")),
+    (7, "the change feed: event positions", read_script(PACKAGE, "sql/feed.sql")),
+    (8, "the agents' last-write index", read_script(PACKAGE, "sql/written_index.sql")),
+]
+
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+#: the tables keyed by agent id, hash-partitioned on ``agent_id`` when asked
+PARTITIONED_TABLES = ("sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases")
+
+#: the partitioned tables (sql/partitioned.sql): "tables", then "partition" per table
+_PARTITIONED = named_blocks(read_script(PACKAGE, "sql/partitioned.sql"))
+
+#: most partitions a schema may have (a plan over thousands of partitions is slow to
+#: build; shard across servers beyond this)
+MAX_PARTITIONS = 1024
+
+_STATEKEEPER_TABLES = (
+    "sk_agents, sk_events, sk_snapshots, sk_idempotency, sk_leases, sk_migrations, sk_feed_floor"
+)
+_FUNCTIONS = (
+    "sk_feed_mark",
+    "sk_feed_frontier",
+    "sk_append_batch_fenced",
+    "sk_append_fenced",
+    "sk_append_batch",
+    "sk_append1",
+    "sk_append",
+)
+
+
+def check_partitions(partitions: int | None) -> None:
+    """Refuse a partition count that is not 1..MAX_PARTITIONS (None: not partitioned)."""
+    if partitions is None:
+        return
+    if type(partitions) is not int or not 1 <= partitions <= MAX_PARTITIONS:
+        raise ConfigurationError(
+            f"partitions must be a whole number from 1 to {MAX_PARTITIONS}, not {partitions!r}"
+        )
+
+
+async def partition_count(backend: PostgresBackend) -> int:
+    """How many hash partitions ``sk_events`` of the backend's schema has (0: a plain
+    table)."""
+    async with backend._connection() as conn:  # (also while opening: not _query)
+        cur = await conn.execute(
+            backend._sql["partitions"], (f"{_quoted(backend.schema)}.sk_events",)
+        )
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+def _quoted(schema: str) -> str:
+    return '"' + schema.replace('"', '""') + '"'
+
+
+async def check_layout(backend: PostgresBackend) -> None:
+    """The schema's layout must be the one the backend was asked for (``partitions``);
+    a backend that did not ask accepts either."""
+    if backend.partitions is None:
+        return
+    found = await partition_count(backend)
+    if found != backend.partitions:
+        layout = f"{found} hash partitions" if found else "no partitions"
+        raise ConfigurationError(
+            f"schema {backend.schema!r} was created with {layout}, not partitions="
+            f"{backend.partitions}: the layout is chosen when a schema is created (open it "
+            "without partitions=, or create a new schema and copy the agents over)"
+        )
+
+
+async def check_store(backend: PostgresBackend) -> None:
+    """Read-only opening: the schema must hold statekeeper's tables at the current
+    migration (nothing is created or upgraded)."""
+    async with backend._connection() as conn:
+        table = sql.Identifier(backend.schema).as_string(conn) + ".sk_migrations"
+        cur = await conn.execute("SELECT to_regclass(%s)", (table,))
+        row = await cur.fetchone()
+        if row is None or row[0] is None:
+            raise NotAStore(
+                f"schema {backend.schema!r}",
+                "it holds no statekeeper tables; run `statekeeper init URL` to create one",
+            )
+        cur = await conn.execute(backend._sql["migrations"])
+        newest = max((int(r[0]) for r in await cur.fetchall()), default=0)
+    if newest != SCHEMA_VERSION:
+        raise ConfigurationError(
+            f"schema {backend.schema!r} is at migration {newest}; this statekeeper reads "
+            f"migration {SCHEMA_VERSION}: "
+            + (
+                "upgrade statekeeper"
+                if newest > SCHEMA_VERSION
+                else "open it for writing once (`statekeeper init URL`) to upgrade it"
+            )
+        )
+
+
+async def _current(backend: PostgresBackend) -> bool:
+    """True when the schema holds statekeeper's tables at the newest migration."""
+    async with backend._connection() as conn:
+        table = sql.Identifier(backend.schema).as_string(conn) + ".sk_migrations"
+        cur = await conn.execute("SELECT to_regclass(%s)", (table,))
+        row = await cur.fetchone()
+        if row is None or row[0] is None:
+            return False
+        cur = await conn.execute(backend._sql["migrations"])
+        return max((int(r[0]) for r in await cur.fetchall()), default=0) == SCHEMA_VERSION
+
+
+async def migrate(backend: PostgresBackend) -> None:
+    """Create the schema (partitioned if asked) or bring it up to date, in one
+    transaction under an advisory lock: concurrent starters in any number of processes
+    serialise, and exactly one applies each migration."""
+    schema = backend.schema
+    ident = sql.Identifier(schema)
+    if await _current(backend):
+        return  # nothing to do (and a role without DDL rights may open the store)
+    async with backend._connection() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"statekeeper:{schema}",))
+        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {s}").format(s=ident))
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {s}.sk_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(s=ident)
+        )
+        cur = await conn.execute(backend._sql["migrations"])
+        applied = {int(row[0]) for row in await cur.fetchall()}
+        newest = max(applied, default=0)
+        if newest > SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"schema {schema!r} is at migration {newest}; this statekeeper "
+                f"knows up to {SCHEMA_VERSION}: upgrade statekeeper"
+            )
+        if backend.partitions is not None and not applied:
+            cur = await conn.execute(
+                "SELECT to_regclass(%s)", (ident.as_string(conn) + ".sk_agents",)
+            )
+            row = await cur.fetchone()
+            if row is None or row[0] is None:  # a new schema: create it partitioned
+                logger.info("creating %s with %d hash partitions", schema, backend.partitions)
+                await conn.execute(sql.SQL(_PARTITIONED["tables"]).format(s=ident))
+                for table in PARTITIONED_TABLES:
+                    for i in range(backend.partitions):
+                        await conn.execute(
+                            sql.SQL(_PARTITIONED["partition"]).format(
+                                s=ident,
+                                t=sql.Identifier(table),
+                                p=sql.Identifier(f"{table}_p{i}"),
+                                n=sql.Literal(backend.partitions),
+                                i=sql.Literal(i),
+                            )
+                        )
+        for version, label, body in MIGRATIONS:
+            if version in applied:
+                continue
+            logger.info("applying migration %d (%s) to %s", version, label, schema)
+            await conn.execute(sql.SQL(body).format(s=ident))
+            await conn.execute(
+                sql.SQL("INSERT INTO {s}.sk_migrations (version, name) VALUES (%s, %s)").format(
+                    s=ident
+                ),
+                (version, label),
+            )
+
+
+async def drop_all(backend: PostgresBackend) -> None:
+    """Drop the backend's schema (or, in ``public``, only statekeeper's tables — with
+    their partitions — sequence and functions)."""
+    ident = sql.Identifier(backend.schema)
+    async with backend._connection() as conn:
+        if backend.schema != "public":
+            await conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {s} CASCADE").format(s=ident))
+            return
+        tables = ", ".join(f"public.{t.strip()}" for t in _STATEKEEPER_TABLES.split(","))
+        await conn.execute(f"DROP TABLE IF EXISTS {tables}")  # partitions go with them
+        await conn.execute("DROP SEQUENCE IF EXISTS public.sk_feed_seq")
+        for fn in _FUNCTIONS:
+            await conn.execute(
+                sql.SQL("DROP FUNCTION IF EXISTS public.{}").format(sql.Identifier(fn))
+            )
