@@ -47,6 +47,13 @@
   ``maybe_applied=True``. When a group-commit batch fails, its requests are settled
   concurrently (one agent's requests in order): the good ones commit, the faulty one
   gets its own error, and none waits behind another's retries.
+
+The backend is one class assembled from modules with one job each: ``connection.py``
+(the URL's options, which failures are retried), ``schema.py`` (migrations,
+partitioning, the read-only check), ``appends.py``, ``reads.py`` and ``leases.py``
+(mixins), ``feed.py`` (the change feed's frontier and wake-ups), ``replica.py`` (read
+replicas); this module holds the pool, the retry plumbing, the lifecycle and the
+writes other than appends.
 """
 
 from __future__ import annotations
@@ -58,24 +65,17 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from ...arguments import check_stored_id
 from ...errors import (
     BackendError,
     BackendRejected,
     BackendUnavailable,
     ConfigurationError,
     ConflictError,
-    LeaseHeld,
-    LeaseLost,
     ReadOnlyStore,
     StoreClosed,
 )
 from ...records import (
-    AgentInfo,
-    AppendRequest,
-    AppendResult,
     FeedRecord,
-    LeaseInfo,
     RawEvent,
     RawSnapshot,
     RewriteRequest,
@@ -84,11 +84,8 @@ from ..base import (
     Backend,
     Capability,
     Health,
-    LatestRead,
     check_prune,
-    validate_request,
     validate_rewrite,
-    validate_ttl,
 )
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
@@ -105,6 +102,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from . import schema as _schema
+from .appends import Appends
 from .connection import (
     SCHEMA_RE,
     check_connection,
@@ -113,6 +111,8 @@ from .connection import (
     transient,
 )
 from .feed import FeedReader
+from .leases import Leases
+from .reads import Reads
 from .replica import REPLICA_QUERIES, ReplicaReads
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -127,10 +127,9 @@ _PACKAGE = "statekeeper.backends.postgres"
 
 #: every statement, by name (sql/queries.sql)
 _QUERIES: dict[str, str] = named_blocks(read_script(_PACKAGE, "sql/queries.sql"))
-_NO_LIMIT = 2**62
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(Appends, Leases, Reads, Backend):
     """Streams and snapshots in PostgreSQL (``postgresql://user@host/db``).
 
     Args:
@@ -467,220 +466,11 @@ class PostgresBackend(Backend):
 
         return await self._retrying(name, op)
 
-    # -- appends -------------------------------------------------------------------
-
-    def _statement(self, request: AppendRequest) -> tuple[bytes, tuple[Any, ...]]:
-        """The ``sk_append`` (or, for one event, ``sk_append1``) call for ``request``."""
-        events = request.events
-        snap = request.snapshot
-        fence = request.fence
-        tail = (
-            request.idempotency_key,
-            snap.seq if snap is not None else None,
-            snap.timestamp if snap is not None else None,
-            snap.payload if snap is not None else None,
-            snap.checksum if snap is not None else None,
-            request.head_tag,
-            request.check_tag,
-            request.expected_tag,
-            fence[0] if fence is not None else None,
-            fence[1] if fence is not None else None,
-        )
-        if len(events) == 1:
-            e = events[0]
-            one = (request.agent_id, request.expected_seq, e.seq, e.kind, e.timestamp)
-            return self._sql["append1"], (*one, e.payload, e.checksum, *tail)
-        return self._sql["append"], (
-            request.agent_id,
-            request.expected_seq,
-            [e.seq for e in events],
-            [e.kind for e in events],
-            [e.timestamp for e in events],
-            [e.payload for e in events],
-            [e.checksum for e in events],
-            *tail,
-        )
-
-    @staticmethod
-    def _result(request: AppendRequest, row: tuple[Any, ...]) -> AppendResult:
-        status, a, b = int(row[0]), int(row[1]), int(row[2])
-        if status == 0:
-            return AppendResult(request.agent_id, a, b)
-        if status == 1:
-            return AppendResult(request.agent_id, a, b, duplicate=True)
-        if status == 3:
-            assert request.fence is not None
-            holder, token = request.fence
-            raise LeaseLost(request.agent_id, holder, token, a, row[3])
-        raise ConflictError(request.agent_id, request.expected_seq, a)
-
-    async def _append_once(self, request: AppendRequest) -> tuple[Any, ...]:
-        async with self._connection() as conn:
-            cur = await conn.execute(*self._statement(request))
-            row: tuple[Any, ...] | None = await cur.fetchone()
-        assert row is not None
-        return row
-
-    async def append(self, request: AppendRequest) -> AppendResult:
-        self._check_open()
-        self._check_writable()
-        validate_request(request)
-        try:
-            if not self._opened:
-                await self._ensure_open()
-            row = await self._append_once(request)
-        except psycopg.Error as exc:
-            return await self._recover(request, exc)
-        self._wrote()
-        self._feed.poke()
-        return self._result(request, row)
-
     def _wrote(self) -> None:
         """A write ended (or may have committed, or met another writer's): replica
         reads of this process must see it from now on (see :mod:`.replica`)."""
         if self._replica is not None:
             self._replica.wrote()
-
-    async def append_batch(
-        self, requests: Sequence[AppendRequest]
-    ) -> list[AppendResult | BaseException]:
-        self._check_open()
-        self._check_writable()
-        out: list[AppendResult | BaseException | None] = [None] * len(requests)
-        valid: list[tuple[int, AppendRequest]] = []
-        for i, request in enumerate(requests):
-            try:
-                validate_request(request)
-                valid.append((i, request))
-            except ConfigurationError as exc:
-                out[i] = exc
-        if len(valid) == 1:
-            i, request = valid[0]
-            try:
-                out[i] = await self.append(request)
-            except Exception as exc:
-                out[i] = exc
-        elif valid:
-            try:
-                if not self._opened:
-                    await self._ensure_open()
-                rows = await self._batch_once([r for _, r in valid])
-            except psycopg.Error as exc:
-                # Either the whole transaction committed or none of it: settle each
-                # request on its own (checking whether it landed when that is unknown).
-                await self._settle(valid, exc, out)
-            else:
-                self._wrote()
-                self._feed.poke()
-                for (i, request), row in zip(valid, rows, strict=True):
-                    try:
-                        out[i] = self._result(request, row)
-                    except (ConflictError, LeaseLost) as exc:
-                        out[i] = exc
-        return [r if r is not None else BackendError("not attempted") for r in out]
-
-    async def _settle(
-        self,
-        valid: list[tuple[int, AppendRequest]],
-        exc: psycopg.Error,
-        out: list[AppendResult | BaseException | None],
-    ) -> None:
-        """Settle the requests of a failed batch statement, each on its own.
-
-        A permanent error (a constraint, a ``statement_timeout``) rolled the whole
-        statement back: every request is sent again alone, so the good ones commit
-        and the faulty one gets its own error. After a lost connection each request
-        is recovered (did it land?). Agents are settled concurrently — one agent's
-        requests in their order — so no request waits behind another's failure.
-        """
-        ambiguous = transient(exc)
-        chains: dict[str, list[tuple[int, AppendRequest]]] = {}
-        for item in valid:
-            chains.setdefault(item[1].agent_id, []).append(item)
-
-        async def settle(chain: list[tuple[int, AppendRequest]]) -> None:
-            for i, request in chain:
-                try:
-                    if ambiguous:
-                        out[i] = await self._recover(request, exc)
-                    else:
-                        out[i] = await self.append(request)
-                except Exception as inner:
-                    out[i] = inner
-
-        await asyncio.gather(*(settle(chain) for chain in chains.values()))
-
-    async def _batch_once(self, requests: Sequence[AppendRequest]) -> list[tuple[Any, ...]]:
-        """Every request in ONE ``sk_append_batch`` statement: one round trip, one commit."""
-        snaps = [r.snapshot for r in requests]
-        events = [e for r in requests for e in r.events]
-        params: tuple[list[Any], ...] = (
-            [r.agent_id for r in requests],
-            [r.expected_seq for r in requests],
-            [len(r.events) for r in requests],
-            [r.idempotency_key for r in requests],
-            [s.seq if s is not None else None for s in snaps],
-            [s.timestamp if s is not None else None for s in snaps],
-            [s.payload if s is not None else None for s in snaps],
-            [s.checksum if s is not None else None for s in snaps],
-            [e.seq for e in events],
-            [e.kind for e in events],
-            [e.timestamp for e in events],
-            [e.payload for e in events],
-            [e.checksum for e in events],
-            [r.head_tag for r in requests],
-            [r.check_tag for r in requests],
-            [r.expected_tag for r in requests],
-            [r.fence[0] if r.fence is not None else None for r in requests],
-            [r.fence[1] if r.fence is not None else None for r in requests],
-        )
-        query = self._sql["append_batch"]
-        async with self._connection() as conn:
-            cur = await conn.execute(query, params)
-            rows = await cur.fetchall()
-        if len(rows) != len(requests):
-            raise psycopg.DataError(f"sk_append_batch answered {len(rows)} of {len(requests)}")
-        return [tuple(row[1:]) for row in rows]
-
-    async def _recover(self, request: AppendRequest, exc: psycopg.Error) -> AppendResult:
-        """Settle an append whose outcome is unknown (its connection failed): see
-        :meth:`Reconnecting.settle_append` — what is stored at the request's seqs is
-        compared with its events. A constraint violation is final."""
-        self._wrote()
-        if isinstance(exc, psycopg.errors.IntegrityError):
-            raise BackendRejected(
-                f"postgresql: constraint violated appending to {request.agent_id!r}: "
-                f"{self._reason(exc)}",
-                sqlstate=exc.sqlstate,
-            ) from exc
-        return await self._reconnect.settle_append(
-            request,
-            exc,
-            landed=self._landed,
-            submit=self._submit,
-            # a request that never got a connection was never sent
-            maybe_applied=self._opened and not isinstance(exc, PoolTimeout),
-        )
-
-    async def _submit(self, request: AppendRequest) -> AppendResult:
-        return self._result(request, await self._append_once(request))
-
-    async def _landed(self, request: AppendRequest) -> bool:
-        first, last = request.events[0].seq, request.events[-1].seq
-        async with self._connection() as conn:
-            cur = conn.cursor(binary=True)
-            await cur.execute(
-                self._sql["read"], (request.agent_id, first - 1, last, len(request.events))
-            )
-            rows = await cur.fetchall()
-            stored = [RawEvent(r[0], r[1], r[2], bytes(r[3]), bytes(r[4])) for r in rows]
-            if stored != list(request.events):
-                return False
-            if request.idempotency_key is None:
-                return True
-            await cur.execute(self._sql["key"], (request.agent_id, request.idempotency_key))
-            row = await cur.fetchone()
-        return row is not None and (int(row[0]), int(row[1])) == (first, last)
 
     # -- other writes ---------------------------------------------------------------
 
@@ -746,7 +536,13 @@ class PostgresBackend(Backend):
                         ),
                     )
                 for snap in request.snapshots:
-                    params = (agent_id, snap.seq, snap.timestamp, snap.payload, snap.checksum)
+                    params = (
+                        agent_id,
+                        snap.seq,
+                        snap.timestamp,
+                        snap.payload,
+                        snap.checksum,
+                    )
                     await conn.execute(self._sql["rw_snap"], params)
                 if request.head_tag is not None:
                     await conn.execute(self._sql["rw_tag"], (request.head_tag, agent_id))
@@ -793,283 +589,6 @@ class PostgresBackend(Backend):
             return await self._retrying("delete_agent", op)
         finally:
             self._wrote()
-
-    # -- leases --------------------------------------------------------------------
-    # One row per agent in sk_leases, never deleted (tokens only grow, also across
-    # delete_agent). Expiry is on the database server's clock. A fenced append locks
-    # the row FOR SHARE while it checks the fence, so no grant slips in before it commits.
-
-    async def _lease_row(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-        query = self._sql[name]
-
-        async def op() -> tuple[Any, ...] | None:
-            async with self._connection() as conn:
-                cur = await conn.execute(query, params)
-                row: tuple[Any, ...] | None = await cur.fetchone()
-            return row
-
-        return await self._retrying(name, op)
-
-    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
-        self._check_open()
-        self._check_writable()
-        ttl = validate_ttl(ttl)
-        params = {"agent": agent_id, "holder": holder, "ttl": ttl}
-        row = await self._lease_row("lease_acquire", params)
-        if row is not None:
-            return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2]))
-        current = await self.get_lease(agent_id)
-        if current is None or current.holder is None:  # released meanwhile: try again
-            return await self.acquire_lease(agent_id, holder, ttl)
-        raise LeaseHeld(agent_id, current.holder, current.expires_at)
-
-    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
-        self._check_open()
-        self._check_writable()
-        ttl = validate_ttl(ttl)
-        params = {"agent": agent_id, "holder": holder, "token": token, "ttl": ttl}
-        row = await self._lease_row("lease_renew", params)
-        if row is not None:
-            return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2]))
-        current = await self.get_lease(agent_id)
-        raise LeaseLost(
-            agent_id,
-            holder,
-            token,
-            current.token if current is not None else 0,
-            current.holder if current is not None else None,
-        )
-
-    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
-        self._check_open()
-        self._check_writable()
-        params = {"agent": agent_id, "holder": holder, "token": token}
-        return await self._lease_row("lease_release", params) is not None
-
-    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
-        self._check_open()
-        row = await self._lease_row("lease_get", {"agent": agent_id})
-        if row is None:
-            return None
-        return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2]))
-
-    # -- reads ---------------------------------------------------------------------
-
-    async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
-        rows = await self._query("key", (agent_id, key))
-        if not rows:
-            return None
-        return AppendResult(agent_id, int(rows[0][0]), int(rows[0][1]), duplicate=True)
-
-    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
-        """Every idempotency key of the agent as ``(key, first_seq, last_seq)``."""
-        rows = await self._query("keys", (agent_id,))
-        return [(r[0], int(r[1]), int(r[2])) for r in rows]
-
-    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
-        rows = await self._query("head_tag", (agent_id,))
-        if not rows:
-            return 0, None
-        tag = rows[0][1]
-        return int(rows[0][0]), bytes(tag) if tag is not None else None
-
-    async def head(self, agent_id: str) -> int:
-        rows = await self._query("head", (agent_id,))
-        return int(rows[0][0]) if rows else 0
-
-    async def read(
-        self,
-        agent_id: str,
-        after_seq: int = 0,
-        to_seq: int | None = None,
-        limit: int | None = None,
-    ) -> list[RawEvent]:
-        """Events of one agent. Reads issued while another read is in flight are sent
-        together in one statement (like group commit, for reads): concurrent agents
-        validating their heads cost one round trip, not one each."""
-        self._check_open()
-        if limit is not None and limit <= 0:
-            return []
-        args = (
-            agent_id,
-            after_seq,
-            _NO_LIMIT if to_seq is None else to_seq,
-            _NO_LIMIT if limit is None else limit,
-        )
-        if self._reading:
-            future: asyncio.Future[list[RawEvent]] = asyncio.get_running_loop().create_future()
-            self._read_queue.append((args, future))
-            return await future
-        self._reading = True
-        try:
-            rows = await self._query("read", args)
-        finally:
-            if self._read_queue:
-                self._read_runner = asyncio.get_running_loop().create_task(self._read_drain())
-            else:
-                self._reading = False
-        return [RawEvent(int(r[0]), r[1], float(r[2]), bytes(r[3]), bytes(r[4])) for r in rows]
-
-    async def _read_drain(self) -> None:
-        """Serve queued reads, many per statement, until none is left."""
-        try:
-            while self._read_queue:
-                batch, self._read_queue = self._read_queue[:512], self._read_queue[512:]
-                columns = list(zip(*(args for args, _ in batch), strict=True))
-                try:
-                    rows = await self._query("read_many", [list(c) for c in columns])
-                except BaseException as exc:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    if not isinstance(exc, Exception):
-                        raise
-                    continue
-                results: list[list[RawEvent]] = [[] for _ in batch]
-                for r in rows:
-                    results[int(r[0]) - 1].append(
-                        RawEvent(int(r[1]), r[2], float(r[3]), bytes(r[4]), bytes(r[5]))
-                    )
-                for (_, future), events in zip(batch, results, strict=True):
-                    if not future.done():
-                        future.set_result(events)
-        finally:
-            self._reading = False
-
-    async def seq_at(self, agent_id: str, timestamp: float) -> int:
-        rows = await self._query("seq_at", (agent_id, timestamp))
-        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
-
-    async def latest_snapshot(
-        self, agent_id: str, at_or_below: int | None = None
-    ) -> RawSnapshot | None:
-        bound = _NO_LIMIT if at_or_below is None else at_or_below
-        rows = await self._query("snap_latest", (agent_id, bound))
-        if not rows:
-            return None
-        r = rows[0]
-        return RawSnapshot(int(r[0]), float(r[1]), bytes(r[2]), bytes(r[3]))
-
-    async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
-        """The newest snapshot and the events after it: one statement, one round trip."""
-        self._check_open()
-        rows = await self._query("read_latest", (agent_id, agent_id))
-        snap: RawSnapshot | None = None
-        if rows and rows[0][1] is None:
-            r = rows.pop(0)
-            snap = RawSnapshot(int(r[0]), float(r[2]), bytes(r[3]), bytes(r[4]))
-        return snap, [
-            RawEvent(int(r[0]), r[1], float(r[2]), bytes(r[3]), bytes(r[4])) for r in rows
-        ]
-
-    async def read_state(
-        self, agent_id: str
-    ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
-        """The head, the newest snapshot and the events after it: one statement (one
-        snapshot of the database), one round trip."""
-        self._check_open()
-        rows = await self._query("read_state", (agent_id, agent_id, agent_id))
-        if not rows or rows[0][0] != 0 or not rows[0][1]:
-            return 0, None, None, []
-        first = rows[0]
-        snap: RawSnapshot | None = None
-        start = 1
-        if len(rows) > 1 and rows[1][0] == 1:
-            r = rows[1]
-            snap = RawSnapshot(int(r[1]), float(r[3]), bytes(r[4]), bytes(r[5]))
-            start = 2
-        tag = first[4]
-        return (
-            int(first[1]),
-            bytes(tag) if tag is not None else None,
-            snap,
-            [
-                RawEvent(int(r[1]), r[2], float(r[3]), bytes(r[4]), bytes(r[5]))
-                for r in rows[start:]
-            ],
-        )
-
-    reads_latest_many = True
-
-    async def read_latest_many(self, agent_ids: Sequence[str]) -> list[LatestRead | None]:
-        """Heads, head tags, latest snapshots and the events after them of many agents:
-        one statement (one snapshot of the database), one round trip."""
-        for agent_id in agent_ids:
-            check_stored_id(agent_id)
-        if not agent_ids:
-            return []
-        rows = await self._query("read_latest_many", (list(dict.fromkeys(agent_ids)),))
-        heads: dict[str, tuple[int, bytes | None]] = {}
-        snaps: dict[str, RawSnapshot] = {}
-        events: dict[str, list[RawEvent]] = {}
-        for part, agent_id, seq, kind, ts, payload, checksum in rows:
-            if part == 0:
-                heads[agent_id] = (int(seq), bytes(payload) if payload is not None else None)
-            elif part == 1:
-                snaps[agent_id] = RawSnapshot(int(seq), float(ts), bytes(payload), bytes(checksum))
-            else:
-                events.setdefault(agent_id, []).append(
-                    RawEvent(int(seq), kind, float(ts), bytes(payload), bytes(checksum))
-                )
-        out: list[LatestRead | None] = []
-        for agent_id in agent_ids:
-            head = heads.get(agent_id)
-            out.append(
-                None
-                if head is None
-                else LatestRead(head[0], head[1], snaps.get(agent_id), events.get(agent_id, []))
-            )
-        return out
-
-    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
-        if after is None:
-            rows = await self._query("list_all", (limit,))
-        else:
-            rows = await self._query("list", (after, limit))
-        return [AgentInfo(r[0], int(r[1]), float(r[2]), float(r[3])) for r in rows]
-
-    async def read_heads(self, agent_ids: Sequence[str]) -> list[RawEvent | None]:
-        for agent_id in agent_ids:
-            check_stored_id(agent_id)
-        if not agent_ids:
-            return []
-        rows = await self._query("read_heads", (list(agent_ids),))
-        found = {
-            r[0]: RawEvent(int(r[1]), r[2], float(r[3]), bytes(r[4]), bytes(r[5])) for r in rows
-        }
-        return [found.get(agent_id) for agent_id in agent_ids]
-
-    lists_by_write = True
-
-    async def list_agents_by_write(
-        self,
-        cursor: tuple[float, str] | None = None,
-        limit: int = 100,
-        *,
-        newest_first: bool = True,
-    ) -> list[AgentInfo]:
-        if cursor is None:
-            name = "list_newest_written" if newest_first else "list_oldest_written"
-            rows = await self._query(name, (limit,))
-        else:
-            name = "list_newest_written_after" if newest_first else "list_oldest_written_after"
-            rows = await self._query(name, (float(cursor[0]), cursor[1], limit))
-        return [AgentInfo(r[0], int(r[1]), float(r[2]), float(r[3])) for r in rows]
-
-    lists_backwards = True
-
-    async def list_agents_before(
-        self, before: str | None = None, limit: int = 100
-    ) -> list[AgentInfo]:
-        if before is None:
-            rows = await self._query("list_last", (limit,))
-        else:
-            rows = await self._query("list_before", (before, limit))
-        return [AgentInfo(r[0], int(r[1]), float(r[2]), float(r[3])) for r in rows]
-
-    async def count_agents(self) -> int:
-        rows = await self._query("count", ())
-        return int(rows[0][0])
 
     async def health(self) -> Health:
         detail: dict[str, Any] = {"schema": self.schema}

@@ -1,0 +1,273 @@
+"""The PostgreSQL backend's append path: compare-and-append in one statement
+(``sk_append`` / ``sk_append1``), group commit (``sk_append_batch``), and settling an
+append whose outcome a lost connection left unknown. A mixin of
+:class:`~.backend.PostgresBackend` (see its docstring for the guarantees)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psycopg
+from psycopg_pool import PoolTimeout
+
+from ...errors import (
+    BackendError,
+    BackendRejected,
+    ConfigurationError,
+    ConflictError,
+    LeaseLost,
+)
+from ...records import (
+    AppendRequest,
+    AppendResult,
+    LeaseInfo,
+    RawEvent,
+)
+from ..base import Backend, validate_request
+from .connection import transient
+
+if TYPE_CHECKING:
+    from ..recovery import Reconnecting
+    from .feed import FeedReader
+
+T = TypeVar("T")
+
+__all__ = ["Appends"]
+
+
+class Appends(Backend):
+    """Appends of :class:`~.backend.PostgresBackend`."""
+
+    if TYPE_CHECKING:  # provided by PostgresBackend
+        _sql: dict[str, bytes]
+        _opened: bool
+        _feed: FeedReader
+        _reconnect: Reconnecting
+        _reading: bool
+        _read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]]
+        _read_runner: asyncio.Task[None] | None
+
+        def _check_open(self) -> None: ...
+        def _check_writable(self) -> None: ...
+        async def _ensure_open(self) -> None: ...
+        def _wrote(self) -> None: ...
+        def _reason(self, exc: BaseException) -> str: ...
+        def _connection(
+            self,
+        ) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
+        async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T: ...
+        async def _query(
+            self, name: str, params: Sequence[Any], *, lsn: int = 0
+        ) -> list[tuple[Any, ...]]: ...
+        async def get_lease(self, agent_id: str) -> LeaseInfo | None: ...
+
+    def _statement(self, request: AppendRequest) -> tuple[bytes, tuple[Any, ...]]:
+        """The ``sk_append`` (or, for one event, ``sk_append1``) call for ``request``."""
+        events = request.events
+        snap = request.snapshot
+        fence = request.fence
+        tail = (
+            request.idempotency_key,
+            snap.seq if snap is not None else None,
+            snap.timestamp if snap is not None else None,
+            snap.payload if snap is not None else None,
+            snap.checksum if snap is not None else None,
+            request.head_tag,
+            request.check_tag,
+            request.expected_tag,
+            fence[0] if fence is not None else None,
+            fence[1] if fence is not None else None,
+        )
+        if len(events) == 1:
+            e = events[0]
+            one = (request.agent_id, request.expected_seq, e.seq, e.kind, e.timestamp)
+            return self._sql["append1"], (*one, e.payload, e.checksum, *tail)
+        return self._sql["append"], (
+            request.agent_id,
+            request.expected_seq,
+            [e.seq for e in events],
+            [e.kind for e in events],
+            [e.timestamp for e in events],
+            [e.payload for e in events],
+            [e.checksum for e in events],
+            *tail,
+        )
+
+    @staticmethod
+    def _result(request: AppendRequest, row: tuple[Any, ...]) -> AppendResult:
+        status, a, b = int(row[0]), int(row[1]), int(row[2])
+        if status == 0:
+            return AppendResult(request.agent_id, a, b)
+        if status == 1:
+            return AppendResult(request.agent_id, a, b, duplicate=True)
+        if status == 3:
+            assert request.fence is not None
+            holder, token = request.fence
+            raise LeaseLost(request.agent_id, holder, token, a, row[3])
+        raise ConflictError(request.agent_id, request.expected_seq, a)
+
+    async def _append_once(self, request: AppendRequest) -> tuple[Any, ...]:
+        async with self._connection() as conn:
+            cur = await conn.execute(*self._statement(request))
+            row: tuple[Any, ...] | None = await cur.fetchone()
+        assert row is not None
+        return row
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        self._check_open()
+        self._check_writable()
+        validate_request(request)
+        try:
+            if not self._opened:
+                await self._ensure_open()
+            row = await self._append_once(request)
+        except psycopg.Error as exc:
+            return await self._recover(request, exc)
+        self._wrote()
+        self._feed.poke()
+        return self._result(request, row)
+
+    async def append_batch(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        self._check_open()
+        self._check_writable()
+        out: list[AppendResult | BaseException | None] = [None] * len(requests)
+        valid: list[tuple[int, AppendRequest]] = []
+        for i, request in enumerate(requests):
+            try:
+                validate_request(request)
+                valid.append((i, request))
+            except ConfigurationError as exc:
+                out[i] = exc
+        if len(valid) == 1:
+            i, request = valid[0]
+            try:
+                out[i] = await self.append(request)
+            except Exception as exc:
+                out[i] = exc
+        elif valid:
+            try:
+                if not self._opened:
+                    await self._ensure_open()
+                rows = await self._batch_once([r for _, r in valid])
+            except psycopg.Error as exc:
+                # Either the whole transaction committed or none of it: settle each
+                # request on its own (checking whether it landed when that is unknown).
+                await self._settle(valid, exc, out)
+            else:
+                self._wrote()
+                self._feed.poke()
+                for (i, request), row in zip(valid, rows, strict=True):
+                    try:
+                        out[i] = self._result(request, row)
+                    except (ConflictError, LeaseLost) as exc:
+                        out[i] = exc
+        return [r if r is not None else BackendError("not attempted") for r in out]
+
+    async def _settle(
+        self,
+        valid: list[tuple[int, AppendRequest]],
+        exc: psycopg.Error,
+        out: list[AppendResult | BaseException | None],
+    ) -> None:
+        """Settle the requests of a failed batch statement, each on its own.
+
+        A permanent error (a constraint, a ``statement_timeout``) rolled the whole
+        statement back: every request is sent again alone, so the good ones commit
+        and the faulty one gets its own error. After a lost connection each request
+        is recovered (did it land?). Agents are settled concurrently — one agent's
+        requests in their order — so no request waits behind another's failure.
+        """
+        ambiguous = transient(exc)
+        chains: dict[str, list[tuple[int, AppendRequest]]] = {}
+        for item in valid:
+            chains.setdefault(item[1].agent_id, []).append(item)
+
+        async def settle(chain: list[tuple[int, AppendRequest]]) -> None:
+            for i, request in chain:
+                try:
+                    if ambiguous:
+                        out[i] = await self._recover(request, exc)
+                    else:
+                        out[i] = await self.append(request)
+                except Exception as inner:
+                    out[i] = inner
+
+        await asyncio.gather(*(settle(chain) for chain in chains.values()))
+
+    async def _batch_once(self, requests: Sequence[AppendRequest]) -> list[tuple[Any, ...]]:
+        """Every request in ONE ``sk_append_batch`` statement: one round trip, one commit."""
+        snaps = [r.snapshot for r in requests]
+        events = [e for r in requests for e in r.events]
+        params: tuple[list[Any], ...] = (
+            [r.agent_id for r in requests],
+            [r.expected_seq for r in requests],
+            [len(r.events) for r in requests],
+            [r.idempotency_key for r in requests],
+            [s.seq if s is not None else None for s in snaps],
+            [s.timestamp if s is not None else None for s in snaps],
+            [s.payload if s is not None else None for s in snaps],
+            [s.checksum if s is not None else None for s in snaps],
+            [e.seq for e in events],
+            [e.kind for e in events],
+            [e.timestamp for e in events],
+            [e.payload for e in events],
+            [e.checksum for e in events],
+            [r.head_tag for r in requests],
+            [r.check_tag for r in requests],
+            [r.expected_tag for r in requests],
+            [r.fence[0] if r.fence is not None else None for r in requests],
+            [r.fence[1] if r.fence is not None else None for r in requests],
+        )
+        query = self._sql["append_batch"]
+        async with self._connection() as conn:
+            cur = await conn.execute(query, params)
+            rows = await cur.fetchall()
+        if len(rows) != len(requests):
+            raise psycopg.DataError(f"sk_append_batch answered {len(rows)} of {len(requests)}")
+        return [tuple(row[1:]) for row in rows]
+
+    async def _recover(self, request: AppendRequest, exc: psycopg.Error) -> AppendResult:
+        """Settle an append whose outcome is unknown (its connection failed): see
+        :meth:`Reconnecting.settle_append` — what is stored at the request's seqs is
+        compared with its events. A constraint violation is final."""
+        self._wrote()
+        if isinstance(exc, psycopg.errors.IntegrityError):
+            raise BackendRejected(
+                f"postgresql: constraint violated appending to {request.agent_id!r}: "
+                f"{self._reason(exc)}",
+                sqlstate=exc.sqlstate,
+            ) from exc
+        return await self._reconnect.settle_append(
+            request,
+            exc,
+            landed=self._landed,
+            submit=self._submit,
+            # a request that never got a connection was never sent
+            maybe_applied=self._opened and not isinstance(exc, PoolTimeout),
+        )
+
+    async def _submit(self, request: AppendRequest) -> AppendResult:
+        return self._result(request, await self._append_once(request))
+
+    async def _landed(self, request: AppendRequest) -> bool:
+        first, last = request.events[0].seq, request.events[-1].seq
+        async with self._connection() as conn:
+            cur = conn.cursor(binary=True)
+            await cur.execute(
+                self._sql["read"],
+                (request.agent_id, first - 1, last, len(request.events)),
+            )
+            rows = await cur.fetchall()
+            stored = [RawEvent(r[0], r[1], r[2], bytes(r[3]), bytes(r[4])) for r in rows]
+            if stored != list(request.events):
+                return False
+            if request.idempotency_key is None:
+                return True
+            await cur.execute(self._sql["key"], (request.agent_id, request.idempotency_key))
+            row = await cur.fetchone()
+        return row is not None and (int(row[0]), int(row[1])) == (first, last)

@@ -1,0 +1,113 @@
+"""The PostgreSQL backend's leases: one row per agent in ``sk_leases``, expiry on the
+server's clock, tokens that only grow. A mixin of :class:`~.backend.PostgresBackend`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psycopg
+
+from ...errors import (
+    LeaseHeld,
+    LeaseLost,
+)
+from ...records import (
+    LeaseInfo,
+    RawEvent,
+)
+from ..base import Backend, validate_ttl
+
+if TYPE_CHECKING:
+    from ..recovery import Reconnecting
+    from .feed import FeedReader
+
+T = TypeVar("T")
+
+__all__ = ["Leases"]
+
+
+class Leases(Backend):
+    """Leases of :class:`~.backend.PostgresBackend`."""
+
+    if TYPE_CHECKING:  # provided by PostgresBackend
+        _sql: dict[str, bytes]
+        _opened: bool
+        _feed: FeedReader
+        _reconnect: Reconnecting
+        _reading: bool
+        _read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]]
+        _read_runner: asyncio.Task[None] | None
+
+        def _check_open(self) -> None: ...
+        def _check_writable(self) -> None: ...
+        async def _ensure_open(self) -> None: ...
+        def _wrote(self) -> None: ...
+        def _reason(self, exc: BaseException) -> str: ...
+        def _connection(
+            self,
+        ) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
+        async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T: ...
+        async def _query(
+            self, name: str, params: Sequence[Any], *, lsn: int = 0
+        ) -> list[tuple[Any, ...]]: ...
+
+    # One row per agent in sk_leases, never deleted (tokens only grow, also across
+    # delete_agent). Expiry is on the database server's clock. A fenced append locks
+    # the row FOR SHARE while it checks the fence, so no grant slips in before it commits.
+
+    async def _lease_row(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        query = self._sql[name]
+
+        async def op() -> tuple[Any, ...] | None:
+            async with self._connection() as conn:
+                cur = await conn.execute(query, params)
+                row: tuple[Any, ...] | None = await cur.fetchone()
+            return row
+
+        return await self._retrying(name, op)
+
+    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
+        self._check_open()
+        self._check_writable()
+        ttl = validate_ttl(ttl)
+        params = {"agent": agent_id, "holder": holder, "ttl": ttl}
+        row = await self._lease_row("lease_acquire", params)
+        if row is not None:
+            return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2]))
+        current = await self.get_lease(agent_id)
+        if current is None or current.holder is None:  # released meanwhile: try again
+            return await self.acquire_lease(agent_id, holder, ttl)
+        raise LeaseHeld(agent_id, current.holder, current.expires_at)
+
+    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
+        self._check_open()
+        self._check_writable()
+        ttl = validate_ttl(ttl)
+        params = {"agent": agent_id, "holder": holder, "token": token, "ttl": ttl}
+        row = await self._lease_row("lease_renew", params)
+        if row is not None:
+            return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2]))
+        current = await self.get_lease(agent_id)
+        raise LeaseLost(
+            agent_id,
+            holder,
+            token,
+            current.token if current is not None else 0,
+            current.holder if current is not None else None,
+        )
+
+    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
+        self._check_open()
+        self._check_writable()
+        params = {"agent": agent_id, "holder": holder, "token": token}
+        return await self._lease_row("lease_release", params) is not None
+
+    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
+        self._check_open()
+        row = await self._lease_row("lease_get", {"agent": agent_id})
+        if row is None:
+            return None
+        return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2]))
