@@ -342,3 +342,38 @@ async def test_a_store_on_a_partitioned_schema_saves_loads_and_follows_the_feed(
         )
     )
     assert spread == [(PARTITIONS,)]
+
+
+async def test_a_partition_read_directly_shows_other_roles_nothing(schema: str) -> None:
+    """Row-level security policies (governance's, on the parent tables) are not checked
+    when a partition is queried directly; every partition has row security on with no
+    policy, so a role that is not the owner sees rows only through the parent."""
+    backend = await _created(schema)
+    for i in range(8):
+        await backend.append(request(f"agent-{i}", 0))
+    await backend.close()
+    role = f"{schema}_reader"
+    ident, who = sql.Identifier(schema), sql.Identifier(role)
+    _rows(sql.SQL("CREATE ROLE {}").format(who))
+    try:
+        _rows(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(ident, who))
+        _rows(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(ident, who))
+        with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+            conn.execute(sql.SQL("SET ROLE {}").format(who))
+            parent = conn.execute(
+                sql.SQL("SELECT count(*) FROM {}.sk_events").format(ident)
+            ).fetchone()
+            direct = [
+                conn.execute(
+                    sql.SQL("SELECT count(*) FROM {}.{}").format(
+                        ident, sql.Identifier(f"sk_events_p{i}")
+                    )
+                ).fetchone()
+                for i in range(PARTITIONS)
+            ]
+            conn.execute("RESET ROLE")
+        assert parent == (8,)
+        assert direct == [(0,)] * PARTITIONS
+    finally:
+        _rows(sql.SQL("DROP OWNED BY {}").format(who))
+        _rows(sql.SQL("DROP ROLE {}").format(who))

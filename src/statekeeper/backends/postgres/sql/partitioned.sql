@@ -52,4 +52,9 @@ CREATE TABLE {s}.sk_leases (
 ) PARTITION BY HASH (agent_id);
 
 -- name: partition
+-- Row-level security is on for every partition, with no policy: a role that is not the
+-- owner reads and writes the rows only through the parent table, whose policies
+-- (row_security.py) apply; read directly, a partition shows such a role nothing (a
+-- grant ON ALL TABLES IN SCHEMA would otherwise let it bypass the parent's policies).
 CREATE TABLE {s}.{p} PARTITION OF {s}.{t} FOR VALUES WITH (MODULUS {n}, REMAINDER {i});
+ALTER TABLE {s}.{p} ENABLE ROW LEVEL SECURITY;
