@@ -227,6 +227,7 @@ CROSS_AGENT = {
     "feed_trim",
     "feed_trimmed",
     "partitions",
+    "in_recovery",
 }
 
 

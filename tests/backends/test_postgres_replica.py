@@ -27,7 +27,7 @@ import psycopg
 from statekeeper import StateStore
 from statekeeper.backends.postgres import PostgresBackend
 from statekeeper.backends.postgres.replica import ReplicaReads
-from statekeeper.errors import ConflictError
+from statekeeper.errors import ConfigurationError, ConflictError
 from statekeeper.records import AppendRequest, RawEvent
 
 from ._services import PrivatePostgres, free_port
@@ -254,3 +254,22 @@ async def test_a_store_with_a_replica_url_saves_and_loads(pair: ReplicaPair) -> 
         pair.caught_up()
         loaded = await asyncio.gather(*(store.load("team/agent-1") for _ in range(3)))
         assert all(state.data == {"step": 2} for state in loaded)
+
+
+async def test_the_feed_on_a_standby_itself_is_refused_with_the_way_out(
+    pair: ReplicaPair,
+) -> None:
+    """Opened directly on the standby (read-only), loads work, but the feed's frontier
+    cannot be read there (the primary's appends in flight are invisible): a typed error
+    says to open the primary with replica_url= instead — never a feed that skips."""
+    writer = _backend(pair)
+    await writer.append(request("a", 0, b"one"))
+    await writer.close()
+    pair.caught_up()
+    standby = PostgresBackend(pair.replica_dsn, schema="agents", max_size=2, readonly=True)
+    try:
+        assert [e.payload for e in await standby.read("a")] == [b"one"]
+        with pytest.raises(ConfigurationError, match="replica_url"):
+            await standby.read_feed(0, 10)
+    finally:
+        await standby.close()

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
+from ...errors import ConfigurationError
 from ...records import FeedRecord, RawEvent
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class FeedReader:
         #: the primary's WAL position when ``safe`` was last confirmed: a replica
         #: serves the feed up to ``safe`` once it has replayed this far
         self.lsn = 0
+        self._on_primary = False
         self._candidate: int | None = None
         self._holders: list[str] = []
         self._listener: psycopg.AsyncConnection[Any] | None = None
@@ -60,6 +62,16 @@ class FeedReader:
 
     async def frontier(self) -> int:
         """The highest position no append still in flight can come before."""
+        if not self._on_primary:
+            # a standby's lock table does not show the primary's appends in flight: a
+            # frontier read there could pass a position that is still to commit
+            if (await self.backend._query("in_recovery", ()))[0][0]:
+                raise ConfigurationError(
+                    f"schema {self.backend.schema!r}: the change feed must be read through "
+                    "the primary (this server is a standby); open the store on the primary "
+                    "with replica_url= set to this server to read the feed's pages from it"
+                )
+            self._on_primary = True
         replica = self.backend._replica is not None
         rows = await self.backend._query(
             "feed_frontier_lsn" if replica else "feed_frontier",

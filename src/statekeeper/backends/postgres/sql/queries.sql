@@ -150,3 +150,6 @@ SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass(%s)
 
 -- name: feed_frontier_lsn
 SELECT safe, next_candidate, next_holders, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint FROM {s}.sk_feed_frontier(%s, %s::bigint, %s::text[])
+
+-- name: in_recovery
+SELECT pg_is_in_recovery()
