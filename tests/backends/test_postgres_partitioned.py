@@ -81,6 +81,7 @@ async def test_every_agent_table_is_hash_partitioned_on_agent_id(schema: str) ->
     backend = await _created(schema)
     try:
         await backend.append(request("a", 0))
+        assert (await backend.health()).detail["partitions"] == PARTITIONS
     finally:
         await backend.close()
     layout = _rows(

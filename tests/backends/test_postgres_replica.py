@@ -182,6 +182,8 @@ async def test_loads_come_from_the_replica_and_the_writer_reads_its_own_writes(
         assert [e.payload for e in await writer.read("a")] == [b"one", b"two"]
         assert _served(writer) == {"replica": before["replica"] + 1, "primary": before["primary"]}
         assert [e.payload for e in await reader.read("a")] == [b"one", b"two"]
+        health = await writer.health()
+        assert health.ok and health.detail["replica"] == {"reads": _served(writer)}
     finally:
         await writer.close()
         await reader.close()

@@ -601,6 +601,9 @@ class PostgresBackend(Appends, Leases, Reads, Backend):
                 row = await cur.fetchone()
             detail["server_version"] = row[0] if row else None
             detail["migration"] = max(await self.migrations(), default=0)
+            detail["partitions"] = await _schema.partition_count(self)
+            if self._replica is not None:
+                detail["replica"] = {"reads": dict(self._replica.served)}
             stats = self._pool.get_stats()
             detail["pool"] = {
                 k: stats.get(k, 0) for k in ("pool_size", "pool_available", "requests_waiting")
