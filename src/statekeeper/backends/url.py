@@ -1,18 +1,20 @@
 """Choosing a backend by URL.
 
-==============================================  ===========================================
-``memory://``                                   :class:`~.memory.MemoryBackend`
-``sqlite:///rel.db``, ``sqlite:////abs.db``     :class:`~.sqlite.SQLiteBackend`
-(a bare path is a SQLite file too;              (``sqlite+pysqlite://`` too)
-``sqlite://`` and ``sqlite:///:memory:``        :class:`~.memory.MemoryBackend`, as in
-are a private in-memory store)                  SQLAlchemy: nothing is kept after close
-``postgresql://user@host:5432/db?…``            :class:`~.postgres.PostgresBackend`
-(``postgres://``, ``postgresql+psycopg://``)    (extra ``postgres``)
-``redis://host:6379/0?prefix=sk:&ttl=3600``     :class:`~.redis.RedisBackend`
-(``rediss://`` for TLS, ``unix://``)            (extra ``redis``)
-``s3://bucket/prefix?endpoint_url=http://…``    :class:`~.s3.S3Backend` (extra ``s3``)
-``tiered://?hot=…&durable=…&cold=…``            :class:`~.tiered.TieredBackend`
-==============================================  ===========================================
+================================================  =========================================
+``memory://``                                     :class:`~.memory.MemoryBackend`
+``sqlite:///rel.db``, ``sqlite:////abs.db``       :class:`~.sqlite.SQLiteBackend`
+(a bare path is a SQLite file too;                (``sqlite+pysqlite://`` too)
+``sqlite://`` and ``sqlite:///:memory:``          :class:`~.memory.MemoryBackend`, as in
+are a private in-memory store)                    SQLAlchemy: nothing is kept after close
+``postgresql://user@host:5432/db?…``              :class:`~.postgres.PostgresBackend`
+(``postgres://``, ``postgresql+psycopg://``)      (extra ``postgres``)
+``redis://host:6379/0?prefix=sk:&ttl=3600``       :class:`~.redis.RedisBackend`
+(``rediss://`` for TLS, ``unix://``)              (extra ``redis``)
+``redis+cluster://h1:7000,h2:7001/?prefix=sk:``  :class:`~.redis.RedisBackend` on a Redis
+(``rediss+cluster://`` for TLS)                   Cluster (sharded layout: docs/scale.md)
+``s3://bucket/prefix?endpoint_url=http://…``      :class:`~.s3.S3Backend` (extra ``s3``)
+``tiered://?hot=…&durable=…&cold=…``              :class:`~.tiered.TieredBackend`
+================================================  =========================================
 
 The engines behind an extra are imported only when their URL is used; a missing extra
 raises :class:`~statekeeper.errors.BackendUnavailable` naming the ``pip install``
@@ -146,7 +148,7 @@ def open_backend(
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise _missing("postgres", exc) from exc
         return PostgresBackend.from_url(url, readonly=readonly, **{**timeout, **extra})
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
         try:
             from .redis import RedisBackend
         except ImportError as exc:  # pragma: no cover
@@ -164,7 +166,7 @@ def open_backend(
         return TieredBackend.from_url(url, connect_timeout=connect_timeout, readonly=readonly)
     raise ConfigurationError(
         f"unknown backend scheme {scheme!r} in {mask_url(url)!r} (known: memory, sqlite, "
-        "postgresql, redis, rediss, unix, s3, tiered)"
+        "postgresql, redis, rediss, redis+cluster, unix, s3, tiered)"
     )
 
 

@@ -40,10 +40,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import struct
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from typing import Any, TypeVar, cast
 
 from ...errors import (
     BackendError,
@@ -81,40 +79,37 @@ from ..framing import pack_snapshot, unpack_snapshot
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
 from ..scripts import read_script
-from . import feed
-from .feed import FeedKeys
 
 try:
-    import redis.asyncio as aioredis
-    from redis.asyncio import connection as _connection
-    from redis.asyncio.retry import Retry
-    from redis.backoff import NoBackoff
-    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.asyncio.cluster import RedisCluster
+    from redis.commands.core import AsyncScript
     from redis.exceptions import RedisError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise BackendUnavailable(
         "the Redis backend needs redis-py: pip install 'statekeeper[redis]'"
     ) from exc
 
-__all__ = ["RedisBackend"]
+from . import feed
+from .client import make_client, on_node, transient
+from .codec import pack_event, unpack_event
+from .keys import AgentKeys, Layout
+from .urls import check_redis_url, is_cluster, split_options
+
+__all__ = ["SCRIPTS", "RedisBackend", "check_redis_url", "lua"]
 
 logger = logging.getLogger("statekeeper.backends.redis")
 
 T = TypeVar("T")
 
-_OWN_OPTIONS = (
-    "prefix",
-    "ttl",
-    "retry_timeout",
-    "max_connections",
-    "connect_timeout",
-    "feed",
-)
-_EVENT_HEAD = struct.Struct(">dHH")  # ts, len(kind), len(checksum); then kind, checksum, payload
 _HMGET_CHUNK = 1000
 
 _PACKAGE = "statekeeper.backends.redis"
+#: KEYS: meta. ARGV: shards. Records the number of shards unless one is recorded.
+_CLAIM_LAYOUT = (
+    "local cur = redis.call('HGET', KEYS[1], 'shards') "
+    "if cur then return cur end "
+    "redis.call('HSET', KEYS[1], 'shards', ARGV[1]) return ARGV[1]"
+)
 _INCLUDE = re.compile(r"^-- include: (\S+)$", re.MULTILINE)
 
 
@@ -146,108 +141,25 @@ SCRIPTS = (
 )
 
 
-def _pack_event(e: RawEvent) -> bytes:
-    kind = e.kind.encode()
-    return _EVENT_HEAD.pack(e.timestamp, len(kind), len(e.checksum)) + kind + e.checksum + e.payload
-
-
-def _unpack_event(seq: int, blob: bytes) -> RawEvent:
-    at = _EVENT_HEAD.size
-    try:
-        ts, nkind, nsum = _EVENT_HEAD.unpack_from(blob)
-        kind = blob[at : at + nkind].decode()
-        if len(blob) < at + nkind + nsum:
-            raise ValueError("cut short")
-    except (struct.error, ValueError):
-        # Damaged framing: no checksum, so the store's verification names agent and seq.
-        return RawEvent(seq, "", 0.0, blob, b"")
-    at += nkind
-    checksum = blob[at : at + nsum]
-    return RawEvent(seq, kind, ts, blob[at + nsum :], checksum)
-
-
-def _transient(exc: BaseException) -> bool:
-    return isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError)
-
-
-def _driver_options() -> frozenset[str]:
-    """The query options redis-py understands in a URL (the rest would fail later)."""
-    import inspect
-
-    names = set(_connection.URL_QUERY_ARGUMENT_PARSERS)
-    for cls in (
-        _connection.AbstractConnection,
-        _connection.Connection,
-        _connection.SSLConnection,
-        _connection.UnixDomainSocketConnection,
-    ):
-        names.update(inspect.signature(cls.__init__).parameters)
-    names.difference_update({"self", "kwargs", "args", "host", "port", "path", "retry"})
-    return frozenset(names)
-
-
-def check_redis_url(url: str) -> None:
-    """Refuse a Redis URL redis-py would misread or fail on later: a database that is
-    not a number (``redis://host/abc`` is not silently db 0), a bad port, an unknown
-    option. The error names the bad part and masks the password."""
-    shown = mask_url(url)
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise ConfigurationError(f"bad Redis URL {shown!r}: {exc}") from None
-    scheme = parts.scheme.lower()
-    if scheme not in ("redis", "rediss", "unix"):
-        raise ConfigurationError(
-            f"a Redis URL starts with redis://, rediss:// or unix://, not {scheme!r}: {shown!r}"
-        )
-    if port == 0:
-        raise ConfigurationError(f"port 0 is not a Redis port in {shown!r}")
-    options = parse_qsl(parts.query, keep_blank_values=True)
-    db_option = [v for k, v in options if k == "db"]
-    if scheme != "unix":
-        db_path = unquote(parts.path).strip("/")
-        if db_path and not db_path.isdigit():
-            raise ConfigurationError(
-                f"the Redis database must be a number (redis://host:6379/0), not "
-                f"{db_path!r} in {shown!r}"
-            )
-        if db_path and db_option and db_option[-1] != db_path:
-            raise ConfigurationError(
-                f"the Redis database is given twice ({db_path!r} and db={db_option[-1]!r}) "
-                f"in {shown!r}"
-            )
-    elif not parts.path:
-        raise ConfigurationError(f"a unix:// Redis URL needs a socket path: {shown!r}")
-    for value in db_option:
-        if not value.isdigit():
-            raise ConfigurationError(
-                f"the Redis database must be a number, not db={value!r} in {shown!r}"
-            )
-    known = _driver_options()
-    unknown = sorted({k for k, _ in options if k not in known and k not in _OWN_OPTIONS})
-    if unknown:
-        raise ConfigurationError(
-            f"unknown Redis URL option{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(map(repr, unknown))} in {shown!r}"
-        )
-
-
 class RedisBackend(Backend):
-    """Streams and snapshots in Redis (``redis://host:6379/0?prefix=app:&ttl=3600``).
+    """Streams and snapshots in Redis (``redis://host:6379/0?prefix=app:&ttl=3600``), or
+    in a Redis Cluster (``redis+cluster://host1:7000,host2:7001/?prefix=app:``).
 
     Args:
-        url: a redis-py URL (``redis://``, ``rediss://`` for TLS, ``unix://``); its
-            query options other than statekeeper's go to redis-py.
+        url: a redis-py URL (``redis://``, ``rediss://`` for TLS, ``unix://``), or
+            ``redis+cluster://`` / ``rediss+cluster://`` with one or more seed nodes;
+            its query options other than statekeeper's go to redis-py.
         prefix: prefix of every key this backend touches.
         ttl: seconds an agent lives without activity (None: forever).
         touch: reads refresh the TTL too (else only writes do).
         retry_timeout: seconds an operation keeps retrying after connection errors
             (0: fail at once — what a hot tier wants), once the server has answered.
+            On a cluster it must cover a failover (about ``cluster-node-timeout`` plus
+            the election).
         connect_timeout: seconds the first contact (connect, login, database
             selection, ``PING``) may take; a server that does not answer in time or
             refuses raises :class:`~statekeeper.errors.BackendUnavailable`.
-        max_connections: connection pool size.
+        max_connections: connection pool size (per node on a cluster).
         socket_timeout: seconds before a silent server counts as lost.
         readonly: read only: reads never refresh TTLs or tidy the index, every write
             raises :class:`~statekeeper.errors.ReadOnlyStore`, and
@@ -257,6 +169,18 @@ class RedisBackend(Backend):
         feed: keep the change feed (``Capability.FEED``, see :mod:`.feed`): one
             stream entry per event, trimmed by ``trim_feed``. ``False`` (URL
             ``feed=0``) for a hot tier or a cache, which nobody follows.
+        shards: the sharded key layout with this many shards (see :mod:`.keys`).
+            A cluster always uses it (default 16); a single server uses the plain
+            layout unless given ``shards``. With more than one shard the feed is
+            per shard (:meth:`read_shard_feed`) and the store-wide ``FEED``
+            capability is not offered (see ``docs/scale.md``).
+        wait_replicas: after every write, ``WAIT`` until this many replicas of the
+            master acknowledged it (0: do not wait). Redis replication is
+            asynchronous: only a write acknowledged this way survives the failover
+            of its master. A write the replicas did not acknowledge within
+            ``wait_timeout`` raises :class:`~statekeeper.errors.BackendError` with
+            ``maybe_applied=True``.
+        wait_timeout: seconds ``WAIT`` may block (default 2).
     """
 
     name = "redis"
@@ -273,6 +197,8 @@ class RedisBackend(Backend):
     )
     #: the head tag is compared inside the append script (no read before a write)
     compares_head_tag = True
+    #: default number of shards on a cluster
+    CLUSTER_SHARDS = 16
 
     def __init__(
         self,
@@ -288,12 +214,26 @@ class RedisBackend(Backend):
         connect_timeout: float = 5.0,
         readonly: bool = False,
         feed: bool = True,
+        shards: int | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: float = 2.0,
     ) -> None:
         if ttl is not None and ttl <= 0:
             raise ConfigurationError("ttl must be > 0 seconds (or None for no expiry)")
         if not connect_timeout > 0:
             raise ConfigurationError("connect_timeout must be > 0 seconds")
         check_redis_url(url)
+        self.cluster = is_cluster(url)
+        if shards is None and self.cluster:
+            shards = self.CLUSTER_SHARDS
+        if shards is not None and not 1 <= shards <= 4096:
+            raise ConfigurationError(f"shards must be between 1 and 4096, not {shards!r}")
+        if shards is not None and ("{" in prefix or "}" in prefix):
+            raise ConfigurationError(
+                f"a sharded Redis prefix cannot contain '{{' or '}}' (hash tags): {prefix!r}"
+            )
+        if wait_replicas < 0 or not wait_timeout > 0:
+            raise ConfigurationError("wait_replicas must be >= 0 and wait_timeout > 0 seconds")
         self.url = url
         self.connect_timeout = connect_timeout
         self._reached = False
@@ -302,93 +242,72 @@ class RedisBackend(Backend):
         self.touch = touch
         self.readonly = readonly
         self.retry_timeout = retry_timeout
+        self.wait_replicas = wait_replicas
+        self.wait_timeout = wait_timeout
         self._pfx = prefix.encode()
-        self._index = self._pfx + b"agents"
+        self.layout = Layout(self._pfx, shards)
         self.feed = feed
         self._block_limit = max(0.05, socket_timeout / 2)  # a blocking XREAD within it
-        self._feed_keys = FeedKeys(self._pfx)
-        if feed:
+        if feed and len(self.layout.shard_keys) == 1:
             self.capabilities = type(self).capabilities | {Capability.FEED}
         self._ttl_ms = str(round(ttl * 1000)) if ttl else "0"
         self._touch = "1" if touch and ttl and not readonly else "0"
-        try:
-            pool = aioredis.ConnectionPool.from_url(
-                url,
-                max_connections=max_connections,
-                socket_timeout=socket_timeout,
-                socket_connect_timeout=min(socket_connect_timeout, connect_timeout),
-                retry=Retry(NoBackoff(), 0),
-            )
-        except ValueError as exc:
-            raise ConfigurationError(f"bad Redis URL {mask_url(url)!r}: {exc}") from exc
-        self._client = aioredis.Redis(connection_pool=pool)
-        self._append_script = self._client.register_script(lua("append"))
-        self._read_script = self._client.register_script(lua("read"))
-        self._seq_at_script = self._client.register_script(lua("seq_at"))
-        self._latest_script = self._client.register_script(lua("latest"))
-        self._read_latest_script = self._client.register_script(lua("read_latest"))
-        self._save_snapshot_script = self._client.register_script(lua("save_snapshot"))
-        self._delete_script = self._client.register_script(lua("delete"))
-        self._ttl_script = self._client.register_script(lua("set_ttl"))
-        self._rewrite_script = self._client.register_script(lua("rewrite"))
-        self._prune_script = self._client.register_script(lua("prune"))
-        self._acquire_script = self._client.register_script(lua("lease_acquire"))
-        self._renew_script = self._client.register_script(lua("lease_renew"))
-        self._release_script = self._client.register_script(lua("lease_release"))
+        self._client = make_client(
+            url,
+            max_connections=max_connections,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=min(socket_connect_timeout, connect_timeout),
+        )
+        register = self._client.register_script
+        self._append_script = register(lua("append"))
+        self._read_script = register(lua("read"))
+        self._seq_at_script = register(lua("seq_at"))
+        self._latest_script = register(lua("latest"))
+        self._read_latest_script = register(lua("read_latest"))
+        self._save_snapshot_script = register(lua("save_snapshot"))
+        self._delete_script = register(lua("delete"))
+        self._ttl_script = register(lua("set_ttl"))
+        self._rewrite_script = register(lua("rewrite"))
+        self._prune_script = register(lua("prune"))
+        self._acquire_script = register(lua("lease_acquire"))
+        self._renew_script = register(lua("lease_renew"))
+        self._release_script = register(lua("lease_release"))
         self._closed = False
         self._reconnect = Reconnecting(
             engine="redis",
             timeout=lambda: self.retry_timeout,
             errors=(RedisError,),
-            transient=_transient,
+            transient=transient,
             reason=self._reason,
             reject=lambda what, exc: BackendRejected(f"{what}: {self._reason(exc)}"),
             is_closed=lambda: self._closed,
             check_open=self._check_open,
             logger=logger,
             prepare=self._prepare,
+            before_retry=self._refresh_topology,
         )
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> RedisBackend:
-        """Build from a URL; ``prefix``, ``ttl``, ``retry_timeout`` and
-        ``max_connections`` are read from its query string, the rest goes to redis-py."""
-        parts = urlsplit(url)
-        kwargs: dict[str, Any] = {}
-        keep: list[tuple[str, str]] = []
-        for key, value in parse_qsl(parts.query, keep_blank_values=True):
-            if key not in _OWN_OPTIONS:
-                keep.append((key, value))
-                continue
-            try:
-                if key == "prefix":
-                    kwargs["prefix"] = value
-                elif key == "feed":
-                    if value not in ("0", "1", "true", "false"):
-                        raise ValueError(value)
-                    kwargs["feed"] = value in ("1", "true")
-                elif key == "max_connections":
-                    kwargs[key] = int(value)
-                else:
-                    kwargs[key] = float(value)
-                    if not kwargs[key] >= 0 or (key == "connect_timeout" and not kwargs[key] > 0):
-                        raise ValueError(value)
-            except ValueError:
-                raise ConfigurationError(
-                    f"{key} must be a number, not {value!r}, in {mask_url(url)!r}"
-                ) from None
+        """Build from a URL; statekeeper's options (``prefix``, ``ttl``,
+        ``retry_timeout``, ``max_connections``, ``connect_timeout``, ``feed``,
+        ``shards``, ``wait_replicas``, ``wait_timeout``) are read from its query
+        string, the rest goes to redis-py."""
+        clean, kwargs = split_options(url)
         kwargs.update(overrides)
-        clean = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(keep), ""))
         return cls(clean, **kwargs)
 
-    # -- keys ------------------------------------------------------------------------
+    # -- keys (all names come from .keys.Layout) -------------------------------------
+
+    def _agent(self, agent_id: str) -> AgentKeys:
+        return self.layout.agent(agent_id)
 
     def _keys(self, agent_id: str) -> tuple[bytes, bytes]:
-        raw = agent_id.encode()
-        return self._pfx + b"a:" + raw, self._pfx + b"s:" + raw
+        k = self.layout.agent(agent_id)
+        return k.hash, k.snapshots
 
     def _lease_key(self, agent_id: str) -> bytes:
-        return self._pfx + b"l:" + agent_id.encode()
+        return self.layout.agent(agent_id).lease
 
     def _check_writable(self) -> None:
         if self.readonly:
@@ -396,7 +315,13 @@ class RedisBackend(Backend):
 
     async def ensure_store(self) -> None:
         async def op() -> int:
-            return int(await self._client.exists(self._pfx + b"meta", self._index))
+            keys = [self.layout.meta, *(s.index for s in self.layout.shard_keys)]
+            found = 0
+            for key in keys:  # one key per call: they live in different slots
+                found += int(await self._client.exists(key))
+                if found:
+                    break
+            return found
 
         if await self._retrying("ensure_store", op) == 0:
             raise NotAStore(
@@ -408,9 +333,93 @@ class RedisBackend(Backend):
         self._check_writable()
 
         async def op() -> Any:
-            return await self._client.hsetnx(self._pfx + b"meta", b"created_by", b"statekeeper")
+            return await self._client.hsetnx(self.layout.meta, b"created_by", b"statekeeper")
 
         await self._retrying("initialize", op)
+
+    async def _check_layout(self) -> None:
+        """Refuse to open a store recorded with another layout (see :mod:`.keys`); a
+        sharded store records its number of shards on first use."""
+        meta = self.layout.meta
+        want = self.layout.shards
+        if want is not None and not self.readonly:
+            got = await self._client.eval(_CLAIM_LAYOUT, 1, meta, str(want))
+        else:
+            got = await self._client.hget(meta, b"shards")
+        recorded = int(got) if got else None
+        if recorded == want or (recorded is None and want is None):
+            pass
+        elif recorded is None or want is None:
+            hint = f"open it with ?shards={recorded}" if recorded else "open it without shards="
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} holds a store in the "
+                f"{'sharded' if recorded else 'plain'} key layout; {hint} "
+                "(statekeeper export | statekeeper import moves a store between layouts)"
+            )
+        else:
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} was created with shards={recorded}, not "
+                f"{want}: an agent's shard depends on it, so it cannot change"
+            )
+        if want is not None and recorded is None and not self.cluster:
+            legacy = await self._client.exists(self._pfx + b"agents")
+            if legacy:
+                raise ConfigurationError(
+                    f"redis prefix {self.prefix!r} holds a store in the plain key layout; "
+                    "open it without shards= (statekeeper export | statekeeper import "
+                    "moves it to a sharded one)"
+                )
+
+    async def _refresh_topology(self) -> None:
+        """After a failed try on a cluster: re-read which master owns which slots (a
+        failover moved them), so the retry goes to the new master."""
+        if isinstance(self._client, RedisCluster):
+            try:
+                await self._client.nodes_manager.initialize()
+            except (RedisError, OSError) as exc:  # the retry reports it
+                logger.debug("redis cluster topology refresh failed: %s", self._reason(exc))
+
+    # -- writes, with the replication barrier --------------------------------------
+
+    async def _write(
+        self, agent_id: str, script: AsyncScript, keys: list[bytes], args: list[Any]
+    ) -> Any:
+        """Run a write script; with ``wait_replicas``, on the master owning the agent,
+        then a write to the shard's ``sync`` counter and ``WAIT``, all on one
+        connection (see :mod:`.client`). The counter write makes the ``WAIT`` cover
+        everything the master applied before it, even when the script itself wrote
+        nothing (a duplicate whose first write is not yet replicated)."""
+        if not self.wait_replicas:
+            return await script(keys=keys, args=args)
+        reply, acked = await self._barrier(
+            agent_id, [("EVAL", script.script, len(keys), *keys, *args)]
+        )
+        if isinstance(reply, BaseException):
+            raise reply
+        self._check_acked(acked)
+        return reply
+
+    async def _barrier(self, agent_id: str, commands: list[tuple[Any, ...]]) -> tuple[Any, Any]:
+        """``commands`` (one) then the replication barrier, on the agent's master."""
+        sync = self._agent(agent_id).shard.sync
+        ms = max(1, round(self.wait_timeout * 1000))
+        replies = await on_node(
+            self._client,
+            sync,
+            [*commands, ("INCRBY", sync, 0), ("WAIT", self.wait_replicas, ms)],
+        )
+        return replies[0], replies[-1]
+
+    def _check_acked(self, acked: Any) -> None:
+        if isinstance(acked, BaseException):
+            raise acked
+        if int(acked) < self.wait_replicas:
+            raise BackendError(
+                f"redis write applied on the master but acknowledged by {int(acked)} of "
+                f"{self.wait_replicas} replicas within {self.wait_timeout:g}s (wait_timeout): "
+                "it is lost if that master fails before replicating it",
+                maybe_applied=True,
+            )
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -442,6 +451,7 @@ class RedisBackend(Backend):
         except (RedisError, OSError) as exc:
             reason = one_line(scrub(str(exc), self.url)) or type(exc).__name__
         else:
+            await self._check_layout()
             self._reached = True
             return
         # never echo the password: the message names the server by its masked URL
@@ -477,10 +487,11 @@ class RedisBackend(Backend):
             ("1" if request.expected_tag else "0") if request.check_tag else "",
             request.expected_tag or b"",
         ]
-        args.extend(_pack_event(e) for e in events)
-        keys = [h, sz, self._index, self._lease_key(request.agent_id)]
+        args.extend(pack_event(e) for e in events)
+        k = self._agent(request.agent_id)
+        keys = [h, sz, k.shard.index, k.lease]
         if self.feed:
-            keys += [self._feed_keys.counter, self._feed_keys.stream]
+            keys += [k.shard.feed_counter, k.shard.feed_stream]
         return keys, args
 
     @staticmethod
@@ -504,7 +515,7 @@ class RedisBackend(Backend):
             await self.open()
         keys, args = self._append_call(request)
         try:
-            reply = await self._append_script(keys=keys, args=args)
+            reply = await self._write(request.agent_id, self._append_script, keys, args)
         except RedisError as exc:
             return await self._recover(request, exc)
         return self._result(request, reply)
@@ -524,12 +535,26 @@ class RedisBackend(Backend):
                 out[i] = exc
         if valid and not self._reached:
             await self.open()
-        if valid:
+        if valid and self.wait_replicas:
+            # each append waits for its own replicas: concurrently, one connection each
+            done = await asyncio.gather(
+                *(self.append(request) for _, request in valid), return_exceptions=True
+            )
+            for (i, _), result in zip(valid, done, strict=True):
+                if isinstance(result, StoreClosed):
+                    raise result
+                out[i] = result
+        elif valid:
             try:
                 async with self._client.pipeline(transaction=False) as pipe:
                     for _, request in valid:
                         keys, args = self._append_call(request)
-                        await self._append_script(keys=keys, args=args, client=pipe)
+                        if self.cluster:  # a cluster pipeline cannot load a script
+                            pipe.eval(
+                                cast(str, self._append_script.script), len(keys), *keys, *args
+                            )
+                        else:
+                            await self._append_script(keys=keys, args=args, client=cast(Any, pipe))
                     replies = await pipe.execute(raise_on_error=False)
             except RedisError as exc:
                 for i, request in valid:  # some may have run: settle each one
@@ -559,7 +584,8 @@ class RedisBackend(Backend):
 
     async def _submit(self, request: AppendRequest) -> AppendResult:
         keys, args = self._append_call(request)
-        return self._result(request, await self._append_script(keys=keys, args=args))
+        reply = await self._write(request.agent_id, self._append_script, keys, args)
+        return self._result(request, reply)
 
     async def _landed(self, request: AppendRequest) -> bool:
         h, _ = self._keys(request.agent_id)
@@ -567,9 +593,16 @@ class RedisBackend(Backend):
         key = request.idempotency_key
         if key is not None:
             fields.append(b"k:" + key.encode())
-        values = await self._client.hmget(h, fields)
+        if self.wait_replicas:  # stored AND replicated, or not settled yet
+            values, acked = await self._barrier(request.agent_id, [("HMGET", h, *fields)])
+            if isinstance(values, BaseException):
+                raise values
+            if any(v is not None for v in values):
+                self._check_acked(acked)
+        else:
+            values = await self._client.hmget(h, fields)
         stored = values[: len(request.events)]
-        if any(v != _pack_event(e) for v, e in zip(stored, request.events, strict=True)):
+        if any(v != pack_event(e) for v, e in zip(stored, request.events, strict=True)):
             return False
         if key is None:
             return True
@@ -584,7 +617,7 @@ class RedisBackend(Backend):
         args: list[bytes | str] = [str(snapshot.seq), pack_snapshot(snapshot), self._ttl_ms]
 
         async def op() -> Any:
-            return await self._save_snapshot_script(keys=[h, sz], args=args)
+            return await self._write(agent_id, self._save_snapshot_script, [h, sz], args)
 
         reply = await self._retrying("save_snapshot", op)
         if int(reply[0]) != 0:
@@ -595,7 +628,10 @@ class RedisBackend(Backend):
         h, sz = self._keys(agent_id)
 
         async def op() -> Any:
-            return await self._delete_script(keys=[h, sz, self._index], args=[agent_id.encode()])
+            index = self._agent(agent_id).shard.index
+            return await self._write(
+                agent_id, self._delete_script, [h, sz, index], [agent_id.encode()]
+            )
 
         return bool(await self._retrying("delete_agent", op))
 
@@ -608,7 +644,7 @@ class RedisBackend(Backend):
         args = [str(base_seq), *(str(s) for s in drop)]
 
         async def op() -> Any:
-            return await self._prune_script(keys=[h, sz], args=args)
+            return await self._write(agent_id, self._prune_script, [h, sz], args)
 
         reply = await self._retrying("prune", op)
         if int(reply[0]) != 0:
@@ -639,7 +675,7 @@ class RedisBackend(Backend):
         async def op() -> Any:
             nonlocal attempts
             attempts += 1
-            reply = await self._rewrite_script(keys=[h, sz], args=args)
+            reply = await self._write(request.agent_id, self._rewrite_script, [h, sz], args)
             if int(reply[0]) != 0 and attempts > 1 and request.head_tag is not None:
                 head, tag = await self.head_tag(request.agent_id)  # our lost reply?
                 if head == request.expected_seq and tag == request.head_tag:
@@ -659,7 +695,7 @@ class RedisBackend(Backend):
         ms = str(round(ttl * 1000)) if ttl else "0"
 
         async def op() -> Any:
-            return await self._ttl_script(keys=[h, sz], args=[ms])
+            return await self._write(agent_id, self._ttl_script, [h, sz], [ms])
 
         return bool(await self._retrying("set_ttl", op))
 
@@ -700,7 +736,9 @@ class RedisBackend(Backend):
         key = self._lease_key(agent_id)
 
         async def op() -> Any:
-            return await self._acquire_script(keys=[key], args=[holder.encode(), repr(ttl)])
+            return await self._write(
+                agent_id, self._acquire_script, [key], [holder.encode(), repr(ttl)]
+            )
 
         reply = await self._retrying("acquire_lease", op)
         if int(reply[0]) == 0:
@@ -714,8 +752,8 @@ class RedisBackend(Backend):
         key = self._lease_key(agent_id)
 
         async def op() -> Any:
-            return await self._renew_script(
-                keys=[key], args=[holder.encode(), str(token), repr(ttl)]
+            return await self._write(
+                agent_id, self._renew_script, [key], [holder.encode(), str(token), repr(ttl)]
             )
 
         reply = await self._retrying("renew_lease", op)
@@ -730,7 +768,9 @@ class RedisBackend(Backend):
         key = self._lease_key(agent_id)
 
         async def op() -> Any:
-            return await self._release_script(keys=[key], args=[holder.encode(), str(token)])
+            return await self._write(
+                agent_id, self._release_script, [key], [holder.encode(), str(token)]
+            )
 
         return bool(await self._retrying("release_lease", op))
 
@@ -823,7 +863,7 @@ class RedisBackend(Backend):
         for offset, blob in enumerate(reply[1]):
             if blob is None:
                 raise IntegrityError(agent_id, start + offset, "event missing from redis")
-            events.append(_unpack_event(start + offset, bytes(blob)))
+            events.append(unpack_event(start + offset, bytes(blob)))
         return events
 
     async def seq_at(self, agent_id: str, timestamp: float) -> int:
@@ -862,36 +902,42 @@ class RedisBackend(Backend):
         for offset, blob in enumerate(reply[2]):
             if blob is None:
                 raise IntegrityError(agent_id, start + offset, "event missing from redis")
-            events.append(_unpack_event(start + offset, bytes(blob)))
+            events.append(unpack_event(start + offset, bytes(blob)))
         return snap, events
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        """Agents in id order: each shard's index is ordered by id, a page merges them."""
+        shards = self.layout.shard_keys
+
         async def op() -> list[AgentInfo]:
             out: list[AgentInfo] = []
             low = b"(" + after.encode() if after is not None else b"-"
             while len(out) < limit:
                 want = limit - len(out)
-                ids: list[bytes] = [
-                    i if isinstance(i, bytes) else i.encode()
-                    for i in await self._client.zrangebylex(
-                        self._index, low, b"+", start=0, num=want
-                    )
-                ]
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for shard in shards:
+                        pipe.zrangebylex(shard.index, low, b"+", start=0, num=want)
+                    pages = await pipe.execute()
+                found = sorted(
+                    i if isinstance(i, bytes) else i.encode() for page in pages for i in page
+                )
+                ids = found[:want]
                 if not ids:
                     break
                 async with self._client.pipeline(transaction=False) as pipe:
                     for raw in ids:
-                        pipe.hmget(self._pfx + b"a:" + raw, [b"h", b"c", b"u"])
+                        pipe.hmget(self.layout.agent(raw).hash, [b"h", b"c", b"u"])
                     rows = await pipe.execute()
-                stale = []
+                stale: dict[bytes, list[bytes]] = {}
                 for raw, (h, c, u) in zip(ids, rows, strict=True):
                     if h is None:  # expired (TTL): drop it from the index
-                        stale.append(raw)
+                        stale.setdefault(self.layout.agent(raw).shard.index, []).append(raw)
                         continue
                     out.append(AgentInfo(raw.decode(), int(h), float(c), float(u)))
                 if stale and not self.readonly:
-                    await self._client.zrem(self._index, *stale)
-                if len(ids) < want:
+                    for index, raws in stale.items():
+                        await self._client.zrem(index, *raws)
+                if len(found) < want:
                     break
                 low = b"(" + ids[-1]
             return out
@@ -906,7 +952,10 @@ class RedisBackend(Backend):
             return await super().count_agents()  # skips expired index entries
 
         async def op() -> int:
-            return int(await self._client.zcard(self._index))
+            async with self._client.pipeline(transaction=False) as pipe:
+                for shard in self.layout.shard_keys:
+                    pipe.zcard(shard.index)
+                return sum(int(n) for n in await pipe.execute())
 
         return await self._retrying("count_agents", op)
 
@@ -939,21 +988,54 @@ class RedisBackend(Backend):
         self._check_open()
         if not self.feed:
             self.require(Capability.FEED, "this backend was opened with feed=False")
+        self.require(
+            Capability.FEED,
+            f"the store has {self.layout.shards} shards, each with its own feed "
+            "(read_shard_feed); there is no store-wide order on a sharded Redis",
+        )
 
     async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
-        self._need_feed()
-        return await self._retrying("read_feed", lambda: feed.read_feed(self, after, limit))
+        return await self.read_shard_feed(0, after, limit, _store_wide=True)
 
     async def feed_bounds(self) -> tuple[int, int]:
-        self._need_feed()
-        return await self._retrying("feed_bounds", lambda: feed.feed_bounds(self))
+        return await self.shard_feed_bounds(0, _store_wide=True)
 
     async def trim_feed(self, through: int) -> int:
         self._need_feed()
         self._check_writable()
-        return await self._retrying("trim_feed", lambda: feed.trim_feed(self, through))
+        keys = self.layout.shard_keys[0]
+        return await self._retrying("trim_feed", lambda: feed.trim_feed(self, keys, through))
 
     async def wait_feed(self, after: int, max_wait: float) -> None:
         self._need_feed()
         max_wait = min(max_wait, self._block_limit)
-        await self._retrying("wait_feed", lambda: feed.wait_feed(self, after, max_wait))
+        keys = self.layout.shard_keys[0]
+        await self._retrying("wait_feed", lambda: feed.wait_feed(self, keys, after, max_wait))
+
+    # per shard: the feed of a sharded store (see .feed)
+
+    def _shard(self, shard: int, store_wide: bool) -> Any:
+        if store_wide:
+            self._need_feed()
+        else:
+            self._check_open()
+            if not self.feed:
+                self.require(Capability.FEED, "this backend was opened with feed=False")
+        if not 0 <= shard < len(self.layout.shard_keys):
+            raise ConfigurationError(
+                f"shard must be in 0..{len(self.layout.shard_keys) - 1}, not {shard!r}"
+            )
+        return self.layout.shard_keys[shard]
+
+    async def read_shard_feed(
+        self, shard: int, after: int = 0, limit: int = 500, *, _store_wide: bool = False
+    ) -> list[FeedRecord]:
+        """The events of one shard after its position ``after``, in that shard's commit
+        order (positions are per shard; see :mod:`.feed`)."""
+        keys = self._shard(shard, _store_wide)
+        return await self._retrying("read_feed", lambda: feed.read_feed(self, keys, after, limit))
+
+    async def shard_feed_bounds(self, shard: int, *, _store_wide: bool = False) -> tuple[int, int]:
+        """``(floor, head)`` of one shard's feed."""
+        keys = self._shard(shard, _store_wide)
+        return await self._retrying("feed_bounds", lambda: feed.feed_bounds(self, keys))

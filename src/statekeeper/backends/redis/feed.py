@@ -17,13 +17,13 @@ events of a stream re-created under the same id.
 
 Live readers block on ``XREAD`` of the stream: a Redis Stream is its own wake-up.
 
-Sharding later (Redis Cluster, issue 17 item 3): the stream and its counter live in
-one hash slot, and every append touches them, so on a cluster the feed would be split
-into N buckets: an agent's keys and its bucket's stream and counter share a hash tag
-(``{<prefix>b<k>}`` with ``k = crc16(agent) % N``), positions are per bucket, and a
-subscriber follows the N streams with a vector of N positions (each bucket in order;
-no order across buckets, as on any sharded log). ``read_feed``'s single integer
-position is the N = 1 case of that vector.
+Sharded layout (a Redis Cluster, see :mod:`.keys`): each shard has its own stream,
+counter and floor, under the shard's hash tag, so the append script touches one slot.
+Positions are then per shard: gap-tolerant and increasing in each shard's commit order,
+with no order across shards (no script can take a position from a counter in another
+slot atomically with the append). With one shard that is the store-wide feed
+(``Capability.FEED``); with more, the backend offers the per-shard feeds
+(:meth:`~.backend.RedisBackend.read_shard_feed`) and not the store-wide one.
 """
 
 from __future__ import annotations
@@ -32,74 +32,67 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ...records import FeedRecord
+from .codec import unpack_event
+from .keys import ShardKeys
 
 if TYPE_CHECKING:
     from .backend import RedisBackend
 
-__all__ = ["FeedKeys", "read_feed"]
-
-
-class FeedKeys:
-    """The feed's key names under a prefix."""
-
-    def __init__(self, prefix: bytes) -> None:
-        self.stream = prefix + b"feed"
-        self.counter = prefix + b"feed:n"
-        self.floor = prefix + b"feed:floor"
+__all__ = ["feed_bounds", "read_feed", "trim_feed", "wait_feed"]
 
 
 def _position(entry_id: bytes) -> int:
     return int(entry_id.split(b"-", 1)[1])
 
 
-async def read_feed(backend: RedisBackend, after: int, limit: int) -> list[FeedRecord]:
-    """Entries after ``after`` (XRANGE, exclusive start), resolved to their events."""
-    from .backend import _unpack_event
-
-    keys = backend._feed_keys
+async def read_feed(
+    backend: RedisBackend, keys: ShardKeys, after: int, limit: int
+) -> list[FeedRecord]:
+    """Entries of one shard after ``after`` (XRANGE, exclusive start), resolved to
+    their events."""
     client = backend._client
     entries = cast(
         "Sequence[tuple[bytes, dict[bytes, bytes]]]",
-        await client.xrange(keys.stream, min=f"(0-{after}", max="+", count=limit),
+        await client.xrange(keys.feed_stream, min=f"(0-{after}", max="+", count=limit),
     )
     if not entries:
         return []
     async with client.pipeline(transaction=False) as pipe:
         for _, fields in entries:
-            h, _ = backend._keys(fields[b"a"].decode())
-            pipe.hmget(h, [b"i", b"e:" + fields[b"s"]])
+            pipe.hmget(backend.layout.agent(fields[b"a"]).hash, [b"i", b"e:" + fields[b"s"]])
         found: list[Any] = await pipe.execute()
     out: list[FeedRecord] = []
     for (entry_id, fields), (incarnation, blob) in zip(entries, found, strict=True):
         if blob is None or incarnation != fields[b"i"]:
             continue  # deleted, expired or re-created since
         seq = int(fields[b"s"])
-        out.append(FeedRecord(_position(entry_id), fields[b"a"].decode(), _unpack_event(seq, blob)))
+        out.append(FeedRecord(_position(entry_id), fields[b"a"].decode(), unpack_event(seq, blob)))
     return out
 
 
-async def feed_bounds(backend: RedisBackend) -> tuple[int, int]:
-    keys = backend._feed_keys
-    head, floor = await backend._client.mget([keys.counter, keys.floor])
+async def feed_bounds(backend: RedisBackend, keys: ShardKeys) -> tuple[int, int]:
+    async with backend._client.pipeline(transaction=False) as pipe:
+        pipe.get(keys.feed_counter)
+        pipe.get(keys.feed_floor)
+        head, floor = await pipe.execute()
     low = int(floor or 0)
     return low, max(int(head or 0), low)
 
 
-async def trim_feed(backend: RedisBackend, through: int) -> int:
-    keys = backend._feed_keys
+async def trim_feed(backend: RedisBackend, keys: ShardKeys, through: int) -> int:
     async with backend._client.pipeline(transaction=True) as pipe:
-        pipe.xtrim(keys.stream, minid=f"0-{through + 1}", approximate=False)
+        pipe.xtrim(keys.feed_stream, minid=f"0-{through + 1}", approximate=False)
         pipe.eval(
             "local f = tonumber(redis.call('GET', KEYS[1]) or '0')"
             " if tonumber(ARGV[1]) > f then redis.call('SET', KEYS[1], ARGV[1]) end return 0",
             1,
-            keys.floor,
+            keys.feed_floor,
             str(through),
         )
         dropped, _ = await pipe.execute()
     return int(dropped)
 
 
-async def wait_feed(backend: RedisBackend, after: int, max_wait: float) -> None:
+async def wait_feed(backend: RedisBackend, keys: ShardKeys, after: int, max_wait: float) -> None:
     ms = max(1, round(max_wait * 1000))
-    await backend._client.xread({backend._feed_keys.stream: f"0-{after}"}, count=1, block=ms)
+    await backend._client.xread({keys.feed_stream: f"0-{after}"}, count=1, block=ms)

@@ -1,0 +1,104 @@
+"""The redis-py client behind a backend: one server (``Redis``) or a cluster
+(``RedisCluster``), and the one place that knows the difference.
+
+* redis-py's own command retries are off in both (a re-sent append could be applied
+  twice): the backend retries reads and settles lost appends itself.
+* :func:`on_node` runs a few commands back to back on ONE connection to the master
+  that owns a key. That is what ``WAIT`` needs: it waits for the replication of the
+  writes made on its own connection, so a script and the ``WAIT`` after it must share
+  a connection (the cluster client would send them over two).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ...errors import ConfigurationError
+from ..redact import mask_url
+from .urls import cluster_nodes, is_cluster
+
+__all__ = ["Client", "make_client", "on_node", "transient"]
+
+Client = aioredis.Redis | RedisCluster
+
+
+def transient(exc: BaseException) -> bool:
+    """A failure a retry can cure: a lost connection, and on a cluster the moments of a
+    failover (``CLUSTERDOWN``, ``TRYAGAIN``, a slot that moved or is not covered yet)."""
+    return isinstance(
+        exc,
+        RedisConnectionError
+        | RedisTimeoutError
+        | OSError
+        | ClusterDownError
+        | TryAgainError
+        | AskError  # MovedError too
+        | SlotNotCoveredError,
+    )
+
+
+def make_client(
+    url: str,
+    *,
+    max_connections: int,
+    socket_timeout: float,
+    socket_connect_timeout: float,
+) -> Client:
+    """The client for ``url`` (its query holds only redis-py's options by now)."""
+    no_retry = Retry(NoBackoff(), 0)
+    try:
+        if not is_cluster(url):
+            pool = aioredis.ConnectionPool.from_url(
+                url,
+                max_connections=max_connections,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_connect_timeout,
+                retry=no_retry,
+            )
+            return aioredis.Redis(connection_pool=pool)
+        scheme, rest = url.split("://", 1)
+        nodes = cluster_nodes(url)
+        userinfo = rest.split("/", 1)[0].rpartition("@")[0]
+        host, port = nodes[0]
+        path_query = rest.split("/", 1)[1] if "/" in rest else ""
+        single = f"{scheme.split('+', 1)[0]}://{userinfo + '@' if userinfo else ''}"
+        single += f"{host}:{port}/{path_query}"
+        return RedisCluster.from_url(
+            single,
+            startup_nodes=[ClusterNode(h, p) for h, p in nodes[1:]],
+            max_connections=max_connections,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_connect_timeout,
+            retry=no_retry,
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"bad Redis URL {mask_url(url)!r}: {exc}") from exc
+
+
+async def on_node(client: Client, key: bytes, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """Run ``commands`` in order on one connection to the master owning ``key``; the
+    replies, an error in place of a failed command's reply (a lost connection raises)."""
+    if isinstance(client, RedisCluster):
+        node = client.get_node_from_key(key)  # type: ignore[arg-type]
+        if node is None:  # pragma: no cover - raises SlotNotCoveredError instead
+            raise ClusterDownError(f"no node for slot {client.keyslot(key)}")
+        cmds = [PipelineCommand(i, *c) for i, c in enumerate(commands)]
+        await node.execute_pipeline(cmds)
+        return [c.result for c in cmds]
+    async with client.pipeline(transaction=False) as pipe:
+        for c in commands:
+            pipe.execute_command(*c)
+        return list(await pipe.execute(raise_on_error=False))
