@@ -342,33 +342,32 @@ class RedisBackend(Backend):
         sharded store records its number of shards on first use."""
         meta = self.layout.meta
         want = self.layout.shards
-        if want is not None and not self.readonly:
-            got = await self._client.eval(_CLAIM_LAYOUT, 1, meta, str(want))
-        else:
-            got = await self._client.hget(meta, b"shards")
-        recorded = int(got) if got else None
-        if recorded == want or (recorded is None and want is None):
-            pass
-        elif recorded is None or want is None:
-            hint = f"open it with ?shards={recorded}" if recorded else "open it without shards="
-            raise ConfigurationError(
-                f"redis prefix {self.prefix!r} holds a store in the "
-                f"{'sharded' if recorded else 'plain'} key layout; {hint} "
-                "(statekeeper export | statekeeper import moves a store between layouts)"
+        if want is not None and not self.cluster:
+            # a plain server may hold a store in the plain layout: never hide it
+            plain = await self._client.hget(meta, b"shards") is None and await self._client.exists(
+                self._pfx + b"agents"
             )
-        else:
-            raise ConfigurationError(
-                f"redis prefix {self.prefix!r} was created with shards={recorded}, not "
-                f"{want}: an agent's shard depends on it, so it cannot change"
-            )
-        if want is not None and recorded is None and not self.cluster:
-            legacy = await self._client.exists(self._pfx + b"agents")
-            if legacy:
+            if plain:
                 raise ConfigurationError(
                     f"redis prefix {self.prefix!r} holds a store in the plain key layout; "
                     "open it without shards= (statekeeper export | statekeeper import "
                     "moves it to a sharded one)"
                 )
+        if want is not None and not self.readonly:
+            got = await self._client.eval(_CLAIM_LAYOUT, 1, meta, str(want))
+        else:
+            got = await self._client.hget(meta, b"shards")
+        recorded = int(got) if got else None
+        if recorded is not None and want is None:
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} holds a store in the sharded key layout; "
+                f"open it with ?shards={recorded}"
+            )
+        if recorded is not None and recorded != want:
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} was created with shards={recorded}, not "
+                f"{want}: an agent's shard depends on it, so it cannot change"
+            )
 
     async def _refresh_topology(self) -> None:
         """After a failed try on a cluster: re-read which master owns which slots (a
