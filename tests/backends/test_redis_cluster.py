@@ -1,0 +1,161 @@
+"""Redis Cluster: the backend contract on a real local cluster (3 masters, 3 replicas,
+started by the tests on free loopback ports), and a failover of one master during
+writes: no write acknowledged after ``WAIT`` is lost, and fencing still holds.
+
+Slow (a cluster takes seconds to form): run with ``-m "slow or not slow"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("redis")
+
+from statekeeper.backends import open_backend
+from statekeeper.backends.redis import RedisBackend
+from statekeeper.errors import BackendError, LeaseHeld, LeaseLost
+from statekeeper.records import AppendRequest, RawEvent
+from statekeeper.testing import BackendConformance
+from statekeeper.testing.redis_cluster import LocalRedisCluster
+
+from ._services import namespace
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("redis-server") is None or shutil.which("redis-cli") is None,
+        reason="needs redis-server and redis-cli",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalRedisCluster]:
+    with LocalRedisCluster(masters=3, replicas=1) as c:
+        yield c
+
+
+class TestRedisClusterConformance(BackendConformance):
+    """The whole contract through redis-py's RedisCluster client, every write
+    acknowledged by a replica (``wait_replicas=1``)."""
+
+    url = ""
+
+    @pytest.fixture(autouse=True)
+    def _on_cluster(self, cluster: LocalRedisCluster) -> None:
+        self.url = cluster.url
+
+    def _open(self, tmp_path: Path, *, readonly: bool = False) -> RedisBackend:
+        backend = open_backend(
+            self.url,
+            readonly=readonly,
+            options={"prefix": namespace(tmp_path) + ":", "wait_replicas": 1},
+        )
+        assert isinstance(backend, RedisBackend) and backend.cluster
+        return backend
+
+    async def make_backend(self, tmp_path: Path) -> RedisBackend:
+        return self._open(tmp_path)
+
+    async def open_peer(self, tmp_path: Path) -> RedisBackend:
+        return self._open(tmp_path)
+
+    async def open_readonly(self, tmp_path: Path) -> RedisBackend:
+        return self._open(tmp_path, readonly=True)
+
+
+def _event(seq: int, body: bytes) -> RawEvent:
+    return RawEvent(seq, "patch", float(seq), body, b"sum-" + body)
+
+
+async def test_failover_of_a_master_loses_no_acknowledged_write_and_keeps_fencing(
+    tmp_path: Path,
+) -> None:
+    with LocalRedisCluster(masters=3, replicas=1) as c:
+        url = f"{c.url}?prefix=fo:&wait_replicas=1&wait_timeout=1&retry_timeout=30"
+        backend = open_backend(url)
+        assert isinstance(backend, RedisBackend)
+        await backend.open()
+        victim = c.masters()[0]
+        replica = c.replica_of(victim)
+        agents = [f"agent-{i}" for i in range(24)]
+        on_victim = [
+            a
+            for a in agents
+            if backend._client.get_node_from_key(backend._agent(a).hash).port == victim  # type: ignore[union-attr]
+        ]
+        assert on_victim, "some agents live on the master that will fail"
+        fenced = on_victim[0]
+        lease = await backend.acquire_lease(fenced, "holder-a", 600)
+
+        acked: dict[str, dict[int, bytes]] = {a: {} for a in agents}
+        failed = 0
+        stop = asyncio.Event()
+        progress = asyncio.Event()
+
+        async def writer(agent: str) -> None:
+            nonlocal failed
+            head = 0
+            n = 0
+            while not stop.is_set():
+                n += 1
+                body = b"%s-%d" % (agent.encode(), n)
+                try:
+                    await backend.append(AppendRequest(agent, head, (_event(head + 1, body),)))
+                except BackendError:
+                    failed += 1  # not acknowledged: may or may not be stored
+                    head = await backend.head(agent)
+                    continue
+                head += 1
+                acked[agent][head] = body
+                progress.set()
+
+        async def acked_count() -> int:
+            return sum(len(v) for v in acked.values())
+
+        tasks = [asyncio.create_task(writer(a)) for a in agents if a != fenced]
+
+        async def wait_for_more(than: int) -> None:
+            while await acked_count() < than:
+                progress.clear()
+                await asyncio.wait_for(progress.wait(), 120)
+
+        await wait_for_more(200)
+        c.kill(victim)  # SIGKILL, mid-write
+        await asyncio.to_thread(c.wait_promoted, replica)
+        # the promoted master has no replica: its writes cannot be acknowledged until
+        # the old master comes back as its replica
+        await asyncio.to_thread(c.restart, victim)
+        before = await acked_count()
+        victim_before = sum(len(acked[a]) for a in on_victim if a != fenced)
+        await wait_for_more(before + 200)
+        while sum(len(acked[a]) for a in on_victim if a != fenced) <= victim_before:
+            progress.clear()
+            await asyncio.wait_for(progress.wait(), 120)
+        stop.set()
+        await asyncio.gather(*tasks)
+
+        # no acknowledged write lost, on any master
+        for agent in agents:
+            stored = {e.seq: e.payload for e in await backend.read(agent)}
+            for seq, body in acked[agent].items():
+                assert stored.get(seq) == body, (agent, seq)
+        # fencing: the lease (acknowledged before the crash) survived the failover,
+        # nobody else can take it, and its token still fences out the old holder
+        current = await backend.get_lease(fenced)
+        assert current is not None and (current.holder, current.token) == ("holder-a", lease.token)
+        with pytest.raises(LeaseHeld):
+            await backend.acquire_lease(fenced, "holder-b", 600)
+        assert await backend.release_lease(fenced, "holder-a", lease.token)
+        taken = await backend.acquire_lease(fenced, "holder-b", 600)
+        assert taken.token == lease.token + 1
+        stale = AppendRequest(fenced, 0, (_event(1, b"stale"),), fence=("holder-a", lease.token))
+        with pytest.raises(LeaseLost):
+            await backend.append(stale)
+        assert await backend.read(fenced) == []
+        await backend.close()
