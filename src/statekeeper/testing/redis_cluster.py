@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ClusterNodeInfo", "LocalRedisCluster"]
+__all__ = ["ClusterNodeInfo", "LocalRedisCluster", "free_cluster_port"]
 
 
 def _port_free(port: int) -> bool:
@@ -36,7 +36,7 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _free_cluster_port(taken: set[int]) -> int:
+def free_cluster_port(taken: set[int]) -> int:
     """A free port whose cluster bus port (+10000) is free too."""
     for _ in range(1000):
         with socket.socket() as s:
@@ -67,7 +67,7 @@ class LocalRedisCluster:
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         taken: set[int] = set()
         for _ in range(self.size):
-            port = _free_cluster_port(taken)
+            port = free_cluster_port(taken)
             taken.add(port)
             self.ports.append(port)
 

@@ -1,17 +1,30 @@
-"""Redis backend (extra ``redis``): a full backend, or the hot tier of a tiered setup.
+"""Redis backend (extra ``redis``): a full backend, or the hot tier of a tiered setup;
+on one server or a Redis Cluster (``redis+cluster://``).
 
-Layout, under a configurable key prefix (default ``statekeeper:``)::
+Over 600 lines because it is one class implementing the whole Backend contract (~45
+methods, each a thin wrapper around one script or command with its retry or settle
+logic). What has a job of its own lives apart: the key names and the plain / sharded
+layouts (:mod:`.keys`), the plain or cluster client and the ``WAIT`` barrier
+(:mod:`.client`), URL checking (:mod:`.urls`), the event framing (:mod:`.codec`), the
+change feed (:mod:`.feed`), the scripts (``lua/``).
 
-    <prefix>a:<agent>   hash   h = head seq, c / u = created / updated stamps,
-                               e:<seq> = event, s:<seq> = snapshot,
-                               k:<idempotency key> = "first:last", t = TTL override (ms),
-                               g = head tag (the authenticated head, set with h)
-    <prefix>s:<agent>   zset   snapshot seqs (score = seq) for "latest at or below"
-    <prefix>agents      zset   every agent id (score 0), ordered by id for list_agents
-    <prefix>l:<agent>   hash   the agent's lease: o = holder, n = fencing token, x = expiry
-    <prefix>feed…               the change feed (see :mod:`.feed`); the agent hash's
-                               i = its incarnation (first feed position)
+The agent's hash (``<base>a:<agent>``, where ``<base>`` is the prefix, or the prefix and
+the shard's hash tag in the sharded layout — see :mod:`.keys` for every key)::
 
+    h = head seq, c / u = created / updated stamps, e:<seq> = event, s:<seq> = snapshot,
+    k:<idempotency key> = "first:last", t = TTL override (ms), g = head tag (the
+    authenticated head, set with h), i = its incarnation (first feed position)
+
+beside it ``s:<agent>`` (zset of snapshot seqs, for "latest at or below"),
+``l:<agent>`` (the lease: o = holder, n = fencing token, x = expiry), the index
+``agents`` (zset of ids, ordered by id for list_agents) and the feed (:mod:`.feed`).
+
+* Redis Cluster: every script touches the keys of one agent and of its shard (index,
+  feed), which share one hash slot, and declares them all in ``KEYS``. Durability: Redis
+  replicates asynchronously, so a write acknowledged by the master alone can be lost
+  when that master fails; ``wait_replicas=N`` makes every write wait (``WAIT``) for N
+  replicas and report a shortfall as ``BackendError(maybe_applied=True)``: what
+  survives a failover is what was acknowledged that way.
 * Compare-and-append is ONE Lua script: check the idempotency key, check the head,
   write the events, then the head together with the key (one ``HSET``), then the
   snapshot and the index — nothing can interleave, and a script that fails part way
