@@ -16,6 +16,8 @@ import pytest
 
 pytest.importorskip("redis")
 
+from redis.asyncio.cluster import RedisCluster
+
 from statekeeper.backends import open_backend
 from statekeeper.backends.redis import RedisBackend
 from statekeeper.errors import BackendError, LeaseHeld, LeaseLost
@@ -84,11 +86,15 @@ async def test_failover_of_a_master_loses_no_acknowledged_write_and_keeps_fencin
         victim = c.masters()[0]
         replica = c.replica_of(victim)
         agents = [f"agent-{i}" for i in range(24)]
-        on_victim = [
-            a
-            for a in agents
-            if backend._client.get_node_from_key(backend._agent(a).hash).port == victim  # type: ignore[union-attr]
-        ]
+        client = backend._client
+        assert isinstance(client, RedisCluster)
+
+        def port_of(agent: str) -> int:
+            node = client.get_node_from_key(backend._agent(agent).hash.decode())
+            assert node is not None
+            return int(node.port)
+
+        on_victim = [a for a in agents if port_of(a) == victim]
         assert on_victim, "some agents live on the master that will fail"
         fenced = on_victim[0]
         lease = await backend.acquire_lease(fenced, "holder-a", 600)

@@ -98,11 +98,12 @@ async def test_the_layout_is_recorded_and_a_different_one_refused(prefix: str) -
     sharded = RedisBackend(REDIS_URL, prefix=prefix, shards=4)
     await sharded.append(request("a", 0, 1))
     await sharded.close()
-    for wrong, message in (
-        ({"shards": 8}, "created with shards=4"),
-        ({}, r"open it with \?shards=4"),
-    ):
-        backend = RedisBackend(REDIS_URL, prefix=prefix, **wrong)
+    wrong_ones: list[tuple[int | None, str]] = [
+        (8, "created with shards=4"),
+        (None, r"open it with \?shards=4"),
+    ]
+    for shards, message in wrong_ones:
+        backend = RedisBackend(REDIS_URL, prefix=prefix, shards=shards)
         with pytest.raises(ConfigurationError, match=message):
             await backend.read("a")
         await backend.close()
@@ -144,7 +145,7 @@ async def test_feeds_are_per_shard_and_the_store_wide_feed_is_refused(prefix: st
         assert seen == {agent: [1, 2] for agent in agents}
         with pytest.raises(CapabilityUnsupported, match="4 shards"):
             await backend.read_feed(0)
-        with pytest.raises(ConfigurationError, match="shard must be in 0..3"):
+        with pytest.raises(ConfigurationError, match=r"shard must be in 0\.\.3"):
             await backend.read_shard_feed(4)
         async with StateStore(backend) as store:
             with pytest.raises(CapabilityUnsupported):
