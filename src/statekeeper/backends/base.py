@@ -56,6 +56,7 @@ __all__ = [
     "Capability",
     "Health",
     "LatestRead",
+    "StoreRequest",
     "check_fence",
     "check_prune",
     "validate_request",
@@ -593,13 +594,27 @@ class Backend(abc.ABC):
         return None
 
 
+class StoreRequest(AppendRequest):
+    """An append built by the store's write pipeline, valid by construction: its agent
+    id, event kind and idempotency key were checked when the store's method was
+    called, its one event is numbered ``expected_seq + 1`` and its snapshot sits on
+    that seq. :func:`validate_request` lets it through without checking it again (the
+    checks were ~150 of a save's ~2,600 bytecodes, measured by
+    ``benchmarks/bench_save_instructions.py --bytecodes``)."""
+
+    __slots__ = ()
+
+
 def validate_request(request: AppendRequest) -> None:
     """Reject a malformed append before any engine touches it.
 
     Events must be non-empty and numbered ``expected_seq + 1`` onward without gaps; a
     snapshot, if any, must sit on one of the appended seqs. The agent id and the
-    idempotency key follow the agent-id rule.
+    idempotency key follow the agent-id rule. A :class:`StoreRequest` was checked
+    when it was built.
     """
+    if type(request) is StoreRequest:
+        return
     check_stored_id(request.agent_id)
     if request.idempotency_key is not None:
         check_name(request.idempotency_key, "idempotency_key")

@@ -25,7 +25,7 @@ import orjson
 
 from .. import patch
 from ..arguments import check_mapping, check_name, check_optional_name
-from ..backends.base import Backend, check_fence
+from ..backends.base import Backend, StoreRequest, check_fence
 from ..codec import ZERO_LINK, Codec, TypeRegistry
 from ..codec.formats import JSON
 from ..codec.types import to_plain
@@ -341,7 +341,7 @@ class WritePipeline:
         if self.snapshots.due(new, seq):
             snapshot, marks = self.snapshots.encode(new)
             mark_snapshot(new, marks)
-        request = AppendRequest(
+        request = StoreRequest(
             agent_id,
             base,
             (raw,),
