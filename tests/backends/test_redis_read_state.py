@@ -3,7 +3,7 @@ it) in one round trip: one script, one consistent read (issue 11)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ class Counted:
     def __init__(self, backend: RedisBackend, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sent: list[str] = []
         client = backend._client
-        real = client.execute_command
+        real: Callable[..., Awaitable[Any]] = client.execute_command
 
         async def counting(*args: Any, **kwargs: Any) -> Any:
             self.sent.append(str(args[0]))

@@ -46,7 +46,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from ..arguments import check_stored_id
 from ..errors import (
@@ -972,9 +972,7 @@ class SQLiteBackend(Backend):
             self._flush(loop)
         return await future
 
-    def _inline(
-        self, requests: list[AppendRequest]
-    ) -> list[AppendResult | BaseException] | None:
+    def _inline(self, requests: list[AppendRequest]) -> list[AppendResult | BaseException] | None:
         """Commit ``requests`` on this thread when the writer is idle and no checkpoint
         waits; None (nothing written) when the writer or the file's lock is busy."""
         if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
