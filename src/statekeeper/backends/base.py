@@ -15,6 +15,10 @@ error (:class:`~statekeeper.errors.CapabilityUnsupported`, or
 conformance suite checks both: each declared capability works, each undeclared one is
 refused. Callers that need one (the tiered backend's cold tier needs key export) check
 ``supports()`` or call ``require()`` up front.
+
+(Over 600 lines for a reason: the contract is one abstract class whose docstrings are
+the specification every engine and the conformance suite follow, plus the few
+request checks every engine shares; splitting it would scatter the specification.)
 """
 
 from __future__ import annotations

@@ -31,6 +31,12 @@
   place), so an existing file that is empty, not SQLite, or lacks statekeeper's tables
   is never a store in the making: it is refused with
   :class:`~statekeeper.errors.NotAStore` and left untouched.
+
+(Over 600 lines for a reason: it is one engine behind one connection discipline — the
+writer connection, its lock, the inline/writer-thread commit queue and the checkpoint
+bookkeeping are shared by every write method, and the read statements by every read;
+the parts with a seam of their own are split out already: the change feed
+(:mod:`.sqlite_feed`) and file creation/inspection (:mod:`.sqlite_files`).)
 """
 
 from __future__ import annotations
