@@ -31,6 +31,12 @@
   place), so an existing file that is empty, not SQLite, or lacks statekeeper's tables
   is never a store in the making: it is refused with
   :class:`~statekeeper.errors.NotAStore` and left untouched.
+
+(Over 600 lines for a reason: it is one engine behind one connection discipline — the
+writer connection, its lock, the inline/writer-thread commit queue and the checkpoint
+bookkeeping are shared by every write method, and the read statements by every read;
+the parts with a seam of their own are split out already: the change feed
+(:mod:`.sqlite_feed`) and file creation/inspection (:mod:`.sqlite_files`).)
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from ..arguments import check_stored_id
 from ..errors import (
@@ -295,9 +301,27 @@ def _blob(value: Any) -> bytes | None:
     return str(value).encode("utf-8", "replace")
 
 
+#: what runs the statements of a write: the writer connection or its append cursor
+_Executes: TypeAlias = sqlite3.Connection | sqlite3.Cursor
+
 #: the head-tag clause of the head compare-and-set (``AppendRequest.check_tag``): the
 #: stored head must still be the incarnation the writer folded
 _TAG_CHECK = {False: "", True: " AND head_tag IS ?"}
+
+#: the head compare-and-set of an append without a lease, by ``check_tag`` (built once:
+#: a string concatenated per append was a new key for the statement cache to hash)
+_CLAIM = {
+    check: "UPDATE sk_agents SET head_seq = ?, updated_at = ?, head_tag = ?"
+    " WHERE agent_id = ? AND head_seq = ?" + clause
+    for check, clause in _TAG_CHECK.items()
+}
+_CREATE = (
+    "INSERT INTO sk_agents(agent_id, head_seq, created_at, updated_at, head_tag)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT(agent_id) DO NOTHING"
+)
+_INSERT_EVENT = (
+    "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum) VALUES (?, ?, ?, ?, ?, ?)"
+)
 
 
 class SQLiteBackend(Backend):
@@ -475,6 +499,9 @@ class SQLiteBackend(Backend):
         # it can tell a busy file from a stalled lock holder
         conn.execute("PRAGMA busy_timeout = 0")
         self._writer = conn
+        # the appends' statements run on one cursor of the writer connection (it is
+        # only used under _writer_busy): conn.execute made and dropped one per statement
+        self._append_cursor = conn.cursor()
 
     def _create_file(self) -> None:
         """Create a new store file whole: schema in a temporary file, linked into place
@@ -560,7 +587,7 @@ class SQLiteBackend(Backend):
                 self._migrate(conn, int(row[0]))
             conn.execute("COMMIT")
 
-    def _begin(self, conn: sqlite3.Connection) -> None:
+    def _begin(self, conn: _Executes) -> None:
         """``BEGIN IMMEDIATE``: take the file's write lock, waiting while its holder
         makes progress (commits), and giving up with :class:`StoreLocked` when the
         holder stalls for ``stall_timeout`` or the wait exceeds ``busy_timeout``.
@@ -709,7 +736,7 @@ class SQLiteBackend(Backend):
 
     # -- writes ------------------------------------------------------------------
 
-    def _append_one(self, conn: sqlite3.Connection, request: AppendRequest) -> AppendResult:
+    def _append_one(self, conn: _Executes, request: AppendRequest) -> AppendResult:
         """One append inside the caller's immediate transaction. A refusal
         (:class:`ConflictError`, :class:`LeaseLost`) is raised before anything is
         written; only a constraint (``sqlite3.IntegrityError``) can fire after."""
@@ -733,16 +760,23 @@ class SQLiteBackend(Backend):
         if fence is None:
             if expected == 0:
                 claimed = conn.execute(
-                    "INSERT INTO sk_agents(agent_id, head_seq, created_at, updated_at, head_tag)"
-                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT(agent_id) DO NOTHING",
-                    (agent_id, last.seq, first.timestamp, last.timestamp, request.head_tag),
+                    _CREATE, (agent_id, last.seq, first.timestamp, last.timestamp, request.head_tag)
+                ).rowcount
+            elif request.check_tag:
+                claimed = conn.execute(
+                    _CLAIM[True],
+                    (
+                        last.seq,
+                        last.timestamp,
+                        request.head_tag,
+                        agent_id,
+                        expected,
+                        request.expected_tag,
+                    ),
                 ).rowcount
             else:
                 claimed = conn.execute(
-                    "UPDATE sk_agents SET head_seq = ?, updated_at = ?, head_tag = ?"
-                    " WHERE agent_id = ? AND head_seq = ?" + _TAG_CHECK[request.check_tag],
-                    (last.seq, last.timestamp, request.head_tag, agent_id, expected)
-                    + ((request.expected_tag,) if request.check_tag else ()),
+                    _CLAIM[False], (last.seq, last.timestamp, request.head_tag, agent_id, expected)
                 ).rowcount
         elif expected == 0:
             claimed = conn.execute(
@@ -778,10 +812,7 @@ class SQLiteBackend(Backend):
                 "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
             ).fetchone()
             raise ConflictError(agent_id, expected, row[0] if row is not None else 0)
-        insert = (
-            "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum)"
-            " VALUES (?, ?, ?, ?, ?, ?)"
-        )
+        insert = _INSERT_EVENT
         if len(events) == 1:
             conn.execute(
                 insert,
@@ -804,7 +835,7 @@ class SQLiteBackend(Backend):
         return AppendResult(agent_id, first.seq, last.seq)
 
     @staticmethod
-    def _put_snapshot(conn: sqlite3.Connection, agent_id: str, snap: RawSnapshot) -> None:
+    def _put_snapshot(conn: _Executes, agent_id: str, snap: RawSnapshot) -> None:
         conn.execute(
             "INSERT OR REPLACE INTO sk_snapshots(agent_id, seq, ts, payload, checksum)"
             " VALUES (?, ?, ?, ?, ?)",
@@ -816,19 +847,20 @@ class SQLiteBackend(Backend):
     ) -> list[AppendResult | BaseException]:
         conn = self._writer
         assert conn is not None
+        cur = self._append_cursor
         try:  # (as _translated, without a context manager: this runs on every commit)
-            self._begin(conn)
+            self._begin(cur)
             try:
                 try:
-                    results = self._append_all(conn, requests)
+                    results = self._append_all(cur, requests)
                 except sqlite3.IntegrityError as exc:
                     # a constraint fired after some rows of a request were written
-                    conn.execute("ROLLBACK")
+                    cur.execute("ROLLBACK")
                     if len(requests) == 1:  # alone, the transaction was its unit
                         return [self._failure(exc)]
-                    self._begin(conn)
-                    results = self._append_all(conn, requests, savepoints=True)
-                conn.execute("COMMIT")
+                    self._begin(cur)
+                    results = self._append_all(cur, requests, savepoints=True)
+                cur.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -841,7 +873,7 @@ class SQLiteBackend(Backend):
         return results
 
     def _append_all(
-        self, conn: sqlite3.Connection, requests: Sequence[AppendRequest], savepoints: bool = False
+        self, conn: _Executes, requests: Sequence[AppendRequest], savepoints: bool = False
     ) -> list[AppendResult | BaseException]:
         """Each request succeeds or fails on its own. A refusal is raised before the
         request wrote anything, so it needs no undo; without ``savepoints`` a
@@ -934,8 +966,32 @@ class SQLiteBackend(Backend):
                 loop.call_soon(self._flush, loop)
             raise
         if self._queues.get(loop) is queue:
+            if len(queue) == 1 and not self._closed:
+                # alone after all (the common case of a loop of saves): commit it here,
+                # without the queue's bookkeeping (_flush, _settle, the future's result)
+                del self._queues[loop]
+                results = self._inline([request])
+                if results is not None:
+                    self._committed(1)
+                    return results[0]
+                self._queues[loop] = queue  # the writer is busy: the thread takes it
             self._flush(loop)
         return await future
+
+    def _inline(self, requests: list[AppendRequest]) -> list[AppendResult | BaseException] | None:
+        """Commit ``requests`` on this thread when the writer is idle and no checkpoint
+        waits; None (nothing written) when the writer or the file's lock is busy."""
+        if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
+            return None
+        local = self._local
+        local.inline = True
+        try:
+            return self._append_batch_sync(requests)
+        except _Busy:
+            return None  # nothing written: wait for the lock on the writer thread
+        finally:
+            local.inline = False
+            self._writer_busy.release()
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         pending = self._queues.pop(loop, None)
@@ -955,25 +1011,14 @@ class SQLiteBackend(Backend):
         # commit queues behind it there. (Winning the idle lock inline here instead let
         # a loop of saves starve the checkpoint on a loaded machine: the WAL grew by
         # every commit made while it waited, 14-17 MB instead of ~7 MB in CI.)
-        if (
-            len(queue) == 1
-            and not self._checkpoint_due
-            and self._writer_busy.acquire(blocking=False)
-        ):
-            local = self._local
-            local.inline = True
+        if len(queue) == 1:
             try:
-                results = self._append_batch_sync(requests)
-            except _Busy:
-                results = None  # nothing written: wait for the lock on the writer thread
+                results = self._inline(requests)
             except BaseException as exc:
                 _settle(queue, exc)
                 if not isinstance(exc, Exception):
                     raise
                 return self._next(loop)
-            finally:
-                local.inline = False
-                self._writer_busy.release()
             if results is not None:
                 _settle(queue, results)
                 self._committed(len(requests))
@@ -1156,7 +1201,7 @@ class SQLiteBackend(Backend):
     # -- leases ------------------------------------------------------------------
 
     @staticmethod
-    def _lease_row(conn: sqlite3.Connection, agent_id: str) -> LeaseInfo | None:
+    def _lease_row(conn: _Executes, agent_id: str) -> LeaseInfo | None:
         row = conn.execute(
             "SELECT holder, token, expires_at FROM sk_leases WHERE agent_id = ?", (agent_id,)
         ).fetchone()

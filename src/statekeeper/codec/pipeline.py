@@ -64,6 +64,10 @@ this flag refuses such a record as an invalid header, never misreads it).
 **Version 0** records (written before this layout existed: a bare JSON object with a
 SHA-256 checksum of identity + payload, no chain) still load in a store without a
 key; a store with a key refuses them, and ``statekeeper rekey`` converts them.
+
+(Over 600 lines for a reason: the record layout — header, chain link, compression,
+encryption, head tags and the version-0 reader — is one format, written and read by
+the same functions; its parts only make sense together and are tested together.)
 """
 
 from __future__ import annotations

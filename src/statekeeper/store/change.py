@@ -156,12 +156,13 @@ def _grew(before: bytes, after: bytes) -> tuple[int, int] | None:
     ``after`` is the array ``before`` with items appended (msgpack items are
     self-delimiting, so equal leading bytes are equal leading items); else None."""
     if before[:1] == after[:1] == b"\xdc":  # both 16-bit lengths: a history of 16..65535
-        old, new = (int.from_bytes(before[1:3], "big"), 3), (int.from_bytes(after[1:3], "big"), 3)
-    else:
-        found_old, found_new = _array(before), _array(after)
-        if found_old is None or found_new is None:
+        length = int.from_bytes(before[1:3], "big")
+        if int.from_bytes(after[1:3], "big") < length or not after.startswith(before[3:], 3):
             return None
-        old, new = found_old, found_new
+        return length, len(before)
+    old, new = _array(before), _array(after)
+    if old is None or new is None:
+        return None
     if new[0] < old[0] or not after.startswith(before[old[1] :], new[1]):
         return None
     return old[0], new[1] + len(before) - old[1]

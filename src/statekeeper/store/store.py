@@ -639,12 +639,21 @@ class StateStore:
         check_agent_id(agent_id)
         document = check_mapping(data, "data")
         fsm_state = self._state(agent_id, fsm_state)
-        check_seq(expected_seq, "expected_seq", optional=True)
-        check_seq(schema_version, "schema_version", optional=True)
-        check_event_type(event_type)
-        check_write_options(idempotency_key, actor, lease)
-        body = event_info(info)
-        await self._ready()
+        if (  # only what was given is checked (the common save passes none of these)
+            expected_seq is not None
+            or schema_version is not None
+            or event_type is not EventKind.PATCH
+            or idempotency_key is not None
+            or actor is not None
+            or lease is not None
+        ):
+            check_seq(expected_seq, "expected_seq", optional=True)
+            check_seq(schema_version, "schema_version", optional=True)
+            check_event_type(event_type)
+            check_write_options(idempotency_key, actor, lease)
+        body = event_info(info) if info is not None else {}
+        if not self._gate.ok:
+            await self._gate.check(self)
 
         make, dumped = save_changes(document, fsm_state)
         try:

@@ -25,7 +25,7 @@ import orjson
 
 from .. import patch
 from ..arguments import check_mapping, check_name, check_optional_name
-from ..backends.base import Backend, check_fence
+from ..backends.base import Backend, StoreRequest, check_fence
 from ..codec import ZERO_LINK, Codec, TypeRegistry
 from ..codec.formats import JSON
 from ..codec.types import to_plain
@@ -164,7 +164,8 @@ class WritePipeline:
         reads = self.reads
         fence = lease.fence if lease is not None else None
         locks = self._locks
-        await locks.acquire(agent_id)
+        if not locks.try_acquire(agent_id):
+            await locks.acquire(agent_id)
         try:
             # No read before a write: a cached record whose stored head tag is known is
             # trusted, the append's compare-and-set (head seq and tag) being the check;
@@ -225,8 +226,11 @@ class WritePipeline:
                         self.buffered_links.setdefault(agent_id, {})[base + 1] = new_record.link
                     await self.behind.add(request)  # waits when the buffer is full
                     return AppendResult(agent_id, base + 1, base + 1)
-                try:
-                    result = await self.submit(request)
+                try:  # (submit, without its coroutine: this runs on every write)
+                    group = self.group
+                    result = await (
+                        self.backend.append(request) if group is None else group.submit(request)
+                    )
                 except ConflictError:
                     reads.cache.discard(agent_id)
                     if trusting:  # the cached head was stale: not an attempt of its own
@@ -341,7 +345,7 @@ class WritePipeline:
         if self.snapshots.due(new, seq):
             snapshot, marks = self.snapshots.encode(new)
             mark_snapshot(new, marks)
-        request = AppendRequest(
+        request = StoreRequest(
             agent_id,
             base,
             (raw,),

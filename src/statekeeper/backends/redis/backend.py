@@ -902,12 +902,33 @@ class RedisBackend(Backend):
 
     async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
         """The newest snapshot and the events after it: one script, one round trip."""
-        h, sz = self._keys(agent_id)
+        reply = await self._read_latest_reply(agent_id, "read_latest")
+        return self._latest_from(agent_id, reply)
+
+    async def read_state(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
+        """Head, head tag, newest snapshot and the events after it: the same script as
+        :meth:`read_latest`, so one round trip and one consistent read (the events end
+        at the head; the base class made two calls, ``head_tag`` then ``read_latest``)."""
+        reply = await self._read_latest_reply(agent_id, "read_state")
+        head = int(reply[1])
+        if head == 0:
+            return 0, None, None, []
+        tag = reply[3] if len(reply) > 3 else None
+        snap, events = self._latest_from(agent_id, reply)
+        return head, bytes(tag) if tag else None, snap, events
+
+    async def _read_latest_reply(self, agent_id: str, what: str) -> Any:
+        h, sz = self._keys(agent_id)  # one agent's keys: one hash slot on a cluster
 
         async def op() -> Any:
             return await self._read_latest_script(keys=[h, sz], args=[self._ttl_ms, self._touch])
 
-        reply = await self._retrying("read_latest", op)
+        return await self._retrying(what, op)
+
+    @staticmethod
+    def _latest_from(agent_id: str, reply: Any) -> tuple[RawSnapshot | None, list[RawEvent]]:
         snap = unpack_snapshot(int(reply[0][0]), bytes(reply[0][1])) if reply[0] else None
         start = (snap.seq if snap is not None else 0) + 1
         events = []

@@ -1,5 +1,6 @@
 -- KEYS: hash, snapshot zset. ARGV: default ttl, touch. Reply: {snapshot or nil, head,
--- events after the snapshot}: _LATEST and _READ in one script, one consistent read.
+-- events after the snapshot, head tag or nil}: _LATEST, _READ and the head's tag in one
+-- script, one consistent read (read_latest and read_state).
 -- include: common.lua
 local h = KEYS[1]
 local snap = false
@@ -24,4 +25,4 @@ for s = after + 1, head do
   end
 end
 if head > 0 and ARGV[2] == '1' then touch(h, KEYS[2], ttl_of(h, ARGV[1])) end
-return {snap, head, out}
+return {snap, head, out, redis.call('HGET', h, 'g')}
