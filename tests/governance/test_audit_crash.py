@@ -65,7 +65,9 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield value
 
 
-def _run_child(tmp_path: Path, url: str, kill_at: int, acks_before_kill: int) -> set[tuple[str, int]]:
+def _run_child(
+    tmp_path: Path, url: str, kill_at: int, acks_before_kill: int
+) -> set[tuple[str, int]]:
     """Run the writer until it kills itself (``kill_at``: at that audit entry) or,
     with ``kill_at`` 0, until ``acks_before_kill`` saves were acknowledged and the
     test SIGKILLs it, mid-stream; the acknowledged (agent, seq) pairs."""

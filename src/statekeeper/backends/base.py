@@ -264,9 +264,7 @@ class Backend(abc.ABC):
     #: entry in the same commit
     appends_together: bool = False
 
-    async def append_together(
-        self, requests: Sequence[AppendRequest]
-    ) -> list[AppendResult | None]:
+    async def append_together(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
         """Append every request (distinct streams) in ONE atomic commit: all of them
         or none, also across a crash.
 

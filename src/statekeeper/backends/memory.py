@@ -98,9 +98,7 @@ class MemoryBackend(Backend):
 
     appends_together = True
 
-    async def append_together(
-        self, requests: Sequence[AppendRequest]
-    ) -> list[AppendResult | None]:
+    async def append_together(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
         # every check before any write, with no await between: all or nothing
         self._check()
         for request in requests:

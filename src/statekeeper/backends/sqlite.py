@@ -840,9 +840,7 @@ class SQLiteBackend(Backend):
         self._wrote(_pages(requests))
         return results
 
-    def _append_together_sync(
-        self, requests: Sequence[AppendRequest]
-    ) -> list[AppendResult | None]:
+    def _append_together_sync(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
         """All the requests in one transaction, rolled back whole when one fails or
         is a duplicate (see :meth:`Backend.append_together`)."""
         conn = self._writer
@@ -1040,9 +1038,7 @@ class SQLiteBackend(Backend):
 
     appends_together = True
 
-    async def append_together(
-        self, requests: Sequence[AppendRequest]
-    ) -> list[AppendResult | None]:
+    async def append_together(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} is open read-only")
         for request in requests:
