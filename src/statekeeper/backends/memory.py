@@ -121,7 +121,7 @@ class MemoryBackend(Backend):
                 request.check_tag and stream is not None and stream.head_tag != request.expected_tag
             ):
                 raise ConflictError(request.agent_id, request.expected_seq, head)
-        return [await self.append(request) for request in requests]
+        return [self._commit(request) for request in requests]  # no await: all at once
 
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check()
@@ -138,6 +138,12 @@ class MemoryBackend(Backend):
             request.check_tag and stream is not None and stream.head_tag != request.expected_tag
         ):
             raise ConflictError(request.agent_id, request.expected_seq, head)
+        return self._commit(request)
+
+    def _commit(self, request: AppendRequest) -> AppendResult:
+        """Store a checked append (see :meth:`append`)."""
+        stream = self._streams.get(request.agent_id)
+        key = request.idempotency_key
         if stream is None:
             stream = _Stream(created_at=request.events[0].timestamp)
             self._streams[request.agent_id] = stream
