@@ -55,7 +55,8 @@ def check_namespace(namespace: object, argument: str = "namespace") -> str:
     if any(not part for part in value.split("/")):
         raise InvalidArgument(
             argument,
-            f"{argument} {value!r:.60} has an empty segment (leading, trailing or '//')",
+            f"{argument} {value!r:.60} is not a namespace: it has an empty segment"
+            " (leading, trailing or '//')",
         )
     return value
 
