@@ -89,7 +89,7 @@ async def compare(rounds: int, saves: int) -> None:
             )
 
 
-async def count(ops: int, kind: str) -> None:
+async def count(ops: int, kind: str, engine: str = "memory") -> None:
     from statekeeper import StateStore
 
     options: dict[str, Any] = {}
@@ -103,11 +103,13 @@ async def count(ops: int, kind: str) -> None:
             options["audit"] = Audit()
         if kind == "keyed":  # the baseline of "audit": a plain store with the same key
             options = {"keyring": options["keyring"]}
-    store = StateStore("memory://", witness=False, **options)
-    try:
-        await _run(store, ops, 20) if ops else None
-    finally:
-        await store.close()
+    with tempfile.TemporaryDirectory() as folder:
+        url = "memory://" if engine == "memory" else f"sqlite:///{folder}/count.db"
+        store = StateStore(url, witness=False, **options)
+        try:
+            await _run(store, ops, 20) if ops else None
+        finally:
+            await store.close()
 
 
 def main() -> None:
@@ -124,11 +126,17 @@ def main() -> None:
         default="plain",
         help="(count) plain store, with a policy, with a key, with a key + policy + audit",
     )
+    parser.add_argument(
+        "--engine",
+        choices=["memory", "sqlite"],
+        default="memory",
+        help="(count) the store's engine (sqlite: durability sync, one commit per save)",
+    )
     args = parser.parse_args()
     if args.mode == "count":
         if args.tree:
             sys.path.insert(0, str(Path(args.tree).resolve()))
-        asyncio.run(count(args.ops, args.kind))
+        asyncio.run(count(args.ops, args.kind, args.engine))
         return
     if args.quick:
         args.rounds, args.saves = 3, 300

@@ -220,10 +220,10 @@ async def test_a_backup_taken_before_forget_cannot_recover_the_agent(tmp_path: P
             await dst.load("acme/alice")
         assert (await dst.load("acme/bob")).data == {"n": 1}
     # even the raw records of the backup, put back by hand, do not open
-    from statekeeper.governance.backup.restore import read_backups
+    from statekeeper.governance.backup.restore import iter_entries
 
-    streams, _ = read_backups([str(file)], bkey)
-    seq, kind, ts, payload, checksum = streams["acme/alice"].events[0]
+    alice = next(e for e in iter_entries(file, bkey) if e[0] == "acme/alice")
+    seq, kind, ts, payload, checksum = alice[4][0]
     async with StateStore("memory://", keyring=keyring(vault)) as other:
         with pytest.raises(AgentForgotten):
             other.codec.open("acme/alice", seq, kind, ts, payload, checksum)

@@ -130,3 +130,51 @@ async def _listed(url: str, ring: Keyring) -> list[tuple[str | None, str, str]]:
     async with StateStore(url, keyring=ring) as store:
         log = AuditLog(store.backend, ring)
         return [(e.principal, e.operation, e.outcome) async for e in log.entries()]
+
+
+def test_keys_vault_init_sets_up_crypto_shredding(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    assert cli("keys", "generate", "--key-file", str(keys)).code == 0
+    made = cli("keys", "vault", "init", str(keys))
+    assert made.code == 0, str(made)
+    assert json.loads(keys.read_text())["data_keys"] == "keys.vault.db"
+    assert (tmp_path / "keys.vault.db").stat().st_mode & 0o077 == 0  # like the key file
+    again = cli("keys", "vault", "init", str(keys))  # idempotent: nothing changed
+    assert again.code == 0 and "already uses" in again.stdout, str(again)
+    # a second key keeps the vault
+    assert cli("keys", "generate", "--key-file", str(keys)).code == 0
+    assert json.loads(keys.read_text())["data_keys"] == "keys.vault.db"
+    db = tmp_path / "live.db"
+    store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))
+    store.save("acme/u1", {"email": "u1@example.com"})
+    store.close()
+    common = ["--db", str(db), "--key-file", str(keys)]
+    gone = cli("forget", "acme/u1", "--yes", "--json", *common)
+    assert gone.code == 0 and json.loads(gone.stdout)["key_destroyed"], str(gone)
+    shown = cli("show", "acme/u1", *common)
+    assert shown.code != 0 and "forgotten" in one_error_line(shown)
+
+
+def test_keys_vault_init_refuses_what_it_would_break(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    assert cli("keys", "generate", "--key-file", str(keys)).code == 0
+    before = keys.read_text()
+    foreign = tmp_path / "app.db"
+    import sqlite3
+
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE users (id INTEGER)")
+    cases = [
+        (["--vault", str(foreign)], "not one statekeeper wrote"),
+        (["--vault", str(tmp_path / "no" / "v.db")], "no such folder"),
+        (["--vault", str(tmp_path)], "is a folder"),
+    ]
+    for extra, needle in cases:
+        run = cli("keys", "vault", "init", str(keys), *extra)
+        assert run.code == 2 and needle in one_error_line(run), str(run)
+    assert keys.read_text() == before  # nothing written
+    assert cli("keys", "vault", "init", str(keys)).code == 0
+    moved = cli("keys", "vault", "init", str(keys), "--vault", str(tmp_path / "v2.db"))
+    assert moved.code == 2 and "orphan" in one_error_line(moved), str(moved)
+    missing = cli("keys", "vault", "init", str(tmp_path / "none.json"))
+    assert missing.code == 2 and "cannot read key file" in one_error_line(missing)

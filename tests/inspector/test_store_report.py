@@ -66,7 +66,7 @@ def test_the_report_is_bounded_and_scoped(client: Any) -> None:
     tenant = client.get("/store/analysis?ns=tenant").text
     assert "2 agent(s) of namespace" in tenant and "the store holds more" not in tenant
     assert 'id="no-transitions"' in tenant
-    for bad in ("scope=0", "scope=x", "scope=999999", "ns=a/b", "window=-1"):
+    for bad in ("scope=0", "scope=x", "scope=999999", "ns=a//b", "ns=/a", "window=-1"):
         r = client.get(f"/store/analysis?{bad}")
         assert r.status_code == 400, bad
     assert HOSTILE_ID not in client.get("/store/analysis?scope=20000").text

@@ -264,6 +264,25 @@ class Backend(abc.ABC):
                 results.append(exc)
         return results
 
+    #: True when :meth:`append_together` is offered (one atomic commit for several
+    #: streams' appends); the governed store then writes a mutation and its audit
+    #: entry in the same commit
+    appends_together: bool = False
+
+    async def append_together(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
+        """Append every request (distinct streams) in ONE atomic commit: all of them
+        or none, also across a crash.
+
+        The first request that fails raises its error (a
+        :class:`~statekeeper.errors.ConflictError` names its ``agent_id``) and nothing
+        is written. A request whose idempotency key was already used writes nothing
+        and makes the whole call write nothing: its result says ``duplicate=True``,
+        the others' results are None. Engines without it
+        (``appends_together`` false) raise
+        :class:`~statekeeper.errors.CapabilityUnsupported`.
+        """
+        raise CapabilityUnsupported(self.name, "append_together", "an atomic multi-stream append")
+
     @abc.abstractmethod
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
         """The result of the append that used idempotency ``key``, with

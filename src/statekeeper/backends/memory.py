@@ -96,6 +96,33 @@ class MemoryBackend(Backend):
         if self._closed:
             raise StoreClosed("memory backend is closed")
 
+    appends_together = True
+
+    async def append_together(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
+        # every check before any write, with no await between: all or nothing
+        self._check()
+        for request in requests:
+            validate_request(request)
+        if len({r.agent_id for r in requests}) != len(requests):
+            raise ConfigurationError("append_together: one request per stream")
+        for request in requests:
+            if request.fence is not None:
+                check_fence(request.agent_id, request.fence, self._leases.get(request.agent_id))
+            stream = self._streams.get(request.agent_id)
+            key = request.idempotency_key
+            if stream is not None and key is not None and key in stream.keys:
+                first, last = stream.keys[key]
+                return [
+                    AppendResult(r.agent_id, first, last, duplicate=True) if r is request else None
+                    for r in requests
+                ]
+            head = len(stream.events) if stream is not None else 0
+            if head != request.expected_seq or (
+                request.check_tag and stream is not None and stream.head_tag != request.expected_tag
+            ):
+                raise ConflictError(request.agent_id, request.expected_seq, head)
+        return [self._commit(request) for request in requests]  # no await: all at once
+
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check()
         validate_request(request)
@@ -111,6 +138,12 @@ class MemoryBackend(Backend):
             request.check_tag and stream is not None and stream.head_tag != request.expected_tag
         ):
             raise ConflictError(request.agent_id, request.expected_seq, head)
+        return self._commit(request)
+
+    def _commit(self, request: AppendRequest) -> AppendResult:
+        """Store a checked append (see :meth:`append`)."""
+        stream = self._streams.get(request.agent_id)
+        key = request.idempotency_key
         if stream is None:
             stream = _Stream(created_at=request.events[0].timestamp)
             self._streams[request.agent_id] = stream

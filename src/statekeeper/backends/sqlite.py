@@ -872,6 +872,35 @@ class SQLiteBackend(Backend):
         self._wrote(_pages(requests))
         return results
 
+    def _append_together_sync(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
+        """All the requests in one transaction, rolled back whole when one fails or
+        is a duplicate (see :meth:`Backend.append_together`)."""
+        conn = self._writer
+        assert conn is not None
+        results: list[AppendResult | None] = []
+        try:
+            self._begin(conn)
+            try:
+                for request in requests:
+                    result = self._append_one(conn, request)
+                    if result.duplicate:
+                        conn.execute("ROLLBACK")
+                        return [result if r is request else None for r in requests]
+                    results.append(result)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            self.append_commits += 1
+        except sqlite3.IntegrityError as exc:
+            raise self._failure(exc) from None
+        except sqlite3.Error:
+            with _translated(self.path):
+                raise
+        self._wrote(_pages(requests))
+        return results
+
     def _append_all(
         self, conn: _Executes, requests: Sequence[AppendRequest], savepoints: bool = False
     ) -> list[AppendResult | BaseException]:
@@ -1051,6 +1080,19 @@ class SQLiteBackend(Backend):
         """After a commit of ``loop``'s queue: the appends that joined meanwhile go next."""
         if loop in self._queues and loop not in self._in_flight:
             self._flush(loop)
+
+    appends_together = True
+
+    async def append_together(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} is open read-only")
+        for request in requests:
+            validate_request(request)
+        if len({r.agent_id for r in requests}) != len(requests):
+            raise ConfigurationError("append_together: one request per stream")
+        done: list[AppendResult | None] = await self._write(self._append_together_sync, requests)
+        self._committed(len(requests))
+        return done
 
     async def append_batch(
         self, requests: Sequence[AppendRequest]

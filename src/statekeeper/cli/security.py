@@ -78,11 +78,12 @@ def keys_generate(
         return
     keys: dict[str, str] = {}
     active = None
+    vault = None
     check_output_file(key_file, "key file", json_tagged("keys"))
     if key_file.exists():
         Keyring.from_file(key_file)  # must be a valid key file before it is extended
         doc = json.loads(key_file.read_text(encoding="utf-8"))
-        keys, active = dict(doc["keys"]), doc.get("active")
+        keys, active, vault = dict(doc["keys"]), doc.get("active"), doc.get("data_keys")
     new_id = key_id or f"k{len(keys) + 1}"
     while key_id is None and new_id in keys:
         new_id = f"k{int(new_id[1:]) + 1}"
@@ -91,7 +92,7 @@ def keys_generate(
     keys[new_id] = generate_key()
     if activate or active is None:
         active = new_id
-    Keyring.write_file(key_file, keys, active)
+    Keyring.write_file(key_file, keys, active, vault)  # the vault, if any, stays
     out_console().print(
         f"added key {escape(new_id)!r} to {escape(str(key_file))}"
         + (" (active)" if active == new_id else "")
@@ -151,6 +152,50 @@ def keys_status(
     out_console().print(table)
 
 
+vault_app = typer.Typer(
+    name="vault",
+    help="The key vault of per-agent data keys (crypto-shredding: 'statekeeper forget').",
+    no_args_is_help=True,
+)
+
+
+@vault_app.command("init")
+@handled
+def keys_vault_init(
+    key_file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="KEY_FILE",
+            help="The key file (JSON) whose master keys wrap the data keys; it is "
+            "updated to name the vault.",
+        ),
+    ],
+    vault: Annotated[
+        Path | None,
+        typer.Option(
+            "--vault",
+            metavar="FILE",
+            help="Where the vault goes (a SQLite file, created mode 0600) [default: "
+            "KEY_FILE's name with .vault.db, next to it].",
+        ),
+    ] = None,
+) -> None:
+    """Set up a key vault for KEY_FILE: from then on every agent written with that key
+    file gets a data key of its own, so 'statekeeper forget AGENT' can destroy it.
+
+    Records written before stay under the master key (a forget cannot shred them); keep
+    the vault with the key file, and back it up as a key, not as data."""
+    from ..governance.shredding import init_vault
+
+    made, path = init_vault(key_file, vault)
+    where = escape(str(path))
+    if made:
+        out_console().print(f"key vault {where} set up for {escape(str(key_file))}")
+    else:
+        out_console().print(f"{escape(str(key_file))} already uses the key vault {where}")
+
+
+keys_app.add_typer(vault_app)
 app.add_typer(keys_app)
 
 

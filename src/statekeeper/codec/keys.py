@@ -430,13 +430,22 @@ class Keyring:
         return None
 
     @staticmethod
-    def write_file(path: str | os.PathLike[str], keys: Mapping[str, str], active: str) -> None:
-        """Write a key file (mode 0600) holding base64 ``keys`` with ``active`` chosen."""
+    def write_file(
+        path: str | os.PathLike[str],
+        keys: Mapping[str, str],
+        active: str,
+        data_keys: str | None = None,
+    ) -> None:
+        """Write a key file (mode 0600) holding base64 ``keys`` with ``active`` chosen
+        (and ``data_keys``: the path of its key vault, relative to the file)."""
         for key_id, value in keys.items():
             _material(_check_id(key_id), value)
         if active not in keys:
             raise ConfigurationError(f"the active key {active!r} is not among the keys")
-        data = json.dumps({"active": active, "keys": dict(keys)}, indent=2) + "\n"
+        doc: dict[str, object] = {"active": active, "keys": dict(keys)}
+        if data_keys is not None:
+            doc["data_keys"] = data_keys
+        data = json.dumps(doc, indent=2) + "\n"
         target = Path(path)
         tmp = target.with_name(target.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -1,7 +1,8 @@
 """The built-in projections: the read models most deployments want.
 
 * ``agent_states``: every agent's current state machine state (``agent_states``).
-* ``agent_activity``: agents by namespace (the id part before the first ``/``) and
+* ``agent_activity``: agents by namespace (the id part before the last ``/``:
+  :func:`statekeeper.namespaces.namespace_of`) and
   last activity (``agent_activity``, indexed by ``(namespace, last_activity)``).
 * ``tool_calls``: per tool, calls, failures and latency (total, max, and a histogram
   with Prometheus' default buckets) from events of type ``tool_call`` whose data names
@@ -18,6 +19,7 @@ import math
 import sqlite3
 from typing import Any, ClassVar
 
+from ..namespaces import namespace_of
 from ..records import FeedEvent
 from .projection import Projection
 
@@ -36,12 +38,6 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2
 
 #: the event type the tool-call projection counts
 TOOL_CALL = "tool_call"
-
-
-def namespace_of(agent_id: str) -> str:
-    """The namespace of an agent id: the part before its first ``/`` (``""``: none)."""
-    head, sep, _ = agent_id.partition("/")
-    return head if sep else ""
 
 
 class AgentStates(Projection):
@@ -93,6 +89,20 @@ class AgentActivity(Projection):
             "CREATE INDEX IF NOT EXISTS agent_activity_ns"
             " ON agent_activity (namespace, last_activity)"
         )
+        # Read models built before namespaces had one definition hold the part of each
+        # id before its FIRST '/': rewritten once to the namespace (before the last).
+        db.execute("CREATE TABLE IF NOT EXISTS agent_activity_rule (rule TEXT PRIMARY KEY)")
+        if db.execute("SELECT 1 FROM agent_activity_rule WHERE rule = 'last-slash'").fetchone():
+            return
+        db.create_function("sk_namespace_of", 1, namespace_of, deterministic=True)
+        try:
+            db.execute(
+                "UPDATE agent_activity SET namespace = sk_namespace_of(agent_id)"
+                " WHERE namespace IS NOT sk_namespace_of(agent_id)"
+            )
+        finally:
+            db.create_function("sk_namespace_of", 1, None)
+        db.execute("INSERT INTO agent_activity_rule VALUES ('last-slash')")
 
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
         e = change.event

@@ -23,10 +23,14 @@ no entry can be forged, altered, removed or re-ordered unseen:
   (:class:`AuditHead`; ``statekeeper audit verify --witness FILE`` keeps one up to
   date and checks the log against it).
 
-One limit: an entry is appended right after the mutation it records commits (they are
-two writes, possibly on different engines' shards), so a process that dies between
-the two loses that entry; the mutated stream's own event still carries the principal
-(as its ``actor``).
+**Durable with the write.** On an engine that commits several streams' appends
+atomically (``Backend.appends_together``: memory, SQLite, PostgreSQL), the entry of an
+append (create, save, append, transition) is written in the *same commit* as the
+append it records (:meth:`AuditLog.record_with`): after a crash at any point both exist
+or neither does. That is also cheaper than two commits. On the other engines (Redis,
+S3, tiered) and for the other operations (delete, snapshot, leases, purge...) the entry
+is appended right after the mutation commits, so a process that dies between the two
+loses that entry; an appended event still carries the principal (as its ``actor``).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from ..errors import (
     RetriesExhausted,
     StatekeeperError,
 )
-from ..records import AppendRequest, RawEvent
+from ..records import AppendRequest, AppendResult, RawEvent
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -237,45 +241,95 @@ class AuditLog:
         detail: Mapping[str, Any] | None = None,
     ) -> int:
         """Append one entry; returns its seq in the log."""
-        body: dict[str, Any] = {
-            "principal": principal,
-            "op": operation,
-            "outcome": outcome,
-            "agent": agent_id,
-            "seqs": [first_seq, last_seq] if first_seq is not None else None,
-        }
-        if detail:
-            body["detail"] = dict(detail)
-        data = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        data = _body(operation, principal, agent_id, first_seq, last_seq, outcome, detail)
         last: ConflictError | None = None
         async with self._lock:
             for _ in range(_RETRIES):
-                if self._head is None:
-                    self._head = await self._read_head()
-                seq, link, tag = self._head
-                ts = self.clock()
-                if not math.isfinite(ts):
-                    raise ConfigurationError("the audit clock returned a time that is not finite")
-                sealed = self.codec.seal(AUDIT_ID, seq + 1, _KIND, ts, data, link)
-                new_tag = self.codec.head_tag(AUDIT_ID, seq + 1, sealed.link)
-                request = AppendRequest(
-                    AUDIT_ID,
-                    seq,
-                    [RawEvent(seq + 1, _KIND, ts, sealed.payload, sealed.checksum)],
-                    head_tag=new_tag,
-                    expected_tag=tag,
-                    check_tag=self.backend.compares_head_tag,
-                )
+                request, head = await self._next_entry(data)
                 try:
                     await self.backend.append(request)
                 except ConflictError as exc:
                     last = exc
                     self._head = None  # another writer appended: read its head, go again
                     continue
-                self._head = (seq + 1, sealed.link, new_tag)
-                return seq + 1
+                self._head = head
+                return head[0]
         assert last is not None
         raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
+
+    @property
+    def records_with_writes(self) -> bool:
+        """True when :meth:`record_with` is offered (the engine commits two streams'
+        appends atomically)."""
+        return self.backend.appends_together
+
+    async def record_with(
+        self,
+        request: AppendRequest,
+        operation: str,
+        *,
+        principal: str | None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> AppendResult:
+        """Append ``request`` (a mutation of an agent) and its entry (outcome ``ok``,
+        the request's seq range) in ONE atomic commit: after a crash at any point
+        both exist or neither does.
+
+        A conflict of the agent's append is raised (nothing written: the writer makes
+        it again on a fresh read); a conflict on the log (another process recorded
+        first) is retried here. A duplicate (idempotency key already used) writes
+        nothing, entry included: its result is returned and the caller records it."""
+        events = request.events
+        data = _body(
+            operation,
+            principal,
+            request.agent_id,
+            events[0].seq,
+            events[-1].seq,
+            "ok",
+            detail,
+        )
+        last: ConflictError | None = None
+        async with self._lock:
+            for _ in range(_RETRIES):
+                entry, head = await self._next_entry(data)
+                try:
+                    results = await self.backend.append_together([request, entry])
+                except ConflictError as exc:
+                    if exc.agent_id != AUDIT_ID:
+                        raise
+                    last = exc
+                    self._head = None  # another writer recorded: read its head, go again
+                    continue
+                result = results[0]
+                assert result is not None
+                if not result.duplicate:
+                    self._head = head
+                return result
+        assert last is not None
+        raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
+
+    async def _next_entry(
+        self, data: bytes
+    ) -> tuple[AppendRequest, tuple[int, bytes, bytes | None]]:
+        """The append of entry ``data`` after the head, and the head after it."""
+        if self._head is None:
+            self._head = await self._read_head()
+        seq, link, tag = self._head
+        ts = self.clock()
+        if not math.isfinite(ts):
+            raise ConfigurationError("the audit clock returned a time that is not finite")
+        sealed = self.codec.seal(AUDIT_ID, seq + 1, _KIND, ts, data, link)
+        new_tag = self.codec.head_tag(AUDIT_ID, seq + 1, sealed.link)
+        request = AppendRequest(
+            AUDIT_ID,
+            seq,
+            [RawEvent(seq + 1, _KIND, ts, sealed.payload, sealed.checksum)],
+            head_tag=new_tag,
+            expected_tag=tag,
+            check_tag=self.backend.compares_head_tag,
+        )
+        return request, (seq + 1, sealed.link, new_tag)
 
     async def _read_head(self) -> tuple[int, bytes, bytes | None]:
         """The stored head, authenticated: the last entry opened and its tag checked."""
@@ -428,6 +482,27 @@ class AuditLog:
                     f"rewritten: entry {witness.seq} is not the one the witness saw"
                 )
         return report
+
+
+def _body(
+    operation: str,
+    principal: str | None,
+    agent_id: str | None,
+    first_seq: int | None,
+    last_seq: int | None,
+    outcome: str,
+    detail: Mapping[str, Any] | None,
+) -> bytes:
+    body: dict[str, Any] = {
+        "principal": principal,
+        "op": operation,
+        "outcome": outcome,
+        "agent": agent_id,
+        "seqs": [first_seq, last_seq] if first_seq is not None else None,
+    }
+    if detail:
+        body["detail"] = dict(detail)
+    return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
 
 
 def _reason(exc: BaseException) -> str:

@@ -27,10 +27,16 @@ async def enforce_in_postgres(
     owner_dsn: str, schema: str, policy: Policy, roles: Mapping[str, str]
 ) -> None:
     """Install ``policy`` for the principals of ``roles`` (principal -> database role)
-    as row-level security on the store in ``schema`` (connected as its owner)."""
+    as row-level security on the store in ``schema`` (connected as its owner): every
+    table of an agent's rows and the change feed (a role reads the feed events of the
+    namespaces it may read; only the roles of principals that are admin of every
+    namespace may trim the feed)."""
     from ..backends.postgres.row_security import install_row_security
 
-    await install_row_security(owner_dsn, schema, policy.row_grants(roles), roles.values())
+    trimmers = [role for principal, role in roles.items() if policy.is_store_admin(principal)]
+    await install_row_security(
+        owner_dsn, schema, policy.row_grants(roles), roles.values(), trimmers
+    )
 
 
 async def stop_enforcing_in_postgres(owner_dsn: str, schema: str, roles: Iterable[str]) -> None:

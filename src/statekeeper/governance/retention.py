@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from ..backends.base import Capability
 from ..errors import AccessDenied, AgentForgotten, RetentionPolicyError, StatekeeperError
+from ..namespaces import namespace_of
 from ..records import RawSnapshot
 from ..store.body import SNAPSHOT_KIND, snapshot_body
 from .hooks import AuditSink, GovernanceEvent, emit, require, store_sink
@@ -58,13 +59,6 @@ _PAGE = 500
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _NAME = re.compile(r"^[A-Za-z0-9._:@+/-]{1,128}$")
-
-
-def namespace_of(agent_id: str) -> str:
-    """The namespace of an agent id: the part before its last ``/`` ("" when none),
-    the rule of :mod:`statekeeper.governance`'s principals and policies."""
-    head, sep, _ = agent_id.rpartition("/")
-    return head if sep else ""
 
 
 @dataclass(frozen=True, slots=True)

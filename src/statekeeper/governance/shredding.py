@@ -15,8 +15,12 @@ cached key until it reopens its store: stop writers of the agent first.
 
 from __future__ import annotations
 
+import json
+import os
+import sqlite3
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..arguments import check_agent_id
@@ -26,7 +30,7 @@ from .hooks import AuditSink, GovernanceEvent, emit, require, store_sink
 if TYPE_CHECKING:
     from ..store import StateStore
 
-__all__ = ["ForgetResult", "forget"]
+__all__ = ["ForgetResult", "forget", "init_vault"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +90,66 @@ async def forget(
         ),
     )
     return ForgetResult(agent_id, destroyed, purged, head, at)
+
+
+def init_vault(
+    key_file: str | os.PathLike[str], vault: str | os.PathLike[str] | None = None
+) -> tuple[bool, Path]:
+    """Give the key file ``key_file`` a key vault (``statekeeper keys vault init``): a
+    new :class:`~statekeeper.codec.datakeys.SqliteKeyVault` at ``vault`` (default: the
+    key file's name with ``.vault.db``, next to it), named in the key file (``"data_keys"``,
+    relative to it) so every store opened with that key file gives each agent a data key.
+
+    Returns ``(made, path)``: ``made`` False when the key file already names that vault
+    (nothing changed). Refused with :class:`~statekeeper.errors.ConfigurationError`,
+    before anything is written: a key file that is not one, one that names another vault
+    (moving it would orphan the data keys in it), a vault path in a missing folder, a
+    folder, or an existing file that is not a key vault."""
+    from ..codec.datakeys import SqliteKeyVault
+    from ..codec.keys import Keyring
+
+    key_path = Path(key_file)
+    if key_path.is_dir():
+        raise ConfigurationError(f"key file {key_path} is a folder")
+    ring = Keyring.from_file(key_path)  # a valid key file (opens its vault, if it has one)
+    doc = json.loads(key_path.read_text(encoding="utf-8"))
+    target = Path(vault) if vault is not None else key_path.with_name(key_path.stem + ".vault.db")
+    named = doc.get("data_keys")
+    if isinstance(named, str):
+        current = key_path.parent / named
+        if vault is None or _same_file(current, target):
+            return False, current
+        raise ConfigurationError(
+            f"{key_path} already uses the key vault {current}: a new vault would orphan "
+            "the data keys in it"
+        )
+    if not target.parent.is_dir():
+        raise ConfigurationError(f"cannot create the key vault {target}: no such folder")
+    if target.is_dir():
+        raise ConfigurationError(f"cannot create the key vault {target}: it is a folder")
+    if target.exists() and not _is_vault(target):
+        raise ConfigurationError(
+            f"refusing to use {target} as a key vault: it is not one statekeeper wrote"
+        )
+    SqliteKeyVault(target).close()
+    relative = os.path.relpath(target.resolve(), key_path.parent.resolve())
+    keys = {str(k): str(v) for k, v in doc["keys"].items()}
+    Keyring.write_file(key_path, keys, ring.active_id, relative)
+    return True, target
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    return a.resolve() == b.resolve()
+
+
+def _is_vault(path: Path) -> bool:
+    """True for a SQLite file holding only the vault's ``data_keys`` table."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+    return names == {"data_keys"}

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..arguments import INTERNAL_PREFIX, check_agent_id
 from ..errors import InvalidArgument
+from ..namespaces import check_namespace
 from .listing import parse_duration, start_after
 
 if TYPE_CHECKING:
@@ -84,9 +85,8 @@ def _parse(params: dict[str, str]) -> tuple[int, str, float | None]:
             raise InvalidArgument("scope", "scope must be a whole number of agents") from None
         if not 1 <= scope <= MAX_SCOPE:
             raise InvalidArgument("scope", f"scope must be within 1..{MAX_SCOPE:,} agents")
-    namespace = params.get("ns", "").strip()
-    if "/" in namespace:
-        raise InvalidArgument("ns", "a namespace is the part of an id before the first '/'")
+    # a namespace (statekeeper.namespaces): its agents and those of namespaces below
+    namespace = check_namespace(params.get("ns", "").strip(), "ns")
     if namespace:
         check_agent_id(namespace + "/", "ns")
     window_text = params.get("window", "").strip()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..arguments import INTERNAL_PREFIX, check_agent_id
 from ..errors import CapabilityUnsupported, InvalidArgument
+from ..namespaces import check_namespace
 from ..store.governed import governance_of
 
 if TYPE_CHECKING:
@@ -117,9 +118,8 @@ class AgentQuery:
                 raise InvalidArgument("limit", "limit must be a whole number") from None
             if not 1 <= limit <= MAX_LIMIT:
                 raise InvalidArgument("limit", f"limit must be within 1..{MAX_LIMIT}")
-        namespace = text("ns")
-        if "/" in namespace:
-            raise InvalidArgument("ns", "a namespace is the part of an id before the first '/'")
+        # a namespace (statekeeper.namespaces): its agents and those of namespaces below
+        namespace = check_namespace(text("ns"), "ns")
         after = params.get("after") or None
         before = params.get("before") or None
         for name, value in (("after", after), ("before", before)):

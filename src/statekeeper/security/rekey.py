@@ -30,11 +30,12 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..arguments import AUDIT_STREAM
 from ..codec import ZERO_LINK, Codec
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StatekeeperError
@@ -43,7 +44,14 @@ from ..records import RawEvent, RawSnapshot, RewriteRequest
 if TYPE_CHECKING:
     from ..store.store import StateStore
 
-__all__ = ["RekeyProgress", "RekeyStats", "key_usage", "rekey", "rekey_agent"]
+__all__ = [
+    "RekeyProgress",
+    "RekeyStats",
+    "key_usage",
+    "rekey",
+    "rekey_agent",
+    "rekey_audit_log",
+]
 
 _PAGE = 500
 _SNAPSHOT = "snapshot"
@@ -146,8 +154,14 @@ async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -
     raise ConflictError(agent_id, 0, await store.backend.head(agent_id))
 
 
-async def _rekey_stream(store: StateStore, agent_id: str, batch: int, stats: RekeyStats) -> None:
-    codec = store.codec
+async def _rekey_stream(
+    store: StateStore,
+    agent_id: str,
+    batch: int,
+    stats: RekeyStats,
+    codec: Codec | None = None,
+) -> None:
+    codec = codec if codec is not None else store.codec
     reader = codec.migrating()  # also opens records written without a key
     active = codec.keyring.active_id if codec.keyring is not None else ""
     if codec.keyring is not None and codec.keyring.data_keys is not None:
@@ -360,10 +374,47 @@ async def rekey(
         if len(page) < _PAGE:
             break
         after = page[-1].agent_id
+    total.add(await rekey_audit_log(store, batch=batch))
     progress.done = True
     if path is not None:
         progress.save(path)
     return total
+
+
+async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStats:
+    """Re-encrypt the store's audit log (:mod:`statekeeper.governance.audit`) under
+    the active key of the keyring it is sealed with — the audit's own (``Audit(keyring=
+    ...)``) on a store opened with one, else the store's — verifying every entry, the
+    chain and the authenticated head first, as for an agent. Run by :func:`rekey`
+    after the agents. On a store opened as a principal it needs ``admin`` on every
+    namespace (``**``); a narrower admin's run leaves the log as it is (and says so:
+    nothing counted). Returns what was done (``agents`` 1 when there is a log)."""
+    from ..store.governed import governance_of  # (the store imports this package)
+
+    stats = RekeyStats()
+    governance = governance_of(store)
+    if governance is not None and not governance.store_admin():
+        return stats
+    if await store.backend.head(AUDIT_STREAM) == 0:
+        return stats
+    audit = governance.audit if governance is not None else None
+    codec = getattr(audit, "codec", None)
+    if not isinstance(codec, Codec):
+        if store.codec.keyring is None:  # pragma: no cover - _check refused it
+            return stats
+        codec = Codec(keyring=store.codec.keyring)
+    stats.agents = 1
+    for _attempt in range(20):
+        try:
+            await _rekey_stream(store, AUDIT_STREAM, batch, stats, codec)
+            break
+        except _Restart:
+            stats.retries += 1
+    else:
+        raise ConflictError(AUDIT_STREAM, 0, await store.backend.head(AUDIT_STREAM))
+    if governance is not None:
+        await governance.record("rekey", None, detail={"audit_log": True, "records": stats.events})
+    return stats
 
 
 async def key_usage(store: StateStore) -> dict[str, int]:
@@ -377,12 +428,18 @@ async def key_usage(store: StateStore) -> dict[str, int]:
         name = key_id if key_id is not None else "(none)"
         counts[name] = counts.get(name, 0) + 1
 
-    async for info in store.iter_agents():
-        _, tag = await backend.head_tag(info.agent_id)
+    async def ids() -> AsyncIterator[str]:
+        async for info in store.iter_agents():
+            yield info.agent_id
+        if await backend.head(AUDIT_STREAM) > 0:
+            yield AUDIT_STREAM  # sealed like a stream: its keys count too
+
+    async for agent_id in ids():
+        _, tag = await backend.head_tag(agent_id)
         count(Codec.head_key_id(tag) if tag is not None and len(tag) > 1 and tag[1] else None)
         cursor = 0
         while True:
-            page = await backend.read(info.agent_id, cursor, None, limit=_PAGE)
+            page = await backend.read(agent_id, cursor, None, limit=_PAGE)
             for raw in page:
                 header = Codec.header(raw.payload)
                 count(header.key_id if header is not None else "(unreadable)")
@@ -391,7 +448,7 @@ async def key_usage(store: StateStore) -> dict[str, int]:
                 break
         below: int | None = None
         while True:
-            snap = await backend.latest_snapshot(info.agent_id, below)
+            snap = await backend.latest_snapshot(agent_id, below)
             if snap is None:
                 break
             header = Codec.header(snap.payload)

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from .. import namespaces
 from ..arguments import check_seq
 from ..backends.base import Capability
 from ..errors import AgentForgotten, FeedPositionCompacted, InvalidArgument
@@ -50,15 +51,16 @@ LIVE_WAIT = 1.0
 
 
 def namespace_prefix(namespace: str) -> str:
-    """The agent-id prefix of a namespace: ids are ``"<namespace>/<rest>"``; a
-    namespace may be nested (``"acme/support"``, as in the governance policy)."""
+    """The agent-id prefix a feed filter on ``namespace`` selects: its agents and those
+    of the namespaces below it (:mod:`statekeeper.namespaces`; the root ``""`` is
+    refused here: a subscription without ``namespace=`` is the whole feed)."""
     if not isinstance(namespace, str) or not namespace or "" in namespace.split("/"):
         raise InvalidArgument(
             "namespace",
             f"a namespace is '/'-separated non-empty parts (no leading, trailing or"
             f" double '/'), not {namespace!r:.60}",
         )
-    return namespace + "/"
+    return namespaces.namespace_prefix(namespace)
 
 
 class FeedAccess(Protocol):

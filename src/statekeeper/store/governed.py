@@ -16,11 +16,12 @@ above this one); the store only calls them, through the two protocols below.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..arguments import check_agent_id, check_name
 from ..errors import AccessDenied, ConfigurationError
-from ..records import AgentInfo, AppendResult, Event, Snapshot
+from ..records import AgentInfo, AppendRequest, AppendResult, Event, Snapshot
 from .feed import FeedAccess, Subscription
 from .store import StateStore
 
@@ -68,6 +69,38 @@ class AuditSink(Protocol):
         outcome: str = "ok",
         detail: Mapping[str, Any] | None = None,
     ) -> int: ...
+
+
+class AtomicAuditSink(AuditSink, Protocol):
+    """An audit sink that can commit an entry together with the append it records
+    (:meth:`statekeeper.governance.AuditLog.record_with`)."""
+
+    @property
+    def records_with_writes(self) -> bool: ...
+
+    async def record_with(
+        self,
+        request: AppendRequest,
+        operation: str,
+        *,
+        principal: str | None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> AppendResult: ...
+
+
+class _Pending:
+    """The mutation this task is making (see :meth:`GovernedStateStore._mutate`):
+    ``recorded`` once its audit entry committed with its append."""
+
+    __slots__ = ("agent_id", "operation", "recorded")
+
+    def __init__(self, operation: str, agent_id: str) -> None:
+        self.operation = operation
+        self.agent_id = agent_id
+        self.recorded = False
+
+
+_PENDING: ContextVar[_Pending | None] = ContextVar("statekeeper_audit_pending", default=None)
 
 
 class AuditSettings(Protocol):
@@ -193,6 +226,13 @@ class GovernedStateStore(StateStore):
         # an unknown principal is not refused here (the store would stay open): every
         # call it makes is (Policy.check names it), audited
         self._governance = Governance(principal, policy, sink)
+        if sink is not None and getattr(sink, "records_with_writes", False):
+            # each append commits with its audit entry (one commit, crash-atomic);
+            # the group and async modes keep their own queues and record after
+            self._atomic_sink: AtomicAuditSink | None = sink  # type: ignore[assignment]
+            self._writes.submitter = self._submit_with_entry
+        else:
+            self._atomic_sink = None
 
     def __repr__(self) -> str:
         return f"{super().__repr__()[:-1]}, principal={self._governance.principal!r})"
@@ -359,12 +399,35 @@ class GovernedStateStore(StateStore):
         gov = await self._allowed(agent_id, "write", operation)
         if kw.get("actor") is None:
             kw["actor"] = gov.principal  # the stream itself says who wrote
+        pending = _Pending(operation, agent_id)
+        token = _PENDING.set(pending)
         try:
             result: AppendResult = await call(agent_id, *args, **kw)
         except BaseException as exc:
             await gov.failed(operation, agent_id, exc)
             raise
-        await gov.record(operation, agent_id, result)
+        finally:
+            _PENDING.reset(token)
+        if not pending.recorded:  # committed with the append already, or record it now
+            await gov.record(operation, agent_id, result)
+        return result
+
+    async def _submit_with_entry(self, request: AppendRequest) -> AppendResult:
+        """The write pipeline's append: the mutation :meth:`_mutate` is making, with
+        its audit entry, in one commit (:meth:`AuditLog.record_with`)."""
+        pending = _PENDING.get()
+        sink = self._atomic_sink
+        if (
+            sink is None
+            or pending is None
+            or pending.recorded
+            or pending.agent_id != request.agent_id
+        ):
+            return await self.backend.append(request)
+        result = await sink.record_with(
+            request, pending.operation, principal=self._governance.principal
+        )
+        pending.recorded = not result.duplicate
         return result
 
     async def create(

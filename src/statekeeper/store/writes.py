@@ -17,7 +17,7 @@ Nothing is written to the cache before the backend acknowledged the append
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
@@ -114,6 +114,9 @@ class WritePipeline:
         # links of appends still in the write-behind buffer, for their witness marks
         self.buffered_links: dict[str, dict[int, bytes]] = {}
         self._locks = KeyedLock()
+        #: when set, appends go through it instead of ``backend.append`` (a governed
+        #: store commits each write together with its audit entry: store/governed.py)
+        self.submitter: Callable[[AppendRequest], Awaitable[AppendResult]] | None = None
         self.group = GroupCommitter(backend) if durability == "group" else None
         # writes trust the cache (see write) where the backend's compare-and-set can
         # tell a re-created stream from the cached one
@@ -367,6 +370,8 @@ class WritePipeline:
         """Append ``request`` now (through the group committer in ``group`` mode)."""
         if self.group is not None:
             return await self.group.submit(request)
+        if self.submitter is not None:
+            return await self.submitter(request)
         return await self.backend.append(request)
 
     def settled(self, agent_id: str, seq: int) -> None:

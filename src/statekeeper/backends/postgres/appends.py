@@ -168,6 +168,51 @@ class Appends(Backend):
                         out[i] = exc
         return [r if r is not None else BackendError("not attempted") for r in out]
 
+    appends_together = True
+
+    async def append_together(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
+        """One ``sk_append_batch`` statement in a transaction rolled back whole when a
+        request fails or is a duplicate (:meth:`Backend.append_together`). After a lost
+        connection, whether it committed is read back from the first request's stream
+        (all or none landed)."""
+        self._check_open()
+        self._check_writable()
+        for request in requests:
+            validate_request(request)
+        if len({r.agent_id for r in requests}) != len(requests):
+            raise ConfigurationError("append_together: one request per stream")
+        if not self._opened:
+            await self._ensure_open()
+        out: list[AppendResult | None] = []
+        try:
+            async with self._connection() as conn:
+                try:
+                    async with conn.transaction():
+                        cur = await conn.execute(self._sql["append_batch"], _batch_params(requests))
+                        rows = [tuple(row[1:]) for row in await cur.fetchall()]
+                        if len(rows) != len(requests):
+                            raise psycopg.DataError(
+                                f"sk_append_batch answered {len(rows)} of {len(requests)}"
+                            )
+                        for request, row in zip(requests, rows, strict=True):
+                            result = self._result(request, row)  # raises: rolled back
+                            if result.duplicate:
+                                out = [result if r is request else None for r in requests]
+                                raise _Undo
+                            out.append(result)
+                except _Undo:
+                    return out
+        except psycopg.Error as exc:
+            self._wrote()
+            if not transient(exc) or not await self._landed(requests[0]):
+                raise BackendError(
+                    f"postgresql: atomic append failed: {self._reason(exc)}"
+                ) from exc
+            out = [AppendResult(r.agent_id, r.events[0].seq, r.events[-1].seq) for r in requests]
+        self._wrote()
+        self._feed.poke()
+        return out
+
     async def _settle(
         self,
         valid: list[tuple[int, AppendRequest]],
@@ -201,31 +246,9 @@ class Appends(Backend):
 
     async def _batch_once(self, requests: Sequence[AppendRequest]) -> list[tuple[Any, ...]]:
         """Every request in ONE ``sk_append_batch`` statement: one round trip, one commit."""
-        snaps = [r.snapshot for r in requests]
-        events = [e for r in requests for e in r.events]
-        params: tuple[list[Any], ...] = (
-            [r.agent_id for r in requests],
-            [r.expected_seq for r in requests],
-            [len(r.events) for r in requests],
-            [r.idempotency_key for r in requests],
-            [s.seq if s is not None else None for s in snaps],
-            [s.timestamp if s is not None else None for s in snaps],
-            [s.payload if s is not None else None for s in snaps],
-            [s.checksum if s is not None else None for s in snaps],
-            [e.seq for e in events],
-            [e.kind for e in events],
-            [e.timestamp for e in events],
-            [e.payload for e in events],
-            [e.checksum for e in events],
-            [r.head_tag for r in requests],
-            [r.check_tag for r in requests],
-            [r.expected_tag for r in requests],
-            [r.fence[0] if r.fence is not None else None for r in requests],
-            [r.fence[1] if r.fence is not None else None for r in requests],
-        )
         query = self._sql["append_batch"]
         async with self._connection() as conn:
-            cur = await conn.execute(query, params)
+            cur = await conn.execute(query, _batch_params(requests))
             rows = await cur.fetchall()
         if len(rows) != len(requests):
             raise psycopg.DataError(f"sk_append_batch answered {len(rows)} of {len(requests)}")
@@ -271,3 +294,33 @@ class Appends(Backend):
             await cur.execute(self._sql["key"], (request.agent_id, request.idempotency_key))
             row = await cur.fetchone()
         return row is not None and (int(row[0]), int(row[1])) == (first, last)
+
+
+class _Undo(Exception):
+    """Rolls :meth:`Appends.append_together`'s transaction back (a duplicate)."""
+
+
+def _batch_params(requests: Sequence[AppendRequest]) -> tuple[list[Any], ...]:
+    """The parameters of ``sk_append_batch`` for ``requests``."""
+    snaps = [r.snapshot for r in requests]
+    events = [e for r in requests for e in r.events]
+    return (
+        [r.agent_id for r in requests],
+        [r.expected_seq for r in requests],
+        [len(r.events) for r in requests],
+        [r.idempotency_key for r in requests],
+        [s.seq if s is not None else None for s in snaps],
+        [s.timestamp if s is not None else None for s in snaps],
+        [s.payload if s is not None else None for s in snaps],
+        [s.checksum if s is not None else None for s in snaps],
+        [e.seq for e in events],
+        [e.kind for e in events],
+        [e.timestamp for e in events],
+        [e.payload for e in events],
+        [e.checksum for e in events],
+        [r.head_tag for r in requests],
+        [r.check_tag for r in requests],
+        [r.expected_tag for r in requests],
+        [r.fence[0] if r.fence is not None else None for r in requests],
+        [r.fence[1] if r.fence is not None else None for r in requests],
+    )

@@ -43,16 +43,23 @@ def _check(schema: str, grants: Sequence[tuple[str, str, int]]) -> None:
 
 
 async def install_row_security(
-    dsn: str, schema: str, grants: Sequence[tuple[str, str, int]], roles: Iterable[str]
+    dsn: str,
+    schema: str,
+    grants: Sequence[tuple[str, str, int]],
+    roles: Iterable[str],
+    trimmers: Iterable[str] = (),
 ) -> None:
     """Enforce ``grants`` (``(database role, namespace regex, 1 read / 2 write / 3
     admin)``) on the store in ``schema``, in one transaction, connected with ``dsn``
-    (the schema's owner); ``roles`` are given the table privileges the store needs."""
+    (the schema's owner); ``roles`` are given the table privileges the store needs.
+    The change feed (``sql/row_security_feed.sql``): its events are ``sk_events`` rows
+    (covered by the grants); only ``trimmers`` (the roles of principals that are admin
+    of every namespace) may trim it, i.e. change its floor."""
     import psycopg
     from psycopg import sql
 
     _check(schema, grants)
-    roles = sorted(set(roles) | {role for role, _, _ in grants})
+    roles = sorted(set(roles) | {role for role, _, _ in grants} | set(trimmers))
     blocks = named_blocks(read_script("statekeeper.backends.postgres", "sql/row_security.sql"))
     s = sql.Identifier(schema)
     connection = await psycopg.AsyncConnection.connect(dsn, autocommit=False)
@@ -71,6 +78,14 @@ async def install_row_security(
             )
         for role in roles:
             await conn.execute(sql.SQL(blocks["role"]).format(s=s, r=sql.Identifier(role)))
+        feed = named_blocks(
+            read_script("statekeeper.backends.postgres", "sql/row_security_feed.sql")
+        )
+        await conn.execute(sql.SQL(feed["setup"]).format(s=s))
+        admins = set(trimmers)
+        for role in roles:
+            block = feed["trimmer" if role in admins else "reader"]
+            await conn.execute(sql.SQL(block).format(s=s, r=sql.Identifier(role)))
 
 
 async def remove_row_security(dsn: str, schema: str, roles: Iterable[str]) -> None:

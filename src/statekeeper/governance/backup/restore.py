@@ -11,6 +11,11 @@ codec). A wrong backup key raises :class:`~statekeeper.errors.BackupKeyMismatch`
 damaged, truncated, edited or incomplete backup
 :class:`~statekeeper.errors.BackupCorrupt`; either way nothing is restored.
 
+**Streamed.** The files are read twice, chunk by chunk: a checking pass (everything
+above) that keeps per agent only its head, chain link and where its snapshot is, then
+a writing pass that re-reads (and re-authenticates) each chunk and appends its parts.
+Memory is one chunk plus a few dozen bytes per agent, whatever the backup's size.
+
 statekeeper's own streams in a backup (the source's audit log) are restored only into a
 target that has none yet: a target's audit log is never overwritten or merged into (its
 hash chain is its own); the backup's copy is then left out and listed in
@@ -26,7 +31,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,15 +48,23 @@ from .writer import pack_entry, stream_digest
 if TYPE_CHECKING:
     from ...store import StateStore
 
-__all__ = ["RestoreResult", "read_backups", "restore"]
+__all__ = ["RestoreResult", "iter_entries", "restore"]
 
 
 @dataclass(slots=True)
-class _Stream:
-    events: list[list[Any]]
-    snapshot: list[Any] | None
-    keys: list[list[Any]]
-    tag: bytes | None
+class _Plan:
+    """What the checking pass keeps of one agent — no records: the restore streams the
+    files twice (check everything, then write chunk by chunk), so its memory is one
+    chunk plus this per agent, whatever the size of the backup."""
+
+    start: int  # the file its stream (re)starts in (base 0)
+    head: int = 0
+    events: int = 0
+    link: bytes = ZERO_LINK
+    #: the latest snapshot: (seq, file, chunk) where it is, and the link at its seq
+    snapshot: tuple[int, int, int] | None = None
+    snap_link: tuple[int, bytes] | None = None
+    forgotten: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +85,8 @@ class RestoreResult:
     kept_internal: list[str] = field(default_factory=list)
 
 
-def _apply(streams: dict[str, _Stream], reader: FrameReader, chunk_streams: dict[str, Any]) -> None:
-    """Fold one file's chunks into ``streams``, checking each entry against the manifest."""
+def _entries(reader: FrameReader, chunk_streams: dict[str, Any]) -> Iterator[tuple[int, Any]]:
+    """``(chunk index, entry)`` of one file, each checked against the manifest."""
     path = reader.path
     seen: set[str] = set()
     for index, chunk in enumerate(reader.chunks()):
@@ -81,7 +94,7 @@ def _apply(streams: dict[str, _Stream], reader: FrameReader, chunk_streams: dict
             raise BackupCorrupt(path, f"chunk {index}", "malformed")
         for item in chunk:
             try:
-                agent_id, base, head, tag, events, snapshot, keys = item
+                agent_id, base, head, _tag, events, _snapshot, _keys = item
             except (TypeError, ValueError):
                 raise BackupCorrupt(path, f"chunk {index}", "malformed entry") from None
             what = f"agent {agent_id!r}"
@@ -98,19 +111,7 @@ def _apply(streams: dict[str, _Stream], reader: FrameReader, chunk_streams: dict
                 raise BackupCorrupt(path, what, "differs from the manifest (seqs or digest)")
             if [e[0] for e in events] != list(range(base + 1, head + 1)):
                 raise BackupCorrupt(path, what, "the stream has a gap")
-            if base == 0:
-                streams[agent_id] = _Stream(list(events), snapshot, list(keys), tag)
-                continue
-            current = streams.get(agent_id)
-            if current is None or not current.events or current.events[-1][0] != base:
-                raise BackupCorrupt(
-                    path, what, f"the incremental starts at seq {base + 1}: its parent is missing"
-                )
-            current.events.extend(events)
-            current.keys.extend(keys)
-            if snapshot is not None:
-                current.snapshot = snapshot
-            current.tag = tag
+            yield index, item
     missing = [a for a, e in chunk_streams.items() if e["chunk"] is not None and a not in seen]
     if missing:
         raise BackupCorrupt(
@@ -118,14 +119,27 @@ def _apply(streams: dict[str, _Stream], reader: FrameReader, chunk_streams: dict
         )
 
 
-def read_backups(paths: Sequence[str], key: BackupKey) -> tuple[dict[str, _Stream], list[str]]:
-    """Read and check a full backup and its incrementals (local paths, in order)."""
-    streams: dict[str, _Stream] = {}
+def iter_entries(path: str | os.PathLike[str], key: BackupKey) -> Iterator[Any]:
+    """The entries of one backup file, one at a time, each checked against its manifest
+    (for inspecting a backup: ``[agent_id, base, head, tag, events, snapshot, keys]``,
+    records as stored — encrypted)."""
+    reader = FrameReader(path, key)
+    try:
+        for _, item in _entries(reader, reader.manifest["streams"]):
+            yield item
+    finally:
+        reader.close()
+
+
+def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[str]]:
+    """The backup ids of the files (each incremental's parent the file before it) and
+    every agent id their manifests list; reads headers and manifests only."""
     ids: list[str] = []
+    agents: set[str] = set()
     for number, path in enumerate(paths):
         reader = FrameReader(path, key)
         try:
-            header, manifest = reader.header, reader.manifest
+            header = reader.header
             expected_parent = ids[-1] if ids else None
             if header.parent != expected_parent:
                 if number == 0:
@@ -137,70 +151,135 @@ def read_backups(paths: Sequence[str], key: BackupKey) -> tuple[dict[str, _Strea
                     f"backup {path} does not follow {paths[number - 1]} (its parent is"
                     f" {header.parent}, not {expected_parent})"
                 )
-            listed: dict[str, Any] = manifest["streams"]
-            _apply(streams, reader, listed)
-            for agent_id in manifest.get("deleted", []):
-                streams.pop(agent_id, None)
-            for agent_id, entry in listed.items():
-                if agent_id not in streams:
-                    raise BackupCorrupt(path, f"agent {agent_id!r}", "has no records in the chain")
-                if streams[agent_id].events[-1][0] != entry["head"]:
-                    raise BackupCorrupt(
-                        path, f"agent {agent_id!r}", "head differs from the manifest"
-                    )
-            extra = set(streams) - set(listed)
-            if extra:
-                raise BackupCorrupt(path, f"agent {min(extra)!r}", "not in the manifest")
+            agents.update(reader.manifest["streams"])
             ids.append(header.backup_id)
         finally:
             reader.close()
-    return streams, ids
+    return ids, agents
 
 
-def _verify(store: StateStore, agent_id: str, stream: _Stream) -> bytes:
-    """Open every record of the stream with the target's keys, follow the chain;
-    return the head tag to store. Raises IntegrityError / AgentForgotten / KeyNotFound."""
+def _check(
+    store: StateStore,
+    paths: Sequence[str],
+    key: BackupKey,
+    progress: Callable[[str, int, int], None] | None,
+    total: int,
+) -> dict[str, _Plan]:
+    """The checking pass: every chunk against its manifest, every stream against the
+    manifest, every record with the target's keys (chain followed across the files).
+    Returns the plan of every agent to restore (forgotten ones marked)."""
+    plans: dict[str, _Plan] = {}
+    done = 0
+    for number, path in enumerate(paths):
+        reader = FrameReader(path, key)
+        try:
+            listed: dict[str, Any] = reader.manifest["streams"]
+            for index, item in _entries(reader, listed):
+                agent_id, base, head, _tag, events, snapshot, _keys = item
+                plan = plans.get(agent_id)
+                if base == 0:
+                    plan = plans[agent_id] = _Plan(number)
+                elif plan is None or plan.head != base:
+                    raise BackupCorrupt(
+                        path,
+                        f"agent {agent_id!r}",
+                        f"the incremental starts at seq {base + 1}: its parent is missing",
+                    )
+                _follow(store, path, agent_id, plan, events, snapshot, number, index)
+                plan.head = head
+                done += 1
+                if progress is not None and done % 256 == 0:
+                    progress("verify", min(done, total), total)
+            for agent_id in reader.manifest.get("deleted", []):
+                plans.pop(agent_id, None)
+            for agent_id, entry in listed.items():
+                plan = plans.get(agent_id)
+                if plan is None:
+                    raise BackupCorrupt(path, f"agent {agent_id!r}", "has no records in the chain")
+                if plan.head != entry["head"]:
+                    raise BackupCorrupt(
+                        path, f"agent {agent_id!r}", "head differs from the manifest"
+                    )
+            extra = set(plans) - set(listed)
+            if extra:
+                raise BackupCorrupt(path, f"agent {min(extra)!r}", "not in the manifest")
+        finally:
+            reader.close()
+    return plans
+
+
+def _follow(
+    store: StateStore,
+    path: str,
+    agent_id: str,
+    plan: _Plan,
+    events: list[list[Any]],
+    snapshot: list[Any] | None,
+    number: int,
+    index: int,
+) -> None:
+    """Open one part's records with the target's keys and follow the chain."""
+    plan.events += len(events)
+    if plan.forgotten:
+        return
     codec = store.codec
-    link = ZERO_LINK
-    links: dict[int, bytes] = {}
-    snap_seq = stream.snapshot[0] if stream.snapshot is not None else None
-    for seq, kind, ts, payload, checksum in stream.events:
-        opened = codec.open(agent_id, seq, kind, ts, payload, checksum)
-        if opened.prev is not None and opened.prev != link:
-            raise IntegrityError(agent_id, seq, CHAIN_BROKEN)
-        link = opened.link
-        if seq == snap_seq:
-            links[seq] = link
-    if stream.snapshot is not None:
-        seq, ts, payload, checksum = stream.snapshot
-        opened = codec.open(agent_id, seq, SNAPSHOT_KIND, ts, payload, checksum)
-        if seq not in links or (opened.prev is not None and opened.prev != links[seq]):
-            raise IntegrityError(agent_id, seq, "the snapshot does not belong to the stream")
-    head = stream.events[-1][0]
-    return codec.head_tag(agent_id, head, link)
+    link = plan.link
+    try:
+        at: bytes | None = None
+        snap_seq = snapshot[0] if snapshot is not None else None
+        for seq, kind, ts, payload, checksum in events:
+            opened = codec.open(agent_id, seq, kind, ts, payload, checksum)
+            if opened.prev is not None and opened.prev != link:
+                raise IntegrityError(agent_id, seq, CHAIN_BROKEN)
+            link = opened.link
+            if seq == snap_seq:
+                at = link
+        plan.link = link
+        if snapshot is not None:
+            seq, ts, payload, checksum = snapshot
+            if at is None and plan.snap_link is not None and plan.snap_link[0] == seq:
+                at = plan.snap_link[1]  # the snapshot of an earlier part, again
+            opened = codec.open(agent_id, seq, SNAPSHOT_KIND, ts, payload, checksum)
+            if at is None or (opened.prev is not None and opened.prev != at):
+                raise IntegrityError(agent_id, seq, "the snapshot does not belong to the stream")
+            plan.snapshot, plan.snap_link = (seq, number, index), (seq, at)
+    except AgentForgotten:
+        plan.forgotten = True
+    except KeyNotFound:
+        raise
+    except IntegrityError as exc:
+        raise BackupCorrupt(path, f"agent {agent_id!r}", f"record does not verify: {exc}") from None
 
 
-async def _write(store: StateStore, agent_id: str, stream: _Stream, tag: bytes) -> None:
-    backend = store.backend
-    events = [RawEvent(s, k, t, p, c) for s, k, t, p, c in stream.events]
-    head = events[-1].seq
-    keyed = {first: (name, last) for name, first, last in stream.keys}
-    snap = stream.snapshot
-    seq = 0
+async def _write_part(
+    store: StateStore,
+    agent_id: str,
+    item: Any,
+    snapshot_here: bool,
+    tag: bytes | None,
+) -> None:
+    """Append one part (its base the stream's head now), in pieces cut at idempotency
+    keys; ``tag`` (the head tag) on the last piece of the stream's last part."""
+    _, base, head, _, raw_events, snap, key_rows = item
+    events = [RawEvent(s, k, t, p, c) for s, k, t, p, c in raw_events]
+    keyed = {first: (name, last) for name, first, last in key_rows}
+    seq = base
     while seq < head:
         key: str | None = None
         if seq + 1 in keyed:
             key, end = keyed[seq + 1]
         else:
             end = min([s - 1 for s in keyed if s > seq + 1] + [head])
-        part = events[seq:end]
+        part = events[seq - base : end - base]
         snapshot = None
-        if snap is not None and seq < snap[0] <= end:
+        if snapshot_here and snap is not None and seq < snap[0] <= end:
             snapshot = RawSnapshot(snap[0], snap[1], snap[2], snap[3])
-        await backend.append(
+        await store.backend.append(
             AppendRequest(agent_id, seq, part, snapshot, key, head_tag=tag if end == head else None)
         )
         seq = end
+    if snapshot_here and snap is not None and snap[0] <= base:  # taken before this part
+        await store.backend.save_snapshot(agent_id, RawSnapshot(snap[0], snap[1], snap[2], snap[3]))
 
 
 async def restore(
@@ -229,66 +308,46 @@ async def restore(
     audit = store_sink(store, audit)
     with contextlib.ExitStack() as stack:
         paths = [stack.enter_context(Location(b).local_copy()) for b in backups]
-        streams, ids = await asyncio.to_thread(read_backups, paths, key)
-    for agent_id in sorted(streams):
-        internal = agent_id[:1] == "\x01"  # the store's own streams: store admin only
-        await require(store, None if internal else agent_id, "admin", "restore")
-    forgotten: list[str] = []
-    tags: dict[str, bytes] = {}
-    for done, agent_id in enumerate(sorted(streams), start=1):
-        try:
-            tags[agent_id] = _verify(store, agent_id, streams[agent_id])
-        except AgentForgotten:
-            forgotten.append(agent_id)
-        except KeyNotFound:
-            raise
-        except IntegrityError as exc:
-            raise BackupCorrupt(
-                os.fspath(backups[-1]), f"agent {agent_id!r}", f"record does not verify: {exc}"
-            ) from None
-        if progress is not None and done % 256 == 0:
-            progress("verify", done, len(streams))
-    if progress is not None:
-        progress("verify", len(streams), len(streams))
-    gate = asyncio.Semaphore(max(1, concurrency))
-    heads = await asyncio.gather(*(store.backend.head(a) for a in tags))
-    present = [a for a, h in zip(tags, heads, strict=True) if h]
-    # the target's own streams (its audit log) are kept: the backup's copy is left out
-    kept = [a for a in present if a[:1] == "\x01"]
-    for agent_id in kept:
-        del tags[agent_id]
-    present = [a for a in present if a[:1] != "\x01"]
-    if present and skip_existing:
-        for agent_id in present:
+        ids, listed = await asyncio.to_thread(_open_chain, paths, key)
+        for agent_id in sorted(listed):
+            internal = agent_id[:1] == "\x01"  # the store's own streams: store admin only
+            await require(store, None if internal else agent_id, "admin", "restore")
+        plans = await asyncio.to_thread(_check, store, paths, key, progress, len(listed))
+        if progress is not None:
+            progress("verify", len(listed), len(listed))
+        forgotten = sorted(a for a, p in plans.items() if p.forgotten)
+        tags = {
+            a: store.codec.head_tag(a, p.head, p.link)
+            for a, p in sorted(plans.items())
+            if not p.forgotten
+        }
+        heads = await asyncio.gather(*(store.backend.head(a) for a in tags))
+        present = [a for a, h in zip(tags, heads, strict=True) if h]
+        # the target's own streams (its audit log) are kept: the backup's copy is left out
+        kept = [a for a in present if a[:1] == "\x01"]
+        for agent_id in kept:
             del tags[agent_id]
-    elif present:
-        raise BackupError(
-            f"the target store already holds {len(present)} of the agents (e.g."
-            f" {present[0]!r}): restore into an empty store, or delete them first"
-        )
-    written = 0
-
-    async def one(agent_id: str) -> None:
-        nonlocal written
-        async with gate:
-            await _write(store, agent_id, streams[agent_id], tags[agent_id])
-        written += 1
-        if progress is not None and written % 256 == 0:
-            progress("write", written, len(tags))
-
-    await asyncio.gather(*(one(a) for a in tags))
-    if progress is not None:
-        progress("write", len(tags), len(tags))
+        present = [a for a in present if a[:1] != "\x01"]
+        if present and skip_existing:
+            for agent_id in present:
+                del tags[agent_id]
+        elif present:
+            raise BackupError(
+                f"the target store already holds {len(present)} of the agents (e.g."
+                f" {present[0]!r}): restore into an empty store, or delete them first"
+            )
+        written = await _write_all(store, paths, key, ids, plans, tags, concurrency, progress)
     result = RestoreResult(
         len(tags),
-        sum(len(streams[a].events) for a in tags),
-        sum(streams[a].snapshot is not None for a in tags),
+        sum(plans[a].events for a in tags),
+        sum(plans[a].snapshot is not None for a in tags),
         forgotten,
         len(present) if skip_existing else 0,
         ids,
         time.perf_counter() - started,
         kept,
     )
+    assert written == len(tags)
     details: dict[str, Any] = {
         "backups": ids,
         "agents": result.agents,
@@ -298,3 +357,62 @@ async def restore(
         details["kept_target_streams"] = len(kept)
     await emit(audit, GovernanceEvent("restore", None, "ok", details=details))
     return result
+
+
+async def _write_all(
+    store: StateStore,
+    paths: Sequence[str],
+    key: BackupKey,
+    ids: list[str],
+    plans: dict[str, _Plan],
+    tags: dict[str, bytes],
+    concurrency: int,
+    progress: Callable[[str, int, int], None] | None,
+) -> int:
+    """The writing pass: the files again, chunk by chunk (each re-authenticated and
+    checked against its manifest as it is read), each agent's parts in file order,
+    the agents of one chunk concurrently. Returns how many agents were finished."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+    finished = 0
+
+    async def one(number: int, index: int, item: Any) -> None:
+        nonlocal finished
+        agent_id, _base, head = item[0], item[1], item[2]
+        plan = plans[agent_id]
+        last = head == plan.head
+        async with gate:
+            await _write_part(
+                store,
+                agent_id,
+                item,
+                plan.snapshot is not None and plan.snapshot[1:] == (number, index),
+                tags[agent_id] if last else None,
+            )
+        if last:
+            finished += 1
+            if progress is not None and finished % 256 == 0:
+                progress("write", finished, len(tags))
+
+    for number, path in enumerate(paths):
+        reader = await asyncio.to_thread(FrameReader, path, key)
+        try:
+            if reader.header.backup_id != ids[number]:
+                raise BackupCorrupt(path, "header", "changed while it was being restored")
+            entries = _entries(reader, reader.manifest["streams"])
+            batch: list[tuple[int, Any]] = []
+            while True:
+                got = await asyncio.to_thread(next, entries, None)
+                if got is None or (batch and got[0] != batch[-1][0]):
+                    await asyncio.gather(*(one(number, i, item) for i, item in batch))
+                    batch = []
+                if got is None:
+                    break
+                agent_id = got[1][0]
+                plan = plans.get(agent_id)
+                if agent_id in tags and plan is not None and number >= plan.start:
+                    batch.append(got)
+        finally:
+            reader.close()
+    if progress is not None:
+        progress("write", len(tags), len(tags))
+    return finished

@@ -1,0 +1,82 @@
+"""Namespaces: where an agent lives. The one definition every part of statekeeper uses
+(the access policy and retention of :mod:`statekeeper.governance`, the change feed's
+``namespace=`` filter, the ``agent_activity`` projection, the web inspector's and the
+CLI's namespace filters).
+
+**An agent's namespace is everything before the last ``/`` of its id**:
+``acme/support/bot-1`` lives in ``acme/support``, ``acme/bot-2`` in ``acme``, and
+``bot-3`` in the root namespace ``""``. Namespaces nest: ``acme/support`` is *below*
+``acme``. A **namespace filter** (``subscribe(namespace="acme")``, the inspector's
+``ns=``) selects the agents of that namespace *and of every namespace below it* — the
+ids that start with ``"acme/"`` — as the policy pattern ``acme/**`` does.
+
+A namespace is ``""`` (root) or ``/``-separated non-empty segments; an agent id is
+built from one with :func:`qualify` (or a store opened with ``namespace=``, which
+qualifies every id it is given).
+"""
+
+from __future__ import annotations
+
+from .arguments import check_agent_id, check_name
+from .errors import InvalidArgument
+
+__all__ = [
+    "ROOT",
+    "check_namespace",
+    "namespace_of",
+    "namespace_prefix",
+    "qualify",
+    "split_id",
+    "within",
+]
+
+#: the namespace of agent ids without a ``/``
+ROOT = ""
+
+
+def namespace_of(agent_id: str) -> str:
+    """The namespace of ``agent_id``: the part before its last ``/`` (``""``: root)."""
+    cut = agent_id.rfind("/")
+    return agent_id[:cut] if cut > 0 else ROOT
+
+
+def split_id(agent_id: str) -> tuple[str, str]:
+    """``(namespace, name)`` of an agent id."""
+    cut = agent_id.rfind("/")
+    return (agent_id[:cut], agent_id[cut + 1 :]) if cut > 0 else (ROOT, agent_id)
+
+
+def check_namespace(namespace: object, argument: str = "namespace") -> str:
+    """A namespace: ``""`` (root) or ``/``-separated non-empty segments;
+    :class:`~statekeeper.errors.InvalidArgument` naming ``argument`` otherwise."""
+    if namespace == ROOT and type(namespace) is str:
+        return ROOT
+    value = check_name(namespace, argument)
+    if any(not part for part in value.split("/")):
+        raise InvalidArgument(
+            argument,
+            f"{argument} {value!r:.60} is not a namespace: it has an empty segment"
+            " (leading, trailing or '//')",
+        )
+    return value
+
+
+def qualify(namespace: str, name: str) -> str:
+    """The agent id of ``name`` in ``namespace`` (``qualify("acme", "bot-1")`` is
+    ``"acme/bot-1"``; the root namespace ``""`` leaves ``name`` as it is)."""
+    check_namespace(namespace)
+    if type(name) is not str or not name or "/" in name:
+        raise InvalidArgument("name", f"name must be a non-empty str without '/', not {name!r:.40}")
+    return check_agent_id(f"{namespace}/{name}" if namespace else name)
+
+
+def namespace_prefix(namespace: str, argument: str = "namespace") -> str:
+    """The id prefix a filter on ``namespace`` selects (``"acme"``: ``"acme/"``, the
+    agents of ``acme`` and below; the root ``""``: ``""``, every agent)."""
+    value = check_namespace(namespace, argument)
+    return value + "/" if value else ""
+
+
+def within(agent_id: str, namespace: str) -> bool:
+    """True when ``agent_id`` lives in ``namespace`` or below it."""
+    return not namespace or agent_id.startswith(namespace + "/")
