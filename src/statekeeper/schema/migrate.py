@@ -69,7 +69,7 @@ from .report import (
     model_schema,
     pages,
 )
-from .rewrite import Head, Rewrite, migrate_request, read_heads
+from .rewrite import Head, Rewrite, migrate_request, read_heads, read_page
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -108,7 +108,7 @@ def _target_doc(
     return {MODEL_KEY: schema.name, **cast}
 
 
-async def rewriting(store: StateStore, agent_ids: list[str]) -> None:
+async def before_rewrites(store: StateStore, agent_ids: list[str]) -> None:
     """Before a page of rewrites: the store's witness replaces its marks of those agents
     by deletions (a mark of a link the rewrite replaces would read as a rollback)."""
     witness = getattr(store, "_witness", None)
@@ -122,6 +122,11 @@ async def apply(store: StateStore, rewrite: Rewrite) -> None:
     its head has a new checksum) and note the new head link in the store's witness (a
     mark of the old link would read as the store rolled back)."""
     await store.backend.rewrite(rewrite.request)
+    applied(store, rewrite)
+
+
+def applied(store: StateStore, rewrite: Rewrite) -> None:
+    """After ``rewrite`` was applied: see :func:`apply`."""
     agent_id = rewrite.request.agent_id
     reads = getattr(store, "_reads", None)
     if reads is not None:
@@ -196,8 +201,18 @@ async def migrate(
     after = run.after if not dry_run else None
     codec = store.codec
 
-    async def one(agent_id: str, read: Snapshot | None, head: Head | None) -> None:
-        for _attempt in range(RETRIES):
+    batched = rewriting and store.backend.rewrites_many
+
+    async def one(
+        agent_id: str,
+        read: Snapshot | None,
+        head: Head | None,
+        batch: list[Rewrite] | None = None,
+        first: int = 0,
+    ) -> None:
+        """Migrate one agent; with ``batch``, a first rewrite is only planned there (the
+        page's rewrites are then applied together)."""
+        for _attempt in range(first, RETRIES):
             if _attempt:  # a retry reads again (the first uses the page's batched reads)
                 head = (await read_heads(store, [agent_id]))[0] if rewriting else None
                 read = await store.get(agent_id)
@@ -236,6 +251,9 @@ async def migrate(
                     report.retries += 1
                     continue
                 request = migrate_request(codec, head, snap, new, target, run.run_id)
+            if request is not None and batch is not None and _attempt == 0:
+                batch.append(request)
+                return
             try:
                 if request is not None:
                     await apply(store, request)
@@ -264,9 +282,29 @@ async def migrate(
     async for ids in pages(store, after):
         # the page's head records and latest states in a few reads; the writes then
         # share commits (appends: the group committer)
-        heads: list[Head | None] = await read_heads(store, ids) if rewriting else [None] * len(ids)
-        triples = list(zip(ids, await store.get_many(ids), heads, strict=True))
-        await each(triples, concurrency, lambda t: one(*t))
+        triples: list[tuple[str, Snapshot | None, Head | None]]
+        if rewriting:
+            await before_rewrites(store, ids)
+            pairs = await read_page(store, ids)
+            triples = [(a, state, head) for a, (head, state) in zip(ids, pairs, strict=True)]
+        else:
+            triples = [(a, s, None) for a, s in zip(ids, await store.get_many(ids), strict=True)]
+        if batched:  # plan every rewrite of the page, apply them in one transaction
+            batch: list[Rewrite] = []
+            for agent_id, read, head in triples:
+                await one(agent_id, read, head, batch)
+            done_ = await store.backend.rewrite_many([r.request for r in batch])
+            again: list[str] = []
+            for rewrite, ok in zip(batch, done_, strict=True):
+                if ok:
+                    applied(store, rewrite)
+                    report.changed += 1
+                else:  # written meanwhile: read again and retry on its own
+                    report.retries += 1
+                    again.append(rewrite.request.agent_id)
+            await each(again, concurrency, lambda a: one(a, None, None, None, 1))
+        else:
+            await each(triples, concurrency, lambda t: one(*t))
         await store.flush()
         done += len(ids)
         report.scanned += len(ids)

@@ -52,6 +52,7 @@ __all__ = [
     "original",
     "original_body",
     "read_heads",
+    "read_page",
     "restore_request",
     "strip_request",
 ]
@@ -108,13 +109,23 @@ async def read_heads(store: StateStore, agent_ids: Sequence[str]) -> list[Head |
     :meth:`Backend.read_latest_many` (one consistent read on SQLite and PostgreSQL),
     then :meth:`Backend.read_heads` for the agents whose latest snapshot is at the head
     (the read of latest state then holds no event)."""
+    return [head for head, _ in await read_page(store, agent_ids, states=False)]
+
+
+async def read_page(
+    store: StateStore, agent_ids: Sequence[str], *, states: bool = True
+) -> list[tuple[Head | None, Snapshot | None]]:
+    """:func:`read_heads` and, with ``states``, each agent's latest state folded from
+    the same read (verified as every load is: records, chain and head tag) — one
+    consistent read of the page instead of two (the store's own read path folds it;
+    a store without one reads the states with :meth:`StateStore.get_many`)."""
     backend = store.backend
     reads = await backend.read_latest_many(agent_ids)
-    out: list[Head | None] = []
+    heads: list[Head | None] = []
     missing: list[int] = []
     for i, read in enumerate(reads):
         if read is None:
-            out.append(None)
+            heads.append(None)
             continue
         event = read.events[-1] if read.events and read.events[-1].seq == read.head else None
         snap = read.snapshot
@@ -122,15 +133,31 @@ async def read_heads(store: StateStore, agent_ids: Sequence[str]) -> list[Head |
             snap = None
         if event is None:
             missing.append(i)
-        out.append(Head(read.head, read.tag, event, snap))
+        heads.append(Head(read.head, read.tag, event, snap))
     if missing:
         found = await backend.read_heads([agent_ids[i] for i in missing])
         for i, event in zip(missing, found, strict=True):
-            head = out[i]
+            head = heads[i]
             assert head is not None
             if event is not None and event.seq == head.seq:
-                out[i] = Head(head.seq, head.tag, event, head.snapshot)
-    return out
+                heads[i] = Head(head.seq, head.tag, event, head.snapshot)
+    folded: list[Snapshot | None] = [None] * len(agent_ids)
+    path: Any = getattr(store, "_reads", None)
+    if states and path is None:
+        folded = list(await store.get_many(agent_ids))
+    elif states:
+        for i, (agent_id, read) in enumerate(zip(agent_ids, reads, strict=True)):
+            if read is not None:
+                record = await path.fold(
+                    agent_id,
+                    read.head,
+                    read.head,
+                    read.tag,
+                    at_head=True,
+                    latest=(read.snapshot, read.events),
+                )
+                folded[i] = path.public(record)
+    return list(zip(heads, folded, strict=True))
 
 
 def _open_body(codec: Codec, agent_id: str, raw: RawEvent) -> tuple[dict[str, Any], bytes | None]:

@@ -120,7 +120,7 @@ async def rollback(
     report = MigrationReport(run, schema.name, 0, action="rollback")
     report.total = await store.count_agents()
     codec = store.codec
-    from .migrate import rewriting
+    from .migrate import before_rewrites
 
     async def one(agent_id: str) -> None:
         from .migrate import apply
@@ -212,7 +212,7 @@ async def rollback(
 
     done = 0
     async for ids in pages(store, None):
-        await rewriting(store, ids)
+        await before_rewrites(store, ids)
         await each(ids, concurrency, one)
         await store.flush()
         done += len(ids)
@@ -230,7 +230,7 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
     """Drop the pre-migration bytes of ``run_id`` from every head event still holding
     them (a head written since keeps them in its history: a rewrite there would change
     the links of every later record)."""
-    from .migrate import apply, rewriting
+    from .migrate import apply, before_rewrites
 
     codec = store.codec
 
@@ -248,7 +248,7 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
             return
 
     async for ids in pages(store, None):
-        await rewriting(store, ids)
+        await before_rewrites(store, ids)
         await each(ids, 32, one)
 
 
