@@ -23,6 +23,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -107,14 +108,39 @@ async def populate(url: str, n: int) -> None:
             )
 
 
-async def run_migration(url: str, n: int) -> dict[str, Any]:
+CHECKPOINTS = (10_000, 50_000, 100_000)
+
+
+async def run_migration(url: str, n: int, *, traced: bool = False) -> dict[str, Any]:
     await populate(url, n)
-    # the default LRU cache (1,024 states): the append reuses the state just read
+    import psutil
+
+    proc = psutil.Process()
+    marks: dict[str, dict[str, float]] = {}
+
+    def progress(done: int, total: int) -> None:
+        # memory at 10k, 50k and 100k agents: flat means it does not grow with N
+        for mark in CHECKPOINTS:
+            if done >= mark and str(mark) not in marks:
+                row = {"rss_mib": round(proc.memory_info().rss / 2**20, 1)}
+                if traced:
+                    row["tracemalloc_peak_mib"] = round(
+                        tracemalloc.get_traced_memory()[1] / 2**20, 1
+                    )
+                    tracemalloc.reset_peak()
+                marks[str(mark)] = row
+
+    # the default LRU cache (1,024 states)
     async with StateStore(url, durability="group") as store:
+        if traced:
+            tracemalloc.start()
+        load = os.getloadavg()
         cpu, wall = time.process_time(), time.perf_counter()
         with RSS() as rss:
-            report = await migrate(store, v2, check=False)
+            report = await migrate(store, v2, check=False, on_progress=progress)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        if traced:
+            tracemalloc.stop()
         assert report.changed == n and not report.failed, report.failed[:3]
         vwall = time.perf_counter()
         checked = await migrate(store, v2, dry_run=True)
@@ -126,6 +152,9 @@ async def run_migration(url: str, n: int) -> dict[str, Any]:
         "cpu_s_per_1k": round(cpu / n * 1000, 3),
         "wall_s": round(wall, 2),
         "rescan_agents_per_s": round(n / vwall, 1),
+        "loadavg_1_5_15_at_start": [round(x, 2) for x in load],
+        "loadavg_1_5_15_at_end": [round(x, 2) for x in os.getloadavg()],
+        "memory_at": marks,
         **rss.summary(),
     }
 
@@ -203,20 +232,28 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--quick", action="store_true", help="5,000 agents")
     parser.add_argument("--postgres", metavar="DSN", default=None)
+    parser.add_argument(
+        "--tracemalloc", action="store_true", help="also trace Python allocations (slower)"
+    )
+    parser.add_argument("--no-conversation", action="store_true")
     args = parser.parse_args()
     n = 5000 if args.quick else args.n
     out: dict[str, Any] = {"machine": _common.machine("pydantic")}
     with tempfile.TemporaryDirectory() as tmp:
-        out["sqlite"] = asyncio.run(run_migration(f"sqlite:///{tmp}/m.db", n))
+        out["sqlite"] = asyncio.run(
+            run_migration(f"sqlite:///{tmp}/m.db", n, traced=args.tracemalloc)
+        )
         out["plain_script_floor"] = plain_script_floor(Path(tmp) / "plain.db", n)
     if args.postgres:
         schema = f"sk_bench_schema_{os.getpid()}"
-        out["postgres"] = asyncio.run(run_migration(f"{args.postgres}?schema={schema}", n))
+        out["postgres"] = asyncio.run(
+            run_migration(f"{args.postgres}?schema={schema}", n, traced=args.tracemalloc)
+        )
         import psycopg
 
         with psycopg.connect(args.postgres, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    out["conversation"] = asyncio.run(conversation_costs())
+    out["conversation"] = [] if args.no_conversation else asyncio.run(conversation_costs())
     s, f = out["sqlite"], out["plain_script_floor"]
     print(f"\n## Migration of {n:,} agents (v1 -> v2: a rename and a type change)\n")
     print("| engine | agents/s | CPU s / 1k agents | RSS first / last quarter (MiB) |")

@@ -12,6 +12,7 @@ from statekeeper import StateStore
 from statekeeper.errors import InvalidArgument, MigrationError
 from statekeeper.schema import TypedStates
 from statekeeper.schema.migrate import Journal, finalize, migrate, rollback, verify
+from statekeeper.schema.rewrite import original
 
 from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
 from . import apps
@@ -66,10 +67,11 @@ async def test_migrate_writes_the_current_version_verifies_and_is_idempotent(
         for i in range(50):
             snap = await new.load_snapshot(f"a{i:05d}")
             assert snap.state == apps.upgraded(_v1(i)) and snap.stored_version == 2
+        # rewritten in place: the head event itself is now at version 2, info unchanged
         events = [e async for e in store.history("a00007")]
-        assert [e.type for e in events] == ["created", "schema.migrate"]
-        assert events[1].data == {"run": report.run_id, "model": "support", "from": 1, "to": 2}
-        assert events[1].schema_version == 2
+        assert [(e.type, e.schema_version) for e in events] == [("created", 2)]
+        kept = await original(store, "a00007", report.run_id)
+        assert kept is not None and kept.version == 1 and kept.seq == 1
         assert Journal.load(journal).done  # type: ignore[union-attr]
         again = await migrate(store, apps.support_v2, journal=journal)
         assert again.changed == 0 and again.unchanged == 50 and again.run_id == report.run_id
@@ -103,9 +105,9 @@ async def test_a_migration_runs_while_writers_keep_writing(tmp_path: Path, engin
         assert len(pings) == writes["n"] // 5  # no write lost to the migration
 
 
-async def test_on_sqlite_a_page_of_agents_is_read_in_one_call(tmp_path: Path) -> None:
-    """The migration reads each page's latest states together (one consistent read),
-    not with a head read and a latest read per agent."""
+async def test_on_sqlite_a_page_of_agents_is_read_in_two_calls(tmp_path: Path) -> None:
+    """The migration reads each page's head records and latest states together (one
+    consistent read each), not with a head read and a latest read per agent."""
     async with StateStore(f"sqlite:///{tmp_path / 's.db'}", durability="group") as store:
         await _populate(store, 2500, bad=False)
     async with StateStore(f"sqlite:///{tmp_path / 's.db'}", durability="group") as store:

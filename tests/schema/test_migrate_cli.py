@@ -15,6 +15,7 @@ from pathlib import Path
 
 from statekeeper import StateStore
 from statekeeper.schema import TypedStates
+from statekeeper.schema.rewrite import original
 
 from . import apps
 
@@ -51,18 +52,29 @@ def _populate(url: str, n: int, *, bad: bool = False) -> None:
     asyncio.run(go())
 
 
-def _migrated(db: Path) -> int:
+Stored = dict[tuple[str, int], tuple[bytes, bytes]]
+
+
+def _stored(db: Path) -> Stored:
+    """Every stored event's payload and checksum, as the file holds them."""
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as conn:
-        (n,) = conn.execute(
-            "SELECT count(*) FROM sk_events WHERE kind = 'schema.migrate'"
-        ).fetchone()
-    return int(n)
+        rows = conn.execute(
+            "SELECT agent_id, seq, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_events"
+        ).fetchall()
+    return {(a, seq): (bytes(p), bytes(c)) for a, seq, p, c in rows}
+
+
+def _migrated(db: Path, before: Stored) -> int:
+    """Events rewritten since ``before`` (a migration rewrites each agent's head event)."""
+    now = _stored(db)
+    return sum(1 for key, value in now.items() if before.get(key) != value)
 
 
 def test_schema_show_and_a_dry_run_then_the_migration_and_its_rollback(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     url = f"sqlite:///{db}"
     _populate(url, 20, bad=True)
+    before = _stored(db)
     journal = tmp_path / "j.json"
     shown = _cli("schema", "show", "--app", "tests.schema.apps:v2", "--json")
     assert shown.returncode == 0, shown.stderr
@@ -76,15 +88,16 @@ def test_schema_show_and_a_dry_run_then_the_migration_and_its_rollback(tmp_path:
     out = json.loads(dry.stdout)
     assert out["dry_run"] and out["changed"] == 20 and out["versions"] == {"1": 21}
     assert [f["agent_id"] for f in out["failed"]] == ["bad"] and "1" in out["samples"]
-    assert _migrated(db) == 0 and not journal.exists()
+    assert _stored(db) == before and not journal.exists()
     text = _cli("--db", url, "migrate", "--app", "tests.schema.apps:v2", "--journal", str(journal))
     assert text.returncode == 1  # 'bad' cannot be migrated
     assert "migrated: 20" in text.stdout and "'bad': UpcasterFailed" in text.stdout
-    assert _migrated(db) == 20
+    assert _migrated(db, before) == 20 and _stored(db).keys() == before.keys()
     back = _cli("--db", url, "migrate", "--app", "tests.schema.apps:v2", "--rollback",
                 "--journal", str(journal), "--json")  # fmt: skip
     assert back.returncode == 0, back.stderr
     assert json.loads(back.stdout)["changed"] == 20
+    assert _stored(db) == before  # the pre-migration records, byte for byte
     status = _cli("--db", url, "schema", "status", "--app", "tests.schema.apps:v2", "--json")
     assert json.loads(status.stdout)["versions"] == {"1": 21}
     missing = _cli("--db", url, "migrate", "--app", "no.such.module")
@@ -98,6 +111,7 @@ def test_a_migration_killed_with_sigkill_resumes_and_migrates_each_agent_once(
     url = f"sqlite:///{db}"
     n = 3000
     _populate(url, n)
+    before = _stored(db)
     journal = tmp_path / "j.json"
     args = [sys.executable, "-m", "statekeeper.cli", "--db", url, "migrate", "--app",
             "tests.schema.apps:v2", "--journal", str(journal), "--concurrency", "16"]  # fmt: skip
@@ -106,14 +120,14 @@ def test_a_migration_killed_with_sigkill_resumes_and_migrates_each_agent_once(
     )
     try:
         deadline = time.monotonic() + 240
-        while _migrated(db) < 200:  # wait for the condition: a run well under way
+        while _migrated(db, before) < 200:  # wait for the condition: a run well under way
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the migration made no progress"
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait()
-    done_before = _migrated(db)
+    done_before = _migrated(db, before)
     assert 200 <= done_before < n, done_before  # killed in the middle
     rerun = _cli(
         "--db", url, "migrate", "--app", "tests.schema.apps:v2", "--journal", str(journal), "--json"
@@ -121,13 +135,7 @@ def test_a_migration_killed_with_sigkill_resumes_and_migrates_each_agent_once(
     assert rerun.returncode == 0, rerun.stderr + rerun.stdout
     out = json.loads(rerun.stdout)
     assert out["problems"] == [] and out["verified"] == n
-    assert _migrated(db) == n  # every agent exactly once, none twice
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        twice = conn.execute(
-            "SELECT agent_id FROM sk_events WHERE kind = 'schema.migrate' "
-            "GROUP BY agent_id HAVING count(*) > 1"
-        ).fetchall()
-    assert twice == []
+    assert _migrated(db, before) == n and _stored(db).keys() == before.keys()
 
     async def check() -> None:
         async with StateStore(url) as store:
@@ -135,5 +143,11 @@ def test_a_migration_killed_with_sigkill_resumes_and_migrates_each_agent_once(
             for i in (0, 1234, n - 1):
                 assert await states.load(f"a{i:05d}") == apps.SupportV2(customer=f"c{i}")
             assert (await store.verify()).ok
+            # every agent exactly once: the original each head event keeps is the
+            # pre-migration record (a second rewrite would keep the first one's bytes)
+            for i in range(n):
+                kept = await original(store, f"a{i:05d}")
+                assert kept is not None and kept.version == 1
+                assert (kept.event.payload, kept.event.checksum) == before[(f"a{i:05d}", 1)]
 
     asyncio.run(check())

@@ -36,6 +36,7 @@ from ..arguments import check_name, check_stored_id
 from ..errors import (
     CapabilityUnsupported,
     ConfigurationError,
+    ConflictError,
     InvalidAgentId,
     InvalidArgument,
     LeaseLost,
@@ -314,6 +315,26 @@ class Backend(abc.ABC):
         default refuses.
         """
         raise CapabilityUnsupported(self.name, Capability.REWRITE.value)
+
+    #: True when :meth:`rewrite_many` is answered natively (many rewrites in one
+    #: transaction); callers rewrite agents one by one, concurrently, otherwise
+    rewrites_many: bool = False
+
+    async def rewrite_many(self, requests: Sequence[RewriteRequest]) -> list[bool]:
+        """:meth:`rewrite` of many agents (a page of a schema migration): for each
+        request, in order, True when it was applied and False when its head was not the
+        expected one (nothing of it written). Each request is atomic on its own; an
+        engine that sets :attr:`rewrites_many` commits them together (SQLite: one
+        transaction). The default applies them in turn."""
+        done: list[bool] = []
+        for request in requests:
+            try:
+                await self.rewrite(request)
+            except ConflictError:
+                done.append(False)
+            else:
+                done.append(True)
+        return done
 
     async def export_streams(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamExport]:
         """For each ``(agent_id, after_seq, to_seq)``: a :class:`StreamExport` of that

@@ -1139,6 +1139,44 @@ class SQLiteBackend(Backend):
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         await self._write(self._save_snapshot_sync, agent_id, snapshot)
 
+    def _rewrite_one(self, conn: sqlite3.Connection, request: RewriteRequest) -> bool:
+        """Apply one rewrite inside the caller's transaction; False (nothing written)
+        when the head is not the one expected."""
+        agent_id = request.agent_id
+        if request.head_tag is not None and request.expected_tag is not None:
+            # the compare-and-set and the new tag in one statement
+            if not conn.execute(
+                "UPDATE sk_agents SET head_tag = ?"
+                " WHERE agent_id = ? AND head_seq = ? AND head_tag = ?",
+                (request.head_tag, agent_id, request.expected_seq, request.expected_tag),
+            ).rowcount:
+                return False
+        else:
+            row = conn.execute(
+                "SELECT head_seq, head_tag FROM sk_agents WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+            head = row[0] if row is not None else 0
+            tag = _blob(row[1]) if row is not None else None
+            if row is None or head != request.expected_seq or tag != request.expected_tag:
+                return False
+            if request.head_tag is not None:
+                conn.execute(
+                    "UPDATE sk_agents SET head_tag = ? WHERE agent_id = ?",
+                    (request.head_tag, agent_id),
+                )
+        if request.events:
+            sql = "UPDATE sk_events SET payload = ?, checksum = ? WHERE agent_id = ? AND seq = ?"
+            if len(request.events) == 1:
+                (e,) = request.events
+                conn.execute(sql, (e.payload, e.checksum, agent_id, e.seq))
+            else:
+                conn.executemany(
+                    sql, [(e.payload, e.checksum, agent_id, e.seq) for e in request.events]
+                )
+        for snap in request.snapshots:
+            self._put_snapshot(conn, agent_id, snap)
+        return True
+
     def _rewrite_sync(self, request: RewriteRequest) -> None:
         conn = self._writer
         assert conn is not None
@@ -1146,30 +1184,38 @@ class SQLiteBackend(Backend):
         with _translated(self.path, agent_id):
             self._begin(conn)
             try:
-                row = conn.execute(
-                    "SELECT head_seq, head_tag FROM sk_agents WHERE agent_id = ?", (agent_id,)
-                ).fetchone()
-                head = row[0] if row is not None else 0
-                tag = _blob(row[1]) if row is not None else None
-                if row is None or head != request.expected_seq or tag != request.expected_tag:
-                    raise ConflictError(agent_id, request.expected_seq, head)
-                if request.events:
-                    conn.executemany(
-                        "UPDATE sk_events SET payload = ?, checksum = ?"
-                        " WHERE agent_id = ? AND seq = ?",
-                        [(e.payload, e.checksum, agent_id, e.seq) for e in request.events],
-                    )
-                for snap in request.snapshots:
-                    self._put_snapshot(conn, agent_id, snap)
-                if request.head_tag is not None:
-                    conn.execute(
-                        "UPDATE sk_agents SET head_tag = ? WHERE agent_id = ?",
-                        (request.head_tag, agent_id),
-                    )
+                if not self._rewrite_one(conn, request):
+                    row = conn.execute(
+                        "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+                    ).fetchone()
+                    raise ConflictError(agent_id, request.expected_seq, row[0] if row else 0)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+
+    def _rewrite_many_sync(self, requests: list[RewriteRequest]) -> list[bool]:
+        conn = self._writer
+        assert conn is not None
+        with _translated(self.path):
+            self._begin(conn)
+            try:
+                done = [self._rewrite_one(conn, request) for request in requests]
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return done
+
+    rewrites_many = True
+
+    async def rewrite_many(self, requests: Sequence[RewriteRequest]) -> list[bool]:
+        for request in requests:
+            validate_rewrite(request)
+        if not requests:
+            return []
+        result: list[bool] = await self._write(self._rewrite_many_sync, list(requests))
+        return result
 
     async def rewrite(self, request: RewriteRequest) -> None:
         validate_rewrite(request)

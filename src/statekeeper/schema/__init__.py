@@ -5,7 +5,9 @@
 * :mod:`.agent` — :class:`TypedAgent` (``store.agent(id, model=M)``) and
   :class:`TypedStates` (typed ``load``/``save``);
 * :mod:`.events` — event and machine schema evolution (renamed states, events, data);
-* :mod:`.migrate` — bulk migrations with dry run, resume, verify, rollback, finalize;
+* :mod:`.migrate` — bulk migrations with dry run, resume and verify; :mod:`.rewrite`
+  — the in-place rewrite of head records they use; :mod:`.rollback` — rollback and
+  finalize; :mod:`.report` — reports, journals and the page loop;
 * :mod:`.compat` — the old/new application compatibility matrix;
 * :mod:`.structures` — built-in ``Conversation``, ``Task`` and ``Session``.
 

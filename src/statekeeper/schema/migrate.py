@@ -4,51 +4,72 @@ Loading already upcasts old states on the fly; a migration writes the upcast sta
 back so that old versions (and their upcasters) can be retired. For each agent whose
 stored document names the model and whose schema version is not the target:
 
-1. the latest state is read (a page of 1,000 agents at a time, with
-   :meth:`StateStore.get_many`: one consistent read on SQLite), cast to the target
+1. a page of 1,000 agents is read in a few calls: their head records as stored
+   (:func:`.rewrite.read_heads`: one consistent read on SQLite and PostgreSQL) and their
+   latest states (:meth:`StateStore.get_many`); each state is cast to the target
    (upcasters or downcasters) and validated against the model — an agent that fails
    is reported, never written;
-2. the difference is appended as one ``schema.migrate`` event stamped with the target
-   version, under the compare-and-set head every write uses (expected seq and head
-   tag; the page's appends in flight together share commits through the store's
-   group commit): a live writer that appended meanwhile
-   makes it re-read and retry, so the system keeps serving while a migration runs in
-   batches;
-3. nothing is rewritten in place: the pre-migration records stay in the stream, so
-   :func:`rollback` can restore them (as a ``schema.rollback`` event) until
-   :func:`finalize` closes the window.
+2. the head record is rewritten in place with
+   :meth:`~statekeeper.backends.base.Backend.rewrite`, the compare-and-set rewrite
+   ``statekeeper rekey`` uses (capability ``REWRITE``): the head event's ops gain the
+   upcast and its version becomes the target, a snapshot at the head is rewritten whole
+   at the target, the head tag follows (so every stale cache of the agent, in any
+   process, fails its compare-and-set and reads again; why the event and not only a
+   snapshot: :mod:`.rewrite`). It applies only while the head is the one read: a live
+   writer that appended meanwhile makes it re-read and retry, so the system keeps
+   serving while a migration runs in batches;
+3. the pre-migration bytes (event, snapshot at the head, head tag) are kept inside the
+   rewritten event, in the same atomic write: :func:`.rewrite.original` reads them,
+   :func:`~.rollback.rollback` puts them back byte for byte, and
+   :func:`~.rollback.finalize` drops them and closes the window.
 
-Each agent's migration is one atomic append, so a run killed at any instruction
-leaves every agent either migrated or not; rerunning skips the migrated ones (their
-version is the target) and, with a journal file, starts after the last finished page.
+``method="append"`` migrates by appending one ``schema.migrate`` event per agent
+instead (no rewrite: for a backend without ``REWRITE``, which ``method="rewrite"``
+refuses with :class:`~statekeeper.errors.CapabilityUnsupported`); the rewrite method
+also appends for the few streams it cannot rewrite (records from before chain links,
+a head without tag, a head that is a retention base snapshot).
+
+Each agent's migration is one atomic write, so a run killed at any instruction leaves
+every agent either migrated or not; rerunning skips the migrated ones (their version
+is the target) and, with a journal file, starts after the last finished page.
 :func:`migrate` with ``dry_run=True`` writes nothing and reports counts per stored
 version, a sample diff per version and the agents that would fail validation.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import secrets
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import patch
+from ..backends.base import Capability
 from ..errors import (
     AgentNotFound,
+    CapabilityUnsupported,
     ConflictError,
     InvalidArgument,
     MigrationError,
     SchemaError,
 )
-from ..records import Event, Snapshot
+from ..records import Snapshot
 from ..store.governed import governance_of
 from .models import MODEL_KEY
-from .registry import ModelSchema, SchemaRegistry, schema_of
+from .registry import ModelSchema, SchemaRegistry
+from .report import (
+    RETRIES,
+    Journal,
+    MigrationFailure,
+    MigrationReport,
+    Progress,
+    each,
+    failure,
+    model_schema,
+    pages,
+)
+from .rewrite import Head, Rewrite, migrate_request, read_heads, read_page
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -67,167 +88,7 @@ __all__ = [
 
 MIGRATE_EVENT = "schema.migrate"
 ROLLBACK_EVENT = "schema.rollback"
-_PAGE = 1000
-_RETRIES = 50
-
-
-@dataclass(slots=True)
-class MigrationFailure:
-    """An agent a migration (or rollback) could not write, and why."""
-
-    agent_id: str
-    seq: int | None
-    version: int | None
-    error: str
-    kind: str
-    fields: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class MigrationReport:
-    """What a run did (or, dry, would do)."""
-
-    run_id: str
-    model: str
-    target: int
-    action: str = "migrate"
-    dry_run: bool = False
-    #: agents in the store when the run started (the progress total)
-    total: int = 0
-    #: agents looked at by this run
-    scanned: int = 0
-    #: agents of this model, by stored schema version (when they were read)
-    versions: dict[int, int] = field(default_factory=dict)
-    #: agents written (dry run: that would be written)
-    changed: int = 0
-    #: agents already at the target (migrate) or not touched by the run (rollback)
-    unchanged: int = 0
-    #: agents of other models, or untyped
-    other: int = 0
-    #: agents that could not be written (validation, missing caster, rollback blocked)
-    failed: list[MigrationFailure] = field(default_factory=list)
-    #: compare-and-set retries caused by live writers
-    retries: int = 0
-    #: one example per stored version: agent, ops, document before and after
-    samples: dict[int, dict[str, Any]] = field(default_factory=dict)
-    #: agents checked by the verification pass, and the problems it found
-    verified: int = 0
-    problems: list[MigrationFailure] = field(default_factory=list)
-    resumed_after: str | None = None
-    elapsed: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing failed and verification found no problem."""
-        return not self.failed and not self.problems
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (``statekeeper migrate --json``)."""
-        out = asdict(self)
-        out["ok"] = self.ok
-        out["versions"] = {str(k): v for k, v in sorted(self.versions.items())}
-        out["samples"] = {str(k): v for k, v in sorted(self.samples.items())}
-        return out
-
-
-@dataclass(slots=True)
-class Journal:
-    """The durable record of a migration run (a small JSON file): its id, model and
-    target, the last agent of the last finished page (where a resumed run starts),
-    whether it finished, was rolled back or finalized."""
-
-    run_id: str
-    model: str
-    target: int
-    after: str | None = None
-    done: bool = False
-    rolled_back: bool = False
-    finalized: bool = False
-    started_at: float = field(default_factory=time.time)
-    updated_at: float = field(default_factory=time.time)
-    changed: int = 0
-
-    @classmethod
-    def load(cls, path: Path) -> Journal | None:
-        """The journal at ``path`` (None when there is none); MigrationError if it is
-        not a migration journal."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        try:
-            doc = json.loads(text)
-            if doc.get("statekeeper_migration") != 1:
-                raise ValueError("not a migration journal")
-            return cls(
-                run_id=str(doc["run_id"]),
-                model=str(doc["model"]),
-                target=int(doc["target"]),
-                after=doc.get("after"),
-                done=bool(doc.get("done")),
-                rolled_back=bool(doc.get("rolled_back")),
-                finalized=bool(doc.get("finalized")),
-                started_at=float(doc.get("started_at", 0.0)),
-                updated_at=float(doc.get("updated_at", 0.0)),
-                changed=int(doc.get("changed", 0)),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise MigrationError(f"{path} is not a readable migration journal ({exc})") from None
-
-    def save(self, path: Path) -> None:
-        """Write atomically and durably (temp file, fsync, rename)."""
-        self.updated_at = time.time()
-        doc = {"statekeeper_migration": 1, **asdict(self)}
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-
-
-Progress = Callable[[int, int], Any]
-
-
-def _schema(model: Any, schemas: SchemaRegistry | None) -> ModelSchema[Any]:
-    if isinstance(model, str):
-        return (schemas if schemas is not None else _default()).get(model)
-    return schema_of(model, schemas)
-
-
-def _default() -> SchemaRegistry:
-    from .registry import registry
-
-    return registry
-
-
-def _failure(
-    agent_id: str, seq: int | None, version: int | None, exc: Exception
-) -> MigrationFailure:
-    return MigrationFailure(
-        agent_id, seq, version, str(exc), type(exc).__name__, list(getattr(exc, "fields", []))
-    )
-
-
-async def _pages(store: StateStore, after: str | None) -> Any:
-    while True:
-        page = await store.list_agents(after=after, limit=_PAGE)
-        if page:
-            yield [info.agent_id for info in page]
-        if len(page) < _PAGE:
-            return
-        after = page[-1].agent_id
-
-
-async def _each(items: list[Any], concurrency: int, fn: Callable[[Any], Any]) -> None:
-    """Run ``fn`` over ``items`` with at most ``concurrency`` at a time."""
-    queue = iter(items)
-
-    async def worker() -> None:
-        for item in queue:
-            await fn(item)
-
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(items)))))
+METHODS = ("rewrite", "append")
 
 
 def _target_doc(
@@ -247,6 +108,34 @@ def _target_doc(
     return {MODEL_KEY: schema.name, **cast}
 
 
+async def before_rewrites(store: StateStore, agent_ids: list[str]) -> None:
+    """Before a page of rewrites: the store's witness replaces its marks of those agents
+    by deletions (a mark of a link the rewrite replaces would read as a rollback)."""
+    witness = getattr(store, "_witness", None)
+    if witness is not None:
+        await witness.rewriting(agent_ids)
+
+
+async def apply(store: StateStore, rewrite: Rewrite) -> None:
+    """Apply ``rewrite`` (ConflictError when the head moved), then drop this process's
+    cached state of the agent (a later read would fold it again anyway: the event at
+    its head has a new checksum) and note the new head link in the store's witness (a
+    mark of the old link would read as the store rolled back)."""
+    await store.backend.rewrite(rewrite.request)
+    applied(store, rewrite)
+
+
+def applied(store: StateStore, rewrite: Rewrite) -> None:
+    """After ``rewrite`` was applied: see :func:`apply`."""
+    agent_id = rewrite.request.agent_id
+    reads = getattr(store, "_reads", None)
+    if reads is not None:
+        reads.forget(agent_id)
+    witness = getattr(store, "_witness", None)
+    if witness is not None:
+        witness.acked(agent_id, rewrite.request.expected_seq, rewrite.link)
+
+
 async def migrate(
     store: StateStore,
     model: Any,
@@ -257,6 +146,7 @@ async def migrate(
     journal: str | os.PathLike[str] | None = None,
     concurrency: int = 64,
     check: bool = True,
+    method: str = "rewrite",
     on_progress: Progress | None = None,
 ) -> MigrationReport:
     """Bring every stored state of ``model`` (a class, a :class:`ModelSchema` or a
@@ -266,14 +156,26 @@ async def migrate(
     its last finished page (and :func:`rollback`/:func:`finalize` find the run).
     ``check``: re-read every agent of the model from storage afterwards and report any
     not at the target or not loading (:attr:`MigrationReport.problems`).
+    ``method``: ``"rewrite"`` (the head records rewritten in place, see the module
+    docs) or ``"append"`` (a ``schema.migrate`` event appended per agent).
     ``on_progress(done, total)`` is called as agents are processed.
     """
-    schema = _schema(model, schemas)
+    schema = model_schema(model, schemas)
     target = schema.version if to is None else to
     if type(target) is not int or target < 1:
         raise InvalidArgument("to", f"to must be a schema version >= 1, not {target!r}")
     if type(concurrency) is not int or concurrency < 1:
         raise InvalidArgument("concurrency", "concurrency must be an int >= 1")
+    if method not in METHODS:
+        raise InvalidArgument("method", f"method must be 'rewrite' or 'append', not {method!r}")
+    rewriting = method == "rewrite" and not dry_run
+    if rewriting and not store.backend.supports(Capability.REWRITE):
+        raise CapabilityUnsupported(
+            store.backend.name,
+            Capability.REWRITE.value,
+            "a migration rewrites the head records in place; method='append' migrates "
+            "by appending a schema.migrate event to each agent instead",
+        )
     path = Path(journal) if journal is not None else None
     run = Journal(run_id=secrets.token_hex(6), model=schema.name, target=target)
     if path is not None:
@@ -297,11 +199,24 @@ async def migrate(
     report.total = await store.count_agents()
     report.resumed_after = run.after if not dry_run else None
     after = run.after if not dry_run else None
+    codec = store.codec
 
-    async def one(agent_id: str, read: Snapshot | None) -> None:
-        for _attempt in range(_RETRIES):
-            # the first attempt uses the page's batched read; a retry reads again
-            snap = read if _attempt == 0 else await store.get(agent_id)
+    batched = rewriting and store.backend.rewrites_many
+
+    async def one(
+        agent_id: str,
+        read: Snapshot | None,
+        head: Head | None,
+        batch: list[Rewrite] | None = None,
+        first: int = 0,
+    ) -> None:
+        """Migrate one agent; with ``batch``, a first rewrite is only planned there (the
+        page's rewrites are then applied together)."""
+        for _attempt in range(first, RETRIES):
+            if _attempt:  # a retry reads again (the first uses the page's batched reads)
+                head = (await read_heads(store, [agent_id]))[0] if rewriting else None
+                read = await store.get(agent_id)
+            snap = read
             if snap is None:
                 return
             doc = snap.data
@@ -317,30 +232,41 @@ async def migrate(
             try:
                 new = _target_doc(schema, doc, version, target, agent_id, snap.seq)
             except SchemaError as exc:
-                report.failed.append(_failure(agent_id, snap.seq, version, exc))
+                report.failed.append(failure(agent_id, snap.seq, version, exc))
                 return
-            ops = patch.diff(doc, new)
             if version not in report.samples:
                 report.samples[version] = {
                     "agent_id": agent_id,
                     "seq": snap.seq,
-                    "ops": ops,
+                    "ops": patch.diff(doc, new),
                     "before": doc,
                     "after": new,
                 }
             if dry_run:
                 report.changed += 1
                 return
-            info = {"run": run.run_id, "model": schema.name, "from": version, "to": target}
+            request = None
+            if rewriting and head is not None:
+                if head.seq != snap.seq:  # written between the two reads
+                    report.retries += 1
+                    continue
+                request = migrate_request(codec, head, snap, new, target, run.run_id)
+            if request is not None and batch is not None and _attempt == 0:
+                batch.append(request)
+                return
             try:
-                await store.append(
-                    agent_id,
-                    MIGRATE_EVENT,
-                    info,
-                    ops=ops,
-                    expected_seq=snap.seq,
-                    schema_version=target,
-                )
+                if request is not None:
+                    await apply(store, request)
+                else:
+                    info = {"run": run.run_id, "model": schema.name, "from": version, "to": target}
+                    await store.append(
+                        agent_id,
+                        MIGRATE_EVENT,
+                        info,
+                        ops=patch.diff(doc, new),
+                        expected_seq=snap.seq,
+                        schema_version=target,
+                    )
             except ConflictError:
                 report.retries += 1
                 continue
@@ -353,16 +279,37 @@ async def migrate(
         )
 
     done = 0
-    async for ids in _pages(store, after):
-        # the page's latest states in one read; the appends then share commits
-        pairs = list(zip(ids, await store.get_many(ids), strict=True))
-        await _each(pairs, concurrency, lambda pair: one(*pair))
+    async for ids in pages(store, after):
+        # the page's head records and latest states in a few reads; the writes then
+        # share commits (appends: the group committer)
+        triples: list[tuple[str, Snapshot | None, Head | None]]
+        if rewriting:
+            await before_rewrites(store, ids)
+            pairs = await read_page(store, ids)
+            triples = [(a, state, head) for a, (head, state) in zip(ids, pairs, strict=True)]
+        else:
+            triples = [(a, s, None) for a, s in zip(ids, await store.get_many(ids), strict=True)]
+        if batched:  # plan every rewrite of the page, apply them in one transaction
+            batch: list[Rewrite] = []
+            for agent_id, read, head in triples:
+                await one(agent_id, read, head, batch)
+            done_ = await store.backend.rewrite_many([r.request for r in batch])
+            again: list[str] = []
+            for rewrite, ok in zip(batch, done_, strict=True):
+                if ok:
+                    applied(store, rewrite)
+                    report.changed += 1
+                else:  # written meanwhile: read again and retry on its own
+                    report.retries += 1
+                    again.append(rewrite.request.agent_id)
+            await each(again, concurrency, lambda a: one(a, None, None, None, 1))
+        else:
+            await each(triples, concurrency, lambda t: one(*t))
         await store.flush()
         done += len(ids)
         report.scanned += len(ids)
         if not dry_run and path is not None:
             run.after = ids[-1]
-            run.changed += 0  # counted below, once the run ends
             run.save(path)
         if on_progress is not None:
             on_progress(done, report.total)
@@ -416,10 +363,10 @@ async def _verify(
             try:
                 schema.load(snap.data, target, agent_id=agent_id, seq=snap.seq)
             except SchemaError as exc:
-                report.problems.append(_failure(agent_id, snap.seq, target, exc))
+                report.problems.append(failure(agent_id, snap.seq, target, exc))
 
-    async for ids in _pages(store, None):
-        await _each(ids, 32, one)
+    async for ids in pages(store, None):
+        await each(ids, 32, one)
 
 
 async def verify(
@@ -427,7 +374,7 @@ async def verify(
 ) -> MigrationReport:
     """Check, reading from storage, that every agent of ``model`` is at version ``to``
     (default: the model's) and loads as the model."""
-    schema = _schema(model, schemas)
+    schema = model_schema(model, schemas)
     target = schema.version if to is None else to
     report = MigrationReport("", schema.name, target, action="verify")
     started = time.monotonic()
@@ -436,160 +383,5 @@ async def verify(
     return report
 
 
-async def _find(
-    store: StateStore, agent_id: str, head: int, run_id: str
-) -> tuple[Event | None, bool]:
-    """The ``schema.migrate`` event of ``run_id`` in the agent's stream (searched from
-    the head back) and whether a rollback of that run follows it."""
-    window = 64
-    while True:
-        start = max(0, head - window)
-        found: Event | None = None
-        rolled = False
-        async for event in store.history(agent_id, after_seq=start, to_seq=head):
-            run = event.data.get("run")
-            if event.type == MIGRATE_EVENT and run == run_id:
-                found, rolled = event, False
-            elif event.type == ROLLBACK_EVENT and run == run_id and found is not None:
-                rolled = True
-        if found is not None or start == 0:
-            return found, rolled
-        window *= 4
-
-
-async def rollback(
-    store: StateStore,
-    model: Any,
-    *,
-    run_id: str | None = None,
-    journal: str | os.PathLike[str] | None = None,
-    schemas: SchemaRegistry | None = None,
-    force: bool = False,
-    concurrency: int = 32,
-    on_progress: Progress | None = None,
-) -> MigrationReport:
-    """Undo migration run ``run_id`` (or the one in ``journal``): every agent it
-    migrated gets its pre-migration state back, as a ``schema.rollback`` event at the
-    pre-migration version. An agent written since its migration is brought back
-    through the model's downcasters; without them it is reported in ``failed`` and
-    left alone — unless ``force``, which restores the pre-migration state (the later
-    writes stay in the stream's history). Refused once the run was finalized."""
-    schema = _schema(model, schemas)
-    path = Path(journal) if journal is not None else None
-    record = Journal.load(path) if path is not None else None
-    if record is not None:
-        if record.finalized:
-            raise MigrationError(
-                f"run {record.run_id} of {record.model} was finalized: it cannot be rolled back"
-            )
-        if run_id is None:
-            run_id = record.run_id
-    if run_id is None:
-        raise InvalidArgument("run_id", "give the run id of the migration (or its journal)")
-    started = time.monotonic()
-    report = MigrationReport(run_id, schema.name, 0, action="rollback")
-    report.total = await store.count_agents()
-
-    async def one(agent_id: str) -> None:
-        for _attempt in range(_RETRIES):
-            snap = await store.get(agent_id)
-            if snap is None:
-                return
-            if snap.data.get(MODEL_KEY) not in schema.names():
-                report.other += 1
-                return
-            event, rolled = await _find(store, agent_id, snap.seq, run_id)
-            if event is None or rolled:
-                report.unchanged += 1
-                return
-            before = await store.load(agent_id, at_seq=event.seq - 1)
-            back_to = before.schema_version
-            report.target = back_to
-            if event.seq == snap.seq:
-                doc = before.data
-            else:  # written since the migration
-                try:
-                    doc = {
-                        MODEL_KEY: schema.name,
-                        **schema.convert(
-                            snap.data, snap.schema_version, back_to, agent_id=agent_id,
-                            seq=snap.seq,
-                        ),
-                    }  # fmt: skip
-                except SchemaError as exc:
-                    if not force:
-                        report.failed.append(
-                            MigrationFailure(
-                                agent_id,
-                                snap.seq,
-                                snap.schema_version,
-                                f"written since its migration (seq {event.seq}) and {exc}; "
-                                "--force restores the pre-migration state",
-                                "RollbackBlocked",
-                            )
-                        )
-                        return
-                    doc = before.data
-            info = {"run": run_id, "model": schema.name, "migration_seq": event.seq,
-                    "from": snap.schema_version, "to": back_to}  # fmt: skip
-            try:
-                await store.append(
-                    agent_id,
-                    ROLLBACK_EVENT,
-                    info,
-                    ops=patch.diff(snap.data, doc),
-                    expected_seq=snap.seq,
-                    schema_version=back_to,
-                )
-            except ConflictError:
-                report.retries += 1
-                continue
-            report.changed += 1
-            return
-
-    done = 0
-    async for ids in _pages(store, None):
-        await _each(ids, concurrency, one)
-        await store.flush()
-        done += len(ids)
-        report.scanned += len(ids)
-        if on_progress is not None:
-            on_progress(done, report.total)
-    if record is not None and path is not None and not report.failed:
-        record.rolled_back = True
-        record.save(path)
-    report.elapsed = time.monotonic() - started
-    return report
-
-
-async def finalize(
-    store: StateStore,
-    model: Any,
-    *,
-    journal: str | os.PathLike[str],
-    schemas: SchemaRegistry | None = None,
-) -> MigrationReport:
-    """Close the rollback window of the run in ``journal``: migrate any agent still
-    below the target (written by old code during the rollout), verify every agent of
-    the model, and mark the run finalized — :func:`rollback` refuses it from then on.
-    Refused (MigrationError) when agents fail to migrate or verify."""
-    path = Path(journal)
-    record = Journal.load(path)
-    if record is None:
-        raise MigrationError(f"no migration journal at {path}")
-    if record.rolled_back:
-        raise MigrationError(f"run {record.run_id} was rolled back: migrate again first")
-    report = await migrate(
-        store, model, to=record.target, schemas=schemas, journal=path, check=True
-    )
-    report.action = "finalize"
-    if not report.ok:
-        raise MigrationError(
-            f"cannot finalize run {record.run_id}: {len(report.failed)} agent(s) failed to "
-            f"migrate, {len(report.problems)} failed verification"
-        )
-    record = Journal.load(path)
-    assert record is not None
-    record.finalized = True
-    record.save(path)
-    return report
+# (at the end: rollback imports this module's names lazily, never at import time)
+from .rollback import finalize, rollback  # noqa: E402

@@ -173,6 +173,22 @@ class HighWater:
             self._dirty[agent_id] = (0, None, time.time())
             await self.flush()
 
+    async def rewriting(self, agent_ids: list[str]) -> None:
+        """Before the records at the heads of ``agent_ids`` are rewritten with new chain
+        links (a schema migration, its rollback or finalize): replace the file's marks of
+        those agents by deletions now, in one read and one flush, so that no process
+        opening the store while the rewrite runs (or after it was killed) takes it for
+        a rollback. The rewrite then notes each new link with :meth:`acked`."""
+        wanted = set(agent_ids)
+        for agent_id in wanted:
+            self._dirty.pop(agent_id, None)
+        self._known = await asyncio.to_thread(self._read)
+        now = time.time()
+        for agent_id in wanted:
+            if agent_id in self._known and int(self._known[agent_id].get("seq", 0)) > 0:
+                self._dirty[agent_id] = (0, None, now)
+        await self.flush()
+
     def deleted(self, agent_id: str) -> None:
         """After a delete: a deletion newer than any mark made before it."""
         self._dirty[agent_id] = (0, None, time.time())

@@ -31,7 +31,9 @@ __all__ = [
 
 SNAPSHOT_KIND = "snapshot"
 #: the event body keys the store writes (never the caller's ``info``)
-RESERVED = frozenset({"ops", "fsm", "v", "actor", "key"})
+#: (``schema.pre``: the pre-migration bytes a schema migration keeps, see
+#: :mod:`statekeeper.schema.rewrite`)
+RESERVED = frozenset({"ops", "fsm", "v", "actor", "key", "schema.pre"})
 
 
 def event_body(

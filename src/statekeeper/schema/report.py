@@ -1,0 +1,185 @@
+"""What a migration run reports, the journal it keeps, and the page loop that every
+pass of :mod:`.migrate` and :mod:`.rollback` shares."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import MigrationError
+from .registry import ModelSchema, SchemaRegistry, schema_of
+
+if TYPE_CHECKING:
+    from ..store.store import StateStore
+
+__all__ = ["Journal", "MigrationFailure", "MigrationReport", "Progress"]
+
+PAGE = 1000
+RETRIES = 50
+
+
+@dataclass(slots=True)
+class MigrationFailure:
+    """An agent a migration (or rollback) could not write, and why."""
+
+    agent_id: str
+    seq: int | None
+    version: int | None
+    error: str
+    kind: str
+    fields: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class MigrationReport:
+    """What a run did (or, dry, would do)."""
+
+    run_id: str
+    model: str
+    target: int
+    action: str = "migrate"
+    dry_run: bool = False
+    #: agents in the store when the run started (the progress total)
+    total: int = 0
+    #: agents looked at by this run
+    scanned: int = 0
+    #: agents of this model, by stored schema version (when they were read)
+    versions: dict[int, int] = field(default_factory=dict)
+    #: agents written (dry run: that would be written)
+    changed: int = 0
+    #: agents already at the target (migrate) or not touched by the run (rollback)
+    unchanged: int = 0
+    #: agents of other models, or untyped
+    other: int = 0
+    #: agents that could not be written (validation, missing caster, rollback blocked)
+    failed: list[MigrationFailure] = field(default_factory=list)
+    #: compare-and-set retries caused by live writers
+    retries: int = 0
+    #: one example per stored version: agent, ops, document before and after
+    samples: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: agents checked by the verification pass, and the problems it found
+    verified: int = 0
+    problems: list[MigrationFailure] = field(default_factory=list)
+    #: agents whose kept pre-migration records finalize dropped
+    released: int = 0
+    resumed_after: str | None = None
+    elapsed: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing failed and verification found no problem."""
+        return not self.failed and not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``statekeeper migrate --json``)."""
+        out = asdict(self)
+        out["ok"] = self.ok
+        out["versions"] = {str(k): v for k, v in sorted(self.versions.items())}
+        out["samples"] = {str(k): v for k, v in sorted(self.samples.items())}
+        return out
+
+
+@dataclass(slots=True)
+class Journal:
+    """The durable record of a migration run (a small JSON file): its id, model and
+    target, the last agent of the last finished page (where a resumed run starts),
+    whether it finished, was rolled back or finalized."""
+
+    run_id: str
+    model: str
+    target: int
+    after: str | None = None
+    done: bool = False
+    rolled_back: bool = False
+    finalized: bool = False
+    started_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    changed: int = 0
+
+    @classmethod
+    def load(cls, path: Path) -> Journal | None:
+        """The journal at ``path`` (None when there is none); MigrationError if it is
+        not a migration journal."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            doc = json.loads(text)
+            if doc.get("statekeeper_migration") != 1:
+                raise ValueError("not a migration journal")
+            return cls(
+                run_id=str(doc["run_id"]),
+                model=str(doc["model"]),
+                target=int(doc["target"]),
+                after=doc.get("after"),
+                done=bool(doc.get("done")),
+                rolled_back=bool(doc.get("rolled_back")),
+                finalized=bool(doc.get("finalized")),
+                started_at=float(doc.get("started_at", 0.0)),
+                updated_at=float(doc.get("updated_at", 0.0)),
+                changed=int(doc.get("changed", 0)),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise MigrationError(f"{path} is not a readable migration journal ({exc})") from None
+
+    def save(self, path: Path) -> None:
+        """Write atomically and durably (temp file, fsync, rename)."""
+        self.updated_at = time.time()
+        doc = {"statekeeper_migration": 1, **asdict(self)}
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+
+Progress = Callable[[int, int], Any]
+
+
+def model_schema(model: Any, schemas: SchemaRegistry | None) -> ModelSchema[Any]:
+    if isinstance(model, str):
+        return (schemas if schemas is not None else _default()).get(model)
+    return schema_of(model, schemas)
+
+
+def _default() -> SchemaRegistry:
+    from .registry import registry
+
+    return registry
+
+
+def failure(
+    agent_id: str, seq: int | None, version: int | None, exc: Exception
+) -> MigrationFailure:
+    return MigrationFailure(
+        agent_id, seq, version, str(exc), type(exc).__name__, list(getattr(exc, "fields", []))
+    )
+
+
+async def pages(store: StateStore, after: str | None) -> Any:
+    while True:
+        page = await store.list_agents(after=after, limit=PAGE)
+        if page:
+            yield [info.agent_id for info in page]
+        if len(page) < PAGE:
+            return
+        after = page[-1].agent_id
+
+
+async def each(items: list[Any], concurrency: int, fn: Callable[[Any], Any]) -> None:
+    """Run ``fn`` over ``items`` with at most ``concurrency`` at a time."""
+    queue = iter(items)
+
+    async def worker() -> None:
+        for item in queue:
+            await fn(item)
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(items)))))

@@ -1,0 +1,326 @@
+"""Migration by rewrite: an agent's head record brought to a schema version in place,
+with :meth:`~statekeeper.backends.base.Backend.rewrite` — the compare-and-set rewrite
+``statekeeper rekey`` uses — its pre-migration bytes kept inside it until finalize.
+
+What is rewritten, and why the head *event* (not only a snapshot). The stored state of
+an agent at head ``H`` is the event at ``H`` (its ``ops`` take the state at ``H - 1`` to
+the state at ``H``, its ``v`` is the schema version) and, when there is one, the
+snapshot at ``H``. A migration rewrites both: the event keeps its kind, timestamp, info,
+machine state, actor and idempotency key; its ``ops`` gain the upcast (original ops, then
+the diff from the old document to the new one) and its ``v`` becomes the target, so
+the fold of the stream gives the migrated state; a snapshot at ``H`` is re-written whole
+at the target version. Rewriting only a snapshot would keep the event's checksum and
+the head tag (a tag commits to the chain link, which commits to the event bytes): a
+writer or reader holding the pre-migration state at ``H`` in its cache would not see
+the migration (``ReadPath.refresh`` compares the checksum at the cached seq, appends
+compare the tag) and would append ops computed against the old document onto the
+migrated one. Rewriting the event changes its link, hence the head tag: every stale
+cache fails its compare-and-set and folds again. Older records (history) are not
+touched; ``history(at_seq=H-1)`` still folds the old version.
+
+The pre-migration bytes (the event's payload and checksum, the snapshot at ``H`` and the
+head tag) are kept in the rewritten event under the reserved body key :data:`PRE`,
+written in the same atomic rewrite — no side file to lose, no window where a crash
+leaves an agent migrated without its way back. :func:`original` reads them,
+:func:`restore_request` puts them back byte for byte (rollback), :func:`strip_request`
+drops them (finalize). A stream the rewrite cannot take (records from before chain
+links, a head without tag, a head that is a retention base snapshot with no event) is
+migrated by an appended ``schema.migrate`` event instead (see :mod:`.migrate`).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import patch
+from ..codec import Codec
+from ..records import RawEvent, RawSnapshot, RewriteRequest, Snapshot
+
+if TYPE_CHECKING:
+    from ..store.store import StateStore
+
+__all__ = [
+    "PRE",
+    "Head",
+    "Original",
+    "Rewrite",
+    "kept_in",
+    "migrate_request",
+    "original",
+    "original_body",
+    "read_heads",
+    "read_page",
+    "restore_request",
+    "strip_request",
+]
+
+#: the reserved event body key holding a rewritten event's pre-migration bytes
+PRE = "schema.pre"
+_SNAPSHOT = "snapshot"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _raw(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """An agent's head records as stored: the head seq and tag, the event at the head
+    (None: the head is a base snapshot without its event) and the snapshot at the head."""
+
+    seq: int
+    tag: bytes | None
+    event: RawEvent | None
+    snapshot: RawSnapshot | None
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """A rewrite to apply, and the chain link its head event will have (what the
+    store's witness must note once it is applied)."""
+
+    request: RewriteRequest
+    link: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Original:
+    """The pre-migration records of an agent, kept in its migrated event: the event at
+    ``seq`` and the snapshot at ``seq`` (if any) as they were stored, the head tag, the
+    schema version, and the id of the run that rewrote them."""
+
+    run: str
+    seq: int
+    version: int
+    event: RawEvent
+    snapshot: RawSnapshot | None
+    tag: bytes | None
+
+
+async def read_heads(store: StateStore, agent_ids: Sequence[str]) -> list[Head | None]:
+    """The head records of each agent (None: no stream), in a few reads per page:
+    :meth:`Backend.read_latest_many` (one consistent read on SQLite and PostgreSQL),
+    then :meth:`Backend.read_heads` for the agents whose latest snapshot is at the head
+    (the read of latest state then holds no event)."""
+    return [head for head, _ in await read_page(store, agent_ids, states=False)]
+
+
+async def read_page(
+    store: StateStore, agent_ids: Sequence[str], *, states: bool = True
+) -> list[tuple[Head | None, Snapshot | None]]:
+    """:func:`read_heads` and, with ``states``, each agent's latest state folded from
+    the same read (verified as every load is: records, chain and head tag) — one
+    consistent read of the page instead of two (the store's own read path folds it;
+    a store without one reads the states with :meth:`StateStore.get_many`)."""
+    backend = store.backend
+    reads = await backend.read_latest_many(agent_ids)
+    heads: list[Head | None] = []
+    missing: list[int] = []
+    for i, read in enumerate(reads):
+        if read is None:
+            heads.append(None)
+            continue
+        event = read.events[-1] if read.events and read.events[-1].seq == read.head else None
+        snap = read.snapshot
+        if snap is not None and snap.seq != read.head:
+            snap = None
+        if event is None:
+            missing.append(i)
+        heads.append(Head(read.head, read.tag, event, snap))
+    if missing:
+        found = await backend.read_heads([agent_ids[i] for i in missing])
+        for i, event in zip(missing, found, strict=True):
+            head = heads[i]
+            assert head is not None
+            if event is not None and event.seq == head.seq:
+                heads[i] = Head(head.seq, head.tag, event, head.snapshot)
+    folded: list[Snapshot | None] = [None] * len(agent_ids)
+    path: Any = getattr(store, "_reads", None)
+    if states and path is None:
+        folded = list(await store.get_many(agent_ids))
+    elif states:
+        for i, (agent_id, read) in enumerate(zip(agent_ids, reads, strict=True)):
+            if read is not None:
+                record = await path.fold(
+                    agent_id,
+                    read.head,
+                    read.head,
+                    read.tag,
+                    at_head=True,
+                    latest=(read.snapshot, read.events),
+                )
+                folded[i] = path.public(record)
+    return list(zip(heads, folded, strict=True))
+
+
+def _open_body(codec: Codec, agent_id: str, raw: RawEvent) -> tuple[dict[str, Any], bytes | None]:
+    opened = codec.open(agent_id, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum)
+    if opened.version == 0:
+        return {}, None
+    body = codec.deserialize(opened.body, agent_id, raw.seq, fmt=opened.format)
+    return body, opened.prev
+
+
+def _reseal(
+    codec: Codec,
+    agent_id: str,
+    head: Head,
+    body: dict[str, Any],
+    prev: bytes,
+    snapshot_body: dict[str, Any] | None,
+) -> Rewrite:
+    """The rewrite of ``head``'s event to ``body`` (and its snapshot to
+    ``snapshot_body``), the head tag following the event's new link."""
+    raw = head.event
+    assert raw is not None
+    sealed = codec.seal(
+        agent_id, raw.seq, raw.kind, raw.timestamp, codec.serialize(body, "event"), prev
+    )
+    snaps: tuple[RawSnapshot, ...] = ()
+    if head.snapshot is not None and snapshot_body is not None:
+        snap = codec.seal(
+            agent_id,
+            head.seq,
+            _SNAPSHOT,
+            head.snapshot.timestamp,
+            codec.serialize(snapshot_body, "state"),
+            sealed.link,
+        )
+        snaps = (RawSnapshot(head.seq, head.snapshot.timestamp, snap.payload, snap.checksum),)
+    event = RawEvent(raw.seq, raw.kind, raw.timestamp, sealed.payload, sealed.checksum)
+    tag = codec.head_tag(agent_id, head.seq, sealed.link)
+    return Rewrite(RewriteRequest(agent_id, head.seq, head.tag, (event,), snaps, tag), sealed.link)
+
+
+def migrate_request(
+    codec: Codec,
+    head: Head,
+    state: Snapshot,
+    new: dict[str, Any],
+    target: int,
+    run_id: str,
+) -> Rewrite | None:
+    """The rewrite that brings ``state`` (folded at ``head``) to ``new`` at version
+    ``target``, keeping the pre-migration bytes under :data:`PRE`; None when the stream
+    cannot be rewritten (see the module docs) or ``state`` is not the one at ``head``."""
+    agent_id = state.agent_id
+    raw = head.event
+    if raw is None or head.tag is None or state.seq != head.seq:
+        return None
+    if head.snapshot is not None and head.snapshot.seq != head.seq:
+        return None
+    body, prev = _open_body(codec, agent_id, raw)
+    if prev is None:
+        return None  # a record from before chain links: its link cannot be re-made
+    pre: dict[str, Any] = {
+        "run": run_id,
+        "v": state.schema_version,
+        "event": _b64(raw.payload),
+        "sum": _b64(raw.checksum),
+        "tag": _b64(head.tag),
+    }
+    if head.snapshot is not None:
+        s = head.snapshot
+        pre["snap"] = [s.timestamp, _b64(s.payload), _b64(s.checksum)]
+    rewritten = dict(body)
+    rewritten.pop(PRE, None)  # an earlier run's: it lives on inside pre["event"]
+    ops = list(body.get("ops") or []) + patch.diff(state.data, new)
+    if ops:
+        rewritten["ops"] = ops
+    rewritten["v"] = target
+    rewritten[PRE] = pre
+    whole = {
+        "fsm": state.fsm_state,
+        "v": target,
+        "created_at": state.created_at,
+        "updated_at": state.updated_at,
+        "entered": state.state_entered_at,
+        "data": new,
+    }
+    return _reseal(codec, agent_id, head, rewritten, prev, whole)
+
+
+def kept_in(codec: Codec, agent_id: str, raw: RawEvent) -> Original | None:
+    """The pre-migration records the event ``raw`` keeps (None: it keeps none)."""
+    body, _ = _open_body(codec, agent_id, raw)
+    pre = body.get(PRE)
+    if not isinstance(pre, dict):
+        return None
+    snap = pre.get("snap")
+    return Original(
+        run=str(pre["run"]),
+        seq=raw.seq,
+        version=int(pre["v"]),
+        event=RawEvent(raw.seq, raw.kind, raw.timestamp, _raw(pre["event"]), _raw(pre["sum"])),
+        snapshot=None
+        if snap is None
+        else RawSnapshot(raw.seq, float(snap[0]), _raw(snap[1]), _raw(snap[2])),
+        tag=_raw(pre["tag"]),
+    )
+
+
+async def original(
+    store: StateStore, agent_id: str, run_id: str | None = None, *, window: int = 64
+) -> Original | None:
+    """The pre-migration records a migration rewrote in ``agent_id``'s stream (of run
+    ``run_id``, or the latest run), searched from the head back; None when none is
+    kept (never migrated by rewrite, or finalized)."""
+    backend, codec = store.backend, store.codec
+    head = await backend.head(agent_id)
+    top = head
+    while top > 0:
+        start = max(0, top - window)
+        rows = await backend.read(agent_id, start, top)
+        for raw in reversed(rows):
+            found = kept_in(codec, agent_id, raw)
+            if found is not None and (run_id is None or found.run == run_id):
+                return found
+        top, window = start, window * 4
+    return None
+
+
+def restore_request(codec: Codec, head: Head, agent_id: str, kept: Original) -> Rewrite | None:
+    """The rewrite that puts ``kept`` back byte for byte (rollback) when the migrated
+    event is still the head; None otherwise (written since, or a snapshot was taken at
+    the head after the migration where there was none before)."""
+    if head.event is None or head.seq != kept.seq:
+        return None
+    if head.snapshot is not None and kept.snapshot is None:
+        return None  # a snapshot taken since: a rewrite cannot remove it
+    snaps = () if kept.snapshot is None else (kept.snapshot,)
+    e = kept.event
+    link = codec.open(agent_id, e.seq, e.kind, e.timestamp, e.payload, e.checksum).link
+    return Rewrite(
+        RewriteRequest(agent_id, head.seq, head.tag, (kept.event,), snaps, kept.tag), link
+    )
+
+
+def strip_request(codec: Codec, agent_id: str, head: Head, run_id: str) -> Rewrite | None:
+    """The rewrite that drops the pre-migration bytes of run ``run_id`` from the head
+    event (finalize); None when the head event does not hold them."""
+    if head.event is None or head.tag is None:
+        return None
+    body, prev = _open_body(codec, agent_id, head.event)
+    pre = body.get(PRE)
+    if prev is None or not isinstance(pre, dict) or pre.get("run") != run_id:
+        return None
+    del body[PRE]
+    snapshot_body = None
+    if head.snapshot is not None:
+        s = head.snapshot
+        opened = codec.open(agent_id, s.seq, _SNAPSHOT, s.timestamp, s.payload, s.checksum)
+        snapshot_body = codec.deserialize(opened.body, agent_id, s.seq, fmt=opened.format)
+    return _reseal(codec, agent_id, head, body, prev, snapshot_body)
+
+
+def original_body(codec: Codec, agent_id: str, kept: Original) -> dict[str, Any]:
+    """The decoded body of the pre-migration event ``kept`` holds."""
+    body, _ = _open_body(codec, agent_id, kept.event)
+    return body

@@ -1,0 +1,289 @@
+"""Undo or close a migration run: :func:`rollback` gives every agent it migrated its
+pre-migration state back, :func:`finalize` closes the rollback window.
+
+An agent migrated by rewrite (:mod:`.rewrite`) and not written since gets its
+pre-migration records back byte for byte, with the same compare-and-set rewrite;
+one written since (or migrated by an appended ``schema.migrate`` event) gets its state
+back as an appended ``schema.rollback`` event, through the model's downcasters.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import patch
+from ..errors import ConflictError, InvalidArgument, MigrationError, SchemaError
+from ..records import Event
+from .models import MODEL_KEY
+from .registry import SchemaRegistry
+from .report import (
+    RETRIES,
+    Journal,
+    MigrationFailure,
+    MigrationReport,
+    Progress,
+    each,
+    model_schema,
+    pages,
+)
+from .rewrite import (
+    Original,
+    kept_in,
+    original,
+    original_body,
+    read_heads,
+    restore_request,
+    strip_request,
+)
+
+if TYPE_CHECKING:
+    from ..store.store import StateStore
+
+__all__ = ["finalize", "rollback"]
+
+MIGRATE_EVENT = "schema.migrate"
+ROLLBACK_EVENT = "schema.rollback"
+
+
+async def _find(
+    store: StateStore, agent_id: str, head: int, run_id: str
+) -> tuple[Event | None, bool]:
+    """The ``schema.migrate`` event of ``run_id`` in the agent's stream (searched from
+    the head back) and whether a rollback of that run follows it."""
+    window = 64
+    while True:
+        start = max(0, head - window)
+        found: Event | None = None
+        rolled = False
+        async for event in store.history(agent_id, after_seq=start, to_seq=head):
+            run = event.data.get("run")
+            if event.type == MIGRATE_EVENT and run == run_id:
+                found, rolled = event, False
+            elif event.type == ROLLBACK_EVENT and run == run_id and found is not None:
+                rolled = True
+        if found is not None or start == 0:
+            return found, rolled
+        window *= 4
+
+
+async def _rolled_since(store: StateStore, agent_id: str, seq: int, head: int, run: str) -> bool:
+    async for event in store.history(agent_id, after_seq=seq, to_seq=head):
+        if event.type == ROLLBACK_EVENT and event.data.get("run") == run:
+            return True
+    return False
+
+
+async def _state_before(store: StateStore, agent_id: str, kept: Original) -> dict[str, Any]:
+    """The pre-migration document at ``kept.seq``: the state before it and the
+    original event's ops."""
+    body = original_body(store.codec, agent_id, kept)
+    base: Any = (await store.load(agent_id, at_seq=kept.seq - 1)).data if kept.seq > 1 else {}
+    doc: dict[str, Any] = patch.apply(base, body.get("ops") or [], in_place=True)
+    return doc
+
+
+async def rollback(
+    store: StateStore,
+    model: Any,
+    *,
+    run_id: str | None = None,
+    journal: str | os.PathLike[str] | None = None,
+    schemas: SchemaRegistry | None = None,
+    force: bool = False,
+    concurrency: int = 32,
+    on_progress: Progress | None = None,
+) -> MigrationReport:
+    """Undo migration run ``run_id`` (or the one in ``journal``): every agent it
+    migrated gets its pre-migration state back — its records byte for byte when it was
+    migrated by rewrite and not written since, else as a ``schema.rollback`` event at
+    the pre-migration version. An agent written since its migration is brought back
+    through the model's downcasters; without them it is reported in ``failed`` and
+    left alone — unless ``force``, which restores the pre-migration state (the later
+    writes stay in the stream's history). Refused once the run was finalized."""
+    schema = model_schema(model, schemas)
+    path = Path(journal) if journal is not None else None
+    record = Journal.load(path) if path is not None else None
+    if record is not None:
+        if record.finalized:
+            raise MigrationError(
+                f"run {record.run_id} of {record.model} was finalized: it cannot be rolled back"
+            )
+        if run_id is None:
+            run_id = record.run_id
+    if run_id is None:
+        raise InvalidArgument("run_id", "give the run id of the migration (or its journal)")
+    run: str = run_id
+    started = time.monotonic()
+    report = MigrationReport(run, schema.name, 0, action="rollback")
+    report.total = await store.count_agents()
+    codec = store.codec
+    from .migrate import before_rewrites
+
+    async def one(agent_id: str) -> None:
+        from .migrate import apply
+
+        for _attempt in range(RETRIES):
+            snap = await store.get(agent_id)
+            if snap is None:
+                return
+            if snap.data.get(MODEL_KEY) not in schema.names():
+                report.other += 1
+                return
+            (head,) = await read_heads(store, [agent_id])
+            if head is None:
+                return
+            if head.seq != snap.seq:
+                report.retries += 1
+                continue
+            kept = kept_in(codec, agent_id, head.event) if head.event is not None else None
+            if kept is not None and kept.run == run:
+                request = restore_request(codec, head, agent_id, kept)
+                if request is not None:  # not written since: the records byte for byte
+                    try:
+                        await apply(store, request)
+                    except ConflictError:
+                        report.retries += 1
+                        continue
+                    report.target = kept.version
+                    report.changed += 1
+                    return
+            else:
+                kept = await original(store, agent_id, run)
+                if kept is not None and await _rolled_since(
+                    store, agent_id, kept.seq, snap.seq, run
+                ):
+                    report.unchanged += 1
+                    return
+            if kept is not None:  # migrated by rewrite, written since
+                migration_seq, back_to = kept.seq, kept.version
+                before = await _state_before(store, agent_id, kept)
+            else:
+                event, rolled = await _find(store, agent_id, snap.seq, run)
+                if event is None or rolled:
+                    report.unchanged += 1
+                    return
+                old = await store.load(agent_id, at_seq=event.seq - 1)
+                migration_seq, back_to, before = event.seq, old.schema_version, old.data
+            report.target = back_to
+            if migration_seq == snap.seq and kept is None:
+                doc = before
+            else:  # written since the migration
+                try:
+                    doc = {
+                        MODEL_KEY: schema.name,
+                        **schema.convert(
+                            snap.data, snap.schema_version, back_to, agent_id=agent_id,
+                            seq=snap.seq,
+                        ),
+                    }  # fmt: skip
+                except SchemaError as exc:
+                    if not force:
+                        report.failed.append(
+                            MigrationFailure(
+                                agent_id,
+                                snap.seq,
+                                snap.schema_version,
+                                f"written since its migration (seq {migration_seq}) and "
+                                f"{exc}; --force restores the pre-migration state",
+                                "RollbackBlocked",
+                            )
+                        )
+                        return
+                    doc = before
+            info = {"run": run, "model": schema.name, "migration_seq": migration_seq,
+                    "from": snap.schema_version, "to": back_to}  # fmt: skip
+            try:
+                await store.append(
+                    agent_id,
+                    ROLLBACK_EVENT,
+                    info,
+                    ops=patch.diff(snap.data, doc),
+                    expected_seq=snap.seq,
+                    schema_version=back_to,
+                )
+            except ConflictError:
+                report.retries += 1
+                continue
+            report.changed += 1
+            return
+
+    done = 0
+    async for ids in pages(store, None):
+        await before_rewrites(store, ids)
+        await each(ids, concurrency, one)
+        await store.flush()
+        done += len(ids)
+        report.scanned += len(ids)
+        if on_progress is not None:
+            on_progress(done, report.total)
+    if record is not None and path is not None and not report.failed:
+        record.rolled_back = True
+        record.save(path)
+    report.elapsed = time.monotonic() - started
+    return report
+
+
+async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> None:
+    """Drop the pre-migration bytes of ``run_id`` from every head event still holding
+    them (a head written since keeps them in its history: a rewrite there would change
+    the links of every later record)."""
+    from .migrate import apply, before_rewrites
+
+    codec = store.codec
+
+    async def one(agent_id: str) -> None:
+        for _attempt in range(RETRIES):
+            (head,) = await read_heads(store, [agent_id])
+            request = None if head is None else strip_request(codec, agent_id, head, run_id)
+            if request is None:
+                return
+            try:
+                await apply(store, request)
+            except ConflictError:
+                continue  # appended meanwhile: the bytes now sit below the head
+            report.released += 1
+            return
+
+    async for ids in pages(store, None):
+        await before_rewrites(store, ids)
+        await each(ids, 32, one)
+
+
+async def finalize(
+    store: StateStore,
+    model: Any,
+    *,
+    journal: str | os.PathLike[str],
+    schemas: SchemaRegistry | None = None,
+) -> MigrationReport:
+    """Close the rollback window of the run in ``journal``: migrate any agent still
+    below the target (written by old code during the rollout), verify every agent of
+    the model, drop the pre-migration bytes the run kept in head events, and mark the
+    run finalized — :func:`rollback` refuses it from then on.
+    Refused (MigrationError) when agents fail to migrate or verify."""
+    from .migrate import migrate
+
+    path = Path(journal)
+    record = Journal.load(path)
+    if record is None:
+        raise MigrationError(f"no migration journal at {path}")
+    if record.rolled_back:
+        raise MigrationError(f"run {record.run_id} was rolled back: migrate again first")
+    report = await migrate(
+        store, model, to=record.target, schemas=schemas, journal=path, check=True
+    )
+    report.action = "finalize"
+    if not report.ok:
+        raise MigrationError(
+            f"cannot finalize run {record.run_id}: {len(report.failed)} agent(s) failed to "
+            f"migrate, {len(report.problems)} failed verification"
+        )
+    record = Journal.load(path)
+    assert record is not None
+    record.finalized = True
+    record.save(path)
+    await _strip(store, record.run_id, report)
+    return report
