@@ -273,13 +273,17 @@ class SharedLoop:
             self._kick.clear()
             if self._closed:
                 return
-            passes = [0]
+            self._one_pass()
 
-            def one_pass() -> Coroutine[Any, Any, None]:
-                passes[0] += 1
-                return self._settle()
+    def _one_pass(self) -> None:
+        """Take the loop (waiting for a caller running it) and settle it once."""
+        passes = [0]
 
-            self._drive(lambda: passes[0] > 0 and not self._pending(), one_pass, self._kick)
+        def settle() -> Coroutine[Any, Any, None]:
+            passes[0] += 1
+            return self._settle()
+
+        self._drive(lambda: passes[0] > 0 and not self._pending(), settle, self._kick)
 
     def stop(self) -> None:
         """Stop the background thread and close the loop. Idempotent."""

@@ -4,7 +4,17 @@ The async methods are the implementation. They always run on the saver's private
 loop so that the store is driven from one loop whatever calls it. That loop has no
 thread of its own (:class:`.loop.SharedLoop`): a sync method (which LangGraph calls
 from sync graphs, from worker threads, or from inside a running event loop) runs it on
-the calling thread while nobody else does, and the async ones await it. See :mod:`.mapping` for the storage layout.
+the calling thread while nobody else does, and the async ones await it. See
+:mod:`.mapping` for the storage layout.
+
+Over 600 lines because the saver is one state machine per thread: the cached stream
+(``_Stream``), its write queue and commit batching, the run claims, the message memo and
+the read caches are one set of invariants that every method keeps (a write plans on the
+cached document, a read trusts what the last commit proved). The seams that do not share
+that state are already modules of their own: the event loop (:mod:`.loop`), value
+packing (:mod:`.serde`), the storage layout (:mod:`.mapping`), run detection
+(:mod:`.runs`), import/export (:mod:`.migrate`), the peers (:mod:`.peers`). A split of the
+rest into mixins would spread those invariants over files without removing any.
 """
 
 from __future__ import annotations
@@ -21,7 +31,6 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
-    Coroutine,
     Iterable,
     Iterator,
     Sequence,
@@ -47,7 +56,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import patch
-from ...errors import AgentNotFound, ConfigurationError, ConflictError, StatekeeperError
+from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from ...store.store import StateStore
 from . import mapping as m
 from . import runs
