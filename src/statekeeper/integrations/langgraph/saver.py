@@ -1,10 +1,20 @@
 """``StatekeeperSaver``: a LangGraph checkpointer on any statekeeper backend.
 
 The async methods are the implementation. They always run on the saver's private event
-loop (a :class:`~statekeeper.store.portal.Portal` thread) so that the store is driven
-from one loop whatever calls it: the sync methods (which LangGraph calls from sync
-graphs, from worker threads, or from inside a running event loop) block on the portal,
-and the async ones await it. See :mod:`.mapping` for the storage layout.
+loop so that the store is driven from one loop whatever calls it. That loop has no
+thread of its own (:class:`.loop.SharedLoop`): a sync method (which LangGraph calls
+from sync graphs, from worker threads, or from inside a running event loop) runs it on
+the calling thread while nobody else does, and the async ones await it. See
+:mod:`.mapping` for the storage layout.
+
+Over 600 lines because the saver is one state machine per thread: the cached stream
+(``_Stream``), its write queue and commit batching, the run claims, the message memo and
+the read caches are one set of invariants that every method keeps (a write plans on the
+cached document, a read trusts what the last commit proved). The seams that do not share
+that state are already modules of their own: the event loop (:mod:`.loop`), value
+packing (:mod:`.serde`), the storage layout (:mod:`.mapping`), run detection
+(:mod:`.runs`), import/export (:mod:`.migrate`), the peers (:mod:`.peers`). A split of the
+rest into mixins would spread those invariants over files without removing any.
 """
 
 from __future__ import annotations
@@ -21,7 +31,6 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
-    Coroutine,
     Iterable,
     Iterator,
     Sequence,
@@ -47,11 +56,11 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import patch
-from ...errors import AgentNotFound, ConfigurationError, ConflictError, StatekeeperError
-from ...store.portal import Portal
+from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from ...store.store import StateStore
 from . import mapping as m
 from . import runs
+from .loop import SharedLoop
 from .serde import Built, Memo, ValueCodec, fresh_ref, is_message, pool_refs, safe_serializer
 
 __all__ = ["CheckpointForkError", "RetentionReport", "StatekeeperSaver", "ThreadBusyError"]
@@ -260,32 +269,8 @@ def _update_heads(st: _Stream, ops: builtins.list[Op]) -> None:
             st.heads[ns] = tokens[2] if head is None or tokens[2] > head else head
 
 
-class _SaverPortal(Portal):
-    """A portal that can also be awaited from another event loop."""
-
-    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the portal loop and await its result from the calling loop."""
-        if not self.running:
-            coro.close()
-            raise StatekeeperError("the saver has been closed")
-        if asyncio.get_running_loop() is self._loop:
-            return await coro
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
-
-    async def aiterate(self, agen: AsyncIterator[T]) -> AsyncIterator[T]:
-        """Drive an async iterator living on the portal loop from another loop."""
-
-        async def step() -> tuple[bool, T | None]:
-            try:
-                return True, await agen.__anext__()
-            except StopAsyncIteration:
-                return False, None
-
-        while True:
-            more, item = await self.run(step())
-            if not more:
-                return
-            yield item  # type: ignore[misc]
+#: the saver's loop (a name kept for the inspector, which runs a saver on its own loop)
+_SaverPortal = SharedLoop
 
 
 def _prefixed(ops: builtins.list[Op], prefix: str) -> builtins.list[Op]:

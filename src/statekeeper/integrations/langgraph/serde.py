@@ -29,6 +29,10 @@ default is a :class:`JsonPlusSerializer` restricted to LangGraph's
 has already imported (:func:`safe_serializer`): a type named in stored data is never
 imported, and one that is not allowed is never called — the serializer returns its raw
 fields instead, with a warning.
+
+Over 600 lines because packing and unpacking are one format: the tags, the pool,
+the message table and the safe serializer are read and written by the pair of
+functions here, and a change to one side must be made to the other in the same place.
 """
 
 from __future__ import annotations

@@ -1,0 +1,298 @@
+"""The saver's event loop, run by whichever thread needs it (:class:`SharedLoop`).
+
+Why not a loop thread of its own (:class:`~statekeeper.store.portal.Portal`): every sync
+call then went from the caller's thread to the loop thread and back. That costs ~25 µs
+of CPU per call, and with 16 threads busy in LangGraph the loop thread must win the GIL
+for every call, waiting up to the interpreter's switch interval (5 ms) each time: 16
+threads on one SQLite file ran at 0.34x ``SqliteSaver`` (``docs/benchmarks.md``, issue
+12). Here a sync call runs its coroutine on the calling thread, as ``SqliteSaver`` does:
+the store is still driven from one event loop (its asyncio objects belong to it), only
+the thread running that loop changes. A SQLite write then commits inline on the caller's
+thread and a read uses that thread's read connection (see
+:mod:`statekeeper.backends.sqlite`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+from ...errors import StatekeeperError, StoreClosed
+
+__all__ = ["SharedLoop"]
+
+T = TypeVar("T")
+
+#: how often the background thread runs the loop for timers and background tasks
+#: (claim renewal, a flush of the store's ``group`` durability) while no call runs it
+_POLL = 0.02
+#: and how long it sleeps when the loop holds no task at all (woken early by async work)
+_IDLE = 1.0
+#: how long the background thread keeps running the loop after the last async call
+#: handed to it is done: async callers come in streams (a graph's steps), and a loop
+#: left unrun between two of them cost each a wake-up of this thread (PostgreSQL, 16
+#: ``ainvoke`` tasks: 0.9x ``AsyncPostgresSaver`` instead of 2.8x)
+_GRACE = 0.05
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class _Waiter:
+    """A thread waiting for its work on the loop, or for its turn to run the loop."""
+
+    __slots__ = ("done", "event")
+
+    def __init__(self, done: Callable[[], bool], event: threading.Event) -> None:
+        self.done = done
+        self.event = event
+
+
+class SharedLoop:
+    """One asyncio event loop that the threads calling the saver take turns running.
+
+    * A sync :meth:`call` takes the loop when nobody runs it and runs it on the calling
+      thread until its coroutine is done: no thread hop.
+    * When another thread runs the loop, the call hands its coroutine to the loop (the
+      runner runs it along with its own: concurrent writes share commits) and waits; when
+      the runner leaves with the call not done yet, the call takes the loop over
+      (leader/follower: the loop is never left unrun while a caller waits on it).
+    * Async callers (:meth:`run`, from another event loop) and a sync call made from a
+      thread that runs another event loop hand their work to a background thread, which
+      takes the loop like any caller and runs it until that work is done.
+    * The background thread also runs the loop every ``_POLL`` seconds while it holds
+      tasks (timers, claim renewal, a ``group`` durability flush): background work never
+      waits for the next call.
+    """
+
+    def __init__(self, name: str = "statekeeper-langgraph") -> None:
+        self._loop = asyncio.new_event_loop()
+        self._mutex = threading.Lock()
+        #: the thread running the loop now (None: nobody)
+        self._driver: int | None = None
+        self._waiters: list[_Waiter] = []
+        #: work handed to the background thread, not done yet
+        self._outstanding: set[concurrent.futures.Future[Any]] = set()
+        #: guards ``_outstanding`` (apart from ``_mutex``: a waiter's ``done()``, called
+        #: under ``_mutex``, reads it)
+        self._handed_lock = threading.Lock()
+        self._kick = threading.Event()
+        #: when the last async call was handed over (time.monotonic)
+        self._last_handed = 0.0
+        #: resolved (on the loop) when the handed work is all done; see _settle
+        self._drained: asyncio.Future[None] | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._background, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        """True until :meth:`stop` has been called."""
+        return not self._closed and not self._loop.is_closed()
+
+    # -- taking turns ----------------------------------------------------------------
+
+    def _take(self) -> bool:
+        with self._mutex:
+            if self._driver is None and not self._loop.is_closed():
+                self._driver = threading.get_ident()
+                return True
+            return False
+
+    def _leave(self) -> None:
+        with self._mutex:
+            self._driver = None
+            self._wake_next()
+
+    def _wake_next(self) -> None:
+        """(Under the mutex.) Wake the first waiter whose work is not done: it takes the
+        loop over (and wakes the next one when it leaves)."""
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.event.set()
+                return
+
+    def _drive(
+        self,
+        done: Callable[[], bool],
+        until: Callable[[], Coroutine[Any, Any, Any] | asyncio.Future[Any]] | None,
+        event: threading.Event | None = None,
+    ) -> None:
+        """Until ``done()``: run the loop on this thread until ``until()`` (made while
+        holding the loop) completes, or wait while another thread runs it. ``until``
+        None: only take the loop (and leave it)."""
+        waiter: _Waiter | None = None
+        try:
+            while not done():
+                if self._take():
+                    try:
+                        if until is None:
+                            return
+                        self._loop.run_until_complete(until())
+                    finally:
+                        self._leave()
+                    continue
+                if waiter is None:  # register, then try again: no wake-up is lost
+                    waiter = _Waiter(done, event or threading.Event())
+                    with self._mutex:
+                        self._waiters.append(waiter)
+                    continue
+                waiter.event.wait()
+                waiter.event.clear()
+        finally:
+            if waiter is not None:
+                with self._mutex:
+                    self._waiters.remove(waiter)
+                    if self._driver is None:  # woken to take over, but done meanwhile
+                        self._wake_next()
+
+    # -- sync callers ----------------------------------------------------------------
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and block until it returns (or raises); on the
+        calling thread when nobody else runs the loop."""
+        if not self.running:
+            coro.close()
+            raise StoreClosed("the saver has been closed")
+        if self._driver == threading.get_ident():
+            coro.close()
+            raise RuntimeError("a blocking saver call from inside the saver's loop would deadlock")
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:  # this thread runs another loop, which cannot run ours: hand it over
+            return self._handed(coro).result()
+        if self._take():
+            try:
+                return self._loop.run_until_complete(coro)
+            finally:
+                self._leave()
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        event = threading.Event()
+        future.add_done_callback(lambda _: event.set())
+        self._drive(future.done, lambda: asyncio.wrap_future(future, loop=self._loop), event)
+        return future.result()
+
+    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
+        """Drive an async iterator from sync code, one item per :meth:`call`."""
+
+        async def step() -> tuple[bool, T | None]:
+            try:
+                return True, await agen.__anext__()
+            except StopAsyncIteration:
+                return False, None
+
+        while True:
+            more, item = self.call(step())
+            if not more:
+                return
+            yield item  # type: ignore[misc]
+
+    # -- async callers (other event loops) -------------------------------------------
+
+    def _handed(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Hand ``coro`` to the background thread (it runs the loop until it is done)."""
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        with self._handed_lock:
+            self._outstanding.add(future)
+            self._last_handed = time.monotonic()
+        future.add_done_callback(self._settled)
+        self._kick.set()
+        return future
+
+    def _settled(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._handed_lock:
+            self._outstanding.discard(future)
+            drained = self._drained if not self._outstanding else None
+        if drained is not None:  # (this may run on the caller's thread: a cancel)
+            with contextlib.suppress(RuntimeError):  # the loop was closed
+                self._loop.call_soon_threadsafe(_resolve, drained)
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and await its result from the calling loop."""
+        if not self.running:
+            coro.close()
+            raise StatekeeperError("the saver has been closed")
+        if asyncio.get_running_loop() is self._loop:
+            return await coro
+        return await asyncio.wrap_future(self._handed(coro))
+
+    async def aiterate(self, agen: AsyncIterator[T]) -> AsyncIterator[T]:
+        """Drive an async iterator living on the loop from another loop."""
+
+        async def step() -> tuple[bool, T | None]:
+            try:
+                return True, await agen.__anext__()
+            except StopAsyncIteration:
+                return False, None
+
+        while True:
+            more, item = await self.run(step())
+            if not more:
+                return
+            yield item  # type: ignore[misc]
+
+    # -- the background thread -------------------------------------------------------
+
+    def _pending(self) -> list[concurrent.futures.Future[Any]]:
+        with self._handed_lock:
+            return [f for f in self._outstanding if not f.done()]
+
+    async def _settle(self) -> None:
+        """One pass: due timers and ready callbacks run, then the handed work is done
+        and no more arrived for ``_GRACE`` seconds."""
+        await asyncio.sleep(0)
+        while True:
+            with self._handed_lock:
+                busy = bool(self._outstanding)
+                if busy:
+                    self._drained = drained = self._loop.create_future()
+            if busy:
+                try:
+                    await drained
+                finally:
+                    self._drained = None
+                continue
+            quiet = time.monotonic() - self._last_handed
+            if quiet >= _GRACE:
+                return
+            await asyncio.sleep(_GRACE - quiet)
+
+    def _background(self) -> None:
+        while True:
+            idle = not asyncio.all_tasks(self._loop) and not self._pending()
+            self._kick.wait(_IDLE if idle else _POLL)
+            self._kick.clear()
+            if self._closed:
+                return
+            self._one_pass()
+
+    def _one_pass(self) -> None:
+        """Take the loop (waiting for a caller running it) and settle it once."""
+        passes = [0]
+
+        def settle() -> Coroutine[Any, Any, None]:
+            passes[0] += 1
+            return self._settle()
+
+        self._drive(lambda: passes[0] > 0 and not self._pending(), settle, self._kick)
+
+    def stop(self) -> None:
+        """Stop the background thread and close the loop. Idempotent."""
+        if self._loop.is_closed():
+            return
+        self._closed = True
+        self._kick.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+        self._drive(lambda: False, None)  # wait for a caller still running the loop
+        with self._mutex:
+            self._loop.close()
