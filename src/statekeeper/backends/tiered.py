@@ -59,6 +59,10 @@ Read-only (``readonly=True``)
     agent whose durable marker says it was demoted; nothing is ever filled into the
     hot tier, rehydrated or demoted, and no background demoter runs. The hot tier is
     not used at all (see :meth:`TieredBackend.hot_available`).
+
+Over 600 lines because :class:`TieredBackend` implements the whole backend contract once,
+over three tiers: every method routes between the hot, durable and cold tier under the
+same per-agent lock, and the routing of one method is only correct next to the others.
 """
 
 from __future__ import annotations
