@@ -227,4 +227,4 @@ def add_langgraph_thread(url: str, keyring: Keyring | None, thread: str = "t1") 
     with StatekeeperSaver.from_url(url, keyring=keyring) as saver:
         config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
         for step in range(3):
-            config = saver.put(config, empty_checkpoint(), {"step": step}, {})  # type: ignore[arg-type]
+            config = saver.put(config, empty_checkpoint(), {"step": step}, {})  # type: ignore[arg-type, assignment]

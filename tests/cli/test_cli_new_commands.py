@@ -261,7 +261,7 @@ def test_tail_last_events(engine_url: str) -> None:
 
 def _read_lines(proc: subprocess.Popen[str], n: int) -> list[str]:
     assert proc.stdout is not None
-    lines = []
+    lines = []  # type: ignore[var-annotated]
     while len(lines) < n:
         line = proc.stdout.readline()
         assert line, "tail -f ended before printing the expected lines"
