@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -50,6 +51,36 @@ def sk(
         input=input,
         timeout=120,
     )
+
+
+def sk_in_process(
+    *args: str, columns: int = 80, cwd: Path | None = None, input: str | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``statekeeper ARGS`` run by the console script's own entry point in this process,
+    with the environment of :func:`sk` (COLUMNS, no colour, UTC, no STATEKEEPER_*).
+
+    For help screens and refusals: a fresh interpreter costs about a second (minutes
+    over a corpus of cases on a loaded machine). The tests of start-up, imports and
+    terminals keep running :func:`sk`, a real process."""
+    from click.testing import CliRunner
+
+    from statekeeper.cli.app import main
+
+    wanted = cli_env(columns, **env)
+    overrides: dict[str, str | None] = {k: None for k in os.environ if k not in wanted}
+    overrides.update(wanted)
+    code: int
+    with (
+        contextlib.chdir(cwd or Path.cwd()),
+        CliRunner().isolation(input=input, env=overrides) as (out, err, _),
+    ):
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
+    return subprocess.CompletedProcess(["statekeeper", *args], code, stdout, stderr)
 
 
 #: runs the CLI like the console script, then prints the loaded modules (``-X
