@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -53,22 +53,21 @@ def sk(
     )
 
 
-def sk_in_process(
-    *args: str, columns: int = 80, cwd: Path | None = None, input: str | None = None, **env: str
-) -> subprocess.CompletedProcess[str]:
+def run_in_process(
+    args: Sequence[str], env: dict[str, str], cwd: Path | None = None, input: str | None = None
+) -> tuple[int, str, str]:
     """``statekeeper ARGS`` run by the console script's own entry point in this process,
-    with the environment of :func:`sk` (COLUMNS, no colour, UTC, no STATEKEEPER_*).
+    with exactly ``env`` as its environment: (exit code, stdout, stderr).
 
     For help screens and refusals: a fresh interpreter costs about a second (minutes
     over a corpus of cases on a loaded machine). The tests of start-up, imports and
-    terminals keep running :func:`sk`, a real process."""
+    terminals, and a real run of every command, keep using a real process."""
     from click.testing import CliRunner
 
     from statekeeper.cli.app import main
 
-    wanted = cli_env(columns, **env)
-    overrides: dict[str, str | None] = {k: None for k in os.environ if k not in wanted}
-    overrides.update(wanted)
+    overrides: dict[str, str | None] = {k: None for k in os.environ if k not in env}
+    overrides.update(env)
     code: int
     with (
         contextlib.chdir(cwd or Path.cwd()),
@@ -79,7 +78,14 @@ def sk_in_process(
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
+        return code, out.getvalue().decode(), err.getvalue().decode()
+
+
+def sk_in_process(
+    *args: str, columns: int = 80, cwd: Path | None = None, input: str | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """:func:`sk` in this process (:func:`run_in_process`), with the same environment."""
+    code, stdout, stderr = run_in_process(args, cli_env(columns, **env), cwd, input)
     return subprocess.CompletedProcess(["statekeeper", *args], code, stdout, stderr)
 
 
