@@ -24,6 +24,7 @@ def test_ci_runs_every_static_check() -> None:
         ".venv/bin/ruff check src tests benchmarks",
         ".venv/bin/ruff format --check src tests benchmarks",
         ".venv/bin/mypy src",
+        ".venv/bin/mypy tests",
         ".venv/bin/lint-imports",
     ]:
         assert check in commands, check

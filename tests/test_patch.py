@@ -65,7 +65,7 @@ def related_pairs(draw: st.DrawFn) -> tuple[Any, Any]:
         elif action == "grow":
             key = draw(KEYS)
             base = new.get(key) if isinstance(new.get(key), list) else []
-            new[key] = [*base, *draw(st.lists(JSON, min_size=1, max_size=3))]
+            new[key] = [*base, *draw(st.lists(JSON, min_size=1, max_size=3))]  # type: ignore[misc]
         elif action == "shrink":
             lists = sorted(k for k, v in new.items() if isinstance(v, list) and v)
             if lists:

@@ -3,6 +3,11 @@
 Catch ``StatekeeperError`` to handle anything the library raises on purpose; catch a
 subclass to handle one failure. Each error carries the context a caller needs to act
 (the agent, the sequence number, the current head) as attributes, not only in its text.
+
+Over 600 lines because it is one thing: the hierarchy every layer imports (the bottom
+layer of ARCHITECTURE.md), one class per failure a user can catch, each with its own
+fields and message. Split, the tree a user reads top to bottom would be scattered, and
+``statekeeper.errors`` is the public import path of every one of them.
 """
 
 from __future__ import annotations

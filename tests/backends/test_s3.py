@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("boto3")
 
-import boto3
-from botocore.exceptions import ClientError
+import boto3  # type: ignore[import-untyped]
+from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 
 from statekeeper.backends import open_backend
 from statekeeper.backends.s3 import S3Backend

@@ -109,7 +109,7 @@ def test_redis_password_only_url() -> None:
     backend = open_backend("redis://:s3cret@cache.invalid:6380/3")
     try:
         assert isinstance(backend, RedisBackend)
-        kwargs = backend._client.connection_pool.connection_kwargs
+        kwargs = backend._client.connection_pool.connection_kwargs  # type: ignore[union-attr]  # not a cluster here
         assert (kwargs["password"], kwargs["port"], kwargs["db"]) == ("s3cret", 6380, 3)
     finally:
         _close(backend)

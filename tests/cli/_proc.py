@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,42 @@ def sk(
         input=input,
         timeout=120,
     )
+
+
+def run_in_process(
+    args: Sequence[str], env: dict[str, str], cwd: Path | None = None, input: str | None = None
+) -> tuple[int, str, str]:
+    """``statekeeper ARGS`` run by the console script's own entry point in this process,
+    with exactly ``env`` as its environment: (exit code, stdout, stderr).
+
+    For help screens and refusals: a fresh interpreter costs about a second (minutes
+    over a corpus of cases on a loaded machine). The tests of start-up, imports and
+    terminals, and a real run of every command, keep using a real process."""
+    from click.testing import CliRunner
+
+    from statekeeper.cli.app import main
+
+    overrides: dict[str, str | None] = {k: None for k in os.environ if k not in env}
+    overrides.update(env)
+    code: int
+    with (
+        contextlib.chdir(cwd or Path.cwd()),
+        CliRunner().isolation(input=input, env=overrides) as (out, err, _),
+    ):
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return code, out.getvalue().decode(), err.getvalue().decode()
+
+
+def sk_in_process(
+    *args: str, columns: int = 80, cwd: Path | None = None, input: str | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """:func:`sk` in this process (:func:`run_in_process`), with the same environment."""
+    code, stdout, stderr = run_in_process(args, cli_env(columns, **env), cwd, input)
+    return subprocess.CompletedProcess(["statekeeper", *args], code, stdout, stderr)
 
 
 #: runs the CLI like the console script, then prints the loaded modules (``-X

@@ -19,6 +19,7 @@ from statekeeper.security import Keyring
 
 from ..backends._services import fresh_url
 from ._proc import populate as _populate
+from ._proc import run_in_process
 
 
 @dataclass
@@ -60,6 +61,12 @@ def cli(
         stdin=subprocess.DEVNULL,
     )
     return Run(tuple(args), proc.returncode, proc.stdout, proc.stderr)
+
+
+def cli_in_process(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Run:
+    """:func:`cli` run in this process (for refusals: see :func:`._proc.run_in_process`)."""
+    code, stdout, stderr = run_in_process(args, env if env is not None else cli_env(), cwd)
+    return Run(tuple(args), code, stdout, stderr)
 
 
 def cli_many(
@@ -227,4 +234,4 @@ def add_langgraph_thread(url: str, keyring: Keyring | None, thread: str = "t1") 
     with StatekeeperSaver.from_url(url, keyring=keyring) as saver:
         config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
         for step in range(3):
-            config = saver.put(config, empty_checkpoint(), {"step": step}, {})  # type: ignore[arg-type]
+            config = saver.put(config, empty_checkpoint(), {"step": step}, {})  # type: ignore[arg-type, assignment]

@@ -16,7 +16,16 @@ import typer
 from statekeeper.cli import app
 from statekeeper.cli._help import load_all
 
-from ._proc import ENGINES, assert_fits, empty_url, engine_url, imported, populate, sk
+from ._proc import (
+    ENGINES,
+    assert_fits,
+    empty_url,
+    engine_url,
+    imported,
+    populate,
+    sk,
+    sk_in_process,
+)
 
 __all__ = ["empty_url", "engine_url"]
 
@@ -88,7 +97,7 @@ def test_cli_default_url_is_the_library_default() -> None:
 
 @pytest.mark.parametrize("path", command_paths(), ids=lambda p: " ".join(p) or "statekeeper")
 def test_help_reads_at_80_columns(path: list[str]) -> None:
-    result = sk(*path, "--help")
+    result = sk_in_process(*path, "--help")
     assert result.returncode == 0, result.stderr
     text = result.stdout
     assert text.startswith("Usage: statekeeper")
@@ -301,7 +310,7 @@ def test_diagram_of_a_users_machine(tmp_path: Path, attr: str) -> None:
 )
 def test_diagram_bad_machine(tmp_path: Path, spec: str, message: str) -> None:
     (tmp_path / "mymachine.py").write_text(MY_MACHINE)
-    result = sk("diagram", "--machine", spec, cwd=tmp_path)
+    result = sk_in_process("diagram", "--machine", spec, cwd=tmp_path)
     assert result.returncode == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -94,6 +94,7 @@ def test_diff_bad_arguments(tmp_path: Path, args: list[str], code: int, message:
 # ------------------------------------------------------------------ export / import
 
 
+@pytest.mark.slow  # every engine into every engine: ~40 CLI processes per engine
 @engines
 def test_export_import_round_trips_to_every_engine(
     engine_url: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -261,7 +262,7 @@ def test_tail_last_events(engine_url: str) -> None:
 
 def _read_lines(proc: subprocess.Popen[str], n: int) -> list[str]:
     assert proc.stdout is not None
-    lines = []
+    lines = []  # type: ignore[var-annotated]
     while len(lines) < n:
         line = proc.stdout.readline()
         assert line, "tail -f ended before printing the expected lines"

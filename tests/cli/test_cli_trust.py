@@ -34,6 +34,7 @@ from ._subprocess import (
     args_for,
     cli,
     cli_env,
+    cli_in_process,
     cli_many,
     digest,
     one_error_line,
@@ -188,17 +189,15 @@ def test_not_a_store_is_refused_and_left_unchanged(tmp_path: Path, kind: str) ->
     assert made.code == 0, str(made)
     before = tree(target_dir)
     todo = [c for c in STORE_COMMANDS if c != "init"]
-    runs = cli_many(
-        [
-            [
-                *args_for(c, out=str(aux), witness=str(aux / "w.json")),
-                "--db",
-                str(db),
-                *(["--key-file", str(keys)] if c in NEED_KEY else []),
-            ]
-            for c in todo
-        ]
-    )
+    runs = [  # refusals: in this process (the real-process refusals: test_cli_bad_arguments)
+        cli_in_process(
+            *args_for(c, out=str(aux), witness=str(aux / "w.json")),
+            "--db",
+            str(db),
+            *(["--key-file", str(keys)] if c in NEED_KEY else []),
+        )
+        for c in todo
+    ]
     for run in runs:
         assert run.code == 2, str(run)
         assert not_a_store(one_error_line(run)), str(run)
@@ -408,11 +407,14 @@ def test_every_store_command_on_an_encrypted_store(tmp_path: Path, backend: str)
             args = args_for(command, out=str(out), witness=str(witness))
             with_flag = cli(*args, "--db", url, "--key-file", str(keys))
             assert with_flag.code == 0, str(with_flag)
-            with_env = cli(*args, "--db", url, env=cli_env(STATEKEEPER_KEY_FILE=str(keys)))
+            # the same run, the key from the environment: in this process (one real
+            # process per command above is the proof it runs as a user runs it)
+            key_env = cli_env(STATEKEEPER_KEY_FILE=str(keys))
+            with_env = cli_in_process(*args, "--db", url, env=key_env)
             assert with_env.code == 0, str(with_env)
         for command in ("agents", "show", "history", "stats", "witness export", "langgraph prune"):
             args = args_for(command, out=str(out), witness=str(witness))
-            without = cli(*args, "--db", url)
+            without = cli_in_process(*args, "--db", url)
             assert without.code == 2, str(without)
             one_error_line(without)
         deleted = cli("delete", "beta", "--yes", "--db", url, "--key-file", str(keys))

@@ -140,7 +140,7 @@ def test_dataclasses_are_rebuilt_with_their_types() -> None:
 def test_pydantic_models_round_trip_when_registered() -> None:
     pydantic = pytest.importorskip("pydantic")
 
-    class Answer(pydantic.BaseModel):
+    class Answer(pydantic.BaseModel):  # type: ignore[misc, name-defined]
         text: str
         at: datetime
         sources: list[uuid.UUID] = pydantic.Field(default_factory=list)

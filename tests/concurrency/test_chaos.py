@@ -60,7 +60,7 @@ class Target:
 
     def kill(self) -> None: ...
     def start(self) -> None: ...
-    def pids(self) -> list[int]: ...
+    def pids(self) -> list[int]: ...  # type: ignore[empty-body]
 
     def freeze(self) -> None:
         for pid in self.pids():
@@ -392,7 +392,7 @@ async def _check_jobs(store: StateStore) -> None:
         assert state.data.get("status") == "done", (job, state.data)
         assert list(await Steps(store, job).results()) == [f"unit-{u}" for u in range(UNITS)]
         step_keys = [e.idempotency_key async for e in store.history(job) if e.type == "step"]
-        assert sorted(step_keys) == sorted(f"step:unit-{u}" for u in range(UNITS)), step_keys
+        assert sorted(step_keys) == sorted(f"step:unit-{u}" for u in range(UNITS)), step_keys  # type: ignore[type-var]
 
 
 async def _check_verify(store: StateStore) -> None:

@@ -122,7 +122,7 @@ async def test_fenced_store_writes(store: StateStore, clock: FakeClock) -> None:
         lambda: store.create("b", {}, lease=old),  # a fence for another agent
     ):
         with pytest.raises(LeaseLost):
-            await write()
+            await write()  # type: ignore[no-untyped-call]
     assert (await store.load("a")).data == {"v": 1}
     assert await store.head("a") == 2
     await store.save("a", {"v": 3}, lease=new)

@@ -62,7 +62,7 @@ def test_a_killed_subscriber_resumes_without_gap_or_duplicate(
     follower = _spawn("follow", feed_url, str(out))
     try:
         for kill_at in (10, 35, 70):  # kills while the writers write
-            _wait(lambda n=kill_at: _lines(out) >= n, f"{kill_at} events seen")
+            _wait(lambda n=kill_at: _lines(out) >= n, f"{kill_at} events seen")  # type: ignore[misc]
             follower.send_signal(signal.SIGKILL)
             follower.wait()
             follower = _spawn("follow", feed_url, str(out))
@@ -108,7 +108,7 @@ def test_a_killed_projection_runner_applies_each_event_once(feed_url: str, tmp_p
     runner = _spawn("project", feed_url, str(read_model))
     try:
         for kill_at in (5, 30, 60):
-            _wait(lambda n=kill_at: applied() >= n, f"{kill_at} events applied")
+            _wait(lambda n=kill_at: applied() >= n, f"{kill_at} events applied")  # type: ignore[misc]
             runner.send_signal(signal.SIGKILL)
             runner.wait()
             runner = _spawn("project", feed_url, str(read_model))

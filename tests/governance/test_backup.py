@@ -236,7 +236,7 @@ async def test_backup_to_s3_and_restore_from_it(tmp_path: Path) -> None:
     endpoint = moto_endpoint()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
-    import boto3
+    import boto3  # type: ignore[import-untyped]
 
     boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(
         Bucket="backups"

@@ -115,7 +115,7 @@ def test_serves_as_the_principal_of_as_and_policy(seeded_url: str, tmp_path: Pat
         assert proc.stdout is not None
         line = proc.stdout.readline()  # blocks until the server says where it is
         found = re.search(r"\(read-only, as reader\) on (http://127\.0\.0\.1:\d+)/", line)
-        assert found is not None, line + (proc.stderr.read() if proc.poll() is not None else "")
+        assert found is not None, line + (proc.stderr.read() if proc.poll() is not None else "")  # type: ignore[union-attr]
         auth = {"Authorization": "Bearer " + "t" * 32}
         with httpx.Client(base_url=found.group(1), timeout=30, headers=auth) as client:
             page = client.get("/agents")

@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _lg_graphs import parallel_graph
+from _lg_graphs import parallel_graph  # type: ignore[import-not-found]  # run as a script
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
 

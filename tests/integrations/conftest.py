@@ -161,7 +161,7 @@ class Chain:
         saved = await self.api.put(config(self.thread_id, self.ns, parent), cp, meta, new_versions)
         self.configs.append(saved)
         self.ids.append(cp["id"])
-        return saved
+        return saved  # type: ignore[no-any-return]
 
 
 async def agen_list(agen: AsyncIterator[Any]) -> list[Any]:

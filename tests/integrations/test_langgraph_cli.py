@@ -149,7 +149,7 @@ def test_thread_ids_are_stored_in_clear_values_encrypted(tmp_path: Path) -> None
         saver.put(
             config(thread),
             checkpoint({"note": "value-marker-secret"}, {"note": 1}),
-            {"m": "meta-marker-secret"},
+            {"m": "meta-marker-secret"},  # type: ignore[typeddict-unknown-key]
             {"note": 1},
         )
     raw = path.read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("clear.db-*"))

@@ -115,7 +115,7 @@ def test_time_travel_and_fork(saver: StatekeeperSaver, tmp_path: Path) -> None:
     fork_state = graph.get_state(fork_config)
     assert fork_state.metadata["source"] == "update"  # type: ignore[index]
     assert (
-        fork_state.parent_config["configurable"]["checkpoint_id"]
+        fork_state.parent_config["configurable"]["checkpoint_id"]  # type: ignore[index]
         == after_first.config["configurable"]["checkpoint_id"]
     )  # type: ignore[index]
     assert runs(log_path)["chat 1"] == 2 and runs(log_path)["chat 0"] == 1
@@ -190,7 +190,7 @@ def test_crash_mid_superstep_does_not_rerun_saved_tasks(tmp_path: Path) -> None:
                 assert child.poll() is None, child.stdout.read() if child.stdout else b""
                 seen = runs(log_path)
                 latest = watcher.get_tuple(cfg(thread)) if seen["slow begin"] else None
-                saved = {(w[1], tuple(w[2])) for w in (latest.pending_writes if latest else [])}
+                saved = {(w[1], tuple(w[2])) for w in (latest.pending_writes if latest else [])}  # type: ignore[union-attr]
                 if ("notes", ("fast",)) in saved:
                     break  # fast's writes are durable while slow is still running
                 assert time.monotonic() < deadline, f"child made no progress: {seen}"

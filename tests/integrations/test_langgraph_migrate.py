@@ -161,7 +161,7 @@ def _lg_saver(url: str) -> Iterator[Any]:
             saver.setup()
             yield saver
         return
-    conn = sqlite3.connect(url, check_same_thread=False)
+    conn = sqlite3.connect(url, check_same_thread=False)  # type: ignore[assignment]
     try:
         yield SqliteSaver(conn)
     finally:

@@ -484,7 +484,7 @@ def test_a_run_reads_no_head_and_a_stale_cache_loses_its_append(run_url: str) ->
         assert whole_turns(graph_b.get_state(cfg).values["messages"]) == expected
         # no half turn, no fork: one linear history through both savers
         history = list(second.list(cfg))
-        parents = [t.parent_config["configurable"]["checkpoint_id"] for t in history[:-1]]
+        parents = [t.parent_config["configurable"]["checkpoint_id"] for t in history[:-1]]  # type: ignore[index]
         assert parents == [t.config["configurable"]["checkpoint_id"] for t in history[1:]]
     finally:
         for s in {id(s): s for s in (first, second)}.values():

@@ -94,7 +94,7 @@ def test_plain_json_is_stored_readably() -> None:
             usage_metadata={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
             response_metadata={"model": "m"},
         ),
-        AIMessageChunk("partial", id="4"),
+        AIMessageChunk("partial", id="4"),  # type: ignore[call-arg]
         SystemMessage("be nice"),
         ToolMessage("result", tool_call_id="call-1", artifact={"raw": [1, 2]}),
         RemoveMessage(id="1"),
@@ -273,7 +273,7 @@ def test_metadata_and_values_go_through_the_store_codec(tmp_path: Path) -> None:
         saver.put(
             config(thread),
             checkpoint({"v": "value-marker"}, {"v": 1}),
-            {"m": "meta-marker"},
+            {"m": "meta-marker"},  # type: ignore[typeddict-unknown-key]
             {"v": 1},
         )
     conn = sqlite3.connect(path)

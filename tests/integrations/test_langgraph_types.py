@@ -97,7 +97,7 @@ def _stored(module: str, name: str, args: Any, kind: int = EXT_CONSTRUCTOR_POS_A
 def test_a_class_that_is_not_a_data_class_is_never_called(tmp_path: Path) -> None:
     import subprocess as imported  # the module is loaded: only the class check protects
 
-    assert imported.Popen
+    assert imported.Popen  # type: ignore[truthy-function]
     target = tmp_path / "pwned"
     codec = ValueCodec(safe_serializer())
     got = codec.unpack(_stored("subprocess", "Popen", [["touch", str(target)]]), {})

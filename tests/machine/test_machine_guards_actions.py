@@ -63,7 +63,7 @@ def test_hashable_non_string_states() -> None:
         LOW = 1
         HIGH = 2
 
-    m = AgentStateMachine(
+    m = AgentStateMachine(  # type: ignore[var-annotated]
         rules=[TransitionRule(Level.LOW, ("raise", 1), Level.HIGH), TransitionRule(0, "x", 1)],
         initial=Level.LOW,
     )
@@ -170,11 +170,11 @@ def test_first_rule_whose_guard_passes_wins_in_registration_order() -> None:
 
     def small(ctx: TransitionContext[str, str]) -> bool:
         calls.append("small")
-        return ctx.metadata["size"] < 10
+        return ctx.metadata["size"] < 10  # type: ignore[no-any-return]
 
     def medium(ctx: TransitionContext[str, str]) -> bool:
         calls.append("medium")
-        return ctx.metadata["size"] < 100
+        return ctx.metadata["size"] < 100  # type: ignore[no-any-return]
 
     m = AgentStateMachine(
         rules=[

@@ -33,13 +33,11 @@ async def test_full_order_exit_action_enter_listeners_callbacks() -> None:
     def action(ctx: TransitionContext[str, str]) -> None:
         order.append(f"action, state still {ctx.machine.current_state}")
 
-    m = AgentStateMachine(
-        rules=[
-            TransitionRule(
-                "a", "go", "b", guard=lambda: order.append("guard") or True, action=action
-            ),
-        ]
-    )
+    def guard() -> bool:
+        order.append("guard")
+        return True
+
+    m = AgentStateMachine(rules=[TransitionRule("a", "go", "b", guard=guard, action=action)])
     m.on_exit("a", lambda: order.append("exit a"))
     m.on_exit("a", aexit)
     m.on_enter("b", lambda ctx: order.append(f"enter b, state now {ctx.machine.current_state}"))

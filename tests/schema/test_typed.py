@@ -83,10 +83,10 @@ async def test_dataclass_and_typeddict_states() -> None:
         await dc.save()
         assert (await store.agent("d-1", model=NotesDC)).state == NotesDC("o", ["n1"])
         td = await store.agent("t-1", model=NotesTD, initial_state={"owner": "o", "notes": []})
-        td.state["notes"].append("n2")
+        td.state["notes"].append("n2")  # type: ignore[attr-defined]
         await td.save()
         assert (await store.agent("t-1", model=NotesTD)).state == {"owner": "o", "notes": ["n2"]}
-        td.state["notes"] = 5  # type: ignore[typeddict-item]
+        td.state["notes"] = 5  # type: ignore[index, typeddict-item]
         with pytest.raises(ValidationError, match="notes"):
             await td.save()
         await td.refresh()

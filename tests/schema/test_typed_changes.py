@@ -101,7 +101,7 @@ async def test_the_models_config_applies_to_the_fields_validated_alone() -> None
             await agent.save()
         assert caught.value.fields == ["tags[1]"]
         await agent.refresh()
-        agent.state.count = "3"  # type: ignore[assignment]  (strict: no coercion)
+        agent.state.count = "3"  # type: ignore[assignment]  # strict: no coercion
         with pytest.raises(ValidationError):
             await agent.save()
         await agent.refresh()

@@ -14,7 +14,7 @@ class Ticket(BaseModel):
     priority: int = 0
 
 
-def test_a_typed_agent_saves_and_loads_its_model_through_the_sync_face(tmp_path) -> None:
+def test_a_typed_agent_saves_and_loads_its_model_through_the_sync_face(tmp_path) -> None:  # type: ignore[no-untyped-def]
     url = f"sqlite:///{tmp_path / 'typed.db'}"
     with SyncStateStore(url) as store:
         agent = store.agent("t-1", model=Ticket, initial_state=Ticket(customer="ada"))
@@ -27,7 +27,7 @@ def test_a_typed_agent_saves_and_loads_its_model_through_the_sync_face(tmp_path)
         assert again.fsm_state is not None
 
 
-def test_an_invalid_state_is_refused_and_nothing_is_written(tmp_path) -> None:
+def test_an_invalid_state_is_refused_and_nothing_is_written(tmp_path) -> None:  # type: ignore[no-untyped-def]
     url = f"sqlite:///{tmp_path / 'typed.db'}"
     with SyncStateStore(url) as store:
         agent = store.agent("t-1", model=Ticket, initial_state=Ticket(customer="ada"))

@@ -207,7 +207,7 @@ class RedisRaw(Raw):
         for field, value in self.client.hgetall(self._hash(agent_id)).items():
             if field.startswith(b"k:"):
                 first, last = value.split(b":")
-                out.append((field[2:].decode(), int(first), int(last)))
+                out.append((field[2:].decode(), int(first), int(last)))  # type: ignore[union-attr]
         return out
 
     def put_key(self, agent_id: str, key: str, first: int, last: int) -> None:

@@ -114,7 +114,7 @@ async def test_save_and_record(store: StateStore) -> None:
     agent = await store.agent("a1")
     assert await agent.save() is None  # nothing to write
     agent.data["n"] = 1
-    assert (await agent.save()).last_seq == 2
+    assert (await agent.save()).last_seq == 2  # type: ignore[union-attr]
     result = await agent.record("tool_result", {"tool": "search", "ok": True})
     assert result.last_seq == 3
     events = [e async for e in agent.history()]
@@ -132,7 +132,7 @@ async def test_a_stale_agent_conflicts_and_its_machine_is_reverted(store: StateS
     assert mine.state is AgentState.IDLE  # put back: the transition never became durable
     assert mine.machine.total_transitions == 0
     await mine.refresh()
-    assert mine.state is AgentState.PROCESSING
+    assert mine.state is AgentState.PROCESSING  # type: ignore[comparison-overlap]
     assert mine.data == {}
     assert await store.head("a1") == 2
 
@@ -288,10 +288,10 @@ async def test_a_change_made_while_a_save_is_in_flight_stays_pending(
     await backend.entered.wait()  # the append is on its way
     agent.data["messages"].append("two")  # meanwhile
     backend.gate.set()
-    assert (await saving).last_seq == 2
+    assert (await saving).last_seq == 2  # type: ignore[union-attr]
     assert (await store.load("a1")).data == {"messages": ["one"]}
     assert agent.dirty
-    assert (await agent.save()).last_seq == 3
+    assert (await agent.save()).last_seq == 3  # type: ignore[union-attr]
     assert (await store.load("a1")).data == {"messages": ["one", "two"]}
     assert not agent.dirty
 

@@ -329,7 +329,7 @@ async def test_lease_calls_refuse_bad_arguments(store: StateStore) -> None:
         (lambda: leases.current(None), "agent_id"),  # type: ignore[arg-type]
     ]:
         with pytest.raises(InvalidArgument) as info:
-            await call()
+            await call()  # type: ignore[no-untyped-call]
         _refused(info, argument)
     assert await leases.current("a1") is None  # nothing was granted
     lease = await leases.acquire("a1")
@@ -339,7 +339,7 @@ async def test_lease_calls_refuse_bad_arguments(store: StateStore) -> None:
         (lambda: _start(lease, on_lost=5), "on_lost"),
     ]:
         with pytest.raises(InvalidArgument) as info:
-            await call()
+            await call()  # type: ignore[no-untyped-call]
         _refused(info, argument)
     assert await lease.release() is True
 
@@ -366,7 +366,7 @@ async def test_steps_refuse_bad_arguments(store: StateStore) -> None:
         (lambda: steps.recorded("x" * 2000), "step_id"),
     ]:
         with pytest.raises(InvalidArgument) as info:
-            await call()
+            await call()  # type: ignore[no-untyped-call]
         _refused(info, argument)
     await _unchanged(store)
 
@@ -378,7 +378,7 @@ async def test_update_refuses_bad_arguments(store: StateStore) -> None:
         (lambda: update(store, "a1", lambda d: None, info=[1]), "info"),  # type: ignore[arg-type]
     ]:
         with pytest.raises(InvalidArgument) as info:
-            await call()
+            await call()  # type: ignore[no-untyped-call]
         _refused(info, argument)
     with pytest.raises(InvalidArgument) as info:
         await update(store, "a1", lambda d: [1, 2])  # type: ignore[arg-type,return-value]
@@ -397,7 +397,7 @@ async def test_the_seed_facade_refuses_bad_arguments(tmp_path: Path) -> None:
             (lambda: manager.load_state(""), "agent_id"),
         ]:
             with pytest.raises(InvalidArgument) as info:
-                await call()
+                await call()  # type: ignore[no-untyped-call]
             _refused(info, argument)
         assert await manager.store.count_agents() == 0
 
@@ -407,13 +407,13 @@ def test_the_sync_store_refuses_bad_arguments(tmp_path: Path) -> None:
         store.save("a1", {"n": 1})
         for call, argument in [
             (lambda: store.save("a1", [1, 2]), "data"),
-            (lambda: store.append("a1", "edit", ops=[None]), "ops[0]"),
+            (lambda: store.append("a1", "edit", ops=[None]), "ops[0]"),  # type: ignore[list-item]
             (lambda: store.load("a1", at_seq="1"), "at_seq"),
             (lambda: store.save("a\ud800", {}), "agent_id"),
             (lambda: store.agent("a1", machine=AgentStateMachine).transition("x"), "machine"),
         ]:
             with pytest.raises(InvalidArgument) as info:
-                call()
+                call()  # type: ignore[no-untyped-call]
             _refused(info, argument)
         assert store.head("a1") == 1
         assert store.count_agents() == 1

@@ -78,9 +78,9 @@ def test_diff_by_key_is_patch_diff_on_random_histories(history: list[Any]) -> No
 def test_a_grown_history_is_proven_from_the_bytes() -> None:
     old = {"messages": [{"role": "ai", "content": "hi"}], "n": 1}
     _, cached = diff_by_key(old, old, None)
-    new = {"messages": [*old["messages"], {"role": "user", "content": "yo"}], "n": 1}
+    new = {"messages": [*old["messages"], {"role": "user", "content": "yo"}], "n": 1}  # type: ignore[misc]
     ops, _ = diff_by_key(old, new, cached)
-    assert ops == [{"op": "add", "path": "/messages/-", "value": new["messages"][1]}]
+    assert ops == [{"op": "add", "path": "/messages/-", "value": new["messages"][1]}]  # type: ignore[index]
 
 
 def test_true_and_one_are_not_the_same_bytes() -> None:

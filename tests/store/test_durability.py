@@ -351,7 +351,7 @@ async def test_group_commit_failure_reaches_every_caller_and_writes_nothing(
     assert all(isinstance(r, BackendError) for r in results), results
     assert [(await store.load(name)).data for name in "abc"] == [{"n": 0}] * 3
     results = await asyncio.gather(*(store.save(name, {"n": 2}) for name in "abc"))
-    assert [r.last_seq for r in results] == [2, 2, 2]
+    assert [r.last_seq for r in results] == [2, 2, 2]  # type: ignore[union-attr]
 
 
 async def test_group_commit_of_a_cancelled_caller_still_stands(

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from statekeeper import StateStore
+from statekeeper import patch as patch_module
 from statekeeper.backends import MemoryBackend
 from statekeeper.backends.base import Backend
 from statekeeper.backends.sqlite import SQLiteBackend
@@ -218,11 +220,14 @@ async def test_a_save_is_encoded_once_and_nothing_is_decoded_to_apply_it(
     await store.save("a1", doc)
     decoded: list[bytes] = []
     applied: list[object] = []
-    real_apply = writes.patch.apply
-    monkeypatch.setattr(writes, "_loads", lambda b: decoded.append(b) or {})
-    monkeypatch.setattr(
-        writes.patch, "apply", lambda *a, **k: applied.append(a) or real_apply(*a, **k)
-    )
+    real_apply = patch_module.apply
+
+    def counted_apply(*a: Any, **k: Any) -> Any:
+        applied.append(a)
+        return real_apply(*a, **k)
+
+    monkeypatch.setattr(writes, "_loads", lambda b: decoded.append(b) or {})  # type: ignore[func-returns-value]
+    monkeypatch.setattr(patch_module, "apply", counted_apply)  # the module writes uses
     for n in range(1, 6):
         doc["messages"].append({"role": "ai", "content": f"reply {n}"})  # type: ignore[attr-defined]
         doc["step"] = n
@@ -253,7 +258,7 @@ async def test_a_cold_load_parses_the_state_once_and_shares_nothing_with_the_cac
     await writer.snapshot("a1")  # the head is now a snapshot
     cold = open_store(url, clock=FakeClock())
     copies: list[object] = []
-    monkeypatch.setattr(reads, "_loads", lambda b: copies.append(b) or {})
+    monkeypatch.setattr(reads, "_loads", lambda b: copies.append(b) or {})  # type: ignore[func-returns-value]
     first = (await cold.load("a1")).data
     assert copies == []  # the caller got the decoded objects themselves
     monkeypatch.undo()

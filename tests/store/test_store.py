@@ -106,8 +106,8 @@ async def test_a_growing_chat_stores_one_op_per_message(store: StateStore) -> No
 async def test_loaded_data_is_the_callers_own_copy(store: StateStore) -> None:
     doc = {"messages": [{"content": "hi"}], "tags": ["a"]}
     await store.save("a1", doc)
-    doc["messages"][0]["content"] = "changed by caller after save"
-    doc["tags"].append("b")
+    doc["messages"][0]["content"] = "changed by caller after save"  # type: ignore[index]
+    doc["tags"].append("b")  # type: ignore[attr-defined]
     first = await store.load("a1")
     first.data["messages"].append("changed by caller after load")
     first.data["tags"].clear()

@@ -26,6 +26,10 @@ lexicographic key order equal to the ids' code point order)::
 * A server that ignores ``If-None-Match`` (older MinIO/Ceph, some gateways) turns
   compare-and-append into last-writer-wins: on such servers use S3 only as the cold
   tier (one writer: the tiered backend's demotion) — archive-only.
+
+Over 600 lines because :class:`S3Backend` implements the whole backend contract over
+immutable objects (a conditional PUT stands in for compare-and-set): its appends, reads
+and key layout share one object-naming scheme and one commit protocol.
 """
 
 from __future__ import annotations

@@ -59,6 +59,10 @@ Read-only (``readonly=True``)
     agent whose durable marker says it was demoted; nothing is ever filled into the
     hot tier, rehydrated or demoted, and no background demoter runs. The hot tier is
     not used at all (see :meth:`TieredBackend.hot_available`).
+
+Over 600 lines because :class:`TieredBackend` implements the whole backend contract once,
+over three tiers: every method routes between the hot, durable and cold tier under the
+same per-agent lock, and the routing of one method is only correct next to the others.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ from ..records import (
     RewriteRequest,
 )
 from .base import Backend, Capability, Health, validate_request
-from .keyed_locks import KeyedLocks
+from .keyed_locks import KeyedLock
 
 __all__ = ["COLD_MARKER", "TieredBackend"]
 
@@ -211,7 +215,7 @@ class TieredBackend(Backend):
         self.readonly = readonly
         self._hot_down_until = 0.0
         self._dirty: set[str] = set()
-        self._lock = KeyedLocks()  # one per agent: its durable write and hot copy together
+        self._locks = KeyedLock()  # one per agent: its durable write and hot copy together
         self._last_used: dict[str, float] = {}
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
@@ -450,7 +454,7 @@ class TieredBackend(Backend):
         validate_request(request)
         agent_id = request.agent_id
         self._touch(agent_id)
-        async with self._lock(agent_id):
+        async with self._locks.hold(agent_id):
             result = await self._durable_append(request)
             if not result.duplicate:
                 await self._hot_apply([request])
@@ -508,10 +512,11 @@ class TieredBackend(Backend):
         agents = sorted({r.agent_id for r in requests})
         for agent_id in agents:
             self._touch(agent_id)
-        locks = [self._lock(a) for a in agents]
-        for lock in locks:
-            await lock.acquire()
+        held: list[str] = []
         try:
+            for agent_id in agents:  # sorted: two batches never wait on each other
+                await self._locks.acquire(agent_id)
+                held.append(agent_id)
             if self.cold is not None:  # a demoted agent is not a new one
                 for agent_id in sorted({r.agent_id for r in requests if r.expected_seq == 0}):
                     await self._rehydrate(agent_id, locked=True)
@@ -537,15 +542,15 @@ class TieredBackend(Backend):
                 if isinstance(res, ConflictError):
                     await self._check_hot_head(req.agent_id, res.current_seq)
         finally:
-            for lock in locks:
-                lock.release()
+            for agent_id in held:
+                self._locks.release(agent_id)
         return results
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         self._check_open()
         self._check_writable()
         self._touch(agent_id)
-        async with self._lock(agent_id):
+        async with self._locks.hold(agent_id):
             try:
                 await self.durable.save_snapshot(agent_id, snapshot)
             except ConflictError as exc:
@@ -564,7 +569,7 @@ class TieredBackend(Backend):
         self._check_open()
         self._check_writable()
         self._last_used.pop(agent_id, None)
-        async with self._lock(agent_id):
+        async with self._locks.hold(agent_id):
             existed = await self.durable.delete_agent(agent_id)
             if self.cold is not None:
                 existed = await self.durable.delete_agent(COLD_MARKER + agent_id) or existed
@@ -607,7 +612,7 @@ class TieredBackend(Backend):
         dropped and refilled from the new bytes on the next read."""
         self._check_open()
         self._check_writable()
-        async with self._lock(request.agent_id):
+        async with self._locks.hold(request.agent_id):
             if self.cold is not None:
                 await self._rehydrate(request.agent_id, locked=True)
             await self.durable.rewrite(request)
@@ -812,7 +817,7 @@ class TieredBackend(Backend):
         hot = self.hot
         if hot is None or not self.hot_available() or agent_id in self._dirty:
             return
-        async with self._lock(agent_id):
+        async with self._locks.hold(agent_id):
             head, tag = await self.durable.head_tag(agent_id)
             if head == 0 or head > self.fill_limit:
                 return
@@ -898,7 +903,7 @@ class TieredBackend(Backend):
         cold = self.cold
         if cold is None:
             raise ConfigurationError("no cold tier to demote to")
-        async with self._lock(agent_id):
+        async with self._locks.hold(agent_id):
             head = await self.durable.head(agent_id)
             if head == 0:
                 return False
@@ -939,9 +944,8 @@ class TieredBackend(Backend):
         marker_id = COLD_MARKER + agent_id
         if await self.durable.head(marker_id) == 0:
             return 0
-        lock = self._lock(agent_id)
         if not locked:
-            await lock.acquire()
+            await self._locks.acquire(agent_id)
         try:
             marker = await self._marker(agent_id)
             if marker is None:  # rehydrated meanwhile
@@ -963,7 +967,7 @@ class TieredBackend(Backend):
             return head
         finally:
             if not locked:
-                lock.release()
+                self._locks.release(agent_id)
 
     async def _maintain(self) -> None:
         assert self.demote_interval is not None

@@ -45,7 +45,6 @@ is read from the agent's own history, the result is written with optimistic lock
 from __future__ import annotations
 
 import abc
-import asyncio
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -55,14 +54,12 @@ import orjson
 
 from ..errors import (
     ConfigurationError,
-    ConflictError,
     MergeConflict,
-    RetriesExhausted,
     StatekeeperError,
 )
 from .clock import Timestamp
 from .crdt import from_json, is_crdt
-from .retry import DEFAULT_BUDGET, Backoff, _Budget
+from .retry import DEFAULT_BUDGET, Backoff, _Budget, retry_loop
 from .vclock import Ordering, VectorClock
 
 if TYPE_CHECKING:
@@ -464,9 +461,8 @@ async def merge_into(
     base: Version | None = None
     if base_seq > 0:
         base = Version.of((await store.load(agent_id, at_seq=base_seq)).data, meta_key)
-    attempt = 0
-    while True:
-        attempt += 1
+
+    async def once() -> Merged:
         current = await store.get(agent_id)
         head = current.seq if current is not None else 0
         if head == base_seq:
@@ -480,17 +476,13 @@ async def merge_into(
             policy = merger if merger is not None else Merger()
             chosen = policy.for_data(theirs.data) if isinstance(policy, MergePolicies) else policy
             result_version, merged = chosen.merge(ours, theirs, base, agent_id=agent_id), True
-        try:
-            result = await store.save(
-                agent_id,
-                result_version.document(meta_key),
-                expected_seq=head,
-                event_type="merge" if merged else "patch",
-                lease=lease,
-            )
-        except ConflictError as exc:
-            if limit.spent(attempt):
-                raise RetriesExhausted(agent_id, attempt, exc) from exc
-            await asyncio.sleep(limit.pause(attempt))
-            continue
+        result = await store.save(
+            agent_id,
+            result_version.document(meta_key),
+            expected_seq=head,
+            event_type="merge" if merged else "patch",
+            lease=lease,
+        )
         return Merged(result_version, result.last_seq, merged)
+
+    return await retry_loop(once, limit, agent_id)

@@ -412,20 +412,15 @@ async def update_agent(
     Returns the agent's seq after the write (it is fenced by ``agent.lease`` if bound).
     """
     limit = _Budget(attempts, budget, backoff)
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            out = fn(agent)
-            if inspect.isawaitable(out):
-                await out
-            await agent.save()
-            return agent.seq
-        except ConflictError as exc:
-            await agent.refresh()
-            if limit.spent(attempt):
-                raise RetriesExhausted(agent.agent_id, attempt, exc) from exc
-            await asyncio.sleep(limit.pause(attempt))
+
+    async def once() -> int:
+        out = fn(agent)
+        if inspect.isawaitable(out):
+            await out
+        await agent.save()
+        return agent.seq
+
+    return await retry_loop(once, limit, agent.agent_id, on_conflict=agent.refresh)
 
 
 async def retry_on_conflict(
@@ -442,7 +437,21 @@ async def retry_on_conflict(
     :class:`~statekeeper.errors.RetriesExhausted` when the budget (``budget``
     seconds, default 30, and ``attempts`` when given) is spent.
     """
-    limit = _Budget(attempts, budget, backoff)
+    return await retry_loop(op, _Budget(attempts, budget, backoff), agent_id)
+
+
+async def retry_loop(
+    op: Callable[[], Awaitable[T]],
+    limit: _Budget,
+    agent_id: str = "",
+    *,
+    on_conflict: Callable[[], Awaitable[object]] | None = None,
+) -> T:
+    """The one conflict-retry loop (:func:`retry_on_conflict`, :func:`update_agent`,
+    :func:`~statekeeper.concurrency.merge.merge`): ``op()`` again after each
+    :class:`~statekeeper.errors.ConflictError` — ``on_conflict()`` first, then the
+    backoff — until it returns or ``limit`` is spent (:class:`RetriesExhausted`). A
+    ``RetriesExhausted`` from a nested helper is final: it is not retried again."""
     attempt = 0
     while True:
         attempt += 1
@@ -451,6 +460,8 @@ async def retry_on_conflict(
         except RetriesExhausted:
             raise
         except ConflictError as exc:
+            if on_conflict is not None:
+                await on_conflict()
             if limit.spent(attempt):
                 raise RetriesExhausted(agent_id or exc.agent_id, attempt, exc) from exc
             await asyncio.sleep(limit.pause(attempt))

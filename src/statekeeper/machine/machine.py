@@ -21,6 +21,12 @@ callbacks) never undo it: they are logged, collected in ``callback_errors`` and 
 the :class:`TransitionResult`, and raised as :class:`~statekeeper.errors.CallbackError`
 after all callbacks ran when ``raise_callback_errors=True``. Listener exceptions
 propagate immediately (the persistence layer relies on it).
+
+Over 600 lines because :class:`AgentStateMachine` is one class whose parts (definition,
+the transition algorithm, the sync and async drivers, introspection) share its private
+rule tables and flags; the algorithm is written out in one method on purpose (the hot
+path of every transition). Diagrams, validation, loading and the rule types live in
+sibling modules.
 """
 
 from __future__ import annotations

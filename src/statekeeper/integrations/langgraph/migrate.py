@@ -19,29 +19,38 @@ goes the other way. Both:
   (per task, in order) — else :class:`MigrationMismatch`.
 
 ``dry_run`` counts what would be copied and writes nothing.
+
+The two sides (a LangGraph database, a statekeeper store) are :mod:`.migrate_sides`;
+the verification is :mod:`.migrate_compare`; this module plans and copies.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     BaseCheckpointSaver,
-    Checkpoint,
     CheckpointTuple,
 )
 
-from ...errors import BackendError, ConfigurationError, IntegrityError
+from ...errors import BackendError, ConfigurationError
+from .migrate_compare import (
+    MigrationMismatch,
+    _parent,
+    _peer_tuple,
+    _writes_by_task,
+    compare_threads,
+)
+from .migrate_sides import _NEW, _Empty, _open_statekeeper, _PeerSide, _Side
 from .peers import IncompatibleTarget, NotALangGraphDatabase, PeerDatabase, open_peer
 
 if TYPE_CHECKING:
     from ...codec.keys import Keyring
-    from .saver import StatekeeperSaver
 
 __all__ = [
     "IncompatibleTarget",
@@ -54,26 +63,6 @@ __all__ = [
 ]
 
 Progress = Callable[[int], None]
-#: checkpoints read per ``list`` call from a statekeeper source
-_PAGE = 64
-
-
-class MigrationMismatch(IntegrityError):
-    """After the copy, a thread read through the target saver differs from the source.
-
-    ``thread_id``, ``checkpoint_id`` and ``what`` (the field) say where."""
-
-    def __init__(self, thread_id: str, checkpoint_id: str | None, what: str) -> None:
-        self.thread_id = thread_id
-        self.checkpoint_id = checkpoint_id
-        self.what = what
-        super().__init__(
-            f"langgraph thread {thread_id!r}",
-            None,
-            "the copy differs from the source"
-            + (f" at checkpoint {checkpoint_id}" if checkpoint_id else "")
-            + f": {what}",
-        )
 
 
 @dataclass
@@ -105,395 +94,6 @@ class MigrationReport:
             "checkpoints_present": self.checkpoints_present,
             "threads_verified": self.threads_verified,
         }
-
-
-# -- the two kinds of sides ------------------------------------------------------------
-
-
-class _Side:
-    """What the copy needs of a saver's database."""
-
-    saver: BaseCheckpointSaver[Any]
-    location: str
-
-    def threads(self) -> builtins.list[str]:
-        raise NotImplementedError
-
-    def index(self, thread_id: str) -> builtins.list[tuple[str, str]]:
-        raise NotImplementedError
-
-    def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
-        """``{(checkpoint id, namespace): number of pending writes}``."""
-        raise NotImplementedError
-
-    def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def settled(self) -> BaseCheckpointSaver[Any]:
-        """Make every write durable; the saver to verify the copy with."""
-        return self.saver
-
-    def tuples(
-        self, thread_id: str, wanted: builtins.list[tuple[str, str]]
-    ) -> Iterator[CheckpointTuple]:
-        """The checkpoints ``wanted`` (``(id, namespace)``, oldest first), read one by one
-        with ``get_tuple``."""
-        for cid, ns in wanted:
-            conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
-            found = self.saver.get_tuple({"configurable": conf})
-            if found is not None:  # else deleted from the source meanwhile
-                yield found
-
-
-class _PeerSide(_Side):
-    def __init__(self, db: PeerDatabase) -> None:
-        self.db = db
-        self.saver = db.saver
-        self.location = db.location
-
-    def threads(self) -> builtins.list[str]:
-        return self.db.threads()
-
-    def index(self, thread_id: str) -> builtins.list[tuple[str, str]]:
-        return self.db.index(thread_id)
-
-    def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
-        return self.db.write_counts(thread_id)
-
-    def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
-        return self.db.task_paths(thread_id)
-
-    def close(self) -> None:
-        self.db.close()
-
-
-class _StatekeeperSide(_Side):
-    """A statekeeper store through :class:`StatekeeperSaver`; the thread index and task
-    paths come from the thread's document (see :mod:`.mapping`)."""
-
-    def __init__(
-        self,
-        saver: StatekeeperSaver,
-        location: str,
-        reopen: Callable[[], StatekeeperSaver] | None = None,
-    ) -> None:
-        self.saver = saver
-        self.sk = saver
-        self.location = location
-        self.reopen = reopen
-
-    def settled(self) -> BaseCheckpointSaver[Any]:
-        """Flush the store (the copy writes behind), close it, and verify through a new
-        saver on a new store: what is compared is read back from the backend."""
-        if self.reopen is None:
-            return self.saver
-        self.sk._portal.call(self.sk.store.flush())
-        self.sk.close()
-        self.sk = self.reopen()
-        self.saver = self.sk
-        return self.saver
-
-    def _doc(self, thread_id: str) -> dict[str, Any] | None:
-        st = self.sk._portal.call(self.sk._open(thread_id, create=False))
-        return None if st is None else st.doc
-
-    def tuples(
-        self, thread_id: str, wanted: builtins.list[tuple[str, str]]
-    ) -> Iterator[CheckpointTuple]:
-        """The checkpoints ``wanted``, newest first, by ``list`` in pages (one pass over
-        the thread's stream per page, where ``get_tuple`` of an older checkpoint
-        replays the stream from a snapshot each time)."""
-        todo = set(wanted)
-        config: Any = {"configurable": {"thread_id": thread_id}}
-        before: Any = None
-        while todo:
-            page = builtins.list(self.saver.list(config, before=before, limit=_PAGE))
-            for tup in page:
-                key = (tup.checkpoint["id"], tup.config["configurable"]["checkpoint_ns"])
-                if key in todo:
-                    todo.discard(key)
-                    yield tup
-            if len(page) < _PAGE:
-                return
-            before = page[-1].config
-
-    def threads(self) -> builtins.list[str]:
-        async def collect() -> builtins.list[str]:
-            return [t async for t in self.sk._thread_ids()]
-
-        return sorted(self.sk._portal.call(collect()))
-
-    def index(self, thread_id: str) -> builtins.list[tuple[str, str]]:
-        doc = self._doc(thread_id)
-        if doc is None:
-            return []
-        return sorted((cid, ns) for ns, nsd in doc["ns"].items() for cid in nsd["idx"])
-
-    def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
-        doc = self._doc(thread_id)
-        if doc is None:
-            return {}
-        return {
-            (cid, ns): sum(len(task["i"]) for task in tasks.values())
-            for ns, nsd in doc["ns"].items()
-            for cid, tasks in nsd["w"].items()
-        }
-
-    def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
-        doc = self._doc(thread_id)
-        if doc is None:
-            return {}
-        return {
-            (ns, cid, task_id): str(task.get("p") or "")
-            for ns, nsd in doc["ns"].items()
-            for cid, tasks in nsd["w"].items()
-            for task_id, task in tasks.items()
-        }
-
-    def close(self) -> None:
-        self.sk.close()
-
-
-def _open_statekeeper(
-    url: str, keyring: Keyring | None, *, readonly: bool, serde: Any = None
-) -> _StatekeeperSide:
-    from ...backends.redact import mask_url
-    from ...backends.url import open_backend
-    from ...errors import NotAStore
-    from .saver import StatekeeperSaver
-
-    async def check() -> None:
-        backend = open_backend(url, readonly=True)
-        try:
-            await backend.ensure_store()
-            if not readonly:
-                await _check_keys(backend, url, keyring)
-        finally:
-            await backend.close()
-
-    try:
-        _run_sync(check())
-    except NotAStore as exc:
-        if readonly:
-            raise
-        raise IncompatibleTarget(
-            mask_url(url),
-            f"it is not a statekeeper store ({exc.reason}); create one with `statekeeper init URL`",
-        ) from None
-    options: dict[str, Any] = {"keyring": keyring, "fork_protection": False}
-    if serde is not None:
-        options["serde"] = serde
-
-    def reading() -> StatekeeperSaver:
-        # read through a read-only backend: nothing can be written
-        return StatekeeperSaver.from_url(cast(Any, open_backend(url, readonly=True)), **options)
-
-    if readonly:
-        return _StatekeeperSide(reading(), mask_url(url))
-    # The copy writes behind (batched commits): a thread is one stream whose appends
-    # land in order, so whatever a crash keeps is a prefix — every checkpoint present
-    # still has its writes, and the next run resumes after it. The store is flushed
-    # before the copy is verified, through a new saver reading the backend.
-    writer = StatekeeperSaver.from_url(url, durability="async", **options)
-    return _StatekeeperSide(writer, mask_url(url), reading)
-
-
-async def _check_keys(backend: Any, url: str, keyring: Keyring | None) -> None:
-    """Refuse to write into an encrypted store without its keys, or encrypted records
-    into a store kept in the clear: either would leave a store its readers cannot read
-    (judged from the clear header of the first record; nothing is decrypted)."""
-    from ...backends.redact import mask_url
-    from ...codec.pipeline import Codec
-
-    for info in await backend.list_agents(None, limit=1):
-        for raw in await backend.read(info.agent_id, 0, None, limit=1):
-            header = Codec.header(raw.payload)
-            key_id = header.key_id if header is not None else None
-            if key_id is not None and keyring is None:
-                raise IncompatibleTarget(
-                    mask_url(url),
-                    f"it is encrypted (records under key {key_id!r}): give its keys "
-                    "(--key-file, $STATEKEEPER_KEY_FILE or $STATEKEEPER_KEYS)",
-                )
-            if key_id is None and keyring is not None:
-                raise IncompatibleTarget(
-                    mask_url(url),
-                    "it is not encrypted: copying encrypted threads into it would leave "
-                    "records its readers cannot read; drop the keys, or encrypt the store "
-                    "first (`statekeeper rekey`)",
-                )
-            if keyring is not None:  # the keys must open what is there (a wrong key fails)
-                from ...store import StateStore
-
-                await StateStore(backend, keyring=keyring).load(info.agent_id)
-
-
-def _run_sync(coro: Coroutine[Any, Any, None]) -> None:
-    """Run a coroutine to completion from sync code, also when this thread already
-    runs an event loop (then on a thread of its own)."""
-    import asyncio
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(coro)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(asyncio.run, coro).result()
-
-
-# -- channel versions -------------------------------------------------------------------
-
-
-def _peer_version(version: Any) -> Any:
-    """An integer channel version (``StatekeeperSaver``'s) in the zero-padded string
-    form LangGraph's SQLite and PostgreSQL savers use: their ``get_next_version``
-    returns strings, and LangGraph compares a thread's old and new versions."""
-    if isinstance(version, int) and not isinstance(version, bool):
-        return f"{version:032}.{0:016}"
-    return version
-
-
-def peer_checkpoint(checkpoint: Checkpoint) -> Checkpoint:
-    """``checkpoint`` with its channel versions in LangGraph's string form."""
-    out = dict(checkpoint)
-    out["channel_versions"] = {
-        ch: _peer_version(v) for ch, v in checkpoint["channel_versions"].items()
-    }
-    out["versions_seen"] = {
-        node: {ch: _peer_version(v) for ch, v in seen.items()}
-        for node, seen in checkpoint["versions_seen"].items()
-    }
-    return cast(Checkpoint, out)
-
-
-def _peer_tuple(tup: CheckpointTuple) -> CheckpointTuple:
-    return tup._replace(checkpoint=peer_checkpoint(tup.checkpoint))
-
-
-# -- comparing -------------------------------------------------------------------------
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal values; values without a useful ``==`` compare by their serialized form."""
-    if a == b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    try:
-        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-        serde = JsonPlusSerializer()
-        return serde.dumps_typed(a) == serde.dumps_typed(b)
-    except Exception:
-        return False
-
-
-def _writes_by_task(tup: CheckpointTuple) -> dict[str, builtins.list[tuple[str, Any]]]:
-    tasks: dict[str, builtins.list[tuple[str, Any]]] = {}
-    for task_id, channel, value in tup.pending_writes or ():
-        tasks.setdefault(str(task_id), []).append((channel, value))
-    return tasks
-
-
-def _parent(tup: CheckpointTuple) -> str | None:
-    if tup.parent_config is None:
-        return None
-    found = tup.parent_config["configurable"].get("checkpoint_id")
-    return str(found) if found else None
-
-
-def _differences(a: CheckpointTuple, b: CheckpointTuple) -> str | None:
-    """What differs between two tuples of the same checkpoint (None: nothing)."""
-    ca, cb = a.config["configurable"], b.config["configurable"]
-    if (ca.get("checkpoint_ns") or "") != (cb.get("checkpoint_ns") or ""):
-        return "namespace"
-    if _parent(a) != _parent(b):
-        return f"parent ({_parent(a)} != {_parent(b)})"
-    pa, pb = a.checkpoint, b.checkpoint
-    for key in ("id", "ts", "channel_versions", "versions_seen"):
-        if pa.get(key) != pb.get(key):
-            return f"checkpoint {key}"
-    if list(pa.get("updated_channels") or []) != list(pb.get("updated_channels") or []):
-        return "checkpoint updated_channels"
-    va, vb = pa["channel_values"], pb["channel_values"]
-    if va.keys() != vb.keys():
-        return f"channels ({sorted(va)} != {sorted(vb)})"
-    for ch in va:
-        if not _same(va[ch], vb[ch]):
-            return f"channel {ch!r}"
-    if not _same(dict(a.metadata or {}), dict(b.metadata or {})):
-        return "metadata"
-    wa, wb = _writes_by_task(a), _writes_by_task(b)
-    if wa.keys() != wb.keys():
-        return f"pending writes: tasks {sorted(wa)} != {sorted(wb)}"
-    for task in wa:
-        if [c for c, _ in wa[task]] != [c for c, _ in wb[task]]:
-            return f"pending writes of task {task}: channels"
-        if not _same([v for _, v in wa[task]], [v for _, v in wb[task]]):
-            return f"pending writes of task {task}: values"
-    return None
-
-
-def compare_threads(
-    source: BaseCheckpointSaver[Any],
-    target: BaseCheckpointSaver[Any],
-    thread_id: str,
-    *,
-    expect: Callable[[CheckpointTuple], CheckpointTuple] | None = None,
-) -> None:
-    """Check that ``list`` of a thread through ``target`` equals it through ``source``
-    (every namespace, newest first); raise :class:`MigrationMismatch` otherwise.
-    ``expect`` turns a source tuple into what the target should hold."""
-    config: Any = {"configurable": {"thread_id": thread_id}}
-    src: Iterator[CheckpointTuple] = iter(source.list(config))
-    dst: Iterator[CheckpointTuple] = iter(target.list(config))
-    try:
-        _compare(src, dst, thread_id, expect)
-    finally:  # a mismatch leaves the savers' cursors open: close them now
-        for it in (src, dst):
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
-
-
-def _compare(
-    src: Iterator[CheckpointTuple],
-    dst: Iterator[CheckpointTuple],
-    thread_id: str,
-    expect: Callable[[CheckpointTuple], CheckpointTuple] | None,
-) -> None:
-    missing = object()
-    while True:
-        a = next(src, missing)
-        b = next(dst, missing)
-        if a is missing and b is missing:
-            return
-        if a is missing:
-            b = cast(CheckpointTuple, b)
-            raise MigrationMismatch(thread_id, b.checkpoint["id"], "not in the source")
-        if b is missing:
-            a = cast(CheckpointTuple, a)
-            raise MigrationMismatch(thread_id, a.checkpoint["id"], "missing from the copy")
-        a, b = cast(CheckpointTuple, a), cast(CheckpointTuple, b)
-        if expect is not None:
-            a = expect(a)
-        if a.checkpoint["id"] != b.checkpoint["id"]:
-            raise MigrationMismatch(
-                thread_id, a.checkpoint["id"], f"listed in another order ({b.checkpoint['id']})"
-            )
-        diff = _differences(a, b)
-        if diff is not None:
-            raise MigrationMismatch(thread_id, a.checkpoint["id"], diff)
 
 
 # -- copying ---------------------------------------------------------------------------
@@ -776,20 +376,3 @@ def _export(
             target.close()
     finally:
         source.close()
-
-
-#: why a dry run's target is a database the export would create or set up
-_NEW = ("no such file", "it is empty", "the search path has no", "schema ")
-
-
-class _Empty(_Side):
-    """A target that does not exist yet (a dry run of an export)."""
-
-    def __init__(self, location: str) -> None:
-        self.location = location
-
-    def index(self, thread_id: str) -> builtins.list[tuple[str, str]]:
-        return []
-
-    def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
-        return {}

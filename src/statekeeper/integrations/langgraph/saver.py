@@ -25,7 +25,6 @@ import logging
 import random
 import sys
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import (
     AsyncIterator,
@@ -35,7 +34,7 @@ from collections.abc import (
     Iterator,
     Sequence,
 )
-from contextlib import AsyncExitStack, suppress
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -56,6 +55,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import patch
+from ...backends.keyed_locks import KeyedLock
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from ...store.store import StateStore
 from . import mapping as m
@@ -443,7 +443,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         self._owns_store = _owns_store
         self._codec_cache: ValueCodec | None = None
         self._streams: OrderedDict[str, _Stream] = OrderedDict()
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._locks = KeyedLock()  # one per thread
         self._queued: dict[str, builtins.list[_Pending]] = {}
         if writes_wait < 0:
             raise ConfigurationError("writes_wait must be >= 0 seconds")
@@ -712,12 +712,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             self._codec_cache = codec
         return codec
 
-    def _lock(self, thread_id: str) -> asyncio.Lock:
-        lock = self._locks.get(thread_id)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[thread_id] = lock
-        return lock
+    def _lock(self, thread_id: str) -> AbstractAsyncContextManager[None]:
+        return self._locks.hold(thread_id)
 
     def _remember(self, st: _Stream) -> None:
         self._streams[st.thread_id] = st

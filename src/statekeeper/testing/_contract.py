@@ -1,0 +1,120 @@
+"""What every part of the backend contract shares: the engine hooks a test file
+provides (:meth:`Contract.make_backend`, :meth:`~Contract.open_peer`,
+:meth:`~Contract.open_readonly`), the ``backend`` and ``peer`` fixtures, and the record
+builders the tests (and third-party suites) use. The tests themselves are grouped by
+part of the contract in the sibling modules; :class:`~statekeeper.testing.BackendConformance`
+runs them all."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from statekeeper.backends.base import Backend, Capability
+from statekeeper.records import (
+    AppendRequest,
+    RawEvent,
+    RawSnapshot,
+)
+
+__all__ = ["Contract", "event", "fenced", "request", "snapshot", "tagged", "untagged_at"]
+
+
+def event(seq: int, *, ts: float | None = None, kind: str = "patch", body: bytes = b"") -> RawEvent:
+    """A raw event whose payload and checksum name its seq (so reads can be checked)."""
+    payload = body or f"payload-{seq}".encode()
+    return RawEvent(seq, kind, float(seq) if ts is None else ts, payload, b"sum-%d" % seq)
+
+
+def snapshot(seq: int, *, ts: float | None = None, tag: bytes = b"") -> RawSnapshot:
+    return RawSnapshot(seq, float(seq) if ts is None else ts, b"state@%d%s" % (seq, tag), b"ck")
+
+
+def untagged_at(expected_seq: int) -> AppendRequest:
+    """An append to agent "a" after ``expected_seq`` that expects a head with no tag."""
+    return dataclasses.replace(request("a", expected_seq), expected_tag=None, check_tag=True)
+
+
+def request(
+    agent_id: str,
+    expected_seq: int,
+    count: int = 1,
+    *,
+    key: str | None = None,
+    snap_at: int | None = None,
+    ts: float | None = None,
+) -> AppendRequest:
+    """Append ``count`` events after ``expected_seq`` (optionally with a snapshot)."""
+    events = tuple(event(s, ts=ts) for s in range(expected_seq + 1, expected_seq + count + 1))
+    snap = snapshot(snap_at) if snap_at is not None else None
+    return AppendRequest(agent_id, expected_seq, events, snap, key)
+
+
+def _needs(backend: Backend, capability: Capability) -> None:
+    """Skip the calling test unless ``backend`` offers ``capability`` (the refusal of an
+    undeclared one is checked by ``test_undeclared_capabilities_are_refused_not_ignored``)."""
+    if not backend.supports(capability):
+        pytest.skip(f"{type(backend).__name__} does not offer {capability.value}")
+
+
+def fenced(
+    agent_id: str,
+    expected_seq: int,
+    fence: tuple[str, int],
+    count: int = 1,
+    *,
+    key: str | None = None,
+    snap_at: int | None = None,
+) -> AppendRequest:
+    """Like :func:`request`, made under the lease ``fence`` = (holder, token)."""
+    base = request(agent_id, expected_seq, count, key=key, snap_at=snap_at)
+    return AppendRequest(
+        base.agent_id, base.expected_seq, base.events, base.snapshot, base.idempotency_key, fence
+    )
+
+
+def tagged(req: AppendRequest, head_tag: bytes | None) -> AppendRequest:
+    """``req`` carrying ``head_tag`` (the authenticated stream head after it)."""
+    return dataclasses.replace(req, head_tag=head_tag)
+
+
+class Contract:
+    """The hooks and fixtures of the conformance suite (see :class:`BackendConformance`)."""
+
+    # -- what an engine's test file provides ---------------------------------------
+
+    async def make_backend(self, tmp_path: Path) -> Backend:
+        """A fresh, empty backend."""
+        raise NotImplementedError
+
+    async def open_peer(self, tmp_path: Path) -> Backend | None:
+        """A second instance on the same storage as :meth:`make_backend`, or None."""
+        return None
+
+    async def open_readonly(self, tmp_path: Path) -> Backend | None:
+        """An instance opened with ``readonly=True`` on the same storage as
+        :meth:`make_backend`, or None when the engine cannot open read-only."""
+        return None
+
+    # -- fixtures ------------------------------------------------------------------
+
+    @pytest.fixture
+    async def backend(self, tmp_path: Path) -> AsyncIterator[Backend]:
+        backend = await self.make_backend(tmp_path)
+        try:
+            yield backend
+        finally:
+            await backend.close()
+
+    @pytest.fixture
+    async def peer(self, backend: Backend, tmp_path: Path) -> AsyncIterator[Backend]:
+        other = await self.open_peer(tmp_path)
+        if other is None:
+            pytest.skip(f"{type(backend).__name__} has no shared storage")
+        try:
+            yield other
+        finally:
+            await other.close()

@@ -1,0 +1,326 @@
+"""The backend contract, part: the optional capabilities: their refusal when
+undeclared, export (backups), prune (retention) and read-only opening. Run through
+:class:`~statekeeper.testing.BackendConformance`."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper.backends.base import Backend, Capability
+from statekeeper.errors import (
+    CapabilityUnsupported,
+    ConfigurationError,
+    ConflictError,
+    NotAStore,
+    ReadOnlyStore,
+)
+from statekeeper.records import (
+    AppendRequest,
+    AppendResult,
+    RewriteRequest,
+)
+
+from ._contract import Contract, _needs, event, request, snapshot, tagged
+
+__all__ = ["CapabilityConformance"]
+
+
+class CapabilityConformance(Contract):
+    """Conformance tests: the optional capabilities, export, prune and read-only opening."""
+
+    # -- optional capabilities ----------------------------------------------------------
+    #
+    # An engine lists what it offers beyond the core in ``capabilities`` (see
+    # ``statekeeper.backends.base.Capability``). Every declared capability must work
+    # (the tests below); every other one must be refused with a typed error and change
+    # nothing — never silently do nothing or half of it. Leases are checked above.
+
+    async def test_capabilities_are_declared_in_a_typed_way(self, backend: Backend) -> None:
+        caps = backend.capabilities
+        assert isinstance(caps, frozenset)
+        assert all(isinstance(c, Capability) for c in caps)
+        assert (Capability.LEASES in caps) == backend.supports_leases
+        for capability in Capability:
+            assert backend.supports(capability) == (capability in caps)
+            if capability in caps:
+                backend.require(capability)
+            else:
+                with pytest.raises(CapabilityUnsupported):
+                    backend.require(capability, "a test needs it")
+
+    @pytest.mark.parametrize("capability", [c for c in Capability if c is not Capability.LEASES])
+    async def test_undeclared_capabilities_are_refused_not_ignored(
+        self, backend: Backend, capability: Capability
+    ) -> None:
+        if backend.supports(capability):
+            pytest.skip(f"{type(backend).__name__} offers {capability.value}")
+        await backend.append(tagged(request("a", 0, 2, key="k", snap_at=2), b"t2"))
+        calls: dict[Capability, Callable[[], Awaitable[Any]]] = {
+            Capability.KEY_EXPORT: lambda: backend.idempotency_keys("a"),
+            Capability.REWRITE: lambda: backend.rewrite(
+                RewriteRequest("a", 2, b"t2", (event(1, body=b"x"),), head_tag=b"t2'")
+            ),
+            Capability.TTL: lambda: backend.set_ttl("a", 0.001),
+            Capability.DROP_ALL: lambda: backend.drop_all(),
+            Capability.MIGRATIONS: lambda: backend.schema_version(),
+            Capability.PRUNE: lambda: backend.prune("a", 0, (2,)),
+            Capability.FEED: lambda: backend.read_feed(0),
+        }
+        with pytest.raises(CapabilityUnsupported) as info:
+            await calls[capability]()
+        assert info.value.capability == capability.value
+        assert info.value.backend == backend.name
+        # refused, not half done: the agent is exactly as it was
+        assert await backend.head_tag("a") == (2, b"t2")
+        assert [e.payload for e in await backend.read("a")] == [b"payload-1", b"payload-2"]
+        assert await backend.lookup_key("a", "k") == AppendResult("a", 1, 2, True)
+        assert await backend.latest_snapshot("a") == snapshot(2)
+
+    # -- export (backups) ----------------------------------------------------------
+
+    async def test_export_streams_returns_each_slice_as_stored(self, backend: Backend) -> None:
+        await backend.append(tagged(request("a", 0, 3, key="k1", snap_at=2), b"t3"))
+        await backend.append(tagged(request("a", 3, 2), b"t5"))
+        await backend.save_snapshot("a", snapshot(5))
+        await backend.append(tagged(request("b", 0, 1), b"b1"))
+        a_full, a_part, b_full, ghost = await backend.export_streams(
+            [("a", 0, 4), ("a", 3, 5), ("b", 0, 1), ("ghost", 0, 0)]
+        )
+        assert [e.seq for e in a_full.events] == [1, 2, 3, 4]
+        assert a_full.events == await backend.read("a", 0, 4)
+        assert a_full.snapshot == snapshot(2)  # the latest at or below the slice's end
+        assert (a_full.head, a_full.head_tag) == (5, b"t5")
+        assert [e.seq for e in a_part.events] == [3, 4, 5]  # from the seq given, included
+        assert a_part.snapshot == snapshot(5)
+        assert b_full.events == await backend.read("b") and b_full.snapshot is None
+        assert (ghost.head, ghost.events, ghost.snapshot) == (0, [], None)
+        if backend.supports(Capability.KEY_EXPORT):
+            assert a_full.keys == [("k1", 1, 3)]
+
+    # -- prune (retention) ---------------------------------------------------------
+
+    async def test_prune_removes_history_below_a_snapshot_and_nothing_else(
+        self, backend: Backend
+    ) -> None:
+        _needs(backend, Capability.PRUNE)
+        await backend.append(tagged(request("a", 0, 2, key="k1", snap_at=2), b"t2"))
+        await backend.append(tagged(request("a", 2, 2, key="k2"), b"t4"))
+        await backend.save_snapshot("a", snapshot(3))
+        await backend.append(tagged(request("a", 4, 2, snap_at=6), b"t6"))
+        await backend.append(tagged(request("b", 0, 3, snap_at=2), b"b3"))
+        await backend.prune("a", 3, [6])
+        assert [e.seq for e in await backend.read("a")] == [4, 5, 6]
+        assert [e.seq for e in await backend.read("a", 1, 5)] == [4, 5]
+        assert await backend.head_tag("a") == (6, b"t6")
+        assert await backend.latest_snapshot("a") == snapshot(3)
+        assert await backend.latest_snapshot("a", 2) is None
+        assert await backend.lookup_key("a", "k1") is None  # its events are gone
+        assert await backend.lookup_key("a", "k2") == AppendResult("a", 3, 4, True)
+        assert await backend.seq_at("a", 1.5) == 0
+        assert [e.seq for e in await backend.read("b")] == [1, 2, 3]  # other agents intact
+        # the stream goes on from its base
+        await backend.append(tagged(request("a", 6), b"t7"))
+        assert [e.seq for e in await backend.read("a")] == [4, 5, 6, 7]
+        infos = {i.agent_id: i.head_seq for i in await backend.list_agents()}
+        assert infos == {"a": 7, "b": 3}
+
+    async def test_prune_refuses_without_a_base_snapshot_and_changes_nothing(
+        self, backend: Backend
+    ) -> None:
+        _needs(backend, Capability.PRUNE)
+        await backend.append(tagged(request("a", 0, 4, snap_at=2), b"t4"))
+        for base, drop in ((3, ()), (4, ()), (2, (2,)), (5, ())):
+            with pytest.raises(ConfigurationError):
+                await backend.prune("a", base, drop)
+        with pytest.raises(ConfigurationError):
+            await backend.prune("ghost", 0, ())
+        assert [e.seq for e in await backend.read("a")] == [1, 2, 3, 4]
+        assert await backend.latest_snapshot("a") == snapshot(2)
+        await backend.prune("a", 0, [2])  # only thin snapshots
+        assert await backend.latest_snapshot("a") is None
+        assert [e.seq for e in await backend.read("a")] == [1, 2, 3, 4]
+
+    @pytest.fixture
+    def exporting(self, backend: Backend) -> Backend:
+        if not backend.supports(Capability.KEY_EXPORT):
+            pytest.skip(f"{type(backend).__name__} does not export idempotency keys")
+        return backend
+
+    async def test_key_export_lists_every_key_in_seq_order(self, exporting: Backend) -> None:
+        backend = exporting
+        assert await backend.idempotency_keys("a") == []
+        await backend.append(request("a", 0, 2, key="first"))
+        await backend.append(request("a", 2))  # no key
+        await backend.append(request("a", 3, 3, key="third"))
+        await backend.append(request("a", 6, key="odd: k/ü*?[]"))
+        await backend.append(request("b", 0, key="first"))
+        assert await backend.idempotency_keys("a") == [
+            ("first", 1, 2),
+            ("third", 4, 6),
+            ("odd: k/ü*?[]", 7, 7),
+        ]
+        assert await backend.idempotency_keys("b") == [("first", 1, 1)]
+        # a duplicate and a conflict add no key
+        await backend.append(request("a", 0, 2, key="first"))
+        with pytest.raises(ConflictError):
+            await backend.append(request("a", 3, key="late"))
+        assert len(await backend.idempotency_keys("a")) == 3
+        assert await backend.delete_agent("a")
+        assert await backend.idempotency_keys("a") == []
+
+    async def test_exported_keys_import_by_appending_the_same_ranges(
+        self, exporting: Backend
+    ) -> None:
+        """Export + import is how an agent moves between engines (the tiered backend's
+        cold tier): afterwards a retried step is still recognised as a duplicate."""
+        backend = exporting
+        await backend.append(request("a", 0, 2, key="s1"))
+        await backend.append(request("a", 2))
+        await backend.append(request("a", 3, 2, key="s3"))
+        keys = await backend.idempotency_keys("a")
+        starts = {first: (key, last) for key, first, last in keys}
+        seq = 0
+        while seq < await backend.head("a"):
+            key, last = starts.get(seq + 1, (None, seq + 1))
+            events = tuple(await backend.read("a", seq, last))
+            await backend.append(AppendRequest("copy", seq, events, None, key))
+            seq = last
+        assert await backend.idempotency_keys("copy") == keys
+        for key, first, last in keys:
+            retry = AppendRequest("copy", 0, tuple(await backend.read("a", first - 1, last)))
+            retry = dataclasses.replace(retry, expected_seq=first - 1, idempotency_key=key)
+            assert await backend.append(retry) == AppendResult("copy", first, last, True)
+        assert await backend.read("copy") == await backend.read("a")
+
+    async def test_ttl_expires_an_agent(self, backend: Backend) -> None:
+        if not backend.supports(Capability.TTL):
+            pytest.skip(f"{type(backend).__name__} has no TTL")
+        await backend.append(request("a", 0, 2))
+        await backend.append(request("b", 0))
+        assert await backend.set_ttl("nobody", 5.0) is False
+        for bad in (0, -1.0):
+            with pytest.raises(ConfigurationError):
+                await backend.set_ttl("a", bad)
+        assert await backend.set_ttl("b", None) is True
+        assert await backend.set_ttl("a", 0.2) is True
+        deadline = time.monotonic() + 30
+        while await backend.head("a") != 0:  # expiry is the server's business: wait for it
+            assert time.monotonic() < deadline, "the agent never expired"
+            await asyncio.sleep(0.05)
+        assert await backend.read("a") == []
+        assert await backend.head("b") == 1
+
+    async def test_drop_all_deletes_everything(self, backend: Backend, tmp_path: Path) -> None:
+        if not backend.supports(Capability.DROP_ALL):
+            pytest.skip(f"{type(backend).__name__} has no drop_all")
+        await backend.append(request("a", 0, 2, key="k", snap_at=1))
+        await backend.append(request("b", 0))
+        await backend.drop_all()
+        peer = await self.open_peer(tmp_path)
+        view = peer if peer is not None else backend
+        try:
+            assert await view.list_agents() == []
+            assert await view.head("a") == 0
+            assert await view.lookup_key("a", "k") is None
+            assert await view.latest_snapshot("a") is None
+        finally:
+            if peer is not None:
+                await peer.close()
+
+    async def test_schema_version(self, backend: Backend, tmp_path: Path) -> None:
+        if not backend.supports(Capability.MIGRATIONS):
+            pytest.skip(f"{type(backend).__name__} has no migrations")
+        await backend.append(request("a", 0))
+        version = await backend.schema_version()
+        assert type(version) is int and version >= 1
+        peer = await self.open_peer(tmp_path)
+        if peer is not None:
+            try:  # opening it again migrates nothing more
+                assert await peer.schema_version() == version
+            finally:
+                await peer.close()
+
+    # -- read-only opening (``readonly=True``) -----------------------------------------
+
+    async def _readonly(self, tmp_path: Path) -> Backend:
+        ro = await self.open_readonly(tmp_path)
+        if ro is None:
+            pytest.skip("the engine cannot be opened read-only")
+        return ro
+
+    async def test_readonly_reads_what_a_writer_wrote(self, tmp_path: Path) -> None:
+        writer = await self.make_backend(tmp_path)
+        try:
+            await writer.append(request("a", 0, 3, snap_at=2, key="k"))
+            await writer.append(request("b", 0, 1))
+            ro = await self._readonly(tmp_path)
+            try:
+                await ro.ensure_store()
+                assert await ro.head("a") == 3
+                assert [e.seq for e in await ro.read("a")] == [1, 2, 3]
+                assert [i.agent_id for i in await ro.list_agents()] == ["a", "b"]
+                assert await ro.count_agents() == 2
+                latest = await ro.latest_snapshot("a")
+                assert latest is not None and latest.seq == 2
+                assert await ro.lookup_key("a", "k") is not None
+                await writer.append(request("a", 3, 1))  # a reader sees later writes
+                assert await ro.head("a") == 4
+            finally:
+                await ro.close()
+        finally:
+            await writer.close()
+
+    async def test_readonly_refuses_every_write(self, tmp_path: Path) -> None:
+        writer = await self.make_backend(tmp_path)
+        try:
+            await writer.append(request("a", 0, 2))
+            await writer.initialize()
+            ro = await self._readonly(tmp_path)
+            try:
+                writes: list[Callable[[], Awaitable[Any]]] = [
+                    lambda: ro.append(request("a", 2, 1)),
+                    lambda: ro.append(request("new", 0, 1)),
+                    lambda: ro.append_batch([request("a", 2, 1)]),
+                    lambda: ro.save_snapshot("a", snapshot(2)),
+                    lambda: ro.delete_agent("a"),
+                    lambda: ro.initialize(),
+                ]
+                if ro.supports_leases:
+                    writes.append(lambda: ro.acquire_lease("a", "me", 10.0))
+                for write in writes:
+                    with pytest.raises(ReadOnlyStore):
+                        await write()
+            finally:
+                await ro.close()
+            assert await writer.head("a") == 2
+            assert await writer.head("new") == 0
+        finally:
+            await writer.close()
+
+    async def test_readonly_refuses_what_is_not_a_store(self, tmp_path: Path) -> None:
+        """Nothing was ever written here: a read-only opening says so (and creates
+        nothing); once the store is initialised, even empty, it is accepted."""
+        with pytest.raises(NotAStore):
+            ro = await self._readonly(tmp_path)
+            try:
+                await ro.ensure_store()
+            finally:
+                await ro.close()
+        writer = await self.make_backend(tmp_path)
+        try:
+            await writer.initialize()
+            ro = await self._readonly(tmp_path)
+            try:
+                await ro.ensure_store()
+                assert await ro.list_agents() == []
+            finally:
+                await ro.close()
+        finally:
+            await writer.close()

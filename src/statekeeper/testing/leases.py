@@ -1,0 +1,263 @@
+"""The backend contract, part: leases and fencing (engines with ``supports_leases``). Run through
+:class:`~statekeeper.testing.BackendConformance`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper.backends.base import Backend
+from statekeeper.errors import (
+    ConfigurationError,
+    LeaseHeld,
+    LeaseLost,
+    LeasesUnsupported,
+    StoreClosed,
+)
+from statekeeper.records import (
+    AppendResult,
+    LeaseInfo,
+)
+
+from ._contract import Contract, fenced, request
+
+__all__ = ["LeaseConformance"]
+
+
+class LeaseConformance(Contract):
+    """Conformance tests: leases and fencing (engines with ``supports_leases``)."""
+
+    # -- leases and fencing ------------------------------------------------------------
+    #
+    # An engine that cannot check fencing tokens declares ``supports_leases = False``
+    # and must refuse every lease call and every fenced append (never store one
+    # unchecked); the other lease tests are then skipped.
+
+    @pytest.fixture
+    def leasing(self, backend: Backend) -> Backend:
+        if not backend.supports_leases:
+            pytest.skip(f"{type(backend).__name__} does not support leases")
+        return backend
+
+    async def test_unsupported_leases_are_refused_not_ignored(self, backend: Backend) -> None:
+        if backend.supports_leases:
+            pytest.skip(f"{type(backend).__name__} supports leases")
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
+            "acquire": lambda: backend.acquire_lease("a", "w1", 5.0),
+            "renew": lambda: backend.renew_lease("a", "w1", 1, 5.0),
+            "release": lambda: backend.release_lease("a", "w1", 1),
+            "get": lambda: backend.get_lease("a"),
+            "fenced append": lambda: backend.append(fenced("a", 0, ("w1", 1))),
+        }
+        for name, call in calls.items():
+            with pytest.raises(LeasesUnsupported):
+                await call()
+                raise AssertionError(f"{name} did not refuse")
+        results = await backend.append_batch([fenced("a", 0, ("w1", 1)), request("b", 0)])
+        assert isinstance(results[0], LeasesUnsupported)
+        assert results[1] == AppendResult("b", 1, 1)
+        assert await backend.head("a") == 0
+
+    async def test_acquire_grants_growing_tokens(self, leasing: Backend) -> None:
+        backend = leasing
+        assert await backend.get_lease("a") is None
+        first = await backend.acquire_lease("a", "w1", 30.0)
+        assert isinstance(first, LeaseInfo)
+        assert (first.agent_id, first.holder) == ("a", "w1")
+        assert first.token >= 1
+        assert first.fence == ("w1", first.token)
+        assert await backend.get_lease("a") == first
+        with pytest.raises(LeaseHeld) as info:
+            await backend.acquire_lease("a", "w2", 30.0)
+        assert info.value.holder == "w1"
+        assert info.value.expires_at == pytest.approx(first.expires_at, abs=0.01)
+        # re-acquiring one's own lease hands out a newer token (fencing older incarnations)
+        again = await backend.acquire_lease("a", "w1", 30.0)
+        assert again.token > first.token
+        # leases are per agent
+        other = await backend.acquire_lease("b", "w2", 30.0)
+        assert other.holder == "w2"
+        assert (await backend.get_lease("a")) == again
+
+    async def test_an_expired_lease_can_be_taken_over(self, leasing: Backend) -> None:
+        backend = leasing
+        old = await backend.acquire_lease("a", "w1", 30.0)
+        with pytest.raises(LeaseHeld):
+            await backend.acquire_lease("a", "w2", 5.0)
+        old = await backend.renew_lease("a", "w1", old.token, 0.2)  # now let it expire
+        await asyncio.sleep(0.3)  # a lower bound: the lease can only be older than this
+        new = await backend.acquire_lease("a", "w2", 5.0)
+        assert new.token > old.token
+        assert new.holder == "w2"
+        assert new.expires_at > old.expires_at
+
+    async def test_renew_keeps_the_token_and_extends(self, leasing: Backend) -> None:
+        backend = leasing
+        lease = await backend.acquire_lease("a", "w1", 0.3)
+        renewed = await backend.renew_lease("a", "w1", lease.token, 30.0)
+        assert renewed.token == lease.token
+        assert renewed.expires_at > lease.expires_at
+        with pytest.raises(LeaseHeld):
+            await backend.acquire_lease("a", "w2", 5.0)
+        # expired but not taken over: still the newest token, so it may renew
+        short = await backend.renew_lease("a", "w1", lease.token, 0.2)
+        await asyncio.sleep(0.3)
+        assert (await backend.renew_lease("a", "w1", lease.token, 0.2)).token == short.token
+        await asyncio.sleep(0.3)
+        taken = await backend.acquire_lease("a", "w2", 30.0)
+        with pytest.raises(LeaseLost) as info:
+            await backend.renew_lease("a", "w1", lease.token, 30.0)
+        assert (info.value.token, info.value.current_token) == (lease.token, taken.token)
+        assert info.value.current_holder == "w2"
+        assert await backend.get_lease("a") == taken
+
+    async def test_release_frees_the_lease_at_once(self, leasing: Backend) -> None:
+        backend = leasing
+        lease = await backend.acquire_lease("a", "w1", 30.0)
+        assert await backend.release_lease("a", "w2", lease.token) is False  # not w2's
+        assert await backend.release_lease("a", "w1", lease.token + 1) is False
+        assert await backend.release_lease("a", "w1", lease.token) is True
+        assert await backend.release_lease("a", "w1", lease.token) is False  # idempotent
+        released = await backend.get_lease("a")
+        assert released is not None and released.holder is None
+        assert released.token == lease.token
+        nxt = await backend.acquire_lease("a", "w2", 30.0)
+        assert nxt.token > lease.token
+        assert await backend.release_lease("nobody", "w1", 1) is False
+        with pytest.raises(LeaseLost):
+            await backend.renew_lease("a", "w1", lease.token, 5.0)
+
+    async def test_fenced_append_with_the_current_token(self, leasing: Backend) -> None:
+        backend = leasing
+        lease = await backend.acquire_lease("a", "w1", 30.0)
+        assert await backend.append(fenced("a", 0, lease.fence)) == AppendResult("a", 1, 1)
+        assert await backend.append(fenced("a", 1, lease.fence, count=2)) == AppendResult("a", 2, 3)
+        # unfenced writes are not governed by leases (optimistic locking only)
+        assert await backend.append(request("a", 3)) == AppendResult("a", 4, 4)
+        # an expired lease nobody took over still fences correctly: its token is newest
+        short = await backend.acquire_lease("b", "w1", 0.2)
+        await asyncio.sleep(0.3)
+        assert await backend.append(fenced("b", 0, short.fence)) == AppendResult("b", 1, 1)
+
+    async def test_stale_fenced_append_is_refused_and_writes_nothing(
+        self, leasing: Backend
+    ) -> None:
+        backend = leasing
+        old = await backend.acquire_lease("a", "w1", 0.2)
+        await backend.append(fenced("a", 0, old.fence, key="k1"))
+        await asyncio.sleep(0.3)
+        new = await backend.acquire_lease("a", "w2", 30.0)
+        await backend.append(fenced("a", 1, new.fence))
+        before = await backend.read("a")
+        stale = [
+            fenced("a", 2, old.fence, snap_at=3),  # right seq, old token
+            fenced("a", 2, old.fence, key="k9"),
+            fenced("a", 0, old.fence, key="k1"),  # checked before the idempotency key
+            fenced("a", 2, ("w1", new.token)),  # current token, wrong holder
+            fenced("a", 2, ("w2", new.token + 1)),  # a token never granted
+        ]
+        for req in stale:
+            with pytest.raises(LeaseLost) as info:
+                await backend.append(req)
+            assert info.value.agent_id == "a"
+            assert info.value.current_token == new.token
+            assert info.value.current_holder == "w2"
+            assert await backend.head("a") == 2
+            assert await backend.read("a") == before
+            assert await backend.latest_snapshot("a") is None
+            assert await backend.lookup_key("a", "k9") is None
+        # a fence on an agent that never had a lease
+        with pytest.raises(LeaseLost) as none:
+            await backend.append(fenced("z", 0, ("w1", 1)))
+        assert (none.value.current_token, none.value.current_holder) == (0, None)
+        assert await backend.head("z") == 0
+        # after a release, the released token fences nothing any more
+        await backend.release_lease("a", "w2", new.token)
+        with pytest.raises(LeaseLost):
+            await backend.append(fenced("a", 2, new.fence))
+        assert await backend.head("a") == 2
+
+    async def test_fence_in_a_batch(self, leasing: Backend) -> None:
+        backend = leasing
+        old = await backend.acquire_lease("a", "w1", 30.0)
+        await backend.release_lease("a", "w1", old.token)
+        lease = await backend.acquire_lease("a", "w2", 30.0)
+        results = await backend.append_batch(
+            [
+                fenced("a", 0, lease.fence),
+                fenced("a", 1, old.fence),
+                request("b", 0),
+                fenced("a", 1, lease.fence, key="k"),
+            ]
+        )
+        assert results[0] == AppendResult("a", 1, 1)
+        assert isinstance(results[1], LeaseLost)
+        assert results[2] == AppendResult("b", 1, 1)
+        assert results[3] == AppendResult("a", 2, 2)
+        assert [e.seq for e in await backend.read("a")] == [1, 2]
+
+    async def test_tokens_never_go_back(self, leasing: Backend) -> None:
+        backend = leasing
+        tokens = []
+        for holder in ("w1", "w2", "w1", "w3"):
+            lease = await backend.acquire_lease("a", holder, 30.0)
+            tokens.append(lease.token)
+            await backend.append(fenced("a", await backend.head("a"), lease.fence))
+            await backend.release_lease("a", holder, lease.token)
+        # deleting the agent keeps its token: a stale holder of token 1 stays fenced off
+        assert await backend.delete_agent("a") is True
+        after = await backend.acquire_lease("a", "w4", 30.0)
+        tokens.append(after.token)
+        assert tokens == sorted(set(tokens))
+        with pytest.raises(LeaseLost):
+            await backend.append(fenced("a", 0, ("w1", tokens[0])))
+        assert await backend.append(fenced("a", 0, after.fence)) == AppendResult("a", 1, 1)
+
+    async def test_concurrent_acquires_have_one_winner(self, leasing: Backend) -> None:
+        backend = leasing
+        results = await asyncio.gather(
+            *(backend.acquire_lease("a", f"w{i}", 30.0) for i in range(10)),
+            return_exceptions=True,
+        )
+        winners = [r for r in results if isinstance(r, LeaseInfo)]
+        assert len(winners) == 1
+        assert all(isinstance(r, LeaseHeld) for r in results if r is not winners[0])
+        assert await backend.get_lease("a") == winners[0]
+
+    @pytest.mark.parametrize("ttl", [0, -1.0, float("nan"), float("inf")])
+    async def test_lease_ttl_must_be_positive(self, leasing: Backend, ttl: float) -> None:
+        with pytest.raises(ConfigurationError):
+            await leasing.acquire_lease("a", "w1", ttl)
+        assert await leasing.get_lease("a") is None
+
+    async def test_peer_sees_leases(self, leasing: Backend, peer: Backend) -> None:
+        lease = await leasing.acquire_lease("a", "w1", 30.0)
+        with pytest.raises(LeaseHeld):
+            await peer.acquire_lease("a", "w2", 30.0)
+        assert await peer.append(fenced("a", 0, lease.fence)) == AppendResult("a", 1, 1)
+        assert await peer.release_lease("a", "w1", lease.token) is True
+        taken = await peer.acquire_lease("a", "w2", 30.0)
+        with pytest.raises(LeaseLost):
+            await leasing.append(fenced("a", 1, lease.fence))
+        assert await leasing.get_lease("a") == taken
+
+    async def test_closed_backend_refuses_lease_calls(self, tmp_path: Path) -> None:
+        backend = await self.make_backend(tmp_path)
+        supported = backend.supports_leases
+        await backend.close()
+        if not supported:
+            pytest.skip("no leases")
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
+            "acquire": lambda: backend.acquire_lease("a", "w1", 5.0),
+            "renew": lambda: backend.renew_lease("a", "w1", 1, 5.0),
+            "release": lambda: backend.release_lease("a", "w1", 1),
+            "get": lambda: backend.get_lease("a"),
+        }
+        for name, call in calls.items():
+            with pytest.raises(StoreClosed):
+                await call()
+                raise AssertionError(f"{name} worked on a closed backend")
