@@ -6,13 +6,13 @@ counting conflicts, fencing rejections and batch sizes) and wraps the store's pu
 operations on the instance (timing ``load``/``save``/``transition``/``append``/...,
 counting errors and retries). :meth:`Instrumentation.uninstall` takes both away.
 
-Retries are counted without following operations around: every conflict an append
-meets at the backend is either raised to the caller (the exception is marked on its
-way through) or retried by the store, so ``retries = backend conflicts - conflicts
-raised from the backend``. Replay lengths are read off the backend calls of a fold
-(``read_state`` or ``read_latest``, or ``latest_snapshot`` then ``read`` from its
-seq). Span parenthood follows the OpenTelemetry context, which follows asyncio tasks
-and the sync faces' portal calls.
+Conflicts are counted where they are met: at the backend (the exception is marked on
+its way through, so that the operation it fails is not counted again) or by the store
+itself (an ``expected_seq`` that no longer holds). Retries are the store's own count,
+kept by its write loop (:attr:`~.metrics.StoreTallies.retries`). Replay lengths are
+read off the backend calls of a fold (``read_state`` or ``read_latest``, or
+``latest_snapshot`` then ``read`` from its seq). Span parenthood follows the
+OpenTelemetry context, which follows asyncio tasks and the sync faces' portal calls.
 """
 
 from __future__ import annotations
@@ -463,7 +463,7 @@ class Instrumentation:
         tallies.call_errors[key] = tallies.call_errors.get(key, 0) + 1
         if error == "conflict":
             tallies.conflicts += 1
-            # a conflict raised on to the caller is not a retry (see _op_failed)
+            # counted here: the operation it fails does not count it again (_op_failed)
             exc.__statekeeper_backend__ = True  # type: ignore[attr-defined]
         elif error == "lease_lost":
             tallies.fencing_rejections += 1
@@ -605,9 +605,7 @@ class Instrumentation:
         tallies.operation_errors[key] = tallies.operation_errors.get(key, 0) + 1
         from_backend = getattr(exc, "__statekeeper_backend__", False)
         if error == "conflict":
-            if from_backend:
-                tallies.raised_conflicts += 1  # not retried: see retries
-            else:
+            if not from_backend:
                 tallies.conflicts += 1  # found by the store itself (expected_seq)
         elif error == "lease_lost" and not from_backend:
             tallies.fencing_rejections += 1  # found by the store (check_fence)
