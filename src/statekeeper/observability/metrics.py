@@ -10,8 +10,9 @@ bisect and two additions per observation, no lock — a store lives on one event
 one :class:`RegistryCollector` per registry turns every live store's tallies into
 Prometheus families when scraped, together with what a store counts anyway (cache
 hits/misses/evictions, appends, snapshots, loads from the backend, commits) and its
-write-behind buffer's depth and age — the live RPO of ``async`` durability. That is
-how the write path stays within its overhead budget (``benchmarks/bench_observability.py``).
+write-behind buffer's depth and age — the live RPO of ``async`` durability. The
+overhead on the write path is measured by ``benchmarks/bench_observability*.py``
+(``docs/benchmarks.md``, "Observability overhead").
 """
 
 from __future__ import annotations
