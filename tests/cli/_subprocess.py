@@ -179,6 +179,7 @@ STORE_COMMANDS: dict[str, list[str]] = {
     "health": ["--stuck-after", "1000000000", "--stuck-factor", "0"],
     "analyze": [],
     "metrics serve": ["--once"],
+    "metrics plot": ["--out", "{out}/activity.svg"],
     "migrate": [
         "--app",
         "statekeeper.schema.structures",

@@ -39,6 +39,9 @@ OUTPUT_PATHS = {
     ("rekey", "progress_file"),
     ("export", "output"),
     ("retention apply", "progress_file"),
+    ("analyze", "out"),
+    ("analyze", "diagram_out"),
+    ("metrics plot", "out"),
 }
 #: time-like text options and what is wrong with them
 TEXT_VALUES = {"at_time": ["tomorrow", "2025-13-45T99:00"], "ttl": ["12x", "-3d"]}

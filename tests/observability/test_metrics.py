@@ -252,6 +252,7 @@ async def test_uninstall_restores_the_store_and_instrumenting_twice_is_refused()
             instrument(store, registry=CollectorRegistry(), tracing=False)
         obs.uninstall()
         assert store.backend is engine and type(store) is StateStore
+        assert store.save.__func__ is StateStore.save  # type: ignore[attr-defined]
         await store.save("a", {})
         assert "statekeeper_appends_total{" not in scrape(registry)
     with pytest.raises(InvalidArgument, match="needs a StateStore"):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -204,6 +205,24 @@ def analyze(
         list[str] | None,
         typer.Option("--state", metavar="STATE", help="A legal state (repeat; consistency)."),
     ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="FILE",
+            help="Also write the matrix as a heat map to FILE (.svg or .png; one file per"
+            " group, the group's name added before the suffix).",
+        ),
+    ] = None,
+    diagram_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--diagram-out",
+            metavar="FILE",
+            help="Also write the machine with the observed probabilities on its edges to"
+            " FILE (.svg or .png).",
+        ),
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
     """The seed's mathematics from recorded history: transition matrix P with
@@ -213,14 +232,22 @@ def analyze(
 
     if group not in ("all", "namespace"):
         raise typer.BadParameter("must be 'all' or 'namespace'", param_hint="'--group'")
+    from .observe_plots import check_picture_paths, write_matrix_pictures
+
+    check_picture_paths(out, diagram_out)
     url = resolve_url(ctx, db)
     start = _parse_time(since, "--since") if since is not None else None
     end = _parse_time(until, "--until") if until is not None else None
     result = run(_analyze(url, key_file, group, start, end, window, rto, mtbf, consistency, states))
+    written = write_matrix_pictures(result["matrices"], out, diagram_out)
     if json_out:
+        if written:
+            result["pictures"] = [str(p) for p in written]
         render.print_json(result)
     else:
         _print_analysis(result, asked_interval=mtbf is not None)
+        for path in written:
+            out_console().print(f"wrote {path}")
     if rto is not None and result["recovery"] is not None and not result["recovery"]["met"]:
         raise typer.Exit(1)
 
@@ -329,15 +356,7 @@ def _print_analysis(result: dict[str, Any], *, asked_interval: bool = False) -> 
     if not result["matrices"]:
         console.print("no transitions recorded (no agent's machine has moved yet)")
     for name, d in result["matrices"].items():
-        m = TransitionMatrix(
-            tuple(d["states"]),
-            tuple(tuple(r) for r in d["counts"]),
-            tuple(tuple(r) for r in d["matrix"]),
-            tuple(tuple(tuple(c) for c in r) for r in d["intervals"]),
-            tuple(d["absorbing"]),
-            tuple(d["stationary"][s] for s in d["states"]),
-            d["irreducible"],
-        )
+        m = TransitionMatrix.from_dict(d)
         console.print(matrix_table(m, f"group {name!r}" if name != "all" else "all agents"))
     s = result["states"]
     shares = " · ".join(f"{state or '(none)'} {n}" for state, n in s["agents"].items())
@@ -386,6 +405,63 @@ def _print_analysis(result: dict[str, Any], *, asked_interval: bool = False) -> 
         console.print(
             "optimal snapshot interval: not computed: the timed loads show no cost per"
             " replayed event (too few events since the last snapshots to measure)"
+        )
+
+
+@metrics_app.command("plot")
+@handled
+def metrics_plot(
+    ctx: typer.Context,
+    out: Annotated[
+        Path,
+        typer.Option("--out", metavar="FILE", help="The picture to write (.svg or .png)."),
+    ],
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    since: Annotated[
+        str | None, typer.Option("--since", metavar="TIME", help="Start of the period.")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", metavar="TIME", help="End of the period.")
+    ] = None,
+    step: Annotated[
+        float | None,
+        typer.Option(
+            "--step",
+            metavar="SECONDS",
+            min=0.001,
+            help="Seconds per point [default: the period in 120 points, at least 1 s].",
+            show_default=False,
+        ),
+    ] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Plot a store's activity over a period from its recorded history: events and
+    transitions per second, active agents, agents by state, entropy of the moves."""
+    from ..observability.analysis.series import activity_series
+    from ..observability.pictures import write_time_series
+    from .commands import _parse_time
+    from .observe_plots import check_picture_paths
+
+    check_picture_paths(out)
+    url = resolve_url(ctx, db)
+    start = _parse_time(since, "--since") if since is not None else None
+    end = _parse_time(until, "--until") if until is not None else None
+
+    async def go() -> Any:
+        async with open_store(url, key_file=key_file) as store:
+            return await activity_series(store, step, since=start, until=end)
+
+    series = run(go())
+    if not series.starts:
+        raise ConfigurationError("nothing to plot: no events recorded in the period")
+    write_time_series(series, out)
+    if json_out:
+        render.print_json({"picture": str(out), **series.to_dict()})
+    else:
+        out_console().print(
+            f"wrote {out}: {len(series.starts)} points of {series.step:g} s,"
+            f" {sum(series.events)} events, {sum(series.transitions)} transitions"
         )
 
 

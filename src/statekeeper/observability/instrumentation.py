@@ -6,23 +6,24 @@ counting conflicts, fencing rejections and batch sizes) and wraps the store's pu
 operations on the instance (timing ``load``/``save``/``transition``/``append``/...,
 counting errors and retries). :meth:`Instrumentation.uninstall` takes both away.
 
-Retries are counted without following operations around: every conflict an append
-meets at the backend is either raised to the caller (the exception is marked on its
-way through) or retried by the store, so ``retries = backend conflicts - conflicts
-raised from the backend``. Replay lengths are read off the backend calls of a fold
-(``read_state`` or ``read_latest``, or ``latest_snapshot`` then ``read`` from its
-seq). Span parenthood follows the OpenTelemetry context, which follows asyncio tasks
-and the sync faces' portal calls.
+Conflicts are counted where they are met: at the backend (the exception is marked on
+its way through, so that the operation it fails is not counted again) or by the store
+itself (an ``expected_seq`` that no longer holds). Retries are the store's own count,
+kept by its write loop (:attr:`~.metrics.StoreTallies.retries`). Replay lengths are
+read off the backend calls of a fold (``read_state`` or ``read_latest``, or
+``latest_snapshot`` then ``read`` from its seq). Span parenthood follows the
+OpenTelemetry context, which follows asyncio tasks and the sync faces' portal calls.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..backends.base import Backend, Health
+from ..backends.base import Backend
 from ..errors import (
     AgentNotFound,
     ConflictError,
@@ -32,19 +33,10 @@ from ..errors import (
     StatekeeperError,
     StateTooLarge,
 )
-from ..records import (
-    AgentInfo,
-    AppendRequest,
-    AppendResult,
-    FeedRecord,
-    LeaseInfo,
-    RawEvent,
-    RawSnapshot,
-    RewriteRequest,
-)
 from . import tracing
 from . import tracing as tracing_module
 from .metrics import RegistryCollector, StoreTallies, Tally
+from .observed import ObservedBackend, observed_class
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -86,276 +78,6 @@ def outcome(exc: BaseException | None) -> str:
     if isinstance(exc, Exception):
         return "error"
     return "cancelled"
-
-
-def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
-    # the wrapped engine checks agent ids itself: do not check them twice
-    fn.__statekeeper_checked__ = True  # type: ignore[attr-defined]
-    return fn
-
-
-class ObservedBackend(Backend):
-    """A :class:`Backend` that times and counts every call of the engine it wraps.
-
-    Made by :func:`instrument`; engine attributes it does not define (a SQLite file's
-    ``path``, ...) are read from the wrapped engine.
-    """
-
-    def __init__(self, inner: Backend, instrumentation: Instrumentation) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.compares_head_tag = inner.compares_head_tag
-        self.capabilities = inner.capabilities
-        self.supports_leases = inner.supports_leases
-        self._obs = instrumentation
-        #: agent -> seq of the snapshot a fold just read (its replay read comes next)
-        self._folding: dict[str, int] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":  # not set yet (copy, pickle): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def __repr__(self) -> str:
-        return repr(self.inner)
-
-    @property
-    def expires_agents(self) -> bool:
-        return self.inner.expires_agents
-
-    # -- the hot calls ---------------------------------------------------------------
-
-    async def append(self, request: AppendRequest) -> AppendResult:
-        obs = self._obs
-        span = None
-        if obs._tracer is not None:
-            span = obs.start_backend_span("append", request.agent_id)
-        t0 = _perf()
-        try:
-            result = await self.inner.append(request)
-        except BaseException as exc:
-            obs.backend_failed("append", exc, _perf() - t0, span)
-            raise
-        obs.append_hist.observe(_perf() - t0)
-        if request.snapshot is not None:
-            obs.snapshot_size.observe(len(request.snapshot.payload))
-        if span is not None:
-            obs.end_span(span, None, result.last_seq)
-        return result
-
-    async def append_batch(
-        self, requests: Sequence[AppendRequest]
-    ) -> list[AppendResult | BaseException]:
-        obs = self._obs
-        span = obs.start_backend_span("append_batch", None) if obs._tracer is not None else None
-        t0 = _perf()
-        try:
-            results = await self.inner.append_batch(requests)
-        except BaseException as exc:
-            obs.backend_failed("append_batch", exc, _perf() - t0, span)
-            raise
-        obs.tallies.call("append_batch").observe(_perf() - t0)
-        if getattr(self.inner, "commit_listeners", None) is None:  # (else it reports them)
-            obs.batch_size.observe(len(requests))
-        for request, result in zip(requests, results, strict=False):
-            if isinstance(result, BaseException):
-                obs.count_error("append", result)
-            elif request.snapshot is not None:
-                obs.snapshot_size.observe(len(request.snapshot.payload))
-        if span is not None:
-            span.set_attribute("statekeeper.batch_size", len(requests))
-            obs.end_span(span, None, None)
-        return results
-
-    async def read(
-        self,
-        agent_id: str,
-        after_seq: int = 0,
-        to_seq: int | None = None,
-        limit: int | None = None,
-    ) -> list[RawEvent]:
-        events: list[RawEvent] = await self._obs.call(
-            "read", agent_id, self.inner.read, agent_id, after_seq, to_seq, limit
-        )
-        folding = self._folding
-        if folding and folding.pop(agent_id, None) == after_seq:
-            self._obs.replay.observe(len(events))  # the replay of a fold
-        return events
-
-    async def latest_snapshot(
-        self, agent_id: str, at_or_below: int | None = None
-    ) -> RawSnapshot | None:
-        snapshot: RawSnapshot | None = await self._obs.call(
-            "latest_snapshot", agent_id, self.inner.latest_snapshot, agent_id, at_or_below
-        )
-        if at_or_below is not None or snapshot is not None:
-            # a fold reads the events after it next (bounded: the store folds one agent
-            # at a time per call, and a read of another range clears nothing else)
-            if len(self._folding) > 1024:
-                self._folding.clear()
-            self._folding[agent_id] = snapshot.seq if snapshot is not None else 0
-        return snapshot
-
-    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
-        found: tuple[int, bytes | None] = await self._obs.call(
-            "head_tag", agent_id, self.inner.head_tag, agent_id
-        )
-        return found
-
-    # -- the rest of the contract --------------------------------------------------
-
-    async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
-        found: AppendResult | None = await self._obs.call(
-            "lookup_key", agent_id, self.inner.lookup_key, agent_id, key
-        )
-        return found
-
-    async def head(self, agent_id: str) -> int:
-        seq: int = await self._obs.call("head", agent_id, self.inner.head, agent_id)
-        return seq
-
-    async def rewrite(self, request: RewriteRequest) -> None:
-        await self._obs.call("rewrite", request.agent_id, self.inner.rewrite, request)
-
-    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
-        keys: list[tuple[str, int, int]] = await self._obs.call(
-            "idempotency_keys", agent_id, self.inner.idempotency_keys, agent_id
-        )
-        return keys
-
-    async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:
-        done: bool = await self._obs.call("set_ttl", agent_id, self.inner.set_ttl, agent_id, ttl)
-        return done
-
-    async def drop_all(self) -> int | None:
-        dropped: int | None = await self._obs.call("drop_all", None, self.inner.drop_all)
-        return dropped
-
-    async def schema_version(self) -> int:
-        version: int = await self._obs.call("schema_version", None, self.inner.schema_version)
-        return version
-
-    # the change feed: reads timed like any call; a live wait is not an operation
-    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
-        records: list[FeedRecord] = await self._obs.call(
-            "read_feed", None, self.inner.read_feed, after, limit
-        )
-        return records
-
-    async def feed_bounds(self) -> tuple[int, int]:
-        bounds: tuple[int, int] = await self._obs.call("feed_bounds", None, self.inner.feed_bounds)
-        return bounds
-
-    async def trim_feed(self, through: int) -> int:
-        dropped: int = await self._obs.call("trim_feed", None, self.inner.trim_feed, through)
-        return dropped
-
-    async def wait_feed(self, after: int, max_wait: float) -> None:
-        await self.inner.wait_feed(after, max_wait)
-
-    async def seq_at(self, agent_id: str, timestamp: float) -> int:
-        seq: int = await self._obs.call("seq_at", agent_id, self.inner.seq_at, agent_id, timestamp)
-        return seq
-
-    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
-        await self._obs.call(
-            "save_snapshot", agent_id, self.inner.save_snapshot, agent_id, snapshot
-        )
-        self._obs.snapshot_size.observe(len(snapshot.payload))
-
-    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
-        page: list[AgentInfo] = await self._obs.call(
-            "list_agents", None, self.inner.list_agents, after, limit
-        )
-        return page
-
-    async def count_agents(self) -> int:
-        count: int = await self._obs.call("count_agents", None, self.inner.count_agents)
-        return count
-
-    async def delete_agent(self, agent_id: str) -> bool:
-        existed: bool = await self._obs.call(
-            "delete_agent", agent_id, self.inner.delete_agent, agent_id
-        )
-        return existed
-
-    async def health(self) -> Health:
-        report: Health = await self._obs.call("health", None, self.inner.health)
-        return report
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
-        lease: LeaseInfo = await self._obs.call(
-            "acquire_lease", agent_id, self.inner.acquire_lease, agent_id, holder, ttl
-        )
-        return lease
-
-    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
-        lease: LeaseInfo = await self._obs.call(
-            "renew_lease", agent_id, self.inner.renew_lease, agent_id, holder, token, ttl
-        )
-        return lease
-
-    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
-        done: bool = await self._obs.call(
-            "release_lease", agent_id, self.inner.release_lease, agent_id, holder, token
-        )
-        return done
-
-    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
-        lease: LeaseInfo | None = await self._obs.call(
-            "get_lease", agent_id, self.inner.get_lease, agent_id
-        )
-        return lease
-
-    def refuse_fence(self, request: AppendRequest) -> None:
-        self.inner.refuse_fence(request)
-
-    async def ensure_store(self) -> None:
-        await self.inner.ensure_store()
-
-    async def initialize(self) -> None:
-        await self.inner.initialize()
-
-
-for _name in (*vars(ObservedBackend),):
-    _fn = vars(ObservedBackend)[_name]
-    if callable(_fn) and not _name.startswith("__"):
-        _checked(_fn)
-
-
-class _ObservedLatest(ObservedBackend):
-    """For engines that answer ``read_latest`` natively (the store asks the type)."""
-
-    async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
-        found: tuple[RawSnapshot | None, list[RawEvent]] = await self._obs.call(
-            "read_latest", agent_id, self.inner.read_latest, agent_id
-        )
-        if found[0] is not None or found[1]:
-            self._obs.replay.observe(len(found[1]))
-        return found
-
-
-_checked(_ObservedLatest.read_latest)
-
-
-class _ObservedState(_ObservedLatest):
-    """For engines that also read the head with it in one statement (``read_state``)."""
-
-    async def read_state(
-        self, agent_id: str
-    ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
-        found: tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]] = await self._obs.call(
-            "read_state", agent_id, self.inner.read_state, agent_id
-        )
-        if found[0]:
-            self._obs.replay.observe(len(found[3]))
-        return found
-
-
-_checked(_ObservedState.read_state)
 
 
 class Instrumentation:
@@ -407,12 +129,7 @@ class Instrumentation:
         store = self.store
         inner = store.backend
         RegistryCollector.attach(self.registry, self.tallies)
-        cls: type[ObservedBackend] = ObservedBackend
-        if type(inner).read_state is not Backend.read_state:
-            cls = _ObservedState
-        elif type(inner).read_latest is not Backend.read_latest:
-            cls = _ObservedLatest
-        wrapped = cls(inner, self)
+        wrapped = observed_class(inner)(inner, self)
         store.backend = wrapped
         _swap_backend(store, inner, wrapped)
         # an engine that group-commits by itself (SQLite's commit queue: the store's
@@ -420,18 +137,14 @@ class Instrumentation:
         listeners = getattr(inner, "commit_listeners", None)
         if listeners is not None:
             listeners.append(self.batch_size.observe)
-        # the operations are wrapped by a subclass made for this store (setting
-        # instance attributes would turn the store's split-keys __dict__ into a
-        # combined one and slow every attribute access of its hot path)
+        # the operations are wrapped per store, as instance attributes (a subclass made
+        # for the store, tried before, moved its attributes out of the class's shared
+        # keys into a dict of their own: ~1.9k more instructions per save, callgrind)
         base = type(store)
-        self._base = base
-        methods: dict[str, Any] = {
-            method: self._wrap(method, op_name, getattr(base, method))
-            for method, op_name in _OPERATIONS.items()
-        }
-        methods["__module__"] = base.__module__
-        methods["__qualname__"] = base.__qualname__
-        store.__class__ = type(base.__name__, (base,), methods)
+        for method, op_name in _OPERATIONS.items():
+            setattr(
+                store, method, self._wrap(method, op_name, getattr(base, method)).__get__(store)
+            )
         self._installed = True
 
     def uninstall(self) -> None:
@@ -446,8 +159,9 @@ class Instrumentation:
         listeners = getattr(wrapped.inner, "commit_listeners", None)
         if listeners is not None and self.batch_size.observe in listeners:
             listeners.remove(self.batch_size.observe)
-        if type(store).__bases__ == (self._base,):
-            store.__class__ = self._base
+        for method in _OPERATIONS:
+            with contextlib.suppress(AttributeError):
+                delattr(store, method)
         RegistryCollector.detach(self.registry, self.tallies)
         self._installed = False
 
@@ -463,7 +177,7 @@ class Instrumentation:
         tallies.call_errors[key] = tallies.call_errors.get(key, 0) + 1
         if error == "conflict":
             tallies.conflicts += 1
-            # a conflict raised on to the caller is not a retry (see _op_failed)
+            # counted here: the operation it fails does not count it again (_op_failed)
             exc.__statekeeper_backend__ = True  # type: ignore[attr-defined]
         elif error == "lease_lost":
             tallies.fencing_rejections += 1
@@ -605,9 +319,7 @@ class Instrumentation:
         tallies.operation_errors[key] = tallies.operation_errors.get(key, 0) + 1
         from_backend = getattr(exc, "__statekeeper_backend__", False)
         if error == "conflict":
-            if from_backend:
-                tallies.raised_conflicts += 1  # not retried: see retries
-            else:
+            if not from_backend:
                 tallies.conflicts += 1  # found by the store itself (expected_seq)
         elif error == "lease_lost" and not from_backend:
             tallies.fencing_rejections += 1  # found by the store (check_fence)

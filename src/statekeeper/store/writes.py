@@ -111,6 +111,8 @@ class WritePipeline:
         self.witness = witness
         self.appends = 0
         self.snapshots_written = 0
+        #: writes made again after a conflict (the metrics' exact retry count)
+        self.retries = 0
         # links of appends still in the write-behind buffer, for their witness marks
         self.buffered_links: dict[str, dict[int, bytes]] = {}
         self._locks = KeyedLock()
@@ -238,10 +240,12 @@ class WritePipeline:
                     reads.cache.discard(agent_id)
                     if trusting:  # the cached head was stale: not an attempt of its own
                         trusting = False
+                        self.retries += 1
                         continue
                     if expected_seq is not None or attempt == self.write_retries:
                         raise
                     attempt += 1
+                    self.retries += 1
                     continue
                 except BaseException:
                     reads.cache.discard(agent_id)

@@ -119,6 +119,19 @@ class TransitionMatrix:
             "stationary_entropy": self.stationary_entropy,
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TransitionMatrix:
+        """The matrix :meth:`to_dict` made ``d`` of."""
+        return cls(
+            tuple(d["states"]),
+            tuple(tuple(r) for r in d["counts"]),
+            tuple(tuple(r) for r in d["matrix"]),
+            tuple(tuple((c[0], c[1]) for c in r) for r in d["intervals"]),
+            tuple(d["absorbing"]),
+            tuple(d["stationary"][s] for s in d["states"]),
+            d["irreducible"],
+        )
+
 
 def estimate(
     moves: Iterable[tuple[str, str]], *, states: Iterable[str] = (), z: float = 1.96

@@ -1,0 +1,311 @@
+"""The engine side of :func:`~.instrumentation.instrument`: :class:`ObservedBackend`
+times and counts every call of the engine it wraps (conflicts, fencing rejections,
+batch sizes, snapshot sizes, replay lengths), in a span when tracing. The store side
+(timing its operations) and the metrics helpers it reports to are
+:class:`~.instrumentation.Instrumentation`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..backends.base import Backend, Health
+from ..records import (
+    AgentInfo,
+    AppendRequest,
+    AppendResult,
+    FeedRecord,
+    LeaseInfo,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+)
+
+if TYPE_CHECKING:
+    from .instrumentation import Instrumentation
+
+__all__ = ["ObservedBackend", "observed_class"]
+
+_perf = time.perf_counter
+
+
+def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    # the wrapped engine checks agent ids itself: do not check them twice
+    fn.__statekeeper_checked__ = True  # type: ignore[attr-defined]
+    return fn
+
+
+class ObservedBackend(Backend):
+    """A :class:`Backend` that times and counts every call of the engine it wraps.
+
+    Made by :func:`instrument`; engine attributes it does not define (a SQLite file's
+    ``path``, ...) are read from the wrapped engine.
+    """
+
+    def __init__(self, inner: Backend, instrumentation: Instrumentation) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.compares_head_tag = inner.compares_head_tag
+        self.capabilities = inner.capabilities
+        self.supports_leases = inner.supports_leases
+        self._obs = instrumentation
+        #: agent -> seq of the snapshot a fold just read (its replay read comes next)
+        self._folding: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    @property
+    def expires_agents(self) -> bool:
+        return self.inner.expires_agents
+
+    # -- the hot calls ---------------------------------------------------------------
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        obs = self._obs
+        span = None
+        if obs._tracer is not None:
+            span = obs.start_backend_span("append", request.agent_id)
+        t0 = _perf()
+        try:
+            result = await self.inner.append(request)
+        except BaseException as exc:
+            obs.backend_failed("append", exc, _perf() - t0, span)
+            raise
+        obs.append_hist.observe(_perf() - t0)
+        if request.snapshot is not None:
+            obs.snapshot_size.observe(len(request.snapshot.payload))
+        if span is not None:
+            obs.end_span(span, None, result.last_seq)
+        return result
+
+    async def append_batch(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        obs = self._obs
+        span = obs.start_backend_span("append_batch", None) if obs._tracer is not None else None
+        t0 = _perf()
+        try:
+            results = await self.inner.append_batch(requests)
+        except BaseException as exc:
+            obs.backend_failed("append_batch", exc, _perf() - t0, span)
+            raise
+        obs.tallies.call("append_batch").observe(_perf() - t0)
+        if getattr(self.inner, "commit_listeners", None) is None:  # (else it reports them)
+            obs.batch_size.observe(len(requests))
+        for request, result in zip(requests, results, strict=False):
+            if isinstance(result, BaseException):
+                obs.count_error("append", result)
+            elif request.snapshot is not None:
+                obs.snapshot_size.observe(len(request.snapshot.payload))
+        if span is not None:
+            span.set_attribute("statekeeper.batch_size", len(requests))
+            obs.end_span(span, None, None)
+        return results
+
+    async def read(
+        self,
+        agent_id: str,
+        after_seq: int = 0,
+        to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[RawEvent]:
+        events: list[RawEvent] = await self._obs.call(
+            "read", agent_id, self.inner.read, agent_id, after_seq, to_seq, limit
+        )
+        folding = self._folding
+        if folding and folding.pop(agent_id, None) == after_seq:
+            self._obs.replay.observe(len(events))  # the replay of a fold
+        return events
+
+    async def latest_snapshot(
+        self, agent_id: str, at_or_below: int | None = None
+    ) -> RawSnapshot | None:
+        snapshot: RawSnapshot | None = await self._obs.call(
+            "latest_snapshot", agent_id, self.inner.latest_snapshot, agent_id, at_or_below
+        )
+        if at_or_below is not None or snapshot is not None:
+            # a fold reads the events after it next (bounded: the store folds one agent
+            # at a time per call, and a read of another range clears nothing else)
+            if len(self._folding) > 1024:
+                self._folding.clear()
+            self._folding[agent_id] = snapshot.seq if snapshot is not None else 0
+        return snapshot
+
+    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        found: tuple[int, bytes | None] = await self._obs.call(
+            "head_tag", agent_id, self.inner.head_tag, agent_id
+        )
+        return found
+
+    # -- the rest of the contract --------------------------------------------------
+
+    async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
+        found: AppendResult | None = await self._obs.call(
+            "lookup_key", agent_id, self.inner.lookup_key, agent_id, key
+        )
+        return found
+
+    async def head(self, agent_id: str) -> int:
+        seq: int = await self._obs.call("head", agent_id, self.inner.head, agent_id)
+        return seq
+
+    async def rewrite(self, request: RewriteRequest) -> None:
+        await self._obs.call("rewrite", request.agent_id, self.inner.rewrite, request)
+
+    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
+        keys: list[tuple[str, int, int]] = await self._obs.call(
+            "idempotency_keys", agent_id, self.inner.idempotency_keys, agent_id
+        )
+        return keys
+
+    async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:
+        done: bool = await self._obs.call("set_ttl", agent_id, self.inner.set_ttl, agent_id, ttl)
+        return done
+
+    async def drop_all(self) -> int | None:
+        dropped: int | None = await self._obs.call("drop_all", None, self.inner.drop_all)
+        return dropped
+
+    async def schema_version(self) -> int:
+        version: int = await self._obs.call("schema_version", None, self.inner.schema_version)
+        return version
+
+    # the change feed: reads timed like any call; a live wait is not an operation
+    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
+        records: list[FeedRecord] = await self._obs.call(
+            "read_feed", None, self.inner.read_feed, after, limit
+        )
+        return records
+
+    async def feed_bounds(self) -> tuple[int, int]:
+        bounds: tuple[int, int] = await self._obs.call("feed_bounds", None, self.inner.feed_bounds)
+        return bounds
+
+    async def trim_feed(self, through: int) -> int:
+        dropped: int = await self._obs.call("trim_feed", None, self.inner.trim_feed, through)
+        return dropped
+
+    async def wait_feed(self, after: int, max_wait: float) -> None:
+        await self.inner.wait_feed(after, max_wait)
+
+    async def seq_at(self, agent_id: str, timestamp: float) -> int:
+        seq: int = await self._obs.call("seq_at", agent_id, self.inner.seq_at, agent_id, timestamp)
+        return seq
+
+    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        await self._obs.call(
+            "save_snapshot", agent_id, self.inner.save_snapshot, agent_id, snapshot
+        )
+        self._obs.snapshot_size.observe(len(snapshot.payload))
+
+    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        page: list[AgentInfo] = await self._obs.call(
+            "list_agents", None, self.inner.list_agents, after, limit
+        )
+        return page
+
+    async def count_agents(self) -> int:
+        count: int = await self._obs.call("count_agents", None, self.inner.count_agents)
+        return count
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        existed: bool = await self._obs.call(
+            "delete_agent", agent_id, self.inner.delete_agent, agent_id
+        )
+        return existed
+
+    async def health(self) -> Health:
+        report: Health = await self._obs.call("health", None, self.inner.health)
+        return report
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
+        lease: LeaseInfo = await self._obs.call(
+            "acquire_lease", agent_id, self.inner.acquire_lease, agent_id, holder, ttl
+        )
+        return lease
+
+    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
+        lease: LeaseInfo = await self._obs.call(
+            "renew_lease", agent_id, self.inner.renew_lease, agent_id, holder, token, ttl
+        )
+        return lease
+
+    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
+        done: bool = await self._obs.call(
+            "release_lease", agent_id, self.inner.release_lease, agent_id, holder, token
+        )
+        return done
+
+    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
+        lease: LeaseInfo | None = await self._obs.call(
+            "get_lease", agent_id, self.inner.get_lease, agent_id
+        )
+        return lease
+
+    def refuse_fence(self, request: AppendRequest) -> None:
+        self.inner.refuse_fence(request)
+
+    async def ensure_store(self) -> None:
+        await self.inner.ensure_store()
+
+    async def initialize(self) -> None:
+        await self.inner.initialize()
+
+
+for _name in (*vars(ObservedBackend),):
+    _fn = vars(ObservedBackend)[_name]
+    if callable(_fn) and not _name.startswith("__"):
+        _checked(_fn)
+
+
+class _ObservedLatest(ObservedBackend):
+    """For engines that answer ``read_latest`` natively (the store asks the type)."""
+
+    async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
+        found: tuple[RawSnapshot | None, list[RawEvent]] = await self._obs.call(
+            "read_latest", agent_id, self.inner.read_latest, agent_id
+        )
+        if found[0] is not None or found[1]:
+            self._obs.replay.observe(len(found[1]))
+        return found
+
+
+_checked(_ObservedLatest.read_latest)
+
+
+class _ObservedState(_ObservedLatest):
+    """For engines that also read the head with it in one statement (``read_state``)."""
+
+    async def read_state(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
+        found: tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]] = await self._obs.call(
+            "read_state", agent_id, self.inner.read_state, agent_id
+        )
+        if found[0]:
+            self._obs.replay.observe(len(found[3]))
+        return found
+
+
+_checked(_ObservedState.read_state)
+
+
+def observed_class(inner: Backend) -> type[ObservedBackend]:
+    """The wrapper class for ``inner``: one that also answers ``read_state`` /
+    ``read_latest`` when the engine does (the store asks the type)."""
+    if type(inner).read_state is not Backend.read_state:
+        return _ObservedState
+    if type(inner).read_latest is not Backend.read_latest:
+        return _ObservedLatest
+    return ObservedBackend
