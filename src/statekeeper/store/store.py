@@ -166,6 +166,10 @@ class StateStore:
             any of them the store is a
             :class:`~statekeeper.store.governed.GovernedStateStore`; without them
             nothing is checked and nothing costs more.
+        namespace: open the store in a namespace (``"acme/support"``): agent ids given
+            and returned are relative to it (``"a-1"`` is stored as
+            ``"acme/support/a-1"``), listings and the feed cover it and the namespaces
+            below it; see :mod:`statekeeper.store.namespaced` and ``docs/governance.md``.
     """
 
     def __new__(
@@ -175,9 +179,15 @@ class StateStore:
         principal: str | None = None,
         policy: AccessPolicy | None = None,
         audit: AuditSettings | None = None,
+        namespace: str | None = None,
         **options: Any,
     ) -> StateStore:
-        if cls is StateStore and (principal is not None or policy is not None or audit is not None):
+        governed = principal is not None or policy is not None or audit is not None
+        if cls is StateStore and namespace is not None:
+            from .namespaced import NamespacedGovernedStateStore, NamespacedStateStore
+
+            cls = NamespacedGovernedStateStore if governed else NamespacedStateStore
+        elif cls is StateStore and governed:
             from .governed import GovernedStateStore
 
             cls = GovernedStateStore
@@ -211,7 +221,13 @@ class StateStore:
         principal: str | None = None,
         policy: AccessPolicy | None = None,
         audit: AuditSettings | None = None,
+        namespace: str | None = None,
     ) -> None:
+        if namespace is not None:
+            # only reached by a subclass of StateStore that is not the namespaced one
+            raise ConfigurationError(
+                f"namespace is an option of StateStore, not of {type(self).__name__}"
+            )
         if principal is not None or policy is not None or audit is not None:
             # only reached by a subclass of StateStore that is not the governed one
             raise ConfigurationError(

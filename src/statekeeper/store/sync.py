@@ -77,6 +77,7 @@ class SyncStateStore:
         principal: str | None = None,
         policy: AccessPolicy | None = None,
         audit: AuditSettings | None = None,
+        namespace: str | None = None,
     ) -> None:
         """See :class:`StateStore`."""
         options = {k: v for k, v in locals().items() if k not in ("self", "backend")}

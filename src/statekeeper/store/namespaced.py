@@ -1,0 +1,266 @@
+"""A store opened in a namespace: agent ids are relative to it.
+
+``StateStore(url, namespace="acme/support")`` builds a :class:`NamespacedStateStore`
+(``StateStore.__new__`` picks it), a subclass that overrides every public call of the
+store that takes or returns agent ids: the caller says ``"a-1"``, the stored id is
+``"acme/support/a-1"`` (:func:`statekeeper.namespaces.qualify`), and every id the store
+returns (snapshots, events, append results, heads, listings, feed events,
+verification problems) is relative again. One layer maps ids in and out; the calls
+below it (the plain store, or the governed one) only ever see full ids, so a policy
+given with ``principal=`` applies to the full id.
+
+**What the view covers**: the namespace *and the namespaces below it*, as a namespace
+filter does (:mod:`statekeeper.namespaces`): in a store opened in ``acme``,
+``"support/a-1"`` is ``acme/support/a-1``, and :meth:`list_agents` lists it as
+``"support/a-1"``. A relative id that would leave the namespace is refused with
+:class:`~statekeeper.errors.InvalidAgentId` naming it, before anything is read or
+written: an absolute id (leading ``/``), a ``.`` or ``..`` segment, an empty segment
+(``a//b``, trailing ``/``).
+
+Store-wide calls with no agent id (``health``, ``stats``, ``flush``, ``close``,
+``feed_bounds``, ``trim_feed``) act on the whole store, as they do without a
+namespace (a policy given with ``principal=`` still decides ``trim_feed``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..arguments import check_agent_id
+from ..errors import InvalidAgentId
+from ..namespaces import check_namespace
+from ..records import AgentInfo, AppendResult, Event, FeedEvent, Snapshot
+from .feed import Subscription
+from .governed import GovernedStateStore
+from .store import StateStore
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from .digests import StreamDigest
+    from .heads import AgentHead, StoredSize
+    from .verification import Problem, VerifyReport
+
+__all__ = ["NamespacedGovernedStateStore", "NamespacedStateStore"]
+
+_R = TypeVar("_R")
+_PAGE = 256
+
+
+class NamespacedStateStore(StateStore):
+    """A :class:`StateStore` whose agent ids are relative to ``namespace`` (see the
+    module documentation)."""
+
+    def __init__(
+        self, backend: Backend | str | None = None, *, namespace: str, **options: Any
+    ) -> None:
+        self._namespace = check_namespace(namespace)
+        self._prefix = self._namespace + "/" if self._namespace else ""
+        super().__init__(backend, **options)
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]}, namespace={self._namespace!r})"
+
+    @property
+    def namespace(self) -> str:
+        """The namespace every agent id of this store is relative to."""
+        return self._namespace
+
+    # -- ids in and out ---------------------------------------------------------------
+
+    def _full(self, agent_id: object, argument: str = "agent_id") -> str:
+        """The stored id of the relative ``agent_id``; :class:`InvalidAgentId` naming it
+        when it is not an id or would leave the namespace."""
+        rel = check_agent_id(agent_id, argument)
+        if rel.startswith("/"):
+            why = "is absolute (starts with '/')"
+        elif any(part in ("", ".", "..") for part in rel.split("/")):
+            why = "has an empty, '.' or '..' segment"
+        else:
+            return check_agent_id(self._prefix + rel, argument)
+        raise InvalidAgentId(
+            f"{argument} {rel!r:.80} {why}: ids of a store opened in namespace"
+            f" {self._namespace!r} are relative to it",
+            argument,
+        )
+
+    def _rel(self, full: str) -> str:
+        return full[len(self._prefix) :] if full.startswith(self._prefix) else full
+
+    def _out(self, record: _R) -> _R:
+        """``record`` (a dataclass with ``agent_id``) with its id made relative."""
+        if record is None:
+            return record
+        agent_id: str = record.agent_id  # type: ignore[attr-defined]
+        return dataclasses.replace(record, agent_id=self._rel(agent_id))  # type: ignore[type-var]
+
+    def _state(self, agent_id: str, fsm_state: object) -> str | None:
+        # durable agents register under the id they were opened with (relative)
+        return super()._state(self._rel(agent_id), fsm_state)
+
+    async def _all_full_ids(self) -> list[str]:
+        return [self._prefix + info.agent_id async for info in self.iter_agents()]
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def get(self, agent_id: str) -> Snapshot | None:
+        return self._out(await super().get(self._full(agent_id)))
+
+    async def get_many(self, agent_ids: Sequence[str]) -> list[Snapshot | None]:
+        full = [self._full(a) for a in agent_ids]
+        return [self._out(s) for s in await super().get_many(full)]
+
+    async def load(
+        self, agent_id: str, *, at_seq: int | None = None, at_time: float | None = None
+    ) -> Snapshot:
+        return self._out(await super().load(self._full(agent_id), at_seq=at_seq, at_time=at_time))
+
+    async def head(self, agent_id: str) -> int:
+        return await super().head(self._full(agent_id))
+
+    async def head_state(self, agent_id: str) -> AgentHead | None:
+        return self._out(await super().head_state(self._full(agent_id)))
+
+    async def head_states(self, agent_ids: Sequence[str]) -> list[AgentHead | None]:
+        full = [self._full(a) for a in agent_ids]
+        return [self._out(h) for h in await super().head_states(full)]
+
+    async def stored_size(self, agent_id: str) -> StoredSize:
+        return self._out(await super().stored_size(self._full(agent_id)))
+
+    async def history(
+        self, agent_id: str, *, after_seq: int = 0, to_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        full = self._full(agent_id)
+        async for event in super().history(full, after_seq=after_seq, to_seq=to_seq):
+            yield self._out(event)
+
+    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        """One page of the agents of this namespace and below it, ordered by id, with
+        relative ids (``after``: the last relative id of the previous page)."""
+        cursor = self._full(after, "after") if after is not None else self._prefix or None
+        out: list[AgentInfo] = []
+        while len(out) < limit:
+            page = await super().list_agents(after=cursor, limit=max(limit, 1))
+            for info in page:
+                if not info.agent_id.startswith(self._prefix):
+                    return out  # ids are ordered: past the namespace
+                out.append(self._out(info))
+            if len(page) < limit:
+                break
+            cursor = page[-1].agent_id
+        return out[:limit]
+
+    async def count_agents(self) -> int:
+        """How many agents live in this namespace or below it (counted by listing
+        them: the engines count the whole store only)."""
+        if not self._prefix:
+            return await super().count_agents()
+        count = 0
+        async for _ in self.iter_agents():
+            count += 1
+        return count
+
+    async def find_key(self, agent_id: str, key: str) -> AppendResult | None:
+        return self._out(await super().find_key(self._full(agent_id), key))
+
+    async def digest(self, agent_id: str, at_seq: int | None = None) -> StreamDigest:
+        return self._out(await super().digest(self._full(agent_id), at_seq))
+
+    async def check_digest(self, expected: StreamDigest) -> str | None:
+        agent_id = getattr(expected, "agent_id", None)
+        if isinstance(agent_id, str):
+            expected = dataclasses.replace(expected, agent_id=self._full(agent_id))
+        return await super().check_digest(expected)
+
+    def _report(self, report: VerifyReport) -> VerifyReport:
+        report.problems = [self._out(p) for p in report.problems]
+        report.forgotten = [self._rel(a) for a in report.forgotten]
+        return report
+
+    async def verify(self, agent_ids: list[str] | None = None) -> VerifyReport:
+        """:meth:`StateStore.verify` of the agents of this namespace (and below), or of
+        ``agent_ids`` (relative)."""
+        if agent_ids is None or isinstance(agent_ids, str):
+            full = await self._all_full_ids() if agent_ids is None else agent_ids
+        else:
+            full = [self._full(a) for a in agent_ids]
+        return self._report(await super().verify(full))
+
+    async def witness_problems(self, agent_ids: list[str] | None = None) -> list[Problem]:
+        if agent_ids is None:
+            full = await self._all_full_ids()
+        else:
+            full = [self._full(a) for a in agent_ids]
+        return [self._out(p) for p in await super().witness_problems(full)]
+
+    def subscribe(
+        self,
+        from_position: int = 0,
+        *,
+        namespace: str | None = None,
+        agent_prefix: str | None = None,
+        **options: Any,
+    ) -> Subscription:
+        """The change feed of this namespace (and below): ``namespace=`` narrows it to a
+        namespace relative to this one, ``agent_prefix=`` to relative ids starting with
+        it; feed events carry relative ids. Positions are the store's (resume with
+        ``from_position=`` as usual)."""
+        self._check_open()
+        if namespace is not None:
+            inner = check_namespace(namespace)
+            if inner.startswith("/") or any(p in (".", "..") for p in inner.split("/")):
+                self._full(inner, "namespace")  # raises, naming it
+            full_ns = self._prefix + inner if inner else self._namespace
+        else:
+            full_ns = self._namespace
+        full_prefix = None
+        if agent_prefix is not None:
+            if not isinstance(agent_prefix, str):
+                raise InvalidAgentId(
+                    f"agent_prefix must be a str, not {agent_prefix!r:.40}", "agent_prefix"
+                )
+            full_prefix = self._prefix + agent_prefix
+        return _NamespacedSubscription(
+            self,
+            from_position,
+            namespace=full_ns or None,
+            agent_prefix=full_prefix,
+            access=self._feed_access(from_position, full_ns or None, full_prefix),
+            **options,
+        )
+
+    # -- writing ----------------------------------------------------------------------
+
+    async def create(self, agent_id: str, *args: Any, **kw: Any) -> AppendResult:
+        return self._out(await super().create(self._full(agent_id), *args, **kw))
+
+    async def save(self, agent_id: str, *args: Any, **kw: Any) -> AppendResult:
+        return self._out(await super().save(self._full(agent_id), *args, **kw))
+
+    async def append(self, agent_id: str, *args: Any, **kw: Any) -> AppendResult:
+        return self._out(await super().append(self._full(agent_id), *args, **kw))
+
+    async def snapshot(self, agent_id: str) -> int:
+        return await super().snapshot(self._full(agent_id))
+
+    async def delete(self, agent_id: str) -> bool:
+        return await super().delete(self._full(agent_id))
+
+
+class _NamespacedSubscription(Subscription):
+    """A subscription whose events carry ids relative to the store's namespace."""
+
+    def _take(self) -> FeedEvent | None:
+        got = super()._take()
+        if got is None:
+            return None
+        store = self._store
+        assert isinstance(store, NamespacedStateStore)
+        return FeedEvent(got.position, store._out(got.event))
+
+
+class NamespacedGovernedStateStore(NamespacedStateStore, GovernedStateStore):
+    """A store opened in a namespace *and* as a principal: ids are mapped to full ids
+    first, then checked against the policy and audited under their full id."""
