@@ -10,7 +10,7 @@ import pytest
 
 from statekeeper import StateStore
 from statekeeper.backends.memory import MemoryBackend
-from statekeeper.errors import AccessDenied, ConfigurationError, InvalidAgentId
+from statekeeper.errors import AccessDenied, ConfigurationError, InvalidAgentId, InvalidArgument
 from statekeeper.governance import Audit, Policy
 from statekeeper.store.namespaced import NamespacedGovernedStateStore, NamespacedStateStore
 
@@ -99,6 +99,8 @@ async def test_an_id_that_escapes_is_refused_naming_it(
         await support.load(bad)
     with pytest.raises(InvalidAgentId):
         await support.list_agents(after=bad)
+    with pytest.raises(InvalidArgument, match="limit"):
+        await support.list_agents(limit=0)
     assert await whole.count_agents() == 0  # nothing written
 
 

@@ -28,7 +28,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..arguments import check_agent_id
+from ..arguments import check_agent_id, check_seq
 from ..errors import InvalidAgentId
 from ..namespaces import check_namespace
 from ..records import AgentInfo, AppendResult, Event, FeedEvent, Snapshot
@@ -139,10 +139,11 @@ class NamespacedStateStore(StateStore):
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         """One page of the agents of this namespace and below it, ordered by id, with
         relative ids (``after``: the last relative id of the previous page)."""
+        check_seq(limit, "limit", minimum=1)
         cursor = self._full(after, "after") if after is not None else self._prefix or None
         out: list[AgentInfo] = []
         while len(out) < limit:
-            page = await super().list_agents(after=cursor, limit=max(limit, 1))
+            page = await super().list_agents(after=cursor, limit=limit)
             for info in page:
                 if not info.agent_id.startswith(self._prefix):
                     return out  # ids are ordered: past the namespace
