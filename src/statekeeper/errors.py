@@ -30,6 +30,7 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "DecryptionError",
+    "FeedCursorMismatch",
     "FeedPositionCompacted",
     "HistoryCompacted",
     "IntegrityError",
@@ -822,13 +823,16 @@ class FeedPositionCompacted(StorageError):
     from ``floor``.
     """
 
-    def __init__(self, position: int, floor: int) -> None:
+    def __init__(self, position: int, floor: int, *, shard: int | None = None) -> None:
         self.position = position
         self.floor = floor
+        #: on a sharded store, the shard whose feed was trimmed (its positions are meant)
+        self.shard = shard
+        where = "" if shard is None else f" of shard {shard}"
         super().__init__(
-            f"change feed position {position} was compacted away (the feed starts after "
-            f"position {floor}): rebuild the read model from a snapshot of the agents' "
-            f"current state and subscribe again from position {floor}"
+            f"change feed position {position}{where} was compacted away (the feed starts "
+            f"after position {floor}): rebuild the read model from a snapshot of the "
+            f"agents' current state and subscribe again from position {floor}"
         )
 
 
@@ -862,4 +866,19 @@ class ProjectionFailed(ProjectionError):
         super().__init__(
             f"projection {name!r} stopped at feed position {position} "
             f"({agent_id!r} seq {seq}): {error}"
+        )
+
+
+class FeedCursorMismatch(InvalidArgument):
+    """A cursor made for another layout: its number of shards is not the store's.
+    An agent's shard depends on the number of shards, so a cursor cannot be carried
+    over; nothing was read."""
+
+    def __init__(self, cursor_shards: int, store_shards: int) -> None:
+        self.cursor_shards = cursor_shards
+        self.store_shards = store_shards
+        super().__init__(
+            "from_position",
+            f"the feed cursor has {cursor_shards} shard position(s) but this store's feed"
+            f" has {store_shards} shard(s): it was taken on a store with another layout",
         )

@@ -243,6 +243,9 @@ class FeedEvent:
 
     position: int
     event: Event
+    #: the shard whose feed ``position`` belongs to (0 on a store with one feed; on a
+    #: sharded store positions are per shard, see ``statekeeper.store.feed_cursor``)
+    shard: int = 0
 
     @property
     def agent_id(self) -> str:

@@ -126,7 +126,7 @@ async def test_a_plain_store_is_not_hidden_behind_a_sharded_one(prefix: str) -> 
     await plain.close()
 
 
-async def test_feeds_are_per_shard_and_the_store_wide_feed_is_refused(prefix: str) -> None:
+async def test_feeds_are_per_shard_and_subscribe_follows_them_all(prefix: str) -> None:
     backend = RedisBackend(REDIS_URL, prefix=prefix, shards=4)
     try:
         agents = [f"agent-{i}" for i in range(12)]
@@ -148,8 +148,15 @@ async def test_feeds_are_per_shard_and_the_store_wide_feed_is_refused(prefix: st
         with pytest.raises(ConfigurationError, match=r"shard must be in 0\.\.3"):
             await backend.read_shard_feed(4)
         async with StateStore(backend) as store:
+            # the store-wide subscription follows the four feeds (docs/feed.md)
+            for agent in agents:
+                await store.save(f"app/{agent}", {"n": 1})
+            sub = store.subscribe(agent_prefix="app/", stop_at_head=True)
+            got = sorted([(c.agent_id, c.seq) async for c in sub])
+            assert got == sorted((f"app/{agent}", 1) for agent in agents)
+            assert sub.cursor.shards == 4
             with pytest.raises(CapabilityUnsupported):
-                [c async for c in store.subscribe(stop_at_head=True)]
+                await store.feed_bounds()  # one (floor, head) cannot describe 4 feeds
     finally:
         await backend.close()
 

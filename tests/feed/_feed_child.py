@@ -3,8 +3,10 @@
 * ``write URL NAME COUNT``: save COUNT events to the agents ``NAME/agent-0..2``, then
   print ``done``.
 * ``follow URL OUT``: subscribe from the position of the last complete line of the
-  file OUT (0 when there is none) and append one line ``position agent seq`` per event
-  (a line cut short by a kill is dropped on the next start). Runs until killed.
+  file OUT (the start when there is none) and append one line ``cursor agent seq`` per
+  event, ``cursor`` the subscription's resume point after it (``str(FeedCursor)``: one
+  position per shard on a sharded store); a line cut short by a kill is dropped on the
+  next start. Runs until killed.
 * ``project URL READ_MODEL``: run the built-in projections live until killed.
 """
 
@@ -24,8 +26,8 @@ async def write(url: str, name: str, count: int) -> None:
     print("done", flush=True)
 
 
-def resume_point(path: str) -> int:
-    """The last complete line's position; a torn last line is cut off."""
+def resume_point(path: str) -> str | int:
+    """The last complete line's cursor; a torn last line is cut off."""
     if not os.path.exists(path):
         return 0
     with open(path, "rb+") as f:
@@ -34,15 +36,16 @@ def resume_point(path: str) -> int:
         if len(keep) != len(data):
             f.truncate(len(keep))
     lines = keep.splitlines()
-    return int(lines[-1].split()[0]) if lines else 0
+    return lines[-1].split()[0].decode() if lines else 0
 
 
 async def follow(url: str, out: str) -> None:
     start = resume_point(out)
     async with StateStore(url) as store:
         with open(out, "a", encoding="utf-8") as f:  # noqa: ASYNC230 - small appends
-            async for change in store.subscribe(from_position=start, batch_size=5):
-                f.write(f"{change.position} {change.agent_id} {change.seq}\n")
+            sub = store.subscribe(from_position=start, batch_size=5)
+            async for change in sub:
+                f.write(f"{sub.cursor} {change.agent_id} {change.seq}\n")
                 f.flush()
 
 

@@ -3,6 +3,7 @@
 
 ``ProjectionRunner`` applies the feed to projections whose read models live in a
 SQLite database, each event exactly once (the position commits with the read model);
+``FeedCursor`` is the resume point of a subscription of a sharded store;
 ``Projection`` is the base class of a projection; the built-ins are in
 :mod:`statekeeper.feed.builtins`.
 """
@@ -13,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..store.feed_cursor import FeedCursor
     from .builtins import BUILTINS, AgentActivity, AgentStates, ToolCalls, Transitions
     from .projection import Projection
     from .runner import ProjectionRunner, ProjectionStatus
@@ -21,6 +23,7 @@ __all__ = [
     "BUILTINS",
     "AgentActivity",
     "AgentStates",
+    "FeedCursor",
     "Projection",
     "ProjectionRunner",
     "ProjectionStatus",
@@ -34,6 +37,7 @@ _LAZY = {
     "AgentStates": "builtins",
     "ToolCalls": "builtins",
     "Transitions": "builtins",
+    "FeedCursor": "..store.feed_cursor",
     "Projection": "projection",
     "ProjectionRunner": "runner",
     "ProjectionStatus": "runner",
@@ -44,6 +48,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    relative = module if module.startswith(".") else f".{module}"
+    value = getattr(importlib.import_module(relative, __name__), name)
     globals()[name] = value
     return value

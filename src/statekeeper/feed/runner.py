@@ -14,6 +14,13 @@ it), marks the projection ``failed`` with the error and the event's position, an
 stops that projection only: the store and the other projections carry on. Running it
 again (after fixing the handler) retries from the same position.
 
+On a sharded store (Redis ``shards=N``) the position is a
+:class:`~statekeeper.store.feed_cursor.FeedCursor`, one position per shard: its string
+form is stored in the ``cursor`` column in the same transaction, and an event is
+skipped when its shard's position is covered; ``position`` then holds the sum of the
+cursor's positions (a progress measure). The ``cursor`` column is added to a database
+made before it (``ALTER TABLE ... ADD COLUMN``, NULL: a plain store never sets it).
+
 A rebuild empties the projection's tables and replays the feed from position 0 up to
 the head it finds; it commits as it goes, so an interrupted rebuild resumes where it
 stopped (state ``rebuilding``) instead of starting over.
@@ -38,6 +45,8 @@ from ..errors import (
     UnknownProjection,
 )
 from ..records import FeedEvent
+from ..store.feed import feed_shards, store_feed_bounds
+from ..store.feed_cursor import FeedCursor, as_cursor
 from .builtins import BUILTINS
 from .projection import Projection, check_projection_name
 
@@ -58,7 +67,8 @@ CREATE TABLE IF NOT EXISTS sk_projections (
     rebuild_target INTEGER,
     error          TEXT,
     error_position INTEGER,
-    updated_at     REAL
+    updated_at     REAL,
+    cursor         TEXT
 )
 """
 _ERROR_CHARS = 500
@@ -83,6 +93,9 @@ class ProjectionStatus:
     #: the position of the event the handler raised on
     error_position: int | None = None
     updated_at: float | None = None
+    #: on a sharded store, the position per shard (``str`` of a FeedCursor); the
+    #: ``position`` and ``head`` above are then sums over the shards
+    cursor: str | None = None
 
     @property
     def behind(self) -> int:
@@ -141,6 +154,9 @@ class ProjectionRunner:
             db.execute("PRAGMA busy_timeout = 30000")
             db.execute("BEGIN IMMEDIATE")
             db.execute(_TRACKING)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(sk_projections)")}
+            if "cursor" not in columns:  # a database made before sharded feeds
+                db.execute("ALTER TABLE sk_projections ADD COLUMN cursor TEXT")
             for name, projection in self.projections.items():
                 projection.setup(db)
                 db.execute("INSERT OR IGNORE INTO sk_projections (name) VALUES (?)", (name,))
@@ -184,15 +200,15 @@ class ProjectionRunner:
 
     async def status(self) -> list[ProjectionStatus]:
         """Every registered projection's position, state and last error."""
-        _, head = await self.store.feed_bounds()
+        head = sum(h for _, h in await store_feed_bounds(self.store))
         rows = await self._in_db(
             lambda db: db.execute(
-                "SELECT name, position, state, applied, error, error_position, updated_at"
-                " FROM sk_projections ORDER BY name"
+                "SELECT name, position, state, applied, error, error_position, updated_at,"
+                " cursor FROM sk_projections ORDER BY name"
             ).fetchall()
         )
         return [
-            ProjectionStatus(r[0], r[1], head, r[2], r[3], r[4], r[5], r[6])
+            ProjectionStatus(r[0], r[1], head, r[2], r[3], r[4], r[5], r[6], r[7])
             for r in rows
             if r[0] in self.projections
         ]
@@ -204,23 +220,31 @@ class ProjectionRunner:
     # -- applying --------------------------------------------------------------------
 
     @staticmethod
+    def _stored(row: Sequence[Any], shards: int) -> FeedCursor:
+        """The cursor of a tracking row (``position``, ``cursor``)."""
+        if shards == 1:
+            return FeedCursor((int(row[0]),))
+        return FeedCursor.start(shards) if row[1] is None else as_cursor(str(row[1]), shards)
+
     def _apply_sync(
+        self,
         db: sqlite3.Connection,
         projection: Projection,
         events: Sequence[FeedEvent],
-        through: int,
+        through: FeedCursor,
     ) -> int:
-        """One transaction: the events above the stored position, then the position."""
+        """One transaction: the events past the stored cursor, then the cursor."""
         name = projection.name
+        shards = through.shards
         db.execute("BEGIN IMMEDIATE")
         try:
             row = db.execute(
-                "SELECT position FROM sk_projections WHERE name = ?", (name,)
+                "SELECT position, cursor FROM sk_projections WHERE name = ?", (name,)
             ).fetchone()
-            stored = int(row[0])
+            stored = self._stored(row, shards)
             applied = 0
             for change in events:
-                if change.position <= stored:
+                if stored.covers(change.shard, change.position):
                     continue  # applied by an earlier commit: exactly once
                 try:
                     projection.apply(db, change)
@@ -236,12 +260,17 @@ class ProjectionRunner:
                         name, change.position, change.agent_id, change.seq, error
                     ) from exc
                 applied += 1
-            if through > stored:
+            if any(t > s for t, s in zip(through.positions, stored.positions, strict=True)):
+                new = FeedCursor(
+                    tuple(
+                        max(t, s) for t, s in zip(through.positions, stored.positions, strict=True)
+                    )
+                )
                 db.execute(
-                    "UPDATE sk_projections SET position = ?, applied = applied + ?,"
+                    "UPDATE sk_projections SET position = ?, cursor = ?, applied = applied + ?,"
                     " state = CASE state WHEN 'failed' THEN 'live' ELSE state END,"
                     " error = NULL, error_position = NULL, updated_at = ? WHERE name = ?",
-                    (through, applied, time.time(), name),
+                    (new.total, None if shards == 1 else str(new), applied, time.time(), name),
                 )
             db.execute("COMMIT")
             return applied
@@ -250,14 +279,14 @@ class ProjectionRunner:
                 db.execute("ROLLBACK")
             raise
 
-    async def _position(self, name: str) -> tuple[int, str, int | None]:
+    async def _position(self, name: str) -> tuple[FeedCursor, str, int | None]:
         row = await self._in_db(
             lambda db: db.execute(
-                "SELECT position, state, rebuild_target FROM sk_projections WHERE name = ?",
+                "SELECT position, cursor, state, rebuild_target FROM sk_projections WHERE name = ?",
                 (name,),
             ).fetchone()
         )
-        return int(row[0]), str(row[1]), row[2]
+        return self._stored(row, feed_shards(self.store.backend)), str(row[2]), row[3]
 
     async def _follow(
         self, projection: Projection, *, stop_at_head: bool, progress: Progress | None = None
@@ -269,20 +298,22 @@ class ProjectionRunner:
             batch_size=self.batch_size,
             stop_at_head=stop_at_head,
         )
-        target = (await self.store.feed_bounds())[1]
+        target = sum(h for _, h in await store_feed_bounds(self.store))
         total = 0
         while True:
             batch = await sub.next_batch(self.batch_size)
             if not batch:
                 break
-            total += await self._in_db(self._apply_sync, projection, batch, sub.position)
+            total += await self._in_db(self._apply_sync, projection, batch, sub.cursor)
             if progress is not None:
-                progress(sub.position, max(target, sub.position))
-        if sub.position > position:
+                done = sub.cursor.total
+                progress(done, max(target, done))
+        if sub.cursor != position:
             # events of other types passed over at the end: the position moves past them
-            await self._in_db(self._apply_sync, projection, [], sub.position)
+            await self._in_db(self._apply_sync, projection, [], sub.cursor)
         if progress is not None:
-            progress(max(target, sub.position), max(target, sub.position))
+            done = max(target, sub.cursor.total)
+            progress(done, done)
         return total
 
     async def catch_up(
@@ -330,16 +361,18 @@ class ProjectionRunner:
         projection = self.get(name)
         _, state, _ = await self._position(name)
         if state != "rebuilding":
-            floor, head = await self.store.feed_bounds()
-            if floor > 0:
-                raise FeedPositionCompacted(0, floor)
+            bounds = await store_feed_bounds(self.store)
+            for shard, (floor, _) in enumerate(bounds):
+                if floor > 0:
+                    raise FeedPositionCompacted(0, floor, shard=shard if len(bounds) > 1 else None)
+            head = sum(h for _, h in bounds)
 
             def reset(db: sqlite3.Connection) -> None:
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     projection.reset(db)
                     db.execute(
-                        "UPDATE sk_projections SET position = 0, applied = 0,"
+                        "UPDATE sk_projections SET position = 0, cursor = NULL, applied = 0,"
                         " state = 'rebuilding', rebuild_target = ?, error = NULL,"
                         " error_position = NULL, updated_at = ? WHERE name = ?",
                         (head, time.time(), name),

@@ -21,6 +21,19 @@ the events of agents the principal may not read are passed over the same way.
 statekeeper's own streams (ids starting ``"\x01"``: the audit log) are never delivered,
 as they are never listed: the audit log is read with ``statekeeper audit``.
 
+A sharded store (Redis with ``shards=N > 1``, what a Redis Cluster uses) has one feed
+per shard, each with its own positions. The subscription follows all N: it keeps one
+cursor position per shard (:class:`~.feed_cursor.FeedCursor`, :attr:`Subscription.cursor`),
+reads the shards' next pages (a page split between the shards: back-pressure still holds
+one page) and hands out their events merged by commit timestamp. Per-agent order holds
+(an agent lives in one shard, whose feed is in its commit order) and resuming from the
+cursor gives no gap and no duplicate in any shard; there is **no total order between
+shards** — two events of different shards may come in either order, and the timestamp
+merge is a courtesy, not a promise. Live, it polls the N shards' heads in one pipeline
+(``feed_poll_interval``, 50 ms by default) instead of blocking: a blocking ``XREAD``
+cannot name keys of two hash slots, so a blocking wait would hold one connection per
+shard per subscriber out of the pool; the poll holds one per node for one round trip.
+
 Every event is verified (checksum or AEAD tag) as on a load; a damaged one raises
 :class:`~statekeeper.errors.IntegrityError`. The per-agent hash chain is checked by
 loads and ``verify``, not here: the feed interleaves agents. The events of a
@@ -30,24 +43,58 @@ agent's: they can never be read again, and the feed must not stall on them.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import namespaces
-from ..arguments import check_seq
-from ..backends.base import Capability
-from ..errors import AgentForgotten, FeedPositionCompacted, InvalidArgument
+from ..backends.base import Backend, Capability
+from ..errors import AgentForgotten, CapabilityUnsupported, FeedPositionCompacted, InvalidArgument
 from ..records import FeedEvent, FeedRecord
 from .body import to_event
+from .feed_cursor import FeedCursor, as_cursor
 
 if TYPE_CHECKING:
     from .store import StateStore
 
-__all__ = ["FeedAccess", "Subscription", "namespace_prefix"]
+__all__ = [
+    "FeedAccess",
+    "FeedCursor",
+    "Subscription",
+    "feed_bounds_per_shard",
+    "feed_shards",
+    "namespace_prefix",
+    "store_feed_bounds",
+]
 
 #: the longest a live subscription waits before it reads the feed again, wake-up or not
 LIVE_WAIT = 1.0
+
+
+def feed_shards(backend: Backend) -> int:
+    """How many feeds ``backend`` keeps: 1 (the store-wide feed) unless it is sharded
+    (a Redis backend with ``shards=N``, whose ``feed_shards`` is N)."""
+    n = getattr(backend, "feed_shards", 1)
+    return n if isinstance(n, int) and n >= 1 else 1
+
+
+async def feed_bounds_per_shard(backend: Backend) -> list[tuple[int, int]]:
+    """``(floor, head)`` of each of the backend's feeds (one item unless sharded)."""
+    if feed_shards(backend) == 1:
+        return [await backend.feed_bounds()]
+    return list(await _sharded(backend).shard_feed_bounds_all())
+
+
+async def store_feed_bounds(store: StateStore) -> list[tuple[int, int]]:
+    """``(floor, head)`` of each of the store's feeds (one item unless sharded)."""
+    await store._ready()
+    return await feed_bounds_per_shard(store.backend)
+
+
+def _sharded(backend: Backend) -> Any:
+    return backend  # a backend with feed_shards > 1: read_shard_feed, shard_feed_bounds_all
 
 
 def namespace_prefix(namespace: str) -> str:
@@ -80,21 +127,27 @@ class FeedAccess(Protocol):
 
 class Subscription(AsyncIterator[FeedEvent]):
     """The events of the store in feed order, from after ``from_position``: catch-up from
-    storage, then live. Iterate with ``async for``; :attr:`position` is the resume
-    point (the last position delivered or filtered out).
+    storage, then live. Iterate with ``async for``; :attr:`cursor` (any store) or
+    :attr:`position` (a store with one feed) is the resume point: the last position
+    delivered or filtered out.
+
+    ``from_position`` is ``0`` (the start), a :class:`~.feed_cursor.FeedCursor` or its
+    string form, or on a store with one feed the int position, as always.
 
     With ``stop_at_head`` the iteration ends once it has passed the feed's head as it
     was when the subscription started (a catch-up only: rebuilds, reports, tests).
 
     Raises :class:`~statekeeper.errors.FeedPositionCompacted` when ``from_position`` (or
-    the cursor, after a concurrent trim) lies below the feed's floor, and
-    :class:`~statekeeper.errors.CapabilityUnsupported` on an engine without a feed.
+    the cursor, after a concurrent trim) lies below the feed's floor (of a shard),
+    :class:`~statekeeper.errors.FeedCursorMismatch` for a cursor of another number of
+    shards, and :class:`~statekeeper.errors.CapabilityUnsupported` on an engine without
+    a feed.
     """
 
     def __init__(
         self,
         store: StateStore,
-        from_position: int = 0,
+        from_position: int | FeedCursor | str = 0,
         *,
         namespace: str | None = None,
         agent_prefix: str | None = None,
@@ -103,7 +156,6 @@ class Subscription(AsyncIterator[FeedEvent]):
         stop_at_head: bool = False,
         access: FeedAccess | None = None,
     ) -> None:
-        check_seq(from_position, "from_position")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise InvalidArgument(
                 "batch_size", f"batch_size must be an int >= 1, not {batch_size!r}"
@@ -126,21 +178,48 @@ class Subscription(AsyncIterator[FeedEvent]):
             kinds = frozenset(event_types)
             if not all(isinstance(k, str) for k in kinds):
                 raise InvalidArgument("event_types", "event_types must be strings")
-        store.backend.require(Capability.FEED, "store.subscribe()")
+        backend = store.backend
+        shards = feed_shards(backend)
+        if shards == 1:
+            backend.require(Capability.FEED, "store.subscribe()")
+        elif not getattr(backend, "feed", True):
+            backend.require(Capability.FEED, "store.subscribe(): opened with feed=False")
+        start = as_cursor(from_position, shards)
         self._store = store
         self._access = access
         self._prefixes = tuple(prefixes)
         self._kinds = kinds
         self._batch = batch_size
+        self._shards = shards
         self._stop_at_head = stop_at_head
-        self._stop: int | None = None
+        self._stop: list[int] | None = None
         self._started = False
-        self._page: deque[FeedRecord] = deque()
-        #: the last position delivered or passed over: subscribe again from here
-        self.position = from_position
+        self._pages: list[deque[FeedRecord]] = [deque() for _ in range(shards)]
+        self._at: list[int] = list(start.positions)
+        #: the shards' heads seen by the last live poll (sharded stores)
+        self._seen: list[int] = list(start.positions)
 
     def __aiter__(self) -> Subscription:
         return self
+
+    @property
+    def cursor(self) -> FeedCursor:
+        """Where to resume (``subscribe(from_position=sub.cursor)``, or its ``str``):
+        the last position of each shard delivered or passed over."""
+        return FeedCursor(tuple(self._at))
+
+    @property
+    def position(self) -> int:
+        """The last position delivered or passed over, on a store with one feed (a
+        sharded store has one per shard: use :attr:`cursor`)."""
+        if self._shards != 1:
+            raise CapabilityUnsupported(
+                type(self._store.backend).__name__,
+                "a single feed position",
+                f"the store's feed has {self._shards} shards: resume from"
+                " Subscription.cursor (a FeedCursor) instead",
+            )
+        return self._at[0]
 
     def _wanted(self, record: FeedRecord) -> bool:
         agent_id = record.agent_id
@@ -152,42 +231,89 @@ class Subscription(AsyncIterator[FeedEvent]):
             return False
         return self._access is None or self._access.readable(agent_id)
 
-    async def _check_floor(self) -> tuple[int, int]:
-        floor, head = await self._store.backend.feed_bounds()
-        if self.position < floor:
-            raise FeedPositionCompacted(self.position, floor)
-        return floor, head
+    def _compacted(self, bounds: list[tuple[int, int]]) -> None:
+        for k, (floor, _) in enumerate(bounds):
+            if self._at[k] < floor:
+                raise FeedPositionCompacted(
+                    self._at[k], floor, shard=k if self._shards > 1 else None
+                )
+
+    async def _check_floor(self) -> list[tuple[int, int]]:
+        bounds = await feed_bounds_per_shard(self._store.backend)
+        self._compacted(bounds)
+        return bounds
+
+    async def _read(self, shard: int, limit: int) -> list[FeedRecord]:
+        backend = self._store.backend
+        if self._shards == 1:
+            return await backend.read_feed(self._at[0], limit)
+        return list(await _sharded(backend).read_shard_feed(shard, self._at[shard], limit))
 
     async def _fill(self) -> bool:
-        """Read the next page into the buffer; False when there is none yet."""
-        backend = self._store.backend
-        page = await backend.read_feed(self.position, self._batch)
-        if page and page[0].position > self.position + 1:
+        """Read the next page into the buffers (each shard whose buffer is empty gets
+        its share of the page); False when there is none yet."""
+        want = [
+            k
+            for k in range(self._shards)
+            if not self._pages[k] and (self._stop is None or self._at[k] < self._stop[k])
+        ]
+        if not want:
+            return False
+        limit = max(1, -(-self._batch // len(want)))
+        if len(want) == 1:
+            pages = [await self._read(want[0], limit)]
+        else:
+            pages = list(await asyncio.gather(*(self._read(k, limit) for k in want)))
+        gap = False
+        got = False
+        for k, page in zip(want, pages, strict=True):
+            if page and page[0].position > self._at[k] + 1:
+                gap = True
+            if self._stop is not None:
+                page = [r for r in page if r.position <= self._stop[k]]
+            self._pages[k].extend(page)
+            got = got or bool(page)
+        if gap:
             await self._check_floor()  # a gap: normal, unless it is a trimmed range
-        if self._stop is not None:
-            page = [r for r in page if r.position <= self._stop]
-        self._page.extend(page)
-        return bool(page)
+        return got
+
+    def _next_shard(self) -> int | None:
+        """The shard whose buffered record comes next: the oldest commit timestamp (no
+        total order between shards: a fair, roughly time-ordered merge)."""
+        if self._shards == 1:
+            return 0 if self._pages[0] else None
+        best: int | None = None
+        best_ts = 0.0
+        for k, page in enumerate(self._pages):
+            if page and (best is None or page[0].event.timestamp < best_ts):
+                best, best_ts = k, page[0].event.timestamp
+        return best
 
     def _take(self) -> FeedEvent | None:
         """The next wanted event of the buffered page (verified), or None."""
         store = self._store
-        while self._page:
-            record = self._page.popleft()
+        while True:
+            k = self._next_shard()
+            if k is None:
+                return None
+            record = self._pages[k].popleft()
             if not self._wanted(record):
-                self.position = record.position
+                self._at[k] = record.position
                 continue
             try:
                 body, _ = store._open_event(record.agent_id, record.event)
             except AgentForgotten:
                 # crypto-shredded: unreadable for good, in every copy; a gap, as if
                 # deleted (the feed must not stall on it)
-                self.position = record.position
+                self._at[k] = record.position
                 continue
             event = to_event(record.agent_id, record.event, body)
-            self.position = record.position
-            return FeedEvent(record.position, event)
-        return None
+            self._at[k] = record.position
+            return FeedEvent(record.position, event, k)
+
+    def _done(self) -> bool:
+        stop = self._stop
+        return stop is not None and all(a >= s for a, s in zip(self._at, stop, strict=True))
 
     async def _start(self) -> None:
         store = self._store
@@ -195,9 +321,27 @@ class Subscription(AsyncIterator[FeedEvent]):
         if self._access is not None:
             await self._access.admit()
         await store._ready()
-        _, head = await self._check_floor()
-        self._stop = head if self._stop_at_head else None
+        bounds = await self._check_floor()
+        self._stop = [head for _, head in bounds] if self._stop_at_head else None
         self._started = True
+
+    async def _wait(self) -> None:
+        """Live: until a shard may have something after the cursor (a hint)."""
+        backend = self._store.backend
+        if self._shards == 1:
+            await self._check_floor()
+            await backend.wait_feed(self._at[0], LIVE_WAIT)
+            return
+        deadline = time.monotonic() + LIVE_WAIT
+        while True:
+            bounds = await self._check_floor()
+            heads = [head for _, head in bounds]
+            moved = any(h > max(a, s) for h, a, s in zip(heads, self._at, self._seen, strict=True))
+            self._seen = heads
+            if moved or time.monotonic() >= deadline:
+                return
+            self._store._check_open()
+            await asyncio.sleep(backend.feed_poll_interval)
 
     async def __anext__(self) -> FeedEvent:
         if not self._started:
@@ -206,7 +350,7 @@ class Subscription(AsyncIterator[FeedEvent]):
             event = self._take()
             if event is not None:
                 return event
-            if self._stop is not None and self.position >= self._stop:
+            if self._done():
                 raise StopAsyncIteration
             self._store._check_open()
             if await self._fill():
@@ -215,8 +359,7 @@ class Subscription(AsyncIterator[FeedEvent]):
                 # nothing more up to the head taken at the start (its records were
                 # deleted, or filtered): done
                 raise StopAsyncIteration
-            await self._check_floor()
-            await self._store.backend.wait_feed(self.position, LIVE_WAIT)
+            await self._wait()
 
     async def next_batch(self, limit: int = 256) -> list[FeedEvent]:
         """Up to ``limit`` events: waits (live) until at least one is there, then adds
@@ -229,7 +372,7 @@ class Subscription(AsyncIterator[FeedEvent]):
         while len(out) < limit:
             event = self._take()
             if event is None:
-                if self._stop is not None and self.position >= self._stop:
+                if self._done():
                     break
                 if not await self._fill():
                     break

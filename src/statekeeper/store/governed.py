@@ -23,6 +23,7 @@ from ..arguments import check_agent_id, check_name
 from ..errors import AccessDenied, ConfigurationError
 from ..records import AgentInfo, AppendRequest, AppendResult, Event, Snapshot
 from .feed import FeedAccess, Subscription
+from .feed_cursor import FeedCursor
 from .store import StateStore
 
 if TYPE_CHECKING:
@@ -364,7 +365,7 @@ class GovernedStateStore(StateStore):
                 await self._check_read(agent_id, "verify")
         return await super().witness_problems(agent_ids)
 
-    def subscribe(self, from_position: int = 0, **options: Any) -> Subscription:
+    def subscribe(self, from_position: int | FeedCursor | str = 0, **options: Any) -> Subscription:
         """The change feed, filtered by the policy: only the events of agents this
         principal may read are delivered (``namespace=``, ``agent_prefix=`` and
         ``event_types=`` still apply); the positions of the others are passed over like
@@ -381,7 +382,7 @@ class GovernedStateStore(StateStore):
         return super().subscribe(from_position, **options)
 
     def _feed_access(
-        self, from_position: int, namespace: str | None, agent_prefix: str | None
+        self, from_position: int | FeedCursor | str, namespace: str | None, agent_prefix: str | None
     ) -> FeedAccess:
         return _FeedAccess(self._governance, namespace, agent_prefix, from_position)
 
@@ -472,7 +473,11 @@ class _FeedAccess:
     __slots__ = ("gov", "namespace", "prefix", "start")
 
     def __init__(
-        self, gov: Governance, namespace: str | None, agent_prefix: str | None, start: int
+        self,
+        gov: Governance,
+        namespace: str | None,
+        agent_prefix: str | None,
+        start: int | FeedCursor | str,
     ) -> None:
         self.gov = gov
         self.namespace = namespace
@@ -502,7 +507,9 @@ class _FeedAccess:
                 )
                 await gov.refuse(exc, None, {"namespace": scope})
         if gov.audit is not None and gov.audit.reads:
-            detail: dict[str, Any] = {"from_position": self.start}
+            detail: dict[str, Any] = {
+                "from_position": self.start if isinstance(self.start, int) else str(self.start)
+            }
             if self.namespace is not None:
                 detail["namespace"] = self.namespace
             if self.prefix is not None:

@@ -53,6 +53,7 @@ from .cache import CacheStats
 from .digests import StreamDigest
 from .durability import Durability
 from .feed import FeedAccess, Subscription
+from .feed_cursor import FeedCursor
 from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .machines import Machines
 from .options import check_options, state_values
@@ -491,7 +492,7 @@ class StateStore:
 
     def subscribe(
         self,
-        from_position: int = 0,
+        from_position: int | FeedCursor | str = 0,
         *,
         namespace: str | None = None,
         agent_prefix: str | None = None,
@@ -505,9 +506,14 @@ class StateStore:
 
         ``namespace`` keeps agents ``"<namespace>/..."``, ``agent_prefix`` agents whose
         id starts with it, ``event_types`` events of those types. The subscription's
-        ``position`` is where to resume. Raises
-        :class:`~statekeeper.errors.FeedPositionCompacted` for a trimmed position and
-        :class:`~statekeeper.errors.CapabilityUnsupported` on an engine without a feed.
+        ``cursor`` (or on a store with one feed its ``position``) is where to resume.
+        On a sharded store (Redis ``shards=N``) the feed is followed per shard and the
+        resume point is a :class:`~statekeeper.store.feed_cursor.FeedCursor` (one
+        position per shard; ``str()`` of it is a stable form ``from_position`` takes).
+        Raises :class:`~statekeeper.errors.FeedPositionCompacted` for a trimmed position,
+        :class:`~statekeeper.errors.FeedCursorMismatch` for a cursor of another number
+        of shards and :class:`~statekeeper.errors.CapabilityUnsupported` on an engine
+        without a feed.
         """
         self._check_open()
         return Subscription(
@@ -522,7 +528,7 @@ class StateStore:
         )
 
     def _feed_access(
-        self, from_position: int, namespace: str | None, agent_prefix: str | None
+        self, from_position: int | FeedCursor | str, namespace: str | None, agent_prefix: str | None
     ) -> FeedAccess | None:
         """Who may see what on a subscription (None: everything; a store opened as a
         principal filters by its policy)."""

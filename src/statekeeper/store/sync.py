@@ -17,6 +17,7 @@ from ..backends.base import Backend, Health
 from ..records import AgentInfo, AppendResult, Event, EventKind, FeedEvent, Snapshot
 from ..security.highwater import DEFAULT_INTERVAL
 from .agent import DurableAgent
+from .feed_cursor import FeedCursor
 from .portal import Portal
 from .store import StateStore, StoreStats, StreamDigest, VerifyReport
 
@@ -243,7 +244,7 @@ class SyncStateStore:
 
     def subscribe(
         self,
-        from_position: int = 0,
+        from_position: int | FeedCursor | str = 0,
         *,
         namespace: str | None = None,
         agent_prefix: str | None = None,

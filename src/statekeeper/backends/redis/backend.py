@@ -1072,3 +1072,15 @@ class RedisBackend(Backend):
         """``(floor, head)`` of one shard's feed."""
         keys = self._shard(shard, _store_wide)
         return await self._retrying("feed_bounds", lambda: feed.feed_bounds(self, keys))
+
+    @property
+    def feed_shards(self) -> int:
+        """How many feeds the store has: 1 (the store-wide feed) unless sharded."""
+        return len(self.layout.shard_keys)
+
+    async def shard_feed_bounds_all(self) -> list[tuple[int, int]]:
+        """``(floor, head)`` of every shard's feed, in shard order, read in one
+        pipeline (one round trip per node on a cluster): what a subscriber of a
+        sharded store polls while live (see :mod:`statekeeper.store.feed`)."""
+        self._shard(0, False)
+        return await self._retrying("feed_bounds", lambda: feed.all_feed_bounds(self))

@@ -38,7 +38,7 @@ from .keys import ShardKeys
 if TYPE_CHECKING:
     from .backend import RedisBackend
 
-__all__ = ["feed_bounds", "read_feed", "trim_feed", "wait_feed"]
+__all__ = ["all_feed_bounds", "feed_bounds", "read_feed", "trim_feed", "wait_feed"]
 
 
 def _position(entry_id: bytes) -> int:
@@ -96,3 +96,19 @@ async def trim_feed(backend: RedisBackend, keys: ShardKeys, through: int) -> int
 async def wait_feed(backend: RedisBackend, keys: ShardKeys, after: int, max_wait: float) -> None:
     ms = max(1, round(max_wait * 1000))
     await backend._client.xread({keys.feed_stream: f"0-{after}"}, count=1, block=ms)
+
+
+async def all_feed_bounds(backend: RedisBackend) -> list[tuple[int, int]]:
+    """``(floor, head)`` of every shard, pipelined (a cluster pipeline groups the
+    commands by node)."""
+    shards = backend.layout.shard_keys
+    async with backend._client.pipeline(transaction=False) as pipe:
+        for keys in shards:
+            pipe.get(keys.feed_counter)
+            pipe.get(keys.feed_floor)
+        found: list[Any] = await pipe.execute()
+    out: list[tuple[int, int]] = []
+    for k in range(len(shards)):
+        low = int(found[2 * k + 1] or 0)
+        out.append((low, max(int(found[2 * k] or 0), low)))
+    return out

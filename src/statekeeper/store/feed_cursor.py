@@ -1,0 +1,115 @@
+"""``FeedCursor``: where a subscription of a sharded store resumes — one feed position
+per shard.
+
+A sharded store (Redis with ``shards=N > 1``, what a Redis Cluster uses) keeps one
+change feed per shard, each with its own positions (see
+:mod:`statekeeper.backends.redis.feed`): no script can take a store-wide position from
+a counter in another hash slot atomically with the append. A subscription follows all
+the shards, so its resume point is one position per shard. The cursor is a value: a
+tuple of N non-negative ints, compared and hashed as such, with a stable string form
+(``str(cursor)``, e.g. ``"fc1:12.0.5.7"``) that :meth:`FeedCursor.parse` reads back —
+store it anywhere a string goes, pass either form to ``store.subscribe(from_position=)``.
+
+On a store with one feed a cursor has one position; ``subscribe`` there also takes the
+plain int, as it always did.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import FeedCursorMismatch, InvalidArgument
+
+__all__ = ["FeedCursor", "as_cursor"]
+
+_FORM = re.compile(r"^fc1:(0|[1-9][0-9]{0,18})(\.(0|[1-9][0-9]{0,18})){0,4095}$")
+
+
+@dataclass(frozen=True, slots=True, order=False)
+class FeedCursor:
+    """One change-feed position per shard: ``positions[k]`` is the last position of
+    shard ``k`` delivered (or passed over). ``FeedCursor.start(n)`` is the beginning."""
+
+    positions: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        positions = self.positions
+        if not isinstance(positions, tuple) or not positions or len(positions) > 4096:
+            raise InvalidArgument(
+                "positions", f"a feed cursor is a tuple of 1..4096 ints, not {positions!r:.80}"
+            )
+        for p in positions:
+            if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+                raise InvalidArgument(
+                    "positions", f"a feed cursor's positions are ints >= 0, not {p!r:.40}"
+                )
+
+    @classmethod
+    def start(cls, shards: int) -> FeedCursor:
+        """The cursor before every event of a store with ``shards`` shards."""
+        return cls((0,) * shards)
+
+    @classmethod
+    def parse(cls, text: str) -> FeedCursor:
+        """The cursor of its string form (``str(cursor)``); :class:`InvalidArgument`
+        naming the problem otherwise."""
+        if not isinstance(text, str) or not _FORM.match(text):
+            raise InvalidArgument(
+                "from_position",
+                f"not a feed cursor (expected 'fc1:' and '.'-separated positions, as"
+                f" str(FeedCursor) gives): {text!r:.80}",
+            )
+        return cls(tuple(int(p) for p in text[4:].split(".")))
+
+    @property
+    def shards(self) -> int:
+        return len(self.positions)
+
+    @property
+    def total(self) -> int:
+        """The sum of the positions: grows with every event passed, for progress
+        reports only (it is no position: resume from the cursor itself)."""
+        return sum(self.positions)
+
+    def advanced(self, shard: int, position: int) -> FeedCursor:
+        """This cursor with shard ``shard`` moved to ``position``."""
+        out = list(self.positions)
+        out[shard] = position
+        return FeedCursor(tuple(out))
+
+    def covers(self, shard: int, position: int) -> bool:
+        """True when ``position`` of ``shard`` is at or before this cursor (delivered)."""
+        return position <= self.positions[shard]
+
+    def __str__(self) -> str:
+        return "fc1:" + ".".join(map(str, self.positions))
+
+
+def as_cursor(value: object, shards: int) -> FeedCursor:
+    """``from_position`` of ``subscribe`` as a cursor of a store with ``shards`` feeds:
+    an int (0, or a position of a one-feed store), a :class:`FeedCursor` or its string."""
+    if isinstance(value, FeedCursor):
+        cursor = value
+    elif isinstance(value, str):
+        cursor = FeedCursor.parse(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise InvalidArgument("from_position", f"from_position must be >= 0, not {value}")
+        if value == 0:
+            return FeedCursor.start(shards)
+        if shards != 1:
+            raise InvalidArgument(
+                "from_position",
+                f"this store's feed has {shards} shards: resume from the subscription's"
+                f" cursor (a FeedCursor or its string form), not the int {value}",
+            )
+        return FeedCursor((value,))
+    else:
+        raise InvalidArgument(
+            "from_position",
+            f"from_position is an int, a FeedCursor or its string form, not {value!r:.60}",
+        )
+    if cursor.shards != shards:
+        raise FeedCursorMismatch(cursor.shards, shards)
+    return cursor
