@@ -33,6 +33,7 @@ from ..errors import InvalidAgentId
 from ..namespaces import check_namespace
 from ..records import AgentInfo, AppendResult, Event, FeedEvent, Snapshot
 from .feed import Subscription
+from .feed_cursor import FeedCursor
 from .governed import GovernedStateStore
 from .store import StateStore
 
@@ -198,7 +199,7 @@ class NamespacedStateStore(StateStore):
 
     def subscribe(
         self,
-        from_position: int = 0,
+        from_position: int | FeedCursor | str = 0,
         *,
         namespace: str | None = None,
         agent_prefix: str | None = None,
@@ -259,7 +260,7 @@ class _NamespacedSubscription(Subscription):
             return None
         store = self._store
         assert isinstance(store, NamespacedStateStore)
-        return FeedEvent(got.position, store._out(got.event))
+        return dataclasses.replace(got, event=store._out(got.event))
 
 
 class NamespacedGovernedStateStore(NamespacedStateStore, GovernedStateStore):

@@ -19,6 +19,7 @@ from ...errors import (
     ConfigurationError,
     ConflictError,
     LeaseLost,
+    StatekeeperError,
 )
 from ...records import (
     AppendRequest,
@@ -296,8 +297,12 @@ class Appends(Backend):
         return row is not None and (int(row[0]), int(row[1])) == (first, last)
 
 
-class _Undo(Exception):
-    """Rolls :meth:`Appends.append_together`'s transaction back (a duplicate)."""
+class _Undo(StatekeeperError):
+    """Rolls :meth:`Appends.append_together`'s transaction back (a duplicate).
+
+    Internal control flow: raised and caught inside one ``async with
+    conn.transaction()``; it never reaches a caller.
+    """
 
 
 def _batch_params(requests: Sequence[AppendRequest]) -> tuple[list[Any], ...]:
