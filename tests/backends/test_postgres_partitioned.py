@@ -208,6 +208,7 @@ ROUTED = {"append", "append1", "lease_acquire", "rw_snap"}
 #: the statements that span agents (documented in docs/scale-postgres.md)
 CROSS_AGENT = {
     "append_batch",
+    "rw_many",
     "read_many",
     "read_latest_many",
     "read_heads",

@@ -325,7 +325,10 @@ class Backend(abc.ABC):
         request, in order, True when it was applied and False when its head was not the
         expected one (nothing of it written). Each request is atomic on its own; an
         engine that sets :attr:`rewrites_many` commits them together (SQLite: one
-        transaction). The default applies them in turn."""
+        transaction). A malformed request (:func:`validate_rewrite`) is refused before
+        any of them is written. The default applies them in turn."""
+        for request in requests:
+            validate_rewrite(request)
         done: list[bool] = []
         for request in requests:
             try:

@@ -258,6 +258,63 @@ class HeadTagConformance(Contract):
         assert await backend.head_tag("a") == (3, b"t3")
         assert await backend.latest_snapshot("a") is None
 
+    async def test_rewrite_many_applies_each_under_its_head(self, backend: Backend) -> None:
+        # a page of a schema migration: each request applied only while its head is the
+        # one read (the others answered False, nothing of them written), in one call
+        _needs(backend, Capability.REWRITE)
+        assert await backend.rewrite_many([]) == []
+        await backend.append(tagged(request("a", 0, 3, snap_at=2), b"a3"))
+        await backend.append(tagged(request("b", 0, 2), b"b2"))
+        await backend.append(request("c", 0, 2))  # stored without a tag
+        await backend.append(tagged(request("d", 0, 2), b"d2"))
+        stored_b, stored_d = await backend.read("b"), await backend.read("d")
+        new_a1 = RawEvent(1, "patch", 1.0, b"a1 v2", b"sum-a1'")
+        new_a3 = RawEvent(3, "patch", 3.0, b"a3 v2", b"sum-a3'")
+        snap_a2 = RawSnapshot(2, 2.0, b"state@2 v2", b"ck2'")
+        snap_a3 = RawSnapshot(3, 3.0, b"state@3 v2", b"ck3'")  # a new one, at the head
+        new_c2 = RawEvent(2, "patch", 2.0, b"c2 v2", b"sum-c2'")
+        changed = (RawEvent(1, "patch", 1.0, b"must not land", b"x"),)
+        done = await backend.rewrite_many(
+            [
+                RewriteRequest("a", 3, b"a3", (new_a1, new_a3), (snap_a2, snap_a3), b"a3'"),
+                RewriteRequest("b", 2, b"stale", changed, head_tag=b"no"),
+                RewriteRequest("c", 2, None, (new_c2,), head_tag=b"c2"),
+                RewriteRequest("d", 1, b"d2", changed, (snapshot(1),), b"no"),
+                RewriteRequest("nobody", 1, None, changed, head_tag=b"no"),
+            ]
+        )
+        assert done == [True, False, True, False, False]
+        a = await backend.read("a")
+        assert [a[0], a[2]] == [new_a1, new_a3] and a[1] == event(2)
+        assert await backend.latest_snapshot("a") == snap_a3
+        assert await backend.head_tag("a") == (3, b"a3'")
+        assert [e.payload for e in await backend.read("c")] == [b"payload-1", b"c2 v2"]
+        assert await backend.head_tag("c") == (2, b"c2")
+        assert await backend.read("b") == stored_b and await backend.read("d") == stored_d
+        assert await backend.head_tag("b") == (2, b"b2")
+        assert await backend.head_tag("d") == (2, b"d2")
+        assert await backend.latest_snapshot("d") is None
+        assert await backend.head("nobody") == 0
+        # the same agent twice: in order, the second under the head the first left;
+        # a request without a new tag keeps the stored one
+        again = RewriteRequest("a", 3, b"a3'", (new_a1,), head_tag=b"a3''")
+        keep = RewriteRequest("a", 3, b"a3''", (new_a3,))
+        assert await backend.rewrite_many([again, keep]) == [True, True]
+        assert await backend.head_tag("a") == (3, b"a3''")
+
+    async def test_rewrite_many_refuses_a_bad_request_before_writing(
+        self, backend: Backend
+    ) -> None:
+        _needs(backend, Capability.REWRITE)
+        await backend.append(tagged(request("a", 0, 2), b"a2"))
+        stored = await backend.read("a")
+        good = RewriteRequest("a", 2, b"a2", (RawEvent(1, "patch", 1.0, b"v2", b"s"),), (), b"n")
+        bad = RewriteRequest("b", 2, None, (RawEvent(3, "patch", 1.0, b"x", b"y"),))
+        with pytest.raises(ConfigurationError):
+            await backend.rewrite_many([good, bad])
+        assert await backend.read("a") == stored
+        assert await backend.head_tag("a") == (2, b"a2")
+
     async def test_peer_sees_head_tags_and_rewrites(self, backend: Backend, peer: Backend) -> None:
         await backend.append(tagged(request("b", 0, 1), b"b1"))
         assert await peer.head_tag("b") == (1, b"b1")

@@ -78,14 +78,12 @@ from ...records import (
     FeedRecord,
     RawEvent,
     RawSnapshot,
-    RewriteRequest,
 )
 from ..base import (
     Backend,
     Capability,
     Health,
     check_prune,
-    validate_rewrite,
 )
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
@@ -114,6 +112,7 @@ from .feed import FeedReader
 from .leases import Leases
 from .reads import Reads
 from .replica import REPLICA_QUERIES, ReplicaReads
+from .rewrites import Rewrites
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresBackend", "parse_postgres_url"]
@@ -129,7 +128,7 @@ _PACKAGE = "statekeeper.backends.postgres"
 _QUERIES: dict[str, str] = named_blocks(read_script(_PACKAGE, "sql/queries.sql"))
 
 
-class PostgresBackend(Appends, Leases, Reads, Backend):
+class PostgresBackend(Appends, Leases, Reads, Rewrites, Backend):
     """Streams and snapshots in PostgreSQL (``postgresql://user@host/db``).
 
     Args:
@@ -496,61 +495,6 @@ class PostgresBackend(Appends, Leases, Reads, Backend):
         self._wrote()
         if saved == 0:
             raise ConflictError(agent_id, snapshot.seq, await self.head(agent_id))
-
-    async def rewrite(self, request: RewriteRequest) -> None:
-        """Replace stored record bytes in one transaction, if the head row (locked
-        ``FOR UPDATE``) is still ``(expected_seq, expected_tag)``."""
-        self._check_open()
-        self._check_writable()
-        validate_rewrite(request)
-        agent_id = request.agent_id
-        attempts = 0
-
-        async def op() -> None:
-            nonlocal attempts
-            attempts += 1
-            async with self._connection() as conn, conn.transaction():
-                cur = await conn.execute(self._sql["rw_lock"], (agent_id,))
-                row = await cur.fetchone()
-                head = int(row[0]) if row is not None else 0
-                tag = bytes(row[1]) if row is not None and row[1] is not None else None
-                if row is None or head != request.expected_seq or tag != request.expected_tag:
-                    # a retry after a lost commit finds its own new tag: done already
-                    if (
-                        attempts > 1
-                        and head == request.expected_seq
-                        and request.head_tag is not None
-                        and tag == request.head_tag
-                    ):
-                        return
-                    raise ConflictError(agent_id, request.expected_seq, head)
-                if request.events:
-                    events = request.events
-                    await conn.execute(
-                        self._sql["rw_events"],
-                        (
-                            [e.seq for e in events],
-                            [e.payload for e in events],
-                            [e.checksum for e in events],
-                            agent_id,
-                        ),
-                    )
-                for snap in request.snapshots:
-                    params = (
-                        agent_id,
-                        snap.seq,
-                        snap.timestamp,
-                        snap.payload,
-                        snap.checksum,
-                    )
-                    await conn.execute(self._sql["rw_snap"], params)
-                if request.head_tag is not None:
-                    await conn.execute(self._sql["rw_tag"], (request.head_tag, agent_id))
-
-        try:
-            await self._retrying("rewrite", op)
-        finally:
-            self._wrote()
 
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Remove history below a snapshot in one transaction (the head row locked

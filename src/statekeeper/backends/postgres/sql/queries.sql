@@ -40,6 +40,44 @@ INSERT INTO {s}.sk_snapshots (agent_id, seq, ts, payload, checksum) VALUES (%s, 
 -- name: rw_tag
 UPDATE {s}.sk_agents SET head_tag = %s WHERE agent_id = %s
 
+-- name: rw_many
+-- rewrite_many: every request's head row locked (in agent order) if it is still the
+-- one expected (or, on a retry, already carries the request's new tag), then the
+-- events, snapshots and head tags of the fresh ones replaced; one statement, one
+-- transaction. Answers the 1-based positions of the requests applied.
+WITH r AS (
+  SELECT * FROM unnest(%(agents)s::text[], %(seqs)s::bigint[], %(tags)s::bytea[], %(new_tags)s::bytea[])
+    WITH ORDINALITY AS r(agent_id, seq, tag, new_tag, idx)
+), hit AS (
+  SELECT r.idx, a.agent_id, r.new_tag, a.head_tag IS NOT DISTINCT FROM r.tag AS fresh
+  FROM {s}.sk_agents a JOIN r ON a.agent_id = r.agent_id
+  WHERE a.head_seq = r.seq
+    AND (a.head_tag IS NOT DISTINCT FROM r.tag
+         OR (%(retry)s AND r.new_tag IS NOT NULL AND a.head_tag = r.new_tag))
+  ORDER BY a.agent_id FOR UPDATE OF a
+), ev AS (
+  UPDATE {s}.sk_events e SET payload = v.payload, checksum = v.checksum
+  FROM unnest(%(ev_idx)s::bigint[], %(ev_seq)s::bigint[], %(ev_payload)s::bytea[], %(ev_checksum)s::bytea[])
+    AS v(idx, seq, payload, checksum)
+  JOIN hit h ON h.idx = v.idx AND h.fresh
+  WHERE e.agent_id = h.agent_id AND e.seq = v.seq
+  RETURNING 1
+), sn AS (
+  INSERT INTO {s}.sk_snapshots (agent_id, seq, ts, payload, checksum)
+  SELECT h.agent_id, v.seq, v.ts, v.payload, v.checksum
+  FROM unnest(%(sn_idx)s::bigint[], %(sn_seq)s::bigint[], %(sn_ts)s::float8[], %(sn_payload)s::bytea[], %(sn_checksum)s::bytea[])
+    AS v(idx, seq, ts, payload, checksum)
+  JOIN hit h ON h.idx = v.idx AND h.fresh
+  ON CONFLICT (agent_id, seq) DO UPDATE
+     SET ts = EXCLUDED.ts, payload = EXCLUDED.payload, checksum = EXCLUDED.checksum
+  RETURNING 1
+), tg AS (
+  UPDATE {s}.sk_agents a SET head_tag = h.new_tag FROM hit h
+  WHERE a.agent_id = h.agent_id AND h.fresh AND h.new_tag IS NOT NULL
+  RETURNING 1
+)
+SELECT idx FROM hit ORDER BY idx
+
 -- name: head
 SELECT head_seq FROM {s}.sk_agents WHERE agent_id = %s
 
