@@ -5,6 +5,8 @@ another address *and* ``--public`` is given; every request needs the token, whic
 generated and printed at start (in the link to open), or given with ``--token`` /
 ``$STATEKEEPER_INSPECTOR_TOKEN``. With the global ``--as PRINCIPAL --policy FILE``
 the store is opened as that principal: pages show what it may read, the rest is a 403.
+``--metrics`` instruments the store and serves its Prometheus metrics at ``/metrics``
+(store-wide aggregates: with ``--as``, only an admin on ``**`` may scrape them).
 """
 
 from __future__ import annotations
@@ -62,6 +64,14 @@ def serve(
     langgraph_prefix: Annotated[
         str, typer.Option("--langgraph-prefix", help="Agent-id prefix of LangGraph threads.")
     ] = "lg/",
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            "--metrics",
+            help="Instrument the store and serve its Prometheus metrics at /metrics"
+            " (token-guarded; with --as, admins on '**' only).",
+        ),
+    ] = False,
     db: DbOption = None,
     key_file: KeyFileOption = None,
 ) -> None:
@@ -98,6 +108,7 @@ def serve(
         shown_url=mask_url(store_url),
         principal=principal,
         policy=policy,
+        metrics=metrics,
     )
     if given is not None:
         settings.token = given

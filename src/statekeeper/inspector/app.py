@@ -42,6 +42,8 @@ from .settings import InspectorSettings
 from .threads import list_threads, saver, thread_view
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from ..machine import AgentStateMachine
     from ..store import StateStore
 
@@ -83,6 +85,12 @@ class Inspector:
         self.env = _environment()
         self.machine: AgentStateMachine[Any, Any] | None = None
         self.csrf = csrf_token(settings.token)
+        #: the inspector's own metrics registry (``--metrics``; None without)
+        self.registry: CollectorRegistry | None = None
+        if settings.metrics:
+            from prometheus_client import CollectorRegistry
+
+            self.registry = CollectorRegistry()
 
     @property
     def store(self) -> StateStore:
@@ -95,7 +103,8 @@ class Inspector:
 
         self.machine = load_machine(self.settings.machine)
         if self._store is not None:
-            yield
+            async with self.instrumented():
+                yield
             return
         from ..store.opening import configured_keyring, open_existing
 
@@ -109,9 +118,25 @@ class Inspector:
         ) as store:
             self._store = store
             try:
-                yield
+                async with self.instrumented():
+                    yield
             finally:
                 self._store = None
+
+    @contextlib.asynccontextmanager
+    async def instrumented(self) -> AsyncIterator[None]:
+        """With ``--metrics``: the store records Prometheus metrics into this
+        inspector's registry while the app runs (taken away again after)."""
+        if self.registry is None:
+            yield
+            return
+        from ..observability import instrument
+
+        instrumentation = instrument(self.store, registry=self.registry, tracing=False)
+        try:
+            yield
+        finally:
+            instrumentation.uninstall()
 
     def governance(self, keyed: bool) -> dict[str, Any]:
         """``principal``, ``policy`` and ``audit`` for the store (empty without a
@@ -494,6 +519,31 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             f"{keep_last} per namespace",
         )
 
+    class Metrics:
+        """``GET /metrics`` (``--metrics``): prometheus-client's ASGI exposition of
+        the inspector's registry. Metrics are aggregates, but over every tenant of the
+        store (operation counts, latencies, state sizes per backend) — store-wide
+        detail, shown, like the store page's backend detail, to admins on ``**`` only."""
+
+        def __init__(self, registry: CollectorRegistry) -> None:
+            from ..observability import metrics_app
+
+            self.exposition = metrics_app(registry)
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if not ins.store_admin:
+                request = Request(scope, receive)
+                principal = ins.principal or "?"
+                refusal = AccessDenied(
+                    principal, "admin", "metrics", reason="metrics need admin on '**'"
+                )
+                response = ins.error(request, refusal)
+                await response(scope, receive, send)
+                return
+            await self.exposition(scope, receive, send)
+
+    metrics = [Route("/metrics", Metrics(ins.registry))] if ins.registry is not None else []
+
     routes = [
         Route("/", home),
         Route("/favicon.ico", favicon),
@@ -514,6 +564,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         Route("/store", store_page),
         Route("/store/count", store_count),
         Route("/store/analysis", store_analysis),
+        *metrics,
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=ins.lifespan)

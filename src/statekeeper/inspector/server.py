@@ -30,9 +30,12 @@ def check_host(host: str, *, public: bool) -> str:
     return host
 
 
+def shown_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
 def start_url(host: str, port: int, token: str) -> str:
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/?token={token}"
+    return f"http://{shown_host(host)}:{port}/?token={token}"
 
 
 def serve(
@@ -69,6 +72,8 @@ def serve(
     print(
         f"statekeeper inspector ({mode}) on {start_url(host, bound, settings.token)}", file=stream
     )
+    if settings.metrics:
+        print(f"metrics on http://{shown_host(host)}:{bound}/metrics (bearer token)", file=stream)
     stream.flush()
     # open live streams (server-sent events) never end by themselves: stop waiting
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)

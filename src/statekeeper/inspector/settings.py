@@ -34,6 +34,11 @@ class InspectorSettings:
             answer 403 (audited when the store has a key).
         policy: the access policy of ``principal``
             (:func:`statekeeper.governance.load_policy`; ``--policy``).
+        metrics: instrument the store (:func:`statekeeper.observability.instrument`,
+            into a registry of this inspector's own) and serve its Prometheus metrics
+            at ``/metrics`` (``statekeeper serve --metrics``). Behind the token like
+            every page; with a ``principal``, only an admin on ``**`` may read them
+            (they count every tenant's operations).
     """
 
     url: str
@@ -48,3 +53,4 @@ class InspectorSettings:
     shown_url: str = ""
     principal: str | None = None
     policy: AccessPolicy | None = None
+    metrics: bool = False
