@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MigrationError
+from ..security.witness_file import write_atomically
 from .registry import ModelSchema, SchemaRegistry, schema_of
 
 if TYPE_CHECKING:
@@ -133,12 +133,7 @@ class Journal:
         """Write atomically and durably (temp file, fsync, rename)."""
         self.updated_at = time.time()
         doc = {"statekeeper_migration": 1, **asdict(self)}
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps(doc, indent=2))
 
 
 Progress = Callable[[int, int], Any]

@@ -40,6 +40,7 @@ from ..codec import ZERO_LINK, Codec
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StatekeeperError
 from ..records import RawEvent, RawSnapshot, RewriteRequest
+from .witness_file import write_atomically
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -109,12 +110,7 @@ class RekeyProgress:
         """Write atomically and durably (temp file, fsync, rename)."""
         self.updated_at = time.time()
         doc = {"statekeeper_rekey": 1, **asdict(self)}
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps(doc, indent=2))
 
 
 def _check(store: StateStore) -> Codec:

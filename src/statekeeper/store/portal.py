@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from ..errors import StoreClosed
 
-__all__ = ["Portal"]
+__all__ = ["Portal", "iterate_with"]
 
 T = TypeVar("T")
 
@@ -47,18 +47,7 @@ class Portal:
 
     def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         """Drive an async iterator from sync code, one item per round trip."""
-
-        async def step() -> tuple[bool, T | None]:
-            try:
-                return True, await agen.__anext__()
-            except StopAsyncIteration:
-                return False, None
-
-        while True:
-            more, item = self.call(step())
-            if not more:
-                return
-            yield item  # type: ignore[misc]
+        return iterate_with(self.call, agen)
 
     def stop(self) -> None:
         """Stop the loop and join its thread. Idempotent."""
@@ -67,3 +56,23 @@ class Portal:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
+
+
+def iterate_with(
+    call: Callable[[Coroutine[Any, Any, tuple[bool, Any]]], tuple[bool, Any]],
+    agen: AsyncIterator[T],
+) -> Iterator[T]:
+    """Drive ``agen`` from sync code through ``call`` (a portal's or a shared loop's
+    ``call``), one item per call; the async iterator never leaves its loop."""
+
+    async def step() -> tuple[bool, T | None]:
+        try:
+            return True, await agen.__anext__()
+        except StopAsyncIteration:
+            return False, None
+
+    while True:
+        more, item = call(step())
+        if not more:
+            return
+        yield item

@@ -6,9 +6,8 @@ append whose outcome a lost connection left unknown. A mixin of
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 from psycopg_pool import PoolTimeout
@@ -24,46 +23,17 @@ from ...errors import (
 from ...records import (
     AppendRequest,
     AppendResult,
-    LeaseInfo,
     RawEvent,
 )
-from ..base import Backend, validate_request
+from ..base import validate_request
 from .connection import transient
-
-if TYPE_CHECKING:
-    from ..recovery import Reconnecting
-    from .feed import FeedReader
-
-T = TypeVar("T")
+from .part import PostgresPart
 
 __all__ = ["Appends"]
 
 
-class Appends(Backend):
+class Appends(PostgresPart):
     """Appends of :class:`~.backend.PostgresBackend`."""
-
-    if TYPE_CHECKING:  # provided by PostgresBackend
-        _sql: dict[str, bytes]
-        _opened: bool
-        _feed: FeedReader
-        _reconnect: Reconnecting
-        _reading: bool
-        _read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]]
-        _read_runner: asyncio.Task[None] | None
-
-        def _check_open(self) -> None: ...
-        def _check_writable(self) -> None: ...
-        async def _ensure_open(self) -> None: ...
-        def _wrote(self) -> None: ...
-        def _reason(self, exc: BaseException) -> str: ...
-        def _connection(
-            self,
-        ) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
-        async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T: ...
-        async def _query(
-            self, name: str, params: Sequence[Any], *, lsn: int = 0
-        ) -> list[tuple[Any, ...]]: ...
-        async def get_lease(self, agent_id: str) -> LeaseInfo | None: ...
 
     def _statement(self, request: AppendRequest) -> tuple[bytes, tuple[Any, ...]]:
         """The ``sk_append`` (or, for one event, ``sk_append1``) call for ``request``."""

@@ -3,12 +3,7 @@ server's clock, tokens that only grow. A mixin of :class:`~.backend.PostgresBack
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import psycopg
+from typing import Any
 
 from ...errors import (
     LeaseHeld,
@@ -16,43 +11,15 @@ from ...errors import (
 )
 from ...records import (
     LeaseInfo,
-    RawEvent,
 )
-from ..base import Backend, validate_ttl
-
-if TYPE_CHECKING:
-    from ..recovery import Reconnecting
-    from .feed import FeedReader
-
-T = TypeVar("T")
+from ..base import validate_ttl
+from .part import PostgresPart
 
 __all__ = ["Leases"]
 
 
-class Leases(Backend):
+class Leases(PostgresPart):
     """Leases of :class:`~.backend.PostgresBackend`."""
-
-    if TYPE_CHECKING:  # provided by PostgresBackend
-        _sql: dict[str, bytes]
-        _opened: bool
-        _feed: FeedReader
-        _reconnect: Reconnecting
-        _reading: bool
-        _read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]]
-        _read_runner: asyncio.Task[None] | None
-
-        def _check_open(self) -> None: ...
-        def _check_writable(self) -> None: ...
-        async def _ensure_open(self) -> None: ...
-        def _wrote(self) -> None: ...
-        def _reason(self, exc: BaseException) -> str: ...
-        def _connection(
-            self,
-        ) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
-        async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T: ...
-        async def _query(
-            self, name: str, params: Sequence[Any], *, lsn: int = 0
-        ) -> list[tuple[Any, ...]]: ...
 
     # One row per agent in sk_leases, never deleted (tokens only grow, also across
     # delete_agent). Expiry is on the database server's clock. A fenced append locks

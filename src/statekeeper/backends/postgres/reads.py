@@ -6,57 +6,25 @@ write. Statements a replica may answer go there through ``_query`` (see
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import psycopg
+from collections.abc import Sequence
 
 from ...arguments import check_stored_id
 from ...records import (
     AgentInfo,
     AppendResult,
-    LeaseInfo,
     RawEvent,
     RawSnapshot,
 )
-from ..base import Backend, LatestRead
+from ..base import LatestRead
+from .part import PostgresPart
 
-if TYPE_CHECKING:
-    from ..recovery import Reconnecting
-    from .feed import FeedReader
-
-T = TypeVar("T")
 _NO_LIMIT = 2**62
 
 __all__ = ["Reads"]
 
 
-class Reads(Backend):
+class Reads(PostgresPart):
     """Reads of :class:`~.backend.PostgresBackend`."""
-
-    if TYPE_CHECKING:  # provided by PostgresBackend
-        _sql: dict[str, bytes]
-        _opened: bool
-        _feed: FeedReader
-        _reconnect: Reconnecting
-        _reading: bool
-        _read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]]
-        _read_runner: asyncio.Task[None] | None
-
-        def _check_open(self) -> None: ...
-        def _check_writable(self) -> None: ...
-        async def _ensure_open(self) -> None: ...
-        def _wrote(self) -> None: ...
-        def _reason(self, exc: BaseException) -> str: ...
-        def _connection(
-            self,
-        ) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
-        async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T: ...
-        async def _query(
-            self, name: str, params: Sequence[Any], *, lsn: int = 0
-        ) -> list[tuple[Any, ...]]: ...
-        async def get_lease(self, agent_id: str) -> LeaseInfo | None: ...
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
         rows = await self._query("key", (agent_id, key))

@@ -15,34 +15,19 @@ compare-and-set head (key rotation, schema migrations). A mixin of
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import psycopg
+from collections.abc import Sequence
+from typing import Any
 
 from ...errors import ConflictError
 from ...records import RewriteRequest
-from ..base import Backend, validate_rewrite
-
-T = TypeVar("T")
+from ..base import validate_rewrite
+from .part import PostgresPart
 
 __all__ = ["Rewrites"]
 
 
-class Rewrites(Backend):
+class Rewrites(PostgresPart):
     """Rewrites of :class:`~.backend.PostgresBackend`."""
-
-    if TYPE_CHECKING:  # provided by PostgresBackend
-        _sql: dict[str, bytes]
-
-        def _check_open(self) -> None: ...
-        def _check_writable(self) -> None: ...
-        def _wrote(self) -> None: ...
-        def _connection(
-            self,
-        ) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
-        async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T: ...
 
     async def rewrite(self, request: RewriteRequest) -> None:
         """Replace stored record bytes in one transaction, if the head row (locked

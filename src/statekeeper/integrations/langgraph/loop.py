@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from ...errors import StatekeeperError, StoreClosed
+from ...store.portal import iterate_with
 
 __all__ = ["SharedLoop"]
 
@@ -183,18 +184,7 @@ class SharedLoop:
 
     def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         """Drive an async iterator from sync code, one item per :meth:`call`."""
-
-        async def step() -> tuple[bool, T | None]:
-            try:
-                return True, await agen.__anext__()
-            except StopAsyncIteration:
-                return False, None
-
-        while True:
-            more, item = self.call(step())
-            if not more:
-                return
-            yield item  # type: ignore[misc]
+        return iterate_with(self.call, agen)
 
     # -- async callers (other event loops) -------------------------------------------
 

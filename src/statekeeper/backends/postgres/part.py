@@ -1,0 +1,50 @@
+"""What the PostgreSQL backend's mixins (:mod:`.appends`, :mod:`.reads`, :mod:`.leases`,
+:mod:`.rewrites`) may use of :class:`~.backend.PostgresBackend`, declared once for the
+type checker. At run time this class adds nothing to :class:`~..base.Backend`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..base import Backend
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from ...records import LeaseInfo, RawEvent
+    from ..recovery import Reconnecting
+    from .feed import FeedReader
+
+T = TypeVar("T")
+
+__all__ = ["PostgresPart"]
+
+
+class PostgresPart(Backend):
+    """The base of the PostgreSQL backend's mixins (see the module docstring)."""
+
+    if TYPE_CHECKING:  # provided by PostgresBackend
+        _sql: dict[str, bytes]
+        _opened: bool
+        _feed: FeedReader
+        _reconnect: Reconnecting
+        _reading: bool
+        _read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]]
+        _read_runner: asyncio.Task[None] | None
+
+        def _check_open(self) -> None: ...
+        def _check_writable(self) -> None: ...
+        async def _ensure_open(self) -> None: ...
+        def _wrote(self) -> None: ...
+        def _reason(self, exc: BaseException) -> str: ...
+        def _connection(
+            self,
+        ) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
+        async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T: ...
+        async def _query(
+            self, name: str, params: Sequence[Any], *, lsn: int = 0
+        ) -> list[tuple[Any, ...]]: ...
+        async def get_lease(self, agent_id: str) -> LeaseInfo | None: ...
