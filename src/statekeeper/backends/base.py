@@ -64,6 +64,7 @@ __all__ = [
     "StoreRequest",
     "check_fence",
     "check_prune",
+    "validate_batch",
     "validate_request",
     "validate_rewrite",
     "validate_ttl",
@@ -679,6 +680,23 @@ def validate_request(request: AppendRequest) -> None:
     snap = request.snapshot
     if snap is not None and not (request.expected_seq < snap.seq <= request.events[-1].seq):
         raise ConfigurationError(f"snapshot seq {snap.seq} is not one of the appended seqs")
+
+
+def validate_batch(
+    requests: Sequence[AppendRequest],
+) -> tuple[list[AppendResult | BaseException | None], list[tuple[int, AppendRequest]]]:
+    """The first step of an engine's ``append_batch``: each malformed request's slot of
+    the answer holds its ``ConfigurationError`` (the batch goes on without it), and the
+    well-formed ones come back with their index, in order, for the engine to write."""
+    out: list[AppendResult | BaseException | None] = [None] * len(requests)
+    valid: list[tuple[int, AppendRequest]] = []
+    for i, request in enumerate(requests):
+        try:
+            validate_request(request)
+            valid.append((i, request))
+        except ConfigurationError as exc:
+            out[i] = exc
+    return out, valid
 
 
 def validate_ttl(ttl: float) -> float:

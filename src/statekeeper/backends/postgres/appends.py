@@ -25,7 +25,7 @@ from ...records import (
     AppendResult,
     RawEvent,
 )
-from ..base import validate_request
+from ..base import validate_batch, validate_request
 from .connection import transient
 from .part import PostgresPart
 
@@ -106,14 +106,7 @@ class Appends(PostgresPart):
     ) -> list[AppendResult | BaseException]:
         self._check_open()
         self._check_writable()
-        out: list[AppendResult | BaseException | None] = [None] * len(requests)
-        valid: list[tuple[int, AppendRequest]] = []
-        for i, request in enumerate(requests):
-            try:
-                validate_request(request)
-                valid.append((i, request))
-            except ConfigurationError as exc:
-                out[i] = exc
+        out, valid = validate_batch(requests)
         if len(valid) == 1:
             i, request = valid[0]
             try:

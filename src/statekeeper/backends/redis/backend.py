@@ -84,6 +84,7 @@ from ..base import (
     Capability,
     Health,
     check_prune,
+    validate_batch,
     validate_request,
     validate_rewrite,
     validate_ttl,
@@ -537,14 +538,7 @@ class RedisBackend(Backend):
     ) -> list[AppendResult | BaseException]:
         self._check_open()
         self._check_writable()
-        out: list[AppendResult | BaseException | None] = [None] * len(requests)
-        valid: list[tuple[int, AppendRequest]] = []
-        for i, request in enumerate(requests):
-            try:
-                validate_request(request)
-                valid.append((i, request))
-            except ConfigurationError as exc:
-                out[i] = exc
+        out, valid = validate_batch(requests)
         if valid and not self._reached:
             await self.open()
         if valid and self.wait_replicas:
