@@ -333,6 +333,8 @@ class PostgresBackend(Appends, Leases, Reads, Rewrites, Backend):
                 await _schema.check_store(self)
             else:
                 await _schema.migrate(self)
+                # the schema may be new: a replica read must first see it replayed
+                self._wrote()
             await _schema.check_layout(self)
             if self._replica is not None:
                 await self._replica.open()

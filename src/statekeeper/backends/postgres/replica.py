@@ -79,6 +79,13 @@ _REPLAYED = (
 _PRIMARY_LSN = b"SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint"
 
 
+#: what a replica answers for a store whose schema it has not replayed yet
+_NOT_REPLAYED = (
+    psycopg.errors.UndefinedTable,
+    psycopg.errors.UndefinedFunction,
+    psycopg.errors.InvalidSchemaName,
+)
+
 #: seconds the primary serves every read after the replica could not be reached
 #: (so a replica that is down costs one failed dial per interval, not one per read)
 DOWN_RETRY = 1.0
@@ -155,6 +162,11 @@ class ReplicaReads:
                     rows = await cur.fetchall()
         except psycopg.Error as exc:
             if not transient(exc):
+                if floor > 0 or isinstance(exc, _NOT_REPLAYED):
+                    # the replica has not replayed this process's writes (or the
+                    # store's tables) yet, and the statement failed there: the
+                    # primary answers, and a real error is raised from there
+                    return await self._primary(name, params)
                 raise
             if not self._down:
                 logger.warning(
