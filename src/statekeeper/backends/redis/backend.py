@@ -542,14 +542,27 @@ class RedisBackend(Backend):
         if valid and not self._reached:
             await self.open()
         if valid and self.wait_replicas:
-            # each append waits for its own replicas: concurrently, one connection each
+            # each append waits for its own replicas: agents concurrently (one connection
+            # each), one agent's appends one after another in the batch's order
+            by_agent: dict[str, list[tuple[int, AppendRequest]]] = {}
+            for i, request in valid:
+                by_agent.setdefault(request.agent_id, []).append((i, request))
+
+            async def in_order(items: list[tuple[int, AppendRequest]]) -> None:
+                for i, request in items:
+                    try:
+                        out[i] = await self.append(request)
+                    except StoreClosed:
+                        raise
+                    except Exception as exc:
+                        out[i] = exc
+
             done = await asyncio.gather(
-                *(self.append(request) for _, request in valid), return_exceptions=True
+                *(in_order(items) for items in by_agent.values()), return_exceptions=True
             )
-            for (i, _), result in zip(valid, done, strict=True):
-                if isinstance(result, StoreClosed):
+            for result in done:
+                if isinstance(result, BaseException):
                     raise result
-                out[i] = result
         elif valid:
             try:
                 async with self._client.pipeline(transaction=False) as pipe:
