@@ -232,10 +232,13 @@ class WritePipeline:
                     await self.behind.add(request)  # waits when the buffer is full
                     return AppendResult(agent_id, base + 1, base + 1)
                 try:  # (submit, without its coroutine: this runs on every write)
-                    group = self.group
-                    result = await (
-                        self.backend.append(request) if group is None else group.submit(request)
-                    )
+                    group, submitter = self.group, self.submitter
+                    if group is not None:
+                        result = await group.submit(request)
+                    elif submitter is not None:  # a governed store: with its audit entry
+                        result = await submitter(request)
+                    else:
+                        result = await self.backend.append(request)
                 except ConflictError:
                     reads.cache.discard(agent_id)
                     if trusting:  # the cached head was stale: not an attempt of its own
