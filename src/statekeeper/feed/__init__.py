@@ -3,7 +3,8 @@
 
 ``ProjectionRunner`` applies the feed to projections whose read models live in a
 SQLite database, each event exactly once (the position commits with the read model);
-``FeedCursor`` is the resume point of a subscription of a sharded store;
+``FeedCursor`` is the resume point of a subscription of a sharded store (and
+``FeedBounds`` a feed's floor and head in cursors);
 ``Projection`` is the base class of a projection; the built-ins are in
 :mod:`statekeeper.feed.builtins`.
 """
@@ -14,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..store.feed_cursor import FeedCursor
+    from ..store.feed_cursor import FeedBounds, FeedCursor
     from .builtins import BUILTINS, AgentActivity, AgentStates, ToolCalls, Transitions
     from .projection import Projection
     from .runner import ProjectionRunner, ProjectionStatus
@@ -23,6 +24,7 @@ __all__ = [
     "BUILTINS",
     "AgentActivity",
     "AgentStates",
+    "FeedBounds",
     "FeedCursor",
     "Projection",
     "ProjectionRunner",
@@ -37,6 +39,7 @@ _LAZY = {
     "AgentStates": "builtins",
     "ToolCalls": "builtins",
     "Transitions": "builtins",
+    "FeedBounds": "..store.feed_cursor",
     "FeedCursor": "..store.feed_cursor",
     "Projection": "projection",
     "ProjectionRunner": "runner",

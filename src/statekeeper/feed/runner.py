@@ -213,6 +213,20 @@ class ProjectionRunner:
             if r[0] in self.projections
         ]
 
+    async def consumed(self, names: Iterable[str] | None = None) -> FeedCursor:
+        """The feed cursor every registered projection (or each of ``names``) has
+        applied: per shard, the lowest stored position. What may be trimmed without
+        any of them hitting :class:`~statekeeper.errors.FeedPositionCompacted`:
+        ``await store.trim_feed(await runner.consumed())``. A projection being rebuilt
+        counts with its rebuild position (a trim past it would break the rebuild)."""
+        chosen = [self.get(n).name for n in names] if names is not None else list(self.projections)
+        shards = feed_shards(self.store.backend)
+        found: list[FeedCursor] = []
+        for name in chosen:
+            cursor, _, _ = await self._position(name)
+            found.append(cursor)
+        return FeedCursor.earliest(found) if found else FeedCursor.start(shards)
+
     async def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of a read-only query on the read models."""
         return list(await self._in_db(lambda db: db.execute(sql, tuple(params)).fetchall()))

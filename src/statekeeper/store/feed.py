@@ -54,19 +54,22 @@ from ..backends.base import Backend, Capability
 from ..errors import AgentForgotten, CapabilityUnsupported, FeedPositionCompacted, InvalidArgument
 from ..records import FeedEvent, FeedRecord
 from .body import to_event
-from .feed_cursor import FeedCursor, as_cursor
+from .feed_cursor import FeedBounds, FeedCursor, as_cursor
 
 if TYPE_CHECKING:
     from .store import StateStore
 
 __all__ = [
     "FeedAccess",
+    "FeedBounds",
     "FeedCursor",
     "Subscription",
     "feed_bounds_per_shard",
     "feed_shards",
     "namespace_prefix",
     "store_feed_bounds",
+    "store_feed_cursor_bounds",
+    "trim_feed_through",
 ]
 
 #: the longest a live subscription waits before it reads the feed again, wake-up or not
@@ -93,8 +96,47 @@ async def store_feed_bounds(store: StateStore) -> list[tuple[int, int]]:
     return await feed_bounds_per_shard(store.backend)
 
 
+async def store_feed_cursor_bounds(store: StateStore) -> FeedBounds:
+    """The floor and head of every shard's feed as two cursors (any store with a feed;
+    one position each unless sharded)."""
+    bounds = await store_feed_bounds(store)
+    return FeedBounds(
+        FeedCursor(tuple(floor for floor, _ in bounds)),
+        FeedCursor(tuple(head for _, head in bounds)),
+    )
+
+
+async def trim_feed_through(store: StateStore, through: int | FeedCursor | str) -> int:
+    """Trim each shard's feed through its position in ``through`` (a shard whose
+    position is at or below its floor is left alone); returns how many records were
+    dropped. A position beyond its shard's head is refused before anything is trimmed
+    (the cursor is not one of this store's: trimming there would hide events still to
+    be written)."""
+    await store._ready()
+    backend = store.backend
+    shards = feed_shards(backend)
+    cursor = as_cursor(through, shards, "through")
+    bounds = await feed_bounds_per_shard(backend)
+    for k, ((_, head), p) in enumerate(zip(bounds, cursor.positions, strict=True)):
+        if p > head:
+            where = f" of shard {k}" if shards > 1 else ""
+            raise InvalidArgument(
+                "through",
+                f"position {p}{where} is beyond the feed's head {head}: not a cursor of"
+                " this store (nothing was trimmed)",
+            )
+    pairs = enumerate(zip(bounds, cursor.positions, strict=True))
+    todo = [(k, p) for k, ((floor, _), p) in pairs if p > floor]
+    if shards == 1:
+        return sum([await backend.trim_feed(p) for _, p in todo])
+    sharded = _sharded(backend)
+    dropped = await asyncio.gather(*(sharded.trim_shard_feed(k, p) for k, p in todo))
+    return sum(dropped)
+
+
 def _sharded(backend: Backend) -> Any:
-    return backend  # a backend with feed_shards > 1: read_shard_feed, shard_feed_bounds_all
+    # a backend with feed_shards > 1: read_shard_feed, shard_feed_bounds_all, trim_shard_feed
+    return backend
 
 
 def namespace_prefix(namespace: str) -> str:

@@ -12,16 +12,24 @@ store it anywhere a string goes, pass either form to ``store.subscribe(from_posi
 
 On a store with one feed a cursor has one position; ``subscribe`` there also takes the
 plain int, as it always did.
+
+Retention works in the same terms: ``store.feed_cursor_bounds()`` gives the floor and
+the head of every shard as two cursors (:class:`FeedBounds`), and
+``store.trim_feed(cursor)`` trims each shard through its position in the cursor — a
+subscriber's ``cursor``, the :meth:`FeedCursor.earliest` of several consumers' cursors,
+or one shard's position alone (``FeedCursor.start(n).advanced(k, p)``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import FeedCursorMismatch, InvalidArgument
 
-__all__ = ["FeedCursor", "as_cursor"]
+__all__ = ["FeedBounds", "FeedCursor", "as_cursor"]
 
 _FORM = re.compile(r"^fc1:(0|[1-9][0-9]{0,18})(\.(0|[1-9][0-9]{0,18})){0,4095}$")
 
@@ -51,16 +59,30 @@ class FeedCursor:
         return cls((0,) * shards)
 
     @classmethod
-    def parse(cls, text: str) -> FeedCursor:
+    def parse(cls, text: str, argument: str = "from_position") -> FeedCursor:
         """The cursor of its string form (``str(cursor)``); :class:`InvalidArgument`
-        naming the problem otherwise."""
+        naming the problem (and ``argument``) otherwise."""
         if not isinstance(text, str) or not _FORM.match(text):
             raise InvalidArgument(
-                "from_position",
+                argument,
                 f"not a feed cursor (expected 'fc1:' and '.'-separated positions, as"
                 f" str(FeedCursor) gives): {text!r:.80}",
             )
         return cls(tuple(int(p) for p in text[4:].split(".")))
+
+    @classmethod
+    def earliest(cls, cursors: Iterable[FeedCursor]) -> FeedCursor:
+        """The cursor every one of ``cursors`` has passed: per shard, the lowest
+        position (what several consumers have all consumed, so what may be trimmed).
+        :class:`InvalidArgument` when there is none, or their shard counts differ."""
+        found = list(cursors)
+        if not found or not all(isinstance(c, FeedCursor) for c in found):
+            raise InvalidArgument("cursors", "earliest() takes one or more FeedCursor values")
+        shards = found[0].shards
+        for c in found:
+            if c.shards != shards:
+                raise FeedCursorMismatch(c.shards, shards)
+        return cls(tuple(min(c.positions[k] for c in found) for k in range(shards)))
 
     @property
     def shards(self) -> int:
@@ -86,30 +108,48 @@ class FeedCursor:
         return "fc1:" + ".".join(map(str, self.positions))
 
 
-def as_cursor(value: object, shards: int) -> FeedCursor:
-    """``from_position`` of ``subscribe`` as a cursor of a store with ``shards`` feeds:
-    an int (0, or a position of a one-feed store), a :class:`FeedCursor` or its string."""
+def as_cursor(value: object, shards: int, argument: str = "from_position") -> FeedCursor:
+    """``from_position`` of ``subscribe`` (or ``argument``) as a cursor of a store with
+    ``shards`` feeds: an int (0, or a position of a one-feed store), a
+    :class:`FeedCursor` or its string."""
     if isinstance(value, FeedCursor):
         cursor = value
     elif isinstance(value, str):
-        cursor = FeedCursor.parse(value)
+        cursor = FeedCursor.parse(value, argument)
     elif isinstance(value, int) and not isinstance(value, bool):
         if value < 0:
-            raise InvalidArgument("from_position", f"from_position must be >= 0, not {value}")
+            raise InvalidArgument(argument, f"{argument} must be >= 0, not {value}")
         if value == 0:
             return FeedCursor.start(shards)
         if shards != 1:
             raise InvalidArgument(
-                "from_position",
-                f"this store's feed has {shards} shards: resume from the subscription's"
-                f" cursor (a FeedCursor or its string form), not the int {value}",
+                argument,
+                f"this store's feed has {shards} shards: {argument} is a cursor (a"
+                f" FeedCursor, e.g. the subscription's, or its string form), not the int"
+                f" {value}",
             )
         return FeedCursor((value,))
     else:
         raise InvalidArgument(
-            "from_position",
-            f"from_position is an int, a FeedCursor or its string form, not {value!r:.60}",
+            argument,
+            f"{argument} is an int, a FeedCursor or its string form, not {value!r:.60}",
         )
     if cursor.shards != shards:
         raise FeedCursorMismatch(cursor.shards, shards)
     return cursor
+
+
+class FeedBounds(NamedTuple):
+    """What the change feed holds, per shard: ``floor.positions[k]`` is the last position
+    of shard ``k`` trimmed away (0: none), ``head.positions[k]`` its newest committed
+    position. A subscription from a cursor at or above ``floor`` (every shard) can
+    resume; one below it gets :class:`~statekeeper.errors.FeedPositionCompacted`."""
+
+    floor: FeedCursor
+    head: FeedCursor
+
+    @property
+    def retained(self) -> int:
+        """How many positions the feed spans (sum over shards of head - floor; gaps
+        left by deleted agents count too)."""
+        return self.head.total - self.floor.total

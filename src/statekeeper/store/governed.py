@@ -386,10 +386,11 @@ class GovernedStateStore(StateStore):
     ) -> FeedAccess:
         return _FeedAccess(self._governance, namespace, agent_prefix, from_position)
 
-    async def trim_feed(self, through: int) -> int:
+    async def trim_feed(self, through: int | FeedCursor | str) -> int:
         gov = await self._allowed(None, "admin", "trim_feed")
         dropped = await super().trim_feed(through)
-        await gov.record("trim_feed", detail={"through": through, "dropped": dropped})
+        mark = through if isinstance(through, int) else str(through)
+        await gov.record("trim_feed", detail={"through": mark, "dropped": dropped})
         return dropped
 
     # -- writing --------------------------------------------------------------------

@@ -52,8 +52,14 @@ from . import digests, verification
 from .cache import CacheStats
 from .digests import StreamDigest
 from .durability import Durability
-from .feed import FeedAccess, Subscription
-from .feed_cursor import FeedCursor
+from .feed import (
+    FeedAccess,
+    Subscription,
+    feed_shards,
+    store_feed_cursor_bounds,
+    trim_feed_through,
+)
+from .feed_cursor import FeedBounds, FeedCursor
 from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .machines import Machines
 from .options import check_options, state_values
@@ -536,16 +542,38 @@ class StateStore:
 
     async def feed_bounds(self) -> tuple[int, int]:
         """``(floor, head)`` of the change feed: positions ``<= floor`` were trimmed,
-        ``head`` is the newest committed position."""
+        ``head`` is the newest committed position. A sharded store has one pair per
+        shard: use :meth:`feed_cursor_bounds` there (this raises
+        :class:`~statekeeper.errors.CapabilityUnsupported` naming it)."""
         await self._ready()
         return await self.backend.feed_bounds()
 
-    async def trim_feed(self, through: int) -> int:
+    async def feed_cursor_bounds(self) -> FeedBounds:
+        """The change feed's ``(floor, head)`` as two
+        :class:`~statekeeper.store.feed_cursor.FeedCursor` s, one position per shard
+        (any store with a feed; a store with one feed gives one-position cursors).
+        ``floor.positions[k]`` was trimmed away in shard ``k``; ``head.positions[k]``
+        is its newest committed position."""
+        return await store_feed_cursor_bounds(self)
+
+    async def trim_feed(self, through: int | FeedCursor | str) -> int:
         """Forget change-feed positions ``<= through`` (the events stay readable per
         agent); subscribers behind it get
         :class:`~statekeeper.errors.FeedPositionCompacted`. Returns how many feed
-        records were dropped."""
+        records were dropped.
+
+        ``through`` is a position (a store with one feed) or a
+        :class:`~statekeeper.store.feed_cursor.FeedCursor` / its string form (any store;
+        a sharded one needs it): each shard is trimmed through its position in the
+        cursor — a subscription's ``cursor``, what every consumer has passed
+        (``FeedCursor.earliest``, ``ProjectionRunner.consumed()``), or one shard alone
+        (``FeedCursor.start(n).advanced(k, position)``). A cursor position beyond its
+        shard's head is :class:`~statekeeper.errors.InvalidArgument`, nothing trimmed."""
+        if isinstance(through, (FeedCursor, str)):
+            return await trim_feed_through(self, through)
         check_seq(through, "through")
+        if feed_shards(self.backend) > 1:  # refused there, naming the cursor it needs
+            return await trim_feed_through(self, through)
         await self._ready()
         return await self.backend.trim_feed(through)
 

@@ -17,7 +17,8 @@ from ..backends.base import Backend, Health
 from ..records import AgentInfo, AppendResult, Event, EventKind, FeedEvent, Snapshot
 from ..security.highwater import DEFAULT_INTERVAL
 from .agent import DurableAgent
-from .feed_cursor import FeedCursor
+from .feed import Subscription
+from .feed_cursor import FeedBounds, FeedCursor
 from .portal import Portal
 from .store import StateStore, StoreStats, StreamDigest, VerifyReport
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from .store import Leased
     from .verification import Problem
 
-__all__ = ["SyncDurableAgent", "SyncStateStore"]
+__all__ = ["SyncDurableAgent", "SyncStateStore", "SyncSubscription"]
 
 
 class SyncStateStore:
@@ -251,9 +252,10 @@ class SyncStateStore:
         event_types: Iterable[str] | None = None,
         batch_size: int = 256,
         stop_at_head: bool = False,
-    ) -> Iterator[FeedEvent]:
-        """See :meth:`StateStore.subscribe` (the same subscription, driven from here)."""
-        return self._portal.iterate(
+    ) -> SyncSubscription:
+        """See :meth:`StateStore.subscribe`: the same subscription, driven from here; its
+        :attr:`~SyncSubscription.cursor` is the resume point, as on the async one."""
+        return SyncSubscription(
             self.store.subscribe(
                 from_position,
                 namespace=namespace,
@@ -261,14 +263,19 @@ class SyncStateStore:
                 event_types=event_types,
                 batch_size=batch_size,
                 stop_at_head=stop_at_head,
-            )
+            ),
+            self._portal,
         )
 
     def feed_bounds(self) -> tuple[int, int]:
         """See :meth:`StateStore.feed_bounds`."""
         return self._portal.call(self.store.feed_bounds())
 
-    def trim_feed(self, through: int) -> int:
+    def feed_cursor_bounds(self) -> FeedBounds:
+        """See :meth:`StateStore.feed_cursor_bounds`."""
+        return self._portal.call(self.store.feed_cursor_bounds())
+
+    def trim_feed(self, through: int | FeedCursor | str) -> int:
         """See :meth:`StateStore.trim_feed`."""
         return self._portal.call(self.store.trim_feed(through))
 
@@ -364,6 +371,38 @@ class SyncStateStore:
         if model is None:
             return SyncDurableAgent(inner, self._portal)
         return SyncTypedAgent(cast("TypedAgent[Any]", inner), self._portal)
+
+
+class SyncSubscription(Iterator[FeedEvent]):
+    """A :class:`~statekeeper.store.feed.Subscription` driven from sync code: iterate it
+    (each step runs the async subscription's ``__anext__`` on the portal's loop) and
+    read :attr:`cursor` (or :attr:`position`) to resume later. The position state lives
+    in the one async subscription; this only carries calls to it."""
+
+    def __init__(self, subscription: Subscription, portal: Portal) -> None:
+        self.subscription = subscription
+        self._portal = portal
+        self._steps = portal.iterate(subscription)
+
+    def __iter__(self) -> SyncSubscription:
+        return self
+
+    def __next__(self) -> FeedEvent:
+        return next(self._steps)
+
+    @property
+    def cursor(self) -> FeedCursor:
+        """See :attr:`Subscription.cursor <statekeeper.store.feed.Subscription.cursor>`."""
+        return self.subscription.cursor
+
+    @property
+    def position(self) -> int:
+        """See :attr:`Subscription.position <statekeeper.store.feed.Subscription.position>`."""
+        return self.subscription.position
+
+    def next_batch(self, limit: int = 256) -> list[FeedEvent]:
+        """See :meth:`Subscription.next_batch <statekeeper.store.feed.Subscription.next_batch>`."""
+        return self._portal.call(self.subscription.next_batch(limit))
 
 
 class SyncDurableAgent:

@@ -1031,7 +1031,8 @@ class RedisBackend(Backend):
         self.require(
             Capability.FEED,
             f"the store has {self.layout.shards} shards, each with its own feed "
-            "(read_shard_feed); there is no store-wide order on a sharded Redis",
+            "(read_shard_feed); there is no store-wide order on a sharded Redis: use "
+            "store.feed_cursor_bounds() and store.trim_feed(FeedCursor) (docs/feed.md)",
         )
 
     async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
@@ -1079,6 +1080,13 @@ class RedisBackend(Backend):
         """``(floor, head)`` of one shard's feed."""
         keys = self._shard(shard, _store_wide)
         return await self._retrying("feed_bounds", lambda: feed.feed_bounds(self, keys))
+
+    async def trim_shard_feed(self, shard: int, through: int) -> int:
+        """Forget positions ``<= through`` of one shard's feed (its floor only rises);
+        returns how many entries were dropped."""
+        keys = self._shard(shard, False)
+        self._check_writable()
+        return await self._retrying("trim_feed", lambda: feed.trim_feed(self, keys, through))
 
     @property
     def feed_shards(self) -> int:

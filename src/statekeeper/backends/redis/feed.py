@@ -17,6 +17,11 @@ events of a stream re-created under the same id.
 
 Live readers block on ``XREAD`` of the stream: a Redis Stream is its own wake-up.
 
+With ``wait_replicas=N`` a reader takes only entries N replicas hold (the replication
+barrier after its ``XRANGE``, :func:`_replicated_entries`): what a subscriber was
+handed survives a failover, as an acknowledged write does, so its cursor never passes
+a position the promoted replica would give out again.
+
 Sharded layout (a Redis Cluster, see :mod:`.keys`): each shard has its own stream,
 counter and floor, under the shard's hash tag, so the append script touches one slot.
 Positions are then per shard: gap-tolerant and increasing in each shard's commit order,
@@ -32,6 +37,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ...records import FeedRecord
+from .client import on_node
 from .codec import unpack_event
 from .keys import ShardKeys
 
@@ -51,10 +57,12 @@ async def read_feed(
     """Entries of one shard after ``after`` (XRANGE, exclusive start), resolved to
     their events."""
     client = backend._client
-    entries = cast(
-        "Sequence[tuple[bytes, dict[bytes, bytes]]]",
-        await client.xrange(keys.feed_stream, min=f"(0-{after}", max="+", count=limit),
-    )
+    if backend.wait_replicas:
+        entries = await _replicated_entries(backend, keys, after, limit)
+    else:
+        entries = _entries(
+            await client.xrange(keys.feed_stream, min=f"(0-{after}", max="+", count=limit)
+        )
     if not entries:
         return []
     async with client.pipeline(transaction=False) as pipe:
@@ -68,6 +76,38 @@ async def read_feed(
         seq = int(fields[b"s"])
         out.append(FeedRecord(_position(entry_id), fields[b"a"].decode(), unpack_event(seq, blob)))
     return out
+
+
+def _entries(found: Any) -> Sequence[tuple[bytes, dict[bytes, bytes]]]:
+    return cast("Sequence[tuple[bytes, dict[bytes, bytes]]]", found)
+
+
+async def _replicated_entries(
+    backend: RedisBackend, keys: ShardKeys, after: int, limit: int
+) -> Sequence[tuple[bytes, dict[bytes, bytes]]]:
+    """The entries after ``after`` that ``wait_replicas`` replicas hold: the XRANGE,
+    then the shard's replication barrier (a write to its ``sync`` counter and
+    ``WAIT``) on the same connection to its master. ``[]`` when the replicas do not
+    confirm in time: the subscriber reads again later. A subscriber thus never takes
+    an entry a failover can still lose; otherwise its cursor could pass a position
+    the promoted replica never saw and then hands out again, to another event."""
+    ms = max(1, round(backend.wait_timeout * 1000))
+    found, _, acked = await on_node(
+        backend._client,
+        keys.sync,
+        [
+            ("XRANGE", keys.feed_stream, f"(0-{after}", "+", "COUNT", limit),
+            ("INCRBY", keys.sync, 0),
+            ("WAIT", backend.wait_replicas, ms),
+        ],
+    )
+    if isinstance(found, BaseException):
+        raise found
+    if isinstance(acked, BaseException):
+        raise acked
+    if int(acked) < backend.wait_replicas:
+        return []
+    return _entries(found)
 
 
 async def feed_bounds(backend: RedisBackend, keys: ShardKeys) -> tuple[int, int]:
