@@ -3,12 +3,12 @@ column", checked without Citus (none is installable here) on the PostgreSQL cata
 a created schema, plain and hash-partitioned:
 
 * Citus' rules for a distributed table hold: every primary key, unique constraint,
-  unique index and exclusion constraint includes ``agent_id`` (on a partitioned schema;
-  a plain one breaks it with exactly one index, ``sk_events_position``, documented); every foreign key
-  between distributed tables includes it on both sides; no reference table points
-  at a distributed one; the distributed tables' ``agent_id`` columns have one type
-  (co-location needs it); and every table of the schema is either distributed or a
-  reference table.
+  unique index and exclusion constraint includes ``agent_id`` (on a partitioned
+  schema; a plain one breaks it with exactly one index, ``sk_events_position``, as
+  documented); every foreign key between distributed tables includes it on both
+  sides; no reference table points at a distributed one; the distributed tables'
+  ``agent_id`` columns have one type (co-location needs it); and every table of the
+  schema is either distributed or a reference table.
 * The ``create_distributed_table`` / ``create_reference_table`` /
   ``create_distributed_function`` block of ``docs/scale-postgres.md`` runs, against
   stand-ins with Citus' signatures that check what Citus checks first (the objects
@@ -25,10 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
-
-psycopg = pytest.importorskip("psycopg")
-
 from psycopg import sql
 
 from statekeeper.backends.postgres import PostgresBackend
@@ -110,7 +108,7 @@ async def test_the_schema_follows_citus_rules_for_distributed_tables(
             name,
         )
     }
-    assert DISTRIBUTED <= set(agent_col)
+    assert set(agent_col) >= DISTRIBUTED
     assert {agent_col[t][1] for t in DISTRIBUTED} == {"text"}  # co-location: one type
 
     constraints = _rows(
@@ -205,16 +203,12 @@ async def test_the_documented_citus_sql_names_what_the_schema_has(
         for statement in _doc_citus_sql():
             conn.execute(statement.replace("'prod.", f"'{name}.").encode())
         calls = conn.execute(
-            sql.SQL("SELECT fn, target, arg, colocate FROM {}.calls").format(
-                sql.Identifier(stubs)
-            )
+            sql.SQL("SELECT fn, target, arg, colocate FROM {}.calls").format(sql.Identifier(stubs))
         ).fetchall()
     tables = {t.split(".")[-1]: (arg, co) for fn, t, arg, co in calls if fn == "table"}
     assert set(tables) == DISTRIBUTED
     assert {arg for arg, _ in tables.values()} == {"agent_id"}
-    assert {co.split(".")[-1] for t, (_, co) in tables.items() if t != "sk_agents"} == {
-        "sk_agents"
-    }
+    assert {co.split(".")[-1] for t, (_, co) in tables.items() if t != "sk_agents"} == {"sk_agents"}
     functions = [(t, arg) for fn, t, arg, _ in calls if fn == "function"]
     assert [t.split("(")[0].split(".")[-1] for t, _ in functions] == ["sk_append"]
 

@@ -157,6 +157,7 @@ def test_every_public_call_of_the_store_maps_ids() -> None:
         "witness": "the store's own witness object",
         "snapshot_events": "a setting of the store",
         "feed_bounds": "two positions of the change feed, no agent ids",
+        "feed_cursor_bounds": "the feed's floor and head per shard, no agent ids",
         "trim_feed": "store-wide feed positions, no agent ids",
     }
     public = {

@@ -113,7 +113,7 @@ def projections_status(
             if not path.exists():  # never run: nothing to open (and nothing created)
                 from ..feed import BUILTINS, ProjectionStatus
 
-                _, head = await store.feed_bounds()
+                head = (await store.feed_cursor_bounds()).head.total
                 return [ProjectionStatus(n, 0, head, "new", 0) for n in sorted(BUILTINS)]
             async with ProjectionRunner(store, path) as runner:
                 return await runner.status()
@@ -146,7 +146,7 @@ def projections_rebuild(
             path = read_model_path(url, read_model)
             async with ProjectionRunner(store, path) as runner:
                 runner.get(name)  # an unknown name fails before anything is touched
-                _, head = await store.feed_bounds()
+                head = (await store.feed_cursor_bounds()).head.total
                 with bar(f"rebuild {name}", unit="positions", disable=json_out) as progress:
                     task = progress.add_task(name, total=head)
                     done = 0

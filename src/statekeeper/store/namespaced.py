@@ -18,7 +18,7 @@ written: an absolute id (leading ``/``), a ``.`` or ``..`` segment, an empty seg
 (``a//b``, trailing ``/``).
 
 Store-wide calls with no agent id (``health``, ``stats``, ``flush``, ``close``,
-``feed_bounds``, ``trim_feed``) act on the whole store, as they do without a
+``feed_bounds``, ``feed_cursor_bounds``, ``trim_feed``) act on the whole store, as they do without a
 namespace (a policy given with ``principal=`` still decides ``trim_feed``).
 """
 
