@@ -125,6 +125,20 @@ async def test_a_subscriber_falling_behind_a_trim_is_told(tmp_path: Path) -> Non
             await anext(sub)
 
 
+async def test_a_trim_beyond_the_head_is_refused_and_hides_nothing(tmp_path: Path) -> None:
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        for i in range(3):
+            await store.save("a", {"i": i})
+        floor, head = await store.feed_bounds()
+        with pytest.raises(InvalidArgument, match="beyond the feed's head") as bad:
+            await store.trim_feed(head + 5)
+        assert bad.value.argument == "through"
+        assert await store.feed_bounds() == (floor, head)
+        await store.save("a", {"i": 3})  # the next event is still delivered
+        event = await anext(store.subscribe(from_position=head))
+        assert (event.agent_id, event.position > head) == ("a", True)
+
+
 async def test_bad_arguments_are_refused_before_reading(open_store: Opener) -> None:
     store = open_store("memory://")
     with pytest.raises(InvalidArgument):

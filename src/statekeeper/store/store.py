@@ -55,7 +55,6 @@ from .durability import Durability
 from .feed import (
     FeedAccess,
     Subscription,
-    feed_shards,
     store_feed_cursor_bounds,
     trim_feed_through,
 )
@@ -568,14 +567,13 @@ class StateStore:
         cursor — a subscription's ``cursor``, what every consumer has passed
         (``FeedCursor.earliest``, ``ProjectionRunner.consumed()``), or one shard alone
         (``FeedCursor.start(n).advanced(k, position)``). A cursor position beyond its
-        shard's head is :class:`~statekeeper.errors.InvalidArgument`, nothing trimmed."""
-        if isinstance(through, (FeedCursor, str)):
-            return await trim_feed_through(self, through)
-        check_seq(through, "through")
-        if feed_shards(self.backend) > 1:  # refused there, naming the cursor it needs
-            return await trim_feed_through(self, through)
-        await self._ready()
-        return await self.backend.trim_feed(through)
+        shard's head (an int one too) is :class:`~statekeeper.errors.InvalidArgument`,
+        nothing trimmed."""
+        if not isinstance(through, (FeedCursor, str)):
+            check_seq(through, "through")
+        # one path for ints and cursors: a position beyond the head is refused there (a
+        # floor above the head would hide every event still to be written)
+        return await trim_feed_through(self, through)
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         """One page of agents ordered by id (use ``after`` = last id for the next page)."""
