@@ -14,7 +14,7 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.backends.base import Capability
 from statekeeper.backends.memory import MemoryBackend
-from statekeeper.errors import CapabilityUnsupported
+from statekeeper.errors import CapabilityUnsupported, MigrationError
 from statekeeper.schema import TypedStates
 from statekeeper.schema.migrate import MIGRATE_EVENT, finalize, migrate, rollback
 from statekeeper.schema.rewrite import PRE, original
@@ -182,3 +182,75 @@ async def test_a_backend_without_rewrite_is_refused_or_migrated_by_appends() -> 
         assert [e.type async for e in store.history("a000")][-1] == MIGRATE_EVENT
         back = await rollback(store, apps.support_v2, run_id=report.run_id)
         assert back.changed == 3 and (await store.load("a000")).schema_version == 1
+
+
+class _Writes:
+    """Counts a backend's rewrites: ``rewrite_many`` calls (and their sizes) and
+    ``rewrite`` calls made directly (not from inside ``rewrite_many``)."""
+
+    def __init__(self, backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.many: list[int] = []
+        self.single = 0
+        self._inside = False
+        one, many = backend.rewrite, backend.rewrite_many
+
+        async def rewrite(request: Any) -> None:
+            if not self._inside:
+                self.single += 1
+            await one(request)
+
+        async def rewrite_many(requests: Any) -> list[bool]:
+            self.many.append(len(requests))
+            self._inside = True
+            try:
+                result: list[bool] = await many(requests)
+                return result
+            finally:
+                self._inside = False
+
+        monkeypatch.setattr(backend, "rewrite", rewrite)
+        monkeypatch.setattr(backend, "rewrite_many", rewrite_many)
+
+
+async def test_rollback_and_finalize_rewrite_a_page_at_a_time(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rollback and finalize rewrite each page of agents with one rewrite_many (one
+    transaction on SQLite, one statement on PostgreSQL), not agent by agent; the
+    rollback is still byte for byte and finalize leaves no kept bytes in any head."""
+    monkeypatch.setattr("statekeeper.schema.report.PAGE", 10)  # 25 agents: 3 pages
+    journal = tmp_path / "j.json"
+    async with StateStore(url, durability="group") as store:
+        await _populate(store, 25)
+        before = await _dump(store)
+        writes = _Writes(store.backend, monkeypatch)
+        report = await migrate(store, apps.support_v2, journal=journal)
+        assert report.changed == 25 and report.ok
+        assert writes.many == [10, 10, 5] and writes.single == 0
+        writes.many.clear()
+        back = await rollback(store, apps.support_v2, journal=journal)
+        assert back.changed == 25 and back.failed == [] and back.target == 1
+        assert writes.many == [10, 10, 5] and writes.single == 0  # a page at a time
+        assert await _dump(store) == before  # every record and head tag, byte for byte
+        assert (await store.verify()).ok
+        # migrate again (a new run) and close the window
+        journal.unlink()
+        again = await migrate(store, apps.support_v2, journal=journal)
+        assert again.changed == 25
+        writes.many.clear()
+        done = await finalize(store, apps.support_v2, journal=journal)
+        assert done.released == 25
+        assert writes.many == [10, 10, 5] and writes.single == 0
+        for agent_id, (head, _tag, events, _snaps) in (await _dump(store)).items():
+            last = events[-1]
+            assert last.seq == head
+            body = _body(store, agent_id, last.seq, last.kind, last.timestamp, last.payload,
+                         last.checksum)  # fmt: skip
+            assert PRE not in body and body["v"] == 2
+        assert (await store.verify()).ok
+        with pytest.raises(MigrationError, match="finalized"):
+            await rollback(store, apps.support_v2, journal=journal)
+    if url != "memory://":
+        async with StateStore(url) as fresh:  # another process reads the stored v2
+            assert (await TypedStates(fresh, apps.support_v2).load("a024")).customer == "c24"
+            assert (await fresh.verify()).ok

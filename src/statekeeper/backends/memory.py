@@ -234,6 +234,10 @@ class MemoryBackend(Backend):
         stream = self._streams.get(agent_id)
         return (len(stream.events), stream.head_tag) if stream is not None else (0, None)
 
+    #: the default rewrite_many is native here: each rewrite runs without a suspension
+    #: point, so a page of them is applied with nothing interleaved
+    rewrites_many = True
+
     async def rewrite(self, request: RewriteRequest) -> None:
         self._check()
         validate_rewrite(request)

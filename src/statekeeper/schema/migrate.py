@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pydantic
+
 from .. import patch
 from ..backends.base import Capability
 from ..errors import (
@@ -53,10 +55,11 @@ from ..errors import (
     InvalidArgument,
     MigrationError,
     SchemaError,
+    StoredStateInvalid,
 )
 from ..records import Snapshot
 from ..store.governed import governance_of
-from .models import MODEL_KEY
+from .models import MODEL_KEY, field_errors
 from .registry import ModelSchema, SchemaRegistry
 from .report import (
     RETRIES,
@@ -89,6 +92,8 @@ __all__ = [
 MIGRATE_EVENT = "schema.migrate"
 ROLLBACK_EVENT = "schema.rollback"
 METHODS = ("rewrite", "append")
+#: rewrites in flight at once on an engine without a native rewrite_many
+PAGE_CONCURRENCY = 64
 
 
 def _target_doc(
@@ -103,7 +108,13 @@ def _target_doc(
     the model's own version."""
     cast = schema.convert(doc, version, target, agent_id=agent_id, seq=seq)
     if target == schema.version:
-        state = schema.load(cast, target, agent_id=agent_id, seq=seq)
+        # validated once: what schema.load does after its own (second) convert
+        try:
+            state = schema.adapter.validate(cast)
+        except pydantic.ValidationError as exc:
+            raise StoredStateInvalid(
+                agent_id, seq, schema.name, version, schema.version, field_errors(exc)
+            ) from None
         cast = schema.adapter.dump_validated(state)  # (validated just above)
     return {MODEL_KEY: schema.name, **cast}
 
@@ -123,6 +134,35 @@ async def apply(store: StateStore, rewrite: Rewrite) -> None:
     mark of the old link would read as the store rolled back)."""
     await store.backend.rewrite(rewrite.request)
     applied(store, rewrite)
+
+
+async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
+    """Apply a page's rewrites with :meth:`Backend.rewrite_many` (one transaction on
+    SQLite, one statement on PostgreSQL; in turn elsewhere), then note each applied
+    one (:func:`applied`). Returns those not applied: their head moved meanwhile."""
+    if not batch:
+        return []
+    backend = store.backend
+    moved: list[Rewrite] = []
+    if not backend.rewrites_many:  # one call per agent (Redis, S3): concurrently
+
+        async def one(rewrite: Rewrite) -> None:
+            try:
+                await backend.rewrite(rewrite.request)
+            except ConflictError:
+                moved.append(rewrite)
+            else:
+                applied(store, rewrite)
+
+        await each(batch, PAGE_CONCURRENCY, one)
+        return moved
+    done = await backend.rewrite_many([r.request for r in batch])
+    for rewrite, ok in zip(batch, done, strict=True):
+        if ok:
+            applied(store, rewrite)
+        else:
+            moved.append(rewrite)
+    return moved
 
 
 def applied(store: StateStore, rewrite: Rewrite) -> None:
@@ -201,70 +241,85 @@ async def migrate(
     after = run.after if not dry_run else None
     codec = store.codec
 
-    batched = rewriting and store.backend.rewrites_many
+    batched = rewriting
+    RETRY, DONE = "retry", "done"
+
+    def plan(agent_id: str, snap: Snapshot | None, head: Head | None, attempt: int) -> Any:
+        """One attempt's decision for an agent, without I/O: DONE (counted already),
+        RETRY (written between the reads), a :class:`Rewrite` to apply, or the
+        ``(doc, new, version)`` of a ``schema.migrate`` event to append."""
+        if snap is None:
+            return DONE
+        doc = snap.data
+        if doc.get(MODEL_KEY) not in schema.names():
+            report.other += 1
+            return DONE
+        version = snap.schema_version
+        if attempt == 0:
+            report.versions[version] = report.versions.get(version, 0) + 1
+        if version == target:
+            report.unchanged += 1
+            return DONE
+        try:
+            new = _target_doc(schema, doc, version, target, agent_id, snap.seq)
+        except SchemaError as exc:
+            report.failed.append(failure(agent_id, snap.seq, version, exc))
+            return DONE
+        if version not in report.samples:
+            report.samples[version] = {
+                "agent_id": agent_id,
+                "seq": snap.seq,
+                "ops": patch.diff(doc, new),
+                "before": doc,
+                "after": new,
+            }
+        if dry_run:
+            report.changed += 1
+            return DONE
+        if rewriting and head is not None:
+            if head.seq != snap.seq:  # written between the two reads
+                report.retries += 1
+                return RETRY
+            request = migrate_request(codec, head, snap, new, target, run.run_id)
+            if request is not None:
+                return request
+        return doc, new, version
 
     async def one(
         agent_id: str,
         read: Snapshot | None,
         head: Head | None,
-        batch: list[Rewrite] | None = None,
         first: int = 0,
+        planned: Any = None,
     ) -> None:
-        """Migrate one agent; with ``batch``, a first rewrite is only planned there (the
-        page's rewrites are then applied together)."""
+        """Migrate one agent (a retry reads it again: the first attempt uses the
+        page's batched reads, and ``planned``, its step when it was planned already)."""
         for _attempt in range(first, RETRIES):
-            if _attempt:  # a retry reads again (the first uses the page's batched reads)
+            if _attempt:
                 head = (await read_heads(store, [agent_id]))[0] if rewriting else None
                 read = await store.get(agent_id)
-            snap = read
-            if snap is None:
+            step = (
+                planned
+                if planned is not None and _attempt == first
+                else plan(agent_id, read, head, _attempt)
+            )
+            if step is DONE:
                 return
-            doc = snap.data
-            if doc.get(MODEL_KEY) not in schema.names():
-                report.other += 1
-                return
-            version = snap.schema_version
-            if _attempt == 0:
-                report.versions[version] = report.versions.get(version, 0) + 1
-            if version == target:
-                report.unchanged += 1
-                return
+            if step is RETRY:
+                continue
             try:
-                new = _target_doc(schema, doc, version, target, agent_id, snap.seq)
-            except SchemaError as exc:
-                report.failed.append(failure(agent_id, snap.seq, version, exc))
-                return
-            if version not in report.samples:
-                report.samples[version] = {
-                    "agent_id": agent_id,
-                    "seq": snap.seq,
-                    "ops": patch.diff(doc, new),
-                    "before": doc,
-                    "after": new,
-                }
-            if dry_run:
-                report.changed += 1
-                return
-            request = None
-            if rewriting and head is not None:
-                if head.seq != snap.seq:  # written between the two reads
-                    report.retries += 1
-                    continue
-                request = migrate_request(codec, head, snap, new, target, run.run_id)
-            if request is not None and batch is not None and _attempt == 0:
-                batch.append(request)
-                return
-            try:
-                if request is not None:
-                    await apply(store, request)
+                if isinstance(step, Rewrite):
+                    await apply(store, step)
                 else:
+                    assert read is not None
+                    doc, new, version = step
                     info = {"run": run.run_id, "model": schema.name, "from": version, "to": target}
                     await store.append(
                         agent_id,
                         MIGRATE_EVENT,
                         info,
                         ops=patch.diff(doc, new),
-                        expected_seq=snap.seq,
+                        expected_seq=read.seq,
                         schema_version=target,
                     )
             except ConflictError:
@@ -291,18 +346,20 @@ async def migrate(
             triples = [(a, s, None) for a, s in zip(ids, await store.get_many(ids), strict=True)]
         if batched:  # plan every rewrite of the page, apply them in one transaction
             batch: list[Rewrite] = []
+            later: list[tuple[str, Snapshot | None, Head | None, int, Any]] = []
             for agent_id, read, head in triples:
-                await one(agent_id, read, head, batch)
-            done_ = await store.backend.rewrite_many([r.request for r in batch])
-            again: list[str] = []
-            for rewrite, ok in zip(batch, done_, strict=True):
-                if ok:
-                    applied(store, rewrite)
-                    report.changed += 1
-                else:  # written meanwhile: read again and retry on its own
-                    report.retries += 1
-                    again.append(rewrite.request.agent_id)
-            await each(again, concurrency, lambda a: one(a, None, None, None, 1))
+                step = plan(agent_id, read, head, 0)
+                if isinstance(step, Rewrite):
+                    batch.append(step)
+                elif step is RETRY:  # written between the reads: read again
+                    later.append((agent_id, None, None, 1, None))
+                elif step is not DONE:  # a stream the rewrite cannot take: appended
+                    later.append((agent_id, read, head, 0, step))
+            moved = await apply_page(store, batch)
+            report.changed += len(batch) - len(moved)
+            report.retries += len(moved)
+            later += [(r.request.agent_id, None, None, 1, None) for r in moved]
+            await each(later, concurrency, lambda t: one(*t))
         else:
             await each(triples, concurrency, lambda t: one(*t))
         await store.flush()

@@ -31,12 +31,17 @@ migrated by an appended ``schema.migrate`` event instead (see :mod:`.migrate`).
 from __future__ import annotations
 
 import base64
+import binascii
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from .. import patch
 from ..codec import Codec
+from ..codec.formats import JSON
+from ..codec.types import needs_tagging
 from ..records import RawEvent, RawSnapshot, RewriteRequest, Snapshot
 
 if TYPE_CHECKING:
@@ -57,13 +62,15 @@ __all__ = [
     "strip_request",
 ]
 
+_orjson_dumps = orjson.dumps
+
 #: the reserved event body key holding a rewritten event's pre-migration bytes
 PRE = "schema.pre"
 _SNAPSHOT = "snapshot"
 
 
 def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def _raw(text: str) -> bytes:
@@ -161,11 +168,21 @@ async def read_page(
 
 
 def _open_body(codec: Codec, agent_id: str, raw: RawEvent) -> tuple[dict[str, Any], bytes | None]:
+    body, prev, _ = _open_plain(codec, agent_id, raw)
+    return body, prev
+
+
+def _open_plain(
+    codec: Codec, agent_id: str, raw: RawEvent
+) -> tuple[dict[str, Any], bytes | None, bool]:
+    """The event's body and previous link, verified, and whether the body is plain JSON
+    in the JSON format (no tagged value: it serializes again as it decoded)."""
     opened = codec.open(agent_id, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum)
     if opened.version == 0:
-        return {}, None
+        return {}, None, False
     body = codec.deserialize(opened.body, agent_id, raw.seq, fmt=opened.format)
-    return body, opened.prev
+    plain = opened.format == JSON and b'"$t"' not in opened.body
+    return body, opened.prev, plain
 
 
 def _reseal(
@@ -175,14 +192,17 @@ def _reseal(
     body: dict[str, Any],
     prev: bytes,
     snapshot_body: dict[str, Any] | None,
+    plain: bool = False,
 ) -> Rewrite:
     """The rewrite of ``head``'s event to ``body`` (and its snapshot to
-    ``snapshot_body``), the head tag following the event's new link."""
+    ``snapshot_body``), the head tag following the event's new link. ``plain``: the
+    body is known to be plain JSON (and the codec writes JSON), so it is dumped
+    without the codec's walk over it, to the same bytes (that walk only decides that a
+    plain document is dumped as is)."""
     raw = head.event
     assert raw is not None
-    sealed = codec.seal(
-        agent_id, raw.seq, raw.kind, raw.timestamp, codec.serialize(body, "event"), prev
-    )
+    data = _orjson_dumps(body) if plain else codec.serialize(body, "event")
+    sealed = codec.seal(agent_id, raw.seq, raw.kind, raw.timestamp, data, prev)
     snaps: tuple[RawSnapshot, ...] = ()
     if head.snapshot is not None and snapshot_body is not None:
         snap = codec.seal(
@@ -216,7 +236,7 @@ def migrate_request(
         return None
     if head.snapshot is not None and head.snapshot.seq != head.seq:
         return None
-    body, prev = _open_body(codec, agent_id, raw)
+    body, prev, plain = _open_plain(codec, agent_id, raw)
     if prev is None:
         return None  # a record from before chain links: its link cannot be re-made
     pre: dict[str, Any] = {
@@ -231,7 +251,11 @@ def migrate_request(
         pre["snap"] = [s.timestamp, _b64(s.payload), _b64(s.checksum)]
     rewritten = dict(body)
     rewritten.pop(PRE, None)  # an earlier run's: it lives on inside pre["event"]
-    ops = list(body.get("ops") or []) + patch.diff(state.data, new)
+    upcast = patch.diff(state.data, new)
+    # plain: the original body decoded from plain JSON, the pre-migration bytes are
+    # base64 strings, so only the upcast can hold a value the codec must tag
+    plain = plain and codec.format.id == JSON and not needs_tagging(upcast)
+    ops = list(body.get("ops") or []) + upcast
     if ops:
         rewritten["ops"] = ops
     rewritten["v"] = target
@@ -244,7 +268,7 @@ def migrate_request(
         "entered": state.state_entered_at,
         "data": new,
     }
-    return _reseal(codec, agent_id, head, rewritten, prev, whole)
+    return _reseal(codec, agent_id, head, rewritten, prev, whole, plain)
 
 
 def kept_in(codec: Codec, agent_id: str, raw: RawEvent) -> Original | None:

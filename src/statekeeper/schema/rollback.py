@@ -31,10 +31,12 @@ from .report import (
 )
 from .rewrite import (
     Original,
+    Rewrite,
     kept_in,
     original,
     original_body,
     read_heads,
+    read_page,
     restore_request,
     strip_request,
 )
@@ -120,7 +122,7 @@ async def rollback(
     report = MigrationReport(run, schema.name, 0, action="rollback")
     report.total = await store.count_agents()
     codec = store.codec
-    from .migrate import before_rewrites
+    from .migrate import apply_page, before_rewrites
 
     async def one(agent_id: str) -> None:
         from .migrate import apply
@@ -213,7 +215,37 @@ async def rollback(
     done = 0
     async for ids in pages(store, None):
         await before_rewrites(store, ids)
-        await each(ids, concurrency, one)
+        # the page read once; every agent migrated by this run and not written since
+        # is restored in one rewrite_many (one transaction on SQLite, one statement on
+        # PostgreSQL); the others (written since, migrated by an appended event, or
+        # their head moved meanwhile) one by one
+        batch: list[Rewrite] = []
+        versions: dict[str, int] = {}
+        slow: list[str] = []
+        for agent_id, (head, snap) in zip(ids, await read_page(store, ids), strict=True):
+            if snap is None or head is None:
+                continue
+            if snap.data.get(MODEL_KEY) not in schema.names():
+                report.other += 1
+                continue
+            kept = None
+            if head.event is not None and head.seq == snap.seq:
+                kept = kept_in(codec, agent_id, head.event)
+            request = None
+            if kept is not None and kept.run == run:
+                request = restore_request(codec, head, agent_id, kept)
+            if request is None:
+                slow.append(agent_id)
+                continue
+            batch.append(request)
+            versions[agent_id] = kept.version  # type: ignore[union-attr]
+        for rewrite in await apply_page(store, batch):
+            slow.append(rewrite.request.agent_id)
+            versions.pop(rewrite.request.agent_id)
+        if versions:
+            report.target = next(iter(versions.values()))
+            report.changed += len(versions)
+        await each(slow, concurrency, one)
         await store.flush()
         done += len(ids)
         report.scanned += len(ids)
@@ -230,7 +262,7 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
     """Drop the pre-migration bytes of ``run_id`` from every head event still holding
     them (a head written since keeps them in its history: a rewrite there would change
     the links of every later record)."""
-    from .migrate import apply, before_rewrites
+    from .migrate import apply, apply_page, before_rewrites
 
     codec = store.codec
 
@@ -249,7 +281,16 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
 
     async for ids in pages(store, None):
         await before_rewrites(store, ids)
-        await each(ids, 32, one)
+        # the page's heads in one read, their rewrites in one rewrite_many; a head
+        # that moved meanwhile is read again on its own
+        batch: list[Rewrite] = []
+        for agent_id, head in zip(ids, await read_heads(store, ids), strict=True):
+            request = None if head is None else strip_request(codec, agent_id, head, run_id)
+            if request is not None:
+                batch.append(request)
+        moved = await apply_page(store, batch)
+        report.released += len(batch) - len(moved)
+        await each([r.request.agent_id for r in moved], 32, one)
 
 
 async def finalize(
