@@ -111,18 +111,30 @@ async def populate(url: str, n: int) -> None:
 CHECKPOINTS = (10_000, 50_000, 100_000)
 
 
-async def run_migration(url: str, n: int, *, traced: bool = False) -> dict[str, Any]:
-    await populate(url, n)
+async def run_migration(
+    url: str, n: int, *, traced: bool = False, populated: bool = False
+) -> dict[str, Any]:
+    if not populated:
+        await populate(url, n)
     import psutil
 
     proc = psutil.Process()
     marks: dict[str, dict[str, float]] = {}
+    cpu = wall = 0.0
 
     def progress(done: int, total: int) -> None:
-        # memory at 10k, 50k and 100k agents: flat means it does not grow with N
+        # memory, CPU and wall time at 10k, 50k and 100k agents: flat memory means it
+        # does not grow with N; agents / CPU s is the rate a free core would give
         for mark in CHECKPOINTS:
             if done >= mark and str(mark) not in marks:
-                row = {"rss_mib": round(proc.memory_info().rss / 2**20, 1)}
+                used = time.process_time() - cpu
+                row = {
+                    "rss_mib": round(proc.memory_info().rss / 2**20, 1),
+                    "cpu_s": round(used, 2),
+                    "wall_s": round(time.perf_counter() - wall, 2),
+                    "agents_per_cpu_s": round(mark / used),
+                    "agents_per_wall_s": round(mark / (time.perf_counter() - wall)),
+                }
                 if traced:
                     row["tracemalloc_peak_mib"] = round(
                         tracemalloc.get_traced_memory()[1] / 2**20, 1
@@ -149,6 +161,7 @@ async def run_migration(url: str, n: int, *, traced: bool = False) -> dict[str, 
     return {
         "agents": n,
         "agents_per_s": round(n / wall, 1),
+        "agents_per_cpu_s": round(n / cpu),
         "cpu_s_per_1k": round(cpu / n * 1000, 3),
         "wall_s": round(wall, 2),
         "rescan_agents_per_s": round(n / vwall, 1),
@@ -157,6 +170,45 @@ async def run_migration(url: str, n: int, *, traced: bool = False) -> dict[str, 
         "memory_at": marks,
         **rss.summary(),
     }
+
+
+def compare_with(ref: str, n: int, tmp: Path) -> dict[str, Any]:
+    """The same SQLite store (populated once, copied per run) migrated by this tree and
+    by the code of git ref ``ref`` (``git archive``), each in its own process, one
+    after the other in this run."""
+    import shutil
+    import subprocess
+    import sys
+
+    here = Path(__file__).resolve().parent
+    archive = subprocess.run(
+        ["git", "-C", str(here.parent), "archive", ref, "src"], check=True, capture_output=True
+    ).stdout
+    (tmp / "baseline").mkdir()
+    subprocess.run(["tar", "-x", "-C", str(tmp / "baseline")], input=archive, check=True)
+    template = tmp / "template.db"
+    asyncio.run(populate(f"sqlite:///{template}", n))
+    out: dict[str, Any] = {}
+    for name, src in (("this tree", None), (ref, tmp / "baseline" / "src")):
+        db = tmp / "run.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+            if Path(f"{template}{suffix}").exists():
+                shutil.copyfile(f"{template}{suffix}", f"{db}{suffix}")
+        first = f"sys.path.insert(0, {str(src)!r}); import statekeeper\n" if src else ""
+        code = (
+            "import asyncio, json, sys\n" + first + f"sys.path.insert(0, {str(here)!r})\n"
+            "import bench_schema as b\n"
+            f"r = asyncio.run(b.run_migration({f'sqlite:///{db}'!r}, {n}, populated=True))\n"
+            "print(json.dumps(r))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True
+        )
+        out[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    mine, base = out["this tree"], out[ref]
+    out["cpu_ratio_this_tree_over_baseline"] = round(mine["cpu_s_per_1k"] / base["cpu_s_per_1k"], 3)
+    return out
 
 
 def plain_script_floor(path: Path, n: int) -> dict[str, Any]:
@@ -236,9 +288,32 @@ def main() -> None:
         "--tracemalloc", action="store_true", help="also trace Python allocations (slower)"
     )
     parser.add_argument("--no-conversation", action="store_true")
+    parser.add_argument(
+        "--baseline",
+        metavar="GIT_REF",
+        default=None,
+        help="migrate the same SQLite store with this tree and with GIT_REF's code (only)",
+    )
     args = parser.parse_args()
     n = 5000 if args.quick else args.n
     out: dict[str, Any] = {"machine": _common.machine("pydantic")}
+    if args.baseline:
+        with tempfile.TemporaryDirectory() as tmp:
+            out["sqlite"] = compare_with(args.baseline, n, Path(tmp))
+        for name in ("this tree", args.baseline):
+            r = out["sqlite"][name]
+            marks = " ".join(
+                f"{k}: {v['agents_per_cpu_s']:,}/CPU-s {v['agents_per_wall_s']:,}/s "
+                f"{v['rss_mib']} MiB;"
+                for k, v in r["memory_at"].items()
+            )
+            print(
+                f"{name}: {r['agents_per_s']:,.0f} agents/s wall, "
+                f"{r['agents_per_cpu_s']:,} agents/CPU-s ({r['cpu_s_per_1k']} CPU s/1k), "
+                f"load {r['loadavg_1_5_15_at_start']} -> {r['loadavg_1_5_15_at_end']}; {marks}"
+            )
+        print(json.dumps(out))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         out["sqlite"] = asyncio.run(
             run_migration(f"sqlite:///{tmp}/m.db", n, traced=args.tracemalloc)

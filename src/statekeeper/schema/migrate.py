@@ -38,6 +38,7 @@ version, a sample diff per version and the agents that would fail validation.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import time
@@ -72,7 +73,7 @@ from .report import (
     model_schema,
     pages,
 )
-from .rewrite import Head, Rewrite, migrate_request, read_heads, read_page
+from .rewrite import Head, Rewrite, collection_paused, migrate_request, read_heads, read_page
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -140,6 +141,7 @@ async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
     """Apply a page's rewrites with :meth:`Backend.rewrite_many` (one transaction on
     SQLite, one statement on PostgreSQL; in turn elsewhere), then note each applied
     one (:func:`applied`). Returns those not applied: their head moved meanwhile."""
+    await asyncio.sleep(0)  # let the live system run between pages (memory never waits)
     if not batch:
         return []
     backend = store.backend
@@ -347,14 +349,15 @@ async def migrate(
         if batched:  # plan every rewrite of the page, apply them in one transaction
             batch: list[Rewrite] = []
             later: list[tuple[str, Snapshot | None, Head | None, int, Any]] = []
-            for agent_id, read, head in triples:
-                step = plan(agent_id, read, head, 0)
-                if isinstance(step, Rewrite):
-                    batch.append(step)
-                elif step is RETRY:  # written between the reads: read again
-                    later.append((agent_id, None, None, 1, None))
-                elif step is not DONE:  # a stream the rewrite cannot take: appended
-                    later.append((agent_id, read, head, 0, step))
+            with collection_paused():  # (no await inside: nothing else runs meanwhile)
+                for agent_id, read, head in triples:
+                    step = plan(agent_id, read, head, 0)
+                    if isinstance(step, Rewrite):
+                        batch.append(step)
+                    elif step is RETRY:  # written between the reads: read again
+                        later.append((agent_id, None, None, 1, None))
+                    elif step is not DONE:  # a stream the rewrite cannot take: appended
+                        later.append((agent_id, read, head, 0, step))
             moved = await apply_page(store, batch)
             report.changed += len(batch) - len(moved)
             report.retries += len(moved)
