@@ -172,7 +172,31 @@ async def run_migration(
     }
 
 
-def compare_with(ref: str, n: int, tmp: Path) -> dict[str, Any]:
+async def run_rollback_finalize(url: str, n: int, journal: str) -> dict[str, Any]:
+    """CPU and wall time of a rollback of a migration of the ``n`` agents at ``url``,
+    then of the finalize of a second migration (its ``migrate`` is not counted)."""
+    from statekeeper.schema.migrate import finalize, rollback
+
+    out: dict[str, Any] = {"agents": n}
+    async with StateStore(url, durability="group") as store:
+        await migrate(store, v2, check=False, journal=journal)
+        cpu, wall = time.process_time(), time.perf_counter()
+        back = await rollback(store, v2, journal=journal)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        assert back.changed == n and not back.failed
+        out["rollback"] = {"agents_per_s": round(n / wall), "agents_per_cpu_s": round(n / cpu)}
+        again = journal + ".again"  # a second run, its own journal
+        await migrate(store, v2, check=False, journal=again)
+        cpu, wall = time.process_time(), time.perf_counter()
+        done = await finalize(store, v2, journal=again)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        assert done.released == n
+        out["finalize"] = {"agents_per_s": round(n / wall), "agents_per_cpu_s": round(n / cpu)}
+    out["loadavg_1_5_15_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
+def compare_with(ref: str, n: int, tmp: Path, *, rollback_finalize: bool = False) -> dict[str, Any]:
     """The same SQLite store (populated once, copied per run) migrated by this tree and
     by the code of git ref ``ref`` (``git archive``), each in its own process, one
     after the other in this run."""
@@ -196,10 +220,18 @@ def compare_with(ref: str, n: int, tmp: Path) -> dict[str, Any]:
             if Path(f"{template}{suffix}").exists():
                 shutil.copyfile(f"{template}{suffix}", f"{db}{suffix}")
         first = f"sys.path.insert(0, {str(src)!r}); import statekeeper\n" if src else ""
+        url, journal = f"sqlite:///{db}", str(tmp / "journal.json")
+        call = (
+            f"b.run_rollback_finalize({url!r}, {n}, {journal!r})"
+            if rollback_finalize
+            else f"b.run_migration({url!r}, {n}, populated=True)"
+        )
+        for stale in (journal, journal + ".again"):
+            Path(stale).unlink(missing_ok=True)
         code = (
             "import asyncio, json, sys\n" + first + f"sys.path.insert(0, {str(here)!r})\n"
             "import bench_schema as b\n"
-            f"r = asyncio.run(b.run_migration({f'sqlite:///{db}'!r}, {n}, populated=True))\n"
+            f"r = asyncio.run({call})\n"
             "print(json.dumps(r))\n"
         )
         done = subprocess.run(
@@ -207,7 +239,10 @@ def compare_with(ref: str, n: int, tmp: Path) -> dict[str, Any]:
         )
         out[name] = json.loads(done.stdout.strip().splitlines()[-1])
     mine, base = out["this tree"], out[ref]
-    out["cpu_ratio_this_tree_over_baseline"] = round(mine["cpu_s_per_1k"] / base["cpu_s_per_1k"], 3)
+    if not rollback_finalize:
+        out["cpu_ratio_this_tree_over_baseline"] = round(
+            mine["cpu_s_per_1k"] / base["cpu_s_per_1k"], 3
+        )
     return out
 
 
@@ -294,9 +329,28 @@ def main() -> None:
         default=None,
         help="migrate the same SQLite store with this tree and with GIT_REF's code (only)",
     )
+    parser.add_argument(
+        "--rollback-finalize",
+        action="store_true",
+        help="with --baseline: time rollback and finalize instead of the migration",
+    )
     args = parser.parse_args()
     n = 5000 if args.quick else args.n
     out: dict[str, Any] = {"machine": _common.machine("pydantic")}
+    if args.baseline and args.rollback_finalize:
+        with tempfile.TemporaryDirectory() as tmp:
+            out["sqlite"] = compare_with(args.baseline, n, Path(tmp), rollback_finalize=True)
+        for name in ("this tree", args.baseline):
+            r = out["sqlite"][name]
+            print(
+                f"{name}: rollback {r['rollback']['agents_per_s']:,} agents/s wall, "
+                f"{r['rollback']['agents_per_cpu_s']:,}/CPU-s; finalize "
+                f"{r['finalize']['agents_per_s']:,} agents/s wall, "
+                f"{r['finalize']['agents_per_cpu_s']:,}/CPU-s; load at end "
+                f"{r['loadavg_1_5_15_at_end']}"
+            )
+        print(json.dumps(out))
+        return
     if args.baseline:
         with tempfile.TemporaryDirectory() as tmp:
             out["sqlite"] = compare_with(args.baseline, n, Path(tmp))
