@@ -183,3 +183,22 @@ def test_a_real_process_honours_the_namespace(db: Path, keys: Path) -> None:
     assert [a["agent_id"] for a in json.loads(listed.stdout)["agents"]] == ["b-2"]
     refused = cli("rekey", "--db", str(db), env=env)
     assert refused.code == 2 and "cannot run in namespace 'acme/eu'" in one_error_line(refused)
+
+
+def test_a_retention_run_resumes_only_in_its_namespace(
+    db: Path, keys: Path, tmp_path: Path
+) -> None:
+    # what an interrupted run in namespace acme left behind (a-1 done)
+    progress = tmp_path / "progress.json"
+    progress.write_text(
+        json.dumps({"statekeeper_retention": {"after": "a-1", "namespace": "acme"}})
+    )
+    rule = ["retention", "apply", "--rule", "* keep_last=1", "--progress-file", str(progress)]
+    rule += ["--json"]
+    other = sk(db, keys, *rule, namespace="globex")
+    assert other.code == 2 and "resume with the same --namespace" in one_error_line(other)
+    assert _stored(db, keys)["globex/g"] == 2 and progress.exists()  # nothing done
+    resumed = sk(db, keys, *rule)
+    assert resumed.code == 0, str(resumed)
+    assert [a["agent_id"] for a in json.loads(resumed.stdout)["actions"]] == ["eu/b-2"]
+    assert not progress.exists()
