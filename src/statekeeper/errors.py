@@ -47,6 +47,7 @@ __all__ = [
     "MergeConflict",
     "MigrationError",
     "MissingUpcaster",
+    "NamespaceUnsupported",
     "NotAStore",
     "NotOwned",
     "PatchError",
@@ -498,6 +499,18 @@ class StepError(StatekeeperError):
 
 
 # --- store identity, rollback and the SQLite write lock -------------------------------
+
+
+class NamespaceUnsupported(ConfigurationError):
+    """A tool that works on the whole store was asked to work in a namespace (CLI
+    ``--namespace``, ``StateStore(..., namespace=...)``). ``operation`` names it and
+    ``reason`` says why it cannot be limited to one namespace. Nothing was done."""
+
+    def __init__(self, operation: str, namespace: str, reason: str) -> None:
+        self.operation = operation
+        self.namespace = namespace
+        self.reason = reason
+        super().__init__(f"{operation} cannot run in namespace {namespace!r}: {reason}")
 
 
 class NotAStore(ConfigurationError):

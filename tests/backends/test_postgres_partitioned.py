@@ -221,6 +221,7 @@ CROSS_AGENT = {
     "list_oldest_written",
     "list_oldest_written_after",
     "count",
+    "count_prefix",
     "migrations",
     "feed_frontier",
     "feed_frontier_lsn",

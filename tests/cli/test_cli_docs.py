@@ -64,6 +64,12 @@ def _scratch(tmp: Path) -> None:
             "'processing', 'procesXing') AS BLOB) WHERE agent_id = 'alpha' AND seq = 2"
         )
     _langgraph_source(tmp / "langgraph.sqlite")
+    # the tenants of the `--namespace` section
+    from statekeeper import SyncStateStore
+
+    with SyncStateStore(f"sqlite:///{tmp / 'tenants.db'}", clock=lambda: BASE) as tenants:
+        for agent_id in ["acme/t-1", "acme/eu/t-2", "globex/g-1"]:
+            tenants.save(agent_id, {"ticket": agent_id.rsplit("/", 1)[-1]})
     # the access policy of the `audit` section (docs/governance.md explains the format)
     (tmp / "policy.toml").write_text(
         '[principals.viewer]\nread = [""]\n\n[principals.ops]\nadmin = ["**"]\n'

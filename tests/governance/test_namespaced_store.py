@@ -97,11 +97,18 @@ async def test_an_id_that_escapes_is_refused_naming_it(
         assert repr(bad) in str(caught.value)
     with pytest.raises(InvalidAgentId):
         await support.load(bad)
-    with pytest.raises(InvalidAgentId):
-        await support.list_agents(after=bad)
+    if not bad:
+        with pytest.raises(InvalidAgentId):
+            await support.list_agents(after=bad)
+    else:  # a cursor is a bound, not an id ("lg/" pages a prefix): never outside
+        await whole.save("acme/a-0", {})  # sorts before the namespace
+        await whole.save("zed", {})  # sorts after it
+        assert await support.list_agents(after=bad) == []
+        await whole.delete("acme/a-0")
+        await whole.delete("zed")
     with pytest.raises(InvalidArgument, match="limit"):
         await support.list_agents(limit=0)
-    assert await whole.count_agents() == 0  # nothing written
+    assert await whole.count_agents() == 0  # nothing written (or left)
 
 
 async def test_the_policy_applies_to_full_ids(policy: Policy) -> None:

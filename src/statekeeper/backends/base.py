@@ -64,6 +64,7 @@ __all__ = [
     "StoreRequest",
     "check_fence",
     "check_prune",
+    "prefix_end",
     "validate_batch",
     "validate_request",
     "validate_rewrite",
@@ -575,6 +576,22 @@ class Backend(abc.ABC):
                 return total
             after = page[-1].agent_id
 
+    async def count_prefix(self, prefix: str) -> int:
+        """How many agents have a stream whose id starts with ``prefix`` (a store
+        opened in a namespace counts ``"ns/"``). The default pages through
+        :meth:`list_agents` from ``prefix`` and stops past it (O(agents counted));
+        SQLite, PostgreSQL and Redis count an index range instead."""
+        total, after = 0, prefix or None
+        while True:
+            page = await self.list_agents(after=after, limit=1000)
+            for info in page:
+                if not info.agent_id.startswith(prefix):
+                    return total
+                total += 1
+            if len(page) < 1000:
+                return total
+            after = page[-1].agent_id
+
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections and threads. Further calls raise ``StoreClosed``."""
 
@@ -766,3 +783,11 @@ def validate_rewrite(request: RewriteRequest) -> None:
             raise ConfigurationError(
                 f"rewrite of snapshot seq {snap.seq} is outside 1..{request.expected_seq}"
             )
+
+
+def prefix_end(prefix: str) -> str:
+    """The smallest string above every string starting with ``prefix`` (non-empty):
+    ``[prefix, prefix_end(prefix))`` is the range of ids with that prefix, in code
+    point order (SQLite's BINARY and PostgreSQL's ``"C"`` collation order UTF-8 bytes,
+    which is the same order)."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)

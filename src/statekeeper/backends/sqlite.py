@@ -88,6 +88,7 @@ from .base import (
     LatestRead,
     check_fence,
     check_prune,
+    prefix_end,
     validate_request,
     validate_rewrite,
     validate_ttl,
@@ -1843,6 +1844,21 @@ class SQLiteBackend(Backend):
     async def count_agents(self) -> int:
         with _translated(self.path):
             row = self._reader().execute("SELECT count(*) FROM sk_agents").fetchone()
+        return int(row[0])
+
+    async def count_prefix(self, prefix: str) -> int:
+        if not prefix:
+            return await self.count_agents()
+        # a range of the primary key (BINARY collation: byte order), not a scan
+        with _translated(self.path):
+            row = (
+                self._reader()
+                .execute(
+                    "SELECT count(*) FROM sk_agents WHERE agent_id >= ? AND agent_id < ?",
+                    (prefix, prefix_end(prefix)),
+                )
+                .fetchone()
+            )
         return int(row[0])
 
     async def health(self) -> Health:

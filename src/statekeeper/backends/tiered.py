@@ -796,6 +796,10 @@ class TieredBackend(Backend):
         self._check_open()
         return await self.durable.count_agents()
 
+    async def count_prefix(self, prefix: str) -> int:
+        self._check_open()
+        return await self.durable.count_prefix(prefix)
+
     async def health(self) -> Health:
         if self._closed:
             return Health(ok=False, backend=self.name, detail={"error": "closed"})

@@ -16,6 +16,7 @@ from typing import Any
 
 from typer.core import TyperCommand, TyperGroup
 
+from .namespacing import gate_commands
 from .registry import COMMANDS
 
 __all__ = ["HelpGroup", "load_all", "polish"]
@@ -83,6 +84,8 @@ class HelpGroup(TyperGroup):
         super().__init__(*args, **kwargs)
         self._listing = False
         polish(self)
+        for name, command in self.commands.items():
+            gate_commands(command, name)  # --namespace: honoured or refused
 
     def list_commands(self, ctx: Any) -> list[str]:
         loaded = [name for name in self.commands if name not in COMMANDS]
@@ -129,7 +132,9 @@ class HelpGroup(TyperGroup):
         # typer builds click commands from what is registered on ``app`` now
         fresh = typer.main.get_command(app)
         for name, command in getattr(fresh, "commands", {}).items():
-            self.commands.setdefault(name, command)
+            if name not in self.commands:
+                gate_commands(command, name)  # --namespace: honoured or refused
+                self.commands[name] = command
 
 
 def load_all(group: Any) -> Any:

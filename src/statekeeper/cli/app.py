@@ -137,6 +137,17 @@ def _root(
             show_default=False,
         ),
     ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            metavar="NS",
+            help="Work inside this namespace: agent ids are relative to it and nothing "
+            "outside it is seen; commands that work on the whole store refuse it "
+            "[default: $STATEKEEPER_NAMESPACE].",
+            show_default=False,
+        ),
+    ] = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -149,6 +160,7 @@ def _root(
     for name, value in (
         ("STATEKEEPER_PRINCIPAL", principal),
         ("STATEKEEPER_POLICY", None if policy is None else str(policy)),
+        ("STATEKEEPER_NAMESPACE", namespace),
     ):
         if value is not None:
             ctx.call_on_close(functools.partial(_restore_env, name, os.environ.get(name)))

@@ -314,6 +314,7 @@ def retention_apply(
 
     from ..governance.retention import RetentionPolicy, RetentionReport, apply_retention
     from .files import check_output_file, json_tagged
+    from .namespacing import current_namespace
     from .progress import bar
 
     if progress_file is not None:
@@ -338,10 +339,17 @@ def retention_apply(
         try:
             state = jsonlib.loads(progress_file.read_text(encoding="utf-8"))
             after = str(state["statekeeper_retention"]["after"])
-        except (ValueError, KeyError, TypeError):
+            recorded = str(state["statekeeper_retention"].get("namespace") or "")
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise ConfigurationError(
                 f"{progress_file} is not a retention progress file statekeeper wrote"
             ) from None
+        if recorded != (current_namespace() or ""):
+            # its resume point is an id relative to the namespace it was written in
+            raise ConfigurationError(
+                f"{progress_file} records a run in namespace {recorded!r}, not"
+                f" {current_namespace() or ''!r}: resume with the same --namespace"
+            )
     url = resolve_url(ctx, db)
 
     async def go() -> RetentionReport:
@@ -355,7 +363,14 @@ def retention_apply(
                     if progress_file is not None and not dry_run:
                         tmp = progress_file.with_name(progress_file.name + ".tmp")
                         tmp.write_text(
-                            jsonlib.dumps({"statekeeper_retention": {"after": agent_id}}),
+                            jsonlib.dumps(
+                                {
+                                    "statekeeper_retention": {
+                                        "after": agent_id,
+                                        "namespace": current_namespace() or "",
+                                    }
+                                }
+                            ),
                             encoding="utf-8",
                         )
                         tmp.replace(progress_file)

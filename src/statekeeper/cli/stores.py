@@ -10,6 +10,9 @@
   was. A command that writes (``delete``, ``rekey``, ``langgraph prune``) passes
   ``readonly=False``: the store is still checked read-only first, so it is never
   created either. Only ``statekeeper init`` creates stores.
+* ``--namespace NS`` (``$STATEKEEPER_NAMESPACE``) makes every store :func:`open_store`
+  opens a view in that namespace (:func:`namespace_options`); commands that do not
+  open their store here refuse the option (:mod:`.namespacing`).
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ async def open_store(
             f"this command needs keys: pass --key-file or set ${ENV_KEY_FILE} / ${ENV_KEYS}"
         )
     governance = governance_options(keyring)
+    governance.update(namespace_options())
     if governance.get("audit") is not None:
         readonly = False  # refusals (and reads, when audited) are appended to the audit log
     async with open_existing(url, keyring=keyring, readonly=readonly, **governance) as store:
@@ -120,3 +124,14 @@ def governance_options(keyring: Keyring | None) -> dict[str, Any]:
         "policy": load_policy(policy_file),
         "audit": Audit() if keyring is not None else None,
     }
+
+
+def namespace_options() -> dict[str, Any]:
+    """``namespace`` for :class:`StateStore` from ``--namespace`` /
+    ``$STATEKEEPER_NAMESPACE`` (empty when none is given; a malformed one is a
+    :class:`~statekeeper.errors.ConfigurationError` naming it)."""
+    from ..namespaces import check_namespace
+    from .namespacing import current_namespace
+
+    namespace = current_namespace()
+    return {} if namespace is None else {"namespace": check_namespace(namespace)}

@@ -275,13 +275,14 @@ async def import_agents(
     """Import every agent in ``source`` into the store at ``url``; returns ``(agents,
     events, skipped ids)``."""
     from ..store import StateStore
-    from .stores import check_store, env_keyring
+    from .stores import check_store, env_keyring, namespace_options
 
     keyring = env_keyring(key_file)
     await (await check_store(url)).close()  # import into a store, never create one
     stamp = [0.0]
-    # the original timestamps: the store stamps each event with its clock
-    store = StateStore(url, keyring=keyring, clock=lambda: stamp[0])
+    # the original timestamps: the store stamps each event with its clock (ids are
+    # relative to --namespace when it is given)
+    store = StateStore(url, keyring=keyring, clock=lambda: stamp[0], **namespace_options())
     try:
         agents = _parse(store, enumerate(source, 1))
         skipped: list[str] = []

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -47,19 +48,22 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..arguments import check_agent_id, check_name
 from ..backends.base import Backend, validate_ttl
-from ..errors import InvalidArgument, LeaseHeld, LeaseLost
+from ..errors import AccessDenied, InvalidArgument, LeaseHeld, LeaseLost
 from ..records import Fence, LeaseInfo
 
 if TYPE_CHECKING:
+    from ..store.namespaced import NamespacedStateStore
     from ..store.store import StateStore
 
 __all__ = ["Lease", "LeaseManager", "default_holder"]
 
 logger = logging.getLogger("statekeeper.concurrency.leases")
+
+_E = TypeVar("_E", bound=BaseException)
 
 
 def default_holder() -> str:
@@ -79,7 +83,10 @@ class Lease:
 
     def __init__(self, manager: LeaseManager, info: LeaseInfo, ttl: float, sent_at: float) -> None:
         self.manager = manager
-        self.agent_id = info.agent_id
+        #: the id as stored (``acme/support/a-1`` for a lease taken through a store
+        #: opened in namespace ``acme/support``); :attr:`agent_id` is the caller's
+        self.stored_id = info.agent_id
+        self.agent_id = manager.relative(info.agent_id)
         self.holder = info.holder or manager.holder
         self.token = info.token
         self.ttl = ttl
@@ -118,12 +125,12 @@ class Lease:
         sent = time.monotonic()
         try:
             info = await self.manager.backend.renew_lease(
-                self.agent_id, self.holder, self.token, ttl
+                self.stored_id, self.holder, self.token, ttl
             )
         except LeaseLost as exc:
             self._lost = exc
             await self.manager.audit("lease-lost", self)
-            raise
+            raise self.manager.relative_error(exc) from None
         self.ttl = ttl
         self.expires_at = info.expires_at
         self._deadline = sent + ttl
@@ -135,7 +142,7 @@ class Lease:
         if self._released:
             return False
         self._released = True
-        released = await self.manager.backend.release_lease(self.agent_id, self.holder, self.token)
+        released = await self.manager.backend.release_lease(self.stored_id, self.holder, self.token)
         await self.manager.audit("lease-release" if released else "lease-lost", self)
         return released
 
@@ -226,6 +233,7 @@ class LeaseManager:
         ttl: float = 30.0,
     ) -> None:
         from ..store.governed import governance_of
+        from ..store.namespaced import NamespacedStateStore as Namespaced
         from ..store.store import StateStore
 
         if not isinstance(target, Backend | StateStore):
@@ -233,6 +241,9 @@ class LeaseManager:
                 "target", f"target must be a StateStore or a Backend, not {type(target).__name__}"
             )
         self.backend: Backend = target if isinstance(target, Backend) else target.backend
+        # a store opened in a namespace: agent ids are relative to it (mapped to the
+        # stored ids here, and back in leases, lease records and errors)
+        self._view: NamespacedStateStore | None = target if isinstance(target, Namespaced) else None
         # a store opened as a principal: leases need write permission, and are audited
         self.governance = governance_of(target)
         self.holder = check_name(holder if holder is not None else default_holder(), "holder")
@@ -251,21 +262,24 @@ class LeaseManager:
         When another holder has it, retry for up to ``wait`` seconds (polling every
         ``poll`` seconds at most), then raise :class:`~statekeeper.errors.LeaseHeld`.
         """
-        check_agent_id(agent_id)
+        stored = self.stored_id(agent_id)
         ttl = validate_ttl(ttl if ttl is not None else self.ttl)
         _check_seconds(wait, "wait", positive=False)
         _check_seconds(poll, "poll", positive=True)
         if self.governance is not None:
-            await self.governance.require(agent_id, "write", "lease")
+            try:
+                await self.governance.require(stored, "write", "lease")
+            except AccessDenied as exc:
+                raise self.relative_error(exc) from None
         deadline = time.monotonic() + wait
         pause = min(poll, 0.005)
         while True:
             sent = time.monotonic()
             try:
-                info = await self.backend.acquire_lease(agent_id, self.holder, ttl)
-            except LeaseHeld:
+                info = await self.backend.acquire_lease(stored, self.holder, ttl)
+            except LeaseHeld as exc:
                 if time.monotonic() + pause > deadline:
-                    raise
+                    raise self.relative_error(exc) from None
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, poll)
                 continue
@@ -306,17 +320,40 @@ class LeaseManager:
 
     async def current(self, agent_id: str) -> LeaseInfo | None:
         """The agent's newest lease as stored (possibly expired or released)."""
-        check_agent_id(agent_id)
+        stored = self.stored_id(agent_id)
         if self.governance is not None:
-            await self.governance.require(agent_id, "read", "lease")
-        return await self.backend.get_lease(agent_id)
+            try:
+                await self.governance.require(stored, "read", "lease")
+            except AccessDenied as exc:
+                raise self.relative_error(exc) from None
+        info = await self.backend.get_lease(stored)
+        if info is None or self._view is None:
+            return info
+        return dataclasses.replace(info, agent_id=self.relative(info.agent_id))
 
     async def audit(self, operation: str, lease: Lease) -> None:
         """Record a lease event in the store's audit log (when it keeps one)."""
         if self.governance is not None:
             await self.governance.record(
-                operation, lease.agent_id, detail={"holder": lease.holder, "token": lease.token}
+                operation, lease.stored_id, detail={"holder": lease.holder, "token": lease.token}
             )
+
+    # -- ids: relative to the store's namespace when it was opened in one ---------------
+
+    def stored_id(self, agent_id: str) -> str:
+        """The id the engine stores for the caller's ``agent_id``."""
+        check_agent_id(agent_id)
+        return agent_id if self._view is None else self._view.qualify(agent_id)
+
+    def relative(self, stored_id: str) -> str:
+        """The caller's id for the engine's ``stored_id``."""
+        return stored_id if self._view is None else self._view.relative(stored_id)
+
+    def relative_error(self, exc: _E) -> _E:
+        """``exc`` naming the caller's ids (see :meth:`NamespacedStateStore.relative_error`)."""
+        if self._view is not None:
+            self._view.relative_error(exc)
+        return exc
 
 
 def _check_seconds(value: object, argument: str, *, positive: bool) -> None:

@@ -24,10 +24,16 @@ agent, each action atomic (a delete, or one ``prune`` of the backend), so a run
 interrupted anywhere is resumed by running it again (``after=`` skips the agents done).
 Removing history needs the engine's ``PRUNE`` capability (memory, SQLite, PostgreSQL);
 elsewhere those actions are reported ``unsupported`` and TTL still applies.
+
+Through a store opened in a namespace (``StateStore(url, namespace="acme")``) only
+the agents of that namespace (and below it) are touched. The policy's rules and holds
+still name **full** namespaces and ids (one policy file serves the whole store and
+every view of it); the report, ``progress`` and ``after=`` use the view's relative ids.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -41,6 +47,7 @@ from ..errors import AccessDenied, AgentForgotten, RetentionPolicyError, Stateke
 from ..namespaces import namespace_of
 from ..records import RawSnapshot
 from ..store.body import SNAPSHOT_KIND, snapshot_body
+from ..store.namespaced import NamespacedStateStore
 from .hooks import AuditSink, GovernanceEvent, emit, require, store_sink
 
 if TYPE_CHECKING:
@@ -271,7 +278,8 @@ async def _plan_and_apply(
     done = "dry-run" if dry_run else "done"
     if rule.ttl is not None and now - updated_at > rule.ttl:
         if not dry_run:
-            await store.delete(agent_id)
+            # the store's delete (policy, audit, caches), under the id it expects
+            await store.delete(_relative(store, agent_id))
         return RetentionAction(
             agent_id, "purge", done, head, 0, 0, f"not written for {rule.ttl:g}s"
         )
@@ -306,6 +314,20 @@ async def _plan_and_apply(
     return action
 
 
+def _relative(store: StateStore, full_id: str) -> str:
+    return store.relative(full_id) if isinstance(store, NamespacedStateStore) else full_id
+
+
+def _caller_error(store: StateStore, exc: StatekeeperError) -> BaseException:
+    if isinstance(store, NamespacedStateStore):
+        return store.relative_error(exc)
+    return exc
+
+
+def _stored(store: StateStore, agent_id: str) -> str:
+    return store.qualify(agent_id) if isinstance(store, NamespacedStateStore) else agent_id
+
+
 async def apply_retention(
     store: StateStore,
     policy: RetentionPolicy,
@@ -332,7 +354,10 @@ async def apply_retention(
         # the store's listing: never its own streams (the audit log), only agents
         page = await store.list_agents(after=cursor, limit=_PAGE)
         for info in page:
-            agent_id = info.agent_id
+            # below the store's public calls everything works on the stored id; the
+            # report names the id as the store lists it (relative in a namespace)
+            listed = info.agent_id
+            agent_id = _stored(store, listed)
             report.scanned += 1
             rule = policy.rule_for(agent_id)
             if policy.held(agent_id):
@@ -353,13 +378,15 @@ async def apply_retention(
                         can_prune,
                     )
                 except AccessDenied as exc:
-                    action = RetentionAction(agent_id, "compact", "refused", reason=str(exc))
+                    reason = str(_caller_error(store, exc))
+                    action = RetentionAction(agent_id, "compact", "refused", reason=reason)
                 except AgentForgotten:
                     action = RetentionAction(agent_id, "compact", "forgotten", reason="shredded")
                 except StatekeeperError as exc:
-                    action = RetentionAction(agent_id, "compact", "failed", reason=str(exc))
+                    reason = str(_caller_error(store, exc))
+                    action = RetentionAction(agent_id, "compact", "failed", reason=reason)
                 if action is not None:
-                    report.actions.append(action)
+                    report.actions.append(dataclasses.replace(action, agent_id=listed))
                 if action is not None and action.outcome != "refused":  # audited by require
                     await emit(
                         audit,
@@ -376,9 +403,9 @@ async def apply_retention(
                             },
                         ),
                     )
-            report.last_agent = agent_id
+            report.last_agent = listed
             if progress is not None:
-                progress(agent_id, report.scanned)
+                progress(listed, report.scanned)
         if len(page) < _PAGE:
             return report
         cursor = page[-1].agent_id

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..arguments import check_agent_id
-from ..errors import AgentNotFound, ConfigurationError
+from ..errors import AgentNotFound, ConfigurationError, StatekeeperError
+from ..store.namespaced import NamespacedStateStore
 from .hooks import AuditSink, GovernanceEvent, emit, require, store_sink
 
 if TYPE_CHECKING:
@@ -59,6 +60,22 @@ async def forget(
     stream nor a key in the vault (a mistyped id), and
     :class:`~statekeeper.errors.ConfigurationError` without a key vault."""
     check_agent_id(agent_id)
+    listed = agent_id
+    if isinstance(store, NamespacedStateStore):
+        # a store opened in a namespace: the caller's id is relative; the key, the
+        # stream, the policy and the audit log all use the stored id
+        agent_id = store.qualify(agent_id)
+    try:
+        return await _forget(store, agent_id, listed, purge, audit)
+    except StatekeeperError as exc:
+        if isinstance(store, NamespacedStateStore):
+            store.relative_error(exc)
+        raise
+
+
+async def _forget(
+    store: StateStore, agent_id: str, listed: str, purge: bool, audit: AuditSink | None
+) -> ForgetResult:
     # destroying a key is forever: it needs admin on the agent's namespace (checked
     # before anything, and the refusal is audited) on a store opened as a principal
     await require(store, agent_id, "admin", "forget")
@@ -76,7 +93,7 @@ async def forget(
     at = time.time()
     destroyed = keyring.forget(agent_id, at=at)
     store._reads.forget(agent_id)  # the decoded state cached by this store goes too
-    purged = await store.delete(agent_id) if purge else False
+    purged = await store.delete(listed) if purge else False
     await emit(
         audit,
         GovernanceEvent(
@@ -89,7 +106,7 @@ async def forget(
             at,
         ),
     )
-    return ForgetResult(agent_id, destroyed, purged, head, at)
+    return ForgetResult(listed, destroyed, purged, head, at)
 
 
 def init_vault(

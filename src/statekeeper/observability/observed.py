@@ -216,6 +216,10 @@ class ObservedBackend(Backend):
         count: int = await self._obs.call("count_agents", None, self.inner.count_agents)
         return count
 
+    async def count_prefix(self, prefix: str) -> int:
+        count: int = await self._obs.call("count_agents", None, self.inner.count_prefix, prefix)
+        return count
+
     async def delete_agent(self, agent_id: str) -> bool:
         existed: bool = await self._obs.call(
             "delete_agent", agent_id, self.inner.delete_agent, agent_id

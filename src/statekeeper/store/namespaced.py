@@ -17,6 +17,11 @@ filter does (:mod:`statekeeper.namespaces`): in a store opened in ``acme``,
 written: an absolute id (leading ``/``), a ``.`` or ``..`` segment, an empty segment
 (``a//b``, trailing ``/``).
 
+**Errors name the id the caller used**: an error raised below the view
+(:class:`~statekeeper.errors.AgentNotFound`, ``ConflictError``, ``LeaseLost``,
+``AccessDenied``...) has its ``agent_id`` (or ``agent_ids``) and its message made
+relative before it reaches the caller (:meth:`NamespacedStateStore.relative_error`).
+
 Store-wide calls with no agent id (``health``, ``stats``, ``flush``, ``close``,
 ``feed_bounds``, ``feed_cursor_bounds``, ``trim_feed``) act on the whole store, as they do without a
 namespace (a policy given with ``principal=`` still decides ``trim_feed``).
@@ -25,11 +30,13 @@ namespace (a policy given with ``principal=`` still decides ``trim_feed``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..arguments import check_agent_id, check_seq
-from ..errors import InvalidAgentId
+from ..errors import InvalidAgentId, StatekeeperError
 from ..namespaces import check_namespace
 from ..records import AgentInfo, AppendResult, Event, FeedEvent, Snapshot
 from .feed import Subscription
@@ -89,6 +96,35 @@ class NamespacedStateStore(StateStore):
     def _rel(self, full: str) -> str:
         return full[len(self._prefix) :] if full.startswith(self._prefix) else full
 
+    def qualify(self, agent_id: str) -> str:
+        """The stored (full) id of the relative ``agent_id`` (``"a-1"`` ->
+        ``"acme/support/a-1"``); :class:`InvalidAgentId` when it would leave the
+        namespace. For tools that work below the view (leases, retention)."""
+        return self._full(agent_id)
+
+    def relative(self, full_id: str) -> str:
+        """The id of ``full_id`` as this view names it (unchanged when it lies outside
+        the namespace)."""
+        return self._rel(full_id)
+
+    def relative_error(self, exc: BaseException) -> BaseException:
+        """``exc`` (changed in place) naming relative ids: its ``agent_id`` /
+        ``agent_ids`` attributes and their quoted occurrences in its message."""
+        if not self._prefix or not isinstance(exc, StatekeeperError):
+            return exc
+        renames: dict[str, str] = {}
+        one = getattr(exc, "agent_id", None)
+        if isinstance(one, str) and one.startswith(self._prefix):
+            renames[one] = self._rel(one)
+            exc.agent_id = renames[one]  # type: ignore[attr-defined]
+        many = getattr(exc, "agent_ids", None)
+        if isinstance(many, list) and all(isinstance(a, str) for a in many):
+            renames.update({a: self._rel(a) for a in many if a.startswith(self._prefix)})
+            exc.agent_ids = [self._rel(a) for a in many]  # type: ignore[attr-defined]
+        if renames:
+            exc.args = tuple(_renamed(arg, renames) for arg in exc.args)
+        return exc
+
     def _out(self, record: _R) -> _R:
         """``record`` (a dataclass with ``agent_id``) with its id made relative."""
         if record is None:
@@ -139,9 +175,13 @@ class NamespacedStateStore(StateStore):
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         """One page of the agents of this namespace and below it, ordered by id, with
-        relative ids (``after``: the last relative id of the previous page)."""
+        relative ids (``after``: the last relative id of the previous page, or any
+        relative string to start after, such as a prefix ``"lg/"``: a bound, not an
+        id, so it is not refused for a trailing ``/``; nothing outside the namespace is
+        ever listed)."""
         check_seq(limit, "limit", minimum=1)
-        cursor = self._full(after, "after") if after is not None else self._prefix or None
+        cursor = self._prefix + check_agent_id(after, "after") if after is not None else None
+        cursor = cursor or self._prefix or None
         out: list[AgentInfo] = []
         while len(out) < limit:
             page = await super().list_agents(after=cursor, limit=limit)
@@ -155,14 +195,16 @@ class NamespacedStateStore(StateStore):
         return out[:limit]
 
     async def count_agents(self) -> int:
-        """How many agents live in this namespace or below it (counted by listing
-        them: the engines count the whole store only)."""
+        """How many agents live in this namespace or below it: a range count of the
+        engine's agent index (SQLite, PostgreSQL, Redis; others list the namespace).
+        Opened as a principal with a policy, the agents it may read are counted."""
         if not self._prefix:
             return await super().count_agents()
-        count = 0
-        async for _ in self.iter_agents():
-            count += 1
-        return count
+        if getattr(getattr(self, "_governance", None), "policy", None) is not None:
+            return len([info async for info in self.iter_agents()])
+        self._check_open()
+        await self.flush()
+        return await self.backend.count_prefix(self._prefix)
 
     async def find_key(self, agent_id: str, key: str) -> AppendResult | None:
         return self._out(await super().find_key(self._full(agent_id), key))
@@ -249,6 +291,69 @@ class NamespacedStateStore(StateStore):
 
     async def delete(self, agent_id: str) -> bool:
         return await super().delete(self._full(agent_id))
+
+
+def _renamed(arg: object, renames: dict[str, str]) -> object:
+    if not isinstance(arg, str):
+        return arg
+    if arg in renames:  # AgentNotFound(agent_id) keeps the bare id
+        return renames[arg]
+    for full, rel in renames.items():
+        arg = arg.replace(repr(full), repr(rel))
+    return arg
+
+
+def _caller_ids(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` of :class:`NamespacedStateStore` whose errors name relative ids."""
+    if inspect.isasyncgenfunction(method):
+
+        @functools.wraps(method)
+        async def generator(self: NamespacedStateStore, *args: Any, **kw: Any) -> Any:
+            try:
+                async for item in method(self, *args, **kw):
+                    yield item
+            except StatekeeperError as exc:
+                self.relative_error(exc)
+                raise
+
+        return generator
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def coroutine(self: NamespacedStateStore, *args: Any, **kw: Any) -> Any:
+            try:
+                return await method(self, *args, **kw)
+            except StatekeeperError as exc:
+                self.relative_error(exc)
+                raise
+
+        return coroutine
+
+    @functools.wraps(method)
+    def plain(self: NamespacedStateStore, *args: Any, **kw: Any) -> Any:
+        try:
+            return method(self, *args, **kw)
+        except StatekeeperError as exc:
+            self.relative_error(exc)
+            raise
+
+    return plain
+
+
+# every public call of the view names relative ids in its errors (one wrapper here
+# rather than a try/except in each of them)
+for _name, _member in list(vars(NamespacedStateStore).items()):
+    if (
+        not _name.startswith("_")
+        and inspect.isfunction(_member)
+        and _name
+        not in (
+            "qualify",
+            "relative",
+            "relative_error",
+        )
+    ):
+        setattr(NamespacedStateStore, _name, _caller_ids(_member))
 
 
 class _NamespacedSubscription(Subscription):

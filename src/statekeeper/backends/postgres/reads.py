@@ -15,7 +15,7 @@ from ...records import (
     RawEvent,
     RawSnapshot,
 )
-from ..base import LatestRead
+from ..base import LatestRead, prefix_end
 from .part import PostgresPart
 
 _NO_LIMIT = 2**62
@@ -243,4 +243,11 @@ class Reads(PostgresPart):
 
     async def count_agents(self) -> int:
         rows = await self._query("count", ())
+        return int(rows[0][0])
+
+    async def count_prefix(self, prefix: str) -> int:
+        if not prefix:
+            return await self.count_agents()
+        # a range of the primary key (agent_id is COLLATE "C": code point order)
+        rows = await self._query("count_prefix", (prefix, prefix_end(prefix)))
         return int(rows[0][0])

@@ -68,6 +68,7 @@ REPLICA_QUERIES = frozenset(
         "list_oldest_written",
         "list_oldest_written_after",
         "count",
+        "count_prefix",
         "feed_read",
     }
 )

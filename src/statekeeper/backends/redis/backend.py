@@ -84,6 +84,7 @@ from ..base import (
     Capability,
     Health,
     check_prune,
+    prefix_end,
     validate_batch,
     validate_request,
     validate_rewrite,
@@ -995,6 +996,21 @@ class RedisBackend(Backend):
             async with self._client.pipeline(transaction=False) as pipe:
                 for shard in self.layout.shard_keys:
                     pipe.zcard(shard.index)
+                return sum(int(n) for n in await pipe.execute())
+
+        return await self._retrying("count_agents", op)
+
+    async def count_prefix(self, prefix: str) -> int:
+        if self.ttl is not None or not prefix:  # (expired index entries: see above)
+            return await super().count_prefix(prefix) if prefix else await self.count_agents()
+        low = b"[" + prefix.encode()
+        high = b"(" + prefix_end(prefix).encode()
+
+        async def op() -> int:
+            # the agent index is lexicographic (score 0): one ZLEXCOUNT per shard
+            async with self._client.pipeline(transaction=False) as pipe:
+                for shard in self.layout.shard_keys:
+                    pipe.zlexcount(shard.index, low, high)
                 return sum(int(n) for n in await pipe.execute())
 
         return await self._retrying("count_agents", op)

@@ -21,6 +21,12 @@ target that has none yet: a target's audit log is never overwritten or merged in
 hash chain is its own); the backup's copy is then left out and listed in
 ``RestoreResult.kept_internal``.
 
+A backup holds stored (full) ids and restores them as they are. A target opened in a
+namespace (``StateStore(url, namespace="acme")``) takes a backup only when every
+stream in it lies inside that namespace (a backup of that namespace or one below);
+otherwise :class:`~statekeeper.errors.BackupError` names one outside, before anything
+is written. ``RestoreResult.forgotten`` names ids as the target does (relative).
+
 Agents whose data key was destroyed (``statekeeper forget``) cannot be verified or
 read: they are left out and listed in ``RestoreResult.forgotten``.
 """
@@ -40,6 +46,7 @@ from ...codec.pipeline import CHAIN_BROKEN
 from ...errors import AgentForgotten, BackupCorrupt, BackupError, IntegrityError, KeyNotFound
 from ...records import AppendRequest, RawEvent, RawSnapshot
 from ...store.body import SNAPSHOT_KIND
+from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require, store_sink
 from .fileformat import BackupKey, FrameReader
 from .location import Location
@@ -309,6 +316,7 @@ async def restore(
     with contextlib.ExitStack() as stack:
         paths = [stack.enter_context(Location(b).local_copy()) for b in backups]
         ids, listed = await asyncio.to_thread(_open_chain, paths, key)
+        _check_namespace(store, listed)
         for agent_id in sorted(listed):
             internal = agent_id[:1] == "\x01"  # the store's own streams: store admin only
             await require(store, None if internal else agent_id, "admin", "restore")
@@ -316,6 +324,8 @@ async def restore(
         if progress is not None:
             progress("verify", len(listed), len(listed))
         forgotten = sorted(a for a, p in plans.items() if p.forgotten)
+        if isinstance(store, NamespacedStateStore):
+            forgotten = [store.relative(a) for a in forgotten]
         tags = {
             a: store.codec.head_tag(a, p.head, p.link)
             for a, p in sorted(plans.items())
@@ -357,6 +367,22 @@ async def restore(
         details["kept_target_streams"] = len(kept)
     await emit(audit, GovernanceEvent("restore", None, "ok", details=details))
     return result
+
+
+def _check_namespace(store: StateStore, listed: set[str]) -> None:
+    """A target opened in a namespace takes only streams inside it (a backup holds
+    stored, full ids: they are restored as they are, never re-qualified)."""
+    if not isinstance(store, NamespacedStateStore) or not store.namespace:
+        return
+    prefix = store.namespace + "/"
+    outside = sorted(a for a in listed if not a.startswith(prefix))
+    if outside:
+        shown = "the store's own streams" if outside[0][:1] == "\x01" else repr(outside[0])
+        raise BackupError(
+            f"the backup holds {len(outside)} stream(s) outside namespace"
+            f" {store.namespace!r} (e.g. {shown}); a target opened in a namespace takes"
+            " only its own agents: restore into the whole store (no namespace) instead"
+        )
 
 
 async def _write_all(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack  # type: ignore[import-untyped]
 
 from ...errors import BackupError
+from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require, store_sink
 from .fileformat import BackupKey, FrameReader, FrameWriter, Header
 from .location import Location
@@ -74,12 +75,17 @@ def stream_digest(packed: bytes) -> str:
     return hashlib.sha256(packed).hexdigest()
 
 
-async def _heads(backend: Backend) -> dict[str, int]:
+async def _heads(backend: Backend, prefix: str = "") -> dict[str, int]:
+    """Every stream's head, or (``prefix``: ``"ns/"``) those of one namespace and
+    below (ids are listed in order, so the listing starts at the prefix and stops
+    past it)."""
     heads: dict[str, int] = {}
-    after: str | None = None
+    after: str | None = prefix or None
     while True:
         page = await backend.list_agents(after=after, limit=_LIST_PAGE)
         for info in page:
+            if not info.agent_id.startswith(prefix):
+                return heads
             heads[info.agent_id] = info.head_seq
         if len(page) < _LIST_PAGE:
             return heads
@@ -180,6 +186,10 @@ async def backup(
     is called with ``(agents done, agents in the cut)``. The file appears only when
     complete (written beside the target and renamed, or uploaded when done).
 
+    On a store opened in a namespace (``StateStore(url, namespace="acme")``) only the
+    streams of that namespace and below are copied, under their stored (full) ids; the
+    manifest records the namespace, and ``since`` must be a backup of the same one.
+
     On a store opened as a principal the backup needs ``admin`` on every namespace
     (``**``): it copies every stream, the audit log included, which only a store
     admin may read; otherwise :class:`~statekeeper.errors.AccessDenied` (audited)
@@ -187,6 +197,9 @@ async def backup(
     log there.
     """
     await require(store, None, "admin", "backup")
+    # a store opened in a namespace backs up that namespace (and below) only, under
+    # the stored (full) ids; the manifest names the namespace
+    namespace = store.namespace if isinstance(store, NamespacedStateStore) else ""
     audit = store_sink(store, audit)
     key.check_not_store_key(store.codec.keyring)
     started = time.perf_counter()
@@ -199,11 +212,18 @@ async def backup(
             try:
                 parent_id = reader.header.backup_id
                 previous = reader.manifest["streams"]
+                if reader.manifest.get("namespace", "") != namespace:
+                    raise BackupError(
+                        f"--since {Location(since).display}: it is a backup of namespace"
+                        f" {reader.manifest.get('namespace', '')!r}, this one of"
+                        f" {namespace!r}: an incremental backup needs a parent of the"
+                        " same namespace"
+                    )
             finally:
                 reader.close()
     await store.flush()
     backend = store.backend
-    heads = await _heads(backend)
+    heads = await _heads(backend, namespace + "/" if namespace else "")
     backup_id = secrets.token_hex(16)
     header = Header.new(backup_id, parent_id, key, created)
     streams: dict[str, Any] = {}
@@ -281,6 +301,7 @@ async def backup(
             "parent": parent_id,
             "created_at": created,
             "source": backend.name,
+            "namespace": namespace,
             "agents": len(streams),
             "copied": totals["copied"],
             "events": totals["events"],

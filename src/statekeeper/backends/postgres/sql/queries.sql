@@ -138,6 +138,9 @@ SELECT e.agent_id, e.seq, e.kind, e.ts, e.payload, e.checksum FROM {s}.sk_agents
 -- name: count
 SELECT count(*) FROM {s}.sk_agents
 
+-- name: count_prefix
+SELECT count(*) FROM {s}.sk_agents WHERE agent_id >= %s AND agent_id < %s
+
 -- name: del_agent
 DELETE FROM {s}.sk_agents WHERE agent_id = %s
 

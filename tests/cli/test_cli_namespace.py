@@ -1,0 +1,204 @@
+"""``statekeeper --namespace NS``: every command either works inside the namespace
+(relative ids in and out, nothing outside it seen or touched) or refuses the option
+with one line saying why: none ignores it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from statekeeper import SyncStateStore
+from statekeeper.cli._help import load_all
+from statekeeper.cli.app import app
+from statekeeper.cli.namespacing import COMMANDS
+from statekeeper.codec.keys import Keyring, generate_key
+
+from ._subprocess import Run, cli, cli_env, cli_in_process, one_error_line
+
+IDS = ["acme/a-1", "acme/eu/b-2", "acmex/c", "globex/g"]
+
+
+def _tree() -> list[tuple[str, Any]]:
+    root = load_all(typer.main.get_command(app))
+    out: list[tuple[str, Any]] = []
+
+    def walk(command: Any, path: list[str]) -> None:
+        if path:
+            out.append((" ".join(path), command))
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            walk(sub, [*path, name])
+
+    walk(root, [])
+    return out
+
+
+def test_every_command_honours_or_refuses_the_namespace() -> None:
+    """A new command must be listed in cli/namespacing.py, honouring --namespace
+    (it opens its store through open_store) or refusing it with a reason."""
+    tree = _tree()
+    paths = {path for path, _ in tree}
+    assert sorted(paths - set(COMMANDS)) == [], "commands missing from namespacing.COMMANDS"
+    assert sorted(set(COMMANDS) - paths) == [], "namespacing.COMMANDS names unknown commands"
+    for path, command in tree:
+        if command.callback is not None:
+            assert getattr(command.callback, "__sk_namespace_gate__", False), path
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Path:
+    path = tmp_path / "keys.json"
+    path.write_text(
+        json.dumps({"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
+    )
+    return path
+
+
+@pytest.fixture
+def db(tmp_path: Path, keys: Path) -> Path:
+    path = tmp_path / "store.db"
+    with SyncStateStore(f"sqlite:///{path}", keyring=Keyring.from_file(keys)) as store:
+        for agent_id in IDS:
+            store.save(agent_id, {"id": agent_id, "n": 1})
+            store.save(agent_id, {"id": agent_id, "n": 2})
+    return path
+
+
+def _stored(db: Path, keys: Path) -> dict[str, int]:
+    with SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys)) as store:
+        return {i.agent_id: i.head_seq for i in store.list_agents(limit=100)}
+
+
+def sk(db: Path, keys: Path, *args: str, namespace: str = "acme") -> Run:
+    run = cli_in_process(
+        "--namespace", namespace, *args, env=cli_env(STATEKEEPER_URL=str(db),
+                                                     STATEKEEPER_KEY_FILE=str(keys)),
+    )  # fmt: skip
+    return run
+
+
+def test_reading_commands_see_the_namespace_with_relative_ids(db: Path, keys: Path) -> None:
+    listed = sk(db, keys, "agents", "--json")
+    assert listed.code == 0, str(listed)
+    assert [a["agent_id"] for a in json.loads(listed.stdout)["agents"]] == ["a-1", "eu/b-2"]
+    shown = sk(db, keys, "show", "eu/b-2", "--json")
+    assert shown.code == 0 and json.loads(shown.stdout)["data"]["id"] == "acme/eu/b-2"
+    # an agent of another namespace is not there, and the error names the caller's id
+    missing = sk(db, keys, "show", "g")
+    assert missing.code == 1 and one_error_line(missing) == "error: agent 'g' not found"
+    history = sk(db, keys, "history", "a-1", "--json")
+    assert history.code == 0, str(history)
+    assert {e["agent_id"] for e in map(json.loads, history.stdout.splitlines())} == {"a-1"}
+    assert sk(db, keys, "diff", "a-1", "eu/b-2").code == 0
+    tail = sk(db, keys, "tail", "--json")
+    assert tail.code == 0, str(tail)
+    assert {json.loads(line)["agent_id"] for line in tail.stdout.splitlines()} == {"a-1", "eu/b-2"}
+    stats = sk(db, keys, "stats", "--json")
+    assert stats.code == 0 and json.loads(stats.stdout)["agents"] == 2, str(stats)
+    verify = sk(db, keys, "verify", "--json")
+    assert verify.code == 0 and json.loads(verify.stdout)["agents"] == 2, str(verify)
+    escape = sk(db, keys, "show", "../globex/g")
+    assert escape.code == 2 and "namespace 'acme'" in one_error_line(escape)
+    bad = sk(db, keys, "agents", namespace="acme//x")
+    assert bad.code == 2 and "namespace" in one_error_line(bad)
+
+
+def test_writing_commands_touch_only_the_namespace(db: Path, keys: Path, tmp_path: Path) -> None:
+    before = _stored(db, keys)
+    export = tmp_path / "acme.jsonl"
+    made = sk(db, keys, "export", "--output", str(export))
+    assert made.code == 0, str(made)
+    lines = [json.loads(line) for line in export.read_text().splitlines()]
+    assert sorted({line["agent_id"] for line in lines if "agent_id" in line}) == ["a-1", "eu/b-2"]
+    # import into another namespace: the relative ids land below it
+    imported = sk(db, keys, "import", str(export), namespace="copy")
+    assert imported.code == 0, str(imported)
+    assert sk(db, keys, "delete", "a-1", "--yes").code == 0
+    kept = sk(db, keys, "retention", "apply", "--rule", "* keep_last=1", "--json")
+    assert kept.code == 0, str(kept)
+    assert {a["agent_id"] for a in json.loads(kept.stdout)["actions"]} == {"eu/b-2"}
+    forgot = sk(db, keys, "forget", "eu/b-2", "--yes", "--json")
+    assert forgot.code == 0 and json.loads(forgot.stdout)["agent_id"] == "eu/b-2", str(forgot)
+    after = _stored(db, keys)
+    assert "acme/a-1" not in after and after["acme/eu/b-2"] == before["acme/eu/b-2"]
+    for other in ["acmex/c", "globex/g"]:
+        assert after[other] == before[other]  # outside the namespace: untouched
+    assert after["copy/a-1"] == after["copy/eu/b-2"] == 2
+
+
+def test_backup_and_restore_in_a_namespace(db: Path, keys: Path, tmp_path: Path) -> None:
+    file = tmp_path / "acme.skb"
+    bkey = ["--backup-key", str(tmp_path / "backup.key")]
+    made = sk(db, keys, "backup", "--to", str(file), *bkey, "--create-backup-key", "--json")
+    assert made.code == 0 and json.loads(made.stdout)["agents"] == 2, str(made)
+    target = tmp_path / "target.db"
+    assert cli_in_process("init", f"sqlite:///{target}").code == 0
+    wrong = sk(db, keys, "restore", str(file), "--to", str(target), *bkey, namespace="globex")
+    assert wrong.code == 2 and "outside namespace 'globex'" in one_error_line(wrong)
+    restored = sk(db, keys, "restore", str(file), "--to", str(target), *bkey, "--json")
+    assert restored.code == 0 and json.loads(restored.stdout)["agents"] == 2, str(restored)
+    assert sorted(_stored(target, keys)) == ["acme/a-1", "acme/eu/b-2"]
+
+
+REFUSED = [
+    ["init", "sqlite:///{tmp}/new.db"],
+    ["repair"],
+    ["migrate", "--app", "nowhere:app", "--model", "m"],
+    ["audit"],
+    ["audit", "verify"],
+    ["keys", "status"],
+    ["rekey"],
+    ["witness", "export", "{tmp}/w.json"],
+    ["serve"],
+    ["langgraph", "prune", "--keep-last", "1"],
+    ["health"],
+    ["analyze"],
+    ["projections", "status", "--read-model", "{tmp}/rm.db"],
+    ["metrics", "plot", "--out", "{tmp}/m.svg"],
+]
+
+
+@pytest.mark.parametrize("args", REFUSED, ids=lambda a: " ".join(a[:2]))
+def test_commands_on_the_whole_store_refuse_the_namespace(
+    db: Path, keys: Path, tmp_path: Path, args: list[str]
+) -> None:
+    before = _stored(db, keys)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    run = sk(db, keys, *argv)
+    line = one_error_line(run)
+    assert run.code == 2, str(run)
+    assert "cannot run in namespace 'acme'" in line, line
+    assert len(line) > len("error: statekeeper x cannot run in namespace 'acme': "), line
+    assert _stored(db, keys) == before
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_a_real_process_honours_the_namespace(db: Path, keys: Path) -> None:
+    env = cli_env(STATEKEEPER_KEY_FILE=str(keys), STATEKEEPER_NAMESPACE="acme/eu")
+    listed = cli("agents", "--db", str(db), "--json", env=env)
+    assert listed.code == 0, str(listed)
+    assert [a["agent_id"] for a in json.loads(listed.stdout)["agents"]] == ["b-2"]
+    refused = cli("rekey", "--db", str(db), env=env)
+    assert refused.code == 2 and "cannot run in namespace 'acme/eu'" in one_error_line(refused)
+
+
+def test_a_retention_run_resumes_only_in_its_namespace(
+    db: Path, keys: Path, tmp_path: Path
+) -> None:
+    # what an interrupted run in namespace acme left behind (a-1 done)
+    progress = tmp_path / "progress.json"
+    progress.write_text(
+        json.dumps({"statekeeper_retention": {"after": "a-1", "namespace": "acme"}})
+    )
+    rule = ["retention", "apply", "--rule", "* keep_last=1", "--progress-file", str(progress)]
+    rule += ["--json"]
+    other = sk(db, keys, *rule, namespace="globex")
+    assert other.code == 2 and "resume with the same --namespace" in one_error_line(other)
+    assert _stored(db, keys)["globex/g"] == 2 and progress.exists()  # nothing done
+    resumed = sk(db, keys, *rule)
+    assert resumed.code == 0, str(resumed)
+    assert [a["agent_id"] for a in json.loads(resumed.stdout)["actions"]] == ["eu/b-2"]
+    assert not progress.exists()
