@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     from ..schema.registry import ModelSchema, SchemaRegistry
     from .agent import DurableAgent
     from .governed import AccessPolicy, AuditSettings
+    from .observing import StoreObserver
 
 __all__ = [
     "DEFAULT_URL",
@@ -100,6 +101,7 @@ __all__ = [
 DEFAULT_URL = "sqlite:///statekeeper.db"
 
 _M = TypeVar("_M")
+_perf = time.perf_counter
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +318,9 @@ class StateStore:
         self._group = self._writes.group
         self._machines = Machines(allowed)
         self._closed = False
+        #: what times this store's operations (``observability.instrument`` sets it;
+        #: None: one attribute read and a compare per operation, nothing else)
+        self.observer: StoreObserver | None = None
 
     @property
     def snapshot_events(self) -> int:
@@ -418,9 +423,19 @@ class StateStore:
 
     async def get(self, agent_id: str) -> Snapshot | None:
         """The agent's latest state, or None if it has no stream."""
-        await self._ready(agent_id)
-        record = await self._reads.current(agent_id)
-        return self._reads.public(record) if record is not None else None
+        obs = self.observer
+        mark = None if obs is None else _perf() if obs.untraced else obs.begin("load", agent_id)
+        try:
+            await self._ready(agent_id)
+            record = await self._reads.current(agent_id)
+            result = self._reads.public(record) if record is not None else None
+        except BaseException as exc:
+            if obs is not None:
+                obs.failed("load", mark, exc)
+            raise
+        if obs is not None:
+            obs.done("load", mark, result)
+        return result
 
     async def get_many(self, agent_ids: Sequence[str]) -> list[Snapshot | None]:
         """:meth:`get` of many agents, in order (None for an agent without a stream).
@@ -442,21 +457,32 @@ class StateStore:
         Raises :class:`AgentNotFound` when the agent has no stream (or had none yet at
         ``at_time``), and :class:`IntegrityError` when a record fails verification.
         """
-        self._check_open()
-        check_agent_id(agent_id)
-        check_seq(at_seq, "at_seq", optional=True)
-        if at_time is not None:
-            check_timestamp(at_time, "at_time")
-        await self._ready()
-        if at_seq is None and at_time is None:
-            record = await self._reads.current(agent_id)
-            if record is None:
-                raise AgentNotFound(agent_id)
-            return self._reads.public(record)
-        if at_seq is not None and at_time is not None:
-            raise ConfigurationError("give at_seq or at_time, not both")
-        await self._flush_agent(agent_id)
-        return self._reads.public(await self._reads.at(agent_id, at_seq, at_time))
+        obs = self.observer
+        mark = None if obs is None else _perf() if obs.untraced else obs.begin("load", agent_id)
+        try:
+            self._check_open()
+            check_agent_id(agent_id)
+            check_seq(at_seq, "at_seq", optional=True)
+            if at_time is not None:
+                check_timestamp(at_time, "at_time")
+            await self._ready()
+            if at_seq is None and at_time is None:
+                record = await self._reads.current(agent_id)
+                if record is None:
+                    raise AgentNotFound(agent_id)
+                result = self._reads.public(record)
+            else:
+                if at_seq is not None and at_time is not None:
+                    raise ConfigurationError("give at_seq or at_time, not both")
+                await self._flush_agent(agent_id)
+                result = self._reads.public(await self._reads.at(agent_id, at_seq, at_time))
+        except BaseException as exc:
+            if obs is not None:
+                obs.failed("load", mark, exc)
+            raise
+        if obs is not None:
+            obs.done("load", mark, result)
+        return result
 
     async def head(self, agent_id: str) -> int:
         """The agent's last seq (0 if it has no stream), counting buffered writes."""
@@ -635,27 +661,40 @@ class StateStore:
         """Start an agent's stream with a ``created`` event. ConflictError if it exists.
 
         With ``lease`` the write is fenced (see :meth:`save`)."""
-        self._check_open()
-        check_agent_id(agent_id)
-        document = dict(check_mapping(data, "data", optional=True) or {})
-        fsm_state = self._state(agent_id, fsm_state)
-        check_seq(schema_version, "schema_version")
-        check_write_options(idempotency_key, actor, lease)
-        await self._ready()
+        obs = self.observer
+        mark = None if obs is None else _perf() if obs.untraced else obs.begin("create", agent_id)
         try:
-            return await self._writes.write(
-                agent_id,
-                EventKind.CREATED,
-                {},
-                expected_seq=0,
-                make=lambda rec: ([{"op": "replace", "path": "", "value": document}], fsm_state),
-                schema_version=schema_version,
-                idempotency_key=idempotency_key,
-                actor=actor,
-                lease=lease,
-            )
-        except SerializationError as exc:
-            raise locate(exc, self.codec.types, data=document) from exc
+            self._check_open()
+            check_agent_id(agent_id)
+            document = dict(check_mapping(data, "data", optional=True) or {})
+            fsm_state = self._state(agent_id, fsm_state)
+            check_seq(schema_version, "schema_version")
+            check_write_options(idempotency_key, actor, lease)
+            await self._ready()
+            try:
+                result = await self._writes.write(
+                    agent_id,
+                    EventKind.CREATED,
+                    {},
+                    expected_seq=0,
+                    make=lambda rec: (
+                        [{"op": "replace", "path": "", "value": document}],
+                        fsm_state,
+                    ),
+                    schema_version=schema_version,
+                    idempotency_key=idempotency_key,
+                    actor=actor,
+                    lease=lease,
+                )
+            except SerializationError as exc:
+                raise locate(exc, self.codec.types, data=document) from exc
+        except BaseException as exc:
+            if obs is not None:
+                obs.failed("create", mark, exc)
+            raise
+        if obs is not None:
+            obs.done("create", mark, result)
+        return result
 
     async def save(
         self,
@@ -683,43 +722,53 @@ class StateStore:
         ``fence``) the write carries the lease's fencing token and the backend refuses
         it with :class:`~statekeeper.errors.LeaseLost` once a newer lease was granted.
         """
-        self._check_open()
-        check_agent_id(agent_id)
-        document = check_mapping(data, "data")
-        fsm_state = self._state(agent_id, fsm_state)
-        if (  # only what was given is checked (the common save passes none of these)
-            expected_seq is not None
-            or schema_version is not None
-            or event_type is not EventKind.PATCH
-            or idempotency_key is not None
-            or actor is not None
-            or lease is not None
-        ):
-            check_seq(expected_seq, "expected_seq", optional=True)
-            check_seq(schema_version, "schema_version", optional=True)
-            check_event_type(event_type)
-            check_write_options(idempotency_key, actor, lease)
-        body = event_info(info) if info is not None else {}
-        if not self._gate.ok:
-            await self._gate.check(self)
-
-        make, dumped = save_changes(document, fsm_state)
+        obs = self.observer
+        mark = None if obs is None else _perf() if obs.untraced else obs.begin("save", agent_id)
         try:
-            return await self._writes.write(
-                agent_id,
-                event_type,
-                body,
-                expected_seq=expected_seq,
-                make=make,
-                idempotency_key=idempotency_key,
-                actor=actor,
-                create_kind=EventKind.CREATED,
-                schema_version=schema_version,
-                lease=lease,
-                dumped=dumped,
-            )
-        except SerializationError as exc:
-            raise locate(exc, self.codec.types, data=document, info=body) from exc
+            self._check_open()
+            check_agent_id(agent_id)
+            document = check_mapping(data, "data")
+            fsm_state = self._state(agent_id, fsm_state)
+            if (  # only what was given is checked (the common save passes none of these)
+                expected_seq is not None
+                or schema_version is not None
+                or event_type is not EventKind.PATCH
+                or idempotency_key is not None
+                or actor is not None
+                or lease is not None
+            ):
+                check_seq(expected_seq, "expected_seq", optional=True)
+                check_seq(schema_version, "schema_version", optional=True)
+                check_event_type(event_type)
+                check_write_options(idempotency_key, actor, lease)
+            body = event_info(info) if info is not None else {}
+            if not self._gate.ok:
+                await self._gate.check(self)
+
+            make, dumped = save_changes(document, fsm_state)
+            try:
+                result = await self._writes.write(
+                    agent_id,
+                    event_type,
+                    body,
+                    expected_seq=expected_seq,
+                    make=make,
+                    idempotency_key=idempotency_key,
+                    actor=actor,
+                    create_kind=EventKind.CREATED,
+                    schema_version=schema_version,
+                    lease=lease,
+                    dumped=dumped,
+                )
+            except SerializationError as exc:
+                raise locate(exc, self.codec.types, data=document, info=body) from exc
+        except BaseException as exc:
+            if obs is not None:
+                obs.failed("save", mark, exc)
+            raise
+        if obs is not None:
+            obs.done("save", mark, result)
+        return result
 
     async def append(
         self,
@@ -742,31 +791,42 @@ class StateStore:
         Without ``expected_seq``, ops are applied to the latest state; if they no
         longer apply after a concurrent write, :class:`ConflictError` is raised.
         """
-        self._check_open()
-        check_agent_id(agent_id)
-        check_event_type(event_type)
-        op_list = check_ops(ops)
-        fsm_state = self._state(agent_id, fsm_state)
-        check_seq(expected_seq, "expected_seq", optional=True)
-        check_seq(schema_version, "schema_version", optional=True)
-        check_write_options(idempotency_key, actor, lease)
-        body = event_info(info)
-        await self._ready()
-
+        obs = self.observer
+        op = "transition" if event_type == EventKind.TRANSITION else "append"
+        mark = None if obs is None else _perf() if obs.untraced else obs.begin(op, agent_id)
         try:
-            return await self._writes.write(
-                agent_id,
-                event_type,
-                body,
-                expected_seq=expected_seq,
-                make=append_changes(agent_id, op_list, fsm_state),
-                idempotency_key=idempotency_key,
-                actor=actor,
-                schema_version=schema_version,
-                lease=lease,
-            )
-        except SerializationError as exc:
-            raise locate(exc, self.codec.types, info=body, ops=op_list) from exc
+            self._check_open()
+            check_agent_id(agent_id)
+            check_event_type(event_type)
+            op_list = check_ops(ops)
+            fsm_state = self._state(agent_id, fsm_state)
+            check_seq(expected_seq, "expected_seq", optional=True)
+            check_seq(schema_version, "schema_version", optional=True)
+            check_write_options(idempotency_key, actor, lease)
+            body = event_info(info)
+            await self._ready()
+
+            try:
+                result = await self._writes.write(
+                    agent_id,
+                    event_type,
+                    body,
+                    expected_seq=expected_seq,
+                    make=append_changes(agent_id, op_list, fsm_state),
+                    idempotency_key=idempotency_key,
+                    actor=actor,
+                    schema_version=schema_version,
+                    lease=lease,
+                )
+            except SerializationError as exc:
+                raise locate(exc, self.codec.types, info=body, ops=op_list) from exc
+        except BaseException as exc:
+            if obs is not None:
+                obs.failed(op, mark, exc)
+            raise
+        if obs is not None:
+            obs.done(op, mark, result)
+        return result
 
     async def find_key(self, agent_id: str, key: str) -> AppendResult | None:
         """Where the append of ``agent_id`` that used idempotency ``key`` landed
@@ -782,15 +842,35 @@ class StateStore:
 
     async def snapshot(self, agent_id: str) -> int:
         """Store a snapshot of the latest state now; returns its seq."""
-        await self._ready(agent_id)
-        await self._flush_agent(agent_id)
-        return await self._writes.snapshot(agent_id)
+        obs = self.observer
+        mark = None if obs is None else _perf() if obs.untraced else obs.begin("snapshot", agent_id)
+        try:
+            await self._ready(agent_id)
+            await self._flush_agent(agent_id)
+            result = await self._writes.snapshot(agent_id)
+        except BaseException as exc:
+            if obs is not None:
+                obs.failed("snapshot", mark, exc)
+            raise
+        if obs is not None:
+            obs.done("snapshot", mark, result)
+        return result
 
     async def delete(self, agent_id: str) -> bool:
         """Delete the agent's stream and snapshots. True if it existed."""
-        await self._ready(agent_id)
-        await self._flush_agent(agent_id)
-        return await self._writes.delete(agent_id)
+        obs = self.observer
+        mark = None if obs is None else _perf() if obs.untraced else obs.begin("delete", agent_id)
+        try:
+            await self._ready(agent_id)
+            await self._flush_agent(agent_id)
+            result = await self._writes.delete(agent_id)
+        except BaseException as exc:
+            if obs is not None:
+                obs.failed("delete", mark, exc)
+            raise
+        if obs is not None:
+            obs.done("delete", mark, result)
+        return result
 
     # -- agents with a state machine ----------------------------------------------
 

@@ -17,6 +17,7 @@ Nothing is written to the cache before the backend acknowledged the append
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
@@ -45,6 +46,7 @@ from .body import RESERVED, SNAPSHOT_KIND, event_body, next_record
 from .change import diff_by_key, dump_keys, plain
 from .durability import Durability, GroupCommitter, WriteBehind
 from .locks import KeyedLock
+from .observing import StoreObserver
 from .reads import PAGE, ReadPath
 from .snapshots import SnapshotPolicy, mark_snapshot
 from .state import HELD_AS_BYTES, AgentRecord, document
@@ -63,6 +65,7 @@ __all__ = [
 ]
 
 _loads = orjson.loads
+_perf = time.perf_counter
 _dumps = orjson.dumps
 
 #: what a write changes, given the state it is made on (None: no stream yet):
@@ -119,6 +122,8 @@ class WritePipeline:
         #: when set, appends go through it instead of ``backend.append`` (a governed
         #: store commits each write together with its audit entry: store/governed.py)
         self.submitter: Callable[[AppendRequest], Awaitable[AppendResult]] | None = None
+        #: times the engine's append of a direct write (see :mod:`.observing`)
+        self.observer: StoreObserver | None = None
         self.group = GroupCommitter(backend) if durability == "group" else None
         # writes trust the cache (see write) where the backend's compare-and-set can
         # tell a re-created stream from the cached one
@@ -237,8 +242,16 @@ class WritePipeline:
                         result = await group.submit(request)
                     elif submitter is not None:  # a governed store: with its audit entry
                         result = await submitter(request)
-                    else:
+                    elif (obs := self.observer) is None:
                         result = await self.backend.append(request)
+                    else:  # timed here: no wrapper's frame around the engine's append
+                        mark = _perf() if obs.untraced else obs.append_begin(request)
+                        try:
+                            result = await obs.engine.append(request)
+                        except BaseException as exc:
+                            obs.append_failed(request, mark, exc)
+                            raise
+                        obs.appended(request, result, mark)
                 except ConflictError:
                     reads.cache.discard(agent_id)
                     if trusting:  # the cached head was stale: not an attempt of its own
@@ -379,7 +392,17 @@ class WritePipeline:
             return await self.group.submit(request)
         if self.submitter is not None:
             return await self.submitter(request)
-        return await self.backend.append(request)
+        obs = self.observer
+        if obs is None:
+            return await self.backend.append(request)
+        mark = _perf() if obs.untraced else obs.append_begin(request)
+        try:
+            result = await obs.engine.append(request)
+        except BaseException as exc:
+            obs.append_failed(request, mark, exc)
+            raise
+        obs.appended(request, result, mark)
+        return result
 
     def settled(self, agent_id: str, seq: int) -> None:
         """A buffered append reached the backend: unpin the agent once all of it has."""

@@ -1,0 +1,53 @@
+"""What a store calls at its seams when something observes it (metrics, spans).
+
+A :class:`~statekeeper.store.StateStore` times its own operations, and its write
+pipeline the engine's ``append`` of a direct write, through the object in its
+``observer`` attribute (None: nothing is called; :func:`statekeeper.observability.
+instrument` sets one). Timing at the seams rather than by wrapping the store's methods
+and the engine's ``append`` spares an instrumented save two coroutine frames; the
+measurement is in ``docs/benchmarks.md`` ("Observability overhead").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..backends.base import Backend
+from ..records import AppendRequest, AppendResult
+
+__all__ = ["StoreObserver"]
+
+
+class StoreObserver(Protocol):
+    """The calls a store makes to what observes it (see the module docstring)."""
+
+    #: the engine the write pipeline appends to directly while observed (the store's
+    #: ``backend`` may be a wrapper timing the engine's other calls)
+    engine: Backend
+    #: no spans to start: the seams read ``time.perf_counter()`` themselves as the mark
+    #: instead of calling :meth:`begin` / :meth:`append_begin` (one call less each)
+    untraced: bool
+
+    def begin(self, operation: str, agent_id: str) -> Any:
+        """An operation starts; returns the mark :meth:`done`/:meth:`failed` get."""
+        ...
+
+    def done(self, operation: str, mark: Any, result: object) -> None:
+        """The operation ``begin`` marked returned ``result``."""
+        ...
+
+    def failed(self, operation: str, mark: Any, exc: BaseException) -> None:
+        """The operation ``begin`` marked raised ``exc``."""
+        ...
+
+    def append_begin(self, request: AppendRequest) -> Any:
+        """The engine's ``append`` of ``request`` starts; returns its mark."""
+        ...
+
+    def appended(self, request: AppendRequest, result: AppendResult, mark: Any) -> None:
+        """The engine's ``append`` of ``request`` returned ``result``."""
+        ...
+
+    def append_failed(self, request: AppendRequest, mark: Any, exc: BaseException) -> None:
+        """The engine's ``append`` of ``request`` raised ``exc``."""
+        ...
