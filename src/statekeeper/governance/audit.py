@@ -502,6 +502,7 @@ class AuditLog:
         last_seq: int | None = None,
         ahead: Any = True,
         detail: Mapping[str, Any] | None = None,
+        outcome: str = "ok",
     ) -> int:
         """Record, BEFORE making it, a mutation that cannot share a commit with its
         entry (delete, snapshot, lease, purge, forget...): the entry is marked
@@ -513,7 +514,7 @@ class AuditLog:
             agent_id,
             first_seq,
             last_seq,
-            "ok",
+            outcome,
             {**(detail or {}), "ahead": ahead},
         )
         return await self._append_entries((data,))
@@ -742,7 +743,7 @@ class _Ahead:
             self.pending.pop(voided, None)
         if agent is None:
             return
-        if entry.operation in _ERASING and entry.outcome.startswith("ok"):
+        if entry.operation in _ERASING and entry.outcome.startswith(("ok", "done")):
             self.erased[agent] = entry.seq
         mark = detail.get("ahead")
         if isinstance(mark, str) and entry.last_seq is not None:  # an append: it is there

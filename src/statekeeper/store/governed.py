@@ -107,6 +107,7 @@ class AheadAuditSink(AtomicAuditSink, Protocol):
         last_seq: int | None = None,
         ahead: Any = True,
         detail: Mapping[str, Any] | None = None,
+        outcome: str = "ok",
     ) -> int: ...
 
     async def void(
@@ -207,6 +208,29 @@ class Governance:
             outcome=outcome,
             detail=detail,
         )
+
+    async def ahead(
+        self, operation: str, agent_id: str | None, detail: Mapping[str, Any] | None = None
+    ) -> int | None:
+        """Record a mutation BEFORE making it (an entry marked ``ahead``; see
+        :meth:`AuditLog.record_ahead`); its seq, for :meth:`voided`. None without an
+        audit log (or one that cannot: the caller records after, with :meth:`record`)."""
+        audit = self.audit
+        record_ahead = getattr(audit, "record_ahead", None)
+        if record_ahead is None:
+            return None
+        seq: int = await record_ahead(
+            operation, principal=self.principal, agent_id=agent_id, detail=detail
+        )
+        return seq
+
+    async def voided(
+        self, entry: int, operation: str, agent_id: str | None, exc: BaseException
+    ) -> None:
+        """The mutation announced by entry ``entry`` (:meth:`ahead`) failed."""
+        void = getattr(self.audit, "void", None)
+        if void is not None and isinstance(exc, Exception):
+            await void(entry, operation, principal=self.principal, agent_id=agent_id, exc=exc)
 
     async def failed(self, operation: str, agent_id: str | None, exc: BaseException) -> None:
         """Audit a mutation that raised (nothing, or not all of it, was written)."""
