@@ -12,11 +12,13 @@ SQLite and PostgreSQL are in ``test_audit_crash.py``.)"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +27,7 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.governance import AuditLog
 
-from ..backends._services import fresh_url
+from ..backends._services import fresh_url, moto_endpoint, s3_credentials
 from .conftest import KEYRING
 
 CHILD = textwrap.dedent(
@@ -103,6 +105,20 @@ CHILD = textwrap.dedent(
 )
 
 ENGINES = ["sqlite", "postgresql", "redis"]
+#: engines without a commit for two streams: every write there is entry-first
+AHEAD = ["redis", "s3"]
+
+
+@contextlib.contextmanager
+def _store_url(engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    if engine != "s3":
+        with fresh_url(engine, tmp_path) as url:
+            yield url
+        return
+    for name, value in s3_credentials().items():  # (inherited by the writer process)
+        monkeypatch.setenv(name.upper() if name != "region_name" else "AWS_DEFAULT_REGION", value)
+    bucket = f"audit-{uuid.uuid4().hex[:12]}"
+    yield f"s3://{bucket}/agents?endpoint_url={moto_endpoint()}&create_bucket=1"
 
 
 @pytest.fixture(params=ENGINES)
@@ -244,26 +260,28 @@ async def _check(url: str, acked: Acked, *, exact: bool, durability: str = "sync
         await store.close()
 
 
-# -- sync saves on Redis (no commit for two streams: the entry goes first) ----------
+# -- sync saves on Redis and S3 (no commit for two streams: the entry goes first) ------
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("ahead_engine", AHEAD)
 @pytest.mark.parametrize("kill_entry", [2, 5])
-def test_redis_save_killed_at_its_entry_leaves_no_unrecorded_write(
-    tmp_path: Path, kill_entry: int
+def test_save_killed_at_its_entry_leaves_no_unrecorded_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead_engine: str, kill_entry: int
 ) -> None:
-    with fresh_url("redis", tmp_path) as url:
+    with _store_url(ahead_engine, tmp_path, monkeypatch) as url:
         acked = _run_child(tmp_path, url, kill_entry=kill_entry)
         assert len(acked) == kill_entry - 1
         asyncio.run(_check(url, acked, exact=True))
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("ahead_engine", AHEAD)
 @pytest.mark.parametrize("kill_write", [2, 5])
-def test_redis_save_killed_between_entry_and_write_is_reported(
-    tmp_path: Path, kill_write: int
+def test_save_killed_between_entry_and_write_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead_engine: str, kill_write: int
 ) -> None:
-    with fresh_url("redis", tmp_path) as url:
+    with _store_url(ahead_engine, tmp_path, monkeypatch) as url:
         acked = _run_child(tmp_path, url, kill_write=kill_write)
         assert len(acked) == kill_write - 1
         unapplied = asyncio.run(_check(url, acked, exact=False))
@@ -271,8 +289,11 @@ def test_redis_save_killed_between_entry_and_write_is_reported(
 
 
 @pytest.mark.slow
-def test_redis_killed_anywhere_while_writing_leaves_no_unrecorded_write(tmp_path: Path) -> None:
-    with fresh_url("redis", tmp_path) as url:
+@pytest.mark.parametrize("ahead_engine", AHEAD)
+def test_killed_anywhere_while_writing_leaves_no_unrecorded_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead_engine: str
+) -> None:
+    with _store_url(ahead_engine, tmp_path, monkeypatch) as url:
         for _ in range(3):
             acked = _run_child(tmp_path, url, acks_before_kill=25)
             asyncio.run(_check(url, acked, exact=False))

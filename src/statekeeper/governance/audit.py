@@ -23,14 +23,16 @@ no entry can be forged, altered, removed or re-ordered unseen:
   (:class:`AuditHead`; ``statekeeper audit verify --witness FILE`` keeps one up to
   date and checks the log against it).
 
-**Durable with the write.** On an engine that commits several streams' appends
-atomically (``Backend.appends_together``: memory, SQLite, PostgreSQL), the entry of an
-append (create, save, append, transition) is written in the *same commit* as the
-append it records (:meth:`AuditLog.record_with`): after a crash at any point both exist
-or neither does. That is also cheaper than two commits. On the other engines (Redis,
-S3, tiered) and for the other operations (delete, snapshot, leases, purge...) the entry
-is appended right after the mutation commits, so a process that dies between the two
-loses that entry; an appended event still carries the principal (as its ``actor``).
+**Durable with the write.** No mutation without its entry. On an engine that commits
+several streams' appends atomically (``Backend.appends_together``: memory, SQLite,
+PostgreSQL) the entries of appends (create, save, append, transition; sync, group and
+write-behind alike) are written in the *same commit* as the appends
+(:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`): after a crash at any
+point both exist or neither does. Elsewhere (Redis, S3, tiered), and for the other
+mutations (delete, snapshot, leases, retention, forget), the entry is written *first*
+(marked ``ahead``; :meth:`AuditLog.record_ahead`) and voided by a second entry when
+the mutation fails: a crash between the two leaves at worst an entry of a change not
+made, which :meth:`AuditLog.verify` reports in ``unapplied``.
 """
 
 from __future__ import annotations
