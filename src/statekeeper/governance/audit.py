@@ -33,6 +33,11 @@ mutations (delete, snapshot, leases, retention, forget), the entry is written *f
 (marked ``ahead``; :meth:`AuditLog.record_ahead`) and voided by a second entry when
 the mutation fails: a crash between the two leaves at worst an entry of a change not
 made, which :meth:`AuditLog.verify` reports in ``unapplied``.
+
+(Why one module over 600 lines: writing, reading and verifying the log share its
+private chain state — the cached head, the sealing of entries, the entry-first marks
+that :meth:`AuditLog.verify` reconciles — and splitting them would make that state
+public for the split's sake.)
 """
 
 from __future__ import annotations

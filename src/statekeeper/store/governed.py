@@ -10,7 +10,11 @@ it did. A store opened without them is the plain :class:`StateStore`: no check, 
 cost, on any path.
 
 The policy and the audit log are objects of :mod:`statekeeper.governance` (a layer
-above this one); the store only calls them, through the two protocols below.
+above this one); the store only calls them, through the protocols below.
+
+(Why one module over 600 lines: it must override every public call of
+:class:`StateStore` — a guard test checks that — and the write paths' audit hooks,
+sync, group and write-behind, share the per-task pending mutation kept here.)
 """
 
 from __future__ import annotations
