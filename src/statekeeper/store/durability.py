@@ -84,7 +84,7 @@ class GroupCommitter:
     def commits(self) -> int:
         """Shared commits made so far."""
         engine: int | None = getattr(self._backend, "append_commits", None)
-        if engine is None or not self._backend.groups_appends:
+        if engine is None or not self._backend.groups_appends or self.auditor is not None:
             return self._commits
         return self._commits + engine - self._engine_base
 
