@@ -19,6 +19,7 @@ __all__ = [
     "AgentInfo",
     "AppendRequest",
     "AppendResult",
+    "AuditMark",
     "Event",
     "EventKind",
     "FeedEvent",
@@ -30,6 +31,19 @@ __all__ = [
     "RewriteRequest",
     "Snapshot",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditMark:
+    """The audit entry one append is recorded with
+    (:meth:`statekeeper.governance.AuditLog.write_with`): who made which operation on
+    which seqs of which agent."""
+
+    operation: str
+    principal: str | None
+    agent_id: str
+    first_seq: int
+    last_seq: int
 
 
 class EventKind:

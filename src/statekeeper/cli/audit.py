@@ -193,12 +193,15 @@ def audit_verify(
                 "entries": report.entries,
                 "head": report.head.seq if report.head is not None else 0,
                 "problems": report.problems,
+                "unapplied": report.unapplied,
             }
         )
     else:
         console = out_console()
         for problem in report.problems:
             console.print(f"[red]problem:[/] {escape(problem)}", soft_wrap=True)
+        for line in report.unapplied:  # the log is intact; the store lacks a change
+            console.print(f"[yellow]not applied:[/] {escape(line)}", soft_wrap=True)
         verdict = "[green]ok[/]" if report.ok else "[red]FAILED[/]"
         entries = "1 entry" if report.entries == 1 else f"{report.entries} entries"
         console.print(f"audit log: {entries}, {verdict}")

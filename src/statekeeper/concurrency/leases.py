@@ -142,8 +142,24 @@ class Lease:
         if self._released:
             return False
         self._released = True
-        released = await self.manager.backend.release_lease(self.stored_id, self.holder, self.token)
-        await self.manager.audit("lease-release" if released else "lease-lost", self)
+        manager = self.manager
+        gov = manager.governance
+        entry = None
+        if gov is not None:  # the entry first (see LeaseManager.acquire)
+            detail = {"holder": self.holder, "token": self.token}
+            entry = await gov.ahead("lease-release", self.stored_id, detail)
+        try:
+            released = await manager.backend.release_lease(self.stored_id, self.holder, self.token)
+        except BaseException as exc:
+            if entry is not None and gov is not None:
+                await gov.voided(entry, "lease-release", self.stored_id, exc)
+            raise
+        if entry is None:
+            await manager.audit("lease-release" if released else "lease-lost", self)
+        elif not released and gov is not None:  # it had been taken over: not released
+            lost = LeaseLost(self.stored_id, self.holder, self.token, 0, None)
+            await gov.voided(entry, "lease-release", self.stored_id, lost)
+            await manager.audit("lease-lost", self)
         return released
 
     # -- heartbeat -------------------------------------------------------------------
@@ -271,21 +287,33 @@ class LeaseManager:
                 await self.governance.require(stored, "write", "lease")
             except AccessDenied as exc:
                 raise self.relative_error(exc) from None
-        deadline = time.monotonic() + wait
-        pause = min(poll, 0.005)
-        while True:
-            sent = time.monotonic()
-            try:
-                info = await self.backend.acquire_lease(stored, self.holder, ttl)
-            except LeaseHeld as exc:
-                if time.monotonic() + pause > deadline:
-                    raise self.relative_error(exc) from None
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, poll)
-                continue
-            lease = Lease(self, info, ttl, sent)
+        # on a store with an audit log the entry goes first: a process that dies
+        # holding a lease it took has recorded it (a refusal then voids the entry)
+        entry = None
+        if self.governance is not None:
+            entry = await self.governance.ahead("lease", stored, {"holder": self.holder})
+        try:
+            deadline = time.monotonic() + wait
+            pause = min(poll, 0.005)
+            while True:
+                sent = time.monotonic()
+                try:
+                    info = await self.backend.acquire_lease(stored, self.holder, ttl)
+                except LeaseHeld as exc:
+                    if time.monotonic() + pause > deadline:
+                        raise self.relative_error(exc) from None
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, poll)
+                    continue
+                break
+        except BaseException as exc:
+            if entry is not None and self.governance is not None:
+                await self.governance.voided(entry, "lease", stored, exc)
+            raise
+        lease = Lease(self, info, ttl, sent)
+        if entry is None:
             await self.audit("lease", lease)
-            return lease
+        return lease
 
     async def try_acquire(self, agent_id: str, ttl: float | None = None) -> Lease | None:
         """The lease, or None when another holder has it."""

@@ -23,14 +23,21 @@ no entry can be forged, altered, removed or re-ordered unseen:
   (:class:`AuditHead`; ``statekeeper audit verify --witness FILE`` keeps one up to
   date and checks the log against it).
 
-**Durable with the write.** On an engine that commits several streams' appends
-atomically (``Backend.appends_together``: memory, SQLite, PostgreSQL), the entry of an
-append (create, save, append, transition) is written in the *same commit* as the
-append it records (:meth:`AuditLog.record_with`): after a crash at any point both exist
-or neither does. That is also cheaper than two commits. On the other engines (Redis,
-S3, tiered) and for the other operations (delete, snapshot, leases, purge...) the entry
-is appended right after the mutation commits, so a process that dies between the two
-loses that entry; an appended event still carries the principal (as its ``actor``).
+**Durable with the write.** No mutation without its entry. On an engine that commits
+several streams' appends atomically (``Backend.appends_together``: memory, SQLite,
+PostgreSQL) the entries of appends (create, save, append, transition; sync, group and
+write-behind alike) are written in the *same commit* as the appends
+(:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`): after a crash at any
+point both exist or neither does. Elsewhere (Redis, S3, tiered), and for the other
+mutations (delete, snapshot, leases, retention, forget), the entry is written *first*
+(marked ``ahead``; :meth:`AuditLog.record_ahead`) and voided by a second entry when
+the mutation fails: a crash between the two leaves at worst an entry of a change not
+made, which :meth:`AuditLog.verify` reports in ``unapplied``.
+
+(Why one module over 600 lines: writing, reading and verifying the log share its
+private chain state — the cached head, the sealing of entries, the entry-first marks
+that :meth:`AuditLog.verify` reconciles — and splitting them would make that state
+public for the split's sake.)
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import json
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,8 +61,10 @@ from ..errors import (
     IntegrityError,
     RetriesExhausted,
     StatekeeperError,
+    StoreClosed,
 )
 from ..records import AppendRequest, AppendResult, RawEvent
+from ..records import AuditMark as Mark
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -69,6 +78,7 @@ __all__ = [
     "AuditHead",
     "AuditLog",
     "AuditReport",
+    "Mark",
 ]
 
 #: the stream the audit log is kept in (internal: hidden from listings)
@@ -162,6 +172,10 @@ class AuditReport:
     entries: int = 0
     head: AuditHead | None = None
     problems: list[str] = field(default_factory=list)
+    #: entries written ahead of a mutation (engines without a shared commit, and
+    #: deletes) whose mutation is not in the store: the writer died between the two.
+    #: Not a problem of the log (it never lost an entry), a fact about the store.
+    unapplied: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -313,23 +327,226 @@ class AuditLog:
         self, data: bytes
     ) -> tuple[AppendRequest, tuple[int, bytes, bytes | None]]:
         """The append of entry ``data`` after the head, and the head after it."""
+        return await self._next_entries((data,))
+
+    async def _next_entries(
+        self, bodies: Sequence[bytes]
+    ) -> tuple[AppendRequest, tuple[int, bytes, bytes | None]]:
+        """The append of the entries ``bodies`` (chained, in order) after the head, and
+        the head after them."""
         if self._head is None:
             self._head = await self._read_head()
-        seq, link, tag = self._head
-        ts = self.clock()
-        if not math.isfinite(ts):
-            raise ConfigurationError("the audit clock returned a time that is not finite")
-        sealed = self.codec.seal(AUDIT_ID, seq + 1, _KIND, ts, data, link)
-        new_tag = self.codec.head_tag(AUDIT_ID, seq + 1, sealed.link)
+        base, link, tag = self._head
+        seq = base
+        events: list[RawEvent] = []
+        for data in bodies:
+            ts = self.clock()
+            if not math.isfinite(ts):
+                raise ConfigurationError("the audit clock returned a time that is not finite")
+            seq += 1
+            sealed = self.codec.seal(AUDIT_ID, seq, _KIND, ts, data, link)
+            events.append(RawEvent(seq, _KIND, ts, sealed.payload, sealed.checksum))
+            link = sealed.link
+        new_tag = self.codec.head_tag(AUDIT_ID, seq, link)
         request = AppendRequest(
             AUDIT_ID,
-            seq,
-            [RawEvent(seq + 1, _KIND, ts, sealed.payload, sealed.checksum)],
+            base,
+            events,
             head_tag=new_tag,
             expected_tag=tag,
             check_tag=self.backend.compares_head_tag,
         )
-        return request, (seq + 1, sealed.link, new_tag)
+        return request, (seq, link, new_tag)
+
+    async def _append_entries(self, bodies: Sequence[bytes]) -> int:
+        """Append the entries ``bodies`` on their own (retried over other writers'
+        entries); the seq of the first."""
+        last: ConflictError | None = None
+        async with self._lock:
+            for _ in range(_RETRIES):
+                request, head = await self._next_entries(bodies)
+                try:
+                    await self.backend.append(request)
+                except ConflictError as exc:
+                    last = exc
+                    self._head = None
+                    continue
+                self._head = head
+                return request.expected_seq + 1
+        assert last is not None
+        raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
+
+    # -- a batch of writes with their entries -------------------------------------------
+
+    async def write_with(
+        self, requests: Sequence[AppendRequest], marks: Sequence[Sequence[Mark]]
+    ) -> list[AppendResult | BaseException]:
+        """Append ``requests`` (distinct agents' or not) with the entries ``marks[i]`` of
+        each: like ``Backend.append_batch``, each request succeeds or fails on its own
+        (its result, or the exception, in order), and
+
+        * on an engine that commits several streams together (``appends_together``),
+          the entries of the requests that succeed are in the SAME commit as them
+          (one commit for the whole batch when nothing conflicts): after a crash
+          both exist or neither does;
+        * elsewhere (Redis, S3, tiered) the entries are written FIRST, marked
+          ``ahead`` (naming the event they announce), then the requests; an entry
+          whose request failed is voided by an entry saying so. A crash in between
+          leaves at worst an entry for a write that did not happen, which
+          :meth:`verify` reports as unapplied — never a write without its entry.
+
+        A duplicate (idempotency key already used) writes nothing of its own and gets
+        no entry here: its result says ``duplicate=True`` (the caller records it)."""
+        if self.backend.appends_together:
+            return await self._commit_together(requests, marks)
+        return await self._write_ahead(requests, marks)
+
+    async def _commit_together(
+        self, requests: Sequence[AppendRequest], marks: Sequence[Sequence[Mark]]
+    ) -> list[AppendResult | BaseException]:
+        results: list[AppendResult | BaseException | None] = [None] * len(requests)
+        waves = _waves(requests)
+        retries = 0
+        async with self._lock:
+            while waves:
+                wave = waves.pop(0)
+                while wave:
+                    bodies = [_mark_body(m, None) for i in wave for m in marks[i]]
+                    if not bodies:  # nothing to record: the engine's own batch
+                        done = await self.backend.append_batch([requests[i] for i in wave])
+                        for i, result in zip(wave, done, strict=True):
+                            results[i] = result
+                        break
+                    entry, head = await self._next_entries(bodies)
+                    try:
+                        out = await self.backend.append_together(
+                            [*(requests[i] for i in wave), entry]
+                        )
+                    except StoreClosed:
+                        raise
+                    except Exception as exc:
+                        if isinstance(exc, ConflictError) and exc.agent_id == AUDIT_ID:
+                            retries += 1
+                            if retries >= _RETRIES:
+                                raise RetriesExhausted(AUDIT_ID, _RETRIES, exc) from None
+                            self._head = None  # another writer recorded: read its head
+                            continue
+                        culprit = _culprit(wave, requests, exc)
+                        if culprit is None:
+                            if len(wave) > 1:  # which one? each on its own, then
+                                waves[:0] = [[i] for i in wave]
+                                break
+                            culprit = wave[0]
+                        results[culprit] = exc  # nothing was written: the others go again
+                        wave.remove(culprit)
+                        continue
+                    dup = next(
+                        (k for k, r in enumerate(out[:-1]) if r is not None and r.duplicate),
+                        None,
+                    )
+                    if dup is not None:  # nothing was written: the others go again
+                        results[wave[dup]] = out[dup]
+                        del wave[dup]
+                        continue
+                    for k, i in enumerate(wave):
+                        results[i] = out[k]
+                    self._head = head
+                    break
+        return [r if r is not None else _lost() for r in results]
+
+    async def _write_ahead(
+        self, requests: Sequence[AppendRequest], marks: Sequence[Sequence[Mark]]
+    ) -> list[AppendResult | BaseException]:
+        announced = [(i, m) for i in range(len(requests)) for m in marks[i]]
+        first = 0
+        if announced:
+            first = await self._append_entries(
+                [_mark_body(m, _ahead(requests[i], m)) for i, m in announced]
+            )
+        if len(requests) == 1:
+            try:
+                results: list[AppendResult | BaseException] = [
+                    await self.backend.append(requests[0])
+                ]
+            except StoreClosed:
+                raise
+            except Exception as exc:
+                results = [exc]
+        else:
+            results = await self.backend.append_batch(requests)
+        voids = []
+        for k, (i, m) in enumerate(announced):
+            result = results[i]
+            if isinstance(result, BaseException):
+                reason = type(result).__name__
+            elif result.duplicate:
+                reason = "duplicate"
+            else:
+                continue
+            outcome = "duplicate" if reason == "duplicate" else f"error:{reason}"
+            voids.append(
+                _body(
+                    m.operation,
+                    m.principal,
+                    m.agent_id,
+                    m.first_seq,
+                    m.last_seq,
+                    outcome,
+                    {"voids": first + k},
+                )
+            )
+        if voids:
+            await self._append_entries(voids)
+        return results
+
+    async def record_ahead(
+        self,
+        operation: str,
+        *,
+        principal: str | None,
+        agent_id: str | None,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+        ahead: Any = True,
+        detail: Mapping[str, Any] | None = None,
+        outcome: str = "ok",
+    ) -> int:
+        """Record, BEFORE making it, a mutation that cannot share a commit with its
+        entry (delete, snapshot, lease, purge, forget...): the entry is marked
+        ``ahead`` (with ``ahead``, what :meth:`verify` checks to tell whether it was
+        applied); returns its seq, for :meth:`void` when the mutation then fails."""
+        data = _body(
+            operation,
+            principal,
+            agent_id,
+            first_seq,
+            last_seq,
+            outcome,
+            {**(detail or {}), "ahead": ahead},
+        )
+        return await self._append_entries((data,))
+
+    async def void(
+        self,
+        entry_seq: int,
+        operation: str,
+        *,
+        principal: str | None,
+        agent_id: str | None,
+        exc: BaseException,
+    ) -> None:
+        """Record that the mutation announced by entry ``entry_seq`` (see
+        :meth:`record_ahead`) failed: nothing, or not all of it, was done."""
+        data = _body(
+            operation,
+            principal,
+            agent_id,
+            None,
+            None,
+            f"error:{type(exc).__name__}",
+            {"voids": entry_seq},
+        )
+        await self._append_entries((data,))
 
     async def _read_head(self) -> tuple[int, bytes, bytes | None]:
         """The stored head, authenticated: the last entry opened and its tag checked."""
@@ -439,6 +656,7 @@ class AuditLog:
         head, and, given the ``witness`` of an earlier head, that the log still holds
         it (else it was rolled back, truncated or rewritten since)."""
         report = AuditReport()
+        ahead = _Ahead()
         last: tuple[int, bytes] | None = None
         at_witness: bytes | None = None
         seen: list[int] = []
@@ -448,6 +666,7 @@ class AuditLog:
             ):
                 report.entries += 1
                 last = (entry.seq, link)
+                ahead.see(entry)
                 if witness is not None and entry.seq == witness.seq:
                     at_witness = link
             seq, tag = await self.backend.head_tag(AUDIT_ID)
@@ -470,6 +689,10 @@ class AuditLog:
                 report.problems.append(f"the log's head: {_reason(exc)}")
             key_id, digest = self.codec.witness_digest(AUDIT_ID, seq, last[1])
             report.head = AuditHead(seq, key_id, digest)
+        try:
+            report.unapplied = await ahead.unapplied(self.backend)
+        except StatekeeperError as exc:
+            report.problems.append(f"the store cannot be read: {_reason(exc)}")
         if witness is not None:
             if end < witness.seq:
                 report.problems.append(
@@ -503,6 +726,100 @@ def _body(
     if detail:
         body["detail"] = dict(detail)
     return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+
+
+#: operations after which an agent's earlier events may be gone for good
+_ERASING = frozenset({"delete", "purge", "forget", "retention", "rekey", "migrate"})
+
+
+class _Ahead:
+    """The entries written ahead of their mutation (``detail["ahead"]``), gathered
+    while :meth:`AuditLog.verify` reads the log, then checked against the store."""
+
+    __slots__ = ("erased", "pending")
+
+    def __init__(self) -> None:
+        # entry seq -> (agent, seq, checksum, must be there)
+        self.pending: dict[int, tuple[str, int, str, bool, str]] = {}
+        self.erased: dict[str, int] = {}  # agent -> seq of its last erasing entry
+
+    def see(self, entry: AuditEntry) -> None:
+        detail, agent = entry.detail, entry.agent_id
+        voided = detail.get("voids")
+        if type(voided) is int:
+            self.pending.pop(voided, None)
+        if agent is None:
+            return
+        if entry.operation in _ERASING and entry.outcome.startswith(("ok", "done")):
+            self.erased[agent] = entry.seq
+        mark = detail.get("ahead")
+        if isinstance(mark, str) and entry.last_seq is not None:  # an append: it is there
+            self.pending[entry.seq] = (agent, entry.last_seq, mark, True, entry.operation)
+        elif isinstance(mark, dict) and isinstance(mark.get("gone"), list):  # a delete
+            seq, checksum = mark["gone"]
+            self.pending[entry.seq] = (agent, seq, checksum, False, entry.operation)
+
+    async def unapplied(self, backend: Backend) -> list[str]:
+        out = []
+        for entry_seq, (agent, seq, checksum, there, operation) in sorted(self.pending.items()):
+            if there and self.erased.get(agent, 0) > entry_seq:
+                continue  # erased since: whether it was ever written cannot be told
+            raws = await backend.read(agent, after_seq=seq - 1, to_seq=seq)
+            found = bool(raws) and raws[-1].seq == seq and raws[-1].checksum.hex() == checksum
+            if found != there:
+                what = "was not written" if there else "was not deleted"
+                out.append(
+                    f"entry {entry_seq}: the {operation} of {agent!r} at seq {seq} it "
+                    f"records {what} (the writer stopped between the entry and the write)"
+                )
+        return out
+
+
+def _mark_body(mark: Mark, ahead: Any) -> bytes:
+    return _body(
+        mark.operation,
+        mark.principal,
+        mark.agent_id,
+        mark.first_seq,
+        mark.last_seq,
+        "ok",
+        None if ahead is None else {"ahead": ahead},
+    )
+
+
+def _ahead(request: AppendRequest, mark: Mark) -> str:
+    """What an entry written ahead names: the checksum of the last event it records."""
+    for event in request.events:
+        if event.seq == mark.last_seq:
+            return event.checksum.hex()
+    return request.events[-1].checksum.hex()
+
+
+def _waves(requests: Sequence[AppendRequest]) -> list[list[int]]:
+    """The requests' indexes in runs of distinct streams (one commit takes one request
+    per stream), in order: a stream's second request starts the next run."""
+    waves: list[list[int]] = [[]]
+    ids: set[str] = set()
+    for i, request in enumerate(requests):
+        if request.agent_id in ids:
+            waves.append([])
+            ids = set()
+        waves[-1].append(i)
+        ids.add(request.agent_id)
+    return [wave for wave in waves if wave]
+
+
+def _culprit(wave: list[int], requests: Sequence[AppendRequest], exc: BaseException) -> int | None:
+    """The request of ``wave`` an error names (by its agent), if one does."""
+    agent_id = getattr(exc, "agent_id", None)
+    for i in wave:
+        if requests[i].agent_id == agent_id:
+            return i
+    return None
+
+
+def _lost() -> BaseException:  # pragma: no cover - every request gets a result
+    return RuntimeError("no result")
 
 
 def _reason(exc: BaseException) -> str:

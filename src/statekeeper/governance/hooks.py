@@ -14,7 +14,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AuditSink", "GovernanceEvent", "emit", "store_sink", "to_audit_log"]
+__all__ = [
+    "Announced",
+    "AuditSink",
+    "GovernanceEvent",
+    "announce",
+    "emit",
+    "store_sink",
+    "to_audit_log",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +89,50 @@ async def require(store: Any, agent_id: str | None, permission: str, operation: 
     gov = getattr(store, "_governance", None)
     if gov is not None:
         await gov.require(agent_id, permission, operation)
+
+
+class Announced:
+    """A mutation recorded in a governed store's audit log before it is made
+    (:func:`announce`): :meth:`failed` records that it then failed."""
+
+    __slots__ = ("entry", "event", "log", "principal")
+
+    def __init__(self, log: Any, entry: int, event: GovernanceEvent, principal: str | None):
+        self.log = log
+        self.entry = entry
+        self.event = event
+        self.principal = principal
+
+    async def failed(self, exc: BaseException) -> None:
+        if isinstance(exc, Exception):
+            await self.log.void(
+                self.entry,
+                self.event.op,
+                principal=self.principal,
+                agent_id=self.event.agent_id,
+                exc=exc,
+            )
+
+
+async def announce(store: Any, audit: AuditSink | None, event: GovernanceEvent) -> Announced | None:
+    """Record ``event`` BEFORE making it, in the audit log of a store opened as a
+    principal (an entry marked ``ahead``: a crash after it leaves at worst an entry of
+    a change not made, never a change without its entry). None when the caller gave
+    its own ``audit`` sink or the store keeps no such log: the caller then
+    :func:`emit` s the event after the change, as before."""
+    if audit is not None:
+        return None
+    gov = getattr(store, "_governance", None)
+    log = getattr(gov, "audit", None)
+    if log is None or not callable(getattr(log, "record_ahead", None)):
+        return None
+    entry = await log.record_ahead(
+        event.op,
+        principal=gov.principal,  # type: ignore[union-attr]
+        agent_id=event.agent_id,
+        first_seq=event.first_seq,
+        last_seq=event.last_seq,
+        detail=event.details,
+        outcome=event.outcome,
+    )
+    return Announced(log, entry, event, gov.principal)  # type: ignore[union-attr]

@@ -37,7 +37,7 @@ import dataclasses
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,7 +48,15 @@ from ..namespaces import namespace_of
 from ..records import RawSnapshot
 from ..store.body import SNAPSHOT_KIND, snapshot_body
 from ..store.namespaced import NamespacedStateStore
-from .hooks import AuditSink, GovernanceEvent, emit, require, store_sink
+from .hooks import (
+    Announced,
+    AuditSink,
+    GovernanceEvent,
+    announce,
+    emit,
+    require,
+    store_sink,
+)
 
 if TYPE_CHECKING:
     from ..store import StateStore
@@ -265,6 +273,22 @@ async def _full_snapshot_at(store: StateStore, agent_id: str, head: int, seq: in
     )
 
 
+def _event(action: RetentionAction) -> GovernanceEvent:
+    """How ``action`` is recorded in the audit log."""
+    return GovernanceEvent(
+        "purge" if action.kind == "purge" else action.kind,
+        action.agent_id,
+        action.outcome,
+        1 if action.events_removed else None,
+        action.base_seq or (action.events_removed or None),
+        {
+            "events_removed": action.events_removed,
+            "snapshots_removed": action.snapshots_removed,
+            "reason": action.reason,
+        },
+    )
+
+
 async def _plan_and_apply(
     store: StateStore,
     rule: Rule,
@@ -274,15 +298,19 @@ async def _plan_and_apply(
     now: float,
     dry_run: bool,
     can_prune: bool,
+    before: Callable[[RetentionAction], Awaitable[None]],
 ) -> RetentionAction | None:
+    """Plan what ``rule`` removes of the agent and (unless ``dry_run``) remove it,
+    calling ``before(action)`` just before the first change."""
     done = "dry-run" if dry_run else "done"
     if rule.ttl is not None and now - updated_at > rule.ttl:
-        if not dry_run:
-            # the store's delete (policy, audit, caches), under the id it expects
-            await store.delete(_relative(store, agent_id))
-        return RetentionAction(
+        purge = RetentionAction(
             agent_id, "purge", done, head, 0, 0, f"not written for {rule.ttl:g}s"
         )
+        if not dry_run:
+            await before(purge)
+            await store.delete(_relative(store, agent_id))  # (policy, audit, caches)
+        return purge
     if rule.keep_last is None and rule.snapshot_every is None:
         return None
     first = await store.backend.read(agent_id, 0, None, limit=1)
@@ -307,6 +335,7 @@ async def _plan_and_apply(
         return RetentionAction(agent_id, kind, "unsupported", 0, 0, base, "the engine cannot prune")
     if dry_run:
         return action
+    await before(action)
     if target > base:
         await _full_snapshot_at(store, agent_id, head, target)
     await store.backend.prune(agent_id, target, sorted(s for s in drop if s >= target))
@@ -345,6 +374,7 @@ async def apply_retention(
     is reported to ``audit``.
     """
     await store.flush()
+    given = audit
     audit = store_sink(store, audit)  # a governed store's own audit log by default
     clock = time.time() if now is None else now
     can_prune = store.backend.supports(Capability.PRUNE)
@@ -363,20 +393,38 @@ async def apply_retention(
             if policy.held(agent_id):
                 report.held += 1
             elif rule is not None and info.head_seq > 0:
+                recorded = False
                 try:
                     # a purge needs admin on the agent's namespace when the store is
                     # opened as a principal (a dry run only reads: read suffices)
                     await require(store, agent_id, "read" if dry_run else "admin", "retention")
-                    action = await _plan_and_apply(
-                        store,
-                        rule,
-                        agent_id,
-                        info.head_seq,
-                        info.updated_at,
-                        clock,
-                        dry_run,
-                        can_prune,
-                    )
+                    announced: list[Announced] = []
+
+                    async def before(
+                        action: RetentionAction, announced: list[Announced] = announced
+                    ) -> None:
+                        # on a governed store the entry goes first (_event: the same)
+                        made = await announce(store, given, _event(action))
+                        if made is not None:
+                            announced.append(made)
+
+                    try:
+                        action = await _plan_and_apply(
+                            store,
+                            rule,
+                            agent_id,
+                            info.head_seq,
+                            info.updated_at,
+                            clock,
+                            dry_run,
+                            can_prune,
+                            before,
+                        )
+                    except BaseException as exc:
+                        for made in announced:
+                            await made.failed(exc)
+                        raise
+                    recorded = bool(announced)
                 except AccessDenied as exc:
                     reason = str(_caller_error(store, exc))
                     action = RetentionAction(agent_id, "compact", "refused", reason=reason)
@@ -387,22 +435,9 @@ async def apply_retention(
                     action = RetentionAction(agent_id, "compact", "failed", reason=reason)
                 if action is not None:
                     report.actions.append(dataclasses.replace(action, agent_id=listed))
-                if action is not None and action.outcome != "refused":  # audited by require
-                    await emit(
-                        audit,
-                        GovernanceEvent(
-                            "purge" if action.kind == "purge" else action.kind,
-                            agent_id,
-                            action.outcome,
-                            1 if action.events_removed else None,
-                            action.base_seq or (action.events_removed or None),
-                            {
-                                "events_removed": action.events_removed,
-                                "snapshots_removed": action.snapshots_removed,
-                                "reason": action.reason,
-                            },
-                        ),
-                    )
+                    # (refusals: audited by require; announced ones: before they were made)
+                    if action.outcome != "refused" and not recorded:
+                        await emit(audit, _event(action))
             report.last_agent = listed
             if progress is not None:
                 progress(listed, report.scanned)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..arguments import check_agent_id
 from ..errors import AgentNotFound, ConfigurationError, StatekeeperError
 from ..store.namespaced import NamespacedStateStore
-from .hooks import AuditSink, GovernanceEvent, emit, require, store_sink
+from .hooks import AuditSink, GovernanceEvent, announce, emit, require, store_sink
 
 if TYPE_CHECKING:
     from ..store import StateStore
@@ -79,6 +79,7 @@ async def _forget(
     # destroying a key is forever: it needs admin on the agent's namespace (checked
     # before anything, and the refusal is audited) on a store opened as a principal
     await require(store, agent_id, "admin", "forget")
+    given = audit
     audit = store_sink(store, audit)
     keyring = store.codec.keyring
     if keyring is None or keyring.data_keys is None:
@@ -91,9 +92,24 @@ async def _forget(
     if head == 0 and keyring.data_keys.load(agent_id) is None:
         raise AgentNotFound(agent_id)  # a typo must not leave a tombstone
     at = time.time()
-    destroyed = keyring.forget(agent_id, at=at)
-    store._reads.forget(agent_id)  # the decoded state cached by this store goes too
-    purged = await store.delete(listed) if purge else False
+    # on a governed store the entry goes first (a crash cannot destroy a key unrecorded)
+    announced = await announce(
+        store,
+        given,
+        GovernanceEvent(
+            "forget", agent_id, "ok", 1 if head else None, head or None, {"purge": purge}, at
+        ),
+    )
+    try:
+        destroyed = keyring.forget(agent_id, at=at)
+        store._reads.forget(agent_id)  # the decoded state cached by this store goes too
+        purged = await store.delete(listed) if purge else False
+    except BaseException as exc:
+        if announced is not None:
+            await announced.failed(exc)
+        raise
+    if announced is not None:
+        return ForgetResult(listed, destroyed, purged, head, at)
     await emit(
         audit,
         GovernanceEvent(

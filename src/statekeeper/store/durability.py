@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Literal
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, Protocol
 
 from ..backends.base import Backend
 from ..errors import ConfigurationError, WriteBufferError
 from ..records import AppendRequest, AppendResult
 
-__all__ = ["Durability", "GroupCommitter", "WriteBehind", "check_durability"]
+__all__ = ["BatchAuditor", "Durability", "GroupCommitter", "WriteBehind", "check_durability"]
 
 logger = logging.getLogger("statekeeper.store")
 
@@ -42,6 +42,20 @@ def check_durability(mode: str) -> Durability:
     if mode not in ("sync", "group", "async"):
         raise ConfigurationError(f"durability must be 'sync', 'group' or 'async', not {mode!r}")
     return mode  # type: ignore[return-value]
+
+
+class BatchAuditor(Protocol):
+    """Commits a batch of appends with their audit entries (a governed store,
+    :mod:`.governed`): the group committer's batches and the write-behind flushes go
+    through it, so each batch's entries are in the batch's commit."""
+
+    def label(self, request: AppendRequest) -> list[Any] | None:
+        """The entries of ``request``, taken when it is queued (None: it has none)."""
+
+    async def commit(
+        self, requests: Sequence[AppendRequest], labels: Sequence[Sequence[Any]]
+    ) -> list[AppendResult | BaseException]:
+        """Like ``Backend.append_batch``, each request with the entries ``labels[i]``."""
 
 
 class GroupCommitter:
@@ -56,7 +70,11 @@ class GroupCommitter:
     def __init__(self, backend: Backend, max_batch: int = 512) -> None:
         self._backend = backend
         self._max_batch = max_batch
-        self._pending: list[tuple[AppendRequest, asyncio.Future[AppendResult]]] = []
+        self._pending: list[
+            tuple[AppendRequest, list[Any] | None, asyncio.Future[AppendResult]]
+        ] = []
+        #: a governed store: each batch is committed with its audit entries
+        self.auditor: BatchAuditor | None = None
         self._runner: asyncio.Task[None] | None = None
         self._commits = 0
         self._engine_base: int = getattr(backend, "append_commits", 0)
@@ -66,18 +84,22 @@ class GroupCommitter:
     def commits(self) -> int:
         """Shared commits made so far."""
         engine: int | None = getattr(self._backend, "append_commits", None)
-        if engine is None or not self._backend.groups_appends:
+        if engine is None or not self._backend.groups_appends or self.auditor is not None:
             return self._commits
         return self._commits + engine - self._engine_base
 
     async def submit(self, request: AppendRequest) -> AppendResult:
         """Append ``request`` in the next shared commit and wait for that commit."""
         backend = self._backend
-        if backend.groups_appends:
+        auditor = self.auditor
+        label = None
+        if auditor is not None:
+            label = auditor.label(request)  # the engine's queue would not take entries
+        elif backend.groups_appends:
             self.appends += 1
             return await backend.append(request)
         future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
-        self._pending.append((request, future))
+        self._pending.append((request, label, future))
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._run())
         return await future
@@ -87,9 +109,14 @@ class GroupCommitter:
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]
             try:
-                results = await self._backend.append_batch([req for req, _ in batch])
+                requests = [req for req, _, _ in batch]
+                auditor = self.auditor
+                if auditor is not None and any(label for _, label, _ in batch):
+                    results = await auditor.commit(requests, [label or [] for _, label, _ in batch])
+                else:
+                    results = await self._backend.append_batch(requests)
             except BaseException as exc:  # the whole commit failed: every caller learns it
-                for _, fut in batch:
+                for _, _, fut in batch:
                     if not fut.done():
                         fut.set_exception(exc)
                 if not isinstance(exc, Exception):
@@ -97,7 +124,7 @@ class GroupCommitter:
                 continue
             self._commits += 1
             self.appends += len(batch)
-            for (_, fut), result in zip(batch, results, strict=True):
+            for (_, _, fut), result in zip(batch, results, strict=True):
                 if fut.done():  # caller was cancelled; the append itself stands
                     continue
                 if isinstance(result, BaseException):
@@ -144,6 +171,10 @@ class WriteBehind:
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
         self._failures: dict[str, BaseException] = {}
+        #: a governed store: each flush is committed with the buffered appends' audit
+        #: entries (taken when they were buffered), by id of the buffered request
+        self.auditor: BatchAuditor | None = None
+        self._labels: dict[int, list[Any]] = {}
         self.flushes = 0
         self.flushed = 0
 
@@ -160,6 +191,10 @@ class WriteBehind:
         that never yields to the event loop on its own.
         """
         self._buffer.append(request)
+        if self.auditor is not None:
+            label = self.auditor.label(request)
+            if label:
+                self._labels[id(request)] = label
         if len(self) >= self.flush_size:
             self._start_flush()
             assert self._flushing is not None
@@ -203,15 +238,24 @@ class WriteBehind:
         for request in batch:
             links = chains.setdefault(request.agent_id, [])
             if links and _mergeable(links[-1], request):
-                links[-1] = _merge(links[-1], request)
+                merged = _merge(links[-1], request)
+                if self._labels:  # the merged append carries both appends' entries
+                    labels = self._labels.pop(id(links[-1]), []) + self._labels.pop(id(request), [])
+                    if labels:
+                        self._labels[id(merged)] = labels
+                links[-1] = merged
             else:
                 links.append(request)
         while chains:
             heads = [links.pop(0) for links in chains.values()]
             try:
-                results: list[AppendResult | BaseException] = await self._backend.append_batch(
-                    heads
-                )
+                labels = [self._labels.pop(id(r), []) for r in heads] if self._labels else []
+                if self.auditor is not None and any(labels):
+                    results: list[AppendResult | BaseException] = await self.auditor.commit(
+                        heads, labels
+                    )
+                else:
+                    results = await self._backend.append_batch(heads)
             except Exception as exc:
                 results = [exc] * len(heads)
             self.flushes += 1
@@ -230,6 +274,8 @@ class WriteBehind:
                     later = [r for r in self._buffer if r.agent_id == agent_id]
                     if later:
                         self._buffer = [r for r in self._buffer if r.agent_id != agent_id]
+                    for dropped_request in (*chains[agent_id], *later):
+                        self._labels.pop(id(dropped_request), None)
                     dropped = sum(len(r.events) for r in (*chains[agent_id], *later))
                     logger.error(
                         "write-behind flush failed for agent %r at seq %d (%d later "

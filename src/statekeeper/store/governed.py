@@ -10,7 +10,11 @@ it did. A store opened without them is the plain :class:`StateStore`: no check, 
 cost, on any path.
 
 The policy and the audit log are objects of :mod:`statekeeper.governance` (a layer
-above this one); the store only calls them, through the two protocols below.
+above this one); the store only calls them, through the protocols below.
+
+(Why one module over 600 lines: it must override every public call of
+:class:`StateStore` — a guard test checks that — and the write paths' audit hooks,
+sync, group and write-behind, share the per-task pending mutation kept here.)
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..arguments import check_agent_id, check_name
 from ..errors import AccessDenied, ConfigurationError
-from ..records import AgentInfo, AppendRequest, AppendResult, Event, Snapshot
+from ..records import AgentInfo, AppendRequest, AppendResult, AuditMark, Event, Snapshot
 from .feed import FeedAccess, Subscription
 from .feed_cursor import FeedCursor
 from .store import StateStore
@@ -87,6 +91,38 @@ class AtomicAuditSink(AuditSink, Protocol):
         principal: str | None,
         detail: Mapping[str, Any] | None = None,
     ) -> AppendResult: ...
+
+
+class AheadAuditSink(AtomicAuditSink, Protocol):
+    """An audit sink that also records mutations ahead of them and batches of appends
+    with their entries (:class:`statekeeper.governance.AuditLog`)."""
+
+    async def write_with(
+        self, requests: Sequence[AppendRequest], marks: Sequence[Sequence[Any]]
+    ) -> list[AppendResult | BaseException]: ...
+
+    async def record_ahead(
+        self,
+        operation: str,
+        *,
+        principal: str | None,
+        agent_id: str | None,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+        ahead: Any = True,
+        detail: Mapping[str, Any] | None = None,
+        outcome: str = "ok",
+    ) -> int: ...
+
+    async def void(
+        self,
+        entry_seq: int,
+        operation: str,
+        *,
+        principal: str | None,
+        agent_id: str | None,
+        exc: BaseException,
+    ) -> None: ...
 
 
 class _Pending:
@@ -177,6 +213,29 @@ class Governance:
             detail=detail,
         )
 
+    async def ahead(
+        self, operation: str, agent_id: str | None, detail: Mapping[str, Any] | None = None
+    ) -> int | None:
+        """Record a mutation BEFORE making it (an entry marked ``ahead``; see
+        :meth:`AuditLog.record_ahead`); its seq, for :meth:`voided`. None without an
+        audit log (or one that cannot: the caller records after, with :meth:`record`)."""
+        audit = self.audit
+        record_ahead = getattr(audit, "record_ahead", None)
+        if record_ahead is None:
+            return None
+        seq: int = await record_ahead(
+            operation, principal=self.principal, agent_id=agent_id, detail=detail
+        )
+        return seq
+
+    async def voided(
+        self, entry: int, operation: str, agent_id: str | None, exc: BaseException
+    ) -> None:
+        """The mutation announced by entry ``entry`` (:meth:`ahead`) failed."""
+        void = getattr(self.audit, "void", None)
+        if void is not None and isinstance(exc, Exception):
+            await void(entry, operation, principal=self.principal, agent_id=agent_id, exc=exc)
+
     async def failed(self, operation: str, agent_id: str | None, exc: BaseException) -> None:
         """Audit a mutation that raised (nothing, or not all of it, was written)."""
         if self.audit is not None and isinstance(exc, Exception):
@@ -227,13 +286,19 @@ class GovernedStateStore(StateStore):
         # an unknown principal is not refused here (the store would stay open): every
         # call it makes is (Policy.check names it), audited
         self._governance = Governance(principal, policy, sink)
-        if sink is not None and getattr(sink, "records_with_writes", False):
-            # each append commits with its audit entry (one commit, crash-atomic);
-            # the group and async modes keep their own queues and record after
-            self._atomic_sink: AtomicAuditSink | None = sink  # type: ignore[assignment]
+        self._atomic_sink: AtomicAuditSink | None = None
+        self._ahead_sink: AheadAuditSink | None = None
+        if sink is not None and callable(getattr(sink, "write_with", None)):
+            # each append is written with its audit entry: in one commit where the
+            # engine has one for two streams, else the entry first (AuditLog.write_with);
+            # the group committer and the write-behind flush hand their batches here
+            self._ahead_sink = sink  # type: ignore[assignment]
+            if getattr(sink, "records_with_writes", False):
+                self._atomic_sink = sink  # type: ignore[assignment]
             self._writes.submitter = self._submit_with_entry
-        else:
-            self._atomic_sink = None
+            for queue in (self._writes.group, self._writes.behind):
+                if queue is not None:
+                    queue.auditor = self
 
     def __repr__(self) -> str:
         return f"{super().__repr__()[:-1]}, principal={self._governance.principal!r})"
@@ -416,21 +481,68 @@ class GovernedStateStore(StateStore):
 
     async def _submit_with_entry(self, request: AppendRequest) -> AppendResult:
         """The write pipeline's append: the mutation :meth:`_mutate` is making, with
-        its audit entry, in one commit (:meth:`AuditLog.record_with`)."""
+        its audit entry, in one commit (:meth:`AuditLog.record_with`), or the entry
+        first where the engine has no such commit (:meth:`AuditLog.write_with`)."""
         pending = _PENDING.get()
-        sink = self._atomic_sink
-        if (
-            sink is None
-            or pending is None
-            or pending.recorded
-            or pending.agent_id != request.agent_id
-        ):
+        if pending is None or pending.recorded or pending.agent_id != request.agent_id:
             return await self.backend.append(request)
-        result = await sink.record_with(
-            request, pending.operation, principal=self._governance.principal
-        )
+        sink = self._atomic_sink
+        if sink is not None:
+            result = await sink.record_with(
+                request, pending.operation, principal=self._governance.principal
+            )
+        else:
+            ahead = self._ahead_sink
+            assert ahead is not None
+            events = request.events
+            mark = _mark(pending, self._governance.principal, events[0].seq, events[-1].seq)
+            (out,) = await ahead.write_with([request], [[mark]])
+            if isinstance(out, BaseException):
+                raise out
+            result = out
         pending.recorded = not result.duplicate
         return result
+
+    # -- the group committer's and the write-behind buffer's batches (BatchAuditor) -----
+
+    def label(self, request: AppendRequest) -> list[Any] | None:
+        """The entry ``request`` is to be recorded with, taken when it is queued (in
+        the task of the call that makes it); with write-behind the entry goes with the
+        flush, so the call itself records nothing more."""
+        pending = _PENDING.get()
+        if pending is None or pending.recorded or pending.agent_id != request.agent_id:
+            return None
+        events = request.events
+        marks = [(pending, _mark(pending, self._governance.principal, events[0].seq,
+                                 events[-1].seq))]  # fmt: skip
+        if self._writes.behind is not None:
+            pending.recorded = True
+        return marks
+
+    async def commit(
+        self, requests: Sequence[AppendRequest], labels: Sequence[Sequence[Any]]
+    ) -> list[AppendResult | BaseException]:
+        """One batch of the group committer or of a write-behind flush, each append with
+        its entries (:meth:`AuditLog.write_with`: one commit where the engine can)."""
+        sink = self._ahead_sink
+        assert sink is not None
+        results = await sink.write_with(requests, [[m for _, m in pairs] for pairs in labels])
+        failed = []
+        for result, pairs in zip(results, labels, strict=True):
+            for pending, mark in pairs:
+                if isinstance(result, BaseException):
+                    failed.append((mark, result))
+                elif not result.duplicate:
+                    pending.recorded = True
+        if failed and self._writes.behind is not None:
+            # acknowledged, never stored: the call that made it has returned long ago,
+            # so the log says it here (sync and group calls raise, and _mutate records)
+            for mark, exc in failed:
+                await self._governance.record(
+                    mark.operation, mark.agent_id, outcome=f"error:{type(exc).__name__}",
+                    detail={"seqs": [mark.first_seq, mark.last_seq], "write_behind": True},
+                )  # fmt: skip
+        return results
 
     async def create(
         self, agent_id: str, data: Mapping[str, Any] | None = None, **kw: Any
@@ -453,19 +565,67 @@ class GovernedStateStore(StateStore):
 
     async def snapshot(self, agent_id: str) -> int:
         gov = await self._allowed(agent_id, "write", "snapshot")
-        seq = await super().snapshot(agent_id)
-        await gov.record("snapshot", agent_id, AppendResult(agent_id, seq, seq))
+        sink = self._ahead_sink
+        if sink is None:
+            seq = await super().snapshot(agent_id)
+            await gov.record("snapshot", agent_id, AppendResult(agent_id, seq, seq))
+            return seq
+        # recorded before it is stored (a snapshot stores no new state: an entry whose
+        # snapshot a crash kept from being written changes nothing)
+        head = await super().head(agent_id)
+        entry = await sink.record_ahead(
+            "snapshot", principal=gov.principal, agent_id=agent_id, first_seq=head,
+            last_seq=head,
+        )  # fmt: skip
+        try:
+            seq = await super().snapshot(agent_id)
+        except BaseException as exc:
+            await self._void(entry, "snapshot", agent_id, exc)
+            raise
         return seq
 
     async def delete(self, agent_id: str) -> bool:
         gov = await self._allowed(agent_id, "write", "delete")
+        sink = self._ahead_sink
+        if sink is None:
+            try:
+                existed = await super().delete(agent_id)
+            except BaseException as exc:
+                await gov.failed("delete", agent_id, exc)
+                raise
+            await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
+            return existed
+        # recorded before the delete, naming the head event it removes: a crash between
+        # the two leaves an entry `audit verify` reports as not applied (the event is
+        # still there), never a delete without its entry
+        seq = await self.backend.head(agent_id)
+        raws = await self.backend.read(agent_id, after_seq=seq - 1, to_seq=seq) if seq else []
+        if not raws:  # nothing stored to delete: recorded as before
+            existed = await super().delete(agent_id)
+            await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
+            return existed
+        entry = await sink.record_ahead(
+            "delete", principal=gov.principal, agent_id=agent_id,
+            ahead={"gone": [seq, raws[-1].checksum.hex()]},
+        )  # fmt: skip
         try:
             existed = await super().delete(agent_id)
         except BaseException as exc:
-            await gov.failed("delete", agent_id, exc)
+            await self._void(entry, "delete", agent_id, exc)
             raise
-        await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
         return existed
+
+    async def _void(self, entry: int, operation: str, agent_id: str, exc: BaseException) -> None:
+        sink = self._ahead_sink
+        if sink is not None and isinstance(exc, Exception):
+            await sink.void(
+                entry, operation, principal=self._governance.principal, agent_id=agent_id,
+                exc=exc,
+            )  # fmt: skip
+
+
+def _mark(pending: _Pending, principal: str | None, first: int, last: int) -> AuditMark:
+    return AuditMark(pending.operation, principal, pending.agent_id, first, last)
 
 
 class _FeedAccess:
