@@ -387,6 +387,7 @@ def test_every_save_stores_what_a_plain_dict_would_hold() -> None:
     run_machine(EXAMPLES)
 
 
+@pytest.mark.slow  # (up to 300 examples each: ~70 s at load 10)
 @pytest.mark.parametrize(
     ("cls", "method"),
     [(TrackedList, "reverse"), (TrackedDict, "__delitem__"), (TrackedList, "append")],
