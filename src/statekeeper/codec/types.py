@@ -341,6 +341,9 @@ class _Tagger:
                     )
                 items.append(self.convert(child, root, parts))  # no index: sets have no order
             return {TAG: "set" if t is set else "frozenset", "v": items}
+        if getattr(t, "_plain_json", False):  # agent.data's tracked dict/list (store.tracked)
+            plain = dict(dict.items(value)) if isinstance(value, dict) else list.copy(value)
+            return self.convert(plain, root, parts)
         entry = self.registry._by_type.get(t) if self.registry is not None else None
         if entry is None:
             raise self.fail(

@@ -40,6 +40,8 @@ from ..errors import (
 from ..records import AppendResult, Event, EventKind, Snapshot
 from .change import diff_by_key, dump_keys
 from .state import HELD_AS_BYTES, unpack_document
+from .tracked import plain_copy
+from .tracker import Tracker
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine, TransitionResult
@@ -136,8 +138,23 @@ class DurableAgent:
 
     def _adopt(self, snapshot: Snapshot) -> None:
         self.seq = snapshot.seq
-        self.data: dict[str, Any] = snapshot.data
-        self._commit(snapshot.data, None)
+        data = snapshot.data
+        #: records what changed in agent.data (None: the full compare; see .tracked)
+        self._tracker: Tracker | None = None
+        #: agent.data may hold tracked containers (they are made plain to be compared)
+        self._ever_tracked = False
+        dumped = None
+        if type(self)._document is DurableAgent._document and type(data) is dict:
+            dumped = dump_keys(data)
+        if dumped is not None:  # plain JSON: track it, against a private copy
+            self._tracker = Tracker(data, unpack_document(dumped))
+            self._ever_tracked = True
+            self.data: dict[str, Any] = self._tracker.root
+            self._committed_bytes: dict[str, bytes] | None = None
+            self._committed_copy: Any = None
+        else:
+            self.data = data
+            self._commit(data, None)
         if snapshot.fsm_state is not None:
             self.machine.restore(snapshot.fsm_state, entered_at=snapshot.state_entered_at or None)
 
@@ -155,7 +172,33 @@ class DurableAgent:
     def _document(self) -> dict[str, Any]:
         """The data document a write diffs against the committed one (a typed agent,
         :class:`statekeeper.schema.TypedAgent`, validates and serialises its state here)."""
+        if self._ever_tracked:  # (it may hold tracked containers: compare plain ones)
+            return plain_copy(self.data)  # type: ignore[no-any-return]
         return self.data
+
+    def _tracking(self) -> Tracker | None:
+        """The tracker, while it can say what changed (else: back to the full compare,
+        for good until the next load)."""
+        tracker = self._tracker
+        if tracker is not None and (tracker.full or self.data is not tracker.root):
+            self._tracker = None
+            self._commit(tracker.committed, None)
+            return None
+        return tracker
+
+    def _pending(self) -> tuple[Any, list[dict[str, Any]], dict[str, bytes] | None, int | None]:
+        """What a write writes: the document, its ops, its bytes (full compare) and
+        the tracker's generation (tracked)."""
+        tracker = self._tracking()
+        if tracker is not None:
+            gen = tracker.gen
+            ops = tracker.changes()
+            if ops is not None:
+                return self.data, ops, None, gen
+            self._tracking()  # (it just gave up)
+        document = self._document()
+        ops, dumped = self._changes(document)
+        return document, ops, dumped, None
 
     # -- what was written last, and what changed since -------------------------------
     #
@@ -171,7 +214,7 @@ class DurableAgent:
         if dumped is None and type(document) is dict:
             dumped = dump_keys(document)
         self._committed_bytes = dumped
-        self._committed_copy: Any = None
+        self._committed_copy = None
         if dumped is None:
             codec = self.store.codec
             self._committed_copy = codec.copy_loads(codec.copy_dumps(document))
@@ -179,6 +222,8 @@ class DurableAgent:
     @property
     def _committed(self) -> Any:
         """A private copy of the document as written last."""
+        if self._tracker is not None:
+            return plain_copy(self._tracker.committed)
         if self._committed_bytes is not None:
             return unpack_document(self._committed_bytes)
         return self._committed_copy
@@ -193,7 +238,7 @@ class DurableAgent:
     @property
     def dirty(self) -> bool:
         """True when :attr:`data` has changes not yet written."""
-        return bool(self._changes(self._document())[0])
+        return bool(self._pending()[1])
 
     async def transition(
         self,
@@ -270,12 +315,11 @@ class DurableAgent:
     ) -> AppendResult | None:
         """Write pending data changes as one event; None when there is nothing to write."""
         check_mapping(info, "info", optional=True)
-        document = self._document()
-        changes = self._changes(document)
-        if not changes[0] and info is None:
+        pending = self._pending()
+        if not pending[1] and info is None:
             return None
         return await self._write(
-            event_type, dict(info or {}), None, idempotency_key, actor, document, changes
+            event_type, dict(info or {}), None, idempotency_key, actor, pending
         )
 
     async def record(
@@ -297,13 +341,12 @@ class DurableAgent:
         fsm_state: str | None,
         idempotency_key: str | None,
         actor: str | None,
-        document: dict[str, Any] | None = None,
-        changes: tuple[list[dict[str, Any]], dict[str, bytes] | None] | None = None,
+        pending: tuple[Any, list[dict[str, Any]], dict[str, bytes] | None, int | None]
+        | None = None,
     ) -> AppendResult:
         try:
-            if document is None:
-                document = self._document()
-            ops, dumped = changes if changes is not None else self._changes(document)
+            tracker = self._tracker
+            document, ops, dumped, gen = pending if pending is not None else self._pending()
             result = await self.store.append(
                 self.agent_id,
                 kind,
@@ -319,14 +362,20 @@ class DurableAgent:
         except SerializationError as exc:
             from .writes import locate  # name the path in agent.data, not in the event
 
-            raise locate(exc, self.store.codec.types, data=self.data, info=info) from exc
+            data = plain_copy(self.data) if self._ever_tracked else self.data
+            raise locate(exc, self.store.codec.types, data=data, info=info) from exc
         if result.duplicate:  # this write had landed before: take the stored truth
             await self.refresh()
             return result
         self.seq = result.last_seq
         # what was written: the document as diffed (a change made to agent.data while
         # the write was in flight is not in it, and stays pending)
-        self._commit(document, dumped)
+        if gen is not None and tracker is not None:
+            tracker.commit(ops, gen)
+            if self._tracker is not tracker:  # it gave up while the write was in flight
+                self._commit(tracker.committed, None)
+        else:
+            self._commit(document, dumped)
         return result
 
     async def refresh(self) -> None:
