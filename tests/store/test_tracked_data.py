@@ -370,10 +370,13 @@ class TrackedData(RuleBasedStateMachine):
             assert self.agent.data == self.model
 
 
-def run_machine(examples: int, phases: tuple[Phase, ...] = tuple(Phase)) -> None:
+def run_machine(
+    examples: int, phases: tuple[Phase, ...] = tuple(Phase), *, derandomize: bool = False
+) -> None:
     run_state_machine_as_test(
         TrackedData,
         settings=settings(
+            derandomize=derandomize,
             max_examples=examples,
             stateful_step_count=30,
             deadline=None,
@@ -387,15 +390,96 @@ def test_every_save_stores_what_a_plain_dict_would_hold() -> None:
     run_machine(EXAMPLES)
 
 
-@pytest.mark.slow  # (up to 300 examples each: ~70 s at load 10)
+# Every mutating method of the tracked containers, once each, on a nested list and dict
+# of a tracked ``agent.data``: a table, so that a method the tracker forgets is caught
+# every run (the random machine above reaches some methods only in a few examples).
+MUTATIONS: dict[str, Any] = {
+    "list.append": lambda d: d["l"].append(9),
+    "list.extend": lambda d: d["l"].extend([9, 8]),
+    "list.+=": lambda d: d["l"].__iadd__([9]),
+    "list.*=": lambda d: d["l"].__imul__(2),
+    "list.insert": lambda d: d["l"].insert(1, 9),
+    "list.[]=": lambda d: d["l"].__setitem__(0, 9),
+    "list.[:]=": lambda d: d["l"].__setitem__(slice(0, 2), [9]),
+    "list.pop": lambda d: d["l"].pop(),
+    "list.pop(i)": lambda d: d["l"].pop(0),
+    "list.del": lambda d: d["l"].__delitem__(1),
+    "list.del[:]": lambda d: d["l"].__delitem__(slice(1, None)),
+    "list.remove": lambda d: d["l"].remove(1),
+    "list.sort": lambda d: d["l"].sort(),
+    "list.reverse": lambda d: d["l"].reverse(),
+    "list.clear": lambda d: d["l"].clear(),
+    "dict.[]=": lambda d: d["d"].__setitem__("c", 3),
+    "dict.update": lambda d: d["d"].update(c=3),
+    "dict.|=": lambda d: d["d"].__ior__({"c": 3}),
+    "dict.setdefault": lambda d: d["d"].setdefault("c", 3),
+    "dict.del": lambda d: d["d"].__delitem__("a"),
+    "dict.pop": lambda d: d["d"].pop("a"),
+    "dict.popitem": lambda d: d["d"].popitem(),
+    "dict.clear": lambda d: d["d"].clear(),
+}
+
+
+def check_every_method() -> None:
+    """Each mutation, then a save, then a reload from storage equals a plain dict."""
+
+    async def go() -> None:
+        async with StateStore("memory://") as store:
+            for name, mutate in MUTATIONS.items():
+                start = {"l": [3, 1, 2], "d": {"a": 1, "b": 2}}
+                agent = await store.agent(name, initial_data=copy.deepcopy(start))
+                assert agent._tracker is not None and not agent._tracker.full
+                mutate(agent.data)
+                mutate(start)
+                await agent.save()
+                stored = (await store.load(name)).data
+                assert exact(stored) == exact(start), name
+
+    asyncio.run(go())
+
+
+def test_every_mutating_method_is_stored() -> None:
+    check_every_method()
+
+
 @pytest.mark.parametrize(
     ("cls", "method"),
-    [(TrackedList, "reverse"), (TrackedDict, "__delitem__"), (TrackedList, "append")],
+    [
+        (TrackedList, "reverse"),
+        (TrackedList, "sort"),
+        (TrackedList, "append"),
+        (TrackedList, "insert"),
+        (TrackedList, "__setitem__"),
+        (TrackedList, "__delitem__"),
+        (TrackedDict, "__delitem__"),
+        (TrackedDict, "__setitem__"),
+        (TrackedDict, "update"),
+        (TrackedDict, "pop"),
+    ],
 )
+def test_a_tracker_that_misses_one_method_is_caught(
+    monkeypatch: pytest.MonkeyPatch, cls: type, method: str
+) -> None:
+    """A tracker that forgets what one method did loses data: the table says so."""
+    base: type = list if cls is TrackedList else dict
+    raw = getattr(base, method)
+
+    def forgetful(self: Any, *args: Any, **kwargs: Any) -> Any:  # the change, unrecorded
+        return raw(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, method, forgetful)
+    with pytest.raises(AssertionError):
+        check_every_method()
+
+
+@pytest.mark.slow  # (up to 300 examples each: ~70 s at load 10)
+@pytest.mark.parametrize(("cls", "method"), [(TrackedDict, "__delitem__"), (TrackedList, "append")])
 def test_the_property_test_catches_a_tracker_that_misses_one_method(
     monkeypatch: pytest.MonkeyPatch, cls: type, method: str
 ) -> None:
-    """A tracker that forgets what one method did loses data: the test above says so."""
+    """The random machine finds a forgotten method too, for methods it reaches often
+    (a rarely reached one, such as ``reverse``, is left to the table above: 300
+    derandomized examples did not reach a forgotten ``reverse``)."""
     base: type = list if cls is TrackedList else dict
     raw = getattr(base, method)
 
@@ -404,7 +488,9 @@ def test_the_property_test_catches_a_tracker_that_misses_one_method(
 
     monkeypatch.setattr(cls, method, forgetful)
     with pytest.raises(AssertionError):
-        run_machine(300, phases=(Phase.generate,))
+        # derandomized: the same examples every run, so whether the broken tracker is
+        # caught does not depend on the luck of one run's draw
+        run_machine(300, phases=(Phase.generate,), derandomize=True)
 
 
 def test_appending_to_a_long_history_emits_one_op_and_packs_one_message() -> None:
