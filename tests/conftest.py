@@ -37,15 +37,19 @@ def require_service(name: str, reachable: bool, how: str) -> None:
 
 
 class FakeClock:
-    """A manual clock: returns ``now`` (counting the calls) until ``advance(dt)``.
-    Time in tests moves when the test says so, never with the machine's speed."""
+    """A manual clock: returns ``now`` (counting the calls) until ``advance(dt)`` or a
+    test sets ``now``; with ``step``, each reading first moves it on by ``step``
+    (timestamps that differ by a known amount). Time in tests moves when the test
+    says so, never with the machine's speed. The suite's one fake clock."""
 
-    def __init__(self, start: float = 1_000.0) -> None:
+    def __init__(self, start: float = 1_000.0, step: float = 0.0) -> None:
         self.now = start
+        self.step = step
         self.calls = 0
 
     def __call__(self) -> float:
         self.calls += 1
+        self.now += self.step
         return self.now
 
     def advance(self, dt: float = 1.0) -> float:

@@ -35,3 +35,13 @@ def test_the_default_run_deselects_only_the_slow_marker() -> None:
     pytest_options = options["tool"]["pytest"]["ini_options"]
     assert "-m 'not slow'" in pytest_options["addopts"]
     assert any(m.startswith("slow:") for m in pytest_options["markers"])
+
+
+def test_the_readme_command_runs_in_parallel_with_a_declared_plugin() -> None:
+    """The README's test command uses pytest-xdist (``-n auto``), so a fresh clone's
+    ``pip install -e '.[dev]'`` must bring it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "&& .venv/bin/pytest -n auto\n" in readme
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    dev = options["project"]["optional-dependencies"]["dev"]
+    assert any(d.startswith("pytest-xdist") for d in dev)

@@ -4,13 +4,14 @@ encrypted ``StateStore`` to run on them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from statekeeper.backends import MemoryBackend, SQLiteBackend, TieredBackend
+from statekeeper.backends import MemoryBackend, SQLiteBackend, TieredBackend, open_backend
 from statekeeper.backends.base import Backend
 from statekeeper.errors import ConflictError, IntegrityError
 from statekeeper.records import AppendRequest
@@ -18,38 +19,20 @@ from statekeeper.security import Keyring, generate_key
 from statekeeper.store import StateStore
 from statekeeper.testing import event
 
-from ._services import (
-    POSTGRES_DSN,
-    REDIS_URL,
-    delete_prefix,
-    drop_schema,
-    moto_endpoint,
-    namespace,
-    require_postgres,
-    require_redis,
-    s3_credentials,
-)
+from ._services import fresh_url, moto_endpoint, namespace, s3_credentials
 
 
-def _postgres(tmp_path: Path, cleanup: list[Callable[[], None]]) -> Backend:
+def _postgres(tmp_path: Path, stack: ExitStack) -> Backend:
     pytest.importorskip("psycopg")
-    require_postgres()
-    from statekeeper.backends.postgres import PostgresBackend
-
-    cleanup.append(lambda: drop_schema(namespace(tmp_path)))
-    return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=2)
+    return open_backend(stack.enter_context(fresh_url("postgresql", tmp_path)))
 
 
-def _redis(tmp_path: Path, cleanup: list[Callable[[], None]]) -> Backend:
+def _redis(tmp_path: Path, stack: ExitStack) -> Backend:
     pytest.importorskip("redis")
-    require_redis()
-    from statekeeper.backends.redis import RedisBackend
-
-    cleanup.append(lambda: delete_prefix(namespace(tmp_path) + ":"))
-    return RedisBackend(REDIS_URL, prefix=namespace(tmp_path) + ":")
+    return open_backend(stack.enter_context(fresh_url("redis", tmp_path)))
 
 
-def _s3(tmp_path: Path, cleanup: list[Callable[[], None]]) -> Backend:
+def _s3(tmp_path: Path, stack: ExitStack) -> Backend:
     pytest.importorskip("boto3")
     from statekeeper.backends.s3 import S3Backend
 
@@ -59,20 +42,20 @@ def _s3(tmp_path: Path, cleanup: list[Callable[[], None]]) -> Backend:
     backend = S3Backend(
         bucket, "t", endpoint_url=moto_endpoint(), create_bucket=True, **s3_credentials()
     )
-    cleanup.append(lambda: _drop_bucket(bucket))
+    stack.callback(_drop_bucket, bucket)
     return backend
 
 
-def _tiered(tmp_path: Path, cleanup: list[Callable[[], None]]) -> Backend:
+def _tiered(tmp_path: Path, stack: ExitStack) -> Backend:
     return TieredBackend(
-        _postgres(tmp_path, cleanup),
-        hot=_redis(tmp_path, cleanup),
-        cold=_s3(tmp_path, cleanup),
+        _postgres(tmp_path, stack),
+        hot=_redis(tmp_path, stack),
+        cold=_s3(tmp_path, stack),
         idle_after=3600,
     )
 
 
-def _tiered_local(tmp_path: Path, cleanup: list[Callable[[], None]]) -> Backend:
+def _tiered_local(tmp_path: Path, stack: ExitStack) -> Backend:
     return TieredBackend(SQLiteBackend(tmp_path / "d.db"), hot=MemoryBackend())
 
 
@@ -87,14 +70,12 @@ ENGINES = {
 
 @pytest.fixture(params=sorted(ENGINES))
 async def backend(request: Any, tmp_path: Path) -> AsyncIterator[Backend]:
-    cleanup: list[Callable[[], None]] = []
-    made = ENGINES[request.param](tmp_path, cleanup)
-    try:
-        yield made
-    finally:
-        await made.close()
-        for fn in cleanup:
-            fn()
+    with ExitStack() as stack:  # removes the schema, key prefix and bucket last
+        made = ENGINES[request.param](tmp_path, stack)
+        try:
+            yield made
+        finally:
+            await made.close()
 
 
 async def test_the_tag_is_stored_with_the_head(backend: Backend) -> None:

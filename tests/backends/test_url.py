@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper.backends import MemoryBackend, SQLiteBackend, open_backend, tiered_url
-from statekeeper.errors import ConfigurationError
+from statekeeper.errors import ConfigurationError, InvalidArgument
 
 
 def _close(backend: object) -> None:
@@ -204,3 +204,27 @@ def test_mask_url_in_a_tiered_url() -> None:
     assert SECRET not in masked
     assert "redis://:***@cache/0" in masked and "postgresql://u:***@db/x" in masked
     assert masked.startswith("tiered://?hot=redis://:***@cache/0&durable=")
+
+
+@pytest.mark.parametrize(
+    ("url", "option"),
+    [
+        (f"postgresql://app:{SECRET}@db.invalid/a?pool_max_size=many", "pool_max_size"),
+        (f"postgresql://app:{SECRET}@db.invalid/a?partitions=4.5", "partitions"),
+        (f"postgresql://app:{SECRET}@db.invalid/a?connect_timeout=0", "connect_timeout"),
+        (f"postgresql://app:{SECRET}@db.invalid/a?retry_timeout=-2", "retry_timeout"),
+        (f"redis://:{SECRET}@cache.invalid/0?max_connections=lots", "max_connections"),
+        (f"redis://:{SECRET}@cache.invalid/0?connect_timeout=0", "connect_timeout"),
+        (f"redis://:{SECRET}@cache.invalid/0?ttl=-1", "ttl"),
+        (f"redis://:{SECRET}@cache.invalid/0?feed=maybe", "feed"),
+    ],
+)
+def test_a_bad_number_option_is_an_invalid_argument_naming_it(url: str, option: str) -> None:
+    """PostgreSQL and Redis read their numeric URL options with one parser: the error
+    is typed, its ``argument`` is the option, and the password never shows."""
+    pytest.importorskip("redis")
+    pytest.importorskip("psycopg")
+    with pytest.raises(InvalidArgument) as info:
+        open_backend(url)
+    assert info.value.argument == option
+    assert option in str(info.value) and SECRET not in str(info.value)

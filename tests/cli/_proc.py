@@ -73,12 +73,15 @@ def run_in_process(
         contextlib.chdir(cwd or Path.cwd()),
         CliRunner().isolation(input=input, env=overrides) as (out, err, _),
     ):
+        time.tzset()  # local times follow env's TZ, as in a fresh process
         try:
             main(list(args))
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        return code, out.getvalue().decode(), err.getvalue().decode()
+        result = code, out.getvalue().decode(), err.getvalue().decode()
+    time.tzset()  # back to this process's own TZ
+    return result
 
 
 def sk_in_process(

@@ -10,9 +10,11 @@ A transcript is a block between markers::
     ```
     <!-- /transcript -->
 
-The test runs each command (in document order, in one scratch directory per document
+The test runs each command through the console script's entry point in its own process
+(the demo, which kills and recovers processes, in a real one; ``test_cli_trust.py`` runs
+every command in a subprocess), in document order, in one scratch directory per document
 holding the stores below and a LangGraph ``SqliteSaver`` file ``langgraph.sqlite``,
-``COLUMNS=80``, ``TZ=UTC``, no colour) and rebuilds the block from its output (stdout,
+``COLUMNS=80``, ``TZ=UTC``, no colour), and rebuilds the block from its output (stdout,
 then stderr; the exit code when it is not 0). Options after ``;`` in the marker: ``exit
 N`` (the expected exit code), ``loose`` (for output with pids, timings and timestamps:
 compared with every number masked and whitespace collapsed), ``shape`` (for the demo,
@@ -24,10 +26,14 @@ Run with ``STATEKEEPER_UPDATE_DOCS=1`` to rewrite the blocks from the fresh outp
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shlex
+import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,7 +43,7 @@ from rich.cells import cell_len
 from statekeeper.cli import app
 from statekeeper.cli._help import load_all
 
-from ._proc import populate, sk
+from ._proc import populate, sk, sk_in_process
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
 DOC = DOCS_DIR / "cli.md"
@@ -95,6 +101,23 @@ def _langgraph_source(path: Path) -> None:
         conn.close()
 
 
+@contextlib.contextmanager
+def _demo_dir() -> Iterator[None]:
+    """DEMO_DIR, emptied, held by this test alone (one demo transcript at a time on this
+    machine: pytest-xdist workers and other checkouts' runs share the folder)."""
+    DEMO_DIR.mkdir(exist_ok=True)
+    with (DEMO_DIR / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # the demo reuses only a file it can prove it created: start from none (an
+        # earlier run's file may predate the ownership marker)
+        for leftover in DEMO_DIR.glob("demo*"):
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
+        yield
+
+
 def _run(spec: str, cwd: Path) -> tuple[str, str, str]:
     """(the command line, the transcript body, comparison mode) for one marker."""
     parts = [p.strip() for p in spec.split(";")]
@@ -108,7 +131,11 @@ def _run(spec: str, cwd: Path) -> tuple[str, str, str]:
             mode = opt
         else:  # pragma: no cover - a typo in the doc
             raise AssertionError(f"unknown transcript option {opt!r}")
-    result = sk(*argv, cwd=cwd)
+    if argv[0] == "demo":  # processes killed and recovered: a real process, in DEMO_DIR
+        with _demo_dir():
+            result = sk(*argv, cwd=cwd)
+    else:  # the console script's entry point in this process: same output, no start-up
+        result = sk_in_process(*argv, cwd=cwd)
     assert result.returncode == expected, (spec, result.stdout, result.stderr)
     out = "\n".join(line.rstrip() for line in (result.stdout + result.stderr).splitlines())
     body = f"```console\n$ statekeeper {parts[0]}\n{out.rstrip()}\n"
@@ -139,27 +166,13 @@ def _same(doc: str, fresh: str, mode: str) -> bool:
 
 @pytest.mark.parametrize("name", TRANSCRIBED)
 def test_md_transcripts_are_the_cli_output(name: str, tmp_path: Path) -> None:
-    import fcntl
-
     doc = DOCS_DIR / name
     _scratch(tmp_path)
     text = doc.read_text()
-    DEMO_DIR.mkdir(exist_ok=True)
-    with (DEMO_DIR / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one demo transcript at a time on this machine
-        # the demo reuses only a file it can prove it created: start from none (an
-        # earlier run's file may predate the ownership marker)
-        import shutil
-
-        for leftover in DEMO_DIR.glob("demo*"):
-            if leftover.is_dir():
-                shutil.rmtree(leftover)
-            else:
-                leftover.unlink()
-        fresh: list[tuple[re.Match[str], str, str]] = []
-        for match in BLOCK.finditer(text):
-            _, body, mode = _run(match["spec"], tmp_path)
-            fresh.append((match, body, mode))
+    fresh: list[tuple[re.Match[str], str, str]] = []
+    for match in BLOCK.finditer(text):
+        _, body, mode = _run(match["spec"], tmp_path)
+        fresh.append((match, body, mode))
     assert fresh, f"no transcripts found in docs/{name}"
     if os.environ.get("STATEKEEPER_UPDATE_DOCS") == "1":
         out, last = [], 0

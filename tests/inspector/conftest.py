@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require_service
+from tests.conftest import FakeClock, require_service
 
-from .seed import Clock, seed, seed_thread
+from .seed import T0, seed, seed_thread
 
 TOKEN = "test-token-0123456789abcdef"
 CHROMIUM = os.environ.get("STATEKEEPER_CHROMIUM", "/usr/bin/chromium")
@@ -32,7 +32,7 @@ def seeded_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{path}"
 
     async def build() -> None:
-        async with StateStore(url, clock=Clock(), snapshot_every=3) as store:
+        async with StateStore(url, clock=FakeClock(T0, step=1.0), snapshot_every=3) as store:
             await seed(store)
 
     in_thread(build)

@@ -15,17 +15,6 @@ HOSTILE_VALUE = "</pre><script>window.__pwned=3</script><b onmouseover=alert(1)>
 T0 = 1_750_000_000.0
 
 
-class Clock:
-    """A clock the tests move by hand (timestamps are part of what pages show)."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        self.now += 1.0
-        return self.now
-
-
 async def seed(store: StateStore) -> None:
     for i in range(30):
         agent = await store.agent(f"agent-{i:03d}")

@@ -12,60 +12,25 @@ from pathlib import Path
 import pytest
 
 from statekeeper import StateStore, StateTransition
-from statekeeper.backends.base import Backend
 from statekeeper.errors import CapabilityUnsupported, InvalidAgentId
 from statekeeper.inspector.listing import AgentQuery, list_page
-from tests.backends._services import (
-    POSTGRES_DSN,
-    REDIS_URL,
-    drop_schema,
-    namespace,
-    require_postgres,
-    require_redis,
-)
+from tests.backends._services import fresh_url
 
 IDS = ["a", "a/1", "a/2", "b", "b\u00e9", "c"]
 
 
-async def _open(engine: str, tmp_path: Path) -> Backend:
-    if engine == "memory":
-        from statekeeper.backends.memory import MemoryBackend
-
-        return MemoryBackend()
-    if engine == "sqlite":
-        from statekeeper.backends.sqlite import SQLiteBackend
-
-        return SQLiteBackend(tmp_path / "s.db")
-    if engine == "postgres":
-        from statekeeper.backends.postgres import PostgresBackend
-
-        require_postgres()
-        drop_schema(namespace(tmp_path))
-        return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=2)
-    from statekeeper.backends.redis import RedisBackend
-
-    require_redis()
-    return RedisBackend(REDIS_URL, prefix=namespace(tmp_path) + ":")
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StateStore]:
-    backend = await _open(request.param, tmp_path)
-    async with StateStore(backend) as s:
-        for agent_id in IDS:
-            agent = await s.agent(agent_id)
-            if agent_id != "c":
-                await agent.transition(StateTransition.START_PROCESSING)
-            if agent_id == "b":
-                agent.data["x"] = 1
-                await agent.save()  # the newest event did not move the machine
-        yield s
-        if request.param == "postgres":
-            await backend.drop_all()
-        if request.param == "redis":
-            await backend.drop_all()
-    if request.param == "postgres":
-        drop_schema(namespace(tmp_path))
+    with fresh_url(request.param, tmp_path) as url:
+        async with StateStore(url) as s:
+            for agent_id in IDS:
+                agent = await s.agent(agent_id)
+                if agent_id != "c":
+                    await agent.transition(StateTransition.START_PROCESSING)
+                if agent_id == "b":
+                    agent.data["x"] = 1
+                    await agent.save()  # the newest event did not move the machine
+            yield s
 
 
 async def test_list_agents_before(store: StateStore) -> None:

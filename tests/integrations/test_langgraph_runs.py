@@ -38,6 +38,7 @@ from ..backends._services import (
     require_postgres,
     require_redis,
 )
+from ..conftest import FakeClock
 from .conftest import new_thread
 
 #: a guard against a deadlocked test, never a synchronisation
@@ -327,21 +328,13 @@ def test_an_update_on_a_stale_latest_is_refused(run_url: str) -> None:
         moving.close()
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_lapsed_claim_is_taken_over_and_its_run_fenced(run_url: str) -> None:
     """Crash recovery: a run whose claim lapsed (its process hung or died) no longer
     holds the thread; another run takes it, and the old run's next write is refused
     (``lost``). The holder's live claims are renewed before they lapse."""
     if run_url == "memory://":
         pytest.skip("needs two savers on one store")
-    clock = Clock()
+    clock = FakeClock(time.time())
     entered, go = threading.Event(), threading.Event()
 
     def node() -> None:

@@ -30,6 +30,8 @@ from statekeeper.observability.analysis.history import (
 )
 from statekeeper.observability.analysis.markov import wilson_interval
 
+from ..conftest import FakeClock
+
 # -- known answers -----------------------------------------------------------------
 
 
@@ -199,13 +201,7 @@ def test_snapshot_interval_minimises_cost_per_event(c: float, r: float, e: float
 
 async def _history_store() -> StateStore:
     """Two namespaces, each agent's moves at known times (clock in steps of 10 s)."""
-    t = [0.0]
-
-    def clock() -> float:
-        t[0] += 10.0
-        return t[0]
-
-    store = StateStore("memory://", witness=False, clock=clock)
+    store = StateStore("memory://", witness=False, clock=FakeClock(0.0, step=10.0))
     paths = {
         "team:a1": ["idle", "processing", "tool_call", "processing", "completed"],
         "team:a2": ["idle", "processing", "completed"],

@@ -25,20 +25,14 @@ from statekeeper.observability.analysis.recovery import (
 from statekeeper.observability.health import HealthThresholds, health_report
 from statekeeper.observability.instrumentation import instrument
 
-
-class Clock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
+from ..conftest import FakeClock
 
 
 async def _moves(
-    store: StateStore, agent_id: str, clock: Clock, steps: list[tuple[float, str]]
+    store: StateStore, agent_id: str, clock: FakeClock, steps: list[tuple[float, str]]
 ) -> None:
     for at, state in steps:
-        clock.t = at
+        clock.now = at
         if await store.head(agent_id) == 0:
             await store.create(agent_id, {}, fsm_state=state)
         else:
@@ -46,7 +40,7 @@ async def _moves(
 
 
 async def test_stuck_agents_by_threshold_and_by_their_usual_time() -> None:
-    clock = Clock()
+    clock = FakeClock()
     async with StateStore("memory://", witness=False, clock=clock) as store:
         # quick: usually 10 s in 'processing', now 3100 s there: 310× its usual time
         await _moves(
@@ -83,17 +77,17 @@ async def test_stuck_agents_by_threshold_and_by_their_usual_time() -> None:
 
 
 async def test_sizes_growth_due_snapshots_and_stale_leases() -> None:
-    clock = Clock()
+    clock = FakeClock()
     backend = MemoryBackend(clock=clock)  # leases expire on the same clock
     async with StateStore(backend, witness=False, clock=clock, snapshot_every=5) as store:
         for n in range(12):  # snapshots at 5 and 10, two events after: replay 2
-            clock.t = 1000.0 + n
+            clock.now = 1000.0 + n
             await store.save("big", {"blob": "x" * 2000, "n": n})
         for n in range(4):  # no snapshot yet: replay 4 (not due: < 5)
-            clock.t = 5000.0 + n
+            clock.now = 5000.0 + n
             await store.save("small", {"n": n})
         for n in range(7):  # snapshot at 5 ... then set: due by a lowered bound below
-            clock.t = 5000.0 + n
+            clock.now = 5000.0 + n
             await store.save("mid", {"n": n})
         lease = await backend.acquire_lease("mid", "worker-1", 1.0)  # expires at 5007
         assert lease.expires_at == 5007.0
@@ -210,7 +204,7 @@ def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 
 
 async def _machine_store(url: str, now: float) -> None:
-    clock = Clock(now - 7200)
+    clock = FakeClock(now - 7200)
     async with StateStore(url, clock=clock) as store:
         await _moves(
             store,

@@ -23,6 +23,8 @@ from statekeeper.observability.pictures import (
     write_time_series,
 )
 
+from ..conftest import FakeClock
+
 pytest.importorskip("matplotlib")
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -162,12 +164,7 @@ def test_time_series_svg_has_its_panels_and_states(tmp_path: Path) -> None:
 
 
 async def _store_with_moves(url: str) -> None:
-    t = [1_700_000_000.0]
-
-    def clock() -> float:
-        t[0] += 30.0
-        return t[0]
-
+    clock = FakeClock(1_700_000_000.0, step=30.0)
     async with StateStore(url, witness=False, clock=clock) as store:
         for agent_id in ("team:a", "team:b", "solo:c"):
             await store.create(agent_id, {}, fsm_state="idle")

@@ -13,6 +13,7 @@ from psycopg_pool import PoolTimeout
 
 from ...errors import ConfigurationError
 from ..redact import mask_url
+from ..url_options import float_option, int_option
 
 __all__ = ["check_connection", "parse_postgres_url", "read_only_session", "transient"]
 
@@ -56,21 +57,12 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
         if key not in _OWN_OPTIONS:
             keep.append((key, value))
             continue
-        try:
-            if key in ("schema", "replica_url"):
-                kwargs[key] = value
-            elif key == "partitions":
-                kwargs["partitions"] = int(value)
-            elif key in ("pool_min_size", "pool_max_size"):
-                kwargs[key.removeprefix("pool_")] = int(value)
-            else:
-                kwargs[key] = float(value)
-                if not kwargs[key] >= 0 or (key == "connect_timeout" and not kwargs[key] > 0):
-                    raise ValueError(value)
-        except ValueError:
-            raise ConfigurationError(
-                f"{key} must be a number, not {value!r}, in {mask_url(url)!r}"
-            ) from None
+        if key in ("schema", "replica_url"):
+            kwargs[key] = value
+        elif key in ("partitions", "pool_min_size", "pool_max_size"):
+            kwargs[key.removeprefix("pool_")] = int_option(key, value, url)
+        else:
+            kwargs[key] = float_option(key, value, url, positive=key == "connect_timeout")
     dsn = urlunsplit(
         # libpq does not read "+" as a space: percent-encode (options=-c%20statement_timeout=…)
         ("postgresql", parts.netloc, parts.path, urlencode(keep, quote_via=quote), parts.fragment)

@@ -11,8 +11,9 @@ import inspect
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, InvalidArgument
 from ..redact import mask_url
+from ..url_options import float_option, int_option
 
 __all__ = ["CLUSTER_SCHEMES", "check_redis_url", "cluster_nodes", "is_cluster", "split_options"]
 
@@ -136,22 +137,17 @@ def split_options(url: str) -> tuple[str, dict[str, Any]]:
         if key not in OWN_OPTIONS:
             keep.append((key, value))
             continue
-        try:
-            if key == "prefix":
-                kwargs["prefix"] = value
-            elif key == "feed":
-                if value not in ("0", "1", "true", "false"):
-                    raise ValueError(value)
-                kwargs["feed"] = value in ("1", "true")
-            elif key in _INT_OPTIONS:
-                kwargs[key] = int(value)
-            else:
-                kwargs[key] = float(value)
-                if not kwargs[key] >= 0 or (key == "connect_timeout" and not kwargs[key] > 0):
-                    raise ValueError(value)
-        except ValueError:
-            raise ConfigurationError(
-                f"{key} must be a number, not {value!r}, in {mask_url(url)!r}"
-            ) from None
+        if key == "prefix":
+            kwargs["prefix"] = value
+        elif key == "feed":
+            if value not in ("0", "1", "true", "false"):
+                raise InvalidArgument(
+                    key, f"feed must be 0, 1, true or false, not {value!r}, in {mask_url(url)!r}"
+                )
+            kwargs["feed"] = value in ("1", "true")
+        elif key in _INT_OPTIONS:
+            kwargs[key] = int_option(key, value, url)
+        else:
+            kwargs[key] = float_option(key, value, url, positive=key == "connect_timeout")
     clean = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(keep), ""))
     return clean, kwargs
