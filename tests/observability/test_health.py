@@ -24,6 +24,7 @@ from statekeeper.observability.analysis.recovery import (
 )
 from statekeeper.observability.health import HealthThresholds, health_report
 from statekeeper.observability.instrumentation import instrument
+from statekeeper.store.reads import ReadPath
 
 from ..conftest import FakeClock
 
@@ -171,7 +172,9 @@ def test_fit_line() -> None:
     assert a == 0.0 and b > 0
 
 
-async def test_recovery_is_measured_and_predicted(tmp_path: Path) -> None:
+async def test_recovery_is_measured_and_predicted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     async with StateStore(url, witness=False, snapshot_every=50) as store:
         for agent, events in (("short", 3), ("long", 40), ("snapped", 55)):
@@ -179,7 +182,20 @@ async def test_recovery_is_measured_and_predicted(tmp_path: Path) -> None:
                 await store.save(agent, {"n": n})
         cost = await measure_snapshot_cost(store)
         assert cost > 0
-    report = await measure_recovery(url, objective=60.0)
+    # time driven by the work done, not the machine's load: 1 ms per event replayed
+    now = [0.0]
+    apply_events = ReadPath.apply_events
+
+    def replaying(self: ReadPath, record: Any, events: Any) -> None:
+        now[0] += 0.001 * len(events)
+        apply_events(self, record, events)
+
+    monkeypatch.setattr(ReadPath, "apply_events", replaying)
+    report = await measure_recovery(url, objective=60.0, clock=lambda: now[0])
+    assert {s.agent_id: s.seconds for s in report.samples} == pytest.approx(
+        {"long": 0.040, "snapped": 0.005, "short": 0.003}
+    )
+    assert report.per_event == pytest.approx(0.001)
     assert sorted((s.agent_id, s.replay_events) for s in report.samples) == [
         ("long", 40),
         ("short", 3),
@@ -188,7 +204,7 @@ async def test_recovery_is_measured_and_predicted(tmp_path: Path) -> None:
     assert [p[0] for p in report.predicted] == ["long", "snapped", "short"]
     assert report.predicted_rto == report.predicted[0][2] >= report.open_seconds
     assert report.met is True and report.measured_rto > 0
-    missed = await measure_recovery(url, objective=1e-9, sample=1)
+    missed = await measure_recovery(url, objective=1e-9, sample=1, clock=lambda: now[0])
     assert missed.met is False and len(missed.samples) == 1
     with pytest.raises(InvalidArgument, match="sample"):
         await measure_recovery(url, sample=0)

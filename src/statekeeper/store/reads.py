@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
+from time import thread_time
 from typing import Any
 
 import orjson
@@ -31,6 +32,7 @@ from ..errors import (
     StatekeeperError,
 )
 from ..records import Event, RawEvent, RawSnapshot, Snapshot
+from .autotune import AutoInterval
 from .body import SNAPSHOT_KIND, snapshot_record, to_event
 from .cache import LRUCache
 from .state import HELD_AS_BYTES, AgentRecord, apply_payload, document, unpack_document
@@ -73,6 +75,8 @@ class ReadPath:
         self.pinned: dict[str, AgentRecord] = {}
         #: states folded from the backend (not served from the cache)
         self.loads = 0
+        #: snapshot_every="auto": told what each cold load's replay cost
+        self.tuner: AutoInterval | None = None
         # the latest state in one call where the engine answers that natively (the
         # default, two unbounded reads, gains nothing over the bounded latest_snapshot
         # + read of the fold, and a tiered engine may answer the unbounded read from a
@@ -222,11 +226,15 @@ class ReadPath:
         with ``events`` when they were read already (those past ``target`` ignored)."""
         if record is None:
             record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
+        tuner, start = self.tuner, record.seq
+        began = thread_time() if tuner is not None else 0.0
         if events:
             if events[-1].seq > target:
                 events = [e for e in events if e.seq <= target]
             self.apply_events(record, events)
         await self.catch_up(record, target)
+        if tuner is not None:  # snapshot_every="auto": the replay cost per event (r)
+            tuner.replayed(thread_time() - began, record.seq - start)
         if record.seq == 0:
             raise AgentNotFound(agent_id)
         if at_head:

@@ -5,7 +5,9 @@ after it. One is due with an event once the replay a load would do from the last
 has reached its bound, in events (``snapshot_every``) or in stored bytes
 (``snapshot_bytes``); it is written in the same atomic append as that event.
 
-``snapshot_every="auto"`` chooses by replay cost instead: a load decodes the latest
+``snapshot_every="auto"`` applies Young's optimal interval, from the snapshot cost,
+replay cost per event and cold loads per append the store measures itself
+(:mod:`.autotune`). Until it has measured them it chooses by replay cost: a load decodes the latest
 snapshot (cost ~ its stored bytes) and then each event after it (cost ~ its stored bytes
 plus a fixed :data:`AUTO_EVENT_COST` for the row, the checksum, the parse and the patch,
 measured in the same byte units: ~4-5 us per event against ~1 us per KiB of snapshot on
@@ -24,6 +26,7 @@ the latest whole one (a *delta*), whose data the record keeps at hand
 from __future__ import annotations
 
 import logging
+from time import thread_time
 from typing import Any
 
 from .. import patch
@@ -31,6 +34,7 @@ from ..backends.base import Backend
 from ..codec import Codec
 from ..errors import IntegrityError, SerializationError, StateTooLarge
 from ..records import RawSnapshot
+from .autotune import MAX_EVENTS, AutoInterval
 from .body import SNAPSHOT_KIND, snapshot_body
 from .reads import ReadPath
 from .state import AgentRecord, document
@@ -90,9 +94,12 @@ class SnapshotPolicy:
         self.backend = backend
         self.codec = codec
         self.reads = reads
-        #: snapshot_every="auto": weigh the replay against the last snapshot's size
+        #: snapshot_every="auto": Young/Daly from measurements (:mod:`.autotune`); before
+        #: they exist, weigh the replay against the last snapshot's size
         self.auto = every == "auto"
-        self.every: int = AUTO_MAX_EVENTS if every == "auto" else int(every)
+        self.tuner: AutoInterval | None = AutoInterval() if self.auto else None
+        reads.tuner = self.tuner
+        self.every: int = MAX_EVENTS if every == "auto" else int(every)
         self.max_replay_bytes = max_replay_bytes
         self.full_every = full_every
         self.max_bytes = max_bytes
@@ -105,9 +112,26 @@ class SnapshotPolicy:
             self.max_replay_bytes is not None and record.replay_bytes >= self.max_replay_bytes
         ):
             return True
-        return self.auto and record.replay_bytes + AUTO_EVENT_COST * events >= max(
+        tuner = self.tuner
+        if tuner is None:
+            return False
+        tuner.appends += 1  # E: appends between cold loads
+        if tuner.events is not None:  # measured: Young's (or Daly's) interval
+            return events >= tuner.events
+        return events >= AUTO_MAX_EVENTS or record.replay_bytes + AUTO_EVENT_COST * events >= max(
             record.snapshot_bytes + AUTO_EVENT_COST, AUTO_MIN_COST
         )
+
+    def encode_timed(self, record: AgentRecord) -> tuple[RawSnapshot, Marks]:
+        """:meth:`encode`, timed for ``snapshot_every="auto"`` (the snapshot cost C:
+        two clock reads, only when a snapshot is due)."""
+        tuner = self.tuner
+        if tuner is None:
+            return self.encode(record)
+        began = thread_time()
+        encoded = self.encode(record)
+        tuner.snapshotted(thread_time() - began)
+        return encoded
 
     def needs_prepare(self, record: AgentRecord) -> bool:
         """:meth:`prepare` has something to fetch before an append after ``record``."""

@@ -127,10 +127,11 @@ class StateStore:
         durability: ``"sync"``, ``"group"`` or ``"async"`` (see
             :mod:`statekeeper.store.durability` for what each guarantees).
         snapshot_every: store a snapshot after this many events since the last one, or
-            ``"auto"``: when replaying the events since the last one would cost as much
-            as decoding that snapshot (their bytes plus a fixed cost per event), so
-            that a load at any head costs at most about twice a load at a snapshot
-            (see :mod:`statekeeper.store.snapshots`).
+            ``"auto"``: every Young-optimal ``k = sqrt(2·C·E/r)`` events, from the
+            snapshot cost, replay cost per event and appends per cold load this store
+            measures (:mod:`statekeeper.store.autotune`); until it has measured them,
+            when replaying the events since the last one would cost as much as decoding
+            that snapshot (see :mod:`statekeeper.store.snapshots`).
         snapshot_bytes: ... or once the events since the last one add up to this many
             stored bytes (None: no byte bound), so that a load never replays more than
             ``snapshot_every`` events nor much more than ``snapshot_bytes`` bytes.
@@ -325,9 +326,12 @@ class StateStore:
     @property
     def snapshot_events(self) -> int:
         """The most events a load replays after the latest snapshot: ``snapshot_every``,
-        or the event bound of ``"auto"``."""
+        or the interval ``"auto"`` measured (its event bound before it has measured)."""
         every = self.snapshot_every
-        return AUTO_MAX_EVENTS if every == "auto" else int(every)
+        if every != "auto":
+            return int(every)
+        tuner = self._snapshots.tuner
+        return tuner.events if tuner is not None and tuner.events is not None else AUTO_MAX_EVENTS
 
     # -- lifecycle ---------------------------------------------------------------
 

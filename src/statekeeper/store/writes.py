@@ -366,7 +366,7 @@ class WritePipeline:
                 raise StateTooLarge(agent_id, "state", len(new.blob), self.max_state_bytes)
         snapshot = None
         if self.snapshots.due(new, seq):
-            snapshot, marks = self.snapshots.encode(new)
+            snapshot, marks = self.snapshots.encode_timed(new)
             mark_snapshot(new, marks)
         request = StoreRequest(
             agent_id,
