@@ -38,6 +38,7 @@ import math
 from typing import Literal
 
 from ...errors import InvalidArgument
+from ...store.autotune import optimal_events
 
 __all__ = [
     "daly_interval",
@@ -114,11 +115,6 @@ def optimal_snapshot_interval(
     c = _positive("snapshot_cost", snapshot_cost)
     r = _positive("replay_cost", replay_cost)
     e = _positive("events_between_failures", events_between_failures)
-    if formula == "young":
-        k = math.sqrt(2 * c * e / r)
-        # the whole number of events either side of the optimum that costs less
-        low, high = max(1, math.floor(k)), max(1, math.ceil(k))
-        return min((low, high), key=lambda n: (c / n + r * n / (2 * e), n))
-    if formula == "daly":
-        return max(1, round(daly_interval(c, r * e) / r))
+    if formula in ("young", "daly"):  # what snapshot_every="auto" applies
+        return optimal_events(c, r, e, formula)
     raise InvalidArgument("formula", f"formula must be 'young' or 'daly', not {formula!r}")
