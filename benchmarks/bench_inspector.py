@@ -85,8 +85,8 @@ def sealed_events(
     events = []
     prev = ZERO_LINK
     for e in templates[1] if i % 2 else templates[0]:
-        sealed = codec.seal(aid, e.seq, e.kind, e.timestamp, e.payload[35:], prev)
-        events.append(RawEvent(e.seq, e.kind, e.timestamp, sealed[0], sealed[1]))
+        sealed = codec.seal(aid, e.seq, e.type, e.timestamp, e.payload[35:], prev)
+        events.append(RawEvent(e.seq, e.type, e.timestamp, sealed[0], sealed[1]))
         prev = sealed[2]
     return events
 
@@ -170,7 +170,7 @@ async def copy_fill(schema: str, n: int, log: Any) -> None:
                     aid = agent_id(i)
                     for e in sealed_events(codec, aid, i, tmpl):
                         await copy.write_row(
-                            (aid, e.seq, e.kind, e.timestamp, e.payload, e.checksum)
+                            (aid, e.seq, e.type, e.timestamp, e.payload, e.checksum)
                         )
             async with cur.copy(
                 f"COPY {schema}.sk_agents (agent_id, head_seq, created_at, updated_at) FROM STDIN"

@@ -152,9 +152,9 @@ def reseal(aid: str, tmpl: list[RawEvent]) -> tuple[tuple[RawEvent, ...], bytes]
         assert e.payload[3:35] == (prev if e.seq == 1 else e.payload[3:35]), "not a v1 record"
         payload = e.payload[:3] + prev + e.payload[35:]
         link = hashlib.sha256(
-            b"sk-link/1" + identity(aid, e.seq, e.kind, e.timestamp) + payload
+            b"sk-link/1" + identity(aid, e.seq, e.type, e.timestamp) + payload
         ).digest()
-        out.append(RawEvent(e.seq, e.kind, e.timestamp, payload, link))
+        out.append(RawEvent(e.seq, e.type, e.timestamp, payload, link))
         prev = link
     return tuple(out), b"\x01\x00" + prev
 

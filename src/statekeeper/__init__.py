@@ -87,7 +87,6 @@ _MOVED: dict[str, str] = {
     "SQLiteBackend": "statekeeper.backends",
     "open_backend": "statekeeper.backends",
     "Codec": "statekeeper.codec",
-    "EventKind": "statekeeper.records",
     # the less common errors
     **{
         name: "statekeeper.errors"
@@ -118,6 +117,12 @@ _MOVED: dict[str, str] = {
     },
 }
 
+#: names that used to be importable from ``statekeeper`` and were renamed -> (module,
+#: new name) (ARCHITECTURE.md, "Vocabulary"). They still resolve, with a warning.
+_RENAMED: dict[str, tuple[str, str]] = {
+    "EventKind": ("statekeeper.records", "EventType"),
+}
+
 
 def __getattr__(name: str) -> Any:
     import importlib
@@ -135,6 +140,14 @@ def __getattr__(name: str) -> Any:
             stacklevel=2,
         )
         return getattr(importlib.import_module(home), name)
+    if name in _RENAMED:
+        home, new = _RENAMED[name]
+        warnings.warn(
+            f"statekeeper.{name} is deprecated: use {home}.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), new)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

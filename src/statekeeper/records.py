@@ -5,15 +5,63 @@ Two layers of types live here:
 * :class:`Event` and :class:`Snapshot` are what users see: decoded, verified values.
 * :class:`RawEvent`, :class:`RawSnapshot`, :class:`AppendRequest`,
   :class:`AppendResult` and :class:`AgentInfo` are what a backend sees: opaque
-  payload bytes plus the few identifiers it must index (agent id, seq, kind,
+  payload bytes plus the few identifiers it must index (agent id, seq, type,
   timestamp). A backend never interprets a payload.
+
+Vocabulary (one word per concept, in code, docs and the CLI; ARCHITECTURE.md has the
+same table):
+
+* **type**: what kind of event it is (``"transition"``, ``"patch"``, a custom name):
+  :attr:`Event.type`, :attr:`RawEvent.type`, :class:`EventType`, ``event_type=``
+  arguments, ``event_types=`` filters. Was also "kind" (``EventKind``,
+  ``RawEvent.kind``); the stored column and field are still named ``kind``.
+* **info**: the caller's free-form mapping on an event (``append(..., info)``,
+  ``record(type, info)``, :attr:`Event.info`, ``"info"`` in ``history --json``).
+  Was ``Event.data``, and ``body`` inside the write path.
+* **data**: an agent's data document (:attr:`Snapshot.data`, ``agent.data``); only
+  that. An event's change to it is its ``ops`` (JSON Patch).
+* **state**: an agent's FSM state plus data at a seq. The value :meth:`load` returns
+  is a :class:`Snapshot` (the seed's and LangGraph's word for a read of the state),
+  whether or not it was read from a stored snapshot; ``fsm_state`` is the machine's
+  state alone.
+* **snapshot** (stored): a fold written into the stream at a seq so a load need not
+  replay from seq 1 (:class:`RawSnapshot`, ``snapshot_every``, ``store.snapshot()``;
+  *whole* or a *delta*). A database's consistent read is called a *consistent read*,
+  never a snapshot.
+* One value on its way to disk: **info** (the caller's mapping) -> **body** (info plus
+  the reserved keys the store writes, :mod:`statekeeper.store.body`; serialized, it is
+  still the body: the bytes :meth:`Codec.seal` takes and ``Opened.body`` gives back)
+  -> **payload** (the sealed bytes a backend stores, :attr:`RawEvent.payload`).
+  ``agent.transition(event, metadata)`` writes ``metadata`` inside the info.
+* **type** of a record, in the codec: the event's type, or ``"snapshot"``
+  (``SNAPSHOT_TYPE``); bound into the record's checksum and link.
+* **record**: one stored event or snapshot (its bytes and identifiers);
+  **stream**: an agent's records in seq order; **head**: the last seq of a stream.
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
+
+if TYPE_CHECKING:  # mypy (run with the "deprecated" error code) flags every use
+    from typing_extensions import deprecated
+else:  # at run time a warning, without importing typing_extensions (~20 ms measured
+    # with -X importtime on first use of the store, which did not import it before)
+    def deprecated(message):
+        def wrap(fn):
+            @functools.wraps(fn)
+            def warned(*args, **kwargs):
+                warnings.warn(message, DeprecationWarning, stacklevel=2)
+                return fn(*args, **kwargs)
+
+            return warned
+
+        return wrap
+
 
 __all__ = [
     "AgentInfo",
@@ -21,7 +69,7 @@ __all__ = [
     "AppendResult",
     "AuditMark",
     "Event",
-    "EventKind",
+    "EventType",
     "FeedEvent",
     "FeedRecord",
     "Fence",
@@ -46,8 +94,8 @@ class AuditMark:
     last_seq: int
 
 
-class EventKind:
-    """Kinds of events the store itself writes. Any other string is a custom event."""
+class EventType:
+    """Types of events the store itself writes. Any other string is a custom event."""
 
     CREATED = "created"
     TRANSITION = "transition"
@@ -59,21 +107,92 @@ class EventKind:
 class Event:
     """One verified, decoded event of an agent's stream.
 
-    ``ops`` is the JSON Patch (RFC 6902) this event applied to the data document (empty
-    for events that did not change data); ``fsm_state`` is the state machine state
-    after the event when the event moved it, else ``None``.
+    ``info`` is the caller's mapping written with the event (for a transition: the
+    ``event``, ``from``, ``to`` and ``metadata``); ``ops`` is the JSON Patch (RFC 6902)
+    this event applied to the data document (empty for events that did not change
+    data); ``fsm_state`` is the state machine state after the event when the event
+    moved it, else ``None``.
+
+    ``data`` (attribute and keyword) is the deprecated name of ``info``.
     """
 
     agent_id: str
     seq: int
     type: str
     timestamp: float
-    data: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
     ops: list[dict[str, Any]] = field(default_factory=list)
     fsm_state: str | None = None
     schema_version: int = 1
     actor: str | None = None
     idempotency_key: str | None = None
+
+    # written out (as the generated one would be) to take the old keyword too
+    @overload
+    def __init__(
+        self,
+        agent_id: str,
+        seq: int,
+        type: str,
+        timestamp: float,
+        info: dict[str, Any] | None = None,
+        ops: list[dict[str, Any]] | None = None,
+        fsm_state: str | None = None,
+        schema_version: int = 1,
+        actor: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> None: ...
+    @overload
+    @deprecated("Event(data=...) is deprecated: use Event(info=...)")
+    def __init__(
+        self,
+        agent_id: str,
+        seq: int,
+        type: str,
+        timestamp: float,
+        *,
+        data: dict[str, Any],
+        ops: list[dict[str, Any]] | None = None,
+        fsm_state: str | None = None,
+        schema_version: int = 1,
+        actor: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        agent_id: str,
+        seq: int,
+        type: str,
+        timestamp: float,
+        info: dict[str, Any] | None = None,
+        ops: list[dict[str, Any]] | None = None,
+        fsm_state: str | None = None,
+        schema_version: int = 1,
+        actor: str | None = None,
+        idempotency_key: str | None = None,
+        *,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        if data is not None:
+            _renamed("Event(data=...)", "Event(info=...)")
+            info = data  # the old name wins: dataclasses.replace(ev, data=...) passes both
+        put = object.__setattr__
+        put(self, "agent_id", agent_id)
+        put(self, "seq", seq)
+        put(self, "type", type)
+        put(self, "timestamp", timestamp)
+        put(self, "info", {} if info is None else info)
+        put(self, "ops", [] if ops is None else ops)
+        put(self, "fsm_state", fsm_state)
+        put(self, "schema_version", schema_version)
+        put(self, "actor", actor)
+        put(self, "idempotency_key", idempotency_key)
+
+    @property
+    @deprecated("Event.data is deprecated: use Event.info")
+    def data(self) -> dict[str, Any]:
+        """Deprecated name of :attr:`info`."""
+        return self.info
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +214,64 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class RawEvent:
-    """An encoded event as a backend stores it. ``checksum`` covers agent, seq, kind, payload."""
+    """An encoded event as a backend stores it. ``checksum`` covers agent, seq, type,
+    payload. ``kind`` (attribute and keyword) is the deprecated name of ``type`` (the
+    engines' stored column keeps the name ``kind``)."""
 
     seq: int
-    kind: str
+    type: str
     timestamp: float
     payload: bytes
     checksum: bytes
+
+    # written out (as the generated one would be) to take the old keyword too
+    @overload
+    def __init__(
+        self, seq: int, type: str, timestamp: float, payload: bytes, checksum: bytes
+    ) -> None: ...
+    @overload
+    @deprecated("RawEvent(kind=...) is deprecated: use RawEvent(type=...)")
+    def __init__(
+        self, seq: int, *, kind: str, timestamp: float, payload: bytes, checksum: bytes
+    ) -> None: ...
+    def __init__(
+        self,
+        seq: int,
+        type: str | None = None,
+        timestamp: float | None = None,
+        payload: bytes | None = None,
+        checksum: bytes | None = None,
+        *,
+        kind: str | None = None,
+    ) -> None:
+        if type is None or timestamp is None or payload is None or checksum is None:
+            if kind is not None and type is None:
+                _renamed("RawEvent(kind=...)", "RawEvent(type=...)")
+                type = kind
+            missing = [
+                name
+                for name, value in (
+                    ("type", type),
+                    ("timestamp", timestamp),
+                    ("payload", payload),
+                    ("checksum", checksum),
+                )
+                if value is None
+            ]
+            if missing:
+                raise TypeError(f"RawEvent() missing required arguments: {missing}")
+        put = object.__setattr__
+        put(self, "seq", seq)
+        put(self, "type", type)
+        put(self, "timestamp", timestamp)
+        put(self, "payload", payload)
+        put(self, "checksum", checksum)
+
+    @property
+    @deprecated("RawEvent.kind is deprecated: use RawEvent.type")
+    def kind(self) -> str:
+        """Deprecated name of :attr:`type`."""
+        return self.type
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +335,7 @@ class RewriteRequest:
     with head tag ``expected_tag`` (``None`` matching a stream stored without a tag).
 
     Each event in ``events`` replaces the payload and checksum of the stored event with
-    the same seq (its kind and timestamp are not changed; its seq must be within
+    the same seq (its type and timestamp are not changed; its seq must be within
     ``1..expected_seq``); each snapshot in ``snapshots`` is stored as by
     ``save_snapshot`` (replacing one at the same seq); ``head_tag``, when not None,
     replaces the stored head tag (the head seq never changes). A stale head raises
@@ -272,3 +442,21 @@ class FeedEvent:
     @property
     def type(self) -> str:
         return self.event.type
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(f"{old} is deprecated: use {new}", DeprecationWarning, stacklevel=3)
+
+
+#: old public names of this module -> their new names (they warn on each access)
+_RENAMED = {"EventKind": "EventType"}
+
+
+def __getattr__(name: str) -> Any:
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"statekeeper.records.{name} is deprecated: use {new}", DeprecationWarning, stacklevel=2
+    )
+    return globals()[new]

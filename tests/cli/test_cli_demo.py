@@ -72,7 +72,7 @@ def test_full_run_in_process(files: Path, tmp_path: Path) -> None:
         events = list(store.history("a1"))
     assert snap.fsm_state == "completed"
     assert len(events) == snap.seq == TOTAL_EVENTS
-    assert events[FIRST_RESULT_SEQ - 1].data["event"] == "receive_result"
+    assert events[FIRST_RESULT_SEQ - 1].info["event"] == "receive_result"
     assert "Brightwater is the most densely populated" in snap.data["answer"]
     assert len(snap.data["results"]) == TOOL_CALLS
     assert [c["call_id"] for c in planned_calls(snap.data)] == sorted(snap.data["results"])

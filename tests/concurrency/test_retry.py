@@ -234,8 +234,8 @@ async def test_calls_with_different_event_parameters_are_not_merged(store: State
         *(update(store, "a", bump, info={"i": i}, actor=f"w{i % 2}") for i in range(6))
     )
     events = [e async for e in store.history("a")]
-    assert sorted(e.data["i"] for e in events) == list(range(6))  # one event each
-    assert all(e.actor == f"w{e.data['i'] % 2}" for e in events)
+    assert sorted(e.info["i"] for e in events) == list(range(6))  # one event each
+    assert all(e.actor == f"w{e.info['i'] % 2}" for e in events)
     assert (await store.load("a")).data == {"n": 6}
 
 

@@ -158,5 +158,5 @@ async def test_a_subscriber_sees_every_acknowledged_write_once_across_a_failover
         by_pair = {(e.agent_id, e.seq): e for e in seen}
         for agent in agents:  # every acknowledged write, with what was written
             for seq, n in acked[agent].items():
-                assert by_pair[(agent, seq)].event.data.get("n", 0) == n, (agent, seq)
+                assert by_pair[(agent, seq)].event.info.get("n", 0) == n, (agent, seq)
         assert acked_total(on_victim) > len(on_victim)

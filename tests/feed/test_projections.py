@@ -81,7 +81,7 @@ class _Boom(Projection):
 
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
         db.execute("INSERT INTO boom VALUES (?, ?)", (change.agent_id, change.seq))
-        if change.event.data.get("kind") == self.fail_on:
+        if change.event.info.get("kind") == self.fail_on:
             raise ValueError("cannot handle this event")
 
 

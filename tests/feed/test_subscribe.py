@@ -43,7 +43,7 @@ async def test_every_event_of_the_store_in_commit_order(feed_url: str, open_stor
     assert [e.event for e in seen if e.agent_id == "ops/a"] == [
         e async for e in store.history("ops/a")
     ]
-    assert seen[2].event.data == {"tool": "search", "duration": 0.2}
+    assert seen[2].event.info == {"tool": "search", "duration": 0.2}
     assert seen[3].event.fsm_state == "busy"
     # resuming after a position gives exactly what follows it
     assert await _catch_up(store, from_position=positions[1]) == seen[2:]

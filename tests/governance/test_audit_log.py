@@ -53,7 +53,7 @@ async def test_an_edited_entry_is_found(engine_url: str) -> None:
         flipped = bytearray(raw.payload)
         flipped[-1] ^= 0x01
         seq, tag = await backend.head_tag(AUDIT_ID)
-        forged = RawEvent(raw.seq, raw.kind, raw.timestamp, bytes(flipped), raw.checksum)
+        forged = RawEvent(raw.seq, raw.type, raw.timestamp, bytes(flipped), raw.checksum)
         await backend.rewrite(RewriteRequest(AUDIT_ID, seq, tag, events=[forged]))
         report = await log.verify()
         assert not report.ok

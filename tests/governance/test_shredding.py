@@ -66,7 +66,7 @@ async def test_no_stored_byte_holds_the_plaintext_or_opens_without_the_data_key(
     # the master key alone does not open a data-key record
     master_only = Codec(keyring=Keyring({"k1": bytes(range(32))}))
     with pytest.raises(IntegrityError):
-        master_only.open("a", raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum)
+        master_only.open("a", raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum)
     assert Codec.header(raw.payload).data_key  # type: ignore[union-attr]
 
 

@@ -45,8 +45,8 @@ v2.rename_events(1, {"think": "reason", "note": "comment"})
 
 
 @v2.event_upcaster("note", from_version=1)
-def _note(kind: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    return kind, {"body": data.pop("text"), **data}
+def _note(event_type: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return event_type, {"body": info.pop("text"), **info}
 
 
 async def _record_v1(store: StateStore) -> None:
@@ -78,16 +78,16 @@ async def test_history_under_the_old_definition_reads_and_replays_on_the_new_one
         events = [e async for e in TypedStates(store, v2).history("a-1")]
         kinds = [e.type for e in events]
         assert kinds == ["created", "transition", "comment"]
-        assert events[1].data == {"event": "reason", "from": "idle", "to": "reasoning"}
+        assert events[1].info == {"event": "reason", "from": "idle", "to": "reasoning"}
         assert events[1].fsm_state == "reasoning"
-        assert events[2].data == {"body": "hello"}
+        assert events[2].info == {"body": "hello"}
         assert {e.schema_version for e in events} == {2}
         machine = machine_v2()
         assert replay(machine, events) == 1
         assert machine.state_value == "reasoning"
         # the raw history is untouched
         raw = [e async for e in store.history("a-1")]
-        assert raw[1].data["to"] == "thinking" and raw[2].type == "note"
+        assert raw[1].info["to"] == "thinking" and raw[2].type == "note"
 
 
 async def test_replay_names_a_transition_the_new_machine_does_not_allow() -> None:

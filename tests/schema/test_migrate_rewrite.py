@@ -98,7 +98,7 @@ async def test_migrate_rewrites_the_stored_records_and_rollback_restores_them_by
             assert head == old_head == 2 and tag != old_tag  # same head, new head tag
             assert events[:-1] == old_events[:-1]  # the history below the head untouched
             last = events[-1]
-            body = _body(store, agent_id, last.seq, last.kind, last.timestamp, last.payload,
+            body = _body(store, agent_id, last.seq, last.type, last.timestamp, last.payload,
                          last.checksum)  # fmt: skip
             assert body["v"] == 2 and body[PRE]["v"] == 1  # the stored event is at v2
             if snapshot_every == 1:  # the snapshot at the head: whole, at v2
@@ -244,7 +244,7 @@ async def test_rollback_and_finalize_rewrite_a_page_at_a_time(
         for agent_id, (head, _tag, events, _snaps) in (await _dump(store)).items():
             last = events[-1]
             assert last.seq == head
-            body = _body(store, agent_id, last.seq, last.kind, last.timestamp, last.payload,
+            body = _body(store, agent_id, last.seq, last.type, last.timestamp, last.payload,
                          last.checksum)  # fmt: skip
             assert PRE not in body and body["v"] == 2
         assert (await store.verify()).ok

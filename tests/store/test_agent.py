@@ -21,7 +21,7 @@ from statekeeper import (
     TransitionRule,
     UnsavedChangesWarning,
 )
-from statekeeper.records import EventKind
+from statekeeper.records import EventType
 
 from ..conftest import FakeClock
 
@@ -50,9 +50,9 @@ async def test_transition_persists_state_and_data_in_one_event(
     assert snap.data == {"task": "summarise", "messages": ["hello"]}
     assert snap.state_entered_at == clock.now
     event = [e async for e in store.history("a1")][-1]
-    assert event.type == EventKind.TRANSITION
+    assert event.type == EventType.TRANSITION
     assert event.fsm_state == "processing"
-    assert event.data == {
+    assert event.info == {
         "event": "start_processing",
         "from": "idle",
         "to": "processing",
@@ -118,8 +118,8 @@ async def test_save_and_record(store: StateStore) -> None:
     result = await agent.record("tool_result", {"tool": "search", "ok": True})
     assert result.last_seq == 3
     events = [e async for e in agent.history()]
-    assert [e.type for e in events] == [EventKind.CREATED, EventKind.PATCH, "tool_result"]
-    assert events[2].data == {"tool": "search", "ok": True}
+    assert [e.type for e in events] == [EventType.CREATED, EventType.PATCH, "tool_result"]
+    assert events[2].info == {"tool": "search", "ok": True}
 
 
 async def test_a_stale_agent_conflicts_and_its_machine_is_reverted(store: StateStore) -> None:

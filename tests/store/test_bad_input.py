@@ -149,7 +149,7 @@ async def test_conflicting_append_loses_nothing(store: StateStore) -> None:
     assert info.value.current_seq == 7
     events = [e async for e in store.history("a1")]
     assert [e.seq for e in events] == list(range(1, 8))
-    assert "late" not in [e.data.get("i") for e in events]
+    assert "late" not in [e.info.get("i") for e in events]
     assert (await store.verify()).ok
 
 

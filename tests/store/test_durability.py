@@ -273,7 +273,7 @@ async def test_async_flush_keeps_order_across_keyed_and_keyless_writes(
     snap = await fresh.load("a1")
     assert (snap.seq, snap.data) == (11, {"log": list(range(10))})
     assert await backend.lookup_key("a1", "k4") == AppendResult("a1", 6, 6, duplicate=True)
-    assert [e.data["i"] async for e in fresh.history("a1", after_seq=1)] == list(range(10))
+    assert [e.info["i"] async for e in fresh.history("a1", after_seq=1)] == list(range(10))
     report = await fresh.verify()
     assert report.ok and report.events == 21
     assert report.snapshots >= 1  # snapshots written inside merged appends are valid

@@ -17,7 +17,7 @@ from statekeeper import (
 )
 from statekeeper.backends import MemoryBackend
 from statekeeper.errors import PatchError
-from statekeeper.records import AppendResult, EventKind
+from statekeeper.records import AppendResult, EventType
 
 from ..conftest import FakeClock
 from .conftest import CountingBackend
@@ -67,7 +67,7 @@ async def test_save_creates_then_updates(store: StateStore, clock: FakeClock) ->
     assert snap.created_at == created
     assert snap.updated_at == snap.state_entered_at == clock.now
     types = [e.type async for e in store.history("a1")]
-    assert types == [EventKind.CREATED, EventKind.PATCH]
+    assert types == [EventType.CREATED, EventType.PATCH]
 
 
 async def test_saves_store_json_patch_diffs(store: StateStore) -> None:
@@ -147,7 +147,7 @@ async def test_append_records_info_ops_and_fsm(store: StateStore, clock: FakeClo
     assert event.type == "tool_call"
     assert event.seq == 2
     assert event.timestamp == clock.now
-    assert event.data == {"tool": "search", "args": {"q": "weather"}}
+    assert event.info == {"tool": "search", "args": {"q": "weather"}}
     assert event.ops == [{"op": "add", "path": "/calls/-", "value": "search"}]
     assert event.fsm_state == "tool_call"
     assert event.actor == "worker-7"
@@ -421,7 +421,7 @@ async def test_history_pages_through_long_streams(open_store: Callable[..., Stat
     backend.calls["read"] = 0
     events = [e async for e in store.history("a1")]
     assert [e.seq for e in events] == list(range(1, 2601))
-    assert [e.data.get("i") for e in events[1:]] == list(range(1, 2600))
+    assert [e.info.get("i") for e in events[1:]] == list(range(1, 2600))
     assert backend.calls["read"] == 3  # pages of 1000, not one giant read
     tail = [e.seq async for e in store.history("a1", after_seq=2400, to_seq=2450)]
     assert tail == list(range(2401, 2451))

@@ -688,7 +688,7 @@ def validate_request(request: AppendRequest) -> None:
     if not request.events:
         raise ConfigurationError("an append needs at least one event")
     for offset, event in enumerate(request.events, start=1):
-        check_name(event.kind, "event kind")
+        check_name(event.type, "event type")
         if event.seq != request.expected_seq + offset:
             raise ConfigurationError(
                 f"event seq {event.seq} does not follow expected_seq {request.expected_seq}"

@@ -256,7 +256,7 @@ class MemoryBackend(Backend):
         for new in request.events:
             old = stream.events[new.seq - 1]
             stream.events[new.seq - 1] = RawEvent(
-                old.seq, old.kind, old.timestamp, new.payload, new.checksum
+                old.seq, old.type, old.timestamp, new.payload, new.checksum
             )
         for snap in request.snapshots:
             self._put_snapshot(stream, snap)

@@ -105,9 +105,11 @@ def _commit_lock(*key: str) -> threading.Lock:
 def _encode_events(events: Sequence[RawEvent]) -> bytes:
     parts: list[bytes] = []
     for e in events:
-        kind = e.kind.encode()
-        parts.append(_EVENT.pack(e.seq, e.timestamp, len(kind), len(e.checksum), len(e.payload)))
-        parts += (kind, e.checksum, e.payload)
+        event_type = e.type.encode()
+        parts.append(
+            _EVENT.pack(e.seq, e.timestamp, len(event_type), len(e.checksum), len(e.payload))
+        )
+        parts += (event_type, e.checksum, e.payload)
     return b"".join(parts)
 
 
@@ -118,7 +120,7 @@ def _decode_events(agent_id: str, blob: bytes) -> list[RawEvent]:
         while at < len(blob):
             seq, ts, nkind, nsum, npay = _EVENT.unpack_from(blob, at)
             at += _EVENT.size
-            kind = blob[at : at + nkind].decode()
+            event_type = blob[at : at + nkind].decode()
             at += nkind
             checksum = blob[at : at + nsum]
             at += nsum
@@ -126,7 +128,7 @@ def _decode_events(agent_id: str, blob: bytes) -> list[RawEvent]:
             at += npay
             if len(payload) != npay:
                 raise ValueError("truncated")
-            out.append(RawEvent(seq, kind, ts, payload, checksum))
+            out.append(RawEvent(seq, event_type, ts, payload, checksum))
     except (struct.error, UnicodeDecodeError, ValueError) as exc:
         raise IntegrityError(agent_id, None, f"unreadable S3 commit object: {exc}") from exc
     return out

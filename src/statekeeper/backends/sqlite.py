@@ -838,12 +838,12 @@ class SQLiteBackend(Backend):
         if len(events) == 1:
             conn.execute(
                 insert,
-                (agent_id, first.seq, first.kind, first.timestamp, first.payload, first.checksum),
+                (agent_id, first.seq, first.type, first.timestamp, first.payload, first.checksum),
             )
         else:
             conn.executemany(
                 insert,
-                [(agent_id, e.seq, e.kind, e.timestamp, e.payload, e.checksum) for e in events],
+                [(agent_id, e.seq, e.type, e.timestamp, e.payload, e.checksum) for e in events],
             )
         if key is not None:
             conn.execute(
@@ -1650,7 +1650,7 @@ class SQLiteBackend(Backend):
 
     async def read_latest_many(self, agent_ids: Sequence[str]) -> list[LatestRead | None]:
         # one read transaction: every head and every latest state of the call come from
-        # the same snapshot of the database (a concurrent append is in all or none)
+        # the same consistent read of the database (a concurrent append is in all or none)
         for agent_id in agent_ids:
             check_stored_id(agent_id)
         found: dict[str, LatestRead] = {}

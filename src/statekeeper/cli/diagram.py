@@ -72,9 +72,9 @@ async def observe(url: str, *, quiet: bool = False, key_file: Path | None = None
                     seen.events += 1
                     if ev.type == "transition":
                         key = (
-                            str(ev.data.get("from")),
-                            str(ev.data.get("event")),
-                            str(ev.data.get("to")),
+                            str(ev.info.get("from")),
+                            str(ev.info.get("event")),
+                            str(ev.info.get("to")),
                         )
                         seen.rules[key] = seen.rules.get(key, 0) + 1
                     if ev.fsm_state is None:

@@ -180,11 +180,11 @@ def event_json(ev: Event) -> dict[str, Any]:
         "seq": ev.seq,
         "type": ev.type,
         "time": iso(ev.timestamp),
-        "event": ev.data.get("event"),
-        "from": ev.data.get("from"),
-        "to": ev.data.get("to") if ev.type == "transition" else ev.fsm_state,
+        "event": ev.info.get("event"),
+        "from": ev.info.get("from"),
+        "to": ev.info.get("to") if ev.type == "transition" else ev.fsm_state,
         "fsm_state": ev.fsm_state,
-        "info": ev.data,
+        "info": ev.info,
         "ops": ev.ops,
         "actor": ev.actor,
         "idempotency_key": ev.idempotency_key,
@@ -237,14 +237,14 @@ def history_table(events: Iterable[Event], title: str, *, width: int = 120) -> T
         table.add_column("actor", style="dim", no_wrap=True, overflow="ellipsis", max_width=20)
     last_day = None
     for ev in events:
-        meta = ev.data.get("metadata")
+        meta = ev.info.get("metadata")
         tool = meta.get("tool") if isinstance(meta, dict) else None
-        frm = ev.data.get("from") if ev.type == "transition" else None
-        to = ev.data.get("to") if ev.type == "transition" else ev.fsm_state
+        frm = ev.info.get("from") if ev.type == "transition" else None
+        to = ev.info.get("to") if ev.type == "transition" else ev.fsm_state
         day = local_time(ev.timestamp)[:10]
         when = local_time(ev.timestamp, date=day != last_day)
         last_day = day
-        name = ev.data.get("event") if ev.type == "transition" else None
+        name = ev.info.get("event") if ev.type == "transition" else None
         cells = [
             str(ev.seq),
             when,

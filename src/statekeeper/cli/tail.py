@@ -31,12 +31,12 @@ __all__ = ["tail"]
 
 def event_line(ev: Event, *, with_agent: bool) -> str:
     """One event as one line of markup: time, [agent,] seq, event, from → to, tool."""
-    meta = ev.data.get("metadata")
+    meta = ev.info.get("metadata")
     tool = meta.get("tool") if isinstance(meta, dict) else None
     is_transition = ev.type == "transition"
-    name = ev.data.get("event") if is_transition else None
-    frm = ev.data.get("from") if is_transition else None
-    to = ev.data.get("to") if is_transition else ev.fsm_state
+    name = ev.info.get("event") if is_transition else None
+    frm = ev.info.get("from") if is_transition else None
+    to = ev.info.get("to") if is_transition else ev.fsm_state
     parts = [f"[dim]{render.local_time(ev.timestamp, date=False)}[/]"]
     if with_agent:
         parts.append(f"[bold]{escape(ev.agent_id)}[/]")

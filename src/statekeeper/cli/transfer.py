@@ -62,7 +62,7 @@ def _event_line(ev: Event) -> dict[str, Any]:
         "seq": ev.seq,
         "type": ev.type,
         "ts": ev.timestamp,
-        "info": ev.data,
+        "info": ev.info,
         "ops": ev.ops,
     }
     if ev.fsm_state is not None:

@@ -25,9 +25,9 @@ Every byte a backend stores passes through one pipeline::
 the record's SHA-256 *link* (for a compressed record, SHA-256 of the link and the stored
 bytes, so that no stored bit goes unchecked).
 
-**Identity.** Agent id, seq, record kind and timestamp stay in the clear (the backend
+**Identity.** Agent id, seq, record type and timestamp stay in the clear (the backend
 indexes them) and are bound to the record: they are GCM associated data (with the
-header), and inputs of the link. A payload copied to another agent, seq, kind or time
+header), and inputs of the link. A payload copied to another agent, seq, type or time
 fails verification.
 
 **Chain.** Each record carries the link of the record before it (``prev``; 32 zero
@@ -129,14 +129,14 @@ def _prefixed(text: str) -> bytes:
 
 
 @functools.lru_cache(maxsize=4096)
-def _names(agent_id: str, kind: str) -> bytes:
-    return _prefixed(agent_id) + _prefixed(kind)
+def _names(agent_id: str, record_type: str) -> bytes:
+    return _prefixed(agent_id) + _prefixed(record_type)
 
 
-def identity(agent_id: str, seq: int, kind: str, ts: float) -> bytes:
+def identity(agent_id: str, seq: int, record_type: str, ts: float) -> bytes:
     """The clear-text identity a record is bound to (an unambiguous encoding of agent
     id, record kind, seq and timestamp)."""
-    return _names(agent_id, kind) + _seq_ts.pack(seq, ts)
+    return _names(agent_id, record_type) + _seq_ts.pack(seq, ts)
 
 
 def _link(ident: bytes, fmt: int, prev: bytes, body: bytes) -> bytes:
@@ -145,9 +145,9 @@ def _link(ident: bytes, fmt: int, prev: bytes, body: bytes) -> bytes:
     return _sha256(b"".join((b"sk-link/1", ident, _CANON[fmt], prev, body))).digest()
 
 
-def legacy_checksum(agent_id: str, seq: int, kind: str, payload: bytes) -> bytes:
+def legacy_checksum(agent_id: str, seq: int, record_type: str, payload: bytes) -> bytes:
     """The checksum of a version-0 record (SHA-256 of identity and payload)."""
-    head = b"%s\x00%d\x00%s\x00" % (agent_id.encode(), seq, kind.encode())
+    head = b"%s\x00%d\x00%s\x00" % (agent_id.encode(), seq, record_type.encode())
     return hashlib.sha256(head + payload).digest()
 
 
@@ -317,7 +317,7 @@ class Codec:
         self,
         agent_id: str,
         seq: int,
-        kind: str,
+        record_type: str,
         ts: float,
         body: bytes,
         prev: bytes = ZERO_LINK,
@@ -340,13 +340,15 @@ class Codec:
         ):  # the common case, kept short: the payload is the canonical plaintext
             payload = b"".join((self._plain_headers[0], prev, body))
             link = _sha256(
-                b"".join((b"sk-link/1", _names(agent_id, kind), _seq_ts.pack(seq, ts), payload))
+                b"".join(
+                    (b"sk-link/1", _names(agent_id, record_type), _seq_ts.pack(seq, ts), payload)
+                )
             ).digest()
             return _new_tuple(Sealed, (payload, link, link))
         fmt_id = self.format.id if fmt is None else fmt
-        ident = _names(agent_id, kind) + _seq_ts.pack(seq, ts)
+        ident = _names(agent_id, record_type) + _seq_ts.pack(seq, ts)
         if legacy_link:
-            link = legacy_checksum(agent_id, seq, kind, body)
+            link = legacy_checksum(agent_id, seq, record_type, body)
             chained = b""
         else:
             link = _link(ident, fmt_id, prev, body)
@@ -377,7 +379,7 @@ class Codec:
         self,
         agent_id: str,
         seq: int,
-        kind: str,
+        record_type: str,
         ts: float,
         payload: bytes,
         checksum: bytes,
@@ -397,56 +399,61 @@ class Codec:
         ):  # the common case, kept short: version 1, JSON, not compressed, no key
             # the payload *is* the canonical plaintext here: hash it as it is
             link = _sha256(
-                b"".join((b"sk-link/1", _names(agent_id, kind), _seq_ts.pack(seq, ts), payload))
+                b"".join(
+                    (b"sk-link/1", _names(agent_id, record_type), _seq_ts.pack(seq, ts), payload)
+                )
             ).digest()
             head_prev = payload[3:35]
             body = payload[35:]
             if link != checksum:  # no key, no secret: a plain comparison is fine
-                raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
+                raise IntegrityError(agent_id, seq, f"{record_type} record checksum mismatch")
             return _new_tuple(Opened, (body, head_prev, link, JSON, None, VERSION))
         if type(payload) is not bytes or type(checksum) is not bytes:
             if not isinstance(payload, bytes | bytearray | memoryview) or not isinstance(
                 checksum, bytes | bytearray | memoryview
             ):
                 # e.g. a row rewritten as TEXT by hand: never ours, never trusted
-                raise IntegrityError(agent_id, seq, f"{kind} record is not stored as bytes")
+                raise IntegrityError(agent_id, seq, f"{record_type} record is not stored as bytes")
             payload, checksum = bytes(payload), bytes(checksum)
         if len(payload) < 3 or payload[0] != VERSION:
             if payload[:1] == b"{":
-                return self._open_v0(agent_id, seq, kind, payload, checksum)
+                return self._open_v0(agent_id, seq, record_type, payload, checksum)
             version = payload[0] if payload else None
-            raise IntegrityError(agent_id, seq, f"{kind} record has unknown version {version}")
+            raise IntegrityError(
+                agent_id, seq, f"{record_type} record has unknown version {version}"
+            )
         flags = payload[1]
         if flags & _RESERVED or flags & 0x0E > 0x04:  # reserved bits; format/compression 0-1
-            raise IntegrityError(agent_id, seq, f"{kind} record has an invalid header")
+            raise IntegrityError(agent_id, seq, f"{record_type} record has an invalid header")
         fmt = flags & 0x03
         comp = (flags >> 2) & 0x03
         legacy = flags & FLAG_LEGACY_LINK
-        ident = _names(agent_id, kind) + _seq_ts.pack(seq, ts)
+        ident = _names(agent_id, record_type) + _seq_ts.pack(seq, ts)
         kid_len = payload[2]
         if kid_len == 0 and flags & FLAG_DATA_KEY:  # a data key means encrypted
-            raise IntegrityError(agent_id, seq, f"{kind} record has an invalid header")
+            raise IntegrityError(agent_id, seq, f"{record_type} record has an invalid header")
         if kid_len == 0:
             if self._strict:
                 raise IntegrityError(
                     agent_id,
                     seq,
-                    f"{kind} record is not encrypted: an encrypted store accepts no plaintext",
+                    f"{record_type} record is not encrypted: "
+                    "an encrypted store accepts no plaintext",
                 )
             if legacy:
                 body = (
-                    self._decompress(payload[3:], comp, agent_id, seq, kind)
+                    self._decompress(payload[3:], comp, agent_id, seq, record_type)
                     if comp
                     else payload[3:]
                 )
-                link = legacy_checksum(agent_id, seq, kind, body)
+                link = legacy_checksum(agent_id, seq, record_type, body)
                 prev: bytes | None = None
             else:
                 if len(payload) < 35:
-                    raise IntegrityError(agent_id, seq, f"{kind} record is truncated")
+                    raise IntegrityError(agent_id, seq, f"{record_type} record is truncated")
                 prev = payload[3:35]
                 body = (
-                    self._decompress(payload[35:], comp, agent_id, seq, kind)
+                    self._decompress(payload[35:], comp, agent_id, seq, record_type)
                     if comp
                     else payload[35:]
                 )
@@ -455,16 +462,18 @@ class Codec:
             # covers the stored bytes (a flip in an ignored bit of the frame still shows)
             expected = _stored_checksum(link, payload) if comp or legacy else link
             if not hmac.compare_digest(expected, checksum):
-                raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
+                raise IntegrityError(agent_id, seq, f"{record_type} record checksum mismatch")
             return Opened(body, prev, link, fmt, None, VERSION)
         end = 3 + kid_len
         start = end + _FP + _NONCE
         if len(payload) < start:
-            raise IntegrityError(agent_id, seq, f"{kind} record is truncated")
+            raise IntegrityError(agent_id, seq, f"{record_type} record is truncated")
         try:
             key_id = payload[3:end].decode("ascii")
         except UnicodeDecodeError:
-            raise IntegrityError(agent_id, seq, f"{kind} record has an invalid key id") from None
+            raise IntegrityError(
+                agent_id, seq, f"{record_type} record has an invalid key id"
+            ) from None
         key: DerivedKey | None
         if flags & FLAG_DATA_KEY:
             key = self._data_key(agent_id, seq, key_id)
@@ -477,7 +486,7 @@ class Codec:
                 agent_id,
                 seq,
                 key_id,
-                f"{kind} record was encrypted with a different key named {key_id!r} "
+                f"{record_type} record was encrypted with a different key named {key_id!r} "
                 "(key fingerprint mismatch): wrong key material in the keyring",
             )
         nonce = payload[end + _FP : start]
@@ -489,17 +498,17 @@ class Codec:
             raise IntegrityError(
                 agent_id,
                 seq,
-                f"{kind} record failed authentication (altered, or moved from another "
-                "agent, seq, kind or time)",
+                f"{record_type} record failed authentication (altered, or moved from another "
+                "agent, seq, type or time)",
             ) from None
         if legacy:
-            body = self._decompress(plain, comp, agent_id, seq, kind)
-            link = legacy_checksum(agent_id, seq, kind, body)
+            body = self._decompress(plain, comp, agent_id, seq, record_type)
+            link = legacy_checksum(agent_id, seq, record_type, body)
             return Opened(body, None, link, fmt, key_id, VERSION)
         if len(plain) < 32:
-            raise IntegrityError(agent_id, seq, f"{kind} record is truncated")
+            raise IntegrityError(agent_id, seq, f"{record_type} record is truncated")
         prev = plain[:32]
-        body = self._decompress(plain[32:], comp, agent_id, seq, kind)
+        body = self._decompress(plain[32:], comp, agent_id, seq, record_type)
         link = _link(ident, fmt, prev, body)
         return Opened(body, prev, link, fmt, key_id, VERSION)
 
@@ -521,18 +530,18 @@ class Codec:
             raise DecryptionError(agent_id, seq, exc.key_id, exc.reason) from None
 
     def _open_v0(
-        self, agent_id: str, seq: int, kind: str, payload: bytes, checksum: bytes
+        self, agent_id: str, seq: int, record_type: str, payload: bytes, checksum: bytes
     ) -> Opened:
         if self._strict:
             raise IntegrityError(
                 agent_id,
                 seq,
-                f"{kind} record is not encrypted (written before encryption was enabled):"
+                f"{record_type} record is not encrypted (written before encryption was enabled):"
                 " an encrypted store accepts no plaintext; run 'statekeeper rekey'",
             )
-        link = legacy_checksum(agent_id, seq, kind, payload)
+        link = legacy_checksum(agent_id, seq, record_type, payload)
         if not hmac.compare_digest(link, checksum):
-            raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
+            raise IntegrityError(agent_id, seq, f"{record_type} record checksum mismatch")
         return Opened(payload, None, link, JSON, None, 0)
 
     @staticmethod
@@ -560,24 +569,24 @@ class Codec:
         self,
         agent_id: str,
         seq: int,
-        kind: str,
+        record_type: str,
         ts: float,
         value: Any,
         prev: bytes = ZERO_LINK,
         root: str = "value",
     ) -> Sealed:
         """Serialize and seal in one step."""
-        return self.seal(agent_id, seq, kind, ts, self.serialize(value, root), prev)
+        return self.seal(agent_id, seq, record_type, ts, self.serialize(value, root), prev)
 
     def decode(
-        self, agent_id: str, seq: int, kind: str, ts: float, payload: bytes, checksum: bytes
+        self, agent_id: str, seq: int, record_type: str, ts: float, payload: bytes, checksum: bytes
     ) -> tuple[Any, Opened]:
         """Open and deserialize in one step: ``(document, opened record)``."""
-        doc, opened, _ = self.decode_typed(agent_id, seq, kind, ts, payload, checksum)
+        doc, opened, _ = self.decode_typed(agent_id, seq, record_type, ts, payload, checksum)
         return doc, opened
 
     def decode_typed(
-        self, agent_id: str, seq: int, kind: str, ts: float, payload: bytes, checksum: bytes
+        self, agent_id: str, seq: int, record_type: str, ts: float, payload: bytes, checksum: bytes
     ) -> tuple[Any, Opened, bool]:
         """Like :meth:`decode`, plus whether the document may hold typed values (False:
         it is plain JSON, and copies of it need no type handling)."""
@@ -589,14 +598,16 @@ class Codec:
             and len(payload) >= 35
         ):  # every load's inner loop: the fast path of open(), inlined
             link = _sha256(
-                b"".join((b"sk-link/1", _names(agent_id, kind), _seq_ts.pack(seq, ts), payload))
+                b"".join(
+                    (b"sk-link/1", _names(agent_id, record_type), _seq_ts.pack(seq, ts), payload)
+                )
             ).digest()
             if link != checksum:
-                raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
+                raise IntegrityError(agent_id, seq, f"{record_type} record checksum mismatch")
             body = payload[35:]
             opened = _new_tuple(Opened, (body, payload[3:35], link, JSON, None, VERSION))
         else:
-            opened = self.open(agent_id, seq, kind, ts, payload, checksum)
+            opened = self.open(agent_id, seq, record_type, ts, payload, checksum)
             body = opened[0]
         if opened[3] == JSON:  # inlined: this is every load's inner loop
             try:
@@ -612,7 +623,7 @@ class Codec:
         self,
         agent_id: str,
         seq: int,
-        kind: str,
+        record_type: str,
         ts: float,
         payload: bytes,
         checksum: bytes,
@@ -632,10 +643,12 @@ class Codec:
             and len(payload) >= 35
         ):  # every fold's inner loop: the common case, kept short
             link = _sha256(
-                b"".join((b"sk-link/1", _names(agent_id, kind), _seq_ts.pack(seq, ts), payload))
+                b"".join(
+                    (b"sk-link/1", _names(agent_id, record_type), _seq_ts.pack(seq, ts), payload)
+                )
             ).digest()
             if link != checksum:
-                raise IntegrityError(agent_id, seq, f"{kind} record checksum mismatch")
+                raise IntegrityError(agent_id, seq, f"{record_type} record checksum mismatch")
             if prev is not None and not payload.startswith(prev, 3):
                 raise IntegrityError(agent_id, seq, CHAIN_BROKEN)
             body = payload[35:]
@@ -646,14 +659,14 @@ class Codec:
             if b"$" in body and b'"$t"' in body:
                 return from_plain(doc, self.types), link, True
             return doc, link, False
-        doc, opened, rich = self.decode_typed(agent_id, seq, kind, ts, payload, checksum)
+        doc, opened, rich = self.decode_typed(agent_id, seq, record_type, ts, payload, checksum)
         if opened.prev is not None and prev is not None and opened.prev != prev:
             raise IntegrityError(agent_id, seq, CHAIN_BROKEN)
         return doc, opened.link, rich
 
-    def tag(self, agent_id: str, seq: int, kind: str, payload: bytes) -> bytes:
+    def tag(self, agent_id: str, seq: int, record_type: str, payload: bytes) -> bytes:
         """The version-0 checksum of ``payload`` (kept for tools that write v0 records)."""
-        return legacy_checksum(agent_id, seq, kind, payload)
+        return legacy_checksum(agent_id, seq, record_type, payload)
 
     # -- compression -----------------------------------------------------------------
 
@@ -671,7 +684,9 @@ class Codec:
             return body, COMPRESS_NONE
         return out, COMPRESS_ZSTD
 
-    def _decompress(self, data: bytes, comp: int, agent_id: str, seq: int, kind: str) -> bytes:
+    def _decompress(
+        self, data: bytes, comp: int, agent_id: str, seq: int, record_type: str
+    ) -> bytes:
         if comp == COMPRESS_NONE:
             return data
         local = self._local
@@ -683,7 +698,7 @@ class Codec:
             out: bytes = dec.decompress(data, max_output_size=_MAX_BODY)
         except Exception as exc:
             raise IntegrityError(
-                agent_id, seq, f"{kind} record does not decompress: {exc}"
+                agent_id, seq, f"{record_type} record does not decompress: {exc}"
             ) from exc
         return out
 

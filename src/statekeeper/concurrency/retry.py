@@ -59,7 +59,7 @@ from ..errors import (
     InvalidArgument,
     RetriesExhausted,
 )
-from ..records import AppendResult, EventKind
+from ..records import AppendResult, EventType
 
 if TYPE_CHECKING:
     from ..store.agent import DurableAgent
@@ -219,7 +219,7 @@ async def update(
     backoff: Backoff | None = None,
     lease: Leased | None = None,
     create: bool = True,
-    event_type: str = EventKind.PATCH,
+    event_type: str = EventType.PATCH,
     info: dict[str, Any] | None = None,
     actor: str | None = None,
 ) -> Updated:

@@ -56,7 +56,7 @@ import orjson
 
 from ..arguments import check_agent_id, check_name
 from ..errors import AgentNotFound, ConfigurationError, ConflictError, InvalidArgument, StepError
-from ..records import EventKind
+from ..records import EventType
 
 if TYPE_CHECKING:
     from ..store.agent import DurableAgent
@@ -153,12 +153,12 @@ class Steps:
         async for event in self.store.history(
             self.agent_id, after_seq=found.first_seq - 1, to_seq=found.first_seq
         ):
-            if event.data.get("step") != step_id or "result" not in event.data:
+            if event.info.get("step") != step_id or "result" not in event.info:
                 raise StepError(
                     f"agent {self.agent_id!r}: the event at seq {event.seq} under key "
                     f"{self.key(step_id)!r} is not the record of step {step_id!r}"
                 )
-            record = StepRecord(step_id, event.data["result"], event.seq)
+            record = StepRecord(step_id, event.info["result"], event.seq)
             self._memo[step_id] = record
             return record
         raise StepError(
@@ -225,8 +225,8 @@ class Steps:
         try:
             async for event in self.store.history(self.agent_id):
                 key = event.idempotency_key or ""
-                if event.type == EventKind.STEP and key.startswith(STEP_KEY_PREFIX):
-                    out[key[len(STEP_KEY_PREFIX) :]] = event.data.get("result")
+                if event.type == EventType.STEP and key.startswith(STEP_KEY_PREFIX):
+                    out[key[len(STEP_KEY_PREFIX) :]] = event.info.get("result")
         except AgentNotFound:
             return {}
         return out
@@ -241,17 +241,17 @@ class Steps:
         info = {"step": step_id, "result": stored}
         key = self.key(step_id)
         if self._agent is not None:
-            appended = await self._agent.record(EventKind.STEP, info, idempotency_key=key)
+            appended = await self._agent.record(EventType.STEP, info, idempotency_key=key)
         else:
             try:
                 appended = await self.store.append(
-                    self.agent_id, EventKind.STEP, info, idempotency_key=key, lease=self.lease
+                    self.agent_id, EventType.STEP, info, idempotency_key=key, lease=self.lease
                 )
             except AgentNotFound:
                 with contextlib.suppress(ConflictError):  # another runner created it
                     await self.store.create(self.agent_id, {}, lease=self.lease)
                 appended = await self.store.append(
-                    self.agent_id, EventKind.STEP, info, idempotency_key=key, lease=self.lease
+                    self.agent_id, EventType.STEP, info, idempotency_key=key, lease=self.lease
                 )
         if appended.duplicate:  # recorded by an earlier or concurrent run: that one holds
             self._memo.pop(step_id, None)

@@ -339,15 +339,15 @@ async def _resume(
             "notes": final.data.get("notes"),
         }
         async for ev in store.history(result.agent_id):
-            meta = ev.data.get("metadata", {})
+            meta = ev.info.get("metadata", {})
             result.timeline.append(
                 {
                     "seq": ev.seq,
                     "ts": ev.timestamp,
                     "type": ev.type,
-                    "event": ev.data.get("event"),
-                    "from": ev.data.get("from"),
-                    "to": ev.data.get("to", ev.fsm_state),
+                    "event": ev.info.get("event"),
+                    "from": ev.info.get("from"),
+                    "to": ev.info.get("to", ev.fsm_state),
                     "tool": meta.get("tool"),
                     "call_id": meta.get("call_id"),
                     "actor": ev.actor,

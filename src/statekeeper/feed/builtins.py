@@ -142,7 +142,7 @@ class ToolCalls(Projection):
         )
 
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
-        data = change.event.data
+        data = change.event.info
         tool = data.get("tool")
         if not isinstance(tool, str) or not tool:
             return  # not a tool call this projection can attribute

@@ -560,7 +560,7 @@ class AuditLog:
             raise IntegrityError(AUDIT_ID, seq, "the audit log's head entry is missing")
         raw = raws[-1]
         opened = self.codec.open(
-            AUDIT_ID, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum
+            AUDIT_ID, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum
         )
         self.codec.check_head(AUDIT_ID, seq, opened.link, tag)
         return seq, opened.link, tag
@@ -622,7 +622,7 @@ class AuditLog:
                 expected = raw.seq + 1
                 try:
                     opened = self.codec.open(
-                        AUDIT_ID, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum
+                        AUDIT_ID, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum
                     )
                 except StatekeeperError as exc:
                     if strict or problems is None:

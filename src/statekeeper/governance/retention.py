@@ -46,7 +46,7 @@ from ..backends.base import Capability
 from ..errors import AccessDenied, AgentForgotten, RetentionPolicyError, StatekeeperError
 from ..namespaces import namespace_of
 from ..records import RawSnapshot
-from ..store.body import SNAPSHOT_KIND, snapshot_body
+from ..store.body import SNAPSHOT_TYPE, snapshot_body
 from ..store.namespaced import NamespacedStateStore
 from .hooks import (
     Announced,
@@ -266,7 +266,7 @@ async def _full_snapshot_at(store: StateStore, agent_id: str, head: int, seq: in
     assert record.link is not None
     plaintext = codec.serialize(snapshot_body(record, None), "state")
     sealed = codec.seal(
-        agent_id, record.seq, SNAPSHOT_KIND, record.updated_at, plaintext, record.link
+        agent_id, record.seq, SNAPSHOT_TYPE, record.updated_at, plaintext, record.link
     )
     await store.backend.save_snapshot(
         agent_id, RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)

@@ -85,7 +85,7 @@ def observe_transitions(graph: Graph, events: Iterable[Event]) -> None:
         if ev.type != "transition":
             continue
         graph.counted += 1
-        graph.add(str(ev.data.get("from")), str(ev.data.get("event")), str(ev.data.get("to")), 1)
+        graph.add(str(ev.info.get("from")), str(ev.info.get("event")), str(ev.info.get("to")), 1)
 
 
 def _node_size(name: str) -> tuple[float, float]:

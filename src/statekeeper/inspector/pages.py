@@ -198,10 +198,10 @@ async def keys_view(store: StateStore, agent_id: str, budget: int) -> KeysView:
             else:
                 seen[key] = len(view.keys)
                 view.keys.append((key, ev.seq, ev.seq, ev.type))
-        if "step" in ev.data and (
+        if "step" in ev.info and (
             ev.type == "step" or (key is not None and key.startswith(STEP_KEY_PREFIX))
         ):
-            view.steps.append((str(ev.data["step"]), ev.seq, pretty(ev.data.get("result"), 300)))
+            view.steps.append((str(ev.info["step"]), ev.seq, pretty(ev.info.get("result"), 300)))
         if view.read >= budget:
             view.truncated = True
             break

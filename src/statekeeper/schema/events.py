@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidTransition
-from ..records import Event, EventKind
+from ..records import Event, EventType
 from .registry import ModelSchema, _cast_event
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["history", "replay", "upcast_event"]
 
-_STORE_KINDS = frozenset({EventKind.CREATED, EventKind.TRANSITION, EventKind.PATCH, EventKind.STEP})
+_STORE_TYPES = frozenset({EventType.CREATED, EventType.TRANSITION, EventType.PATCH, EventType.STEP})
 
 
 def upcast_event(schema: ModelSchema[Any], event: Event) -> Event:
@@ -38,24 +38,24 @@ def upcast_event(schema: ModelSchema[Any], event: Event) -> Event:
     current = schema.version
     if version >= current:
         return event
-    kind = event.type
-    data = dict(event.data)
-    if event.type == EventKind.TRANSITION:
-        if "event" in data and isinstance(data["event"], str):
-            data["event"] = schema.event_name(data["event"], version)
+    event_type = event.type
+    info = dict(event.info)
+    if event.type == EventType.TRANSITION:
+        if "event" in info and isinstance(info["event"], str):
+            info["event"] = schema.event_name(info["event"], version)
         for key in ("from", "to"):
-            if isinstance(data.get(key), str):
-                data[key] = schema.state_name(data[key], version)
-    elif kind not in _STORE_KINDS:
+            if isinstance(info.get(key), str):
+                info[key] = schema.state_name(info[key], version)
+    elif event_type not in _STORE_TYPES:
         for step in range(version, current):
-            fn = schema.event_upcasters.get((kind, step))
+            fn = schema.event_upcasters.get((event_type, step))
             if fn is not None:
-                kind, data = _cast_event(schema, fn, kind, data, step, event)
-            kind = schema.event_renames.get(step, {}).get(kind, kind)
+                event_type, info = _cast_event(schema, fn, event_type, info, step, event)
+            event_type = schema.event_renames.get(step, {}).get(event_type, event_type)
     return dataclasses.replace(
         event,
-        type=kind,
-        data=data,
+        type=event_type,
+        info=info,
         fsm_state=schema.state_name(event.fsm_state, version),
         schema_version=current,
     )
@@ -78,15 +78,15 @@ def replay(machine: AgentStateMachine[Any, Any], events: Iterable[Event]) -> int
     fit."""
     count = 0
     for event in events:
-        if event.fsm_state is not None and event.type != EventKind.TRANSITION:
+        if event.fsm_state is not None and event.type != EventType.TRANSITION:
             machine.restore(event.fsm_state)
             continue
-        if event.type != EventKind.TRANSITION:
+        if event.type != EventType.TRANSITION:
             continue
         source, target, trigger = (
-            event.data.get("from"),
-            event.data.get("to"),
-            event.data.get("event"),
+            event.info.get("from"),
+            event.info.get("to"),
+            event.info.get("event"),
         )
         machine.restore(str(source))
         if trigger is not None:

@@ -105,7 +105,7 @@ class ModelSchema(Generic[M]):
     def event_upcaster(
         self, event_type: str, from_version: int
     ) -> Callable[[EventCaster], EventCaster]:
-        """Decorator: ``fn(type, data) -> (type, data)`` takes a custom event recorded
+        """Decorator: ``fn(type, info) -> (type, info)`` takes a custom event recorded
         under ``from_version`` to ``from_version + 1``."""
         check_name(event_type, "event_type")
         _check_step(self, from_version, "from_version", upper=self.version - 1)
@@ -284,19 +284,19 @@ def _cast(
 def _cast_event(
     schema: ModelSchema[Any],
     fn: EventCaster,
-    kind: str,
-    data: dict[str, Any],
+    event_type: str,
+    info: dict[str, Any],
     version: int,
     event: Any,
 ) -> tuple[str, dict[str, Any]]:
     """One event upcaster step, its failures typed."""
     agent_id, seq = getattr(event, "agent_id", None), getattr(event, "seq", None)
     try:
-        out = fn(kind, copy.deepcopy(data))
+        out = fn(event_type, copy.deepcopy(info))
     except Exception as exc:
         raise UpcasterFailed(
             schema.name, version, version + 1,
-            f"{type(exc).__name__} in the event upcaster of {kind!r}",
+            f"{type(exc).__name__} in the event upcaster of {event_type!r}",
             agent_id=agent_id, seq=seq,
         ) from exc  # fmt: skip
     if not (
@@ -305,7 +305,7 @@ def _cast_event(
     ):  # fmt: skip
         raise UpcasterFailed(
             schema.name, version, version + 1,
-            f"the event upcaster of {kind!r} did not return (type, dict)",
+            f"the event upcaster of {event_type!r} did not return (type, dict)",
             agent_id=agent_id, seq=seq,
         )  # fmt: skip
     return out

@@ -5,7 +5,7 @@ with :meth:`~statekeeper.backends.base.Backend.rewrite` — the compare-and-set 
 What is rewritten, and why the head *event* (not only a snapshot). The stored state of
 an agent at head ``H`` is the event at ``H`` (its ``ops`` take the state at ``H - 1`` to
 the state at ``H``, its ``v`` is the schema version) and, when there is one, the
-snapshot at ``H``. A migration rewrites both: the event keeps its kind, timestamp, info,
+snapshot at ``H``. A migration rewrites both: the event keeps its type, timestamp, info,
 machine state, actor and idempotency key; its ``ops`` gain the upcast (original ops, then
 the diff from the old document to the new one) and its ``v`` becomes the target, so
 the fold of the stream gives the migrated state; a snapshot at ``H`` is re-written whole
@@ -199,7 +199,7 @@ def _open_plain(
 ) -> tuple[dict[str, Any], bytes | None, bool]:
     """The event's body and previous link, verified, and whether the body is plain JSON
     in the JSON format (no tagged value: it serializes again as it decoded)."""
-    opened = codec.open(agent_id, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum)
+    opened = codec.open(agent_id, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum)
     if opened.version == 0:
         return {}, None, False
     body = codec.deserialize(opened.body, agent_id, raw.seq, fmt=opened.format)
@@ -224,7 +224,7 @@ def _reseal(
     raw = head.event
     assert raw is not None
     data = _orjson_dumps(body) if plain else codec.serialize(body, "event")
-    sealed = codec.seal(agent_id, raw.seq, raw.kind, raw.timestamp, data, prev)
+    sealed = codec.seal(agent_id, raw.seq, raw.type, raw.timestamp, data, prev)
     snaps: tuple[RawSnapshot, ...] = ()
     if head.snapshot is not None and snapshot_body is not None:
         snap = codec.seal(
@@ -236,7 +236,7 @@ def _reseal(
             sealed.link,
         )
         snaps = (RawSnapshot(head.seq, head.snapshot.timestamp, snap.payload, snap.checksum),)
-    event = RawEvent(raw.seq, raw.kind, raw.timestamp, sealed.payload, sealed.checksum)
+    event = RawEvent(raw.seq, raw.type, raw.timestamp, sealed.payload, sealed.checksum)
     tag = codec.head_tag(agent_id, head.seq, sealed.link)
     return Rewrite(RewriteRequest(agent_id, head.seq, head.tag, (event,), snaps, tag), sealed.link)
 
@@ -304,7 +304,7 @@ def kept_in(codec: Codec, agent_id: str, raw: RawEvent) -> Original | None:
         run=str(pre["run"]),
         seq=raw.seq,
         version=int(pre["v"]),
-        event=RawEvent(raw.seq, raw.kind, raw.timestamp, _raw(pre["event"]), _raw(pre["sum"])),
+        event=RawEvent(raw.seq, raw.type, raw.timestamp, _raw(pre["event"]), _raw(pre["sum"])),
         snapshot=None
         if snap is None
         else RawSnapshot(raw.seq, float(snap[0]), _raw(snap[1]), _raw(snap[2])),
@@ -342,7 +342,7 @@ def restore_request(codec: Codec, head: Head, agent_id: str, kept: Original) -> 
         return None  # a snapshot taken since: a rewrite cannot remove it
     snaps = () if kept.snapshot is None else (kept.snapshot,)
     e = kept.event
-    link = codec.open(agent_id, e.seq, e.kind, e.timestamp, e.payload, e.checksum).link
+    link = codec.open(agent_id, e.seq, e.type, e.timestamp, e.payload, e.checksum).link
     return Rewrite(
         RewriteRequest(agent_id, head.seq, head.tag, (kept.event,), snaps, kept.tag), link
     )

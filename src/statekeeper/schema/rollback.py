@@ -61,7 +61,7 @@ async def _find(
         found: Event | None = None
         rolled = False
         async for event in store.history(agent_id, after_seq=start, to_seq=head):
-            run = event.data.get("run")
+            run = event.info.get("run")
             if event.type == MIGRATE_EVENT and run == run_id:
                 found, rolled = event, False
             elif event.type == ROLLBACK_EVENT and run == run_id and found is not None:
@@ -73,7 +73,7 @@ async def _find(
 
 async def _rolled_since(store: StateStore, agent_id: str, seq: int, head: int, run: str) -> bool:
     async for event in store.history(agent_id, after_seq=seq, to_seq=head):
-        if event.type == ROLLBACK_EVENT and event.data.get("run") == run:
+        if event.type == ROLLBACK_EVENT and event.info.get("run") == run:
             return True
     return False
 

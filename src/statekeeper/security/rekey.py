@@ -237,7 +237,7 @@ async def _rekey_stream(
                 if raw.seq != cursor + 1:
                     raise IntegrityError(agent_id, cursor + 1, "gap in the stream")
                 opened = reader.open(
-                    agent_id, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum
+                    agent_id, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum
                 )
                 if opened.prev is not None and opened.prev != link:
                     raise IntegrityError(agent_id, raw.seq, CHAIN_BROKEN)
@@ -251,7 +251,7 @@ async def _rekey_stream(
                 sealed = codec.seal(
                     agent_id,
                     raw.seq,
-                    raw.kind,
+                    raw.type,
                     raw.timestamp,
                     opened.body,
                     opened.prev or ZERO_LINK,
@@ -262,7 +262,7 @@ async def _rekey_stream(
                 pending.append(
                     (
                         raw,
-                        RawEvent(raw.seq, raw.kind, raw.timestamp, sealed.payload, sealed.checksum),
+                        RawEvent(raw.seq, raw.type, raw.timestamp, sealed.payload, sealed.checksum),
                     )
                 )
             if len(pending) >= batch:
@@ -286,7 +286,7 @@ async def _rekey_stream(
                     raise IntegrityError(agent_id, raw_snap.seq, "snapshot past the end")
                 row = rows[0]
                 at = reader.open(
-                    agent_id, row.seq, row.kind, row.timestamp, row.payload, row.checksum
+                    agent_id, row.seq, row.type, row.timestamp, row.payload, row.checksum
                 ).link
             if opened.prev is not None and opened.prev != at:
                 raise IntegrityError(

@@ -37,7 +37,7 @@ from ..errors import (
     SerializationError,
     StatekeeperError,
 )
-from ..records import AppendResult, Event, EventKind, Snapshot
+from ..records import AppendResult, Event, EventType, Snapshot
 from .change import diff_by_key, dump_keys
 from .state import HELD_AS_BYTES, unpack_document
 from .tracked import plain_copy
@@ -275,7 +275,7 @@ class DurableAgent:
             info["metadata"] = dict(metadata)
         try:
             await self._write(
-                EventKind.TRANSITION, info, self.machine.state_value, idempotency_key, actor
+                EventType.TRANSITION, info, self.machine.state_value, idempotency_key, actor
             )
         except BaseException:
             if result is not None:
@@ -309,7 +309,7 @@ class DurableAgent:
         self,
         info: Mapping[str, Any] | None = None,
         *,
-        event_type: str = EventKind.PATCH,
+        event_type: str = EventType.PATCH,
         idempotency_key: str | None = None,
         actor: str | None = None,
     ) -> AppendResult | None:
@@ -336,7 +336,7 @@ class DurableAgent:
 
     async def _write(
         self,
-        kind: str,
+        event_type: str,
         info: dict[str, Any],
         fsm_state: str | None,
         idempotency_key: str | None,
@@ -349,7 +349,7 @@ class DurableAgent:
             document, ops, dumped, gen = pending if pending is not None else self._pending()
             result = await self.store.append(
                 self.agent_id,
-                kind,
+                event_type,
                 info,
                 ops=ops,
                 fsm_state=fsm_state,

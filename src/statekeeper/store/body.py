@@ -21,7 +21,7 @@ from .state import AgentRecord, document
 
 __all__ = [
     "RESERVED",
-    "SNAPSHOT_KIND",
+    "SNAPSHOT_TYPE",
     "event_body",
     "next_record",
     "snapshot_body",
@@ -29,7 +29,7 @@ __all__ = [
     "to_event",
 ]
 
-SNAPSHOT_KIND = "snapshot"
+SNAPSHOT_TYPE = "snapshot"
 #: the event body keys the store writes (never the caller's ``info``)
 #: (``schema.pre``: the pre-migration bytes a schema migration keeps, see
 #: :mod:`statekeeper.schema.rewrite`)
@@ -65,9 +65,9 @@ def to_event(agent_id: str, raw: RawEvent, body: dict[str, Any]) -> Event:
     return Event(
         agent_id=agent_id,
         seq=raw.seq,
-        type=raw.kind,
+        type=raw.type,
         timestamp=raw.timestamp,
-        data={k: v for k, v in body.items() if k not in RESERVED},
+        info={k: v for k, v in body.items() if k not in RESERVED},
         ops=body.get("ops") or [],
         fsm_state=body.get("fsm"),
         schema_version=body.get("v", 1),

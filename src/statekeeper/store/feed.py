@@ -211,14 +211,14 @@ class Subscription(AsyncIterator[FeedEvent]):
                     "agent_prefix", f"agent_prefix must be a str, not {agent_prefix!r}"
                 )
             prefixes.append(agent_prefix)
-        kinds: frozenset[str] | None = None
+        wanted: frozenset[str] | None = None
         if event_types is not None:
             if isinstance(event_types, str):
                 raise InvalidArgument(
                     "event_types", "event_types is a collection of types, not one str"
                 )
-            kinds = frozenset(event_types)
-            if not all(isinstance(k, str) for k in kinds):
+            wanted = frozenset(event_types)
+            if not all(isinstance(k, str) for k in wanted):
                 raise InvalidArgument("event_types", "event_types must be strings")
         backend = store.backend
         shards = feed_shards(backend)
@@ -230,7 +230,7 @@ class Subscription(AsyncIterator[FeedEvent]):
         self._store = store
         self._access = access
         self._prefixes = tuple(prefixes)
-        self._kinds = kinds
+        self._event_types = wanted
         self._batch = batch_size
         self._shards = shards
         self._stop_at_head = stop_at_head
@@ -269,7 +269,7 @@ class Subscription(AsyncIterator[FeedEvent]):
             return False  # statekeeper's own streams (the audit log): hidden, as in listings
         if any(not agent_id.startswith(p) for p in self._prefixes):
             return False
-        if self._kinds is not None and record.event.kind not in self._kinds:
+        if self._event_types is not None and record.event.type not in self._event_types:
             return False
         return self._access is None or self._access.readable(agent_id)
 

@@ -33,7 +33,7 @@ from ..errors import (
 )
 from ..records import Event, RawEvent, RawSnapshot, Snapshot
 from .autotune import AutoInterval
-from .body import SNAPSHOT_KIND, snapshot_record, to_event
+from .body import SNAPSHOT_TYPE, snapshot_record, to_event
 from .cache import LRUCache
 from .state import HELD_AS_BYTES, AgentRecord, apply_payload, document, unpack_document
 from .verification import _reason
@@ -91,7 +91,7 @@ class ReadPath:
     def open_event(self, agent_id: str, raw: RawEvent) -> tuple[dict[str, Any], Opened]:
         """The verified body of a stored event, and the record opened."""
         body, opened = self.codec.decode(
-            agent_id, raw.seq, raw.kind, raw.timestamp, raw.payload, raw.checksum
+            agent_id, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum
         )
         if type(body) is not dict:
             raise IntegrityError(agent_id, raw.seq, "event payload is not an object")
@@ -104,7 +104,7 @@ class ReadPath:
     def open_snapshot(self, agent_id: str, raw: RawSnapshot) -> tuple[dict[str, Any], Opened]:
         """The verified body of a stored snapshot, and the record opened."""
         body, opened = self.codec.decode(
-            agent_id, raw.seq, SNAPSHOT_KIND, raw.timestamp, raw.payload, raw.checksum
+            agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
         )
         if type(body) is not dict:
             raise IntegrityError(agent_id, raw.seq, "snapshot payload is not an object")
@@ -275,7 +275,7 @@ class ReadPath:
                 raise IntegrityError(agent_id, current + 1, f"gap: next stored seq is {seq}")
             ts = raw.timestamp
             body, link, typed = decode(
-                agent_id, seq, raw.kind, ts, raw.payload, raw.checksum, record.link
+                agent_id, seq, raw.type, ts, raw.payload, raw.checksum, record.link
             )
             if type(body) is not dict:
                 raise IntegrityError(agent_id, seq, "event payload is not an object")

@@ -35,7 +35,7 @@ from ..codec import Codec
 from ..errors import IntegrityError, SerializationError, StateTooLarge
 from ..records import RawSnapshot
 from .autotune import MAX_EVENTS, AutoInterval
-from .body import SNAPSHOT_KIND, snapshot_body
+from .body import SNAPSHOT_TYPE, snapshot_body
 from .reads import ReadPath
 from .state import AgentRecord, document
 from .verification import _reason
@@ -156,7 +156,7 @@ class SnapshotPolicy:
         if record.link is None:  # pragma: no cover - prepare() found it
             raise IntegrityError(record.agent_id, record.seq, "the chain link is unknown")
         sealed = self.codec.seal(
-            record.agent_id, record.seq, SNAPSHOT_KIND, record.updated_at, plaintext, record.link
+            record.agent_id, record.seq, SNAPSHOT_TYPE, record.updated_at, plaintext, record.link
         )
         raw = RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
         if delta:

@@ -46,7 +46,7 @@ from ..errors import (
     StoreClosed,
     UnsavedChangesWarning,
 )
-from ..records import AgentInfo, AppendResult, Event, EventKind, RawEvent, Snapshot
+from ..records import AgentInfo, AppendResult, Event, EventType, RawEvent, Snapshot
 from ..security.highwater import DEFAULT_INTERVAL, HighWater
 from . import digests, verification
 from .cache import CacheStats
@@ -678,7 +678,7 @@ class StateStore:
             try:
                 result = await self._writes.write(
                     agent_id,
-                    EventKind.CREATED,
+                    EventType.CREATED,
                     {},
                     expected_seq=0,
                     make=lambda rec: (
@@ -708,7 +708,7 @@ class StateStore:
         fsm_state: str | None = None,
         expected_seq: int | None = None,
         idempotency_key: str | None = None,
-        event_type: str = EventKind.PATCH,
+        event_type: str = EventType.PATCH,
         actor: str | None = None,
         info: Mapping[str, Any] | None = None,
         schema_version: int | None = None,
@@ -736,7 +736,7 @@ class StateStore:
             if (  # only what was given is checked (the common save passes none of these)
                 expected_seq is not None
                 or schema_version is not None
-                or event_type is not EventKind.PATCH
+                or event_type is not EventType.PATCH
                 or idempotency_key is not None
                 or actor is not None
                 or lease is not None
@@ -745,7 +745,7 @@ class StateStore:
                 check_seq(schema_version, "schema_version", optional=True)
                 check_event_type(event_type)
                 check_write_options(idempotency_key, actor, lease)
-            body = event_info(info) if info is not None else {}
+            info = event_info(info) if info is not None else {}
             if not self._gate.ok:
                 await self._gate.check(self)
 
@@ -754,18 +754,18 @@ class StateStore:
                 result = await self._writes.write(
                     agent_id,
                     event_type,
-                    body,
+                    info,
                     expected_seq=expected_seq,
                     make=make,
                     idempotency_key=idempotency_key,
                     actor=actor,
-                    create_kind=EventKind.CREATED,
+                    create_type=EventType.CREATED,
                     schema_version=schema_version,
                     lease=lease,
                     dumped=dumped,
                 )
             except SerializationError as exc:
-                raise locate(exc, self.codec.types, data=document, info=body) from exc
+                raise locate(exc, self.codec.types, data=document, info=info) from exc
         except BaseException as exc:
             if obs is not None:
                 obs.failed("save", mark, exc)
@@ -796,7 +796,7 @@ class StateStore:
         longer apply after a concurrent write, :class:`ConflictError` is raised.
         """
         obs = self.observer
-        op = "transition" if event_type == EventKind.TRANSITION else "append"
+        op = "transition" if event_type == EventType.TRANSITION else "append"
         mark = None if obs is None else _perf() if obs.untraced else obs.begin(op, agent_id)
         try:
             self._check_open()
@@ -807,14 +807,14 @@ class StateStore:
             check_seq(expected_seq, "expected_seq", optional=True)
             check_seq(schema_version, "schema_version", optional=True)
             check_write_options(idempotency_key, actor, lease)
-            body = event_info(info)
+            info = event_info(info)
             await self._ready()
 
             try:
                 result = await self._writes.write(
                     agent_id,
                     event_type,
-                    body,
+                    info,
                     expected_seq=expected_seq,
                     make=append_changes(agent_id, op_list, fsm_state),
                     idempotency_key=idempotency_key,
@@ -823,7 +823,7 @@ class StateStore:
                     lease=lease,
                 )
             except SerializationError as exc:
-                raise locate(exc, self.codec.types, info=body, ops=op_list) from exc
+                raise locate(exc, self.codec.types, info=info, ops=op_list) from exc
         except BaseException as exc:
             if obs is not None:
                 obs.failed(op, mark, exc)

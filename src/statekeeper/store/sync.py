@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Se
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from ..backends.base import Backend, Health
-from ..records import AgentInfo, AppendResult, Event, EventKind, FeedEvent, Snapshot
+from ..records import AgentInfo, AppendResult, Event, EventType, FeedEvent, Snapshot
 from ..security.highwater import DEFAULT_INTERVAL
 from .agent import DurableAgent
 from .feed import Subscription
@@ -137,7 +137,7 @@ class SyncStateStore:
         fsm_state: str | None = None,
         expected_seq: int | None = None,
         idempotency_key: str | None = None,
-        event_type: str = EventKind.PATCH,
+        event_type: str = EventType.PATCH,
         actor: str | None = None,
         info: Mapping[str, Any] | None = None,
         schema_version: int | None = None,
@@ -454,7 +454,7 @@ class SyncDurableAgent:
         self,
         info: Mapping[str, Any] | None = None,
         *,
-        event_type: str = EventKind.PATCH,
+        event_type: str = EventType.PATCH,
         idempotency_key: str | None = None,
         actor: str | None = None,
     ) -> AppendResult | None:

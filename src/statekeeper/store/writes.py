@@ -42,7 +42,7 @@ from ..errors import (
 from ..records import AppendRequest, AppendResult, Fence, RawEvent
 from ..security.highwater import HighWater
 from . import idempotency
-from .body import RESERVED, SNAPSHOT_KIND, event_body, next_record
+from .body import RESERVED, SNAPSHOT_TYPE, event_body, next_record
 from .change import diff_by_key, dump_keys, plain
 from .durability import Durability, GroupCommitter, WriteBehind
 from .locks import KeyedLock
@@ -157,19 +157,19 @@ class WritePipeline:
     async def write(
         self,
         agent_id: str,
-        kind: str,
-        body: dict[str, Any],
+        event_type: str,
+        info: dict[str, Any],
         *,
         expected_seq: int | None,
         make: Make,
         idempotency_key: str | None = None,
         actor: str | None = None,
         schema_version: int | None = None,
-        create_kind: str | None = None,
+        create_type: str | None = None,
         lease: Leased | None = None,
         dumped: Packed | None = None,
     ) -> AppendResult:
-        """Append one event of ``kind`` whose changes ``make`` computes from the state
+        """Append one event of ``event_type`` whose changes ``make`` computes from the state
         it is made on; ``dumped`` receives what ``make`` serialized of the new data."""
         reads = self.reads
         fence = lease.fence if lease is not None else None
@@ -211,13 +211,13 @@ class WritePipeline:
                 if dumped is not None:
                     dumped.packed, dumped.plain = None, False
                 ops, fsm = make(record)
-                event_kind = create_kind if (record is None and create_kind) else kind
+                written_type = create_type if (record is None and create_type) else event_type
                 if record is not None and self.snapshots.needs_prepare(record):
                     await self.snapshots.prepare(record)  # rare: a link or a delta base
                 request, new_record = self.build(
                     agent_id,
-                    event_kind,
-                    body,
+                    written_type,
+                    info,
                     record,
                     ops,
                     fsm,
@@ -286,8 +286,8 @@ class WritePipeline:
     def build(
         self,
         agent_id: str,
-        kind: str,
-        body: dict[str, Any],
+        event_type: str,
+        info: dict[str, Any],
         record: AgentRecord | None,
         ops: list[dict[str, Any]],
         fsm: str | None,
@@ -307,30 +307,30 @@ class WritePipeline:
         event's bytes (so that the state shares nothing with the caller's objects).
 
         ``plain_ops``: the values the ops carry are known to be plain JSON without
-        floats or tags (:func:`.change.plain`): with no caller info in ``body``, the
+        floats or tags (:func:`.change.plain`): with no caller ``info``, the
         event is then serialised without walking it for typed values first."""
         base = record.seq if record is not None else 0
         seq = base + 1
         now = self.clock()
         codec = self.codec
-        payload = event_body(
-            body, ops, fsm=fsm, schema_version=schema_version, actor=actor, key=idempotency_key
+        body = event_body(
+            info, ops, fsm=fsm, schema_version=schema_version, actor=actor, key=idempotency_key
         )
-        plaintext = None
-        if plain_ops and not body and codec.format.id == JSON:
+        body_bytes = None
+        if plain_ops and not info and codec.format.id == JSON:
             try:
-                plaintext = _dumps(payload)  # what Format.dumps makes of a plain document
+                body_bytes = _dumps(body)  # what Format.dumps makes of a plain document
             except TypeError:  # (a key that is not a str...): the codec says what is wrong
-                plaintext = None
-        if plaintext is None:
-            plaintext = codec.serialize(payload, "event")
-        if self.max_event_bytes is not None and len(plaintext) > self.max_event_bytes:
-            raise StateTooLarge(agent_id, "event", len(plaintext), self.max_event_bytes)
+                body_bytes = None
+        if body_bytes is None:
+            body_bytes = codec.serialize(body, "event")
+        if self.max_event_bytes is not None and len(body_bytes) > self.max_event_bytes:
+            raise StateTooLarge(agent_id, "event", len(body_bytes), self.max_event_bytes)
         prev = record.link if record is not None else ZERO_LINK
         if prev is None:  # pragma: no cover - prepare() found it
             raise IntegrityError(agent_id, base, "the chain link of the head is unknown")
-        sealed = codec.seal(agent_id, seq, kind, now, plaintext, prev)
-        raw = RawEvent(seq, kind, now, sealed.payload, sealed.checksum)
+        sealed = codec.seal(agent_id, seq, event_type, now, body_bytes, prev)
+        raw = RawEvent(seq, event_type, now, sealed.payload, sealed.checksum)
         # Copy-on-write: ``record`` stays untouched until the append is acknowledged.
         if record is None:
             new = AgentRecord(agent_id, 0, None, {}, 1, now, now)
@@ -339,14 +339,14 @@ class WritePipeline:
         new.link = sealed.link
         new.checksum = sealed.checksum
         new.replay_bytes = (record.replay_bytes if record is not None else 0) + len(sealed.payload)
-        plain = codec.format.id == JSON and not (b"$" in plaintext and b'"$t"' in plaintext)
+        plain = codec.format.id == JSON and not (b"$" in body_bytes and b'"$t"' in body_bytes)
         if ops and packed is not None and plain and not new.rich:
             new.data, new.dumped, new.blob = HELD_AS_BYTES, packed, None
         elif ops:
             if plain:
-                decoded = _loads(plaintext)  # plain JSON: no typed values to rebuild
+                decoded = _loads(body_bytes)  # plain JSON: no typed values to rebuild
             else:
-                decoded = codec.deserialize(plaintext, agent_id, seq)
+                decoded = codec.deserialize(body_bytes, agent_id, seq)
                 new.rich = True
             new.data = patch.apply(document(new), decoded["ops"])
             new.dumped, new.blob = None, None
@@ -517,8 +517,8 @@ def locate(
 def check_event_type(event_type: object) -> None:
     """An event type the caller may use (the snapshot's is reserved)."""
     check_name(event_type, "event_type")
-    if event_type == SNAPSHOT_KIND:
-        raise InvalidArgument("event_type", f"event_type {SNAPSHOT_KIND!r} is reserved")
+    if event_type == SNAPSHOT_TYPE:
+        raise InvalidArgument("event_type", f"event_type {SNAPSHOT_TYPE!r} is reserved")
 
 
 def check_write_options(idempotency_key: object, actor: object, lease: object) -> None:

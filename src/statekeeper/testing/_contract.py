@@ -8,6 +8,7 @@ runs them all."""
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -23,10 +24,25 @@ from statekeeper.records import (
 __all__ = ["Contract", "event", "fenced", "request", "snapshot", "tagged", "untagged_at"]
 
 
-def event(seq: int, *, ts: float | None = None, kind: str = "patch", body: bytes = b"") -> RawEvent:
-    """A raw event whose payload and checksum name its seq (so reads can be checked)."""
+def event(
+    seq: int,
+    *,
+    ts: float | None = None,
+    event_type: str = "patch",
+    body: bytes = b"",
+    kind: str | None = None,
+) -> RawEvent:
+    """A raw event whose payload and checksum name its seq (so reads can be checked).
+    ``body`` is the payload to store; ``kind`` is the deprecated name of ``event_type``."""
+    if kind is not None:
+        warnings.warn(
+            "event(kind=...) is deprecated: use event(event_type=...)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        event_type = kind
     payload = body or f"payload-{seq}".encode()
-    return RawEvent(seq, kind, float(seq) if ts is None else ts, payload, b"sum-%d" % seq)
+    return RawEvent(seq, event_type, float(seq) if ts is None else ts, payload, b"sum-%d" % seq)
 
 
 def snapshot(seq: int, *, ts: float | None = None, tag: bytes = b"") -> RawSnapshot:

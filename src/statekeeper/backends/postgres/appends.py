@@ -54,13 +54,13 @@ class Appends(PostgresPart):
         )
         if len(events) == 1:
             e = events[0]
-            one = (request.agent_id, request.expected_seq, e.seq, e.kind, e.timestamp)
+            one = (request.agent_id, request.expected_seq, e.seq, e.type, e.timestamp)
             return self._sql["append1"], (*one, e.payload, e.checksum, *tail)
         return self._sql["append"], (
             request.agent_id,
             request.expected_seq,
             [e.seq for e in events],
-            [e.kind for e in events],
+            [e.type for e in events],
             [e.timestamp for e in events],
             [e.payload for e in events],
             [e.checksum for e in events],
@@ -282,7 +282,7 @@ def _batch_params(requests: Sequence[AppendRequest]) -> tuple[list[Any], ...]:
         [s.payload if s is not None else None for s in snaps],
         [s.checksum if s is not None else None for s in snaps],
         [e.seq for e in events],
-        [e.kind for e in events],
+        [e.type for e in events],
         [e.timestamp for e in events],
         [e.payload for e in events],
         [e.checksum for e in events],

@@ -137,7 +137,7 @@ class Reads(PostgresPart):
         self, agent_id: str
     ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
         """The head, the newest snapshot and the events after it: one statement (one
-        snapshot of the database), one round trip."""
+        consistent read of the database), one round trip."""
         self._check_open()
         rows = await self._query("read_state", (agent_id, agent_id, agent_id))
         if not rows or rows[0][0] != 0 or not rows[0][1]:
@@ -164,7 +164,7 @@ class Reads(PostgresPart):
 
     async def read_latest_many(self, agent_ids: Sequence[str]) -> list[LatestRead | None]:
         """Heads, head tags, latest snapshots and the events after them of many agents:
-        one statement (one snapshot of the database), one round trip."""
+        one statement (one consistent read of the database), one round trip."""
         for agent_id in agent_ids:
             check_stored_id(agent_id)
         if not agent_ids:
@@ -173,7 +173,7 @@ class Reads(PostgresPart):
         heads: dict[str, tuple[int, bytes | None]] = {}
         snaps: dict[str, RawSnapshot] = {}
         events: dict[str, list[RawEvent]] = {}
-        for part, agent_id, seq, kind, ts, payload, checksum in rows:
+        for part, agent_id, seq, event_type, ts, payload, checksum in rows:
             if part == 0:
                 heads[agent_id] = (
                     int(seq),
@@ -183,7 +183,7 @@ class Reads(PostgresPart):
                 snaps[agent_id] = RawSnapshot(int(seq), float(ts), bytes(payload), bytes(checksum))
             else:
                 events.setdefault(agent_id, []).append(
-                    RawEvent(int(seq), kind, float(ts), bytes(payload), bytes(checksum))
+                    RawEvent(int(seq), event_type, float(ts), bytes(payload), bytes(checksum))
                 )
         out: list[LatestRead | None] = []
         for agent_id in agent_ids:

@@ -14,15 +14,20 @@ _EVENT_HEAD = struct.Struct(">dHH")  # ts, len(kind), len(checksum); then kind, 
 
 
 def pack_event(e: RawEvent) -> bytes:
-    kind = e.kind.encode()
-    return _EVENT_HEAD.pack(e.timestamp, len(kind), len(e.checksum)) + kind + e.checksum + e.payload
+    event_type = e.type.encode()
+    return (
+        _EVENT_HEAD.pack(e.timestamp, len(event_type), len(e.checksum))
+        + event_type
+        + e.checksum
+        + e.payload
+    )
 
 
 def unpack_event(seq: int, blob: bytes) -> RawEvent:
     at = _EVENT_HEAD.size
     try:
         ts, nkind, nsum = _EVENT_HEAD.unpack_from(blob)
-        kind = blob[at : at + nkind].decode()
+        event_type = blob[at : at + nkind].decode()
         if len(blob) < at + nkind + nsum:
             raise ValueError("cut short")
     except (struct.error, ValueError):
@@ -30,4 +35,4 @@ def unpack_event(seq: int, blob: bytes) -> RawEvent:
         return RawEvent(seq, "", 0.0, blob, b"")
     at += nkind
     checksum = blob[at : at + nsum]
-    return RawEvent(seq, kind, ts, blob[at + nsum :], checksum)
+    return RawEvent(seq, event_type, ts, blob[at + nsum :], checksum)

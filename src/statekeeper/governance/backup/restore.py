@@ -45,7 +45,7 @@ from ...codec import ZERO_LINK
 from ...codec.pipeline import CHAIN_BROKEN
 from ...errors import AgentForgotten, BackupCorrupt, BackupError, IntegrityError, KeyNotFound
 from ...records import AppendRequest, RawEvent, RawSnapshot
-from ...store.body import SNAPSHOT_KIND
+from ...store.body import SNAPSHOT_TYPE
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require, store_sink
 from .fileformat import BackupKey, FrameReader
@@ -234,8 +234,8 @@ def _follow(
     try:
         at: bytes | None = None
         snap_seq = snapshot[0] if snapshot is not None else None
-        for seq, kind, ts, payload, checksum in events:
-            opened = codec.open(agent_id, seq, kind, ts, payload, checksum)
+        for seq, event_type, ts, payload, checksum in events:
+            opened = codec.open(agent_id, seq, event_type, ts, payload, checksum)
             if opened.prev is not None and opened.prev != link:
                 raise IntegrityError(agent_id, seq, CHAIN_BROKEN)
             link = opened.link
@@ -246,7 +246,7 @@ def _follow(
             seq, ts, payload, checksum = snapshot
             if at is None and plan.snap_link is not None and plan.snap_link[0] == seq:
                 at = plan.snap_link[1]  # the snapshot of an earlier part, again
-            opened = codec.open(agent_id, seq, SNAPSHOT_KIND, ts, payload, checksum)
+            opened = codec.open(agent_id, seq, SNAPSHOT_TYPE, ts, payload, checksum)
             if at is None or (opened.prev is not None and opened.prev != at):
                 raise IntegrityError(agent_id, seq, "the snapshot does not belong to the stream")
             plan.snapshot, plan.snap_link = (seq, number, index), (seq, at)

@@ -93,7 +93,7 @@ async def _heads(backend: Backend, prefix: str = "") -> dict[str, int]:
 
 
 def _ev(raw: RawEvent) -> list[Any]:
-    return [raw.seq, raw.kind, raw.timestamp, bytes(raw.payload), bytes(raw.checksum)]
+    return [raw.seq, raw.type, raw.timestamp, bytes(raw.payload), bytes(raw.checksum)]
 
 
 def _snap(raw: RawSnapshot) -> list[Any]:

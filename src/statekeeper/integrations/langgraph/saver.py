@@ -232,7 +232,7 @@ class _Pending:
 
     build: Plan
     future: asyncio.Future[None]
-    kind: str = ""
+    event_type: str = ""
     #: create the thread's stream when it does not exist (else the plan is skipped)
     create: bool = True
 
@@ -243,7 +243,9 @@ def _take_batch(
     """Split the queue: a batch with at most one checkpoint put, and the rest."""
     batch: builtins.list[_Pending] = []
     for i, pending in enumerate(queue):
-        if pending.kind == m.EV_CHECKPOINT and any(p.kind == m.EV_CHECKPOINT for p in batch):
+        if pending.event_type == m.EV_CHECKPOINT and any(
+            p.event_type == m.EV_CHECKPOINT for p in batch
+        ):
             return batch, queue[i:]
         batch.append(pending)
     return batch, []
@@ -819,7 +821,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
     async def _append(
         self,
         st: _Stream,
-        kind: str,
+        event_type: str,
         ops: builtins.list[Op],
         key: str | None = None,
         *,
@@ -830,7 +832,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         ``applied``: ``st.doc`` already has the ops applied (a coalesced batch).
         """
         result = await self.store.append(
-            st.agent_id, kind, None, ops=ops, expected_seq=st.seq, idempotency_key=key
+            st.agent_id, event_type, None, ops=ops, expected_seq=st.seq, idempotency_key=key
         )
         if result.duplicate:  # an earlier attempt landed: our document is stale
             self._forget(st.thread_id)
@@ -855,7 +857,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         """Wait (at most ``writes_wait``) until another write on the thread — the run's
         next checkpoint, its release — is queued to take ``mine`` into its commit."""
         queued = self._queued.get(thread_id) or []
-        if any(p.kind != m.EV_WRITES for p in queued if p is not mine):
+        if any(p.event_type != m.EV_WRITES for p in queued if p is not mine):
             return  # a checkpoint is already waiting: join it
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(thread_id, []).append(waiter)
@@ -872,7 +874,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         self,
         thread_id: str,
         build: Plan,
-        kind: str,
+        event_type: str,
         *,
         create: bool = True,
         hold: bool = False,
@@ -890,13 +892,13 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         write to be queued (see ``writes_wait``), so that they share its commit.
         """
         loop = asyncio.get_running_loop()
-        mine = _Pending(build, loop.create_future(), kind, create)
+        mine = _Pending(build, loop.create_future(), event_type, create)
         queue = self._queued.setdefault(thread_id, [])
         queue.append(mine)
-        if kind != m.EV_WRITES or not hold:
+        if event_type != m.EV_WRITES or not hold:
             self._wake(thread_id)  # held writes join this batch now
         try:
-            if hold and self.writes_wait > 0 and kind == m.EV_WRITES:
+            if hold and self.writes_wait > 0 and event_type == m.EV_WRITES:
                 await self._hold(thread_id, mine)
             async with self._lock(thread_id):
                 while not mine.future.done():
@@ -923,7 +925,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             if st is None:  # no stream, and none of the plans may create one
                 break
             ops: builtins.list[Op] = []
-            kinds: builtins.list[str] = []
+            event_types: builtins.list[str] = []
             included: builtins.list[_Pending] = []
             for pending in live:
                 try:
@@ -934,8 +936,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 included.append(pending)
                 if plan is None:
                     continue
-                kind, plan_ops, _ = plan
-                kinds.append(kind)
+                event_type, plan_ops, _ = plan
+                event_types.append(event_type)
                 ops.extend(plan_ops)
                 if len(live) > 1:  # later plans are built against this one's outcome
                     st.doc = patch.apply(
@@ -945,12 +947,12 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             live = included
             if not ops:
                 break
-            kind = kinds[0] if len(set(kinds)) == 1 else m.EV_BATCH
+            event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
             try:
                 if len(included) > 1:
-                    await self._append(st, kind, ops, applied=True)
+                    await self._append(st, event_type, ops, applied=True)
                 else:
-                    await self._append(st, kind, ops)
+                    await self._append(st, event_type, ops)
                 break
             except (ConflictError, AgentNotFound):
                 # the document was stale (another writer, or the thread deleted or
@@ -1488,8 +1490,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             keep = {ns: set(nsd["idx"]) for ns, nsd in src.doc["ns"].items()}
             parts = await self._snapshot_parts(src, keep)
             plans = self._replay_plans(src, parts)
-        for kind, plan in plans:
-            await self._mutate(target, plan, kind)
+        for event_type, plan in plans:
+            await self._mutate(target, plan, event_type)
 
     async def _compact(
         self,
