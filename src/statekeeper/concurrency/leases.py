@@ -288,32 +288,61 @@ class LeaseManager:
             except AccessDenied as exc:
                 raise self.relative_error(exc) from None
         # on a store with an audit log the entry goes first: a process that dies
-        # holding a lease it took has recorded it (a refusal then voids the entry)
+        # holding a lease it took has recorded it. A lease seen held by another holder
+        # is refused without an attempt, so without announcing one: one entry per
+        # refused call (outcome error:LeaseHeld), not an announce and its void, however
+        # long a worker polls. Only an attempt that loses a race between that look and
+        # the grant costs two (its announce, then its void).
+        gov = self.governance
+        ahead = gov is not None and callable(getattr(gov.audit, "record_ahead", None))
         entry = None
-        if self.governance is not None:
-            entry = await self.governance.ahead("lease", stored, {"holder": self.holder})
         try:
             deadline = time.monotonic() + wait
             pause = min(poll, 0.005)
             while True:
                 sent = time.monotonic()
-                try:
-                    info = await self.backend.acquire_lease(stored, self.holder, ttl)
-                except LeaseHeld as exc:
-                    if time.monotonic() + pause > deadline:
-                        raise self.relative_error(exc) from None
-                    await asyncio.sleep(pause)
-                    pause = min(pause * 2, poll)
-                    continue
-                break
+                held = await self._held_elsewhere(stored) if ahead else None
+                if held is None:
+                    if gov is not None and entry is None:
+                        entry = await gov.ahead("lease", stored, {"holder": self.holder})
+                    try:
+                        info = await self.backend.acquire_lease(stored, self.holder, ttl)
+                    except LeaseHeld as exc:
+                        held = exc
+                    else:
+                        break
+                if time.monotonic() + pause > deadline:
+                    raise self.relative_error(held) from None
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, poll)
         except BaseException as exc:
-            if entry is not None and self.governance is not None:
-                await self.governance.voided(entry, "lease", stored, exc)
+            if entry is not None and gov is not None:
+                await gov.voided(entry, "lease", stored, exc)
+            elif ahead and gov is not None and isinstance(exc, LeaseHeld):
+                await gov.record(
+                    "lease", stored, outcome="error:LeaseHeld", detail={"holder": self.holder}
+                )
             raise
         lease = Lease(self, info, ttl, sent)
         if entry is None:
             await self.audit("lease", lease)
         return lease
+
+    async def _held_elsewhere(self, stored: str) -> LeaseHeld | None:
+        """The refusal an attempt would meet, when the stored lease is another
+        holder's and still running: read, nothing written. Its expiry is on the
+        backend's clock (memory, SQLite: the one it was given; PostgreSQL, Redis: the
+        server's, read here with this process's), so a lease this process's clock sees
+        running a little longer than the server does is refused for that skew (an
+        ``acquire(wait=...)`` polls past it); one it sees expired is attempted."""
+        info = await self.backend.get_lease(stored)
+        if info is None or info.holder is None or info.holder == self.holder:
+            return None
+        clock = getattr(self.backend, "clock", None)
+        now = clock() if callable(clock) else time.time()
+        if info.expires_at <= now:
+            return None
+        return LeaseHeld(stored, info.holder, info.expires_at)
 
     async def try_acquire(self, agent_id: str, ttl: float | None = None) -> Lease | None:
         """The lease, or None when another holder has it."""

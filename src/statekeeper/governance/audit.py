@@ -29,7 +29,8 @@ PostgreSQL) the entries of appends (create, save, append, transition; sync, grou
 write-behind alike) are written in the *same commit* as the appends
 (:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`): after a crash at any
 point both exist or neither does. Elsewhere (Redis, S3, tiered), and for the other
-mutations (delete, snapshot, leases, retention, forget), the entry is written *first*
+mutations (delete, snapshot, leases, retention, forget, rekey, a migration's rewrites),
+the entry is written *first*
 (marked ``ahead``; :meth:`AuditLog.record_ahead`) and voided by a second entry when
 the mutation fails: a crash between the two leaves at worst an entry of a change not
 made, which :meth:`AuditLog.verify` reports in ``unapplied``.
@@ -526,6 +527,30 @@ class AuditLog:
         )
         return await self._append_entries((data,))
 
+    async def record_ahead_many(self, marks: Sequence[tuple[Mark, Any]]) -> int:
+        """:meth:`record_ahead` of several mutations at once (a page of a schema
+        migration's rewrites): one entry per ``(mark, ahead)``, in order, appended
+        together; the seq of the first (the others follow it)."""
+        return await self._append_entries([_mark_body(m, ahead) for m, ahead in marks])
+
+    async def void_many(self, voids: Sequence[tuple[int, Mark]], exc: BaseException) -> None:
+        """:meth:`void` of several entries written by :meth:`record_ahead_many` (each
+        ``(entry seq, its mark)``), appended together: their mutations failed."""
+        bodies = [
+            _body(
+                m.operation,
+                m.principal,
+                m.agent_id,
+                None,
+                None,
+                f"error:{type(exc).__name__}",
+                {"voids": entry_seq},
+            )
+            for entry_seq, m in voids
+        ]
+        if bodies:
+            await self._append_entries(bodies)
+
     async def void(
         self,
         entry_seq: int,
@@ -736,23 +761,34 @@ class _Ahead:
     """The entries written ahead of their mutation (``detail["ahead"]``), gathered
     while :meth:`AuditLog.verify` reads the log, then checked against the store."""
 
-    __slots__ = ("erased", "pending")
+    __slots__ = ("erased", "pending", "rekeyed")
 
     def __init__(self) -> None:
         # entry seq -> (agent, seq, checksum, must be there)
         self.pending: dict[int, tuple[str, int, str, bool, str]] = {}
         self.erased: dict[str, int] = {}  # agent -> seq of its last erasing entry
+        # agent -> (entry seq, head seq, key) of its last rekey written ahead
+        self.rekeyed: dict[str, tuple[int, int, str | None]] = {}
 
     def see(self, entry: AuditEntry) -> None:
         detail, agent = entry.detail, entry.agent_id
         voided = detail.get("voids")
         if type(voided) is int:
             self.pending.pop(voided, None)
+            if agent is not None and self.rekeyed.get(agent, (0,))[0] == voided:
+                del self.rekeyed[agent]
         if agent is None:
             return
         if entry.operation in _ERASING and entry.outcome.startswith(("ok", "done")):
             self.erased[agent] = entry.seq
         mark = detail.get("ahead")
+        if entry.operation == "rekey":
+            # a later rekey of the agent supersedes an earlier one (its key differs)
+            self.rekeyed.pop(agent, None)
+            rekey = mark.get("rekey") if isinstance(mark, dict) else None
+            if isinstance(rekey, list) and len(rekey) == 2 and type(rekey[0]) is int:
+                self.rekeyed[agent] = (entry.seq, rekey[0], rekey[1])
+            return
         if isinstance(mark, str) and entry.last_seq is not None:  # an append: it is there
             self.pending[entry.seq] = (agent, entry.last_seq, mark, True, entry.operation)
         elif isinstance(mark, dict) and isinstance(mark.get("gone"), list):  # a delete
@@ -771,6 +807,20 @@ class _Ahead:
                 out.append(
                     f"entry {entry_seq}: the {operation} of {agent!r} at seq {seq} it "
                     f"records {what} (the writer stopped between the entry and the write)"
+                )
+        for agent, (entry_seq, seq, key) in sorted(self.rekeyed.items(), key=lambda kv: kv[1]):
+            if self.erased.get(agent, 0) > entry_seq:
+                continue  # deleted, purged, forgotten or migrated since
+            raws = await backend.read(agent, after_seq=seq - 1, to_seq=seq)
+            if not raws or raws[-1].seq != seq:
+                continue  # gone since (compacted, deleted): nothing left to tell by
+            header = Codec.header(raws[-1].payload)
+            under = header.key_id if header is not None else "(unreadable)"
+            if under != key:
+                out.append(
+                    f"entry {entry_seq}: the rekey of {agent!r} to key {key!r} it records "
+                    f"was not applied (the record at seq {seq} is under {under!r}; the "
+                    "rekey stopped between the entry and the rewrite: run it again)"
                 )
         return out
 

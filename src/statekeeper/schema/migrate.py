@@ -58,7 +58,7 @@ from ..errors import (
     SchemaError,
     StoredStateInvalid,
 )
-from ..records import Snapshot
+from ..records import AuditMark, Snapshot
 from ..store.governed import governance_of
 from .models import MODEL_KEY, field_errors
 from .registry import ModelSchema, SchemaRegistry
@@ -128,12 +128,55 @@ async def before_rewrites(store: StateStore, agent_ids: list[str]) -> None:
         await witness.rewriting(agent_ids)
 
 
+async def _announce(store: StateStore, batch: list[Rewrite]) -> tuple[int, list[AuditMark]] | None:
+    """The ``migrate`` entries of ``batch``, one per agent, written BEFORE its rewrites
+    (entry first, docs/governance.md), each naming the checksum the agent's head event
+    has once rewritten, so that ``audit verify`` reports one whose rewrite a crash
+    stopped (``unapplied``). None on a store without an audit log that can."""
+    gov = governance_of(store)
+    many = getattr(gov.audit if gov is not None else None, "record_ahead_many", None)
+    if gov is None or many is None or not batch:
+        return None
+    marks: list[AuditMark] = []
+    pairs: list[tuple[AuditMark, Any]] = []
+    for rewrite in batch:
+        request = rewrite.request
+        seq = request.expected_seq
+        event = next((e for e in request.events if e.seq == seq), None)
+        mark = AuditMark("migrate", gov.principal, request.agent_id, seq, seq)
+        marks.append(mark)
+        pairs.append((mark, event.checksum.hex() if event is not None else True))
+    first: int = await many(pairs)
+    return first, marks
+
+
+async def _void(
+    store: StateStore,
+    announced: tuple[int, list[AuditMark]] | None,
+    indexes: list[int],
+    exc: BaseException,
+) -> None:
+    """Void the entries (:func:`_announce`) of the rewrites at ``indexes``: not applied."""
+    gov = governance_of(store)
+    void_many = getattr(gov.audit if gov is not None else None, "void_many", None)
+    if announced is None or void_many is None or not isinstance(exc, Exception):
+        return
+    first, marks = announced
+    await void_many([(first + i, marks[i]) for i in indexes], exc)
+
+
 async def apply(store: StateStore, rewrite: Rewrite) -> None:
     """Apply ``rewrite`` (ConflictError when the head moved), then drop this process's
     cached state of the agent (a later read would fold it again anyway: the event at
     its head has a new checksum) and note the new head link in the store's witness (a
-    mark of the old link would read as the store rolled back)."""
-    await store.backend.rewrite(rewrite.request)
+    mark of the old link would read as the store rolled back). On a store with an
+    audit log its ``migrate`` entry is written first (voided when it fails)."""
+    announced = await _announce(store, [rewrite])
+    try:
+        await store.backend.rewrite(rewrite.request)
+    except BaseException as exc:
+        await _void(store, announced, [0], exc)
+        raise
     applied(store, rewrite)
 
 
@@ -146,6 +189,10 @@ async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
         return []
     backend = store.backend
     moved: list[Rewrite] = []
+    # entry first: the page's entries (one per agent) before any of its rewrites; those
+    # not applied (head moved) are voided after, together
+    announced = await _announce(store, batch)
+    index = {id(rewrite): i for i, rewrite in enumerate(batch)}
     if not backend.rewrites_many:  # one call per agent (Redis, S3): concurrently
 
         async def one(rewrite: Rewrite) -> None:
@@ -156,14 +203,23 @@ async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
             else:
                 applied(store, rewrite)
 
+        # (an error here leaves the entries of rewrites not made unvoided: which ones
+        # were made cannot be told, so `audit verify` tells, as unapplied)
         await each(batch, PAGE_CONCURRENCY, one)
-        return moved
-    done = await backend.rewrite_many([r.request for r in batch])
-    for rewrite, ok in zip(batch, done, strict=True):
-        if ok:
-            applied(store, rewrite)
-        else:
-            moved.append(rewrite)
+    else:
+        try:
+            done = await backend.rewrite_many([r.request for r in batch])
+        except BaseException as exc:  # one commit: nothing of the page was written
+            await _void(store, announced, list(range(len(batch))), exc)
+            raise
+        for rewrite, ok in zip(batch, done, strict=True):
+            if ok:
+                applied(store, rewrite)
+            else:
+                moved.append(rewrite)
+    if moved:
+        conflict = ConflictError(moved[0].request.agent_id, moved[0].request.expected_seq, -1)
+        await _void(store, announced, sorted(index[id(r)] for r in moved), conflict)
     return moved
 
 

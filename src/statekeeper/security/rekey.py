@@ -139,15 +139,40 @@ async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -
     if governance is not None:  # a store opened as a principal: admin of the namespace
         await governance.require(agent_id, "admin", "rekey")
     stats = RekeyStats(agents=1)
-    for _attempt in range(20):
-        try:
-            await _rekey_stream(store, agent_id, batch, stats)
-            if governance is not None:
-                await governance.record("rekey", agent_id, detail={"records": stats.events})
-            return stats
-        except _Restart:
-            stats.retries += 1
-    raise ConflictError(agent_id, 0, await store.backend.head(agent_id))
+    # entry first (docs/governance.md): recorded before any record is rewritten, naming
+    # the key and the head it re-encrypts through, so a rekey killed after its rewrite
+    # has its entry, and one killed before it is reported by ``audit verify`` as not
+    # applied (the record at that seq is not under the key)
+    entry = await _announce(store, governance, agent_id)
+    try:
+        for _attempt in range(20):
+            try:
+                await _rekey_stream(store, agent_id, batch, stats)
+                break
+            except _Restart:
+                stats.retries += 1
+        else:
+            raise ConflictError(agent_id, 0, await store.backend.head(agent_id))
+    except BaseException as exc:
+        if governance is not None and entry is not None:
+            await governance.voided(entry, "rekey", agent_id, exc)
+        raise
+    if governance is not None and entry is None:  # an audit sink that cannot go first
+        await governance.record("rekey", agent_id, detail={"records": stats.events})
+    return stats
+
+
+async def _announce(store: StateStore, governance: Any, agent_id: str) -> int | None:
+    """The rekey entry of ``agent_id``, written ahead of the rewrite (None without an
+    audit log that can): marked with the active key and the head seq it covers."""
+    if governance is None:
+        return None
+    keyring = store.codec.keyring
+    active = keyring.active_id if keyring is not None else None
+    head = await store.backend.head(agent_id)
+    mark: Any = {"rekey": [head, active]} if head else True
+    seq: int | None = await governance.ahead("rekey", agent_id, None, mark=mark)
+    return seq
 
 
 async def _rekey_stream(

@@ -214,7 +214,12 @@ class Governance:
         )
 
     async def ahead(
-        self, operation: str, agent_id: str | None, detail: Mapping[str, Any] | None = None
+        self,
+        operation: str,
+        agent_id: str | None,
+        detail: Mapping[str, Any] | None = None,
+        *,
+        mark: Any = True,
     ) -> int | None:
         """Record a mutation BEFORE making it (an entry marked ``ahead``; see
         :meth:`AuditLog.record_ahead`); its seq, for :meth:`voided`. None without an
@@ -224,7 +229,7 @@ class Governance:
         if record_ahead is None:
             return None
         seq: int = await record_ahead(
-            operation, principal=self.principal, agent_id=agent_id, detail=detail
+            operation, principal=self.principal, agent_id=agent_id, detail=detail, ahead=mark
         )
         return seq
 

@@ -1,0 +1,165 @@
+"""``rekey`` records its audit entry before it rewrites an agent (entry first): a
+rekeying process SIGKILLed right after an agent's rewrite leaves that agent with its
+entry, and one killed right before it leaves an entry that ``audit verify`` reports as
+not applied (real child process, real SIGKILL, at the engine's ``rewrite``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.codec import Codec
+from statekeeper.governance import Audit, AuditLog, parse_policy
+from statekeeper.security import Keyring
+
+from ..backends._services import fresh_url
+
+OLD = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+NEW = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA="
+POLICY = '[principals.ops]\nadmin = ["**"]\n'
+AGENTS = 4
+
+CHILD = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    from statekeeper import StateStore
+    from statekeeper.governance import Audit, parse_policy
+    from statekeeper.security import Keyring
+    from statekeeper.security.rekey import rekey
+
+    url, when, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    OLD, NEW, POLICY = sys.argv[4], sys.argv[5], sys.argv[6]
+    rewrites = 0
+
+    async def main() -> None:
+        store = StateStore(
+            url,
+            keyring=Keyring({"k1": OLD, "k2": NEW}, active="k2"),
+            principal="ops",
+            policy=parse_policy(POLICY),
+            audit=Audit(),
+            witness=False,
+        )
+        backend = store.backend
+        rewrite = backend.rewrite
+
+        async def at_rewrite(request):
+            # the engine call that re-encrypts an agent (not the audit log)
+            global rewrites
+            agent = not request.agent_id.startswith("\\x01")
+            rewrites += agent
+            if agent and rewrites == kill_at and when == "before":
+                os.kill(os.getpid(), signal.SIGKILL)
+            result = await rewrite(request)
+            if agent and rewrites == kill_at and when == "after":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return result
+
+        backend.rewrite = at_rewrite
+        await rekey(store)
+        print("finished", flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with fresh_url(request.param, tmp_path) as value:
+        yield value
+
+
+async def _seed(url: str) -> None:
+    store = StateStore(
+        url,
+        keyring=Keyring({"k1": OLD}),
+        principal="ops",
+        policy=parse_policy(POLICY),
+        audit=Audit(),
+        witness=False,
+    )
+    try:
+        for i in range(AGENTS):
+            for n in range(3):
+                await store.save(f"acme/r{i}", {"n": n})
+    finally:
+        await store.close()
+
+
+def _rekey_killed(tmp_path: Path, url: str, when: str, kill_at: int) -> None:
+    script = tmp_path / "rekeyer.py"
+    script.write_text(CHILD)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, str(script), url, when, str(kill_at), OLD, NEW, POLICY],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
+
+
+async def _after_restart(url: str) -> tuple[set[str], set[str], list[str]]:
+    """The agents whose records are under the new key, those with a (not voided) ok
+    rekey entry, and what ``verify`` reports not applied (the log itself intact)."""
+    keys = Keyring({"k1": OLD, "k2": NEW}, active="k2")
+    store = StateStore(url, keyring=keys, witness=False)
+    try:
+        log = AuditLog(store.backend, keys)
+        report = await log.verify()
+        assert report.ok, report.problems
+        entries = [entry async for entry in log.entries()]
+        voided = {e.detail["voids"] for e in entries if isinstance(e.detail.get("voids"), int)}
+        recorded = {
+            e.agent_id
+            for e in entries
+            if e.operation == "rekey"
+            and e.outcome == "ok"
+            and e.seq not in voided
+            and e.agent_id is not None
+        }
+        changed = set()
+        async for info in store.iter_agents():
+            raws = await store.backend.read(info.agent_id, 0, None)
+            under = {Codec.header(raw.payload).key_id for raw in raws}  # type: ignore[union-attr]
+            if "k2" in under:
+                changed.add(info.agent_id)
+        return changed, recorded, report.unapplied
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("kill_at", [1, 3])
+def test_rekey_killed_after_a_rewrite_left_every_changed_agent_with_its_entry(
+    tmp_path: Path, url: str, kill_at: int
+) -> None:
+    asyncio.run(_seed(url))
+    _rekey_killed(tmp_path, url, "after", kill_at)
+    changed, recorded, unapplied = asyncio.run(_after_restart(url))
+    assert len(changed) == kill_at  # the kill came right after the kill_at-th rewrite
+    assert changed <= recorded, f"re-keyed without an audit entry: {changed - recorded}"
+    assert recorded == changed  # (each agent's entry goes just before its rewrite)
+    assert unapplied == []  # audit verify is clean: every entry's rekey is there
+
+
+def test_rekey_killed_before_a_rewrite_leaves_an_entry_verify_reports(
+    tmp_path: Path, url: str
+) -> None:
+    asyncio.run(_seed(url))
+    _rekey_killed(tmp_path, url, "before", 2)
+    changed, recorded, unapplied = asyncio.run(_after_restart(url))
+    assert len(changed) == 1
+    (stopped,) = recorded - changed  # announced, then killed before its rewrite
+    assert len(unapplied) == 1 and f"rekey of {stopped!r}" in unapplied[0], unapplied
+    assert "not applied" in unapplied[0]

@@ -1,0 +1,61 @@
+"""A worker polling for a lease another holder has costs the audit log one entry per
+refused call (outcome ``error:LeaseHeld``), not an announce and its void; the lease it
+finally takes is still recorded before it is taken."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.concurrency import LeaseManager
+from statekeeper.errors import LeaseHeld
+from statekeeper.governance import Audit, AuditLog, parse_policy
+
+from ..backends._services import fresh_url
+from .conftest import KEYRING
+
+POLICY = parse_policy('[principals.app]\nwrite = ["acme/**"]\n')
+POLLS = 12
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with fresh_url(request.param, tmp_path) as value:
+        yield value
+
+
+async def test_refused_polls_cost_one_entry_each(url: str) -> None:
+    async with StateStore(
+        url, keyring=KEYRING, principal="app", policy=POLICY, audit=Audit(), witness=False
+    ) as store:
+        log = AuditLog(store.backend, KEYRING)
+        owner = await LeaseManager(store, holder="owner", ttl=300).acquire("acme/t1")
+        poller = LeaseManager(store, holder="poller", ttl=300)
+        before = len([e async for e in log.entries()])
+        for _ in range(POLLS):
+            assert await poller.try_acquire("acme/t1") is None
+        with pytest.raises(LeaseHeld):  # polls many times inside: still one entry
+            await poller.acquire("acme/t1", wait=0.05, poll=0.005)
+        added = [e async for e in log.entries()][before:]
+        assert len(added) == POLLS + 1, [(e.operation, e.outcome, e.detail) for e in added]
+        assert {(e.operation, e.outcome, e.agent_id) for e in added} == {
+            ("lease", "error:LeaseHeld", "acme/t1")
+        }
+        assert all("voids" not in e.detail and "ahead" not in e.detail for e in added)
+
+        # released: the next poll takes it, recorded ahead (one entry, outcome ok)
+        await owner.release()
+        lease = await poller.try_acquire("acme/t1")
+        assert lease is not None
+        last = [e async for e in log.entries()][-1]
+        assert (last.operation, last.outcome, last.detail.get("holder")) == (
+            "lease",
+            "ok",
+            "poller",
+        )
+        assert last.detail.get("ahead") is True
+        report = await log.verify()
+        assert report.ok and report.unapplied == [], (report.problems, report.unapplied)
