@@ -425,15 +425,24 @@ async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStat
             return stats
         codec = Codec(keyring=store.codec.keyring)
     stats.agents = 1
-    for _attempt in range(20):
-        try:
-            await _rekey_stream(store, AUDIT_STREAM, batch, stats, codec)
-            break
-        except _Restart:
-            stats.retries += 1
-    else:
-        raise ConflictError(AUDIT_STREAM, 0, await store.backend.head(AUDIT_STREAM))
+    # entry first, as for an agent (it is re-encrypted with the rest of the log)
+    entry = None
     if governance is not None:
+        entry = await governance.ahead("rekey", None, {"audit_log": True})
+    try:
+        for _attempt in range(20):
+            try:
+                await _rekey_stream(store, AUDIT_STREAM, batch, stats, codec)
+                break
+            except _Restart:
+                stats.retries += 1
+        else:
+            raise ConflictError(AUDIT_STREAM, 0, await store.backend.head(AUDIT_STREAM))
+    except BaseException as exc:
+        if governance is not None and entry is not None:
+            await governance.voided(entry, "rekey", None, exc)
+        raise
+    if governance is not None and entry is None:
         await governance.record("rekey", None, detail={"audit_log": True, "records": stats.events})
     return stats
 
