@@ -85,7 +85,7 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "postgresql", "redis"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     with fresh_url(request.param, tmp_path) as value:
         yield value
