@@ -13,6 +13,7 @@ from statekeeper import StateStore
 from statekeeper.concurrency import LeaseManager
 from statekeeper.errors import LeaseHeld
 from statekeeper.governance import Audit, AuditLog, parse_policy
+from statekeeper.records import LeaseInfo
 
 from ..backends._services import fresh_url
 from .conftest import KEYRING
@@ -57,5 +58,36 @@ async def test_refused_polls_cost_one_entry_each(url: str) -> None:
             "poller",
         )
         assert last.detail.get("ahead") is True
+        report = await log.verify()
+        assert report.ok and report.unapplied == [], (report.problems, report.unapplied)
+
+
+async def test_a_lost_race_between_the_look_and_the_grant_is_announced_then_voided(
+    url: str,
+) -> None:
+    """The lease looked free, then another holder took it before this one's attempt:
+    the attempt was announced (entry first), so it is voided: two entries, log clean."""
+    async with StateStore(
+        url, keyring=KEYRING, principal="app", policy=POLICY, audit=Audit(), witness=False
+    ) as store:
+        backend = store.backend
+        log = AuditLog(backend, KEYRING)
+        look = backend.get_lease
+
+        async def look_then_lose(agent_id: str) -> LeaseInfo | None:
+            seen = await look(agent_id)
+            await backend.acquire_lease(agent_id, "rival", 300)  # takes it right after
+            return seen
+
+        backend.get_lease = look_then_lose  # type: ignore[method-assign]
+        before = len([e async for e in log.entries()])
+        assert await LeaseManager(store, holder="poller").try_acquire("acme/t2") is None
+        backend.get_lease = look  # type: ignore[method-assign]
+        added = [e async for e in log.entries()][before:]
+        assert [(e.operation, e.outcome) for e in added] == [
+            ("lease", "ok"),
+            ("lease", "error:LeaseHeld"),
+        ]
+        assert added[0].detail.get("ahead") is True and added[1].detail["voids"] == added[0].seq
         report = await log.verify()
         assert report.ok and report.unapplied == [], (report.problems, report.unapplied)
