@@ -61,6 +61,13 @@ from .test_langgraph_oracle import PAD, _normal, chat_builder, react_builder
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 TARGETS = ["sqlite", "postgresql", "redis"]
+#: the tests that run a second (or killed) process: SQLite in the default run, the
+#: server engines with the slow tests (CI runs both: -m "slow or not slow")
+NEW_PROCESS_TARGETS = [
+    "sqlite",
+    pytest.param("postgresql", marks=pytest.mark.slow),
+    pytest.param("redis", marks=pytest.mark.slow),
+]
 
 
 # -- deterministic message ids ---------------------------------------------------------
@@ -419,7 +426,7 @@ def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("engine", TARGETS)
+@pytest.mark.parametrize("engine", NEW_PROCESS_TARGETS)
 def test_interrupted_before_the_import_resumes_in_a_new_process(
     engine: str, tmp_path: Path
 ) -> None:
@@ -517,7 +524,7 @@ main(["langgraph", "import", {source!r}, {target!r}])
 """
 
 
-@pytest.mark.parametrize("engine", TARGETS)
+@pytest.mark.parametrize("engine", NEW_PROCESS_TARGETS)
 def test_a_killed_import_resumes_where_it_stopped(engine: str, tmp_path: Path) -> None:
     source = str(tmp_path / "lg.sqlite")
     threads = _populate(source)
