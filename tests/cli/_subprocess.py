@@ -3,6 +3,7 @@ populated stores on SQLite, PostgreSQL and Redis for the CLI tests."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
@@ -86,8 +87,12 @@ def one_error_line(run: Run) -> str:
     return lines[0]
 
 
+@functools.cache
 def commands() -> dict[str, typer.models.CommandInfo | None]:
-    """Every command path of the app (``"keys status"``…), from the typer app itself."""
+    """Every command path of the app (``"keys status"``…), from the typer app itself.
+
+    Built once per test process: building the click tree of every command costs seconds
+    on a loaded machine, and :func:`option_names` asks for it once per command."""
     from statekeeper.cli import app
     from statekeeper.cli._help import load_all
 

@@ -1,5 +1,5 @@
-"""``diff``, ``export``/``import`` and ``tail``, run as subprocesses on SQLite,
-PostgreSQL and Redis stores."""
+"""``diff``, ``export``/``import`` and ``tail``, run as subprocesses (the import
+refusals in this process) on SQLite, PostgreSQL and Redis stores."""
 
 from __future__ import annotations
 
@@ -13,7 +13,16 @@ import pytest
 
 from statekeeper import SyncStateStore
 
-from ._proc import ENGINES, assert_fits, cli_env, empty_url, engine_url, populate, sk
+from ._proc import (
+    ENGINES,
+    assert_fits,
+    cli_env,
+    empty_url,
+    engine_url,
+    populate,
+    sk,
+    sk_in_process,
+)
 
 __all__ = ["empty_url", "engine_url"]  # fixtures used by parametrized tests
 
@@ -182,20 +191,25 @@ def test_export_keeps_typed_values_and_encryption_is_per_store(tmp_path: Path) -
         back.close()
 
 
+# The import refusals below run in this process (``sk_in_process``): a fresh
+# interpreter per run costs seconds on a loaded machine. export and import run as real
+# processes in the tests above (stdin, the key file from the environment).
+
+
 @engines
 def test_import_refuses_an_existing_agent_and_writes_nothing(
     engine_url: str, tmp_path: Path
 ) -> None:
     file = tmp_path / "agents.jsonl"
-    assert sk("export", "--db", engine_url, "-o", str(file)).returncode == 0
-    before = sk("agents", "--db", engine_url, "--json").stdout
-    again = sk("import", str(file), "--db", engine_url)
+    assert sk_in_process("export", "--db", engine_url, "-o", str(file)).returncode == 0
+    before = sk_in_process("agents", "--db", engine_url, "--json").stdout
+    again = sk_in_process("import", str(file), "--db", engine_url)
     assert again.returncode == 2
     assert "agent 'alpha' already exists in the target store; nothing was imported" in (
         again.stderr
     )
-    assert sk("agents", "--db", engine_url, "--json").stdout == before
-    skipped = sk("import", str(file), "--db", engine_url, "--skip-existing", "--json")
+    assert sk_in_process("agents", "--db", engine_url, "--json").stdout == before
+    skipped = sk_in_process("import", str(file), "--db", engine_url, "--skip-existing", "--json")
     assert skipped.returncode == 0, skipped.stderr
     assert json.loads(skipped.stdout)["skipped"] == ["alpha", "beta", "gamma"]
 
@@ -215,7 +229,7 @@ def test_import_checks_the_whole_file_before_writing(
 ) -> None:
     source = f"sqlite:///{tmp_path / 's.db'}"
     populate(source)
-    good = sk("export", "--db", source).stdout.splitlines()
+    good = sk_in_process("export", "--db", source).stdout.splitlines()
     if content == "TRUNCATE":
         content = "\n".join(good[:-1]) + "\n"  # gamma's end line is missing
     elif content == "GAP":
@@ -223,22 +237,25 @@ def test_import_checks_the_whole_file_before_writing(
     file = tmp_path / "bad.jsonl"
     file.write_text(content)
     target = tmp_path / "target.db"
-    assert sk("init", f"sqlite:///{target}").returncode == 0  # import never creates a store
-    result = sk("import", str(file), "--db", f"sqlite:///{target}")
+    # import never creates a store
+    assert sk_in_process("init", f"sqlite:///{target}").returncode == 0
+    result = sk_in_process("import", str(file), "--db", f"sqlite:///{target}")
     assert result.returncode == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr
-    listed = sk("agents", "--db", f"sqlite:///{target}", "--json")
+    listed = sk_in_process("agents", "--db", f"sqlite:///{target}", "--json")
     assert json.loads(listed.stdout)["agents"] == []
 
 
 def test_import_missing_file_and_export_into_a_missing_folder(tmp_path: Path) -> None:
     source = f"sqlite:///{tmp_path / 's.db'}"
     populate(source)
-    missing = sk("import", str(tmp_path / "nope.jsonl"), "--db", source)
+    missing = sk_in_process("import", str(tmp_path / "nope.jsonl"), "--db", source)
     assert missing.returncode == 2 and "no such file" in missing.stderr
-    folder = sk("export", "--db", source, "-o", str(tmp_path / "no" / "such" / "x.jsonl"))
+    folder = sk_in_process(
+        "export", "--db", source, "-o", str(tmp_path / "no" / "such" / "x.jsonl")
+    )
     assert folder.returncode == 2 and "no such folder" in folder.stderr
     assert not (tmp_path / "no").exists()
 

@@ -1,6 +1,7 @@
 """A command line people can trust with their files (issue 10, items 1, 2 and 6).
 
-Every test runs ``statekeeper`` as a subprocess and checks its exit code and output.
+Every test runs ``statekeeper`` and checks its exit code and output: each command at
+least once in a real process, the rest of the runs in this process (``cli_in_process``).
 
 * Nothing is deleted or overwritten unless statekeeper created it and can prove it
   (the SQLite ``application_id`` marker, the demo folder's marker file).
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from ._subprocess import (
     OWN_STORES,
     STORE_COMMANDS,
     WRITING,
+    Run,
     add_langgraph_thread,
     args_for,
     cli,
@@ -244,12 +246,14 @@ def test_read_commands_do_not_write_to_a_sqlite_store(tmp_path: Path) -> None:
     aux = tmp_path / "aux"
     aux.mkdir()
     readers = [c for c in STORE_COMMANDS if c not in WRITING and c != "witness check"]
+    # in this process: what a command writes does not depend on the process it runs in
+    # (test_every_store_command_on_an_encrypted_store runs each one in a real process)
     for command in readers:  # one at a time: a write would show in the WAL
-        run = cli(*args_for(command, out=str(aux), witness=""), "--db", str(db))
+        run = cli_in_process(*args_for(command, out=str(aux), witness=""), "--db", str(db))
         assert run.code == 0, str(run)
         assert digest(db) == main_before, command
         assert wal_bytes() == 0, f"{command} wrote to the store"
-    check = cli("witness", "check", str(aux / "witness.json"), "--db", str(db))
+    check = cli_in_process("witness", "check", str(aux / "witness.json"), "--db", str(db))
     assert check.code == 0, str(check)
     assert digest(db) == main_before and wal_bytes() == 0
 
@@ -306,12 +310,16 @@ def test_postgres_read_commands_work_with_a_select_only_role(
     host = POSTGRES_DSN.split("@", 1)[1]
     url = f"postgresql://{role}@{host}?schema={schema}"
     readers = [c for c in STORE_COMMANDS if c not in WRITING and c != "witness check"]
-    runs = cli_many([[*args_for(c, out=str(tmp_path), witness=""), "--db", url] for c in readers])
+    # in this process: the role's rights, not the process, decide (the denied write
+    # below, and test_every_store_command_on_an_encrypted_store, run real processes)
+    runs = [
+        cli_in_process(*args_for(c, out=str(tmp_path), witness=""), "--db", url) for c in readers
+    ]
     for run in runs:
         assert run.code == 0, str(run)
     shown = {r.args[0]: r for r in runs}
     assert "alpha" in shown["agents"].stdout and "gamma" in shown["agents"].stdout
-    check = cli("witness", "check", str(tmp_path / "witness.json"), "--db", url)
+    check = cli_in_process("witness", "check", str(tmp_path / "witness.json"), "--db", url)
     assert check.code == 0, str(check)
     # the role really cannot write: a writing command fails cleanly
     denied = cli("delete", "beta", "--yes", "--db", url)
@@ -353,8 +361,9 @@ def test_redis_read_commands_do_not_write(tmp_path: Path) -> None:
             client.zadd(prefix + "agents", {"stale-entry": 0})  # an index entry with no agent
             ttl_url = url + "&ttl=3600"
             readers = [c for c in STORE_COMMANDS if c not in WRITING and c != "witness check"]
-            for command in readers:
-                run = cli(*args_for(command, out=str(tmp_path), witness=""), "--db", ttl_url)
+            for command in readers:  # in this process, as for SQLite above
+                args = args_for(command, out=str(tmp_path), witness="")
+                run = cli_in_process(*args, "--db", ttl_url)
                 assert run.code == 0, str(run)
             for agent in ("alpha", "beta", "gamma"):
                 assert client.pttl(f"{prefix}a:{agent}") == -1, f"a read set a TTL on {agent}"
@@ -405,9 +414,12 @@ def test_every_store_command_on_an_encrypted_store(tmp_path: Path, backend: str)
             # forget needs a key vault: tests/governance/test_cli_governance.py
             if c not in ("witness export", "witness check", "delete", "rekey", "init", "forget")
         ]
+        # every command in a real process once, on SQLite (as a user runs it); on the
+        # server engines in this process (what it does does not depend on the process)
+        run: Callable[..., Run] = cli if backend == "sqlite" else cli_in_process
         for command in order:
             args = args_for(command, out=str(out), witness=str(witness))
-            with_flag = cli(*args, "--db", url, "--key-file", str(keys))
+            with_flag = run(*args, "--db", url, "--key-file", str(keys))
             assert with_flag.code == 0, str(with_flag)
             # the same run, the key from the environment: in this process (one real
             # process per command above is the proof it runs as a user runs it)

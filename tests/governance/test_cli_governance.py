@@ -1,16 +1,21 @@
-"""The governance commands end to end: forget, backup, restore, retention apply."""
+"""The governance commands end to end: forget, backup, restore, retention apply.
+
+The first test runs every command in a real process, as a user does; the others run
+one command per test in a real process and the rest in this process (``cli_in_process``:
+a fresh interpreter costs seconds on a loaded machine)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from statekeeper import StateStore, SyncStateStore
 from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.governance import AuditLog
 
-from ..cli._subprocess import Run, cli, one_error_line
+from ..cli._subprocess import Run, cli, cli_in_process, one_error_line
 
 
 def key_file_with_vault(folder: Path) -> Path:
@@ -79,15 +84,15 @@ def test_retention_apply_dry_run_then_for_real(tmp_path: Path) -> None:
     dry = cli("retention", "apply", "--policy", str(policy), "--db", str(db), "--dry-run")
     assert dry.code == 0, str(dry)
     assert "acme/a: would remove 8 event(s)" in dry.stdout and "1 on legal hold" in dry.stdout
-    done = cli("retention", "apply", "--policy", str(policy), "--db", str(db), "--json",
+    done = cli_in_process("retention", "apply", "--policy", str(policy), "--db", str(db), "--json",
                "--progress-file", str(tmp_path / "p.json"))  # fmt: skip
     assert done.code == 0, str(done)
     assert [a["agent_id"] for a in json.loads(done.stdout)["actions"]] == ["acme/a"]
     assert not (tmp_path / "p.json").exists()  # finished: nothing to resume
-    verified = cli("verify", "--db", str(db))
+    verified = cli_in_process("verify", "--db", str(db))
     assert verified.code == 0, str(verified)
     policy.write_text("acme keep_last=2\nacme ttl=1d\n")
-    bad = cli("retention", "apply", "--policy", str(policy), "--db", str(db))
+    bad = cli_in_process("retention", "apply", "--policy", str(policy), "--db", str(db))
     assert bad.code == 2 and f"{policy}:2:" in one_error_line(bad)
 
 
@@ -103,15 +108,16 @@ def test_backup_and_restore_as_a_principal_check_the_policy(tmp_path: Path) -> N
     common = ["--key-file", str(keys)]
     bk = ["--backup-key", str(tmp_path / "backup.key"), "--create-backup-key"]
 
-    def as_(principal: str, *args: str) -> Run:
-        return cli("--as", principal, "--policy", str(policy), *args, *common)
+    def as_(principal: str, *args: str, real: bool = False) -> Run:
+        run: Callable[..., Run] = cli if real else cli_in_process
+        return run("--as", principal, "--policy", str(policy), *args, *common)
 
     refused = as_("reader", "backup", "--db", str(db), "--to", str(tmp_path / "r.skb"), *bk)
     assert refused.code == 4 and "every namespace" in one_error_line(refused), str(refused)
     assert not (tmp_path / "r.skb").exists()
-    made = as_("ops", "backup", "--db", str(db), "--to", str(tmp_path / "b.skb"), *bk)
+    made = as_("ops", "backup", "--db", str(db), "--to", str(tmp_path / "b.skb"), *bk, real=True)
     assert made.code == 0, str(made)
-    assert cli("init", f"sqlite:///{target}").code == 0
+    assert cli_in_process("init", f"sqlite:///{target}").code == 0
     bk = bk[:2]
     denied = as_("reader", "restore", str(tmp_path / "b.skb"), "--to", str(target), *bk)
     assert denied.code == 4 and "admin" in one_error_line(denied), str(denied)
@@ -134,30 +140,30 @@ async def _listed(url: str, ring: Keyring) -> list[tuple[str | None, str, str]]:
 
 def test_keys_vault_init_sets_up_crypto_shredding(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    assert cli("keys", "generate", "--key-file", str(keys)).code == 0
+    assert cli_in_process("keys", "generate", "--key-file", str(keys)).code == 0
     made = cli("keys", "vault", "init", str(keys))
     assert made.code == 0, str(made)
     assert json.loads(keys.read_text())["data_keys"] == "keys.vault.db"
     assert (tmp_path / "keys.vault.db").stat().st_mode & 0o077 == 0  # like the key file
-    again = cli("keys", "vault", "init", str(keys))  # idempotent: nothing changed
+    again = cli_in_process("keys", "vault", "init", str(keys))  # idempotent: nothing changed
     assert again.code == 0 and "already uses" in again.stdout, str(again)
     # a second key keeps the vault
-    assert cli("keys", "generate", "--key-file", str(keys)).code == 0
+    assert cli_in_process("keys", "generate", "--key-file", str(keys)).code == 0
     assert json.loads(keys.read_text())["data_keys"] == "keys.vault.db"
     db = tmp_path / "live.db"
     store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))
     store.save("acme/u1", {"email": "u1@example.com"})
     store.close()
     common = ["--db", str(db), "--key-file", str(keys)]
-    gone = cli("forget", "acme/u1", "--yes", "--json", *common)
+    gone = cli_in_process("forget", "acme/u1", "--yes", "--json", *common)
     assert gone.code == 0 and json.loads(gone.stdout)["key_destroyed"], str(gone)
-    shown = cli("show", "acme/u1", *common)
+    shown = cli_in_process("show", "acme/u1", *common)
     assert shown.code != 0 and "forgotten" in one_error_line(shown)
 
 
 def test_keys_vault_init_refuses_what_it_would_break(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    assert cli("keys", "generate", "--key-file", str(keys)).code == 0
+    assert cli_in_process("keys", "generate", "--key-file", str(keys)).code == 0
     before = keys.read_text()
     foreign = tmp_path / "app.db"
     import sqlite3
@@ -170,11 +176,11 @@ def test_keys_vault_init_refuses_what_it_would_break(tmp_path: Path) -> None:
         (["--vault", str(tmp_path)], "is a folder"),
     ]
     for extra, needle in cases:
-        run = cli("keys", "vault", "init", str(keys), *extra)
+        run = cli_in_process("keys", "vault", "init", str(keys), *extra)
         assert run.code == 2 and needle in one_error_line(run), str(run)
     assert keys.read_text() == before  # nothing written
-    assert cli("keys", "vault", "init", str(keys)).code == 0
-    moved = cli("keys", "vault", "init", str(keys), "--vault", str(tmp_path / "v2.db"))
+    assert cli_in_process("keys", "vault", "init", str(keys)).code == 0
+    moved = cli_in_process("keys", "vault", "init", str(keys), "--vault", str(tmp_path / "v2.db"))
     assert moved.code == 2 and "orphan" in one_error_line(moved), str(moved)
-    missing = cli("keys", "vault", "init", str(tmp_path / "none.json"))
+    missing = cli_in_process("keys", "vault", "init", str(tmp_path / "none.json"))
     assert missing.code == 2 and "cannot read key file" in one_error_line(missing)
