@@ -21,7 +21,7 @@ RETURNS = {
     "AsyncIterator[Event]": "Iterator[Event]",
     "AsyncIterator[AgentInfo]": "Iterator[AgentInfo]",
     "DurableAgent": "SyncDurableAgent",
-    "Subscription": "Iterator[FeedEvent]",  # the subscription, driven from the sync face
+    "Subscription": "SyncSubscription",  # the subscription, driven from the sync face
 }
 PAIRS = [(StateStore, SyncStateStore), (DurableAgent, SyncDurableAgent)]
 

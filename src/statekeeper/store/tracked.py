@@ -48,6 +48,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
+from ..errors import StatekeeperError
+
 if TYPE_CHECKING:
     from .tracker import Tracker
 
@@ -72,8 +74,9 @@ def plain_copy(value: Any) -> Any:
     return value
 
 
-class Untrackable(Exception):
-    """The document holds a value the tracker cannot follow (see the module doc)."""
+class Untrackable(StatekeeperError):
+    """The document holds a value the tracker cannot follow (see the module doc); the
+    tracker catches it and falls back to the full compare (never reaches users)."""
 
 
 def _json_copy(value: Any) -> Any:
