@@ -4,6 +4,7 @@ empty target of an export's dry run."""
 
 from __future__ import annotations
 
+import abc
 import builtins
 from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, cast
@@ -26,27 +27,31 @@ _PAGE = 64
 # -- the two kinds of sides ------------------------------------------------------------
 
 
-class _Side:
+class _Side(abc.ABC):
     """What the copy needs of a saver's database."""
 
     saver: BaseCheckpointSaver[Any]
     location: str
 
+    @abc.abstractmethod
     def threads(self) -> builtins.list[str]:
-        raise NotImplementedError
+        """Every thread id of the database."""
 
+    @abc.abstractmethod
     def index(self, thread_id: str) -> builtins.list[tuple[str, str]]:
-        raise NotImplementedError
+        """``[(checkpoint id, namespace)]`` of ``thread_id``."""
 
+    @abc.abstractmethod
     def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
         """``{(checkpoint id, namespace): number of pending writes}``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
-        raise NotImplementedError
+        """``{(checkpoint id, namespace, task id): task path}`` of the pending writes."""
 
+    @abc.abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Release the database."""
 
     def settled(self) -> BaseCheckpointSaver[Any]:
         """Make every write durable; the saver to verify the copy with."""
@@ -273,8 +278,18 @@ class _Empty(_Side):
     def __init__(self, location: str) -> None:
         self.location = location
 
+    # nothing is there yet: no threads, checkpoints, writes or connection
+    def threads(self) -> builtins.list[str]:
+        return []
+
     def index(self, thread_id: str) -> builtins.list[tuple[str, str]]:
         return []
 
     def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
         return {}
+
+    def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
+        return {}
+
+    def close(self) -> None:
+        pass
