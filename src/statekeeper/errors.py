@@ -561,8 +561,11 @@ class AccessDenied(StatekeeperError, PermissionError):
 
     ``principal`` is who asked, ``permission`` what was needed (``"read"``,
     ``"write"`` or ``"admin"``), ``operation`` the call (``"save"``, ``"load"``...)
-    and ``agent_id`` the agent it was for (None for store-wide operations). Nothing
-    was read or written; the refusal is in the audit log when the store keeps one.
+    and ``agent_id`` the agent it was for (None for store-wide operations);
+    ``namespace`` the namespace of an operation on a whole namespace (a backup, a
+    restore, a retention run or a listing through a store opened in it; ``""``: the
+    whole store). Nothing was read or written; the refusal is in the audit log when
+    the store keeps one.
     """
 
     def __init__(
@@ -572,12 +575,17 @@ class AccessDenied(StatekeeperError, PermissionError):
         operation: str,
         agent_id: str | None = None,
         reason: str | None = None,
+        *,
+        namespace: str | None = None,
     ) -> None:
         self.principal = principal
         self.permission = permission
         self.operation = operation
         self.agent_id = agent_id
+        self.namespace = namespace
         on = f" on agent {agent_id!r}" if agent_id is not None else ""
+        if agent_id is None and namespace:
+            on = f" in namespace {namespace!r}"
         why = reason or f"needs {permission} permission"
         super().__init__(f"access denied: principal {principal!r} may not {operation}{on} ({why})")
 

@@ -20,6 +20,8 @@ __all__ = [
     "GovernanceEvent",
     "announce",
     "emit",
+    "require_namespace",
+    "store_namespace",
     "store_sink",
     "to_audit_log",
 ]
@@ -89,6 +91,25 @@ async def require(store: Any, agent_id: str | None, permission: str, operation: 
     gov = getattr(store, "_governance", None)
     if gov is not None:
         await gov.require(agent_id, permission, operation)
+
+
+async def require_namespace(store: Any, permission: str, operation: str) -> None:
+    """On a store opened as a principal, raise
+    :class:`~statekeeper.errors.AccessDenied` (itself audited) unless its policy grants
+    ``permission`` on the whole of the store's namespace (the namespace of a store
+    opened with ``namespace=``, and every namespace below it; ``**`` for a store
+    opened without one): the check of an operation on everything the store holds
+    (:meth:`statekeeper.governance.Policy.check_namespace`). A plain store allows
+    everything."""
+    gov = getattr(store, "_governance", None)
+    if gov is not None:
+        await gov.require_namespace(store_namespace(store), permission, operation)
+
+
+def store_namespace(store: Any) -> str:
+    """The namespace a store is opened in (``""``: the whole store)."""
+    namespace = getattr(store, "namespace", "")
+    return namespace if isinstance(namespace, str) else ""
 
 
 class Announced:

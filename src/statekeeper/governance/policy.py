@@ -19,7 +19,16 @@ through roles::
 * ``write``: create, save, append, transitions, snapshots, delete, leases;
 * ``admin``: store-wide tools on the namespace (rekey, migrate, retention, forget);
   ``admin`` on ``**`` (every namespace) is needed to change the policy of a running
-  store and to read the audit log.
+  store and to read the whole audit log.
+
+**Namespace-wide operations** (a backup, restore or retention run through a store
+opened in a namespace, listing it, its audit entries) are checked against the
+namespace itself (:meth:`Policy.check_namespace`): the principal needs the permission
+on the namespace *and every namespace below it*, given by one pattern that covers
+that whole subtree (``tenant-a/**``, ``*/**``, ``**``). ``admin`` on ``tenant-a/**``
+backs up, restores into and runs retention on ``tenant-a``; ``admin`` on
+``tenant-a/support/**`` does not (it covers part of ``tenant-a`` only). The root
+namespace ``""`` is the whole store: covering it takes ``**``.
 
 A **pattern** matches namespaces segment by segment: ``*`` matches within one segment,
 ``**`` (a whole segment) matches any number of segments, zero included; ``acme/**``
@@ -224,6 +233,38 @@ class Policy:
         segments = namespace.split("/") if namespace else []
         return any(rank >= wanted and _reaches(pattern, segments) for rank, pattern in grants)
 
+    def covers(self, principal: str, namespace: str, permission: str) -> bool:
+        """True when one of ``principal``'s patterns grants ``permission`` (or a
+        stronger one) on ``namespace`` and on every namespace below it (``""``: the
+        whole store, which only ``**`` covers)."""
+        grants = self._raw.get(principal)
+        if grants is None:
+            return False
+        wanted = _RANK[permission]
+        segments = namespace.split("/") if namespace else []
+        return any(rank >= wanted and _covers(pattern, segments) for rank, pattern in grants)
+
+    def check_namespace(
+        self, principal: str, namespace: str, permission: str, operation: str
+    ) -> None:
+        """Raise :class:`~statekeeper.errors.AccessDenied` unless ``principal`` has
+        ``permission`` on ``namespace`` and every namespace below it (:meth:`covers`):
+        the check of an operation on a whole namespace (a backup, a restore, a
+        retention run through a store opened in it). ``""`` is the whole store."""
+        if principal not in self._grants:
+            raise AccessDenied(
+                principal, permission, operation, None, "the policy does not name it",
+                namespace=namespace,
+            )  # fmt: skip
+        if not self.covers(principal, namespace, permission):
+            why = (
+                f"needs {permission} on namespace {namespace!r} and every namespace below"
+                f" it (a pattern such as {namespace + '/**'!r})"
+                if namespace
+                else f"needs {permission} on every namespace (**)"
+            )
+            raise AccessDenied(principal, permission, operation, None, why, namespace=namespace)
+
     def is_store_admin(self, principal: str) -> bool:
         """True when ``principal`` has ``admin`` on ``**`` (every namespace)."""
         grants = self._grants.get(principal)
@@ -300,6 +341,23 @@ def _reaches(pattern: str, segments: list[str]) -> bool:
         if compile_pattern(part).fullmatch(segment) is None:
             return False
     return True  # the namespace is a prefix of what the pattern matches
+
+
+def _covers(pattern: str, segments: list[str]) -> bool:
+    """Whether ``pattern`` matches the namespace ``segments`` and every namespace
+    below it: its parts match the segments one by one up to a final ``**``."""
+    if pattern == "":
+        return False  # the root namespace only, never what lies below it
+    parts = pattern.split("/")
+    for index, part in enumerate(parts):
+        if part == "**":
+            # matches any number of segments, but only when nothing follows it
+            return index == len(parts) - 1
+        if index == len(segments):
+            return False  # the pattern asks for more segments than the namespace has
+        if compile_pattern(part).fullmatch(segments[index]) is None:
+            return False
+    return False  # the pattern ends on a plain segment: the namespaces below are not matched
 
 
 def _grants(

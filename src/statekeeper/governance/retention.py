@@ -29,6 +29,10 @@ Through a store opened in a namespace (``StateStore(url, namespace="acme")``) on
 the agents of that namespace (and below it) are touched. The policy's rules and holds
 still name **full** namespaces and ids (one policy file serves the whole store and
 every view of it); the report, ``progress`` and ``after=`` use the view's relative ids.
+Opened as a principal too, the run needs ``admin`` (a dry run: ``read``) on that
+namespace and every namespace below it (``tenant-a/**``), else it is refused with
+:class:`~statekeeper.errors.AccessDenied` (audited) before any agent is scanned; on the
+whole store each agent is checked on its own (refused ones are reported ``refused``).
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ from .hooks import (
     announce,
     emit,
     require,
+    require_namespace,
+    store_namespace,
     store_sink,
 )
 
@@ -373,6 +379,10 @@ async def apply_retention(
     called after each agent (record the id to resume with ``after=``). Every action
     is reported to ``audit``.
     """
+    if store_namespace(store):
+        # a run over a whole namespace: the principal needs the permission on all of
+        # it (a dry run only reads), else nothing is scanned
+        await require_namespace(store, "read" if dry_run else "admin", "retention")
     await store.flush()
     given = audit
     audit = store_sink(store, audit)  # a governed store's own audit log by default

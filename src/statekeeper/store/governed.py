@@ -51,6 +51,10 @@ class AccessPolicy(Protocol):
 
     def reaches(self, principal: str, namespace: str, permission: str = "read") -> bool: ...
 
+    def check_namespace(
+        self, principal: str, namespace: str, permission: str, operation: str
+    ) -> None: ...
+
     def check(
         self, principal: str, agent_id: str | None, permission: str, operation: str
     ) -> None: ...
@@ -165,6 +169,35 @@ class Governance:
             self.policy.check(self.principal or "", agent_id, permission, operation)
         except AccessDenied as exc:
             await self.refuse(exc, agent_id)
+
+    async def require_namespace(self, namespace: str, permission: str, operation: str) -> None:
+        """Raise :class:`AccessDenied` (audited, naming the namespace) unless the
+        policy grants ``permission`` on ``namespace`` and every namespace below it
+        (:meth:`Policy.check_namespace`; ``""``: the whole store, ``**``)."""
+        if self.policy is None:
+            return
+        try:
+            self.policy.check_namespace(self.principal or "", namespace, permission, operation)
+        except AccessDenied as exc:
+            await self.refuse(exc, None, {"namespace": namespace})
+
+    async def require_reach(self, namespace: str, permission: str, operation: str) -> None:
+        """Raise :class:`AccessDenied` (audited) unless the policy grants
+        ``permission`` somewhere in ``namespace`` or below it: a listing of a
+        namespace in which the principal could never see an agent is refused, not
+        answered with an empty page."""
+        policy, principal = self.policy, self.principal or ""
+        if policy is None:
+            return
+        if not policy.knows(principal):
+            await self.require(None, permission, operation)  # refused: names it, audited
+        if not policy.reaches(principal, namespace, permission):
+            where = f"namespace {namespace!r} or below" if namespace else "any namespace"
+            exc = AccessDenied(
+                principal, permission, operation, None, f"may {permission} no agent in {where}",
+                namespace=namespace,
+            )  # fmt: skip
+            await self.refuse(exc, None, {"namespace": namespace})
 
     async def refuse(
         self, exc: AccessDenied, agent_id: str | None, detail: Mapping[str, Any] | None = None

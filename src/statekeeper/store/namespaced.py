@@ -370,4 +370,15 @@ class _NamespacedSubscription(Subscription):
 
 class NamespacedGovernedStateStore(NamespacedStateStore, GovernedStateStore):
     """A store opened in a namespace *and* as a principal: ids are mapped to full ids
-    first, then checked against the policy and audited under their full id."""
+    first, then checked against the policy and audited under their full id.
+
+    Listing the namespace (``list_agents``, ``iter_agents``, ``count_agents``, and
+    ``verify`` / ``witness_problems`` of every agent) shows the agents the principal
+    may read; a principal that may read no agent in the namespace or below it is
+    refused with :class:`~statekeeper.errors.AccessDenied` (audited) rather than
+    answered with an empty page, as a subscription to the namespace is."""
+
+    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        if self._namespace:
+            await self._governance.require_reach(self._namespace, "read", "list")
+        return await super().list_agents(after, limit)

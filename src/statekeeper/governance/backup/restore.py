@@ -47,7 +47,15 @@ from ...errors import AgentForgotten, BackupCorrupt, BackupError, IntegrityError
 from ...records import AppendRequest, RawEvent, RawSnapshot
 from ...store.body import SNAPSHOT_TYPE
 from ...store.namespaced import NamespacedStateStore
-from ..hooks import AuditSink, GovernanceEvent, emit, require, store_sink
+from ..hooks import (
+    AuditSink,
+    GovernanceEvent,
+    emit,
+    require,
+    require_namespace,
+    store_namespace,
+    store_sink,
+)
 from .fileformat import BackupKey, FrameReader
 from .location import Location
 from .writer import pack_entry, stream_digest
@@ -308,10 +316,15 @@ async def restore(
     their times), and ``admin`` on ``**`` when they hold the store's own streams (the
     audit log); the first one missing raises
     :class:`~statekeeper.errors.AccessDenied` (audited) before anything is verified
-    or written. ``audit`` defaults to the target's own audit log there."""
+    or written. A target opened in a namespace needs ``admin`` on that namespace and
+    every namespace below it (``tenant-a/**``), checked before the backup is opened.
+    ``audit`` defaults to the target's own audit log there."""
     started = time.perf_counter()
     if not backups:
         raise BackupError("restore needs at least one backup")
+    if store_namespace(store):
+        # the whole namespace is what the target opens to the backup
+        await require_namespace(store, "admin", "restore")
     audit = store_sink(store, audit)
     with contextlib.ExitStack() as stack:
         paths = [stack.enter_context(Location(b).local_copy()) for b in backups]

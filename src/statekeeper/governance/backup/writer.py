@@ -29,7 +29,7 @@ import msgpack  # type: ignore[import-untyped]
 
 from ...errors import BackupError
 from ...store.namespaced import NamespacedStateStore
-from ..hooks import AuditSink, GovernanceEvent, emit, require, store_sink
+from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
 from .fileformat import BackupKey, FrameReader, FrameWriter, Header
 from .location import Location
 
@@ -190,13 +190,15 @@ async def backup(
     streams of that namespace and below are copied, under their stored (full) ids; the
     manifest records the namespace, and ``since`` must be a backup of the same one.
 
-    On a store opened as a principal the backup needs ``admin`` on every namespace
-    (``**``): it copies every stream, the audit log included, which only a store
-    admin may read; otherwise :class:`~statekeeper.errors.AccessDenied` (audited)
-    before anything is read or written. ``audit`` defaults to the store's own audit
-    log there.
+    On a store opened as a principal the backup needs ``admin`` on everything it
+    copies: on a store opened in a namespace, ``admin`` on that namespace and every
+    namespace below it (``tenant-a/**``); on the whole store, ``admin`` on every
+    namespace (``**``: it copies every stream, the audit log included, which only a
+    store admin may read). Otherwise :class:`~statekeeper.errors.AccessDenied`
+    (audited) before anything is read or written. ``audit`` defaults to the store's
+    own audit log there.
     """
-    await require(store, None, "admin", "backup")
+    await require_namespace(store, "admin", "backup")
     # a store opened in a namespace backs up that namespace (and below) only, under
     # the stored (full) ids; the manifest names the namespace
     namespace = store.namespace if isinstance(store, NamespacedStateStore) else ""
