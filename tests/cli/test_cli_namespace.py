@@ -16,6 +16,7 @@ from statekeeper.cli._help import load_all
 from statekeeper.cli.app import app
 from statekeeper.cli.namespacing import COMMANDS
 from statekeeper.codec.keys import Keyring, generate_key
+from statekeeper.governance import Audit, parse_policy
 
 from ._subprocess import Run, cli, cli_env, cli_in_process, one_error_line
 
@@ -147,15 +148,11 @@ REFUSED = [
     ["init", "sqlite:///{tmp}/new.db"],
     ["repair"],
     ["migrate", "--app", "nowhere:app", "--model", "m"],
-    ["audit"],
     ["audit", "verify"],
     ["keys", "status"],
     ["rekey"],
-    ["witness", "export", "{tmp}/w.json"],
     ["serve"],
     ["langgraph", "prune", "--keep-last", "1"],
-    ["health"],
-    ["analyze"],
     ["projections", "status", "--read-model", "{tmp}/rm.db"],
     ["metrics", "plot", "--out", "{tmp}/m.svg"],
 ]
@@ -202,3 +199,121 @@ def test_a_retention_run_resumes_only_in_its_namespace(
     assert resumed.code == 0, str(resumed)
     assert [a["agent_id"] for a in json.loads(resumed.stdout)["actions"]] == ["eu/b-2"]
     assert not progress.exists()
+
+
+def test_audit_verify_in_a_namespace_says_what_to_run_instead(db: Path, keys: Path) -> None:
+    run = sk(db, keys, "audit", "verify")
+    assert run.code == 2, str(run)
+    line = one_error_line(run)
+    assert "one hash chain for the whole store" in line and "--namespace NS audit" in line
+
+
+def test_health_and_analyze_report_the_namespace_only(db: Path, keys: Path) -> None:
+    health = sk(db, keys, "health", "--json")
+    assert health.code == 0, str(health)
+    report = json.loads(health.stdout)
+    assert report["agents"] == 2 and report["by_state"] == {"": 2}
+    largest = {s["agent_id"]: s for s in report["largest"]}
+    assert sorted(largest) == ["a-1", "eu/b-2"]  # relative ids, nothing of acmex/globex
+    # sizes and growth read under the stored ids (not the relative ones: 0 bytes)
+    assert all(s["state_bytes"] > 0 and s["head_seq"] == 2 for s in largest.values())
+    assert {g["agent_id"] for g in report["fastest_growing"]} == {"a-1", "eu/b-2"}
+    analyzed = sk(db, keys, "analyze", "--json")
+    assert analyzed.code == 0, str(analyzed)
+    assert json.loads(analyzed.stdout)["states"]["agents"] == {"": 2}
+    whole = cli_in_process(
+        "analyze", "--json", env=cli_env(STATEKEEPER_URL=str(db), STATEKEEPER_KEY_FILE=str(keys))
+    )
+    assert json.loads(whole.stdout)["states"]["agents"] == {"": 4}
+    recovery = sk(db, keys, "analyze", "--rto", "60", "--json")
+    assert recovery.code == 0, str(recovery)
+    predicted = json.loads(recovery.stdout)["recovery"]
+    assert sorted(s["agent_id"] for s in predicted["samples"]) == ["a-1", "eu/b-2"]
+
+
+def test_a_witness_of_a_namespace(db: Path, keys: Path, tmp_path: Path) -> None:
+    file = tmp_path / "acme.witness.json"
+    made = sk(db, keys, "witness", "export", str(file), "--json")
+    assert made.code == 0 and json.loads(made.stdout)["agents"] == 2, str(made)
+    doc = json.loads(file.read_text())
+    assert doc["namespace"] == "acme"
+    assert [s["agent_id"] for s in doc["streams"]] == ["acme/a-1", "acme/eu/b-2"]  # stored ids
+    with SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys)) as store:
+        store.save("acme/a-1", {"n": 3})  # grows
+        store.save("globex/g", {"n": 3})  # outside: neither checked nor new
+        store.save("acme/new", {"n": 1})
+    checked = sk(db, keys, "witness", "check", str(file), "--json")
+    assert checked.code == 0, str(checked)
+    result = json.loads(checked.stdout)
+    assert (result["checked"], result["grown"], result["new_agents"]) == (2, 1, 1)
+    # a whole-store witness is checked one namespace at a time
+    whole = tmp_path / "whole.witness.json"
+    env = cli_env(STATEKEEPER_URL=str(db), STATEKEEPER_KEY_FILE=str(keys))
+    assert cli_in_process("witness", "export", str(whole), env=env).code == 0
+    part = sk(db, keys, "witness", "check", str(whole), "--json", namespace="acme/eu")
+    assert part.code == 0 and json.loads(part.stdout)["checked"] == 1, str(part)
+    # a rolled-back stream of the namespace is found and named relative to it
+    with SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys)) as store:
+        store.delete("acme/eu/b-2")
+    lost = sk(db, keys, "witness", "check", str(file), "--json")
+    assert lost.code == 1, str(lost)
+    assert [p["agent_id"] for p in json.loads(lost.stdout)["problems"]] == ["eu/b-2"]
+
+
+POLICY = """\
+[principals.acme-admin]
+admin = ["acme/**"]
+
+[principals.globex-admin]
+admin = ["globex/**"]
+
+[principals.ops]
+admin = ["**"]
+"""
+
+
+def test_a_tenant_admin_works_on_its_namespace_as_a_principal(keys: Path, tmp_path: Path) -> None:
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text(POLICY)
+    policy = parse_policy(POLICY)
+    db = tmp_path / "governed.db"
+    ring = Keyring.from_file(keys)
+    with SyncStateStore(
+        f"sqlite:///{db}", keyring=ring, principal="ops", policy=policy, audit=Audit()
+    ) as ops:
+        for agent_id in IDS:
+            ops.save(agent_id, {"id": agent_id})
+
+    def as_(principal: str, *args: str, namespace: str = "acme") -> Run:
+        env = cli_env(STATEKEEPER_URL=str(db), STATEKEEPER_KEY_FILE=str(keys))
+        return cli_in_process("--namespace", namespace, "--as", principal, "--policy",
+                              str(policy_file), *args, env=env)  # fmt: skip
+
+    listed = as_("acme-admin", "audit", "--json")
+    assert listed.code == 0, str(listed)
+    entries = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(e["operation"], e["agent_id"]) for e in entries] == [("save", "a-1"),
+                                                                  ("save", "eu/b-2")]  # fmt: skip
+    one = as_("acme-admin", "audit", "--agent", "eu/", "--json")
+    assert [json.loads(line)["agent_id"] for line in one.stdout.splitlines()] == ["eu/b-2"]
+    bk = ["--backup-key", str(tmp_path / "backup.key"), "--create-backup-key"]
+    made = as_("acme-admin", "backup", "--to", str(tmp_path / "acme.skb"), *bk, "--json")
+    assert made.code == 0 and json.loads(made.stdout)["agents"] == 2, str(made)
+    health = as_("acme-admin", "health", "--json")
+    assert health.code == 0 and json.loads(health.stdout)["agents"] == 2, str(health)
+    # globex's admin: refused in acme, every time, before anything is read or written
+    for args in (["audit"], ["agents"], ["health"],
+                 ["backup", "--to", str(tmp_path / "no.skb"), *bk]):  # fmt: skip
+        refused = as_("globex-admin", *args)
+        assert refused.code == 4, str(refused)
+        assert "namespace 'acme'" in one_error_line(refused), str(refused)
+    assert not (tmp_path / "no.skb").exists()
+    # the refusals are listed in the namespace's audit entries (and acme's backup)
+    listed = as_("acme-admin", "audit", "--principal", "globex-admin", "--json")
+    ops_seen = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert {(e["operation"], e["outcome"]) for e in ops_seen} == {
+        ("audit", "denied"),
+        ("list", "denied"),
+        ("backup", "denied"),
+    }
+    assert all(e["detail"]["namespace"] == "acme" for e in ops_seen)

@@ -8,6 +8,14 @@ and with ``--witness FILE`` that the log was not rolled back since the last chec
 store's: ``--key-file`` or the environment; a store that keeps no audit log has
 nothing to show without one). Under ``--as``, reading the audit log
 needs ``admin`` on every namespace (``**``).
+
+**With** ``--namespace NS``, ``statekeeper audit`` lists the entries of the agents of
+``NS`` and below it (ids relative to it, ``--agent`` too), and the namespace-wide
+entries made in it (a backup, restore, retention run or listing of ``NS``, refusals
+included: their ``detail`` names the namespace); under ``--as`` that needs ``admin``
+on ``NS`` and every namespace below it (``NS/**``), not on ``**``. ``statekeeper audit
+verify`` refuses ``--namespace``: the log is one hash chain for the whole store, and
+checking it means reading every entry of every namespace (a store admin's job).
 """
 
 from __future__ import annotations
@@ -49,7 +57,11 @@ async def _log(store: StateStore) -> AuditLog | None:
     from ..store.governed import governance_of
 
     governance = governance_of(store)
-    if governance is not None:
+    namespace = _namespace(store)
+    if governance is not None and namespace:
+        # the entries of one namespace: admin on all of it is enough
+        await governance.require_namespace(namespace, "admin", "audit")
+    elif governance is not None:
         await governance.require(None, "admin", "audit")
     keyring = store.codec.keyring
     if keyring is None:
@@ -66,6 +78,28 @@ async def _log(store: StateStore) -> AuditLog | None:
         if page:
             await store.get(page[0].agent_id)
     return AuditLog(store.backend, keyring)
+
+
+def _namespace(store: StateStore) -> str:
+    namespace = getattr(store, "namespace", "")
+    return namespace if isinstance(namespace, str) else ""
+
+
+def _in_namespace(entry: AuditEntry, namespace: str) -> AuditEntry | None:
+    """``entry`` as a listing in ``namespace`` shows it (its agent id relative to the
+    namespace), or None when it is not about the namespace: an agent outside it, or a
+    store-wide entry whose ``detail`` names no namespace inside it."""
+    import dataclasses
+
+    prefix = namespace + "/"
+    if entry.agent_id is not None:
+        if not entry.agent_id.startswith(prefix):
+            return None
+        return dataclasses.replace(entry, agent_id=entry.agent_id[len(prefix) :])
+    where = entry.detail.get("namespace")
+    if isinstance(where, str) and (where == namespace or where.startswith(prefix)):
+        return entry
+    return None
 
 
 def _line(entry: AuditEntry) -> str:
@@ -138,9 +172,17 @@ def audit(
             if log is None:
                 return 0
             console = out_console()
-            async for entry in log.entries(
-                agent=agent, principal=principal, since=start, operation=op
+            namespace = _namespace(store)
+            wanted = agent
+            if namespace and agent is not None:
+                # relative to the namespace, as every id under --namespace is
+                wanted = f"{namespace}/{agent}"
+            async for found in log.entries(
+                agent=wanted, principal=principal, since=start, operation=op
             ):
+                entry = _in_namespace(found, namespace) if namespace else found
+                if entry is None:
+                    continue
                 count += 1
                 if json_out:
                     render.print_json([entry.to_json()], lines=True)

@@ -273,7 +273,7 @@ async def _analyze(
         transition_matrices,
     )
     from ..observability.analysis.recovery import measure_recovery, measure_snapshot_cost
-    from .stores import env_keyring
+    from .stores import env_keyring, namespace_options
 
     out: dict[str, Any] = {}
     async with open_store(url, key_file=key_file) as store:
@@ -307,7 +307,9 @@ async def _analyze(
         snapshot_cost = await measure_snapshot_cost(store) if mtbf is not None else 0.0
     recovery = None
     if rto is not None or mtbf is not None:
-        recovery = await measure_recovery(url, keyring=env_keyring(key_file), objective=rto)
+        recovery = await measure_recovery(
+            url, keyring=env_keyring(key_file), objective=rto, **namespace_options()
+        )
     out["recovery"] = recovery.to_dict() if recovery is not None else None
     out["checkpoint"] = None
     if mtbf is not None and recovery is not None and recovery.per_event > 0:
@@ -335,15 +337,19 @@ async def _analyze(
 
 
 async def _event_rate(url: str, key_file: Any, window: float = 3600.0) -> float:
-    """Events per second appended over the last ``window`` seconds (all agents)."""
+    """Events per second appended over the last ``window`` seconds (all agents; of the
+    namespace under ``--namespace``)."""
     import time
+
+    from ..store.namespaced import stored_id
 
     async with open_store(url, key_file=key_file) as store:
         now = time.time()
         events = 0
         async for info in store.iter_agents():
             if info.updated_at >= now - window:
-                events += info.head_seq - await store.backend.seq_at(info.agent_id, now - window)
+                stored = stored_id(store, info.agent_id)
+                events += info.head_seq - await store.backend.seq_at(stored, now - window)
     return events / window
 
 

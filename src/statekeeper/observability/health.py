@@ -16,6 +16,11 @@
 
 :attr:`HealthReport.breaches` lists every threshold crossed; ``statekeeper health``
 exits non-zero when there is one (a cron check).
+
+On a store opened in a namespace (``StateStore(url, namespace="acme")``, CLI
+``--namespace acme``) the report covers the agents of that namespace and below it
+only, named relative to it (as the store names them); leases and stream sizes are
+read under the stored ids.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument, StatekeeperError
 from ..records import RawSnapshot
+from ..store.namespaced import stored_id
 
 if TYPE_CHECKING:
     from ..store import StateStore
@@ -242,13 +248,16 @@ async def health_report(
             report.agents += 1
             state = head.fsm_state or ""
             states[state] += 1
-            snap: RawSnapshot | None = await backend.latest_snapshot(agent_id)
+            # the engine's id (qualified on a store opened in a namespace: the report
+            # names the agents as the store does, relative to it)
+            stored = stored_id(store, agent_id)
+            snap: RawSnapshot | None = await backend.latest_snapshot(stored)
             replay = head.seq - (snap.seq if snap is not None else 0)
             size = len(snap.payload) if snap is not None else 0
             if snap is None:  # no snapshot: the events are the state
-                size = sum(len(e.payload) for e in await backend.read(agent_id, 0, head.seq))
+                size = sum(len(e.payload) for e in await backend.read(stored, 0, head.seq))
             sized.append(SizedState(agent_id, size, replay, head.seq))
-            recent = head.seq - await backend.seq_at(agent_id, at - limits.growth_window)
+            recent = head.seq - await backend.seq_at(stored, at - limits.growth_window)
             if recent > 0:
                 growth.append(Growth(agent_id, recent, recent * 3600.0 / limits.growth_window))
             if state and state not in limits.settled_states and head.state_entered_at > 0:
@@ -264,7 +273,7 @@ async def health_report(
                 if reason is not None:
                     report.stuck.append(StuckAgent(agent_id, state, dwell, usual, reason))
             if leases:
-                lease = await backend.get_lease(agent_id)
+                lease = await backend.get_lease(stored)
                 if lease is not None and lease.holder is not None and lease.expires_at < at:
                     report.stale_leases.append(
                         StaleLease(agent_id, lease.holder, lease.token, at - lease.expires_at)

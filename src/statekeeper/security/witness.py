@@ -20,6 +20,13 @@ File format (JSON)::
      "streams": [{"agent_id": "a", "seq": 12, "key_id": "k2", "digest": "<hex>"}, …],
      "store_digest": "<hex of SHA-256 over the streams>",
      "seal": {"key_id": "k2", "mac": "<hex>"}}
+
+**In a namespace**: exported from a store opened in one (``StateStore(url,
+namespace="acme")``, CLI ``--namespace acme``), the file holds the streams of that
+namespace and below, under their stored (full) ids, and names the namespace
+(``"namespace": "acme"``); checked through a store opened in a namespace, only the
+witnessed streams inside it are checked (a whole-store witness can be checked one
+namespace at a time), and problems name the ids relative to it.
 """
 
 from __future__ import annotations
@@ -66,6 +73,11 @@ class WitnessReport:
         return not self.problems
 
 
+def _namespace(store: StateStore) -> str:
+    namespace = getattr(store, "namespace", "")
+    return namespace if isinstance(namespace, str) else ""
+
+
 async def export_witness(
     store: StateStore,
     path: str | os.PathLike[str] | None = None,
@@ -74,12 +86,13 @@ async def export_witness(
 ) -> dict[str, Any]:
     """Commit to every stream of ``store`` (each verified on the way); write the witness
     to ``path`` (atomically) when given, and return it."""
+    from ..store.namespaced import stored_id  # on use: the store imports this module
+
     streams: list[dict[str, Any]] = []
     async for info in store.iter_agents():
         d = await store.digest(info.agent_id)
-        streams.append(
-            {"agent_id": d.agent_id, "seq": d.seq, "key_id": d.key_id, "digest": d.digest}
-        )
+        full = stored_id(store, d.agent_id)  # the file names stored ids, in any namespace
+        streams.append({"agent_id": full, "seq": d.seq, "key_id": d.key_id, "digest": d.digest})
         if on_agent is not None:
             on_agent(info.agent_id)
     data = canonical(streams)
@@ -93,6 +106,9 @@ async def export_witness(
         "store_digest": hashlib.sha256(data).hexdigest(),
         "seal": {"key_id": key_id, "mac": mac},
     }
+    namespace = _namespace(store)
+    if namespace:
+        doc["namespace"] = namespace
     if path is not None:
         write_atomically(Path(path), json.dumps(doc, indent=1) + "\n")
     return doc
@@ -124,10 +140,15 @@ async def check_witness(
         )
         return report
     seen: set[str] = set()
+    namespace = _namespace(store)
+    prefix = namespace + "/" if namespace else ""
     for entry in streams:
         if int(entry["seq"]) < 1:
             continue  # a deletion an automatic witness saw (see highwater)
-        agent_id = str(entry["agent_id"])
+        stored = str(entry["agent_id"])
+        if not stored.startswith(prefix):
+            continue  # outside the namespace this store is opened in: not checked here
+        agent_id = stored[len(prefix) :]  # as the store names it
         seen.add(agent_id)
         report.checked += 1
         expected = StreamDigest(agent_id, int(entry["seq"]), entry.get("key_id"), entry["digest"])
@@ -137,7 +158,7 @@ async def check_witness(
             problem = str(exc)
         if problem is not None:
             report.problems.append(WitnessProblem(agent_id, expected.seq, problem))
-        elif await store.backend.head(agent_id) > expected.seq:
+        elif await store.backend.head(stored) > expected.seq:
             report.grown += 1
         if on_agent is not None:
             on_agent(agent_id)

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from .heads import AgentHead, StoredSize
     from .verification import Problem, VerifyReport
 
-__all__ = ["NamespacedGovernedStateStore", "NamespacedStateStore"]
+__all__ = ["NamespacedGovernedStateStore", "NamespacedStateStore", "stored_id"]
 
 _R = TypeVar("_R")
 _PAGE = 256
@@ -291,6 +291,14 @@ class NamespacedStateStore(StateStore):
 
     async def delete(self, agent_id: str) -> bool:
         return await super().delete(self._full(agent_id))
+
+
+def stored_id(store: StateStore, agent_id: str) -> str:
+    """The id the engine stores ``agent_id`` of ``store`` under: qualified on a store
+    opened in a namespace (where callers name relative ids), else ``agent_id`` itself.
+    For tools that read the engine beside the store's public calls (health, witness
+    checks, the tiers' consistency)."""
+    return store.qualify(agent_id) if isinstance(store, NamespacedStateStore) else agent_id
 
 
 def _renamed(arg: object, renames: dict[str, str]) -> object:

@@ -8,7 +8,9 @@ An agent is consistent when
 * its tiers agree, on a tiered store: the hot copy's head is not ahead of the durable
   tier's, and a copy that has the durable head holds the same stream up to it.
 
-``score = consistent agents / agents checked`` (1.0 for an empty store).
+``score = consistent agents / agents checked`` (1.0 for an empty store). On a store
+opened in a namespace the agents of that namespace (and below) are checked, named
+relative to it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ...store.namespaced import stored_id
 
 if TYPE_CHECKING:
     from ...store import StateStore
@@ -88,7 +92,7 @@ async def consistency_score(
             report.legal += 1
         if hot is not None and durable is not None:
             report.tiered += 1
-            reason = await _tiers_disagree(hot, durable, agent_id)
+            reason = await _tiers_disagree(hot, durable, stored_id(store, agent_id))
             if reason is None:
                 report.tiers_agree += 1
             else:

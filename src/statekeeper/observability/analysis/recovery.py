@@ -117,15 +117,20 @@ async def measure_recovery(
     sample: int = 50,
     objective: float | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    namespace: str | None = None,
 ) -> RecoveryReport:
     """Open the store at ``url`` read-only with no cache and time the cold load of up to
     ``sample`` agents (the longest replays first), then predict every agent's.
+
+    ``namespace``: only the agents of that namespace and below it (``agents`` and the
+    report's ids relative to it), as a store opened with ``namespace=`` sees them.
 
     ``objective``: the RTO to check against (seconds). ``clock``: what the times are
     read from (seconds; a test passes one driven by the work done).
     """
     from ...backends.url import open_backend
     from ...store import StateStore
+    from ...store.namespaced import stored_id
 
     if isinstance(sample, bool) or not isinstance(sample, int) or sample < 1:
         raise InvalidArgument("sample", f"sample must be a positive integer, not {sample!r}")
@@ -137,7 +142,7 @@ async def measure_recovery(
         )
     t0 = clock()
     backend = open_backend(url, readonly=True)
-    store = StateStore(backend, keyring=keyring, cache_size=0, witness=False)
+    store = StateStore(backend, keyring=keyring, cache_size=0, witness=False, namespace=namespace)
     try:
         await backend.ensure_store()
         opened = clock() - t0
@@ -146,10 +151,11 @@ async def measure_recovery(
             list(agents) if agents is not None else [a.agent_id async for a in store.iter_agents()]
         )
         for agent_id in ids:
-            head = await backend.head(agent_id)
+            stored = stored_id(store, agent_id)
+            head = await backend.head(stored)
             if head == 0:
                 continue
-            snap = await backend.latest_snapshot(agent_id)
+            snap = await backend.latest_snapshot(stored)
             lengths.append((agent_id, head - (snap.seq if snap is not None else 0)))
         lengths.sort(key=lambda p: (-p[1], p[0]))
         chosen = lengths[: max(1, sample // 2)]
