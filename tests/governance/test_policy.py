@@ -113,6 +113,12 @@ def test_a_policy_object_in_python() -> None:
         ('[principals.alice]\nread = "acme"\n', 2, "list of namespace patterns"),
         ('[principal.alice]\nread = ["a"]\n', 1, "unknown table 'principal'"),
         ("# nothing\n[roles.r]\nread = []\n", None, "names no principals"),
+        # dotted keys, arrays over several lines, arrays of tables: still the line
+        ('[principals]\nalice.read = ["a/**"]\nbob.write = ["a//b"]\n', 3, "'a//b'"),
+        ('[principals]\nalice.read = ["a"]\n\nbob . raed = ["x"]\n', 4, "'raed'"),
+        ('[principals.a]\nread = [\n  "ok/**",  # fine\n  "bad//x",\n]\n', 4, "'bad//x'"),
+        ('[principals.a]\nread = [\n  "ok/**",\n]\nwrite = ["q//"]\n', 5, "'q//'"),
+        ('\n[[principals.alice]]\nread = ["x"]\n', 2, "must be a table"),
     ],
 )
 def test_a_malformed_file_names_the_line(

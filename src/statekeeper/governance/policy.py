@@ -384,7 +384,8 @@ def _grants(
             try:
                 compile_pattern(pattern)
             except ValueError as exc:
-                raise fail((*path, key), str(exc)) from None
+                # the line of the pattern itself when the file maps it, else the key's
+                raise fail((*path, key, pattern), str(exc)) from None
             out.append((_RANK[key], pattern))
     return out
 

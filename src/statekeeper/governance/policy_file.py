@@ -31,8 +31,11 @@ from .policy import Policy
 
 __all__ = ["load_policy", "parse_policy"]
 
-_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
-_KEY = re.compile(r'^\s*("(?:[^"\\]|\\.)*"|\'[^\']*\'|[A-Za-z0-9_-]+)\s*=')
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_PART = r'(?:"(?:[^"\\]|\\.)*"|\'[^\']*\'|[A-Za-z0-9_-]+)'
+# a key, dotted ones included (``alice.read = [...]`` under ``[principals]``)
+_KEY = re.compile(rf"^\s*({_PART}(?:\s*\.\s*{_PART})*)\s*=")
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'')
 _AT_LINE = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
@@ -105,10 +108,18 @@ def _split(dotted: str) -> tuple[str, ...]:
 
 
 def _line_map(text: str) -> dict[tuple[str, ...], int]:
-    """Where each table and key starts: ``(table..., key) -> line`` (1-based)."""
+    """Where each table and key starts: ``(table..., key) -> line`` (1-based), and
+    where each string of a key's array is: ``(table..., key, string) -> line`` (a bad
+    pattern on the fourth line of a multi-line array is reported on that line)."""
     out: dict[tuple[str, ...], int] = {}
     table: tuple[str, ...] = ()
+    array: tuple[str, ...] | None = None  # the key whose multi-line array is open
     for number, line in enumerate(text.splitlines(), 1):
+        if array is not None:
+            _strings(out, array, line, number)
+            if "]" in _code(line):
+                array = None
+            continue
         header = _HEADER.match(line)
         if header is not None:
             table = _split(header.group(1))
@@ -121,4 +132,22 @@ def _line_map(text: str) -> dict[tuple[str, ...], int]:
             for cut in range(1, len(path) + 1):
                 out.setdefault(path[:cut], number)
             out[path] = number
+            value = line[key.end() :]
+            _strings(out, path, value, number)
+            code = _code(value).strip()
+            if code.startswith("[") and "]" not in code:
+                array = path  # an array going on over the next lines
     return out
+
+
+def _code(line: str) -> str:
+    """``line`` without its strings and its comment."""
+    return _STRING.sub('""', line).split("#", 1)[0]
+
+
+def _strings(
+    out: dict[tuple[str, ...], int], path: tuple[str, ...], line: str, number: int
+) -> None:
+    for match in _STRING.finditer(line):
+        value = match.group(1) if match.group(1) is not None else match.group(2)
+        out.setdefault((*path, value), number)
