@@ -321,3 +321,20 @@ def test_store_exporter_scrapes_the_contents(tmp_path: Path) -> None:
     assert found["statekeeper_agents_in_state", (("state", "processing"), ("store", "main"))] == 1
     assert found["statekeeper_agents_stuck", (("store", "main"),)] == 1
     assert found["statekeeper_exporter_scan_ok", (("store", "main"),)] == 1
+
+
+async def test_the_health_of_a_namespace_reads_the_stored_ids(tmp_path: Path) -> None:
+    """On a store opened in a namespace the report names relative ids and reads sizes
+    and growth under the stored ids (relative ones would read nothing: 0 bytes)."""
+    async with StateStore(f"sqlite:///{tmp_path / 'd.db'}", witness=False) as whole:
+        for agent_id in ["acme/a-1", "acme/eu/b-2", "globex/g"]:
+            await whole.save(agent_id, {"id": agent_id, "pad": "x" * 200})
+        acme = StateStore(whole.backend, namespace="acme", witness=False)
+        report = await health_report(acme, HealthThresholds(top=10))
+        assert report.agents == 2
+        sizes = {s.agent_id: s.state_bytes for s in report.largest}
+        assert sorted(sizes) == ["a-1", "eu/b-2"] and min(sizes.values()) > 200
+        assert {g.agent_id for g in report.fastest_growing} == {"a-1", "eu/b-2"}
+        consistency = await consistency_score(acme)
+        assert (consistency.agents, consistency.score) == (2, 1.0)
+        await acme.flush()
