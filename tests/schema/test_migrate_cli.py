@@ -151,3 +151,22 @@ def test_a_migration_killed_with_sigkill_resumes_and_migrates_each_agent_once(
                 assert (kept.event.payload, kept.event.checksum) == before[(f"a{i:05d}", 1)]
 
     asyncio.run(check())
+
+
+def test_a_migration_as_a_principal_needs_admin_on_every_namespace(tmp_path: Path) -> None:
+    """``--as`` reaches the migration's writable store too (it was opened without it)."""
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    _populate(url, 3)
+    before = _stored(db)
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[principals.tenant]\nadmin = ["a/**"]\n\n[principals.ops]\nadmin = ["**"]\n')
+    common = ["--policy", str(policy), "--db", url, "migrate", "--app", "tests.schema.apps:v2",
+              "--journal", str(tmp_path / "j.json")]  # fmt: skip
+    refused = _cli("--as", "tenant", *common)
+    assert refused.returncode == 4, refused.stderr
+    assert "may not migrate" in refused.stderr and "every namespace" in refused.stderr
+    assert _stored(db) == before
+    done = _cli("--as", "ops", *common, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["changed"] == 3

@@ -100,10 +100,13 @@ async def _opened(url: str, key_file: Path | None, *, write: bool) -> AsyncItera
         async with open_store(url, key_file=key_file, readonly=True) as store:
             yield store
         return
+    from .stores import governance_options
+
     keyring = env_keyring(key_file)
+    governance = governance_options(keyring)  # --as: checked (admin on **) and audited
     backend = await check_store(url)
     await backend.close()
-    store = StateStore(open_backend(url), keyring=keyring, durability="group")
+    store = StateStore(open_backend(url), keyring=keyring, durability="group", **governance)
     try:
         yield store
     finally:

@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import patch
-from ..errors import ConfigurationError, IntegrityError
+from ..errors import AccessDenied, ConfigurationError, IntegrityError
 from . import render
 from ._markup import escape
 from .app import (
@@ -273,18 +273,34 @@ async def import_agents(
     key_file: Path | None = None,
 ) -> tuple[int, int, list[str]]:
     """Import every agent in ``source`` into the store at ``url``; returns ``(agents,
-    events, skipped ids)``."""
+    events, skipped ids)``.
+
+    Under ``--as`` the store is opened as that principal, and every agent of the file
+    needs ``admin`` on its namespace (an import writes history as others wrote it,
+    their actors and times, as a restore does), checked for all of them before any is
+    written; a refusal is audited."""
     from ..store import StateStore
-    from .stores import check_store, env_keyring, namespace_options
+    from ..store.governed import governance_of
+    from ..store.namespaced import stored_id
+    from .stores import check_store, env_keyring, governance_options, namespace_options
 
     keyring = env_keyring(key_file)
     await (await check_store(url)).close()  # import into a store, never create one
     stamp = [0.0]
     # the original timestamps: the store stamps each event with its clock (ids are
     # relative to --namespace when it is given)
-    store = StateStore(url, keyring=keyring, clock=lambda: stamp[0], **namespace_options())
+    options = {**governance_options(keyring), **namespace_options()}
+    store = StateStore(url, keyring=keyring, clock=lambda: stamp[0], **options)
     try:
         agents = _parse(store, enumerate(source, 1))
+        governance = governance_of(store)
+        if governance is not None:
+            for agent in agents:
+                try:
+                    await governance.require(stored_id(store, agent.agent_id), "admin", "import")
+                except AccessDenied as exc:
+                    relative = getattr(store, "relative_error", None)
+                    raise (relative(exc) if relative is not None else exc) from None
         skipped: list[str] = []
         todo: list[_Agent] = []
         for agent in agents:
