@@ -43,6 +43,15 @@ def test_the_old_identifiers_do_not_come_back_in_src() -> None:
     assert found == []
 
 
+#: (module, function) that take ``kind`` as the deprecated keyword of the type
+_KIND_ALIASES = {
+    ("records.py", "__init__"),
+    ("pipeline.py", "seal"),
+    ("pipeline.py", "open"),
+    ("pipeline.py", "_renamed_keywords"),
+}
+
+
 def test_the_store_codec_and_engines_call_an_event_type_a_type() -> None:
     """No parameter or local named ``kind``/``kinds`` where records are written and
     read (elsewhere ``kind`` names other things: a verification problem's, a backup
@@ -58,7 +67,7 @@ def test_the_store_codec_and_engines_call_an_event_type_a_type() -> None:
                 names = [
                     (a.arg, fn.lineno) for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]
                 ]
-                if path.name == "records.py" and fn.name == "__init__":
+                if (path.name, fn.name) in _KIND_ALIASES:
                     names = [n for n in names if n[0] != "kind"]  # the deprecated keyword
                 names += [
                     (node.id, node.lineno)
@@ -111,6 +120,59 @@ def test_the_conformance_helper_takes_its_old_keyword() -> None:
     assert event(2, event_type="note").type == "note"
     with pytest.warns(DeprecationWarning, match=r"event\(kind=\.\.\.\) is deprecated"):
         assert event(2, kind="note") == event(2, event_type="note")
+
+
+def test_the_conformance_helpers_take_ts_as_the_old_name_of_timestamp() -> None:
+    from statekeeper.testing import event, request, snapshot
+
+    assert event(2, timestamp=7.5).timestamp == 7.5
+    assert event(2).timestamp == 2.0  # default: the seq
+    with pytest.warns(DeprecationWarning, match=r"event\(ts=\.\.\.\) is deprecated") as caught:
+        assert event(2, ts=7.5) == event(2, timestamp=7.5)
+    assert caught[0].filename == __file__
+    assert snapshot(3, timestamp=9.0).timestamp == 9.0
+    with pytest.warns(DeprecationWarning, match=r"snapshot\(ts=\.\.\.\) is deprecated"):
+        assert snapshot(3, ts=9.0) == snapshot(3, timestamp=9.0)
+    stamped = request("a", 0, 2, timestamp=5.0)
+    assert [e.timestamp for e in stamped.events] == [5.0, 5.0]
+    with pytest.warns(DeprecationWarning, match=r"request\(ts=\.\.\.\) is deprecated"):
+        assert request("a", 0, 2, ts=5.0) == stamped
+
+
+def test_the_codec_takes_kind_and_ts_as_the_old_names_of_record_type_and_timestamp() -> None:
+    """``Codec.seal`` and ``Codec.open`` name their arguments as the glossary does
+    (``record_type``, ``timestamp``); the old keywords still work and warn."""
+    from statekeeper.codec import Codec
+
+    codec = Codec()
+    sealed = codec.seal("a", 1, record_type="note", timestamp=2.5, body=b'{"x":1}')
+    assert sealed == codec.seal("a", 1, "note", 2.5, b'{"x":1}')
+    with pytest.warns(DeprecationWarning) as caught:
+        old = codec.seal("a", 1, kind="note", ts=2.5, body=b'{"x":1}')  # type: ignore[deprecated]
+    assert [str(w.message) for w in caught] == [
+        "Codec.seal(kind=...) is deprecated: use Codec.seal(record_type=...)",
+        "Codec.seal(ts=...) is deprecated: use Codec.seal(timestamp=...)",
+    ]
+    assert {w.filename for w in caught} == {__file__}  # they point at the caller's line
+    assert old == sealed
+    opened = codec.open("a", 1, "note", 2.5, sealed.payload, sealed.checksum)
+    assert opened.body == b'{"x":1}'
+    with pytest.warns(DeprecationWarning, match=r"Codec\.open\(kind=\.\.\.\) is deprecated"):
+        again = codec.open(  # type: ignore[deprecated]
+            "a", 1, kind="note", timestamp=2.5, payload=sealed.payload, checksum=sealed.checksum
+        )
+    assert again == opened
+    with pytest.warns(DeprecationWarning, match=r"Codec\.open\(ts=\.\.\.\) is deprecated"):
+        stamped = codec.open(  # type: ignore[deprecated]
+            "a", 1, "note", ts=2.5, payload=sealed.payload, checksum=sealed.checksum
+        )
+    assert stamped == opened
+    with pytest.raises(TypeError, match="record_type and its deprecated name kind"):
+        codec.seal("a", 1, "note", 2.5, b"{}", kind="note")  # type: ignore[deprecated]
+    with pytest.raises(TypeError, match="missing required arguments: \\['timestamp'\\]"):
+        codec.open("a", 1, "note", payload=sealed.payload, checksum=sealed.checksum)  # type: ignore[deprecated]
+    with pytest.raises(TypeError, match="'body'"):
+        codec.seal("a", 1, "note", 2.5)  # type: ignore[deprecated]
 
 
 def test_event_kind_is_the_deprecated_name_of_event_type() -> None:

@@ -34,7 +34,12 @@ same table):
   -> **payload** (the sealed bytes a backend stores, :attr:`RawEvent.payload`).
   ``agent.transition(event, metadata)`` writes ``metadata`` inside the info.
 * **type** of a record, in the codec: the event's type, or ``"snapshot"``
-  (``SNAPSHOT_TYPE``); bound into the record's checksum and link.
+  (``SNAPSHOT_TYPE``); bound into the record's checksum and link. ``Codec.seal`` and
+  ``Codec.open`` call it ``record_type`` (``kind=`` is their deprecated keyword).
+* **timestamp**: when a record was written, epoch seconds as a float
+  (:attr:`Event.timestamp`, :attr:`RawEvent.timestamp`, the codec's ``timestamp``
+  argument). Was also ``ts`` (a deprecated keyword where it was one); the stored column
+  and the export file's field keep the name ``ts``.
 * **record**: one stored event or snapshot (its bytes and identifiers);
   **stream**: an agent's records in seq order; **head**: the last seq of a stream.
 """

@@ -769,7 +769,7 @@ async def test_background_demotion(tmp_path: Path, servers: None) -> None:
         clock=lambda: now[0],
     )
     try:
-        await backend.append(request("a", 0, 2, ts=now[0]))
+        await backend.append(request("a", 0, 2, timestamp=now[0]))
         now[0] += 20
 
         async def demoted() -> bool:

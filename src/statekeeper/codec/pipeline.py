@@ -79,9 +79,10 @@ import hmac
 import os
 import struct
 import threading
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import orjson
 
@@ -96,7 +97,14 @@ from .formats import FORMATS, JSON, Format
 from .types import TypeRegistry, from_plain
 
 if TYPE_CHECKING:
+    from typing_extensions import deprecated
+
     from .keys import DerivedKey, Keyring
+else:  # only the overloads of the deprecated keywords use it: nothing to do at run time
+
+    def deprecated(message):
+        return lambda fn: fn
+
 
 __all__ = ["CHAIN_BROKEN", "VERSION", "ZERO_LINK", "Codec", "Header", "Opened", "Sealed"]
 
@@ -133,10 +141,42 @@ def _names(agent_id: str, record_type: str) -> bytes:
     return _prefixed(agent_id) + _prefixed(record_type)
 
 
-def identity(agent_id: str, seq: int, record_type: str, ts: float) -> bytes:
+def identity(agent_id: str, seq: int, record_type: str, timestamp: float) -> bytes:
     """The clear-text identity a record is bound to (an unambiguous encoding of agent
-    id, record kind, seq and timestamp)."""
-    return _names(agent_id, record_type) + _seq_ts.pack(seq, ts)
+    id, record type, seq and timestamp)."""
+    return _names(agent_id, record_type) + _seq_ts.pack(seq, timestamp)
+
+
+def _renamed_keywords(
+    method: str,
+    record_type: str | None,
+    timestamp: float | None,
+    kind: str | None,
+    ts: float | None,
+) -> tuple[str, float]:
+    """``record_type`` and ``timestamp`` of a call to :meth:`Codec.seal` or
+    :meth:`Codec.open` that used their old names ``kind`` and ``ts`` (a warning each;
+    ARCHITECTURE.md, "Vocabulary"), or a :class:`TypeError` naming what is missing."""
+    for old, new, value, given in (
+        ("kind", "record_type", kind, record_type),
+        ("ts", "timestamp", ts, timestamp),
+    ):
+        if value is not None:
+            if given is not None:
+                raise TypeError(f"Codec.{method}() got {new} and its deprecated name {old}")
+            warnings.warn(
+                f"Codec.{method}({old}=...) is deprecated: use Codec.{method}({new}=...)",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+    record_type = kind if record_type is None else record_type
+    timestamp = ts if timestamp is None else timestamp
+    if record_type is None or timestamp is None:
+        missing = [
+            n for n, v in (("record_type", record_type), ("timestamp", timestamp)) if v is None
+        ]
+        raise TypeError(f"Codec.{method}() missing required arguments: {missing}")
+    return record_type, timestamp
 
 
 def _link(ident: bytes, fmt: int, prev: bytes, body: bytes) -> bytes:
@@ -313,25 +353,67 @@ class Codec:
 
     # -- records ---------------------------------------------------------------------
 
+    @overload
     def seal(
         self,
         agent_id: str,
         seq: int,
         record_type: str,
-        ts: float,
+        timestamp: float,
         body: bytes,
         prev: bytes = ZERO_LINK,
         *,
         fmt: int | None = None,
         legacy_link: bool = False,
+    ) -> Sealed: ...
+    @overload
+    @deprecated("Codec.seal(kind=..., ts=...) is deprecated: use record_type=, timestamp=")
+    def seal(
+        self,
+        agent_id: str,
+        seq: int,
+        record_type: str | None = None,
+        timestamp: float | None = None,
+        body: bytes | None = None,
+        prev: bytes = ZERO_LINK,
+        *,
+        fmt: int | None = None,
+        legacy_link: bool = False,
+        kind: str | None = None,
+        ts: float | None = None,
+    ) -> Sealed: ...
+    def seal(
+        self,
+        agent_id: str,
+        seq: int,
+        record_type: str | None = None,
+        timestamp: float | None = None,
+        body: bytes | None = None,
+        prev: bytes = ZERO_LINK,
+        *,
+        fmt: int | None = None,
+        legacy_link: bool = False,
+        kind: str | None = None,
+        ts: float | None = None,
     ) -> Sealed:
         """Compress, encrypt and authenticate a serialized ``body``.
 
         ``prev`` is the link of the record before it in the chain (for a snapshot: the
         link of the event at its seq). ``fmt`` names the body's format when it is not
         this codec's (re-encrypting an older record); ``legacy_link`` keeps the link of
-        a version-0 record (``body`` must then be its original bytes).
+        a version-0 record (``body`` must then be its original bytes). ``kind`` and
+        ``ts`` are the deprecated names of ``record_type`` and ``timestamp``.
         """
+        if (
+            record_type is None
+            or timestamp is None
+            or body is None
+            or kind is not None
+            or ts is not None
+        ):  # the deprecated keywords, or an argument missing
+            record_type, timestamp = _renamed_keywords("seal", record_type, timestamp, kind, ts)
+            if body is None:
+                raise TypeError("Codec.seal() missing required argument: 'body'")
         if (
             fmt is None
             and self.keyring is None
@@ -341,12 +423,17 @@ class Codec:
             payload = b"".join((self._plain_headers[0], prev, body))
             link = _sha256(
                 b"".join(
-                    (b"sk-link/1", _names(agent_id, record_type), _seq_ts.pack(seq, ts), payload)
+                    (
+                        b"sk-link/1",
+                        _names(agent_id, record_type),
+                        _seq_ts.pack(seq, timestamp),
+                        payload,
+                    )
                 )
             ).digest()
             return _new_tuple(Sealed, (payload, link, link))
         fmt_id = self.format.id if fmt is None else fmt
-        ident = _names(agent_id, record_type) + _seq_ts.pack(seq, ts)
+        ident = _names(agent_id, record_type) + _seq_ts.pack(seq, timestamp)
         if legacy_link:
             link = legacy_checksum(agent_id, seq, record_type, body)
             chained = b""
@@ -375,21 +462,60 @@ class Codec:
         sealed = key.aead.encrypt(nonce, chained + stored, b"sk-aead/1" + header + ident)
         return Sealed(header + sealed[:-_GCM_TAG], sealed[-_GCM_TAG:], link)
 
+    @overload
     def open(
         self,
         agent_id: str,
         seq: int,
         record_type: str,
-        ts: float,
+        timestamp: float,
         payload: bytes,
         checksum: bytes,
+    ) -> Opened: ...
+    @overload
+    @deprecated("Codec.open(kind=..., ts=...) is deprecated: use record_type=, timestamp=")
+    def open(
+        self,
+        agent_id: str,
+        seq: int,
+        record_type: str | None = None,
+        timestamp: float | None = None,
+        payload: bytes | None = None,
+        checksum: bytes | None = None,
+        *,
+        kind: str | None = None,
+        ts: float | None = None,
+    ) -> Opened: ...
+    def open(
+        self,
+        agent_id: str,
+        seq: int,
+        record_type: str | None = None,
+        timestamp: float | None = None,
+        payload: bytes | None = None,
+        checksum: bytes | None = None,
+        *,
+        kind: str | None = None,
+        ts: float | None = None,
     ) -> Opened:
         """Verify a stored record and return its body and links.
 
         Raises :class:`IntegrityError` (altered, moved, truncated, or a plaintext record
         in an encrypted store), :class:`KeyNotFound` / :class:`DecryptionError` (the
-        record's key is missing or different).
+        record's key is missing or different). ``kind`` and ``ts`` are the deprecated
+        names of ``record_type`` and ``timestamp``.
         """
+        if (
+            record_type is None
+            or timestamp is None
+            or payload is None
+            or checksum is None
+            or kind is not None
+            or ts is not None
+        ):  # the deprecated keywords, or an argument missing
+            record_type, timestamp = _renamed_keywords("open", record_type, timestamp, kind, ts)
+            if payload is None or checksum is None:
+                raise TypeError("Codec.open() missing required arguments: 'payload', 'checksum'")
         if (
             self.keyring is None
             and type(payload) is bytes
@@ -400,7 +526,12 @@ class Codec:
             # the payload *is* the canonical plaintext here: hash it as it is
             link = _sha256(
                 b"".join(
-                    (b"sk-link/1", _names(agent_id, record_type), _seq_ts.pack(seq, ts), payload)
+                    (
+                        b"sk-link/1",
+                        _names(agent_id, record_type),
+                        _seq_ts.pack(seq, timestamp),
+                        payload,
+                    )
                 )
             ).digest()
             head_prev = payload[3:35]
@@ -428,7 +559,7 @@ class Codec:
         fmt = flags & 0x03
         comp = (flags >> 2) & 0x03
         legacy = flags & FLAG_LEGACY_LINK
-        ident = _names(agent_id, record_type) + _seq_ts.pack(seq, ts)
+        ident = _names(agent_id, record_type) + _seq_ts.pack(seq, timestamp)
         kid_len = payload[2]
         if kid_len == 0 and flags & FLAG_DATA_KEY:  # a data key means encrypted
             raise IntegrityError(agent_id, seq, f"{record_type} record has an invalid header")
@@ -570,23 +701,35 @@ class Codec:
         agent_id: str,
         seq: int,
         record_type: str,
-        ts: float,
+        timestamp: float,
         value: Any,
         prev: bytes = ZERO_LINK,
         root: str = "value",
     ) -> Sealed:
         """Serialize and seal in one step."""
-        return self.seal(agent_id, seq, record_type, ts, self.serialize(value, root), prev)
+        return self.seal(agent_id, seq, record_type, timestamp, self.serialize(value, root), prev)
 
     def decode(
-        self, agent_id: str, seq: int, record_type: str, ts: float, payload: bytes, checksum: bytes
+        self,
+        agent_id: str,
+        seq: int,
+        record_type: str,
+        timestamp: float,
+        payload: bytes,
+        checksum: bytes,
     ) -> tuple[Any, Opened]:
         """Open and deserialize in one step: ``(document, opened record)``."""
-        doc, opened, _ = self.decode_typed(agent_id, seq, record_type, ts, payload, checksum)
+        doc, opened, _ = self.decode_typed(agent_id, seq, record_type, timestamp, payload, checksum)
         return doc, opened
 
     def decode_typed(
-        self, agent_id: str, seq: int, record_type: str, ts: float, payload: bytes, checksum: bytes
+        self,
+        agent_id: str,
+        seq: int,
+        record_type: str,
+        timestamp: float,
+        payload: bytes,
+        checksum: bytes,
     ) -> tuple[Any, Opened, bool]:
         """Like :meth:`decode`, plus whether the document may hold typed values (False:
         it is plain JSON, and copies of it need no type handling)."""
@@ -599,7 +742,12 @@ class Codec:
         ):  # every load's inner loop: the fast path of open(), inlined
             link = _sha256(
                 b"".join(
-                    (b"sk-link/1", _names(agent_id, record_type), _seq_ts.pack(seq, ts), payload)
+                    (
+                        b"sk-link/1",
+                        _names(agent_id, record_type),
+                        _seq_ts.pack(seq, timestamp),
+                        payload,
+                    )
                 )
             ).digest()
             if link != checksum:
@@ -607,7 +755,7 @@ class Codec:
             body = payload[35:]
             opened = _new_tuple(Opened, (body, payload[3:35], link, JSON, None, VERSION))
         else:
-            opened = self.open(agent_id, seq, record_type, ts, payload, checksum)
+            opened = self.open(agent_id, seq, record_type, timestamp, payload, checksum)
             body = opened[0]
         if opened[3] == JSON:  # inlined: this is every load's inner loop
             try:
@@ -624,7 +772,7 @@ class Codec:
         agent_id: str,
         seq: int,
         record_type: str,
-        ts: float,
+        timestamp: float,
         payload: bytes,
         checksum: bytes,
         prev: bytes | None,
@@ -644,7 +792,12 @@ class Codec:
         ):  # every fold's inner loop: the common case, kept short
             link = _sha256(
                 b"".join(
-                    (b"sk-link/1", _names(agent_id, record_type), _seq_ts.pack(seq, ts), payload)
+                    (
+                        b"sk-link/1",
+                        _names(agent_id, record_type),
+                        _seq_ts.pack(seq, timestamp),
+                        payload,
+                    )
                 )
             ).digest()
             if link != checksum:
@@ -659,7 +812,9 @@ class Codec:
             if b"$" in body and b'"$t"' in body:
                 return from_plain(doc, self.types), link, True
             return doc, link, False
-        doc, opened, rich = self.decode_typed(agent_id, seq, record_type, ts, payload, checksum)
+        doc, opened, rich = self.decode_typed(
+            agent_id, seq, record_type, timestamp, payload, checksum
+        )
         if opened.prev is not None and prev is not None and opened.prev != prev:
             raise IntegrityError(agent_id, seq, CHAIN_BROKEN)
         return doc, opened.link, rich

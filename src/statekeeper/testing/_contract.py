@@ -24,29 +24,47 @@ from statekeeper.records import (
 __all__ = ["Contract", "event", "fenced", "request", "snapshot", "tagged", "untagged_at"]
 
 
+def _old_name(function: str, old: str, new: str) -> None:
+    warnings.warn(
+        f"{function}({old}=...) is deprecated: use {function}({new}=...)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
 def event(
     seq: int,
     *,
-    ts: float | None = None,
+    timestamp: float | None = None,
     event_type: str = "patch",
     body: bytes = b"",
     kind: str | None = None,
+    ts: float | None = None,
 ) -> RawEvent:
     """A raw event whose payload and checksum name its seq (so reads can be checked).
-    ``body`` is the payload to store; ``kind`` is the deprecated name of ``event_type``."""
+    ``body`` is the payload to store; ``timestamp`` defaults to the seq. ``kind`` and
+    ``ts`` are the deprecated names of ``event_type`` and ``timestamp``."""
     if kind is not None:
-        warnings.warn(
-            "event(kind=...) is deprecated: use event(event_type=...)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        _old_name("event", "kind", "event_type")
         event_type = kind
+    if ts is not None:
+        _old_name("event", "ts", "timestamp")
+        timestamp = ts
     payload = body or f"payload-{seq}".encode()
-    return RawEvent(seq, event_type, float(seq) if ts is None else ts, payload, b"sum-%d" % seq)
+    stamp = float(seq) if timestamp is None else timestamp
+    return RawEvent(seq, event_type, stamp, payload, b"sum-%d" % seq)
 
 
-def snapshot(seq: int, *, ts: float | None = None, tag: bytes = b"") -> RawSnapshot:
-    return RawSnapshot(seq, float(seq) if ts is None else ts, b"state@%d%s" % (seq, tag), b"ck")
+def snapshot(
+    seq: int, *, timestamp: float | None = None, tag: bytes = b"", ts: float | None = None
+) -> RawSnapshot:
+    """A raw snapshot at ``seq`` (``timestamp`` defaults to the seq; ``ts`` is its
+    deprecated name)."""
+    if ts is not None:
+        _old_name("snapshot", "ts", "timestamp")
+        timestamp = ts
+    stamp = float(seq) if timestamp is None else timestamp
+    return RawSnapshot(seq, stamp, b"state@%d%s" % (seq, tag), b"ck")
 
 
 def untagged_at(expected_seq: int) -> AppendRequest:
@@ -61,10 +79,16 @@ def request(
     *,
     key: str | None = None,
     snap_at: int | None = None,
+    timestamp: float | None = None,
     ts: float | None = None,
 ) -> AppendRequest:
-    """Append ``count`` events after ``expected_seq`` (optionally with a snapshot)."""
-    events = tuple(event(s, ts=ts) for s in range(expected_seq + 1, expected_seq + count + 1))
+    """Append ``count`` events after ``expected_seq`` (optionally with a snapshot),
+    stamped ``timestamp`` (default: their seqs; ``ts`` is its deprecated name)."""
+    if ts is not None:
+        _old_name("request", "ts", "timestamp")
+        timestamp = ts
+    seqs = range(expected_seq + 1, expected_seq + count + 1)
+    events = tuple(event(s, timestamp=timestamp) for s in seqs)
     snap = snapshot(snap_at) if snap_at is not None else None
     return AppendRequest(agent_id, expected_seq, events, snap, key)
 

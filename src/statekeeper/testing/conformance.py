@@ -319,9 +319,9 @@ class BackendConformance(
 
     async def test_seq_at(self, backend: Backend) -> None:
         stamps = [10.0, 20.0, 20.0, 30.5]
-        events = tuple(event(i, ts=t) for i, t in enumerate(stamps, start=1))
+        events = tuple(event(i, timestamp=t) for i, t in enumerate(stamps, start=1))
         await backend.append(AppendRequest("a", 0, events))
-        await backend.append(AppendRequest("b", 0, (event(1, ts=1.0),)))
+        await backend.append(AppendRequest("b", 0, (event(1, timestamp=1.0),)))
         cases = {5.0: 0, 10.0: 1, 15.0: 1, 20.0: 3, 30.4999: 3, 30.5: 4, 1e12: 4}
         for when, seq in cases.items():
             assert await backend.seq_at("a", when) == seq, when
@@ -329,7 +329,7 @@ class BackendConformance(
     async def test_seq_at_is_the_last_seq_stamped_at_or_before(self, backend: Backend) -> None:
         # clocks can step back (NTP): the contract is the highest seq with ts <= t
         stamps = [10.0, 20.0, 50.0, 30.0, 35.0]
-        events = tuple(event(i, ts=t) for i, t in enumerate(stamps, start=1))
+        events = tuple(event(i, timestamp=t) for i, t in enumerate(stamps, start=1))
         await backend.append(AppendRequest("a", 0, events))
         cases = {5.0: 0, 15.0: 1, 25.0: 2, 32.0: 4, 40.0: 5, 50.0: 5}
         for when, seq in cases.items():
@@ -370,7 +370,7 @@ class BackendConformance(
     async def test_list_agents_orders_and_pages(self, backend: Backend) -> None:
         ids = ["b", "a", "a-1", "a1", "B", "ü", "a/b", "z" * 200, "0", "aa", "é", "a 1"]
         for n, agent_id in enumerate(ids, start=1):
-            await backend.append(request(agent_id, 0, n % 3 + 1, ts=100.0 + n))
+            await backend.append(request(agent_id, 0, n % 3 + 1, timestamp=100.0 + n))
         expected = sorted(ids)  # code point order
         page = await backend.list_agents(limit=100)
         assert [i.agent_id for i in page] == expected
@@ -393,9 +393,9 @@ class BackendConformance(
         assert await backend.list_agents(after=expected[-1]) == []
 
     async def test_list_agents_reports_heads_and_times(self, backend: Backend) -> None:
-        await backend.append(request("a", 0, 2, ts=50.0))
-        await backend.append(AppendRequest("a", 2, (event(3, ts=75.0),)))
-        await backend.append(request("b", 0, ts=60.0))
+        await backend.append(request("a", 0, 2, timestamp=50.0))
+        await backend.append(AppendRequest("a", 2, (event(3, timestamp=75.0),)))
+        await backend.append(request("b", 0, timestamp=60.0))
         assert await backend.list_agents() == [
             AgentInfo("a", 3, 50.0, 75.0),
             AgentInfo("b", 1, 60.0, 60.0),
@@ -411,7 +411,7 @@ class BackendConformance(
             return
         stamps = {"a": 10.0, "b": 30.0, "c": 20.0, "d": 30.0, "e": 5.0, "f": 20.0, "g": 40.0}
         for agent_id, ts in stamps.items():
-            await backend.append(request(agent_id, 0, ts=ts))
+            await backend.append(request(agent_id, 0, timestamp=ts))
         newest = sorted(stamps, key=lambda a: (stamps[a], a), reverse=True)
         assert [i.agent_id for i in await backend.list_agents_by_write()] == newest
         for newest_first, expected in ((True, newest), (False, newest[::-1])):
@@ -426,7 +426,7 @@ class BackendConformance(
             assert collected == expected
         top = (await backend.list_agents_by_write(limit=1))[0]
         assert top == AgentInfo("g", 1, 40.0, 40.0)
-        await backend.append(AppendRequest("e", 1, (event(2, ts=50.0),)))
+        await backend.append(AppendRequest("e", 1, (event(2, timestamp=50.0),)))
         assert [i.agent_id for i in await backend.list_agents_by_write(limit=2)] == ["e", "g"]
         await backend.delete_agent("e")
         assert [i.agent_id for i in await backend.list_agents_by_write(limit=1)] == ["g"]
