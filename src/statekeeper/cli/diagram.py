@@ -101,10 +101,10 @@ def render_machine(
     from rich.text import Text
 
     from ..machine import value_label
-    from ..machine.diagram import edge_label
+    from ..machine.diagram import edge_label, reading_order
     from .charts import duration, state_colour
 
-    order = _bfs(machine)
+    order = reading_order(machine)
     finals = set(machine.final_states)
     header = (
         f"[bold]{len(machine.states)} states, {len(machine.rules)} rules[/], starts in "
@@ -175,17 +175,6 @@ def render_machine(
     for line in lines:
         line.overflow = "fold"
     return Group(*lines)
-
-
-def _bfs(machine: AgentStateMachine[Any, Any]) -> list[Any]:
-    order = [machine.initial]
-    i = 0
-    while i < len(order):
-        for rule in machine.rules_from(order[i]):
-            if rule.to_state not in order:
-                order.append(rule.to_state)
-        i += 1
-    return order + [s for s in machine.states if s not in order]
 
 
 @app.command()

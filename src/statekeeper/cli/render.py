@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ._markup import escape
+from .charts import state_colour
 
 if TYPE_CHECKING:
     from rich.console import Console, Group
@@ -74,17 +75,9 @@ def print_json(value: Any, *, lines: bool = False) -> None:
 
 
 def _state(value: str | None) -> str:
-    colours = {
-        "completed": "green",
-        "error": "red",
-        "tool_call": "magenta",
-        "processing": "cyan",
-        "waiting": "yellow",
-        "idle": "white",
-    }
     if value is None:
         return "[dim]-[/]"
-    return f"[{colours.get(value, 'white')}]{escape(value)}[/]"
+    return f"[{state_colour(value)}]{escape(value)}[/]"
 
 
 # -------------------------------------------------------------------------- agents

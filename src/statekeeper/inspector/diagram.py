@@ -56,15 +56,9 @@ def from_machine(machine: AgentStateMachine[Any, Any] | None) -> Graph:
     if machine is None:
         return graph
     from ..machine import value_label
+    from ..machine.diagram import reading_order
 
-    order = [machine.initial]
-    i = 0
-    while i < len(order):
-        for rule in machine.rules_from(order[i]):
-            if rule.to_state not in order:
-                order.append(rule.to_state)
-        i += 1
-    for state in order + [s for s in machine.states if s not in order]:
+    for state in reading_order(machine):
         graph.add_state(value_label(state))
     graph.initial = value_label(machine.initial)
     graph.finals = {value_label(s) for s in machine.final_states}

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from statekeeper.machine.machine import AgentStateMachine
     from statekeeper.machine.types import TransitionRule
 
-__all__ = ["edge_label", "escape_dot", "escape_mermaid", "to_dot", "to_mermaid"]
+__all__ = ["edge_label", "escape_dot", "escape_mermaid", "reading_order", "to_dot", "to_mermaid"]
 
 _MERMAID_SAFE = frozenset(" _.,-()[]/+*=!?'@|~^$")
 
@@ -51,6 +51,20 @@ def edge_label(rule: TransitionRule[Any, Any]) -> str:
     if rule.action is not None:
         text += f" / {callable_name(rule.action)}"
     return text
+
+
+def reading_order(machine: AgentStateMachine[Any, Any]) -> list[Any]:
+    """The machine's states in the order a reader follows them (the CLI's and the web
+    inspector's diagrams): the initial state, then breadth-first along the rules, then
+    the states no rule reaches, in declaration order."""
+    order = [machine.initial]
+    i = 0
+    while i < len(order):
+        for rule in machine.rules_from(order[i]):
+            if rule.to_state not in order:
+                order.append(rule.to_state)
+        i += 1
+    return order + [s for s in machine.states if s not in order]
 
 
 def _ids(machine: AgentStateMachine[Any, Any]) -> dict[Any, str]:
