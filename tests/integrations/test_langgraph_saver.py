@@ -4,6 +4,7 @@ semantics (and its in-memory saver), sync and async, on each backend."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from typing import Any
 
@@ -695,6 +696,54 @@ async def test_adaptive_snapshots_keep_loads_short(tmp_path: Any) -> None:
         assert got is not None and got.checkpoint["channel_values"]["messages"] == messages
         old = cold.get_tuple(config(thread, checkpoint_id=chain.ids[5]))
         assert old is not None and old.checkpoint["channel_values"]["messages"] == messages[:6]
+
+
+_WORDS = [
+    "state",
+    "graph",
+    "node",
+    "edge",
+    "message",
+    "thread",
+    "checkpoint",
+    "replay",
+    "agent",
+    "tool",
+    "answer",
+    "plan",
+]
+
+
+async def test_snapshots_are_compressed_and_bound_a_cold_reads_replay(tmp_path: Any) -> None:
+    """A thread's snapshots are stored compressed (``from_url``'s store), and one is
+    taken once the events since the last one are as many stored bytes as it is: a new
+    saver's first read replays at most about one snapshot's worth of event bytes."""
+    url = f"sqlite:///{tmp_path}/replay.db"
+    thread = new_thread()
+    with StatekeeperSaver.from_url(url, snapshot_min_bytes=4096) as saver:
+        chain = Chain(Api(saver, "sync"), thread)
+        messages: list[Any] = []
+        for i in range(150):
+            rng = random.Random(i)
+            text = " ".join(rng.choice(_WORDS) for _ in range(50))
+            messages = [*messages, AIMessage(text, id=f"m{i}")]
+            await chain.step({"messages": messages})
+        agent = f"lg/{thread}#0"
+        backend = saver.store.backend
+        snap = saver._portal.call(backend.latest_snapshot(agent))
+        assert snap is not None
+        assert snap.payload[1] & 0x0C == 0x04  # the codec's zstd flag
+        after = saver._portal.call(backend.read(agent, snap.seq, None))
+        # each event's payload is its ops plus a fixed header and envelope (< 64 bytes)
+        replayed = sum(len(raw.payload) - 64 for raw in after)
+        assert replayed <= max(4096, len(snap.payload) * 5 // 4)
+        doc = saver._portal.call(saver.store.load(agent)).data
+        assert len(snap.payload) < len(orjson.dumps(doc)) // 2  # compressed, not whole
+    with StatekeeperSaver.from_url(url) as cold:
+        got = cold.get_tuple(config(thread))
+        assert got is not None and got.checkpoint["channel_values"]["messages"] == messages
+        old = cold.get_tuple(config(thread, checkpoint_id=chain.ids[70]))
+        assert old is not None and old.checkpoint["channel_values"]["messages"] == messages[:71]
 
 
 async def test_listing_all_threads_ignores_other_agents(tmp_path: Any) -> None:

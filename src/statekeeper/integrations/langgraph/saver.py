@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import logging
 import random
 import sys
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import orjson
+import zstandard
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -56,6 +58,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import patch
 from ...backends.keyed_locks import KeyedLock
+from ...codec import Codec
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from ...store.store import StateStore
 from . import mapping as m
@@ -196,7 +199,11 @@ class _Stream:
     doc: dict[str, Any]
     seq: int
     heads: dict[str, str | None]
-    doc_bytes: int = 0
+    #: what the thread's last snapshot costs in storage (its bytes after the store's
+    #: compression, estimated: see ``StatekeeperSaver._snapshot_cost``); 0: not known
+    #: (a stream read from storage: worked out when a snapshot may be due)
+    snap_bytes: int = 0
+    #: JSON bytes of the ops appended since that snapshot (by this saver)
     bytes_since: int = 0
     #: messages of the latest checkpoint and of the writes since (see ValueCodec.pack)
     memo: Memo = field(default_factory=dict)
@@ -269,6 +276,18 @@ def _update_heads(st: _Stream, ops: builtins.list[Op]) -> None:
         elif len(tokens) == 3 and tokens[1] == "idx":
             head = st.heads.get(ns)
             st.heads[ns] = tokens[2] if head is None or tokens[2] > head else head
+
+
+#: store options that configure the codec (see :meth:`StatekeeperSaver.from_url`)
+_CODEC_OPTIONS = frozenset({"codec", "keyring", "compression", "format", "types"})
+#: records of at least this many bytes are compressed by the store ``from_url`` opens
+#: (a thread's snapshots; its events are ~0.1-2 KB: compressing them gains little)
+_COMPRESS_MIN = 16 * 1024
+
+
+@functools.cache
+def _estimator() -> Any:
+    return zstandard.ZstdCompressor(level=1)
 
 
 #: the saver's loop (a name kept for the inspector, which runs a saver on its own loop)
@@ -401,8 +420,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         cache_size: how many threads' documents to keep in memory.
         max_retries: compare-and-append retries when other processes write the thread.
         snapshot_min_bytes: store a snapshot of a thread once this many bytes *and*
-            at least the document's own size were appended since the last one (keeps
-            storage linear and cold loads bounded).
+            at least the last snapshot's stored size (after compression) were appended
+            since the last one (keeps storage linear and cold loads bounded).
         reuse_packed_messages: a message object already stored in the thread is not
             serialized again when it reappears in a later checkpoint (LangGraph's
             reducers keep the same objects) and all its fields still equal what was
@@ -478,6 +497,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         store_opts = {k: v for k, v in options.items() if k not in _SAVER_OPTIONS}
         # the saver snapshots adaptively (see snapshot_min_bytes)
         store_opts.setdefault("snapshot_every", 1_000_000)
+        if not _CODEC_OPTIONS & store_opts.keys():
+            # snapshots (a thread's whole state) compressed, events (small) not
+            store_opts["codec"] = Codec(compression="zstd", compress_min_bytes=_COMPRESS_MIN)
         portal = _SaverPortal("statekeeper-langgraph")
         try:
             store = portal.call(_make_store(url, store_opts))
@@ -745,7 +767,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         if snap is None:
             raise AgentNotFound(agent)
         doc = snap.data
-        return _Stream(thread_id, agent, doc, snap.seq, _heads(doc), len(orjson.dumps(doc)))
+        return _Stream(thread_id, agent, doc, snap.seq, _heads(doc))
 
     async def _resolve(self, thread_id: str) -> _Stream | None:
         """Find the live generation of a thread's stream (see :mod:`.mapping`)."""
@@ -842,10 +864,27 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             _update_heads(st, ops)
         st.seq = result.last_seq
         st.bytes_since += len(orjson.dumps(ops))
-        if st.bytes_since >= max(st.doc_bytes, self.snapshot_min_bytes):
+        if st.bytes_since < self.snapshot_min_bytes:
+            return
+        if not st.snap_bytes:
+            st.snap_bytes = self._snapshot_cost(st.doc)
+        if st.bytes_since >= st.snap_bytes:
             await self.store.snapshot(st.agent_id)
-            st.doc_bytes = len(orjson.dumps(st.doc))
+            st.snap_bytes = self._snapshot_cost(st.doc)
             st.bytes_since = 0
+
+    def _snapshot_cost(self, doc: dict[str, Any]) -> int:
+        """The stored bytes of a snapshot of ``doc``: its JSON, compressed when the
+        store's codec compresses records that size (estimated with zstd level 1, a
+        little larger than the codec's level 3). A snapshot is taken once the events
+        since the last one are as many bytes as it is (snapshots never hold more bytes
+        than the events), so the better the thread's state compresses, the more often
+        it is snapshotted and the shorter the replay of a cold read."""
+        blob = orjson.dumps(doc)
+        codec = self.store.codec
+        if codec.compression and len(blob) >= codec.compress_min_bytes:
+            return len(_estimator().compress(blob))
+        return len(blob)
 
     def _wake(self, thread_id: str) -> None:
         """Let the writes held on a thread go (into the batch being formed)."""

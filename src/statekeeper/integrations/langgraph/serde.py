@@ -90,6 +90,8 @@ MESSAGE_CLASSES: dict[str, type[Any]] = {
 _CLASS_NAMES: dict[type[Any], str] = {cls: name for name, cls in MESSAGE_CLASSES.items()}
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 _SCALARS = (str, bool, type(None))
+#: stored message field values that unpack to themselves
+_PLAIN = frozenset({str, bool, type(None), int, float})
 
 #: ``id(message)`` -> (weak reference to the message, its packed reference, its
 #: fingerprint when packed or loaded: see :func:`fingerprint`). Weak: the memo never
@@ -134,7 +136,10 @@ _MESSAGE_OVERHEAD = 1024
 def _estimate(fp: Fingerprint) -> int:
     """Approximate bytes a built message holds: its string and frozen (JSON bytes)
     field values plus a fixed overhead; cheap (no traversal of the object)."""
-    return _MESSAGE_OVERHEAD + sum(len(x) for x in fp[1] if type(x) is str or type(x) is bytes)
+    return _MESSAGE_OVERHEAD + sum([len(x) for x in fp[1] if type(x) in _SIZED])
+
+
+_SIZED = (str, bytes)
 
 
 def safe_serializer(
@@ -432,6 +437,13 @@ class ValueCodec:
         """
         t = type(packed)
         if t is list:
+            if built is not None:  # a message list (the common channel): see _pooled_message
+                return [
+                    self._pooled_message(x["$p"], pool, seen, built)
+                    if type(x) is dict and len(x) == 1 and "$p" in x
+                    else self.unpack(x, pool, seen, built)
+                    for x in packed
+                ]
             return [self.unpack(x, pool, seen, built) for x in packed]
         if t is not dict:
             return packed
@@ -450,9 +462,9 @@ class ValueCodec:
         built: Built | None = None,
     ) -> Any:
         if tag == "$p":
+            if built is not None:
+                return self._pooled_message(body, pool, seen, built)
             cell = pool[body]
-            if built is not None and "$m" in cell:
-                return self._reuse(body, lambda: self.unpack(cell, pool), {"$p": body}, seen, built)
             value = self.unpack(cell, pool)
             if seen is not None and "$m" in cell:
                 _register(seen, value, {"$p": body})
@@ -478,6 +490,33 @@ class ValueCodec:
         if tag == "$d":
             return {k: self.unpack(x, pool) for k, x in body.items()}
         raise ValueError(f"unknown packed tag {tag!r}")
+
+    def _pooled_message(
+        self, key: str, pool: Mapping[str, Any], seen: Memo | None, built: Built
+    ) -> Any:
+        """A pooled cell (``{"$p": key}``) unpacked through ``built`` when it holds a
+        message: :meth:`_reuse` without its closure, and the message built straight
+        from its stored fields when they are all scalars (the usual chat message:
+        nothing in them is packed, so unpacking them would copy the dict for nothing)."""
+        cell = pool[key]
+        body = cell.get("$m") if len(cell) == 1 else None
+        if body is None:
+            return self.unpack(cell, pool, seen, built)
+        hit = built.cache.get(key)
+        if hit is None or _changed(hit[0], hit[1]) != set():
+            fields = body[1]
+            for x in fields.values():
+                if type(x) not in _PLAIN:
+                    fields = self.unpack(fields, pool)
+                    break
+            value = self._build(body[0], fields)
+            hit = built.put(key, value, fingerprint(value))
+        else:
+            value = hit[0].model_copy()
+        built.used.add(key)
+        if seen is not None:
+            seen[id(value)] = (weakref.ref(value), {"$p": key}, hit[1])
+        return value
 
     @staticmethod
     def _reuse(
@@ -554,12 +593,14 @@ def fp_id(fp: Fingerprint) -> Any:
 
 def fingerprint(v: Any) -> Fingerprint:
     """What a message's fields are now, cheap to keep and to compare: immutable values
-    by reference, containers (which nodes could change in place) frozen."""
+    by reference, containers (which nodes could change in place) frozen (an empty one
+    as its constant JSON bytes, without a dump: most message fields are empty)."""
     fields = v.__dict__
     names = tuple(fields)
     names = _KEYS.setdefault(names, names)
     return names, tuple(
-        _frozen(x) if type(x) in (dict, list, tuple) else x for x in fields.values()
+        x if type(x) not in _EMPTY else _EMPTY[type(x)] if not x else _frozen(x)
+        for x in fields.values()
     )
 
 
