@@ -12,6 +12,7 @@ is not reported). Rounds alternate the savers' order. Ratio > 1: statekeeper bet
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from langchain_core.messages import HumanMessage
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_langgraph_goals as goals
+from _common import file_bytes  # type: ignore[import-not-found]
 
 
 def write_chat(kind: str, path: Path, turns: int) -> list[str]:
@@ -61,6 +63,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         paths = {kind: Path(tmp) / f"{kind}.db" for kind in goals.SAVERS}
         olders = {kind: write_chat(kind, paths[kind], args.turns) for kind in goals.SAVERS}
@@ -74,6 +77,12 @@ def main() -> None:
                     latest_ms, older_ms = cold_reads(kind, paths[kind], older)
                     cpu[kind]["latest"].append(latest_ms)
                     cpu[kind]["older"].append(older_ms)
+        size = {kind: file_bytes(paths[kind]) for kind in goals.SAVERS}
+    print(f"load average before/after: {load[0]:.1f} / {os.getloadavg()[0]:.1f}")
+    print(
+        f"bytes of the {args.turns}-turn chat: statekeeper {size['sk']:,}, SqliteSaver"
+        f" {size['sqlite']:,} (1/{size['sqlite'] / size['sk']:.1f})"
+    )
     for which in ("latest", "older"):
         sk, peer = median(cpu["sk"][which]), median(cpu["sqlite"][which])
         print(
