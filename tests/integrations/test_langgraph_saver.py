@@ -739,11 +739,22 @@ async def test_snapshots_are_compressed_and_bound_a_cold_reads_replay(tmp_path: 
         assert replayed <= max(4096, len(snap.payload) * 5 // 4)
         doc = saver._portal.call(saver.store.load(agent)).data
         assert len(snap.payload) < len(orjson.dumps(doc)) // 2  # compressed, not whole
-    with StatekeeperSaver.from_url(url) as cold:
+        # checkpoint events (a message and the header: > 512 bytes) are compressed too
+        assert all(raw.payload[1] & 0x0C == 0x04 for raw in after if raw.type == "lg.cp")
+        saver.put_writes(chain.configs[-1], [("x", 1)], "t")  # a short write: plain
+        head = saver._portal.call(backend.read(agent, after[-1].seq, None))
+        assert [raw.payload[1] & 0x0C for raw in head] == [0]
+    # a saver whose store does not compress reads them, and writes plain records
+    with StatekeeperSaver.from_url(url, compression=None) as cold:
         got = cold.get_tuple(config(thread))
         assert got is not None and got.checkpoint["channel_values"]["messages"] == messages
         old = cold.get_tuple(config(thread, checkpoint_id=chain.ids[70]))
         assert old is not None and old.checkpoint["channel_values"]["messages"] == messages[:71]
+        messages = [*messages, AIMessage(" ".join(_WORDS * 8), id="last")]
+        chain.api = Api(cold, "sync")
+        await chain.step({"messages": messages})
+        last = cold._portal.call(cold.store.backend.read(agent, head[-1].seq, None))
+        assert [raw.payload[1] & 0x0C for raw in last] == [0]
 
 
 async def test_listing_all_threads_ignores_other_agents(tmp_path: Any) -> None:
