@@ -740,9 +740,11 @@ async def test_snapshots_are_compressed_and_bound_a_cold_reads_replay(tmp_path: 
         doc = saver._portal.call(saver.store.load(agent)).data
         assert len(snap.payload) < len(orjson.dumps(doc)) // 2  # compressed, not whole
         # checkpoint events (a message and the header: > 512 bytes) are compressed too
-        assert all(raw.payload[1] & 0x0C == 0x04 for raw in after if raw.type == "lg.cp")
+        events = saver._portal.call(backend.read(agent, 0, None))
+        puts = [raw for raw in events if raw.type == "lg.cp"]
+        assert len(puts) == 150 and all(raw.payload[1] & 0x0C == 0x04 for raw in puts)
         saver.put_writes(chain.configs[-1], [("x", 1)], "t")  # a short write: plain
-        head = saver._portal.call(backend.read(agent, after[-1].seq, None))
+        head = saver._portal.call(backend.read(agent, events[-1].seq, None))
         assert [raw.payload[1] & 0x0C for raw in head] == [0]
     # a saver whose store does not compress reads them, and writes plain records
     with StatekeeperSaver.from_url(url, compression=None) as cold:

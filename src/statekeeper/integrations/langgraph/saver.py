@@ -203,7 +203,7 @@ class _Stream:
     #: compression, estimated: see ``StatekeeperSaver._snapshot_cost``); 0: not known
     #: (a stream read from storage: worked out when a snapshot may be due)
     snap_bytes: int = 0
-    #: JSON bytes of the ops appended since that snapshot (by this saver)
+    #: stored bytes (estimated the same way) of the events appended since (by this saver)
     bytes_since: int = 0
     #: messages of the latest checkpoint and of the writes since (see ValueCodec.pack)
     memo: Memo = field(default_factory=dict)
@@ -865,24 +865,23 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             st.doc = patch.apply(st.doc, ops, in_place=True)
             _update_heads(st, ops)
         st.seq = result.last_seq
-        st.bytes_since += len(orjson.dumps(ops))
+        st.bytes_since += self._stored(orjson.dumps(ops))
         if st.bytes_since < self.snapshot_min_bytes:
             return
         if not st.snap_bytes:
-            st.snap_bytes = self._snapshot_cost(st.doc)
+            st.snap_bytes = self._stored(orjson.dumps(st.doc))
         if st.bytes_since >= st.snap_bytes:
             await self.store.snapshot(st.agent_id)
-            st.snap_bytes = self._snapshot_cost(st.doc)
+            st.snap_bytes = self._stored(orjson.dumps(st.doc))
             st.bytes_since = 0
 
-    def _snapshot_cost(self, doc: dict[str, Any]) -> int:
-        """The stored bytes of a snapshot of ``doc``: its JSON, compressed when the
-        store's codec compresses records that size (estimated with zstd level 1, a
+    def _stored(self, blob: bytes) -> int:
+        """About the bytes the store keeps of a record holding ``blob`` (JSON): compressed
+        when its codec compresses records that size (estimated with zstd level 1, a
         little larger than the codec's level 3). A snapshot is taken once the events
-        since the last one are as many bytes as it is (snapshots never hold more bytes
-        than the events), so the better the thread's state compresses, the more often
-        it is snapshotted and the shorter the replay of a cold read."""
-        blob = orjson.dumps(doc)
+        since the last one stored as many bytes as it did (snapshots never hold more
+        bytes than the events), so the better a thread's state compresses against its
+        events, the more often it is snapshotted and the shorter a cold read's replay."""
         codec = self.store.codec
         if codec.compression and len(blob) >= codec.compress_min_bytes:
             return len(_estimator().compress(blob))
