@@ -292,6 +292,11 @@ def _estimator() -> Any:
     return zstandard.ZstdCompressor(level=1)
 
 
+#: snapshots may store up to this many times the bytes of the events between them: a
+#: cold read replays half as many events as at 1, for more bytes (measured in
+#: docs/benchmarks.md, "Cold reads after the snapshot and build changes")
+_SNAPSHOT_SHARE = 2
+
 #: the saver's loop (a name kept for the inspector, which runs a saver on its own loop)
 _SaverPortal = SharedLoop
 
@@ -870,7 +875,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             return
         if not st.snap_bytes:
             st.snap_bytes = self._stored(orjson.dumps(st.doc))
-        if st.bytes_since >= st.snap_bytes:
+        if st.bytes_since * _SNAPSHOT_SHARE >= st.snap_bytes:
             await self.store.snapshot(st.agent_id)
             st.snap_bytes = self._stored(orjson.dumps(st.doc))
             st.bytes_since = 0
@@ -879,9 +884,10 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         """About the bytes the store keeps of a record holding ``blob`` (JSON): compressed
         when its codec compresses records that size (estimated with zstd level 1, a
         little larger than the codec's level 3). A snapshot is taken once the events
-        since the last one stored as many bytes as it did (snapshots never hold more
-        bytes than the events), so the better a thread's state compresses against its
-        events, the more often it is snapshotted and the shorter a cold read's replay."""
+        since the last one stored 1/``_SNAPSHOT_SHARE`` of what it did (snapshots never
+        hold more than that many times the events' bytes), so the better a thread's
+        state compresses against its events, the more often it is snapshotted and the
+        shorter a cold read's replay."""
         codec = self.store.codec
         if codec.compression and len(blob) >= codec.compress_min_bytes:
             return len(_estimator().compress(blob))
