@@ -426,9 +426,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             store with different prefixes).
         cache_size: how many threads' documents to keep in memory.
         max_retries: compare-and-append retries when other processes write the thread.
-        snapshot_min_bytes: store a snapshot of a thread once this many bytes *and*
-            at least the last snapshot's stored size (after compression) were appended
-            since the last one (keeps storage linear and cold loads bounded).
+        snapshot_min_bytes: store a snapshot of a thread once the events appended
+            since the last one stored this many bytes *and* half of what that snapshot
+            stored (both after compression): storage stays linear, cold loads bounded.
         reuse_packed_messages: a message object already stored in the thread is not
             serialized again when it reappears in a later checkpoint (LangGraph's
             reducers keep the same objects) and all its fields still equal what was
@@ -448,7 +448,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         prefix: str = "lg/",
         cache_size: int = 1024,
         max_retries: int = 16,
-        snapshot_min_bytes: int = 64 * 1024,
+        snapshot_min_bytes: int = 16 * 1024,
         reuse_packed_messages: bool = True,
         run_lease: float = 30.0,
         clock: Callable[[], float] = time.time,
