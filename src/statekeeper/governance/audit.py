@@ -64,7 +64,7 @@ from ..errors import (
     StatekeeperError,
     StoreClosed,
 )
-from ..records import AppendRequest, AppendResult, RawEvent
+from ..records import AppendRequest, AppendResult, RawEvent, StreamChange
 from ..records import AuditMark as Mark
 
 if TYPE_CHECKING:
@@ -321,6 +321,39 @@ class AuditLog:
                 if not result.duplicate:
                     self._head = head
                 return result
+        assert last is not None
+        raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
+
+    async def record_with_change(
+        self,
+        change: StreamChange,
+        operation: str,
+        *,
+        principal: str | None,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Make ``change`` (a delete or a snapshot of an agent) and write its entry
+        (outcome ``ok``) in ONE atomic commit (``Backend.append_together``): after a
+        crash at any point both exist or neither does. A conflict of the change is
+        raised (nothing written); one on the log (another writer recorded first) is
+        retried here."""
+        data = _body(operation, principal, change.agent_id, first_seq, last_seq, "ok", detail)
+        last: ConflictError | None = None
+        async with self._lock:
+            for _ in range(_RETRIES):
+                entry, head = await self._next_entry(data)
+                try:
+                    await self.backend.append_together([entry], [change])
+                except ConflictError as exc:
+                    if exc.agent_id != AUDIT_ID:
+                        raise
+                    last = exc
+                    self._head = None  # another writer recorded: read its head, go again
+                    continue
+                self._head = head
+                return
         assert last is not None
         raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
 
