@@ -66,6 +66,7 @@ from ..errors import (
 )
 from ..records import AppendRequest, AppendResult, RawEvent, StreamChange
 from ..records import AuditMark as Mark
+from .audit_checks import StoreChecks
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -177,6 +178,9 @@ class AuditReport:
     #: deletes) whose mutation is not in the store: the writer died between the two.
     #: Not a problem of the log (it never lost an entry), a fact about the store.
     unapplied: list[str] = field(default_factory=list)
+    #: per operation, the entries whose change could not be compared with the store
+    #: (see :mod:`statekeeper.governance.audit_checks` for what is and why)
+    unchecked: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -715,6 +719,7 @@ class AuditLog:
         it (else it was rolled back, truncated or rewritten since)."""
         report = AuditReport()
         ahead = _Ahead()
+        checks = StoreChecks()
         last: tuple[int, bytes] | None = None
         at_witness: bytes | None = None
         seen: list[int] = []
@@ -725,6 +730,7 @@ class AuditLog:
                 report.entries += 1
                 last = (entry.seq, link)
                 ahead.see(entry)
+                checks.see(entry)
                 if witness is not None and entry.seq == witness.seq:
                     at_witness = link
             seq, tag = await self.backend.head_tag(AUDIT_ID)
@@ -749,6 +755,10 @@ class AuditLog:
             report.head = AuditHead(seq, key_id, digest)
         try:
             report.unapplied = await ahead.unapplied(self.backend)
+            unapplied, problems = await checks.check(self.backend, ahead.skipped)
+            report.unapplied.extend(unapplied)
+            report.problems.extend(problems)
+            report.unchecked = dict(sorted(checks.unchecked.items()))
         except StatekeeperError as exc:
             report.problems.append(f"the store cannot be read: {_reason(exc)}")
         if witness is not None:
@@ -794,7 +804,7 @@ class _Ahead:
     """The entries written ahead of their mutation (``detail["ahead"]``), gathered
     while :meth:`AuditLog.verify` reads the log, then checked against the store."""
 
-    __slots__ = ("erased", "pending", "rekeyed")
+    __slots__ = ("erased", "pending", "rekeyed", "skipped")
 
     def __init__(self) -> None:
         # entry seq -> (agent, seq, checksum, must be there)
@@ -802,6 +812,8 @@ class _Ahead:
         self.erased: dict[str, int] = {}  # agent -> seq of its last erasing entry
         # agent -> (entry seq, head seq, key) of its last rekey written ahead
         self.rekeyed: dict[str, tuple[int, int, str | None]] = {}
+        # (entry seq, agent) of appends erased or rewritten since: for StoreChecks
+        self.skipped: list[tuple[int, str]] = []
 
     def see(self, entry: AuditEntry) -> None:
         detail, agent = entry.detail, entry.agent_id
@@ -832,7 +844,8 @@ class _Ahead:
         out = []
         for entry_seq, (agent, seq, checksum, there, operation) in sorted(self.pending.items()):
             if there and self.erased.get(agent, 0) > entry_seq:
-                continue  # erased since: whether it was ever written cannot be told
+                self.skipped.append((entry_seq, agent))  # erased since: StoreChecks tells
+                continue
             raws = await backend.read(agent, after_seq=seq - 1, to_seq=seq)
             found = bool(raws) and raws[-1].seq == seq and raws[-1].checksum.hex() == checksum
             if found != there:
