@@ -209,9 +209,7 @@ class StoreChecks:
         if s.head is None:
             self.unchecked["delete"] += 1  # recorded without the head it erased
             return
-        if not s.together:
-            return  # written ahead: whether it was applied is reconciled with the store
-        n = s.head[0]
+        n, checksum = s.head
         start = _epoch_start([*before, s], s)
         if any(start < r < s.seq for r in self.restores):
             self.unchecked["delete"] += 1  # restored since: a restore records no appends
@@ -230,15 +228,18 @@ class StoreChecks:
             )
         elif not ranges:
             self.unchecked["delete"] += 1  # written before the log (or without it)
-        if (
-            not any(t.op in _APPENDS for t in later)
-            and not any(r > s.seq for r in self.restores)
-            and await backend.head(agent) != 0
-        ):
-            problems.append(
-                f"entry {s.seq}: {agent!r} was deleted, and the store holds it again "
-                "with no entry writing it (restored or written without the audit log)"
-            )
+        if any(t.op in _APPENDS for t in later) or any(r > s.seq for r in self.restores):
+            return  # written again (or restored) since: the store's stream is a later one
+        if await backend.head(agent) == 0:
+            return
+        if not s.together:  # written ahead: still the erased stream is "not applied"
+            raws = await backend.read(agent, n - 1, n)
+            if raws and raws[-1].seq == n and raws[-1].checksum.hex() == checksum:
+                return  # (reported as not applied by the reconciliation of deletes)
+        problems.append(
+            f"entry {s.seq}: {agent!r} was deleted, and the store holds it again "
+            "with no entry writing it (restored or written without the audit log)"
+        )
 
     async def _snapshot(
         self,
