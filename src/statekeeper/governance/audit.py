@@ -27,10 +27,10 @@ no entry can be forged, altered, removed or re-ordered unseen:
 several streams' appends atomically (``Backend.appends_together``: memory, SQLite,
 PostgreSQL) the entries of appends (create, save, append, transition; sync, group and
 write-behind alike) are written in the *same commit* as the appends
-(:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`): after a crash at any
-point both exist or neither does. Elsewhere (Redis, S3, tiered), and for the other
-mutations (delete, snapshot, leases, retention, forget, rekey, a migration's rewrites),
-the entry is written *first*
+(:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`), and so are deletes and
+snapshots (:meth:`AuditLog.record_with_change`): after a crash at any point both exist
+or neither does. Elsewhere (Redis, S3, tiered), and for the other mutations (leases,
+retention, forget, rekey, a migration's rewrites), the entry is written *first*
 (marked ``ahead``; :meth:`AuditLog.record_ahead`) and voided by a second entry when
 the mutation fails: a crash between the two leaves at worst an entry of a change not
 made, which :meth:`AuditLog.verify` reports in ``unapplied``.
