@@ -50,6 +50,18 @@ async def _run(store: Any, saves: int, agents: int) -> tuple[float, float]:
     return (mid - start) / saves, (end - mid) / saves
 
 
+async def _run_changes(store: Any, ops: int, workload: str) -> None:
+    """``delete``: each op saves a new agent, then deletes it; ``snapshot``: each op
+    saves one of 20 agents, then stores a snapshot of it."""
+    for i in range(ops):
+        agent = f"tenant/team/d{i}" if workload == "delete" else f"tenant/team/a{i % 20}"
+        await store.save(agent, {"n": i, "note": "x" * 200})
+        if workload == "delete":
+            await store.delete(agent)
+        else:
+            await store.snapshot(agent)
+
+
 async def compare(rounds: int, saves: int) -> None:
     from statekeeper import StateStore
     from statekeeper.governance import Audit, parse_policy
@@ -89,7 +101,7 @@ async def compare(rounds: int, saves: int) -> None:
             )
 
 
-async def count(ops: int, kind: str, engine: str = "memory") -> None:
+async def count(ops: int, kind: str, engine: str = "memory", workload: str = "save") -> None:
     from statekeeper import StateStore
 
     options: dict[str, Any] = {}
@@ -107,7 +119,10 @@ async def count(ops: int, kind: str, engine: str = "memory") -> None:
         url = "memory://" if engine == "memory" else f"sqlite:///{folder}/count.db"
         store = StateStore(url, witness=False, **options)
         try:
-            await _run(store, ops, 20) if ops else None
+            if ops and workload == "save":
+                await _run(store, ops, 20)
+            elif ops:
+                await _run_changes(store, ops, workload)
         finally:
             await store.close()
 
@@ -132,11 +147,18 @@ def main() -> None:
         default="memory",
         help="(count) the store's engine (sqlite: durability sync, one commit per save)",
     )
+    parser.add_argument(
+        "--workload",
+        choices=["save", "delete", "snapshot"],
+        default="save",
+        help="(count) save: N saves + N loads; delete: N times save a new agent and delete "
+        "it; snapshot: N times save and snapshot",
+    )
     args = parser.parse_args()
     if args.mode == "count":
         if args.tree:
             sys.path.insert(0, str(Path(args.tree).resolve()))
-        asyncio.run(count(args.ops, args.kind, args.engine))
+        asyncio.run(count(args.ops, args.kind, args.engine, args.workload))
         return
     if args.quick:
         args.rounds, args.saves = 3, 300

@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import sqlite3
+import statistics
 import tempfile
 import threading
 import time
@@ -112,7 +113,12 @@ CHECKPOINTS = (10_000, 50_000, 100_000)
 
 
 async def run_migration(
-    url: str, n: int, *, traced: bool = False, populated: bool = False
+    url: str,
+    n: int,
+    *,
+    traced: bool = False,
+    populated: bool = False,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if not populated:
         await populate(url, n)
@@ -143,7 +149,7 @@ async def run_migration(
                 marks[str(mark)] = row
 
     # the default LRU cache (1,024 states)
-    async with StateStore(url, durability="group") as store:
+    async with StateStore(url, durability="group", **(options or {})) as store:
         if traced:
             tracemalloc.start()
         load = os.getloadavg()
@@ -314,6 +320,33 @@ async def conversation_costs() -> list[dict[str, Any]]:
     return rows
 
 
+def governed_options() -> dict[str, Any]:
+    """A store opened as an admin principal with an audit log (its own key): the
+    migration writes one ``migrate`` entry per agent, a page's entries in one append."""
+    from statekeeper.governance import Audit, parse_policy
+    from statekeeper.security import Keyring, generate_key
+
+    return {
+        "principal": "ops",
+        "policy": parse_policy('[principals.ops]\nadmin = ["**"]\n'),
+        "audit": Audit(keyring=Keyring({"a1": generate_key()})),
+    }
+
+
+def compare_governed(n: int, tmp: Path, rounds: int) -> dict[str, Any]:
+    """The same migration of ``n`` agents on SQLite by a plain store and by a governed
+    one (principal + policy + audit log), rounds alternating the order; each run
+    migrates its own freshly populated store."""
+    runs: dict[str, list[dict[str, Any]]] = {"plain": [], "governed": []}
+    for r in range(rounds):
+        order = ["plain", "governed"] if r % 2 == 0 else ["governed", "plain"]
+        for name in order:
+            url = f"sqlite:///{tmp}/{name}{r}.db"
+            options = governed_options() if name == "governed" else None
+            runs[name].append(asyncio.run(run_migration(url, n, options=options)))
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=100_000)
@@ -334,9 +367,36 @@ def main() -> None:
         action="store_true",
         help="with --baseline: time rollback and finalize instead of the migration",
     )
+    parser.add_argument(
+        "--governed",
+        type=int,
+        metavar="ROUNDS",
+        default=0,
+        help="(only) migrate on SQLite with a plain and a governed store (principal, "
+        "policy, audit log: one entry per agent), ROUNDS rounds alternating the order",
+    )
     args = parser.parse_args()
     n = 5000 if args.quick else args.n
     out: dict[str, Any] = {"machine": _common.machine("pydantic")}
+    if args.governed:
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = compare_governed(n, Path(tmp), args.governed)
+        for name, rows in runs.items():
+            cpu = [r["cpu_s_per_1k"] for r in rows]
+            print(
+                f"{name}: CPU s / 1k agents {statistics.median(cpu)} "
+                f"({min(cpu)}..{max(cpu)}); agents/s wall "
+                f"{[r['agents_per_s'] for r in rows]}; load "
+                f"{[r['loadavg_1_5_15_at_start'] for r in rows]}"
+            )
+        ratios = [
+            g["cpu_s_per_1k"] / p["cpu_s_per_1k"]
+            for g, p in zip(runs["governed"], runs["plain"], strict=True)
+        ]
+        print(f"governed / plain CPU per agent: {statistics.median(ratios):.3f} "
+              f"({min(ratios):.3f}..{max(ratios):.3f})")  # fmt: skip
+        print(json.dumps({"machine": out["machine"], "runs": runs}))
+        return
     if args.baseline and args.rollback_finalize:
         with tempfile.TemporaryDirectory() as tmp:
             out["sqlite"] = compare_with(args.baseline, n, Path(tmp), rollback_finalize=True)

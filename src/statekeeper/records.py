@@ -83,6 +83,7 @@ __all__ = [
     "RawSnapshot",
     "RewriteRequest",
     "Snapshot",
+    "StreamChange",
 ]
 
 
@@ -331,6 +332,23 @@ class AppendRequest:
     head_tag: bytes | None = None
     expected_tag: bytes | None = None
     check_tag: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StreamChange:
+    """A change of one stream other than an append, committed in the same transaction
+    as appends (``Backend.append_together(requests, changes)``): the governed store
+    writes a delete or a snapshot and its audit entry as one commit.
+
+    Exactly one of the two is given: ``delete_at`` deletes the stream (events,
+    snapshots, idempotency keys) if and only if its head is still that seq, else
+    :class:`~statekeeper.errors.ConflictError` (so the entry names the head it
+    erased); ``snapshot`` stores that snapshot (its event must exist, else
+    :class:`~statekeeper.errors.ConflictError`)."""
+
+    agent_id: str
+    delete_at: int | None = None
+    snapshot: RawSnapshot | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,56 @@ async def test_a_duplicate_writes_nothing(backend: Backend) -> None:
     assert await backend.head("a") == 1 and await backend.head("b") == 0
 
 
+async def test_a_delete_and_a_snapshot_commit_with_the_appends(backend: Backend) -> None:
+    from statekeeper.records import RawSnapshot, StreamChange
+
+    await backend.append(_request("gone", 0))
+    await backend.append(_request("gone", 1))
+    await backend.append(_request("kept", 0))
+    snap = RawSnapshot(1, 2.0, b"state", b"snap-sum")
+    await backend.append_together(
+        [_request("log", 0)],
+        [StreamChange("gone", delete_at=2), StreamChange("kept", snapshot=snap)],
+    )
+    assert await backend.head("log") == 1
+    assert await backend.head("gone") == 0 and await backend.read("gone", 0) == []
+    assert await backend.latest_snapshot("kept") == snap
+
+
+async def test_a_change_whose_stream_moved_writes_nothing(backend: Backend) -> None:
+    from statekeeper.records import RawSnapshot, StreamChange
+
+    await backend.append(_request("a", 0))
+    await backend.append(_request("a", 1))
+    for change in (
+        StreamChange("a", delete_at=1),  # its head is 2 now: another writer appended
+        StreamChange("a", snapshot=RawSnapshot(3, 2.0, b"s", b"c")),  # no event 3
+        StreamChange("missing", delete_at=1),
+    ):
+        with pytest.raises(ConflictError) as caught:
+            await backend.append_together([_request("log", 0)], [change])
+        assert caught.value.agent_id == change.agent_id
+    assert await backend.head("log") == 0  # nor the append it went with
+    assert await backend.head("a") == 2 and await backend.latest_snapshot("a") is None
+
+
+async def test_a_malformed_change_is_refused_before_anything(backend: Backend) -> None:
+    from statekeeper.errors import ConfigurationError, InvalidAgentId
+    from statekeeper.records import RawSnapshot, StreamChange
+
+    snap = RawSnapshot(1, 2.0, b"s", b"c")
+    for change, error in (
+        (StreamChange("a"), ConfigurationError),  # neither a delete nor a snapshot
+        (StreamChange("a", delete_at=1, snapshot=snap), ConfigurationError),  # both
+        (StreamChange("a", delete_at=0), ConfigurationError),
+        (StreamChange("log", delete_at=1), ConfigurationError),  # a stream appended to
+        (StreamChange("", delete_at=1), InvalidAgentId),
+    ):
+        with pytest.raises(error):
+            await backend.append_together([_request("log", 0)], [change])
+    assert await backend.head("log") == 0
+
+
 async def test_engines_without_it_refuse(tmp_path: Path) -> None:
     with fresh_url("redis", tmp_path) as url:
         engine = open_backend(url)

@@ -38,8 +38,9 @@ CHILD = textwrap.dedent(
     from statekeeper.security import Keyring
 
     url, durability, scenario = sys.argv[1], sys.argv[2], sys.argv[3]
-    kill_entry, kill_write = int(sys.argv[4]), int(sys.argv[5])
+    kill_entry, kill_write, inside = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1"
     entries = writes = 0
+    backend = None
 
     def die() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -52,6 +53,24 @@ CHILD = textwrap.dedent(
             die()
         return time.time()
 
+    def die_inside() -> bool:
+        # dying INSIDE the engine's transaction, after it made the delete or stored
+        # the snapshot, before it commits (the engine's step that makes a change
+        # with the entry); False where there is no such step (then: die before it)
+        step = getattr(type(backend), "_change", None)
+        if step is None:
+            return False
+        if asyncio.iscoroutinefunction(step):
+            async def dying(*a, **k):
+                await step(backend, *a, **k)
+                die()
+        else:
+            def dying(*a, **k):
+                step(backend, *a, **k)
+                die()
+        backend._change = dying
+        return True
+
     def at_write(method):
         # the engine call that writes an agent (not the audit log): dying here is
         # dying after everything before the write, the write not made
@@ -60,14 +79,18 @@ CHILD = textwrap.dedent(
             first = args[0]
             first = first[0] if isinstance(first, list) else first
             agent = first if isinstance(first, str) else first.agent_id
+            changes = args[1] if len(args) > 1 else kw.get("changes", ())
+            if isinstance(changes, list) and changes:  # a delete or snapshot with its entry
+                agent = changes[0].agent_id
             if not agent.startswith("\\x01"):
                 writes += 1
-                if writes == kill_write:
+                if writes == kill_write and not (inside and die_inside()):
                     die()
             return await method(*args, **kw)
         return call
 
     async def main() -> None:
+        global backend
         store = StateStore(
             url,
             keyring=Keyring({"k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}),
@@ -107,6 +130,8 @@ CHILD = textwrap.dedent(
 ENGINES = ["sqlite", "postgresql", "redis"]
 #: engines without a commit for two streams: every write there is entry-first
 AHEAD = ["redis", "s3"]
+#: engines that commit a change (append, delete, snapshot) and its entry together
+TOGETHER = ["sqlite", "postgresql"]
 
 
 @contextlib.contextmanager
@@ -144,6 +169,7 @@ def _run_child(
     kill_entry: int = 0,
     kill_write: int = 0,
     acks_before_kill: int = 0,
+    inside: bool = False,
 ) -> Acked:
     """Run the writer until it kills itself (at its ``kill_entry``-th audit entry or
     ``kill_write``-th agent write) or, with neither, until ``acks_before_kill`` calls
@@ -153,7 +179,7 @@ def _run_child(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     command = [sys.executable, str(script), url, durability, scenario]
     child = subprocess.Popen(
-        [*command, str(kill_entry), str(kill_write)],
+        [*command, str(kill_entry), str(kill_write), "1" if inside else "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -322,44 +348,75 @@ def test_batched_saves_killed_anywhere_leave_both_or_neither(
         asyncio.run(_check(url, acked, exact=engine != "redis", durability=durability))
 
 
-# -- deletes and snapshots: the entry first, on every engine ----------------------------
+# -- deletes and snapshots: with their entry in one commit where the engine can ------
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kill_entry", [3, 4])
 def test_delete_and_snapshot_killed_at_their_entry_leave_no_unrecorded_change(
-    url: str, tmp_path: Path, kill_entry: int
+    engine: str, url: str, tmp_path: Path, kill_entry: int
 ) -> None:
     # entries per agent: save 1, save 2, snapshot (3), delete (4)
     acked = _run_child(tmp_path, url, scenario="delete", kill_entry=kill_entry)
-    asyncio.run(_check(url, acked, exact=False))
+    asyncio.run(_check(url, acked, exact=engine in TOGETHER))
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("together", TOGETHER)
+@pytest.mark.parametrize("inside", [False, True], ids=["before", "inside"])
 @pytest.mark.parametrize("kill_write", [3, 4])
-def test_delete_and_snapshot_killed_between_entry_and_change_are_reported(
-    url: str, tmp_path: Path, kill_write: int
+def test_delete_and_snapshot_killed_at_the_change_leave_both_or_neither(
+    tmp_path: Path, together: str, inside: bool, kill_write: int
 ) -> None:
-    # agent writes per agent: save 1, save 2, snapshot (3), delete (4)
-    acked = _run_child(tmp_path, url, scenario="delete", kill_write=kill_write)
-    unapplied = asyncio.run(_check(url, acked, exact=False))
-    if kill_write == 4:  # the delete was announced, not made: verify says so
-        assert len(unapplied) == 1 and "was not deleted" in unapplied[0], unapplied
-    else:  # the snapshot was announced, not stored (a snapshot adds no state)
-        assert asyncio.run(_snapshot_entries(url)) == ["tenant/d1"]
+    # agent writes per agent: save 1, save 2, snapshot (3), delete (4); the writer dies
+    # as the engine is asked to make the change, or inside its transaction after the
+    # change was made and before the commit: neither the change nor its entry is kept
+    with fresh_url(together, tmp_path) as url:
+        acked = _run_child(tmp_path, url, scenario="delete", kill_write=kill_write, inside=inside)
+        asyncio.run(_check(url, acked, exact=True))
+        ops, head, snapshot = asyncio.run(_state_of(url, "tenant/d1"))
+        assert head == 2, "the agent's saves are kept"
+        if kill_write == 3:  # neither the snapshot nor its entry
+            assert "snapshot" not in ops and snapshot is None, (ops, snapshot)
+        else:  # the snapshot and its entry, then neither the delete nor its entry
+            assert snapshot == 2 and "snapshot" in ops, (ops, snapshot)
+            assert "delete" not in ops, ops
 
 
-async def _snapshot_entries(url: str) -> list[str | None]:
+async def _state_of(url: str, agent: str) -> tuple[list[str], int, int | None]:
+    """The operations the log records for ``agent``, its stored head and the seq of its
+    latest stored snapshot."""
     store = StateStore(url, keyring=KEYRING, witness=False)
     try:
         log = AuditLog(store.backend, KEYRING)
-        return [entry.agent_id async for entry in log.entries(operation="snapshot")]
+        ops = [entry.operation async for entry in log.entries(agent=agent)]
+        raw = await store.backend.latest_snapshot(agent)
+        return ops, await store.backend.head(agent), None if raw is None else raw.seq
     finally:
         await store.close()
 
 
 @pytest.mark.slow
-def test_deleting_killed_anywhere_leaves_no_unrecorded_change(url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kill_write", [3, 4])
+def test_delete_and_snapshot_killed_between_entry_and_change_are_reported(
+    tmp_path: Path, kill_write: int
+) -> None:
+    # Redis (no commit for two streams): the entry first, then the change
+    with fresh_url("redis", tmp_path) as url:
+        acked = _run_child(tmp_path, url, scenario="delete", kill_write=kill_write)
+        unapplied = asyncio.run(_check(url, acked, exact=False))
+        assert len(unapplied) == 1, unapplied
+        if kill_write == 4:  # the delete was announced, not made: verify says so
+            assert "was not deleted" in unapplied[0], unapplied
+        else:  # the snapshot was announced, not stored
+            assert "snapshot of 'tenant/d1' at seq 2" in unapplied[0], unapplied
+            assert "was not stored" in unapplied[0], unapplied
+
+
+@pytest.mark.slow
+def test_deleting_killed_anywhere_leaves_no_unrecorded_change(
+    engine: str, url: str, tmp_path: Path
+) -> None:
     for _ in range(3):
         acked = _run_child(tmp_path, url, scenario="delete", acks_before_kill=30)
-        asyncio.run(_check(url, acked, exact=False))
+        asyncio.run(_check(url, acked, exact=engine in TOGETHER))

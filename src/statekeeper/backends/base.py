@@ -53,6 +53,7 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamChange,
     StreamExport,
 )
 
@@ -272,9 +273,14 @@ class Backend(abc.ABC):
     #: entry in the same commit
     appends_together: bool = False
 
-    async def append_together(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
+    async def append_together(
+        self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
+    ) -> list[AppendResult | None]:
         """Append every request (distinct streams) in ONE atomic commit: all of them
-        or none, also across a crash.
+        or none, also across a crash. ``changes`` (other streams: deletes, snapshots;
+        see :class:`~statekeeper.records.StreamChange`) are made in the same commit,
+        checked before anything is written (a failed check raises
+        :class:`~statekeeper.errors.ConflictError` naming its stream; nothing written).
 
         The first request that fails raises its error (a
         :class:`~statekeeper.errors.ConflictError` names its ``agent_id``) and nothing
@@ -697,6 +703,26 @@ def validate_request(request: AppendRequest) -> None:
     snap = request.snapshot
     if snap is not None and not (request.expected_seq < snap.seq <= request.events[-1].seq):
         raise ConfigurationError(f"snapshot seq {snap.seq} is not one of the appended seqs")
+
+
+def validate_together(
+    requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
+) -> None:
+    """The checks of every engine's ``append_together`` before it writes: each
+    request well-formed, one request or change per stream, each change exactly one of
+    a delete and a snapshot."""
+    for request in requests:
+        validate_request(request)
+    ids = [r.agent_id for r in requests]
+    for change in changes:
+        check_stored_id(change.agent_id)
+        if (change.delete_at is None) == (change.snapshot is None):
+            raise ConfigurationError("a stream change is a delete or a snapshot, one of the two")
+        if change.delete_at is not None and change.delete_at < 1:
+            raise ConfigurationError(f"delete_at must be >= 1, got {change.delete_at}")
+        ids.append(change.agent_id)
+    if len(set(ids)) != len(ids):
+        raise ConfigurationError("append_together: one request per stream")
 
 
 def validate_batch(

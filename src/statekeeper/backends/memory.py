@@ -25,6 +25,7 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamChange,
 )
 from .base import (
     Backend,
@@ -34,6 +35,7 @@ from .base import (
     check_prune,
     validate_request,
     validate_rewrite,
+    validate_together,
     validate_ttl,
 )
 
@@ -98,13 +100,19 @@ class MemoryBackend(Backend):
 
     appends_together = True
 
-    async def append_together(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
+    async def append_together(
+        self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
+    ) -> list[AppendResult | None]:
         # every check before any write, with no await between: all or nothing
         self._check()
-        for request in requests:
-            validate_request(request)
-        if len({r.agent_id for r in requests}) != len(requests):
-            raise ConfigurationError("append_together: one request per stream")
+        validate_together(requests, changes)
+        for change in changes:
+            stream = self._streams.get(change.agent_id)
+            head = len(stream.events) if stream is not None else 0
+            if change.snapshot is not None and not 0 < change.snapshot.seq <= head:
+                raise ConflictError(change.agent_id, change.snapshot.seq, head)
+            if change.delete_at is not None and head != change.delete_at:
+                raise ConflictError(change.agent_id, change.delete_at, head)
         for request in requests:
             if request.fence is not None:
                 check_fence(request.agent_id, request.fence, self._leases.get(request.agent_id))
@@ -121,7 +129,12 @@ class MemoryBackend(Backend):
                 request.check_tag and stream is not None and stream.head_tag != request.expected_tag
             ):
                 raise ConflictError(request.agent_id, request.expected_seq, head)
-        return [self._commit(request) for request in requests]  # no await: all at once
+        for change in changes:  # no await from the checks to the last write: all at once
+            if change.snapshot is not None:
+                self._put_snapshot(self._streams[change.agent_id], change.snapshot)
+            else:
+                del self._streams[change.agent_id]
+        return [self._commit(request) for request in requests]
 
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check()

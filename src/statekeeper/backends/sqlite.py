@@ -78,6 +78,7 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamChange,
     StreamExport,
 )
 from . import sqlite_feed
@@ -91,6 +92,7 @@ from .base import (
     prefix_end,
     validate_request,
     validate_rewrite,
+    validate_together,
     validate_ttl,
 )
 from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
@@ -894,15 +896,19 @@ class SQLiteBackend(Backend):
         self._wrote(_pages(requests))
         return results
 
-    def _append_together_sync(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
-        """All the requests in one transaction, rolled back whole when one fails or
-        is a duplicate (see :meth:`Backend.append_together`)."""
+    def _append_together_sync(
+        self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange]
+    ) -> list[AppendResult | None]:
+        """All the requests (and changes) in one transaction, rolled back whole when
+        one fails or is a duplicate (see :meth:`Backend.append_together`)."""
         conn = self._writer
         assert conn is not None
         results: list[AppendResult | None] = []
         try:
             self._begin(conn)
             try:
+                for change in changes:
+                    self._change(conn, change)
                 for request in requests:
                     result = self._append_one(conn, request)
                     if result.duplicate:
@@ -922,6 +928,32 @@ class SQLiteBackend(Backend):
                 raise
         self._wrote(_pages(requests))
         return results
+
+    def _change(self, conn: sqlite3.Connection, change: StreamChange) -> None:
+        """Make ``change`` inside the caller's transaction (ConflictError: nothing of
+        it written; the caller rolls back)."""
+        agent_id = change.agent_id
+        row = conn.execute(
+            "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+        ).fetchone()
+        head = row[0] if row else 0
+        if change.snapshot is not None:
+            if not 0 < change.snapshot.seq <= head:
+                raise ConflictError(agent_id, change.snapshot.seq, head)
+            self._put_snapshot(conn, agent_id, change.snapshot)
+            return
+        assert change.delete_at is not None
+        if head != change.delete_at:
+            raise ConflictError(agent_id, change.delete_at, head)
+        self._delete_rows(conn, agent_id)
+
+    @staticmethod
+    def _delete_rows(conn: _Executes, agent_id: str) -> bool:
+        """Delete the agent's rows in the caller's transaction; True if it had a head."""
+        existed = conn.execute("DELETE FROM sk_agents WHERE agent_id = ?", (agent_id,)).rowcount > 0
+        for table in ("sk_events", "sk_snapshots", "sk_idempotency"):
+            conn.execute(f"DELETE FROM {table} WHERE agent_id = ?", (agent_id,))
+        return existed
 
     def _append_all(
         self, conn: _Executes, requests: Sequence[AppendRequest], savepoints: bool = False
@@ -1105,14 +1137,15 @@ class SQLiteBackend(Backend):
 
     appends_together = True
 
-    async def append_together(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
+    async def append_together(
+        self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
+    ) -> list[AppendResult | None]:
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} is open read-only")
-        for request in requests:
-            validate_request(request)
-        if len({r.agent_id for r in requests}) != len(requests):
-            raise ConfigurationError("append_together: one request per stream")
-        done: list[AppendResult | None] = await self._write(self._append_together_sync, requests)
+        validate_together(requests, changes)
+        done: list[AppendResult | None] = await self._write(
+            self._append_together_sync, requests, changes
+        )
         self._committed(len(requests))
         return done
 
@@ -1342,12 +1375,7 @@ class SQLiteBackend(Backend):
         with _translated(self.path):
             self._begin(conn)
             try:
-                existed = (
-                    conn.execute("DELETE FROM sk_agents WHERE agent_id = ?", (agent_id,)).rowcount
-                    > 0
-                )
-                for table in ("sk_events", "sk_snapshots", "sk_idempotency"):
-                    conn.execute(f"DELETE FROM {table} WHERE agent_id = ?", (agent_id,))
+                existed = self._delete_rows(conn, agent_id)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")

@@ -236,6 +236,7 @@ def audit_verify(
                 "head": report.head.seq if report.head is not None else 0,
                 "problems": report.problems,
                 "unapplied": report.unapplied,
+                "unchecked": report.unchecked,
             }
         )
     else:
@@ -244,6 +245,9 @@ def audit_verify(
             console.print(f"[red]problem:[/] {escape(problem)}", soft_wrap=True)
         for line in report.unapplied:  # the log is intact; the store lacks a change
             console.print(f"[yellow]not applied:[/] {escape(line)}", soft_wrap=True)
+        if report.unchecked:  # recorded changes verify had nothing to compare with
+            counts = ", ".join(f"{op} {n}" for op, n in report.unchecked.items())
+            console.print(f"not checkable against the store: {counts}", soft_wrap=True)
         verdict = "[green]ok[/]" if report.ok else "[red]FAILED[/]"
         entries = "1 entry" if report.entries == 1 else f"{report.entries} entries"
         console.print(f"audit log: {entries}, {verdict}")

@@ -27,10 +27,10 @@ no entry can be forged, altered, removed or re-ordered unseen:
 several streams' appends atomically (``Backend.appends_together``: memory, SQLite,
 PostgreSQL) the entries of appends (create, save, append, transition; sync, group and
 write-behind alike) are written in the *same commit* as the appends
-(:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`): after a crash at any
-point both exist or neither does. Elsewhere (Redis, S3, tiered), and for the other
-mutations (delete, snapshot, leases, retention, forget, rekey, a migration's rewrites),
-the entry is written *first*
+(:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`), and so are deletes and
+snapshots (:meth:`AuditLog.record_with_change`): after a crash at any point both exist
+or neither does. Elsewhere (Redis, S3, tiered), and for the other mutations (leases,
+retention, forget, rekey, a migration's rewrites), the entry is written *first*
 (marked ``ahead``; :meth:`AuditLog.record_ahead`) and voided by a second entry when
 the mutation fails: a crash between the two leaves at worst an entry of a change not
 made, which :meth:`AuditLog.verify` reports in ``unapplied``.
@@ -64,8 +64,9 @@ from ..errors import (
     StatekeeperError,
     StoreClosed,
 )
-from ..records import AppendRequest, AppendResult, RawEvent
+from ..records import AppendRequest, AppendResult, RawEvent, StreamChange
 from ..records import AuditMark as Mark
+from .audit_checks import StoreChecks
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -177,6 +178,9 @@ class AuditReport:
     #: deletes) whose mutation is not in the store: the writer died between the two.
     #: Not a problem of the log (it never lost an entry), a fact about the store.
     unapplied: list[str] = field(default_factory=list)
+    #: per operation, the entries whose change could not be compared with the store
+    #: (see :mod:`statekeeper.governance.audit_checks` for what is and why)
+    unchecked: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -321,6 +325,39 @@ class AuditLog:
                 if not result.duplicate:
                     self._head = head
                 return result
+        assert last is not None
+        raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
+
+    async def record_with_change(
+        self,
+        change: StreamChange,
+        operation: str,
+        *,
+        principal: str | None,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Make ``change`` (a delete or a snapshot of an agent) and write its entry
+        (outcome ``ok``) in ONE atomic commit (``Backend.append_together``): after a
+        crash at any point both exist or neither does. A conflict of the change is
+        raised (nothing written); one on the log (another writer recorded first) is
+        retried here."""
+        data = _body(operation, principal, change.agent_id, first_seq, last_seq, "ok", detail)
+        last: ConflictError | None = None
+        async with self._lock:
+            for _ in range(_RETRIES):
+                entry, head = await self._next_entry(data)
+                try:
+                    await self.backend.append_together([entry], [change])
+                except ConflictError as exc:
+                    if exc.agent_id != AUDIT_ID:
+                        raise
+                    last = exc
+                    self._head = None  # another writer recorded: read its head, go again
+                    continue
+                self._head = head
+                return
         assert last is not None
         raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
 
@@ -682,6 +719,7 @@ class AuditLog:
         it (else it was rolled back, truncated or rewritten since)."""
         report = AuditReport()
         ahead = _Ahead()
+        checks = StoreChecks()
         last: tuple[int, bytes] | None = None
         at_witness: bytes | None = None
         seen: list[int] = []
@@ -692,6 +730,7 @@ class AuditLog:
                 report.entries += 1
                 last = (entry.seq, link)
                 ahead.see(entry)
+                checks.see(entry)
                 if witness is not None and entry.seq == witness.seq:
                     at_witness = link
             seq, tag = await self.backend.head_tag(AUDIT_ID)
@@ -716,6 +755,10 @@ class AuditLog:
             report.head = AuditHead(seq, key_id, digest)
         try:
             report.unapplied = await ahead.unapplied(self.backend)
+            unapplied, problems = await checks.check(self.backend, ahead.skipped)
+            report.unapplied.extend(unapplied)
+            report.problems.extend(problems)
+            report.unchecked = dict(sorted(checks.unchecked.items()))
         except StatekeeperError as exc:
             report.problems.append(f"the store cannot be read: {_reason(exc)}")
         if witness is not None:
@@ -761,7 +804,7 @@ class _Ahead:
     """The entries written ahead of their mutation (``detail["ahead"]``), gathered
     while :meth:`AuditLog.verify` reads the log, then checked against the store."""
 
-    __slots__ = ("erased", "pending", "rekeyed")
+    __slots__ = ("erased", "pending", "rekeyed", "skipped")
 
     def __init__(self) -> None:
         # entry seq -> (agent, seq, checksum, must be there)
@@ -769,6 +812,8 @@ class _Ahead:
         self.erased: dict[str, int] = {}  # agent -> seq of its last erasing entry
         # agent -> (entry seq, head seq, key) of its last rekey written ahead
         self.rekeyed: dict[str, tuple[int, int, str | None]] = {}
+        # (entry seq, agent) of appends erased or rewritten since: for StoreChecks
+        self.skipped: list[tuple[int, str]] = []
 
     def see(self, entry: AuditEntry) -> None:
         detail, agent = entry.detail, entry.agent_id
@@ -799,7 +844,8 @@ class _Ahead:
         out = []
         for entry_seq, (agent, seq, checksum, there, operation) in sorted(self.pending.items()):
             if there and self.erased.get(agent, 0) > entry_seq:
-                continue  # erased since: whether it was ever written cannot be told
+                self.skipped.append((entry_seq, agent))  # erased since: StoreChecks tells
+                continue
             raws = await backend.read(agent, after_seq=seq - 1, to_seq=seq)
             found = bool(raws) and raws[-1].seq == seq and raws[-1].checksum.hex() == checksum
             if found != there:

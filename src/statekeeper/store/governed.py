@@ -24,8 +24,17 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..arguments import check_agent_id, check_name
-from ..errors import AccessDenied, ConfigurationError
-from ..records import AgentInfo, AppendRequest, AppendResult, AuditMark, Event, Snapshot
+from ..errors import AccessDenied, ConfigurationError, ConflictError, RetriesExhausted
+from ..records import (
+    AgentInfo,
+    AppendRequest,
+    AppendResult,
+    AuditMark,
+    Event,
+    RawSnapshot,
+    Snapshot,
+    StreamChange,
+)
 from .feed import FeedAccess, Subscription
 from .feed_cursor import FeedCursor
 from .store import StateStore
@@ -97,6 +106,22 @@ class AtomicAuditSink(AuditSink, Protocol):
     ) -> AppendResult: ...
 
 
+class ChangeAuditSink(AtomicAuditSink, Protocol):
+    """An audit sink that commits an entry together with a delete or a snapshot
+    (:meth:`statekeeper.governance.AuditLog.record_with_change`)."""
+
+    async def record_with_change(
+        self,
+        change: StreamChange,
+        operation: str,
+        *,
+        principal: str | None,
+        first_seq: int | None = None,
+        last_seq: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None: ...
+
+
 class AheadAuditSink(AtomicAuditSink, Protocol):
     """An audit sink that also records mutations ahead of them and batches of appends
     with their entries (:class:`statekeeper.governance.AuditLog`)."""
@@ -142,6 +167,9 @@ class _Pending:
 
 
 _PENDING: ContextVar[_Pending | None] = ContextVar("statekeeper_audit_pending", default=None)
+#: the delete or snapshot this task is making (see :meth:`GovernedStateStore.delete`)
+_CHANGE: ContextVar[_Pending | None] = ContextVar("statekeeper_audit_change", default=None)
+_CHANGE_RETRIES = 100
 
 
 class AuditSettings(Protocol):
@@ -325,6 +353,7 @@ class GovernedStateStore(StateStore):
         # call it makes is (Policy.check names it), audited
         self._governance = Governance(principal, policy, sink)
         self._atomic_sink: AtomicAuditSink | None = None
+        self._change_sink: ChangeAuditSink | None = None
         self._ahead_sink: AheadAuditSink | None = None
         if sink is not None and callable(getattr(sink, "write_with", None)):
             # each append is written with its audit entry: in one commit where the
@@ -334,6 +363,12 @@ class GovernedStateStore(StateStore):
             if getattr(sink, "records_with_writes", False):
                 self._atomic_sink = sink  # type: ignore[assignment]
             self._writes.submitter = self._submit_with_entry
+            self._writes.snapshot_saver = self._save_snapshot_with_entry
+            self._writes.eraser = self._delete_with_entry
+            if callable(getattr(sink, "record_with_change", None)) and getattr(
+                sink, "records_with_writes", False
+            ):
+                self._change_sink = sink  # type: ignore[assignment]
             for queue in (self._writes.group, self._writes.behind):
                 if queue is not None:
                     queue.auditor = self
@@ -603,29 +638,17 @@ class GovernedStateStore(StateStore):
 
     async def snapshot(self, agent_id: str) -> int:
         gov = await self._allowed(agent_id, "write", "snapshot")
-        sink = self._ahead_sink
-        if sink is None:
+        if self._ahead_sink is None:
             seq = await super().snapshot(agent_id)
             await gov.record("snapshot", agent_id, AppendResult(agent_id, seq, seq))
             return seq
-        # recorded before it is stored (a snapshot stores no new state: an entry whose
-        # snapshot a crash kept from being written changes nothing)
-        head = await super().head(agent_id)
-        entry = await sink.record_ahead(
-            "snapshot", principal=gov.principal, agent_id=agent_id, first_seq=head,
-            last_seq=head,
-        )  # fmt: skip
-        try:
-            seq = await super().snapshot(agent_id)
-        except BaseException as exc:
-            await self._void(entry, "snapshot", agent_id, exc)
-            raise
-        return seq
+        # stored by _save_snapshot_with_entry, under the agent's lock, with its entry
+        stored: int = await self._change("snapshot", agent_id, super().snapshot)
+        return stored
 
     async def delete(self, agent_id: str) -> bool:
         gov = await self._allowed(agent_id, "write", "delete")
-        sink = self._ahead_sink
-        if sink is None:
+        if self._ahead_sink is None:
             try:
                 existed = await super().delete(agent_id)
             except BaseException as exc:
@@ -633,25 +656,115 @@ class GovernedStateStore(StateStore):
                 raise
             await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
             return existed
-        # recorded before the delete, naming the head event it removes: a crash between
-        # the two leaves an entry `audit verify` reports as not applied (the event is
-        # still there), never a delete without its entry
-        seq = await self.backend.head(agent_id)
-        raws = await self.backend.read(agent_id, after_seq=seq - 1, to_seq=seq) if seq else []
-        if not raws:  # nothing stored to delete: recorded as before
-            existed = await super().delete(agent_id)
-            await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
-            return existed
-        entry = await sink.record_ahead(
-            "delete", principal=gov.principal, agent_id=agent_id,
-            ahead={"gone": [seq, raws[-1].checksum.hex()]},
-        )  # fmt: skip
+        # erased by _delete_with_entry, under the agent's lock, with its entry
+        erased: bool = await self._change("delete", agent_id, super().delete)
+        return erased
+
+    async def _change(self, operation: str, agent_id: str, call: Any) -> Any:
+        """``call(agent_id)`` (the store's delete or snapshot), whose engine write the
+        hooks below make with its audit entry; a failure before any entry was
+        written is recorded here."""
+        change = _Pending(operation, agent_id)
+        token = _CHANGE.set(change)
         try:
-            existed = await super().delete(agent_id)
+            result = await call(agent_id)
+        except BaseException as exc:
+            if not change.recorded:
+                await self._governance.failed(operation, agent_id, exc)
+            raise
+        finally:
+            _CHANGE.reset(token)
+        if not change.recorded:  # (the engine write was not reached: nothing to record)
+            await self._governance.record(operation, agent_id)
+        return result
+
+    def _changing(self, operation: str, agent_id: str) -> _Pending | None:
+        change = _CHANGE.get()
+        if change is None or change.operation != operation or change.agent_id != agent_id:
+            return None
+        return change
+
+    async def _save_snapshot_with_entry(self, agent_id: str, raw: RawSnapshot) -> None:
+        """The store's write of an explicit snapshot: with its entry in one commit
+        where the engine has one (memory, SQLite, PostgreSQL), else the entry first
+        (voided when the write fails). The entry names the snapshot record (seq and
+        checksum), which ``audit verify`` looks for."""
+        change = self._changing("snapshot", agent_id)
+        if change is None:
+            await self.backend.save_snapshot(agent_id, raw)
+            return
+        principal = self._governance.principal
+        named = [raw.seq, raw.checksum.hex()]
+        together = self._change_sink
+        if together is not None:
+            await together.record_with_change(
+                StreamChange(agent_id, snapshot=raw), "snapshot", principal=principal,
+                first_seq=raw.seq, last_seq=raw.seq, detail={"snapshot": named},
+            )  # fmt: skip
+            change.recorded = True
+            return
+        sink = self._ahead_sink
+        assert sink is not None
+        entry = await sink.record_ahead(
+            "snapshot", principal=principal, agent_id=agent_id, first_seq=raw.seq,
+            last_seq=raw.seq, ahead={"snapshot": named},
+        )  # fmt: skip
+        change.recorded = True
+        try:
+            await self.backend.save_snapshot(agent_id, raw)
+        except BaseException as exc:
+            await self._void(entry, "snapshot", agent_id, exc)
+            raise
+
+    async def _delete_with_entry(self, agent_id: str) -> bool:
+        """The store's delete of a stream: with its entry in one commit where the
+        engine has one (the delete conditional on the head the entry names: a writer
+        that appended meanwhile makes it read the head again), else the entry first,
+        naming the head event it removes (a crash between the two leaves an entry
+        ``audit verify`` reports as not applied, never a delete without its entry)."""
+        change = self._changing("delete", agent_id)
+        if change is None:
+            return await self.backend.delete_agent(agent_id)
+        gov = self._governance
+        last: ConflictError | None = None
+        for _ in range(_CHANGE_RETRIES):
+            seq = await self.backend.head(agent_id)
+            raws = await self.backend.read(agent_id, after_seq=seq - 1, to_seq=seq) if seq else []
+            if not raws:  # nothing stored to delete: recorded after
+                existed = await self.backend.delete_agent(agent_id)
+                await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
+                change.recorded = True
+                return existed
+            erased = [seq, raws[-1].checksum.hex()]
+            together = self._change_sink
+            if together is None:
+                break
+            try:
+                await together.record_with_change(
+                    StreamChange(agent_id, delete_at=seq), "delete", principal=gov.principal,
+                    detail={"erased": erased},
+                )  # fmt: skip
+            except ConflictError as exc:
+                if exc.agent_id != agent_id:
+                    raise
+                last = exc  # another process wrote (or deleted) meanwhile: look again
+                continue
+            change.recorded = True
+            return True
+        else:
+            assert last is not None
+            raise RetriesExhausted(agent_id, _CHANGE_RETRIES, last)
+        sink = self._ahead_sink
+        assert sink is not None
+        entry = await sink.record_ahead(
+            "delete", principal=gov.principal, agent_id=agent_id, ahead={"gone": erased}
+        )
+        change.recorded = True
+        try:
+            return await self.backend.delete_agent(agent_id)
         except BaseException as exc:
             await self._void(entry, "delete", agent_id, exc)
             raise
-        return existed
 
     async def _void(self, entry: int, operation: str, agent_id: str, exc: BaseException) -> None:
         sink = self._ahead_sink

@@ -39,7 +39,7 @@ from ..errors import (
     SerializationError,
     StateTooLarge,
 )
-from ..records import AppendRequest, AppendResult, Fence, RawEvent
+from ..records import AppendRequest, AppendResult, Fence, RawEvent, RawSnapshot
 from ..security.highwater import HighWater
 from . import idempotency
 from .body import RESERVED, SNAPSHOT_TYPE, event_body, next_record
@@ -122,6 +122,11 @@ class WritePipeline:
         #: when set, appends go through it instead of ``backend.append`` (a governed
         #: store commits each write together with its audit entry: store/governed.py)
         self.submitter: Callable[[AppendRequest], Awaitable[AppendResult]] | None = None
+        #: when set, a snapshot (``snapshot()``) and a delete are stored through these
+        #: instead of ``backend.save_snapshot`` / ``backend.delete_agent``, under the
+        #: agent's lock (a governed store writes them with their audit entry)
+        self.snapshot_saver: Callable[[str, RawSnapshot], Awaitable[None]] | None = None
+        self.eraser: Callable[[str], Awaitable[bool]] | None = None
         #: times the engine's append of a direct write (see :mod:`.observing`)
         self.observer: StoreObserver | None = None
         self.group = GroupCommitter(backend) if durability == "group" else None
@@ -433,7 +438,7 @@ class WritePipeline:
             try:
                 await self.snapshots.prepare(record)
                 raw, marks = self.snapshots.encode(record)
-                await self.backend.save_snapshot(agent_id, raw)
+                await (self.snapshot_saver or self.backend.save_snapshot)(agent_id, raw)
             except BaseException:
                 reads.cache.discard(agent_id)
                 raise
@@ -445,11 +450,12 @@ class WritePipeline:
         """Delete the stream and snapshots of ``agent_id``; True if it existed."""
         async with self.lock(agent_id):
             self.reads.forget(agent_id)
+            erase = self.eraser or self.backend.delete_agent
             if self.witness is None:
-                return await self.backend.delete_agent(agent_id)
+                return await erase(agent_id)
             self.buffered_links.pop(agent_id, None)
             await self.witness.deleting(agent_id)
-            existed = await self.backend.delete_agent(agent_id)
+            existed = await erase(agent_id)
             self.witness.deleted(agent_id)
             return existed
 

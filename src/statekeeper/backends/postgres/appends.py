@@ -24,8 +24,9 @@ from ...records import (
     AppendRequest,
     AppendResult,
     RawEvent,
+    StreamChange,
 )
-from ..base import validate_batch, validate_request
+from ..base import validate_batch, validate_request, validate_together
 from .connection import transient
 from .part import PostgresPart
 
@@ -134,17 +135,19 @@ class Appends(PostgresPart):
 
     appends_together = True
 
-    async def append_together(self, requests: Sequence[AppendRequest]) -> list[AppendResult | None]:
+    async def append_together(
+        self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
+    ) -> list[AppendResult | None]:
         """One ``sk_append_batch`` statement in a transaction rolled back whole when a
-        request fails or is a duplicate (:meth:`Backend.append_together`). After a lost
-        connection, whether it committed is read back from the first request's stream
-        (all or none landed)."""
+        request fails or is a duplicate (:meth:`Backend.append_together`); the
+        ``changes`` (a conditional delete, a snapshot) go first in the same
+        transaction. After a lost connection, whether it committed is read back from
+        the first request's stream (all or none landed)."""
         self._check_open()
         self._check_writable()
-        for request in requests:
-            validate_request(request)
-        if len({r.agent_id for r in requests}) != len(requests):
-            raise ConfigurationError("append_together: one request per stream")
+        validate_together(requests, changes)
+        if not requests:
+            raise ConfigurationError("append_together needs at least one append")
         if not self._opened:
             await self._ensure_open()
         out: list[AppendResult | None] = []
@@ -152,6 +155,8 @@ class Appends(PostgresPart):
             async with self._connection() as conn:
                 try:
                     async with conn.transaction():
+                        for change in changes:
+                            await self._change(conn, change)
                         cur = await conn.execute(self._sql["append_batch"], _batch_params(requests))
                         rows = [tuple(row[1:]) for row in await cur.fetchall()]
                         if len(rows) != len(requests):
@@ -176,6 +181,39 @@ class Appends(PostgresPart):
         self._wrote()
         self._feed.poke()
         return out
+
+    async def _change(self, conn: Any, change: StreamChange) -> None:
+        """Make ``change`` in ``conn``'s transaction; ConflictError (the transaction
+        rolls back) when the stream is not where the change expects it."""
+        agent_id = change.agent_id
+        if change.snapshot is not None:
+            snap = change.snapshot
+            cur = await conn.execute(
+                self._sql["snap_save"],
+                (
+                    agent_id,
+                    snap.seq,
+                    snap.timestamp,
+                    snap.payload,
+                    snap.checksum,
+                    agent_id,
+                    snap.seq,
+                ),
+            )
+            if cur.rowcount == 0:
+                raise ConflictError(agent_id, snap.seq, await self._head_in(conn, agent_id))
+            return
+        cur = await conn.execute(self._sql["del_agent_at"], (agent_id, change.delete_at))
+        if cur.rowcount == 0:
+            assert change.delete_at is not None
+            raise ConflictError(agent_id, change.delete_at, await self._head_in(conn, agent_id))
+        for name in ("del_events", "del_snaps", "del_keys"):
+            await conn.execute(self._sql[name], (agent_id,))
+
+    async def _head_in(self, conn: Any, agent_id: str) -> int:
+        cur = await conn.execute(self._sql["head"], (agent_id,))
+        row = await cur.fetchone()
+        return int(row[0]) if row is not None else 0
 
     async def _settle(
         self,

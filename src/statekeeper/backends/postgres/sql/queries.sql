@@ -144,6 +144,9 @@ SELECT count(*) FROM {s}.sk_agents WHERE agent_id >= %s AND agent_id < %s
 -- name: del_agent
 DELETE FROM {s}.sk_agents WHERE agent_id = %s
 
+-- name: del_agent_at
+DELETE FROM {s}.sk_agents WHERE agent_id = %s AND head_seq = %s
+
 -- name: del_events
 DELETE FROM {s}.sk_events WHERE agent_id = %s
 

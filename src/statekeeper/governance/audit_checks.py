@@ -1,0 +1,333 @@
+"""What ``audit verify`` checks of the log against the store, beyond the log itself.
+
+The log proves it is whole (keyed chain, authenticated head, witness). Whether each
+change it records is really in the store is a second question, answered here per kind
+of entry, from the entries of each agent in log order:
+
+* **appends** written ahead of their write (Redis, S3, tiered) of an agent deleted
+  afterwards: the delete's entry names the head it erased (seq and checksum), so an
+  append at that seq is applied iff its checksum is the erased one, one past it was
+  never written, one below it was written iff it is the only entry claiming that seq.
+* **deletes** committed with their entry name the head they erased: every seq up to
+  it must be claimed by an entry of the agent since its previous delete (events no
+  entry records are a problem: written without the audit log), and an agent deleted
+  and not written again since must not be in the store.
+* **snapshots** name the record they stored (seq and checksum): it must be in the
+  store, unless a later entry removed it (a delete, a purge, a compaction at or past
+  it) or replaced it (a snapshot at the same seq, a rekey or migration rewriting it).
+* **compactions** (retention ``compact``): no event at or below the new base is left;
+  **purges**: followed by their delete, or the agent is gone.
+
+What cannot be checked is counted per operation in ``AuditReport.unchecked`` (and
+shown by ``statekeeper audit verify``) rather than passed in silence: leases (the lease
+table keeps only the newest token of an agent, not their history), retention
+``thin`` runs (their entries count the snapshots they drop, they do not name them),
+``forget`` (the data keys are the keyring's, not the store's), ``restore`` (one entry
+for a whole backup), deletes recorded before deletes named their head, and appends
+whose agent was rewritten (rekey, migrate) or erased without a named head before
+their write could be told. Entries committed with their change (appends, deletes and
+snapshots on memory, SQLite, PostgreSQL) need no check of having been applied: one
+commit holds both.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from .audit import AuditEntry
+
+__all__ = ["StoreChecks"]
+
+_APPENDS = frozenset({"create", "save", "append", "transition"})
+_REWRITES = frozenset({"rekey", "migrate"})
+#: operations recorded as changes with nothing in the store to compare them with
+_UNCHECKABLE = frozenset({"lease", "lease-release", "lease-lost", "thin", "forget", "restore"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What the checks keep of one entry of an agent."""
+
+    seq: int
+    op: str
+    outcome: str
+    first: int | None
+    last: int | None
+    ahead: str | None  # the checksum an append written ahead announces
+    head: tuple[int, str] | None  # the head a delete erased
+    together: bool  # a delete committed with its entry
+    snapshot: tuple[int, str] | None  # the snapshot record an entry stored
+    snapshot_ahead: bool
+
+
+def _pair(value: Any) -> tuple[int, str] | None:
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and type(value[0]) is int
+        and isinstance(value[1], str)
+    ):
+        return value[0], value[1]
+    return None
+
+
+class StoreChecks:
+    """Gathers the entries (:meth:`see`, in log order), then checks them against the
+    store (:meth:`check`)."""
+
+    __slots__ = ("agents", "restores", "unchecked", "voided")
+
+    def __init__(self) -> None:
+        self.agents: dict[str, list[_Seen]] = {}
+        self.voided: set[int] = set()
+        self.restores: list[int] = []
+        self.unchecked: Counter[str] = Counter()
+
+    def see(self, entry: AuditEntry) -> None:
+        detail = entry.detail
+        voided = detail.get("voids")
+        if type(voided) is int:
+            self.voided.add(voided)
+            return
+        if entry.operation == "restore" and entry.outcome == "ok":
+            self.restores.append(entry.seq)
+        agent = entry.agent_id
+        if agent is None or not entry.outcome.startswith(("ok", "done")):
+            return
+        mark = detail.get("ahead")
+        snapshot = _pair(detail.get("snapshot"))
+        snapshot_ahead = False
+        if isinstance(mark, dict) and _pair(mark.get("snapshot")) is not None:
+            snapshot, snapshot_ahead = _pair(mark.get("snapshot")), True
+        head = _pair(detail.get("erased"))
+        together = head is not None
+        if head is None and isinstance(mark, dict):
+            head = _pair(mark.get("gone"))
+        self.agents.setdefault(agent, []).append(
+            _Seen(
+                entry.seq,
+                entry.operation,
+                entry.outcome,
+                entry.first_seq,
+                entry.last_seq,
+                mark if isinstance(mark, str) else None,
+                head,
+                together,
+                snapshot,
+                snapshot_ahead,
+            )
+        )
+
+    async def check(
+        self, backend: Backend, skipped: list[tuple[int, str]]
+    ) -> tuple[list[str], list[str]]:
+        """``(unapplied, problems)`` found against ``backend``; ``skipped``: the appends
+        written ahead (entry seq, agent) the reconciliation of live streams could not
+        tell, because the agent was erased or rewritten after them."""
+        unapplied: list[str] = []
+        problems: list[str] = []
+        skip = {seq for seq, _ in skipped}
+        for agent, seen in sorted(self.agents.items()):
+            seen = [s for s in seen if s.seq not in self.voided]
+            for i, s in enumerate(seen):
+                later = seen[i + 1 :]
+                if s.op in _UNCHECKABLE:
+                    self.unchecked[s.op] += 1
+                elif s.op in _APPENDS and s.seq in skip:
+                    self._erased_append(agent, s, seen, later, unapplied)
+                elif s.op == "delete" and s.outcome == "ok":
+                    await self._delete(backend, agent, s, seen[:i], later, problems)
+                elif s.op == "compact":
+                    await self._compact(backend, agent, s, later, unapplied)
+                elif s.op == "purge":
+                    await self._purge(backend, agent, s, later, unapplied)
+                if s.op == "snapshot":
+                    await self._snapshot(backend, agent, s, later, unapplied, problems)
+        return unapplied, problems
+
+    # -- each kind ------------------------------------------------------------------------
+
+    def _erased_append(
+        self,
+        agent: str,
+        s: _Seen,
+        seen: list[_Seen],
+        later: list[_Seen],
+        unapplied: list[str],
+    ) -> None:
+        k = s.last
+        erase = None
+        for t in later:
+            if t.op in _REWRITES:
+                break  # rewritten before any named head: its checksum is gone
+            if t.op == "delete" and t.head is not None:
+                erase = t
+                break
+        if erase is None or erase.head is None or k is None or s.ahead is None:
+            self.unchecked[s.op] += 1
+            return
+        n, checksum = erase.head
+        if k == n:
+            written = s.ahead == checksum
+        elif k > n:
+            written = False  # the stream never reached it before it was erased
+        else:
+            start = _epoch_start(seen, s)
+            claims = [
+                t
+                for t in seen
+                if start < t.seq < erase.seq
+                and t.op in _APPENDS
+                and t.first is not None
+                and t.last is not None
+                and t.first <= k <= t.last
+            ]
+            if len(claims) != 1:
+                self.unchecked[s.op] += 1  # several entries claim that seq: which one wrote it?
+                return
+            written = True
+        if not written:
+            unapplied.append(
+                f"entry {s.seq}: the {s.op} of {agent!r} at seq {k} it records was not "
+                f"written (the delete of entry {erase.seq} erased the stream at seq {n}; "
+                "the writer stopped between the entry and the write)"
+            )
+
+    async def _delete(
+        self,
+        backend: Backend,
+        agent: str,
+        s: _Seen,
+        before: list[_Seen],
+        later: list[_Seen],
+        problems: list[str],
+    ) -> None:
+        if s.head is None:
+            self.unchecked["delete"] += 1  # recorded without the head it erased
+            return
+        n, checksum = s.head
+        start = _epoch_start([*before, s], s)
+        if any(start < r < s.seq for r in self.restores):
+            self.unchecked["delete"] += 1  # restored since: a restore records no appends
+            return
+        ranges = sorted(
+            (t.first, t.last)
+            for t in before
+            if t.seq > start and t.op in _APPENDS and t.first is not None and t.last is not None
+        )
+        missing = _gaps(ranges, n)
+        if ranges and missing:
+            spans = ", ".join(f"{a}..{b}" if a != b else str(a) for a, b in missing)
+            problems.append(
+                f"entry {s.seq}: the delete of {agent!r} erased events ({spans}) that no "
+                "entry records (written without the audit log)"
+            )
+        elif not ranges:
+            self.unchecked["delete"] += 1  # written before the log (or without it)
+        if any(t.op in _APPENDS for t in later) or any(r > s.seq for r in self.restores):
+            return  # written again (or restored) since: the store's stream is a later one
+        if await backend.head(agent) == 0:
+            return
+        if not s.together:  # written ahead: still the erased stream is "not applied"
+            raws = await backend.read(agent, n - 1, n)
+            if raws and raws[-1].seq == n and raws[-1].checksum.hex() == checksum:
+                return  # (reported as not applied by the reconciliation of deletes)
+        problems.append(
+            f"entry {s.seq}: {agent!r} was deleted, and the store holds it again "
+            "with no entry writing it (restored or written without the audit log)"
+        )
+
+    async def _snapshot(
+        self,
+        backend: Backend,
+        agent: str,
+        s: _Seen,
+        later: list[_Seen],
+        unapplied: list[str],
+        problems: list[str],
+    ) -> None:
+        if s.snapshot is None:
+            self.unchecked["snapshot"] += 1  # recorded before entries named the record
+            return
+        seq, checksum = s.snapshot
+        rewritten = False
+        for t in later:
+            if t.op in ("delete", "purge") or (t.op == "compact" and (t.last or 0) >= seq):
+                return  # removed by a later change that has its own entry
+            if t.op == "snapshot" and t.snapshot is not None and t.snapshot[0] == seq:
+                return  # replaced: the later entry is checked
+            if t.op == "thin":
+                self.unchecked["snapshot"] += 1  # maybe thinned: the run does not name it
+                return
+            rewritten = rewritten or t.op in _REWRITES
+        raw = await backend.latest_snapshot(agent, at_or_below=seq)
+        if raw is not None and raw.seq == seq and (rewritten or raw.checksum.hex() == checksum):
+            return
+        if s.snapshot_ahead:
+            unapplied.append(
+                f"entry {s.seq}: the snapshot of {agent!r} at seq {seq} it records was not "
+                "stored (the writer stopped between the entry and the write)"
+            )
+        else:
+            problems.append(
+                f"entry {s.seq}: the snapshot of {agent!r} at seq {seq} it records is not "
+                "in the store, and no entry removed it"
+            )
+
+    async def _compact(
+        self, backend: Backend, agent: str, s: _Seen, later: list[_Seen], unapplied: list[str]
+    ) -> None:
+        base = s.last
+        if base is None or any(t.op in ("delete", "purge") for t in later):
+            return
+        first = await backend.read(agent, 0, base, limit=1)
+        if first:
+            unapplied.append(
+                f"entry {s.seq}: the compaction of {agent!r} to seq {base} it records was "
+                "not applied (events at or below it are still stored; run retention again)"
+            )
+
+    async def _purge(
+        self, backend: Backend, agent: str, s: _Seen, later: list[_Seen], unapplied: list[str]
+    ) -> None:
+        if any(t.op == "delete" for t in later):
+            return
+        if any(t.op in _APPENDS for t in later):
+            self.unchecked["purge"] += 1  # written again since, with no delete between
+            return
+        if await backend.head(agent) != 0:
+            unapplied.append(
+                f"entry {s.seq}: the purge of {agent!r} it records was not applied (the "
+                "agent is still stored; run retention again)"
+            )
+
+
+def _epoch_start(seen: list[_Seen], s: _Seen) -> int:
+    """The entry seq of the last delete of the agent before ``s`` (0: none)."""
+    start = 0
+    for t in seen:
+        if t.seq >= s.seq:
+            break
+        if t.op == "delete":
+            start = t.seq
+    return start
+
+
+def _gaps(ranges: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    """The seqs of ``1..n`` after the first range's start that no range covers (the
+    seqs before the first entry are not counted: written before the log)."""
+    if not ranges:
+        return []
+    out = []
+    covered = ranges[0][0] - 1
+    for first, last in ranges:
+        if first > covered + 1:
+            out.append((covered + 1, first - 1))
+        covered = max(covered, last)
+    if covered < n:
+        out.append((covered + 1, n))
+    return out
