@@ -386,11 +386,13 @@ class StateStore:
         if self._closed:
             raise StoreClosed("the store is closed")
 
-    async def _ready(self, agent_id: str | None = None) -> None:
-        """Before an operation: the store is open, the id valid, the witness checked."""
+    async def _ready(self, *agent_ids: str) -> None:
+        """Before an operation: the store is open, the ids valid (a ``None`` id too is
+        refused here, with ``InvalidAgentId``: the parts below take a ``str``, and the
+        compiled ones check that with a ``TypeError``), the witness checked."""
         if self._closed:
             raise StoreClosed("the store is closed")
-        if agent_id is not None:
+        for agent_id in agent_ids:
             check_agent_id(agent_id)
         if not self._gate.ok:
             await self._gate.check(self)
