@@ -158,6 +158,4 @@ def key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 def samples_of(found: dict[str, Any], family: str, suffix: str = "") -> dict[Any, float]:
-    return {
-        key(s.labels): s.value for s in found[family].samples if s.name == family + suffix
-    }
+    return {key(s.labels): s.value for s in found[family].samples if s.name == family + suffix}

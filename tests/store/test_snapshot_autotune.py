@@ -4,6 +4,7 @@ here: the measurements are fed in, or the store's clock reads are replaced."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,7 +176,7 @@ async def test_a_new_process_continues_with_the_learned_interval(
             await again.save("a", {"n": 1000 + n})
         seqs = sorted([s.seq async for s in _snapshots(again, "a") if s.seq > last])
         assert seqs[0] == last + 14
-        assert {b - a for a, b in zip(seqs, seqs[1:], strict=False)} == {14}, seqs
+        assert {b - a for a, b in itertools.pairwise(seqs)} == {14}, seqs
 
 
 def test_carried_measurements_fill_only_what_is_not_measured() -> None:
