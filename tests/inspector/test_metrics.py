@@ -102,3 +102,60 @@ def test_serve_metrics_prints_the_address_and_serves_it(seeded_url: str, tmp_pat
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def families(text: str) -> dict[str, Any]:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_metrics_are_the_served_stores_own(store_copy: str) -> None:
+    """``/metrics`` exposes the served store: its contents, whoever wrote them (another
+    store on the same file here), and the store-level families of the operations made
+    through the inspector (appends, loads, latency histograms), labelled with the
+    served backend."""
+    from statekeeper import StateStore
+    from statekeeper.observability.health import health_report
+
+    from .conftest import in_thread
+
+    async def written_elsewhere() -> int:
+        async with StateStore(store_copy) as other:
+            await other.save("agent-elsewhere", {"n": 1}, fsm_state="idle")
+            return (await health_report(other)).agents
+
+    agents = in_thread(written_elsewhere)
+    with make_client(store_copy, metrics=True, allow_writes=True) as client:
+        assert client.get("/agent?id=agent-elsewhere").status_code == 200  # a load
+        inspector = client.app.app.state.inspector
+        client.portal.call(inspector.store.save, "agent-metrics", {"n": 1})
+        found = families(client.get("/metrics").text)
+    sqlite = {"store": "sqlite"}
+    # what is in the store: the agents written elsewhere and the one saved here
+    assert samples_of(found, "statekeeper_agents") == {(("store", "sqlite"),): agents + 1}
+    in_idle = samples_of(found, "statekeeper_agents_in_state")
+    assert in_idle[(("state", "idle"), ("store", "sqlite"))] >= 1
+    assert samples_of(found, "statekeeper_exporter_scan_ok") == {(("store", "sqlite"),): 1.0}
+    # the store's own operations, labelled with its backend
+    backend = {**sqlite, "backend": "sqlite"}
+    assert found["statekeeper_appends"].type == "counter"
+    assert samples_of(found, "statekeeper_appends", "_total")[key(backend)] == 1
+    loads = samples_of(found, "statekeeper_loads_from_backend", "_total")
+    assert loads[key(backend)] >= 1
+    for name, label, value in (
+        ("statekeeper_operation_duration_seconds", "operation", "load"),
+        ("statekeeper_operation_duration_seconds", "operation", "save"),
+        ("statekeeper_backend_call_duration_seconds", "call", "append"),
+    ):
+        assert found[name].type == "histogram"
+        labels = {**backend, label: value}
+        assert samples_of(found, name, "_count")[key(labels)] >= 1
+        buckets = samples_of(found, name, "_bucket")
+        assert buckets[key({**labels, "le": "+Inf"})] >= 1
+
+
+def key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+def samples_of(found: dict[str, Any], family: str, suffix: str = "") -> dict[Any, float]:
+    return {key(s.labels): s.value for s in found[family].samples if s.name == family + suffix}

@@ -4,6 +4,7 @@ here: the measurements are fed in, or the store's clock reads are replaced."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,6 +147,62 @@ async def test_an_auto_store_measures_itself_and_snapshots_at_young_interval(
         seqs = sorted([s.seq async for s in _snapshots(store, "a")])
         gaps = {b - a for a, b in zip(seqs[-10:], seqs[-9:], strict=False)}
         assert gaps == {k}
+
+
+async def test_a_new_process_continues_with_the_learned_interval(
+    tmp_path: Path, work_clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What "auto" measured outlives the store object: a second store on the same file
+    (a restarted process) applies the learned interval from its first load on, where
+    it would otherwise start over with the byte rule until it has measured a snapshot,
+    two cold loads and the gap between them again."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    encode = snapshots.SnapshotPolicy.encode
+    apply_events = reads.ReadPath.apply_events
+
+    def dear_encode(self: snapshots.SnapshotPolicy, record: object) -> object:
+        work_clock.step = 0.003
+        return encode(self, record)  # type: ignore[arg-type]
+
+    def dear_replay(self: reads.ReadPath, record: object, events: list[object]) -> None:
+        work_clock.step += 30e-6 * len(events)
+        apply_events(self, record, events)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(snapshots.SnapshotPolicy, "encode", dear_encode)
+    monkeypatch.setattr(reads.ReadPath, "apply_events", dear_replay)
+    async with StateStore(url, snapshot_every="auto", witness=False, cache_size=0) as store:
+        for n in range(100):
+            await store.save("a", {"n": n})
+        assert store.snapshot_events == 14
+        last = max([s.seq async for s in _snapshots(store, "a")])
+    async with StateStore(url, snapshot_every="auto", witness=False, cache_size=0) as again:
+        assert again.snapshot_events == snapshots.AUTO_MAX_EVENTS  # nothing read yet
+        await again.load("a")
+        assert again.snapshot_events == 14
+        tuner = again._snapshots.tuner
+        assert tuner is not None and tuner.gap == pytest.approx(1.0)
+        assert tuner.snapshot_cost == pytest.approx(0.003)
+        for n in range(60):
+            await again.save("a", {"n": 1000 + n})
+        seqs = sorted([s.seq async for s in _snapshots(again, "a") if s.seq > last])
+        assert seqs[0] == last + 14
+        assert {b - a for a, b in itertools.pairwise(seqs)} == {14}, seqs
+
+
+def test_carried_measurements_fill_only_what_is_not_measured() -> None:
+    tuner = AutoInterval()
+    assert tuner.carried() is None
+    tuner.resume([0.003, "x", None])  # junk is ignored
+    assert (tuner.snapshot_cost, tuner.replay_cost, tuner.gap) == (0.003, None, None)
+    assert tuner.events is None
+    tuner.resume([1.0, 30e-6, 1.0])  # C was measured here: kept
+    assert (tuner.snapshot_cost, tuner.replay_cost, tuner.gap) == (0.003, 30e-6, 1.0)
+    assert tuner.events == optimal_events(0.003, 30e-6, 1.0)
+    assert tuner.carried() == [0.003, 30e-6, 1.0]
+    for junk in (None, [], [1, 2], {"C": 1}, [True, -1.0, float("inf")]):
+        fresh = AutoInterval()
+        fresh.resume(junk)
+        assert fresh.carried() is None
 
 
 async def _snapshots(store: StateStore, agent_id: str):  # type: ignore[no-untyped-def]

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from ..machine import AgentStateMachine
     from ..store import StateStore
+    from .metrics import InspectorMetrics
 
 __all__ = ["create_app"]
 
@@ -85,12 +86,12 @@ class Inspector:
         self.env = _environment()
         self.machine: AgentStateMachine[Any, Any] | None = None
         self.csrf = csrf_token(settings.token)
-        #: the inspector's own metrics registry (``--metrics``; None without)
-        self.registry: CollectorRegistry | None = None
+        #: ``--metrics``: the served store's metrics (inspector/metrics.py; None without)
+        self.metrics: InspectorMetrics | None = None
         if settings.metrics:
-            from prometheus_client import CollectorRegistry
+            from .metrics import InspectorMetrics
 
-            self.registry = CollectorRegistry()
+            self.metrics = InspectorMetrics()
 
     @property
     def store(self) -> StateStore:
@@ -125,18 +126,12 @@ class Inspector:
 
     @contextlib.asynccontextmanager
     async def instrumented(self) -> AsyncIterator[None]:
-        """With ``--metrics``: the store records Prometheus metrics into this
-        inspector's registry while the app runs (taken away again after)."""
-        if self.registry is None:
+        """With ``--metrics``: the store's metrics while the app runs."""
+        if self.metrics is None:
             yield
             return
-        from ..observability import instrument
-
-        instrumentation = instrument(self.store, registry=self.registry, tracing=False)
-        try:
+        async with self.metrics.instrumented(self.store):
             yield
-        finally:
-            instrumentation.uninstall()
 
     def governance(self, keyed: bool) -> dict[str, Any]:
         """``principal``, ``policy`` and ``audit`` for the store (empty without a
@@ -540,9 +535,11 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
                 response = ins.error(request, refusal)
                 await response(scope, receive, send)
                 return
+            if ins.metrics is not None:
+                await ins.metrics.refresh(ins.store)
             await self.exposition(scope, receive, send)
 
-    metrics = [Route("/metrics", Metrics(ins.registry))] if ins.registry is not None else []
+    metrics = [Route("/metrics", Metrics(ins.metrics.registry))] if ins.metrics is not None else []
 
     routes = [
         Route("/", home),

@@ -49,12 +49,15 @@ class StoreExporter(Collector):
     seconds (a scrape in between is answered from the last scan).
 
     ``scan`` is a function returning a fresh :class:`~.health.HealthReport`; it runs
-    on the scraping thread (each call on an event loop of its own).
+    on the scraping thread (each call on an event loop of its own). With ``scan=None``
+    the scans are made by the caller and handed over with :meth:`update` (the web
+    inspector scans the store it serves on its own event loop when it is scraped and
+    :meth:`due` says so).
     """
 
     def __init__(
         self,
-        scan: Callable[[], Any],
+        scan: Callable[[], Any] | None,
         *,
         name: str,
         interval: float = 30.0,
@@ -70,10 +73,23 @@ class StoreExporter(Collector):
     def describe(self) -> list[Any]:
         return []
 
+    def due(self) -> bool:
+        """No scan yet, or the latest one is ``interval`` seconds old."""
+        return self._last is None or time.monotonic() - self._at >= self._interval
+
+    def update(self, report: HealthReport | None, error: str | None = None) -> None:
+        """A scan made by the caller: its ``report``, or the ``error`` it failed with
+        (the last good report is kept and ``statekeeper_exporter_scan_ok`` is 0)."""
+        with self._lock:
+            if report is not None:
+                self._last = report
+            self._error = error
+            self._at = time.monotonic()
+
     def report(self) -> HealthReport | None:
         """The latest scan (scanning now when the last one is older than ``interval``)."""
         with self._lock:
-            if self._last is None or time.monotonic() - self._at >= self._interval:
+            if self._scan is not None and self.due():
                 try:
                     self._last = _run(self._scan)
                     self._error = None

@@ -35,9 +35,10 @@ from ..errors import (
     StateTooLarge,
 )
 from ..records import AppendRequest, AppendResult
+from ..store.observing import FOLD_AT
 from . import tracing
 from . import tracing as tracing_module
-from .metrics import FOLD_AT, RegistryCollector, StoreTallies, Tally
+from .metrics import RegistryCollector, StoreTallies, Tally
 from .observed import ObservedBackend, observed_class
 
 if TYPE_CHECKING:
@@ -102,6 +103,11 @@ class Instrumentation:
         #: one latency histogram per operation the store reports (created up front: a
         #: scrape shows every operation, measured or not)
         self._ops = {op: tallies.operation(op) for op in _OPERATIONS}
+        #: the lists an untraced store's save seam and write pipeline append to
+        #: themselves (StoreObserver.save_times / append_times)
+        self._save_hist = self._ops["save"]
+        self.save_times = self._save_hist.pending
+        self.append_times = self._append_pending
         self.engine: Backend = store.backend
         self._installed = False
         #: no tracer: the store's seams take the clock themselves (StoreObserver)
@@ -280,6 +286,15 @@ class Instrumentation:
             mark.span.finish(None, result.last_seq, None)
         if request.snapshot is not None:
             self.snapshot_size.observe(len(request.snapshot.payload))
+
+    def fold(self) -> None:
+        """Sort the save and engine-append observations into their buckets."""
+        self._save_hist.fold()
+        self.append_hist.fold()
+
+    def appended_snapshot(self, request: AppendRequest) -> None:
+        assert request.snapshot is not None
+        self.snapshot_size.observe(len(request.snapshot.payload))
 
     def append_failed(self, request: AppendRequest, mark: Any, exc: BaseException) -> None:
         traced = mark.__class__ is not float

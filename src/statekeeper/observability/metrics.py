@@ -32,6 +32,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from ..store.observing import FOLD_AT as _FOLD_AT
+
 if TYPE_CHECKING:
     from ..store import StateStore
 
@@ -75,8 +77,9 @@ REPLAY_BUCKETS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 100
 SIZE_BUCKETS = tuple(float(256 * 4**i) for i in range(10))
 
 
-#: observations a :class:`Tally` keeps before sorting them into its buckets
-FOLD_AT = 512
+#: observations a :class:`Tally` keeps before sorting them into its buckets (defined
+#: beside the store's seams, which append to a tally's ``pending`` list themselves)
+FOLD_AT = _FOLD_AT
 
 
 class Tally:

@@ -20,6 +20,30 @@ is recomputed when a measurement arrives and bounded by :data:`MIN_EVENTS` and
 been measured (a single cold load — the one after a start — says nothing of how often
 they come) the policy has no answer (None) and the store keeps to its byte rule, which
 bounds a load at about twice a snapshot decode (see :mod:`.snapshots`).
+
+The measurements outlive the process: every snapshot an ``"auto"`` store writes
+carries them (``[C, r, E]``, :meth:`AutoInterval.carried`, in the snapshot's body,
+before its data), and the first snapshot a new process decodes — its first cold load
+of any agent, which every first save or load of an agent is — hands them to its
+:class:`AutoInterval` (:meth:`AutoInterval.resume`) for the quantities it has not
+measured itself yet. So a restarted process applies the interval learned before from
+its first load on, instead of the byte rule, and keeps adapting from there. The
+snapshot is the place because it costs no write of its own (it is written anyway, in
+the same append as its event), is read by every cold load, and every engine stores it
+the same way (a store of any engine, or a version that does not know the key, ignores
+it). What it cannot carry over is the gap since the last cold load: the first cold
+loads of the new process start counting again.
+
+``C`` is the CPU time of encoding the snapshot, not of writing it. Measured
+(``docs/benchmarks.md``, "snapshot_every="auto": the write's share of C"): on SQLite
+with a 40 KB state a snapshot costs the process about twice its encode time (~0.94 ms
+against ~0.47 ms), the rest being the engine storing its bytes. Counting that share
+would need the append's cost with and without the snapshot — a clock pair around
+every append, the per-save cost the write path avoids (``docs/benchmarks.md``,
+"Observability overhead") — while leaving it out costs little: ``C`` low by a factor
+``f`` makes ``k`` low by ``sqrt(f)``, and the expected cost at ``k*/sqrt(f)`` is
+``(sqrt(f) + 1/sqrt(f))/2`` of the optimum — 1.06x for ``f = 2``. ``r`` is CPU time
+in the same way (the replay's decode and fold, not the read's I/O wait).
 """
 
 from __future__ import annotations
@@ -95,6 +119,31 @@ class AutoInterval:
             self.replay_cost = _ewma(self.replay_cost, seconds / events)
         self._update()
 
+    def carried(self) -> list[float | None] | None:
+        """``[C, r, E]`` for a snapshot to carry (None when nothing is measured yet;
+        an unmeasured quantity is None)."""
+        c, r, e = self.snapshot_cost, self.replay_cost, self.events_between()
+        if c is None and r is None and e is None:
+            return None
+        return [c, r, e]
+
+    def resume(self, carried: object) -> None:
+        """Take what a stored snapshot ``carried`` (:meth:`carried`, written by an
+        earlier process of this store) for every quantity not measured here yet; a
+        value that is not a positive number is ignored."""
+        if type(carried) is not list or len(carried) != 3:
+            return
+        if self.snapshot_cost is not None and self.replay_cost is not None and self.gap:
+            return  # everything measured here already
+        c, r, e = (v if _positive(v) else None for v in carried)
+        if self.snapshot_cost is None and c is not None:
+            self.snapshot_cost = float(c)
+        if self.replay_cost is None and r is not None:
+            self.replay_cost = float(r)
+        if self.gap is None and e is not None:
+            self.gap = float(e)
+        self._update()
+
     def events_between(self) -> float | None:
         """E: the appends per cold load — the smoothed gap, or the current one when
         it is already longer (cold loads became rarer); None before a whole gap between
@@ -109,6 +158,10 @@ class AutoInterval:
             return
         k = optimal_events(c, r, e, self.formula)
         self.events = min(MAX_EVENTS, max(MIN_EVENTS, k))
+
+
+def _positive(value: object) -> bool:
+    return type(value) in (int, float) and 0 < value < math.inf  # type: ignore[operator]
 
 
 def _ewma(old: float | None, new: float) -> float:

@@ -76,9 +76,15 @@ def to_event(agent_id: str, raw: RawEvent, body: dict[str, Any]) -> Event:
     )
 
 
-def snapshot_body(record: AgentRecord, delta_ops: list[dict[str, Any]] | None) -> dict[str, Any]:
+def snapshot_body(
+    record: AgentRecord,
+    delta_ops: list[dict[str, Any]] | None,
+    tune: list[float | None] | None = None,
+) -> dict[str, Any]:
     """The body of a snapshot of ``record``: whole, or (with ``delta_ops``, the ops
-    from its latest whole snapshot's data) a delta against that one."""
+    from its latest whole snapshot's data) a delta against that one. ``tune``: the
+    measurements of ``snapshot_every="auto"`` it carries (:mod:`.autotune`; before the
+    data, which a whole snapshot's body ends with)."""
     body: dict[str, Any] = {
         "fsm": record.fsm_state,
         "v": record.schema_version,
@@ -86,6 +92,8 @@ def snapshot_body(record: AgentRecord, delta_ops: list[dict[str, Any]] | None) -
         "updated_at": record.updated_at,
         "entered": record.fsm_entered_at,
     }
+    if tune is not None:
+        body["tune"] = tune
     if delta_ops is None:
         body["data"] = document(record)
         return body

@@ -15,7 +15,12 @@ from typing import Any, Protocol
 from ..backends.base import Backend
 from ..records import AppendRequest, AppendResult
 
-__all__ = ["StoreObserver"]
+__all__ = ["FOLD_AT", "StoreObserver"]
+
+#: observations a histogram keeps as a plain list before sorting them into its buckets
+#: (:class:`statekeeper.observability.metrics.Tally`); the store's seams check it
+#: themselves when they append an observation (see :class:`StoreObserver`)
+FOLD_AT = 512
 
 
 class StoreObserver(Protocol):
@@ -27,6 +32,24 @@ class StoreObserver(Protocol):
     #: no spans to start: the seams read ``time.perf_counter()`` themselves as the mark
     #: instead of calling :meth:`begin` / :meth:`append_begin` (one call less each)
     untraced: bool
+    #: the pending observations (seconds) of the ``save`` latency histogram and of the
+    #: engine's ``append`` one: while :attr:`untraced`, the seams append to these lists
+    #: themselves instead of calling :meth:`done` / :meth:`appended` (a Python call and
+    #: a clock read less each: the save path's overhead is measured in
+    #: ``docs/benchmarks.md``, "Observability overhead"), and call :meth:`fold` once a
+    #: list holds :data:`FOLD_AT` of them
+    save_times: list[float]
+    append_times: list[float]
+
+    def fold(self) -> None:
+        """Sort the pending observations of :attr:`save_times` and :attr:`append_times`
+        into their histograms' buckets."""
+        ...
+
+    def appended_snapshot(self, request: AppendRequest) -> None:
+        """The engine stored ``request``, which carries a snapshot (its size is
+        observed)."""
+        ...
 
     def begin(self, operation: str, agent_id: str) -> Any:
         """An operation starts; returns the mark :meth:`done`/:meth:`failed` get."""

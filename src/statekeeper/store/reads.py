@@ -113,6 +113,8 @@ class ReadPath:
     async def decode_snapshot(self, agent_id: str, raw: RawSnapshot) -> AgentRecord:
         """The folded state a stored snapshot holds (a delta resolved against its base)."""
         body, opened = self.open_snapshot(agent_id, raw)
+        if self.tuner is not None and "tune" in body:  # "auto": what was learned before
+            self.tuner.resume(body["tune"])
         data = await self.snapshot_data(agent_id, raw.seq, body)
         record = snapshot_record(agent_id, raw, body, opened, data)
         record.snapshot_bytes = len(raw.payload)

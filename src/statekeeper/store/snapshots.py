@@ -148,7 +148,9 @@ class SnapshotPolicy:
             and record.deltas + 1 < self.full_every
         )
         body = snapshot_body(
-            record, patch.diff(record.full_data, document(record)) if delta else None
+            record,
+            patch.diff(record.full_data, document(record)) if delta else None,
+            self.tuner.carried() if self.tuner is not None else None,
         )
         plaintext = self.codec.serialize(body, "state")
         if self.max_bytes is not None and len(plaintext) > self.max_bytes:

@@ -61,6 +61,7 @@ from .feed import (
 from .feed_cursor import FeedBounds, FeedCursor
 from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .machines import Machines
+from .observing import FOLD_AT
 from .options import check_options, state_values
 from .reads import PAGE, ReadPath
 from .snapshots import AUTO_MAX_EVENTS, SnapshotPolicy
@@ -773,7 +774,13 @@ class StateStore:
                 obs.failed("save", mark, exc)
             raise
         if obs is not None:
-            obs.done("save", mark, result)
+            if mark.__class__ is float:  # untraced: the observation, without a call
+                times = obs.save_times
+                times.append(_perf() - mark)
+                if len(times) >= FOLD_AT:
+                    obs.fold()
+            else:
+                obs.done("save", mark, result)
         return result
 
     async def append(

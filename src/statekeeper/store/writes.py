@@ -46,7 +46,7 @@ from .body import RESERVED, SNAPSHOT_TYPE, event_body, next_record
 from .change import diff_by_key, dump_keys, plain
 from .durability import Durability, GroupCommitter, WriteBehind
 from .locks import KeyedLock
-from .observing import StoreObserver
+from .observing import FOLD_AT, StoreObserver
 from .reads import PAGE, ReadPath
 from .snapshots import SnapshotPolicy, mark_snapshot
 from .state import HELD_AS_BYTES, AgentRecord, document
@@ -249,14 +249,21 @@ class WritePipeline:
                         result = await submitter(request)
                     elif (obs := self.observer) is None:
                         result = await self.backend.append(request)
-                    else:  # timed here: no wrapper's frame around the engine's append
-                        mark = _perf() if obs.untraced else obs.append_begin(request)
+                    elif obs.untraced:  # timed here: no wrapper's frame, no call
+                        mark = _perf()
                         try:
                             result = await obs.engine.append(request)
                         except BaseException as exc:
                             obs.append_failed(request, mark, exc)
                             raise
-                        obs.appended(request, result, mark)
+                        times = obs.append_times
+                        times.append(_perf() - mark)
+                        if len(times) >= FOLD_AT:
+                            obs.fold()
+                        if request.snapshot is not None:
+                            obs.appended_snapshot(request)
+                    else:
+                        result = await self.submit(request)
                 except ConflictError:
                     reads.cache.discard(agent_id)
                     if trusting:  # the cached head was stale: not an attempt of its own
