@@ -1,36 +1,49 @@
 """Backup throughput for a store of many agents, against a raw copy of the same file.
 
 Builds a SQLite store of ``--agents`` agents (``--events`` saves each, a realistic
-~300-byte state, encrypted with a master key), then alternates, ``--rounds`` times,
-in the same run: a raw copy of the SQLite file (read + write + fsync: the disk's
-bound) and ``statekeeper.governance.backup.backup`` of the store into a file. Reports
-MB/s of each (store file bytes / second of wall time), the ratio backup / copy with its
-spread, and MB per CPU-second of each (store bytes / the process's user+system time):
-on a loaded machine wall time measures the share of CPU the run got, CPU time what the
-work costs. A backup is disk-bound when its MB per CPU-second exceeds the disk's MB/s.
+~300-byte state, encrypted with a master key; ``--db PATH`` keeps it to reuse), then
+alternates, ``--rounds`` times, in the same run: a raw copy of the SQLite file (read +
+write + fsync: the disk's bound) and ``statekeeper.governance.backup.backup`` of the
+store into a file (fsync'd too), once per ``--tree`` (a ``src`` folder: the backup runs
+in a child process with that tree first on the import path, so two versions compare in
+one run). Reports MB/s of each (store file bytes / second of wall time), the ratio
+backup / copy with its spread, and MB per CPU-second of each (store bytes / the
+process's user+system time): on a loaded machine wall time measures the share of CPU
+the run got, CPU time what the work costs. A backup is disk-bound when its MB per
+CPU-second exceeds the disk's MB/s.
 
-    python benchmarks/bench_backup.py --agents 100000 --events 3 --rounds 3
+    python benchmarks/bench_backup.py --agents 100000 --events 3 --rounds 3 \\
+        --tree src --tree /tmp/main-src
+
+``--profile N``: cProfile (timer: process CPU time) of one backup, top N functions.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
+import pstats
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-import _common  # noqa: F401 - puts src/ on the path
-from statekeeper import StateStore
-from statekeeper.codec.keys import Keyring
-from statekeeper.governance.backup import BackupKey, backup
+HERE = Path(__file__).resolve().parent
+MASTER = bytes(range(32))
 
 
-async def build(url: str, agents: int, events: int, keyring: Keyring) -> None:
+async def build(url: str, agents: int, events: int) -> None:
+    from statekeeper import StateStore
+    from statekeeper.codec.keys import Keyring
+
+    keyring = Keyring({"k1": MASTER})
     async with StateStore(url, keyring=keyring, durability="async", flush_size=500) as store:
         for i in range(agents):
             for j in range(events):
@@ -54,13 +67,51 @@ def raw_copy(src: Path, dst: Path) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-async def one_backup(
-    url: str, keyring: Keyring, key: BackupKey, to: Path
-) -> tuple[float, float, int]:
-    async with StateStore(url, keyring=keyring) as store:
+def fsync(path: Path) -> None:
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+async def one_backup(url: str, key_hex: str, to: Path) -> tuple[float, float, int]:
+    from statekeeper import StateStore
+    from statekeeper.codec.keys import Keyring
+    from statekeeper.governance.backup import BackupKey, backup
+
+    key = BackupKey(bytes.fromhex(key_hex))
+    async with StateStore(url, keyring=Keyring({"k1": MASTER})) as store:
         cpu, start = time.process_time(), time.perf_counter()
         result = await backup(store, to, key)
+        await asyncio.to_thread(fsync, to)  # the same durability as the raw copy
         return time.perf_counter() - start, time.process_time() - cpu, result.bytes_written
+
+
+def worker(args: argparse.Namespace) -> None:
+    """Child process: one backup with ``--tree`` first on the path; prints JSON."""
+    sys.path.insert(0, str(Path(args.tree[0]).resolve()))
+    if args.profile:
+        profiler = cProfile.Profile(time.process_time)
+        profiler.enable()
+    wall, cpu, written = asyncio.run(one_backup(args.url, args.key, Path(args.to)))
+    if args.profile:
+        profiler.disable()
+        stats = pstats.Stats(profiler, stream=sys.stderr)
+        stats.sort_stats("tottime").print_stats(args.profile)
+    import statekeeper
+
+    print(json.dumps({"wall": wall, "cpu": cpu, "written": written, "src": statekeeper.__file__}))
+
+
+def run_tree(tree: str, url: str, key_hex: str, to: Path, profile: int = 0) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--worker", "--tree", tree, "--url", url, "--key", key_hex]
+    cmd += ["--to", str(to), "--profile", str(profile)]
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"backup with --tree {tree} failed:\n{done.stderr}")
+    if profile:
+        print(done.stderr, file=sys.stderr)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    to.unlink()
+    return result
 
 
 def main() -> None:
@@ -68,42 +119,74 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=100_000)
     parser.add_argument("--events", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tree", action="append", help="a src folder (repeatable)")
+    parser.add_argument("--db", help="the store file: built if missing, kept after")
+    parser.add_argument("--profile", type=int, default=0, help="cProfile one backup: top N")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--key", help=argparse.SUPPRESS)
+    parser.add_argument("--to", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    keyring = Keyring({"k1": bytes(range(32))})
-    key = BackupKey(os.urandom(32))
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "store.db"
+    if args.worker:
+        worker(args)
+        return
+    trees = [str(Path(t).resolve()) for t in args.tree or [HERE.parent / "src"]]
+    key_hex = os.urandom(32).hex()
+    with tempfile.TemporaryDirectory(dir=Path(args.db).parent if args.db else None) as tmp:
+        db = Path(args.db) if args.db else Path(tmp) / "store.db"
         url = f"sqlite:///{db}"
-        start = time.perf_counter()
-        asyncio.run(build(url, args.agents, args.events, keyring))
-        built = time.perf_counter() - start
-        size = db.stat().st_size + (
-            Path(f"{db}-wal").stat().st_size if Path(f"{db}-wal").exists() else 0
-        )
-        copies, backups, ratios = [], [], []
-        copy_cpu, backup_cpu = [], []
-        out_bytes = 0
-        for _ in range(args.rounds):
+        built = 0.0
+        if not db.exists():
+            sys.path.insert(0, trees[0])
+            start = time.perf_counter()
+            asyncio.run(build(url, args.agents, args.events))
+            built = time.perf_counter() - start
+        wal = Path(f"{db}-wal")
+        size = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+        if args.profile:
+            run_tree(trees[0], url, key_hex, Path(tmp) / "b.skb", args.profile)
+            return
+        copies: list[float] = []
+        copy_cpu: list[float] = []
+        per_tree: dict[str, dict[str, list[float]]] = {
+            t: {"MBps": [], "MB_per_cpu_s": [], "cpu_s_per_MB": [], "ratio": [], "bytes": []}
+            for t in trees
+        }
+        loads = [os.getloadavg()[0]]
+        for round_no in range(args.rounds):
             c, c_cpu = raw_copy(db, Path(tmp) / "copy.db")
-            b, cpu, out_bytes = asyncio.run(one_backup(url, keyring, key, Path(tmp) / "b.skb"))
+            (Path(tmp) / "copy.db").unlink()
             copies.append(size / c / 1e6)
-            backups.append(size / b / 1e6)
             copy_cpu.append(size / max(c_cpu, 1e-9) / 1e6)
-            backup_cpu.append(size / cpu / 1e6)
-            ratios.append((size / b) / (size / c))
+            order = trees if round_no % 2 == 0 else trees[::-1]
+            for tree in order:
+                got = run_tree(tree, url, key_hex, Path(tmp) / "b.skb")
+                row = per_tree[tree]
+                row["MBps"].append(size / got["wall"] / 1e6)
+                row["MB_per_cpu_s"].append(size / got["cpu"] / 1e6)
+                row["cpu_s_per_MB"].append(got["cpu"] / (size / 1e6))
+                row["ratio"].append((size / got["wall"]) / (size / c))
+                row["bytes"].append(got["written"])
+            loads.append(os.getloadavg()[0])
         report = {
             "agents": args.agents,
             "events_per_agent": args.events,
             "store_bytes": size,
-            "backup_bytes": out_bytes,
             "build_seconds": round(built, 1),
             "raw_copy_MBps": [round(x, 1) for x in copies],
-            "backup_MBps": [round(x, 1) for x in backups],
             "raw_copy_MB_per_cpu_second": [round(x, 1) for x in copy_cpu],
-            "backup_MB_per_cpu_second": [round(x, 1) for x in backup_cpu],
-            "ratio_backup_over_copy_median": round(statistics.median(ratios), 4),
-            "ratio_min_max": [round(min(ratios), 4), round(max(ratios), 4)],
-            "loadavg": os.getloadavg(),
+            "trees": {
+                tree: {
+                    "backup_bytes": int(row["bytes"][-1]),
+                    "backup_MBps": [round(x, 1) for x in row["MBps"]],
+                    "backup_MB_per_cpu_second": [round(x, 1) for x in row["MB_per_cpu_s"]],
+                    "cpu_seconds_per_MB": [round(x, 4) for x in row["cpu_s_per_MB"]],
+                    "ratio_backup_over_copy_median": round(statistics.median(row["ratio"]), 3),
+                    "ratio_min_max": [round(min(row["ratio"]), 3), round(max(row["ratio"]), 3)],
+                }
+                for tree, row in per_tree.items()
+            },
+            "loadavg_1min_during": [round(x, 1) for x in loads],
         }
         print(json.dumps(report, indent=2))
 

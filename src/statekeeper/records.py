@@ -50,7 +50,7 @@ import functools
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, overload
 
 if TYPE_CHECKING:  # mypy (run with the "deprecated" error code) flags every use
     from typing_extensions import deprecated
@@ -387,6 +387,25 @@ class StreamExport:
     head_tag: bytes | None
     events: list[RawEvent]
     snapshot: RawSnapshot | None
+    keys: list[tuple[str, int, int]]
+
+
+#: an event as stored, as a plain tuple: ``(seq, type, timestamp, payload, checksum)``
+EventRow = tuple[int, str, float, bytes, bytes]
+#: a snapshot as stored, as a plain tuple: ``(seq, timestamp, payload, checksum)``
+SnapshotRow = tuple[int, float, bytes, bytes]
+
+
+class StreamRows(NamedTuple):
+    """:class:`StreamExport` with its records as plain tuples, what a backup packs
+    (:meth:`~statekeeper.backends.base.Backend.export_rows`): no object per record, so
+    an engine can hand over its rows as it reads them."""
+
+    agent_id: str
+    head: int
+    head_tag: bytes | None
+    events: list[EventRow]
+    snapshot: SnapshotRow | None
     keys: list[tuple[str, int, int]]
 
 

@@ -55,6 +55,7 @@ from ..records import (
     RewriteRequest,
     StreamChange,
     StreamExport,
+    StreamRows,
 )
 
 __all__ = [
@@ -364,6 +365,34 @@ class Backend(abc.ABC):
             keys = await self.idempotency_keys(agent_id) if keyed else []
             out.append(StreamExport(agent_id, head, tag, events, snap, keys))
         return out
+
+    async def export_rows(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamRows]:
+        """:meth:`export_streams` with the records as plain tuples (what a backup
+        packs). The default converts :meth:`export_streams`; SQLite reads its rows
+        straight into them (one range scan per table for a page of whole streams)."""
+        return [
+            StreamRows(
+                e.agent_id,
+                e.head,
+                bytes(e.head_tag) if e.head_tag is not None else None,
+                [
+                    (r.seq, r.type, r.timestamp, bytes(r.payload), bytes(r.checksum))
+                    for r in e.events
+                ],
+                (
+                    (
+                        e.snapshot.seq,
+                        e.snapshot.timestamp,
+                        bytes(e.snapshot.payload),
+                        bytes(e.snapshot.checksum),
+                    )
+                    if e.snapshot is not None
+                    else None
+                ),
+                list(e.keys),
+            )
+            for e in await self.export_streams(ranges)
+        ]
 
     # -- optional capabilities (see Capability); the defaults refuse -----------------
 

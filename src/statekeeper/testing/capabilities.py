@@ -104,6 +104,40 @@ class CapabilityConformance(Contract):
         if backend.supports(Capability.KEY_EXPORT):
             assert a_full.keys == [("k1", 1, 3)]
 
+    async def test_export_rows_of_whole_streams_stop_at_each_cut(self, backend: Backend) -> None:
+        await backend.append(tagged(request("a", 0, 3, key="k1", snap_at=2), b"t3"))
+        await backend.append(tagged(request("a", 3, 2), b"t5"))
+        await backend.save_snapshot("a", snapshot(5))
+        await backend.append(tagged(request("b", 0, 2), b"b2"))  # between, not asked for
+        await backend.append(tagged(request("c", 0, 1), b"c1"))
+        ranges = [("a", 0, 4), ("c", 0, 1), ("d", 0, 0)]
+        a, c, ghost = await backend.export_rows(ranges)
+        # the rows are the stored records, those of export_streams, up to each cut
+        for rows, export in zip((a, c, ghost), await backend.export_streams(ranges), strict=True):
+            assert rows.agent_id == export.agent_id
+            assert rows.events == [
+                (e.seq, e.type, e.timestamp, bytes(e.payload), bytes(e.checksum))
+                for e in export.events
+            ]
+            snap = export.snapshot
+            assert rows.snapshot == (
+                (snap.seq, snap.timestamp, bytes(snap.payload), bytes(snap.checksum))
+                if snap is not None
+                else None
+            )
+            assert (rows.head, rows.head_tag, rows.keys) == (
+                export.head,
+                export.head_tag,
+                export.keys,
+            )
+        assert [e[0] for e in a.events] == [1, 2, 3, 4]  # not the event after the cut
+        assert a.snapshot is not None and a.snapshot[0] == 2  # the latest at or below it
+        assert (a.head, a.head_tag) == (5, b"t5")
+        assert [e[0] for e in c.events] == [1] and c.agent_id == "c"
+        assert (ghost.head, ghost.events, ghost.snapshot) == (0, [], None)
+        if backend.supports(Capability.KEY_EXPORT):
+            assert a.keys == [("k1", 1, 3)]
+
     # -- prune (retention) ---------------------------------------------------------
 
     async def test_prune_removes_history_below_a_snapshot_and_nothing_else(

@@ -188,7 +188,7 @@ def _aad(header: Header, kind: bytes, index: int) -> bytes:
 class FrameWriter:
     """Writes a backup file frame by frame (see the module documentation)."""
 
-    def __init__(self, out: IO[bytes], header: Header, key: BackupKey, level: int = 3) -> None:
+    def __init__(self, out: IO[bytes], header: Header, key: BackupKey, level: int = 1) -> None:
         import zstandard
 
         self.out = out

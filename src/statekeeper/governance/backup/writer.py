@@ -35,13 +35,13 @@ from .location import Location
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
-    from ...records import RawEvent, RawSnapshot, StreamExport
+    from ...records import StreamRows
     from ...store import StateStore
 
 __all__ = ["BackupResult", "backup", "stream_digest"]
 
 _LIST_PAGE = 1000
-_BATCH = 256
+_BATCH = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,7 @@ class BackupResult:
     deleted: int  # incremental: agents gone since the parent
     vanished: int  # deleted while the backup ran
     bytes_written: int
-    record_bytes: int  # stored record bytes copied (payloads + checksums)
+    record_bytes: int  # stream entries copied (records as stored + seqs, types, times)
     seconds: float
 
 
@@ -92,56 +92,41 @@ async def _heads(backend: Backend, prefix: str = "") -> dict[str, int]:
         after = page[-1].agent_id
 
 
-def _ev(raw: RawEvent) -> list[Any]:
-    return [raw.seq, raw.type, raw.timestamp, bytes(raw.payload), bytes(raw.checksum)]
+def _last_digest(checksum: bytes) -> str:
+    return hashlib.sha256(checksum).hexdigest()
 
 
-def _snap(raw: RawSnapshot) -> list[Any]:
-    return [raw.seq, raw.timestamp, bytes(raw.payload), bytes(raw.checksum)]
-
-
-def _last_digest(event: RawEvent) -> str:
-    return hashlib.sha256(bytes(event.checksum)).hexdigest()
-
-
-def _entry(
-    export: StreamExport, cut: int, previous: dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """One agent's backup entry from an export of ``base..cut`` (None: the export is
-    not a gap-free slice ending at ``cut``: the stream changed under the read)."""
+def _entry(export: StreamRows, cut: int, previous: dict[str, Any] | None) -> list[Any] | None:
+    """One agent's stream entry, ``[agent, base, head, tag, events, snapshot, keys]``,
+    from an export of ``base..cut`` (None: the export is not a gap-free slice ending at
+    ``cut``: the stream changed under the read). Records stay the stored bytes, as the
+    rows came (tuples pack as msgpack arrays, as lists do)."""
     base = previous["head"] if previous is not None and 0 < previous["head"] <= cut else 0
     raw = export.events
     if base:
         assert previous is not None
-        if raw and raw[0].seq == base and _last_digest(raw[0]) == previous["last"]:
+        if raw and raw[0][0] == base and _last_digest(raw[0][4]) == previous["last"]:
             raw = raw[1:]
         else:
             return None
-    if len(raw) != cut - base or (raw and (raw[0].seq != base + 1 or raw[-1].seq != cut)):
+    if len(raw) != cut - base or (raw and (raw[0][0] != base + 1 or raw[-1][0] != cut)):
         return None
     snap = export.snapshot
-    last = raw[-1] if raw else None
-    if last is None:  # unchanged since the parent
-        last_digest = previous["last"] if previous is not None else ""
-    else:
-        last_digest = _last_digest(last)
-    return {
-        "agent_id": export.agent_id,
-        "base": base,
-        "head": cut,
-        "tag": bytes(export.head_tag)
-        if export.head_tag is not None and export.head == cut
-        else None,
-        "events": [_ev(e) for e in raw],
-        "snapshot": _snap(snap) if snap is not None and snap.seq > base else None,
-        "keys": [[k, f, la] for k, f, la in export.keys if base < f and la <= cut],
-        "last": last_digest,
-    }
+    keys = export.keys
+    return [
+        export.agent_id,
+        base,
+        cut,
+        export.head_tag if export.head_tag is not None and export.head == cut else None,
+        raw,
+        snap if snap is not None and snap[0] > base else None,
+        [k for k in keys if base < k[1] and k[2] <= cut] if keys else [],
+    ]
 
 
 async def _copy_batch(
     backend: Backend, batch: list[tuple[str, int]], previous: dict[str, Any]
-) -> list[dict[str, Any] | None]:
+) -> list[list[Any] | None]:
     """Entries for ``(agent, cut)`` pairs; an agent whose stream changed under the
     read (deleted, re-created) is read again at its current head, or is None (gone)."""
     ranges = []
@@ -149,8 +134,8 @@ async def _copy_batch(
         prev = previous.get(agent_id)
         base = prev["head"] if prev is not None and 0 < prev["head"] <= cut else 0
         ranges.append((agent_id, base, cut))
-    exports = await backend.export_streams(ranges)
-    out: list[dict[str, Any] | None] = []
+    exports = await backend.export_rows(ranges)
+    out: list[list[Any] | None] = []
     for (agent_id, cut), export in zip(batch, exports, strict=True):
         entry = _entry(export, cut, previous.get(agent_id))
         attempts = 0
@@ -163,7 +148,7 @@ async def _copy_batch(
             cut = await backend.head(agent_id)
             if cut == 0:
                 break  # gone: counted as vanished
-            (export,) = await backend.export_streams([(agent_id, 0, cut)])
+            (export,) = await backend.export_rows([(agent_id, 0, cut)])
             entry = _entry(export, cut, None)  # copied whole
         out.append(entry)
     return out
@@ -237,66 +222,72 @@ async def backup(
         pending: list[bytes] = []
         pending_bytes = 0
         pending_ids: list[str] = []
+        # one chunk compressed, encrypted and written in a thread while the next is read
+        sealing: tuple[asyncio.Future[int], list[str]] | None = None
+
+        async def settle() -> None:
+            nonlocal sealing
+            if sealing is not None:
+                task, ids = sealing
+                sealing = None
+                index = await task
+                for agent_id in ids:
+                    streams[agent_id]["chunk"] = index
 
         async def flush() -> None:
-            nonlocal pending, pending_bytes, pending_ids
+            nonlocal pending, pending_bytes, pending_ids, sealing
             if not pending:
                 return
             chunk, ids = pending, pending_ids
             pending, pending_bytes, pending_ids = [], 0, []
-            index = await asyncio.to_thread(writer.chunk_packed, chunk)
-            for agent_id in ids:
-                streams[agent_id]["chunk"] = index
+            await settle()
+            sealing = (asyncio.ensure_future(asyncio.to_thread(writer.chunk_packed, chunk)), ids)
 
         ids = sorted(heads)
         done = 0
-        for start in range(0, len(ids), _BATCH):
-            batch = ids[start : start + _BATCH]
-            entries = await _copy_batch(backend, [(a, heads[a]) for a in batch], previous)
-            for agent_id, entry in zip(batch, entries, strict=True):
-                if entry is None:
-                    totals["vanished"] += 1
-                    continue
-                packed = pack_entry(
-                    [
-                        agent_id,
-                        entry["base"],
-                        entry["head"],
-                        entry["tag"],
-                        entry["events"],
-                        entry["snapshot"],
-                        entry["keys"],
-                    ]
-                )
-                digest = stream_digest(packed)
-                streams[agent_id] = {
-                    "base": entry["base"],
-                    "head": entry["head"],
-                    "events": len(entry["events"]),
-                    "snapshot": entry["snapshot"][0] if entry["snapshot"] else None,
-                    "keys": len(entry["keys"]),
-                    "digest": digest,
-                    "last": entry["last"],
-                    "chunk": None,
-                }
-                if not entry["events"] and entry["snapshot"] is None:
-                    continue  # unchanged since the parent: nothing to store
-                size = sum(len(e[3]) + len(e[4]) for e in entry["events"])
-                if entry["snapshot"] is not None:
-                    size += len(entry["snapshot"][2]) + len(entry["snapshot"][3])
-                totals["events"] += len(entry["events"])
-                totals["snapshots"] += entry["snapshot"] is not None
-                totals["copied"] += 1
-                totals["record_bytes"] += size
-                pending.append(packed)
-                pending_ids.append(agent_id)
-                pending_bytes += size
-                if pending_bytes >= chunk_bytes:
-                    await flush()
-            done += len(batch)
-            if progress is not None:
-                progress(done, len(ids))
-        await flush()
+        packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+        sha256 = hashlib.sha256
+        try:
+            for start in range(0, len(ids), _BATCH):
+                batch = ids[start : start + _BATCH]
+                entries = await _copy_batch(backend, [(a, heads[a]) for a in batch], previous)
+                for agent_id, entry in zip(batch, entries, strict=True):
+                    if entry is None:
+                        totals["vanished"] += 1
+                        continue
+                    packed: bytes = packb(entry)
+                    events, snapshot = entry[4], entry[5]
+                    last = events[-1][4] if events else None
+                    streams[agent_id] = {
+                        "base": entry[1],
+                        "head": entry[2],
+                        "events": len(events),
+                        "snapshot": snapshot[0] if snapshot else None,
+                        "keys": len(entry[6]),
+                        "digest": sha256(packed).hexdigest(),
+                        "last": _last_digest(last)
+                        if last is not None
+                        else previous.get(agent_id, {}).get("last", ""),
+                        "chunk": None,
+                    }
+                    if not events and snapshot is None:
+                        continue  # unchanged since the parent: nothing to store
+                    size = len(packed)
+                    totals["events"] += len(events)
+                    totals["snapshots"] += snapshot is not None
+                    totals["copied"] += 1
+                    totals["record_bytes"] += size
+                    pending.append(packed)
+                    pending_ids.append(agent_id)
+                    pending_bytes += size
+                    if pending_bytes >= chunk_bytes:
+                        await flush()
+                done += len(batch)
+                if progress is not None:
+                    progress(done, len(ids))
+            await flush()
+        finally:
+            await settle()
         deleted = sorted(set(previous) - set(streams))
         manifest = {
             "backup_id": backup_id,
