@@ -249,3 +249,45 @@ async def test_backup_to_s3_and_restore_from_it(tmp_path: Path) -> None:
     async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
         assert (await restore(dst, [url], bkey)).agents == 5
         assert (await dst.verify()).ok
+
+
+async def test_a_backup_holds_no_key_material_of_the_vault(tmp_path: Path) -> None:
+    """The vault is outside the store and a backup never copies it: neither the data
+    keys (wrapped or not) nor the master key are in the file, even decrypted."""
+    import msgpack  # type: ignore[import-untyped]
+
+    from statekeeper.codec.datakeys import SqliteKeyVault
+    from statekeeper.governance.backup.fileformat import FrameReader
+    from statekeeper.governance.backup.restore import iter_entries
+    from statekeeper.governance.backup.writer import pack_entry
+
+    vault_file = tmp_path / "keys.vault.db"
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    ring = Keyring({"k1": STORE_KEY}, data_keys=vault_file)
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=ring) as src:
+        for name in ("acme/alice", "acme/bob"):
+            await src.save(name, {"n": 1})
+        await backup(src, file, bkey)
+    if ring.data_keys is not None:
+        ring.data_keys.close()
+    vault = SqliteKeyVault(vault_file)
+    secrets: list[bytes] = [STORE_KEY]
+    master = Keyring({"k1": STORE_KEY}).get("k1")
+    assert master is not None
+    for name in ("acme/alice", "acme/bob"):
+        entry = vault.load(name)
+        assert entry is not None and entry.wrapped is not None
+        secrets += [entry.wrapped, master.unwrap(name, entry.wrapped)]
+    vault.close()
+    reader = FrameReader(file, bkey)
+    try:
+        manifest = msgpack.packb(reader.manifest, use_bin_type=True)
+    finally:
+        reader.close()
+    decrypted = b"".join(pack_entry(e) for e in iter_entries(file, bkey)) + manifest
+    assert len(decrypted) > 0
+    for secret in secrets:
+        assert secret not in file.read_bytes()
+        assert secret not in decrypted
+    assert str(vault_file).encode() not in decrypted  # not even its path
