@@ -45,9 +45,9 @@ def export_whole(
             current = events.get(current_id)
         if current is not None:
             current.append(row[1:])
-    for agent_id, hi in wanted.items():
+    for agent_id, cut in wanted.items():
         got = events[agent_id]
-        while got and got[-1][0] > hi:  # appended since the caller's cut
+        while got and got[-1][0] > cut:  # appended since the caller's cut
             got.pop()
     snaps: dict[str, SnapshotRow] = {}
     for agent_id, seq, ts, payload, checksum in reader.execute(
@@ -55,8 +55,8 @@ def export_whole(
         " FROM sk_snapshots WHERE agent_id BETWEEN ? AND ? ORDER BY agent_id, seq",
         span,
     ):
-        hi = wanted.get(agent_id)
-        if hi is not None and seq <= hi:
+        upto = wanted.get(agent_id)
+        if upto is not None and seq <= upto:
             snaps[agent_id] = (seq, ts, payload, checksum)  # the latest at or below hi
     heads = {
         r[0]: (r[1], _blob(r[2]))
@@ -94,7 +94,7 @@ def export_slices(
     for i, (agent_id, after_seq, to_seq) in enumerate(chunk):
         flat += [i, agent_id, max(after_seq, 1), to_seq]
     events: list[list[EventRow]] = [[] for _ in chunk]
-    for i, *row in reader.execute(
+    for row in reader.execute(
         f"WITH w(i, a, lo, hi) AS (VALUES {values})"
         " SELECT w.i, e.seq, e.kind, e.ts, CAST(e.payload AS BLOB),"
         " CAST(e.checksum AS BLOB) FROM w JOIN sk_events e"
@@ -102,9 +102,9 @@ def export_slices(
         " ORDER BY w.i, e.seq",
         flat,
     ):
-        events[i].append(tuple(row))  # type: ignore[arg-type]
+        events[row[0]].append(row[1:])
     snaps: dict[int, SnapshotRow] = {}
-    for i, *snap in reader.execute(
+    for snap in reader.execute(
         f"WITH w(i, a, lo, hi) AS (VALUES {values})"
         " SELECT w.i, s.seq, s.ts, CAST(s.payload AS BLOB),"
         " CAST(s.checksum AS BLOB) FROM w JOIN sk_snapshots s"
@@ -112,7 +112,7 @@ def export_slices(
         " WHERE agent_id = w.a AND seq <= w.hi)",
         flat,
     ):
-        snaps[i] = tuple(snap)  # type: ignore[assignment]
+        snaps[snap[0]] = snap[1:]
     ids = sorted({a for a, _, _ in chunk})
     marks = ",".join("?" * len(ids))
     heads = {
