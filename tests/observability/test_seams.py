@@ -3,8 +3,12 @@ and histograms that batch their observations expose what one-by-one ones would."
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
+import weakref
+
+import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from statekeeper import StateStore
 from statekeeper.backends.memory import MemoryBackend
 from statekeeper.observability.instrumentation import instrument
+from statekeeper.store import store as store_module
+from statekeeper.store import writes as writes_module
 from statekeeper.observability.metrics import FOLD_AT, LATENCY_BUCKETS, Tally
 from statekeeper.records import AppendRequest, AppendResult
 
@@ -62,6 +68,75 @@ async def test_an_instrumented_save_runs_no_wrapper_between_store_and_engine() -
     assert sample(registry, "statekeeper_operation_duration_seconds_count", operation="save") == 2
     assert sample(registry, "statekeeper_operation_duration_seconds_count", operation="append") == 1
     assert sample(registry, "statekeeper_backend_call_duration_seconds_count", call="append") == 3
+
+
+class StepClock:
+    """A clock one second later at each reading (the seams' readings are counted)."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return float(self.reads)
+
+
+async def test_a_direct_save_shares_its_end_reading_with_the_engine_append(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = StepClock()
+    monkeypatch.setattr(store_module, "_perf", clock)
+    monkeypatch.setattr(writes_module, "_perf", clock)
+    registry = CollectorRegistry()
+    async with StateStore("memory://", witness=False) as store:
+        instrument(store, registry=registry, tracing=False)
+        for n in range(6):
+            await store.save("a", {"n": n})
+    # per save: its start, the append's start, the append's end (= the save's end)
+    assert clock.reads == 3 * 6
+    assert sample(registry, "statekeeper_operation_duration_seconds_count", operation="save") == 6
+    assert sample(registry, "statekeeper_operation_duration_seconds_sum", operation="save") == 12
+    assert sample(registry, "statekeeper_backend_call_duration_seconds_count", call="append") == 6
+    assert sample(registry, "statekeeper_backend_call_duration_seconds_sum", call="append") == 6
+
+
+@pytest.mark.parametrize("durability", ["group", "async"])
+async def test_a_save_not_written_directly_is_timed_by_the_save_once(durability: str) -> None:
+    registry = CollectorRegistry()
+    async with StateStore("memory://", witness=False, durability=durability) as store:
+        instrument(store, registry=registry, tracing=False)
+        for n in range(3):
+            await store.save("a", {"n": n})
+        await store.save("a", {"n": 3}, idempotency_key="k")
+        await store.save("a", {"n": 3}, idempotency_key="k")  # a retry: stored once
+    assert sample(registry, "statekeeper_operation_duration_seconds_count", operation="save") == 5
+
+
+async def test_a_retried_direct_save_is_timed_once() -> None:
+    registry = CollectorRegistry()
+    async with StateStore("memory://", witness=False) as store:
+        instrument(store, registry=registry, tracing=False)
+        await store.save("a", {"n": 0}, idempotency_key="k")
+        await store.save("a", {"n": 0}, idempotency_key="k")
+        await store.save("a", {"n": 1})
+    assert sample(registry, "statekeeper_operation_duration_seconds_count", operation="save") == 3
+
+
+async def test_a_dropped_instrumented_store_is_freed_without_the_cycle_collector() -> None:
+    registry = CollectorRegistry()
+    store = StateStore("memory://", witness=False)
+    instrumentation = instrument(store, registry=registry, tracing=False)
+    async with store:
+        await store.save("a", {"n": 0})
+    gc.disable()  # freed by reference counting alone: no store <-> instrumentation cycle
+    try:
+        gone = weakref.ref(store)
+        del store
+        assert gone() is None
+    finally:
+        gc.enable()
+    instrumentation.uninstall()  # the store is gone: only its tallies are taken away
+    assert "statekeeper_operation_duration_seconds_count{" not in generate_latest(registry).decode()
 
 
 async def test_more_saves_than_a_batch_are_all_counted() -> None:

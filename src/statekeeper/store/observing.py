@@ -40,6 +40,11 @@ class StoreObserver(Protocol):
     #: list holds :data:`FOLD_AT` of them
     save_times: list[float]
     append_times: list[float]
+    #: the mark of the last untraced save whose latency the write pipeline observed
+    #: itself (a direct write: the save ends where the engine's append does, so the
+    #: two observations share a clock reading); the save checks ``timed is mark``
+    #: (its own float object) and skips its own observation
+    timed: object
 
     def fold(self) -> None:
         """Sort the pending observations of :attr:`save_times` and :attr:`append_times`
