@@ -9,7 +9,6 @@ import sys
 import weakref
 
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -18,10 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from statekeeper import StateStore
 from statekeeper.backends.memory import MemoryBackend
 from statekeeper.observability.instrumentation import instrument
-from statekeeper.store import store as store_module
-from statekeeper.store import writes as writes_module
 from statekeeper.observability.metrics import FOLD_AT, LATENCY_BUCKETS, Tally
 from statekeeper.records import AppendRequest, AppendResult
+from statekeeper.store import store as store_module
+from statekeeper.store import writes as writes_module
 
 
 class StackRecording(MemoryBackend):
