@@ -10,10 +10,8 @@ names the configured timeout, and the subprocess ``timeout=`` is the guard on a 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from statekeeper import StateStore
 from ..backends._services import (
     POSTGRES_DSN,
     REDIS_URL,
+    SilentServer,
     delete_prefix,
     drop_schema,
     free_port,
@@ -54,41 +53,6 @@ def _hostport(url: str) -> str:
     return url.split("://", 1)[1].split("@", 1)[-1].split("/", 1)[0]
 
 
-class SilentServer:
-    """Accepts TCP connections, never answers, and counts them."""
-
-    def __init__(self) -> None:
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(64)
-        self.port = int(self.listener.getsockname()[1])
-        self.held: list[socket.socket] = []
-        self.changed = threading.Condition()
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:  # closed
-                return
-            with self.changed:
-                self.held.append(conn)
-                self.changed.notify_all()
-
-    @property
-    def attempts(self) -> int:
-        """Connections received so far (each CLI run waits for its own before exiting)."""
-        with self.changed:
-            return len(self.held)
-
-    def close(self) -> None:
-        self.listener.close()
-        for conn in self.held:
-            conn.close()
-
-
 @pytest.fixture(scope="module")
 def silent() -> Iterator[SilentServer]:
     server = SilentServer()
@@ -96,13 +60,6 @@ def silent() -> Iterator[SilentServer]:
         yield server
     finally:
         server.close()
-
-
-def _attempts_during(silent: SilentServer, before: int) -> int:
-    """The connections one finished CLI run made (the accept thread may lag behind it)."""
-    with silent.changed:  # the kernel has them queued: a condition, not a duration
-        silent.changed.wait_for(lambda: len(silent.held) > before, timeout=60)
-        return len(silent.held) - before
 
 
 def _url(kind: str, silent: int) -> str:
@@ -151,7 +108,7 @@ def test_unreachable_or_misconfigured_server_is_one_line_and_no_retries(
     assert SECRET not in proc.stderr + proc.stdout
     assert ":***@" in lines[0]
     if kind.endswith("-silent"):  # gave up after one timeout, no retry loop
-        assert 1 <= _attempts_during(silent, before) <= MAX_ATTEMPTS, silent.attempts - before
+        assert 1 <= silent.attempts_since(before) <= MAX_ATTEMPTS, silent.attempts - before
 
 
 def test_connect_timeout_option_and_environment(silent: SilentServer) -> None:
@@ -159,7 +116,7 @@ def test_connect_timeout_option_and_environment(silent: SilentServer) -> None:
     before = silent.attempts
     proc = _cli("--connect-timeout", "0.5", "agents", "--db", url)
     assert proc.returncode == 2 and "no answer within 0.5s" in proc.stderr
-    assert 1 <= _attempts_during(silent, before) <= MAX_ATTEMPTS
+    assert 1 <= silent.attempts_since(before) <= MAX_ATTEMPTS
     before = silent.attempts
     proc = _cli(
         "agents",
@@ -168,7 +125,7 @@ def test_connect_timeout_option_and_environment(silent: SilentServer) -> None:
         env={"STATEKEEPER_CONNECT_TIMEOUT": "0.5"},
     )
     assert proc.returncode == 2 and "no answer within 0.5s" in proc.stderr
-    assert 1 <= _attempts_during(silent, before) <= MAX_ATTEMPTS
+    assert 1 <= silent.attempts_since(before) <= MAX_ATTEMPTS
     # the URL's own connect_timeout wins over the default
     proc = _cli("agents", "--db", url + "?connect_timeout=0.25")
     assert proc.returncode == 2 and "no answer within 0.25s" in proc.stderr
