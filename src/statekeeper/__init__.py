@@ -127,11 +127,10 @@ _RENAMED: dict[str, tuple[str, str]] = {
 def __getattr__(name: str) -> Any:
     import importlib
 
-    module = _LAZY.get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value
-        return value
+    if name in _LAZY:
+        from ._lazy import lazy_attribute
+
+        return lazy_attribute(__name__, globals(), _LAZY, name)
     home = _MOVED.get(name)
     if home is not None:
         warnings.warn(

@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -377,3 +378,45 @@ def fresh_url(engine: str, tmp_path: Path, name: str = "store.db") -> Iterator[s
             delete_prefix(f"{ns}:")
     else:
         raise ValueError(f"unknown engine {engine!r}")
+
+
+class SilentServer:
+    """Accepts TCP connections, never answers, and counts them."""
+
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = int(self.listener.getsockname()[1])
+        self.held: list[socket.socket] = []
+        self.changed = threading.Condition()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            with self.changed:
+                self.held.append(conn)
+                self.changed.notify_all()
+
+    @property
+    def attempts(self) -> int:
+        """Connections taken so far."""
+        with self.changed:
+            return len(self.held)
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.held:
+            conn.close()
+
+    def attempts_since(self, before: int) -> int:
+        """The connections made since ``attempts`` was ``before``, by a client that has
+        given up: the kernel has queued them; wait (a condition) for the thread to take them."""
+        with self.changed:
+            self.changed.wait_for(lambda: len(self.held) > before, timeout=60)
+            return len(self.held) - before

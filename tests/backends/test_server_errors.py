@@ -9,8 +9,8 @@
   server is back (a private server, stopped and started by the test);
 * credentials never appear in an error, a log line or a ``repr``.
 
-Elapsed times are asserted only as loose upper bounds, far below the 10-30 s the
-retry budgets took before.
+No elapsed time is asserted (tests never depend on timing): a retry shows up as the
+recovery loop's "retrying" warning, and a silent server counts the connections it gets.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import socket
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -37,6 +35,7 @@ from statekeeper.testing import request
 from ._services import (
     POSTGRES_DSN,
     REDIS_URL,
+    SilentServer,
     drop_schema,
     free_port,
     namespace,
@@ -47,7 +46,16 @@ from ._services import (
 )
 
 SECRET = "Pw-d0-not-print"
-FAST = 8.0  # seconds: a loose upper bound (the old behaviour took 12-32 s)
+# The old behaviour retried permanent errors and unreachable servers for 12-32 s. Without
+# measuring time: a silent server counts the connections it gets (at most one, plus
+# psycopg's sslmode=prefer fallback), and a retry shows up as the recovery loop's warning.
+MAX_ATTEMPTS = 2
+
+
+def assert_not_retried(caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing was retried: the recovery loop warns "retrying for up to" on every retry."""
+    retried = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert retried == [], retried
 
 
 def _with_password(url: str) -> str:
@@ -64,12 +72,13 @@ def _host_port(url: str) -> str:
 
 
 @pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A port that accepts TCP connections (into the listen backlog) and never answers."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(16)
-        yield int(listener.getsockname()[1])
+def silent() -> Iterator[SilentServer]:
+    """A port that accepts TCP connections, never answers, and counts them."""
+    server = SilentServer()
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 @pytest.fixture
@@ -114,7 +123,6 @@ async def test_postgres_that_cannot_be_reached_fails_fast_with_its_reason(
         require_postgres()
     url = _pg_url(kind)
     caplog.set_level(logging.DEBUG)
-    started = time.monotonic()
     store = StateStore(url)
     try:
         with pytest.raises(BackendUnavailable) as info:
@@ -123,28 +131,28 @@ async def test_postgres_that_cannot_be_reached_fails_fast_with_its_reason(
             await store.head("a")
     finally:
         await store.close()
-    elapsed = time.monotonic() - started
     message = str(info.value)
     assert reason in message
     assert message.startswith("cannot connect to PostgreSQL at postgresql://")
     assert ":***@" in message and SECRET not in message
     assert "\n" not in message
-    assert elapsed < FAST, f"took {elapsed:.1f}s"
     # no pool spinning in the background, no retry warnings; nothing logs the password
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert SECRET not in caplog.text
 
 
-async def test_postgres_silent_server_is_bounded_by_connect_timeout(silent_port: int) -> None:
-    url = f"postgresql://postgres:{SECRET}@127.0.0.1:{silent_port}/test?connect_timeout=0.5"
-    started = time.monotonic()
+async def test_postgres_silent_server_is_bounded_by_connect_timeout(
+    silent: SilentServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"postgresql://postgres:{SECRET}@127.0.0.1:{silent.port}/test?connect_timeout=0.5"
     backend = open_backend(url)
     try:
         with pytest.raises(BackendUnavailable, match=r"no answer within 0\.5s") as info:
             await backend.head("a")
     finally:
         await backend.close()
-    assert time.monotonic() - started < FAST
+    assert 1 <= silent.attempts_since(0) <= MAX_ATTEMPTS
+    assert_not_retried(caplog)
     assert SECRET not in str(info.value)
 
 
@@ -166,37 +174,39 @@ def _redis_url(kind: str, silent_port: int) -> str:
     ],
 )
 async def test_redis_that_cannot_be_reached_fails_fast_with_its_reason(
-    kind: str, reason: str, silent_port: int, caplog: pytest.LogCaptureFixture
+    kind: str, reason: str, silent: SilentServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     if kind == "db-out-of-range":
         require_redis()
     caplog.set_level(logging.DEBUG)
-    started = time.monotonic()
-    store = StateStore(_redis_url(kind, silent_port))
+    store = StateStore(_redis_url(kind, silent.port))
     try:
         with pytest.raises(BackendUnavailable) as info:
             await store.save("a", {"n": 1})
     finally:
         await store.close()
-    assert time.monotonic() - started < FAST
+    if kind == "silent":
+        assert 1 <= silent.attempts_since(0) <= MAX_ATTEMPTS
+    assert_not_retried(caplog)
     message = str(info.value)
     assert reason in message and message.startswith("cannot connect to Redis at redis://")
     assert SECRET not in message and SECRET not in caplog.text
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
-async def test_a_tiered_store_on_an_unreachable_durable_tier_fails_fast() -> None:
+async def test_a_tiered_store_on_an_unreachable_durable_tier_fails_fast(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     url = tiered_url(
         hot="memory://", durable=f"postgresql://postgres:{SECRET}@127.0.0.1:{free_port()}/x"
     )
-    started = time.monotonic()
     store = StateStore(url)
     try:
         with pytest.raises(BackendUnavailable, match="Connection refused") as info:
             await store.save("a", {"n": 1})
     finally:
         await store.close()
-    assert time.monotonic() - started < FAST
+    assert_not_retried(caplog)
     assert SECRET not in str(info.value) and SECRET not in repr(store)
 
 
@@ -221,18 +231,18 @@ def _timeout_url(schema: str, ms: int) -> str:
     return f"{POSTGRES_DSN}?schema={schema}&options=-c%20statement_timeout%3D{ms}"
 
 
-async def test_a_statement_timeout_fails_fast_and_writes_nothing(schema: str) -> None:
+async def test_a_statement_timeout_fails_fast_and_writes_nothing(
+    schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
     setup = PostgresBackend(POSTGRES_DSN, schema=schema)
     await setup.append(request("a", 0))
     await setup.close()
     backend = PostgresBackend.from_url(_timeout_url(schema, 200))  # retry_timeout: 30 s
     try:
         async with _row_locked(schema, "a"):
-            started = time.monotonic()
             with pytest.raises(BackendRejected) as info:
                 await backend.append(request("a", 1))
-            elapsed = time.monotonic() - started
-        assert elapsed < FAST, f"took {elapsed:.1f}s"
+        assert_not_retried(caplog)
         assert info.value.maybe_applied is False
         assert info.value.sqlstate == "57014"
         assert "statement timeout" in str(info.value)
@@ -243,24 +253,27 @@ async def test_a_statement_timeout_fails_fast_and_writes_nothing(schema: str) ->
         await backend.close()
 
 
-async def test_an_over_long_agent_id_fails_fast_and_writes_nothing(schema: str) -> None:
+async def test_an_over_long_agent_id_fails_fast_and_writes_nothing(
+    schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """PostgreSQL refuses an index entry over ~2.7 KB (SQLSTATE 54000): a permanent
     error, not a lost connection. (The store-wide agent-id validator refuses such ids
     even earlier, with a ConfigurationError; either way: at once, typed, not written.)"""
     backend = PostgresBackend(POSTGRES_DSN, schema=schema)  # retry_timeout: 30 s
     agent = secrets.token_urlsafe(6000)  # 8 KB that do not compress below the limit
     try:
-        started = time.monotonic()
         with pytest.raises((BackendRejected, ConfigurationError)) as info:
             await backend.append(request(agent, 0))
-        assert time.monotonic() - started < FAST
+        assert_not_retried(caplog)
         assert getattr(info.value, "maybe_applied", False) is False
         assert await backend.count_agents() == 0
     finally:
         await backend.close()
 
 
-async def test_a_failed_group_batch_commits_the_good_requests(schema: str) -> None:
+async def test_a_failed_group_batch_commits_the_good_requests(
+    schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """One request of a batch hits a permanent error: the others commit, it alone fails,
     at once (not after the 30 s lost-connection budget)."""
     setup = PostgresBackend(POSTGRES_DSN, schema=schema)
@@ -271,12 +284,10 @@ async def test_a_failed_group_batch_commits_the_good_requests(schema: str) -> No
     try:
         await backend.open()
         async with _row_locked(schema, "bad"):
-            started = time.monotonic()
             results = await backend.append_batch(
                 [request("bad", 1), request("g1", 1), request("g2", 1), request("g3", 1)]
             )
-            elapsed = time.monotonic() - started
-        assert elapsed < FAST, f"took {elapsed:.1f}s"
+        assert_not_retried(caplog)
         assert isinstance(results[0], BackendRejected) and results[0].sqlstate == "57014"
         assert results[1:] == [AppendResult(a, 2, 2) for a in ("g1", "g2", "g3")]
         assert [await backend.head(a) for a in ("bad", "g1", "g2", "g3")] == [1, 2, 2, 2]
@@ -322,19 +333,19 @@ async def test_a_failed_batch_does_not_serialise_the_others_behind_the_bad_one(
         await backend.close()
 
 
-async def test_group_mode_store_one_bad_write_does_not_stall_the_others(schema: str) -> None:
+async def test_group_mode_store_one_bad_write_does_not_stall_the_others(
+    schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
     url = _timeout_url(schema, 300)
     async with StateStore(url, durability="group") as store:
         for agent in ("bad", "g1", "g2", "g3", "g4"):
             await store.save(agent, {"n": 0})
         async with _row_locked(schema, "bad"):
-            started = time.monotonic()
             outcomes = await asyncio.gather(
                 *(store.save(a, {"n": 1}) for a in ("bad", "g1", "g2", "g3", "g4")),
                 return_exceptions=True,
             )
-            elapsed = time.monotonic() - started
-        assert elapsed < FAST, f"took {elapsed:.1f}s"
+        assert_not_retried(caplog)
         assert isinstance(outcomes[0], BackendRejected)
         assert all(isinstance(o, AppendResult) for o in outcomes[1:]), outcomes
         for agent in ("g1", "g2", "g3", "g4"):
@@ -378,10 +389,9 @@ async def test_postgres_lost_connection_is_retried_and_a_new_client_fails_fast()
             await asyncio.to_thread(server.stop)
             # a client that never reached the server: cannot connect at all, at once
             fresh = PostgresBackend(url, retry_timeout=60)
-            started = time.monotonic()
             with pytest.raises(BackendUnavailable, match="Connection refused"):
                 await fresh.head("a")
-            assert time.monotonic() - started < FAST
+            assert not [line for line in handler.lines if "retrying" in line]
             await fresh.close()
             # the client that worked keeps retrying until the server is back
             pending = asyncio.create_task(worked.append(request("a", 1)))
@@ -411,10 +421,9 @@ async def test_redis_lost_connection_is_retried_and_a_new_client_fails_fast() ->
             await worked.append(request("a", 0))
             server.kill()
             fresh = RedisBackend(url, prefix="x:", retry_timeout=60)
-            started = time.monotonic()
             with pytest.raises(BackendUnavailable, match="Connect call failed"):
                 await fresh.head("a")
-            assert time.monotonic() - started < FAST
+            assert not [line for line in handler.lines if "retrying" in line]
             await fresh.close()
             pending = asyncio.create_task(worked.head("a"))
             await asyncio.wait_for(handler.event.wait(), 60)
@@ -452,7 +461,9 @@ def test_reprs_mask_credentials(tmp_path: Path) -> None:
         asyncio.run(backend.close())
 
 
-async def test_a_redis_error_reply_is_rejected_at_once(tmp_path: Path) -> None:
+async def test_a_redis_error_reply_is_rejected_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A key of the wrong type under the prefix (another application's data): Redis
     answers WRONGTYPE, which no retry can fix: BackendRejected, nothing written."""
     require_redis()
@@ -463,10 +474,9 @@ async def test_a_redis_error_reply_is_rejected_at_once(tmp_path: Path) -> None:
     backend = RedisBackend(REDIS_URL, prefix=prefix)  # retry_timeout: 10 s
     try:
         await raw.set(f"{prefix}a:clash", b"not a hash")
-        started = time.monotonic()
         with pytest.raises(BackendRejected, match="WRONGTYPE") as info:
             await backend.append(request("clash", 0))
-        assert time.monotonic() - started < FAST
+        assert_not_retried(caplog)
         assert info.value.maybe_applied is False
         assert await raw.get(f"{prefix}a:clash") == b"not a hash"
     finally:

@@ -1,17 +1,17 @@
 """The CLI against servers that are down, misconfigured or silent, and with passwords.
 
 Each case runs ``statekeeper`` as a subprocess: one line on stderr with the server's
-own reason, exit code 2, no traceback, no password, and a loose upper bound on the
-time (the old behaviour took 12-32 s and printed screens of warnings).
+own reason, exit code 2, no traceback, no password. The old behaviour retried for
+12-32 s and printed screens of warnings; without measuring time, the silent listener
+counts the connections it receives (a retry loop shows up as many of them), the error
+names the configured timeout, and the subprocess ``timeout=`` is the guard on a hang.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from statekeeper import StateStore
 from ..backends._services import (
     POSTGRES_DSN,
     REDIS_URL,
+    SilentServer,
     delete_prefix,
     drop_schema,
     free_port,
@@ -31,23 +32,21 @@ from ..backends._services import (
 )
 
 SECRET = "Pw-d0-not-print"
-BOUND = 15.0  # seconds, loose: interpreter start-up on a loaded machine included
+# At most this many connections per CLI run to the silent server: one, plus one for
+# psycopg's sslmode=prefer fallback. A retry loop makes many more.
+MAX_ATTEMPTS = 2
 
 
-def _cli(
-    *args: str, env: dict[str, str] | None = None
-) -> tuple[subprocess.CompletedProcess[str], float]:
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_")}
     base.update({"COLUMNS": "200", "NO_COLOR": "1", **(env or {})})
-    started = time.monotonic()
-    proc = subprocess.run(
+    return subprocess.run(  # the timeout is the hang guard, not a measurement
         [sys.executable, "-m", "statekeeper.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
         env=base,
     )
-    return proc, time.monotonic() - started
 
 
 def _hostport(url: str) -> str:
@@ -55,12 +54,12 @@ def _hostport(url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def silent_port() -> Iterator[int]:
-    """Accepts TCP connections (into the backlog) and never answers."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
-        yield int(listener.getsockname()[1])
+def silent() -> Iterator[SilentServer]:
+    server = SilentServer()
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 def _url(kind: str, silent: int) -> str:
@@ -93,12 +92,13 @@ CASES = {
 
 @pytest.mark.parametrize("kind", list(CASES))
 @pytest.mark.parametrize("command", ["agents", "stats"])
-def test_unreachable_or_misconfigured_server_is_one_line_and_fast(
-    kind: str, command: str, silent_port: int
+def test_unreachable_or_misconfigured_server_is_one_line_and_no_retries(
+    kind: str, command: str, silent: SilentServer
 ) -> None:
     if kind in ("pg-missing-db", "pg-unknown-option"):
         require_postgres()
-    proc, elapsed = _cli(command, "--db", _url(kind, silent_port))
+    before = silent.attempts
+    proc = _cli(command, "--db", _url(kind, silent.port))
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -107,29 +107,33 @@ def test_unreachable_or_misconfigured_server_is_one_line_and_fast(
     assert "Traceback" not in proc.stderr + proc.stdout
     assert SECRET not in proc.stderr + proc.stdout
     assert ":***@" in lines[0]
-    assert elapsed < BOUND, f"took {elapsed:.1f}s"
+    if kind.endswith("-silent"):  # gave up after one timeout, no retry loop
+        assert 1 <= silent.attempts_since(before) <= MAX_ATTEMPTS, silent.attempts - before
 
 
-def test_connect_timeout_option_and_environment(silent_port: int) -> None:
-    url = _url("pg-silent", silent_port)
-    proc, elapsed = _cli("--connect-timeout", "0.5", "agents", "--db", url)
+def test_connect_timeout_option_and_environment(silent: SilentServer) -> None:
+    url = _url("pg-silent", silent.port)
+    before = silent.attempts
+    proc = _cli("--connect-timeout", "0.5", "agents", "--db", url)
     assert proc.returncode == 2 and "no answer within 0.5s" in proc.stderr
-    assert elapsed < BOUND
-    proc, _ = _cli(
+    assert 1 <= silent.attempts_since(before) <= MAX_ATTEMPTS
+    before = silent.attempts
+    proc = _cli(
         "agents",
         "--db",
-        _url("redis-silent", silent_port),
+        _url("redis-silent", silent.port),
         env={"STATEKEEPER_CONNECT_TIMEOUT": "0.5"},
     )
     assert proc.returncode == 2 and "no answer within 0.5s" in proc.stderr
+    assert 1 <= silent.attempts_since(before) <= MAX_ATTEMPTS
     # the URL's own connect_timeout wins over the default
-    proc, _ = _cli("agents", "--db", url + "?connect_timeout=0.25")
+    proc = _cli("agents", "--db", url + "?connect_timeout=0.25")
     assert proc.returncode == 2 and "no answer within 0.25s" in proc.stderr
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "soon"])
 def test_a_bad_connect_timeout_is_a_usage_error(bad: str) -> None:
-    proc, _ = _cli("--connect-timeout", bad, "agents", "--db", "memory://")
+    proc = _cli("--connect-timeout", bad, "agents", "--db", "memory://")
     assert proc.returncode == 2
     assert "--connect-timeout" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -149,11 +153,11 @@ def test_stats_and_errors_mask_the_password(tmp_path: Path) -> None:
     drop_schema(schema)
     try:
         asyncio.run(populate())
-        proc, _ = _cli("stats", "--db", url)
+        proc = _cli("stats", "--db", url)
         assert proc.returncode == 0, proc.stderr
         assert f"postgresql://postgres:***@{pg}/test" in proc.stdout
         assert SECRET not in proc.stdout + proc.stderr
-        proc, _ = _cli("show", "nobody", "--db", url)
+        proc = _cli("show", "nobody", "--db", url)
         assert proc.returncode == 1 and SECRET not in proc.stdout + proc.stderr
     finally:
         drop_schema(schema)
@@ -173,7 +177,7 @@ def test_redis_store_with_a_password_in_the_url(tmp_path: Path) -> None:
 
     try:
         asyncio.run(populate())
-        proc, _ = _cli("stats", "--db", url)
+        proc = _cli("stats", "--db", url)
         assert proc.returncode == 0, proc.stderr
         assert f"redis://:***@{rd}/0" in proc.stdout
         assert SECRET not in proc.stdout + proc.stderr

@@ -613,6 +613,20 @@ class SQLiteBackend(Backend):
                 self._migrate(conn, int(row[0]))
             conn.execute("COMMIT")
 
+    @contextlib.contextmanager
+    def _write_transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """One write transaction: :meth:`_begin`, the block, ``COMMIT``; on any error
+        (the commit's own included) ``ROLLBACK`` if a transaction is still open, and
+        the error goes on (one implementation for every write op)."""
+        self._begin(conn)
+        try:
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
     def _begin(self, conn: _Executes) -> None:
         """``BEGIN IMMEDIATE``: take the file's write lock, waiting while its holder
         makes progress (commits), and giving up with :class:`StoreLocked` when the
@@ -1178,20 +1192,14 @@ class SQLiteBackend(Backend):
     def _save_snapshot_sync(self, agent_id: str, snapshot: RawSnapshot) -> None:
         conn = self._writer
         assert conn is not None
-        with _translated(self.path):
-            self._begin(conn)
-            try:
-                row = conn.execute(
-                    "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
-                ).fetchone()
-                head = row[0] if row else 0
-                if not 0 < snapshot.seq <= head:
-                    raise ConflictError(agent_id, snapshot.seq, head)
-                self._put_snapshot(conn, agent_id, snapshot)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with _translated(self.path), self._write_transaction(conn):
+            row = conn.execute(
+                "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+            head = row[0] if row else 0
+            if not 0 < snapshot.seq <= head:
+                raise ConflictError(agent_id, snapshot.seq, head)
+            self._put_snapshot(conn, agent_id, snapshot)
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         await self._write(self._save_snapshot_sync, agent_id, snapshot)
@@ -1238,33 +1246,21 @@ class SQLiteBackend(Backend):
         conn = self._writer
         assert conn is not None
         agent_id = request.agent_id
-        with _translated(self.path, agent_id):
-            self._begin(conn)
-            try:
-                if not self._rewrite_one(conn, request):
-                    row = conn.execute(
-                        "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
-                    ).fetchone()
-                    raise ConflictError(agent_id, request.expected_seq, row[0] if row else 0)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with _translated(self.path, agent_id), self._write_transaction(conn):
+            if not self._rewrite_one(conn, request):
+                row = conn.execute(
+                    "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+                ).fetchone()
+                raise ConflictError(agent_id, request.expected_seq, row[0] if row else 0)
 
     def _rewrite_many_sync(self, requests: list[RewriteRequest]) -> list[bool]:
         conn = self._writer
         assert conn is not None
-        with _translated(self.path):
-            self._begin(conn)
-            try:
-                if len({r.agent_id for r in requests}) == len(requests):
-                    done = self._rewrite_page(conn, requests)
-                else:  # one agent twice: each request sees the one before it
-                    done = [self._rewrite_one(conn, request) for request in requests]
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with _translated(self.path), self._write_transaction(conn):
+            if len({r.agent_id for r in requests}) == len(requests):
+                done = self._rewrite_page(conn, requests)
+            else:  # one agent twice: each request sees the one before it
+                done = [self._rewrite_one(conn, request) for request in requests]
         return done
 
     def _rewrite_page(self, conn: sqlite3.Connection, requests: list[RewriteRequest]) -> list[bool]:
@@ -1331,42 +1327,35 @@ class SQLiteBackend(Backend):
     def _prune_sync(self, agent_id: str, base_seq: int, drop: tuple[int, ...]) -> None:
         conn = self._writer
         assert conn is not None
-        with _translated(self.path, agent_id):
-            self._begin(conn)
-            try:
-                row = conn.execute(
-                    "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+        with _translated(self.path, agent_id), self._write_transaction(conn):
+            row = conn.execute(
+                "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+            has_base = base_seq > 0 and (
+                conn.execute(
+                    "SELECT 1 FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
+                    (agent_id, base_seq),
                 ).fetchone()
-                has_base = base_seq > 0 and (
-                    conn.execute(
-                        "SELECT 1 FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
-                        (agent_id, base_seq),
-                    ).fetchone()
-                    is not None
+                is not None
+            )
+            check_prune(agent_id, row[0] if row else 0, base_seq, has_base, drop)
+            if base_seq:
+                conn.execute(
+                    "DELETE FROM sk_events WHERE agent_id = ? AND seq <= ?",
+                    (agent_id, base_seq),
                 )
-                check_prune(agent_id, row[0] if row else 0, base_seq, has_base, drop)
-                if base_seq:
-                    conn.execute(
-                        "DELETE FROM sk_events WHERE agent_id = ? AND seq <= ?",
-                        (agent_id, base_seq),
-                    )
-                    conn.execute(
-                        "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq < ?",
-                        (agent_id, base_seq),
-                    )
-                    conn.execute(
-                        "DELETE FROM sk_idempotency WHERE agent_id = ? AND last_seq <= ?",
-                        (agent_id, base_seq),
-                    )
-                conn.executemany(
-                    "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
-                    [(agent_id, seq) for seq in drop],
+                conn.execute(
+                    "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq < ?",
+                    (agent_id, base_seq),
                 )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+                conn.execute(
+                    "DELETE FROM sk_idempotency WHERE agent_id = ? AND last_seq <= ?",
+                    (agent_id, base_seq),
+                )
+            conn.executemany(
+                "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
+                [(agent_id, seq) for seq in drop],
+            )
 
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         await self._write(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))
@@ -1374,14 +1363,8 @@ class SQLiteBackend(Backend):
     def _delete_sync(self, agent_id: str) -> bool:
         conn = self._writer
         assert conn is not None
-        with _translated(self.path):
-            self._begin(conn)
-            try:
-                existed = self._delete_rows(conn, agent_id)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with _translated(self.path), self._write_transaction(conn):
+            existed = self._delete_rows(conn, agent_id)
         return existed
 
     async def delete_agent(self, agent_id: str) -> bool:
@@ -1400,15 +1383,8 @@ class SQLiteBackend(Backend):
     def _lease_sync(self, op: str, agent_id: str, holder: str, token: int, ttl: float) -> Any:
         conn = self._writer
         assert conn is not None
-        with _translated(self.path, agent_id):
-            self._begin(conn)
-            try:
-                result = self._lease_op(conn, op, agent_id, holder, token, ttl)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        with _translated(self.path, agent_id), self._write_transaction(conn):
+            result = self._lease_op(conn, op, agent_id, holder, token, ttl)
         return result
 
     def _lease_op(
@@ -1544,14 +1520,8 @@ class SQLiteBackend(Backend):
     def _trim_feed_sync(self, through: int) -> int:
         conn = self._writer
         assert conn is not None
-        with _translated(self.path):
-            self._begin(conn)
-            try:
-                dropped = sqlite_feed.trim_feed(conn, through)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with _translated(self.path), self._write_transaction(conn):
+            dropped = sqlite_feed.trim_feed(conn, through)
         return dropped
 
     async def trim_feed(self, through: int) -> int:

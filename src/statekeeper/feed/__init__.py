@@ -11,8 +11,9 @@ SQLite database, each event exactly once (the position commits with the read mod
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from ..store.feed_cursor import FeedBounds, FeedCursor
@@ -48,10 +49,4 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    relative = module if module.startswith(".") else f".{module}"
-    value = getattr(importlib.import_module(relative, __name__), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, globals(), _LAZY, name)

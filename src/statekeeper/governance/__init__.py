@@ -17,8 +17,9 @@ use (this package is imported only by programs that govern a store).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from .audit import Audit, AuditEntry, AuditHead, AuditLog, AuditReport
@@ -56,9 +57,4 @@ _WHERE = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, globals(), _WHERE, name)

@@ -7,8 +7,9 @@ Imports are lazy: ``prometheus_client`` loads with :func:`instrument` or
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from .._lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from .exposition import StoreExporter, metrics_app, start_http_server
@@ -41,12 +42,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, globals(), _LAZY, name)
 
 
 def __dir__() -> list[str]:

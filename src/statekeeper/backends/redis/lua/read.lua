@@ -11,15 +11,6 @@ local to = tonumber(ARGV[2])
 if to >= 0 and to < hi then hi = to end
 local limit = tonumber(ARGV[3])
 if limit >= 0 and after + limit < hi then hi = after + limit end
-local out = {}
-local fields = {}
-for s = after + 1, hi do
-  fields[#fields + 1] = 'e:' .. fmt(s)
-  if #fields >= 1000 or s == hi then
-    local vals = redis.call('HMGET', h, unpack(fields))
-    for i = 1, #fields do out[#out + 1] = vals[i] end
-    fields = {}
-  end
-end
+local out = events_between(h, after + 1, hi)
 if head > 0 and ARGV[5] == '1' then touch(h, KEYS[2], ttl_of(h, ARGV[4])) end
 return {head, out, after}

@@ -14,15 +14,6 @@ if #r > 0 then
   end
 end
 local head = tonumber(redis.call('HGET', h, 'h') or '0')
-local out = {}
-local fields = {}
-for s = after + 1, head do
-  fields[#fields + 1] = 'e:' .. fmt(s)
-  if #fields >= 1000 or s == head then
-    local vals = redis.call('HMGET', h, unpack(fields))
-    for i = 1, #fields do out[#out + 1] = vals[i] end
-    fields = {}
-  end
-end
+local out = events_between(h, after + 1, head)
 if head > 0 and ARGV[2] == '1' then touch(h, KEYS[2], ttl_of(h, ARGV[1])) end
 return {snap, head, out, redis.call('HGET', h, 'g')}
