@@ -148,7 +148,7 @@ async def test_a_delete_committed_with_its_entry_names_the_head_or_writes_nothin
     await ops.save("acme/h", {"n": 2})
     log = AuditLog(backend, KEYRING)
     before = len([e async for e in log.entries()])
-    entry, _ = await log._next_entry(b'{"op": "delete"}')
+    entry, _ = await log._next_entries([b'{"op": "delete"}'])
     for change in (StreamChange("acme/h", delete_at=1), StreamChange("acme/h", delete_at=3)):
         try:
             await backend.append_together([entry], [change])

@@ -48,9 +48,9 @@ import json
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -88,6 +88,7 @@ AUDIT_ID = AUDIT_STREAM
 _KIND = "audit"
 _PAGE = 500
 _RETRIES = 1000
+_T = TypeVar("_T")
 
 #: the operations a store records (tools may add their own names)
 OPERATIONS = (
@@ -261,20 +262,10 @@ class AuditLog:
     ) -> int:
         """Append one entry; returns its seq in the log."""
         data = _body(operation, principal, agent_id, first_seq, last_seq, outcome, detail)
-        last: ConflictError | None = None
         async with self._lock:
-            for _ in range(_RETRIES):
-                request, head = await self._next_entry(data)
-                try:
-                    await self.backend.append(request)
-                except ConflictError as exc:
-                    last = exc
-                    self._head = None  # another writer appended: read its head, go again
-                    continue
-                self._head = head
-                return head[0]
-        assert last is not None
-        raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
+            _, _, head = await self._on_the_log((data,), self.backend.append)
+            self._head = head
+            return head[0]
 
     @property
     def records_with_writes(self) -> bool:
@@ -308,25 +299,15 @@ class AuditLog:
             "ok",
             detail,
         )
-        last: ConflictError | None = None
         async with self._lock:
-            for _ in range(_RETRIES):
-                entry, head = await self._next_entry(data)
-                try:
-                    results = await self.backend.append_together([request, entry])
-                except ConflictError as exc:
-                    if exc.agent_id != AUDIT_ID:
-                        raise
-                    last = exc
-                    self._head = None  # another writer recorded: read its head, go again
-                    continue
-                result = results[0]
-                assert result is not None
-                if not result.duplicate:
-                    self._head = head
-                return result
-        assert last is not None
-        raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
+            results, _, head = await self._on_the_log(
+                (data,), lambda entry: self.backend.append_together([request, entry])
+            )
+            result = results[0]
+            assert result is not None
+            if not result.duplicate:
+                self._head = head
+            return result
 
     async def record_with_change(
         self,
@@ -344,28 +325,38 @@ class AuditLog:
         raised (nothing written); one on the log (another writer recorded first) is
         retried here."""
         data = _body(operation, principal, change.agent_id, first_seq, last_seq, "ok", detail)
-        last: ConflictError | None = None
         async with self._lock:
-            for _ in range(_RETRIES):
-                entry, head = await self._next_entry(data)
-                try:
-                    await self.backend.append_together([entry], [change])
-                except ConflictError as exc:
-                    if exc.agent_id != AUDIT_ID:
-                        raise
-                    last = exc
-                    self._head = None  # another writer recorded: read its head, go again
-                    continue
-                self._head = head
-                return
+            _, _, head = await self._on_the_log(
+                (data,), lambda entry: self.backend.append_together([entry], [change])
+            )
+            self._head = head
+
+    async def _on_the_log(
+        self,
+        bodies: Sequence[bytes],
+        send: Callable[[AppendRequest], Awaitable[_T]],
+    ) -> tuple[_T, AppendRequest, tuple[int, bytes, bytes | None]]:
+        """Chain the entries ``bodies`` after the log's head and hand their append to
+        ``send`` (alone, or in one commit with the change it records). A conflict on
+        the log (another writer recorded first) reads the head again and goes again,
+        up to ``_RETRIES`` times; any other conflict is the caller's and is raised.
+        Returns what ``send`` returned, the append and the head after it (the caller,
+        holding ``self._lock``, decides whether the head moved). The one retry loop of
+        every single-commit entry write."""
+        last: ConflictError | None = None
+        for _ in range(_RETRIES):
+            request, head = await self._next_entries(bodies)
+            try:
+                out = await send(request)
+            except ConflictError as exc:
+                if exc.agent_id != AUDIT_ID:
+                    raise
+                last = exc
+                self._head = None  # another writer recorded: read its head, go again
+                continue
+            return out, request, head
         assert last is not None
         raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
-
-    async def _next_entry(
-        self, data: bytes
-    ) -> tuple[AppendRequest, tuple[int, bytes, bytes | None]]:
-        """The append of entry ``data`` after the head, and the head after it."""
-        return await self._next_entries((data,))
 
     async def _next_entries(
         self, bodies: Sequence[bytes]
@@ -399,20 +390,10 @@ class AuditLog:
     async def _append_entries(self, bodies: Sequence[bytes]) -> int:
         """Append the entries ``bodies`` on their own (retried over other writers'
         entries); the seq of the first."""
-        last: ConflictError | None = None
         async with self._lock:
-            for _ in range(_RETRIES):
-                request, head = await self._next_entries(bodies)
-                try:
-                    await self.backend.append(request)
-                except ConflictError as exc:
-                    last = exc
-                    self._head = None
-                    continue
-                self._head = head
-                return request.expected_seq + 1
-        assert last is not None
-        raise RetriesExhausted(AUDIT_ID, _RETRIES, last)
+            _, request, head = await self._on_the_log(bodies, self.backend.append)
+            self._head = head
+            return request.expected_seq + 1
 
     # -- a batch of writes with their entries -------------------------------------------
 
