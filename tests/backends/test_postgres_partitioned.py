@@ -189,6 +189,7 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
     "seq_at": ("agent-7", 1.0),
     "snap_latest": ("agent-7", 10),
     "del_agent": ("agent-7",),
+    "del_agent_at": ("agent-7", 3),
     "del_events": ("agent-7",),
     "del_snaps": ("agent-7",),
     "del_keys": ("agent-7",),
