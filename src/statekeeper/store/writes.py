@@ -13,6 +13,11 @@ A write goes through three steps, each in one place:
 
 Nothing is written to the cache before the backend acknowledged the append
 (copy-on-write: the record the write was built on stays untouched until then).
+
+Over 600 lines because the three steps share one hot path whose cost is counted in
+instructions per save: splitting them across modules adds calls and attribute loads
+on every save (docs/benchmarks.md, "Hot path"); the observer's timing marks live here
+for the same reason (one clock pair shared with the engine append).
 """
 
 from __future__ import annotations
