@@ -380,6 +380,11 @@ def fresh_url(engine: str, tmp_path: Path, name: str = "store.db") -> Iterator[s
         raise ValueError(f"unknown engine {engine!r}")
 
 
+def host_port(url: str) -> str:
+    """``host:port`` of a server URL (credentials and database left out)."""
+    return url.split("://", 1)[1].split("@", 1)[-1].split("/", 1)[0]
+
+
 class SilentServer:
     """Accepts TCP connections, never answers, and counts them."""
 

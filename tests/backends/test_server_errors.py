@@ -38,6 +38,7 @@ from ._services import (
     SilentServer,
     drop_schema,
     free_port,
+    host_port,
     namespace,
     private_postgres,
     private_redis,
@@ -64,11 +65,6 @@ def _with_password(url: str) -> str:
     user = rest.split("@", 1)[0] if "@" in rest else "postgres"
     host = rest.split("@", 1)[1] if "@" in rest else rest
     return f"{scheme}://{user}:{SECRET}@{host}"
-
-
-def _host_port(url: str) -> str:
-    rest = url.split("://", 1)[1]
-    return rest.split("@", 1)[-1].split("/", 1)[0]
 
 
 @pytest.fixture
@@ -102,7 +98,7 @@ def _pg_cases() -> list[tuple[str, str, str]]:
 
 
 def _pg_url(kind: str) -> str:
-    hostport = _host_port(POSTGRES_DSN)
+    hostport = host_port(POSTGRES_DSN)
     base = f"postgresql://postgres:{SECRET}@"
     return {
         "closed": f"{base}127.0.0.1:{free_port()}/test",
@@ -157,7 +153,7 @@ async def test_postgres_silent_server_is_bounded_by_connect_timeout(
 
 
 def _redis_url(kind: str, silent_port: int) -> str:
-    hostport = _host_port(REDIS_URL)
+    hostport = host_port(REDIS_URL)
     return {
         "closed": f"redis://:{SECRET}@127.0.0.1:{free_port()}/0",
         "db-out-of-range": f"redis://{hostport}/999999",

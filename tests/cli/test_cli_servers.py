@@ -26,6 +26,7 @@ from ..backends._services import (
     delete_prefix,
     drop_schema,
     free_port,
+    host_port,
     namespace,
     require_postgres,
     require_redis,
@@ -49,10 +50,6 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def _hostport(url: str) -> str:
-    return url.split("://", 1)[1].split("@", 1)[-1].split("/", 1)[0]
-
-
 @pytest.fixture(scope="module")
 def silent() -> Iterator[SilentServer]:
     server = SilentServer()
@@ -63,7 +60,7 @@ def silent() -> Iterator[SilentServer]:
 
 
 def _url(kind: str, silent: int) -> str:
-    pg, rd = _hostport(POSTGRES_DSN), _hostport(REDIS_URL)
+    pg, rd = host_port(POSTGRES_DSN), host_port(REDIS_URL)
     return {
         "pg-closed-port": f"postgresql://postgres:{SECRET}@127.0.0.1:{free_port()}/test",
         "pg-missing-db": f"postgresql://postgres:{SECRET}@{pg}/sk_no_such_database",
@@ -141,7 +138,7 @@ def test_a_bad_connect_timeout_is_a_usage_error(bad: str) -> None:
 def test_stats_and_errors_mask_the_password(tmp_path: Path) -> None:
     require_postgres()
     schema = namespace(tmp_path)
-    pg = _hostport(POSTGRES_DSN)
+    pg = host_port(POSTGRES_DSN)
     url = f"postgresql://postgres:{SECRET}@{pg}/test?schema={schema}"  # trust: any password
 
     async def populate() -> None:
@@ -166,7 +163,7 @@ def test_stats_and_errors_mask_the_password(tmp_path: Path) -> None:
 def test_redis_store_with_a_password_in_the_url(tmp_path: Path) -> None:
     require_redis()
     prefix = namespace(tmp_path) + ":"
-    rd = _hostport(REDIS_URL)
+    rd = host_port(REDIS_URL)
     url = f"redis://:{SECRET}@{rd}/0?prefix={prefix}"  # the shared server ignores it
 
     async def populate() -> None:
