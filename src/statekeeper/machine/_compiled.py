@@ -8,12 +8,15 @@ when a rule, hook or callback is registered, never per transition.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import Any, SupportsIndex
+from typing import Any, SupportsIndex, TypeVar
 
+from statekeeper.errors import InvalidMachineDefinition, MachineError
 from statekeeper.machine._callables import Hook
 from statekeeper.machine.types import TransitionRule
 
-__all__ = ["CallbackList", "Edge", "value_label"]
+__all__ = ["CallbackList", "Edge", "register_value", "resolve_value", "value_label"]
+
+T = TypeVar("T", bound=Hashable)
 
 
 def value_label(value: Hashable) -> str:
@@ -26,6 +29,47 @@ def value_label(value: Hashable) -> str:
         return value
     raw = getattr(value, "value", value)
     return raw if isinstance(raw, str) else str(raw)
+
+
+def register_value(value: T, by_label: dict[str, T], to_label: dict[T, str], kind: str) -> None:
+    """Record a new state or event (``kind``) under its stored string, both ways.
+
+    Raises :class:`~statekeeper.errors.InvalidMachineDefinition` when another one of
+    the same kind already stores as that string.
+    """
+    label = value_label(value)
+    other = by_label.get(label)
+    if other is not None:
+        raise InvalidMachineDefinition(
+            f"{kind}s {other!r} and {value!r} share the stored value {label!r}"
+        )
+    by_label[label] = value
+    to_label[value] = label
+
+
+def resolve_value(
+    value: object,
+    by_label: dict[str, T],
+    to_label: dict[T, str],
+    error: type[MachineError],
+    what: str,
+) -> T:
+    """The registered state or event a stored string (or an equal object) stands for.
+
+    Raises ``error`` naming ``what`` was asked for ("a state of M") and the known values.
+    """
+    if isinstance(value, str):
+        found = by_label.get(value)
+        if found is not None:
+            return found
+    try:
+        label = to_label.get(value)  # type: ignore[arg-type]
+    except TypeError:
+        label = None
+    if label is not None:
+        return by_label[label]
+    known = ", ".join(repr(v) for v in by_label)
+    raise error(f"{value!r} is not {what} (known: {known})")
 
 
 class Edge:

@@ -50,7 +50,13 @@ from statekeeper.errors import (
     UnknownState,
 )
 from statekeeper.machine._callables import Hook, discard_awaitable, is_async_callable
-from statekeeper.machine._compiled import CallbackList, Edge, value_label
+from statekeeper.machine._compiled import (
+    CallbackList,
+    Edge,
+    register_value,
+    resolve_value,
+    value_label,
+)
 from statekeeper.machine.defaults import DEFAULT_INITIAL, DEFAULT_RULES, DEFAULT_STATES
 from statekeeper.machine.types import (
     EMPTY_METADATA,
@@ -286,16 +292,9 @@ class AgentStateMachine(Generic[S, E]):
                 hash(state)
             except TypeError:
                 raise InvalidMachineDefinition(f"state {state!r} is not hashable") from None
-            label = value_label(state)
-            other = self._value_to_state.get(label)
-            if other is not None:
-                raise InvalidMachineDefinition(
-                    f"states {other!r} and {state!r} share the stored value {label!r}"
-                )
+            register_value(state, self._value_to_state, self._state_to_value, "state")
             self._index[state] = len(self._states)
             self._states.append(state)
-            self._value_to_state[label] = state
-            self._state_to_value[state] = label
             self._out[state] = {}
             self._counts.append(0)
             self._durations.append(0.0)
@@ -340,15 +339,8 @@ class AgentStateMachine(Generic[S, E]):
                 f"{self._describe(existing)} has no guard and always wins"
             )
         if event not in self._events:
-            label = value_label(event)
-            other = self._value_to_event.get(label)
-            if other is not None:
-                raise InvalidMachineDefinition(
-                    f"events {other!r} and {event!r} share the stored value {label!r}"
-                )
+            register_value(event, self._value_to_event, self._event_to_value, "event")
             self._events[event] = None
-            self._value_to_event[label] = event
-            self._event_to_value[event] = label
         if rule.guard is None:
             self._unguarded[key] = rule
         self._rules.append(rule)
@@ -941,34 +933,26 @@ class AgentStateMachine(Generic[S, E]):
 
         Raises :class:`~statekeeper.errors.UnknownState` for values of no state.
         """
-        if isinstance(value, str):
-            state = self._value_to_state.get(value)
-            if state is not None:
-                return state
-        try:
-            if value in self._index:
-                return self._canonical(value)
-        except TypeError:
-            pass
-        known = ", ".join(repr(v) for v in self._value_to_state)
-        raise UnknownState(f"{value!r} is not a state of {self.name} (known: {known})")
+        return resolve_value(
+            value,
+            self._value_to_state,
+            self._state_to_value,
+            UnknownState,
+            f"a state of {self.name}",
+        )
 
     def event_for(self, value: str | E) -> E:
         """Resolve a stored event value (Enum ``.value`` or the string) to the event object.
 
         Raises :class:`~statekeeper.errors.UnknownEvent` for values of no event.
         """
-        if isinstance(value, str):
-            event = self._value_to_event.get(value)
-            if event is not None:
-                return event
-        try:
-            if value in self._events:
-                return self._value_to_event[self._event_to_value[value]]
-        except TypeError:
-            pass
-        known = ", ".join(repr(v) for v in self._value_to_event)
-        raise UnknownEvent(f"{value!r} is not an event of {self.name} (known: {known})")
+        return resolve_value(
+            value,
+            self._value_to_event,
+            self._event_to_value,
+            UnknownEvent,
+            f"an event of {self.name}",
+        )
 
     def event_value(self, event: E) -> str:
         """The stored string of an event (Enum ``.value`` or the string itself)."""

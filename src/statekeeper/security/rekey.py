@@ -144,22 +144,39 @@ async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -
     # has its entry, and one killed before it is reported by ``audit verify`` as not
     # applied (the record at that seq is not under the key)
     entry = await _announce(store, governance, agent_id)
+    await _rekey_audited(store, agent_id, batch, stats, governance, entry, agent_id, {})
+    return stats
+
+
+async def _rekey_audited(
+    store: StateStore,
+    stream: str,
+    batch: int,
+    stats: RekeyStats,
+    governance: Any,
+    entry: int | None,
+    agent_id: str | None,
+    detail: dict[str, Any],
+    codec: Codec | None = None,
+) -> None:
+    """Re-encrypt ``stream``, walking it again when it is deleted or re-created under
+    the rekey; the audit ``entry`` written ahead is voided when it fails, and without one
+    (an audit sink that cannot go first) the rekey of ``agent_id`` is recorded after."""
     try:
         for _attempt in range(20):
             try:
-                await _rekey_stream(store, agent_id, batch, stats)
+                await _rekey_stream(store, stream, batch, stats, codec)
                 break
             except _Restart:
                 stats.retries += 1
         else:
-            raise ConflictError(agent_id, 0, await store.backend.head(agent_id))
+            raise ConflictError(stream, 0, await store.backend.head(stream))
     except BaseException as exc:
         if governance is not None and entry is not None:
             await governance.voided(entry, "rekey", agent_id, exc)
         raise
-    if governance is not None and entry is None:  # an audit sink that cannot go first
-        await governance.record("rekey", agent_id, detail={"records": stats.events})
-    return stats
+    if governance is not None and entry is None:
+        await governance.record("rekey", agent_id, detail={**detail, "records": stats.events})
 
 
 async def _announce(store: StateStore, governance: Any, agent_id: str) -> int | None:
@@ -429,21 +446,8 @@ async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStat
     entry = None
     if governance is not None:
         entry = await governance.ahead("rekey", None, {"audit_log": True})
-    try:
-        for _attempt in range(20):
-            try:
-                await _rekey_stream(store, AUDIT_STREAM, batch, stats, codec)
-                break
-            except _Restart:
-                stats.retries += 1
-        else:
-            raise ConflictError(AUDIT_STREAM, 0, await store.backend.head(AUDIT_STREAM))
-    except BaseException as exc:
-        if governance is not None and entry is not None:
-            await governance.voided(entry, "rekey", None, exc)
-        raise
-    if governance is not None and entry is None:
-        await governance.record("rekey", None, detail={"audit_log": True, "records": stats.events})
+    detail = {"audit_log": True}
+    await _rekey_audited(store, AUDIT_STREAM, batch, stats, governance, entry, None, detail, codec)
     return stats
 
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from ..errors import StoreClosed
 
-__all__ = ["Portal", "iterate_with"]
+__all__ = ["Portal", "iterate_with", "next_item"]
 
 T = TypeVar("T")
 
@@ -58,21 +58,23 @@ class Portal:
         self._loop.close()
 
 
+async def next_item(agen: AsyncIterator[T]) -> tuple[bool, T | None]:
+    """One step of ``agen``, to run on its own loop: ``(True, item)``, or
+    ``(False, None)`` once it is exhausted."""
+    try:
+        return True, await agen.__anext__()
+    except StopAsyncIteration:
+        return False, None
+
+
 def iterate_with(
     call: Callable[[Coroutine[Any, Any, tuple[bool, Any]]], tuple[bool, Any]],
     agen: AsyncIterator[T],
 ) -> Iterator[T]:
     """Drive ``agen`` from sync code through ``call`` (a portal's or a shared loop's
     ``call``), one item per call; the async iterator never leaves its loop."""
-
-    async def step() -> tuple[bool, T | None]:
-        try:
-            return True, await agen.__anext__()
-        except StopAsyncIteration:
-            return False, None
-
     while True:
-        more, item = call(step())
+        more, item = call(next_item(agen))
         if not more:
             return
         yield item

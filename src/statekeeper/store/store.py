@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -102,6 +102,7 @@ __all__ = [
 DEFAULT_URL = "sqlite:///statekeeper.db"
 
 _M = TypeVar("_M")
+_T = TypeVar("_T")
 _perf = time.perf_counter
 
 
@@ -858,34 +859,28 @@ class StateStore:
 
     async def snapshot(self, agent_id: str) -> int:
         """Store a snapshot of the latest state now; returns its seq."""
-        obs = self.observer
-        mark = None if obs is None else _perf() if obs.untraced else obs.begin("snapshot", agent_id)
-        try:
-            await self._ready(agent_id)
-            await self._flush_agent(agent_id)
-            result = await self._writes.snapshot(agent_id)
-        except BaseException as exc:
-            if obs is not None:
-                obs.failed("snapshot", mark, exc)
-            raise
-        if obs is not None:
-            obs.done("snapshot", mark, result)
-        return result
+        return await self._after_flush("snapshot", agent_id, self._writes.snapshot)
 
     async def delete(self, agent_id: str) -> bool:
         """Delete the agent's stream and snapshots. True if it existed."""
+        return await self._after_flush("delete", agent_id, self._writes.delete)
+
+    async def _after_flush(
+        self, op: str, agent_id: str, change: Callable[[str], Awaitable[_T]]
+    ) -> _T:
+        """``change(agent_id)`` once the agent's buffered writes are stored, observed as ``op``."""
         obs = self.observer
-        mark = None if obs is None else _perf() if obs.untraced else obs.begin("delete", agent_id)
+        mark = None if obs is None else _perf() if obs.untraced else obs.begin(op, agent_id)
         try:
             await self._ready(agent_id)
             await self._flush_agent(agent_id)
-            result = await self._writes.delete(agent_id)
+            result = await change(agent_id)
         except BaseException as exc:
             if obs is not None:
-                obs.failed("delete", mark, exc)
+                obs.failed(op, mark, exc)
             raise
         if obs is not None:
-            obs.done("delete", mark, result)
+            obs.done(op, mark, result)
         return result
 
     # -- agents with a state machine ----------------------------------------------

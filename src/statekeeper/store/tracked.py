@@ -184,26 +184,33 @@ def _calibrate() -> tuple[int, int]:
 _TOP, _NESTED = _calibrate() if _COUNTS else (-1, -1)
 
 
-class TrackedDict(dict[str, Any]):
-    """A dict of a tracked document (see the module doc)."""
+class _Node:
+    """What a tracked dict and a tracked list share: their place in the document and
+    the tracker they report changes to (the slots are the subclasses')."""
 
-    __slots__ = ("_dirty", "_foreign", "_key", "_parent", "_t", "_whole")
-    #: the codec serialises it as the dict it is (``codec.types``)
+    __slots__ = ()
+    #: the codec serialises it as the dict or list it is (``codec.types``)
     _plain_json = True
     _t: Tracker | None
     _parent: TrackedDict | TrackedList | None
     _key: Any
-    _dirty: set[str]
-    _foreign: set[str]
     _whole: bool
-
-    # -- records --------------------------------------------------------------------
 
     def _touch(self) -> None:
         t = self._t
         if t is not None:
             t.gen += 1
-            t.touched[id(self)] = self
+            t.touched[id(self)] = self  # type: ignore[assignment]  # (a dict or a list node)
+
+
+class TrackedDict(_Node, dict[str, Any]):
+    """A dict of a tracked document (see the module doc)."""
+
+    __slots__ = ("_dirty", "_foreign", "_key", "_parent", "_t", "_whole")
+    _dirty: set[str]
+    _foreign: set[str]
+
+    # -- records --------------------------------------------------------------------
 
     def _reset(self) -> None:
         self._dirty = set()
@@ -340,26 +347,15 @@ class TrackedDict(dict[str, Any]):
         self._touch()
 
 
-class TrackedList(list[Any]):
+class TrackedList(_Node, list[Any]):
     """A list of a tracked document (see the module doc)."""
 
     __slots__ = ("_base", "_dirty", "_foreign", "_key", "_parent", "_t", "_whole")
-    _plain_json = True
-    _t: Tracker | None
-    _parent: TrackedDict | TrackedList | None
-    _key: Any
     _dirty: set[int]
     _foreign: set[int]
-    _whole: bool
     _base: int
 
     # -- records --------------------------------------------------------------------
-
-    def _touch(self) -> None:
-        t = self._t
-        if t is not None:
-            t.gen += 1
-            t.touched[id(self)] = self
 
     def _reset(self) -> None:
         if self._whole:  # indexes moved: find the children again

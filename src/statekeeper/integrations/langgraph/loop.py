@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from ...errors import StatekeeperError, StoreClosed
-from ...store.portal import iterate_with
+from ...store.portal import iterate_with, next_item
 
 __all__ = ["SharedLoop"]
 
@@ -217,15 +217,8 @@ class SharedLoop:
 
     async def aiterate(self, agen: AsyncIterator[T]) -> AsyncIterator[T]:
         """Drive an async iterator living on the loop from another loop."""
-
-        async def step() -> tuple[bool, T | None]:
-            try:
-                return True, await agen.__anext__()
-            except StopAsyncIteration:
-                return False, None
-
         while True:
-            more, item = await self.run(step())
+            more, item = await self.run(next_item(agen))
             if not more:
                 return
             yield item  # type: ignore[misc]

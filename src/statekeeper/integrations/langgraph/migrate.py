@@ -47,7 +47,7 @@ from .migrate_compare import (
     compare_threads,
 )
 from .migrate_sides import _NEW, _Empty, _open_statekeeper, _PeerSide, _Side
-from .peers import IncompatibleTarget, NotALangGraphDatabase, PeerDatabase, open_peer
+from .peers import IncompatibleTarget, NotALangGraphDatabase, open_peer
 
 if TYPE_CHECKING:
     from ...codec.keys import Keyring
@@ -280,35 +280,14 @@ def import_threads(
     ``keyring``: the target's keys (an encrypted store). ``thread_ids``: only these.
     ``progress(total)`` returns a callback advanced once per checkpoint."""
     _same_place(source_url, target_url)
-    with _database_errors(source_url, target_url):
-        return _import(source_url, target_url, keyring, thread_ids, dry_run, verify, progress)
-
-
-def _import(
-    source_url: str,
-    target_url: str,
-    keyring: Keyring | None,
-    thread_ids: Iterable[str] | None,
-    dry_run: bool,
-    verify: bool,
-    progress: Callable[[int], Progress] | None,
-) -> MigrationReport:
-    source = _PeerSide(open_peer(source_url, readonly=True))
-    try:
-        target = _open_statekeeper(target_url, keyring, readonly=dry_run)
-        try:
-            return _run(
-                source,
-                target,
-                thread_ids=thread_ids,
-                dry_run=dry_run,
-                verify=verify,
-                progress=progress,
-            )
-        finally:
-            target.close()
-    finally:
-        source.close()
+    return _copy(
+        (source_url, lambda: _PeerSide(open_peer(source_url, readonly=True))),
+        (target_url, lambda: _open_statekeeper(target_url, keyring, readonly=dry_run)),
+        thread_ids=thread_ids,
+        dry_run=dry_run,
+        verify=verify,
+        progress=progress,
+    )
 
 
 def export_threads(
@@ -333,46 +312,53 @@ def export_threads(
             "LangGraph's savers keep threads in SQLite (a path or sqlite:///file.db) or "
             "PostgreSQL (postgresql://…)",
         )
-    with _database_errors(source_url, target_url):
-        return _export(source_url, target_url, keyring, thread_ids, dry_run, verify, progress)
+    return _copy(
+        (source_url, lambda: _open_statekeeper(source_url, keyring, readonly=True)),
+        (target_url, lambda: _peer_target(target_url, dry_run)),
+        thread_ids=thread_ids,
+        dry_run=dry_run,
+        verify=verify,
+        progress=progress,
+        convert=_peer_tuple,
+    )
 
 
-def _export(
-    source_url: str,
-    target_url: str,
-    keyring: Keyring | None,
+def _peer_target(url: str, dry_run: bool) -> _Side:
+    """The LangGraph database an export writes into; for a dry run, read-only, and a
+    database that does not exist yet counts as empty (everything would be copied)."""
+    if not dry_run:
+        return _PeerSide(open_peer(url, readonly=False))
+    try:
+        return _PeerSide(open_peer(url, readonly=True))
+    except NotALangGraphDatabase as exc:
+        if not exc.reason.startswith(_NEW):
+            raise IncompatibleTarget(exc.location, exc.reason) from None
+        return _Empty(url)
+
+
+def _copy(
+    source: tuple[str, Callable[[], _Side]],
+    target: tuple[str, Callable[[], _Side]],
+    *,
     thread_ids: Iterable[str] | None,
     dry_run: bool,
     verify: bool,
     progress: Callable[[int], Progress] | None,
+    convert: Callable[[CheckpointTuple], CheckpointTuple] | None = None,
 ) -> MigrationReport:
-    source = _open_statekeeper(source_url, keyring, readonly=True)
-    try:
-        if dry_run:
-            try:
-                target_db: PeerDatabase | None = open_peer(target_url, readonly=True)
-            except NotALangGraphDatabase as exc:
-                if not exc.reason.startswith(_NEW):
-                    raise IncompatibleTarget(exc.location, exc.reason) from None
-                target_db = None  # a new database: everything would be copied
-            if target_db is None:
-                report, _ = _plan(source, _Empty(target_url), thread_ids)
-                report.dry_run = True
-                return report
-            target: _Side = _PeerSide(target_db)
-        else:
-            target = _PeerSide(open_peer(target_url, readonly=False))
-        try:
-            return _run(
-                source,
-                target,
-                thread_ids=thread_ids,
-                dry_run=dry_run,
-                verify=verify,
-                progress=progress,
-                convert=_peer_tuple,
-            )
-        finally:
-            target.close()
-    finally:
-        source.close()
+    """Open both sides (``(url, opener)``), run the copy, close them (target first),
+    with the savers' database errors told as :class:`~statekeeper.errors.BackendError`."""
+    with _database_errors(source[0], target[0]), contextlib.ExitStack() as sides:
+        source_side = source[1]()
+        sides.callback(source_side.close)
+        target_side = target[1]()
+        sides.callback(target_side.close)
+        return _run(
+            source_side,
+            target_side,
+            thread_ids=thread_ids,
+            dry_run=dry_run,
+            verify=verify,
+            progress=progress,
+            convert=convert,
+        )
