@@ -66,6 +66,7 @@ __all__ = [
     "StoreRequest",
     "check_fence",
     "check_prune",
+    "lease_lost",
     "prefix_end",
     "validate_batch",
     "validate_request",
@@ -794,13 +795,19 @@ def check_fence(agent_id: str, fence: Fence, current: LeaseInfo | None) -> None:
             token,
         )
     ):
-        raise LeaseLost(
-            agent_id,
-            holder,
-            token,
-            current.token if current is not None else 0,
-            current.holder if current is not None else None,
-        )
+        raise lease_lost(agent_id, holder, token, current)
+
+
+def lease_lost(agent_id: str, holder: str, token: int, current: LeaseInfo | None) -> LeaseLost:
+    """The :class:`~statekeeper.errors.LeaseLost` of ``holder``'s ``token`` when the
+    agent's newest lease is ``current`` (None: the agent has none)."""
+    return LeaseLost(
+        agent_id,
+        holder,
+        token,
+        current.token if current is not None else 0,
+        current.holder if current is not None else None,
+    )
 
 
 def check_prune(

@@ -114,21 +114,9 @@ class MemoryBackend(Backend):
             if change.delete_at is not None and head != change.delete_at:
                 raise ConflictError(change.agent_id, change.delete_at, head)
         for request in requests:
-            if request.fence is not None:
-                check_fence(request.agent_id, request.fence, self._leases.get(request.agent_id))
-            stream = self._streams.get(request.agent_id)
-            key = request.idempotency_key
-            if stream is not None and key is not None and key in stream.keys:
-                first, last = stream.keys[key]
-                return [
-                    AppendResult(r.agent_id, first, last, duplicate=True) if r is request else None
-                    for r in requests
-                ]
-            head = len(stream.events) if stream is not None else 0
-            if head != request.expected_seq or (
-                request.check_tag and stream is not None and stream.head_tag != request.expected_tag
-            ):
-                raise ConflictError(request.agent_id, request.expected_seq, head)
+            earlier = self._check_append(request)
+            if earlier is not None:
+                return [earlier if r is request else None for r in requests]
         for change in changes:  # no await from the checks to the last write: all at once
             if change.snapshot is not None:
                 self._put_snapshot(self._streams[change.agent_id], change.snapshot)
@@ -139,6 +127,13 @@ class MemoryBackend(Backend):
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check()
         validate_request(request)
+        earlier = self._check_append(request)
+        return earlier if earlier is not None else self._commit(request)
+
+    def _check_append(self, request: AppendRequest) -> AppendResult | None:
+        """The checks of one append, before anything is written: its fence; an earlier
+        append with its idempotency key (returned, ``duplicate=True``: nothing to write);
+        else the expected head and tag (:class:`ConflictError`)."""
         if request.fence is not None:
             check_fence(request.agent_id, request.fence, self._leases.get(request.agent_id))
         stream = self._streams.get(request.agent_id)
@@ -151,7 +146,7 @@ class MemoryBackend(Backend):
             request.check_tag and stream is not None and stream.head_tag != request.expected_tag
         ):
             raise ConflictError(request.agent_id, request.expected_seq, head)
-        return self._commit(request)
+        return None
 
     def _commit(self, request: AppendRequest) -> AppendResult:
         """Store a checked append (see :meth:`append`)."""

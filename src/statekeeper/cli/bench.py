@@ -15,6 +15,7 @@ import typer
 
 from . import render
 from ._markup import escape
+from ._table import titled_table
 from .app import JsonOption, app, err_console, handled, out_console, run
 
 if TYPE_CHECKING:  # (imported where used: ``statekeeper --help`` stays fast)
@@ -36,17 +37,8 @@ def _table(rows: list[BenchRow], agents: int, saves: int, width: int = 80) -> Ta
     """The result table; the engine column only on terminals of 120+ columns, and the
     reasons a strategy was skipped as numbered notes under the table (so nothing is
     cut at 80 columns)."""
-    from rich import box
-    from rich.table import Table
-
     wide = width >= 120
-    table = Table(
-        title=f"{agents} agents x {saves} saves, then as many loads (latency in ms)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-    )
+    table = titled_table(f"{agents} agents x {saves} saves, then as many loads (latency in ms)")
     columns = [("strategy", "left")]
     if wide:
         columns.append(("engine", "left"))

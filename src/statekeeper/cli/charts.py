@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ._markup import escape
+from ._table import titled_table
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -81,22 +82,13 @@ def duration(seconds: float) -> str:
 
 def state_bars(counts: dict[str, int], width: int) -> Table:
     """One row per state: name, count, share and a bar scaled to the largest count."""
-    from rich import box
-    from rich.table import Table
-
     total = sum(counts.values()) or 1
     largest = max(counts.values(), default=1) or 1
     names = [escape(s) for s in counts]
     name_w = max(5, *(len(n) for n in names)) if names else 5
     count_w = max(6, len(f"{largest:,}"))
     bar_w = max(10, width - name_w - count_w - 12)  # paddings, box edges
-    table = Table(
-        title="Agents by state",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-    )
+    table = titled_table("Agents by state")
     table.add_column("state", no_wrap=True, width=name_w)
     table.add_column("agents", justify="right", no_wrap=True, width=count_w)
     table.add_column("share", justify="right", no_wrap=True, width=5)
@@ -114,19 +106,11 @@ def state_bars(counts: dict[str, int], width: int) -> Table:
 
 def sizes_table(rows: list[dict[str, object]], width: int) -> Table:
     """The largest agents: id, events, stored bytes and a bar scaled to the largest."""
-    from rich import box
-    from rich.table import Table
 
     largest = max((int(str(r["bytes"])) for r in rows), default=1) or 1
     id_w = min(max((len(str(r["agent_id"])) for r in rows), default=5), width // 3)
     bar_w = max(10, width - id_w - 24)
-    table = Table(
-        title=f"Largest {len(rows)} agent(s), stored bytes (events + latest snapshot)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-    )
+    table = titled_table(f"Largest {len(rows)} agent(s), stored bytes (events + latest snapshot)")
     table.add_column("agent", overflow="fold", max_width=id_w)
     table.add_column("events", justify="right", no_wrap=True)
     table.add_column("size", justify="right", no_wrap=True)
@@ -159,9 +143,6 @@ def _stays(events: Sequence[Event], end: float) -> list[tuple[int, str, float, f
 def timeline_table(events: Iterable[Event], title: str, *, width: int = 80) -> Table:
     """The agent's stays in each state, oldest first, as a Gantt strip: where each stay
     starts and how long it lasts, on one time axis from the first event to the last."""
-    from rich import box
-    from rich.table import Table
-
     from .render import local_time
 
     evs = list(events)
@@ -173,13 +154,7 @@ def timeline_table(events: Iterable[Event], title: str, *, width: int = 80) -> T
     seq_w = max(3, len(str(evs[-1].seq)) if evs else 3)
     # seq, entered (12), state, for (7), each followed by one space of padding
     strip = max(10, width - seq_w - state_w - 24)
-    table = Table(
-        title=title,
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-    )
+    table = titled_table(title)
     table.add_column("seq", justify="right", no_wrap=True, min_width=seq_w)
     table.add_column("entered", no_wrap=True, min_width=12)
     table.add_column("state", no_wrap=True, min_width=state_w)

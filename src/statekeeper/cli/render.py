@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ._markup import escape
+from ._table import titled_table
 from .charts import state_colour
 
 if TYPE_CHECKING:
@@ -96,16 +97,7 @@ def agent_json(info: AgentInfo, state: str | None) -> dict[str, Any]:
 
 def agents_table(rows: Iterable[tuple[AgentInfo, str | None]]) -> Table:
     """Agents with head seq, state and times."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(
-        title="Agents",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-    )
+    table = titled_table("Agents")
     table.add_column("agent", style="bold", overflow="fold")
     table.add_column("head seq", justify="right", no_wrap=True)
     table.add_column("state", no_wrap=True)
@@ -213,13 +205,8 @@ def history_table(events: Iterable[Event], title: str, *, width: int = 120) -> T
 
     The time column shows the date only when it differs from the row above.
     """
-    from rich import box
-    from rich.table import Table
-
     wide = width >= 110
-    table = Table(
-        title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0)
-    )
+    table = titled_table(title)
     table.add_column("seq", justify="right", no_wrap=True, min_width=3)
     table.add_column("time", no_wrap=True)
     table.add_column("event / type", no_wrap=True)
@@ -334,20 +321,11 @@ def demo_timeline(summary: dict[str, Any], width: int = 120) -> Table:
 
     Below 100 columns the time column shows the time since the first event
     (``+1.234s``) instead of the local time, so that every column fits in 80."""
-    from rich import box
-    from rich.table import Table
-
     timeline = summary["timeline"]
     narrow = width < 100
     start = timeline[0]["ts"] if timeline else 0.0
     worker = summary["worker"]
-    table = Table(
-        title="Timeline (read back from the store)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-    )
+    table = titled_table("Timeline (read back from the store)")
     table.add_column("seq", justify="right", no_wrap=True, min_width=3)
     table.add_column("after" if narrow else "time", no_wrap=True, min_width=7 if narrow else 12)
     table.add_column("event / type", no_wrap=True)
@@ -424,18 +402,11 @@ def demo_position(summary: dict[str, Any]) -> Panel:
 
 def demo_tools(summary: dict[str, Any]) -> Table:
     """Each tool call: how often it executed (from the tool's own fsynced log)."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(
-        title="Tool calls, counted from the tools' own fsynced log",
+    table = titled_table(
+        "Tool calls, counted from the tools' own fsynced log",
         caption="ran = executions · pre-crash = result stored before the kill · "
         "post-crash = invocations after it\n" + escape(summary["tool_log"]),
         caption_justify="left",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
     )
     table.add_column("call", no_wrap=True)
     table.add_column("tool", no_wrap=True)

@@ -39,7 +39,7 @@ principal the policy does not name is denied everything (never a default).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ..errors import AccessDenied, PolicyError
@@ -226,23 +226,29 @@ class Policy:
         """True when ``principal`` has ``permission`` on ``namespace`` or on some
         namespace below it (``""``: anywhere at all): whether a subscription filtered to
         that part of the tree could ever deliver an event."""
-        grants = self._raw.get(principal)
-        if grants is None:
-            return False
-        wanted = _RANK[permission]
-        segments = namespace.split("/") if namespace else []
-        return any(rank >= wanted and _reaches(pattern, segments) for rank, pattern in grants)
+        return self._granted(principal, namespace, permission, _reaches)
 
     def covers(self, principal: str, namespace: str, permission: str) -> bool:
         """True when one of ``principal``'s patterns grants ``permission`` (or a
         stronger one) on ``namespace`` and on every namespace below it (``""``: the
         whole store, which only ``**`` covers)."""
+        return self._granted(principal, namespace, permission, _covers)
+
+    def _granted(
+        self,
+        principal: str,
+        namespace: str,
+        permission: str,
+        match: Callable[[str, list[str]], bool],
+    ) -> bool:
+        """Whether a pattern of ``principal`` granting ``permission`` (or a stronger
+        one) ``match``-es the segments of ``namespace``."""
         grants = self._raw.get(principal)
         if grants is None:
             return False
         wanted = _RANK[permission]
         segments = namespace.split("/") if namespace else []
-        return any(rank >= wanted and _covers(pattern, segments) for rank, pattern in grants)
+        return any(rank >= wanted and match(pattern, segments) for rank, pattern in grants)
 
     def check_namespace(
         self, principal: str, namespace: str, permission: str, operation: str

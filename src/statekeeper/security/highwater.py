@@ -274,14 +274,7 @@ class HighWater:
                 if seq == 0 or link is None:
                     current[agent_id] = {"agent_id": agent_id, "seq": 0, "t": t}
                     continue
-                key_id, digest = self._codec.witness_digest(agent_id, seq, link)
-                current[agent_id] = {
-                    "agent_id": agent_id,
-                    "seq": seq,
-                    "key_id": key_id,
-                    "digest": digest,
-                    "t": t,
-                }
+                current[agent_id] = self._mark(agent_id, seq, link, t)
             newest = sorted(current.values(), key=lambda e: float(e["t"]), reverse=True)
             streams = sorted(newest[: self.keep], key=lambda e: str(e["agent_id"]))
             data = canonical(streams)
@@ -297,6 +290,11 @@ class HighWater:
             write_atomically(Path(self.path), json.dumps(doc, separators=(",", ":")) + "\n")
             self._known = {str(e["agent_id"]): e for e in streams}
 
+    def _mark(self, agent_id: str, seq: int, link: bytes, t: float) -> dict[str, Any]:
+        """The witness entry of a stream whose head ``seq`` has chain ``link``."""
+        key_id, digest = self._codec.witness_digest(agent_id, seq, link)
+        return {"agent_id": agent_id, "seq": seq, "key_id": key_id, "digest": digest, "t": t}
+
     # -- checking ----------------------------------------------------------------------
 
     def marks(self) -> list[dict[str, Any]]:
@@ -304,14 +302,7 @@ class HighWater:
         entries = dict(self._known)
         for agent_id, (seq, link, t) in self._dirty.items():
             if link is not None and seq > 0:
-                key_id, digest = self._codec.witness_digest(agent_id, seq, link)
-                entries[agent_id] = {
-                    "agent_id": agent_id,
-                    "seq": seq,
-                    "key_id": key_id,
-                    "digest": digest,
-                    "t": t,
-                }
+                entries[agent_id] = self._mark(agent_id, seq, link, t)
             else:
                 entries.pop(agent_id, None)
         marks = [e for e in entries.values() if int(e["seq"]) > 0]

@@ -7,12 +7,11 @@ from typing import Any
 
 from ...errors import (
     LeaseHeld,
-    LeaseLost,
 )
 from ...records import (
     LeaseInfo,
 )
-from ..base import validate_ttl
+from ..base import lease_lost, validate_ttl
 from .part import PostgresPart
 
 __all__ = ["Leases"]
@@ -58,13 +57,7 @@ class Leases(PostgresPart):
         if row is not None:
             return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2]))
         current = await self.get_lease(agent_id)
-        raise LeaseLost(
-            agent_id,
-            holder,
-            token,
-            current.token if current is not None else 0,
-            current.holder if current is not None else None,
-        )
+        raise lease_lost(agent_id, holder, token, current)
 
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
         self._check_open()
