@@ -64,6 +64,7 @@ __all__ = [
     "Health",
     "LatestRead",
     "StoreRequest",
+    "append_outcome",
     "check_fence",
     "check_prune",
     "lease_lost",
@@ -796,6 +797,28 @@ def check_fence(agent_id: str, fence: Fence, current: LeaseInfo | None) -> None:
         )
     ):
         raise lease_lost(agent_id, holder, token, current)
+
+
+def append_outcome(
+    request: AppendRequest,
+    reply: Sequence[Any],
+    holder: Callable[[Any], str | None] | None = None,
+) -> AppendResult:
+    """The result of an engine's one-round-trip append (a script or a statement) from
+    its reply ``(status, a, b[, newest holder])``: status 0, stored as seqs ``a..b``; 1,
+    a duplicate of the earlier append ``a..b`` with the same key; 3, the fence is stale
+    (:class:`~statekeeper.errors.LeaseLost`: ``a`` is the newest token, its holder as
+    ``holder`` decodes it, as is without); else a conflict (``a`` is the head)."""
+    status, a, b = int(reply[0]), int(reply[1]), int(reply[2])
+    if status == 0:
+        return AppendResult(request.agent_id, a, b)
+    if status == 1:
+        return AppendResult(request.agent_id, a, b, duplicate=True)
+    if status == 3:
+        assert request.fence is not None
+        newest = reply[3] if holder is None else holder(reply[3])
+        raise LeaseLost(request.agent_id, request.fence[0], request.fence[1], a, newest)
+    raise ConflictError(request.agent_id, request.expected_seq, a)
 
 
 def lease_lost(agent_id: str, holder: str, token: int, current: LeaseInfo | None) -> LeaseLost:

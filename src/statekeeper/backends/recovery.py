@@ -53,8 +53,22 @@ class Reconnecting:
     #: a failure that proves the request never reached the server (a pool timeout)
     unsent: Callable[[BaseException], bool] = lambda exc: False
 
-    def _log(self, delay: float, message: str, *args: object) -> None:
-        (self.logger.warning if delay == _FIRST_DELAY else self.logger.debug)(message, *args)
+    def _final(self, what: str, exc: BaseException, during: str) -> None:
+        """Raise what ends the retries of ``what`` on ``exc``: the backend was closed
+        (during ``during``), or a failure that is not transient."""
+        if self.is_closed():
+            raise StoreClosed(f"{self.engine} backend closed during {during}") from exc
+        if not self.transient(exc):
+            raise self.reject(f"{self.engine} {what} failed", exc) from exc
+
+    async def _back_off(self, delay: float, message: str, what: str, exc: BaseException) -> float:
+        """Say that ``what`` is retried (a warning the first time, then debug), let the
+        engine prepare, wait ``delay`` seconds; returns the next delay."""
+        log = self.logger.warning if delay == _FIRST_DELAY else self.logger.debug
+        log(message, self.engine, what, self.reason(exc), self.timeout())
+        await self.before_retry()
+        await asyncio.sleep(delay)
+        return min(delay * 2, _MAX_DELAY)
 
     async def run(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run ``op`` (safe to repeat), retrying transient failures until the deadline."""
@@ -66,26 +80,13 @@ class Reconnecting:
                 await self.prepare()
                 return await op()
             except self.errors as exc:
-                if self.is_closed():
-                    raise StoreClosed(f"{self.engine} backend closed during an operation") from exc
-                if not self.transient(exc):
-                    raise self.reject(f"{self.engine} {what} failed", exc) from exc
+                self._final(what, exc, "an operation")
                 if time.monotonic() + delay > deadline:
                     raise BackendError(
                         f"{self.engine} {what} failed after retrying for {self.timeout():g}s: "
                         f"{self.reason(exc)}"
                     ) from exc
-                self._log(
-                    delay,
-                    "%s %s: %s; retrying for up to %gs",
-                    self.engine,
-                    what,
-                    self.reason(exc),
-                    self.timeout(),
-                )
-                await self.before_retry()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _MAX_DELAY)
+                delay = await self._back_off(delay, "%s %s: %s; retrying for up to %gs", what, exc)
 
     async def settle_append(
         self,
@@ -127,26 +128,15 @@ class Reconnecting:
                 submitting = True
                 return await submit(request)
             except self.errors as again:
-                if self.is_closed():
-                    raise StoreClosed(f"{self.engine} backend closed during an append") from again
-                if not self.transient(again):
-                    raise self.reject(f"{self.engine} {what} failed", again) from again
+                self._final(what, again, "an append")
                 if submitting and not self.unsent(again):
                     maybe_applied = True
                 last = again
             if time.monotonic() + delay > deadline:
                 break
-            self._log(
-                delay,
-                "%s %s interrupted (%s); retrying for up to %gs",
-                self.engine,
-                what,
-                self.reason(last),
-                self.timeout(),
+            delay = await self._back_off(
+                delay, "%s %s interrupted (%s); retrying for up to %gs", what, last
             )
-            await self.before_retry()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_DELAY)
         raise BackendError(
             f"{self.engine} {what} at seq {request.events[0].seq} failed and could not be "
             f"completed within {self.timeout():g}s: {self.reason(last)}",

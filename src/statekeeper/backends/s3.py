@@ -391,22 +391,22 @@ class S3Backend(Backend):
         return value
 
     def _get(self, key: str) -> tuple[bytes, dict[str, str]] | None:
-        try:
-            obj = self._s3.get_object(Bucket=self.bucket, Key=key)
-        except ClientError as exc:
-            if _code(exc) in _NOT_FOUND:
-                return None
-            raise
-        return obj["Body"].read(), dict(obj.get("Metadata", {}))
+        obj = self._object(self._s3.get_object, key)
+        return None if obj is None else (obj["Body"].read(), dict(obj.get("Metadata", {})))
 
     def _head_meta(self, key: str) -> dict[str, str] | None:
+        obj = self._object(self._s3.head_object, key)
+        return None if obj is None else dict(obj.get("Metadata", {}))
+
+    def _object(self, call: Callable[..., dict[str, Any]], key: str) -> dict[str, Any] | None:
+        """``call(Bucket=, Key=key)`` (a GET or HEAD of the object); None when there is no
+        such object."""
         try:
-            obj = self._s3.head_object(Bucket=self.bucket, Key=key)
+            return call(Bucket=self.bucket, Key=key)
         except ClientError as exc:
             if _code(exc) in _NOT_FOUND:
                 return None
             raise
-        return dict(obj.get("Metadata", {}))
 
     def _put_new(self, key: str, body: bytes, metadata: dict[str, str] | None = None) -> bool:
         """Create ``key`` only if it does not exist. False if it already did."""

@@ -589,6 +589,19 @@ class TieredBackend(Backend):
             head = await self._rehydrate(agent_id)
         return head
 
+    async def _authority(self, agent_id: str, *, touch: bool = True) -> Backend:
+        """The tier that answers what only the tier of record knows about ``agent_id``:
+        read-only, the tier holding it; else the durable tier, with a demoted agent
+        brought back from the cold tier first (``touch``: the agent counts as used)."""
+        self._check_open()
+        if self.readonly:
+            return await self._reader(agent_id)
+        if touch:
+            self._touch(agent_id)
+        if self.cold is not None:
+            await self._durable_head(agent_id)
+        return self.durable
+
     async def head(self, agent_id: str) -> int:
         """The durable tier's head (the authority; the hot tier is never asked)."""
         self._check_open()
@@ -599,13 +612,7 @@ class TieredBackend(Backend):
 
     async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
         """The durable tier's head and tag (the authority; the hot tier is never asked)."""
-        self._check_open()
-        if self.readonly:
-            return await (await self._reader(agent_id)).head_tag(agent_id)
-        self._touch(agent_id)
-        if self.cold is not None:
-            await self._durable_head(agent_id)
-        return await self.durable.head_tag(agent_id)
+        return await (await self._authority(agent_id)).head_tag(agent_id)
 
     async def rewrite(self, request: RewriteRequest) -> None:
         """Rewrite in the durable tier (see :meth:`Backend.rewrite`); the hot copy is
@@ -668,13 +675,7 @@ class TieredBackend(Backend):
     async def seq_at(self, agent_id: str, timestamp: float) -> int:
         """Answered by the durable tier (its answer cannot be checked for completeness
         the way a read can; it is a rare, time-travel call)."""
-        self._check_open()
-        if self.readonly:
-            return await (await self._reader(agent_id)).seq_at(agent_id, timestamp)
-        self._touch(agent_id)
-        if self.cold is not None:
-            await self._durable_head(agent_id)
-        return await self.durable.seq_at(agent_id, timestamp)
+        return await (await self._authority(agent_id)).seq_at(agent_id, timestamp)
 
     async def latest_snapshot(
         self, agent_id: str, at_or_below: int | None = None
@@ -699,24 +700,14 @@ class TieredBackend(Backend):
         return await self.durable.latest_snapshot(agent_id, at_or_below)
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
-        self._check_open()
-        if self.readonly:
-            return await (await self._reader(agent_id)).lookup_key(agent_id, key)
-        self._touch(agent_id)
-        if self.cold is not None:
-            await self._durable_head(agent_id)
-        return await self.durable.lookup_key(agent_id, key)
+        return await (await self._authority(agent_id)).lookup_key(agent_id, key)
 
     async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
         """The durable tier's keys of the agent (``CapabilityUnsupported`` when the
         durable tier cannot list them)."""
         self._check_open()
         self.require(Capability.KEY_EXPORT)
-        if self.readonly:
-            return await (await self._reader(agent_id)).idempotency_keys(agent_id)
-        if self.cold is not None:
-            await self._durable_head(agent_id)
-        return await self.durable.idempotency_keys(agent_id)
+        return await (await self._authority(agent_id, touch=False)).idempotency_keys(agent_id)
 
     async def schema_version(self) -> int:
         """The durable tier's schema version."""

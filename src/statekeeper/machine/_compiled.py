@@ -72,6 +72,17 @@ def resolve_value(
     raise error(f"{value!r} is not {what} (known: {known})")
 
 
+def _step(
+    fn: Callable[..., object] | None, hook_for: Callable[[Callable[..., object]], Hook]
+) -> tuple[Callable[..., object] | None, bool, bool, str]:
+    """A rule's guard or action as the hot path reads it: the callable, whether it is
+    async, whether it takes the context, its name ("" and False without one)."""
+    if fn is None:
+        return None, False, False, ""
+    hook = hook_for(fn)
+    return fn, hook.is_async, hook.takes_ctx, hook.name
+
+
 class Edge:
     """A rule compiled for the hot path (callables classified, hooks resolved).
 
@@ -114,18 +125,10 @@ class Edge:
         self.target = rule.to_state
         self.target_out = target_out
         self.source_idx = source_idx
-        guard = rule.guard
-        self.guard = guard
-        guard_hook = None if guard is None else hook_for(guard)
-        self.guard_async = guard_hook is not None and guard_hook.is_async
-        self.guard_ctx = guard_hook is not None and guard_hook.takes_ctx
-        self.guard_name = "" if guard_hook is None else guard_hook.name
-        action = rule.action
-        self.action = action
-        action_hook = None if action is None else hook_for(action)
-        self.action_async = action_hook is not None and action_hook.is_async
-        self.action_ctx = action_hook is not None and action_hook.takes_ctx
-        self.action_name = "" if action_hook is None else action_hook.name
+        self.guard, self.guard_async, self.guard_ctx, self.guard_name = _step(rule.guard, hook_for)
+        self.action, self.action_async, self.action_ctx, self.action_name = _step(
+            rule.action, hook_for
+        )
         self.exit_hooks: tuple[Hook, ...] = tuple(exit_hooks)
         self.enter_hooks: tuple[Hook, ...] = tuple(enter_hooks)
         self.needs_ctx = self.action_ctx or any(

@@ -26,7 +26,7 @@ from ...records import (
     RawEvent,
     StreamChange,
 )
-from ..base import validate_batch, validate_request, validate_together
+from ..base import append_outcome, validate_batch, validate_request, validate_together
 from .connection import transient
 from .part import PostgresPart
 
@@ -70,16 +70,7 @@ class Appends(PostgresPart):
 
     @staticmethod
     def _result(request: AppendRequest, row: tuple[Any, ...]) -> AppendResult:
-        status, a, b = int(row[0]), int(row[1]), int(row[2])
-        if status == 0:
-            return AppendResult(request.agent_id, a, b)
-        if status == 1:
-            return AppendResult(request.agent_id, a, b, duplicate=True)
-        if status == 3:
-            assert request.fence is not None
-            holder, token = request.fence
-            raise LeaseLost(request.agent_id, holder, token, a, row[3])
-        raise ConflictError(request.agent_id, request.expected_seq, a)
+        return append_outcome(request, row)
 
     async def _append_once(self, request: AppendRequest) -> tuple[Any, ...]:
         async with self._connection() as conn:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 import select
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg_pool import PoolTimeout
 
 from ...errors import ConfigurationError
 from ..redact import mask_url
-from ..url_options import float_option, int_option
+from ..url_options import float_option, int_option, split_query
 
 __all__ = ["check_connection", "parse_postgres_url", "read_only_session", "transient"]
 
@@ -52,11 +52,8 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
     if scheme not in ("postgresql", "postgres"):
         raise ConfigurationError(f"not a PostgreSQL URL: {mask_url(url)!r}")
     kwargs: dict[str, Any] = {}
-    keep: list[tuple[str, str]] = []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key not in _OWN_OPTIONS:
-            keep.append((key, value))
-            continue
+    mine, keep = split_query(parts.query, _OWN_OPTIONS)
+    for key, value in mine:
         if key in ("schema", "replica_url"):
             kwargs[key] = value
         elif key in ("partitions", "pool_min_size", "pool_max_size"):

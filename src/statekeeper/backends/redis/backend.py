@@ -83,6 +83,7 @@ from ..base import (
     Backend,
     Capability,
     Health,
+    append_outcome,
     check_prune,
     prefix_end,
     validate_batch,
@@ -126,6 +127,11 @@ _CLAIM_LAYOUT = (
     "redis.call('HSET', KEYS[1], 'shards', ARGV[1]) return ARGV[1]"
 )
 _INCLUDE = re.compile(r"^-- include: (\S+)$", re.MULTILINE)
+
+
+def _holder(raw: Any) -> str | None:
+    """A lease holder as a script replies it (empty: none)."""
+    return bytes(raw).decode() or None
 
 
 def lua(name: str) -> str:
@@ -510,16 +516,7 @@ class RedisBackend(Backend):
 
     @staticmethod
     def _result(request: AppendRequest, reply: Any) -> AppendResult:
-        status, a, b = int(reply[0]), int(reply[1]), int(reply[2])
-        if status == 0:
-            return AppendResult(request.agent_id, a, b)
-        if status == 1:
-            return AppendResult(request.agent_id, a, b, duplicate=True)
-        if status == 3:
-            assert request.fence is not None
-            holder = bytes(reply[3]).decode() or None
-            raise LeaseLost(request.agent_id, request.fence[0], request.fence[1], a, holder)
-        raise ConflictError(request.agent_id, request.expected_seq, a)
+        return append_outcome(request, reply, _holder)
 
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check_open()

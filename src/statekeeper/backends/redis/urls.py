@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ...errors import ConfigurationError, InvalidArgument
 from ..redact import mask_url
-from ..url_options import float_option, int_option
+from ..url_options import float_option, int_option, split_query
 
 __all__ = ["CLUSTER_SCHEMES", "check_redis_url", "cluster_nodes", "is_cluster", "split_options"]
 
@@ -132,11 +132,8 @@ def split_options(url: str) -> tuple[str, dict[str, Any]]:
     arguments of :class:`~.backend.RedisBackend`."""
     parts = urlsplit(url)
     kwargs: dict[str, Any] = {}
-    keep: list[tuple[str, str]] = []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key not in OWN_OPTIONS:
-            keep.append((key, value))
-            continue
+    mine, keep = split_query(parts.query, OWN_OPTIONS)
+    for key, value in mine:
         if key == "prefix":
             kwargs["prefix"] = value
         elif key == "feed":
