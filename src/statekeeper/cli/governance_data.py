@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from .._files import write_atomically
 from ..errors import ConfigurationError
 from . import render
 from ._markup import escape
@@ -361,8 +362,8 @@ def retention_apply(
                 def step(agent_id: str, scanned: int) -> None:
                     shown.advance(task)
                     if progress_file is not None and not dry_run:
-                        tmp = progress_file.with_name(progress_file.name + ".tmp")
-                        tmp.write_text(
+                        write_atomically(
+                            progress_file,
                             jsonlib.dumps(
                                 {
                                     "statekeeper_retention": {
@@ -371,9 +372,8 @@ def retention_apply(
                                     }
                                 }
                             ),
-                            encoding="utf-8",
+                            durable=False,  # a lost update only repeats an agent
                         )
-                        tmp.replace(progress_file)
 
                 return await apply_retention(
                     store, policy, dry_run=dry_run, after=after, progress=step

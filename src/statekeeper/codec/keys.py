@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._files import write_atomically
 from ..errors import AgentForgotten, BackendUnavailable, ConfigurationError, DecryptionError
 from .datakeys import KeyVault, open_vault
 
@@ -446,11 +447,4 @@ class Keyring:
         if data_keys is not None:
             doc["data_keys"] = data_keys
         data = json.dumps(doc, indent=2) + "\n"
-        target = Path(path)
-        tmp = target.with_name(target.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        write_atomically(Path(path), data, mode=0o600)

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._files import write_atomically
 from ..errors import ConfigurationError
 
 __all__ = ["VERSION", "canonical", "load_witness", "write_atomically"]
@@ -20,16 +21,6 @@ VERSION = 1
 def canonical(streams: list[dict[str, Any]]) -> bytes:
     """The bytes digests and seals are computed over (sorted keys, no spaces)."""
     return json.dumps(streams, sort_keys=True, separators=(",", ":")).encode()
-
-
-def write_atomically(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` atomically and durably (small file: blocking is fine)."""
-    tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, target)
 
 
 def load_witness(path: str | os.PathLike[str]) -> dict[str, Any]:
