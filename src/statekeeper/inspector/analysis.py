@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..arguments import INTERNAL_PREFIX, check_agent_id
-from ..errors import InvalidArgument
 from ..namespaces import check_namespace
-from .listing import parse_duration, start_after
+from .listing import parse_count, parse_duration, start_after
 
 if TYPE_CHECKING:
     from ..observability.analysis.history import EntropyWindow
@@ -76,15 +75,8 @@ def heat(p: float) -> int:
 
 
 def _parse(params: dict[str, str]) -> tuple[int, str, float | None]:
-    text = params.get("scope", "").strip()
-    scope = DEFAULT_SCOPE
-    if text:
-        try:
-            scope = int(text)
-        except ValueError:
-            raise InvalidArgument("scope", "scope must be a whole number of agents") from None
-        if not 1 <= scope <= MAX_SCOPE:
-            raise InvalidArgument("scope", f"scope must be within 1..{MAX_SCOPE:,} agents")
+    scope_text = params.get("scope", "").strip()
+    scope = parse_count(scope_text, "scope", DEFAULT_SCOPE, MAX_SCOPE, "agents")
     # a namespace (statekeeper.namespaces): its agents and those of namespaces below
     namespace = check_namespace(params.get("ns", "").strip(), "ns")
     if namespace:

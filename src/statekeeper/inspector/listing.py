@@ -39,6 +39,7 @@ __all__ = [
     "AgentRow",
     "AgentsPage",
     "list_page",
+    "parse_count",
     "parse_duration",
 ]
 
@@ -56,6 +57,23 @@ _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 #: by id (ascending, descending), or by last write (newest first, longest idle first)
 Order = Literal["asc", "desc", "recent", "idle"]
 BY_WRITE = ("recent", "idle")
+
+
+def parse_count(text: str, argument: str, default: int, most: int, of: str = "") -> int:
+    """The whole number ``text`` of the query parameter ``argument``, within
+    ``1..most`` (``default`` when empty); ``of`` names what it counts in the errors."""
+    if not text:
+        return default
+    unit = f" {of}" if of else ""
+    try:
+        count = int(text)
+    except ValueError:
+        raise InvalidArgument(
+            argument, f"{argument} must be a whole number{' of' if of else ''}{unit}"
+        ) from None
+    if not 1 <= count <= most:
+        raise InvalidArgument(argument, f"{argument} must be within 1..{most:,}{unit}")
+    return count
 
 
 def parse_duration(text: str, argument: str) -> float:
@@ -109,15 +127,7 @@ class AgentQuery:
         order = text("sort") or "asc"
         if order not in ("asc", "desc", *BY_WRITE):
             raise InvalidArgument("sort", "sort must be 'asc', 'desc', 'recent' or 'idle'")
-        limit_text = text("limit")
-        limit = DEFAULT_LIMIT
-        if limit_text:
-            try:
-                limit = int(limit_text)
-            except ValueError:
-                raise InvalidArgument("limit", "limit must be a whole number") from None
-            if not 1 <= limit <= MAX_LIMIT:
-                raise InvalidArgument("limit", f"limit must be within 1..{MAX_LIMIT}")
+        limit = parse_count(text("limit"), "limit", DEFAULT_LIMIT, MAX_LIMIT)
         # a namespace (statekeeper.namespaces): its agents and those of namespaces below
         namespace = check_namespace(text("ns"), "ns")
         after = params.get("after") or None

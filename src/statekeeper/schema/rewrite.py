@@ -160,15 +160,7 @@ async def read_page(
         with collection_paused():
             for i, (agent_id, read) in enumerate(zip(agent_ids, reads, strict=True)):
                 if read is not None:
-                    record = await path.fold(
-                        agent_id,
-                        read.head,
-                        read.head,
-                        read.tag,
-                        at_head=True,
-                        latest=(read.snapshot, read.events),
-                    )
-                    folded[i] = path.public(record)
+                    folded[i] = path.public(await path.fold_latest(agent_id, read))
     return list(zip(heads, folded, strict=True))
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from .. import patch
-from ..backends.base import Backend
+from ..backends.base import Backend, LatestRead
 from ..codec import ZERO_LINK, Codec, Opened
 from ..codec.formats import JSON
 from ..codec.pipeline import CHAIN_BROKEN
@@ -361,20 +361,25 @@ class ReadPath:
             if read is None:
                 out[agent_id] = None
                 continue
-            record = await self.fold(
-                agent_id,
-                read.head,
-                read.head,
-                read.tag,
-                at_head=True,
-                latest=(read.snapshot, read.events),
-            )
+            record = await self.fold_latest(agent_id, read)
             self.cache.put(agent_id, record)
             out[agent_id] = record
         return [
             out[agent_id] if agent_id in out else await self.current(agent_id)
             for agent_id in agent_ids
         ]
+
+    async def fold_latest(self, agent_id: str, read: LatestRead) -> AgentRecord:
+        """The agent's state at its head from what :meth:`Backend.read_latest_many`
+        read of it (reading more only when the stream is longer than it returned)."""
+        return await self.fold(
+            agent_id,
+            read.head,
+            read.head,
+            read.tag,
+            at_head=True,
+            latest=(read.snapshot, read.events),
+        )
 
     async def at(self, agent_id: str, at_seq: int | None, at_time: float | None) -> AgentRecord:
         """The state of ``agent_id`` at ``at_seq``, or at time ``at_time``."""
