@@ -46,6 +46,7 @@ against (:mod:`.tracker`). Measured in ``docs/benchmarks.md`` ("O(size of the ch
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
 from ..errors import StatekeeperError
@@ -127,39 +128,39 @@ def _exclusive(value: Any, held: int) -> bool:
     caller chain hold it)."""
     if sys.getrefcount(value) != held:
         return False
+    children = _children(value)
+    if children is None:
+        return False
+    for v in children:
+        if type(v) is dict or type(v) is list:
+            if not _exclusive(v, _NESTED):
+                return False
+        elif type(v) not in _SCALARS:
+            return False
+    return True
+
+
+def _children(value: Any) -> Iterable[Any] | None:
+    """The values of a plain dict or the items of a plain list (None for anything
+    else), read without the tracked classes' overrides; the view or iterator holds
+    the container, never the children, so their reference counts are as they were."""
     if type(value) is dict:
-        for v in dict.values(value):
-            if type(v) is dict or type(v) is list:
-                if not _exclusive(v, _NESTED):
-                    return False
-            elif type(v) not in _SCALARS:
-                return False
-        return True
+        return dict.values(value)
     if type(value) is list:
-        for v in list.__iter__(value):
-            if type(v) is dict or type(v) is list:
-                if not _exclusive(v, _NESTED):
-                    return False
-            elif type(v) not in _SCALARS:
-                return False
-        return True
-    return False
+        return list.__iter__(value)
+    return None
 
 
 def _probe(value: Any, seen: list[int]) -> bool:
     """:func:`_exclusive`'s shape (the same calls and frames), recording the counts."""
     seen.append(sys.getrefcount(value))
-    if type(value) is dict:
-        for v in dict.values(value):
-            if (type(v) is dict or type(v) is list) and not _probe(v, seen):
-                return False
-        return True
-    if type(value) is list:
-        for v in list.__iter__(value):
-            if (type(v) is dict or type(v) is list) and not _probe(v, seen):
-                return False
-        return True
-    return False
+    children = _children(value)
+    if children is None:
+        return False
+    for v in children:  # noqa: SIM110 - these frames are the ones _exclusive counts in
+        if (type(v) is dict or type(v) is list) and not _probe(v, seen):
+            return False
+    return True
 
 
 def _calibrate() -> tuple[int, int]:
