@@ -8,13 +8,13 @@ when a rule, hook or callback is registered, never per transition.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import Any, SupportsIndex, TypeVar
+from typing import Any, Generic, SupportsIndex, TypeVar
 
 from statekeeper.errors import InvalidMachineDefinition, MachineError
 from statekeeper.machine._callables import Hook
 from statekeeper.machine.types import TransitionRule
 
-__all__ = ["CallbackList", "Edge", "register_value", "resolve_value", "value_label"]
+__all__ = ["CallbackList", "Edge", "ValueNames", "value_label"]
 
 T = TypeVar("T", bound=Hashable)
 
@@ -31,45 +31,49 @@ def value_label(value: Hashable) -> str:
     return raw if isinstance(raw, str) else str(raw)
 
 
-def register_value(value: T, by_label: dict[str, T], to_label: dict[T, str], kind: str) -> None:
-    """Record a new state or event (``kind``) under its stored string, both ways.
+class ValueNames(Generic[T]):
+    """The stored strings of a machine's states (or events), both ways.
 
-    Raises :class:`~statekeeper.errors.InvalidMachineDefinition` when another one of
-    the same kind already stores as that string.
-    """
-    label = value_label(value)
-    other = by_label.get(label)
-    if other is not None:
-        raise InvalidMachineDefinition(
-            f"{kind}s {other!r} and {value!r} share the stored value {label!r}"
-        )
-    by_label[label] = value
-    to_label[value] = label
+    ``by_label`` maps a stored string to the state or event, ``to_label`` the other
+    way; ``kind`` ("state", "event") and ``error`` name them in what is raised."""
 
+    __slots__ = ("a_kind", "by_label", "error", "kind", "to_label")
 
-def resolve_value(
-    value: object,
-    by_label: dict[str, T],
-    to_label: dict[T, str],
-    error: type[MachineError],
-    what: str,
-) -> T:
-    """The registered state or event a stored string (or an equal object) stands for.
+    def __init__(self, kind: str, error: type[MachineError]) -> None:
+        self.kind = kind
+        self.a_kind = f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+        self.error = error
+        self.by_label: dict[str, T] = {}
+        self.to_label: dict[T, str] = {}
 
-    Raises ``error`` naming ``what`` was asked for ("a state of M") and the known values.
-    """
-    if isinstance(value, str):
-        found = by_label.get(value)
-        if found is not None:
-            return found
-    try:
-        label = to_label.get(value)  # type: ignore[arg-type]
-    except TypeError:
-        label = None
-    if label is not None:
-        return by_label[label]
-    known = ", ".join(repr(v) for v in by_label)
-    raise error(f"{value!r} is not {what} (known: {known})")
+    def add(self, value: T) -> None:
+        """Record a new one under its stored string. Raises
+        :class:`~statekeeper.errors.InvalidMachineDefinition` when another one already
+        stores as that string."""
+        label = value_label(value)
+        other = self.by_label.get(label)
+        if other is not None:
+            raise InvalidMachineDefinition(
+                f"{self.kind}s {other!r} and {value!r} share the stored value {label!r}"
+            )
+        self.by_label[label] = value
+        self.to_label[value] = label
+
+    def resolve(self, value: object, machine: str) -> T:
+        """The registered one a stored string (or an equal object) stands for; else
+        ``error`` naming the known values."""
+        if isinstance(value, str):
+            found = self.by_label.get(value)
+            if found is not None:
+                return found
+        try:
+            label = self.to_label.get(value)  # type: ignore[arg-type]
+        except TypeError:
+            label = None
+        if label is not None:
+            return self.by_label[label]
+        known = ", ".join(repr(v) for v in self.by_label)
+        raise self.error(f"{value!r} is not {self.a_kind} of {machine} (known: {known})")
 
 
 def _step(

@@ -53,8 +53,7 @@ from statekeeper.machine._callables import Hook, discard_awaitable, is_async_cal
 from statekeeper.machine._compiled import (
     CallbackList,
     Edge,
-    register_value,
-    resolve_value,
+    ValueNames,
     value_label,
 )
 from statekeeper.machine.defaults import DEFAULT_INITIAL, DEFAULT_RULES, DEFAULT_STATES
@@ -126,6 +125,7 @@ class AgentStateMachine(Generic[S, E]):
         "_durations",
         "_enter",
         "_entered",
+        "_event_names",
         "_event_to_value",
         "_events",
         "_exit",
@@ -141,6 +141,7 @@ class AgentStateMachine(Generic[S, E]):
         "_owner",
         "_rejected",
         "_rules",
+        "_state_names",
         "_state_to_value",
         "_states",
         "_total",
@@ -217,11 +218,13 @@ class AgentStateMachine(Generic[S, E]):
         self._clock = clock
         self._states: list[S] = []
         self._index: dict[S, int] = {}
-        self._value_to_state: dict[str, S] = {}
-        self._state_to_value: dict[S, str] = {}
+        self._state_names: ValueNames[S] = ValueNames("state", UnknownState)
+        self._value_to_state = self._state_names.by_label
+        self._state_to_value = self._state_names.to_label
         self._events: dict[E, None] = {}
-        self._value_to_event: dict[str, E] = {}
-        self._event_to_value: dict[E, str] = {}
+        self._event_names: ValueNames[E] = ValueNames("event", UnknownEvent)
+        self._value_to_event = self._event_names.by_label
+        self._event_to_value = self._event_names.to_label
         self._out: dict[S, dict[E, tuple[Edge, ...]]] = {}
         self._rules: list[TransitionRule[S, E]] = []
         self._unguarded: dict[tuple[S, E], TransitionRule[S, E]] = {}
@@ -292,7 +295,7 @@ class AgentStateMachine(Generic[S, E]):
                 hash(state)
             except TypeError:
                 raise InvalidMachineDefinition(f"state {state!r} is not hashable") from None
-            register_value(state, self._value_to_state, self._state_to_value, "state")
+            self._state_names.add(state)
             self._index[state] = len(self._states)
             self._states.append(state)
             self._out[state] = {}
@@ -339,7 +342,7 @@ class AgentStateMachine(Generic[S, E]):
                 f"{self._describe(existing)} has no guard and always wins"
             )
         if event not in self._events:
-            register_value(event, self._value_to_event, self._event_to_value, "event")
+            self._event_names.add(event)
             self._events[event] = None
         if rule.guard is None:
             self._unguarded[key] = rule
@@ -933,26 +936,14 @@ class AgentStateMachine(Generic[S, E]):
 
         Raises :class:`~statekeeper.errors.UnknownState` for values of no state.
         """
-        return resolve_value(
-            value,
-            self._value_to_state,
-            self._state_to_value,
-            UnknownState,
-            f"a state of {self.name}",
-        )
+        return self._state_names.resolve(value, self.name)
 
     def event_for(self, value: str | E) -> E:
         """Resolve a stored event value (Enum ``.value`` or the string) to the event object.
 
         Raises :class:`~statekeeper.errors.UnknownEvent` for values of no event.
         """
-        return resolve_value(
-            value,
-            self._value_to_event,
-            self._event_to_value,
-            UnknownEvent,
-            f"an event of {self.name}",
-        )
+        return self._event_names.resolve(value, self.name)
 
     def event_value(self, event: E) -> str:
         """The stored string of an event (Enum ``.value`` or the string itself)."""
