@@ -292,7 +292,7 @@ async def test_a_backup_holds_no_key_material_of_the_vault(tmp_path: Path) -> No
         reader = FrameReader(file, bkey)
         try:
             with opened_copy(reader) as copy:
-                decrypted += Path(copy).read_bytes()
+                decrypted += Path(copy).read_bytes()  # noqa: ASYNC240
         finally:
             reader.close()
     assert len(decrypted) > 0
