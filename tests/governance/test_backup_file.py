@@ -406,3 +406,19 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
         assert {a.agent_id: a.head_seq async for a in dst.iter_agents()} == before
         assert (await dst.load("t0/a000")).data == {"i": 0, "j": 2}
         assert (await dst.load("t1/a001")).data == {"i": 1, "j": 2}
+
+
+async def test_an_instrumented_sqlite_store_takes_the_file_path(tmp_path: Path) -> None:
+    """The observability wrapper hands the file copy to its engine (without it, the
+    wrapper's default would send an instrumented store down the row path)."""
+    from prometheus_client import CollectorRegistry
+
+    from statekeeper.observability import instrument
+
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keyring()) as src:
+        instrument(src, registry=CollectorRegistry(), tracing=False)
+        await fill(src, 5)
+        assert (await backup(src, file, bkey)).agents == 5
+    assert version_of(file)[0] == 2
