@@ -258,9 +258,9 @@ async def test_damaged_or_edited_file_backups_are_refused_restoring_nothing(
 
 
 async def test_a_deleted_agent_leaves_no_bytes_in_a_file_backup(tmp_path: Path) -> None:
-    """``VACUUM INTO`` copies live rows only: a deleted agent's id (stored in clear)
-    and records are not in the decrypted copy, though its pages may still be in the
-    store file's free list."""
+    """The copy holds live rows only (no free pages, no change feed): a deleted
+    agent's id (stored in clear) and records are not in the decrypted copy, though its
+    pages may still be in the store file's free list and its id in the feed."""
     bkey = BackupKey(os.urandom(32))
     file = tmp_path / "b.skb"
     async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keyring()) as src:
@@ -268,9 +268,12 @@ async def test_a_deleted_agent_leaves_no_bytes_in_a_file_backup(tmp_path: Path) 
         for j in range(40):
             await src.save("acme/erased-customer-4711", {"j": j, "pad": "x" * 500})
         await src.delete("acme/erased-customer-4711")
+        await src.save("acme/kept", {"note": "plaintext-marker-9f3a"})
         await backup(src, file, bkey)
     plain = decrypted_copy(file, bkey)
     assert b"t1/a001" in plain  # a live agent's id is there, in clear inside the copy
+    # its records stay encrypted by the store's key inside the copy
+    assert b"acme/kept" in plain and b"plaintext-marker-9f3a" not in plain
     assert b"erased-customer-4711" not in plain
 
 
