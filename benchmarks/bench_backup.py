@@ -6,7 +6,9 @@ alternates, ``--rounds`` times, in the same run: a raw copy of the SQLite file (
 write + fsync: the disk's bound) and ``statekeeper.governance.backup.backup`` of the
 store into a file (fsync'd too), once per ``--tree`` (a ``src`` folder: the backup runs
 in a child process with that tree first on the import path, so two versions compare in
-one run). Reports MB/s of each (store file bytes / second of wall time), the ratio
+one run). A full backup of a SQLite store is a file copy (format version 2) since issue
+15's third pass; a ``--tree`` of an older version measures the row path. Reports MB/s
+of each (store file bytes / second of wall time), the ratio
 backup / copy with its spread, and MB per CPU-second of each (store bytes / the
 process's user+system time): on a loaded machine wall time measures the share of CPU
 the run got, CPU time what the work costs. A backup is disk-bound when its MB per

@@ -368,6 +368,14 @@ class Backend(abc.ABC):
             out.append(StreamExport(agent_id, head, tag, events, snap, keys))
         return out
 
+    async def copy_to_file(self, dest: str, prefix: str = "") -> bool:
+        """Write a consistent point-in-time copy of the streams (as stored) whose ids
+        start with ``prefix`` (``"ns/"``; every stream if empty) into the new file
+        ``dest``, as a SQLite file of the SQLite backend's schema, without reading its
+        rows into Python. False (nothing written) when the engine cannot (the
+        default): a backup then reads rows (:meth:`export_rows`)."""
+        return False
+
     async def export_rows(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamRows]:
         """:meth:`export_streams` with the records as plain tuples (what a backup
         packs). The default converts :meth:`export_streams`; SQLite reads its rows

@@ -96,7 +96,7 @@ from .base import (
     validate_together,
     validate_ttl,
 )
-from .sqlite_export import export_slices, export_whole
+from .sqlite_export import copy_file, export_slices, export_whole
 from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
 
 __all__ = ["SQLiteBackend"]
@@ -1728,6 +1728,19 @@ class SQLiteBackend(Backend):
             )
             for r in await self.export_rows(ranges)
         ]
+
+    async def copy_to_file(self, dest: str, prefix: str = "") -> bool:
+        """By SQLite alone, in a thread, on a connection of its own (one read
+        transaction: writers keep committing): :func:`~.sqlite_export.copy_file`."""
+        if self._closed:
+            raise StoreClosed(f"sqlite backend {self.path} is closed")
+
+        def copy() -> None:
+            with _translated(self.path):
+                copy_file(self.path, dest, prefix, self.busy_timeout)
+
+        await asyncio.to_thread(copy)
+        return True
 
     async def export_rows(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamRows]:
         """Four statements per page of agents (events, snapshots, heads, keys). Whole

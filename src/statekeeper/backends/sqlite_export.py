@@ -3,17 +3,31 @@ tuples (:class:`~statekeeper.records.StreamRows`), a few statements per page of 
 
 Whole streams (what a full backup reads) are one range scan per table over the page's
 ids in key order, rows grouped as they come: no per-agent lookup, no object per record.
+
+A full backup of a SQLite store does not read rows at all: :func:`copy_file` (a
+point-in-time copy of its streams into a new file, by SQLite) and
+:func:`stream_heads` (the manifest's heads, one statement); a restore reads such a
+copy back with :func:`iter_streams`.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from ..records import EventRow, SnapshotRow, StreamRows
 
-__all__ = ["export_slices", "export_whole"]
+__all__ = [
+    "copy_file",
+    "export_slices",
+    "export_whole",
+    "iter_streams",
+    "stream_heads",
+    "stream_totals",
+]
 
 
 def _blob(value: Any) -> bytes | None:
@@ -134,3 +148,146 @@ def export_slices(
         head, tag = heads.get(agent_id, (0, None))
         out.append(StreamRows(agent_id, head, tag, events[i], snaps.get(i), list(keys[agent_id])))
     return out
+
+
+# -- the file path of a backup: a point-in-time copy of the whole file -----------------
+
+#: every stream's head in one statement over the heads (on the copy, so the manifest
+#: describes exactly the bytes shipped): its seq and the checksum of its head event
+#: (every stream has all its events: a backup refuses compacted ones, see STREAM_TOTALS)
+STREAM_HEADS = """
+SELECT a.agent_id, a.head_seq, coalesce(CAST(e.checksum AS BLOB), x'')
+FROM sk_agents a
+LEFT JOIN sk_events e ON e.agent_id = a.agent_id AND e.seq = a.head_seq
+WHERE a.head_seq > 0
+ORDER BY a.agent_id
+"""
+
+#: the totals: events stored, events the heads account for (equal unless a stream was
+#: compacted: its events below the base are gone), streams with a snapshot
+STREAM_TOTALS = """
+SELECT (SELECT count(*) FROM sk_events),
+       (SELECT coalesce(sum(head_seq), 0) FROM sk_agents WHERE head_seq > 0),
+       (SELECT count(DISTINCT agent_id) FROM sk_snapshots)
+"""
+
+#: a stream that lacks events of its head's (only asked when the totals differ)
+COMPACTED = """
+SELECT a.agent_id, a.head_seq,
+       (SELECT count(*) FROM sk_events c WHERE c.agent_id = a.agent_id) AS n
+FROM sk_agents a WHERE a.head_seq > 0 AND n != a.head_seq ORDER BY a.agent_id LIMIT 1
+"""
+
+
+#: the tables a copy holds: the streams and the schema version (not the change feed,
+#: its deletion marks, the leases: nothing a restore reads, and the feed and marks name
+#: agents deleted since)
+COPIED_TABLES = ("sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency")
+
+
+def copy_file(
+    source: str,
+    dest: str,
+    prefix: str = "",
+    timeout: float = 30.0,
+    copied: Callable[[str], None] | None = None,
+) -> None:
+    """A consistent point-in-time copy of the streams of the store at ``source``
+    (those whose id starts with ``prefix``, every one if empty) into the new file
+    ``dest``, by SQLite alone (``INSERT INTO copy.t SELECT * FROM store.t``, no row
+    reaches Python): the tables of :data:`COPIED_TABLES`, created as the store's, all
+    filled in ONE transaction, so the copy reads one snapshot of the store while its
+    writers (WAL) keep committing.
+
+    Measured against ``VACUUM INTO`` (the whole file, 0.47 CPU-s for 170 MB) and the
+    online backup API (``Connection.backup``, 0.33 CPU-s): 0.47 CPU-s, and it alone
+    leaves out other namespaces, the change feed (which names deleted agents) and free
+    pages (the backup API copies those, and with them the bytes of deleted agents).
+    ``copied`` is called with each table's name once it is copied, inside the
+    transaction (tests commit writes there)."""
+    conn = sqlite3.connect(dest, timeout=timeout, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = OFF")  # a private new file: no journal
+        conn.execute("PRAGMA synchronous = OFF")  # the backup file is synced, not this
+        conn.execute("ATTACH ? AS store", ("file:" + quote(os.path.abspath(source)) + "?mode=ro",))
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        marks = ",".join("?" * len(COPIED_TABLES))
+        tables = conn.execute(
+            "SELECT sql FROM store.sqlite_master WHERE type = 'table' AND sql IS NOT NULL"
+            f" AND name IN ({marks}) ORDER BY name",
+            COPIED_TABLES,
+        ).fetchall()
+        (app_id,) = conn.execute("PRAGMA store.application_id").fetchone()
+        conn.execute(f"PRAGMA main.application_id = {int(app_id)}")
+        for (sql,) in tables:
+            conn.execute(sql)
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1) if prefix else ""
+        conn.execute("BEGIN")
+        for table in COPIED_TABLES:
+            if table == "sk_meta" or not prefix:
+                conn.execute(f"INSERT INTO main.{table} SELECT * FROM store.{table}")
+            else:
+                conn.execute(
+                    f"INSERT INTO main.{table} SELECT * FROM store.{table}"
+                    " WHERE agent_id >= ? AND agent_id < ?",
+                    (prefix, upper),
+                )
+            if copied is not None:
+                copied(table)
+        conn.execute("COMMIT")
+        conn.execute("DETACH store")
+    finally:
+        conn.close()
+
+
+def stream_heads(reader: sqlite3.Connection) -> list[tuple[str, int, bytes]]:
+    """``(agent, head seq, head checksum)`` of every stream (see
+    :data:`STREAM_HEADS`), in id order."""
+    return reader.execute(STREAM_HEADS).fetchall()
+
+
+def stream_totals(reader: sqlite3.Connection) -> tuple[int, int, tuple[str, int, int] | None]:
+    """``(events, streams with a snapshot, the first compacted stream)``: ``(agent,
+    head, events held)`` of a stream missing events below its head, or None."""
+    events, accounted, snapshots = reader.execute(STREAM_TOTALS).fetchone()
+    compacted = None if events == accounted else reader.execute(COMPACTED).fetchone()
+    return events, snapshots, compacted
+
+
+def iter_streams(reader: sqlite3.Connection) -> Iterator[StreamRows]:
+    """Every stream of a (static) file, whole, in id order, one at a time: the tables
+    read by four cursors in key order, merged (memory: one stream)."""
+    events = reader.execute(
+        "SELECT agent_id, seq, kind, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB)"
+        " FROM sk_events ORDER BY agent_id, seq"
+    )
+    snaps = reader.execute(
+        "SELECT agent_id, seq, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB)"
+        " FROM sk_snapshots ORDER BY agent_id, seq"
+    )
+    keys = reader.execute(
+        "SELECT agent_id, key, first_seq, last_seq FROM sk_idempotency ORDER BY agent_id, first_seq"
+    )
+    heads = reader.execute(
+        "SELECT agent_id, head_seq, head_tag FROM sk_agents WHERE head_seq > 0 ORDER BY agent_id"
+    )
+    event = next(events, None)
+    snap = next(snaps, None)
+    key = next(keys, None)
+    for agent_id, head, tag in heads:
+        got: list[EventRow] = []
+        while event is not None and event[0] <= agent_id:
+            if event[0] == agent_id and event[1] <= head:
+                got.append(event[1:])
+            event = next(events, None)
+        latest: SnapshotRow | None = None
+        while snap is not None and snap[0] <= agent_id:
+            if snap[0] == agent_id and snap[1] <= head:
+                latest = snap[1:]
+            snap = next(snaps, None)
+        named: list[tuple[str, int, int]] = []
+        while key is not None and key[0] <= agent_id:
+            if key[0] == agent_id:
+                named.append(key[1:])
+            key = next(keys, None)
+        yield StreamRows(agent_id, head, _blob(tag), got, latest, named)

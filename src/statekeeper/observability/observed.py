@@ -212,6 +212,10 @@ class ObservedBackend(Backend):
         )
         return page
 
+    async def copy_to_file(self, dest: str, prefix: str = "") -> bool:
+        # a backup's file copy (one call per backup): the engine's own, untimed
+        return await self.inner.copy_to_file(dest, prefix)
+
     async def count_agents(self) -> int:
         count: int = await self._obs.call("count_agents", None, self.inner.count_agents)
         return count

@@ -2,7 +2,7 @@
 
 Layout (integers big-endian)::
 
-    b"SKBACKUP" 0x01                         magic and format version
+    b"SKBACKUP" + version (1 byte)           magic and format version (1 or 2)
     header length (u32) + header (JSON)      backup id, parent id, key id + fingerprint
     frame*                                   kind (1 byte: C chunk, M manifest)
                                              + length (u64) + nonce (12) + ciphertext
@@ -16,6 +16,14 @@ frame, its agents) and every stream (first and head seq, record counts, SHA-256 
 of its records): being authenticated with the backup key, it is the backup's
 signature. A truncated file has no trailer; a removed chunk leaves a hole the
 manifest names.
+
+**Version 2** (header ``"layout": "sqlite-file"``): the chunks are not msgpack stream
+entries but the consecutive pieces of a point-in-time copy of a SQLite store file
+(``VACUUM INTO``), each compressed and encrypted as above; the manifest lists the
+chunks (digests as above), the copy's size and every stream's head (seq, the head
+event's checksum, its record counts), read from the copy with one SQL query. Version 1
+(``"layout": "streams"``) is what the row path writes (every other engine, incremental
+and namespaced backups) and what every earlier statekeeper wrote; both are read.
 
 The backup key is not a store key: its subkeys are derived with HKDF under their own
 labels, and :func:`BackupKey.check_not_store_key` refuses a key the store uses.
@@ -46,6 +54,9 @@ MAGIC = b"SKBACKUP\x01"
 TRAILER = b"SKEND"
 FORMAT = "statekeeper-backup"
 VERSION = 1
+#: the format of a backup whose chunks are a SQLite file copy (see the module doc)
+VERSION_FILE = 2
+VERSIONS = {VERSION: "streams", VERSION_FILE: "sqlite-file"}
 ENV_BACKUP_KEY = "STATEKEEPER_BACKUP_KEY"
 _u32 = struct.Struct(">I")
 _u64 = struct.Struct(">Q")
@@ -163,12 +174,26 @@ class Header:
     key_fingerprint: str
     created_at: float
     raw: bytes
+    version: int = VERSION
+
+    @property
+    def layout(self) -> str:
+        """``"streams"`` (version 1: msgpack stream entries) or ``"sqlite-file"``
+        (version 2: the chunks are a copy of a SQLite store file)."""
+        return VERSIONS[self.version]
 
     @classmethod
-    def new(cls, backup_id: str, parent: str | None, key: BackupKey, created_at: float) -> Header:
-        doc = {
+    def new(
+        cls,
+        backup_id: str,
+        parent: str | None,
+        key: BackupKey,
+        created_at: float,
+        version: int = VERSION,
+    ) -> Header:
+        doc: dict[str, Any] = {
             "format": FORMAT,
-            "version": VERSION,
+            "version": version,
             "backup_id": backup_id,
             "parent": parent,
             "key_id": key.id,
@@ -177,8 +202,10 @@ class Header:
             "compression": "zstd",
             "cipher": "AES-256-GCM",
         }
+        if version != VERSION:  # a version-1 header stays byte for byte what it was
+            doc["layout"] = VERSIONS[version]
         raw = json.dumps(doc, sort_keys=True).encode()
-        return cls(backup_id, parent, key.id, key.fingerprint, created_at, raw)
+        return cls(backup_id, parent, key.id, key.fingerprint, created_at, raw, version)
 
 
 def _aad(header: Header, kind: bytes, index: int) -> bytes:
@@ -198,7 +225,8 @@ class FrameWriter:
         self.offset = 0
         self.chunks: list[dict[str, Any]] = []
         self.plain_bytes = 0
-        self._write(MAGIC + _u32.pack(len(header.raw)) + header.raw)
+        magic = MAGIC[:-1] + bytes([header.version])
+        self._write(magic + _u32.pack(len(header.raw)) + header.raw)
 
     def _write(self, data: bytes) -> None:
         self.out.write(data)
@@ -230,6 +258,52 @@ class FrameWriter:
             }
         )
         return index
+
+    def chunks_of_file(self, path: str, chunk_bytes: int, threads: int, level: int = -1) -> int:
+        """Write the file at ``path`` as consecutive raw chunks of ``chunk_bytes``,
+        compressed (zstd ``level``), encrypted and hashed by ``threads`` threads (zstd,
+        AES-GCM and SHA-256 release the GIL), written in order. Returns the file's
+        size."""
+        import threading
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        import zstandard
+
+        local = threading.local()
+
+        def seal(index: int, plain: bytes) -> tuple[bytes, str]:
+            zstd = getattr(local, "zstd", None)
+            if zstd is None:
+                zstd = local.zstd = zstandard.ZstdCompressor(level=level)
+            sealed = self.key.seal(_aad(self.header, CHUNK, index), zstd.compress(plain))
+            frame = CHUNK + _u64.pack(len(sealed)) + sealed
+            return frame, hashlib.sha256(frame).hexdigest()
+
+        size = 0
+        in_flight: list[tuple[int, Future[tuple[bytes, str]]]] = []
+
+        def land() -> None:
+            index, future = in_flight.pop(0)
+            frame, digest = future.result()
+            self.chunks.append(
+                {"index": index, "offset": self.offset, "length": len(frame), "sha256": digest}
+            )
+            self._write(frame)
+
+        with open(path, "rb") as source, ThreadPoolExecutor(max(1, threads)) as pool:
+            while True:
+                plain = source.read(chunk_bytes)
+                if not plain:
+                    break
+                size += len(plain)
+                self.plain_bytes += len(plain)
+                index = len(self.chunks) + len(in_flight)
+                in_flight.append((index, pool.submit(seal, index, plain)))
+                if len(in_flight) > threads:
+                    land()
+            while in_flight:
+                land()
+        return size
 
     def chunk(self, content: Any, agents: int) -> int:
         """Write one chunk; returns its index."""
@@ -280,12 +354,19 @@ class FrameReader:
         head = self._fh.read(len(MAGIC) + 4)
         if len(head) < len(MAGIC) + 4 or not head.startswith(MAGIC[:-1]):
             raise self._corrupt("header", "not a statekeeper backup")
-        if head[len(MAGIC) - 1] != VERSION:
-            raise self._corrupt("header", f"unknown backup format version {head[len(MAGIC) - 1]}")
+        version = head[len(MAGIC) - 1]
+        if version not in VERSIONS:
+            raise self._corrupt(
+                "header",
+                f"unknown backup format version {version} (this statekeeper reads"
+                f" {', '.join(map(str, sorted(VERSIONS)))})",
+            )
         (length,) = _u32.unpack(head[len(MAGIC) :])
         raw = self._fh.read(length)
         try:
             doc = json.loads(raw)
+            if doc.get("version", VERSION) != version:
+                raise ValueError("the header's version is not the file's")
             return Header(
                 str(doc["backup_id"]),
                 doc["parent"] if isinstance(doc["parent"], str) else None,
@@ -293,11 +374,14 @@ class FrameReader:
                 str(doc["key_fingerprint"]),
                 float(doc["created_at"]),
                 raw,
+                version,
             )
         except (ValueError, KeyError, TypeError):
             raise self._corrupt("header", "unreadable (truncated or edited)") from None
 
-    def _frame_at(self, offset: int, kind: bytes, index: int, what: str) -> tuple[Any, bytes]:
+    def _frame_at(
+        self, offset: int, kind: bytes, index: int, what: str, raw: bool = False
+    ) -> tuple[Any, bytes]:
         if offset + 9 > self.size:
             raise self._corrupt(what, "missing (the file is truncated)")
         self._fh.seek(offset)
@@ -314,7 +398,8 @@ class FrameReader:
                 what, "fails authentication (edited, reordered or from another backup)"
             )
         try:
-            content = msgpack.unpackb(self._zstd.decompress(compressed), raw=False)
+            plain = self._zstd.decompress(compressed)
+            content = plain if raw else msgpack.unpackb(plain, raw=False)
         except Exception as exc:  # authenticated yet unreadable: a writer bug, still refused
             raise self._corrupt(what, f"unreadable: {exc}") from None
         return content, prefix + sealed
@@ -334,14 +419,47 @@ class FrameReader:
             raise self._corrupt("manifest", "does not belong to this backup")
         return manifest
 
-    def chunks(self) -> Any:
+    @property
+    def streams(self) -> dict[str, Any]:
+        """The manifest's streams, ``{agent: {"base", "head", "events", "last", "chunk",
+        ...}}``, whatever the version (version 2 keeps them as columns, see
+        :meth:`heads`; converted here for incremental parents and the chain checks)."""
+        if self.header.version == VERSION:
+            streams: dict[str, Any] = self.manifest["streams"]
+            return streams
+        return {
+            agent: {
+                "base": 0,
+                "head": head,
+                "events": head,
+                "last": hashlib.sha256(checksum).hexdigest() if checksum else "",
+                "chunk": None,
+            }
+            for agent, head, checksum in self.heads()
+        }
+
+    def heads(self) -> list[tuple[str, int, bytes]]:
+        """Version 2: every stream's ``(agent, head seq, head checksum)``."""
+        try:
+            columns = self.manifest["heads"]
+            rows = list(zip(columns["agent"], columns["head"], columns["checksum"], strict=True))
+        except (KeyError, TypeError, ValueError):
+            raise self._corrupt("manifest", "its list of stream heads is malformed") from None
+        return rows
+
+    def file_chunks(self) -> Any:
+        """Version 2: yield every chunk's plain bytes (pieces of the store file copy),
+        in order, each checked against the manifest."""
+        yield from self.chunks(raw=True)
+
+    def chunks(self, raw: bool = False) -> Any:
         """Yield every chunk's content, in order, each checked against the manifest."""
         expected = len(MAGIC) + 4 + len(self.header.raw)
         for index, entry in enumerate(self.manifest["chunks"]):
             what = f"chunk {index}"
             if entry["index"] != index or entry["offset"] != expected:
                 raise self._corrupt(what, "the manifest's chunk list has a hole")
-            content, frame = self._frame_at(entry["offset"], CHUNK, index, what)
+            content, frame = self._frame_at(entry["offset"], CHUNK, index, what, raw)
             if (
                 hashlib.sha256(frame).hexdigest() != entry["sha256"]
                 or len(frame) != entry["length"]

@@ -11,6 +11,10 @@ codec). A wrong backup key raises :class:`~statekeeper.errors.BackupKeyMismatch`
 damaged, truncated, edited or incomplete backup
 :class:`~statekeeper.errors.BackupCorrupt`; either way nothing is restored.
 
+**Either format.** A version-2 backup (a SQLite store's file copy, :mod:`.filecopy`)
+is decrypted into a temporary file (``$TMPDIR``) at each pass and its streams read
+from it, each checked against the manifest's heads; then everything below applies.
+
 **Streamed.** The files are read twice, chunk by chunk: a checking pass (everything
 above) that keeps per agent only its head, chain link and where its snapshot is, then
 a writing pass that re-reads (and re-authenticates) each chunk and appends its parts.
@@ -56,7 +60,8 @@ from ..hooks import (
     store_namespace,
     store_sink,
 )
-from .fileformat import BackupKey, FrameReader
+from .filecopy import file_entries
+from .fileformat import VERSION_FILE, BackupKey, FrameReader
 from .location import Location
 from .writer import pack_entry, stream_digest
 
@@ -101,7 +106,11 @@ class RestoreResult:
 
 
 def _entries(reader: FrameReader, chunk_streams: dict[str, Any]) -> Iterator[tuple[int, Any]]:
-    """``(chunk index, entry)`` of one file, each checked against the manifest."""
+    """``(chunk index, entry)`` of one file, each checked against the manifest (a
+    version-2 file: its store copy's streams, grouped, see :mod:`.filecopy`)."""
+    if reader.header.version == VERSION_FILE:
+        yield from file_entries(reader)
+        return
     path = reader.path
     seen: set[str] = set()
     for index, chunk in enumerate(reader.chunks()):
@@ -140,7 +149,7 @@ def iter_entries(path: str | os.PathLike[str], key: BackupKey) -> Iterator[Any]:
     records as stored — encrypted)."""
     reader = FrameReader(path, key)
     try:
-        for _, item in _entries(reader, reader.manifest["streams"]):
+        for _, item in _entries(reader, reader.streams):
             yield item
     finally:
         reader.close()
@@ -166,7 +175,7 @@ def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[st
                     f"backup {path} does not follow {paths[number - 1]} (its parent is"
                     f" {header.parent}, not {expected_parent})"
                 )
-            agents.update(reader.manifest["streams"])
+            agents.update(reader.streams)
             ids.append(header.backup_id)
         finally:
             reader.close()
@@ -188,7 +197,7 @@ def _check(
     for number, path in enumerate(paths):
         reader = FrameReader(path, key)
         try:
-            listed: dict[str, Any] = reader.manifest["streams"]
+            listed: dict[str, Any] = reader.streams
             for index, item in _entries(reader, listed):
                 agent_id, base, head, _tag, events, snapshot, _keys = item
                 plan = plans.get(agent_id)
@@ -437,7 +446,7 @@ async def _write_all(
         try:
             if reader.header.backup_id != ids[number]:
                 raise BackupCorrupt(path, "header", "changed while it was being restored")
-            entries = _entries(reader, reader.manifest["streams"])
+            entries = _entries(reader, reader.streams)
             batch: list[tuple[int, Any]] = []
             while True:
                 got = await asyncio.to_thread(next, entries, None)

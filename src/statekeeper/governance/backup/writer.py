@@ -8,6 +8,11 @@ backup runs is copied as it is found on a re-read, or counted ``vanished``. Reco
 copied as stored (still encrypted with the store's keys, or per-agent data keys), then
 packed into chunks, compressed (zstd) and encrypted with the *backup* key.
 
+**A SQLite store** (a full backup: no ``since``) is not read row by row: its streams
+(its namespace's, on a store opened in one) are copied into a file by SQLite at a point
+in time and the file shipped in chunks (format version 2, see
+:mod:`.filecopy`); what follows describes the row path, which every other backup takes.
+
 **Incremental.** With ``since=`` (the previous backup of the chain), an agent whose
 record at the previous head is unchanged is copied from there on; one that was
 re-created is copied whole; one deleted is listed as deleted. Restore applies a full
@@ -30,7 +35,8 @@ import msgpack  # type: ignore[import-untyped]
 from ...errors import BackupError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
-from .fileformat import BackupKey, FrameReader, FrameWriter, Header
+from .filecopy import copy_folder, copy_of, write_copy
+from .fileformat import VERSION_FILE, BackupKey, FrameReader, FrameWriter, Header
 from .location import Location
 
 if TYPE_CHECKING:
@@ -58,7 +64,9 @@ class BackupResult:
     deleted: int  # incremental: agents gone since the parent
     vanished: int  # deleted while the backup ran
     bytes_written: int
-    record_bytes: int  # stream entries copied (records as stored + seqs, types, times)
+    #: stream entries copied (records as stored + seqs, types, times); a file backup
+    #: (format version 2): the size of the store file's copy
+    record_bytes: int
     seconds: float
 
 
@@ -198,7 +206,7 @@ async def backup(
             reader = FrameReader(path, key)
             try:
                 parent_id = reader.header.backup_id
-                previous = reader.manifest["streams"]
+                previous = reader.streams
                 if reader.manifest.get("namespace", "") != namespace:
                     raise BackupError(
                         f"--since {Location(since).display}: it is a backup of namespace"
@@ -210,8 +218,18 @@ async def backup(
                 reader.close()
     await store.flush()
     backend = store.backend
-    heads = await _heads(backend, namespace + "/" if namespace else "")
     backup_id = secrets.token_hex(16)
+    if since is None:
+        with copy_folder() as folder:
+            copy = await copy_of(backend, folder, namespace)
+            if copy is not None:
+                header = Header.new(backup_id, None, key, created, VERSION_FILE)
+                result = await _write_file(
+                    backend.name, namespace, copy, to, header, key, chunk_bytes, progress, started
+                )
+                await _audit_backup(audit, result)
+                return result
+    heads = await _heads(backend, namespace + "/" if namespace else "")
     header = Header.new(backup_id, parent_id, key, created)
     streams: dict[str, Any] = {}
     totals = {"events": 0, "snapshots": 0, "copied": 0, "vanished": 0, "record_bytes": 0}
@@ -318,6 +336,11 @@ async def backup(
         totals["record_bytes"],
         time.perf_counter() - started,
     )
+    await _audit_backup(audit, result)
+    return result
+
+
+async def _audit_backup(audit: AuditSink | None, result: BackupResult) -> None:
     await emit(
         audit,
         GovernanceEvent(
@@ -325,12 +348,53 @@ async def backup(
             None,
             "ok",
             details={
-                "backup_id": backup_id,
-                "parent": parent_id,
+                "backup_id": result.backup_id,
+                "parent": result.parent,
                 "agents": result.agents,
                 "events": result.events,
-                "location": location.display,
+                "location": result.location,
             },
         ),
     )
-    return result
+
+
+async def _write_file(
+    source: str,
+    namespace: str,
+    copy: str,
+    to: str | os.PathLike[str],
+    header: Header,
+    key: BackupKey,
+    chunk_bytes: int,
+    progress: Callable[[int, int], None] | None,
+    started: float,
+) -> BackupResult:
+    """A version-2 backup of the store file copied at ``copy`` (see :mod:`.filecopy`)."""
+    location = Location(to)
+    with location.writing() as out:
+        writer = FrameWriter(out, header, key)
+        body = await asyncio.to_thread(write_copy, writer, copy, chunk_bytes, progress)
+        manifest = {
+            "backup_id": header.backup_id,
+            "parent": None,
+            "created_at": header.created_at,
+            "source": source,
+            "namespace": namespace,
+            **body,
+        }
+        await asyncio.to_thread(writer.finish, manifest)
+        written = writer.offset
+    return BackupResult(
+        location.display,
+        header.backup_id,
+        None,
+        body["agents"],
+        body["copied"],
+        body["events"],
+        body["snapshots"],
+        0,
+        0,
+        written,
+        body["file_bytes"],
+        time.perf_counter() - started,
+    )
