@@ -340,15 +340,22 @@ class StreamChange:
     as appends (``Backend.append_together(requests, changes)``): the governed store
     writes a delete or a snapshot and its audit entry as one commit.
 
-    Exactly one of the two is given: ``delete_at`` deletes the stream (events,
-    snapshots, idempotency keys) if and only if its head is still that seq, else
+    Either ``delete_at`` alone: the stream (events, snapshots, idempotency keys) is
+    deleted if and only if its head is still that seq, else
     :class:`~statekeeper.errors.ConflictError` (so the entry names the head it
-    erased); ``snapshot`` stores that snapshot (its event must exist, else
-    :class:`~statekeeper.errors.ConflictError`)."""
+    erased); or ``snapshot`` and/or ``prune_to``: ``snapshot`` is stored (its event must
+    exist, else :class:`~statekeeper.errors.ConflictError`), then the stream is pruned
+    as by ``Backend.prune(agent_id, prune_to, drop_snapshots)`` (history up to
+    ``prune_to`` removed, 0: none; the snapshots ``drop_snapshots`` removed), so a
+    retention run's compaction or thinning commits with its entry. A prune whose
+    preconditions fail (``check_prune``) raises
+    :class:`~statekeeper.errors.ConfigurationError` and nothing is written."""
 
     agent_id: str
     delete_at: int | None = None
     snapshot: RawSnapshot | None = None
+    prune_to: int | None = None
+    drop_snapshots: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

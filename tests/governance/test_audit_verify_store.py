@@ -125,14 +125,63 @@ async def test_an_announced_compaction_not_applied_is_reported(as_principal: Mak
     )
 
 
-async def test_leases_are_counted_as_not_checkable(as_principal: Make) -> None:
+async def test_the_newest_lease_and_its_release_are_checked_against_the_lease_table(
+    as_principal: Make,
+) -> None:
+    # (was: every lease entry counted as not checkable) the entry of a lease taken
+    # names its fencing token; the lease table keeps the newest token of an agent
     ops = as_principal("ops")
     lease = await LeaseManager(ops, holder="w1", ttl=300).acquire("acme/g")
+    tokens = [e.detail.get("token") async for e in AuditLog(ops.backend, KEYRING).entries()]
+    assert tokens == [lease.token], tokens  # one entry, written ahead, naming the token
     await lease.release()
     report = await _verify(ops)
-    assert report.ok
-    # the lease table keeps the newest token only: nothing to check them against
+    assert report.ok and not report.unapplied, (report.problems, report.unapplied)
+    assert report.unchecked == {}
+    again = await LeaseManager(ops, holder="w2", ttl=300).acquire("acme/g")
+    assert again.token > lease.token
+    report = await _verify(ops)
+    assert report.ok and not report.unapplied, (report.problems, report.unapplied)
+    # the older lease and its release: the table no longer holds their token
     assert report.unchecked == {"lease": 1, "lease-release": 1}
+
+
+async def test_a_lease_granted_without_the_log_is_found(as_principal: Make) -> None:
+    ops, plain = as_principal("ops"), as_principal(None)
+    lease = await LeaseManager(ops, holder="w1", ttl=300).acquire("acme/g")
+    await lease.release()
+    other = await LeaseManager(plain, holder="rogue", ttl=300).acquire("acme/g")  # no entry
+    report = await _verify(ops)
+    assert report.problems == [
+        f"'acme/g': the lease table holds fencing token {other.token}, the newest lease "
+        f"entry (entry 1) records {lease.token}: a lease was granted without the audit log"
+    ], report.problems
+
+
+async def test_an_announced_lease_not_granted_and_a_release_not_made_are_reported(
+    as_principal: Make,
+) -> None:
+    ops = as_principal("ops")
+    lease = await LeaseManager(ops, holder="w1", ttl=300).acquire("acme/g")
+    log = AuditLog(ops.backend, KEYRING)
+    # a release announced and never made (the process stopped): the lease is still held
+    await log.record_ahead("lease-release", principal="ops", agent_id="acme/g",
+                           detail={"holder": "w1", "token": lease.token})  # fmt: skip
+    report = await log.verify()
+    assert report.ok, report.problems
+    assert len(report.unapplied) == 1, report.unapplied
+    assert "release of the lease of 'acme/g'" in report.unapplied[0], report.unapplied
+    # a lease announced and never granted
+    await log.record_ahead("lease", principal="ops", agent_id="acme/h",
+                           detail={"holder": "w1", "token": 1})  # fmt: skip
+    await LeaseManager(ops, holder="w1", ttl=300).try_acquire("acme/i")
+    report = await log.verify()
+    assert report.ok, report.problems
+    assert len(report.unapplied) == 2, report.unapplied
+    assert report.unapplied[1].startswith(
+        "entry 3: the lease of 'acme/h' with fencing token 1 it records was not granted "
+        "(the table holds none;"
+    ), report.unapplied
 
 
 async def test_a_delete_committed_with_its_entry_names_the_head_or_writes_nothing(
@@ -158,3 +207,33 @@ async def test_a_delete_committed_with_its_entry_names_the_head_or_writes_nothin
             raise AssertionError("a delete at a head that is not the stream's was made")
     assert await backend.head("acme/h") == 2
     assert len([e async for e in log.entries()]) == before  # nor its entry
+
+
+async def test_a_thinning_names_the_snapshots_it_drops_and_verify_checks_them(
+    as_principal: Make,
+) -> None:
+    from statekeeper.governance.retention import RetentionPolicy, apply_retention
+
+    ops = as_principal("ops")
+    for n in range(1, 9):
+        await ops.save("acme/t", {"n": n})
+        await ops.snapshot("acme/t")
+    raws = {seq: await ops.backend.latest_snapshot("acme/t", seq) for seq in range(1, 9)}
+    await apply_retention(ops, RetentionPolicy.parse("*  snapshot_every=4"))
+    log = AuditLog(ops.backend, KEYRING)
+    entry = [e async for e in log.entries(operation="thin")][-1]
+    dropped = entry.detail["dropped"]  # (was: only a count)
+    assert dropped and 4 not in dropped and 8 not in dropped, dropped
+    report = await log.verify()
+    assert report.ok and not report.unapplied, (report.problems, report.unapplied)
+    assert report.unchecked == {}  # (was: thin 1, and every snapshot it may have removed)
+    raw = raws[dropped[0]]
+    assert raw is not None
+    await ops.backend.save_snapshot("acme/t", raw)  # put back, without the log
+    report = await log.verify()
+    what = (
+        f"the thin of 'acme/t' removed the snapshots at seqs {dropped[0]}, and they are "
+        "still stored"
+    )
+    found = report.problems if _together(ops) else report.unapplied  # (entry first: Redis)
+    assert len(found) == 1 and what in found[0], (report.problems, report.unapplied)

@@ -748,15 +748,20 @@ def validate_together(
     requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
 ) -> None:
     """The checks of every engine's ``append_together`` before it writes: each
-    request well-formed, one request or change per stream, each change exactly one of
-    a delete and a snapshot."""
+    request well-formed, one request or change per stream, each change a delete, or
+    a snapshot and/or a prune."""
     for request in requests:
         validate_request(request)
     ids = [r.agent_id for r in requests]
     for change in changes:
         check_stored_id(change.agent_id)
-        if (change.delete_at is None) == (change.snapshot is None):
-            raise ConfigurationError("a stream change is a delete or a snapshot, one of the two")
+        pruning = change.prune_to is not None
+        if (change.delete_at is None) == (change.snapshot is None and not pruning):
+            raise ConfigurationError(
+                "a stream change is a delete, or a snapshot and/or a prune: one of the two"
+            )
+        if change.drop_snapshots and not pruning:
+            raise ConfigurationError("drop_snapshots is part of a prune: give prune_to too")
         if change.delete_at is not None and change.delete_at < 1:
             raise ConfigurationError(f"delete_at must be >= 1, got {change.delete_at}")
         ids.append(change.agent_id)

@@ -113,15 +113,25 @@ class MemoryBackend(Backend):
                 raise ConflictError(change.agent_id, change.snapshot.seq, head)
             if change.delete_at is not None and head != change.delete_at:
                 raise ConflictError(change.agent_id, change.delete_at, head)
+            if change.prune_to is not None:
+                base = change.prune_to
+                has_base = (stream is not None and base in stream.snapshots) or (
+                    change.snapshot is not None and change.snapshot.seq == base
+                )
+                check_prune(change.agent_id, head, base, has_base, change.drop_snapshots)
         for request in requests:
             earlier = self._check_append(request)
             if earlier is not None:
                 return [earlier if r is request else None for r in requests]
         for change in changes:  # no await from the checks to the last write: all at once
-            if change.snapshot is not None:
-                self._put_snapshot(self._streams[change.agent_id], change.snapshot)
-            else:
+            if change.delete_at is not None:
                 del self._streams[change.agent_id]
+                continue
+            stream = self._streams[change.agent_id]
+            if change.snapshot is not None:
+                self._put_snapshot(stream, change.snapshot)
+            if change.prune_to is not None:
+                self._prune(stream, change.prune_to, change.drop_snapshots)
         return [self._commit(request) for request in requests]
 
     async def append(self, request: AppendRequest) -> AppendResult:
@@ -309,6 +319,11 @@ class MemoryBackend(Backend):
         has_base = stream is not None and base_seq in stream.snapshots
         check_prune(agent_id, head, base_seq, has_base, drop_snapshots)
         assert stream is not None
+        self._prune(stream, base_seq, drop_snapshots)
+
+    @staticmethod
+    def _prune(stream: _Stream, base_seq: int, drop_snapshots: Sequence[int]) -> None:
+        """:meth:`prune` of ``stream``, its preconditions checked."""
         if base_seq > stream.base:
             for i in range(stream.base, base_seq):
                 stream.events[i] = _PRUNED

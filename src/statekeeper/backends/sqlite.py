@@ -953,12 +953,14 @@ class SQLiteBackend(Backend):
             "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
         ).fetchone()
         head = row[0] if row else 0
-        if change.snapshot is not None:
-            if not 0 < change.snapshot.seq <= head:
-                raise ConflictError(agent_id, change.snapshot.seq, head)
-            self._put_snapshot(conn, agent_id, change.snapshot)
+        if change.delete_at is None:
+            if change.snapshot is not None:
+                if not 0 < change.snapshot.seq <= head:
+                    raise ConflictError(agent_id, change.snapshot.seq, head)
+                self._put_snapshot(conn, agent_id, change.snapshot)
+            if change.prune_to is not None:
+                self._prune_rows(conn, agent_id, head, change.prune_to, change.drop_snapshots)
             return
-        assert change.delete_at is not None
         if head != change.delete_at:
             raise ConflictError(agent_id, change.delete_at, head)
         self._delete_rows(conn, agent_id)
@@ -1331,31 +1333,39 @@ class SQLiteBackend(Backend):
             row = conn.execute(
                 "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
             ).fetchone()
-            has_base = base_seq > 0 and (
-                conn.execute(
-                    "SELECT 1 FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
-                    (agent_id, base_seq),
-                ).fetchone()
-                is not None
+            self._prune_rows(conn, agent_id, row[0] if row else 0, base_seq, drop)
+
+    @staticmethod
+    def _prune_rows(
+        conn: _Executes, agent_id: str, head: int, base_seq: int, drop: Sequence[int]
+    ) -> None:
+        """:meth:`prune` in the caller's transaction (``head``: the stream's, read in
+        it); ConfigurationError when its preconditions fail, nothing written."""
+        has_base = base_seq > 0 and (
+            conn.execute(
+                "SELECT 1 FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
+                (agent_id, base_seq),
+            ).fetchone()
+            is not None
+        )
+        check_prune(agent_id, head, base_seq, has_base, drop)
+        if base_seq:
+            conn.execute(
+                "DELETE FROM sk_events WHERE agent_id = ? AND seq <= ?",
+                (agent_id, base_seq),
             )
-            check_prune(agent_id, row[0] if row else 0, base_seq, has_base, drop)
-            if base_seq:
-                conn.execute(
-                    "DELETE FROM sk_events WHERE agent_id = ? AND seq <= ?",
-                    (agent_id, base_seq),
-                )
-                conn.execute(
-                    "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq < ?",
-                    (agent_id, base_seq),
-                )
-                conn.execute(
-                    "DELETE FROM sk_idempotency WHERE agent_id = ? AND last_seq <= ?",
-                    (agent_id, base_seq),
-                )
-            conn.executemany(
-                "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
-                [(agent_id, seq) for seq in drop],
+            conn.execute(
+                "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq < ?",
+                (agent_id, base_seq),
             )
+            conn.execute(
+                "DELETE FROM sk_idempotency WHERE agent_id = ? AND last_seq <= ?",
+                (agent_id, base_seq),
+            )
+        conn.executemany(
+            "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
+            [(agent_id, seq) for seq in drop],
+        )
 
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         await self._write(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))

@@ -296,15 +296,21 @@ class LeaseManager:
         gov = self.governance
         ahead = gov is not None and callable(getattr(gov.audit, "record_ahead", None))
         entry = None
+        token = 0  # the fencing token the announced entry names
         try:
             deadline = time.monotonic() + wait
             pause = min(poll, 0.005)
             while True:
                 sent = time.monotonic()
-                held = await self._held_elsewhere(stored) if ahead else None
+                held, stored_info = await self._held_elsewhere(stored) if ahead else (None, None)
                 if held is None:
                     if gov is not None and entry is None:
-                        entry = await gov.ahead("lease", stored, {"holder": self.holder})
+                        # the entry names the token the grant will carry (the stored
+                        # one plus one: tokens grow by one per grant); a grant that
+                        # gets another (a race, an engine that skips) records it after
+                        token = stored_info.token + 1 if stored_info is not None else 1
+                        detail = {"holder": self.holder, "token": token}
+                        entry = await gov.ahead("lease", stored, detail)
                     try:
                         info = await self.backend.acquire_lease(stored, self.holder, ttl)
                     except LeaseHeld as exc:
@@ -324,25 +330,26 @@ class LeaseManager:
                 )
             raise
         lease = Lease(self, info, ttl, sent)
-        if entry is None:
+        if entry is None or info.token != token:
             await self.audit("lease", lease)
         return lease
 
-    async def _held_elsewhere(self, stored: str) -> LeaseHeld | None:
+    async def _held_elsewhere(self, stored: str) -> tuple[LeaseHeld | None, LeaseInfo | None]:
         """The refusal an attempt would meet, when the stored lease is another
-        holder's and still running: read, nothing written. Its expiry is on the
+        holder's and still running (read, nothing written), and the stored lease
+        (None: the agent was never leased). Its expiry is on the
         backend's clock (memory, SQLite: the one it was given; PostgreSQL, Redis: the
         server's, read here with this process's), so a lease this process's clock sees
         running a little longer than the server does is refused for that skew (an
         ``acquire(wait=...)`` polls past it); one it sees expired is attempted."""
         info = await self.backend.get_lease(stored)
         if info is None or info.holder is None or info.holder == self.holder:
-            return None
+            return None, info
         clock = getattr(self.backend, "clock", None)
         now = clock() if callable(clock) else time.time()
         if info.expires_at <= now:
-            return None
-        return LeaseHeld(stored, info.holder, info.expires_at)
+            return None, info
+        return LeaseHeld(stored, info.holder, info.expires_at), info
 
     async def try_acquire(self, agent_id: str, ttl: float | None = None) -> Lease | None:
         """The lease, or None when another holder has it."""

@@ -27,10 +27,11 @@ no entry can be forged, altered, removed or re-ordered unseen:
 several streams' appends atomically (``Backend.appends_together``: memory, SQLite,
 PostgreSQL) the entries of appends (create, save, append, transition; sync, group and
 write-behind alike) are written in the *same commit* as the appends
-(:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`), and so are deletes and
-snapshots (:meth:`AuditLog.record_with_change`): after a crash at any point both exist
-or neither does. Elsewhere (Redis, S3, tiered), and for the other mutations (leases,
-retention, forget, rekey, a migration's rewrites), the entry is written *first*
+(:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`), and so are deletes,
+snapshots and retention's compactions, thinnings and purges
+(:meth:`AuditLog.record_with_change`): after a crash at any point both exist or neither
+does. Elsewhere (Redis, S3, tiered), and for the other mutations (leases, forget,
+rekey, a migration's rewrites), the entry is written *first*
 (marked ``ahead``; :meth:`AuditLog.record_ahead`) and voided by a second entry when
 the mutation fails: a crash between the two leaves at worst an entry of a change not
 made, which :meth:`AuditLog.verify` reports in ``unapplied``.
@@ -67,6 +68,7 @@ from ..errors import (
 from ..records import AppendRequest, AppendResult, RawEvent, StreamChange
 from ..records import AuditMark as Mark
 from .audit_checks import StoreChecks
+from .audit_claims import unclaimed_events
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -318,16 +320,33 @@ class AuditLog:
         first_seq: int | None = None,
         last_seq: int | None = None,
         detail: Mapping[str, Any] | None = None,
+        outcome: str = "ok",
+        preceding: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        """Make ``change`` (a delete or a snapshot of an agent) and write its entry
-        (outcome ``ok``) in ONE atomic commit (``Backend.append_together``): after a
-        crash at any point both exist or neither does. A conflict of the change is
-        raised (nothing written); one on the log (another writer recorded first) is
-        retried here."""
-        data = _body(operation, principal, change.agent_id, first_seq, last_seq, "ok", detail)
+        """Make ``change`` (a delete, a snapshot or a prune of an agent) and write its
+        entry (``outcome``) in ONE atomic commit (``Backend.append_together``): after
+        a crash at any point both exist or neither does. ``preceding``: entries of the
+        same agent written just before it, in that commit (``{"op", "outcome",
+        "detail", "first_seq", "last_seq"}``: a retention purge before its delete). A
+        conflict of the change is raised (nothing written); one on the log (another
+        writer recorded first) is retried here."""
+        bodies = [
+            _body(
+                e["op"],
+                principal,
+                change.agent_id,
+                e.get("first_seq"),
+                e.get("last_seq"),
+                e.get("outcome", "ok"),
+                e.get("detail"),
+            )
+            for e in preceding
+        ]
+        data = _body(operation, principal, change.agent_id, first_seq, last_seq, outcome, detail)
+        bodies.append(data)
         async with self._lock:
             _, _, head = await self._on_the_log(
-                (data,), lambda entry: self.backend.append_together([entry], [change])
+                bodies, lambda entry: self.backend.append_together([entry], [change])
             )
             self._head = head
 
@@ -739,6 +758,7 @@ class AuditLog:
             unapplied, problems = await checks.check(self.backend, ahead.skipped)
             report.unapplied.extend(unapplied)
             report.problems.extend(problems)
+            report.problems.extend(await unclaimed_events(self.backend, checks))
             report.unchecked = dict(sorted(checks.unchecked.items()))
         except StatekeeperError as exc:
             report.problems.append(f"the store cannot be read: {_reason(exc)}")

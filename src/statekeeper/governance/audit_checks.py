@@ -16,18 +16,27 @@ of entry, from the entries of each agent in log order:
   store, unless a later entry removed it (a delete, a purge, a compaction at or past
   it) or replaced it (a snapshot at the same seq, a rekey or migration rewriting it).
 * **compactions** (retention ``compact``): no event at or below the new base is left;
-  **purges**: followed by their delete, or the agent is gone.
+  **thinnings** and compactions name the snapshots they drop (``detail.dropped``):
+  none is still stored unless a later entry stored it again; **purges**: followed by
+  their delete, or the agent is gone.
+* **leases**: the lease table keeps an agent's newest fencing token and whether that
+  lease was released, so the newest ``lease`` entry of an agent (which names the token,
+  ``detail.token``) must hold the table's token (a bigger one in the table: a lease
+  granted without the log; a smaller one: announced, never granted), and a
+  ``lease-release`` of that token recorded after it must have left no holder.
 
-What cannot be checked is counted per operation in ``AuditReport.unchecked`` (and
-shown by ``statekeeper audit verify``) rather than passed in silence: leases (the lease
-table keeps only the newest token of an agent, not their history), retention
-``thin`` runs (their entries count the snapshots they drop, they do not name them),
-``forget`` (the data keys are the keyring's, not the store's), ``restore`` (one entry
-for a whole backup), deletes recorded before deletes named their head, and appends
-whose agent was rewritten (rekey, migrate) or erased without a named head before
-their write could be told. Entries committed with their change (appends, deletes and
-snapshots on memory, SQLite, PostgreSQL) need no check of having been applied: one
-commit holds both.
+The other direction (events in the store no entry claims) is
+:mod:`.audit_claims`. What cannot be checked is counted per operation in
+``AuditReport.unchecked`` (and shown by ``statekeeper audit verify``) rather than
+passed in silence: the older leases of an agent and their releases (the table keeps
+only the newest token), leases recorded lost (observed, not made), lease entries
+without a token and thinnings that do not name what they drop (written before they
+did), ``forget`` (the data keys are the keyring's, not the store's), ``restore`` (one
+entry for a whole backup), deletes recorded before deletes named their head, and
+appends whose agent was rewritten (rekey, migrate) or erased without a named head
+before their write could be told. Entries committed with their change (appends,
+deletes, snapshots and retention on memory, SQLite, PostgreSQL) need no check of
+having been applied: one commit holds both.
 """
 
 from __future__ import annotations
@@ -45,7 +54,8 @@ __all__ = ["StoreChecks"]
 _APPENDS = frozenset({"create", "save", "append", "transition"})
 _REWRITES = frozenset({"rekey", "migrate"})
 #: operations recorded as changes with nothing in the store to compare them with
-_UNCHECKABLE = frozenset({"lease", "lease-release", "lease-lost", "thin", "forget", "restore"})
+_LEASES = frozenset({"lease", "lease-release", "lease-lost"})
+_UNCHECKABLE = frozenset({"forget", "restore"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +72,9 @@ class _Seen:
     together: bool  # a delete committed with its entry
     snapshot: tuple[int, str] | None  # the snapshot record an entry stored
     snapshot_ahead: bool
+    dropped: tuple[int, ...] | None = None  # the snapshots a retention run removed
+    ahead_mark: bool = False  # written ahead of its change (else: in its commit)
+    token: int | None = None  # the fencing token a lease entry names
 
 
 def _pair(value: Any) -> tuple[int, str] | None:
@@ -79,22 +92,27 @@ class StoreChecks:
     """Gathers the entries (:meth:`see`, in log order), then checks them against the
     store (:meth:`check`)."""
 
-    __slots__ = ("agents", "restores", "unchecked", "voided")
+    __slots__ = ("agents", "restore_times", "restores", "started", "unchecked", "voided")
 
     def __init__(self) -> None:
         self.agents: dict[str, list[_Seen]] = {}
         self.voided: set[int] = set()
         self.restores: list[int] = []
+        self.restore_times: dict[int, float] = {}  # restore entry seq -> its time
+        self.started: float | None = None  # the time of the log's first entry
         self.unchecked: Counter[str] = Counter()
 
     def see(self, entry: AuditEntry) -> None:
         detail = entry.detail
+        if self.started is None:
+            self.started = entry.time
         voided = detail.get("voids")
         if type(voided) is int:
             self.voided.add(voided)
             return
         if entry.operation == "restore" and entry.outcome == "ok":
             self.restores.append(entry.seq)
+            self.restore_times[entry.seq] = entry.time
         agent = entry.agent_id
         if agent is None or not entry.outcome.startswith(("ok", "done")):
             return
@@ -107,6 +125,10 @@ class StoreChecks:
         together = head is not None
         if head is None and isinstance(mark, dict):
             head = _pair(mark.get("gone"))
+        named = detail.get("dropped")
+        dropped = None
+        if isinstance(named, list) and all(type(seq) is int for seq in named):
+            dropped = tuple(named)
         self.agents.setdefault(agent, []).append(
             _Seen(
                 entry.seq,
@@ -119,6 +141,9 @@ class StoreChecks:
                 together,
                 snapshot,
                 snapshot_ahead,
+                dropped,
+                "ahead" in detail,
+                detail["token"] if type(detail.get("token")) is int else None,
             )
         )
 
@@ -133,6 +158,9 @@ class StoreChecks:
         skip = {seq for seq, _ in skipped}
         for agent, seen in sorted(self.agents.items()):
             seen = [s for s in seen if s.seq not in self.voided]
+            leases = [s for s in seen if s.op in _LEASES]
+            if leases:
+                await self._leases(backend, agent, leases, unapplied, problems)
             for i, s in enumerate(seen):
                 later = seen[i + 1 :]
                 if s.op in _UNCHECKABLE:
@@ -143,6 +171,9 @@ class StoreChecks:
                     await self._delete(backend, agent, s, seen[:i], later, problems)
                 elif s.op == "compact":
                     await self._compact(backend, agent, s, later, unapplied)
+                    await self._dropped(backend, agent, s, later, unapplied, problems)
+                elif s.op == "thin":
+                    await self._dropped(backend, agent, s, later, unapplied, problems)
                 elif s.op == "purge":
                     await self._purge(backend, agent, s, later, unapplied)
                 if s.op == "snapshot":
@@ -150,6 +181,54 @@ class StoreChecks:
         return unapplied, problems
 
     # -- each kind ------------------------------------------------------------------------
+
+    async def _leases(
+        self,
+        backend: Backend,
+        agent: str,
+        leases: list[_Seen],
+        unapplied: list[str],
+        problems: list[str],
+    ) -> None:
+        """The lease table keeps an agent's newest fencing token (and whether that lease
+        was released), not their history: the newest lease taken is checked against
+        it (the token), and a release recorded after it (the holder gone); the older
+        entries, and leases recorded lost (observed, not made), are counted."""
+        taken = [s for s in leases if s.op == "lease" and s.token is not None]
+        newest = taken[-1] if taken else None
+        last = leases[-1]
+        for s in leases:
+            if s is not newest and not (s is last and s.op == "lease-release"):
+                self.unchecked[s.op] += 1
+        if newest is None:
+            if last.op == "lease-release":
+                self.unchecked[last.op] += 1
+            return
+        info = await backend.get_lease(agent)  # (rows are never removed: tokens only grow)
+        stored, holder = (info.token, info.holder) if info is not None else (0, None)
+        token = newest.token
+        assert token is not None
+        if stored > token:
+            problems.append(
+                f"{agent!r}: the lease table holds fencing token {stored}, the newest "
+                f"lease entry (entry {newest.seq}) records {token}: a lease was granted "
+                "without the audit log"
+            )
+        elif stored < token:
+            unapplied.append(
+                f"entry {newest.seq}: the lease of {agent!r} with fencing token {token} it "
+                f"records was not granted (the table holds {stored or 'none'}; the process "
+                "stopped between the entry and the grant)"
+            )
+        if last.op != "lease-release":
+            return
+        if last.token != stored:
+            self.unchecked["lease-release"] += 1  # a release of an older lease
+        elif holder is not None:
+            unapplied.append(
+                f"entry {last.seq}: the release of the lease of {agent!r} (token "
+                f"{stored}) it records was not applied (the lease is still held)"
+            )
 
     def _erased_append(
         self,
@@ -260,7 +339,9 @@ class StoreChecks:
                 return  # removed by a later change that has its own entry
             if t.op == "snapshot" and t.snapshot is not None and t.snapshot[0] == seq:
                 return  # replaced: the later entry is checked
-            if t.op == "thin":
+            if t.op in ("thin", "compact") and t.dropped is not None and seq in t.dropped:
+                return  # removed by a retention run that names it
+            if t.op == "thin" and t.dropped is None:
                 self.unchecked["snapshot"] += 1  # maybe thinned: the run does not name it
                 return
             rewritten = rewritten or t.op in _REWRITES
@@ -277,6 +358,42 @@ class StoreChecks:
                 f"entry {s.seq}: the snapshot of {agent!r} at seq {seq} it records is not "
                 "in the store, and no entry removed it"
             )
+
+    async def _dropped(
+        self,
+        backend: Backend,
+        agent: str,
+        s: _Seen,
+        later: list[_Seen],
+        unapplied: list[str],
+        problems: list[str],
+    ) -> None:
+        """A retention run's snapshots removed (``detail.dropped``): none still stored,
+        unless a later entry stored one at that seq again or removed the agent."""
+        if s.dropped is None:
+            self.unchecked[s.op] += 1  # recorded before runs named what they drop
+            return
+        if any(t.op in ("delete", "purge") for t in later):
+            return
+        again = {t.snapshot[0] for t in later if t.op == "snapshot" and t.snapshot is not None}
+        left = []
+        for seq in s.dropped:
+            if seq in again:
+                continue
+            raw = await backend.latest_snapshot(agent, at_or_below=seq)
+            if raw is not None and raw.seq == seq:
+                left.append(seq)
+        if not left:
+            return
+        what = (
+            f"entry {s.seq}: the {s.op} of {agent!r} removed the snapshots at seqs "
+            f"{', '.join(map(str, left))}, and they are still stored"
+        )
+        if s.ahead_mark:
+            unapplied.append(f"{what} (the run stopped between the entry and the change; "
+                             "run retention again)")  # fmt: skip
+        else:
+            problems.append(f"{what} (stored again without the audit log)")
 
     async def _compact(
         self, backend: Backend, agent: str, s: _Seen, later: list[_Seen], unapplied: list[str]

@@ -17,8 +17,10 @@ from typing import Any
 __all__ = [
     "Announced",
     "AuditSink",
+    "ChangeSink",
     "GovernanceEvent",
     "announce",
+    "change_sink",
     "emit",
     "require_namespace",
     "store_namespace",
@@ -157,3 +159,27 @@ async def announce(store: Any, audit: AuditSink | None, event: GovernanceEvent) 
         outcome=event.outcome,
     )
     return Announced(log, entry, event, gov.principal)  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSink:
+    """A governed store's audit log that commits an entry with a change of a stream
+    (:meth:`statekeeper.governance.AuditLog.record_with_change`), and its principal."""
+
+    sink: Any
+    principal: str | None
+
+
+def change_sink(store: Any, audit: AuditSink | None) -> ChangeSink | None:
+    """The audit log of a store opened as a principal, when its engine commits an
+    entry and a change of another stream together (memory, SQLite, PostgreSQL) and
+    the caller gave no ``audit`` sink of its own: retention then makes each
+    compaction or thinning in ONE commit with its entry. None otherwise (the entry
+    goes first: :func:`announce`)."""
+    if audit is not None:
+        return None
+    gov = getattr(store, "_governance", None)
+    together = getattr(store, "_change_sink", None)
+    if gov is None or together is None:
+        return None
+    return ChangeSink(together, gov.principal)

@@ -41,22 +41,25 @@ import dataclasses
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Capability
 from ..errors import AccessDenied, AgentForgotten, RetentionPolicyError, StatekeeperError
 from ..namespaces import namespace_of
-from ..records import RawSnapshot
+from ..records import RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
+from ..store.governed import entries_before_delete
 from ..store.namespaced import NamespacedStateStore
 from .hooks import (
     Announced,
     AuditSink,
+    ChangeSink,
     GovernanceEvent,
     announce,
+    change_sink,
     emit,
     require,
     require_namespace,
@@ -260,13 +263,16 @@ async def _delta_bases(store: StateStore, agent_id: str, keep: set[int]) -> set[
     return bases
 
 
-async def _full_snapshot_at(store: StateStore, agent_id: str, head: int, seq: int) -> None:
-    """Make sure a whole (not delta) snapshot is stored at ``seq``: the new base."""
+async def _full_snapshot_at(
+    store: StateStore, agent_id: str, head: int, seq: int
+) -> RawSnapshot | None:
+    """The whole (not delta) snapshot to store at ``seq``, the new base; None when one
+    is stored there already."""
     raw = await store.backend.latest_snapshot(agent_id, seq)
     if raw is not None and raw.seq == seq:
         body, _ = store._reads.open_snapshot(agent_id, raw)
         if "base" not in body:
-            return
+            return None
     record = await store._reads.fold(agent_id, head, seq)
     codec = store.codec
     assert record.link is not None
@@ -274,24 +280,26 @@ async def _full_snapshot_at(store: StateStore, agent_id: str, head: int, seq: in
     sealed = codec.seal(
         agent_id, record.seq, SNAPSHOT_TYPE, record.updated_at, plaintext, record.link
     )
-    await store.backend.save_snapshot(
-        agent_id, RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
-    )
+    return RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
 
 
-def _event(action: RetentionAction) -> GovernanceEvent:
-    """How ``action`` is recorded in the audit log."""
+def _event(action: RetentionAction, dropped: Sequence[int] = ()) -> GovernanceEvent:
+    """How ``action`` is recorded in the audit log (``dropped``: the seqs of the
+    snapshots it removes, named so ``audit verify`` can check they are gone)."""
+    details: dict[str, Any] = {
+        "events_removed": action.events_removed,
+        "snapshots_removed": action.snapshots_removed,
+        "reason": action.reason,
+    }
+    if action.kind != "purge" and action.outcome == "done":
+        details["dropped"] = sorted(dropped)
     return GovernanceEvent(
         "purge" if action.kind == "purge" else action.kind,
         action.agent_id,
         action.outcome,
         1 if action.events_removed else None,
         action.base_seq or (action.events_removed or None),
-        {
-            "events_removed": action.events_removed,
-            "snapshots_removed": action.snapshots_removed,
-            "reason": action.reason,
-        },
+        details,
     )
 
 
@@ -304,18 +312,31 @@ async def _plan_and_apply(
     now: float,
     dry_run: bool,
     can_prune: bool,
-    before: Callable[[RetentionAction], Awaitable[None]],
+    before: Callable[[RetentionAction, Sequence[int]], Awaitable[None]],
+    together: ChangeSink | None = None,
 ) -> RetentionAction | None:
     """Plan what ``rule`` removes of the agent and (unless ``dry_run``) remove it,
-    calling ``before(action)`` just before the first change."""
+    calling ``before(action, dropped)`` just before the first change; with
+    ``together`` (a governed store's audit log on an engine with one commit for two
+    streams) a compaction or thinning is made in ONE commit with its entry
+    instead."""
     done = "dry-run" if dry_run else "done"
     if rule.ttl is not None and now - updated_at > rule.ttl:
         purge = RetentionAction(
             agent_id, "purge", done, head, 0, 0, f"not written for {rule.ttl:g}s"
         )
         if not dry_run:
-            await before(purge)
-            await store.delete(_relative(store, agent_id))  # (policy, audit, caches)
+            if together is not None:  # the purge's entry in the delete's commit
+                event = _event(purge)
+                entry = {
+                    "op": event.op, "outcome": event.outcome, "detail": event.details,
+                    "first_seq": event.first_seq, "last_seq": event.last_seq,
+                }  # fmt: skip
+                with entries_before_delete([entry]):
+                    await store.delete(_relative(store, agent_id))  # (policy, audit, caches)
+            else:
+                await before(purge, ())
+                await store.delete(_relative(store, agent_id))
         return purge
     if rule.keep_last is None and rule.snapshot_every is None:
         return None
@@ -341,10 +362,21 @@ async def _plan_and_apply(
         return RetentionAction(agent_id, kind, "unsupported", 0, 0, base, "the engine cannot prune")
     if dry_run:
         return action
-    await before(action)
-    if target > base:
-        await _full_snapshot_at(store, agent_id, head, target)
-    await store.backend.prune(agent_id, target, sorted(s for s in drop if s >= target))
+    dropped = sorted(drop)
+    full = await _full_snapshot_at(store, agent_id, head, target) if target > base else None
+    named = sorted(s for s in drop if s >= target)
+    if together is not None:
+        event = _event(action, dropped)
+        change = StreamChange(agent_id, snapshot=full, prune_to=target, drop_snapshots=(*named,))
+        await together.sink.record_with_change(
+            change, event.op, principal=together.principal, first_seq=event.first_seq,
+            last_seq=event.last_seq, detail=event.details, outcome=event.outcome,
+        )  # fmt: skip
+    else:
+        await before(action, dropped)
+        if full is not None:
+            await store.backend.save_snapshot(agent_id, full)
+        await store.backend.prune(agent_id, target, named)
     store._reads.forget(agent_id)  # its cached record may point at removed snapshots
     return action
 
@@ -388,6 +420,7 @@ async def apply_retention(
     audit = store_sink(store, audit)  # a governed store's own audit log by default
     clock = time.time() if now is None else now
     can_prune = store.backend.supports(Capability.PRUNE)
+    together = change_sink(store, given)
     report = RetentionReport()
     cursor = after
     while True:
@@ -411,10 +444,12 @@ async def apply_retention(
                     announced: list[Announced] = []
 
                     async def before(
-                        action: RetentionAction, announced: list[Announced] = announced
+                        action: RetentionAction,
+                        dropped: Sequence[int],
+                        announced: list[Announced] = announced,
                     ) -> None:
                         # on a governed store the entry goes first (_event: the same)
-                        made = await announce(store, given, _event(action))
+                        made = await announce(store, given, _event(action, dropped))
                         if made is not None:
                             announced.append(made)
 
@@ -429,12 +464,15 @@ async def apply_retention(
                             dry_run,
                             can_prune,
                             before,
+                            together,
                         )
                     except BaseException as exc:
                         for made in announced:
                             await made.failed(exc)
                         raise
-                    recorded = bool(announced)
+                    recorded = bool(announced) or (
+                        together is not None and action is not None and action.outcome == "done"
+                    )
                 except AccessDenied as exc:
                     reason = str(_caller_error(store, exc))
                     action = RetentionAction(agent_id, "compact", "refused", reason=reason)

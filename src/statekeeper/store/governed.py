@@ -19,7 +19,8 @@ sync, group and write-behind, share the per-task pending mutation kept here.)
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -119,6 +120,8 @@ class ChangeAuditSink(AtomicAuditSink, Protocol):
         first_seq: int | None = None,
         last_seq: int | None = None,
         detail: Mapping[str, Any] | None = None,
+        outcome: str = "ok",
+        preceding: Sequence[Mapping[str, Any]] = (),
     ) -> None: ...
 
 
@@ -170,6 +173,23 @@ _PENDING: ContextVar[_Pending | None] = ContextVar("statekeeper_audit_pending", 
 #: the delete or snapshot this task is making (see :meth:`GovernedStateStore.delete`)
 _CHANGE: ContextVar[_Pending | None] = ContextVar("statekeeper_audit_change", default=None)
 _CHANGE_RETRIES = 100
+#: entries to commit just before the entry of this task's next delete, in its commit
+_PRECEDING: ContextVar[tuple[Mapping[str, Any], ...]] = ContextVar(
+    "statekeeper_audit_preceding", default=()
+)
+
+
+@contextlib.contextmanager
+def entries_before_delete(entries: Sequence[Mapping[str, Any]]) -> Iterator[None]:
+    """Within: a governed store's delete (on an engine with one commit for two
+    streams) commits ``entries`` (each ``{"op", "outcome", "detail", "first_seq",
+    "last_seq"}``) just before its own entry, in ONE commit with the delete: a
+    retention purge and the delete that makes it, both or neither."""
+    token = _PRECEDING.set(tuple(entries))
+    try:
+        yield
+    finally:
+        _PRECEDING.reset(token)
 
 
 class AuditSettings(Protocol):
@@ -732,6 +752,10 @@ class GovernedStateStore(StateStore):
             raws = await self.backend.read(agent_id, after_seq=seq - 1, to_seq=seq) if seq else []
             if not raws:  # nothing stored to delete: recorded after
                 existed = await self.backend.delete_agent(agent_id)
+                for first in _PRECEDING.get():
+                    await gov.record(
+                        first["op"], agent_id, outcome=first["outcome"], detail=first["detail"]
+                    )
                 await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
                 change.recorded = True
                 return existed
@@ -742,7 +766,7 @@ class GovernedStateStore(StateStore):
             try:
                 await together.record_with_change(
                     StreamChange(agent_id, delete_at=seq), "delete", principal=gov.principal,
-                    detail={"erased": erased},
+                    detail={"erased": erased}, preceding=_PRECEDING.get(),
                 )  # fmt: skip
             except ConflictError as exc:
                 if exc.agent_id != agent_id:

@@ -26,7 +26,13 @@ from ...records import (
     RawEvent,
     StreamChange,
 )
-from ..base import append_outcome, validate_batch, validate_request, validate_together
+from ..base import (
+    append_outcome,
+    check_prune,
+    validate_batch,
+    validate_request,
+    validate_together,
+)
 from .connection import transient
 from .part import PostgresPart
 
@@ -193,6 +199,9 @@ class Appends(PostgresPart):
             )
             if cur.rowcount == 0:
                 raise ConflictError(agent_id, snap.seq, await self._head_in(conn, agent_id))
+        if change.prune_to is not None:
+            await self._prune_in(conn, agent_id, change.prune_to, change.drop_snapshots)
+        if change.delete_at is None:
             return
         cur = await conn.execute(self._sql["del_agent_at"], (agent_id, change.delete_at))
         if cur.rowcount == 0:
@@ -200,6 +209,22 @@ class Appends(PostgresPart):
             raise ConflictError(agent_id, change.delete_at, await self._head_in(conn, agent_id))
         for name in ("del_events", "del_snaps", "del_keys"):
             await conn.execute(self._sql[name], (agent_id,))
+
+    async def _prune_in(
+        self, conn: Any, agent_id: str, base_seq: int, drop_snapshots: Sequence[int]
+    ) -> None:
+        """``prune`` in ``conn``'s transaction (the head row locked ``FOR UPDATE``);
+        ConfigurationError when its preconditions fail (the transaction rolls back)."""
+        drop = sorted(set(drop_snapshots))
+        cur = await conn.execute(self._sql["prune_lock"], (agent_id, base_seq, agent_id))
+        row = await cur.fetchone()
+        head = int(row[0]) if row is not None else 0
+        check_prune(agent_id, head, base_seq, bool(row and row[1]), drop)
+        if base_seq:
+            for name in ("prune_events", "prune_snaps_below", "prune_keys"):
+                await conn.execute(self._sql[name], (agent_id, base_seq))
+        if drop:
+            await conn.execute(self._sql["prune_snaps"], (agent_id, drop))
 
     async def _head_in(self, conn: Any, agent_id: str) -> int:
         cur = await conn.execute(self._sql["head"], (agent_id,))

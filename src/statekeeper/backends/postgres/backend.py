@@ -83,7 +83,6 @@ from ..base import (
     Backend,
     Capability,
     Health,
-    check_prune,
 )
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
@@ -503,19 +502,10 @@ class PostgresBackend(Appends, Leases, Reads, Rewrites, Backend):
         ``FOR UPDATE``); a retry after a lost commit finds nothing left to remove."""
         self._check_open()
         self._check_writable()
-        drop = sorted(set(drop_snapshots))
 
         async def op() -> None:
             async with self._connection() as conn, conn.transaction():
-                cur = await conn.execute(self._sql["prune_lock"], (agent_id, base_seq, agent_id))
-                row = await cur.fetchone()
-                head = int(row[0]) if row is not None else 0
-                check_prune(agent_id, head, base_seq, bool(row and row[1]), drop)
-                if base_seq:
-                    for name in ("prune_events", "prune_snaps_below", "prune_keys"):
-                        await conn.execute(self._sql[name], (agent_id, base_seq))
-                if drop:
-                    await conn.execute(self._sql["prune_snaps"], (agent_id, drop))
+                await self._prune_in(conn, agent_id, base_seq, drop_snapshots)
 
         await self._retrying("prune", op)
         self._wrote()
