@@ -14,6 +14,16 @@ one with a policy and an audit log, in the same process, rounds alternating the 
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
         .venv/bin/python benchmarks/bench_governance.py --mode count --tree src --ops 2000
 
+3. ``--mode verify``: what ``audit verify`` costs on SQLite, CPU seconds per 1,000
+   entries (``time.process_time``), for logs of ``--entries`` sizes built once each
+   (saves over ``--agents`` agents, a snapshot every 25th operation, a delete every
+   100th, a tenth of the agents written before the log began); each round measures,
+   alternating the order, reading and authenticating every entry (``entries()``, the
+   chain alone), the full ``verify()`` (chain, head, and every check against the
+   store) and, of it, the check of the events no entry claims alone::
+
+    .venv/bin/python benchmarks/bench_governance.py --mode verify --entries 1000,10000
+
 Run::
 
     .venv/bin/python benchmarks/bench_governance.py --quick
@@ -127,9 +137,111 @@ async def count(ops: int, kind: str, engine: str = "memory", workload: str = "sa
             await store.close()
 
 
+async def _build_log(url: str, entries: int, agents: int) -> int:
+    """A store at ``url`` whose audit log holds about ``entries`` entries; the count."""
+    from statekeeper import StateStore
+    from statekeeper.governance import Audit, AuditLog, parse_policy
+    from statekeeper.security import Keyring
+
+    keyring = Keyring({"k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="})
+    ids = [f"tenant/team/a{i}" for i in range(agents)]
+    plain = StateStore(url, keyring=keyring, witness=False)
+    try:
+        for agent in ids[: max(1, agents // 10)]:  # written before the log began
+            for n in range(3):
+                await plain.save(agent, {"n": n, "note": "x" * 200})
+    finally:
+        await plain.close()
+    store = StateStore(
+        url,
+        keyring=keyring,
+        principal="ops",
+        policy=parse_policy(POLICY),
+        audit=Audit(),
+        witness=False,
+    )
+    try:
+        i = 0
+        log = AuditLog(store.backend, keyring)
+        while (await log.backend.head("\x01sk-audit/log")) < entries:
+            agent = ids[i % agents]
+            await store.save(agent, {"n": i, "note": "x" * 200})
+            if i % 25 == 24:
+                await store.snapshot(agent)
+            if i % 100 == 99:
+                await store.delete(agent)
+            i += 1
+        return await log.backend.head("\x01sk-audit/log")
+    finally:
+        await store.close()
+
+
+async def _measure(url: str, what: str) -> float:
+    """CPU seconds of reading every entry (``chain``) or of ``verify()``."""
+    from statekeeper.backends.url import open_backend
+    from statekeeper.governance import AuditLog
+    from statekeeper.security import Keyring
+
+    backend = open_backend(url)
+    try:
+        log = AuditLog(backend, Keyring({"k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}))
+        await backend.head("tenant/team/a0")  # opened before the clock starts
+        start = time.process_time()
+        if what == "chain":
+            async for _ in log.entries():
+                pass
+        elif what == "unclaimed":  # the check of live agents' events alone
+            from statekeeper.governance.audit_checks import StoreChecks
+            from statekeeper.governance.audit_claims import unclaimed_events
+
+            checks = StoreChecks()
+            async for entry in log.entries():
+                checks.see(entry)
+            start = time.process_time()
+            assert await unclaimed_events(backend, checks) == []
+        else:
+            report = await log.verify()
+            assert report.ok, report.problems
+        return time.process_time() - start
+    finally:
+        await backend.close()
+
+
+async def verify_cost(sizes: list[int], agents: int, rounds: int) -> None:
+    print(
+        f"audit verify on SQLite, CPU seconds per 1,000 entries ({agents} agents, {rounds} rounds)"
+    )
+    print(
+        f"{'entries':>8} {'chain only':>22} {'verify':>22} {'verify / chain':>22}"
+        f" {'of which unclaimed':>22}"
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        for size in sizes:
+            url = f"sqlite:///{folder}/verify-{size}.db"
+            n = await _build_log(url, size, agents)
+            got: dict[str, list[float]] = {"chain": [], "verify": [], "unclaimed": []}
+            ratios = []
+            for r in range(rounds):
+                order = ["chain", "verify", "unclaimed"]
+                order = order if r % 2 == 0 else order[::-1]
+                this = {what: await _measure(url, what) for what in order}
+                for what, cpu in this.items():
+                    got[what].append(cpu * 1000 / n)
+                ratios.append(this["verify"] / this["chain"])
+
+            def cell(values: list[float], unit: str = "") -> str:
+                mid = statistics.median(values)
+                return f"{mid:.3f}{unit} ({min(values):.3f}-{max(values):.3f})"
+
+            print(
+                f"{n:>8} {cell(got['chain']):>22} {cell(got['verify']):>22} "
+                f"{cell(ratios, 'x'):>22} {cell(got['unclaimed']):>22}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", choices=["compare", "count"], default="compare")
+    parser.add_argument("--mode", choices=["compare", "count", "verify"], default="compare")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 300 saves")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--saves", type=int, default=1000)
@@ -154,7 +266,15 @@ def main() -> None:
         help="(count) save: N saves + N loads; delete: N times save a new agent and delete "
         "it; snapshot: N times save and snapshot",
     )
+    parser.add_argument(
+        "--entries", default="1000,10000", help="(verify) log sizes, comma-separated"
+    )
+    parser.add_argument("--agents", type=int, default=200, help="(verify) agents written")
     args = parser.parse_args()
+    if args.mode == "verify":
+        sizes = [int(x) for x in args.entries.split(",")]
+        asyncio.run(verify_cost(sizes, args.agents, args.rounds))
+        return
     if args.mode == "count":
         if args.tree:
             sys.path.insert(0, str(Path(args.tree).resolve()))
