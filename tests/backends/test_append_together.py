@@ -108,6 +108,51 @@ async def test_a_malformed_change_is_refused_before_anything(backend: Backend) -
     assert await backend.head("log") == 0
 
 
+async def test_a_prune_and_its_base_snapshot_commit_with_the_appends(backend: Backend) -> None:
+    from statekeeper.records import RawSnapshot, StreamChange
+
+    for expected in range(5):
+        await backend.append(_request("a", expected))
+    for seq in (1, 2, 4):
+        await backend.save_snapshot("a", RawSnapshot(seq, 2.0, b"s%d" % seq, b"c%d" % seq))
+    base = RawSnapshot(3, 2.0, b"base", b"base-sum")
+    await backend.append_together(
+        [_request("log", 0)],
+        [StreamChange("a", snapshot=base, prune_to=3, drop_snapshots=(4,))],
+    )
+    assert await backend.head("log") == 1
+    assert [e.seq for e in await backend.read("a", 0)] == [4, 5]  # history to 3 gone
+    assert await backend.latest_snapshot("a") == base  # 4 thinned, 1 and 2 below the base
+    assert await backend.latest_snapshot("a", at_or_below=2) is None
+
+
+async def test_a_prune_whose_preconditions_fail_writes_nothing(backend: Backend) -> None:
+    from statekeeper.errors import ConfigurationError
+    from statekeeper.records import RawSnapshot, StreamChange
+
+    for expected in range(3):
+        await backend.append(_request("a", expected))
+    await backend.save_snapshot("a", RawSnapshot(1, 2.0, b"s", b"c"))
+    for change in (
+        StreamChange("a", prune_to=2),  # no snapshot at 2 to become the base
+        StreamChange("a", prune_to=3, snapshot=RawSnapshot(3, 2.0, b"s", b"c")),  # the head
+        StreamChange("a", prune_to=1, drop_snapshots=(1,)),  # the base itself
+    ):
+        with pytest.raises(ConfigurationError):
+            await backend.append_together([_request("log", 0)], [change])
+    assert await backend.head("log") == 0
+    assert [e.seq for e in await backend.read("a", 0)] == [1, 2, 3]
+    assert (await backend.latest_snapshot("a") or RawSnapshot(0, 0, b"", b"")).seq == 1
+    with pytest.raises(ConfigurationError, match="give prune_to"):
+        await backend.append_together(
+            [_request("log", 0)], [StreamChange("a", drop_snapshots=(1,))]
+        )
+    with pytest.raises(ConfigurationError, match="one of the two"):
+        await backend.append_together(
+            [_request("log", 0)], [StreamChange("a", delete_at=3, prune_to=1)]
+        )
+
+
 async def test_engines_without_it_refuse(tmp_path: Path) -> None:
     with fresh_url("redis", tmp_path) as url:
         engine = open_backend(url)

@@ -149,6 +149,31 @@ async def test_a_compacted_stream_is_not_a_finding(as_principal: Make) -> None:
     assert report.ok, report.problems
 
 
+async def test_a_restored_agent_is_held_to_the_restore_s_time(
+    as_principal: Make, tmp_path: Path
+) -> None:
+    import os
+
+    from statekeeper.governance.backup import BackupKey, backup, restore
+
+    clock, ops, plain = _stores(as_principal)
+    await ops.save("acme/x", {"n": 1})  # the target's log begins
+    clock.tick()
+    source = StateStore("memory://", keyring=KEYRING, clock=clock)
+    await source.save("acme/r", {"n": 1})  # stamped after the target's log began
+    key = BackupKey(os.urandom(32))
+    await backup(source, tmp_path / "r.skb", key)
+    await source.close()
+    clock.tick()
+    await restore(ops, [tmp_path / "r.skb"], key)  # one entry for the whole backup
+    report = await _verify(ops)
+    assert report.ok, report.problems  # restored, not written without the log
+    clock.tick()
+    await plain.save("acme/r", {"n": 2})  # after the restore, without the log
+    report = await _verify(ops)
+    assert ["events 2 " in p for p in _found(report, "acme/r")] == [True], report.problems
+
+
 async def test_the_cli_fails_on_events_without_an_entry(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({"active": "k1", "keys": {"k1": KEY}}))

@@ -756,12 +756,12 @@ def validate_together(
     for change in changes:
         check_stored_id(change.agent_id)
         pruning = change.prune_to is not None
+        if change.drop_snapshots and not pruning:
+            raise ConfigurationError("drop_snapshots is part of a prune: give prune_to too")
         if (change.delete_at is None) == (change.snapshot is None and not pruning):
             raise ConfigurationError(
                 "a stream change is a delete, or a snapshot and/or a prune: one of the two"
             )
-        if change.drop_snapshots and not pruning:
-            raise ConfigurationError("drop_snapshots is part of a prune: give prune_to too")
         if change.delete_at is not None and change.delete_at < 1:
             raise ConfigurationError(f"delete_at must be >= 1, got {change.delete_at}")
         ids.append(change.agent_id)

@@ -10,9 +10,11 @@ entry claims was written by a process that did not keep the log (a plain
 **Which events must be claimed** (the base: a store may be audited from some day on,
 so its agents' older events have no entries):
 
-* the agent's **epoch** is its stream since its last delete entry (a delete starts it
-  again at seq 1); events compacted away by a ``compact`` entry are gone and not asked;
-* after a delete entry, **every** seq of the new stream (clock-free: the log was kept
+* the agent's **epoch** is its stream since its last delete entry committed with its
+  delete (a delete starts it again at seq 1; one written ahead of its delete, on Redis,
+  S3 or tiered stores, may not have been made, so claims from before it still count);
+  events compacted away by a ``compact`` entry are gone and not asked;
+* after such a delete, **every** seq of the new stream (clock-free: the log was kept
   before the stream began);
 * otherwise every seq **from the first one an entry claims** up to the head
   (clock-free: an event after an audited one was written while the log was kept);
@@ -78,7 +80,10 @@ async def _agent(
     seen = [s for s in checks.agents.get(agent, ()) if s.seq not in checks.voided]
     start, deleted = 0, False
     for s in seen:
-        if s.op == "delete":
+        # (a delete written ahead of its change may not have been made: its stream
+        # would still be the old one, so only a delete committed with its entry
+        # starts the agent again; past one written ahead, older claims still count)
+        if s.op == "delete" and s.together:
             start, deleted = s.seq, True
     epoch = [s for s in seen if s.seq > start]
     restores = [r for r in checks.restores if r > start]
