@@ -189,6 +189,19 @@ def test_ctrl_c_ends_the_recording_with_every_sample_kept(tmp_path: Path) -> Non
     assert done.interrupted and done.samples == 3 and len(_lines(out)) == 3
 
 
+def test_a_gauge_without_a_value_is_a_gap(tmp_path: Path) -> None:
+    out = tmp_path / "rec.jsonl"
+    values = iter(["1", "NaN", "3"])
+
+    def read() -> str:
+        return f"# TYPE depth gauge\ndepth {next(values)}\n"
+
+    clock = FakeClock(START)
+    record(Source("nan", read), out, every=1, samples=3, clock=clock, sleep=Sleeper(clock))
+    series = metric_series(load_recording(out), ["depth"])
+    assert series.panels[0].lines[0].values == (1.0, None, 3.0)
+
+
 def test_a_later_failure_is_a_gap_not_the_end(tmp_path: Path) -> None:
     out = tmp_path / "rec.jsonl"
     clock = FakeClock(START)

@@ -68,8 +68,6 @@ def _panel_table(panel: Panel, width: int) -> RenderableType:
     from rich.table import Table
 
     table = Table(
-        title=escape(panel.title),
-        title_justify="left",
         box=None,
         pad_edge=False,
         show_header=True,
@@ -106,4 +104,7 @@ def series_renderables(series: MetricSeries, width: int) -> list[RenderableType]
         f"{len(series.times)} samples{failed}, {when(series.times[0])} → "
         f"{when(series.times[-1])} UTC"
     )
-    return [head, *(_panel_table(p, width) for p in series.panels)]
+    out: list[RenderableType] = [head]
+    for panel in series.panels:
+        out += [f"[bold]{escape(panel.title)}[/]", _panel_table(panel, width)]
+    return out

@@ -272,13 +272,16 @@ def write_metric_series(series: MetricSeries, path: str | Path, *, title: str = 
         from matplotlib.figure import Figure
 
         n = max(1, len(series.panels))
-        fig = Figure(figsize=(9.0, 1.0 + 2.2 * n))
+        fig = Figure(figsize=(9.0, 0.6 + 2.2 * n), layout="constrained")
         axes: Sequence[Any] = list(fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0])
         when = [_when(t) for t in series.times]
         for ax, panel in zip(axes, series.panels, strict=False):
+            positive = [v for ln in panel.lines for v in ln.values if v is not None and v > 0]
             for line in panel.lines:
                 values = [math.nan if v is None else v for v in line.values]
                 ax.plot(when, values, marker=".", markersize=3, label=line.label)
+            if panel.kind == "quantile" and positive and max(positive) > 20 * min(positive):
+                ax.set_yscale("log")  # latencies spanning decades
             ax.set_title(panel.title, fontsize=9, loc="left")
             ax.set_ylabel(panel.unit)
             if len(panel.lines) > 1:

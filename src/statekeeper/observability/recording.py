@@ -24,7 +24,6 @@ without waiting for any).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -35,6 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from ..backends.redact import mask_url
 from ..errors import BackendUnavailable, ConfigurationError, InvalidArgument, StatekeeperError
@@ -225,8 +226,9 @@ def _open_recording(path: Path) -> Any:
     first = handle.readline()
     if first:
         try:
-            ok = isinstance(json.loads(first), dict) and "t" in json.loads(first)
-        except ValueError:
+            head = orjson.loads(first)
+            ok = isinstance(head, dict) and "t" in head
+        except orjson.JSONDecodeError:
             ok = False
         if not ok:
             handle.close()
@@ -295,7 +297,7 @@ def record(
             else:
                 line = {"t": _iso(now), "metrics": metrics, "types": types}
                 written += 1
-            handle.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
+            handle.write(orjson.dumps(line) + b"\n")
             handle.flush()
             taken += 1
             first = now if first is None else first

@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ..errors import InvalidArgument
 
 __all__ = [
@@ -189,12 +191,13 @@ def load_recording(path: str | Path) -> Recording:
         if not raw.strip():
             continue
         try:
-            line = json.loads(raw)
+            line = orjson.loads(raw)
             t = datetime.fromisoformat(line["t"]).timestamp()
             if "error" in line:
                 failed += 1
                 continue
-            metrics = {str(k): float(v) for k, v in line["metrics"].items()}
+            # NaN and infinities are written as null: no value
+            metrics = {str(k): float(v) for k, v in line["metrics"].items() if v is not None}
             types.update({str(k): str(v) for k, v in line.get("types", {}).items()})
         except (ValueError, KeyError, TypeError, AttributeError):
             raise InvalidArgument(
