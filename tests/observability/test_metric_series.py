@@ -159,9 +159,10 @@ def test_bad_recordings_are_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="no such recording"):
         load_recording(tmp_path / "missing.jsonl")
     other = tmp_path / "notes.txt"
-    other.write_text("hello\n")
-    with pytest.raises(InvalidArgument, match="line 1 is not a metrics sample"):
-        load_recording(other)
+    for text in ("hello\n", "no newline at the end"):
+        other.write_text(text)
+        with pytest.raises(InvalidArgument, match="line 1 is not a metrics sample"):
+            load_recording(other)
     one = tmp_path / "one.jsonl"
     one.write_text(RECORDING.splitlines()[0] + "\n")
     with pytest.raises(InvalidArgument, match="rates need two"):

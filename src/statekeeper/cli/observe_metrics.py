@@ -119,13 +119,16 @@ def metrics_record(
         raise typer.BadParameter("give --for or --samples, not both", param_hint="'--samples'")
     src = _source(ctx, source, key_file, token_file, name)
     until = (
-        f"for {for_}" if for_ is not None else f"{samples} samples" if samples else "until Ctrl-C"
+        f"for {for_}" if for_ is not None else f"{samples} sample(s)" if samples else "until Ctrl-C"
     )
-    if not json_out:
-        out_console().print(
-            f"recording {src.name} every {interval:g} s into {out}, {until}", markup=False
-        )
-    done = record(src, out, every=interval, duration=period, samples=samples)
+
+    def started(n: int, _: float) -> None:  # once the first sample is in: it works
+        if n == 1 and not json_out:
+            out_console().print(
+                f"recording {src.name} every {interval:g} s into {out}, {until}", markup=False
+            )
+
+    done = record(src, out, every=interval, duration=period, samples=samples, on_sample=started)
     if json_out:
         render.print_json(done.to_dict())
         return
@@ -162,8 +165,8 @@ def metrics_plot(
         typer.Option(
             "--metric",
             metavar="NAME",
-            help="With --from: a metric to plot, a panel each (repeat; labels as in"
-            ' PromQL: NAME{operation=~"save|load"}) [default: save/load latency, appends,'
+            help="With --from: a metric to plot, a panel each (repeat; PromQL label"
+            " matchers in braces choose series) [default: save/load latency, appends,"
             " conflicts, cache hit ratio, write-buffer depth and age].",
             show_default=False,
         ),

@@ -181,8 +181,8 @@ def load_recording(path: str | Path) -> Recording:
     except OSError as exc:
         raise InvalidArgument("from", f"cannot read {str(p)!r}: {exc.strerror}") from None
     lines = data.split(b"\n")
-    if lines and lines[-1].strip():
-        lines = lines[:-1]  # no newline after it: torn by a kill mid-write
+    if lines and lines[-1].startswith(b'{"t":'):
+        lines = lines[:-1]  # a sample without its newline: torn by a kill mid-write
     times: list[float] = []
     samples: list[dict[str, float]] = []
     types: dict[str, str] = {}
