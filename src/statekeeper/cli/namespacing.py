@@ -83,6 +83,7 @@ COMMANDS: dict[str, str | None] = {
     "analyze": None,
     "metrics": f"{_WHOLE}: metrics are counted per store",
     "metrics plot": f"{_WHOLE}: metrics are counted per store",
+    "metrics record": f"{_WHOLE}: metrics are counted per store",
     "metrics serve": f"{_WHOLE}: metrics are counted per store",
     "projections": f"{_WHOLE}: a read model follows the whole store's change feed",
     "projections status": f"{_WHOLE}: a read model follows the whole store's change feed",

@@ -1,5 +1,5 @@
-"""``statekeeper health``, ``statekeeper analyze`` and ``statekeeper metrics serve``
-(see :mod:`statekeeper.observability`)."""
+"""``statekeeper health`` and ``statekeeper analyze`` (see :mod:`statekeeper.observability`;
+the ``metrics`` commands are in :mod:`.observe_metrics`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import ConfigurationError
 from . import render
 from .app import (
     DbOption,
@@ -24,10 +23,6 @@ from .app import (
 
 if TYPE_CHECKING:
     from ..observability.health import HealthReport, HealthThresholds
-
-metrics_app = typer.Typer(
-    name="metrics", help="Prometheus metrics of a store.", no_args_is_help=True
-)
 
 StuckOption = Annotated[
     float | None,
@@ -412,129 +407,3 @@ def _print_analysis(result: dict[str, Any], *, asked_interval: bool = False) -> 
             "optimal snapshot interval: not computed: the timed loads show no cost per"
             " replayed event (too few events since the last snapshots to measure)"
         )
-
-
-@metrics_app.command("plot")
-@handled
-def metrics_plot(
-    ctx: typer.Context,
-    out: Annotated[
-        Path,
-        typer.Option("--out", metavar="FILE", help="The picture to write (.svg or .png)."),
-    ],
-    db: DbOption = None,
-    key_file: KeyFileOption = None,
-    since: Annotated[
-        str | None, typer.Option("--since", metavar="TIME", help="Start of the period.")
-    ] = None,
-    until: Annotated[
-        str | None, typer.Option("--until", metavar="TIME", help="End of the period.")
-    ] = None,
-    step: Annotated[
-        float | None,
-        typer.Option(
-            "--step",
-            metavar="SECONDS",
-            min=0.001,
-            help="Seconds per point [default: the period in 120 points, at least 1 s].",
-            show_default=False,
-        ),
-    ] = None,
-    json_out: JsonOption = False,
-) -> None:
-    """Plot a store's activity over a period from its recorded history: events and
-    transitions per second, active agents, agents by state, entropy of the moves."""
-    from ..observability.analysis.series import activity_series
-    from ..observability.pictures import write_time_series
-    from .commands import _parse_time
-    from .observe_plots import check_picture_paths
-
-    check_picture_paths(out)
-    url = resolve_url(ctx, db)
-    start = _parse_time(since, "--since") if since is not None else None
-    end = _parse_time(until, "--until") if until is not None else None
-
-    async def go() -> Any:
-        async with open_store(url, key_file=key_file) as store:
-            return await activity_series(store, step, since=start, until=end)
-
-    series = run(go())
-    if not series.starts:
-        raise ConfigurationError("nothing to plot: no events recorded in the period")
-    write_time_series(series, out)
-    if json_out:
-        render.print_json({"picture": str(out), **series.to_dict()})
-    else:
-        out_console().print(
-            f"wrote {out}: {len(series.starts)} points of {series.step:g} s,"
-            f" {sum(series.events)} events, {sum(series.transitions)} transitions"
-        )
-
-
-@metrics_app.command("serve")
-@handled
-def metrics_serve(
-    ctx: typer.Context,
-    db: DbOption = None,
-    key_file: KeyFileOption = None,
-    port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")
-    ] = 9464,
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    interval: Annotated[
-        float,
-        typer.Option("--interval", metavar="SECONDS", min=0, help="Rescan at most this often."),
-    ] = 30.0,
-    name: Annotated[str | None, typer.Option("--name", help="The 'store' label.")] = None,
-    once: Annotated[
-        bool,
-        typer.Option(
-            "--once",
-            help="Scan once, print the metrics (text format) and exit: for node_exporter's"
-            " textfile collector or a cron job.",
-        ),
-    ] = False,
-) -> None:
-    """Serve the store's content metrics (agents by state, stuck agents, due snapshots,
-    stale leases, largest state) on http://HOST:PORT/metrics until interrupted."""
-    import threading
-
-    from prometheus_client import CollectorRegistry
-
-    from ..observability.exposition import StoreExporter, start_http_server
-    from ..observability.health import health_report
-
-    url = resolve_url(ctx, db)
-
-    async def scan() -> HealthReport:
-        async with open_store(url, key_file=key_file) as store:
-            return await health_report(store)
-
-    registry = CollectorRegistry()
-    exporter = StoreExporter(scan, name=name or "store", interval=interval)
-    first = exporter.report()
-    if first is None:  # fail now, not on the first scrape
-        run(scan())
-        raise ConfigurationError("the store could not be scanned")
-    if first.unreadable and first.agents == 0:  # e.g. the wrong key: not "0 agents"
-        agent_id, error = first.unreadable[0]
-        raise ConfigurationError(
-            f"none of the store's {len(first.unreadable)} agent(s) could be read "
-            f"(wrong or missing key?); {agent_id!r}: {error}"
-        )
-    registry.register(exporter)
-    if once:
-        import sys
-
-        from prometheus_client import generate_latest
-
-        sys.stdout.write(generate_latest(registry).decode())
-        return
-    server, _ = start_http_server(port, host, registry)
-    out_console().print(
-        f"serving metrics on http://{host}:{server.server_port}/metrics (Ctrl-C stops)"
-    )
-    try:
-        threading.Event().wait()
-    finally:
-        server.shutdown()

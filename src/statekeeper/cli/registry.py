@@ -128,7 +128,7 @@ COMMANDS: dict[str, Entry] = {
         "intervals, stationary distribution, entropies, measured and predicted recovery "
         "time, consistency score, optimal snapshot interval (Young/Daly).",
     ),
-    "metrics": Entry("observe", "Prometheus metrics of a store.", group="metrics_app"),
+    "metrics": Entry("observe_metrics", "Prometheus metrics of a store.", group="metrics_app"),
     "projections": Entry(
         "projections",
         "Read models kept from the change feed: status, rebuild, run.",

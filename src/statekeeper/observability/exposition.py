@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 if TYPE_CHECKING:
     from .health import HealthReport
 
-__all__ = ["StoreExporter", "metrics_app", "start_http_server"]
+__all__ = ["StoreExporter", "metrics_app", "run_scan", "start_http_server"]
 
 
 def metrics_app(registry: CollectorRegistry | None = None) -> Callable[..., Any]:
@@ -91,7 +91,7 @@ class StoreExporter(Collector):
         with self._lock:
             if self._scan is not None and self.due():
                 try:
-                    self._last = _run(self._scan)
+                    self._last = run_scan(self._scan)
                     self._error = None
                 except Exception as exc:  # keep serving the last good scan
                     self._error = type(exc).__name__
@@ -160,7 +160,7 @@ class StoreExporter(Collector):
             yield family
 
 
-def _run(scan: Callable[[], Any]) -> Any:
+def run_scan(scan: Callable[[], Any]) -> Any:
     """``asyncio.run(scan())`` — on a thread of its own when this thread runs a loop."""
     try:
         asyncio.get_running_loop()

@@ -1,7 +1,8 @@
 """Pictures as files (SVG or PNG, chosen by the file name): the transition matrix as a
 heat map, the machine with its observed probabilities on the edges, and time series of
-a store's activity. Drawn with matplotlib (the ``plots`` extra), through its
-object-oriented API on the Agg canvas: no pyplot, no global figure state, no display.
+a store's activity and of recorded live metrics. Drawn with matplotlib (the ``plots``
+extra), through its object-oriented API on the Agg canvas: no pyplot, no global figure
+state, no display.
 
 SVG text is written as ``<text>`` elements (``svg.fonttype: none``), so state names and
 probabilities stay searchable and selectable; the files carry no date, so the same
@@ -22,12 +23,14 @@ from ..errors import ConfigurationError, InvalidArgument
 if TYPE_CHECKING:
     from .analysis.markov import TransitionMatrix
     from .analysis.series import ActivitySeries
+    from .series import MetricSeries
 
 __all__ = [
     "check_path",
     "require_matplotlib",
     "write_heat_map",
     "write_machine_diagram",
+    "write_metric_series",
     "write_time_series",
 ]
 
@@ -257,4 +260,33 @@ def write_time_series(series: ActivitySeries, path: str | Path, *, title: str = 
         axes[3].set_xlabel(f"UTC, {series.step:g} s per point")
         fig.autofmt_xdate()
         fig.suptitle(title or "store activity")
+        return _save(fig, out, fmt)
+
+
+def write_metric_series(series: MetricSeries, path: str | Path, *, title: str = "") -> Path:
+    """Recorded live metrics (:func:`.series.metric_series`), one panel per metric on a
+    shared time axis (UTC), a line per label set or quantile; an interval without a
+    value (no observation, a failed scrape) is a gap."""
+    out, fmt = _format(path)
+    with _style():
+        from matplotlib.figure import Figure
+
+        n = max(1, len(series.panels))
+        fig = Figure(figsize=(9.0, 0.6 + 2.2 * n), layout="constrained")
+        axes: Sequence[Any] = list(fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0])
+        when = [_when(t) for t in series.times]
+        for ax, panel in zip(axes, series.panels, strict=False):
+            positive = [v for ln in panel.lines for v in ln.values if v is not None and v > 0]
+            for line in panel.lines:
+                values = [math.nan if v is None else v for v in line.values]
+                ax.plot(when, values, marker=".", markersize=3, label=line.label)
+            if panel.kind == "quantile" and positive and max(positive) > 20 * min(positive):
+                ax.set_yscale("log")  # latencies spanning decades
+            ax.set_title(panel.title, fontsize=9, loc="left")
+            ax.set_ylabel(panel.unit)
+            if len(panel.lines) > 1:
+                ax.legend(loc="upper left", fontsize=7, ncols=min(3, len(panel.lines)))
+        axes[-1].set_xlabel("UTC")
+        fig.autofmt_xdate()
+        fig.suptitle(title or f"recorded metrics, {len(series.times)} samples")
         return _save(fig, out, fmt)
