@@ -344,7 +344,7 @@ def test_cli_records_and_refuses_bad_input(tmp_path: Path) -> None:
         result = runner.invoke(
             app, ["metrics", "record", url, "--every", "soon", "--out", str(out)]
         )
-        assert result.exit_code == 2 and "--every must be a duration" in result.output
+        assert result.exit_code == 2 and "--every must be a positive duration" in result.output
         result = runner.invoke(
             app, ["metrics", "record", url, "--for", "1m", "--samples", "2", "--out", str(out)]
         )

@@ -12,13 +12,13 @@ only when a command runs, so the rest of the CLI works without the extra.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from .._durations import DURATION_EXAMPLES, seconds_in
 from .app import DbOption, JsonOption, fail, handled, out_console, resolve_url, run
 from .stores import KeyFileOption, check_store, env_keyring
 
@@ -32,16 +32,13 @@ langgraph_app = typer.Typer(
     add_completion=False,
 )
 
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-
 
 def parse_duration(text: str) -> float:
-    """Seconds in ``"90"``, ``"90s"``, ``"15m"``, ``"12h"``, ``"30d"`` or ``"2w"``."""
-    match = _DURATION.match(text.lower())
-    if match is None:
-        raise typer.BadParameter(f"{text!r} is not a duration like 90s, 15m, 12h, 30d or 2w")
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    """Seconds in ``"90"``, ``"90s"``, ``"15m"``, ``"1h30m"``, ``"30d"`` or ``"2w"``."""
+    seconds = seconds_in(text)
+    if seconds is None:
+        raise typer.BadParameter(f"{text!r} is not a positive duration like {DURATION_EXAMPLES}")
+    return seconds
 
 
 @langgraph_app.command("prune")

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._durations import DURATION_EXAMPLES, seconds_in
 from ..backends.base import Capability
 from ..errors import AccessDenied, AgentForgotten, RetentionPolicyError, StatekeeperError
 from ..namespaces import namespace_of
@@ -80,8 +81,6 @@ __all__ = [
 ]
 
 _PAGE = 500
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _NAME = re.compile(r"^[A-Za-z0-9._:@+/-]{1,128}$")
 
 
@@ -189,10 +188,10 @@ class RetentionPolicy:
 
 
 def _duration(value: str, bad: Callable[[str], RetentionPolicyError]) -> float:
-    match = _DURATION.match(value)
-    if match is None or float(match.group(1)) <= 0:
-        raise bad(f"ttl must be a positive duration like 90s, 15m, 12h, 30d, not {value!r}")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    seconds = seconds_in(value)
+    if seconds is None:
+        raise bad(f"ttl must be a positive duration like {DURATION_EXAMPLES}, not {value!r}")
+    return seconds
 
 
 @dataclass(frozen=True, slots=True)

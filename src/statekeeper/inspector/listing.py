@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from .._durations import DURATION_EXAMPLES, seconds_in
 from ..arguments import INTERNAL_PREFIX, check_agent_id
 from ..errors import CapabilityUnsupported, InvalidArgument
 from ..namespaces import check_namespace
@@ -52,7 +53,6 @@ HEAD_BUDGET = 250
 #: a page stops scanning after this many seconds (and offers to continue)
 TIME_BUDGET = 0.05
 _TOP = "\U0010ffff"
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 #: by id (ascending, descending), or by last write (newest first, longest idle first)
 Order = Literal["asc", "desc", "recent", "idle"]
@@ -77,19 +77,13 @@ def parse_count(text: str, argument: str, default: int, most: int, of: str = "")
 
 
 def parse_duration(text: str, argument: str) -> float:
-    """Seconds in ``"90s"``, ``"15m"``, ``"12h"``, ``"30d"``, ``"2w"`` (or a bare number
+    """Seconds in ``"90s"``, ``"15m"``, ``"1h30m"``, ``"30d"``, ``"2w"`` (or a bare number
     of seconds); :class:`InvalidArgument` naming ``argument`` otherwise."""
-    value = text.strip().lower()
-    unit = value[-1:] if value[-1:] in _UNITS else "s"
-    number = value[:-1] if value[-1:] in _UNITS else value
-    try:
-        seconds = float(number) * _UNITS[unit]
-    except ValueError:
+    seconds = seconds_in(text)
+    if seconds is None:
         raise InvalidArgument(
-            argument, f"{argument} must be a duration like 90s, 15m, 12h, 30d or 2w"
-        ) from None
-    if not seconds > 0 or seconds == float("inf"):
-        raise InvalidArgument(argument, f"{argument} must be a positive duration")
+            argument, f"{argument} must be a positive duration like {DURATION_EXAMPLES}"
+        )
     return seconds
 
 

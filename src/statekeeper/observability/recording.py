@@ -25,7 +25,6 @@ without waiting for any).
 from __future__ import annotations
 
 import math
-import re
 import time
 import urllib.error
 import urllib.request
@@ -37,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from .._durations import DURATION_EXAMPLES, seconds_in
 from ..backends.redact import mask_url
 from ..errors import BackendUnavailable, ConfigurationError, InvalidArgument, StatekeeperError
 
@@ -53,8 +53,6 @@ __all__ = [
 
 #: families whose samples are not measurements (``_info`` is 1, ``_created`` a time)
 _SKIPPED_TYPES = frozenset({"info"})
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d|w)")
 
 
 @dataclass(frozen=True)
@@ -92,23 +90,12 @@ class Recorded:
 def parse_duration(text: str | float, argument: str) -> float:
     """Seconds in ``90``, ``"90s"``, ``"500ms"``, ``"15m"``, ``"1h30m"``, ``"2d"``, ``"1w"``;
     :class:`InvalidArgument` naming ``argument`` when it is not a positive duration."""
-    if isinstance(text, int | float):
-        seconds = float(text)
-    else:
-        value = text.strip().lower().replace(" ", "")
-        try:
-            seconds = float(value)
-        except ValueError:
-            parts = _PART.findall(value)
-            if not parts or "".join(n + u for n, u in parts) != value:
-                raise InvalidArgument(
-                    argument,
-                    f"{argument} must be a duration like 30, 30s, 500ms, 15m or 1h30m,"
-                    f" not {text!r}",
-                ) from None
-            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise InvalidArgument(argument, f"{argument} must be a positive duration, not {text!r}")
+    seconds = seconds_in(text)
+    if seconds is None:
+        raise InvalidArgument(
+            argument,
+            f"{argument} must be a positive duration like {DURATION_EXAMPLES}, not {text!r}",
+        )
     return seconds
 
 
