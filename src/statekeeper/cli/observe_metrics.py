@@ -54,9 +54,21 @@ def _source(
 
     async def scan() -> HealthReport:
         async with open_store(url, key_file=key_file) as store:
-            return await health_report(store)
+            return _readable(await health_report(store))
 
     return exporter_source(scan, name=name or "store", shown=mask_url(url))
+
+
+def _readable(report: HealthReport) -> HealthReport:
+    """``report``, unless no agent of a non-empty store could be read (the wrong key, say):
+    that is refused, not shown as "0 agents"."""
+    if report.unreadable and report.agents == 0:
+        agent_id, error = report.unreadable[0]
+        raise ConfigurationError(
+            f"none of the store's {len(report.unreadable)} agent(s) could be read "
+            f"(wrong or missing key?); {agent_id!r}: {error}"
+        )
+    return report
 
 
 @metrics_app.command("record")
@@ -326,12 +338,7 @@ def metrics_serve(
     if first is None:  # fail now, not on the first scrape
         run(scan())
         raise ConfigurationError("the store could not be scanned")
-    if first.unreadable and first.agents == 0:  # e.g. the wrong key: not "0 agents"
-        agent_id, error = first.unreadable[0]
-        raise ConfigurationError(
-            f"none of the store's {len(first.unreadable)} agent(s) could be read "
-            f"(wrong or missing key?); {agent_id!r}: {error}"
-        )
+    _readable(first)
     registry.register(exporter)
     if once:
         import sys
