@@ -286,10 +286,12 @@ def test_metadata_and_values_go_through_the_store_codec(tmp_path: Path) -> None:
         "sk_snapshots",
         "sk_idempotency",
         "sk_leases",
-        "sqlite_sequence",  # SQLite's own: the largest feed position handed out
+        "sk_feed",  # the change feed: (position, agent id, seq) of each event, no data
+        "sk_feed_deleted",  # agent ids and positions only
     }
     assert conn.execute("SELECT count(*) FROM sk_leases").fetchone()[0] == 0
-    assert conn.execute("SELECT name FROM sqlite_sequence").fetchall() == [("sk_events",)]
+    feed_columns = [r[1] for r in conn.execute("PRAGMA table_info(sk_feed)")]
+    assert feed_columns == ["position", "agent_id", "seq"]  # nothing LangGraph wrote
     payloads = b"".join(r[0] for r in conn.execute("SELECT payload FROM sk_events"))
     assert b"value-marker" in payloads and b"meta-marker" in payloads
     conn.close()

@@ -7,7 +7,7 @@
   commit — the store's ``group`` durability mode uses that). WAL checkpoints run on
   the writer thread, never inside a commit.
 * Compare-and-append: the head is read and the rows written inside the same
-  immediate transaction, and ``UNIQUE(agent_id, seq)`` backs it up, so two
+  immediate transaction, and ``PRIMARY KEY(agent_id, seq)`` backs it up, so two
   processes writing the same file can never both win.
 * Reads use a per-thread read connection and run inline: WAL readers never wait for
   the writer, and a point read costs microseconds.
@@ -104,10 +104,9 @@ __all__ = ["SQLiteBackend"]
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 #: 1: the first layout; 2: ``sk_agents.head_tag`` (the authenticated stream head);
-#: 3: ``sk_leases`` (leases and fencing tokens); 4: ``sk_feed`` (the change feed);
-#: 5: the feed position is the event row's own key (``sk_events.position``, no feed
-#: table or trigger: one row per event appended; see :mod:`.sqlite_feed`)
-SCHEMA_VERSION = 5
+#: 3: ``sk_leases`` (leases and fencing tokens); 4: ``sk_feed`` (the change feed, see
+#: :mod:`.sqlite_feed`)
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sk_meta (
@@ -123,7 +122,15 @@ CREATE TABLE IF NOT EXISTS sk_agents (
 ) WITHOUT ROWID;
 -- the agents by last write (the inspector's "recently written" / "idle" sorts)
 CREATE INDEX IF NOT EXISTS sk_agents_written ON sk_agents (updated_at, agent_id);
-{events};
+CREATE TABLE IF NOT EXISTS sk_events (
+    agent_id TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    kind     TEXT NOT NULL,
+    ts       REAL NOT NULL,
+    payload  BLOB NOT NULL,
+    checksum BLOB NOT NULL,
+    PRIMARY KEY (agent_id, seq)
+);
 CREATE TABLE IF NOT EXISTS sk_snapshots (
     agent_id TEXT NOT NULL,
     seq      INTEGER NOT NULL,
@@ -145,7 +152,7 @@ CREATE TABLE IF NOT EXISTS sk_leases (
     token      INTEGER NOT NULL,
     expires_at REAL NOT NULL
 ) WITHOUT ROWID;
-""".format(events=sqlite_feed.EVENTS_DDL.format(name="sk_events"))
+"""
 
 
 #: the latest snapshot (its row first, kind NULL) and the events after it, one query;
@@ -220,7 +227,7 @@ def _translated(path: str, agent_id: str = "*", seq: int | None = None) -> Itera
 
 _SLICE = 0.1  # seconds: the longest pause between two tries for the write lock (see _begin)
 _TABLES = frozenset(
-    {"sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases"}
+    {"sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases", "sk_feed"}
 )
 _HEADER = b"SQLite format 3\x00"
 
@@ -564,7 +571,7 @@ class SQLiteBackend(Backend):
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 conn.execute(statement)
-        sqlite_feed.ensure_positions(conn)  # schema step -> 5, its own step
+        sqlite_feed.ensure_feed(conn)  # schema step 3 -> 4, its own step
 
     def _init_writer(self, conn: sqlite3.Connection) -> None:
         with _translated(self.path):
@@ -586,7 +593,7 @@ class SQLiteBackend(Backend):
             row = conn.execute("SELECT value FROM sk_meta WHERE key = 'schema_version'").fetchone()
             if row is not None and int(row[0]) == SCHEMA_VERSION and tables >= _TABLES:
                 columns = {r[1] for r in conn.execute("PRAGMA table_info(sk_agents)")}
-                if "head_tag" in columns and sqlite_feed.has_positions(conn):
+                if "head_tag" in columns:
                     return  # current: no write transaction needed to open the file
             self._begin(conn)
             self._create_schema(conn)
@@ -1495,8 +1502,8 @@ class SQLiteBackend(Backend):
                 count = int(conn.execute("SELECT count(*) FROM sk_agents").fetchone()[0])
                 for table in ("sk_agents", "sk_events", "sk_snapshots", "sk_idempotency"):
                     conn.execute(f"DELETE FROM {table}")
-                # the feed's positions go with the events; the largest one handed
-                # out stays in sqlite_sequence (positions never go back)
+                # the largest position stays (positions never go back); the feed's
+                # rows of the deleted agents are hidden by sk_feed_deleted
                 conn.execute("DELETE FROM sk_leases")
                 conn.execute("COMMIT")
             except BaseException:
