@@ -1,7 +1,11 @@
 """Issue 10 items 7, 8 and 10: help and output at 80 columns, unknown choices, start-up
 imports, terminal pictures (diagram, stats bars, history timeline), progress bars.
 
-Every test runs the CLI as a subprocess."""
+Each kind of output is produced by a real process at least once (``sk``): start-up,
+a table at 80 columns, a progress bar on a terminal and redirected, a user's machine
+drawn, ``bench``; the other cases run the console script's own entry point in this
+process (``sk_in_process``, same environment): a fresh interpreter costs about half a
+CPU-second."""
 
 from __future__ import annotations
 
@@ -107,7 +111,7 @@ def test_help_reads_at_80_columns(path: list[str]) -> None:
 
 
 def test_help_keeps_bracketed_defaults() -> None:
-    text = sk("agents", "--help").stdout
+    text = sk_in_process("agents", "--help").stdout
     assert "[default: $STATEKEEPER_URL, else" in text  # not eaten as markup
 
 
@@ -121,7 +125,7 @@ def test_help_keeps_bracketed_defaults() -> None:
 def test_unknown_choice_is_an_error_listing_the_valid_ones(
     args: list[str], valid: list[str]
 ) -> None:
-    result = sk(*args)
+    result = sk_in_process(*args)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     for name in valid:
@@ -152,7 +156,8 @@ def test_output_fits_80_columns(url: str, args: list[str]) -> None:
         args = ["diagram", "--db", url]
     elif args[0] != "diagram":
         args = [*args, "--db", url]
-    result = sk(*args)
+    # one real process; the same entry point in this process for the others
+    result = (sk if args == ["agents", "--db", url] else sk_in_process)(*args)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip()
     assert_fits(result.stdout)
@@ -187,23 +192,22 @@ def test_demo_fits_80_columns(tmp_path: Path) -> None:
 
 
 def test_stats_bars_and_largest_agents(url: str) -> None:
-    result = sk("stats", "--db", url)
+    result = sk_in_process("stats", "--db", url)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "Agents by state" in out and "█" in out
     assert "Largest 3 agent(s)" in out
-    data = json.loads(sk("stats", "--db", url, "--json").stdout)
+    data = json.loads(sk_in_process("stats", "--db", url, "--json").stdout)
     assert data["states"] == {"-": 1, "completed": 1, "processing": 1}
     assert [r["agent_id"] for r in data["largest"]] == ["alpha", "gamma", "beta"]
     assert [r["events"] for r in data["largest"]] == [4, 3, 2]
     assert all(r["bytes"] > 0 for r in data["largest"])
-    assert json.loads(sk("stats", "--db", url, "--json", "--top", "1").stdout)["largest"] == [
-        data["largest"][0]
-    ]
+    top = sk_in_process("stats", "--db", url, "--json", "--top", "1")
+    assert json.loads(top.stdout)["largest"] == [data["largest"][0]]
 
 
 def test_history_timeline(url: str) -> None:
-    result = sk("history", "alpha", "--db", url, "--timeline")
+    result = sk_in_process("history", "alpha", "--db", url, "--timeline")
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines() if line[:5].strip().isdigit()]
     # seq, entered, state, for (the clock ticks every 1000 s)
@@ -233,14 +237,17 @@ def test_history_timeline(url: str) -> None:
 def test_progress_bar_with_rate_and_eta_on_a_terminal_only(
     url: str, command: list[str], rate: str, done: str, tmp_path: Path
 ) -> None:
-    on_tty = sk(
+    # a real process for the first command; the others in this process (the bar
+    # follows the environment and stderr of the run, both set the same way there)
+    run = sk if command == ["stats"] else sk_in_process
+    on_tty = run(
         *command, "--db", url, cwd=tmp_path,
         FORCE_COLOR="1", TTY_INTERACTIVE="1", TERM="xterm", NO_COLOR="",
     )  # fmt: skip
     assert on_tty.returncode == 0, on_tty.stderr
     assert rate in on_tty.stderr and done in on_tty.stderr
     assert rate not in on_tty.stdout
-    redirected = sk(*command, "--db", url, cwd=tmp_path)
+    redirected = run(*command, "--db", url, cwd=tmp_path)
     assert redirected.returncode == 0, redirected.stderr
     assert redirected.stderr == ""
 
@@ -249,7 +256,7 @@ def test_progress_bar_with_rate_and_eta_on_a_terminal_only(
 
 
 def test_diagram_draws_boxes_and_arrows(url: str) -> None:
-    result = sk("diagram")
+    result = sk_in_process("diagram")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.startswith("6 states, 11 rules, starts in idle")
@@ -257,7 +264,7 @@ def test_diagram_draws_boxes_and_arrows(url: str) -> None:
     for state in ("processing", "waiting", "tool_call", "completed", "error"):
         assert f"│ {state}" in out
     assert "──call_tool─────────▶ tool_call" in out
-    mermaid = sk("diagram", "--format", "mermaid")
+    mermaid = sk_in_process("diagram", "--format", "mermaid")
     assert mermaid.stdout.startswith("stateDiagram-v2")
 
 
@@ -294,7 +301,7 @@ def test_diagram_of_a_users_machine(tmp_path: Path, attr: str) -> None:
     assert out.startswith("3 states, 3 rules, starts in draft")
     assert "│ ▶ draft │ ──submit───▶ review" in out
     assert "──reject───▶ draft" in out
-    dot = sk("diagram", "-m", f"mymachine:{attr}", "-f", "dot", cwd=tmp_path)
+    dot = sk_in_process("diagram", "-m", f"mymachine:{attr}", "-f", "dot", cwd=tmp_path)
     assert dot.stdout.startswith("digraph") and "approve" in dot.stdout
 
 
@@ -318,7 +325,7 @@ def test_diagram_bad_machine(tmp_path: Path, spec: str, message: str) -> None:
 
 @pytest.mark.parametrize("empty_url", ENGINES, indirect=True)
 def test_diagram_overlays_what_the_store_observed(engine_url: str) -> None:
-    result = sk("diagram", "--db", engine_url)
+    result = sk_in_process("diagram", "--db", engine_url)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "observed: 3 agent(s), 9 event(s)" in out

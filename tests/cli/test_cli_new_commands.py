@@ -1,5 +1,10 @@
-"""``diff``, ``export``/``import`` and ``tail``, run as subprocesses (the import
-refusals in this process) on SQLite, PostgreSQL and Redis stores."""
+"""``diff``, ``export``/``import`` and ``tail`` on SQLite, PostgreSQL and Redis stores.
+
+Each command family runs as a real process (``sk``) at least once: ``diff`` on a colour
+terminal, ``export``/``import`` with the key file from the environment and through a
+pipe on SQLite, ``tail -f`` on every engine. The other cases run the console script's
+own entry point in this process (``sk_in_process``): a fresh interpreter costs about
+half a CPU-second, minutes over the suite on a loaded machine."""
 
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ def history_json(url: str, agent: str) -> list[dict[str, object]]:
 
 @engines
 def test_diff_last_change_of_an_agent(engine_url: str) -> None:
-    result = sk("diff", "alpha", "--db", engine_url)
+    result = sk_in_process("diff", "alpha", "--db", engine_url)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "--- alpha@3" in out and "+++ alpha@4" in out
@@ -52,7 +57,9 @@ def test_diff_last_change_of_an_agent(engine_url: str) -> None:
 
 @engines
 def test_diff_between_seqs_json(engine_url: str) -> None:
-    result = sk("diff", "alpha", "--from", "1", "--to", "4", "--db", engine_url, "--json")
+    result = sk_in_process(
+        "diff", "alpha", "--from", "1", "--to", "4", "--db", engine_url, "--json"
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["from"]["seq"] == 1 and doc["from"]["state"] == "idle"
@@ -63,11 +70,11 @@ def test_diff_between_seqs_json(engine_url: str) -> None:
 
 @engines
 def test_diff_two_agents_and_exit_code(engine_url: str) -> None:
-    result = sk("diff", "alpha", "gamma", "--db", engine_url, "--exit-code")
+    result = sk_in_process("diff", "alpha", "gamma", "--db", engine_url, "--exit-code")
     assert result.returncode == 1, result.stderr
     assert "--- alpha@4" in result.stdout and "+++ gamma@3" in result.stdout
     assert '+  "state": "completed"' in result.stdout
-    same = sk("diff", "alpha", "alpha", "--db", engine_url, "--exit-code")
+    same = sk_in_process("diff", "alpha", "alpha", "--db", engine_url, "--exit-code")
     assert same.returncode == 0
     assert "no difference" in same.stdout
 
@@ -94,7 +101,7 @@ def test_diff_is_coloured_on_a_colour_terminal(tmp_path: Path) -> None:
 def test_diff_bad_arguments(tmp_path: Path, args: list[str], code: int, message: str) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     populate(url)
-    result = sk("diff", *args, "--db", url)
+    result = sk_in_process("diff", *args, "--db", url)
     assert result.returncode == code
     assert message in result.stderr
     assert "Traceback" not in result.stderr
@@ -148,15 +155,17 @@ def test_export_import_round_trips_to_every_engine(
 
 @engines
 def test_export_to_stdout_and_import_from_stdin(engine_url: str, tmp_path: Path) -> None:
-    exported = sk("export", "alpha", "--db", engine_url)
+    # a real pipe between two processes on SQLite; the other engines in this process
+    run = sk if engine_url.startswith("sqlite") else sk_in_process
+    exported = run("export", "alpha", "--db", engine_url)
     assert exported.returncode == 0, exported.stderr
     lines = [json.loads(line) for line in exported.stdout.splitlines()]
     assert lines[0]["format"] == "statekeeper-export"
     assert [line["seq"] for line in lines[1:-1]] == [1, 2, 3, 4]
     assert lines[-1]["end"] == "alpha" and lines[-1]["state"] == "processing"
     target = f"sqlite:///{tmp_path / 'copy.db'}"
-    assert sk("init", target).returncode == 0  # import never creates a store
-    imported = sk("import", "-", "--db", target, "--json", input=exported.stdout)
+    assert sk_in_process("init", target).returncode == 0  # import never creates a store
+    imported = run("import", "-", "--db", target, "--json", input=exported.stdout)
     assert imported.returncode == 0, imported.stderr
     assert json.loads(imported.stdout) == {
         "agents": 1,
@@ -169,7 +178,7 @@ def test_export_to_stdout_and_import_from_stdin(engine_url: str, tmp_path: Path)
 def test_export_keeps_typed_values_and_encryption_is_per_store(tmp_path: Path) -> None:
     """A datetime survives the trip, and a store with a key imports into one without."""
     keys = tmp_path / "keys.json"
-    assert sk("keys", "generate", "--key-file", str(keys)).returncode == 0
+    assert sk_in_process("keys", "generate", "--key-file", str(keys)).returncode == 0
     source = f"sqlite:///{tmp_path / 'enc.db'}"
     when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     from statekeeper.security import Keyring
@@ -181,7 +190,7 @@ def test_export_keeps_typed_values_and_encryption_is_per_store(tmp_path: Path) -
     env = {"STATEKEEPER_KEY_FILE": str(keys)}
     assert sk("export", "--db", source, "-o", str(file), **env).returncode == 0
     target = f"sqlite:///{tmp_path / 'plain.db'}"
-    assert sk("init", target).returncode == 0  # import never creates a store
+    assert sk_in_process("init", target).returncode == 0  # import never creates a store
     imported = sk("import", str(file), "--db", target)
     assert imported.returncode == 0, imported.stderr
     back = SyncStateStore(target)
@@ -265,16 +274,16 @@ def test_import_missing_file_and_export_into_a_missing_folder(tmp_path: Path) ->
 
 @engines
 def test_tail_last_events(engine_url: str) -> None:
-    result = sk("tail", "--db", engine_url, "-n", "4")
+    result = sk_in_process("tail", "--db", engine_url, "-n", "4")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 4  # the newest 4 across agents, oldest first
     assert "beta  #2  patch" in lines[0]
     assert "gamma  #1  created  → idle" in lines[1]
     assert "gamma  #3  complete  processing → completed" in lines[3]
-    one = sk("tail", "alpha", "--db", engine_url, "-n", "1", "--json")
+    one = sk_in_process("tail", "alpha", "--db", engine_url, "-n", "1", "--json")
     assert [json.loads(x)["seq"] for x in one.stdout.splitlines()] == [4]
-    assert sk("tail", "ghost", "--db", engine_url).returncode == 1
+    assert sk_in_process("tail", "ghost", "--db", engine_url).returncode == 1
 
 
 def _read_lines(proc: subprocess.Popen[str], n: int) -> list[str]:
