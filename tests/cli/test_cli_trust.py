@@ -37,7 +37,6 @@ from ._subprocess import (
     cli,
     cli_env,
     cli_in_process,
-    cli_many,
     digest,
     one_error_line,
     option_names,
@@ -97,7 +96,10 @@ def test_demo_refuses_a_file_it_did_not_create(tmp_path: Path, kind: str, keep: 
     folder = tmp_path / "work"
     db = make_target(kind, folder)
     before = tree(folder)
-    run = cli("demo", "--db", str(db), *(["--keep"] if keep else []), "--json")
+    # one case in a real process; the others through the same entry point in this one
+    run = (cli if (kind, keep) == ("foreign", False) else cli_in_process)(
+        "demo", "--db", str(db), *(["--keep"] if keep else []), "--json"
+    )
     assert run.code == 2, str(run)
     line = one_error_line(run)
     assert "statekeeper did not create" in line and str(db) in line
@@ -113,7 +115,7 @@ def test_demo_refuses_a_files_folder_it_did_not_create(tmp_path: Path) -> None:
     (files / "corpus").mkdir()
     (files / "corpus" / "doc-01.txt").write_text("my own notes\n")
     before = tree(tmp_path)
-    run = cli("demo", "--db", str(db))
+    run = cli_in_process("demo", "--db", str(db))
     assert run.code == 2, str(run)
     assert "the demo did not create that folder" in one_error_line(run)
     assert tree(tmp_path) == before
@@ -162,7 +164,8 @@ def test_output_files_are_only_written_over_statekeeper_files(
     target.write_text('{"my": "notes"}\n')
     before = tree(tmp_path)
     paths = {"target": str(target), "db": str(tmp_path / "s.db"), "keys": str(keys)}
-    run = cli(*(a.format(**paths) for a in command))
+    # refusals in this process (test_cli_bad_arguments runs refusals in real processes)
+    run = cli_in_process(*(a.format(**paths) for a in command))
     assert run.code == 2, str(run)
     assert f"refusing to overwrite {target}: it is not a {tag}" in one_error_line(run)
     assert tree(tmp_path) == before
@@ -185,9 +188,9 @@ def test_not_a_store_is_refused_and_left_unchanged(tmp_path: Path, kind: str) ->
     keys = key_file(aux)
     witness_store = f"sqlite:///{aux / 'w.db'}"
     populate(witness_store)
-    made = cli("witness", "export", str(aux / "w.json"), "--db", witness_store)
+    made = cli_in_process("witness", "export", str(aux / "w.json"), "--db", witness_store)
     assert made.code == 0, str(made)
-    made = cli("export", "--output", str(aux / "export.jsonl"), "--db", witness_store)
+    made = cli_in_process("export", "--output", str(aux / "export.jsonl"), "--db", witness_store)
     assert made.code == 0, str(made)
     before = tree(target_dir)
     todo = [c for c in STORE_COMMANDS if c != "init"]
@@ -210,23 +213,23 @@ def test_init_refuses_what_is_not_its_own_and_creates_a_new_file(tmp_path: Path)
     for kind in ("empty", "foreign", "garbage"):
         db = make_target(kind, tmp_path / kind)
         before = tree(db.parent)
-        run = cli("init", f"sqlite:///{db}")
+        run = cli_in_process("init", f"sqlite:///{db}")
         assert run.code == 2, str(run)
         assert "creates a store only in a new file" in one_error_line(run)
         assert tree(db.parent) == before
     new = tmp_path / "new" / "agents.db"
     new.parent.mkdir()
-    run = cli("init", f"sqlite:///{new}")
+    run = cli("init", f"sqlite:///{new}")  # a real process; the other runs in this one
     assert run.code == 0, str(run)
     assert "created an empty statekeeper store" in run.stdout
     conn = sqlite3.connect(new)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     conn.close()
-    again = cli("init", f"sqlite:///{new}")
+    again = cli_in_process("init", f"sqlite:///{new}")
     # joined: the message wraps at 80 columns where the (worker's) path ends
     said = " ".join(again.stdout.split())
     assert again.code == 0 and "already a statekeeper store" in said, str(again)
-    listed = cli("agents", "--db", str(new))
+    listed = cli_in_process("agents", "--db", str(new))
     assert listed.code == 0 and "no agents" in listed.stdout, str(listed)
 
 
@@ -272,12 +275,13 @@ def test_postgres_mistyped_schema_is_refused_and_not_created(tmp_path: Path) -> 
         typo = namespace(tmp_path, "sk_typo_")
         bad = url.replace("schema=", f"schema={typo}&x_schema=")
         bad = f"{POSTGRES_DSN}?schema={typo}"
-        runs = cli_many(
-            [
-                [*args_for(c, out=str(tmp_path), witness=""), "--db", bad]
-                for c in ("agents", "stats", "show")
-            ]
-        )
+        # agents in a real process, the others through the same entry point in this one
+        runs = [
+            (cli if c == "agents" else cli_in_process)(
+                *args_for(c, out=str(tmp_path), witness=""), "--db", bad
+            )
+            for c in ("agents", "stats", "show")
+        ]
         for run in runs:
             assert run.code == 2, str(run)
             assert not_a_store(one_error_line(run))
@@ -332,12 +336,13 @@ def test_redis_mistyped_prefix_is_refused_and_nothing_written(tmp_path: Path) ->
 
     typo = namespace(tmp_path, "sk_typo_") + ":"
     bad = f"{REDIS_URL}?prefix={typo}"
-    runs = cli_many(
-        [
-            [*args_for(c, out=str(tmp_path), witness=""), "--db", bad]
-            for c in ("agents", "stats", "history")
-        ]
-    )
+    # agents in a real process, the others through the same entry point in this one
+    runs = [
+        (cli if c == "agents" else cli_in_process)(
+            *args_for(c, out=str(tmp_path), witness=""), "--db", bad
+        )
+        for c in ("agents", "stats", "history")
+    ]
     for run in runs:
         assert run.code == 2, str(run)
         assert not_a_store(one_error_line(run))
@@ -375,13 +380,14 @@ def test_redis_read_commands_do_not_write(tmp_path: Path) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_init_then_read_on_every_backend(tmp_path: Path, backend: str) -> None:
     with store_url(backend, tmp_path) as url:
-        before = cli("agents", "--db", url)
+        # init in a real process on every engine; the reads around it in this process
+        before = cli_in_process("agents", "--db", url)
         assert before.code == 2 and not_a_store(one_error_line(before)), str(before)
         made = cli("init", url)
         assert made.code == 0 and "created an empty statekeeper store" in made.stdout, str(made)
-        listed = cli("agents", "--db", url)
+        listed = cli_in_process("agents", "--db", url)
         assert listed.code == 0 and "no agents" in listed.stdout, str(listed)
-        again = cli("init", url, "--json")
+        again = cli_in_process("init", url, "--json")
         assert again.code == 0 and json.loads(again.stdout)["created"] is False, str(again)
 
 
@@ -437,9 +443,11 @@ def test_every_store_command_on_an_encrypted_store(tmp_path: Path, backend: str)
             without = cli_in_process(*args, "--db", url)
             assert without.code == 2, str(without)
             one_error_line(without)
-        deleted = cli("delete", "beta", "--yes", "--db", url, "--key-file", str(keys))
+        # delete and rekey in a real process on SQLite, in this one on the servers
+        run = cli if backend == "sqlite" else cli_in_process
+        deleted = run("delete", "beta", "--yes", "--db", url, "--key-file", str(keys))
         assert deleted.code == 0, str(deleted)
-        rekeyed = cli(
+        rekeyed = run(
             "rekey",
             "--db",
             url,
@@ -496,7 +504,7 @@ def test_read_commands_open_a_tiered_store_read_only(tmp_path: Path) -> None:
     assert listed.code == 0, str(listed)
     assert all(name in listed.stdout for name in ("alpha", "beta", "gamma")), str(listed)
     for agent, text in (("alpha", "research"), ("beta", '"n": 2')):
-        shown = cli("show", agent, "--db", url)
+        shown = cli_in_process("show", agent, "--db", url)  # agents above: a real process
         assert shown.code == 0, str(shown)
         assert text in shown.stdout, str(shown)
     # the main files byte-for-byte as they were, and nothing written to a WAL (a
