@@ -8,6 +8,8 @@ Tests that need a server (PostgreSQL, Redis, S3) call :func:`require_service`, w
 skips with a clear reason when the server is not reachable — unless
 ``STATEKEEPER_REQUIRE_SERVICES=1`` (set by ``.ci/run``), which turns that skip into a
 failure so CI always exercises them.
+
+Test files live in memory when the machine has room for them (:func:`pytest_configure`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,44 @@ from statekeeper import StateStore
 from statekeeper.errors import WriteBufferError
 
 REQUIRE_SERVICES = os.environ.get("STATEKEEPER_REQUIRE_SERVICES") == "1"
+
+#: /dev/shm must have this much free room for the test files to go there
+MEMORY_TEMP_ROOM = 4 << 30
+
+
+def memory_temp_root(shm: Path = Path("/dev/shm")) -> Path | None:
+    """A memory file system (tmpfs) for the run's temporary files, or None.
+
+    The suite writes about a gigabyte of SQLite files and fsyncs them, and no test in
+    the default run is about power loss (a SIGKILLed process loses nothing the kernel
+    holds, on tmpfs as on a disk): on a disk, the workers sat waiting for fsync. None
+    when there is no writable /dev/shm with :data:`MEMORY_TEMP_ROOM` free (a container's
+    64 MB default would fill up), when ``STATEKEEPER_TESTS_ON_DISK=1``, or when the
+    user chose a place (``PYTEST_DEBUG_TEMPROOT``; ``--basetemp`` is checked by the
+    caller)."""
+    if os.environ.get("STATEKEEPER_TESTS_ON_DISK") == "1" or os.environ.get(
+        "PYTEST_DEBUG_TEMPROOT"
+    ):
+        return None
+    try:
+        room = os.statvfs(shm)
+    except OSError:
+        return None
+    if room.f_bavail * room.f_frsize < MEMORY_TEMP_ROOM or not os.access(shm, os.W_OK):
+        return None
+    return shm
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Put pytest's numbered temporary folders (``tmp_path``, ``tmp_path_factory``)
+    under /dev/shm when :func:`memory_temp_root` allows it; pytest keeps its usual
+    retention (the last 3 runs) there. xdist workers get the controller's folder."""
+    if config.option.basetemp is not None or hasattr(config, "workerinput"):
+        return
+    root = memory_temp_root()
+    if root is not None:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
 
 
 def require_service(name: str, reachable: bool, how: str) -> None:

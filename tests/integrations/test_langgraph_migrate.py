@@ -634,7 +634,9 @@ def test_encrypted_target_needs_its_key(tmp_path: Path) -> None:
     with StatekeeperSaver.from_url(target, keyring=keyring) as saver:  # an encrypted store
         _one_checkpoint(saver, "other", "1ef4f797-8335-6428-8001-8a1503f9b875")
     # without the key nothing is written (it would be plaintext in an encrypted store)
-    refused = _cli("langgraph", "import", source, target)
+    # in this process: test_interrupted_before_the_import_resumes_in_a_new_process runs
+    # the command as a user does
+    refused = _run("langgraph", "import", source, target)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "it is encrypted (records under key 'k1')" in refused.stderr
     wrong = _key_file(tmp_path / "wrong.json")  # the same key id, other key material
