@@ -99,6 +99,9 @@ def run_all(out: Path) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        raise SystemExit(0 if sys.argv[1:2] in (["-h"], ["--help"]) else 2)
     if sys.argv[1] == "write":
         write(Path(sys.argv[2]))
     elif sys.argv[1] == "read":
