@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +150,7 @@ def test_the_thread_document_holds_only_the_latest_checkpoint(backend: str, tmp_
     interrupt writes in subgraph namespaces) still reads back as InMemorySaver has it."""
     url = backend_url(backend, tmp_path)
     oracle = InMemorySaver()
-    thread = f"doc-{tmp_path.name}"
+    thread = f"doc-{uuid.uuid4().hex}"  # the server backends are shared
     with StatekeeperSaver.from_url(url) as saver:
         for side in (oracle, saver):
             chat = chat_graph(steps=3).compile(checkpointer=side)
