@@ -2,11 +2,11 @@
 
 **One stream per thread.** Every checkpoint namespace of a LangGraph thread lives in one
 statekeeper stream (agent id ``{prefix}{quoted thread id}#{generation}``). Its state
-document is an index that always describes the *last checkpoint put* per namespace in
-full, so ``get_tuple`` of the latest checkpoint reads one cached document::
+document describes the *last checkpoint put* per namespace in full, and nothing of the
+older ones, so ``get_tuple`` of the latest checkpoint decodes one small document::
 
     {
-      "lg": 1, "thread": "<thread id>", "sealed": true,
+      "lg": 2, "thread": "<thread id>", "sealed": true,
       "pool": {"<hash>": <message or blob cell>},          # each big value once
       "ns": {
         "<checkpoint_ns>": {
@@ -14,7 +14,8 @@ full, so ``get_tuple`` of the latest checkpoint reads one cached document::
                    "vs": versions_seen, "uc": updated_channels, "x": {other keys}},
           "meta": <packed metadata>,
           "vals": {"<channel>": <packed value>},            # values of "cp"
-          "idx":  {"<checkpoint id>": <seq of its checkpoint event>},
+          "top":  "<greatest checkpoint id put>",
+          "re":   {"<checkpoint id>": <seq>},                # ids put again (rare)
           "w":    {"<checkpoint id>": {"<task id>": {"p": task_path,
                                                      "i": {"<idx>": [channel, packed]}}}}
         }
@@ -23,10 +24,16 @@ full, so ``get_tuple`` of the latest checkpoint reads one cached document::
 
 Each ``put`` is one ``lg.cp`` event whose JSON Patch changes only what changed
 (the versions that moved, the channel values in ``new_versions`` — for a list only the
-appended items —, the new pool entries and one ``idx`` entry), so a chat costs storage
-linear in its length. The document *at* a checkpoint's seq is that checkpoint, so an
-older checkpoint is ``store.load(at_seq=idx[id])``. Each ``put_writes`` is one
-``lg.w`` event adding entries under ``w``.
+appended items —, the new pool entries and ``top``), so a chat costs storage linear in
+its length. The event carries an idempotency key naming the checkpoint
+(:func:`.history.checkpoint_key`): the document *at* its seq is that checkpoint, so an
+older checkpoint is one key lookup and ``store.load(at_seq=...)``. Each ``put_writes``
+is one ``lg.w`` event adding entries under ``w``; the next checkpoint's event removes
+them from the document again (they stay in the stream: see :mod:`.history`).
+
+**Format 1** (written before the history left the document) kept an ``idx`` map of
+every checkpoint's seq and every checkpoint's writes in the document; such streams
+still load, their ``idx`` frozen, and new checkpoints are added the format 2 way.
 
 **Generations.** Streams are append-only, so removing checkpoints (``prune``,
 retention, ``delete_for_runs``) writes the kept ones into a new generation of the
@@ -57,7 +64,7 @@ __all__ = [
     "thread_prefix",
 ]
 
-FORMAT = 1
+FORMAT = 2
 BASE_GENERATION = "0"
 
 # event types written by the saver
@@ -110,7 +117,7 @@ def new_doc(thread_id: str, *, sealed: bool = True) -> dict[str, Any]:
 
 def new_ns() -> dict[str, Any]:
     """The part of the document for a namespace with no checkpoint yet."""
-    return {"cp": None, "meta": None, "vals": {}, "idx": {}, "w": {}}
+    return {"cp": None, "meta": None, "vals": {}, "w": {}}
 
 
 def ptr(*tokens: str) -> str:

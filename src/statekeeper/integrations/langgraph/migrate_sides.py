@@ -14,6 +14,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
+from .history import View
 from .peers import IncompatibleTarget, PeerDatabase
 
 if TYPE_CHECKING:
@@ -117,9 +118,14 @@ class _StatekeeperSide(_Side):
         self.saver = self.sk
         return self.saver
 
-    def _doc(self, thread_id: str) -> dict[str, Any] | None:
-        st = self.sk._portal.call(self.sk._open(thread_id, create=False))
-        return None if st is None else st.doc
+    def _view(self, thread_id: str) -> View | None:
+        """Every checkpoint of the thread and its writes (see :mod:`.history`)."""
+
+        async def read() -> View | None:
+            st = await self.sk._open(thread_id, create=False)
+            return None if st is None else await self.sk._view(st)
+
+        return self.sk._portal.call(read())
 
     def tuples(
         self, thread_id: str, wanted: builtins.list[tuple[str, str]]
@@ -148,29 +154,29 @@ class _StatekeeperSide(_Side):
         return sorted(self.sk._portal.call(collect()))
 
     def index(self, thread_id: str) -> builtins.list[tuple[str, str]]:
-        doc = self._doc(thread_id)
-        if doc is None:
+        view = self._view(thread_id)
+        if view is None:
             return []
-        return sorted((cid, ns) for ns, nsd in doc["ns"].items() for cid in nsd["idx"])
+        return sorted((cid, ns) for ns, cids in view.idx.items() for cid in cids)
 
     def write_counts(self, thread_id: str) -> dict[tuple[str, str], int]:
-        doc = self._doc(thread_id)
-        if doc is None:
+        view = self._view(thread_id)
+        if view is None:
             return {}
         return {
             (cid, ns): sum(len(task["i"]) for task in tasks.values())
-            for ns, nsd in doc["ns"].items()
-            for cid, tasks in nsd["w"].items()
+            for ns, by_cid in view.writes.items()
+            for cid, tasks in by_cid.items()
         }
 
     def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
-        doc = self._doc(thread_id)
-        if doc is None:
+        view = self._view(thread_id)
+        if view is None:
             return {}
         return {
             (ns, cid, task_id): str(task.get("p") or "")
-            for ns, nsd in doc["ns"].items()
-            for cid, tasks in nsd["w"].items()
+            for ns, by_cid in view.writes.items()
+            for cid, tasks in by_cid.items()
             for task_id, task in tasks.items()
         }
 

@@ -61,6 +61,7 @@ from ...backends.keyed_locks import KeyedLock
 from ...codec import Codec
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from ...store.store import StateStore
+from . import history as h
 from . import mapping as m
 from . import runs
 from .loop import SharedLoop
@@ -222,8 +223,11 @@ class _Stream:
     #: packed values and metadata: pool references, small), for the last
     #: ``_OLDER`` older checkpoints read; kept while the thread keeps ``built``
     #: (the ``_BUILT_THREADS`` threads read last). A generation's entry at a seq
-    #: never changes and its pool only grows, so the latest pool resolves it.
-    older: OrderedDict[tuple[str, str], dict[str, Any]] = field(default_factory=OrderedDict)
+    #: never changes and its pool only grows, so the latest pool resolves it. With
+    #: it, the writes archived after it (final: see :mod:`.history`).
+    older: OrderedDict[tuple[str, str], tuple[dict[str, Any], dict[str, Any] | None]] = field(
+        default_factory=OrderedDict
+    )
 
     @property
     def generation(self) -> str:
@@ -259,7 +263,7 @@ def _take_batch(
 
 
 def _heads(doc: dict[str, Any]) -> dict[str, str | None]:
-    return {ns: (max(nsd["idx"]) if nsd["idx"] else None) for ns, nsd in doc["ns"].items()}
+    return {ns: h.ns_head(nsd) for ns, nsd in doc["ns"].items()}
 
 
 def _update_heads(st: _Stream, ops: builtins.list[Op]) -> None:
@@ -272,7 +276,9 @@ def _update_heads(st: _Stream, ops: builtins.list[Op]) -> None:
         ns = tokens[0]
         if len(tokens) == 1:
             nsd = st.doc["ns"].get(ns)
-            st.heads[ns] = max(nsd["idx"]) if nsd and nsd["idx"] else None
+            st.heads[ns] = h.ns_head(nsd) if nsd else None
+        elif len(tokens) == 2 and tokens[1] == "top":
+            st.heads[ns] = op["value"]
         elif len(tokens) == 3 and tokens[1] == "idx":
             head = st.heads.get(ns)
             st.heads[ns] = tokens[2] if head is None or tokens[2] > head else head
@@ -972,6 +978,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 break
             ops: builtins.list[Op] = []
             event_types: builtins.list[str] = []
+            key: str | None = None  # a checkpoint's (see history.checkpoint_key)
             included: builtins.list[_Pending] = []
             for pending in live:
                 try:
@@ -982,7 +989,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 included.append(pending)
                 if plan is None:
                     continue
-                event_type, plan_ops, _ = plan
+                event_type, plan_ops, plan_key = plan
+                key = plan_key or key
                 event_types.append(event_type)
                 ops.extend(plan_ops)
                 if len(live) > 1:  # later plans are built against this one's outcome
@@ -996,9 +1004,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
             try:
                 if len(included) > 1:
-                    await self._append(st, event_type, ops, applied=True)
+                    await self._append(st, event_type, ops, key, applied=True)
                 else:
-                    await self._append(st, event_type, ops)
+                    await self._append(st, event_type, ops, key)
                 break
             except (ConflictError, AgentNotFound):
                 # the document was stale (another writer, or the thread deleted or
@@ -1030,19 +1038,20 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         meta: Any,
         vals: dict[str, Any],
         new_pool: dict[str, Any],
-    ) -> builtins.list[Op]:
+    ) -> tuple[builtins.list[Op], str | None]:
+        """The ops that make ``header`` the namespace's checkpoint, and the idempotency
+        key of its event (None for an id put before: it is listed in ``re``)."""
         ops: builtins.list[Op] = [
             {"op": "add", "path": m.ptr("pool", key), "value": cell}
             for key, cell in new_pool.items()
         ]
         cid = header["h"][0]
-        seq = st.seq + 1
         nsd = st.doc["ns"].get(ns)
         if nsd is None:
             fresh = m.new_ns()
-            fresh.update(cp=header, meta=meta, vals=vals, idx={cid: seq})
+            fresh.update(cp=header, meta=meta, vals=vals, top=cid)
             ops.append({"op": "add", "path": m.ptr("ns", ns), "value": fresh})
-            return ops
+            return ops, h.checkpoint_key(ns, cid)
         base = m.ptr("ns", ns)
         old_cp = nsd["cp"]
         if old_cp is None:
@@ -1070,8 +1079,38 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 ops.append({"op": "add", "path": path, "value": cell})
             elif old_vals[ch] is not cell:
                 ops.extend(_prefixed(patch.diff(old_vals[ch], cell), path))
-        ops.append({"op": "add", "path": m.ptr("ns", ns, "idx", cid), "value": seq})
-        return ops
+        head = st.heads.get(ns)
+        if head is None or cid > head:
+            ops.append({"op": "add", "path": f"{base}/top", "value": cid})
+            return ops, h.checkpoint_key(ns, cid)
+        # an id put before (or older than the latest): its seq goes in the document
+        seq = st.seq + 1
+        if "re" not in nsd:
+            ops.append({"op": "add", "path": f"{base}/re", "value": {cid: seq}})
+        else:
+            ops.append({"op": "add", "path": m.ptr("ns", ns, "re", cid), "value": seq})
+        return ops, None
+
+    def _archive_ops(self, st: _Stream, ns: str, cid: str) -> builtins.list[Op]:
+        """The op that takes the writes of the checkpoint ``cid`` replaces out of the
+        document (they stay in the stream: see :mod:`.history`). It goes last in the
+        checkpoint's event, after the ops that update those writes' messages."""
+        nsd = st.doc["ns"].get(ns)
+        if nsd is None or nsd["cp"] is None:
+            return []
+        prev = nsd["cp"]["h"][0]
+        if prev == cid or prev not in nsd["w"]:
+            return []
+        at = m.ptr("ns", ns, "w", prev)
+        inside = at + "/"
+        for key, (alive, cells, puts) in builtins.list(st.written.items()):
+            kept = [c for c in cells if not c[0].startswith(inside)]
+            if len(kept) != len(cells):
+                if kept:
+                    st.written[key] = (alive, kept, puts)
+                else:
+                    del st.written[key]
+        return [{"op": "remove", "path": at}]
 
     def _ops_writes(
         self,
@@ -1181,22 +1220,6 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             pending_writes=writes,
         )
 
-    async def _docs_at(self, agent: str, seqs: Iterable[int]) -> dict[int, dict[str, Any]]:
-        """The thread documents at several seqs, by one forward pass over the stream."""
-        wanted = sorted(set(seqs))
-        if not wanted:
-            return {}
-        doc = (await self.store.load(agent, at_seq=wanted[0])).data
-        found = {wanted[0]: doc}
-        if len(wanted) > 1:
-            targets = set(wanted)
-            async for event in self.store.history(agent, after_seq=wanted[0], to_seq=wanted[-1]):
-                if event.ops:
-                    doc = patch.apply(doc, event.ops)
-                if event.seq in targets:
-                    found[event.seq] = doc
-        return found
-
     async def _get_tuple(
         self, config: RunnableConfig, *, check: bool = True
     ) -> CheckpointTuple | None:
@@ -1217,12 +1240,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             config = None  # type: ignore[assignment]
             if cid is None:
                 return None
-        seq = nsd["idx"].get(cid)
-        if seq is None:
-            return None
         pool = st.doc["pool"]
-        writes = self._pending(nsd["w"].get(cid), pool)
-        if nsd["cp"]["h"][0] == cid:
+        if nsd["cp"] is not None and nsd["cp"]["h"][0] == cid:
+            writes = self._pending(nsd["w"].get(cid), pool)
             seen: Memo | None = {} if self.reuse_packed_messages else None
             built = self._built_for(st)
             found = self._tuple(thread_id, ns, nsd, pool, writes, config, seen, built)
@@ -1231,14 +1251,18 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             if seen:  # a run resumes from these objects: its next put need not repack them
                 st.loaded = seen
             return found
-        older = st.older.get((ns, cid))
-        if older is None:
-            older = (await self.store.load(st.agent_id, at_seq=seq)).data["ns"][ns]
-            st.older[(ns, cid)] = older
+        cached = st.older.get((ns, cid))
+        if cached is None:
+            found_at = await self._older(st, ns, cid)
+            if found_at is None:
+                return None
+            cached = st.older[(ns, cid)] = found_at
             while len(st.older) > _OLDER:
                 st.older.popitem(last=False)
         else:
             st.older.move_to_end((ns, cid))
+        older, archived = cached
+        writes = self._pending(h.merge_tasks(archived, nsd["w"].get(cid)), pool)
         # an older checkpoint's messages are mostly the latest's: copies of those built
         built = self._built_for(st)
         found = self._tuple(thread_id, ns, older, pool, writes, config, None, built)
@@ -1246,6 +1270,23 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         built.used = set()
         self._trim_built()
         return found
+
+    async def _older(
+        self, st: _Stream, ns: str, cid: str
+    ) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+        """An older checkpoint's namespace document and its archived writes: its seq
+        from the document or the key index, the document at that seq, and the events
+        up to the next checkpoint (see :mod:`.history`); None when there is none."""
+        seq = h.stored_seq(st.doc["ns"][ns], cid)
+        if seq is None:
+            found = await self.store.find_key(st.agent_id, h.checkpoint_key(ns, cid))
+            if found is None:
+                return None
+            seq = found.last_seq
+        nsd = (await self.store.load(st.agent_id, at_seq=seq)).data["ns"].get(ns)
+        if nsd is None or nsd["cp"] is None or nsd["cp"]["h"][0] != cid:
+            return None
+        return nsd, await h.older_writes(self.store, st.agent_id, ns, cid, seq, nsd)
 
     async def _thread_ids(self) -> AsyncIterator[str]:
         """Every thread id, reading only the saver's agents (ids sort by prefix)."""
@@ -1290,39 +1331,24 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             if st is None:
                 continue
             doc = st.doc
+            view = await self._view(st)
             found = [
-                (cid, ns, seq)
-                for ns, nsd in doc["ns"].items()
+                (cid, ns)
+                for ns, cids in view.idx.items()
                 if ns_filter is None or ns == ns_filter
-                for cid, seq in nsd["idx"].items()
+                for cid in cids
                 if (not cid_filter or cid == cid_filter) and (before_id is None or cid < before_id)
             ]
             if not found:
                 continue
             found.sort(reverse=True)
-            pool = doc["pool"]
-            writes = {(ns, cid): doc["ns"][ns]["w"].get(cid) for cid, ns, _ in found}
-            current = {ns: nsd for ns, nsd in doc["ns"].items() if nsd["cp"] is not None}
-            old = [
-                seq
-                for cid, ns, seq in found
-                if ns not in current or current[ns]["cp"]["h"][0] != cid
-            ]
-            eager = bool(filter) or remaining is None or remaining > 4
-            docs = await self._docs_at(st.agent_id, old) if eager else {}
-            for cid, ns, seq in found:
-                if ns in current and current[ns]["cp"]["h"][0] == cid:
-                    nsd, at_pool = current[ns], pool
-                else:
-                    at = docs.get(seq)
-                    if at is None:
-                        at = (await self.store.load(st.agent_id, at_seq=seq)).data
-                    nsd, at_pool = at["ns"][ns], at["pool"]
-                if filter and not _match(self._codec.unpack(nsd["meta"], at_pool), filter):
+            pool = doc["pool"]  # a generation's pool only grows
+            for cid, ns in found:
+                nsd = view.nsd_at(ns, cid)
+                if filter and not _match(self._codec.unpack(nsd["meta"], pool), filter):
                     continue
-                yield self._tuple(
-                    thread_id, ns, nsd, at_pool, self._pending(writes[(ns, cid)], pool), None
-                )
+                tasks = view.writes.get(ns, {}).get(cid)
+                yield self._tuple(thread_id, ns, nsd, pool, self._pending(tasks, pool), None)
                 if remaining is not None:
                     remaining -= 1
                     if remaining <= 0:
@@ -1408,10 +1434,11 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 elif same_version:
                     vals[ch] = old_vals[ch]
                     carried = True
-            ops = self._ops_checkpoint(st, ns, header, meta, vals, new_pool)
+            ops, key = self._ops_checkpoint(st, ns, header, meta, vals, new_pool)
             if memo is not None:
                 ops.extend(_after_put(st, used, carried))
-            return m.EV_CHECKPOINT, ops, None
+            ops.extend(self._archive_ops(st, ns, cid))
+            return m.EV_CHECKPOINT, ops, key
 
         await self._mutate(thread_id, build, m.EV_CHECKPOINT)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
@@ -1475,25 +1502,28 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
 
     # -- copying and compaction ----------------------------------------------------
 
-    async def _snapshot_parts(
-        self, st: _Stream, keep: dict[str, set[str]]
+    async def _view(self, st: _Stream) -> h.View:
+        """Every checkpoint of the thread and its writes (one pass over the stream)."""
+        return await h.scan(self.store, st.agent_id, st.doc)
+
+    def _snapshot_parts(
+        self, st: _Stream, view: h.View, keep: dict[str, set[str]]
     ) -> builtins.list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
-        """``(ns, checkpoint id, namespace document at it, pool at it)`` of kept ones,
+        """``(ns, checkpoint id, namespace document at it, its writes)`` of kept ones,
         oldest first."""
-        wanted = [
-            (cid, ns, st.doc["ns"][ns]["idx"][cid]) for ns, cids in keep.items() for cid in cids
+        wanted = sorted((cid, ns) for ns, cids in keep.items() for cid in cids)
+        return [
+            (ns, cid, view.nsd_at(ns, cid), view.writes.get(ns, {}).get(cid) or {})
+            for cid, ns in wanted
         ]
-        wanted.sort()
-        docs = await self._docs_at(st.agent_id, [seq for _, _, seq in wanted])
-        return [(ns, cid, docs[seq]["ns"][ns], docs[seq]["pool"]) for cid, ns, seq in wanted]
 
     def _replay_plans(
         self, src: _Stream, parts: builtins.list[tuple[str, str, dict[str, Any], dict[str, Any]]]
     ) -> builtins.list[tuple[str, Plan]]:
         """Plans that write the given checkpoints (and their writes) into a stream."""
         plans: builtins.list[tuple[str, Plan]] = []
-        src_pool = src.doc["pool"]
-        for ns, cid, nsd, at_pool in parts:
+        src_pool = at_pool = src.doc["pool"]  # a generation's pool only grows
+        for ns, cid, nsd, tasks in parts:
 
             def put_plan(
                 dst: _Stream,
@@ -1503,13 +1533,14 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             ) -> tuple[str, builtins.list[Op], str | None]:
                 refs = pool_refs([nsd["vals"], nsd["meta"], nsd["cp"].get("x")], set())
                 new_pool = {k: at_pool[k] for k in refs if k not in dst.doc["pool"]}
-                ops = self._ops_checkpoint(
+                ops, key = self._ops_checkpoint(
                     dst, ns, nsd["cp"], nsd["meta"], dict(nsd["vals"]), new_pool
                 )
-                return m.EV_CHECKPOINT, ops, None
+                ops.extend(self._archive_ops(dst, ns, nsd["cp"]["h"][0]))
+                return m.EV_CHECKPOINT, ops, key
 
             plans.append((m.EV_CHECKPOINT, put_plan))
-            for task_id, task in (src.doc["ns"][ns]["w"].get(cid) or {}).items():
+            for task_id, task in tasks.items():
 
                 def writes_plan(
                     dst: _Stream,
@@ -1533,16 +1564,16 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             src = await self._open(source, create=False)
             if src is None:
                 return
-            keep = {ns: set(nsd["idx"]) for ns, nsd in src.doc["ns"].items()}
-            parts = await self._snapshot_parts(src, keep)
-            plans = self._replay_plans(src, parts)
+            view = await self._view(src)
+            keep = {ns: set(cids) for ns, cids in view.idx.items()}
+            plans = self._replay_plans(src, self._snapshot_parts(src, view, keep))
         for event_type, plan in plans:
             await self._mutate(target, plan, event_type)
 
     async def _compact(
         self,
         thread_id: str,
-        decide: Callable[[_Stream], Awaitable[dict[str, set[str]] | None]],
+        decide: Callable[[_Stream, h.View], Awaitable[dict[str, set[str]] | None]],
         dry_run: bool,
     ) -> RetentionReport:
         """Rewrite a thread keeping only the checkpoints ``decide`` returns."""
@@ -1557,16 +1588,17 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 if self.fork_protection and claim is not None and claim["exp"] > self._clock():
                     report.threads_skipped.append(thread_id)  # a run holds it
                     return report
-                keep = await decide(st)
+                view = await self._view(st)
+                keep = await decide(st, view)
                 if keep is None:
                     return report
                 dropped_cps = dropped_writes = 0
-                for ns, nsd in st.doc["ns"].items():
+                for ns, cids in view.idx.items():
                     kept = keep.get(ns, set())
-                    dropped_cps += sum(1 for cid in nsd["idx"] if cid not in kept)
+                    dropped_cps += sum(1 for cid in cids if cid not in kept)
                     dropped_writes += sum(
                         len(task["i"])
-                        for cid, tasks in nsd["w"].items()
+                        for cid, tasks in view.writes.get(ns, {}).items()
                         if cid not in kept
                         for task in tasks.values()
                     )
@@ -1583,14 +1615,14 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 report.threads_compacted = 1
                 if dry_run:
                     return report
-                if await self._rewrite(st, keep):
+                if await self._rewrite(st, view, keep):
                     return report
                 self._forget(thread_id)
             report.threads_compacted = report.checkpoints_deleted = report.writes_deleted = 0
             report.threads_skipped.append(thread_id)
             return report
 
-    async def _rewrite(self, st: _Stream, keep: dict[str, set[str]]) -> bool:
+    async def _rewrite(self, st: _Stream, view: h.View, keep: dict[str, set[str]]) -> bool:
         """Copy the kept checkpoints into a new generation and cut over. False when a
         concurrent writer won the fence (nothing changed)."""
         fence_seq = st.seq
@@ -1598,7 +1630,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         await self.store.create(new_agent, m.new_doc(st.thread_id, sealed=False))
         try:
             dst = await self._load(st.thread_id, new_agent)
-            for _, plan in self._replay_plans(st, await self._snapshot_parts(st, keep)):
+            for _, plan in self._replay_plans(st, self._snapshot_parts(st, view, keep)):
                 planned = plan(dst)
                 if planned is not None:
                     await self._append(dst, planned[0], planned[1], planned[2])
@@ -1638,7 +1670,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         if strategy != "keep_latest":
             raise ConfigurationError(f"unknown prune strategy {strategy!r} (keep_latest or delete)")
 
-        async def latest(st: _Stream) -> dict[str, set[str]]:
+        async def latest(st: _Stream, view: h.View) -> dict[str, set[str]]:
             return {ns: {head} for ns, head in st.heads.items() if head is not None}
 
         for thread_id in thread_ids:
@@ -1659,11 +1691,11 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             raise ConfigurationError("ttl must be > 0 seconds")
         cutoff = (time.time() if now is None else now) - ttl if ttl is not None else None
 
-        async def decide(st: _Stream) -> dict[str, set[str]] | None:
+        async def decide(st: _Stream, view: h.View) -> dict[str, set[str]] | None:
             keep: dict[str, set[str]] = {}
             newest: float | None = None
-            for ns, nsd in st.doc["ns"].items():
-                ids = sorted(nsd["idx"], reverse=True)
+            for ns, cids in view.idx.items():
+                ids = sorted(cids, reverse=True)
                 if not ids:
                     continue
                 stamps = {cid: m.checkpoint_time(cid) for cid in ids}
@@ -1694,20 +1726,16 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             return
         codec = self._codec
 
-        async def without_runs(st: _Stream) -> dict[str, set[str]] | None:
-            seqs = {
-                seq: (ns, cid)
-                for ns, nsd in st.doc["ns"].items()
-                for cid, seq in nsd["idx"].items()
-            }
-            docs = await self._docs_at(st.agent_id, seqs)
-            keep = {ns: set(nsd["idx"]) for ns, nsd in st.doc["ns"].items()}
+        async def without_runs(st: _Stream, view: h.View) -> dict[str, set[str]] | None:
+            keep = {ns: set(cids) for ns, cids in view.idx.items()}
             hit = False
-            for seq, (ns, cid) in seqs.items():
-                meta = codec.unpack(docs[seq]["ns"][ns]["meta"], docs[seq]["pool"])
-                if isinstance(meta, dict) and meta.get("run_id") in runs:
-                    keep[ns].discard(cid)
-                    hit = True
+            pool = st.doc["pool"]
+            for ns, cids in view.idx.items():
+                for cid in cids:
+                    meta = codec.unpack(view.nsd_at(ns, cid)["meta"], pool)
+                    if isinstance(meta, dict) and meta.get("run_id") in runs:
+                        keep[ns].discard(cid)
+                        hit = True
             return keep if hit else None
 
         for thread_id in await self._thread_list(None):

@@ -1,0 +1,197 @@
+"""Threads in the saver's format 2 (the history out of the thread document) and stores
+written in format 1 (every checkpoint's seq and writes in the document).
+
+The format 1 store is ``tests/data/langgraph-format1.sql``: :func:`_scenario` run by the
+saver of commit b2b9a87 (before format 2) on SQLite, dumped with
+``sqlite3.Connection.iterdump``; ``langgraph-format1.json`` is what that saver's ``list``
+returned then (:func:`_plain`). Regenerate both (only ever with format 1 code) with
+``PYTHONPATH=<old src>:. python -c "from tests.integrations.test_langgraph_format1
+import generate; generate()"``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from statekeeper.integrations.langgraph import StatekeeperSaver
+
+from ._lg_graphs import chat_graph, map_reduce_graph, opening
+from .conftest import BACKENDS, backend_url
+
+DATA = Path(__file__).parent.parent / "data"
+OLD_STORE = DATA / "langgraph-format1.sql"
+OLD_LIST = DATA / "langgraph-format1.json"
+THREADS = ("chat", "map")
+
+
+def _plain(value: Any) -> Any:
+    """A JSON form of checkpoint values for comparison (messages by type, content, id)."""
+    if isinstance(value, BaseMessage):
+        return {"msg": value.type, "content": value.content, "id": value.id}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)
+
+
+def _tuple(tup: Any) -> dict[str, Any]:
+    return {
+        "config": tup.config["configurable"],
+        "parent": None if tup.parent_config is None else tup.parent_config["configurable"],
+        "checkpoint": _plain(tup.checkpoint),
+        "metadata": _plain(tup.metadata),
+        "writes": _plain(tup.pending_writes),
+    }
+
+
+def _listed(saver: Any, thread_id: str) -> list[dict[str, Any]]:
+    return [_tuple(t) for t in saver.list({"configurable": {"thread_id": thread_id}})]
+
+
+def _scenario(saver: Any) -> None:
+    """A chat with a fork (``update_state`` on an older checkpoint), and a map-reduce
+    graph whose ``Send`` subgraphs interrupt (namespaces, interrupt writes)."""
+    chat = chat_graph(steps=2).compile(checkpointer=saver)
+    cfg: Any = {"configurable": {"thread_id": "chat"}}
+    for turn in range(4):
+        message = HumanMessage(f"turn {turn} " + "x" * 300, id=f"h-{turn}")
+        chat.invoke({"messages": [message], "turn": 0}, cfg)
+    older = list(chat.get_state_history(cfg))[5]
+    chat.update_state(older.config, {"messages": [HumanMessage("forked", id="f-1")]})
+    mapped = map_reduce_graph().compile(checkpointer=saver)
+    mcfg: Any = {"configurable": {"thread_id": "map"}}
+    mapped.invoke({"topics": ["ducks", "geese"]}, mcfg)
+    waiting = mapped.get_state(mcfg).interrupts
+    mapped.invoke(Command(resume={i.id: "ok" for i in waiting}), mcfg)
+
+
+def generate() -> None:
+    """Write the format 1 fixture (run with format 1 code: see the module docstring)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "lg.db"
+        saver = StatekeeperSaver.from_url(f"sqlite:///{path}")
+        _scenario(saver)
+        listed = {t: _listed(saver, t) for t in THREADS}
+        saver.close()
+        con = sqlite3.connect(path)
+        OLD_STORE.write_text("\n".join(con.iterdump()) + "\n")
+        con.close()
+    OLD_LIST.write_text(json.dumps(listed, indent=1, sort_keys=True) + "\n")
+
+
+@pytest.fixture
+def old_store(tmp_path: Path) -> str:
+    path = tmp_path / "old.db"
+    con = sqlite3.connect(path)
+    con.executescript(OLD_STORE.read_text())
+    con.close()
+    return f"sqlite:///{path}"
+
+
+def test_a_format_1_store_reads_as_it_was_written(old_store: str) -> None:
+    expected = json.loads(OLD_LIST.read_text())
+    with StatekeeperSaver.from_url(old_store) as saver:
+        for thread_id in THREADS:
+            assert _listed(saver, thread_id) == expected[thread_id]
+            for item in expected[thread_id]:  # each by id: the format 1 index
+                tup = saver.get_tuple({"configurable": dict(item["config"])})
+                assert tup is not None and _tuple(tup) == item
+        latest = saver.get_tuple({"configurable": {"thread_id": "chat"}})
+        assert latest is not None and _tuple(latest) == expected["chat"][0]
+
+
+def test_a_format_1_thread_goes_on_in_format_2(old_store: str) -> None:
+    """New checkpoints on an old thread are added the new way; old and new read back,
+    the old ones unchanged, and prune and copy work on the mixed thread."""
+    expected = json.loads(OLD_LIST.read_text())
+    cfg: Any = {"configurable": {"thread_id": "chat"}}
+    with StatekeeperSaver.from_url(old_store) as saver:
+        chat = chat_graph(steps=2).compile(checkpointer=saver)
+        chat.invoke({"messages": [HumanMessage("later", id="h-later")], "turn": 0}, cfg)
+        listed = _listed(saver, "chat")
+        added = len(listed) - len(expected["chat"])
+        assert added == 4 and listed[added:] == expected["chat"]
+        for item in listed:
+            tup = saver.get_tuple({"configurable": dict(item["config"])})
+            assert tup is not None and _tuple(tup) == item
+        assert any(item["writes"] for item in listed[:added])  # the new ones' writes
+        doc = saver._portal.call(saver.store.load("lg/chat#0")).data
+        nsd = doc["ns"][""]
+        new_ids = {item["config"]["checkpoint_id"] for item in listed[:added]}
+        assert not new_ids & set(nsd["idx"])  # the old index stays as it was
+        assert set(nsd["w"]) & new_ids <= {listed[0]["config"]["checkpoint_id"]}
+        saver.copy_thread("chat", "copied")
+        assert [t["checkpoint"] for t in _listed(saver, "copied")] == [
+            t["checkpoint"] for t in listed
+        ]
+        saver.prune(["chat"])
+        assert _listed(saver, "chat") == listed[:1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_thread_document_holds_only_the_latest_checkpoint(backend: str, tmp_path: Path) -> None:
+    """The document a latest read decodes has no per-checkpoint index and only the
+    latest checkpoint's writes; every older checkpoint (and its writes, and the
+    interrupt writes in subgraph namespaces) still reads back as InMemorySaver has it."""
+    url = backend_url(backend, tmp_path)
+    oracle = InMemorySaver()
+    thread = f"doc-{uuid.uuid4().hex}"  # the server backends are shared
+    with StatekeeperSaver.from_url(url) as saver:
+        for side in (oracle, saver):
+            chat = chat_graph(steps=3).compile(checkpointer=side)
+            cfg: Any = {"configurable": {"thread_id": thread}}
+            for turn in range(6):
+                message = HumanMessage(f"t{turn}", id=f"t-{turn}")
+                chat.invoke({"messages": [*opening(2), message], "turn": 0}, cfg)
+            mapped = map_reduce_graph().compile(checkpointer=side)
+            mcfg: Any = {"configurable": {"thread_id": thread + "-map"}}
+            mapped.invoke({"topics": ["ducks", "geese"]}, mcfg)
+        for tid in (thread, thread + "-map"):
+            ours = _listed(saver, tid)
+            theirs = _listed(oracle, tid)
+            assert sorted(_no_ids(t) for t in ours) == sorted(_no_ids(t) for t in theirs)
+            for item in ours:
+                tup = saver.get_tuple({"configurable": dict(item["config"])})
+                assert tup is not None and _tuple(tup) == item
+        doc = saver._portal.call(saver.store.load(f"lg/{thread}#0")).data
+        for nsd in doc["ns"].values():
+            assert "idx" not in nsd
+            # the latest checkpoint's writes, and at most a few that reached the store
+            # after the next checkpoint (LangGraph stores them concurrently): those
+            # stay (format 1 kept every checkpoint's, ~4 of 5 here)
+            assert len(set(nsd["w"]) - {nsd["cp"]["h"][0]}) <= len(ours) // 4
+        # a cold saver reads older checkpoints through the key index
+        if backend != "memory":
+            with StatekeeperSaver.from_url(url) as cold:
+                for item in ours:
+                    tup = cold.get_tuple({"configurable": dict(item["config"])})
+                    assert tup is not None and _tuple(tup) == item
+
+
+def _no_ids(item: dict[str, Any]) -> Any:
+    """A listed checkpoint without what differs between two savers' runs (checkpoint
+    ids and times, task ids, random message ids)."""
+    out = json.loads(json.dumps(item))
+    out.pop("config")
+    out.pop("parent")
+    cp = out["checkpoint"]
+    for key in ("id", "ts", "channel_versions", "versions_seen"):
+        cp.pop(key, None)
+    out["metadata"] = {k: v for k, v in out["metadata"].items() if k in ("source", "step")}
+    out["writes"] = sorted([w[1], json.dumps(w[2], sort_keys=True)] for w in out["writes"])
+    return re.sub(r"id='[0-9a-f]+'", "id=_", json.dumps(out, sort_keys=True, default=str))
