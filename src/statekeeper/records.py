@@ -414,6 +414,9 @@ class StreamRows(NamedTuple):
     events: list[EventRow]
     snapshot: SnapshotRow | None
     keys: list[tuple[str, int, int]]
+    #: a stream compacted by retention: its base snapshot (the events start after it);
+    #: filled by readers that need it (a restore of a file backup), else None
+    base: SnapshotRow | None = None
 
 
 @dataclass(frozen=True, slots=True)

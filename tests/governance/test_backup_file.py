@@ -325,14 +325,25 @@ async def test_a_tenant_admins_backup_holds_only_its_namespace(tmp_path: Path) -
         assert (await dst.load("acme/sub/deep")).data == {"deep": "acme"}
 
 
-async def test_a_compacted_stream_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["an event missing", "no snapshot at the base"])
+async def test_a_damaged_stream_is_refused_before_anything_is_written(
+    tmp_path: Path, damage: str
+) -> None:
+    """A stream compacted by retention is backed up (tests/governance/
+    test_backup_compacted.py); one that lacks events otherwise (a gap), or whose base
+    has no snapshot, is damaged: refused, naming it, no file written."""
     bkey = BackupKey(os.urandom(32))
-    async with StateStore(
-        f"sqlite:///{tmp_path / 's.db'}", keyring=keyring(), snapshot_every=2
-    ) as src:
+    db = tmp_path / "s.db"
+    async with StateStore(f"sqlite:///{db}", keyring=keyring(), snapshot_every=2) as src:
         await fill(src, 3, 4)
         await src.backend.prune("t0/a000", 2)
-        with pytest.raises(BackupError, match=r"t0/a000.*compacted"):
+    with sqlite3.connect(db) as conn:
+        if damage == "an event missing":
+            conn.execute("DELETE FROM sk_events WHERE agent_id = 't1/a001' AND seq = 2")
+        else:
+            conn.execute("DELETE FROM sk_snapshots WHERE agent_id = 't0/a000' AND seq = 2")
+    async with StateStore(f"sqlite:///{db}", keyring=keyring()) as src:
+        with pytest.raises(BackupError, match=r"'t[01]/a00[01]'.*damaged"):
             await backup(src, tmp_path / "b.skb", bkey)
     assert sorted(p.name for p in tmp_path.iterdir() if "skb" in p.name) == []  # noqa: ASYNC240
 
@@ -358,7 +369,7 @@ def test_the_heads_are_one_statement_over_the_copy(tmp_path: Path) -> None:
     finally:
         conn.close()
     assert heads == expected
-    assert sqlite_export.stream_totals(conn_totals(tmp_path)) == (9, 3, None)
+    assert sqlite_export.stream_totals(conn_totals(tmp_path)) == (9, 3, False)
 
 
 def conn_totals(tmp_path: Path) -> sqlite3.Connection:

@@ -70,6 +70,7 @@ __all__ = [
     "lease_lost",
     "prefix_end",
     "validate_batch",
+    "validate_from_base",
     "validate_request",
     "validate_rewrite",
     "validate_ttl",
@@ -100,6 +101,9 @@ class Capability(enum.StrEnum):
     #: the change feed: every append gets a store-wide position committed with it;
     #: ``read_feed``, ``feed_bounds``, ``trim_feed`` and ``wait_feed``
     FEED = "change feed"
+    #: ``append_from_base(request, base)``: create a stream compacted at a snapshot
+    #: (what a restore of a retained stream writes: its base, then the events after it)
+    BASE_IMPORT = "compacted stream import"
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,6 +423,17 @@ class Backend(abc.ABC):
         (retention); the default refuses.
         """
         raise CapabilityUnsupported(self.name, Capability.PRUNE.value)
+
+    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+        """Create ``request.agent_id`` as a stream compacted at ``base.seq`` — what
+        :meth:`prune` leaves: the snapshot ``base`` is its base, no event at or below it
+        — with ``request.events`` (seqs ``base.seq + 1`` onward; ``expected_seq`` is
+        ``base.seq``) after it, in ONE atomic write (idempotency key, head tag and a
+        later snapshot as :meth:`append`). A restore of a backup of a retained stream
+        writes it so. :class:`~statekeeper.errors.ConflictError` (nothing written) when
+        the agent exists. Capability ``BASE_IMPORT``; the default refuses.
+        """
+        raise CapabilityUnsupported(self.name, Capability.BASE_IMPORT.value)
 
     # The change feed (Capability.FEED). Every event appended gets a *position*: an
     # integer, store-wide, committed atomically with the append, greater than every
@@ -742,6 +757,19 @@ def validate_request(request: AppendRequest) -> None:
     snap = request.snapshot
     if snap is not None and not (request.expected_seq < snap.seq <= request.events[-1].seq):
         raise ConfigurationError(f"snapshot seq {snap.seq} is not one of the appended seqs")
+
+
+def validate_from_base(request: AppendRequest, base: RawSnapshot) -> None:
+    """Reject a malformed :meth:`Backend.append_from_base` before any engine touches
+    it: the events follow the base (``expected_seq == base.seq >= 1``), no fence."""
+    if base.seq < 1 or request.expected_seq != base.seq:
+        raise ConfigurationError(
+            f"agent {request.agent_id!r}: a stream from base seq {base.seq} needs"
+            f" expected_seq {base.seq}, not {request.expected_seq}"
+        )
+    if request.fence is not None or request.check_tag:
+        raise ConfigurationError("a stream created from a base takes no fence or tag check")
+    validate_request(request)
 
 
 def validate_together(

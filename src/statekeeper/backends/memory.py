@@ -33,6 +33,7 @@ from .base import (
     Health,
     check_fence,
     check_prune,
+    validate_from_base,
     validate_request,
     validate_rewrite,
     validate_together,
@@ -74,6 +75,7 @@ class MemoryBackend(Backend):
             Capability.REWRITE,
             Capability.DROP_ALL,
             Capability.PRUNE,
+            Capability.BASE_IMPORT,
             Capability.FEED,
         }
     )
@@ -139,6 +141,20 @@ class MemoryBackend(Backend):
         validate_request(request)
         earlier = self._check_append(request)
         return earlier if earlier is not None else self._commit(request)
+
+    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+        # the checks, then the stream made and committed with no await between
+        self._check()
+        validate_from_base(request, base)
+        existing = self._streams.get(request.agent_id)
+        if existing is not None:
+            raise ConflictError(request.agent_id, 0, len(existing.events))
+        stream = _Stream(
+            events=[_PRUNED] * base.seq, created_at=request.events[0].timestamp, base=base.seq
+        )
+        self._put_snapshot(stream, base)
+        self._streams[request.agent_id] = stream
+        return self._commit(request)
 
     def _check_append(self, request: AppendRequest) -> AppendResult | None:
         """The checks of one append, before anything is written: its fence; an earlier

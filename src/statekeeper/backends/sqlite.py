@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import secrets
 import sqlite3
@@ -91,6 +92,7 @@ from .base import (
     check_fence,
     check_prune,
     prefix_end,
+    validate_from_base,
     validate_request,
     validate_rewrite,
     validate_together,
@@ -397,6 +399,7 @@ class SQLiteBackend(Backend):
             Capability.DROP_ALL,
             Capability.MIGRATIONS,
             Capability.PRUNE,
+            Capability.BASE_IMPORT,
             Capability.FEED,
         }
     )
@@ -1369,6 +1372,23 @@ class SQLiteBackend(Backend):
 
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         await self._write(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))
+
+    def _from_base_sync(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+        conn = self._writer
+        assert conn is not None
+        with _translated(self.path, request.agent_id), self._write_transaction(conn):
+            # a new stream's head claimed (refused if the agent exists), its events
+            # from base + 1, then its base snapshot: one transaction
+            result = self._append_one(conn, dataclasses.replace(request, expected_seq=0))
+            self._put_snapshot(conn, request.agent_id, base)
+        return result
+
+    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} is open read-only")
+        validate_from_base(request, base)
+        result: AppendResult = await self._write(self._from_base_sync, request, base)
+        return result
 
     def _delete_sync(self, agent_id: str) -> bool:
         conn = self._writer

@@ -21,6 +21,7 @@ from urllib.parse import quote
 from ..records import EventRow, SnapshotRow, StreamRows
 
 __all__ = [
+    "compacted_streams",
     "copy_file",
     "export_slices",
     "export_whole",
@@ -154,7 +155,7 @@ def export_slices(
 
 #: every stream's head in one statement over the heads (on the copy, so the manifest
 #: describes exactly the bytes shipped): its seq and the checksum of its head event
-#: (every stream has all its events: a backup refuses compacted ones, see STREAM_TOTALS)
+#: (a stream compacted by retention keeps its events after its base, head included)
 STREAM_HEADS = """
 SELECT a.agent_id, a.head_seq, coalesce(CAST(e.checksum AS BLOB), x'')
 FROM sk_agents a
@@ -171,13 +172,18 @@ SELECT (SELECT count(*) FROM sk_events),
        (SELECT count(DISTINCT agent_id) FROM sk_snapshots)
 """
 
-#: a stream that lacks events of its head's (only asked when the totals differ)
+#: the streams compacted by retention (only asked when the totals differ): each one's
+#: base (its first event's seq minus one), the checksum of its base snapshot (NULL:
+#: none stored there) and how many events it holds (head - base, unless damaged)
 COMPACTED = """
-SELECT a.agent_id, a.head_seq,
-       (SELECT count(*) FROM sk_events c WHERE c.agent_id = a.agent_id) AS n
-FROM sk_agents a WHERE a.head_seq > 0 AND n != a.head_seq ORDER BY a.agent_id LIMIT 1
+SELECT a.agent_id, a.head_seq, f.first - 1, CAST(s.checksum AS BLOB), f.n
+FROM sk_agents a
+JOIN (SELECT agent_id, min(seq) AS first, count(*) AS n FROM sk_events GROUP BY agent_id) f
+  ON f.agent_id = a.agent_id
+LEFT JOIN sk_snapshots s ON s.agent_id = a.agent_id AND s.seq = f.first - 1
+WHERE a.head_seq > 0 AND (f.first > 1 OR f.n != a.head_seq)
+ORDER BY a.agent_id
 """
-
 
 #: the tables a copy holds: the streams and the schema version (not the change feed,
 #: its deletion marks, the leases: nothing a restore reads, and the feed and marks name
@@ -246,12 +252,18 @@ def stream_heads(reader: sqlite3.Connection) -> list[tuple[str, int, bytes]]:
     return reader.execute(STREAM_HEADS).fetchall()
 
 
-def stream_totals(reader: sqlite3.Connection) -> tuple[int, int, tuple[str, int, int] | None]:
-    """``(events, streams with a snapshot, the first compacted stream)``: ``(agent,
-    head, events held)`` of a stream missing events below its head, or None."""
+def stream_totals(reader: sqlite3.Connection) -> tuple[int, int, bool]:
+    """``(events, streams with a snapshot, whether any stream lacks events below its
+    head)``: compacted by retention (see :func:`compacted_streams`) or damaged."""
     events, accounted, snapshots = reader.execute(STREAM_TOTALS).fetchone()
-    compacted = None if events == accounted else reader.execute(COMPACTED).fetchone()
-    return events, snapshots, compacted
+    return events, snapshots, events != accounted
+
+
+def compacted_streams(reader: sqlite3.Connection) -> list[tuple[str, int, int, bytes | None, int]]:
+    """``(agent, head, base, base snapshot checksum or None, events held)`` of every
+    stream whose events do not start at seq 1 or do not reach its head (see
+    :data:`COMPACTED`), in id order."""
+    return reader.execute(COMPACTED).fetchall()
 
 
 def iter_streams(reader: sqlite3.Connection) -> Iterator[StreamRows]:
@@ -281,13 +293,16 @@ def iter_streams(reader: sqlite3.Connection) -> Iterator[StreamRows]:
                 got.append(event[1:])
             event = next(events, None)
         latest: SnapshotRow | None = None
+        first: SnapshotRow | None = None  # a compacted stream's base: its first one
         while snap is not None and snap[0] <= agent_id:
             if snap[0] == agent_id and snap[1] <= head:
                 latest = snap[1:]
+                first = first or latest
             snap = next(snaps, None)
         named: list[tuple[str, int, int]] = []
         while key is not None and key[0] <= agent_id:
             if key[0] == agent_id:
                 named.append(key[1:])
             key = next(keys, None)
-        yield StreamRows(agent_id, head, _blob(tag), got, latest, named)
+        base = first if got and got[0][0] > 1 and first and first[0] == got[0][0] - 1 else None
+        yield StreamRows(agent_id, head, _blob(tag), got, latest, named, base)

@@ -212,6 +212,10 @@ class ObservedBackend(Backend):
         )
         return page
 
+    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+        # a restore of a compacted stream (one call per such stream): the engine's own
+        return await self.inner.append_from_base(request, base)
+
     async def copy_to_file(self, dest: str, prefix: str = "") -> bool:
         # a backup's file copy (one call per backup): the engine's own, untimed
         return await self.inner.copy_to_file(dest, prefix)

@@ -72,6 +72,9 @@ class CapabilityConformance(Contract):
             Capability.MIGRATIONS: lambda: backend.schema_version(),
             Capability.PRUNE: lambda: backend.prune("a", 0, (2,)),
             Capability.FEED: lambda: backend.read_feed(0),
+            Capability.BASE_IMPORT: lambda: backend.append_from_base(
+                request("x", 2, 2), snapshot(2)
+            ),
         }
         with pytest.raises(CapabilityUnsupported) as info:
             await calls[capability]()
@@ -180,6 +183,35 @@ class CapabilityConformance(Contract):
         await backend.prune("a", 0, [2])  # only thin snapshots
         assert await backend.latest_snapshot("a") is None
         assert [e.seq for e in await backend.read("a")] == [1, 2, 3, 4]
+
+    async def test_append_from_base_makes_the_stream_prune_leaves(self, backend: Backend) -> None:
+        """A restore of a compacted stream: the base snapshot and the events after it in
+        one write, read as :meth:`prune` leaves a stream; an existing agent is a
+        conflict and a request that does not follow its base is refused, nothing
+        written."""
+        _needs(backend, Capability.BASE_IMPORT)
+        made = await backend.append_from_base(
+            tagged(request("a", 3, 2, key="k"), b"t5"), snapshot(3)
+        )
+        assert (made.first_seq, made.last_seq, made.duplicate) == (4, 5, False)
+        assert [e.seq for e in await backend.read("a")] == [4, 5]
+        assert await backend.head_tag("a") == (5, b"t5")
+        assert await backend.latest_snapshot("a") == snapshot(3)
+        assert await backend.latest_snapshot("a", 2) is None
+        assert await backend.lookup_key("a", "k") == AppendResult("a", 4, 5, True)
+        with pytest.raises(ConflictError):
+            await backend.append_from_base(request("a", 3, 2), snapshot(3))
+        for bad, base in ((request("b", 2, 2), snapshot(3)), (request("b", 0, 2), snapshot(0))):
+            with pytest.raises(ConfigurationError):
+                await backend.append_from_base(bad, base)
+        assert await backend.head("b") == 0
+        assert await backend.head_tag("a") == (5, b"t5")
+        # it goes on as any stream; prune moves its base further
+        await backend.append(tagged(request("a", 5, snap_at=6), b"t6"))
+        await backend.append(tagged(request("a", 6), b"t7"))
+        await backend.prune("a", 6)
+        assert [e.seq for e in await backend.read("a")] == [7]
+        assert await backend.latest_snapshot("a") == snapshot(6)
 
     @pytest.fixture
     def exporting(self, backend: Backend) -> Backend:

@@ -6,6 +6,7 @@ append whose outcome a lost connection left unknown. A mixin of
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,12 +25,14 @@ from ...records import (
     AppendRequest,
     AppendResult,
     RawEvent,
+    RawSnapshot,
     StreamChange,
 )
 from ..base import (
     append_outcome,
     check_prune,
     validate_batch,
+    validate_from_base,
     validate_request,
     validate_together,
 )
@@ -98,6 +101,42 @@ class Appends(PostgresPart):
         self._wrote()
         self._feed.poke()
         return self._result(request, row)
+
+    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+        """``sk_append`` as for a new stream (its events from ``base.seq + 1``: the
+        head row inserted, refused if the agent exists) and the base snapshot, in one
+        transaction."""
+        self._check_open()
+        self._check_writable()
+        validate_from_base(request, base)
+        if not self._opened:
+            await self._ensure_open()
+        created = dataclasses.replace(request, expected_seq=0)
+
+        async def op() -> AppendResult:
+            async with self._connection() as conn, conn.transaction():
+                cur = await conn.execute(*self._statement(created))
+                row = await cur.fetchone()
+                assert row is not None
+                result = self._result(created, row)  # a conflict raises: rolled back
+                await conn.execute(
+                    self._sql["snap_save"],
+                    (
+                        request.agent_id,
+                        base.seq,
+                        base.timestamp,
+                        base.payload,
+                        base.checksum,
+                        request.agent_id,
+                        base.seq,
+                    ),
+                )
+            return result
+
+        result: AppendResult = await self._retrying("append_from_base", op)
+        self._wrote()
+        self._feed.poke()
+        return result
 
     async def append_batch(
         self, requests: Sequence[AppendRequest]

@@ -175,6 +175,7 @@ class PostgresBackend(Appends, Leases, Reads, Rewrites, Backend):
             Capability.DROP_ALL,
             Capability.MIGRATIONS,
             Capability.PRUNE,
+            Capability.BASE_IMPORT,
             Capability.FEED,
         }
     )

@@ -21,7 +21,9 @@ manifest names.
 entries but the consecutive pieces of a point-in-time copy of a SQLite store file
 (``VACUUM INTO``), each compressed and encrypted as above; the manifest lists the
 chunks (digests as above), the copy's size and every stream's head (seq, the head
-event's checksum, its record counts), read from the copy with one SQL query. Version 1
+event's checksum, its record counts), read from the copy with one SQL query, and
+the streams compacted by retention (``compacted``: agent, base seq, base snapshot
+checksum). Version 1
 (``"layout": "streams"``) is what the row path writes (every other engine, incremental
 and namespaced backups) and what every earlier statekeeper wrote; both are read.
 
@@ -427,7 +429,7 @@ class FrameReader:
         if self.header.version == VERSION:
             streams: dict[str, Any] = self.manifest["streams"]
             return streams
-        return {
+        streams = {
             agent: {
                 "base": 0,
                 "head": head,
@@ -437,6 +439,27 @@ class FrameReader:
             }
             for agent, head, checksum in self.heads()
         }
+        for agent, (base, checksum) in self.compacted().items():
+            stream = streams.get(agent)
+            if stream is None:
+                raise self._corrupt("manifest", f"compacted stream {agent!r} has no head")
+            stream["events"] -= base
+            stream["compacted"] = base
+            stream["base_digest"] = hashlib.sha256(checksum).hexdigest()
+        return streams
+
+    def compacted(self) -> dict[str, tuple[int, bytes]]:
+        """Version 2: the streams compacted by retention, ``{agent: (base seq, base
+        snapshot checksum)}`` (none in a manifest written before they were backed up)."""
+        columns = self.manifest.get("compacted")
+        if columns is None:
+            return {}
+        try:
+            rows = zip(columns["agent"], columns["base"], columns["checksum"], strict=True)
+            out = {str(a): (int(b), bytes(c)) for a, b, c in rows}
+        except (KeyError, TypeError, ValueError):
+            raise self._corrupt("manifest", "its list of compacted streams is malformed") from None
+        return out
 
     def heads(self) -> list[tuple[str, int, bytes]]:
         """Version 2: every stream's ``(agent, head seq, head checksum)``."""

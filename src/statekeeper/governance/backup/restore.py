@@ -15,6 +15,15 @@ damaged, truncated, edited or incomplete backup
 is decrypted into a temporary file (``$TMPDIR``) at each pass and its streams read
 from it, each checked against the manifest's heads; then everything below applies.
 
+**Compacted streams** (retention's ``keep_last``: a base snapshot, history before it
+gone) come with their base snapshot (an entry's 8th element); the manifest names the
+base seq and its snapshot's digest. The check starts the chain at the base (its
+snapshot opened with the target's keys: it carries the link of the removed event
+there), as ``verify`` does, and the target gets the same compacted stream
+(:meth:`~statekeeper.backends.base.Backend.append_from_base`: the base and the first
+events in one write), or, on an engine that cannot hold one (Redis, S3, tiered), a
+:class:`~statekeeper.errors.BackupError` naming the agent before anything is written.
+
 **Streamed.** The files are read twice, chunk by chunk: a checking pass (everything
 above) that keeps per agent only its head, chain link and where its snapshot is, then
 a writing pass that re-reads (and re-authenticates) each chunk and appends its parts.
@@ -39,12 +48,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...backends.base import Capability
 from ...codec import ZERO_LINK
 from ...codec.pipeline import CHAIN_BROKEN
 from ...errors import AgentForgotten, BackupCorrupt, BackupError, IntegrityError, KeyNotFound
@@ -85,6 +96,8 @@ class _Plan:
     snapshot: tuple[int, int, int] | None = None
     snap_link: tuple[int, bytes] | None = None
     forgotten: bool = False
+    #: a stream compacted by retention: its base seq (0: whole from seq 1)
+    compacted: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +131,7 @@ def _entries(reader: FrameReader, chunk_streams: dict[str, Any]) -> Iterator[tup
             raise BackupCorrupt(path, f"chunk {index}", "malformed")
         for item in chunk:
             try:
-                agent_id, base, head, _tag, events, _snapshot, _keys = item
+                agent_id, base, head, _tag, events, _snapshot, _keys = item[:7]
             except (TypeError, ValueError):
                 raise BackupCorrupt(path, f"chunk {index}", "malformed entry") from None
             what = f"agent {agent_id!r}"
@@ -133,7 +146,8 @@ def _entries(reader: FrameReader, chunk_streams: dict[str, Any]) -> Iterator[tup
                 or stream_digest(pack_entry(item)) != entry["digest"]
             ):
                 raise BackupCorrupt(path, what, "differs from the manifest (seqs or digest)")
-            if [e[0] for e in events] != list(range(base + 1, head + 1)):
+            start = check_base(path, agent_id, item, entry)
+            if [e[0] for e in events] != list(range(start + 1, head + 1)):
                 raise BackupCorrupt(path, what, "the stream has a gap")
             yield index, item
     missing = [a for a, e in chunk_streams.items() if e["chunk"] is not None and a not in seen]
@@ -141,6 +155,33 @@ def _entries(reader: FrameReader, chunk_streams: dict[str, Any]) -> Iterator[tup
         raise BackupCorrupt(
             path, f"agent {missing[0]!r}", "listed in the manifest, not in any chunk"
         )
+
+
+def check_base(path: str, agent_id: str, item: list[Any], listed: dict[str, Any]) -> int:
+    """Where the entry's events start after (its base, or for a stream compacted by
+    retention copied whole, its compaction base), checked against the manifest: a
+    compacted stream's base seq and base snapshot digest must be the manifest's, and
+    an entry the manifest calls compacted must carry its base snapshot."""
+    what = f"agent {agent_id!r}"
+    compacted = listed.get("compacted", 0)
+    if len(item) == 7:
+        if compacted and not item[1]:
+            raise BackupCorrupt(path, what, "its base snapshot (compacted stream) is missing")
+        return int(item[1])
+    base = item[7]
+    if len(item) != 8 or item[1] or not isinstance(base, list | tuple) or len(base) != 4:
+        raise BackupCorrupt(path, what, "malformed entry (base snapshot)")
+    if base[0] != compacted or _digest(base[3]) != listed.get("base_digest"):
+        raise BackupCorrupt(
+            path, what, "its base snapshot (compacted stream) differs from the manifest's"
+        )
+    if not 0 < base[0] < item[2]:
+        raise BackupCorrupt(path, what, f"base seq {base[0]} is not below its head {item[2]}")
+    return int(base[0])
+
+
+def _digest(checksum: Any) -> str:
+    return hashlib.sha256(checksum).hexdigest() if isinstance(checksum, bytes) else ""
 
 
 def iter_entries(path: str | os.PathLike[str], key: BackupKey) -> Iterator[Any]:
@@ -199,10 +240,12 @@ def _check(
         try:
             listed: dict[str, Any] = reader.streams
             for index, item in _entries(reader, listed):
-                agent_id, base, head, _tag, events, snapshot, _keys = item
+                agent_id, base, head, _tag, events, snapshot, _keys = item[:7]
                 plan = plans.get(agent_id)
                 if base == 0:
                     plan = plans[agent_id] = _Plan(number)
+                    if len(item) > 7:  # compacted by retention: the chain starts at its base
+                        _from_base(store, path, agent_id, plan, item[7])
                 elif plan is None or plan.head != base:
                     raise BackupCorrupt(
                         path,
@@ -230,6 +273,29 @@ def _check(
         finally:
             reader.close()
     return plans
+
+
+def _from_base(store: StateStore, path: str, agent_id: str, plan: _Plan, base: list[Any]) -> None:
+    """Start a compacted stream's check at its base snapshot: opened with the target's
+    keys, its chain link (the link of the removed event at its seq) is where the chain
+    of the events after it must go on from — as ``verify`` checks a compacted stream."""
+    seq, ts, payload, checksum = base
+    plan.compacted = plan.head = seq
+    try:
+        opened = store.codec.open(agent_id, seq, SNAPSHOT_TYPE, ts, payload, checksum)
+    except AgentForgotten:
+        plan.forgotten = True
+        return
+    except KeyNotFound:
+        raise
+    except IntegrityError as exc:
+        raise BackupCorrupt(
+            path, f"agent {agent_id!r}", f"its base snapshot does not verify: {exc}"
+        ) from None
+    if opened.prev is None:
+        raise BackupCorrupt(path, f"agent {agent_id!r}", "its base snapshot carries no chain link")
+    plan.link = opened.prev
+    plan.snap_link = (seq, opened.prev)
 
 
 def _follow(
@@ -284,9 +350,14 @@ async def _write_part(
 ) -> None:
     """Append one part (its base the stream's head now), in pieces cut at idempotency
     keys; ``tag`` (the head tag) on the last piece of the stream's last part."""
-    _, base, head, _, raw_events, snap, key_rows = item
+    _, base, head, _, raw_events, snap, key_rows = item[:7]
     events = [RawEvent(s, k, t, p, c) for s, k, t, p, c in raw_events]
     keyed = {first: (name, last) for name, first, last in key_rows}
+    from_base = RawSnapshot(*item[7]) if len(item) > 7 else None
+    if from_base is not None:
+        base = from_base.seq  # compacted: the events start after the base snapshot
+        if snap is not None and snap[0] == base:
+            snap = None  # the latest snapshot is the base itself: written with it
     seq = base
     while seq < head:
         key: str | None = None
@@ -298,9 +369,13 @@ async def _write_part(
         snapshot = None
         if snapshot_here and snap is not None and seq < snap[0] <= end:
             snapshot = RawSnapshot(snap[0], snap[1], snap[2], snap[3])
-        await store.backend.append(
-            AppendRequest(agent_id, seq, part, snapshot, key, head_tag=tag if end == head else None)
+        request = AppendRequest(
+            agent_id, seq, part, snapshot, key, head_tag=tag if end == head else None
         )
+        if from_base is not None and seq == from_base.seq:
+            await store.backend.append_from_base(request, from_base)
+        else:
+            await store.backend.append(request)
         seq = end
     if snapshot_here and snap is not None and snap[0] <= base:  # taken before this part
         await store.backend.save_snapshot(agent_id, RawSnapshot(snap[0], snap[1], snap[2], snap[3]))
@@ -368,6 +443,7 @@ async def restore(
                 f"the target store already holds {len(present)} of the agents (e.g."
                 f" {present[0]!r}): restore into an empty store, or delete them first"
             )
+        _check_target_takes(store, plans, tags)
         written = await _write_all(store, paths, key, ids, plans, tags, concurrency, progress)
     result = RestoreResult(
         len(tags),
@@ -389,6 +465,23 @@ async def restore(
         details["kept_target_streams"] = len(kept)
     await emit(audit, GovernanceEvent("restore", None, "ok", details=details))
     return result
+
+
+def _check_target_takes(store: StateStore, plans: dict[str, _Plan], tags: dict[str, bytes]) -> None:
+    """A stream compacted by retention is written as it is stored (its base snapshot,
+    then the events after it): the target engine must be able to hold one, else
+    :class:`~statekeeper.errors.BackupError` before anything is written."""
+    if store.backend.supports(Capability.BASE_IMPORT):
+        return
+    compacted = sorted(a for a in tags if plans[a].compacted)
+    if compacted:
+        plan = plans[compacted[0]]
+        raise BackupError(
+            f"agent {compacted[0]!r} (and {len(compacted) - 1} more) was compacted by"
+            f" retention (its history before seq {plan.compacted + 1} is gone): the target"
+            f" engine {store.backend.name} cannot hold a compacted stream; restore into"
+            " memory, SQLite or PostgreSQL (nothing was restored)"
+        )
 
 
 def _check_namespace(store: StateStore, listed: set[str]) -> None:

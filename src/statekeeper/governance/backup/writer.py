@@ -17,6 +17,13 @@ in time and the file shipped in chunks (format version 2, see
 record at the previous head is unchanged is copied from there on; one that was
 re-created is copied whole; one deleted is listed as deleted. Restore applies a full
 backup and its incrementals in order.
+
+**Compacted streams** (retention's ``keep_last``) are copied as stored: their events
+after the base and their base snapshot (an 8th element of the entry; the manifest's
+``compacted`` base seq and ``base_digest``). An incremental backup of a stream whose
+base moved since the parent (retention ran in between; one read of each agent's first
+stored seq on an engine that prunes) copies it whole from its new base, so a restore
+rebuilds it as the source holds it, never with the history the source removed.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack  # type: ignore[import-untyped]
 
+from ...backends.base import Capability
 from ...errors import BackupError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
@@ -41,7 +49,7 @@ from .location import Location
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
-    from ...records import StreamRows
+    from ...records import SnapshotRow, StreamRows
     from ...store import StateStore
 
 __all__ = ["BackupResult", "backup", "stream_digest"]
@@ -104,60 +112,112 @@ def _last_digest(checksum: bytes) -> str:
     return hashlib.sha256(checksum).hexdigest()
 
 
-def _entry(export: StreamRows, cut: int, previous: dict[str, Any] | None) -> list[Any] | None:
-    """One agent's stream entry, ``[agent, base, head, tag, events, snapshot, keys]``,
-    from an export of ``base..cut`` (None: the export is not a gap-free slice ending at
-    ``cut``: the stream changed under the read). Records stay the stored bytes, as the
-    rows came (tuples pack as msgpack arrays, as lists do)."""
+def _entry(
+    export: StreamRows,
+    cut: int,
+    previous: dict[str, Any] | None,
+    base_snapshot: SnapshotRow | None = None,
+) -> list[Any] | None:
+    """One agent's stream entry, ``[agent, base, head, tag, events, snapshot, keys]``
+    (and, for a stream compacted by retention copied whole, an 8th element: its base
+    snapshot), from an export of ``base..cut`` (None: the export is not a gap-free
+    slice ending at ``cut``, or a compacted stream's base is not ``base_snapshot``: the
+    stream changed under the read). Records stay the stored bytes, as the rows came
+    (tuples pack as msgpack arrays, as lists do)."""
     base = previous["head"] if previous is not None and 0 < previous["head"] <= cut else 0
     raw = export.events
+    start = base
     if base:
         assert previous is not None
         if raw and raw[0][0] == base and _last_digest(raw[0][4]) == previous["last"]:
             raw = raw[1:]
         else:
             return None
-    if len(raw) != cut - base or (raw and (raw[0][0] != base + 1 or raw[-1][0] != cut)):
+    elif raw and raw[0][0] > 1:  # compacted by retention: it starts after its base
+        start = raw[0][0] - 1
+        if base_snapshot is None or base_snapshot[0] != start:
+            return None
+    if len(raw) != cut - start or (raw and (raw[0][0] != start + 1 or raw[-1][0] != cut)):
         return None
     snap = export.snapshot
     keys = export.keys
-    return [
+    entry = [
         export.agent_id,
         base,
         cut,
         export.head_tag if export.head_tag is not None and export.head == cut else None,
         raw,
         snap if snap is not None and snap[0] > base else None,
-        [k for k in keys if base < k[1] and k[2] <= cut] if keys else [],
+        [k for k in keys if start < k[1] and k[2] <= cut] if keys else [],
     ]
+    if start > base:
+        entry.append(base_snapshot)
+    return entry
+
+
+async def _base_snapshot(backend: Backend, agent_id: str, export: StreamRows) -> SnapshotRow | None:
+    """The base snapshot of a stream compacted by retention (its first event's seq
+    minus one), or None (not compacted, or the snapshot is not there any more)."""
+    events = export.events
+    if not events or events[0][0] <= 1:
+        return None
+    raw = await backend.latest_snapshot(agent_id, events[0][0] - 1)
+    if raw is None:
+        return None
+    return (raw.seq, raw.timestamp, bytes(raw.payload), bytes(raw.checksum))
+
+
+async def _compaction_bases(backend: Backend, agent_ids: list[str]) -> list[int]:
+    """Each agent's compaction base now (its first stored event's seq minus one)."""
+
+    async def one(agent_id: str) -> int:
+        first = await backend.read(agent_id, 0, None, limit=1)
+        return first[0].seq - 1 if first else 0
+
+    return list(await asyncio.gather(*(one(a) for a in agent_ids)))
 
 
 async def _copy_batch(
     backend: Backend, batch: list[tuple[str, int]], previous: dict[str, Any]
 ) -> list[list[Any] | None]:
     """Entries for ``(agent, cut)`` pairs; an agent whose stream changed under the
-    read (deleted, re-created) is read again at its current head, or is None (gone)."""
+    read (deleted, re-created, compacted) is read again at its current head, or is
+    None (gone). An incremental entry of a stream whose compaction base moved since
+    the parent (retention ran in between) is a whole copy from its new base: the
+    restore then rebuilds it as the source holds it, history before the base gone."""
     ranges = []
-    for agent_id, cut in batch:
+    prevs: list[dict[str, Any] | None] = []
+    if previous and backend.supports(Capability.PRUNE):
+        bases = await _compaction_bases(backend, [a for a, _ in batch])
+    else:
+        bases = [0] * len(batch)
+    for (agent_id, cut), now in zip(batch, bases, strict=True):
         prev = previous.get(agent_id)
+        if prev is not None and prev.get("compacted", 0) != now:
+            prev = None  # the base moved: copied whole, from the new base
+        prevs.append(prev)
         base = prev["head"] if prev is not None and 0 < prev["head"] <= cut else 0
         ranges.append((agent_id, base, cut))
     exports = await backend.export_rows(ranges)
     out: list[list[Any] | None] = []
-    for (agent_id, cut), export in zip(batch, exports, strict=True):
-        entry = _entry(export, cut, previous.get(agent_id))
+    for (agent_id, cut), export, prev in zip(batch, exports, prevs, strict=True):
+        compacted = prev is None and export.events and export.events[0][0] > 1
+        based = await _base_snapshot(backend, agent_id, export) if compacted else None
+        entry = _entry(export, cut, prev, based)
         attempts = 0
-        while entry is None:  # deleted, or deleted and re-created, under the read
+        while entry is None:  # deleted, re-created or compacted under the read
             attempts += 1
             if attempts > 3:
                 raise BackupError(
-                    f"agent {agent_id!r} kept changing under the backup (deleted and re-created)"
+                    f"agent {agent_id!r} kept changing under the backup (deleted and"
+                    " re-created, or compacted)"
                 )
             cut = await backend.head(agent_id)
             if cut == 0:
                 break  # gone: counted as vanished
             (export,) = await backend.export_rows([(agent_id, 0, cut)])
-            entry = _entry(export, cut, None)  # copied whole
+            based = await _base_snapshot(backend, agent_id, export)
+            entry = _entry(export, cut, None, based)  # copied whole
         out.append(entry)
     return out
 
@@ -276,7 +336,7 @@ async def backup(
                     packed: bytes = packb(entry)
                     events, snapshot = entry[4], entry[5]
                     last = events[-1][4] if events else None
-                    streams[agent_id] = {
+                    stream = streams[agent_id] = {
                         "base": entry[1],
                         "head": entry[2],
                         "events": len(events),
@@ -288,6 +348,7 @@ async def backup(
                         else previous.get(agent_id, {}).get("last", ""),
                         "chunk": None,
                     }
+                    _mark_compacted(stream, entry, previous.get(agent_id))
                     if not events and snapshot is None:
                         continue  # unchanged since the parent: nothing to store
                     size = len(packed)
@@ -338,6 +399,20 @@ async def backup(
     )
     await _audit_backup(audit, result)
     return result
+
+
+def _mark_compacted(stream: dict[str, Any], entry: list[Any], previous: Any) -> None:
+    """The manifest's record of a stream compacted by retention: ``compacted`` (its
+    base seq) and ``base_digest`` (SHA-256 of the base snapshot's checksum, which
+    carries the chain link there), from the entry's base snapshot, or carried over
+    from the parent (an incremental entry continuing the same compacted stream)."""
+    if len(entry) > 7:
+        base = entry[7]
+        stream["compacted"] = base[0]
+        stream["base_digest"] = _last_digest(base[3])
+    elif entry[1] and previous is not None and previous.get("compacted"):
+        stream["compacted"] = previous["compacted"]
+        stream["base_digest"] = previous["base_digest"]
 
 
 async def _audit_backup(audit: AuditSink | None, result: BackupResult) -> None:
