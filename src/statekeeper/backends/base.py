@@ -424,6 +424,18 @@ class Backend(abc.ABC):
         """
         raise CapabilityUnsupported(self.name, Capability.PRUNE.value)
 
+    async def stream_bases(self, agent_ids: Sequence[str]) -> list[int]:
+        """Each agent's base: the seq before its first stored event (0 for a whole
+        stream, or no agent; more after :meth:`prune`). An incremental backup reads
+        it for every agent to tell a compaction since its parent. The default reads
+        one event per agent; SQLite answers a page of agents in one statement."""
+
+        async def one(agent_id: str) -> int:
+            first = await self.read(agent_id, 0, None, limit=1)
+            return first[0].seq - 1 if first else 0
+
+        return list(await asyncio.gather(*(one(a) for a in agent_ids)))
+
     async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
         """Create ``request.agent_id`` as a stream compacted at ``base.seq`` — what
         :meth:`prune` leaves: the snapshot ``base`` is its base, no event at or below it

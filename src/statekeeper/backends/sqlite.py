@@ -1792,6 +1792,27 @@ class SQLiteBackend(Backend):
                     out += export_slices(reader, chunk)
         return out
 
+    async def stream_bases(self, agent_ids: Sequence[str]) -> list[int]:
+        """One statement per page of agents (the first seq of each, on the events'
+        primary key)."""
+        out: list[int] = []
+        with _translated(self.path):
+            reader = self._reader()
+            for start in range(0, len(agent_ids), 500):
+                page = agent_ids[start : start + 500]
+                for agent_id in page:
+                    check_stored_id(agent_id)
+                marks = ",".join("?" * len(page))
+                firsts = dict(
+                    reader.execute(
+                        "SELECT agent_id, min(seq) FROM sk_events"
+                        f" WHERE agent_id IN ({marks}) GROUP BY agent_id",
+                        page,
+                    ).fetchall()
+                )
+                out += [max(firsts.get(a, 1) - 1, 0) for a in page]
+        return out
+
     @property
     def lists_by_write(self) -> bool:  # type: ignore[override]
         """True once the file has its last-write index (a file written by an older

@@ -212,6 +212,10 @@ class ObservedBackend(Backend):
         )
         return page
 
+    async def stream_bases(self, agent_ids: Sequence[str]) -> list[int]:
+        # an incremental backup's page of first seqs: the engine's own, untimed
+        return await self.inner.stream_bases(agent_ids)
+
     async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
         # a restore of a compacted stream (one call per such stream): the engine's own
         return await self.inner.append_from_base(request, base)

@@ -152,8 +152,10 @@ class CapabilityConformance(Contract):
         await backend.save_snapshot("a", snapshot(3))
         await backend.append(tagged(request("a", 4, 2, snap_at=6), b"t6"))
         await backend.append(tagged(request("b", 0, 3, snap_at=2), b"b3"))
+        assert await backend.stream_bases(["a", "b", "ghost"]) == [0, 0, 0]
         await backend.prune("a", 3, [6])
         assert [e.seq for e in await backend.read("a")] == [4, 5, 6]
+        assert await backend.stream_bases(["a", "b", "ghost"]) == [3, 0, 0]
         assert [e.seq for e in await backend.read("a", 1, 5)] == [4, 5]
         assert await backend.head_tag("a") == (6, b"t6")
         assert await backend.latest_snapshot("a") == snapshot(3)

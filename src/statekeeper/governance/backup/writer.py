@@ -167,16 +167,6 @@ async def _base_snapshot(backend: Backend, agent_id: str, export: StreamRows) ->
     return (raw.seq, raw.timestamp, bytes(raw.payload), bytes(raw.checksum))
 
 
-async def _compaction_bases(backend: Backend, agent_ids: list[str]) -> list[int]:
-    """Each agent's compaction base now (its first stored event's seq minus one)."""
-
-    async def one(agent_id: str) -> int:
-        first = await backend.read(agent_id, 0, None, limit=1)
-        return first[0].seq - 1 if first else 0
-
-    return list(await asyncio.gather(*(one(a) for a in agent_ids)))
-
-
 async def _copy_batch(
     backend: Backend, batch: list[tuple[str, int]], previous: dict[str, Any]
 ) -> list[list[Any] | None]:
@@ -188,7 +178,7 @@ async def _copy_batch(
     ranges = []
     prevs: list[dict[str, Any] | None] = []
     if previous and backend.supports(Capability.PRUNE):
-        bases = await _compaction_bases(backend, [a for a, _ in batch])
+        bases = await backend.stream_bases([a for a, _ in batch])
     else:
         bases = [0] * len(batch)
     for (agent_id, cut), now in zip(batch, bases, strict=True):
