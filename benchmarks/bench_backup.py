@@ -18,6 +18,15 @@ CPU-second exceeds the disk's MB/s.
         --tree src --tree /tmp/main-src
 
 ``--profile N``: cProfile (timer: process CPU time) of one backup, top N functions.
+
+``--incremental PCT``: incremental backups instead (the row path): a full backup is
+taken once (the parent, by the first ``--tree``), then PCT % of the agents saved once
+more, then each timed backup is ``backup(..., since=parent)`` (it reads every agent's
+head and, on an engine that prunes, its compaction base: issue 15, backups of retained
+stores). The store file is changed by it (``--db``: keep a copy).
+
+    python benchmarks/bench_backup.py --agents 20000 --events 3 --rounds 3 \
+        --incremental 10 --tree src --tree /tmp/main-src
 """
 
 from __future__ import annotations
@@ -74,7 +83,20 @@ def fsync(path: Path) -> None:
         os.fsync(fh.fileno())
 
 
-async def one_backup(url: str, key_hex: str, to: Path) -> tuple[float, float, int]:
+async def touch(url: str, agents: int, percent: float) -> None:
+    """Save ``percent`` % of the agents once more (what an incremental copies)."""
+    from statekeeper import StateStore
+    from statekeeper.codec.keys import Keyring
+
+    step = max(1, round(100 / percent))
+    async with StateStore(url, keyring=Keyring({"k1": MASTER})) as store:
+        for i in range(0, agents, step):
+            await store.save(f"tenant{i % 10}/agent-{i:07d}", {"step": -1, "status": "done"})
+
+
+async def one_backup(
+    url: str, key_hex: str, to: Path, since: str | None = None
+) -> tuple[float, float, int]:
     from statekeeper import StateStore
     from statekeeper.codec.keys import Keyring
     from statekeeper.governance.backup import BackupKey, backup
@@ -82,7 +104,7 @@ async def one_backup(url: str, key_hex: str, to: Path) -> tuple[float, float, in
     key = BackupKey(bytes.fromhex(key_hex))
     async with StateStore(url, keyring=Keyring({"k1": MASTER})) as store:
         cpu, start = time.process_time(), time.perf_counter()
-        result = await backup(store, to, key)
+        result = await backup(store, to, key, since=since)
         await asyncio.to_thread(fsync, to)  # the same durability as the raw copy
         return time.perf_counter() - start, time.process_time() - cpu, result.bytes_written
 
@@ -93,7 +115,7 @@ def worker(args: argparse.Namespace) -> None:
     if args.profile:
         profiler = cProfile.Profile(time.process_time)
         profiler.enable()
-    wall, cpu, written = asyncio.run(one_backup(args.url, args.key, Path(args.to)))
+    wall, cpu, written = asyncio.run(one_backup(args.url, args.key, Path(args.to), args.since))
     if args.profile:
         profiler.disable()
         stats = pstats.Stats(profiler, stream=sys.stderr)
@@ -103,16 +125,27 @@ def worker(args: argparse.Namespace) -> None:
     print(json.dumps({"wall": wall, "cpu": cpu, "written": written, "src": statekeeper.__file__}))
 
 
-def run_tree(tree: str, url: str, key_hex: str, to: Path, profile: int = 0) -> dict[str, float]:
+def run_tree(
+    tree: str,
+    url: str,
+    key_hex: str,
+    to: Path,
+    profile: int = 0,
+    since: Path | None = None,
+    keep: bool = False,
+) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--worker", "--tree", tree, "--url", url, "--key", key_hex]
     cmd += ["--to", str(to), "--profile", str(profile)]
+    if since is not None:
+        cmd += ["--since", str(since)]
     done = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"backup with --tree {tree} failed:\n{done.stderr}")
     if profile:
         print(done.stderr, file=sys.stderr)
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    to.unlink()
+    if not keep:
+        to.unlink()
     return result
 
 
@@ -124,7 +157,11 @@ def main() -> None:
     parser.add_argument("--tree", action="append", help="a src folder (repeatable)")
     parser.add_argument("--db", help="the store file: built if missing, kept after")
     parser.add_argument("--profile", type=int, default=0, help="cProfile one backup: top N")
+    parser.add_argument(
+        "--incremental", type=float, default=0.0, help="incremental backups: PCT %% changed"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--since", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--key", help=argparse.SUPPRESS)
     parser.add_argument("--to", help=argparse.SUPPRESS)
@@ -143,10 +180,17 @@ def main() -> None:
             start = time.perf_counter()
             asyncio.run(build(url, args.agents, args.events))
             built = time.perf_counter() - start
+        since: Path | None = None
+        if args.incremental > 0:
+            since = Path(tmp) / "parent.skb"
+            run_tree(trees[0], url, key_hex, since, keep=True)
+            if trees[0] not in sys.path:
+                sys.path.insert(0, trees[0])
+            asyncio.run(touch(url, args.agents, args.incremental))
         wal = Path(f"{db}-wal")
         size = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
         if args.profile:
-            run_tree(trees[0], url, key_hex, Path(tmp) / "b.skb", args.profile)
+            run_tree(trees[0], url, key_hex, Path(tmp) / "b.skb", args.profile, since)
             return
         copies: list[float] = []
         copy_cpu: list[float] = []
@@ -162,7 +206,7 @@ def main() -> None:
             copy_cpu.append(size / max(c_cpu, 1e-9) / 1e6)
             order = trees if round_no % 2 == 0 else trees[::-1]
             for tree in order:
-                got = run_tree(tree, url, key_hex, Path(tmp) / "b.skb")
+                got = run_tree(tree, url, key_hex, Path(tmp) / "b.skb", since=since)
                 row = per_tree[tree]
                 row["MBps"].append(size / got["wall"] / 1e6)
                 row["MB_per_cpu_s"].append(size / got["cpu"] / 1e6)
@@ -173,6 +217,7 @@ def main() -> None:
         report = {
             "agents": args.agents,
             "events_per_agent": args.events,
+            "incremental_percent_changed": args.incremental,
             "store_bytes": size,
             "build_seconds": round(built, 1),
             "raw_copy_MBps": [round(x, 1) for x in copies],
