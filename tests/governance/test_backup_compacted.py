@@ -84,6 +84,7 @@ CASES = [  # (source engine, target engine, the full backup's layout)
     ("sqlite", "sqlite", "sqlite-file"),
     ("postgresql", "sqlite", "streams"),
     ("memory", "postgresql", "streams"),
+    ("redis", "sqlite", "streams"),
 ]
 
 
@@ -277,7 +278,8 @@ async def test_a_tampered_file_backup_of_a_compacted_stream_restores_nothing(
 
 
 @pytest.mark.parametrize(
-    ("source", "target"), [("sqlite", "postgresql"), ("memory", "sqlite"), ("sqlite", "memory")]
+    ("source", "target"),
+    [("sqlite", "postgresql"), ("memory", "sqlite"), ("sqlite", "memory"), ("redis", "memory")],
 )
 @pytest.mark.parametrize("moved", ["past the parent's head", "below the parent's head"])
 async def test_an_incremental_across_a_compaction_restores_the_compacted_stream(
