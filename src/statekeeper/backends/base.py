@@ -730,6 +730,24 @@ class Backend(abc.ABC):
         (the engine creates them when it is opened)."""
         return None
 
+    # -- the checks a write starts with ----------------------------------------------
+
+    def _check_open(self) -> None:
+        """Raise :class:`~statekeeper.errors.StoreClosed` once :meth:`close` ran (each
+        engine that tracks it overrides this, naming itself); the default accepts."""
+        return None
+
+    def _check_writable(self) -> None:
+        """Raise :class:`~statekeeper.errors.ReadOnlyStore` when opened with
+        ``readonly=True`` (each engine that can be overrides this, naming itself); the
+        default accepts."""
+        return None
+
+    def _check_can_write(self) -> None:
+        """Both checks a write starts with: closed first, then read-only."""
+        self._check_open()
+        self._check_writable()
+
 
 class StoreRequest(AppendRequest):
     """An append built by the store's write pipeline, valid by construction: its agent

@@ -507,8 +507,7 @@ class S3Backend(Backend):
         return AppendResult(agent_id, first, last)
 
     async def append(self, request: AppendRequest) -> AppendResult:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         validate_request(request)
         self.refuse_fence(request)
         return await self._run(self._append_sync, request)
@@ -516,8 +515,7 @@ class S3Backend(Backend):
     async def append_batch(
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | BaseException]:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         return await super().append_batch(requests)
 
     def _put_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
@@ -598,8 +596,7 @@ class S3Backend(Backend):
         conditional PUT (``If-Match``), the newest one (which carries the head tag)
         last. S3 has no multi-object transaction: an interrupted rewrite leaves some
         records rewritten and others not (each one valid); running it again finishes it."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         validate_rewrite(request)
         await self._run(self._rewrite_sync, request)
 

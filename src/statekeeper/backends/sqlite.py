@@ -630,6 +630,16 @@ class SQLiteBackend(Backend):
                 conn.execute("ROLLBACK")
             raise
 
+    @contextlib.contextmanager
+    def _writing(self, agent_id: str = "*") -> Iterator[sqlite3.Connection]:
+        """The writer connection inside one :meth:`_write_transaction`, sqlite3's errors
+        typed by :func:`_translated` (naming ``agent_id``): every write op but the
+        appends, which answer a constraint that fired themselves."""
+        conn = self._writer
+        assert conn is not None
+        with _translated(self.path, agent_id), self._write_transaction(conn):
+            yield conn
+
     def _begin(self, conn: _Executes) -> None:
         """``BEGIN IMMEDIATE``: take the file's write lock, waiting while its holder
         makes progress (commits), and giving up with :class:`StoreLocked` when the
@@ -1195,9 +1205,7 @@ class SQLiteBackend(Backend):
         return [errors[i] if i in errors else next(it) for i in range(len(requests))]
 
     def _save_snapshot_sync(self, agent_id: str, snapshot: RawSnapshot) -> None:
-        conn = self._writer
-        assert conn is not None
-        with _translated(self.path), self._write_transaction(conn):
+        with self._writing() as conn:
             row = conn.execute(
                 "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
             ).fetchone()
@@ -1248,10 +1256,8 @@ class SQLiteBackend(Backend):
         return True
 
     def _rewrite_sync(self, request: RewriteRequest) -> None:
-        conn = self._writer
-        assert conn is not None
         agent_id = request.agent_id
-        with _translated(self.path, agent_id), self._write_transaction(conn):
+        with self._writing(agent_id) as conn:
             if not self._rewrite_one(conn, request):
                 row = conn.execute(
                     "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
@@ -1259,9 +1265,7 @@ class SQLiteBackend(Backend):
                 raise ConflictError(agent_id, request.expected_seq, row[0] if row else 0)
 
     def _rewrite_many_sync(self, requests: list[RewriteRequest]) -> list[bool]:
-        conn = self._writer
-        assert conn is not None
-        with _translated(self.path), self._write_transaction(conn):
+        with self._writing() as conn:
             if len({r.agent_id for r in requests}) == len(requests):
                 done = self._rewrite_page(conn, requests)
             else:  # one agent twice: each request sees the one before it
@@ -1330,9 +1334,7 @@ class SQLiteBackend(Backend):
         await self._write(self._rewrite_sync, request)
 
     def _prune_sync(self, agent_id: str, base_seq: int, drop: tuple[int, ...]) -> None:
-        conn = self._writer
-        assert conn is not None
-        with _translated(self.path, agent_id), self._write_transaction(conn):
+        with self._writing(agent_id) as conn:
             row = conn.execute(
                 "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
             ).fetchone()
@@ -1391,9 +1393,7 @@ class SQLiteBackend(Backend):
         return result
 
     def _delete_sync(self, agent_id: str) -> bool:
-        conn = self._writer
-        assert conn is not None
-        with _translated(self.path), self._write_transaction(conn):
+        with self._writing() as conn:
             existed = self._delete_rows(conn, agent_id)
         return existed
 
@@ -1411,9 +1411,7 @@ class SQLiteBackend(Backend):
         return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2])) if row else None
 
     def _lease_sync(self, op: str, agent_id: str, holder: str, token: int, ttl: float) -> Any:
-        conn = self._writer
-        assert conn is not None
-        with _translated(self.path, agent_id), self._write_transaction(conn):
+        with self._writing(agent_id) as conn:
             result = self._lease_op(conn, op, agent_id, holder, token, ttl)
         return result
 
@@ -1548,9 +1546,7 @@ class SQLiteBackend(Backend):
             return sqlite_feed.feed_bounds(self._reader())
 
     def _trim_feed_sync(self, through: int) -> int:
-        conn = self._writer
-        assert conn is not None
-        with _translated(self.path), self._write_transaction(conn):
+        with self._writing() as conn:
             dropped = sqlite_feed.trim_feed(conn, through)
         return dropped
 

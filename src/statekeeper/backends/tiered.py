@@ -345,8 +345,7 @@ class TieredBackend(Backend):
 
     async def initialize(self) -> None:
         """Initialize the durable tier, and the cold tier if any."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         await self.durable.initialize()
         if self.cold is not None:
             await self.cold.initialize()
@@ -449,8 +448,7 @@ class TieredBackend(Backend):
     # -- writes --------------------------------------------------------------------
 
     async def append(self, request: AppendRequest) -> AppendResult:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         validate_request(request)
         agent_id = request.agent_id
         self._touch(agent_id)
@@ -505,8 +503,7 @@ class TieredBackend(Backend):
     async def append_batch(
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | BaseException]:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         if not requests:
             return []
         agents = sorted({r.agent_id for r in requests})
@@ -547,8 +544,7 @@ class TieredBackend(Backend):
         return results
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         self._touch(agent_id)
         async with self._locks.hold(agent_id):
             try:
@@ -566,8 +562,7 @@ class TieredBackend(Backend):
                     await self._drop_hot(agent_id)
 
     async def delete_agent(self, agent_id: str) -> bool:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         self._last_used.pop(agent_id, None)
         async with self._locks.hold(agent_id):
             existed = await self.durable.delete_agent(agent_id)
@@ -617,8 +612,7 @@ class TieredBackend(Backend):
     async def rewrite(self, request: RewriteRequest) -> None:
         """Rewrite in the durable tier (see :meth:`Backend.rewrite`); the hot copy is
         dropped and refilled from the new bytes on the next read."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         async with self._locks.hold(request.agent_id):
             if self.cold is not None:
                 await self._rehydrate(request.agent_id, locked=True)
@@ -629,18 +623,15 @@ class TieredBackend(Backend):
     # leases live in the durable tier: it checks fences atomically with the append
 
     async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         return await self.durable.acquire_lease(agent_id, holder, ttl)
 
     async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         return await self.durable.renew_lease(agent_id, holder, token, ttl)
 
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         return await self.durable.release_lease(agent_id, holder, token)
 
     async def get_lease(self, agent_id: str) -> LeaseInfo | None:
@@ -728,8 +719,7 @@ class TieredBackend(Backend):
         return await self.durable.feed_bounds()
 
     async def trim_feed(self, through: int) -> int:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         self.require(Capability.FEED, "a tiered backend with a cold tier")
         return await self.durable.trim_feed(through)
 
@@ -868,8 +858,7 @@ class TieredBackend(Backend):
 
     async def demote_idle(self, now: float | None = None) -> list[str]:
         """Demote every agent idle longer than ``idle_after``; returns their ids."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         if self.cold is None or self.idle_after is None:
             return []
         cutoff = (self.clock() if now is None else now) - self.idle_after
@@ -893,8 +882,7 @@ class TieredBackend(Backend):
 
     async def demote(self, agent_id: str) -> bool:
         """Move one agent to the cold tier now. False if it has no durable stream."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         cold = self.cold
         if cold is None:
             raise ConfigurationError("no cold tier to demote to")

@@ -12,7 +12,8 @@ __all__ = ["titled_table"]
 
 def titled_table(title: str, **options: Any) -> Table:
     """A table titled on the left, a rule under its header, no padding at its edges
-    (``options``: more of :class:`rich.table.Table`'s, such as a caption)."""
+    (``options``: more of :class:`rich.table.Table`'s, such as a caption, or a
+    ``padding`` other than one space right of each cell)."""
     from rich import box
     from rich.table import Table
 
@@ -21,6 +22,5 @@ def titled_table(title: str, **options: Any) -> Table:
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
-        padding=(0, 1, 0, 0),
-        **options,
+        **{"padding": (0, 1, 0, 0), **options},
     )

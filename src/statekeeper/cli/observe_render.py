@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._markup import escape
+from ._table import titled_table
 from .charts import duration, hbar, human_bytes, state_bars
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+    from rich.table import Table
 
     from ..observability.analysis.markov import TransitionMatrix
     from ..observability.health import HealthReport
@@ -30,14 +32,9 @@ def matrix_table(m: TransitionMatrix, title: str) -> RenderableType:
     """The transition matrix as a heat map: one row per source state, each cell the
     probability (and count) coloured by its value; then the stationary share and the
     row's entropy."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(
-        title=f"{title}: P(row → column), n = {m.transitions} transitions",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
+    # rich's default padding (one space each side): two spaces between the columns
+    table = titled_table(
+        f"{title}: P(row → column), n = {m.transitions} transitions", padding=(0, 1)
     )
     table.add_column("from \\ to", overflow="fold")
     for s in m.states:
@@ -68,9 +65,6 @@ def matrix_table(m: TransitionMatrix, title: str) -> RenderableType:
 
 def health_renderables(report: HealthReport, width: int) -> list[RenderableType]:
     """Tables and bars of a health report, most urgent first."""
-    from rich import box
-    from rich.table import Table
-
     out: list[RenderableType] = []
     if report.breaches:
         out.append(
@@ -82,7 +76,7 @@ def health_renderables(report: HealthReport, width: int) -> list[RenderableType]
         out.append(state_bars({k or "-": v for k, v in report.by_state.items()}, width))
 
     def table(title: str, *columns: str) -> Table:
-        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        t = titled_table(title, padding=(0, 1))
         for c in columns:
             t.add_column(c, overflow="fold")
         return t

@@ -89,8 +89,7 @@ class Appends(PostgresPart):
         return row
 
     async def append(self, request: AppendRequest) -> AppendResult:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         validate_request(request)
         try:
             if not self._opened:
@@ -141,8 +140,7 @@ class Appends(PostgresPart):
     async def append_batch(
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | BaseException]:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         out, valid = validate_batch(requests)
         if len(valid) == 1:
             i, request = valid[0]
@@ -179,8 +177,7 @@ class Appends(PostgresPart):
         ``changes`` (a conditional delete, a snapshot) go first in the same
         transaction. After a lost connection, whether it committed is read back from
         the first request's stream (all or none landed)."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         validate_together(requests, changes)
         if not requests:
             raise ConfigurationError("append_together needs at least one append")

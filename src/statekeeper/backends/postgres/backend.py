@@ -501,8 +501,7 @@ class PostgresBackend(Appends, Leases, Reads, Rewrites, Backend):
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Remove history below a snapshot in one transaction (the head row locked
         ``FOR UPDATE``); a retry after a lost commit finds nothing left to remove."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
 
         async def op() -> None:
             async with self._connection() as conn, conn.transaction():

@@ -36,8 +36,7 @@ class Leases(PostgresPart):
         return await self._retrying(name, op)
 
     async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         ttl = validate_ttl(ttl)
         params = {"agent": agent_id, "holder": holder, "ttl": ttl}
         row = await self._lease_row("lease_acquire", params)
@@ -49,8 +48,7 @@ class Leases(PostgresPart):
         raise LeaseHeld(agent_id, current.holder, current.expires_at)
 
     async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         ttl = validate_ttl(ttl)
         params = {"agent": agent_id, "holder": holder, "token": token, "ttl": ttl}
         row = await self._lease_row("lease_renew", params)
@@ -60,8 +58,7 @@ class Leases(PostgresPart):
         raise lease_lost(agent_id, holder, token, current)
 
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         params = {"agent": agent_id, "holder": holder, "token": token}
         return await self._lease_row("lease_release", params) is not None
 

@@ -32,8 +32,7 @@ class Rewrites(PostgresPart):
     async def rewrite(self, request: RewriteRequest) -> None:
         """Replace stored record bytes in one transaction, if the head row (locked
         ``FOR UPDATE``) is still ``(expected_seq, expected_tag)``."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         validate_rewrite(request)
         agent_id = request.agent_id
         attempts = 0
@@ -90,8 +89,7 @@ class Rewrites(PostgresPart):
         """:meth:`Backend.rewrite_many` in one ``rw_many`` statement. A retry after a
         lost connection counts a request whose head already carries its new tag as
         applied (its commit landed), as :meth:`rewrite` does."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         for request in requests:
             validate_rewrite(request)
         if not requests:

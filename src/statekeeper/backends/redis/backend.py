@@ -519,8 +519,7 @@ class RedisBackend(Backend):
         return append_outcome(request, reply, _holder)
 
     async def append(self, request: AppendRequest) -> AppendResult:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         validate_request(request)
         if not self._reached:
             await self.open()
@@ -534,8 +533,7 @@ class RedisBackend(Backend):
     async def append_batch(
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | BaseException]:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         out, valid = validate_batch(requests)
         if valid and not self._reached:
             await self.open()
@@ -654,8 +652,7 @@ class RedisBackend(Backend):
 
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Remove history below a snapshot in one script (atomic); retried safely."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         h, sz = self._keys(agent_id)
         drop = sorted(set(drop_snapshots))
         args = [str(base_seq), *(str(s) for s in drop)]
@@ -670,8 +667,7 @@ class RedisBackend(Backend):
     async def rewrite(self, request: RewriteRequest) -> None:
         """Replace stored record bytes atomically (one script), if the head is still
         ``(expected_seq, expected_tag)``."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         validate_rewrite(request)
         h, sz = self._keys(request.agent_id)
         args: list[bytes | str] = [
@@ -747,8 +743,7 @@ class RedisBackend(Backend):
         return LeaseInfo(agent_id, bytes(reply[1]).decode(), int(reply[2]), float(reply[3]))
 
     async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         ttl = validate_ttl(ttl)
         key = self._lease_key(agent_id)
 
@@ -763,8 +758,7 @@ class RedisBackend(Backend):
         return self._lease(agent_id, reply)
 
     async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         ttl = validate_ttl(ttl)
         key = self._lease_key(agent_id)
 
@@ -780,8 +774,7 @@ class RedisBackend(Backend):
         return self._lease(agent_id, reply)
 
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         key = self._lease_key(agent_id)
 
         async def op() -> Any:
