@@ -1376,9 +1376,7 @@ class SQLiteBackend(Backend):
         await self._write(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))
 
     def _from_base_sync(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
-        conn = self._writer
-        assert conn is not None
-        with _translated(self.path, request.agent_id), self._write_transaction(conn):
+        with self._writing(request.agent_id) as conn:
             # a new stream's head claimed (refused if the agent exists), its events
             # from base + 1, then its base snapshot: one transaction
             result = self._append_one(conn, dataclasses.replace(request, expected_seq=0))

@@ -105,8 +105,7 @@ class Appends(PostgresPart):
         """``sk_append`` as for a new stream (its events from ``base.seq + 1``: the
         head row inserted, refused if the agent exists) and the base snapshot, in one
         transaction."""
-        self._check_open()
-        self._check_writable()
+        self._check_can_write()
         validate_from_base(request, base)
         if not self._opened:
             await self._ensure_open()
