@@ -208,6 +208,8 @@ def test_cli_plots_a_recording_as_svg_png_json_and_in_the_terminal(
     result = runner.invoke(app, [*args], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     assert "4 samples, 1 failed, 2026-12-02 10:00:00 → 2026-12-02 10:00:30 UTC" in result.stdout
+    headers = [ln.split()[:3] for ln in result.stdout.splitlines() if "over time" in ln]
+    assert headers and all(h == ["series", "over", "time"] for h in headers)  # not "s…"
     row = next(ln for ln in result.stdout.splitlines() if ln.startswith("p50"))
     assert row.split()[-6:] == ["100", "ms", "400", "ms", "100", "ms"]  # min, max, last
 

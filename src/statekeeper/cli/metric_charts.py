@@ -73,7 +73,7 @@ def _panel_table(panel: Panel, width: int) -> RenderableType:
         show_header=True,
         header_style="bold",
     )
-    label_width = min(24, max((len(ln.label) for ln in panel.lines), default=4))
+    label_width = min(24, max([len("series"), *(len(ln.label) for ln in panel.lines)]))
     spark = max(10, width - label_width - 3 * 11 - 8)
     table.add_column("series", max_width=label_width, overflow="ellipsis", no_wrap=True)
     table.add_column("over time", width=spark, no_wrap=True)
