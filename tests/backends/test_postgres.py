@@ -29,8 +29,8 @@ from statekeeper.errors import (
     ConfigurationError,
     ConflictError,
 )
-from statekeeper.records import AppendRequest, AppendResult, RawEvent
-from statekeeper.testing import BackendConformance, request
+from statekeeper.records import AppendRequest, AppendResult, RawEvent, RawSnapshot
+from statekeeper.testing import BackendConformance, request, snapshot
 
 from ._services import (
     POSTGRES_DSN,
@@ -353,6 +353,37 @@ async def test_an_append_whose_reply_is_lost_is_settled_exactly_once(
         assert [e.seq for e in await backend.read("a")] == [1, 2, 3]
         if keyed:
             assert await backend.lookup_key("a", "k") == AppendResult("a", 2, 3, True)
+    finally:
+        await backend.close()
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["commit-landed", "never-sent"])
+async def test_a_compacted_stream_whose_reply_is_lost_is_settled_exactly_once(
+    schema: str, monkeypatch: pytest.MonkeyPatch, landed: bool
+) -> None:
+    """A restore's ``append_from_base`` whose connection dies around the commit: the
+    stream is written once, and the retry does not meet its own stream as a conflict."""
+    backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2, retry_timeout=5)
+    try:
+        real = backend._from_base_once
+        calls = 0
+
+        async def flaky(created: AppendRequest, base: RawSnapshot) -> AppendResult:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                if landed:
+                    await real(created, base)  # the commit happens...
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return await real(created, base)
+
+        monkeypatch.setattr(backend, "_from_base_once", flaky)
+        made = await backend.append_from_base(request("a", 3, 2, key="k"), snapshot(3))
+        assert (made.first_seq, made.last_seq) == (4, 5)
+        assert calls == (1 if landed else 2)  # landed: found by looking, not re-sent
+        assert [e.seq for e in await backend.read("a")] == [4, 5]
+        assert await backend.latest_snapshot("a") == snapshot(3)
+        assert await backend.lookup_key("a", "k") == AppendResult("a", 4, 5, True)
     finally:
         await backend.close()
 

@@ -110,30 +110,41 @@ class Appends(PostgresPart):
         if not self._opened:
             await self._ensure_open()
         created = dataclasses.replace(request, expected_seq=0)
+        tries = 0
 
         async def op() -> AppendResult:
-            async with self._connection() as conn, conn.transaction():
-                cur = await conn.execute(*self._statement(created))
-                row = await cur.fetchone()
-                assert row is not None
-                result = self._result(created, row)  # a conflict raises: rolled back
-                await conn.execute(
-                    self._sql["snap_save"],
-                    (
-                        request.agent_id,
-                        base.seq,
-                        base.timestamp,
-                        base.payload,
-                        base.checksum,
-                        request.agent_id,
-                        base.seq,
-                    ),
-                )
-            return result
+            nonlocal tries
+            tries += 1
+            if tries > 1 and await self._landed(created):  # an earlier try committed:
+                # its reply was lost, so sending it again would meet its own stream
+                return AppendResult(request.agent_id, request.events[0].seq, request.events[-1].seq)
+            return await self._from_base_once(created, base)
 
         result: AppendResult = await self._retrying("append_from_base", op)
         self._wrote()
         self._feed.poke()
+        return result
+
+    async def _from_base_once(self, created: AppendRequest, base: RawSnapshot) -> AppendResult:
+        """One try of :meth:`append_from_base`: the new stream's events and its base
+        snapshot in one transaction (a conflict raises: rolled back)."""
+        async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute(*self._statement(created))
+            row = await cur.fetchone()
+            assert row is not None
+            result = self._result(created, row)
+            await conn.execute(
+                self._sql["snap_save"],
+                (
+                    created.agent_id,
+                    base.seq,
+                    base.timestamp,
+                    base.payload,
+                    base.checksum,
+                    created.agent_id,
+                    base.seq,
+                ),
+            )
         return result
 
     async def append_batch(
