@@ -22,7 +22,7 @@ def _request(agent_id: str, expected: int, key: str | None = None) -> AppendRequ
     return AppendRequest(agent_id, expected, [event], idempotency_key=key)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+@pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     with fresh_url(request.param, tmp_path) as url:
         engine = open_backend(url)
@@ -153,13 +153,52 @@ async def test_a_prune_whose_preconditions_fail_writes_nothing(backend: Backend)
         )
 
 
-async def test_engines_without_it_refuse(tmp_path: Path) -> None:
+async def test_redis_commits_them_in_one_script_a_fence_and_a_tag_included(tmp_path: Path) -> None:
+    """On Redis the checks of every stream run before any write of the one script: a
+    stale fence or head tag on the LAST request leaves the first one and a delete
+    unwritten, and the feed gets the events of a committed call in order."""
+    import dataclasses
+
+    from statekeeper.errors import LeaseLost
+    from statekeeper.records import StreamChange
+
     with fresh_url("redis", tmp_path) as url:
         engine = open_backend(url)
         try:
-            assert not engine.appends_together
-            with pytest.raises(CapabilityUnsupported, match="append_together"):
-                await engine.append_together([_request("a", 0)])
-            assert await engine.head("a") == 0
+            await engine.append(_request("gone", 0))
+            lease = await engine.acquire_lease("b", "me", 30)
+            fenced = dataclasses.replace(_request("b", 0), fence=("me", lease.token + 1))
+            with pytest.raises(LeaseLost):
+                await engine.append_together(
+                    [_request("a", 0), fenced], [StreamChange("gone", delete_at=1)]
+                )
+            await engine.append(dataclasses.replace(_request("b", 0), head_tag=b"other"))
+            tagged = dataclasses.replace(_request("b", 1), check_tag=True, expected_tag=b"t")
+            with pytest.raises(ConflictError):
+                await engine.append_together([_request("a", 0), tagged])
+            assert await engine.head("a") == 0 and await engine.head("gone") == 1
+            before = (await engine.feed_bounds())[1]
+            fenced = dataclasses.replace(_request("b", 1), fence=("me", lease.token))
+            await engine.append_together(
+                [_request("a", 0), fenced], [StreamChange("gone", delete_at=1)]
+            )
+            fed = [(r.agent_id, r.event.seq) for r in await engine.read_feed(before)]
+            assert fed == [("a", 1), ("b", 2)]
+            assert await engine.head("gone") == 0
+            assert [a.agent_id for a in await engine.list_agents()] == ["a", "b"]
         finally:
             await engine.close()
+
+
+async def test_engines_without_it_refuse(tmp_path: Path) -> None:
+    from statekeeper.backends.tiered import TieredBackend
+
+    durable = open_backend(f"sqlite:///{tmp_path / 'durable.db'}")
+    engine = TieredBackend(durable, hot=open_backend("memory://"))
+    try:
+        assert not engine.appends_together
+        with pytest.raises(CapabilityUnsupported, match="append_together"):
+            await engine.append_together([_request("a", 0)])
+        assert await engine.head("a") == 0
+    finally:
+        await engine.close()

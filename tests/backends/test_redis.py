@@ -265,3 +265,69 @@ async def test_an_append_whose_reply_is_lost_is_settled_exactly_once(
         assert [e.payload for e in await backend.read("a")] == [b"payload-1", b"mine"]
     finally:
         await backend.close()
+
+
+def _flaky_script(backend: RedisBackend, name: str, landed: bool) -> list[int]:
+    """Make the script attribute ``name`` lose its first reply (after running it, when
+    ``landed``); the list counts its calls."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    real = getattr(backend, name)
+    calls = [0]
+
+    async def flaky(**kwargs: object) -> object:
+        calls[0] += 1
+        if calls[0] == 1:
+            if landed:
+                await real(**kwargs)
+            raise RedisConnectionError("Connection closed by server.")
+        return await real(**kwargs)
+
+    setattr(backend, name, flaky)
+    return calls
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["applied", "not-applied"])
+async def test_a_compacted_stream_whose_reply_is_lost_is_settled_exactly_once(
+    prefix: str, landed: bool
+) -> None:
+    """A restore's ``append_from_base`` whose connection dies around the script: the
+    stream is written once, and the retry does not meet its own stream as a conflict."""
+    from statekeeper.testing import snapshot
+
+    backend = RedisBackend(REDIS_URL, prefix=prefix, retry_timeout=5)
+    try:
+        calls = _flaky_script(backend, "_from_base_script", landed)
+        made = await backend.append_from_base(request("a", 3, 2, key="k"), snapshot(3))
+        assert (made.first_seq, made.last_seq) == (4, 5)
+        assert calls == [1 if landed else 2]  # applied: found by looking, not re-sent
+        assert [e.seq for e in await backend.read("a")] == [4, 5]
+        assert await backend.latest_snapshot("a") == snapshot(3)
+        assert await backend.lookup_key("a", "k") == AppendResult("a", 4, 5, True)
+    finally:
+        await backend.close()
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["applied", "not-applied"])
+async def test_appends_together_whose_reply_is_lost_are_settled_exactly_once(
+    prefix: str, landed: bool
+) -> None:
+    """``append_together`` (an audited write and its entry) whose reply is lost: the
+    script ran whole or not at all, so looking at the first stream settles all of them;
+    nothing is written twice, nothing reported lost."""
+    from statekeeper.records import StreamChange
+
+    backend = RedisBackend(REDIS_URL, prefix=prefix, retry_timeout=5)
+    try:
+        await backend.append(request("gone", 0))
+        calls = _flaky_script(backend, "_together_script", landed)
+        results = await backend.append_together(
+            [request("log", 0), request("a", 0, 2)], [StreamChange("gone", delete_at=1)]
+        )
+        assert results == [AppendResult("log", 1, 1), AppendResult("a", 1, 2)]
+        assert calls == [1 if landed else 2]
+        assert [e.seq for e in await backend.read("a")] == [1, 2]
+        assert [e.seq for e in await backend.read("log")] == [1]
+        assert await backend.head("gone") == 0
+    finally:
+        await backend.close()

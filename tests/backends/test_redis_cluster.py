@@ -165,3 +165,59 @@ async def test_failover_of_a_master_loses_no_acknowledged_write_and_keeps_fencin
             await backend.append(stale)
         assert await backend.read(fenced) == []
         await backend.close()
+
+
+async def test_a_governed_store_on_a_cluster_writes_each_entry_first(
+    cluster: LocalRedisCluster, tmp_path: Path
+) -> None:
+    """One script cannot touch two agents' keys on a cluster (different hash slots):
+    ``append_together`` is refused there, and the governed store writes each audit
+    entry ahead of the save, snapshot or delete it records (what a single server
+    commits together); the log verifies."""
+    from statekeeper import StateStore
+    from statekeeper.errors import CapabilityUnsupported
+    from statekeeper.governance import Audit, AuditLog, parse_policy
+    from statekeeper.security import Keyring
+
+    keyring = Keyring({"k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="})
+    store = StateStore(
+        f"{cluster.url}?prefix={namespace(tmp_path)}:",
+        keyring=keyring,
+        principal="app",
+        policy=parse_policy('[principals.app]\nwrite = ["tenant/**"]\n'),
+        audit=Audit(),
+        witness=False,
+    )
+    try:
+        backend = store.backend
+        assert isinstance(backend, RedisBackend) and backend.cluster
+        assert not backend.appends_together
+        with pytest.raises(CapabilityUnsupported, match="hash slots"):
+            await backend.append_together([AppendRequest("x", 0, [_event(1, b"x")])])
+        assert await backend.head("x") == 0
+        calls: list[str] = []
+        for name in ("append", "save_snapshot", "delete_agent", "append_together"):
+            method = getattr(backend, name)
+
+            async def call(*args: object, _m: object = method, _n: str = name) -> object:
+                first = args[0]
+                agent = first if isinstance(first, str) else first.agent_id  # type: ignore[attr-defined]
+                calls.append("log" if agent.startswith("\x01") else f"{_n} {agent}")
+                return await _m(*args)  # type: ignore[operator]
+
+            setattr(backend, name, call)
+        await store.save("tenant/a", {"n": 1})
+        await store.snapshot("tenant/a")
+        await store.delete("tenant/a")
+        assert calls == [
+            "log",
+            "append tenant/a",
+            "log",
+            "save_snapshot tenant/a",
+            "log",
+            "delete_agent tenant/a",
+        ], calls
+        report = await AuditLog(backend, keyring).verify()
+        assert report.ok and not report.unapplied, (report.problems, report.unapplied)
+    finally:
+        await store.close()

@@ -2,9 +2,9 @@
 a writer process SIGKILLed exactly at the audit entry, exactly at the write, or
 anywhere, leaves no write the log does not record (real child processes, real SIGKILL).
 
-Where one commit takes both (memory, SQLite, PostgreSQL: sync, ``group`` and ``async``
-saves) the log and the store hold exactly the same writes. Where it cannot (Redis, and
-every engine's deletes and snapshots) the entry is written first: a kill between the
+Where one commit takes both (memory, SQLite, PostgreSQL, Redis: sync, ``group`` and
+``async`` saves, deletes and snapshots) the log and the store hold exactly the same
+writes. Where it cannot (S3, a Redis Cluster) the entry is written first: a kill between the
 two leaves an entry for a write that did not happen, which ``AuditLog.verify`` reports
 in ``unapplied`` — never a write without an entry. (The SIGKILL cases of sync saves on
 SQLite and PostgreSQL are in ``test_audit_crash.py``.)"""
@@ -128,10 +128,11 @@ CHILD = textwrap.dedent(
 )
 
 ENGINES = ["sqlite", "postgresql", "redis"]
-#: engines without a commit for two streams: every write there is entry-first
-AHEAD = ["redis", "s3"]
+#: engines without a commit for two streams: every write there is entry-first (a Redis
+#: Cluster is too: tests/backends/test_redis_cluster.py)
+AHEAD = ["s3"]
 #: engines that commit a change (append, delete, snapshot) and its entry together
-TOGETHER = ["sqlite", "postgresql"]
+TOGETHER = ["sqlite", "postgresql", "redis"]
 
 
 @contextlib.contextmanager
@@ -288,7 +289,7 @@ async def _check(url: str, acked: Acked, *, exact: bool, durability: str = "sync
         await store.close()
 
 
-# -- sync saves on Redis and S3 (no commit for two streams: the entry goes first) ------
+# -- sync saves on S3 (no commit for two streams: the entry goes first) ----------------
 
 
 @pytest.mark.slow
@@ -337,7 +338,7 @@ def test_batched_saves_killed_at_an_entry_leave_both_or_neither(
     engine: str, url: str, tmp_path: Path, durability: str, kill_entry: int
 ) -> None:
     acked = _run_child(tmp_path, url, durability=durability, kill_entry=kill_entry)
-    asyncio.run(_check(url, acked, exact=engine != "redis", durability=durability))
+    asyncio.run(_check(url, acked, exact=True, durability=durability))
 
 
 @pytest.mark.slow
@@ -347,7 +348,7 @@ def test_batched_saves_killed_anywhere_leave_both_or_neither(
 ) -> None:
     for _ in range(3):
         acked = _run_child(tmp_path, url, durability=durability, acks_before_kill=20)
-        asyncio.run(_check(url, acked, exact=engine != "redis", durability=durability))
+        asyncio.run(_check(url, acked, exact=True, durability=durability))
 
 
 # -- deletes and snapshots: with their entry in one commit where the engine can ------
@@ -401,10 +402,10 @@ async def _state_of(url: str, agent: str) -> tuple[list[str], int, int | None]:
 @pytest.mark.slow
 @pytest.mark.parametrize("kill_write", [3, 4])
 def test_delete_and_snapshot_killed_between_entry_and_change_are_reported(
-    tmp_path: Path, kill_write: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill_write: int
 ) -> None:
-    # Redis (no commit for two streams): the entry first, then the change
-    with fresh_url("redis", tmp_path) as url:
+    # S3 (no commit for two streams): the entry first, then the change
+    with _store_url("s3", tmp_path, monkeypatch) as url:
         acked = _run_child(tmp_path, url, scenario="delete", kill_write=kill_write)
         unapplied = asyncio.run(_check(url, acked, exact=False))
         assert len(unapplied) == 1, unapplied

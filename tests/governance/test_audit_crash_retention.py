@@ -1,5 +1,5 @@
 """A retention run's compaction, thinning or purge commits with its audit entry on
-SQLite and PostgreSQL: a process SIGKILLed as the engine is asked for the change, or
+SQLite, PostgreSQL and Redis: a process SIGKILLed as the engine is asked for the change, or
 inside the engine's transaction after the change was made and before the commit, leaves
 both the change and its entry, or neither (real child process, real SIGKILL). Was: the
 entry first, then the base snapshot, then the prune (or the delete), each its own
@@ -119,10 +119,22 @@ async def _state(url: str) -> tuple[list[str], int, set[int], int]:
         await store.close()
 
 
+#: (engine, die inside its transaction): Redis makes the change and the entry in one
+#: Lua script, which the server runs whole, so there is no step inside it to die at
+KILLS = [
+    ("sqlite", False),
+    ("sqlite", True),
+    ("postgresql", False),
+    ("postgresql", True),
+    ("redis", False),
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+@pytest.mark.parametrize(
+    ("engine", "inside"), KILLS, ids=[f"{e}-{'inside' if i else 'before'}" for e, i in KILLS]
+)
 @pytest.mark.parametrize("scenario", ["compact", "thin", "purge"])
-@pytest.mark.parametrize("inside", [False, True], ids=["before", "inside"])
 def test_retention_killed_at_the_change_leaves_both_or_neither(
     tmp_path: Path, engine: str, scenario: str, inside: bool
 ) -> None:
@@ -146,7 +158,7 @@ def test_retention_killed_at_the_change_leaves_both_or_neither(
         assert head == 8 and first == 1 and after == before, (head, first, after, before)
 
 
-@pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql"])
+@pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql", "redis"])
 def test_retention_commits_its_change_with_its_entry(tmp_path: Path, engine: str) -> None:
     """(the counterpart: not killed, the run's change and its entry are both there,
     and the entry names the snapshots it dropped)"""
@@ -190,7 +202,7 @@ def test_retention_commits_its_change_with_its_entry(tmp_path: Path, engine: str
         asyncio.run(go(url))
 
 
-@pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql"])
+@pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql", "redis"])
 def test_a_purge_commits_its_entry_with_the_delete(tmp_path: Path, engine: str) -> None:
     async def go(url: str) -> None:
         from statekeeper.governance.retention import RetentionPolicy, apply_retention

@@ -1,7 +1,7 @@
 """Backups of stores that follow a retention policy: streams compacted by ``keep_last``
 (a base snapshot, the events after it, history before it gone) are backed up in both
 layouts (a SQLite store's file copy, rows for every other engine and for
-incrementals), restored into memory, SQLite and PostgreSQL as the same compacted
+incrementals), restored into memory, SQLite, PostgreSQL and Redis as the same compacted
 streams, and verified from their base; a tampered base or a missing event after it is
 refused with nothing restored; an incremental backup across a compaction restores the
 stream as the source holds it after the compaction."""
@@ -26,7 +26,7 @@ from statekeeper.governance.backup.fileformat import FrameReader, FrameWriter
 from statekeeper.governance.backup.writer import pack_entry, stream_digest
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 
-from ..backends._services import fresh_url
+from ..backends._services import fresh_url, moto_endpoint, s3_credentials
 
 STORE_KEY = bytes(range(32))
 #: t0 keeps its last 3 events, t1 everything (a mix of compacted and whole streams)
@@ -85,6 +85,8 @@ CASES = [  # (source engine, target engine, the full backup's layout)
     ("postgresql", "sqlite", "streams"),
     ("memory", "postgresql", "streams"),
     ("redis", "sqlite", "streams"),
+    ("sqlite", "redis", "sqlite-file"),
+    ("memory", "redis", "streams"),
 ]
 
 
@@ -279,7 +281,13 @@ async def test_a_tampered_file_backup_of_a_compacted_stream_restores_nothing(
 
 @pytest.mark.parametrize(
     ("source", "target"),
-    [("sqlite", "postgresql"), ("memory", "sqlite"), ("sqlite", "memory"), ("redis", "memory")],
+    [
+        ("sqlite", "postgresql"),
+        ("memory", "sqlite"),
+        ("sqlite", "memory"),
+        ("redis", "memory"),
+        ("sqlite", "redis"),
+    ],
 )
 @pytest.mark.parametrize("moved", ["past the parent's head", "below the parent's head"])
 async def test_an_incremental_across_a_compaction_restores_the_compacted_stream(
@@ -359,7 +367,7 @@ async def test_an_incremental_after_a_compacted_full_backup_goes_on_from_its_hea
 
 
 async def test_a_target_engine_that_cannot_hold_a_compacted_stream_refuses_first(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bkey = BackupKey(os.urandom(32))
     file = tmp_path / "b.skb"
@@ -368,9 +376,12 @@ async def test_a_target_engine_that_cannot_hold_a_compacted_stream_refuses_first
         await backup(src, file, bkey)
     finally:
         await src.__aexit__(None, None, None)
-    with fresh_url("redis", folder(tmp_path, "dst")) as url:
-        async with StateStore(url, keyring=keyring()) as dst:
-            with pytest.raises(BackupError, match=r"'t0/a00' \(and 2 more\).*compacted") as e:
-                await restore(dst, [file], bkey)
-            assert "nothing was restored" in str(e.value)
-            assert await dst.count_agents() == 0
+    for name, value in s3_credentials().items():  # S3 keeps no base of a stream
+        monkeypatch.setenv(name.upper() if name != "region_name" else "AWS_DEFAULT_REGION", value)
+    bucket = f"compacted-{os.urandom(6).hex()}"
+    url = f"s3://{bucket}/agents?endpoint_url={moto_endpoint()}&create_bucket=1"
+    async with StateStore(url, keyring=keyring()) as dst:
+        with pytest.raises(BackupError, match=r"'t0/a00' \(and 2 more\).*compacted") as e:
+            await restore(dst, [file], bkey)
+        assert "nothing was restored" in str(e.value)
+        assert await dst.count_agents() == 0

@@ -25,12 +25,12 @@ no entry can be forged, altered, removed or re-ordered unseen:
 
 **Durable with the write.** No mutation without its entry. On an engine that commits
 several streams' appends atomically (``Backend.appends_together``: memory, SQLite,
-PostgreSQL) the entries of appends (create, save, append, transition; sync, group and
-write-behind alike) are written in the *same commit* as the appends
-(:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`), and so are deletes,
+PostgreSQL, Redis on one server) the entries of appends (create, save, append,
+transition; sync, group and write-behind alike) are written in the *same commit* as
+the appends (:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`), and so are deletes,
 snapshots and retention's compactions, thinnings and purges
 (:meth:`AuditLog.record_with_change`): after a crash at any point both exist or neither
-does. Elsewhere (Redis, S3, tiered), and for the other mutations (leases, forget,
+does. Elsewhere (Redis Cluster, S3, tiered), and for the other mutations (leases, forget,
 rekey, a migration's rewrites), the entry is written *first*
 (marked ``ahead``; :meth:`AuditLog.record_ahead`) and voided by a second entry when
 the mutation fails: a crash between the two leaves at worst an entry of a change not
@@ -427,7 +427,7 @@ class AuditLog:
           the entries of the requests that succeed are in the SAME commit as them
           (one commit for the whole batch when nothing conflicts): after a crash
           both exist or neither does;
-        * elsewhere (Redis, S3, tiered) the entries are written FIRST, marked
+        * elsewhere (Redis Cluster, S3, tiered) the entries are written FIRST, marked
           ``ahead`` (naming the event they announce), then the requests; an entry
           whose request failed is voided by an entry saying so. A crash in between
           leaves at worst an entry for a write that did not happen, which

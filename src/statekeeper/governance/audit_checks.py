@@ -4,8 +4,8 @@ The log proves it is whole (keyed chain, authenticated head, witness). Whether e
 change it records is really in the store is a second question, answered here per kind
 of entry, from the entries of each agent in log order:
 
-* **appends** written ahead of their write (Redis, S3, tiered) of an agent deleted
-  afterwards: the delete's entry names the head it erased (seq and checksum), so an
+* **appends** written ahead of their write (Redis Cluster, S3, tiered) of an agent
+  deleted afterwards: the delete's entry names the head it erased (seq and checksum), so an
   append at that seq is applied iff its checksum is the erased one, one past it was
   never written, one below it was written iff it is the only entry claiming that seq.
 * **deletes** committed with their entry name the head they erased: every seq up to

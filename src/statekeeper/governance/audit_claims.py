@@ -11,8 +11,9 @@ entry claims was written by a process that did not keep the log (a plain
 so its agents' older events have no entries):
 
 * the agent's **epoch** is its stream since its last delete entry committed with its
-  delete (a delete starts it again at seq 1; one written ahead of its delete, on Redis,
-  S3 or tiered stores, may not have been made, so claims from before it still count);
+  delete (a delete starts it again at seq 1; one written ahead of its delete, on Redis
+  Cluster, S3 or tiered stores, may not have been made, so claims from before it still
+  count);
   events compacted away by a ``compact`` entry are gone and not asked;
 * after such a delete, **every** seq of the new stream (clock-free: the log was kept
   before the stream began);

@@ -20,7 +20,11 @@ beside it ``s:<agent>`` (zset of snapshot seqs, for "latest at or below"),
 ``agents`` (zset of ids, ordered by id for list_agents) and the feed (:mod:`.feed`).
 
 * Redis Cluster: every script touches the keys of one agent and of its shard (index,
-  feed), which share one hash slot, and declares them all in ``KEYS``. Durability: Redis
+  feed), which share one hash slot, and declares them all in ``KEYS``. The one
+  exception, :meth:`RedisBackend.append_together` (several agents' streams in one
+  script: a mutation and its audit entry), is offered on a single server only
+  (``appends_together`` is false on a cluster, where the governed store writes the
+  entry first). Durability: Redis
   replicates asynchronously, so a write acknowledged by the master alone can be lost
   when that master fails; ``wait_replicas=N`` makes every write wait (``WAIT``) for N
   replicas and report a shortfall as ``BackendError(maybe_applied=True)``: what
@@ -60,6 +64,7 @@ from ...errors import (
     BackendError,
     BackendRejected,
     BackendUnavailable,
+    CapabilityUnsupported,
     ConfigurationError,
     ConflictError,
     IntegrityError,
@@ -78,6 +83,7 @@ from ...records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamChange,
 )
 from ..base import (
     Backend,
@@ -87,8 +93,10 @@ from ..base import (
     check_prune,
     prefix_end,
     validate_batch,
+    validate_from_base,
     validate_request,
     validate_rewrite,
+    validate_together,
     validate_ttl,
 )
 from ..framing import pack_snapshot, unpack_snapshot
@@ -159,6 +167,8 @@ SCRIPTS = (
     "rewrite",
     "set_ttl",
     "prune",
+    "from_base",
+    "together",
 )
 
 
@@ -214,6 +224,7 @@ class RedisBackend(Backend):
             Capability.TTL,
             Capability.DROP_ALL,
             Capability.PRUNE,
+            Capability.BASE_IMPORT,
         }
     )
     #: the head tag is compared inside the append script (no read before a write)
@@ -290,6 +301,11 @@ class RedisBackend(Backend):
         self._ttl_script = register(lua("set_ttl"))
         self._rewrite_script = register(lua("rewrite"))
         self._prune_script = register(lua("prune"))
+        self._from_base_script = register(lua("from_base"))
+        self._together_script = register(lua("together"))
+        # one script writes every stream of append_together: a cluster keeps different
+        # agents in different hash slots, which one script cannot touch
+        self.appends_together = not self.cluster
         self._acquire_script = register(lua("lease_acquire"))
         self._renew_script = register(lua("lease_renew"))
         self._release_script = register(lua("lease_release"))
@@ -589,6 +605,119 @@ class RedisBackend(Backend):
                     except (ConflictError, LeaseLost) as exc:
                         out[i] = exc
         return [r if r is not None else BackendError("not attempted") for r in out]
+
+    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+        """The agent made as :meth:`prune` leaves a stream (base snapshot, base field
+        ``b``, the events after it) in one script, refused if the agent exists. A try
+        whose reply was lost is settled by looking (as :meth:`_landed` does for an
+        append): sent again, it would meet its own stream as a conflict."""
+        self._check_can_write()
+        validate_from_base(request, base)
+        if not self._reached:
+            await self.open()
+        keys, args = self._append_call(request)
+        keys = [*keys[:3], *keys[4:]]  # no lease: a new stream takes no fence
+        args = [str(base.seq), pack_snapshot(base), *args]
+        first, last = request.events[0].seq, request.events[-1].seq
+        tries = 0
+
+        async def op() -> Any:
+            nonlocal tries
+            tries += 1
+            if tries > 1 and await self._landed(request):
+                return [0, first, last]
+            return await self._write(request.agent_id, self._from_base_script, keys, args)
+
+        reply = await self._retrying("append_from_base", op)
+        if int(reply[0]) != 0:
+            raise ConflictError(request.agent_id, 0, int(reply[1]))
+        return AppendResult(request.agent_id, first, last)
+
+    async def append_together(
+        self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
+    ) -> list[AppendResult | None]:
+        """Every request and change in ONE script (:meth:`Backend.append_together`):
+        all checks, then all writes, so all or nothing. A reply lost on the way is
+        settled by looking at the first request's stream (all or none landed), as
+        :meth:`append` settles its own. Not on a Redis Cluster (``appends_together``
+        false): different agents live in different hash slots there."""
+        if not self.appends_together:
+            raise CapabilityUnsupported(
+                self.name,
+                "append_together",
+                "a Redis Cluster keeps different agents in different hash slots, which one"
+                " script cannot touch: the audit entry is written first there",
+            )
+        self._check_can_write()
+        validate_together(requests, changes)
+        if not requests:
+            raise ConfigurationError("append_together needs at least one append")
+        if not self._reached:
+            await self.open()
+        keys: list[bytes] = []
+        args: list[Any] = [str(len(requests)), str(len(changes)), "1" if self.feed else "0"]
+        args.append(self._ttl_ms)
+        for request in requests:
+            k, a = self._append_call(request)
+            keys += k
+            args += [str(len(request.events)), *a]
+        for change in changes:
+            ak = self._agent(change.agent_id)
+            keys += [ak.hash, ak.snapshots, ak.shard.index]
+            snap = change.snapshot
+            drop = sorted(set(change.drop_snapshots))
+            args += [
+                change.agent_id.encode(),
+                "" if change.delete_at is None else str(change.delete_at),
+                str(snap.seq) if snap is not None else "0",
+                pack_snapshot(snap) if snap is not None else b"",
+                "" if change.prune_to is None else str(change.prune_to),
+                str(len(drop)),
+                *(str(s) for s in drop),
+            ]
+        agent = requests[0].agent_id
+        try:
+            reply = await self._write(agent, self._together_script, keys, args)
+        except RedisError as exc:
+            outcome: list[AppendResult | None] = []
+
+            async def submit(_: AppendRequest) -> AppendResult:
+                nonlocal outcome
+                reply = await self._write(agent, self._together_script, keys, args)
+                outcome = self._together_outcome(requests, changes, reply)
+                return AppendResult(agent, 0, 0)  # (the outcome above is the answer)
+
+            await self._reconnect.settle_append(
+                requests[0], exc, landed=self._landed, submit=submit
+            )
+            if outcome:
+                return outcome
+            reply = [0]  # the first request landed: the script ran whole
+        return self._together_outcome(requests, changes, reply)
+
+    @staticmethod
+    def _together_outcome(
+        requests: Sequence[AppendRequest], changes: Sequence[StreamChange], reply: Any
+    ) -> list[AppendResult | None]:
+        """:meth:`append_together`'s answer from the script's reply (see together.lua):
+        the results, or the error of the check that stopped it (nothing written)."""
+        status = int(reply[0])
+        if status == 0:
+            return [AppendResult(r.agent_id, r.events[0].seq, r.events[-1].seq) for r in requests]
+        if status == 6:
+            request = requests[int(reply[1]) - 1]
+            result = append_outcome(request, reply[2:], _holder)  # raises unless a duplicate
+            return [result if r is request else None for r in requests]
+        change = changes[int(reply[1]) - 1]
+        head = int(reply[2])
+        if status == 5:
+            snap = change.snapshot
+            expected = change.delete_at if change.delete_at is not None else snap.seq if snap else 0
+            raise ConflictError(change.agent_id, expected, head)
+        assert change.prune_to is not None
+        drop = sorted(set(change.drop_snapshots))
+        check_prune(change.agent_id, head, change.prune_to, bool(int(reply[3])), drop)
+        raise BackendError(f"redis refused the prune of {change.agent_id!r} (reply {status})")
 
     async def _recover(self, request: AppendRequest, exc: RedisError) -> AppendResult:
         """Settle an append whose reply was lost: stored, not stored, or someone else's

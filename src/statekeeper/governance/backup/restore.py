@@ -21,7 +21,7 @@ base seq and its snapshot's digest. The check starts the chain at the base (its
 snapshot opened with the target's keys: it carries the link of the removed event
 there), as ``verify`` does, and the target gets the same compacted stream
 (:meth:`~statekeeper.backends.base.Backend.append_from_base`: the base and the first
-events in one write), or, on an engine that cannot hold one (Redis, S3, tiered), a
+events in one write), or, on an engine that cannot hold one (S3, tiered), a
 :class:`~statekeeper.errors.BackupError` naming the agent before anything is written.
 
 **Streamed.** The files are read twice, chunk by chunk: a checking pass (everything
@@ -480,7 +480,7 @@ def _check_target_takes(store: StateStore, plans: dict[str, _Plan], tags: dict[s
             f"agent {compacted[0]!r} (and {len(compacted) - 1} more) was compacted by"
             f" retention (its history before seq {plan.compacted + 1} is gone): the target"
             f" engine {store.backend.name} cannot hold a compacted stream; restore into"
-            " memory, SQLite or PostgreSQL (nothing was restored)"
+            " memory, SQLite, PostgreSQL or Redis (nothing was restored)"
         )
 
 

@@ -1,0 +1,87 @@
+-- The two halves of an append, shared by append.lua, together.lua and from_base.lua.
+-- An append's fields sit in argv[a0 + 1 .. a0 + 13] as append.lua's ARGV 1..13 (agent,
+-- expected, key|'', default ttl ms, first ts, last ts, snapshot seq|'0', snapshot
+-- blob, head tag|'', fence holder|'', fence token, tag check, expected tag), its n
+-- events after them. Needs common.lua (fmt, touch, ttl_of).
+
+-- The checks, nothing written: nil when the append may go ahead, else append.lua's
+-- reply: {1, first, last} duplicate | {2, head, 0} conflict | {3, token, 0, holder}.
+local function check_append(h, lease, argv, a0)
+  if argv[a0 + 10] ~= '' then
+    local cur = redis.call('HMGET', lease, 'o', 'n')
+    if (not cur[1]) or cur[1] ~= argv[a0 + 10] or tonumber(cur[2]) ~= tonumber(argv[a0 + 11]) then
+      return {3, tonumber(cur[2] or '0'), 0, cur[1] or ''}
+    end
+  end
+  local key = argv[a0 + 3]
+  if key ~= '' then
+    local v = redis.call('HGET', h, 'k:' .. key)
+    if v then
+      local a, b = string.match(v, '^(%d+):(%d+)$')
+      return {1, tonumber(a), tonumber(b)}
+    end
+  end
+  local head = tonumber(redis.call('HGET', h, 'h') or '0')
+  if head ~= tonumber(argv[a0 + 2]) then return {2, head, 0} end
+  local check = argv[a0 + 12]
+  if check ~= '' and head > 0 then
+    local tag = redis.call('HGET', h, 'g')
+    if check == '0' then
+      if tag then return {2, head, 0} end
+    elseif tag ~= argv[a0 + 13] then
+      return {2, head, 0}
+    end
+  end
+  return nil
+end
+
+-- The writes of a checked append: the events, then the head in one HSET with the
+-- update stamp, the creation stamp (created: a new stream) and the idempotency key,
+-- then the head tag, the snapshot, the index entry, the feed (fc, fs: its counter and
+-- stream; nil without a feed) and the TTL. Returns the last seq.
+local function write_append(h, sz, idx, fc, fs, argv, a0, n, created)
+  local agent, key = argv[a0 + 1], argv[a0 + 3]
+  local expected = tonumber(argv[a0 + 2])
+  local last = expected + n
+  local fields = {}
+  for i = 1, n do
+    fields[#fields + 1] = 'e:' .. fmt(expected + i)
+    fields[#fields + 1] = argv[a0 + 13 + i]
+    if #fields >= 1000 then
+      redis.call('HSET', h, unpack(fields))
+      fields = {}
+    end
+  end
+  if #fields > 0 then redis.call('HSET', h, unpack(fields)) end
+  -- the head moves in one command together with the key (and the creation stamp)
+  local meta = {'h', fmt(last), 'u', argv[a0 + 6]}
+  if created then meta[#meta + 1] = 'c'; meta[#meta + 1] = argv[a0 + 5] end
+  if key ~= '' then
+    meta[#meta + 1] = 'k:' .. key
+    meta[#meta + 1] = fmt(expected + 1) .. ':' .. fmt(last)
+  end
+  redis.call('HSET', h, unpack(meta))
+  if argv[a0 + 9] ~= '' then redis.call('HSET', h, 'g', argv[a0 + 9]) else redis.call('HDEL', h, 'g') end
+  if argv[a0 + 7] ~= '0' then
+    redis.call('HSET', h, 's:' .. argv[a0 + 7], argv[a0 + 8])
+    redis.call('ZADD', sz, tonumber(argv[a0 + 7]), argv[a0 + 7])
+  end
+  redis.call('ZADD', idx, 0, agent)
+  if fs then
+    -- the change feed: positions from one counter, in the order scripts run (Redis runs
+    -- one at a time: commit order); each entry names the agent, the seq and the agent's
+    -- incarnation (its first position), so entries of a deleted agent never match the
+    -- events of one re-created under the same id
+    local top = redis.call('INCRBY', fc, n)
+    local inc = redis.call('HGET', h, 'i')
+    if created or not inc then
+      inc = fmt(top - n + 1)
+      redis.call('HSET', h, 'i', inc)
+    end
+    for i = 1, n do
+      redis.call('XADD', fs, '0-' .. fmt(top - n + i), 'a', agent, 's', fmt(expected + i), 'i', inc)
+    end
+  end
+  touch(h, sz, ttl_of(h, argv[a0 + 4]))
+  return last
+end

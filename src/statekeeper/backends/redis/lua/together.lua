@@ -1,0 +1,79 @@
+-- Several streams' appends and changes (delete, snapshot, prune) in ONE script: every
+-- check first, then every write, so all or nothing (Backend.append_together).
+-- KEYS: per append hash, snapshot zset, index, lease[, feed counter, feed stream]; then
+-- per change hash, snapshot zset, index.
+-- ARGV: number of appends, number of changes, feed 1|0, default ttl ms; per append its
+-- number of events n, append.lua's 13 fields, its n events; per change agent,
+-- delete_at|'', snapshot seq|'0', snapshot blob, prune_to|'', number of drops, drops.
+-- Reply: {0} all written | {4, change, head, has base} a prune refused | {5, change,
+-- head} a change's stream is not where it expects | {6, append, append.lua's refusal
+-- (status, a, b, holder)}: a duplicate, a conflict or a stale fence. Nothing is
+-- written unless the reply is {0}.
+-- include: common.lua
+-- include: append_write.lua
+-- include: prune_write.lua
+local nreq, nchg = tonumber(ARGV[1]), tonumber(ARGV[2])
+local kper = ARGV[3] == '1' and 6 or 4
+local ttl = ARGV[4]
+local reqs, changes = {}, {}
+local at = 4
+for i = 1, nreq do
+  local n = tonumber(ARGV[at + 1])
+  reqs[i] = {a0 = at + 1, n = n, k = (i - 1) * kper}
+  at = at + 14 + n
+end
+for j = 1, nchg do
+  local k = nreq * kper + (j - 1) * 3
+  local c = {
+    h = KEYS[k + 1], sz = KEYS[k + 2], idx = KEYS[k + 3], agent = ARGV[at + 1],
+    delete_at = ARGV[at + 2], snap = ARGV[at + 3], blob = ARGV[at + 4],
+    prune = ARGV[at + 5], drops = {},
+  }
+  local nd = tonumber(ARGV[at + 6])
+  for d = 1, nd do c.drops[d] = ARGV[at + 6 + d] end
+  changes[j] = c
+  at = at + 6 + nd
+end
+-- the checks: nothing is written before all passed
+for j, c in ipairs(changes) do
+  local head = tonumber(redis.call('HGET', c.h, 'h') or '0')
+  if c.snap ~= '0' then
+    local s = tonumber(c.snap)
+    if s < 1 or s > head then return {5, j, head} end
+  end
+  if c.delete_at ~= '' and tonumber(c.delete_at) ~= head then return {5, j, head} end
+  if c.prune ~= '' then
+    local base = tonumber(c.prune)
+    local has_base = base > 0 and (c.snap == c.prune or redis.call('HEXISTS', c.h, 's:' .. c.prune) == 1)
+    local refused = base < 0 or base >= head or (base > 0 and not has_base)
+    for _, s in ipairs(c.drops) do
+      if base > 0 and tonumber(s) == base then refused = true end
+    end
+    if refused then return {4, j, head, has_base and 1 or 0} end
+  end
+end
+for i, r in ipairs(reqs) do
+  local refused = check_append(KEYS[r.k + 1], KEYS[r.k + 4], ARGV, r.a0)
+  if refused then return {6, i, refused[1], refused[2], refused[3], refused[4] or ''} end
+end
+-- the writes
+for _, c in ipairs(changes) do
+  if c.delete_at ~= '' then
+    redis.call('DEL', c.h, c.sz)
+    redis.call('ZREM', c.idx, c.agent)
+  else
+    if c.snap ~= '0' then
+      redis.call('HSET', c.h, 's:' .. c.snap, c.blob)
+      redis.call('ZADD', c.sz, tonumber(c.snap), c.snap)
+    end
+    if c.prune ~= '' then prune_write(c.h, c.sz, tonumber(c.prune), c.drops) end
+    touch(c.h, c.sz, ttl_of(c.h, ttl))
+  end
+end
+for _, r in ipairs(reqs) do
+  local k = r.k
+  local fc, fs = nil, nil
+  if kper == 6 then fc, fs = KEYS[k + 5], KEYS[k + 6] end
+  write_append(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], fc, fs, ARGV, r.a0, r.n, tonumber(ARGV[r.a0 + 2]) == 0)
+end
+return {0}
