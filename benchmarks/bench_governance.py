@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -127,6 +128,9 @@ async def count(ops: int, kind: str, engine: str = "memory", workload: str = "sa
             options = {"keyring": options["keyring"]}
     with tempfile.TemporaryDirectory() as folder:
         url = "memory://" if engine == "memory" else f"sqlite:///{folder}/count.db"
+        if engine == "redis":  # a prefix of its own on $STATEKEEPER_BENCH_REDIS_URL
+            server = os.environ.get("STATEKEEPER_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+            url = f"{server}?prefix=bench-governance-{os.getpid()}:"
         store = StateStore(url, witness=False, **options)
         try:
             if ops and workload == "save":
@@ -134,6 +138,8 @@ async def count(ops: int, kind: str, engine: str = "memory", workload: str = "sa
             elif ops:
                 await _run_changes(store, ops, workload)
         finally:
+            if engine == "redis":
+                await store.backend.drop_all()
             await store.close()
 
 
@@ -255,9 +261,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--engine",
-        choices=["memory", "sqlite"],
+        choices=["memory", "sqlite", "redis"],
         default="memory",
-        help="(count) the store's engine (sqlite: durability sync, one commit per save)",
+        help="(count) the store's engine (sqlite: durability sync, one commit per save; "
+        "redis: $STATEKEEPER_BENCH_REDIS_URL, default the local server, a prefix of its own)",
     )
     parser.add_argument(
         "--workload",

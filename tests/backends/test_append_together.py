@@ -202,3 +202,26 @@ async def test_engines_without_it_refuse(tmp_path: Path) -> None:
         assert await engine.head("a") == 0
     finally:
         await engine.close()
+
+
+async def test_redis_sharded_on_one_server_commits_across_shards(tmp_path: Path) -> None:
+    """The sharded key layout on one server (agents under different hash tags): one
+    script still writes them all, each event in its own shard's feed."""
+    from statekeeper.backends.redis import RedisBackend
+
+    with fresh_url("redis", tmp_path) as url:
+        engine = open_backend(f"{url}&shards=4")
+        try:
+            assert isinstance(engine, RedisBackend) and engine.appends_together
+            agents = ["a", "b", "c", "d", "e"]
+            shards = {engine.layout.shard_of(a) for a in agents}
+            assert len(shards) > 1, "the agents live in different shards"
+            await engine.append_together([_request(a, 0) for a in agents])
+            with pytest.raises(ConflictError):
+                await engine.append_together([_request("f", 0), _request("a", 0)])
+            assert [await engine.head(a) for a in [*agents, "f"]] == [1, 1, 1, 1, 1, 0]
+            for shard in shards:  # each event in the feed of its agent's shard
+                fed = [(r.agent_id, r.event.seq) for r in await engine.read_shard_feed(shard)]
+                assert fed == [(a, 1) for a in agents if engine.layout.shard_of(a) == shard]
+        finally:
+            await engine.close()
