@@ -82,7 +82,8 @@ CASES = [  # (source engine, target engine, the full backup's layout)
     ("sqlite", "postgresql", "sqlite-file"),
     ("sqlite", "memory", "sqlite-file"),
     ("sqlite", "sqlite", "sqlite-file"),
-    ("postgresql", "sqlite", "streams"),
+    ("postgresql", "sqlite", "postgres-copy"),
+    ("postgresql", "postgresql", "postgres-copy"),
     ("memory", "postgresql", "streams"),
     ("redis", "sqlite", "streams"),
     ("sqlite", "redis", "sqlite-file"),
@@ -330,7 +331,10 @@ async def test_an_incremental_across_a_compaction_restores_the_compacted_stream(
             reader.close()
 
 
-@pytest.mark.parametrize(("source", "layout"), [("sqlite", "sqlite-file"), ("memory", "streams")])
+@pytest.mark.parametrize(
+    ("source", "layout"),
+    [("sqlite", "sqlite-file"), ("postgresql", "postgres-copy"), ("memory", "streams")],
+)
 async def test_an_incremental_after_a_compacted_full_backup_goes_on_from_its_head(
     tmp_path: Path, source: str, layout: str
 ) -> None:

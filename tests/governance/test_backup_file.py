@@ -178,6 +178,52 @@ async def test_a_backup_written_by_mains_writer_still_restores(tmp_path: Path) -
         assert (await dst.load("t0/a0")).data == {"after": True}
 
 
+async def test_an_older_file_backup_named_by_sha256_still_restores(tmp_path: Path) -> None:
+    """``data/backup_v2_main.skb``: written by main's writer (commit 5b3c23a, format
+    version 2, chunks named by the SHA-256 of their frames): 6 agents of 4 events,
+    snapshots every 3, an idempotency key at seq 2."""
+    bkey = BackupKey(bytes(range(32, 64)))
+    file = tmp_path / "old.skb"
+    file.write_bytes((DATA / "backup_v2_main.skb").read_bytes())
+    assert version_of(file)[0] == 2
+    reader = FrameReader(file, bkey)
+    try:
+        assert all("sha256" in c and "tag" not in c for c in reader.manifest["chunks"])
+    finally:
+        reader.close()
+    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
+        result = await restore(dst, [file], bkey)
+        assert (result.agents, result.events, result.snapshots) == (6, 24, 6)
+        assert (await dst.verify()).ok
+        for i in range(6):
+            assert (await dst.load(f"t{i % 2}/a{i}")).data == {"i": i, "j": 3}
+        assert (await dst.save("t1/a3", {"i": 3, "j": 1}, idempotency_key="k1")).duplicate
+    # an edited digest in it is still refused
+    data = file.read_bytes()
+    edited = reseal_manifest(data, bkey, lambda m: m["chunks"][0].__setitem__("sha256", "0" * 64))
+    file.write_bytes(edited)
+    (tmp_path / "again").mkdir()
+    assert isinstance(await refused(tmp_path / "again", file, bkey), BackupCorrupt)
+
+
+async def test_a_file_backup_names_its_chunks_by_their_gcm_tag(
+    tmp_path: Path, made: tuple[Path, BackupKey, bytes]
+) -> None:
+    """No SHA-256 pass over the chunks: the manifest names each frame by its GCM tag
+    (the frame's last 16 bytes, which authenticate it under the backup key)."""
+    file, bkey, data = made
+    reader = FrameReader(file, bkey)
+    try:
+        chunks = reader.manifest["chunks"]
+    finally:
+        reader.close()
+    assert len(chunks) > 3
+    for chunk in chunks:
+        assert "sha256" not in chunk
+        frame = data[chunk["offset"] : chunk["offset"] + chunk["length"]]
+        assert chunk["tag"] == frame[-16:].hex()
+
+
 @pytest.fixture
 async def made(tmp_path: Path) -> tuple[Path, BackupKey, bytes]:
     bkey = BackupKey(os.urandom(32))
@@ -244,6 +290,9 @@ async def test_damaged_or_edited_file_backups_are_refused_restoring_nothing(
         "a stream dropped": lambda m: [m["heads"][c].pop(7) for c in m["heads"]],
         "the last chunk dropped": lambda m: m["chunks"].pop(),
         "the size": lambda m: m.__setitem__("file_bytes", m["file_bytes"] + 1),
+        "a chunk's tag": lambda m: m["chunks"][1].__setitem__("tag", "00" * 16),
+        "a chunk's tag as a number": lambda m: m["chunks"][1].__setitem__("tag", 7),
+        "a chunk named by neither": lambda m: m["chunks"][1].pop("tag"),
     }
     for what, edit in edits.items():
         file.write_bytes(reseal_manifest(data, bkey, edit))

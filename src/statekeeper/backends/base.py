@@ -380,6 +380,19 @@ class Backend(abc.ABC):
         default): a backup then reads rows (:meth:`export_rows`)."""
         return False
 
+    async def copy_out(self, prefix: str, write: Callable[[bytes], None]) -> dict[str, Any] | None:
+        """Stream a consistent point-in-time copy of the streams (as stored) whose ids
+        start with ``prefix`` (``"ns/"``; every stream if empty) to ``write``, as the
+        engine's own bulk export (PostgreSQL: ``COPY ... TO STDOUT (FORMAT binary)``
+        of the stream tables under one ``REPEATABLE READ`` snapshot, see
+        :mod:`.postgres.export`), without reading its rows into Python; returns what
+        the backup's manifest needs (``tables``: each section's name and size,
+        ``heads``: ``(agent, head seq, head checksum)`` in id order, ``events``,
+        ``snapshots``, ``compacted``: as
+        :func:`~.sqlite_export.compacted_streams`), read in the same snapshot. None
+        (nothing written) when the engine cannot (the default)."""
+        return None
+
     async def export_rows(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamRows]:
         """:meth:`export_streams` with the records as plain tuples (what a backup
         packs). The default converts :meth:`export_streams`; SQLite reads its rows

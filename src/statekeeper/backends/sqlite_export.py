@@ -26,6 +26,7 @@ __all__ = [
     "export_slices",
     "export_whole",
     "iter_streams",
+    "merge_streams",
     "stream_heads",
     "stream_totals",
 ]
@@ -283,6 +284,16 @@ def iter_streams(reader: sqlite3.Connection) -> Iterator[StreamRows]:
     heads = reader.execute(
         "SELECT agent_id, head_seq, head_tag FROM sk_agents WHERE head_seq > 0 ORDER BY agent_id"
     )
+    return merge_streams(heads, events, snaps, keys)
+
+
+def merge_streams(
+    heads: Iterator[Any], events: Iterator[Any], snaps: Iterator[Any], keys: Iterator[Any]
+) -> Iterator[StreamRows]:
+    """Streams from four row sources in id order (then seq): heads ``(agent, head,
+    tag)``, events ``(agent, seq, kind, ts, payload, checksum)``, snapshots ``(agent,
+    seq, ts, payload, checksum)``, keys ``(agent, key, first, last)`` — a SQLite
+    copy's tables (:func:`iter_streams`) or a PostgreSQL backup's ``COPY`` sections."""
     event = next(events, None)
     snap = next(snaps, None)
     key = next(keys, None)

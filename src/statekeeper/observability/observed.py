@@ -224,6 +224,10 @@ class ObservedBackend(Backend):
         # a backup's file copy (one call per backup): the engine's own, untimed
         return await self.inner.copy_to_file(dest, prefix)
 
+    async def copy_out(self, prefix: str, write: Callable[[bytes], None]) -> dict[str, Any] | None:
+        # a backup's bulk export (one call per backup): the engine's own, untimed
+        return await self.inner.copy_out(prefix, write)
+
     async def count_agents(self) -> int:
         count: int = await self._obs.call("count_agents", None, self.inner.count_agents)
         return count

@@ -107,6 +107,7 @@ from .connection import (
     read_only_session,
     transient,
 )
+from .export import Export
 from .feed import FeedReader
 from .leases import Leases
 from .reads import Reads
@@ -127,7 +128,7 @@ _PACKAGE = "statekeeper.backends.postgres"
 _QUERIES: dict[str, str] = named_blocks(read_script(_PACKAGE, "sql/queries.sql"))
 
 
-class PostgresBackend(Appends, Leases, Reads, Rewrites, Backend):
+class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
     """Streams and snapshots in PostgreSQL (``postgresql://user@host/db``).
 
     Args:

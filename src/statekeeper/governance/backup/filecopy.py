@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -49,8 +48,17 @@ from .fileformat import FrameReader, FrameWriter
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
+    from ...records import StreamRows
 
-__all__ = ["GROUP_AGENTS", "GROUP_BYTES", "copy_of", "file_entries", "write_copy"]
+__all__ = [
+    "GROUP_AGENTS",
+    "GROUP_BYTES",
+    "checked_entries",
+    "compacted_columns",
+    "copy_of",
+    "file_entries",
+    "write_copy",
+]
 
 #: a restore reads a file backup's streams in groups (its "chunks" for the writing
 #: pass, written concurrently): at most this many agents or record bytes each
@@ -80,22 +88,18 @@ def write_copy(
 ) -> dict[str, Any]:
     """Chunks of ``copy`` into ``writer``; returns the manifest's body (heads, counts,
     the copy's size). Runs in a thread: nothing here is per record."""
-    conn = connect_read_only(copy)
-    try:
-        # the heads' lookups through a memory map of the (private, read-only) copy:
-        # measured 0.27 against 0.41 CPU-s for 100,000 heads (no read() per page)
-        conn.execute(f"PRAGMA mmap_size = {os.path.getsize(copy)}")
-        events, snapshots, short = stream_totals(conn)
-        compacted = _compacted(conn) if short else {"agent": [], "base": [], "checksum": []}
-        rows = stream_heads(conn)
-    finally:
-        conn.close()
-    if progress is not None:
-        progress(0, len(rows))
+    from concurrent.futures import ThreadPoolExecutor
+
+    # the heads are read from the copy while its chunks are sealed (SQLite releases the
+    # GIL while it steps, zstd, AES-GCM and SHA-256 while they run): the two cores
+    # overlap, measured in docs/benchmarks.md (fourth pass)
+    with ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(_heads_of, copy)
+        size = writer.chunks_of_file(copy, chunk_bytes, threads=min(4, os.cpu_count() or 1))
+        events, snapshots, compacted, rows = reading.result()
     agent, heads, checksums = (
         ([], [], []) if not rows else (list(c) for c in zip(*rows, strict=True))
     )
-    size = writer.chunks_of_file(copy, chunk_bytes, threads=min(4, os.cpu_count() or 1))
     if progress is not None:
         progress(len(rows), len(rows))
     return {
@@ -112,13 +116,32 @@ def write_copy(
     }
 
 
-def _compacted(conn: sqlite3.Connection) -> dict[str, list[Any]]:
+def _heads_of(
+    copy: str,
+) -> tuple[int, int, dict[str, list[Any]], list[tuple[str, int, bytes]]]:
+    """The copy's totals (events, snapshots), its compacted streams and every stream's
+    head: one statement each, over a memory map of the (private, read-only) copy
+    (measured 0.27 against 0.41 CPU-s for 100,000 heads: no read() per page)."""
+    conn = connect_read_only(copy)
+    try:
+        conn.execute(f"PRAGMA mmap_size = {os.path.getsize(copy)}")
+        events, snapshots, short = stream_totals(conn)
+        found = compacted_streams(conn) if short else []
+        compacted = compacted_columns(found)
+        return events, snapshots, compacted, stream_heads(conn)
+    finally:
+        conn.close()
+
+
+def compacted_columns(
+    found: list[tuple[str, int, int, bytes | None, int]],
+) -> dict[str, list[Any]]:
     """The manifest's streams compacted by retention, as columns: agent, base seq and
     the base snapshot's checksum (it carries the chain link at the base: a restore
     starts the chain there). A stream with a gap, or without a snapshot at its base,
     is damaged: refused (``verify`` names it), nothing written."""
     out: dict[str, list[Any]] = {"agent": [], "base": [], "checksum": []}
-    for agent_id, head, base, checksum, held in compacted_streams(conn):
+    for agent_id, head, base, checksum, held in found:
         if held != head - base or base < 1 or checksum is None:
             lacks = "" if checksum is not None or base < 1 else " and no snapshot at its base"
             raise BackupError(
@@ -133,9 +156,10 @@ def _compacted(conn: sqlite3.Connection) -> dict[str, list[Any]]:
 
 
 @contextlib.contextmanager
-def opened_copy(reader: FrameReader) -> Iterator[str]:
-    """The store file of a version-2 backup, decrypted into a temporary file (every
-    chunk authenticated and checked against the manifest, the size too)."""
+def opened_copy(reader: FrameReader, store_file: bool = True) -> Iterator[str]:
+    """The store file of a version-2 backup (``store_file``; else the sections of a
+    version-3 one), decrypted into a temporary file (every chunk authenticated and
+    checked against the manifest, the size too)."""
     with copy_folder() as folder:
         path = os.path.join(folder, "copy.db")
         size = 0
@@ -149,14 +173,28 @@ def opened_copy(reader: FrameReader) -> Iterator[str]:
                 reader.path, "chunks", f"they hold {size} bytes, the manifest {expected}"
             )
         try:
-            require_store_file(path)
+            if store_file:
+                require_store_file(path)
         except NotAStore as exc:  # authenticated yet not a store: a writer bug, refused
             raise BackupCorrupt(reader.path, "store copy", str(exc)) from None
         yield path
 
 
 def file_entries(reader: FrameReader) -> Iterator[tuple[int, Any]]:
-    """``(group, entry)`` of a version-2 backup, entries as the row path's
+    """``(group, entry)`` of a version-2 backup (see :func:`checked_entries`)."""
+    with opened_copy(reader) as copy:
+        conn = connect_read_only(copy)
+        try:
+            yield from checked_entries(reader, iter_streams(conn))
+        finally:
+            conn.close()
+
+
+def checked_entries(
+    reader: FrameReader, streams: Iterator[StreamRows]
+) -> Iterator[tuple[int, Any]]:
+    """``(group, entry)`` of a file backup's ``streams`` (version 2: its store copy;
+    version 3: its PostgreSQL sections), entries as the row path's
     (``[agent, 0, head, tag, events, snapshot, keys]``), each checked against the
     manifest's head (seq, checksum of the head record; every event from seq 1, or for
     a stream compacted by retention from its base, whose base snapshot must be the
@@ -167,52 +205,45 @@ def file_entries(reader: FrameReader) -> Iterator[tuple[int, Any]]:
     bases = reader.compacted()
     seen = 0
     group = group_bytes = group_agents = 0
-    with opened_copy(reader) as copy:
-        conn = connect_read_only(copy)
-        try:
-            for rows in iter_streams(conn):
-                agent_id = rows.agent_id
-                what = f"agent {agent_id!r}"
-                expected = listed.get(agent_id)
-                if expected is None:
-                    raise BackupCorrupt(path, what, "not in the manifest")
-                seen += 1
-                head, checksum = expected
-                events = rows.events
-                start, base_checksum = bases.get(agent_id, (0, None))
-                if start and (rows.base is None or rows.base[0] != start):
-                    raise BackupCorrupt(path, what, "its base snapshot (compacted) is missing")
-                if start and rows.base is not None and rows.base[3] != base_checksum:
-                    raise BackupCorrupt(
-                        path, what, "its base snapshot (compacted) differs from the manifest's"
-                    )
-                if rows.head != head or len(events) != head - start:
-                    raise BackupCorrupt(path, what, "differs from the manifest (seqs or counts)")
-                if [e[0] for e in events] != list(range(start + 1, head + 1)):
-                    raise BackupCorrupt(path, what, "the stream has a gap")
-                last = events[-1][4] if events else rows.snapshot[3] if rows.snapshot else b""
-                if last != checksum:
-                    raise BackupCorrupt(path, what, "its head differs from the manifest's")
-                size = sum(len(e[3]) for e in events)
-                if group_agents and (
-                    group_agents >= GROUP_AGENTS or group_bytes + size > GROUP_BYTES
-                ):
-                    group, group_bytes, group_agents = group + 1, 0, 0
-                group_agents += 1
-                group_bytes += size
-                entry: list[Any] = [
-                    agent_id,
-                    0,
-                    head,
-                    rows.head_tag,
-                    events,
-                    rows.snapshot,
-                    [k for k in rows.keys if k[1] > start] if start else rows.keys,
-                ]
-                if start:
-                    entry.append(rows.base)
-                yield group, entry
-        finally:
-            conn.close()
+    for rows in streams:
+        agent_id = rows.agent_id
+        what = f"agent {agent_id!r}"
+        expected = listed.get(agent_id)
+        if expected is None:
+            raise BackupCorrupt(path, what, "not in the manifest")
+        seen += 1
+        head, checksum = expected
+        events = rows.events
+        start, base_checksum = bases.get(agent_id, (0, None))
+        if start and (rows.base is None or rows.base[0] != start):
+            raise BackupCorrupt(path, what, "its base snapshot (compacted) is missing")
+        if start and rows.base is not None and rows.base[3] != base_checksum:
+            raise BackupCorrupt(
+                path, what, "its base snapshot (compacted) differs from the manifest's"
+            )
+        if rows.head != head or len(events) != head - start:
+            raise BackupCorrupt(path, what, "differs from the manifest (seqs or counts)")
+        if [e[0] for e in events] != list(range(start + 1, head + 1)):
+            raise BackupCorrupt(path, what, "the stream has a gap")
+        last = events[-1][4] if events else rows.snapshot[3] if rows.snapshot else b""
+        if last != checksum:
+            raise BackupCorrupt(path, what, "its head differs from the manifest's")
+        size = sum(len(e[3]) for e in events)
+        if group_agents and (group_agents >= GROUP_AGENTS or group_bytes + size > GROUP_BYTES):
+            group, group_bytes, group_agents = group + 1, 0, 0
+        group_agents += 1
+        group_bytes += size
+        entry: list[Any] = [
+            agent_id,
+            0,
+            head,
+            rows.head_tag,
+            events,
+            rows.snapshot,
+            [k for k in rows.keys if k[1] > start] if start else rows.keys,
+        ]
+        if start:
+            entry.append(rows.base)
+        yield group, entry
     if seen != len(listed):
         raise BackupCorrupt(path, "store copy", f"holds {seen} of the {len(listed)} streams listed")

@@ -72,8 +72,9 @@ from ..hooks import (
     store_sink,
 )
 from .filecopy import file_entries
-from .fileformat import VERSION_FILE, BackupKey, FrameReader
+from .fileformat import VERSION_COPY, VERSION_FILE, BackupKey, FrameReader
 from .location import Location
+from .pgcopy import copy_entries
 from .writer import pack_entry, stream_digest
 
 if TYPE_CHECKING:
@@ -123,6 +124,9 @@ def _entries(reader: FrameReader, chunk_streams: dict[str, Any]) -> Iterator[tup
     version-2 file: its store copy's streams, grouped, see :mod:`.filecopy`)."""
     if reader.header.version == VERSION_FILE:
         yield from file_entries(reader)
+        return
+    if reader.header.version == VERSION_COPY:
+        yield from copy_entries(reader)
         return
     path = reader.path
     seen: set[str] = set()

@@ -44,8 +44,16 @@ from ...errors import BackupError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
 from .filecopy import copy_folder, copy_of, write_copy
-from .fileformat import VERSION_FILE, BackupKey, FrameReader, FrameWriter, Header
+from .fileformat import (
+    VERSION_COPY,
+    VERSION_FILE,
+    BackupKey,
+    FrameReader,
+    FrameWriter,
+    Header,
+)
 from .location import Location
+from .pgcopy import write_copy_out
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
@@ -279,6 +287,13 @@ async def backup(
                 )
                 await _audit_backup(audit, result)
                 return result
+        header = Header.new(backup_id, None, key, created, VERSION_COPY)
+        copied = await _write_copy_out(
+            backend, namespace, to, header, key, chunk_bytes, progress, started
+        )
+        if copied is not None:
+            await _audit_backup(audit, copied)
+            return copied
     heads = await _heads(backend, namespace + "/" if namespace else "")
     header = Header.new(backup_id, parent_id, key, created)
     streams: dict[str, Any] = {}
@@ -420,6 +435,58 @@ async def _audit_backup(audit: AuditSink | None, result: BackupResult) -> None:
                 "location": result.location,
             },
         ),
+    )
+
+
+class _NoCopy(Exception):
+    """The engine has no bulk copy (:meth:`~..base.Backend.copy_out`): the row path."""
+
+
+async def _write_copy_out(
+    backend: Backend,
+    namespace: str,
+    to: str | os.PathLike[str],
+    header: Header,
+    key: BackupKey,
+    chunk_bytes: int,
+    progress: Callable[[int, int], None] | None,
+    started: float,
+) -> BackupResult | None:
+    """A version-3 backup from the engine's bulk copy (PostgreSQL, see
+    :mod:`.pgcopy`), or None: the engine has none (nothing written)."""
+    location = Location(to)
+    try:
+        with location.writing() as out:
+            writer = FrameWriter(out, header, key)
+            prefix = namespace + "/" if namespace else ""
+            body = await write_copy_out(backend, writer, prefix, chunk_bytes, progress)
+            if body is None:
+                raise _NoCopy
+            manifest = {
+                "backup_id": header.backup_id,
+                "parent": None,
+                "created_at": header.created_at,
+                "source": backend.name,
+                "namespace": namespace,
+                **body,
+            }
+            await asyncio.to_thread(writer.finish, manifest)
+            written = writer.offset
+    except _NoCopy:
+        return None
+    return BackupResult(
+        location.display,
+        header.backup_id,
+        None,
+        body["agents"],
+        body["copied"],
+        body["events"],
+        body["snapshots"],
+        0,
+        0,
+        written,
+        body["file_bytes"],
+        time.perf_counter() - started,
     )
 
 

@@ -1,0 +1,126 @@
+"""The PostgreSQL backend's export for backups: the stream tables streamed out by the
+server itself (``COPY (SELECT ...) TO STDOUT (FORMAT binary)``), no row becoming a
+Python object, under ONE ``REPEATABLE READ`` snapshot (writers keep committing). A
+mixin of :class:`~.backend.PostgresBackend`.
+
+The rows are those the connection's role may read: on a store whose policy is
+enforced by the database (row-level security, one role per principal) a tenant's
+copy holds its namespaces only, and the ``prefix`` filter (a store opened in a
+namespace) narrows it further. The sections are written one after the other in
+this order: heads (``sk_agents``), events, snapshots, idempotency keys, each ordered
+by agent id (``COLLATE "C"``: byte order, Python's ``str`` order) then seq; the
+reader is :mod:`statekeeper.governance.backup.pgcopy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from .part import PostgresPart
+
+__all__ = ["COPIED", "Export"]
+
+#: each section: its table and the columns copied, in order (the same as the SQLite
+#: copy's rows: a restore reads both the same way)
+COPIED = (
+    ("sk_agents", "agent_id, head_seq, head_tag", "agent_id", "head_seq > 0"),
+    ("sk_events", "agent_id, seq, kind, ts, payload, checksum", "agent_id, seq", ""),
+    ("sk_snapshots", "agent_id, seq, ts, payload, checksum", "agent_id, seq", ""),
+    ("sk_idempotency", "agent_id, key, first_seq, last_seq", "agent_id, first_seq", ""),
+)
+
+_HEADS = """
+SELECT a.agent_id, a.head_seq, coalesce(e.checksum, ''::bytea)
+FROM {s}.sk_agents a
+LEFT JOIN {s}.sk_events e ON e.agent_id = a.agent_id AND e.seq = a.head_seq
+WHERE a.head_seq > 0 {a_range}
+ORDER BY a.agent_id
+"""
+
+_TOTALS = """
+SELECT (SELECT count(*) FROM {s}.sk_events WHERE true {range}),
+       (SELECT coalesce(sum(head_seq), 0) FROM {s}.sk_agents WHERE head_seq > 0 {range}),
+       (SELECT count(DISTINCT agent_id) FROM {s}.sk_snapshots WHERE true {range})
+"""
+
+_COMPACTED = """
+SELECT a.agent_id, a.head_seq, f.first - 1, s.checksum, f.n
+FROM {s}.sk_agents a
+JOIN (SELECT agent_id, min(seq) AS first, count(*) AS n FROM {s}.sk_events
+      WHERE true {range} GROUP BY agent_id) f ON f.agent_id = a.agent_id
+LEFT JOIN {s}.sk_snapshots s ON s.agent_id = a.agent_id AND s.seq = f.first - 1
+WHERE a.head_seq > 0 AND (f.first > 1 OR f.n != a.head_seq)
+ORDER BY a.agent_id
+"""
+
+
+def _range(prefix: str, column: str) -> tuple[sql.Composable, list[str]]:
+    """The ``AND`` clause keeping ids that start with ``prefix`` (none if empty)."""
+    if not prefix:
+        return sql.SQL(""), []
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    clause = sql.SQL(" AND {c} >= %s AND {c} < %s").format(c=sql.SQL(column))
+    return clause, [prefix, upper]
+
+
+class Export(PostgresPart):
+    """Backups' export of :class:`~.backend.PostgresBackend`."""
+
+    async def copy_out(self, prefix: str, write: Callable[[bytes], None]) -> dict[str, Any] | None:
+        """See :meth:`~statekeeper.backends.base.Backend.copy_out`."""
+        self._check_open()
+        await self._ensure_open()
+        s = sql.Identifier(self.schema)
+        plain, params = _range(prefix, "agent_id")
+        on_a, a_params = _range(prefix, "a.agent_id")
+        sizes: list[list[Any]] = []
+        try:
+            async with self._connection() as conn, conn.transaction():
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                cur = conn.cursor(binary=True)
+                # the first query fixes the snapshot: every section and the heads
+                # below read the same point in time
+                await cur.execute(sql.SQL(_TOTALS).format(s=s, range=plain), params * 3)
+                row = await cur.fetchone()
+                assert row is not None
+                events, accounted, snapshots = (int(v) for v in row)
+                for table, columns, order, where in COPIED:
+                    statement = sql.SQL(
+                        "COPY (SELECT {cols} FROM {s}.{t} WHERE true {w}{range}"
+                        " ORDER BY {order}) TO STDOUT (FORMAT binary)"
+                    ).format(
+                        cols=sql.SQL(columns),
+                        s=s,
+                        t=sql.Identifier(table),
+                        w=sql.SQL(" AND " + where if where else ""),
+                        range=plain,
+                        order=sql.SQL(order),
+                    )
+                    size = 0
+                    async with cur.copy(statement, params) as copy:
+                        async for piece in copy:
+                            size += len(piece)
+                            write(bytes(piece))
+                    sizes.append([table, size])
+                await cur.execute(sql.SQL(_HEADS).format(s=s, a_range=on_a), a_params)
+                heads = [(a, int(h), bytes(c)) for a, h, c in await cur.fetchall()]
+                compacted: list[tuple[str, int, int, bytes | None, int]] = []
+                if events != accounted:
+                    await cur.execute(sql.SQL(_COMPACTED).format(s=s, range=plain), params)
+                    compacted = [
+                        (a, int(h), int(b), bytes(c) if c is not None else None, int(n))
+                        for a, h, b, c, n in await cur.fetchall()
+                    ]
+        except psycopg.Error as exc:
+            raise self._failure("backup copy", exc) from None
+        return {
+            "tables": sizes,
+            "heads": heads,
+            "events": events,
+            "snapshots": snapshots,
+            "compacted": compacted,
+        }
