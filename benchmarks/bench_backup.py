@@ -19,6 +19,17 @@ CPU-second exceeds the disk's MB/s.
 
 ``--profile N``: cProfile (timer: process CPU time) of one backup, top N functions.
 
+``--engine postgresql``: the store is a PostgreSQL schema (``--pg-dsn``, ``--pg-schema``:
+built if empty, kept after), the raw copy is ``pg_dump`` of the same four tables (data
+only, custom format, no compression, ``fsync``'d: PostgreSQL's own bulk export), the
+size is the tables' (heap + TOAST, no indexes). A full backup of a PostgreSQL store is
+its ``COPY ... TO STDOUT (FORMAT binary)`` (format version 3, issue 15's fourth pass);
+a ``--tree`` of an older version measures the row path. The server's CPU is in
+neither process's time: compare wall time, and the client's CPU.
+
+    python benchmarks/bench_backup.py --engine postgresql --pg-schema bench_bk \
+        --agents 20000 --rounds 5 --tree src --tree /tmp/main-src
+
 ``--incremental PCT``: incremental backups instead (the row path): a full backup is
 taken once (the parent, by the first ``--tree``), then PCT % of the agents saved once
 more, then each timed backup is ``backup(..., since=parent)`` (it reads every agent's
@@ -76,6 +87,37 @@ def raw_copy(src: Path, dst: Path) -> tuple[float, float]:
         fout.flush()
         os.fsync(fout.fileno())
     return time.perf_counter() - start, time.process_time() - cpu
+
+
+PG_TABLES = ("sk_agents", "sk_events", "sk_snapshots", "sk_idempotency")
+
+
+def pg_dump(dsn: str, schema: str, dst: Path) -> tuple[float, float]:
+    """``pg_dump`` of the store's four tables (data only, no compression), fsync'd:
+    wall and the child's CPU seconds."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    tables = [arg for t in PG_TABLES for arg in ("-t", f"{schema}.{t}")]
+    cmd = ["pg_dump", "--dbname", dsn, "--data-only", "-Fc", "-Z0", *tables, "-f", str(dst)]
+    subprocess.run(cmd, check=True)
+    fsync(dst)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return time.perf_counter() - start, cpu
+
+
+def pg_size(dsn: str, schema: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT sum(pg_table_size(to_regclass(quote_ident(%s) || '.' || t)))"
+            " FROM unnest(%s::text[]) AS t",
+            (schema, list(PG_TABLES)),
+        ).fetchone()
+    return int(row[0]) if row and row[0] else 0
 
 
 def fsync(path: Path) -> None:
@@ -160,6 +202,9 @@ def main() -> None:
     parser.add_argument(
         "--incremental", type=float, default=0.0, help="incremental backups: PCT %% changed"
     )
+    parser.add_argument("--engine", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--pg-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--pg-schema", default="bench_backup")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--since", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -174,8 +219,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=Path(args.db).parent if args.db else None) as tmp:
         db = Path(args.db) if args.db else Path(tmp) / "store.db"
         url = f"sqlite:///{db}"
+        postgres = args.engine == "postgresql"
+        if postgres:
+            url = f"{args.pg_dsn}?schema={args.pg_schema}"
         built = 0.0
-        if not db.exists():
+        if not db.exists() if not postgres else not pg_size(args.pg_dsn, args.pg_schema):
             sys.path.insert(0, trees[0])
             start = time.perf_counter()
             asyncio.run(build(url, args.agents, args.events))
@@ -187,8 +235,11 @@ def main() -> None:
             if trees[0] not in sys.path:
                 sys.path.insert(0, trees[0])
             asyncio.run(touch(url, args.agents, args.incremental))
-        wal = Path(f"{db}-wal")
-        size = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+        if postgres:
+            size = pg_size(args.pg_dsn, args.pg_schema)
+        else:
+            wal = Path(f"{db}-wal")
+            size = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
         if args.profile:
             run_tree(trees[0], url, key_hex, Path(tmp) / "b.skb", args.profile, since)
             return
@@ -200,7 +251,10 @@ def main() -> None:
         }
         loads = [os.getloadavg()[0]]
         for round_no in range(args.rounds):
-            c, c_cpu = raw_copy(db, Path(tmp) / "copy.db")
+            if postgres:
+                c, c_cpu = pg_dump(args.pg_dsn, args.pg_schema, Path(tmp) / "copy.db")
+            else:
+                c, c_cpu = raw_copy(db, Path(tmp) / "copy.db")
             (Path(tmp) / "copy.db").unlink()
             copies.append(size / c / 1e6)
             copy_cpu.append(size / max(c_cpu, 1e-9) / 1e6)
@@ -215,6 +269,7 @@ def main() -> None:
                 row["bytes"].append(got["written"])
             loads.append(os.getloadavg()[0])
         report = {
+            "engine": args.engine,
             "agents": args.agents,
             "events_per_agent": args.events,
             "incremental_percent_changed": args.incremental,

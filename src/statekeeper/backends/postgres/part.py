@@ -29,6 +29,8 @@ class PostgresPart(Backend):
     if TYPE_CHECKING:  # provided by PostgresBackend
         _sql: dict[str, bytes]
         schema: str
+        dsn: str
+        _connect_kwargs: dict[str, Any]
         _opened: bool
         _feed: FeedReader
         _reconnect: Reconnecting
