@@ -34,9 +34,6 @@ COPIED = (
     ("sk_idempotency", "agent_id, key, first_seq, last_seq", "agent_id, first_seq", ""),
 )
 
-#: the bytes of ``COPY`` gathered before they are handed to the writer
-_HAND_ON = 1 << 20
-
 _HEADS = """
 SELECT a.agent_id, a.head_seq, coalesce(e.checksum, ''::bytea)
 FROM {s}.sk_agents a
@@ -115,19 +112,10 @@ class Export(PostgresPart):
                     order=sql.SQL(order),
                 )
                 size = 0
-                # one message per row: gathered here, handed on per MiB (a call per
-                # row cost more than the gathering)
-                pending = bytearray()
                 with cur.copy(statement, params) as copy:
                     for piece in copy:
-                        pending += piece
-                        if len(pending) >= _HAND_ON:
-                            size += len(pending)
-                            write(bytes(pending))
-                            pending.clear()
-                if pending:
-                    size += len(pending)
-                    write(bytes(pending))
+                        size += len(piece)
+                        write(bytes(piece))
                 sizes.append([table, size])
             cur.execute(sql.SQL(_HEADS).format(s=s, a_range=on_a), a_params)
             heads = [(a, int(h), bytes(c)) for a, h, c in cur.fetchall()]
