@@ -272,3 +272,22 @@ async def test_damaged_or_edited_copy_backups_are_refused_restoring_nothing(
     file.write_bytes(data)
     async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
         assert (await restore(dst, [file], bkey)).agents == 40  # the intact file restores
+
+
+async def test_a_hash_partitioned_store_is_copied_in_id_order(tmp_path: Path) -> None:
+    """Partitioned by agent id (``partitions=4``): each section still comes in id
+    order across the partitions (the restore merges the sections by id)."""
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    with fresh_url("postgresql", tmp_path) as url:
+        async with StateStore(f"{url}&partitions=4", keyring=keyring(), snapshot_every=2) as src:
+            await fill(src, 24)
+            assert (await src.backend.health()).detail["partitions"] == 4
+            result = await backup(src, file, bkey, chunk_bytes=1024)
+    assert version_of(file)[1]["layout"] == "postgres-copy"
+    assert (result.agents, result.events) == (24, 72)
+    async with StateStore("memory://", keyring=keyring()) as dst:
+        assert (await restore(dst, [file], bkey)).agents == 24
+        assert (await dst.verify()).ok
+        for i in range(24):
+            assert (await dst.load(f"t{i % 3}/a{i:03d}")).data == {"i": i, "j": 2}
