@@ -10,7 +10,8 @@ over the copy's heads gives the manifest every stream's head seq and head checks
 (and one more the totals)
 (:func:`~statekeeper.backends.sqlite_export.stream_heads`); the copy is then cut into
 chunks, compressed (zstd's fast level -1: as small as level 1 on these pages, at
-half its CPU), encrypted with the backup key and hashed by a few threads
+half its CPU) and encrypted with the backup key by a few threads, each chunk named in
+the manifest by its GCM tag (the heads are read meanwhile, in a thread of their own)
 (:meth:`~.fileformat.FrameWriter.chunks_of_file`). Records stay as stored (encrypted
 by the store's keys), as on the row path. A hash-chained stream's head checksum commits
 to its whole content: the restore follows every chain from seq 1 and compares its end
@@ -25,7 +26,8 @@ Streams compacted by retention are copied as stored (the base snapshot and the
 events after it); the manifest lists them (``compacted``: agent, base seq, base
 snapshot checksum) and a restore starts their chain at the base.
 
-Incremental backups and every other engine take the row path (format version 1).
+A PostgreSQL store takes :mod:`.pgcopy` (format version 3); incremental backups and
+every other engine the row path (format version 1).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Layout (integers big-endian)::
 
-    b"SKBACKUP" + version (1 byte)           magic and format version (1 or 2)
+    b"SKBACKUP" + version (1 byte)           magic and format version (1, 2 or 3)
     header length (u32) + header (JSON)      backup id, parent id, key id + fingerprint
     frame*                                   kind (1 byte: C chunk, M manifest)
                                              + length (u64) + nonce (12) + ciphertext
@@ -19,13 +19,22 @@ manifest names.
 
 **Version 2** (header ``"layout": "sqlite-file"``): the chunks are not msgpack stream
 entries but the consecutive pieces of a point-in-time copy of a SQLite store file
-(``VACUUM INTO``), each compressed and encrypted as above; the manifest lists the
-chunks (digests as above), the copy's size and every stream's head (seq, the head
-event's checksum, its record counts), read from the copy with one SQL query, and
-the streams compacted by retention (``compacted``: agent, base seq, base snapshot
-checksum). Version 1
-(``"layout": "streams"``) is what the row path writes (every other engine, incremental
-and namespaced backups) and what every earlier statekeeper wrote; both are read.
+(``INSERT ... SELECT`` into a new file, see :mod:`.filecopy`), each compressed and
+encrypted as above; the manifest lists the chunks (digests as above), the copy's
+size and every stream's head (seq, the head event's checksum, its record counts),
+read from the copy with one SQL query, and the streams compacted by retention
+(``compacted``: agent, base seq, base snapshot checksum). Since the fourth pass a
+version-2 manifest names each chunk by its GCM tag (``"tag"``, the frame's last 16
+bytes: it authenticates the frame already) instead of a SHA-256 of it (``"sha256"``,
+what earlier ones hold: both are read).
+
+**Version 3** (``"layout": "postgres-copy"``): the chunks are the consecutive pieces of
+a PostgreSQL store's stream tables as its ``COPY ... TO STDOUT (FORMAT binary)`` sent
+them (:mod:`.pgcopy`); the manifest as version 2's, plus each section's size.
+
+Version 1 (``"layout": "streams"``) is what the row path writes (incremental backups,
+every engine but SQLite and PostgreSQL) and what every earlier statekeeper wrote; all
+three are read.
 
 The backup key is not a store key: its subkeys are derived with HKDF under their own
 labels, and :func:`BackupKey.check_not_store_key` refuses a key the store uses.
@@ -266,8 +275,8 @@ class FrameWriter:
 
     def chunks_of_file(self, path: str, chunk_bytes: int, threads: int, level: int = -1) -> int:
         """Write the file at ``path`` as consecutive raw chunks of ``chunk_bytes``,
-        compressed (zstd ``level``), encrypted and hashed by ``threads`` threads (zstd,
-        AES-GCM and SHA-256 release the GIL), written in order. Returns the file's
+        compressed (zstd ``level``) and encrypted by ``threads`` threads (zstd and
+        AES-GCM release the GIL), written in order. Returns the file's
         size."""
         sealer = self.sealer(chunk_bytes, threads, level)
         with open(path, "rb") as source:

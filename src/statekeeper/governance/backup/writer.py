@@ -11,7 +11,9 @@ packed into chunks, compressed (zstd) and encrypted with the *backup* key.
 **A SQLite store** (a full backup: no ``since``) is not read row by row: its streams
 (its namespace's, on a store opened in one) are copied into a file by SQLite at a point
 in time and the file shipped in chunks (format version 2, see
-:mod:`.filecopy`); what follows describes the row path, which every other backup takes.
+:mod:`.filecopy`), nor is a PostgreSQL store (its tables streamed out by ``COPY``
+under one snapshot, format version 3, see :mod:`.pgcopy`); what follows describes the
+row path, which every other backup takes.
 
 **Incremental.** With ``since=`` (the previous backup of the chain), an agent whose
 record at the previous head is unchanged is copied from there on; one that was
