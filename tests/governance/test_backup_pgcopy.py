@@ -291,3 +291,41 @@ async def test_a_hash_partitioned_store_is_copied_in_id_order(tmp_path: Path) ->
         assert (await dst.verify()).ok
         for i in range(24):
             assert (await dst.load(f"t{i % 3}/a{i:03d}")).data == {"i": i, "j": 2}
+
+
+async def test_a_copy_cut_off_by_the_server_is_a_typed_error_leaving_no_file(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server ends the backup's connection while the events stream out: a
+    :class:`~statekeeper.errors.BackendError` naming the copy, and no file (nor a
+    partial one) left behind."""
+    import psycopg
+
+    from statekeeper.errors import BackendError
+
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    cut = 0
+    async with StateStore(pg_url, keyring=keyring()) as src:
+        await fill(src, 30)
+        schema = src.backend.schema  # type: ignore[attr-defined]
+        feed = ChunkSealer.feed
+
+        def feed_and_cut(self: ChunkSealer, data: bytes) -> None:
+            nonlocal cut
+            if not cut:
+                with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
+                    cut = admin.execute(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        " WHERE query LIKE %s AND pid <> pg_backend_pid()",
+                        (f"COPY (SELECT %{schema}%",),
+                    ).fetchone()[0]  # type: ignore[index]
+            feed(self, data)
+
+        monkeypatch.setattr(ChunkSealer, "feed", feed_and_cut)
+        with pytest.raises(BackendError, match="backup copy"):
+            await backup(src, file, bkey, chunk_bytes=1024)
+        monkeypatch.undo()
+        assert cut == 1
+        assert [n for n in os.listdir(tmp_path) if "skb" in n] == []
+        assert (await backup(src, file, bkey)).agents == 30  # the store is unharmed
