@@ -756,12 +756,18 @@ class StateStore:
                 check_seq(schema_version, "schema_version", optional=True)
                 check_event_type(event_type)
                 check_write_options(idempotency_key, actor, lease)
+                fast = False
+            else:  # the common save: one call, when the store's options allow it
+                fast = obs is None and info is None and self._writes.fast
             info = event_info(info) if info is not None else {}
             if not self._gate.ok:
                 await self._gate.check(self)
-
-            make, dumped = save_changes(document, fsm_state)
             try:
+                if fast and document.__class__ is dict:
+                    done = await self._writes.save_fast(agent_id, document, fsm_state)  # type: ignore[arg-type]
+                    if done is not None:
+                        return done
+                make, dumped = save_changes(document, fsm_state)
                 result = await self._writes.write(
                     agent_id,
                     event_type,

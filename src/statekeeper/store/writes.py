@@ -44,7 +44,7 @@ from ..errors import (
     SerializationError,
     StateTooLarge,
 )
-from ..records import AppendRequest, AppendResult, Fence, RawEvent, RawSnapshot
+from ..records import AppendRequest, AppendResult, EventType, Fence, RawEvent, RawSnapshot
 from ..security.highwater import HighWater
 from . import idempotency
 from .body import RESERVED, SNAPSHOT_TYPE, event_body, next_record
@@ -72,6 +72,7 @@ __all__ = [
 _loads = orjson.loads
 _perf = time.perf_counter
 _dumps = orjson.dumps
+PATCH = EventType.PATCH
 
 #: what a write changes, given the state it is made on (None: no stream yet):
 #: (JSON Patch ops on the data, the FSM state to store or None)
@@ -124,16 +125,13 @@ class WritePipeline:
         # links of appends still in the write-behind buffer, for their witness marks
         self.buffered_links: dict[str, dict[int, bytes]] = {}
         self._locks = KeyedLock()
-        #: when set, appends go through it instead of ``backend.append`` (a governed
-        #: store commits each write together with its audit entry: store/governed.py)
-        self.submitter: Callable[[AppendRequest], Awaitable[AppendResult]] | None = None
+        self._submitter: Callable[[AppendRequest], Awaitable[AppendResult]] | None = None
         #: when set, a snapshot (``snapshot()``) and a delete are stored through these
         #: instead of ``backend.save_snapshot`` / ``backend.delete_agent``, under the
         #: agent's lock (a governed store writes them with their audit entry)
         self.snapshot_saver: Callable[[str, RawSnapshot], Awaitable[None]] | None = None
         self.eraser: Callable[[str], Awaitable[bool]] | None = None
-        #: times the engine's append of a direct write (see :mod:`.observing`)
-        self.observer: StoreObserver | None = None
+        self._observer: StoreObserver | None = None
         self.group = GroupCommitter(backend) if durability == "group" else None
         # writes trust the cache (see write) where the backend's compare-and-set can
         # tell a re-created stream from the cached one
@@ -150,6 +148,50 @@ class WritePipeline:
             if durability == "async"
             else None
         )
+        #: the common save may take :meth:`save_fast` (see :meth:`decide_fast`)
+        self.fast = False
+        self.decide_fast()
+
+    # -- what is decided once, not per save ----------------------------------------------
+
+    def decide_fast(self) -> None:
+        """Decide whether a save may take :meth:`save_fast`, from what stays the same
+        from one save to the next: no write-behind buffer, no submitter (a governed
+        store's audit-together path), no observer, the cache trusted and validated,
+        no size limits, a JSON codec. Made at construction and again whenever one of
+        them is set (``observer`` and ``submitter`` are properties that call this), so
+        the save path checks one flag instead of each of them."""
+        self.fast = (
+            self.behind is None
+            and self._submitter is None
+            and self._observer is None
+            and self.trust_cache
+            and self.reads.validate
+            and self.max_event_bytes is None
+            and self.max_state_bytes is None
+            and self.codec.format.id == JSON
+        )
+
+    @property
+    def submitter(self) -> Callable[[AppendRequest], Awaitable[AppendResult]] | None:
+        """When set, appends go through it instead of ``backend.append`` (a governed
+        store commits each write together with its audit entry: store/governed.py)."""
+        return self._submitter
+
+    @submitter.setter
+    def submitter(self, value: Callable[[AppendRequest], Awaitable[AppendResult]] | None) -> None:
+        self._submitter = value
+        self.decide_fast()
+
+    @property
+    def observer(self) -> StoreObserver | None:
+        """Times the engine's append of a direct write (see :mod:`.observing`)."""
+        return self._observer
+
+    @observer.setter
+    def observer(self, value: StoreObserver | None) -> None:
+        self._observer = value
+        self.decide_fast()
 
     def lock(self, agent_id: str) -> AbstractAsyncContextManager[None]:
         """The lock every write of ``agent_id`` in this store takes (``async with``)."""
@@ -253,12 +295,12 @@ class WritePipeline:
                     await self.behind.add(request)  # waits when the buffer is full
                     return AppendResult(agent_id, base + 1, base + 1)
                 try:  # (submit, without its coroutine: this runs on every write)
-                    group, submitter = self.group, self.submitter
+                    group, submitter = self.group, self._submitter
                     if group is not None:
                         result = await group.submit(request)
                     elif submitter is not None:  # a governed store: with its audit entry
                         result = await submitter(request)
-                    elif (obs := self.observer) is None:
+                    elif (obs := self._observer) is None:
                         result = await self.backend.append(request)
                     elif obs.untraced:  # timed here: no wrapper's frame, no call
                         mark = _perf()
@@ -309,6 +351,141 @@ class WritePipeline:
                 return result
         finally:
             locks.release(agent_id)
+
+    # -- 1b. the common save, in one call ---------------------------------------------
+
+    async def save_fast(
+        self, agent_id: str, new: dict[str, Any], fsm_state: str | None
+    ) -> AppendResult | None:
+        """:meth:`write` + :meth:`build` + :meth:`submit` of ``StateStore.save(agent_id,
+        new)`` with every option at its default, written out as one function: the
+        steps of a save on a cached, trusted record of plain JSON whose bytes were kept
+        (:mod:`.change`) — change detection against those bytes, encode once, seal,
+        one append, head and cache updated. Only when :attr:`fast` (decided once, see
+        :meth:`decide_fast`).
+
+        None, with nothing done, when this save is not that case (no trusted record,
+        a record with typed values or no bytes kept, a link or delta base to fetch,
+        the agent's lock held by another write, a conflict on the cached head): the
+        caller then makes it through :meth:`write`, which handles each of them. The
+        result and what is stored are the same either way (tested against
+        :meth:`write` in ``tests/store/test_save_fast.py``). Measured reason for a
+        second copy of the steps: docs/benchmarks.md, "The common save in one call"."""
+        reads = self.reads
+        held = self._locks._held  # (KeyedLock.try_acquire / release, written out)
+        if agent_id in held:
+            return None  # another write of this agent: wait for it in write()
+        record = reads.cache.get(agent_id)
+        if (
+            record is None
+            or not record.tag_known
+            or record.rich
+            or record.dumped is None
+            or record.link is None
+            or (self.snapshots.full_every > 1 and record.full_data is None)
+        ):
+            return None
+        held[agent_id] = None
+        try:
+            carried: list[bytes] = []
+            ops, packed = diff_by_key(record.data, new, record.dumped, carried)
+            fsm = fsm_state if fsm_state != record.fsm_state else None
+            base = record.seq
+            seq = base + 1
+            now = self.clock()
+            codec = self.codec
+            body: dict[str, Any] = {}
+            if ops:
+                body["ops"] = ops
+            if fsm is not None:
+                body["fsm"] = fsm
+            body_bytes = None
+            if plain(carried):
+                try:
+                    body_bytes = _dumps(body)  # what Format.dumps makes of a plain document
+                except TypeError:
+                    body_bytes = None
+            if body_bytes is None:
+                body_bytes = codec.serialize(body, "event")
+            sealed = codec.seal(agent_id, seq, PATCH, now, body_bytes, record.link)
+            payload, link, checksum = sealed.payload, sealed.link, sealed.checksum
+            if ops and (packed is None or (b"$" in body_bytes and b'"$t"' in body_bytes)):
+                return None  # typed values in the ops: build() applies them, as write() does
+            # The state after the event is made on ``record`` itself once the append is
+            # acknowledged (a dozen attribute stores, where a copy-on-write record
+            # costs its 23-argument constructor): until then nothing of the record
+            # changes but ``replay_bytes``, which only the snapshot policy reads, and a
+            # failed append drops the record from the cache. A save that writes a
+            # snapshot is built on a copy (its encoding needs the new state).
+            replay = record.replay_bytes
+            record.replay_bytes = replay + len(payload)
+            snapshot = None
+            if self.snapshots.due(record, seq):
+                record.replay_bytes = replay
+                copy = next_record(record)
+                copy.link, copy.checksum = link, checksum
+                copy.replay_bytes = replay + len(payload)
+                if ops:
+                    copy.data, copy.dumped, copy.blob = HELD_AS_BYTES, packed, None
+                elif packed is not None:
+                    copy.dumped = packed
+                if fsm is not None:
+                    copy.fsm_state, copy.fsm_entered_at = fsm, now
+                copy.seq, copy.updated_at = seq, now
+                snapshot, marks = self.snapshots.encode_timed(copy)
+                mark_snapshot(copy, marks)
+            else:
+                copy = None
+            tag = codec.head_tag(agent_id, seq, link)
+            request = StoreRequest(
+                agent_id,
+                base,
+                (RawEvent(seq, PATCH, now, payload, checksum),),
+                snapshot,
+                None,
+                None,
+                tag,
+                record.tag,
+                True,
+            )
+            try:
+                group = self.group
+                if group is None:
+                    result = await self.backend.append(request)
+                else:
+                    result = await group.submit(request)
+            except ConflictError:
+                reads.cache.discard(agent_id)
+                self.retries += 1  # made again by write() on a validated read
+                return None
+            except BaseException:
+                reads.cache.discard(agent_id)
+                raise
+            self.appends += 1
+            if copy is not None:
+                self.snapshots_written += 1
+                copy.tag, copy.tag_known = tag, True
+                reads.cache.put(agent_id, copy)
+            else:
+                record.fresh = False  # its data may be shared (as next_record says)
+                if ops:
+                    record.data, record.dumped, record.blob = HELD_AS_BYTES, packed, None
+                elif packed is not None:
+                    record.dumped = packed
+                if fsm is not None:
+                    record.fsm_state, record.fsm_entered_at = fsm, now
+                record.seq, record.updated_at = seq, now
+                record.link, record.checksum, record.tag = link, checksum, tag
+                reads.cache.put(agent_id, record)
+            if self.witness is not None:
+                self.witness.acked(agent_id, seq, link)
+            return result
+        finally:
+            waiters = held[agent_id]
+            if waiters:
+                self._locks.release(agent_id)
+            else:
+                del held[agent_id]
 
     # -- 2. where a save is built ------------------------------------------------------
 
