@@ -1,0 +1,215 @@
+"""The common save in one call (issue 11): ``StateStore.save(agent_id, dict)`` with
+every option at its default, on a cached record, takes ``WritePipeline.save_fast``
+— what the store's options allow is decided once (``decide_fast``), and decided
+again when one of them changes — and stores exactly what the general path stores."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.exposition import generate_latest
+
+from statekeeper import StateStore
+from statekeeper.backends.sqlite import SQLiteBackend
+from statekeeper.observability import instrument
+from statekeeper.store.writes import WritePipeline
+
+from ..conftest import FakeClock
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    raise AssertionError(f"{name}{labels} not exposed")
+
+
+class Calls:
+    """Counts the calls of ``WritePipeline.write`` (the general path) and of
+    ``WritePipeline.save_fast`` that made the save (did not hand it back)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.write = 0
+        self.fast = 0
+        write, fast = WritePipeline.write, WritePipeline.save_fast
+
+        async def counted_write(pipeline: WritePipeline, *args: Any, **kwargs: Any) -> Any:
+            self.write += 1
+            return await write(pipeline, *args, **kwargs)
+
+        async def counted_fast(pipeline: WritePipeline, *args: Any) -> Any:
+            done = await fast(pipeline, *args)
+            self.fast += done is not None
+            return done
+
+        monkeypatch.setattr(WritePipeline, "write", counted_write)
+        monkeypatch.setattr(WritePipeline, "save_fast", counted_fast)
+
+
+def states(n: int) -> list[tuple[dict[str, Any], str | None]]:
+    """Saves that exercise every kind of change the fast path meets."""
+    out: list[tuple[dict[str, Any], str | None]] = []
+    msgs: list[Any] = []
+    for i in range(n):
+        msgs = [*msgs, {"role": "user", "content": f"message {i} " + "x" * (i * 7)}]
+        doc: dict[str, Any] = {"messages": msgs, "step": i}
+        if i % 3 == 0:
+            doc["score"] = i / 3  # a float: serialised through the codec
+        if i % 4 == 1:
+            doc["messages"] = [{"edited": True}, *msgs[1:]]  # not a grown list
+        if i % 5 == 2:
+            doc.pop("step")  # a key removed
+        out.append((doc, "busy" if i % 2 else None))
+        if i % 6 == 5:
+            out.append((dict(doc), None))  # nothing changed
+    return out
+
+
+async def stored(path: Path) -> list[tuple[Any, ...]]:
+    backend = SQLiteBackend(path)
+    try:
+        return [
+            (e.seq, e.type, e.timestamp, e.payload, e.checksum)
+            for e in await backend.read("a", 0, None)
+        ] + [await backend.head_tag("a")]
+    finally:
+        await backend.close()
+
+
+async def test_the_common_save_of_a_cached_agent_is_made_in_one_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = Calls(monkeypatch)
+    async with StateStore(f"sqlite:///{tmp_path}/f.db", clock=FakeClock(step=1.0)) as store:
+        await store.save("a", {"messages": []})  # created: the general path
+        assert (calls.write, calls.fast) == (1, 0)
+        for n in range(1, 11):
+            await store.save("a", {"messages": [f"m{i}" for i in range(n)]}, fsm_state="s")
+        assert (calls.write, calls.fast) == (1, 10)
+        await store.save("a", {"messages": []}, info={"why": "reset"})  # an option: general
+        assert (calls.write, calls.fast) == (2, 10)
+        assert (await store.load("a")).data == {"messages": []}
+        assert (await store.verify()).ok
+
+
+@pytest.mark.parametrize("durability", ["sync", "group"])
+async def test_the_fast_and_the_general_path_store_the_same_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
+) -> None:
+    calls = Calls(monkeypatch)
+    saves = states(24)
+    for name, fast in (("fast.db", True), ("general.db", False)):
+        async with StateStore(
+            f"sqlite:///{tmp_path}/{name}",
+            clock=FakeClock(step=1.0),
+            snapshot_every=4,
+            durability=durability,
+        ) as store:
+            for doc, fsm in saves:
+                store._writes.fast = fast  # (the general path: as a store with options)
+                await store.save("a", doc, fsm_state=fsm)
+            assert (await store.load("a")).data == saves[-1][0]
+            assert (await store.verify()).ok
+    assert calls.fast > len(saves) // 2  # (most of them went the fast way)
+    assert await stored(tmp_path / "fast.db") == await stored(tmp_path / "general.db")
+    async with StateStore(f"sqlite:///{tmp_path}/fast.db") as again:  # a cold load of what it wrote
+        loaded = await again.load("a")
+        assert (loaded.data, loaded.fsm_state) == (saves[-1][0], "busy")
+
+
+async def test_an_observer_attached_after_open_still_observes_every_save(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = Calls(monkeypatch)
+    registry = CollectorRegistry()
+    async with StateStore("memory://", witness=False) as store:
+        await store.save("a", {"n": 0})
+        await store.save("a", {"n": 1})
+        assert store._writes.fast and calls.fast == 1
+        instrumentation = instrument(store, registry=registry, tracing=False)
+        assert not store._writes.fast  # decided again when the observer was set
+        for n in range(2, 6):
+            await store.save("a", {"n": n})
+        assert (
+            sample(registry, "statekeeper_operation_duration_seconds_count", operation="save") == 4
+        )
+        assert (
+            sample(registry, "statekeeper_backend_call_duration_seconds_count", call="append") == 4
+        )
+        assert calls.fast == 1
+        instrumentation.uninstall()
+        assert store._writes.fast
+        await store.save("a", {"n": 6})
+        assert calls.fast == 2
+        assert (await store.load("a")).data == {"n": 6}
+
+
+async def test_a_store_whose_options_rule_it_out_never_takes_it(tmp_path: Path) -> None:
+    for options in (
+        {"durability": "async"},
+        {"max_event_bytes": 10_000},
+        {"max_state_bytes": 10_000},
+        {"validate_cache": False},
+    ):
+        async with StateStore(f"sqlite:///{tmp_path}/o.db", **options) as store:  # type: ignore[arg-type]
+            assert not store._writes.fast, options
+    async with StateStore(f"sqlite:///{tmp_path}/o.db") as store:
+        assert store._writes.fast
+        store._writes.submitter = store._writes.backend.append  # as a governed store does
+        assert not store._writes.fast
+
+
+async def test_a_write_by_another_store_sends_the_save_the_general_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = Calls(monkeypatch)
+    async with (
+        StateStore(f"sqlite:///{tmp_path}/c.db") as mine,
+        StateStore(f"sqlite:///{tmp_path}/c.db") as theirs,
+    ):
+        await mine.save("a", {"messages": ["m0"]})
+        await mine.save("a", {"messages": ["m0", "m1"]})
+        await theirs.save("a", {"messages": ["m0", "m1", "theirs"], "by": "them"})
+        retries = mine._writes.retries
+        # the cached head is stale: the compare-and-set refuses it, nothing is written,
+        # and the save is made again on the stored state (last writer wins)
+        await mine.save("a", {"messages": ["m0", "m1", "mine"]})
+        assert mine._writes.retries == retries + 1
+        assert (await theirs.load("a")).data == {"messages": ["m0", "m1", "mine"]}
+        assert (await mine.verify()).ok
+        assert calls.fast == 1
+
+
+async def test_saves_of_one_agent_at_once_wait_for_each_other(tmp_path: Path) -> None:
+    async with StateStore(f"sqlite:///{tmp_path}/l.db", clock=FakeClock(step=1.0)) as store:
+        await store.save("a", {"n": -1})
+        await store.save("a", {"n": 0})
+        results = await asyncio.gather(*(store.save("a", {"n": n}) for n in range(1, 9)))
+        assert sorted(r.last_seq for r in results) == list(range(3, 11))
+        events = [e async for e in store.history("a")]
+        assert [e.seq for e in events] == list(range(1, 11))
+        assert (await store.load("a")).data == {
+            "n": max(results, key=lambda r: r.last_seq).last_seq - 2
+        }
+        assert (await store.verify()).ok
+
+
+async def test_typed_values_go_the_general_way_and_are_stored(
+    open_store: Callable[..., StateStore],
+) -> None:
+    store = open_store("memory://")
+    when = datetime.datetime(2026, 12, 2, 15, 0, tzinfo=datetime.timezone.utc)
+    await store.save("a", {"messages": ["m0"]})
+    await store.save("a", {"messages": ["m0", "m1"]})
+    await store.save("a", {"messages": ["m0", "m1"], "at": when})
+    await store.save("a", {"messages": ["m0", "m1", "m2"], "at": when})
+    assert (await store.load("a")).data == {"messages": ["m0", "m1", "m2"], "at": when}
+    assert (await store.verify()).ok
