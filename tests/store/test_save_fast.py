@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from statekeeper import StateStore
 from statekeeper.backends.sqlite import SQLiteBackend
@@ -206,7 +206,7 @@ async def test_typed_values_go_the_general_way_and_are_stored(
     open_store: Callable[..., StateStore],
 ) -> None:
     store = open_store("memory://")
-    when = datetime.datetime(2026, 12, 2, 15, 0, tzinfo=datetime.timezone.utc)
+    when = datetime.datetime(2026, 12, 2, 15, 0, tzinfo=datetime.UTC)
     await store.save("a", {"messages": ["m0"]})
     await store.save("a", {"messages": ["m0", "m1"]})
     await store.save("a", {"messages": ["m0", "m1"], "at": when})
