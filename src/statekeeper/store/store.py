@@ -738,6 +738,31 @@ class StateStore:
         it with :class:`~statekeeper.errors.LeaseLost` once a newer lease was granted.
         """
         obs = self.observer
+        if (  # the common save, decided by the store's options once (WritePipeline.fast)
+            obs is None
+            and fsm_state is None
+            and info is None
+            and expected_seq is None
+            and idempotency_key is None
+            and event_type is EventType.PATCH
+            and actor is None
+            and schema_version is None
+            and lease is None
+            and data.__class__ is dict
+            and agent_id.__class__ is str
+            and agent_id[:1] != "\x01"  # (never an internal stream's record)
+            and self._writes.fast
+            and self._gate.ok
+            and not self._closed
+        ):
+            # no argument check: save_fast makes only the save of an agent whose
+            # record is cached, whose id was checked when it was first read or written
+            try:
+                done = await self._writes.save_fast(agent_id, data, None)  # type: ignore[arg-type]
+            except SerializationError as exc:
+                raise locate(exc, self.codec.types, data=data) from exc
+            if done is not None:
+                return done
         mark = None if obs is None else _perf() if obs.untraced else obs.begin("save", agent_id)
         try:
             self._check_open()
@@ -756,17 +781,24 @@ class StateStore:
                 check_seq(schema_version, "schema_version", optional=True)
                 check_event_type(event_type)
                 check_write_options(idempotency_key, actor, lease)
-                fast = False
-            else:  # the common save: one call, when the store's options allow it
-                fast = obs is None and info is None and self._writes.fast
+            elif (
+                fsm_state is not None
+                and obs is None
+                and info is None
+                and document.__class__ is dict
+                and self._writes.fast
+                and self._gate.ok
+            ):  # the common save with a state: one call too
+                try:
+                    done = await self._writes.save_fast(agent_id, document, fsm_state)  # type: ignore[arg-type]
+                except SerializationError as exc:
+                    raise locate(exc, self.codec.types, data=document) from exc
+                if done is not None:
+                    return done
             info = event_info(info) if info is not None else {}
             if not self._gate.ok:
                 await self._gate.check(self)
             try:
-                if fast and document.__class__ is dict:
-                    done = await self._writes.save_fast(agent_id, document, fsm_state)  # type: ignore[arg-type]
-                    if done is not None:
-                        return done
                 make, dumped = save_changes(document, fsm_state)
                 result = await self._writes.write(
                     agent_id,

@@ -375,7 +375,9 @@ class WritePipeline:
         held = self._locks._held  # (KeyedLock.try_acquire / release, written out)
         if agent_id in held:
             return None  # another write of this agent: wait for it in write()
-        record = reads.cache.get(agent_id)
+        cache = reads.cache
+        cached = cache._data  # (LRUCache.get and put, written out: this runs on every save)
+        record = cached.get(agent_id)
         if (
             record is None
             or not record.tag_known
@@ -385,6 +387,8 @@ class WritePipeline:
             or (self.snapshots.full_every > 1 and record.full_data is None)
         ):
             return None
+        cached.move_to_end(agent_id)
+        cache.hits += 1
         held[agent_id] = None
         try:
             carried: list[bytes] = []
@@ -465,7 +469,7 @@ class WritePipeline:
             if copy is not None:
                 self.snapshots_written += 1
                 copy.tag, copy.tag_known = tag, True
-                reads.cache.put(agent_id, copy)
+                cache.put(agent_id, copy)
             else:
                 record.fresh = False  # its data may be shared (as next_record says)
                 if ops:
@@ -476,7 +480,8 @@ class WritePipeline:
                     record.fsm_state, record.fsm_entered_at = fsm, now
                 record.seq, record.updated_at = seq, now
                 record.link, record.checksum, record.tag = link, checksum, tag
-                reads.cache.put(agent_id, record)
+                if cached.get(agent_id) is not record:  # evicted or replaced meanwhile
+                    cache.put(agent_id, record)
             if self.witness is not None:
                 self.witness.acked(agent_id, seq, link)
             return result
