@@ -758,7 +758,7 @@ class StateStore:
             # no argument check: save_fast makes only the save of an agent whose
             # record is cached, whose id was checked when it was first read or written
             try:
-                done = await self._writes.save_fast(agent_id, data, None)  # type: ignore[arg-type]
+                done = await self._writes.save_fast(agent_id, data, None)
             except SerializationError as exc:
                 raise locate(exc, self.codec.types, data=data) from exc
             if done is not None:
@@ -790,7 +790,7 @@ class StateStore:
                 and self._gate.ok
             ):  # the common save with a state: one call too
                 try:
-                    done = await self._writes.save_fast(agent_id, document, fsm_state)  # type: ignore[arg-type]
+                    done = await self._writes.save_fast(agent_id, document, fsm_state)
                 except SerializationError as exc:
                     raise locate(exc, self.codec.types, data=document) from exc
                 if done is not None:
