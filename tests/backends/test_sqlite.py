@@ -200,6 +200,7 @@ async def test_a_due_checkpoint_runs_before_the_next_commit(tmp_path: Path) -> N
     backend = SQLiteBackend(tmp_path / "order.db", synchronous="OFF")
     order: list[str] = []
     checkpoint, append_sync = backend._checkpoint, backend._append_batch_sync
+    commit_lone = backend._commit_lone
 
     def logged_checkpoint() -> None:
         order.append("checkpoint")
@@ -209,8 +210,15 @@ async def test_a_due_checkpoint_runs_before_the_next_commit(tmp_path: Path) -> N
         order.append("append")
         return append_sync(requests)
 
+    def logged_lone(one: Any) -> Any:  # (a lone append committed inline)
+        found = commit_lone(one)
+        if found is not None:
+            order.append("append")
+        return found
+
     backend._checkpoint = logged_checkpoint  # type: ignore[method-assign]
     backend._append_batch_sync = logged_append  # type: ignore[method-assign]
+    backend._commit_lone = logged_lone  # type: ignore[method-assign]
     release = threading.Event()
     blocker = backend._writer_pool.submit(release.wait)  # the writer thread, kept busy
     try:
