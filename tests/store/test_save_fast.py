@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from statekeeper import StateStore
 from statekeeper.backends.sqlite import SQLiteBackend
+from statekeeper.errors import StoreClosed
 from statekeeper.observability import instrument
 from statekeeper.store.writes import WritePipeline
 
@@ -213,3 +214,14 @@ async def test_typed_values_go_the_general_way_and_are_stored(
     await store.save("a", {"messages": ["m0", "m1", "m2"], "at": when})
     assert (await store.load("a")).data == {"messages": ["m0", "m1", "m2"], "at": when}
     assert (await store.verify()).ok
+
+
+async def test_a_closed_store_refuses_the_save_of_a_cached_agent(tmp_path: Path) -> None:
+    store = StateStore(f"sqlite:///{tmp_path}/closed.db")
+    await store.save("a", {"n": 0})
+    await store.save("a", {"n": 1})  # cached, trusted: the fast path's case
+    await store.close()
+    with pytest.raises(StoreClosed):
+        await store.save("a", {"n": 2})
+    async with StateStore(f"sqlite:///{tmp_path}/closed.db") as again:
+        assert (await again.load("a")).data == {"n": 1}
