@@ -218,7 +218,7 @@ async def test_a_due_checkpoint_runs_before_the_next_commit(tmp_path: Path) -> N
 
     backend._checkpoint = logged_checkpoint  # type: ignore[method-assign]
     backend._append_batch_sync = logged_append  # type: ignore[method-assign]
-    backend._commit_lone = logged_lone  # type: ignore[method-assign]
+    backend._commit_lone = logged_lone  # type: ignore[method-assign, assignment]
     release = threading.Event()
     blocker = backend._writer_pool.submit(release.wait)  # the writer thread, kept busy
     try:
