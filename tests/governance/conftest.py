@@ -13,7 +13,7 @@ from statekeeper.backends.url import open_backend
 from statekeeper.governance import Audit, Policy, parse_policy
 
 from ..backends._services import fresh_url
-from ._keyring import KEYRING
+from ._keyring import KEYRING as KEYRING  # (re-exported: the tests import it from here)
 
 POLICY_TEXT = """\
 [roles.acme-support]
