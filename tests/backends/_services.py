@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 from ..conftest import require_service
 
 POSTGRES_DSN = os.environ.get(
@@ -425,3 +427,70 @@ class SilentServer:
         with self.changed:
             self.changed.wait_for(lambda: len(self.held) > before, timeout=60)
             return len(self.held) - before
+
+
+# -- one PostgreSQL schema per conformance class, emptied between its tests -------------
+
+#: conformance tests that need the schema not to exist at all (a reused one is dropped)
+NEEDS_NO_SCHEMA = frozenset({"test_readonly_refuses_what_is_not_a_store"})
+
+#: the tables a store keeps rows in (sk_migrations stays: the schema stays current)
+_ROW_TABLES = ("sk_events", "sk_snapshots", "sk_idempotency", "sk_leases", "sk_agents")
+
+
+def empty_schema(schema: str) -> None:
+    """Make an existing statekeeper schema hold what a new one holds — no rows, the feed's
+    sequence and floor back at their start — in one round trip; a schema that does not
+    exist (or is not a store yet) is left alone (the next backend opened creates it).
+    Rows are deleted, not truncated: TRUNCATE gives every table and partition new files,
+    as costly as creating the schema again."""
+    import psycopg
+    from psycopg import sql
+
+    s = sql.Identifier(schema)
+    deletes = sql.SQL(" ").join(
+        sql.SQL("DELETE FROM {s}.{t};").format(s=s, t=sql.Identifier(t)) for t in _ROW_TABLES
+    )
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        body = sql.SQL(
+            "BEGIN IF to_regclass({migrations}) IS NOT NULL THEN {deletes}"
+            " UPDATE {s}.sk_feed_floor SET floor = 0;"
+            " PERFORM setval({seq}, 1, false); END IF; END"
+        ).format(
+            migrations=sql.Literal(sql.Identifier(schema, "sk_migrations").as_string(conn)),
+            seq=sql.Literal(sql.Identifier(schema, "sk_feed_seq").as_string(conn)),
+            deletes=deletes,
+            s=s,
+        )
+        conn.execute(sql.SQL("DO {}").format(sql.Literal(body.as_string(conn))))
+
+
+class ReusedPostgresSchema:
+    """For a conformance class on PostgreSQL: one schema per class (and xdist worker,
+    and test session), created by the first test, emptied with :func:`empty_schema`
+    before each test instead of created and dropped per test (creating a schema — its
+    tables, partitions, indexes and functions — was most of each test's time), dropped
+    after the class. A test in :data:`NEEDS_NO_SCHEMA` gets it dropped first. The hooks
+    name it ``self.schema``."""
+
+    schema: str
+
+    #: the start of the schema's name
+    schema_prefix = "sk_t_"
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def _class_schema(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+        require_postgres()
+        name = namespace(tmp_path_factory.mktemp("schema"), cls.schema_prefix)
+        drop_schema(name)
+        yield name
+        drop_schema(name)
+
+    @pytest.fixture(autouse=True)
+    def _fresh_schema(self, _class_schema: str, request: pytest.FixtureRequest) -> None:
+        self.schema = _class_schema
+        if request.node.originalname in NEEDS_NO_SCHEMA:
+            drop_schema(_class_schema)
+        else:
+            empty_schema(_class_schema)

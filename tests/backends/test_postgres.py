@@ -34,6 +34,7 @@ from statekeeper.testing import BackendConformance, request, snapshot
 
 from ._services import (
     POSTGRES_DSN,
+    ReusedPostgresSchema,
     drop_schema,
     namespace,
     private_postgres,
@@ -50,19 +51,18 @@ def schema(tmp_path: Path) -> Iterator[str]:
     drop_schema(name)
 
 
-class TestPostgresConformance(BackendConformance):
-    @pytest.fixture(autouse=True)
-    def _isolated_schema(self, schema: str) -> None:
-        """Require the server and give the test its own schema (dropped afterwards)."""
+class TestPostgresConformance(ReusedPostgresSchema, BackendConformance):
+    """Every test of the contract, on one schema emptied before each test (dropped
+    first for a test about a missing schema; see ReusedPostgresSchema)."""
 
     async def make_backend(self, tmp_path: Path) -> PostgresBackend:
-        return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=4)
+        return PostgresBackend(POSTGRES_DSN, schema=self.schema, max_size=4)
 
     async def open_peer(self, tmp_path: Path) -> PostgresBackend:
-        return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=4)
+        return PostgresBackend(POSTGRES_DSN, schema=self.schema, max_size=4)
 
     async def open_readonly(self, tmp_path: Path) -> PostgresBackend:
-        return PostgresBackend(POSTGRES_DSN, schema=namespace(tmp_path), max_size=4, readonly=True)
+        return PostgresBackend(POSTGRES_DSN, schema=self.schema, max_size=4, readonly=True)
 
 
 # -- PostgreSQL only ---------------------------------------------------------------------

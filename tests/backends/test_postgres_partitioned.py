@@ -1,7 +1,8 @@
 """PostgreSQL hash-partitioned by agent id (``partitions=N``): the whole backend contract
 on a partitioned schema, the layout itself, and that a statement about one agent touches
 one partition of each table (EXPLAIN, with custom and generic plans, and the locks an
-append takes). Each test creates its own schema on the shared server and drops it after.
+append takes). Each test outside the contract class creates its own schema on the shared
+server and drops it after.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from statekeeper.backends.postgres.schema import PARTITIONED_TABLES
 from statekeeper.errors import ConfigurationError
 from statekeeper.testing import BackendConformance, request
 
-from ._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
+from ._services import (
+    POSTGRES_DSN,
+    ReusedPostgresSchema,
+    drop_schema,
+    namespace,
+    require_postgres,
+)
 
 PARTITIONS = 4
 
@@ -39,17 +46,16 @@ def schema(tmp_path: Path) -> Iterator[str]:
     drop_schema(name)
 
 
-class TestPartitionedPostgresConformance(BackendConformance):
-    """Every test of the contract, on a schema created with 4 hash partitions."""
+class TestPartitionedPostgresConformance(ReusedPostgresSchema, BackendConformance):
+    """Every test of the contract, on a schema created with 4 hash partitions (one per
+    class, emptied before each test: see ReusedPostgresSchema)."""
 
-    @pytest.fixture(autouse=True)
-    def _isolated_schema(self, schema: str) -> None:
-        """Require the server and give the test its own schema (dropped afterwards)."""
+    schema_prefix = "sk_tp_"
 
     def _backend(self, tmp_path: Path, **options: Any) -> PostgresBackend:
         return PostgresBackend(
             POSTGRES_DSN,
-            schema=namespace(tmp_path, "sk_tp_"),
+            schema=self.schema,
             max_size=4,
             partitions=PARTITIONS,
             **options,

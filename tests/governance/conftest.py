@@ -11,11 +11,9 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.backends.url import open_backend
 from statekeeper.governance import Audit, Policy, parse_policy
-from statekeeper.security import Keyring
 
 from ..backends._services import fresh_url
-
-KEYRING = Keyring({"k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="})
+from ._keyring import KEYRING as KEYRING  # (re-exported: the tests import it from here)
 
 POLICY_TEXT = """\
 [roles.acme-support]

@@ -36,7 +36,7 @@ CHILD = textwrap.dedent(
     from statekeeper import StateStore
     from statekeeper.governance import Audit, parse_policy
     from statekeeper.schema.migrate import finalize, migrate, rollback
-    from tests.governance.conftest import KEYRING
+    from tests.governance._keyring import KEYRING
     from tests.schema import apps
 
     url, scenario, when, kill_at, policy, run = sys.argv[1:7]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,3 +160,33 @@ def test_calls_after_stop_are_refused() -> None:
     coro = _ident()
     with pytest.raises(StoreClosed):
         loop.call(coro)
+
+
+def test_stop_does_not_wait_out_the_grace_for_more_async_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After async work, the background thread keeps running the loop for a grace
+    period in case more comes; stopping (a saver's close) ends that wait at once (it
+    waited the grace out: 50 ms per close). An hour's grace makes the difference plain."""
+    monkeypatch.setattr("statekeeper.integrations.langgraph.loop._GRACE", 3600.0)
+    loop = SharedLoop("test-shared-loop")
+
+    async def value() -> str:
+        await asyncio.sleep(0)
+        return "ok"
+
+    async def main() -> str:
+        return await loop.run(value())
+
+    assert asyncio.run(main()) == "ok"
+    # condition: the background thread holds the loop with the work all done (its grace
+    # wait); the deadline only bounds a failure
+    deadline = time.monotonic() + 60
+    while not (loop._driver == loop._thread.ident and not loop._pending()):
+        assert time.monotonic() < deadline, "the background thread never took the loop"
+        time.sleep(0.005)
+    stopping = threading.Thread(target=loop.stop, daemon=True)
+    stopping.start()
+    stopping.join(timeout=60)  # a deadline for a hang, not a wait
+    assert not stopping.is_alive(), "stop() waited for the grace period to end"
+    assert not loop.running

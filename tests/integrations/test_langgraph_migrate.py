@@ -441,7 +441,8 @@ def test_interrupted_before_the_import_resumes_in_a_new_process(
     oracle_copy = tmp_path / "oracle.sqlite"
     shutil.copy(source, oracle_copy)
     with _target(engine, tmp_path) as target:
-        moved = _cli("langgraph", "import", source, target)
+        # (the import in this process: the graph's two runs are the new processes)
+        moved = _run("langgraph", "import", source, target)
         assert moved.returncode == 0, moved.stderr
         assert "verified: 1 thread(s)" in moved.stdout
         resumed = _py(child, "resume", target, str(log))
@@ -551,7 +552,9 @@ def test_a_killed_import_resumes_where_it_stopped(engine: str, tmp_path: Path) -
             child.wait()
         with StatekeeperSaver.from_url(target) as saver:
             assert len(list(saver.list(None))) == 13  # interrupted mid-way
-        resumed = _cli("langgraph", "import", source, target, "--json")
+        # resumed in this process (the killed one was the real process; the command as a
+        # user runs it, in a subprocess: test_progress_advances_once_per_checkpoint)
+        resumed = _run("langgraph", "import", source, target, "--json")
         assert resumed.returncode == 0, resumed.stderr
         report = json.loads(resumed.stdout)
         assert report["checkpoints_present"] == 13

@@ -27,6 +27,21 @@ from ._contract import Contract, fenced, request
 
 __all__ = ["LeaseConformance"]
 
+#: how long a lease lives when a test must see it expire (the test then waits it out)
+SHORT_TTL = 0.05
+#: added to every such wait: the backend may round its clock (Redis formats it with 17
+#: digits, PostgreSQL keeps microseconds), and the expiry must be past, not equal
+_MARGIN = 0.03
+
+
+async def _outlive(ttl: float = SHORT_TTL) -> None:
+    """Wait until a lease granted for ``ttl`` seconds — granted before this call, i.e.
+    its reply is in — has expired on the backend's clock. The backend computed the
+    expiry before it replied, so ``ttl`` seconds counted from now (plus a margin for
+    rounding) are past it, whatever the offset between its clock and ours.
+    """
+    await asyncio.sleep(ttl + _MARGIN)
+
 
 class LeaseConformance(Contract):
     """Conformance tests: leases and fencing (engines with ``supports_leases``)."""
@@ -88,8 +103,8 @@ class LeaseConformance(Contract):
         old = await backend.acquire_lease("a", "w1", 30.0)
         with pytest.raises(LeaseHeld):
             await backend.acquire_lease("a", "w2", 5.0)
-        old = await backend.renew_lease("a", "w1", old.token, 0.2)  # now let it expire
-        await asyncio.sleep(0.3)  # a lower bound: the lease can only be older than this
+        old = await backend.renew_lease("a", "w1", old.token, SHORT_TTL)  # now let it expire
+        await _outlive()
         new = await backend.acquire_lease("a", "w2", 5.0)
         assert new.token > old.token
         assert new.holder == "w2"
@@ -104,10 +119,10 @@ class LeaseConformance(Contract):
         with pytest.raises(LeaseHeld):
             await backend.acquire_lease("a", "w2", 5.0)
         # expired but not taken over: still the newest token, so it may renew
-        short = await backend.renew_lease("a", "w1", lease.token, 0.2)
-        await asyncio.sleep(0.3)
-        assert (await backend.renew_lease("a", "w1", lease.token, 0.2)).token == short.token
-        await asyncio.sleep(0.3)
+        short = await backend.renew_lease("a", "w1", lease.token, SHORT_TTL)
+        await _outlive()
+        assert (await backend.renew_lease("a", "w1", lease.token, SHORT_TTL)).token == short.token
+        await _outlive()
         taken = await backend.acquire_lease("a", "w2", 30.0)
         with pytest.raises(LeaseLost) as info:
             await backend.renew_lease("a", "w1", lease.token, 30.0)
@@ -139,17 +154,17 @@ class LeaseConformance(Contract):
         # unfenced writes are not governed by leases (optimistic locking only)
         assert await backend.append(request("a", 3)) == AppendResult("a", 4, 4)
         # an expired lease nobody took over still fences correctly: its token is newest
-        short = await backend.acquire_lease("b", "w1", 0.2)
-        await asyncio.sleep(0.3)
+        short = await backend.acquire_lease("b", "w1", SHORT_TTL)
+        await _outlive()
         assert await backend.append(fenced("b", 0, short.fence)) == AppendResult("b", 1, 1)
 
     async def test_stale_fenced_append_is_refused_and_writes_nothing(
         self, leasing: Backend
     ) -> None:
         backend = leasing
-        old = await backend.acquire_lease("a", "w1", 0.2)
+        old = await backend.acquire_lease("a", "w1", SHORT_TTL)
         await backend.append(fenced("a", 0, old.fence, key="k1"))
-        await asyncio.sleep(0.3)
+        await _outlive()
         new = await backend.acquire_lease("a", "w2", 30.0)
         await backend.append(fenced("a", 1, new.fence))
         before = await backend.read("a")

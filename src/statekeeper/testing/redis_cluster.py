@@ -94,6 +94,9 @@ class LocalRedisCluster:
                 "--cluster-node-timeout", str(self.node_timeout_ms),
                 "--save", "",
                 "--appendonly", "no",
+                # a master sends its first replica sync at once (the default waits 5 s
+                # for more replicas to share one transfer: most of a cluster's start)
+                "--repl-diskless-sync-delay", "0",
                 "--dir", str(d),
                 "--logfile", str(d / "redis.log"),
             ],

@@ -192,18 +192,24 @@ async def migrate(backend: PostgresBackend) -> None:
             row = await cur.fetchone()
             if row is None or row[0] is None:  # a new schema: create it partitioned
                 logger.info("creating %s with %d hash partitions", schema, backend.partitions)
-                await conn.execute(sql.SQL(_PARTITIONED["tables"]).format(s=ident))
-                for table in PARTITIONED_TABLES:
-                    for i in range(backend.partitions):
-                        await conn.execute(
-                            sql.SQL(_PARTITIONED["partition"]).format(
-                                s=ident,
-                                t=sql.Identifier(table),
-                                p=sql.Identifier(f"{table}_p{i}"),
-                                n=sql.Literal(backend.partitions),
-                                i=sql.Literal(i),
-                            )
-                        )
+                # the tables and all their partitions in one round trip (a statement
+                # each was 5 * N + 1 round trips, most of a new schema's set-up)
+                partitions = [
+                    sql.SQL(_PARTITIONED["partition"]).format(
+                        s=ident,
+                        t=sql.Identifier(table),
+                        p=sql.Identifier(f"{table}_p{i}"),
+                        n=sql.Literal(backend.partitions),
+                        i=sql.Literal(i),
+                    )
+                    for table in PARTITIONED_TABLES
+                    for i in range(backend.partitions)
+                ]
+                await conn.execute(
+                    sql.SQL(" ").join(
+                        [sql.SQL(_PARTITIONED["tables"]).format(s=ident), *partitions]
+                    )
+                )
         for version, label, body in MIGRATIONS:
             if version in applied:
                 continue

@@ -89,6 +89,9 @@ class SharedLoop:
         self._last_handed = 0.0
         #: resolved (on the loop) when the handed work is all done; see _settle
         self._drained: asyncio.Future[None] | None = None
+        #: the background thread's wait for more async work (see _settle): stop()
+        #: resolves it, so closing never waits out the grace period
+        self._grace: asyncio.Future[None] | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._background, name=name, daemon=True)
         self._thread.start()
@@ -245,9 +248,17 @@ class SharedLoop:
                     self._drained = None
                 continue
             quiet = time.monotonic() - self._last_handed
-            if quiet >= _GRACE:
+            if quiet >= _GRACE or self._closed:
                 return
-            await asyncio.sleep(_GRACE - quiet)
+            self._grace = grace = self._loop.create_future()
+            if self._closed:  # stop() looked before the future was there
+                _resolve(grace)
+            timer = self._loop.call_later(_GRACE - quiet, _resolve, grace)
+            try:
+                await grace
+            finally:
+                timer.cancel()
+                self._grace = None
 
     def _background(self) -> None:
         while True:
@@ -274,6 +285,10 @@ class SharedLoop:
             return
         self._closed = True
         self._kick.set()
+        grace = self._grace
+        if grace is not None:  # end the background thread's grace wait now
+            with contextlib.suppress(RuntimeError):  # the loop was closed
+                self._loop.call_soon_threadsafe(_resolve, grace)
         if threading.current_thread() is not self._thread:
             self._thread.join()
         self._drive(lambda: False, None)  # wait for a caller still running the loop
