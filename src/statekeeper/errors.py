@@ -85,6 +85,22 @@ __all__ = [
 class StatekeeperError(Exception):
     """Root of every error statekeeper raises on purpose."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's own reduce rebuilds an error as ``cls(*self.args)``; most of ours
+        # take their fields, not the message, so a pickled copy (an error crossing a
+        # process: multiprocessing, concurrent.futures, pytest-xdist) came back wrong
+        # (``UnsavedChangesWarning`` listed the letters of its message as agent ids) or
+        # failed to unpickle. Rebuild from the fields instead, without calling __init__.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[StatekeeperError], args: tuple[Any, ...], fields: dict[str, Any]) -> Any:
+    """The other half of :meth:`StatekeeperError.__reduce__`."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(fields)
+    return error
+
 
 class ConfigurationError(StatekeeperError, ValueError):
     """A setting, URL or argument cannot be used (raised before anything is written)."""

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack  # type: ignore[import-untyped]
 
 from ...backends.base import Capability
-from ...errors import BackupError
+from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
 from .filecopy import copy_folder, copy_of, write_copy
@@ -440,7 +440,7 @@ async def _audit_backup(audit: AuditSink | None, result: BackupResult) -> None:
     )
 
 
-class _NoCopy(Exception):
+class _NoCopy(StatekeeperError):
     """The engine has no bulk copy (:meth:`~..base.Backend.copy_out`): the row path."""
 
 
