@@ -397,7 +397,7 @@ async def test_a_damaged_stream_is_refused_before_anything_is_written(
     assert sorted(p.name for p in tmp_path.iterdir() if "skb" in p.name) == []  # noqa: ASYNC240
 
 
-def test_the_heads_are_one_statement_over_the_copy(tmp_path: Path) -> None:
+def test_the_heads_are_read_from_the_copy_in_id_order(tmp_path: Path) -> None:
     """:func:`stream_heads` on a file: seq, head checksum, counts, per stream."""
     import asyncio
 
@@ -419,6 +419,17 @@ def test_the_heads_are_one_statement_over_the_copy(tmp_path: Path) -> None:
         conn.close()
     assert heads == expected
     assert sqlite_export.stream_totals(conn_totals(tmp_path)) == (9, 3, False)
+    # a stream without an event at its head (damaged) is still listed, checksum empty
+    # (the restore then refuses it): the per-agent statement answers then
+    conn = sqlite3.connect(tmp_path / "s.db")
+    try:
+        conn.execute("DELETE FROM sk_events WHERE agent_id = 't1/a001' AND seq = 3")
+        conn.commit()
+        damaged = sqlite_export.stream_heads(conn)
+        assert damaged == conn.execute(sqlite_export.STREAM_HEADS).fetchall()
+    finally:
+        conn.close()
+    assert damaged == [expected[0], ("t1/a001", 3, b""), expected[2]]
 
 
 def conn_totals(tmp_path: Path) -> sqlite3.Connection:
@@ -430,10 +441,13 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
 ) -> None:
     """Point in time on the file path: while the copy's transaction is open (after
     the heads are copied, before the events), another writer appends, creates and
-    deletes agents and commits; the backup holds the store as it was at the start."""
+    deletes agents and commits, and again between the copy and the reading of its
+    heads for the manifest; the backup holds the store as it was at the start, and its
+    manifest the same heads (a restore checks every stream against them)."""
     import asyncio
 
     from statekeeper.backends import sqlite as sqlite_module
+    from statekeeper.governance.backup import filecopy
 
     bkey = BackupKey(os.urandom(32))
     file = tmp_path / "b.skb"
@@ -459,16 +473,35 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
         def copy_file(source: str, dest: str, prefix: str, timeout: float) -> None:
             original(source, dest, prefix, timeout, copied=during)
 
+        async def write_more() -> None:
+            await src.save("t2/a002", {"after": 1})
+            await src.save("later/agent", {"new": True})
+
+        heads_of = filecopy._heads_of
+
+        def between(copy: str) -> Any:  # the copy committed, its heads not yet read
+            asyncio.run_coroutine_threadsafe(write_more(), loop).result()
+            committed.append("heads")
+            return heads_of(copy)
+
         monkeypatch.setattr(sqlite_module, "copy_file", copy_file)
+        monkeypatch.setattr(filecopy, "_heads_of", between)
         result = await backup(src, file, bkey)
-        assert committed == ["sk_agents"]
+        assert committed == ["sk_agents", "heads"]
         assert await src.head("t0/a000") == 5 and await src.head("t1/a001") == 0
+        assert await src.head("t2/a002") == 4
         assert result.agents == 12 and result.events == 36
     async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
         await restore(dst, [file], bkey)
         assert {a.agent_id: a.head_seq async for a in dst.iter_agents()} == before
         assert (await dst.load("t0/a000")).data == {"i": 0, "j": 2}
         assert (await dst.load("t1/a001")).data == {"i": 1, "j": 2}
+        assert (await dst.load("t2/a002")).data == {"i": 2, "j": 2}
+    reader = FrameReader(file, bkey)
+    try:
+        assert {a: h for a, h, _ in reader.heads()} == before
+    finally:
+        reader.close()
 
 
 async def test_an_instrumented_sqlite_store_takes_the_file_path(tmp_path: Path) -> None:
@@ -485,3 +518,32 @@ async def test_an_instrumented_sqlite_store_takes_the_file_path(tmp_path: Path) 
         await fill(src, 5)
         assert (await backup(src, file, bkey)).agents == 5
     assert version_of(file)[0] == 2
+
+
+async def test_an_engine_without_a_bulk_copy_opens_its_target_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full backup of an engine with neither a file copy nor ``copy_out`` (memory
+    here; Redis, S3, tiered alike) goes straight to the row path: its target file is
+    opened once, never a ``.partial`` opened and removed first; PostgreSQL (which has
+    ``copy_out``) says so."""
+    from statekeeper.backends.postgres.backend import PostgresBackend
+    from statekeeper.governance.backup.location import Location
+
+    opened: list[str] = []
+    original = Location.writing
+
+    def writing(self: Any) -> Any:
+        opened.append(self.display)
+        return original(self)
+
+    monkeypatch.setattr(Location, "writing", writing)
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    async with StateStore("memory://", keyring=keyring()) as src:
+        await fill(src, 4)
+        assert not src.backend.copies_out
+        assert (await backup(src, file, bkey)).agents == 4
+    assert opened == [str(file)]
+    assert version_of(file)[0] == 1
+    assert PostgresBackend.copies_out

@@ -329,3 +329,21 @@ async def test_a_copy_cut_off_by_the_server_is_a_typed_error_leaving_no_file(
         assert cut == 1
         assert [n for n in os.listdir(tmp_path) if "skb" in n] == []
         assert (await backup(src, file, bkey)).agents == 30  # the store is unharmed
+
+
+async def test_an_instrumented_postgres_store_takes_the_copy(tmp_path: Path, pg_url: str) -> None:
+    """The observability wrapper says its engine has a bulk copy (``copies_out``):
+    an instrumented PostgreSQL store's full backup is still its ``COPY`` (version 3),
+    not the row path."""
+    from prometheus_client import CollectorRegistry
+
+    from statekeeper.observability import instrument
+
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    async with StateStore(pg_url, keyring=keyring()) as src:
+        instrument(src, registry=CollectorRegistry(), tracing=False)
+        assert src.backend is not None and src.backend.copies_out
+        await fill(src, 5)
+        assert (await backup(src, file, bkey)).agents == 5
+    assert version_of(file)[0] == 3

@@ -216,6 +216,9 @@ class Backend(abc.ABC):
     #: True when concurrent :meth:`append` calls share commits by themselves (group
     #: commit inside the engine); ``durability="group"`` then adds no queue of its own
     groups_appends: bool = False
+    #: True when :meth:`copy_out` streams a bulk copy (PostgreSQL); a backup asks it
+    #: only then (no target file opened for an engine without one)
+    copies_out: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -48,6 +48,7 @@ class ObservedBackend(Backend):
         self.inner = inner
         self.name = inner.name
         self.compares_head_tag = inner.compares_head_tag
+        self.copies_out = inner.copies_out
         self.capabilities = inner.capabilities
         self.supports_leases = inner.supports_leases
         self._obs = instrumentation

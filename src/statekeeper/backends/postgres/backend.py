@@ -183,6 +183,8 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
     feed_poll_interval = 1.0  # a fallback: NOTIFY wakes subscribers up
     #: the head tag is compared inside ``sk_append`` (no read before a write)
     compares_head_tag = True
+    #: full backups by ``COPY ... TO STDOUT`` (:mod:`.export`)
+    copies_out = True
 
     def __init__(
         self,

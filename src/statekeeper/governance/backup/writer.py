@@ -289,13 +289,14 @@ async def backup(
                 )
                 await _audit_backup(audit, result)
                 return result
-        header = Header.new(backup_id, None, key, created, VERSION_COPY)
-        copied = await _write_copy_out(
-            backend, namespace, to, header, key, chunk_bytes, progress, started
-        )
-        if copied is not None:
-            await _audit_backup(audit, copied)
-            return copied
+        if backend.copies_out:  # else no target opened: the row path below
+            header = Header.new(backup_id, None, key, created, VERSION_COPY)
+            copied = await _write_copy_out(
+                backend, namespace, to, header, key, chunk_bytes, progress, started
+            )
+            if copied is not None:
+                await _audit_backup(audit, copied)
+                return copied
     heads = await _heads(backend, namespace + "/" if namespace else "")
     header = Header.new(backup_id, parent_id, key, created)
     streams: dict[str, Any] = {}
