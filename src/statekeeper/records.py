@@ -78,6 +78,7 @@ __all__ = [
     "FeedEvent",
     "FeedRecord",
     "Fence",
+    "LeaseChange",
     "LeaseInfo",
     "RawEvent",
     "RawSnapshot",
@@ -349,13 +350,35 @@ class StreamChange:
     ``prune_to`` removed, 0: none; the snapshots ``drop_snapshots`` removed), so a
     retention run's compaction or thinning commits with its entry. A prune whose
     preconditions fail (``check_prune``) raises
-    :class:`~statekeeper.errors.ConfigurationError` and nothing is written."""
+    :class:`~statekeeper.errors.ConfigurationError` and nothing is written.
+
+    Or ``lease`` alone (engines with leases): the agent's lease granted or released
+    as :class:`LeaseChange` says, so a lease and its audit entry are one commit."""
 
     agent_id: str
     delete_at: int | None = None
     snapshot: RawSnapshot | None = None
     prune_to: int | None = None
     drop_snapshots: tuple[int, ...] = ()
+    lease: LeaseChange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseChange:
+    """A lease grant or release made in an ``append_together`` commit
+    (:class:`StreamChange`).
+
+    A grant (``ttl`` given): the lease goes to ``holder`` for ``ttl`` seconds with
+    fencing token ``token``, which must be the stored token plus one (1 for an agent
+    never leased), else :class:`~statekeeper.errors.ConflictError` (the token the
+    audit entry names is the one granted); another holder's running lease raises
+    :class:`~statekeeper.errors.LeaseHeld`. A release (``ttl`` None): ``(holder,
+    token)`` must be the current lease, else :class:`~statekeeper.errors.LeaseLost`.
+    Either way nothing of the commit is written when it fails."""
+
+    holder: str
+    token: int
+    ttl: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from ..errors import (
     ConflictError,
     InvalidAgentId,
     InvalidArgument,
+    LeaseHeld,
     LeaseLost,
     LeasesUnsupported,
     StoreClosed,
@@ -66,6 +67,7 @@ __all__ = [
     "StoreRequest",
     "append_outcome",
     "check_fence",
+    "check_lease_grant",
     "check_prune",
     "lease_lost",
     "prefix_end",
@@ -104,6 +106,9 @@ class Capability(enum.StrEnum):
     #: ``append_from_base(request, base)``: create a stream compacted at a snapshot
     #: (what a restore of a retained stream writes: its base, then the events after it)
     BASE_IMPORT = "compacted stream import"
+    #: ``list_leases(after, limit)``: every agent's stored lease in id order (what
+    #: ``audit verify`` compares with the log: a lease granted without its entry)
+    LEASE_LIST = "lease listing"
 
 
 @dataclass(frozen=True, slots=True)
@@ -726,6 +731,13 @@ class Backend(abc.ABC):
         never had one."""
         raise LeasesUnsupported(self.name)
 
+    async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
+        """The stored leases (possibly expired or released) of the agents whose id
+        sorts after ``after``, in id order, at most ``limit`` (a page: call again
+        with the last id until fewer come back). Capability ``LEASE_LIST``; the
+        default refuses."""
+        raise CapabilityUnsupported(self.name, Capability.LEASE_LIST.value)
+
     def refuse_fence(self, request: AppendRequest) -> None:
         """For engines without leases: refuse a fenced append rather than store it
         unchecked."""
@@ -830,6 +842,10 @@ def validate_together(
     for change in changes:
         check_stored_id(change.agent_id)
         pruning = change.prune_to is not None
+        if change.lease is not None:
+            _validate_lease_change(change)
+            ids.append(change.agent_id)
+            continue
         if change.drop_snapshots and not pruning:
             raise ConfigurationError("drop_snapshots is part of a prune: give prune_to too")
         if (change.delete_at is None) == (change.snapshot is None and not pruning):
@@ -841,6 +857,37 @@ def validate_together(
         ids.append(change.agent_id)
     if len(set(ids)) != len(ids):
         raise ConfigurationError("append_together: one request per stream")
+
+
+def _validate_lease_change(change: StreamChange) -> None:
+    lease = change.lease
+    assert lease is not None
+    if change.delete_at is not None or change.snapshot is not None or change.prune_to is not None:
+        raise ConfigurationError("a lease change is made alone: no delete, snapshot or prune")
+    check_name(lease.holder, "holder")
+    if type(lease.token) is not int or lease.token < 1:
+        raise ConfigurationError(f"a lease token is an int >= 1, got {lease.token!r}")
+    if lease.ttl is not None:
+        validate_ttl(lease.ttl)
+
+
+def check_lease_grant(agent_id: str, lease: Any, current: LeaseInfo | None, now: float) -> None:
+    """The checks of a lease grant (:class:`~statekeeper.records.LeaseChange`) against
+    the agent's stored lease ``current`` at ``now`` on the engine's clock: another
+    holder's running lease raises :class:`~statekeeper.errors.LeaseHeld`; a token
+    that is not the stored one plus one raises
+    :class:`~statekeeper.errors.ConflictError` (expected: the token before the
+    grant, current: the stored one)."""
+    if (
+        current is not None
+        and current.holder is not None
+        and current.holder != lease.holder
+        and current.expires_at > now
+    ):
+        raise LeaseHeld(agent_id, current.holder, current.expires_at)
+    stored = current.token if current is not None else 0
+    if stored + 1 != lease.token:
+        raise ConflictError(agent_id, lease.token - 1, stored)
 
 
 def validate_batch(

@@ -32,6 +32,7 @@ from .base import (
     Capability,
     Health,
     check_fence,
+    check_lease_grant,
     check_prune,
     validate_from_base,
     validate_request,
@@ -77,6 +78,7 @@ class MemoryBackend(Backend):
             Capability.PRUNE,
             Capability.BASE_IMPORT,
             Capability.FEED,
+            Capability.LEASE_LIST,
         }
     )
     compares_head_tag = True
@@ -108,7 +110,15 @@ class MemoryBackend(Backend):
         # every check before any write, with no await between: all or nothing
         self._check()
         validate_together(requests, changes)
+        now = self.clock()
         for change in changes:
+            if change.lease is not None:
+                current = self._leases.get(change.agent_id)
+                if change.lease.ttl is not None:
+                    check_lease_grant(change.agent_id, change.lease, current, now)
+                else:
+                    check_fence(change.agent_id, (change.lease.holder, change.lease.token), current)
+                continue
             stream = self._streams.get(change.agent_id)
             head = len(stream.events) if stream is not None else 0
             if change.snapshot is not None and not 0 < change.snapshot.seq <= head:
@@ -126,6 +136,14 @@ class MemoryBackend(Backend):
             if earlier is not None:
                 return [earlier if r is request else None for r in requests]
         for change in changes:  # no await from the checks to the last write: all at once
+            if change.lease is not None:
+                lease = change.lease
+                self._leases[change.agent_id] = (
+                    LeaseInfo(change.agent_id, lease.holder, lease.token, now + lease.ttl)
+                    if lease.ttl is not None
+                    else LeaseInfo(change.agent_id, None, lease.token, 0.0)
+                )
+                continue
             if change.delete_at is not None:
                 del self._streams[change.agent_id]
                 continue
@@ -474,6 +492,11 @@ class MemoryBackend(Backend):
     async def get_lease(self, agent_id: str) -> LeaseInfo | None:
         self._check()
         return self._leases.get(agent_id)
+
+    async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
+        self._check()
+        ids = sorted(a for a in self._leases if a > after)[: max(limit, 0)]
+        return [self._leases[a] for a in ids]
 
     async def health(self) -> Health:
         return Health(ok=not self._closed, backend=self.name, detail={"agents": len(self._streams)})

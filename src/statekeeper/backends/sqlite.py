@@ -75,6 +75,7 @@ from ..records import (
     AppendRequest,
     AppendResult,
     FeedRecord,
+    LeaseChange,
     LeaseInfo,
     RawEvent,
     RawSnapshot,
@@ -90,6 +91,7 @@ from .base import (
     Health,
     LatestRead,
     check_fence,
+    check_lease_grant,
     check_prune,
     prefix_end,
     validate_from_base,
@@ -401,6 +403,7 @@ class SQLiteBackend(Backend):
             Capability.PRUNE,
             Capability.BASE_IMPORT,
             Capability.FEED,
+            Capability.LEASE_LIST,
         }
     )
     compares_head_tag = True
@@ -962,6 +965,9 @@ class SQLiteBackend(Backend):
         """Make ``change`` inside the caller's transaction (ConflictError: nothing of
         it written; the caller rolls back)."""
         agent_id = change.agent_id
+        if change.lease is not None:
+            self._lease_change(conn, agent_id, change.lease)
+            return
         row = conn.execute(
             "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
         ).fetchone()
@@ -1494,6 +1500,39 @@ class SQLiteBackend(Backend):
             "UPDATE sk_leases SET expires_at = ? WHERE agent_id = ?", (now + ttl, agent_id)
         )
         return LeaseInfo(agent_id, holder, token, now + ttl)
+
+    def _lease_change(self, conn: sqlite3.Connection, agent_id: str, lease: LeaseChange) -> None:
+        """A lease grant or release of ``append_together`` in the caller's transaction
+        (``BEGIN IMMEDIATE``: nobody writes the row between the check and the write)."""
+        current = self._lease_row(conn, agent_id)
+        if lease.ttl is None:
+            check_fence(agent_id, (lease.holder, lease.token), current)
+            conn.execute(
+                "UPDATE sk_leases SET holder = NULL, expires_at = 0 WHERE agent_id = ?",
+                (agent_id,),
+            )
+            return
+        now = self.clock()
+        check_lease_grant(agent_id, lease, current, now)
+        conn.execute(
+            "INSERT INTO sk_leases(agent_id, holder, token, expires_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT(agent_id) DO UPDATE SET holder = excluded.holder,"
+            " token = excluded.token, expires_at = excluded.expires_at",
+            (agent_id, lease.holder, lease.token, now + lease.ttl),
+        )
+
+    async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
+        with _translated(self.path):
+            rows = (
+                self._reader()
+                .execute(
+                    "SELECT agent_id, holder, token, expires_at FROM sk_leases"
+                    " WHERE agent_id > ? ORDER BY agent_id LIMIT ?",
+                    (after, max(limit, 0)),
+                )
+                .fetchall()
+            )
+        return [LeaseInfo(r[0], r[1], int(r[2]), float(r[3])) for r in rows]
 
     async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
         ttl = validate_ttl(ttl)

@@ -201,6 +201,8 @@ class TieredBackend(Backend):
             # under new positions (a follower would see them twice), and the tier's
             # marker records would be events of the feed
             caps.add(Capability.FEED)
+        if durable.supports(Capability.LEASE_LIST):
+            caps.add(Capability.LEASE_LIST)
         #: the durable tier's leases, key export, rewrite and migrations; ``drop_all``
         #: when every tier has it; never TTL (an expiring tier of record loses data)
         self.capabilities = frozenset(caps)
@@ -637,6 +639,10 @@ class TieredBackend(Backend):
     async def get_lease(self, agent_id: str) -> LeaseInfo | None:
         self._check_open()
         return await self.durable.get_lease(agent_id)
+
+    async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
+        self._check_open()
+        return await self.durable.list_leases(after, limit)
 
     async def read(
         self,

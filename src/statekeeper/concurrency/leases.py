@@ -52,8 +52,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..arguments import check_agent_id, check_name
 from ..backends.base import Backend, validate_ttl
-from ..errors import AccessDenied, InvalidArgument, LeaseHeld, LeaseLost
-from ..records import Fence, LeaseInfo
+from ..errors import AccessDenied, ConflictError, InvalidArgument, LeaseHeld, LeaseLost
+from ..records import Fence, LeaseChange, LeaseInfo, StreamChange
 
 if TYPE_CHECKING:
     from ..store.namespaced import NamespacedStateStore
@@ -144,6 +144,21 @@ class Lease:
         self._released = True
         manager = self.manager
         gov = manager.governance
+        log = manager.together()
+        if log is not None and gov is not None:
+            # the release and its entry in one commit (see LeaseManager.acquire)
+            change = StreamChange(self.stored_id, lease=LeaseChange(self.holder, self.token))
+            try:
+                await log.record_with_change(
+                    change,
+                    "lease-release",
+                    principal=gov.principal,
+                    detail={"holder": self.holder, "token": self.token},
+                )
+            except LeaseLost:  # it had been taken over: nothing released, nothing written
+                await manager.audit("lease-lost", self)
+                return False
+            return True
         entry = None
         if gov is not None:  # the entry first (see LeaseManager.acquire)
             detail = {"holder": self.holder, "token": self.token}
@@ -287,7 +302,11 @@ class LeaseManager:
                 await self.governance.require(stored, "write", "lease")
             except AccessDenied as exc:
                 raise self.relative_error(exc) from None
-        # on a store with an audit log the entry goes first: a process that dies
+        log = self.together()
+        if log is not None:
+            return await self._acquire_together(log, stored, ttl, wait, poll)
+        # on a store with an audit log whose engine cannot commit the lease with its
+        # entry (Redis, tiered) the entry goes first: a process that dies
         # holding a lease it took has recorded it. A lease seen held by another holder
         # is refused without an attempt, so without announcing one: one entry per
         # refused call (outcome error:LeaseHeld), not an announce and its void, however
@@ -333,6 +352,64 @@ class LeaseManager:
         if entry is None or info.token != token:
             await self.audit("lease", lease)
         return lease
+
+    def together(self) -> Any:
+        """The store's audit log when a lease and its entry can be ONE commit (its
+        engine's ``append_together``: memory, SQLite, PostgreSQL), else None (no log,
+        or the entry goes first)."""
+        gov = self.governance
+        log = getattr(gov, "audit", None)
+        if (
+            log is None
+            or not getattr(log, "records_with_writes", False)
+            or not callable(getattr(log, "record_with_change", None))
+            or getattr(log, "backend", None) is not self.backend
+            or not self.backend.supports_leases
+        ):
+            return None
+        return log
+
+    async def _acquire_together(
+        self, log: Any, stored: str, ttl: float, wait: float, poll: float
+    ) -> Lease:
+        """:meth:`acquire` on an engine that commits the grant with its entry: the
+        entry names the token the grant carries (the stored one plus one; the engine
+        refuses another, nothing written, and this looks again), so after a crash at
+        any point the lease and its entry both exist or neither does."""
+        gov = self.governance
+        assert gov is not None
+        deadline = time.monotonic() + wait
+        pause = min(poll, 0.005)
+        while True:
+            sent = time.monotonic()
+            held, stored_info = await self._held_elsewhere(stored)
+            if held is None:
+                token = stored_info.token + 1 if stored_info is not None else 1
+                change = StreamChange(stored, lease=LeaseChange(self.holder, token, ttl))
+                try:
+                    await log.record_with_change(
+                        change, "lease", principal=gov.principal,
+                        detail={"holder": self.holder, "token": token},
+                    )  # fmt: skip
+                except ConflictError as exc:
+                    if exc.agent_id != stored:
+                        raise
+                    continue  # another grant came first: look again
+                except LeaseHeld as exc:
+                    held = exc
+                else:
+                    info = await self.backend.get_lease(stored)
+                    if info is None or info.token != token:
+                        # taken over already (a TTL this short): the grant as made, lost
+                        info = LeaseInfo(stored, self.holder, token, 0.0)
+                    return Lease(self, info, ttl, sent)
+            if time.monotonic() + pause > deadline:
+                await gov.record(
+                    "lease", stored, outcome="error:LeaseHeld", detail={"holder": self.holder}
+                )
+                raise self.relative_error(held) from None
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, poll)
 
     async def _held_elsewhere(self, stored: str) -> tuple[LeaseHeld | None, LeaseInfo | None]:
         """The refusal an attempt would meet, when the stored lease is another

@@ -75,6 +75,7 @@ class CapabilityConformance(Contract):
             Capability.BASE_IMPORT: lambda: backend.append_from_base(
                 request("x", 2, 2), snapshot(2)
             ),
+            Capability.LEASE_LIST: lambda: backend.list_leases(),
         }
         with pytest.raises(CapabilityUnsupported) as info:
             await calls[capability]()

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from statekeeper.backends.base import Backend
+from statekeeper.backends.base import Backend, Capability
 from statekeeper.errors import (
     ConfigurationError,
+    ConflictError,
+    InvalidArgument,
     LeaseHeld,
     LeaseLost,
     LeasesUnsupported,
@@ -20,10 +22,12 @@ from statekeeper.errors import (
 )
 from statekeeper.records import (
     AppendResult,
+    LeaseChange,
     LeaseInfo,
+    StreamChange,
 )
 
-from ._contract import Contract, fenced, request
+from ._contract import Contract, _needs, fenced, request
 
 __all__ = ["LeaseConformance"]
 
@@ -248,6 +252,94 @@ class LeaseConformance(Contract):
         with pytest.raises(ConfigurationError):
             await leasing.acquire_lease("a", "w1", ttl)
         assert await leasing.get_lease("a") is None
+
+    async def test_list_leases_pages_every_stored_lease_in_id_order(self, leasing: Backend) -> None:
+        # what ``audit verify`` reads to find a lease granted without its entry
+        _needs(leasing, Capability.LEASE_LIST)
+        assert await leasing.list_leases() == []
+        taken = {a: await leasing.acquire_lease(a, "w1", 30.0) for a in ("c", "a", "b/x", "d")}
+        again = await leasing.acquire_lease("a", "w1", 30.0)
+        assert await leasing.release_lease("d", "w1", taken["d"].token) is True
+        listed = await leasing.list_leases()
+        assert [i.agent_id for i in listed] == ["a", "b/x", "c", "d"]
+        assert listed[0] == again  # the newest lease of each agent, as get_lease has it
+        assert listed[1:3] == [taken["b/x"], taken["c"]]
+        assert (listed[3].holder, listed[3].token) == (None, taken["d"].token)  # released
+        first = await leasing.list_leases(limit=2)
+        assert [i.agent_id for i in first] == ["a", "b/x"]
+        rest = await leasing.list_leases(after="b/x", limit=2)
+        assert [i.agent_id for i in rest] == ["c", "d"]
+        assert await leasing.list_leases(after="d") == []
+        # deleting an agent keeps its lease row (tokens never go back): still listed
+        await leasing.append(request("c", 0))
+        await leasing.delete_agent("c")
+        assert "c" in [i.agent_id for i in await leasing.list_leases()]
+
+    async def test_a_lease_change_commits_with_the_appends_or_not_at_all(
+        self, leasing: Backend
+    ) -> None:
+        # ``append_together(requests, [StreamChange(lease=...)])``: a lease and the
+        # audit entry naming its token in one commit (engines with ``appends_together``)
+        if not leasing.appends_together:
+            pytest.skip(f"{type(leasing).__name__} has no append_together")
+        grant = StreamChange("a", lease=LeaseChange("w1", 1, 30.0))
+        await leasing.append_together([request("log", 0)], [grant])
+        lease = await leasing.get_lease("a")
+        assert lease is not None and (lease.holder, lease.token) == ("w1", 1)
+        assert await leasing.head("log") == 1
+        # another holder while it runs: LeaseHeld, and the append is not written
+        with pytest.raises(LeaseHeld):
+            await leasing.append_together(
+                [request("log", 1)], [StreamChange("a", lease=LeaseChange("w2", 2, 30.0))]
+            )
+        # a token that is not the stored one plus one: ConflictError, nothing written
+        for token in (1, 3):
+            with pytest.raises(ConflictError) as info:
+                await leasing.append_together(
+                    [request("log", 1)], [StreamChange("a", lease=LeaseChange("w1", token, 5.0))]
+                )
+            assert info.value.agent_id == "a"
+        with pytest.raises(ConflictError):  # never leased: the first token is 1
+            await leasing.append_together(
+                [request("log", 1)], [StreamChange("n", lease=LeaseChange("w1", 2, 5.0))]
+            )
+        assert await leasing.get_lease("n") is None
+        assert await leasing.head("log") == 1
+        assert await leasing.get_lease("a") == lease
+        # the holder again: the next token, fencing its older incarnation off
+        await leasing.append_together(
+            [request("log", 1)], [StreamChange("a", lease=LeaseChange("w1", 2, 30.0))]
+        )
+        with pytest.raises(LeaseLost):
+            await leasing.append(fenced("a", 0, ("w1", 1)))
+        # a release of a lease that is not the current one: LeaseLost, nothing written
+        with pytest.raises(LeaseLost):
+            await leasing.append_together(
+                [request("log", 2)], [StreamChange("a", lease=LeaseChange("w1", 1))]
+            )
+        assert await leasing.head("log") == 2
+        await leasing.append_together(
+            [request("log", 2)], [StreamChange("a", lease=LeaseChange("w1", 2))]
+        )
+        released = await leasing.get_lease("a")
+        assert released is not None and (released.holder, released.token) == (None, 2)
+        assert await leasing.head("log") == 3
+        # free again: another holder takes it with the next token
+        await leasing.append_together(
+            [request("log", 3)], [StreamChange("a", lease=LeaseChange("w2", 3, 30.0))]
+        )
+        taken = await leasing.get_lease("a")
+        assert taken is not None and (taken.holder, taken.token) == ("w2", 3)
+        # malformed: refused before anything is written
+        for bad in (
+            StreamChange("a", delete_at=1, lease=LeaseChange("w2", 4, 5.0)),
+            StreamChange("a", lease=LeaseChange("w2", 0, 5.0)),
+            StreamChange("a", lease=LeaseChange("w2", 4, -1.0)),
+        ):
+            with pytest.raises((ConfigurationError, InvalidArgument)):
+                await leasing.append_together([request("log", 4)], [bad])
+        assert await leasing.head("log") == 4
+        assert await leasing.get_lease("a") == taken
 
     async def test_peer_sees_leases(self, leasing: Backend, peer: Backend) -> None:
         lease = await leasing.acquire_lease("a", "w1", 30.0)

@@ -18,12 +18,15 @@ from ...errors import (
     BackendRejected,
     ConfigurationError,
     ConflictError,
+    LeaseHeld,
     LeaseLost,
     StatekeeperError,
 )
 from ...records import (
     AppendRequest,
     AppendResult,
+    LeaseChange,
+    LeaseInfo,
     RawEvent,
     RawSnapshot,
     StreamChange,
@@ -31,6 +34,7 @@ from ...records import (
 from ..base import (
     append_outcome,
     check_prune,
+    lease_lost,
     validate_batch,
     validate_from_base,
     validate_request,
@@ -229,6 +233,9 @@ class Appends(PostgresPart):
         """Make ``change`` in ``conn``'s transaction; ConflictError (the transaction
         rolls back) when the stream is not where the change expects it."""
         agent_id = change.agent_id
+        if change.lease is not None:
+            await self._lease_in(conn, agent_id, change.lease)
+            return
         if change.snapshot is not None:
             snap = change.snapshot
             cur = await conn.execute(
@@ -255,6 +262,34 @@ class Appends(PostgresPart):
             raise ConflictError(agent_id, change.delete_at, await self._head_in(conn, agent_id))
         for name in ("del_events", "del_snaps", "del_keys"):
             await conn.execute(self._sql[name], (agent_id,))
+
+    async def _lease_in(self, conn: Any, agent_id: str, lease: LeaseChange) -> None:
+        """A lease grant or release in ``conn``'s transaction (one conditional write;
+        when it writes nothing, the stored lease says why: LeaseHeld, ConflictError
+        or LeaseLost, and the transaction rolls back)."""
+        params: dict[str, Any] = {"agent": agent_id, "holder": lease.holder, "token": lease.token}
+        if lease.ttl is not None:
+            params["ttl"] = lease.ttl
+            # no row and a token past 1 would insert a token nobody granted: not sent
+            if lease.token == 1 or await self._lease_now(conn, agent_id) is not None:
+                cur = await conn.execute(self._sql["lease_put"], params)
+                if await cur.fetchone() is not None:
+                    return
+            current = await self._lease_now(conn, agent_id)
+            stored = current.token if current is not None else 0
+            if stored + 1 != lease.token or current is None or current.holder is None:
+                raise ConflictError(agent_id, lease.token - 1, stored)
+            raise LeaseHeld(agent_id, current.holder, current.expires_at)
+        cur = await conn.execute(self._sql["lease_release"], params)
+        if await cur.fetchone() is None:
+            raise lease_lost(
+                agent_id, lease.holder, lease.token, await self._lease_now(conn, agent_id)
+            )
+
+    async def _lease_now(self, conn: Any, agent_id: str) -> LeaseInfo | None:
+        cur = await conn.execute(self._sql["lease_get"], {"agent": agent_id})
+        row = await cur.fetchone()
+        return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2])) if row else None
 
     async def _prune_in(
         self, conn: Any, agent_id: str, base_seq: int, drop_snapshots: Sequence[int]

@@ -178,6 +178,7 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
             Capability.PRUNE,
             Capability.BASE_IMPORT,
             Capability.FEED,
+            Capability.LEASE_LIST,
         }
     )
     feed_poll_interval = 1.0  # a fallback: NOTIFY wakes subscribers up

@@ -62,6 +62,20 @@ class Leases(PostgresPart):
         params = {"agent": agent_id, "holder": holder, "token": token}
         return await self._lease_row("lease_release", params) is not None
 
+    async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
+        self._check_open()
+        query = self._sql["lease_list"]
+        params = {"after": after, "limit": max(limit, 0)}
+
+        async def op() -> list[tuple[Any, ...]]:
+            async with self._connection() as conn:
+                cur = await conn.execute(query, params)
+                rows: list[tuple[Any, ...]] = await cur.fetchall()
+            return rows
+
+        rows = await self._retrying("lease_list", op)
+        return [LeaseInfo(r[0], r[1], int(r[2]), float(r[3])) for r in rows]
+
     async def get_lease(self, agent_id: str) -> LeaseInfo | None:
         self._check_open()
         row = await self._lease_row("lease_get", {"agent": agent_id})

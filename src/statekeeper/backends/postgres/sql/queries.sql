@@ -28,6 +28,14 @@ UPDATE {s}.sk_leases SET holder = NULL, expires_at = 0 WHERE agent_id = %(agent)
 -- name: lease_get
 SELECT holder, token, expires_at FROM {s}.sk_leases WHERE agent_id = %(agent)s
 
+-- name: lease_put
+-- a grant of append_together (LeaseChange): token given, the stored one plus one;
+-- no row back when another holder's lease runs or the token moved on
+INSERT INTO {s}.sk_leases AS l (agent_id, holder, token, expires_at) VALUES (%(agent)s, %(holder)s, %(token)s, extract(epoch FROM clock_timestamp()) + %(ttl)s) ON CONFLICT (agent_id) DO UPDATE SET holder = EXCLUDED.holder, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at WHERE l.token = %(token)s - 1 AND (l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= extract(epoch FROM clock_timestamp())) RETURNING token
+
+-- name: lease_list
+SELECT agent_id, holder, token, expires_at FROM {s}.sk_leases WHERE agent_id > %(after)s ORDER BY agent_id LIMIT %(limit)s
+
 -- name: rw_lock
 SELECT head_seq, head_tag FROM {s}.sk_agents WHERE agent_id = %s FOR UPDATE
 
