@@ -353,7 +353,11 @@ class StreamChange:
     :class:`~statekeeper.errors.ConfigurationError` and nothing is written.
 
     Or ``lease`` alone (engines with leases): the agent's lease granted or released
-    as :class:`LeaseChange` says, so a lease and its audit entry are one commit."""
+    as :class:`LeaseChange` says, so a lease and its audit entry are one commit. Or
+    ``rewrite`` alone (engines with ``rewrite``): the :class:`RewriteRequest` of the
+    same agent applied as by ``Backend.rewrite`` (a stale head raises
+    :class:`~statekeeper.errors.ConflictError`), so a key rotation or a schema
+    migration of an agent commits with its entry."""
 
     agent_id: str
     delete_at: int | None = None
@@ -361,6 +365,7 @@ class StreamChange:
     prune_to: int | None = None
     drop_snapshots: tuple[int, ...] = ()
     lease: LeaseChange | None = None
+    rewrite: RewriteRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,12 @@
-"""``migrate`` (and its rollback) records each agent's ``migrate`` entry before it
-rewrites the agent's head (entry first): a process SIGKILLed right after the rewrites
-leaves every rewritten agent with its entry and ``audit verify`` clean; one killed
-right before them leaves entries ``verify`` reports as not applied (real child process,
-real SIGKILL, at the engine's ``rewrite`` / ``rewrite_many``)."""
+"""``migrate`` (and its rollback) records each agent's ``migrate`` entry with the
+rewrite of the agent's head: in the same commit on SQLite and PostgreSQL (a page's
+rewrites and their entries: ``AuditLog.rewrite_with``), entry first on Redis. A process
+SIGKILLed right after the rewrites leaves every rewritten agent with its entry and
+``audit verify`` clean; one killed right before them, or inside the engine's
+transaction before its COMMIT, leaves neither the rewrites nor their entries on SQLite
+and PostgreSQL (was: entries ``verify`` reported as not applied, as Redis still
+does) (real child process, real SIGKILL, at the engine's ``rewrite`` /
+``rewrite_many`` / ``append_together``)."""
 
 from __future__ import annotations
 
@@ -71,7 +75,33 @@ CHILD = textwrap.dedent(
             maybe_die("after")
             return result
 
+        together = backend.append_together
+
+        async def append_together(requests, changes=()):
+            global started, finished
+            n = sum(1 for c in changes if getattr(c, "rewrite", None) is not None)
+            if not n:
+                return await together(requests, changes)
+            started += n
+            maybe_die("before")
+            result = await together(requests, changes)
+            finished += n
+            maybe_die("after")
+            return result
+
         backend.rewrite, backend.rewrite_many = rewrite, rewrite_many
+        backend.append_together = append_together
+        if when == "inside":  # the first rewrite made in the transaction, before COMMIT
+            step = type(backend)._change
+            if asyncio.iscoroutinefunction(step):
+                async def dying(*a, **k):
+                    await step(backend, *a, **k)
+                    os.kill(os.getpid(), signal.SIGKILL)
+            else:
+                def dying(*a, **k):
+                    step(backend, *a, **k)
+                    os.kill(os.getpid(), signal.SIGKILL)
+            backend._change = dying
         if scenario == "migrate":
             await migrate(store, apps.support_v2)
         elif scenario == "rollback":
@@ -194,12 +224,19 @@ def test_killed_right_after_the_rewrites_every_rewritten_agent_has_its_entry(
         assert unapplied == []  # audit verify is clean
 
 
-def test_killed_right_before_the_rewrites_leaves_entries_verify_reports(
-    tmp_path: Path, url: str
+@pytest.mark.parametrize("when", ["before", "inside"])
+def test_killed_right_before_the_rewrites_leaves_neither_or_entries_verify_reports(
+    tmp_path: Path, url: str, when: str
 ) -> None:
+    together = not url.startswith("redis")
+    if when == "inside" and not together:
+        pytest.skip("Redis: no transaction holding rewrites and entries")
     before, since, _ = asyncio.run(_seed(url, migrated=False))
-    _killed(tmp_path, url, "migrate", "before", 1)
+    _killed(tmp_path, url, "migrate", when, 1)
     changed, recorded, unapplied = asyncio.run(_after_restart(url, before, since))
+    if together:  # one commit held the page's rewrites and entries: neither is there
+        assert (changed, recorded, unapplied) == (set(), set(), [])
+        return
     assert changed == set() and recorded  # announced, then killed before any rewrite
     assert _named(unapplied) == recorded, unapplied
     assert all("was not written" in line for line in unapplied)

@@ -1,7 +1,12 @@
-"""``rekey`` records its audit entry before it rewrites an agent (entry first): a
-rekeying process SIGKILLed right after an agent's rewrite leaves that agent with its
-entry, and one killed right before it leaves an entry that ``audit verify`` reports as
-not applied (real child process, real SIGKILL, at the engine's ``rewrite``)."""
+"""``rekey`` commits each agent's whole rewrite with its audit entry on SQLite and
+PostgreSQL (one ``append_together``): a rekeying process SIGKILLed right after an
+agent's commit leaves that agent with its entry, one killed right before it or inside
+the engine's transaction before its COMMIT leaves neither, and ``audit verify`` is
+clean (was: entry first, an entry reported as not applied). Entry first still on Redis
+(no such commit) and for an agent longer than ``rekey.TOGETHER_MAX`` events (its
+records are re-encrypted in batches): there the entry is written before the rewrite
+and a kill between them leaves an entry ``verify`` reports as not applied (real child
+process, real SIGKILL, at the engine's ``rewrite`` / ``append_together``)."""
 
 from __future__ import annotations
 
@@ -38,6 +43,8 @@ CHILD = textwrap.dedent(
 
     url, when, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
     OLD, NEW, POLICY = sys.argv[4], sys.argv[5], sys.argv[6]
+    if len(sys.argv) > 7:  # agents this long or longer: entry first, in batches
+        sys.modules["statekeeper.security.rekey"].TOGETHER_MAX = int(sys.argv[7])
     rewrites = 0
 
     async def main() -> None:
@@ -64,7 +71,42 @@ CHILD = textwrap.dedent(
                 os.kill(os.getpid(), signal.SIGKILL)
             return result
 
+        together = backend.append_together
+
+        async def at_together(requests, changes=()):
+            # an agent's rewrite committed with its entry
+            global rewrites
+            agent = any(getattr(c, "rewrite", None) is not None for c in changes)
+            rewrites += agent
+            if agent and rewrites == kill_at and when == "before":
+                os.kill(os.getpid(), signal.SIGKILL)
+            result = await together(requests, changes)
+            if agent and rewrites == kill_at and when == "after":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return result
+
         backend.rewrite = at_rewrite
+        backend.append_together = at_together
+        if when == "inside":  # the kill_at-th rewrite made in its transaction, not committed
+            step = type(backend)._change
+            made = 0
+
+            def last(a):
+                nonlocal made
+                made += getattr(a[0] if a else None, "rewrite", None) is not None
+                return made == kill_at
+
+            if asyncio.iscoroutinefunction(step):
+                async def dying(*a, **k):
+                    await step(backend, *a, **k)
+                    if last(a[1:]):
+                        os.kill(os.getpid(), signal.SIGKILL)
+            else:
+                def dying(*a, **k):
+                    step(backend, *a, **k)
+                    if last(a[1:]):
+                        os.kill(os.getpid(), signal.SIGKILL)
+            backend._change = dying
         await rekey(store)
         print("finished", flush=True)
 
@@ -96,12 +138,15 @@ async def _seed(url: str) -> None:
         await store.close()
 
 
-def _rekey_killed(tmp_path: Path, url: str, when: str, kill_at: int) -> None:
+def _rekey_killed(
+    tmp_path: Path, url: str, when: str, kill_at: int, together_max: int | None = None
+) -> None:
     script = tmp_path / "rekeyer.py"
     script.write_text(CHILD)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    extra = [] if together_max is None else [str(together_max)]
     done = subprocess.run(
-        [sys.executable, str(script), url, when, str(kill_at), OLD, NEW, POLICY],
+        [sys.executable, str(script), url, when, str(kill_at), OLD, NEW, POLICY, *extra],
         capture_output=True,
         text=True,
         env=env,
@@ -153,11 +198,30 @@ def test_rekey_killed_after_a_rewrite_left_every_changed_agent_with_its_entry(
     assert unapplied == []  # audit verify is clean: every entry's rekey is there
 
 
-def test_rekey_killed_before_a_rewrite_leaves_an_entry_verify_reports(
-    tmp_path: Path, url: str
+@pytest.mark.parametrize("when", ["before", "inside"])
+def test_rekey_killed_before_an_agent_s_commit_leaves_neither(
+    tmp_path: Path, url: str, when: str
 ) -> None:
+    if url.startswith("redis"):
+        pytest.skip("Redis: no commit of an agent's rewrite with its entry (entry first)")
     asyncio.run(_seed(url))
-    _rekey_killed(tmp_path, url, "before", 2)
+    _rekey_killed(tmp_path, url, when, 2)
+    changed, recorded, unapplied = asyncio.run(_after_restart(url))
+    assert len(changed) == 1  # the first agent's commit, not the second's
+    assert recorded == changed  # nor its entry
+    assert unapplied == []  # audit verify is clean
+
+
+@pytest.mark.parametrize("long", [False, True], ids=["redis-or-short", "long-stream"])
+def test_rekey_entry_first_killed_before_a_rewrite_leaves_an_entry_verify_reports(
+    tmp_path: Path, url: str, long: bool
+) -> None:
+    """Entry first where one commit cannot be had: on Redis, and for an agent whose
+    stream is longer than ``TOGETHER_MAX`` (here 2; each agent has 3 events)."""
+    if not long and not url.startswith("redis"):
+        pytest.skip("SQLite, PostgreSQL: one commit (test above)")
+    asyncio.run(_seed(url))
+    _rekey_killed(tmp_path, url, "before", 2, together_max=2 if long else None)
     changed, recorded, unapplied = asyncio.run(_after_restart(url))
     assert len(changed) == 1
     (stopped,) = recorded - changed  # announced, then killed before its rewrite

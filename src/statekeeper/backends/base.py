@@ -846,6 +846,18 @@ def validate_together(
             _validate_lease_change(change)
             ids.append(change.agent_id)
             continue
+        if change.rewrite is not None:
+            if (
+                change.delete_at is not None
+                or change.snapshot is not None
+                or change.prune_to is not None
+            ):
+                raise ConfigurationError("a rewrite is made alone: no delete, snapshot or prune")
+            if change.rewrite.agent_id != change.agent_id:
+                raise ConfigurationError("a stream change's rewrite is of its own stream")
+            validate_rewrite(change.rewrite)
+            ids.append(change.agent_id)
+            continue
         if change.drop_snapshots and not pruning:
             raise ConfigurationError("drop_snapshots is part of a prune: give prune_to too")
         if (change.delete_at is None) == (change.snapshot is None and not pruning):
@@ -862,7 +874,12 @@ def validate_together(
 def _validate_lease_change(change: StreamChange) -> None:
     lease = change.lease
     assert lease is not None
-    if change.delete_at is not None or change.snapshot is not None or change.prune_to is not None:
+    if (
+        change.delete_at is not None
+        or change.snapshot is not None
+        or change.prune_to is not None
+        or change.rewrite is not None
+    ):
         raise ConfigurationError("a lease change is made alone: no delete, snapshot or prune")
     check_name(lease.holder, "holder")
     if type(lease.token) is not int or lease.token < 1:

@@ -119,6 +119,9 @@ class MemoryBackend(Backend):
                 else:
                     check_fence(change.agent_id, (change.lease.holder, change.lease.token), current)
                 continue
+            if change.rewrite is not None:
+                self._check_rewrite(change.rewrite)
+                continue
             stream = self._streams.get(change.agent_id)
             head = len(stream.events) if stream is not None else 0
             if change.snapshot is not None and not 0 < change.snapshot.seq <= head:
@@ -143,6 +146,9 @@ class MemoryBackend(Backend):
                     if lease.ttl is not None
                     else LeaseInfo(change.agent_id, None, lease.token, 0.0)
                 )
+                continue
+            if change.rewrite is not None:
+                self._apply_rewrite(change.rewrite)
                 continue
             if change.delete_at is not None:
                 del self._streams[change.agent_id]
@@ -293,6 +299,12 @@ class MemoryBackend(Backend):
     async def rewrite(self, request: RewriteRequest) -> None:
         self._check()
         validate_rewrite(request)
+        self._check_rewrite(request)
+        self._apply_rewrite(request)
+
+    def _check_rewrite(self, request: RewriteRequest) -> None:
+        """The checks of a rewrite, before anything is written (ConflictError: a
+        stale head; ConfigurationError: a pruned event)."""
         stream = self._streams.get(request.agent_id)
         head = len(stream.events) if stream is not None else 0
         if (
@@ -305,6 +317,9 @@ class MemoryBackend(Backend):
             raise ConfigurationError(
                 f"agent {request.agent_id!r}: events up to seq {stream.base} were pruned"
             )
+
+    def _apply_rewrite(self, request: RewriteRequest) -> None:
+        stream = self._streams[request.agent_id]
         for new in request.events:
             old = stream.events[new.seq - 1]
             stream.events[new.seq - 1] = RawEvent(

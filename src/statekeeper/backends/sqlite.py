@@ -968,6 +968,13 @@ class SQLiteBackend(Backend):
         if change.lease is not None:
             self._lease_change(conn, agent_id, change.lease)
             return
+        if change.rewrite is not None:
+            if not self._rewrite_one(conn, change.rewrite):
+                row = conn.execute(
+                    "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+                ).fetchone()
+                raise ConflictError(agent_id, change.rewrite.expected_seq, row[0] if row else 0)
+            return
         row = conn.execute(
             "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
         ).fetchone()

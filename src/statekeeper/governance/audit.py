@@ -27,11 +27,15 @@ no entry can be forged, altered, removed or re-ordered unseen:
 several streams' appends atomically (``Backend.appends_together``: memory, SQLite,
 PostgreSQL, Redis on one server) the entries of appends (create, save, append,
 transition; sync, group and write-behind alike) are written in the *same commit* as
-the appends (:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`), and so are deletes,
-snapshots and retention's compactions, thinnings and purges
-(:meth:`AuditLog.record_with_change`): after a crash at any point both exist or neither
-does. Elsewhere (Redis Cluster, S3, tiered), and for the other mutations (leases, forget,
-rekey, a migration's rewrites), the entry is written *first*
+the appends (:meth:`AuditLog.record_with`, :meth:`AuditLog.write_with`), and so are
+deletes, snapshots and retention's compactions, thinnings and purges; on memory,
+SQLite and PostgreSQL also leases (grant and release) and each agent's key rotation
+(its whole stream's rewrite) (:meth:`AuditLog.record_with_change`), and a migration
+page's rewrites (:meth:`AuditLog.rewrite_with`): after a crash at any point both exist
+or neither does. Elsewhere (Redis Cluster, S3, tiered; leases and rewrites on Redis),
+for ``forget`` (the data key is destroyed in the key vault, another database) and for
+a rekey of an agent too large to hold in memory
+(``statekeeper.security.rekey.TOGETHER_MAX``), the entry is written *first*
 (marked ``ahead``; :meth:`AuditLog.record_ahead`) and voided by a second entry when
 the mutation fails: a crash between the two leaves at worst an entry of a change not
 made, which :meth:`AuditLog.verify` reports in ``unapplied``.
@@ -65,7 +69,7 @@ from ..errors import (
     StatekeeperError,
     StoreClosed,
 )
-from ..records import AppendRequest, AppendResult, RawEvent, StreamChange
+from ..records import AppendRequest, AppendResult, RawEvent, RewriteRequest, StreamChange
 from ..records import AuditMark as Mark
 from .audit_checks import StoreChecks
 from .audit_claims import unclaimed_events
@@ -349,6 +353,40 @@ class AuditLog:
                 bodies, lambda entry: self.backend.append_together([entry], [change])
             )
             self._head = head
+
+    async def rewrite_with(
+        self, requests: Sequence[RewriteRequest], marks: Sequence[Mark]
+    ) -> list[bool]:
+        """Apply ``requests`` (rewrites of distinct agents: a page of a schema
+        migration) with the entry ``marks[i]`` of each, ALL in one commit
+        (``Backend.append_together``): after a crash at any point a rewrite and its
+        entry both exist or neither does. Like ``Backend.rewrite_many``: True for each
+        request applied, False for one whose head moved meanwhile (it is left out,
+        with its entry, and the others committed without it)."""
+        done = [False] * len(requests)
+        pending = list(range(len(requests)))
+        async with self._lock:
+            while pending:
+                bodies = [_mark_body(marks[i], None) for i in pending]
+                changes = [StreamChange(requests[i].agent_id, rewrite=requests[i]) for i in pending]
+                try:
+                    _, _, head = await self._on_the_log(
+                        bodies,
+                        lambda entry, changes=changes: self.backend.append_together(  # type: ignore[misc]
+                            [entry], changes
+                        ),
+                    )
+                except ConflictError as exc:
+                    moved = next((i for i in pending if requests[i].agent_id == exc.agent_id), None)
+                    if moved is None:
+                        raise
+                    pending.remove(moved)  # nothing was written: the others go again
+                    continue
+                self._head = head
+                for i in pending:
+                    done[i] = True
+                break
+        return done
 
     async def _on_the_log(
         self,

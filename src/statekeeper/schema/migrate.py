@@ -165,12 +165,55 @@ async def _void(
     await void_many([(first + i, marks[i]) for i in indexes], exc)
 
 
+def _together(store: StateStore) -> Any:
+    """The store's audit log when a page's rewrites and their entries can be ONE commit
+    (:meth:`~statekeeper.governance.AuditLog.rewrite_with`, on an engine with
+    ``append_together``: memory, SQLite, PostgreSQL), else None (no log, or the
+    entries go first)."""
+    gov = governance_of(store)
+    log = gov.audit if gov is not None else None
+    if (
+        log is None
+        or not callable(getattr(log, "rewrite_with", None))
+        or not getattr(log, "records_with_writes", False)
+        or getattr(log, "backend", None) is not store.backend
+    ):
+        return None
+    return log
+
+
+def _marks(store: StateStore, batch: list[Rewrite]) -> list[AuditMark]:
+    gov = governance_of(store)
+    principal = gov.principal if gov is not None else None
+    return [
+        AuditMark(
+            "migrate",
+            principal,
+            r.request.agent_id,
+            r.request.expected_seq,
+            r.request.expected_seq,
+        )
+        for r in batch
+    ]
+
+
 async def apply(store: StateStore, rewrite: Rewrite) -> None:
     """Apply ``rewrite`` (ConflictError when the head moved), then drop this process's
     cached state of the agent (a later read would fold it again anyway: the event at
     its head has a new checksum) and note the new head link in the store's witness (a
     mark of the old link would read as the store rolled back). On a store with an
-    audit log its ``migrate`` entry is written first (voided when it fails)."""
+    audit log its ``migrate`` entry is committed with it (memory, SQLite, PostgreSQL)
+    or written first (voided when it fails)."""
+    log = _together(store)
+    if log is not None:
+        done = await log.rewrite_with([rewrite.request], _marks(store, [rewrite]))
+        if not done[0]:
+            request = rewrite.request
+            raise ConflictError(
+                request.agent_id, request.expected_seq, await store.backend.head(request.agent_id)
+            )
+        applied(store, rewrite)
+        return
     announced = await _announce(store, [rewrite])
     try:
         await store.backend.rewrite(rewrite.request)
@@ -189,6 +232,16 @@ async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
         return []
     backend = store.backend
     moved: list[Rewrite] = []
+    log = _together(store)
+    if log is not None and len({r.request.agent_id for r in batch}) == len(batch):
+        # the page's rewrites and their entries: one commit
+        done = await log.rewrite_with([r.request for r in batch], _marks(store, batch))
+        for rewrite, ok in zip(batch, done, strict=True):
+            if ok:
+                applied(store, rewrite)
+            else:
+                moved.append(rewrite)
+        return moved
     # entry first: the page's entries (one per agent) before any of its rewrites; those
     # not applied (head moved) are voided after, together
     announced = await _announce(store, batch)

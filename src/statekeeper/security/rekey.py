@@ -30,7 +30,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,13 +39,14 @@ from ..arguments import AUDIT_STREAM
 from ..codec import ZERO_LINK, Codec
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StatekeeperError
-from ..records import RawEvent, RawSnapshot, RewriteRequest
+from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
 from .witness_file import write_atomically
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
 
 __all__ = [
+    "TOGETHER_MAX",
     "RekeyProgress",
     "RekeyStats",
     "key_usage",
@@ -139,6 +140,10 @@ async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -
     if governance is not None:  # a store opened as a principal: admin of the namespace
         await governance.require(agent_id, "admin", "rekey")
     stats = RekeyStats(agents=1)
+    log = _together(store, governance)
+    if log is not None and await store.backend.head(agent_id) <= TOGETHER_MAX:
+        await _rekey_together(store, agent_id, stats, governance, log)
+        return stats
     # entry first (docs/governance.md): recorded before any record is rewritten, naming
     # the key and the head it re-encrypts through, so a rekey killed after its rewrite
     # has its entry, and one killed before it is reported by ``audit verify`` as not
@@ -146,6 +151,67 @@ async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -
     entry = await _announce(store, governance, agent_id)
     await _rekey_audited(store, agent_id, batch, stats, governance, entry, agent_id, {})
     return stats
+
+
+#: the most events an agent may have for its rekey to be ONE commit with its audit
+#: entry: the whole stream's re-encrypted records are held in memory until that commit
+#: (SQLite and PostgreSQL take a transaction of any size; the rekeying process's
+#: memory is the limit: ~100 MB at 1 kB per record). A longer stream is re-encrypted
+#: in batches of ``batch`` records, its entry written first (marked ``ahead``).
+TOGETHER_MAX = 100_000
+
+
+def _together(store: StateStore, governance: Any) -> Any:
+    """The store's audit log when an agent's rewrite and its entry can be ONE commit
+    (``record_with_change`` on an engine with ``append_together``: memory, SQLite,
+    PostgreSQL), else None."""
+    log = getattr(governance, "audit", None)
+    if (
+        log is None
+        or not getattr(log, "records_with_writes", False)
+        or not callable(getattr(log, "record_with_change", None))
+        or getattr(log, "backend", None) is not store.backend
+    ):
+        return None
+    return log
+
+
+async def _rekey_together(
+    store: StateStore, agent_id: str, stats: RekeyStats, governance: Any, log: Any
+) -> None:
+    """Re-encrypt the whole stream of ``agent_id`` and commit the rewrite with its
+    ``rekey`` entry (naming the key and the head it covers) in ONE commit: after a
+    crash at any point both exist or neither does. Nothing to re-encrypt: the entry
+    alone (nothing changed). A failure writes nothing but its refusal entry."""
+    keyring = store.codec.keyring
+    active = keyring.active_id if keyring is not None else None
+    committed = False
+
+    async def commit(request: RewriteRequest) -> None:
+        nonlocal committed
+        records = len(request.events) + len(request.snapshots)
+        await log.record_with_change(
+            StreamChange(agent_id, rewrite=request),
+            "rekey",
+            principal=governance.principal,
+            detail={"key": active, "head": request.expected_seq, "records": records},
+        )
+        committed = True
+
+    try:
+        for _attempt in range(20):
+            try:
+                await _rekey_stream(store, agent_id, 0, stats, None, commit)
+                break
+            except _Restart:
+                stats.retries += 1
+        else:
+            raise ConflictError(agent_id, 0, await store.backend.head(agent_id))
+    except BaseException as exc:
+        await governance.failed("rekey", agent_id, exc)
+        raise
+    if not committed:
+        await governance.record("rekey", agent_id, detail={"key": active, "records": 0})
 
 
 async def _rekey_audited(
@@ -198,7 +264,12 @@ async def _rekey_stream(
     batch: int,
     stats: RekeyStats,
     codec: Codec | None = None,
+    commit: Callable[[RewriteRequest], Awaitable[None]] | None = None,
 ) -> None:
+    """Re-encrypt ``agent_id``'s stream, writing a batch of ``batch`` records at a
+    time and the rest with the snapshots and the head tag; with ``commit``, the whole
+    stream in ONE rewrite handed to it (``batch`` ignored) instead of
+    ``backend.rewrite``."""
     codec = codec if codec is not None else store.codec
     reader = codec.migrating()  # also opens records written without a key
     active = codec.keyring.active_id if codec.keyring is not None else ""
@@ -307,7 +378,7 @@ async def _rekey_stream(
                         RawEvent(raw.seq, raw.type, raw.timestamp, sealed.payload, sealed.checksum),
                     )
                 )
-            if len(pending) >= batch:
+            if commit is None and len(pending) >= batch:
                 await flush()
         # the whole stream up to ``head`` verified: its head too, before re-authenticating
         reader.check_head(agent_id, head, link, tag)
@@ -352,18 +423,14 @@ async def _rekey_stream(
         new_tag = codec.head_tag(agent_id, head, link) if codec.head_key_id(tag) != active else None
         if not pending and not new_snaps and new_tag is None:
             return
+        final = RewriteRequest(
+            agent_id, head, tag, tuple(new for _, new in pending), tuple(new_snaps), new_tag
+        )
         try:
-            await backend.rewrite(
-                RewriteRequest(
-                    agent_id,
-                    head,
-                    tag,
-                    tuple(new for _, new in pending),
-                    tuple(new_snaps),
-                    new_tag,
-                )
-            )
-        except ConflictError:
+            await (commit(final) if commit is not None else backend.rewrite(final))
+        except ConflictError as exc:
+            if exc.agent_id != agent_id:
+                raise
             # appended meanwhile: walk the new records too, then finish at the new head
             stats.retries += 1
             continue

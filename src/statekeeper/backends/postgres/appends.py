@@ -236,6 +236,9 @@ class Appends(PostgresPart):
         if change.lease is not None:
             await self._lease_in(conn, agent_id, change.lease)
             return
+        if change.rewrite is not None:
+            await self._rewrite_in(conn, change.rewrite)
+            return
         if change.snapshot is not None:
             snap = change.snapshot
             cur = await conn.execute(

@@ -14,7 +14,7 @@ from ..base import Backend
 if TYPE_CHECKING:
     import psycopg
 
-    from ...records import LeaseInfo, RawEvent
+    from ...records import LeaseInfo, RawEvent, RewriteRequest
     from ..recovery import Reconnecting
     from .feed import FeedReader
 
@@ -53,3 +53,6 @@ class PostgresPart(Backend):
             self, name: str, params: Sequence[Any], *, lsn: int = 0
         ) -> list[tuple[Any, ...]]: ...
         async def get_lease(self, agent_id: str) -> LeaseInfo | None: ...
+        async def _rewrite_in(
+            self, conn: Any, request: RewriteRequest, retry: bool = False
+        ) -> None: ...

@@ -34,54 +34,55 @@ class Rewrites(PostgresPart):
         ``FOR UPDATE``) is still ``(expected_seq, expected_tag)``."""
         self._check_can_write()
         validate_rewrite(request)
-        agent_id = request.agent_id
         attempts = 0
 
         async def op() -> None:
             nonlocal attempts
             attempts += 1
             async with self._connection() as conn, conn.transaction():
-                cur = await conn.execute(self._sql["rw_lock"], (agent_id,))
-                row = await cur.fetchone()
-                head = int(row[0]) if row is not None else 0
-                tag = bytes(row[1]) if row is not None and row[1] is not None else None
-                if row is None or head != request.expected_seq or tag != request.expected_tag:
-                    # a retry after a lost commit finds its own new tag: done already
-                    if (
-                        attempts > 1
-                        and head == request.expected_seq
-                        and request.head_tag is not None
-                        and tag == request.head_tag
-                    ):
-                        return
-                    raise ConflictError(agent_id, request.expected_seq, head)
-                if request.events:
-                    events = request.events
-                    await conn.execute(
-                        self._sql["rw_events"],
-                        (
-                            [e.seq for e in events],
-                            [e.payload for e in events],
-                            [e.checksum for e in events],
-                            agent_id,
-                        ),
-                    )
-                for snap in request.snapshots:
-                    params = (
-                        agent_id,
-                        snap.seq,
-                        snap.timestamp,
-                        snap.payload,
-                        snap.checksum,
-                    )
-                    await conn.execute(self._sql["rw_snap"], params)
-                if request.head_tag is not None:
-                    await conn.execute(self._sql["rw_tag"], (request.head_tag, agent_id))
+                await self._rewrite_in(conn, request, attempts > 1)
 
         try:
             await self._retrying("rewrite", op)
         finally:
             self._wrote()
+
+    async def _rewrite_in(self, conn: Any, request: RewriteRequest, retry: bool = False) -> None:
+        """``request`` in ``conn``'s transaction, its head row locked ``FOR UPDATE``;
+        ConflictError (the transaction rolls back) when the head is not the expected
+        one. ``retry``: after a lost commit, a head that already carries the request's
+        new tag is the request applied (nothing more to write)."""
+        agent_id = request.agent_id
+        cur = await conn.execute(self._sql["rw_lock"], (agent_id,))
+        row = await cur.fetchone()
+        head = int(row[0]) if row is not None else 0
+        tag = bytes(row[1]) if row is not None and row[1] is not None else None
+        if row is None or head != request.expected_seq or tag != request.expected_tag:
+            # a retry after a lost commit finds its own new tag: done already
+            if (
+                retry
+                and head == request.expected_seq
+                and request.head_tag is not None
+                and tag == request.head_tag
+            ):
+                return
+            raise ConflictError(agent_id, request.expected_seq, head)
+        if request.events:
+            events = request.events
+            await conn.execute(
+                self._sql["rw_events"],
+                (
+                    [e.seq for e in events],
+                    [e.payload for e in events],
+                    [e.checksum for e in events],
+                    agent_id,
+                ),
+            )
+        for snap in request.snapshots:
+            params = (agent_id, snap.seq, snap.timestamp, snap.payload, snap.checksum)
+            await conn.execute(self._sql["rw_snap"], params)
+        if request.head_tag is not None:
+            await conn.execute(self._sql["rw_tag"], (request.head_tag, agent_id))
 
     rewrites_many = True
 
