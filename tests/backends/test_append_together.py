@@ -225,3 +225,39 @@ async def test_redis_sharded_on_one_server_commits_across_shards(tmp_path: Path)
                 assert fed == [(a, 1) for a in agents if engine.layout.shard_of(a) == shard]
         finally:
             await engine.close()
+
+
+async def test_a_rewrite_commits_with_the_appends_or_not_at_all(backend: Backend) -> None:
+    # (new: key rotation and schema migration commit an agent's rewrite with its entry)
+    from statekeeper.errors import ConfigurationError
+    from statekeeper.records import RewriteRequest, StreamChange
+
+    for expected in range(2):
+        await backend.append(_request("a", expected))
+    new = RawEvent(1, "e", 2.0, b"rewritten-1", b"sum-r1")
+    change = StreamChange("a", rewrite=RewriteRequest("a", 2, None, (new,)))
+    await backend.append_together([_request("log", 0)], [change])
+    assert [e.payload for e in await backend.read("a", 0)] == [b"rewritten-1", b"payload-2"]
+    assert (await backend.read("a", 0))[0].type == "e"  # type and time kept
+    assert await backend.head("log") == 1
+    # a stale head: ConflictError naming the agent, nothing written (the append neither)
+    stale = StreamChange("a", rewrite=RewriteRequest("a", 1, None, (new,)))
+    with pytest.raises(ConflictError) as caught:
+        await backend.append_together([_request("log", 1)], [stale])
+    assert caught.value.agent_id == "a"
+    assert await backend.head("log") == 1
+    # a conflicting append: the rewrite is not made either
+    other = RawEvent(2, "e", 3.0, b"rewritten-2", b"sum-r2")
+    change = StreamChange("a", rewrite=RewriteRequest("a", 2, None, (other,)))
+    with pytest.raises(ConflictError):
+        await backend.append_together([_request("log", 0)], [change])
+    assert [e.payload for e in await backend.read("a", 0)] == [b"rewritten-1", b"payload-2"]
+    # malformed: refused before anything is written
+    for bad in (
+        StreamChange("b", rewrite=RewriteRequest("a", 2, None, (other,))),  # not its stream
+        StreamChange("a", delete_at=2, rewrite=RewriteRequest("a", 2, None, (other,))),
+        StreamChange("a", rewrite=RewriteRequest("a", 2, None, (RawEvent(3, "e", 1, b"x", b"y"),))),
+    ):
+        with pytest.raises(ConfigurationError):
+            await backend.append_together([_request("log", 1)], [bad])
+    assert await backend.head("log") == 1
