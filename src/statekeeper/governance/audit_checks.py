@@ -23,7 +23,9 @@ of entry, from the entries of each agent in log order:
   lease was released, so the newest ``lease`` entry of an agent (which names the token,
   ``detail.token``) must hold the table's token (a bigger one in the table: a lease
   granted without the log; a smaller one: announced, never granted), and a
-  ``lease-release`` of that token recorded after it must have left no holder.
+  ``lease-release`` of that token recorded after it must have left no holder; on an
+  engine that lists its lease table (``Capability.LEASE_LIST``) a running lease of an
+  agent no lease entry names is a lease granted without the log.
 
 The other direction (events in the store no entry claims) is
 :mod:`.audit_claims`. What cannot be checked is counted per operation in
