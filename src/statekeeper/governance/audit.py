@@ -757,7 +757,7 @@ class AuditLog:
         it (else it was rolled back, truncated or rewritten since)."""
         report = AuditReport()
         ahead = _Ahead()
-        checks = StoreChecks()
+        checks = StoreChecks(self.codec.keyring.data_keys if self.codec.keyring else None)
         last: tuple[int, bytes] | None = None
         at_witness: bytes | None = None
         seen: list[int] = []

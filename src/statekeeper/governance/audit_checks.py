@@ -33,7 +33,8 @@ The other direction (events in the store no entry claims) is
 passed in silence: the older leases of an agent and their releases (the table keeps
 only the newest token), leases recorded lost (observed, not made), lease entries
 without a token and thinnings that do not name what they drop (written before they
-did), ``forget`` (the data keys are the keyring's, not the store's), ``restore`` (one
+did), ``forget`` when the log's keyring has no key vault (with one, the agent must
+have a tombstone there), ``restore`` (one
 entry for a whole backup), deletes recorded before deletes named their head, and
 appends whose agent was rewritten (rekey, migrate) or erased without a named head
 before their write could be told. Entries committed with their change (appends,
@@ -97,9 +98,20 @@ class StoreChecks:
     """Gathers the entries (:meth:`see`, in log order), then checks them against the
     store (:meth:`check`)."""
 
-    __slots__ = ("agents", "restore_times", "restores", "started", "unchecked", "voided")
+    __slots__ = (
+        "agents",
+        "restore_times",
+        "restores",
+        "started",
+        "unchecked",
+        "vault",
+        "voided",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, vault: Any = None) -> None:
+        # the key vault of the log's keyring (per-agent data keys), where a forget's
+        # tombstone is: None when the log is sealed with a keyring without one
+        self.vault = vault
         self.agents: dict[str, list[_Seen]] = {}
         self.voided: set[int] = set()
         self.restores: list[int] = []
@@ -168,7 +180,9 @@ class StoreChecks:
                 await self._leases(backend, agent, leases, unapplied, problems)
             for i, s in enumerate(seen):
                 later = seen[i + 1 :]
-                if s.op in _UNCHECKABLE:
+                if s.op == "forget" and self.vault is not None:
+                    self._forget(agent, s, unapplied)
+                elif s.op in _UNCHECKABLE:
                     self.unchecked[s.op] += 1
                 elif s.op in _APPENDS and s.seq in skip:
                     self._erased_append(agent, s, seen, later, unapplied)
@@ -185,6 +199,18 @@ class StoreChecks:
                     await self._snapshot(backend, agent, s, later, unapplied, problems)
         await self._unlogged_leases(backend, problems)
         return unapplied, problems
+
+    def _forget(self, agent: str, s: _Seen, unapplied: list[str]) -> None:
+        """A ``forget`` (entry first: the data key is in the key vault, not the store)
+        left a tombstone in the vault; a key still there is a forget a crash stopped
+        between its entry and the key's destruction."""
+        entry = self.vault.load(agent)
+        if entry is None or entry.forgotten_at is None:
+            unapplied.append(
+                f"entry {s.seq}: the forget of {agent!r} it records was not applied (its "
+                "data key is still in the key vault: the process stopped between the entry "
+                "and the key's destruction; run `statekeeper forget` on it again)"
+            )
 
     async def _unlogged_leases(self, backend: Backend, problems: list[str]) -> None:
         """Leases of agents the log has no lease entry of (an engine that can list its
