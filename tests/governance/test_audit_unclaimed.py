@@ -174,6 +174,39 @@ async def test_a_restored_agent_is_held_to_the_restore_s_time(
     assert ["events 2 " in p for p in _found(report, "acme/r")] == [True], report.problems
 
 
+async def test_a_delete_after_a_restore_is_checked(as_principal: Make, tmp_path: Path) -> None:
+    # (was: counted as not checkable) what a restore wrote is the stream below the
+    # first seq an entry after it claims; every seq from there on must be claimed
+    import os
+
+    from statekeeper.governance.backup import BackupKey, backup, restore
+
+    clock, ops, plain = _stores(as_principal)
+    await ops.save("acme/x", {"n": 1})  # the target's log begins
+    clock.tick()
+    source = StateStore("memory://", keyring=KEYRING, clock=clock)
+    for agent in ("acme/r", "acme/s"):
+        await source.save(agent, {"n": 1})
+    key = BackupKey(os.urandom(32))
+    await backup(source, tmp_path / "r.skb", key)
+    await source.close()
+    clock.tick()
+    await restore(ops, [tmp_path / "r.skb"], key)
+    await ops.save("acme/r", {"n": 2})  # seq 2: claimed
+    await ops.delete("acme/r")  # erased 1..2: 1 restored, 2 recorded
+    await ops.save("acme/s", {"n": 2})  # seq 2: claimed
+    clock.tick()
+    await plain.save("acme/s", {"n": 3})  # seq 3: without the log
+    await ops.delete("acme/s")
+    report = await _verify(ops)
+    assert report.problems == [
+        f"entry {len([e async for e in AuditLog(ops.backend, KEYRING).entries()])}: the "
+        "delete of 'acme/s' erased events (3) that no entry records (written without "
+        "the audit log)"
+    ], report.problems
+    assert "delete" not in report.unchecked, report.unchecked
+
+
 async def test_the_cli_fails_on_events_without_an_entry(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({"active": "k1", "keys": {"k1": KEY}}))

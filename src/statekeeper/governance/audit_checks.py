@@ -34,12 +34,12 @@ passed in silence: the older leases of an agent and their releases (the table ke
 only the newest token), leases recorded lost (observed, not made), lease entries
 without a token and thinnings that do not name what they drop (written before they
 did), ``forget`` when the log's keyring has no key vault (with one, the agent must
-have a tombstone there), ``restore`` (one
-entry for a whole backup), deletes recorded before deletes named their head, and
-appends whose agent was rewritten (rekey, migrate) or erased without a named head
-before their write could be told. Entries committed with their change (appends,
-deletes, snapshots and retention on memory, SQLite, PostgreSQL) need no check of
-having been applied: one commit holds both.
+have a tombstone there), ``restore`` (one entry for a whole backup), deletes recorded
+before deletes named their head or with no append entry since the agent's last delete
+or restore, and appends whose agent was rewritten (rekey, migrate) or erased without a
+named head before their write could be told. Entries committed with their change
+(appends, deletes, snapshots, retention, leases, rekey and migrate rewrites on memory,
+SQLite, PostgreSQL) need no check of having been applied: one commit holds both.
 """
 
 from __future__ import annotations
@@ -358,9 +358,12 @@ class StoreChecks:
             return
         n, checksum = s.head
         start = _epoch_start([*before, s], s)
-        if any(start < r < s.seq for r in self.restores):
-            self.unchecked["delete"] += 1  # restored since: a restore records no appends
-            return
+        restored = [r for r in self.restores if start < r < s.seq]
+        if restored:
+            # restored since (a restore records no appends, and needs the agent absent):
+            # what the restore wrote is the stream below the first seq an append entry
+            # after it claims; from there on every seq must be claimed as usual
+            start = restored[-1]
         ranges = sorted(
             (t.first, t.last)
             for t in before
@@ -374,7 +377,8 @@ class StoreChecks:
                 "entry records (written without the audit log)"
             )
         elif not ranges:
-            self.unchecked["delete"] += 1  # written before the log (or without it)
+            # written before the log (or without it), or all of it by a restore
+            self.unchecked["delete"] += 1
         if any(t.op in _APPENDS for t in later) or any(r > s.seq for r in self.restores):
             return  # written again (or restored) since: the store's stream is a later one
         if await backend.head(agent) == 0:
