@@ -236,6 +236,12 @@ async def test_a_rewrite_commits_with_the_appends_or_not_at_all(backend: Backend
         await backend.append(_request("a", expected))
     new = RawEvent(1, "e", 2.0, b"rewritten-1", b"sum-r1")
     change = StreamChange("a", rewrite=RewriteRequest("a", 2, None, (new,)))
+    if not backend.changes_leases_and_rewrites:  # (Redis) refused, never ignored
+        with pytest.raises(CapabilityUnsupported):
+            await backend.append_together([_request("log", 0)], [change])
+        assert await backend.head("log") == 0
+        assert [e.payload for e in await backend.read("a", 0)] == [b"payload-1", b"payload-2"]
+        return
     await backend.append_together([_request("log", 0)], [change])
     assert [e.payload for e in await backend.read("a", 0)] == [b"rewritten-1", b"payload-2"]
     assert (await backend.read("a", 0))[0].type == "e"  # type and time kept

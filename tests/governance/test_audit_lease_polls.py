@@ -61,7 +61,9 @@ async def test_refused_polls_cost_one_entry_each(url: str) -> None:
             "poller",
         )
         assert last.detail.get("token") == lease.token
-        assert last.detail.get("ahead") is (None if store.backend.appends_together else True)
+        assert last.detail.get("ahead") is (
+            None if store.backend.changes_leases_and_rewrites else True
+        )
         report = await log.verify()
         assert report.ok and report.unapplied == [], (report.problems, report.unapplied)
 
@@ -91,7 +93,7 @@ async def test_a_lost_race_between_the_look_and_the_grant_is_announced_then_void
         assert await LeaseManager(store, holder="poller").try_acquire("acme/t2") is None
         backend.get_lease = look  # type: ignore[method-assign]
         added = [e async for e in log.entries()][before:]
-        if backend.appends_together:
+        if backend.changes_leases_and_rewrites:
             assert [(e.operation, e.outcome) for e in added] == [("lease", "error:LeaseHeld")]
             assert "voids" not in added[0].detail and "ahead" not in added[0].detail
         else:

@@ -288,6 +288,12 @@ class Backend(abc.ABC):
     #: entry in the same commit
     appends_together: bool = False
 
+    #: True when :meth:`append_together` also takes lease changes and rewrites
+    #: (``StreamChange(lease=...)``, ``StreamChange(rewrite=...)``): leases, key
+    #: rotation and schema migrations then commit with their audit entries. An engine
+    #: without it refuses such a change (``validate_together(..., engine=self)``)
+    changes_leases_and_rewrites: bool = False
+
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
     ) -> list[AppendResult | None]:
@@ -831,17 +837,29 @@ def validate_from_base(request: AppendRequest, base: RawSnapshot) -> None:
 
 
 def validate_together(
-    requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
+    requests: Sequence[AppendRequest],
+    changes: Sequence[StreamChange] = (),
+    engine: Backend | None = None,
 ) -> None:
     """The checks of every engine's ``append_together`` before it writes: each
     request well-formed, one request or change per stream, each change a delete, or
-    a snapshot and/or a prune."""
+    a snapshot and/or a prune, or (``engine`` with ``changes_leases_and_rewrites``) a
+    lease change or a rewrite alone; another ``engine`` refuses those with
+    :class:`~statekeeper.errors.CapabilityUnsupported` (never ignores them)."""
     for request in requests:
         validate_request(request)
     ids = [r.agent_id for r in requests]
     for change in changes:
         check_stored_id(change.agent_id)
         pruning = change.prune_to is not None
+        if (
+            (change.lease is not None or change.rewrite is not None)
+            and engine is not None
+            and not engine.changes_leases_and_rewrites
+        ):
+            raise CapabilityUnsupported(
+                engine.name, "append_together", "a lease change or a rewrite in the same commit"
+            )
         if change.lease is not None:
             _validate_lease_change(change)
             ids.append(change.agent_id)

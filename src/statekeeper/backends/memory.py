@@ -103,13 +103,14 @@ class MemoryBackend(Backend):
             raise StoreClosed("memory backend is closed")
 
     appends_together = True
+    changes_leases_and_rewrites = True
 
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
     ) -> list[AppendResult | None]:
         # every check before any write, with no await between: all or nothing
         self._check()
-        validate_together(requests, changes)
+        validate_together(requests, changes, self)
         now = self.clock()
         for change in changes:
             if change.lease is not None:

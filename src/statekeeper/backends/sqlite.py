@@ -1225,13 +1225,14 @@ class SQLiteBackend(Backend):
             self._flush(loop)
 
     appends_together = True
+    changes_leases_and_rewrites = True
 
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
     ) -> list[AppendResult | None]:
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} is open read-only")
-        validate_together(requests, changes)
+        validate_together(requests, changes, self)
         done: list[AppendResult | None] = await self._write(
             self._append_together_sync, requests, changes
         )

@@ -365,6 +365,7 @@ class LeaseManager:
             or not callable(getattr(log, "record_with_change", None))
             or getattr(log, "backend", None) is not self.backend
             or not self.backend.supports_leases
+            or not self.backend.changes_leases_and_rewrites
         ):
             return None
         return log

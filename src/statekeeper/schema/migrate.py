@@ -177,6 +177,7 @@ def _together(store: StateStore) -> Any:
         or not callable(getattr(log, "rewrite_with", None))
         or not getattr(log, "records_with_writes", False)
         or getattr(log, "backend", None) is not store.backend
+        or not store.backend.changes_leases_and_rewrites
     ):
         return None
     return log

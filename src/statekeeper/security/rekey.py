@@ -171,6 +171,7 @@ def _together(store: StateStore, governance: Any) -> Any:
         or not getattr(log, "records_with_writes", False)
         or not callable(getattr(log, "record_with_change", None))
         or getattr(log, "backend", None) is not store.backend
+        or not store.backend.changes_leases_and_rewrites
     ):
         return None
     return log

@@ -12,6 +12,7 @@ import pytest
 
 from statekeeper.backends.base import Backend, Capability
 from statekeeper.errors import (
+    CapabilityUnsupported,
     ConfigurationError,
     ConflictError,
     InvalidArgument,
@@ -280,7 +281,14 @@ class LeaseConformance(Contract):
     ) -> None:
         # ``append_together(requests, [StreamChange(lease=...)])``: a lease and the
         # audit entry naming its token in one commit (engines with ``appends_together``)
-        if not leasing.appends_together:
+        if not leasing.changes_leases_and_rewrites:
+            if leasing.appends_together:  # refused, never ignored: nothing written
+                grant = StreamChange("a", lease=LeaseChange("w1", 1, 30.0))
+                with pytest.raises(CapabilityUnsupported):
+                    await leasing.append_together([request("log", 0)], [grant])
+                assert await leasing.get_lease("a") is None
+                assert await leasing.head("log") == 0
+                return
             pytest.skip(f"{type(leasing).__name__} has no append_together")
         grant = StreamChange("a", lease=LeaseChange("w1", 1, 30.0))
         await leasing.append_together([request("log", 0)], [grant])

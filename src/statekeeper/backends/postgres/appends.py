@@ -182,6 +182,7 @@ class Appends(PostgresPart):
         return [r if r is not None else BackendError("not attempted") for r in out]
 
     appends_together = True
+    changes_leases_and_rewrites = True
 
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
@@ -192,7 +193,7 @@ class Appends(PostgresPart):
         transaction. After a lost connection, whether it committed is read back from
         the first request's stream (all or none landed)."""
         self._check_can_write()
-        validate_together(requests, changes)
+        validate_together(requests, changes, self)
         if not requests:
             raise ConfigurationError("append_together needs at least one append")
         if not self._opened:

@@ -649,7 +649,7 @@ class RedisBackend(Backend):
                 " script cannot touch: the audit entry is written first there",
             )
         self._check_can_write()
-        validate_together(requests, changes)
+        validate_together(requests, changes, self)
         if not requests:
             raise ConfigurationError("append_together needs at least one append")
         if not self._reached:
