@@ -201,3 +201,23 @@ def test_a_lease_and_its_entry_are_one_commit(tmp_path: Path, engine: str) -> No
 
     with fresh_url(engine, tmp_path) as url:
         asyncio.run(go(url))
+
+
+async def test_an_instrumented_store_lists_its_leases_for_verify(tmp_path: Path) -> None:
+    """An instrumented store's backend (``observability.instrument``) copies the
+    engine's capabilities, so it forwards the lease listing too: verify through it
+    finds a lease no entry records (it would refuse ``list_leases`` otherwise)."""
+    from prometheus_client import CollectorRegistry
+
+    from statekeeper.backends.base import Capability
+    from statekeeper.observability import instrument
+
+    with fresh_url("sqlite", tmp_path) as url:
+        async with _store(url) as store:
+            instrument(store, registry=CollectorRegistry(), tracing=False)
+            assert store.backend.supports(Capability.LEASE_LIST)
+            await store.save(AGENT, {"n": 1})
+            await store.backend.acquire_lease("tenant/b", "rogue", 300)  # past the log
+            assert [i.agent_id for i in await store.backend.list_leases()] == ["tenant/b"]
+            report = await AuditLog(store.backend, KEYRING).verify()
+            assert len(report.problems) == 1 and "holder 'rogue'" in report.problems[0]

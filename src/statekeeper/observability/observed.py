@@ -274,6 +274,12 @@ class ObservedBackend(Backend):
         )
         return lease
 
+    async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
+        leases: list[LeaseInfo] = await self._obs.call(
+            "list_leases", None, self.inner.list_leases, after, limit
+        )
+        return leases
+
     def refuse_fence(self, request: AppendRequest) -> None:
         self.inner.refuse_fence(request)
 
