@@ -63,7 +63,16 @@ async def _run(store: Any, saves: int, agents: int) -> tuple[float, float]:
 
 async def _run_changes(store: Any, ops: int, workload: str) -> None:
     """``delete``: each op saves a new agent, then deletes it; ``snapshot``: each op
-    saves one of 20 agents, then stores a snapshot of it."""
+    saves one of 20 agents, then stores a snapshot of it; ``lease``: each op takes the
+    lease of one of 20 agents and releases it."""
+    if workload == "lease":
+        from statekeeper.concurrency import LeaseManager
+
+        manager = LeaseManager(store, holder="bench", ttl=300)
+        for i in range(ops):
+            lease = await manager.acquire(f"tenant/team/a{i % 20}")
+            await lease.release()
+        return
     for i in range(ops):
         agent = f"tenant/team/d{i}" if workload == "delete" else f"tenant/team/a{i % 20}"
         await store.save(agent, {"n": i, "note": "x" * 200})
@@ -268,10 +277,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--workload",
-        choices=["save", "delete", "snapshot"],
+        choices=["save", "delete", "snapshot", "lease"],
         default="save",
         help="(count) save: N saves + N loads; delete: N times save a new agent and delete "
-        "it; snapshot: N times save and snapshot",
+        "it; snapshot: N times save and snapshot; lease: N times take a lease and release it",
     )
     parser.add_argument(
         "--entries", default="1000,10000", help="(verify) log sizes, comma-separated"
