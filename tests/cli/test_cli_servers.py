@@ -229,3 +229,26 @@ def test_redis_store_with_a_password_in_the_url(tmp_path: Path) -> None:
         assert SECRET not in proc.stdout + proc.stderr
     finally:
         delete_prefix(prefix)
+
+
+def test_an_in_process_run_shows_a_librarys_logged_warning_on_its_stderr(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The in-process runs above stand for real processes: a driver's or pool's logged
+    warning (the "screens of warnings" of old) reaches the run's stderr, as logging's
+    last-resort handler prints it in a terminal, and so fails "one line on stderr"."""
+    import logging
+
+    from statekeeper.cli import exits
+
+    report = exits.report
+
+    def noisy(exc: BaseException, mask: object = None) -> int:
+        logging.getLogger("psycopg.pool").warning("error connecting in 'pool-1'")
+        return report(exc, mask)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exits, "report", noisy)
+    proc = _cli_here("show", "nobody", "--db", "memory://")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines()[0] == "error connecting in 'pool-1'", proc.stderr
+    assert len(proc.stderr.splitlines()) == 2, proc.stderr
