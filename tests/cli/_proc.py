@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -72,6 +73,7 @@ def run_in_process(
     with (
         contextlib.chdir(cwd or Path.cwd()),
         CliRunner().isolation(input=input, env=overrides) as (out, err, _),
+        _as_in_a_fresh_process(),
     ):
         time.tzset()  # local times follow env's TZ, as in a fresh process
         try:
@@ -82,6 +84,25 @@ def run_in_process(
         result = code, out.getvalue().decode(), err.getvalue().decode()
     time.tzset()  # back to this process's own TZ
     return result
+
+
+@contextlib.contextmanager
+def _as_in_a_fresh_process() -> Iterator[None]:
+    """Logging as a fresh ``statekeeper`` process has it, for the run inside: the root
+    logger at WARNING without pytest's capturing handlers, so a library's warning (a
+    driver's, a pool's, asyncio's) goes to the run's stderr through logging's
+    last-resort handler, as in a terminal, and a test of "one line on stderr" sees it.
+    (Python warnings stay under pytest's filters: the suite's deprecation errors
+    apply inside the run too.)"""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    root.handlers.clear()
+    root.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 def sk_in_process(
