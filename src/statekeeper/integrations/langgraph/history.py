@@ -34,10 +34,17 @@ from . import mapping as m
 if TYPE_CHECKING:
     from ...store.store import StateStore
 
-__all__ = ["View", "checkpoint_key", "merge_tasks", "older_writes", "scan"]
+__all__ = [
+    "View",
+    "checkpoint_key",
+    "merge_tasks",
+    "older_writes",
+    "put_again",
+    "scan",
+]
 
 #: events read per round trip while looking for the end of a checkpoint's writes
-_WINDOW = 8
+WINDOW = 8
 
 
 def checkpoint_key(ns: str, cid: str) -> str:
@@ -59,13 +66,23 @@ def ns_head(nsd: dict[str, Any]) -> str | None:
 def stored_seq(nsd: dict[str, Any], cid: str) -> int | None:
     """The seq of checkpoint ``cid`` when the document says it (a re-put or a format 1
     checkpoint); None: ask the key index."""
-    again = nsd.get("re")
-    if again and cid in again:
-        return int(again[cid])
+    again = put_again(nsd, cid)
+    if again:
+        return again[-1]
     legacy = nsd.get("idx")
     if legacy and cid in legacy:
         return int(legacy[cid])
     return None
+
+
+def put_again(nsd: dict[str, Any], cid: str) -> list[int]:
+    """The seqs at which checkpoint ``cid`` was put again, oldest first (``re`` holds a
+    list; a single seq in streams written before it kept them all)."""
+    again = nsd.get("re")
+    if not again or cid not in again:
+        return []
+    seqs = again[cid]
+    return [int(s) for s in seqs] if isinstance(seqs, list) else [int(seqs)]
 
 
 def merge_tasks(
@@ -103,7 +120,7 @@ async def older_writes(
     pos = seq
     while True:
         read = 0
-        async for event in store.history(agent, after_seq=pos, to_seq=pos + _WINDOW):
+        async for event in store.history(agent, after_seq=pos, to_seq=pos + WINDOW):
             read += 1
             pos = event.seq
             replaced = False
@@ -120,7 +137,7 @@ async def older_writes(
                     replaced = True
             if replaced:  # the next checkpoint: nothing of cid's was archived after it
                 return found  # type: ignore[no-any-return]
-        if read < _WINDOW:
+        if read < WINDOW:
             return found  # type: ignore[no-any-return]
 
 

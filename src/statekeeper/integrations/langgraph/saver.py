@@ -225,7 +225,7 @@ class _Stream:
     #: (the ``_BUILT_THREADS`` threads read last). A generation's entry at a seq
     #: never changes and its pool only grows, so the latest pool resolves it. With
     #: it, the writes archived after it (final: see :mod:`.history`).
-    older: OrderedDict[tuple[str, str], tuple[dict[str, Any], dict[str, Any] | None]] = field(
+    older: OrderedDict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any] | None]] = field(
         default_factory=OrderedDict
     )
 
@@ -1083,12 +1083,14 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         if head is None or cid > head:
             ops.append({"op": "add", "path": f"{base}/top", "value": cid})
             return ops, h.checkpoint_key(ns, cid)
-        # an id put before (or older than the latest): its seq goes in the document
+        # an id put before (or older than the latest): its seq goes in the document,
+        # after those of its earlier puts (their windows hold its earlier writes)
         seq = st.seq + 1
+        again = h.put_again(nsd, cid)
         if "re" not in nsd:
-            ops.append({"op": "add", "path": f"{base}/re", "value": {cid: seq}})
+            ops.append({"op": "add", "path": f"{base}/re", "value": {cid: [seq]}})
         else:
-            ops.append({"op": "add", "path": m.ptr("ns", ns, "re", cid), "value": seq})
+            ops.append({"op": "add", "path": m.ptr("ns", ns, "re", cid), "value": [*again, seq]})
         return ops, None
 
     def _archive_ops(self, st: _Stream, ns: str, cid: str) -> builtins.list[Op]:
@@ -1240,8 +1242,23 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             config = None  # type: ignore[assignment]
             if cid is None:
                 return None
+        return await self._read(st, ns, nsd, cid, config)
+
+    async def _read(
+        self,
+        st: _Stream,
+        ns: str,
+        nsd: dict[str, Any],
+        cid: str,
+        config: RunnableConfig | None,
+        seq: int | None = None,
+    ) -> CheckpointTuple | None:
+        """The tuple of checkpoint ``cid`` of namespace ``ns`` (``nsd``: its document
+        now; ``seq``: where its first put is, when the caller knows)."""
+        thread_id = st.thread_id
         pool = st.doc["pool"]
-        if nsd["cp"] is not None and nsd["cp"]["h"][0] == cid:
+        current = nsd["cp"] is not None and nsd["cp"]["h"][0] == cid
+        if current and not h.put_again(nsd, cid):
             writes = self._pending(nsd["w"].get(cid), pool)
             seen: Memo | None = {} if self.reuse_packed_messages else None
             built = self._built_for(st)
@@ -1251,16 +1268,21 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             if seen:  # a run resumes from these objects: its next put need not repack them
                 st.loaded = seen
             return found
-        cached = st.older.get((ns, cid))
+        # a checkpoint put again is cached under its puts; the namespace's current one
+        # is not: its writes may be archived by the next put after this read
+        at = (ns, cid, *h.put_again(nsd, cid))
+        cached = st.older.get(at)
         if cached is None:
-            found_at = await self._older(st, ns, cid)
+            found_at = await self._older(st, ns, cid, seq)
             if found_at is None:
                 return None
-            cached = st.older[(ns, cid)] = found_at
-            while len(st.older) > _OLDER:
-                st.older.popitem(last=False)
+            cached = found_at
+            if not current:
+                st.older[at] = found_at
+                while len(st.older) > _OLDER:
+                    st.older.popitem(last=False)
         else:
-            st.older.move_to_end((ns, cid))
+            st.older.move_to_end(at)
         older, archived = cached
         writes = self._pending(h.merge_tasks(archived, nsd["w"].get(cid)), pool)
         # an older checkpoint's messages are mostly the latest's: copies of those built
@@ -1272,21 +1294,33 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         return found
 
     async def _older(
-        self, st: _Stream, ns: str, cid: str
+        self, st: _Stream, ns: str, cid: str, first: int | None = None
     ) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
         """An older checkpoint's namespace document and its archived writes: its seq
         from the document or the key index, the document at that seq, and the events
         up to the next checkpoint (see :mod:`.history`); None when there is none."""
-        seq = h.stored_seq(st.doc["ns"][ns], cid)
-        if seq is None:
+        now = st.doc["ns"][ns]
+        seqs = h.put_again(now, cid)
+        legacy = now.get("idx")
+        if legacy and cid in legacy:  # format 1: put first before the format changed
+            seqs.insert(0, int(legacy[cid]))
+        elif first is not None:
+            seqs.insert(0, first)
+        else:
             found = await self.store.find_key(st.agent_id, h.checkpoint_key(ns, cid))
-            if found is None:
-                return None
-            seq = found.last_seq
-        nsd = (await self.store.load(st.agent_id, at_seq=seq)).data["ns"].get(ns)
-        if nsd is None or nsd["cp"] is None or nsd["cp"]["h"][0] != cid:
+            if found is not None:
+                seqs.insert(0, found.last_seq)
+        if not seqs:
             return None
-        return nsd, await h.older_writes(self.store, st.agent_id, ns, cid, seq, nsd)
+        writes: dict[str, Any] | None = None
+        for seq in seqs:
+            nsd = (await self.store.load(st.agent_id, at_seq=seq)).data["ns"].get(ns)
+            if nsd is None or nsd["cp"] is None or nsd["cp"]["h"][0] != cid:
+                return None
+            # each put's window holds the writes archived after it (see history.py)
+            found_writes = await h.older_writes(self.store, st.agent_id, ns, cid, seq, nsd)
+            writes = h.merge_tasks(writes, found_writes)
+        return nsd, writes
 
     async def _thread_ids(self) -> AsyncIterator[str]:
         """Every thread id, reading only the saver's agents (ids sort by prefix)."""
@@ -1330,6 +1364,17 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             st = await self._open(thread_id, create=False)
             if st is None:
                 continue
+            if remaining is not None or cid_filter:
+                # newest first from the end of the stream, only as far as needed
+                async for tup in self._recent(st, ns_filter, cid_filter, before_id):
+                    if filter and not _match(tup.metadata, filter):
+                        continue
+                    yield tup
+                    if remaining is not None:
+                        remaining -= 1
+                        if remaining <= 0:
+                            return
+                continue
             doc = st.doc
             view = await self._view(st)
             found = [
@@ -1353,6 +1398,86 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                     remaining -= 1
                     if remaining <= 0:
                         return
+
+    async def _recent(
+        self, st: _Stream, ns_filter: str | None, cid_filter: str | None, before_id: str | None
+    ) -> AsyncIterator[CheckpointTuple]:
+        """The thread's checkpoints newest first (by id, then namespace, as ``list``
+        orders them), reading the stream backwards only as far as the caller takes.
+
+        A checkpoint whose id was greater than every id of its namespace when it was
+        put is the only kind whose event sets the namespace's ``top`` (see
+        ``_ops_checkpoint``); so, read backwards, each namespace's such events come in
+        decreasing id order and one is listed once no namespace can still hold a
+        greater one further back. The other ones (put again, or format 1) have their
+        seq in the document and are merged in.
+        """
+        spaces = {
+            ns: nsd for ns, nsd in st.doc["ns"].items() if ns_filter is None or ns == ns_filter
+        }
+        if cid_filter:
+            for ns in sorted(spaces, reverse=True):
+                tup = await self._read(st, ns, spaces[ns], cid_filter, None)
+                if tup is not None and (before_id is None or cid_filter < before_id):
+                    yield tup
+            return
+        # (id, ns) -> seq of its first put when known (None: the document says where)
+        waiting: dict[tuple[str, str], int | None] = {}
+        #: per namespace still read back: ids not yet met are < bound (or <= when
+        #: the flag is set: nothing met yet, the bound is the namespace's top)
+        bounds: dict[str, tuple[str, bool]] = {}
+        tops: dict[str, str] = {}
+        for ns, nsd in spaces.items():
+            for cid in (*(nsd.get("re") or ()), *(nsd.get("idx") or ())):
+                waiting[(cid, ns)] = None
+            if nsd.get("top") is not None:
+                bounds[ns] = (nsd["top"], True)
+                tops[m.ptr("ns", ns, "top")] = ns
+        wholes = {m.ptr("ns", ns): ns for ns in bounds}
+
+        def ready(key: tuple[str, str]) -> bool:
+            cid, ns = key
+            for other, (bound, inclusive) in bounds.items():
+                if cid < bound or (inclusive and cid == bound and ns <= other):
+                    return False
+            return True
+
+        hi = st.seq
+        while True:
+            while waiting:
+                key = max(waiting)
+                if not ready(key):
+                    break
+                first = waiting.pop(key)
+                cid, ns = key
+                if before_id is not None and cid >= before_id:
+                    continue
+                tup = await self._read(st, ns, spaces[ns], cid, None, first)
+                if tup is not None:
+                    yield tup
+            if not bounds or hi <= 0:
+                if not waiting:
+                    return
+                bounds.clear()
+                continue
+            lo = max(hi - h.WINDOW, 0)
+            events = [e async for e in self.store.history(st.agent_id, after_seq=lo, to_seq=hi)]
+            hi = lo
+            for event in reversed(events):
+                for op in event.ops or ():
+                    path, value = op["path"], op.get("value")
+                    if path in tops and op["op"] == "add":
+                        ns = tops[path]
+                    elif path in wholes and type(value) is dict and "top" in value:
+                        ns, value = wholes[path], value["top"]
+                    else:
+                        continue
+                    if ns in bounds:
+                        bounds[ns] = (value, False)
+                        if waiting.get((value, ns)) is None:  # its first put
+                            waiting[(value, ns)] = event.seq
+            if lo == 0:
+                bounds.clear()
 
     # -- writing -----------------------------------------------------------------
 
