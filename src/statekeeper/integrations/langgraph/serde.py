@@ -45,7 +45,7 @@ import hashlib
 import math
 import sys
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -96,9 +96,76 @@ _PLAIN = frozenset({str, bool, type(None), int, float})
 #: ``id(message)`` -> (weak reference to the message, its packed reference, its
 #: fingerprint when packed or loaded: see :func:`fingerprint`). Weak: the memo never
 #: keeps a message alive (LangGraph holds a run's messages while it runs).
-Memo = dict[int, tuple["weakref.ref[Any]", Any, "Fingerprint"]]
+Memo = dict[int, tuple["weakref.ref[Any]", Any, "Fingerprint | Stored"]]
 #: (field names, field values: immutable ones by reference, containers as JSON bytes)
 Fingerprint = tuple[tuple[str, ...], tuple[Any, ...]]
+
+
+class Stored:
+    """The fingerprint of a message built from stored plain fields, worked out only
+    when asked (:meth:`resolve`): what the message held when it was built is known
+    from those fields and its class's :func:`_template`, so a read that is not
+    followed by a put or another read of the message never computes it (a cold read
+    of a 400-message chat built 400 fingerprints it never used)."""
+
+    __slots__ = ("fields", "template")
+
+    def __init__(self, template: tuple[tuple[str, ...], tuple[Any, ...]], fields: dict[str, Any]):
+        self.template = template
+        self.fields = fields
+
+    def resolve(self) -> Fingerprint:
+        names, parts = self.template
+        fields = self.fields
+        return names, tuple([fields[p.name] if type(p) is _Field else p for p in parts])
+
+
+class _Field:
+    """A template's slot for a stored field's value (see :func:`_template`)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+#: (class, stored field names) -> the fingerprint template of messages built from such
+#: fields, or None when one cannot be made (see :func:`_template`)
+_TEMPLATES: dict[tuple[type[Any], tuple[str, ...]], Any] = {}
+
+
+def _template(value: Any, fields: dict[str, Any], fp: Fingerprint) -> Any:
+    """The fingerprint template of messages of ``value``'s class built from plain
+    fields named as ``fields`` are, from ``value`` (built from ``fields``) and its
+    fingerprint ``fp``: each field the message holds is either a stored field's value
+    (as stored), an empty container (its constant bytes) or the default its class
+    declares (a scalar). None when a value is neither (a validator
+    derived it from the fields, or changed a stored value): such messages keep
+    computing their fingerprint when built."""
+    declared = getattr(type(value), "model_fields", {})
+    parts: list[Any] = []
+    for name, held in zip(fp[0], fp[1], strict=True):
+        if name in fields:
+            stored = fields[name]
+            if held is not stored and not (type(held) is type(stored) and held == stored):
+                return None
+            parts.append(_Field(name))
+        elif type(held) is bytes and held in _EMPTY_BYTES:  # an empty container
+            parts.append(held)
+        elif (
+            name in declared
+            and type(held) in _PLAIN
+            and _same_default(held, declared[name].default)
+        ):
+            parts.append(held)  # the class's declared default (e.g. ``type="ai"``)
+        else:
+            return None
+    return fp[0], tuple(parts)
+
+
+def resolved(fp: Fingerprint | Stored) -> Fingerprint:
+    """``fp`` itself, or the fingerprint a :class:`Stored` stands for."""
+    return fp.resolve() if type(fp) is Stored else fp  # type: ignore[return-value]
 
 
 @dataclasses.dataclass(eq=False)
@@ -107,16 +174,20 @@ class Built:
     reference), kept privately so the next read hands out copies instead of building
     them again; ``used`` collects the keys one read used."""
 
-    cache: dict[str, tuple[Any, Fingerprint, int]] = dataclasses.field(default_factory=dict)
+    cache: dict[str, tuple[Any, Fingerprint | Stored, int]] = dataclasses.field(
+        default_factory=dict
+    )
     used: set[str] = dataclasses.field(default_factory=set)
     #: estimated bytes held by ``cache`` (see :func:`_estimate`)
     nbytes: int = 0
 
-    def put(self, key: str, original: Any, fp: Fingerprint) -> tuple[Any, Fingerprint, int]:
+    def put(
+        self, key: str, original: Any, fp: Fingerprint | Stored, nbytes: int | None = None
+    ) -> tuple[Any, Fingerprint | Stored, int]:
         old = self.cache.get(key)
         if old is not None:
             self.nbytes -= old[2]
-        hit = (original, fp, _estimate(fp))
+        hit = (original, fp, _estimate(fp) if nbytes is None else nbytes)
         self.cache[key] = hit
         self.nbytes += hit[2]
         return hit
@@ -133,10 +204,11 @@ class Built:
 _MESSAGE_OVERHEAD = 1024
 
 
-def _estimate(fp: Fingerprint) -> int:
+def _estimate(fp: Fingerprint | Stored) -> int:
     """Approximate bytes a built message holds: its string and frozen (JSON bytes)
     field values plus a fixed overhead; cheap (no traversal of the object)."""
-    return _MESSAGE_OVERHEAD + sum([len(x) for x in fp[1] if type(x) in _SIZED])
+    values = fp.fields.values() if type(fp) is Stored else fp[1]  # type: ignore[index]
+    return _MESSAGE_OVERHEAD + sum([len(x) for x in values if type(x) in _SIZED])
 
 
 _SIZED = (str, bytes)
@@ -358,13 +430,14 @@ class ValueCodec:
                 base = _base_key(seen[1])
                 inline = type(seen[1]) is dict and "$m" in seen[1]
                 if inline or (base is not None and (base in pool or base in new)):
-                    changed = _changed(v, seen[2])
+                    was = resolved(seen[2])
+                    changed = _changed(v, was)
                     if changed is not None and not changed:
                         if used is not None:
                             used[id(v)] = seen
                         return fresh_ref(seen[1])
                     fp = fingerprint(v) if base is not None and changed == {"id"} else None
-                    if fp is not None and _only_id_differs(seen[2], fp):
+                    if fp is not None and _only_id_differs(was, fp):
                         entry = (weakref.ref(v), {"$r": [base, fp_id(fp)]}, fp)
                         memo[id(v)] = entry
                         if used is not None:
@@ -478,7 +551,9 @@ class ValueCodec:
 
             ref = {"$r": [key, message_id]}
             if built is not None:
-                return self._reuse(f"{key} {message_id}", make, ref, seen, built)
+                return self._built_message(
+                    f"{key} {message_id}", cell, message_id, ref, pool, seen, built
+                )
             value = make()
             if seen is not None:
                 _register(seen, value, ref)
@@ -502,35 +577,41 @@ class ValueCodec:
         body = cell.get("$m") if len(cell) == 1 else None
         if body is None:
             return self.unpack(cell, pool, seen, built)
-        hit = built.cache.get(key)
-        if hit is None or _changed(hit[0], hit[1]) != set():
-            fields = body[1]
-            for x in fields.values():
-                if type(x) not in _PLAIN:
-                    fields = self.unpack(fields, pool)
-                    break
-            value = self._build(body[0], fields)
-            hit = built.put(key, value, fingerprint(value))
-        else:
-            value = hit[0].model_copy()
-        built.used.add(key)
-        if seen is not None:
-            seen[id(value)] = (weakref.ref(value), {"$p": key}, hit[1])
-        return value
+        return self._built_message(key, body, None, {"$p": key}, pool, seen, built)
 
-    @staticmethod
-    def _reuse(
-        key: str, make: Callable[[], Any], ref: dict[str, Any], seen: Memo | None, built: Built
+    def _built_message(
+        self,
+        key: str,
+        body: list[Any],
+        message_id: Any,
+        ref: dict[str, Any],
+        pool: Mapping[str, Any],
+        seen: Memo | None,
+        built: Built,
     ) -> Any:
-        """A fresh (shallow) copy of the message built earlier for ``key``, when that
+        """A fresh (shallow) copy of the message built earlier for ``key`` (stored as
+        ``body``, with ``message_id`` when not None: a ``$r`` reference), when that
         original is unchanged (its containers are shared with copies handed out, so a
         change made through one shows in its fingerprint); else a new build, handed
         out itself (a change made to it shows the same way: the next read builds
-        again). A copy costs a third of a build and needs no new fingerprint."""
+        again). A copy costs a third of a build and needs no new fingerprint. A
+        message whose stored fields are all scalars (the usual chat message) is built
+        straight from them (unpacking them would copy the dict for nothing), and its
+        fingerprint is left to be worked out when needed (:class:`Stored`)."""
         hit = built.cache.get(key)
-        if hit is None or _changed(hit[0], hit[1]) != set():
-            value = make()
-            hit = built.put(key, value, fingerprint(value))
+        if hit is None or _changed(hit[0], resolved(hit[1])) != set():
+            fields = body[1]
+            plain = True
+            for x in fields.values():
+                if type(x) not in _PLAIN:
+                    fields = self.unpack(fields, pool)
+                    plain = False
+                    break
+            if message_id is not None:
+                plain = plain and type(message_id) in _PLAIN
+                fields = {**fields, "id": message_id}
+            value = self._build(body[0], fields)
+            hit = built.put(key, value, *_fingerprint_built(value, fields, plain))
         else:
             value = hit[0].model_copy()
         built.used.add(key)
@@ -547,6 +628,26 @@ class ValueCodec:
             return cls.model_construct(**fields)
 
 
+def _fingerprint_built(
+    value: Any, fields: dict[str, Any], plain: bool
+) -> tuple[Fingerprint | Stored, int | None]:
+    """The fingerprint of a message just built from stored ``fields`` (``plain``: all
+    plain values, kept by the stored document, never changed), and its estimated
+    size: a :class:`Stored` one (nothing computed) when its class has a template."""
+    if plain:
+        key = (type(value), tuple(fields))
+        template = _TEMPLATES.get(key, _TEMPLATES)
+        if template is not _TEMPLATES and template is not None:
+            return Stored(template, fields), _MESSAGE_OVERHEAD + sum(
+                [len(x) for x in fields.values() if type(x) is str]
+            )
+        fp = fingerprint(value)
+        if template is _TEMPLATES:
+            _TEMPLATES[key] = _template(value, fields, fp)
+        return fp, None
+    return fingerprint(value), None
+
+
 def _alive(ref: weakref.ref[Any], v: object) -> bool:
     """Whether a memo entry's weak reference is (still) to ``v``."""
     return ref() is v
@@ -558,6 +659,7 @@ def _register(seen: Memo, value: Any, ref: dict[str, Any]) -> None:
 
 _KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
 _EMPTY: dict[type[Any], bytes] = {dict: b"{}", list: b"[]", tuple: b"[]"}
+_EMPTY_BYTES = frozenset(_EMPTY.values())
 _SMALL: dict[bytes, bytes] = {}
 
 
