@@ -44,7 +44,6 @@ __all__ = [
     "merge_tasks",
     "older_writes",
     "put_again",
-    "put_id",
     "scan",
 ]
 
@@ -68,76 +67,34 @@ def put_id(event: Any, ns: str) -> str | None:
 
 
 #: events read per probe of :func:`find_put` (a chat step is ~2-3 events)
-_PROBE = 8
+_PROBE = 4
 
 
-async def _puts_from(
-    store: StateStore, agent: str, ns: str, pos: int, hi: int
-) -> list[tuple[int, str]]:
-    """``(seq, id)`` of the events that put a new ``top`` of ``ns`` in the first window
-    of events from ``pos`` (to at most ``hi``) that holds one; [] when none does."""
-    pos -= 1
-    while pos < hi:
-        window = [
-            e async for e in store.history(agent, after_seq=pos, to_seq=min(pos + _PROBE, hi))
-        ]
-        if not window:
-            return []
-        found = [(e.seq, cid) for e in window if (cid := put_id(e, ns)) is not None]
-        if found:
-            return found
-        pos = window[-1].seq
-    return []
-
-
-async def find_put(
-    store: StateStore, agent: str, ns: str, cid: str, head: int, top: str | None = None
-) -> int | None:
+async def find_put(store: StateStore, agent: str, ns: str, cid: str, head: int) -> int | None:
     """The seq of the event that put checkpoint ``cid`` of ``ns`` as its new ``top``
-    (None: no such event), searching seqs ``1..head`` (see the module's docstring;
-    ``top``: the namespace's top id at ``head``).
-
-    LangGraph's checkpoint ids are time-based, so the search reads the events around
-    where the times of the ids met so far place ``cid`` (a chat's checkpoints come at
-    a steady pace: a few probes); a guess that does not halve the range is followed
-    by a bisection, so it never takes more than twice a bisection's probes."""
-    want = m.checkpoint_time(cid)
+    (None: no such event), bisecting seqs ``1..head`` (see the module's docstring)."""
     lo, hi = 1, head
-    below: tuple[int, float] | None = None  # (seq, time) of a put with a smaller id
-    above: tuple[int, float] | None = None  # (seq, time) of a put with a greater id
-    top_time = m.checkpoint_time(top) if top is not None else None
-    if top_time is not None:
-        above = (head, top_time)
-    guess = want is not None
     while lo <= hi:
-        at, width, guessed = (lo + hi) // 2, hi - lo, False
-        if guess and want is not None and below is None:
-            at = lo  # the first put's time anchors the guesses
-        elif guess and want is not None and below is not None and above is not None:
-            span = above[1] - below[1]
-            if span > 0:
-                share = (want - below[1]) / span
-                aim = below[0] + share * (above[0] - below[0]) - _PROBE // 2
-                at = min(max(round(aim), lo), hi)
-                guessed = True
-        found = await _puts_from(store, agent, ns, at, hi)
-        guess = True
-        for seq, put in found:
-            if put == cid:
-                return seq
-        smaller = [(seq, put) for seq, put in found if put < cid]
-        if smaller and len(smaller) < len(found):
-            return None  # cid would sit between two consecutive puts: never put
-        if not found or not smaller:
-            hi = at - 1
-            if found and (when := m.checkpoint_time(found[0][1])) is not None:
-                above = (found[0][0], when)
+        mid = (lo + hi) // 2
+        pos, found, seq = mid - 1, None, 0
+        while found is None and pos < hi:  # the first such event at or after mid
+            window = [
+                e async for e in store.history(agent, after_seq=pos, to_seq=min(pos + _PROBE, hi))
+            ]
+            if not window:
+                break
+            for event in window:
+                found = put_id(event, ns)
+                if found is not None:
+                    seq = event.seq
+                    break
+            pos = window[-1].seq
+        if found is None or found > cid:
+            hi = mid - 1
+        elif found == cid:
+            return seq
         else:
-            lo = smaller[-1][0] + 1
-            if (when := m.checkpoint_time(smaller[-1][1])) is not None:
-                below = (smaller[-1][0], when)
-        if guessed and hi - lo > width // 2:
-            guess = False  # the guess did not halve the range: bisect next
+            lo = seq + 1
     return None
 
 
@@ -148,6 +105,18 @@ def ns_head(nsd: dict[str, Any]) -> str | None:
         return str(top)
     legacy = nsd.get("idx")
     return max(legacy) if legacy else None
+
+
+def stored_seq(nsd: dict[str, Any], cid: str) -> int | None:
+    """The seq of checkpoint ``cid`` when the document says it (a re-put or a format 1
+    checkpoint); None: ask the key index."""
+    again = put_again(nsd, cid)
+    if again:
+        return again[-1]
+    legacy = nsd.get("idx")
+    if legacy and cid in legacy:
+        return int(legacy[cid])
+    return None
 
 
 def put_again(nsd: dict[str, Any], cid: str) -> list[int]:

@@ -1301,7 +1301,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         elif first is not None:
             seqs.insert(0, first)
         else:
-            found = await h.find_put(self.store, st.agent_id, ns, cid, st.seq, now.get("top"))
+            found = await h.find_put(self.store, st.agent_id, ns, cid, st.seq)
             if found is not None:
                 seqs.insert(0, found)
         if not seqs:
