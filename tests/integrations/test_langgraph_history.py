@@ -5,9 +5,7 @@ end of the stream, a checkpoint put again keeps every write LangGraph's own
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator
-from contextlib import closing
 from typing import Any
 
 import pytest
@@ -63,9 +61,7 @@ async def test_list_with_a_limit_reads_only_the_end_of_the_stream(
     before = config(chain.thread_id, checkpoint_id=chain.ids[30])
     got = await api.list(config(chain.thread_id), before=before, filter={"source": "loop"}, limit=4)
     whole = [
-        t
-        for t in everything
-        if t.checkpoint["id"] < chain.ids[30] and t.metadata["source"] == "loop"
+        t for t in everything if t.checkpoint["id"] < chain.ids[30] and t.metadata["source"] == "loop"
     ]
     assert [(t.checkpoint, t.pending_writes) for t in got] == [
         (t.checkpoint, t.pending_writes) for t in whole[:4]
@@ -92,9 +88,9 @@ async def test_list_with_a_limit_across_namespaces_and_puts_again(api: Api) -> N
             (t.config, t.checkpoint, t.metadata) for t in everything[:limit]
         ]
     assert len(everything) == 10
-    assert [
-        t.checkpoint["channel_values"] for t in everything if t.checkpoint["id"] == root.ids[1]
-    ] == [{"a": "again"}]
+    assert [t.checkpoint["channel_values"] for t in everything if t.checkpoint["id"] == root.ids[1]] == [
+        {"a": "again"}
+    ]
 
 
 async def test_a_checkpoint_put_again_keeps_every_write_as_in_memory_saver(api: Api) -> None:
@@ -155,53 +151,3 @@ async def test_a_checkpoint_put_again_keeps_every_write_as_in_memory_saver(api: 
     expected = reference.get_tuple(config(thread, checkpoint_id=first["id"]))
     assert got is not None and expected is not None
     assert got.pending_writes == expected.pending_writes
-
-
-async def test_a_checkpoint_id_is_stored_once_and_every_checkpoint_is_found(
-    api: Api, url: str
-) -> None:
-    """No idempotency key per checkpoint (the key index would hold its id a second
-    time): older checkpoints are found by bisecting the stream, here on two namespaces
-    with writes and a re-put between the puts, read back by a saver with nothing cached."""
-    root = Chain(api)
-    child = Chain(api, root.thread_id, "inner:1")
-    for i in range(30):
-        saved = await root.step({"i": i})
-        if i % 3 == 0:
-            await api.put_writes(saved, [("i", -i)], f"t{i}", "p")
-        if i % 4 == 1:
-            await child.step({"j": i})
-    again = checkpoint({"i": "again"}, {"i": 99})
-    again["id"] = root.ids[7]
-    fork = config(root.thread_id, "", root.ids[6])
-    fork["configurable"]["allow_fork"] = True
-    await api.put(fork, again, {"source": "update", "step": 99, "parents": {}}, {"i": 99})
-    await api.put_writes(config(root.thread_id, "", root.ids[7]), [("i", 7)], "late", "p")
-    assert all(e.idempotency_key is None for e in _events(api.saver, root.thread_id))
-    listed = await api.list({"configurable": {"thread_id": root.thread_id}})
-    assert len(listed) == 30 + len(child.ids)
-    cold = StatekeeperSaver(api.saver.store, _portal=api.saver._portal)
-    for tup in listed:
-        got = cold.get_tuple(tup.config)
-        assert got is not None
-        assert (got.checkpoint, got.metadata, got.pending_writes, got.parent_config) == (
-            tup.checkpoint,
-            tup.metadata,
-            tup.pending_writes,
-            tup.parent_config,
-        )
-    for near in (root.ids[0], root.ids[15], root.ids[-1]):  # ids never put: none
-        absent = near[:-1] + ("0" if near[-1] != "0" else "1")
-        assert cold.get_tuple(config(root.thread_id, "", absent)) is None
-    if url.startswith("sqlite"):
-        with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
-            assert conn.execute("SELECT count(*) FROM sk_idempotency").fetchone()[0] == 0
-
-
-def _events(saver: StatekeeperSaver, thread_id: str) -> list[Any]:
-    async def read() -> list[Any]:
-        st = await saver._open(thread_id, create=False)
-        assert st is not None
-        return [e async for e in saver.store.history(st.agent_id)]
-
-    return saver._portal.call(read())

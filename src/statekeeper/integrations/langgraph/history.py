@@ -4,17 +4,12 @@ A thread's document (see :mod:`.mapping`) describes the latest checkpoint of eac
 namespace and the pending writes of that checkpoint only, so that a cold read of the
 latest checkpoint decodes nothing it does not return. The rest is found in the stream:
 
-* **Where a checkpoint is.** A checkpoint whose id is greater than every id put in
-  its namespace before (nearly all: LangGraph's ids grow with time) is put by an event
-  that sets the namespace's ``top`` to its id; so these events come in increasing id
-  order per namespace, and :func:`find_put` finds one by bisecting the stream (a few
-  short reads; the document at that seq is the checkpoint). Nothing else records where
-  a checkpoint is: its id is stored once, in its event (an idempotency key per
-  checkpoint, as format 2 first had, cost ~110 bytes more per checkpoint: the key
-  again in the store's key index). A checkpoint put again (same id, rare: an older id
-  put after a newer one) has the seqs of those puts in the namespace's ``re`` map;
-  streams written in format 1 keep their frozen ``idx`` map for the checkpoints put
-  then.
+* **Where a checkpoint is.** Each checkpoint event is appended with an idempotency key
+  derived from its namespace and id (:func:`checkpoint_key`): the store's key index
+  finds its seq in one indexed read, and the document at that seq is the checkpoint.
+  A checkpoint put again (same id, rare: an older id put after a newer one) is listed
+  in the namespace's ``re`` map instead; streams written in format 1 keep their frozen
+  ``idx`` map for the checkpoints put then.
 * **Past pending writes.** When a namespace's next checkpoint is put, the writes of the
   one it replaces are removed from the document by an op of that checkpoint's event
   (after every other op of it). They are therefore all in the events between their
@@ -29,6 +24,7 @@ checkpoint anyway.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "View",
-    "find_put",
+    "checkpoint_key",
     "merge_tasks",
     "older_writes",
     "put_again",
@@ -51,51 +47,11 @@ __all__ = [
 WINDOW = 8
 
 
-def put_id(event: Any, ns: str) -> str | None:
-    """The id of the checkpoint ``event`` put as namespace ``ns``'s new ``top``, if any."""
-    top = m.ptr("ns", ns, "top")
-    whole = m.ptr("ns", ns)
-    for op in event.ops or ():
-        path = op["path"]
-        if path == top and op["op"] == "add":
-            return str(op["value"])
-        if path == whole and op["op"] != "remove":
-            value = op.get("value")
-            if type(value) is dict and value.get("top") is not None:
-                return str(value["top"])
-    return None
-
-
-#: events read per probe of :func:`find_put` (a chat step is ~2-3 events)
-_PROBE = 4
-
-
-async def find_put(store: StateStore, agent: str, ns: str, cid: str, head: int) -> int | None:
-    """The seq of the event that put checkpoint ``cid`` of ``ns`` as its new ``top``
-    (None: no such event), bisecting seqs ``1..head`` (see the module's docstring)."""
-    lo, hi = 1, head
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        pos, found, seq = mid - 1, None, 0
-        while found is None and pos < hi:  # the first such event at or after mid
-            window = [
-                e async for e in store.history(agent, after_seq=pos, to_seq=min(pos + _PROBE, hi))
-            ]
-            if not window:
-                break
-            for event in window:
-                found = put_id(event, ns)
-                if found is not None:
-                    seq = event.seq
-                    break
-            pos = window[-1].seq
-        if found is None or found > cid:
-            hi = mid - 1
-        elif found == cid:
-            return seq
-        else:
-            lo = seq + 1
-    return None
+def checkpoint_key(ns: str, cid: str) -> str:
+    """The idempotency key of the event that put checkpoint ``cid`` of namespace ``ns``
+    (a digest: namespaces and ids may hold characters keys may not)."""
+    raw = f"{ns}\x00{cid}".encode("utf-8", "surrogatepass")
+    return "lg.cp." + hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
 def ns_head(nsd: dict[str, Any]) -> str | None:

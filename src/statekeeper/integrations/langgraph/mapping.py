@@ -15,7 +15,7 @@ older ones, so ``get_tuple`` of the latest checkpoint decodes one small document
           "meta": <packed metadata>,
           "vals": {"<channel>": <packed value>},            # values of "cp"
           "top":  "<greatest checkpoint id put>",
-          "re":   {"<checkpoint id>": [<seq>, ...]},         # ids put again (rare)
+          "re":   {"<checkpoint id>": <seq>},                # ids put again (rare)
           "w":    {"<checkpoint id>": {"<task id>": {"p": task_path,
                                                      "i": {"<idx>": [channel, packed]}}}}
         }
@@ -25,9 +25,9 @@ older ones, so ``get_tuple`` of the latest checkpoint decodes one small document
 Each ``put`` is one ``lg.cp`` event whose JSON Patch changes only what changed
 (the versions that moved, the channel values in ``new_versions`` — for a list only the
 appended items —, the new pool entries and ``top``), so a chat costs storage linear in
-its length. The document *at* its seq is that checkpoint, so an older checkpoint is
-found by bisecting the stream (:func:`.history.find_put`) and read with
-``store.load(at_seq=...)``. Each ``put_writes``
+its length. The event carries an idempotency key naming the checkpoint
+(:func:`.history.checkpoint_key`): the document *at* its seq is that checkpoint, so an
+older checkpoint is one key lookup and ``store.load(at_seq=...)``. Each ``put_writes``
 is one ``lg.w`` event adding entries under ``w``; the next checkpoint's event removes
 them from the document again (they stay in the stream: see :mod:`.history`).
 

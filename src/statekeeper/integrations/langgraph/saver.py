@@ -234,7 +234,7 @@ class _Stream:
         return self.agent_id.rpartition("#")[2]
 
 
-Plan = Callable[[_Stream], tuple[str, "builtins.list[Op]"] | None]
+Plan = Callable[[_Stream], tuple[str, "builtins.list[Op]", str | None] | None]
 
 
 @dataclass(eq=False)
@@ -604,13 +604,13 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         """Store ``run`` as the thread's holder (compare-and-append), or raise
         :class:`ThreadBusyError` when another run holds it."""
 
-        def plan(st: _Stream) -> tuple[str, builtins.list[Op]]:
+        def plan(st: _Stream) -> tuple[str, builtins.list[Op], str | None]:
             claim = st.doc.get("run")
             now = self._clock()
             if claim is not None and claim["id"] != run.token and claim["exp"] > now:
                 raise ThreadBusyError(run.thread_id, claim["exp"], st.agent_id, st.seq, lost=False)
             value = {"id": run.token, "exp": now + self.run_lease}
-            return m.EV_RUN, [{"op": "add", "path": "/run", "value": value}]
+            return m.EV_RUN, [{"op": "add", "path": "/run", "value": value}], None
 
         self._runs[run.key] = run
         try:
@@ -639,11 +639,11 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             return
         run.released = True
 
-        def plan(st: _Stream) -> tuple[str, builtins.list[Op]] | None:
+        def plan(st: _Stream) -> tuple[str, builtins.list[Op], str | None] | None:
             claim = st.doc.get("run")
             if claim is None or claim["id"] != run.token:
                 return None  # taken over meanwhile: not ours to clear
-            return m.EV_RUN, [{"op": "replace", "path": "/run", "value": None}]
+            return m.EV_RUN, [{"op": "replace", "path": "/run", "value": None}], None
 
         await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
 
@@ -668,12 +668,14 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             if not run.claimed or run.released:
                 continue
 
-            def plan(st: _Stream, run: runs.Run = run) -> tuple[str, builtins.list[Op]] | None:
+            def plan(
+                st: _Stream, run: runs.Run = run
+            ) -> tuple[str, builtins.list[Op], str | None] | None:
                 claim = st.doc.get("run")
                 if claim is None or claim["id"] != run.token:
                     return None  # lost: the run's next write fails
                 exp = self._clock() + self.run_lease
-                return m.EV_RUN, [{"op": "replace", "path": "/run/exp", "value": exp}]
+                return m.EV_RUN, [{"op": "replace", "path": "/run/exp", "value": exp}], None
 
             try:
                 await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
@@ -856,6 +858,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         st: _Stream,
         event_type: str,
         ops: builtins.list[Op],
+        key: str | None = None,
         *,
         applied: bool = False,
     ) -> None:
@@ -864,8 +867,11 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         ``applied``: ``st.doc`` already has the ops applied (a coalesced batch).
         """
         result = await self.store.append(
-            st.agent_id, event_type, None, ops=ops, expected_seq=st.seq
+            st.agent_id, event_type, None, ops=ops, expected_seq=st.seq, idempotency_key=key
         )
+        if result.duplicate:  # an earlier attempt landed: our document is stale
+            self._forget(st.thread_id)
+            return
         if not applied:
             st.doc = patch.apply(st.doc, ops, in_place=True)
             _update_heads(st, ops)
@@ -972,6 +978,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 break
             ops: builtins.list[Op] = []
             event_types: builtins.list[str] = []
+            key: str | None = None  # a checkpoint's (see history.checkpoint_key)
             included: builtins.list[_Pending] = []
             for pending in live:
                 try:
@@ -982,7 +989,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 included.append(pending)
                 if plan is None:
                     continue
-                event_type, plan_ops = plan
+                event_type, plan_ops, plan_key = plan
+                key = plan_key or key
                 event_types.append(event_type)
                 ops.extend(plan_ops)
                 if len(live) > 1:  # later plans are built against this one's outcome
@@ -996,9 +1004,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
             try:
                 if len(included) > 1:
-                    await self._append(st, event_type, ops, applied=True)
+                    await self._append(st, event_type, ops, key, applied=True)
                 else:
-                    await self._append(st, event_type, ops)
+                    await self._append(st, event_type, ops, key)
                 break
             except (ConflictError, AgentNotFound):
                 # the document was stale (another writer, or the thread deleted or
@@ -1030,11 +1038,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         meta: Any,
         vals: dict[str, Any],
         new_pool: dict[str, Any],
-    ) -> builtins.list[Op]:
-        """The ops that make ``header`` the namespace's checkpoint. A checkpoint whose
-        id is greater than every id of its namespace sets ``top`` (its event is found
-        by :func:`.history.find_put`); one put again (or older than the latest) is
-        listed in ``re`` instead."""
+    ) -> tuple[builtins.list[Op], str | None]:
+        """The ops that make ``header`` the namespace's checkpoint, and the idempotency
+        key of its event (None for an id put before: it is listed in ``re``)."""
         ops: builtins.list[Op] = [
             {"op": "add", "path": m.ptr("pool", key), "value": cell}
             for key, cell in new_pool.items()
@@ -1045,7 +1051,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             fresh = m.new_ns()
             fresh.update(cp=header, meta=meta, vals=vals, top=cid)
             ops.append({"op": "add", "path": m.ptr("ns", ns), "value": fresh})
-            return ops
+            return ops, h.checkpoint_key(ns, cid)
         base = m.ptr("ns", ns)
         old_cp = nsd["cp"]
         if old_cp is None:
@@ -1076,7 +1082,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         head = st.heads.get(ns)
         if head is None or cid > head:
             ops.append({"op": "add", "path": f"{base}/top", "value": cid})
-            return ops
+            return ops, h.checkpoint_key(ns, cid)
         # an id put before (or older than the latest): its seq goes in the document,
         # after those of its earlier puts (their windows hold its earlier writes)
         seq = st.seq + 1
@@ -1085,7 +1091,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             ops.append({"op": "add", "path": f"{base}/re", "value": {cid: [seq]}})
         else:
             ops.append({"op": "add", "path": m.ptr("ns", ns, "re", cid), "value": [*again, seq]})
-        return ops
+        return ops, None
 
     def _archive_ops(self, st: _Stream, ns: str, cid: str) -> builtins.list[Op]:
         """The op that takes the writes of the checkpoint ``cid`` replaces out of the
@@ -1301,9 +1307,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         elif first is not None:
             seqs.insert(0, first)
         else:
-            found = await h.find_put(self.store, st.agent_id, ns, cid, st.seq)
+            found = await self.store.find_key(st.agent_id, h.checkpoint_key(ns, cid))
             if found is not None:
-                seqs.insert(0, found)
+                seqs.insert(0, found.last_seq)
         if not seqs:
             return None
         writes: dict[str, Any] | None = None
@@ -1361,7 +1367,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             if remaining is not None or cid_filter:
                 # newest first from the end of the stream, only as far as needed
                 async for tup in self._recent(st, ns_filter, cid_filter, before_id):
-                    if filter and not _match(dict(tup.metadata), filter):
+                    if filter and not _match(tup.metadata, filter):
                         continue
                     yield tup
                     if remaining is not None:
@@ -1420,11 +1426,14 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         #: per namespace still read back: ids not yet met are < bound (or <= when
         #: the flag is set: nothing met yet, the bound is the namespace's top)
         bounds: dict[str, tuple[str, bool]] = {}
+        tops: dict[str, str] = {}
         for ns, nsd in spaces.items():
             for cid in (*(nsd.get("re") or ()), *(nsd.get("idx") or ())):
                 waiting[(cid, ns)] = None
             if nsd.get("top") is not None:
                 bounds[ns] = (nsd["top"], True)
+                tops[m.ptr("ns", ns, "top")] = ns
+        wholes = {m.ptr("ns", ns): ns for ns in bounds}
 
         def ready(key: tuple[str, str]) -> bool:
             cid, ns = key
@@ -1455,12 +1464,18 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             events = [e async for e in self.store.history(st.agent_id, after_seq=lo, to_seq=hi)]
             hi = lo
             for event in reversed(events):
-                for ns in bounds:
-                    cid = h.put_id(event, ns)
-                    if cid is not None:
-                        bounds[ns] = (cid, False)
-                        if waiting.get((cid, ns)) is None:  # its first put
-                            waiting[(cid, ns)] = event.seq
+                for op in event.ops or ():
+                    path, value = op["path"], op.get("value")
+                    if path in tops and op["op"] == "add":
+                        ns = tops[path]
+                    elif path in wholes and type(value) is dict and "top" in value:
+                        ns, value = wholes[path], value["top"]
+                    else:
+                        continue
+                    if ns in bounds:
+                        bounds[ns] = (value, False)
+                        if waiting.get((value, ns)) is None:  # its first put
+                            waiting[(value, ns)] = event.seq
             if lo == 0:
                 bounds.clear()
 
@@ -1509,7 +1524,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             or (parent is None and run is None)
         )
 
-        def build(st: _Stream) -> tuple[str, builtins.list[Op]]:
+        def build(st: _Stream) -> tuple[str, builtins.list[Op], str | None]:
             nsd = st.doc["ns"].get(ns)
             latest = st.heads.get(ns)
             if protect:
@@ -1544,11 +1559,11 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 elif same_version:
                     vals[ch] = old_vals[ch]
                     carried = True
-            ops = self._ops_checkpoint(st, ns, header, meta, vals, new_pool)
+            ops, key = self._ops_checkpoint(st, ns, header, meta, vals, new_pool)
             if memo is not None:
                 ops.extend(_after_put(st, used, carried))
             ops.extend(self._archive_ops(st, ns, cid))
-            return m.EV_CHECKPOINT, ops
+            return m.EV_CHECKPOINT, ops, key
 
         await self._mutate(thread_id, build, m.EV_CHECKPOINT)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
@@ -1571,7 +1586,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         protect = self.fork_protection
         run = self._run_of(thread_id, conf) if protect else None
 
-        def build(st: _Stream) -> tuple[str, builtins.list[Op]] | None:
+        def build(st: _Stream) -> tuple[str, builtins.list[Op], str | None] | None:
             if protect:
                 self._check_claim(st, run)
             nsd = st.doc["ns"].get(ns)
@@ -1596,7 +1611,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             # compare-and-append: a concurrent or retried duplicate loses the race,
             # re-reads the index and stores nothing.
             ops = self._ops_writes(st, ns, cid, task_id, task_path, entries, new_pool)
-            return m.EV_WRITES, ops
+            return m.EV_WRITES, ops, None
 
         # a task's regular writes in a live run wait for its next checkpoint's commit
         hold = (
@@ -1640,14 +1655,14 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 ns: str = ns,
                 nsd: dict[str, Any] = nsd,
                 at_pool: dict[str, Any] = at_pool,
-            ) -> tuple[str, builtins.list[Op]]:
+            ) -> tuple[str, builtins.list[Op], str | None]:
                 refs = pool_refs([nsd["vals"], nsd["meta"], nsd["cp"].get("x")], set())
                 new_pool = {k: at_pool[k] for k in refs if k not in dst.doc["pool"]}
-                ops = self._ops_checkpoint(
+                ops, key = self._ops_checkpoint(
                     dst, ns, nsd["cp"], nsd["meta"], dict(nsd["vals"]), new_pool
                 )
                 ops.extend(self._archive_ops(dst, ns, nsd["cp"]["h"][0]))
-                return m.EV_CHECKPOINT, ops
+                return m.EV_CHECKPOINT, ops, key
 
             plans.append((m.EV_CHECKPOINT, put_plan))
             for task_id, task in tasks.items():
@@ -1658,13 +1673,13 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                     cid: str = cid,
                     task_id: str = task_id,
                     task: dict[str, Any] = task,
-                ) -> tuple[str, builtins.list[Op]] | None:
+                ) -> tuple[str, builtins.list[Op], str | None] | None:
                     refs = pool_refs(task["i"], set())
                     new_pool = {k: src_pool[k] for k in refs if k not in dst.doc["pool"]}
                     ops = self._ops_writes(
                         dst, ns, cid, task_id, task["p"], dict(task["i"]), new_pool
                     )
-                    return m.EV_WRITES, ops
+                    return m.EV_WRITES, ops, None
 
                 plans.append((m.EV_WRITES, writes_plan))
         return plans
@@ -1743,7 +1758,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             for _, plan in self._replay_plans(st, self._snapshot_parts(st, view, keep)):
                 planned = plan(dst)
                 if planned is not None:
-                    await self._append(dst, planned[0], planned[1])
+                    await self._append(dst, planned[0], planned[1], planned[2])
             await self.store.append(
                 st.agent_id,
                 m.EV_MOVED,
