@@ -1,7 +1,7 @@
 """Where the saver finds what the thread document no longer holds (see
 ``statekeeper.integrations.langgraph.history``): ``list`` with a limit reads only the
 end of the stream, a checkpoint put again keeps every write LangGraph's own
-``InMemorySaver`` keeps, and a checkpoint's id is stored once."""
+``InMemorySaver`` keeps, and every checkpoint is found again."""
 
 from __future__ import annotations
 
@@ -61,7 +61,9 @@ async def test_list_with_a_limit_reads_only_the_end_of_the_stream(
     before = config(chain.thread_id, checkpoint_id=chain.ids[30])
     got = await api.list(config(chain.thread_id), before=before, filter={"source": "loop"}, limit=4)
     whole = [
-        t for t in everything if t.checkpoint["id"] < chain.ids[30] and t.metadata["source"] == "loop"
+        t
+        for t in everything
+        if t.checkpoint["id"] < chain.ids[30] and t.metadata["source"] == "loop"
     ]
     assert [(t.checkpoint, t.pending_writes) for t in got] == [
         (t.checkpoint, t.pending_writes) for t in whole[:4]
@@ -88,9 +90,8 @@ async def test_list_with_a_limit_across_namespaces_and_puts_again(api: Api) -> N
             (t.config, t.checkpoint, t.metadata) for t in everything[:limit]
         ]
     assert len(everything) == 10
-    assert [t.checkpoint["channel_values"] for t in everything if t.checkpoint["id"] == root.ids[1]] == [
-        {"a": "again"}
-    ]
+    put_again = [t for t in everything if t.checkpoint["id"] == root.ids[1]]
+    assert [t.checkpoint["channel_values"] for t in put_again] == [{"a": "again"}]
 
 
 async def test_a_checkpoint_put_again_keeps_every_write_as_in_memory_saver(api: Api) -> None:
@@ -151,3 +152,38 @@ async def test_a_checkpoint_put_again_keeps_every_write_as_in_memory_saver(api: 
     expected = reference.get_tuple(config(thread, checkpoint_id=first["id"]))
     assert got is not None and expected is not None
     assert got.pending_writes == expected.pending_writes
+
+
+async def test_every_checkpoint_is_found_by_a_saver_with_nothing_cached(api: Api) -> None:
+    """Two namespaces, writes between the puts and a checkpoint put again: a new
+    saver's get_tuple of each listed checkpoint returns what list returns, and an id
+    never put returns None."""
+    root = Chain(api)
+    child = Chain(api, root.thread_id, "inner:1")
+    for i in range(30):
+        saved = await root.step({"i": i})
+        if i % 3 == 0:
+            await api.put_writes(saved, [("i", -i)], f"t{i}", "p")
+        if i % 4 == 1:
+            await child.step({"j": i})
+    again = checkpoint({"i": "again"}, {"i": 99})
+    again["id"] = root.ids[7]
+    fork = config(root.thread_id, "", root.ids[6])
+    fork["configurable"]["allow_fork"] = True
+    await api.put(fork, again, {"source": "update", "step": 99, "parents": {}}, {"i": 99})
+    await api.put_writes(config(root.thread_id, "", root.ids[7]), [("i", 7)], "late", "p")
+    listed = await api.list({"configurable": {"thread_id": root.thread_id}})
+    assert len(listed) == 30 + len(child.ids)
+    cold = StatekeeperSaver(api.saver.store, _portal=api.saver._portal)
+    for tup in listed:
+        got = cold.get_tuple(tup.config)
+        assert got is not None
+        assert (got.checkpoint, got.metadata, got.pending_writes, got.parent_config) == (
+            tup.checkpoint,
+            tup.metadata,
+            tup.pending_writes,
+            tup.parent_config,
+        )
+    for near in (root.ids[0], root.ids[15], root.ids[-1]):  # ids never put: none
+        absent = near[:-1] + ("0" if near[-1] != "0" else "1")
+        assert cold.get_tuple(config(root.thread_id, "", absent)) is None

@@ -1473,9 +1473,10 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                     else:
                         continue
                     if ns in bounds:
-                        bounds[ns] = (value, False)
-                        if waiting.get((value, ns)) is None:  # its first put
-                            waiting[(value, ns)] = event.seq
+                        cid = str(value)
+                        bounds[ns] = (cid, False)
+                        if waiting.get((cid, ns)) is None:  # its first put
+                            waiting[(cid, ns)] = event.seq
             if lo == 0:
                 bounds.clear()
 
