@@ -1367,7 +1367,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             if remaining is not None or cid_filter:
                 # newest first from the end of the stream, only as far as needed
                 async for tup in self._recent(st, ns_filter, cid_filter, before_id):
-                    if filter and not _match(tup.metadata, filter):
+                    if filter and not _match(dict(tup.metadata), filter):
                         continue
                     yield tup
                     if remaining is not None:
