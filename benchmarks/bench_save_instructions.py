@@ -13,6 +13,8 @@ growing by one message per save, each save a fresh ``{"messages": msgs[:n]}``):
 
 - ``sk-seq``: ``StateStore.save``, ``durability="sync"``, one agent at a time;
 - ``sk-seq-memory``: the same on ``memory://`` (the store's own cost, no engine);
+- ``sk-agent``: ``DurableAgent.save`` of 4 agents, each save appending one message to
+  ``agent.data["messages"]`` (tracked: the agent's ops are written as they are);
 - ``lg-seq``: LangGraph ``SqliteSaver.put`` of the same states (the peer);
 - ``bare``: one bare one-row commit (:class:`_common.BareCommits`, the floor);
 - ``sk-group-N``: N agents saving concurrently (``asyncio.gather``),
@@ -48,7 +50,7 @@ from _common import BareCommits, Workload, lg_config, lg_open, lg_plan, table
 CHARS = 300
 FIRST = 10  # messages in the first state (as in bench_hotpath)
 STEPS = 60  # the workload is built for this many steps in every run (its cost cancels)
-SIDES = ("sk-seq", "sk-seq-memory", "lg-seq", "bare", "sk-group-16", "sk-group-64")
+SIDES = ("sk-seq", "sk-seq-memory", "sk-agent", "lg-seq", "bare", "sk-group-16", "sk-group-64")
 
 
 async def _sk_seq(path: Path, rounds: int, url: str | None = None) -> int:
@@ -60,6 +62,22 @@ async def _sk_seq(path: Path, rounds: int, url: str | None = None) -> int:
         for step in range(rounds):
             for a in wl.agent_ids:
                 await store.save(a, docs[a][step])
+    return 4 * rounds
+
+
+async def _sk_agent(path: Path, rounds: int) -> int:
+    from statekeeper import StateStore
+
+    wl = Workload(4, FIRST, FIRST + STEPS, chars=CHARS)
+    async with StateStore(f"sqlite:///{path}?synchronous=OFF") as store:
+        agents = [
+            await store.agent(a, initial_data={"messages": wl.messages[a][:FIRST]})
+            for a in wl.agent_ids
+        ]
+        for step in range(rounds):
+            for agent in agents:
+                agent.data["messages"].append(wl.messages[agent.agent_id][FIRST + step])
+                await agent.save()
     return 4 * rounds
 
 
@@ -110,6 +128,8 @@ def child(side: str, rounds: int) -> int:
             return asyncio.run(_sk_seq(path, rounds))
         if side == "sk-seq-memory":
             return asyncio.run(_sk_seq(path, rounds, "memory://"))
+        if side == "sk-agent":
+            return asyncio.run(_sk_agent(path, rounds))
         if side == "lg-seq":
             return _lg_seq(path, rounds)
         if side == "bare":

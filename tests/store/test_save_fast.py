@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from statekeeper import StateStore
 from statekeeper.backends.sqlite import SQLiteBackend
-from statekeeper.errors import StoreClosed
+from statekeeper.errors import ConflictError, StoreClosed
 from statekeeper.observability import instrument
 from statekeeper.store.writes import WritePipeline
 
@@ -35,12 +35,15 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 class Calls:
     """Counts the calls of ``WritePipeline.write`` (the general path) and of
-    ``WritePipeline.save_fast`` that made the save (did not hand it back)."""
+    ``WritePipeline.save_fast`` / ``append_made`` that made the save (did not hand
+    it back)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.write = 0
         self.fast = 0
+        self.made = 0  # (WritePipeline.append_made: a DurableAgent's save)
         write, fast = WritePipeline.write, WritePipeline.save_fast
+        made = WritePipeline.append_made
 
         async def counted_write(pipeline: WritePipeline, *args: Any, **kwargs: Any) -> Any:
             self.write += 1
@@ -51,7 +54,13 @@ class Calls:
             self.fast += done is not None
             return done
 
+        async def counted_made(pipeline: WritePipeline, *args: Any) -> Any:
+            done = await made(pipeline, *args)
+            self.made += done is not None
+            return done
+
         monkeypatch.setattr(WritePipeline, "write", counted_write)
+        monkeypatch.setattr(WritePipeline, "append_made", counted_made)
         monkeypatch.setattr(WritePipeline, "save_fast", counted_fast)
 
 
@@ -225,3 +234,65 @@ async def test_a_closed_store_refuses_the_save_of_a_cached_agent(tmp_path: Path)
         await store.save("a", {"n": 2})
     async with StateStore(f"sqlite:///{tmp_path}/closed.db") as again:
         assert (await again.load("a")).data == {"n": 1}
+
+
+async def test_a_cached_durable_agent_save_is_made_in_one_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = Calls(monkeypatch)
+    async with StateStore(f"sqlite:///{tmp_path}/f.db", clock=FakeClock(step=1.0)) as store:
+        agent = await store.agent("a", initial_data={"messages": []})
+        before = calls.write
+        for n in range(1, 11):
+            agent.data["messages"].append(f"m{n}")
+            await agent.save()
+        assert (calls.write - before, calls.made) == (0, 10)
+        await agent.save({"why": "reset"})  # info: the general path
+        assert calls.write - before == 1
+        assert (await store.load("a")).data == {"messages": [f"m{n}" for n in range(1, 11)]}
+        assert (await store.verify()).ok
+
+
+@pytest.mark.parametrize("durability", ["sync", "group"])
+async def test_durable_agent_saves_store_the_same_records_either_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
+) -> None:
+    calls = Calls(monkeypatch)
+    saves = states(24)
+    for name, fast in (("fast.db", True), ("general.db", False)):
+        async with StateStore(
+            f"sqlite:///{tmp_path}/{name}",
+            clock=FakeClock(step=1.0),
+            snapshot_every=4,
+            durability=durability,
+        ) as store:
+            agent = await store.agent("a")
+            for i, (doc, _) in enumerate(saves):
+                store._writes.fast = fast  # (the general path: as a store with options)
+                agent.data = dict(doc) if i % 2 else doc
+                if i % 7 == 6:
+                    await agent.save({"note": i})  # info: the general path on both
+                else:
+                    await agent.save()
+            assert (await store.load("a")).data == saves[-1][0]
+            assert (await store.verify()).ok
+    assert calls.made > len(saves) // 2  # (most of them went the fast way)
+    assert await stored(tmp_path / "fast.db") == await stored(tmp_path / "general.db")
+    async with StateStore(f"sqlite:///{tmp_path}/fast.db") as again:
+        assert (await again.load("a")).data == saves[-1][0]
+
+
+async def test_a_durable_agent_behind_another_writer_saves_the_general_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = Calls(monkeypatch)
+    async with StateStore(f"sqlite:///{tmp_path}/f.db") as store:
+        agent = await store.agent("a", initial_data={"n": 0})
+        await store.save("a", {"n": 5})  # the store's head moves past the agent's seq
+        agent.data["n"] = 1
+        fast = calls.made
+        with pytest.raises(ConflictError):
+            await agent.save()
+        assert calls.made == fast  # handed back: the conflict came from write()
+        await agent.refresh()
+        assert agent.data == {"n": 5}

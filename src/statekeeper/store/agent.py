@@ -46,6 +46,7 @@ from .tracker import Tracker
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine, TransitionResult
     from .store import Leased, StateStore
+    from .writes import WritePipeline
 
 __all__ = ["DurableAgent"]
 
@@ -91,6 +92,11 @@ class DurableAgent:
         machine.add_listener(self._on_transition)
         self._adopt(snapshot)
         store._machines.adopt(self)
+        #: the write pipeline whose one-call save a common save may take (a plain
+        #: StateStore's, decided once here; wrappers keep their own write path)
+        from .store import StateStore as _Plain  # (store.py imports this module)
+
+        self._fast: WritePipeline | None = store._writes if type(store) is _Plain else None
 
     @classmethod
     async def open(
@@ -347,18 +353,36 @@ class DurableAgent:
         try:
             tracker = self._tracker
             document, ops, dumped, gen = pending if pending is not None else self._pending()
-            result = await self.store.append(
-                self.agent_id,
-                event_type,
-                info,
-                ops=ops,
-                fsm_state=fsm_state,
-                expected_seq=self.seq,
-                idempotency_key=idempotency_key,
-                actor=actor,
-                schema_version=self._schema_version,
-                lease=self.lease,
-            )
+            result = None
+            fast = self._fast
+            if (  # the common save in one call (WritePipeline.fast decides the store's side)
+                fast is not None
+                and fast.fast
+                and ops
+                and not info
+                and fsm_state is None
+                and event_type is EventType.PATCH
+                and idempotency_key is None
+                and actor is None
+                and self._schema_version is None
+                and self.lease is None
+                and self.store._gate.ok
+                and not self.store._closed
+            ):
+                result = await fast.append_made(self.agent_id, ops, self.seq)
+            if result is None:
+                result = await self.store.append(
+                    self.agent_id,
+                    event_type,
+                    info,
+                    ops=ops,
+                    fsm_state=fsm_state,
+                    expected_seq=self.seq,
+                    idempotency_key=idempotency_key,
+                    actor=actor,
+                    schema_version=self._schema_version,
+                    lease=self.lease,
+                )
         except SerializationError as exc:
             from .writes import locate  # name the path in agent.data, not in the event
 

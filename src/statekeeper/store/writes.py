@@ -492,6 +492,61 @@ class WritePipeline:
             else:
                 del held[agent_id]
 
+    async def append_made(
+        self, agent_id: str, ops: list[dict[str, Any]], expected_seq: int
+    ) -> AppendResult | None:
+        """``StateStore.append(agent_id, PATCH, {}, ops=ops, expected_seq=expected_seq)``
+        — the save of a :class:`~.agent.DurableAgent` whose changes its tracker or its
+        change detection already found — in one call: :meth:`build` and one append on
+        the cached, trusted record at ``expected_seq``, without the argument checks (the
+        ops were made by the agent) nor the retry loop of :meth:`write`. Only when
+        :attr:`fast`.
+
+        None, with nothing done, when this save is not that case (no trusted record at
+        ``expected_seq``, a link or delta base to fetch, the agent's lock held by
+        another write, a conflict on the cached head): the caller then makes it
+        through ``StateStore.append``, which handles each of them (and raises the
+        conflict). :meth:`build` is called with what :meth:`write` passes it, so what
+        is stored is the same either way (tested in ``tests/store/test_save_fast.py``)."""
+        held = self._locks._held  # (KeyedLock.try_acquire / release, written out)
+        if agent_id in held:
+            return None
+        reads = self.reads
+        record = reads.trusted(agent_id)
+        if record is None or record.seq != expected_seq or self.snapshots.needs_prepare(record):
+            return None
+        held[agent_id] = None
+        try:
+            request, new_record = self.build(
+                agent_id, EventType.PATCH, {}, record, ops, None, None, None, None
+            )
+            try:
+                group = self.group
+                if group is None:
+                    result = await self.backend.append(request)
+                else:
+                    result = await group.submit(request)
+            except ConflictError:
+                reads.cache.discard(agent_id)
+                self.retries += 1  # made again by StateStore.append on a validated read
+                return None
+            except BaseException:
+                reads.cache.discard(agent_id)
+                raise
+            self.appends += 1
+            if request.snapshot is not None:
+                self.snapshots_written += 1
+            reads.cache.put(agent_id, new_record)
+            if self.witness is not None and new_record.link is not None:
+                self.witness.acked(agent_id, result.last_seq, new_record.link)
+            return result
+        finally:
+            waiters = held[agent_id]
+            if waiters:
+                self._locks.release(agent_id)
+            else:
+                del held[agent_id]
+
     # -- 2. where a save is built ------------------------------------------------------
 
     def build(
