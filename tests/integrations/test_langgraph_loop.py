@@ -53,12 +53,20 @@ def test_a_sqlite_write_commits_on_the_thread_that_called_put(tmp_path: Path) ->
         backend: Any = saver.store.backend
         committed_on: list[int] = []
         write = backend._append_batch_sync
+        lone = backend._commit_lone
 
         def recorded(requests: Any) -> Any:
             committed_on.append(threading.get_ident())
             return write(requests)
 
+        def recorded_lone(one: Any) -> Any:  # a lone append committed inline
+            found = lone(one)
+            if found is not None:
+                committed_on.append(threading.get_ident())
+            return found
+
         backend._append_batch_sync = recorded
+        backend._commit_lone = recorded_lone
         config: Any = {"configurable": {"thread_id": "t-" + uuid.uuid4().hex, "checkpoint_ns": ""}}
         callers: list[int] = []
 

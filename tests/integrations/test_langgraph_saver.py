@@ -592,20 +592,38 @@ def test_sync_methods_from_many_threads(saver: StatekeeperSaver) -> None:
     thread = new_thread()
     cp = checkpoint({"a": 1}, {"a": 1})
     saved = saver.put(config(thread), cp, {}, {"a": 1})
+    workers = 8
+    commit = saver._commit
+    held: list[bool] = []
+
+    async def first_commit_waits_for_the_others(thread_id: str, batch: Any) -> None:
+        # The first commit is held until the other workers' writes are queued behind
+        # it (a condition, not a duration): they must then share the next commit.
+        if not held:
+            held.append(True)
+            for _ in range(1_000_000):
+                queued = sum(len(q) for q in saver._queued.values())
+                if queued >= workers - 1:
+                    break
+                await asyncio.sleep(0)
+            else:
+                raise AssertionError(f"only {queued} writes queued behind the first commit")
+        await commit(thread_id, batch)
+
+    saver._commit = first_commit_waits_for_the_others  # type: ignore[method-assign]
 
     def write(i: int) -> None:
         saver.put_writes(saved, [("w", i)], f"task-{i}")
 
-    with ThreadPoolExecutor(8) as pool:
+    with ThreadPoolExecutor(workers) as pool:
         list(pool.map(write, range(40)))
     got = saver.get_tuple(saved)
     assert got is not None and len(got.pending_writes or []) == 40
     assert sorted(w[2] for w in got.pending_writes or []) == list(range(40))
-    if saver.store.backend.name == "sqlite":  # a commit that takes time: calls queue up
-        # writes that queue up behind a commit share the next one
-        written = events(saver, thread)
-        assert len(written) < 42
-        assert any(e.type == "lg.w" and len(e.ops) > 1 for e in written)
+    # writes that queue up behind a commit share the next one
+    written = events(saver, thread)
+    assert len(written) <= 1 + 1 + 40 - (workers - 1) + 1
+    assert any(e.type == "lg.w" and len(e.ops) >= workers - 1 for e in written)
 
 
 async def test_coalesced_batches_keep_one_checkpoint_per_event(saver: StatekeeperSaver) -> None:
