@@ -125,7 +125,7 @@ async def test_an_instrumented_governed_save_is_one_commit_with_its_entry_and_ti
         witness=False,
     ) as store:
         engine = store.backend
-        instrument(store, registry=registry, tracing=False)
+        instrumentation = instrument(store, registry=registry, tracing=False)
         calls: list[str] = []
         for name in ("append", "append_batch", "append_together"):
             method = getattr(engine, name)
@@ -141,3 +141,5 @@ async def test_an_instrumented_governed_save_is_one_commit_with_its_entry_and_ti
         log = store._governance.audit  # type: ignore[attr-defined]
         assert isinstance(log, AuditLog) and log.backend is store.backend
         assert [e.operation async for e in AuditLog(engine, KEYRING).entries()] == ["save"]
+        instrumentation.uninstall()  # (and back: the log writes to the engine again)
+        assert store.backend is engine and log.backend is engine
