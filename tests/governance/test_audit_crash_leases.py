@@ -37,6 +37,7 @@ CHILD = textwrap.dedent(
     from statekeeper.security import Keyring
 
     url, what, inside = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+    instrumented = sys.argv[4] == "1"
 
     def die() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -50,7 +51,11 @@ CHILD = textwrap.dedent(
             audit=Audit(),
             witness=False,
         )
-        backend = store.backend
+        if instrumented:  # metrics on: the store's backend is the engine's wrapper
+            from prometheus_client import CollectorRegistry
+            from statekeeper.observability import instrument
+            instrument(store, registry=CollectorRegistry(), tracing=False)
+        backend = getattr(store.backend, "inner", store.backend)  # the engine
         if inside:  # after the engine made the change in its transaction, before COMMIT
             step = type(backend)._change
             if asyncio.iscoroutinefunction(step):
@@ -135,6 +140,24 @@ async def _state(url: str) -> tuple[list[tuple[str, int]], int, str | None]:
 def test_a_lease_killed_at_its_change_leaves_both_or_neither(
     tmp_path: Path, engine: str, what: str, inside: bool
 ) -> None:
+    _killed_at_the_change(tmp_path, engine, what, inside, instrumented=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what", ["grant", "release"])
+@pytest.mark.parametrize("inside", [False, True], ids=["before", "inside"])
+def test_an_instrumented_stores_lease_killed_at_its_change_leaves_both_or_neither(
+    tmp_path: Path, what: str, inside: bool
+) -> None:
+    """(metrics on, ``observability.instrument``: the same one commit; was: the
+    engine's wrapper did not declare ``changes_leases_and_rewrites`` and the audit log
+    kept the bare engine, so the lease went entry first)"""
+    _killed_at_the_change(tmp_path, "sqlite", what, inside, instrumented=True)
+
+
+def _killed_at_the_change(
+    tmp_path: Path, engine: str, what: str, inside: bool, *, instrumented: bool
+) -> None:
     with fresh_url(engine, tmp_path) as url:
         asyncio.run(_prepare(url, what))
         before = asyncio.run(_state(url))
@@ -142,7 +165,14 @@ def test_a_lease_killed_at_its_change_leaves_both_or_neither(
         script.write_text(CHILD)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         child = subprocess.run(
-            [sys.executable, str(script), url, what, "1" if inside else "0"],
+            [
+                sys.executable,
+                str(script),
+                url,
+                what,
+                "1" if inside else "0",
+                "1" if instrumented else "0",
+            ],
             capture_output=True,
             text=True,
             env=env,
@@ -161,13 +191,23 @@ def test_a_lease_killed_at_its_change_leaves_both_or_neither(
 
 
 @pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql"])
-def test_a_lease_and_its_entry_are_one_commit(tmp_path: Path, engine: str) -> None:
+@pytest.mark.parametrize("instrumented", [False, True], ids=["plain", "instrumented"])
+def test_a_lease_and_its_entry_are_one_commit(
+    tmp_path: Path, engine: str, instrumented: bool
+) -> None:
     """(the counterpart, not killed: the grant and the release each come with their
-    entry, none written ahead, and the engine's own lease calls are not used)"""
+    entry, none written ahead, and the engine's own lease calls are not used; also
+    with metrics on, through the engine's wrapper)"""
 
     async def go(url: str) -> None:
         store = _store(url)
         try:
+            if instrumented:
+                from prometheus_client import CollectorRegistry
+
+                from statekeeper.observability import instrument
+
+                instrument(store, registry=CollectorRegistry(), tracing=False)
             backend = store.backend
             calls: list[str] = []
             for name in ("acquire_lease", "release_lease"):

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from statekeeper import StateStore
 from statekeeper.codec import Codec
 from statekeeper.governance import Audit, AuditLog, parse_policy
+from statekeeper.observability import instrument
 from statekeeper.schema import TypedStates
 from statekeeper.schema.migrate import migrate
 from statekeeper.security import Keyring
@@ -26,6 +28,19 @@ from ..schema import apps
 OLD = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 NEW = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA="
 POLICY = parse_policy('[principals.ops]\nadmin = ["**"]\n')
+
+
+@pytest.fixture(params=[False, True], ids=["plain", "instrumented"])
+def instrumented(request: pytest.FixtureRequest) -> bool:
+    """With metrics on (``observability.instrument``): the store's backend is then the
+    engine's wrapper, which must declare and forward what the engine commits together
+    (was: it did not, and rekey and migrate went entry first)."""
+    return bool(request.param)
+
+
+def _observe(store: StateStore, instrumented: bool) -> None:
+    if instrumented:
+        instrument(store, registry=CollectorRegistry(), tracing=False)
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgresql"])
@@ -49,7 +64,7 @@ def _count(backend: Any, names: tuple[str, ...]) -> list[str]:
     return calls
 
 
-async def test_rekey_commits_each_agent_with_its_entry(url: str) -> None:
+async def test_rekey_commits_each_agent_with_its_entry(url: str, instrumented: bool) -> None:
     old = Keyring({"k1": OLD})
     async with StateStore(
         url, keyring=old, principal="ops", policy=POLICY, audit=Audit(), witness=False
@@ -63,7 +78,8 @@ async def test_rekey_commits_each_agent_with_its_entry(url: str) -> None:
         async with StateStore(
             backend, keyring=keys, principal="ops", policy=POLICY, audit=Audit(), witness=False
         ) as rotating:
-            calls = _count(backend, ("rewrite", "rewrite_many"))
+            _observe(rotating, instrumented)
+            calls = _count(rotating.backend, ("rewrite", "rewrite_many"))
             await rekey(rotating)
             assert calls == []  # every agent's rewrite went with its entry
             log = AuditLog(backend, keys)
@@ -86,7 +102,7 @@ async def test_rekey_commits_each_agent_with_its_entry(url: str) -> None:
             assert calls == []
 
 
-async def test_a_migration_page_commits_with_its_entries(url: str) -> None:
+async def test_a_migration_page_commits_with_its_entries(url: str, instrumented: bool) -> None:
     keys = Keyring({"k1": OLD})
     async with StateStore(
         url, keyring=keys, principal="ops", policy=POLICY, audit=Audit(), witness=False
@@ -94,6 +110,7 @@ async def test_a_migration_page_commits_with_its_entries(url: str) -> None:
         states = TypedStates(store, apps.support_v1)
         for i in range(4):
             await states.create(f"a{i}", apps.SupportV1(customer_name=f"c{i}", tags=[]))
+        _observe(store, instrumented)
         calls = _count(store.backend, ("rewrite", "rewrite_many"))
         report = await migrate(store, apps.support_v2)
         assert report.changed == 4

@@ -441,11 +441,17 @@ def instrument(
 
 def _store_parts(store: Any) -> list[Any]:
     """The parts of a store that hold its backend: the read path, the snapshot policy,
-    the write pipeline and its group committer and write-behind buffer."""
+    the write pipeline and its group committer and write-behind buffer, and a governed
+    store's audit log (its writes with their entries go through the wrapper, timed as
+    appends; and a lease, rekey or migration asks whether the log writes to the
+    store's own backend before it commits a change with its entry)."""
     writes = getattr(store, "_writes", None)
     parts = [getattr(store, "_reads", None), getattr(store, "_snapshots", None), writes]
     if writes is not None:
         parts += [getattr(writes, "group", None), getattr(writes, "behind", None)]
+    governance = getattr(store, "_governance", None)
+    if governance is not None:
+        parts.append(getattr(governance, "audit", None))
     return [p for p in parts if p is not None]
 
 

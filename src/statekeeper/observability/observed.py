@@ -7,11 +7,12 @@ batch sizes, snapshot sizes, replay lengths), in a span when tracing. The store 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import Backend, Health
+from ..backends.base import Backend, Capability, Health, LatestRead
 from ..records import (
     AgentInfo,
     AppendRequest,
@@ -21,6 +22,9 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamChange,
+    StreamExport,
+    StreamRows,
 )
 
 if TYPE_CHECKING:
@@ -29,6 +33,20 @@ if TYPE_CHECKING:
 __all__ = ["ObservedBackend", "observed_class"]
 
 _perf = time.perf_counter
+
+#: the contract's declarations (``appends_together``, ``capabilities``, ``rewrites_many``,
+#: ...): every class attribute of :class:`Backend` that is neither a method nor a
+#: property. The wrapper copies each one from the engine it wraps, so a capability
+#: added to the contract is the engine's through an instrumented store too (a default
+#: kept here silently turned an instrumented governed store's one-commit audit into
+#: entry-first writes)
+FLAGS = tuple(
+    name
+    for name, value in vars(Backend).items()
+    if not name.startswith("_")
+    and not callable(value)
+    and not isinstance(value, (property, staticmethod, classmethod))
+)
 
 
 def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -46,11 +64,8 @@ class ObservedBackend(Backend):
 
     def __init__(self, inner: Backend, instrumentation: Instrumentation) -> None:
         self.inner = inner
-        self.name = inner.name
-        self.compares_head_tag = inner.compares_head_tag
-        self.copies_out = inner.copies_out
-        self.capabilities = inner.capabilities
-        self.supports_leases = inner.supports_leases
+        for flag in FLAGS:
+            setattr(self, flag, getattr(inner, flag))
         self._obs = instrumentation
         #: agent -> seq of the snapshot a fold just read (its replay read comes next)
         self._folding: dict[str, int] = {}
@@ -146,7 +161,86 @@ class ObservedBackend(Backend):
         )
         return found
 
+    async def append_together(
+        self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
+    ) -> list[AppendResult | None]:
+        # a governed store's write with its audit entry (one commit): timed and counted
+        # as an append, its snapshots' sizes observed like append's
+        obs = self._obs
+        span = None
+        if obs._tracer is not None:
+            span = obs.start_backend_span("append", requests[0].agent_id if requests else None)
+        t0 = _perf()
+        try:
+            results = await self.inner.append_together(requests, changes)
+        except BaseException as exc:
+            obs.backend_failed("append", exc, _perf() - t0, span)
+            raise
+        obs.append_hist.observe(_perf() - t0)
+        for request in requests:
+            if request.snapshot is not None:
+                obs.snapshot_size.observe(len(request.snapshot.payload))
+        if span is not None:
+            last = results[0] if results else None
+            obs.end_span(span, None, last.last_seq if last is not None else None)
+        return results
+
     # -- the rest of the contract --------------------------------------------------
+
+    async def rewrite_many(self, requests: Sequence[RewriteRequest]) -> list[bool]:
+        done: list[bool] = await self._obs.call(
+            "rewrite_many", None, self.inner.rewrite_many, requests
+        )
+        return done
+
+    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+        await self._obs.call(
+            "prune", agent_id, self.inner.prune, agent_id, base_seq, drop_snapshots
+        )
+
+    async def export_streams(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamExport]:
+        # a backup's page (one call per page): the engine's own, untimed
+        return await self.inner.export_streams(ranges)
+
+    async def export_rows(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamRows]:
+        # a backup's page (one call per page): the engine's own, untimed
+        return await self.inner.export_rows(ranges)
+
+    async def read_latest_many(self, agent_ids: Sequence[str]) -> list[LatestRead | None]:
+        found: list[LatestRead | None] = await self._obs.call(
+            "read_latest_many", None, self.inner.read_latest_many, agent_ids
+        )
+        return found
+
+    async def read_heads(self, agent_ids: Sequence[str]) -> list[RawEvent | None]:
+        found: list[RawEvent | None] = await self._obs.call(
+            "read_heads", None, self.inner.read_heads, agent_ids
+        )
+        return found
+
+    async def list_agents_before(
+        self, before: str | None = None, limit: int = 100
+    ) -> list[AgentInfo]:
+        page: list[AgentInfo] = await self._obs.call(
+            "list_agents", None, self.inner.list_agents_before, before, limit
+        )
+        return page
+
+    async def list_agents_by_write(
+        self,
+        cursor: tuple[float, str] | None = None,
+        limit: int = 100,
+        *,
+        newest_first: bool = True,
+    ) -> list[AgentInfo]:
+        page: list[AgentInfo] = await self._obs.call(
+            "list_agents",
+            None,
+            functools.partial(self.inner.list_agents_by_write, newest_first=newest_first),
+            cursor,
+            limit,
+        )
+        return page
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
         found: AppendResult | None = await self._obs.call(
@@ -282,6 +376,12 @@ class ObservedBackend(Backend):
 
     def refuse_fence(self, request: AppendRequest) -> None:
         self.inner.refuse_fence(request)
+
+    def supports(self, capability: Capability) -> bool:
+        return self.inner.supports(capability)
+
+    def require(self, capability: Capability, why: str = "") -> None:
+        self.inner.require(capability, why)
 
     async def ensure_store(self) -> None:
         await self.inner.ensure_store()
