@@ -210,7 +210,7 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
 
 #: the inserts about one agent: PostgreSQL routes each row to its partition as it is
 #: inserted (the plan names only the parent), so they are checked through their locks
-ROUTED = {"append", "append1", "lease_acquire", "rw_snap"}
+ROUTED = {"append", "append1", "lease_acquire", "lease_put", "rw_snap"}
 
 #: the statements that span agents (documented in docs/scale-postgres.md)
 CROSS_AGENT = {
@@ -227,6 +227,7 @@ CROSS_AGENT = {
     "list_newest_written_after",
     "list_oldest_written",
     "list_oldest_written_after",
+    "lease_list",
     "count",
     "count_prefix",
     "migrations",
