@@ -200,14 +200,7 @@ async def _rekey_together(
         committed = True
 
     try:
-        for _attempt in range(20):
-            try:
-                await _rekey_stream(store, agent_id, 0, stats, None, commit)
-                break
-            except _Restart:
-                stats.retries += 1
-        else:
-            raise ConflictError(agent_id, 0, await store.backend.head(agent_id))
+        await _rekey_walking_again(store, agent_id, 0, stats, None, commit)
     except BaseException as exc:
         await governance.failed("rekey", agent_id, exc)
         raise
@@ -230,14 +223,7 @@ async def _rekey_audited(
     the rekey; the audit ``entry`` written ahead is voided when it fails, and without one
     (an audit sink that cannot go first) the rekey of ``agent_id`` is recorded after."""
     try:
-        for _attempt in range(20):
-            try:
-                await _rekey_stream(store, stream, batch, stats, codec)
-                break
-            except _Restart:
-                stats.retries += 1
-        else:
-            raise ConflictError(stream, 0, await store.backend.head(stream))
+        await _rekey_walking_again(store, stream, batch, stats, codec)
     except BaseException as exc:
         if governance is not None and entry is not None:
             await governance.voided(entry, "rekey", agent_id, exc)
@@ -257,6 +243,26 @@ async def _announce(store: StateStore, governance: Any, agent_id: str) -> int | 
     mark: Any = {"rekey": [head, active]} if head else True
     seq: int | None = await governance.ahead("rekey", agent_id, None, mark=mark)
     return seq
+
+
+async def _rekey_walking_again(
+    store: StateStore,
+    stream: str,
+    batch: int,
+    stats: RekeyStats,
+    codec: Codec | None = None,
+    commit: Callable[[RewriteRequest], Awaitable[None]] | None = None,
+) -> None:
+    """:func:`_rekey_stream`, walked again from the start when the stream is deleted or
+    re-created under it (``_Restart``); a stream that keeps moving after 20 walks is a
+    :class:`ConflictError`."""
+    for _attempt in range(20):
+        try:
+            await _rekey_stream(store, stream, batch, stats, codec, commit)
+            return
+        except _Restart:
+            stats.retries += 1
+    raise ConflictError(stream, 0, await store.backend.head(stream))
 
 
 async def _rekey_stream(

@@ -465,32 +465,10 @@ async def _write_copy_out(
             body = await write_copy_out(backend, writer, prefix, chunk_bytes, progress)
             if body is None:
                 raise _NoCopy
-            manifest = {
-                "backup_id": header.backup_id,
-                "parent": None,
-                "created_at": header.created_at,
-                "source": backend.name,
-                "namespace": namespace,
-                **body,
-            }
-            await asyncio.to_thread(writer.finish, manifest)
-            written = writer.offset
+            await _finish_whole(writer, header, backend.name, namespace, body)
     except _NoCopy:
         return None
-    return BackupResult(
-        location.display,
-        header.backup_id,
-        None,
-        body["agents"],
-        body["copied"],
-        body["events"],
-        body["snapshots"],
-        0,
-        0,
-        written,
-        body["file_bytes"],
-        time.perf_counter() - started,
-    )
+    return _whole_result(location, header, body, writer.offset, started)
 
 
 async def _write_file(
@@ -509,16 +487,29 @@ async def _write_file(
     with location.writing() as out:
         writer = FrameWriter(out, header, key)
         body = await asyncio.to_thread(write_copy, writer, copy, chunk_bytes, progress)
-        manifest = {
-            "backup_id": header.backup_id,
-            "parent": None,
-            "created_at": header.created_at,
-            "source": source,
-            "namespace": namespace,
-            **body,
-        }
-        await asyncio.to_thread(writer.finish, manifest)
-        written = writer.offset
+        await _finish_whole(writer, header, source, namespace, body)
+    return _whole_result(location, header, body, writer.offset, started)
+
+
+async def _finish_whole(
+    writer: FrameWriter, header: Header, source: str, namespace: str, body: dict[str, Any]
+) -> None:
+    """Seal a whole (not incremental) copy's manifest: its body plus who and when."""
+    manifest = {
+        "backup_id": header.backup_id,
+        "parent": None,
+        "created_at": header.created_at,
+        "source": source,
+        "namespace": namespace,
+        **body,
+    }
+    await asyncio.to_thread(writer.finish, manifest)
+
+
+def _whole_result(
+    location: Location, header: Header, body: dict[str, Any], written: int, started: float
+) -> BackupResult:
+    """What a whole copy (file or bulk-copy layout) holds, once its file is closed."""
     return BackupResult(
         location.display,
         header.backup_id,
