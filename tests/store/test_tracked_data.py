@@ -529,6 +529,50 @@ def test_appending_to_a_long_history_emits_one_op_and_packs_one_message() -> Non
     asyncio.run(go())
 
 
+def test_a_save_compares_nothing_of_a_history_the_caller_also_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Messages the caller keeps references to stay foreign (compared at every save):
+    the save of one appended message makes as many diffs and copies with a history of
+    1,000 such messages as with 100 (counted, not timed)."""
+
+    async def calls(n: int) -> tuple[int, int]:
+        async with StateStore("memory://") as store:
+            agent = await store.agent("a", initial_data={"messages": []})
+            held: list[dict[str, Any]] = [
+                {"role": "user", "content": str(i), "n": [i, 1.0, True]} for i in range(n)
+            ]
+            agent.data["messages"].extend(held)  # the caller keeps them: foreign
+            await agent.save()
+            counted = {"diff": 0, "copy": 0}
+            real_diff, real_copy = patch.diff, tracked._json_copy
+
+            def diff(*args: Any) -> Any:
+                counted["diff"] += 1
+                return real_diff(*args)
+
+            def json_copy(value: Any) -> Any:
+                counted["copy"] += 1
+                return real_copy(value)
+
+            with monkeypatch.context() as m:
+                m.setattr(patch, "diff", diff)
+                for module in (tracked, tracker_module):
+                    m.setattr(module, "_json_copy", json_copy)
+                agent.data["messages"].append({"role": "ai", "content": "new"})
+                await agent.save()
+            # still compared: a change the caller makes to one it holds is written
+            held[7]["n"][2] = 1  # (True -> 1: equal in Python, not in JSON)
+            await agent.save()
+            stored = (await store.load("a")).data["messages"]
+            assert stored[7]["n"] == [7, 1.0, 1] and type(stored[7]["n"][2]) is int
+            assert stored[-1] == {"role": "ai", "content": "new"} and len(stored) == n + 1
+            return counted["diff"], counted["copy"]
+
+    small, large = asyncio.run(calls(100)), asyncio.run(calls(1000))
+    assert small == large, (small, large)
+
+
 def test_agent_data_is_still_a_dict_to_its_users() -> None:
     async def go() -> None:
         async with StateStore("memory://") as store:

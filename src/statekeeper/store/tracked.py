@@ -18,11 +18,13 @@ did since the last write, and a save turns those records into JSON Patch ops:
 The tracker must never miss a change: where it cannot be sure it compares more.
 
 - *Foreign containers*: a plain dict/list the caller inserts keeps its identity (the
-  caller may hold it and mutate it later, as with a plain dict), so it is diffed at
-  every save until :func:`sys.getrefcount` proves the document holds the only
-  reference to it and to every container in it; it is then replaced by a tracked
-  copy (no one can observe the identity change). On an interpreter where the count
-  is not that proof (not CPython, or a free-threaded build) it stays foreign.
+  caller may hold it and mutate it later, as with a plain dict), so it is compared at
+  every save (all of a container's at once, by their :mod:`marshal` bytes, in C; only
+  a changed one is diffed: :func:`.tracker._same`) until :func:`sys.getrefcount`
+  proves the document holds the only reference to it and to every container in
+  it; it is then replaced by a tracked copy (no one can observe the identity
+  change). On an interpreter where the count is not that proof (not CPython, or a
+  free-threaded build) it stays foreign.
 - *Aliases and foreign types*: inserting a tracked container (the same one reachable
   twice, or one from another agent), a tuple, a ``dict``/``list`` subclass, a typed
   value, or a dict with a key that is not a str switches the agent to the full
@@ -183,6 +185,26 @@ def _calibrate() -> tuple[int, int]:
 
 
 _TOP, _NESTED = _calibrate() if _COUNTS else (-1, -1)
+
+
+def _item_counts(items: list[Any], indexes: list[int]) -> list[int]:
+    """The reference counts of ``items[i]`` (``i`` in ``indexes``, each < len)."""
+    return [sys.getrefcount(_get_l(items, i)) for i in indexes]
+
+
+def _calibrate_items() -> int:
+    """What :func:`_item_counts` sees for an item held by its list only (-1: unsure)."""
+    box: list[Any] = [{"a": 1}, [1]]
+    held = _item_counts(box, [0, 1])
+    extra = box[0]  # one more reference must show
+    more = _item_counts(box, [0, 1])
+    del extra
+    if held[0] != held[1] or more != [held[0] + 1, held[1]]:
+        return -1
+    return held[0]
+
+
+_ITEM = _calibrate_items() if _COUNTS else -1
 
 
 class _Node:
@@ -373,8 +395,14 @@ class TrackedList(_Node, list[Any]):
 
     def _adopt(self) -> None:
         n = list.__len__(self)
-        for i in sorted(self._foreign):
+        order = sorted(self._foreign)
+        # (a first look at the counts in one comprehension: a message the caller still
+        # holds is skipped without a call; _exclusive stays the proof)
+        counts = _item_counts(self, order) if _TOP >= 0 and _ITEM >= 0 else None
+        for k, i in enumerate(order):
             if _TOP >= 0 and i < n:
+                if counts is not None and counts[k] != _ITEM:
+                    continue
                 if _exclusive(_get_l(self, i), _TOP):
                     self._child(i, _get_l(self, i), adopt=True)
                     self._foreign.discard(i)

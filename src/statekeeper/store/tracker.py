@@ -6,6 +6,7 @@ turns those records into ops at a save and clears them once the write is stored.
 
 from __future__ import annotations
 
+import marshal
 from typing import Any
 
 from .. import patch
@@ -72,7 +73,21 @@ class Tracker:
                     ops += patch.diff(old, _json_copy(c), pointer)
                     covered.add(path)
                     continue
-                for key in c._dirty | c._foreign:
+                dirty = c._dirty
+                todo = dirty | c._foreign
+                if c._foreign:
+                    idle = [k for k in c._foreign - dirty if k in old and dict.__contains__(c, k)]
+                    if idle and _same([old[k] for k in idle], [_get_d(c, k) for k in idle]):
+                        todo -= set(idle)  # (all unchanged: one compare for them all)
+                for key in todo:
+                    if (
+                        key not in dirty
+                        and key in old
+                        and dict.__contains__(c, key)
+                        and _same(old[key], _get_d(c, key))  # a foreign one, unchanged
+                    ):
+                        covered.add((*path, key))
+                        continue
                     here = pointer + "/" + patch.escape(key)
                     if dict.__contains__(c, key):
                         value = _json_copy(_get_d(c, key))
@@ -91,8 +106,17 @@ class Tracker:
                     ops += patch.diff(old, _json_copy(c), pointer)
                     covered.add(path)
                     continue
-                for i in sorted(c._dirty | c._foreign):
+                changed = c._dirty
+                rows = changed | c._foreign
+                if c._foreign:
+                    kept = [i for i in c._foreign - changed if i < base]
+                    if kept and _same([old[i] for i in kept], [_get_l(c, i) for i in kept]):
+                        rows -= set(kept)  # (all unchanged: one compare for them all)
+                for i in sorted(rows):
                     if i < base:
+                        if i not in changed and _same(old[i], _get_l(c, i)):  # foreign, unchanged
+                            covered.add((*path, i))
+                            continue
                         ops += patch.diff(old[i], _json_copy(_get_l(c, i)), f"{pointer}/{i}")
                         covered.add((*path, i))
                 for i in range(base, n):
@@ -125,6 +149,26 @@ class Tracker:
                 del self.touched[key]
             else:
                 c._adopt()
+
+
+def _same(old: Any, value: Any) -> bool:
+    """Whether ``value`` (a foreign container: the caller may hold it and change it
+    without the tracker seeing) is still exactly ``old`` (its copy as written last).
+
+    A foreign container is compared at every save; :func:`marshal.dumps` does it in C
+    (measured: appending one message per save to a history whose messages the caller
+    also holds ran one :func:`patch.diff` and one :func:`._json_copy` per message of
+    the history, ~4x the instructions of the store's own work; see docs/benchmarks.md,
+    "The common save in one call"). Equal bytes mean the same JSON: marshal tells
+    ``True``, ``1`` and ``1.0`` apart, writes a dict's keys in order, and refuses
+    (ValueError) every type it has no exact code for (subclasses included), and
+    ``old`` holds plain JSON only. Version 2: no back-references (their flags follow
+    reference counts). Any doubt (bytes differ, a string interned on one side only,
+    keys reordered, an unmarshallable value) is False: the caller diffs, as before."""
+    try:
+        return marshal.dumps(old, 2) == marshal.dumps(value, 2)
+    except ValueError:
+        return False
 
 
 def _path(c: TrackedDict | TrackedList, root: TrackedDict) -> tuple[Any, ...] | None:
