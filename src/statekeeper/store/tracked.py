@@ -395,19 +395,20 @@ class TrackedList(_Node, list[Any]):
 
     def _adopt(self) -> None:
         n = list.__len__(self)
-        order = sorted(self._foreign)
-        # (a first look at the counts in one comprehension: a message the caller still
-        # holds is skipped without a call; _exclusive stays the proof)
-        counts = _item_counts(self, order) if _TOP >= 0 and _ITEM >= 0 else None
-        for k, i in enumerate(order):
-            if _TOP >= 0 and i < n:
-                if counts is not None and counts[k] != _ITEM:
-                    continue
-                if _exclusive(_get_l(self, i), _TOP):
-                    self._child(i, _get_l(self, i), adopt=True)
-                    self._foreign.discard(i)
-            else:
-                self._foreign.discard(i)
+        foreign = self._foreign
+        if _TOP < 0:  # (as each index was before: no proof, no record)
+            foreign.clear()
+            return
+        foreign.difference_update([i for i in foreign if i >= n])
+        order = sorted(foreign)
+        if _ITEM >= 0:  # a first look at the counts in one comprehension: a message the
+            # caller still holds is skipped without a call (_exclusive stays the proof)
+            counts = _item_counts(self, order)
+            order = [i for i, count in zip(order, counts, strict=True) if count == _ITEM]
+        for i in order:
+            if _exclusive(_get_l(self, i), _TOP):
+                self._child(i, _get_l(self, i), adopt=True)
+                foreign.discard(i)
 
     def _whole_change(self) -> None:
         self._whole = True
