@@ -452,20 +452,9 @@ class WritePipeline:
                 record.tag,
                 True,
             )
-            try:
-                group = self.group
-                if group is None:
-                    result = await self.backend.append(request)
-                else:
-                    result = await group.submit(request)
-            except ConflictError:
-                reads.cache.discard(agent_id)
-                self.retries += 1  # made again by write() on a validated read
+            result = await self._append_trusted(agent_id, request)
+            if result is None:  # made again by write() on a validated read
                 return None
-            except BaseException:
-                reads.cache.discard(agent_id)
-                raise
-            self.appends += 1
             if copy is not None:
                 self.snapshots_written += 1
                 copy.tag, copy.tag_known = tag, True
@@ -520,20 +509,9 @@ class WritePipeline:
             request, new_record = self.build(
                 agent_id, EventType.PATCH, {}, record, ops, None, None, None, None
             )
-            try:
-                group = self.group
-                if group is None:
-                    result = await self.backend.append(request)
-                else:
-                    result = await group.submit(request)
-            except ConflictError:
-                reads.cache.discard(agent_id)
-                self.retries += 1  # made again by StateStore.append on a validated read
+            result = await self._append_trusted(agent_id, request)
+            if result is None:  # made again by StateStore.append on a validated read
                 return None
-            except BaseException:
-                reads.cache.discard(agent_id)
-                raise
-            self.appends += 1
             if request.snapshot is not None:
                 self.snapshots_written += 1
             reads.cache.put(agent_id, new_record)
@@ -546,6 +524,28 @@ class WritePipeline:
                 self._locks.release(agent_id)
             else:
                 del held[agent_id]
+
+    async def _append_trusted(self, agent_id: str, request: AppendRequest) -> AppendResult | None:
+        """The append of a save built on the cached record without reading it first
+        (:meth:`save_fast`, :meth:`append_made`), alone or through the group committer:
+        its result, or None on a conflict (the record was stale: dropped from the cache
+        and counted in :attr:`retries`, for the caller's general path to make it again).
+        Any other failure drops the record too and is raised."""
+        try:
+            group = self.group
+            if group is None:
+                result = await self.backend.append(request)
+            else:
+                result = await group.submit(request)
+        except ConflictError:
+            self.reads.cache.discard(agent_id)
+            self.retries += 1
+            return None
+        except BaseException:
+            self.reads.cache.discard(agent_id)
+            raise
+        self.appends += 1
+        return result
 
     # -- 2. where a save is built ------------------------------------------------------
 
