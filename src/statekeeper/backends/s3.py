@@ -6,6 +6,7 @@ lexicographic key order equal to the ids' code point order)::
     <prefix>/a/<hex id>/e/<first seq, 20 digits>   one commit: the events of one append
     <prefix>/a/<hex id>/s/<seq, 20 digits>         a snapshot
     <prefix>/a/<hex id>/k/<sha256 of the key>      an idempotency key: "first:last"
+    <prefix>/a/<hex id>/e/b<seq, 20 digits>        the base of a compacted stream (empty)
 
 * Commits are immutable and created with a conditional write
   (``PutObject(IfNoneMatch='*')``, honoured by AWS S3 since 2024, MinIO, Ceph RGW and
@@ -18,6 +19,17 @@ lexicographic key order equal to the ids' code point order)::
   metadata/reference and are written to their own objects right after. If a process
   dies in between, the key is still found on the newest commit (and re-written by the
   next append), and the snapshot is only a cache: nothing acknowledged is lost.
+* A compacted stream (retention's keep-last-N, :meth:`S3Backend.prune`; a restore of
+  one, :meth:`S3Backend.append_from_base`) is switched in ONE object write, since S3
+  has no transaction over several objects. ``prune`` first copies the part after the
+  new base of the commit spanning it into a commit of its own (reads already end each
+  commit where the next begins, so the stream reads the same), then writes the base
+  object ``e/b<seq>`` — from then on every read ignores what lies at or below it —
+  and only then deletes that (commits, their idempotency keys, older snapshots): a
+  process killed anywhere leaves the old stream or the new one, never a mix, and the
+  next prune finishes the deletions. ``append_from_base`` writes its first commit with
+  the base snapshot inside it (a record at the base seq, which reads skip), so the
+  stream and its base appear together; the snapshot's own object follows as a copy.
 * Blocking boto3 calls run in a thread pool; ``endpoint_url`` selects MinIO, Ceph,
   moto or any other S3-compatible server.
 * Every call costs HTTP round trips (an append: ~3–5 requests), so S3 is the cold
@@ -38,6 +50,7 @@ import asyncio
 import dataclasses
 import functools
 import hashlib
+import itertools
 import struct
 import threading
 import weakref
@@ -65,7 +78,15 @@ from ..records import (
     RawSnapshot,
     RewriteRequest,
 )
-from .base import Backend, Capability, Health, validate_request, validate_rewrite
+from .base import (
+    Backend,
+    Capability,
+    Health,
+    check_prune,
+    validate_from_base,
+    validate_request,
+    validate_rewrite,
+)
 from .framing import pack_snapshot, unpack_snapshot
 from .redact import mask_url
 
@@ -84,6 +105,9 @@ _EVENT = struct.Struct(">QdHHI")  # seq, ts, len(kind), len(checksum), len(paylo
 _WIDTH = 20
 _CONDITION_FAILED = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+#: the type of the record at the base seq in the first commit of a stream made by
+#: ``append_from_base``: the base snapshot travels in the commit (reads skip it)
+_BASE_RECORD = "\x00base"
 
 # Commit PUTs of one agent are made one at a time per process: it saves requests that
 # would lose anyway, and some S3 emulators (moto) check If-None-Match non-atomically.
@@ -152,6 +176,19 @@ def _key_range(body: bytes) -> tuple[int, int]:
     return int(first), int(last)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Layout:
+    """One listing of an agent's ``e/`` objects, read as a stream."""
+
+    #: the live commits as (first seq, version tag), ascending: those above the base
+    commits: list[tuple[int, str]]
+    #: the newest base object's seq (0: none)
+    base: int
+    #: keys the base hides (commits at or below it, older base objects); with no live
+    #: commit, every base object (the leftover of an interrupted delete)
+    hidden: list[str]
+
+
 def _code(exc: ClientError) -> str:
     error = exc.response.get("Error", {})
     return str(error.get("Code", "")) or str(
@@ -184,7 +221,15 @@ class S3Backend(Backend):
     """
 
     name = "s3"
-    capabilities = frozenset({Capability.KEY_EXPORT, Capability.REWRITE, Capability.DROP_ALL})
+    capabilities = frozenset(
+        {
+            Capability.KEY_EXPORT,
+            Capability.REWRITE,
+            Capability.DROP_ALL,
+            Capability.PRUNE,
+            Capability.BASE_IMPORT,
+        }
+    )
 
     def __init__(
         self,
@@ -423,27 +468,58 @@ class S3Backend(Backend):
     # -- the stream --------------------------------------------------------------------
 
     def _commits(self, agent_id: str) -> list[int]:
-        """First seqs of the agent's commits, ascending."""
+        """First seqs of the agent's live commits, ascending."""
         return [first for first, _ in self._commits_tagged(agent_id)]
 
     def _commits_tagged(self, agent_id: str) -> list[tuple[int, str]]:
+        return self._layout(agent_id).commits
+
+    def _layout(self, agent_id: str) -> _Layout:
         root = self._agent_root(agent_id) + "e/"
-        return [(int(k[len(root) :]), tag) for k, tag in self._list_tagged(root)]
+        commits: list[tuple[int, str, str]] = []
+        bases: list[tuple[int, str]] = []
+        for key, tag in self._list_tagged(root):
+            name = key[len(root) :]
+            if name[:1] == "b":  # sorts after every commit (digits)
+                bases.append((int(name[1:]), key))
+            else:
+                commits.append((int(name), tag, key))
+        base = max((seq for seq, _ in bases), default=0)
+        live = [(first, tag) for first, tag, _ in commits if first > base]
+        if not live:  # no stream: a base object left by an interrupted delete
+            return _Layout([], 0, [key for _, key in bases])
+        hidden = [key for first, _, key in commits if first <= base]
+        hidden += [key for seq, key in bases if seq < base]
+        return _Layout(live, base, hidden)
 
     def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
-        """The commits and the newest commit's metadata (None when there is none)."""
-        tagged = self._commits_tagged(agent_id)
-        commits = [first for first, _ in tagged]
-        if not commits:
-            return commits, None
-        key = self._agent_root(agent_id) + "e/" + self._seq_name(commits[-1])
+        """The live commits and the newest commit's metadata (None when there is none)."""
+        layout, meta = self._tip_layout(agent_id)
+        return [first for first, _ in layout.commits], meta
+
+    def _tip_layout(self, agent_id: str) -> tuple[_Layout, dict[str, str] | None]:
+        layout = self._layout(agent_id)
+        if not layout.commits:
+            return layout, None
+        key = self._agent_root(agent_id) + "e/" + self._seq_name(layout.commits[-1][0])
         # Not cached: an object's metadata (head tag, key name) is not part of its ETag, and
         # a stream deleted and re-created with the same bytes within LastModified's one
         # second would be served the old incarnation's head tag.
         meta = self._head_meta(key)
         if meta is None:  # deleted under our feet
-            return self._tip(agent_id)
-        return commits, meta
+            return self._tip_layout(agent_id)
+        return layout, meta
+
+    def _base_sync(self, agent_id: str) -> int:
+        """The seq before the agent's first stored event (0: a whole stream, or none)."""
+        commits = self._layout(agent_id).commits
+        return commits[0][0] - 1 if commits else 0
+
+    @staticmethod
+    def _tip_first(commits: Sequence[int], meta: dict[str, str]) -> int:
+        """The first seq of the newest commit's append (a commit split by :meth:`prune`
+        names it: its idempotency key covers the whole append)."""
+        return int(meta.get("first", commits[-1]))
 
     def _head_sync(self, agent_id: str) -> int:
         _, meta = self._tip(agent_id)
@@ -451,31 +527,39 @@ class S3Backend(Backend):
 
     # -- appends ----------------------------------------------------------------------
 
-    def _append_sync(self, request: AppendRequest) -> AppendResult:
+    def _append_sync(self, request: AppendRequest, base: RawSnapshot | None = None) -> AppendResult:
+        """One append; with ``base``, the first one of a stream compacted at it (the
+        agent must not exist; the base snapshot is written inside the commit)."""
         agent_id, key = request.agent_id, request.idempotency_key
         root = self._agent_root(agent_id)
         first, last = request.events[0].seq, request.events[-1].seq
         key_hash = self._key_hash(key) if key is not None else None
         if key_hash is not None:
             found = self._get(root + "k/" + key_hash)
-            if found is not None:
+            # (a key of events at or below the base is left over by an interrupted prune)
+            if found is not None and _key_range(found[0])[1] > self._base_sync(agent_id):
                 a, b = _key_range(found[0])
                 return AppendResult(agent_id, a, b, duplicate=True)
-        commits, meta = self._tip(agent_id)
+        layout, meta = self._tip_layout(agent_id)
+        commits = [c for c, _ in layout.commits]
         if meta is not None:
             previous = meta.get("key")
             if previous is not None:
                 if previous == key_hash:
-                    return AppendResult(agent_id, commits[-1], int(meta["last"]), True)
+                    return AppendResult(
+                        agent_id, self._tip_first(commits, meta), int(meta["last"]), True
+                    )
                 # the key object of the newest commit may be missing after a crash
                 name = unquote(meta.get("keyname", ""))
                 self._put_new(
                     root + "k/" + previous,
-                    _key_body(commits[-1], int(meta["last"]), name or None),
+                    _key_body(self._tip_first(commits, meta), int(meta["last"]), name or None),
                 )
         head = int(meta["last"]) if meta is not None else 0
-        if head != request.expected_seq:
+        if head != (0 if base is not None else request.expected_seq):
             raise ConflictError(agent_id, request.expected_seq, head)
+        if meta is None and layout.hidden:  # a deleted stream's base: not this one's
+            self._delete_keys(layout.hidden)
         created = meta["created"] if meta is not None else repr(request.events[0].timestamp)
         metadata = {
             "last": str(last),
@@ -489,7 +573,11 @@ class S3Backend(Backend):
             quoted = quote(key, safe="")
             if len(quoted) <= 1024:  # S3 metadata is ASCII and at most 2 KB
                 metadata["keyname"] = quoted
-        body = _encode_events(request.events)
+        records: Sequence[RawEvent] = request.events
+        if base is not None:
+            record = RawEvent(base.seq, _BASE_RECORD, base.timestamp, base.payload, base.checksum)
+            records = (record, *request.events)
+        body = _encode_events(records)
         commit_key = root + "e/" + self._seq_name(first)
         with _commit_lock(self.endpoint_url or "", self.bucket, commit_key):
             won = self._put_new(commit_key, body, metadata)
@@ -500,6 +588,8 @@ class S3Backend(Backend):
                 if key_hash is not None and stored is not None and stored[1].get("key") == key_hash:
                     return AppendResult(agent_id, first, int(stored[1]["last"]), True)
                 raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
+        if base is not None:  # a copy: the commit holds the base already
+            self._put_snapshot(agent_id, base)
         if key_hash is not None:
             self._put_new(root + "k/" + key_hash, _key_body(first, last, key))
         if request.snapshot is not None:
@@ -517,6 +607,69 @@ class S3Backend(Backend):
     ) -> list[AppendResult | BaseException]:
         self._check_can_write()
         return await super().append_batch(requests)
+
+    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+        """Create a stream compacted at ``base`` in one object write: its first commit,
+        created only if absent (as every commit), holds the base snapshot too."""
+        self._check_can_write()
+        validate_from_base(request, base)
+        return await self._run(self._append_sync, request, base)
+
+    def _prune_sync(self, agent_id: str, base_seq: int, drop: tuple[int, ...]) -> None:
+        layout, meta = self._tip_layout(agent_id)
+        head = int(meta["last"]) if meta is not None else 0
+        stored = self._latest_sync(agent_id, base_seq) if 0 < base_seq < head else None
+        check_prune(agent_id, head, base_seq, stored is not None and stored.seq == base_seq, drop)
+        commits = [c for c, _ in layout.commits]
+        root = self._agent_root(agent_id)
+        if base_seq >= commits[0]:
+            # 1. the events after the base in a commit of their own (reads end each commit
+            #    where the next one begins: the stream reads the same)
+            at = max(i for i, c in enumerate(commits) if c <= base_seq + 1)
+            if commits[at] != base_seq + 1:
+                self._split(agent_id, commits, at, base_seq, head)
+            # 2. the switch, in one object write: what lies at or below it is gone
+            self._put_new(root + "e/b" + self._seq_name(base_seq), b"")
+            layout = self._layout(agent_id)
+        # 3. what the base hides (this prune's, or one interrupted before), and snapshots
+        drop_keys: list[str] = []
+        for key in layout.hidden:
+            if key[len(root) + 2 :][:1] != "b":  # a commit: its idempotency key goes too
+                found = self._head_meta(key)
+                if found is not None and found.get("key") and int(found["last"]) <= base_seq:
+                    drop_keys.append(root + "k/" + found["key"])
+        floor = max(base_seq, layout.commits[0][0] - 1 if layout.commits else 0)
+        named = set(drop)
+        for key in self._list(root + "s/"):
+            seq = int(key[len(root) + 2 :])
+            if seq < floor or seq in named:
+                drop_keys.append(key)
+        # commits and base objects last: until they go, nothing above is readable less
+        self._delete_keys(drop_keys)
+        self._delete_keys(layout.hidden)
+
+    def _split(self, agent_id: str, commits: list[int], at: int, base_seq: int, head: int) -> None:
+        """Write the events after ``base_seq`` of the commit ``commits[at]`` spanning it as
+        the commit ``base_seq + 1`` (same metadata, plus the first seq of the append
+        its idempotency key covers)."""
+        root = self._agent_root(agent_id) + "e/"
+        obj = self._s3.get_object(Bucket=self.bucket, Key=root + self._seq_name(commits[at]))
+        end = commits[at + 1] - 1 if at + 1 < len(commits) else head
+        events = [
+            e
+            for e in _decode_events(agent_id, obj["Body"].read())
+            if base_seq < e.seq <= end and e.type != _BASE_RECORD
+        ]
+        metadata = dict(obj.get("Metadata", {}))
+        metadata.setdefault("first", str(commits[at]))
+        self._put_new(root + self._seq_name(base_seq + 1), _encode_events(events), metadata)
+
+    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+        """Remove history below ``base_seq`` (see :meth:`Backend.prune`). Switched by one
+        object write (the base object); the deletions follow it, and an interrupted
+        prune's are finished by the next one (see the module documentation)."""
+        self._check_can_write()
+        await self._run(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))
 
     def _put_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         self._s3.put_object(
@@ -552,6 +705,9 @@ class S3Backend(Backend):
             end = commits[i + 1] - 1 if i + 1 < len(commits) else head
             if any(first <= seq <= end for seq in changes):
                 touched.append(first)
+        base = next((s for s in request.snapshots if s.seq == commits[0] - 1), None)
+        if base is not None and commits[0] not in touched:
+            touched.insert(0, commits[0])  # it may hold the base snapshot (append_from_base)
         last = commits[-1]
         if request.head_tag is not None and last not in touched:
             touched.append(last)
@@ -564,7 +720,13 @@ class S3Backend(Backend):
             key = root + self._seq_name(first)
             obj = self._s3.get_object(Bucket=self.bucket, Key=key)
             events = [
-                dataclasses.replace(
+                (
+                    dataclasses.replace(e, payload=base.payload, checksum=base.checksum)
+                    if base is not None
+                    else e
+                )
+                if e.type == _BASE_RECORD
+                else dataclasses.replace(
                     e, payload=changes[e.seq].payload, checksum=changes[e.seq].checksum
                 )
                 if e.seq in changes
@@ -600,18 +762,22 @@ class S3Backend(Backend):
         validate_rewrite(request)
         await self._run(self._rewrite_sync, request)
 
+    def _delete_keys(self, keys: Sequence[str]) -> None:
+        """Delete ``keys`` in their order, 1,000 per request."""
+        for i in range(0, len(keys), 1000):
+            self._s3.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
+            )
+
     def _delete_sync(self, agent_id: str) -> bool:
         root = self._agent_root(agent_id)
         keys = self._list(root)
-        existed = any(k.startswith(root + "e/") for k in keys)
-        # commits last: an interrupted delete leaves a readable (shorter) agent
-        keys.sort(key=lambda k: k.startswith(root + "e/"))
-        for i in range(0, len(keys), 1000):
-            chunk = keys[i : i + 1000]
-            self._s3.delete_objects(
-                Bucket=self.bucket,
-                Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True},
-            )
+        existed = bool(self._layout(agent_id).commits)
+        # commits last, base objects after them: an interrupted delete leaves a
+        # readable (shorter) agent, or a base object the next first append removes
+        keys.sort(key=lambda k: (k.startswith(root + "e/"), k.startswith(root + "e/b")))
+        self._delete_keys(keys)
         return existed
 
     async def delete_agent(self, agent_id: str) -> bool:
@@ -620,11 +786,7 @@ class S3Backend(Backend):
 
     def _drop_all_sync(self, delete_bucket: bool) -> int:
         keys = self._list(self._root)
-        for i in range(0, len(keys), 1000):
-            self._s3.delete_objects(
-                Bucket=self.bucket,
-                Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
-            )
+        self._delete_keys(keys)
         if delete_bucket:
             self._s3.delete_bucket(Bucket=self.bucket)
             self._ready = False
@@ -642,12 +804,14 @@ class S3Backend(Backend):
         root = self._agent_root(agent_id)
         key_hash = self._key_hash(key)
         found = self._get(root + "k/" + key_hash)
-        if found is not None:
+        # (a key of events at or below the base is left over by an interrupted prune)
+        if found is not None and _key_range(found[0])[1] > self._base_sync(agent_id):
             a, b = _key_range(found[0])
             return AppendResult(agent_id, a, b, duplicate=True)
         commits, meta = self._tip(agent_id)
         if meta is not None and meta.get("key") == key_hash:
-            return AppendResult(agent_id, commits[-1], int(meta["last"]), duplicate=True)
+            first = self._tip_first(commits, meta)
+            return AppendResult(agent_id, first, int(meta["last"]), duplicate=True)
         return None
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
@@ -655,19 +819,20 @@ class S3Backend(Backend):
 
     def _keys_sync(self, agent_id: str) -> list[tuple[str, int, int]]:
         root = self._agent_root(agent_id) + "k/"
+        commits, meta = self._tip(agent_id)
+        base = commits[0] - 1 if commits else 0
         out: list[tuple[str, int, int]] = []
         for name in self._list(root):
             found = self._get(name)
             if found is None:
                 continue
             first, last, raw = found[0].split(b":", 2)
-            if raw:
+            if raw and int(last) > base:  # (at or below it: left by an interrupted prune)
                 out.append((raw.decode(), int(first), int(last)))
-        commits, meta = self._tip(agent_id)
         if meta is not None and meta.get("keyname"):
             name = unquote(meta["keyname"])
             if all(k != name for k, _, _ in out):
-                out.append((name, commits[-1], int(meta["last"])))
+                out.append((name, self._tip_first(commits, meta), int(meta["last"])))
         return sorted(out, key=lambda k: k[1])
 
     async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
@@ -694,7 +859,7 @@ class S3Backend(Backend):
             found = self._get(key)
             if found is None:
                 raise IntegrityError(agent_id, first, "commit object vanished while reading")
-            return _decode_events(agent_id, found[0])
+            return [e for e in _decode_events(agent_id, found[0]) if e.type != _BASE_RECORD]
 
         return self._cached(key, tag, load) if tag else load()
 
@@ -717,25 +882,36 @@ class S3Backend(Backend):
             if to_seq is not None and first > to_seq:
                 break
             wanted.append((first, tag))
+        # a commit ends where the next one begins (a prune copies the part of the commit
+        # spanning its base into a commit of its own before it hides the older one)
+        ends = {first: nxt - 1 for (first, _), (nxt, _) in itertools.pairwise(tagged)}
         out: list[RawEvent] = []
         for start in range(0, len(wanted), self._wave):  # commits fetched in parallel
             chunk = wanted[start : start + self._wave]
             bodies = await asyncio.gather(
                 *(self._run(self._commit_events, agent_id, first, tag) for first, tag in chunk)
             )
-            for events in bodies:
+            for (first, _), events in zip(chunk, bodies, strict=True):
+                end = ends.get(first)
                 for e in events:
                     if e.seq <= after_seq or (to_seq is not None and e.seq > to_seq):
                         continue
+                    if end is not None and e.seq > end:
+                        break
                     out.append(e)
                     if limit is not None and len(out) >= limit:
                         return out
         return out
 
     def _seq_at_sync(self, agent_id: str, timestamp: float) -> int:
-        for first, tag in reversed(self._commits_tagged(agent_id)):
+        tagged = self._commits_tagged(agent_id)
+        end: int | None = None
+        for first, tag in reversed(tagged):
             events = self._commit_events(agent_id, first, tag)
-            best = [e.seq for e in events if e.timestamp <= timestamp]
+            best = [
+                e.seq for e in events if e.timestamp <= timestamp and (end is None or e.seq <= end)
+            ]
+            end = first - 1
             if best:
                 return max(best)
         return 0
@@ -746,16 +922,38 @@ class S3Backend(Backend):
     def _latest_sync(self, agent_id: str, at_or_below: int | None) -> RawSnapshot | None:
         root = self._agent_root(agent_id) + "s/"
         snaps = sorted((int(k[len(root) :]), tag) for k, tag in self._list_tagged(root))
+        # below the base there is no state to go back to (a snapshot there is left by an
+        # interrupted prune); the newest snapshot is never below it
+        base = self._base_sync(agent_id) if at_or_below is not None else 0
         for seq, tag in reversed(snaps):
             if at_or_below is not None and seq > at_or_below:
                 continue
+            if seq < base:
+                break
             key = root + self._seq_name(seq)
             found = self._cached(key, tag, lambda key=key: self._get(key))  # type: ignore[misc]
             if found is None:
                 continue
             blob = found[0]
             return unpack_snapshot(seq, blob)
-        return None
+        return self._base_in_commit(agent_id, at_or_below)
+
+    def _base_in_commit(self, agent_id: str, at_or_below: int | None) -> RawSnapshot | None:
+        """The base snapshot a stream made by :meth:`append_from_base` holds in its first
+        commit (its own object is written after the commit: a kill may come between)."""
+        commits = self._commits(agent_id)
+        if (
+            not commits
+            or commits[0] == 1
+            or (at_or_below is not None and at_or_below < commits[0] - 1)
+        ):
+            return None
+        found = self._get(self._agent_root(agent_id) + "e/" + self._seq_name(commits[0]))
+        records = _decode_events(agent_id, found[0]) if found is not None else []
+        if not records or records[0].type != _BASE_RECORD:
+            return None
+        e = records[0]
+        return RawSnapshot(e.seq, e.timestamp, e.payload, e.checksum)
 
     async def latest_snapshot(
         self, agent_id: str, at_or_below: int | None = None
