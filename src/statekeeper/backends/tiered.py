@@ -96,7 +96,7 @@ from ..records import (
     RawSnapshot,
     RewriteRequest,
 )
-from .base import Backend, Capability, Health, validate_request
+from .base import Backend, Capability, Health, validate_from_base, validate_request
 from .keyed_locks import KeyedLock
 
 __all__ = ["COLD_MARKER", "TieredBackend"]
@@ -203,7 +203,11 @@ class TieredBackend(Backend):
             caps.add(Capability.FEED)
         if durable.supports(Capability.LEASE_LIST):
             caps.add(Capability.LEASE_LIST)
-        #: the durable tier's leases, key export, rewrite and migrations; ``drop_all``
+        if cold is None or cold.supports(Capability.BASE_IMPORT):
+            # a compacted stream is demoted as it is stored: the cold tier must hold one
+            caps |= {c for c in (Capability.PRUNE, Capability.BASE_IMPORT) if durable.supports(c)}
+        #: the durable tier's leases, key export, rewrite, migrations, prune and
+        #: compacted streams (these two when a cold tier can hold one too); ``drop_all``
         #: when every tier has it; never TTL (an expiring tier of record loses data)
         self.capabilities = frozenset(caps)
         self.hot = hot
@@ -622,6 +626,34 @@ class TieredBackend(Backend):
             if self.hot is not None:
                 await self._drop_hot(request.agent_id)
 
+    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+        """Prune in the durable tier (see :meth:`Backend.prune`); the hot copy is
+        dropped and refilled, compacted, on the next read."""
+        self._check_can_write()
+        self.require(Capability.PRUNE)
+        async with self._locks.hold(agent_id):
+            if self.cold is not None:
+                await self._rehydrate(agent_id, locked=True)
+            await self.durable.prune(agent_id, base_seq, drop_snapshots)
+            if self.hot is not None:
+                await self._drop_hot(agent_id)
+
+    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+        """Create the compacted stream in the durable tier (a demoted agent exists: a
+        conflict, as anywhere); the hot copy is filled on the next read."""
+        self._check_can_write()
+        self.require(Capability.BASE_IMPORT)
+        validate_from_base(request, base)
+        agent_id = request.agent_id
+        self._touch(agent_id)
+        async with self._locks.hold(agent_id):
+            if self.cold is not None:
+                await self._rehydrate(agent_id, locked=True)
+            result = await self.durable.append_from_base(request, base)
+            if self.hot is not None:
+                await self._drop_hot(agent_id)  # whatever an older process left there
+        return result
+
     # leases live in the durable tier: it checks fences atomically with the append
 
     async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
@@ -838,14 +870,19 @@ class TieredBackend(Backend):
         tag_head, tag = await self.durable.head_tag(agent_id)
         if tag_head != head:
             raise ConflictError(agent_id, head, tag_head)  # moved meanwhile: try later
-        seq = 0
+        base = await _base_of(self.durable, agent_id)
+        if base is not None and not hot.supports(Capability.BASE_IMPORT):
+            raise ConflictError(agent_id, head, 0)  # a compacted stream stays out of it
+        seq = 0 if base is None else base.seq
         while seq < head:
             events = await self.durable.read(agent_id, seq, head, limit=_PAGE)
             if not events:
                 raise IntegrityError(agent_id, seq + 1, "stream ended while copying to hot")
             last = events[-1].seq == head
-            await hot.append(
-                AppendRequest(agent_id, seq, tuple(events), head_tag=tag if last else None)
+            await _append_copy(
+                hot,
+                AppendRequest(agent_id, seq, tuple(events), head_tag=tag if last else None),
+                base,
             )
             seq = events[-1].seq
         for snap in await _snapshots(self.durable, agent_id):
@@ -896,7 +933,7 @@ class TieredBackend(Backend):
             head = await self.durable.head(agent_id)
             if head == 0:
                 return False
-            first = await self.durable.read(agent_id, 0, 1)
+            first = await self.durable.read(agent_id, 0, None, limit=1)
             last = await self.durable.read(agent_id, head - 1, head)
             if not first or not last:
                 raise IntegrityError(agent_id, head, "stream ends before its head")
@@ -991,13 +1028,15 @@ async def _copy_stream(
     why = f"copying agent {agent_id!r} between tiers keeps its idempotency keys"
     src.require(Capability.KEY_EXPORT, why)
     dst.require(Capability.KEY_EXPORT, why)
+    base = await _base_of(src, agent_id)
+    seq = 0 if base is None else base.seq
     for name, first, last in await src.idempotency_keys(agent_id):
-        keyed[first] = (name, last)
+        # a key of an append a prune cut in two goes with the part still stored
+        keyed[max(first, seq + 1)] = (name, last)
     starts = sorted(keyed)
     tag_head, tag = await src.head_tag(agent_id)
     if tag_head != head:
         raise IntegrityError(agent_id, head, f"head moved to {tag_head} while copying tiers")
-    seq = 0
     while seq < head:
         key: str | None = None
         if seq + 1 in keyed:
@@ -1009,12 +1048,33 @@ async def _copy_stream(
         if not events or events[0].seq != seq + 1:
             raise IntegrityError(agent_id, seq + 1, "stream has a gap while copying tiers")
         last = events[-1].seq == head
-        await dst.append(
-            AppendRequest(agent_id, seq, tuple(events), None, key, head_tag=tag if last else None)
+        await _append_copy(
+            dst,
+            AppendRequest(agent_id, seq, tuple(events), None, key, head_tag=tag if last else None),
+            base,
         )
         seq = events[-1].seq
     for snap in await _snapshots(src, agent_id, all_snapshots=all_snapshots):
         await dst.save_snapshot(agent_id, snap)
+
+
+async def _base_of(src: Backend, agent_id: str) -> RawSnapshot | None:
+    """The base snapshot of a compacted stream (None: a whole stream)."""
+    (base_seq,) = await src.stream_bases([agent_id])
+    if base_seq == 0:
+        return None
+    base = await src.latest_snapshot(agent_id, base_seq)
+    if base is None or base.seq != base_seq:
+        raise IntegrityError(agent_id, base_seq, "a compacted stream without its base snapshot")
+    return base
+
+
+async def _append_copy(dst: Backend, request: AppendRequest, base: RawSnapshot | None) -> None:
+    """Append a copied page; the first one of a compacted stream with its base."""
+    if base is not None and request.expected_seq == base.seq:
+        await dst.append_from_base(request, base)
+    else:
+        await dst.append(request)
 
 
 def _complete(
