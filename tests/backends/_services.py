@@ -358,7 +358,8 @@ def s3_credentials() -> dict[str, str]:
 def fresh_url(engine: str, tmp_path: Path, name: str = "store.db") -> Iterator[str]:
     """The URL of an empty store on ``engine`` unique to the test, removed afterwards:
     ``memory``, ``sqlite`` (a file ``name`` in ``tmp_path``), ``postgresql`` (its own
-    schema) or ``redis`` (its own key prefix). The one factory the suite's per-engine
+    schema), ``redis`` (its own key prefix), ``s3`` (its own bucket of the moto server)
+    or ``tiered`` (memory → SQLite → S3). The one factory the suite's per-engine
     fixtures share."""
     ns = namespace(tmp_path)
     if engine == "memory":
@@ -378,8 +379,43 @@ def fresh_url(engine: str, tmp_path: Path, name: str = "store.db") -> Iterator[s
             yield f"{REDIS_URL}{sep}prefix={ns}:"
         finally:
             delete_prefix(f"{ns}:")
+    elif engine == "s3":
+        try:
+            yield s3_url(ns.replace("_", "-"))
+        finally:
+            drop_bucket(ns.replace("_", "-"))
+    elif engine == "tiered":  # memory -> SQLite -> S3: a compacted stream crosses tiers
+        from statekeeper.backends.url import tiered_url
+
+        bucket = ns.replace("_", "-")
+        durable = f"sqlite:///{tmp_path / name}"
+        try:
+            yield tiered_url(hot="memory://", durable=durable, cold=s3_url(bucket), idle_after=3600)
+        finally:
+            drop_bucket(bucket)
     else:
         raise ValueError(f"unknown engine {engine!r}")
+
+
+def s3_url(bucket: str) -> str:
+    """A store in its own bucket of the moto server (credentials in the environment,
+    as the AWS chain reads them)."""
+    endpoint = moto_endpoint()
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
+    return f"s3://{bucket}/agents?endpoint_url={endpoint}&region=us-east-1&create_bucket=1"
+
+
+def drop_bucket(bucket: str) -> None:
+    import boto3  # type: ignore[import-untyped]
+
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint(), **s3_credentials())
+    with contextlib.suppress(s3.exceptions.NoSuchBucket):
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", ())]
+            if keys:
+                s3.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+        s3.delete_bucket(Bucket=bucket)
 
 
 def host_port(url: str) -> str:

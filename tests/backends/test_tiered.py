@@ -860,3 +860,52 @@ async def test_readonly_fills_rehydrates_and_demotes_nothing(tmp_path: Path) -> 
         assert await durable_only.head("live") == 3
     finally:
         await durable_only.close()
+
+
+@pytest.mark.parametrize("cold", ["sqlite", pytest.param("s3", marks=pytest.mark.slow)])
+async def test_a_compacted_stream_is_demoted_and_rehydrated_as_it_is_stored(
+    tmp_path: Path, cold: str
+) -> None:
+    """Retention's keep-last-N on a tiered store, then the agent demoted to the cold
+    tier and brought back: the same compacted stream each way (its base, the events
+    after it, the key of the append the base cut), ``verify`` clean."""
+    from statekeeper.codec.keys import Keyring
+    from statekeeper.errors import HistoryCompacted
+    from statekeeper.governance.retention import RetentionPolicy, apply_retention
+
+    if cold == "s3":
+        moto_endpoint()
+        cold_tier: Backend = _s3(tmp_path)
+    else:
+        cold_tier = SQLiteBackend(tmp_path / "cold.db")
+    tiered = TieredBackend(_sqlite(tmp_path), hot=MemoryBackend(), cold=cold_tier, idle_after=3600)
+    keyring = Keyring({"k1": bytes(range(32))})
+    try:
+        async with StateStore(tiered, keyring=keyring, snapshot_every=3) as store:
+            for j in range(8):
+                await store.save("t0/a", {"j": j}, idempotency_key=f"k{j}")
+            report = await apply_retention(store, RetentionPolicy.parse("t0 keep_last=3\n"))
+            assert [(a.kind, a.outcome, a.base_seq) for a in report.actions] == [
+                ("compact", "done", 5)
+            ]
+            assert (await store.verify()).ok
+            assert await tiered.stream_bases(["t0/a"]) == [5]
+            keys = await tiered.idempotency_keys("t0/a")
+            assert [(first, last) for _, first, last in keys] == [(6, 6), (7, 7), (8, 8)]
+            for _ in range(2):  # demoted, rehydrated by the load, and once more
+                assert await tiered.demote("t0/a")
+                assert await tiered.durable.head("t0/a") == 0
+                assert await cold_tier.stream_bases(["t0/a"]) == [5]
+                store._reads.forget("t0/a")
+                assert (await store.load("t0/a")).data == {"j": 7}
+                assert await tiered.stream_bases(["t0/a"]) == [5]
+                assert [e.seq for e in await tiered.read("t0/a")] == [6, 7, 8]
+                assert await tiered.idempotency_keys("t0/a") == keys
+                with pytest.raises(HistoryCompacted):
+                    await store.load("t0/a", at_seq=3)
+                assert (await store.verify()).ok
+            await store.save("t0/a", {"j": 8})
+            assert (await store.verify()).ok
+    finally:
+        if cold == "s3":
+            _drop_bucket(tmp_path)

@@ -22,8 +22,9 @@ rule or hold per line (``#`` starts a comment)::
 :func:`apply_retention` plans each agent from what is stored now and acts agent by
 agent, each action atomic (a delete, or one ``prune`` of the backend), so a run
 interrupted anywhere is resumed by running it again (``after=`` skips the agents done).
-Removing history needs the engine's ``PRUNE`` capability (memory, SQLite, PostgreSQL);
-elsewhere those actions are reported ``unsupported`` and TTL still applies.
+Removing history needs the engine's ``PRUNE`` capability (memory, SQLite, PostgreSQL,
+Redis, S3, tiered); elsewhere those actions are reported ``unsupported`` and TTL still
+applies.
 
 Through a store opened in a namespace (``StateStore(url, namespace="acme")``) only
 the agents of that namespace (and below it) are touched. The policy's rules and holds

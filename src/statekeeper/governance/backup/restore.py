@@ -21,8 +21,9 @@ base seq and its snapshot's digest. The check starts the chain at the base (its
 snapshot opened with the target's keys: it carries the link of the removed event
 there), as ``verify`` does, and the target gets the same compacted stream
 (:meth:`~statekeeper.backends.base.Backend.append_from_base`: the base and the first
-events in one write), or, on an engine that cannot hold one (S3, tiered), a
-:class:`~statekeeper.errors.BackupError` naming the agent before anything is written.
+events in one write), or, on an engine that cannot hold one (without
+``Capability.BASE_IMPORT``), a :class:`~statekeeper.errors.BackupError` naming the
+agent before anything is written.
 
 **Streamed.** The files are read twice, chunk by chunk: a checking pass (everything
 above) that keeps per agent only its head, chain link and where its snapshot is, then
@@ -484,7 +485,7 @@ def _check_target_takes(store: StateStore, plans: dict[str, _Plan], tags: dict[s
             f"agent {compacted[0]!r} (and {len(compacted) - 1} more) was compacted by"
             f" retention (its history before seq {plan.compacted + 1} is gone): the target"
             f" engine {store.backend.name} cannot hold a compacted stream; restore into"
-            " memory, SQLite, PostgreSQL or Redis (nothing was restored)"
+            " memory, SQLite, PostgreSQL, Redis, S3 or tiered (nothing was restored)"
         )
 
 
