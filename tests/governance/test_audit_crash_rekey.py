@@ -1,12 +1,14 @@
-"""``rekey`` commits each agent's whole rewrite with its audit entry on SQLite and
-PostgreSQL (one ``append_together``): a rekeying process SIGKILLed right after an
-agent's commit leaves that agent with its entry, one killed right before it or inside
-the engine's transaction before its COMMIT leaves neither, and ``audit verify`` is
-clean (was: entry first, an entry reported as not applied). Entry first still on Redis
-(no such commit) and for an agent longer than ``rekey.TOGETHER_MAX`` events (its
-records are re-encrypted in batches): there the entry is written before the rewrite
-and a kill between them leaves an entry ``verify`` reports as not applied (real child
-process, real SIGKILL, at the engine's ``rewrite`` / ``append_together``)."""
+"""``rekey`` commits each agent's whole rewrite with its audit entry on SQLite,
+PostgreSQL and Redis (one ``append_together``; on Redis one Lua script): a rekeying
+process SIGKILLed right after an agent's commit leaves that agent with its entry, one
+killed right before it or inside the engine's transaction before its COMMIT leaves
+neither (Redis: killed once the script ran, before the engine answered, leaves both),
+and ``audit verify`` is clean (was: entry first, an entry reported as not applied;
+on Redis until this change). Entry first still for an agent longer than
+``rekey.TOGETHER_MAX`` events (its records are re-encrypted in batches): there the
+entry is written before the rewrite and a kill between them leaves an entry
+``verify`` reports as not applied (real child process, real SIGKILL, at the engine's
+``rewrite`` / ``append_together``)."""
 
 from __future__ import annotations
 
@@ -87,8 +89,18 @@ CHILD = textwrap.dedent(
 
         backend.rewrite = at_rewrite
         backend.append_together = at_together
-        if when == "inside":  # the kill_at-th rewrite made in its transaction, not committed
-            step = type(backend)._change
+        step = getattr(type(backend), "_change", None)
+        if when == "inside" and step is None:  # Redis: the kill_at-th script ran, unanswered
+            write = backend._write
+
+            async def dying_write(agent, script, *a, **k):
+                reply = await write(agent, script, *a, **k)
+                if script is backend._together_script and rewrites == kill_at:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return reply
+
+            backend._write = dying_write
+        elif when == "inside":  # the kill_at-th rewrite made in its transaction, not committed
             made = 0
 
             def last(a):
@@ -202,26 +214,22 @@ def test_rekey_killed_after_a_rewrite_left_every_changed_agent_with_its_entry(
 def test_rekey_killed_before_an_agent_s_commit_leaves_neither(
     tmp_path: Path, url: str, when: str
 ) -> None:
-    if url.startswith("redis"):
-        pytest.skip("Redis: no commit of an agent's rewrite with its entry (entry first)")
     asyncio.run(_seed(url))
     _rekey_killed(tmp_path, url, when, 2)
     changed, recorded, unapplied = asyncio.run(_after_restart(url))
-    assert len(changed) == 1  # the first agent's commit, not the second's
+    # the first agent's commit, not the second's (Redis, inside: its script ran whole)
+    assert len(changed) == (2 if when == "inside" and url.startswith("redis") else 1)
     assert recorded == changed  # nor its entry
     assert unapplied == []  # audit verify is clean
 
 
-@pytest.mark.parametrize("long", [False, True], ids=["redis-or-short", "long-stream"])
 def test_rekey_entry_first_killed_before_a_rewrite_leaves_an_entry_verify_reports(
-    tmp_path: Path, url: str, long: bool
+    tmp_path: Path, url: str
 ) -> None:
-    """Entry first where one commit cannot be had: on Redis, and for an agent whose
-    stream is longer than ``TOGETHER_MAX`` (here 2; each agent has 3 events)."""
-    if not long and not url.startswith("redis"):
-        pytest.skip("SQLite, PostgreSQL: one commit (test above)")
+    """Entry first where one commit cannot be had: for an agent whose stream is longer
+    than ``TOGETHER_MAX`` (here 2; each agent has 3 events)."""
     asyncio.run(_seed(url))
-    _rekey_killed(tmp_path, url, "before", 2, together_max=2 if long else None)
+    _rekey_killed(tmp_path, url, "before", 2, together_max=2)
     changed, recorded, unapplied = asyncio.run(_after_restart(url))
     assert len(changed) == 1
     (stopped,) = recorded - changed  # announced, then killed before its rewrite

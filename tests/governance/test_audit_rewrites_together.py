@@ -43,7 +43,7 @@ def _observe(store: StateStore, instrumented: bool) -> None:
         instrument(store, registry=CollectorRegistry(), tracing=False)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+@pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     with fresh_url(request.param, tmp_path) as value:
         yield value

@@ -90,6 +90,7 @@ from ..base import (
     Capability,
     Health,
     append_outcome,
+    check_fence,
     check_prune,
     prefix_end,
     validate_batch,
@@ -140,6 +141,24 @@ _INCLUDE = re.compile(r"^-- include: (\S+)$", re.MULTILINE)
 def _holder(raw: Any) -> str | None:
     """A lease holder as a script replies it (empty: none)."""
     return bytes(raw).decode() or None
+
+
+def _rewrite_fields(request: RewriteRequest) -> list[bytes | str]:
+    """A rewrite as rewrite_write.lua takes it (rewrite.lua, together.lua)."""
+    fields: list[bytes | str] = [
+        str(request.expected_seq),
+        "1" if request.expected_tag is not None else "0",
+        request.expected_tag or b"",
+        "1" if request.head_tag is not None else "0",
+        request.head_tag or b"",
+        str(len(request.events)),
+        str(len(request.snapshots)),
+    ]
+    for e in request.events:
+        fields += [str(e.seq), e.checksum, e.payload]
+    for snap in request.snapshots:
+        fields += [str(snap.seq), pack_snapshot(snap)]
+    return fields
 
 
 def lua(name: str) -> str:
@@ -306,6 +325,8 @@ class RedisBackend(Backend):
         # one script writes every stream of append_together: a cluster keeps different
         # agents in different hash slots, which one script cannot touch
         self.appends_together = not self.cluster
+        #: leases and rewrites commit with their audit entries there too (together.lua)
+        self.changes_leases_and_rewrites = not self.cluster
         self._acquire_script = register(lua("lease_acquire"))
         self._renew_script = register(lua("lease_renew"))
         self._release_script = register(lua("lease_release"))
@@ -663,9 +684,10 @@ class RedisBackend(Backend):
             args += [str(len(request.events)), *a]
         for change in changes:
             ak = self._agent(change.agent_id)
-            keys += [ak.hash, ak.snapshots, ak.shard.index]
+            keys += [ak.hash, ak.snapshots, ak.shard.index, self._lease_key(change.agent_id)]
             snap = change.snapshot
             drop = sorted(set(change.drop_snapshots))
+            lease = change.lease
             args += [
                 change.agent_id.encode(),
                 "" if change.delete_at is None else str(change.delete_at),
@@ -674,7 +696,15 @@ class RedisBackend(Backend):
                 "" if change.prune_to is None else str(change.prune_to),
                 str(len(drop)),
                 *(str(s) for s in drop),
+                "" if lease is None else "r" if lease.ttl is None else "g",
+                lease.holder.encode() if lease is not None else b"",
+                str(lease.token) if lease is not None else "0",
+                repr(lease.ttl) if lease is not None and lease.ttl is not None else "0",
             ]
+            if change.rewrite is None:
+                args.append("0")
+            else:
+                args += ["1", *_rewrite_fields(change.rewrite)]
         agent = requests[0].agent_id
         try:
             reply = await self._write(agent, self._together_script, keys, args)
@@ -709,11 +739,32 @@ class RedisBackend(Backend):
             result = append_outcome(request, reply[2:], _holder)  # raises unless a duplicate
             return [result if r is request else None for r in requests]
         change = changes[int(reply[1]) - 1]
+        agent_id = change.agent_id
+        if status in (7, 8, 9):  # a lease change refused (lease_write.lua)
+            lease = change.lease
+            assert lease is not None
+            if status == 7:
+                raise LeaseHeld(agent_id, bytes(reply[2]).decode(), float(reply[3]))
+            if status == 8:
+                raise ConflictError(agent_id, lease.token - 1, int(reply[2]))
+            token = int(reply[3])
+            holder = _holder(reply[2])
+            current = LeaseInfo(agent_id, holder, token, float(reply[4])) if token else None
+            check_fence(agent_id, (lease.holder, lease.token), current)  # raises LeaseLost
+            raise BackendError(f"redis refused the lease release of {agent_id!r}")
         head = int(reply[2])
         if status == 5:
             snap = change.snapshot
-            expected = change.delete_at if change.delete_at is not None else snap.seq if snap else 0
-            raise ConflictError(change.agent_id, expected, head)
+            expected = (
+                change.rewrite.expected_seq
+                if change.rewrite is not None
+                else change.delete_at
+                if change.delete_at is not None
+                else snap.seq
+                if snap
+                else 0
+            )
+            raise ConflictError(agent_id, expected, head)
         assert change.prune_to is not None
         drop = sorted(set(change.drop_snapshots))
         check_prune(change.agent_id, head, change.prune_to, bool(int(reply[3])), drop)
@@ -799,19 +850,7 @@ class RedisBackend(Backend):
         self._check_can_write()
         validate_rewrite(request)
         h, sz = self._keys(request.agent_id)
-        args: list[bytes | str] = [
-            str(request.expected_seq),
-            "1" if request.expected_tag is not None else "0",
-            request.expected_tag or b"",
-            "1" if request.head_tag is not None else "0",
-            request.head_tag or b"",
-            self._ttl_ms,
-            str(len(request.events)),
-        ]
-        for e in request.events:
-            args += [str(e.seq), e.checksum, e.payload]
-        for snap in request.snapshots:
-            args += [str(snap.seq), pack_snapshot(snap)]
+        args: list[bytes | str] = [self._ttl_ms, *_rewrite_fields(request)]
         attempts = 0
 
         async def op() -> Any:

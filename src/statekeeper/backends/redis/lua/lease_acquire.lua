@@ -1,5 +1,6 @@
 -- KEYS: lease. ARGV: holder, ttl s. Reply: {1|0, holder, token, expiry}
 -- include: now.lua
+local now = server_now()
 local cur = redis.call('HMGET', KEYS[1], 'o', 'n', 'x')
 local token = tonumber(cur[2] or '0')
 if cur[1] and cur[1] ~= ARGV[1] and tonumber(cur[3]) > now then

@@ -1,6 +1,7 @@
 -- KEYS: lease. ARGV: holder, token, ttl s. Reply: {1, holder, token, expiry} or
 -- {0, current holder|'', current token}
 -- include: now.lua
+local now = server_now()
 local cur = redis.call('HMGET', KEYS[1], 'o', 'n')
 if (not cur[1]) or cur[1] ~= ARGV[1] or tonumber(cur[2]) ~= tonumber(ARGV[2]) then
   return {0, cur[1] or '', tonumber(cur[2] or '0')}

@@ -1,17 +1,24 @@
--- Several streams' appends and changes (delete, snapshot, prune) in ONE script: every
--- check first, then every write, so all or nothing (Backend.append_together).
+-- Several streams' appends and changes (delete, snapshot, prune, lease grant or
+-- release, rewrite) in ONE script: every check first, then every write, so all or
+-- nothing (Backend.append_together).
 -- KEYS: per append hash, snapshot zset, index, lease[, feed counter, feed stream]; then
--- per change hash, snapshot zset, index.
+-- per change hash, snapshot zset, index, lease.
 -- ARGV: number of appends, number of changes, feed 1|0, default ttl ms; per append its
 -- number of events n, append.lua's 13 fields, its n events; per change agent,
--- delete_at|'', snapshot seq|'0', snapshot blob, prune_to|'', number of drops, drops.
+-- delete_at|'', snapshot seq|'0', snapshot blob, prune_to|'', number of drops, drops,
+-- lease 'g' grant|'r' release|'', its holder, token, ttl s, rewrite 1|0 and (1)
+-- rewrite_write.lua's fields.
 -- Reply: {0} all written | {4, change, head, has base} a prune refused | {5, change,
 -- head} a change's stream is not where it expects | {6, append, append.lua's refusal
--- (status, a, b, holder)}: a duplicate, a conflict or a stale fence. Nothing is
--- written unless the reply is {0}.
+-- (status, a, b, holder)}: a duplicate, a conflict or a stale fence | {7|8|9, change,
+-- ...} a lease change refused (lease_write.lua). Nothing is written unless the reply
+-- is {0}.
 -- include: common.lua
+-- include: now.lua
 -- include: append_write.lua
 -- include: prune_write.lua
+-- include: lease_write.lua
+-- include: rewrite_write.lua
 local nreq, nchg = tonumber(ARGV[1]), tonumber(ARGV[2])
 local kper = ARGV[3] == '1' and 6 or 4
 local ttl = ARGV[4]
@@ -23,19 +30,33 @@ for i = 1, nreq do
   at = at + 14 + n
 end
 for j = 1, nchg do
-  local k = nreq * kper + (j - 1) * 3
+  local k = nreq * kper + (j - 1) * 4
   local c = {
-    h = KEYS[k + 1], sz = KEYS[k + 2], idx = KEYS[k + 3], agent = ARGV[at + 1],
-    delete_at = ARGV[at + 2], snap = ARGV[at + 3], blob = ARGV[at + 4],
-    prune = ARGV[at + 5], drops = {},
+    h = KEYS[k + 1], sz = KEYS[k + 2], idx = KEYS[k + 3], lk = KEYS[k + 4],
+    agent = ARGV[at + 1], delete_at = ARGV[at + 2], snap = ARGV[at + 3],
+    blob = ARGV[at + 4], prune = ARGV[at + 5], drops = {},
   }
   local nd = tonumber(ARGV[at + 6])
   for d = 1, nd do c.drops[d] = ARGV[at + 6 + d] end
-  changes[j] = c
   at = at + 6 + nd
+  c.lease, c.holder, c.token, c.ttl = ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3]), ARGV[at + 4]
+  at = at + 5
+  if ARGV[at] == '1' then  -- a rewrite: its fields from at + 1
+    c.rewrite = at + 1
+    at = at + 7 + 3 * tonumber(ARGV[at + 6]) + 2 * tonumber(ARGV[at + 7])
+  end
+  changes[j] = c
 end
 -- the checks: nothing is written before all passed
 for j, c in ipairs(changes) do
+  if c.lease ~= '' then
+    local refused = lease_refused(c.lk, c.lease, c.holder, c.token)
+    if refused then return {refused[1], j, refused[2], refused[3] or '', refused[4] or ''} end
+  end
+  if c.rewrite then
+    local applies, head = rewrite_applies(c.h, ARGV, c.rewrite)
+    if not applies then return {5, j, head} end
+  end
   local head = tonumber(redis.call('HGET', c.h, 'h') or '0')
   if c.snap ~= '0' then
     local s = tonumber(c.snap)
@@ -58,7 +79,12 @@ for i, r in ipairs(reqs) do
 end
 -- the writes
 for _, c in ipairs(changes) do
-  if c.delete_at ~= '' then
+  if c.lease ~= '' then
+    lease_write(c.lk, c.lease, c.holder, c.token, c.ttl)
+  elseif c.rewrite then
+    rewrite_write(c.h, c.sz, ARGV, c.rewrite)
+    touch(c.h, c.sz, ttl_of(c.h, ttl))
+  elseif c.delete_at ~= '' then
     redis.call('DEL', c.h, c.sz)
     redis.call('ZREM', c.idx, c.agent)
   else
