@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("boto3")
 
-from statekeeper.backends.s3 import S3Backend
+from statekeeper.backends.s3 import S3Backend, _encode_events
 from statekeeper.errors import ConflictError
 from statekeeper.records import AppendRequest, AppendResult, RawEvent, RawSnapshot
 
@@ -36,7 +36,7 @@ CHILD = textwrap.dedent(
     """
     import asyncio, os, signal, sys
     sys.path.insert(0, sys.argv[5])
-    from statekeeper.backends.s3 import S3Backend
+    from statekeeper.backends.s3 import S3Backend, _encode_events
     from tests.backends.test_s3_compacted import call
 
     endpoint, bucket, prefix, kill_after = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -239,8 +239,9 @@ async def test_an_append_from_base_killed_after_any_request_leaves_no_stream_or_
 
 
 async def test_a_deleted_compacted_stream_leaves_no_base_behind(bucket: str) -> None:
-    """A base object left by a delete killed before its last request does not hide the
-    events of a stream made again under the same id."""
+    """A base object (and a commit under it) left by a delete killed before its last
+    request neither hides the events of a stream made again under the same id nor
+    mixes with them: the stream's first append removes them."""
     backend = backend_in(bucket, "again")
     try:
         await old_stream(backend)
@@ -250,9 +251,12 @@ async def test_a_deleted_compacted_stream_leaves_no_base_behind(bucket: str) -> 
             Bucket=bucket,
             Delete={"Objects": [{"Key": k} for k in backend._list(root) if "/e/b" not in k]},
         )
+        # and a commit under the base, as a prune killed before its deletions leaves one
+        backend._put_new(root + "e/" + backend._seq_name(3), _encode_events([ev(3)]), {"last": "3"})
         assert await backend.head("a") == 0
         await backend.append(req(0, 1, 3))
-        assert [e.seq for e in await backend.read("a")] == [1, 2, 3]
+        assert await backend.read("a") == [ev(1), ev(2), ev(3)]
         assert await backend.stream_bases(["a"]) == [0]
+        assert sorted(k[len(root) :] for k in backend._list(root)) == ["e/" + backend._seq_name(1)]
     finally:
         await backend.close()

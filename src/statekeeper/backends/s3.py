@@ -185,7 +185,7 @@ class _Layout:
     #: the newest base object's seq (0: none)
     base: int
     #: keys the base hides (commits at or below it, older base objects); with no live
-    #: commit, every base object (the leftover of an interrupted delete)
+    #: commit, every commit and base object (the leftover of an interrupted delete)
     hidden: list[str]
 
 
@@ -486,8 +486,8 @@ class S3Backend(Backend):
                 commits.append((int(name), tag, key))
         base = max((seq for seq, _ in bases), default=0)
         live = [(first, tag) for first, tag, _ in commits if first > base]
-        if not live:  # no stream: a base object left by an interrupted delete
-            return _Layout([], 0, [key for _, key in bases])
+        if not live:  # no stream: what an interrupted delete left (the next creation's)
+            return _Layout([], 0, [key for _, _, key in commits] + [key for _, key in bases])
         hidden = [key for first, _, key in commits if first <= base]
         hidden += [key for seq, key in bases if seq < base]
         return _Layout(live, base, hidden)
@@ -632,11 +632,12 @@ class S3Backend(Backend):
             self._put_new(root + "e/b" + self._seq_name(base_seq), b"")
             layout = self._layout(agent_id)
         # 3. what the base hides (this prune's, or one interrupted before), and snapshots
+        cut = max(base_seq, layout.base)
         drop_keys: list[str] = []
         for key in layout.hidden:
             if key[len(root) + 2 :][:1] != "b":  # a commit: its idempotency key goes too
                 found = self._head_meta(key)
-                if found is not None and found.get("key") and int(found["last"]) <= base_seq:
+                if found is not None and found.get("key") and int(found["last"]) <= cut:
                     drop_keys.append(root + "k/" + found["key"])
         floor = max(base_seq, layout.commits[0][0] - 1 if layout.commits else 0)
         named = set(drop)
@@ -644,7 +645,8 @@ class S3Backend(Backend):
             seq = int(key[len(root) + 2 :])
             if seq < floor or seq in named:
                 drop_keys.append(key)
-        # commits and base objects last: until they go, nothing above is readable less
+        # the hidden commits last: a prune killed before them leaves them listed for the
+        # next one, which finds their idempotency keys through them
         self._delete_keys(drop_keys)
         self._delete_keys(layout.hidden)
 
