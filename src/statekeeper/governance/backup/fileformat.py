@@ -338,7 +338,7 @@ class ChunkSealer:
         self._in_flight: list[tuple[int, Future[tuple[bytes, str]]]] = []
         self.size = 0
 
-    def _seal(self, index: int, plain: bytes) -> tuple[bytes, str]:
+    def _seal(self, index: int, plain: bytes | bytearray | memoryview) -> tuple[bytes, str]:
         import zstandard
 
         zstd = getattr(self._local, "zstd", None)
@@ -354,7 +354,7 @@ class ChunkSealer:
         # CPU-s for a 155 MB copy (docs/benchmarks.md, fourth pass)
         return frame, sealed[-_TAG:].hex()
 
-    def _submit(self, plain: bytes) -> None:
+    def _submit(self, plain: bytes | bytearray | memoryview) -> None:
         writer = self._writer
         self.size += len(plain)
         writer.plain_bytes += len(plain)
@@ -372,10 +372,12 @@ class ChunkSealer:
         )
         writer._write(frame)
 
-    def feed(self, data: bytes | memoryview) -> None:
-        """Take ``data`` (any size); full chunks go to the threads."""
+    def feed(self, data: bytes | bytearray | memoryview, owned: bool = False) -> None:
+        """Take ``data`` (any size); full chunks go to the threads (``owned``: the
+        caller hands ``data`` over and never changes it again, so a full chunk is
+        sealed as it is, not copied)."""
         if not self._pending and len(data) == self._chunk:
-            self._submit(bytes(data))
+            self._submit(data if owned else bytes(data))
             return
         self._pending += data
         while len(self._pending) >= self._chunk:
