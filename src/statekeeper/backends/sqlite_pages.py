@@ -35,7 +35,6 @@ import os
 import sqlite3
 import sys
 from collections.abc import Iterator
-from typing import Any
 from urllib.parse import quote
 
 from .sqlite_export import COPIED_TABLES
@@ -116,10 +115,10 @@ class PageSnapshot:
         kept += [name for name, keep, _ in trees if keep]
         unused = self._unused
         for name in kept:
-            for pageno, kind, spare in conn.execute(
+            for pageno, page_type, spare in conn.execute(
                 "SELECT pageno, pagetype, unused FROM dbstat WHERE name = ?", (name,)
             ):
-                if kind == "overflow":
+                if page_type == "overflow":
                     plan[pageno] = _OVERFLOW
                     unused[pageno] = spare
                 else:
@@ -185,8 +184,8 @@ def _clean_btree(buf: bytearray, at: int, offset: int, usable: int) -> None:
     its cells, and its freeblocks' bodies (https://www.sqlite.org/fileformat2.html,
     1.6); the page's structure is left as it is."""
     h = at + offset
-    kind = buf[h]
-    header = 12 if kind in (0x02, 0x05) else 8
+    page_type = buf[h]
+    header = 12 if page_type in (0x02, 0x05) else 8
     cells = (buf[h + 3] << 8) | buf[h + 4]
     content = ((buf[h + 5] << 8) | buf[h + 6]) or 65536
     gap = h + header + 2 * cells
@@ -307,12 +306,3 @@ def _frames(wal: str, page_size: int, count: int, salt: bytes) -> dict[int, int]
                 raise sqlite3.DatabaseError(f"{wal}: frame {i + 1} is not the snapshot's")
             out[int.from_bytes(frame[:4], "big")] = at + _FRAME_HEADER
     return out
-
-
-def describe(snapshot: PageSnapshot) -> dict[str, Any]:
-    """A few numbers on ``snapshot`` (tests, the bench)."""
-    return {
-        "pages": snapshot.pages,
-        "page_size": snapshot.page_size,
-        "frames": len(snapshot.frames),
-    }

@@ -1,21 +1,25 @@
-"""The file path of a backup (format version 2): a whole SQLite store, shipped as a
-point-in-time copy of its file, without a row becoming a Python object.
+"""The file path of a backup (format version 2): a SQLite store, shipped as a
+point-in-time image of its file, without a row becoming a Python object.
 
-**Writing.** :meth:`~statekeeper.backends.base.Backend.copy_to_file` copies the live
-store's streams into a temporary file (``$TMPDIR``) by SQLite alone (``INSERT ...
-SELECT`` of the stream tables in one read transaction: writers keep committing; a
-namespaced store's copy holds its namespace and below only, never another tenant's
-rows; no change feed, no free pages, so nothing of deleted agents); one scan of the
-copy's events (each row's agent looked up in its heads) gives the manifest every
-stream's head seq and head checksum (one more statement the totals)
-(:func:`~statekeeper.backends.sqlite_export.stream_heads`); the copy is then cut into
-chunks, compressed (zstd's fast level -1: as small as level 1 on these pages, at
-half its CPU) and encrypted with the backup key by a few threads, each chunk named in
-the manifest by its GCM tag (the heads are read meanwhile, in a thread of their own)
-(:meth:`~.fileformat.FrameWriter.chunks_of_file`). Records stay as stored (encrypted
-by the store's keys), as on the row path. A hash-chained stream's head checksum commits
-to its whole content: the restore follows every chain from seq 1 and compares its end
-with the manifest's head.
+**Writing a whole store** (:func:`write_pages`): the pages of one read snapshot of the
+live store (:mod:`~statekeeper.backends.sqlite_pages`: the write lock held for a
+moment while the read transaction opens, then the database file's pages with the
+snapshot's WAL frames laid over them, read while writers commit; only the stream
+tables' pages kept, every other page and every byte SQLite no longer uses zeroed): no
+table copied, no temporary file. A second connection of the same snapshot reads the
+manifest's heads meanwhile (every stream's head seq and head checksum: one scan of
+the events, each row's agent looked up in its heads,
+:func:`~statekeeper.backends.sqlite_export.stream_heads`; one more statement the
+totals). **A namespace** (:func:`write_copy`) is copied first instead: its streams
+into a temporary file (``$TMPDIR``) by SQLite alone (``INSERT ... SELECT`` of the
+stream tables over the namespace's id range, in one read transaction: never another
+tenant's rows), its heads read from the copy. Either way the bytes are cut into
+chunks, compressed (zstd's fast level -1: as small as level 1 on these pages, at half
+its CPU) and encrypted with the backup key by a few threads, each chunk named in the
+manifest by its GCM tag (:class:`~.fileformat.ChunkSealer`). Records stay as stored
+(encrypted by the store's keys), as on the row path. A hash-chained stream's head
+checksum commits to its whole content: the restore follows every chain from seq 1 and
+compares its end with the manifest's head.
 
 **Reading.** :func:`file_entries` decrypts the chunks (each authenticated and checked
 against the manifest) into a temporary file, opens it read-only and yields its streams

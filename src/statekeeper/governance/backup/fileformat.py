@@ -18,8 +18,9 @@ signature. A truncated file has no trailer; a removed chunk leaves a hole the
 manifest names.
 
 **Version 2** (header ``"layout": "sqlite-file"``): the chunks are not msgpack stream
-entries but the consecutive pieces of a point-in-time copy of a SQLite store file
-(``INSERT ... SELECT`` into a new file, see :mod:`.filecopy`), each compressed and
+entries but the consecutive pieces of a point-in-time image of a SQLite store file
+(the pages of one read snapshot, or for a namespace a copy by ``INSERT ... SELECT``
+into a new file, see :mod:`.filecopy`), each compressed and
 encrypted as above; the manifest lists the chunks (digests as above), the copy's
 size and every stream's head (seq, the head event's checksum, its record counts),
 read from the copy with one SQL query, and the streams compacted by retention

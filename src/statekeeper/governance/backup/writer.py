@@ -8,9 +8,9 @@ backup runs is copied as it is found on a re-read, or counted ``vanished``. Reco
 copied as stored (still encrypted with the store's keys, or per-agent data keys), then
 packed into chunks, compressed (zstd) and encrypted with the *backup* key.
 
-**A SQLite store** (a full backup: no ``since``) is not read row by row: its streams
-(its namespace's, on a store opened in one) are copied into a file by SQLite at a point
-in time and the file shipped in chunks (format version 2, see
+**A SQLite store** (a full backup: no ``since``) is not read row by row: the pages of
+one read snapshot of its file are shipped in chunks (on a store opened in a namespace,
+a copy of that namespace's streams made by SQLite; format version 2, see
 :mod:`.filecopy`), nor is a PostgreSQL store (its tables streamed out by ``COPY``
 under one snapshot, format version 3, see :mod:`.pgcopy`); what follows describes the
 row path, which every other backup takes.
