@@ -14,8 +14,7 @@ totals). **A namespace** (:func:`write_copy`) is copied first instead: its strea
 into a temporary file (``$TMPDIR``) by SQLite alone (``INSERT ... SELECT`` of the
 stream tables over the namespace's id range, in one read transaction: never another
 tenant's rows), its heads read from the copy. Either way the bytes are cut into
-chunks, compressed (zstd's fast level -1: as small as level 1 on these pages, at half
-its CPU) and encrypted with the backup key by a few threads, each chunk named in the
+chunks, compressed (zstd's fast level -3, :data:`LEVEL`) and encrypted with the backup key by a few threads, each chunk named in the
 manifest by its GCM tag (:class:`~.fileformat.ChunkSealer`). Records stay as stored
 (encrypted by the store's keys), as on the row path. A hash-chained stream's head
 checksum commits to its whole content: the restore follows every chain from seq 1 and
@@ -102,7 +101,10 @@ def write_copy(
     try:
         conn.execute(f"PRAGMA mmap_size = {os.path.getsize(copy)}")
         return _shipped(
-            writer, conn, progress, lambda: writer.chunks_of_file(copy, chunk_bytes, _THREADS)
+            writer,
+            conn,
+            progress,
+            lambda: writer.chunks_of_file(copy, chunk_bytes, _THREADS, LEVEL),
         )
     finally:
         conn.close()
@@ -120,7 +122,7 @@ def write_pages(
 
     def ship() -> int:
         snapshot.plan()  # while the heads are read (another connection, same snapshot)
-        sealer = writer.sealer(chunk_bytes, _THREADS)
+        sealer = writer.sealer(chunk_bytes, _THREADS, LEVEL)
         for piece in snapshot.chunks(chunk_bytes):
             sealer.feed(piece, owned=True)
         return sealer.close()
@@ -130,6 +132,12 @@ def write_pages(
 
 #: sealing threads (zstd and AES-GCM release the GIL)
 _THREADS = min(4, os.cpu_count() or 1)
+#: zstd's level for a store file's pages: -3 writes 2.6 % more bytes than -1 on the
+#: 100,000-agent bench image (129.8 against 126.5 MB) for 24 % fewer instructions
+#: (callgrind, compressing 16 MB of the store, the run's start-up included: 326
+#: against 430 M; zstd was ~40 % of a backup's instructions), ~0.05 CPU-s saved per
+#: 170 MB against ~3.3 MB more to write (docs/benchmarks.md, fifth pass)
+LEVEL = -3
 
 
 def _shipped(
