@@ -439,11 +439,12 @@ def conn_totals(tmp_path: Path) -> sqlite3.Connection:
 async def test_writes_committed_during_the_copy_are_not_in_the_backup(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Point in time on the file path: while the copy's transaction is open (after
-    the heads are copied, before the events), another writer appends, creates and
-    deletes agents and commits, and again between the copy and the reading of its
-    heads for the manifest; the backup holds the store as it was at the start, and its
-    manifest the same heads (a restore checks every stream against them)."""
+    """Point in time on the table-copy path (a namespace's backup; here the page
+    image is declined): while the copy's transaction is open (after the heads are
+    copied, before the events), another writer appends, creates and deletes agents and
+    commits, and again between the copy and the reading of its heads for the
+    manifest; the backup holds the store as it was at the start, and its manifest the
+    same heads (a restore checks every stream against them)."""
     import asyncio
 
     from statekeeper.backends import sqlite as sqlite_module
@@ -479,11 +480,15 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
 
         heads_of = filecopy._heads_of
 
-        def between(copy: str) -> Any:  # the copy committed, its heads not yet read
+        def between(conn: sqlite3.Connection) -> Any:  # the copy committed, heads not read
             asyncio.run_coroutine_threadsafe(write_more(), loop).result()
             committed.append("heads")
-            return heads_of(copy)
+            return heads_of(conn)
 
+        async def no_image(self: Any, prefix: str = "") -> None:
+            return None
+
+        monkeypatch.setattr(sqlite_module.SQLiteBackend, "page_snapshot", no_image)
         monkeypatch.setattr(sqlite_module, "copy_file", copy_file)
         monkeypatch.setattr(filecopy, "_heads_of", between)
         result = await backup(src, file, bkey)

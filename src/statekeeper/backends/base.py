@@ -30,7 +30,7 @@ import functools
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..arguments import check_name, check_stored_id
 from ..errors import (
@@ -58,6 +58,9 @@ from ..records import (
     StreamExport,
     StreamRows,
 )
+
+if TYPE_CHECKING:
+    from .sqlite_pages import PageSnapshot
 
 __all__ = [
     "Backend",
@@ -393,6 +396,14 @@ class Backend(abc.ABC):
         rows into Python. False (nothing written) when the engine cannot (the
         default): a backup then reads rows (:meth:`export_rows`)."""
         return False
+
+    async def page_snapshot(self, prefix: str = "") -> PageSnapshot | None:
+        """An open point-in-time image of the store's file, read as pages, when the
+        engine keeps its streams in one SQLite file and ``prefix`` is empty (the whole
+        store): see :mod:`~.sqlite_pages` (the caller closes it). None (the default):
+        a backup copies the streams instead (:meth:`copy_to_file`, :meth:`copy_out`,
+        or rows)."""
+        return None
 
     async def copy_out(self, prefix: str, write: Callable[[bytes], None]) -> dict[str, Any] | None:
         """Stream a consistent point-in-time copy of the streams (as stored) whose ids

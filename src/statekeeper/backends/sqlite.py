@@ -102,6 +102,7 @@ from .base import (
 )
 from .sqlite_export import copy_file, export_slices, export_whole
 from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
+from .sqlite_pages import PageSnapshot, open_snapshot
 
 __all__ = ["SQLiteBackend"]
 
@@ -1857,6 +1858,22 @@ class SQLiteBackend(Backend):
 
         await asyncio.to_thread(copy)
         return True
+
+    async def page_snapshot(self, prefix: str = "") -> PageSnapshot | None:
+        """The whole store (``prefix`` empty) as an open image of its pages, in a
+        thread (:func:`~.sqlite_pages.open_snapshot`); None for a namespace (its copy
+        leaves the other tenants' rows out: :meth:`copy_to_file`) or a file not in WAL
+        mode."""
+        if self._closed:
+            raise StoreClosed(f"sqlite backend {self.path} is closed")
+        if prefix or self.readonly:
+            return None
+
+        def take() -> PageSnapshot | None:
+            with _translated(self.path):
+                return open_snapshot(self.path, self.busy_timeout)
+
+        return await asyncio.to_thread(take)
 
     async def export_rows(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamRows]:
         """Four statements per page of agents (events, snapshots, heads, keys). Whole

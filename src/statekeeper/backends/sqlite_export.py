@@ -4,8 +4,9 @@ tuples (:class:`~statekeeper.records.StreamRows`), a few statements per page of 
 Whole streams (what a full backup reads) are one range scan per table over the page's
 ids in key order, rows grouped as they come: no per-agent lookup, no object per record.
 
-A full backup of a SQLite store does not read rows at all: :func:`copy_file` (a
-point-in-time copy of its streams into a new file, by SQLite) and
+A full backup of a SQLite store does not read rows at all: the pages of a snapshot
+(:mod:`.sqlite_pages`), or for a namespace :func:`copy_file` (a point-in-time copy of
+its streams into a new file, by SQLite), and
 :func:`stream_heads` (the manifest's heads, one scan of the copy's events); a
 restore reads such a copy back with :func:`iter_streams`.
 """
@@ -224,10 +225,10 @@ def copy_file(
     filled in ONE transaction, so the copy reads one snapshot of the store while its
     writers (WAL) keep committing.
 
-    Measured against ``VACUUM INTO`` (the whole file, 0.47 CPU-s for 170 MB) and the
-    online backup API (``Connection.backup``, 0.33 CPU-s): 0.47 CPU-s, and it alone
-    leaves out other namespaces, the change feed (which names deleted agents) and free
-    pages (the backup API copies those, and with them the bytes of deleted agents).
+    A whole store's backup ships its pages instead (:mod:`.sqlite_pages`: no copy);
+    this is a namespace's: measured against ``VACUUM INTO`` (the whole file, 0.47 CPU-s
+    for 170 MB) and the online backup API (``Connection.backup``, 0.33 CPU-s): 0.47
+    CPU-s, and it alone leaves out other namespaces.
     ``copied`` is called with each table's name once it is copied, inside the
     transaction (tests commit writes there)."""
     conn = sqlite3.connect(dest, timeout=timeout, isolation_level=None)

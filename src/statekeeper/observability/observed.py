@@ -28,6 +28,7 @@ from ..records import (
 )
 
 if TYPE_CHECKING:
+    from ..backends.sqlite_pages import PageSnapshot
     from .instrumentation import Instrumentation
 
 __all__ = ["ObservedBackend", "observed_class"]
@@ -318,6 +319,10 @@ class ObservedBackend(Backend):
     async def copy_to_file(self, dest: str, prefix: str = "") -> bool:
         # a backup's file copy (one call per backup): the engine's own, untimed
         return await self.inner.copy_to_file(dest, prefix)
+
+    async def page_snapshot(self, prefix: str = "") -> PageSnapshot | None:
+        # a backup's page image (one call per backup): the engine's own, untimed
+        return await self.inner.page_snapshot(prefix)
 
     async def copy_out(self, prefix: str, write: Callable[[bytes], None]) -> dict[str, Any] | None:
         # a backup's bulk export (one call per backup): the engine's own, untimed

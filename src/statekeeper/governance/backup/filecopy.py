@@ -1,21 +1,25 @@
-"""The file path of a backup (format version 2): a whole SQLite store, shipped as a
-point-in-time copy of its file, without a row becoming a Python object.
+"""The file path of a backup (format version 2): a SQLite store, shipped as a
+point-in-time image of its file, without a row becoming a Python object.
 
-**Writing.** :meth:`~statekeeper.backends.base.Backend.copy_to_file` copies the live
-store's streams into a temporary file (``$TMPDIR``) by SQLite alone (``INSERT ...
-SELECT`` of the stream tables in one read transaction: writers keep committing; a
-namespaced store's copy holds its namespace and below only, never another tenant's
-rows; no change feed, no free pages, so nothing of deleted agents); one scan of the
-copy's events (each row's agent looked up in its heads) gives the manifest every
-stream's head seq and head checksum (one more statement the totals)
-(:func:`~statekeeper.backends.sqlite_export.stream_heads`); the copy is then cut into
-chunks, compressed (zstd's fast level -1: as small as level 1 on these pages, at
-half its CPU) and encrypted with the backup key by a few threads, each chunk named in
-the manifest by its GCM tag (the heads are read meanwhile, in a thread of their own)
-(:meth:`~.fileformat.FrameWriter.chunks_of_file`). Records stay as stored (encrypted
-by the store's keys), as on the row path. A hash-chained stream's head checksum commits
-to its whole content: the restore follows every chain from seq 1 and compares its end
-with the manifest's head.
+**Writing a whole store** (:func:`write_pages`): the pages of one read snapshot of the
+live store (:mod:`~statekeeper.backends.sqlite_pages`: the write lock held for a
+moment while the read transaction opens, then the database file's pages with the
+snapshot's WAL frames laid over them, read while writers commit; only the stream
+tables' pages kept, every other page and every byte SQLite no longer uses zeroed): no
+table copied, no temporary file. A second connection of the same snapshot reads the
+manifest's heads meanwhile (every stream's head seq and head checksum: one scan of
+the events, each row's agent looked up in its heads,
+:func:`~statekeeper.backends.sqlite_export.stream_heads`; one more statement the
+totals). **A namespace** (:func:`write_copy`) is copied first instead: its streams
+into a temporary file (``$TMPDIR``) by SQLite alone (``INSERT ... SELECT`` of the
+stream tables over the namespace's id range, in one read transaction: never another
+tenant's rows), its heads read from the copy. Either way the bytes are cut into
+chunks, compressed (zstd's fast level -3, :data:`LEVEL`) and encrypted with the backup
+key by a few threads, each chunk named in the manifest by its GCM tag
+(:class:`~.fileformat.ChunkSealer`). Records stay as stored (encrypted by the store's
+keys), as on the row path. A hash-chained stream's head
+checksum commits to its whole content: the restore follows every chain from seq 1 and
+compares its end with the manifest's head.
 
 **Reading.** :func:`file_entries` decrypts the chunks (each authenticated and checked
 against the manifest) into a temporary file, opens it read-only and yields its streams
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -50,6 +55,7 @@ from .fileformat import FrameReader, FrameWriter
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
+    from ...backends.sqlite_pages import PageSnapshot
     from ...records import StreamRows
 
 __all__ = [
@@ -60,6 +66,7 @@ __all__ = [
     "copy_of",
     "file_entries",
     "write_copy",
+    "write_pages",
 ]
 
 #: a restore reads a file backup's streams in groups (its "chunks" for the writing
@@ -88,16 +95,67 @@ def write_copy(
     chunk_bytes: int,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Chunks of ``copy`` into ``writer``; returns the manifest's body (heads, counts,
-    the copy's size). Runs in a thread: nothing here is per record."""
+    """Chunks of ``copy`` (a copy of a namespace's tables) into ``writer``; returns the
+    manifest's body (heads, counts, the copy's size). Runs in a thread: nothing here is
+    per record."""
+    conn = connect_read_only(copy)
+    try:
+        conn.execute(f"PRAGMA mmap_size = {os.path.getsize(copy)}")
+        return _shipped(
+            writer,
+            conn,
+            progress,
+            lambda: writer.chunks_of_file(copy, chunk_bytes, _THREADS, LEVEL),
+        )
+    finally:
+        conn.close()
+
+
+def write_pages(
+    writer: FrameWriter,
+    snapshot: PageSnapshot,
+    chunk_bytes: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """The image of a whole store's ``snapshot`` (its pages: no copy of a table, no
+    temporary file) in chunks into ``writer``; returns the manifest's body, read in
+    the same snapshot. Runs in a thread."""
+
+    def ship() -> int:
+        snapshot.plan()  # while the heads are read (another connection, same snapshot)
+        sealer = writer.sealer(chunk_bytes, _THREADS, LEVEL)
+        for piece in snapshot.chunks(chunk_bytes):
+            sealer.feed(piece, owned=True)
+        return sealer.close()
+
+    return _shipped(writer, snapshot.conn, progress, ship)
+
+
+#: sealing threads (zstd and AES-GCM release the GIL)
+_THREADS = min(4, os.cpu_count() or 1)
+#: zstd's level for a store file's pages: -3 writes 2.6 % more bytes than -1 on the
+#: 100,000-agent bench image (129.8 against 126.5 MB) for 24 % fewer instructions
+#: (callgrind, compressing 16 MB of the store, the run's start-up included: 326
+#: against 430 M; zstd was ~40 % of a backup's instructions), ~0.05 CPU-s saved per
+#: 170 MB against ~3.3 MB more to write (docs/benchmarks.md, fifth pass)
+LEVEL = -3
+
+
+def _shipped(
+    writer: FrameWriter,
+    conn: sqlite3.Connection,
+    progress: Callable[[int, int], None] | None,
+    ship: Callable[[], int],
+) -> dict[str, Any]:
+    """``ship()`` (it writes the chunks, returns the bytes shipped) while the heads
+    are read through ``conn`` (the shipped bytes' snapshot) in a thread of their own
+    (SQLite releases the GIL while it steps, zstd and AES-GCM while they run: the two
+    cores overlap, measured in docs/benchmarks.md, fourth pass); the manifest's body."""
     from concurrent.futures import ThreadPoolExecutor
 
-    # the heads are read from the copy while its chunks are sealed (SQLite releases the
-    # GIL while it steps, zstd, AES-GCM and SHA-256 while they run): the two cores
-    # overlap, measured in docs/benchmarks.md (fourth pass)
     with ThreadPoolExecutor(1) as pool:
-        reading = pool.submit(_heads_of, copy)
-        size = writer.chunks_of_file(copy, chunk_bytes, threads=min(4, os.cpu_count() or 1))
+        reading = pool.submit(_heads_of, conn)
+        size = ship()
         events, snapshots, compacted, rows = reading.result()
     agent, heads, checksums = (
         ([], [], []) if not rows else (list(c) for c in zip(*rows, strict=True))
@@ -119,20 +177,15 @@ def write_copy(
 
 
 def _heads_of(
-    copy: str,
+    conn: sqlite3.Connection,
 ) -> tuple[int, int, dict[str, list[Any]], list[tuple[str, int, bytes]]]:
-    """The copy's totals (events, snapshots), its compacted streams and every stream's
-    head: a statement or two each, over a memory map of the (private, read-only) copy
-    (measured 0.27 against 0.41 CPU-s for 100,000 heads: no read() per page)."""
-    conn = connect_read_only(copy)
-    try:
-        conn.execute(f"PRAGMA mmap_size = {os.path.getsize(copy)}")
-        events, snapshots, short = stream_totals(conn)
-        found = compacted_streams(conn) if short else []
-        compacted = compacted_columns(found)
-        return events, snapshots, compacted, stream_heads(conn)
-    finally:
-        conn.close()
+    """The totals (events, snapshots), the compacted streams and every stream's head
+    of what ``conn`` reads: a statement or two each (over a memory map: measured 0.27
+    against 0.41 CPU-s for 100,000 heads, no read() per page)."""
+    events, snapshots, short = stream_totals(conn)
+    found = compacted_streams(conn) if short else []
+    compacted = compacted_columns(found)
+    return events, snapshots, compacted, stream_heads(conn)
 
 
 def compacted_columns(

@@ -18,8 +18,9 @@ signature. A truncated file has no trailer; a removed chunk leaves a hole the
 manifest names.
 
 **Version 2** (header ``"layout": "sqlite-file"``): the chunks are not msgpack stream
-entries but the consecutive pieces of a point-in-time copy of a SQLite store file
-(``INSERT ... SELECT`` into a new file, see :mod:`.filecopy`), each compressed and
+entries but the consecutive pieces of a point-in-time image of a SQLite store file
+(the pages of one read snapshot, or for a namespace a copy by ``INSERT ... SELECT``
+into a new file, see :mod:`.filecopy`), each compressed and
 encrypted as above; the manifest lists the chunks (digests as above), the copy's
 size and every stream's head (seq, the head event's checksum, its record counts),
 read from the copy with one SQL query, and the streams compacted by retention
@@ -166,8 +167,14 @@ class BackupKey:
                 )
 
     def seal(self, aad: bytes, plain: bytes) -> bytes:
+        nonce, sealed = self.seal_apart(aad, plain)
+        return nonce + sealed
+
+    def seal_apart(self, aad: bytes, plain: bytes | bytearray | memoryview) -> tuple[bytes, bytes]:
+        """``(nonce, ciphertext + tag)``: a frame written in two pieces, its
+        ciphertext never copied behind its nonce."""
         nonce = os.urandom(_NONCE)
-        return nonce + bytes(self._aead.encrypt(nonce, plain, aad))
+        return nonce, bytes(self._aead.encrypt(nonce, plain, aad))
 
     def open(self, aad: bytes, sealed: bytes) -> bytes | None:
         from cryptography.exceptions import InvalidTag
@@ -335,26 +342,30 @@ class ChunkSealer:
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(self._threads)
         self._pending = bytearray()
-        self._in_flight: list[tuple[int, Future[tuple[bytes, str]]]] = []
+        self._in_flight: list[tuple[int, Future[tuple[bytes, bytes, str]]]] = []
         self.size = 0
 
-    def _seal(self, index: int, plain: bytes) -> tuple[bytes, str]:
+    def _seal(self, index: int, plain: bytes | bytearray | memoryview) -> tuple[bytes, bytes, str]:
         import zstandard
 
         zstd = getattr(self._local, "zstd", None)
         if zstd is None:
             zstd = self._local.zstd = zstandard.ZstdCompressor(level=self._level)
         writer = self._writer
-        sealed = writer.key.seal(_aad(writer.header, CHUNK, index), zstd.compress(plain))
-        frame = CHUNK + _u64.pack(len(sealed)) + sealed
+        nonce, sealed = writer.key.seal_apart(
+            _aad(writer.header, CHUNK, index), zstd.compress(plain)
+        )
+        # the frame is written as its head (kind, length, nonce) and its ciphertext:
+        # no copy of the ciphertext into one frame (two copies of every byte shipped)
+        head = CHUNK + _u64.pack(len(nonce) + len(sealed)) + nonce
         # the manifest names the frame by its GCM tag, not a SHA-256 of it: the tag
         # already authenticates the frame's bytes (nonce and ciphertext, under the
         # backup key, bound to the header and the index), so a frame swapped for
         # another one fails the same way, and the SHA-256 pass cost 0.12 of ~0.85
         # CPU-s for a 155 MB copy (docs/benchmarks.md, fourth pass)
-        return frame, sealed[-_TAG:].hex()
+        return head, sealed, sealed[-_TAG:].hex()
 
-    def _submit(self, plain: bytes) -> None:
+    def _submit(self, plain: bytes | bytearray | memoryview) -> None:
         writer = self._writer
         self.size += len(plain)
         writer.plain_bytes += len(plain)
@@ -366,16 +377,19 @@ class ChunkSealer:
     def _land(self) -> None:
         writer = self._writer
         index, future = self._in_flight.pop(0)
-        frame, tag = future.result()
+        head, sealed, tag = future.result()
         writer.chunks.append(
-            {"index": index, "offset": writer.offset, "length": len(frame), "tag": tag}
+            {"index": index, "offset": writer.offset, "length": len(head) + len(sealed), "tag": tag}
         )
-        writer._write(frame)
+        writer._write(head)
+        writer._write(sealed)
 
-    def feed(self, data: bytes | memoryview) -> None:
-        """Take ``data`` (any size); full chunks go to the threads."""
+    def feed(self, data: bytes | bytearray | memoryview, owned: bool = False) -> None:
+        """Take ``data`` (any size); full chunks go to the threads (``owned``: the
+        caller hands ``data`` over and never changes it again, so a full chunk is
+        sealed as it is, not copied)."""
         if not self._pending and len(data) == self._chunk:
-            self._submit(bytes(data))
+            self._submit(data if owned else bytes(data))
             return
         self._pending += data
         while len(self._pending) >= self._chunk:

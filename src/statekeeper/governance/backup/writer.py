@@ -8,9 +8,9 @@ backup runs is copied as it is found on a re-read, or counted ``vanished``. Reco
 copied as stored (still encrypted with the store's keys, or per-agent data keys), then
 packed into chunks, compressed (zstd) and encrypted with the *backup* key.
 
-**A SQLite store** (a full backup: no ``since``) is not read row by row: its streams
-(its namespace's, on a store opened in one) are copied into a file by SQLite at a point
-in time and the file shipped in chunks (format version 2, see
+**A SQLite store** (a full backup: no ``since``) is not read row by row: the pages of
+one read snapshot of its file are shipped in chunks (on a store opened in a namespace,
+a copy of that namespace's streams made by SQLite; format version 2, see
 :mod:`.filecopy`), nor is a PostgreSQL store (its tables streamed out by ``COPY``
 under one snapshot, format version 3, see :mod:`.pgcopy`); what follows describes the
 row path, which every other backup takes.
@@ -45,7 +45,7 @@ from ...backends.base import Capability
 from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
-from .filecopy import copy_folder, copy_of, write_copy
+from .filecopy import copy_folder, copy_of, write_copy, write_pages
 from .fileformat import (
     VERSION_COPY,
     VERSION_FILE,
@@ -59,6 +59,7 @@ from .pgcopy import write_copy_out
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
+    from ...backends.sqlite_pages import PageSnapshot
     from ...records import SnapshotRow, StreamRows
     from ...store import StateStore
 
@@ -280,6 +281,14 @@ async def backup(
     backend = store.backend
     backup_id = secrets.token_hex(16)
     if since is None:
+        pages = await backend.page_snapshot(namespace + "/" if namespace else "")
+        if pages is not None:
+            header = Header.new(backup_id, None, key, created, VERSION_FILE)
+            result = await _write_pages(
+                backend.name, namespace, pages, to, header, key, chunk_bytes, progress, started
+            )
+            await _audit_backup(audit, result)
+            return result
         with copy_folder() as folder:
             copy = await copy_of(backend, folder, namespace)
             if copy is not None:
@@ -488,6 +497,30 @@ async def _write_file(
         writer = FrameWriter(out, header, key)
         body = await asyncio.to_thread(write_copy, writer, copy, chunk_bytes, progress)
         await _finish_whole(writer, header, source, namespace, body)
+    return _whole_result(location, header, body, writer.offset, started)
+
+
+async def _write_pages(
+    source: str,
+    namespace: str,
+    snapshot: PageSnapshot,
+    to: str | os.PathLike[str],
+    header: Header,
+    key: BackupKey,
+    chunk_bytes: int,
+    progress: Callable[[int, int], None] | None,
+    started: float,
+) -> BackupResult:
+    """A version-2 backup of a whole SQLite store's page image (see :mod:`.filecopy`);
+    ``snapshot`` is closed."""
+    location = Location(to)
+    try:
+        with location.writing() as out:
+            writer = FrameWriter(out, header, key)
+            body = await asyncio.to_thread(write_pages, writer, snapshot, chunk_bytes, progress)
+            await _finish_whole(writer, header, source, namespace, body)
+    finally:
+        snapshot.close()
     return _whole_result(location, header, body, writer.offset, started)
 
 

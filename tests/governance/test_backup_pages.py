@@ -1,0 +1,232 @@
+"""A full backup of a SQLite store ships its pages (issue 15, fifth pass): the image of
+one read snapshot (database file + the snapshot's WAL frames), no table copied, no
+temporary file; writes committed after the snapshot are not in it, even once a
+checkpoint has copied the snapshot's frames into the file while the pages are read;
+only the stream tables' pages leave the store, with the bytes SQLite no longer uses
+zeroed. (Into another engine: test_backup.py, SQLite -> PostgreSQL while a writer writes.)"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.backends import sqlite_export, sqlite_pages
+from statekeeper.codec.keys import Keyring
+from statekeeper.governance.backup import BackupKey, backup, filecopy, restore
+from statekeeper.governance.backup.fileformat import FrameReader
+
+STORE_KEY = bytes(range(32))
+
+
+def keyring() -> Keyring:
+    return Keyring({"k1": STORE_KEY})
+
+
+def decrypted_image(file: Path, key: BackupKey) -> bytes:
+    reader = FrameReader(file, key)
+    try:
+        with filecopy.opened_copy(reader) as copy:
+            return Path(copy).read_bytes()
+    finally:
+        reader.close()
+
+
+async def fill(store: StateStore, agents: int, events: int = 3) -> None:
+    for i in range(agents):
+        for j in range(events):
+            key = f"k{j}" if j == 1 else None
+            await store.save(f"t{i % 3}/a{i:03d}", {"i": i, "j": j}, idempotency_key=key)
+
+
+async def test_a_whole_store_is_shipped_as_its_pages_without_a_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No table is copied (``copy_file`` is never called), no temporary folder is
+    made: the chunks are the snapshot's pages, as many bytes as the store file has
+    pages; it restores with every stream checked against the manifest."""
+    made: list[str] = []
+    real_folder = tempfile.TemporaryDirectory
+
+    def counted_folder(*args: Any, **kwargs: Any) -> Any:
+        made.append("folder")
+        return real_folder(*args, **kwargs)
+
+    def no_copy(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the tables were copied")
+
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    db = tmp_path / "s.db"
+    async with StateStore(f"sqlite:///{db}", keyring=keyring(), snapshot_every=2) as src:
+        await fill(src, 30)
+        pages = sqlite3.connect(db).execute("PRAGMA page_count").fetchone()[0]
+        monkeypatch.setattr(sqlite_export, "copy_file", no_copy)
+        monkeypatch.setattr(tempfile, "TemporaryDirectory", counted_folder)
+        result = await backup(src, file, bkey, chunk_bytes=8192)
+        monkeypatch.undo()
+        assert made == []
+        assert result.agents == 30 and result.events == 90 and result.snapshots == 30
+        assert result.record_bytes == pages * 4096  # the image: every page of the file
+    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
+        restored = await restore(dst, [file], bkey)
+        assert restored.agents == 30 and restored.events == 90
+        assert (await dst.verify()).ok
+        assert (await dst.load("t1/a004")).data == {"i": 4, "j": 2}
+        assert (await dst.save("t1/a004", {"i": 4, "j": 1}, idempotency_key="k1")).duplicate
+
+
+async def test_writes_committed_while_the_pages_are_read_are_not_in_the_backup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Point in time: the snapshot holds WAL frames (counted); once it is taken,
+    another writer appends, creates and deletes agents and commits, and a checkpoint
+    copies what it may of the WAL into the database file (the snapshot's frames: the
+    pages the image then reads from the file); more writes commit before the heads
+    are read. The backup and its manifest hold the store as it was at the snapshot."""
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    db = tmp_path / "s.db"
+    async with StateStore(f"sqlite:///{db}", keyring=keyring()) as src:
+        await fill(src, 12)
+        before = {a.agent_id: a.head_seq async for a in src.iter_agents()}
+        loop = asyncio.get_running_loop()
+        seen: list[Any] = []
+
+        async def write() -> None:
+            await src.save("t0/a000", {"after": 1})
+            await src.save("t0/a000", {"after": 2})
+            await src.save("late/agent", {"new": True})
+            await src.delete("t1/a001")
+
+        async def write_more() -> None:
+            await src.save("t2/a002", {"after": 1})
+            await src.save("later/agent", {"new": True})
+
+        plan = sqlite_pages.PageSnapshot.plan
+
+        def planned(snapshot: sqlite_pages.PageSnapshot) -> None:  # the backup's thread
+            asyncio.run_coroutine_threadsafe(write(), loop).result()
+            checkpoint = sqlite3.connect(db)
+            try:
+                _, frames, copied = checkpoint.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            finally:
+                checkpoint.close()
+            seen.append((len(snapshot.frames), frames, copied))
+            plan(snapshot)
+
+        heads_of = filecopy._heads_of
+
+        def heads(conn: sqlite3.Connection) -> Any:
+            asyncio.run_coroutine_threadsafe(write_more(), loop).result()
+            seen.append("heads")
+            return heads_of(conn)
+
+        monkeypatch.setattr(sqlite_pages.PageSnapshot, "plan", planned)
+        monkeypatch.setattr(filecopy, "_heads_of", heads)
+        result = await backup(src, file, bkey)
+        monkeypatch.undo()
+        assert "heads" in seen and len(seen) == 2
+        (held, frames, copied) = next(s for s in seen if s != "heads")
+        assert held > 0  # the snapshot's pages were taken from its WAL frames too
+        assert 0 < copied < frames  # the checkpoint copied the snapshot's frames, no more
+        assert await src.head("t0/a000") == 5 and await src.head("t1/a001") == 0
+        assert await src.head("t2/a002") == 4
+        assert result.agents == 12 and result.events == 36
+    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
+        await restore(dst, [file], bkey)
+        assert {a.agent_id: a.head_seq async for a in dst.iter_agents()} == before
+        assert (await dst.load("t0/a000")).data == {"i": 0, "j": 2}
+        assert (await dst.load("t1/a001")).data == {"i": 1, "j": 2}
+        assert (await dst.load("t2/a002")).data == {"i": 2, "j": 2}
+    reader = FrameReader(file, bkey)
+    try:
+        assert {a: h for a, h, _ in reader.heads()} == before
+    finally:
+        reader.close()
+
+
+async def test_only_the_stream_tables_leave_the_store_and_no_deleted_bytes(
+    tmp_path: Path,
+) -> None:
+    """Bytes of deleted rows stay in a SQLite file without ``secure_delete`` (in
+    freeblocks, the unallocated gap, free pages, overflow pages); the feed names
+    deleted agents, the leases their holders: none of it is in the image, whose feed
+    and lease tables read empty and whose stream tables read whole."""
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    db = tmp_path / "s.db"
+    async with StateStore(f"sqlite:///{db}", keyring=keyring()) as src:
+        await fill(src, 20)
+        await src.save("acme/erased-customer-4711", {"pad": "x" * 500})
+        await src.delete("acme/erased-customer-4711")
+        raw = sqlite3.connect(db, isolation_level=None)
+        try:
+            raw.execute("PRAGMA secure_delete = OFF")  # whatever this SQLite's default
+            raw.execute("BEGIN IMMEDIATE")
+            for i in range(6):  # overflow pages, then free pages once deleted
+                raw.execute(
+                    "INSERT INTO sk_meta (key, value) VALUES (?, ?)",
+                    (f"gone-{i}", "stale-secret-7c1e" * 600),
+                )
+            raw.execute("INSERT INTO sk_meta (key, value) VALUES ('kept', ?)", ("k" * 9000,))
+            raw.execute("INSERT INTO sk_meta (key, value) VALUES ('short', 'stale-short-0b2d')")
+            raw.execute("COMMIT")
+            raw.execute("DELETE FROM sk_meta WHERE key LIKE 'gone-%' OR key = 'short'")
+            raw.execute(
+                "INSERT INTO sk_leases (agent_id, holder, token, expires_at)"
+                " VALUES ('t0/a000', 'holder-secret-55aa', 1, 1e12)"
+            )
+        finally:
+            raw.close()
+        stored = db.read_bytes() + Path(f"{db}-wal").read_bytes()  # noqa: ASYNC240
+        assert b"stale-secret-7c1e" in stored and b"stale-short-0b2d" in stored
+        assert b"holder-secret-55aa" in stored
+        await backup(src, file, bkey)
+    image = decrypted_image(file, bkey)
+    assert b"t1/a001" in image  # a live agent's id (its records stay encrypted)
+    for gone in (b"stale-secret-7c1e", b"stale-short-0b2d", b"holder-secret-55aa"):
+        assert gone not in image
+    assert b"erased-customer-4711" not in image
+    copy = tmp_path / "image.db"
+    copy.write_bytes(image)
+    conn = sqlite3.connect(f"file:{copy}?mode=ro", uri=True)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+        for table in ("sk_feed", "sk_feed_deleted", "sk_leases"):
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM sk_events").fetchone()[0] == 60
+        assert (
+            conn.execute("SELECT length(value) FROM sk_meta WHERE key = 'kept'").fetchone()[0]
+            == 9000
+        )
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM sk_agents INDEXED BY sk_agents_written WHERE updated_at > 0"
+            ).fetchone()[0]
+            == 20
+        )
+    finally:
+        conn.close()
+
+
+async def test_a_namespace_or_a_store_not_in_wal_mode_copies_its_tables(tmp_path: Path) -> None:
+    """The page image is the whole file: a namespace's backup (another tenant's rows
+    must not leave) and a file without a wal-index are declined (None)."""
+    db = tmp_path / "s.db"
+    async with StateStore(f"sqlite:///{db}", keyring=keyring()) as src:
+        await fill(src, 3)
+        assert await src.backend.page_snapshot("t1/") is None
+        whole = await src.backend.page_snapshot("")
+        assert whole is not None
+        whole.close()
+    plain = tmp_path / "plain.db"
+    sqlite3.connect(plain).execute("CREATE TABLE t (x)").connection.close()
+    assert sqlite_pages.open_snapshot(str(plain), 1.0) is None
