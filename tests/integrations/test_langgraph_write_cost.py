@@ -16,7 +16,7 @@ from langgraph.graph import END, START, StateGraph
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
-from .conftest import Chain, config, new_thread
+from .conftest import Api, Chain, config, new_thread
 
 
 class _Counter(TypedDict):
@@ -74,8 +74,6 @@ async def test_a_thread_created_by_a_put_takes_its_later_puts_without_a_read(
     saver: StatekeeperSaver,
 ) -> None:
     """A put that creates the thread, then more puts: one listing, no load."""
-    from .conftest import Api
-
     counts = _counting(saver, "list_agents", "get", "load", "head")
     chain = Chain(Api(saver, "sync"))
     for i in range(3):
