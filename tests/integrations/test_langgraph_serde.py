@@ -297,6 +297,43 @@ def test_metadata_and_values_go_through_the_store_codec(tmp_path: Path) -> None:
     conn.close()
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: m.additional_kwargs.__setitem__("k", 1),  # an empty dict filled in place
+        lambda m: m.tool_calls.append({"name": "f", "args": {}, "id": "c", "type": "tool_call"}),
+        lambda m: setattr(m, "response_metadata", {"model": "m"}),  # replaced
+        lambda m: setattr(m, "content", "other " * 40),
+    ],
+)
+def test_memo_sees_every_kind_of_change_to_a_message_with_empty_fields(change: Any) -> None:
+    """A message whose containers are empty (most chat messages) is checked against its
+    fingerprint in one comparison; every change to it is still seen and stored."""
+    codec = ValueCodec(safe_serializer())
+    message = AIMessage("long " * 40, id="x")
+    memo: dict[int, Any] = {}
+    pool: dict[str, Any] = {}
+    first = codec.pack([message], pool, pool, memo)
+    assert codec.pack([message], pool, pool, memo) == first  # unchanged: reused
+    change(message)
+    again = codec.pack([message], pool, pool, memo)
+    assert again != first
+    assert codec.unpack(again, pool) == [message]
+
+
+def test_memo_treats_an_empty_tuple_as_the_empty_list() -> None:
+    """As stored (JSON), an empty tuple is the empty list: swapping one for the other
+    in a message field is no change (the message is not stored again)."""
+    codec = ValueCodec(safe_serializer())
+    message = AIMessage("long " * 40, id="x")
+    memo: dict[int, Any] = {}
+    pool: dict[str, Any] = {}
+    first = codec.pack([message], pool, pool, memo)
+    message.__dict__["tool_calls"] = ()
+    new_pool: dict[str, Any] = {}
+    assert codec.pack([message], pool, new_pool, memo) == first and not new_pool
+
+
 def test_memo_notices_a_message_changed_in_place() -> None:
     """A memoized message object is reused only while every field is unchanged."""
     codec = ValueCodec(safe_serializer())

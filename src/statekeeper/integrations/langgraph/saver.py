@@ -847,10 +847,18 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 return found
             if not create:
                 return None
+            agent = m.agent_id(self.prefix, thread_id)
             try:
-                await self.store.create(m.agent_id(self.prefix, thread_id), m.new_doc(thread_id))
+                created = await self.store.create(agent, m.new_doc(thread_id))
             except ConflictError:
                 continue  # created concurrently (or a stale base generation): resolve again
+            # the document is the one just created, at the seq the store gave it: no
+            # listing and load again (a new thread's first write cost 2 store reads
+            # more). Another writer moving or deleting it meanwhile makes the write's
+            # compare-and-append fail, and the plan runs again on a fresh resolve.
+            fresh = _Stream(thread_id, agent, m.new_doc(thread_id), created.last_seq, {})
+            self._remember(fresh)
+            return fresh
         raise ConflictError(m.agent_id(self.prefix, thread_id), 0, -1)
 
     async def _append(
