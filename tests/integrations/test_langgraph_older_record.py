@@ -126,7 +126,7 @@ def test_a_cold_older_read_reads_its_event_and_window_only(
             oracle.get_tuple(config(both.thread, "", cid)),
         )
         # its own event, and the window after it where its writes were archived
-        assert counts["events"] - before <= 1 + history_module.WINDOW
+        assert counts["events"] - before <= 1 + history_module.FIRST_WINDOW
     assert counts["loads_at"] == 0  # no fold of the thread up to any checkpoint
 
 

@@ -52,6 +52,9 @@ __all__ = [
 
 #: events read per round trip while looking for the end of a checkpoint's writes
 WINDOW = 8
+#: events after an older checkpoint's own read with it (a chat's checkpoint is usually
+#: followed by the next one, or by its writes and then the next one)
+FIRST_WINDOW = 2
 #: a channel whose packed value has at most this many JSON bytes is copied into each
 #: checkpoint's record (``None``, a branch marker, a ``{"$p": key}`` reference); a
 #: bigger one is named only, and read from the latest document while it is unchanged
@@ -248,16 +251,18 @@ async def older_writes(
     seq: int,
     at: dict[str, Any],
     read: list[Event] | None = None,
+    read_window: int = WINDOW,
 ) -> dict[str, Any] | None:
     """The writes of checkpoint ``cid`` archived after it was replaced: those made from
     its event at ``seq`` (``at``: its namespace document there) to the next checkpoint
     of ``ns`` (the event that removed them from the document), included. ``read``: the
-    events ``seq + 1 .. seq + WINDOW`` already read (all there are)."""
+    events ``seq + 1 .. seq + read_window`` already read (all there are)."""
     base = m.ptr("ns", ns)
     wbase = m.ptr("ns", ns, "w", cid)
     found: Any = at["w"].get(cid)
     pos = seq
     events: Any = read
+    window = read_window if read is not None else WINDOW
     while True:
         count = 0
         if events is None:
@@ -268,9 +273,9 @@ async def older_writes(
             done, found = _window_step(event.ops or (), base, wbase, found)
             if done:
                 return found  # type: ignore[no-any-return]
-        if count < WINDOW:  # the end of the stream
+        if count < window:  # the end of the stream
             return found  # type: ignore[no-any-return]
-        events = None
+        events, window = None, WINDOW
 
 
 def writes_at(ops: Iterable[dict[str, Any]], ns: str, cid: str) -> dict[str, Any]:

@@ -1318,11 +1318,11 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         self, st: _Stream, ns: str, cid: str, seq: int
     ) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
         """An older checkpoint put once at ``seq`` from its event's record and the
-        latest document, and its writes from the events after it: one read of at most
-        ``1 + WINDOW`` events (usually). None when the record cannot serve."""
+        latest document, and its writes from the events after it: usually one read of
+        ``1 + FIRST_WINDOW`` events. None when the record cannot serve."""
+        first = h.FIRST_WINDOW
         events = [
-            e
-            async for e in self.store.history(st.agent_id, after_seq=seq - 1, to_seq=seq + h.WINDOW)
+            e async for e in self.store.history(st.agent_id, after_seq=seq - 1, to_seq=seq + first)
         ]
         if not events or events[0].seq != seq:
             return None
@@ -1331,7 +1331,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         if nsd is None:
             return None
         nsd["w"] = h.writes_at(ops, ns, cid)  # its event may hold some (a batch)
-        writes = await h.older_writes(self.store, st.agent_id, ns, cid, seq, nsd, events[1:])
+        writes = await h.older_writes(self.store, st.agent_id, ns, cid, seq, nsd, events[1:], first)
         return nsd, writes
 
     async def _thread_ids(self) -> AsyncIterator[str]:
