@@ -52,9 +52,11 @@ __all__ = [
 
 #: events read per round trip while looking for the end of a checkpoint's writes
 WINDOW = 8
-#: events after an older checkpoint's own read with it (a chat's checkpoint is usually
-#: followed by the next one, or by its writes and then the next one)
-FIRST_WINDOW = 2
+#: events after an older checkpoint's own read with it: a chat turn's checkpoints are
+#: followed by the next one within 3 events (its writes; or, for a turn's last, the
+#: run's release and the next run's claim), and a shorter first read than the window
+#: would cost a second read (measured: 11 events decoded instead of 4 with 2)
+FIRST_WINDOW = 3
 #: a channel whose packed value has at most this many JSON bytes is copied into each
 #: checkpoint's record (``None``, a branch marker, a ``{"$p": key}`` reference); a
 #: bigger one is named only, and read from the latest document while it is unchanged
