@@ -104,3 +104,38 @@ def test_a_stored_messages_fingerprint_is_worked_out_once(
     assert len(messages) == 14
     assert computed  # the turns compared the messages built from stored fields
     assert len({id(s) for s in computed}) == len(computed)
+
+
+def test_an_older_read_checks_cached_messages_without_fingerprints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older read after the latest copies the messages the latest read built, each
+    once checked unchanged: by one comparison with what it was built from, no field by
+    field fingerprint check; a change made through a copy handed out (a shared
+    container) is still seen, and that message is built again."""
+    url = f"sqlite:///{tmp_path}/older.db"
+    thread = new_thread()
+    stored = _chat(url, thread, 4)
+    cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    checked: list[Any] = []
+    changed = serde_module._changed
+
+    def counting(v: Any, fp: Any) -> Any:
+        checked.append(v)
+        return changed(v, fp)
+
+    monkeypatch.setattr(serde_module, "_changed", counting)
+    with StatekeeperSaver.from_url(url) as saver:
+        latest = saver.get_tuple(cfg)
+        assert latest is not None
+        older_cfg: Any = latest.parent_config
+        older = saver.get_tuple(older_cfg)
+        assert older is not None
+        got = older.checkpoint["channel_values"]["messages"]
+        assert got == stored[: len(got)] and len(got) >= 6
+        assert checked == []  # every cached message was unchanged: no field-by-field check
+        got[0].additional_kwargs["leak"] = True  # shared with the cached original
+        again = saver.get_tuple(older_cfg)
+        assert again is not None
+        assert again.checkpoint["channel_values"]["messages"] == stored[: len(got)]
+        assert checked  # the changed one was told apart (then built again)

@@ -196,14 +196,14 @@ async def test_older_checkpoints_are_kept_for_the_threads_read_last_only(url: st
         for chain in chains:
             await chain.step({"a": "one"})
             await chain.step({"a": "two"})
-        loads: list[int | None] = []
-        store_load = saver.store.load
+        loads: list[str] = []  # older checkpoints looked up in storage (by their key)
+        store_find_key = saver.store.find_key
 
-        async def counted(agent_id: str, *args: Any, **kwargs: Any) -> Any:
-            loads.append(kwargs.get("at_seq"))
-            return await store_load(agent_id, *args, **kwargs)
+        async def counted(agent_id: str, key: str) -> Any:
+            loads.append(key)
+            return await store_find_key(agent_id, key)
 
-        saver.store.load = counted  # type: ignore[method-assign]
+        saver.store.find_key = counted  # type: ignore[method-assign]
         for chain in chains:  # the first thread's kept entry goes when the last is read
             await api.get_tuple(config(chain.thread_id, checkpoint_id=chain.ids[0]))
         assert len(loads) == len(chains)
@@ -244,19 +244,19 @@ async def test_an_older_checkpoint_read_again_is_not_replayed_again(api: Api) ->
     await chain.step({"b": {"big": "y" * 200}})
     older = config(chain.thread_id, checkpoint_id=chain.ids[1])
     await api.put_writes(older, [("a", "pending")], "task-1")
-    loads: list[int | None] = []
-    store_load = api.saver.store.load
+    loads: list[str] = []  # older checkpoints looked up in storage (by their key)
+    store_find_key = api.saver.store.find_key
 
-    async def counted(agent_id: str, *args: Any, **kwargs: Any) -> Any:
-        loads.append(kwargs.get("at_seq"))
-        return await store_load(agent_id, *args, **kwargs)
+    async def counted(agent_id: str, key: str) -> Any:
+        loads.append(key)
+        return await store_find_key(agent_id, key)
 
-    api.saver.store.load = counted  # type: ignore[method-assign]
+    api.saver.store.find_key = counted  # type: ignore[method-assign]
     first = await api.get_tuple(older)
     await chain.step({"a": "a4"})  # the thread moves on
     second = await api.get_tuple(older)
     assert first is not None and second is not None
-    assert len(loads) == 1 and loads[0] is not None
+    assert len(loads) == 1
     for got in (first, second):
         assert got.checkpoint["id"] == chain.ids[1]
         assert got.checkpoint["channel_values"] == {"a": "a2", "b": {"big": "x" * 200}}

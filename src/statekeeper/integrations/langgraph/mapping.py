@@ -15,6 +15,8 @@ older ones, so ``get_tuple`` of the latest checkpoint decodes one small document
           "meta": <packed metadata>,
           "vals": {"<channel>": <packed value>},            # values of "cp"
           "top":  "<greatest checkpoint id put>",
+          "rec":  {"c": id, "b": seq, "n": {...}, "v": {...}, "k": [...], "sn": {...}},
+                                                              # see history.record
           "re":   {"<checkpoint id>": <seq>},                # ids put again (rare)
           "w":    {"<checkpoint id>": {"<task id>": {"p": task_path,
                                                      "i": {"<idx>": [channel, packed]}}}}
@@ -22,10 +24,12 @@ older ones, so ``get_tuple`` of the latest checkpoint decodes one small document
       }
     }
 
-Each ``put`` is one ``lg.cp`` event whose JSON Patch changes only what changed
-(the versions that moved, the channel values in ``new_versions`` — for a list only the
-appended items —, the new pool entries and ``top``), so a chat costs storage linear in
-its length. The event carries an idempotency key naming the checkpoint
+Each ``put`` is one ``lg.cp`` event whose JSON Patch changes only what changed in
+the values (the channel values in ``new_versions`` — for a list only the appended
+items —, the new pool entries and ``top``) and replaces the header ``cp``, ``meta`` and
+the record ``rec`` whole (small), so a chat costs storage linear in its length and the
+event alone, with the latest document, describes its checkpoint (see
+:func:`.history.from_record`). The event carries an idempotency key naming the checkpoint
 (:func:`.history.checkpoint_key`): the document *at* its seq is that checkpoint, so an
 older checkpoint is one key lookup and ``store.load(at_seq=...)``. Each ``put_writes``
 is one ``lg.w`` event adding entries under ``w``; the next checkpoint's event removes

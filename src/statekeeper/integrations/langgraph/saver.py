@@ -313,19 +313,6 @@ def _prefixed(ops: builtins.list[Op], prefix: str) -> builtins.list[Op]:
     return ops
 
 
-def _smallest(old: Any, new: Any, path: str) -> builtins.list[Op]:
-    """The JSON Patch from ``old`` to ``new`` at ``path``: a diff, or one replace when
-    that is shorter (e.g. when most versions in a small map moved)."""
-    if old is new:
-        return []
-    ops = patch.diff(old, new)
-    if len(ops) > 1:
-        replace = [{"op": "replace", "path": "", "value": new}]
-        if len(orjson.dumps(replace)) < len(orjson.dumps(ops)):
-            ops = replace
-    return _prefixed(ops, path)
-
-
 def _note_written(st: _Stream, at: str, value: Any, packed: Any) -> None:
     """Remember where a write put each message of ``value`` (a message or a list of
     them), and the reference it stored there."""
@@ -1055,45 +1042,46 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         ]
         cid = header["h"][0]
         nsd = st.doc["ns"].get(ns)
+        seq = st.seq + 1  # the event's (one checkpoint per event: see _take_batch)
         if nsd is None:
             fresh = m.new_ns()
-            fresh.update(cp=header, meta=meta, vals=vals, top=cid)
+            rec = h.record(None, None, {}, vals, (), seq, cid)
+            fresh.update(cp=header, meta=meta, vals=vals, top=cid, rec=rec)
             ops.append({"op": "add", "path": m.ptr("ns", ns), "value": fresh})
             return ops, h.checkpoint_key(ns, cid)
         base = m.ptr("ns", ns)
         old_cp = nsd["cp"]
-        if old_cp is None:
-            ops.append({"op": "replace", "path": f"{base}/cp", "value": header})
-        else:
-            for key in old_cp:
-                if key not in header:
-                    ops.append({"op": "remove", "path": f"{base}/cp/{key}"})
-            for key, value in header.items():
-                if key not in old_cp:
-                    ops.append({"op": "add", "path": f"{base}/cp/{key}", "value": value})
-                else:
-                    ops.extend(_smallest(old_cp[key], value, f"{base}/cp/{key}"))
-        if nsd["meta"] is None:
-            ops.append({"op": "replace", "path": f"{base}/meta", "value": meta})
-        else:
-            ops.extend(_smallest(nsd["meta"], meta, f"{base}/meta"))
+        # header and metadata whole: the event is then the checkpoint's record, read by
+        # seq (see history.from_record)
+        ops.append({"op": "replace", "path": f"{base}/cp", "value": header})
+        ops.append({"op": "replace", "path": f"{base}/meta", "value": meta})
         old_vals: dict[str, Any] = nsd["vals"]
         for ch in old_vals:
             if ch not in vals:
                 ops.append({"op": "remove", "path": m.ptr("ns", ns, "vals", ch)})
+        appended: builtins.list[str] = []
         for ch, cell in vals.items():
             path = m.ptr("ns", ns, "vals", ch)
             if ch not in old_vals:
                 ops.append({"op": "add", "path": path, "value": cell})
             elif old_vals[ch] is not cell:
-                ops.extend(_prefixed(patch.diff(old_vals[ch], cell), path))
+                change = patch.diff(old_vals[ch], cell)
+                if type(cell) is list and all(
+                    op["op"] == "add" and op["path"] == "/-" for op in change
+                ):
+                    appended.append(ch)
+                ops.extend(_prefixed(change, path))
+        prev = old_cp["h"][0] if old_cp is not None else None
+        rec = h.record(nsd.get("rec"), prev, old_vals, vals, appended, seq, cid)
+        if cid in nsd["w"]:  # writes made before its put: only the document at seq has them
+            rec["w"] = 1
+        ops.append({"op": "add", "path": f"{base}/rec", "value": rec})
         head = st.heads.get(ns)
         if head is None or cid > head:
             ops.append({"op": "add", "path": f"{base}/top", "value": cid})
             return ops, h.checkpoint_key(ns, cid)
         # an id put before (or older than the latest): its seq goes in the document,
         # after those of its earlier puts (their windows hold its earlier writes)
-        seq = st.seq + 1
         again = h.put_again(nsd, cid)
         if "re" not in nsd:
             ops.append({"op": "add", "path": f"{base}/re", "value": {cid: [seq]}})
@@ -1320,6 +1308,10 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 seqs.insert(0, found.last_seq)
         if not seqs:
             return None
+        if len(seqs) == 1:  # put once: its event is its record (see history.from_record)
+            found_rec = await self._by_record(st, ns, cid, seqs[0])
+            if found_rec is not None:
+                return found_rec
         writes: dict[str, Any] | None = None
         for seq in seqs:
             nsd = (await self.store.load(st.agent_id, at_seq=seq)).data["ns"].get(ns)
@@ -1328,6 +1320,26 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             # each put's window holds the writes archived after it (see history.py)
             found_writes = await h.older_writes(self.store, st.agent_id, ns, cid, seq, nsd)
             writes = h.merge_tasks(writes, found_writes)
+        return nsd, writes
+
+    async def _by_record(
+        self, st: _Stream, ns: str, cid: str, seq: int
+    ) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+        """An older checkpoint put once at ``seq`` from its event's record and the
+        latest document, and its writes from the events after it: usually one read of
+        ``1 + FIRST_WINDOW`` events. None when the record cannot serve."""
+        first = h.FIRST_WINDOW
+        events = [
+            e async for e in self.store.history(st.agent_id, after_seq=seq - 1, to_seq=seq + first)
+        ]
+        if not events or events[0].seq != seq:
+            return None
+        ops = events[0].ops or ()
+        nsd = h.from_record(ops, ns, cid, seq, st.doc["ns"][ns])
+        if nsd is None:
+            return None
+        nsd["w"] = h.writes_at(ops, ns, cid)  # its event may hold some (a batch)
+        writes = await h.older_writes(self.store, st.agent_id, ns, cid, seq, nsd, events[1:], first)
         return nsd, writes
 
     async def _thread_ids(self) -> AsyncIterator[str]:

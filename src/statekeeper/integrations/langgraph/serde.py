@@ -45,7 +45,7 @@ import hashlib
 import math
 import sys
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -108,7 +108,7 @@ class Stored:
     followed by a put or another read of the message never computes it (a cold read
     of a 400-message chat built 400 fingerprints it never used)."""
 
-    __slots__ = ("fields", "fp", "template")
+    __slots__ = ("expect", "fields", "fp", "template")
 
     def __init__(self, template: tuple[tuple[str, ...], tuple[Any, ...]], fields: dict[str, Any]):
         self.template = template
@@ -117,6 +117,25 @@ class Stored:
         #: messages with it, so working it out again each time made the writes of a
         #: 200-turn chat ~29 % more CPU in the saver (39k resolutions instead of 400)
         self.fp: Fingerprint | None = None
+        #: the message's ``__dict__`` as built (see :meth:`unchanged`), once asked
+        self.expect: dict[str, Any] | None = None
+
+    def unchanged(self, v: Any) -> bool:
+        """Whether message ``v`` (built from these fields) holds exactly what it was
+        built with: one dict comparison (C) instead of :func:`_changed`'s field loop.
+        Empty containers compare as fresh empty ones; False may be a false alarm (a
+        tuple field compared with a list: the caller then asks :func:`_changed`)."""
+        expect = self.expect
+        if expect is None:
+            names, parts = self.template
+            fields = self.fields
+            expect = self.expect = {
+                name: fields[name]
+                if type(part) is _Field
+                else (_FRESH[part]() if type(part) is bytes else part)
+                for name, part in zip(names, parts, strict=True)
+            }
+        return bool(getattr(v, "__dict__", None) == expect)
 
     def resolve(self) -> Fingerprint:
         fp = self.fp
@@ -125,6 +144,10 @@ class Stored:
             fields = self.fields
             fp = self.fp = names, tuple([fields[p.name] if type(p) is _Field else p for p in parts])
         return fp
+
+
+#: an empty container's frozen bytes -> a new empty container of its usual type
+_FRESH: dict[bytes, Callable[[], Any]] = {b"{}": dict, b"[]": list}
 
 
 class _Field:
@@ -609,7 +632,7 @@ class ValueCodec:
         straight from them (unpacking them would copy the dict for nothing), and its
         fingerprint is left to be worked out when needed (:class:`Stored`)."""
         hit = built.cache.get(key)
-        if hit is None or _changed(hit[0], resolved(hit[1])) != set():
+        if hit is None or not _unchanged(hit):
             fields = body[1]
             plain = True
             for x in fields.values():
@@ -648,14 +671,26 @@ def _fingerprint_built(
         key = (type(value), tuple(fields))
         template = _TEMPLATES.get(key, _TEMPLATES)
         if template is not _TEMPLATES and template is not None:
-            return Stored(template, fields), _MESSAGE_OVERHEAD + sum(
-                [len(x) for x in fields.values() if type(x) is str]
+            # the size estimate counts the content only (most of a chat message's
+            # bytes): summing every field's length was ~6 % of a cold read's CPU
+            content = fields.get("content")
+            return Stored(template, fields), _MESSAGE_OVERHEAD + (
+                len(content) if type(content) is str else 0
             )
         fp = fingerprint(value)
         if template is _TEMPLATES:
             _TEMPLATES[key] = _template(value, fields, fp)
         return fp, None
     return fingerprint(value), None
+
+
+def _unchanged(hit: tuple[Any, Fingerprint | Stored, int]) -> bool:
+    """Whether a built message still holds what its fingerprint says (see
+    :meth:`Stored.unchanged`, then :func:`_changed`)."""
+    fp = hit[1]
+    if type(fp) is Stored and fp.unchanged(hit[0]):
+        return True
+    return _changed(hit[0], resolved(fp)) == set()
 
 
 def _alive(ref: weakref.ref[Any], v: object) -> bool:
