@@ -283,6 +283,10 @@ def _check_header(path: str) -> None:
 #: estimated WAL pages between two checkpoints (SQLite's own auto-checkpoint default)
 CHECKPOINT_PAGES = 1000
 
+#: the longest a loop of lone appends goes without a pass of its event loop (seconds;
+#: see SQLiteBackend._open_commit): the I/O and timers of other tasks wait no longer
+PASS_EVERY = 0.001
+
 
 class _Busy(StatekeeperError):
     """Inline ``BEGIN IMMEDIATE`` found the write lock taken: retry on the writer thread.
@@ -366,6 +370,8 @@ _Queued: TypeAlias = AppendRequest | NextRow
 _Outcome: TypeAlias = AppendResult | BaseException | None
 #: the entry of a commit queue while its first append lets the loop run once
 _OPENED: Any = (None, None)
+#: what a loop without asyncio's ``_ready`` queue answers for it: "others are ready"
+_ALWAYS = (None,)
 #: a lone append found the writer busy: nothing was written, the writer thread takes it
 _BUSY: Any = object()
 _PATCH = EventType.PATCH
@@ -482,6 +488,8 @@ class SQLiteBackend(Backend):
         ] = {}
         #: the loops with a batch of their queue on the writer thread
         self._in_flight: set[asyncio.AbstractEventLoop] = set()
+        #: loop time by which a lone append lets its loop make a pass (PASS_EVERY)
+        self._pass_due = 0.0
         # held while the writer connection is in use, by the writer thread or inline
         self._writer_busy = threading.Lock()
         # Create the schema synchronously so a failure (not a database, no permission)
@@ -1157,32 +1165,40 @@ class SQLiteBackend(Backend):
         self, loop: asyncio.AbstractEventLoop, request: AppendRequest | None, row: NextRow | None
     ) -> _Outcome:
         """The first append of an empty queue (``request``, or ``row`` from
-        :meth:`append_next`): it lets the loop run once (the appends of the tasks ready
-        now join it), then flushes the queue itself — one pass of the loop per lone
-        append, where a flush scheduled with call_soon and a wake-up from its future
-        took two. Alone after that pass (the common case of a loop of saves), it is
-        committed here without the queue's bookkeeping (no future, no request list,
-        no _flush or _settle); the result of a ``row`` is None.
+        :meth:`append_next`). When another task of the loop is ready to run, it lets
+        the loop run once (the appends of the tasks ready now join it; a flush
+        scheduled with call_soon and a wake-up from its future took two passes), then
+        flushes the queue itself. Alone after that pass — or with nothing else ready
+        and a pass made less than :data:`PASS_EVERY` ago: no other task could join it
+        or is kept waiting for it, and the I/O and timers the pass would poll wait at
+        most that long —, it is committed here without the queue's bookkeeping (no
+        future, no request list, no _flush or _settle); the result of a ``row`` is
+        None. (Whether another task is ready is the loop's ``_ready`` queue: asyncio's
+        event loops have one; a loop without it gets a pass every time.)
 
-        Until the pass is over the queue holds a placeholder: nothing else flushes a
-        queue this method opened (a flush is scheduled only with a queue's first
-        append, and no batch of this loop is in flight), so it is replaced by the real
-        entry before any flush sees it."""
+        During the pass the queue holds a placeholder: nothing else flushes a queue
+        this method opened (a flush is scheduled only with a queue's first append, and
+        no batch of this loop is in flight), so it is replaced by the real entry
+        before any flush sees it."""
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
-        queue = self._queues[loop] = [_OPENED]
-        try:
-            await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            if self._queues.get(loop) is queue:  # the others that joined still go
-                del queue[0]
-                if queue:
-                    loop.call_soon(self._flush, loop)
-                else:
-                    del self._queues[loop]
-            raise
-        if len(queue) == 1 and not self._closed:
-            del self._queues[loop]
+        queue = None
+        if getattr(loop, "_ready", _ALWAYS) or loop.time() >= self._pass_due:
+            queue = self._queues[loop] = [_OPENED]
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                if self._queues.get(loop) is queue:  # the others that joined still go
+                    del queue[0]
+                    if queue:
+                        loop.call_soon(self._flush, loop)
+                    else:
+                        del self._queues[loop]
+                raise
+            self._pass_due = loop.time() + PASS_EVERY
+        if queue is None or (len(queue) == 1 and not self._closed):
+            if queue is not None:
+                del self._queues[loop]
             if request is not None:
                 result = self._commit_lone(
                     _pages((request,)), self._append_one, self._append_cursor, request
@@ -1195,7 +1211,8 @@ class SQLiteBackend(Backend):
             if result is not _BUSY:
                 self._committed(1)
                 return result  # type: ignore[no-any-return]
-            self._queues[loop] = queue  # the writer is busy: the thread takes it
+            # the writer is busy: the thread takes it
+            queue = self._queues[loop] = [_OPENED] if queue is None else queue
         future: asyncio.Future[_Outcome] = loop.create_future()
         queue[0] = (request if request is not None else row, future)  # type: ignore[assignment]
         self._flush(loop)
