@@ -203,6 +203,10 @@ async def _bytecodes(side: str, path: Path, top: int) -> str:
             counts[(code.co_filename.rsplit("/", 1)[-1], code.co_name, code.co_firstlineno)] += 1
         return tracer
 
+    if side == "sk-seq-nopass":
+        from statekeeper.backends import sqlite
+
+        sqlite.PASS_EVERY = 1.0
     agents = int(side.rsplit("-", 1)[1]) if side.startswith("sk-group-") else 4
     wl = Workload(agents, FIRST, FIRST + 30, chars=CHARS)
     docs = {a: wl.docs(a) for a in wl.agent_ids}
