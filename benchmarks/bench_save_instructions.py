@@ -13,6 +13,11 @@ growing by one message per save, each save a fresh ``{"messages": msgs[:n]}``):
 
 - ``sk-seq``: ``StateStore.save``, ``durability="sync"``, one agent at a time;
 - ``sk-seq-memory``: the same on ``memory://`` (the store's own cost, no engine);
+- ``sk-seq-nopass``: ``sk-seq`` with ``sqlite.PASS_EVERY`` at 1 s: what a save costs
+  when it skips its pass of the event loop (no other task ready, a pass made less than
+  ``PASS_EVERY`` ago). Under valgrind a save takes longer than the default 1 ms, so in
+  ``sk-seq`` every save still makes its pass; on a quiet machine most of a loop of
+  saves skip it;
 - ``sk-agent``: ``DurableAgent.save`` of 4 agents, each save appending one message to
   ``agent.data["messages"]`` (tracked: the agent's ops are written as they are);
 - ``lg-seq``: LangGraph ``SqliteSaver.put`` of the same states (the peer);
@@ -50,7 +55,16 @@ from _common import BareCommits, Workload, lg_config, lg_open, lg_plan, table
 CHARS = 300
 FIRST = 10  # messages in the first state (as in bench_hotpath)
 STEPS = 60  # the workload is built for this many steps in every run (its cost cancels)
-SIDES = ("sk-seq", "sk-seq-memory", "sk-agent", "lg-seq", "bare", "sk-group-16", "sk-group-64")
+SIDES = (
+    "sk-seq",
+    "sk-seq-nopass",
+    "sk-seq-memory",
+    "sk-agent",
+    "lg-seq",
+    "bare",
+    "sk-group-16",
+    "sk-group-64",
+)
 
 
 async def _sk_seq(path: Path, rounds: int, url: str | None = None) -> int:
@@ -126,6 +140,11 @@ def child(side: str, rounds: int) -> int:
         path = Path(tmp) / "bench.db"
         if side == "sk-seq":
             return asyncio.run(_sk_seq(path, rounds))
+        if side == "sk-seq-nopass":
+            from statekeeper.backends import sqlite
+
+            sqlite.PASS_EVERY = 1.0
+            return asyncio.run(_sk_seq(path, rounds))
         if side == "sk-seq-memory":
             return asyncio.run(_sk_seq(path, rounds, "memory://"))
         if side == "sk-agent":
@@ -184,6 +203,10 @@ async def _bytecodes(side: str, path: Path, top: int) -> str:
             counts[(code.co_filename.rsplit("/", 1)[-1], code.co_name, code.co_firstlineno)] += 1
         return tracer
 
+    if side == "sk-seq-nopass":
+        from statekeeper.backends import sqlite
+
+        sqlite.PASS_EVERY = 1.0
     agents = int(side.rsplit("-", 1)[1]) if side.startswith("sk-group-") else 4
     wl = Workload(agents, FIRST, FIRST + 30, chars=CHARS)
     docs = {a: wl.docs(a) for a in wl.agent_ids}

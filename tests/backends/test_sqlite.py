@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from statekeeper.backends.sqlite import CHECKPOINT_PAGES, SQLiteBackend
+from statekeeper.backends.sqlite import _BUSY, CHECKPOINT_PAGES, SQLiteBackend
 from statekeeper.errors import (
     BackendError,
     ConfigurationError,
@@ -101,6 +101,39 @@ async def test_a_loop_of_appends_lets_other_tasks_run(tmp_path: Path) -> None:
     between = "".join(trace)[: "".join(trace).rindex("w")]
     # the other task ran between every two appends
     assert "ww" not in between, between
+
+
+async def test_a_lone_append_with_nothing_else_ready_makes_no_pass_of_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no other task ready, an append has nothing to wait for in a pass of the
+    loop (no append could join it, no task is kept waiting): it commits at once, and
+    a pass is made only once PASS_EVERY of loop time went by since the last one (the
+    I/O and timers a pass polls). The test above: with another task ready, one pass
+    per append as before."""
+    backend = SQLiteBackend(tmp_path / "pass.db", synchronous="OFF")
+    passes = 0
+    sleep = asyncio.sleep
+
+    async def counted(delay: float, result: Any = None) -> Any:
+        nonlocal passes
+        passes += 1
+        return await sleep(delay, result)
+
+    monkeypatch.setattr(asyncio, "sleep", counted)
+    loop = asyncio.get_running_loop()
+    try:
+        backend._pass_due = loop.time() + 3600.0  # (as if a pass had just been made)
+        for seq in range(1, 21):
+            await backend.append(request("a", seq - 1))
+        assert passes == 0
+        backend._pass_due = 0.0  # PASS_EVERY went by: the next append makes a pass
+        await backend.append(request("a", 20))
+        assert passes == 1
+        assert backend._pass_due > loop.time()  # (and the bound starts again from it)
+        assert await backend.head("a") == 21
+    finally:
+        await backend.close()
 
 
 async def test_a_write_lock_held_elsewhere_never_blocks_the_loop(tmp_path: Path) -> None:
@@ -210,9 +243,9 @@ async def test_a_due_checkpoint_runs_before_the_next_commit(tmp_path: Path) -> N
         order.append("append")
         return append_sync(requests)
 
-    def logged_lone(one: Any) -> Any:  # (a lone append committed inline)
-        found = commit_lone(one)
-        if found is not None:
+    def logged_lone(*args: Any) -> Any:  # (a lone append committed inline)
+        found = commit_lone(*args)
+        if found is not _BUSY:
             order.append("append")
         return found
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
+from statekeeper.backends.sqlite import _BUSY
 from statekeeper.errors import StoreClosed
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph.loop import SharedLoop
@@ -59,9 +60,9 @@ def test_a_sqlite_write_commits_on_the_thread_that_called_put(tmp_path: Path) ->
             committed_on.append(threading.get_ident())
             return write(requests)
 
-        def recorded_lone(one: Any) -> Any:  # a lone append committed inline
-            found = lone(one)
-            if found is not None:
+        def recorded_lone(*args: Any) -> Any:  # a lone append committed inline
+            found = lone(*args)
+            if found is not _BUSY:
                 committed_on.append(threading.get_ident())
             return found
 

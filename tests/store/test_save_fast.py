@@ -135,6 +135,79 @@ async def test_the_fast_and_the_general_path_store_the_same_records(
         assert (loaded.data, loaded.fsm_state) == (saves[-1][0], "busy")
 
 
+@pytest.mark.parametrize(
+    ("url", "durability"),
+    [("sqlite:///{tmp}/p.db", "sync"), ("sqlite:///{tmp}/p.db", "group"), ("memory://", "sync")],
+)
+async def test_a_cached_save_reaches_the_engine_in_plain_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, durability: str
+) -> None:
+    """The common save crosses to the engine as one ``append_next`` call (no request,
+    event or result object on the way), also in ``group`` on an engine that batches
+    appends itself (SQLite); anything else is still an ``append`` of a request."""
+    engine = type(StateStore(url.format(tmp=tmp_path))._writes.backend)
+    counted = {"append": 0, "append_next": 0}
+    for name in counted:
+        original = getattr(engine, name)
+
+        def counting(*args: Any, _original: Any = original, _name: str = name) -> Any:
+            counted[_name] += 1
+            return _original(*args)
+
+        monkeypatch.setattr(engine, name, counting)
+    async with StateStore(url.format(tmp=tmp_path), durability=durability) as store:
+        await store.save("a", {"messages": []})  # created: the general path
+        for n in range(1, 11):
+            await store.save("a", {"messages": [f"m{i}" for i in range(n)]})
+        assert counted == {"append": 1, "append_next": 10}
+        await store.save("a", {"messages": []}, info={"why": "reset"})
+        assert counted == {"append": 2, "append_next": 10}
+        assert (await store.load("a")).data == {"messages": []}
+        assert (await store.verify()).ok
+
+
+async def test_concurrent_cached_saves_share_commits_and_store_what_the_general_path_does(
+    tmp_path: Path,
+) -> None:
+    """16 agents saving at once (``group``): their plain-argument appends queue in
+    the engine as they are and share commits; every record is byte for byte what the
+    general path stores."""
+    agents = [f"agent-{i}" for i in range(16)]
+    commits: dict[str, tuple[int, int]] = {}
+    for name, fast in (("fast.db", True), ("general.db", False)):
+        async with StateStore(
+            f"sqlite:///{tmp_path}/{name}", clock=FakeClock(step=1.0), durability="group"
+        ) as store:
+            store._writes.fast = fast
+            for a in agents:  # one at a time: the same clock readings in both files
+                await store.save(a, {"messages": []})
+            engine: Any = store._writes.backend
+            before = engine.append_commits
+
+            async def run(a: str) -> None:
+                for n in range(1, 9):
+                    await store.save(a, {"messages": [f"{a} m{i}" for i in range(n)]})
+
+            await asyncio.gather(*(run(a) for a in agents))
+            commits[name] = (engine.append_commits - before, 16 * 8)
+            assert (await store.verify()).ok
+    made, saves = commits["fast.db"]
+    assert made <= saves // 4  # (shared: 16 saves ready at once go in one commit)
+
+    async def streams(path: Path) -> list[Any]:
+        backend = SQLiteBackend(path)
+        try:
+            return [
+                [(e.seq, e.type, e.payload, e.checksum) for e in await backend.read(a, 0, None)]
+                + [await backend.head_tag(a)]
+                for a in agents
+            ]
+        finally:
+            await backend.close()
+
+    assert await streams(tmp_path / "fast.db") == await streams(tmp_path / "general.db")
+
+
 async def test_an_observer_attached_after_open_still_observes_every_save(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

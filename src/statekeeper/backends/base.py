@@ -30,9 +30,9 @@ import functools
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ..arguments import check_name, check_stored_id
+from ..arguments import MAX_ID_BYTES, check_name, check_stored_id
 from ..errors import (
     CapabilityUnsupported,
     ConfigurationError,
@@ -48,6 +48,7 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    EventType,
     FeedRecord,
     Fence,
     LeaseInfo,
@@ -67,15 +68,18 @@ __all__ = [
     "Capability",
     "Health",
     "LatestRead",
+    "NextRow",
     "StoreRequest",
     "append_outcome",
     "check_fence",
     "check_lease_grant",
     "check_prune",
     "lease_lost",
+    "next_request",
     "prefix_end",
     "validate_batch",
     "validate_from_base",
+    "validate_next",
     "validate_request",
     "validate_rewrite",
     "validate_ttl",
@@ -285,6 +289,30 @@ class Backend(abc.ABC):
             except Exception as exc:
                 results.append(exc)
         return results
+
+    async def append_next(
+        self,
+        agent_id: str,
+        seq: int,
+        timestamp: float,
+        payload: bytes,
+        checksum: bytes,
+        head_tag: bytes | None,
+        expected_tag: bytes | None,
+        snapshot: RawSnapshot | None = None,
+    ) -> None:
+        """Append one ``patch`` event numbered ``seq`` to a head at ``seq - 1`` — the
+        store's common save, in plain arguments: exactly :meth:`append` of
+        ``AppendRequest(agent_id, seq - 1, (RawEvent(seq, "patch", timestamp, payload,
+        checksum),), snapshot, head_tag=head_tag, expected_tag=expected_tag,
+        check_tag=compares_head_tag)`` (which is what this default does), without
+        the request objects. :class:`~statekeeper.errors.ConflictError`, nothing
+        written, when the head moved (or, on an engine that compares head tags, carries
+        another tag than ``expected_tag``); ``snapshot``, when given, sits on ``seq``.
+        An engine overrides it where building the records costs (SQLite, memory)."""
+        validate_next(agent_id, seq, snapshot)
+        row = (agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot)
+        await self.append(next_request(row, self.compares_head_tag))
 
     #: True when :meth:`append_together` is offered (one atomic commit for several
     #: streams' appends); the governed store then writes a mutation and its audit
@@ -832,6 +860,49 @@ def validate_request(request: AppendRequest) -> None:
     snap = request.snapshot
     if snap is not None and not (request.expected_seq < snap.seq <= request.events[-1].seq):
         raise ConfigurationError(f"snapshot seq {snap.seq} is not one of the appended seqs")
+
+
+_MAX_ID = MAX_ID_BYTES // 4
+#: the arguments of :meth:`Backend.append_next`, in order: ``(agent_id, seq, timestamp,
+#: payload, checksum, head_tag, expected_tag, snapshot)``
+NextRow: TypeAlias = tuple[
+    str, int, float, bytes, bytes, bytes | None, bytes | None, RawSnapshot | None
+]
+
+
+def next_request(row: NextRow, check_tag: bool = True) -> StoreRequest:
+    """The append :meth:`Backend.append_next` makes of ``row`` (checked with
+    :func:`validate_next`), as a request: for an engine's default, a queue's batch, a
+    group commit."""
+    agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot = row
+    return StoreRequest(
+        agent_id,
+        seq - 1,
+        (RawEvent(seq, EventType.PATCH, timestamp, payload, checksum),),
+        snapshot,
+        None,
+        None,
+        head_tag,
+        expected_tag,
+        check_tag,
+    )
+
+
+def validate_next(agent_id: str, seq: int, snapshot: RawSnapshot | None) -> None:
+    """:func:`validate_request` of :meth:`Backend.append_next`'s arguments (for an
+    engine that overrides it): the agent id, ``seq >= 1``, a snapshot on ``seq``."""
+    if not (  # the common case of check_stored_id, inline (as there: every save)
+        agent_id.__class__ is str
+        and 0 < len(agent_id) <= _MAX_ID
+        and agent_id.isascii()
+        and agent_id[0] != "\x01"
+        and "\x00" not in agent_id
+    ):
+        check_stored_id(agent_id)
+    if seq.__class__ is not int or seq < 1:
+        raise ConfigurationError(f"append_next: seq must be an int >= 1, got {seq!r}")
+    if snapshot is not None and snapshot.seq != seq:
+        raise ConfigurationError(f"snapshot seq {snapshot.seq} is not the appended seq {seq}")
 
 
 def validate_from_base(request: AppendRequest, base: RawSnapshot) -> None:

@@ -20,6 +20,7 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    EventType,
     FeedRecord,
     LeaseInfo,
     RawEvent,
@@ -35,6 +36,7 @@ from .base import (
     check_lease_grant,
     check_prune,
     validate_from_base,
+    validate_next,
     validate_request,
     validate_rewrite,
     validate_together,
@@ -201,26 +203,58 @@ class MemoryBackend(Backend):
 
     def _commit(self, request: AppendRequest) -> AppendResult:
         """Store a checked append (see :meth:`append`)."""
-        stream = self._streams.get(request.agent_id)
-        key = request.idempotency_key
+        events = request.events
+        first, last = events[0].seq, events[-1].seq
+        stream = self._land(request.agent_id, events, request.head_tag, request.snapshot)
+        if request.idempotency_key is not None:
+            stream.keys[request.idempotency_key] = (first, last)
+        return AppendResult(request.agent_id, first, last)
+
+    async def append_next(
+        self,
+        agent_id: str,
+        seq: int,
+        timestamp: float,
+        payload: bytes,
+        checksum: bytes,
+        head_tag: bytes | None,
+        expected_tag: bytes | None,
+        snapshot: RawSnapshot | None = None,
+    ) -> None:
+        self._check()
+        validate_next(agent_id, seq, snapshot)
+        stream = self._streams.get(agent_id)
+        head = len(stream.events) if stream is not None else 0
+        if head != seq - 1 or (stream is not None and stream.head_tag != expected_tag):
+            raise ConflictError(agent_id, seq - 1, head)
+        event = RawEvent(seq, EventType.PATCH, timestamp, payload, checksum)
+        self._land(agent_id, (event,), head_tag, snapshot)
+
+    def _land(
+        self,
+        agent_id: str,
+        events: Sequence[RawEvent],
+        head_tag: bytes | None,
+        snapshot: RawSnapshot | None,
+    ) -> _Stream:
+        """Store checked ``events`` (and their snapshot) on the agent's stream, made
+        if it has none, and give them their feed positions; the stream."""
+        stream = self._streams.get(agent_id)
         if stream is None:
-            stream = _Stream(created_at=request.events[0].timestamp)
-            self._streams[request.agent_id] = stream
-        stream.events.extend(request.events)
-        stream.head_tag = request.head_tag
-        first, last = request.events[0].seq, request.events[-1].seq
-        if key is not None:
-            stream.keys[key] = (first, last)
-        if request.snapshot is not None:
-            self._put_snapshot(stream, request.snapshot)
-        for event in request.events:
+            stream = _Stream(created_at=events[0].timestamp)
+            self._streams[agent_id] = stream
+        stream.events.extend(events)
+        stream.head_tag = head_tag
+        if snapshot is not None:
+            self._put_snapshot(stream, snapshot)
+        for event in events:
             self._feed_last += 1
             self._feed_positions.append(self._feed_last)
-            self._feed_refs.append((request.agent_id, event.seq, stream))
+            self._feed_refs.append((agent_id, event.seq, stream))
         if self._feed_wakeup is not None:
             self._feed_wakeup.set()
             self._feed_wakeup = None
-        return AppendResult(request.agent_id, first, last)
+        return stream
 
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
         self._check()

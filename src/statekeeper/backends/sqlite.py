@@ -74,6 +74,7 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    EventType,
     FeedRecord,
     LeaseChange,
     LeaseInfo,
@@ -90,11 +91,13 @@ from .base import (
     Capability,
     Health,
     LatestRead,
+    NextRow,
     check_fence,
     check_lease_grant,
     check_prune,
     prefix_end,
     validate_from_base,
+    validate_next,
     validate_request,
     validate_rewrite,
     validate_together,
@@ -281,6 +284,10 @@ def _check_header(path: str) -> None:
 #: estimated WAL pages between two checkpoints (SQLite's own auto-checkpoint default)
 CHECKPOINT_PAGES = 1000
 
+#: the longest a loop of lone appends goes without a pass of its event loop (seconds;
+#: see SQLiteBackend._open_commit): the I/O and timers of other tasks wait no longer
+PASS_EVERY = 0.001
+
 
 class _Busy(StatekeeperError):
     """Inline ``BEGIN IMMEDIATE`` found the write lock taken: retry on the writer thread.
@@ -289,8 +296,8 @@ class _Busy(StatekeeperError):
 
 
 def _settle(
-    queue: Sequence[tuple[AppendRequest, asyncio.Future[AppendResult | BaseException]]],
-    outcome: Sequence[AppendResult | BaseException] | BaseException,
+    queue: Sequence[tuple[_Queued, asyncio.Future[_Outcome]]],
+    outcome: Sequence[_Outcome] | BaseException,
 ) -> None:
     """Hand each queued append its result (or the whole commit's failure)."""
     for index, (_, future) in enumerate(queue):
@@ -303,14 +310,14 @@ def _settle(
 
 
 def _outcome(
-    future: asyncio.Future[list[AppendResult | BaseException]],
-) -> list[AppendResult | BaseException] | BaseException:
+    future: asyncio.Future[list[_Outcome]],
+) -> list[_Outcome] | BaseException:
     if future.cancelled():
         return asyncio.CancelledError()
     return future.exception() or future.result()
 
 
-def _pages(requests: Sequence[AppendRequest]) -> int:
+def _pages(requests: Sequence[_Queued]) -> int:
     """Estimated WAL pages a commit of ``requests`` writes: two for the commit (head
     and index pages, shared by the requests of a batch), and per event one page plus
     one per half page of payload (a row that large fills a leaf page of its own and
@@ -319,6 +326,9 @@ def _pages(requests: Sequence[AppendRequest]) -> int:
     estimate against the WAL's real size at each checkpoint (``_wal_scale``)."""
     pages = 2
     for request in requests:
+        if isinstance(request, tuple):  # (append_next's arguments: one event)
+            pages += 1 + ((len(request[3]) + 1100) >> 11)
+            continue
         for event in request.events:
             pages += 1 + ((len(event.payload) + 1100) >> 11)
     return pages
@@ -353,6 +363,19 @@ _CREATE = (
 _INSERT_EVENT = (
     "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum) VALUES (?, ?, ?, ?, ?, ?)"
 )
+
+#: an append in a commit queue: a request, or :meth:`SQLiteBackend.append_next`'s
+#: arguments as they are
+_Queued: TypeAlias = AppendRequest | NextRow
+#: what a queued append comes back with (None: an ``append_next`` that landed)
+_Outcome: TypeAlias = AppendResult | BaseException | None
+#: the entry of a commit queue while its first append lets the loop run once
+_OPENED: Any = (None, None)
+#: what a loop without asyncio's ``_ready`` queue answers for it: "others are ready"
+_ALWAYS = (None,)
+#: a lone append found the writer busy: nothing was written, the writer thread takes it
+_BUSY: Any = object()
+_PATCH = EventType.PATCH
 
 
 class SQLiteBackend(Backend):
@@ -462,10 +485,12 @@ class SQLiteBackend(Backend):
         self._checkpoint_due = False
         self._queues: dict[
             asyncio.AbstractEventLoop,
-            list[tuple[AppendRequest, asyncio.Future[AppendResult | BaseException]]],
+            list[tuple[_Queued, asyncio.Future[_Outcome]]],
         ] = {}
         #: the loops with a batch of their queue on the writer thread
         self._in_flight: set[asyncio.AbstractEventLoop] = set()
+        #: loop time by which a lone append lets its loop make a pass (PASS_EVERY)
+        self._pass_due = 0.0
         # held while the writer connection is in use, by the writer thread or inline
         self._writer_busy = threading.Lock()
         # Create the schema synchronously so a failure (not a database, no permission)
@@ -891,6 +916,35 @@ class SQLiteBackend(Backend):
             self._put_snapshot(conn, agent_id, snap)
         return AppendResult(agent_id, first.seq, last.seq)
 
+    def _append_row(
+        self,
+        cur: _Executes,
+        agent_id: str,
+        seq: int,
+        timestamp: float,
+        payload: bytes,
+        checksum: bytes,
+        head_tag: bytes | None,
+        expected_tag: bytes | None,
+        snapshot: RawSnapshot | None,
+    ) -> None:
+        """:meth:`_append_one` of :meth:`append_next`'s one event, bound from its
+        arguments: the head's compare-and-set (seq and tag), then the event row."""
+        if seq == 1:
+            claimed = cur.execute(_CREATE, (agent_id, 1, timestamp, timestamp, head_tag)).rowcount
+        else:
+            claimed = cur.execute(
+                _CLAIM[True], (seq, timestamp, head_tag, agent_id, seq - 1, expected_tag)
+            ).rowcount
+        if claimed != 1:  # refused, nothing written
+            row = cur.execute(
+                "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+            raise ConflictError(agent_id, seq - 1, row[0] if row is not None else 0)
+        cur.execute(_INSERT_EVENT, (agent_id, seq, _PATCH, timestamp, payload, checksum))
+        if snapshot is not None:
+            self._put_snapshot(cur, agent_id, snapshot)
+
     @staticmethod
     def _put_snapshot(conn: _Executes, agent_id: str, snap: RawSnapshot) -> None:
         conn.execute(
@@ -899,9 +953,7 @@ class SQLiteBackend(Backend):
             (agent_id, snap.seq, snap.timestamp, snap.payload, snap.checksum),
         )
 
-    def _append_batch_sync(
-        self, requests: Sequence[AppendRequest]
-    ) -> list[AppendResult | BaseException]:
+    def _append_batch_sync(self, requests: Sequence[_Queued]) -> list[_Outcome]:
         conn = self._writer
         assert conn is not None
         cur = self._append_cursor
@@ -1001,18 +1053,23 @@ class SQLiteBackend(Backend):
         return existed
 
     def _append_all(
-        self, conn: _Executes, requests: Sequence[AppendRequest], savepoints: bool = False
-    ) -> list[AppendResult | BaseException]:
+        self, conn: _Executes, requests: Sequence[_Queued], savepoints: bool = False
+    ) -> list[_Outcome]:
         """Each request succeeds or fails on its own. A refusal is raised before the
         request wrote anything, so it needs no undo; without ``savepoints`` a
         constraint firing mid-request propagates (the caller rolls back and retries
-        the batch with one savepoint per request)."""
-        results: list[AppendResult | BaseException] = []
+        the batch with one savepoint per request). A request may be the arguments of
+        :meth:`append_next` as they are (its result: None)."""
+        results: list[_Outcome] = []
         for request in requests:
             if savepoints:
                 conn.execute("SAVEPOINT sk_req")
             try:
-                results.append(self._append_one(conn, request))
+                if isinstance(request, tuple):
+                    self._append_row(conn, *request)
+                    results.append(None)
+                else:
+                    results.append(self._append_one(conn, request))
             except (ConflictError, LeaseLost) as exc:
                 results.append(exc)
             except sqlite3.IntegrityError as exc:
@@ -1040,11 +1097,41 @@ class SQLiteBackend(Backend):
             if loop in self._queues or loop in self._in_flight:
                 result = await self._join_commit(request)
             else:
-                result = await self._open_commit(loop, request)
+                result = await self._open_commit(loop, request, None)
         if isinstance(result, BaseException):
             raise result
         assert isinstance(result, AppendResult)
         return result
+
+    async def append_next(
+        self,
+        agent_id: str,
+        seq: int,
+        timestamp: float,
+        payload: bytes,
+        checksum: bytes,
+        head_tag: bytes | None,
+        expected_tag: bytes | None,
+        snapshot: RawSnapshot | None = None,
+    ) -> None:
+        """:meth:`Backend.append_next`: as :meth:`append` — the same commit queue, the
+        same statements —, and when the append is alone, its row bound from the
+        arguments as they are (no request, event or result object; the store's common
+        save, ``benchmarks/bench_save_instructions.py``)."""
+        if self.readonly:
+            raise ReadOnlyStore(f"{self.path} is open read-only")
+        validate_next(agent_id, seq, snapshot)
+        row = (agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot)
+        if not self.inline_writes:
+            result = (await self._write(self._append_batch_sync, [row]))[0]
+        else:
+            loop = asyncio.get_running_loop()
+            if loop in self._queues or loop in self._in_flight:
+                result = await self._join_commit(row)
+            else:
+                result = await self._open_commit(loop, None, row)
+        if isinstance(result, BaseException):
+            raise result
 
     # -- the commit queue: group commit of the appends of one event loop ----------------
     #
@@ -1062,11 +1149,11 @@ class SQLiteBackend(Backend):
     #: the most appends one commit of the queue takes
     MAX_BATCH = 512
 
-    def _join_commit(self, request: AppendRequest) -> asyncio.Future[AppendResult | BaseException]:
+    def _join_commit(self, request: _Queued) -> asyncio.Future[_Outcome]:
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[AppendResult | BaseException] = loop.create_future()
+        future: asyncio.Future[_Outcome] = loop.create_future()
         queue = self._queues.get(loop)
         if queue is None:
             queue = self._queues[loop] = []
@@ -1076,56 +1163,83 @@ class SQLiteBackend(Backend):
         return future
 
     async def _open_commit(
-        self, loop: asyncio.AbstractEventLoop, request: AppendRequest
-    ) -> AppendResult | BaseException:
-        """The first append of an empty queue: it lets the loop run once (the appends
-        of the tasks ready now join it), then flushes the queue itself — one pass of
-        the loop per lone append, where a flush scheduled with call_soon and a wake-up
-        from its future took two."""
+        self, loop: asyncio.AbstractEventLoop, request: AppendRequest | None, row: NextRow | None
+    ) -> _Outcome:
+        """The first append of an empty queue (``request``, or ``row`` from
+        :meth:`append_next`). When another task of the loop is ready to run, it lets
+        the loop run once (the appends of the tasks ready now join it; a flush
+        scheduled with call_soon and a wake-up from its future took two passes), then
+        flushes the queue itself. Alone after that pass — or with nothing else ready
+        and a pass made less than :data:`PASS_EVERY` ago: no other task could join it
+        or is kept waiting for it, and the I/O and timers the pass would poll wait at
+        most that long —, it is committed here without the queue's bookkeeping (no
+        future, no request list, no _flush or _settle); the result of a ``row`` is
+        None. (Whether another task is ready is the loop's ``_ready`` queue: asyncio's
+        event loops have one; a loop without it gets a pass every time.)
+
+        During the pass the queue holds a placeholder: nothing else flushes a queue
+        this method opened (a flush is scheduled only with a queue's first append, and
+        no batch of this loop is in flight), so it is replaced by the real entry
+        before any flush sees it."""
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
-        future: asyncio.Future[AppendResult | BaseException] = loop.create_future()
-        queue = self._queues[loop] = [(request, future)]
-        try:
-            await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            future.cancel()
-            if self._queues.get(loop) is queue:  # the others that joined still go
-                loop.call_soon(self._flush, loop)
-            raise
-        if self._queues.get(loop) is queue:
-            if len(queue) == 1 and not self._closed:
-                # alone after all (the common case of a loop of saves): commit it here,
-                # without the queue's bookkeeping (_flush, _settle, the future's result)
+        queue = None
+        if getattr(loop, "_ready", _ALWAYS) or loop.time() >= self._pass_due:
+            queue = self._queues[loop] = [_OPENED]
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                if self._queues.get(loop) is queue:  # the others that joined still go
+                    del queue[0]
+                    if queue:
+                        loop.call_soon(self._flush, loop)
+                    else:
+                        del self._queues[loop]
+                raise
+            self._pass_due = loop.time() + PASS_EVERY
+        if queue is None or (len(queue) == 1 and not self._closed):
+            if queue is not None:
                 del self._queues[loop]
-                result = self._commit_lone(request)
-                if result is not None:
-                    self._committed(1)
-                    return result
-                self._queues[loop] = queue  # the writer is busy: the thread takes it
-            self._flush(loop)
+            if request is not None:
+                result = self._commit_lone(
+                    _pages((request,)), self._append_one, self._append_cursor, request
+                )
+            else:
+                assert row is not None
+                result = self._commit_lone(
+                    3 + ((len(row[3]) + 1100) >> 11), self._append_row, self._append_cursor, *row
+                )
+            if result is not _BUSY:
+                self._committed(1)
+                return result  # type: ignore[no-any-return]
+            # the writer is busy: the thread takes it
+            queue = self._queues[loop] = [_OPENED] if queue is None else queue
+        future: asyncio.Future[_Outcome] = loop.create_future()
+        queue[0] = (request if request is not None else row, future)  # type: ignore[assignment]
+        self._flush(loop)
         return await future
 
-    def _commit_lone(self, request: AppendRequest) -> AppendResult | BaseException | None:
-        """``_inline([request])[0]``: one append committed on this thread when the writer
-        is idle, as :meth:`_inline` and :meth:`_append_batch_sync` do it, written out
-        for the one request of a lone append (the common save: no list of requests, no
-        results list, no per-request loop; -9 % of the bytecodes a save runs in this
-        backend, ``benchmarks/bench_save_instructions.py --bytecodes sk-seq``)."""
+    def _commit_lone(self, pages: int, write: Callable[..., Any], *args: Any) -> Any:
+        """``write(*args)`` (one append's statements: :meth:`_append_one` or
+        :meth:`_append_row`) committed on this thread when the writer is idle, as
+        :meth:`_inline` and :meth:`_append_batch_sync` do it, written out for one
+        append (no list of requests, no results list, no per-request loop): what
+        ``write`` returns, the refusal it raised (nothing written), or :data:`_BUSY`
+        (nothing written) when the writer or the file's lock is busy. ``pages`` are
+        the WAL pages it adds (as :func:`_pages`)."""
         if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
-            return None
+            return _BUSY
         local = self._local
         local.inline = True
         conn = self._writer
         assert conn is not None
         cur = self._append_cursor
-        result: AppendResult | BaseException
         try:
             try:
                 self._begin(cur)
                 try:
                     try:
-                        result = self._append_one(cur, request)
+                        result = write(*args)
                     except (ConflictError, LeaseLost) as exc:
                         result = exc  # refused before anything was written
                     except sqlite3.IntegrityError as exc:
@@ -1141,17 +1255,14 @@ class SQLiteBackend(Backend):
                 with _translated(self.path):
                     raise
         except _Busy:
-            return None  # nothing written: wait for the lock on the writer thread
+            return _BUSY  # nothing written: wait for the lock on the writer thread
         finally:
             local.inline = False
             self._writer_busy.release()
-        pages = 2  # (as _pages)
-        for event in request.events:
-            pages += 1 + ((len(event.payload) + 1100) >> 11)
         self._wrote(pages)
         return result
 
-    def _inline(self, requests: list[AppendRequest]) -> list[AppendResult | BaseException] | None:
+    def _inline(self, requests: list[_Queued]) -> list[_Outcome] | None:
         """Commit ``requests`` on this thread when the writer is idle and no checkpoint
         waits; None (nothing written) when the writer or the file's lock is busy."""
         if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
@@ -1205,7 +1316,7 @@ class SQLiteBackend(Backend):
             return self._next(loop)
         self._in_flight.add(loop)
 
-        def landed(f: asyncio.Future[list[AppendResult | BaseException]]) -> None:
+        def landed(f: asyncio.Future[list[_Outcome]]) -> None:
             self._in_flight.discard(loop)
             outcome = _outcome(f)
             _settle(queue, outcome)
@@ -1257,7 +1368,9 @@ class SQLiteBackend(Backend):
         if not valid:
             done = []
         elif len(valid) == 1 and self.inline_writes:
-            done = [await self._join_commit(valid[0])]
+            one = await self._join_commit(valid[0])
+            assert one is not None  # (a request's outcome)
+            done = [one]
         else:  # several appends: the writer thread, while the loop prepares the next
             done = await self._write(self._append_batch_sync, valid, inline=False)
             self._committed(len(valid))

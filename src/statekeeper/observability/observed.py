@@ -103,6 +103,36 @@ class ObservedBackend(Backend):
             obs.end_span(span, None, result.last_seq)
         return result
 
+    async def append_next(
+        self,
+        agent_id: str,
+        seq: int,
+        timestamp: float,
+        payload: bytes,
+        checksum: bytes,
+        head_tag: bytes | None,
+        expected_tag: bytes | None,
+        snapshot: RawSnapshot | None = None,
+    ) -> None:
+        """Timed and counted as an ``append`` (it is one, in plain arguments)."""
+        obs = self._obs
+        span = None
+        if obs._tracer is not None:
+            span = obs.start_backend_span("append", agent_id)
+        t0 = _perf()
+        try:
+            await self.inner.append_next(
+                agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot
+            )
+        except BaseException as exc:
+            obs.backend_failed("append", exc, _perf() - t0, span)
+            raise
+        obs.append_hist.observe(_perf() - t0)
+        if snapshot is not None:
+            obs.snapshot_size.observe(len(snapshot.payload))
+        if span is not None:
+            obs.end_span(span, None, seq)
+
     async def append_batch(
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | BaseException]:

@@ -127,13 +127,16 @@ def plain(carried: list[bytes]) -> bool:
     tags them) and no ``"$t"`` string (the codec's tag key). One of those bytes inside
     a string only makes the answer a false "no". (A dict key that is not a str is not
     seen here: orjson refuses it, and the caller then serialises through the codec.)"""
+    # (the bytes as ints: ``b"\xcb" in packed`` makes and clears a TypeError inside
+    # CPython before it searches — it first tries the operand as an int —, ~600
+    # instructions each; ``0xCB in packed`` is one memchr)
     for packed in carried:
         if (
-            b"\xcb" in packed
-            or b"\xc4" in packed
-            or b"\xc5" in packed
-            or b"\xc6" in packed
-            or b"\xa2$t" in packed
+            0xCB in packed
+            or 0xC4 in packed
+            or 0xC5 in packed
+            or 0xC6 in packed
+            or (0x24 in packed and b"\xa2$t" in packed)
         ):
             return False
     return True

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, Protocol
 
-from ..backends.base import Backend
+from ..backends.base import Backend, NextRow, next_request
 from ..errors import ConfigurationError, WriteBufferError
 from ..records import AppendRequest, AppendResult
 
@@ -103,6 +103,17 @@ class GroupCommitter:
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._run())
         return await future
+
+    async def submit_next(self, row: NextRow) -> None:
+        """:meth:`submit` of ``Backend.append_next``'s arguments (one patch event on the
+        head at ``seq - 1``): handed as they are to an engine that batches appends by
+        itself, else as a request in the next shared commit."""
+        backend = self._backend
+        if self.auditor is None and backend.groups_appends:
+            self.appends += 1
+            await backend.append_next(*row)
+            return
+        await self.submit(next_request(row))
 
     async def _run(self) -> None:
         while self._pending:

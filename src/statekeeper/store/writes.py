@@ -31,7 +31,7 @@ import orjson
 
 from .. import patch
 from ..arguments import check_mapping, check_name, check_optional_name
-from ..backends.base import Backend, StoreRequest, check_fence
+from ..backends.base import Backend, NextRow, StoreRequest, check_fence
 from ..codec import ZERO_LINK, Codec, TypeRegistry
 from ..codec.formats import JSON
 from ..codec.types import to_plain
@@ -413,7 +413,8 @@ class WritePipeline:
                 body_bytes = codec.serialize(body, "event")
             sealed = codec.seal(agent_id, seq, PATCH, now, body_bytes, record.link)
             payload, link, checksum = sealed.payload, sealed.link, sealed.checksum
-            if ops and (packed is None or (b"$" in body_bytes and b'"$t"' in body_bytes)):
+            # (0x24, "$", as an int: one memchr; see change.plain)
+            if ops and (packed is None or (0x24 in body_bytes and b'"$t"' in body_bytes)):
                 return None  # typed values in the ops: build() applies them, as write() does
             # The state after the event is made on ``record`` itself once the append is
             # acknowledged (a dozen attribute stores, where a copy-on-write record
@@ -441,18 +442,9 @@ class WritePipeline:
             else:
                 copy = None
             tag = codec.head_tag(agent_id, seq, link)
-            request = StoreRequest(
-                agent_id,
-                base,
-                (RawEvent(seq, PATCH, now, payload, checksum),),
-                snapshot,
-                None,
-                None,
-                tag,
-                record.tag,
-                True,
+            result = await self._append_trusted(
+                agent_id, None, (agent_id, seq, now, payload, checksum, tag, record.tag, snapshot)
             )
-            result = await self._append_trusted(agent_id, request)
             if result is None:  # made again by write() on a validated read
                 return None
             if copy is not None:
@@ -525,15 +517,28 @@ class WritePipeline:
             else:
                 del held[agent_id]
 
-    async def _append_trusted(self, agent_id: str, request: AppendRequest) -> AppendResult | None:
+    async def _append_trusted(
+        self, agent_id: str, request: AppendRequest | None, row: NextRow | None = None
+    ) -> AppendResult | None:
         """The append of a save built on the cached record without reading it first
         (:meth:`save_fast`, :meth:`append_made`), alone or through the group committer:
         its result, or None on a conflict (the record was stale: dropped from the cache
         and counted in :attr:`retries`, for the caller's general path to make it again).
-        Any other failure drops the record too and is raised."""
+        Any other failure drops the record too and is raised.
+
+        ``row``, instead of a request: the arguments of ``Backend.append_next`` (one
+        patch event on the cached head, :meth:`save_fast`): no request object is
+        made on the way to an engine that takes them as they are."""
         try:
             group = self.group
-            if group is None:
+            if request is None:
+                assert row is not None
+                if group is None:
+                    await self.backend.append_next(*row)
+                else:
+                    await group.submit_next(row)
+                result = AppendResult(agent_id, row[1], row[1])
+            elif group is None:
                 result = await self.backend.append(request)
             else:
                 result = await group.submit(request)
@@ -605,7 +610,7 @@ class WritePipeline:
         new.link = sealed.link
         new.checksum = sealed.checksum
         new.replay_bytes = (record.replay_bytes if record is not None else 0) + len(sealed.payload)
-        plain = codec.format.id == JSON and not (b"$" in body_bytes and b'"$t"' in body_bytes)
+        plain = codec.format.id == JSON and not (0x24 in body_bytes and b'"$t"' in body_bytes)
         if ops and packed is not None and plain and not new.rich:
             new.data, new.dumped, new.blob = HELD_AS_BYTES, packed, None
         elif ops:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 
@@ -126,6 +127,68 @@ class HeadTagConformance(Contract):
             await backend.append(untagged)
         await backend.append(request("a", 3))
         assert (await backend.append(untagged_at(4))).last_seq == 5
+
+    async def test_append_next_stores_what_the_same_append_stores(self, backend: Backend) -> None:
+        """``append_next`` — one patch event on the head at ``seq - 1``, in plain
+        arguments (the store's common save) — stores the event, the head tag and the
+        snapshot that ``append`` of the same request stores, and refuses what it refuses,
+        writing nothing: a moved head, another incarnation's tag (on an engine that
+        compares tags), a bad id, seq or snapshot."""
+        first = RawSnapshot(2, 11.0, b"snap-2", b"sum-2")
+        await backend.append_next("a", 1, 10.0, b"one", b"sum-1", b"t1", None)
+        await backend.append_next("a", 2, 11.0, b"two", b"sum-2", b"t2", b"t1", first)
+        await backend.append(tagged(request("b", 0), b"u1"))  # the same, as a request
+        await backend.append(tagged(request("b", 1, snap_at=2), b"u2"))
+        stored = [
+            (e.seq, e.type, e.timestamp, e.payload, e.checksum) for e in await backend.read("a")
+        ]
+        assert stored == [
+            (1, "patch", 10.0, b"one", b"sum-1"),
+            (2, "patch", 11.0, b"two", b"sum-2"),
+        ]
+        assert await backend.head_tag("a") == (2, b"t2")
+        assert await backend.latest_snapshot("a") == first
+        assert [e.type for e in await backend.read("b")] == ["patch", "patch"]
+        with pytest.raises(ConflictError):  # the head moved on
+            await backend.append_next("a", 2, 12.0, b"late", b"x", b"t-late", b"t1")
+        if backend.compares_head_tag:
+            with pytest.raises(ConflictError):  # the right seq, another incarnation
+                await backend.append_next("a", 3, 12.0, b"other", b"x", b"t3", b"t-other")
+        with pytest.raises(ConflictError):  # a new stream starts at seq 1
+            await backend.append_next("c", 2, 12.0, b"gap", b"x", None, None)
+        with pytest.raises(InvalidAgentId):
+            await backend.append_next("", 1, 12.0, b"x", b"x", None, None)
+        for seq in (0, -1):
+            with pytest.raises(ConfigurationError):
+                await backend.append_next("c", seq, 12.0, b"x", b"x", None, None)
+        with pytest.raises(ConfigurationError):  # a snapshot must sit on the appended seq
+            await backend.append_next("c", 1, 12.0, b"x", b"x", None, None, first)
+        assert await backend.head_tag("a") == (2, b"t2")
+        assert [e.seq for e in await backend.read("a")] == [1, 2]
+        assert await backend.head("c") == 0
+        await backend.append_next("a", 3, 12.0, b"three", b"sum-3", None, b"t2")  # untagged
+        assert await backend.head_tag("a") == (3, None)
+        if backend.supports(Capability.FEED):  # every landed event is in the feed, in order
+            fed = [(r.agent_id, r.event.seq) for r in await backend.read_feed(0, 100)]
+            assert fed == [("a", 1), ("a", 2), ("b", 1), ("b", 2), ("a", 3)]
+
+    async def test_append_next_and_appends_made_at_once_all_land(self, backend: Backend) -> None:
+        """``append_next`` calls and requests made concurrently (an engine's group
+        commit takes both) land each on its own, and a stale one among them fails
+        alone."""
+        await backend.append_next("s", 1, 1.0, b"s1", b"x", b"s1", None)
+        results = await asyncio.gather(
+            *(backend.append_next(f"n{i}", 1, 1.0, b"p", b"x", b"t", None) for i in range(6)),
+            *(backend.append(request(f"r{i}", 0)) for i in range(3)),
+            backend.append_next("s", 1, 2.0, b"stale", b"x", b"s2", None),
+            return_exceptions=True,
+        )
+        assert results[:6] == [None] * 6
+        assert [r.last_seq for r in results[6:9]] == [1, 1, 1]  # type: ignore[union-attr]
+        assert isinstance(results[9], ConflictError)
+        for i in range(6):
+            assert await backend.head_tag(f"n{i}") == (1, b"t")
+        assert [e.payload for e in await backend.read("s")] == [b"s1"]
 
     async def test_a_batch_compares_each_head_tag(self, backend: Backend) -> None:
         """``check_tag`` in a batch (the group-commit path): each request's tag is
