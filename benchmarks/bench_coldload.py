@@ -4,10 +4,10 @@ One process, rounds alternating which side goes first, loads interleaved per loa
 medians with their spread (min..max of the per-round ratio, p25..p75 of latencies).
 Chat states: plain-dict messages of ~300 characters, one message added per save.
 
-* ``every=100``: ``snapshot_every=100`` (the default), the head 0/1/50/99 events past
-  the last snapshot (100 + k saves).
-* ``auto``: ``snapshot_every="auto"``, one agent per head position 100..100+P-1 saves:
-  every position of at least one whole snapshot interval.
+* ``every=100``: ``snapshot_every=100`` (the default before ``"cost"``), the head
+  0/1/50/99 events past the last snapshot (100 + k saves).
+* ``cost``: ``snapshot_every="cost"`` (the default: by replay cost), one agent per head
+  position 100..100+P-1 saves: every position of at least one whole snapshot interval.
 * Each statekeeper load is a ``StateStore(url, cache_size=0).load`` (every load reads
   storage, verifies and folds), the peer's ``SqliteSaver.get_tuple`` of the same chat
   (the same documents put as checkpoints, one per save).
@@ -16,9 +16,10 @@ Chat states: plain-dict messages of ~300 characters, one message added per save.
   ``Backend.read_state`` — to isolate the one-statement change in the same run.
 * ``floor``: what any verified load of that state must do at least, on the same file
   and the same SQLite connection settings: one ``SELECT`` of the snapshot row,
-  SHA-256 of its bytes (statekeeper's record checksum) and ``orjson.loads`` of its
-  body — no chain, no tail, no head check, no Python around it.
-* A fresh process (interpreter + import + open + first load) on the worst ``auto``
+  SHA-256 of its bytes (statekeeper's record checksum) and the parse of its body
+  (``orjson.loads``, or ``msgpack.unpackb`` for a snapshot stored as a save's packed
+  bytes) — no chain, no tail, no head check, no Python around it.
+* A fresh process (interpreter + import + open + first load) on the worst ``cost``
   position, statekeeper vs SqliteSaver, paired trials (``bench_hotpath.fresh_process``).
 
 Run::
@@ -40,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgpack  # type: ignore[import-untyped]
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -53,18 +55,18 @@ EVERY_K = (0, 1, 50, 99)
 
 
 async def build(tmp: Path, positions: int) -> dict[str, Any]:
-    """Two statekeeper files (every=100, auto) and one SqliteSaver file, same chats."""
+    """Two statekeeper files (every=100, cost) and one SqliteSaver file, same chats."""
     msgs = make_messages(100 + max(max(EVERY_K), positions), seed=7, chars=CHARS)
     saver = lg_open(tmp / "lg.db", "OFF")
     agents: dict[str, dict[str, Any]] = {}
     plans: dict[str, list[tuple[str, int]]] = {
         "every100": [(f"k{k}", 100 + k) for k in EVERY_K],
-        "auto": [(f"h{100 + p}", 100 + p) for p in range(positions)],
+        "cost": [(f"h{100 + p}", 100 + p) for p in range(positions)],
     }
     try:
         for mode, plan in plans.items():
             url = sk_url(tmp / f"{mode}.db", "OFF")
-            every: Any = 100 if mode == "every100" else "auto"
+            every: Any = 100 if mode == "every100" else "cost"
             async with StateStore(url, durability="sync", snapshot_every=every) as store:
                 for agent, saves in plan:
                     docs = [{"messages": msgs[: i + 1]} for i in range(saves)]
@@ -90,14 +92,14 @@ async def build(tmp: Path, positions: int) -> dict[str, Any]:
 async def load_round(tmp: Path, agents: dict[str, Any], loads: int, sk_first: bool) -> dict:
     stores = {
         mode: StateStore(sk_url(tmp / f"{mode}.db", "FULL"), cache_size=0)
-        for mode in ("every100", "auto")
+        for mode in ("every100", "cost")
     }
-    two = StateStore(sk_url(tmp / "auto.db", "FULL"), cache_size=0)
+    two = StateStore(sk_url(tmp / "cost.db", "FULL"), cache_size=0)
     two._reads.native_state = False  # the read path before read_state: two statements
     saver = lg_open(tmp / "lg.db", "FULL")
     bare = {
         mode: sqlite3.connect(f"file:{tmp / f'{mode}.db'}?mode=ro", uri=True)
-        for mode in ("every100", "auto")
+        for mode in ("every100", "cost")
     }
 
     def floor(mode: str, agent: str) -> Any:
@@ -110,6 +112,8 @@ async def load_round(tmp: Path, agents: dict[str, Any], loads: int, sk_first: bo
             .fetchone()
         )
         hashlib.sha256(row[0]).digest()
+        if row[0][1] == 1:  # msgpack: a save's packed bytes
+            return msgpack.unpackb(row[0][35:])
         return orjson.loads(row[0][35:])
 
     out: dict[str, Any] = {}
@@ -122,7 +126,7 @@ async def load_round(tmp: Path, agents: dict[str, Any], loads: int, sk_first: bo
                 "lg": lambda c=cfg: saver.get_tuple(c),
                 "floor": lambda m=info["mode"], a=agent: floor(m, a),
             }
-            if info["mode"] == "auto":
+            if info["mode"] == "cost":
                 sides["two"] = lambda a=agent: two.load(a)
             for fn in sides.values():  # first touch (pages, statement cache): untimed
                 r = fn()
@@ -223,11 +227,11 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         res = summary(rounds, agents)
         print(f"\n## cold load ({args.loads} loads x {args.rounds} rounds, FULL)\n")
         print(render(res, agents))
-        auto = [k for k in agents if agents[k]["mode"] == "auto"]
-        worst = max(auto, key=lambda k: res[k]["ratio"]["median"])
-        ratios = [res[k]["ratio"]["median"] for k in auto]
+        cost = [k for k in agents if agents[k]["mode"] == "cost"]
+        worst = max(cost, key=lambda k: res[k]["ratio"]["median"])
+        ratios = [res[k]["ratio"]["median"] for k in cost]
         print(
-            f"\nauto, every head position: ratio median {median(ratios):.2f}x, worst "
+            f"\ncost (the default), every head position: ratio median {median(ratios):.2f}x, worst "
             f"{max(ratios):.2f}x ({worst}); every=100: "
             + ", ".join(
                 f"k={agents[k]['k']} {res[k]['ratio']['median']:.2f}x"
@@ -237,7 +241,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         )
         payload.update(agents=agents, loads=res)
         if args.trials:
-            url = sk_url(tmp / "auto.db", "FULL")
+            url = sk_url(tmp / "cost.db", "FULL")
             # the fresh-process children read the peer's thread under the agent's name
             saver = lg_open(tmp / "lg.db", None)
             saver.conn.execute(

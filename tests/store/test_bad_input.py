@@ -201,10 +201,13 @@ async def test_flipped_snapshot_bytes_are_detected(
 ) -> None:
     await _populate(db_url, open_store)
     with closing(sqlite3.connect(_db(db_url))) as conn, conn:
-        conn.execute(
-            "UPDATE sk_snapshots SET payload = CAST(replace(CAST(payload AS TEXT), "
-            "'\"n\":4', '\"n\":5') AS BLOB) WHERE agent_id = 'gamma' AND seq = 4"
-        )
+        where = "WHERE agent_id = 'gamma' AND seq = 4"
+        (payload,) = conn.execute(f"SELECT payload FROM sk_snapshots {where}").fetchone()
+        # n=4 made 5 in whichever format the snapshot is stored (JSON, or msgpack: the
+        # packed bytes of a save): the record stays well-formed, only its checksum tells
+        changed = payload.replace(b'"n":4', b'"n":5').replace(b"\xa1n\x04", b"\xa1n\x05")
+        assert changed != payload
+        conn.execute(f"UPDATE sk_snapshots SET payload = ? {where}", (changed,))
         assert conn.total_changes == 1
     store = open_store(db_url)
     # the damaged snapshot is skipped: the load replays the intact events instead

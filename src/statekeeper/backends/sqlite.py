@@ -181,18 +181,22 @@ ORDER BY 1
 #: a cold load's one statement (one read transaction, so one consistent view): the
 #: head row (tag 0), the latest snapshot (tag 1) and the events after it (tag 2), each
 #: arm a primary-key lookup or range. No ORDER BY: sorting the union costs a temporary
-#: B-tree per arm (~30 % of the statement); the rows are put in order in Python.
+#: B-tree per arm (~30 % of the statement); the rows are put in order in Python. No
+#: common table for the snapshot either: one used by two arms is materialised (its
+#: payload copied into a temporary table and read back), where a subquery is a
+#: co-routine and the events' bound a lookup in the covering index (callgrind: 115k
+#: instead of 176k instructions per statement for a 33 KB snapshot).
 _READ_STATE = """
-WITH snap AS (
-    SELECT seq, ts, payload, checksum FROM sk_snapshots
-    WHERE agent_id = ?1 ORDER BY seq DESC LIMIT 1
-)
 SELECT 0, head_seq, NULL, 0.0, head_tag, NULL FROM sk_agents WHERE agent_id = ?1
 UNION ALL
-SELECT 1, seq, NULL, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM snap
+SELECT * FROM (
+    SELECT 1, seq, NULL, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots
+    WHERE agent_id = ?1 ORDER BY seq DESC LIMIT 1
+)
 UNION ALL
 SELECT 2, seq, kind, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_events
-WHERE agent_id = ?1 AND seq > coalesce((SELECT seq FROM snap), 0)
+WHERE agent_id = ?1
+    AND seq > coalesce((SELECT max(seq) FROM sk_snapshots WHERE agent_id = ?1), 0)
 """
 
 

@@ -93,7 +93,7 @@ from ..errors import (
     KeyNotFound,
     SerializationError,
 )
-from .formats import FORMATS, JSON, Format
+from .formats import FORMATS, JSON, MSGPACK, Format
 from .types import TypeRegistry, from_plain
 
 if TYPE_CHECKING:
@@ -415,12 +415,14 @@ class Codec:
             if body is None:
                 raise TypeError("Codec.seal() missing required argument: 'body'")
         if (
-            fmt is None
+            (fmt is None or fmt in (MSGPACK, JSON))
             and self.keyring is None
             and not legacy_link
             and (self.compression == COMPRESS_NONE or len(body) < self.compress_min_bytes)
-        ):  # the common case, kept short: the payload is the canonical plaintext
-            payload = b"".join((self._plain_headers[0], prev, body))
+        ):  # the common case, kept short: the payload is the canonical plaintext (a
+            # snapshot made of a save's packed bytes names its format, msgpack)
+            header = self._plain_headers[0] if fmt is None else _CANON[fmt]
+            payload = b"".join((header, prev, body))
             link = _sha256(
                 b"".join(
                     (
@@ -736,28 +738,26 @@ class Codec:
         if (
             self.keyring is None
             and type(payload) is bytes
-            and payload.startswith(_PLAIN_HEADER)
+            and (payload.startswith(_PLAIN_HEADER) or payload.startswith(_PLAIN_MSGPACK))
             and type(checksum) is bytes
             and len(payload) >= 35
         ):  # every load's inner loop: the fast path of open(), inlined
-            link = _sha256(
+            hashed = _sha256(
                 b"".join(
-                    (
-                        b"sk-link/1",
-                        _names(agent_id, record_type),
-                        _seq_ts.pack(seq, timestamp),
-                        payload,
-                    )
+                    (b"sk-link/1", _names(agent_id, record_type), _seq_ts.pack(seq, timestamp))
                 )
-            ).digest()
+            )
+            hashed.update(payload)  # (not joined: a snapshot's bytes are not copied)
+            link = hashed.digest()
             if link != checksum:
                 raise IntegrityError(agent_id, seq, f"{record_type} record checksum mismatch")
             body = payload[35:]
-            opened = _new_tuple(Opened, (body, payload[3:35], link, JSON, None, VERSION))
+            opened = _new_tuple(Opened, (body, payload[3:35], link, payload[1], None, VERSION))
         else:
             opened = self.open(agent_id, seq, record_type, timestamp, payload, checksum)
             body = opened[0]
-        if opened[3] == JSON:  # inlined: this is every load's inner loop
+        fmt = opened[3]
+        if fmt == JSON:  # inlined: this is every load's inner loop
             try:
                 doc = _orjson_loads(body)
             except ValueError as exc:
@@ -765,7 +765,10 @@ class Codec:
             if b"$" in body and b'"$t"' in body:
                 return from_plain(doc, self.types), opened, True
             return doc, opened, False
-        return self.deserialize(body, agent_id, seq, fmt=opened.format), opened, True
+        # msgpack (a snapshot made of a save's packed bytes, or a msgpack store): typed
+        # values are tagged as in JSON, with the tag key packed as a string
+        typed = fmt != MSGPACK or (b"$" in body and _MSGPACK_TAG in body)
+        return self.deserialize(body, agent_id, seq, fmt=fmt), opened, typed
 
     def decode_next(
         self,
@@ -963,6 +966,9 @@ _MAX_BODY = 1 << 31
 
 _CANON = tuple(bytes((VERSION, fmt, 0)) for fmt in range(4))
 _PLAIN_HEADER = bytes((VERSION, JSON, 0))
+_PLAIN_MSGPACK = bytes((VERSION, MSGPACK, 0))
+#: the tag key of a typed value, as msgpack packs it (:attr:`Format.marker`)
+_MSGPACK_TAG = b"\xa2$t"
 _sha256 = hashlib.sha256
 _new_tuple = tuple.__new__
 _orjson_loads = orjson.loads

@@ -24,6 +24,7 @@ __all__ = [
     "SNAPSHOT_TYPE",
     "event_body",
     "next_record",
+    "packed_snapshot_body",
     "snapshot_body",
     "snapshot_record",
     "to_event",
@@ -103,6 +104,57 @@ def snapshot_body(
     body["n"] = record.deltas + 1
     body["ops"] = delta_ops
     return body
+
+
+#: the tag key of a typed value as msgpack packs it (``"$t"``: see :mod:`..codec.types`)
+_PACKED_TAG = b"\xa2$t"
+_packb: Any = None  # msgpack.packb (imported on first use)
+
+
+def packed_snapshot_body(
+    record: AgentRecord, tune: list[float | None] | None = None
+) -> bytes | None:
+    """The body of a whole snapshot of ``record`` in msgpack, made of the packed bytes
+    of its top-level values that the save's change detection made already
+    (``AgentRecord.dumped``, see :mod:`.change`): the state is not unpacked and
+    serialised again, its bytes are the bytes stored. The same keys as
+    :func:`snapshot_body`, ``data`` last. None when those bytes are not at hand, or
+    may hold something a plain document does not (a typed value's tag): the caller
+    then encodes :func:`snapshot_body` through the codec."""
+    dumped = record.dumped
+    if dumped is None or record.rich:
+        return None
+    global _packb
+    if _packb is None:
+        import msgpack  # type: ignore[import-untyped]
+
+        _packb = msgpack.packb
+    packb = _packb
+    parts = []
+    for key, value in dumped.items():
+        if type(key) is not str or (b"$" in value and _PACKED_TAG in value):
+            return None
+        parts.append(packb(key))
+        parts.append(value)
+    head: dict[str, Any] = {
+        "fsm": record.fsm_state,
+        "v": record.schema_version,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "entered": record.fsm_entered_at,
+    }
+    if tune is not None:
+        head["tune"] = tune
+    packed_head = packb(head)  # a fixmap of its 5-6 keys: one more for "data"
+    n = len(dumped)
+    count = (
+        bytes((0x80 | n,))
+        if n < 16
+        else b"\xde" + n.to_bytes(2, "big")
+        if n < 0x10000
+        else b"\xdf" + n.to_bytes(4, "big")
+    )
+    return b"".join((bytes((packed_head[0] + 1,)), packed_head[1:], b"\xa4data", count, *parts))
 
 
 def snapshot_record(

@@ -20,7 +20,7 @@ import orjson
 from .. import patch
 from ..backends.base import Backend, LatestRead
 from ..codec import ZERO_LINK, Codec, Opened
-from ..codec.formats import JSON
+from ..codec.formats import JSON, MSGPACK
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
     AgentNotFound,
@@ -51,8 +51,10 @@ _loads = orjson.loads
 
 def rich(opened: Opened) -> bool:
     """True when a decoded body may hold typed values (not plain JSON)."""
-    body = opened.body
-    return opened.format != JSON or (b"$" in body and b'"$t"' in body)
+    body, fmt = opened.body, opened.format
+    if fmt == JSON:
+        return b"$" in body and b'"$t"' in body
+    return fmt != MSGPACK or (b"$" in body and b"\xa2$t" in body)  # (the tag key, packed)
 
 
 class ReadPath:
@@ -119,7 +121,12 @@ class ReadPath:
         record = snapshot_record(agent_id, raw, body, opened, data)
         record.snapshot_bytes = len(raw.payload)
         record.rich = rich(opened) or "base" in body  # (a delta's base may be rich)
-        if not record.rich and self.cache.max_size and next(reversed(body)) == "data":
+        if (
+            not record.rich
+            and self.cache.max_size
+            and opened.format == JSON
+            and next(reversed(body)) == "data"
+        ):
             # (kept for a cache: a store without one hands the parsed data over)
             # a whole plain snapshot ends with its data: those bytes are its JSON (the
             # values before it are a state name and numbers, and a quote inside a JSON

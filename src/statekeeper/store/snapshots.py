@@ -2,22 +2,33 @@
 
 A snapshot is the folded state at a seq, stored so that a load replays only the events
 after it. One is due with an event once the replay a load would do from the last one
-has reached its bound, in events (``snapshot_every``) or in stored bytes
-(``snapshot_bytes``); it is written in the same atomic append as that event.
+has reached its bound, in events (``snapshot_every``), in stored bytes
+(``snapshot_bytes``) or in cost (``snapshot_every="cost"``); it is written in the same
+atomic append as that event.
 
-``snapshot_every="auto"`` applies Young's optimal interval, from the snapshot cost,
-replay cost per event and cold loads per append the store measures itself
-(:mod:`.autotune`). Until it has measured them it chooses by replay cost: a load decodes the latest
-snapshot (cost ~ its stored bytes) and then each event after it (cost ~ its stored bytes
-plus a fixed :data:`AUTO_EVENT_COST` for the row, the checksum, the parse and the patch,
-measured in the same byte units: ~4-5 us per event against ~1 us per KiB of snapshot on
-the benchmark machine). A snapshot is due once the replay costs as much as decoding the
-last snapshot (at least :data:`AUTO_MIN_COST`), and after :data:`AUTO_MAX_EVENTS` events
+By replay cost (``snapshot_every="cost"``, the default): a load decodes the latest snapshot
+(cost ~ its stored bytes) and then each event after it (cost ~ its stored bytes plus a
+fixed :data:`EVENT_COST` for the row, the checksum, the parse and the patch, measured in
+the same byte units: ~4-5 us per event against ~1 us per KiB of snapshot on the
+benchmark machine). A snapshot is due once the replay costs as much as decoding the
+last snapshot (at least :data:`MIN_COST`: a small state is not snapshotted every other
+event), and after :data:`COST_MAX_EVENTS` events
 whatever the cost. So a load at any head does at most about twice the work of a load
-at a snapshot, whatever the state's size; the price is snapshot bytes written per
-event of about ``event bytes + AUTO_EVENT_COST`` (a small state: about half of its
-size per event). ``benchmarks/bench_snapshot_sweep.py`` compares it with fixed
-intervals on the CPU of a save plus a cold load per step. Every
+at a snapshot, whatever the state's size, and the snapshots cost each event about
+``event bytes + EVENT_COST`` bytes of snapshot written — the size of the change, not
+of the state. Keeping the head state
+materialised with every event instead would write the whole state with each one.
+A number ``snapshot_every=K`` stores one every K events exactly (and by
+``snapshot_bytes``), whatever they cost.
+
+A whole snapshot of a state that a save holds as the packed bytes of its top-level
+values (:mod:`.change`) is those bytes, in msgpack (:func:`.body.packed_snapshot_body`):
+nothing is unpacked and serialised again, so a snapshot costs its checksum and its
+storing. ``snapshot_every="auto"`` applies Young's optimal interval instead, from the
+snapshot cost, replay cost per event and cold loads per append the store measures itself
+(:mod:`.autotune`); until it has measured them it applies the replay-cost rule above.
+``benchmarks/bench_snapshot_sweep.py`` compares it with fixed intervals on the CPU of a
+save plus a cold load per step. Every
 ``full_snapshot_every``-th snapshot is stored whole, the others as a JSON Patch against
 the latest whole one (a *delta*), whose data the record keeps at hand
 (``AgentRecord.full_data``).
@@ -32,18 +43,22 @@ from typing import Any
 from .. import patch
 from ..backends.base import Backend
 from ..codec import Codec
+from ..codec.formats import MSGPACK
 from ..errors import IntegrityError, SerializationError, StateTooLarge
 from ..records import RawSnapshot
 from .autotune import MAX_EVENTS, AutoInterval
-from .body import SNAPSHOT_TYPE, snapshot_body
+from .body import SNAPSHOT_TYPE, packed_snapshot_body, snapshot_body
 from .reads import ReadPath
-from .state import AgentRecord, document
+from .state import AgentRecord, document, unpack_document
 from .verification import _reason
 
 __all__ = [
     "AUTO_EVENT_COST",
     "AUTO_MAX_EVENTS",
     "AUTO_MIN_COST",
+    "COST_MAX_EVENTS",
+    "EVENT_COST",
+    "MIN_COST",
     "Marks",
     "SnapshotPolicy",
     "mark_snapshot",
@@ -51,13 +66,23 @@ __all__ = [
 
 _log = logging.getLogger("statekeeper.store")
 
-#: ``snapshot_every="auto"``: the fixed cost of replaying one event, in stored bytes
-AUTO_EVENT_COST = 4096
-#: ... the least replay cost that makes a snapshot due (a tiny state is snapshotted
-#: every other event, not with every one: a load replays at most 2 events after it)
-AUTO_MIN_COST = 8 * 1024
+#: the replay-cost rule: the fixed cost of replaying one event, in stored bytes
+EVENT_COST = 4096
+#: ... the least replay cost that makes a snapshot due: a state smaller than this is
+#: snapshotted after about ``MIN_COST / (event bytes + EVENT_COST)`` events (~7), not
+#: every other one: its load stays cheap in absolute terms (~32 KiB-equivalent of
+#: replay at most) and its saves pay few snapshots (measured: docs/benchmarks.md,
+#: "Snapshots by replay cost")
+MIN_COST = 32 * 1024
 #: ... and the most events a load replays, whatever their cost
-AUTO_MAX_EVENTS = 100
+COST_MAX_EVENTS = 100
+#: ``snapshot_every="auto"`` until it has measured: the same rule with a smaller least
+#: cost (a tiny state every other event: what the sweep in docs/benchmarks.md found
+#: best when every save is followed by a cold load), and the same event bound
+AUTO_MIN_COST = 8 * 1024
+AUTO_MAX_EVENTS = COST_MAX_EVENTS
+#: (the name the per-event cost had when only ``"auto"`` applied the rule)
+AUTO_EVENT_COST = EVENT_COST
 
 #: what storing a snapshot changes in the record it was taken of:
 #: (snapshot_seq, full_seq, full_link, full_data, deltas, stored bytes)
@@ -99,7 +124,12 @@ class SnapshotPolicy:
         self.auto = every == "auto"
         self.tuner: AutoInterval | None = AutoInterval() if self.auto else None
         reads.tuner = self.tuner
-        self.every: int = MAX_EVENTS if every == "auto" else int(every)
+        #: snapshot_every="cost" (and "auto" until it has measured): by replay cost
+        self.by_cost = every == "cost" or self.auto
+        self.min_cost = AUTO_MIN_COST if self.auto else MIN_COST
+        self.every: int = (
+            MAX_EVENTS if every == "auto" else COST_MAX_EVENTS if every == "cost" else int(every)
+        )
         self.max_replay_bytes = max_replay_bytes
         self.full_every = full_every
         self.max_bytes = max_bytes
@@ -112,14 +142,17 @@ class SnapshotPolicy:
             self.max_replay_bytes is not None and record.replay_bytes >= self.max_replay_bytes
         ):
             return True
-        tuner = self.tuner
-        if tuner is None:
+        if not self.by_cost:
             return False
-        tuner.appends += 1  # E: appends between cold loads
-        if tuner.events is not None:  # measured: Young's (or Daly's) interval
-            return events >= tuner.events
-        return events >= AUTO_MAX_EVENTS or record.replay_bytes + AUTO_EVENT_COST * events >= max(
-            record.snapshot_bytes + AUTO_EVENT_COST, AUTO_MIN_COST
+        tuner = self.tuner
+        if tuner is not None:
+            tuner.appends += 1  # E: appends between cold loads
+            if tuner.events is not None:  # measured: Young's (or Daly's) interval
+                return events >= tuner.events
+            if events >= AUTO_MAX_EVENTS:
+                return True
+        return record.replay_bytes + EVENT_COST * events >= max(
+            record.snapshot_bytes + EVENT_COST, self.min_cost
         )
 
     def encode_timed(self, record: AgentRecord) -> tuple[RawSnapshot, Marks]:
@@ -147,18 +180,28 @@ class SnapshotPolicy:
             and 0 < record.full_seq < record.seq
             and record.deltas + 1 < self.full_every
         )
-        body = snapshot_body(
-            record,
-            patch.diff(record.full_data, document(record)) if delta else None,
-            self.tuner.carried() if self.tuner is not None else None,
-        )
-        plaintext = self.codec.serialize(body, "state")
+        tune = self.tuner.carried() if self.tuner is not None else None
+        # a whole snapshot of a state a save holds as packed bytes: those bytes (msgpack)
+        plaintext = None if delta else packed_snapshot_body(record, tune)
+        fmt: int | None = MSGPACK
+        if plaintext is None:
+            fmt = None  # the codec's format
+            body = snapshot_body(
+                record, patch.diff(record.full_data, document(record)) if delta else None, tune
+            )
+            plaintext = self.codec.serialize(body, "state")
         if self.max_bytes is not None and len(plaintext) > self.max_bytes:
             raise StateTooLarge(record.agent_id, "snapshot", len(plaintext), self.max_bytes)
         if record.link is None:  # pragma: no cover - prepare() found it
             raise IntegrityError(record.agent_id, record.seq, "the chain link is unknown")
         sealed = self.codec.seal(
-            record.agent_id, record.seq, SNAPSHOT_TYPE, record.updated_at, plaintext, record.link
+            record.agent_id,
+            record.seq,
+            SNAPSHOT_TYPE,
+            record.updated_at,
+            plaintext,
+            record.link,
+            fmt=fmt,
         )
         raw = RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
         if delta:
@@ -172,7 +215,11 @@ class SnapshotPolicy:
             )
         full_data = None
         if self.full_every > 1:  # a private copy, the base of the next deltas
-            full_data = self.codec.deserialize(plaintext, record.agent_id, record.seq)["data"]
+            if fmt == MSGPACK:
+                assert record.dumped is not None
+                full_data = unpack_document(record.dumped)
+            else:
+                full_data = self.codec.deserialize(plaintext, record.agent_id, record.seq)["data"]
         return raw, (record.seq, record.seq, record.link, full_data, 0, len(raw.payload))
 
     async def prepare(self, record: AgentRecord) -> None:

@@ -64,7 +64,7 @@ from .machines import Machines
 from .observing import FOLD_AT
 from .options import check_options, state_values
 from .reads import PAGE, ReadPath
-from .snapshots import AUTO_MAX_EVENTS, SnapshotPolicy
+from .snapshots import AUTO_MAX_EVENTS, COST_MAX_EVENTS, SnapshotPolicy
 from .state import AgentRecord
 from .verification import Problem, VerifyReport
 from .witnessing import WitnessGate, open_witness, vanished
@@ -128,12 +128,17 @@ class StateStore:
             None for ``$STATEKEEPER_URL`` or else ``sqlite:///statekeeper.db``.
         durability: ``"sync"``, ``"group"`` or ``"async"`` (see
             :mod:`statekeeper.store.durability` for what each guarantees).
-        snapshot_every: store a snapshot after this many events since the last one, or
-            ``"auto"``: every Young-optimal ``k = sqrt(2·C·E/r)`` events, from the
-            snapshot cost, replay cost per event and appends per cold load this store
-            measures (:mod:`statekeeper.store.autotune`); until it has measured them,
-            when replaying the events since the last one would cost as much as decoding
-            that snapshot (see :mod:`statekeeper.store.snapshots`).
+        snapshot_every: ``"cost"`` (the default): store a snapshot once replaying the
+            events since the last one would cost a load as much as decoding that
+            snapshot (their stored bytes plus a fixed cost per event, against its
+            stored bytes), and after 100 events whatever they cost: a cold load at any
+            head does at most about twice the work of one at a snapshot, and the
+            snapshots cost each save about its own size, whatever the state's (see
+            :mod:`statekeeper.store.snapshots`). A number: a snapshot after exactly
+            this many events since the last one. ``"auto"``: every Young-optimal
+            ``k = sqrt(2·C·E/r)`` events, from the snapshot cost, replay cost per event
+            and appends per cold load this store measures
+            (:mod:`statekeeper.store.autotune`); until it has measured them, by cost.
         snapshot_bytes: ... or once the events since the last one add up to this many
             stored bytes (None: no byte bound), so that a load never replays more than
             ``snapshot_every`` events nor much more than ``snapshot_bytes`` bytes.
@@ -209,7 +214,7 @@ class StateStore:
         backend: Backend | str | None = None,
         *,
         durability: Durability | str = "sync",
-        snapshot_every: int | Literal["auto"] = 100,
+        snapshot_every: int | Literal["cost", "auto"] = "cost",
         snapshot_bytes: int | None = 256 * 1024,
         cache_size: int = 1024,
         validate_cache: bool = True,
@@ -330,6 +335,8 @@ class StateStore:
         """The most events a load replays after the latest snapshot: ``snapshot_every``,
         or the interval ``"auto"`` measured (its event bound before it has measured)."""
         every = self.snapshot_every
+        if every == "cost":
+            return COST_MAX_EVENTS
         if every != "auto":
             return int(every)
         tuner = self._snapshots.tuner
