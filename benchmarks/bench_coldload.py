@@ -4,9 +4,9 @@ One process, rounds alternating which side goes first, loads interleaved per loa
 medians with their spread (min..max of the per-round ratio, p25..p75 of latencies).
 Chat states: plain-dict messages of ~300 characters, one message added per save.
 
-* ``every=100``: ``snapshot_every=100`` (the default before ``"cost"``), the head
+* ``every=100``: ``snapshot_every=100`` (the default), the head
   0/1/50/99 events past the last snapshot (100 + k saves).
-* ``cost``: ``snapshot_every="cost"`` (the default: by replay cost), one agent per head
+* ``cost``: ``snapshot_every="cost"`` (opt-in: by replay cost), one agent per head
   position 100..100+P-1 saves: every position of at least one whole snapshot interval.
 * Each statekeeper load is a ``StateStore(url, cache_size=0).load`` (every load reads
   storage, verifies and folds), the peer's ``SqliteSaver.get_tuple`` of the same chat
@@ -231,7 +231,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         worst = max(cost, key=lambda k: res[k]["ratio"]["median"])
         ratios = [res[k]["ratio"]["median"] for k in cost]
         print(
-            f"\ncost (the default), every head position: ratio median {median(ratios):.2f}x, worst "
+            f"\ncost (opt-in), every head position: ratio median {median(ratios):.2f}x, worst "
             f"{max(ratios):.2f}x ({worst}); every=100: "
             + ", ".join(
                 f"k={agents[k]['k']} {res[k]['ratio']['median']:.2f}x"

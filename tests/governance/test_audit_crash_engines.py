@@ -99,7 +99,7 @@ CHILD = textwrap.dedent(
             audit=Audit(clock=clock),
             witness=False,
             # snapshots only where the scenario asks for one (store.snapshot), each with
-            # its own entry: the default policy would also write one with a save (in the
+            # its own entry: a policy such as "cost" would also write one with a save (in the
             # save's append, recorded by the save's entry), which the check below could
             # not tell from an explicit snapshot stored without its entry
             snapshot_every=100,

@@ -1,4 +1,4 @@
-"""The default snapshot policy (``snapshot_every="cost"``): a snapshot once replaying
+"""The snapshot policy by replay cost (``snapshot_every="cost"``): a snapshot once replaying
 the events since the last one costs as much as decoding it, so a cold load at any head
 replays a bounded amount of work; a save's snapshot is the packed bytes it holds."""
 
@@ -37,11 +37,11 @@ async def _snapshot_bytes(store: StateStore, agent_id: str) -> dict[int, int]:
         below = snap.seq - 1
 
 
-async def test_a_cold_load_replays_at_most_one_snapshot_worth_by_default(
+async def test_a_cold_load_replays_at_most_one_snapshot_worth_by_cost(
     tmp_path: Path,
 ) -> None:
     url = _url(tmp_path)
-    async with StateStore(url) as writer:
+    async with StateStore(url, snapshot_every="cost") as writer:
         cold = StateStore(url, cache_size=0)
         decoded: list[int] = []
         decode_next = cold.codec.decode_next
@@ -71,8 +71,8 @@ async def test_a_cold_load_replays_at_most_one_snapshot_worth_by_default(
             await cold.close()
 
 
-async def test_the_default_snapshot_positions(tmp_path: Path) -> None:
-    async with StateStore(_url(tmp_path)) as store:
+async def test_the_cost_policys_snapshot_positions(tmp_path: Path) -> None:
+    async with StateStore(_url(tmp_path), snapshot_every="cost") as store:
         for n in range(1, len(MESSAGES) + 1):
             await store.save("chat", {"messages": MESSAGES[:n]})
         stored = await _snapshot_bytes(store, "chat")

@@ -6,7 +6,8 @@ has reached its bound, in events (``snapshot_every``), in stored bytes
 (``snapshot_bytes``) or in cost (``snapshot_every="cost"``); it is written in the same
 atomic append as that event.
 
-By replay cost (``snapshot_every="cost"``, the default): a load decodes the latest snapshot
+By replay cost (``snapshot_every="cost"``, opt-in; the default is every 100th event):
+a load decodes the latest snapshot
 (cost ~ its stored bytes) and then each event after it (cost ~ its stored bytes plus a
 fixed :data:`EVENT_COST` for the row, the checksum, the parse and the patch, measured in
 the same byte units: ~4-5 us per event against ~1 us per KiB of snapshot on the
