@@ -15,7 +15,9 @@ releases its thread). Reported per workload: saver writes per second (``put`` +
 ``put_writes`` calls / wall time), CPU seconds of the process (both savers run every
 write in this process, so CPU is comparable on a loaded machine), ``get_tuple`` of the
 latest and of an older checkpoint (warm: the saver that wrote the thread; cold: a new
-saver on the file), and bytes on disk (db + WAL after ``wal_checkpoint(TRUNCATE)``).
+saver on the file; each timed window starts after a ``gc.collect()``, so both
+savers' reads start at the same phase of the cyclic GC), and bytes on disk (db + WAL after
+``wal_checkpoint(TRUNCATE)``).
 Ratios are statekeeper over SqliteSaver (> 1: statekeeper better), with min–max over
 rounds.
 
@@ -29,6 +31,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -120,6 +123,12 @@ def reads(saver: Any, thread: str, older: str, n: int) -> dict[str, float]:
     old = {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": older}}
     out: dict[str, float] = {}
     for name, config in (("latest", latest), ("older", old)):
+        # Every window starts at the same phase of CPython's cyclic GC: a full collection
+        # costs ~60-120 ms here (~112k tracked objects after the imports alone, the savers'
+        # caches ~1-7k), and both savers' reads build the same ~400 messages, so one lands
+        # in ~60 reads, for either saver. Left to chance, a 50-read window held 0, 1 or 2
+        # of them (+0 to +4.8 ms a read) and one round's ratio swung from 0.5x to 2x.
+        gc.collect()
         wall, cpu = time.perf_counter(), time.process_time()
         for _ in range(n):
             assert saver.get_tuple(config) is not None
