@@ -18,7 +18,6 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.backends import sqlite_export
 from statekeeper.backends.base import Backend
-from statekeeper.codec.keys import Keyring
 from statekeeper.errors import BackupCorrupt, BackupError
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.backup.fileformat import (
@@ -31,7 +30,8 @@ from statekeeper.governance.backup.fileformat import (
 from statekeeper.governance.backup.restore import iter_entries
 from statekeeper.governance.policy import Policy
 
-STORE_KEY = bytes(range(32))
+from ._point_in_time import check_as_it_began, keyring, write_before_heads, write_during
+
 DATA = Path(__file__).parent / "data"
 
 
@@ -45,10 +45,6 @@ def decrypted_copy(file: Path, key: BackupKey) -> bytes:
             return Path(copy).read_bytes()
     finally:
         reader.close()
-
-
-def keyring() -> Keyring:
-    return Keyring({"k1": STORE_KEY})
 
 
 def version_of(file: Path) -> tuple[int, dict[str, Any]]:
@@ -458,15 +454,9 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
         loop = asyncio.get_running_loop()
         committed: list[str] = []
 
-        async def write() -> None:
-            await src.save("t0/a000", {"after": 1})
-            await src.save("t0/a000", {"after": 2})
-            await src.save("late/agent", {"new": True})
-            await src.delete("t1/a001")
-
         def during(table: str) -> None:  # in the copy's thread, inside its transaction
             if table == "sk_agents":
-                asyncio.run_coroutine_threadsafe(write(), loop).result()
+                asyncio.run_coroutine_threadsafe(write_during(src), loop).result()
                 committed.append(table)
 
         original = sqlite_export.copy_file
@@ -474,14 +464,10 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
         def copy_file(source: str, dest: str, prefix: str, timeout: float) -> None:
             original(source, dest, prefix, timeout, copied=during)
 
-        async def write_more() -> None:
-            await src.save("t2/a002", {"after": 1})
-            await src.save("later/agent", {"new": True})
-
         heads_of = filecopy._heads_of
 
         def between(conn: sqlite3.Connection) -> Any:  # the copy committed, heads not read
-            asyncio.run_coroutine_threadsafe(write_more(), loop).result()
+            asyncio.run_coroutine_threadsafe(write_before_heads(src), loop).result()
             committed.append("heads")
             return heads_of(conn)
 
@@ -493,20 +479,7 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
         monkeypatch.setattr(filecopy, "_heads_of", between)
         result = await backup(src, file, bkey)
         assert committed == ["sk_agents", "heads"]
-        assert await src.head("t0/a000") == 5 and await src.head("t1/a001") == 0
-        assert await src.head("t2/a002") == 4
-        assert result.agents == 12 and result.events == 36
-    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
-        await restore(dst, [file], bkey)
-        assert {a.agent_id: a.head_seq async for a in dst.iter_agents()} == before
-        assert (await dst.load("t0/a000")).data == {"i": 0, "j": 2}
-        assert (await dst.load("t1/a001")).data == {"i": 1, "j": 2}
-        assert (await dst.load("t2/a002")).data == {"i": 2, "j": 2}
-    reader = FrameReader(file, bkey)
-    try:
-        assert {a: h for a, h, _ in reader.heads()} == before
-    finally:
-        reader.close()
+        await check_as_it_began(src, result, file, bkey, before, tmp_path)
 
 
 async def test_an_instrumented_sqlite_store_takes_the_file_path(tmp_path: Path) -> None:

@@ -18,15 +18,10 @@ import pytest
 
 from statekeeper import StateStore
 from statekeeper.backends import sqlite_export, sqlite_pages
-from statekeeper.codec.keys import Keyring
 from statekeeper.governance.backup import BackupKey, backup, filecopy, restore
 from statekeeper.governance.backup.fileformat import FrameReader
 
-STORE_KEY = bytes(range(32))
-
-
-def keyring() -> Keyring:
-    return Keyring({"k1": STORE_KEY})
+from ._point_in_time import check_as_it_began, keyring, write_before_heads, write_during
 
 
 def decrypted_image(file: Path, key: BackupKey) -> bytes:
@@ -99,20 +94,10 @@ async def test_writes_committed_while_the_pages_are_read_are_not_in_the_backup(
         loop = asyncio.get_running_loop()
         seen: list[Any] = []
 
-        async def write() -> None:
-            await src.save("t0/a000", {"after": 1})
-            await src.save("t0/a000", {"after": 2})
-            await src.save("late/agent", {"new": True})
-            await src.delete("t1/a001")
-
-        async def write_more() -> None:
-            await src.save("t2/a002", {"after": 1})
-            await src.save("later/agent", {"new": True})
-
         plan = sqlite_pages.PageSnapshot.plan
 
         def planned(snapshot: sqlite_pages.PageSnapshot) -> None:  # the backup's thread
-            asyncio.run_coroutine_threadsafe(write(), loop).result()
+            asyncio.run_coroutine_threadsafe(write_during(src), loop).result()
             checkpoint = sqlite3.connect(db)
             try:
                 _, frames, copied = checkpoint.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
@@ -124,7 +109,7 @@ async def test_writes_committed_while_the_pages_are_read_are_not_in_the_backup(
         heads_of = filecopy._heads_of
 
         def heads(conn: sqlite3.Connection) -> Any:
-            asyncio.run_coroutine_threadsafe(write_more(), loop).result()
+            asyncio.run_coroutine_threadsafe(write_before_heads(src), loop).result()
             seen.append("heads")
             return heads_of(conn)
 
@@ -136,20 +121,7 @@ async def test_writes_committed_while_the_pages_are_read_are_not_in_the_backup(
         (held, frames, copied) = next(s for s in seen if s != "heads")
         assert held > 0  # the snapshot's pages were taken from its WAL frames too
         assert 0 < copied < frames  # the checkpoint copied the snapshot's frames, no more
-        assert await src.head("t0/a000") == 5 and await src.head("t1/a001") == 0
-        assert await src.head("t2/a002") == 4
-        assert result.agents == 12 and result.events == 36
-    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
-        await restore(dst, [file], bkey)
-        assert {a.agent_id: a.head_seq async for a in dst.iter_agents()} == before
-        assert (await dst.load("t0/a000")).data == {"i": 0, "j": 2}
-        assert (await dst.load("t1/a001")).data == {"i": 1, "j": 2}
-        assert (await dst.load("t2/a002")).data == {"i": 2, "j": 2}
-    reader = FrameReader(file, bkey)
-    try:
-        assert {a: h for a, h, _ in reader.heads()} == before
-    finally:
-        reader.close()
+        await check_as_it_began(src, result, file, bkey, before, tmp_path)
 
 
 async def test_only_the_stream_tables_leave_the_store_and_no_deleted_bytes(
