@@ -58,7 +58,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import patch
 from ...backends.keyed_locks import KeyedLock
-from ...codec import Codec
+from ...codec import Codec, zstd_dict
+from ...codec.pipeline import COMPRESS_ZSTD_DICT
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from ...store.store import StateStore
 from . import history as h
@@ -286,15 +287,18 @@ def _update_heads(st: _Stream, ops: builtins.list[Op]) -> None:
 
 #: store options that configure the codec (see :meth:`StatekeeperSaver.from_url`)
 _CODEC_OPTIONS = frozenset({"codec", "keyring", "compression", "format", "types"})
-#: records of at least this many bytes are compressed by the store ``from_url`` opens:
-#: a thread's snapshots, and its checkpoint events (~0.4-1.5 KB of JSON Patch, half of
-#: it ids and op boilerplate: ~2.2x smaller; a bare run claim or a short write stays
-#: plain, the codec's fixed cost being most of it)
-_COMPRESS_MIN = 512
+#: records of at least this many bytes are compressed by the store ``from_url`` opens,
+#: with the codec's built-in dictionary (``"zstd-dict"``: the JSON Patch and saver
+#: vocabulary is in the dictionary, not in each record): a thread's snapshots, its
+#: checkpoint events (~0.4-1.5 KB of JSON Patch: 358 -> 165 bytes a record on the
+#: 30-step graph, 2.2x smaller than plain zstd) and its run claims (~90 bytes -> ~50)
+_COMPRESS_MIN = 64
 
 
 @functools.cache
-def _estimator() -> Any:
+def _estimator(dictionary: bool = False) -> Any:
+    if dictionary:  # as the codec compresses ("zstd-dict"), at level 1
+        return zstd_dict.compressor(1)
     return zstandard.ZstdCompressor(level=1)
 
 
@@ -499,7 +503,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         store_opts.setdefault("snapshot_every", 1_000_000)
         if not _CODEC_OPTIONS & store_opts.keys():
             # snapshots and checkpoint events compressed (see _COMPRESS_MIN)
-            store_opts["codec"] = Codec(compression="zstd", compress_min_bytes=_COMPRESS_MIN)
+            store_opts["codec"] = Codec(compression="zstd-dict", compress_min_bytes=_COMPRESS_MIN)
         portal = _SaverPortal("statekeeper-langgraph")
         try:
             store = portal.call(_make_store(url, store_opts))
@@ -891,7 +895,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         shorter a cold read's replay."""
         codec = self.store.codec
         if codec.compression and len(blob) >= codec.compress_min_bytes:
-            return len(_estimator().compress(blob))
+            return len(_estimator(codec.compression == COMPRESS_ZSTD_DICT).compress(blob))
         return len(blob)
 
     def _wake(self, thread_id: str) -> None:
