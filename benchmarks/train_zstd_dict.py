@@ -98,7 +98,7 @@ def main() -> None:
                 config: Any = {"configurable": {"thread_id": thread}, "recursion_limit": 100}
                 graph.invoke(value, config, durability="sync")
             samples += events(saver)
-    trained = zstandard.train_dictionary(4096, list(samples), level=19)  # type: ignore[arg-type]
+    trained = zstandard.train_dictionary(4096, samples, level=19)
     Path(sys.argv[1]).write_bytes(trained.as_bytes())
     print(f"{len(samples)} samples -> {len(trained.as_bytes())} bytes, id {trained.dict_id()}")
 
