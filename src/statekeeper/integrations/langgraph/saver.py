@@ -1308,6 +1308,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             seqs.insert(0, first)
         else:
             found = await self.store.find_key(st.agent_id, h.checkpoint_key(ns, cid))
+            if found is None:  # put before the short keys
+                found = await self.store.find_key(st.agent_id, h.legacy_checkpoint_key(ns, cid))
             if found is not None:
                 seqs.insert(0, found.last_seq)
         if not seqs:
