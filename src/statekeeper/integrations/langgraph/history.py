@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 __all__ = [
     "View",
     "checkpoint_key",
-    "legacy_checkpoint_key",
     "from_record",
+    "legacy_checkpoint_key",
     "merge_tasks",
     "older_writes",
     "put_again",
