@@ -1,7 +1,8 @@
 """How ``src/statekeeper/codec/zstd_dict1.bin`` was made (kept for the record: the file
 is part of the stored format and never changes; a new dictionary is a new flag value).
 
-The saver events of three graphs that are *not* the benchmark's (a counter with another
+The record bodies (``{"ops": [...], "key": ...}``, what the codec compresses) of the
+saver's events on three graphs that are *not* the benchmark's (a counter with another
 channel and node name, a plan/act loop with a list channel, a ``MessagesState`` chat)
 are the training samples; ``zstandard.train_dictionary(4096, samples, level=19)``
 (zstd's trainer picks segments at random: a second run gives other bytes).
@@ -15,19 +16,19 @@ Usage::
 
 from __future__ import annotations
 
-import asyncio
 import operator
+import sqlite3
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-import orjson
 import zstandard
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
+from statekeeper.codec import Codec
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
 
@@ -76,28 +77,26 @@ def graphs() -> Iterator[tuple[str, StateGraph[Any], list[tuple[dict[str, Any], 
     yield "chat", chat, turns
 
 
-def events(saver: StatekeeperSaver) -> list[bytes]:
-    out: list[bytes] = []
-
-    async def read() -> None:
-        async for info in saver.store.iter_agents():
-            async for event in saver.store.history(info.agent_id, after_seq=0):
-                out.append(orjson.dumps(event.ops))
-
-    asyncio.run(read())
-    return out
+def bodies(path: Path) -> list[bytes]:
+    """The serialized bodies of every record of a store written without compression
+    (``{"ops": [...], "key": ...}``: what the codec compresses)."""
+    conn = sqlite3.connect(path)
+    try:
+        return [bytes(row[0])[35:] for row in conn.execute("SELECT payload FROM sk_events")]
+    finally:
+        conn.close()
 
 
 def main() -> None:
     samples: list[bytes] = []
     for name, builder, runs in graphs():
         path = Path(tempfile.mkdtemp()) / f"{name}.db"
-        with StatekeeperSaver.from_url(f"sqlite:///{path}") as saver:
+        with StatekeeperSaver.from_url(f"sqlite:///{path}", codec=Codec()) as saver:
             graph = builder.compile(checkpointer=saver)
             for value, thread in runs:
                 config: Any = {"configurable": {"thread_id": thread}, "recursion_limit": 100}
                 graph.invoke(value, config, durability="sync")
-            samples += events(saver)
+        samples += bodies(path)
     trained = zstandard.train_dictionary(4096, samples, level=19)
     Path(sys.argv[1]).write_bytes(trained.as_bytes())
     print(f"{len(samples)} samples -> {len(trained.as_bytes())} bytes, id {trained.dict_id()}")

@@ -288,9 +288,9 @@ _DICT1_BODY = (
 )
 _DICT1_PAYLOAD = bytes.fromhex(
     "0108000000000000000000000000000000000000000000000000000000000000000000"
-    "28b52ffd205585000010335d04fcc054b16acb98aae867f38c"
+    "28b52ffd2055850000085d047c000c94b45064acdbbdfa5327"
 )
-_DICT1_CHECKSUM = bytes.fromhex("b096652a95744768d5029069f9714a81a89a3fef369859043de7b52dc052e256")
+_DICT1_CHECKSUM = bytes.fromhex("bc8ba7009fc1c874a5a5967a2ae1e777a6ef7a049fdca20212cad2d43eb75d5b")
 
 
 def test_a_record_written_with_dictionary_1_opens_with_every_codec() -> None:

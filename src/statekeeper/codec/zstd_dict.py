@@ -3,17 +3,18 @@
 A small record compressed alone pays for every string it holds once: a LangGraph
 checkpoint event (~0.9 KB of JSON Patch: ``"op"``, ``"path"``, ``"/ns//cp"``,
 ``"__start__"``, ``"branch:to:"``, ISO timestamps, UUIDs …) compressed with plain zstd
-keeps ~360 bytes, most of it that vocabulary. A dictionary holds the vocabulary once, in
+keeps ~410 bytes, most of it that vocabulary. A dictionary holds the vocabulary once, in
 the code, instead of in every record: measured on the 30-step graph of
-``benchmarks/bench_langgraph_goals.py`` (700 events, none of them in the training set),
-250,335 → 115,268 bytes at level 3 (358 → 165 bytes a record).
+``benchmarks/bench_langgraph_goals.py`` (702 records, none of them in the training set),
+the checkpoint events 413 -> 204 bytes at level 3, all bodies 270,377 -> 131,138 bytes.
 
 ``zstd_dict1.bin`` (4 KiB) was trained with ``zstandard.train_dictionary(4096, samples,
-level=19)`` on the saver events of three graphs that are *not* the benchmark's
-(``benchmarks/train_zstd_dict.py``). It is part of the stored format: records written with
-it can only be read with these exact bytes, so the file never changes (its SHA-256 is
-checked on load; a better dictionary would be a new flag value). The dictionary's id is not
-written in the frames (the record's flag names it): 4 bytes less a record.
+level=19)`` on the record bodies of the saver's events on three graphs that are *not*
+the benchmark's (``benchmarks/train_zstd_dict.py``). It is part of the stored format:
+records written with it can only be read with these exact bytes, so the file never
+changes (its SHA-256 is checked on load; a better dictionary would be a new flag value).
+The dictionary's id is not written in the frames (the record's flag names it): 4 bytes
+less a record.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..errors import ConfigurationError
 __all__ = ["SHA256", "compressor", "data", "decompressor"]
 
 #: SHA-256 of ``zstd_dict1.bin``: records written with it are unreadable with other bytes
-SHA256 = "cbc88fce100e0bf42abc19d85f3e22bfa01d4086582bec83fe1717fd6059cb26"
+SHA256 = "20872ff63f035ff91b9a9fb1e11ec80ac7c6a5c7c7f79266c533efac4a8ccdc4"
 
 
 @functools.cache

@@ -290,8 +290,8 @@ _CODEC_OPTIONS = frozenset({"codec", "keyring", "compression", "format", "types"
 #: records of at least this many bytes are compressed by the store ``from_url`` opens,
 #: with the codec's built-in dictionary (``"zstd-dict"``: the JSON Patch and saver
 #: vocabulary is in the dictionary, not in each record): a thread's snapshots, its
-#: checkpoint events (~0.4-1.5 KB of JSON Patch: 358 -> 165 bytes a record on the
-#: 30-step graph, 2.2x smaller than plain zstd) and its run claims (~90 bytes -> ~50)
+#: checkpoint events (~0.4-1.5 KB of JSON Patch: 413 -> 204 bytes a record on the
+#: 30-step graph, 2x smaller than plain zstd) and its run claims (~90 bytes -> ~50)
 _COMPRESS_MIN = 64
 
 
