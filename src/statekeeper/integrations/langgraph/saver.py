@@ -58,8 +58,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import patch
 from ...backends.keyed_locks import KeyedLock
-from ...codec import Codec, zstd_dict
-from ...codec.pipeline import COMPRESS_ZSTD_DICT
+from ...codec import Codec
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from ...store.store import StateStore
 from . import history as h
@@ -296,9 +295,11 @@ _COMPRESS_MIN = 64
 
 
 @functools.cache
-def _estimator(dictionary: bool = False) -> Any:
-    if dictionary:  # as the codec compresses ("zstd-dict"), at level 1
-        return zstd_dict.compressor(1)
+def _estimator() -> Any:
+    # plain zstd, also for a "zstd-dict" codec: the snapshot cadence (and so a cold
+    # read's replay) stays what it was; estimated with the dictionary, events ~2x
+    # smaller, a 200-turn chat was snapshotted every ~72 events instead of ~47
+    # (749,568 vs 856,064 bytes): a read-side trade, not made here
     return zstandard.ZstdCompressor(level=1)
 
 
@@ -895,7 +896,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         shorter a cold read's replay."""
         codec = self.store.codec
         if codec.compression and len(blob) >= codec.compress_min_bytes:
-            return len(_estimator(codec.compression == COMPRESS_ZSTD_DICT).compress(blob))
+            return len(_estimator().compress(blob))
         return len(blob)
 
     def _wake(self, thread_id: str) -> None:
