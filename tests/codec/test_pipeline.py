@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from statekeeper.codec import ZERO_LINK, Codec
 from statekeeper.codec.pipeline import COMPRESS_ZSTD, legacy_checksum
 from statekeeper.errors import (
+    ConfigurationError,
     DecryptionError,
     IntegrityError,
     KeyNotFound,
@@ -46,6 +47,13 @@ CODECS = {
         compression="zstd",
         compress_min_bytes=0,
         format="msgpack",
+    ),
+    # the built-in dictionary (flag value 2): the same guarantees, encrypted or not
+    "plain-zstd-dict": lambda: Codec(
+        types=registry(), compression="zstd-dict", compress_min_bytes=0
+    ),
+    "keyed-zstd-dict": lambda: Codec(
+        types=registry(), keyring=ring(), compression="zstd-dict", compress_min_bytes=0
     ),
     # per-agent data keys (crypto-shredding): the same guarantees
     "data-keys": lambda: Codec(types=registry(), keyring=_with_vault()),
@@ -269,3 +277,61 @@ def test_head_tags() -> None:
     Codec().check_head("a", 5, link, None)  # no key, no tag: a stream from before tags
     with pytest.raises(KeyNotFound):
         Codec(keyring=Keyring({"k9": K1})).check_head("a", 5, link, keyed.head_tag("a", 5, link))
+
+
+# -- the built-in zstd dictionary (compression="zstd-dict", flag value 2) ----------------------
+
+#: a record sealed with dictionary 1 (``Codec(compression="zstd-dict")``): the dictionary is
+#: part of the stored format, so these bytes must open with every later version
+_DICT1_BODY = (
+    b'[{"op":"replace","path":"/ns//meta","value":{"source":"loop","step":3,"parents":{}}}]'
+)
+_DICT1_PAYLOAD = bytes.fromhex(
+    "0108000000000000000000000000000000000000000000000000000000000000000000"
+    "28b52ffd2055850000085d047c000c94b45064acdbbdfa5327"
+)
+_DICT1_CHECKSUM = bytes.fromhex("bc8ba7009fc1c874a5a5967a2ae1e777a6ef7a049fdca20212cad2d43eb75d5b")
+
+
+def test_a_record_written_with_dictionary_1_opens_with_every_codec() -> None:
+    for codec in (Codec(), Codec(compression="zstd"), Codec(compression="zstd-dict")):
+        opened = codec.open("lg/t#0", 5, "lg.batch", 1.5, _DICT1_PAYLOAD, _DICT1_CHECKSUM)
+        assert opened.body == _DICT1_BODY
+    assert Codec.header(_DICT1_PAYLOAD).compression == 2  # type: ignore[union-attr]
+    # the dictionary's bytes are pinned: another dictionary would not open old records
+    from statekeeper.codec import zstd_dict
+
+    assert zstd_dict.data() is not None  # verified against zstd_dict.SHA256 on load
+    bad = bytearray(_DICT1_PAYLOAD)
+    bad[-3] ^= 0x01
+    with pytest.raises(IntegrityError):
+        Codec().open("lg/t#0", 5, "lg.batch", 1.5, bytes(bad), _DICT1_CHECKSUM)
+
+
+def test_the_dictionary_makes_small_json_patch_records_smaller() -> None:
+    body = (
+        b'[{"op":"replace","path":"/ns//cp","value":{"h":["1f1ee959-bb71-6b03-8001-460b53a67277",'
+        b'"2026-12-02T21:16:15.520216+00:00","1f1ee959-bb5c-637c-8000-2de80ea36241"],"v":4,'
+        b'"cv":{"__start__":2,"n":3,"branch:to:step":3},"vs":{"__input__":{},"__start__":'
+        b'{"__start__":1},"step":{"branch:to:step":2}},"uc":["branch:to:step","n"]}},'
+        b'{"op":"replace","path":"/ns//meta","value":{"source":"loop","step":1,"parents":{}}}]'
+    )
+    plain = Codec(compression="zstd", compress_min_bytes=0).seal("a", 1, "p", 1.0, body, bytes(32))
+    with_dict = Codec(compression="zstd-dict", compress_min_bytes=0).seal(
+        "a", 1, "p", 1.0, body, bytes(32)
+    )
+    assert len(with_dict.payload) < len(plain.payload) * 3 // 4
+    assert plain.payload[1] & 0x0C == 0x04 and with_dict.payload[1] & 0x0C == 0x08
+    # the link is the plaintext's: the same record whatever its compression
+    assert with_dict.link == plain.link
+
+
+def test_an_unknown_compression_value_is_an_invalid_header() -> None:
+    sealed = Codec(compression="zstd-dict", compress_min_bytes=0).seal(
+        "a", 1, "p", 1.0, _DICT1_BODY, bytes(32)
+    )
+    bad = bytes((sealed.payload[0], sealed.payload[1] | 0x0C)) + sealed.payload[2:]
+    with pytest.raises(IntegrityError, match="invalid header"):
+        Codec().open("a", 1, "p", 1.0, bad, sealed.checksum)
+    with pytest.raises(ConfigurationError, match="zstd-dict"):
+        Codec(compression="lz4")

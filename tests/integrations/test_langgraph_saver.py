@@ -750,7 +750,7 @@ async def test_snapshots_are_compressed_and_bound_a_cold_reads_replay(tmp_path: 
         backend = saver.store.backend
         snap = saver._portal.call(backend.latest_snapshot(agent))
         assert snap is not None
-        assert snap.payload[1] & 0x0C == 0x04  # the codec's zstd flag
+        assert snap.payload[1] & 0x0C == 0x08  # zstd with the codec's built-in dictionary
         after = saver._portal.call(backend.read(agent, snap.seq, None))
         # each event's payload is its ops plus a fixed header and envelope (< 64 bytes)
         replayed = sum(len(raw.payload) - 64 for raw in after)
@@ -760,10 +760,10 @@ async def test_snapshots_are_compressed_and_bound_a_cold_reads_replay(tmp_path: 
         # checkpoint events (a message and the header: > 512 bytes) are compressed too
         events = saver._portal.call(backend.read(agent, 0, None))
         puts = [raw for raw in events if raw.type == "lg.cp"]
-        assert len(puts) == 150 and all(raw.payload[1] & 0x0C == 0x04 for raw in puts)
-        saver.put_writes(chain.configs[-1], [("x", 1)], "t")  # a short write: plain
+        assert len(puts) == 150 and all(raw.payload[1] & 0x0C == 0x08 for raw in puts)
+        saver.put_writes(chain.configs[-1], [("x", 1)], "t")  # a short write: compressed too
         head = saver._portal.call(backend.read(agent, events[-1].seq, None))
-        assert [raw.payload[1] & 0x0C for raw in head] == [0]
+        assert [raw.payload[1] & 0x0C for raw in head] == [0x08]
     # a saver whose store does not compress reads them, and writes plain records
     with StatekeeperSaver.from_url(url, compression=None) as cold:
         got = cold.get_tuple(config(thread))

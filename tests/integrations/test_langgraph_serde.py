@@ -29,6 +29,7 @@ from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_POS_ARGS, JsonPl
 from langgraph.types import Interrupt, Send
 
 from statekeeper import IntegrityError
+from statekeeper.codec import Codec
 from statekeeper.integrations.langgraph import StatekeeperSaver, ValueCodec, safe_serializer
 
 from .conftest import checkpoint, config, new_thread
@@ -257,7 +258,14 @@ def test_stored_records_are_verified_on_read(tmp_path: Path) -> None:
             {"secret": 1},
         )
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE sk_events SET payload = replace(payload, 'plans', 'PLANS')")
+    # the checkpoint's record is compressed: flip a bit of its stored bytes (one of
+    # the compressed "plans"), as a bad disk or an edit by hand would
+    rowid, payload = conn.execute(
+        "SELECT rowid, payload FROM sk_events WHERE kind = 'lg.cp'"
+    ).fetchone()
+    assert b"plans" not in payload and payload[1] & 0x0C  # compressed, not in the clear
+    tampered = payload[:-4] + bytes([payload[-4] ^ 0x20]) + payload[-3:]
+    conn.execute("UPDATE sk_events SET payload = ? WHERE rowid = ?", (tampered, rowid))
     conn.commit()
     conn.close()
     with StatekeeperSaver.from_url(f"sqlite:///{path}") as saver, pytest.raises(IntegrityError):
@@ -292,8 +300,14 @@ def test_metadata_and_values_go_through_the_store_codec(tmp_path: Path) -> None:
     assert conn.execute("SELECT count(*) FROM sk_leases").fetchone()[0] == 0
     feed_columns = [r[1] for r in conn.execute("PRAGMA table_info(sk_feed)")]
     assert feed_columns == ["position", "agent_id", "seq"]  # nothing LangGraph wrote
-    payloads = b"".join(r[0] for r in conn.execute("SELECT payload FROM sk_events"))
-    assert b"value-marker" in payloads and b"meta-marker" in payloads
+    codec = Codec(compression="zstd-dict")  # the records are compressed: open them
+    bodies = b"".join(
+        codec.open(agent, seq, kind, ts, payload, checksum).body
+        for agent, seq, kind, ts, payload, checksum in conn.execute(
+            "SELECT agent_id, seq, kind, ts, payload, checksum FROM sk_events"
+        )
+    )
+    assert b"value-marker" in bodies and b"meta-marker" in bodies
     conn.close()
 
 

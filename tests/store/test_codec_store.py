@@ -34,6 +34,7 @@ CONFIGS = {
     "json": {},
     "msgpack": {"format": "msgpack"},
     "zstd": {"compression": "zstd"},
+    "zstd-dict": {"compression": "zstd-dict"},
     "keyed": {"keyring": Keyring({"k1": KEY})},
     "keyed-msgpack-zstd-delta": {
         "keyring": Keyring({"k1": KEY}),
