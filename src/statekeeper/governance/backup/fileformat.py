@@ -176,6 +176,17 @@ class BackupKey:
         nonce = os.urandom(_NONCE)
         return nonce, bytes(self._aead.encrypt(nonce, plain, aad))
 
+    def seal_into(
+        self, aad: bytes, plain: bytes | bytearray | memoryview, out: bytearray
+    ) -> tuple[bytes, memoryview]:
+        """:meth:`seal_apart` into ``out`` (at least ``len(plain) + 16`` bytes, reused
+        from chunk to chunk: no new zeroed buffer per chunk, docs/benchmarks.md, bk15):
+        ``(nonce, the view of out holding ciphertext + tag)``."""
+        nonce = os.urandom(_NONCE)
+        view = memoryview(out)[: len(plain) + _TAG]
+        self._aead.encrypt_into(nonce, plain, aad, view)
+        return nonce, view
+
     def open(self, aad: bytes, sealed: bytes) -> bytes | None:
         from cryptography.exceptions import InvalidTag
 
@@ -249,7 +260,7 @@ class FrameWriter:
         magic = MAGIC[:-1] + bytes([header.version])
         self._write(magic + _u32.pack(len(header.raw)) + header.raw)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | memoryview) -> None:
         self.out.write(data)
         self.offset += len(data)
 
@@ -325,6 +336,11 @@ def _named_by(entry: dict[str, Any], frame: bytes) -> bool:
     return hashlib.sha256(frame).hexdigest() == entry.get("sha256")
 
 
+#: a sealed chunk: its frame's head, its ciphertext (a view of the reused buffer), its
+#: tag, the buffer and the plain piece (both handed back once written)
+_Sealed = tuple[bytes, memoryview, str, bytearray, "bytes | bytearray | memoryview"]
+
+
 class ChunkSealer:
     """Bytes fed in any pieces become consecutive raw chunks of ``chunk_bytes``,
     compressed (zstd ``level``), encrypted and named by ``threads`` threads (zstd and
@@ -342,19 +358,41 @@ class ChunkSealer:
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(self._threads)
         self._pending = bytearray()
-        self._in_flight: list[tuple[int, Future[tuple[bytes, bytes, str]]]] = []
+        self._in_flight: list[tuple[int, Future[_Sealed]]] = []
+        # buffers handed back once their chunk is written, taken again for the next:
+        # the image's pieces (:meth:`spare`) and the ciphertexts. A new 8 MiB buffer
+        # per chunk is zeroed twice (by the allocator's fresh pages and by bytearray /
+        # cryptography) and faulted in: measured in docs/benchmarks.md, bk15
+        self._plains: list[bytearray] = []
+        self._outs: list[bytearray] = []
         self.size = 0
 
-    def _seal(self, index: int, plain: bytes | bytearray | memoryview) -> tuple[bytes, bytes, str]:
+    def spare(self, size: int) -> bytearray | None:
+        """A buffer of ``size`` bytes whose chunk is written already (its old bytes
+        still in it: the caller overwrites all of it), or None."""
+        plains = self._plains
+        while plains:
+            buf = plains.pop()
+            if len(buf) == size:
+                return buf
+        return None
+
+    def _seal(self, index: int, plain: bytes | bytearray | memoryview) -> _Sealed:
         import zstandard
 
         zstd = getattr(self._local, "zstd", None)
         if zstd is None:
             zstd = self._local.zstd = zstandard.ZstdCompressor(level=self._level)
         writer = self._writer
-        nonce, sealed = writer.key.seal_apart(
-            _aad(writer.header, CHUNK, index), zstd.compress(plain)
-        )
+        packed = zstd.compress(plain)
+        need = len(packed) + _TAG
+        try:
+            out: bytearray | None = self._outs.pop()  # atomic: threads take their own
+        except IndexError:
+            out = None
+        if out is None or len(out) < need:
+            out = bytearray(max(need, self._chunk + (self._chunk >> 6)))
+        nonce, sealed = writer.key.seal_into(_aad(writer.header, CHUNK, index), packed, out)
         # the frame is written as its head (kind, length, nonce) and its ciphertext:
         # no copy of the ciphertext into one frame (two copies of every byte shipped)
         head = CHUNK + _u64.pack(len(nonce) + len(sealed)) + nonce
@@ -363,7 +401,7 @@ class ChunkSealer:
         # backup key, bound to the header and the index), so a frame swapped for
         # another one fails the same way, and the SHA-256 pass cost 0.12 of ~0.85
         # CPU-s for a 155 MB copy (docs/benchmarks.md, fourth pass)
-        return head, sealed, sealed[-_TAG:].hex()
+        return head, sealed, sealed[-_TAG:].hex(), out, plain
 
     def _submit(self, plain: bytes | bytearray | memoryview) -> None:
         writer = self._writer
@@ -377,12 +415,18 @@ class ChunkSealer:
     def _land(self) -> None:
         writer = self._writer
         index, future = self._in_flight.pop(0)
-        head, sealed, tag = future.result()
+        head, sealed, tag, out, plain = future.result()
         writer.chunks.append(
             {"index": index, "offset": writer.offset, "length": len(head) + len(sealed), "tag": tag}
         )
         writer._write(head)
         writer._write(sealed)
+        sealed.release()
+        self._outs.append(out)
+        # only a piece fed as ``owned`` is sealed as the caller's bytearray (the rest
+        # are copies): it comes back through :meth:`spare`, a few at most
+        if type(plain) is bytearray and len(self._plains) <= self._threads:
+            self._plains.append(plain)
 
     def feed(self, data: bytes | bytearray | memoryview, owned: bool = False) -> None:
         """Take ``data`` (any size); full chunks go to the threads (``owned``: the
