@@ -9,11 +9,11 @@ from pathlib import Path
 
 from statekeeper.governance.backup.fileformat import (
     BackupKey,
-    ChunkSealer,
     FrameReader,
     FrameWriter,
     Header,
 )
+from statekeeper.governance.backup.sealer import ChunkSealer
 
 CHUNK = 4096
 

@@ -16,7 +16,7 @@ stream tables over the namespace's id range, in one read transaction: never anot
 tenant's rows), its heads read from the copy. Either way the bytes are cut into
 chunks, compressed (zstd's fast level -20, :data:`LEVEL`) and encrypted with the backup
 key by a few threads, each chunk named in the manifest by its GCM tag
-(:class:`~.fileformat.ChunkSealer`). Records stay as stored (encrypted by the store's
+(:class:`~.sealer.ChunkSealer`). Records stay as stored (encrypted by the store's
 keys), as on the row path. A hash-chained stream's head
 checksum commits to its whole content: the restore follows every chain from seq 1 and
 compares its end with the manifest's head.
