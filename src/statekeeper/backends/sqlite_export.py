@@ -169,16 +169,20 @@ FROM sk_events e CROSS JOIN sk_agents a
 WHERE a.agent_id = e.agent_id AND a.head_seq = e.seq
 """
 
-#: :data:`HEAD_EVENTS` as three values, not a row per stream (what the manifest's
-#: columns are): the ids joined by NUL (never in an agent id), the seqs by commas,
-#: the checksums end to end (all of one length, else :func:`stream_head_columns` takes
-#: the rows), with the count and the lengths to check them by
+#: every stream's head as three values, not a row per stream (what the manifest's
+#: columns are): the ids joined by NUL (never in an agent id), the seqs by commas, the
+#: checksums end to end (all of one length, else :func:`stream_head_columns` takes the
+#: rows), with the count and the lengths to check them by. The heads table scanned in
+#: id order, each head event found by the events' key (one probe per stream, not one
+#: per event as :data:`HEAD_EVENTS`): callgrind, the heads of the 100,000-agent bench
+#: store through a memory map: 1.26 G instructions against 1.91 G aggregated the other
+#: way round and 2.01 G for the rows (docs/benchmarks.md, bk15)
 HEAD_COLUMNS = """
-SELECT count(*), group_concat(e.agent_id, char(0)), group_concat(e.seq),
+SELECT count(*), group_concat(a.agent_id, char(0)), group_concat(a.head_seq),
        CAST(group_concat(CAST(e.checksum AS BLOB), '') AS BLOB),
        min(length(CAST(e.checksum AS BLOB))), max(length(CAST(e.checksum AS BLOB)))
-FROM sk_events e CROSS JOIN sk_agents a
-WHERE a.agent_id = e.agent_id AND a.head_seq = e.seq
+FROM sk_agents a CROSS JOIN sk_events e
+WHERE a.head_seq > 0 AND e.agent_id = a.agent_id AND e.seq = a.head_seq
 """
 
 #: the streams with a head (what :data:`HEAD_EVENTS` must find, one each)
@@ -297,8 +301,7 @@ def stream_head_columns(
     """Every stream's agent, head seq and head checksum as three lists in id order
     (the manifest's ``heads`` columns; :func:`stream_heads` as columns). From
     :data:`HEAD_COLUMNS`: SQLite joins each column into one value, so no Python tuple
-    is made per stream (the 100,000 tuples and the collections they set off were
-    ~0.1 of the heads' ~0.3 CPU-s, docs/benchmarks.md, bk15); the rows of
+    is made per stream (the 100,000 tuples set off the cyclic collector); the rows of
     :func:`stream_heads` when a stream has no event at its head or the checksums
     differ in length."""
     (streams,) = reader.execute(STREAMS_WITH_HEADS).fetchone()
@@ -312,6 +315,7 @@ def stream_head_columns(
     heads = [int(seq) for seq in seqs.split(",")]
     width = shortest
     checksums = [sums[at : at + width] for at in range(0, len(sums), width)]
+    # in id order already (the heads table's key): the sort only makes sure (linear)
     order = sorted(range(streams), key=agents.__getitem__)  # ids are unique
     return (
         [agents[i] for i in order],
