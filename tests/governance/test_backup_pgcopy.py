@@ -24,7 +24,8 @@ from statekeeper.codec.keys import Keyring
 from statekeeper.errors import BackupCorrupt, BackupError
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.backup.filecopy import opened_copy
-from statekeeper.governance.backup.fileformat import MAGIC, ChunkSealer, FrameReader
+from statekeeper.governance.backup.fileformat import MAGIC, FrameReader
+from statekeeper.governance.backup.sealer import ChunkSealer
 from statekeeper.governance.policy_postgres import (
     enforce_in_postgres,
     stop_enforcing_in_postgres,

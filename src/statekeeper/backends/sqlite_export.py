@@ -28,6 +28,7 @@ __all__ = [
     "export_whole",
     "iter_streams",
     "merge_streams",
+    "stream_head_columns",
     "stream_heads",
     "stream_totals",
 ]
@@ -168,6 +169,22 @@ FROM sk_events e CROSS JOIN sk_agents a
 WHERE a.agent_id = e.agent_id AND a.head_seq = e.seq
 """
 
+#: every stream's head as three values, not a row per stream (what the manifest's
+#: columns are): the ids joined by NUL (never in an agent id), the seqs by commas, the
+#: checksums end to end (all of one length, else :func:`stream_head_columns` takes the
+#: rows), with the count and the lengths to check them by. The heads table scanned in
+#: id order, each head event found by the events' key (one probe per stream, not one
+#: per event as :data:`HEAD_EVENTS`): callgrind, the heads of the 100,000-agent bench
+#: store through a memory map: 1.26 G instructions against 1.91 G aggregated the other
+#: way round and 2.01 G for the rows (docs/benchmarks.md, bk15)
+HEAD_COLUMNS = """
+SELECT count(*), group_concat(a.agent_id, char(0)), group_concat(a.head_seq),
+       CAST(group_concat(CAST(e.checksum AS BLOB), '') AS BLOB),
+       min(length(CAST(e.checksum AS BLOB))), max(length(CAST(e.checksum AS BLOB)))
+FROM sk_agents a CROSS JOIN sk_events e
+WHERE a.head_seq > 0 AND e.agent_id = a.agent_id AND e.seq = a.head_seq
+"""
+
 #: the streams with a head (what :data:`HEAD_EVENTS` must find, one each)
 STREAMS_WITH_HEADS = "SELECT count(*) FROM sk_agents WHERE head_seq > 0"
 
@@ -276,6 +293,35 @@ def stream_heads(reader: sqlite3.Connection) -> list[tuple[str, int, bytes]]:
         return reader.execute(STREAM_HEADS).fetchall()
     found.sort()  # ids are unique: the seq and checksum are never compared
     return found
+
+
+def stream_head_columns(
+    reader: sqlite3.Connection,
+) -> tuple[list[str], list[int], list[bytes]]:
+    """Every stream's agent, head seq and head checksum as three lists in id order
+    (the manifest's ``heads`` columns; :func:`stream_heads` as columns). From
+    :data:`HEAD_COLUMNS`: SQLite joins each column into one value, so no Python tuple
+    is made per stream (the 100,000 tuples set off the cyclic collector); the rows of
+    :func:`stream_heads` when a stream has no event at its head or the checksums
+    differ in length."""
+    (streams,) = reader.execute(STREAMS_WITH_HEADS).fetchone()
+    found, ids, seqs, sums, shortest, longest = reader.execute(HEAD_COLUMNS).fetchone()
+    if found == streams == 0:
+        return [], [], []
+    agents: list[str] = ids.split("\0") if found == streams and ids is not None else []
+    if len(agents) != streams or shortest != longest or len(sums) != streams * shortest:
+        rows = stream_heads(reader)
+        return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+    heads = [int(seq) for seq in seqs.split(",")]
+    width = shortest
+    checksums = [sums[at : at + width] for at in range(0, len(sums), width)]
+    # in id order already (the heads table's key): the sort only makes sure (linear)
+    order = sorted(range(streams), key=agents.__getitem__)  # ids are unique
+    return (
+        [agents[i] for i in order],
+        [heads[i] for i in order],
+        [checksums[i] for i in order],
+    )
 
 
 def stream_totals(reader: sqlite3.Connection) -> tuple[int, int, bool]:

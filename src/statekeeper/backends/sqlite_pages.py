@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
 from .sqlite_export import COPIED_TABLES
@@ -137,17 +137,25 @@ class PageSnapshot:
             return os.pread(self._wal, size, at)
         return os.pread(self._db, size, (pageno - 1) * size).ljust(size, b"\0")
 
-    def chunks(self, chunk_bytes: int) -> Iterator[bytearray]:
-        """The image, in pieces of about ``chunk_bytes`` (whole pages), each a new
-        buffer the caller keeps (read into it: no copy)."""
+    def chunks(
+        self, chunk_bytes: int, spare: Callable[[int], bytearray | None] | None = None
+    ) -> Iterator[bytearray]:
+        """The image, in pieces of about ``chunk_bytes`` (whole pages), each a buffer
+        the caller keeps (read into it: no copy): ``spare(n)`` if it gives one (a
+        buffer of ``n`` bytes the caller is done with: every byte is overwritten), else
+        a new one."""
         if self._plan is None:
             self.plan()
         size = self.page_size
         step = max(1, chunk_bytes // size)
         for first in range(1, self.pages + 1, step):
             count = min(step, self.pages + 1 - first)
-            buf = bytearray(count * size)  # zeros past the file's end: pages only the WAL holds
-            os.preadv(self._db, [buf], (first - 1) * size)
+            buf = spare(count * size) if spare is not None else None
+            if buf is None:
+                buf = bytearray(count * size)
+            got = os.preadv(self._db, [buf], (first - 1) * size)
+            if got < len(buf):  # zeros past the file's end: pages only the WAL holds
+                buf[got:] = bytes(len(buf) - got)
             self._apply(buf, first, count)
             yield buf
 

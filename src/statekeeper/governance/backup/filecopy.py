@@ -9,14 +9,14 @@ tables' pages kept, every other page and every byte SQLite no longer uses zeroed
 table copied, no temporary file. A second connection of the same snapshot reads the
 manifest's heads meanwhile (every stream's head seq and head checksum: one scan of
 the events, each row's agent looked up in its heads,
-:func:`~statekeeper.backends.sqlite_export.stream_heads`; one more statement the
+:func:`~statekeeper.backends.sqlite_export.stream_head_columns`; one more statement the
 totals). **A namespace** (:func:`write_copy`) is copied first instead: its streams
 into a temporary file (``$TMPDIR``) by SQLite alone (``INSERT ... SELECT`` of the
 stream tables over the namespace's id range, in one read transaction: never another
 tenant's rows), its heads read from the copy. Either way the bytes are cut into
-chunks, compressed (zstd's fast level -3, :data:`LEVEL`) and encrypted with the backup
+chunks, compressed (zstd's fast level -20, :data:`LEVEL`) and encrypted with the backup
 key by a few threads, each chunk named in the manifest by its GCM tag
-(:class:`~.fileformat.ChunkSealer`). Records stay as stored (encrypted by the store's
+(:class:`~.sealer.ChunkSealer`). Records stay as stored (encrypted by the store's
 keys), as on the row path. A hash-chained stream's head
 checksum commits to its whole content: the restore follows every chain from seq 1 and
 compares its end with the manifest's head.
@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from ...backends.sqlite_export import (
     compacted_streams,
     iter_streams,
-    stream_heads,
+    stream_head_columns,
     stream_totals,
 )
 from ...backends.sqlite_files import connect_read_only, require_store_file
@@ -124,7 +124,7 @@ def write_pages(
     def ship() -> int:
         snapshot.plan()  # while the heads are read (another connection, same snapshot)
         sealer = writer.sealer(chunk_bytes, _THREADS, LEVEL)
-        for piece in snapshot.chunks(chunk_bytes):
+        for piece in snapshot.chunks(chunk_bytes, sealer.spare):
             sealer.feed(piece, owned=True)
         return sealer.close()
 
@@ -133,12 +133,13 @@ def write_pages(
 
 #: sealing threads (zstd and AES-GCM release the GIL)
 _THREADS = min(4, os.cpu_count() or 1)
-#: zstd's level for a store file's pages: -3 writes 2.6 % more bytes than -1 on the
-#: 100,000-agent bench image (129.8 against 126.5 MB) for 24 % fewer instructions
-#: (callgrind, compressing 16 MB of the store, the run's start-up included: 326
-#: against 430 M; zstd was ~40 % of a backup's instructions), ~0.05 CPU-s saved per
-#: 170 MB against ~3.3 MB more to write (docs/benchmarks.md, fifth pass)
-LEVEL = -3
+#: zstd's level for a store file's pages. Callgrind, compressing 64 MiB of the
+#: 100,000-agent bench image (docs/benchmarks.md, bk15): -3 846 M instructions for
+#: 51.1 MB, -10 472 M / 53.6 MB, -20 351 M / 56.5 MB, -50 236 M / 58.1 MB. -20 against
+#: -3: 0.5 G fewer instructions per 64 MiB (~1.3 G of a backup's ~5.9 G) for 10 % more
+#: bytes; each byte more costs ~42 instructions less than compressing it away, and
+#: this disk writes it in ~1-2 ns (600-1,100 MB/s fsync'd, measured there)
+LEVEL = -20
 
 
 def _shipped(
@@ -156,12 +157,9 @@ def _shipped(
     with ThreadPoolExecutor(1) as pool:
         reading = pool.submit(_heads_of, conn)
         size = ship()
-        events, snapshots, compacted, rows = reading.result()
-    agent, heads, checksums = (
-        ([], [], []) if not rows else (list(c) for c in zip(*rows, strict=True))
-    )
+        events, snapshots, compacted, (agent, heads, checksums) = reading.result()
     if progress is not None:
-        progress(len(rows), len(rows))
+        progress(len(agent), len(agent))
     return {
         "layout": "sqlite-file",
         "file_bytes": size,
@@ -178,14 +176,15 @@ def _shipped(
 
 def _heads_of(
     conn: sqlite3.Connection,
-) -> tuple[int, int, dict[str, list[Any]], list[tuple[str, int, bytes]]]:
+) -> tuple[int, int, dict[str, list[Any]], tuple[list[str], list[int], list[bytes]]]:
     """The totals (events, snapshots), the compacted streams and every stream's head
-    of what ``conn`` reads: a statement or two each (over a memory map: measured 0.27
-    against 0.41 CPU-s for 100,000 heads, no read() per page)."""
+    (as the manifest's columns) of what ``conn`` reads: a statement or two each (over a
+    memory map: measured 0.27 against 0.41 CPU-s for 100,000 heads, no read() per
+    page)."""
     events, snapshots, short = stream_totals(conn)
     found = compacted_streams(conn) if short else []
     compacted = compacted_columns(found)
-    return events, snapshots, compacted, stream_heads(conn)
+    return events, snapshots, compacted, stream_head_columns(conn)
 
 
 def compacted_columns(

@@ -49,7 +49,6 @@ import hashlib
 import json
 import os
 import struct
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -60,6 +59,7 @@ from ...errors import BackupCorrupt, BackupKeyMismatch, ConfigurationError
 
 if TYPE_CHECKING:
     from ...codec.keys import Keyring
+    from .sealer import ChunkSealer
 
 __all__ = ["ENV_BACKUP_KEY", "BackupKey", "FrameReader", "FrameWriter", "Header"]
 
@@ -176,6 +176,17 @@ class BackupKey:
         nonce = os.urandom(_NONCE)
         return nonce, bytes(self._aead.encrypt(nonce, plain, aad))
 
+    def seal_into(
+        self, aad: bytes, plain: bytes | bytearray | memoryview, out: bytearray
+    ) -> tuple[bytes, memoryview]:
+        """:meth:`seal_apart` into ``out`` (at least ``len(plain) + 16`` bytes, reused
+        from chunk to chunk: no new zeroed buffer per chunk, docs/benchmarks.md, bk15):
+        ``(nonce, the view of out holding ciphertext + tag)``."""
+        nonce = os.urandom(_NONCE)
+        view = memoryview(out)[: len(plain) + _TAG]
+        self._aead.encrypt_into(nonce, plain, aad, view)
+        return nonce, view
+
     def open(self, aad: bytes, sealed: bytes) -> bytes | None:
         from cryptography.exceptions import InvalidTag
 
@@ -249,7 +260,7 @@ class FrameWriter:
         magic = MAGIC[:-1] + bytes([header.version])
         self._write(magic + _u32.pack(len(header.raw)) + header.raw)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | memoryview) -> None:
         self.out.write(data)
         self.offset += len(data)
 
@@ -295,7 +306,9 @@ class FrameWriter:
         return sealer.close()
 
     def sealer(self, chunk_bytes: int, threads: int, level: int = -1) -> ChunkSealer:
-        """A :class:`ChunkSealer` writing raw chunks into this file."""
+        """A :class:`~.sealer.ChunkSealer` writing raw chunks into this file."""
+        from .sealer import ChunkSealer
+
         return ChunkSealer(self, chunk_bytes, threads, level)
 
     def chunk(self, content: Any, agents: int) -> int:
@@ -323,90 +336,6 @@ def _named_by(entry: dict[str, Any], frame: bytes) -> bool:
     if tag is not None:
         return isinstance(tag, str) and frame[-_TAG:].hex() == tag
     return hashlib.sha256(frame).hexdigest() == entry.get("sha256")
-
-
-class ChunkSealer:
-    """Bytes fed in any pieces become consecutive raw chunks of ``chunk_bytes``,
-    compressed (zstd ``level``), encrypted and named by ``threads`` threads (zstd and
-    AES-GCM release the GIL) and written in order by the feeding thread (a file backup:
-    version 2 from a file, version 3 from PostgreSQL's ``COPY`` as it streams)."""
-
-    def __init__(self, writer: FrameWriter, chunk_bytes: int, threads: int, level: int) -> None:
-        import threading
-        from concurrent.futures import ThreadPoolExecutor
-
-        self._writer = writer
-        self._chunk = max(1, chunk_bytes)
-        self._threads = max(1, threads)
-        self._level = level
-        self._local = threading.local()
-        self._pool = ThreadPoolExecutor(self._threads)
-        self._pending = bytearray()
-        self._in_flight: list[tuple[int, Future[tuple[bytes, bytes, str]]]] = []
-        self.size = 0
-
-    def _seal(self, index: int, plain: bytes | bytearray | memoryview) -> tuple[bytes, bytes, str]:
-        import zstandard
-
-        zstd = getattr(self._local, "zstd", None)
-        if zstd is None:
-            zstd = self._local.zstd = zstandard.ZstdCompressor(level=self._level)
-        writer = self._writer
-        nonce, sealed = writer.key.seal_apart(
-            _aad(writer.header, CHUNK, index), zstd.compress(plain)
-        )
-        # the frame is written as its head (kind, length, nonce) and its ciphertext:
-        # no copy of the ciphertext into one frame (two copies of every byte shipped)
-        head = CHUNK + _u64.pack(len(nonce) + len(sealed)) + nonce
-        # the manifest names the frame by its GCM tag, not a SHA-256 of it: the tag
-        # already authenticates the frame's bytes (nonce and ciphertext, under the
-        # backup key, bound to the header and the index), so a frame swapped for
-        # another one fails the same way, and the SHA-256 pass cost 0.12 of ~0.85
-        # CPU-s for a 155 MB copy (docs/benchmarks.md, fourth pass)
-        return head, sealed, sealed[-_TAG:].hex()
-
-    def _submit(self, plain: bytes | bytearray | memoryview) -> None:
-        writer = self._writer
-        self.size += len(plain)
-        writer.plain_bytes += len(plain)
-        index = len(writer.chunks) + len(self._in_flight)
-        self._in_flight.append((index, self._pool.submit(self._seal, index, plain)))
-        while len(self._in_flight) > self._threads:
-            self._land()
-
-    def _land(self) -> None:
-        writer = self._writer
-        index, future = self._in_flight.pop(0)
-        head, sealed, tag = future.result()
-        writer.chunks.append(
-            {"index": index, "offset": writer.offset, "length": len(head) + len(sealed), "tag": tag}
-        )
-        writer._write(head)
-        writer._write(sealed)
-
-    def feed(self, data: bytes | bytearray | memoryview, owned: bool = False) -> None:
-        """Take ``data`` (any size); full chunks go to the threads (``owned``: the
-        caller hands ``data`` over and never changes it again, so a full chunk is
-        sealed as it is, not copied)."""
-        if not self._pending and len(data) == self._chunk:
-            self._submit(data if owned else bytes(data))
-            return
-        self._pending += data
-        while len(self._pending) >= self._chunk:
-            self._submit(bytes(self._pending[: self._chunk]))
-            del self._pending[: self._chunk]
-
-    def close(self) -> int:
-        """Seal what is left, wait for every chunk; the bytes fed in all."""
-        try:
-            if self._pending:
-                self._submit(bytes(self._pending))
-                self._pending.clear()
-            while self._in_flight:
-                self._land()
-        finally:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-        return self.size
 
 
 class FrameReader:

@@ -6,7 +6,7 @@ becoming a Python object.
 **Writing.** :meth:`~statekeeper.backends.base.Backend.copy_out` streams four
 sections (heads, events, snapshots, idempotency keys; see
 :mod:`statekeeper.backends.postgres.export`) as the server sends them into a
-:class:`~.fileformat.ChunkSealer`: cut into chunks, compressed, encrypted and named
+:class:`~.sealer.ChunkSealer`: cut into chunks, compressed, encrypted and named
 by threads while the next pieces arrive. The manifest gets each section's size and,
 read in the same snapshot, every stream's head (seq, head checksum), the totals and
 the streams compacted by retention, as a version-2 backup's.

@@ -1,0 +1,70 @@
+"""Does a call release the GIL? (zstd's and AES-GCM's, which a file backup runs in
+threads.) The interpreter's switch interval is set to 5 s, so a thread keeps the GIL
+until it releases it itself; a pure-Python thread spins and hands the GIL back after
+every few thousand steps. While the main thread runs the call over 8 MiB pieces, the
+spinner's CPU time over the caller's: ~0 when the call holds the GIL (the spinner
+waits: ``bytes.count``), clearly above 0 when it releases it (``os.pread``).
+Load-independent: a loaded machine slows both threads, it does not let the spinner
+run while the GIL is held.
+
+    python benchmarks/check_gil_release.py /path/to/any/64MB/file
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import zstandard
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+
+def main() -> None:
+    path = sys.argv[1]
+    with open(path, "rb") as fh:
+        data = fh.read(64 << 20)
+    pieces = [data[i : i + (8 << 20)] for i in range(0, len(data), 8 << 20)]
+    aes = AESGCM(os.urandom(32))
+    zstd = zstandard.ZstdCompressor(level=-20)
+    stop = threading.Event()
+    sys.setswitchinterval(5.0)
+
+    def spin() -> None:
+        while not stop.is_set():
+            for _ in range(2000):
+                pass
+            time.sleep(0)  # hands the GIL back
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    clock = time.pthread_getcpuclockid(spinner.ident or 0)
+    fd = os.open(path, os.O_RDONLY)
+
+    def share(call: Callable[[bytes], object]) -> float:
+        spun, own = time.clock_gettime(clock), time.thread_time()
+        for piece in pieces:
+            call(piece)
+        return (time.clock_gettime(clock) - spun) / max(time.thread_time() - own, 1e-9)
+
+    calls: dict[str, Callable[[bytes], object]] = {
+        "bytes.count (holds the GIL)": lambda p: p.count(b"\x01\x02\x03\x04"),
+        "os.pread (releases it)": lambda p: os.pread(fd, len(p), 0),
+        "zstd -20 compress": zstd.compress,
+        "AES-GCM encrypt": lambda p: aes.encrypt(b"0" * 12, p, b"aad"),
+    }
+    try:
+        for _ in range(2):
+            for name, call in calls.items():
+                print(f"{name:28s} spinner CPU / caller CPU = {share(call):.2f}")
+            print("load average", os.getloadavg()[0])
+    finally:
+        stop.set()
+        spinner.join()
+        os.close(fd)
+
+
+if __name__ == "__main__":
+    main()

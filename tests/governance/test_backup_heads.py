@@ -1,0 +1,105 @@
+"""The manifest's heads of a SQLite store as columns (``stream_head_columns``): one
+aggregate statement, no Python row per stream, the same lists as the rows'."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.backends import sqlite_export
+from statekeeper.governance.backup import BackupKey, backup, restore
+from statekeeper.governance.backup.fileformat import FrameReader
+
+from ._point_in_time import keyring
+
+
+def _store(path: Path, agents: list[str]) -> None:
+    async def make() -> None:
+        async with StateStore(f"sqlite:///{path}", keyring=keyring(), snapshot_every=2) as src:
+            for n, agent in enumerate(agents):
+                for j in range(1 + n % 3):
+                    await src.save(agent, {"n": n, "j": j})
+
+    asyncio.run(make())
+
+
+def _as_rows(conn: sqlite3.Connection) -> tuple[list[str], list[int], list[bytes]]:
+    rows = sqlite_export.stream_heads(conn)
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+AGENTS = ["t2/z", "t1/ä-agent", "t0/a,b", "t1/ü\u4e2d", "t0/a", "t1/a\n2"]
+
+
+def test_the_columns_are_the_rows_in_id_order(tmp_path: Path) -> None:
+    _store(tmp_path / "s.db", AGENTS)
+    conn = sqlite3.connect(tmp_path / "s.db")
+    try:
+        agents, heads, checksums = sqlite_export.stream_head_columns(conn)
+        assert (agents, heads, checksums) == _as_rows(conn)
+        assert agents == sorted(AGENTS) and heads == [1 + AGENTS.index(a) % 3 for a in agents]
+        # checksums of any bytes (NULs, bytes that are not UTF-8) come back as they are
+        conn.execute(
+            "UPDATE sk_events SET checksum = x'00ff00fe' || substr(checksum, 5)"
+            " WHERE agent_id = 't0/a'"
+        )
+        conn.commit()
+        got = sqlite_export.stream_head_columns(conn)
+        assert got == _as_rows(conn) and got[2][0][:4] == b"\x00\xff\x00\xfe"
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        # a stream without an event at its head (damaged): listed, checksum empty
+        "DELETE FROM sk_events WHERE agent_id = 't1/ä-agent' AND seq = 2",
+        # checksums of different lengths: the rows answer
+        "UPDATE sk_events SET checksum = x'0102' WHERE agent_id = 't0/a,b'",
+    ],
+)
+def test_what_the_aggregate_cannot_say_takes_the_rows(tmp_path: Path, damage: str) -> None:
+    _store(tmp_path / "s.db", AGENTS)
+    conn = sqlite3.connect(tmp_path / "s.db")
+    try:
+        conn.execute(damage)
+        conn.commit()
+        assert sqlite_export.stream_head_columns(conn) == _as_rows(conn)
+    finally:
+        conn.close()
+
+
+def test_a_store_without_streams_has_empty_columns(tmp_path: Path) -> None:
+    _store(tmp_path / "s.db", [])
+    conn = sqlite3.connect(tmp_path / "s.db")
+    try:
+        assert sqlite_export.stream_head_columns(conn) == ([], [], [])
+    finally:
+        conn.close()
+
+
+async def test_a_page_backup_lists_the_heads_and_restores(tmp_path: Path) -> None:
+    await asyncio.to_thread(_store, tmp_path / "s.db", AGENTS)
+    conn = sqlite3.connect(tmp_path / "s.db")
+    try:
+        expected = _as_rows(conn)
+    finally:
+        conn.close()
+    key = BackupKey(bytes(range(100, 132)))
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keyring()) as src:
+        await backup(src, tmp_path / "b.skb", key)
+    reader = FrameReader(tmp_path / "b.skb", key)
+    try:
+        heads = reader.manifest["heads"]
+        assert (heads["agent"], heads["head"], heads["checksum"]) == expected
+    finally:
+        reader.close()
+    async with StateStore(f"sqlite:///{tmp_path / 't.db'}", keyring=keyring()) as dst:
+        await restore(dst, [tmp_path / "b.skb"], key)
+        for agent in AGENTS:
+            assert (await dst.load(agent)).data["n"] == AGENTS.index(agent)
