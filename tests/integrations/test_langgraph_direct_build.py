@@ -126,3 +126,38 @@ def test_a_message_kind_validation_changes_is_still_validated() -> None:
     assert not any(
         key[0] is AIMessage and "additional_kwargs" in key[1] for key in serde_module._DIRECT
     )
+
+
+def test_a_warm_read_makes_messages_again_and_shares_no_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read after a read makes each message again from its stored fields (no check
+    of the one made before, no ``model_copy``): what one read handed out shares no
+    container with what the next hands out."""
+    url = f"sqlite:///{tmp_path}/warm.db"
+    thread = new_thread()
+    stored = _chat(url, thread, 4)
+    cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    copies: list[Any] = []
+    for cls in (HumanMessage, AIMessage):
+        copy = cls.model_copy
+
+        def counting(self: Any, *args: Any, __copy: Any = copy, **kwargs: Any) -> Any:
+            copies.append(self)
+            return __copy(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "model_copy", counting)
+    with StatekeeperSaver.from_url(url) as saver:
+        first = saver.get_tuple(cfg)
+        assert first is not None
+        one = first.checkpoint["channel_values"]["messages"]
+        one[0].additional_kwargs["note"] = "mine"
+        one[1].tool_calls.append({"name": "t", "args": {}, "id": "1", "type": "tool_call"})
+        second = saver.get_tuple(cfg)
+        assert second is not None
+        two = second.checkpoint["channel_values"]["messages"]
+        assert copies == []
+        assert two == stored and two[0].additional_kwargs == {} and two[1].tool_calls == []
+        for a, b in zip(two, stored, strict=True):
+            _same(a, b)
+        assert all(a is not b for a, b in zip(one, two, strict=True))
