@@ -161,3 +161,32 @@ def test_a_warm_read_makes_messages_again_and_shares_no_container(
         for a, b in zip(two, stored, strict=True):
             _same(a, b)
         assert all(a is not b for a, b in zip(one, two, strict=True))
+
+
+def test_list_and_pending_writes_validate_no_stored_message_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``list`` (every checkpoint of the thread) and pending writes make their messages
+    (``$p``, and ``$r``: a message given its id after its write was stored) the same way."""
+    url = f"sqlite:///{tmp_path}/list.db"
+    thread = new_thread()
+    stored = _chat(url, thread, 3)
+    cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    with StatekeeperSaver.from_url(url) as saver:
+        expected = list(saver.list(cfg))  # the process's first: each kind validated once
+    made: list[Any] = []
+    for cls in (HumanMessage, AIMessage):
+        init = cls.__init__
+
+        def counting(self: Any, *args: Any, __init: Any = init, **kwargs: Any) -> None:
+            made.append(self)
+            __init(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__init__", counting)
+    with StatekeeperSaver.from_url(url) as saver:
+        got = list(saver.list(cfg))
+    assert made == []
+    assert [t.checkpoint for t in got] == [t.checkpoint for t in expected]
+    assert [t.pending_writes for t in got] == [t.pending_writes for t in expected]
+    assert got[0].checkpoint["channel_values"]["messages"] == stored
+    assert any(t.pending_writes for t in got)

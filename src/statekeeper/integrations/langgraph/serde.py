@@ -575,7 +575,7 @@ class ValueCodec:
             cell = pool[key]["$m"]
 
             def make() -> Any:
-                return self._build(cell[0], {**self.unpack(cell[1], pool), "id": message_id})
+                return self._stored_message(cell[0], {**cell[1], "id": message_id}, pool)
 
             ref = {"$r": [key, message_id]}
             if built is not None:
@@ -589,20 +589,25 @@ class ValueCodec:
         if tag == "$s":
             return self.serde.loads_typed((body[0], base64.b64decode(body[1])))
         if tag == "$m":
-            fields = body[1]
-            if _PLAIN.issuperset(map(type, fields.values())):  # e.g. a pending write's
-                made = _construct(body[0], fields)
-                if made is not None:
-                    return made[0]
-                value, valid = _make(body[0], fields)
-                if valid:
-                    _fingerprint_built(value, fields, True)  # its class's template
-                    _learn(value, fields)
-                return value
-            return self._build(body[0], self.unpack(fields, pool))
+            return self._stored_message(body[0], body[1], pool)
         if tag == "$d":
             return {k: self.unpack(x, pool) for k, x in body.items()}
         raise ValueError(f"unknown packed tag {tag!r}")
+
+    def _stored_message(self, name: str, fields: dict[str, Any], pool: Mapping[str, Any]) -> Any:
+        """A message of class ``name`` from its stored ``fields`` (e.g. a pending write's,
+        or a checkpoint's listed by ``list``): made without validation when they are all
+        plain and :func:`_learn` knows its class and fields (see :meth:`_messages`)."""
+        if _PLAIN.issuperset(map(type, fields.values())):
+            made = _construct(name, fields)
+            if made is not None:
+                return made[0]
+            value, valid = _make(name, fields)
+            if valid:
+                _fingerprint_built(value, fields, True)  # its class's template
+                _learn(value, fields)
+            return value
+        return self._build(name, self.unpack(fields, pool))
 
     def _messages(
         self, packed: list[Any], pool: Mapping[str, Any], seen: Memo | None, built: Built
