@@ -36,9 +36,9 @@ def _messages(n: int) -> list[Any]:
             AIMessage(f"answer {i} {pad}", id=f"a{i}", name="bot"),
             ToolMessage(f"tool {i} {pad}", tool_call_id=f"t{i}", id=f"t{i}"),
             SystemMessage(f"system {i} {pad}"),
-            ChatMessage(f"chat {i} {pad}", role="critic", id=f"c{i}"),
-            FunctionMessage(f"fn {i} {pad}", name="f", id=f"f{i}"),
-            AIMessageChunk(f"chunk {i} {pad}", id=f"k{i}"),
+            ChatMessage(content=f"chat {i} {pad}", role="critic", id=f"c{i}"),
+            FunctionMessage(content=f"fn {i} {pad}", name="f", id=f"f{i}"),
+            AIMessageChunk(content=f"chunk {i} {pad}", id=f"k{i}"),
         ]
     return out
 
