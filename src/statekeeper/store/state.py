@@ -8,14 +8,19 @@ not change state. Replay is therefore a loop over :func:`apply_payload`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from .. import patch
+from ..errors import IntegrityError, PatchError
 
-__all__ = ["HELD_AS_BYTES", "AgentRecord", "apply_payload", "document"]
+if TYPE_CHECKING:
+    from ..records import RawEvent
+
+__all__ = ["HELD_AS_BYTES", "AgentRecord", "apply_payload", "apply_payloads", "document"]
 
 
 class _HeldAsBytes:
@@ -127,3 +132,53 @@ def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict
         record.schema_version = version
     record.seq = seq
     record.updated_at = timestamp
+
+
+def apply_payloads(record: AgentRecord, events: Sequence[RawEvent], docs: list[Any]) -> None:
+    """Apply the verified bodies ``docs`` of ``events`` (as many as there are docs)
+    to ``record``: :func:`apply_payload` of each, with a run of single appends to
+    one list made as appends to that list."""
+    agent_id = record.agent_id
+    target: list[Any] | None = None  # the list the last event appended to...
+    target_path: Any = None  # ... at this pointer + "/-"
+    replayed = 0
+    for raw, body in zip(events, docs, strict=False):
+        seq, ts = raw.seq, raw.timestamp
+        if type(body) is not dict:
+            raise IntegrityError(agent_id, seq, "event payload is not an object")
+        if seq == 1:
+            record.created_at = ts
+        ops = body.get("ops")
+        if ops:
+            op = ops[0] if type(ops) is list and len(ops) == 1 else None
+            if (
+                target is not None
+                and type(op) is dict
+                and op.get("path") == target_path
+                and op.get("op") == "add"
+                and "value" in op
+            ):
+                target.append(op["value"])  # what patch.apply does with it
+            else:
+                try:
+                    record.data = patch.apply(document(record), ops, in_place=True)
+                except PatchError as exc:
+                    raise IntegrityError(agent_id, seq, f"patch does not apply: {exc}") from exc
+                record.dumped = None
+                record.blob = None
+                target = None
+                path = op.get("path") if type(op) is dict and op.get("op") == "add" else None
+                if type(path) is str and path.endswith("/-"):
+                    target = patch.list_at(record.data, path[:-2])
+                    target_path = path
+        fsm = body.get("fsm")
+        if fsm is not None:
+            record.fsm_state = fsm
+            record.fsm_entered_at = ts
+        version = body.get("v")
+        if version is not None:
+            record.schema_version = version
+        record.seq = seq
+        record.updated_at = ts
+        replayed += len(raw.payload)
+    record.replay_bytes += replayed
