@@ -139,8 +139,8 @@ def apply_payloads(record: AgentRecord, events: Sequence[RawEvent], docs: list[A
     to ``record``: :func:`apply_payload` of each, with a run of single appends to
     one list made as appends to that list."""
     agent_id = record.agent_id
-    target: list[Any] | None = None  # the list the last event appended to...
-    target_path: Any = None  # ... at this pointer + "/-"
+    target: list[Any] | None = None  # the list the events append to (looked up when
+    target_path: str | None = None  # a second event appends at this pointer + "/-")
     replayed = 0
     for raw, body in zip(events, docs, strict=False):
         seq, ts = raw.seq, raw.timestamp
@@ -151,15 +151,15 @@ def apply_payloads(record: AgentRecord, events: Sequence[RawEvent], docs: list[A
         ops = body.get("ops")
         if ops:
             op = ops[0] if type(ops) is list and len(ops) == 1 else None
-            if (
-                target is not None
-                and type(op) is dict
-                and op.get("path") == target_path
-                and op.get("op") == "add"
-                and "value" in op
-            ):
-                target.append(op["value"])  # what patch.apply does with it
-            else:
+            path = op.get("path") if type(op) is dict and op.get("op") == "add" else None
+            appended = False
+            if path is not None and path == target_path and "value" in op:  # type: ignore[operator]
+                if target is None:
+                    target = patch.list_at(record.data, path[:-2])
+                if target is not None:
+                    target.append(op["value"])  # type: ignore[index]  # (what patch.apply does)
+                    appended = True
+            if not appended:
                 try:
                     record.data = patch.apply(document(record), ops, in_place=True)
                 except PatchError as exc:
@@ -167,10 +167,7 @@ def apply_payloads(record: AgentRecord, events: Sequence[RawEvent], docs: list[A
                 record.dumped = None
                 record.blob = None
                 target = None
-                path = op.get("path") if type(op) is dict and op.get("op") == "add" else None
-                if type(path) is str and path.endswith("/-"):
-                    target = patch.list_at(record.data, path[:-2])
-                    target_path = path
+                target_path = path if type(path) is str and path.endswith("/-") else None
         fsm = body.get("fsm")
         if fsm is not None:
             record.fsm_state = fsm
