@@ -95,7 +95,7 @@ from ..errors import (
     SerializationError,
     StatekeeperError,
 )
-from .formats import FORMATS, JSON, MSGPACK, Format
+from .formats import FORMATS, JSON, MSGPACK, Format, has_marker
 from .types import TypeRegistry, from_plain
 
 if TYPE_CHECKING:
@@ -779,12 +779,12 @@ class Codec:
                 doc = _orjson_loads(body)
             except ValueError as exc:
                 raise IntegrityError(agent_id, seq, f"payload unreadable: {exc}") from exc
-            if b"$" in body and b'"$t"' in body:
+            if b"$" in body and has_marker(body, _JSON_TAG):
                 return from_plain(doc, self.types), opened, True
             return doc, opened, False
         # msgpack (a snapshot made of a save's packed bytes, or a msgpack store): typed
         # values are tagged as in JSON, with the tag key packed as a string
-        typed = fmt != MSGPACK or (b"$" in body and _MSGPACK_TAG in body)
+        typed = fmt != MSGPACK or (b"$" in body and has_marker(body, _MSGPACK_TAG))
         return self.deserialize(body, agent_id, seq, fmt=fmt), opened, typed
 
     def decode_next(
@@ -829,7 +829,7 @@ class Codec:
                 doc = _orjson_loads(body)
             except ValueError as exc:
                 raise IntegrityError(agent_id, seq, f"payload unreadable: {exc}") from exc
-            if b"$" in body and b'"$t"' in body:
+            if b"$" in body and has_marker(body, _JSON_TAG):
                 return from_plain(doc, self.types), link, True
             return doc, link, False
         doc, opened, rich = self.decode_typed(
@@ -892,7 +892,7 @@ class Codec:
                     doc = _orjson_loads(body)
                 except ValueError as exc:
                     raise IntegrityError(agent_id, seq, f"payload unreadable: {exc}") from exc
-                if b"$" in body and b'"$t"' in body:
+                if b"$" in body and has_marker(body, _JSON_TAG):
                     doc = from_plain(doc, self.types)
                     typed = True
                 link = digest
@@ -1062,6 +1062,7 @@ _PLAIN_HEADER = bytes((VERSION, JSON, 0))
 _PLAIN_MSGPACK = bytes((VERSION, MSGPACK, 0))
 #: the tag key of a typed value, as msgpack packs it (:attr:`Format.marker`)
 _MSGPACK_TAG = b"\xa2$t"
+_JSON_TAG = b'"$t"'
 _sha256 = hashlib.sha256
 _new_tuple = tuple.__new__
 _orjson_loads = orjson.loads

@@ -20,7 +20,7 @@ import orjson
 from .. import patch
 from ..backends.base import Backend, LatestRead
 from ..codec import ZERO_LINK, Codec, Opened
-from ..codec.formats import JSON, MSGPACK
+from ..codec.formats import JSON, MSGPACK, has_marker
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
     AgentNotFound,
@@ -53,8 +53,8 @@ def rich(opened: Opened) -> bool:
     """True when a decoded body may hold typed values (not plain JSON)."""
     body, fmt = opened.body, opened.format
     if fmt == JSON:
-        return b"$" in body and b'"$t"' in body
-    return fmt != MSGPACK or (b"$" in body and b"\xa2$t" in body)  # (the tag key, packed)
+        return has_marker(body, b'"$t"')
+    return fmt != MSGPACK or has_marker(body, b"\xa2$t")  # (the tag key, packed)
 
 
 class ReadPath:
