@@ -2,7 +2,8 @@
 
 Builds a chat of ~300-character messages (100 saves: the head at a snapshot, mode
 ``sk0``; 108 saves: 8 events past it, mode ``sk``), then makes N cold loads
-(``cache_size=0``); ``floor`` makes N of the verified-load floor (one ``SELECT`` of the
+(``cache_size=0``); ``sk<k>`` / ``lg<k>`` with k events past the snapshot (``sk99``: 199 saves);
+``floor`` makes N of the verified-load floor (one ``SELECT`` of the
 snapshot row, SHA-256, ``orjson.loads``); ``lg`` N ``SqliteSaver.get_tuple`` of the
 same chat. Instructions per load = the difference of two runs (N=250 and N=50) / 200::
 
@@ -32,15 +33,17 @@ from statekeeper import StateStore
 async def main(mode: str, n: int) -> None:
     d = tempfile.mkdtemp(prefix="sk-cg-")
     url = f"sqlite:///{d}/p.db?synchronous=OFF"
-    msgs = make_messages(120, seed=7, chars=300)
-    saves = 100 if mode in ("sk0", "lg") else 108
+    msgs = make_messages(200, seed=7, chars=300)
+    # sk<k> / lg<k>: k events past the snapshot at 100 (sk: 8, sk0 and lg: 0)
+    kind, past = mode[:2], {"sk": "8", "lg": "0"}.get(mode, mode[2:]) or "0"
+    saves = 100 + int(past) if kind in ("sk", "lg") else 108
     async with StateStore(url, snapshot_every=100, witness=False) as s:
         for i in range(saves):
             await s.save("a", {"messages": msgs[: i + 1]})
     store = StateStore(f"sqlite:///{d}/p.db", cache_size=0, witness=False)
     conn = sqlite3.connect(f"{d}/p.db")
     await store.load("a")
-    if mode in ("sk", "sk0"):
+    if kind == "sk":
         for _ in range(n):
             await store.load("a")
     elif mode == "floor":
@@ -49,7 +52,7 @@ async def main(mode: str, n: int) -> None:
             row = conn.execute(sql, ("a",)).fetchone()
             hashlib.sha256(row[0]).digest()
             orjson.loads(row[0][35:])
-    elif mode == "lg":
+    elif kind == "lg":
         saver = lg_open(f"{d}/lg.db", "OFF")
         cfg = lg_config("a")
         for cp, meta, v in lg_plan(saver, [{"messages": msgs[: i + 1]} for i in range(saves)]):

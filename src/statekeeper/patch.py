@@ -23,7 +23,7 @@ import orjson
 
 from .errors import PatchError, SerializationError
 
-__all__ = ["apply", "diff", "escape", "unescape"]
+__all__ = ["apply", "diff", "escape", "list_at", "unescape"]
 
 Op = dict[str, Any]
 
@@ -192,6 +192,16 @@ def _get(doc: Any, path: str) -> Any:
         else:
             raise PatchError(f"path {path!r} not found")
     return node
+
+
+def list_at(doc: Any, pointer: str) -> list[Any] | None:
+    """The list at ``pointer`` in ``doc``, or None (absent, or not a list): what an
+    ``add`` at ``pointer + "/-"`` appends to (a replay appends a run of them to it)."""
+    try:
+        node = _get(doc, pointer)
+    except PatchError:
+        return None
+    return node if type(node) is list else None
 
 
 def _add(doc: Any, tokens: tuple[str, ...], value: Any, in_place: bool) -> Any:

@@ -50,7 +50,15 @@ async def test_a_cold_load_replays_at_most_one_snapshot_worth_by_cost(
             decoded.append(seq)
             return decode_next(agent_id, seq, *args)
 
+        decode_chain = cold.codec.decode_chain
+
+        def counting_chain(agent_id: str, events: Any, prev: Any) -> Any:
+            out = decode_chain(agent_id, events, prev)
+            decoded.extend(e.seq for e in events[: len(out[0])])
+            return out
+
         cold.codec.decode_next = counting  # type: ignore[method-assign,assignment]
+        cold.codec.decode_chain = counting_chain  # type: ignore[method-assign]
         try:
             for n in range(1, len(MESSAGES) + 1):
                 await writer.save("chat", {"messages": MESSAGES[:n]})

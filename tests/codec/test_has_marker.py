@@ -1,0 +1,64 @@
+"""``has_marker``: whether a stored body may hold a typed value (the tag key ``"$t"``),
+found from its ``$`` bytes (``memchr``) rather than by scanning for the whole tag; and a
+msgpack snapshot whose other bytes hold ``$`` (a float's) still loads its typed values."""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+from pathlib import Path
+
+import msgpack  # type: ignore[import-untyped]
+import orjson
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.codec.formats import has_marker
+
+PACKED = b"\xa2$t"
+JSON = b'"$t"'
+
+
+@pytest.mark.parametrize(
+    ("body", "marker", "expected"),
+    [
+        (b"", PACKED, False),
+        (b"$", PACKED, False),
+        (b"$t", PACKED, False),  # no room for the byte before the "$"
+        (b"\xa2$t", PACKED, True),
+        (b"\xa2$", PACKED, False),
+        (b"x$t\xa2$u\xa2$t", PACKED, True),
+        (b"$" * 40, PACKED, False),  # many "$": the fallback scan
+        (b"$" * 40 + b"\xa2$t", PACKED, True),
+        (orjson.dumps({"price": "$5", "v": {"$t": "set", "v": []}}), JSON, True),
+        (orjson.dumps({"price": "$5", "note": "$t"}), JSON, True),  # (a string: from_plain decides)
+        (msgpack.packb({"$t": "datetime"}), PACKED, True),
+        (msgpack.packb({"at": struct.unpack(">d", b"A\xda\xc4$\xfa\x999\xd9")[0]}), PACKED, False),
+    ],
+)
+def test_has_marker_is_marker_in_body(body: bytes, marker: bytes, expected: bool) -> None:
+    assert has_marker(body, marker) is expected is (marker in body)
+    view = memoryview(body)  # (not bytes: the expression the codec had, kept as it was)
+    assert has_marker(view, marker) is (b"$" in view and marker in body)  # type: ignore[comparison-overlap]
+
+
+# a timestamp whose packed float holds a "$" byte (0x24), as ~1 load in 10 had
+DOLLAR_TIME = struct.unpack(">d", b"A\xda\xc4$\xfa\x999\xd9")[0]
+
+
+async def test_a_msgpack_snapshot_with_dollar_bytes_keeps_its_typed_values(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}?synchronous=OFF"
+    when = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
+    async with StateStore(url, snapshot_every=2, clock=lambda: DOLLAR_TIME) as store:
+        await store.save("a", {"messages": ["$1", "$2"]})
+        await store.save("a", {"messages": ["$1", "$2"], "at": when, "tags": {"x"}})
+        snap = await store.backend.latest_snapshot("a")
+        assert snap is not None and snap.seq == 2 and b"$" in snap.payload
+    async with StateStore(url, cache_size=0) as cold:
+        loaded = await cold.load("a")
+    assert loaded.data == {"messages": ["$1", "$2"], "at": when, "tags": {"x"}}
+    async with StateStore(url) as cached:  # the cache's copy goes through the codec
+        assert (await cached.load("a")).data["at"] == when
+        assert (await cached.load("a")).data["tags"] == {"x"}
