@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..codec import Opened
+from ..codec.formats import has_marker
 from ..errors import IntegrityError
 from ..records import Event, RawEvent, RawSnapshot
 from .state import AgentRecord, document
@@ -132,7 +133,7 @@ def packed_snapshot_body(
     packb = _packb
     parts = []
     for key, value in dumped.items():
-        if type(key) is not str or (b"$" in value and _PACKED_TAG in value):
+        if type(key) is not str or has_marker(value, _PACKED_TAG):
             return None
         parts.append(packb(key))
         parts.append(value)
