@@ -1063,14 +1063,32 @@ class SQLiteBackend(Backend):
         request wrote anything, so it needs no undo; without ``savepoints`` a
         constraint firing mid-request propagates (the caller rolls back and retries
         the batch with one savepoint per request). A request may be the arguments of
-        :meth:`append_next` as they are (its result: None)."""
+        :meth:`append_next` as they are (its result: None).
+
+        Such a row's BLOBs are bound as ``bytearray``: CPython's ``sqlite3`` binds a
+        ``bytearray`` directly but sends ``bytes`` through its adapter lookup (an
+        ``AttributeError`` formatted and cleared per parameter). Measured with callgrind,
+        16-row transactions of this path's two statements: 85.7k -> 78.0k instructions a
+        row, copies included (the writer thread, holding the GIL the event loop wants);
+        a lone append (``_commit_lone``) binds its arguments as they are."""
         results: list[_Outcome] = []
         for request in requests:
             if savepoints:
                 conn.execute("SAVEPOINT sk_req")
             try:
                 if isinstance(request, tuple):
-                    self._append_row(conn, *request)
+                    agent_id, seq, ts, payload, checksum, tag, expected, snap = request
+                    self._append_row(
+                        conn,
+                        agent_id,
+                        seq,
+                        ts,
+                        bytearray(payload),
+                        bytearray(checksum),
+                        tag if tag is None else bytearray(tag),
+                        expected if expected is None else bytearray(expected),
+                        snap,
+                    )
                     results.append(None)
                 else:
                     results.append(self._append_one(conn, request))
