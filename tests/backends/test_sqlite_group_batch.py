@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sqlite3
+import threading
 from contextlib import closing
 from pathlib import Path
 
@@ -102,3 +103,47 @@ async def test_group_store_one_stale_save_among_fifteen_fails_alone(tmp_path: Pa
     async with StateStore(url) as other:
         loaded = [(await other.load(a)).data["n"] for a in AGENTS]
     assert loaded == [0 if a == STALE else 1 for a in AGENTS]
+
+
+async def test_a_batch_is_written_on_the_loop_and_only_its_commit_leaves_it(
+    tmp_path: Path,
+) -> None:
+    # On the writer thread each statement gave the GIL back to a busy event loop and
+    # waited for it until the loop went idle: the commit never overlapped the loop's
+    # work. The loop writes the batch; only the COMMIT (the fsync) runs elsewhere.
+    backend = SQLiteBackend(tmp_path / "threads.db")
+    seen: list[tuple[int, str]] = []
+    try:
+        await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
+        conn = backend._writer
+        assert conn is not None
+        conn.set_trace_callback(lambda sql: seen.append((threading.get_ident(), sql)))
+        await asyncio.gather(*(_next(backend, a, 2, _tag(a, 1)) for a in AGENTS))
+        conn.set_trace_callback(None)
+    finally:
+        await backend.close()
+    loop_thread = threading.get_ident()
+    claims = [t for t, sql in seen if sql.startswith("UPDATE sk_agents")]
+    writes = [t for t, sql in seen if sql.startswith(("UPDATE", "INSERT"))]
+    commits = [t for t, sql in seen if sql == "COMMIT"]
+    assert len(claims) == len(AGENTS) and set(writes) == {loop_thread}
+    assert len(commits) == 1 and commits[0] != loop_thread
+
+
+async def test_a_batch_and_writes_queued_on_the_writer_thread_all_complete(
+    tmp_path: Path,
+) -> None:
+    # The batch holds the writer from its BEGIN (on the loop) to its COMMIT (on the
+    # commit thread); writes queued meanwhile on the writer thread wait for it there
+    # and then run: nothing waits on anything that waits on it.
+    backend = SQLiteBackend(tmp_path / "mixed.db")
+    try:
+        await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
+        for seq in range(2, 6):
+            await asyncio.gather(
+                *(_next(backend, a, seq, _tag(a, seq - 1)) for a in AGENTS),
+                backend.delete_agent(f"gone-{seq}"),  # a write through the writer thread
+            )
+        assert [await backend.head(a) for a in AGENTS] == [5] * len(AGENTS)
+    finally:
+        await backend.close()
