@@ -1449,10 +1449,10 @@ class SQLiteBackend(Backend):
     def _commit_written(
         self, requests: list[_Queued], results: list[_Outcome], entered: threading.Event
     ) -> list[_Outcome]:
+        entered.set()  # first: the loop waits for it
         conn = self._writer
-        assert conn is not None
         try:
-            entered.set()
+            assert conn is not None  # (closing takes _writer_busy first: held here)
             try:
                 try:
                     self._append_cursor.execute("COMMIT")
