@@ -1,0 +1,149 @@
+"""The SQLite commit queue's shared commit (``durability="group"``): one batch, each
+append's own compare-and-set, and the rows it stores exactly as they were given."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sqlite3
+import threading
+from contextlib import closing
+from pathlib import Path
+
+from statekeeper import ConflictError, StateStore
+from statekeeper.backends.sqlite import SQLiteBackend
+
+AGENTS = [f"agent-{i:02d}" for i in range(16)]
+STALE = AGENTS[7]
+
+
+def _tag(agent_id: str, seq: int) -> bytes:
+    return hashlib.sha256(f"{agent_id}/{seq}".encode()).digest()[:16]
+
+
+def _payload(agent_id: str, seq: int) -> bytes:
+    return f"{agent_id} event {seq} ".encode() * 20
+
+
+def _checksum(agent_id: str, seq: int) -> bytes:
+    return hashlib.sha256(_payload(agent_id, seq)).digest()
+
+
+async def _next(backend: SQLiteBackend, agent_id: str, seq: int, expected: bytes | None) -> None:
+    await backend.append_next(
+        agent_id,
+        seq,
+        float(seq),
+        _payload(agent_id, seq),
+        _checksum(agent_id, seq),
+        _tag(agent_id, seq),
+        expected,
+    )
+
+
+async def test_one_stale_append_among_fifteen_fails_alone_in_the_shared_commit(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "group.db"
+    backend = SQLiteBackend(path)
+    try:
+        await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
+        commits = backend.append_commits
+        # all 16 made in one tick: they join one queue and go as one batch
+        results = await asyncio.gather(
+            *(_next(backend, a, 2, b"stale" if a == STALE else _tag(a, 1)) for a in AGENTS),
+            return_exceptions=True,
+        )
+        assert backend.append_commits == commits + 1  # one shared commit
+        stale = results[AGENTS.index(STALE)]
+        assert isinstance(stale, ConflictError)
+        assert (stale.agent_id, stale.expected_seq, stale.current_seq) == (STALE, 1, 1)
+        assert [r for a, r in zip(AGENTS, results, strict=True) if a != STALE] == [None] * 15
+        with closing(sqlite3.connect(path)) as conn:
+            heads = dict(conn.execute("SELECT agent_id, head_seq FROM sk_agents").fetchall())
+            tags = dict(conn.execute("SELECT agent_id, head_tag FROM sk_agents").fetchall())
+            rows = conn.execute(
+                "SELECT agent_id, seq, payload, checksum FROM sk_events WHERE seq = 2"
+            ).fetchall()
+        assert heads == {a: 1 if a == STALE else 2 for a in AGENTS}
+        assert tags == {a: _tag(a, 1 if a == STALE else 2) for a in AGENTS}
+        # stored as given (BLOBs, byte for byte), nothing of the stale append
+        assert sorted(rows) == [
+            (a, 2, _payload(a, 2), _checksum(a, 2)) for a in AGENTS if a != STALE
+        ]
+        for a in AGENTS:
+            if a != STALE:
+                (event,) = await backend.read(a, 1)
+                assert (event.payload, event.checksum) == (_payload(a, 2), _checksum(a, 2))
+        # the heads the batch stored check as the tags they were given: a lone append
+        # (bound as it is, not through the batch) on each of them lands
+        for a in AGENTS:
+            if a != STALE:
+                await _next(backend, a, 3, _tag(a, 2))
+        assert await backend.head(AGENTS[0]) == 3
+    finally:
+        await backend.close()
+
+
+async def test_group_store_one_stale_save_among_fifteen_fails_alone(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    async with StateStore(url, durability="group") as store:
+        await asyncio.gather(*(store.save(a, {"n": 0}) for a in AGENTS))
+        results = await asyncio.gather(
+            *(store.save(a, {"n": 1}, expected_seq=5 if a == STALE else 1) for a in AGENTS),
+            return_exceptions=True,
+        )
+        stale = results[AGENTS.index(STALE)]
+        assert isinstance(stale, ConflictError) and stale.current_seq == 1
+        assert all(
+            not isinstance(r, BaseException) and r.last_seq == 2
+            for a, r in zip(AGENTS, results, strict=True)
+            if a != STALE
+        )
+    async with StateStore(url) as other:
+        loaded = [(await other.load(a)).data["n"] for a in AGENTS]
+    assert loaded == [0 if a == STALE else 1 for a in AGENTS]
+
+
+async def test_a_batch_is_written_on_the_loop_and_only_its_commit_leaves_it(
+    tmp_path: Path,
+) -> None:
+    # On the writer thread each statement gave the GIL back to a busy event loop and
+    # waited for it until the loop went idle: the commit never overlapped the loop's
+    # work. The loop writes the batch; only the COMMIT (the fsync) runs elsewhere.
+    backend = SQLiteBackend(tmp_path / "threads.db")
+    seen: list[tuple[int, str]] = []
+    try:
+        await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
+        conn = backend._writer
+        assert conn is not None
+        conn.set_trace_callback(lambda sql: seen.append((threading.get_ident(), sql)))
+        await asyncio.gather(*(_next(backend, a, 2, _tag(a, 1)) for a in AGENTS))
+        conn.set_trace_callback(None)
+    finally:
+        await backend.close()
+    loop_thread = threading.get_ident()
+    claims = [t for t, sql in seen if sql.startswith("UPDATE sk_agents")]
+    writes = [t for t, sql in seen if sql.startswith(("UPDATE", "INSERT"))]
+    commits = [t for t, sql in seen if sql == "COMMIT"]
+    assert len(claims) == len(AGENTS) and set(writes) == {loop_thread}
+    assert len(commits) == 1 and commits[0] != loop_thread
+
+
+async def test_a_batch_and_writes_queued_on_the_writer_thread_all_complete(
+    tmp_path: Path,
+) -> None:
+    # The batch holds the writer from its BEGIN (on the loop) to its COMMIT (on the
+    # commit thread); writes queued meanwhile on the writer thread wait for it there
+    # and then run: nothing waits on anything that waits on it.
+    backend = SQLiteBackend(tmp_path / "mixed.db")
+    try:
+        await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
+        for seq in range(2, 6):
+            await asyncio.gather(
+                *(_next(backend, a, seq, _tag(a, seq - 1)) for a in AGENTS),
+                backend.delete_agent(f"gone-{seq}"),  # a write through the writer thread
+            )
+        assert [await backend.head(a) for a in AGENTS] == [5] * len(AGENTS)
+    finally:
+        await backend.close()
