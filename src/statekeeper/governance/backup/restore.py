@@ -505,6 +505,24 @@ def _check_namespace(store: StateStore, listed: set[str]) -> None:
         )
 
 
+#: the most record bytes the writing pass holds in one batch of concurrent appends: a
+#: group of a file backup (:data:`.filecopy.GROUP_BYTES`, 1 MiB) is written in
+#: batches of this much, so a restore holds ~2 chunks of records, not a group
+#: (a 4.8 MB backup of 64 KiB records: traced peak 0.21-0.29 of its size -> 0.140-0.144,
+#: 20 runs each, docs/benchmarks.md "flaky15")
+WRITE_BATCH_BYTES = 256 << 10
+
+
+def _record_bytes(item: Any) -> int:
+    """The payload bytes of one entry (its events, its snapshot, its base snapshot)."""
+    snapshot, base = item[5], item[7] if len(item) > 7 else None
+    return (
+        sum(len(e[3]) for e in item[4])
+        + (len(snapshot[2]) if snapshot is not None else 0)
+        + (len(base[2]) if base is not None else 0)
+    )
+
+
 async def _write_all(
     store: StateStore,
     paths: Sequence[str],
@@ -517,7 +535,8 @@ async def _write_all(
 ) -> int:
     """The writing pass: the files again, chunk by chunk (each re-authenticated and
     checked against its manifest as it is read), each agent's parts in file order,
-    the agents of one chunk concurrently. Returns how many agents were finished."""
+    the agents of one chunk concurrently, at most :data:`WRITE_BATCH_BYTES` of
+    records at a time. Returns how many agents were finished."""
     gate = asyncio.Semaphore(max(1, concurrency))
     finished = 0
 
@@ -546,17 +565,22 @@ async def _write_all(
                 raise BackupCorrupt(path, "header", "changed while it was being restored")
             entries = _entries(reader, reader.streams)
             batch: list[tuple[int, Any]] = []
+            held = 0
             while True:
                 got = await asyncio.to_thread(next, entries, None)
-                if got is None or (batch and got[0] != batch[-1][0]):
+                size = 0 if got is None else _record_bytes(got[1])
+                if got is None or (
+                    batch and (got[0] != batch[-1][0] or held + size > WRITE_BATCH_BYTES)
+                ):
                     await asyncio.gather(*(one(number, i, item) for i, item in batch))
-                    batch = []
+                    batch, held = [], 0
                 if got is None:
                     break
                 agent_id = got[1][0]
                 plan = plans.get(agent_id)
                 if agent_id in tags and plan is not None and number >= plan.start:
                     batch.append(got)
+                    held += size
         finally:
             reader.close()
     if progress is not None:
