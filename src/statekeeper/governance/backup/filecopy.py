@@ -65,6 +65,8 @@ __all__ = [
     "compacted_columns",
     "copy_of",
     "file_entries",
+    "image_entries",
+    "shipped",
     "write_copy",
     "write_pages",
 ]
@@ -101,11 +103,11 @@ def write_copy(
     conn = connect_read_only(copy)
     try:
         conn.execute(f"PRAGMA mmap_size = {os.path.getsize(copy)}")
-        return _shipped(
+        return shipped(
             writer,
             conn,
             progress,
-            lambda: writer.chunks_of_file(copy, chunk_bytes, _THREADS, LEVEL),
+            lambda: writer.chunks_of_file(copy, chunk_bytes, THREADS, LEVEL),
         )
     finally:
         conn.close()
@@ -121,18 +123,27 @@ def write_pages(
     temporary file) in chunks into ``writer``; returns the manifest's body, read in
     the same snapshot. Runs in a thread."""
 
+    size = snapshot.page_size
+    chunk_bytes = max(size, chunk_bytes - chunk_bytes % size)  # whole pages: each digested
+    digests = bytearray()
+
     def ship() -> int:
         snapshot.plan()  # while the heads are read (another connection, same snapshot)
-        sealer = writer.sealer(chunk_bytes, _THREADS, LEVEL)
+        sealer = writer.sealer(chunk_bytes, THREADS, LEVEL, page_size=size)
         for piece in snapshot.chunks(chunk_bytes, sealer.spare):
             sealer.feed(piece, owned=True)
-        return sealer.close()
+        shipped_bytes = sealer.close()
+        digests.extend(sealer.digests)
+        return shipped_bytes
 
-    return _shipped(writer, snapshot.conn, progress, ship)
+    body = shipped(writer, snapshot.conn, progress, ship)
+    # every page's digest: the parent of an incremental backup by pages (:mod:`.pagedelta`)
+    body.update(page_size=size, pages=snapshot.pages, page_digests=bytes(digests))
+    return body
 
 
 #: sealing threads (zstd and AES-GCM release the GIL)
-_THREADS = min(4, os.cpu_count() or 1)
+THREADS = min(4, os.cpu_count() or 1)
 #: zstd's level for a store file's pages. Callgrind, compressing 64 MiB of the
 #: 100,000-agent bench image (docs/benchmarks.md, bk15): -3 846 M instructions for
 #: 51.1 MB, -10 472 M / 53.6 MB, -20 351 M / 56.5 MB, -50 236 M / 58.1 MB. -20 against
@@ -142,7 +153,7 @@ _THREADS = min(4, os.cpu_count() or 1)
 LEVEL = -20
 
 
-def _shipped(
+def shipped(
     writer: FrameWriter,
     conn: sqlite3.Connection,
     progress: Callable[[int, int], None] | None,
@@ -237,11 +248,18 @@ def opened_copy(reader: FrameReader, store_file: bool = True) -> Iterator[str]:
 def file_entries(reader: FrameReader) -> Iterator[tuple[int, Any]]:
     """``(group, entry)`` of a version-2 backup (see :func:`checked_entries`)."""
     with opened_copy(reader) as copy:
-        conn = connect_read_only(copy)
-        try:
-            yield from checked_entries(reader, iter_streams(conn))
-        finally:
-            conn.close()
+        yield from image_entries(reader, copy)
+
+
+def image_entries(reader: FrameReader, image: str) -> Iterator[tuple[int, Any]]:
+    """``(group, entry)`` of the store file at ``image`` (a version-2 backup's copy,
+    or the image rebuilt from a chain of page backups ending in ``reader``: see
+    :mod:`.pagechain`), checked against ``reader``'s manifest."""
+    conn = connect_read_only(image)
+    try:
+        yield from checked_entries(reader, iter_streams(conn))
+    finally:
+        conn.close()
 
 
 def checked_entries(
