@@ -52,6 +52,7 @@ from ...backends.sqlite_export import (
 from ...backends.sqlite_files import connect_read_only, require_store_file
 from ...errors import BackupCorrupt, BackupError, NotAStore
 from .fileformat import FrameReader, FrameWriter
+from .pagedelta import PAGE_HASH
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
@@ -138,7 +139,9 @@ def write_pages(
 
     body = shipped(writer, snapshot.conn, progress, ship)
     # every page's digest: the parent of an incremental backup by pages (:mod:`.pagedelta`)
-    body.update(page_size=size, pages=snapshot.pages, page_digests=bytes(digests))
+    body.update(
+        page_size=size, pages=snapshot.pages, page_hash=PAGE_HASH, page_digests=bytes(digests)
+    )
     return body
 
 

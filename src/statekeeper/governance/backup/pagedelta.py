@@ -1,10 +1,10 @@
 """An incremental backup of a SQLite store as the pages that changed (format version 4).
 
 A full backup of a whole SQLite store (format version 2, :func:`.filecopy.write_pages`)
-lists in its manifest a digest of every page of its image (``page_digests``: 16 bytes
-of BLAKE2b per page, in page order; ``page_size``, ``pages``). An incremental one whose
-parent lists them (a full page backup, or another incremental of this kind) takes the
-same kind of point-in-time page image of the live store
+lists in its manifest a digest of every page of its image (``page_digests``: the first
+16 bytes of each page's SHA-256, in page order, :data:`PAGE_HASH`; ``page_size``,
+``pages``). An incremental one whose parent lists them (a full page backup, or another
+incremental of this kind) takes the same kind of point-in-time page image of the live store
 (:mod:`~statekeeper.backends.sqlite_pages`: one read snapshot, its heads read in it),
 digests every page, and ships only the pages whose digest differs from the parent's
 (or that the parent did not have), compressed and encrypted as a full backup's chunks.
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DIGEST",
+    "PAGE_HASH",
     "changed_pages",
     "page_digests",
     "page_layout",
@@ -40,18 +41,24 @@ __all__ = [
     "write_page_delta",
 ]
 
-#: bytes of one page's digest (BLAKE2b-128)
+#: bytes of one page's digest
 DIGEST = 16
+#: what a manifest's ``page_digests`` are (``page_hash``): a parent whose digests are
+#: of another kind is not one an incremental by pages can follow
+PAGE_HASH = "sha256/16"
 _PAGENO = struct.Struct(">I")
 
 
 def page_digests(buf: bytes | bytearray | memoryview, page_size: int) -> bytes:
-    """The digest of every whole page of ``buf``, concatenated (hashlib releases the
-    GIL for each page: a few threads digest side by side)."""
+    """The digest of every whole page of ``buf`` (:data:`PAGE_HASH`: the first 16
+    bytes of its SHA-256), concatenated. hashlib releases the GIL for each page: a few
+    threads digest side by side. SHA-256 rather than BLAKE2b: on this machine's SHA
+    instructions 1,190 MB/s against 745 per 4 KiB page (docs/benchmarks.md, bk15b), a
+    full backup's extra cost ~0.14 CPU-s instead of ~0.23 for 170 MB."""
     view = memoryview(buf)
-    blake = hashlib.blake2b
+    sha256 = hashlib.sha256
     return b"".join(
-        blake(view[at : at + page_size], digest_size=DIGEST).digest()
+        sha256(view[at : at + page_size]).digest()[:DIGEST]
         for at in range(0, len(view) - page_size + 1, page_size)
     )
 
@@ -62,7 +69,7 @@ def page_layout(reader: FrameReader) -> tuple[int, int, bytes] | None:
     or a page backup written before they were listed)."""
     manifest = reader.manifest
     digests = manifest.get("page_digests")
-    if digests is None:
+    if digests is None or manifest.get("page_hash") != PAGE_HASH:
         return None
     try:
         size, pages = int(manifest["page_size"]), int(manifest["pages"])
@@ -124,7 +131,11 @@ def write_page_delta(
     body = shipped(writer, snapshot.conn, progress, ship)
     body["layout"] = "sqlite-page-delta"
     body.update(
-        page_size=size, pages=snapshot.pages, page_digests=bytes(digests), changed=bytes(changed)
+        page_size=size,
+        pages=snapshot.pages,
+        page_hash=PAGE_HASH,
+        page_digests=bytes(digests),
+        changed=bytes(changed),
     )
     return body
 
