@@ -22,6 +22,7 @@ from statekeeper.governance.backup.fileformat import FrameReader
 
 from ..backends._services import fresh_url
 from ._point_in_time import keyring, write_before_heads, write_during
+from .test_backup_file import reseal_manifest
 
 PAGE = 4096
 
@@ -230,3 +231,28 @@ async def test_writes_committed_while_an_incremental_is_taken_are_not_in_it(
     async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
         await restore(dst, [full, inc], bkey)
         assert await contents(dst) == before
+
+
+async def test_an_incremental_whose_page_list_or_digests_were_edited_is_refused(
+    tmp_path: Path, chain: tuple[BackupKey, list[Path]]
+) -> None:
+    """The manifest edited and sealed again with the backup key (a key holder, or a
+    writer bug): a page digest, the list of pages shipped, the page count. The image
+    rebuilt from the chain must digest to the last manifest's pages: each is refused,
+    nothing restored."""
+    bkey, files = chain
+    data = files[2].read_bytes()
+
+    def flip_digest(m: dict[str, Any]) -> None:
+        m["page_digests"] = bytes([m["page_digests"][0] ^ 1]) + m["page_digests"][1:]
+
+    edits: dict[str, Any] = {
+        "a page digest": (flip_digest, "page digests"),
+        "a page left out": (lambda m: m.__setitem__("changed", m["changed"][:-4]), "more pages"),
+        "pages reordered": (lambda m: m.__setitem__("changed", m["changed"][::-1]), "order"),
+        "the page count": (lambda m: m.__setitem__("pages", m["pages"] + 1), "malformed"),
+    }
+    for what, (edit, reason) in edits.items():
+        files[2].write_bytes(reseal_manifest(data, bkey, edit))
+        message = await refused(tmp_path, files, bkey, BackupCorrupt)
+        assert reason in message, (what, message)
