@@ -256,3 +256,30 @@ async def test_an_incremental_whose_page_list_or_digests_were_edited_is_refused(
         files[2].write_bytes(reseal_manifest(data, bkey, edit))
         message = await refused(tmp_path, files, bkey, BackupCorrupt)
         assert reason in message, (what, message)
+
+
+async def test_a_row_incremental_after_a_page_incremental_restores_as_one_chain(
+    tmp_path: Path,
+) -> None:
+    """The chain moved to another engine (restored into memory) and went on there:
+    its next incremental (rows, the engine has no pages) follows the page incremental,
+    and full + pages + rows restore together."""
+    bkey = BackupKey(os.urandom(32))
+    files = [tmp_path / f"{n}.skb" for n in ("full", "pages", "rows")]
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keyring()) as src:
+        await fill(src, 20)
+        await backup(src, files[0], bkey)
+        await src.save("t0/a000", {"on": "sqlite"})
+        await page_incremental(src, files[1], bkey, files[0])
+    async with StateStore("memory://", keyring=keyring()) as moved:
+        await restore(moved, files[:2], bkey)
+        await moved.save("t0/a000", {"on": "memory"})
+        await moved.delete("t1/a001")
+        made = await backup(moved, files[2], bkey, since=files[1])
+        assert (made.copied, made.deleted) == (1, 1)
+        assert manifest(files[2], bkey)[0] == 1
+        expected = await contents(moved)
+    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
+        await restore(dst, files, bkey)
+        assert await contents(dst) == expected
+        assert (await dst.verify()).ok
