@@ -45,10 +45,10 @@ def manifest(file: Path, key: BackupKey) -> tuple[int, dict[str, Any]]:
 
 
 async def page_incremental(
-    src: StateStore, file: Path, key: BackupKey, since: Path
+    src: StateStore, file: Path, key: BackupKey, since: Path, chunk_bytes: int = 8 << 20
 ) -> BackupResult:
     """An incremental backup of ``src``: it must be one by pages."""
-    result = await backup(src, file, key, since=since)
+    result = await backup(src, file, key, since=since, chunk_bytes=chunk_bytes)
     version, body = manifest(file, key)
     assert version == 4 and body["layout"] == "sqlite-page-delta"
     assert result.parent == manifest(since, key)[1]["backup_id"]
@@ -101,7 +101,7 @@ async def test_a_chain_of_page_incrementals_restores_the_source(tmp_path: Path) 
         for i in range(40, 60):
             await src.save(f"t{i % 3}/a{i:03d}", {"i": i, "j": 7, "pad": "y" * 3000})
         await src.save("t0/a000", {"again": 2})
-        await page_incremental(src, files[2], bkey, files[1])
+        await page_incremental(src, files[2], bkey, files[1], chunk_bytes=PAGE)  # many chunks
         expected = await contents(src)
     async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
         restored = await restore(dst, files, bkey)

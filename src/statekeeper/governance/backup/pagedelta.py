@@ -111,11 +111,19 @@ def write_page_delta(
     digests = bytearray()
     changed = bytearray()
 
+    # the image is read into one buffer, again and again (the changed pages are copied
+    # out of it): no new 8 MiB buffer zeroed and faulted in per piece (0.059-0.064
+    # against 0.065-0.090 CPU-s for the 170 MB bench image, 4 runs)
+    held: list[bytearray] = []
+
+    def spare(n: int) -> bytearray | None:
+        return held.pop() if held and len(held[-1]) == n else None
+
     def ship() -> int:
         snapshot.plan()
         sealer = writer.sealer(chunk_bytes, THREADS, LEVEL)
         pageno = 1
-        for piece in snapshot.chunks(chunk_bytes):
+        for piece in snapshot.chunks(chunk_bytes, spare):
             found = page_digests(piece, size)
             at = len(digests)
             digests.extend(found)
@@ -126,6 +134,8 @@ def write_page_delta(
                     page = (i // DIGEST) * size
                     sealer.feed(view[page : page + size])
                 pageno += 1
+            view.release()
+            held[:] = [piece]
         return sealer.close()
 
     body = shipped(writer, snapshot.conn, progress, ship)
