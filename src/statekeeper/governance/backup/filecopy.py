@@ -30,8 +30,11 @@ Streams compacted by retention are copied as stored (the base snapshot and the
 events after it); the manifest lists them (``compacted``: agent, base seq, base
 snapshot checksum) and a restore starts their chain at the base.
 
-A PostgreSQL store takes :mod:`.pgcopy` (format version 3); incremental backups and
-every other engine the row path (format version 1).
+A whole store's page backup lists every page's digest (``page_digests``, computed by
+the sealing threads): an incremental backup after it ships the pages changed since
+(format version 4, :mod:`.pagedelta`). A PostgreSQL store takes :mod:`.pgcopy`
+(format version 3); other incremental backups and every other engine the row path
+(format version 1).
 """
 
 from __future__ import annotations
