@@ -322,9 +322,9 @@ class BoundLoop(_Faces):
     wake-ups of another thread per call, and two threads busy in Python, each giving
     the GIL to the other at every call into C that releases it (a socket send, a
     poll). Bound to the caller's loop, an async call is a plain ``await``: measured
-    with 16 ``ainvoke`` tasks on PostgreSQL, 20 % less CPU per write and 1.26x the
-    writes/s (docs/benchmarks.md, "lgcc12"). The loop must be running for the saver
-    to work:
+    with 16 ``ainvoke`` tasks on PostgreSQL, 16 % less CPU per write, 1.26x the
+    writes/s at load 2 and no gain at load 8 (docs/benchmarks.md, "lgcc12"). The loop
+    must be running for the saver to work:
 
     * an async call made on the bound loop runs there, in the caller's task; one made
       on another loop is handed to the bound loop and awaited from there;
