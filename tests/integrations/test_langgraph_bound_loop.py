@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ async def test_an_async_run_stores_on_the_callers_loop_and_thread(
     saver.store.append = recorded  # type: ignore[method-assign]
     try:
         graph = _chat().compile(checkpointer=saver)
-        cfg = {"configurable": {"thread_id": f"bound-{backend}"}}
+        cfg = {"configurable": {"thread_id": f"bound-{uuid.uuid4().hex}"}}
         for turn in range(3):
             await graph.ainvoke({"messages": [HumanMessage(f"hi {turn}")]}, cfg)
         state = await graph.aget_state(cfg)
@@ -63,7 +64,7 @@ async def test_sync_calls_work_from_other_threads_and_fail_fast_on_the_loop(
 ) -> None:
     async with await StatekeeperSaver.afrom_url(backend_url("sqlite", tmp_path)) as saver:
         graph = _chat().compile(checkpointer=saver)
-        cfg = {"configurable": {"thread_id": "mixed"}}
+        cfg = {"configurable": {"thread_id": f"mixed-{uuid.uuid4().hex}"}}
         await graph.ainvoke({"messages": [HumanMessage("async turn")]}, cfg)
         # a sync run from a worker thread, while the loop runs: handed to the loop
         await asyncio.to_thread(graph.invoke, {"messages": [HumanMessage("sync turn")]}, cfg)
