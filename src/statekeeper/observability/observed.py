@@ -17,6 +17,7 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    EventRow,
     FeedRecord,
     LeaseInfo,
     RawEvent,
@@ -459,8 +460,19 @@ class _ObservedState(_ObservedLatest):
             self._obs.replay.observe(len(found[3]))
         return found
 
+    async def read_state_rows(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[EventRow]]:
+        found: tuple[int, bytes | None, RawSnapshot | None, list[EventRow]] = await self._obs.call(
+            "read_state", agent_id, self.inner.read_state_rows, agent_id
+        )
+        if found[0]:
+            self._obs.replay.observe(len(found[3]))
+        return found
+
 
 _checked(_ObservedState.read_state)
+_checked(_ObservedState.read_state_rows)
 
 
 def observed_class(inner: Backend) -> type[ObservedBackend]:
