@@ -2037,8 +2037,11 @@ class SQLiteBackend(Backend):
         """:meth:`read_state` with the events as the cursor's rows (:data:`EventRow`)."""
         # One statement: the head, the newest snapshot and the events after it, as one
         # consistent read (everything is at or below the head it returns).
-        with _translated(self.path, agent_id):
+        try:
             rows = self._reader().execute(_READ_STATE, (agent_id,)).fetchall()
+        except sqlite3.Error:
+            with _translated(self.path, agent_id):  # (no context manager on the way in)
+                raise
         with contextlib.suppress(TypeError):  # (a seq rewritten as text: the fold says so)
             rows.sort()  # (seq): a C pass over rows already in that order
         if not rows or rows[0][0] != _HEAD_ROW or not rows[0][2]:

@@ -20,7 +20,7 @@ import orjson
 from .. import patch
 from ..backends.base import Backend, LatestRead
 from ..codec import ZERO_LINK, Codec, Opened
-from ..codec.formats import JSON, MSGPACK, has_marker
+from ..codec.formats import JSON
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
     AgentNotFound,
@@ -47,14 +47,6 @@ PAGE = 1000
 
 _dumps = orjson.dumps
 _loads = orjson.loads
-
-
-def rich(opened: Opened) -> bool:
-    """True when a decoded body may hold typed values (not plain JSON)."""
-    body, fmt = opened.body, opened.format
-    if fmt == JSON:
-        return has_marker(body, b'"$t"')
-    return fmt != MSGPACK or has_marker(body, b"\xa2$t")  # (the tag key, packed)
 
 
 class ReadPath:
@@ -105,22 +97,29 @@ class ReadPath:
 
     def open_snapshot(self, agent_id: str, raw: RawSnapshot) -> tuple[dict[str, Any], Opened]:
         """The verified body of a stored snapshot, and the record opened."""
-        body, opened = self.codec.decode(
+        body, opened, _ = self.open_snapshot_typed(agent_id, raw)
+        return body, opened
+
+    def open_snapshot_typed(
+        self, agent_id: str, raw: RawSnapshot
+    ) -> tuple[dict[str, Any], Opened, bool]:
+        """:meth:`open_snapshot`, and whether the body may hold typed values."""
+        body, opened, typed = self.codec.decode_typed(
             agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
         )
         if type(body) is not dict:
             raise IntegrityError(agent_id, raw.seq, "snapshot payload is not an object")
-        return body, opened
+        return body, opened, typed
 
     async def decode_snapshot(self, agent_id: str, raw: RawSnapshot) -> AgentRecord:
         """The folded state a stored snapshot holds (a delta resolved against its base)."""
-        body, opened = self.open_snapshot(agent_id, raw)
+        body, opened, typed = self.open_snapshot_typed(agent_id, raw)
         if self.tuner is not None and "tune" in body:  # "auto": what was learned before
             self.tuner.resume(body["tune"])
         data = await self.snapshot_data(agent_id, raw.seq, body)
         record = snapshot_record(agent_id, raw, body, opened, data)
         record.snapshot_bytes = len(raw.payload)
-        record.rich = rich(opened) or "base" in body  # (a delta's base may be rich)
+        record.rich = typed or "base" in body  # (a delta's base may be rich)
         if (
             not record.rich
             and self.cache.max_size
