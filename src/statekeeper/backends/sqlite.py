@@ -1093,32 +1093,17 @@ class SQLiteBackend(Backend):
         the batch with one savepoint per request). A request may be the arguments of
         :meth:`append_next` as they are (its result: None).
 
-        Such a row's BLOBs are bound as ``bytearray``: CPython's ``sqlite3`` binds a
-        ``bytearray`` directly but sends ``bytes`` through its adapter lookup (an
-        ``AttributeError`` formatted and cleared per parameter). Measured with callgrind,
-        16-row transactions of this path's two statements: 85.7k -> 78.0k instructions a
-        row, copies included (the writer thread, holding the GIL the event loop wants);
-        a lone append (``_commit_lone``) binds its arguments as they are."""
+        Such a row goes to :meth:`_append_row` as it is: that binds its BLOBs as
+        ``bytearray`` itself (they were copied twice here before: 62.6 -> 31.6 bytecodes
+        a batched save, ``bench_save_instructions.py --bytecodes sk-group-16``)."""
         results: list[_Outcome] = []
-        # (bytearray where the row's annotations say bytes: bound the same, see above)
-        append_row: Callable[..., None] = self._append_row
+        append_row = self._append_row
         for request in requests:
             if savepoints:
                 conn.execute("SAVEPOINT sk_req")
             try:
                 if isinstance(request, tuple):
-                    agent_id, seq, ts, payload, checksum, tag, expected, snap = request
-                    append_row(
-                        conn,
-                        agent_id,
-                        seq,
-                        ts,
-                        bytearray(payload),
-                        bytearray(checksum),
-                        tag if tag is None else bytearray(tag),
-                        expected if expected is None else bytearray(expected),
-                        snap,
-                    )
+                    append_row(conn, *request)
                     results.append(None)
                 else:
                     results.append(self._append_one(conn, request))
