@@ -51,10 +51,10 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 from ..arguments import check_stored_id
 from ..errors import (
@@ -1169,6 +1169,18 @@ class SQLiteBackend(Backend):
                 result = await self._open_commit(loop, None, row)
         if isinstance(result, BaseException):
             raise result
+
+    def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
+        """:meth:`Backend.join_next`: ``row`` joins the running loop's queue when it is
+        open (appends waiting, or a batch in flight), as :meth:`append_next` would."""
+        if self.readonly or not self.inline_writes:
+            return None
+        loop = asyncio.get_running_loop()
+        if loop not in self._queues and loop not in self._in_flight:
+            return None
+        validate_next(row[0], row[1], row[7])
+        # (a row's outcome: None, or the refusal; never an AppendResult)
+        return cast("asyncio.Future[BaseException | None]", self._join_commit(row))
 
     # -- the commit queue: group commit of the appends of one event loop ----------------
     #
