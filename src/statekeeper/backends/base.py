@@ -317,6 +317,17 @@ class Backend(abc.ABC):
         row = (agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot)
         await self.append(next_request(row, self.compares_head_tag))
 
+    def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
+        """:meth:`append_next` of ``row`` for an engine that groups appends
+        (:attr:`groups_appends`), as a plain call when a commit of the running event loop
+        is already filling up or in flight: the awaitable of the append's place in that
+        commit (it gives None, or the refusal to raise — a
+        :class:`~statekeeper.errors.ConflictError` —, without raising it). None, with
+        nothing done, when the engine has no such commit open (the caller then awaits
+        :meth:`append_next`): the default. The group committer's common save waits
+        for it without a coroutine of its own and of :meth:`append_next`."""
+        return None
+
     #: True when :meth:`append_together` is offered (one atomic commit for several
     #: streams' appends); the governed store then writes a mutation and its audit
     #: entry in the same commit

@@ -51,10 +51,10 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 from ..arguments import check_stored_id
 from ..errors import (
@@ -1098,32 +1098,17 @@ class SQLiteBackend(Backend):
         the batch with one savepoint per request). A request may be the arguments of
         :meth:`append_next` as they are (its result: None).
 
-        Such a row's BLOBs are bound as ``bytearray``: CPython's ``sqlite3`` binds a
-        ``bytearray`` directly but sends ``bytes`` through its adapter lookup (an
-        ``AttributeError`` formatted and cleared per parameter). Measured with callgrind,
-        16-row transactions of this path's two statements: 85.7k -> 78.0k instructions a
-        row, copies included (the writer thread, holding the GIL the event loop wants);
-        a lone append (``_commit_lone``) binds its arguments as they are."""
+        Such a row goes to :meth:`_append_row` as it is: that binds its BLOBs as
+        ``bytearray`` itself (they were copied twice here before: 62.6 -> 31.6 bytecodes
+        a batched save, ``bench_save_instructions.py --bytecodes sk-group-16``)."""
         results: list[_Outcome] = []
-        # (bytearray where the row's annotations say bytes: bound the same, see above)
-        append_row: Callable[..., None] = self._append_row
+        append_row = self._append_row
         for request in requests:
             if savepoints:
                 conn.execute("SAVEPOINT sk_req")
             try:
                 if isinstance(request, tuple):
-                    agent_id, seq, ts, payload, checksum, tag, expected, snap = request
-                    append_row(
-                        conn,
-                        agent_id,
-                        seq,
-                        ts,
-                        bytearray(payload),
-                        bytearray(checksum),
-                        tag if tag is None else bytearray(tag),
-                        expected if expected is None else bytearray(expected),
-                        snap,
-                    )
+                    append_row(conn, *request)
                     results.append(None)
                 else:
                     results.append(self._append_one(conn, request))
@@ -1189,6 +1174,18 @@ class SQLiteBackend(Backend):
                 result = await self._open_commit(loop, None, row)
         if isinstance(result, BaseException):
             raise result
+
+    def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
+        """:meth:`Backend.join_next`: ``row`` joins the running loop's queue when it is
+        open (appends waiting, or a batch in flight), as :meth:`append_next` would."""
+        if self.readonly or not self.inline_writes:
+            return None
+        loop = asyncio.get_running_loop()
+        if loop not in self._queues and loop not in self._in_flight:
+            return None
+        validate_next(row[0], row[1], row[7])
+        # (a row's outcome: None, or the refusal; never an AppendResult)
+        return cast("asyncio.Future[BaseException | None]", self._join_commit(row))
 
     # -- the commit queue: group commit of the appends of one event loop ----------------
     #
