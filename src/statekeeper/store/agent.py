@@ -195,15 +195,20 @@ class DurableAgent:
     def _pending(self) -> tuple[Any, list[dict[str, Any]], dict[str, bytes] | None, int | None]:
         """What a write writes: the document, its ops, its bytes (full compare) and
         the tracker's generation (tracked)."""
-        tracker = self._tracking()
-        if tracker is not None:
-            gen = tracker.gen
-            ops = tracker.changes()
-            if ops is not None:
-                return self.data, ops, None, gen
-            self._tracking()  # (it just gave up)
-        document = self._document()
-        ops, dumped = self._changes(document)
+        try:
+            tracker = self._tracking()
+            if tracker is not None:
+                gen = tracker.gen
+                ops = tracker.changes()
+                if ops is not None:
+                    return self.data, ops, None, gen
+                self._tracking()  # (it just gave up)
+            document = self._document()
+            ops, dumped = self._changes(document)
+        except RecursionError:  # deeper than Python can walk: no codec could store it
+            raise SerializationError(
+                "cannot serialize: the document is nested too deeply", "data"
+            ) from None
         return document, ops, dumped, None
 
     # -- what was written last, and what changed since -------------------------------
@@ -386,7 +391,10 @@ class DurableAgent:
         except SerializationError as exc:
             from .writes import locate  # name the path in agent.data, not in the event
 
-            data = plain_copy(self.data) if self._ever_tracked else self.data
+            try:
+                data = plain_copy(self.data) if self._ever_tracked else self.data
+            except RecursionError:  # (nested too deeply: exc already says so)
+                raise exc from None
             raise locate(exc, self.store.codec.types, data=data, info=info) from exc
         if result.duplicate:  # this write had landed before: take the stored truth
             await self.refresh()

@@ -51,7 +51,8 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
-from ..errors import StatekeeperError
+from ..codec.serializer import format_path
+from ..errors import SerializationError, StatekeeperError
 
 if TYPE_CHECKING:
     from .tracker import Tracker
@@ -117,6 +118,18 @@ def _foreign(value: Any, tracker: Tracker | None) -> bool:
         return True
     _give_up(tracker)
     return t is dict or t is list
+
+
+def _too_deep(container: TrackedDict | TrackedList, key: Any) -> SerializationError:
+    """What inserting a value nested deeper than Python can walk raises, naming where
+    (``data.messages[3]``); the document is left as it was."""
+    parts = [key]
+    node: Any = container
+    while node._parent is not None:
+        parts.append(node._key)
+        node = node._parent
+    path = format_path("data", [p if type(p) is int else str(p) for p in reversed(parts)])
+    return SerializationError("cannot serialize: the value is nested too deeply", path)
 
 
 def _give_up(tracker: Tracker | None) -> None:
@@ -251,7 +264,11 @@ class TrackedDict(_Node, dict[str, Any]):
     def _put(self, key: str, value: Any) -> None:
         if type(key) is not str:
             _give_up(self._t)
-        if _foreign(value, self._t):
+        try:
+            foreign = _foreign(value, self._t)
+        except RecursionError:
+            raise _too_deep(self, key) from None
+        if foreign:
             self._foreign.add(key)
         else:
             self._foreign.discard(key)
@@ -496,7 +513,10 @@ class TrackedList(_Node, list[Any]):
     # -- writes ---------------------------------------------------------------------
 
     def _insertable(self, value: Any) -> bool:
-        return _foreign(value, self._t)
+        try:
+            return _foreign(value, self._t)
+        except RecursionError:
+            raise _too_deep(self, list.__len__(self)) from None
 
     def __setitem__(self, i: Any, value: Any) -> None:
         if isinstance(i, slice):
