@@ -36,6 +36,7 @@ from ..errors import (
     InvalidTransition,
     SerializationError,
     StatekeeperError,
+    WriteBufferError,
 )
 from ..records import AppendResult, Event, EventType, Snapshot
 from .change import diff_by_key, dump_keys
@@ -144,6 +145,9 @@ class DurableAgent:
 
     def _adopt(self, snapshot: Snapshot) -> None:
         self.seq = snapshot.seq
+        #: why a buffered write of this agent was not stored (``async`` durability):
+        #: seq and data are then not what is stored, and it may not write until reloaded
+        self._lost: BaseException | None = None
         data = snapshot.data
         #: records what changed in agent.data (None: the full compare; see .tracked)
         self._tracker: Tracker | None = None
@@ -355,6 +359,8 @@ class DurableAgent:
         pending: tuple[Any, list[dict[str, Any]], dict[str, bytes] | None, int | None]
         | None = None,
     ) -> AppendResult:
+        if self._lost is not None:
+            raise self._stale()
         try:
             tracker = self._tracker
             document, ops, dumped, gen = pending if pending is not None else self._pending()
@@ -409,6 +415,20 @@ class DurableAgent:
         else:
             self._commit(document, dumped)
         return result
+
+    def lose(self, error: BaseException) -> None:
+        """A buffered write of this agent could not be stored (``error``): its later
+        writes raise :class:`WriteBufferError` until :meth:`refresh`."""
+        self._lost = error
+
+    def _stale(self) -> WriteBufferError:
+        error = WriteBufferError({self.agent_id: self._lost or Exception()})
+        error.add_note(
+            f"agent {self.agent_id!r}: a buffered write of this agent was not stored "
+            f"({self._lost}), so its seq and data are not what is stored; nothing was "
+            "written: call agent.refresh() to reload the stored state"
+        )
+        return error
 
     async def refresh(self) -> None:
         """Drop unsaved changes and reload the latest stored state."""
