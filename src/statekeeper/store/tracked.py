@@ -51,15 +51,16 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
-from ..codec.serializer import format_path
-from ..errors import SerializationError, StatekeeperError
+from ..errors import StatekeeperError
+from .inserting import SCALARS as _SCALARS
+from .inserting import give_up as _give_up
+from .inserting import inserted
 
 if TYPE_CHECKING:
     from .tracker import Tracker
 
 __all__ = ["TrackedDict", "TrackedList", "Untrackable", "plain_copy"]
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 # The reference count proves exclusive ownership only with the GIL on CPython.
 _COUNTS = sys.implementation.name == "cpython" and getattr(sys, "_is_gil_enabled", lambda: True)()
 _get_d = dict.__getitem__
@@ -98,43 +99,6 @@ def _json_copy(value: Any) -> Any:
     if t in _SCALARS:
         return value
     raise Untrackable(t)
-
-
-def _foreign(value: Any, tracker: Tracker | None) -> bool:
-    """Whether ``value`` (being inserted) is a plain container; a value the tracker
-    cannot follow (see the module doc) switches it to the full compare."""
-    t = type(value)
-    if t in _SCALARS:
-        return False
-    if t is dict:
-        for k, v in dict.items(value):
-            if type(k) is not str:
-                _give_up(tracker)
-            _foreign(v, tracker)
-        return True
-    if t is list:
-        for v in list.__iter__(value):
-            _foreign(v, tracker)
-        return True
-    _give_up(tracker)
-    return t is dict or t is list
-
-
-def _too_deep(container: TrackedDict | TrackedList, key: Any) -> SerializationError:
-    """What inserting a value nested deeper than Python can walk raises, naming where
-    (``data.messages[3]``); the document is left as it was."""
-    parts = [key]
-    node: Any = container
-    while node._parent is not None:
-        parts.append(node._key)
-        node = node._parent
-    path = format_path("data", [p if type(p) is int else str(p) for p in reversed(parts)])
-    return SerializationError("cannot serialize: the value is nested too deeply", path)
-
-
-def _give_up(tracker: Tracker | None) -> None:
-    if tracker is not None:
-        tracker.full = True
 
 
 def _exclusive(value: Any, held: int) -> bool:
@@ -264,11 +228,7 @@ class TrackedDict(_Node, dict[str, Any]):
     def _put(self, key: str, value: Any) -> None:
         if type(key) is not str:
             _give_up(self._t)
-        try:
-            foreign = _foreign(value, self._t)
-        except RecursionError:
-            raise _too_deep(self, key) from None
-        if foreign:
+        if inserted(self, key, value):
             self._foreign.add(key)
         else:
             self._foreign.discard(key)
@@ -513,10 +473,7 @@ class TrackedList(_Node, list[Any]):
     # -- writes ---------------------------------------------------------------------
 
     def _insertable(self, value: Any) -> bool:
-        try:
-            return _foreign(value, self._t)
-        except RecursionError:
-            raise _too_deep(self, list.__len__(self)) from None
+        return inserted(self, list.__len__(self), value)
 
     def __setitem__(self, i: Any, value: Any) -> None:
         if isinstance(i, slice):
