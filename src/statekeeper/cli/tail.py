@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import AgentNotFound, HistoryCompacted
+from ..errors import AgentNotFound
 from . import render
 from ._markup import escape
 from .app import DbOption, KeyFileOption, app, handled, open_store, out_console, resolve_url, run
@@ -64,18 +64,12 @@ class _Printer:
             sys.stdout.flush()
 
 
-async def _events(store: StateStore, agent_id: str, after: int, head: int) -> list[Event]:
-    """The agent's events after ``after`` up to ``head``, or those retention kept."""
-    try:
-        return [ev async for ev in store.history(agent_id, after_seq=after, to_seq=head)]
-    except HistoryCompacted as exc:  # the history before its base is gone
-        return [ev async for ev in store.history(agent_id, after_seq=exc.base_seq, to_seq=head)]
-
-
 async def _last_events(store: StateStore, agent_id: str, head: int, n: int) -> list[Event]:
     if n == 0 or head == 0:
         return []
-    return await _events(store, agent_id, max(0, head - n), head)
+    from ..store.kept import kept_history
+
+    return await kept_history(store, agent_id, max(0, head - n), head)
 
 
 async def _heads(store: StateStore) -> dict[str, int]:
@@ -99,6 +93,8 @@ async def _follow_store(
 ) -> None:
     import asyncio
 
+    from ..store.kept import kept_history
+
     while True:
         heads = await _heads(store)
         for agent_id, head in heads.items():
@@ -106,7 +102,7 @@ async def _follow_store(
             if head < done:  # deleted and re-created: start over
                 done = 0
             if head > done:
-                for ev in await _events(store, agent_id, done, head):
+                for ev in await kept_history(store, agent_id, done, head):
                     show(ev)
             seen[agent_id] = head
         await asyncio.sleep(interval)
