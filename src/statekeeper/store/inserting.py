@@ -13,28 +13,25 @@ from ..errors import SerializationError
 if TYPE_CHECKING:
     from .tracker import Tracker
 
-__all__ = ["SCALARS", "give_up", "inserted"]
+__all__ = ["SCALARS", "foreign", "give_up", "too_deep"]
 
 SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def inserted(container: Any, key: Any, value: Any) -> bool:
-    """Whether ``value``, being inserted at ``key`` of the tracked ``container``, is a
-    plain container (:func:`_foreign`); the document is left as it was when it is
-    nested too deeply (``SerializationError`` naming where: ``data.messages[3]``)."""
-    try:
-        return _foreign(value, container._t)
-    except RecursionError:
-        parts = [key]
-        node = container
-        while node._parent is not None:
-            parts.append(node._key)
-            node = node._parent
-        path = format_path("data", [p if type(p) is int else str(p) for p in reversed(parts)])
-        raise SerializationError("cannot serialize: the value is nested too deeply", path) from None
+def too_deep(container: Any, key: Any) -> SerializationError:
+    """What inserting a value nested deeper than Python can walk (:func:`foreign`
+    raised ``RecursionError``) at ``key`` of the tracked ``container`` raises, naming
+    where (``data.messages[3]``); the document is left as it was."""
+    parts = [key]
+    node = container
+    while node._parent is not None:
+        parts.append(node._key)
+        node = node._parent
+    path = format_path("data", [p if type(p) is int else str(p) for p in reversed(parts)])
+    return SerializationError("cannot serialize: the value is nested too deeply", path)
 
 
-def _foreign(value: Any, tracker: Tracker | None) -> bool:
+def foreign(value: Any, tracker: Tracker | None) -> bool:
     """Whether ``value`` (being inserted) is a plain container; a value the tracker
     cannot follow (see :mod:`.tracked`) switches it to the full compare."""
     t = type(value)
@@ -44,11 +41,11 @@ def _foreign(value: Any, tracker: Tracker | None) -> bool:
         for k, v in dict.items(value):
             if type(k) is not str:
                 give_up(tracker)
-            _foreign(v, tracker)
+            foreign(v, tracker)
         return True
     if t is list:
         for v in list.__iter__(value):
-            _foreign(v, tracker)
+            foreign(v, tracker)
         return True
     give_up(tracker)
     return t is dict or t is list

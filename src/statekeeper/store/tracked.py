@@ -53,8 +53,9 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 
 from ..errors import StatekeeperError
 from .inserting import SCALARS as _SCALARS
+from .inserting import foreign as _foreign
 from .inserting import give_up as _give_up
-from .inserting import inserted
+from .inserting import too_deep
 
 if TYPE_CHECKING:
     from .tracker import Tracker
@@ -228,7 +229,11 @@ class TrackedDict(_Node, dict[str, Any]):
     def _put(self, key: str, value: Any) -> None:
         if type(key) is not str:
             _give_up(self._t)
-        if inserted(self, key, value):
+        try:
+            is_foreign = _foreign(value, self._t)
+        except RecursionError:
+            raise too_deep(self, key) from None
+        if is_foreign:
             self._foreign.add(key)
         else:
             self._foreign.discard(key)
@@ -473,7 +478,10 @@ class TrackedList(_Node, list[Any]):
     # -- writes ---------------------------------------------------------------------
 
     def _insertable(self, value: Any) -> bool:
-        return inserted(self, list.__len__(self), value)
+        try:
+            return _foreign(value, self._t)
+        except RecursionError:
+            raise too_deep(self, list.__len__(self)) from None
 
     def __setitem__(self, i: Any, value: Any) -> None:
         if isinstance(i, slice):
