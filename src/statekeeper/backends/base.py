@@ -48,6 +48,7 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    EventRow,
     EventType,
     FeedRecord,
     Fence,
@@ -58,6 +59,7 @@ from ..records import (
     StreamChange,
     StreamExport,
     StreamRows,
+    event_rows,
 )
 
 if TYPE_CHECKING:
@@ -150,6 +152,7 @@ _AGENT_ID_METHODS = (
     "latest_snapshot",
     "read_latest",
     "read_state",
+    "read_state_rows",
     "delete_agent",
     "acquire_lease",
     "renew_lease",
@@ -625,6 +628,16 @@ class Backend(abc.ABC):
             return 0, None, None, []
         snapshot, events = await self.read_latest(agent_id)
         return head, tag, snapshot, events
+
+    async def read_state_rows(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[EventRow]]:
+        """:meth:`read_state` with the events as :data:`~statekeeper.records.EventRow`
+        tuples: what a fold replays. The default converts :meth:`read_state`'s events;
+        an engine whose cursor returns such rows hands them over as they are (SQLite),
+        with no :class:`RawEvent` built per event."""
+        head, tag, snapshot, events = await self.read_state(agent_id)
+        return head, tag, snapshot, event_rows(events)
 
     #: True when :meth:`read_latest_many` is answered natively (one consistent read of
     #: many agents); the store reads agents one by one otherwise
