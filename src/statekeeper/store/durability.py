@@ -193,6 +193,9 @@ class WriteBehind:
         self._on_stale = on_stale
         self._on_flushed = on_flushed
         self._confirm = confirm
+        #: called as ``on_lost(agent_id, error)`` when a buffered append of the agent
+        #: could not be stored (the store tells the agent objects holding it)
+        self.on_lost: Callable[[str, BaseException], None] | None = None
         self._buffer: list[AppendRequest] = []
         self._in_flight: list[AppendRequest] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -314,6 +317,8 @@ class WriteBehind:
                     )
                     self._failures.setdefault(agent_id, result)
                     self._on_stale(agent_id)
+                    if self.on_lost is not None:
+                        self.on_lost(agent_id, result)
                     del chains[agent_id]
                     continue
                 self.flushed += len(request.events)

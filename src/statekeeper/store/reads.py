@@ -462,6 +462,15 @@ class ReadPath:
             state_entered_at=record.fsm_entered_at,
         )
 
+    async def _gap(self, agent_id: str, cursor: int, seq: int) -> StatekeeperError:
+        """What a history read that finds ``seq`` after ``cursor`` raises: the stream
+        starts at ``seq`` (retention compacted what was before: ``HistoryCompacted``, as a
+        load of that seq raises), else a gap in the stream (``IntegrityError``)."""
+        first = await self.backend.read(agent_id, 0, None, limit=1)
+        if first and first[0].seq == seq:
+            return HistoryCompacted(agent_id, seq - 1)
+        return IntegrityError(agent_id, cursor + 1, f"gap: next stored seq is {seq}")
+
     async def history(
         self, agent_id: str, after_seq: int, to_seq: int | None
     ) -> AsyncIterator[Event]:
@@ -473,7 +482,7 @@ class ReadPath:
             page = await self.backend.read(agent_id, cursor, to_seq, limit=PAGE)
             for raw in page:
                 if raw.seq != cursor + 1:
-                    raise IntegrityError(agent_id, cursor + 1, f"gap: next stored seq is {raw.seq}")
+                    raise await self._gap(agent_id, cursor, raw.seq)
                 body, opened = self.open_event(agent_id, raw)
                 if link is not None and opened.prev is not None and opened.prev != link:
                     raise IntegrityError(agent_id, raw.seq, CHAIN_BROKEN)
