@@ -650,6 +650,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                             run.thread_id, claim["exp"], st.agent_id, st.seq, lost=False
                         )
                 run.seen = st.seq if st is not None else None
+                if st is None:  # a new thread: nothing to read (and no listing again)
+                    return None
                 return await self._get_tuple(config, check=False)
         except BaseException:
             self._runs.pop(run.key, None)
