@@ -139,7 +139,9 @@ class ThreadBusyError(CheckpointForkError):
     """Another run holds the thread: this call would interleave with it.
 
     Raised with ``fork_protection`` on: by ``get_tuple`` at the start of a LangGraph run
-    (so the run fails before any node runs and before it writes anything), and by a
+    (so the run fails before any node runs and before it writes anything) — for a
+    ``durability="sync"`` run given fresh input, whose claim rides on its input
+    checkpoint, by that checkpoint's ``put`` (still before any node ran) — and by a
     ``put`` / ``put_writes`` from outside that run (e.g. ``update_state``). Nothing was
     written. ``expires_at`` (Unix time) is when the holder's claim lapses unless its
     run renews it; ``lost`` is True when the failing call's *own* run had its claim
@@ -398,8 +400,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             :func:`~.serde.safe_serializer`).
         native_json: store plain JSON and messages readably (see :mod:`.serde`).
         fork_protection: one writer per thread (on by default). A LangGraph run
-            claims its thread when it starts (its ``get_tuple``) and releases it when
-            it ends; a run starting while another holds the thread fails there with
+            claims its thread when it starts (its ``get_tuple``; a sync run given
+            fresh input with its input checkpoint) and releases it when it ends; a
+            run starting while another holds the thread fails there with
             :class:`ThreadBusyError`, before any node ran and with nothing written, and
             so do writes from outside the holding run. A ``put`` whose parent is not
             the latest checkpoint raises :class:`CheckpointForkError` (nothing
