@@ -501,7 +501,9 @@ def test_a_steps_writes_share_the_next_checkpoints_commit(run_url: str) -> None:
     """LangGraph saves a step's writes and the checkpoint after the step concurrently:
     they are stored by one commit, so a chat turn is 5 events (claim, input checkpoint,
     two steps, release) where it was 7, and every write still reads back."""
-    (saver,) = savers(run_url, 1, writes_wait=GUARD)  # the wait ends when the put comes
+    # (the wait ends when the put comes; no claim renewal, every run_lease / 3, can land
+    # among the counted events of a slow run on a loaded machine)
+    (saver,) = savers(run_url, 1, writes_wait=GUARD, run_lease=3600)
     oracle = InMemorySaver()
     try:
         thread = new_thread()
@@ -567,7 +569,9 @@ def test_a_sync_runs_claim_rides_on_its_input_checkpoint(run_url: str) -> None:
     its claim is stored by that checkpoint's commit: a turn is 4 commits (input with
     the claim, two steps, release) where it was 5, and reads back as on
     ``InMemorySaver``. With the default durability the claim keeps its own commit."""
-    (saver,) = savers(run_url, 1, writes_wait=GUARD)  # the wait ends when the put comes
+    # (the wait ends when the put comes; no claim renewal, every run_lease / 3, can land
+    # among the counted events of a slow run on a loaded machine)
+    (saver,) = savers(run_url, 1, writes_wait=GUARD, run_lease=3600)
     oracle = InMemorySaver()
     try:
         for durability, claim_commit in (("sync", 0), ("async", 1)):
