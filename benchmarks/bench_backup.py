@@ -30,11 +30,14 @@ neither process's time: compare wall time, and the client's CPU.
     python benchmarks/bench_backup.py --engine postgresql --pg-schema bench_bk \
         --agents 20000 --rounds 5 --tree src --tree /tmp/main-src
 
-``--incremental PCT``: incremental backups instead (the row path): a full backup is
-taken once (the parent, by the first ``--tree``), then PCT % of the agents saved once
-more, then each timed backup is ``backup(..., since=parent)`` (it reads every agent's
-head and, on an engine that prunes, its compaction base: issue 15, backups of retained
-stores). The store file is changed by it (``--db``: keep a copy).
+``--incremental PCT``: incremental backups instead: a full backup is taken once (the
+parent, by the first ``--tree``), then PCT % of the agents saved once more, then each
+timed backup is ``backup(..., since=parent)``. Of a SQLite store whose parent is a
+page backup listing its page digests (what the first tree writes since bk15b), the
+incremental ships the pages changed since (format version 4); a tree that cannot
+(older ones, or any tree after an older parent) takes the row path (it reads every
+agent's head and, on an engine that prunes, its compaction base: issue 15, backups of
+retained stores). The store file is changed by it (``--db``: keep a copy).
 
     python benchmarks/bench_backup.py --agents 20000 --events 3 --rounds 3 \
         --incremental 10 --tree src --tree /tmp/main-src

@@ -6,6 +6,11 @@ from ``/proc/self/task/*/stat`` (Linux; 10 ms ticks: use enough saves), and prin
 saves/s, CPU per save, appends per commit and each thread's CPU per save. The event
 loop's thread is the first row; the SQLite writer/commit threads follow.
 
+``--one-group`` is an experiment on the batching policy, not the engine's: when a
+commit lands, the next one is flushed one pass of the loop later, after the saves the
+landing woke have joined it (all N agents in one commit instead of two alternating
+groups of N/2; the loop is then idle during each commit's fsync).
+
 Compare two trees in alternating runs (the wall figures need a quiet machine; the
 load average is printed beside them)::
 
@@ -25,6 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Workload
@@ -44,6 +50,27 @@ def thread_cpu() -> dict[int, tuple[float, float]]:
             continue
         out[int(tid)] = (int(fields[11]) / TICK, int(fields[12]) / TICK)
     return out
+
+
+def one_group() -> None:
+    """The ``--one-group`` experiment (see the module's docs)."""
+    from statekeeper.backends import sqlite
+
+    def landed(
+        self: sqlite.SQLiteBackend, loop: asyncio.AbstractEventLoop, queue: Any, n: int, f: Any
+    ) -> None:
+        outcome = sqlite._outcome(f)
+        sqlite._settle(queue, outcome)
+        if not isinstance(outcome, BaseException):
+            self._committed(n)
+
+        def go() -> None:  # (the loop stays "in flight" until then: no flush meanwhile)
+            self._in_flight.discard(loop)
+            self._next(loop)
+
+        loop.call_soon(go)
+
+    sqlite.SQLiteBackend._landed = landed  # type: ignore[method-assign,assignment]
 
 
 async def run(agents: int, last: int, sync: str) -> None:
@@ -85,7 +112,10 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=16)
     parser.add_argument("--last", type=int, default=60, help="messages in the last state")
     parser.add_argument("--sync", default="FULL", choices=["OFF", "NORMAL", "FULL"])
+    parser.add_argument("--one-group", action="store_true", help="the batching experiment")
     args = parser.parse_args()
+    if args.one_group:
+        one_group()
     asyncio.run(run(args.agents, args.last, args.sync))
 
 

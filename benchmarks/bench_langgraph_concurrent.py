@@ -23,11 +23,13 @@ faster), medians with the min–max of the per-round ratios.
 * ``postgres``: 16 ``ainvoke`` tasks on one event loop. statekeeper:
   ``StatekeeperSaver.from_url("postgresql://…?schema=…", durability=D)`` (D = ``sync``:
   each write its own transaction, and ``group``: writes in flight share one; both
-  return after the commit). Peers: ``AsyncPostgresSaver.from_conn_string`` (one
-  connection, the docs' first example), ``AsyncPostgresSaver(pool)`` on an
-  ``AsyncConnectionPool`` (the docs' production setup), and one ``AsyncPostgresSaver``
-  per thread sharing the pool (not documented; sidesteps the saver-wide lock: the
-  fastest setting).
+  return after the commit), and ``sk-group-loop``: ``await
+  StatekeeperSaver.afrom_url(…, durability="group")``, the saver's work on the
+  benchmark's own loop (no hop to a loop thread of the saver's). Peers:
+  ``AsyncPostgresSaver.from_conn_string`` (one connection, the docs' first example),
+  ``AsyncPostgresSaver(pool)`` on an ``AsyncConnectionPool`` (the docs' production
+  setup), and one ``AsyncPostgresSaver`` per thread sharing the pool (not documented;
+  sidesteps the saver-wide lock: the fastest setting).
 
 Usage::
 
@@ -216,9 +218,13 @@ async def pg_side(kind: str, dsn: str, schema: str, args: argparse.Namespace) ->
     tag = uuid.uuid4().hex[:8]
     if kind.startswith("sk-"):
         sep = "&" if "?" in dsn else "?"
-        saver = StatekeeperSaver.from_url(
-            f"{dsn}{sep}schema={schema}", durability=kind.removeprefix("sk-")
-        )
+        url = f"{dsn}{sep}schema={schema}"
+        if kind.endswith("-loop"):  # afrom_url: the saver's work on this loop
+            saver = await StatekeeperSaver.afrom_url(
+                url, durability=kind.removeprefix("sk-").removesuffix("-loop")
+            )
+        else:
+            saver = StatekeeperSaver.from_url(url, durability=kind.removeprefix("sk-"))
         try:
             return await concurrent(saver, args, tag)
         finally:
@@ -241,7 +247,7 @@ async def pg_side(kind: str, dsn: str, schema: str, args: argparse.Namespace) ->
         return await per_thread([AsyncPostgresSaver(pool) for _ in range(args.threads)], args, tag)
 
 
-PG_KINDS = ["sk-sync", "sk-group", "lg-conn", "lg-pool", "lg-per-thread"]
+PG_KINDS = ["sk-sync", "sk-group", "sk-group-loop", "lg-conn", "lg-pool", "lg-per-thread"]
 
 
 async def run_postgres(args: argparse.Namespace) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -290,7 +296,7 @@ def report(results: list[tuple[str, list[dict[str, Any]]]], args: argparse.Names
     rows: list[list[str]] = []
     for label, rounds in results:
         if label == "postgres":
-            for sk in ("sk-sync", "sk-group"):
+            for sk in ("sk-sync", "sk-group", "sk-group-loop"):
                 for peer, name in (
                     ("lg-conn", "one connection"),
                     ("lg-pool", "pool"),

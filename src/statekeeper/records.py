@@ -281,6 +281,13 @@ class RawEvent:
         return self.type
 
 
+def event_rows(events: Sequence[RawEvent]) -> list[EventRow]:
+    """``events`` as :data:`EventRow` tuples: what the read path folds (an engine whose
+    cursor returns such rows hands them over with no :class:`RawEvent` built per event:
+    a Python ``__init__``, ~1 us each)."""
+    return [(e.seq, e.type, e.timestamp, e.payload, e.checksum) for e in events]
+
+
 @dataclass(frozen=True, slots=True)
 class RawSnapshot:
     """An encoded snapshot as a backend stores it."""

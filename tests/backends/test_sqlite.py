@@ -254,7 +254,9 @@ async def test_a_due_checkpoint_runs_before_the_next_commit(tmp_path: Path) -> N
     backend._append_batch_sync = logged_append  # type: ignore[method-assign]
     backend._commit_lone = logged_lone  # type: ignore[method-assign, assignment]
     release = threading.Event()
-    blocker = backend._writer_pool.submit(release.wait)  # the writer thread, kept busy
+    # the writer thread kept busy, holding the writer lock: the pair cannot be written
+    # on the loop (group11's batch path) and queues on the writer thread behind it
+    blocker = backend._writer_pool.submit(backend._locked, release.wait)
     try:
         await backend.append(request("a", 0))  # inline: the writer lock is idle
         backend._wrote(10 * CHECKPOINT_PAGES)  # a checkpoint is due: queued behind blocker
@@ -282,7 +284,9 @@ async def test_appends_arriving_while_a_commit_is_in_flight_share_the_next_one(
     backend = SQLiteBackend(tmp_path / "group.db", synchronous="OFF")
     loop = asyncio.get_running_loop()
     release = threading.Event()
-    blocker = backend._writer_pool.submit(release.wait)  # the writer thread, kept busy
+    # the writer thread kept busy, holding the writer lock: the pair cannot be written
+    # on the loop (group11's batch path) and queues on the writer thread behind it
+    blocker = backend._writer_pool.submit(backend._locked, release.wait)
     try:
         first = [asyncio.ensure_future(backend.append(request(f"a{i}", 0))) for i in range(2)]
         for _ in range(100):  # passes of the loop, until the pair is on the writer thread

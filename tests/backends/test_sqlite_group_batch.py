@@ -9,6 +9,7 @@ import sqlite3
 import threading
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 from statekeeper import ConflictError, StateStore
 from statekeeper.backends.sqlite import SQLiteBackend
@@ -147,3 +148,81 @@ async def test_a_batch_and_writes_queued_on_the_writer_thread_all_complete(
         assert [await backend.head(a) for a in AGENTS] == [5] * len(AGENTS)
     finally:
         await backend.close()
+
+
+def _row(agent_id: str, seq: int, expected: bytes | None) -> tuple[Any, ...]:
+    return (
+        agent_id,
+        seq,
+        float(seq),
+        _payload(agent_id, seq),
+        _checksum(agent_id, seq),
+        _tag(agent_id, seq),
+        expected,
+        None,
+    )
+
+
+async def test_join_next_puts_a_row_in_the_open_commit_and_hands_back_its_refusal(
+    tmp_path: Path,
+) -> None:
+    """``join_next`` (the group committer's common save without coroutines): with no
+    commit of the loop open it does nothing; with one open, each row joins it, lands in
+    the next shared commit, and a stale row's ConflictError comes back as the result
+    (for the caller to raise), the others stored."""
+    backend = SQLiteBackend(tmp_path / "join.db")
+    try:
+        assert backend.join_next(_row(AGENTS[0], 1, None)) is None  # no commit open
+        assert await backend.head(AGENTS[0]) == 0  # nothing written
+        await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
+        commits = backend.append_commits
+        opener = asyncio.ensure_future(_next(backend, AGENTS[0], 2, _tag(AGENTS[0], 1)))
+        await asyncio.sleep(0)  # the opener's pass: its queue is open now
+        joined = [
+            backend.join_next(_row(a, 2, b"stale" if a == STALE else _tag(a, 1)))
+            for a in AGENTS[1:]
+        ]
+        assert all(j is not None for j in joined)
+        await opener
+        outcomes = await asyncio.gather(*(j for j in joined if j is not None))
+        assert backend.append_commits == commits + 1  # all 16 in one shared commit
+        stale = outcomes[AGENTS.index(STALE) - 1]
+        assert isinstance(stale, ConflictError) and stale.agent_id == STALE
+        assert [o for o in outcomes if o is not stale] == [None] * 14
+        heads = [await backend.head(a) for a in AGENTS]
+        assert heads == [1 if a == STALE else 2 for a in AGENTS]
+    finally:
+        await backend.close()
+
+
+async def test_group_saves_that_join_an_open_commit_share_it_and_retry_a_stale_head(
+    tmp_path: Path,
+) -> None:
+    """16 agents saving at once through ``durability="group"``: a save that finds its
+    loop's commit open joins it (no coroutine of its own), one whose cached head went
+    stale (another store wrote it) is written again on a fresh read: nothing lost."""
+    path = tmp_path / "store.db"
+    async with (
+        StateStore(f"sqlite:///{path}", durability="group", witness=False) as store,
+        StateStore(f"sqlite:///{path}", witness=False) as other,
+    ):
+        await asyncio.gather(*(store.save(a, {"n": 0}) for a in AGENTS))
+        await other.save(STALE, {"n": 0, "other": True})  # store's cached head is stale
+        joined = 0
+        engine = store.backend
+        assert isinstance(engine, SQLiteBackend)
+        original = engine.join_next
+
+        def counting(row: Any) -> Any:
+            nonlocal joined
+            found = original(row)
+            joined += found is not None
+            return found
+
+        engine.join_next = counting  # type: ignore[method-assign]
+        await asyncio.gather(*(store.save(a, {"n": 1}) for a in AGENTS))
+        assert joined >= 1  # the saves after the first joined its commit
+        for a in AGENTS:
+            state = await store.load(a)
+            assert state is not None and state.data["n"] == 1
+        assert (await other.load(STALE)).data == {"n": 1}  # type: ignore[union-attr]

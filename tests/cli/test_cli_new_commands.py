@@ -223,6 +223,36 @@ def test_import_refuses_an_existing_agent_and_writes_nothing(
     assert json.loads(skipped.stdout)["skipped"] == ["alpha", "beta", "gamma"]
 
 
+def test_import_again_completes_an_agent_an_interrupted_import_left_half_written(
+    tmp_path: Path,
+) -> None:
+    source = f"sqlite:///{tmp_path / 's.db'}"
+    populate(source)
+    file = tmp_path / "agents.jsonl"
+    assert sk_in_process("export", "--db", source, "-o", str(file)).returncode == 0
+    lines = [json.loads(line) for line in file.read_text().splitlines()]
+    # what an import stopped (Ctrl-C) after alpha's second event left in the target
+    head = [x for x in lines if x.get("agent_id", x.get("end")) in (None, "alpha")]
+    kept = [x for x in head if "end" not in x and ("seq" not in x or x["seq"] <= 2)]
+    kept.append({**head[-1], "seq": 2, "state": kept[-1]["fsm"]})
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text("".join(json.dumps(x) + "\n" for x in kept))
+    target = f"sqlite:///{tmp_path / 't.db'}"
+    assert sk_in_process("init", target).returncode == 0
+    assert sk_in_process("import", str(partial), "--db", target).returncode == 0
+    # run again: alpha is completed (not skipped as if it were whole), the rest imported
+    again = sk_in_process("import", str(file), "--db", target, "--skip-existing", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["skipped"] == []
+    assert history_json(target, "alpha") == history_json(source, "alpha")
+    exported = sk_in_process("export", "--db", target).stdout.splitlines()
+    assert exported[1:] == file.read_text().splitlines()[1:]  # (after the header)
+    # an agent that is whole, or not the file's, is still refused (or skipped)
+    refused = sk_in_process("import", str(file), "--db", target)
+    assert refused.returncode == 2
+    assert "agent 'alpha' already exists" in refused.stderr
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

@@ -127,3 +127,25 @@ def test_rekey_progress_file_defaults_next_to_the_database(
     assert result.exit_code == 0, result.output
     progress = db.with_name(db.name + ".rekey.json")
     assert json.loads(progress.read_text())["done"] is True
+
+
+def test_control_characters_in_an_agent_id_reach_no_terminal(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """An agent id is often user input: its escape sequences must not erase or fake the
+    CLI's output (``\\x1b[2K\\r`` then a line of one's own); they are shown escaped."""
+    url = f"sqlite:///{tmp_path / 'ids.db'}"
+    evil = "evil\x1b[2K\r\x9b2K✓ OK"
+    store = SyncStateStore(url)
+    store.save(evil, {"n": 1})
+    store.close()
+    for args in (["agents"], ["show", evil], ["history", evil], ["tail"], ["stats"]):
+        result = runner.invoke(app, [*args, "--db", url])
+        assert result.exit_code == 0, result.output
+        assert "\x1b" not in result.output and "\x9b" not in result.output, args
+    for args in (["show", evil], ["history", evil]):
+        shown = runner.invoke(app, [*args, "--db", url]).output
+        assert "evil\\x1b[2K\\x0d\\x9b2K✓ OK" in shown, args
+    missing = runner.invoke(app, ["show", "gone\x1b]0;title\x07", "--db", url])
+    assert missing.exit_code != 0
+    assert "\x1b" not in missing.output and "\x07" not in missing.output

@@ -133,9 +133,10 @@ async def test_the_header_names_the_format_version_and_layout(tmp_path: Path) ->
         await backup(mem, tmp_path / "mem.skb", bkey)
     version, header = version_of(tmp_path / "full.skb")
     assert (version, header["version"], header["layout"]) == (2, 2, "sqlite-file")
-    for name in ("inc.skb", "mem.skb"):  # the row path: version 1, as main wrote it
-        version, header = version_of(tmp_path / name)
-        assert (version, header["version"], "layout" in header) == (1, 1, False)
+    version, header = version_of(tmp_path / "inc.skb")  # the pages changed since the parent
+    assert (version, header["version"], header["layout"]) == (4, 4, "sqlite-page-delta")
+    version, header = version_of(tmp_path / "mem.skb")  # the row path: version 1, as main wrote it
+    assert (version, header["version"], "layout" in header) == (1, 1, False)
     reader = FrameReader(tmp_path / "full.skb", bkey)
     try:
         assert reader.header.layout == "sqlite-file"

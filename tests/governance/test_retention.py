@@ -3,6 +3,7 @@ resume, audit events; verify stays clean on every engine that can prune."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,37 @@ async def test_compaction_ttl_and_holds_leave_verify_clean(tmp_path: Path, engin
         ("purge", "stale/c"),
         ("compact", "plain"),
     }
+
+
+async def test_the_history_of_a_compacted_agent_says_so_and_goes_on_from_its_base(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from statekeeper.cli import app
+
+    url = f"sqlite:///{tmp_path / 'kept.db'}"
+    async with StateStore(url, snapshot_every=2, clock=lambda: T0) as store:
+        await fill(store, ["acme/a"])
+        await apply_retention(store, POLICY, now=T0)
+        # not a damaged stream ("gap"): the history before the base was removed on purpose
+        with pytest.raises(HistoryCompacted) as caught:
+            _ = [ev async for ev in store.history("acme/a")]
+        assert caught.value.base_seq == 9
+        with pytest.raises(HistoryCompacted):
+            _ = [ev async for ev in store.history("acme/a", after_seq=4)]
+        assert [ev.seq async for ev in store.history("acme/a", after_seq=9)] == [10, 11, 12]
+    runner = CliRunner()
+    shown = runner.invoke(app, ["history", "acme/a", "--db", url, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert [json.loads(line)["seq"] for line in shown.output.splitlines()] == [10, 11, 12]
+    table = runner.invoke(app, ["history", "acme/a", "--db", url])
+    assert table.exit_code == 0, table.output
+    assert "compacted by retention" in table.output and "seq 10–12 of 12" in table.output
+    for args in (["tail", "acme/a"], ["tail"]):
+        tail = runner.invoke(app, [*args, "--db", url])
+        assert tail.exit_code == 0, tail.output
+        assert "#12" in tail.output and "#10" in tail.output
 
 
 async def test_a_run_resumes_after_the_last_agent_done(tmp_path: Path) -> None:

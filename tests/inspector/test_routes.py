@@ -449,3 +449,23 @@ def test_thread_retention_apply(store_copy: str) -> None:
         assert r.status_code == 200 and "checkpoint(s)" in r.text
         after = c.get("/thread?id=chat-1").text
         assert len(re.findall(r'<li class="cp ', after)) == 1
+
+
+def test_an_agent_compacted_by_retention_has_a_page(tmp_path: Any) -> None:
+    from statekeeper import StateStore
+    from statekeeper.governance.retention import RetentionPolicy, apply_retention
+
+    url = f"sqlite:///{tmp_path / 'kept.db'}"
+
+    async def build() -> None:
+        async with StateStore(url, snapshot_every=2) as store:
+            for i in range(12):
+                await store.save("kept", {"i": i})
+            await apply_retention(store, RetentionPolicy.parse("* keep_last=3"))
+
+    in_thread(build)
+    with make_client(url) as c:
+        page = c.get("/agent?id=kept")
+        assert page.status_code == 200, page.text
+        assert "was compacted by retention" not in page.text  # (no error box)
+        assert set(re.findall(r'data-seq="(\d+)"', page.text)) == {"10", "11", "12"}

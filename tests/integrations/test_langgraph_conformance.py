@@ -34,3 +34,23 @@ async def test_langgraph_conformance_suite(backend: str, tmp_path: Path) -> None
     assert report.passed_all_base()
     # every extended capability is implemented and passes too
     assert all(result.passed for result in report.results.values()), report.results
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_langgraph_conformance_suite_on_the_callers_loop(
+    backend: str, tmp_path: Path
+) -> None:
+    # StatekeeperSaver.afrom_url: the saver's work on the test's own event loop
+    counter = iter(range(1000))
+
+    @checkpointer_test(name=f"statekeeper-bound-{backend}")
+    async def make() -> AsyncIterator[StatekeeperSaver]:
+        url = backend_url(backend, tmp_path / f"bound-{next(counter)}")
+        saver = await StatekeeperSaver.afrom_url(url)
+        yield saver
+        await saver.aclose()
+
+    report = await validate(make)
+    failures = {cap: result.failures for cap, result in report.results.items() if result.failures}
+    assert not failures
+    assert all(result.passed for result in report.results.values()), report.results

@@ -4,6 +4,7 @@ nothing else lost."""
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from statekeeper import (
     SerializationError,
     StatekeeperError,
     StateStore,
+    StateTransition,
+    UnsavedChangesWarning,
 )
 from statekeeper.codec import Codec
 
@@ -93,6 +96,54 @@ async def test_create_names_the_bad_path_and_writes_nothing(
     assert info.value.path == "data.messages[3].content"
     assert await store.get("new") is None
     assert await store.count_agents() == 0
+
+
+def _nested(depth: int) -> list[Any]:
+    """``[[[…]]]``: lists nested ``depth`` deep (built without recursion)."""
+    top: list[Any] = []
+    inner = top
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return top
+
+
+async def test_a_value_nested_deeper_than_python_can_walk_is_a_typed_error(
+    store: StateStore,
+) -> None:
+    too_deep = sys.getrecursionlimit() + 100
+    agent = await store.agent("a1")
+    agent.data["messages"] = [{"content": "a"}]
+    await agent.save()
+    with pytest.raises(SerializationError) as info:
+        agent.data["messages"][0]["content"] = _nested(too_deep)
+    assert info.value.path == "data.messages[0].content"
+    with pytest.raises(SerializationError) as info:
+        agent.data["messages"].append(_nested(too_deep))
+    assert info.value.path == "data.messages[1]"
+    assert agent.data == {"messages": [{"content": "a"}]}  # left as it was
+    assert not agent.dirty
+
+
+async def test_saving_a_document_nested_too_deeply_is_a_typed_error(
+    db_url: str,
+) -> None:
+    store = StateStore(db_url)
+    agent = await store.agent("a1")
+    log: list[Any] = []
+    agent.data["log"] = log  # the caller's own list: changed behind the tracker's back
+    await agent.save()
+    log.append(_nested(sys.getrecursionlimit() + 100))
+    with pytest.raises(SerializationError, match="nested too deeply") as info:
+        await agent.save()
+    assert info.value.path == "data"
+    with pytest.raises(SerializationError, match="nested too deeply"):
+        await agent.transition(StateTransition.START_PROCESSING)
+    # closing still closes, and says the change was not written
+    with pytest.warns(UnsavedChangesWarning, match="'a1'"):
+        await store.close()
+    async with StateStore(db_url) as again:
+        assert (await again.load("a1")).data == {"log": []}
 
 
 async def test_a_non_string_key_names_its_dict(store: StateStore) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from statekeeper import ConflictError, StateStore
+from statekeeper import ConflictError, StateStore, StateTransition
 from statekeeper.backends import MemoryBackend, SQLiteBackend
 from statekeeper.errors import BackendError, WriteBufferError
 from statekeeper.records import AppendResult
@@ -296,6 +296,36 @@ async def test_async_failed_write_drops_only_its_own_agent(
     assert await backend.lookup_key("a1", "note-1") is None  # dropped, not misplaced
     assert (await theirs.load("a1")).data == {"n": 1}
     assert (await theirs.load("b1")).data == {"n": 1}
+
+
+async def test_an_agent_whose_buffered_write_failed_does_not_write_on_top_of_another(
+    open_store: Callable[..., StateStore],
+) -> None:
+    backend = MemoryBackend()
+    mine = open_store(backend, durability="async", flush_size=1000, flush_interval=3600)
+    theirs = open_store(backend)
+    await theirs.save("a1", {"n": 0})
+    agent = await mine.agent("a1")
+    agent.data["n"] = 1  # buffered as seq 2...
+    await agent.save()
+    await theirs.save("a1", {"n": "theirs"})  # ...which another writer takes first
+    with pytest.raises(WriteBufferError):
+        await mine.flush()
+    # the agent still believes seq 2 holds its n=1; a patch built on that belief
+    # must not be stored at seq 3 on top of the other writer's state
+    agent.data["m"] = 5
+    with pytest.raises(WriteBufferError, match="refresh"):
+        await agent.save()
+    with pytest.raises(WriteBufferError, match="refresh"):
+        await agent.transition(StateTransition.START_PROCESSING)
+    await mine.flush()
+    assert await backend.head("a1") == 2
+    assert (await theirs.load("a1")).data == {"n": "theirs"}
+    await agent.refresh()  # the stored truth: it may write again
+    agent.data["m"] = 5
+    await agent.save()
+    await mine.flush()
+    assert (await theirs.load("a1")).data == {"n": "theirs", "m": 5}
 
 
 class GatedBackend(CountingBackend):

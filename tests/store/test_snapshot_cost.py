@@ -54,7 +54,7 @@ async def test_a_cold_load_replays_at_most_one_snapshot_worth_by_cost(
 
         def counting_chain(agent_id: str, events: Any, prev: Any) -> Any:
             out = decode_chain(agent_id, events, prev)
-            decoded.extend(e.seq for e in events[: len(out[0])])
+            decoded.extend(e[0] for e in events[: len(out[0])])
             return out
 
         cold.codec.decode_next = counting  # type: ignore[method-assign,assignment]

@@ -48,6 +48,7 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    EventRow,
     EventType,
     FeedRecord,
     Fence,
@@ -58,6 +59,7 @@ from ..records import (
     StreamChange,
     StreamExport,
     StreamRows,
+    event_rows,
 )
 
 if TYPE_CHECKING:
@@ -150,6 +152,7 @@ _AGENT_ID_METHODS = (
     "latest_snapshot",
     "read_latest",
     "read_state",
+    "read_state_rows",
     "delete_agent",
     "acquire_lease",
     "renew_lease",
@@ -313,6 +316,17 @@ class Backend(abc.ABC):
         validate_next(agent_id, seq, snapshot)
         row = (agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot)
         await self.append(next_request(row, self.compares_head_tag))
+
+    def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
+        """:meth:`append_next` of ``row`` for an engine that groups appends
+        (:attr:`groups_appends`), as a plain call when a commit of the running event loop
+        is already filling up or in flight: the awaitable of the append's place in that
+        commit (it gives None, or the refusal to raise — a
+        :class:`~statekeeper.errors.ConflictError` —, without raising it). None, with
+        nothing done, when the engine has no such commit open (the caller then awaits
+        :meth:`append_next`): the default. The group committer's common save waits
+        for it without a coroutine of its own and of :meth:`append_next`."""
+        return None
 
     #: True when :meth:`append_together` is offered (one atomic commit for several
     #: streams' appends); the governed store then writes a mutation and its audit
@@ -625,6 +639,16 @@ class Backend(abc.ABC):
             return 0, None, None, []
         snapshot, events = await self.read_latest(agent_id)
         return head, tag, snapshot, events
+
+    async def read_state_rows(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[EventRow]]:
+        """:meth:`read_state` with the events as :data:`~statekeeper.records.EventRow`
+        tuples: what a fold replays. The default converts :meth:`read_state`'s events;
+        an engine whose cursor returns such rows hands them over as they are (SQLite),
+        with no :class:`RawEvent` built per event."""
+        head, tag, snapshot, events = await self.read_state(agent_id)
+        return head, tag, snapshot, event_rows(events)
 
     #: True when :meth:`read_latest_many` is answered natively (one consistent read of
     #: many agents); the store reads agents one by one otherwise

@@ -51,10 +51,10 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 from ..arguments import check_stored_id
 from ..errors import (
@@ -75,6 +75,7 @@ from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    EventRow,
     EventType,
     FeedRecord,
     LeaseChange,
@@ -180,25 +181,29 @@ ORDER BY 1
 #: (the ORDER BY merges the two arms: the events stream in primary-key order, unsorted)
 
 #: a cold load's one statement (one read transaction, so one consistent view): the
-#: head row (tag 0), the latest snapshot (tag 1) and the events after it (tag 2), each
-#: arm a primary-key lookup or range. No ORDER BY: sorting the union costs a temporary
-#: B-tree per arm (~30 % of the statement); the rows are put in order in Python. No
-#: common table for the snapshot either: one used by two arms is materialised (its
-#: payload copied into a temporary table and read back), where a subquery is a
-#: co-routine and the events' bound a lookup in the covering index (callgrind: 115k
-#: instead of 176k instructions per statement for a 33 KB snapshot).
+#: head row (seq -2**63, its head seq in the third column), the latest snapshot (kind
+#: NULL) and the events after it, each arm a primary-key lookup or range; every row
+#: ``(seq, kind, ts, payload, checksum)``, so the event rows are the fold's
+#: :data:`EventRow` as the cursor returns them (no object built per event). No ORDER
+#: BY: sorting the union costs a temporary B-tree per arm (~30 % of the statement);
+#: the rows are put in order in Python (by seq: the head row first, no stored seq
+#: below it). No common table for the snapshot either: one used by two arms is
+#: materialised (its payload copied into a temporary table and read back), where a
+#: subquery is a co-routine and the events' bound a lookup in the covering index
+#: (callgrind: 115k instead of 176k instructions per statement for a 33 KB snapshot).
 _READ_STATE = """
-SELECT 0, head_seq, NULL, 0.0, head_tag, NULL FROM sk_agents WHERE agent_id = ?1
+SELECT -9223372036854775808, NULL, head_seq, head_tag, NULL FROM sk_agents WHERE agent_id = ?1
 UNION ALL
 SELECT * FROM (
-    SELECT 1, seq, NULL, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots
+    SELECT seq, NULL, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots
     WHERE agent_id = ?1 ORDER BY seq DESC LIMIT 1
 )
 UNION ALL
-SELECT 2, seq, kind, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_events
+SELECT seq, kind, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_events
 WHERE agent_id = ?1
     AND seq > coalesce((SELECT max(seq) FROM sk_snapshots WHERE agent_id = ?1), 0)
 """
+_HEAD_ROW = -(2**63)
 
 
 #: :meth:`SQLiteBackend.read_latest_many` for up to 500 agents in one statement (the
@@ -1105,32 +1110,17 @@ class SQLiteBackend(Backend):
         the batch with one savepoint per request). A request may be the arguments of
         :meth:`append_next` as they are (its result: None).
 
-        Such a row's BLOBs are bound as ``bytearray``: CPython's ``sqlite3`` binds a
-        ``bytearray`` directly but sends ``bytes`` through its adapter lookup (an
-        ``AttributeError`` formatted and cleared per parameter). Measured with callgrind,
-        16-row transactions of this path's two statements: 85.7k -> 78.0k instructions a
-        row, copies included (the writer thread, holding the GIL the event loop wants);
-        a lone append (``_commit_lone``) binds its arguments as they are."""
+        Such a row goes to :meth:`_append_row` as it is: that binds its BLOBs as
+        ``bytearray`` itself (they were copied twice here before: 62.6 -> 31.6 bytecodes
+        a batched save, ``bench_save_instructions.py --bytecodes sk-group-16``)."""
         results: list[_Outcome] = []
-        # (bytearray where the row's annotations say bytes: bound the same, see above)
-        append_row: Callable[..., None] = self._append_row
+        append_row = self._append_row
         for request in requests:
             if savepoints:
                 conn.execute("SAVEPOINT sk_req")
             try:
                 if isinstance(request, tuple):
-                    agent_id, seq, ts, payload, checksum, tag, expected, snap = request
-                    append_row(
-                        conn,
-                        agent_id,
-                        seq,
-                        ts,
-                        bytearray(payload),
-                        bytearray(checksum),
-                        tag if tag is None else bytearray(tag),
-                        expected if expected is None else bytearray(expected),
-                        snap,
-                    )
+                    append_row(conn, *request)
                     results.append(None)
                 else:
                     results.append(self._append_one(conn, request))
@@ -1196,6 +1186,18 @@ class SQLiteBackend(Backend):
                 result = await self._open_commit(loop, None, row)
         if isinstance(result, BaseException):
             raise result
+
+    def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
+        """:meth:`Backend.join_next`: ``row`` joins the running loop's queue when it is
+        open (appends waiting, or a batch in flight), as :meth:`append_next` would."""
+        if self.readonly or not self.inline_writes:
+            return None
+        loop = asyncio.get_running_loop()
+        if loop not in self._queues and loop not in self._in_flight:
+            return None
+        validate_next(row[0], row[1], row[7])
+        # (a row's outcome: None, or the refusal; never an AppendResult)
+        return cast("asyncio.Future[BaseException | None]", self._join_commit(row))
 
     # -- the commit queue: group commit of the appends of one event loop ----------------
     #
@@ -2035,23 +2037,33 @@ class SQLiteBackend(Backend):
     async def read_state(
         self, agent_id: str
     ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
+        head, tag, snap, rows = await self.read_state_rows(agent_id)
+        return head, tag, snap, [RawEvent(*row) for row in rows]
+
+    async def read_state_rows(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[EventRow]]:
+        """:meth:`read_state` with the events as the cursor's rows (:data:`EventRow`)."""
         # One statement: the head, the newest snapshot and the events after it, as one
         # consistent read (everything is at or below the head it returns).
-        with _translated(self.path, agent_id):
+        try:
             rows = self._reader().execute(_READ_STATE, (agent_id,)).fetchall()
+        except sqlite3.Error:
+            with _translated(self.path, agent_id):  # (no context manager on the way in)
+                raise
         with contextlib.suppress(TypeError):  # (a seq rewritten as text: the fold says so)
-            rows.sort()  # (tag, seq): a C pass over rows already in that order
-        if not rows or rows[0][0] != 0 or not rows[0][1]:
+            rows.sort()  # (seq): a C pass over rows already in that order
+        if not rows or rows[0][0] != _HEAD_ROW or not rows[0][2]:
             return 0, None, None, []  # no head row: no stream
         first = rows[0]
         snap: RawSnapshot | None = None
         start = 1
-        if len(rows) > 1 and rows[1][0] == 1:
+        if len(rows) > 1 and rows[1][1] is None:
             r = rows[1]
-            snap = RawSnapshot(r[1], r[3], r[4], r[5])
+            snap = RawSnapshot(r[0], r[2], r[3], r[4])
             start = 2
-        events = [RawEvent(r[1], r[2], r[3], r[4], r[5]) for r in rows[start:]]
-        return int(first[1]), _blob(first[4]), snap, events
+        del rows[:start]
+        return int(first[2]), _blob(first[3]), snap, rows
 
     reads_latest_many = True
 

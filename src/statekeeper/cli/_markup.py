@@ -3,11 +3,20 @@
 
 from __future__ import annotations
 
-__all__ = ["escape"]
+__all__ = ["escape", "printable"]
+
+# C0 controls (but newline and tab), DEL and the C1 controls: a terminal acts on them
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+
+
+def printable(text: str) -> str:
+    """``text`` with the characters a terminal would act on shown as ``\\x1b`` (an
+    agent id or a stored value must not move the cursor, recolour or erase output)."""
+    return text.translate(_CONTROLS)
 
 
 def escape(text: str) -> str:
     """Escape ``text`` for rich markup (see :func:`rich.markup.escape`)."""
     from rich.markup import escape as rich_escape
 
-    return rich_escape(text)
+    return rich_escape(printable(text))

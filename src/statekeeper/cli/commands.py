@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import AgentNotFound
+from ..errors import AgentNotFound, HistoryCompacted
 from . import render
 from ._markup import escape
 from .app import (
@@ -190,6 +190,8 @@ def history(
 
     from .progress import bar
 
+    compacted: list[int] = []  # the retention base, when history before it is gone
+
     async def go() -> tuple[list[Event], int]:
         async with open_store(url, key_file=key_file) as store:
             head = await _require(store, agent)
@@ -198,12 +200,24 @@ def history(
             events = []
             with bar("reading events", unit="events", disable=json_out) as progress:
                 task = progress.add_task("history", total=max(0, last - after))
-                async for ev in store.history(agent, after_seq=after, to_seq=to_seq):
-                    events.append(ev)
-                    progress.advance(task)
+
+                async def read(start: int) -> None:
+                    async for ev in store.history(agent, after_seq=start, to_seq=to_seq):
+                        events.append(ev)
+                        progress.advance(task)
+
+                try:
+                    await read(after)
+                except HistoryCompacted as exc:  # show what retention kept
+                    if events:
+                        raise
+                    compacted.append(exc.base_seq)
+                    await read(exc.base_seq)
             return events, head
 
     events, head = run(go())
+    if compacted and not json_out:
+        out_console().print(f"[dim]history up to seq {compacted[0]} was compacted by retention[/]")
     if json_out:
         render.print_json([render.event_json(ev) for ev in events], lines=True)
         return

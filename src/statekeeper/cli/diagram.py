@@ -97,11 +97,11 @@ def render_machine(
     """The machine as boxes (states, in breadth-first order from the initial state)
     with arrows for the rules leaving each one."""
     from rich.console import Group
-    from rich.markup import escape
     from rich.text import Text
 
     from ..machine import value_label
     from ..machine.diagram import edge_label, reading_order
+    from ._markup import escape
     from .charts import duration, state_colour
 
     order = reading_order(machine)

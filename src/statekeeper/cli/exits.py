@@ -129,7 +129,7 @@ def _stderr() -> Any:
 
 def print_error(message: str) -> None:
     """``error: message`` as one red line on stderr (never wrapped)."""
-    from rich.markup import escape
+    from ._markup import escape
 
     console = _stderr()
     console.print(f"[bold red]error:[/] [red]{escape(_one_line(message))}[/]", soft_wrap=True)
@@ -174,7 +174,7 @@ def print_warnings(records: list[logging.LogRecord]) -> None:
     """Each held record as one ``warning: …`` line on stderr."""
     if not records:
         return
-    from rich.markup import escape
+    from ._markup import escape
 
     console = _stderr()
     for record in records:

@@ -67,7 +67,9 @@ class _Printer:
 async def _last_events(store: StateStore, agent_id: str, head: int, n: int) -> list[Event]:
     if n == 0 or head == 0:
         return []
-    return [ev async for ev in store.history(agent_id, after_seq=max(0, head - n), to_seq=head)]
+    from ..store.kept import kept_history
+
+    return await kept_history(store, agent_id, max(0, head - n), head)
 
 
 async def _heads(store: StateStore) -> dict[str, int]:
@@ -91,6 +93,8 @@ async def _follow_store(
 ) -> None:
     import asyncio
 
+    from ..store.kept import kept_history
+
     while True:
         heads = await _heads(store)
         for agent_id, head in heads.items():
@@ -98,7 +102,7 @@ async def _follow_store(
             if head < done:  # deleted and re-created: start over
                 done = 0
             if head > done:
-                async for ev in store.history(agent_id, after_seq=done, to_seq=head):
+                for ev in await kept_history(store, agent_id, done, head):
                     show(ev)
             seen[agent_id] = head
         await asyncio.sleep(interval)

@@ -211,18 +211,20 @@ def _is_creation(line: dict[str, Any]) -> bool:
     )
 
 
-async def _write(store: StateStore, agent: _Agent, stamp: list[float]) -> None:
-    first = agent.events[0]
-    stamp[0] = float(first["ts"])
-    await store.create(
-        agent.agent_id,
-        first["ops"][0]["value"],
-        fsm_state=first.get("fsm"),
-        schema_version=first.get("v", 1),
-        idempotency_key=first.get("key"),
-        actor=first.get("actor"),
-    )
-    for line in agent.events[1:]:
+async def _write(store: StateStore, agent: _Agent, stamp: list[float], stored: int) -> None:
+    """Write the agent's events after the ``stored`` first ones (0: create it)."""
+    if not stored:
+        first = agent.events[0]
+        stamp[0] = float(first["ts"])
+        await store.create(
+            agent.agent_id,
+            first["ops"][0]["value"],
+            fsm_state=first.get("fsm"),
+            schema_version=first.get("v", 1),
+            idempotency_key=first.get("key"),
+            actor=first.get("actor"),
+        )
+    for line in agent.events[max(stored, 1) :]:
         stamp[0] = float(line["ts"])
         await store.append(
             agent.agent_id,
@@ -234,6 +236,15 @@ async def _write(store: StateStore, agent: _Agent, stamp: list[float]) -> None:
             actor=line.get("actor"),
             schema_version=line.get("v"),
         )
+
+
+async def _interrupted(store: StateStore, agent: _Agent, head: int) -> bool:
+    """Whether the stored agent is the start of the file's (an import of this file was
+    interrupted after ``head`` of its events): the rest may be written."""
+    if head >= len(agent.events):
+        return False
+    stored = [_event_line(ev) async for ev in store.history(agent.agent_id, to_seq=head)]
+    return stored == [{**w, "ts": float(w["ts"])} for w in agent.events[:head]]
 
 
 async def _check(store: StateStore, agent: _Agent) -> None:
@@ -302,9 +313,12 @@ async def import_agents(
                     relative = getattr(store, "relative_error", None)
                     raise (relative(exc) if relative is not None else exc) from None
         skipped: list[str] = []
-        todo: list[_Agent] = []
+        todo: list[tuple[_Agent, int]] = []
         for agent in agents:
-            if await store.head(agent.agent_id):
+            head = await store.head(agent.agent_id)
+            if head and await _interrupted(store, agent, head):
+                todo.append((agent, head))  # completed, not skipped
+            elif head:
                 if not skip_existing:
                     raise ConfigurationError(
                         f"agent {agent.agent_id!r} already exists in the target store; "
@@ -312,14 +326,14 @@ async def import_agents(
                     )
                 skipped.append(agent.agent_id)
             else:
-                todo.append(agent)
+                todo.append((agent, 0))
         task = progress.add_task("import", total=len(todo)) if progress is not None else None
         events = 0
-        for agent in todo:
-            await _write(store, agent, stamp)
+        for agent, stored in todo:
+            await _write(store, agent, stamp, stored)
             await store.flush()
             await _check(store, agent)
-            events += len(agent.events)
+            events += len(agent.events) - stored
             if progress is not None:
                 progress.advance(task)
         return len(todo), events, skipped

@@ -105,6 +105,13 @@ class Format:
             raise _locate(exc, value, root) from exc
         return packed
 
+    def loads_plain(self, data: bytes) -> Any:
+        """Parse bytes made by :meth:`dumps` that hold no tagged value (the caller
+        checked: no :attr:`marker` in them), as they are."""
+        if self._msgpack is None:
+            return orjson.loads(data)
+        return self._msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+
     def loads(self, data: bytes, root: str = "value") -> Any:
         """Parse bytes made by :meth:`dumps`, rebuilding tagged values.
 

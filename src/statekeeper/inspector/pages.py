@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends.base import Capability
 from ..concurrency.steps import STEP_KEY_PREFIX
 from ..errors import AgentNotFound, InvalidArgument
+from ..store.kept import kept_history
 from .changes import Change, changes, compare, pretty
 from .diagram import Graph, from_machine, observe_transitions
 
@@ -91,7 +92,7 @@ async def agent_view(
         return await backend.get_lease(agent_id) if backend.supports_leases else None
 
     async def events() -> list[Event]:
-        return [ev async for ev in store.history(agent_id, to_seq=budget)]
+        return await kept_history(store, agent_id, to_seq=budget)
 
     snap = await store.load(agent_id)
     got_lease, read = await asyncio.gather(lease(), events())
@@ -142,9 +143,7 @@ async def timeline(
     else:
         hi = head if before is None else min(head, before - 1)
         lo = max(0, hi - TIMELINE_PAGE)
-    events = (
-        [ev async for ev in store.history(agent_id, after_seq=lo, to_seq=hi)] if hi > lo else []
-    )
+    events = await kept_history(store, agent_id, lo, hi) if hi > lo else []
     return await _page(store, agent_id, events, head)
 
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ..backends.base import Backend, Capability, Health, LatestRead
 from ..records import (
     AgentInfo,
     AppendRequest,
     AppendResult,
+    EventRow,
     FeedRecord,
     LeaseInfo,
     RawEvent,
@@ -446,21 +447,36 @@ class _ObservedLatest(ObservedBackend):
 _checked(_ObservedLatest.read_latest)
 
 
+_E = TypeVar("_E")
+#: what ``read_state`` (events: ``RawEvent``) and ``read_state_rows`` (``EventRow``) return
+_State: TypeAlias = tuple[int, bytes | None, RawSnapshot | None, list[_E]]
+
+
 class _ObservedState(_ObservedLatest):
     """For engines that also read the head with it in one statement (``read_state``)."""
 
     async def read_state(
         self, agent_id: str
     ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
-        found: tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]] = await self._obs.call(
-            "read_state", agent_id, self.inner.read_state, agent_id
-        )
+        return await self._state(agent_id, self.inner.read_state)
+
+    async def read_state_rows(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[EventRow]]:
+        # (the same read, the events as rows: counted as "read_state")
+        return await self._state(agent_id, self.inner.read_state_rows)
+
+    async def _state(
+        self, agent_id: str, read: Callable[[str], Awaitable[_State[_E]]]
+    ) -> _State[_E]:
+        found: _State[_E] = await self._obs.call("read_state", agent_id, read, agent_id)
         if found[0]:
             self._obs.replay.observe(len(found[3]))
         return found
 
 
 _checked(_ObservedState.read_state)
+_checked(_ObservedState.read_state_rows)
 
 
 def observed_class(inner: Backend) -> type[ObservedBackend]:

@@ -36,6 +36,7 @@ from ..errors import (
     InvalidTransition,
     SerializationError,
     StatekeeperError,
+    WriteBufferError,
 )
 from ..records import AppendResult, Event, EventType, Snapshot
 from .change import diff_by_key, dump_keys
@@ -144,6 +145,9 @@ class DurableAgent:
 
     def _adopt(self, snapshot: Snapshot) -> None:
         self.seq = snapshot.seq
+        #: why a buffered write of this agent was not stored (``async`` durability):
+        #: seq and data are then not what is stored, and it may not write until reloaded
+        self._lost: BaseException | None = None
         data = snapshot.data
         #: records what changed in agent.data (None: the full compare; see .tracked)
         self._tracker: Tracker | None = None
@@ -195,15 +199,20 @@ class DurableAgent:
     def _pending(self) -> tuple[Any, list[dict[str, Any]], dict[str, bytes] | None, int | None]:
         """What a write writes: the document, its ops, its bytes (full compare) and
         the tracker's generation (tracked)."""
-        tracker = self._tracking()
-        if tracker is not None:
-            gen = tracker.gen
-            ops = tracker.changes()
-            if ops is not None:
-                return self.data, ops, None, gen
-            self._tracking()  # (it just gave up)
-        document = self._document()
-        ops, dumped = self._changes(document)
+        try:
+            tracker = self._tracking()
+            if tracker is not None:
+                gen = tracker.gen
+                ops = tracker.changes()
+                if ops is not None:
+                    return self.data, ops, None, gen
+                self._tracking()  # (it just gave up)
+            document = self._document()
+            ops, dumped = self._changes(document)
+        except RecursionError:  # deeper than Python can walk: no codec could store it
+            raise SerializationError(
+                "cannot serialize: the document is nested too deeply", "data"
+            ) from None
         return document, ops, dumped, None
 
     # -- what was written last, and what changed since -------------------------------
@@ -350,6 +359,8 @@ class DurableAgent:
         pending: tuple[Any, list[dict[str, Any]], dict[str, bytes] | None, int | None]
         | None = None,
     ) -> AppendResult:
+        if self._lost is not None:
+            raise self._stale()
         try:
             tracker = self._tracker
             document, ops, dumped, gen = pending if pending is not None else self._pending()
@@ -386,7 +397,10 @@ class DurableAgent:
         except SerializationError as exc:
             from .writes import locate  # name the path in agent.data, not in the event
 
-            data = plain_copy(self.data) if self._ever_tracked else self.data
+            try:
+                data = plain_copy(self.data) if self._ever_tracked else self.data
+            except RecursionError:  # (nested too deeply: exc already says so)
+                raise exc from None
             raise locate(exc, self.store.codec.types, data=data, info=info) from exc
         if result.duplicate:  # this write had landed before: take the stored truth
             await self.refresh()
@@ -401,6 +415,20 @@ class DurableAgent:
         else:
             self._commit(document, dumped)
         return result
+
+    def lose(self, error: BaseException) -> None:
+        """A buffered write of this agent could not be stored (``error``): its later
+        writes raise :class:`WriteBufferError` until :meth:`refresh`."""
+        self._lost = error
+
+    def _stale(self) -> WriteBufferError:
+        error = WriteBufferError({self.agent_id: self._lost or Exception()})
+        error.add_note(
+            f"agent {self.agent_id!r}: a buffered write of this agent was not stored "
+            f"({self._lost}), so its seq and data are not what is stored; nothing was "
+            "written: call agent.refresh() to reload the stored state"
+        )
+        return error
 
     async def refresh(self) -> None:
         """Drop unsaved changes and reload the latest stored state."""

@@ -104,6 +104,22 @@ class GroupCommitter:
             self._runner = asyncio.create_task(self._run())
         return await future
 
+    def join_next(self, row: NextRow) -> Awaitable[BaseException | None]:
+        """:meth:`submit_next` as a plain call: the awaitable of the append's commit,
+        which gives None or the refusal to raise (see :meth:`Backend.join_next`). An
+        engine that batches appends by itself and has a commit open is handed ``row``
+        there without a coroutine (16 agents: the common case)."""
+        backend = self._backend
+        if self.auditor is None and backend.groups_appends:
+            joined = backend.join_next(row)
+            if joined is not None:
+                self.appends += 1
+                return joined
+        return self._submitted(row)
+
+    async def _submitted(self, row: NextRow) -> None:
+        await self.submit_next(row)
+
     async def submit_next(self, row: NextRow) -> None:
         """:meth:`submit` of ``Backend.append_next``'s arguments (one patch event on the
         head at ``seq - 1``): handed as they are to an engine that batches appends by
@@ -177,6 +193,9 @@ class WriteBehind:
         self._on_stale = on_stale
         self._on_flushed = on_flushed
         self._confirm = confirm
+        #: called as ``on_lost(agent_id, error)`` when a buffered append of the agent
+        #: could not be stored (the store tells the agent objects holding it)
+        self.on_lost: Callable[[str, BaseException], None] | None = None
         self._buffer: list[AppendRequest] = []
         self._in_flight: list[AppendRequest] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -298,6 +317,8 @@ class WriteBehind:
                     )
                     self._failures.setdefault(agent_id, result)
                     self._on_stale(agent_id)
+                    if self.on_lost is not None:
+                        self.on_lost(agent_id, result)
                     del chains[agent_id]
                     continue
                 self.flushed += len(request.events)

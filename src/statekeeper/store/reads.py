@@ -20,7 +20,7 @@ import orjson
 from .. import patch
 from ..backends.base import Backend, LatestRead
 from ..codec import ZERO_LINK, Codec, Opened
-from ..codec.formats import JSON, MSGPACK, has_marker
+from ..codec.formats import JSON
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
     AgentNotFound,
@@ -31,7 +31,7 @@ from ..errors import (
     SerializationError,
     StatekeeperError,
 )
-from ..records import Event, RawEvent, RawSnapshot, Snapshot
+from ..records import Event, EventRow, RawEvent, RawSnapshot, Snapshot, event_rows
 from .autotune import AutoInterval
 from .body import SNAPSHOT_TYPE, snapshot_record, to_event
 from .cache import LRUCache
@@ -47,14 +47,6 @@ PAGE = 1000
 
 _dumps = orjson.dumps
 _loads = orjson.loads
-
-
-def rich(opened: Opened) -> bool:
-    """True when a decoded body may hold typed values (not plain JSON)."""
-    body, fmt = opened.body, opened.format
-    if fmt == JSON:
-        return has_marker(body, b'"$t"')
-    return fmt != MSGPACK or has_marker(body, b"\xa2$t")  # (the tag key, packed)
 
 
 class ReadPath:
@@ -105,22 +97,29 @@ class ReadPath:
 
     def open_snapshot(self, agent_id: str, raw: RawSnapshot) -> tuple[dict[str, Any], Opened]:
         """The verified body of a stored snapshot, and the record opened."""
-        body, opened = self.codec.decode(
+        body, opened, _ = self.open_snapshot_typed(agent_id, raw)
+        return body, opened
+
+    def open_snapshot_typed(
+        self, agent_id: str, raw: RawSnapshot
+    ) -> tuple[dict[str, Any], Opened, bool]:
+        """:meth:`open_snapshot`, and whether the body may hold typed values."""
+        body, opened, typed = self.codec.decode_typed(
             agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
         )
         if type(body) is not dict:
             raise IntegrityError(agent_id, raw.seq, "snapshot payload is not an object")
-        return body, opened
+        return body, opened, typed
 
     async def decode_snapshot(self, agent_id: str, raw: RawSnapshot) -> AgentRecord:
         """The folded state a stored snapshot holds (a delta resolved against its base)."""
-        body, opened = self.open_snapshot(agent_id, raw)
+        body, opened, typed = self.open_snapshot_typed(agent_id, raw)
         if self.tuner is not None and "tune" in body:  # "auto": what was learned before
             self.tuner.resume(body["tune"])
         data = await self.snapshot_data(agent_id, raw.seq, body)
         record = snapshot_record(agent_id, raw, body, opened, data)
         record.snapshot_bytes = len(raw.payload)
-        record.rich = rich(opened) or "base" in body  # (a delta's base may be rich)
+        record.rich = typed or "base" in body  # (a delta's base may be rich)
         if (
             not record.rich
             and self.cache.max_size
@@ -172,7 +171,7 @@ class ReadPath:
         tag: bytes | None = None,
         *,
         at_head: bool = False,
-        latest: tuple[RawSnapshot | None, list[RawEvent]] | None = None,
+        latest: tuple[RawSnapshot | None, list[EventRow]] | None = None,
     ) -> AgentRecord:
         """Build the state at ``target`` from the nearest snapshot and the events after,
         verifying every record and the chain; with ``at_head`` (``target`` is the head)
@@ -182,11 +181,12 @@ class ReadPath:
         below: int | None = target
         # the latest state: the latest snapshot and the events after it, read together
         if latest is None and at_head and self.native_latest:
-            latest = await self.backend.read_latest(agent_id)
+            snap, raws = await self.backend.read_latest(agent_id)
+            latest = snap, event_rows(raws)
         if latest is not None and latest[0] is not None and latest[0].seq > target:
             latest = None  # written since: look below
         while True:
-            events: list[RawEvent] | None = None
+            events: list[EventRow] | None = None
             if latest is not None:
                 (snap, events), latest = latest, None
             else:
@@ -229,7 +229,7 @@ class ReadPath:
         target: int,
         tag: bytes | None,
         at_head: bool,
-        events: list[RawEvent] | None = None,
+        events: list[EventRow] | None = None,
     ) -> AgentRecord:
         """Fold events up to ``target`` onto ``record`` (None: from the start), starting
         with ``events`` when they were read already (those past ``target`` ignored)."""
@@ -238,8 +238,8 @@ class ReadPath:
         tuner, start = self.tuner, record.seq
         began = thread_time() if tuner is not None else 0.0
         if events:
-            if events[-1].seq > target:
-                events = [e for e in events if e.seq <= target]
+            if events[-1][0] > target:
+                events = [e for e in events if e[0] <= target]
             self.apply_events(record, events)
         await self.catch_up(record, target)
         if tuner is not None:  # snapshot_every="auto": the replay cost per event (r)
@@ -256,7 +256,9 @@ class ReadPath:
         """Apply stored events ``record.seq+1 .. target`` to ``record`` in place."""
         agent_id = record.agent_id
         while record.seq < target:
-            events = await self.backend.read(agent_id, record.seq, target, limit=PAGE * 10)
+            events = event_rows(
+                await self.backend.read(agent_id, record.seq, target, limit=PAGE * 10)
+            )
             if not events and record.seq == 0:
                 first = await self.backend.read(agent_id, 0, None, limit=1)
                 if first and first[0].seq > 1:  # retention removed the history up to it
@@ -267,8 +269,9 @@ class ReadPath:
                 )
             self.apply_events(record, events)
 
-    def apply_events(self, record: AgentRecord, events: list[RawEvent]) -> None:
-        """Fold stored events into ``record`` in place (verifying each one and the chain).
+    def apply_events(self, record: AgentRecord, events: list[EventRow]) -> None:
+        """Fold stored events (:data:`EventRow` tuples, as an engine's cursor returns
+        them) into ``record`` in place (verifying each one and the chain).
 
         The events are verified in one codec call (:meth:`Codec.decode_chain`), and a
         run of events that each append one value to the same list (a chat's messages)
@@ -281,16 +284,16 @@ class ReadPath:
         current = record.seq
         count = len(events)
         start = 0
-        while start < count and events[start].seq <= current:
+        while start < count and events[start][0] <= current:
             # a concurrent catch-up of the same cached record (readers do not take the
             # agent lock) applied it while this read was in flight
             start += 1
         stop = start
-        while stop < count and events[stop].seq == current + 1 + stop - start:
+        while stop < count and events[stop][0] == current + 1 + stop - start:
             stop += 1
         gap: StatekeeperError | None = None
         if stop < count:
-            seq, last = events[stop].seq, current + stop - start
+            seq, last = events[stop][0], current + stop - start
             gap = (
                 HistoryCompacted(agent_id, seq - 1)  # retention removed the history before it
                 if last == 0
@@ -307,7 +310,7 @@ class ReadPath:
                 raise
             if docs:
                 record.link = link
-                record.checksum = run[len(docs) - 1].checksum
+                record.checksum = run[len(docs) - 1][4]
                 if typed:
                     record.rich = True
             if error is not None:
@@ -323,17 +326,17 @@ class ReadPath:
         deleted and re-created (a head seq alone cannot tell that a stream was re-created
         up to the same seq, so the event at the cached seq must still be the same one)."""
         agent_id = record.agent_id
-        events = await self.backend.read(agent_id, record.seq - 1, None, limit=PAGE)
-        same = next((e for e in events if e.seq == record.seq), None)
-        if same is None or same.timestamp != record.updated_at:
+        events = event_rows(await self.backend.read(agent_id, record.seq - 1, None, limit=PAGE))
+        same = next((e for e in events if e[0] == record.seq), None)
+        if same is None or same[2] != record.updated_at:
             return False
-        if record.checksum is not None and same.checksum != record.checksum:
+        if record.checksum is not None and same[4] != record.checksum:
             return False  # rewritten (re-encrypted) or replaced: fold it again, verified
         while True:
             self.apply_events(record, events)
             if len(events) < PAGE:
                 return True
-            events = await self.backend.read(agent_id, record.seq, None, limit=PAGE)
+            events = event_rows(await self.backend.read(agent_id, record.seq, None, limit=PAGE))
 
     def trusted(self, agent_id: str) -> AgentRecord | None:
         """The cached record of ``agent_id`` a write may be made on without reading the
@@ -358,7 +361,7 @@ class ReadPath:
                 raise
             self.cache.discard(agent_id)
         if self.native_state:  # one read: the head, the latest snapshot, the events after
-            head, tag, snap, events = await self.backend.read_state(agent_id)
+            head, tag, snap, events = await self.backend.read_state_rows(agent_id)
             if head == 0:
                 return None
             record = await self.fold(agent_id, head, head, tag, at_head=True, latest=(snap, events))
@@ -399,7 +402,7 @@ class ReadPath:
             read.head,
             read.tag,
             at_head=True,
-            latest=(read.snapshot, read.events),
+            latest=(read.snapshot, event_rows(read.events)),
         )
 
     async def at(self, agent_id: str, at_seq: int | None, at_time: float | None) -> AgentRecord:
@@ -459,6 +462,15 @@ class ReadPath:
             state_entered_at=record.fsm_entered_at,
         )
 
+    async def _gap(self, agent_id: str, cursor: int, seq: int) -> StatekeeperError:
+        """What a history read that finds ``seq`` after ``cursor`` raises: the stream
+        starts at ``seq`` (retention compacted what was before: ``HistoryCompacted``, as a
+        load of that seq raises), else a gap in the stream (``IntegrityError``)."""
+        first = await self.backend.read(agent_id, 0, None, limit=1)
+        if first and first[0].seq == seq:
+            return HistoryCompacted(agent_id, seq - 1)
+        return IntegrityError(agent_id, cursor + 1, f"gap: next stored seq is {seq}")
+
     async def history(
         self, agent_id: str, after_seq: int, to_seq: int | None
     ) -> AsyncIterator[Event]:
@@ -470,7 +482,7 @@ class ReadPath:
             page = await self.backend.read(agent_id, cursor, to_seq, limit=PAGE)
             for raw in page:
                 if raw.seq != cursor + 1:
-                    raise IntegrityError(agent_id, cursor + 1, f"gap: next stored seq is {raw.seq}")
+                    raise await self._gap(agent_id, cursor, raw.seq)
                 body, opened = self.open_event(agent_id, raw)
                 if link is not None and opened.prev is not None and opened.prev != link:
                     raise IntegrityError(agent_id, raw.seq, CHAIN_BROKEN)

@@ -18,7 +18,7 @@ from .. import patch
 from ..errors import IntegrityError, PatchError
 
 if TYPE_CHECKING:
-    from ..records import RawEvent
+    from ..records import EventRow
 
 __all__ = ["HELD_AS_BYTES", "AgentRecord", "apply_payload", "apply_payloads", "document"]
 
@@ -134,48 +134,49 @@ def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict
     record.updated_at = timestamp
 
 
-def apply_payloads(record: AgentRecord, events: Sequence[RawEvent], docs: list[Any]) -> None:
-    """Apply the verified bodies ``docs`` of ``events`` (as many as there are docs)
-    to ``record``: :func:`apply_payload` of each, with a run of single appends to
-    one list made as appends to that list."""
+def apply_payloads(record: AgentRecord, rows: Sequence[EventRow], docs: list[Any]) -> None:
+    """Apply the verified bodies ``docs`` of the stored events ``rows`` (as many as
+    there are docs) to ``record``: :func:`apply_payload` of each, with a run of single
+    appends to one list made as appends to that list. The record's seq and time are
+    set once, after the last event applied (also when an event raises)."""
     agent_id = record.agent_id
     target: list[Any] | None = None  # the list the events append to (looked up when
     target_path: str | None = None  # a second event appends at this pointer + "/-")
     replayed = 0
-    for raw, body in zip(events, docs, strict=False):
-        seq, ts = raw.seq, raw.timestamp
-        if type(body) is not dict:
-            raise IntegrityError(agent_id, seq, "event payload is not an object")
-        if seq == 1:
-            record.created_at = ts
-        ops = body.get("ops")
-        if ops:
-            op = ops[0] if type(ops) is list and len(ops) == 1 else None
-            path = op.get("path") if type(op) is dict and op.get("op") == "add" else None
-            appended = False
-            if path is not None and path == target_path and "value" in op:  # type: ignore[operator]
-                if target is None:
-                    target = patch.list_at(record.data, path[:-2])
-                if target is not None:
-                    target.append(op["value"])  # type: ignore[index]  # (what patch.apply does)
-                    appended = True
-            if not appended:
-                try:
-                    record.data = patch.apply(document(record), ops, in_place=True)
-                except PatchError as exc:
-                    raise IntegrityError(agent_id, seq, f"patch does not apply: {exc}") from exc
-                record.dumped = None
-                record.blob = None
-                target = None
-                target_path = path if type(path) is str and path.endswith("/-") else None
-        fsm = body.get("fsm")
-        if fsm is not None:
-            record.fsm_state = fsm
-            record.fsm_entered_at = ts
-        version = body.get("v")
-        if version is not None:
-            record.schema_version = version
-        record.seq = seq
-        record.updated_at = ts
-        replayed += len(raw.payload)
-    record.replay_bytes += replayed
+    done, done_ts = record.seq, record.updated_at
+    try:
+        for (seq, _, ts, payload, _), body in zip(rows, docs, strict=False):
+            if type(body) is not dict:
+                raise IntegrityError(agent_id, seq, "event payload is not an object")
+            if seq == 1:
+                record.created_at = ts
+            ops = body.get("ops")
+            if ops:
+                op = ops[0] if type(ops) is list and len(ops) == 1 else None
+                path = op.get("path") if type(op) is dict and op.get("op") == "add" else None
+                appended = False
+                if path is not None and path == target_path and "value" in op:  # type: ignore[operator]
+                    if target is None:
+                        target = patch.list_at(record.data, path[:-2])
+                    if target is not None:
+                        target.append(op["value"])  # type: ignore[index]  # (what patch.apply does)
+                        appended = True
+                if not appended:
+                    try:
+                        record.data = patch.apply(document(record), ops, in_place=True)
+                    except PatchError as exc:
+                        raise IntegrityError(agent_id, seq, f"patch does not apply: {exc}") from exc
+                    record.dumped = None
+                    record.blob = None
+                    target = None
+                    target_path = path if type(path) is str and path.endswith("/-") else None
+            if "fsm" in body and body["fsm"] is not None:
+                record.fsm_state = body["fsm"]
+                record.fsm_entered_at = ts
+            if "v" in body and body["v"] is not None:
+                record.schema_version = body["v"]
+            done, done_ts = seq, ts
+            replayed += len(payload)
+    finally:
+        record.seq, record.updated_at = done, done_ts
+        record.replay_bytes += replayed

@@ -330,6 +330,8 @@ class StateStore:
         self._unflushed = self._reads.pinned
         self._group = self._writes.group
         self._machines = Machines(allowed)
+        if self._writes.behind is not None:
+            self._writes.behind.on_lost = self._machines.lost
         self._closed = False
         #: what times this store's operations (``observability.instrument`` sets it;
         #: None: one attribute read and a compare per operation, nothing else)

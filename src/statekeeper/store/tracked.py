@@ -52,13 +52,16 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
 from ..errors import StatekeeperError
+from .inserting import SCALARS as _SCALARS
+from .inserting import foreign as _foreign
+from .inserting import give_up as _give_up
+from .inserting import too_deep
 
 if TYPE_CHECKING:
     from .tracker import Tracker
 
 __all__ = ["TrackedDict", "TrackedList", "Untrackable", "plain_copy"]
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 # The reference count proves exclusive ownership only with the GIL on CPython.
 _COUNTS = sys.implementation.name == "cpython" and getattr(sys, "_is_gil_enabled", lambda: True)()
 _get_d = dict.__getitem__
@@ -97,31 +100,6 @@ def _json_copy(value: Any) -> Any:
     if t in _SCALARS:
         return value
     raise Untrackable(t)
-
-
-def _foreign(value: Any, tracker: Tracker | None) -> bool:
-    """Whether ``value`` (being inserted) is a plain container; a value the tracker
-    cannot follow (see the module doc) switches it to the full compare."""
-    t = type(value)
-    if t in _SCALARS:
-        return False
-    if t is dict:
-        for k, v in dict.items(value):
-            if type(k) is not str:
-                _give_up(tracker)
-            _foreign(v, tracker)
-        return True
-    if t is list:
-        for v in list.__iter__(value):
-            _foreign(v, tracker)
-        return True
-    _give_up(tracker)
-    return t is dict or t is list
-
-
-def _give_up(tracker: Tracker | None) -> None:
-    if tracker is not None:
-        tracker.full = True
 
 
 def _exclusive(value: Any, held: int) -> bool:
@@ -251,7 +229,11 @@ class TrackedDict(_Node, dict[str, Any]):
     def _put(self, key: str, value: Any) -> None:
         if type(key) is not str:
             _give_up(self._t)
-        if _foreign(value, self._t):
+        try:
+            is_foreign = _foreign(value, self._t)
+        except RecursionError:
+            raise too_deep(self, key) from None
+        if is_foreign:
             self._foreign.add(key)
         else:
             self._foreign.discard(key)
@@ -496,7 +478,10 @@ class TrackedList(_Node, list[Any]):
     # -- writes ---------------------------------------------------------------------
 
     def _insertable(self, value: Any) -> bool:
-        return _foreign(value, self._t)
+        try:
+            return _foreign(value, self._t)
+        except RecursionError:
+            raise too_deep(self, list.__len__(self)) from None
 
     def __setitem__(self, i: Any, value: Any) -> None:
         if isinstance(i, slice):

@@ -536,7 +536,9 @@ class WritePipeline:
                 if group is None:
                     await self.backend.append_next(*row)
                 else:
-                    await group.submit_next(row)
+                    refused = await group.join_next(row)
+                    if refused is not None:
+                        raise refused
                 result = AppendResult(agent_id, row[1], row[1])
             elif group is None:
                 result = await self.backend.append(request)

@@ -20,6 +20,7 @@ from statekeeper.errors import (
 from statekeeper.records import (
     AppendRequest,
     AppendResult,
+    event_rows,
 )
 
 from ._contract import Contract, event, request, snapshot
@@ -68,6 +69,9 @@ class LifecycleConformance(Contract):
         # read_state: the same, with the head and its tag, in one call
         state = await backend.read_state(agent_id)
         assert state == await Backend.read_state(backend, agent_id)
+        # read_state_rows: the same, the events as the rows a fold replays
+        rows = await backend.read_state_rows(agent_id)
+        assert rows == (*state[:3], event_rows(state[3]))
         head, tag = await backend.head_tag(agent_id)
         if head == 0:
             assert state == (0, None, None, [])

@@ -30,8 +30,11 @@ Streams compacted by retention are copied as stored (the base snapshot and the
 events after it); the manifest lists them (``compacted``: agent, base seq, base
 snapshot checksum) and a restore starts their chain at the base.
 
-A PostgreSQL store takes :mod:`.pgcopy` (format version 3); incremental backups and
-every other engine the row path (format version 1).
+A whole store's page backup lists every page's digest (``page_digests``, computed by
+the sealing threads): an incremental backup after it ships the pages changed since
+(format version 4, :mod:`.pagedelta`). A PostgreSQL store takes :mod:`.pgcopy`
+(format version 3); other incremental backups and every other engine the row path
+(format version 1).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from ...backends.sqlite_export import (
 from ...backends.sqlite_files import connect_read_only, require_store_file
 from ...errors import BackupCorrupt, BackupError, NotAStore
 from .fileformat import FrameReader, FrameWriter
+from .pagedelta import PAGE_HASH
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
@@ -65,6 +69,8 @@ __all__ = [
     "compacted_columns",
     "copy_of",
     "file_entries",
+    "image_entries",
+    "shipped",
     "write_copy",
     "write_pages",
 ]
@@ -101,11 +107,11 @@ def write_copy(
     conn = connect_read_only(copy)
     try:
         conn.execute(f"PRAGMA mmap_size = {os.path.getsize(copy)}")
-        return _shipped(
+        return shipped(
             writer,
             conn,
             progress,
-            lambda: writer.chunks_of_file(copy, chunk_bytes, _THREADS, LEVEL),
+            lambda: writer.chunks_of_file(copy, chunk_bytes, THREADS, LEVEL),
         )
     finally:
         conn.close()
@@ -121,18 +127,29 @@ def write_pages(
     temporary file) in chunks into ``writer``; returns the manifest's body, read in
     the same snapshot. Runs in a thread."""
 
+    size = snapshot.page_size
+    chunk_bytes = max(size, chunk_bytes - chunk_bytes % size)  # whole pages: each digested
+    digests = bytearray()
+
     def ship() -> int:
         snapshot.plan()  # while the heads are read (another connection, same snapshot)
-        sealer = writer.sealer(chunk_bytes, _THREADS, LEVEL)
+        sealer = writer.sealer(chunk_bytes, THREADS, LEVEL, page_size=size)
         for piece in snapshot.chunks(chunk_bytes, sealer.spare):
             sealer.feed(piece, owned=True)
-        return sealer.close()
+        shipped_bytes = sealer.close()
+        digests.extend(sealer.digests)
+        return shipped_bytes
 
-    return _shipped(writer, snapshot.conn, progress, ship)
+    body = shipped(writer, snapshot.conn, progress, ship)
+    # every page's digest: the parent of an incremental backup by pages (:mod:`.pagedelta`)
+    body.update(
+        page_size=size, pages=snapshot.pages, page_hash=PAGE_HASH, page_digests=bytes(digests)
+    )
+    return body
 
 
 #: sealing threads (zstd and AES-GCM release the GIL)
-_THREADS = min(4, os.cpu_count() or 1)
+THREADS = min(4, os.cpu_count() or 1)
 #: zstd's level for a store file's pages. Callgrind, compressing 64 MiB of the
 #: 100,000-agent bench image (docs/benchmarks.md, bk15): -3 846 M instructions for
 #: 51.1 MB, -10 472 M / 53.6 MB, -20 351 M / 56.5 MB, -50 236 M / 58.1 MB. -20 against
@@ -142,7 +159,7 @@ _THREADS = min(4, os.cpu_count() or 1)
 LEVEL = -20
 
 
-def _shipped(
+def shipped(
     writer: FrameWriter,
     conn: sqlite3.Connection,
     progress: Callable[[int, int], None] | None,
@@ -237,11 +254,18 @@ def opened_copy(reader: FrameReader, store_file: bool = True) -> Iterator[str]:
 def file_entries(reader: FrameReader) -> Iterator[tuple[int, Any]]:
     """``(group, entry)`` of a version-2 backup (see :func:`checked_entries`)."""
     with opened_copy(reader) as copy:
-        conn = connect_read_only(copy)
-        try:
-            yield from checked_entries(reader, iter_streams(conn))
-        finally:
-            conn.close()
+        yield from image_entries(reader, copy)
+
+
+def image_entries(reader: FrameReader, image: str) -> Iterator[tuple[int, Any]]:
+    """``(group, entry)`` of the store file at ``image`` (a version-2 backup's copy,
+    or the image rebuilt from a chain of page backups ending in ``reader``: see
+    :mod:`.pagechain`), checked against ``reader``'s manifest."""
+    conn = connect_read_only(image)
+    try:
+        yield from checked_entries(reader, iter_streams(conn))
+    finally:
+        conn.close()
 
 
 def checked_entries(

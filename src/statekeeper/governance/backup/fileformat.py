@@ -33,9 +33,16 @@ what earlier ones hold: both are read).
 a PostgreSQL store's stream tables as its ``COPY ... TO STDOUT (FORMAT binary)`` sent
 them (:mod:`.pgcopy`); the manifest as version 2's, plus each section's size.
 
-Version 1 (``"layout": "streams"``) is what the row path writes (incremental backups,
-every engine but SQLite and PostgreSQL) and what every earlier statekeeper wrote; all
-three are read.
+**Version 4** (``"layout": "sqlite-page-delta"``): an incremental backup of a whole
+SQLite store whose parent is a page backup: the chunks are the pages whose digest
+changed since the parent, in page order; the manifest as version 2's, plus the page
+numbers shipped (``changed``), the page count and every page's digest (a full page
+backup of version 2 lists them too: ``page_digests``, ``page_size``, ``pages``). See
+:mod:`.pagedelta` and :mod:`.pagechain`.
+
+Version 1 (``"layout": "streams"``) is what the row path writes (incremental backups
+of any other parent, every engine but SQLite and PostgreSQL) and what every earlier
+statekeeper wrote; all four are read.
 
 The backup key is not a store key: its subkeys are derived with HKDF under their own
 labels, and :func:`BackupKey.check_not_store_key` refuses a key the store uses.
@@ -71,7 +78,14 @@ VERSION = 1
 VERSION_FILE = 2
 #: the format of a backup whose chunks are PostgreSQL ``COPY`` sections (:mod:`.pgcopy`)
 VERSION_COPY = 3
-VERSIONS = {VERSION: "streams", VERSION_FILE: "sqlite-file", VERSION_COPY: "postgres-copy"}
+#: the format of an incremental backup of a SQLite store as its changed pages (:mod:`.pagedelta`)
+VERSION_PAGES = 4
+VERSIONS = {
+    VERSION: "streams",
+    VERSION_FILE: "sqlite-file",
+    VERSION_COPY: "postgres-copy",
+    VERSION_PAGES: "sqlite-page-delta",
+}
 ENV_BACKUP_KEY = "STATEKEEPER_BACKUP_KEY"
 _u32 = struct.Struct(">I")
 _u64 = struct.Struct(">Q")
@@ -305,11 +319,14 @@ class FrameWriter:
                 sealer.feed(plain)
         return sealer.close()
 
-    def sealer(self, chunk_bytes: int, threads: int, level: int = -1) -> ChunkSealer:
-        """A :class:`~.sealer.ChunkSealer` writing raw chunks into this file."""
+    def sealer(
+        self, chunk_bytes: int, threads: int, level: int = -1, page_size: int = 0
+    ) -> ChunkSealer:
+        """A :class:`~.sealer.ChunkSealer` writing raw chunks into this file (its
+        chunks' pages digested, if ``page_size``)."""
         from .sealer import ChunkSealer
 
-        return ChunkSealer(self, chunk_bytes, threads, level)
+        return ChunkSealer(self, chunk_bytes, threads, level, page_size)
 
     def chunk(self, content: Any, agents: int) -> int:
         """Write one chunk; returns its index."""
@@ -406,6 +423,8 @@ class FrameReader:
         if prefix[:1] != kind:
             raise self._corrupt(what, "not where the manifest says (a chunk was removed or moved)")
         (length,) = _u64.unpack(prefix[1:])
+        if length > self.size - offset - 9:  # an edited length: never read() past the end
+            raise self._corrupt(what, "truncated")
         sealed = self._fh.read(length)
         if len(sealed) != length:
             raise self._corrupt(what, "truncated")

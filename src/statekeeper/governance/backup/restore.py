@@ -13,7 +13,10 @@ damaged, truncated, edited or incomplete backup
 
 **Either format.** A version-2 backup (a SQLite store's file copy, :mod:`.filecopy`)
 is decrypted into a temporary file (``$TMPDIR``) at each pass and its streams read
-from it, each checked against the manifest's heads; then everything below applies.
+from it, each checked against the manifest's heads; then everything below applies. A
+full page backup followed by incremental backups by pages (version 4) is rebuilt once
+into one image (:mod:`.pagechain`, checked against the last manifest's page digests)
+and restored as that last backup's full image.
 
 **Compacted streams** (retention's ``keep_last``: a base snapshot, history before it
 gone) come with their base snapshot (an entry's 8th element); the manifest names the
@@ -72,9 +75,10 @@ from ..hooks import (
     store_namespace,
     store_sink,
 )
-from .filecopy import file_entries
-from .fileformat import VERSION_COPY, VERSION_FILE, BackupKey, FrameReader
+from .filecopy import copy_folder, file_entries, image_entries
+from .fileformat import VERSION_COPY, VERSION_FILE, VERSION_PAGES, BackupKey, FrameReader
 from .location import Location
+from .pagechain import chain_image, page_runs
 from .pgcopy import copy_entries
 from .writer import pack_entry, stream_digest
 
@@ -120,9 +124,20 @@ class RestoreResult:
     kept_internal: list[str] = field(default_factory=list)
 
 
-def _entries(reader: FrameReader, chunk_streams: dict[str, Any]) -> Iterator[tuple[int, Any]]:
+def _entries(
+    reader: FrameReader, chunk_streams: dict[str, Any], image: str | None = None
+) -> Iterator[tuple[int, Any]]:
     """``(chunk index, entry)`` of one file, each checked against the manifest (a
-    version-2 file: its store copy's streams, grouped, see :mod:`.filecopy`)."""
+    version-2 file: its store copy's streams, grouped, see :mod:`.filecopy`; the last
+    file of a run of page backups: the ``image`` rebuilt from the run, :mod:`.pagechain`)."""
+    if image is not None:
+        yield from image_entries(reader, image)
+        return
+    if reader.header.version == VERSION_PAGES:
+        raise BackupError(
+            f"backup {reader.path} is an incremental backup by pages: restore it with its"
+            " full backup and every incremental before it, in order"
+        )
     if reader.header.version == VERSION_FILE:
         yield from file_entries(reader)
         return
@@ -201,11 +216,13 @@ def iter_entries(path: str | os.PathLike[str], key: BackupKey) -> Iterator[Any]:
         reader.close()
 
 
-def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[str]]:
-    """The backup ids of the files (each incremental's parent the file before it) and
-    every agent id their manifests list; reads headers and manifests only."""
+def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[str], list[int]]:
+    """The backup ids of the files (each incremental's parent the file before it),
+    every agent id their manifests list and their format versions; reads headers and
+    manifests only."""
     ids: list[str] = []
     agents: set[str] = set()
+    versions: list[int] = []
     for number, path in enumerate(paths):
         reader = FrameReader(path, key)
         try:
@@ -223,14 +240,39 @@ def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[st
                 )
             agents.update(reader.streams)
             ids.append(header.backup_id)
+            versions.append(header.version)
         finally:
             reader.close()
-    return ids, agents
+    return ids, agents, versions
+
+
+#: one file to restore from: its path, the store image rebuilt from the run of page
+#: backups it ends (:mod:`.pagechain`) or None, and its backup id
+_Part = tuple[str, "str | None", str]
+
+
+def _parts(
+    stack: contextlib.ExitStack,
+    paths: Sequence[str],
+    key: BackupKey,
+    ids: list[str],
+    versions: list[int],
+) -> list[_Part]:
+    """The files the passes read: a run of page backups (a full one and its page
+    incrementals) as its last file with the image rebuilt from the run."""
+    parts: list[_Part] = []
+    for first, last in page_runs(versions):
+        image = None
+        if last > first:
+            folder = stack.enter_context(copy_folder())
+            image = stack.enter_context(chain_image(paths[first : last + 1], key, folder))
+        parts.append((paths[last], image, ids[last]))
+    return parts
 
 
 def _check(
     store: StateStore,
-    paths: Sequence[str],
+    parts: Sequence[_Part],
     key: BackupKey,
     progress: Callable[[str, int, int], None] | None,
     total: int,
@@ -240,11 +282,11 @@ def _check(
     Returns the plan of every agent to restore (forgotten ones marked)."""
     plans: dict[str, _Plan] = {}
     done = 0
-    for number, path in enumerate(paths):
+    for number, (path, image, _) in enumerate(parts):
         reader = FrameReader(path, key)
         try:
             listed: dict[str, Any] = reader.streams
-            for index, item in _entries(reader, listed):
+            for index, item in _entries(reader, listed, image):
                 agent_id, base, head, _tag, events, snapshot, _keys = item[:7]
                 plan = plans.get(agent_id)
                 if base == 0:
@@ -417,12 +459,13 @@ async def restore(
     audit = store_sink(store, audit)
     with contextlib.ExitStack() as stack:
         paths = [stack.enter_context(Location(b).local_copy()) for b in backups]
-        ids, listed = await asyncio.to_thread(_open_chain, paths, key)
+        ids, listed, versions = await asyncio.to_thread(_open_chain, paths, key)
         _check_namespace(store, listed)
         for agent_id in sorted(listed):
             internal = agent_id[:1] == "\x01"  # the store's own streams: store admin only
             await require(store, None if internal else agent_id, "admin", "restore")
-        plans = await asyncio.to_thread(_check, store, paths, key, progress, len(listed))
+        parts = await asyncio.to_thread(_parts, stack, paths, key, ids, versions)
+        plans = await asyncio.to_thread(_check, store, parts, key, progress, len(listed))
         if progress is not None:
             progress("verify", len(listed), len(listed))
         forgotten = sorted(a for a, p in plans.items() if p.forgotten)
@@ -449,7 +492,7 @@ async def restore(
                 f" {present[0]!r}): restore into an empty store, or delete them first"
             )
         _check_target_takes(store, plans, tags)
-        written = await _write_all(store, paths, key, ids, plans, tags, concurrency, progress)
+        written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
     result = RestoreResult(
         len(tags),
         sum(plans[a].events for a in tags),
@@ -525,9 +568,8 @@ def _record_bytes(item: Any) -> int:
 
 async def _write_all(
     store: StateStore,
-    paths: Sequence[str],
+    parts: Sequence[_Part],
     key: BackupKey,
-    ids: list[str],
     plans: dict[str, _Plan],
     tags: dict[str, bytes],
     concurrency: int,
@@ -558,12 +600,12 @@ async def _write_all(
             if progress is not None and finished % 256 == 0:
                 progress("write", finished, len(tags))
 
-    for number, path in enumerate(paths):
+    for number, (path, image, backup_id) in enumerate(parts):
         reader = await asyncio.to_thread(FrameReader, path, key)
         try:
-            if reader.header.backup_id != ids[number]:
+            if reader.header.backup_id != backup_id:
                 raise BackupCorrupt(path, "header", "changed while it was being restored")
-            entries = _entries(reader, reader.streams)
+            entries = _entries(reader, reader.streams, image)
             batch: list[tuple[int, Any]] = []
             held = 0
             while True:

@@ -49,12 +49,14 @@ from .filecopy import copy_folder, copy_of, write_copy, write_pages
 from .fileformat import (
     VERSION_COPY,
     VERSION_FILE,
+    VERSION_PAGES,
     BackupKey,
     FrameReader,
     FrameWriter,
     Header,
 )
 from .location import Location
+from .pagedelta import page_layout, since_parent, write_page_delta
 from .pgcopy import write_copy_out
 
 if TYPE_CHECKING:
@@ -262,12 +264,17 @@ async def backup(
     created = time.time()
     parent_id: str | None = None
     previous: dict[str, Any] = {}
+    #: the parent's page layout (size, count, digests) when it is a page backup
+    parent_pages: tuple[int, int, bytes] | None = None
+    parent: FrameReader | None = None  # closed: its header and manifest only
     if since is not None:
         with Location(since).local_copy() as path:
             reader = FrameReader(path, key)
             try:
                 parent_id = reader.header.backup_id
-                previous = reader.streams
+                parent = reader
+                if reader.header.version in (VERSION_FILE, VERSION_PAGES):
+                    parent_pages = page_layout(reader)
                 if reader.manifest.get("namespace", "") != namespace:
                     raise BackupError(
                         f"--since {Location(since).display}: it is a backup of namespace"
@@ -280,15 +287,32 @@ async def backup(
     await store.flush()
     backend = store.backend
     backup_id = secrets.token_hex(16)
-    if since is None:
+    if since is None or parent_pages is not None:
+        # a whole SQLite store: its pages (an incremental: those changed since the parent)
         pages = await backend.page_snapshot(namespace + "/" if namespace else "")
+        if pages is not None and parent_pages is not None and pages.page_size != parent_pages[0]:
+            pages.close()  # the page size changed (VACUUM): the row path below
+            pages = None
         if pages is not None:
-            header = Header.new(backup_id, None, key, created, VERSION_FILE)
+            version = VERSION_FILE if parent_pages is None else VERSION_PAGES
+            header = Header.new(backup_id, parent_id, key, created, version)
             result = await _write_pages(
-                backend.name, namespace, pages, to, header, key, chunk_bytes, progress, started
+                backend.name,
+                namespace,
+                pages,
+                to,
+                header,
+                key,
+                chunk_bytes,
+                progress,
+                started,
+                None if parent is None or parent_pages is None else (parent, parent_pages[2]),
             )
             await _audit_backup(audit, result)
             return result
+    if parent is not None:
+        previous = parent.streams
+    if since is None:
         with copy_folder() as folder:
             copy = await copy_of(backend, folder, namespace)
             if copy is not None:
@@ -510,14 +534,22 @@ async def _write_pages(
     chunk_bytes: int,
     progress: Callable[[int, int], None] | None,
     started: float,
+    parent: tuple[FrameReader, bytes] | None = None,
 ) -> BackupResult:
-    """A version-2 backup of a whole SQLite store's page image (see :mod:`.filecopy`);
-    ``snapshot`` is closed."""
+    """A version-2 backup of a whole SQLite store's page image (see :mod:`.filecopy`),
+    or with ``parent`` (the parent backup, its page digests) a version-4 one of the
+    pages changed since (:mod:`.pagedelta`); ``snapshot`` is closed."""
     location = Location(to)
     try:
         with location.writing() as out:
             writer = FrameWriter(out, header, key)
-            body = await asyncio.to_thread(write_pages, writer, snapshot, chunk_bytes, progress)
+            if parent is None:
+                body = await asyncio.to_thread(write_pages, writer, snapshot, chunk_bytes, progress)
+            else:
+                body = await asyncio.to_thread(
+                    write_page_delta, writer, snapshot, parent[1], chunk_bytes, progress
+                )
+                since_parent(body, parent[0].heads())
             await _finish_whole(writer, header, source, namespace, body)
     finally:
         snapshot.close()
@@ -527,10 +559,11 @@ async def _write_pages(
 async def _finish_whole(
     writer: FrameWriter, header: Header, source: str, namespace: str, body: dict[str, Any]
 ) -> None:
-    """Seal a whole (not incremental) copy's manifest: its body plus who and when."""
+    """Seal a whole copy's manifest (or a page incremental's: ``header.parent``): its
+    body plus who and when."""
     manifest = {
         "backup_id": header.backup_id,
-        "parent": None,
+        "parent": header.parent,
         "created_at": header.created_at,
         "source": source,
         "namespace": namespace,
@@ -542,16 +575,17 @@ async def _finish_whole(
 def _whole_result(
     location: Location, header: Header, body: dict[str, Any], written: int, started: float
 ) -> BackupResult:
-    """What a whole copy (file or bulk-copy layout) holds, once its file is closed."""
+    """What a whole copy (file or bulk-copy layout, or a page incremental) holds, once
+    its file is closed."""
     return BackupResult(
         location.display,
         header.backup_id,
-        None,
+        header.parent,
         body["agents"],
         body["copied"],
         body["events"],
         body["snapshots"],
-        0,
+        len(body["deleted"]),
         0,
         written,
         body["file_bytes"],

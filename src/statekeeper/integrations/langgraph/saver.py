@@ -64,7 +64,7 @@ from ...store.store import StateStore
 from . import history as h
 from . import mapping as m
 from . import runs
-from .loop import SharedLoop
+from .loop import BoundLoop, SharedLoop
 from .serde import Built, Memo, ValueCodec, fresh_ref, is_message, pool_refs, safe_serializer
 
 __all__ = ["CheckpointForkError", "RetentionReport", "StatekeeperSaver", "ThreadBusyError"]
@@ -451,7 +451,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         run_lease: float = 30.0,
         clock: Callable[[], float] = time.time,
         writes_wait: float = 0.005,
-        _portal: _SaverPortal | None = None,
+        _portal: _SaverPortal | BoundLoop | None = None,
         _owns_store: bool = False,
     ) -> None:
         super().__init__(serde=serde or safe_serializer(allowed_types))
@@ -498,13 +498,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         taken from ``options``; the rest (``durability``, ``codec``, …) configure the
         store. The saver closes the store it opened.
         """
-        saver_opts = {k: v for k, v in options.items() if k in _SAVER_OPTIONS}
-        store_opts = {k: v for k, v in options.items() if k not in _SAVER_OPTIONS}
-        # the saver snapshots adaptively (see snapshot_min_bytes)
-        store_opts.setdefault("snapshot_every", 1_000_000)
-        if not _CODEC_OPTIONS & store_opts.keys():
-            # snapshots and checkpoint events compressed (see _COMPRESS_MIN)
-            store_opts["codec"] = Codec(compression="zstd-dict", compress_min_bytes=_COMPRESS_MIN)
+        saver_opts, store_opts = _split_options(options)
         portal = _SaverPortal("statekeeper-langgraph")
         try:
             store = portal.call(_make_store(url, store_opts))
@@ -518,6 +512,28 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 portal.call(store.close())
             finally:
                 portal.stop()
+            raise
+
+    @classmethod
+    async def afrom_url(cls, url: str | None = None, **options: Any) -> StatekeeperSaver:
+        """:meth:`from_url` for an async application: the store is opened on the
+        running event loop and the saver's work runs there (:class:`.loop.BoundLoop`):
+        an ``aput`` or ``aget_tuple`` is awaited in place, with no hop to a loop of
+        the saver's own on another thread. Sync methods work from other threads while
+        the loop runs; from the loop's own thread they raise
+        :class:`~statekeeper.errors.ConfigurationError` (they would deadlock it).
+        Close it with :meth:`aclose` (or ``async with``) on that loop."""
+        saver_opts, store_opts = _split_options(options)
+        store = await _make_store(url, store_opts)
+        try:
+            return cls(
+                store,
+                _portal=BoundLoop(asyncio.get_running_loop()),
+                _owns_store=True,
+                **saver_opts,
+            )
+        except BaseException:  # a bad saver option: close what was opened for it
+            await store.close()
             raise
 
     # -- lifecycle ---------------------------------------------------------------
@@ -2062,6 +2078,18 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
 
 async def _single(value: str) -> AsyncIterator[str]:
     yield value
+
+
+def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``from_url``'s options: (the saver's, the store's with the saver's defaults)."""
+    saver_opts = {k: v for k, v in options.items() if k in _SAVER_OPTIONS}
+    store_opts = {k: v for k, v in options.items() if k not in _SAVER_OPTIONS}
+    # the saver snapshots adaptively (see snapshot_min_bytes)
+    store_opts.setdefault("snapshot_every", 1_000_000)
+    if not _CODEC_OPTIONS & store_opts.keys():
+        # snapshots and checkpoint events compressed (see _COMPRESS_MIN)
+        store_opts["codec"] = Codec(compression="zstd-dict", compress_min_bytes=_COMPRESS_MIN)
+    return saver_opts, store_opts
 
 
 async def _make_store(url: str | None, options: dict[str, Any]) -> StateStore:
