@@ -128,10 +128,16 @@ def whole_turns(messages: list[AnyMessage]) -> list[str]:
     return asked
 
 
-def test_concurrent_runs_on_one_thread_leave_only_whole_turns(run_url: str) -> None:
+@pytest.mark.parametrize("durability", [None, "sync"])
+def test_concurrent_runs_on_one_thread_leave_only_whole_turns(
+    run_url: str, durability: str | None
+) -> None:
     """24 runs in rounds of 8 started together on one thread, through two savers: in
     each round exactly one runs (the others fail with ThreadBusyError before their node
-    runs), and every checkpoint of the thread holds whole turns only."""
+    runs), and every checkpoint of the thread holds whole turns only. With
+    ``durability="sync"`` the claim rides on the run's input checkpoint (no commit of
+    its own): still no losing run's node runs."""
+    options = {} if durability is None else {"durability": durability}
     rounds, per_round = 3, 8
     gate = Gate()
     pool = savers(run_url, 2)
@@ -155,7 +161,7 @@ def test_concurrent_runs_on_one_thread_leave_only_whole_turns(run_url: str) -> N
                 start.wait(GUARD)
                 try:
                     graphs[i % len(graphs)].invoke(
-                        {"messages": [HumanMessage(text, id=f"h-{r}-{i}")]}, cfg
+                        {"messages": [HumanMessage(text, id=f"h-{r}-{i}")]}, cfg, **options
                     )
                     outcome[i] = text
                 except ThreadBusyError as exc:
@@ -554,3 +560,73 @@ def test_writes_langgraph_waits_for_are_not_held(run_url: str) -> None:
         assert graph.get_state(cfg).values == done[0]
     finally:
         saver.close()
+
+
+def test_a_sync_runs_claim_rides_on_its_input_checkpoint(run_url: str) -> None:
+    """A ``durability="sync"`` run stores its input checkpoint before any node runs, so
+    its claim is stored by that checkpoint's commit: a turn is 4 commits (input with
+    the claim, two steps, release) where it was 5, and reads back as on
+    ``InMemorySaver``. With the default durability the claim keeps its own commit."""
+    (saver,) = savers(run_url, 1, writes_wait=GUARD)  # the wait ends when the put comes
+    oracle = InMemorySaver()
+    try:
+        for durability, claim_commit in (("sync", 0), ("async", 1)):
+            thread = new_thread()
+            cfg = {"configurable": {"thread_id": thread}}
+            graphs = [reply_graph(lambda: None).compile(checkpointer=s) for s in (saver, oracle)]
+            for graph in graphs:
+                graph.invoke({"messages": [HumanMessage("one", id="h1")]}, cfg, durability="sync")
+            before = len(stream_events(saver, thread))
+            for graph in graphs:
+                graph.invoke(
+                    {"messages": [HumanMessage("two", id="h2")]}, cfg, durability=durability
+                )
+            kinds = stream_events(saver, thread)[before:]
+            assert len(kinds) == 4 + claim_commit, (durability, kinds)
+            assert kinds[-1] == "lg.run"  # the release
+            ours, theirs = (list(g.get_state_history(cfg)) for g in graphs)
+            assert [s.values for s in ours] == [s.values for s in theirs]
+            # released: another run (or update) passes at once
+            saver_graph = graphs[0]
+            saver_graph.update_state(cfg, {"messages": [HumanMessage("note", id="n")]})
+    finally:
+        saver.close()
+
+
+def test_a_thread_moved_on_between_a_sync_runs_read_and_its_input_is_refused(
+    run_url: str,
+) -> None:
+    """A riding claim is stored by the run's first write, not when it reads: when
+    another run takes a whole turn in between, the late run's input is refused with
+    ThreadBusyError (not a fork error), before its node ran, with nothing written."""
+    if run_url == "memory://":
+        pytest.skip("needs two savers on one store")
+    moving = StatekeeperSaver.from_url(run_url)
+    mover = reply_graph(lambda: None).compile(checkpointer=moving)
+    cfg = {"configurable": {"thread_id": new_thread()}}
+    mover.invoke({"messages": [HumanMessage("one", id="h1")]}, cfg)
+    ran: list[str] = []
+
+    class Racing(StatekeeperSaver):
+        """Another run finishes a turn right after this saver's run read the thread."""
+
+        def get_tuple(self, config: Any) -> Any:
+            found = super().get_tuple(config)
+            if not ran:
+                ran.append("moved")
+                mover.invoke({"messages": [HumanMessage("two", id="h2")]}, cfg)
+            return found
+
+    racing = Racing.from_url(run_url)
+    late = reply_graph(lambda: ran.append("late node")).compile(checkpointer=racing)
+    try:
+        with pytest.raises(ThreadBusyError) as info:
+            late.invoke({"messages": [HumanMessage("late", id="late")]}, cfg, durability="sync")
+        assert not info.value.lost
+        assert ran == ["moved"]  # the late run's node never ran
+        assert whole_turns(mover.get_state(cfg).values["messages"]) == ["one", "two"]
+        late.invoke({"messages": [HumanMessage("three", id="h3")]}, cfg, durability="sync")
+        assert whole_turns(mover.get_state(cfg).values["messages"]) == ["one", "two", "three"]
+    finally:
+        racing.close()
+        moving.close()

@@ -914,3 +914,41 @@ def test_built_message_cache_is_bounded_in_bytes(
         # and the cache still serves reads: the latest state is intact, ids kept
         last = graph.get_state({"configurable": {"thread_id": "big-4"}}).values["messages"]
         assert len(last) == 6 and all(m.id is not None for m in last)
+
+
+def test_a_write_batched_with_a_refused_one_is_applied_once(url: str) -> None:
+    """Writes to a thread queued while it commits share the next commit, each planned
+    on the document as the ones before it leave it. When one of them is refused (e.g.
+    a concurrent run's write, by fork protection) the others are stored and the
+    saver's document is what was stored: they were applied a second time, and a
+    checkpoint whose ops remove a channel value failed with ``PatchError`` after it
+    was stored (seen when a run lost a race to another)."""
+    saver = StatekeeperSaver.from_url(url)
+    thread = new_thread()
+
+    def refused(st: Any) -> Any:
+        raise ValueError("refused")
+
+    def removes(st: Any) -> Any:
+        return "lg.run", [{"op": "remove", "path": "/probe"}], None
+
+    async def scenario() -> tuple[Any, Any]:
+        add = [{"op": "add", "path": "/probe", "value": 1}]
+        await saver._mutate(thread, lambda st: ("lg.run", add, None), "lg.run")
+        async with saver._lock(thread):  # both queue up behind a commit in progress
+            first = asyncio.ensure_future(saver._mutate(thread, refused, "lg.run"))
+            second = asyncio.ensure_future(saver._mutate(thread, removes, "lg.run"))
+            await asyncio.sleep(0)  # one loop pass: each task runs up to the lock
+            assert len(saver._queued[thread]) == 2
+        with pytest.raises(ValueError, match="refused"):
+            await first
+        await second
+        stored = await saver.store.get(saver._streams[thread].agent_id)
+        return stored.data if stored is not None else None, saver._streams[thread].doc
+
+    try:
+        stored, cached = saver._portal.call(scenario())
+        assert stored is not None and "probe" not in stored
+        assert cached == stored
+    finally:
+        saver.close()

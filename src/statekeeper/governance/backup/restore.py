@@ -52,10 +52,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -75,12 +74,11 @@ from ..hooks import (
     store_namespace,
     store_sink,
 )
-from .filecopy import copy_folder, file_entries, image_entries
-from .fileformat import VERSION_COPY, VERSION_FILE, VERSION_PAGES, BackupKey, FrameReader
+from .entries import iter_entries, read_entries
+from .filecopy import copy_folder
+from .fileformat import BackupKey, FrameReader
 from .location import Location
 from .pagechain import chain_image, page_runs
-from .pgcopy import copy_entries
-from .writer import pack_entry, stream_digest
 
 if TYPE_CHECKING:
     from ...store import StateStore
@@ -122,98 +120,6 @@ class RestoreResult:
     #: statekeeper's own streams of the backup (the source's audit log) left out
     #: because the target has its own: the target's audit log is never overwritten
     kept_internal: list[str] = field(default_factory=list)
-
-
-def _entries(
-    reader: FrameReader, chunk_streams: dict[str, Any], image: str | None = None
-) -> Iterator[tuple[int, Any]]:
-    """``(chunk index, entry)`` of one file, each checked against the manifest (a
-    version-2 file: its store copy's streams, grouped, see :mod:`.filecopy`; the last
-    file of a run of page backups: the ``image`` rebuilt from the run, :mod:`.pagechain`)."""
-    if image is not None:
-        yield from image_entries(reader, image)
-        return
-    if reader.header.version == VERSION_PAGES:
-        raise BackupError(
-            f"backup {reader.path} is an incremental backup by pages: restore it with its"
-            " full backup and every incremental before it, in order"
-        )
-    if reader.header.version == VERSION_FILE:
-        yield from file_entries(reader)
-        return
-    if reader.header.version == VERSION_COPY:
-        yield from copy_entries(reader)
-        return
-    path = reader.path
-    seen: set[str] = set()
-    for index, chunk in enumerate(reader.chunks()):
-        if not isinstance(chunk, list):
-            raise BackupCorrupt(path, f"chunk {index}", "malformed")
-        for item in chunk:
-            try:
-                agent_id, base, head, _tag, events, _snapshot, _keys = item[:7]
-            except (TypeError, ValueError):
-                raise BackupCorrupt(path, f"chunk {index}", "malformed entry") from None
-            what = f"agent {agent_id!r}"
-            entry = chunk_streams.get(agent_id)
-            if entry is None or agent_id in seen or entry["chunk"] != index:
-                raise BackupCorrupt(path, what, "not listed in the manifest at this chunk")
-            seen.add(agent_id)
-            if (
-                entry["base"] != base
-                or entry["head"] != head
-                or entry["events"] != len(events)
-                or stream_digest(pack_entry(item)) != entry["digest"]
-            ):
-                raise BackupCorrupt(path, what, "differs from the manifest (seqs or digest)")
-            start = check_base(path, agent_id, item, entry)
-            if [e[0] for e in events] != list(range(start + 1, head + 1)):
-                raise BackupCorrupt(path, what, "the stream has a gap")
-            yield index, item
-    missing = [a for a, e in chunk_streams.items() if e["chunk"] is not None and a not in seen]
-    if missing:
-        raise BackupCorrupt(
-            path, f"agent {missing[0]!r}", "listed in the manifest, not in any chunk"
-        )
-
-
-def check_base(path: str, agent_id: str, item: list[Any], listed: dict[str, Any]) -> int:
-    """Where the entry's events start after (its base, or for a stream compacted by
-    retention copied whole, its compaction base), checked against the manifest: a
-    compacted stream's base seq and base snapshot digest must be the manifest's, and
-    an entry the manifest calls compacted must carry its base snapshot."""
-    what = f"agent {agent_id!r}"
-    compacted = listed.get("compacted", 0)
-    if len(item) == 7:
-        if compacted and not item[1]:
-            raise BackupCorrupt(path, what, "its base snapshot (compacted stream) is missing")
-        return int(item[1])
-    base = item[7]
-    if len(item) != 8 or item[1] or not isinstance(base, list | tuple) or len(base) != 4:
-        raise BackupCorrupt(path, what, "malformed entry (base snapshot)")
-    if base[0] != compacted or _digest(base[3]) != listed.get("base_digest"):
-        raise BackupCorrupt(
-            path, what, "its base snapshot (compacted stream) differs from the manifest's"
-        )
-    if not 0 < base[0] < item[2]:
-        raise BackupCorrupt(path, what, f"base seq {base[0]} is not below its head {item[2]}")
-    return int(base[0])
-
-
-def _digest(checksum: Any) -> str:
-    return hashlib.sha256(checksum).hexdigest() if isinstance(checksum, bytes) else ""
-
-
-def iter_entries(path: str | os.PathLike[str], key: BackupKey) -> Iterator[Any]:
-    """The entries of one backup file, one at a time, each checked against its manifest
-    (for inspecting a backup: ``[agent_id, base, head, tag, events, snapshot, keys]``,
-    records as stored — encrypted)."""
-    reader = FrameReader(path, key)
-    try:
-        for _, item in _entries(reader, reader.streams):
-            yield item
-    finally:
-        reader.close()
 
 
 def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[str], list[int]]:
@@ -286,7 +192,7 @@ def _check(
         reader = FrameReader(path, key)
         try:
             listed: dict[str, Any] = reader.streams
-            for index, item in _entries(reader, listed, image):
+            for index, item in read_entries(reader, listed, image):
                 agent_id, base, head, _tag, events, snapshot, _keys = item[:7]
                 plan = plans.get(agent_id)
                 if base == 0:
@@ -605,7 +511,7 @@ async def _write_all(
         try:
             if reader.header.backup_id != backup_id:
                 raise BackupCorrupt(path, "header", "changed while it was being restored")
-            entries = _entries(reader, reader.streams, image)
+            entries = read_entries(reader, reader.streams, image)
             batch: list[tuple[int, Any]] = []
             held = 0
             while True:

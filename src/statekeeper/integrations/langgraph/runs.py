@@ -21,6 +21,7 @@ from __future__ import annotations
 import secrets
 import sys
 import weakref
+from collections.abc import Mapping
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from types import FrameType
@@ -50,6 +51,12 @@ class Run:
     #: the run's pending writes may wait for its next checkpoint (see
     #: ``StatekeeperSaver.writes_wait``): LangGraph waits for none of them first
     hold: bool = False
+    #: the claim rides on the run's first write instead of a commit of its own (see
+    #: :func:`first_write_precedes_nodes`); ``claimed`` once that write is stored
+    rides: bool = False
+    #: a riding run: the stream's seq when the run read its thread (None: no stream);
+    #: its first write is refused when the thread moved on since
+    seen: int | None = None
 
     @property
     def key(self) -> tuple[int, str]:
@@ -102,6 +109,37 @@ def waits_for_writes(loop: Any) -> bool:
     if delta and any(isinstance(c, delta) for c in specs.values()):
         return True
     return any(getattr(n, "error_handler_node", None) for n in nodes.values())
+
+
+def first_write_precedes_nodes(loop: Any) -> bool:
+    """Whether the run of ``loop`` stores a write before any node of the graph starts.
+
+    True for a top-level ``durability="sync"`` run of a ``StateGraph`` (its input goes
+    to ``START`` only) given fresh input: LangGraph puts the input checkpoint when the
+    loop is entered, runs ``START`` alone in step 0, and waits for that step's
+    checkpoint — which waits for the input checkpoint's put — before step 1, where the
+    graph's nodes start ("changes are persisted synchronously before the next step
+    starts"). A claim carried by the run's first write then still refuses a concurrent
+    run before any of its nodes ran. Not for ``None`` or a ``Command`` (a resume or a
+    continuation may run a node before it writes), a run id the caller passed (it may
+    name the latest checkpoint's run: LangGraph re-enters it instead of storing the
+    input), other durabilities (nodes run while the input is saved, or before) or
+    graphs whose input triggers nodes directly."""
+    try:
+        from langgraph.constants import START
+        from langgraph.types import Command
+    except ImportError:  # pragma: no cover - another LangGraph layout
+        return False
+    if getattr(loop, "durability", None) != "sync" or getattr(loop, "is_nested", True):
+        return False
+    if getattr(loop, "input_keys", None) != START:
+        return False
+    given = getattr(loop, "input", None)
+    if given is None or isinstance(given, Command):
+        return False
+    config = getattr(loop, "config", None)
+    metadata = config.get("metadata") if isinstance(config, Mapping) else None
+    return not (isinstance(metadata, Mapping) and "run_id" in metadata)
 
 
 def caller_frame() -> FrameType:

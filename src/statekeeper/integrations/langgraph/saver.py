@@ -139,7 +139,9 @@ class ThreadBusyError(CheckpointForkError):
     """Another run holds the thread: this call would interleave with it.
 
     Raised with ``fork_protection`` on: by ``get_tuple`` at the start of a LangGraph run
-    (so the run fails before any node runs and before it writes anything), and by a
+    (so the run fails before any node runs and before it writes anything) — for a
+    ``durability="sync"`` run given fresh input, whose claim rides on its input
+    checkpoint, by that checkpoint's ``put`` (still before any node ran) — and by a
     ``put`` / ``put_writes`` from outside that run (e.g. ``update_state``). Nothing was
     written. ``expires_at`` (Unix time) is when the holder's claim lapses unless its
     run renews it; ``lost`` is True when the failing call's *own* run had its claim
@@ -398,8 +400,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             :func:`~.serde.safe_serializer`).
         native_json: store plain JSON and messages readably (see :mod:`.serde`).
         fork_protection: one writer per thread (on by default). A LangGraph run
-            claims its thread when it starts (its ``get_tuple``) and releases it when
-            it ends; a run starting while another holds the thread fails there with
+            claims its thread when it starts (its ``get_tuple``; a sync run given
+            fresh input with its input checkpoint) and releases it when it ends; a
+            run starting while another holds the thread fails there with
             :class:`ThreadBusyError`, before any node ran and with nothing written, and
             so do writes from outside the holding run. A ``put`` whose parent is not
             the latest checkpoint raises :class:`CheckpointForkError` (nothing
@@ -598,6 +601,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             return None
         run = runs.Run(thread_id, control, addressed=bool(conf.get("checkpoint_id")))
         run.hold = not runs.waits_for_writes(loop)
+        run.rides = not run.addressed and runs.first_write_precedes_nodes(loop)
         return run, loop
 
     def _attach(self, run: runs.Run, loop: Any) -> None:
@@ -633,13 +637,57 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
     async def _claim_and_get(self, run: runs.Run, config: RunnableConfig) -> CheckpointTuple | None:
         """A run's first call: claim its thread, then read the checkpoint it starts
         from — in one trip to the saver's loop, and without re-reading the head: the
-        claim's compare-and-append just proved the document current."""
+        claim's compare-and-append just proved the document current.
+
+        A run whose first write is stored before any of its nodes starts
+        (``run.rides``, see :func:`.runs.first_write_precedes_nodes`) is only checked
+        here, on a head-checked read: its claim is stored by that first write's
+        compare-and-append (see :meth:`_check_claim`), one commit less per run. A
+        concurrent run that stored its claim first makes that write fail with
+        :class:`ThreadBusyError`, with nothing written and before any node ran."""
+        if run.rides:
+            return await self._check_and_get(run, config)
         await self._claim(run)
         try:
             return await self._get_tuple(config, check=False)
         except BaseException:
             await self._release(run)
             raise
+
+    async def _check_and_get(self, run: runs.Run, config: RunnableConfig) -> CheckpointTuple | None:
+        """A riding run's first call: refuse it when another run holds the thread,
+        then read the checkpoint it starts from (see :meth:`_claim_and_get`)."""
+        self._runs[run.key] = run
+        try:
+            # under the thread's lock: never a document a commit is still changing
+            async with self._lock(run.thread_id):
+                st = await self._open(run.thread_id, create=False)  # head-checked
+                if st is not None:
+                    claim = st.doc.get("run")
+                    if claim is not None and claim["exp"] > self._clock():
+                        raise ThreadBusyError(
+                            run.thread_id, claim["exp"], st.agent_id, st.seq, lost=False
+                        )
+                run.seen = st.seq if st is not None else None
+                if st is None:  # a new thread: nothing to read (and no listing again)
+                    return None
+                return await self._get_tuple(config, check=False)
+        except BaseException:
+            self._runs.pop(run.key, None)
+            raise
+
+    def _rode(self, run: runs.Run | None) -> None:
+        """After a riding run's write: the run holds the thread once its claim is
+        stored (a write that stored nothing carried none)."""
+        if run is None or run.claimed or not run.rides:
+            return
+        st = self._streams.get(run.thread_id)
+        claim = st.doc.get("run") if st is not None else None
+        if claim is None or claim["id"] != run.token:
+            return
+        run.claimed = True
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.get_running_loop().create_task(self._renew_loop())
 
     async def _release(self, run: runs.Run) -> None:
         self._runs.pop(run.key, None)
@@ -702,14 +750,28 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             with suppress(asyncio.CancelledError):
                 await task
 
-    def _check_claim(self, st: _Stream, run: runs.Run | None) -> None:
-        """Refuse a write that would interleave with another run holding the thread."""
+    def _check_claim(self, st: _Stream, run: runs.Run | None) -> builtins.list[Op]:
+        """Refuse a write that would interleave with another run holding the thread.
+
+        Returns the ops storing ``run``'s claim when it rides on this write (a riding
+        run's first write; none when an earlier plan of the same commit carries it)."""
         claim = st.doc.get("run")
         if run is not None and run.claimed:
             if claim is None or claim["id"] != run.token:
                 raise ThreadBusyError(st.thread_id, None, st.agent_id, st.seq, lost=True)
-        elif claim is not None and claim["exp"] > self._clock():
+            return []
+        mine = run is not None and claim is not None and claim["id"] == run.token
+        now = self._clock()
+        if claim is not None and not mine and claim["exp"] > now:
             raise ThreadBusyError(st.thread_id, claim["exp"], st.agent_id, st.seq, lost=False)
+        if run is None or not run.rides or mine:
+            return []
+        if st.seq != run.seen if run.seen is not None else any(st.heads.values()):
+            # another writer (a whole run, maybe) came between this run's read and
+            # its first write: the run would go on from a state it did not read
+            raise ThreadBusyError(st.thread_id, None, st.agent_id, st.seq, lost=False)
+        value = {"id": run.token, "exp": now + self.run_lease}
+        return [{"op": "add", "path": "/run", "value": value}]
 
     def _take_named(self, thread_id: str, ns: str, cid: str | None) -> bool:
         """Whether a ``get_tuple`` outside a run named this checkpoint (then forget it)."""
@@ -996,6 +1058,10 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             event_types: builtins.list[str] = []
             key: str | None = None  # a checkpoint's (see history.checkpoint_key)
             included: builtins.list[_Pending] = []
+            # several plans: each is applied to the document as it is built (the next
+            # is built on its outcome), so the append must not apply them again, even
+            # when all but one of them failed
+            speculative = len(live) > 1
             for pending in live:
                 try:
                     plan = pending.build(st)
@@ -1009,7 +1075,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 key = plan_key or key
                 event_types.append(event_type)
                 ops.extend(plan_ops)
-                if len(live) > 1:  # later plans are built against this one's outcome
+                if speculative:  # later plans are built against this one's outcome
                     st.doc = patch.apply(
                         st.doc, orjson.loads(orjson.dumps(plan_ops)), in_place=True
                     )
@@ -1019,10 +1085,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 break
             event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
             try:
-                if len(included) > 1:
-                    await self._append(st, event_type, ops, key, applied=True)
-                else:
-                    await self._append(st, event_type, ops, key)
+                await self._append(st, event_type, ops, key, applied=speculative)
                 break
             except (ConflictError, AgentNotFound):
                 # the document was stale (another writer, or the thread deleted or
@@ -1571,8 +1634,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         def build(st: _Stream) -> tuple[str, builtins.list[Op], str | None]:
             nsd = st.doc["ns"].get(ns)
             latest = st.heads.get(ns)
+            claim: builtins.list[Op] = []
             if protect:
-                self._check_claim(st, run)
+                claim = self._check_claim(st, run)
                 if not asked and latest is not None and parent != latest and cid != latest:
                     raise CheckpointForkError(thread_id, ns, parent, latest, st.agent_id, st.seq)
             pool = st.doc["pool"]
@@ -1607,9 +1671,10 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             if memo is not None:
                 ops.extend(_after_put(st, used, carried))
             ops.extend(self._archive_ops(st, ns, cid))
-            return m.EV_CHECKPOINT, ops, key
+            return m.EV_CHECKPOINT, claim + ops if claim else ops, key
 
         await self._mutate(thread_id, build, m.EV_CHECKPOINT)
+        self._rode(run)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
     async def _put_writes(
@@ -1631,8 +1696,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         run = self._run_of(thread_id, conf) if protect else None
 
         def build(st: _Stream) -> tuple[str, builtins.list[Op], str | None] | None:
-            if protect:
-                self._check_claim(st, run)
+            claim = self._check_claim(st, run) if protect else []
             nsd = st.doc["ns"].get(ns)
             task = nsd["w"].get(cid, {}).get(task_id) if nsd is not None else None
             existing: dict[str, Any] = task["i"] if task is not None else {}
@@ -1655,13 +1719,14 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             # compare-and-append: a concurrent or retried duplicate loses the race,
             # re-reads the index and stores nothing.
             ops = self._ops_writes(st, ns, cid, task_id, task_path, entries, new_pool)
-            return m.EV_WRITES, ops, None
+            return m.EV_WRITES, claim + ops if claim else ops, None
 
         # a task's regular writes in a live run wait for its next checkpoint's commit
         hold = (
             run is not None and run.hold and not run.released and min(i for i, _, _ in items) >= 0
         )
         await self._mutate(thread_id, build, m.EV_WRITES, hold=hold)
+        self._rode(run)
 
     async def _delete_thread(self, thread_id: str) -> None:
         async with self._lock(thread_id):
