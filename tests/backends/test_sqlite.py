@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from statekeeper.backends.sqlite import _BUSY, CHECKPOINT_PAGES, SQLiteBackend
+from statekeeper.backends import sqlite as sqlite_backend
+from statekeeper.backends.sqlite import _BUSY, CHECKPOINT_PAGES, PAGE_SIZE, SQLiteBackend
 from statekeeper.errors import (
     BackendError,
     ConfigurationError,
@@ -582,3 +583,44 @@ async def test_health_reports_the_file(tmp_path: Path) -> None:
         assert health.detail["bytes"] > 0
     finally:
         await backend.close()
+
+
+def _page_size(path: Path) -> int:
+    with closing(sqlite3.connect(path)) as conn:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+async def test_a_new_file_has_small_pages_that_hold_large_states(tmp_path: Path) -> None:
+    """A new store file is made with :data:`PAGE_SIZE` pages (a commit checksums and
+    copies every page it dirties: smaller pages, less CPU per save), and states far
+    larger than a page (overflow chains) save and load whole."""
+    db = tmp_path / "pages.db"
+    big = {"messages": ["m" * 3000 + str(i) for i in range(40)]}  # ~120 KB
+    async with StateStore(f"sqlite:///{db}", snapshot_every=3) as store:
+        for n in range(1, 8):
+            await store.save("a", {"messages": big["messages"][: n * 5]})
+    assert _page_size(db) == PAGE_SIZE < 4096
+    async with StateStore(f"sqlite:///{db}") as store:
+        assert (await store.load("a")).data == {"messages": big["messages"][:35]}
+
+
+async def test_a_file_made_with_4096_byte_pages_still_opens_and_takes_saves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files written before PAGE_SIZE (4096-byte pages, SQLite's default) keep their
+    page size and work as before: loads, saves after a reopen, snapshots."""
+    db = tmp_path / "old.db"
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_backend, "PAGE_SIZE", 4096)
+        async with StateStore(f"sqlite:///{db}", snapshot_every=4) as store:
+            for n in range(1, 7):
+                await store.save("a", {"n": n, "text": "x" * 5000})
+    assert _page_size(db) == 4096
+    async with StateStore(f"sqlite:///{db}", snapshot_every=4) as store:
+        assert (await store.load("a")).data == {"n": 6, "text": "x" * 5000}
+        for n in range(7, 12):
+            await store.save("a", {"n": n, "text": "y" * 5000})
+    async with StateStore(f"sqlite:///{db}") as store:
+        assert (await store.load("a")).data == {"n": 11, "text": "y" * 5000}
+        assert [e.seq async for e in store.history("a")] == list(range(1, 12))
+    assert _page_size(db) == 4096

@@ -16,6 +16,7 @@ import pytest
 
 from statekeeper import StateStore
 from statekeeper.backends import sqlite_pages
+from statekeeper.backends.sqlite import PAGE_SIZE
 from statekeeper.errors import BackupCorrupt, BackupError
 from statekeeper.governance.backup import BackupKey, BackupResult, backup, filecopy, restore
 from statekeeper.governance.backup.fileformat import FrameReader
@@ -24,7 +25,7 @@ from ..backends._services import fresh_url
 from ._point_in_time import keyring, write_before_heads, write_during
 from .test_backup_file import reseal_manifest
 
-PAGE = 4096
+PAGE = PAGE_SIZE  # the page size of the files these tests create
 
 
 async def fill(store: StateStore, agents: int, events: int = 3) -> None:

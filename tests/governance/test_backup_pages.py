@@ -11,6 +11,7 @@ import asyncio
 import os
 import sqlite3
 import tempfile
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -61,14 +62,16 @@ async def test_a_whole_store_is_shipped_as_its_pages_without_a_temporary_file(
     db = tmp_path / "s.db"
     async with StateStore(f"sqlite:///{db}", keyring=keyring(), snapshot_every=2) as src:
         await fill(src, 30)
-        pages = sqlite3.connect(db).execute("PRAGMA page_count").fetchone()[0]
+        with closing(sqlite3.connect(db)) as conn:
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         monkeypatch.setattr(sqlite_export, "copy_file", no_copy)
         monkeypatch.setattr(tempfile, "TemporaryDirectory", counted_folder)
         result = await backup(src, file, bkey, chunk_bytes=8192)
         monkeypatch.undo()
         assert made == []
         assert result.agents == 30 and result.events == 90 and result.snapshots == 30
-        assert result.record_bytes == pages * 4096  # the image: every page of the file
+        assert result.record_bytes == pages * page_size  # the image: every page of the file
     async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
         restored = await restore(dst, [file], bkey)
         assert restored.agents == 30 and restored.events == 90

@@ -291,6 +291,16 @@ def _check_header(path: str) -> None:
         raise NotAStore(path, "not a SQLite database file; it was left unchanged")
 
 
+#: the page size of a file this backend creates (bytes). Every page a commit dirties is
+#: one WAL frame, and SQLite checksums each frame's whole page at the commit: a lone
+#: save dirties 5-7 pages (the head row, the by-last-write index, the event row, its
+#: primary-key index, the feed row) with a few hundred bytes changed in each, so the
+#: checksums and copies of 4 KiB pages were ~25 % of its statements' instructions.
+#: Measured with benchmarks/bench_save_pages.py and bench_save_instructions.py
+#: (docs/benchmarks.md, "head11"). A file keeps the page size it was created with
+#: (files made with 4096 open and work as before).
+PAGE_SIZE = 1024
+
 #: estimated WAL pages between two checkpoints (SQLite's own auto-checkpoint default)
 CHECKPOINT_PAGES = 1000
 
@@ -586,6 +596,8 @@ class SQLiteBackend(Backend):
             with _translated(tmp):
                 conn = sqlite3.connect(tmp, isolation_level=None)
                 try:
+                    # first: the page size is fixed once the file has its first page
+                    conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                     # the ownership marker: only a file statekeeper creates carries it
                     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                     mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
