@@ -58,9 +58,9 @@ from .snapshots import SnapshotPolicy, mark_snapshot
 from .state import HELD_AS_BYTES, AgentRecord, document
 
 __all__ = [
+    "SEEN",
     "Leased",
     "Make",
-    "SEEN",
     "Packed",
     "WritePipeline",
     "append_changes",
