@@ -18,6 +18,7 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.backends import MemoryBackend
 from statekeeper.errors import ConflictError, WriteBufferError
+from statekeeper.store.namespaced import NamespacedStateStore
 
 DURABILITIES = ["sync", "group", "async"]
 
@@ -78,3 +79,12 @@ async def test_one_store_deleting_and_recreating(
     # another agent object of the same store re-creates the stream
     store = open_store(db_url)
     await _stale_write_is_refused(store, store)
+
+
+async def test_a_namespaced_store(db_url: str) -> None:
+    # the agent's id is relative: the link is looked up under the stored id
+    async with (
+        NamespacedStateStore(db_url, namespace="t") as mine,
+        NamespacedStateStore(db_url, namespace="t") as theirs,
+    ):
+        await _stale_write_is_refused(mine, theirs)
