@@ -111,3 +111,25 @@ async def test_an_encrypted_store_runs_on_it(backend: Backend) -> None:
     with pytest.raises(IntegrityError):
         await StateStore(backend, cache_size=0).load("agent")
     await store.close()  # closes the backend; the fixture's close is a no-op then
+
+
+@pytest.mark.parametrize("durability", ["sync", "group"])
+async def test_a_stale_agent_never_writes_onto_a_recreated_stream(
+    backend: Backend, durability: str
+) -> None:
+    # two stores on one engine: the other deletes the agent and re-creates it up to the
+    # seq this agent object holds; the object's write is refused, nothing is mixed in
+    mine, theirs = StateStore(backend, durability=durability), StateStore(backend)
+    agent = await mine.agent("y")
+    agent.data["mine"] = 1
+    await agent.save()
+    await theirs.delete("y")
+    other = await theirs.agent("y")
+    other.data["other"] = 2
+    await other.save()
+    agent.data["fresh"] = 2
+    with pytest.raises(ConflictError, match="re-created"):
+        await agent.save()
+    assert (await theirs.load("y")).data == {"other": 2}
+    await agent.refresh()
+    await mine.flush()

@@ -43,6 +43,7 @@ from .change import diff_by_key, dump_keys
 from .state import HELD_AS_BYTES, unpack_document
 from .tracked import plain_copy
 from .tracker import Tracker
+from .writes import SEEN
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine, TransitionResult
@@ -145,6 +146,9 @@ class DurableAgent:
 
     def _adopt(self, snapshot: Snapshot) -> None:
         self.seq = snapshot.seq
+        #: the chain link at ``seq`` as read (None: not known): a write refuses a stream
+        #: deleted and re-created since, whose link at ``seq`` differs (see writes.SEEN)
+        self._link = self.store._link_at(self.agent_id, snapshot.seq)
         #: why a buffered write of this agent was not stored (``async`` durability):
         #: seq and data are then not what is stored, and it may not write until reloaded
         self._lost: BaseException | None = None
@@ -380,20 +384,25 @@ class DurableAgent:
                 and self.store._gate.ok
                 and not self.store._closed
             ):
-                result = await fast.append_made(self.agent_id, ops, self.seq)
+                result = await fast.append_made(self.agent_id, ops, self.seq, self._link)
             if result is None:
-                result = await self.store.append(
-                    self.agent_id,
-                    event_type,
-                    info,
-                    ops=ops,
-                    fsm_state=fsm_state,
-                    expected_seq=self.seq,
-                    idempotency_key=idempotency_key,
-                    actor=actor,
-                    schema_version=self._schema_version,
-                    lease=self.lease,
-                )
+                seen = SEEN.set((self.seq, self._link)) if self._link is not None else None
+                try:
+                    result = await self.store.append(
+                        self.agent_id,
+                        event_type,
+                        info,
+                        ops=ops,
+                        fsm_state=fsm_state,
+                        expected_seq=self.seq,
+                        idempotency_key=idempotency_key,
+                        actor=actor,
+                        schema_version=self._schema_version,
+                        lease=self.lease,
+                    )
+                finally:
+                    if seen is not None:
+                        SEEN.reset(seen)
         except SerializationError as exc:
             from .writes import locate  # name the path in agent.data, not in the event
 
@@ -405,7 +414,8 @@ class DurableAgent:
         if result.duplicate:  # this write had landed before: take the stored truth
             await self.refresh()
             return result
-        self.seq = result.last_seq
+        self.seq = seq = result.last_seq
+        self._link = self.store._link_at(self.agent_id, seq)
         # what was written: the document as diffed (a change made to agent.data while
         # the write was in flight is not in it, and stays pending)
         if gen is not None and tracker is not None:

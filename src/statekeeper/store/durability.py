@@ -369,4 +369,6 @@ def _merge(first: AppendRequest, then: AppendRequest) -> AppendRequest:
         None,
         first.fence,
         then.head_tag,
+        first.expected_tag,
+        first.check_tag,
     )

@@ -93,6 +93,9 @@ class NamespacedStateStore(StateStore):
             argument,
         )
 
+    def _link_at(self, agent_id: str, seq: int) -> bytes | None:
+        return super()._link_at(self._prefix + agent_id, seq)
+
     def _rel(self, full: str) -> str:
         return full[len(self._prefix) :] if full.startswith(self._prefix) else full
 

@@ -944,6 +944,13 @@ class StateStore:
 
     # -- agents with a state machine ----------------------------------------------
 
+    def _link_at(self, agent_id: str, seq: int) -> bytes | None:
+        """The chain link at ``seq`` of ``agent_id``'s stream as this store last read or
+        wrote it (its pinned or cached record: no read), None when not known. What a
+        :class:`DurableAgent` remembers to tell its stream from a re-created one."""
+        record = self._unflushed.get(agent_id) or self._cache.peek(agent_id)
+        return record.link if record is not None and record.seq == seq else None
+
     @overload
     async def agent(
         self,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 import orjson
@@ -57,6 +58,7 @@ from .snapshots import SnapshotPolicy, mark_snapshot
 from .state import HELD_AS_BYTES, AgentRecord, document
 
 __all__ = [
+    "SEEN",
     "Leased",
     "Make",
     "Packed",
@@ -68,6 +70,27 @@ __all__ = [
     "locate",
     "save_changes",
 ]
+
+#: ``(seq, link)``: the chain link at ``seq`` of the stream a
+#: :class:`~.agent.DurableAgent` last read or wrote, set by the agent around the
+#: ``StateStore.append`` of its write (a context variable: the public ``append`` takes
+#: no such argument, and wrapper stores pass it on unchanged). A write expecting that
+#: ``seq`` on a stream whose link there differs is a write onto a stream deleted and
+#: re-created since: :meth:`WritePipeline.write` refuses it (no read of its own: the
+#: link is the head's, already read or cached, that the head tag authenticates).
+SEEN: ContextVar[tuple[int, bytes] | None] = ContextVar("statekeeper_seen", default=None)
+
+
+def recreated(agent_id: str, seq: int) -> ConflictError:
+    """The conflict of a write made on ``seq`` of a stream since deleted and re-created."""
+    error = ConflictError(agent_id, seq, seq)
+    error.add_note(
+        f"agent {agent_id!r} was deleted and re-created since this agent object read it: "
+        "its head seq is the same, but it is another stream; nothing was written "
+        "(call agent.refresh() to load the stored state)"
+    )
+    return error
+
 
 _loads = orjson.loads
 _perf = time.perf_counter
@@ -136,6 +159,9 @@ class WritePipeline:
         # writes trust the cache (see write) where the backend's compare-and-set can
         # tell a re-created stream from the cached one
         self.trust_cache = backend.compares_head_tag and durability != "async"
+        # every append built on a record whose head tag is known carries it to compare
+        # (a buffered one too: flushed onto a re-created stream, it is refused)
+        self.tags_compared = backend.compares_head_tag
         self.behind = (
             WriteBehind(
                 backend,
@@ -266,6 +292,18 @@ class WritePipeline:
                         return earlier
                 if expected_seq is not None and expected_seq != base:
                     raise ConflictError(agent_id, expected_seq, base)
+                if expected_seq is not None and record is not None:
+                    seen = SEEN.get()
+                    if (
+                        seen is not None
+                        and seen[0] == expected_seq
+                        and record.link is not None
+                        and record.link != seen[1]
+                    ):
+                        if trusting:  # the cache may be stale: ask the backend
+                            trusting = False
+                            continue
+                        raise recreated(agent_id, expected_seq)
                 if dumped is not None:
                     dumped.packed, dumped.plain = None, False
                 ops, fsm = make(record)
@@ -474,12 +512,13 @@ class WritePipeline:
                 del held[agent_id]
 
     async def append_made(
-        self, agent_id: str, ops: list[dict[str, Any]], expected_seq: int
+        self, agent_id: str, ops: list[dict[str, Any]], expected_seq: int, link: bytes | None
     ) -> AppendResult | None:
         """``StateStore.append(agent_id, PATCH, {}, ops=ops, expected_seq=expected_seq)``
         — the save of a :class:`~.agent.DurableAgent` whose changes its tracker or its
         change detection already found — in one call: :meth:`build` and one append on
-        the cached, trusted record at ``expected_seq``, without the argument checks (the
+        the cached, trusted record at ``expected_seq`` (whose chain link there is ``link``,
+        when known: else the stream was re-created), without the argument checks (the
         ops were made by the agent) nor the retry loop of :meth:`write`. Only when
         :attr:`fast`.
 
@@ -494,7 +533,12 @@ class WritePipeline:
             return None
         reads = self.reads
         record = reads.trusted(agent_id)
-        if record is None or record.seq != expected_seq or self.snapshots.needs_prepare(record):
+        if (
+            record is None
+            or record.seq != expected_seq
+            or (link is not None and record.link != link)  # re-created? (write() says)
+            or self.snapshots.needs_prepare(record)
+        ):
             return None
         held[agent_id] = None
         try:
@@ -652,7 +696,7 @@ class WritePipeline:
             fence,
             head_tag=codec.head_tag(agent_id, seq, sealed.link),
             expected_tag=record.tag if record is not None else None,
-            check_tag=self.trust_cache and record is not None and record.tag_known,
+            check_tag=self.tags_compared and record is not None and record.tag_known,
         )
         new.tag, new.tag_known = request.head_tag, True
         return request, new
