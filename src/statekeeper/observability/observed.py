@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from ..backends.base import Backend, Capability, Health, LatestRead
+from ..backends.base import Backend, Capability, Health, LatestRead, NextRow
 from ..records import (
     AgentInfo,
     AppendRequest,
@@ -133,6 +133,35 @@ class ObservedBackend(Backend):
             obs.snapshot_size.observe(len(snapshot.payload))
         if span is not None:
             obs.end_span(span, None, seq)
+
+    def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
+        """The engine's :meth:`~statekeeper.backends.base.Backend.join_next`, timed and
+        counted as an ``append`` when it joined an open commit (None, nothing done, when
+        it did not: the caller then awaits :meth:`append_next`, timed there)."""
+        joined = self.inner.join_next(row)
+        if joined is None:
+            return None
+        return self._joined(row, joined, _perf())
+
+    async def _joined(
+        self, row: NextRow, joined: Awaitable[BaseException | None], t0: float
+    ) -> BaseException | None:
+        obs = self._obs
+        span = obs.start_backend_span("append", row[0]) if obs._tracer is not None else None
+        try:
+            refused = await joined
+        except BaseException as exc:
+            obs.backend_failed("append", exc, _perf() - t0, span)
+            raise
+        if refused is not None:
+            obs.backend_failed("append", refused, _perf() - t0, span)
+            return refused
+        obs.append_hist.observe(_perf() - t0)
+        if row[7] is not None:
+            obs.snapshot_size.observe(len(row[7].payload))
+        if span is not None:
+            obs.end_span(span, None, row[1])
+        return None
 
     async def append_batch(
         self, requests: Sequence[AppendRequest]
