@@ -10,7 +10,9 @@ existed (encrypted records only, as here) is protected the same way.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,32 @@ async def test_a_store_in_the_clear_still_takes_keyless_writes(env: Env) -> None
         await store.save("a-2", {"n": 2})
         await store.save("a-1", {"n": 3})
         assert (await store.get("a-1")).data == {"n": 3}  # type: ignore[union-attr]
+
+
+# written by main (before this check): agents secret-1 and secret-2 encrypted with
+# FIXTURE_KEY, then "leaked" saved by a store opened without the key: in the clear
+MAIN_STORE = Path(__file__).parents[1] / "data" / "sqlite-encrypted-store-by-main.sql"
+FIXTURE_KEY = "c3RhdGVrZWVwZXIta2V5bGVzcy1maXh0dXJlLWtleSE="
+
+
+def _dump(path: Path) -> list[str]:
+    with closing(sqlite3.connect(path)) as conn:
+        return list(conn.iterdump())
+
+
+async def test_a_store_written_by_main_is_protected_too(tmp_path: Path) -> None:
+    path = tmp_path / "main.db"
+    with closing(sqlite3.connect(path)) as conn:
+        conn.executescript(MAIN_STORE.read_text(encoding="utf-8"))
+    before = _dump(path)
+
+    async with StateStore(f"sqlite:///{path}", witness=False) as keyless:
+        with pytest.raises(KeyRequired):
+            await keyless.save("new-agent", {"password": "hunter2"})
+        assert (await keyless.get("leaked")).data == {"password": "hunter2"}  # type: ignore[union-attr]
+    assert _dump(path) == before  # (the file's header changes: the store opens it in WAL mode)
+
+    ring = Keyring({"k1": FIXTURE_KEY})
+    async with StateStore(f"sqlite:///{path}", keyring=ring, witness=False) as store:
+        assert (await store.get("secret-1")).data == {"card": "4111"}  # type: ignore[union-attr]
+        await store.save("new-agent", {"n": 1})
