@@ -39,6 +39,7 @@ __all__ = [
     "InvalidMachineDefinition",
     "InvalidTransition",
     "KeyNotFound",
+    "KeyRequired",
     "LeaseError",
     "LeaseHeld",
     "LeaseLost",
@@ -527,6 +528,21 @@ class NamespaceUnsupported(ConfigurationError):
         self.namespace = namespace
         self.reason = reason
         super().__init__(f"{operation} cannot run in namespace {namespace!r}: {reason}")
+
+
+class KeyRequired(ConfigurationError):
+    """A store opened without a key (no ``keyring``, no ``--key-file`` /
+    ``$STATEKEEPER_KEY_FILE``) was asked to write into a store that holds encrypted
+    records: the write would have stored its record in the clear. Nothing was written.
+    Open the store with its keyring."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        super().__init__(
+            f"{location} holds encrypted records but was opened without a key: open it"
+            " with its keyring (StateStore(..., keyring=...), or --key-file /"
+            " $STATEKEEPER_KEY_FILE on the command line); nothing was written"
+        )
 
 
 class NotAStore(ConfigurationError):

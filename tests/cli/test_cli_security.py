@@ -149,3 +149,25 @@ def test_control_characters_in_an_agent_id_reach_no_terminal(
     missing = runner.invoke(app, ["show", "gone\x1b]0;title\x07", "--db", url])
     assert missing.exit_code != 0
     assert "\x1b" not in missing.output and "\x07" not in missing.output
+
+
+def test_import_without_the_key_into_an_encrypted_store_is_refused(
+    runner: CliRunner, url: str, keys: Path, tmp_path: Path
+) -> None:
+    export = tmp_path / "export.jsonl"
+    exported = runner.invoke(app, ["export", "--db", url, "-o", str(export)])
+    assert exported.exit_code == 0, exported.output
+    secret = tmp_path / "secret.db"
+    with SyncStateStore(f"sqlite:///{secret}", keyring=Keyring.from_file(keys)) as store:
+        store.save("card-holder", {"card": "4111"})
+    before = secret.read_bytes()
+
+    refused = runner.invoke(app, ["import", str(export), "--db", f"sqlite:///{secret}"])
+    assert refused.exit_code != 0
+    assert "opened without a key" in refused.output
+    assert "--key-file" in refused.output
+    assert secret.read_bytes() == before  # nothing was written
+
+    env = {"STATEKEEPER_KEY_FILE": str(keys)}
+    imported = runner.invoke(app, ["import", str(export), "--db", f"sqlite:///{secret}"], env=env)
+    assert imported.exit_code == 0, imported.output

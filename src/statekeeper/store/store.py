@@ -60,6 +60,7 @@ from .feed import (
 )
 from .feed_cursor import FeedBounds, FeedCursor
 from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
+from .keyguard import KeyGuard
 from .machines import Machines
 from .observing import FOLD_AT
 from .options import check_options, state_values
@@ -286,7 +287,7 @@ class StateStore:
         except NotAStore as exc:
             raise vanished(exc, witness, codec) from exc
         self._witness = open_witness(self.backend, witness, codec, witness_interval)
-        self._gate = WitnessGate(self._witness)
+        self._gate = WitnessGate(self._witness, KeyGuard(codec.encrypted))
         # the options, as given (read-only: the parts below were built with them)
         self.durability: Durability = mode
         self.snapshot_every = snapshot_every
@@ -402,16 +403,18 @@ class StateStore:
         if self._closed:
             raise StoreClosed("the store is closed")
 
-    async def _ready(self, *agent_ids: str) -> None:
+    async def _ready(self, *agent_ids: str, write: bool = False) -> None:
         """Before an operation: the store is open, the ids valid (a ``None`` id too is
         refused here, with ``InvalidAgentId``: the parts below take a ``str``, and the
-        compiled ones check that with a ``TypeError``), the witness checked."""
+        compiled ones check that with a ``TypeError``), the witness checked; before a
+        ``write``, a store without a key checked not to be encrypted (``KeyRequired``)."""
         if self._closed:
             raise StoreClosed("the store is closed")
         for agent_id in agent_ids:
             check_agent_id(agent_id)
-        if not self._gate.ok:
-            await self._gate.check(self)
+        gate = self._gate
+        if not gate.ok and (write or not gate.readable):
+            await gate.check(self, write=write)
 
     # (the parts' private entry points, for the package's tools)
     def _open_event(self, agent_id: str, raw: RawEvent) -> tuple[dict[str, Any], Opened]:
@@ -699,7 +702,7 @@ class StateStore:
             fsm_state = self._state(agent_id, fsm_state)
             check_seq(schema_version, "schema_version")
             check_write_options(idempotency_key, actor, lease)
-            await self._ready()
+            await self._ready(write=True)
             try:
                 result = await self._writes.write(
                     agent_id,
@@ -880,7 +883,7 @@ class StateStore:
             check_seq(schema_version, "schema_version", optional=True)
             check_write_options(idempotency_key, actor, lease)
             info = event_info(info)
-            await self._ready()
+            await self._ready(write=True)
 
             try:
                 result = await self._writes.write(
@@ -918,20 +921,21 @@ class StateStore:
 
     async def snapshot(self, agent_id: str) -> int:
         """Store a snapshot of the latest state now; returns its seq."""
-        return await self._after_flush("snapshot", agent_id, self._writes.snapshot)
+        return await self._after_flush("snapshot", agent_id, self._writes.snapshot, write=True)
 
     async def delete(self, agent_id: str) -> bool:
         """Delete the agent's stream and snapshots. True if it existed."""
         return await self._after_flush("delete", agent_id, self._writes.delete)
 
     async def _after_flush(
-        self, op: str, agent_id: str, change: Callable[[str], Awaitable[_T]]
+        self, op: str, agent_id: str, change: Callable[[str], Awaitable[_T]], *, write: bool = False
     ) -> _T:
-        """``change(agent_id)`` once the agent's buffered writes are stored, observed as ``op``."""
+        """``change(agent_id)`` once the agent's buffered writes are stored, observed as
+        ``op`` (a ``write`` of a record: see :meth:`_ready`)."""
         obs = self.observer
         mark = None if obs is None else _perf() if obs.untraced else obs.begin(op, agent_id)
         try:
-            await self._ready(agent_id)
+            await self._ready(agent_id, write=write)
             await self._flush_agent(agent_id)
             result = await change(agent_id)
         except BaseException as exc:

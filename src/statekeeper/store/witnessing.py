@@ -17,6 +17,7 @@ from ..errors import (
     StatekeeperError,
 )
 from ..security.highwater import OPEN_CHECKS, SUFFIX, HighWater, default_location
+from .keyguard import KeyGuard
 from .verification import Problem
 
 if TYPE_CHECKING:
@@ -46,36 +47,54 @@ def open_witness(
 
 class WitnessGate:
     """Checks the witness once, on the store's first use; a store that went back in
-    time raises :class:`RollbackDetected` then and on every later use."""
+    time raises :class:`RollbackDetected` then and on every later use. With a
+    :class:`KeyGuard` (a store without a key), the store's newest records are looked at
+    then too: a write into an encrypted store raises :class:`KeyRequired`."""
 
-    def __init__(self, witness: HighWater | None) -> None:
+    def __init__(self, witness: HighWater | None, guard: KeyGuard | None = None) -> None:
         self.witness = witness
-        #: False until the witness was checked (on first use)
-        self.ok = witness is None
+        self.guard = guard
+        #: False until the witness was checked and writes are known to be allowed
+        self.ok = witness is None and (guard is None or guard.ok)
+        self._witnessed = witness is None
         self._error: StatekeeperError | None = None
         self._lock: asyncio.Lock | None = None
 
-    async def check(self, store: StateStore) -> None:
-        """Load the witness file and check its newest marks against ``store``."""
+    async def check(self, store: StateStore, *, write: bool = True) -> None:
+        """Load the witness file and check its newest marks against ``store``; before a
+        ``write``, look whether a store without a key may write (raises when not)."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
             if self.ok:
                 return
-            if self._error is None:
-                witness = self.witness
-                assert witness is not None
-                try:
-                    await asyncio.to_thread(witness.load)
-                    found = await witness.check(store, OPEN_CHECKS)
-                except IntegrityError as exc:
-                    self._error = exc
-                else:
-                    if not found:
-                        self.ok = True
-                        return
-                    self._error = found[0]
-            raise _again(self._error)
+            if not self._witnessed:
+                self._witnessed = await self._check_witness(store)
+            guard = self.guard
+            if guard is None:
+                self.ok = True
+            elif write:  # (reads never look: they cost what they cost without a guard)
+                self.ok = await guard.check(store.backend)
+
+    @property
+    def readable(self) -> bool:
+        """True once reads need no check (the witness checked; a guard looks on writes)."""
+        return self._witnessed
+
+    async def _check_witness(self, store: StateStore) -> bool:
+        if self._error is None:
+            witness = self.witness
+            assert witness is not None
+            try:
+                await asyncio.to_thread(witness.load)
+                found = await witness.check(store, OPEN_CHECKS)
+            except IntegrityError as exc:
+                self._error = exc
+            else:
+                if not found:
+                    return True
+                self._error = found[0]
+        raise _again(self._error)
 
     async def problems(self, store: StateStore, agent_ids: list[str] | None) -> list[Problem]:
         """One :class:`Problem` per stream (of ``agent_ids``, or all) that went back in
