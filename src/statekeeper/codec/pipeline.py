@@ -866,7 +866,7 @@ class Codec:
         typed = False
         link = prev
         plain = self.keyring is None
-        kind: str | None = None
+        run_type: str | None = None  # the event type of the run the prefix is for
         prefix = b""
         pack = _seq_ts.pack
         join = b"".join
@@ -885,8 +885,8 @@ class Codec:
                     typed = typed or rich
                     append(doc)
                     continue
-                if record_type != kind:
-                    kind = record_type
+                if record_type != run_type:
+                    run_type = record_type
                     prefix = b"sk-link/1" + _names(agent_id, record_type)
                 digest = _sha256(join((prefix, pack(seq, timestamp), payload))).digest()
                 if digest != checksum:  # (decode_next raises what is wrong with it)
