@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "src") not in sys.path:  # run from a checkout without `pip install -e .`
+# The statekeeper measured: this checkout's src/ (run from a checkout without `pip
+# install -e .`, or with another tree's venv), unless PYTHONPATH names one — a same-run
+# A/B runs one script with PYTHONPATH=<other tree>/src, which must not be overridden
+# by this checkout's (it was, until 2026-12-03: both sides then measured the checkout).
+if not os.environ.get("PYTHONPATH") and str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
 # the workload and the percentile are the library's (``statekeeper bench`` uses them too)
@@ -54,17 +58,20 @@ def source_state() -> str:
     import hashlib
     import subprocess
 
+    import statekeeper
+
+    tree = Path(statekeeper.__file__).resolve().parents[2]  # the tree actually imported
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
+            cwd=tree,
             capture_output=True,
             text=True,
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--", "src"],
-            cwd=ROOT,
+            cwd=tree,
             capture_output=True,
             text=True,
             check=True,
@@ -74,8 +81,8 @@ def source_state() -> str:
     if not dirty:
         return head
     h = hashlib.sha256()
-    for f in sorted((ROOT / "src" / "statekeeper").rglob("*.py")):
-        h.update(str(f.relative_to(ROOT)).encode())
+    for f in sorted((tree / "src" / "statekeeper").rglob("*.py")):
+        h.update(str(f.relative_to(tree)).encode())
         h.update(f.read_bytes())
     return f"{head}+dirty:{h.hexdigest()[:10]}"
 
