@@ -297,9 +297,13 @@ def _check_header(path: str) -> None:
 #: primary-key index, the feed row) with a few hundred bytes changed in each, so the
 #: checksums and copies of 4 KiB pages were ~25 % of its statements' instructions.
 #: Measured with benchmarks/bench_save_pages.py and bench_save_instructions.py
-#: (docs/benchmarks.md, "head11"). A file keeps the page size it was created with
-#: (files made with 4096 open and work as before).
-PAGE_SIZE = 1024
+#: (docs/benchmarks.md, "head11"). 2048, not 1024: 1 KiB pages cost more where stores
+#: are large (a cold load at 100k agents +9 % instructions against +4.5 % at 2048, at 1M
+#: +5.4 % against +1.5 %; a page backup's CPU +32 % / incremental +84 % against
+#: +16 % / +27 %), for twice the save gain; benchmarks/bench_pagesize.py,
+#: docs/benchmarks.md "pagesize". A file keeps the page size it was created with
+#: (files made with 4096 or 1024 open and work as before).
+PAGE_SIZE = 2048
 
 #: estimated WAL pages between two checkpoints (SQLite's own auto-checkpoint default)
 CHECKPOINT_PAGES = 1000
