@@ -254,19 +254,10 @@ async def test_a_due_checkpoint_runs_before_the_next_commit(tmp_path: Path) -> N
     backend._append_batch_sync = logged_append  # type: ignore[method-assign]
     backend._commit_lone = logged_lone  # type: ignore[method-assign, assignment]
     release = threading.Event()
-    held = threading.Event()
-
-    def hold() -> None:
-        held.set()
-        release.wait()
-
     # the writer thread kept busy, holding the writer lock: the pair cannot be written
     # on the loop (group11's batch path) and queues on the writer thread behind it
-    blocker = backend._writer_pool.submit(backend._locked, hold)
+    blocker = backend._writer_pool.submit(backend._locked, release.wait)
     try:
-        # (the lock taken before the pair comes: on a loaded machine the pool's thread
-        # could start after it, and the pair was then written on the loop)
-        await asyncio.to_thread(held.wait)
         await backend.append(request("a", 0))  # inline: the writer lock is idle
         backend._wrote(10 * CHECKPOINT_PAGES)  # a checkpoint is due: queued behind blocker
         task = asyncio.ensure_future(backend.append(request("a", 1)))
