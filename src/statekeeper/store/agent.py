@@ -426,7 +426,7 @@ class DurableAgent:
             self._commit(document, dumped)
         return result
 
-    def lose(self, error: BaseException) -> None:
+    def _lose(self, error: BaseException) -> None:
         """A buffered write of this agent could not be stored (``error``): its later
         writes raise :class:`WriteBufferError` until :meth:`refresh`."""
         self._lost = error

@@ -53,10 +53,10 @@ class Machines:
 
     def lost(self, agent_id: str, error: BaseException) -> None:
         """A buffered write of ``agent_id`` could not be stored: its live durable agents
-        hold a state that is not the stored one (see :meth:`DurableAgent.lose`)."""
+        hold a state that is not the stored one (see :meth:`DurableAgent._lose`)."""
         for agent in list(self._agents):
             if agent.agent_id == agent_id:
-                agent.lose(error)
+                agent._lose(error)
 
     def unsaved(self) -> list[str]:
         """Ids of the live durable agents with unwritten data changes."""
