@@ -19,6 +19,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -56,22 +57,24 @@ class _Waiter:
         self.event = event
 
 
-class _Faces:
+class _Faces(ABC):
     """What both kinds of saver loop offer besides a blocking :meth:`call`: sync
     iteration, and async calls awaited in place on the loop or handed to it."""
 
     _loop: asyncio.AbstractEventLoop
 
     @property
+    @abstractmethod
     def running(self) -> bool:
-        raise NotImplementedError
+        """Whether the loop runs (calls can be handed to it)."""
 
+    @abstractmethod
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        raise NotImplementedError
+        """Run ``coro`` on the loop and wait for its result (blocking)."""
 
+    @abstractmethod
     def _handed(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Hand ``coro`` to the loop from another thread."""
-        raise NotImplementedError
 
     def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         """Drive an async iterator from sync code, one item per :meth:`call`."""
