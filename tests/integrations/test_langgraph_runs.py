@@ -347,8 +347,10 @@ def test_a_lapsed_claim_is_taken_over_and_its_run_fenced(run_url: str) -> None:
         entered.set()
         assert go.wait(GUARD)
 
-    holder = StatekeeperSaver.from_url(run_url, clock=clock, run_lease=30)
-    taker = StatekeeperSaver.from_url(run_url, clock=clock, run_lease=30)
+    # the lease is long in real time: the holder's own renewer (every lease/3 of real
+    # time) must not renew during the test, which moves the fake clock by hand
+    holder = StatekeeperSaver.from_url(run_url, clock=clock, run_lease=3600)
+    taker = StatekeeperSaver.from_url(run_url, clock=clock, run_lease=3600)
     slow = reply_graph(node).compile(checkpointer=holder)
     fast = reply_graph(lambda: None).compile(checkpointer=taker)
     cfg = {"configurable": {"thread_id": new_thread()}}
@@ -364,12 +366,12 @@ def test_a_lapsed_claim_is_taken_over_and_its_run_fenced(run_url: str) -> None:
     worker.start()
     try:
         assert entered.wait(GUARD)
-        clock.now += 20
+        clock.now += 2400
         holder._portal.call(holder._renew())  # what its renewer does every lease/3
-        clock.now += 20  # 40 s after the claim, 20 s after the renewal: still held
+        clock.now += 2400  # 4800 s after the claim, 2400 s after the renewal: still held
         with pytest.raises(ThreadBusyError):
             fast.invoke({"messages": [HumanMessage("fast", id="h-fast")]}, cfg)
-        clock.now += 11  # lapsed
+        clock.now += 1201  # lapsed
         fast.invoke({"messages": [HumanMessage("fast", id="h-fast")]}, cfg)
     finally:
         go.set()
