@@ -209,6 +209,7 @@ def test_killed_worker_recovers_with_each_effect_once(
 # up to 40 worker processes killed at random: stress, run by CI (-m "slow or not slow");
 # the kills at chosen points above stay in the default run
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # up to 40 fresh worker processes: ~250 s seen at load ~15 on 2 cores
 def test_random_sigkills_never_double_a_recorded_step(tmp_path: Path) -> None:
     """Kill the worker at random moments, over and over, until it finishes: every step is
     recorded once, and an effect ran more than once only when a kill landed between it
