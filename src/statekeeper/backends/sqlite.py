@@ -388,53 +388,6 @@ _INSERT_EVENT = (
     "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum) VALUES (?, ?, ?, ?, ?, ?)"
 )
 
-#: A batch of :meth:`SQLiteBackend.append_next` rows written by ONE statement: a
-#: multi-row ``INSERT`` into this view of the writer connection's temp schema (never in
-#: the file), whose trigger makes each row's head compare-and-set (as
-#: :meth:`SQLiteBackend._append_row`: seq and tag), its event row and its snapshot. Run
-#: in autocommit mode, that one ``sqlite3_step`` is the whole transaction — write lock,
-#: every row, COMMIT and its fsync — with the GIL released from start to end: the
-#: batch's SQLite work runs on the commit thread while the event loop runs the saves
-#: of the next batch (a statement per row on another thread took the GIL back after
-#: each row and waited for the loop to go idle, docs/benchmarks.md "group11"). A head
-#: that moved aborts the statement (nothing written), and the batch is then written
-#: row by row, each append with its own outcome.
-_GROUPED_SCHEMA = (
-    "CREATE TEMP VIEW IF NOT EXISTS sk_next_rows(agent_id, seq, ts, payload, checksum,"
-    " tag, expected_tag, snap_seq, snap_ts, snap_payload, snap_checksum) AS"
-    " SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE 0",
-    # (a temp trigger names the main tables unqualified: qualified names are refused)
-    """CREATE TEMP TRIGGER IF NOT EXISTS sk_next_row INSTEAD OF INSERT ON sk_next_rows BEGIN
-        UPDATE sk_agents SET head_seq = new.seq, updated_at = new.ts, head_tag = new.tag
-        WHERE agent_id = new.agent_id AND head_seq = new.seq - 1
-          AND head_tag IS new.expected_tag;
-        SELECT RAISE(ABORT, 'statekeeper: a head of the batch moved') WHERE changes() != 1;
-        INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum)
-        VALUES (new.agent_id, new.seq, 'patch', new.ts, new.payload, new.checksum);
-        INSERT OR REPLACE INTO sk_snapshots(agent_id, seq, ts, payload, checksum)
-        SELECT new.agent_id, new.snap_seq, new.snap_ts, new.snap_payload, new.snap_checksum
-        WHERE new.snap_seq IS NOT NULL;
-    END""",
-)
-#: the statement of a batch of n rows, by n (made once per size)
-_GROUPED_SQL: dict[int, str] = {}
-_NO_SNAPSHOT = (None, None, None, None)
-
-
-def _grouped_sql(rows: int) -> str:
-    sql = _GROUPED_SQL.get(rows)
-    if sql is None:
-        sql = _GROUPED_SQL[rows] = "INSERT INTO temp.sk_next_rows VALUES " + ",".join(
-            ["(?,?,?,?,?,?,?,?,?,?,?)"] * rows
-        )
-    return sql
-
-
-def _groupable(requests: Sequence[_Queued]) -> bool:
-    """All ``append_next`` rows on an existing head (a first row, seq 1, creates it)."""
-    return all(type(request) is tuple and request[1] > 1 for request in requests)
-
-
 #: an append in a commit queue: a request, or :meth:`SQLiteBackend.append_next`'s
 #: arguments as they are
 _Queued: TypeAlias = AppendRequest | NextRow
@@ -633,8 +586,6 @@ class SQLiteBackend(Backend):
         # only, so an inline write never sleeps on the event loop — in slices, so that
         # it can tell a busy file from a stalled lock holder
         conn.execute("PRAGMA busy_timeout = 0")
-        for statement in _GROUPED_SCHEMA:  # (the temp schema: nothing in the file)
-            conn.execute(statement)
         self._writer = conn
         # the appends' statements run on one cursor of the writer connection (it is
         # only used under _writer_busy): conn.execute made and dropped one per statement
@@ -1426,18 +1377,6 @@ class SQLiteBackend(Backend):
                 _settle(queue, results)
                 self._committed(len(requests))
                 return self._next(loop)
-        elif (
-            _groupable(requests)
-            and not self._checkpoint_due
-            and self._writer_busy.acquire(blocking=False)
-        ):
-            done = self._hand_grouped(loop, requests)
-            if done is None:
-                _settle(queue, StoreClosed(f"sqlite backend {self.path} is closed"))
-                return self._next(loop)
-            self._in_flight.add(loop)
-            done.add_done_callback(functools.partial(self._landed, loop, queue, len(requests)))
-            return None
         else:
             try:
                 written = self._write_batch(requests)
@@ -1570,79 +1509,6 @@ class SQLiteBackend(Backend):
             self._writer_busy.release()
         self._wrote(_pages(requests))
         return results
-
-    def _hand_grouped(
-        self, loop: asyncio.AbstractEventLoop, requests: list[_Queued]
-    ) -> asyncio.Future[list[_Outcome]] | None:
-        """Write and commit ``requests`` (``append_next`` rows, :func:`_groupable`) on
-        the commit thread in one statement (:data:`_GROUPED_SCHEMA`); ``_writer_busy``
-        is held by the caller and released by that thread. As :meth:`_hand_commit`,
-        the loop waits until the thread runs: it binds the batch holding the GIL, then
-        lets go of it for the whole transaction. None (lock released) when the commit
-        pool was shut down by close()."""
-        entered = threading.Event()
-        try:
-            done = loop.run_in_executor(self._commit_pool, self._commit_grouped, requests, entered)
-        except RuntimeError:  # shut down by close()
-            self._writer_busy.release()
-            return None
-        entered.wait()
-        return done
-
-    def _commit_grouped(self, requests: list[_Queued], entered: threading.Event) -> list[_Outcome]:
-        entered.set()  # first: the loop waits for it
-        try:
-            params: list[Any] = []
-            add = params.extend
-            for agent_id, seq, timestamp, payload, checksum, tag, expected, snapshot in cast(
-                "list[NextRow]", requests
-            ):
-                # (BLOBs as bytearray: see _append_row)
-                add(
-                    (
-                        agent_id,
-                        seq,
-                        timestamp,
-                        _bind(payload),
-                        _bind(checksum),
-                        None if tag is None else _bind(tag),
-                        None if expected is None else _bind(expected),
-                    )
-                )
-                if snapshot is None:
-                    add(_NO_SNAPSHOT)
-                else:
-                    add(
-                        (
-                            snapshot.seq,
-                            snapshot.timestamp,
-                            _bind(snapshot.payload),
-                            _bind(snapshot.checksum),
-                        )
-                    )
-            try:
-                # autocommit: this one step is the transaction, COMMIT and fsync included
-                self._append_cursor.execute(_grouped_sql(len(requests)), params)
-            except sqlite3.Error as exc:
-                conn = self._writer
-                assert conn is not None  # (closing takes _writer_busy first: held here)
-                if conn.in_transaction:  # (an autocommit statement leaves none open)
-                    conn.execute("ROLLBACK")
-                if not isinstance(exc, sqlite3.IntegrityError) and not (
-                    isinstance(exc, sqlite3.OperationalError) and _busy(exc)
-                ):
-                    with _translated(self.path):
-                        raise
-                # Nothing was written (the statement was its own transaction): a head
-                # moved, a row collided, or another connection holds the file's lock.
-                # Row by row, as the writer thread writes a batch: it waits for the
-                # lock, and each append gets its own outcome (a refusal: ConflictError).
-                return self._append_batch_sync(requests)
-            self.append_commits += 1
-        finally:
-            self._writer_busy.release()
-        self._wrote(_pages(requests))
-        return [None] * len(requests)
 
     def _committed(self, appends: int) -> None:
         for listener in self.commit_listeners:
