@@ -27,6 +27,13 @@ store's::
     .venv/bin/python benchmarks/bench_group_chain.py --agents 16 --rows
     PYTHONPATH=<main>/src .venv/bin/python benchmarks/bench_group_chain.py --agents 16
 
+``--decoupled-fsync`` is an experiment, not the engine's design: the store's file at
+``synchronous=NORMAL`` (in WAL mode a commit writes its frames without an fsync), the
+``-wal`` file ``fdatasync``'d on a thread of its own, and each batch's saves settled
+after the first fsync that *started* after its COMMIT returned (a lone commit syncs
+inline): the queue's next batch is written while the previous one's fsync runs. It
+prints the fsyncs the batches took (``batch fsyncs``) beside the commits.
+
 Wall figures depend on the machine's load (printed beside them).
 """
 
@@ -101,6 +108,70 @@ def report(saves: int, wall: float, cpu: float, loop_cpu: float, commits: int) -
         f" {_median([e[3] for e in commit])} thread CPU"
     )
     print(f"  late  {_median(late)}   cycle {_median(cycles)}")
+    if SYNCS:
+        print(f"  batch fsyncs {len(SYNCS)} for {sum(SYNCS)} commits")
+
+
+def decoupled_fsync() -> None:
+    """The ``--decoupled-fsync`` experiment (see the module's docs)."""
+    lone, inline = sqlite.SQLiteBackend._commit_lone, sqlite.SQLiteBackend._inline
+    fds: dict[int, int] = {}
+    pending: list[tuple[Any, Any, Any, int]] = []
+    cond = threading.Condition()
+
+    def wal(backend: Any) -> int:
+        if id(backend) not in fds:
+            fds[id(backend)] = os.open(backend.path + "-wal", os.O_RDONLY)
+        return fds[id(backend)]
+
+    def commit_lone(self: Any, *args: Any) -> Any:
+        result = lone(self, *args)
+        if result is not sqlite._BUSY:
+            os.fdatasync(wal(self))
+        return result
+
+    def commit_inline(self: Any, requests: Any) -> Any:
+        results = inline(self, requests)
+        if results is not None:
+            os.fdatasync(wal(self))
+        return results
+
+    def syncer(loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            with cond:
+                while not pending:
+                    cond.wait()
+                taken = pending[:]
+                del pending[:]
+            os.fdatasync(wal(taken[0][0]))
+            SYNCS.append(len(taken))
+            loop.call_soon_threadsafe(settle, taken)
+
+    def settle(taken: list[tuple[Any, Any, Any, int]]) -> None:
+        for backend, queue, outcome, appends in taken:
+            sqlite._settle(queue, outcome)
+            backend._committed(appends)
+
+    def landed(self: Any, loop: Any, queue: Any, appends: int, f: Any) -> None:
+        self._in_flight.discard(loop)
+        outcome = sqlite._outcome(f)
+        if isinstance(outcome, BaseException):
+            sqlite._settle(queue, outcome)
+        else:
+            if not SYNCS and not any(t.name == "xp-fsync" for t in threading.enumerate()):
+                threading.Thread(target=syncer, args=(loop,), name="xp-fsync", daemon=True).start()
+            with cond:
+                pending.append((self, queue, outcome, appends))
+                cond.notify()
+        self._next(loop)
+
+    sqlite.SQLiteBackend._commit_lone = commit_lone  # type: ignore[method-assign,assignment]
+    sqlite.SQLiteBackend._inline = commit_inline  # type: ignore[method-assign]
+    sqlite.SQLiteBackend._landed = landed  # type: ignore[method-assign]
+
+
+#: batches covered by each fsync of the ``--decoupled-fsync`` experiment
+SYNCS: list[int] = []
 
 
 async def store_run(agents: int, last: int, sync: str) -> None:
@@ -160,7 +231,11 @@ def main() -> None:
     parser.add_argument("--sync", default="FULL", choices=["OFF", "NORMAL", "FULL"])
     parser.add_argument("--rows", action="store_true", help="the committer alone")
     parser.add_argument("--saves", type=int, default=300, help="saves per agent (--rows)")
+    parser.add_argument("--decoupled-fsync", action="store_true", help="the fsync experiment")
     args = parser.parse_args()
+    if args.decoupled_fsync:
+        decoupled_fsync()
+        args.sync = "NORMAL"
     print(f"loop thread {threading.get_native_id()}; {args.agents} agents, {args.sync}")
     if args.rows:
         asyncio.run(rows_run(args.agents, args.saves, args.sync))
