@@ -17,8 +17,10 @@ Chat states: plain-dict messages of ~300 characters, one message added per save.
 * ``floor``: what any verified load of that state must do at least, on the same file
   and the same SQLite connection settings: one ``SELECT`` of the snapshot row,
   SHA-256 of its bytes (statekeeper's record checksum) and the parse of its body
-  (``orjson.loads``, or ``msgpack.unpackb`` for a snapshot stored as a save's packed
-  bytes) — no chain, no tail, no head check, no Python around it.
+  (``orjson.loads``, or for a snapshot stored as a save's packed bytes the fastest
+  msgpack parser installed: ``ormsgpack.unpackb`` where statekeeper uses it,
+  ``statekeeper.codec.formats.fast_unpackb``, else ``msgpack.unpackb``) — no chain, no
+  tail, no head check, no Python around it.
 * A fresh process (interpreter + import + open + first load) on the worst ``cost``
   position, statekeeper vs SqliteSaver, paired trials (``bench_hotpath.fresh_process``).
 
@@ -48,7 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import lg_config, lg_open, lg_plan, machine, make_messages, median, percentile, table
 from bench_checkpoint import sk_url
 from bench_hotpath import fmt_spread, fresh_process, fresh_table, loadavg, spread
+from statekeeper.codec.formats import fast_unpackb
 from statekeeper.store.store import StateStore
+
+#: the floor's msgpack parser: the fastest installed (what a load may use at best)
+UNPACKB = fast_unpackb() or msgpack.unpackb
 
 CHARS = 300
 EVERY_K = (0, 1, 50, 99)
@@ -113,7 +119,7 @@ async def load_round(tmp: Path, agents: dict[str, Any], loads: int, sk_first: bo
         )
         hashlib.sha256(row[0]).digest()
         if row[0][1] == 1:  # msgpack: a save's packed bytes
-            return msgpack.unpackb(row[0][35:])
+            return UNPACKB(row[0][35:])
         return orjson.loads(row[0][35:])
 
     out: dict[str, Any] = {}

@@ -4,7 +4,9 @@ Builds a chat of ~300-character messages (100 saves: the head at a snapshot, mod
 ``sk0``; 108 saves: 8 events past it, mode ``sk``), then makes N cold loads
 (``cache_size=0``); ``sk<k>`` / ``lg<k>`` with k events past the snapshot (``sk99``: 199 saves);
 ``floor`` makes N of the verified-load floor (one ``SELECT`` of the
-snapshot row, SHA-256, ``orjson.loads``); ``lg`` N ``SqliteSaver.get_tuple`` of the
+snapshot row, SHA-256, the parse of its body: a packed snapshot's msgpack by the fastest
+parser installed, ``statekeeper.codec.formats.fast_unpackb`` (``ormsgpack``) or
+``msgpack.unpackb``, else ``orjson.loads``); ``lg`` N ``SqliteSaver.get_tuple`` of the
 same chat. Instructions per load = the difference of two runs (N=250 and N=50) / 200::
 
     valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out \\
@@ -23,11 +25,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+import msgpack  # type: ignore[import-untyped]
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import lg_config, lg_open, lg_plan, make_messages
 from statekeeper import StateStore
+from statekeeper.codec.formats import fast_unpackb
+
+unpackb = fast_unpackb() or msgpack.unpackb
 
 
 async def main(mode: str, n: int) -> None:
@@ -51,7 +57,10 @@ async def main(mode: str, n: int) -> None:
         for _ in range(n):
             row = conn.execute(sql, ("a",)).fetchone()
             hashlib.sha256(row[0]).digest()
-            orjson.loads(row[0][35:])
+            if row[0][1] == 1:  # msgpack: a save's packed bytes (bench_coldload's floor)
+                unpackb(row[0][35:])
+            else:
+                orjson.loads(row[0][35:])
     elif kind == "lg":
         saver = lg_open(f"{d}/lg.db", "OFF")
         cfg = lg_config("a")

@@ -191,13 +191,14 @@ ORDER BY 1
 #: materialised (its payload copied into a temporary table and read back), where a
 #: subquery is a co-routine and the events' bound a lookup in the covering index
 #: (callgrind: 115k instead of 176k instructions per statement for a 33 KB snapshot).
+#: The snapshot arm is the row at ``max(seq)`` (two index lookups), not a sub-select
+#: ``ORDER BY seq DESC LIMIT 1``: the sub-select's co-routine copied the snapshot's
+#: payload once more (``sqlite3VdbeMemGrow``): 8.3 -> 7.4 us per statement (CPU).
 _READ_STATE = """
 SELECT -9223372036854775808, NULL, head_seq, head_tag, NULL FROM sk_agents WHERE agent_id = ?1
 UNION ALL
-SELECT * FROM (
-    SELECT seq, NULL, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots
-    WHERE agent_id = ?1 ORDER BY seq DESC LIMIT 1
-)
+SELECT seq, NULL, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots
+WHERE agent_id = ?1 AND seq = (SELECT max(seq) FROM sk_snapshots WHERE agent_id = ?1)
 UNION ALL
 SELECT seq, kind, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_events
 WHERE agent_id = ?1

@@ -116,7 +116,12 @@ class ReadPath:
         body, opened, typed = self.open_snapshot_typed(agent_id, raw)
         if self.tuner is not None and "tune" in body:  # "auto": what was learned before
             self.tuner.resume(body["tune"])
-        data = await self.snapshot_data(agent_id, raw.seq, body)
+        # a whole snapshot (every cold load's case) without a coroutine for its data
+        data = (
+            body["data"]
+            if "data" in body and "base" not in body
+            else await self.snapshot_data(agent_id, raw.seq, body)
+        )
         record = snapshot_record(agent_id, raw, body, opened, data)
         record.snapshot_bytes = len(raw.payload)
         record.rich = typed or "base" in body  # (a delta's base may be rich)
@@ -241,7 +246,8 @@ class ReadPath:
             if events[-1][0] > target:
                 events = [e for e in events if e[0] <= target]
             self.apply_events(record, events)
-        await self.catch_up(record, target)
+        if record.seq < target:  # (a load at a snapshot, or its events read: nothing)
+            await self.catch_up(record, target)
         if tuner is not None:  # snapshot_every="auto": the replay cost per event (r)
             tuner.replayed(thread_time() - began, record.seq - start)
         if record.seq == 0:
