@@ -660,12 +660,15 @@ class WritePipeline:
         if ops and packed is not None and plain and not new.rich:
             new.data, new.dumped, new.blob = HELD_AS_BYTES, packed, None
         elif ops:
+            # the document before the patch, read while ``rich`` still says how its
+            # bytes were written (a plain document held as JSON bytes only)
+            before = document(new)
             if plain:
                 decoded = _loads(body_bytes)  # plain JSON: no typed values to rebuild
             else:
                 decoded = codec.deserialize(body_bytes, agent_id, seq)
                 new.rich = True
-            new.data = patch.apply(document(new), decoded["ops"])
+            new.data = patch.apply(before, decoded["ops"])
             new.dumped, new.blob = None, None
         elif packed is not None and not new.rich:  # data unchanged: its bytes, for next time
             new.dumped = packed
