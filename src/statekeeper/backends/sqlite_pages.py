@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import struct
 import sys
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
@@ -58,7 +59,9 @@ _OVERFLOW = 2  # a kept overflow page: its unused tail zeroed
 _EMPTY_TABLE = 3  # a dropped table's root: an empty table leaf
 _EMPTY_INDEX = 4  # a dropped index's (or WITHOUT ROWID table's) root: an empty index leaf
 _KEPT = 5  # a kept page: a b-tree or an overflow page, as its first byte says
-_TREE_TYPES = frozenset((0x02, 0x05, 0x0A, 0x0D))  # b-tree page types
+_TREE_TYPES = frozenset((0x02, 0x05, 0x0A, 0x0D))  # b-tree page types (interior < 6)
+#: a b-tree page's header: type, first freeblock, cells, start of the cell content
+_TREE_HEAD = struct.Struct(">BHHH")
 #: fewer pages than this: an overflow page's first byte (of the next page's number) is 0
 _FIRST_BYTE_PAGES = 1 << 24
 _LOCK_BYTE = 0x40000000  # the page holding this offset is never used (file locks)
@@ -235,7 +238,8 @@ class PageSnapshot:
         frames = self.frames
         wal = self._wal
         tree_types = _TREE_TYPES
-        clean = _clean_btree
+        head = _TREE_HEAD.unpack_from
+        zeros = _ZEROS
         for pageno in range(first, first + count):
             at = (pageno - first) * size
             if frames:
@@ -243,22 +247,32 @@ class PageSnapshot:
                 if frame is not None:
                     buf[at : at + size] = os.pread(wal, size, frame)
             what = plan[pageno]
-            if what == _KEPT:
-                kind = buf[at + 100 if pageno == 1 else at]
+            if what in (_KEPT, _BTREE):
+                # a b-tree page (most of them), inline: its header read at once, the
+                # gap zeroed, the freeblocks (if any) by _clean_freeblocks: read+apply
+                # 0.12-0.13 -> 0.10-0.11 CPU-s for the 92,000 pages of the bench store
+                h = at + 100 if pageno == 1 else at
+                kind, block, cells, content = head(buf, h)
                 if kind in tree_types:
-                    what = _BTREE
-                elif kind or self._read_overflow:
+                    gap = h + (12 if kind < 0x06 else 8) + 2 * cells
+                    end = at + (content or 65536)
+                    if gap < end <= at + usable:
+                        buf[gap:end] = zeros[: end - gap]
+                    if block:
+                        _clean_freeblocks(buf, at, block, usable)
+                    if pageno == 1:
+                        _plain_header(buf)
+                    continue
+                if what == _BTREE:
+                    continue  # dbstat says a b-tree page, yet it does not read as one
+                if kind or self._read_overflow:
                     what = _DROP  # neither: not a page of a kept tree
                 else:  # an overflow page: how much of it is used, dbstat says
                     self._overflow_pages(plan)
                     what = plan[pageno]
                     if what == _KEPT:
                         what = _DROP
-            if what == _BTREE:
-                clean(buf, at, 100 if pageno == 1 else 0, usable)
-                if pageno == 1:
-                    _plain_header(buf)
-            elif what == _OVERFLOW:
+            if what == _OVERFLOW:
                 spare = self._unused.get(pageno, 0)
                 end = at + usable
                 if 0 < spare <= usable - 4:
@@ -269,19 +283,10 @@ class PageSnapshot:
                 _empty_leaf(buf, at, size, usable, what == _EMPTY_TABLE)
 
 
-def _clean_btree(buf: bytearray, at: int, offset: int, usable: int) -> None:
-    """Zero what a b-tree page does not use: the gap between its cell pointers and
-    its cells, and its freeblocks' bodies (https://www.sqlite.org/fileformat2.html,
-    1.6); the page's structure is left as it is."""
-    h = at + offset
-    page_type = buf[h]
-    header = 12 if page_type in (0x02, 0x05) else 8
-    cells = (buf[h + 3] << 8) | buf[h + 4]
-    content = ((buf[h + 5] << 8) | buf[h + 6]) or 65536
-    gap = h + header + 2 * cells
-    if gap < at + content <= at + usable:
-        buf[gap : at + content] = _ZEROS[: at + content - gap]
-    block = (buf[h + 1] << 8) | buf[h + 2]
+def _clean_freeblocks(buf: bytearray, at: int, block: int, usable: int) -> None:
+    """Zero the bodies of the freeblocks of the b-tree page at ``at`` whose list
+    starts at ``block`` (https://www.sqlite.org/fileformat2.html, 1.6); the page's
+    structure is left as it is."""
     while block:
         start = at + block
         if block + 4 > usable:
