@@ -144,7 +144,7 @@ class PageSnapshot:
             plan = bytearray(self.pages + 1)  # _DROP everywhere
             self._overflow_pages(plan)
         else:
-            plan = bytearray(b"\x05") * (self.pages + 1)  # _KEPT everywhere
+            plan = bytearray((_KEPT,)) * (self.pages + 1)  # _KEPT everywhere
             plan[0] = _DROP
             for pageno in free:
                 plan[pageno] = _DROP
