@@ -27,6 +27,9 @@ agents, the history growing by one message per save, from 10 to 70):
 - ``none``: no save at all, only the two ``getrusage`` reads (the bracket's own cost).
 
 Each (side, mode, repeat) runs in a fresh process, in an order that rotates per repeat.
+``BENCH_STEPS`` (environment) sets the rounds of a child (60): the system calls of a
+save are the difference of two ``strace -f -c`` counts of ``--child SIDE full 0`` with
+``BENCH_STEPS=20`` and ``70``, divided by the 200 saves between them.
 
 Run::
 
@@ -54,7 +57,7 @@ from _common import BareCommits, Workload, lg_config, lg_open, lg_plan, table
 
 AGENTS = 4
 FIRST = 10
-STEPS = 60
+STEPS = int(os.environ.get("BENCH_STEPS", "60"))  # (two counts' difference: see below)
 WARM = 5  # rounds made before counting
 MODES = ("normal", "sleep", "spin", "evict", "full")
 #: bytes the ``evict`` mode copies between saves (L2 here: 2 MiB a core)

@@ -535,7 +535,7 @@ class SQLiteBackend(Backend):
         ] = {}
         #: the loops with a batch of their queue on the writer thread
         self._in_flight: set[asyncio.AbstractEventLoop] = set()
-        #: loop time by which a lone append lets its loop make a pass (PASS_EVERY)
+        #: loop time by which a lone append polls its loop (PASS_EVERY; a pass if needed)
         self._pass_due = 0.0
         # held while the writer connection is in use, by the writer thread or inline
         self._writer_busy = threading.Lock()
@@ -1266,9 +1266,10 @@ class SQLiteBackend(Backend):
         :data:`PASS_EVERY` went by, the loop is polled first (:func:`_nothing_waits`: one
         poll of its selector and a look at its earliest timer): the pass is made when
         it would run something — I/O ready, a timer due —, and skipped (the bound
-        starting again) when it would only have polled: a whole pass cost ~16 % of a
-        save whose caches went cold in a ``synchronous=FULL`` fsync, where every save
-        outlasts ``PASS_EVERY`` (docs/benchmarks.md, "savecpu").
+        starting again) when it would only have polled: at ``synchronous=FULL`` every
+        save outlasts ``PASS_EVERY`` (its fsync) and starts on cold caches, where the
+        pass's code (``_run_once``, the task's step) cost 7–11 % of a save's CPU
+        (docs/benchmarks.md, "savecpu").
 
         During the pass the queue holds a placeholder: nothing else flushes a queue
         this method opened (a flush is scheduled only with a queue's first append, and
