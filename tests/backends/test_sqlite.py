@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -109,9 +110,10 @@ async def test_a_lone_append_with_nothing_else_ready_makes_no_pass_of_the_loop(
 ) -> None:
     """With no other task ready, an append has nothing to wait for in a pass of the
     loop (no append could join it, no task is kept waiting): it commits at once, and
-    a pass is made only once PASS_EVERY of loop time went by since the last one (the
-    I/O and timers a pass polls). The test above: with another task ready, one pass
-    per append as before."""
+    the loop is polled once PASS_EVERY of loop time went by since the last poll (the
+    I/O and timers a pass would run): with none waiting, no pass either, and the bound
+    starts again (the next test: with I/O or a timer waiting, the pass is made). The
+    test above: with another task ready, one pass per append as before."""
     backend = SQLiteBackend(tmp_path / "pass.db", synchronous="OFF")
     passes = 0
     sleep = asyncio.sleep
@@ -128,12 +130,63 @@ async def test_a_lone_append_with_nothing_else_ready_makes_no_pass_of_the_loop(
         for seq in range(1, 21):
             await backend.append(request("a", seq - 1))
         assert passes == 0
-        backend._pass_due = 0.0  # PASS_EVERY went by: the next append makes a pass
+        backend._pass_due = 0.0  # PASS_EVERY went by: the next append polls the loop
         await backend.append(request("a", 20))
-        assert passes == 1
-        assert backend._pass_due > loop.time()  # (and the bound starts again from it)
+        assert passes == 0  # nothing waited: no pass
+        assert backend._pass_due > loop.time()  # (and the bound starts again from the poll)
         assert await backend.head("a") == 21
     finally:
+        await backend.close()
+
+
+async def test_a_lone_append_past_pass_every_makes_the_pass_when_io_or_a_timer_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once PASS_EVERY went by, an append whose poll of the loop finds I/O ready or a
+    timer due makes its pass, and what waited runs (before this loop of appends goes
+    on without yielding); a loop of appends never starves them."""
+    backend = SQLiteBackend(tmp_path / "waiting.db", synchronous="OFF")
+    passes = 0
+    sleep = asyncio.sleep
+
+    async def counted(delay: float, result: Any = None) -> Any:
+        nonlocal passes
+        passes += 1
+        return await sleep(delay, result)
+
+    loop = asyncio.get_running_loop()
+    ran: list[str] = []
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    try:
+        await backend.append(request("a", 0))
+        monkeypatch.setattr(asyncio, "sleep", counted)
+        # I/O ready: a reader whose socket has a byte to read
+        loop.add_reader(reader, lambda: ran.append(reader.recv(1).decode()))
+        writer.send(b"r")
+        backend._pass_due = 0.0
+        await backend.append(request("a", 1))
+        assert passes == 1
+        while not ran:  # (it runs on the loop's next turn; this loop never waits)
+            await backend.append(request("a", await backend.head("a")))
+        loop.remove_reader(reader)
+        assert ran == ["r"]
+        # a timer due
+        loop.call_at(loop.time() - 1.0, ran.append, "t")
+        backend._pass_due = 0.0
+        before = passes
+        await backend.append(request("a", await backend.head("a")))
+        assert passes == before + 1
+        while ran[-1] != "t":
+            await backend.append(request("a", await backend.head("a")))
+        # and with nothing waiting again, no pass
+        backend._pass_due = 0.0
+        before = passes
+        await backend.append(request("a", await backend.head("a")))
+        assert passes == before
+    finally:
+        reader.close()
+        writer.close()
         await backend.close()
 
 

@@ -309,8 +309,9 @@ PAGE_SIZE = 2048
 #: estimated WAL pages between two checkpoints (SQLite's own auto-checkpoint default)
 CHECKPOINT_PAGES = 1000
 
-#: the longest a loop of lone appends goes without a pass of its event loop (seconds;
+#: the longest a loop of lone appends goes without polling its event loop (seconds;
 #: see SQLiteBackend._open_commit): the I/O and timers of other tasks wait no longer
+#: (a pass of the loop is made when the poll finds one)
 PASS_EVERY = 0.001
 
 
@@ -340,6 +341,22 @@ def _outcome(
     if future.cancelled():
         return asyncio.CancelledError()
     return future.exception() or future.result()
+
+
+def _nothing_waits(loop: asyncio.AbstractEventLoop) -> bool:
+    """True when a pass of ``loop`` made now would run nothing: no timer due and no I/O
+    ready (one poll of the loop's selector with no wait, as the pass's own poll; level-
+    triggered, so what it sees is seen again by the loop's next poll). False when it
+    cannot tell: a loop without asyncio's selector and timer heap (the proactor, uvloop)
+    gets the pass. A timer that is cancelled but still first in the heap counts as due
+    (the pass then drops it, as before)."""
+    selector = getattr(loop, "_selector", None)
+    timers = getattr(loop, "_scheduled", None)
+    if selector is None or timers is None:
+        return False
+    if timers and timers[0].when() <= loop.time() + getattr(loop, "_clock_resolution", 0.0):
+        return False
+    return not selector.select(0)
 
 
 def _pages(requests: Sequence[_Queued]) -> int:
@@ -519,7 +536,7 @@ class SQLiteBackend(Backend):
         ] = {}
         #: the loops with a batch of their queue on the writer thread
         self._in_flight: set[asyncio.AbstractEventLoop] = set()
-        #: loop time by which a lone append lets its loop make a pass (PASS_EVERY)
+        #: loop time by which a lone append polls its loop (PASS_EVERY; a pass if needed)
         self._pass_due = 0.0
         # held while the writer connection is in use, by the writer thread or inline
         self._writer_busy = threading.Lock()
@@ -1246,7 +1263,14 @@ class SQLiteBackend(Backend):
         most that long —, it is committed here without the queue's bookkeeping (no
         future, no request list, no _flush or _settle); the result of a ``row`` is
         None. (Whether another task is ready is the loop's ``_ready`` queue: asyncio's
-        event loops have one; a loop without it gets a pass every time.)
+        event loops have one; a loop without it gets a pass every time.) Once
+        :data:`PASS_EVERY` went by, the loop is polled first (:func:`_nothing_waits`: one
+        poll of its selector and a look at its earliest timer): the pass is made when
+        it would run something — I/O ready, a timer due —, and skipped (the bound
+        starting again) when it would only have polled: at ``synchronous=FULL`` every
+        save outlasts ``PASS_EVERY`` (its fsync) and starts on cold caches, where the
+        pass's code (``_run_once``, the task's step) cost 7–11 % of a save's CPU
+        (docs/benchmarks.md, "savecpu").
 
         During the pass the queue holds a placeholder: nothing else flushes a queue
         this method opened (a flush is scheduled only with a queue's first append, and
@@ -1255,7 +1279,12 @@ class SQLiteBackend(Backend):
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
         queue = None
-        if getattr(loop, "_ready", _ALWAYS) or loop.time() >= self._pass_due:
+        skip = not getattr(loop, "_ready", _ALWAYS)  # no other task is ready
+        if skip and loop.time() >= self._pass_due:  # PASS_EVERY went by: anything waiting?
+            skip = _nothing_waits(loop)
+            if skip:  # polled: the bound starts again from here
+                self._pass_due = loop.time() + PASS_EVERY
+        if not skip:
             queue = self._queues[loop] = [_OPENED]
             try:
                 await asyncio.sleep(0)
