@@ -220,7 +220,12 @@ def test_replay_of_the_stream_equals_the_live_state(
 # found by hypothesis: a patch with a typed value ("$t") onto a state the store holds as
 # JSON bytes only (a plain document handed out by a load) raised AssertionError
 @example(
-    ops=[("save", {}, None), ("keyed", 0, {}), ("keyed", 0, {}), ("keyed", 0, {"messages": ["$t"]})],
+    ops=[
+        ("save", {}, None),
+        ("keyed", 0, {}),
+        ("keyed", 0, {}),
+        ("keyed", 0, {"messages": ["$t"]}),
+    ],
     snapshot_every=1,
 )
 def test_snapshot_plus_tail_equals_full_replay(
