@@ -38,6 +38,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import patch
+from ..backends.base import Capability
 from ..errors import AccessDenied, ConfigurationError, HistoryCompacted, IntegrityError
 from . import render
 from ._markup import escape
@@ -392,6 +393,13 @@ async def import_agents(
     store = StateStore(url, keyring=keyring, clock=lambda: stamp[0], **options)
     try:
         agents = _parse(store, enumerate(source, 1))
+        based = [a.agent_id for a in agents if a.base is not None]
+        if based and not store.backend.supports(Capability.BASE_IMPORT):
+            raise ConfigurationError(
+                f"agent {based[0]!r} was compacted by retention (it starts at a base "
+                f"snapshot): the {store.backend.name} engine cannot store a stream that starts "
+                "so; nothing was imported"
+            )
         governance = governance_of(store)
         if governance is not None:
             for agent in agents:
