@@ -162,7 +162,7 @@ class DurableAgent:
         self.seq = snapshot.seq
         #: the chain link at ``seq`` as read (None: not known): a write refuses a stream
         #: deleted and re-created since, whose link at ``seq`` differs (see writes.SEEN)
-        self._link = self.store._link_at(self.agent_id, snapshot.seq)
+        self._link: bytes | None = self.store._link_at(self.agent_id, snapshot.seq)
         #: why a buffered write of this agent was not stored (``async`` durability):
         #: seq and data are then not what is stored, and it may not write until reloaded
         self._lost: BaseException | None = None
