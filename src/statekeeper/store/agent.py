@@ -151,13 +151,6 @@ class DurableAgent:
         check_write_options(None, None, lease)
         self.lease = lease
 
-    def _adopt_link(self, link: bytes | None) -> None:
-        """The chain link at ``seq`` as the store's call that returned the state read
-        it (``Seen.adopted``), where the store's cache did not hold it (cache off,
-        evicted): the incarnation check needs it, and it costs no read."""
-        if self._link is None:
-            self._link = link
-
     def _adopt(self, snapshot: Snapshot) -> None:
         self.seq = snapshot.seq
         #: the chain link at ``seq`` as read (None: not known): a write refuses a stream
@@ -185,6 +178,13 @@ class DurableAgent:
             self._commit(data, None)
         if snapshot.fsm_state is not None:
             self.machine.restore(snapshot.fsm_state, entered_at=snapshot.state_entered_at or None)
+
+    def _adopt_link(self, link: bytes | None) -> None:
+        """The chain link at ``seq`` as the store's call that returned the state read
+        it (``Seen.adopted``), where the store's cache did not hold it (cache off,
+        evicted): the incarnation check needs it, and it costs no read."""
+        if self._link is None:
+            self._link = link
 
     def _on_transition(self, result: TransitionResult[Any, Any]) -> None:
         self._last = result
