@@ -102,6 +102,14 @@ async def test_the_history_of_a_compacted_agent_says_so_and_goes_on_from_its_bas
         with pytest.raises(HistoryCompacted):
             _ = [ev async for ev in store.history("acme/a", after_seq=4)]
         assert [ev.seq async for ev in store.history("acme/a", after_seq=9)] == [10, 11, 12]
+        # a bounded range wholly before the base too (was: no events, as if never written)
+        for after, to in ((2, 3), (8, 9), (0, 9)):
+            with pytest.raises(HistoryCompacted) as caught:
+                _ = [ev async for ev in store.history("acme/a", after_seq=after, to_seq=to)]
+            assert caught.value.base_seq == 9, (after, to)
+        assert [ev.seq async for ev in store.history("acme/a", after_seq=9, to_seq=10)] == [10]
+        assert [ev async for ev in store.history("acme/a", after_seq=12, to_seq=20)] == []
+        assert [ev async for ev in store.history("nobody", after_seq=2, to_seq=3)] == []
     runner = CliRunner()
     shown = runner.invoke(app, ["history", "acme/a", "--db", url, "--json"])
     assert shown.exit_code == 0, shown.output

@@ -451,6 +451,22 @@ def test_thread_retention_apply(store_copy: str) -> None:
         assert len(re.findall(r'<li class="cp ', after)) == 1
 
 
+def test_a_checkpoint_retention_removed_is_not_found(store_copy: str) -> None:
+    """The thread page asked for a checkpoint retention removed answers 404 saying so
+    (was: 200, the page without the checkpoint, as if it had nothing to show)."""
+    with make_client(store_copy, allow_writes=True) as c:
+        html = c.get("/thread?id=chat-1").text
+        oldest = min(re.findall(r'data-checkpoint="([^"]+)"', html))
+        assert c.get(f"/thread?id=chat-1&cp={oldest}").status_code == 200
+        csrf = _csrf(html)
+        r = c.post("/thread/retention", data={"thread": "chat-1", "keep_last": "1", "csrf": csrf})
+        assert r.status_code == 200
+        gone = c.get(f"/thread?id=chat-1&cp={oldest}")
+        assert gone.status_code == 404, gone.text
+        assert "retention removed it" in unescape(gone.text) and oldest in gone.text
+        assert c.get("/thread?id=chat-1&cp=no-such-checkpoint").status_code == 404
+
+
 def test_an_agent_compacted_by_retention_has_a_page(tmp_path: Any) -> None:
     from statekeeper import StateStore
     from statekeeper.governance.retention import RetentionPolicy, apply_retention
@@ -469,3 +485,46 @@ def test_an_agent_compacted_by_retention_has_a_page(tmp_path: Any) -> None:
         assert page.status_code == 200, page.text
         assert "was compacted by retention" not in page.text  # (no error box)
         assert set(re.findall(r'data-seq="(\d+)"', page.text)) == {"10", "11", "12"}
+
+
+def test_a_seq_before_the_retention_base_answers_410_history_compacted(tmp_path: Any) -> None:
+    """Every route taking a seq, asked for one retention compacted (below its base, or
+    the base's own event), answers 410 with HistoryCompacted's words; never a 500
+    (the event view failed an assert). The seqs kept still answer 200, and the keys
+    view reads the kept events."""
+    from statekeeper import StateStore
+    from statekeeper.errors import HistoryCompacted
+    from statekeeper.governance.retention import RetentionPolicy, apply_retention
+
+    url = f"sqlite:///{tmp_path / 'kept.db'}"
+
+    async def build() -> None:
+        async with StateStore(url, snapshot_every=2) as store:
+            for i in range(12):
+                await store.save("kept", {"i": i}, idempotency_key=f"k{i}")
+            await apply_retention(store, RetentionPolicy.parse("* keep_last=3"))
+
+    in_thread(build)
+    words = unescape(str(HistoryCompacted("kept", 9)))
+    gone = [
+        agent_url("kept", "/agent/event", seq=3),
+        agent_url("kept", "/agent/event", seq=9),  # the base: its snapshot is kept, not its event
+        agent_url("kept", "/agent/state", seq=3),
+        agent_url("kept", "/agent/diff", a=3, b=12),
+        agent_url("kept", "/agent/diff", a=12, b=8),
+    ]
+    with make_client(url) as c:
+        for path in gone:
+            r = c.get(path)
+            assert r.status_code == 410, (path, r.status_code)
+            assert words in unescape(r.text) and "History compacted" in r.text, path
+        for path in (
+            agent_url("kept", "/agent/event", seq=10),
+            agent_url("kept", "/agent/state", seq=9),
+            agent_url("kept", "/agent/diff", a=9, b=12),
+        ):
+            assert c.get(path).status_code == 200, path
+        keys = c.get(agent_url("kept", "/agent/keys"))
+        assert keys.status_code == 200, keys.text
+        assert re.findall(r"<code>(k\d+)</code>", keys.text) == ["k9", "k10", "k11"]
+        assert "compacted the history up to seq 9" in keys.text

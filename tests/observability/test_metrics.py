@@ -324,3 +324,50 @@ async def test_sqlite_group_commits_are_counted_by_the_engine(tmp_path: Any) -> 
     base = {"store": "sqlite", "backend": "sqlite"}
     assert value(text, "statekeeper_commit_batch_size_sum", **base) == 24  # every append
     assert value(text, "statekeeper_commit_batch_size_count", **base) < 24  # shared commits
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "memory"])
+async def test_an_observed_group_store_batches_agent_saves_and_counts_each(
+    tmp_path: Any, engine: str
+) -> None:
+    """16 agents saving together through an instrumented durability="group" store: the
+    saves share commits as on the plain store (the plain one hands them to SQLite's
+    commit queue through ``join_next``; the observed one, off the fast path, through
+    the committer's ``submit``), and every save is counted: appends, the commit batch
+    sizes and, where the engine takes appends one by one (SQLite), its append calls."""
+    import asyncio
+
+    saves = 16 * 4
+    commits: dict[bool, int] = {}
+    for observed in (False, True):
+        registry = CollectorRegistry()
+        url = "memory://" if engine == "memory" else f"sqlite:///{tmp_path / f'{observed}.db'}"
+        async with StateStore(url, durability="group", witness=False) as store:
+            if observed:
+                instrument(store, registry=registry, tracing=False)
+            agents = [await store.agent(f"a{i}") for i in range(16)]  # (16 creates)
+            group = store._writes.group
+            assert group is not None
+            before = group.commits
+
+            async def saving(agent: Any) -> None:
+                for n in range(4):
+                    agent.data["n"] = n
+                    await agent.save()
+
+            await asyncio.gather(*(saving(agent) for agent in agents))
+            commits[observed] = group.commits - before
+            for i in range(16):
+                assert (await store.load(f"a{i}")).data == {"n": 3}
+            if observed:
+                text = scrape(registry)
+                base = {"store": engine, "backend": engine}
+                written = saves + 16
+                assert value(text, "statekeeper_appends_total", **base) == written
+                assert value(text, "statekeeper_commit_batch_size_sum", **base) == written
+                calls = "statekeeper_backend_call_duration_seconds_count"
+                if engine == "sqlite":
+                    assert value(text, calls, call="append", **base) == written
+                timed = "statekeeper_operation_duration_seconds_count"
+                assert value(text, timed, operation="append", **base) == saves
+    assert commits[False] < saves and commits[True] < saves  # shared commits, both

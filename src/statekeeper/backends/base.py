@@ -584,6 +584,21 @@ class Backend(abc.ABC):
         statekeeper's on open). Capability ``MIGRATIONS``."""
         raise CapabilityUnsupported(self.name, Capability.MIGRATIONS.value)
 
+    # Store-level markers: named flags the engine keeps durably for the whole store,
+    # set once and never cleared (but by ``drop_all``). ``"encrypted"``: the store holds
+    # records encrypted with a key (:mod:`statekeeper.store.keyguard`). An engine that
+    # keeps none answers None, and the caller falls back on what the records show.
+
+    async def read_marker(self, name: str) -> bool | None:
+        """Whether the store-level marker ``name`` is set: True or False on an engine
+        that keeps markers; None on one that keeps none (this default)."""
+        return None
+
+    async def set_marker(self, name: str) -> None:
+        """Set the store-level marker ``name``, durably (committed when this returns).
+        Nothing on an engine that keeps none (this default)."""
+        return None
+
     @abc.abstractmethod
     async def read(
         self,

@@ -99,6 +99,8 @@ class MemoryBackend(Backend):
         self._feed_last = 0
         self._feed_floor = 0
         self._feed_wakeup: asyncio.Event | None = None
+        #: the store-level markers set (see Backend.read_marker)
+        self._markers: set[str] = set()
 
     def _check(self) -> None:
         if self._closed:
@@ -272,12 +274,21 @@ class MemoryBackend(Backend):
             return []
         return sorted(((k, f, la) for k, (f, la) in stream.keys.items()), key=lambda r: r[1])
 
+    async def read_marker(self, name: str) -> bool | None:
+        self._check()
+        return name in self._markers
+
+    async def set_marker(self, name: str) -> None:
+        self._check()
+        self._markers.add(name)
+
     async def drop_all(self) -> int:
         """Forget every agent and lease; returns how many agents there were."""
         self._check()
         count = len(self._streams)
         self._streams.clear()
         self._leases.clear()
+        self._markers.clear()
         self._feed_positions.clear()
         self._feed_refs.clear()
         return count

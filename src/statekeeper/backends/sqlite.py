@@ -1940,6 +1940,7 @@ class SQLiteBackend(Backend):
                 # the largest position stays (positions never go back); the feed's
                 # rows of the deleted agents are hidden by sk_feed_deleted
                 conn.execute("DELETE FROM sk_leases")
+                conn.execute("DELETE FROM sk_meta WHERE key LIKE 'marker:%'")
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -1961,6 +1962,25 @@ class SQLiteBackend(Backend):
     async def feed_bounds(self) -> tuple[int, int]:
         with _translated(self.path):
             return sqlite_feed.feed_bounds(self._reader())
+
+    async def read_marker(self, name: str) -> bool | None:
+        with _translated(self.path):
+            row = (
+                self._reader()
+                .execute("SELECT 1 FROM sk_meta WHERE key = ?", ("marker:" + name,))
+                .fetchone()
+            )
+        return row is not None
+
+    def _set_marker_sync(self, name: str) -> None:
+        with self._writing() as conn:
+            conn.execute(
+                "INSERT INTO sk_meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO NOTHING",
+                ("marker:" + name,),
+            )
+
+    async def set_marker(self, name: str) -> None:
+        await self._write(self._set_marker_sync, name)
 
     def _trim_feed_sync(self, through: int) -> int:
         with self._writing() as conn:

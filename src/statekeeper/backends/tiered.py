@@ -738,6 +738,16 @@ class TieredBackend(Backend):
         self.require(Capability.KEY_EXPORT)
         return await (await self._authority(agent_id, touch=False)).idempotency_keys(agent_id)
 
+    async def read_marker(self, name: str) -> bool | None:
+        """The durable tier's store-level marker (the store's truth)."""
+        self._check_open()
+        return await self.durable.read_marker(name)
+
+    async def set_marker(self, name: str) -> None:
+        """Set on the durable tier."""
+        self._check_open()
+        await self.durable.set_marker(name)
+
     async def schema_version(self) -> int:
         """The durable tier's schema version."""
         self._check_open()

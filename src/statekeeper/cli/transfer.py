@@ -5,9 +5,13 @@ The file: a header line ``{"format": "statekeeper-export", "version": 1, ...}``,
 per agent one line per event, oldest first — ``{"agent_id", "seq", "type", "ts",
 "info", "ops", "fsm", "actor", "key", "v"}`` (``ts`` is the event's timestamp in epoch
 seconds, ``ops`` its JSON Patch, ``fsm`` the state it moved the machine to) — and an
-``{"end": agent_id, "seq", "state", "schema_version"}`` line with the head. Typed
-values (datetimes, sets…) keep the
-codec's tagged JSON form. Records are written decrypted: protect the file.
+``{"end": agent_id, "seq", "state", "schema_version"}`` line with the head. An agent
+retention compacted (``keep_last``: its history before a base snapshot is gone)
+starts with a ``{"base": agent_id, "seq", "state", "data", "schema_version",
+"created_at", "updated_at", "entered"}`` line, the state at its base (what
+``load(at_seq=seq)`` returns), and its events start after it. Typed values
+(datetimes, sets…) keep the codec's tagged JSON form. Records are written decrypted:
+protect the file.
 
 ``import`` checks the whole file before writing anything (well-formed lines, seqs
 from 1 without gaps, an end line per agent, no agent that already exists in the
@@ -15,7 +19,10 @@ target), then replays every event through the store API with its original timest
 (re-encoded, re-chained and, with a key, re-encrypted by the target store), and
 verifies each imported agent: the events read back equal the file's, the head state
 equals the end line and the file's events folded independently, and ``verify`` finds
-no problem.
+no problem. An agent with a base line is created compacted at that base, as retention
+left it (:func:`statekeeper.store.based.create_from_base`): ``load`` of the base and
+of every seq after it reads what the source's did, and the history before it is
+compacted there too.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from typing import IO, TYPE_CHECKING, Annotated, Any
 import typer
 
 from .. import patch
-from ..errors import AccessDenied, ConfigurationError, IntegrityError
+from ..backends.base import Capability
+from ..errors import AccessDenied, ConfigurationError, HistoryCompacted, IntegrityError
 from . import render
 from ._markup import escape
 from .app import (
@@ -45,9 +53,10 @@ from .app import (
     resolve_url,
     run,
 )
+from .export_base import base_line, base_of, state_of
 
 if TYPE_CHECKING:
-    from ..records import Event
+    from ..records import Event, Snapshot
     from ..store import StateStore
 
 __all__ = ["export_agents", "import_agents"]
@@ -103,9 +112,20 @@ async def export_agents(
             from ..errors import AgentNotFound
 
             raise AgentNotFound(agent_id)
-        async for ev in store.history(agent_id, to_seq=head):
-            out.write(dumps(_event_line(ev)) + b"\n")
-            events += 1
+        written = 0
+        try:
+            async for ev in store.history(agent_id, to_seq=head):
+                out.write(dumps(_event_line(ev)) + b"\n")
+                written += 1
+        except HistoryCompacted as exc:  # retention compacted it: its base, then the rest
+            if written:  # (compacted while this export read it: no file to trust)
+                raise
+            base = await store.load(agent_id, at_seq=exc.base_seq)
+            out.write(dumps(base_line(base)) + b"\n")
+            async for ev in store.history(agent_id, after_seq=exc.base_seq, to_seq=head):
+                out.write(dumps(_event_line(ev)) + b"\n")
+                written += 1
+        events += written
         snap = await store.load(agent_id, at_seq=head)
         end = {
             "end": agent_id,
@@ -125,6 +145,12 @@ class _Agent:
     agent_id: str
     events: list[dict[str, Any]] = field(default_factory=list)
     end: dict[str, Any] | None = None
+    #: the state at its retention base (its base line), None when it starts at seq 1
+    base: Snapshot | None = None
+
+    @property
+    def base_seq(self) -> int:
+        return self.base.seq if self.base is not None else 0
 
 
 def _parse(store: StateStore, lines: Iterator[tuple[int, bytes]]) -> list[_Agent]:
@@ -153,13 +179,32 @@ def _parse(store: StateStore, lines: Iterator[tuple[int, bytes]]) -> list[_Agent
         if "end" in line:
             if current is None or line["end"] != current.agent_id:
                 raise ConfigurationError(f"line {number}: end line for an agent not started")
-            if line.get("seq") != len(current.events):
+            if current.base is not None and not current.events:
+                raise ConfigurationError(
+                    f"line {number}: agent {current.agent_id!r} has a base but no event after it"
+                )
+            if line.get("seq") != current.base_seq + len(current.events):
                 raise ConfigurationError(
                     f"line {number}: agent {current.agent_id!r} ends at seq {line.get('seq')!r}"
                     f" but has {len(current.events)} event(s)"
+                    + (f" after its base at seq {current.base_seq}" if current.base else "")
                 )
             current.end = line
             current = None
+            continue
+        if "base" in line:
+            base = base_of(number, line)
+            if current is not None:
+                raise ConfigurationError(
+                    f"line {number}: agent {current.agent_id!r} has no end line"
+                    if current.agent_id != base.agent_id
+                    else f"line {number}: a base line after events of {base.agent_id!r}"
+                )
+            if base.agent_id in seen:
+                raise ConfigurationError(f"line {number}: agent {base.agent_id!r} appears twice")
+            seen.add(base.agent_id)
+            current = _Agent(base.agent_id, base=base)
+            agents.append(current)
             continue
         agent_id, seq = line.get("agent_id"), line.get("seq")
         if (
@@ -183,9 +228,10 @@ def _parse(store: StateStore, lines: Iterator[tuple[int, bytes]]) -> list[_Agent
             seen.add(agent_id)
             current = _Agent(agent_id)
             agents.append(current)
-        if seq != len(current.events) + 1:
+        if seq != current.base_seq + len(current.events) + 1:
             raise ConfigurationError(
-                f"line {number}: agent {agent_id!r} seq {seq} (expected {len(current.events) + 1})"
+                f"line {number}: agent {agent_id!r} seq {seq} "
+                f"(expected {current.base_seq + len(current.events) + 1})"
             )
         if seq == 1 and not _is_creation(line):
             raise ConfigurationError(
@@ -213,7 +259,24 @@ def _is_creation(line: dict[str, Any]) -> bool:
 
 async def _write(store: StateStore, agent: _Agent, stamp: list[float], stored: int) -> None:
     """Write the agent's events after the ``stored`` first ones (0: create it)."""
-    if not stored:
+    if not stored and agent.base is not None:  # compacted at its base, as the source
+        from ..store.based import create_from_base
+
+        first = agent.events[0]
+        stamp[0] = float(first["ts"])
+        await create_from_base(
+            store,
+            agent.agent_id,
+            agent.base,
+            first["type"],
+            first["info"],
+            first["ops"],
+            fsm_state=first.get("fsm"),
+            idempotency_key=first.get("key"),
+            actor=first.get("actor"),
+            schema_version=first.get("v"),
+        )
+    elif not stored:
         first = agent.events[0]
         stamp[0] = float(first["ts"])
         await store.create(
@@ -224,7 +287,7 @@ async def _write(store: StateStore, agent: _Agent, stamp: list[float], stored: i
             idempotency_key=first.get("key"),
             actor=first.get("actor"),
         )
-    for line in agent.events[max(stored, 1) :]:
+    for line in agent.events[stored - agent.base_seq if stored else 1 :]:
         stamp[0] = float(line["ts"])
         await store.append(
             agent.agent_id,
@@ -241,16 +304,28 @@ async def _write(store: StateStore, agent: _Agent, stamp: list[float], stored: i
 async def _interrupted(store: StateStore, agent: _Agent, head: int) -> bool:
     """Whether the stored agent is the start of the file's (an import of this file was
     interrupted after ``head`` of its events): the rest may be written."""
-    if head >= len(agent.events):
+    base = agent.base_seq
+    if not base < head < base + len(agent.events):
         return False
-    stored = [_event_line(ev) async for ev in store.history(agent.agent_id, to_seq=head)]
-    return stored == [{**w, "ts": float(w["ts"])} for w in agent.events[:head]]
+    try:
+        stored = [
+            _event_line(ev)
+            async for ev in store.history(agent.agent_id, after_seq=base, to_seq=head)
+        ]
+        if agent.base is not None and state_of(await store.load(agent.agent_id, at_seq=base)) != (
+            state_of(agent.base)
+        ):
+            return False
+    except HistoryCompacted:  # compacted at another base: not this file's agent
+        return False
+    return stored == [{**w, "ts": float(w["ts"])} for w in agent.events[: head - base]]
 
 
 async def _check(store: StateStore, agent: _Agent) -> None:
     """The imported agent reads back exactly as the file says."""
     agent_id = agent.agent_id
-    got = [_event_line(ev) async for ev in store.history(agent_id)]
+    base = agent.base
+    got = [_event_line(ev) async for ev in store.history(agent_id, after_seq=agent.base_seq)]
     want = agent.events
     if len(got) != len(want):
         raise IntegrityError(agent_id, None, f"imported {len(got)} event(s), file has {len(want)}")
@@ -260,8 +335,22 @@ async def _check(store: StateStore, agent: _Agent) -> None:
             raise IntegrityError(agent_id, g["seq"], "imported event differs from the file")
     snap = await store.load(agent_id)
     end = agent.end or {}
-    folded = copy.deepcopy(want[0]["ops"][0]["value"])
-    for line in want[1:]:
+    if base is not None:
+        if state_of(await store.load(agent_id, at_seq=base.seq)) != state_of(base):
+            raise IntegrityError(agent_id, base.seq, "imported base state differs from the file")
+        if agent.base_seq > 1:  # compacted before it there too
+            try:
+                await store.load(agent_id, at_seq=base.seq - 1)
+            except HistoryCompacted:
+                pass
+            else:
+                raise IntegrityError(agent_id, base.seq, "imported agent is not compacted")
+        folded = copy.deepcopy(base.data)
+        rest = want
+    else:
+        folded = copy.deepcopy(want[0]["ops"][0]["value"])
+        rest = want[1:]
+    for line in rest:
         folded = patch.apply(folded, copy.deepcopy(line["ops"]))
     if (
         snap.seq != end.get("seq")
@@ -304,6 +393,13 @@ async def import_agents(
     store = StateStore(url, keyring=keyring, clock=lambda: stamp[0], **options)
     try:
         agents = _parse(store, enumerate(source, 1))
+        based = [a.agent_id for a in agents if a.base is not None]
+        if based and not store.backend.supports(Capability.BASE_IMPORT):
+            raise ConfigurationError(
+                f"agent {based[0]!r} was compacted by retention (it starts at a base "
+                f"snapshot): the {store.backend.name} engine cannot store a stream that starts "
+                "so; nothing was imported"
+            )
         governance = governance_of(store)
         if governance is not None:
             for agent in agents:
@@ -333,7 +429,7 @@ async def import_agents(
             await _write(store, agent, stamp, stored)
             await store.flush()
             await _check(store, agent)
-            events += len(agent.events) - stored
+            events += len(agent.events) - (stored - agent.base_seq if stored else 0)
             if progress is not None:
                 progress.advance(task)
         return len(todo), events, skipped

@@ -29,6 +29,7 @@ from ..errors import (
     AgentNotFound,
     CapabilityUnsupported,
     ConfigurationError,
+    HistoryCompacted,
     InvalidArgument,
     StatekeeperError,
 )
@@ -181,6 +182,8 @@ class Inspector:
             status, title = 404, "Not found"
         elif isinstance(exc, InvalidArgument | ConfigurationError | CapabilityUnsupported):
             status, title = 400, "Bad request"
+        elif isinstance(exc, HistoryCompacted):  # a seq before the retention base: gone
+            status, title = 410, "History compacted"
         else:
             status, title = 500, type(exc).__name__
         fragment = request.headers.get("hx-request") == "true"
@@ -398,6 +401,17 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             raise ConfigurationError(f"LangGraph threads need the langgraph extra: {exc}") from None
         if not view.checkpoints:
             raise AgentNotFound(f"{ins.settings.langgraph_prefix}{thread_id}")
+        if params.get("cp") and view.selected is None:  # (was: the page, silently empty)
+            return ins.render(
+                request,
+                "error.html",
+                status=404,
+                title="Not found",
+                message=ins.safe(
+                    f"thread {thread_id!r} has no checkpoint {params['cp'][:80]!r}: retention "
+                    "removed it, or it was never written"
+                ),
+            )
         return ins.render(request, "thread.html", view=view)
 
     @handled

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Capability
 from ..concurrency.steps import STEP_KEY_PREFIX
-from ..errors import AgentNotFound, InvalidArgument
+from ..errors import AgentNotFound, HistoryCompacted, IntegrityError, InvalidArgument
 from ..store.kept import kept_history
 from .changes import Change, changes, compare, pretty
 from .diagram import Graph, from_machine, observe_transitions
@@ -73,6 +73,9 @@ class KeysView:
     hashed: bool = False
     read: int = 0
     truncated: bool = False
+    #: the retention base when retention compacted the history before it (the keys
+    #: and steps are those of the events after it), else None
+    compacted: int | None = None
 
 
 async def agent_view(
@@ -155,9 +158,11 @@ async def event_detail(store: StateStore, agent_id: str, seq: int) -> tuple[Even
     if not 1 <= seq <= head:
         raise InvalidArgument("seq", f"seq {seq} is outside 1..{head} for this agent")
     event = None
+    # (a seq before the retention base raises HistoryCompacted: the app answers 410)
     async for ev in store.history(agent_id, after_seq=seq - 1, to_seq=seq):
         event = ev
-    assert event is not None
+    if event is None:  # not stored, though below the head: say so (not a bare 500)
+        raise IntegrityError(agent_id, seq, f"event {seq} is missing below head {head}")
     before: dict[str, Any] = {}
     if seq > 1:
         before = (await store.load(agent_id, at_seq=seq - 1)).data
@@ -187,7 +192,11 @@ async def keys_view(store: StateStore, agent_id: str, budget: int) -> KeysView:
     plus the size of the backend's key index when the engine can list it."""
     view = KeysView()
     seen: dict[str, int] = {}
-    async for ev in store.history(agent_id):
+    try:
+        [ev async for ev in store.history(agent_id, to_seq=1)]  # (its first event)
+    except HistoryCompacted as exc:  # retention compacted the start: the kept events
+        view.compacted = exc.base_seq
+    async for ev in store.history(agent_id, after_seq=view.compacted or 0):
         view.read += 1
         key = ev.idempotency_key
         if key is not None:

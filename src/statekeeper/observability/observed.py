@@ -273,6 +273,12 @@ class ObservedBackend(Backend):
         )
         return found
 
+    async def read_marker(self, name: str) -> bool | None:
+        return await self.inner.read_marker(name)
+
+    async def set_marker(self, name: str) -> None:
+        await self.inner.set_marker(name)
+
     async def read_heads(self, agent_ids: Sequence[str]) -> list[RawEvent | None]:
         found: list[RawEvent | None] = await self._obs.call(
             "read_heads", None, self.inner.read_heads, agent_ids

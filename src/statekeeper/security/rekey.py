@@ -139,6 +139,11 @@ async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -
     governance = governance_of(store)
     if governance is not None:  # a store opened as a principal: admin of the namespace
         await governance.require(agent_id, "admin", "rekey")
+    # the store is encrypted from now on: its store-level marker is set before any
+    # record is rewritten (one small read per agent once it is)
+    from ..store.keyguard import mark_encrypted
+
+    await mark_encrypted(store.backend)
     stats = RekeyStats(agents=1)
     log = _together(store, governance)
     if log is not None and await store.backend.head(agent_id) <= TOGETHER_MAX:

@@ -43,7 +43,7 @@ from .change import diff_by_key, dump_keys
 from .state import HELD_AS_BYTES, unpack_document
 from .tracked import plain_copy
 from .tracker import Tracker
-from .writes import SEEN
+from .writes import SEEN, Seen
 
 if TYPE_CHECKING:
     from ..machine import AgentStateMachine, TransitionResult
@@ -127,15 +127,22 @@ class DurableAgent:
         check_mapping(initial_data, "initial_data", optional=True)
         if type(strict) is not bool:
             raise InvalidArgument("strict", f"strict must be a bool, not {type(strict).__name__}")
-        snapshot = await store.get(agent_id)
-        if snapshot is None:
-            # another worker may create it first: then use theirs
-            with contextlib.suppress(ConflictError):
-                await store.create(
-                    agent_id, initial_data or {}, fsm_state=machine.state_value, lease=lease
-                )
-            snapshot = await store.load(agent_id)
-        return cls(store, agent_id, machine, snapshot, lease=lease, strict=strict)
+        seen = Seen(0, None)  # (the store puts the link of the state it reads in it)
+        token = SEEN.set(seen)
+        try:
+            snapshot = await store.get(agent_id)
+            if snapshot is None:
+                # another worker may create it first: then use theirs
+                with contextlib.suppress(ConflictError):
+                    await store.create(
+                        agent_id, initial_data or {}, fsm_state=machine.state_value, lease=lease
+                    )
+                snapshot = await store.load(agent_id)
+        finally:
+            SEEN.reset(token)
+        agent = cls(store, agent_id, machine, snapshot, lease=lease, strict=strict)
+        agent._adopt_link(seen.adopted)
+        return agent
 
     def bind(self, lease: Leased | None) -> None:
         """Fence every later write of this agent with ``lease`` (None: unfenced)."""
@@ -148,7 +155,7 @@ class DurableAgent:
         self.seq = snapshot.seq
         #: the chain link at ``seq`` as read (None: not known): a write refuses a stream
         #: deleted and re-created since, whose link at ``seq`` differs (see writes.SEEN)
-        self._link = self.store._link_at(self.agent_id, snapshot.seq)
+        self._link: bytes | None = self.store._link_at(self.agent_id, snapshot.seq)
         #: why a buffered write of this agent was not stored (``async`` durability):
         #: seq and data are then not what is stored, and it may not write until reloaded
         self._lost: BaseException | None = None
@@ -171,6 +178,13 @@ class DurableAgent:
             self._commit(data, None)
         if snapshot.fsm_state is not None:
             self.machine.restore(snapshot.fsm_state, entered_at=snapshot.state_entered_at or None)
+
+    def _adopt_link(self, link: bytes | None) -> None:
+        """The chain link at ``seq`` as the store's call that returned the state read
+        it (``Seen.adopted``), where the store's cache did not hold it (cache off,
+        evicted): the incarnation check needs it, and it costs no read."""
+        if self._link is None:
+            self._link = link
 
     def _on_transition(self, result: TransitionResult[Any, Any]) -> None:
         self._last = result
@@ -385,8 +399,10 @@ class DurableAgent:
                 and not self.store._closed
             ):
                 result = await fast.append_made(self.agent_id, ops, self.seq, self._link)
+            seen = None
             if result is None:
-                seen = SEEN.set((self.seq, self._link)) if self._link is not None else None
+                seen = Seen(self.seq, self._link)
+                token = SEEN.set(seen)
                 try:
                     result = await self.store.append(
                         self.agent_id,
@@ -401,8 +417,7 @@ class DurableAgent:
                         lease=self.lease,
                     )
                 finally:
-                    if seen is not None:
-                        SEEN.reset(seen)
+                    SEEN.reset(token)
         except SerializationError as exc:
             from .writes import locate  # name the path in agent.data, not in the event
 
@@ -416,6 +431,8 @@ class DurableAgent:
             return result
         self.seq = seq = result.last_seq
         self._link = self.store._link_at(self.agent_id, seq)
+        if seen is not None:  # (the store's cache may not hold the record it made)
+            self._adopt_link(seen.adopted)
         # what was written: the document as diffed (a change made to agent.data while
         # the write was in flight is not in it, and stays pending)
         if gen is not None and tracker is not None:
@@ -442,7 +459,14 @@ class DurableAgent:
 
     async def refresh(self) -> None:
         """Drop unsaved changes and reload the latest stored state."""
-        self._adopt(await self.store.load(self.agent_id))
+        seen = Seen(0, None)
+        token = SEEN.set(seen)
+        try:
+            snapshot = await self.store.load(self.agent_id)
+        finally:
+            SEEN.reset(token)
+        self._adopt(snapshot)
+        self._adopt_link(seen.adopted)
 
     def history(self, *, after_seq: int = 0) -> AsyncIterator[Event]:
         """The agent's stored events, oldest first."""

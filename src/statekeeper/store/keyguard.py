@@ -3,16 +3,24 @@
 A store opened without a key encodes records in the clear. Into a store that holds
 encrypted records, that would put plaintext where the user believes everything is
 encrypted, silently. So before its first write (once: nothing per save; reads never
-look), a store without a key looks at the newest records: the heads of the most
-recently written agents (the first by id where the engine has no index on the last
-write). When one is encrypted (its header names a key), every write raises
-:class:`~statekeeper.errors.KeyRequired` before anything is stored. Reads go on as
-before: an encrypted record still raises :class:`~statekeeper.errors.DecryptionError`;
-a record in the clear still loads.
+look), a store decides whether it may write:
 
-The newest records decide, so no marker is needed and stores written before this
-check are covered on every engine: a store whose newest write was encrypted is an
-encrypted store.
+* The store-level marker ``"encrypted"`` (:meth:`Backend.read_marker`; SQLite's
+  ``sk_meta`` table, Redis's ``<prefix>meta`` hash, the memory engine, a tiered
+  store's durable tier) is set by the first write of a store with a key (before that
+  write) and by ``rekey`` (:func:`mark_encrypted`). A store without a key that finds
+  it set raises :class:`~statekeeper.errors.KeyRequired` on every write, whatever its
+  newest records are (they may be cleartext: written before the store was encrypted,
+  or by an older version).
+* Stores written before the marker existed, and engines that keep no marker
+  (PostgreSQL, S3 for now: ``read_marker`` answers None): the newest records decide,
+  the heads of the most recently written agents (the first by id where the engine has
+  no index on the last write). When one is encrypted, writes raise ``KeyRequired``.
+  The refusal writes nothing (the marker neither): an older encrypted store is marked
+  by its next write with a key.
+
+Reads go on as before: an encrypted record still raises
+:class:`~statekeeper.errors.DecryptionError`; a record in the clear still loads.
 """
 
 from __future__ import annotations
@@ -21,10 +29,19 @@ from ..backends.base import Backend
 from ..codec.pipeline import VERSION
 from ..errors import KeyRequired
 
-__all__ = ["SAMPLE", "KeyGuard", "is_encrypted"]
+__all__ = ["ENCRYPTED", "SAMPLE", "KeyGuard", "is_encrypted", "mark_encrypted"]
 
 #: how many of the newest agents' heads are looked at
 SAMPLE = 8
+#: the name of the store-level marker of an encrypted store
+ENCRYPTED = "encrypted"
+
+
+async def mark_encrypted(backend: Backend) -> None:
+    """Set the store-level "encrypted" marker (where the engine keeps markers), unless
+    it is set: before the first encrypted write, and by ``rekey``."""
+    if await backend.read_marker(ENCRYPTED) is False:
+        await backend.set_marker(ENCRYPTED)
 
 
 def is_encrypted(payload: bytes) -> bool:
@@ -34,20 +51,30 @@ def is_encrypted(payload: bytes) -> bool:
 
 
 class KeyGuard:
-    """Whether a store without a key may write: decided once, by :meth:`check`."""
+    """Whether a store may write: decided once, by :meth:`check` (see the module
+    documentation)."""
 
     def __init__(self, encrypted: bool) -> None:
-        #: True once writes are known to be allowed (a store with a key: from the start)
-        self.ok = encrypted
+        #: the store has a key (its writes are encrypted)
+        self.encrypted = encrypted
+        #: True once writes are known to be allowed (and, with a key, the store marked)
+        self.ok = False
         self._error: KeyRequired | None = None
-        self._looked = encrypted
+        self._looked = False
 
     async def check(self, backend: Backend) -> bool:
-        """Before a write: look at the store's newest records (the first time only).
-        True when writes are allowed; raises :class:`KeyRequired` into an encrypted store."""
+        """Before a write (the first time only: one marker read; the marker's write
+        with a key, once per store; the newest heads without a key where no marker
+        says). True when writes are allowed; raises :class:`KeyRequired` into an
+        encrypted store without a key."""
         if not self._looked:
-            if await _holds_encrypted(backend):
-                self._error = KeyRequired(repr(backend))
+            if self.encrypted:
+                await mark_encrypted(backend)
+            else:
+                # (a store without a key never writes the marker itself: its refusal
+                # writes nothing; an older store is marked by its next write with a key)
+                if await backend.read_marker(ENCRYPTED) or await _holds_encrypted(backend):
+                    self._error = KeyRequired(repr(backend))
             self._looked = True
             self.ok = self._error is None
         if self._error is not None:

@@ -486,6 +486,13 @@ class ReadPath:
         link: bytes | None = ZERO_LINK if after_seq == 0 else None
         while True:
             page = await self.backend.read(agent_id, cursor, to_seq, limit=PAGE)
+            if not page and cursor == after_seq and to_seq is not None and to_seq > after_seq:
+                # nothing in a bounded range: one that retention compacted entirely (the
+                # stream now starts after it) raises, as a load of those seqs does,
+                # rather than reading as an agent without those events
+                first = await self.backend.read(agent_id, 0, None, limit=1)
+                if first and first[0].seq > 1 and first[0].seq > to_seq:
+                    raise HistoryCompacted(agent_id, first[0].seq - 1)
             for raw in page:
                 if raw.seq != cursor + 1:
                     raise await self._gap(agent_id, cursor, raw.seq)

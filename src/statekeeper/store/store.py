@@ -70,6 +70,7 @@ from .state import AgentRecord
 from .verification import Problem, VerifyReport
 from .witnessing import WitnessGate, open_witness, vanished
 from .writes import (
+    SEEN,
     Leased,
     WritePipeline,
     append_changes,
@@ -461,6 +462,8 @@ class StateStore:
             await self._ready(agent_id)
             record = await self._reads.current(agent_id)
             result = self._reads.public(record) if record is not None else None
+            if record is not None and (seen := SEEN.get()) is not None:  # a DurableAgent's
+                seen.adopted = record.link
         except BaseException as exc:
             if obs is not None:
                 obs.failed("load", mark, exc)
@@ -503,6 +506,8 @@ class StateStore:
                 if record is None:
                     raise AgentNotFound(agent_id)
                 result = self._reads.public(record)
+                if (seen := SEEN.get()) is not None:  # a DurableAgent's load: its link
+                    seen.adopted = record.link
             else:
                 if at_seq is not None and at_time is not None:
                     raise ConfigurationError("give at_seq or at_time, not both")

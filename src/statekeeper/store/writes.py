@@ -62,6 +62,7 @@ __all__ = [
     "Leased",
     "Make",
     "Packed",
+    "Seen",
     "WritePipeline",
     "append_changes",
     "check_event_type",
@@ -71,14 +72,30 @@ __all__ = [
     "save_changes",
 ]
 
-#: ``(seq, link)``: the chain link at ``seq`` of the stream a
-#: :class:`~.agent.DurableAgent` last read or wrote, set by the agent around the
-#: ``StateStore.append`` of its write (a context variable: the public ``append`` takes
-#: no such argument, and wrapper stores pass it on unchanged). A write expecting that
-#: ``seq`` on a stream whose link there differs is a write onto a stream deleted and
+
+class Seen:
+    """What a :class:`~.agent.DurableAgent` carries through :data:`SEEN`: ``seq`` and
+    ``link``, the chain link at ``seq`` of the stream it last read or wrote (None: not
+    known), and ``adopted``, set by the store: the chain link of the state the call
+    returned (a ``get`` / ``load`` of the latest state) or made (a write; None when not
+    made or not known). The agent takes its link from there rather than from the
+    store's cache, which may not hold the record (cache off, or evicted)."""
+
+    __slots__ = ("adopted", "link", "seq")
+
+    def __init__(self, seq: int, link: bytes | None) -> None:
+        self.seq = seq
+        self.link = link
+        self.adopted: bytes | None = None
+
+
+#: a :class:`Seen`, set by a :class:`~.agent.DurableAgent` around the ``StateStore``
+#: call of its write or load (a context variable: the public calls take no such
+#: argument, and wrapper stores pass it on unchanged). A write expecting ``seq`` on a
+#: stream whose link there differs from ``link`` is a write onto a stream deleted and
 #: re-created since: :meth:`WritePipeline.write` refuses it (no read of its own: the
 #: link is the head's, already read or cached, that the head tag authenticates).
-SEEN: ContextVar[tuple[int, bytes] | None] = ContextVar("statekeeper_seen", default=None)
+SEEN: ContextVar[Seen | None] = ContextVar("statekeeper_seen", default=None)
 
 
 def recreated(agent_id: str, seq: int) -> ConflictError:
@@ -296,9 +313,10 @@ class WritePipeline:
                     seen = SEEN.get()
                     if (
                         seen is not None
-                        and seen[0] == expected_seq
+                        and seen.seq == expected_seq
+                        and seen.link is not None
                         and record.link is not None
-                        and record.link != seen[1]
+                        and record.link != seen.link
                     ):
                         if trusting:  # the cache may be stale: ask the backend
                             trusting = False
@@ -328,6 +346,8 @@ class WritePipeline:
                     reads.pinned[agent_id] = new_record
                     reads.cache.put(agent_id, new_record)
                     self.appends += 1
+                    if (seen := SEEN.get()) is not None:
+                        seen.adopted = new_record.link
                     if self.witness is not None and new_record.link is not None:
                         self.buffered_links.setdefault(agent_id, {})[base + 1] = new_record.link
                     await self.behind.add(request)  # waits when the buffer is full
@@ -386,6 +406,8 @@ class WritePipeline:
                     reads.cache.put(agent_id, new_record)
                     if self.witness is not None and new_record.link is not None:
                         self.witness.acked(agent_id, result.last_seq, new_record.link)
+                    if (seen := SEEN.get()) is not None:  # (an agent's write: its link)
+                        seen.adopted = new_record.link
                 return result
         finally:
             locks.release(agent_id)

@@ -303,6 +303,32 @@ class CapabilityConformance(Contract):
             if peer is not None:
                 await peer.close()
 
+    async def test_store_markers_are_durable_and_per_name(
+        self, backend: Backend, tmp_path: Path
+    ) -> None:
+        """``read_marker`` / ``set_marker``: an engine that keeps store-level markers
+        answers False, then True once set (idempotently), to another connection too;
+        one that keeps none answers None, before and after."""
+        first = await backend.read_marker("encrypted")
+        if first is None:
+            await backend.set_marker("encrypted")
+            assert await backend.read_marker("encrypted") is None
+            pytest.skip(f"{type(backend).__name__} keeps no store-level markers")
+        assert first is False
+        await backend.set_marker("encrypted")
+        await backend.set_marker("encrypted")
+        assert await backend.read_marker("encrypted") is True
+        assert await backend.read_marker("other") is False
+        peer = await self.open_peer(tmp_path)
+        if peer is not None:
+            try:
+                assert await peer.read_marker("encrypted") is True
+            finally:
+                await peer.close()
+        if backend.supports(Capability.DROP_ALL):
+            await backend.drop_all()
+            assert await backend.read_marker("encrypted") is False
+
     async def test_schema_version(self, backend: Backend, tmp_path: Path) -> None:
         if not backend.supports(Capability.MIGRATIONS):
             pytest.skip(f"{type(backend).__name__} has no migrations")

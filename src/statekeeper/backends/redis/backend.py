@@ -395,6 +395,25 @@ class RedisBackend(Backend):
 
         await self._retrying("initialize", op)
 
+    async def read_marker(self, name: str) -> bool | None:
+        self._check_open()
+        field = b"marker:" + name.encode()
+
+        async def op() -> Any:
+            return await self._client.hexists(self.layout.meta, field)
+
+        return bool(await self._retrying("read_marker", op))
+
+    async def set_marker(self, name: str) -> None:
+        self._check_open()
+        self._check_writable()
+        field = b"marker:" + name.encode()
+
+        async def op() -> Any:
+            return await self._client.hset(self.layout.meta, field, b"1")
+
+        await self._retrying("set_marker", op)
+
     async def _check_layout(self) -> None:
         """Refuse to open a store recorded with another layout (see :mod:`.keys`); a
         sharded store records its number of shards on first use."""
