@@ -199,3 +199,138 @@ def test_stop_does_not_wait_out_the_grace_for_more_async_work(
     stopping.join(timeout=60)  # a deadline for a hang, not a wait
     assert not stopping.is_alive(), "stop() waited for the grace period to end"
     assert not loop.running
+
+
+# -- a sync call that does not wait runs without a task (SharedLoop._run_here) --------
+
+
+@pytest.fixture
+def direct() -> Iterator[SharedLoop]:
+    loop = SharedLoop("test-direct-loop", direct=True)
+    yield loop
+    loop.stop()
+
+
+async def _where() -> tuple[asyncio.Task[Any] | None, asyncio.AbstractEventLoop]:
+    return asyncio.current_task(), asyncio.get_running_loop()
+
+
+def test_a_sync_call_that_never_waits_runs_without_a_task(
+    direct: SharedLoop, shared: SharedLoop
+) -> None:
+    """Stepped on the calling thread with the saver's loop as the running loop, and no
+    task made for it (it was ``run_until_complete``: a task and loop passes per call).
+    Not when ``direct`` is off (the default: a client may need a task at once)."""
+    task, loop = direct.call(_where())
+    assert task is None
+    assert loop is direct._loop
+    with pytest.raises(RuntimeError):  # and none left running on this thread
+        asyncio.get_running_loop()
+    task, loop = shared.call(_where())
+    assert task is not None
+    assert loop is shared._loop
+
+
+def test_a_sync_call_that_waits_goes_on_in_a_task(direct: SharedLoop) -> None:
+    """Once the coroutine waits for a future (resolved later by a timer, or from another
+    thread), the rest runs in a task of the loop, which sees that future's result."""
+
+    async def waits() -> tuple[Any, Any, Any, asyncio.Task[Any] | None]:
+        loop = asyncio.get_running_loop()
+        before = asyncio.current_task()
+        timer: asyncio.Future[str] = loop.create_future()
+        loop.call_later(0.001, timer.set_result, "timer")
+        first = await timer
+        other: asyncio.Future[str] = loop.create_future()
+        resolve = (other.set_result, "thread")
+        threading.Thread(target=loop.call_soon_threadsafe, args=resolve).start()
+        second = await other
+        return before, first, second, asyncio.current_task()
+
+    before, first, second, after = direct.call(waits())
+    assert before is None
+    assert (first, second) == ("timer", "thread")
+    assert after is not None
+
+
+def test_sleep_0_in_a_sync_call_lets_what_is_ready_run_first(direct: SharedLoop) -> None:
+    """``await asyncio.sleep(0)`` goes on at once only when nothing else is ready; a
+    callback queued before it runs before the coroutine goes on, as on a running loop."""
+
+    async def yields() -> list[str]:
+        seen: list[str] = []
+        asyncio.get_running_loop().call_soon(seen.append, "callback")
+        await asyncio.sleep(0)
+        seen.append("after sleep")
+        return seen
+
+    async def alone() -> str:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return "done"
+
+    assert direct.call(yields()) == ["callback", "after sleep"]
+    assert direct.call(alone()) == "done"
+
+
+def test_a_sync_call_keeps_its_context_changes_to_itself(direct: SharedLoop) -> None:
+    """As in a task, ``ContextVar`` changes made by the coroutine stay in a copy of the
+    caller's context, whether it waited or not."""
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("saversync_var", default="caller")
+
+    async def sets(wait: bool) -> str:
+        seen = var.get()
+        var.set("coroutine")
+        if wait:
+            await asyncio.sleep(0.001)
+            assert var.get() == "coroutine"
+        return seen
+
+    assert direct.call(sets(False)) == "caller"
+    assert direct.call(sets(True)) == "caller"
+    assert var.get() == "caller"
+
+
+def test_errors_of_a_sync_call_are_raised_from_both_phases(direct: SharedLoop) -> None:
+    async def fails(wait: bool) -> None:
+        if wait:
+            await asyncio.sleep(0.001)
+        raise ValueError("wait" if wait else "direct")
+
+    with pytest.raises(ValueError, match="direct"):
+        direct.call(fails(False))
+    with pytest.raises(ValueError, match="wait"):
+        direct.call(fails(True))
+    assert direct.call(_ident()) == threading.get_ident()  # the loop is free again
+
+
+def test_a_sync_put_on_sqlite_runs_without_a_task(tmp_path: Path) -> None:
+    """The saver's sync write on SQLite does not wait for anything (the transaction
+    runs inline when the writer is idle): the store's append of a write on an existing
+    thread is stepped on the caller's thread, no task made for it."""
+    saver = StatekeeperSaver.from_url(
+        f"sqlite:///{tmp_path}/lg.db", fork_protection=False, writes_wait=0
+    )
+    try:
+        tasks: list[asyncio.Task[Any] | None] = []
+        append = saver.store.append
+
+        async def recorded(*args: Any, **kwargs: Any) -> Any:
+            tasks.append(asyncio.current_task())
+            return await append(*args, **kwargs)
+
+        assert isinstance(saver._portal, SharedLoop) and saver._portal.direct
+        saver.store.append = recorded  # type: ignore[method-assign]
+        config: Any = {"configurable": {"thread_id": "t-" + uuid.uuid4().hex, "checkpoint_ns": ""}}
+        config = saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        tasks.clear()  # (the thread's creation may wait: a new file's first write)
+        checkpoint = empty_checkpoint()
+        config = saver.put(config, checkpoint, {"source": "loop", "step": 0}, {})
+        saver.put_writes(config, [("a", 1)], "task-1")
+        assert tasks == [None, None]
+        found = saver.get_tuple(config)
+        assert found is not None and found.pending_writes == [("task-1", "a", 1)]
+    finally:
+        saver.close()
