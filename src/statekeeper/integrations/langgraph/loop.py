@@ -17,11 +17,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import contextvars
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from ...errors import ConfigurationError, StatekeeperError, StoreClosed
@@ -46,45 +45,6 @@ _GRACE = 0.05
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-class _Resumed:
-    """The rest of a coroutine that was started outside a task (see
-    :meth:`SharedLoop._run_here`) and then had to wait: awaited in a task, it hands that
-    task what the coroutine yields (the future it waits for, or ``None`` for one pass of
-    the loop) and sends back what the task sends, as ``await`` would have had it been
-    awaited there from the start."""
-
-    __slots__ = ("_coro", "_first")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self._coro = coro
-        self._first = first
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, value = self._coro, self._first
-        self._first = None
-        while True:
-            try:
-                sent = yield value
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # (a cancellation): thrown in where it waits
-                try:
-                    value = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    value = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
-
-
-async def _finish(resumed: _Resumed) -> Any:
-    """The task that runs the rest of a coroutine started outside one."""
-    return await resumed
 
 
 class _Waiter:
@@ -155,13 +115,7 @@ class SharedLoop(_Faces):
       waits for the next call.
     """
 
-    def __init__(self, name: str = "statekeeper-langgraph", *, direct: bool = False) -> None:
-        #: step a sync call's coroutine on the calling thread until it first waits
-        #: (:meth:`_run_here`); off: every sync call is a task. Only for coroutines that
-        #: never need ``current_task()`` before they first wait: the saver turns it on
-        #: for a SQLite store (whose writes do not wait); PostgreSQL's and Redis's
-        #: clients enter ``asyncio.timeout`` (a task's) without waiting first.
-        self.direct = direct
+    def __init__(self, name: str = "statekeeper-langgraph") -> None:
         self._loop = asyncio.new_event_loop()
         self._mutex = threading.Lock()
         #: the thread running the loop now (None: nobody)
@@ -264,8 +218,6 @@ class SharedLoop(_Faces):
             return self._handed(coro).result()
         if self._take():
             try:
-                if self.direct:
-                    return self._run_here(coro)
                 return self._loop.run_until_complete(coro)
             finally:
                 self._leave()
@@ -274,64 +226,6 @@ class SharedLoop(_Faces):
         future.add_done_callback(lambda _: event.set())
         self._drive(future.done, lambda: asyncio.wrap_future(future, loop=self._loop), event)
         return future.result()
-
-    def _run_here(self, coro: Coroutine[Any, Any, T]) -> T:
-        """(Holding the loop.) Run ``coro`` on this thread: stepped directly while it
-        does not wait for anything, handed to a task on the loop (run here until done)
-        from the first time it does.
-
-        Why not always ``run_until_complete``: a sync write of the saver on SQLite does
-        not wait (the transaction runs inline when the writer is idle), and a task with
-        its loop passes, handles and done callbacks was about 40 % of the saver's CPU
-        per write of the 30-step small graph (docs/benchmarks.md, "lgw12"). Stepped
-        directly, the coroutine sees what a task would show it: this loop running on
-        this thread (``get_running_loop``), the context a task would copy (its
-        ``ContextVar`` changes stay in it, as in a task); only ``current_task()`` is
-        None until it first waits. What it yields decides:
-
-        * a future: it must wait, so the rest runs in a task of the loop
-          (:class:`_Resumed`), which waits for that future as if the coroutine had
-          been awaited in the task from the start;
-        * ``None`` (``asyncio.sleep(0)``: one pass of the loop for whatever else is
-          ready): when nothing else is ready (no callback nor handed coroutine queued
-          on the loop, no timer due) there is nothing to let run and the coroutine goes
-          on; else it continues in a task as for a future, so that what is ready runs
-          first (a coroutine polling with ``sleep(0)`` for a timer still sees it fire).
-        """
-        loop = self._loop
-        # (asyncio's own loops; with any other, the first yield hands over to a task)
-        ready = getattr(loop, "_ready", None)
-        timers = getattr(loop, "_scheduled", None)
-        context = contextvars.copy_context()
-        asyncio._set_running_loop(loop)
-        try:
-            while True:
-                try:
-                    value = context.run(coro.send, None)
-                except StopIteration as stop:
-                    result: T = stop.value
-                    break
-                if (
-                    value is None
-                    and ready is not None
-                    and not ready
-                    and timers is not None
-                    and not (timers and timers[0].when() <= loop.time())
-                ):
-                    continue
-                asyncio._set_running_loop(None)
-                task: asyncio.Task[T] = loop.create_task(
-                    _finish(_Resumed(coro, value)), context=context
-                )
-                return loop.run_until_complete(task)
-        except BaseException:
-            if asyncio._get_running_loop() is loop:
-                asyncio._set_running_loop(None)
-            raise
-        asyncio._set_running_loop(None)
-        if ready:  # callbacks it queued (a task it created): run them soon
-            self._kick.set()
-        return result
 
     # -- async callers (other event loops) -------------------------------------------
 

@@ -58,7 +58,6 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import patch
 from ...backends.keyed_locks import KeyedLock
-from ...backends.sqlite import SQLiteBackend
 from ...codec import Codec
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from ...store.store import StateStore
@@ -470,10 +469,6 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         self.snapshot_min_bytes = snapshot_min_bytes
         self.reuse_packed_messages = reuse_packed_messages
         self._portal = _portal or _SaverPortal("statekeeper-langgraph")
-        if isinstance(self._portal, SharedLoop) and isinstance(store.backend, SQLiteBackend):
-            # a sync write on SQLite does not wait (an idle writer commits inline): its
-            # coroutine is stepped on the caller's thread, no task (SharedLoop.direct)
-            self._portal.direct = True
         self._owns_store = _owns_store
         self._codec_cache: ValueCodec | None = None
         self._streams: OrderedDict[str, _Stream] = OrderedDict()
