@@ -276,3 +276,21 @@ async def test_removals_the_log_records_are_not_findings(as_principal: Make) -> 
     assert await ops.head("stale/purged") == 0
     report = await _verify(ops)
     assert report.ok, report.problems
+
+
+async def test_an_engine_that_expires_agents_is_not_held_to_them() -> None:
+    # a Redis with ttl= removes idle agents with no entry, by design: not a finding
+    from statekeeper.backends.memory import MemoryBackend
+
+    class Expiring(MemoryBackend):
+        @property
+        def expires_agents(self) -> bool:
+            return True
+
+    backend = Expiring()
+    ops = StateStore(backend, keyring=KEYRING, principal="ops", audit=Audit())
+    await ops.save("acme/a", {"n": 1})
+    await backend.delete_agent("acme/a")  # as its TTL would
+    report = await _verify(ops)
+    assert report.ok, report.problems
+    await ops.close()
