@@ -133,6 +133,43 @@ async def test_reads_refresh_the_ttl(prefix: str) -> None:
         await backend.close()
 
 
+async def test_a_ttl_never_expires_the_store_s_own_streams(prefix: str) -> None:
+    """``ttl=`` expires idle *agents*; the store's own streams (the audit log) are kept.
+    They expired with the agents: a governed store on ``redis://...?ttl=N`` lost its
+    whole audit log N seconds after the last write, and ``audit verify`` then said
+    "0 entries, ok". Checked on the keys' expiry on the server (no waiting for it),
+    on every path that writes or touches a stream, and a log an older version left
+    with an expiry loses it at its next write."""
+    from statekeeper.arguments import AUDIT_STREAM, INTERNAL_PREFIX
+    from statekeeper.governance import Audit, AuditLog
+    from statekeeper.security import Keyring, generate_key
+
+    keyring = Keyring({"k1": generate_key()})
+    backend = RedisBackend(REDIS_URL, prefix=prefix, ttl=600)
+    store = StateStore(backend, keyring=keyring, principal="ops", audit=Audit())
+    raw = aioredis.Redis.from_url(REDIS_URL)
+    log_hash, log_snapshots = backend._keys(AUDIT_STREAM)
+    try:
+        await store.save("acme/a", {"n": 1})  # the save and its entry: one script
+        assert 0 < await raw.pttl(backend._keys("acme/a")[0]) <= 600_000  # the agent expires
+        assert await raw.pttl(log_hash) == -1  # the log does not
+        await raw.pexpire(log_hash, 600_000)  # as an older version left it
+        await store.save("acme/a", {"n": 2})
+        assert await raw.pttl(log_hash) == -1
+        other = INTERNAL_PREFIX + "test/x"  # any of the store's own streams
+        await backend.append(request(other, 0, snap_at=1))  # a plain append (entry first)
+        assert await raw.pttl(backend._keys(other)[0]) == -1
+        assert await raw.pttl(backend._keys(other)[1]) == -1
+        await raw.pexpire(log_hash, 600_000)
+        assert await backend.read(AUDIT_STREAM)  # a read touches: it keeps no expiry
+        assert await raw.pttl(log_hash) == -1
+        assert await raw.pttl(log_snapshots) in (-1, -2)  # none, or no such key
+        assert (await AuditLog(backend, keyring).verify()).entries == 2
+    finally:
+        await raw.aclose()
+        await store.close()
+
+
 async def test_batch_is_one_round_trip(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     backend = RedisBackend(REDIS_URL, prefix=prefix)
     try:

@@ -18,12 +18,16 @@ from statekeeper.governance import AuditHead, AuditLog
 from statekeeper.governance.audit import AUDIT_ID
 from statekeeper.records import RawEvent, RewriteRequest
 from statekeeper.security import Keyring
+from statekeeper.testing import request
 
 from .conftest import KEYRING
 
 
 async def _filled(log: AuditLog, n: int = 5) -> None:
+    """``n`` save entries, each of the one event it records (written to the store
+    first: ``verify`` reports entries of events the store does not hold)."""
     for i in range(n):
+        await log.backend.append(request(f"acme/a{i}", 0))
         await log.record("save", principal="alice", agent_id=f"acme/a{i}", first_seq=1, last_seq=1)
 
 

@@ -225,3 +225,72 @@ async def test_the_cli_fails_on_events_without_an_entry(tmp_path: Path) -> None:
     assert "problem: 'acme/a': events 2 are in the store and no entry records them" in run.stdout
     as_json: dict[str, Any] = json.loads(cli_in_process(*args, "--json", env=cli_env()).stdout)
     assert as_json["ok"] is False and len(as_json["problems"]) == 1
+
+
+# -- the other way round: events entries record that the store no longer holds ----------
+
+
+def _gone(report: AuditReport, agent: str) -> list[str]:
+    return [p for p in report.problems if p.startswith(f"{agent!r}: events ") and "not in" in p]
+
+
+async def test_an_agent_a_plain_store_deleted_is_found(as_principal: Make) -> None:
+    # was: "audit log: N entries, ok" after `statekeeper delete` without --as (or a
+    # DELETE in the database) removed an agent whose every write the log records
+    _clock, ops, plain = _stores(as_principal)
+    await ops.save("acme/a", {"n": 1})
+    await ops.save("acme/a", {"n": 2})
+    await ops.save("acme/b", {"n": 1})
+    assert (await _verify(ops)).ok
+    await plain.delete("acme/a")  # no entry
+    report = await _verify(ops)
+    assert not report.ok
+    assert report.problems == [
+        "'acme/a': events 1..2 are recorded by entries and are not in the store "
+        "(removed without the audit log: deleted, rolled back or edited out)"
+    ], report.problems
+
+
+async def test_a_stream_rolled_back_without_the_log_is_found(as_principal: Make) -> None:
+    # deleted and written again without the log, shorter: every event left is one an
+    # entry records, so only the missing tail tells
+    _clock, ops, plain = _stores(as_principal)
+    for n in range(1, 5):
+        await ops.save("acme/a", {"n": n})
+    await plain.delete("acme/a")
+    await plain.save("acme/a", {"n": 1})
+    report = await _verify(ops)
+    assert ["events 2..4 " in p for p in _gone(report, "acme/a")] == [True], report.problems
+
+
+async def test_removals_the_log_records_are_not_findings(as_principal: Make) -> None:
+    clock, ops, _plain = _stores(as_principal)
+    for agent in ("acme/deleted", "acme/again", "stale/purged", "acme/kept"):
+        await ops.save(agent, {"n": 1})
+        await ops.save(agent, {"n": 2})
+    await ops.delete("acme/deleted")
+    await ops.delete("acme/again")
+    await ops.save("acme/again", {"n": 1})  # a new, shorter stream: recorded
+    clock.now += 7200
+    await apply_retention(ops, RetentionPolicy.parse("stale ttl=1h\nacme keep_last=1"))
+    assert await ops.head("stale/purged") == 0
+    report = await _verify(ops)
+    assert report.ok, report.problems
+
+
+async def test_an_engine_that_expires_agents_is_not_held_to_them() -> None:
+    # a Redis with ttl= removes idle agents with no entry, by design: not a finding
+    from statekeeper.backends.memory import MemoryBackend
+
+    class Expiring(MemoryBackend):
+        @property
+        def expires_agents(self) -> bool:
+            return True
+
+    backend = Expiring()
+    ops = StateStore(backend, keyring=KEYRING, principal="ops", audit=Audit())
+    await ops.save("acme/a", {"n": 1})
+    await backend.delete_agent("acme/a")  # as its TTL would
+    report = await _verify(ops)
+    assert report.ok, report.problems
+    await ops.close()

@@ -223,3 +223,27 @@ def test_retention_apply_then_backup_then_restore_from_the_command_line(tmp_path
         rows = conn.execute("SELECT agent_id, seq FROM sk_events ORDER BY agent_id, seq").fetchall()
     assert [seq for a, seq in rows if a == "acme/a"] == [9, 10]  # history before 9: gone
     assert [seq for a, seq in rows if a == "acme/hold"] == list(range(1, 11))
+
+
+def test_agents_and_stats_list_a_forgotten_agent_as_such(tmp_path: Path) -> None:
+    # was: one forgotten agent made `agents` and `stats` of the whole store fail
+    # ("error: agent 'acme/u1' was forgotten ...", exit 2): no listing at all after a
+    # `forget` without --purge
+    keys = key_file_with_vault(tmp_path)
+    db = tmp_path / "live.db"
+    store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))
+    for i in range(3):
+        store.save(f"acme/u{i}", {"email": f"u{i}@example.com"}, fsm_state="active")
+    store.close()
+    common = ["--db", str(db), "--key-file", str(keys)]
+    assert cli_in_process("forget", "acme/u1", "--yes", *common).code == 0
+    listed = cli_in_process("agents", "--json", *common)
+    assert listed.code == 0, str(listed)
+    rows = {a["agent_id"]: a for a in json.loads(listed.stdout)["agents"]}
+    assert rows["acme/u1"]["state"] is None and rows["acme/u1"]["forgotten"] is True
+    assert rows["acme/u0"]["state"] == "active" and rows["acme/u0"]["forgotten"] is False
+    table = cli_in_process("agents", *common)
+    assert table.code == 0 and "(forgotten)" in table.stdout, str(table)
+    stats = cli_in_process("stats", "--json", *common)
+    assert stats.code == 0, str(stats)
+    assert json.loads(stats.stdout)["states"] == {"active": 2, "(forgotten)": 1}

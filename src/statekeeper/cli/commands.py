@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import AgentNotFound, HistoryCompacted
+from ..errors import AgentForgotten, AgentNotFound, HistoryCompacted
 from . import render
 from ._markup import escape
 from .app import (
@@ -64,6 +64,19 @@ def _parse_time(value: str, option: str = "--at-time") -> float:
 
 # -------------------------------------------------------------------------- agents
 
+#: how ``agents`` and ``stats`` show an agent whose data key was destroyed (``forget``)
+FORGOTTEN = "(forgotten)"
+
+
+async def _head_fsm(store: Any, agent_id: str) -> tuple[str | None, bool]:
+    """The agent's machine state (no data folded) and whether it was forgotten: a
+    crypto-shredded agent is listed as such, not a failure of the whole listing."""
+    try:
+        head = await store.head_state(agent_id)
+    except AgentForgotten:
+        return None, True
+    return (head.fsm_state if head is not None else None), False
+
 
 @app.command()
 @handled
@@ -83,7 +96,7 @@ def agents(
 
     from .progress import bar
 
-    async def go() -> tuple[list[tuple[Any, str | None]], str | None]:
+    async def go() -> tuple[list[tuple[Any, str | None, bool]], str | None]:
         async with open_store(url, key_file=key_file) as store:
             page = await store.list_agents(after=after, limit=limit + 1)
             more = len(page) > limit
@@ -92,15 +105,18 @@ def agents(
             with bar("reading heads", disable=json_out) as progress:
                 task = progress.add_task("heads", total=len(page))
                 for info in page:
-                    head = await store.head_state(info.agent_id)  # no data folded
-                    rows.append((info, head.fsm_state if head is not None else None))
+                    state, forgotten = await _head_fsm(store, info.agent_id)
+                    rows.append((info, state, forgotten))
                     progress.advance(task)
             return rows, (page[-1].agent_id if more and page else None)
 
     rows, next_after = run(go())
     if json_out:
         render.print_json(
-            {"agents": [render.agent_json(i, s) for i, s in rows], "next_after": next_after}
+            {
+                "agents": [render.agent_json(i, s, forgotten=f) for i, s, f in rows],
+                "next_after": next_after,
+            }
         )
         return
     console = out_console()
@@ -411,8 +427,8 @@ def stats(
                     agents_n += 1
                     events_n += info.head_seq
                     last = max(last, info.updated_at)
-                    head = await store.head_state(info.agent_id)  # no data folded
-                    key = (head.fsm_state if head is not None else None) or "-"
+                    state, forgotten = await _head_fsm(store, info.agent_id)
+                    key = FORGOTTEN if forgotten else state or "-"
                     states[key] = states.get(key, 0) + 1
                     if top:
                         size = await store.stored_size(info.agent_id)

@@ -278,6 +278,25 @@ retention_app = typer.Typer(
 )
 
 
+def _retention_run(url: str, policy_text: str) -> dict[str, str]:
+    """What a retention progress file is for, as digests (no path, host or password
+    written to it): the store (a SQLite file by its absolute path, else the URL
+    without its password) and the policy's text. A run resumed elsewhere would skip
+    that store's agents up to the file's resume point."""
+    import hashlib
+
+    from ..backends.redact import mask_url
+    from .app import sqlite_file
+
+    file = sqlite_file(url)
+    where = f"sqlite:{file.resolve()}" if file is not None else mask_url(url)
+
+    def digest(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    return {"store": digest(where), "policy": digest(policy_text)}
+
+
 @retention_app.command("apply")
 @handled
 def retention_apply(
@@ -335,12 +354,15 @@ def retention_apply(
     if not text.strip():
         raise ConfigurationError("retention apply needs --policy FILE or --rule LINE")
     policy = RetentionPolicy.parse(text, source if not rules else "policy")
+    url = resolve_url(ctx, db)
+    marks = _retention_run(url, text)
     after: str | None = None
     if progress_file is not None and progress_file.exists() and not dry_run:
         try:
             state = jsonlib.loads(progress_file.read_text(encoding="utf-8"))
             after = str(state["statekeeper_retention"]["after"])
             recorded = str(state["statekeeper_retention"].get("namespace") or "")
+            written_for = {k: state["statekeeper_retention"].get(k) for k in marks}
         except (ValueError, KeyError, TypeError, AttributeError):
             raise ConfigurationError(
                 f"{progress_file} is not a retention progress file statekeeper wrote"
@@ -351,7 +373,14 @@ def retention_apply(
                 f"{progress_file} records a run in namespace {recorded!r}, not"
                 f" {current_namespace() or ''!r}: resume with the same --namespace"
             )
-    url = resolve_url(ctx, db)
+        for what, name in (("store", "another store"), ("policy", "another policy")):
+            # (a file written before these were recorded names neither: resumed as it was)
+            if written_for[what] is not None and written_for[what] != marks[what]:
+                raise ConfigurationError(
+                    f"{progress_file} records a run on {name}: resuming it would skip every"
+                    f" agent up to {after!r} here; resume with the same --db and policy,"
+                    " or delete the file to start over"
+                )
 
     async def go() -> RetentionReport:
         async with open_store(url, key_file=key_file, readonly=dry_run) as store:
@@ -369,6 +398,7 @@ def retention_apply(
                                     "statekeeper_retention": {
                                         "after": agent_id,
                                         "namespace": current_namespace() or "",
+                                        **marks,
                                     }
                                 }
                             ),
@@ -409,6 +439,8 @@ def retention_apply(
             raise typer.Exit(1)
         return
     console = out_console()
+    if after is not None:
+        console.print(f"resumed after {escape(repr(after))} (from {escape(str(progress_file))})")
     verb = "would" if dry_run else "did"
     for a in report.actions:
         what = (

@@ -84,18 +84,19 @@ def _state(value: str | None) -> str:
 # -------------------------------------------------------------------------- agents
 
 
-def agent_json(info: AgentInfo, state: str | None) -> dict[str, Any]:
-    """One agent row as JSON."""
+def agent_json(info: AgentInfo, state: str | None, *, forgotten: bool = False) -> dict[str, Any]:
+    """One agent row as JSON (``forgotten``: its data key was destroyed)."""
     return {
         "agent_id": info.agent_id,
         "head_seq": info.head_seq,
         "state": state,
+        "forgotten": forgotten,
         "created_at": iso(info.created_at),
         "updated_at": iso(info.updated_at),
     }
 
 
-def agents_table(rows: Iterable[tuple[AgentInfo, str | None]]) -> Table:
+def agents_table(rows: Iterable[tuple[AgentInfo, str | None, bool]]) -> Table:
     """Agents with head seq, state and times."""
     table = titled_table("Agents")
     table.add_column("agent", style="bold", overflow="fold")
@@ -103,11 +104,11 @@ def agents_table(rows: Iterable[tuple[AgentInfo, str | None]]) -> Table:
     table.add_column("state", no_wrap=True)
     table.add_column("updated", no_wrap=True)
     table.add_column("created", style="dim", no_wrap=True)
-    for info, state in rows:
+    for info, state, forgotten in rows:
         table.add_row(
             escape(info.agent_id),
             str(info.head_seq),
-            _state(state),
+            "[dim](forgotten)[/]" if forgotten else _state(state),
             local_time(info.updated_at, ms=False),
             local_time(info.created_at, ms=False),
         )

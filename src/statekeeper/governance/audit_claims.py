@@ -43,11 +43,13 @@ from ..arguments import INTERNAL_PREFIX
 if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..records import AgentInfo
-    from .audit_checks import StoreChecks
+    from .audit_checks import StoreChecks, _Seen
 
 __all__ = ["unclaimed_events"]
 
 _APPENDS = frozenset({"create", "save", "append", "transition"})
+#: entries after which an agent's stream may be gone or start again at seq 1
+_REMOVALS = frozenset({"delete", "purge", "forget"})
 _PAGE = 500
 
 
@@ -57,10 +59,13 @@ async def unclaimed_events(backend: Backend, checks: StoreChecks) -> list[str]:
     problems: list[str] = []
     if checks.started is None:
         return problems  # nothing was ever recorded: no line to hold the store to
+    heads: dict[str, int] = {}  # of the agents entries name: what the store holds
     after: str | None = None
     while True:
         page = await backend.list_agents(after, limit=_PAGE)
         for info in page:
+            if info.agent_id in checks.agents:
+                heads[info.agent_id] = info.head_seq
             if info.head_seq > 0 and not info.agent_id.startswith(INTERNAL_PREFIX):
                 found = await _agent(backend, checks, info, checks.started)
                 if found:
@@ -70,8 +75,43 @@ async def unclaimed_events(backend: Backend, checks: StoreChecks) -> list[str]:
                         "records them (written without the audit log, or edited in)"
                     )
         if len(page) < _PAGE:
-            return problems
+            break
         after = page[-1].agent_id
+    # (an engine that expires agents by itself, a Redis with ttl=, removes them with no
+    # entry by design: there a missing stream tells nothing)
+    named = {} if backend.expires_agents else checks.agents
+    for agent, seen in sorted(named.items()):
+        gone = _recorded_beyond(checks, seen, heads.get(agent, 0))
+        if gone is not None and not agent.startswith(INTERNAL_PREFIX):
+            span = f"{gone[0]}..{gone[1]}" if gone[0] != gone[1] else str(gone[0])
+            problems.append(
+                f"{agent!r}: events {span} are recorded by entries and are not in the store "
+                "(removed without the audit log: deleted, rolled back or edited out)"
+            )
+    return problems
+
+
+def _recorded_beyond(checks: StoreChecks, seen: list[_Seen], head: int) -> tuple[int, int] | None:
+    """The seqs above ``head`` (the agent's head in the store, 0: not there) that append
+    entries committed with their change claim since the agent's last recorded removal
+    (a delete, a retention purge, a forget), as one range; None when there are none.
+
+    Only the head can go down, and only by a delete: every other change keeps it
+    (compaction drops events below it). So an entry's seqs above the head were
+    removed by a process that did not keep the log, or by editing the database.
+    Appends written ahead of their change (Redis Cluster, S3, tiered) may not have
+    been made: the reconciliation of those reports them (``unapplied``)."""
+    top = 0
+    for s in seen:
+        if s.seq in checks.voided:
+            continue
+        if s.op in _REMOVALS:
+            top = 0
+        elif s.op in _APPENDS and not s.ahead_mark and s.last is not None:
+            top = max(top, s.last)
+    if top <= head:
+        return None
+    return head + 1, top
 
 
 async def _agent(

@@ -60,6 +60,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
+from ...arguments import INTERNAL_PREFIX
 from ...errors import (
     BackendError,
     BackendRejected,
@@ -360,6 +361,16 @@ class RedisBackend(Backend):
     def _agent(self, agent_id: str) -> AgentKeys:
         return self.layout.agent(agent_id)
 
+    def _ttl_of(self, agent_id: str) -> str:
+        """The default TTL argument of the scripts for ``agent_id``: ``ttl`` in ms ("0":
+        none), or "-1" for the store's own streams (the audit log): the scripts take
+        any expiry off those (PERSIST), so a ``ttl=`` store never expires its audit
+        log, and one an older version left with an expiry keeps it no longer than its
+        next write or read."""
+        if agent_id[:1] == "\x01" and agent_id.startswith(INTERNAL_PREFIX):
+            return "-1"
+        return self._ttl_ms
+
     def _keys(self, agent_id: str) -> tuple[bytes, bytes]:
         k = self.layout.agent(agent_id)
         return k.hash, k.snapshots
@@ -551,7 +562,7 @@ class RedisBackend(Backend):
             request.agent_id.encode(),
             str(request.expected_seq),
             request.idempotency_key.encode() if request.idempotency_key is not None else b"",
-            self._ttl_ms,
+            self._ttl_of(request.agent_id),
             repr(events[0].timestamp),
             repr(events[-1].timestamp),
             str(snap.seq) if snap is not None else "0",
@@ -828,7 +839,11 @@ class RedisBackend(Backend):
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         self._check_writable()
         h, sz = self._keys(agent_id)
-        args: list[bytes | str] = [str(snapshot.seq), pack_snapshot(snapshot), self._ttl_ms]
+        args: list[bytes | str] = [
+            str(snapshot.seq),
+            pack_snapshot(snapshot),
+            self._ttl_of(agent_id),
+        ]
 
         async def op() -> Any:
             return await self._write(agent_id, self._save_snapshot_script, [h, sz], args)
@@ -869,7 +884,7 @@ class RedisBackend(Backend):
         self._check_can_write()
         validate_rewrite(request)
         h, sz = self._keys(request.agent_id)
-        args: list[bytes | str] = [self._ttl_ms, *_rewrite_fields(request)]
+        args: list[bytes | str] = [self._ttl_of(request.agent_id), *_rewrite_fields(request)]
         attempts = 0
 
         async def op() -> Any:
@@ -1047,7 +1062,7 @@ class RedisBackend(Backend):
             str(after_seq),
             str(-1 if to_seq is None else to_seq),
             str(-1 if limit is None else limit),
-            self._ttl_ms,
+            self._ttl_of(agent_id),
             self._touch,
         ]
 
@@ -1078,7 +1093,9 @@ class RedisBackend(Backend):
         bound = "+inf" if at_or_below is None else str(at_or_below)
 
         async def op() -> Any:
-            return await self._latest_script(keys=[h, sz], args=[bound, self._ttl_ms, self._touch])
+            return await self._latest_script(
+                keys=[h, sz], args=[bound, self._ttl_of(agent_id), self._touch]
+            )
 
         reply = await self._retrying("latest_snapshot", op)
         if not reply:
@@ -1108,7 +1125,9 @@ class RedisBackend(Backend):
         h, sz = self._keys(agent_id)  # one agent's keys: one hash slot on a cluster
 
         async def op() -> Any:
-            return await self._read_latest_script(keys=[h, sz], args=[self._ttl_ms, self._touch])
+            return await self._read_latest_script(
+                keys=[h, sz], args=[self._ttl_of(agent_id), self._touch]
+            )
 
         return await self._retrying(what, op)
 

@@ -1,5 +1,6 @@
 -- Shared Lua helpers: the TTL in ms for an agent (its override, else the default);
--- the event blobs of a range of seqs.
+-- the event blobs of a range of seqs. A TTL below 0 (the store's own streams, such as
+-- the audit log) takes any expiry away: those streams are never expired.
 local function ttl_of(h, default)
   local t = redis.call('HGET', h, 't')
   if t then return tonumber(t) end
@@ -9,6 +10,9 @@ local function touch(h, sz, ttl)
   if ttl and ttl > 0 then
     redis.call('PEXPIRE', h, ttl)
     redis.call('PEXPIRE', sz, ttl)
+  elseif ttl and ttl < 0 then
+    redis.call('PERSIST', h)
+    redis.call('PERSIST', sz)
   end
 end
 local function fmt(n) return string.format('%d', n) end
