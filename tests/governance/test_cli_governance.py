@@ -247,3 +247,43 @@ def test_agents_and_stats_list_a_forgotten_agent_as_such(tmp_path: Path) -> None
     stats = cli_in_process("stats", "--json", *common)
     assert stats.code == 0, str(stats)
     assert json.loads(stats.stdout)["states"] == {"active": 2, "(forgotten)": 1}
+
+
+def test_an_export_of_the_whole_store_leaves_out_forgotten_agents_and_says_so(
+    tmp_path: Path,
+) -> None:
+    # was: one forgotten agent made `export` of the whole store fail (exit 2, no file):
+    # no way to move a store once anyone in it exercised the right to be forgotten
+    keys = key_file_with_vault(tmp_path)
+    db = tmp_path / "live.db"
+    store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))
+    for i in range(3):
+        store.save(f"acme/u{i}", {"email": f"u{i}@example.com"}, fsm_state="active")
+        store.save(f"acme/u{i}", {"email": f"u{i}@example.org"}, fsm_state="active")
+    store.close()
+    common = ["--db", str(db), "--key-file", str(keys)]
+    assert cli_in_process("forget", "acme/u1", "--yes", *common).code == 0
+    out = tmp_path / "all.jsonl"
+    done = cli_in_process("export", "-o", str(out), "--json", *common)
+    assert done.code == 0, str(done)
+    assert json.loads(done.stdout) == {
+        "agents": 2,
+        "events": 4,
+        "forgotten": ["acme/u1"],
+        "file": str(out),
+    }
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {line["end"] for line in lines if "end" in line} == {"acme/u0", "acme/u2"}
+    assert "u1@example" not in out.read_text()
+    said = cli_in_process("export", "-o", str(out), *common)
+    assert said.code == 0 and "left out 1 forgotten agent(s)" in said.stdout, str(said)
+    assert "acme/u1" in said.stdout
+    # the file imports whole into a new store
+    target = tmp_path / "moved.db"
+    assert cli_in_process("init", f"sqlite:///{target}").code == 0
+    moved = cli_in_process("import", str(out), "--db", str(target), "--key-file", str(keys))
+    assert moved.code == 0, str(moved)
+    # naming the forgotten agent is still an error: it cannot be exported
+    named = cli_in_process("export", "acme/u1", "-o", str(tmp_path / "one.jsonl"), *common)
+    assert named.code != 0 and "forgotten" in str(named)
+    assert not (tmp_path / "one.jsonl").exists()

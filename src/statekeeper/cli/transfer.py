@@ -39,7 +39,13 @@ import typer
 
 from .. import patch
 from ..backends.base import Capability
-from ..errors import AccessDenied, ConfigurationError, HistoryCompacted, IntegrityError
+from ..errors import (
+    AccessDenied,
+    AgentForgotten,
+    ConfigurationError,
+    HistoryCompacted,
+    IntegrityError,
+)
 from . import render
 from ._markup import escape
 from .app import (
@@ -47,6 +53,7 @@ from .app import (
     JsonOption,
     KeyFileOption,
     app,
+    err_console,
     handled,
     open_store,
     out_console,
@@ -87,9 +94,14 @@ def _event_line(ev: Event) -> dict[str, Any]:
 
 async def export_agents(
     store: StateStore, agent_ids: list[str] | None, out: IO[bytes], progress: Any = None
-) -> tuple[int, int]:
+) -> tuple[int, int, list[str]]:
     """Write the agents (every agent when ``agent_ids`` is None) to ``out``; returns
-    ``(agents, events)``."""
+    ``(agents, events, forgotten)``.
+
+    An export of the whole store leaves out the agents ``statekeeper forget`` shredded
+    (nothing of them can be decrypted) and returns their ids, for the command to say so,
+    as a backup does; an agent named in ``agent_ids`` that was forgotten raises
+    :class:`~statekeeper.errors.AgentForgotten`."""
     dumps = store.codec.copy_dumps
     header = {"format": FORMAT, "version": VERSION, "exported_at": render.iso(_now())}
     out.write(dumps(header) + b"\n")
@@ -97,6 +109,7 @@ async def export_agents(
     total = len(agent_ids) if agent_ids is not None else await store.count_agents()
     task = progress.add_task("export", total=total) if progress is not None else None
     agents = events = 0
+    forgotten: list[str] = []
 
     async def each() -> Any:
         if ids is not None:
@@ -112,6 +125,16 @@ async def export_agents(
             from ..errors import AgentNotFound
 
             raise AgentNotFound(agent_id)
+        try:
+            # the head state first: a shredded agent is found before any line of it
+            snap = await store.load(agent_id, at_seq=head)
+        except AgentForgotten:
+            if ids is not None:
+                raise
+            forgotten.append(agent_id)
+            if progress is not None:
+                progress.advance(task)
+            continue
         written = 0
         try:
             async for ev in store.history(agent_id, to_seq=head):
@@ -126,7 +149,6 @@ async def export_agents(
                 out.write(dumps(_event_line(ev)) + b"\n")
                 written += 1
         events += written
-        snap = await store.load(agent_id, at_seq=head)
         end = {
             "end": agent_id,
             "seq": head,
@@ -137,7 +159,7 @@ async def export_agents(
         agents += 1
         if progress is not None:
             progress.advance(task)
-    return agents, events
+    return agents, events, forgotten
 
 
 @dataclass
@@ -473,28 +495,40 @@ def export_cmd(
 
         check_output_file(output, "statekeeper export file", _is_export)
 
-    async def go(out: IO[bytes]) -> tuple[int, int]:
+    async def go(out: IO[bytes]) -> tuple[int, int, list[str]]:
         async with open_store(url, key_file=key_file) as store:
             with bar("exporting", disable=json_out or output is None) as progress:
                 return await export_agents(store, agent_ids or None, out, progress)
 
+    def left_out(forgotten: list[str]) -> str:
+        return (
+            f"left out {len(forgotten)} forgotten agent(s) (their data keys are destroyed): "
+            + escape(", ".join(forgotten))
+        )
+
     if output is None:
-        agents, events = run(go(sys.stdout.buffer))
+        agents, events, forgotten = run(go(sys.stdout.buffer))
         sys.stdout.flush()
+        if forgotten:  # stdout is the file: the notice goes to stderr
+            err_console().print(left_out(forgotten))
         return
     tmp = output.with_name(output.name + ".partial")
     try:
         with tmp.open("wb") as fh:
-            agents, events = run(go(fh))
+            agents, events, forgotten = run(go(fh))
         tmp.replace(output)
     finally:
         tmp.unlink(missing_ok=True)
     if json_out:
-        render.print_json({"agents": agents, "events": events, "file": str(output)})
+        render.print_json(
+            {"agents": agents, "events": events, "forgotten": forgotten, "file": str(output)}
+        )
     else:
         out_console().print(
             f"exported {agents} agent(s), {events} event(s) to {escape(str(output))}"
         )
+        if forgotten:
+            out_console().print(left_out(forgotten))
 
 
 def _is_export(path: Path) -> bool:
