@@ -18,6 +18,12 @@ growing by one message per save, each save a fresh ``{"messages": msgs[:n]}``):
   ``PASS_EVERY`` ago). Under valgrind a save takes longer than the default 1 ms, so in
   ``sk-seq`` every save still makes its pass; on a quiet machine most of a loop of
   saves skip it;
+- ``sk-seq-postgres`` / ``sk-seq-postgres-keyed``: ``sk-seq`` on PostgreSQL
+  (``$STATEKEEPER_BENCH_POSTGRES_DSN``, default the test server's
+  ``postgresql://postgres@127.0.0.1:5432/test``; a schema of its own, dropped after),
+  without and with a key: the client's instructions only (the server is another
+  process); the once-per-store "encrypted" marker read (and set, keyed) cancels out
+  of the per-save figure like the rest of the start-up;
 - ``sk-agent``: ``DurableAgent.save`` of 4 agents, each save appending one message to
   ``agent.data["messages"]`` (tracked: the agent's ops are written as they are);
 - ``lg-seq``: LangGraph ``SqliteSaver.put`` of the same states (the peer);
@@ -62,6 +68,8 @@ SIDES = (
     "sk-seq",
     "sk-seq-nopass",
     "sk-seq-memory",
+    "sk-seq-postgres",
+    "sk-seq-postgres-keyed",
     "sk-agent",
     "lg-seq",
     "bare",
@@ -70,11 +78,11 @@ SIDES = (
 )
 
 
-async def _sk_seq(path: Path, rounds: int, url: str | None = None) -> int:
+async def _sk_seq(path: Path, rounds: int, url: str | None = None, **options: Any) -> int:
     from statekeeper import StateStore
 
     wl = Workload(4, FIRST, FIRST + STEPS, chars=CHARS)
-    async with StateStore(url or f"sqlite:///{path}?synchronous=OFF") as store:
+    async with StateStore(url or f"sqlite:///{path}?synchronous=OFF", **options) as store:
         docs = {a: wl.docs(a) for a in wl.agent_ids}
         for step in range(rounds):
             for a in wl.agent_ids:
@@ -139,6 +147,27 @@ async def _sk_group(path: Path, rounds: int, agents: int, witness: bool = True) 
     return agents * rounds
 
 
+def _sk_seq_postgres(path: Path, rounds: int, keyed: bool) -> int:
+    import os
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+
+    from statekeeper.security import Keyring, generate_key
+
+    dsn = os.environ.get(
+        "STATEKEEPER_BENCH_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/test"
+    )
+    schema = "sk_bench_save_" + uuid.uuid4().hex[:12]
+    options: dict[str, Any] = {"keyring": Keyring({"k1": generate_key()})} if keyed else {}
+    try:
+        return asyncio.run(_sk_seq(path, rounds, f"{dsn}?schema={schema}", **options))
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 def child(side: str, rounds: int) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.db"
@@ -151,6 +180,8 @@ def child(side: str, rounds: int) -> int:
             return asyncio.run(_sk_seq(path, rounds))
         if side == "sk-seq-memory":
             return asyncio.run(_sk_seq(path, rounds, "memory://"))
+        if side.startswith("sk-seq-postgres"):
+            return _sk_seq_postgres(path, rounds, keyed=side.endswith("-keyed"))
         if side == "sk-agent":
             return asyncio.run(_sk_agent(path, rounds))
         if side == "lg-seq":

@@ -239,6 +239,8 @@ CROSS_AGENT = {
     "feed_trimmed",
     "partitions",
     "in_recovery",
+    "marker_read",
+    "marker_set",
 }
 
 

@@ -6,8 +6,9 @@ were written in the clear (by a process that opened the store before it was
 encrypted, or by an older version; or records rekeyed partially) took cleartext
 writes from a store without a key. The marker is set by the first write of a store
 with a key and by ``rekey``, and read once, at a store's first write. Engines that keep
-markers: memory, SQLite, Redis, tiered (its durable tier); PostgreSQL and S3 keep none
-yet and fall back on the newest heads."""
+markers: memory, SQLite, PostgreSQL (``sk_markers``, migration 9), Redis, S3 (an object
+under ``<prefix>/m/``; the moto server: slow), tiered (its durable tier). PostgreSQL's
+migration and row-level security: test_keyless_marker_postgres.py."""
 
 from __future__ import annotations
 
@@ -22,14 +23,26 @@ from statekeeper.security import Keyring, generate_key
 from statekeeper.security.rekey import rekey_agent
 from statekeeper.store.keyguard import ENCRYPTED, SAMPLE
 
-from ._raw import Env, raw_env
+from ..backends._services import fresh_url
+from ._raw import Env, Raw, raw_env
 
 KEY = generate_key()
-MARKED = ["memory", "sqlite", "redis", "tiered"]
+MARKED = [
+    "memory",
+    "sqlite",
+    "postgres",
+    "redis",
+    "tiered",
+    pytest.param("s3", marks=pytest.mark.slow),
+]
 
 
 @pytest.fixture(params=MARKED)
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
+    if request.param == "s3":  # (no raw edits: only stores are opened here)
+        with fresh_url("s3", tmp_path) as url:
+            yield Env("s3", lambda: url, Raw())
+        return
     with raw_env(request.param, tmp_path) as e:
         yield e
 

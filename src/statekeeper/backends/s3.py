@@ -7,6 +7,7 @@ lexicographic key order equal to the ids' code point order)::
     <prefix>/a/<hex id>/s/<seq, 20 digits>         a snapshot
     <prefix>/a/<hex id>/k/<sha256 of the key>      an idempotency key: "first:last"
     <prefix>/a/<hex id>/e/b<seq, 20 digits>        the base of a compacted stream (empty)
+    <prefix>/m/<hex name>                          a store-level marker (Backend.read_marker)
 
 * Commits are immutable and created with a conditional write
   (``PutObject(IfNoneMatch='*')``, honoured by AWS S3 since 2024, MinIO, Ceph RGW and
@@ -253,6 +254,8 @@ class S3Backend(Backend):
         self.create_bucket = create_bucket and not readonly
         self._root = f"{self.prefix}/a/" if self.prefix else "a/"
         self._marker = f"{self.prefix}/statekeeper.meta" if self.prefix else "statekeeper.meta"
+        #: the store-level markers (one empty-bodied object each; see read_marker)
+        self._markers = f"{self.prefix}/m/" if self.prefix else "m/"
         options = dict(client_options)
         options.setdefault(
             "config",
@@ -335,6 +338,20 @@ class S3Backend(Backend):
         """Create the bucket if ``create_bucket`` and write the store's marker object."""
         self._check_writable()
         await self._run(self._put_new, self._marker, b"statekeeper")
+
+    # -- store-level markers ---------------------------------------------------------
+
+    def _marker_key(self, name: str) -> str:
+        return self._markers + name.encode().hex()
+
+    async def read_marker(self, name: str) -> bool | None:
+        """Whether the marker object ``<prefix>/m/<hex name>`` exists (one HEAD)."""
+        return await self._run(self._head_meta, self._marker_key(name)) is not None
+
+    async def set_marker(self, name: str) -> None:
+        """Create the marker object (a conditional PUT: one that exists stays as it is)."""
+        self._check_writable()
+        await self._run(self._put_new, self._marker_key(name), b"1")
 
     # -- keys --------------------------------------------------------------------------
 
@@ -788,15 +805,17 @@ class S3Backend(Backend):
 
     def _drop_all_sync(self, delete_bucket: bool) -> int:
         keys = self._list(self._root)
-        self._delete_keys(keys)
+        self._delete_keys(keys + self._list(self._markers))
         if delete_bucket:
             self._s3.delete_bucket(Bucket=self.bucket)
             self._ready = False
         return len(keys)
 
     async def drop_all(self, *, delete_bucket: bool = False) -> int:
-        """Delete every object under this backend's prefix (tests, benchmarks), and the
-        bucket too when asked (it must then hold nothing else). Returns how many."""
+        """Delete every object under this backend's prefix (tests, benchmarks): the
+        agents' and the store-level markers (the store's own ``statekeeper.meta``
+        stays); and the bucket too when asked (it must then hold nothing else). Returns
+        how many of the agents' objects there were."""
         self._check_writable()
         return await self._run(self._drop_all_sync, delete_bucket)
 

@@ -6,14 +6,15 @@ encrypted, silently. So before its first write (once: nothing per save; reads ne
 look), a store decides whether it may write:
 
 * The store-level marker ``"encrypted"`` (:meth:`Backend.read_marker`; SQLite's
-  ``sk_meta`` table, Redis's ``<prefix>meta`` hash, the memory engine, a tiered
-  store's durable tier) is set by the first write of a store with a key (before that
-  write) and by ``rekey`` (:func:`mark_encrypted`). A store without a key that finds
-  it set raises :class:`~statekeeper.errors.KeyRequired` on every write, whatever its
-  newest records are (they may be cleartext: written before the store was encrypted,
-  or by an older version).
+  ``sk_meta`` table, PostgreSQL's ``sk_markers`` table, Redis's ``<prefix>meta`` hash,
+  S3's ``<prefix>/m/`` objects, the memory engine, a tiered store's durable tier) is
+  set by the first write of a store with a key (before that write) and by ``rekey``
+  (:func:`mark_encrypted`). A store without a key that finds it set raises
+  :class:`~statekeeper.errors.KeyRequired` on every write, whatever its newest records
+  are (they may be cleartext: written before the store was encrypted, or by an older
+  version).
 * Stores written before the marker existed, and engines that keep no marker
-  (PostgreSQL, S3 for now: ``read_marker`` answers None): the newest records decide,
+  (``read_marker`` answers None: a third-party engine): the newest records decide,
   the heads of the most recently written agents (the first by id where the engine has
   no index on the last write). When one is encrypted, writes raise ``KeyRequired``.
   The refusal writes nothing (the marker neither): an older encrypted store is marked

@@ -530,6 +530,28 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
         finally:
             self._wrote()
 
+    # -- store-level markers (sk_markers, migration 9; see Backend.read_marker) --------
+
+    async def read_marker(self, name: str) -> bool | None:
+        """Whether the marker ``name`` is set (read on the primary: a replica may lag
+        behind the write that set it)."""
+        self._check_open()
+        return bool(await self._primary_query("marker_read", (name,)))
+
+    async def set_marker(self, name: str) -> None:
+        """Set the marker ``name`` (committed when this returns; setting it again is
+        nothing). Under row-level security, a role that may write some namespace."""
+        self._check_writable()
+        self._check_open()
+        query = self._sql["marker_set"]
+
+        async def op() -> None:
+            async with self._connection() as conn:
+                await conn.execute(query, (name,))
+
+        await self._retrying("set_marker", op)
+        self._wrote()
+
     async def health(self) -> Health:
         detail: dict[str, Any] = {"schema": self.schema}
         if self._closed:

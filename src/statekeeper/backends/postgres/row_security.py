@@ -9,7 +9,9 @@ deletes in one it may write — checked by the server, so a compromised applicat
 process holding that role's connection cannot go around the policy (it can still do
 whatever the role may). The tables' owner and superusers are exempt (keep the owner for
 migrations and administration, never for an application). The audit log's stream is
-readable and appendable by every role and deletable by none.
+readable and appendable by every role and deletable by none. The store-level markers
+(``sk_markers``; the "encrypted" marker of :mod:`statekeeper.store.keyguard`) are
+readable by every role, set by a role that may write some namespace, cleared by none.
 
 Run it as the owner of the schema (the role that created the store), after the store
 exists; run it again after a policy change (it replaces the grants) or after an upgrade
@@ -76,8 +78,10 @@ async def install_row_security(
                 ).format(s=s),
                 list(grants),
             )
+        await conn.execute(sql.SQL(blocks["markers"]).format(s=s))
         for role in roles:
             await conn.execute(sql.SQL(blocks["role"]).format(s=s, r=sql.Identifier(role)))
+            await conn.execute(sql.SQL(blocks["marker_role"]).format(s=s, r=sql.Identifier(role)))
         feed = named_blocks(
             read_script("statekeeper.backends.postgres", "sql/row_security_feed.sql")
         )

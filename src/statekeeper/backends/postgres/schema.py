@@ -53,6 +53,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (6, "tables, leases and the append functions", read_script(PACKAGE, "sql/schema.sql")),
     (7, "the change feed: event positions", read_script(PACKAGE, "sql/feed.sql")),
     (8, "the agents' last-write index", read_script(PACKAGE, "sql/written_index.sql")),
+    (9, "store-level markers", read_script(PACKAGE, "sql/markers.sql")),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -68,7 +69,8 @@ _PARTITIONED = named_blocks(read_script(PACKAGE, "sql/partitioned.sql"))
 MAX_PARTITIONS = 1024
 
 _STATEKEEPER_TABLES = (
-    "sk_agents, sk_events, sk_snapshots, sk_idempotency, sk_leases, sk_migrations, sk_feed_floor"
+    "sk_agents, sk_events, sk_snapshots, sk_idempotency, sk_leases, sk_migrations, sk_feed_floor,"
+    " sk_markers"
 )
 _FUNCTIONS = (
     "sk_feed_mark",

@@ -205,3 +205,9 @@ SELECT safe, next_candidate, next_holders, (pg_current_wal_lsn() - '0/0'::pg_lsn
 
 -- name: in_recovery
 SELECT pg_is_in_recovery()
+
+-- name: marker_read
+SELECT 1 FROM {s}.sk_markers WHERE name = %s
+
+-- name: marker_set
+INSERT INTO {s}.sk_markers (name) VALUES (%s) ON CONFLICT (name) DO NOTHING

@@ -54,6 +54,22 @@ REVOKE INSERT, UPDATE, DELETE ON {s}.sk_grants, {s}.sk_migrations FROM {r};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {r};
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {r};
 
+-- name: markers
+-- the store-level markers (sk_markers: "encrypted", statekeeper.store.keyguard): every
+-- role reads them (a store without a key must see that the store is encrypted, whatever
+-- namespaces it may read); a role that may write some namespace sets one; none clears
+-- one (only the owner's drop_all does)
+ALTER TABLE {s}.sk_markers ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS sk_read ON {s}.sk_markers;
+CREATE POLICY sk_read ON {s}.sk_markers FOR SELECT USING (true);
+DROP POLICY IF EXISTS sk_set ON {s}.sk_markers;
+CREATE POLICY sk_set ON {s}.sk_markers FOR INSERT WITH CHECK (
+    EXISTS (SELECT 1 FROM {s}.sk_grants g WHERE g.db_role = current_user AND g.perm >= 2));
+
+-- name: marker_role
+GRANT SELECT, INSERT ON {s}.sk_markers TO {r};
+REVOKE UPDATE, DELETE, TRUNCATE ON {s}.sk_markers FROM {r};
+
 -- name: revoke
 REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {r};
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA {s} FROM {r};
