@@ -111,6 +111,7 @@ def test_diff_bad_arguments(tmp_path: Path, args: list[str], code: int, message:
 
 
 @pytest.mark.slow  # every engine into every engine: ~40 CLI processes per engine
+@pytest.mark.timeout(1200)  # ~31 fresh CLI processes: past 300 s twice at load ~17 on 2 cores
 @engines
 def test_export_import_round_trips_to_every_engine(
     engine_url: str, tmp_path: Path, request: pytest.FixtureRequest
