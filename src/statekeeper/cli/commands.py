@@ -410,6 +410,7 @@ def stats(
     """Summarise the store: agents, events, states, size."""
     import heapq
 
+    from ..governance.hooks import is_store_admin
     from .progress import bar
 
     url = resolve_url(ctx, db)
@@ -442,7 +443,8 @@ def stats(
             return {
                 "backend": health.backend,
                 "healthy": health.ok,
-                "bytes": health.detail.get("bytes"),
+                # the engine's size holds every tenant's agents: a store admin's figure
+                "bytes": health.detail.get("bytes") if is_store_admin(store) else None,
                 "agents": agents_n,
                 "events": events_n,
                 "states": dict(sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))),
