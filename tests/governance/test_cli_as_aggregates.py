@@ -138,3 +138,25 @@ def test_langgraph_commands_need_a_store_admin(tenants: Tenants) -> None:
     assert not target.exists()
     pruned = tenants.json("ops", "langgraph", "prune", "--keep-last", "1")
     assert isinstance(pruned, dict) and pruned["checkpoints_deleted"] == 2
+
+
+@pytest.mark.parametrize("engine", ["memory", "sqlite"])
+async def test_health_detail_is_a_store_admins(engine: str, tmp_path: Path) -> None:
+    """``store.health()``: the engine's figures (the memory engine's agent count, the
+    SQLite file's size) span every tenant; a principal that is not admin on ``**`` gets
+    ``ok`` and the engine's name only."""
+    (tmp_path / "policy.toml").write_text(POLICY)
+    policy = load_policy(tmp_path / "policy.toml")
+    url = "memory://" if engine == "memory" else f"sqlite:///{tmp_path}/h.db"
+    async with StateStore(url) as plain:
+        for i in range(3):
+            await plain.save(f"globex/g{i}", {"n": i})
+        await plain.save("acme/a1", {"n": 1})
+        expected = await plain.health()
+        assert expected.detail  # the memory engine's agents, the SQLite file's bytes
+        bot = StateStore(plain.backend, principal="bot", policy=policy)
+        ops = StateStore(plain.backend, principal="ops", policy=policy)
+        seen = await bot.health()
+        assert (seen.ok, seen.backend, seen.detail) == (True, expected.backend, {})
+        assert (await ops.health()).detail.keys() == expected.detail.keys()
+        assert await bot.count_agents() == 1

@@ -410,7 +410,6 @@ def stats(
     """Summarise the store: agents, events, states, size."""
     import heapq
 
-    from ..governance.hooks import is_store_admin
     from .progress import bar
 
     url = resolve_url(ctx, db)
@@ -443,8 +442,9 @@ def stats(
             return {
                 "backend": health.backend,
                 "healthy": health.ok,
-                # the engine's size holds every tenant's agents: a store admin's figure
-                "bytes": health.detail.get("bytes") if is_store_admin(store) else None,
+                # (a store opened as a principal shows the engine's size, which holds
+                # every namespace's agents, to an admin on ** only: None for the others)
+                "bytes": health.detail.get("bytes"),
                 "agents": agents_n,
                 "events": events_n,
                 "states": dict(sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))),
