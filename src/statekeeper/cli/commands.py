@@ -442,8 +442,6 @@ def stats(
             return {
                 "backend": health.backend,
                 "healthy": health.ok,
-                # (a store opened as a principal shows the engine's size, which holds
-                # every namespace's agents, to an admin on ** only: None for the others)
                 "bytes": health.detail.get("bytes"),
                 "agents": agents_n,
                 "events": events_n,
