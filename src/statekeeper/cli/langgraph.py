@@ -7,6 +7,10 @@ applies retention (see :meth:`StatekeeperSaver.prune_retention`);
 ``SqliteSaver`` / ``PostgresSaver`` database into a statekeeper store and ``export``
 copies them back (see :mod:`statekeeper.integrations.langgraph.migrate`). LangGraph is imported
 only when a command runs, so the rest of the CLI works without the extra.
+
+Under ``--as`` each needs ``admin`` on ``**``: the commands work through a saver of
+their own over the whole store (every thread, whichever namespace its prefix puts it
+in), as ``migrate`` does; a refusal exits 4 before anything is read or written.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import typer
 
 from .._durations import DURATION_EXAMPLES, seconds_in
 from .app import DbOption, JsonOption, fail, handled, out_console, resolve_url, run
-from .stores import KeyFileOption, check_store, env_keyring
+from .stores import KeyFileOption, check_store, env_keyring, require_store_admin
 
 __all__ = ["langgraph_app", "parse_duration"]
 
@@ -88,6 +92,7 @@ def prune(
         await (await check_store(url)).close()
 
     run(exists())
+    run(require_store_admin(url, key_file, "langgraph prune"))
     with StatekeeperSaver.from_url(url, prefix=prefix, keyring=keyring) as saver:
         report = saver.prune_retention(
             thread or None, keep_last=keep_last, ttl=seconds, dry_run=dry_run
@@ -146,6 +151,9 @@ def _move(
         except ImportError as exc:
             raise fail(str(exc), 2) from None
         move = migrate.import_threads if direction == "import" else migrate.export_threads
+        # the statekeeper side: the target of an import, the source of an export
+        store_url = target if direction == "import" else source
+        run(require_store_admin(store_url, key_file, f"langgraph {direction}"))
         with bar(f"{direction}ing", unit="checkpoints", disable=as_json or dry_run) as shown:
 
             def progress(total: int) -> Callable[[int], None]:

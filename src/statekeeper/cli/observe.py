@@ -259,6 +259,7 @@ async def _analyze(
     consistency: bool,
     states: list[str] | None,
 ) -> dict[str, Any]:
+    from ..governance.hooks import is_store_admin
     from ..observability.analysis import entropy, normalized_entropy, optimal_snapshot_interval
     from ..observability.analysis.checkpoint import daly_interval, young_interval
     from ..observability.analysis.consistency import consistency_score
@@ -300,10 +301,19 @@ async def _analyze(
         )
         snapshot_every = store.snapshot_every
         snapshot_cost = await measure_snapshot_cost(store) if mtbf is not None else 0.0
+        # the recovery is measured on a store of its own (cold, uncached, no policy):
+        # under --as it loads only the agents this principal may read
+        readable = None
+        if (rto is not None or mtbf is not None) and not is_store_admin(store):
+            readable = [info.agent_id async for info in store.iter_agents()]
     recovery = None
     if rto is not None or mtbf is not None:
         recovery = await measure_recovery(
-            url, keyring=env_keyring(key_file), objective=rto, **namespace_options()
+            url,
+            keyring=env_keyring(key_file),
+            agents=readable,
+            objective=rto,
+            **namespace_options(),
         )
     out["recovery"] = recovery.to_dict() if recovery is not None else None
     out["checkpoint"] = None

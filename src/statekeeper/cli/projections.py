@@ -3,6 +3,11 @@
 The read models live in a SQLite file of their own (``--read-model``; next to a
 SQLite store by default: ``agents.db`` -> ``agents.projections.db``). The store is
 opened read-only: projections never write to it.
+
+Under ``--as`` they need ``admin`` on ``**``: a read model follows the whole store's
+change feed (its rows and positions count every tenant's events), and one built by a
+principal that reads only some agents would be a silently partial read model in the
+file every reader of the store shares.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
     from ..feed.runner import ProjectionStatus
+    from ..store import StateStore
 
 __all__ = ["projections_app"]
 
@@ -38,6 +44,13 @@ ReadModelOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+async def _store_admin(store: StateStore) -> None:
+    """Under ``--as``: AccessDenied (audited) unless the principal is admin on ``**``."""
+    from ..governance.hooks import require_namespace
+
+    await require_namespace(store, "admin", "projections")
 
 
 def read_model_path(url: str, given: Path | None) -> Path:
@@ -109,6 +122,7 @@ def projections_status(
 
     async def go() -> list[ProjectionStatus]:
         async with open_store(url, key_file=key_file) as store:
+            await _store_admin(store)
             path = read_model_path(url, read_model)
             if not path.exists():  # never run: nothing to open (and nothing created)
                 from ..feed import BUILTINS, ProjectionStatus
@@ -143,6 +157,7 @@ def projections_rebuild(
 
     async def go() -> int:
         async with open_store(url, key_file=key_file) as store:
+            await _store_admin(store)
             path = read_model_path(url, read_model)
             async with ProjectionRunner(store, path) as runner:
                 runner.get(name)  # an unknown name fails before anything is touched
@@ -189,6 +204,7 @@ def projections_run(
 
     async def go() -> dict[str, int]:
         async with open_store(url, key_file=key_file) as store:
+            await _store_admin(store)
             path = read_model_path(url, read_model)
             async with ProjectionRunner(store, path) as runner:
                 chosen = names or None

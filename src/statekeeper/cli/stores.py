@@ -39,6 +39,7 @@ __all__ = [
     "check_store",
     "env_keyring",
     "open_store",
+    "require_store_admin",
 ]
 
 ENV_KEY_FILE = "STATEKEEPER_KEY_FILE"
@@ -100,6 +101,21 @@ async def open_store(
         readonly = False  # refusals (and reads, when audited) are appended to the audit log
     async with open_existing(url, keyring=keyring, readonly=readonly, **governance) as store:
         yield store
+
+
+async def require_store_admin(url: str, key_file: Path | None, operation: str) -> None:
+    """Under ``--as``: raise :class:`~statekeeper.errors.AccessDenied` (audited when the
+    store keeps an audit log) unless the principal has ``admin`` on ``**``; nothing
+    without ``--as``. For the commands that work on the whole store below its public
+    calls (their own saver, the change feed's positions): what they show or change
+    spans every tenant, so only a store administrator may run them."""
+    if not os.environ.get(ENV_PRINCIPAL, "").strip():
+        governance_options(None)  # --policy without --as: refused as everywhere
+        return
+    from ..governance.hooks import require_namespace
+
+    async with open_store(url, key_file=key_file) as store:
+        await require_namespace(store, "admin", operation)
 
 
 def governance_options(keyring: Keyring | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ __all__ = [
     "announce",
     "change_sink",
     "emit",
+    "is_store_admin",
     "require_namespace",
     "store_namespace",
     "store_sink",
@@ -106,6 +107,15 @@ async def require_namespace(store: Any, permission: str, operation: str) -> None
     gov = getattr(store, "_governance", None)
     if gov is not None:
         await gov.require_namespace(store_namespace(store), permission, operation)
+
+
+def is_store_admin(store: Any) -> bool:
+    """Whether ``store`` may report on the whole store: a plain store, or one opened as
+    a principal with ``admin`` on ``**`` (or with no policy). Store-wide aggregates
+    (the file's size, the audit log's records, the change feed's positions) count every
+    tenant's agents: a report for another principal leaves them out."""
+    gov = getattr(store, "_governance", None)
+    return gov is None or bool(gov.store_admin())
 
 
 def store_namespace(store: Any) -> str:

@@ -533,8 +533,15 @@ async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStat
 async def key_usage(store: StateStore) -> dict[str, int]:
     """How many stored records (events, snapshots) and stream heads name each key, read
     from clear headers without decrypting anything. ``"(none)"`` counts records stored
-    in the clear. Use it to confirm that a retired key is no longer needed."""
+    in the clear. Use it to confirm that a retired key is no longer needed.
+
+    On a store opened as a principal: the agents it may read, and the audit log (every
+    tenant's entries) only for an admin on ``**``, who alone may read it."""
+    from ..store.governed import governance_of  # (the store imports this package)
+
     backend = store.backend
+    gov = governance_of(store)
+    with_log = gov is None or gov.store_admin()
     counts: dict[str, int] = {}
 
     def count(key_id: str | None) -> None:
@@ -544,7 +551,7 @@ async def key_usage(store: StateStore) -> dict[str, int]:
     async def ids() -> AsyncIterator[str]:
         async for info in store.iter_agents():
             yield info.agent_id
-        if await backend.head(AUDIT_STREAM) > 0:
+        if with_log and await backend.head(AUDIT_STREAM) > 0:
             yield AUDIT_STREAM  # sealed like a stream: its keys count too
 
     async for agent_id in ids():

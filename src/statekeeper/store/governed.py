@@ -25,6 +25,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..arguments import check_agent_id, check_name
+from ..backends.base import Health
 from ..errors import AccessDenied, ConfigurationError, ConflictError, RetriesExhausted
 from ..records import (
     AgentInfo,
@@ -484,6 +485,17 @@ class GovernedStateStore(StateStore):
                 break
             cursor = page[-1].agent_id
         return out[:limit]
+
+    async def health(self) -> Health:
+        """The backend's health: ``ok`` and the engine's name for every principal; its
+        ``detail`` (the file's size, the engine's agent count, paths, pools: figures
+        over every namespace) for an admin on ``**`` only; the others get its
+        ``error``, if any, alone."""
+        health = await super().health()
+        if self._governance.store_admin():
+            return health
+        kept = {k: v for k, v in health.detail.items() if k == "error"}
+        return Health(ok=health.ok, backend=health.backend, detail=kept)
 
     async def count_agents(self) -> int:
         """How many agents this principal may read."""
