@@ -252,9 +252,9 @@ class PageSnapshot:
                 # gap zeroed, the freeblocks (if any) by _clean_freeblocks: read+apply
                 # 0.12-0.13 -> 0.10-0.11 CPU-s for the 92,000 pages of the bench store
                 h = at + 100 if pageno == 1 else at
-                kind, block, cells, content = head(buf, h)
-                if kind in tree_types:
-                    gap = h + (12 if kind < 0x06 else 8) + 2 * cells
+                page_type, block, cells, content = head(buf, h)
+                if page_type in tree_types:
+                    gap = h + (12 if page_type < 0x06 else 8) + 2 * cells
                     end = at + (content or 65536)
                     if gap < end <= at + usable:
                         buf[gap:end] = zeros[: end - gap]
@@ -265,7 +265,7 @@ class PageSnapshot:
                     continue
                 if what == _BTREE:
                     continue  # dbstat says a b-tree page, yet it does not read as one
-                if kind or self._read_overflow:
+                if page_type or self._read_overflow:
                     what = _DROP  # neither: not a page of a kept tree
                 else:  # an overflow page: how much of it is used, dbstat says
                     self._overflow_pages(plan)

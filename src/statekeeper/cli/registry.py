@@ -113,7 +113,7 @@ COMMANDS: dict[str, Entry] = {
         group="langgraph_app",
     ),
     "demo": Entry(
-        "commands",
+        "demo_cmd",
         "Crash a tool-calling agent with SIGKILL mid-run, resume it, prove nothing ran twice.",
     ),
     "bench": Entry("bench", "Measure save/load latency per storage strategy vs the seed's claims."),
