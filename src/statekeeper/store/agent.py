@@ -25,7 +25,7 @@ closed while an agent it opened still has unwritten changes warns with
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import patch
@@ -55,6 +55,18 @@ __all__ = ["DurableAgent"]
 
 def _value(x: Any) -> Any:
     return getattr(x, "value", x)
+
+
+async def _seeing(read: Awaitable[Snapshot]) -> tuple[Snapshot, bytes | None]:
+    """``read`` (store calls ending in the latest state) run with a :class:`Seen` set:
+    the state, and the chain link the store put in it (the incarnation check's link
+    where the store's cache does not hold the record: cache off, evicted)."""
+    seen = Seen(0, None)
+    token = SEEN.set(seen)
+    try:
+        return await read, seen.adopted
+    finally:
+        SEEN.reset(token)
 
 
 class DurableAgent:
@@ -127,9 +139,8 @@ class DurableAgent:
         check_mapping(initial_data, "initial_data", optional=True)
         if type(strict) is not bool:
             raise InvalidArgument("strict", f"strict must be a bool, not {type(strict).__name__}")
-        seen = Seen(0, None)  # (the store puts the link of the state it reads in it)
-        token = SEEN.set(seen)
-        try:
+
+        async def latest() -> Snapshot:
             snapshot = await store.get(agent_id)
             if snapshot is None:
                 # another worker may create it first: then use theirs
@@ -138,10 +149,11 @@ class DurableAgent:
                         agent_id, initial_data or {}, fsm_state=machine.state_value, lease=lease
                     )
                 snapshot = await store.load(agent_id)
-        finally:
-            SEEN.reset(token)
+            return snapshot
+
+        snapshot, link = await _seeing(latest())
         agent = cls(store, agent_id, machine, snapshot, lease=lease, strict=strict)
-        agent._adopt_link(seen.adopted)
+        agent._adopt_link(link)
         return agent
 
     def bind(self, lease: Leased | None) -> None:
@@ -459,14 +471,9 @@ class DurableAgent:
 
     async def refresh(self) -> None:
         """Drop unsaved changes and reload the latest stored state."""
-        seen = Seen(0, None)
-        token = SEEN.set(seen)
-        try:
-            snapshot = await self.store.load(self.agent_id)
-        finally:
-            SEEN.reset(token)
+        snapshot, link = await _seeing(self.store.load(self.agent_id))
         self._adopt(snapshot)
-        self._adopt_link(seen.adopted)
+        self._adopt_link(link)
 
     def history(self, *, after_seq: int = 0) -> AsyncIterator[Event]:
         """The agent's stored events, oldest first."""
