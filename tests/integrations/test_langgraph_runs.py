@@ -366,6 +366,16 @@ def test_a_lapsed_claim_is_taken_over_and_its_run_fenced(run_url: str) -> None:
     worker.start()
     try:
         assert entered.wait(GUARD)
+        # the slow run's input checkpoint is written in the background beside its node:
+        # wait until it is stored (a takeover before that would fence it away)
+        deadline = time.monotonic() + GUARD
+        while not (
+            (stored := holder.get_tuple(cfg)) is not None
+            and [m.content for m in stored.checkpoint["channel_values"].get("messages", [])]
+            == ["slow"]
+        ):
+            assert time.monotonic() < deadline, "the slow run's input was never stored"
+            time.sleep(0.01)
         clock.now += 2400
         holder._portal.call(holder._renew())  # what its renewer does every lease/3
         clock.now += 2400  # 4800 s after the claim, 2400 s after the renewal: still held
