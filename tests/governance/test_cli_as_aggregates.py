@@ -140,6 +140,17 @@ def test_langgraph_commands_need_a_store_admin(tenants: Tenants) -> None:
     assert isinstance(pruned, dict) and pruned["checkpoints_deleted"] == 2
 
 
+def test_a_prune_by_a_store_admin_is_in_the_audit_log(tenants: Tenants) -> None:
+    """The prune rewrites the thread (a new generation, the old one deleted): every
+    one of those mutations is recorded with the principal that ran it."""
+    before = len(tenants.audit())
+    pruned = tenants.json("ops", "langgraph", "prune", "--keep-last", "1")
+    assert isinstance(pruned, dict) and pruned["threads_compacted"] == 1
+    added = tenants.audit()[before:]
+    assert {(who, outcome) for who, _, outcome in added} == {("ops", "ok")}, added
+    assert {"create", "delete"} <= {op for _, op, _ in added}, added
+
+
 @pytest.mark.parametrize("engine", ["memory", "sqlite"])
 async def test_health_detail_is_a_store_admins(engine: str, tmp_path: Path) -> None:
     """``store.health()``: the engine's figures (the memory engine's agent count, the
@@ -160,3 +171,30 @@ async def test_health_detail_is_a_store_admins(engine: str, tmp_path: Path) -> N
         assert (seen.ok, seen.backend, seen.detail) == (True, expected.backend, {})
         assert (await ops.health()).detail.keys() == expected.detail.keys()
         assert await bot.count_agents() == 1
+
+
+def test_an_import_by_a_store_admin_is_in_the_target_audit_log(tenants: Tenants) -> None:
+    """`langgraph import --as ops` writes the threads as ops: audited in the target."""
+    peer = tenants.folder / "peer.db"
+    exported = cli_in_process(
+        "langgraph", "export", tenants.url, str(peer), "--key-file", str(tenants.keys),
+    )  # fmt: skip
+    assert exported.code == 0, str(exported)
+    target = tenants.folder / "target.db"
+    made = SyncStateStore(f"sqlite:///{target}", keyring=tenants.ring)
+    made.save("acme/a1", {"n": 1})
+    made.close()
+    done = cli_in_process(
+        "--as", "ops", "--policy", str(tenants.policy), "langgraph", "import",
+        str(peer), f"sqlite:///{target}", "--key-file", str(tenants.keys), "--json",
+    )  # fmt: skip
+    assert done.code == 0, str(done)
+
+    async def listed() -> list[tuple[str | None, str, str]]:
+        async with StateStore(f"sqlite:///{target}", keyring=tenants.ring) as store:
+            log = AuditLog(store.backend, tenants.ring)
+            return [(e.principal, e.operation, e.outcome) async for e in log.entries()]
+
+    entries = asyncio.run(listed())
+    assert entries and {who for who, _, _ in entries} == {"ops"}, entries
+    assert "create" in {op for _, op, _ in entries}, entries

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +25,13 @@ import typer
 
 from .._durations import DURATION_EXAMPLES, seconds_in
 from .app import DbOption, JsonOption, fail, handled, out_console, resolve_url, run
-from .stores import KeyFileOption, check_store, env_keyring, require_store_admin
+from .stores import (
+    KeyFileOption,
+    check_store,
+    env_keyring,
+    governance_options,
+    require_store_admin,
+)
 
 __all__ = ["langgraph_app", "parse_duration"]
 
@@ -93,7 +100,10 @@ def prune(
 
     run(exists())
     run(require_store_admin(url, key_file, "langgraph prune"))
-    with StatekeeperSaver.from_url(url, prefix=prefix, keyring=keyring) as saver:
+    # under --as, the saver's store is the principal's: the prune's mutations (a new
+    # generation of each thread, the old one deleted) are checked and audited
+    governed = governance_options(keyring)
+    with StatekeeperSaver.from_url(url, prefix=prefix, keyring=keyring, **governed) as saver:
         report = saver.prune_retention(
             thread or None, keep_last=keep_last, ttl=seconds, dry_run=dry_run
         )
@@ -150,7 +160,12 @@ def _move(
             from ..integrations.langgraph import migrate
         except ImportError as exc:
             raise fail(str(exc), 2) from None
-        move = migrate.import_threads if direction == "import" else migrate.export_threads
+        move = (
+            # under --as, the import's writes are checked and audited as the principal's
+            partial(migrate.import_threads, store_options=governance_options(keyring))
+            if direction == "import"
+            else migrate.export_threads
+        )
         # the statekeeper side: the target of an import, the source of an export
         store_url = target if direction == "import" else source
         run(require_store_admin(store_url, key_file, f"langgraph {direction}"))

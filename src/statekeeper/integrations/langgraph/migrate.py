@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -273,16 +273,24 @@ def import_threads(
     dry_run: bool = False,
     verify: bool = True,
     progress: Callable[[int], Progress] | None = None,
+    store_options: Mapping[str, Any] | None = None,
 ) -> MigrationReport:
     """Copy LangGraph threads from a ``SqliteSaver`` / ``PostgresSaver`` database into
     the statekeeper store at ``target_url`` (which must exist: ``statekeeper init``).
 
     ``keyring``: the target's keys (an encrypted store). ``thread_ids``: only these.
-    ``progress(total)`` returns a callback advanced once per checkpoint."""
+    ``progress(total)`` returns a callback advanced once per checkpoint.
+    ``store_options``: more :class:`~statekeeper.StateStore` options for the store the
+    copy writes through (``principal``, ``policy``, ``audit``: the copy's writes are
+    checked and audited as that principal's)."""
     _same_place(source_url, target_url)
+    extra = dict(store_options or {})
     return _copy(
         (source_url, lambda: _PeerSide(open_peer(source_url, readonly=True))),
-        (target_url, lambda: _open_statekeeper(target_url, keyring, readonly=dry_run)),
+        (
+            target_url,
+            lambda: _open_statekeeper(target_url, keyring, readonly=dry_run, extra=extra),
+        ),
         thread_ids=thread_ids,
         dry_run=dry_run,
         verify=verify,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import abc
 import builtins
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from langgraph.checkpoint.base import (
@@ -185,7 +185,12 @@ class _StatekeeperSide(_Side):
 
 
 def _open_statekeeper(
-    url: str, keyring: Keyring | None, *, readonly: bool, serde: Any = None
+    url: str,
+    keyring: Keyring | None,
+    *,
+    readonly: bool,
+    serde: Any = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> _StatekeeperSide:
     from ...backends.redact import mask_url
     from ...backends.url import open_backend
@@ -224,7 +229,7 @@ def _open_statekeeper(
     # land in order, so whatever a crash keeps is a prefix — every checkpoint present
     # still has its writes, and the next run resumes after it. The store is flushed
     # before the copy is verified, through a new saver reading the backend.
-    writer = StatekeeperSaver.from_url(url, durability="async", **options)
+    writer = StatekeeperSaver.from_url(url, durability="async", **options, **(extra or {}))
     return _StatekeeperSide(writer, mask_url(url), reading)
 
 
