@@ -22,7 +22,7 @@ from statekeeper.backends.postgres import PostgresBackend
 from statekeeper.backends.postgres import row_security as _row_security
 from statekeeper.backends.postgres import schema as _schema
 from statekeeper.backends.scripts import named_blocks
-from statekeeper.errors import KeyRequired, StatekeeperError
+from statekeeper.errors import KeyRequired, NotAStore, StatekeeperError
 from statekeeper.governance import parse_policy
 from statekeeper.governance.policy_postgres import enforce_in_postgres
 from statekeeper.security import Keyring, generate_key
@@ -211,3 +211,30 @@ async def test_row_security_installed_at_migration_8_covers_the_marker_after_it(
             await carol.set_marker("other")
     finally:
         await carol.close()
+
+
+async def test_row_security_installed_on_a_schema_at_migration_8_brings_it_up_to_date(
+    schema: str, roles: dict[str, str], at_migration_8: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store an older statekeeper made, then this one's enforce_in_postgres first:
+    the schema is migrated (its policies name sk_markers), not a raw UndefinedTable."""
+    async with _store(POSTGRES_DSN, schema) as owner:
+        await owner.save("acme/support/t0", {"n": 0})
+    monkeypatch.undo()
+    await enforce_in_postgres(POSTGRES_DSN, schema, POLICY, roles)
+    assert _pg(f'SELECT max(version) FROM "{schema}".sk_migrations') == [(9,)]
+    async with _store(_as(roles["alice"]), schema, "alice", key=True) as alice:
+        await alice.save("acme/support/secret", {"card": "4111"})
+        assert await alice.backend.read_marker(ENCRYPTED) is True
+        assert [a.agent_id for a in await alice.list_agents()] == [
+            "acme/support/secret",
+            "acme/support/t0",
+        ]
+
+
+async def test_row_security_on_a_schema_without_a_store_is_refused(
+    schema: str, roles: dict[str, str]
+) -> None:
+    with pytest.raises(NotAStore):
+        await enforce_in_postgres(POSTGRES_DSN, schema, POLICY, roles)
+    assert _pg(f"SELECT count(*) FROM pg_namespace WHERE nspname = '{schema}'") == [(0,)]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, NotAStore
 from ..scripts import named_blocks, read_script
 
 __all__ = ["TABLES", "install_row_security", "remove_row_security"]
@@ -44,6 +44,30 @@ def _check(schema: str, grants: Sequence[tuple[str, str, int]]) -> None:
             raise ConfigurationError(f"a grant is (role, pattern, 1..3), not {pattern!r}, {perm!r}")
 
 
+async def _up_to_date(dsn: str, schema: str) -> None:
+    """The policies name every table of the current migration: a schema an older
+    statekeeper created is first brought up to date, as opening it for writing would
+    (a schema holding no store raises :class:`~statekeeper.errors.NotAStore`, one of a
+    newer statekeeper a :class:`~statekeeper.errors.ConfigurationError`)."""
+    from .backend import PostgresBackend
+
+    reader = PostgresBackend(dsn, schema=schema, min_size=1, max_size=1, readonly=True)
+    try:
+        await reader.ensure_store()
+        return
+    except NotAStore:
+        raise
+    except ConfigurationError:  # at another migration: the writer's open says which
+        pass
+    finally:
+        await reader.close()
+    writer = PostgresBackend(dsn, schema=schema, min_size=1, max_size=1)
+    try:
+        await writer.ensure_store()
+    finally:
+        await writer.close()
+
+
 async def install_row_security(
     dsn: str,
     schema: str,
@@ -61,6 +85,7 @@ async def install_row_security(
     from psycopg import sql
 
     _check(schema, grants)
+    await _up_to_date(dsn, schema)
     roles = sorted(set(roles) | {role for role, _, _ in grants} | set(trimmers))
     blocks = named_blocks(read_script("statekeeper.backends.postgres", "sql/row_security.sql"))
     s = sql.Identifier(schema)
