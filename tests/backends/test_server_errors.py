@@ -158,6 +158,7 @@ def _redis_url(kind: str, silent_port: int) -> str:
         "closed": f"redis://:{SECRET}@127.0.0.1:{free_port()}/0",
         "db-out-of-range": f"redis://{hostport}/999999",
         "silent": f"redis://:{SECRET}@127.0.0.1:{silent_port}/0?connect_timeout=0.5",
+        "cluster-closed": f"redis+cluster://:{SECRET}@127.0.0.1:{free_port()}/",
     }[kind]
 
 
@@ -167,6 +168,7 @@ def _redis_url(kind: str, silent_port: int) -> str:
         ("closed", "Connect call failed"),
         ("db-out-of-range", "DB index is out of range"),
         ("silent", "no answer within 0.5s"),
+        ("cluster-closed", "Connect call failed"),
     ],
 )
 async def test_redis_that_cannot_be_reached_fails_fast_with_its_reason(
@@ -185,7 +187,7 @@ async def test_redis_that_cannot_be_reached_fails_fast_with_its_reason(
         assert 1 <= silent.attempts_since(0) <= MAX_ATTEMPTS
     assert_not_retried(caplog)
     message = str(info.value)
-    assert reason in message and message.startswith("cannot connect to Redis at redis://")
+    assert reason in message and message.startswith("cannot connect to Redis at redis")
     assert SECRET not in message and SECRET not in caplog.text
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 

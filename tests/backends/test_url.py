@@ -139,6 +139,10 @@ SECRET = "Pw-d0-not-print"
         (f"postgresql://app:{SECRET}@db.invalid/agents?connect_timeout=-1", ["connect_timeout"]),
         (f"mysql://app:{SECRET}@db.invalid/agents", ["unknown backend scheme 'mysql'"]),
         (f"tiered://?durable=postgresql://app:{SECRET}@db.invalid/a&colour=blue", ["colour"]),
+        # malformed: the tiers without "?", an unclosed IPv6 host
+        (f"tiered://hot=redis://:{SECRET}@cache.invalid/0", ["needs a durable tier"]),
+        (f"postgresql://app:{SECRET}@[::1/agents", ["malformed URL", "Invalid IPv6"]),
+        (f"redis://:{SECRET}@[::1/0", ["malformed URL", "Invalid IPv6"]),
     ],
 )
 def test_url_errors_name_the_bad_part_and_never_the_password(url: str, names: list[str]) -> None:

@@ -171,6 +171,55 @@ def test_output_files_are_only_written_over_statekeeper_files(
     assert tree(tmp_path) == before
 
 
+@pytest.mark.parametrize(
+    ("command", "target"),
+    [
+        (["keys", "generate", "--key-file", "{out}/keys.json"], "keys.json"),
+        (["export", "--db", "{db}", "-o", "{out}/agents.jsonl"], "agents.jsonl"),
+        (["witness", "export", "{out}/witness.json", "--db", "{db}"], "witness.json"),
+        (
+            ["rekey", "--db", "{db}", "--key-file", "{keys}", "--progress-file", "{out}/p.json"],
+            "p.json",
+        ),
+        (
+            [
+                "backup",
+                "--db",
+                "{db}",
+                "--to",
+                "{out}/n.skb",
+                "--backup-key",
+                "{out}/b.key",
+                "--create-backup-key",
+            ],
+            "n.skb",
+        ),
+    ],
+)
+def test_files_beside_an_output_are_never_written_through(
+    tmp_path: Path, command: list[str], target: str
+) -> None:
+    """An output is written to a temporary file beside it, then renamed: a file that is
+    there already under a temporary name — a user's, or a symlink to a file elsewhere —
+    is neither written (through the link) nor moved; none is left behind."""
+    keys = key_file(tmp_path / "keys")
+    populate(f"sqlite:///{tmp_path / 's.db'}")
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone else's file\n")
+    planted = [f"{target}.tmp", f"{target}.partial", f".{target}.partial"]
+    for name in planted:
+        (out / name).symlink_to(victim)
+    paths = {"out": str(out), "db": str(tmp_path / "s.db"), "keys": str(keys)}
+    run = cli_in_process(*(a.format(**paths) for a in command))
+    assert run.code == 0, str(run)
+    assert victim.read_text() == "someone else's file\n"
+    assert all((out / name).is_symlink() for name in planted)
+    made = {p.name for p in out.iterdir()} - set(planted)
+    assert target in made and not any(".tmp" in n or ".partial" in n for n in made), made
+
+
 # ------------------------------------------------------- 10.2 read-only, not a store
 
 

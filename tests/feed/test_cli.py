@@ -8,12 +8,16 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from statekeeper import StateStore
+from statekeeper.errors import ConfigurationError
 from statekeeper.feed import ProjectionRunner
 from statekeeper.feed.builtins import AgentStates
 from statekeeper.records import FeedEvent
 
 from ..cli._proc import sk
+from ..cli._subprocess import cli_in_process, one_error_line
 
 
 class _BrokenStates(AgentStates):
@@ -89,3 +93,44 @@ def test_rebuild_prints_what_it_applied(tmp_path: Path) -> None:
             ("s0", "s1", 1),
             ("s1", "s2", 1),
         ]
+
+
+def test_a_read_model_path_holding_something_else_is_refused_untouched(tmp_path: Path) -> None:
+    """``--read-model`` names a file of read models: the store itself, another
+    application's database or a text file are refused (exit 2) and left as they were;
+    opening one would add the projections' tables to it and switch it to WAL."""
+    db = tmp_path / "s.db"
+    asyncio.run(_store(db))
+    app = tmp_path / "app.db"
+    conn = sqlite3.connect(app)
+    conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    conn.commit()
+    conn.close()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    before = {p: p.read_bytes() for p in (db, app, notes)}
+    for target, what in ((app, "another application's"), (notes, "not a SQLite"), (db, "store")):
+        for command in (["run"], ["status"], ["rebuild", "agent_states"]):
+            # refusals in this process (faster; the run below is a real process)
+            run = cli_in_process(
+                "projections", *command, "--db", str(db), "--read-model", str(target)
+            )
+            assert run.code == 2, str(run)
+            assert f"refusing to write read models into {target}" in one_error_line(run)
+            assert what in one_error_line(run)
+    assert {p: p.read_bytes() for p in before} == before
+    made = [p.name for p in tmp_path.iterdir() if not p.name.startswith("s.db")]
+    assert sorted(made) == ["app.db", "notes.txt"]
+    # its own file, made by a first run, is reopened
+    own = tmp_path / "models.db"
+    for _ in range(2):
+        ran = sk("projections", "run", "--db", str(db), "--read-model", str(own))
+        assert ran.returncode == 0, ran.stderr
+
+
+async def test_the_runner_names_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n" * 100)
+    async with StateStore("memory://") as store:
+        with pytest.raises(ConfigurationError, match=r"cannot keep read models in .*notes\.txt"):
+            await ProjectionRunner(store, notes).open()

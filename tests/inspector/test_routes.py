@@ -387,6 +387,37 @@ def test_credentials_are_never_rendered() -> None:
         assert "db.internal" in c.get("/store").text
 
 
+def test_the_store_page_says_an_encrypted_store_is_encrypted_without_its_key(
+    tmp_path: Any,
+) -> None:
+    """Opened without the key, an encrypted store is not shown as "none (checksums
+    only)": the page says its records are encrypted and cannot be read there."""
+    import asyncio
+
+    from starlette.testclient import TestClient
+
+    from statekeeper import StateStore
+    from statekeeper.inspector import InspectorSettings, create_app
+    from statekeeper.security import Keyring, generate_key
+
+    url = f"sqlite:///{tmp_path / 'enc.db'}"
+
+    async def seed() -> None:
+        keyring = Keyring({"k1": generate_key()}, active="k1")
+        async with StateStore(url, keyring=keyring) as store:
+            await store.save("secret/a", {"ssn": "123-45-6789"})
+
+    asyncio.run(seed())
+    settings = InspectorSettings(url=url, token=TOKEN)
+    for store, shown in (
+        (StateStore(url), "AES-256-GCM, no key loaded: records cannot be read"),
+        (StateStore("memory://"), "none (checksums only)"),
+    ):
+        with TestClient(create_app(settings, store=store), base_url="http://127.0.0.1") as c:
+            c.headers["Authorization"] = f"Bearer {TOKEN}"
+            assert f'<dd id="encryption">{shown}' in c.get("/store").text
+
+
 # -- writes ----------------------------------------------------------------------------
 
 

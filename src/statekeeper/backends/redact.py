@@ -53,6 +53,8 @@ def mask_url(url: str) -> str:
     if split is None:
         return _mask_netloc_text(url)
     scheme, netloc, path, query, fragment = split
+    if "://" in netloc + path:  # a URL inside a malformed one (tiered://hot=redis://…)
+        return _mask_netloc_text(url)
     original = (netloc, query)
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)

@@ -133,6 +133,10 @@ def open_backend(
         from .sqlite import SQLiteBackend
 
         return SQLiteBackend(url, readonly=readonly)
+    try:
+        urlsplit(url)
+    except ValueError as exc:  # an unclosed [IPv6 host: every engine's parser stops there
+        raise ConfigurationError(f"malformed URL {mask_url(url)!r}: {exc}") from None
     scheme = url.split("://", 1)[0].lower()
     base = scheme.split("+", 1)[0]
     timeout = _timeout_for(url, connect_timeout)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, NotOwned
 from ._markup import escape
 from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run, sqlite_file
 from .stores import KeyFileOption, open_store
@@ -54,7 +54,8 @@ async def _store_admin(store: StateStore) -> None:
 
 
 def read_model_path(url: str, given: Path | None) -> Path:
-    """``--read-model``, else the file next to a SQLite store."""
+    """``--read-model``, else the file next to a SQLite store; :class:`NotOwned` when
+    it holds something else than read models (nothing is written to it)."""
     path = given
     if path is None:
         store_file = sqlite_file(url)
@@ -63,7 +64,36 @@ def read_model_path(url: str, given: Path | None) -> Path:
                 "--read-model FILE is needed: the store is not a SQLite file to put it next to"
             )
         path = store_file.with_name(store_file.stem + ".projections.db")
+    _require_read_models(path)
     return path
+
+
+def _require_read_models(path: Path) -> None:
+    """A read-model file is created, or reopened when it holds ``sk_projections``;
+    anything else (the store itself, another application's database, a text file) is
+    refused untouched: opening it would add tables and switch it to WAL."""
+    from ..backends.sqlite_files import connect_read_only, describe, inspect_sqlite_file
+
+    try:
+        info = inspect_sqlite_file(path)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if info.kind == "missing":
+        return
+    if info.kind == "foreign":
+        conn = connect_read_only(path, timeout=5.0)
+        try:
+            tracking = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sk_projections'"
+            ).fetchone()
+        finally:
+            conn.close()
+        if tracking is not None:
+            return
+    raise NotOwned(
+        f"refusing to write read models into {path}: it {describe(info)}, not a read-model"
+        " file statekeeper wrote; choose another --read-model"
+    )
 
 
 def _status_rows(rows: list[ProjectionStatus], json_out: bool) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import io
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -512,9 +513,11 @@ def export_cmd(
         if forgotten:  # stdout is the file: the notice goes to stderr
             err_console().print(left_out(forgotten))
         return
-    tmp = output.with_name(output.name + ".partial")
+    from .._files import new_temporary
+
+    fd, tmp = new_temporary(output)  # never an existing file, never through a symlink
     try:
-        with tmp.open("wb") as fh:
+        with os.fdopen(fd, "wb") as fh:
             agents, events, forgotten = run(go(fh))
         tmp.replace(output)
     finally:

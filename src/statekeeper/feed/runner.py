@@ -150,7 +150,10 @@ class ProjectionRunner:
     def _open_sync(self) -> None:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
-            db.execute("PRAGMA journal_mode = WAL")
+            try:
+                db.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.DatabaseError as exc:  # not a database, or a damaged one
+                raise ConfigurationError(f"cannot keep read models in {self.path}: {exc}") from None
             db.execute("PRAGMA busy_timeout = 30000")
             db.execute("BEGIN IMMEDIATE")
             db.execute(_TRACKING)

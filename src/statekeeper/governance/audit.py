@@ -991,10 +991,8 @@ def read_witness(path: str | os.PathLike[str]) -> AuditHead | None:
 
 def write_witness(path: str | os.PathLike[str], head: AuditHead) -> None:
     """Keep ``head`` in ``path`` (written to a temporary file, then renamed)."""
-    name = os.fspath(path)
-    temporary = f"{name}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(head.dumps() + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, name)
+    from pathlib import Path
+
+    from .._files import write_atomically
+
+    write_atomically(Path(os.fspath(path)), head.dumps() + "\n")

@@ -34,6 +34,7 @@ from ..errors import (
     StatekeeperError,
 )
 from ..store.governed import governance_of
+from ..store.keyguard import ENCRYPTED
 from . import pages
 from .auth import TokenMiddleware, csrf_token, valid_csrf
 from .changes import pretty
@@ -414,6 +415,14 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             )
         return ins.render(request, "thread.html", view=view)
 
+    async def _encryption(store: StateStore) -> str:
+        if store.codec.keyring is not None:
+            return "AES-256-GCM (keyring loaded)"
+        # a store with a key, opened without one: its records cannot be read here
+        if await store.backend.read_marker(ENCRYPTED):
+            return "AES-256-GCM, no key loaded: records cannot be read (give --key-file)"
+        return "none (checksums only)"
+
     @handled
     async def store_page(request: Request) -> Response:
         health = await ins.store.health()
@@ -427,7 +436,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             detail=ins.safe(pretty(health.detail, 8000)) if ins.store_admin else None,
             capabilities=sorted(c.value for c in backend.capabilities),
             leases=backend.supports_leases,
-            encrypted=ins.store.codec.keyring is not None,
+            encryption=await _encryption(ins.store),
             stats=ins.store.stats(),
             observability=pages.optional_module("observability"),
             schema_module=pages.optional_module("schema"),

@@ -109,7 +109,7 @@ from ..scripts import read_script
 try:
     from redis.asyncio.cluster import RedisCluster
     from redis.commands.core import AsyncScript
-    from redis.exceptions import RedisError
+    from redis.exceptions import RedisClusterException, RedisError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise BackendUnavailable(
         "the Redis backend needs redis-py: pip install 'statekeeper[redis]'"
@@ -535,7 +535,7 @@ class RedisBackend(Backend):
                 await self._client.ping()
         except TimeoutError:
             reason = f"no answer within {self.connect_timeout:g}s (connect_timeout)"
-        except (RedisError, OSError) as exc:
+        except (RedisError, RedisClusterException, OSError) as exc:  # no node answered
             reason = one_line(scrub(str(exc), self.url)) or type(exc).__name__
         else:
             await self._check_layout()

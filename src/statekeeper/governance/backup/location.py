@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlsplit
 
+from ..._files import new_temporary
 from ...errors import BackupError, ConfigurationError
 
 __all__ = ["Location"]
@@ -51,9 +52,9 @@ class Location:
         ends without an error (otherwise nothing is left behind)."""
         if self.s3 is None:
             target = Path(self.spec)
-            tmp = target.with_name(f".{target.name}.partial")
-            try:
-                fh = open(tmp, "wb")  # noqa: SIM115 - closed below
+            try:  # a new file: never an existing one, never through a symlink
+                fd, tmp = new_temporary(target)
+                fh = os.fdopen(fd, "wb")
             except OSError as exc:
                 raise BackupError(f"cannot write backup {self.display}: {exc}") from None
             try:
