@@ -112,6 +112,37 @@ def test_bad_picture_paths_are_refused_before_anything_is_written(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.svg"]
 
 
+@pytest.mark.parametrize("suffix", ["svg", "png"])
+def test_a_file_statekeeper_did_not_write_is_never_overwritten(tmp_path: Path, suffix: str) -> None:
+    """Drawing again over one of our pictures is fine (a re-run); a hand-made picture,
+    any other file, or a link by that name is refused and left byte for byte."""
+    m = _matrix()
+    ours = write_heat_map(m, tmp_path / f"ours.{suffix}")
+    first = ours.read_bytes()
+    write_machine_diagram(m, ours)  # ours: drawn over
+    assert ours.read_bytes() != first
+    theirs = tmp_path / f"theirs.{suffix}"
+    theirs.write_bytes(b"<svg>hand-drawn</svg>" if suffix == "svg" else b"\x89PNG not ours")
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("someone's notes")
+    link = tmp_path / f"link.{suffix}"
+    link.symlink_to(elsewhere)
+    for path in (theirs, link):
+        before = path.read_bytes()
+        with pytest.raises(InvalidArgument, match="is not a picture statekeeper wrote"):
+            write_heat_map(m, path)
+        assert path.read_bytes() == before
+    assert elsewhere.read_text() == "someone's notes"
+    assert link.is_symlink()
+    leftovers = {p.name for p in tmp_path.iterdir()} - {
+        f"ours.{suffix}",
+        theirs.name,
+        link.name,
+        elsewhere.name,
+    }
+    assert not leftovers, leftovers
+
+
 def test_without_matplotlib_the_error_names_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

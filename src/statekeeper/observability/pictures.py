@@ -12,6 +12,7 @@ input makes the same bytes.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -56,7 +57,33 @@ def _format(path: str | Path) -> tuple[Path, str]:
         raise InvalidArgument("out", f"no such directory: {str(p.parent)!r}")
     if p.is_dir():
         raise InvalidArgument("out", f"{str(p)!r} is a directory")
+    if p.is_symlink() or (p.exists() and not _ours(p, fmt)):
+        raise InvalidArgument(
+            "out",
+            f"{str(p)!r} exists and is not a picture statekeeper wrote: "
+            "remove it or choose another name (it is left as it is)",
+        )
     return p, fmt
+
+
+#: what each picture carries in its metadata, so that a picture statekeeper wrote is
+#: drawn again over itself and any other file by that name is refused, not overwritten
+#: (an SVG's ``<dc:creator>``, a PNG's ``Software`` text chunk)
+CREATOR = "statekeeper pictures"
+_MARKS = {
+    "svg": f"<dc:title>{CREATOR}</dc:title>".encode(),
+    "png": b"Software\x00" + CREATOR.encode(),
+}
+
+
+def _ours(path: Path, fmt: str) -> bool:
+    """Whether the file at ``path`` is a picture of ours (its metadata within the first
+    64 KiB: matplotlib writes it before the drawing)."""
+    try:
+        with path.open("rb") as fh:
+            return _MARKS[fmt] in fh.read(65536)
+    except OSError:
+        return False
 
 
 def _matplotlib() -> Any:
@@ -82,8 +109,20 @@ def _style() -> AbstractContextManager[Any]:
 
 
 def _save(fig: Any, path: Path, fmt: str) -> Path:
-    metadata: dict[str, Any] = {"Date": None} if fmt == "svg" else {}
-    fig.savefig(path, format=fmt, dpi=100, metadata=metadata, bbox_inches="tight")
+    from .._files import new_temporary
+
+    metadata: dict[str, Any] = (
+        {"Date": None, "Creator": CREATOR} if fmt == "svg" else {"Software": CREATOR}
+    )
+    _format(path)  # checked again at the last moment: nothing else took the name since
+    fd, tmp = new_temporary(path)  # a new file renamed over the target: never through a link
+    try:
+        with open(fd, "wb") as fh:
+            fig.savefig(fh, format=fmt, dpi=100, metadata=metadata, bbox_inches="tight")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
