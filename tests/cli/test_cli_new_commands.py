@@ -162,8 +162,9 @@ def test_export_to_stdout_and_import_from_stdin(engine_url: str, tmp_path: Path)
     assert exported.returncode == 0, exported.stderr
     lines = [json.loads(line) for line in exported.stdout.splitlines()]
     assert lines[0]["format"] == "statekeeper-export"
-    assert [line["seq"] for line in lines[1:-1]] == [1, 2, 3, 4]
-    assert lines[-1]["end"] == "alpha" and lines[-1]["state"] == "processing"
+    assert [line["seq"] for line in lines[1:-2]] == [1, 2, 3, 4]
+    assert lines[-2]["end"] == "alpha" and lines[-2]["state"] == "processing"
+    assert lines[-1] == {"complete": {"agents": 1, "events": 4}}
     target = f"sqlite:///{tmp_path / 'copy.db'}"
     assert sk_in_process("init", target).returncode == 0  # import never creates a store
     imported = run("import", "-", "--db", target, "--json", input=exported.stdout)
@@ -233,9 +234,10 @@ def test_import_again_completes_an_agent_an_interrupted_import_left_half_written
     assert sk_in_process("export", "--db", source, "-o", str(file)).returncode == 0
     lines = [json.loads(line) for line in file.read_text().splitlines()]
     # what an import stopped (Ctrl-C) after alpha's second event left in the target
-    head = [x for x in lines if x.get("agent_id", x.get("end")) in (None, "alpha")]
+    head = [x for x in lines[:-1] if x.get("agent_id", x.get("end")) in (None, "alpha")]
     kept = [x for x in head if "end" not in x and ("seq" not in x or x["seq"] <= 2)]
     kept.append({**head[-1], "seq": 2, "state": kept[-1]["fsm"]})
+    kept.append({"complete": {"agents": 1, "events": 2}})
     partial = tmp_path / "partial.jsonl"
     partial.write_text("".join(json.dumps(x) + "\n" for x in kept))
     target = f"sqlite:///{tmp_path / 't.db'}"
@@ -261,6 +263,12 @@ def test_import_again_completes_an_agent_an_interrupted_import_left_half_written
         ("garbage\n", "line 1: not a JSON object"),
         ('{"format": "other"}\n', "line 1: not a statekeeper export"),
         ("TRUNCATE", "has no end line"),
+        ("CUT", "without its completion line: a truncated export"),
+        (
+            "MISCOUNT",
+            "the completion line counts 3 agent(s) and 9 event(s), the file holds 2 and 6",
+        ),
+        ("AFTER", "a line after the completion line"),
         ("GAP", "seq 3 (expected 2)"),
     ],
 )
@@ -270,8 +278,15 @@ def test_import_checks_the_whole_file_before_writing(
     source = f"sqlite:///{tmp_path / 's.db'}"
     populate(source)
     good = sk_in_process("export", "--db", source).stdout.splitlines()
+    end_lines = [i for i, line in enumerate(good) if '"end"' in line]
     if content == "TRUNCATE":
-        content = "\n".join(good[:-1]) + "\n"  # gamma's end line is missing
+        content = "\n".join(good[:-2]) + "\n"  # gamma's end line is missing
+    elif content == "CUT":  # cut at an agent's end: every agent in it whole, some missing
+        content = "\n".join(good[: end_lines[-2] + 1]) + "\n"
+    elif content == "MISCOUNT":  # a whole agent's lines taken out, the counts kept
+        content = "\n".join(good[: end_lines[-2] + 1] + good[-1:]) + "\n"
+    elif content == "AFTER":
+        content = "\n".join([*good, good[1]]) + "\n"
     elif content == "GAP":
         content = "\n".join(good[:2] + good[3:]) + "\n"
     file = tmp_path / "bad.jsonl"
@@ -286,6 +301,29 @@ def test_import_checks_the_whole_file_before_writing(
     assert "Traceback" not in result.stderr
     listed = sk_in_process("agents", "--db", f"sqlite:///{target}", "--json")
     assert json.loads(listed.stdout)["agents"] == []
+
+
+def test_import_reads_a_version_1_file_written_before_the_completion_line(
+    tmp_path: Path,
+) -> None:
+    source = f"sqlite:///{tmp_path / 's.db'}"
+    populate(source)
+    lines = [
+        json.loads(line) for line in sk_in_process("export", "--db", source).stdout.splitlines()
+    ]
+    assert lines[0]["version"] == 2 and "complete" in lines[-1]
+    old = [{**lines[0], "version": 1}, *lines[1:-1]]  # as version 1 wrote it
+    file = tmp_path / "v1.jsonl"
+    file.write_text("".join(json.dumps(line) + "\n" for line in old))
+    target = f"sqlite:///{tmp_path / 'target.db'}"
+    assert sk_in_process("init", target).returncode == 0
+    imported = sk_in_process("import", str(file), "--db", target, "--json")
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout)["agents"] == 3
+    with_trailer = tmp_path / "v1-trailer.jsonl"  # a completion line is no v1 line
+    with_trailer.write_text("".join(json.dumps(line) + "\n" for line in [*old, lines[-1]]))
+    refused = sk_in_process("import", str(with_trailer), "--db", target, "--skip-existing")
+    assert refused.returncode == 2, refused.stderr
 
 
 def test_import_missing_file_and_export_into_a_missing_folder(tmp_path: Path) -> None:

@@ -93,7 +93,8 @@ def test_an_interrupted_import_of_a_compacted_agent_is_completed(tmp_path: Path)
     base = next(i for i, x in enumerate(parsed) if x.get("base") == "kept")
     end = {**parsed[base + 4], "seq": 10, "state": parsed[base + 1]["fsm"]}
     partial = tmp_path / "partial.jsonl"
-    partial.write_text("\n".join([lines[0], lines[base], lines[base + 1], json.dumps(end)]) + "\n")
+    done = json.dumps({"complete": {"agents": 1, "events": 1}})
+    partial.write_text("\n".join([lines[0], lines[base], lines[base + 1], json.dumps(end), done]))
     target = f"sqlite:///{tmp_path / 't.db'}"
     assert sk_in_process("init", target).returncode == 0
     first = sk_in_process("import", str(partial), "--db", target)

@@ -5,7 +5,8 @@ The file: a header line ``{"format": "statekeeper-export", "version": 1, ...}``,
 per agent one line per event, oldest first — ``{"agent_id", "seq", "type", "ts",
 "info", "ops", "fsm", "actor", "key", "v"}`` (``ts`` is the event's timestamp in epoch
 seconds, ``ops`` its JSON Patch, ``fsm`` the state it moved the machine to) — and an
-``{"end": agent_id, "seq", "state", "schema_version"}`` line with the head. An agent
+``{"end": agent_id, "seq", "state", "schema_version"}`` line with the head; the file
+ends with a completion line (:mod:`.export_file`: a cut-short file is refused). An agent
 retention compacted (``keep_last``: its history before a base snapshot is gone)
 starts with a ``{"base": agent_id, "seq", "state", "data", "schema_version",
 "created_at", "updated_at", "entered"}`` line, the state at its base (what
@@ -62,15 +63,13 @@ from .app import (
     run,
 )
 from .export_base import base_line, base_of, state_of
+from .export_file import FORMAT, Ending, completion_line, header_line
 
 if TYPE_CHECKING:
     from ..records import Event, Snapshot
     from ..store import StateStore
 
 __all__ = ["export_agents", "import_agents"]
-
-FORMAT = "statekeeper-export"
-VERSION = 1
 
 
 def _event_line(ev: Event) -> dict[str, Any]:
@@ -104,8 +103,7 @@ async def export_agents(
     as a backup does; an agent named in ``agent_ids`` that was forgotten raises
     :class:`~statekeeper.errors.AgentForgotten`."""
     dumps = store.codec.copy_dumps
-    header = {"format": FORMAT, "version": VERSION, "exported_at": render.iso(_now())}
-    out.write(dumps(header) + b"\n")
+    out.write(dumps(header_line(str(render.iso(_now())))) + b"\n")
     ids: Any = agent_ids if agent_ids is not None else None
     total = len(agent_ids) if agent_ids is not None else await store.count_agents()
     task = progress.add_task("export", total=total) if progress is not None else None
@@ -160,6 +158,7 @@ async def export_agents(
         agents += 1
         if progress is not None:
             progress.advance(task)
+    out.write(dumps(completion_line(agents, events)) + b"\n")
     return agents, events, forgotten
 
 
@@ -181,7 +180,7 @@ def _parse(store: StateStore, lines: Iterator[tuple[int, bytes]]) -> list[_Agent
     agents: list[_Agent] = []
     seen: set[str] = set()
     current: _Agent | None = None
-    header = False
+    ending = Ending()
     for number, raw in lines:
         if not raw.strip():
             continue
@@ -191,13 +190,10 @@ def _parse(store: StateStore, lines: Iterator[tuple[int, bytes]]) -> list[_Agent
             raise ConfigurationError(f"line {number}: not a JSON object ({exc})") from None
         if not isinstance(line, dict):
             raise ConfigurationError(f"line {number}: not a JSON object")
-        if not header:
-            if line.get("format") != FORMAT or line.get("version") != VERSION:
-                raise ConfigurationError(
-                    f"line {number}: not a statekeeper export (format {FORMAT!r} "
-                    f"version {VERSION} expected)"
-                )
-            header = True
+        if not ending.version:
+            ending.header(number, line)
+            continue
+        if ending.line(number, line, current.agent_id if current is not None else None):
             continue
         if "end" in line:
             if current is None or line["end"] != current.agent_id:
@@ -261,10 +257,11 @@ def _parse(store: StateStore, lines: Iterator[tuple[int, bytes]]) -> list[_Agent
                 f"line {number}: the first event of {agent_id!r} is not a creation"
             )
         current.events.append(line)
-    if not header:
+    if not ending.version:
         raise ConfigurationError("empty file: not a statekeeper export")
     if current is not None:
         raise ConfigurationError(f"agent {current.agent_id!r} has no end line (truncated file?)")
+    ending.finish(len(agents), sum(len(a.events) for a in agents))
     return agents
 
 
