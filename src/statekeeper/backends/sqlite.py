@@ -1213,7 +1213,7 @@ class SQLiteBackend(Backend):
         else:
             loop = asyncio.get_running_loop()
             if loop in self._queues or loop in self._in_flight:
-                result = await self._join_commit(request)
+                result = await self._join_commit(request, loop)
             else:
                 result = await self._open_commit(loop, request, None)
         if isinstance(result, BaseException):
@@ -1245,7 +1245,7 @@ class SQLiteBackend(Backend):
         else:
             loop = asyncio.get_running_loop()
             if loop in self._queues or loop in self._in_flight:
-                result = await self._join_commit(row)
+                result = await self._join_commit(row, loop)
             else:
                 result = await self._open_commit(loop, None, row)
         if isinstance(result, BaseException):
@@ -1261,7 +1261,7 @@ class SQLiteBackend(Backend):
             return None
         validate_next(row[0], row[1], row[7])
         # (a row's outcome: None, or the refusal; never an AppendResult)
-        return cast("asyncio.Future[BaseException | None]", self._join_commit(row))
+        return cast("asyncio.Future[BaseException | None]", self._join_commit(row, loop))
 
     # -- the commit queue: group commit of the appends of one event loop ----------------
     #
@@ -1279,10 +1279,14 @@ class SQLiteBackend(Backend):
     #: the most appends one commit of the queue takes
     MAX_BATCH = 512
 
-    def _join_commit(self, request: _Queued) -> asyncio.Future[_Outcome]:
+    def _join_commit(
+        self, request: _Queued, loop: asyncio.AbstractEventLoop
+    ) -> asyncio.Future[_Outcome]:
+        """``request`` joins ``loop``'s queue (the running loop: the caller asked for
+        it already — in CPython 3.11 each ``get_running_loop`` is a ``getpid`` system
+        call)."""
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
-        loop = asyncio.get_running_loop()
         future: asyncio.Future[_Outcome] = loop.create_future()
         queue = self._queues.get(loop)
         if queue is None:
@@ -1651,7 +1655,7 @@ class SQLiteBackend(Backend):
         if not valid:
             done = []
         elif len(valid) == 1 and self.inline_writes:
-            one = await self._join_commit(valid[0])
+            one = await self._join_commit(valid[0], asyncio.get_running_loop())
             assert one is not None  # (a request's outcome)
             done = [one]
         else:  # several appends: the writer thread, while the loop prepares the next
