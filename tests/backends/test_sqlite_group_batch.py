@@ -13,6 +13,7 @@ from typing import Any
 
 from statekeeper import ConflictError, StateStore
 from statekeeper.backends.sqlite import SQLiteBackend
+from statekeeper.records import RawSnapshot
 
 AGENTS = [f"agent-{i:02d}" for i in range(16)]
 STALE = AGENTS[7]
@@ -226,3 +227,38 @@ async def test_group_saves_that_join_an_open_commit_share_it_and_retry_a_stale_h
             state = await store.load(a)
             assert state is not None and state.data["n"] == 1
         assert (await other.load(STALE)).data == {"n": 1}  # type: ignore[union-attr]
+
+
+async def test_a_shared_commit_stores_its_snapshots_and_two_appends_of_one_stream(
+    tmp_path: Path,
+) -> None:
+    """A batch of rows on existing heads is written statement by statement kind (every
+    head's compare-and-set, then every event row, then the snapshots): a row's
+    snapshot is stored with it, and two appends of one stream in one batch land in
+    order, each on the head the other left."""
+    backend = SQLiteBackend(tmp_path / "snap.db")
+    try:
+        await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
+        commits = backend.append_commits
+        opener = asyncio.ensure_future(_next(backend, AGENTS[0], 2, _tag(AGENTS[0], 1)))
+        await asyncio.sleep(0)  # the opener's pass: its queue is open now
+        snap = RawSnapshot(2, 2.0, b"state of agent-01 at 2", b"c" * 32)
+        rows = [
+            (*_row(AGENTS[1], 2, _tag(AGENTS[1], 1))[:7], snap),
+            _row(AGENTS[2], 2, _tag(AGENTS[2], 1)),
+            _row(AGENTS[2], 3, _tag(AGENTS[2], 2)),  # on the head the row before leaves
+        ]
+        joined = [backend.join_next(row) for row in rows]  # type: ignore[arg-type]
+        await opener
+        assert await asyncio.gather(*(j for j in joined if j is not None)) == [None] * 3
+        assert backend.append_commits == commits + 1  # one shared commit
+        assert [await backend.head(a) for a in AGENTS[:3]] == [2, 2, 3]
+        assert await backend.latest_snapshot(AGENTS[1]) == snap
+        assert await backend.latest_snapshot(AGENTS[2]) is None
+        events = await backend.read(AGENTS[2], 1)
+        assert [(e.seq, e.payload) for e in events] == [
+            (2, _payload(AGENTS[2], 2)),
+            (3, _payload(AGENTS[2], 3)),
+        ]
+    finally:
+        await backend.close()
