@@ -166,8 +166,10 @@ class PrivatePostgres:
 @contextlib.contextmanager
 def private_postgres() -> Iterator[PrivatePostgres]:
     server = PrivatePostgres()
-    server.start()
     try:
+        # in the try: a start that failed (pg_ctl gave up waiting on a loaded machine)
+        # may have left a postmaster running, and always leaves the data directory
+        server.start()
         yield server
     finally:
         server.close()
@@ -284,8 +286,8 @@ class PrivateRedis:
 @contextlib.contextmanager
 def private_redis() -> Iterator[PrivateRedis]:
     server = PrivateRedis()
-    server.start()
     try:
+        server.start()  # in the try: a failed start leaves its directory
         yield server
     finally:
         server.close()

@@ -307,9 +307,11 @@ async def test_a_due_checkpoint_runs_before_the_next_commit(tmp_path: Path) -> N
     backend._append_batch_sync = logged_append  # type: ignore[method-assign]
     backend._commit_lone = logged_lone  # type: ignore[method-assign, assignment]
     release = threading.Event()
-    # the writer thread kept busy, holding the writer lock: the pair cannot be written
-    # on the loop (group11's batch path) and queues on the writer thread behind it
-    blocker = backend._writer_pool.submit(backend._locked, release.wait)
+    # the writer thread kept busy, the writer lock left idle: an inline commit could win
+    # it, and only the due checkpoint keeps the second append off it. (The lock held by
+    # the blocker made the first append wait forever behind it whenever the pool's
+    # thread took the lock before that append ran: seen on a loaded machine.)
+    blocker = backend._writer_pool.submit(release.wait)
     try:
         await backend.append(request("a", 0))  # inline: the writer lock is idle
         backend._wrote(10 * CHECKPOINT_PAGES)  # a checkpoint is due: queued behind blocker

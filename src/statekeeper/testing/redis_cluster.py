@@ -127,6 +127,16 @@ class LocalRedisCluster:
         return self.cli(port, "PING", timeout=2).strip() == "PONG"
 
     def start(self) -> LocalRedisCluster:
+        """Start the nodes and form the cluster; if that fails (a node that never
+        answers, a timeout on a loaded machine), the nodes already started are killed
+        before the error goes on (``__exit__`` never runs for a failed ``__enter__``)."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> LocalRedisCluster:
         for port in self.ports:
             self._spawn(port)
         for port in self.ports:
@@ -146,7 +156,6 @@ class LocalRedisCluster:
             check=False,
         )
         if created.returncode != 0:
-            self.stop()
             raise RuntimeError(f"redis-cli --cluster create failed: {created.stdout.decode()}")
         self.wait_healthy()
         return self

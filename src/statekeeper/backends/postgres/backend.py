@@ -105,6 +105,7 @@ from .connection import (
     check_connection,
     parse_postgres_url,
     read_only_session,
+    regrow_while_waited,
     transient,
 )
 from .export import Export
@@ -140,8 +141,9 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
         retry_timeout: seconds an operation keeps retrying after lost connections
             (server restart, killed backend) before it gives up.
         reconnect_timeout: seconds the pool keeps re-dialling (with backoff) to replace
-            one lost connection before it frees the slot; the next request then dials
-            afresh, so a long outage does not leave the pool in a long backoff.
+            one lost connection before it frees the slot; the next request (or one
+            already waiting) then dials afresh, so a long outage does not leave the
+            pool in a long backoff.
         connect_timeout: seconds one connection attempt may take. The first use
             dials once within it and raises
             :class:`~statekeeper.errors.BackendUnavailable` with the reason if that
@@ -236,6 +238,7 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
             max_size=max_size,
             timeout=pool_timeout,
             reconnect_timeout=reconnect_timeout,
+            reconnect_failed=regrow_while_waited,
             open=False,
             kwargs=self._connect_kwargs,
             name=f"statekeeper-{schema}",

@@ -3,19 +3,26 @@ and the checks made on a pooled connection before it is used."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import select
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg_pool import PoolTimeout
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ...errors import ConfigurationError
 from ..redact import mask_url
 from ..url_options import float_option, int_option, split_query
 
-__all__ = ["check_connection", "parse_postgres_url", "read_only_session", "transient"]
+__all__ = [
+    "check_connection",
+    "parse_postgres_url",
+    "read_only_session",
+    "regrow_while_waited",
+    "transient",
+]
 
 #: statekeeper's own query-string options in a ``postgresql://`` URL
 _OWN_OPTIONS = (
@@ -111,3 +118,18 @@ async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
         raise psycopg.OperationalError(f"connection socket is unusable: {exc}") from exc
     if ready:
         await conn.execute("")
+
+
+async def regrow_while_waited(pool: AsyncConnectionPool[Any]) -> None:
+    """The pool's ``reconnect_failed`` callback: it gave up reconnecting after
+    ``reconnect_timeout`` (the server still down); when operations are waiting for a
+    connection, try again (``check()`` grows an empty pool).
+
+    psycopg's pool grows only when a client starts to wait: without this, the appends
+    already waiting sat until their own wait (``pool_timeout``) ran out even though the
+    server was back, and a restart longer than ``reconnect_timeout`` (5 s; seen at load
+    26 in a server-restart test) used up their whole retry budget."""
+    if pool.closed or not pool.get_stats().get("requests_waiting"):
+        return
+    with contextlib.suppress(Exception):  # closed meanwhile: nobody waits any more
+        await pool.check()
