@@ -76,7 +76,7 @@ from ..hooks import (
 )
 from .entries import iter_entries, read_entries
 from .filecopy import copy_folder
-from .fileformat import BackupKey, FrameReader
+from .fileformat import HEAD_TAGS, BackupKey, FrameReader
 from .location import Location
 from .pagechain import chain_image, page_runs
 
@@ -102,6 +102,9 @@ class _Plan:
     forgotten: bool = False
     #: a stream compacted by retention: its base seq (0: whole from seq 1)
     compacted: int = 0
+    #: the backup's head tag, checked against the chain (versions 5 and 6): the
+    #: target's own when made with its active key (not made again)
+    tag: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +195,9 @@ def _check(
         reader = FrameReader(path, key)
         try:
             listed: dict[str, Any] = reader.streams
+            tagged = reader.header.version in HEAD_TAGS
             for index, item in read_entries(reader, listed, image):
-                agent_id, base, head, _tag, events, snapshot, _keys = item[:7]
+                agent_id, base, head, tag, events, snapshot, _keys = item[:7]
                 plan = plans.get(agent_id)
                 if base == 0:
                     plan = plans[agent_id] = _Plan(number)
@@ -207,6 +211,9 @@ def _check(
                     )
                 _follow(store, path, agent_id, plan, events, snapshot, number, index)
                 plan.head = head
+                plan.tag = None
+                if tagged and tag is not None and not plan.forgotten:
+                    _check_tag(store, path, agent_id, plan, tag)
                 done += 1
                 if progress is not None and done % 256 == 0:
                     progress("verify", min(done, total), total)
@@ -226,6 +233,26 @@ def _check(
         finally:
             reader.close()
     return plans
+
+
+def _check_tag(store: StateStore, path: str, agent_id: str, plan: _Plan, tag: bytes) -> None:
+    """A version-5/6 backup names each head by its tag (the source's ``sk_agents``
+    row, the manifest's): it must authenticate the head the chain reached with the
+    target's keys (an edited, dropped or rolled-back head, or a tag from another
+    stream, fails); kept as the target's own tag when its key is the active one."""
+    codec = store.codec
+    try:
+        codec.check_head(agent_id, plan.head, plan.link, tag)
+    except KeyNotFound:
+        raise
+    except IntegrityError as exc:
+        raise BackupCorrupt(
+            path, f"agent {agent_id!r}", f"its head tag does not verify: {exc}"
+        ) from None
+    keyring = codec.keyring
+    active = None if keyring is None else keyring.active.id
+    if plan.link is not None and codec.head_key_id(tag) == active:
+        plan.tag = bytes(tag)
 
 
 def _from_base(store: StateStore, path: str, agent_id: str, plan: _Plan, base: list[Any]) -> None:
@@ -378,7 +405,7 @@ async def restore(
         if isinstance(store, NamespacedStateStore):
             forgotten = [store.relative(a) for a in forgotten]
         tags = {
-            a: store.codec.head_tag(a, p.head, p.link)
+            a: p.tag if p.tag is not None else store.codec.head_tag(a, p.head, p.link)
             for a, p in sorted(plans.items())
             if not p.forgotten
         }

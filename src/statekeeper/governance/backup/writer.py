@@ -47,9 +47,14 @@ from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
 from .filecopy import copy_folder, copy_of, write_copy, write_pages
 from .fileformat import (
+    FILE_IMAGES,
+    HEAD_TAGS,
+    PAGE_DELTAS,
     VERSION_COPY,
     VERSION_FILE,
+    VERSION_FILE_TAGS,
     VERSION_PAGES,
+    VERSION_PAGES_TAGS,
     BackupKey,
     FrameReader,
     FrameWriter,
@@ -69,6 +74,11 @@ __all__ = ["BackupResult", "backup", "stream_digest"]
 
 _LIST_PAGE = 1000
 _BATCH = 1000
+#: the format of a whole SQLite store's full page backup: its heads as the heads
+#: table's tags (version 5, no probe of the events per stream: docs/benchmarks.md,
+#: "backuphead"); version 2 (the heads' checksums) is what an incremental by pages
+#: after a version-2 parent keeps writing (as version 4)
+FULL_PAGES = VERSION_FILE_TAGS
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +152,7 @@ def _entry(
     start = base
     if base:
         assert previous is not None
-        if raw and raw[0][0] == base and _last_digest(raw[0][4]) == previous["last"]:
+        if raw and raw[0][0] == base and _same_head(raw[0], previous, export, cut):
             raw = raw[1:]
         else:
             return None
@@ -166,6 +176,17 @@ def _entry(
     if start > base:
         entry.append(base_snapshot)
     return entry
+
+
+def _same_head(record: Any, previous: dict[str, Any], export: StreamRows, cut: int) -> bool:
+    """Whether ``record`` (at the parent's head) is the parent's: by its checksum's
+    digest (``last``), or for a parent that names its head by tag (versions 5, 6) by
+    the stream's unchanged head and tag."""
+    if previous["last"]:
+        return _last_digest(record[4]) == previous["last"]
+    tag = previous.get("tag")
+    same = cut == previous["head"] == export.head and export.head_tag == tag
+    return tag is not None and bool(same)
 
 
 async def _base_snapshot(backend: Backend, agent_id: str, export: StreamRows) -> SnapshotRow | None:
@@ -198,6 +219,10 @@ async def _copy_batch(
         prev = previous.get(agent_id)
         if prev is not None and prev.get("compacted", 0) != now:
             prev = None  # the base moved: copied whole, from the new base
+        elif prev is not None and not prev.get("last") and prev["head"] != cut:
+            # the parent names its head by tag (versions 5, 6), not by the record there:
+            # an unchanged stream is known by its tag, a changed one copied whole
+            prev = None
         prevs.append(prev)
         base = prev["head"] if prev is not None and 0 < prev["head"] <= cut else 0
         ranges.append((agent_id, base, cut))
@@ -267,14 +292,18 @@ async def backup(
     #: the parent's page layout (size, count, digests) when it is a page backup
     parent_pages: tuple[int, int, bytes] | None = None
     parent: FrameReader | None = None  # closed: its header and manifest only
+    #: an incremental by pages lists its heads as its parent does (tags or checksums)
+    delta = VERSION_PAGES
     if since is not None:
         with Location(since).local_copy() as path:
             reader = FrameReader(path, key)
             try:
                 parent_id = reader.header.backup_id
                 parent = reader
-                if reader.header.version in (VERSION_FILE, VERSION_PAGES):
+                if reader.header.version in FILE_IMAGES | PAGE_DELTAS:
                     parent_pages = page_layout(reader)
+                if reader.header.version in HEAD_TAGS:
+                    delta = VERSION_PAGES_TAGS
                 if reader.manifest.get("namespace", "") != namespace:
                     raise BackupError(
                         f"--since {Location(since).display}: it is a backup of namespace"
@@ -294,7 +323,7 @@ async def backup(
             pages.close()  # the page size changed (VACUUM): the row path below
             pages = None
         if pages is not None:
-            version = VERSION_FILE if parent_pages is None else VERSION_PAGES
+            version = FULL_PAGES if parent_pages is None else delta
             header = Header.new(backup_id, parent_id, key, created, version)
             result = await _write_pages(
                 backend.name,
@@ -389,6 +418,8 @@ async def backup(
                         else previous.get(agent_id, {}).get("last", ""),
                         "chunk": None,
                     }
+                    if not events and "tag" in previous.get(agent_id, {}):
+                        stream["tag"] = previous[agent_id]["tag"]  # unchanged, by its tag
                     _mark_compacted(stream, entry, previous.get(agent_id))
                     if not events and snapshot is None:
                         continue  # unchanged since the parent: nothing to store
@@ -536,9 +567,10 @@ async def _write_pages(
     started: float,
     parent: tuple[FrameReader, bytes] | None = None,
 ) -> BackupResult:
-    """A version-2 backup of a whole SQLite store's page image (see :mod:`.filecopy`),
-    or with ``parent`` (the parent backup, its page digests) a version-4 one of the
-    pages changed since (:mod:`.pagedelta`); ``snapshot`` is closed."""
+    """A version-5 (or 2) backup of a whole SQLite store's page image (see
+    :mod:`.filecopy`), or with ``parent`` (the parent backup, its page digests) a
+    version-6 (or 4) one of the pages changed since (:mod:`.pagedelta`); ``snapshot``
+    is closed."""
     location = Location(to)
     try:
         with location.writing() as out:
@@ -549,7 +581,7 @@ async def _write_pages(
                 body = await asyncio.to_thread(
                     write_page_delta, writer, snapshot, parent[1], chunk_bytes, progress
                 )
-                since_parent(body, parent[0].heads())
+                since_parent(body, parent[0].head_marks())
             await _finish_whole(writer, header, source, namespace, body)
     finally:
         snapshot.close()
