@@ -183,7 +183,7 @@ def _same_head(record: Any, previous: dict[str, Any], export: StreamRows, cut: i
     digest (``last``), or for a parent that names its head by tag (versions 5, 6) by
     the stream's unchanged head and tag."""
     if previous["last"]:
-        return _last_digest(record[4]) == previous["last"]
+        return bool(_last_digest(record[4]) == previous["last"])
     tag = previous.get("tag")
     same = cut == previous["head"] == export.head and export.head_tag == tag
     return tag is not None and bool(same)
