@@ -204,13 +204,12 @@ async def test_an_image_edited_and_sealed_again_is_refused_by_its_head_tags(
     async with StateStore(f"sqlite:///{work / 'untagged.db'}", keyring=keys) as dst:
         assert (await restore(dst, [listed], bkey)).agents == AGENTS
         assert (await dst.verify()).ok
-    wrong = rewritten(
-        file,
-        bkey,
-        work,
-        untag,
-        lambda m, c: (by_checksum(m, c), m["untagged"]["checksum"].__setitem__(0, bytes(16))),
-    )
+
+    def wrong_checksum(manifest: dict[str, Any], conn: sqlite3.Connection) -> None:
+        by_checksum(manifest, conn)
+        manifest["untagged"]["checksum"][0] = bytes(16)
+
+    wrong = rewritten(file, bkey, work, untag, wrong_checksum)
     assert "head differs from the manifest's" in str(await refused(work, wrong, bkey, keys))
 
 
