@@ -1,5 +1,6 @@
-"""The file path of a backup (format version 2): a SQLite store, shipped as a
-point-in-time image of its file, without a row becoming a Python object.
+"""The file path of a backup (format version 5, or 2 for a namespace's copy and
+before head tags): a SQLite store, shipped as a point-in-time image of its file,
+without a row becoming a Python object.
 
 **Writing a whole store** (:func:`write_pages`): the pages of one read snapshot of the
 live store (:mod:`~statekeeper.backends.sqlite_pages`: the write lock held for a
@@ -7,19 +8,20 @@ moment while the read transaction opens, then the database file's pages with the
 snapshot's WAL frames laid over them, read while writers commit; only the stream
 tables' pages kept, every other page and every byte SQLite no longer uses zeroed): no
 table copied, no temporary file. A second connection of the same snapshot reads the
-manifest's heads meanwhile (every stream's head seq and head checksum: one scan of
-the events, each row's agent looked up in its heads,
-:func:`~statekeeper.backends.sqlite_export.stream_head_columns`; one more statement the
-totals). **A namespace** (:func:`write_copy`) is copied first instead: its streams
-into a temporary file (``$TMPDIR``) by SQLite alone (``INSERT ... SELECT`` of the
-stream tables over the namespace's id range, in one read transaction: never another
-tenant's rows), its heads read from the copy. Either way the bytes are cut into
-chunks, compressed (zstd's fast level -20, :data:`LEVEL`) and encrypted with the backup
-key by a few threads, each chunk named in the manifest by its GCM tag
-(:class:`~.sealer.ChunkSealer`). Records stay as stored (encrypted by the store's
-keys), as on the row path. A hash-chained stream's head
-checksum commits to its whole content: the restore follows every chain from seq 1 and
-compares its end with the manifest's head.
+manifest's heads meanwhile (every stream's head seq and head tag: one scan of the
+heads table, :mod:`.tagheads`; one more statement the totals). **A namespace**
+(:func:`write_copy`) is copied first instead: its streams into a temporary file
+(``$TMPDIR``) by SQLite alone (``INSERT ... SELECT`` of the stream tables over the
+namespace's id range, in one read transaction: never another tenant's rows), its
+heads (seq and head record checksum, version 2,
+:func:`~statekeeper.backends.sqlite_export.stream_head_columns`) read from the copy.
+Either way the bytes are cut into chunks, compressed (zstd's fast level -20,
+:data:`LEVEL`) and encrypted with the backup key by a few threads, each chunk named
+in the manifest by its GCM tag (:class:`~.sealer.ChunkSealer`). Records stay as
+stored (encrypted by the store's keys), as on the row path. A hash-chained stream's
+head tag (and its head checksum) commits to its whole content: the restore follows
+every chain from seq 1 and checks its end against the manifest's head (the tag with
+the target's keys).
 
 **Reading.** :func:`file_entries` decrypts the chunks (each authenticated and checked
 against the manifest) into a temporary file, opens it read-only and yields its streams

@@ -11,9 +11,12 @@ codec). A wrong backup key raises :class:`~statekeeper.errors.BackupKeyMismatch`
 damaged, truncated, edited or incomplete backup
 :class:`~statekeeper.errors.BackupCorrupt`; either way nothing is restored.
 
-**Either format.** A version-2 backup (a SQLite store's file copy, :mod:`.filecopy`)
-is decrypted into a temporary file (``$TMPDIR``) at each pass and its streams read
-from it, each checked against the manifest's heads; then everything below applies. A
+**Either format.** A version-2 or 5 backup (a SQLite store's file copy,
+:mod:`.filecopy`) is decrypted into a temporary file (``$TMPDIR``) at each pass and
+its streams read from it, each checked against the manifest's heads (version 5 and
+6: each stream's head tag, then checked against the chain followed with the
+target's keys, and kept as the target's tag when made with its active key); then
+everything below applies. A
 full page backup followed by incremental backups by pages (version 4) is rebuilt once
 into one image (:mod:`.pagechain`, checked against the last manifest's page digests)
 and restored as that last backup's full image.
