@@ -506,22 +506,26 @@ class FrameReader:
             return streams
         # the head record's checksum, as a row incremental after this one compares it with
         # the record at the parent's head; a head tag names no record (versions 5 and 6):
-        # a row incremental after such a parent copies its streams whole
-        checksums = self.untagged() if self.header.version in HEAD_TAGS else None
-        streams = {
-            agent: {
-                "base": 0,
-                "head": head,
-                "events": head,
-                "last": _last(checksum if checksums is None else checksums.get(agent)),
-                "chunk": None,
+        # a row incremental after such a parent knows an unchanged stream by its tag and
+        # copies a changed one whole
+        if self.header.version in HEAD_TAGS:
+            checksums = self.untagged()
+            streams = {
+                agent: {"base": 0, "head": head, "events": head, "last": "", "chunk": None}
+                | ({"tag": tag} if tag is not None else {"last": _last(checksums.get(agent))})
+                for agent, head, tag in self.heads()
             }
-            for agent, head, checksum in self.heads()
-        }
-        if checksums is not None:  # an unchanged head is still known by its tag
-            for agent, _, tag in self.heads():
-                if tag is not None:
-                    streams[agent]["tag"] = tag
+        else:
+            streams = {
+                agent: {
+                    "base": 0,
+                    "head": head,
+                    "events": head,
+                    "last": _last(checksum),
+                    "chunk": None,
+                }
+                for agent, head, checksum in self.heads()
+            }
         for agent, (base, checksum) in self.compacted().items():
             stream = streams.get(agent)
             if stream is None:

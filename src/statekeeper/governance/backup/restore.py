@@ -194,6 +194,7 @@ def _check(
     Returns the plan of every agent to restore (forgotten ones marked)."""
     plans: dict[str, _Plan] = {}
     done = 0
+    mine = _tag_prefix(store)
     for number, (path, image, _) in enumerate(parts):
         reader = FrameReader(path, key)
         try:
@@ -216,7 +217,7 @@ def _check(
                 plan.head = head
                 plan.tag = None
                 if tagged and tag is not None and not plan.forgotten:
-                    _check_tag(store, path, agent_id, plan, tag)
+                    _check_tag(store, path, agent_id, plan, tag, mine)
                 done += 1
                 if progress is not None and done % 256 == 0:
                     progress("verify", min(done, total), total)
@@ -238,24 +239,34 @@ def _check(
     return plans
 
 
-def _check_tag(store: StateStore, path: str, agent_id: str, plan: _Plan, tag: bytes) -> None:
+def _check_tag(
+    store: StateStore, path: str, agent_id: str, plan: _Plan, tag: bytes, mine: bytes
+) -> None:
     """A version-5/6 backup names each head by its tag (the source's ``sk_agents``
     row, the manifest's): it must authenticate the head the chain reached with the
     target's keys (an edited, dropped or rolled-back head, or a tag from another
-    stream, fails); kept as the target's own tag when its key is the active one."""
-    codec = store.codec
+    stream, fails); kept as the target's own tag when it starts as the target's would
+    (``mine``: the same key id, the target's active one, or both without a key)."""
     try:
-        codec.check_head(agent_id, plan.head, plan.link, tag)
+        store.codec.check_head(agent_id, plan.head, plan.link, tag)
     except KeyNotFound:
         raise
     except IntegrityError as exc:
         raise BackupCorrupt(
             path, f"agent {agent_id!r}", f"its head tag does not verify: {exc}"
         ) from None
-    keyring = codec.keyring
-    active = None if keyring is None else keyring.active.id
-    if plan.link is not None and codec.head_key_id(tag) == active:
+    if plan.link is not None and tag[: len(mine)] == mine:
         plan.tag = bytes(tag)
+
+
+def _tag_prefix(store: StateStore) -> bytes:
+    """How the target's own head tags start (``0x01 ‖ L ‖ its active key id``, or
+    ``0x01 ‖ 0x00`` without a key): a checked tag that starts so is the one it makes."""
+    keyring = store.codec.keyring
+    if keyring is None:
+        return b"\x01\x00"
+    kid = keyring.active.id.encode("ascii")
+    return b"\x01" + bytes((len(kid),)) + kid
 
 
 def _from_base(store: StateStore, path: str, agent_id: str, plan: _Plan, base: list[Any]) -> None:
