@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -245,18 +246,31 @@ def _check_tag(
     """A version-5/6 backup names each head by its tag (the source's ``sk_agents``
     row, the manifest's): it must authenticate the head the chain reached with the
     target's keys (an edited, dropped or rolled-back head, or a tag from another
-    stream, fails); kept as the target's own tag when it starts as the target's would
-    (``mine``: the same key id, the target's active one, or both without a key)."""
+    stream, fails). A tag that starts as the target's own (``mine``: the same key id,
+    the target's active one, or both without a key) is checked by making the
+    target's tag and comparing: one HMAC per stream, the one the restore made before
+    to write it, and the tag is then kept (docs/benchmarks.md, "backuphead")."""
+    codec = store.codec
+    if plan.link is not None and tag[: len(mine)] == mine:
+        made = codec.head_tag(agent_id, plan.head, plan.link)
+        if not hmac.compare_digest(made, tag):
+            raise BackupCorrupt(
+                path,
+                f"agent {agent_id!r}",
+                f"its head tag does not verify: the stream head does not match its records"
+                f" (head seq {plan.head}): records were removed, replaced or added, or the"
+                " head was altered",
+            )
+        plan.tag = made
+        return
     try:
-        store.codec.check_head(agent_id, plan.head, plan.link, tag)
+        codec.check_head(agent_id, plan.head, plan.link, tag)
     except KeyNotFound:
         raise
     except IntegrityError as exc:
         raise BackupCorrupt(
             path, f"agent {agent_id!r}", f"its head tag does not verify: {exc}"
         ) from None
-    if plan.link is not None and tag[: len(mine)] == mine:
-        plan.tag = bytes(tag)
 
 
 def _tag_prefix(store: StateStore) -> bytes:
