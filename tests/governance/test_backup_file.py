@@ -112,7 +112,7 @@ async def test_a_whole_sqlite_store_is_backed_up_without_reading_a_row(
         assert calls == [] and opened == 0
         assert result.agents == 30 and result.events == 90 and result.snapshots == 30
     monkeypatch.undo()
-    assert version_of(file)[0] == 2
+    assert version_of(file)[0] == 5  # the heads as the heads table's tags
     async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
         restored = await restore(dst, [file], bkey)
         assert restored.agents == 30 and restored.events == 90
@@ -132,9 +132,9 @@ async def test_the_header_names_the_format_version_and_layout(tmp_path: Path) ->
         await fill(mem, 2)
         await backup(mem, tmp_path / "mem.skb", bkey)
     version, header = version_of(tmp_path / "full.skb")
-    assert (version, header["version"], header["layout"]) == (2, 2, "sqlite-file")
+    assert (version, header["version"], header["layout"]) == (5, 5, "sqlite-file")
     version, header = version_of(tmp_path / "inc.skb")  # the pages changed since the parent
-    assert (version, header["version"], header["layout"]) == (4, 4, "sqlite-page-delta")
+    assert (version, header["version"], header["layout"]) == (6, 6, "sqlite-page-delta")
     version, header = version_of(tmp_path / "mem.skb")  # the row path: version 1, as main wrote it
     assert (version, header["version"], "layout" in header) == (1, 1, False)
     reader = FrameReader(tmp_path / "full.skb", bkey)
@@ -228,7 +228,7 @@ async def made(tmp_path: Path) -> tuple[Path, BackupKey, bytes]:
     async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keyring()) as src:
         await fill(src, 40)
         await backup(src, file, bkey, chunk_bytes=4096)
-    assert version_of(file)[0] == 2
+    assert version_of(file)[0] == 5
     return file, bkey, file.read_bytes()
 
 
@@ -282,7 +282,9 @@ async def test_damaged_or_edited_file_backups_are_refused_restoring_nothing(
     assert isinstance(await refused(tmp_path, file, bkey), BackupCorrupt)
     # edited manifests, sealed again with the right key: each still refused
     edits = {
-        "a head checksum": lambda m: m["heads"]["checksum"].__setitem__(3, b"\x00" * 32),
+        "a head tag": lambda m: m["heads"]["tag"].__setitem__(3, b"\x00" * 36),
+        "two head tags swapped": lambda m: m["heads"]["tag"].reverse(),
+        "a head tag dropped": lambda m: m["heads"]["tag"].__setitem__(3, None),
         "a head seq": lambda m: m["heads"]["head"].__setitem__(5, 2),
         "a stream dropped": lambda m: [m["heads"][c].pop(7) for c in m["heads"]],
         "the last chunk dropped": lambda m: m["chunks"].pop(),
@@ -467,10 +469,10 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
 
         heads_of = filecopy._heads_of
 
-        def between(conn: sqlite3.Connection) -> Any:  # the copy committed, heads not read
+        def between(conn: sqlite3.Connection, *args: Any) -> Any:  # the copy committed
             asyncio.run_coroutine_threadsafe(write_before_heads(src), loop).result()
             committed.append("heads")
-            return heads_of(conn)
+            return heads_of(conn, *args)
 
         async def no_image(self: Any, prefix: str = "") -> None:
             return None
@@ -496,7 +498,7 @@ async def test_an_instrumented_sqlite_store_takes_the_file_path(tmp_path: Path) 
         instrument(src, registry=CollectorRegistry(), tracing=False)
         await fill(src, 5)
         assert (await backup(src, file, bkey)).agents == 5
-    assert version_of(file)[0] == 2
+    assert version_of(file)[0] == 5
 
 
 async def test_an_engine_without_a_bulk_copy_opens_its_target_once(

@@ -93,13 +93,67 @@ async def test_a_page_backup_lists_the_heads_and_restores(tmp_path: Path) -> Non
     key = BackupKey(bytes(range(100, 132)))
     async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keyring()) as src:
         await backup(src, tmp_path / "b.skb", key)
+    conn = sqlite3.connect(tmp_path / "s.db")
+    try:
+        tags = _tag_rows(conn)
+    finally:
+        conn.close()
     reader = FrameReader(tmp_path / "b.skb", key)
     try:
         heads = reader.manifest["heads"]
-        assert (heads["agent"], heads["head"], heads["checksum"]) == expected
+        assert reader.header.version == 5  # the heads as the heads table's tags
+        assert (heads["agent"], heads["head"]) == expected[:2]
+        assert heads["tag"] == tags and reader.manifest["untagged"] == {"agent": [], "checksum": []}
     finally:
         reader.close()
     async with StateStore(f"sqlite:///{tmp_path / 't.db'}", keyring=keyring()) as dst:
         await restore(dst, [tmp_path / "b.skb"], key)
         for agent in AGENTS:
             assert (await dst.load(agent)).data["n"] == AGENTS.index(agent)
+
+
+def _tag_rows(conn: sqlite3.Connection) -> list[bytes]:
+    rows = conn.execute("SELECT head_tag FROM sk_agents WHERE head_seq > 0 ORDER BY agent_id")
+    return [r[0] for r in rows]
+
+
+def test_the_tag_columns_are_the_heads_table_in_id_order(tmp_path: Path) -> None:
+    """Versions 5 and 6: one scan of ``sk_agents`` (no probe of the events) gives the
+    heads as columns, the same as the table's rows in id order."""
+    from statekeeper.governance.backup.tagheads import tag_head_columns
+
+    _store(tmp_path / "s.db", AGENTS)
+    conn = sqlite3.connect(tmp_path / "s.db")
+    try:
+        agents, heads, tags, untagged = tag_head_columns(conn)
+        assert (agents, heads) == _as_rows(conn)[:2] and agents == sorted(AGENTS)
+        assert tags == _tag_rows(conn) and all(len(t) == 36 for t in tags)
+        assert untagged == {"agent": [], "checksum": []}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("damage", ["a tag of another length", "a stream without a tag"])
+def test_tags_the_aggregate_cannot_split_take_the_rows(tmp_path: Path, damage: str) -> None:
+    """Tags of several lengths (several key ids) are read as rows; a stream without a
+    tag (written before head tags) is listed with None and its head checksum."""
+    from statekeeper.governance.backup.tagheads import tag_head_columns
+
+    _store(tmp_path / "s.db", AGENTS)
+    conn = sqlite3.connect(tmp_path / "s.db")
+    try:
+        checksums = _as_rows(conn)[2]
+        tags: list[bytes | None] = list(_tag_rows(conn))
+        if damage == "a tag of another length":
+            tags[2] = b"\x01\x03k10" + bytes(32)
+        else:
+            tags[2] = None
+        agent = sorted(AGENTS)[2]
+        conn.execute("UPDATE sk_agents SET head_tag = ? WHERE agent_id = ?", (tags[2], agent))
+        conn.commit()
+        agents, heads, found, untagged = tag_head_columns(conn)
+        assert (agents, heads) == _as_rows(conn)[:2] and found == tags
+        expected = {"agent": [agent], "checksum": [checksums[2]]} if tags[2] is None else None
+        assert untagged == (expected or {"agent": [], "checksum": []})
+    finally:
+        conn.close()

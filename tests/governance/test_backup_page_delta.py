@@ -51,7 +51,7 @@ async def page_incremental(
     """An incremental backup of ``src``: it must be one by pages."""
     result = await backup(src, file, key, since=since, chunk_bytes=chunk_bytes)
     version, body = manifest(file, key)
-    assert version == 4 and body["layout"] == "sqlite-page-delta"
+    assert version == 6 and body["layout"] == "sqlite-page-delta"
     assert result.parent == manifest(since, key)[1]["backup_id"]
     return result
 
@@ -220,9 +220,9 @@ async def test_writes_committed_while_an_incremental_is_taken_are_not_in_it(
 
         heads_of = filecopy._heads_of
 
-        def heads(conn: sqlite3.Connection) -> Any:
+        def heads(conn: sqlite3.Connection, *args: Any) -> Any:
             asyncio.run_coroutine_threadsafe(write_before_heads(src), loop).result()
-            return heads_of(conn)
+            return heads_of(conn, *args)
 
         monkeypatch.setattr(sqlite_pages.PageSnapshot, "plan", planned)
         monkeypatch.setattr(filecopy, "_heads_of", heads)

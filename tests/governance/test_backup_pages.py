@@ -111,10 +111,10 @@ async def test_writes_committed_while_the_pages_are_read_are_not_in_the_backup(
 
         heads_of = filecopy._heads_of
 
-        def heads(conn: sqlite3.Connection) -> Any:
+        def heads(conn: sqlite3.Connection, *args: Any) -> Any:
             asyncio.run_coroutine_threadsafe(write_before_heads(src), loop).result()
             seen.append("heads")
-            return heads_of(conn)
+            return heads_of(conn, *args)
 
         monkeypatch.setattr(sqlite_pages.PageSnapshot, "plan", planned)
         monkeypatch.setattr(filecopy, "_heads_of", heads)

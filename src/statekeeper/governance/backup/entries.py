@@ -17,7 +17,7 @@ from typing import Any
 
 from ...errors import BackupCorrupt, BackupError
 from .filecopy import file_entries, image_entries
-from .fileformat import VERSION_COPY, VERSION_FILE, VERSION_PAGES, BackupKey, FrameReader
+from .fileformat import FILE_IMAGES, PAGE_DELTAS, VERSION_COPY, BackupKey, FrameReader
 from .pgcopy import copy_entries
 from .writer import pack_entry, stream_digest
 
@@ -33,12 +33,12 @@ def read_entries(
     if image is not None:
         yield from image_entries(reader, image)
         return
-    if reader.header.version == VERSION_PAGES:
+    if reader.header.version in PAGE_DELTAS:
         raise BackupError(
             f"backup {reader.path} is an incremental backup by pages: restore it with its"
             " full backup and every incremental before it, in order"
         )
-    if reader.header.version == VERSION_FILE:
+    if reader.header.version in FILE_IMAGES:
         yield from file_entries(reader)
         return
     if reader.header.version == VERSION_COPY:

@@ -1,5 +1,6 @@
-"""The file path of a backup (format version 2): a SQLite store, shipped as a
-point-in-time image of its file, without a row becoming a Python object.
+"""The file path of a backup (format version 5, or 2 for a namespace's copy and
+before head tags): a SQLite store, shipped as a point-in-time image of its file,
+without a row becoming a Python object.
 
 **Writing a whole store** (:func:`write_pages`): the pages of one read snapshot of the
 live store (:mod:`~statekeeper.backends.sqlite_pages`: the write lock held for a
@@ -7,19 +8,20 @@ moment while the read transaction opens, then the database file's pages with the
 snapshot's WAL frames laid over them, read while writers commit; only the stream
 tables' pages kept, every other page and every byte SQLite no longer uses zeroed): no
 table copied, no temporary file. A second connection of the same snapshot reads the
-manifest's heads meanwhile (every stream's head seq and head checksum: one scan of
-the events, each row's agent looked up in its heads,
-:func:`~statekeeper.backends.sqlite_export.stream_head_columns`; one more statement the
-totals). **A namespace** (:func:`write_copy`) is copied first instead: its streams
-into a temporary file (``$TMPDIR``) by SQLite alone (``INSERT ... SELECT`` of the
-stream tables over the namespace's id range, in one read transaction: never another
-tenant's rows), its heads read from the copy. Either way the bytes are cut into
-chunks, compressed (zstd's fast level -20, :data:`LEVEL`) and encrypted with the backup
-key by a few threads, each chunk named in the manifest by its GCM tag
-(:class:`~.sealer.ChunkSealer`). Records stay as stored (encrypted by the store's
-keys), as on the row path. A hash-chained stream's head
-checksum commits to its whole content: the restore follows every chain from seq 1 and
-compares its end with the manifest's head.
+manifest's heads meanwhile (every stream's head seq and head tag: one scan of the
+heads table, :mod:`.tagheads`; one more statement the totals). **A namespace**
+(:func:`write_copy`) is copied first instead: its streams into a temporary file
+(``$TMPDIR``) by SQLite alone (``INSERT ... SELECT`` of the stream tables over the
+namespace's id range, in one read transaction: never another tenant's rows), its
+heads (seq and head record checksum, version 2,
+:func:`~statekeeper.backends.sqlite_export.stream_head_columns`) read from the copy.
+Either way the bytes are cut into chunks, compressed (zstd's fast level -20,
+:data:`LEVEL`) and encrypted with the backup key by a few threads, each chunk named
+in the manifest by its GCM tag (:class:`~.sealer.ChunkSealer`). Records stay as
+stored (encrypted by the store's keys), as on the row path. A hash-chained stream's
+head tag (and its head checksum) commits to its whole content: the restore follows
+every chain from seq 1 and checks its end against the manifest's head (the tag with
+the target's keys).
 
 **Reading.** :func:`file_entries` decrypts the chunks (each authenticated and checked
 against the manifest) into a temporary file, opens it read-only and yields its streams
@@ -54,8 +56,9 @@ from ...backends.sqlite_export import (
 )
 from ...backends.sqlite_files import connect_read_only, require_store_file
 from ...errors import BackupCorrupt, BackupError, NotAStore
-from .fileformat import FrameReader, FrameWriter
+from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
 from .pagedelta import PAGE_HASH
+from .tagheads import tag_head_columns
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
@@ -125,7 +128,8 @@ def write_pages(
 ) -> dict[str, Any]:
     """The image of a whole store's ``snapshot`` (its pages: no copy of a table, no
     temporary file) in chunks into ``writer``; returns the manifest's body, read in
-    the same snapshot. Runs in a thread."""
+    the same snapshot (its heads as head tags if ``writer``'s version says so,
+    :data:`.fileformat.HEAD_TAGS`). Runs in a thread."""
 
     size = snapshot.page_size
     chunk_bytes = max(size, chunk_bytes - chunk_bytes % size)  # whole pages: each digested
@@ -140,7 +144,8 @@ def write_pages(
         digests.extend(sealer.digests)
         return shipped_bytes
 
-    body = shipped(writer, snapshot.conn, progress, ship)
+    tags = writer.header.version in HEAD_TAGS
+    body = shipped(writer, snapshot.conn, progress, ship, tags)
     # every page's digest: the parent of an incremental backup by pages (:mod:`.pagedelta`)
     body.update(
         page_size=size, pages=snapshot.pages, page_hash=PAGE_HASH, page_digests=bytes(digests)
@@ -164,17 +169,21 @@ def shipped(
     conn: sqlite3.Connection,
     progress: Callable[[int, int], None] | None,
     ship: Callable[[], int],
+    tags: bool = False,
 ) -> dict[str, Any]:
     """``ship()`` (it writes the chunks, returns the bytes shipped) while the heads
     are read through ``conn`` (the shipped bytes' snapshot) in a thread of their own
     (SQLite releases the GIL while it steps, zstd and AES-GCM while they run: the two
-    cores overlap, measured in docs/benchmarks.md, fourth pass); the manifest's body."""
+    cores overlap, measured in docs/benchmarks.md, fourth pass); the manifest's body,
+    its heads as head tags (``tags``: versions 5 and 6, :mod:`.tagheads`) or as the
+    head records' checksums."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
-        reading = pool.submit(_heads_of, conn)
+        reading = pool.submit(_heads_of, conn, tags)
         size = ship()
-        events, snapshots, compacted, (agent, heads, checksums) = reading.result()
+        events, snapshots, compacted, heads = reading.result()
+    agent = heads["heads"]["agent"]
     if progress is not None:
         progress(len(agent), len(agent))
     return {
@@ -184,7 +193,7 @@ def shipped(
         "copied": len(agent),
         "events": events,
         "snapshots": snapshots,
-        "heads": {"agent": agent, "head": heads, "checksum": checksums},
+        **heads,
         "compacted": compacted,
         "streams": {},
         "deleted": [],
@@ -192,16 +201,22 @@ def shipped(
 
 
 def _heads_of(
-    conn: sqlite3.Connection,
-) -> tuple[int, int, dict[str, list[Any]], tuple[list[str], list[int], list[bytes]]]:
+    conn: sqlite3.Connection, tags: bool
+) -> tuple[int, int, dict[str, list[Any]], dict[str, Any]]:
     """The totals (events, snapshots), the compacted streams and every stream's head
-    (as the manifest's columns) of what ``conn`` reads: a statement or two each (over a
-    memory map: measured 0.27 against 0.41 CPU-s for 100,000 heads, no read() per
-    page)."""
+    (the manifest's ``heads`` columns, and with ``tags`` its ``untagged`` ones) of
+    what ``conn`` reads: a statement or two each (over a memory map: measured 0.27
+    against 0.41 CPU-s for 100,000 heads, no read() per page)."""
     events, snapshots, short = stream_totals(conn)
     found = compacted_streams(conn) if short else []
     compacted = compacted_columns(found)
-    return events, snapshots, compacted, stream_head_columns(conn)
+    if tags:
+        agent, head, tag, untagged = tag_head_columns(conn)
+        heads = {"heads": {"agent": agent, "head": head, "tag": tag}, "untagged": untagged}
+    else:
+        agent, head, checksums = stream_head_columns(conn)
+        heads = {"heads": {"agent": agent, "head": head, "checksum": checksums}}
+    return events, snapshots, compacted, heads
 
 
 def compacted_columns(
@@ -280,6 +295,10 @@ def checked_entries(
     manifest lists must be there, and nothing else."""
     path = reader.path
     listed = {agent: (head, checksum) for agent, head, checksum in reader.heads()}
+    # versions 5 and 6: the heads are the heads table's tags (the image's must be the
+    # manifest's; the restore checks each against its chain with the target's keys),
+    # the checksums of the streams without one in ``untagged``
+    untagged = reader.untagged() if reader.header.version in HEAD_TAGS else None
     bases = reader.compacted()
     seen = 0
     group = group_bytes = group_agents = 0
@@ -303,8 +322,14 @@ def checked_entries(
             raise BackupCorrupt(path, what, "differs from the manifest (seqs or counts)")
         if [e[0] for e in events] != list(range(start + 1, head + 1)):
             raise BackupCorrupt(path, what, "the stream has a gap")
+        if untagged is not None:
+            if rows.head_tag != checksum:
+                raise BackupCorrupt(path, what, "its head tag differs from the manifest's")
+            if checksum is None and agent_id not in untagged:
+                raise BackupCorrupt(path, what, "the manifest lists its head by neither")
+            checksum = untagged.get(agent_id) if checksum is None else None
         last = events[-1][4] if events else rows.snapshot[3] if rows.snapshot else b""
-        if last != checksum:
+        if checksum is not None and last != checksum:
             raise BackupCorrupt(path, what, "its head differs from the manifest's")
         size = sum(len(e[3]) for e in events)
         if group_agents and (group_agents >= GROUP_AGENTS or group_bytes + size > GROUP_BYTES):

@@ -2,7 +2,7 @@
 
 Layout (integers big-endian)::
 
-    b"SKBACKUP" + version (1 byte)           magic and format version (1, 2 or 3)
+    b"SKBACKUP" + version (1 byte)           magic and format version (1 to 6)
     header length (u32) + header (JSON)      backup id, parent id, key id + fingerprint
     frame*                                   kind (1 byte: C chunk, M manifest)
                                              + length (u64) + nonce (12) + ciphertext
@@ -40,9 +40,22 @@ numbers shipped (``changed``), the page count and every page's digest (a full pa
 backup of version 2 lists them too: ``page_digests``, ``page_size``, ``pages``). See
 :mod:`.pagedelta` and :mod:`.pagechain`.
 
+**Versions 5 and 6** (the layouts of versions 2 and 4, ``"sqlite-file"`` and
+``"sqlite-page-delta"``): a whole SQLite store's pages, whose manifest lists each stream's
+head by its **head tag** (``heads``: ``agent``, ``head``, ``tag``: the store's
+``0x01 ‖ L ‖ key id ‖ HMAC(head key, agent, seq, link)``, see
+:mod:`statekeeper.codec.pipeline`) as the heads table holds it, read in one scan of
+that table, instead of the head record's checksum (a probe of the events per stream:
+the largest step of a page backup's CPU, docs/benchmarks.md "backuphead"). A stream
+whose head has no tag (written before tags) is listed with ``None`` there and its head
+checksum in ``untagged`` (agent, checksum). A restore checks each stream's tag against
+the chain it follows with the target's keys (:mod:`.restore`); an incremental by pages
+keeps its parent's kind of heads (after a version-2 parent: version 4, the heads'
+checksums read as before). Every version 2, 5, 4 and 6 file restores.
+
 Version 1 (``"layout": "streams"``) is what the row path writes (incremental backups
 of any other parent, every engine but SQLite and PostgreSQL) and what every earlier
-statekeeper wrote; all four are read.
+statekeeper wrote; all six are read.
 
 The backup key is not a store key: its subkeys are derived with HKDF under their own
 labels, and :func:`BackupKey.check_not_store_key` refuses a key the store uses.
@@ -68,7 +81,16 @@ if TYPE_CHECKING:
     from ...codec.keys import Keyring
     from .sealer import ChunkSealer
 
-__all__ = ["ENV_BACKUP_KEY", "BackupKey", "FrameReader", "FrameWriter", "Header"]
+__all__ = [
+    "ENV_BACKUP_KEY",
+    "FILE_IMAGES",
+    "HEAD_TAGS",
+    "PAGE_DELTAS",
+    "BackupKey",
+    "FrameReader",
+    "FrameWriter",
+    "Header",
+]
 
 MAGIC = b"SKBACKUP\x01"
 TRAILER = b"SKEND"
@@ -80,12 +102,26 @@ VERSION_FILE = 2
 VERSION_COPY = 3
 #: the format of an incremental backup of a SQLite store as its changed pages (:mod:`.pagedelta`)
 VERSION_PAGES = 4
+#: versions 2 and 4 whose manifest lists each stream's head by its head tag (``heads``:
+#: agent, seq, ``tag``), read in one scan of the heads table, not the head record's
+#: checksum (a probe of the events per stream): a whole SQLite store's page image, and
+#: the incremental by pages after one
+VERSION_FILE_TAGS = 5
+VERSION_PAGES_TAGS = 6
 VERSIONS = {
     VERSION: "streams",
     VERSION_FILE: "sqlite-file",
     VERSION_COPY: "postgres-copy",
     VERSION_PAGES: "sqlite-page-delta",
+    VERSION_FILE_TAGS: "sqlite-file",
+    VERSION_PAGES_TAGS: "sqlite-page-delta",
 }
+#: a store file's image (a full backup's), of either kind of heads
+FILE_IMAGES = frozenset({VERSION_FILE, VERSION_FILE_TAGS})
+#: the pages changed since the parent (an incremental by pages), of either kind of heads
+PAGE_DELTAS = frozenset({VERSION_PAGES, VERSION_PAGES_TAGS})
+#: the versions whose manifest's heads are head tags (:meth:`FrameReader.heads`)
+HEAD_TAGS = frozenset({VERSION_FILE_TAGS, VERSION_PAGES_TAGS})
 ENV_BACKUP_KEY = "STATEKEEPER_BACKUP_KEY"
 _u32 = struct.Struct(">I")
 _u64 = struct.Struct(">Q")
@@ -344,6 +380,11 @@ class FrameWriter:
         self.out.flush()
 
 
+def _last(checksum: bytes | None) -> str:
+    """A row manifest's ``last``: the SHA-256 of a head record's checksum, or empty."""
+    return hashlib.sha256(checksum).hexdigest() if checksum else ""
+
+
 def _named_by(entry: dict[str, Any], frame: bytes) -> bool:
     """Whether ``frame`` is the one the manifest's chunk ``entry`` names: by its GCM
     tag (``"tag"``: what a file backup writes since the fourth pass) or by the
@@ -463,16 +504,28 @@ class FrameReader:
         if self.header.version == VERSION:
             streams: dict[str, Any] = self.manifest["streams"]
             return streams
-        streams = {
-            agent: {
-                "base": 0,
-                "head": head,
-                "events": head,
-                "last": hashlib.sha256(checksum).hexdigest() if checksum else "",
-                "chunk": None,
+        # the head record's checksum, as a row incremental after this one compares it with
+        # the record at the parent's head; a head tag names no record (versions 5 and 6):
+        # a row incremental after such a parent knows an unchanged stream by its tag and
+        # copies a changed one whole
+        if self.header.version in HEAD_TAGS:
+            checksums = self.untagged()
+            streams = {
+                agent: {"base": 0, "head": head, "events": head, "last": "", "chunk": None}
+                | ({"tag": tag} if tag is not None else {"last": _last(checksums.get(agent))})
+                for agent, head, tag in self.heads()
             }
-            for agent, head, checksum in self.heads()
-        }
+        else:
+            streams = {
+                agent: {
+                    "base": 0,
+                    "head": head,
+                    "events": head,
+                    "last": _last(checksum),
+                    "chunk": None,
+                }
+                for agent, head, checksum in self.heads()
+            }
         for agent, (base, checksum) in self.compacted().items():
             stream = streams.get(agent)
             if stream is None:
@@ -495,14 +548,36 @@ class FrameReader:
             raise self._corrupt("manifest", "its list of compacted streams is malformed") from None
         return out
 
-    def heads(self) -> list[tuple[str, int, bytes]]:
-        """Version 2: every stream's ``(agent, head seq, head checksum)``."""
+    def heads(self) -> list[tuple[str, int, Any]]:
+        """Versions 2 to 4: every stream's ``(agent, head seq, head checksum)``; versions
+        5 and 6 (:data:`HEAD_TAGS`): ``(agent, head seq, head tag)``, the tag None for a
+        stream without one (its checksum in :meth:`untagged`)."""
+        column = "tag" if self.header.version in HEAD_TAGS else "checksum"
         try:
             columns = self.manifest["heads"]
-            rows = list(zip(columns["agent"], columns["head"], columns["checksum"], strict=True))
+            rows = list(zip(columns["agent"], columns["head"], columns[column], strict=True))
         except (KeyError, TypeError, ValueError):
             raise self._corrupt("manifest", "its list of stream heads is malformed") from None
         return rows
+
+    def untagged(self) -> dict[str, bytes]:
+        """Versions 5 and 6: the head checksum of each stream listed without a head tag."""
+        columns = self.manifest.get("untagged") or {"agent": [], "checksum": []}
+        try:
+            rows = zip(columns["agent"], columns["checksum"], strict=True)
+            return {str(a): bytes(c) for a, c in rows}
+        except (KeyError, TypeError, ValueError):
+            raise self._corrupt("manifest", "its list of untagged heads is malformed") from None
+
+    def head_marks(self) -> list[tuple[str, int, bytes]]:
+        """Every stream's ``(agent, head seq, what names its head)``: the head tag, or
+        (version 2 to 4, or a stream without a tag) the head record's checksum. Two
+        backups of the same kind name an unchanged head the same."""
+        rows = self.heads()
+        if self.header.version not in HEAD_TAGS:
+            return rows
+        untagged = self.untagged()
+        return [(a, h, t if t is not None else untagged.get(a, b"")) for a, h, t in rows]
 
     def file_chunks(self) -> Any:
         """Version 2: yield every chunk's plain bytes (pieces of the store file copy),

@@ -1,5 +1,5 @@
-"""The restore of a chain of page backups: a full page backup (format version 2 that
-lists its page digests) and the incremental ones by pages after it (format version 4,
+"""The restore of a chain of page backups: a full page backup (format version 2 or 5 that
+lists its page digests) and the incremental ones by pages after it (format version 4 or 6,
 :mod:`.pagedelta`) become one store image, restored as a full backup's.
 
 :func:`page_runs` says which files of a restore's chain form such runs;
@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 
 from ...backends.sqlite_files import require_store_file
 from ...errors import BackupCorrupt, NotAStore
-from .fileformat import VERSION_FILE, VERSION_PAGES, BackupKey, FrameReader
+from .fileformat import FILE_IMAGES, PAGE_DELTAS, BackupKey, FrameReader
 from .pagedelta import DIGEST, changed_pages, page_digests, page_layout
 
 __all__ = ["chain_image", "page_runs"]
@@ -32,11 +32,11 @@ _READ = 8 << 20
 
 def page_runs(versions: Sequence[int]) -> list[tuple[int, int]]:
     """``(first, last)`` of every run of the chain's files (their format versions, in
-    order): a page incremental (version 4) joins the run of the file before it; every
+    order): a page incremental (version 4 or 6) joins the run of the file before it; every
     other file is a run of its own."""
     runs: list[tuple[int, int]] = []
     for number, version in enumerate(versions):
-        if version == VERSION_PAGES and runs:
+        if version in PAGE_DELTAS and runs:
             runs[-1] = (runs[-1][0], number)
         else:
             runs.append((number, number))
@@ -63,7 +63,7 @@ def _rebuild(paths: Sequence[str], key: BackupKey, image: str) -> None:
         for path in paths:
             readers.append(FrameReader(path, key))
         first = readers[0]
-        layout = page_layout(first) if first.header.version == VERSION_FILE else None
+        layout = page_layout(first) if first.header.version in FILE_IMAGES else None
         if layout is None:
             raise BackupCorrupt(
                 first.path,
@@ -103,7 +103,7 @@ def _rebuild(paths: Sequence[str], key: BackupKey, image: str) -> None:
 def _lay_over(reader: FrameReader, fd: int, page_size: int) -> None:
     """Write an incremental's pages into the image (open at ``fd``), cut it to the
     incremental's page count."""
-    layout = page_layout(reader) if reader.header.version == VERSION_PAGES else None
+    layout = page_layout(reader) if reader.header.version in PAGE_DELTAS else None
     if layout is None or layout[0] != page_size:
         raise BackupCorrupt(reader.path, "manifest", "not an incremental backup by pages")
     changed = changed_pages(reader)

@@ -138,7 +138,9 @@ def write_page_delta(
             held[:] = [piece]
         return sealer.close()
 
-    body = shipped(writer, snapshot.conn, progress, ship)
+    from .fileformat import HEAD_TAGS
+
+    body = shipped(writer, snapshot.conn, progress, ship, writer.header.version in HEAD_TAGS)
     body["layout"] = "sqlite-page-delta"
     body.update(
         page_size=size,
@@ -152,15 +154,25 @@ def write_page_delta(
 
 def since_parent(body: dict[str, Any], parent: list[tuple[str, int, bytes]]) -> None:
     """An incremental's totals, as the row path counts them: the streams whose head
-    (seq, checksum) is not the parent's (``parent``: its heads), the events after the
-    parent's head (all of them for a stream new, or re-created below it), the streams
-    deleted since (named). The snapshots stay the image's."""
-    before = {agent: (head, checksum) for agent, head, checksum in parent}
+    (seq, and its tag or checksum) is not the parent's (``parent``: its
+    :meth:`~.fileformat.FrameReader.head_marks`; an incremental lists its heads as its
+    parent does), the events after the parent's head (all of them for a stream new, or
+    re-created below it), the streams deleted since (named). The snapshots stay the
+    image's."""
+    before = {agent: (head, mark) for agent, head, mark in parent}
     heads = body["heads"]
+    if "tag" in heads:  # versions 5 and 6: a stream without a tag by its checksum
+        untagged = dict(zip(body["untagged"]["agent"], body["untagged"]["checksum"], strict=True))
+        marks = [
+            t if t is not None else untagged[a]
+            for a, t in zip(heads["agent"], heads["tag"], strict=True)
+        ]
+    else:
+        marks = heads["checksum"]
     copied = events = 0
-    for agent, head, checksum in zip(heads["agent"], heads["head"], heads["checksum"], strict=True):
+    for agent, head, mark in zip(heads["agent"], heads["head"], marks, strict=True):
         was = before.pop(agent, None)
-        if was == (head, checksum):
+        if was == (head, mark):
             continue
         copied += 1
         events += head - was[0] if was is not None and was[0] < head else head

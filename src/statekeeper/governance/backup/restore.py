@@ -11,9 +11,12 @@ codec). A wrong backup key raises :class:`~statekeeper.errors.BackupKeyMismatch`
 damaged, truncated, edited or incomplete backup
 :class:`~statekeeper.errors.BackupCorrupt`; either way nothing is restored.
 
-**Either format.** A version-2 backup (a SQLite store's file copy, :mod:`.filecopy`)
-is decrypted into a temporary file (``$TMPDIR``) at each pass and its streams read
-from it, each checked against the manifest's heads; then everything below applies. A
+**Either format.** A version-2 or 5 backup (a SQLite store's file copy,
+:mod:`.filecopy`) is decrypted into a temporary file (``$TMPDIR``) at each pass and
+its streams read from it, each checked against the manifest's heads (version 5 and
+6: each stream's head tag, then checked against the chain followed with the
+target's keys, and kept as the target's tag when made with its active key); then
+everything below applies. A
 full page backup followed by incremental backups by pages (version 4) is rebuilt once
 into one image (:mod:`.pagechain`, checked against the last manifest's page digests)
 and restored as that last backup's full image.
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -76,7 +80,7 @@ from ..hooks import (
 )
 from .entries import iter_entries, read_entries
 from .filecopy import copy_folder
-from .fileformat import BackupKey, FrameReader
+from .fileformat import HEAD_TAGS, BackupKey, FrameReader
 from .location import Location
 from .pagechain import chain_image, page_runs
 
@@ -102,6 +106,9 @@ class _Plan:
     forgotten: bool = False
     #: a stream compacted by retention: its base seq (0: whole from seq 1)
     compacted: int = 0
+    #: the backup's head tag, checked against the chain (versions 5 and 6): the
+    #: target's own when made with its active key (not made again)
+    tag: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,12 +195,14 @@ def _check(
     Returns the plan of every agent to restore (forgotten ones marked)."""
     plans: dict[str, _Plan] = {}
     done = 0
+    mine = _tag_prefix(store)
     for number, (path, image, _) in enumerate(parts):
         reader = FrameReader(path, key)
         try:
             listed: dict[str, Any] = reader.streams
+            tagged = reader.header.version in HEAD_TAGS
             for index, item in read_entries(reader, listed, image):
-                agent_id, base, head, _tag, events, snapshot, _keys = item[:7]
+                agent_id, base, head, tag, events, snapshot, _keys = item[:7]
                 plan = plans.get(agent_id)
                 if base == 0:
                     plan = plans[agent_id] = _Plan(number)
@@ -207,6 +216,9 @@ def _check(
                     )
                 _follow(store, path, agent_id, plan, events, snapshot, number, index)
                 plan.head = head
+                plan.tag = None
+                if tagged and tag is not None and not plan.forgotten:
+                    _check_tag(store, path, agent_id, plan, tag, mine)
                 done += 1
                 if progress is not None and done % 256 == 0:
                     progress("verify", min(done, total), total)
@@ -226,6 +238,49 @@ def _check(
         finally:
             reader.close()
     return plans
+
+
+def _check_tag(
+    store: StateStore, path: str, agent_id: str, plan: _Plan, tag: bytes, mine: bytes
+) -> None:
+    """A version-5/6 backup names each head by its tag (the source's ``sk_agents``
+    row, the manifest's): it must authenticate the head the chain reached with the
+    target's keys (an edited, dropped or rolled-back head, or a tag from another
+    stream, fails). A tag that starts as the target's own (``mine``: the same key id,
+    the target's active one, or both without a key) is checked by making the
+    target's tag and comparing: one HMAC per stream, the one the restore made before
+    to write it, and the tag is then kept (docs/benchmarks.md, "backuphead")."""
+    codec = store.codec
+    if plan.link is not None and tag[: len(mine)] == mine:
+        made = codec.head_tag(agent_id, plan.head, plan.link)
+        if not hmac.compare_digest(made, tag):
+            raise BackupCorrupt(
+                path,
+                f"agent {agent_id!r}",
+                f"its head tag does not verify: the stream head does not match its records"
+                f" (head seq {plan.head}): records were removed, replaced or added, or the"
+                " head was altered",
+            )
+        plan.tag = made
+        return
+    try:
+        codec.check_head(agent_id, plan.head, plan.link, tag)
+    except KeyNotFound:
+        raise
+    except IntegrityError as exc:
+        raise BackupCorrupt(
+            path, f"agent {agent_id!r}", f"its head tag does not verify: {exc}"
+        ) from None
+
+
+def _tag_prefix(store: StateStore) -> bytes:
+    """How the target's own head tags start (``0x01 ‖ L ‖ its active key id``, or
+    ``0x01 ‖ 0x00`` without a key): a checked tag that starts so is the one it makes."""
+    keyring = store.codec.keyring
+    if keyring is None:
+        return b"\x01\x00"
+    kid = keyring.active.id.encode("ascii")
+    return b"\x01" + bytes((len(kid),)) + kid
 
 
 def _from_base(store: StateStore, path: str, agent_id: str, plan: _Plan, base: list[Any]) -> None:
@@ -378,7 +433,7 @@ async def restore(
         if isinstance(store, NamespacedStateStore):
             forgotten = [store.relative(a) for a in forgotten]
         tags = {
-            a: store.codec.head_tag(a, p.head, p.link)
+            a: p.tag if p.tag is not None else store.codec.head_tag(a, p.head, p.link)
             for a, p in sorted(plans.items())
             if not p.forgotten
         }

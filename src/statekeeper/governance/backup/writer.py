@@ -10,7 +10,8 @@ packed into chunks, compressed (zstd) and encrypted with the *backup* key.
 
 **A SQLite store** (a full backup: no ``since``) is not read row by row: the pages of
 one read snapshot of its file are shipped in chunks (on a store opened in a namespace,
-a copy of that namespace's streams made by SQLite; format version 2, see
+a copy of that namespace's streams made by SQLite; format version 5, or 2 for a
+namespace's copy, see
 :mod:`.filecopy`), nor is a PostgreSQL store (its tables streamed out by ``COPY``
 under one snapshot, format version 3, see :mod:`.pgcopy`); what follows describes the
 row path, which every other backup takes.
@@ -41,15 +42,19 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack  # type: ignore[import-untyped]
 
-from ...backends.base import Capability
 from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
 from .filecopy import copy_folder, copy_of, write_copy, write_pages
 from .fileformat import (
+    FILE_IMAGES,
+    HEAD_TAGS,
+    PAGE_DELTAS,
     VERSION_COPY,
     VERSION_FILE,
+    VERSION_FILE_TAGS,
     VERSION_PAGES,
+    VERSION_PAGES_TAGS,
     BackupKey,
     FrameReader,
     FrameWriter,
@@ -58,17 +63,21 @@ from .fileformat import (
 from .location import Location
 from .pagedelta import page_layout, since_parent, write_page_delta
 from .pgcopy import write_copy_out
+from .rowentries import copy_batch, last_digest, list_heads, mark_compacted
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
     from ...backends.sqlite_pages import PageSnapshot
-    from ...records import SnapshotRow, StreamRows
     from ...store import StateStore
 
 __all__ = ["BackupResult", "backup", "stream_digest"]
 
-_LIST_PAGE = 1000
 _BATCH = 1000
+#: the format of a whole SQLite store's full page backup: its heads as the heads
+#: table's tags (version 5, no probe of the events per stream: docs/benchmarks.md,
+#: "backuphead"); version 2 (the heads' checksums) is what an incremental by pages
+#: after a version-2 parent keeps writing (as version 4)
+FULL_PAGES = VERSION_FILE_TAGS
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,127 +111,6 @@ def pack_entry(item: list[Any]) -> bytes:
 def stream_digest(packed: bytes) -> str:
     """The digest the manifest holds for a packed stream entry."""
     return hashlib.sha256(packed).hexdigest()
-
-
-async def _heads(backend: Backend, prefix: str = "") -> dict[str, int]:
-    """Every stream's head, or (``prefix``: ``"ns/"``) those of one namespace and
-    below (ids are listed in order, so the listing starts at the prefix and stops
-    past it)."""
-    heads: dict[str, int] = {}
-    after: str | None = prefix or None
-    while True:
-        page = await backend.list_agents(after=after, limit=_LIST_PAGE)
-        for info in page:
-            if not info.agent_id.startswith(prefix):
-                return heads
-            heads[info.agent_id] = info.head_seq
-        if len(page) < _LIST_PAGE:
-            return heads
-        after = page[-1].agent_id
-
-
-def _last_digest(checksum: bytes) -> str:
-    return hashlib.sha256(checksum).hexdigest()
-
-
-def _entry(
-    export: StreamRows,
-    cut: int,
-    previous: dict[str, Any] | None,
-    base_snapshot: SnapshotRow | None = None,
-) -> list[Any] | None:
-    """One agent's stream entry, ``[agent, base, head, tag, events, snapshot, keys]``
-    (and, for a stream compacted by retention copied whole, an 8th element: its base
-    snapshot), from an export of ``base..cut`` (None: the export is not a gap-free
-    slice ending at ``cut``, or a compacted stream's base is not ``base_snapshot``: the
-    stream changed under the read). Records stay the stored bytes, as the rows came
-    (tuples pack as msgpack arrays, as lists do)."""
-    base = previous["head"] if previous is not None and 0 < previous["head"] <= cut else 0
-    raw = export.events
-    start = base
-    if base:
-        assert previous is not None
-        if raw and raw[0][0] == base and _last_digest(raw[0][4]) == previous["last"]:
-            raw = raw[1:]
-        else:
-            return None
-    elif raw and raw[0][0] > 1:  # compacted by retention: it starts after its base
-        start = raw[0][0] - 1
-        if base_snapshot is None or base_snapshot[0] != start:
-            return None
-    if len(raw) != cut - start or (raw and (raw[0][0] != start + 1 or raw[-1][0] != cut)):
-        return None
-    snap = export.snapshot
-    keys = export.keys
-    entry = [
-        export.agent_id,
-        base,
-        cut,
-        export.head_tag if export.head_tag is not None and export.head == cut else None,
-        raw,
-        snap if snap is not None and snap[0] > base else None,
-        [k for k in keys if start < k[1] and k[2] <= cut] if keys else [],
-    ]
-    if start > base:
-        entry.append(base_snapshot)
-    return entry
-
-
-async def _base_snapshot(backend: Backend, agent_id: str, export: StreamRows) -> SnapshotRow | None:
-    """The base snapshot of a stream compacted by retention (its first event's seq
-    minus one), or None (not compacted, or the snapshot is not there any more)."""
-    events = export.events
-    if not events or events[0][0] <= 1:
-        return None
-    raw = await backend.latest_snapshot(agent_id, events[0][0] - 1)
-    if raw is None:
-        return None
-    return (raw.seq, raw.timestamp, bytes(raw.payload), bytes(raw.checksum))
-
-
-async def _copy_batch(
-    backend: Backend, batch: list[tuple[str, int]], previous: dict[str, Any]
-) -> list[list[Any] | None]:
-    """Entries for ``(agent, cut)`` pairs; an agent whose stream changed under the
-    read (deleted, re-created, compacted) is read again at its current head, or is
-    None (gone). An incremental entry of a stream whose compaction base moved since
-    the parent (retention ran in between) is a whole copy from its new base: the
-    restore then rebuilds it as the source holds it, history before the base gone."""
-    ranges = []
-    prevs: list[dict[str, Any] | None] = []
-    if previous and backend.supports(Capability.PRUNE):
-        bases = await backend.stream_bases([a for a, _ in batch])
-    else:
-        bases = [0] * len(batch)
-    for (agent_id, cut), now in zip(batch, bases, strict=True):
-        prev = previous.get(agent_id)
-        if prev is not None and prev.get("compacted", 0) != now:
-            prev = None  # the base moved: copied whole, from the new base
-        prevs.append(prev)
-        base = prev["head"] if prev is not None and 0 < prev["head"] <= cut else 0
-        ranges.append((agent_id, base, cut))
-    exports = await backend.export_rows(ranges)
-    out: list[list[Any] | None] = []
-    for (agent_id, cut), export, prev in zip(batch, exports, prevs, strict=True):
-        compacted = prev is None and export.events and export.events[0][0] > 1
-        based = await _base_snapshot(backend, agent_id, export) if compacted else None
-        entry = _entry(export, cut, prev, based)
-        attempts = 0
-        while entry is None:  # deleted, re-created or compacted under the read
-            attempts += 1
-            if attempts > 3:
-                raise BackupError(
-                    f"agent {agent_id!r} kept changing under the backup (deleted and"
-                    " re-created, or compacted)"
-                )
-            cut = await backend.head(agent_id)
-            if cut == 0:
-                break  # gone: counted as vanished
-            (export,) = await backend.export_rows([(agent_id, 0, cut)])
-            based = await _base_snapshot(backend, agent_id, export)
-            entry = _entry(export, cut, None, based)  # copied whole
-        out.append(entry)
-    return out
 
 
 async def backup(
@@ -267,14 +155,18 @@ async def backup(
     #: the parent's page layout (size, count, digests) when it is a page backup
     parent_pages: tuple[int, int, bytes] | None = None
     parent: FrameReader | None = None  # closed: its header and manifest only
+    #: an incremental by pages lists its heads as its parent does (tags or checksums)
+    delta = VERSION_PAGES
     if since is not None:
         with Location(since).local_copy() as path:
             reader = FrameReader(path, key)
             try:
                 parent_id = reader.header.backup_id
                 parent = reader
-                if reader.header.version in (VERSION_FILE, VERSION_PAGES):
+                if reader.header.version in FILE_IMAGES | PAGE_DELTAS:
                     parent_pages = page_layout(reader)
+                if reader.header.version in HEAD_TAGS:
+                    delta = VERSION_PAGES_TAGS
                 if reader.manifest.get("namespace", "") != namespace:
                     raise BackupError(
                         f"--since {Location(since).display}: it is a backup of namespace"
@@ -294,7 +186,7 @@ async def backup(
             pages.close()  # the page size changed (VACUUM): the row path below
             pages = None
         if pages is not None:
-            version = VERSION_FILE if parent_pages is None else VERSION_PAGES
+            version = FULL_PAGES if parent_pages is None else delta
             header = Header.new(backup_id, parent_id, key, created, version)
             result = await _write_pages(
                 backend.name,
@@ -330,7 +222,7 @@ async def backup(
             if copied is not None:
                 await _audit_backup(audit, copied)
                 return copied
-    heads = await _heads(backend, namespace + "/" if namespace else "")
+    heads = await list_heads(backend, namespace + "/" if namespace else "")
     header = Header.new(backup_id, parent_id, key, created)
     streams: dict[str, Any] = {}
     totals = {"events": 0, "snapshots": 0, "copied": 0, "vanished": 0, "record_bytes": 0}
@@ -369,7 +261,7 @@ async def backup(
         try:
             for start in range(0, len(ids), _BATCH):
                 batch = ids[start : start + _BATCH]
-                entries = await _copy_batch(backend, [(a, heads[a]) for a in batch], previous)
+                entries = await copy_batch(backend, [(a, heads[a]) for a in batch], previous)
                 for agent_id, entry in zip(batch, entries, strict=True):
                     if entry is None:
                         totals["vanished"] += 1
@@ -384,12 +276,14 @@ async def backup(
                         "snapshot": snapshot[0] if snapshot else None,
                         "keys": len(entry[6]),
                         "digest": sha256(packed).hexdigest(),
-                        "last": _last_digest(last)
+                        "last": last_digest(last)
                         if last is not None
                         else previous.get(agent_id, {}).get("last", ""),
                         "chunk": None,
                     }
-                    _mark_compacted(stream, entry, previous.get(agent_id))
+                    if not events and "tag" in previous.get(agent_id, {}):
+                        stream["tag"] = previous[agent_id]["tag"]  # unchanged, by its tag
+                    mark_compacted(stream, entry, previous.get(agent_id))
                     if not events and snapshot is None:
                         continue  # unchanged since the parent: nothing to store
                     size = len(packed)
@@ -440,20 +334,6 @@ async def backup(
     )
     await _audit_backup(audit, result)
     return result
-
-
-def _mark_compacted(stream: dict[str, Any], entry: list[Any], previous: Any) -> None:
-    """The manifest's record of a stream compacted by retention: ``compacted`` (its
-    base seq) and ``base_digest`` (SHA-256 of the base snapshot's checksum, which
-    carries the chain link there), from the entry's base snapshot, or carried over
-    from the parent (an incremental entry continuing the same compacted stream)."""
-    if len(entry) > 7:
-        base = entry[7]
-        stream["compacted"] = base[0]
-        stream["base_digest"] = _last_digest(base[3])
-    elif entry[1] and previous is not None and previous.get("compacted"):
-        stream["compacted"] = previous["compacted"]
-        stream["base_digest"] = previous["base_digest"]
 
 
 async def _audit_backup(audit: AuditSink | None, result: BackupResult) -> None:
@@ -536,9 +416,10 @@ async def _write_pages(
     started: float,
     parent: tuple[FrameReader, bytes] | None = None,
 ) -> BackupResult:
-    """A version-2 backup of a whole SQLite store's page image (see :mod:`.filecopy`),
-    or with ``parent`` (the parent backup, its page digests) a version-4 one of the
-    pages changed since (:mod:`.pagedelta`); ``snapshot`` is closed."""
+    """A version-5 (or 2) backup of a whole SQLite store's page image (see
+    :mod:`.filecopy`), or with ``parent`` (the parent backup, its page digests) a
+    version-6 (or 4) one of the pages changed since (:mod:`.pagedelta`); ``snapshot``
+    is closed."""
     location = Location(to)
     try:
         with location.writing() as out:
@@ -549,7 +430,7 @@ async def _write_pages(
                 body = await asyncio.to_thread(
                     write_page_delta, writer, snapshot, parent[1], chunk_bytes, progress
                 )
-                since_parent(body, parent[0].heads())
+                since_parent(body, parent[0].head_marks())
             await _finish_whole(writer, header, source, namespace, body)
     finally:
         snapshot.close()

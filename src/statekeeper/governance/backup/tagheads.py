@@ -1,0 +1,68 @@
+"""The heads of a whole SQLite store's page backup as its head tags (format versions
+5 and 6, see :mod:`.fileformat`): one scan of the heads table, no probe of the events.
+
+A stream's head tag (``sk_agents.head_tag``: ``0x01 ‖ L ‖ key id ‖ HMAC-SHA256(head
+key, "sk-head/1" ‖ agent ‖ seq ‖ link)``, keyless ``0x01 ‖ 0x00 ‖ link``, where
+``link`` is the head record's chain link) authenticates the stream's head with the
+store's keys; the restore follows every chain with the target's keys anyway, so it
+checks each tag against the link it reaches (:mod:`.restore`). The head record's
+checksum (what versions 2 to 4 list) costs an index probe and a table probe of the
+events per stream: 0.15-0.17 CPU-s of a 100,000-agent backup's ~0.65 (docs/benchmarks.md,
+"backupcpu"); the heads table alone is one scan (~0.02).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+__all__ = ["TAG_COLUMNS", "tag_head_columns"]
+
+#: every stream's agent, head seq and head tag, each column joined into one value by
+#: SQLite (no Python tuple per stream); the tags counted (NULL: a stream written before
+#: head tags) and measured (they differ in length across key ids)
+TAG_COLUMNS = """
+SELECT count(*), count(head_tag), group_concat(agent_id, char(0)), group_concat(head_seq),
+       CAST(group_concat(CAST(head_tag AS BLOB), '') AS BLOB),
+       min(length(CAST(head_tag AS BLOB))), max(length(CAST(head_tag AS BLOB)))
+FROM sk_agents WHERE head_seq > 0
+"""
+
+_ROWS = """
+SELECT agent_id, head_seq, CAST(head_tag AS BLOB) FROM sk_agents
+WHERE head_seq > 0 ORDER BY agent_id
+"""
+
+_HEAD_CHECKSUM = """
+SELECT CAST(checksum AS BLOB) FROM sk_events WHERE agent_id = ? AND seq = ?
+"""
+
+
+def tag_head_columns(
+    conn: sqlite3.Connection,
+) -> tuple[list[str], list[int], list[bytes | None], dict[str, list[Any]]]:
+    """The manifest's ``heads`` columns (agent, head seq, head tag: id order) and its
+    ``untagged`` ones (agent, head record checksum) for the streams without a tag, read
+    through ``conn`` (the page image's snapshot)."""
+    streams, tagged, ids, seqs, tags, shortest, longest = conn.execute(TAG_COLUMNS).fetchone()
+    untagged: dict[str, list[Any]] = {"agent": [], "checksum": []}
+    if streams == 0:
+        return [], [], [], untagged
+    agents: list[str] = ids.split("\0")
+    width = shortest or 0
+    if tagged == streams == len(agents) and shortest == longest and len(tags) == streams * width:
+        heads = list(map(int, seqs.split(",")))
+        found: list[bytes | None] = [tags[at : at + width] for at in range(0, len(tags), width)]
+        if sorted(agents) == agents:  # the heads table's key order, checked in one pass
+            return agents, heads, found, untagged
+    # tags of several lengths (key ids), a stream without one, or not in id order
+    agents, heads, found = [], [], []
+    for agent_id, head, tag in conn.execute(_ROWS):
+        agents.append(agent_id)
+        heads.append(head)
+        found.append(tag)
+        if tag is None:
+            row = conn.execute(_HEAD_CHECKSUM, (agent_id, head)).fetchone()
+            untagged["agent"].append(agent_id)
+            untagged["checksum"].append(row[0] if row is not None and row[0] else b"")
+    return agents, heads, found, untagged
