@@ -317,6 +317,18 @@ class Backend(abc.ABC):
         row = (agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot)
         await self.append(next_request(row, self.compares_head_tag))
 
+    def commit_next(self, row: NextRow) -> bool:
+        """:meth:`append_next` of ``row`` (its arguments, as :meth:`join_next` takes
+        them) made now, as a plain call, when the engine can commit it on this thread
+        without waiting: True once committed; False, with nothing done, when it cannot
+        (the caller then awaits :meth:`append_next`, which handles every case: the
+        default); the refusal raised as :meth:`append_next` raises it. The arguments
+        are not checked (the store calls it only with a row it built on a cached
+        record, as :meth:`append_next` would be called). For the store's common save
+        with ``durability="sync"``: no coroutine of its own, none of
+        :meth:`append_next` (docs/benchmarks.md, "seqfoot")."""
+        return False
+
     def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
         """:meth:`append_next` of ``row`` for an engine that groups appends
         (:attr:`groups_appends`), as a plain call when a commit of the running event loop

@@ -420,6 +420,8 @@ _BUSY: Any = object()
 _PATCH = EventType.PATCH
 #: what a lone append binds its blobs as (see ``SQLiteBackend._append_row``)
 _bind = bytearray
+#: the clock of PASS_EVERY (asyncio's ``loop.time()``, without its method call)
+_monotonic = time.monotonic
 
 
 class SQLiteBackend(Backend):
@@ -1251,6 +1253,36 @@ class SQLiteBackend(Backend):
         if isinstance(result, BaseException):
             raise result
 
+    def commit_next(self, row: NextRow) -> bool:
+        """:meth:`Backend.commit_next`: the lone append :meth:`_open_commit` commits
+        without a pass of the loop, as one plain call (no coroutine of its own nor of
+        :meth:`append_next`, no argument check: the store's common save). False, with
+        nothing done, unless it is that case: the backend writable and open with inline
+        writes, no commit queue open nor batch in flight (of any loop), no other task of
+        the loop ready, no pass due (:data:`PASS_EVERY` went by and the loop's poll finds
+        I/O or a timer waiting), the writer idle; :meth:`append_next` then makes it."""
+        if self.readonly or self._closed or not self.inline_writes or self._queues:
+            return False
+        if self._in_flight:
+            return False
+        loop = asyncio.get_running_loop()
+        if getattr(loop, "_ready", _ALWAYS):
+            return False  # another task is ready: append_next lets it run first
+        if _monotonic() >= self._pass_due:
+            if not _nothing_waits(loop):
+                return False  # something waits: append_next makes the pass
+            self._pass_due = _monotonic() + PASS_EVERY
+        result = self._commit_lone(
+            3 + ((len(row[3]) + 1100) >> 11), self._append_row, self._append_cursor, *row
+        )
+        if result is _BUSY:
+            return False
+        if self.commit_listeners:
+            self._committed(1)
+        if result is not None:
+            raise result
+        return True
+
     def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
         """:meth:`Backend.join_next`: ``row`` joins the running loop's queue when it is
         open (appends waiting, or a batch in flight), as :meth:`append_next` would."""
@@ -1326,10 +1358,10 @@ class SQLiteBackend(Backend):
             raise StoreClosed(f"sqlite backend {self.path} is closed")
         queue = None
         skip = not getattr(loop, "_ready", _ALWAYS)  # no other task is ready
-        if skip and loop.time() >= self._pass_due:  # PASS_EVERY went by: anything waiting?
+        if skip and _monotonic() >= self._pass_due:  # PASS_EVERY went by: anything waiting?
             skip = _nothing_waits(loop)
             if skip:  # polled: the bound starts again from here
-                self._pass_due = loop.time() + PASS_EVERY
+                self._pass_due = _monotonic() + PASS_EVERY
         if not skip:
             queue = self._queues[loop] = [_OPENED]
             try:
@@ -1342,7 +1374,7 @@ class SQLiteBackend(Backend):
                     else:
                         del self._queues[loop]
                 raise
-            self._pass_due = loop.time() + PASS_EVERY
+            self._pass_due = _monotonic() + PASS_EVERY
         if queue is None or (len(queue) == 1 and not self._closed):
             if queue is not None:
                 del self._queues[loop]
@@ -1382,7 +1414,10 @@ class SQLiteBackend(Backend):
         cur = self._append_cursor
         try:
             try:
-                self._begin(cur)
+                try:
+                    cur.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError:
+                    self._begin(cur)  # (busy: raises _Busy; else the error, or it began)
                 try:
                     try:
                         result = write(*args)
@@ -1405,7 +1440,9 @@ class SQLiteBackend(Backend):
         finally:
             local.inline = False
             self._writer_busy.release()
-        self._wrote(pages)
+        self._wal_pages += pages * self._wal_scale  # (_wrote, its common case written out)
+        if self._wal_pages >= CHECKPOINT_PAGES:
+            self._wrote(0)
         return result
 
     def _inline(self, requests: list[_Queued]) -> list[_Outcome] | None:

@@ -134,6 +134,26 @@ class ObservedBackend(Backend):
         if span is not None:
             obs.end_span(span, None, seq)
 
+    def commit_next(self, row: NextRow) -> bool:
+        """The engine's :meth:`~statekeeper.backends.base.Backend.commit_next`, timed
+        and counted as an ``append`` when it committed (False, nothing done, when it did
+        not: the caller then awaits :meth:`append_next`, timed there). Traced, it
+        commits nothing here: :meth:`append_next` makes the append inside its span."""
+        obs = self._obs
+        if obs._tracer is not None:
+            return False
+        t0 = _perf()
+        try:
+            committed = self.inner.commit_next(row)
+        except BaseException as exc:
+            obs.backend_failed("append", exc, _perf() - t0, None)
+            raise
+        if committed:
+            obs.append_hist.observe(_perf() - t0)
+            if row[7] is not None:
+                obs.snapshot_size.observe(len(row[7].payload))
+        return committed
+
     def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
         """The engine's :meth:`~statekeeper.backends.base.Backend.join_next`, timed and
         counted as an ``append`` when it joined an open commit (None, nothing done, when

@@ -50,8 +50,11 @@ def dump_keys(document: Mapping[str, Any]) -> dict[str, bytes] | None:
     """The bytes of each top-level value, or None when one is not plain JSON."""
     packer = getattr(_packers, "packer", None) or _packer()
     pack = packer.pack
-    try:
-        return {key: pack(value) for key, value in document.items()}
+    dumped: dict[str, bytes] = {}
+    try:  # (a loop, not a comprehension: no function of its own on every save)
+        for key, value in document.items():
+            dumped[key] = pack(value)
+        return dumped
     except (TypeError, ValueError, OverflowError):  # (UnicodeEncodeError is a ValueError)
         packer.reset()  # a failed pack leaves its partial bytes in the buffer
         return None
@@ -94,7 +97,7 @@ def diff_by_key(
         if before == after:  # unchanged (the common case: no path made)
             continue
         nval = new[key]
-        path = "/" + patch.escape(key)
+        path = "/" + (patch.escape(key) if "~" in key or "/" in key else key)
         if before is not None and type(nval) is list and (held or type(old[key]) is list):
             grown = _grew(before, after)
             if grown is not None:

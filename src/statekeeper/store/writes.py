@@ -502,11 +502,19 @@ class WritePipeline:
             else:
                 copy = None
             tag = codec.head_tag(agent_id, seq, link)
-            result = await self._append_trusted(
-                agent_id, None, (agent_id, seq, now, payload, checksum, tag, record.tag, snapshot)
-            )
-            if result is None:  # made again by write() on a validated read
+            row = (agent_id, seq, now, payload, checksum, tag, record.tag, snapshot)
+            try:  # (_append_trusted of the row, written out: the engine commits it now)
+                if self.group is not None or not self.backend.commit_next(row):
+                    await self._append_next(row)
+            except ConflictError:  # the cached head was stale: write() makes it again
+                cache.discard(agent_id)
+                self.retries += 1
                 return None
+            except BaseException:
+                cache.discard(agent_id)
+                raise
+            self.appends += 1
+            result = AppendResult(agent_id, seq, seq)
             if copy is not None:
                 self.snapshots_written += 1
                 copy.tag, copy.tag_known = tag, True
@@ -599,12 +607,7 @@ class WritePipeline:
             group = self.group
             if request is None:
                 assert row is not None
-                if group is None:
-                    await self.backend.append_next(*row)
-                else:
-                    refused = await group.join_next(row)
-                    if refused is not None:
-                        raise refused
+                await self._append_next(row)
                 result = AppendResult(agent_id, row[1], row[1])
             elif group is None:
                 result = await self.backend.append(request)
@@ -619,6 +622,17 @@ class WritePipeline:
             raise
         self.appends += 1
         return result
+
+    async def _append_next(self, row: NextRow) -> None:
+        """``Backend.append_next`` of ``row``, through the group committer when there
+        is one (its refusal raised)."""
+        group = self.group
+        if group is None:
+            await self.backend.append_next(*row)
+        else:
+            refused = await group.join_next(row)
+            if refused is not None:
+                raise refused
 
     # -- 2. where a save is built ------------------------------------------------------
 
