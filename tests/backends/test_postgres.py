@@ -212,6 +212,33 @@ async def test_batch_is_one_transaction(schema: str) -> None:
         await backend.close()
 
 
+async def test_a_batch_of_existing_streams_settles_each_request(schema: str) -> None:
+    """The common group-commit batch (every stream existing, none named twice, no key,
+    fence or snapshot: written set-based) still settles each request on its own: a
+    stale expected seq and a stream that does not exist conflict with the stored head,
+    the others land with every event, in the change feed."""
+    backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
+    try:
+        await backend.open()
+        await backend.append_batch([request(x, 0) for x in "abc"])
+        results = await backend.append_batch(
+            [request("a", 1, 2), request("b", 5), request("c", 1), request("zz", 3)]
+        )
+        assert results[0] == AppendResult("a", 2, 3)
+        assert isinstance(results[1], ConflictError) and results[1].current_seq == 1
+        assert results[2] == AppendResult("c", 2, 2)
+        assert isinstance(results[3], ConflictError) and results[3].current_seq == 0
+        assert [await backend.head(x) for x in ("a", "b", "c", "zz")] == [3, 1, 2, 0]
+        assert [e.seq for e in await backend.read("a")] == [1, 2, 3]
+        assert [e.seq for e in await backend.read("zz")] == []
+        positions = _admin(
+            f"SELECT count(*), count(position) FROM {schema}.sk_events WHERE agent_id = 'a'"
+        )[0]
+        assert positions == (3, 3)
+    finally:
+        await backend.close()
+
+
 async def _kill_connections(application_name: str) -> int:
     rows = await asyncio.to_thread(
         _admin,

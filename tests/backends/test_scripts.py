@@ -70,7 +70,7 @@ def schema(tmp_path: Path) -> Iterator[str]:
 
 
 def _numbered(statement: str) -> str:
-    """psycopg placeholders (``%s``, ``%(name)s``) as PostgreSQL's ``$1``, ``$2``…"""
+    """psycopg placeholders (``%s``, ``%b``, ``%(name)s``) as PostgreSQL's ``$1``, ``$2``…"""
     seen: dict[str, int] = {}
     count = 0
 
@@ -84,7 +84,7 @@ def _numbered(statement: str) -> str:
         count += 1
         return f"${count}"
 
-    return re.sub(r"%(?:\((\w+)\))?s", number, statement)
+    return re.sub(r"%(?:\((\w+)\))?[sb]", number, statement)
 
 
 async def test_postgres_parses_and_plans_every_statement(schema: str) -> None:

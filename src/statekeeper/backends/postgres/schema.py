@@ -54,6 +54,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (7, "the change feed: event positions", read_script(PACKAGE, "sql/feed.sql")),
     (8, "the agents' last-write index", read_script(PACKAGE, "sql/written_index.sql")),
     (9, "store-level markers", read_script(PACKAGE, "sql/markers.sql")),
+    (10, "group-commit batches written set-based", read_script(PACKAGE, "sql/batch.sql")),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -1,11 +1,11 @@
 -- The statements of the PostgreSQL backend, one per "-- name:" block; {s} is the
--- schema, %s / %(name)s are psycopg parameters. Loaded by queries.py.
+-- schema, %s / %(name)s are psycopg parameters (%b: sent in binary). Loaded by queries.py.
 
 -- name: append
 SELECT status, a, b, h FROM {s}.sk_append(%s, %s, %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[], %s::text, %s::bigint, %s::float8, %s::bytea, %s::bytea, %s::bytea, %s::boolean, %s::bytea, %s::text, %s::bigint)
 
 -- name: append_batch
-SELECT idx, status, a, b, h FROM {s}.sk_append_batch(%s::text[], %s::bigint[], %s::int[], %s::text[], %s::bigint[], %s::float8[], %s::bytea[], %s::bytea[], %s::bigint[], %s::text[], %s::float8[], %s::bytea[], %s::bytea[], %s::bytea[], %s::boolean[], %s::bytea[], %s::text[], %s::bigint[]) ORDER BY idx
+SELECT idx, status, a, b, h FROM {s}.sk_append_batch(%b::text[], %b::bigint[], %b::int[], %b::text[], %b::bigint[], %b::float8[], %b::bytea[], %b::bytea[], %b::bigint[], %b::text[], %b::float8[], %b::bytea[], %b::bytea[], %b::bytea[], %b::boolean[], %b::bytea[], %b::text[], %b::bigint[]) ORDER BY idx
 
 -- name: append1
 SELECT status, a, b, h FROM {s}.sk_append1(%s, %s, %s::bigint, %s::text, %s::float8, %s::bytea, %s::bytea, %s::text, %s::bigint, %s::float8, %s::bytea, %s::bytea, %s::bytea, %s::boolean, %s::bytea, %s::text, %s::bigint)
