@@ -11,7 +11,9 @@ the counts (start-up and imports cancel out)::
         benchmarks/bench_langgraph_write_callgrind.py small $n; done
     # per run: (total(12) - total(2)) / 10, totals from `callgrind_annotate`'s header
 
-Compare two trees with ``PYTHONPATH=<tree>/src`` (benchmarks/_common.py lets it win).
+``--saver sqlite`` runs LangGraph's ``SqliteSaver`` on the same graph (same file
+settings) for the instruction gap. Compare two trees with ``PYTHONPATH=<tree>/src``
+(benchmarks/_common.py lets it win).
 Without valgrind it prints the process's CPU seconds per run (``time.process_time``).
 """
 
@@ -27,7 +29,11 @@ from langchain_core.messages import HumanMessage
 
 import _common  # type: ignore[import-not-found]  # noqa: F401  (PYTHONPATH wins)
 from bench_langgraph import text  # type: ignore[import-not-found]
-from bench_langgraph_goals import chat_graph, small_graph  # type: ignore[import-not-found]
+from bench_langgraph_goals import (  # type: ignore[import-not-found]
+    chat_graph,
+    small_graph,
+    sqlite_saver,
+)
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
 
@@ -43,11 +49,21 @@ def main() -> None:
         help="the saver's writes_wait (default: the saver's); 0: no timing window "
         "changes the commits (deterministic under callgrind)",
     )
+    parser.add_argument(
+        "--saver",
+        choices=("sk", "sqlite"),
+        default="sk",
+        help="sk: StatekeeperSaver; sqlite: LangGraph's SqliteSaver on the same graph",
+    )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp())
     options = {} if args.writes_wait is None else {"writes_wait": args.writes_wait}
     url = f"sqlite:///{tmp / args.kind}.db?synchronous=NORMAL"
-    saver = StatekeeperSaver.from_url(url, **options)
+    if args.saver == "sqlite":
+        saver, close = sqlite_saver(tmp / f"{args.kind}.db", "NORMAL")
+    else:
+        saver = StatekeeperSaver.from_url(url, **options)
+        close = saver.close
     cpu = time.process_time()
     if args.kind == "small":
         graph = small_graph(args.steps).compile(checkpointer=saver)
@@ -62,7 +78,7 @@ def main() -> None:
             message = HumanMessage(text(rng, 300), id=f"h-{i}")
             graph.invoke({"messages": [message]}, cfg, durability="sync")
     cpu = time.process_time() - cpu
-    saver.close()
+    close()
     print(f"{args.kind}: {args.runs} runs, process CPU {cpu / args.runs * 1000:.2f} ms per run")
 
 

@@ -216,4 +216,5 @@ def next_record(record: AgentRecord) -> AgentRecord:
         record.dumped,
         False,
         record.snapshot_bytes,
+        record.shared,
     )

@@ -8,6 +8,7 @@ not change state. Replay is therefore a loop over :func:`apply_payload`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -114,6 +115,10 @@ class AgentRecord:
     #: stored bytes of the snapshot at ``snapshot_seq`` (0: none, or not known); what
     #: ``snapshot_every="auto"`` weighs the replay after it against
     snapshot_bytes: int = 0
+    #: ``data`` shares containers with a caller's document (handed over by
+    #: ``WritePipeline.append_applied``; the caller applies its next changes
+    #: copy-on-write): copied before events are folded into it in place
+    shared: bool = False
 
 
 def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict[str, Any]) -> None:
@@ -140,6 +145,8 @@ def apply_payloads(record: AgentRecord, rows: Sequence[EventRow], docs: list[Any
     appends to one list made as appends to that list. The record's seq and time are
     set once, after the last event applied (also when an event raises)."""
     agent_id = record.agent_id
+    if record.shared:  # (rare: another writer's events on a handed-over document)
+        record.data, record.shared = copy.deepcopy(document(record)), False
     target: list[Any] | None = None  # the list the events append to (looked up when
     target_path: str | None = None  # a second event appends at this pointer + "/-")
     replayed = 0

@@ -591,6 +591,56 @@ class WritePipeline:
             else:
                 del held[agent_id]
 
+    async def append_applied(
+        self,
+        agent_id: str,
+        event_type: str,
+        ops: list[dict[str, Any]],
+        expected_seq: int,
+        key: str | None,
+        after: Any,
+        plain_ops: bool,
+    ) -> AppendResult | None:
+        """:meth:`append_made` for a caller that applied ``ops`` itself (the LangGraph
+        saver): ``after`` is the document they make of the state at ``expected_seq``,
+        handed over — the caller never changes it again — and kept as the new record's
+        data instead of applying ``ops`` a second time; ``key`` the idempotency key;
+        ``plain_ops`` as :meth:`build` takes it. None, with nothing done, in the cases
+        :meth:`append_made` names and while keys rotate (the caller then makes the
+        write through ``StateStore.append``)."""
+        held = self._locks._held
+        if agent_id in held or (key is not None and idempotency.rotating(self.codec)):
+            return None
+        reads = self.reads
+        record = reads.trusted(agent_id)
+        if record is None or record.seq != expected_seq or self.snapshots.needs_prepare(record):
+            return None
+        held[agent_id] = None
+        try:
+            request, new_record = self.build(
+                agent_id, event_type, {}, record, ops, None, key, None, None,
+                plain_ops=plain_ops, after=after,
+            )  # fmt: skip
+            result = await self._append_trusted(agent_id, request)
+            if result is None:  # made again by StateStore.append on a validated read
+                return None
+            if result.duplicate:  # (as write() does: never trust the record alone)
+                reads.cache.discard(agent_id)
+                assert request.idempotency_key is not None
+                return await self.confirm_key(agent_id, request.idempotency_key, result)
+            if request.snapshot is not None:
+                self.snapshots_written += 1
+            reads.cache.put(agent_id, new_record)
+            if self.witness is not None and new_record.link is not None:
+                self.witness.acked(agent_id, result.last_seq, new_record.link)
+            return result
+        finally:
+            waiters = held[agent_id]
+            if waiters:
+                self._locks.release(agent_id)
+            else:
+                del held[agent_id]
+
     async def _append_trusted(
         self, agent_id: str, request: AppendRequest | None, row: NextRow | None = None
     ) -> AppendResult | None:
@@ -650,6 +700,7 @@ class WritePipeline:
         fence: Fence | None = None,
         packed: dict[str, bytes] | None = None,
         plain_ops: bool = False,
+        after: Any = None,
     ) -> tuple[AppendRequest, AgentRecord]:
         """Encode one event (and a snapshot when due); compute the state after it.
 
@@ -661,7 +712,11 @@ class WritePipeline:
 
         ``plain_ops``: the values the ops carry are known to be plain JSON without
         floats or tags (:func:`.change.plain`): with no caller ``info``, the
-        event is then serialised without walking it for typed values first."""
+        event is then serialised without walking it for typed values first.
+
+        ``after``: the data after the ops, made by the caller and handed over (see
+        :meth:`append_applied`): kept as the new state when the event is plain JSON,
+        instead of applying the ops to a copy of the data again."""
         base = record.seq if record is not None else 0
         seq = base + 1
         now = self.clock()
@@ -695,6 +750,8 @@ class WritePipeline:
         plain = codec.format.id == JSON and not (0x24 in body_bytes and b'"$t"' in body_bytes)
         if ops and packed is not None and plain and not new.rich:
             new.data, new.dumped, new.blob = HELD_AS_BYTES, packed, None
+        elif ops and after is not None and plain and not new.rich:
+            new.data, new.dumped, new.blob, new.shared = after, None, None, True
         elif ops:
             # the document before the patch, read while ``rich`` still says how its
             # bytes were written (a plain document held as JSON bytes only)

@@ -126,7 +126,10 @@ def new_ns() -> dict[str, Any]:
 
 def ptr(*tokens: str) -> str:
     """A JSON Pointer from raw tokens (escaped)."""
-    return "/" + "/".join(patch.escape(t) for t in tokens)
+    for token in tokens:
+        if "~" in token or "/" in token:  # rare: escape them all
+            return "/" + "/".join(patch.escape(t) for t in tokens)
+    return "/" + "/".join(tokens)
 
 
 def checkpoint_time(checkpoint_id: str) -> float | None:

@@ -248,6 +248,10 @@ class _Pending:
     event_type: str = ""
     #: create the thread's stream when it does not exist (else the plan is skipped)
     create: bool = True
+    #: the values of the plan's ops are plain JSON for the store's codec (no tuple,
+    #: no float, no dict key "$t": its event is serialised without a walk for typed
+    #: values), not counting a run claim riding on it (``_commit`` checks that)
+    plain: bool = False
 
 
 def _take_batch(
@@ -264,6 +268,36 @@ def _take_batch(
     return batch, []
 
 
+_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def _plain_names(names: Iterable[Any]) -> bool:
+    """No name is the store codec's tag key ``"$t"`` (channel, node, checkpoint and task
+    names become dict keys in the saver's ops)."""
+    return all(n != "$t" for n in names)
+
+
+def _plain_versions(versions: dict[Any, Any]) -> bool:
+    return _plain_names(versions) and all(type(v) in _PLAIN_SCALARS for v in versions.values())
+
+
+def _plain_header(header: dict[str, Any]) -> bool:
+    """A checkpoint header's values are plain JSON for the store's codec: its ids and
+    versions are strings, ints, bools or None (the versions of this saver and of
+    LangGraph's), no name is ``"$t"``. Its packed parts (values, metadata, extras) are
+    plain by construction (:class:`.serde.ValueCodec` escapes ``$`` keys and packs
+    anything else as a serde blob)."""
+    uc = header["uc"]
+    return (
+        all(type(x) in _PLAIN_SCALARS for x in header["h"])
+        and type(header["v"]) in _PLAIN_SCALARS
+        and _plain_versions(header["cv"])
+        and _plain_names(header["vs"])
+        and all(_plain_versions(seen) for seen in header["vs"].values())
+        and (uc is None or all(type(c) is str for c in uc))
+    )
+
+
 def _heads(doc: dict[str, Any]) -> dict[str, str | None]:
     return {ns: h.ns_head(nsd) for ns, nsd in doc["ns"].items()}
 
@@ -272,7 +306,11 @@ def _update_heads(st: _Stream, ops: builtins.list[Op]) -> None:
     """Keep ``st.heads`` (latest checkpoint id per namespace) current after ``ops``."""
     for op in ops:
         path = op["path"]
-        if not path.startswith("/ns/"):
+        # only a namespace added or replaced whole, its "top" or a format 1 "idx" entry
+        # move a head: other paths (most of them: values, writes, records) are not split
+        if not path.startswith("/ns/") or not (
+            path.endswith("/top") or path.count("/") == 2 or "/idx/" in path
+        ):
             continue
         tokens = [patch.unescape(t) for t in path[4:].split("/")]
         ns = tokens[0]
@@ -461,6 +499,9 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         if not prefix or "#" in prefix:
             raise ConfigurationError("prefix must be non-empty and must not contain '#'")
         self.store = store
+        #: a plain StateStore's write pipeline, whose append takes the document the
+        #: saver made (wrapped stores — governed, namespaced — keep their own path)
+        self._fast = store._writes if type(store) is StateStore else None
         self.native_json = native_json
         self.fork_protection = fork_protection
         self.prefix = prefix
@@ -939,19 +980,40 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         key: str | None = None,
         *,
         applied: bool = False,
+        plain: bool = False,
     ) -> None:
         """Compare-and-append ``ops`` at ``st.seq``; keep ``st`` current on success.
 
         ``applied``: ``st.doc`` already has the ops applied (a coalesced batch).
+        ``plain``: the values of ``ops`` are plain JSON (see ``_Pending.plain``).
+
+        The document is never changed in place: the ops are applied copy-on-write, and
+        on a plain store the result is handed to the store as its record's data (the
+        ops are then applied once, not again by the store).
         """
-        result = await self.store.append(
-            st.agent_id, event_type, None, ops=ops, expected_seq=st.seq, idempotency_key=key
-        )
+        after = st.doc if applied else patch.apply(st.doc, ops)
+        store = self.store
+        fast = self._fast
+        result = None
+        if (
+            fast is not None
+            and fast.fast
+            and store._gate.ok
+            and not store._closed
+            and "append" not in store.__dict__  # (an append wrapped by its owner: taken)
+        ):
+            result = await fast.append_applied(
+                st.agent_id, event_type, ops, st.seq, key, after, plain
+            )
+        if result is None:
+            result = await store.append(
+                st.agent_id, event_type, None, ops=ops, expected_seq=st.seq, idempotency_key=key
+            )
         if result.duplicate:  # an earlier attempt landed: our document is stale
             self._forget(st.thread_id)
             return
         if not applied:
-            st.doc = patch.apply(st.doc, ops, in_place=True)
+            st.doc = after
             _update_heads(st, ops)
         st.seq = result.last_seq
         st.bytes_since += self._stored(orjson.dumps(ops))
@@ -1008,6 +1070,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         *,
         create: bool = True,
         hold: bool = False,
+        plain: bool = False,
     ) -> None:
         """Build ops from the current document and append them, retrying on conflicts.
 
@@ -1022,7 +1085,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         write to be queued (see ``writes_wait``), so that they share its commit.
         """
         loop = asyncio.get_running_loop()
-        mine = _Pending(build, loop.create_future(), event_type, create)
+        mine = _Pending(build, loop.create_future(), event_type, create, plain)
         queue = self._queued.setdefault(thread_id, [])
         queue.append(mine)
         if event_type != m.EV_WRITES or not hold:
@@ -1076,16 +1139,17 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 event_types.append(event_type)
                 ops.extend(plan_ops)
                 if speculative:  # later plans are built against this one's outcome
-                    st.doc = patch.apply(
-                        st.doc, orjson.loads(orjson.dumps(plan_ops)), in_place=True
-                    )
+                    st.doc = patch.apply(st.doc, plan_ops)  # (copy-on-write)
                     _update_heads(st, plan_ops)
             live = included
             if not ops:
                 break
             event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
+            # plain JSON: the plans said so, and no run claim rides on them (its expiry
+            # is a float, which the store's serialisation checks)
+            plain = all(p.plain for p in live) and all(op["path"] != "/run" for op in ops)
             try:
-                await self._append(st, event_type, ops, key, applied=speculative)
+                await self._append(st, event_type, ops, key, applied=speculative, plain=plain)
                 break
             except (ConflictError, AgentNotFound):
                 # the document was stale (another writer, or the thread deleted or
@@ -1673,7 +1737,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             ops.extend(self._archive_ops(st, ns, cid))
             return m.EV_CHECKPOINT, claim + ops if claim else ops, key
 
-        await self._mutate(thread_id, build, m.EV_CHECKPOINT)
+        plain = _plain_header(header) and _plain_names((ns, cid))
+        await self._mutate(thread_id, build, m.EV_CHECKPOINT, plain=plain)
         self._rode(run)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
@@ -1725,7 +1790,8 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         hold = (
             run is not None and run.hold and not run.released and min(i for i, _, _ in items) >= 0
         )
-        await self._mutate(thread_id, build, m.EV_WRITES, hold=hold)
+        plain = _plain_names((ns, cid, task_id)) and type(task_path) is str
+        await self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain)
         self._rode(run)
 
     async def _delete_thread(self, thread_id: str) -> None:
