@@ -269,6 +269,8 @@ class ReadPath:
                 first = await self.backend.read(agent_id, 0, None, limit=1)
                 if first and first[0].seq > 1:  # retention removed the history up to it
                     raise HistoryCompacted(agent_id, first[0].seq - 1)
+                if not first and await self.backend.head(agent_id) == 0:
+                    raise AgentNotFound(agent_id)  # deleted since its head was read
             if not events:
                 raise IntegrityError(
                     agent_id, record.seq + 1, f"stream ends at seq {record.seq}, head is {target}"
