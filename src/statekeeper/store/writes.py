@@ -575,21 +575,9 @@ class WritePipeline:
             request, new_record = self.build(
                 agent_id, EventType.PATCH, {}, record, ops, None, None, None, None
             )
-            result = await self._append_trusted(agent_id, request)
-            if result is None:  # made again by StateStore.append on a validated read
-                return None
-            if request.snapshot is not None:
-                self.snapshots_written += 1
-            reads.cache.put(agent_id, new_record)
-            if self.witness is not None and new_record.link is not None:
-                self.witness.acked(agent_id, result.last_seq, new_record.link)
-            return result
+            return await self._land(agent_id, request, new_record)
         finally:
-            waiters = held[agent_id]
-            if waiters:
-                self._locks.release(agent_id)
-            else:
-                del held[agent_id]
+            self._let_go(agent_id)
 
     async def append_applied(
         self,
@@ -621,25 +609,36 @@ class WritePipeline:
                 agent_id, event_type, {}, record, ops, None, key, None, None,
                 plain_ops=plain_ops, after=after,
             )  # fmt: skip
-            result = await self._append_trusted(agent_id, request)
-            if result is None:  # made again by StateStore.append on a validated read
-                return None
-            if result.duplicate:  # (as write() does: never trust the record alone)
-                reads.cache.discard(agent_id)
-                assert request.idempotency_key is not None
-                return await self.confirm_key(agent_id, request.idempotency_key, result)
-            if request.snapshot is not None:
-                self.snapshots_written += 1
-            reads.cache.put(agent_id, new_record)
-            if self.witness is not None and new_record.link is not None:
-                self.witness.acked(agent_id, result.last_seq, new_record.link)
-            return result
+            return await self._land(agent_id, request, new_record)
         finally:
-            waiters = held[agent_id]
-            if waiters:
-                self._locks.release(agent_id)
-            else:
-                del held[agent_id]
+            self._let_go(agent_id)
+
+    async def _land(
+        self, agent_id: str, request: AppendRequest, new_record: AgentRecord
+    ) -> AppendResult | None:
+        """Append a request :meth:`build` made on the trusted record and keep the record
+        it makes (:meth:`append_made`, :meth:`append_applied`); None on a conflict."""
+        result = await self._append_trusted(agent_id, request)
+        if result is None:  # made again by StateStore.append on a validated read
+            return None
+        if result.duplicate:  # (as write() does: never trust the record alone)
+            self.reads.cache.discard(agent_id)
+            assert request.idempotency_key is not None
+            return await self.confirm_key(agent_id, request.idempotency_key, result)
+        if request.snapshot is not None:
+            self.snapshots_written += 1
+        self.reads.cache.put(agent_id, new_record)
+        if self.witness is not None and new_record.link is not None:
+            self.witness.acked(agent_id, result.last_seq, new_record.link)
+        return result
+
+    def _let_go(self, agent_id: str) -> None:
+        """Release the agent's lock taken by hand (``held[agent_id] = None``)."""
+        held = self._locks._held
+        if held[agent_id]:
+            self._locks.release(agent_id)
+        else:
+            del held[agent_id]
 
     async def _append_trusted(
         self, agent_id: str, request: AppendRequest | None, row: NextRow | None = None
