@@ -21,6 +21,16 @@ def test_memory_url() -> None:
     _close(backend)
 
 
+@pytest.mark.parametrize(
+    "url", ["memory://?bogus=1", "memory://?synchronous=OFF", "memory://shared", "memory:///x.db"]
+)
+def test_a_memory_url_with_a_name_or_options_is_refused(url: str) -> None:
+    """Nothing configures an in-memory store: an option or name (a typo, or an option
+    meant for another engine) is refused, as SQLite refuses one it does not know."""
+    with pytest.raises(ConfigurationError, match="an in-memory store takes no name or options"):
+        open_backend(url)
+
+
 def test_sqlite_absolute_path_and_options(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "abs.db"
     backend = open_backend(f"sqlite:///{path}?synchronous=normal&busy_timeout=2.5")

@@ -141,6 +141,11 @@ def open_backend(
     base = scheme.split("+", 1)[0]
     timeout = _timeout_for(url, connect_timeout)
     if scheme == "memory":
+        if url.split("://", 1)[1]:  # nothing configures it: a typo must not pass as one
+            raise ConfigurationError(
+                f"an in-memory store takes no name or options: {mask_url(url)!r} "
+                "(use 'memory://')"
+            )
         from .memory import MemoryBackend
 
         return MemoryBackend()
