@@ -143,8 +143,7 @@ def open_backend(
     if scheme == "memory":
         if url.split("://", 1)[1]:  # nothing configures it: a typo must not pass as one
             raise ConfigurationError(
-                f"an in-memory store takes no name or options: {mask_url(url)!r} "
-                "(use 'memory://')"
+                f"an in-memory store takes no name or options: {mask_url(url)!r} (use 'memory://')"
             )
         from .memory import MemoryBackend
 
