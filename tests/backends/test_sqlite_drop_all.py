@@ -31,7 +31,8 @@ async def test_drop_all_waits_for_a_lock_another_connection_holds(tmp_path: Path
         writer = backend._writer
         assert writer is not None
         writer.set_trace_callback(traced)
-        with closing(sqlite3.connect(path, isolation_level=None, check_same_thread=False)) as holder:
+        holding = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        with closing(holding) as holder:
             holder.execute("BEGIN IMMEDIATE")
 
             def release() -> None:
