@@ -301,10 +301,10 @@ class MinimalSide:
     workload, with the least Python: raw ``sqlite3`` on a file the SQLite backend made
     (its schema, feed trigger, page size), one reused cursor, every statement, struct
     and prefix bound once. Per save: the JSON patch of the appended messages
-    (``add /messages/-`` each; the first save ``add /messages``) serialized by orjson
-    as the store writes it; the record (header, previous link, body); its SHA-256
-    chain link over the record's identity (agent, type, seq, time) and bytes, stored
-    as the checksum; the keyless head tag; ``BEGIN IMMEDIATE``, the head's
+    (``add /messages/-`` each; the first save a ``created`` event replacing the whole
+    document) serialized by orjson as the store writes it; the record (header, previous
+    link, body); its SHA-256 chain link over the record's identity (agent, type, seq,
+    time) and bytes, stored as the checksum; the keyless head tag; ``BEGIN IMMEDIATE``, the head's
     compare-and-set on seq and tag (two writers never both win; seq gap-free), the
     event row (its trigger writes the feed row), ``COMMIT``. What it leaves out, and
     the store does not: the event loop (the peer has none either), change detection
@@ -377,6 +377,41 @@ async def minimal_check(path: Path, last: dict[str, dict[str, Any]]) -> None:
         conn.close()
 
 
+def format_check(saves: int = 40) -> str:
+    """``minimal`` and ``StateStore.save`` write the same documents to two files: every
+    event row must be the same but for what depends on the time (the previous link in
+    the record, the link, the timestamp): agent, seq, kind, record header and body
+    bytes equal."""
+    from statekeeper import StateStore
+
+    with tempfile.TemporaryDirectory() as d:
+        side = MinimalSide(Path(d) / "m.db", "NORMAL", saves)
+        side.run(saves)
+        side.check()
+        side.close()
+
+        async def store_saves() -> None:
+            url = f"sqlite:///{Path(d) / 's.db'}"
+            async with StateStore(url, durability="sync", witness=False) as store:
+                for agent, doc in side.docs[:saves]:
+                    await store.save(agent, doc)
+
+        asyncio.run(store_saves())
+        query = "SELECT agent_id, seq, kind, payload FROM sk_events ORDER BY agent_id, seq"
+        rows = []
+        for name in ("m.db", "s.db"):
+            conn = sqlite3.connect(Path(d) / name)
+            rows.append(conn.execute(query).fetchall())
+            conn.close()
+    mine, store = rows
+    if len(mine) != len(store) or any(
+        a[:3] != b[:3] or a[3][:3] != b[3][:3] or a[3][35:] != b[3][35:]
+        for a, b in zip(mine, store, strict=True)
+    ):
+        raise SystemExit("minimal: its events are not the store's")
+    return f"{len(mine)} events: agent, seq, kind, record header and body the store's"
+
+
 def minimal_saver(conn: sqlite3.Connection, detect: bool) -> Callable[[str, dict[str, Any]], None]:
     """The ``minimal`` save as a closure over everything bound once (see
     :class:`MinimalSide`)."""
@@ -412,9 +447,12 @@ def minimal_saver(conn: sqlite3.Connection, detect: bool) -> Callable[[str, dict
         head = heads.get(agent_id)
         packed = pack(msgs) if detect else b""
         if head is None:
-            seq, prev, old_tag = 1, _ZERO_LINK, b""
-            body = dumps({"ops": [{"op": "add", "path": "/messages", "value": msgs}]})
-            name = names[agent_id] = len(agent_id).to_bytes(4, "big") + agent_id.encode() + patch
+            # (the first save: a "created" event replacing the whole document, as the store)
+            seq, prev, old_tag, kind = 1, _ZERO_LINK, b"", "created"
+            body = dumps({"ops": [{"op": "replace", "path": "", "value": doc}]})
+            prefix = len(agent_id).to_bytes(4, "big") + agent_id.encode()
+            names[agent_id] = prefix + patch
+            name = prefix + b"\x00\x00\x00\x07created"
         else:
             seq, prev, old_tag, n, before = head
             # (a msgpack array's header: 1 byte up to 15 items, 3 up to 65535)
@@ -423,6 +461,7 @@ def minimal_saver(conn: sqlite3.Connection, detect: bool) -> Callable[[str, dict
             ):
                 raise ValueError("not an append")  # (the workload only appends)
             seq += 1
+            kind = "patch"
             body = dumps(
                 {"ops": [{"op": "add", "path": "/messages/-", "value": m} for m in msgs[n:]]}
             )
@@ -441,7 +480,7 @@ def minimal_saver(conn: sqlite3.Connection, detect: bool) -> Callable[[str, dict
                 ).rowcount
             if claimed != 1:
                 raise RuntimeError(f"{agent_id}: head moved")  # another writer won
-            execute(insert, (agent_id, seq, "patch", ts, blob(payload), blob(link)))
+            execute(insert, (agent_id, seq, kind, ts, blob(payload), blob(link)))
             execute(commit)
         except BaseException:
             if conn.in_transaction:
@@ -690,6 +729,11 @@ def main() -> None:
         action="store_true",
         help="bench_hotpath's sequential rows (interleaved per op) with the minimal sides",
     )
+    parser.add_argument(
+        "--check-format",
+        action="store_true",
+        help="the minimal's event rows against StateStore.save's for the same documents",
+    )
     parser.add_argument("--agents", type=int, default=4)
     parser.add_argument("--last", type=int, default=30)
     args = parser.parse_args()
@@ -701,6 +745,8 @@ def main() -> None:
         print(json.dumps(wall_child(side, sync, int(ops))))
         return
     out: dict[str, Any] = {"load": os.getloadavg()}
+    if args.check_format:
+        print(format_check())
     if args.seq:
         res = asyncio.run(seq(args.sync, args.rounds, args.agents, args.last))
         out["seq"] = res
