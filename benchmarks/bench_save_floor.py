@@ -84,7 +84,7 @@ SQL_SIDES = (
     "one-row-ai",
     "one-row-wr",
 )
-SIDES = ("bare", *SQL_SIDES, "sk", "sk-main", "lg")
+SIDES = ("bare", *SQL_SIDES, "minimal", "minimal-detect", "sk", "sk-main", "lg")
 
 _CLAIM = (
     "UPDATE sk_agents SET head_seq = ?, updated_at = ?, head_tag = ?"
@@ -282,6 +282,215 @@ class LgSide:
         self.saver.conn.close()
 
 
+#: the record header of a plain JSON body (version 1, format JSON, no compression, no
+#: key: ``Codec._plain_headers[0]``), the chain link's domain, a keyless head tag's
+#: prefix (``Codec.head_tag``): the stored format, pinned (``MinimalSide.check`` reads
+#: every record back through ``StateStore.load``)
+_MIN_HEADER = bytes((1, 0, 0))
+_MIN_LINK = b"sk-link/1"
+_MIN_TAG = b"\x01\x00"
+_ZERO_LINK = bytes(32)
+_MIN_CLAIM = (
+    "UPDATE sk_agents SET head_seq = ?, updated_at = ?, head_tag = ?"
+    " WHERE agent_id = ? AND head_seq = ? AND head_tag IS ?"
+)
+
+
+class MinimalSide:
+    """``minimal``: a save that keeps every guarantee ``StateStore.save`` keeps for this
+    workload, with the least Python: raw ``sqlite3`` on a file the SQLite backend made
+    (its schema, feed trigger, page size), one reused cursor, every statement, struct
+    and prefix bound once. Per save: the JSON patch of the appended messages
+    (``add /messages/-`` each; the first save a ``created`` event replacing the whole
+    document) serialized by orjson as the store writes it; the record (header, previous
+    link, body); its SHA-256 chain link over the record's identity (agent, type, seq,
+    time) and bytes, stored as the checksum; the keyless head tag; ``BEGIN IMMEDIATE``, the head's
+    compare-and-set on seq and tag (two writers never both win; seq gap-free), the
+    event row (its trigger writes the feed row), ``COMMIT``. What it leaves out, and
+    the store does not: the event loop (the peer has none either), change detection
+    (``minimal`` trusts that the list only grew; ``minimal-detect`` proves it as the
+    store does, packing the new list with msgpack and comparing its bytes with the
+    previous save's), the cache of the state, the snapshot policy, the witness file.
+
+    :meth:`check` reads every agent back through ``StateStore.load`` (the chain, the
+    checksums and the head tag verified) and compares it with the last document saved.
+    """
+
+    def __init__(self, path: Path, sync: str, ops: int, detect: bool = False) -> None:
+        wl = Workload(AGENTS, FIRST, FIRST + STEPS, chars=CHARS)
+        docs = {a: wl.docs(a) for a in wl.agent_ids}
+        self.docs = [(a, docs[a][i]) for i in range(STEPS) for a in wl.agent_ids]
+        self.path = path
+        if not path.exists():
+            asyncio.run(minimal_file(path, sync))
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute(f"PRAGMA synchronous={sync}")
+        self.n = 0
+        self.last: dict[str, dict[str, Any]] = {}
+        self.save = minimal_saver(self.conn, detect)
+
+    def run(self, ops: int) -> None:
+        save, last = self.save, self.last
+        for agent, doc in self.docs[self.n : self.n + ops]:
+            save(agent, doc)
+            last[agent] = doc
+        self.n += ops
+
+    def check(self) -> None:
+        asyncio.run(minimal_check(self.path, self.last))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+async def minimal_file(path: Path, sync: str) -> None:
+    """The file as the SQLite backend makes it (schema, trigger, pragmas)."""
+    from statekeeper import StateStore
+
+    async with StateStore(f"sqlite:///{path}?synchronous={sync}", witness=False):
+        pass
+
+
+async def minimal_check(path: Path, last: dict[str, dict[str, Any]]) -> None:
+    """Every agent ``minimal`` wrote, read back by ``StateStore.load`` (chain, checksums
+    and head tag verified), equals the last document saved; the feed holds one row
+    per event, gap-free per agent."""
+    from statekeeper import StateStore
+
+    async with StateStore(f"sqlite:///{path}", witness=False, cache_size=0) as store:
+        for agent, doc in last.items():
+            state = await store.load(agent)
+            if state.data != doc:
+                raise SystemExit(f"minimal: {agent} reads back different")
+    conn = sqlite3.connect(path)
+    try:
+        for agent in last:
+            seqs = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT seq FROM sk_feed WHERE agent_id = ? ORDER BY position", (agent,)
+                )
+            ]
+            if seqs != list(range(1, len(seqs) + 1)):
+                raise SystemExit(f"minimal: {agent}'s feed rows are not 1..n")
+    finally:
+        conn.close()
+
+
+def format_check(saves: int = 40) -> str:
+    """``minimal`` and ``StateStore.save`` write the same documents to two files: every
+    event row must be the same but for what depends on the time (the previous link in
+    the record, the link, the timestamp): agent, seq, kind, record header and body
+    bytes equal."""
+    from statekeeper import StateStore
+
+    with tempfile.TemporaryDirectory() as d:
+        side = MinimalSide(Path(d) / "m.db", "NORMAL", saves)
+        side.run(saves)
+        side.check()
+        side.close()
+
+        async def store_saves() -> None:
+            url = f"sqlite:///{Path(d) / 's.db'}"
+            async with StateStore(url, durability="sync", witness=False) as store:
+                for agent, doc in side.docs[:saves]:
+                    await store.save(agent, doc)
+
+        asyncio.run(store_saves())
+        query = "SELECT agent_id, seq, kind, payload FROM sk_events ORDER BY agent_id, seq"
+        rows = []
+        for name in ("m.db", "s.db"):
+            conn = sqlite3.connect(Path(d) / name)
+            rows.append(conn.execute(query).fetchall())
+            conn.close()
+    mine, store = rows
+    if len(mine) != len(store) or any(
+        a[:3] != b[:3] or a[3][:3] != b[3][:3] or a[3][35:] != b[3][35:]
+        for a, b in zip(mine, store, strict=True)
+    ):
+        raise SystemExit("minimal: its events are not the store's")
+    return f"{len(mine)} events: agent, seq, kind, record header and body the store's"
+
+
+def minimal_saver(conn: sqlite3.Connection, detect: bool) -> Callable[[str, dict[str, Any]], None]:
+    """The ``minimal`` save as a closure over everything bound once (see
+    :class:`MinimalSide`)."""
+    import hashlib
+    import struct
+
+    import msgpack  # type: ignore[import-untyped]
+    import orjson
+
+    cur = conn.cursor()
+    execute = cur.execute
+    dumps, sha256, pack_seq_ts = orjson.dumps, hashlib.sha256, struct.Struct(">qd").pack
+    packer = msgpack.Packer(strict_types=True, use_bin_type=True)
+    pack = packer.pack
+    clock = time.time
+    # blobs bound as bytearray, as the backend binds them: sqlite3 binds bytearray
+    # directly but looks bytes up in its adapters first (a formatted and cleared
+    # AttributeError each; measured ~13k instructions a save for 4 blobs)
+    blob = bytearray
+    names: dict[str, bytes] = {}
+    patch = b"\x00\x00\x00\x05patch"
+    # agent -> (seq, link, tag, messages saved, their msgpack bytes)
+    heads: dict[str, tuple[int, bytes, bytes, int, bytes]] = {}
+    begin, commit, rollback = "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"
+    create = (
+        "INSERT INTO sk_agents(agent_id, head_seq, created_at, updated_at, head_tag)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT(agent_id) DO NOTHING"
+    )
+    claim, insert = _MIN_CLAIM, _INSERT_EVENT
+
+    def save(agent_id: str, doc: dict[str, Any]) -> None:
+        msgs = doc["messages"]
+        head = heads.get(agent_id)
+        packed = pack(msgs) if detect else b""
+        if head is None:
+            # (the first save: a "created" event replacing the whole document, as the store)
+            seq, prev, old_tag, kind = 1, _ZERO_LINK, b"", "created"
+            body = dumps({"ops": [{"op": "replace", "path": "", "value": doc}]})
+            prefix = len(agent_id).to_bytes(4, "big") + agent_id.encode()
+            names[agent_id] = prefix + patch
+            name = prefix + b"\x00\x00\x00\x07created"
+        else:
+            seq, prev, old_tag, n, before = head
+            # (a msgpack array's header: 1 byte up to 15 items, 3 up to 65535)
+            if detect and not packed.startswith(
+                memoryview(before)[1 if before[0] < 0xDC else 3 :], 1 if packed[0] < 0xDC else 3
+            ):
+                raise ValueError("not an append")  # (the workload only appends)
+            seq += 1
+            kind = "patch"
+            body = dumps(
+                {"ops": [{"op": "add", "path": "/messages/-", "value": m} for m in msgs[n:]]}
+            )
+            name = names[agent_id]
+        ts = clock()
+        payload = _MIN_HEADER + prev + body
+        link = sha256(_MIN_LINK + name + pack_seq_ts(seq, ts) + payload).digest()
+        tag = _MIN_TAG + link
+        execute(begin)
+        try:
+            if seq == 1:
+                claimed = execute(create, (agent_id, 1, ts, ts, blob(tag))).rowcount
+            else:
+                claimed = execute(
+                    claim, (seq, ts, blob(tag), agent_id, seq - 1, blob(old_tag))
+                ).rowcount
+            if claimed != 1:
+                raise RuntimeError(f"{agent_id}: head moved")  # another writer won
+            execute(insert, (agent_id, seq, kind, ts, blob(payload), blob(link)))
+            execute(commit)
+        except BaseException:
+            if conn.in_transaction:
+                execute(rollback)
+            raise
+        heads[agent_id] = (seq, link, tag, len(msgs), packed)
+
+    return save
+
+
 def make(side: str, path: Path, sync: str, ops: int) -> Any:
     if ops > AGENTS * STEPS:
         raise SystemExit(f"at most {AGENTS * STEPS} ops a run")
@@ -289,6 +498,8 @@ def make(side: str, path: Path, sync: str, ops: int) -> Any:
         return SkSide(path, sync, ops)
     if side == "lg":
         return LgSide(path, sync, ops)
+    if side in ("minimal", "minimal-detect"):
+        return MinimalSide(path, sync, ops, detect=side == "minimal-detect")
     return Replay(side, path, sync)
 
 
@@ -383,6 +594,118 @@ def wall(
     return res
 
 
+# ------------------------------------------------------------------ interleaved, as bench_hotpath
+
+SEQ_SIDES = ("sk", "lg", "bare", "minimal", "minimal-detect")
+
+
+async def seq_round(tmp: Path, tag: str, sync: str, wl: Workload, first: int) -> dict[str, Any]:
+    """``bench_hotpath.seq_round`` with the ``minimal`` sides: every step of every agent
+    runs one op of each side, in an order that rotates per op; CPU is
+    ``process_time`` around each call (the whole process)."""
+    from _common import BareCommits
+    from bench_checkpoint import sk_url
+    from bench_hotpath import ROW_BYTES as HOT_ROW_BYTES
+    from statekeeper import StateStore
+
+    store = StateStore(sk_url(tmp / f"seq-sk-{tag}.db", sync), durability="sync")
+    saver = lg_open(tmp / f"seq-lg-{tag}.db", sync)
+    bare = BareCommits(tmp / f"seq-bare-{tag}.db", sync, HOT_ROW_BYTES)
+    minimal = {}
+    for side in ("minimal", "minimal-detect"):
+        path = tmp / f"seq-{side}-{tag}.db"
+        await minimal_file(path, sync)
+        minimal[side] = MinimalSide(path, sync, 0, detect=side == "minimal-detect")
+    docs = {a: wl.docs(a) for a in wl.agent_ids}
+    plans = {a: lg_plan(saver, docs[a]) for a in wl.agent_ids}
+    configs = {a: lg_config(a) for a in wl.agent_ids}
+    lat: dict[str, list[float]] = {s: [] for s in SEQ_SIDES}
+    cpu: dict[str, list[float]] = {s: [] for s in SEQ_SIDES}
+    wall_clock, proc = time.perf_counter, time.process_time
+    save_min, save_det = minimal["minimal"].save, minimal["minimal-detect"].save
+    k = len(SEQ_SIDES)
+    try:
+        i = first
+        for step in range(len(wl.sizes)):
+            for a in wl.agent_ids:
+                i += 1
+                doc = docs[a][step]
+                for side in SEQ_SIDES[i % k :] + SEQ_SIDES[: i % k]:
+                    if side == "sk":
+                        c0, t0 = proc(), wall_clock()
+                        await store.save(a, doc)
+                        t1, c1 = wall_clock(), proc()
+                    elif side == "lg":
+                        cp, meta, versions = plans[a][step]
+                        cfg = configs[a]
+                        c0, t0 = proc(), wall_clock()
+                        configs[a] = saver.put(cfg, cp, meta, versions)
+                        t1, c1 = wall_clock(), proc()
+                    elif side == "bare":
+                        c0, t0 = proc(), wall_clock()
+                        bare.commit()
+                        t1, c1 = wall_clock(), proc()
+                    else:
+                        save = save_min if side == "minimal" else save_det
+                        c0, t0 = proc(), wall_clock()
+                        save(a, doc)
+                        t1, c1 = wall_clock(), proc()
+                    lat[side].append(t1 - t0)
+                    cpu[side].append(c1 - c0)
+        for m in minimal.values():
+            m.last = {a: docs[a][-1] for a in wl.agent_ids}
+    finally:
+        await store.close()
+        saver.conn.close()
+        bare.close()
+        for m in minimal.values():
+            m.close()
+    for m in minimal.values():
+        await minimal_check(m.path, m.last)
+    return {
+        side: {
+            "rate": len(lat[side]) / sum(lat[side]),
+            "cpu_us": 1e6 * sum(cpu[side]) / len(cpu[side]),
+        }
+        for side in SEQ_SIDES
+    }
+
+
+async def seq(syncs: list[str], rounds: int, agents: int, last: int) -> dict[str, Any]:
+    """Rounds of :func:`seq_round` per ``synchronous`` (``--quick``: 4 agents, 10 -> 30
+    messages, 2 rounds)."""
+    wl = Workload(agents, FIRST, last, chars=CHARS)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="sk-floor-") as d:
+        for sync in syncs:
+            out[sync] = [
+                await seq_round(Path(d), f"{sync}-{r}", sync, wl, first=r) for r in range(rounds)
+            ]
+    return out
+
+
+def seq_table(res: dict[str, Any]) -> str:
+    rows = []
+    for sync, rounds in res.items():
+        for side in SEQ_SIDES:
+            rows.append(
+                [
+                    sync,
+                    side,
+                    _spread([r[side]["rate"] for r in rounds], lambda x: f"{x:,.0f}"),
+                    _spread([r[side]["cpu_us"] for r in rounds], lambda x: f"{x:,.0f}"),
+                    _spread(
+                        [r[side]["rate"] / r["lg"]["rate"] for r in rounds], lambda x: f"{x:.2f}x"
+                    ),
+                    _spread(
+                        [r[side]["cpu_us"] / r["lg"]["cpu_us"] for r in rounds],
+                        lambda x: f"{x:.2f}x",
+                    ),
+                ]
+            )
+    return table(["sync", "side", "saves/s", "CPU us/save", "rate vs lg", "CPU vs lg"], rows)
+
+
 def _spread(values: list[float], fmt: Callable[[float], str]) -> str:
     return f"{fmt(statistics.median(values))} ({fmt(min(values))}..{fmt(max(values))})"
 
@@ -401,6 +724,18 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--wall-child", nargs=3, metavar=("SIDE", "SYNC", "OPS"))
     parser.add_argument("--main-src", help="the tree before (side sk-main): its src folder")
+    parser.add_argument(
+        "--seq",
+        action="store_true",
+        help="bench_hotpath's sequential rows (interleaved per op) with the minimal sides",
+    )
+    parser.add_argument(
+        "--check-format",
+        action="store_true",
+        help="the minimal's event rows against StateStore.save's for the same documents",
+    )
+    parser.add_argument("--agents", type=int, default=4)
+    parser.add_argument("--last", type=int, default=30)
     args = parser.parse_args()
     if args.child:
         print(child(args.child[0], int(args.child[1])))
@@ -410,6 +745,14 @@ def main() -> None:
         print(json.dumps(wall_child(side, sync, int(ops))))
         return
     out: dict[str, Any] = {"load": os.getloadavg()}
+    if args.check_format:
+        print(format_check())
+    if args.seq:
+        res = asyncio.run(seq(args.sync, args.rounds, args.agents, args.last))
+        out["seq"] = res
+        print(f"{args.rounds} rounds, median (min..max); minimal read back by StateStore.load")
+        print(seq_table(res))
+        print(f"\nload {out['load']} -> {os.getloadavg()}")
     if args.instructions:
         ins = {side: per_op(side, args.small, args.large, args.main_src) for side in args.sides}
         out["instructions"] = ins

@@ -24,6 +24,7 @@ Run::
     .venv/bin/python benchmarks/bench_save_footprint.py                 # --cache, NORMAL
     .venv/bin/python benchmarks/bench_save_footprint.py --sync FULL --alone
     .venv/bin/python benchmarks/bench_save_footprint.py --python
+    .venv/bin/python benchmarks/bench_save_footprint.py --minimal --sides minimal sk lg
     PYTHONPATH=<other tree>/src .venv/bin/python benchmarks/bench_save_footprint.py
 """
 
@@ -45,6 +46,9 @@ from _common import BareCommits, Workload, lg_config, lg_open, lg_plan, table
 
 CHARS = 300
 SIDES = ("sk", "lg", "bare")
+#: with ``--minimal``: bench_save_floor's ``minimal`` sides join the loop (a save with
+#: every guarantee in the least Python, raw sqlite3; see that module)
+MINIMAL = ("minimal", "minimal-detect")
 WARM = 2  # steps before counting
 CACHES = ["--I1=32768,8,64", "--D1=32768,8,64", "--LL=524288,8,64"]
 EVENTS = ("Ir", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw", "Bcm", "Bim")
@@ -68,6 +72,7 @@ async def interleaved(
     alone: bool,
     around: Callable[[str, bool], None],
     last: int = 30,
+    minimal: bool = False,
 ) -> int:
     """The loop of ``bench_hotpath.seq_round`` (first rotation 0); ``around(side, start)``
     is called right before and after each counted call past the warm-up. Returns the
@@ -81,7 +86,16 @@ async def interleaved(
     docs = {a: wl.docs(a) for a in wl.agent_ids}
     plans = {a: lg_plan(saver, docs[a]) for a in wl.agent_ids}
     configs = {a: lg_config(a) for a in wl.agent_ids}
-    sides = (counted,) if alone else SIDES
+    saves: dict[str, Callable[[str, dict[str, Any]], None]] = {}
+    kept: list[Any] = []
+    if minimal or counted in MINIMAL:
+        from bench_save_floor import MinimalSide, minimal_file
+
+        for name in MINIMAL:
+            await minimal_file(tmp / f"{name}.db", sync)
+            kept.append(MinimalSide(tmp / f"{name}.db", sync, 0, detect=name != "minimal"))
+            saves[name] = kept[-1].save
+    sides = (counted,) if alone else SIDES + (MINIMAL if saves else ())
     counted_calls = 0
     try:
         i = 0
@@ -98,8 +112,10 @@ async def interleaved(
                     elif side == "lg":
                         cp, meta, versions = plans[a][step]
                         configs[a] = saver.put(configs[a], cp, meta, versions)
-                    else:
+                    elif side == "bare":
                         bare.commit()
+                    else:
+                        saves[side](a, docs[a][step])
                     if on:
                         around(side, False)
                         counted_calls += 1
@@ -107,21 +123,28 @@ async def interleaved(
         await store.close()
         saver.conn.close()
         bare.close()
+        for m in kept:
+            m.close()
     return counted_calls
 
 
-def child(sync: str, counted: str, alone: bool) -> int:
+def child(sync: str, counted: str, alone: bool, minimal: bool = False) -> int:
     with tempfile.TemporaryDirectory() as d:
         toggle = _toggler(Path(d))
-        return asyncio.run(interleaved(Path(d), sync, counted, alone, lambda s, b: toggle()))
+        return asyncio.run(
+            interleaved(Path(d), sync, counted, alone, lambda s, b: toggle(), minimal=minimal)
+        )
 
 
-def cache_counts(sync: str, side: str, alone: bool, keep: Path | None) -> dict[str, float]:
+def cache_counts(
+    sync: str, side: str, alone: bool, keep: Path | None, minimal: bool = False
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d:
         out = (keep or Path(d)) / f"callgrind.{sync}.{side}{'.alone' if alone else ''}.out"
         cmd = ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--branch-sim=yes", *CACHES]
         cmd += ["--collect-atstart=no", f"--callgrind-out-file={out}", sys.executable]
         cmd += [__file__, "--child", sync, side] + (["--alone"] if alone else [])
+        cmd += ["--minimal"] if minimal else []
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
         calls = int(proc.stdout.strip().splitlines()[-1])
         text = out.read_text()
@@ -135,7 +158,7 @@ def cache_counts(sync: str, side: str, alone: bool, keep: Path | None) -> dict[s
     return {e: got.get(e, 0) / calls for e in EVENTS} | {"calls": calls}
 
 
-async def _python_side(sync: str, side: str) -> list[Any]:
+async def _python_side(sync: str, side: str, minimal: bool = False) -> list[Any]:
     """Per call of ``side``: distinct Python functions, distinct C functions, bytecodes."""
     codes: set[Any] = set()
     cfuncs: set[Any] = set()
@@ -168,9 +191,9 @@ async def _python_side(sync: str, side: str) -> list[Any]:
         sys.settrace(trace if start else None)
 
     with tempfile.TemporaryDirectory() as d:
-        n = await interleaved(Path(d), sync, side, False, around_prof)
+        n = await interleaved(Path(d), sync, side, False, around_prof, minimal=minimal)
     with tempfile.TemporaryDirectory() as d:
-        await interleaved(Path(d), sync, side, False, around_trace)
+        await interleaved(Path(d), sync, side, False, around_trace, minimal=minimal)
     # (the counting callback itself is one Python function and one C call: taken out)
     return [
         side,
@@ -184,23 +207,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--child", nargs=2, metavar=("SYNC", "SIDE"))
     parser.add_argument("--sync", default="NORMAL", choices=["FULL", "NORMAL", "OFF"])
-    parser.add_argument("--sides", nargs="+", default=["sk", "lg"], choices=SIDES)
+    parser.add_argument("--sides", nargs="+", default=["sk", "lg"], choices=SIDES + MINIMAL)
+    parser.add_argument(
+        "--minimal", action="store_true", help="the minimal sides run in the loop too"
+    )
     parser.add_argument("--alone", action="store_true", help="also the side alone (warm)")
     parser.add_argument("--python", action="store_true", help="Python functions and bytecodes")
     parser.add_argument("--keep", type=Path, help="keep the callgrind files here (annotate)")
     args = parser.parse_args()
     if args.child:
-        print(child(args.child[0], args.child[1], args.alone))
+        print(child(args.child[0], args.child[1], args.alone, args.minimal))
         return
     if args.python:
-        rows = [asyncio.run(_python_side(args.sync, side)) for side in args.sides]
+        rows = [asyncio.run(_python_side(args.sync, side, args.minimal)) for side in args.sides]
         head = ["side", "Python functions / call", "C functions / call", "bytecodes / call"]
         print(table(head, rows))
         return
     rows = []
     for alone in (False, True) if args.alone else (False,):
         for side in args.sides:
-            r = cache_counts(args.sync, side, alone, args.keep)
+            r = cache_counts(args.sync, side, alone, args.keep, args.minimal)
             label = f"{side} {'alone' if alone else 'interleaved'}"
             rows.append([label] + [f"{r[e]:,.0f}" for e in EVENTS] + [int(r["calls"])])
     print(f"synchronous={args.sync}, per call (callgrind cache-sim, {' '.join(CACHES)})")

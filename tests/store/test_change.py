@@ -222,3 +222,14 @@ async def test_a_save_whose_new_values_are_not_json_is_refused_or_tagged_as_befo
             await store.save("a", {"messages": ["hi", b"\x00raw", {1: "one"}]})
         assert "messages" in str(info.value)
         assert (await store.load("a")).seq == 2  # nothing stored
+
+
+def test_a_long_array_that_shrinks_or_changes_an_old_item_is_not_a_growth() -> None:
+    # (both sides 16-bit msgpack arrays: the branch of _grew that reads the lengths
+    # from the header bytes)
+    base = list(range(300))
+    for new_list in (base[:200], [-1, *base[1:], 300], [*base[:150], "x", *base[151:], 300]):
+        old, new = {"messages": base}, {"messages": new_list}
+        _, cached = diff_by_key({}, old, None)
+        ops, _ = diff_by_key(old, new, cached)
+        assert ops == patch.diff(old, new)

@@ -471,8 +471,8 @@ class WritePipeline:
                     body_bytes = None
             if body_bytes is None:
                 body_bytes = codec.serialize(body, "event")
-            sealed = codec.seal(agent_id, seq, PATCH, now, body_bytes, record.link)
-            payload, link, checksum = sealed.payload, sealed.link, sealed.checksum
+            # (Sealed is a NamedTuple: unpacked in one step, not three attribute loads)
+            payload, checksum, link = codec.seal(agent_id, seq, PATCH, now, body_bytes, record.link)
             # (0x24, "$", as an int: one memchr; see change.plain)
             if ops and (packed is None or (0x24 in body_bytes and b'"$t"' in body_bytes)):
                 return None  # typed values in the ops: build() applies them, as write() does
