@@ -145,6 +145,8 @@ class ChunkSealer:
             raise self._failed
         try:
             head, sealed, tag, out, plain, digests = sealing.result()
+            if self._failed is not None:  # stopped while this chunk was sealed
+                raise self._failed
             writer = self._writer
             self.digests += digests
             writer.chunks.append(
