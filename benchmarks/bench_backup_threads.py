@@ -4,9 +4,11 @@ Runs one backup of ``DB`` (a SQLite store built by ``bench_backup.py``) per ``--
 (a ``src`` folder, each in a child process, alternated for ``--rounds``) and reports
 each thread's CPU seconds (``time.thread_time``), measured by wrapping the backup's
 own functions: the page reader (``filecopy.write_pages``, the thread that reads and
-plans the pages and writes the sealed chunks in order; its waits cost no CPU), the
-sealing threads (``ChunkSealer._seal``: page digests, zstd, AES-GCM, summed over
-threads), the heads' thread (``filecopy._heads_of``), and the process's CPU and wall.
+plans the pages, and before backup15's pipeline wrote the sealed chunks in order; its
+waits cost no CPU), the sealing threads (``ChunkSealer._seal``: page digests, zstd,
+AES-GCM, summed over threads), the writing thread (``ChunkSealer._put``, where there
+is one: 0 otherwise, the writes are in the reader's time), the heads' thread
+(``filecopy._heads_of``), and the process's CPU and wall.
 On a loaded machine wall time is the share of CPU the run got; the thread times are
 what the work costs. With 2 cores and nothing else running, the backup's wall is at
 least ``max(reader, total / 2)``: the reader is the part no other thread can take.
@@ -39,7 +41,7 @@ def child(db: str, tree: str) -> dict[str, float]:
     from statekeeper.codec.keys import Keyring
     from statekeeper.governance.backup import BackupKey, backup, filecopy, sealer
 
-    spent: dict[str, float] = {"reader": 0.0, "sealing": 0.0, "heads": 0.0}
+    spent: dict[str, float] = {"reader": 0.0, "sealing": 0.0, "writing": 0.0, "heads": 0.0}
     lock = threading.Lock()
 
     def timed(name: str, fn: Any) -> Any:
@@ -57,6 +59,9 @@ def child(db: str, tree: str) -> dict[str, float]:
     filecopy._heads_of = timed("heads", filecopy._heads_of)
     seal = sealer.ChunkSealer._seal
     sealer.ChunkSealer._seal = timed("sealing", seal)  # type: ignore[method-assign]
+    if hasattr(sealer.ChunkSealer, "_put"):  # the writing thread (backup15's pipeline)
+        put = sealer.ChunkSealer._put
+        sealer.ChunkSealer._put = timed("writing", put)  # type: ignore[method-assign]
     # the writer imported write_pages by name
     from statekeeper.governance.backup import writer
 

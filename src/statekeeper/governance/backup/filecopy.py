@@ -137,10 +137,12 @@ def write_pages(
 
     def ship() -> int:
         snapshot.plan()  # while the heads are read (another connection, same snapshot)
-        sealer = writer.sealer(chunk_bytes, THREADS, LEVEL, page_size=size)
-        for piece in snapshot.chunks(chunk_bytes, sealer.spare):
-            sealer.feed(piece, owned=True)
-        shipped_bytes = sealer.close()
+        # the pipeline: this thread reads and plans the pages while the sealing threads
+        # seal the chunk before and the writing thread writes the one before that
+        with writer.sealer(chunk_bytes, THREADS, LEVEL, page_size=size) as sealer:
+            for piece in snapshot.chunks(chunk_bytes, sealer.spare):
+                sealer.feed(piece, owned=True)
+            shipped_bytes = sealer.close()
         digests.extend(sealer.digests)
         return shipped_bytes
 

@@ -75,7 +75,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import msgpack  # type: ignore[import-untyped]
 
-from ...errors import BackupCorrupt, BackupKeyMismatch, ConfigurationError
+from ...errors import BackupCorrupt, BackupError, BackupKeyMismatch, ConfigurationError
 
 if TYPE_CHECKING:
     from ...codec.keys import Keyring
@@ -311,7 +311,10 @@ class FrameWriter:
         self._write(magic + _u32.pack(len(header.raw)) + header.raw)
 
     def _write(self, data: bytes | memoryview) -> None:
-        self.out.write(data)
+        try:
+            self.out.write(data)
+        except OSError as exc:  # the disk is full, the device failed: a typed error
+            raise BackupError(f"cannot write the backup: {exc}") from None
         self.offset += len(data)
 
     def _frame(self, kind: bytes, index: int, content: Any) -> tuple[int, int, str]:
@@ -346,14 +349,13 @@ class FrameWriter:
         compressed (zstd ``level``) and encrypted by ``threads`` threads (zstd and
         AES-GCM release the GIL), written in order. Returns the file's
         size."""
-        sealer = self.sealer(chunk_bytes, threads, level)
-        with open(path, "rb") as source:
+        with self.sealer(chunk_bytes, threads, level) as sealer, open(path, "rb") as source:
             while True:
                 plain = source.read(chunk_bytes)
                 if not plain:
                     break
                 sealer.feed(plain)
-        return sealer.close()
+            return sealer.close()
 
     def sealer(
         self, chunk_bytes: int, threads: int, level: int = -1, page_size: int = 0

@@ -58,10 +58,21 @@ class Location:
             except OSError as exc:
                 raise BackupError(f"cannot write backup {self.display}: {exc}") from None
             try:
-                with fh:
+                written = False
+                try:
                     yield fh
-                    fh.flush()
-                    os.fsync(fh.fileno())
+                    try:
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                    except OSError as exc:  # the disk is full, the device failed
+                        raise BackupError(f"cannot write backup {self.display}: {exc}") from None
+                    written = True
+                finally:
+                    if written:
+                        fh.close()
+                    else:  # a write failed: the bytes still buffered fail again, dropped
+                        with contextlib.suppress(OSError):
+                            fh.close()
                 os.replace(tmp, target)
             finally:
                 with contextlib.suppress(FileNotFoundError):

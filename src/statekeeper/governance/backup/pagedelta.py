@@ -121,22 +121,22 @@ def write_page_delta(
 
     def ship() -> int:
         snapshot.plan()
-        sealer = writer.sealer(chunk_bytes, THREADS, LEVEL)
         pageno = 1
-        for piece in snapshot.chunks(chunk_bytes, spare):
-            found = page_digests(piece, size)
-            at = len(digests)
-            digests.extend(found)
-            view = memoryview(piece)
-            for i in range(0, len(found), DIGEST):
-                if found[i : i + DIGEST] != parent[at + i : at + i + DIGEST]:
-                    changed.extend(_PAGENO.pack(pageno))
-                    page = (i // DIGEST) * size
-                    sealer.feed(view[page : page + size])
-                pageno += 1
-            view.release()
-            held[:] = [piece]
-        return sealer.close()
+        with writer.sealer(chunk_bytes, THREADS, LEVEL) as sealer:
+            for piece in snapshot.chunks(chunk_bytes, spare):
+                found = page_digests(piece, size)
+                at = len(digests)
+                digests.extend(found)
+                view = memoryview(piece)
+                for i in range(0, len(found), DIGEST):
+                    if found[i : i + DIGEST] != parent[at + i : at + i + DIGEST]:
+                        changed.extend(_PAGENO.pack(pageno))
+                        page = (i // DIGEST) * size
+                        sealer.feed(view[page : page + size])
+                    pageno += 1
+                view.release()
+                held[:] = [piece]
+            return sealer.close()
 
     from .fileformat import HEAD_TAGS
 

@@ -66,8 +66,10 @@ async def write_copy_out(
     sealer = writer.sealer(chunk_bytes, threads=min(4, os.cpu_count() or 1))
     try:
         got = await backend.copy_out(prefix, sealer.feed)
-    finally:
-        size = await asyncio.to_thread(sealer.close)
+    except BaseException:
+        await asyncio.to_thread(sealer.abort)  # its threads joined, nothing more written
+        raise
+    size = await asyncio.to_thread(sealer.close)
     if got is None:
         return None
     names = [name for name, _ in SECTIONS]

@@ -1,13 +1,16 @@
-"""The sealing of a file backup's raw chunks (format versions 2 and 3, see
+"""The sealing of a file backup's raw chunks (format versions 2 to 6 but 1, see
 :mod:`.fileformat`): bytes fed in any pieces are cut into chunks, compressed,
-encrypted and named by a few threads, and written in order."""
+encrypted and named by a few threads, and written in order by one more: a bounded
+pipeline (:class:`ChunkSealer`)."""
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from ...errors import BackupError
 from .fileformat import _TAG, CHUNK, _aad, _u64
 from .pagedelta import page_digests
 
@@ -24,9 +27,27 @@ _Sealed = tuple[bytes, memoryview, str, bytearray, "bytes | bytearray | memoryvi
 
 class ChunkSealer:
     """Bytes fed in any pieces become consecutive raw chunks of ``chunk_bytes``,
-    compressed (zstd ``level``), encrypted and named by ``threads`` threads (zstd and
-    AES-GCM release the GIL) and written in order by the feeding thread (a file backup:
-    version 2 from a file, version 3 from PostgreSQL's ``COPY`` as it streams)."""
+    compressed (zstd ``level``), encrypted and named by ``threads`` threads (zstd,
+    AES-GCM and hashlib release the GIL) and written in order by a thread of their own
+    (a file backup: version 2 or 5 from a file, version 3 from PostgreSQL's ``COPY``
+    as it streams).
+
+    **The pipeline.** The feeding thread reads chunk *n+1* while the sealing threads
+    compress and encrypt chunk *n* and the writing thread writes chunk *n-1*: no
+    stage waits for another's work but for a chunk to be ready. It is bounded: at most
+    ``threads + 2`` chunks are fed and not yet written (:meth:`feed` waits for the
+    oldest one to be written past that), so the memory it holds is a few chunks
+    whatever the store's size. Before, the feeding thread wrote each sealed chunk
+    itself, so the page reader stood still while the kernel copied the chunk.
+
+    **Failures.** The first failure of any stage (a chunk that cannot be sealed, a
+    write that fails: :class:`~statekeeper.errors.BackupError`) stops the writing: no
+    chunk is written after it, and :meth:`feed` or :meth:`close` raise it. The
+    feeding side's own failure (the store cannot be read) is the caller's: leave the
+    ``with`` block (:meth:`abort`): the threads are stopped and joined, nothing more
+    is written, and the backup's file is removed by its
+    :meth:`~.location.Location.writing` (no manifest, no trailer: never a file that
+    reads as complete)."""
 
     def __init__(
         self, writer: FrameWriter, chunk_bytes: int, threads: int, level: int, page_size: int = 0
@@ -40,9 +61,15 @@ class ChunkSealer:
         self._threads = max(1, threads)
         self._level = level
         self._local = threading.local()
-        self._pool = ThreadPoolExecutor(self._threads)
+        self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="sk-backup-seal")
+        self._writing = ThreadPoolExecutor(1, thread_name_prefix="sk-backup-write")
         self._pending = bytearray()
-        self._in_flight: list[tuple[int, Future[_Sealed]]] = []
+        #: each chunk fed and not yet known written: its sealing and its writing
+        self._in_flight: deque[tuple[Future[_Sealed], Future[None]]] = deque()
+        self._index = len(writer.chunks)
+        #: the first failure of the sealing or the writing: nothing is written after it
+        self._failed: BaseException | None = None
+        self._closed = False
         # buffers handed back once their chunk is written, taken again for the next:
         # the image's pieces (:meth:`spare`) and the ciphertexts. A new 8 MiB buffer
         # per chunk is zeroed twice (by the allocator's fresh pages and by bytearray /
@@ -51,12 +78,22 @@ class ChunkSealer:
         self._outs: list[bytearray] = []
         self.size = 0
 
+    def __enter__(self) -> ChunkSealer:
+        return self
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        if not self._closed:
+            self.abort()
+
     def spare(self, size: int) -> bytearray | None:
         """A buffer of ``size`` bytes whose chunk is written already (its old bytes
         still in it: the caller overwrites all of it), or None."""
         plains = self._plains
         while plains:
-            buf = plains.pop()
+            try:
+                buf = plains.pop()  # atomic: the writing thread appends meanwhile
+            except IndexError:
+                return None
             if len(buf) == size:
                 return buf
         return None
@@ -89,30 +126,54 @@ class ChunkSealer:
         return head, sealed, sealed[-_TAG:].hex(), out, plain, digests
 
     def _submit(self, plain: bytes | bytearray | memoryview) -> None:
+        self._check()
         writer = self._writer
         self.size += len(plain)
         writer.plain_bytes += len(plain)
-        index = len(writer.chunks) + len(self._in_flight)
-        self._in_flight.append((index, self._pool.submit(self._seal, index, plain)))
-        while len(self._in_flight) > self._threads:
-            self._land()
+        index = self._index
+        self._index += 1
+        sealing = self._pool.submit(self._seal, index, plain)
+        # one writing thread: the chunks are written in the order they were fed
+        self._in_flight.append((sealing, self._writing.submit(self._put, index, sealing)))
+        while len(self._in_flight) > self._threads + 1:
+            self._in_flight.popleft()[1].result()  # the oldest written (or its failure)
 
-    def _land(self) -> None:
-        writer = self._writer
-        index, future = self._in_flight.pop(0)
-        head, sealed, tag, out, plain, digests = future.result()
-        self.digests += digests
-        writer.chunks.append(
-            {"index": index, "offset": writer.offset, "length": len(head) + len(sealed), "tag": tag}
-        )
-        writer._write(head)
-        writer._write(sealed)
+    def _put(self, index: int, sealing: Future[_Sealed]) -> None:
+        """Write chunk ``index`` once sealed (the writing thread, in order); after a
+        failure of any chunk, nothing."""
+        if self._failed is not None:
+            raise self._failed
+        try:
+            head, sealed, tag, out, plain, digests = sealing.result()
+            if self._failed is not None:  # stopped while this chunk was sealed
+                raise self._failed
+            writer = self._writer
+            self.digests += digests
+            writer.chunks.append(
+                {
+                    "index": index,
+                    "offset": writer.offset,
+                    "length": len(head) + len(sealed),
+                    "tag": tag,
+                }
+            )
+            writer._write(head)
+            writer._write(sealed)
+        except BaseException as exc:
+            self._failed = exc
+            raise
         sealed.release()
         self._outs.append(out)
         # only a piece fed as ``owned`` is sealed as the caller's bytearray (the rest
         # are copies): it comes back through :meth:`spare`, a few at most
-        if type(plain) is bytearray and len(self._plains) <= self._threads:
+        if type(plain) is bytearray and len(self._plains) <= self._threads + 1:
             self._plains.append(plain)
+
+    def _check(self) -> None:
+        if self._closed:
+            raise BackupError("the backup's chunks are closed already")
+        if self._failed is not None:
+            raise self._failed
 
     def feed(self, data: bytes | bytearray | memoryview, owned: bool = False) -> None:
         """Take ``data`` (any size); full chunks go to the threads (``owned``: the
@@ -127,13 +188,31 @@ class ChunkSealer:
             del self._pending[: self._chunk]
 
     def close(self) -> int:
-        """Seal what is left, wait for every chunk; the bytes fed in all."""
+        """Seal what is left, wait for every chunk to be written; the bytes fed in all.
+        On a failure the pipeline is stopped (:meth:`abort`) and the failure raised."""
         try:
             if self._pending:
                 self._submit(bytes(self._pending))
                 self._pending.clear()
             while self._in_flight:
-                self._land()
-        finally:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+                self._in_flight.popleft()[1].result()
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        self._pool.shutdown(wait=True)
+        self._writing.shutdown(wait=True)
         return self.size
+
+    def abort(self) -> None:
+        """Stop the pipeline after a failure (the caller's, or a stage's): no chunk is
+        written from now on, the chunks not yet sealed are dropped, and every thread
+        is joined before this returns."""
+        if self._failed is None:
+            self._failed = BackupError("the backup was stopped")
+        self._closed = True
+        self._pending.clear()
+        self._in_flight.clear()
+        # the sealing first: a chunk's writing waits for its sealing (done or dropped)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._writing.shutdown(wait=True, cancel_futures=True)
