@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, Literal, Protocol
 
 from ..backends.base import Backend, NextRow, next_request
@@ -64,8 +64,9 @@ class _Done:
 
     __slots__ = ()
 
-    def __await__(self) -> Iterator[None]:
-        return iter(())
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield  # (a generator that ends at once: ``await`` gets None without suspending)
 
 
 _DONE = _Done()
