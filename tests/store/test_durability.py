@@ -67,6 +67,51 @@ async def test_group_commit_shares_commits_and_each_write_is_durable_on_return(
         assert (await other.load(agent_id)).data == {"n": 2}
 
 
+async def test_a_group_save_with_nobody_to_share_its_commit_is_committed_as_sync_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``group`` with one agent saving: nothing else is ready nor in flight, so the save
+    is the lone commit a ``sync`` save makes, made the same way (``commit_next``: no
+    coroutine of the group committer nor of ``append_next``, and no pass of the loop);
+    each save is in the file when it returns. Saves made at once still share commits."""
+    committed_alone = 0
+    original = SQLiteBackend.commit_next
+
+    def counting(self: SQLiteBackend, row: Any) -> bool:
+        nonlocal committed_alone
+        done = original(self, row)
+        committed_alone += done
+        return done
+
+    monkeypatch.setattr(SQLiteBackend, "commit_next", counting)
+    path = tmp_path / "lone.db"
+    peer = SQLiteBackend(path)
+    try:
+        async with StateStore(f"sqlite:///{path}", durability="group") as store:
+            backend = store._writes.backend
+            assert isinstance(backend, SQLiteBackend)
+            await store.save("a", {"messages": []})  # created: the general path
+            for n in range(1, 11):
+                backend._pass_due = asyncio.get_running_loop().time() + 3600.0  # no pass due
+                result = await store.save("a", {"messages": [f"m{i}" for i in range(n)]})
+                assert await peer.head("a") == result.last_seq == n + 1
+            assert committed_alone == 10
+            assert store.stats().commits == store.stats().appends == 11
+            for a in "bcdefgh":
+                await store.save(a, {"messages": []})
+            before = store.stats()
+            await asyncio.gather(*(store.save(a, {"messages": ["x"]}) for a in "bcdefgh"))
+            after = store.stats()
+            assert after.appends - before.appends == 7
+            assert after.commits - before.commits < 7  # shared
+            assert committed_alone == 10
+        async with StateStore(f"sqlite:///{path}") as again:
+            assert (await again.load("a")).data == {"messages": [f"m{i}" for i in range(10)]}
+            assert (await again.load("h")).data == {"messages": ["x"]}
+    finally:
+        await peer.close()
+
+
 async def test_group_commit_conflicts_fail_alone(open_store: Callable[..., StateStore]) -> None:
     store = open_store("memory://", durability="group")
     for name in "abc":

@@ -337,7 +337,9 @@ class Backend(abc.ABC):
         :class:`~statekeeper.errors.ConflictError` —, without raising it). None, with
         nothing done, when the engine has no such commit open (the caller then awaits
         :meth:`append_next`): the default. The group committer's common save waits
-        for it without a coroutine of its own and of :meth:`append_next`."""
+        for it without a coroutine of its own and of :meth:`append_next`. The arguments
+        are not checked, as :meth:`commit_next` does not check them (the store calls it
+        only with a row it built on a cached record)."""
         return None
 
     #: True when :meth:`append_together` is offered (one atomic commit for several

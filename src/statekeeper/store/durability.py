@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, Literal, Protocol
 
 from ..backends.base import Backend, NextRow, next_request
@@ -56,6 +56,20 @@ class BatchAuditor(Protocol):
         self, requests: Sequence[AppendRequest], labels: Sequence[Sequence[Any]]
     ) -> list[AppendResult | BaseException]:
         """Like ``Backend.append_batch``, each request with the entries ``labels[i]``."""
+
+
+class _Done:
+    """An awaitable already done, giving None (an append committed before it was
+    awaited): awaiting it does not suspend the task."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield  # (a generator that ends at once: ``await`` gets None without suspending)
+
+
+_DONE = _Done()
 
 
 class GroupCommitter:
@@ -108,13 +122,24 @@ class GroupCommitter:
         """:meth:`submit_next` as a plain call: the awaitable of the append's commit,
         which gives None or the refusal to raise (see :meth:`Backend.join_next`). An
         engine that batches appends by itself and has a commit open is handed ``row``
-        there without a coroutine (16 agents: the common case)."""
+        there without a coroutine (16 agents: the common case). With no commit open,
+        such an engine is asked to commit ``row`` alone now (``Backend.commit_next``,
+        as a ``sync`` save is: no other task ready, nothing in flight — nobody to share
+        the commit with); then the awaitable is already done, and a refusal is raised
+        here. Only when neither, the append goes through :meth:`submit_next`.
+
+        Why: a group of one is the lone commit either way, but it was reached through
+        the coroutines of :meth:`submit_next`, ``append_next`` and ``_open_commit``
+        (docs/benchmarks.md, "group: issue 11 (and 12)")."""
         backend = self._backend
         if self.auditor is None and backend.groups_appends:
             joined = backend.join_next(row)
             if joined is not None:
                 self.appends += 1
                 return joined
+            if backend.commit_next(row):
+                self.appends += 1
+                return _DONE
         return self._submitted(row)
 
     async def _submitted(self, row: NextRow) -> None:
