@@ -168,7 +168,9 @@ def restore_cmd(
     skip_existing: Annotated[
         bool,
         typer.Option(
-            "--skip-existing", help="Leave out agents the target already holds (else refuse)."
+            "--skip-existing",
+            help="Leave out agents the target already holds (else refuse); one held at an"
+            " older seq than the backup's (a restore interrupted part-way) is refused.",
         ),
     ] = False,
     db: DbOption = None,

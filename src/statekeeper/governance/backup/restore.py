@@ -401,7 +401,10 @@ async def restore(
 ) -> RestoreResult:
     """Restore ``backups`` (a full backup, then its incrementals in order; paths or
     ``s3://`` URLs) into ``store`` (see the module documentation). ``skip_existing``
-    leaves out agents the target already holds instead of refusing.
+    leaves out agents the target already holds instead of refusing; one held at a
+    lower head than the backup's (a restore stopped between an agent's parts: a full
+    backup's, then an incremental's) is refused with
+    :class:`~statekeeper.errors.BackupError`, since skipping it would leave it older.
 
     On a target opened as a principal, the restore needs ``admin`` on the namespace of
     every agent in the backups (it writes history as others wrote it: their actors,
@@ -438,13 +441,29 @@ async def restore(
             if not p.forgotten
         }
         heads = await asyncio.gather(*(store.backend.head(a) for a in tags))
-        present = [a for a, h in zip(tags, heads, strict=True) if h]
+        held = dict(zip(tags, heads, strict=True))
+        present = [a for a, h in held.items() if h]
         # the target's own streams (its audit log) are kept: the backup's copy is left out
         kept = [a for a in present if a[:1] == "\x01"]
         for agent_id in kept:
             del tags[agent_id]
         present = [a for a in present if a[:1] != "\x01"]
         if present and skip_existing:
+            older = [a for a in present if held[a] < plans[a].head]
+            if older:
+                # (a restore stopped between an agent's parts leaves it at an earlier
+                # part's head: skipping it would leave it older than the backup)
+                shown = (
+                    store.relative(older[0])
+                    if isinstance(store, NamespacedStateStore)
+                    else older[0]
+                )
+                raise BackupError(
+                    f"the target store holds {len(older)} agent(s) older than the backup"
+                    f" (e.g. {shown!r} at seq {held[older[0]]}, the backup at seq"
+                    f" {plans[older[0]].head}; a restore interrupted part-way?): skipping"
+                    " would leave them older; delete them first (nothing was restored)"
+                )
             for agent_id in present:
                 del tags[agent_id]
         elif present:
