@@ -153,6 +153,9 @@ SECRET = "Pw-d0-not-print"
         (f"tiered://hot=redis://:{SECRET}@cache.invalid/0", ["needs a durable tier"]),
         (f"postgresql://app:{SECRET}@[::1/agents", ["malformed URL", "Invalid IPv6"]),
         (f"redis://:{SECRET}@[::1/0", ["malformed URL", "Invalid IPv6"]),
+        # a file has no password: not a folder named after it
+        (f"sqlite://me:{SECRET}@/agents.db", ["takes no user or password"]),
+        (f"sqlite://me:{SECRET}@/agents.db?colour=blue", ["takes no user or password"]),
     ],
 )
 def test_url_errors_name_the_bad_part_and_never_the_password(url: str, names: list[str]) -> None:
@@ -242,3 +245,15 @@ def test_a_bad_number_option_is_an_invalid_argument_naming_it(url: str, option: 
         open_backend(url)
     assert info.value.argument == option
     assert option in str(info.value) and SECRET not in str(info.value)
+
+
+def test_a_sqlite_url_with_a_password_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sqlite://me:PW@/x.db`` was taken as the relative path ``me:PW@/x.db``: a file
+    under a folder named after the password. Refused, nothing created."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / f"me:{SECRET}@").mkdir()
+    with pytest.raises(ConfigurationError):
+        open_backend(f"sqlite://me:{SECRET}@/agents.db")
+    assert list((tmp_path / f"me:{SECRET}@").iterdir()) == []

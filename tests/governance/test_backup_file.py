@@ -447,6 +447,7 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
     import asyncio
 
     from statekeeper.backends import sqlite as sqlite_module
+    from statekeeper.backends import sqlite_admin
     from statekeeper.governance.backup import filecopy
 
     bkey = BackupKey(os.urandom(32))
@@ -478,7 +479,7 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
             return None
 
         monkeypatch.setattr(sqlite_module.SQLiteBackend, "page_snapshot", no_image)
-        monkeypatch.setattr(sqlite_module, "copy_file", copy_file)
+        monkeypatch.setattr(sqlite_admin, "copy_file", copy_file)  # (SQLiteBackend.copy_to_file)
         monkeypatch.setattr(filecopy, "_heads_of", between)
         result = await backup(src, file, bkey)
         assert committed == ["sk_agents", "heads"]

@@ -418,6 +418,44 @@ def test_the_store_page_says_an_encrypted_store_is_encrypted_without_its_key(
             assert f'<dd id="encryption">{shown}' in c.get("/store").text
 
 
+def test_an_encrypted_store_without_its_key_lists_its_agents_and_names_the_key(
+    tmp_path: Any,
+) -> None:
+    """Opened without the key, the agents page failed whole (500 "KeyNotFound", "integrity
+    check failed") though ids and heads are readable; the agent page called a missing
+    key an integrity failure. Now the list shows every agent (its state as unknown) and
+    the agent page says which key is missing and how to give it."""
+    import asyncio
+
+    from starlette.testclient import TestClient
+
+    from statekeeper import StateStore
+    from statekeeper.inspector import InspectorSettings, create_app
+    from statekeeper.security import Keyring, generate_key
+
+    url = f"sqlite:///{tmp_path / 'enc.db'}"
+
+    async def seed() -> None:
+        keyring = Keyring({"k1": generate_key()}, active="k1")
+        async with StateStore(url, keyring=keyring) as store:
+            await store.save("secret/a", {"ssn": "123-45-6789"})
+            await store.save("secret/b", {"ssn": "987-65-4321"})
+
+    asyncio.run(seed())
+    settings = InspectorSettings(url=url, token=TOKEN)
+    with TestClient(create_app(settings, store=StateStore(url)), base_url="http://127.0.0.1") as c:
+        c.headers["Authorization"] = f"Bearer {TOKEN}"
+        listing = c.get("/agents")
+        assert listing.status_code == 200
+        assert "secret/a" in listing.text and "secret/b" in listing.text
+        page = c.get("/agent?id=secret/a")
+        assert page.status_code == 403
+        assert "Encrypted: key not loaded" in page.text
+        assert "&#39;k1&#39;" in page.text and "--key-file" in page.text
+        assert "integrity check failed" not in page.text
+        assert "123-45-6789" not in listing.text + page.text
+
+
 # -- writes ----------------------------------------------------------------------------
 
 

@@ -10,17 +10,16 @@
   immediate transaction, and ``PRIMARY KEY(agent_id, seq)`` backs it up, so two
   processes writing the same file can never both win.
 * Reads use a per-thread read connection and run inline: WAL readers never wait for
-  the writer, and a point read costs microseconds.
+  the writer, and a point read costs microseconds (:mod:`.sqlite_reads`).
 * ``synchronous`` is ``FULL`` by default (a committed append survives power loss);
   ``NORMAL`` survives a process crash but may lose the last commits on power loss.
 * Leases live in ``sk_leases`` (one row per agent, never deleted, so a fencing token
-  never goes back). Acquiring is one conditional upsert; a fenced append checks the
-  lease row inside its own ``BEGIN IMMEDIATE`` transaction (in the head's
-  compare-and-set statement), so the token check and the append are one atomic step.
-  Expiry is measured on ``clock`` — the wall clock of the process doing the write
-  (SQLite has no server; every process sharing the file runs on the same machine and
-  so reads the same system clock). A clock step moves expiries, but never lets a
-  stale token write: tokens, not clocks, decide writes.
+  never goes back); a fenced append checks the lease row inside its own ``BEGIN
+  IMMEDIATE`` transaction, so the token check and the append are one atomic step
+  (:mod:`.sqlite_leases`). Expiry is measured on ``clock`` — the wall clock of the
+  process doing the write (SQLite has no server; every process sharing the file runs
+  on the same machine and so reads the same system clock). A clock step moves
+  expiries, but never lets a stale token write: tokens, not clocks, decide writes.
 * SQLite has one write lock per file. A write transaction is one short, bounded
   unit (one append, one batch of at most the group committer's size, one lease
   operation — never user code), and a writer waiting for the lock watches the file:
@@ -32,11 +31,24 @@
   is never a store in the making: it is refused with
   :class:`~statekeeper.errors.NotAStore` and left untouched.
 
-(Over 600 lines for a reason: it is one engine behind one connection discipline — the
-writer connection, its lock, the inline/writer-thread commit queue and the checkpoint
-bookkeeping are shared by every write method, and the read statements by every read;
-the parts with a seam of their own are split out already: the change feed
-(:mod:`.sqlite_feed`) and file creation/inspection (:mod:`.sqlite_files`).)
+Where things live (:class:`SQLiteBackend` is this module's engine plus its parts, each a
+mixin on :class:`~.sqlite_base.SQLitePart`):
+
+* here — the connections (the writer, the per-thread readers), the write machinery
+  (the writer lock, the inline/writer-thread commit queue, group batches, WAL
+  checkpoints), every append, file creation and schema upgrade on open;
+* :mod:`.sqlite_reads` — the read statements; :mod:`.sqlite_leases` — leases;
+  :mod:`.sqlite_admin` — maintenance (rewrites, prunes, deletes, markers, feed trims,
+  exports, health); :mod:`.sqlite_base` — what the parts share (the typed-error
+  translation, the engine's interface);
+* :mod:`.sqlite_feed` — the change feed's tables and statements;
+  :mod:`.sqlite_files` — inspecting a file without changing it;
+  :mod:`.sqlite_export` / :mod:`.sqlite_pages` — row exports and page images.
+
+(Over 600 lines because what stays here is one engine behind one connection
+discipline: the writer connection, its lock, the inline/writer-thread commit queue and
+the checkpoint bookkeeping are shared by every append and every other write; the
+parts with a seam of their own are in the modules above.)
 """
 
 from __future__ import annotations
@@ -54,16 +66,12 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, TypeAlias, cast
 
-from ..arguments import check_stored_id
 from ..errors import (
     BackendError,
-    CapabilityUnsupported,
     ConfigurationError,
     ConflictError,
-    IntegrityError,
-    LeaseHeld,
     LeaseLost,
     NotAStore,
     ReadOnlyStore,
@@ -72,46 +80,30 @@ from ..errors import (
     StoreLocked,
 )
 from ..records import (
-    AgentInfo,
     AppendRequest,
     AppendResult,
-    EventRow,
     EventType,
-    FeedRecord,
-    LeaseChange,
-    LeaseInfo,
-    RawEvent,
     RawSnapshot,
-    RewriteRequest,
     StreamChange,
-    StreamExport,
-    StreamRows,
 )
 from . import sqlite_feed
 from .base import (
-    Backend,
     Capability,
-    Health,
-    LatestRead,
     NextRow,
     check_fence,
-    check_lease_grant,
-    check_prune,
-    prefix_end,
     validate_from_base,
     validate_next,
     validate_request,
-    validate_rewrite,
     validate_together,
-    validate_ttl,
 )
-from .sqlite_export import copy_file, export_slices, export_whole
+from .sqlite_admin import SQLiteAdmin
+from .sqlite_base import Synchronous
+from .sqlite_base import translated as _translated
 from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
-from .sqlite_pages import PageSnapshot, open_snapshot
+from .sqlite_leases import SQLiteLeases
+from .sqlite_reads import SQLiteReads
 
 __all__ = ["SQLiteBackend"]
-
-Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 #: 1: the first layout; 2: ``sk_agents.head_tag`` (the authenticated stream head);
 #: 3: ``sk_leases`` (leases and fencing tokens); 4: ``sk_feed`` (the change feed, see
@@ -163,85 +155,6 @@ CREATE TABLE IF NOT EXISTS sk_leases (
     expires_at REAL NOT NULL
 ) WITHOUT ROWID;
 """
-
-
-#: the latest snapshot (its row first, kind NULL) and the events after it, one query;
-#: CAST as in ``read``: a payload rewritten as TEXT still reads as its bytes
-_READ_LATEST = """
-WITH snap AS (
-    SELECT seq, ts, payload, checksum FROM sk_snapshots
-    WHERE agent_id = ? ORDER BY seq DESC LIMIT 1
-)
-SELECT seq, NULL, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM snap
-UNION ALL
-SELECT seq, kind, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_events
-WHERE agent_id = ? AND seq > coalesce((SELECT seq FROM snap), 0)
-ORDER BY 1
-"""
-#: (the ORDER BY merges the two arms: the events stream in primary-key order, unsorted)
-
-#: a cold load's one statement (one read transaction, so one consistent view): the
-#: head row (seq -2**63, its head seq in the third column), the latest snapshot (kind
-#: NULL) and the events after it, each arm a primary-key lookup or range; every row
-#: ``(seq, kind, ts, payload, checksum)``, so the event rows are the fold's
-#: :data:`EventRow` as the cursor returns them (no object built per event). No ORDER
-#: BY: sorting the union costs a temporary B-tree per arm (~30 % of the statement);
-#: the rows are put in order in Python (by seq: the head row first, no stored seq
-#: below it). No common table for the snapshot either: one used by two arms is
-#: materialised (its payload copied into a temporary table and read back), where a
-#: subquery is a co-routine and the events' bound a lookup in the covering index
-#: (callgrind: 115k instead of 176k instructions per statement for a 33 KB snapshot).
-#: The snapshot arm is the row at ``max(seq)`` (two index lookups), not a sub-select
-#: ``ORDER BY seq DESC LIMIT 1``: the sub-select's co-routine copied the snapshot's
-#: payload once more (``sqlite3VdbeMemGrow``): 8.3 -> 7.4 us per statement (CPU).
-_READ_STATE = """
-SELECT -9223372036854775808, NULL, head_seq, head_tag, NULL FROM sk_agents WHERE agent_id = ?1
-UNION ALL
-SELECT seq, NULL, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots
-WHERE agent_id = ?1 AND seq = (SELECT max(seq) FROM sk_snapshots WHERE agent_id = ?1)
-UNION ALL
-SELECT seq, kind, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_events
-WHERE agent_id = ?1
-    AND seq > coalesce((SELECT max(seq) FROM sk_snapshots WHERE agent_id = ?1), 0)
-"""
-_HEAD_ROW = -(2**63)
-
-
-#: :meth:`SQLiteBackend.read_latest_many` for up to 500 agents in one statement (the
-#: ids are ``?1..?N``, used by each arm): per agent its head row (arm 0), its latest
-#: snapshot (arm 1) and the events after it (arm 2), each arm driven by the head rows
-#: and a primary-key lookup or range. One statement instead of one per agent: measured
-#: with benchmarks/bench_schema_callgrind.py (a migration reads its pages this way).
-_READ_LATEST_MANY = """
-SELECT a.agent_id, 0, a.head_seq, NULL, 0.0, a.head_tag, NULL FROM sk_agents a
-WHERE a.agent_id IN ({ids}) AND a.head_seq > 0
-UNION ALL
-SELECT s.agent_id, 1, s.seq, NULL, s.ts, CAST(s.payload AS BLOB), CAST(s.checksum AS BLOB)
-FROM sk_agents a JOIN sk_snapshots s ON s.agent_id = a.agent_id AND s.seq = (
-    SELECT m.seq FROM sk_snapshots m WHERE m.agent_id = a.agent_id ORDER BY m.seq DESC LIMIT 1)
-WHERE a.agent_id IN ({ids}) AND a.head_seq > 0
-UNION ALL
-SELECT e.agent_id, 2, e.seq, e.kind, e.ts, CAST(e.payload AS BLOB), CAST(e.checksum AS BLOB)
-FROM sk_agents a JOIN sk_events e ON e.agent_id = a.agent_id AND e.seq > coalesce((
-    SELECT m.seq FROM sk_snapshots m WHERE m.agent_id = a.agent_id ORDER BY m.seq DESC LIMIT 1), 0)
-WHERE a.agent_id IN ({ids}) AND a.head_seq > 0
-"""
-
-
-@contextlib.contextmanager
-def _translated(path: str, agent_id: str = "*", seq: int | None = None) -> Iterator[None]:
-    """Turn sqlite3 errors into statekeeper's typed errors (naming the agent, and the
-    first seq of the range, a failed read was for)."""
-    try:
-        yield
-    except sqlite3.IntegrityError as exc:  # a constraint we rely on for CAS fired
-        raise BackendError(f"{path}: constraint violated: {exc}") from exc
-    except sqlite3.OperationalError as exc:
-        if "Could not decode to UTF-8" in str(exc):  # a BLOB rewritten as (bad) TEXT
-            raise IntegrityError(agent_id, seq, f"a stored record is not bytes: {exc}") from exc
-        raise BackendError(f"{path}: {exc}") from exc
-    except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed"
-        raise IntegrityError(agent_id, seq, f"database file {path} is unreadable: {exc}") from exc
 
 
 _SLICE = 0.1  # seconds: the longest pause between two tries for the write lock (see _begin)
@@ -376,14 +289,6 @@ def _pages(requests: Sequence[_Queued]) -> int:
     return pages
 
 
-def _blob(value: Any) -> bytes | None:
-    """A BLOB column as bytes (a value rewritten by hand as TEXT or a number is kept
-    recognisably wrong rather than raising here)."""
-    if value is None or type(value) is bytes:
-        return value
-    return str(value).encode("utf-8", "replace")
-
-
 #: what runs the statements of a write: the writer connection or its append cursor
 _Executes: TypeAlias = sqlite3.Connection | sqlite3.Cursor
 
@@ -424,7 +329,7 @@ _bind = bytearray
 _monotonic = time.monotonic
 
 
-class SQLiteBackend(Backend):
+class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     """Streams and snapshots in one SQLite file (``sqlite:///path/to/file.db``).
 
     Args:
@@ -1714,164 +1619,6 @@ class SQLiteBackend(Backend):
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         await self._write(self._save_snapshot_sync, agent_id, snapshot)
 
-    def _rewrite_one(self, conn: sqlite3.Connection, request: RewriteRequest) -> bool:
-        """Apply one rewrite inside the caller's transaction; False (nothing written)
-        when the head is not the one expected."""
-        agent_id = request.agent_id
-        if request.head_tag is not None and request.expected_tag is not None:
-            # the compare-and-set and the new tag in one statement
-            if not conn.execute(
-                "UPDATE sk_agents SET head_tag = ?"
-                " WHERE agent_id = ? AND head_seq = ? AND head_tag = ?",
-                (request.head_tag, agent_id, request.expected_seq, request.expected_tag),
-            ).rowcount:
-                return False
-        else:
-            row = conn.execute(
-                "SELECT head_seq, head_tag FROM sk_agents WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-            head = row[0] if row is not None else 0
-            tag = _blob(row[1]) if row is not None else None
-            if row is None or head != request.expected_seq or tag != request.expected_tag:
-                return False
-            if request.head_tag is not None:
-                conn.execute(
-                    "UPDATE sk_agents SET head_tag = ? WHERE agent_id = ?",
-                    (request.head_tag, agent_id),
-                )
-        if request.events:
-            sql = "UPDATE sk_events SET payload = ?, checksum = ? WHERE agent_id = ? AND seq = ?"
-            if len(request.events) == 1:
-                (e,) = request.events
-                conn.execute(sql, (e.payload, e.checksum, agent_id, e.seq))
-            else:
-                conn.executemany(
-                    sql, [(e.payload, e.checksum, agent_id, e.seq) for e in request.events]
-                )
-        for snap in request.snapshots:
-            self._put_snapshot(conn, agent_id, snap)
-        return True
-
-    def _rewrite_sync(self, request: RewriteRequest) -> None:
-        agent_id = request.agent_id
-        with self._writing(agent_id) as conn:
-            if not self._rewrite_one(conn, request):
-                row = conn.execute(
-                    "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
-                ).fetchone()
-                raise ConflictError(agent_id, request.expected_seq, row[0] if row else 0)
-
-    def _rewrite_many_sync(self, requests: list[RewriteRequest]) -> list[bool]:
-        with self._writing() as conn:
-            if len({r.agent_id for r in requests}) == len(requests):
-                done = self._rewrite_page(conn, requests)
-            else:  # one agent twice: each request sees the one before it
-                done = [self._rewrite_one(conn, request) for request in requests]
-        return done
-
-    def _rewrite_page(self, conn: sqlite3.Connection, requests: list[RewriteRequest]) -> list[bool]:
-        """:meth:`_rewrite_one` of many distinct agents inside the caller's write
-        transaction, in a few statements: the heads read in one query per 500 agents
-        (stable: the transaction holds the write lock), then every matching request's
-        tag, events and snapshots written with one ``executemany`` each. Measured
-        (benchmarks/bench_schema_callgrind.py): two statements per agent were ~10 % of
-        a migration's instructions."""
-        heads: dict[str, tuple[int, bytes | None]] = {}
-        for start in range(0, len(requests), 500):
-            chunk = [r.agent_id for r in requests[start : start + 500]]
-            marks = ",".join("?" * len(chunk))
-            for agent_id, seq, tag in conn.execute(
-                f"SELECT agent_id, head_seq, head_tag FROM sk_agents WHERE agent_id IN ({marks})",
-                chunk,
-            ):
-                heads[agent_id] = (seq, _blob(tag))
-        done: list[bool] = []
-        tags: list[tuple[bytes, str]] = []
-        events: list[tuple[bytes, bytes, str, int]] = []
-        snaps: list[tuple[str, int, float, bytes, bytes]] = []
-        for r in requests:
-            agent_id = r.agent_id
-            ok = heads.get(agent_id) == (r.expected_seq, r.expected_tag)
-            done.append(ok)
-            if not ok:
-                continue
-            if r.head_tag is not None:
-                tags.append((r.head_tag, agent_id))
-            for e in r.events:
-                events.append((e.payload, e.checksum, agent_id, e.seq))
-            for s in r.snapshots:
-                snaps.append((agent_id, s.seq, s.timestamp, s.payload, s.checksum))
-        if tags:
-            conn.executemany("UPDATE sk_agents SET head_tag = ? WHERE agent_id = ?", tags)
-        if events:
-            conn.executemany(
-                "UPDATE sk_events SET payload = ?, checksum = ? WHERE agent_id = ? AND seq = ?",
-                events,
-            )
-        if snaps:
-            conn.executemany(
-                "INSERT OR REPLACE INTO sk_snapshots(agent_id, seq, ts, payload, checksum)"
-                " VALUES (?, ?, ?, ?, ?)",
-                snaps,
-            )
-        return done
-
-    rewrites_many = True
-
-    async def rewrite_many(self, requests: Sequence[RewriteRequest]) -> list[bool]:
-        for request in requests:
-            validate_rewrite(request)
-        if not requests:
-            return []
-        result: list[bool] = await self._write(self._rewrite_many_sync, list(requests))
-        return result
-
-    async def rewrite(self, request: RewriteRequest) -> None:
-        validate_rewrite(request)
-        await self._write(self._rewrite_sync, request)
-
-    def _prune_sync(self, agent_id: str, base_seq: int, drop: tuple[int, ...]) -> None:
-        with self._writing(agent_id) as conn:
-            row = conn.execute(
-                "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-            self._prune_rows(conn, agent_id, row[0] if row else 0, base_seq, drop)
-
-    @staticmethod
-    def _prune_rows(
-        conn: _Executes, agent_id: str, head: int, base_seq: int, drop: Sequence[int]
-    ) -> None:
-        """:meth:`prune` in the caller's transaction (``head``: the stream's, read in
-        it); ConfigurationError when its preconditions fail, nothing written."""
-        has_base = base_seq > 0 and (
-            conn.execute(
-                "SELECT 1 FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
-                (agent_id, base_seq),
-            ).fetchone()
-            is not None
-        )
-        check_prune(agent_id, head, base_seq, has_base, drop)
-        if base_seq:
-            conn.execute(
-                "DELETE FROM sk_events WHERE agent_id = ? AND seq <= ?",
-                (agent_id, base_seq),
-            )
-            conn.execute(
-                "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq < ?",
-                (agent_id, base_seq),
-            )
-            conn.execute(
-                "DELETE FROM sk_idempotency WHERE agent_id = ? AND last_seq <= ?",
-                (agent_id, base_seq),
-            )
-        conn.executemany(
-            "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
-            [(agent_id, seq) for seq in drop],
-        )
-
-    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
-        await self._write(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))
-
     def _from_base_sync(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
         with self._writing(request.agent_id) as conn:
             # a new stream's head claimed (refused if the agent exists), its events
@@ -1886,607 +1633,6 @@ class SQLiteBackend(Backend):
         validate_from_base(request, base)
         result: AppendResult = await self._write(self._from_base_sync, request, base)
         return result
-
-    def _delete_sync(self, agent_id: str) -> bool:
-        with self._writing() as conn:
-            existed = self._delete_rows(conn, agent_id)
-        return existed
-
-    async def delete_agent(self, agent_id: str) -> bool:
-        result: bool = await self._write(self._delete_sync, agent_id)
-        return result
-
-    # -- leases ------------------------------------------------------------------
-
-    @staticmethod
-    def _lease_row(conn: _Executes, agent_id: str) -> LeaseInfo | None:
-        row = conn.execute(
-            "SELECT holder, token, expires_at FROM sk_leases WHERE agent_id = ?", (agent_id,)
-        ).fetchone()
-        return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2])) if row else None
-
-    def _lease_sync(self, op: str, agent_id: str, holder: str, token: int, ttl: float) -> Any:
-        with self._writing(agent_id) as conn:
-            result = self._lease_op(conn, op, agent_id, holder, token, ttl)
-        return result
-
-    def _lease_op(
-        self, conn: sqlite3.Connection, op: str, agent_id: str, holder: str, token: int, ttl: float
-    ) -> Any:
-        now = self.clock()
-        if op == "acquire":
-            # ONE conditional write: take the lease iff free, expired or already ours
-            row = conn.execute(
-                "INSERT INTO sk_leases(agent_id, holder, token, expires_at) VALUES (?, ?, 1, ?)"
-                " ON CONFLICT(agent_id) DO UPDATE SET holder = excluded.holder,"
-                " token = sk_leases.token + 1, expires_at = excluded.expires_at"
-                " WHERE sk_leases.holder IS NULL OR sk_leases.expires_at <= ?"
-                " OR sk_leases.holder = excluded.holder"
-                " RETURNING token",
-                (agent_id, holder, now + ttl, now),
-            ).fetchone()
-            if row is None:
-                current = self._lease_row(conn, agent_id)
-                assert current is not None and current.holder is not None
-                raise LeaseHeld(agent_id, current.holder, current.expires_at)
-            return LeaseInfo(agent_id, holder, int(row[0]), now + ttl)
-        current = self._lease_row(conn, agent_id)
-        if op == "release":
-            try:
-                check_fence(agent_id, (holder, token), current)
-            except LeaseLost:
-                return False
-            conn.execute(
-                "UPDATE sk_leases SET holder = NULL, expires_at = 0 WHERE agent_id = ?",
-                (agent_id,),
-            )
-            return True
-        check_fence(agent_id, (holder, token), current)  # renew
-        conn.execute(
-            "UPDATE sk_leases SET expires_at = ? WHERE agent_id = ?", (now + ttl, agent_id)
-        )
-        return LeaseInfo(agent_id, holder, token, now + ttl)
-
-    def _lease_change(self, conn: sqlite3.Connection, agent_id: str, lease: LeaseChange) -> None:
-        """A lease grant or release of ``append_together`` in the caller's transaction
-        (``BEGIN IMMEDIATE``: nobody writes the row between the check and the write)."""
-        current = self._lease_row(conn, agent_id)
-        if lease.ttl is None:
-            check_fence(agent_id, (lease.holder, lease.token), current)
-            conn.execute(
-                "UPDATE sk_leases SET holder = NULL, expires_at = 0 WHERE agent_id = ?",
-                (agent_id,),
-            )
-            return
-        now = self.clock()
-        check_lease_grant(agent_id, lease, current, now)
-        conn.execute(
-            "INSERT INTO sk_leases(agent_id, holder, token, expires_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT(agent_id) DO UPDATE SET holder = excluded.holder,"
-            " token = excluded.token, expires_at = excluded.expires_at",
-            (agent_id, lease.holder, lease.token, now + lease.ttl),
-        )
-
-    async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
-        with _translated(self.path):
-            rows = (
-                self._reader()
-                .execute(
-                    "SELECT agent_id, holder, token, expires_at FROM sk_leases"
-                    " WHERE agent_id > ? ORDER BY agent_id LIMIT ?",
-                    (after, max(limit, 0)),
-                )
-                .fetchall()
-            )
-        return [LeaseInfo(r[0], r[1], int(r[2]), float(r[3])) for r in rows]
-
-    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
-        ttl = validate_ttl(ttl)
-        lease: LeaseInfo = await self._write(self._lease_sync, "acquire", agent_id, holder, 0, ttl)
-        return lease
-
-    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
-        ttl = validate_ttl(ttl)
-        lease: LeaseInfo = await self._write(
-            self._lease_sync, "renew", agent_id, holder, token, ttl
-        )
-        return lease
-
-    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
-        released: bool = await self._write(
-            self._lease_sync, "release", agent_id, holder, token, 0.0
-        )
-        return released
-
-    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
-        with _translated(self.path, agent_id):
-            return self._lease_row(self._reader(), agent_id)
-
-    # -- reads -------------------------------------------------------------------
-
-    async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
-        with _translated(self.path, agent_id):
-            row = (
-                self._reader()
-                .execute(
-                    "SELECT first_seq, last_seq FROM sk_idempotency WHERE agent_id = ? AND key = ?",
-                    (agent_id, key),
-                )
-                .fetchone()
-            )
-        return AppendResult(agent_id, row[0], row[1], duplicate=True) if row else None
-
-    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
-        """Every idempotency key of the agent as ``(key, first_seq, last_seq)``."""
-        with _translated(self.path, agent_id):
-            rows = (
-                self._reader()
-                .execute(
-                    "SELECT key, first_seq, last_seq FROM sk_idempotency WHERE agent_id = ?"
-                    " ORDER BY first_seq",
-                    (agent_id,),
-                )
-                .fetchall()
-            )
-        return [(str(r[0]), int(r[1]), int(r[2])) for r in rows]
-
-    async def schema_version(self) -> int:
-        with _translated(self.path):
-            row = (
-                self._reader()
-                .execute("SELECT value FROM sk_meta WHERE key = 'schema_version'")
-                .fetchone()
-            )
-        return int(row[0]) if row is not None else 0
-
-    def _drop_all_sync(self) -> int:
-        conn = self._writer
-        assert conn is not None
-        with _translated(self.path):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                count = int(conn.execute("SELECT count(*) FROM sk_agents").fetchone()[0])
-                for table in ("sk_agents", "sk_events", "sk_snapshots", "sk_idempotency"):
-                    conn.execute(f"DELETE FROM {table}")
-                # the largest position stays (positions never go back); the feed's
-                # rows of the deleted agents are hidden by sk_feed_deleted
-                conn.execute("DELETE FROM sk_leases")
-                conn.execute("DELETE FROM sk_meta WHERE key LIKE 'marker:%'")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        return count
-
-    async def drop_all(self) -> int:
-        """Delete every agent, key and lease in the file (the schema stays); returns how
-        many agents there were. For tests and benchmarks; irreversible."""
-        result: int = await self._write(self._drop_all_sync)
-        return result
-
-    # -- the change feed (see sqlite_feed) -------------------------------------------
-
-    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
-        with _translated(self.path):
-            return sqlite_feed.read_feed(self._reader(), after, limit)
-
-    async def feed_bounds(self) -> tuple[int, int]:
-        with _translated(self.path):
-            return sqlite_feed.feed_bounds(self._reader())
-
-    async def read_marker(self, name: str) -> bool | None:
-        with _translated(self.path):
-            row = (
-                self._reader()
-                .execute("SELECT 1 FROM sk_meta WHERE key = ?", ("marker:" + name,))
-                .fetchone()
-            )
-        return row is not None
-
-    def _set_marker_sync(self, name: str) -> None:
-        with self._writing() as conn:
-            conn.execute(
-                "INSERT INTO sk_meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO NOTHING",
-                ("marker:" + name,),
-            )
-
-    async def set_marker(self, name: str) -> None:
-        await self._write(self._set_marker_sync, name)
-
-    def _trim_feed_sync(self, through: int) -> int:
-        with self._writing() as conn:
-            dropped = sqlite_feed.trim_feed(conn, through)
-        return dropped
-
-    async def trim_feed(self, through: int) -> int:
-        result: int = await self._write(self._trim_feed_sync, through)
-        return result
-
-    async def wait_feed(self, after: int, max_wait: float) -> None:
-        deadline = time.monotonic() + max_wait
-        while (await self.feed_bounds())[1] <= after:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            await asyncio.sleep(min(left, self.feed_poll_interval))
-
-    async def head(self, agent_id: str) -> int:
-        with _translated(self.path, agent_id):
-            row = (
-                self._reader()
-                .execute("SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,))
-                .fetchone()
-            )
-        return int(row[0]) if row is not None else 0
-
-    async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
-        with _translated(self.path, agent_id):
-            row = (
-                self._reader()
-                .execute("SELECT head_seq, head_tag FROM sk_agents WHERE agent_id = ?", (agent_id,))
-                .fetchone()
-            )
-        if row is None:
-            return 0, None
-        return int(row[0]), _blob(row[1])
-
-    async def read(
-        self,
-        agent_id: str,
-        after_seq: int = 0,
-        to_seq: int | None = None,
-        limit: int | None = None,
-    ) -> list[RawEvent]:
-        sql = (
-            # CAST: a payload rewritten as TEXT (by hand, or by an attacker) still reads as
-            # its bytes, and fails verification at its own seq instead of breaking the page
-            "SELECT seq, kind, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_events"
-            " WHERE agent_id = ? AND seq > ?"
-        )
-        args: list[Any] = [agent_id, after_seq]
-        if to_seq is not None:
-            sql += " AND seq <= ?"
-            args.append(to_seq)
-        sql += " ORDER BY seq"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        with _translated(self.path, agent_id, after_seq + 1):
-            rows = self._reader().execute(sql, args).fetchall()
-        return [RawEvent(r[0], r[1], r[2], r[3], r[4]) for r in rows]
-
-    async def seq_at(self, agent_id: str, timestamp: float) -> int:
-        with _translated(self.path, agent_id):
-            row = (
-                self._reader()
-                .execute(
-                    "SELECT max(seq) FROM sk_events WHERE agent_id = ? AND ts <= ?",
-                    (agent_id, timestamp),
-                )
-                .fetchone()
-            )
-        return int(row[0]) if row and row[0] is not None else 0
-
-    async def latest_snapshot(
-        self, agent_id: str, at_or_below: int | None = None
-    ) -> RawSnapshot | None:
-        if at_or_below is None:
-            sql = (
-                "SELECT seq, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots"
-                " WHERE agent_id = ?"
-                " ORDER BY seq DESC LIMIT 1"
-            )
-            args: tuple[Any, ...] = (agent_id,)
-        else:
-            sql = (
-                "SELECT seq, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots"
-                " WHERE agent_id = ?"
-                " AND seq <= ? ORDER BY seq DESC LIMIT 1"
-            )
-            args = (agent_id, at_or_below)
-        with _translated(self.path, agent_id):
-            row = self._reader().execute(sql, args).fetchone()
-        return RawSnapshot(row[0], row[1], row[2], row[3]) if row is not None else None
-
-    async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
-        # One statement, so one consistent read: the newest snapshot (kind NULL marks
-        # its row) and every event after it, through the two primary keys.
-        with _translated(self.path, agent_id):
-            rows = self._reader().execute(_READ_LATEST, (agent_id, agent_id)).fetchall()
-        snap: RawSnapshot | None = None
-        if rows and rows[0][1] is None:
-            first = rows.pop(0)
-            snap = RawSnapshot(first[0], first[2], first[3], first[4])
-        return snap, [RawEvent(r[0], r[1], r[2], r[3], r[4]) for r in rows]
-
-    async def read_state(
-        self, agent_id: str
-    ) -> tuple[int, bytes | None, RawSnapshot | None, list[RawEvent]]:
-        head, tag, snap, rows = await self.read_state_rows(agent_id)
-        return head, tag, snap, [RawEvent(*row) for row in rows]
-
-    async def read_state_rows(
-        self, agent_id: str
-    ) -> tuple[int, bytes | None, RawSnapshot | None, list[EventRow]]:
-        """:meth:`read_state` with the events as the cursor's rows (:data:`EventRow`)."""
-        # One statement: the head, the newest snapshot and the events after it, as one
-        # consistent read (everything is at or below the head it returns).
-        try:
-            rows = self._reader().execute(_READ_STATE, (agent_id,)).fetchall()
-        except sqlite3.Error:
-            with _translated(self.path, agent_id):  # (no context manager on the way in)
-                raise
-        with contextlib.suppress(TypeError):  # (a seq rewritten as text: the fold says so)
-            rows.sort()  # (seq): a C pass over rows already in that order
-        if not rows or rows[0][0] != _HEAD_ROW or not rows[0][2]:
-            return 0, None, None, []  # no head row: no stream
-        first = rows[0]
-        snap: RawSnapshot | None = None
-        start = 1
-        if len(rows) > 1 and rows[1][1] is None:
-            r = rows[1]
-            snap = RawSnapshot(r[0], r[2], r[3], r[4])
-            start = 2
-        del rows[:start]
-        return int(first[2]), _blob(first[3]), snap, rows
-
-    reads_latest_many = True
-
-    async def read_latest_many(self, agent_ids: Sequence[str]) -> list[LatestRead | None]:
-        # one read transaction: every head and every latest state of the call come from
-        # the same consistent read of the database (a concurrent append is in all or none)
-        for agent_id in agent_ids:
-            check_stored_id(agent_id)
-        found: dict[str, LatestRead] = {}
-        heads: dict[str, tuple[int, bytes | None]] = {}
-        snaps: dict[str, RawSnapshot] = {}
-        events: dict[str, list[RawEvent]] = {}
-        with _translated(self.path):
-            reader = self._reader()
-            reader.execute("BEGIN")
-            try:
-                for start in range(0, len(agent_ids), 500):
-                    chunk = list(agent_ids[start : start + 500])
-                    marks = ",".join(f"?{i}" for i in range(1, len(chunk) + 1))
-                    rows = reader.execute(_READ_LATEST_MANY.format(ids=marks), chunk).fetchall()
-                    with contextlib.suppress(TypeError):  # (a seq rewritten as text)
-                        rows.sort()  # (agent, arm, seq): the arms come out nearly in order
-                    for r in rows:  # (grouped by agent id: the order only within one)
-                        arm = r[1]
-                        if arm == 0:
-                            heads[r[0]] = (int(r[2]), _blob(r[5]))
-                        elif arm == 1:
-                            snaps[r[0]] = RawSnapshot(r[2], r[4], r[5], r[6])
-                        else:
-                            events.setdefault(r[0], []).append(
-                                RawEvent(r[2], r[3], r[4], r[5], r[6])
-                            )
-            finally:
-                reader.execute("COMMIT")
-        for agent_id, (head, tag) in heads.items():
-            found[agent_id] = LatestRead(head, tag, snaps.get(agent_id), events.get(agent_id, []))
-        return [found.get(agent_id) for agent_id in agent_ids]
-
-    async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
-        with _translated(self.path):
-            rows = (
-                self._reader()
-                .execute(
-                    "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
-                    " WHERE agent_id > ? ORDER BY agent_id LIMIT ?",
-                    (after if after is not None else "", limit),
-                )
-                .fetchall()
-            )
-        return [AgentInfo(r[0], r[1], r[2], r[3]) for r in rows]
-
-    async def read_heads(self, agent_ids: Sequence[str]) -> list[RawEvent | None]:
-        for agent_id in agent_ids:
-            check_stored_id(agent_id)
-        found: dict[str, RawEvent] = {}
-        with _translated(self.path):
-            reader = self._reader()
-            for start in range(0, len(agent_ids), 500):
-                chunk = list(agent_ids[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                rows = reader.execute(
-                    "SELECT e.agent_id, e.seq, e.kind, e.ts, CAST(e.payload AS BLOB),"
-                    " CAST(e.checksum AS BLOB) FROM sk_agents a JOIN sk_events e"
-                    " ON e.agent_id = a.agent_id AND e.seq = a.head_seq"
-                    f" WHERE a.agent_id IN ({marks})",
-                    chunk,
-                ).fetchall()
-                for r in rows:
-                    found[r[0]] = RawEvent(r[1], r[2], r[3], r[4], r[5])
-        return [found.get(agent_id) for agent_id in agent_ids]
-
-    async def export_streams(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamExport]:
-        return [
-            StreamExport(
-                r.agent_id,
-                r.head,
-                r.head_tag,
-                [RawEvent(*e) for e in r.events],
-                RawSnapshot(*r.snapshot) if r.snapshot is not None else None,
-                r.keys,
-            )
-            for r in await self.export_rows(ranges)
-        ]
-
-    async def copy_to_file(self, dest: str, prefix: str = "") -> bool:
-        """By SQLite alone, in a thread, on a connection of its own (one read
-        transaction: writers keep committing): :func:`~.sqlite_export.copy_file`."""
-        if self._closed:
-            raise StoreClosed(f"sqlite backend {self.path} is closed")
-
-        def copy() -> None:
-            with _translated(self.path):
-                copy_file(self.path, dest, prefix, self.busy_timeout)
-
-        await asyncio.to_thread(copy)
-        return True
-
-    async def page_snapshot(self, prefix: str = "") -> PageSnapshot | None:
-        """The whole store (``prefix`` empty) as an open image of its pages, in a
-        thread (:func:`~.sqlite_pages.open_snapshot`); None for a namespace (its copy
-        leaves the other tenants' rows out: :meth:`copy_to_file`) or a file not in WAL
-        mode."""
-        if self._closed:
-            raise StoreClosed(f"sqlite backend {self.path} is closed")
-        if prefix or self.readonly:
-            return None
-
-        def take() -> PageSnapshot | None:
-            with _translated(self.path):
-                return open_snapshot(self.path, self.busy_timeout)
-
-        return await asyncio.to_thread(take)
-
-    async def export_rows(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamRows]:
-        """Four statements per page of agents (events, snapshots, heads, keys). Whole
-        streams (``after_seq <= 1``, what a full backup asks for: measured 2.3x less
-        CPU per agent than the per-range join) are one range scan of each table over
-        the page's ids, rows grouped as they come; slices of streams an index range
-        read per agent."""
-        out: list[StreamRows] = []
-        with _translated(self.path):
-            reader = self._reader()
-            for start in range(0, len(ranges), 1000):
-                chunk = ranges[start : start + 1000]
-                for agent_id, _, _ in chunk:
-                    check_stored_id(agent_id)
-                ids = [a for a, _, _ in chunk]
-                if all(lo <= 1 for _, lo, _ in chunk) and len(set(ids)) == len(ids):
-                    out += export_whole(reader, chunk)
-                else:
-                    out += export_slices(reader, chunk)
-        return out
-
-    async def stream_bases(self, agent_ids: Sequence[str]) -> list[int]:
-        """One statement per page of agents (the first seq of each, on the events'
-        primary key)."""
-        out: list[int] = []
-        with _translated(self.path):
-            reader = self._reader()
-            for start in range(0, len(agent_ids), 500):
-                page = agent_ids[start : start + 500]
-                for agent_id in page:
-                    check_stored_id(agent_id)
-                marks = ",".join("?" * len(page))
-                firsts = dict(
-                    reader.execute(
-                        "SELECT agent_id, min(seq) FROM sk_events"
-                        f" WHERE agent_id IN ({marks}) GROUP BY agent_id",
-                        page,
-                    ).fetchall()
-                )
-                out += [max(firsts.get(a, 1) - 1, 0) for a in page]
-        return out
-
-    @property
-    def lists_by_write(self) -> bool:  # type: ignore[override]
-        """True once the file has its last-write index (a file written by an older
-        statekeeper gets it the next time it is opened for writing)."""
-        known: bool | None = getattr(self, "_by_write", None)
-        if known is None:
-            with _translated(self.path):
-                row = (
-                    self._reader()
-                    .execute(
-                        "SELECT 1 FROM sqlite_master WHERE type = 'index'"
-                        " AND name = 'sk_agents_written'"
-                    )
-                    .fetchone()
-                )
-            known = self._by_write = row is not None
-        return known
-
-    async def list_agents_by_write(
-        self,
-        cursor: tuple[float, str] | None = None,
-        limit: int = 100,
-        *,
-        newest_first: bool = True,
-    ) -> list[AgentInfo]:
-        if not self.lists_by_write:
-            raise CapabilityUnsupported(
-                self.name,
-                "listing agents by last write",
-                "this file has no last-write index yet: open it once for writing",
-            )
-        order = "DESC" if newest_first else "ASC"
-        sql = "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
-        args: list[Any] = []
-        if cursor is not None:
-            sql += f" WHERE (updated_at, agent_id) {'<' if newest_first else '>'} (?, ?)"
-            args += [float(cursor[0]), cursor[1]]
-        sql += f" ORDER BY updated_at {order}, agent_id {order} LIMIT ?"
-        args.append(limit)
-        with _translated(self.path):
-            rows = self._reader().execute(sql, args).fetchall()
-        return [AgentInfo(r[0], r[1], r[2], r[3]) for r in rows]
-
-    lists_backwards = True
-
-    async def list_agents_before(
-        self, before: str | None = None, limit: int = 100
-    ) -> list[AgentInfo]:
-        with _translated(self.path):
-            if before is None:
-                cur = self._reader().execute(
-                    "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
-                    " ORDER BY agent_id DESC LIMIT ?",
-                    (limit,),
-                )
-            else:
-                cur = self._reader().execute(
-                    "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
-                    " WHERE agent_id < ? ORDER BY agent_id DESC LIMIT ?",
-                    (before, limit),
-                )
-            rows = cur.fetchall()
-        return [AgentInfo(r[0], r[1], r[2], r[3]) for r in rows]
-
-    async def count_agents(self) -> int:
-        with _translated(self.path):
-            row = self._reader().execute("SELECT count(*) FROM sk_agents").fetchone()
-        return int(row[0])
-
-    async def count_prefix(self, prefix: str) -> int:
-        if not prefix:
-            return await self.count_agents()
-        # a range of the primary key (BINARY collation: byte order), not a scan
-        with _translated(self.path):
-            row = (
-                self._reader()
-                .execute(
-                    "SELECT count(*) FROM sk_agents WHERE agent_id >= ? AND agent_id < ?",
-                    (prefix, prefix_end(prefix)),
-                )
-                .fetchone()
-            )
-        return int(row[0])
-
-    async def health(self) -> Health:
-        try:
-            with _translated(self.path):
-                conn = self._reader()
-                conn.execute("SELECT 1 FROM sk_meta LIMIT 1").fetchall()
-                pages = conn.execute("PRAGMA page_count").fetchone()[0]
-                size = conn.execute("PRAGMA page_size").fetchone()[0]
-        except Exception as exc:  # health reports, it does not raise
-            return Health(
-                ok=False, backend=self.name, detail={"path": self.path, "error": str(exc)}
-            )
-        return Health(
-            ok=True,
-            backend=self.name,
-            detail={
-                "path": self.path,
-                "bytes": pages * size,
-                "synchronous": self.synchronous,
-            },
-        )
 
     async def close(self) -> None:
         if self._closed:

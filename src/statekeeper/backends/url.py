@@ -189,6 +189,13 @@ def _sqlite(url: str, readonly: bool = False) -> Backend:
 
     parts = urlsplit(url)
     rest = url.split("://", 1)[1].split("?", 1)[0]
+    if "@" in parts.netloc:
+        # A file has no user or password: taken as a path, ``sqlite://me:PW@/x.db``
+        # would open (or create) a file under a folder named after the password.
+        raise ConfigurationError(
+            f"a SQLite URL takes no user or password: {mask_url(url)!r} "
+            "(use sqlite:///relative.db or sqlite:////absolute.db)"
+        )
     path = unquote(rest)
     if path.startswith("/"):
         path = path[1:]  # sqlite:///rel.db -> rel.db ; sqlite:////abs.db -> /abs.db
@@ -197,23 +204,23 @@ def _sqlite(url: str, readonly: bool = False) -> Backend:
         # SQLAlchemy's spellings of a private in-memory database
         if options:
             raise ConfigurationError(
-                f"unknown options {sorted(options)} for an in-memory store in {url!r}"
+                f"unknown options {sorted(options)} for an in-memory store in {mask_url(url)!r}"
             )
         from .memory import MemoryBackend
 
         return MemoryBackend()
     if not path:
-        raise ConfigurationError(f"no database path in {url!r}")
+        raise ConfigurationError(f"no database path in {mask_url(url)!r}")
     sync = options.pop("synchronous", "FULL").upper()
     try:
         timeout = float(options.pop("busy_timeout", "30"))
     except ValueError as exc:
-        raise ConfigurationError(f"busy_timeout must be a number in {url!r}") from exc
+        raise ConfigurationError(f"busy_timeout must be a number in {mask_url(url)!r}") from exc
     inline = options.pop("inline_writes", "true").lower()
     if inline not in ("true", "false", "1", "0", "yes", "no"):
-        raise ConfigurationError(f"inline_writes must be true or false in {url!r}")
+        raise ConfigurationError(f"inline_writes must be true or false in {mask_url(url)!r}")
     if options:
-        raise ConfigurationError(f"unknown sqlite options {sorted(options)} in {url!r}")
+        raise ConfigurationError(f"unknown sqlite options {sorted(options)} in {mask_url(url)!r}")
     return SQLiteBackend(
         path,
         synchronous=sync,  # type: ignore[arg-type]

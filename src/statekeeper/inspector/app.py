@@ -31,6 +31,7 @@ from ..errors import (
     ConfigurationError,
     HistoryCompacted,
     InvalidArgument,
+    KeyNotFound,
     StatekeeperError,
 )
 from ..store.governed import governance_of
@@ -177,6 +178,7 @@ class Inspector:
         return HTMLResponse(html, status_code=status)
 
     def error(self, request: Request, exc: Exception) -> HTMLResponse:
+        message = str(exc)
         if isinstance(exc, AccessDenied):
             status, title = 403, "Access denied"
         elif isinstance(exc, AgentNotFound):
@@ -185,6 +187,12 @@ class Inspector:
             status, title = 400, "Bad request"
         elif isinstance(exc, HistoryCompacted):  # a seq before the retention base: gone
             status, title = 410, "History compacted"
+        elif isinstance(exc, KeyNotFound):  # not damage: this inspector holds no such key
+            status, title = 403, "Encrypted: key not loaded"
+            message = (
+                f"agent {exc.agent_id!r} is encrypted with key {exc.key_id!r}, which this "
+                "inspector was not given (start it with --key-file or STATEKEEPER_KEY_FILE)"
+            )
         else:
             status, title = 500, type(exc).__name__
         fragment = request.headers.get("hx-request") == "true"
@@ -193,7 +201,7 @@ class Inspector:
             "fragments/error.html" if fragment else "error.html",
             status=status,
             title=title,
-            message=self.safe(str(exc)),
+            message=self.safe(message),
         )
 
 

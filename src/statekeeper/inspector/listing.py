@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 
 from .._durations import DURATION_EXAMPLES, seconds_in
 from ..arguments import INTERNAL_PREFIX, check_agent_id
-from ..errors import CapabilityUnsupported, InvalidArgument
+from ..errors import CapabilityUnsupported, DecryptionError, InvalidArgument
 from ..namespaces import check_namespace
 from ..store.governed import governance_of
 
@@ -256,9 +256,22 @@ async def _fetch(store: StateStore, order: Order, cursor: Cursor, n: int) -> lis
 
 
 async def _heads(store: StateStore, infos: list[AgentInfo]) -> list[AgentHead | None]:
+    """The heads of ``infos``, in one read; an agent whose head this store cannot
+    decrypt (an encrypted store opened without its key) is listed without its state
+    rather than failing the whole page."""
     if not infos:
         return []
-    return await store.head_states([info.agent_id for info in infos])
+    ids = [info.agent_id for info in infos]
+    try:
+        return await store.head_states(ids)
+    except DecryptionError:
+        heads: list[AgentHead | None] = []
+        for agent_id in ids:
+            try:
+                heads.extend(await store.head_states([agent_id]))
+            except DecryptionError:
+                heads.append(None)
+        return heads
 
 
 async def list_page(
