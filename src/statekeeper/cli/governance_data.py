@@ -169,8 +169,8 @@ def restore_cmd(
         bool,
         typer.Option(
             "--skip-existing",
-            help="Leave out agents the target already holds (else refuse); one held at an"
-            " older seq than the backup's (a restore interrupted part-way) is refused.",
+            help="Leave out agents the target already holds (else refuse); one a restore"
+            " stopped part-way left (older than the backup) is refused.",
         ),
     ] = False,
     db: DbOption = None,
