@@ -83,6 +83,7 @@ from .filecopy import copy_folder
 from .fileformat import HEAD_TAGS, BackupKey, FrameReader
 from .location import Location
 from .pagechain import chain_image, page_runs
+from .partway import refuse_part_way
 
 if TYPE_CHECKING:
     from ...store import StateStore
@@ -109,8 +110,7 @@ class _Plan:
     #: the backup's head tag, checked against the chain (versions 5 and 6): the
     #: target's own when made with its active key (not made again)
     tag: bytes | None = None
-    #: the checksum of the last event of each part, by its seq: a target holding the
-    #: stream up to a part's end that is not the last holds a restore stopped there
+    #: the checksum of each part's last event by its seq (see :mod:`.partway`)
     ends: dict[int, bytes] = field(default_factory=dict)
 
 
@@ -406,10 +406,8 @@ async def restore(
 ) -> RestoreResult:
     """Restore ``backups`` (a full backup, then its incrementals in order; paths or
     ``s3://`` URLs) into ``store`` (see the module documentation). ``skip_existing``
-    leaves out agents the target already holds instead of refusing; one a restore
-    stopped between the agent's parts left (a full backup's written, an incremental's
-    not: the backup's stream up to that part's end) is refused with
-    :class:`~statekeeper.errors.BackupError`, since skipping it would leave it older.
+    leaves out agents the target already holds instead of refusing, except one a
+    restore stopped part-way left (refused: :mod:`.partway`).
 
     On a target opened as a principal, the restore needs ``admin`` on the namespace of
     every agent in the backups (it writes history as others wrote it: their actors,
@@ -454,22 +452,7 @@ async def restore(
             del tags[agent_id]
         present = [a for a in present if a[:1] != "\x01"]
         if present and skip_existing:
-            older = [a for a in present if await _stopped_part_way(store, plans[a], a, held[a])]
-            if older:
-                # (a restore stopped between an agent's parts leaves it at an earlier
-                # part's head: skipping it would leave it older than the backup)
-                shown = (
-                    store.relative(older[0])
-                    if isinstance(store, NamespacedStateStore)
-                    else older[0]
-                )
-                raise BackupError(
-                    f"the target store holds {len(older)} agent(s) restored part-way"
-                    f" (e.g. {shown!r} up to seq {held[older[0]]} of the backup's"
-                    f" {plans[older[0]].head}: a restore stopped there): skipping would"
-                    " leave them older than the backup; delete them first (nothing was"
-                    " restored)"
-                )
+            await refuse_part_way(store, plans, present, held)
             for agent_id in present:
                 del tags[agent_id]
         elif present:
@@ -499,18 +482,6 @@ async def restore(
         details["kept_target_streams"] = len(kept)
     await emit(audit, GovernanceEvent("restore", None, "ok", details=details))
     return result
-
-
-async def _stopped_part_way(store: StateStore, plan: _Plan, agent_id: str, held: int) -> bool:
-    """Whether the target's stream of ``agent_id`` (head ``held``) is the backup's up to
-    the end of a part that is not its last (the same event there): what a restore
-    stopped between the agent's parts (a full backup's, then an incremental's) leaves.
-    An agent of the target's own (another stream) is not."""
-    expected = plan.ends.get(held)
-    if held == plan.head or expected is None:
-        return False
-    stored = await store.backend.read(agent_id, held - 1, held)
-    return bool(stored) and stored[-1].checksum == expected
 
 
 def _check_target_takes(store: StateStore, plans: dict[str, _Plan], tags: dict[str, bytes]) -> None:
