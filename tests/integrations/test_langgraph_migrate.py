@@ -784,3 +784,39 @@ def test_a_missing_peer_package_is_named_not_an_internal_error(
     monkeypatch.setitem(sys.modules, "langgraph.checkpoint.postgres", None)
     with pytest.raises(ConfigurationError, match="pip install langgraph-checkpoint-postgres"):
         open_peer(f"{POSTGRES_DSN}?schema=sk_never_created", readonly=True)
+
+
+def test_an_encrypted_target_whose_first_agent_is_forgotten_takes_the_import(
+    tmp_path: Path,
+) -> None:
+    """The key check reads a stored agent; a forgotten one (crypto-shredded: no key
+    opens it) says nothing about the key given, so the next one is read. (Before: the
+    import was refused with "agent ... was forgotten" and nothing could be imported.)"""
+    import asyncio
+
+    from statekeeper import StateStore
+    from statekeeper.errors import StatekeeperError
+    from statekeeper.governance.shredding import forget
+
+    source = str(tmp_path / "lg.sqlite")
+    _populate(source, threads=1)
+    key_file = tmp_path / "keys.json"
+    key_file.write_text(
+        json.dumps({"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
+    )
+    keyring = Keyring.from_file(key_file)
+    target = f"sqlite:///{tmp_path / 'enc.db'}"
+
+    async def shred() -> None:
+        async with StateStore(target, keyring=keyring) as store:
+            await store.save("a/first", {"email": "a@example.com"})  # listed before lg/
+            await store.save("z/last", {"email": "z@example.com"})
+            await forget(store, "a/first")
+
+    asyncio.run(shred())
+    report = import_threads(source, target, keyring=keyring)
+    assert report.threads == 1
+    wrong = Keyring({"k1": generate_key()}, data_keys=tmp_path / "vault.db")
+    with pytest.raises(Exception, match=r"wrong key") as refused:
+        import_threads(source, target, keyring=wrong)
+    assert isinstance(refused.value, StatekeeperError), refused.value

@@ -753,6 +753,27 @@ class Backend(abc.ABC):
     async def delete_agent(self, agent_id: str) -> bool:
         """Delete the agent's events, snapshots and idempotency keys. True if it existed."""
 
+    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
+        """Delete the agent only if its head is still ``head`` (>= 1): True, or
+        :class:`~statekeeper.errors.ConflictError` with nothing deleted (a retention
+        purge decided on a listing; a write since must not be lost). Engines with
+        :meth:`append_together` taking a change alone (memory, SQLite) make it one
+        commit there; PostgreSQL and Redis override it with one transaction / script.
+        The default compares the head just before deleting (S3, tiered, Redis
+        Cluster: a write between those two calls is deleted with the agent)."""
+        if head < 1:
+            raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
+        if self.appends_together and self.changes_alone_together:
+            await self.append_together([], [StreamChange(agent_id, delete_at=head)])
+            return True
+        current = await self.head(agent_id)
+        if current != head:
+            raise ConflictError(agent_id, head, current)
+        return await self.delete_agent(agent_id)
+
+    #: True when :meth:`append_together` takes changes with no append (memory, SQLite)
+    changes_alone_together: bool = False
+
     @abc.abstractmethod
     async def health(self) -> Health:
         """Check the engine answers; never raises for an unhealthy engine."""

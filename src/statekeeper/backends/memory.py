@@ -107,6 +107,7 @@ class MemoryBackend(Backend):
             raise StoreClosed("memory backend is closed")
 
     appends_together = True
+    changes_alone_together = True
     changes_leases_and_rewrites = True
 
     async def append_together(

@@ -1578,6 +1578,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             self._flush(loop)
 
     appends_together = True
+    changes_alone_together = True  # (a conditional delete alone: delete_agent_at)
     changes_leases_and_rewrites = True
 
     async def append_together(

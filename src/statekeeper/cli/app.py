@@ -7,10 +7,11 @@ The error policy (exit codes, one-line messages, never a traceback) is in
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -273,10 +274,33 @@ def handled(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+@contextlib.contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """Within: SIGTERM (``timeout``, ``kill``, a service manager) ends the command as
+    Ctrl-C does, by an exception (``SystemExit(143)``), so every ``finally`` runs:
+    temporary files removed (a decrypted export's), stores closed. The default would
+    end the process where it stands. The handler before is put back after."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (signals reach the main thread only)
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``statekeeper``): every failure, usage errors
     included, ends as one line on stderr and an exit code (:mod:`.exits`)."""
-    with exits.held_warnings() as warnings:
+    with exits.held_warnings() as warnings, _terminated_as_exit():
         try:
             code = app(args=argv, prog_name="statekeeper", standalone_mode=False)
         except exits.NoArgsIsHelpError as exc:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import ConfigurationError
+from ..errors import AgentForgotten, ConfigurationError
 from . import render
 from ._markup import escape
 from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run
@@ -73,10 +73,17 @@ async def _log(store: StateStore) -> AuditLog | None:
         )
     if await store.backend.head(AUDIT_ID) == 0:
         # an empty log proves nothing about the key: check it opens the store's records
-        # (a wrong key is an error, not "no entries")
-        page = await store.list_agents(limit=1)
-        if page:
-            await store.get(page[0].agent_id)
+        # (a wrong key is an error, not "no entries"), on the first agent that is not
+        # forgotten (a destroyed data key says nothing about the key given)
+        after: str | None = None
+        while page := await store.list_agents(after=after, limit=100):
+            for info in page:
+                try:
+                    await store.get(info.agent_id)
+                except AgentForgotten:
+                    continue
+                return AuditLog(store.backend, keyring)
+            after = page[-1].agent_id
     return AuditLog(store.backend, keyring)
 
 

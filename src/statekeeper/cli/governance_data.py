@@ -168,7 +168,9 @@ def restore_cmd(
     skip_existing: Annotated[
         bool,
         typer.Option(
-            "--skip-existing", help="Leave out agents the target already holds (else refuse)."
+            "--skip-existing",
+            help="Leave out agents the target already holds (else refuse); one a restore"
+            " stopped part-way left (older than the backup) is refused.",
         ),
     ] = False,
     db: DbOption = None,

@@ -477,7 +477,8 @@ def export_cmd(
             "--output",
             "-o",
             metavar="FILE",
-            help="Write to FILE [default: stdout]. The records are written decrypted.",
+            help="Write to FILE, or - for stdout [default: stdout]. The records are"
+            " written decrypted.",
         ),
     ] = None,
     db: DbOption = None,
@@ -487,6 +488,8 @@ def export_cmd(
     """Write agents (events and head state) as JSON Lines."""
     from .progress import bar
 
+    if output is not None and str(output) == "-":
+        output = None  # stdout, as `import -` reads stdin (a file named - is ./-)
     url = resolve_url(ctx, db)
     if output is not None:
         from .files import check_output_file

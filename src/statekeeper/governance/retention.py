@@ -49,10 +49,17 @@ from typing import TYPE_CHECKING, Any
 
 from .._durations import DURATION_EXAMPLES, seconds_in
 from ..backends.base import Capability
-from ..errors import AccessDenied, AgentForgotten, RetentionPolicyError, StatekeeperError
+from ..errors import (
+    AccessDenied,
+    AgentForgotten,
+    ConflictError,
+    RetentionPolicyError,
+    StatekeeperError,
+)
 from ..namespaces import namespace_of
 from ..records import RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
+from ..store.conditional import delete_only_at
 from ..store.governed import entries_before_delete
 from ..store.namespaced import NamespacedStateStore
 from .hooks import (
@@ -203,8 +210,9 @@ class RetentionAction:
     ``base_seq`` removed, maybe snapshots thinned too) or ``"thin"`` (snapshots only).
     ``outcome``: ``"done"``, ``"dry-run"``, ``"unsupported"`` (the engine cannot
     prune), ``"forgotten"`` (crypto-shredded: nothing to compact), ``"refused"`` (the
-    store's principal lacks admin on the agent; the refusal is in the audit log) or
-    ``"failed"``.
+    store's principal lacks admin on the agent; the refusal is in the audit log),
+    ``"skipped"`` (a purge whose agent was written after the run listed it: no longer
+    idle, not deleted) or ``"failed"``.
     """
 
     agent_id: str
@@ -321,22 +329,26 @@ async def _plan_and_apply(
     streams) a compaction or thinning is made in ONE commit with its entry
     instead."""
     done = "dry-run" if dry_run else "done"
-    if rule.ttl is not None and now - updated_at > rule.ttl:
+    if _idle(rule, updated_at, now):
+        assert rule.ttl is not None
         purge = RetentionAction(
             agent_id, "purge", done, head, 0, 0, f"not written for {rule.ttl:g}s"
         )
         if not dry_run:
+            # only the stream as listed: a write since made the agent no longer idle
+            # (ConflictError, nothing deleted; reported "skipped" by apply_retention)
             if together is not None:  # the purge's entry in the delete's commit
                 event = _event(purge)
                 entry = {
                     "op": event.op, "outcome": event.outcome, "detail": event.details,
                     "first_seq": event.first_seq, "last_seq": event.last_seq,
                 }  # fmt: skip
-                with entries_before_delete([entry]):
+                with entries_before_delete([entry]), delete_only_at(head):
                     await store.delete(_relative(store, agent_id))  # (policy, audit, caches)
             else:
                 await before(purge, ())
-                await store.delete(_relative(store, agent_id))
+                with delete_only_at(head):
+                    await store.delete(_relative(store, agent_id))
         return purge
     if rule.keep_last is None and rule.snapshot_every is None:
         return None
@@ -379,6 +391,14 @@ async def _plan_and_apply(
         await store.backend.prune(agent_id, target, named)
     store._reads.forget(agent_id)  # its cached record may point at removed snapshots
     return action
+
+
+_WRITTEN_SINCE = "written since it was listed: no longer idle, not deleted"
+
+
+def _idle(rule: Rule, updated_at: float, now: float) -> bool:
+    """Whether ``rule``'s TTL purges an agent last written at ``updated_at``."""
+    return rule.ttl is not None and now - updated_at > rule.ttl
 
 
 def _relative(store: StateStore, full_id: str) -> str:
@@ -476,6 +496,15 @@ async def apply_retention(
                 except AccessDenied as exc:
                     reason = str(_caller_error(store, exc))
                     action = RetentionAction(agent_id, "compact", "refused", reason=reason)
+                except ConflictError as exc:
+                    if not _idle(rule, info.updated_at, clock):
+                        reason = str(_caller_error(store, exc))
+                        action = RetentionAction(agent_id, "compact", "failed", reason=reason)
+                    else:  # the purge's delete found the agent written since it was listed
+                        action = RetentionAction(
+                            agent_id, "purge", "skipped", reason=_WRITTEN_SINCE
+                        )
+                        recorded = True  # nothing changed: no entry (an announced one voided)
                 except AgentForgotten:
                     action = RetentionAction(agent_id, "compact", "forgotten", reason="shredded")
                 except StatekeeperError as exc:

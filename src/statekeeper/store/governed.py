@@ -37,6 +37,7 @@ from ..records import (
     Snapshot,
     StreamChange,
 )
+from . import conditional
 from .feed import FeedAccess, Subscription
 from .feed_cursor import FeedCursor
 from .store import StateStore
@@ -756,11 +757,14 @@ class GovernedStateStore(StateStore):
         ``audit verify`` reports as not applied, never a delete without its entry)."""
         change = self._changing("delete", agent_id)
         if change is None:
-            return await self.backend.delete_agent(agent_id)
+            return await conditional.erase(self.backend, agent_id)
         gov = self._governance
         last: ConflictError | None = None
+        expected = conditional.expected_head()  # a retention purge's: no retry
         for _ in range(_CHANGE_RETRIES):
             seq = await self.backend.head(agent_id)
+            if expected is not None and seq != expected:
+                raise ConflictError(agent_id, expected, seq)
             raws = await self.backend.read(agent_id, after_seq=seq - 1, to_seq=seq) if seq else []
             if not raws:  # nothing stored to delete: recorded after
                 existed = await self.backend.delete_agent(agent_id)
@@ -781,7 +785,7 @@ class GovernedStateStore(StateStore):
                     detail={"erased": erased}, preceding=_PRECEDING.get(),
                 )  # fmt: skip
             except ConflictError as exc:
-                if exc.agent_id != agent_id:
+                if exc.agent_id != agent_id or expected is not None:
                     raise
                 last = exc  # another process wrote (or deleted) meanwhile: look again
                 continue
@@ -797,7 +801,7 @@ class GovernedStateStore(StateStore):
         )
         change.recorded = True
         try:
-            return await self.backend.delete_agent(agent_id)
+            return await conditional.erase(self.backend, agent_id)
         except BaseException as exc:
             await self._void(entry, "delete", agent_id, exc)
             raise

@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
+from functools import partial
 from typing import Any, Protocol
 
 import orjson
@@ -47,7 +48,7 @@ from ..errors import (
 )
 from ..records import AppendRequest, AppendResult, EventType, Fence, RawEvent, RawSnapshot
 from ..security.highwater import HighWater
-from . import idempotency
+from . import conditional, idempotency
 from .body import RESERVED, SNAPSHOT_TYPE, event_body, next_record
 from .change import diff_by_key, dump_keys, plain
 from .durability import Durability, GroupCommitter, WriteBehind
@@ -857,7 +858,8 @@ class WritePipeline:
         """Delete the stream and snapshots of ``agent_id``; True if it existed."""
         async with self.lock(agent_id):
             self.reads.forget(agent_id)
-            erase = self.eraser or self.backend.delete_agent
+            # (conditional on the head a retention purge saw: store/conditional.py)
+            erase = self.eraser or partial(conditional.erase, self.backend)
             if self.witness is None:
                 return await erase(agent_id)
             self.buffered_links.pop(agent_id, None)

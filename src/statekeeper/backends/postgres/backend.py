@@ -78,6 +78,7 @@ from ...records import (
     FeedRecord,
     RawEvent,
     RawSnapshot,
+    StreamChange,
 )
 from ..base import (
     Backend,
@@ -530,6 +531,23 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
 
         try:
             return await self._retrying("delete_agent", op)
+        finally:
+            self._wrote()
+
+    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
+        """The delete conditional on the head (:meth:`Backend.delete_agent_at`): the
+        head's row deleted only at ``head``, then the rest, in one transaction."""
+        self._check_writable()
+        if head < 1:
+            raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
+
+        async def op() -> bool:
+            async with self._connection() as conn, conn.transaction():
+                await self._change(conn, StreamChange(agent_id, delete_at=head))
+            return True
+
+        try:
+            return await self._retrying("delete_agent_at", op)
         finally:
             self._wrote()
 

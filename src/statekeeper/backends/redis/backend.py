@@ -864,6 +864,25 @@ class RedisBackend(Backend):
 
         return bool(await self._retrying("delete_agent", op))
 
+    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
+        """The delete conditional on the head (:meth:`Backend.delete_agent_at`): the
+        delete script with the expected head, checked in the script."""
+        self._check_writable()
+        if head < 1:
+            raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
+        h, sz = self._keys(agent_id)
+
+        async def op() -> Any:
+            index = self._agent(agent_id).shard.index
+            return await self._write(
+                agent_id, self._delete_script, [h, sz, index], [agent_id.encode(), str(head)]
+            )
+
+        reply = int(await self._retrying("delete_agent_at", op))
+        if reply < 0:
+            raise ConflictError(agent_id, head, -1 - reply)
+        return True
+
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Remove history below a snapshot in one script (atomic); retried safely."""
         self._check_can_write()

@@ -83,6 +83,7 @@ from .filecopy import copy_folder
 from .fileformat import HEAD_TAGS, BackupKey, FrameReader
 from .location import Location
 from .pagechain import chain_image, page_runs
+from .partway import refuse_part_way
 
 if TYPE_CHECKING:
     from ...store import StateStore
@@ -109,6 +110,8 @@ class _Plan:
     #: the backup's head tag, checked against the chain (versions 5 and 6): the
     #: target's own when made with its active key (not made again)
     tag: bytes | None = None
+    #: the checksum of each part's last event by its seq (see :mod:`.partway`)
+    ends: dict[int, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +219,8 @@ def _check(
                     )
                 _follow(store, path, agent_id, plan, events, snapshot, number, index)
                 plan.head = head
+                if events:
+                    plan.ends[head] = events[-1][4]
                 plan.tag = None
                 if tagged and tag is not None and not plan.forgotten:
                     _check_tag(store, path, agent_id, plan, tag, mine)
@@ -401,7 +406,8 @@ async def restore(
 ) -> RestoreResult:
     """Restore ``backups`` (a full backup, then its incrementals in order; paths or
     ``s3://`` URLs) into ``store`` (see the module documentation). ``skip_existing``
-    leaves out agents the target already holds instead of refusing.
+    leaves out agents the target already holds instead of refusing, except one a
+    restore stopped part-way left (refused: :mod:`.partway`).
 
     On a target opened as a principal, the restore needs ``admin`` on the namespace of
     every agent in the backups (it writes history as others wrote it: their actors,
@@ -438,13 +444,15 @@ async def restore(
             if not p.forgotten
         }
         heads = await asyncio.gather(*(store.backend.head(a) for a in tags))
-        present = [a for a, h in zip(tags, heads, strict=True) if h]
+        held = dict(zip(tags, heads, strict=True))
+        present = [a for a, h in held.items() if h]
         # the target's own streams (its audit log) are kept: the backup's copy is left out
         kept = [a for a in present if a[:1] == "\x01"]
         for agent_id in kept:
             del tags[agent_id]
         present = [a for a in present if a[:1] != "\x01"]
         if present and skip_existing:
+            await refuse_part_way(store, plans, present, held)
             for agent_id in present:
                 del tags[agent_id]
         elif present:

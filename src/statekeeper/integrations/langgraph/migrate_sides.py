@@ -258,9 +258,25 @@ async def _check_keys(backend: Any, url: str, keyring: Keyring | None) -> None:
                     "first (`statekeeper rekey`)",
                 )
             if keyring is not None:  # the keys must open what is there (a wrong key fails)
-                from ...store import StateStore
+                await _opens(backend, keyring)
 
-                await StateStore(backend, keyring=keyring).load(info.agent_id)
+
+async def _opens(backend: Any, keyring: Keyring) -> None:
+    """Load the first stored agent that is not forgotten with ``keyring`` (a wrong key
+    raises; a crypto-shredded agent opens with no key and says nothing about it)."""
+    from ...errors import AgentForgotten
+    from ...store import StateStore
+
+    store = StateStore(backend, keyring=keyring)
+    after: str | None = None
+    while page := await backend.list_agents(after, limit=100):
+        for info in page:
+            try:
+                await store.load(info.agent_id)
+            except AgentForgotten:
+                continue
+            return
+        after = page[-1].agent_id
 
 
 def _run_sync(coro: Coroutine[Any, Any, None]) -> None:

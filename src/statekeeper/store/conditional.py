@@ -1,0 +1,51 @@
+"""A delete made only while the stream is as it was seen: a retention TTL purge
+decides on a listing of the agents (head, last write), and a writer that appends
+between that listing and the delete has made the agent no longer idle. Deleting
+it anyway would lose that acknowledged write without an error.
+
+Within :func:`delete_only_at` the store's ``delete`` of the task is conditional on
+the head it names: a :class:`~statekeeper.errors.ConflictError` (nothing deleted)
+when the head moved (``Backend.delete_agent_at``: one commit on memory, SQLite,
+PostgreSQL and Redis; S3, tiered and Redis Cluster compare the head just before
+deleting, which leaves the window of those two calls).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+
+from ..backends.base import Backend
+
+_DELETE_AT: ContextVar[int | None] = ContextVar("statekeeper_delete_at", default=None)
+
+
+@contextlib.contextmanager
+def delete_only_at(head: int) -> Iterator[None]:
+    """Within: this task's store ``delete`` deletes only a stream whose head is
+    ``head`` (>= 1), else raises :class:`~statekeeper.errors.ConflictError`."""
+    token = _DELETE_AT.set(head)
+    try:
+        yield
+    finally:
+        _DELETE_AT.reset(token)
+
+
+def expected_head() -> int | None:
+    """The head this task's delete is conditional on (None: unconditional)."""
+    return _DELETE_AT.get()
+
+
+async def delete_at(backend: Backend, agent_id: str, head: int) -> bool:
+    """Delete ``agent_id`` (a stored id) only if its head is ``head``: True, or
+    :class:`~statekeeper.errors.ConflictError` with nothing deleted."""
+    return await backend.delete_agent_at(agent_id, head)
+
+
+async def erase(backend: Backend, agent_id: str) -> bool:
+    """The engine's delete of ``agent_id``, conditional within :func:`delete_only_at`."""
+    head = _DELETE_AT.get()
+    if head is None:
+        return await backend.delete_agent(agent_id)
+    return await delete_at(backend, agent_id, head)
