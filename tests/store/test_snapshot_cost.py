@@ -52,13 +52,13 @@ async def test_a_cold_load_replays_at_most_one_snapshot_worth_by_cost(
 
         decode_chain = cold.codec.decode_chain
 
-        def counting_chain(agent_id: str, events: Any, prev: Any) -> Any:
-            out = decode_chain(agent_id, events, prev)
+        def counting_chain(agent_id: str, events: Any, prev: Any, **kw: Any) -> Any:
+            out = decode_chain(agent_id, events, prev, **kw)
             decoded.extend(e[0] for e in events[: len(out[0])])
             return out
 
         cold.codec.decode_next = counting  # type: ignore[method-assign,assignment]
-        cold.codec.decode_chain = counting_chain  # type: ignore[method-assign]
+        cold.codec.decode_chain = counting_chain  # type: ignore[method-assign,assignment]
         try:
             for n in range(1, len(MESSAGES) + 1):
                 await writer.save("chat", {"messages": MESSAGES[:n]})

@@ -844,7 +844,11 @@ class Codec:
         return doc, opened.link, rich
 
     def decode_chain(
-        self, agent_id: str, events: Sequence[EventRow], prev: bytes | None
+        self,
+        agent_id: str,
+        events: Sequence[EventRow],
+        prev: bytes | None,
+        appends: bool = False,
     ) -> tuple[list[Any], bytes | None, bool, StatekeeperError | None]:
         """:meth:`decode_next` of consecutive stored events (``(seq, type, timestamp,
         payload, checksum)`` rows, :data:`~statekeeper.records.EventRow`), the first
@@ -860,6 +864,18 @@ class Codec:
         A plain record whose header and chain link are the expected 35 bytes is
         checked with one ``startswith`` (header, length and link at once); any other
         goes through :meth:`decode_next`, which names what is wrong.
+
+        With ``appends``, the document of an event that is one plain append to a list
+        (``{"ops":[{"op":"add","path":"<pointer>/-","value":V}]}`` exactly, as a save
+        of a chat writes it) is the tuple ``(pointer, V)``, only ``V`` parsed: the
+        operation's dict, its list and its three strings were ~1/3 of the objects a
+        replayed message made, built to be taken apart by the fold
+        (docs/benchmarks.md, "coldload2"). Such a body is checked byte by byte: it is
+        the prefix, a pointer without ``\\`` or ``"``, ``","value":``, one JSON
+        value and ``}]}``; a value that may hold a typed value, or anything else, is
+        parsed whole as before. (The value's bytes parse as one JSON document only if
+        they end where the value does, so a body with more operations, or keys after
+        them, never matches.) The record's checksum is verified first either way.
         """
         docs: list[Any] = []
         append = docs.append
@@ -871,6 +887,8 @@ class Codec:
         pack = _seq_ts.pack
         join = b"".join
         loads = _orjson_loads
+        last_path = b""
+        pointer = ""
         try:
             for seq, record_type, timestamp, payload, checksum in events:
                 if (
@@ -891,6 +909,24 @@ class Codec:
                 digest = _sha256(join((prefix, pack(seq, timestamp), payload))).digest()
                 if digest != checksum:  # (decode_next raises what is wrong with it)
                     self.decode_next(agent_id, seq, record_type, timestamp, payload, checksum, link)
+                if (
+                    appends
+                    and payload.startswith(_APPEND_HEAD, 35)
+                    and payload.endswith(b"}]}")
+                    and payload.find(b"$", 63) < 0
+                ):
+                    end = payload.find(b'","value":', 63)
+                    if end > 0 and payload.find(b"\\", 63, end) < 0:
+                        if payload[63:end] != last_path:
+                            last_path = payload[63:end]
+                            pointer = last_path.decode()
+                        try:
+                            append((pointer, loads(payload[end + 10 : -3])))
+                        except ValueError:  # (the whole body is parsed below: its error)
+                            pass
+                        else:
+                            link = digest
+                            continue
                 body = payload[35:]
                 try:
                     doc = loads(body)
@@ -1070,6 +1106,9 @@ _PLAIN_MSGPACK = bytes((VERSION, MSGPACK, 0))
 #: TypeError, ~1.8k instructions per check: 4 % of each replayed event, callgrind)
 _MSGPACK_TAG = b"\xa2$t"
 _JSON_TAG = b'"$t"'
+#: the bytes a plain append's body starts with (:meth:`Codec.decode_chain`, ``appends``);
+#: in a stored record they start at 35 and the pointer at 63
+_APPEND_HEAD = b'{"ops":[{"op":"add","path":"'
 _sha256 = hashlib.sha256
 _new_tuple = tuple.__new__
 _orjson_loads = orjson.loads

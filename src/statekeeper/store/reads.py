@@ -49,6 +49,19 @@ _dumps = orjson.dumps
 _loads = orjson.loads
 
 
+def _plain_data(text: bytes, body: dict[str, Any]) -> bytes | None:
+    """The JSON bytes of a whole plain snapshot's data, sliced out of its body ``text``
+    (None when they cannot be): a whole plain snapshot ends with its data (the values
+    before it are a state name and numbers, and a quote inside a JSON string is always
+    escaped, so the first ``,"data":`` is the key)."""
+    if next(reversed(body)) != "data":
+        return None
+    start = text.find(b',"data":')
+    if start > 0 and text.endswith(b"}"):
+        return text[start + 8 : -1]
+    return None
+
+
 class ReadPath:
     """Decode, fold and cache agent states read from ``backend``.
 
@@ -125,20 +138,46 @@ class ReadPath:
         record = snapshot_record(agent_id, raw, body, opened, data)
         record.snapshot_bytes = len(raw.payload)
         record.rich = typed or "base" in body  # (a delta's base may be rich)
-        if (
-            not record.rich
-            and self.cache.max_size
-            and opened.format == JSON
-            and next(reversed(body)) == "data"
-        ):
+        if not record.rich and self.cache.max_size and opened.format == JSON:
             # (kept for a cache: a store without one hands the parsed data over)
-            # a whole plain snapshot ends with its data: those bytes are its JSON (the
-            # values before it are a state name and numbers, and a quote inside a JSON
-            # string is always escaped, so the first ',"data":' is the key)
-            text = opened.body
-            start = text.find(b',"data":')
-            if start > 0 and text.endswith(b"}"):
-                record.blob = text[start + 8 : -1]
+            record.blob = _plain_data(opened.body, body)
+        return record
+
+    def at_snapshot(
+        self, agent_id: str, head: int, tag: bytes | None, snap: RawSnapshot
+    ) -> AgentRecord | None:
+        """The state at a head that is the latest snapshot (no event after it: every
+        load of an agent saved ``snapshot_every`` times, or of one whose snapshot policy
+        just wrote one), or None to fold it the general way (:meth:`fold`).
+
+        The path a load at a snapshot takes, as thin as the floor allows: the hash, the
+        parse, the record and the head check, without :meth:`fold`'s loop, the three
+        coroutines of ``fold`` / ``decode_snapshot`` / ``fold_from`` or the replay's
+        bookkeeping (docs/benchmarks.md, "coldload2"). Anything else — a delta
+        snapshot, ``snapshot_every="auto"`` (its tuner learns from the fold), a record
+        that does not verify, a head tag that does not match — answers None: the
+        general fold then does what it always did (an older snapshot, a full replay,
+        or the typed error), so errors and their fallbacks are the fold's.
+        """
+        if self.tuner is not None:
+            return None
+        try:
+            body, opened, typed = self.codec.decode_typed(
+                agent_id, snap.seq, SNAPSHOT_TYPE, snap.timestamp, snap.payload, snap.checksum
+            )
+            if type(body) is not dict or "base" in body or "data" not in body:
+                return None
+            record = snapshot_record(agent_id, snap, body, opened, body["data"])
+            self.codec.check_head(agent_id, head, record.link, tag)
+        except (IntegrityError, SerializationError):
+            return None
+        self.loads += 1
+        record.snapshot_bytes = len(snap.payload)
+        if typed:
+            record.rich = True
+        elif self.cache.max_size and opened.format == JSON:
+            record.blob = _plain_data(opened.body, body)
+        record.tag, record.tag_known, record.fresh = tag, record.link is not None, True
         return record
 
     async def snapshot_data(
@@ -309,7 +348,9 @@ class ReadPath:
             )
         run = events[start:stop] if start or gap is not None else events
         if run:
-            docs, link, typed, error = self.codec.decode_chain(agent_id, run, record.link)
+            docs, link, typed, error = self.codec.decode_chain(
+                agent_id, run, record.link, appends=True
+            )
             record.tag_known = False
             try:
                 apply_payloads(record, run, docs)
@@ -372,7 +413,14 @@ class ReadPath:
             head, tag, snap, events = await self.backend.read_state_rows(agent_id)
             if head == 0:
                 return None
-            record = await self.fold(agent_id, head, head, tag, at_head=True, latest=(snap, events))
+            thin = (
+                self.at_snapshot(agent_id, head, tag, snap)
+                if not events and snap is not None and snap.seq == head
+                else None
+            )
+            record = thin or await self.fold(
+                agent_id, head, head, tag, at_head=True, latest=(snap, events)
+            )
         else:
             head, tag = await self.backend.head_tag(agent_id)
             if head == 0:

@@ -153,6 +153,25 @@ def apply_payloads(record: AgentRecord, rows: Sequence[EventRow], docs: list[Any
     done, done_ts = record.seq, record.updated_at
     try:
         for (seq, _, ts, payload, _), body in zip(rows, docs, strict=False):
+            if type(body) is tuple:  # one plain append, (pointer, value) (decode_chain)
+                path, value = body
+                if seq == 1:
+                    record.created_at = ts
+                if path != target_path or target is None:
+                    target = (
+                        patch.list_at(document(record), path[:-2]) if path[-2:] == "/-" else None
+                    )
+                    if target is None:  # (not a list there: the patch says what is wrong)
+                        body = {"ops": [{"op": "add", "path": path, "value": value}]}
+                    else:
+                        target_path = path
+                        record.dumped = None
+                        record.blob = None
+                if target is not None:
+                    target.append(value)
+                    done, done_ts = seq, ts
+                    replayed += len(payload)
+                    continue
             if type(body) is not dict:
                 raise IntegrityError(agent_id, seq, "event payload is not an object")
             if seq == 1:
