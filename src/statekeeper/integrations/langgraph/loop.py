@@ -210,11 +210,10 @@ class SharedLoop(_Faces):
         if self._driver == threading.get_ident():
             coro.close()
             raise RuntimeError("a blocking saver call from inside the saver's loop would deadlock")
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:  # this thread runs another loop, which cannot run ours: hand it over
+        # (``_get_running_loop``, exported by asyncio for this: None instead of the
+        # RuntimeError ``get_running_loop`` raises and this call caught every time)
+        if asyncio._get_running_loop() is not None:
+            # this thread runs another loop, which cannot run ours: hand it over
             return self._handed(coro).result()
         if self._take():
             try:

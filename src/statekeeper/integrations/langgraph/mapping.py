@@ -59,6 +59,7 @@ from ... import patch
 __all__ = [
     "FORMAT",
     "agent_id",
+    "apply_once",
     "checkpoint_time",
     "new_doc",
     "new_ns",
@@ -146,3 +147,103 @@ def checkpoint_time(checkpoint_id: str) -> float | None:
     if u.version == 7:
         return (u.int >> 80) / 1000.0
     return None
+
+
+def apply_once(doc: Any, ops: list[dict[str, Any]]) -> Any:
+    """``patch.apply(doc, ops)`` (copy-on-write: ``doc`` and the ops' values are never
+    changed), each container on the ops' paths copied once instead of once per op.
+
+    ``patch.apply`` copies the root and every container on an op's path for every op:
+    a checkpoint's ~10 ops under ``/ns/<ns>/`` copied the document's root, ``ns`` and
+    the namespace ~10 times each. Here the copies made by earlier ops of the same call
+    are remembered in a tree of the paths walked (``[copy, {token: subtree}]``) and
+    changed in place; an op drops the subtree at the key it changes (and every subtree
+    of a list it changes: its indices may move). Only the saver's own ops take this
+    path (``add``, ``replace`` and ``remove`` below the root); anything else — and any
+    op that does not fit the document — is left to ``patch.apply`` on the untouched
+    ``doc``, which raises the same :class:`~statekeeper.errors.PatchError` as always.
+    """
+    t = type(doc)
+    if t is not dict and t is not list:
+        return patch.apply(doc, ops)
+    root = dict(doc) if t is dict else list(doc)
+    top: list[Any] = [root, {}]
+    for op in ops:
+        kind = op["op"]
+        path = op["path"]
+        if (kind != "add" and kind != "replace" and kind != "remove") or path[:1] != "/":
+            return patch.apply(doc, ops)
+        tokens = path[1:].split("/")
+        if "~" in path:
+            tokens = [patch.unescape(t) for t in tokens]
+        last = tokens.pop()
+        tree = top
+        node = root
+        for tok in tokens:
+            sub = tree[1].get(tok)
+            if sub is not None:  # copied by an earlier op
+                tree = sub
+                node = sub[0]
+                continue
+            if type(node) is dict:
+                child = node.get(tok, _ABSENT)
+                if child is _ABSENT:
+                    return patch.apply(doc, ops)
+                at: Any = tok
+            elif type(node) is list:
+                at = _list_index(node, tok, end=False)
+                if at is None:
+                    return patch.apply(doc, ops)
+                child = node[at]
+            else:
+                return patch.apply(doc, ops)
+            t = type(child)
+            if t is dict:
+                child = dict(child)
+            elif t is list:
+                child = list(child)
+            else:
+                return patch.apply(doc, ops)
+            node[at] = child
+            sub = [child, {}]
+            tree[1][tok] = sub
+            tree = sub
+            node = child
+        if type(node) is dict:
+            if kind == "add":
+                node[last] = op["value"]
+            elif last not in node:
+                return patch.apply(doc, ops)
+            elif kind == "replace":
+                node[last] = op["value"]
+            else:
+                del node[last]
+            tree[1].pop(last, None)
+        elif type(node) is list:
+            tree[1].clear()  # indices may move: copies are found again
+            if kind == "add" and last == "-":
+                node.append(op["value"])
+                continue
+            i = _list_index(node, last, end=kind == "add")
+            if i is None:
+                return patch.apply(doc, ops)
+            if kind == "add":
+                node.insert(i, op["value"])
+            elif kind == "replace":
+                node[i] = op["value"]
+            else:
+                del node[i]
+        else:
+            return patch.apply(doc, ops)
+    return root
+
+
+_ABSENT = object()
+
+
+def _list_index(node: list[Any], token: str, *, end: bool) -> int | None:
+    """An array index as ``patch`` accepts it (``end``: the list's length too)."""
+    if not (token.isascii() and token.isdigit()) or (len(token) > 1 and token[0] == "0"):
+        return None
+    i = int(token)
+    return i if i < len(node) + (1 if end else 0) else None

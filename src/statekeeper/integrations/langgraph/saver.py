@@ -269,16 +269,12 @@ def _take_batch(
 
 
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
-
-
-def _plain_names(names: Iterable[Any]) -> bool:
-    """No name is the store codec's tag key ``"$t"`` (channel, node, checkpoint and task
-    names become dict keys in the saver's ops)."""
-    return all(n != "$t" for n in names)
+_STR = frozenset({str})
 
 
 def _plain_versions(versions: dict[Any, Any]) -> bool:
-    return _plain_names(versions) and all(type(v) in _PLAIN_SCALARS for v in versions.values())
+    # one set made, not a generator resumed per entry (a header has ~10 of these)
+    return "$t" not in versions and {type(v) for v in versions.values()} <= _PLAIN_SCALARS
 
 
 def _plain_header(header: dict[str, Any]) -> bool:
@@ -288,13 +284,16 @@ def _plain_header(header: dict[str, Any]) -> bool:
     plain by construction (:class:`.serde.ValueCodec` escapes ``$`` keys and packs
     anything else as a serde blob)."""
     uc = header["uc"]
+    vs = header["vs"]
+    if "$t" in vs or not _plain_versions(header["cv"]):
+        return False
+    for seen in vs.values():
+        if not _plain_versions(seen):
+            return False
     return (
-        all(type(x) in _PLAIN_SCALARS for x in header["h"])
+        {type(x) for x in header["h"]} <= _PLAIN_SCALARS
         and type(header["v"]) in _PLAIN_SCALARS
-        and _plain_versions(header["cv"])
-        and _plain_names(header["vs"])
-        and all(_plain_versions(seen) for seen in header["vs"].values())
-        and (uc is None or all(type(c) is str for c in uc))
+        and (uc is None or {type(c) for c in uc} <= _STR)
     )
 
 
@@ -991,7 +990,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         on a plain store the result is handed to the store as its record's data (the
         ops are then applied once, not again by the store).
         """
-        after = st.doc if applied else patch.apply(st.doc, ops)
+        after = st.doc if applied else m.apply_once(st.doc, ops)
         store = self.store
         fast = self._fast
         result = None
@@ -1093,13 +1092,20 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         try:
             if hold and self.writes_wait > 0 and event_type == m.EV_WRITES:
                 await self._hold(thread_id, mine)
-            async with self._lock(thread_id):
+            # the thread's lock taken and released by hand, not through ``hold``'s
+            # context manager (a generator and five more calls per write)
+            locks = self._locks
+            if not locks.try_acquire(thread_id):
+                await locks.acquire(thread_id)
+            try:
                 while not mine.future.done():
                     batch, rest = _take_batch(self._queued.get(thread_id) or [])
                     self._queued[thread_id] = rest
                     await self._commit(thread_id, batch)
                 if not self._queued.get(thread_id):
                     self._queued.pop(thread_id, None)
+            finally:
+                locks.release(thread_id)
         except asyncio.CancelledError:
             waiting = self._queued.get(thread_id)
             if waiting is not None and mine in waiting:  # not taken yet: never write it
@@ -1139,7 +1145,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
                 event_types.append(event_type)
                 ops.extend(plan_ops)
                 if speculative:  # later plans are built against this one's outcome
-                    st.doc = patch.apply(st.doc, plan_ops)  # (copy-on-write)
+                    st.doc = m.apply_once(st.doc, plan_ops)  # (copy-on-write)
                     _update_heads(st, plan_ops)
             live = included
             if not ops:
@@ -1147,7 +1153,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
             # plain JSON: the plans said so, and no run claim rides on them (its expiry
             # is a float, which the store's serialisation checks)
-            plain = all(p.plain for p in live) and all(op["path"] != "/run" for op in ops)
+            plain = all(p.plain for p in live) and "/run" not in {op["path"] for op in ops}
             try:
                 await self._append(st, event_type, ops, key, applied=speculative, plain=plain)
                 break
@@ -1737,7 +1743,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
             ops.extend(self._archive_ops(st, ns, cid))
             return m.EV_CHECKPOINT, claim + ops if claim else ops, key
 
-        plain = _plain_header(header) and _plain_names((ns, cid))
+        plain = ns != "$t" and cid != "$t" and _plain_header(header)
         await self._mutate(thread_id, build, m.EV_CHECKPOINT, plain=plain)
         self._rode(run)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
@@ -1790,7 +1796,7 @@ class StatekeeperSaver(BaseCheckpointSaver[int]):
         hold = (
             run is not None and run.hold and not run.released and min(i for i, _, _ in items) >= 0
         )
-        plain = _plain_names((ns, cid, task_id)) and type(task_path) is str
+        plain = "$t" not in (ns, cid, task_id) and type(task_path) is str
         await self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain)
         self._rode(run)
 
