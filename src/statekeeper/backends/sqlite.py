@@ -307,6 +307,9 @@ _CREATE = (
     "INSERT INTO sk_agents(agent_id, head_seq, created_at, updated_at, head_tag)"
     " VALUES (?, ?, ?, ?, ?) ON CONFLICT(agent_id) DO NOTHING"
 )
+#: the head compare-and-set of a lone append (append_next's: seq and tag)
+_CLAIM_TAGGED = _CLAIM[True]
+_HEAD_SEQ = "SELECT head_seq FROM sk_agents WHERE agent_id = ?"
 _INSERT_EVENT = (
     "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum) VALUES (?, ?, ?, ?, ?, ?)"
 )
@@ -1165,10 +1168,21 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         nothing done, unless it is that case: the backend writable and open with inline
         writes, no commit queue open nor batch in flight (of any loop), no other task of
         the loop ready, no pass due (:data:`PASS_EVERY` went by and the loop's poll finds
-        I/O or a timer waiting), the writer idle; :meth:`append_next` then makes it."""
-        if self.readonly or self._closed or not self.inline_writes or self._queues:
-            return False
-        if self._in_flight:
+        I/O or a timer waiting), the writer idle; :meth:`append_next` then makes it.
+
+        The commit is :meth:`_commit_lone` of :meth:`_append_row` written out in this
+        one frame (the same statements, errors and accounting): the two calls, the
+        row's arguments packed and unpacked twice and the writer's ``threading.local``
+        flag set and cleared per save were ~150 of the save's ~1,100 bytecodes
+        (docs/benchmarks.md, "seqfloor"). The flag matters only to :meth:`_begin`,
+        which is called here only when the first ``BEGIN IMMEDIATE`` failed."""
+        if (
+            self.readonly
+            or self._closed
+            or not self.inline_writes
+            or self._queues
+            or self._in_flight
+        ):
             return False
         loop = asyncio.get_running_loop()
         if getattr(loop, "_ready", _ALWAYS):
@@ -1177,15 +1191,91 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             if not _nothing_waits(loop):
                 return False  # something waits: append_next makes the pass
             self._pass_due = _monotonic() + PASS_EVERY
-        result = self._commit_lone(
-            3 + ((len(row[3]) + 1100) >> 11), self._append_row, self._append_cursor, *row
-        )
-        if result is _BUSY:
-            return False
+        if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
+            return False  # the writer thread takes it
+        agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot = row
+        cur = self._append_cursor
+        execute = cur.execute
+        refused: ConflictError | None = None
+        failure: BaseException | None = None
+        try:
+            try:
+                try:
+                    execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError:
+                    local = self._local
+                    local.inline = True  # (busy: _begin raises _Busy; else it began)
+                    try:
+                        self._begin(cur)
+                    finally:
+                        local.inline = False
+                try:
+                    try:  # (_append_row, written out)
+                        tag = None if head_tag is None else _bind(head_tag)
+                        if seq == 1:
+                            claimed = execute(
+                                _CREATE, (agent_id, 1, timestamp, timestamp, tag)
+                            ).rowcount
+                        else:
+                            claimed = execute(
+                                _CLAIM_TAGGED,
+                                (
+                                    seq,
+                                    timestamp,
+                                    tag,
+                                    agent_id,
+                                    seq - 1,
+                                    None if expected_tag is None else _bind(expected_tag),
+                                ),
+                            ).rowcount
+                        if claimed == 1:
+                            execute(
+                                _INSERT_EVENT,
+                                (
+                                    agent_id,
+                                    seq,
+                                    _PATCH,
+                                    timestamp,
+                                    _bind(payload),
+                                    _bind(checksum),
+                                ),
+                            )
+                            if snapshot is not None:
+                                self._put_snapshot(cur, agent_id, snapshot)
+                        else:  # refused, nothing written
+                            found = execute(_HEAD_SEQ, (agent_id,)).fetchone()
+                            refused = ConflictError(
+                                agent_id, seq - 1, found[0] if found is not None else 0
+                            )
+                    except sqlite3.IntegrityError as exc:
+                        execute("ROLLBACK")
+                        failure = self._failure(exc)  # (rolled back: no WAL pages)
+                    else:
+                        execute("COMMIT")  # (a refusal commits the empty transaction)
+                        self.append_commits += 1
+                except BaseException:
+                    conn = self._writer
+                    if conn is not None and conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error:
+                with _translated(self.path):
+                    raise
+        except _Busy:
+            return False  # nothing written: wait for the lock on the writer thread
+        finally:
+            self._writer_busy.release()
+        if failure is not None:
+            if self.commit_listeners:
+                self._committed(1)
+            raise failure
+        self._wal_pages += (3 + ((len(payload) + 1100) >> 11)) * self._wal_scale
+        if self._wal_pages >= CHECKPOINT_PAGES:
+            self._wrote(0)
         if self.commit_listeners:
             self._committed(1)
-        if result is not None:
-            raise result
+        if refused is not None:
+            raise refused
         return True
 
     def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
