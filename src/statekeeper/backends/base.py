@@ -154,6 +154,7 @@ _AGENT_ID_METHODS = (
     "read_state",
     "read_state_rows",
     "delete_agent",
+    "delete_agent_at",
     "acquire_lease",
     "renew_lease",
     "release_lease",

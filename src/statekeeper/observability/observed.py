@@ -428,6 +428,14 @@ class ObservedBackend(Backend):
         )
         return existed
 
+    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
+        # the engine's own (one commit / transaction / script): the contract's default
+        # here would compare and delete in two calls, losing a write in between
+        existed: bool = await self._obs.call(
+            "delete_agent", agent_id, self.inner.delete_agent_at, agent_id, head
+        )
+        return existed
+
     async def health(self) -> Health:
         report: Health = await self._obs.call("health", None, self.inner.health)
         return report
