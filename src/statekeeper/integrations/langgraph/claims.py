@@ -82,8 +82,7 @@ class _SaverClaims(_SaverCommits):
             self._runs.pop(run.key, None)
             raise
         run.claimed = True
-        if self._renewer is None or self._renewer.done():
-            self._renewer = asyncio.get_running_loop().create_task(self._renew_loop())
+        self._schedule_renewal()
 
     def _rode(self, run: runs.Run | None) -> None:
         """After a riding run's write: the run holds the thread once its claim is
@@ -95,8 +94,7 @@ class _SaverClaims(_SaverCommits):
         if claim is None or claim["id"] != run.token:
             return
         run.claimed = True
-        if self._renewer is None or self._renewer.done():
-            self._renewer = asyncio.get_running_loop().create_task(self._renew_loop())
+        self._schedule_renewal()
 
     async def _release(self, run: runs.Run) -> None:
         self._runs.pop(run.key, None)
@@ -147,13 +145,37 @@ class _SaverClaims(_SaverCommits):
             except Exception as exc:
                 _log.warning("renewing the claim on thread %r failed: %s", run.thread_id, exc)
 
-    async def _renew_loop(self) -> None:
-        while any(r.claimed and not r.released and not r.dead for r in self._runs.values()):
-            await asyncio.sleep(self.run_lease / 3)
-            await self._renew()
+    def _live_claims(self) -> bool:
+        """Whether a claim of this process lives (runs whose loop is gone are dropped)."""
+        for run in builtins.list(self._runs.values()):
+            if run.dead:
+                self._runs.pop(run.key, None)
+        return any(r.claimed and not r.released for r in self._runs.values())
+
+    def _schedule_renewal(self) -> None:
+        """(On the loop.) Renew the live claims in ``run_lease / 3``: a timer of the
+        saver's loop, not a task sleeping on it (while a task lives, the loop's
+        background thread runs the loop every 20 ms: for the whole life of every run)."""
+        if self._renewer is None and self._renewing is None:
+            self._renewer = self._portal.later(self.run_lease / 3, self._renew_due)
+
+    def _renew_due(self) -> None:
+        self._renewer = None
+        if not self._live_claims():  # none left: the next claim sets the timer again
+            return
+        self._renewing = asyncio.get_running_loop().create_task(self._renew())
+        self._renewing.add_done_callback(self._renewed)
+
+    def _renewed(self, task: asyncio.Task[None]) -> None:
+        self._renewing = None
+        if not task.cancelled() and self._live_claims():
+            self._schedule_renewal()
 
     async def _stop_renewer(self) -> None:
-        task, self._renewer = self._renewer, None
+        timer, self._renewer = self._renewer, None
+        if timer is not None:
+            timer.cancel()
+        task, self._renewing = self._renewing, None
         if task is not None and not task.done():
             task.cancel()
             with suppress(asyncio.CancelledError):

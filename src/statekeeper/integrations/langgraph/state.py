@@ -86,5 +86,7 @@ class _SaverState(BaseCheckpointSaver[int]):
         #: (thread, ns, checkpoint id) named by get_tuple outside a run: a put forking
         #: from one of them was asked for (update_state on an older checkpoint)
         self._named: OrderedDict[tuple[str, str, str], None] = OrderedDict()
-        self._renewer: asyncio.Task[None] | None = None
+        #: the timer of the next claim renewal; the renewal running (see claims.py)
+        self._renewer: asyncio.TimerHandle | None = None
+        self._renewing: asyncio.Task[None] | None = None
         self._built: OrderedDict[str, _Stream] = OrderedDict()

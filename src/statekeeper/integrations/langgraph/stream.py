@@ -36,6 +36,8 @@ class _Stream:
     snap_bytes: int = 0
     #: stored bytes (estimated the same way) of the events appended since (by this saver)
     bytes_since: int = 0
+    #: per event type: [its stored/JSON bytes ratio last measured, writes since]
+    ratios: dict[str, builtins.list[Any]] = field(default_factory=dict)
     #: messages of the latest checkpoint and of the writes since (see ValueCodec.pack)
     memo: Memo = field(default_factory=dict)
     #: messages built by the last read of the latest checkpoint
