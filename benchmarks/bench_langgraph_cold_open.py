@@ -7,6 +7,11 @@ medians. Files from ``bench_langgraph_cold_callgrind.py write DIR``::
 
     .venv/bin/python benchmarks/bench_langgraph_cold_callgrind.py write /tmp/cg
     .venv/bin/python benchmarks/bench_langgraph_cold_open.py /tmp/cg --savers 30
+    .venv/bin/python benchmarks/bench_langgraph_cold_open.py /tmp/cg --absent 500
+
+``--absent N``: instead, CPU µs of a read of a thread that is not there on an open saver
+(N distinct threads per window, 5 windows, median): what a plain read of a new thread
+costs once the saver is open.
 
 ``PYTHONPATH=<another tree's src>`` measures another tree on the same files.
 """
@@ -44,11 +49,30 @@ def one(kind: str, path: Path) -> dict[str, float]:
     return {k: v * 1e3 for k, v in out.items()}
 
 
+def absent(kind: str, path: Path, n: int) -> float:
+    """CPU µs of a read of a thread that is not there, on an open saver."""
+    saver, close = goals.SAVERS[kind](path, "NORMAL")
+    saver.get_tuple({"configurable": {"thread_id": "absent", "checkpoint_ns": ""}})
+    windows = []
+    for w in range(5):
+        cpu = time.process_time()
+        for i in range(n):
+            saver.get_tuple({"configurable": {"thread_id": f"absent-{w}-{i}", "checkpoint_ns": ""}})
+        windows.append((time.process_time() - cpu) / n * 1e6)
+    close()
+    return median(windows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("dir", type=Path)
     parser.add_argument("--savers", type=int, default=30)
+    parser.add_argument("--absent", type=int, default=0)
     args = parser.parse_args()
+    if args.absent:
+        ours, peer = (absent(k, args.dir / f"{k}.db", args.absent) for k in ("sk", "sqlite"))
+        print(f"absent-thread read, CPU us: statekeeper {ours:.1f}, SqliteSaver {peer:.1f}")
+        return
     runs: dict[str, list[dict[str, float]]] = {kind: [] for kind in goals.SAVERS}
     for i in range(args.savers):
         for kind in goals.SAVERS if i % 2 == 0 else reversed(list(goals.SAVERS)):
