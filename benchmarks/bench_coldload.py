@@ -16,7 +16,8 @@ Chat states: plain-dict messages of ~300 characters, one message added per save.
   ``Backend.read_state`` — to isolate the one-statement change in the same run.
 * ``floor``: what any verified load of that state must do at least, on the same file
   and the same SQLite connection settings: one ``SELECT`` of the snapshot row,
-  SHA-256 of its bytes (statekeeper's record checksum) and the parse of its body
+  the hash of its bytes (the record checksum: SHA-256, or BLAKE3 with
+  ``--checksum blake3``) and the parse of its body
   (``orjson.loads``, or for a snapshot stored as a save's packed bytes the fastest
   msgpack parser installed: ``ormsgpack.unpackb`` where statekeeper uses it,
   ``statekeeper.codec.formats.fast_unpackb``, else ``msgpack.unpackb``) — no chain, no
@@ -28,6 +29,7 @@ Run::
 
     .venv/bin/python benchmarks/bench_coldload.py            # ~2 min on a quiet machine
     .venv/bin/python benchmarks/bench_coldload.py --quick
+    .venv/bin/python benchmarks/bench_coldload.py --quick --checksum blake3   # new records
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import blake3
 import msgpack  # type: ignore[import-untyped]
 import orjson
 
@@ -58,6 +61,10 @@ UNPACKB = fast_unpackb() or msgpack.unpackb
 
 CHARS = 300
 EVERY_K = (0, 1, 50, 99)
+#: the statekeeper stores' record checksum (``--checksum``), and the floor's hash
+CHECKSUM = {"checksum": None}
+HASHES: dict[str | None, Any] = {None: hashlib.sha256, "sha256": hashlib.sha256}
+HASHES["blake3"] = blake3.blake3
 
 
 async def build(tmp: Path, positions: int) -> dict[str, Any]:
@@ -73,7 +80,9 @@ async def build(tmp: Path, positions: int) -> dict[str, Any]:
         for mode, plan in plans.items():
             url = sk_url(tmp / f"{mode}.db", "OFF")
             every: Any = 100 if mode == "every100" else "cost"
-            async with StateStore(url, durability="sync", snapshot_every=every) as store:
+            async with StateStore(
+                url, durability="sync", snapshot_every=every, checksum=CHECKSUM["checksum"]
+            ) as store:
                 for agent, saves in plan:
                     docs = [{"messages": msgs[: i + 1]} for i in range(saves)]
                     for doc in docs:
@@ -108,6 +117,8 @@ async def load_round(tmp: Path, agents: dict[str, Any], loads: int, sk_first: bo
         for mode in ("every100", "cost")
     }
 
+    hasher = HASHES[CHECKSUM["checksum"]]
+
     def floor(mode: str, agent: str) -> Any:
         row = (
             bare[mode]
@@ -117,8 +128,8 @@ async def load_round(tmp: Path, agents: dict[str, Any], loads: int, sk_first: bo
             )
             .fetchone()
         )
-        hashlib.sha256(row[0]).digest()
-        if row[0][1] == 1:  # msgpack: a save's packed bytes
+        hasher(row[0]).digest()
+        if row[0][1] & 3 == 1:  # msgpack: a save's packed bytes
             return UNPACKB(row[0][35:])
         return orjson.loads(row[0][35:])
 
@@ -271,7 +282,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--loads", type=int, default=None)
     parser.add_argument("--positions", type=int, default=None)
     parser.add_argument("--trials", type=int, default=None)
+    parser.add_argument(
+        "--checksum", choices=("sha256", "blake3"), default=None, help="the stores' records'"
+    )
     args = parser.parse_args(argv)
+    CHECKSUM["checksum"] = args.checksum
     args.rounds = args.rounds or (3 if args.quick else 5)
     args.loads = args.loads or (100 if args.quick else 300)
     args.positions = args.positions or (10 if args.quick else 12)
