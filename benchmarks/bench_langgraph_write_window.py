@@ -4,7 +4,7 @@ only around the runs): issue 12's small-graph write goal, A/B between trees.
 ``bench_langgraph_write_callgrind.py`` counts whole processes (imports included, ~4.6 G
 instructions of a ~6 G total) and subtracts two of them: under a load of 20 one such
 pair took over 15 minutes. Here ``--instr-atstart=no`` runs the start-up and two warm-up
-runs uninstrumented, and the helper of ``bench_langgraph_read_window.py`` starts
+runs uninstrumented, and the helper of ``callgrind_window.py`` starts
 instrumentation right before ``RUNS`` more 30-step runs (``durability="sync"``, one new
 thread each, ``writes_wait=0`` so no timing window changes the commits, SQLite
 ``NORMAL``) and dumps it right after, every thread counted::
@@ -23,15 +23,13 @@ it win).
 from __future__ import annotations
 
 import ctypes
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _common  # noqa: F401  (PYTHONPATH wins)
-import bench_langgraph_read_window as window_helper
+from callgrind_window import helper, run_window
 
 WARM = 2
 
@@ -40,7 +38,7 @@ def write(kind: str, runs: int, out: Path) -> None:
     from bench_langgraph_goals import small_graph, sqlite_saver
     from statekeeper.integrations.langgraph import StatekeeperSaver
 
-    window = ctypes.CDLL(str(window_helper.helper(out)))
+    window = ctypes.CDLL(str(helper(out)))
     tmp = Path(tempfile.mkdtemp(dir=out))
     if kind == "sqlite":
         saver, close = sqlite_saver(tmp / "small.db", "NORMAL")
@@ -62,37 +60,8 @@ def write(kind: str, runs: int, out: Path) -> None:
 
 
 def run(kind: str, runs: int, out: Path) -> float:
-    out.mkdir(parents=True, exist_ok=True)
-    window_helper.helper(out)
-    prefix = out / f"write-{kind}"
-    for old in out.glob(f"{prefix.name}.*"):
-        old.unlink()
-    subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            f"--callgrind-out-file={prefix}.%p",
-            sys.executable,
-            __file__,
-            "write",
-            kind,
-            str(runs),
-            str(out),
-        ],
-        check=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
-        capture_output=True,
-    )
-    totals = []
-    for dump in out.glob(f"{prefix.name}.*"):
-        for line in dump.read_text(errors="replace").splitlines():
-            if line.startswith("totals:") or line.startswith("summary:"):
-                count = int(line.split()[1])
-                if count < 2**63:  # (a small negative count at exit: skipped)
-                    totals.append(count)
-                break
-    return max(totals) / runs
+    args = ["write", kind, str(runs), str(out)]
+    return run_window(__file__, args, out, f"write-{kind}") / runs
 
 
 def main() -> None:
