@@ -362,6 +362,9 @@ class Codec:
         self._algo = FLAG_BLAKE3 if checksum == "blake3" else 0
         self._auto = checksum == "auto"
         self._hash = _HASHES[self._algo >> 6]
+        # the SHA-256 header bytes of an unencrypted record, per body compression (for a
+        # caller that seals SHA-256 records itself; seal() stamps the algorithm it chose)
+        self._plain_headers = {c: bytes((VERSION, self.format.id | (c << 2), 0)) for c in (0, 1, 2)}
 
     def __repr__(self) -> str:
         return (
