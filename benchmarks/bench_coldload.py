@@ -16,7 +16,9 @@ Chat states: plain-dict messages of ~300 characters, one message added per save.
   ``Backend.read_state`` — to isolate the one-statement change in the same run.
 * ``floor``: what any verified load of that state must do at least, on the same file
   and the same SQLite connection settings: one ``SELECT`` of the snapshot row,
-  SHA-256 of its bytes (statekeeper's record checksum) and the parse of its body
+  the hash of its bytes (the record's checksum algorithm, as its header names it:
+  SHA-256, or BLAKE3 for a snapshot written with ``checksum="auto"`` (the default)
+  or ``"blake3"``; ``--checksum`` chooses the stores') and the parse of its body
   (``orjson.loads``, or for a snapshot stored as a save's packed bytes the fastest
   msgpack parser installed: ``ormsgpack.unpackb`` where statekeeper uses it,
   ``statekeeper.codec.formats.fast_unpackb``, else ``msgpack.unpackb``) — no chain, no
@@ -28,6 +30,7 @@ Run::
 
     .venv/bin/python benchmarks/bench_coldload.py            # ~2 min on a quiet machine
     .venv/bin/python benchmarks/bench_coldload.py --quick
+    .venv/bin/python benchmarks/bench_coldload.py --quick --checksum sha256   # as before
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import blake3
 import msgpack  # type: ignore[import-untyped]
 import orjson
 
@@ -58,6 +62,8 @@ UNPACKB = fast_unpackb() or msgpack.unpackb
 
 CHARS = 300
 EVERY_K = (0, 1, 50, 99)
+#: the statekeeper stores' record checksum (``--checksum``; None: the default)
+CHECKSUM: dict[str, str | None] = {"checksum": None}
 
 
 async def build(tmp: Path, positions: int) -> dict[str, Any]:
@@ -73,7 +79,9 @@ async def build(tmp: Path, positions: int) -> dict[str, Any]:
         for mode, plan in plans.items():
             url = sk_url(tmp / f"{mode}.db", "OFF")
             every: Any = 100 if mode == "every100" else "cost"
-            async with StateStore(url, durability="sync", snapshot_every=every) as store:
+            async with StateStore(
+                url, durability="sync", snapshot_every=every, checksum=CHECKSUM["checksum"]
+            ) as store:
                 for agent, saves in plan:
                     docs = [{"messages": msgs[: i + 1]} for i in range(saves)]
                     for doc in docs:
@@ -117,8 +125,9 @@ async def load_round(tmp: Path, agents: dict[str, Any], loads: int, sk_first: bo
             )
             .fetchone()
         )
-        hashlib.sha256(row[0]).digest()
-        if row[0][1] == 1:  # msgpack: a save's packed bytes
+        # the hash the record's header names (bit 6: BLAKE3), as a verified load must
+        (blake3.blake3 if row[0][1] & 0x40 else hashlib.sha256)(row[0]).digest()
+        if row[0][1] & 3 == 1:  # msgpack: a save's packed bytes
             return UNPACKB(row[0][35:])
         return orjson.loads(row[0][35:])
 
@@ -271,7 +280,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--loads", type=int, default=None)
     parser.add_argument("--positions", type=int, default=None)
     parser.add_argument("--trials", type=int, default=None)
+    parser.add_argument(
+        "--checksum", choices=("sha256", "blake3", "auto"), default=None, help="the stores'"
+    )
     args = parser.parse_args(argv)
+    CHECKSUM["checksum"] = args.checksum
     args.rounds = args.rounds or (3 if args.quick else 5)
     args.loads = args.loads or (100 if args.quick else 300)
     args.positions = args.positions or (10 if args.quick else 12)

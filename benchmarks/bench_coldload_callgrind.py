@@ -4,9 +4,10 @@ Builds a chat of ~300-character messages (100 saves: the head at a snapshot, mod
 ``sk0``; 108 saves: 8 events past it, mode ``sk``), then makes N cold loads
 (``cache_size=0``); ``sk<k>`` / ``lg<k>`` with k events past the snapshot (``sk99``: 199 saves);
 ``floor`` makes N of the verified-load floor (one ``SELECT`` of the
-snapshot row, SHA-256, the parse of its body: a packed snapshot's msgpack by the fastest
-parser installed, ``statekeeper.codec.formats.fast_unpackb`` (``ormsgpack``) or
-``msgpack.unpackb``, else ``orjson.loads``); ``lg`` N ``SqliteSaver.get_tuple`` of the
+snapshot row, its checksum (SHA-256, or BLAKE3 as its header says), the parse of its
+body: a packed snapshot's msgpack by the fastest parser installed,
+``statekeeper.codec.formats.fast_unpackb`` (``ormsgpack``) or ``msgpack.unpackb``, else
+``orjson.loads``); ``lg`` N ``SqliteSaver.get_tuple`` of the
 same chat. Instructions per load = the difference of two runs (N=250 and N=50) / 200::
 
     valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out \\
@@ -30,6 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import blake3
 import msgpack  # type: ignore[import-untyped]
 import orjson
 
@@ -71,8 +73,8 @@ async def main(mode: str, n: int, keep: str | None = None) -> None:
         sql = "SELECT payload FROM sk_snapshots WHERE agent_id = ? ORDER BY seq DESC LIMIT 1"
         for _ in range(n):
             row = conn.execute(sql, ("a",)).fetchone()
-            hashlib.sha256(row[0]).digest()
-            if row[0][1] == 1:  # msgpack: a save's packed bytes (bench_coldload's floor)
+            (blake3.blake3 if row[0][1] & 0x40 else hashlib.sha256)(row[0]).digest()
+            if row[0][1] & 3 == 1:  # msgpack: a save's packed bytes (bench_coldload's floor)
                 unpackb(row[0][35:])
             else:
                 orjson.loads(row[0][35:])

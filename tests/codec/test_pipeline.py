@@ -57,6 +57,19 @@ CODECS = {
     ),
     # per-agent data keys (crypto-shredding): the same guarantees
     "data-keys": lambda: Codec(types=registry(), keyring=_with_vault()),
+    # BLAKE3 links and checksums (header bit 6): the same guarantees in every layout
+    "plain-blake3": lambda: Codec(types=registry(), checksum="blake3"),
+    "msgpack-blake3": lambda: Codec(types=registry(), format="msgpack", checksum="blake3"),
+    "plain-zstd-blake3": lambda: Codec(
+        types=registry(), compression="zstd", compress_min_bytes=0, checksum="blake3"
+    ),
+    "keyed-zstd-blake3": lambda: Codec(
+        types=registry(),
+        keyring=ring(),
+        compression="zstd",
+        compress_min_bytes=0,
+        checksum="blake3",
+    ),
 }
 NAMES = list(CODECS)
 
@@ -79,7 +92,7 @@ def test_decode_encode_is_the_identity(name: str, doc: Any, ident: Any, prev: by
     assert strict(back) == strict(doc)
     assert opened.prev == prev and opened.link == sealed.link
     # the link does not depend on the key, the compression or the nonce
-    again = Codec(types=registry(), format=codec.format.name).encode(
+    again = Codec(types=registry(), format=codec.format.name, checksum=codec.checksum).encode(
         agent, seq, kind, ts, doc, prev
     )
     assert again.link == sealed.link

@@ -14,7 +14,9 @@ Every byte a backend stores passes through one pipeline::
                               bit 4    legacy link (a record converted from version 0)
                               bit 5    data key: encrypted with the agent's own data
                                        key (crypto-shredding), not the master key
-                              bits 6-7 reserved, zero
+                              bit 6    BLAKE3: the record's link and checksum are
+                                       BLAKE3 (32 bytes), not SHA-256
+                              bit 7    reserved, zero
     2      key id length L    0 = not encrypted
     3      key id             L bytes of ASCII
     …      (encrypted only)   4-byte key fingerprint, 12-byte nonce
@@ -23,8 +25,17 @@ Every byte a backend stores passes through one pipeline::
                               AES-256-GCM ciphertext of that when encrypted
 
 ``checksum`` is the record's authenticator: the 16-byte GCM tag when encrypted, else
-the record's SHA-256 *link* (for a compressed record, SHA-256 of the link and the stored
+the record's *link* (for a compressed record, the hash of the link and the stored
 bytes, so that no stored bit goes unchecked).
+
+**Checksum algorithm.** A record's hash (its link, and the checksum of a compressed
+one) is SHA-256, or BLAKE3 when its header's bit 6 says so (``Codec(checksum=
+"blake3")``). The bit is part of the hashed header (and of the GCM associated data), so
+a record is verified with the algorithm it was written with: records of both kinds mix
+in one stream, and every record written before the bit existed is a SHA-256 record. Both
+are cryptographic 256-bit hashes; BLAKE3 is ~3x cheaper on snapshot-sized records
+(docs/benchmarks.md, "coldread"). A reader older than the bit refuses a BLAKE3 record
+as an invalid header, never misreads it.
 
 **Identity.** Agent id, seq, record type and timestamp stay in the clear (the backend
 indexes them) and are bound to the record: they are GCM associated data (with the
@@ -34,10 +45,12 @@ fails verification.
 **Chain.** Each record carries the link of the record before it (``prev``; 32 zero
 bytes for seq 1) and has its own link::
 
-    link = SHA-256("sk-link/1" ‖ identity ‖ 0x01 ‖ format ‖ 0x00 ‖ prev ‖ body)
+    link = H("sk-link/1" ‖ identity ‖ 0x01 ‖ flags ‖ 0x00 ‖ prev ‖ body)
+
+(``H`` the record's algorithm, ``flags`` its format and algorithm bits)
     identity = len(agent) ‖ agent ‖ len(kind) ‖ kind ‖ seq (int64) ‖ timestamp (float64)
 
-(``0x01 ‖ format ‖ 0x00 ‖ prev ‖ body`` is the canonical plaintext: exactly the payload
+(``0x01 ‖ flags ‖ 0x00 ‖ prev ‖ body`` is the canonical plaintext: exactly the payload
 of an uncompressed JSON record without a key), so a stream is a hash chain over its
 plaintext. Links never depend on a key (key
 rotation re-encrypts records without touching the chain) and, when a key is set,
@@ -81,10 +94,11 @@ import os
 import struct
 import threading
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, overload
 
+import blake3
 import orjson
 
 from ..errors import (
@@ -109,7 +123,16 @@ else:  # only the overloads of the deprecated keywords use it: nothing to do at 
         return lambda fn: fn
 
 
-__all__ = ["CHAIN_BROKEN", "VERSION", "ZERO_LINK", "Codec", "Header", "Opened", "Sealed"]
+__all__ = [
+    "CHAIN_BROKEN",
+    "CHECKSUMS",
+    "VERSION",
+    "ZERO_LINK",
+    "Codec",
+    "Header",
+    "Opened",
+    "Sealed",
+]
 
 VERSION = 1
 ZERO_LINK = bytes(32)
@@ -130,7 +153,18 @@ _COMPRESSIONS = {
 _COMPRESSION_NAMES = {v: k for k, v in _COMPRESSIONS.items() if k != "none"}
 FLAG_LEGACY_LINK = 0x10
 FLAG_DATA_KEY = 0x20
-_RESERVED = 0xC0
+FLAG_BLAKE3 = 0x40
+_RESERVED = 0x80
+#: the record checksum algorithms, by name: the header bit each sets
+CHECKSUMS = {"sha256": 0, "blake3": FLAG_BLAKE3}
+_CHECKSUM_NAMES = {v: k for k, v in CHECKSUMS.items()}
+#: the checksum algorithm of new records when none is chosen ("auto": by size)
+DEFAULT_CHECKSUM = "auto"
+#: with ``checksum="auto"``, a record whose body has at least this many bytes is BLAKE3,
+#: a smaller one SHA-256: below ~4 KiB BLAKE3 hashes one 1 KiB chunk at a time and
+#: SHA-256 with the CPU's SHA instructions is as fast or faster; above it BLAKE3's SIMD
+#: lanes make it ~3x cheaper (docs/benchmarks.md, "coldread")
+BLAKE3_FROM = 4096
 
 _NONCE = 12
 _FP = 4
@@ -189,10 +223,12 @@ def _renamed_keywords(
     return record_type, timestamp
 
 
-def _link(ident: bytes, fmt: int, prev: bytes, body: bytes) -> bytes:
-    """A record's chain link: SHA-256 over its identity and its canonical plaintext
-    (the unencrypted, uncompressed version-1 layout: header, prev, body)."""
-    return _sha256(b"".join((b"sk-link/1", ident, _CANON[fmt], prev, body))).digest()
+def _link(ident: bytes, flags: int, prev: bytes, body: bytes) -> bytes:
+    """A record's chain link: the hash its ``flags`` name (format and algorithm bits)
+    over its identity and its canonical plaintext (the unencrypted, uncompressed
+    version-1 layout: header, prev, body)."""
+    canon = _CANON[flags]
+    return _HASHES[flags >> 6](b"".join((b"sk-link/1", ident, canon, prev, body))).digest()
 
 
 def legacy_checksum(agent_id: str, seq: int, record_type: str, payload: bytes) -> bytes:
@@ -212,6 +248,8 @@ class Header:
     legacy_link: bool = False
     #: encrypted with the agent's data key (crypto-shredding), not the master key
     data_key: bool = False
+    #: the record's checksum algorithm: ``"sha256"`` or ``"blake3"``
+    algorithm: str = "sha256"
 
     @property
     def format_name(self) -> str:
@@ -231,7 +269,8 @@ class Opened(NamedTuple):
     """A verified record: its serialized ``body``, the ``prev`` link it carries (None
     for records that carry none: version 0 and legacy links), its own ``link``, and
     from its header the body's ``format``, the ``key_id`` it was encrypted with (None:
-    not encrypted) and its layout ``version`` (0: written before the record header)."""
+    not encrypted), its layout ``version`` (0: written before the record header) and
+    its checksum ``algorithm`` (``"sha256"`` or ``"blake3"``)."""
 
     body: bytes
     prev: bytes | None
@@ -239,6 +278,7 @@ class Opened(NamedTuple):
     format: int
     key_id: str | None
     version: int
+    algorithm: str = "sha256"
 
 
 class _Local(threading.local):
@@ -263,7 +303,12 @@ class Codec:
         compression_level: zstd level (1-22; 3 is zstd's default).
         keyring: a :class:`~statekeeper.security.Keyring`: records are encrypted with
             AES-256-GCM under its active key, and records that are not encrypted are
-            refused. None stores records in the clear with SHA-256 integrity only.
+            refused. None stores records in the clear with hash integrity only.
+        checksum: the hash of new records' links and checksums: ``"sha256"``,
+            ``"blake3"`` (~3x cheaper on large records, such as snapshots), or
+            ``"auto"``: BLAKE3 for bodies of :data:`BLAKE3_FROM` bytes or more,
+            SHA-256 below; None: :data:`DEFAULT_CHECKSUM`. Records of either are read by
+            every codec of this version (each record's header names its algorithm).
     """
 
     name = "statekeeper-record/1"
@@ -277,12 +322,19 @@ class Codec:
         compression_level: int = 3,
         compress_min_bytes: int = 1024,
         keyring: Keyring | None = None,
+        checksum: str | None = None,
     ) -> None:
         if format not in FORMATS:
             raise ConfigurationError(f"format must be one of {sorted(FORMATS)}, not {format!r}")
         if compression not in _COMPRESSIONS:
             raise ConfigurationError(
                 f"compression must be 'zstd', 'zstd-dict' or None, not {compression!r}"
+            )
+        if checksum is None:
+            checksum = DEFAULT_CHECKSUM
+        if checksum not in CHECKSUMS and checksum != "auto":
+            raise ConfigurationError(
+                f"checksum must be one of {sorted(CHECKSUMS)} or 'auto', not {checksum!r}"
             )
         if not 1 <= compression_level <= 22:
             raise ConfigurationError("compression_level must be 1..22")
@@ -305,13 +357,20 @@ class Codec:
         self.keyring = keyring
         # with a key, records (and heads) that are not encrypted are refused
         self._strict = keyring is not None
-        # header bytes of new records that are not encrypted, per body compression
+        self.checksum = checksum
+        # the header bit of new records (with "auto": of those below BLAKE3_FROM bytes)
+        self._algo = FLAG_BLAKE3 if checksum == "blake3" else 0
+        self._auto = checksum == "auto"
+        self._hash = _HASHES[self._algo >> 6]
+        # the SHA-256 header bytes of an unencrypted record, per body compression (for a
+        # caller that seals SHA-256 records itself; seal() stamps the algorithm it chose)
         self._plain_headers = {c: bytes((VERSION, self.format.id | (c << 2), 0)) for c in (0, 1, 2)}
 
     def __repr__(self) -> str:
         return (
             f"Codec(format={self.format.name!r}, compression="
-            f"{_COMPRESSION_NAMES[self.compression]!r}, keyring={self.keyring!r})"
+            f"{_COMPRESSION_NAMES[self.compression]!r}, keyring={self.keyring!r}, "
+            f"checksum={self.checksum!r})"
         )
 
     def migrating(self) -> Codec:
@@ -381,6 +440,7 @@ class Codec:
         *,
         fmt: int | None = None,
         legacy_link: bool = False,
+        algorithm: str | None = None,
     ) -> Sealed: ...
     @overload
     @deprecated("Codec.seal(kind=..., ts=...) is deprecated: use record_type=, timestamp=")
@@ -395,6 +455,7 @@ class Codec:
         *,
         fmt: int | None = None,
         legacy_link: bool = False,
+        algorithm: str | None = None,
         kind: str | None = None,
         ts: float | None = None,
     ) -> Sealed: ...
@@ -409,6 +470,7 @@ class Codec:
         *,
         fmt: int | None = None,
         legacy_link: bool = False,
+        algorithm: str | None = None,
         kind: str | None = None,
         ts: float | None = None,
     ) -> Sealed:
@@ -417,8 +479,10 @@ class Codec:
         ``prev`` is the link of the record before it in the chain (for a snapshot: the
         link of the event at its seq). ``fmt`` names the body's format when it is not
         this codec's (re-encrypting an older record); ``legacy_link`` keeps the link of
-        a version-0 record (``body`` must then be its original bytes). ``kind`` and
-        ``ts`` are the deprecated names of ``record_type`` and ``timestamp``.
+        a version-0 record (``body`` must then be its original bytes; always SHA-256);
+        ``algorithm`` names the checksum algorithm when it is not this codec's (an
+        older record re-encrypted keeps its link: :attr:`Opened.algorithm`). ``kind``
+        and ``ts`` are the deprecated names of ``record_type`` and ``timestamp``.
         """
         if (
             record_type is None
@@ -430,6 +494,20 @@ class Codec:
             record_type, timestamp = _renamed_keywords("seal", record_type, timestamp, kind, ts)
             if body is None:
                 raise TypeError("Codec.seal() missing required argument: 'body'")
+        if algorithm is None:
+            if self._auto and len(body) >= BLAKE3_FROM:
+                algo = FLAG_BLAKE3
+                hasher = _HASHES[1]
+            else:
+                algo = self._algo
+                hasher = self._hash
+        else:
+            if algorithm not in CHECKSUMS:
+                raise ConfigurationError(
+                    f"algorithm must be one of {sorted(CHECKSUMS)}, not {algorithm!r}"
+                )
+            algo = CHECKSUMS[algorithm]
+            hasher = _HASHES[algo >> 6]
         if (
             (fmt is None or fmt in (MSGPACK, JSON))
             and self.keyring is None
@@ -437,9 +515,9 @@ class Codec:
             and (self.compression == COMPRESS_NONE or len(body) < self.compress_min_bytes)
         ):  # the common case, kept short: the payload is the canonical plaintext (a
             # snapshot made of a save's packed bytes names its format, msgpack)
-            header = self._plain_headers[0] if fmt is None else _CANON[fmt]
+            header = _CANON[(self.format.id if fmt is None else fmt) | algo]
             payload = b"".join((header, prev, body))
-            link = _sha256(
+            link = hasher(
                 b"".join(
                     (
                         b"sk-link/1",
@@ -453,21 +531,19 @@ class Codec:
         fmt_id = self.format.id if fmt is None else fmt
         ident = _names(agent_id, record_type) + _seq_ts.pack(seq, timestamp)
         if legacy_link:
+            algo = 0  # a version-0 record's link is SHA-256: kept as it is
             link = legacy_checksum(agent_id, seq, record_type, body)
             chained = b""
         else:
-            link = _link(ident, fmt_id, prev, body)
+            link = _link(ident, fmt_id | algo, prev, body)
             chained = prev
         stored, comp = self._compress(body)
-        flags = fmt_id | (comp << 2) | (FLAG_LEGACY_LINK if legacy_link else 0)
+        flags = fmt_id | (comp << 2) | (FLAG_LEGACY_LINK if legacy_link else 0) | algo
         if self.keyring is None:
-            if fmt is None and not legacy_link:
-                header = self._plain_headers[comp]
-            else:
-                header = bytes((VERSION, flags, 0))
+            header = _CANON[flags]
             payload = header + chained + stored
             if comp or legacy_link:  # not the canonical plaintext: cover the stored bytes too
-                return Sealed(payload, _stored_checksum(link, payload), link)
+                return Sealed(payload, _stored_checksum(link, payload, algo), link)
             return Sealed(payload, link, link)
         if self.keyring.data_keys is not None:
             key = self.keyring.data_key(agent_id, create=True)  # AgentForgotten if shredded
@@ -537,12 +613,12 @@ class Codec:
         if (
             self.keyring is None
             and type(payload) is bytes
-            and payload.startswith(_PLAIN_HEADER)
             and type(checksum) is bytes
             and len(payload) >= 35
+            and (hasher := _PLAIN_JSON.get(payload[:3])) is not None
         ):  # the common case, kept short: version 1, JSON, not compressed, no key
             # the payload *is* the canonical plaintext here: hash it as it is
-            link = _sha256(
+            link = hasher(
                 b"".join(
                     (
                         b"sk-link/1",
@@ -556,7 +632,10 @@ class Codec:
             body = payload[35:]
             if link != checksum:  # no key, no secret: a plain comparison is fine
                 raise IntegrityError(agent_id, seq, f"{record_type} record checksum mismatch")
-            return _new_tuple(Opened, (body, head_prev, link, JSON, None, VERSION))
+            return _new_tuple(
+                Opened,
+                (body, head_prev, link, JSON, None, VERSION, _CHECKSUM_NAMES[payload[1]]),
+            )
         if type(payload) is not bytes or type(checksum) is not bytes:
             if not isinstance(payload, bytes | bytearray | memoryview) or not isinstance(
                 checksum, bytes | bytearray | memoryview
@@ -572,12 +651,17 @@ class Codec:
                 agent_id, seq, f"{record_type} record has unknown version {version}"
             )
         flags = payload[1]
-        if flags & (_RESERVED | 0x02) or flags & 0x0C == 0x0C:
-            # reserved bits; format 0-1, compression 0-2
+        if (
+            flags & (_RESERVED | 0x02)
+            or flags & 0x0C == 0x0C
+            or flags & (FLAG_LEGACY_LINK | FLAG_BLAKE3) == FLAG_LEGACY_LINK | FLAG_BLAKE3
+        ):  # reserved bits; format 0-1, compression 0-2; a legacy link is SHA-256
             raise IntegrityError(agent_id, seq, f"{record_type} record has an invalid header")
         fmt = flags & 0x03
         comp = (flags >> 2) & 0x03
         legacy = flags & FLAG_LEGACY_LINK
+        algo = flags & FLAG_BLAKE3
+        algorithm = _CHECKSUM_NAMES[algo]
         ident = _names(agent_id, record_type) + _seq_ts.pack(seq, timestamp)
         kid_len = payload[2]
         if kid_len == 0 and flags & FLAG_DATA_KEY:  # a data key means encrypted
@@ -607,13 +691,13 @@ class Codec:
                     if comp
                     else payload[35:]
                 )
-                link = _link(ident, fmt, prev, body)
+                link = _link(ident, fmt | algo, prev, body)
             # a compressed record's link covers what it decompresses to; its checksum also
             # covers the stored bytes (a flip in an ignored bit of the frame still shows)
-            expected = _stored_checksum(link, payload) if comp or legacy else link
+            expected = _stored_checksum(link, payload, algo) if comp or legacy else link
             if not hmac.compare_digest(expected, checksum):
                 raise IntegrityError(agent_id, seq, f"{record_type} record checksum mismatch")
-            return Opened(body, prev, link, fmt, None, VERSION)
+            return Opened(body, prev, link, fmt, None, VERSION, algorithm)
         end = 3 + kid_len
         start = end + _FP + _NONCE
         if len(payload) < start:
@@ -659,8 +743,8 @@ class Codec:
             raise IntegrityError(agent_id, seq, f"{record_type} record is truncated")
         prev = plain[:32]
         body = self._decompress(plain[32:], comp, agent_id, seq, record_type)
-        link = _link(ident, fmt, prev, body)
-        return Opened(body, prev, link, fmt, key_id, VERSION)
+        link = _link(ident, fmt | algo, prev, body)
+        return Opened(body, prev, link, fmt, key_id, VERSION, algorithm)
 
     def _data_key(self, agent_id: str, seq: int, key_id: str) -> DerivedKey:
         """The agent's data key for opening a record (AgentForgotten when destroyed)."""
@@ -713,6 +797,7 @@ class Codec:
             key_id,
             bool(flags & FLAG_LEGACY_LINK),
             bool(flags & FLAG_DATA_KEY),
+            _CHECKSUM_NAMES[flags & FLAG_BLAKE3],
         )
 
     def encode(
@@ -755,11 +840,11 @@ class Codec:
         if (
             self.keyring is None
             and type(payload) is bytes
-            and (payload.startswith(_PLAIN_HEADER) or payload.startswith(_PLAIN_MSGPACK))
             and type(checksum) is bytes
             and len(payload) >= 35
+            and (hasher := _PLAIN_ANY.get(payload[:3])) is not None
         ):  # every load's inner loop: the fast path of open(), inlined
-            hashed = _sha256(
+            hashed = hasher(
                 b"".join(
                     (b"sk-link/1", _names(agent_id, record_type), _seq_ts.pack(seq, timestamp))
                 )
@@ -769,7 +854,19 @@ class Codec:
             if link != checksum:
                 raise IntegrityError(agent_id, seq, f"{record_type} record checksum mismatch")
             body = payload[35:]
-            opened = _new_tuple(Opened, (body, payload[3:35], link, payload[1], None, VERSION))
+            flags = payload[1]
+            opened = _new_tuple(
+                Opened,
+                (
+                    body,
+                    payload[3:35],
+                    link,
+                    flags & 0x03,
+                    None,
+                    VERSION,
+                    _CHECKSUM_NAMES[flags & FLAG_BLAKE3],
+                ),
+            )
         else:
             opened = self.open(agent_id, seq, record_type, timestamp, payload, checksum)
             body = opened[0]
@@ -810,11 +907,11 @@ class Codec:
         if (
             self.keyring is None
             and type(payload) is bytes
-            and payload.startswith(_PLAIN_HEADER)
             and type(checksum) is bytes
             and len(payload) >= 35
+            and (hasher := _PLAIN_JSON.get(payload[:3])) is not None
         ):  # every fold's inner loop: the common case, kept short
-            link = _sha256(
+            link = hasher(
                 b"".join(
                     (
                         b"sk-link/1",
@@ -861,9 +958,10 @@ class Codec:
         One call per replay instead of one per event: a load replays up to
         ``snapshot_every`` events, and the call and its seven arguments were ~1/5 of
         each event's cost (cProfile of 99-event replays, docs/benchmarks.md, load11).
-        A plain record whose header and chain link are the expected 35 bytes is
-        checked with one ``startswith`` (header, length and link at once); any other
-        goes through :meth:`decode_next`, which names what is wrong.
+        A plain record whose chain link is the expected one (a ``startswith``: link and
+        length at once) and whose header is a plain JSON one (either algorithm) is
+        checked here; any other goes through :meth:`decode_next`, which names what is
+        wrong.
 
         With ``appends``, the document of an event that is one plain append to a list
         (``{"ops":[{"op":"add","path":"<pointer>/-","value":V}]}`` exactly, as a save
@@ -889,14 +987,20 @@ class Codec:
         loads = _orjson_loads
         last_path = b""
         pointer = ""
+        sha256, sha_head, b3, b3_head = _HASHES[0], _SHA_JSON, _HASHES[1], _B3_JSON
         try:
             for seq, record_type, timestamp, payload, checksum in events:
-                if (
-                    not plain
-                    or link is None
-                    or type(payload) is not bytes
-                    or not payload.startswith(_PLAIN_HEADER + link)
-                ):
+                # a SHA-256 record (most events) in one startswith, as before BLAKE3
+                if plain and link is not None and type(payload) is bytes:
+                    if payload.startswith(sha_head + link):
+                        hasher = sha256
+                    elif payload.startswith(b3_head + link):
+                        hasher = b3
+                    else:
+                        hasher = None
+                else:
+                    hasher = None
+                if hasher is None:
                     doc, link, rich = self.decode_next(
                         agent_id, seq, record_type, timestamp, payload, checksum, link
                     )
@@ -906,7 +1010,7 @@ class Codec:
                 if record_type != run_type:
                     run_type = record_type
                     prefix = b"sk-link/1" + _names(agent_id, record_type)
-                digest = _sha256(join((prefix, pack(seq, timestamp), payload))).digest()
+                digest = hasher(join((prefix, pack(seq, timestamp), payload))).digest()
                 if digest != checksum:  # (decode_next raises what is wrong with it)
                     self.decode_next(agent_id, seq, record_type, timestamp, payload, checksum, link)
                 if (
@@ -1097,9 +1201,24 @@ class Codec:
 _MAX_BODY = 1 << 31
 
 
-_CANON = tuple(bytes((VERSION, fmt, 0)) for fmt in range(4))
-_PLAIN_HEADER = bytes((VERSION, JSON, 0))
-_PLAIN_MSGPACK = bytes((VERSION, MSGPACK, 0))
+class _Hash(Protocol):
+    def update(self, data: bytes, /) -> object: ...
+    def digest(self) -> bytes: ...
+
+
+_Hasher = Callable[[bytes], _Hash]
+#: the canonical header of a record, by its format and algorithm bits
+_CANON = tuple(bytes((VERSION, flags, 0)) for flags in range(0x80))
+#: the record hashes, by the header's algorithm bit (``flags >> 6``)
+_HASHES: tuple[_Hasher, _Hasher] = (hashlib.sha256, blake3.blake3)
+#: the hash of a record stored as its canonical plaintext (no key, not compressed), by
+#: its header: JSON only, and JSON or msgpack
+_PLAIN_JSON = {bytes((VERSION, JSON | a, 0)): _HASHES[a >> 6] for a in CHECKSUMS.values()}
+_SHA_JSON = bytes((VERSION, JSON, 0))
+_B3_JSON = bytes((VERSION, JSON | FLAG_BLAKE3, 0))
+_PLAIN_ANY = {
+    bytes((VERSION, f | a, 0)): _HASHES[a >> 6] for f in (JSON, MSGPACK) for a in CHECKSUMS.values()
+}
 #: the tag key of a typed value, as msgpack packs it (:attr:`Format.marker`)
 #: (a body may hold these only if it holds a ``$``: checked as ``body.find(b"$") >= 0``,
 #: not ``b"$" in body``, which first tries ``b"$"`` as an int and formats and clears a
@@ -1109,15 +1228,15 @@ _JSON_TAG = b'"$t"'
 #: the bytes a plain append's body starts with (:meth:`Codec.decode_chain`, ``appends``);
 #: in a stored record they start at 35 and the pointer at 63
 _APPEND_HEAD = b'{"ops":[{"op":"add","path":"'
-_sha256 = hashlib.sha256
 _new_tuple = tuple.__new__
 _orjson_loads = orjson.loads
 
 
-def _stored_checksum(link: bytes, payload: bytes) -> bytes:
+def _stored_checksum(link: bytes, payload: bytes, algo: int) -> bytes:
     """The checksum of an unencrypted record that is not stored as its canonical
-    plaintext (compressed, or a converted legacy record): its link and its bytes."""
-    return _sha256(b"".join((b"sk-stored/1", link, payload))).digest()
+    plaintext (compressed, or a converted legacy record): its link and its bytes, hashed
+    with the record's algorithm (its header bit ``algo``)."""
+    return _HASHES[algo >> 6](b"".join((b"sk-stored/1", link, payload))).digest()
 
 
 def _head_message(domain: bytes, agent_id: str, seq: int, link: bytes) -> bytes:

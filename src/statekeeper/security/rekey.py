@@ -382,6 +382,7 @@ async def _rekey_stream(
                     opened.prev or ZERO_LINK,
                     fmt=opened.format,
                     legacy_link=opened.prev is None,
+                    algorithm=opened.algorithm,
                 )
                 assert sealed.link == opened.link  # the chain is untouched
                 pending.append(
@@ -428,6 +429,7 @@ async def _rekey_stream(
                 opened.body,
                 at,
                 fmt=opened.format,
+                algorithm=opened.algorithm,
             )
             new_snaps.append(
                 RawSnapshot(raw_snap.seq, raw_snap.timestamp, sealed.payload, sealed.checksum)

@@ -32,6 +32,7 @@ def check_options(
     compression: str | None,
     format: str,
     types: TypeRegistry | Iterable[type] | None,
+    checksum: str | None,
     full_snapshot_every: int,
     max_event_bytes: int | None,
     max_snapshot_bytes: int | None,
@@ -70,11 +71,17 @@ def check_options(
         if limit is not None and limit < 1:
             raise ConfigurationError("size limits must be >= 1 (or None)")
     if codec is not None and (
-        keyring is not None or compression is not None or format != "json" or types
+        keyring is not None
+        or compression is not None
+        or format != "json"
+        or types
+        or checksum is not None
     ):
         raise ConfigurationError("give codec= or the codec options, not both")
     if codec is None:
-        codec = Codec(keyring=keyring, compression=compression, format=format, types=types)
+        codec = Codec(
+            keyring=keyring, compression=compression, format=format, types=types, checksum=checksum
+        )
     if cache_size < 0 or write_retries < 0:
         raise ConfigurationError("cache_size and write_retries must be >= 0")
     mode = check_durability(durability)

@@ -154,7 +154,8 @@ class StateStore:
         flush_size / flush_interval: write-behind limits for ``async`` durability.
         clock: source of event timestamps (seconds since the epoch).
         codec: how records are encoded and verified (or give the options below, which
-            build one: ``keyring``, ``compression``, ``format``, ``types``).
+            build one: ``keyring``, ``compression``, ``format``, ``types``,
+            ``checksum``).
         keyring: encrypt every record at rest (AES-256-GCM) and authenticate every
             stream (see :class:`~statekeeper.security.Keyring` and ``docs/security.md``).
         compression: ``"zstd"`` to compress records of 1 KiB or more;
@@ -163,6 +164,10 @@ class StateStore:
         format: ``"json"`` (default) or ``"msgpack"`` for new records.
         types: enums, dataclasses and pydantic models the state may hold (a
             :class:`~statekeeper.codec.TypeRegistry` or a list of classes).
+        checksum: the hash of new records' chain links and checksums: ``"sha256"``,
+            ``"blake3"`` or ``"auto"`` (the default: BLAKE3 for records of 4 KiB or
+            more, such as snapshots, SHA-256 below). Each record's header names its
+            own, so records of both verify in one stream.
         full_snapshot_every: every K-th snapshot is stored whole; the others as a
             JSON Patch against the latest whole one (1: every snapshot whole).
         max_event_bytes / max_snapshot_bytes / max_state_bytes: refuse, with
@@ -234,6 +239,7 @@ class StateStore:
         compression: str | None = None,
         format: str = "json",
         types: TypeRegistry | Iterable[type] | None = None,
+        checksum: str | None = None,
         full_snapshot_every: int = 1,
         max_event_bytes: int | None = None,
         max_snapshot_bytes: int | None = None,
@@ -274,6 +280,7 @@ class StateStore:
             compression=compression,
             format=format,
             types=types,
+            checksum=checksum,
             full_snapshot_every=full_snapshot_every,
             max_event_bytes=max_event_bytes,
             max_snapshot_bytes=max_snapshot_bytes,

@@ -69,6 +69,7 @@ class SyncStateStore:
         compression: str | None = None,
         format: str = "json",
         types: TypeRegistry | Iterable[type] | None = None,
+        checksum: str | None = None,
         full_snapshot_every: int = 1,
         max_event_bytes: int | None = None,
         max_snapshot_bytes: int | None = None,
