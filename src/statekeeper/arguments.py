@@ -19,6 +19,7 @@ them, backends accept them when what follows the prefix's ``/`` is a valid id
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any
@@ -34,6 +35,7 @@ __all__ = [
     "check_name",
     "check_ops",
     "check_optional_name",
+    "check_principal",
     "check_seq",
     "check_state_value",
     "check_stored_id",
@@ -139,6 +141,26 @@ def check_name(value: object, argument: str) -> str:
     if problem is not None:
         raise InvalidArgument(argument, problem)
     return str.__str__(value) if type(value) is not str else value
+
+
+#: a principal's name: a letter, digit or ``_``, then letters, digits and ``._@:+|-``
+#: (``ops``, ``support-bot``, ``alice@acme.com``, ``auth0|5f1c``), at most 128
+PRINCIPAL_SYNTAX = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@:+|-]{0,127}")
+
+
+def check_principal(value: object, argument: str = "principal") -> str:
+    """A principal's name (:data:`PRINCIPAL_SYNTAX`), else :class:`InvalidArgument`: a
+    name with a space, a ``/`` or a ``*`` is a typo or a pattern taken for a name, and
+    a policy granting it would grant no one (the one meant denied everything)."""
+    if type(value) is str and PRINCIPAL_SYNTAX.fullmatch(value) is not None:
+        return value
+    if type(value) is not str:
+        raise InvalidArgument(argument, f"{argument} must be a str, not {type(value).__name__}")
+    raise InvalidArgument(
+        argument,
+        f"{argument} {_shown(value)} is not a principal name: 1 to 128 of letters, digits "
+        "and . _ @ : + | - (starting with a letter, digit or _; no spaces, / or *)",
+    )
 
 
 def check_optional_name(value: object, argument: str) -> str | None:

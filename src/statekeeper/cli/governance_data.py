@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .._files import write_atomically
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, InvalidArgument
 from . import render
 from ._markup import escape
 from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run
@@ -101,6 +101,13 @@ def backup_cmd(
 
     if not to:
         raise ConfigurationError("backup needs --to FILE_OR_S3_URL")
+    if to == "-":  # not a file named - (export -o - is stdout: a user expects the same)
+        raise InvalidArgument(
+            "--to",
+            "--to -: a backup cannot go to standard output (it is written to a file and"
+            " moved into place; an incremental one names its parent by path): give a file"
+            " (./- for a file named -) or an s3:// URL",
+        )
     if not to.startswith("s3://"):
         from .files import check_output_file
 

@@ -55,7 +55,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 
 from ..arguments import check_agent_id, check_name
-from ..errors import AgentNotFound, ConfigurationError, ConflictError, InvalidArgument, StepError
+from ..codec import serializer
+from ..errors import (
+    AgentNotFound,
+    ConfigurationError,
+    ConflictError,
+    InvalidArgument,
+    SerializationError,
+    StepError,
+)
 from ..records import EventType
 
 if TYPE_CHECKING:
@@ -232,9 +240,9 @@ class Steps:
         return out
 
     async def _record(self, step_id: str, result: Any) -> StepRecord:
-        try:
-            stored = orjson.loads(orjson.dumps(result))
-        except TypeError as exc:
+        try:  # (orjson alone writes nan/inf as null: a result altered without an error)
+            stored = orjson.loads(serializer.dumps(result, "result"))
+        except SerializationError as exc:
             raise InvalidArgument(
                 "result", f"the result of step {step_id!r} is not a JSON value: {exc}"
             ) from exc

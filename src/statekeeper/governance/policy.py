@@ -42,6 +42,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from ..arguments import PRINCIPAL_SYNTAX
 from ..errors import AccessDenied, PolicyError
 from .principals import namespace_of
 
@@ -182,8 +183,13 @@ class Policy:
         self._raw: dict[str, list[tuple[int, str]]] = {}
         for name, body in principals.items():
             path = ("principals", str(name))
-            if type(name) is not str or not name:
-                raise fail(path, f"principal name {name!r:.40} is not a non-empty string")
+            if type(name) is not str or PRINCIPAL_SYNTAX.fullmatch(name) is None:
+                raise fail(
+                    path,
+                    f"principal name {name!r:.60} is not one a store can be opened as: 1 to"
+                    " 128 of letters, digits and . _ @ : + | - (starting with a letter, digit"
+                    " or _; no spaces, / or *)",
+                )
             grants = _grants(path, body, fail, allow_roles=True)
             for role in body.get("roles", ()) if isinstance(body, Mapping) else ():
                 if role not in role_grants:

@@ -87,23 +87,27 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
 
 
 def _split(dotted: str) -> tuple[str, ...]:
+    """The keys of a dotted key; the spaces around a bare key dropped, those inside
+    quotes kept (``[principals." ops"]`` names " ops", which is refused on its line)."""
     parts: list[str] = []
-    current = ""
+    current = ""  # the bare characters of this part
+    quoted: str | None = None  # or the quoted text of this part
     quote = ""
     for char in dotted:
         if quote:
             if char == quote:
                 quote = ""
             else:
-                current += char
+                quoted = (quoted or "") + char
         elif char in "\"'":
             quote = char
+            quoted = quoted or ""
         elif char == ".":
-            parts.append(current.strip())
-            current = ""
+            parts.append(current.strip() if quoted is None else quoted)
+            current, quoted = "", None
         else:
             current += char
-    parts.append(current.strip())
+    parts.append(current.strip() if quoted is None else quoted)
     return tuple(parts)
 
 

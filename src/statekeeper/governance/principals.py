@@ -5,12 +5,13 @@ lives in ``acme/support``; ``bot-1`` lives in the root namespace, ``""``), the o
 definition of :mod:`statekeeper.namespaces`, re-exported here. A
 *principal* is the name a store is opened as (``StateStore(url, principal="alice")``,
 ``statekeeper --as alice``); what it may do is the policy's business
-(:mod:`.policy`). Both follow the agent-id rule of :mod:`statekeeper.arguments`.
+(:mod:`.policy`). A namespace follows the agent-id rule of :mod:`statekeeper.arguments`,
+a principal :func:`~statekeeper.arguments.check_principal` (no spaces, ``/`` or ``*``).
 """
 
 from __future__ import annotations
 
-from ..arguments import check_name
+from ..arguments import check_principal
 from ..namespaces import ROOT, check_namespace, namespace_of, qualify, split_id
 
 __all__ = [
@@ -21,8 +22,3 @@ __all__ = [
     "qualify",
     "split_id",
 ]
-
-
-def check_principal(principal: object, argument: str = "principal") -> str:
-    """A principal's name: the agent-id rule (a non-empty str of at most 1 KiB)."""
-    return check_name(principal, argument)

@@ -27,11 +27,8 @@ from ..backends.redact import mask_url, scrub
 from ..errors import (
     AccessDenied,
     AgentNotFound,
-    CapabilityUnsupported,
     ConfigurationError,
-    HistoryCompacted,
     InvalidArgument,
-    KeyNotFound,
     StatekeeperError,
 )
 from ..store.governed import governance_of
@@ -40,6 +37,7 @@ from . import pages
 from .auth import TokenMiddleware, csrf_token, valid_csrf
 from .changes import pretty
 from .diagram import render_svg
+from .failures import describe
 from .listing import AgentQuery, list_page
 from .settings import InspectorSettings
 from .threads import list_threads, saver, thread_view
@@ -178,23 +176,7 @@ class Inspector:
         return HTMLResponse(html, status_code=status)
 
     def error(self, request: Request, exc: Exception) -> HTMLResponse:
-        message = str(exc)
-        if isinstance(exc, AccessDenied):
-            status, title = 403, "Access denied"
-        elif isinstance(exc, AgentNotFound):
-            status, title = 404, "Not found"
-        elif isinstance(exc, InvalidArgument | ConfigurationError | CapabilityUnsupported):
-            status, title = 400, "Bad request"
-        elif isinstance(exc, HistoryCompacted):  # a seq before the retention base: gone
-            status, title = 410, "History compacted"
-        elif isinstance(exc, KeyNotFound):  # not damage: this inspector holds no such key
-            status, title = 403, "Encrypted: key not loaded"
-            message = (
-                f"agent {exc.agent_id!r} is encrypted with key {exc.key_id!r}, which this "
-                "inspector was not given (start it with --key-file or STATEKEEPER_KEY_FILE)"
-            )
-        else:
-            status, title = 500, type(exc).__name__
+        status, title, message = describe(exc)
         fragment = request.headers.get("hx-request") == "true"
         return self.render(
             request,

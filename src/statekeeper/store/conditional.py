@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 
 from ..backends.base import Backend
+from ..errors import ConflictError
 
 _DELETE_AT: ContextVar[int | None] = ContextVar("statekeeper_delete_at", default=None)
 
@@ -38,9 +39,18 @@ def expected_head() -> int | None:
 
 
 async def delete_at(backend: Backend, agent_id: str, head: int) -> bool:
-    """Delete ``agent_id`` (a stored id) only if its head is ``head``: True, or
-    :class:`~statekeeper.errors.ConflictError` with nothing deleted."""
-    return await backend.delete_agent_at(agent_id, head)
+    """Delete ``agent_id`` (a stored id) only if its head is ``head``: True; False when
+    the stream is already gone (head 0: this delete's own first try, whose reply was
+    lost and which the engine sent again, or another delete — either way nothing
+    written is lost, and a purge is done); else
+    :class:`~statekeeper.errors.ConflictError` with nothing deleted (a stream written
+    since, even one deleted and written again, is never deleted)."""
+    try:
+        return await backend.delete_agent_at(agent_id, head)
+    except ConflictError as exc:
+        if exc.agent_id == agent_id and exc.current_seq == 0:
+            return False
+        raise
 
 
 async def erase(backend: Backend, agent_id: str) -> bool:

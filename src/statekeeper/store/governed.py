@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..arguments import check_agent_id, check_name
+from ..arguments import check_agent_id, check_principal
 from ..backends.base import Health
 from ..errors import AccessDenied, ConfigurationError, ConflictError, RetriesExhausted
 from ..records import (
@@ -353,7 +353,7 @@ class GovernedStateStore(StateStore):
         if policy is not None and principal is None:
             raise ConfigurationError("a policy needs a principal: StateStore(..., principal=...)")
         if principal is not None:
-            check_name(principal, "principal")
+            check_principal(principal, "principal")
         if policy is not None and not callable(getattr(policy, "check", None)):
             raise ConfigurationError(
                 f"policy must be a statekeeper.governance.Policy, not {type(policy).__name__}"
