@@ -60,6 +60,7 @@ from ..errors import (
     AgentNotFound,
     ConfigurationError,
     ConflictError,
+    HistoryCompacted,
     InvalidArgument,
     SerializationError,
     StepError,
@@ -228,16 +229,25 @@ class Steps:
             handle.result, handle.needed = stored.result, False
 
     async def results(self) -> dict[str, Any]:
-        """Every recorded step of the agent: ``{step_id: result}``, in record order."""
+        """Every recorded step of the agent: ``{step_id: result}``, in record order.
+        On a stream compacted by retention, from its base on (retention never
+        compacts away a step's record)."""
         out: dict[str, Any] = {}
         try:
-            async for event in self.store.history(self.agent_id):
-                key = event.idempotency_key or ""
-                if event.type == EventType.STEP and key.startswith(STEP_KEY_PREFIX):
-                    out[key[len(STEP_KEY_PREFIX) :]] = event.info.get("result")
+            try:
+                await self._collect(0, out)
+            except HistoryCompacted as exc:
+                out.clear()
+                await self._collect(exc.base_seq, out)
         except AgentNotFound:
             return {}
         return out
+
+    async def _collect(self, after_seq: int, out: dict[str, Any]) -> None:
+        async for event in self.store.history(self.agent_id, after_seq=after_seq):
+            key = event.idempotency_key or ""
+            if event.type == EventType.STEP and key.startswith(STEP_KEY_PREFIX):
+                out[key[len(STEP_KEY_PREFIX) :]] = event.info.get("result")
 
     async def _record(self, step_id: str, result: Any) -> StepRecord:
         try:  # (orjson alone writes nan/inf as null: a result altered without an error)

@@ -15,7 +15,9 @@ rule or hold per line (``#`` starts a comment)::
 * ``keep_last=N``: only the last N events are kept; the state before them becomes a
   snapshot at the new **base** and the history before it is gone (``load(at_seq=...)``
   below it raises :class:`~statekeeper.errors.HistoryCompacted`; ``verify`` checks the
-  stream from its base).
+  stream from its base). A durable step's record (:mod:`statekeeper.concurrency.steps`)
+  is never compacted away — it is what makes the step run once — so history from the
+  first step record on is kept even past ``N`` (the action's ``reason`` says so).
 * ``snapshot_every=K``: snapshots are kept at seqs that are multiples of K (plus the
   base and the latest); the others are deleted.
 
@@ -57,7 +59,7 @@ from ..errors import (
     StatekeeperError,
 )
 from ..namespaces import namespace_of
-from ..records import RawSnapshot, StreamChange
+from ..records import EventType, RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
 from ..store.conditional import delete_only_at
 from ..store.governed import entries_before_delete
@@ -355,8 +357,13 @@ async def _plan_and_apply(
     first = await store.backend.read(agent_id, 0, None, limit=1)
     base = first[0].seq - 1 if first else 0
     target = base
+    kept_for = ""
     if rule.keep_last is not None and head - rule.keep_last > base:
         target = head - rule.keep_last
+        step = await _first_step(store, agent_id, base, target)
+        if step is not None:  # a durable step's record is what makes it run once
+            target = step - 1
+            kept_for = f"kept from seq {step}: the record of a durable step (run once)"
     snaps = [s for s in await _snapshot_seqs(store, agent_id) if s != target]
     drop: set[int] = {s for s in snaps if s < target}  # removed with the history
     if rule.snapshot_every is not None:
@@ -367,9 +374,11 @@ async def _plan_and_apply(
             thin -= await _delta_bases(store, agent_id, keep)
         drop |= thin
     if target == base and not drop:
+        if kept_for:  # keep_last not honoured: say why
+            return RetentionAction(agent_id, "compact", done, 0, 0, base, kept_for)
         return None
     kind = "compact" if target > base else "thin"
-    action = RetentionAction(agent_id, kind, done, target - base, len(drop), target)
+    action = RetentionAction(agent_id, kind, done, target - base, len(drop), target, kept_for)
     if not can_prune:
         return RetentionAction(agent_id, kind, "unsupported", 0, 0, base, "the engine cannot prune")
     if dry_run:
@@ -394,6 +403,25 @@ async def _plan_and_apply(
 
 
 _WRITTEN_SINCE = "written since it was listed: no longer idle, not deleted"
+_STEP = EventType.STEP
+_SCAN = 1000  # events read at a time looking for a step record
+
+
+async def _first_step(store: StateStore, agent_id: str, base: int, target: int) -> int | None:
+    """The seq of the first durable-step record (:mod:`statekeeper.concurrency.steps`)
+    in ``base < seq <= target``, or None. A compaction stops before it: a step's
+    record (its event and idempotency key) is how a rerun finds the step done, so
+    removing it would run a recorded step again."""
+    after = base
+    while after < target:
+        rows = await store.backend.read(agent_id, after, target, limit=_SCAN)
+        for row in rows:
+            if row.type == _STEP:
+                return row.seq
+        if len(rows) < _SCAN:
+            return None
+        after = rows[-1].seq
+    return None
 
 
 def _idle(rule: Rule, updated_at: float, now: float) -> bool:
