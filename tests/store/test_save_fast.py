@@ -20,6 +20,9 @@ from statekeeper import StateStore
 from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.errors import ConflictError, StoreClosed
 from statekeeper.observability import instrument
+from statekeeper.records import AppendResult
+from statekeeper.store import flat
+from statekeeper.store.flat import FlatSave
 from statekeeper.store.writes import WritePipeline
 
 from ..conftest import FakeClock
@@ -35,13 +38,15 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 class Calls:
     """Counts the calls of ``WritePipeline.write`` (the general path) and of
-    ``WritePipeline.save_fast`` / ``append_made`` that made the save (did not hand
-    it back)."""
+    ``WritePipeline.save_fast`` / ``append_made`` / the flat save (store/flat.py,
+    counted as ``fast`` and as ``flat``) that made the save (did not hand it back);
+    made before the store is opened (the flat save is bound then)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.write = 0
         self.fast = 0
         self.made = 0  # (WritePipeline.append_made: a DurableAgent's save)
+        self.flat = 0  # (the flat save, store/flat.py; counted in ``fast`` too)
         write, fast = WritePipeline.write, WritePipeline.save_fast
         made = WritePipeline.append_made
 
@@ -59,6 +64,32 @@ class Calls:
             self.made += done is not None
             return done
 
+        bind = flat.bind_flat
+
+        def counted_bind(pipeline: WritePipeline) -> FlatSave | None:
+            saver = bind(pipeline)
+            if saver is None:
+                return None
+
+            def counted(agent_id: str, document: dict[str, Any]) -> Any:
+                done = saver(agent_id, document)
+                if done is None or isinstance(done, AppendResult):
+                    self.flat += done is not None
+                    self.fast += done is not None
+                    return done
+
+                async def landed() -> AppendResult | None:
+                    assert done is not None and not isinstance(done, AppendResult)
+                    result = await done
+                    self.flat += result is not None
+                    self.fast += result is not None
+                    return result
+
+                return landed()
+
+            return counted
+
+        monkeypatch.setattr("statekeeper.store.writes.bind_flat", counted_bind)
         monkeypatch.setattr(WritePipeline, "write", counted_write)
         monkeypatch.setattr(WritePipeline, "append_made", counted_made)
         monkeypatch.setattr(WritePipeline, "save_fast", counted_fast)

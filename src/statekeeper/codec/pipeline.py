@@ -1099,6 +1099,18 @@ class Codec:
 
     # -- stream heads and witnesses ----------------------------------------------------
 
+    def plain_sealing(self) -> tuple[bytes, Callable[[str, str], bytes], Any] | None:
+        """What :meth:`seal` does for a record of this codec's format when there is no
+        key and no compression, bound once for a caller that writes it out (the store's
+        flat save, ``store/flat.py``): ``(header, names, seq_ts)`` — the payload is
+        ``header + prev + body``, the link ``sha256(b"sk-link/1" + names(agent_id,
+        record_type) + seq_ts(seq, timestamp) + payload)``, stored as the checksum too,
+        and the head tag ``b"\\x01\\x00" + link`` (:meth:`head_tag`). None when this
+        codec encrypts or compresses (then call :meth:`seal`)."""
+        if self.keyring is not None or self.compression != COMPRESS_NONE:
+            return None
+        return self._plain_headers[0], _names, _seq_ts.pack
+
     def head_tag(self, agent_id: str, seq: int, link: bytes) -> bytes:
         """The authenticated head of a stream whose last record (``seq``) has ``link``."""
         if self.keyring is None:

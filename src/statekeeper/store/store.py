@@ -784,9 +784,16 @@ class StateStore:
             and self._gate.ok
             and not self._closed
         ):
-            # no argument check: save_fast makes only the save of an agent whose
-            # record is cached, whose id was checked when it was first read or written
+            # no argument check: the flat save and save_fast make only the save of an
+            # agent whose record is cached, whose id was checked when it was first read
+            # or written
             try:
+                if (flat := self._writes.flat) is not None:
+                    done = flat(agent_id, data)  # (store/flat.py: no coroutine)
+                    if done.__class__ is AppendResult:
+                        return done
+                    if done is not None and (done := await done) is not None:  # type: ignore[misc]
+                        return done  # type: ignore[return-value]
                 done = await self._writes.save_fast(agent_id, data, None)
             except SerializationError as exc:
                 raise locate(exc, self.codec.types, data=data) from exc

@@ -52,6 +52,7 @@ from . import conditional, idempotency
 from .body import RESERVED, SNAPSHOT_TYPE, event_body, next_record
 from .change import diff_by_key, dump_keys, plain
 from .durability import Durability, GroupCommitter, WriteBehind
+from .flat import FlatSave, bind_flat
 from .locks import KeyedLock
 from .observing import FOLD_AT, StoreObserver
 from .reads import PAGE, ReadPath
@@ -194,6 +195,8 @@ class WritePipeline:
         )
         #: the common save may take :meth:`save_fast` (see :meth:`decide_fast`)
         self.fast = False
+        #: the flat save of a cached agent (see :mod:`.flat`), None when ruled out
+        self.flat: FlatSave | None = None
         self.decide_fast()
 
     # -- what is decided once, not per save ----------------------------------------------
@@ -204,7 +207,8 @@ class WritePipeline:
         store's audit-together path), no observer, the cache trusted and validated,
         no size limits, a JSON codec. Made at construction and again whenever one of
         them is set (``observer`` and ``submitter`` are properties that call this), so
-        the save path checks one flag instead of each of them."""
+        the save path checks one flag instead of each of them; and binds the flat save
+        (:mod:`.flat`) for those options."""
         self.fast = (
             self.behind is None
             and self._submitter is None
@@ -215,6 +219,7 @@ class WritePipeline:
             and self.max_state_bytes is None
             and self.codec.format.id == JSON
         )
+        self.flat = bind_flat(self) if self.fast else None
 
     @property
     def submitter(self) -> Callable[[AppendRequest], Awaitable[AppendResult]] | None:

@@ -1,0 +1,271 @@
+"""The flat save: ``StateStore.save(agent_id, dict)`` of a cached agent as one plain call.
+
+:meth:`.writes.WritePipeline.save_fast` makes the common save in one coroutine, but
+through general helpers — :func:`.change.diff_by_key` and its parts, ``Codec.seal``,
+``Codec.head_tag``, ``SnapshotPolicy.due`` — each re-reading the store's options on
+every save. :func:`bind_flat` binds, once per store (again whenever the store's write
+options change: ``WritePipeline.decide_fast``), everything such a save needs: the
+cache's dict, the lock table, the codec's plain sealing parts, the snapshot bounds, the
+engine's ``commit_next`` and the witness. The save is then one function, no coroutine:
+
+- change detection specialised for the common cases, each proven on bytes as
+  :func:`.change.diff_by_key` proves them: every top-level value packed once (msgpack,
+  strict types) and compared with the bytes kept from the last save; a list whose old
+  items' bytes start the new one's grew (one ``add …/-`` op per new item); any other
+  changed value that is neither a list nor a dict is replaced (one ``replace`` op, what
+  :func:`statekeeper.patch.diff` makes of it). Anything else — a key added or removed,
+  a changed dict, a list changed otherwise, values that do not pack, several changed
+  keys in another order than the stored one — hands the save back (None);
+- the event serialised as ``save_fast`` serialises it, sealed and tagged as
+  ``Codec.seal`` / ``Codec.head_tag`` make a record without key nor compression;
+- the head's compare-and-set and the event row committed by ``Backend.commit_next``
+  at once; when the engine declines (another task ready, the writer busy, a pass of the
+  loop due), a coroutine that appends the same row is returned for the caller to await
+  (under the agent's lock, which it then holds);
+- the cached record updated in place once the append is acknowledged, the witness told.
+
+It returns the :class:`~statekeeper.records.AppendResult`, such a coroutine, or None
+with nothing done when the save is not its case (no trusted cached record, the agent's
+lock held, a snapshot due, a conflict on the cached head — the record then dropped, as
+``save_fast`` drops it): the caller then makes the save through ``save_fast`` or the
+general path, which handle each of them. What is stored is the same bytes either way
+(``tests/store/test_save_flat.py``). Why a third copy of the save's steps: the
+instructions per save, docs/benchmarks.md, "flatsave".
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ..backends.base import NextRow
+from ..errors import ConflictError
+from ..patch import escape
+from ..records import AppendResult, EventType
+from .change import _grew, _packer, _packers
+from .state import HELD_AS_BYTES, AgentRecord
+
+if TYPE_CHECKING:
+    from .writes import WritePipeline
+
+__all__ = ["FlatSave", "bind_flat"]
+
+#: ``flat(agent_id, document)``: the result, a coroutine to await for it (None from it:
+#: hand the save on), or None (hand the save on, nothing done)
+FlatSave = Callable[[str, dict[str, Any]], "AppendResult | Awaitable[AppendResult | None] | None"]
+
+_PATCH = EventType.PATCH
+_NEVER = 1 << 62  # (no byte bound on the replay: one comparison that never holds)
+
+
+def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
+    """The flat save of ``pipeline``'s store, or None when its options rule it out (not
+    ``pipeline.fast``, group commit, a snapshot policy by cost — its tuner counts every
+    save —, a codec that encrypts or compresses)."""
+    snapshots = pipeline.snapshots
+    sealing = pipeline.codec.plain_sealing()
+    if not pipeline.fast or pipeline.group is not None or snapshots.by_cost or sealing is None:
+        return None
+    header, names, seq_ts = sealing
+    every = snapshots.every
+    max_replay = _NEVER if snapshots.max_replay_bytes is None else snapshots.max_replay_bytes
+    deltas = snapshots.full_every > 1
+    cache = pipeline.reads.cache
+    cached = cache._data
+    held = pipeline._locks._held
+    commit = pipeline.backend.commit_next
+    clock = pipeline.clock
+    serialize = pipeline.codec.serialize
+    witness = pipeline.witness
+    acked = None if witness is None else witness.acked
+    local = _packers
+    sha256 = hashlib.sha256
+    dumps = orjson.dumps
+    join = b"".join
+    held_as_bytes = HELD_AS_BYTES
+
+    def flat(
+        agent_id: str, new: dict[str, Any]
+    ) -> AppendResult | Awaitable[AppendResult | None] | None:
+        record = cached.get(agent_id)
+        if (
+            record is None
+            or agent_id in held  # another write of this agent: wait for it (save_fast)
+            or not record.tag_known
+            or record.rich
+            or (before_all := record.dumped) is None
+            or (prev := record.link) is None
+            or (deltas and record.full_data is None)
+        ):
+            return None
+        data = record.data
+        if data is not held_as_bytes and data.__class__ is not dict:
+            return None
+        pack = (getattr(local, "packer", None) or _packer()).pack
+        dumped: dict[str, bytes] = {}
+        ops: list[dict[str, Any]] = []
+        carried: list[bytes] = []  # the packed bytes of every value the ops carry
+        try:
+            for key, value in new.items():
+                after = dumped[key] = pack(value)
+                before = before_all.get(key)
+                if before == after:
+                    continue  # unchanged (the common case)
+                if before is None:
+                    return None  # a key added: the general diff
+                path = "/" + escape(key) if "~" in key or "/" in key else "/" + key
+                if value.__class__ is list:
+                    if before[0] == 0xDC == after[0]:  # (change._grew's 16-bit case)
+                        length = before[1] << 8 | before[2]
+                        if after[1] << 8 | after[2] < length or not after.startswith(
+                            memoryview(before)[3:], 3
+                        ):
+                            return None
+                        offset = len(before)
+                    else:
+                        grown = _grew(before, after)
+                        if grown is None:
+                            return None  # not a growth: the general diff
+                        length, offset = grown
+                    path += "/-"
+                    for item in value[length:]:
+                        ops.append({"op": "add", "path": path, "value": item})
+                    carried.append(after[offset:])
+                elif value.__class__ is dict:
+                    return None  # a changed dict: the general diff
+                else:  # a scalar changed (its bytes differ: so does its JSON)
+                    ops.append({"op": "replace", "path": path, "value": value})
+                    carried.append(after)
+        except (TypeError, ValueError, OverflowError):  # not plain JSON: the general diff
+            local.packer.reset()  # (a failed pack leaves its partial bytes in the buffer)
+            return None
+        if len(dumped) != len(before_all):
+            return None  # a key removed: the general diff
+        if len(carried) > 1 and (
+            data is not held_as_bytes or list(before_all) != list(dumped)
+        ):  # several changes: diff_by_key orders their ops by the stored keys
+            return None
+        # the event's bytes, as save_fast makes them (change.plain, written out)
+        body_bytes = None
+        if not ops:
+            body_bytes = b"{}"
+        elif len(carried) == 1 and not (
+            0xCB in (tail := carried[0])
+            or 0xC4 in tail
+            or 0xC5 in tail
+            or 0xC6 in tail
+            or (0x24 in tail and b"\xa2$t" in tail)
+        ):
+            try:
+                body_bytes = dumps({"ops": ops})
+            except TypeError:
+                body_bytes = None
+        if body_bytes is None:
+            body = {"ops": ops}
+            if len(carried) > 1:
+                for tail in carried:
+                    if (
+                        0xCB in tail
+                        or 0xC4 in tail
+                        or 0xC5 in tail
+                        or 0xC6 in tail
+                        or (0x24 in tail and b"\xa2$t" in tail)
+                    ):
+                        break
+                else:
+                    try:
+                        body_bytes = dumps(body)
+                    except TypeError:
+                        body_bytes = None
+            if body_bytes is None:
+                body_bytes = serialize(body, "event")
+                if 0x24 in body_bytes and b'"$t"' in body_bytes:
+                    return None  # typed values in the ops: build() applies them
+        seq = record.seq + 1
+        # Codec.seal of a record without key nor compression, written out
+        payload = join((header, prev, body_bytes))
+        replay = record.replay_bytes + len(payload)
+        if seq - record.snapshot_seq >= every or replay >= max_replay:
+            return None  # a snapshot is due (SnapshotPolicy.due): save_fast writes it
+        now = clock()
+        link: bytes = sha256(
+            join((b"sk-link/1", names(agent_id, _PATCH), seq_ts(seq, now), payload))
+        ).digest()
+        tag = b"\x01\x00" + link  # (Codec.head_tag without a key)
+        row = (agent_id, seq, now, payload, link, tag, record.tag, None)
+        try:
+            if not commit(row):  # the engine appends it on a pass of the loop
+                held[agent_id] = None
+                return _land(pipeline, record, row, ops, dumped, replay)
+        except ConflictError:  # the cached head was stale: the general path makes it
+            cache.discard(agent_id)
+            pipeline.retries += 1
+            return None
+        except BaseException:
+            cache.discard(agent_id)
+            raise
+        pipeline.appends += 1
+        record.fresh = False  # its data may be shared (as next_record says)
+        if ops:
+            record.data, record.dumped, record.blob = held_as_bytes, dumped, None
+        else:
+            record.dumped = dumped
+        record.seq, record.updated_at, record.replay_bytes = seq, now, replay
+        record.link, record.checksum, record.tag = link, link, tag
+        if cached.get(agent_id) is record:
+            cached.move_to_end(agent_id)
+            cache.hits += 1
+        else:  # (a commit listener evicted or replaced it)
+            cache.put(agent_id, record)
+        if acked is not None:
+            acked(agent_id, seq, link)
+        return AppendResult(agent_id, seq, seq)
+
+    return flat
+
+
+async def _land(
+    pipeline: WritePipeline,
+    record: AgentRecord,
+    row: NextRow,
+    ops: list[dict[str, Any]],
+    dumped: dict[str, bytes],
+    replay: int,
+) -> AppendResult | None:
+    """The flat save's append when the engine declined to commit it at once: the same
+    row through ``Backend.append_next``, under the agent's lock (taken by the caller),
+    then the record kept as the flat save keeps it. None on a conflict (the record
+    dropped, for the caller's general path to make the save again)."""
+    agent_id, seq, now, _payload, link, tag = row[:6]
+    cache = pipeline.reads.cache
+    try:
+        try:
+            await pipeline._append_next(row)
+        except ConflictError:
+            cache.discard(agent_id)
+            pipeline.retries += 1
+            return None
+        except BaseException:
+            cache.discard(agent_id)
+            raise
+        pipeline.appends += 1
+        record.fresh = False
+        if ops:
+            record.data, record.dumped, record.blob = HELD_AS_BYTES, dumped, None
+        else:
+            record.dumped = dumped
+        record.seq, record.updated_at, record.replay_bytes = seq, now, replay
+        record.link, record.checksum, record.tag = link, link, tag
+        if cache._data.get(agent_id) is not record:  # evicted or replaced meanwhile
+            cache.put(agent_id, record)
+        else:
+            cache._data.move_to_end(agent_id)
+            cache.hits += 1
+        if pipeline.witness is not None:
+            pipeline.witness.acked(agent_id, seq, link)
+        return AppendResult(agent_id, seq, seq)
+    finally:
+        pipeline._let_go(agent_id)
