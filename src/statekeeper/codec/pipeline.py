@@ -1106,8 +1106,10 @@ class Codec:
         ``header + prev + body``, the link ``sha256(b"sk-link/1" + names(agent_id,
         record_type) + seq_ts(seq, timestamp) + payload)``, stored as the checksum too,
         and the head tag ``b"\\x01\\x00" + link`` (:meth:`head_tag`). None when this
-        codec encrypts or compresses (then call :meth:`seal`)."""
-        if self.keyring is not None or self.compression != COMPRESS_NONE:
+        codec encrypts, compresses or hashes with BLAKE3 (``checksum="blake3"``; then
+        call :meth:`seal`). Under ``checksum="auto"`` the records it makes are SHA-256
+        ones, valid at every size."""
+        if self.keyring is not None or self.compression != COMPRESS_NONE or self._algo:
             return None
         return self._plain_headers[0], _names, _seq_ts.pack
 
