@@ -16,6 +16,7 @@ Run::
 
     .venv/bin/python benchmarks/bench_group_loop.py --pairs 4
     .venv/bin/python benchmarks/bench_group_loop.py --callgrind
+    .venv/bin/python benchmarks/bench_group_loop.py --callgrind --loops asyncio
     PYTHONPATH=<main>/src .venv/bin/python benchmarks/bench_group_loop.py --callgrind
 """
 
@@ -97,7 +98,7 @@ def _side(r: dict[str, float]) -> str:
 
 
 def wall_pairs(pairs: int, agents: int, rounds: int, sync: str) -> None:
-    rows: dict[str, list[dict[str, float]]] = {loop: [] for loop in LOOPS}
+    rows: dict[str, list[dict[str, float]]] = {loop: [] for loop in LOOPS}  # (both loops)
     for i in range(pairs):
         order = LOOPS if i % 2 == 0 else LOOPS[::-1]
         for loop in order:
@@ -121,8 +122,8 @@ def wall_pairs(pairs: int, agents: int, rounds: int, sync: str) -> None:
         )
 
 
-def _callgrind(loop: str, agents: int, rounds: int) -> tuple[int, int, int]:
-    """(instructions of the loop thread, of the whole process, saves made)."""
+def _callgrind(loop: str, agents: int, rounds: int) -> tuple[int, int, int, int]:
+    """(instructions of the loop thread, of the whole process, saves, commits made)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cg.out"
         proc = subprocess.run(
@@ -137,7 +138,7 @@ def _callgrind(loop: str, agents: int, rounds: int) -> tuple[int, int, int]:
             text=True,
             check=True,
         )
-        saves = int(json.loads(proc.stdout.strip().splitlines()[-1])["saves"])
+        made = json.loads(proc.stdout.strip().splitlines()[-1])
         per_thread = {}
         for file in Path(tmp).glob("cg.out*"):
             text = file.read_text()
@@ -146,17 +147,21 @@ def _callgrind(loop: str, agents: int, rounds: int) -> tuple[int, int, int]:
                 continue
             total = sum(int(m.group(1)) for m in re.finditer(r"^summary: (\d+)", text, re.M))
             per_thread[int(thread.group(1))] = total
-    return per_thread.get(1, 0), sum(per_thread.values()), saves
+    return per_thread.get(1, 0), sum(per_thread.values()), made["saves"], made["commits"]
 
 
-def callgrind(agents: int, small: int, large: int) -> None:
-    for loop in LOOPS:
-        l1, p1, s1 = _callgrind(loop, agents, small)
-        l2, p2, s2 = _callgrind(loop, agents, large)
+def callgrind(loops: list[str], agents: int, small: int, large: int) -> None:
+    """Under valgrind the threads take turns, so how many saves share a commit varies
+    from run to run (printed: the instructions a save follow it)."""
+    for loop in loops:
+        l1, p1, s1, _ = _callgrind(loop, agents, small)
+        l2, p2, s2, c2 = _callgrind(loop, agents, large)
         saves = s2 - s1
         print(
             f"{loop}: {(l2 - l1) / saves:,.0f} instructions a save on the loop thread, "
-            f"{(p2 - p1) / saves:,.0f} in the process ({saves} saves counted)",
+            f"{(p2 - p1) / saves:,.0f} in the process ({saves} saves counted, "
+            f"{s2 / max(c2, 1):.1f} saves a commit in the longer run, load "
+            f"{os.getloadavg()[0]:.1f})",
             flush=True,
         )
 
@@ -169,6 +174,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=150, help="saves an agent (wall)")
     parser.add_argument("--sync", default="FULL", choices=["OFF", "NORMAL", "FULL"])
     parser.add_argument("--callgrind", action="store_true")
+    parser.add_argument("--loops", nargs="+", default=list(LOOPS), choices=LOOPS)
     parser.add_argument("--small", type=int, default=5)
     parser.add_argument("--large", type=int, default=45)
     args = parser.parse_args()
@@ -179,7 +185,7 @@ def main() -> None:
         print(json.dumps(child(loop, int(agents), int(rounds), sync)))
         return
     if args.callgrind:
-        callgrind(args.agents, args.small, args.large)
+        callgrind(args.loops, args.agents, args.small, args.large)
         return
     wall_pairs(args.pairs, args.agents, args.rounds, args.sync)
 

@@ -124,3 +124,36 @@ async def test_sixteen_agents_saving_at_once_store_every_save_exactly_once(
             assert history == list(range(1, 26))
             state = await fresh.load(a)
             assert state is not None and state.data == {"n": 24, "who": a}
+
+
+def test_under_uvloop_group_saves_share_commits_and_a_stale_head_is_refused(
+    tmp_path: Path,
+) -> None:
+    """uvloop's loop has neither asyncio's ready queue nor its selector: the engine
+    then takes the pass of the loop it cannot rule out (a lone save included) — every
+    save is still stored once, and an append on a stale head is refused."""
+    uvloop = pytest.importorskip("uvloop")  # (the dev and bench extras install it)
+    path = tmp_path / "uv.db"
+    agents = [f"agent-{i:02d}" for i in range(16)]
+
+    async def main() -> None:
+        async with StateStore(f"sqlite:///{path}?synchronous=OFF", durability="group") as store:
+
+            async def run(a: str) -> None:
+                for n in range(25):
+                    await store.save(a, {"n": n})
+
+            await asyncio.gather(*(run(a) for a in agents))
+            assert store.stats().commits < 16 * 25
+            await store.save("alone", {"n": 0})  # nobody to share its commit with
+            engine = store.backend
+            assert isinstance(engine, SQLiteBackend)
+            with pytest.raises(ConflictError):  # seq 25 is taken: refused, not doubled
+                await _next(engine, agents[0], 25)
+        async with StateStore(f"sqlite:///{path}") as fresh:
+            for a in agents:
+                assert [e.seq async for e in fresh.history(a)] == list(range(1, 26))
+            assert [e.seq async for e in fresh.history("alone")] == [1]
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main())
