@@ -228,6 +228,17 @@ CHECKPOINT_PAGES = 1000
 #: (a pass of the loop is made when the poll finds one)
 PASS_EVERY = 0.001
 
+#: a batch of the commit queue is committed on the event loop itself (BEGIN to COMMIT,
+#: its fsync included) when it and the loop's ready callbacks (the saves the last
+#: commit woke) are at most this many: then too little could use the loop during the
+#: fsync for handing the COMMIT to the commit thread to pay for its two thread hops
+#: (the thread's wake-up, then the loop's: ~100-250 us quiet, milliseconds on a loaded
+#: machine, against a ~230 us fsync). A few agents then settle into one group a
+#: commit, made on the loop, instead of two alternating groups handed off; with more,
+#: the batch is handed off so the loop prepares the next one during the fsync
+#: (docs/benchmarks.md, "group3")
+INLINE_BATCH = 4
+
 
 class _Busy(StatekeeperError):
     """Inline ``BEGIN IMMEDIATE`` found the write lock taken: retry on the writer thread.
@@ -1504,7 +1515,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         # commit queues behind it there. (Winning the idle lock inline here instead let
         # a loop of saves starve the checkpoint on a loaded machine: the WAL grew by
         # every commit made while it waited, 14-17 MB instead of ~7 MB in CI.)
-        if len(requests) == 1:
+        ready = getattr(loop, "_ready", None)  # (None: a loop without it, e.g. uvloop)
+        if len(requests) == 1 or (ready is not None and len(requests) + len(ready) <= INLINE_BATCH):
             try:
                 results = self._inline(requests)
             except BaseException as exc:
@@ -1514,7 +1526,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 return self._next(loop)
             if results is not None:
                 _settle(futures, results)
-                self._committed(1)
+                self._committed(len(requests))
                 return self._next(loop)
         else:
             try:
