@@ -57,7 +57,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import operator
 import os
 import secrets
 import sqlite3
@@ -252,22 +251,16 @@ def _settle(
 ) -> None:
     """Hand each queued append's future its result (``outcome[i]``), or the whole
     commit's failure. A future already done (its caller was cancelled) is left as it
-    is: the append itself stands. Only when one is done is each asked (``done`` of
-    them all is one C-level pass, and the common batch sets its results without a
-    check, an ``isinstance`` and an index a future: 26.5 -> ~10 bytecodes a batched
-    save, ``bench_save_instructions.py --bytecodes sk-group-16``)."""
+    is: the append itself stands. (Futures and outcomes zipped: no index, no
+    ``isinstance`` a future.)"""
     if isinstance(outcome, BaseException):
         for future in futures:
             if not future.done():
                 future.set_exception(outcome)
         return
-    if True in map(_done, futures):
-        for future, result in zip(futures, outcome, strict=True):
-            if not future.done():
-                future.set_result(result)
-        return
     for future, result in zip(futures, outcome, strict=True):
-        future.set_result(result)
+        if not future.done():
+            future.set_result(result)
 
 
 def _outcome(
@@ -348,10 +341,6 @@ _ALWAYS = (None,)
 #: a lone append found the writer busy: nothing was written, the writer thread takes it
 _BUSY: Any = object()
 _PATCH = EventType.PATCH
-#: ``future.done()`` and ``future.cancelled()`` as C-level callables (over a batch's
-#: futures with ``map``: no Python frame a future)
-_done = operator.methodcaller("done")
-_cancelled = operator.methodcaller("cancelled")
 #: what a lone append binds its blobs as (see ``SQLiteBackend._append_row``)
 _bind = bytearray
 #: the clock of PASS_EVERY (asyncio's ``loop.time()``, without its method call)
@@ -1500,14 +1489,15 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         if len(pending) > self.MAX_BATCH:
             self._queues[loop] = pending[self.MAX_BATCH :]
             del pending[self.MAX_BATCH :]
-        # the queue's requests and their futures, apart (one C-level pass); an append
-        # whose caller was cancelled before this flush is dropped (nothing written)
-        requests, futures = zip(*pending, strict=True)
-        if True in map(_cancelled, futures):
+        # the queue's requests and their futures, apart (one C-level pass: every entry
+        # is a pair); an append whose caller was cancelled before this flush is
+        # dropped (nothing written)
+        requests, futures = zip(*pending, strict=False)
+        if [f for f in futures if f.cancelled()]:
             kept = [(r, f) for r, f in pending if not f.cancelled()]
             if not kept:
                 return self._next(loop)
-            requests, futures = zip(*kept, strict=True)
+            requests, futures = zip(*kept, strict=False)
         if self._closed:
             _settle(futures, StoreClosed(f"sqlite backend {self.path} is closed"))
             return self._next(loop)
