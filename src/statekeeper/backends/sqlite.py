@@ -227,6 +227,17 @@ CHECKPOINT_PAGES = 1000
 #: (a pass of the loop is made when the poll finds one)
 PASS_EVERY = 0.001
 
+#: a batch of the commit queue is committed on the event loop itself (BEGIN to COMMIT,
+#: its fsync included) when it and the loop's ready callbacks (the saves the last
+#: commit woke) are at most this many: then too little could use the loop during the
+#: fsync for handing the COMMIT to the commit thread to pay for its two thread hops
+#: (the thread's wake-up, then the loop's: ~100-250 us quiet, milliseconds on a loaded
+#: machine, against a ~230 us fsync). A few agents then settle into one group a
+#: commit, made on the loop, instead of two alternating groups handed off; with more,
+#: the batch is handed off so the loop prepares the next one during the fsync
+#: (docs/benchmarks.md, "group3")
+INLINE_BATCH = 4
+
 
 class _Busy(StatekeeperError):
     """Inline ``BEGIN IMMEDIATE`` found the write lock taken: retry on the writer thread.
@@ -235,17 +246,21 @@ class _Busy(StatekeeperError):
 
 
 def _settle(
-    queue: Sequence[tuple[_Queued, asyncio.Future[_Outcome]]],
+    futures: Sequence[asyncio.Future[_Outcome]],
     outcome: Sequence[_Outcome] | BaseException,
 ) -> None:
-    """Hand each queued append its result (or the whole commit's failure)."""
-    for index, (_, future) in enumerate(queue):
-        if future.done():  # the caller was cancelled; the append itself stands
-            continue
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome[index])
+    """Hand each queued append's future its result (``outcome[i]``), or the whole
+    commit's failure. A future already done (its caller was cancelled) is left as it
+    is: the append itself stands. (Futures and outcomes zipped: no index, no
+    ``isinstance`` a future.)"""
+    if isinstance(outcome, BaseException):
+        for future in futures:
+            if not future.done():
+                future.set_exception(outcome)
+        return
+    for future, result in zip(futures, outcome, strict=True):
+        if not future.done():
+            future.set_result(result)
 
 
 def _outcome(
@@ -1452,7 +1467,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             self._wrote(0)
         return result
 
-    def _inline(self, requests: list[_Queued]) -> list[_Outcome] | None:
+    def _inline(self, requests: Sequence[_Queued]) -> list[_Outcome] | None:
         """Commit ``requests`` on this thread when the writer is idle and no checkpoint
         waits; None (nothing written) when the writer or the file's lock is busy."""
         if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
@@ -1474,40 +1489,46 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         if len(pending) > self.MAX_BATCH:
             self._queues[loop] = pending[self.MAX_BATCH :]
             del pending[self.MAX_BATCH :]
-        queue = [(r, f) for r, f in pending if not f.cancelled()]
-        if not queue:
-            return self._next(loop)
+        # the queue's requests and their futures, apart (one C-level pass: every entry
+        # is a pair); an append whose caller was cancelled before this flush is
+        # dropped (nothing written)
+        requests, futures = zip(*pending, strict=False)
+        if [f for f in futures if f.cancelled()]:
+            kept = [(r, f) for r, f in pending if not f.cancelled()]
+            if not kept:
+                return self._next(loop)
+            requests, futures = zip(*kept, strict=False)
         if self._closed:
-            _settle(queue, StoreClosed(f"sqlite backend {self.path} is closed"))
+            _settle(futures, StoreClosed(f"sqlite backend {self.path} is closed"))
             return self._next(loop)
-        requests = [r for r, _ in queue]
         # As in _write: a checkpoint queued on the writer thread goes first, and this
         # commit queues behind it there. (Winning the idle lock inline here instead let
         # a loop of saves starve the checkpoint on a loaded machine: the WAL grew by
         # every commit made while it waited, 14-17 MB instead of ~7 MB in CI.)
-        if len(queue) == 1:
+        ready = getattr(loop, "_ready", None)  # (None: a loop without it, e.g. uvloop)
+        if len(requests) == 1 or (ready is not None and len(requests) + len(ready) <= INLINE_BATCH):
             try:
                 results = self._inline(requests)
             except BaseException as exc:
-                _settle(queue, exc)
+                _settle(futures, exc)
                 if not isinstance(exc, Exception):
                     raise
                 return self._next(loop)
             if results is not None:
-                _settle(queue, results)
+                _settle(futures, results)
                 self._committed(len(requests))
                 return self._next(loop)
         else:
             try:
                 written = self._write_batch(requests)
             except BaseException as exc:
-                _settle(queue, exc)
+                _settle(futures, exc)
                 if not isinstance(exc, Exception):
                     raise
                 return self._next(loop)
             if written is not None:  # the transaction is open, _writer_busy held
-                if not self._hand_commit(loop, queue, requests, written):
-                    _settle(queue, StoreClosed(f"sqlite backend {self.path} is closed"))
+                if not self._hand_commit(loop, futures, requests, written):
+                    _settle(futures, StoreClosed(f"sqlite backend {self.path} is closed"))
                     return self._next(loop)
                 self._in_flight.add(loop)  # (its landing runs on this loop: after this)
                 return None
@@ -1516,37 +1537,37 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 self._writer_pool, self._locked, self._append_batch_sync, requests
             )
         except RuntimeError:  # the writer pool was shut down by close()
-            _settle(queue, StoreClosed(f"sqlite backend {self.path} is closed"))
+            _settle(futures, StoreClosed(f"sqlite backend {self.path} is closed"))
             return self._next(loop)
         self._in_flight.add(loop)
-        done.add_done_callback(functools.partial(self._landed_future, loop, queue, len(requests)))
+        done.add_done_callback(functools.partial(self._landed_future, loop, futures, len(requests)))
         return None
 
     def _landed_future(
         self,
         loop: asyncio.AbstractEventLoop,
-        queue: list[tuple[_Queued, asyncio.Future[_Outcome]]],
+        futures: Sequence[asyncio.Future[_Outcome]],
         appends: int,
         f: asyncio.Future[list[_Outcome]],
     ) -> None:
-        self._landed(loop, queue, appends, _outcome(f))
+        self._landed(loop, futures, appends, _outcome(f))
 
     def _landed(
         self,
         loop: asyncio.AbstractEventLoop,
-        queue: list[tuple[_Queued, asyncio.Future[_Outcome]]],
+        futures: Sequence[asyncio.Future[_Outcome]],
         appends: int,
         outcome: list[_Outcome] | BaseException,
     ) -> None:
         """A batch of ``loop``'s queue is done (committed, or failed as a whole): its
         appends learn their outcomes and the appends that queued meanwhile go next."""
         self._in_flight.discard(loop)
-        _settle(queue, outcome)
+        _settle(futures, outcome)
         if not isinstance(outcome, BaseException):
             self._committed(appends)
         self._next(loop)
 
-    def _write_batch(self, requests: list[_Queued]) -> list[_Outcome] | None:
+    def _write_batch(self, requests: Sequence[_Queued]) -> list[_Outcome] | None:
         """BEGIN and the statements of several appends, on this thread (the event loop),
         the transaction left open for :meth:`_hand_commit` with ``_writer_busy`` held;
         None (nothing written, nothing held) when the writer or the file's lock is busy
@@ -1597,8 +1618,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     def _hand_commit(
         self,
         loop: asyncio.AbstractEventLoop,
-        queue: list[tuple[_Queued, asyncio.Future[_Outcome]]],
-        requests: list[_Queued],
+        futures: Sequence[asyncio.Future[_Outcome]],
+        requests: Sequence[_Queued],
         results: list[_Outcome],
     ) -> bool:
         """COMMIT the transaction :meth:`_write_batch` left open, on the commit thread;
@@ -1615,7 +1636,9 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         entered = threading.Lock()
         entered.acquire()
         try:
-            self._commit_pool.submit(self._commit_written, loop, queue, requests, results, entered)
+            self._commit_pool.submit(
+                self._commit_written, loop, futures, requests, results, entered
+            )
         except RuntimeError:  # shut down by close()
             conn = self._writer
             if conn is not None and conn.in_transaction:
@@ -1628,8 +1651,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     def _commit_written(
         self,
         loop: asyncio.AbstractEventLoop,
-        queue: list[tuple[_Queued, asyncio.Future[_Outcome]]],
-        requests: list[_Queued],
+        futures: Sequence[asyncio.Future[_Outcome]],
+        requests: Sequence[_Queued],
         results: list[_Outcome],
         entered: threading.Lock,
     ) -> None:
@@ -1656,7 +1679,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         except BaseException as exc:  # the whole commit failed: every append learns it
             outcome = exc
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-            loop.call_soon_threadsafe(self._landed, loop, queue, len(requests), outcome)
+            loop.call_soon_threadsafe(self._landed, loop, futures, len(requests), outcome)
 
     def _committed(self, appends: int) -> None:
         for listener in self.commit_listeners:
