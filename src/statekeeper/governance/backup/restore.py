@@ -58,11 +58,11 @@ import contextlib
 import hmac
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...backends.base import Capability
+from ...backends.base import Backend, Capability
 from ...codec import ZERO_LINK
 from ...codec.pipeline import CHAIN_BROKEN
 from ...errors import AgentForgotten, BackupCorrupt, BackupError, IntegrityError, KeyNotFound
@@ -354,15 +354,17 @@ def _follow(
         raise BackupCorrupt(path, f"agent {agent_id!r}", f"record does not verify: {exc}") from None
 
 
-async def _write_part(
-    store: StateStore,
-    agent_id: str,
-    item: Any,
-    snapshot_here: bool,
-    tag: bytes | None,
-) -> None:
-    """Append one part (its base the stream's head now), in pieces cut at idempotency
-    keys; ``tag`` (the head tag) on the last piece of the stream's last part."""
+#: one step of writing an agent's part: ``(agent, request, None)`` an append,
+#: ``(agent, request, base)`` the append of a compacted stream's first events onto its
+#: base snapshot, ``(agent, None, snapshot)`` a snapshot taken before the part (saved
+#: after its appends)
+_Step = tuple[str, "AppendRequest | None", "RawSnapshot | None"]
+
+
+def _steps(agent_id: str, item: Any, snapshot_here: bool, tag: bytes | None) -> list[_Step]:
+    """The writes of one part (its base the stream's head then), in order: appends in
+    pieces cut at idempotency keys, ``tag`` (the head tag) on the last piece of the
+    stream's last part."""
     _, base, head, _, raw_events, snap, key_rows = item[:7]
     events = [RawEvent(s, k, t, p, c) for s, k, t, p, c in raw_events]
     keyed = {first: (name, last) for name, first, last in key_rows}
@@ -371,6 +373,7 @@ async def _write_part(
         base = from_base.seq  # compacted: the events start after the base snapshot
         if snap is not None and snap[0] == base:
             snap = None  # the latest snapshot is the base itself: written with it
+    steps: list[_Step] = []
     seq = base
     while seq < head:
         key: str | None = None
@@ -385,13 +388,52 @@ async def _write_part(
         request = AppendRequest(
             agent_id, seq, part, snapshot, key, head_tag=tag if end == head else None
         )
-        if from_base is not None and seq == from_base.seq:
-            await store.backend.append_from_base(request, from_base)
-        else:
-            await store.backend.append(request)
+        onto = from_base if from_base is not None and seq == from_base.seq else None
+        steps.append((agent_id, request, onto))
         seq = end
     if snapshot_here and snap is not None and snap[0] <= base:  # taken before this part
-        await store.backend.save_snapshot(agent_id, RawSnapshot(snap[0], snap[1], snap[2], snap[3]))
+        steps.append((agent_id, None, RawSnapshot(snap[0], snap[1], snap[2], snap[3])))
+    return steps
+
+
+async def _write_batch(
+    store: StateStore, batch: Sequence[tuple[str, Any, bool, bytes | None]], concurrency: int
+) -> None:
+    """Write the parts of one batch (``(agent, entry, its snapshot here, tag)``, each
+    agent once) in rounds: round *r* is every agent's *r*-th write (an agent's writes
+    stay in order, one round after the other), and a round's plain appends go to the
+    engine's :meth:`~statekeeper.backends.base.Backend.append_batch` in one call (on
+    SQLite: one transaction and one commit for the whole batch instead of one per
+    agent, each through the event loop and the writer thread: ~2/3 of a restore's
+    CPU, docs/benchmarks.md "backup16"). Each append succeeds or fails on its own
+    there as it did alone; the first failure is raised. An engine without a batch of
+    its own (the default runs them one by one) gets them ``concurrency`` at a time,
+    as before."""
+    backend = store.backend
+    steps = [_steps(*one) for one in batch]
+    batched = type(backend).append_batch is not Backend.append_batch
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def alone(step: _Step) -> None:
+        agent_id, request, extra = step
+        async with gate:
+            if request is None:
+                assert extra is not None
+                await backend.save_snapshot(agent_id, extra)
+            elif extra is not None:
+                await backend.append_from_base(request, extra)
+            else:
+                await backend.append(request)
+
+    for r in range(max(map(len, steps), default=0)):
+        round_ = [s[r] for s in steps if r < len(s)]
+        plain = [req for _, req, extra in round_ if req is not None and extra is None]
+        others = [s for s in round_ if not batched or s[1] is None or s[2] is not None]
+        if batched and plain:
+            for result in await backend.append_batch(plain):
+                if isinstance(result, BaseException):
+                    raise result
+        await asyncio.gather(*(alone(step) for step in others))
 
 
 async def restore(
@@ -443,8 +485,7 @@ async def restore(
             for a, p in sorted(plans.items())
             if not p.forgotten
         }
-        heads = await asyncio.gather(*(store.backend.head(a) for a in tags))
-        held = dict(zip(tags, heads, strict=True))
+        held = await _held(store, tags)
         present = [a for a, h in held.items() if h]
         # the target's own streams (its audit log) are kept: the backup's copy is left out
         kept = [a for a in present if a[:1] == "\x01"]
@@ -482,6 +523,18 @@ async def restore(
         details["kept_target_streams"] = len(kept)
     await emit(audit, GovernanceEvent("restore", None, "ok", details=details))
     return result
+
+
+async def _held(store: StateStore, agent_ids: dict[str, bytes]) -> dict[str, int]:
+    """The target's head of each agent (0: none). A target without any agent (what a
+    restore is usually given) holds none of them: one count instead of a head read per
+    agent (100,000 of them through the loop: ~1.3 CPU-s, docs/benchmarks.md
+    "backup16")."""
+    backend = store.backend
+    if await backend.count_agents() == 0:
+        return dict.fromkeys(agent_ids, 0)
+    heads = await asyncio.gather(*(backend.head(a) for a in agent_ids))
+    return dict(zip(agent_ids, heads, strict=True))
 
 
 def _check_target_takes(store: StateStore, plans: dict[str, _Plan], tags: dict[str, bytes]) -> None:
@@ -535,6 +588,26 @@ def _record_bytes(item: Any) -> int:
     )
 
 
+def _batches(
+    entries: Iterator[tuple[int, Any]], keep: Callable[[str], bool]
+) -> Iterator[list[Any]]:
+    """The entries to write (``keep``: by agent id) in batches: those of one chunk, at
+    most :data:`WRITE_BATCH_BYTES` of records each (one entry alone may hold more)."""
+    batch: list[tuple[int, Any]] = []
+    held = 0
+    for got in entries:
+        if not keep(got[1][0]):
+            continue
+        size = _record_bytes(got[1])
+        if batch and (got[0] != batch[-1][0] or held + size > WRITE_BATCH_BYTES):
+            yield batch
+            batch, held = [], 0
+        batch.append(got)
+        held += size
+    if batch:
+        yield batch
+
+
 async def _write_all(
     store: StateStore,
     parts: Sequence[_Part],
@@ -546,25 +619,23 @@ async def _write_all(
 ) -> int:
     """The writing pass: the files again, chunk by chunk (each re-authenticated and
     checked against its manifest as it is read), each agent's parts in file order,
-    the agents of one chunk concurrently, at most :data:`WRITE_BATCH_BYTES` of
-    records at a time. Returns how many agents were finished."""
-    gate = asyncio.Semaphore(max(1, concurrency))
+    the agents of one chunk in batches (:func:`_write_batch`), at most
+    :data:`WRITE_BATCH_BYTES` of records at a time. Returns how many agents were finished."""
     finished = 0
 
-    async def one(number: int, index: int, item: Any) -> None:
+    async def flush(number: int, batch: list[tuple[int, Any]]) -> None:
         nonlocal finished
-        agent_id, _base, head = item[0], item[1], item[2]
-        plan = plans[agent_id]
-        last = head == plan.head
-        async with gate:
-            await _write_part(
-                store,
-                agent_id,
-                item,
-                plan.snapshot is not None and plan.snapshot[1:] == (number, index),
-                tags[agent_id] if last else None,
-            )
-        if last:
+        writes = []
+        last = 0
+        for index, item in batch:
+            agent_id, head = item[0], item[2]
+            plan = plans[agent_id]
+            here = plan.snapshot is not None and plan.snapshot[1:] == (number, index)
+            tag = tags[agent_id] if head == plan.head else None
+            last += head == plan.head
+            writes.append((agent_id, item, here, tag))
+        await _write_batch(store, writes, concurrency)
+        for _ in range(last):
             finished += 1
             if progress is not None and finished % 256 == 0:
                 progress("write", finished, len(tags))
@@ -575,23 +646,17 @@ async def _write_all(
             if reader.header.backup_id != backup_id:
                 raise BackupCorrupt(path, "header", "changed while it was being restored")
             entries = read_entries(reader, reader.streams, image)
-            batch: list[tuple[int, Any]] = []
-            held = 0
+
+            def keep(agent_id: str, number: int = number) -> bool:
+                return agent_id in tags and number >= plans[agent_id].start
+
+            batches = _batches(entries, keep)
             while True:
-                got = await asyncio.to_thread(next, entries, None)
-                size = 0 if got is None else _record_bytes(got[1])
-                if got is None or (
-                    batch and (got[0] != batch[-1][0] or held + size > WRITE_BATCH_BYTES)
-                ):
-                    await asyncio.gather(*(one(number, i, item) for i, item in batch))
-                    batch, held = [], 0
-                if got is None:
+                # a batch read in one hop to a thread, not an entry: ~100,000 hops
+                batch = await asyncio.to_thread(next, batches, None)
+                if batch is None:
                     break
-                agent_id = got[1][0]
-                plan = plans.get(agent_id)
-                if agent_id in tags and plan is not None and number >= plan.start:
-                    batch.append(got)
-                    held += size
+                await flush(number, batch)
         finally:
             reader.close()
     if progress is not None:
