@@ -18,7 +18,7 @@ from statekeeper import StateStore
 from statekeeper.errors import BackupError
 from statekeeper.governance.backup import BackupKey, backup, restore
 
-RESTORE = importlib.import_module("statekeeper.governance.backup.restore")
+WRITING = importlib.import_module("statekeeper.governance.backup.writepass")
 
 
 async def test_skip_existing_refuses_an_agent_held_older_than_the_backup(
@@ -36,7 +36,7 @@ async def test_skip_existing_refuses_an_agent_held_older_than_the_backup(
         for i in range(10, 15):
             await source.save("big", {"i": i})
         await backup(source, inc, key, since=full)
-    write_batch = RESTORE._write_batch
+    write_batch = WRITING._write_batch
     parts: list[list[str]] = []
 
     async def stopped_after_the_first_part(*args: Any, **kw: Any) -> None:
@@ -47,7 +47,7 @@ async def test_skip_existing_refuses_an_agent_held_older_than_the_backup(
 
     target = f"sqlite:///{tmp_path / 'dst.db'}"
     async with StateStore(target) as store:
-        monkeypatch.setattr(RESTORE, "_write_batch", stopped_after_the_first_part)
+        monkeypatch.setattr(WRITING, "_write_batch", stopped_after_the_first_part)
         with pytest.raises(RuntimeError):
             await restore(store, [full, inc], key)
         monkeypatch.undo()

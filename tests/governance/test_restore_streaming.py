@@ -16,7 +16,8 @@ from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.records import AppendRequest
 
 KEYS = Keyring({"k1": bytes(range(32))})
-#: restore's WRITE_BATCH_BYTES: what its writing pass holds of records at once
+#: WRITE_BATCH_BYTES (governance/backup/writepass.py): what the writing pass holds of
+#: records at once
 BATCH_BYTES = 256 << 10
 
 
