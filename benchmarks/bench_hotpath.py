@@ -101,27 +101,39 @@ def fmt_spread(s: dict[str, float], fmt: str = ",.0f", suffix: str = "") -> str:
 # ------------------------------------------------------------ 1. sequential saves
 
 
-async def seq_round(tmp: Path, tag: str, sync: str, wl: Workload, first: int) -> dict[str, Any]:
+async def seq_round(
+    tmp: Path,
+    tag: str,
+    sync: str,
+    wl: Workload,
+    first: int,
+    extra: dict[str, Callable[[str, dict[str, Any]], None]] | None = None,
+) -> dict[str, Any]:
     """One round: every step of every agent does one statekeeper save, one SqliteSaver
     put and one bare commit, in an order that rotates per operation (``first`` picks
-    the rotation of the round)."""
+    the rotation of the round). ``extra``: more sides, each a synchronous
+    ``save(agent, document)`` run in the same rotation (``bench_save_floor.py``'s
+    minimal saves)."""
+    extra = extra or {}
+    sides = ("sk", "lg", "bare", *extra)
     store = StateStore(sk_url(tmp / f"seq-sk-{tag}.db", sync), durability="sync")
     saver = lg_open(tmp / f"seq-lg-{tag}.db", sync)
     bare = BareCommits(tmp / f"seq-bare-{tag}.db", sync, ROW_BYTES)
     docs = {a: wl.docs(a) for a in wl.agent_ids}
     plans = {a: lg_plan(saver, docs[a]) for a in wl.agent_ids}
     configs = {a: lg_config(a) for a in wl.agent_ids}
-    lat: dict[str, list[float]] = {"sk": [], "lg": [], "bare": []}
-    cpu: dict[str, list[float]] = {"sk": [], "lg": [], "bare": []}
+    lat: dict[str, list[float]] = {side: [] for side in sides}
+    cpu: dict[str, list[float]] = {side: [] for side in sides}
     wall, proc = time.perf_counter, time.process_time
+    k = len(sides)
     try:
         i = first
         for step in range(len(wl.sizes)):
             for a in wl.agent_ids:
                 i += 1
-                for side in ("sk", "lg", "bare")[i % 3 :] + ("sk", "lg", "bare")[: i % 3]:
+                doc = docs[a][step]
+                for side in sides[i % k :] + sides[: i % k]:
                     if side == "sk":
-                        doc = docs[a][step]
                         c0, t0 = proc(), wall()
                         await store.save(a, doc)
                         t1, c1 = wall(), proc()
@@ -131,9 +143,14 @@ async def seq_round(tmp: Path, tag: str, sync: str, wl: Workload, first: int) ->
                         c0, t0 = proc(), wall()
                         configs[a] = saver.put(cfg, cp, meta, versions)
                         t1, c1 = wall(), proc()
-                    else:
+                    elif side == "bare":
                         c0, t0 = proc(), wall()
                         bare.commit()
+                        t1, c1 = wall(), proc()
+                    else:
+                        save = extra[side]
+                        c0, t0 = proc(), wall()
+                        save(a, doc)
                         t1, c1 = wall(), proc()
                     lat[side].append(t1 - t0)
                     cpu[side].append(c1 - c0)

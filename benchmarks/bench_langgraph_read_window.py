@@ -22,28 +22,14 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_langgraph_goals as goals
+from callgrind_window import helper, run_window
 
-_HELPER = """#include <valgrind/callgrind.h>
-void cg_start(void) { CALLGRIND_START_INSTRUMENTATION; }
-void cg_stop(void) { CALLGRIND_DUMP_STATS; CALLGRIND_STOP_INSTRUMENTATION; }
-"""
 WHICH = ("latest", "older", "warm-latest", "warm-older")
-
-
-def helper(out: Path) -> Path:
-    lib = out / "cgwindow.so"
-    if not lib.exists():
-        src = out / "cgwindow.c"
-        src.write_text(_HELPER)
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
-    return lib
 
 
 def read(kind: str, out: Path, which: str) -> None:
@@ -72,38 +58,7 @@ def read(kind: str, out: Path, which: str) -> None:
 
 
 def run(kind: str, which: str, out: Path) -> int:
-    helper(out)
-    prefix = out / f"window-{kind}-{which}"
-    for old in out.glob(f"{prefix.name}.*"):
-        old.unlink()
-    subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            f"--callgrind-out-file={prefix}.%p",
-            sys.executable,
-            __file__,
-            "read",
-            kind,
-            which,
-            str(out),
-        ],
-        check=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
-        capture_output=True,
-    )
-    totals = []
-    for dump in out.glob(f"{prefix.name}.*"):
-        for line in dump.read_text(errors="replace").splitlines():
-            if line.startswith("totals:") or line.startswith("summary:"):
-                count = int(line.split()[1])
-                # the dump at exit (after the window's dump zeroed the counters) may
-                # print a small negative summary as an unsigned 64-bit number: skip it
-                if count < 2**63:
-                    totals.append(count)
-                break
-    return max(totals)  # the window's dump (the one at exit holds ~nothing)
+    return run_window(__file__, ["read", kind, which, str(out)], out, f"window-{kind}-{which}")
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ only around the runs): issue 12's small-graph write goal, A/B between trees.
 ``bench_langgraph_write_callgrind.py`` counts whole processes (imports included, ~4.6 G
 instructions of a ~6 G total) and subtracts two of them: under a load of 20 one such
 pair took over 15 minutes. Here ``--instr-atstart=no`` runs the start-up and two warm-up
-runs uninstrumented, and the helper of ``bench_langgraph_read_window.py`` starts
+runs uninstrumented, and the helper of ``callgrind_window.py`` starts
 instrumentation right before ``RUNS`` more 30-step runs (``durability="sync"``, one new
 thread each, ``writes_wait=0`` so no timing window changes the commits, SQLite
 ``NORMAL``) and dumps it right after, every thread counted::
@@ -13,9 +13,13 @@ thread each, ``writes_wait=0`` so no timing window changes the commits, SQLite
     .venv/bin/python benchmarks/bench_langgraph_write_window.py run sk-nofp 10 /tmp/lgwin
     .venv/bin/python benchmarks/bench_langgraph_write_window.py run sqlite 10 /tmp/lgwin
 
-prints the instructions per run. ``sk-nofp``: the saver with ``fork_protection=False``
-(deterministic: no claim renewal task, so no timed passes of the background thread
-over the loop, whose number under callgrind grows with the wall time).
+prints the instructions per run. ``run sk 40 /tmp/lgwin chat`` counts the chat
+workload instead (``bench_langgraph_goals.py``'s chat graph, one turn a run, all on one
+thread, after ``WARM`` uninstrumented turns): instructions per turn. ``sk-nofp``: the
+saver with ``fork_protection=False`` (deterministic: no claim renewal task, so no
+timed passes of the background thread over the loop, whose number under callgrind
+grows with the wall time; since h/lgsaver the renewal is a timer and ``sk`` is
+deterministic too).
 ``PYTHONPATH=<another tree's src>`` measures another tree (benchmarks/_common.py lets
 it win).
 """
@@ -23,24 +27,27 @@ it win).
 from __future__ import annotations
 
 import ctypes
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _common  # noqa: F401  (PYTHONPATH wins)
-import bench_langgraph_read_window as window_helper
+from callgrind_window import helper, run_window
 
 WARM = 2
 
 
-def write(kind: str, runs: int, out: Path) -> None:
-    from bench_langgraph_goals import small_graph, sqlite_saver
+def write(kind: str, runs: int, out: Path, workload: str = "small") -> None:
+    import random
+
+    from langchain_core.messages import HumanMessage
+
+    from bench_langgraph import text  # type: ignore[import-not-found]
+    from bench_langgraph_goals import chat_graph, small_graph, sqlite_saver
     from statekeeper.integrations.langgraph import StatekeeperSaver
 
-    window = ctypes.CDLL(str(window_helper.helper(out)))
+    window = ctypes.CDLL(str(helper(out)))
     tmp = Path(tempfile.mkdtemp(dir=out))
     if kind == "sqlite":
         saver, close = sqlite_saver(tmp / "small.db", "NORMAL")
@@ -51,6 +58,17 @@ def write(kind: str, runs: int, out: Path) -> None:
         # ~50x slowdown those passes grow with the wall time, not with the work)
         sk = StatekeeperSaver.from_url(url, writes_wait=0, fork_protection=kind == "sk")
         saver, close = sk, sk.close
+    if workload == "chat":
+        chat = chat_graph().compile(checkpointer=saver)
+        for t in range(WARM + runs):
+            if t == WARM:
+                window.cg_start()
+            message = HumanMessage(text(random.Random(-t), 300), id=f"h-{t}")
+            cfg = {"configurable": {"thread_id": "chat"}}
+            chat.invoke({"messages": [message]}, cfg, durability="sync")
+        window.cg_stop()
+        close()
+        return
     graph = small_graph(30).compile(checkpointer=saver)
     for t in range(WARM + runs):
         if t == WARM:
@@ -61,46 +79,17 @@ def write(kind: str, runs: int, out: Path) -> None:
     close()
 
 
-def run(kind: str, runs: int, out: Path) -> float:
-    out.mkdir(parents=True, exist_ok=True)
-    window_helper.helper(out)
-    prefix = out / f"write-{kind}"
-    for old in out.glob(f"{prefix.name}.*"):
-        old.unlink()
-    subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            f"--callgrind-out-file={prefix}.%p",
-            sys.executable,
-            __file__,
-            "write",
-            kind,
-            str(runs),
-            str(out),
-        ],
-        check=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
-        capture_output=True,
-    )
-    totals = []
-    for dump in out.glob(f"{prefix.name}.*"):
-        for line in dump.read_text(errors="replace").splitlines():
-            if line.startswith("totals:") or line.startswith("summary:"):
-                count = int(line.split()[1])
-                if count < 2**63:  # (a small negative count at exit: skipped)
-                    totals.append(count)
-                break
-    return max(totals) / runs
+def run(kind: str, runs: int, out: Path, workload: str = "small") -> float:
+    args = ["write", kind, str(runs), str(out), workload]
+    return run_window(__file__, args, out, f"write-{kind}-{workload}") / runs
 
 
 def main() -> None:
     cmd = sys.argv[1]
     if cmd == "write":
-        write(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]))
+        write(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]), *sys.argv[5:6])
     elif cmd == "run":
-        print(f"{run(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])):,.0f}")
+        print(f"{run(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]), *sys.argv[5:6]):,.0f}")
     else:
         raise SystemExit(__doc__)
 

@@ -600,75 +600,27 @@ SEQ_SIDES = ("sk", "lg", "bare", "minimal", "minimal-detect")
 
 
 async def seq_round(tmp: Path, tag: str, sync: str, wl: Workload, first: int) -> dict[str, Any]:
-    """``bench_hotpath.seq_round`` with the ``minimal`` sides: every step of every agent
-    runs one op of each side, in an order that rotates per op; CPU is
-    ``process_time`` around each call (the whole process)."""
-    from _common import BareCommits
-    from bench_checkpoint import sk_url
-    from bench_hotpath import ROW_BYTES as HOT_ROW_BYTES
-    from statekeeper import StateStore
+    """``bench_hotpath.seq_round`` with the ``minimal`` sides added to its rotation: every
+    step of every agent runs one op of each side, in an order that rotates per op; CPU
+    is ``process_time`` around each call (the whole process). Each minimal file is then
+    read back by ``StateStore.load`` (``minimal_check``)."""
+    from bench_hotpath import seq_round as hot_round
 
-    store = StateStore(sk_url(tmp / f"seq-sk-{tag}.db", sync), durability="sync")
-    saver = lg_open(tmp / f"seq-lg-{tag}.db", sync)
-    bare = BareCommits(tmp / f"seq-bare-{tag}.db", sync, HOT_ROW_BYTES)
     minimal = {}
     for side in ("minimal", "minimal-detect"):
         path = tmp / f"seq-{side}-{tag}.db"
         await minimal_file(path, sync)
         minimal[side] = MinimalSide(path, sync, 0, detect=side == "minimal-detect")
-    docs = {a: wl.docs(a) for a in wl.agent_ids}
-    plans = {a: lg_plan(saver, docs[a]) for a in wl.agent_ids}
-    configs = {a: lg_config(a) for a in wl.agent_ids}
-    lat: dict[str, list[float]] = {s: [] for s in SEQ_SIDES}
-    cpu: dict[str, list[float]] = {s: [] for s in SEQ_SIDES}
-    wall_clock, proc = time.perf_counter, time.process_time
-    save_min, save_det = minimal["minimal"].save, minimal["minimal-detect"].save
-    k = len(SEQ_SIDES)
     try:
-        i = first
-        for step in range(len(wl.sizes)):
-            for a in wl.agent_ids:
-                i += 1
-                doc = docs[a][step]
-                for side in SEQ_SIDES[i % k :] + SEQ_SIDES[: i % k]:
-                    if side == "sk":
-                        c0, t0 = proc(), wall_clock()
-                        await store.save(a, doc)
-                        t1, c1 = wall_clock(), proc()
-                    elif side == "lg":
-                        cp, meta, versions = plans[a][step]
-                        cfg = configs[a]
-                        c0, t0 = proc(), wall_clock()
-                        configs[a] = saver.put(cfg, cp, meta, versions)
-                        t1, c1 = wall_clock(), proc()
-                    elif side == "bare":
-                        c0, t0 = proc(), wall_clock()
-                        bare.commit()
-                        t1, c1 = wall_clock(), proc()
-                    else:
-                        save = save_min if side == "minimal" else save_det
-                        c0, t0 = proc(), wall_clock()
-                        save(a, doc)
-                        t1, c1 = wall_clock(), proc()
-                    lat[side].append(t1 - t0)
-                    cpu[side].append(c1 - c0)
+        out = await hot_round(tmp, tag, sync, wl, first, {s: m.save for s, m in minimal.items()})
         for m in minimal.values():
-            m.last = {a: docs[a][-1] for a in wl.agent_ids}
+            m.last = {a: wl.docs(a)[-1] for a in wl.agent_ids}
     finally:
-        await store.close()
-        saver.conn.close()
-        bare.close()
         for m in minimal.values():
             m.close()
     for m in minimal.values():
         await minimal_check(m.path, m.last)
-    return {
-        side: {
-            "rate": len(lat[side]) / sum(lat[side]),
-            "cpu_us": 1e6 * sum(cpu[side]) / len(cpu[side]),
-        }
-        for side in SEQ_SIDES
-    }
+    return {side: {k: v for k, v in out[side].items() if k != "lat"} for side in SEQ_SIDES}
 
 
 async def seq(syncs: list[str], rounds: int, agents: int, last: int) -> dict[str, Any]:

@@ -188,11 +188,11 @@ async def test_fork_from_an_older_checkpoint_reads_back_exactly(api: Api) -> Non
 async def test_older_checkpoints_are_kept_for_the_threads_read_last_only(url: str) -> None:
     """The kept older checkpoints follow the built-message cache: only the threads read
     most recently keep theirs (memory stays bounded with many threads)."""
-    from statekeeper.integrations.langgraph import saver as saver_module
+    from statekeeper.integrations.langgraph import reads as saver_reads
 
     with StatekeeperSaver.from_url(url) as saver:
         api = Api(saver, "async")
-        chains = [Chain(api) for _ in range(saver_module._BUILT_THREADS + 1)]
+        chains = [Chain(api) for _ in range(saver_reads._BUILT_THREADS + 1)]
         for chain in chains:
             await chain.step({"a": "one"})
             await chain.step({"a": "two"})
@@ -882,10 +882,10 @@ def test_built_message_cache_is_bounded_in_bytes(
     (plus the thread being read), however many large messages those threads hold."""
     from langgraph.graph import START, MessagesState, StateGraph
 
-    from statekeeper.integrations.langgraph import saver as saver_module
+    from statekeeper.integrations.langgraph import reads as saver_reads
 
     budget = 64 * 1024
-    monkeypatch.setattr(saver_module, "_BUILT_BYTES", budget)
+    monkeypatch.setattr(saver_reads, "_BUILT_BYTES", budget)
     big = "x" * 20_000
 
     def chat(state: MessagesState) -> dict[str, Any]:
@@ -910,7 +910,7 @@ def test_built_message_cache_is_bounded_in_bytes(
                 latest = next(reversed(saver._built))
                 others = sum(n for tid, n in held.items() if tid != latest)
                 assert others <= budget, (turn, t, held)
-                assert len(held) <= saver_module._BUILT_THREADS
+                assert len(held) <= saver_reads._BUILT_THREADS
         # and the cache still serves reads: the latest state is intact, ids kept
         last = graph.get_state({"configurable": {"thread_id": "big-4"}}).values["messages"]
         assert len(last) == 6 and all(m.id is not None for m in last)

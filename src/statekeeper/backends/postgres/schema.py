@@ -55,6 +55,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (8, "the agents' last-write index", read_script(PACKAGE, "sql/written_index.sql")),
     (9, "store-level markers", read_script(PACKAGE, "sql/markers.sql")),
     (10, "group-commit batches written set-based", read_script(PACKAGE, "sql/batch.sql")),
+    (11, "set-based batches with idempotency keys", read_script(PACKAGE, "sql/batch_keys.sql")),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

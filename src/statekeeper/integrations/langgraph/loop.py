@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import heapq
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -89,6 +90,10 @@ class _Faces(ABC):
             return await coro
         return await asyncio.wrap_future(self._handed(coro))
 
+    def later(self, delay: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        """(On the loop.) Call ``callback`` on the loop in ``delay`` seconds."""
+        return self._loop.call_later(delay, callback)
+
     async def aiterate(self, agen: AsyncIterator[T]) -> AsyncIterator[T]:
         """Drive an async iterator living on the loop from any loop."""
         while True:
@@ -111,8 +116,9 @@ class SharedLoop(_Faces):
       thread that runs another event loop hand their work to a background thread, which
       takes the loop like any caller and runs it until that work is done.
     * The background thread also runs the loop every ``_POLL`` seconds while it holds
-      tasks (timers, claim renewal, a ``group`` durability flush): background work never
-      waits for the next call.
+      tasks (a ``group`` durability flush, a claim's renewal in progress), and when a
+      timer set with :meth:`later` is due (claim renewal): background work never waits
+      for the next call, and a timer alone does not wake it every ``_POLL``.
     """
 
     def __init__(self, name: str = "statekeeper-langgraph") -> None:
@@ -127,6 +133,9 @@ class SharedLoop(_Faces):
         #: under ``_mutex``, reads it)
         self._handed_lock = threading.Lock()
         self._kick = threading.Event()
+        #: when the timers set with :meth:`later` are due (loop time, a heap; guarded
+        #: by ``_handed_lock``): the background thread wakes for each
+        self._due: list[float] = []
         #: when the last async call was handed over (time.monotonic)
         self._last_handed = 0.0
         #: resolved (on the loop) when the handed work is all done; see _settle
@@ -280,14 +289,39 @@ class SharedLoop(_Faces):
                 timer.cancel()
                 self._grace = None
 
+    def later(self, delay: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        """(On the loop.) Call ``callback`` on the loop in ``delay`` seconds: run by a
+        caller running the loop then, else by the background thread, which wakes for
+        it. A timer, not a task sleeping on the loop: a task has the background thread
+        run the loop every ``_POLL`` seconds for as long as it lives (a claim's
+        renewal task did so for the whole life of every run)."""
+        handle = self._loop.call_later(delay, callback)
+        with self._handed_lock:
+            heapq.heappush(self._due, handle.when())
+        if delay < _IDLE:  # sooner than the background thread's longest wait
+            self._kick.set()
+        return handle
+
+    def _wait(self) -> float:
+        """How long the background thread may sleep before its next pass."""
+        idle = not asyncio.all_tasks(self._loop) and not self._pending()
+        wait = _IDLE if idle else _POLL
+        with self._handed_lock:
+            if self._due:
+                wait = min(wait, max(self._due[0] - self._loop.time(), 0.0))
+        return wait
+
     def _background(self) -> None:
         while True:
-            idle = not asyncio.all_tasks(self._loop) and not self._pending()
-            self._kick.wait(_IDLE if idle else _POLL)
+            self._kick.wait(self._wait())
             self._kick.clear()
             if self._closed:
                 return
+            now = self._loop.time()
             self._one_pass()
+            with self._handed_lock:  # the timers due before the pass have run
+                while self._due and self._due[0] <= now:
+                    heapq.heappop(self._due)
 
     def _one_pass(self) -> None:
         """Take the loop (waiting for a caller running it) and settle it once."""

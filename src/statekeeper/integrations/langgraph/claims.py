@@ -1,0 +1,219 @@
+"""Fork protection per run (see :mod:`.runs`): claiming a thread for a LangGraph run,
+its renewal and release, refusing writes that would interleave with another run,
+and the checkpoints named outside a run."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+from contextlib import AsyncExitStack, suppress
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from . import mapping as m
+from . import runs
+from .commits import _SaverCommits
+from .faults import ThreadBusyError
+from .stream import Op, _Stream
+
+_log = logging.getLogger(__name__)
+
+
+#: how many checkpoint ids named by ``get_tuple`` calls outside a run are remembered
+_NAMED = 256
+
+
+class _SaverClaims(_SaverCommits):
+    """The saver's run claims."""
+
+    def _run_of(self, thread_id: str, conf: dict[str, Any]) -> runs.Run | None:
+        """The run of this process that a call with ``conf`` belongs to, if any."""
+        control = runs.run_control(conf)
+        if control is None:
+            return None
+        run = self._runs.get((id(control), thread_id))
+        return run if run is not None and run.control is control else None
+
+    def _begin_run(self, config: RunnableConfig, frame: Any) -> tuple[runs.Run, Any] | None:
+        """``(run, its loop)`` when this ``get_tuple`` starts a top-level run."""
+        if not self.fork_protection:
+            return None
+        conf: dict[str, Any] = config.get("configurable") or {}
+        if "thread_id" not in conf or not runs.is_top_level(conf):
+            return None
+        thread_id = str(conf["thread_id"])
+        control = runs.run_control(conf)
+        if control is None or self._run_of(thread_id, conf) is not None:
+            return None  # not a run, or the same run reading again
+        loop = runs.find_loop(frame)
+        if loop is None:
+            return None
+        run = runs.Run(thread_id, control, addressed=bool(conf.get("checkpoint_id")))
+        run.hold = not runs.waits_for_writes(loop)
+        run.rides = not run.addressed and runs.first_write_precedes_nodes(loop)
+        return run, loop
+
+    def _attach(self, run: runs.Run, loop: Any) -> None:
+        """Release ``run``'s claim when its loop's exit stack unwinds."""
+        if isinstance(loop.stack, AsyncExitStack):
+            loop.stack.push_async_callback(self._aend_run, run)
+        else:
+            loop.stack.callback(self._end_run, run)
+        runs.watch(loop, run)
+
+    async def _claim(self, run: runs.Run) -> None:
+        """Store ``run`` as the thread's holder (compare-and-append), or raise
+        :class:`ThreadBusyError` when another run holds it."""
+
+        def plan(st: _Stream) -> tuple[str, builtins.list[Op], str | None]:
+            claim = st.doc.get("run")
+            now = self._clock()
+            if claim is not None and claim["id"] != run.token and claim["exp"] > now:
+                raise ThreadBusyError(run.thread_id, claim["exp"], st.agent_id, st.seq, lost=False)
+            value = {"id": run.token, "exp": now + self.run_lease}
+            return m.EV_RUN, [{"op": "add", "path": "/run", "value": value}], None
+
+        self._runs[run.key] = run
+        try:
+            await self._mutate(run.thread_id, plan, m.EV_RUN)
+        except BaseException:
+            self._runs.pop(run.key, None)
+            raise
+        run.claimed = True
+        self._schedule_renewal()
+
+    def _rode(self, run: runs.Run | None) -> None:
+        """After a riding run's write: the run holds the thread once its claim is
+        stored (a write that stored nothing carried none)."""
+        if run is None or run.claimed or not run.rides:
+            return
+        st = self._streams.get(run.thread_id)
+        claim = st.doc.get("run") if st is not None else None
+        if claim is None or claim["id"] != run.token:
+            return
+        run.claimed = True
+        self._schedule_renewal()
+
+    async def _release(self, run: runs.Run) -> None:
+        self._runs.pop(run.key, None)
+        if run.released or not run.claimed:
+            return
+        run.released = True
+
+        def plan(st: _Stream) -> tuple[str, builtins.list[Op], str | None] | None:
+            claim = st.doc.get("run")
+            if claim is None or claim["id"] != run.token:
+                return None  # taken over meanwhile: not ours to clear
+            return m.EV_RUN, [{"op": "replace", "path": "/run", "value": None}], None
+
+        await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
+
+    def _end_run(self, run: runs.Run) -> None:
+        try:
+            self._portal.call(self._release(run))
+        except Exception as exc:  # never mask the run's own outcome; the lease lapses
+            _log.warning("releasing thread %r failed: %s", run.thread_id, exc)
+
+    async def _aend_run(self, run: runs.Run) -> None:
+        try:
+            await self._portal.run(self._release(run))
+        except Exception as exc:
+            _log.warning("releasing thread %r failed: %s", run.thread_id, exc)
+
+    async def _renew(self) -> None:
+        """Move the expiry of every live claim of this process to now + ``run_lease``."""
+        for run in builtins.list(self._runs.values()):
+            if run.dead:
+                self._runs.pop(run.key, None)
+                continue
+            if not run.claimed or run.released:
+                continue
+
+            def plan(
+                st: _Stream, run: runs.Run = run
+            ) -> tuple[str, builtins.list[Op], str | None] | None:
+                claim = st.doc.get("run")
+                if claim is None or claim["id"] != run.token:
+                    return None  # lost: the run's next write fails
+                exp = self._clock() + self.run_lease
+                return m.EV_RUN, [{"op": "replace", "path": "/run/exp", "value": exp}], None
+
+            try:
+                await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
+            except Exception as exc:
+                _log.warning("renewing the claim on thread %r failed: %s", run.thread_id, exc)
+
+    def _live_claims(self) -> bool:
+        """Whether a claim of this process lives (runs whose loop is gone are dropped)."""
+        for run in builtins.list(self._runs.values()):
+            if run.dead:
+                self._runs.pop(run.key, None)
+        return any(r.claimed and not r.released for r in self._runs.values())
+
+    def _schedule_renewal(self) -> None:
+        """(On the loop.) Renew the live claims in ``run_lease / 3``: a timer of the
+        saver's loop, not a task sleeping on it (while a task lives, the loop's
+        background thread runs the loop every 20 ms: for the whole life of every run)."""
+        if self._renewer is None and self._renewing is None:
+            self._renewer = self._portal.later(self.run_lease / 3, self._renew_due)
+
+    def _renew_due(self) -> None:
+        self._renewer = None
+        if not self._live_claims():  # none left: the next claim sets the timer again
+            return
+        self._renewing = asyncio.get_running_loop().create_task(self._renew())
+        self._renewing.add_done_callback(self._renewed)
+
+    def _renewed(self, task: asyncio.Task[None]) -> None:
+        self._renewing = None
+        if not task.cancelled() and self._live_claims():
+            self._schedule_renewal()
+
+    async def _stop_renewer(self) -> None:
+        timer, self._renewer = self._renewer, None
+        if timer is not None:
+            timer.cancel()
+        task, self._renewing = self._renewing, None
+        if task is not None and not task.done():
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
+    def _check_claim(self, st: _Stream, run: runs.Run | None) -> builtins.list[Op]:
+        """Refuse a write that would interleave with another run holding the thread.
+
+        Returns the ops storing ``run``'s claim when it rides on this write (a riding
+        run's first write; none when an earlier plan of the same commit carries it)."""
+        claim = st.doc.get("run")
+        if run is not None and run.claimed:
+            if claim is None or claim["id"] != run.token:
+                raise ThreadBusyError(st.thread_id, None, st.agent_id, st.seq, lost=True)
+            return []
+        mine = run is not None and claim is not None and claim["id"] == run.token
+        now = self._clock()
+        if claim is not None and not mine and claim["exp"] > now:
+            raise ThreadBusyError(st.thread_id, claim["exp"], st.agent_id, st.seq, lost=False)
+        if run is None or not run.rides or mine:
+            return []
+        if st.seq != run.seen if run.seen is not None else any(st.heads.values()):
+            # another writer (a whole run, maybe) came between this run's read and
+            # its first write: the run would go on from a state it did not read
+            raise ThreadBusyError(st.thread_id, None, st.agent_id, st.seq, lost=False)
+        value = {"id": run.token, "exp": now + self.run_lease}
+        return [{"op": "add", "path": "/run", "value": value}]
+
+    def _take_named(self, thread_id: str, ns: str, cid: str | None) -> bool:
+        """Whether a ``get_tuple`` outside a run named this checkpoint (then forget it)."""
+        key = (thread_id, ns, cid or "")
+        if cid is None or key not in self._named:
+            return False
+        del self._named[key]
+        return True
+
+    def _note_named(self, thread_id: str, ns: str, cid: str) -> None:
+        self._named[(thread_id, ns, cid)] = None
+        self._named.move_to_end((thread_id, ns, cid))
+        while len(self._named) > _NAMED:
+            self._named.popitem(last=False)

@@ -1,0 +1,278 @@
+"""The write queue: a write's plan is built on the thread's cached document and
+committed with compare-and-append; writes queued meanwhile share one commit; the
+saver's adaptive snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import functools
+from typing import Any
+
+import orjson
+import zstandard
+
+from ...errors import AgentNotFound, ConflictError
+from . import mapping as m
+from .stream import Op, Plan, _Pending, _Stream, _update_heads
+from .streams import _SaverStreams
+
+
+def _take_batch(
+    queue: builtins.list[_Pending],
+) -> tuple[builtins.list[_Pending], builtins.list[_Pending]]:
+    """Split the queue: a batch with at most one checkpoint put, and the rest."""
+    batch: builtins.list[_Pending] = []
+    for i, pending in enumerate(queue):
+        if pending.event_type == m.EV_CHECKPOINT and any(
+            p.event_type == m.EV_CHECKPOINT for p in batch
+        ):
+            return batch, queue[i:]
+        batch.append(pending)
+    return batch, []
+
+
+@functools.cache
+def _estimator() -> Any:
+    # plain zstd, also for a "zstd-dict" codec: the snapshot cadence (and so a cold
+    # read's replay) stays what it was; estimated with the dictionary, events ~2x
+    # smaller, a 200-turn chat was snapshotted every ~72 events instead of ~47
+    # (749,568 vs 856,064 bytes): a read-side trade, not made here
+    return zstandard.ZstdCompressor(level=1)
+
+
+#: snapshots may store up to this many times the bytes of the events between them: a
+#: cold read replays half as many events as at 1, for more bytes (measured in
+#: docs/benchmarks.md, "Cold reads after the snapshot and build changes")
+_SNAPSHOT_SHARE = 2
+
+#: a write's stored bytes are compressed for the estimate once every this many writes
+#: of its kind on a thread (see ``_SaverCommits._event_cost``)
+_RATIO_EVERY = 16
+
+
+class _SaverCommits(_SaverStreams):
+    """The saver's write queue and commits."""
+
+    async def _append(
+        self,
+        st: _Stream,
+        event_type: str,
+        ops: builtins.list[Op],
+        key: str | None = None,
+        *,
+        applied: bool = False,
+        plain: bool = False,
+    ) -> None:
+        """Compare-and-append ``ops`` at ``st.seq``; keep ``st`` current on success.
+
+        ``applied``: ``st.doc`` already has the ops applied (a coalesced batch).
+        ``plain``: the values of ``ops`` are plain JSON (see ``_Pending.plain``).
+
+        The document is never changed in place: the ops are applied copy-on-write, and
+        on a plain store the result is handed to the store as its record's data (the
+        ops are then applied once, not again by the store).
+        """
+        after = st.doc if applied else m.apply_once(st.doc, ops)
+        store = self.store
+        fast = self._fast
+        result = None
+        if (
+            fast is not None
+            and fast.fast
+            and store._gate.ok
+            and not store._closed
+            and "append" not in store.__dict__  # (an append wrapped by its owner: taken)
+        ):
+            result = await fast.append_applied(
+                st.agent_id, event_type, ops, st.seq, key, after, plain
+            )
+        if result is None:
+            result = await store.append(
+                st.agent_id, event_type, None, ops=ops, expected_seq=st.seq, idempotency_key=key
+            )
+        if result.duplicate:  # an earlier attempt landed: our document is stale
+            self._forget(st.thread_id)
+            return
+        if not applied:
+            st.doc = after
+            _update_heads(st, ops)
+        st.seq = result.last_seq
+        st.bytes_since += self._event_cost(st, event_type, orjson.dumps(ops))
+        if st.bytes_since < self.snapshot_min_bytes:
+            return
+        if not st.snap_bytes:
+            st.snap_bytes = self._stored(orjson.dumps(st.doc))
+        if st.bytes_since * _SNAPSHOT_SHARE >= st.snap_bytes:
+            await self.store.snapshot(st.agent_id)
+            st.snap_bytes = self._stored(orjson.dumps(st.doc))
+            st.bytes_since = 0
+
+    def _event_cost(self, st: _Stream, event_type: str, blob: bytes) -> int:
+        """:meth:`_stored` of a write's event, compressed (for the estimate) only every
+        ``_RATIO_EVERY`` writes of its kind on the thread: the others are estimated at
+        the compression ratio last measured for that kind (a thread's checkpoints,
+        writes and claims are each much alike), saving a compression per write."""
+        codec = self.store.codec
+        size = len(blob)
+        if not codec.compression or size < codec.compress_min_bytes:
+            return size
+        known = st.ratios.get(event_type)
+        if known is not None and known[1] < _RATIO_EVERY:
+            known[1] += 1
+            return int(size * known[0])
+        stored = len(_estimator().compress(blob))
+        st.ratios[event_type] = [stored / size, 1]
+        return stored
+
+    def _stored(self, blob: bytes) -> int:
+        """About the bytes the store keeps of a record holding ``blob`` (JSON): compressed
+        when its codec compresses records that size (estimated with zstd level 1, a
+        little larger than the codec's level 3). A snapshot is taken once the events
+        since the last one stored 1/``_SNAPSHOT_SHARE`` of what it did (snapshots never
+        hold more than that many times the events' bytes), so the better a thread's
+        state compresses against its events, the more often it is snapshotted and the
+        shorter a cold read's replay."""
+        codec = self.store.codec
+        if codec.compression and len(blob) >= codec.compress_min_bytes:
+            return len(_estimator().compress(blob))
+        return len(blob)
+
+    def _wake(self, thread_id: str) -> None:
+        """Let the writes held on a thread go (into the batch being formed)."""
+        for waiter in self._waiting.pop(thread_id, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _hold(self, thread_id: str, mine: _Pending) -> None:
+        """Wait (at most ``writes_wait``) until another write on the thread — the run's
+        next checkpoint, its release — is queued to take ``mine`` into its commit."""
+        queued = self._queued.get(thread_id) or []
+        if any(p.event_type != m.EV_WRITES for p in queued if p is not mine):
+            return  # a checkpoint is already waiting: join it
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(thread_id, []).append(waiter)
+        try:
+            await asyncio.wait((waiter, mine.future), timeout=self.writes_wait)
+        finally:
+            waiting = self._waiting.get(thread_id)
+            if waiting is not None and waiter in waiting:
+                waiting.remove(waiter)
+                if not waiting:
+                    del self._waiting[thread_id]
+
+    async def _mutate(
+        self,
+        thread_id: str,
+        build: Plan,
+        event_type: str,
+        *,
+        create: bool = True,
+        hold: bool = False,
+        plain: bool = False,
+    ) -> None:
+        """Build ops from the current document and append them, retrying on conflicts.
+
+        Calls on one thread that arrive while another is committing are *coalesced*:
+        the next lock holder builds every queued plan, one after the other against the
+        document as the previous ones leave it, and appends them as one event (one
+        commit). LangGraph saves a step's writes and the next checkpoint concurrently,
+        so they usually share a commit. A batch holds at most one checkpoint, so the
+        document at a checkpoint's seq is still exactly that checkpoint.
+
+        ``hold``: a task's regular writes inside a run first wait for the run's next
+        write to be queued (see ``writes_wait``), so that they share its commit.
+        """
+        loop = asyncio.get_running_loop()
+        mine = _Pending(build, loop.create_future(), event_type, create, plain)
+        queue = self._queued.setdefault(thread_id, [])
+        queue.append(mine)
+        if event_type != m.EV_WRITES or not hold:
+            self._wake(thread_id)  # held writes join this batch now
+        try:
+            if hold and self.writes_wait > 0 and event_type == m.EV_WRITES:
+                await self._hold(thread_id, mine)
+            # the thread's lock taken and released by hand, not through ``hold``'s
+            # context manager (a generator and five more calls per write)
+            locks = self._locks
+            if not locks.try_acquire(thread_id):
+                await locks.acquire(thread_id)
+            try:
+                while not mine.future.done():
+                    batch, rest = _take_batch(self._queued.get(thread_id) or [])
+                    self._queued[thread_id] = rest
+                    await self._commit(thread_id, batch)
+                if not self._queued.get(thread_id):
+                    self._queued.pop(thread_id, None)
+            finally:
+                locks.release(thread_id)
+        except asyncio.CancelledError:
+            waiting = self._queued.get(thread_id)
+            if waiting is not None and mine in waiting:  # not taken yet: never write it
+                waiting.remove(mine)
+            raise
+        mine.future.result()
+
+    async def _commit(self, thread_id: str, batch: builtins.list[_Pending]) -> None:
+        """Append the plans of ``batch`` as one event; settle each plan's future."""
+        live = [p for p in batch if not p.future.done()]
+        for _ in range(self.max_retries):
+            if not live:
+                return
+            # no head read first: the compare-and-append below is the check
+            st = await self._open(thread_id, create=any(p.create for p in live), check=False)
+            if st is None:  # no stream, and none of the plans may create one
+                break
+            ops: builtins.list[Op] = []
+            event_types: builtins.list[str] = []
+            key: str | None = None  # a checkpoint's (see history.checkpoint_key)
+            included: builtins.list[_Pending] = []
+            # several plans: each is applied to the document as it is built (the next
+            # is built on its outcome), so the append must not apply them again, even
+            # when all but one of them failed
+            speculative = len(live) > 1
+            for pending in live:
+                try:
+                    plan = pending.build(st)
+                except BaseException as exc:  # e.g. CheckpointForkError: that call fails alone
+                    pending.future.set_exception(exc)
+                    continue
+                included.append(pending)
+                if plan is None:
+                    continue
+                event_type, plan_ops, plan_key = plan
+                key = plan_key or key
+                event_types.append(event_type)
+                ops.extend(plan_ops)
+                if speculative:  # later plans are built against this one's outcome
+                    st.doc = m.apply_once(st.doc, plan_ops)  # (copy-on-write)
+                    _update_heads(st, plan_ops)
+            live = included
+            if not ops:
+                break
+            event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
+            # plain JSON: the plans said so, and no run claim rides on them (its expiry
+            # is a float, which the store's serialisation checks)
+            plain = all(p.plain for p in live) and "/run" not in {op["path"] for op in ops}
+            try:
+                await self._append(st, event_type, ops, key, applied=speculative, plain=plain)
+                break
+            except (ConflictError, AgentNotFound):
+                # the document was stale (another writer, or the thread deleted or
+                # moved meanwhile) or holds speculative changes: plan again on a read
+                self._forget(thread_id)
+            except BaseException as exc:
+                self._forget(thread_id)
+                for pending in live:
+                    if not pending.future.done():
+                        pending.future.set_exception(exc)
+                return
+        else:
+            error = ConflictError(m.agent_id(self.prefix, thread_id), -1, -1)
+            for pending in live:
+                if not pending.future.done():
+                    pending.future.set_exception(error)
+            return
+        for pending in live:
+            if not pending.future.done():
+                pending.future.set_result(None)

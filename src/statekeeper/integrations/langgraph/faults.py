@@ -1,0 +1,70 @@
+"""The errors fork protection raises: :class:`CheckpointForkError`, :class:`ThreadBusyError`."""
+
+from __future__ import annotations
+
+from ...errors import ConflictError
+
+
+class CheckpointForkError(ConflictError):
+    """A ``put`` would fork a thread: its parent is not the namespace's latest checkpoint.
+
+    Raised only with ``fork_protection=True``. Nothing was written. ``parent_id`` is
+    the parent the caller named, ``latest_id`` the thread's latest checkpoint.
+    """
+
+    def __init__(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        parent_id: str | None,
+        latest_id: str | None,
+        agent_id: str,
+        seq: int,
+    ) -> None:
+        super().__init__(agent_id, seq, seq)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.parent_id = parent_id
+        self.latest_id = latest_id
+
+    def __str__(self) -> str:
+        return (
+            f"thread {self.thread_id!r} namespace {self.checkpoint_ns!r}: a checkpoint with "
+            f"parent {self.parent_id!r} would fork the thread; its latest checkpoint is "
+            f"{self.latest_id!r} (fork_protection is on)"
+        )
+
+
+class ThreadBusyError(CheckpointForkError):
+    """Another run holds the thread: this call would interleave with it.
+
+    Raised with ``fork_protection`` on: by ``get_tuple`` at the start of a LangGraph run
+    (so the run fails before any node runs and before it writes anything) — for a
+    ``durability="sync"`` run given fresh input, whose claim rides on its input
+    checkpoint, by that checkpoint's ``put`` (still before any node ran) — and by a
+    ``put`` / ``put_writes`` from outside that run (e.g. ``update_state``). Nothing was
+    written. ``expires_at`` (Unix time) is when the holder's claim lapses unless its
+    run renews it; ``lost`` is True when the failing call's *own* run had its claim
+    taken over (it expired, or the thread was deleted or pruned meanwhile).
+    """
+
+    def __init__(
+        self, thread_id: str, expires_at: float | None, agent_id: str, seq: int, *, lost: bool
+    ) -> None:
+        super().__init__(thread_id, "", None, None, agent_id, seq)
+        self.expires_at = expires_at
+        self.lost = lost
+
+    def __str__(self) -> str:
+        if self.lost:
+            return (
+                f"thread {self.thread_id!r}: this run no longer holds the thread (its claim "
+                "lapsed and another run took it, or the thread was deleted or pruned); "
+                "nothing more was written"
+            )
+        left = "" if self.expires_at is None else f" (its claim lapses at {self.expires_at:.0f}"
+        left += " unless that run renews it)" if left else ""
+        return (
+            f"thread {self.thread_id!r} is held by another run{left}; nothing was written "
+            "(fork_protection is on: retry when that run has finished)"
+        )

@@ -1,0 +1,283 @@
+"""Copying and compacting threads: ``copy_thread``, ``prune``, retention and
+``delete_for_runs`` rewrite a thread into a new generation keeping some checkpoints."""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Sequence,
+)
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import ConfigurationError, ConflictError
+from . import history as h
+from . import mapping as m
+from .serde import pool_refs
+from .stream import Op, Plan, _Stream
+from .writes import _SaverWrites
+
+
+@dataclass
+class RetentionReport:
+    """What a retention or prune pass removed (or would remove, in a dry run)."""
+
+    threads_scanned: int = 0
+    threads_compacted: int = 0
+    threads_deleted: int = 0
+    checkpoints_deleted: int = 0
+    writes_deleted: int = 0
+    dry_run: bool = False
+    #: threads skipped because concurrent writers kept winning the fence
+    threads_skipped: list[str] = field(default_factory=list)
+
+    def add(self, other: RetentionReport) -> None:
+        """Accumulate another report into this one."""
+        self.threads_scanned += other.threads_scanned
+        self.threads_compacted += other.threads_compacted
+        self.threads_deleted += other.threads_deleted
+        self.checkpoints_deleted += other.checkpoints_deleted
+        self.writes_deleted += other.writes_deleted
+        self.threads_skipped.extend(other.threads_skipped)
+
+
+class _SaverPruning(_SaverWrites):
+    """The saver's copies and compactions."""
+
+    def _snapshot_parts(
+        self, st: _Stream, view: h.View, keep: dict[str, set[str]]
+    ) -> builtins.list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+        """``(ns, checkpoint id, namespace document at it, its writes)`` of kept ones,
+        oldest first."""
+        wanted = sorted((cid, ns) for ns, cids in keep.items() for cid in cids)
+        return [
+            (ns, cid, view.nsd_at(ns, cid), view.writes.get(ns, {}).get(cid) or {})
+            for cid, ns in wanted
+        ]
+
+    def _replay_plans(
+        self, src: _Stream, parts: builtins.list[tuple[str, str, dict[str, Any], dict[str, Any]]]
+    ) -> builtins.list[tuple[str, Plan]]:
+        """Plans that write the given checkpoints (and their writes) into a stream."""
+        plans: builtins.list[tuple[str, Plan]] = []
+        src_pool = at_pool = src.doc["pool"]  # a generation's pool only grows
+        for ns, cid, nsd, tasks in parts:
+
+            def put_plan(
+                dst: _Stream,
+                ns: str = ns,
+                nsd: dict[str, Any] = nsd,
+                at_pool: dict[str, Any] = at_pool,
+            ) -> tuple[str, builtins.list[Op], str | None]:
+                refs = pool_refs([nsd["vals"], nsd["meta"], nsd["cp"].get("x")], set())
+                new_pool = {k: at_pool[k] for k in refs if k not in dst.doc["pool"]}
+                ops, key = self._ops_checkpoint(
+                    dst, ns, nsd["cp"], nsd["meta"], dict(nsd["vals"]), new_pool
+                )
+                ops.extend(self._archive_ops(dst, ns, nsd["cp"]["h"][0]))
+                return m.EV_CHECKPOINT, ops, key
+
+            plans.append((m.EV_CHECKPOINT, put_plan))
+            for task_id, task in tasks.items():
+
+                def writes_plan(
+                    dst: _Stream,
+                    ns: str = ns,
+                    cid: str = cid,
+                    task_id: str = task_id,
+                    task: dict[str, Any] = task,
+                ) -> tuple[str, builtins.list[Op], str | None] | None:
+                    refs = pool_refs(task["i"], set())
+                    new_pool = {k: src_pool[k] for k in refs if k not in dst.doc["pool"]}
+                    ops = self._ops_writes(
+                        dst, ns, cid, task_id, task["p"], dict(task["i"]), new_pool
+                    )
+                    return m.EV_WRITES, ops, None
+
+                plans.append((m.EV_WRITES, writes_plan))
+        return plans
+
+    async def _copy_thread(self, source: str, target: str) -> None:
+        async with self._lock(source):
+            src = await self._open(source, create=False)
+            if src is None:
+                return
+            view = await self._view(src)
+            keep = {ns: set(cids) for ns, cids in view.idx.items()}
+            plans = self._replay_plans(src, self._snapshot_parts(src, view, keep))
+        for event_type, plan in plans:
+            await self._mutate(target, plan, event_type)
+
+    async def _compact(
+        self,
+        thread_id: str,
+        decide: Callable[[_Stream, h.View], Awaitable[dict[str, set[str]] | None]],
+        dry_run: bool,
+    ) -> RetentionReport:
+        """Rewrite a thread keeping only the checkpoints ``decide`` returns."""
+        report = RetentionReport(dry_run=dry_run)
+        async with self._lock(thread_id):
+            for _ in range(3):
+                st = await self._open(thread_id, create=False)
+                if st is None:
+                    return report
+                report.threads_scanned = 1
+                claim = st.doc.get("run")
+                if self.fork_protection and claim is not None and claim["exp"] > self._clock():
+                    report.threads_skipped.append(thread_id)  # a run holds it
+                    return report
+                view = await self._view(st)
+                keep = await decide(st, view)
+                if keep is None:
+                    return report
+                dropped_cps = dropped_writes = 0
+                for ns, cids in view.idx.items():
+                    kept = keep.get(ns, set())
+                    dropped_cps += sum(1 for cid in cids if cid not in kept)
+                    dropped_writes += sum(
+                        len(task["i"])
+                        for cid, tasks in view.writes.get(ns, {}).items()
+                        if cid not in kept
+                        for task in tasks.values()
+                    )
+                if not dropped_cps and not dropped_writes:
+                    return report
+                report.checkpoints_deleted, report.writes_deleted = dropped_cps, dropped_writes
+                if not any(keep.values()):
+                    report.threads_deleted = 1
+                    if not dry_run:
+                        self._forget(thread_id)
+                        for agent in await self._generations(thread_id):
+                            await self.store.delete(agent)
+                    return report
+                report.threads_compacted = 1
+                if dry_run:
+                    return report
+                if await self._rewrite(st, view, keep):
+                    return report
+                self._forget(thread_id)
+            report.threads_compacted = report.checkpoints_deleted = report.writes_deleted = 0
+            report.threads_skipped.append(thread_id)
+            return report
+
+    async def _rewrite(self, st: _Stream, view: h.View, keep: dict[str, set[str]]) -> bool:
+        """Copy the kept checkpoints into a new generation and cut over. False when a
+        concurrent writer won the fence (nothing changed)."""
+        fence_seq = st.seq
+        new_agent = m.agent_id(self.prefix, st.thread_id, m.next_generation(st.generation))
+        await self.store.create(new_agent, m.new_doc(st.thread_id, sealed=False))
+        try:
+            dst = await self._load(st.thread_id, new_agent)
+            for _, plan in self._replay_plans(st, self._snapshot_parts(st, view, keep)):
+                planned = plan(dst)
+                if planned is not None:
+                    await self._append(dst, planned[0], planned[1], planned[2])
+            await self.store.append(
+                st.agent_id,
+                m.EV_MOVED,
+                ops=[{"op": "add", "path": "/moved", "value": dst.generation}],
+                expected_seq=fence_seq,
+            )
+        except ConflictError:
+            await self.store.delete(new_agent)
+            return False
+        except BaseException:
+            await self.store.delete(new_agent)
+            raise
+        await self.store.append(
+            new_agent, m.EV_SEALED, ops=[{"op": "replace", "path": "/sealed", "value": True}]
+        )
+        await self.store.delete(st.agent_id)
+        self._forget(st.thread_id)
+        return True
+
+    async def _thread_list(self, thread_ids: Sequence[str] | None) -> builtins.list[str]:
+        if thread_ids is not None:
+            return [str(t) for t in thread_ids]
+        return [t async for t in self._thread_ids()]
+
+    async def _prune(self, thread_ids: Sequence[str], strategy: str) -> RetentionReport:
+        report = RetentionReport()
+        if strategy == "delete":
+            for thread_id in thread_ids:
+                existed = bool(await self._generations(str(thread_id)))
+                await self._delete_thread(str(thread_id))
+                report.threads_scanned += 1
+                report.threads_deleted += int(existed)
+            return report
+        if strategy != "keep_latest":
+            raise ConfigurationError(f"unknown prune strategy {strategy!r} (keep_latest or delete)")
+
+        async def latest(st: _Stream, view: h.View) -> dict[str, set[str]]:
+            return {ns: {head} for ns, head in st.heads.items() if head is not None}
+
+        for thread_id in thread_ids:
+            report.add(await self._compact(str(thread_id), latest, False))
+        return report
+
+    async def _retention(
+        self,
+        thread_ids: Sequence[str] | None,
+        keep_last: int | None,
+        ttl: float | None,
+        now: float | None,
+        dry_run: bool,
+    ) -> RetentionReport:
+        if keep_last is not None and keep_last < 1:
+            raise ConfigurationError("keep_last must be >= 1")
+        if ttl is not None and ttl <= 0:
+            raise ConfigurationError("ttl must be > 0 seconds")
+        cutoff = (time.time() if now is None else now) - ttl if ttl is not None else None
+
+        async def decide(st: _Stream, view: h.View) -> dict[str, set[str]] | None:
+            keep: dict[str, set[str]] = {}
+            newest: float | None = None
+            for ns, cids in view.idx.items():
+                ids = sorted(cids, reverse=True)
+                if not ids:
+                    continue
+                stamps = {cid: m.checkpoint_time(cid) for cid in ids}
+                for stamp in stamps.values():
+                    if stamp is not None and (newest is None or stamp > newest):
+                        newest = stamp
+                if keep_last is not None:
+                    ids = ids[:keep_last]
+                if cutoff is not None:
+                    ids = ids[:1] + [
+                        c
+                        for c in ids[1:]
+                        if (stamps[c] is None or stamps[c] >= cutoff)  # type: ignore[operator]
+                    ]
+                keep[ns] = set(ids)
+            if cutoff is not None and newest is not None and newest < cutoff:
+                return {}  # the whole thread expired
+            return keep
+
+        report = RetentionReport(dry_run=dry_run)
+        for thread_id in await self._thread_list(thread_ids):
+            report.add(await self._compact(thread_id, decide, dry_run))
+        return report
+
+    async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        runs = set(run_ids)
+        if not runs:
+            return
+        codec = self._codec
+
+        async def without_runs(st: _Stream, view: h.View) -> dict[str, set[str]] | None:
+            keep = {ns: set(cids) for ns, cids in view.idx.items()}
+            hit = False
+            pool = st.doc["pool"]
+            for ns, cids in view.idx.items():
+                for cid in cids:
+                    meta = codec.unpack(view.nsd_at(ns, cid)["meta"], pool)
+                    if isinstance(meta, dict) and meta.get("run_id") in runs:
+                        keep[ns].discard(cid)
+                        hit = True
+            return keep if hit else None
+
+        for thread_id in await self._thread_list(None):
+            await self._compact(thread_id, without_runs, False)

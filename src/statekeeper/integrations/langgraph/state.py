@@ -1,0 +1,92 @@
+"""The saver's options and state (``__init__``), shared by the mixins that make up
+:class:`~.saver.StatekeeperSaver` (see :mod:`.saver` for which module holds what)."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import time
+from collections import OrderedDict
+from collections.abc import (
+    Callable,
+    Iterable,
+)
+from typing import Any
+
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ...backends.keyed_locks import KeyedLock
+from ...errors import ConfigurationError
+from ...store.store import StateStore
+from . import runs
+from .loop import BoundLoop, SharedLoop
+from .serde import ValueCodec, safe_serializer
+from .stream import _Pending, _Stream
+
+#: the saver's loop (a name kept for the inspector, which runs a saver on its own loop)
+_SaverPortal = SharedLoop
+
+
+class _SaverState(BaseCheckpointSaver[int]):
+    """Options and state of a saver (the base of every saver mixin)."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        *,
+        serde: SerializerProtocol | None = None,
+        allowed_types: Iterable[type[Any] | tuple[str, str]] = (),
+        native_json: bool = True,
+        fork_protection: bool = True,
+        prefix: str = "lg/",
+        cache_size: int = 1024,
+        max_retries: int = 16,
+        snapshot_min_bytes: int = 16 * 1024,
+        reuse_packed_messages: bool = True,
+        run_lease: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        writes_wait: float = 0.005,
+        _portal: _SaverPortal | BoundLoop | None = None,
+        _owns_store: bool = False,
+    ) -> None:
+        super().__init__(serde=serde or safe_serializer(allowed_types))
+        if not prefix or "#" in prefix:
+            raise ConfigurationError("prefix must be non-empty and must not contain '#'")
+        self.store = store
+        #: a plain StateStore's write pipeline, whose append takes the document the
+        #: saver made (wrapped stores — governed, namespaced — keep their own path)
+        self._fast = store._writes if type(store) is StateStore else None
+        self.native_json = native_json
+        self.fork_protection = fork_protection
+        self.prefix = prefix
+        self.cache_size = cache_size
+        self.max_retries = max_retries
+        self.snapshot_min_bytes = snapshot_min_bytes
+        self.reuse_packed_messages = reuse_packed_messages
+        self._portal = _portal or _SaverPortal("statekeeper-langgraph")
+        self._owns_store = _owns_store
+        self._codec_cache: ValueCodec | None = None
+        self._streams: OrderedDict[str, _Stream] = OrderedDict()
+        self._locks = KeyedLock()  # one per thread
+        self._queued: dict[str, builtins.list[_Pending]] = {}
+        if writes_wait < 0:
+            raise ConfigurationError("writes_wait must be >= 0 seconds")
+        self.writes_wait = writes_wait
+        #: per thread: pending writes waiting for the run's next checkpoint to join
+        self._waiting: dict[str, builtins.list[asyncio.Future[None]]] = {}
+        if run_lease <= 0:
+            raise ConfigurationError("run_lease must be > 0 seconds")
+        self.run_lease = run_lease
+        self._clock = clock
+        #: runs of this process holding (or claiming) a thread, by (id(control), thread)
+        self._runs: dict[tuple[int, str], runs.Run] = {}
+        #: (thread, ns, checkpoint id) named by get_tuple outside a run: a put forking
+        #: from one of them was asked for (update_state on an older checkpoint)
+        self._named: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        #: the timer of the next claim renewal; the renewal running (see claims.py)
+        self._renewer: asyncio.TimerHandle | None = None
+        self._renewing: asyncio.Task[None] | None = None
+        self._built: OrderedDict[str, _Stream] = OrderedDict()

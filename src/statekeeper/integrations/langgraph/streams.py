@@ -1,0 +1,137 @@
+"""Finding, loading, creating and caching a thread's live stream (its generations,
+the cut-over after a compaction), the codec and the per-thread lock."""
+
+from __future__ import annotations
+
+import builtins
+from contextlib import AbstractAsyncContextManager
+
+from ...errors import AgentNotFound, ConflictError
+from . import mapping as m
+from .serde import ValueCodec
+from .state import _SaverState
+from .stream import _heads, _Stream
+
+
+class _SaverStreams(_SaverState):
+    """The saver's stream cache: a thread's live stream with a current document."""
+
+    @property
+    def _codec(self) -> ValueCodec:
+        codec = self._codec_cache
+        if codec is None or codec.serde is not self.serde:
+            codec = ValueCodec(self.serde, native=self.native_json)
+            self._codec_cache = codec
+        return codec
+
+    def _lock(self, thread_id: str) -> AbstractAsyncContextManager[None]:
+        return self._locks.hold(thread_id)
+
+    def _remember(self, st: _Stream) -> None:
+        self._streams[st.thread_id] = st
+        self._streams.move_to_end(st.thread_id)
+        while len(self._streams) > max(self.cache_size, 1):
+            self._streams.popitem(last=False)
+
+    def _forget(self, thread_id: str) -> None:
+        self._streams.pop(thread_id, None)
+
+    async def _generations(self, thread_id: str) -> builtins.list[str]:
+        prefix = m.thread_prefix(self.prefix, thread_id)
+        found: builtins.list[str] = []
+        after = prefix
+        while True:
+            page = await self.store.list_agents(after=after, limit=100)
+            for info in page:
+                if not info.agent_id.startswith(prefix):
+                    return sorted(found, key=lambda a: m.generation_order(a[len(prefix) :]))
+                found.append(info.agent_id)
+            if len(page) < 100:
+                return sorted(found, key=lambda a: m.generation_order(a[len(prefix) :]))
+            after = page[-1].agent_id
+
+    async def _load(self, thread_id: str, agent: str) -> _Stream:
+        snap = await self.store.get(agent)
+        if snap is None:
+            raise AgentNotFound(agent)
+        doc = snap.data
+        return _Stream(thread_id, agent, doc, snap.seq, _heads(doc))
+
+    async def _resolve(self, thread_id: str) -> _Stream | None:
+        """Find the live generation of a thread's stream (see :mod:`.mapping`)."""
+        loaded: dict[str, _Stream] = {}
+        for agent in await self._generations(thread_id):
+            try:
+                loaded[agent.rpartition("#")[2]] = await self._load(thread_id, agent)
+            except AgentNotFound:
+                continue
+        targets = {st.doc.get("moved") for st in loaded.values()}
+        for gen in sorted(loaded, key=m.generation_order, reverse=True):
+            st = loaded[gen]
+            moved = st.doc.get("moved")
+            if moved is not None:
+                if moved in loaded:
+                    return loaded[moved]
+                return st  # a void fence: its target never became live
+            if st.doc.get("sealed", True):
+                return st
+            if gen in targets:  # fenced over but not yet sealed: finish the cut-over
+                await self._finish_cutover(
+                    st, [s for s in loaded.values() if s.doc.get("moved") == gen]
+                )
+                return await self._load(thread_id, st.agent_id)
+        return None
+
+    async def _finish_cutover(self, st: _Stream, old: builtins.list[_Stream]) -> None:
+        await self.store.append(
+            st.agent_id, m.EV_SEALED, ops=[{"op": "replace", "path": "/sealed", "value": True}]
+        )
+        for prev in old:
+            await self.store.delete(prev.agent_id)
+
+    async def _open(self, thread_id: str, *, create: bool, check: bool = True) -> _Stream | None:
+        """The thread's live stream with a current document (cached, head-checked).
+
+        ``check=False``: a cached document is used without reading the stored head —
+        for a write, whose compare-and-append at the document's seq is the check (a
+        stale document loses it, is dropped, and the write is planned again on a
+        fresh read), and for a read made right after such a write succeeded.
+        """
+        st = self._streams.get(thread_id)
+        if st is not None and not check and st.doc.get("moved") is None:
+            self._streams.move_to_end(thread_id)
+            return st
+        if st is not None:
+            head = await self.store.head(st.agent_id)
+            if head == st.seq and st.doc.get("moved") is None:
+                self._streams.move_to_end(thread_id)
+                return st
+            self._forget(thread_id)
+            if head > 0:
+                try:
+                    fresh = await self._load(thread_id, st.agent_id)
+                except AgentNotFound:
+                    fresh = None
+                if fresh is not None and fresh.doc.get("moved") is None:
+                    self._remember(fresh)
+                    return fresh
+        for _ in range(self.max_retries):
+            found = await self._resolve(thread_id)
+            if found is not None:
+                self._remember(found)
+                return found
+            if not create:
+                return None
+            agent = m.agent_id(self.prefix, thread_id)
+            try:
+                created = await self.store.create(agent, m.new_doc(thread_id))
+            except ConflictError:
+                continue  # created concurrently (or a stale base generation): resolve again
+            # the document is the one just created, at the seq the store gave it: no
+            # listing and load again (a new thread's first write cost 2 store reads
+            # more). Another writer moving or deleting it meanwhile makes the write's
+            # compare-and-append fail, and the plan runs again on a fresh resolve.
+            fresh = _Stream(thread_id, agent, m.new_doc(thread_id), created.last_seq, {})
+            self._remember(fresh)
+            return fresh
+        raise ConflictError(m.agent_id(self.prefix, thread_id), 0, -1)

@@ -1,0 +1,388 @@
+"""``put`` and ``put_writes``: the ops that store a checkpoint (values once per
+version, messages once per thread) or a task's writes, planned on the cached
+document; and ``delete_thread``."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import (
+    Sequence,
+)
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_metadata,
+)
+
+from ... import patch
+from . import history as h
+from . import mapping as m
+from .faults import CheckpointForkError
+from .listing import _SaverListing
+from .serde import Memo, fresh_ref, is_message
+from .stream import Op, _Stream
+
+_KNOWN_KEYS = frozenset(
+    {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen", "updated_channels"}
+)
+
+
+_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+_STR = frozenset({str})
+
+
+def _plain_versions(versions: dict[Any, Any]) -> bool:
+    # one set made, not a generator resumed per entry (a header has ~10 of these)
+    return "$t" not in versions and {type(v) for v in versions.values()} <= _PLAIN_SCALARS
+
+
+def _plain_header(header: dict[str, Any]) -> bool:
+    """A checkpoint header's values are plain JSON for the store's codec: its ids and
+    versions are strings, ints, bools or None (the versions of this saver and of
+    LangGraph's), no name is ``"$t"``. Its packed parts (values, metadata, extras) are
+    plain by construction (:class:`.serde.ValueCodec` escapes ``$`` keys and packs
+    anything else as a serde blob)."""
+    uc = header["uc"]
+    vs = header["vs"]
+    if "$t" in vs or not _plain_versions(header["cv"]):
+        return False
+    for seen in vs.values():
+        if not _plain_versions(seen):
+            return False
+    return (
+        {type(x) for x in header["h"]} <= _PLAIN_SCALARS
+        and type(header["v"]) in _PLAIN_SCALARS
+        and (uc is None or {type(c) for c in uc} <= _STR)
+    )
+
+
+def _prefixed(ops: builtins.list[Op], prefix: str) -> builtins.list[Op]:
+    for op in ops:
+        op["path"] = prefix + op["path"]
+    return ops
+
+
+def _note_written(st: _Stream, at: str, value: Any, packed: Any) -> None:
+    """Remember where a write put each message of ``value`` (a message or a list of
+    them), and the reference it stored there."""
+    if is_message(value):
+        st.written[id(value)] = (value, [[at, packed]], st.puts)
+    elif (type(value) is list or type(value) is tuple) and type(packed) is list:
+        for k, item in enumerate(value):
+            if is_message(item):
+                found = st.written.setdefault(id(item), (item, [], st.puts))
+                if found[0] is item:
+                    found[1].append([f"{at}/{k}", packed[k]])
+
+
+def _after_put(st: _Stream, used: Memo, carried: bool) -> builtins.list[Op]:
+    """Ops that store the pending writes holding a message as the message is now, when
+    it changed after the write was stored — ``add_messages`` gives a node's id-less
+    messages their ids after the node's write: a write reads back as the graph saw it
+    after the step, and its message is still stored once (a ``$r`` reference).
+
+    Then the memo is cut down to what the new checkpoint holds plus the messages of
+    recent writes (LangGraph may store a checkpoint after the writes of its own
+    tasks), so it stays the size of the latest state, not of the thread's history; a
+    checkpoint that keeps channels of the last one (not repacked) keeps their entries.
+    """
+    ops: builtins.list[Op] = []
+    for key, (alive, ref, _) in used.items():
+        found = st.written.get(key)
+        if found is None or found[0] is not alive():
+            continue
+        for cell in found[1]:
+            if cell[1] != ref:
+                ops.append({"op": "replace", "path": cell[0], "value": fresh_ref(ref)})
+                cell[1] = ref
+    recent = {k: w for k, w in st.written.items() if w[2] >= st.puts - 1}
+    if carried:  # channels kept from the last checkpoint: their messages stay known
+        memo = st.memo
+    else:
+        memo = {
+            k: st.memo[k] for k, w in recent.items() if k in st.memo and st.memo[k][0]() is w[0]
+        }
+    memo.update(used)
+    st.memo = {k: e for k, e in memo.items() if e[0]() is not None}  # drop the dead
+    st.written = recent
+    st.puts += 1
+    return ops
+
+
+class _SaverWrites(_SaverListing):
+    """The saver's writes."""
+
+    def _ops_checkpoint(
+        self,
+        st: _Stream,
+        ns: str,
+        header: dict[str, Any],
+        meta: Any,
+        vals: dict[str, Any],
+        new_pool: dict[str, Any],
+    ) -> tuple[builtins.list[Op], str | None]:
+        """The ops that make ``header`` the namespace's checkpoint, and the idempotency
+        key of its event (None for an id put before: it is listed in ``re``)."""
+        ops: builtins.list[Op] = [
+            {"op": "add", "path": m.ptr("pool", key), "value": cell}
+            for key, cell in new_pool.items()
+        ]
+        cid = header["h"][0]
+        nsd = st.doc["ns"].get(ns)
+        seq = st.seq + 1  # the event's (one checkpoint per event: see _take_batch)
+        if nsd is None:
+            fresh = m.new_ns()
+            rec = h.record(None, None, {}, vals, (), seq, cid)
+            fresh.update(cp=header, meta=meta, vals=vals, top=cid, rec=rec)
+            ops.append({"op": "add", "path": m.ptr("ns", ns), "value": fresh})
+            return ops, h.checkpoint_key(ns, cid)
+        base = m.ptr("ns", ns)
+        old_cp = nsd["cp"]
+        # header and metadata whole: the event is then the checkpoint's record, read by
+        # seq (see history.from_record)
+        ops.append({"op": "replace", "path": f"{base}/cp", "value": header})
+        ops.append({"op": "replace", "path": f"{base}/meta", "value": meta})
+        old_vals: dict[str, Any] = nsd["vals"]
+        for ch in old_vals:
+            if ch not in vals:
+                ops.append({"op": "remove", "path": m.ptr("ns", ns, "vals", ch)})
+        appended: builtins.list[str] = []
+        for ch, cell in vals.items():
+            path = m.ptr("ns", ns, "vals", ch)
+            if ch not in old_vals:
+                ops.append({"op": "add", "path": path, "value": cell})
+            elif old_vals[ch] is not cell:
+                change = patch.diff(old_vals[ch], cell)
+                if type(cell) is list and all(
+                    op["op"] == "add" and op["path"] == "/-" for op in change
+                ):
+                    appended.append(ch)
+                ops.extend(_prefixed(change, path))
+        prev = old_cp["h"][0] if old_cp is not None else None
+        rec = h.record(nsd.get("rec"), prev, old_vals, vals, appended, seq, cid)
+        if cid in nsd["w"]:  # writes made before its put: only the document at seq has them
+            rec["w"] = 1
+        ops.append({"op": "add", "path": f"{base}/rec", "value": rec})
+        head = st.heads.get(ns)
+        if head is None or cid > head:
+            ops.append({"op": "add", "path": f"{base}/top", "value": cid})
+            return ops, h.checkpoint_key(ns, cid)
+        # an id put before (or older than the latest): its seq goes in the document,
+        # after those of its earlier puts (their windows hold its earlier writes)
+        again = h.put_again(nsd, cid)
+        if "re" not in nsd:
+            ops.append({"op": "add", "path": f"{base}/re", "value": {cid: [seq]}})
+        else:
+            ops.append({"op": "add", "path": m.ptr("ns", ns, "re", cid), "value": [*again, seq]})
+        return ops, None
+
+    def _archive_ops(self, st: _Stream, ns: str, cid: str) -> builtins.list[Op]:
+        """The op that takes the writes of the checkpoint ``cid`` replaces out of the
+        document (they stay in the stream: see :mod:`.history`). It goes last in the
+        checkpoint's event, after the ops that update those writes' messages."""
+        nsd = st.doc["ns"].get(ns)
+        if nsd is None or nsd["cp"] is None:
+            return []
+        prev = nsd["cp"]["h"][0]
+        if prev == cid or prev not in nsd["w"]:
+            return []
+        at = m.ptr("ns", ns, "w", prev)
+        inside = at + "/"
+        for key, (alive, cells, puts) in builtins.list(st.written.items()):
+            kept = [c for c in cells if not c[0].startswith(inside)]
+            if len(kept) != len(cells):
+                if kept:
+                    st.written[key] = (alive, kept, puts)
+                else:
+                    del st.written[key]
+        return [{"op": "remove", "path": at}]
+
+    def _ops_writes(
+        self,
+        st: _Stream,
+        ns: str,
+        cid: str,
+        task_id: str,
+        task_path: str,
+        entries: dict[str, Any],
+        new_pool: dict[str, Any],
+    ) -> builtins.list[Op]:
+        ops: builtins.list[Op] = [
+            {"op": "add", "path": m.ptr("pool", key), "value": cell}
+            for key, cell in new_pool.items()
+        ]
+        nsd = st.doc["ns"].get(ns)
+        task = {"p": task_path, "i": entries}
+        if nsd is None:
+            fresh = m.new_ns()
+            fresh["w"] = {cid: {task_id: task}}
+            ops.append({"op": "add", "path": m.ptr("ns", ns), "value": fresh})
+        elif cid not in nsd["w"]:
+            ops.append({"op": "add", "path": m.ptr("ns", ns, "w", cid), "value": {task_id: task}})
+        elif task_id not in nsd["w"][cid]:
+            ops.append({"op": "add", "path": m.ptr("ns", ns, "w", cid, task_id), "value": task})
+        else:
+            for idx, entry in entries.items():
+                ops.append(
+                    {
+                        "op": "add",
+                        "path": m.ptr("ns", ns, "w", cid, task_id, "i", idx),
+                        "value": entry,
+                    }
+                )
+        return ops
+
+    async def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns") or ""
+        parent = conf.get("checkpoint_id")
+        cid = checkpoint["id"]
+        codec = self._codec
+        meta = codec.pack(get_checkpoint_metadata(config, metadata))
+        header: dict[str, Any] = {
+            "h": [cid, checkpoint["ts"], parent],
+            "v": checkpoint["v"],
+            "cv": dict(checkpoint["channel_versions"]),
+            "vs": {node: dict(seen) for node, seen in checkpoint["versions_seen"].items()},
+            "uc": None,
+        }
+        updated = checkpoint.get("updated_channels")
+        if updated is not None:
+            header["uc"] = builtins.list(updated)
+        extras = {k: v for k, v in checkpoint.items() if k not in _KNOWN_KEYS}
+        if extras:
+            header["x"] = codec.pack(extras)
+        values = checkpoint["channel_values"]
+        protect = self.fork_protection
+        run = self._run_of(thread_id, conf) if protect else None
+        # a fork the caller asked for: a run started from a checkpoint the caller named
+        # (time travel), LangGraph's "fork" checkpoint, update_state on a checkpoint the
+        # caller named (get_tuple noted it), or allow_fork=True in the call's configurable
+        asked = (
+            bool(conf.get("allow_fork"))
+            or metadata.get("source") == "fork"
+            or (run is not None and run.addressed)
+            or (protect and self._take_named(thread_id, ns, parent))
+            # a root put from outside a run: how imports and LangGraph's conformance
+            # suite seed threads (a run's root put is checked: its claim covers it)
+            or (parent is None and run is None)
+        )
+
+        def build(st: _Stream) -> tuple[str, builtins.list[Op], str | None]:
+            nsd = st.doc["ns"].get(ns)
+            latest = st.heads.get(ns)
+            claim: builtins.list[Op] = []
+            if protect:
+                claim = self._check_claim(st, run)
+                if not asked and latest is not None and parent != latest and cid != latest:
+                    raise CheckpointForkError(thread_id, ns, parent, latest, st.agent_id, st.seq)
+            pool = st.doc["pool"]
+            new_pool: dict[str, Any] = {}
+            memo: Memo | None = None
+            used: Memo = {}
+            if self.reuse_packed_messages:
+                memo = st.memo
+                if st.loaded:
+                    memo.update(st.loaded)
+                    st.loaded = {}
+            old_cp = nsd["cp"] if nsd is not None else None
+            old_vals: dict[str, Any] = nsd["vals"] if nsd is not None else {}
+            old_cv: dict[str, Any] = old_cp["cv"] if old_cp is not None else {}
+            linear = old_cp is not None and old_cp["h"][0] == parent
+            vals: dict[str, Any] = {}
+            carried = False
+            for ch, version in header["cv"].items():
+                same_version = ch in old_vals and old_cv.get(ch) == version
+                if ch in new_versions:
+                    if ch in values:
+                        vals[ch] = codec.pack(values[ch], pool, new_pool, memo, used)
+                elif same_version and linear:
+                    vals[ch] = old_vals[ch]
+                    carried = True
+                elif ch in values:
+                    vals[ch] = codec.pack(values[ch], pool, new_pool, memo, used)
+                elif same_version:
+                    vals[ch] = old_vals[ch]
+                    carried = True
+            ops, key = self._ops_checkpoint(st, ns, header, meta, vals, new_pool)
+            if memo is not None:
+                ops.extend(_after_put(st, used, carried))
+            ops.extend(self._archive_ops(st, ns, cid))
+            return m.EV_CHECKPOINT, claim + ops if claim else ops, key
+
+        plain = ns != "$t" and cid != "$t" and _plain_header(header)
+        await self._mutate(thread_id, build, m.EV_CHECKPOINT, plain=plain)
+        self._rode(run)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+    async def _put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns") or ""
+        cid = str(conf["checkpoint_id"])
+        items = [(WRITES_IDX_MAP.get(ch, i), ch, v) for i, (ch, v) in enumerate(writes)]
+        if not items:
+            return
+        codec = self._codec
+        protect = self.fork_protection
+        run = self._run_of(thread_id, conf) if protect else None
+
+        def build(st: _Stream) -> tuple[str, builtins.list[Op], str | None] | None:
+            claim = self._check_claim(st, run) if protect else []
+            nsd = st.doc["ns"].get(ns)
+            task = nsd["w"].get(cid, {}).get(task_id) if nsd is not None else None
+            existing: dict[str, Any] = task["i"] if task is not None else {}
+            pool = st.doc["pool"]
+            new_pool: dict[str, Any] = {}
+            memo = st.memo if self.reuse_packed_messages else None
+            entries: dict[str, Any] = {}
+            for idx, ch, value in items:
+                key = str(idx)
+                if idx >= 0 and key in existing:
+                    continue  # regular writes: insert or ignore
+                packed = codec.pack(value, pool, new_pool, memo)
+                entries[key] = [ch, packed]
+                if memo is not None:
+                    at = m.ptr("ns", ns, "w", cid, task_id, "i", key, "1")
+                    _note_written(st, at, value, packed)
+            if not entries:
+                return None
+            # Idempotency per (checkpoint, task, idx) is this index check, made under a
+            # compare-and-append: a concurrent or retried duplicate loses the race,
+            # re-reads the index and stores nothing.
+            ops = self._ops_writes(st, ns, cid, task_id, task_path, entries, new_pool)
+            return m.EV_WRITES, claim + ops if claim else ops, None
+
+        # a task's regular writes in a live run wait for its next checkpoint's commit
+        hold = (
+            run is not None and run.hold and not run.released and min(i for i, _, _ in items) >= 0
+        )
+        plain = "$t" not in (ns, cid, task_id) and type(task_path) is str
+        await self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain)
+        self._rode(run)
+
+    async def _delete_thread(self, thread_id: str) -> None:
+        async with self._lock(thread_id):
+            self._forget(thread_id)
+            for agent in await self._generations(thread_id):
+                await self.store.delete(agent)
