@@ -285,7 +285,9 @@ class _SaverReads(_SaverClaims):
         try:
             # under the thread's lock: never a document a commit is still changing
             async with self._lock(run.thread_id):
-                st = await self._open(run.thread_id, create=False)  # head-checked
+                # head-checked; a run's thread is often new: its generations listed
+                # first (one read then), and the claim's write checks the witness
+                st = await self._open(run.thread_id, create=False, base_first=False)
                 if st is not None:
                     claim = st.doc.get("run")
                     if claim is not None and claim["exp"] > self._clock():

@@ -4,6 +4,7 @@ the cut-over after a compaction), the codec and the per-thread lock."""
 from __future__ import annotations
 
 import builtins
+import contextlib
 from contextlib import AbstractAsyncContextManager
 
 from ...errors import AgentNotFound, ConflictError
@@ -57,10 +58,28 @@ class _SaverStreams(_SaverState):
         doc = snap.data
         return _Stream(thread_id, agent, doc, snap.seq, _heads(doc))
 
-    async def _resolve(self, thread_id: str) -> _Stream | None:
-        """Find the live generation of a thread's stream (see :mod:`.mapping`)."""
+    async def _resolve(self, thread_id: str, *, base_first: bool = True) -> _Stream | None:
+        """Find the live generation of a thread's stream (see :mod:`.mapping`).
+
+        The base generation is read first: when it is there, sealed and not fenced, it
+        is the live one (a newer generation is sealed only after the one before it is
+        fenced), so a thread never compacted is one store read, not a listing and a
+        read; and that read makes the checks of a store's first use (its witness: a
+        thread that a rollback of the file removed raises ``RollbackDetected`` instead
+        of reading as absent, which a listing alone did not check). ``base_first=False``:
+        the generations are listed first (one read for a thread that is not there)."""
+        base = m.agent_id(self.prefix, thread_id)
+        first: _Stream | None = None
+        if base_first:
+            with contextlib.suppress(AgentNotFound):
+                first = await self._load(thread_id, base)
+        if first is not None and first.doc.get("moved") is None and first.doc.get("sealed", True):
+            return first
         loaded: dict[str, _Stream] = {}
         for agent in await self._generations(thread_id):
+            if agent == base and first is not None:
+                loaded[m.BASE_GENERATION] = first
+                continue
             try:
                 loaded[agent.rpartition("#")[2]] = await self._load(thread_id, agent)
             except AgentNotFound:
@@ -89,13 +108,17 @@ class _SaverStreams(_SaverState):
         for prev in old:
             await self.store.delete(prev.agent_id)
 
-    async def _open(self, thread_id: str, *, create: bool, check: bool = True) -> _Stream | None:
+    async def _open(
+        self, thread_id: str, *, create: bool, check: bool = True, base_first: bool = True
+    ) -> _Stream | None:
         """The thread's live stream with a current document (cached, head-checked).
 
         ``check=False``: a cached document is used without reading the stored head —
         for a write, whose compare-and-append at the document's seq is the check (a
         stale document loses it, is dropped, and the write is planned again on a
         fresh read), and for a read made right after such a write succeeded.
+        ``base_first``: see :meth:`_resolve` (a write that may create the thread lists
+        its generations first: one read when it is new).
         """
         st = self._streams.get(thread_id)
         if st is not None and not check and st.doc.get("moved") is None:
@@ -116,7 +139,7 @@ class _SaverStreams(_SaverState):
                     self._remember(fresh)
                     return fresh
         for _ in range(self.max_retries):
-            found = await self._resolve(thread_id)
+            found = await self._resolve(thread_id, base_first=base_first and not create)
             if found is not None:
                 self._remember(found)
                 return found
