@@ -18,7 +18,7 @@ from statekeeper import StateStore
 from statekeeper.errors import BackupError
 from statekeeper.governance.backup import BackupKey, backup, restore
 
-RESTORE = importlib.import_module("statekeeper.governance.backup.restore")
+WRITING = importlib.import_module("statekeeper.governance.backup.writepass")
 
 
 async def test_skip_existing_refuses_an_agent_held_older_than_the_backup(
@@ -36,33 +36,34 @@ async def test_skip_existing_refuses_an_agent_held_older_than_the_backup(
         for i in range(10, 15):
             await source.save("big", {"i": i})
         await backup(source, inc, key, since=full)
-    write_part = RESTORE._write_part
-    parts: list[str] = []
+    write_batch = WRITING._write_batch
+    parts: list[list[str]] = []
 
     async def stopped_after_the_first_part(*args: Any, **kw: Any) -> None:
-        parts.append(args[1])
+        parts.append(sorted(write[0] for write in args[1]))
         if len(parts) == 2:
             raise RuntimeError("killed")  # (the process dies between two parts)
-        await write_part(*args, **kw)
+        await write_batch(*args, **kw)
 
     target = f"sqlite:///{tmp_path / 'dst.db'}"
     async with StateStore(target) as store:
-        monkeypatch.setattr(RESTORE, "_write_part", stopped_after_the_first_part)
+        monkeypatch.setattr(WRITING, "_write_batch", stopped_after_the_first_part)
         with pytest.raises(RuntimeError):
             await restore(store, [full, inc], key)
         monkeypatch.undo()
-        assert parts[0] == "n/big"
+        # the full backup's parts (one batch), then the incremental's: killed before it
+        assert parts == [["n/big", "n/small"], ["n/big"]]
         assert await store.backend.head("n/big") == 10  # the full backup's part only
+        assert await store.backend.head("n/small") == 1  # whole: it has one part
         with pytest.raises(
             BackupError, match=r"'n/big' up to seq 10 of the backup's 15"
         ) as refused:
             await restore(store, [full, inc], key, skip_existing=True)
         assert "delete" in str(refused.value)
         assert await store.backend.head("n/big") == 10  # nothing written
-        assert await store.backend.head("n/small") == 0
         await store.delete("n/big")
         done = await restore(store, [full, inc], key, skip_existing=True)
-        assert done.agents == 2
+        assert (done.agents, done.skipped) == (1, 1)  # n/small held whole: skipped
         assert (await store.load("n/big")).data == {"i": 14}
         # an agent the target holds as the backup does (or newer) is still skipped
         again = await restore(store, [full, inc], key, skip_existing=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import tracemalloc
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.records import AppendRequest
 
 KEYS = Keyring({"k1": bytes(range(32))})
-#: restore's WRITE_BATCH_BYTES: what its writing pass holds of records at once
+#: WRITE_BATCH_BYTES (governance/backup/writepass.py): what the writing pass holds of
+#: records at once
 BATCH_BYTES = 256 << 10
 
 
@@ -69,7 +71,22 @@ async def test_restore_appends_at_most_a_batch_of_records_at_once(tmp_path: Path
             finally:
                 under_way -= size
 
+        append_batch = dst.backend.append_batch
+
+        async def counted_batch(requests: Sequence[AppendRequest]) -> Any:
+            # the writing pass's appends go to the engine's batch (one commit each)
+            nonlocal under_way, most, record
+            sizes = [sum(len(e.payload) for e in r.events) for r in requests]
+            record = max([record, *sizes])
+            under_way += sum(sizes)
+            most = max(most, under_way)
+            try:
+                return await append_batch(requests)
+            finally:
+                under_way -= sum(sizes)
+
         dst.backend.append = counted  # type: ignore[method-assign]
+        dst.backend.append_batch = counted_batch  # type: ignore[method-assign]
         result = await restore(dst, [file], bkey)
         assert result.agents == 40
         assert (await dst.verify()).ok

@@ -33,7 +33,8 @@ agent before anything is written.
 
 **Streamed.** The files are read twice, chunk by chunk: a checking pass (everything
 above) that keeps per agent only its head, chain link and where its snapshot is, then
-a writing pass that re-reads (and re-authenticates) each chunk and appends its parts.
+a writing pass that re-reads (and re-authenticates) each chunk and appends its parts
+(:mod:`.writepass`: the agents of a chunk in batches, committed together).
 Memory is one chunk plus a few dozen bytes per agent, whatever the backup's size.
 
 statekeeper's own streams in a backup (the source's audit log) are restored only into a
@@ -66,7 +67,6 @@ from ...backends.base import Capability
 from ...codec import ZERO_LINK
 from ...codec.pipeline import CHAIN_BROKEN
 from ...errors import AgentForgotten, BackupCorrupt, BackupError, IntegrityError, KeyNotFound
-from ...records import AppendRequest, RawEvent, RawSnapshot
 from ...store.body import SNAPSHOT_TYPE
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import (
@@ -84,6 +84,7 @@ from .fileformat import HEAD_TAGS, BackupKey, FrameReader
 from .location import Location
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
+from .writepass import write_all as _write_all
 
 if TYPE_CHECKING:
     from ...store import StateStore
@@ -354,46 +355,6 @@ def _follow(
         raise BackupCorrupt(path, f"agent {agent_id!r}", f"record does not verify: {exc}") from None
 
 
-async def _write_part(
-    store: StateStore,
-    agent_id: str,
-    item: Any,
-    snapshot_here: bool,
-    tag: bytes | None,
-) -> None:
-    """Append one part (its base the stream's head now), in pieces cut at idempotency
-    keys; ``tag`` (the head tag) on the last piece of the stream's last part."""
-    _, base, head, _, raw_events, snap, key_rows = item[:7]
-    events = [RawEvent(s, k, t, p, c) for s, k, t, p, c in raw_events]
-    keyed = {first: (name, last) for name, first, last in key_rows}
-    from_base = RawSnapshot(*item[7]) if len(item) > 7 else None
-    if from_base is not None:
-        base = from_base.seq  # compacted: the events start after the base snapshot
-        if snap is not None and snap[0] == base:
-            snap = None  # the latest snapshot is the base itself: written with it
-    seq = base
-    while seq < head:
-        key: str | None = None
-        if seq + 1 in keyed:
-            key, end = keyed[seq + 1]
-        else:
-            end = min([s - 1 for s in keyed if s > seq + 1] + [head])
-        part = events[seq - base : end - base]
-        snapshot = None
-        if snapshot_here and snap is not None and seq < snap[0] <= end:
-            snapshot = RawSnapshot(snap[0], snap[1], snap[2], snap[3])
-        request = AppendRequest(
-            agent_id, seq, part, snapshot, key, head_tag=tag if end == head else None
-        )
-        if from_base is not None and seq == from_base.seq:
-            await store.backend.append_from_base(request, from_base)
-        else:
-            await store.backend.append(request)
-        seq = end
-    if snapshot_here and snap is not None and snap[0] <= base:  # taken before this part
-        await store.backend.save_snapshot(agent_id, RawSnapshot(snap[0], snap[1], snap[2], snap[3]))
-
-
 async def restore(
     store: StateStore,
     backups: Sequence[str | os.PathLike[str]],
@@ -443,8 +404,7 @@ async def restore(
             for a, p in sorted(plans.items())
             if not p.forgotten
         }
-        heads = await asyncio.gather(*(store.backend.head(a) for a in tags))
-        held = dict(zip(tags, heads, strict=True))
+        held = await _held(store, tags)
         present = [a for a, h in held.items() if h]
         # the target's own streams (its audit log) are kept: the backup's copy is left out
         kept = [a for a in present if a[:1] == "\x01"]
@@ -484,6 +444,18 @@ async def restore(
     return result
 
 
+async def _held(store: StateStore, agent_ids: dict[str, bytes]) -> dict[str, int]:
+    """The target's head of each agent (0: none). A target without any agent (what a
+    restore is usually given) holds none of them: one listing of at most one agent
+    (cheap on every engine, unlike a count) instead of a head read per agent (100,000
+    of them through the loop: ~1.3-1.6 CPU-s, docs/benchmarks.md "backup16")."""
+    backend = store.backend
+    if not await backend.list_agents(limit=1):
+        return dict.fromkeys(agent_ids, 0)
+    heads = await asyncio.gather(*(backend.head(a) for a in agent_ids))
+    return dict(zip(agent_ids, heads, strict=True))
+
+
 def _check_target_takes(store: StateStore, plans: dict[str, _Plan], tags: dict[str, bytes]) -> None:
     """A stream compacted by retention is written as it is stored (its base snapshot,
     then the events after it): the target engine must be able to hold one, else
@@ -515,85 +487,3 @@ def _check_namespace(store: StateStore, listed: set[str]) -> None:
             f" {store.namespace!r} (e.g. {shown}); a target opened in a namespace takes"
             " only its own agents: restore into the whole store (no namespace) instead"
         )
-
-
-#: the most record bytes the writing pass holds in one batch of concurrent appends: a
-#: group of a file backup (:data:`.filecopy.GROUP_BYTES`, 1 MiB) is written in
-#: batches of this much, so a restore holds ~2 chunks of records, not a group
-#: (a 4.8 MB backup of 64 KiB records: traced peak 0.21-0.29 of its size -> 0.140-0.144,
-#: 20 runs each, docs/benchmarks.md "flaky15")
-WRITE_BATCH_BYTES = 256 << 10
-
-
-def _record_bytes(item: Any) -> int:
-    """The payload bytes of one entry (its events, its snapshot, its base snapshot)."""
-    snapshot, base = item[5], item[7] if len(item) > 7 else None
-    return (
-        sum(len(e[3]) for e in item[4])
-        + (len(snapshot[2]) if snapshot is not None else 0)
-        + (len(base[2]) if base is not None else 0)
-    )
-
-
-async def _write_all(
-    store: StateStore,
-    parts: Sequence[_Part],
-    key: BackupKey,
-    plans: dict[str, _Plan],
-    tags: dict[str, bytes],
-    concurrency: int,
-    progress: Callable[[str, int, int], None] | None,
-) -> int:
-    """The writing pass: the files again, chunk by chunk (each re-authenticated and
-    checked against its manifest as it is read), each agent's parts in file order,
-    the agents of one chunk concurrently, at most :data:`WRITE_BATCH_BYTES` of
-    records at a time. Returns how many agents were finished."""
-    gate = asyncio.Semaphore(max(1, concurrency))
-    finished = 0
-
-    async def one(number: int, index: int, item: Any) -> None:
-        nonlocal finished
-        agent_id, _base, head = item[0], item[1], item[2]
-        plan = plans[agent_id]
-        last = head == plan.head
-        async with gate:
-            await _write_part(
-                store,
-                agent_id,
-                item,
-                plan.snapshot is not None and plan.snapshot[1:] == (number, index),
-                tags[agent_id] if last else None,
-            )
-        if last:
-            finished += 1
-            if progress is not None and finished % 256 == 0:
-                progress("write", finished, len(tags))
-
-    for number, (path, image, backup_id) in enumerate(parts):
-        reader = await asyncio.to_thread(FrameReader, path, key)
-        try:
-            if reader.header.backup_id != backup_id:
-                raise BackupCorrupt(path, "header", "changed while it was being restored")
-            entries = read_entries(reader, reader.streams, image)
-            batch: list[tuple[int, Any]] = []
-            held = 0
-            while True:
-                got = await asyncio.to_thread(next, entries, None)
-                size = 0 if got is None else _record_bytes(got[1])
-                if got is None or (
-                    batch and (got[0] != batch[-1][0] or held + size > WRITE_BATCH_BYTES)
-                ):
-                    await asyncio.gather(*(one(number, i, item) for i, item in batch))
-                    batch, held = [], 0
-                if got is None:
-                    break
-                agent_id = got[1][0]
-                plan = plans.get(agent_id)
-                if agent_id in tags and plan is not None and number >= plan.start:
-                    batch.append(got)
-                    held += size
-        finally:
-            reader.close()
-    if progress is not None:
-        progress("write", len(tags), len(tags))
-    return finished
