@@ -21,6 +21,12 @@ holder URL AGENT TTL
     through the store and 2 through a lease-bound DurableAgent; reports how each ended.
 taker URL AGENT TTL
     Acquires AGENT's lease (waiting for it) and makes 5 fenced writes.
+step-holder URL AGENT TTL
+    ``holder`` with durable steps fenced by the lease: records steps 1..3, pauses at
+    ``pause-point`` like ``holder``, then runs step 4 (the taker recorded it) and step
+    9 (nobody did); reports how each ended and which effects ran after the pause.
+step-taker URL AGENT TTL
+    Acquires AGENT's lease (waiting for it) and runs steps 1..6 fenced by it.
 steps URL AGENT LOG STEPS [PAUSE]
     Runs durable steps 1..STEPS; the side effect of step k appends ``k`` to LOG
     (fsync'ed). PAUSE = ``before:k`` | ``inside:k`` | ``after-effect:k`` prints
@@ -152,6 +158,43 @@ async def taker(url: str, agent: str, ttl: float) -> None:
         say(json.dumps({"token": lease.token}))
 
 
+async def step_holder(url: str, agent: str, ttl: float) -> None:
+    async with StateStore(url) as store:
+        leases = LeaseManager(store, holder="A", ttl=ttl)
+        wait_for_go()
+        lease = await leases.acquire(agent)
+        runner = Steps(store, agent, lease=lease)
+        ran: list[int] = []
+
+        def effect(k: int) -> dict[str, object]:
+            ran.append(k)
+            return {"by": "A", "k": k}
+
+        for k in (1, 2, 3):
+            await runner.run(f"s{k}", effect, k)
+        say("pause-point", lease.token)
+        await asyncio.to_thread(sys.stdin.readline)  # after the pause and the takeover
+        ran.clear()
+        outcomes: list[object] = []
+        for k in (4, 9):
+            try:
+                outcomes.append(await runner.run(f"s{k}", effect, k))
+            except LeaseLost as exc:
+                outcomes.append(f"lost:{exc.token}<{exc.current_token}")
+        say(json.dumps({"token": lease.token, "outcomes": outcomes, "ran": ran}))
+
+
+async def step_taker(url: str, agent: str, ttl: float) -> None:
+    async with StateStore(url) as store:
+        leases = LeaseManager(store, holder="B", ttl=ttl)
+        wait_for_go()
+        lease = await leases.acquire(agent, wait=30)
+        runner = Steps(store, agent, lease=lease)
+        results = [await runner.run(f"s{k}", lambda k=k: {"by": "B", "k": k}) for k in range(1, 7)]
+        await lease.release()
+        say(json.dumps({"token": lease.token, "results": results}))
+
+
 async def steps(url: str, agent: str, log: str, count: int, pause: str | None) -> None:
     async with StateStore(url) as store:
         wait_for_go()
@@ -193,6 +236,10 @@ def main(argv: list[str]) -> None:
         asyncio.run(holder(url, rest[0], float(rest[1])))
     elif command == "taker":
         asyncio.run(taker(url, rest[0], float(rest[1])))
+    elif command == "step-holder":
+        asyncio.run(step_holder(url, rest[0], float(rest[1])))
+    elif command == "step-taker":
+        asyncio.run(step_taker(url, rest[0], float(rest[1])))
     elif command == "steps":
         asyncio.run(steps(url, rest[0], rest[1], int(rest[2]), rest[3] if len(rest) > 3 else None))
     else:

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper import StateStore
+from statekeeper.concurrency import Steps
 
 pytestmark = pytest.mark.slow  # multi-process stress
 
@@ -240,6 +241,46 @@ def test_a_paused_holder_cannot_overwrite_the_new_owner(url: str) -> None:
     # every late write was refused by the storage, naming the newer token
     assert late["outcomes"] == [f"lost:{late['token']}<{taken['token']}"] * 7
     asyncio.run(_check_takeover(url, agent))
+
+
+def test_a_paused_step_runner_records_nothing_after_the_takeover(url: str) -> None:
+    """Durable steps fenced by a lease, across a takeover: the paused holder gets the
+    new owner's result for a step the owner recorded (its effect not run again) and
+    LeaseLost for a step nobody recorded; every step is recorded exactly once."""
+    ttl, agent = 1.0, "steps-1"
+    asyncio.run(_open_once(url))
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        holder = spawn("step-holder", url, agent, str(ttl))
+        procs.append(holder)
+        go(holder)
+        assert holder.stdout is not None
+        line = holder.stdout.readline().split()
+        assert line[0] == "pause-point", line
+        stop_outside_a_transaction(holder, url)
+        taker = spawn("step-taker", url, agent, str(ttl))
+        procs.append(taker)
+        go(taker)
+        taken = finish(taker, timeout=60)
+        holder.send_signal(signal.SIGCONT)
+        go(holder)
+        late = finish(holder, timeout=60)
+    finally:
+        kill_all(procs)
+    assert isinstance(late, dict) and isinstance(taken, dict)
+    by = ["A"] * 3 + ["B"] * 3
+    assert taken["results"] == [{"by": b, "k": k} for k, b in enumerate(by, 1)]
+    assert late["outcomes"] == [{"by": "B", "k": 4}, f"lost:{late['token']}<{taken['token']}"]
+    assert late["ran"] == [9]  # the unrecorded step ran (at-least-once), its record refused
+    asyncio.run(_check_steps(url, agent))
+
+
+async def _check_steps(url: str, agent: str) -> None:
+    async with StateStore(url) as store:
+        keys = [e.idempotency_key async for e in store.history(agent) if e.type == "step"]
+        assert keys == [f"step:s{k}" for k in range(1, 7)]
+        recorded = await Steps(store, agent).results()
+        assert recorded == {f"s{k}": {"by": "A" if k < 4 else "B", "k": k} for k in range(1, 7)}
 
 
 async def _check_takeover(url: str, agent: str) -> None:

@@ -257,8 +257,7 @@ def migrate(
 
                 if do_rollback:
                     return await mig.rollback(
-                        store, schema, run_id=run_id,
-                        journal=journal if run_id is None else None,
+                        store, schema, run_id=run_id, journal=journal,
                         force=force, on_progress=on_progress,
                     )  # fmt: skip
                 if do_finalize:

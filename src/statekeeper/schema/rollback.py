@@ -104,10 +104,14 @@ async def rollback(
     the pre-migration version. An agent written since its migration is brought back
     through the model's downcasters; without them it is reported in ``failed`` and
     left alone — unless ``force``, which restores the pre-migration state (the later
-    writes stay in the stream's history). Refused once the run was finalized."""
+    writes stay in the stream's history). Refused once the run was finalized.
+    ``journal`` is read and marked (rolled back) only when it holds the run rolled back:
+    with a ``run_id`` of another run it is left as it is."""
     schema = model_schema(model, schemas)
     path = Path(journal) if journal is not None else None
     record = Journal.load(path) if path is not None else None
+    if record is not None and run_id not in (None, record.run_id):
+        record = None  # the journal holds another run: it is neither read nor marked
     if record is not None:
         if record.finalized:
             raise MigrationError(
