@@ -138,8 +138,14 @@ class UnsavedChangesWarning(StatekeeperWarning):
     """A store was closed while durable agents it opened still had changes to ``data``
     that were never written (``agent_ids`` lists them). Those changes are lost."""
 
-    def __init__(self, agent_ids: list[str]) -> None:
-        self.agent_ids = agent_ids
+    def __init__(self, agent_ids: list[str] | str) -> None:
+        if isinstance(agent_ids, str):
+            # a message already made (``warnings.warn(text, UnsavedChangesWarning)``):
+            # kept as it is, not read as a list of one-character agent ids
+            self.agent_ids: list[str] = []
+            super().__init__(agent_ids)
+            return
+        self.agent_ids = list(agent_ids)
         shown = ", ".join(repr(a[:60]) for a in agent_ids[:5])
         more = f" and {len(agent_ids) - 5} more" if len(agent_ids) > 5 else ""
         super().__init__(
