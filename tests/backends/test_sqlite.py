@@ -486,6 +486,36 @@ def test_opening_a_store_while_another_process_writes_takes_no_lock(tmp_path: Pa
         other.close()
 
 
+def _wal_header(path: Path) -> bytes:
+    wal = Path(f"{path}-wal")
+    return wal.read_bytes()[:32] if wal.exists() else b""
+
+
+async def test_a_new_file_starts_its_wal_when_opened_not_on_the_first_save(
+    tmp_path: Path,
+) -> None:
+    """The first commit into an empty WAL writes the WAL's header and syncs it and its
+    directory, at ``synchronous=NORMAL`` too: a new file's open makes that commit (it
+    changes nothing), so the first save appends to a WAL already started. Opening an
+    existing file still writes nothing."""
+    path = tmp_path / "new.db"
+    backend = SQLiteBackend(path, synchronous="NORMAL")
+    started = _wal_header(path)
+    assert len(started) == 32  # the header is written: the WAL is started
+    with closing(_raw(path)) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == 0  # nothing changed
+    await backend.append(request("a", 0, 1))
+    assert _wal_header(path) == started  # appended to, not restarted (same salts)
+    await backend.close()
+
+    reopened = SQLiteBackend(path, synchronous="NORMAL")
+    try:
+        assert _wal_header(path) == b""  # (the last close removed it; the open wrote none)
+        assert await reopened.head("a") == 1
+    finally:
+        await reopened.close()
+
+
 async def _seed(path: Path) -> None:
     backend = SQLiteBackend(path)
     await backend.append(request("a", 0, 1))
