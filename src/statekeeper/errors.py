@@ -38,6 +38,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidMachineDefinition",
     "InvalidTransition",
+    "JournalInUse",
     "KeyNotFound",
     "KeyRequired",
     "LeaseError",
@@ -803,6 +804,33 @@ class UpcasterFailed(SchemaMismatch):
 class MigrationError(SchemaError):
     """A migration cannot run as asked (finalized already, another run in progress, a
     rollback that would lose writes). Nothing more was written."""
+
+
+class JournalInUse(MigrationError):
+    """A migration to another target was given a journal that still holds an open run:
+    one neither finalized nor rolled back. Starting the new run there would replace
+    that run's record (its id, where to resume, its rollback), so it is refused.
+
+    ``journal`` is the file, ``run_id``, ``model`` and ``target`` name the run it holds,
+    ``state`` says how far it got. Finalize that run, roll it back, or give the new
+    run another journal. Nothing was written.
+    """
+
+    def __init__(self, journal: str, run_id: str, model: str, target: int, state: str) -> None:
+        self.journal = journal
+        self.run_id = run_id
+        self.model = model
+        self.target = target
+        self.state = state
+        super().__init__(journal, run_id, model, target, state)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.journal} holds run {self.run_id} of {self.model!r} to version "
+            f"{self.target}, {self.state}: finalize it (migrate --finalize, "
+            "schema.finalize), roll it back (migrate --rollback, schema.rollback), or give "
+            "this migration another journal (--journal FILE, journal=)"
+        )
 
 
 class AgentForgotten(StorageError):

@@ -3,7 +3,8 @@
 ``v1``: ``Support(customer_name, priority: str, tags)``. ``v2`` renamed
 ``customer_name`` to ``customer``, turned ``priority`` into an int and added
 ``escalated`` (default False); it ships an upcaster 1→2 and a downcaster 2→1. ``v2_bare``
-is v2 without its casters (a rename forgotten). Importable by the CLI (``--app
+is v2 without its casters (a rename forgotten); ``v3`` adds ``language`` on top of v2
+(casters 1→2→3 and back). Importable by the CLI (``--app
 tests.schema.apps:v2``).
 """
 
@@ -62,6 +63,33 @@ def upgraded(old: SupportV1) -> SupportV2:
     return SupportV2(
         customer=old.customer_name, priority=PRIORITIES[old.priority], tags=list(old.tags)
     )
+
+
+class SupportV3(BaseModel):
+    customer: str
+    priority: int = 2
+    tags: list[str] = Field(default_factory=list)
+    escalated: bool = False
+    language: str = "en"
+
+
+# v3 (a later release): adds ``language``; upcasters 1→2→3, downcasters 3→2→1
+v3 = SchemaRegistry()
+support_v3 = v3.register(SupportV3, name="support", version=3)
+support_v3.upcaster(from_version=1)(_v1_to_v2)
+support_v3.downcaster(from_version=2)(_v2_to_v1)
+
+
+@support_v3.upcaster(from_version=2)
+def _v2_to_v3(doc: dict[str, Any]) -> dict[str, Any]:
+    doc.setdefault("language", "en")
+    return doc
+
+
+@support_v3.downcaster(from_version=3)
+def _v3_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    doc.pop("language", None)
+    return doc
 
 
 # v1 code that has the downcaster (deployed before the rollout, to read v2 data)

@@ -72,6 +72,7 @@ from .report import (
     failure,
     model_schema,
     pages,
+    refuse_open,
 )
 from .rewrite import Head, Rewrite, collection_paused, migrate_request, read_heads, read_page
 
@@ -340,6 +341,8 @@ async def migrate(
                 )
             if earlier.finalized and earlier.target == target:
                 raise MigrationError(f"run {earlier.run_id} was finalized already")
+            if earlier.target != target and not dry_run:
+                refuse_open(path, earlier)
             if earlier.target == target and not earlier.rolled_back and not dry_run:
                 run = earlier  # resume (or re-check) the same run
                 run.done = False

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MigrationError
+from ..errors import JournalInUse, MigrationError
 from ..security.witness_file import write_atomically
 from .registry import ModelSchema, SchemaRegistry, schema_of
 
@@ -134,6 +134,20 @@ class Journal:
         self.updated_at = time.time()
         doc = {"statekeeper_migration": 1, **asdict(self)}
         write_atomically(path, json.dumps(doc, indent=2))
+
+
+def refuse_open(path: Path, record: Journal) -> None:
+    """JournalInUse when ``record`` (read from ``path``) is a run neither finalized nor
+    rolled back: a new run must not replace the record of one still open."""
+    if record.finalized or record.rolled_back:
+        return
+    if record.done:
+        state = "migrated, its rollback window still open"
+    elif record.after is not None:
+        state = f"interrupted after agent {record.after!r}"
+    else:
+        state = "started, not finished"
+    raise JournalInUse(str(path), record.run_id, record.model, record.target, state)
 
 
 Progress = Callable[[int, int], Any]
