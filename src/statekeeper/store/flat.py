@@ -45,7 +45,7 @@ from ..backends.base import NextRow
 from ..errors import ConflictError
 from ..patch import escape
 from ..records import AppendResult, EventType
-from .change import _grew, _packer, _packers
+from .change import _grew, _packer, _packers, plain
 from .state import HELD_AS_BYTES, AgentRecord
 
 if TYPE_CHECKING:
@@ -148,7 +148,8 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             data is not held_as_bytes or list(before_all) != list(dumped)
         ):  # several changes: diff_by_key orders their ops by the stored keys
             return None
-        # the event's bytes, as save_fast makes them (change.plain, written out)
+        # the event's bytes, as save_fast makes them (change.plain, written out for the
+        # one-change save; called for the rarer several-change one)
         body_bytes = None
         if not ops:
             body_bytes = b"{}"
@@ -165,21 +166,11 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                 body_bytes = None
         if body_bytes is None:
             body = {"ops": ops}
-            if len(carried) > 1:
-                for tail in carried:
-                    if (
-                        0xCB in tail
-                        or 0xC4 in tail
-                        or 0xC5 in tail
-                        or 0xC6 in tail
-                        or (0x24 in tail and b"\xa2$t" in tail)
-                    ):
-                        break
-                else:
-                    try:
-                        body_bytes = dumps(body)
-                    except TypeError:
-                        body_bytes = None
+            if len(carried) > 1 and plain(carried):
+                try:
+                    body_bytes = dumps(body)
+                except TypeError:
+                    body_bytes = None
             if body_bytes is None:
                 body_bytes = serialize(body, "event")
                 if 0x24 in body_bytes and b'"$t"' in body_bytes:
