@@ -277,6 +277,33 @@ def test_the_wal_is_checkpointed_off_the_commit(tmp_path: Path) -> None:
     assert wal < 12 * 1024 * 1024, wal
 
 
+async def test_the_wal_restarts_near_the_checkpoint_size_on_its_first_fill(
+    tmp_path: Path,
+) -> None:
+    """The first checkpoint of a store comes after about CHECKPOINT_PAGES WAL frames
+    written, not estimated: the backend checks its estimate of the pages a commit
+    writes against the WAL's size early. Until the WAL first restarts every commit
+    extends the file (on ext4 an fdatasync after a file's growth also commits the
+    journal), so the WAL's largest size is how long commits pay for that. Before, the
+    estimate (~3.5 pages for a lone chat save writing ~5.75 frames) let the WAL grow to
+    ~1,850 frames before the first checkpoint, twice SQLite's own auto-checkpoint."""
+    path = tmp_path / "fill.db"
+    store = StateStore(f"sqlite:///{path}?synchronous=OFF", durability="sync")
+    try:
+        history: dict[str, list[str]] = {f"agent-{i}": [] for i in range(8)}
+        for step in range(60):  # 480 lone saves of a growing chat, ~2,700 frames
+            for agent_id, messages in history.items():
+                messages.append(f"{agent_id} says {step}: " + "x" * 280)
+                await store.save(agent_id, {"messages": list(messages)})
+        page_size = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+        frames = (path.with_name("fill.db-wal").stat().st_size - 32) // (page_size + 24)
+        assert frames >= CHECKPOINT_PAGES // 2  # (it was filled)
+        assert frames <= 1.25 * CHECKPOINT_PAGES, frames
+        assert (await store.load("agent-7")).data["messages"] == history["agent-7"]
+    finally:
+        await store.close()
+
+
 async def test_a_due_checkpoint_runs_before_the_next_commit(tmp_path: Path) -> None:
     """Once a checkpoint is queued on the writer thread, the next append queues behind
     it instead of committing inline first. (Inline commits used to win the idle writer

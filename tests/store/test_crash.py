@@ -46,9 +46,17 @@ class Ack:
 
 
 def run_and_kill(
-    db: Path, mode: str, *, writers: int, agents: int, delay: float, seed: int, flush_size: int
+    db: Path,
+    mode: str,
+    *,
+    writers: int,
+    agents: int,
+    delay: float,
+    seed: int,
+    flush_size: int,
+    after: int = 1,
 ) -> list[Ack]:
-    """Start a writer process, let it write for ``delay`` seconds after its first
+    """Start a writer process, let it write for ``delay`` seconds after its ``after``-th
     acknowledged write, SIGKILL it, and return every acknowledgement it completed."""
     proc = subprocess.Popen(
         [
@@ -69,16 +77,19 @@ def run_and_kill(
 
     def pump() -> None:
         assert proc.stdout is not None
+        acks = 0
         for line in proc.stdout:
             lines.append(line)
             if line.startswith(b"ACK "):
-                first_ack.set()
+                acks += 1
+                if acks >= after:
+                    first_ack.set()
         first_ack.set()  # EOF: the child is gone either way
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     try:
-        assert first_ack.wait(timeout=60), "the child never acknowledged a write"
+        assert first_ack.wait(timeout=90), f"the child never acknowledged {after} writes"
         threading.Event().wait(delay)  # the random kill point
         proc.send_signal(signal.SIGKILL)
     finally:
@@ -134,8 +145,10 @@ def crash_rounds(
     agents: int,
     flush_size: int = 100,
     max_lost: int = 0,
+    after: int = 1,
 ) -> tuple[int, int]:
-    """Kill a writer ``rounds`` times on one file; return (acknowledged, lost) writes."""
+    """Kill a writer ``rounds`` times on one file, each time at least ``after`` writes
+    in; return (acknowledged, lost) writes."""
     rng = random.Random(f"{SEED}-{mode}")
     db = tmp_path / f"crash-{mode}.db"
     kept: list[Ack] = []
@@ -151,6 +164,7 @@ def crash_rounds(
             delay=delay,
             seed=rng.randrange(2**32),
             flush_size=flush_size,
+            after=after,
         )
         assert new, f"{context}: no acknowledged writes"
         lost = asyncio.run(check(db, new, max_lost=max_lost, context=context))
@@ -165,6 +179,17 @@ def crash_rounds(
 def test_sync_mode_loses_no_acknowledged_write(tmp_path: Path) -> None:
     acked, lost = crash_rounds(tmp_path, "sync", rounds=6, writers=1, agents=1)
     assert acked > 0 and lost == 0
+
+
+@pytest.mark.timeout(240)
+def test_sync_mode_loses_nothing_past_the_wal_estimate_check_and_first_checkpoints(
+    tmp_path: Path,
+) -> None:
+    """Killed only after 600 acknowledged saves (~3,400 WAL frames: past the check of
+    the WAL-page estimate against the WAL's size and the checkpoints and WAL restarts it
+    brings forward), each round reopening the WAL the last one left behind."""
+    acked, lost = crash_rounds(tmp_path, "sync", rounds=3, writers=1, agents=1, after=600)
+    assert acked >= 3 * 600 and lost == 0
 
 
 @pytest.mark.timeout(120)
