@@ -13,25 +13,12 @@ from statekeeper import StateStore
 from statekeeper.records import RawEvent
 from statekeeper.store.snapshots import BOUNDED_LOAD_COST, COST_MAX_EVENTS, EVENT_COST
 
-MESSAGES = [{"role": "user", "content": f"message {i} " + "words " * 50} for i in range(170)]
+from .test_snapshot_cost import MESSAGES, rule_positions
+from .test_snapshot_cost import _snapshot_bytes as _snapshots
 
 
 def _url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'bounded.db'}?synchronous=OFF"
-
-
-async def _snapshots(store: StateStore, agent_id: str) -> dict[int, int]:
-    """seq -> stored bytes of every snapshot of ``agent_id``."""
-    out: dict[int, int] = {}
-    below: int | None = None
-    while True:
-        snap = await store.backend.latest_snapshot(agent_id, below)
-        if snap is None or snap.seq == 1:
-            if snap is not None:
-                out[snap.seq] = len(snap.payload)
-            return out
-        out[snap.seq] = len(snap.payload)
-        below = snap.seq - 1
 
 
 async def test_a_default_store_bounds_the_replay_of_every_cold_load(tmp_path: Path) -> None:
@@ -69,16 +56,7 @@ async def test_the_default_policys_snapshot_positions(tmp_path: Path) -> None:
         events = await store.backend.read("chat", 0, None)
     # the rule, worked out from the stored sizes (the flat save and the general save
     # must both apply it)
-    expected: list[int] = []
-    snapshot_bytes = replay = count = 0
-    for event in events:
-        count += 1
-        replay += len(event.payload)
-        if count >= COST_MAX_EVENTS or replay + EVENT_COST * count >= (
-            snapshot_bytes + BOUNDED_LOAD_COST
-        ):
-            expected.append(event.seq)
-            snapshot_bytes, replay, count = stored.get(event.seq, -1), 0, 0
+    expected = rule_positions(events, stored, BOUNDED_LOAD_COST, 0)
     assert sorted(stored) == expected
     assert len(expected) >= 2
 
