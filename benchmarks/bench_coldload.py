@@ -4,8 +4,13 @@ One process, rounds alternating which side goes first, loads interleaved per loa
 medians with their spread (min..max of the per-round ratio, p25..p75 of latencies).
 Chat states: plain-dict messages of ~300 characters, one message added per save.
 
-* ``every=100``: ``snapshot_every=100`` (the default), the head
+* ``every=100``: ``snapshot_every=100`` (explicit), the head
   0/1/50/99 events past the last snapshot (100 + k saves).
+* ``default``: a store with the default snapshot policy (``"bounded"``: by replay cost,
+  :mod:`statekeeper.store.snapshots`), the head at its first snapshot at or after 100
+  saves (k=0), one event past it, half-way and at the most events the policy lets a
+  load replay (the save before its next snapshot): the worst head a default-configured
+  agent can have. The positions are found by saving the chat once in a probe file.
 * ``cost``: ``snapshot_every="cost"`` (opt-in: by replay cost), one agent per head
   position 100..100+P-1 saves: every position of at least one whole snapshot interval.
 * Each statekeeper load is a ``StateStore(url, cache_size=0).load`` (every load reads
@@ -66,21 +71,45 @@ EVERY_K = (0, 1, 50, 99)
 CHECKSUM: dict[str, str | None] = {"checksum": None}
 
 
+#: the snapshot_every= of each mode's file (None: the store's default)
+MODES: dict[str, Any] = {"every100": 100, "cost": "cost", "default": None}
+
+
+async def default_positions(tmp: Path, msgs: list[Any]) -> list[tuple[str, int]]:
+    """Saves at which the default policy's head is 0, 1, half-way and the most events
+    past its snapshot (the first snapshot at or after 100 saves, and its interval)."""
+    k_after: list[int] = []
+    async with StateStore(sk_url(tmp / "probe.db", "OFF"), checksum=CHECKSUM["checksum"]) as st:
+        for i in range(len(msgs)):
+            await st.save("probe", {"messages": msgs[: i + 1]})
+            _, _, _, events = await st.backend.read_state("probe")
+            k_after.append(len(events))
+    first = next(i for i in range(99, len(k_after)) if k_after[i] == 0)
+    worst = first
+    while worst + 1 < len(k_after) and k_after[worst + 1] > 0:
+        worst += 1
+    k = worst - first
+    return [(f"d{k_}", first + 1 + k_) for k_ in sorted({0, 1, k // 2, k})]
+
+
 async def build(tmp: Path, positions: int) -> dict[str, Any]:
-    """Two statekeeper files (every=100, cost) and one SqliteSaver file, same chats."""
-    msgs = make_messages(100 + max(max(EVERY_K), positions), seed=7, chars=CHARS)
+    """Three statekeeper files (every=100, cost, default) and one SqliteSaver file,
+    same chats."""
+    msgs = make_messages(100 + max(max(EVERY_K), positions, 100), seed=7, chars=CHARS)
     saver = lg_open(tmp / "lg.db", "OFF")
     agents: dict[str, dict[str, Any]] = {}
     plans: dict[str, list[tuple[str, int]]] = {
         "every100": [(f"k{k}", 100 + k) for k in EVERY_K],
         "cost": [(f"h{100 + p}", 100 + p) for p in range(positions)],
+        "default": await default_positions(tmp, msgs),
     }
     try:
         for mode, plan in plans.items():
             url = sk_url(tmp / f"{mode}.db", "OFF")
-            every: Any = 100 if mode == "every100" else "cost"
+            every = MODES[mode]
+            policy: dict[str, Any] = {} if every is None else {"snapshot_every": every}
             async with StateStore(
-                url, durability="sync", snapshot_every=every, checksum=CHECKSUM["checksum"]
+                url, durability="sync", checksum=CHECKSUM["checksum"], **policy
             ) as store:
                 for agent, saves in plan:
                     docs = [{"messages": msgs[: i + 1]} for i in range(saves)]
@@ -104,17 +133,11 @@ async def build(tmp: Path, positions: int) -> dict[str, Any]:
 
 
 async def load_round(tmp: Path, agents: dict[str, Any], loads: int, sk_first: bool) -> dict:
-    stores = {
-        mode: StateStore(sk_url(tmp / f"{mode}.db", "FULL"), cache_size=0)
-        for mode in ("every100", "cost")
-    }
+    stores = {mode: StateStore(sk_url(tmp / f"{mode}.db", "FULL"), cache_size=0) for mode in MODES}
     two = StateStore(sk_url(tmp / "cost.db", "FULL"), cache_size=0)
     two._reads.native_state = False  # the read path before read_state: two statements
     saver = lg_open(tmp / "lg.db", "FULL")
-    bare = {
-        mode: sqlite3.connect(f"file:{tmp / f'{mode}.db'}?mode=ro", uri=True)
-        for mode in ("every100", "cost")
-    }
+    bare = {mode: sqlite3.connect(f"file:{tmp / f'{mode}.db'}?mode=ro", uri=True) for mode in MODES}
 
     def floor(mode: str, agent: str) -> Any:
         row = (
@@ -253,6 +276,13 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                 for k in agents
                 if agents[k]["mode"] == "every100"
             )
+        )
+        dflt = [k for k in agents if agents[k]["mode"] == "default"]
+        worst_d = max(dflt, key=lambda k: agents[k]["k"])
+        print(
+            f"default policy: the most events a load replays k={agents[worst_d]['k']}"
+            f" ({agents[worst_d]['msgs']} msgs): {res[worst_d]['ratio']['median']:.2f}x; "
+            + ", ".join(f"k={agents[k]['k']} {res[k]['ratio']['median']:.2f}x" for k in dflt)
         )
         payload.update(agents=agents, loads=res)
         if args.trials:

@@ -74,7 +74,7 @@ CHARS = 300  # characters per chat message
 ROW_BYTES = 500  # bare-commit row: about one statekeeper event adding a 300-char message
 CURVE = (1, 4, 16, 64)
 PAST_SNAPSHOT = (0, 1, 50, 99)
-SNAPSHOT_EVERY = 100  # statekeeper's default
+SNAPSHOT_EVERY = 100  # explicit (the default policy, "bounded", is by replay cost)
 GOALS = {
     "seq_full": 1.15,
     "seq_normal": 1.3,

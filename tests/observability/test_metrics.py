@@ -69,7 +69,8 @@ async def test_operations_and_backend_calls_are_timed_per_backend() -> None:
     assert value(text, "statekeeper_appends_total", **base) == 7
     assert value(text, "statekeeper_cache_hits_total", **base) >= 1
     assert (
-        value(text, "statekeeper_store_info", durability="sync", snapshot_every="100", **base) == 1
+        value(text, "statekeeper_store_info", durability="sync", snapshot_every="bounded", **base)
+        == 1
     )
 
 

@@ -162,7 +162,6 @@ async def test_a_record_evicted_while_the_engine_appends_the_flat_save_is_kept(
 async def test_options_that_rule_out_the_flat_save_leave_it_unbound(tmp_path: Path) -> None:
     for kw in (
         {"durability": "group"},
-        {"snapshot_every": "cost"},
         {"snapshot_every": "auto"},
         {"compression": "zstd"},
     ):
@@ -172,4 +171,7 @@ async def test_options_that_rule_out_the_flat_save_leave_it_unbound(tmp_path: Pa
             await store.save("a", {"messages": ["m0", "m1"]})
             assert (await store.load("a")).data == {"messages": ["m0", "m1"]}
     async with StateStore(f"sqlite:///{tmp_path}/plain.db") as store:
+        assert store._writes.flat is not None
+    # the replay-cost rules (the default "bounded", and "cost") are applied inline
+    async with StateStore(f"sqlite:///{tmp_path}/cost.db", snapshot_every="cost") as store:
         assert store._writes.flat is not None

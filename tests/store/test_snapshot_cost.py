@@ -37,6 +37,25 @@ async def _snapshot_bytes(store: StateStore, agent_id: str) -> dict[int, int]:
         below = snap.seq - 1
 
 
+def rule_positions(
+    events: list[RawEvent], stored: dict[int, int], base: int, least: int
+) -> list[int]:
+    """The seqs the replay-cost rule snapshots at, worked out from the stored sizes: due
+    with the event whose replay cost (bytes + EVENT_COST each) reaches the last
+    snapshot's bytes + ``base`` (at least ``least``), or the 100th since it."""
+    expected: list[int] = []
+    snapshot_bytes = replay = count = 0
+    for event in events:
+        count += 1
+        replay += len(event.payload)
+        if count >= COST_MAX_EVENTS or replay + EVENT_COST * count >= max(
+            snapshot_bytes + base, least
+        ):
+            expected.append(event.seq)
+            snapshot_bytes, replay, count = stored.get(event.seq, -1), 0, 0
+    return expected
+
+
 async def test_a_cold_load_replays_at_most_one_snapshot_worth_by_cost(
     tmp_path: Path,
 ) -> None:
@@ -87,16 +106,7 @@ async def test_the_cost_policys_snapshot_positions(tmp_path: Path) -> None:
         events = await store.backend.read("chat", 0, None)
     # the rule, worked out from the stored sizes: due with the event whose replay cost
     # (bytes + EVENT_COST each) reaches the last snapshot's bytes + EVENT_COST (>= MIN_COST)
-    expected: list[int] = []
-    snapshot_bytes = replay = count = 0
-    for event in events:
-        count += 1
-        replay += len(event.payload)
-        if count >= COST_MAX_EVENTS or replay + EVENT_COST * count >= max(
-            snapshot_bytes + EVENT_COST, MIN_COST
-        ):
-            expected.append(event.seq)
-            snapshot_bytes, replay, count = stored.get(event.seq, -1), 0, 0
+    expected = rule_positions(events, stored, EVENT_COST, MIN_COST)
     assert sorted(stored) == expected
     gaps = [b - a for a, b in itertools.pairwise(expected)]
     assert gaps[-1] > gaps[0]  # further apart as the state grows

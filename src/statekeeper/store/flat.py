@@ -63,15 +63,23 @@ _NEVER = 1 << 62  # (no byte bound on the replay: one comparison that never hold
 
 def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     """The flat save of ``pipeline``'s store, or None when its options rule it out (not
-    ``pipeline.fast``, group commit, a snapshot policy by cost — its tuner counts every
+    ``pipeline.fast``, group commit, ``snapshot_every="auto"`` — its tuner counts every
     save —, a codec that encrypts or compresses)."""
     snapshots = pipeline.snapshots
     sealing = pipeline.codec.plain_sealing()
-    if not pipeline.fast or pipeline.group is not None or snapshots.by_cost or sealing is None:
+    if (
+        not pipeline.fast
+        or pipeline.group is not None
+        or snapshots.tuner is not None
+        or sealing is None
+    ):
         return None
     header, names, seq_ts = sealing
     every = snapshots.every
     max_replay = _NEVER if snapshots.max_replay_bytes is None else snapshots.max_replay_bytes
+    # the replay-cost rule ("bounded", the default, and "cost"; SnapshotPolicy.due)
+    by_cost = snapshots.by_cost
+    event_cost, cost_base, min_cost = snapshots.event_cost, snapshots.cost_base, snapshots.min_cost
     deltas = snapshots.full_every > 1
     cache = pipeline.reads.cache
     cached = cache._data
@@ -179,7 +187,15 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         # Codec.seal of a record without key nor compression, written out
         payload = join((header, prev, body_bytes))
         replay = record.replay_bytes + len(payload)
-        if seq - record.snapshot_seq >= every or replay >= max_replay:
+        events = seq - record.snapshot_seq
+        if (
+            events >= every
+            or replay >= max_replay
+            or (
+                by_cost
+                and replay + event_cost * events >= max(record.snapshot_bytes + cost_base, min_cost)
+            )
+        ):
             return None  # a snapshot is due (SnapshotPolicy.due): save_fast writes it
         now = clock()
         link: bytes = sha256(

@@ -41,7 +41,7 @@ def check_options(
     witness_interval: float,
 ) -> tuple[Durability, Codec]:
     """Check every option; the durability mode and the codec they make."""
-    if snapshot_every not in ("cost", "auto"):
+    if snapshot_every not in ("bounded", "cost", "auto"):
         _check_numbers(snapshot_every=snapshot_every)
     _check_numbers(
         full_snapshot_every=full_snapshot_every,
@@ -61,8 +61,8 @@ def check_options(
         raise InvalidArgument(
             "backend", f"backend must be a URL or a Backend, not {type(backend).__name__}"
         )
-    if snapshot_every not in ("cost", "auto") and snapshot_every < 1:  # type: ignore[operator]
-        raise ConfigurationError("snapshot_every must be >= 1, 'cost' or 'auto'")
+    if snapshot_every not in ("bounded", "cost", "auto") and snapshot_every < 1:  # type: ignore[operator]
+        raise ConfigurationError("snapshot_every must be >= 1, 'bounded', 'cost' or 'auto'")
     if full_snapshot_every < 1:
         raise ConfigurationError("full_snapshot_every must be >= 1")
     if snapshot_bytes is not None and snapshot_bytes < 1:

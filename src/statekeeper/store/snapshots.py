@@ -6,7 +6,8 @@ has reached its bound, in events (``snapshot_every``), in stored bytes
 (``snapshot_bytes``) or in cost (``snapshot_every="cost"``); it is written in the same
 atomic append as that event.
 
-By replay cost (``snapshot_every="cost"``, opt-in; the default is every 100th event):
+By replay cost (``snapshot_every="cost"``, opt-in; the default, ``"bounded"``, is the
+same rule with a larger fixed allowance, below):
 a load decodes the latest snapshot
 (cost ~ its stored bytes) and then each event after it (cost ~ its stored bytes plus a
 fixed :data:`EVENT_COST` for the row, the checksum, the parse and the patch, measured in
@@ -19,7 +20,12 @@ at a snapshot, whatever the state's size, and the snapshots cost each event abou
 ``event bytes + EVENT_COST`` bytes of snapshot written — the size of the change, not
 of the state. Keeping the head state
 materialised with every event instead would write the whole state with each one.
-A number ``snapshot_every=K`` stores one every K events exactly (and by
+The default, ``snapshot_every="bounded"``, weighs the replay the same way against the
+last snapshot's bytes plus :data:`BOUNDED_LOAD_COST` (256 KiB of replay-equivalent
+work, the fixed cost a load may add to its snapshot's decode): a default-configured load
+never replays more than that nor more than :data:`COST_MAX_EVENTS` events, and an agent
+saved fewer than ~50 times (small events) writes no snapshot, as under ``every=100``. A
+number ``snapshot_every=K`` stores one every K events exactly (and by
 ``snapshot_bytes``), whatever they cost.
 
 A whole snapshot of a state that a save holds as the packed bytes of its top-level
@@ -57,6 +63,7 @@ __all__ = [
     "AUTO_EVENT_COST",
     "AUTO_MAX_EVENTS",
     "AUTO_MIN_COST",
+    "BOUNDED_LOAD_COST",
     "COST_MAX_EVENTS",
     "EVENT_COST",
     "MIN_COST",
@@ -84,6 +91,16 @@ AUTO_MIN_COST = 8 * 1024
 AUTO_MAX_EVENTS = COST_MAX_EVENTS
 #: (the name the per-event cost had when only ``"auto"`` applied the rule)
 AUTO_EVENT_COST = EVENT_COST
+#: the default (``snapshot_every="bounded"``): a snapshot is due once the replay a load
+#: would do from the last one costs as much as decoding that snapshot plus this much
+#: (the same byte units as :data:`EVENT_COST`), and after :data:`COST_MAX_EVENTS` events
+#: whatever the cost. Chosen as the default ``snapshot_bytes`` (256 KiB): a chat whose
+#: saves append ~450-byte messages then snapshots every ~57 events while small and every
+#: ~64 at 33 KB (``every=100``: 100), while an agent saved fewer than ~50 times — every
+#: agent of ``bench_hotpath.py``'s workloads — writes no snapshot at all, as before: a
+#: smaller constant bounds the load tighter but adds a snapshot to those saves' bytes
+#: (docs/benchmarks.md, "cold11")
+BOUNDED_LOAD_COST = 256 * 1024
 
 #: what storing a snapshot changes in the record it was taken of:
 #: (snapshot_seq, full_seq, full_link, full_data, deltas, stored bytes)
@@ -125,11 +142,20 @@ class SnapshotPolicy:
         self.auto = every == "auto"
         self.tuner: AutoInterval | None = AutoInterval() if self.auto else None
         reads.tuner = self.tuner
-        #: snapshot_every="cost" (and "auto" until it has measured): by replay cost
-        self.by_cost = every == "cost" or self.auto
-        self.min_cost = AUTO_MIN_COST if self.auto else MIN_COST
+        #: snapshot_every="cost" / "bounded" (and "auto" until it has measured): by
+        #: replay cost — ``replay bytes + event_cost * events >= max(snapshot bytes +
+        #: cost_base, min_cost)`` (a plain rule of the record's fields, which the flat
+        #: save applies inline: :mod:`.flat`)
+        self.by_cost = every in ("cost", "bounded") or self.auto
+        self.event_cost = EVENT_COST if self.by_cost else 0
+        self.cost_base = BOUNDED_LOAD_COST if every == "bounded" else EVENT_COST
+        self.min_cost = AUTO_MIN_COST if self.auto else 0 if every == "bounded" else MIN_COST
         self.every: int = (
-            MAX_EVENTS if every == "auto" else COST_MAX_EVENTS if every == "cost" else int(every)
+            MAX_EVENTS
+            if every == "auto"
+            else COST_MAX_EVENTS
+            if every in ("cost", "bounded")
+            else int(every)
         )
         self.max_replay_bytes = max_replay_bytes
         self.full_every = full_every
@@ -153,7 +179,7 @@ class SnapshotPolicy:
             if events >= AUTO_MAX_EVENTS:
                 return True
         return record.replay_bytes + EVENT_COST * events >= max(
-            record.snapshot_bytes + EVENT_COST, self.min_cost
+            record.snapshot_bytes + self.cost_base, self.min_cost
         )
 
     def encode_timed(self, record: AgentRecord) -> tuple[RawSnapshot, Marks]:

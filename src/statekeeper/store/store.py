@@ -130,10 +130,16 @@ class StateStore:
             None for ``$STATEKEEPER_URL`` or else ``sqlite:///statekeeper.db``.
         durability: ``"sync"``, ``"group"`` or ``"async"`` (see
             :mod:`statekeeper.store.durability` for what each guarantees).
-        snapshot_every: a number (default 100): a snapshot after exactly this many
-            events since the last one. ``"cost"``: store a snapshot once replaying the
+        snapshot_every: ``"bounded"`` (the default): a snapshot once replaying the
             events since the last one would cost a load as much as decoding that
-            snapshot (their stored bytes plus a fixed cost per event, against its
+            snapshot plus a fixed allowance (256 KiB of replay-equivalent work: their
+            stored bytes plus a fixed cost per event), and after 100 events whatever
+            they cost — a default-configured load never replays more than that; an
+            agent saved fewer than ~50 times with small changes writes no snapshot
+            (see :mod:`statekeeper.store.snapshots`). A number: a snapshot after
+            exactly this many events since the last one. ``"cost"``: store a snapshot
+            once replaying the events since the last one would cost a load as much as
+            decoding that snapshot (their stored bytes plus a fixed cost per event, against its
             stored bytes), and after 100 events whatever they cost: a cold load at any
             head does at most about twice the work of one at a snapshot, and the
             snapshots cost each save about its own size, whatever the state's (see
@@ -226,7 +232,7 @@ class StateStore:
         backend: Backend | str | None = None,
         *,
         durability: Durability | str = "sync",
-        snapshot_every: int | Literal["cost", "auto"] = 100,
+        snapshot_every: int | Literal["bounded", "cost", "auto"] = "bounded",
         snapshot_bytes: int | None = 256 * 1024,
         cache_size: int = 1024,
         validate_cache: bool = True,
@@ -351,7 +357,7 @@ class StateStore:
         """The most events a load replays after the latest snapshot: ``snapshot_every``,
         or the interval ``"auto"`` measured (its event bound before it has measured)."""
         every = self.snapshot_every
-        if every == "cost":
+        if every in ("cost", "bounded"):
             return COST_MAX_EVENTS
         if every != "auto":
             return int(every)

@@ -56,7 +56,7 @@ class SyncStateStore:
         backend: Backend | str | None = None,
         *,
         durability: Durability | str = "sync",
-        snapshot_every: int | Literal["cost", "auto"] = 100,
+        snapshot_every: int | Literal["bounded", "cost", "auto"] = "bounded",
         snapshot_bytes: int | None = 256 * 1024,
         cache_size: int = 1024,
         validate_cache: bool = True,
