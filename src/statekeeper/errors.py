@@ -18,6 +18,7 @@ __all__ = [
     "AccessDenied",
     "AgentForgotten",
     "AgentNotFound",
+    "AgentReplaced",
     "AsyncRequired",
     "BackendError",
     "BackendRejected",
@@ -408,6 +409,35 @@ class RetriesExhausted(ConflictError):
         self.args = (
             f"agent {agent_id!r}: gave up after {attempts} conflicting attempts "
             f"(last: expected head seq {last.expected_seq}, stored head is {last.current_seq})",
+        )
+
+
+class AgentReplaced(ConflictError):
+    """The agent a write was based on is gone: deleted (and perhaps created again under
+    the same id) since the state the caller started from was read. Writing anyway would
+    overwrite another incarnation of the id, so nothing was written, and retrying the
+    same write cannot help (read-modify-write helpers do not retry it).
+
+    ``created_at`` is the creation time of the incarnation the caller's state came from
+    (its identity), ``found`` that of the stored stream (None: no stream now).
+    """
+
+    def __init__(
+        self,
+        agent_id: str,
+        expected_seq: int,
+        current_seq: int,
+        created_at: float,
+        found: float | None,
+    ) -> None:
+        super().__init__(agent_id, expected_seq, current_seq)
+        self.created_at = created_at
+        self.found = found
+        now = "it has no stream now" if found is None else f"the stored one was created at {found}"
+        self.args = (
+            f"agent {agent_id!r} was deleted and created again since seq {expected_seq} was "
+            f"read: that state belongs to the incarnation created at {created_at}, {now}; "
+            "nothing was written",
         )
 
 
