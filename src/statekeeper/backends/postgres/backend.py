@@ -78,7 +78,6 @@ from ...records import (
     FeedRecord,
     RawEvent,
     RawSnapshot,
-    StreamChange,
 )
 from ..base import (
     Backend,
@@ -109,6 +108,7 @@ from .connection import (
     regrow_while_waited,
     transient,
 )
+from .deletes import delete_at
 from .export import Export
 from .feed import FeedReader
 from .leases import Leases
@@ -541,13 +541,8 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
 
-        async def op() -> bool:
-            async with self._connection() as conn, conn.transaction():
-                await self._change(conn, StreamChange(agent_id, delete_at=head))
-            return True
-
-        try:
-            return await self._retrying("delete_agent_at", op)
+        try:  # (exact when sent again after a lost reply: see .deletes)
+            return await delete_at(self, agent_id, head)
         finally:
             self._wrote()
 

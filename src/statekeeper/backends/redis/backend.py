@@ -57,6 +57,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -866,16 +867,24 @@ class RedisBackend(Backend):
 
     async def delete_agent_at(self, agent_id: str, head: int) -> bool:
         """The delete conditional on the head (:meth:`Backend.delete_agent_at`): the
-        delete script with the expected head, checked in the script."""
+        delete script with the expected head, checked in the script. The script leaves
+        a receipt (a key of the agent's shard holding this call's random token, expiring
+        once no retry can come): a try sent again after a lost reply finds it and
+        reports the delete done, instead of deleting a stream created again since up to
+        the same head, or reporting its own delete as a conflict."""
         self._check_writable()
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
         h, sz = self._keys(agent_id)
+        shard = self._agent(agent_id).shard
+        token = secrets.token_hex(16)
+        receipt = shard.base + b"d:" + token.encode()
+        lifetime = str(int(max(60.0, 2 * self.retry_timeout) * 1000))
+        args = [agent_id.encode(), str(head), token, lifetime]
 
         async def op() -> Any:
-            index = self._agent(agent_id).shard.index
             return await self._write(
-                agent_id, self._delete_script, [h, sz, index], [agent_id.encode(), str(head)]
+                agent_id, self._delete_script, [h, sz, shard.index, receipt], args
             )
 
         reply = int(await self._retrying("delete_agent_at", op))
