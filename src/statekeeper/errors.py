@@ -39,6 +39,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidMachineDefinition",
     "InvalidTransition",
+    "JournalBusy",
     "JournalInUse",
     "KeyNotFound",
     "KeyRequired",
@@ -860,6 +861,28 @@ class JournalInUse(MigrationError):
             f"{self.target}, {self.state}: finalize it (migrate --finalize, "
             "schema.finalize), roll it back (migrate --rollback, schema.rollback), or give "
             "this migration another journal (--journal FILE, journal=)"
+        )
+
+
+class JournalBusy(MigrationError):
+    """Another run (a migrate, rollback or finalize, in another process or task) is
+    using this migration journal right now: two runs on one journal would overwrite
+    each other's record. Nothing was written.
+
+    ``journal`` is the file, ``holder`` says who holds it (pid, host, since when).
+    Wait for that run to end; one whose process died holds nothing, and the next run
+    on the journal resumes it.
+    """
+
+    def __init__(self, journal: str, holder: str) -> None:
+        self.journal = journal
+        self.holder = holder
+        super().__init__(journal, holder)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.journal} is in use by a running migration ({self.holder}): wait for it "
+            "to end (a run whose process died holds nothing: run migrate again to resume it)"
         )
 
 
