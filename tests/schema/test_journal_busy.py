@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.errors import JournalBusy, MigrationError
+from statekeeper.errors import JournalBusy, MigrationError, NotOwned
 from statekeeper.schema.migrate import Journal, migrate
 
 from . import apps
@@ -94,3 +94,17 @@ def test_a_run_whose_process_died_blocks_nothing(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     record = Journal.load(journal)
     assert record is not None and record.done
+
+
+async def test_a_foreign_file_where_the_lock_goes_is_left_untouched(tmp_path: Path) -> None:
+    journal = tmp_path / "j.json"
+    foreign = tmp_path / "j.json.lock"
+    foreign.write_text("my notes\n")
+    async with StateStore("memory://") as store:
+        await _populate(store, 2)
+        with pytest.raises(NotOwned):
+            await migrate(store, apps.support_v2, journal=journal)
+        assert foreign.read_text() == "my notes\n" and Journal.load(journal) is None
+        foreign.unlink()
+        assert (await migrate(store, apps.support_v2, journal=journal)).changed == 2
+        assert (await migrate(store, apps.support_v2, journal=journal)).changed == 0  # reused

@@ -27,7 +27,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from ..errors import JournalBusy
+from ..errors import JournalBusy, NotOwned
 
 try:
     import fcntl
@@ -38,6 +38,9 @@ __all__ = ["holds_journal", "journal_held"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+#: how every lock file starts (a file without it was not written by a run: not touched)
+_MARK = b"statekeeper migration run lock: "
 
 _HELD: ContextVar[frozenset[str]] = ContextVar("statekeeper_journals_held", default=frozenset())
 
@@ -62,21 +65,29 @@ def journal_held(journal: Path | None) -> Iterator[None]:
     path = lock_path(journal)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
+        found = os.pread(fd, 512, 0)
+        if found and not found.startswith(_MARK):  # never written by a run: not ours
+            raise NotOwned(
+                f"{path} is the lock file of migration journal {journal}, but it holds "
+                "something else: it was left untouched (move it, or give another journal)"
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 512).decode("utf-8", "replace").strip()
+            holder = found[len(_MARK) :].decode("utf-8", "replace").strip()
             raise JournalBusy(str(journal), holder or "unknown") from None
         # who holds it, for the message of a run refused meanwhile
         os.ftruncate(fd, 0)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {stamp} UTC".encode(), 0)
+        who = f"pid {os.getpid()} on {socket.gethostname()} since {stamp} UTC"
+        os.pwrite(fd, _MARK + who.encode(), 0)
         token = _HELD.set(held | {key})
         try:
             yield
         finally:
             _HELD.reset(token)
             os.ftruncate(fd, 0)
+            os.pwrite(fd, _MARK, 0)
     finally:
         os.close(fd)  # (releases the flock)
 
