@@ -108,7 +108,7 @@ from .connection import (
     regrow_while_waited,
     transient,
 )
-from .deletes import delete_at
+from .deletes import delete, delete_at
 from .export import Export
 from .feed import FeedReader
 from .leases import Leases
@@ -521,16 +521,8 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
     async def delete_agent(self, agent_id: str) -> bool:
         self._check_writable()
 
-        async def op() -> bool:
-            async with self._connection() as conn, conn.transaction():
-                cur = await conn.execute(self._sql["del_agent"], (agent_id,))
-                existed = cur.rowcount > 0
-                for name in ("del_events", "del_snaps", "del_keys"):
-                    await conn.execute(self._sql[name], (agent_id,))
-            return existed
-
-        try:
-            return await self._retrying("delete_agent", op)
+        try:  # (its answer exact when sent again after a lost reply: see .deletes)
+            return await delete(self, agent_id)
         finally:
             self._wrote()
 
