@@ -18,6 +18,7 @@ __all__ = [
     "AccessDenied",
     "AgentForgotten",
     "AgentNotFound",
+    "AgentReplaced",
     "AsyncRequired",
     "BackendError",
     "BackendRejected",
@@ -38,6 +39,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidMachineDefinition",
     "InvalidTransition",
+    "JournalBusy",
     "JournalInUse",
     "KeyNotFound",
     "KeyRequired",
@@ -408,6 +410,35 @@ class RetriesExhausted(ConflictError):
         self.args = (
             f"agent {agent_id!r}: gave up after {attempts} conflicting attempts "
             f"(last: expected head seq {last.expected_seq}, stored head is {last.current_seq})",
+        )
+
+
+class AgentReplaced(ConflictError):
+    """The agent a write was based on is gone: deleted (and perhaps created again under
+    the same id) since the state the caller started from was read. Writing anyway would
+    overwrite another incarnation of the id, so nothing was written, and retrying the
+    same write cannot help (read-modify-write helpers do not retry it).
+
+    ``created_at`` is the creation time of the incarnation the caller's state came from
+    (its identity), ``found`` that of the stored stream (None: no stream now).
+    """
+
+    def __init__(
+        self,
+        agent_id: str,
+        expected_seq: int,
+        current_seq: int,
+        created_at: float,
+        found: float | None,
+    ) -> None:
+        super().__init__(agent_id, expected_seq, current_seq)
+        self.created_at = created_at
+        self.found = found
+        now = "it has no stream now" if found is None else f"the stored one was created at {found}"
+        self.args = (
+            f"agent {agent_id!r} was deleted and created again since seq {expected_seq} was "
+            f"read: that state belongs to the incarnation created at {created_at}, {now}; "
+            "nothing was written",
         )
 
 
@@ -830,6 +861,28 @@ class JournalInUse(MigrationError):
             f"{self.target}, {self.state}: finalize it (migrate --finalize, "
             "schema.finalize), roll it back (migrate --rollback, schema.rollback), or give "
             "this migration another journal (--journal FILE, journal=)"
+        )
+
+
+class JournalBusy(MigrationError):
+    """Another run (a migrate, rollback or finalize, in another process or task) is
+    using this migration journal right now: two runs on one journal would overwrite
+    each other's record. Nothing was written.
+
+    ``journal`` is the file, ``holder`` says who holds it (pid, host, since when).
+    Wait for that run to end; one whose process died holds nothing, and the next run
+    on the journal resumes it.
+    """
+
+    def __init__(self, journal: str, holder: str) -> None:
+        self.journal = journal
+        self.holder = holder
+        super().__init__(journal, holder)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.journal} is in use by a running migration ({self.holder}): wait for it "
+            "to end (a run whose process died holds nothing: run migrate again to resume it)"
         )
 
 

@@ -80,8 +80,12 @@ async def test_keys_live_under_the_prefix(prefix: str) -> None:
         feed = ("feed", "feed:n")  # the store-wide change feed (see backends/redis/feed.py)
         assert keys == [f"{prefix}{k}".encode() for k in ("a:a", "agents", *feed, "s:a")]
         assert await backend.delete_agent("a")
-        # the agent's keys are gone; the feed outlives agents (trim_feed shortens it)
-        assert sorted(await raw.keys(prefix + "*")) == [f"{prefix}{k}".encode() for k in feed]
+        # the agent's keys are gone; the feed outlives agents (trim_feed shortens it); the
+        # delete's receipt (what makes a retry after a lost reply exact) expires
+        left = sorted(await raw.keys(prefix + "*"))
+        receipts = [k for k in left if k.startswith(f"{prefix}d:".encode())]
+        assert [k for k in left if k not in receipts] == [f"{prefix}{k}".encode() for k in feed]
+        assert len(receipts) == 1 and 0 < await raw.pttl(receipts[0]) <= 60_000
     finally:
         await raw.aclose()
         await backend.close()

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from ..errors import (
+    AgentReplaced,
     ConfigurationError,
     MergeConflict,
     StatekeeperError,
@@ -436,6 +437,7 @@ async def merge_into(
     ours: Version,
     *,
     base_seq: int,
+    created_at: float | None = None,
     merger: Merger | MergePolicies | None = None,
     lease: Leased | None = None,
     budget: float | None = DEFAULT_BUDGET,
@@ -454,24 +456,41 @@ async def merge_into(
     Vector clocks and stamps travel in the data under ``meta_key`` (see
     :meth:`Version.document`).
 
+    A seq names a state only within one *incarnation* of the agent: deleted and
+    created again under the same id, the stream counts from 1 again, and its seq
+    ``base_seq`` is another state. Pass ``created_at`` — the
+    :attr:`~statekeeper.records.Snapshot.created_at` of the state the copy was taken
+    from, its incarnation — and the merge compares it with the stored stream's: a
+    stream created since raises :class:`~statekeeper.errors.AgentReplaced` (nothing
+    written, not retried) instead of being overwritten by the copy (a fast-forward) or
+    merged against a base of another incarnation. Without it the incarnation of the
+    base read at the start is compared with the stream's at every attempt (a delete
+    and re-create during the merge is caught; one before the call cannot be seen).
+
     Raises :class:`~statekeeper.errors.MergeConflict` (nothing written) when the
     versions cannot be reconciled.
     """
     limit = _Budget(attempts, budget, backoff)
     base: Version | None = None
+    incarnation: float | None = None
+    if created_at is not None and base_seq == 0:
+        raise ConfigurationError("created_at names the incarnation of a base: give base_seq >= 1")
     if base_seq > 0:
-        base = Version.of((await store.load(agent_id, at_seq=base_seq)).data, meta_key)
+        stored = await store.load(agent_id, at_seq=base_seq)
+        if created_at is not None and stored.created_at != created_at:
+            raise AgentReplaced(agent_id, base_seq, stored.seq, created_at, stored.created_at)
+        base, incarnation = Version.of(stored.data, meta_key), stored.created_at
 
     async def once() -> Merged:
         current = await store.get(agent_id)
         head = current.seq if current is not None else 0
+        if incarnation is not None and (current is None or current.created_at != incarnation):
+            found = None if current is None else current.created_at
+            raise AgentReplaced(agent_id, base_seq, head, incarnation, found)
         if head == base_seq:
             result_version, merged = ours, False
         else:
-            if current is None:
-                raise ConfigurationError(
-                    f"agent {agent_id!r} has no stream but base_seq is {base_seq}"
-                )
+            assert current is not None  # (base_seq > 0: no stream is AgentReplaced above)
             theirs = Version.of(current.data, meta_key)
             policy = merger if merger is not None else Merger()
             chosen = policy.for_data(theirs.data) if isinstance(policy, MergePolicies) else policy

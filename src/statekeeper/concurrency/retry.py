@@ -54,6 +54,7 @@ import orjson
 
 from ..errors import (
     AgentNotFound,
+    AgentReplaced,
     ConfigurationError,
     ConflictError,
     InvalidArgument,
@@ -457,7 +458,7 @@ async def retry_loop(
         attempt += 1
         try:
             return await op()
-        except RetriesExhausted:
+        except (RetriesExhausted, AgentReplaced):  # final: another try cannot help
             raise
         except ConflictError as exc:
             if on_conflict is not None:

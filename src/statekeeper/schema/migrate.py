@@ -75,6 +75,7 @@ from .report import (
     refuse_open,
 )
 from .rewrite import Head, Rewrite, collection_paused, migrate_request, read_heads, read_page
+from .running import holds_journal
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -289,6 +290,7 @@ def applied(store: StateStore, rewrite: Rewrite) -> None:
         witness.acked(agent_id, rewrite.request.expected_seq, rewrite.link)
 
 
+@holds_journal
 async def migrate(
     store: StateStore,
     model: Any,

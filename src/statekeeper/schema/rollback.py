@@ -40,6 +40,7 @@ from .rewrite import (
     restore_request,
     strip_request,
 )
+from .running import holds_journal
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -87,6 +88,7 @@ async def _state_before(store: StateStore, agent_id: str, kept: Original) -> dic
     return doc
 
 
+@holds_journal
 async def rollback(
     store: StateStore,
     model: Any,
@@ -297,6 +299,7 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
         await each([r.request.agent_id for r in moved], 32, one)
 
 
+@holds_journal
 async def finalize(
     store: StateStore,
     model: Any,

@@ -469,11 +469,28 @@ class ReadPath:
         if at_time is not None:
             at_seq = await self.backend.seq_at(agent_id, at_time)
             if at_seq == 0:
-                raise AgentNotFound(agent_id)
+                return await self._before_stored(agent_id, head, at_time, tag)
         assert at_seq is not None
         if not 1 <= at_seq <= head:
             raise ConfigurationError(f"seq {at_seq} is outside 1..{head} for agent {agent_id!r}")
         return await self.fold(agent_id, head, at_seq, tag, at_head=at_seq == head)
+
+    async def _before_stored(
+        self, agent_id: str, head: int, at_time: float, tag: bytes | None
+    ) -> AgentRecord:
+        """The state at ``at_time``, earlier than every stored event: the retention
+        base's state when the stream was compacted and ``at_time`` is at or after the
+        base's last write; :class:`HistoryCompacted` when the agent existed then but
+        its history was compacted away; else it did not exist yet (AgentNotFound)."""
+        first = await self.backend.read(agent_id, 0, None, limit=1)
+        if not first or first[0].seq == 1:
+            raise AgentNotFound(agent_id)
+        base = await self.fold(agent_id, head, first[0].seq - 1, tag, at_head=False)
+        if at_time >= base.updated_at:
+            return base
+        if at_time >= base.created_at:
+            raise HistoryCompacted(agent_id, base.seq)
+        raise AgentNotFound(agent_id)
 
     def forget(self, agent_id: str) -> None:
         """Drop what is cached or pinned of ``agent_id``."""

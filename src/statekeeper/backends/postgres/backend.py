@@ -78,7 +78,6 @@ from ...records import (
     FeedRecord,
     RawEvent,
     RawSnapshot,
-    StreamChange,
 )
 from ..base import (
     Backend,
@@ -109,6 +108,7 @@ from .connection import (
     regrow_while_waited,
     transient,
 )
+from .deletes import delete, delete_at
 from .export import Export
 from .feed import FeedReader
 from .leases import Leases
@@ -521,16 +521,8 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
     async def delete_agent(self, agent_id: str) -> bool:
         self._check_writable()
 
-        async def op() -> bool:
-            async with self._connection() as conn, conn.transaction():
-                cur = await conn.execute(self._sql["del_agent"], (agent_id,))
-                existed = cur.rowcount > 0
-                for name in ("del_events", "del_snaps", "del_keys"):
-                    await conn.execute(self._sql[name], (agent_id,))
-            return existed
-
-        try:
-            return await self._retrying("delete_agent", op)
+        try:  # (its answer exact when sent again after a lost reply: see .deletes)
+            return await delete(self, agent_id)
         finally:
             self._wrote()
 
@@ -541,13 +533,8 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
 
-        async def op() -> bool:
-            async with self._connection() as conn, conn.transaction():
-                await self._change(conn, StreamChange(agent_id, delete_at=head))
-            return True
-
-        try:
-            return await self._retrying("delete_agent_at", op)
+        try:  # (exact when sent again after a lost reply: see .deletes)
+            return await delete_at(self, agent_id, head)
         finally:
             self._wrote()
 

@@ -57,6 +57,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -854,31 +855,38 @@ class RedisBackend(Backend):
 
     async def delete_agent(self, agent_id: str) -> bool:
         self._check_writable()
+        return await self._delete(agent_id, None) == 1
+
+    async def _delete(self, agent_id: str, head: int | None) -> int:
+        """The delete script's reply for ``agent_id`` (conditional on ``head`` when
+        given). The script leaves a receipt (a key of the agent's shard holding this
+        call's random token and answer, expiring once no retry can come): a try sent
+        again after a lost reply finds it and returns the first try's answer, instead of
+        meeting the stream as it is now (its own delete: "did not exist", or a
+        conflict; or a stream created again since up to ``head``, which it would
+        delete)."""
         h, sz = self._keys(agent_id)
+        shard = self._agent(agent_id).shard
+        token = secrets.token_hex(16)
+        receipt = shard.base + b"d:" + token.encode()
+        lifetime = str(int(max(60.0, 2 * self.retry_timeout) * 1000))
+        args = [agent_id.encode(), "" if head is None else str(head), token, lifetime]
 
         async def op() -> Any:
-            index = self._agent(agent_id).shard.index
             return await self._write(
-                agent_id, self._delete_script, [h, sz, index], [agent_id.encode()]
+                agent_id, self._delete_script, [h, sz, shard.index, receipt], args
             )
 
-        return bool(await self._retrying("delete_agent", op))
+        return int(await self._retrying("delete_agent" if head is None else "delete_agent_at", op))
 
     async def delete_agent_at(self, agent_id: str, head: int) -> bool:
         """The delete conditional on the head (:meth:`Backend.delete_agent_at`): the
-        delete script with the expected head, checked in the script."""
+        delete script with the expected head, checked in the script (exact when sent
+        again after a lost reply: see :meth:`_delete`)."""
         self._check_writable()
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
-        h, sz = self._keys(agent_id)
-
-        async def op() -> Any:
-            index = self._agent(agent_id).shard.index
-            return await self._write(
-                agent_id, self._delete_script, [h, sz, index], [agent_id.encode(), str(head)]
-            )
-
-        reply = int(await self._retrying("delete_agent_at", op))
+        reply = await self._delete(agent_id, head)
         if reply < 0:
             raise ConflictError(agent_id, head, -1 - reply)
         return True

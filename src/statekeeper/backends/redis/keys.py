@@ -9,6 +9,7 @@ Cluster support; ``shards`` absent)::
     <prefix>a:<agent>   hash    events, snapshots, head, idempotency keys (backend.py)
     <prefix>s:<agent>   zset    snapshot seqs
     <prefix>l:<agent>   hash    the lease
+    <prefix>d:<token>   string  a conditional delete's receipt (expires; backend.py)
     <prefix>agents      zset    the agent index
     <prefix>feed, <prefix>feed:n, <prefix>feed:floor    the change feed (feed.py)
 

@@ -1,11 +1,21 @@
--- KEYS: hash, snapshot zset, index. ARGV: agent[, expected head]. Reply: 1 if it
--- existed, 0 if not; with an expected head that is not the stored one h, -1 - h and
--- nothing deleted (Backend.delete_agent_at).
-if ARGV[2] then
+-- KEYS: hash, snapshot zset, index, receipt. ARGV: agent, expected head ('' for none),
+-- receipt token, receipt lifetime in ms. Reply: 1 if it existed, 0 if not; with an
+-- expected head that is not the stored one h, -1 - h and nothing deleted
+-- (Backend.delete_agent_at). The receipt makes a delete exact when it is sent again
+-- after a lost reply: the try that runs stores its token and its answer under the
+-- receipt key, and a try that finds its own token there was applied already: its
+-- answer is returned and nothing is deleted again (the stream there now, if any, is
+-- another writer's).
+local receipt = redis.call('GET', KEYS[4])
+if receipt and string.sub(receipt, 1, #ARGV[3]) == ARGV[3] then
+  return tonumber(string.sub(receipt, #ARGV[3] + 2))
+end
+if ARGV[2] ~= '' then
   local head = tonumber(redis.call('HGET', KEYS[1], 'h') or '0')
   if head ~= tonumber(ARGV[2]) then return -1 - head end
 end
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('SET', KEYS[4], ARGV[3] .. ':' .. existed, 'PX', ARGV[4])
 return existed

@@ -1,0 +1,103 @@
+"""PostgreSQL's deletes (``delete_agent``, ``delete_agent_at``), exact when sent again.
+
+A delete whose COMMIT reply is lost (the connection dies around the commit) is sent
+again by the backend's reconnecting retry. Sent blindly, the second try meets the
+stream as it is *now*: gone (its own delete, reported as a conflict, or as "it did not
+exist"), or created again by another writer up to the same head — which the
+conditional delete would delete, with that writer's acknowledged events. So each try
+first learns its transaction id (``txid_current()``) and its answer (before its COMMIT
+is sent), and a retry first asks the server what became of the earlier tries
+(``txid_status``, PostgreSQL >= 10): one committed is the delete done, with that try's
+answer, and nothing is sent again; only when none committed (the connection died
+before the COMMIT reached the server) is the delete sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ...errors import BackendError
+from ...records import StreamChange
+
+if TYPE_CHECKING:
+    from .backend import PostgresBackend
+
+__all__ = ["delete", "delete_at"]
+
+T = TypeVar("T")
+
+#: polls of a transaction still "in progress" (its connection died, the server has not
+#: ended it yet) before the outcome is reported unknown; the pause doubles from 10 ms
+#: to at most 1 s, so about 40 s in all
+_POLLS = 48
+
+
+async def delete_at(backend: PostgresBackend, agent_id: str, head: int) -> bool:
+    """Delete ``agent_id`` if its head is ``head``, in one transaction: True, or
+    :class:`~statekeeper.errors.ConflictError` with nothing deleted; a retry after a
+    lost reply returns True when an earlier try committed, never deleting again."""
+
+    async def body(conn: Any) -> bool:
+        await backend._change(conn, StreamChange(agent_id, delete_at=head))
+        return True
+
+    return await _exactly_once(backend, "delete_agent_at", agent_id, body)
+
+
+async def delete(backend: PostgresBackend, agent_id: str) -> bool:
+    """Delete ``agent_id``'s stream in one transaction: True if it existed (also when
+    it is answered by a retry after a lost reply: the committed try's answer)."""
+    sql = backend._sql
+
+    async def body(conn: Any) -> bool:
+        cur = await conn.execute(sql["del_agent"], (agent_id,))
+        existed = bool(cur.rowcount > 0)
+        for name in ("del_events", "del_snaps", "del_keys"):
+            await conn.execute(sql[name], (agent_id,))
+        return existed
+
+    return await _exactly_once(backend, "delete_agent", agent_id, body)
+
+
+async def _exactly_once(
+    backend: PostgresBackend, what: str, agent_id: str, body: Callable[[Any], Awaitable[T]]
+) -> T:
+    """``body(conn)`` in one transaction, retried on a lost connection; a retry whose
+    earlier try committed returns that try's answer (taken before its COMMIT was sent)
+    and sends nothing again."""
+    tries: list[tuple[int, T]] = []
+
+    async def op() -> T:
+        for txid, answer in tries:
+            if await _committed(backend, agent_id, txid):
+                return answer  # an earlier try landed: its reply was lost
+        async with backend._connection() as conn, conn.transaction():
+            cur = await conn.execute("SELECT txid_current()")
+            row = await cur.fetchone()
+            assert row is not None
+            answer = await body(conn)
+            tries.append((int(row[0]), answer))
+        return answer
+
+    return await backend._retrying(what, op)
+
+
+async def _committed(backend: PostgresBackend, agent_id: str, txid: int) -> bool:
+    """Whether transaction ``txid`` committed (waiting while it is still in progress)."""
+    pause = 0.01
+    for _ in range(_POLLS):
+        async with backend._connection() as conn:
+            cur = await conn.execute("SELECT txid_status(%s)", (txid,))
+            row: Any = await cur.fetchone()
+        status = row[0] if row is not None else None
+        if status != "in progress":
+            return bool(status == "committed")
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 1.0)
+    raise BackendError(
+        f"delete of agent {agent_id!r}: transaction {txid} is still in progress on the "
+        "server after its connection was lost; whether the delete landed is unknown",
+        maybe_applied=True,
+    )
