@@ -212,3 +212,22 @@ def test_a_new_savers_first_read_starts_no_thread_and_checks_the_witness_in_one_
         assert saver.get_tuple(_latest(thread)) is not None
         assert {t.ident for t in threading.enumerate()} - running == set()
         assert calls == ["read"]  # the witness's mark of the thread: its record only
+
+
+def test_a_saver_that_only_reads_starts_no_loop_thread_until_it_writes(tmp_path: Path) -> None:
+    """The saver's loop thread (timers, async callers, background flushes) is started
+    by the first work it has to do, not by opening the saver: reads alone never start
+    it; a graph run (its claim's renewal timer) does, and closing stops it."""
+    url = f"sqlite:///{tmp_path}/lazy.db"
+    thread = new_thread()
+    with StatekeeperSaver.from_url(url) as saver:
+        _chat(saver, thread, 1)
+    with StatekeeperSaver.from_url(url) as saver:
+        loop_thread = saver._portal._thread  # type: ignore[union-attr]
+        assert saver.get_tuple(_latest(new_thread())) is None
+        assert saver.get_tuple(_latest(thread)) is not None
+        assert len(list(saver.list({"configurable": {"thread_id": thread}}))) > 0
+        assert not loop_thread.is_alive()
+        _chat(saver, thread, 1)
+        assert loop_thread.is_alive()
+    assert not loop_thread.is_alive()
