@@ -8,7 +8,8 @@ instrumentation right before the read and dumps and stops it right after, so the
 count is the read's own, in every thread (the saver's store reads may run in an
 executor). ``WHICH``: ``latest`` / ``older`` (a new saver: cold; ``older`` after the
 latest, as the goals benchmark reads it), ``warm-latest`` / ``warm-older`` (the same
-saver's 4th read)::
+saver's 4th read); ``open`` / ``first``: a new saver's ``from_url`` (``SqliteSaver(conn)``
++ ``setup``), its first read (a thread that is not there)::
 
     .venv/bin/python benchmarks/bench_langgraph_cold_callgrind.py write /tmp/cg
     .venv/bin/python benchmarks/bench_langgraph_read_window.py run sk latest /tmp/cg
@@ -30,6 +31,9 @@ import bench_langgraph_goals as goals
 from callgrind_window import helper, run_window
 
 WHICH = ("latest", "older", "warm-latest", "warm-older")
+#: a new saver's steps before its cold read: ``open`` (``from_url`` / ``SqliteSaver(conn)``
+#: + ``setup``) and ``first`` (its first read: a thread that is not there)
+BEFORE = ("open", "first")
 
 
 def read(kind: str, out: Path, which: str) -> None:
@@ -38,7 +42,19 @@ def read(kind: str, out: Path, which: str) -> None:
     window = ctypes.CDLL(str(helper(out)))
     cid = json.loads((out / "older.json").read_text())[kind][3]
     for last in (False, True):
+        if last and which == "open":
+            window.cg_start()
         saver, close = goals.SAVERS[kind](out / f"{kind}.db", "NORMAL")
+        if last and which in BEFORE:
+            if which == "open":
+                window.cg_stop()
+            else:
+                window.cg_start()
+            saver.get_tuple({"configurable": {"thread_id": "absent", "checkpoint_ns": ""}})
+            if which == "first":
+                window.cg_stop()
+            close()
+            return
         saver.get_tuple({"configurable": {"thread_id": "absent", "checkpoint_ns": ""}})
         conf = {"thread_id": "chat", "checkpoint_ns": ""}
         if which.endswith("older"):
@@ -70,7 +86,7 @@ def main() -> None:
     elif cmd == "all":
         out = Path(sys.argv[2])
         print("| read | statekeeper | SqliteSaver | ratio |\n|---|---|---|---|")
-        for which in WHICH:
+        for which in (*BEFORE, *WHICH):
             ours, peer = run("sk", which, out), run("sqlite", which, out)
             print(f"| {which} | {ours:,} | {peer:,} | {peer / ours:.2f}x |")
     else:

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +161,73 @@ def test_a_cold_read_in_a_new_process_equals_the_warm_one(tmp_path: Path) -> Non
     assert json.loads(json.dumps(_summary(again))) == expected
     ids = [m[1] for m in expected["messages"]]
     assert len(ids) == 8 and None not in ids and len(set(ids)) == 8
+
+
+def test_a_cold_read_hands_the_saver_the_stores_document_unserialised(tmp_path: Path) -> None:
+    """A new saver's read of a thread takes the store's folded document itself (the
+    saver changes documents copy-on-write only): the store serialises no copy of it
+    (it wrote the document's JSON out on every cold read), and a later write by another
+    saver, folded into the store's record, leaves the document the first saver holds
+    as it was."""
+    url = f"sqlite:///{tmp_path}/shared.db"
+    thread = new_thread()
+    with StatekeeperSaver.from_url(url) as saver:
+        _chat(saver, thread, 2)
+    with StatekeeperSaver.from_url(url) as reader, StatekeeperSaver.from_url(url) as writer:
+        before = _summary(reader.get_tuple(_latest(thread)))
+        st = reader._streams[thread]
+        record = reader.store._reads.cache.peek(st.agent_id)
+        assert record is not None and record.blob is None and record.data is st.doc
+        held = json.dumps(st.doc, sort_keys=True)
+        _chat(writer, thread, 1)
+        after = _summary(reader.get_tuple(_latest(thread)))
+        assert after == _summary(writer.get_tuple(_latest(thread)))
+        assert len(after["messages"]) == len(before["messages"]) + 2
+        assert json.dumps(st.doc, sort_keys=True) == held  # the old document untouched
+
+
+def test_a_new_savers_first_read_starts_no_thread_and_checks_the_witness_in_one_query(
+    tmp_path: Path,
+) -> None:
+    """The store's first-use witness check on a new saver's first read reads the
+    witness file on the event loop (it started the loop's executor thread for a few
+    hundred bytes) and checks each mark with one query when its record is there (its
+    head was read first)."""
+    url = f"sqlite:///{tmp_path}/threads.db"
+    thread = new_thread()
+    with StatekeeperSaver.from_url(url) as saver:
+        _chat(saver, thread, 1)
+    with StatekeeperSaver.from_url(url) as saver:
+        calls: list[str] = []
+        backend = saver.store.backend
+        for name in ("head", "read"):
+            method = getattr(backend, name)
+
+            def counted(*a: Any, _name: str = name, _method: Any = method, **k: Any) -> Any:
+                calls.append(_name)
+                return _method(*a, **k)
+
+            setattr(backend, name, counted)
+        running = {t.ident for t in threading.enumerate()}
+        assert saver.get_tuple(_latest(thread)) is not None
+        assert {t.ident for t in threading.enumerate()} - running == set()
+        assert calls == ["read"]  # the witness's mark of the thread: its record only
+
+
+def test_a_saver_that_only_reads_starts_no_loop_thread_until_it_writes(tmp_path: Path) -> None:
+    """The saver's loop thread (timers, async callers, background flushes) is started
+    by the first work it has to do, not by opening the saver: reads alone never start
+    it; a graph run (its claim's renewal timer) does, and closing stops it."""
+    url = f"sqlite:///{tmp_path}/lazy.db"
+    thread = new_thread()
+    with StatekeeperSaver.from_url(url) as saver:
+        _chat(saver, thread, 1)
+    with StatekeeperSaver.from_url(url) as saver:
+        loop_thread = saver._portal._thread  # type: ignore[union-attr]
+        assert saver.get_tuple(_latest(new_thread())) is None
+        assert saver.get_tuple(_latest(thread)) is not None
+        assert len(list(saver.list({"configurable": {"thread_id": thread}}))) > 0
+        assert not loop_thread.is_alive()
+        _chat(saver, thread, 1)
+        assert loop_thread.is_alive()
+    assert not loop_thread.is_alive()

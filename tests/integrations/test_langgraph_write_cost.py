@@ -24,16 +24,20 @@ class _Counter(TypedDict):
 
 
 def _counting(saver: StatekeeperSaver, *names: str) -> collections.Counter[str]:
-    """Count the saver's calls of the store methods ``names`` from now on."""
+    """Count the saver's calls of the store methods ``names`` from now on (``get``
+    counts ``_get_shared`` too: the saver's read of a plain store's document)."""
     counts: collections.Counter[str] = collections.Counter()
     for name in names:
-        method = getattr(saver.store, name)
+        for attr in (name, "_get_shared") if name == "get" else (name,):
+            method = getattr(saver.store, attr, None)
+            if method is None:  # (a store without it: an older tree measured)
+                continue
 
-        def counted(*args: Any, _name: str = name, _method: Any = method, **kw: Any) -> Any:
-            counts[_name] += 1
-            return _method(*args, **kw)
+            def counted(*args: Any, _name: str = name, _method: Any = method, **kw: Any) -> Any:
+                counts[_name] += 1
+                return _method(*args, **kw)
 
-        setattr(saver.store, name, counted)
+            setattr(saver.store, attr, counted)
     return counts
 
 

@@ -342,8 +342,10 @@ class HighWater:
         agent_id, seq = str(mark["agent_id"]), int(mark["seq"])
         when = datetime.fromtimestamp(float(mark["t"]), UTC).isoformat(timespec="seconds")
         try:
-            head = await store.backend.head(agent_id)
-            events = await store.backend.read(agent_id, seq - 1, seq) if head >= seq else []
+            # one query when the record is there (the common case): its presence says
+            # the head is at or past it; the head is read only when it is not
+            events = await store.backend.read(agent_id, seq - 1, seq)
+            head = seq if events and events[0].seq == seq else await store.backend.head(agent_id)
         except StatekeeperError:
             # a damaged file (or an id the engine refuses, in an edited witness), not a
             # rollback: reading and verify report it
@@ -368,6 +370,8 @@ class HighWater:
             return None  # a damaged record, not a rollback: reading and verify report it
         if same:
             return None
+        with contextlib.suppress(StatekeeperError):  # the head found, for the report
+            head = await store.backend.head(agent_id)
         return RollbackDetected(
             agent_id,
             seq,

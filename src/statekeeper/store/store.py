@@ -462,6 +462,15 @@ class StateStore:
 
     async def get(self, agent_id: str) -> Snapshot | None:
         """The agent's latest state, or None if it has no stream."""
+        return await self._get(agent_id, False)
+
+    async def _get_shared(self, agent_id: str) -> Snapshot | None:
+        """:meth:`get` for a caller that never changes the data it is handed (the
+        LangGraph saver: its documents are changed copy-on-write): the store's own
+        folded document, not a copy (see ``Reads.public``)."""
+        return await self._get(agent_id, True)
+
+    async def _get(self, agent_id: str, shared: bool) -> Snapshot | None:
         # The observation bracket (begin / failed / done) is written out here and in
         # load, create, save, append: folded into one context-manager class
         # (``with _Bracket(obs, "save", agent_id) as b``) the save cost, per save on
@@ -474,7 +483,7 @@ class StateStore:
         try:
             await self._ready(agent_id)
             record = await self._reads.current(agent_id)
-            result = self._reads.public(record) if record is not None else None
+            result = self._reads.public(record, shared=shared) if record is not None else None
             if record is not None and (seen := SEEN.get()) is not None:  # a DurableAgent's
                 seen.adopted = record.link
         except BaseException as exc:

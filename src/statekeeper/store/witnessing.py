@@ -86,7 +86,7 @@ class WitnessGate:
             witness = self.witness
             assert witness is not None
             try:
-                await asyncio.to_thread(witness.load)
+                await _load(witness)
                 found = await witness.check(store, OPEN_CHECKS)
             except IntegrityError as exc:
                 self._error = exc
@@ -107,6 +107,27 @@ class WitnessGate:
         except IntegrityError as exc:
             return [Problem(exc.agent_id, exc.seq, str(exc), "rollback")]
         return [Problem(p.agent_id, p.seq, str(p), "rollback") for p in found]
+
+
+#: a witness file up to this size is read on the event loop: a store's first use (a new
+#: LangGraph saver's first read) started the loop's default executor, a thread, to read
+#: a few hundred bytes (the thread cost more CPU than the read); a larger file (a store
+#: of many streams) is still read in a thread, not to hold up the loop
+_INLINE_BYTES = 64 * 1024
+
+
+async def _load(witness: HighWater) -> None:
+    """``witness.load()``: inline for a small file, in a thread for a large one."""
+    try:
+        small = os.stat(witness.path).st_size <= _INLINE_BYTES
+    except FileNotFoundError:
+        small = True  # a new store's: load() finds no marks
+    except OSError:
+        small = False  # unreadable: load() says why, in the thread as before
+    if small:
+        witness.load()
+    else:
+        await asyncio.to_thread(witness.load)
 
 
 def _again(exc: StatekeeperError) -> StatekeeperError:

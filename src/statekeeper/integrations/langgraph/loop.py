@@ -145,12 +145,31 @@ class SharedLoop(_Faces):
         self._grace: asyncio.Future[None] | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._background, name=name, daemon=True)
-        self._thread.start()
+        #: the background thread is started by the first work it has to do (see
+        #: _wanted): a saver that only reads never starts it (a new saver's open
+        #: started it, one of the three threads its open and first read cost)
+        self._started = False
+        self._start_lock = threading.Lock()
 
     @property
     def running(self) -> bool:
         """True until :meth:`stop` has been called."""
         return not self._closed and not self._loop.is_closed()
+
+    def _start(self) -> None:
+        """Start the background thread (once; not after :meth:`stop`)."""
+        with self._start_lock:
+            if not self._started and not self._closed:
+                self._started = True
+                self._thread.start()
+
+    def _wanted(self) -> None:
+        """(After a sync call ran the loop, while the background thread is not started.)
+        Start it when the loop holds work nobody would run until the next call: tasks
+        (a write's ``group`` flush), timers, callbacks (see the class documentation)."""
+        loop = self._loop
+        if loop._ready or loop._scheduled or asyncio.all_tasks(loop):  # type: ignore[attr-defined]
+            self._start()
 
     # -- taking turns ----------------------------------------------------------------
 
@@ -229,16 +248,22 @@ class SharedLoop(_Faces):
                 return self._loop.run_until_complete(coro)
             finally:
                 self._leave()
+                if not self._started:
+                    self._wanted()
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         event = threading.Event()
         future.add_done_callback(lambda _: event.set())
         self._drive(future.done, lambda: asyncio.wrap_future(future, loop=self._loop), event)
+        if not self._started:
+            self._wanted()
         return future.result()
 
     # -- async callers (other event loops) -------------------------------------------
 
     def _handed(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Hand ``coro`` to the background thread (it runs the loop until it is done)."""
+        if not self._started:
+            self._start()
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         with self._handed_lock:
             self._outstanding.add(future)
@@ -296,6 +321,8 @@ class SharedLoop(_Faces):
         run the loop every ``_POLL`` seconds for as long as it lives (a claim's
         renewal task did so for the whole life of every run)."""
         handle = self._loop.call_later(delay, callback)
+        if not self._started:
+            self._start()
         with self._handed_lock:
             heapq.heappush(self._due, handle.when())
         if delay < _IDLE:  # sooner than the background thread's longest wait
@@ -343,7 +370,9 @@ class SharedLoop(_Faces):
         if grace is not None:  # end the background thread's grace wait now
             with contextlib.suppress(RuntimeError):  # the loop was closed
                 self._loop.call_soon_threadsafe(_resolve, grace)
-        if threading.current_thread() is not self._thread:
+        with self._start_lock:  # (no start after this)
+            started = self._started
+        if started and threading.current_thread() is not self._thread:
             self._thread.join()
         self._drive(lambda: False, None)  # wait for a caller still running the loop
         with self._mutex:

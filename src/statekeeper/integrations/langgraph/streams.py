@@ -52,7 +52,11 @@ class _SaverStreams(_SaverState):
             after = page[-1].agent_id
 
     async def _load(self, thread_id: str, agent: str) -> _Stream:
-        snap = await self.store.get(agent)
+        # a plain store hands over its own folded document: the saver changes its
+        # documents copy-on-write only (as the one it hands to ``append_applied``), so
+        # the store neither copies nor serialises one for it (see ``Reads.public``)
+        store = self.store
+        snap = await (store.get(agent) if self._fast is None else store._get_shared(agent))
         if snap is None:
             raise AgentNotFound(agent)
         doc = snap.data
