@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...backends.base import Capability
 from ...codec import ZERO_LINK
-from ...codec.pipeline import CHAIN_BROKEN
+from ...codec.chaincheck import follow_chain
 from ...errors import AgentForgotten, BackupCorrupt, BackupError, IntegrityError, KeyNotFound
 from ...store.body import SNAPSHOT_TYPE
 from ...store.namespaced import NamespacedStateStore
@@ -200,6 +200,7 @@ def _check(
     plans: dict[str, _Plan] = {}
     done = 0
     mine = _tag_prefix(store)
+    known: dict[bytes, Any] = {}  # how to open each header's records (codec.chaincheck)
     for number, (path, image, _) in enumerate(parts):
         reader = FrameReader(path, key)
         try:
@@ -218,7 +219,7 @@ def _check(
                         f"agent {agent_id!r}",
                         f"the incremental starts at seq {base + 1}: its parent is missing",
                     )
-                _follow(store, path, agent_id, plan, events, snapshot, number, index)
+                _follow(store, path, agent_id, plan, events, snapshot, (number, index), known)
                 plan.head = head
                 if events:
                     plan.ends[head] = events[-1][4]
@@ -319,26 +320,19 @@ def _follow(
     plan: _Plan,
     events: list[list[Any]],
     snapshot: list[Any] | None,
-    number: int,
-    index: int,
+    where: tuple[int, int],
+    known: dict[bytes, Any],
 ) -> None:
-    """Open one part's records with the target's keys and follow the chain."""
+    """Open one part's records with the target's keys and follow the chain (``where``:
+    the file and chunk of the part, kept for its snapshot)."""
     plan.events += len(events)
     if plan.forgotten:
         return
     codec = store.codec
-    link = plan.link
     try:
-        at: bytes | None = None
         snap_seq = snapshot[0] if snapshot is not None else None
-        for seq, event_type, ts, payload, checksum in events:
-            opened = codec.open(agent_id, seq, event_type, ts, payload, checksum)
-            if opened.prev is not None and opened.prev != link:
-                raise IntegrityError(agent_id, seq, CHAIN_BROKEN)
-            link = opened.link
-            if seq == snap_seq:
-                at = link
-        plan.link = link
+        # every event opened and the chain followed in one call (codec.chaincheck)
+        plan.link, at = follow_chain(codec, agent_id, events, plan.link, snap_seq, known)
         if snapshot is not None:
             seq, ts, payload, checksum = snapshot
             if at is None and plan.snap_link is not None and plan.snap_link[0] == seq:
@@ -346,7 +340,7 @@ def _follow(
             opened = codec.open(agent_id, seq, SNAPSHOT_TYPE, ts, payload, checksum)
             if at is None or (opened.prev is not None and opened.prev != at):
                 raise IntegrityError(agent_id, seq, "the snapshot does not belong to the stream")
-            plan.snapshot, plan.snap_link = (seq, number, index), (seq, at)
+            plan.snapshot, plan.snap_link = (seq, *where), (seq, at)
     except AgentForgotten:
         plan.forgotten = True
     except KeyNotFound:
