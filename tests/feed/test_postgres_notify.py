@@ -1,6 +1,6 @@
 """PostgreSQL feed wake-ups: a writer sends NOTIFY only while a subscriber listens.
 
-Every NOTIFY is a round trip and a durable commit of its own; a process whose appends
+Every NOTIFY is a round trip and a transaction of its own; a process whose appends
 nobody follows should not pay for them (16 LangGraph threads on a group-commit saver
 sent one for 2 of every 3 batches). A subscriber that listens is still woken up.
 """

@@ -25,9 +25,9 @@ try fails while any listener holds the shared one). A writer told that nobody li
 sends nothing — not even the check — for :data:`LISTENER_RECHECK` seconds; a subscriber
 that starts listening within that time could miss those writes' wake-ups, so for its
 first :data:`LISTENER_RECHECK` seconds its wait ends by then and it re-reads. Measured
-(docs/benchmarks.md, "lgpg12"): with no subscriber, 16 LangGraph threads on a group-commit
-saver sent a NOTIFY — its own round trip and its own durable commit — for 2 of every 3
-batches.
+(docs/benchmarks.md, "lgpg12"): with no subscriber, 16 LangGraph threads on a
+group-commit saver sent a NOTIFY — a round trip and a transaction of its own, under the
+server-wide notify lock — for 2 of every 3 batches.
 """
 
 from __future__ import annotations
