@@ -40,6 +40,7 @@ from ..base import (
     validate_request,
     validate_together,
 )
+from .arrays import Bools, Bytes, Float8s, Int4s, Int8s, Texts
 from .connection import transient
 from .part import PostgresPart
 
@@ -408,26 +409,27 @@ class _Undo(StatekeeperError):
 
 
 def _batch_params(requests: Sequence[AppendRequest]) -> tuple[list[Any], ...]:
-    """The parameters of ``sk_append_batch`` for ``requests``."""
+    """The parameters of ``sk_append_batch`` for ``requests`` (each list typed for
+    :mod:`.arrays`' binary dumpers)."""
     snaps = [r.snapshot for r in requests]
     events = [e for r in requests for e in r.events]
     return (
-        [r.agent_id for r in requests],
-        [r.expected_seq for r in requests],
-        [len(r.events) for r in requests],
-        [r.idempotency_key for r in requests],
-        [s.seq if s is not None else None for s in snaps],
-        [s.timestamp if s is not None else None for s in snaps],
-        [s.payload if s is not None else None for s in snaps],
-        [s.checksum if s is not None else None for s in snaps],
-        [e.seq for e in events],
-        [e.type for e in events],
-        [e.timestamp for e in events],
-        [e.payload for e in events],
-        [e.checksum for e in events],
-        [r.head_tag for r in requests],
-        [r.check_tag for r in requests],
-        [r.expected_tag for r in requests],
-        [r.fence[0] if r.fence is not None else None for r in requests],
-        [r.fence[1] if r.fence is not None else None for r in requests],
+        Texts([r.agent_id for r in requests]),
+        Int8s([r.expected_seq for r in requests]),
+        Int4s([len(r.events) for r in requests]),
+        Texts([r.idempotency_key for r in requests]),
+        Int8s([s.seq if s is not None else None for s in snaps]),
+        Float8s([s.timestamp if s is not None else None for s in snaps]),
+        Bytes([s.payload if s is not None else None for s in snaps]),
+        Bytes([s.checksum if s is not None else None for s in snaps]),
+        Int8s([e.seq for e in events]),
+        Texts([e.type for e in events]),
+        Float8s([e.timestamp for e in events]),
+        Bytes([e.payload for e in events]),
+        Bytes([e.checksum for e in events]),
+        Bytes([r.head_tag for r in requests]),
+        Bools([r.check_tag for r in requests]),
+        Bytes([r.expected_tag for r in requests]),
+        Texts([r.fence[0] if r.fence is not None else None for r in requests]),
+        Int8s([r.fence[1] if r.fence is not None else None for r in requests]),
     )

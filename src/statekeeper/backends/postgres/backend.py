@@ -100,6 +100,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from . import schema as _schema
 from .appends import Appends
+from .arrays import ADAPTERS as ARRAY_ADAPTERS
 from .connection import (
     SCHEMA_RE,
     check_connection,
@@ -226,6 +227,7 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
             "autocommit": True,
             "prepare_threshold": prepare_threshold,
             "connect_timeout": max(2, math.ceil(connect_timeout)),
+            "context": ARRAY_ADAPTERS,  # the batch's arrays dumped by .arrays
         }
         # one wait for a connection never outlasts the retry budget
         self._wait = min(pool_timeout, max(retry_timeout, 0.5))
