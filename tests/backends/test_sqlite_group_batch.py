@@ -262,3 +262,41 @@ async def test_a_shared_commit_stores_its_snapshots_and_two_appends_of_one_strea
         ]
     finally:
         await backend.close()
+
+
+async def test_a_shared_commit_of_rows_without_head_tags_and_of_a_new_stream(
+    tmp_path: Path,
+) -> None:
+    """The batch's rows are made column by column when every row carries head tags; a
+    batch with a row without them (a store that keeps none), or with a new stream's
+    first row, is written row by row: each lands on its own head either way."""
+    backend = SQLiteBackend(tmp_path / "tagless.db")
+    try:
+        for a in AGENTS[:3]:
+            await backend.append_next(a, 1, 1.0, _payload(a, 1), _checksum(a, 1), None, None)
+        await _next(backend, AGENTS[3], 1, None)
+        for seq, rows in (
+            (
+                2,
+                [
+                    (a, 2, 2.0, _payload(a, 2), _checksum(a, 2), None, None, None)
+                    for a in AGENTS[:3]
+                ],
+            ),
+            (3, [_row(AGENTS[3], 2, _tag(AGENTS[3], 1)), _row(AGENTS[4], 1, None)]),
+        ):
+            commits = backend.append_commits
+            opener = asyncio.ensure_future(
+                _next(backend, AGENTS[5], seq - 1, _tag(AGENTS[5], seq - 2) if seq > 2 else None)
+            )
+            await asyncio.sleep(0)  # the opener's pass: its queue is open now
+            joined = [backend.join_next(row) for row in rows]  # type: ignore[arg-type]
+            await opener
+            assert await asyncio.gather(*(j for j in joined if j is not None)) == [None] * len(rows)
+            assert backend.append_commits == commits + 1  # one shared commit
+        assert [await backend.head(a) for a in AGENTS[:6]] == [2, 2, 2, 2, 1, 2]
+        for a in AGENTS[:3]:
+            assert [e.payload for e in await backend.read(a, 1)] == [_payload(a, 2)]
+        assert [e.payload for e in await backend.read(AGENTS[3], 1)] == [_payload(AGENTS[3], 2)]
+    finally:
+        await backend.close()

@@ -253,6 +253,10 @@ class _Busy(StatekeeperError):
     Internal (never leaves this module); a StatekeeperError like every class we define."""
 
 
+#: ``Future.set_result`` unbound, for :func:`_settle`'s ``map``
+_set_result = asyncio.Future.set_result
+
+
 def _settle(
     futures: Sequence[asyncio.Future[_Outcome]],
     outcome: Sequence[_Outcome] | BaseException,
@@ -266,9 +270,32 @@ def _settle(
             if not future.done():
                 future.set_exception(outcome)
         return
+    assert len(futures) == len(outcome)
+    try:
+        # every future set by C code (``map`` of the C method, consumed by ``any``: no
+        # bytecode an append); a future already done — its caller was cancelled —
+        # raises InvalidStateError, a future of another class TypeError: then the
+        # checked loop below settles the rest (those set here are done, skipped there)
+        any(map(_set_result, futures, outcome))
+        return
+    except (asyncio.InvalidStateError, TypeError):
+        pass
     for future, result in zip(futures, outcome, strict=True):
         if not future.done():
             future.set_result(result)
+
+
+#: ``Future.cancelled`` unbound, for :func:`_any_cancelled`'s ``map``
+_cancelled = asyncio.Future.cancelled
+
+
+def _any_cancelled(futures: Sequence[asyncio.Future[_Outcome]]) -> bool:
+    """Whether the caller of one of ``futures`` was cancelled: checked by C code (no
+    bytecode a future), or a loop for futures of another class."""
+    try:
+        return any(map(_cancelled, futures))
+    except TypeError:
+        return any(f.cancelled() for f in futures)
 
 
 def _outcome(
@@ -357,6 +384,17 @@ _CLAIM_TAGGED = _CLAIM[True]
 _HEAD_SEQ = "SELECT head_seq FROM sk_agents WHERE agent_id = ?"
 _INSERT_EVENT = (
     "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum) VALUES (?, ?, ?, ?, ?, ?)"
+)
+#: the head compare-and-set and the event row of a batch of ``append_next`` rows
+#: (``SQLiteBackend._append_rows``), their parameters a row's columns as they are
+#: (seq, timestamp, new tag, agent, expected tag; agent, seq, timestamp, payload, checksum)
+_CLAIM_ROWS = (
+    "UPDATE sk_agents SET head_seq = ?1, updated_at = ?2, head_tag = ?3"
+    " WHERE agent_id = ?4 AND head_seq = ?1 - 1 AND head_tag IS ?5"
+)
+_INSERT_ROWS = (
+    "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum)"
+    f" VALUES (?1, ?2, '{EventType.PATCH}', ?3, ?4, ?5)"
 )
 
 #: an append in a commit queue: a request, or :meth:`SQLiteBackend.append_next`'s
@@ -1166,14 +1204,55 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         such a row. When a head refuses (the claims' summed ``rowcount`` falls short),
         the transaction is rolled back and begun again and None returned: the caller
         writes the batch row by row, which tells each append its own outcome. A
-        constraint firing on an event row propagates, as from :meth:`_append_all`."""
+        constraint firing on an event row propagates, as from :meth:`_append_all`.
+
+        The parameters are made by C code, not a Python loop: the rows transposed into
+        columns (``zip(*rows)``), the BLOB columns copied to ``bytearray`` by ``map``
+        (see :meth:`_append_row` for why ``bytearray``), the columns zipped back into
+        each statement's parameter rows, whose numbered parameters take a row's
+        columns in place (``?1 - 1``: the expected head) — a fixed number of Python
+        calls a batch, none a row (72 bytecodes a batched save before,
+        ``bench_save_instructions.py --bytecodes sk-group-16``; docs/benchmarks.md,
+        "group11c"). A request that is not a row (an :class:`AppendRequest` cannot be
+        transposed) raises ``TypeError`` there; a batch with a row without head tags (a
+        store that keeps none) takes :meth:`_append_one_by_one`."""
+        try:
+            agent_ids, seqs, stamps, payloads, checksums, tags, expected, snaps = zip(
+                *requests, strict=True
+            )
+        except (TypeError, ValueError):  # not every request is a row
+            return None
+        if 1 in seqs:  # a new stream: created row by row
+            return None
+        if None in tags or None in expected:
+            return self._append_one_by_one(conn, requests)
+        claims = list(
+            zip(seqs, stamps, map(_bind, tags), agent_ids, map(_bind, expected), strict=True)
+        )
+        if conn.executemany(_CLAIM_ROWS, claims).rowcount != len(claims):
+            conn.execute("ROLLBACK")  # nothing of the batch stays
+            self._begin(conn)
+            return None
+        conn.executemany(
+            _INSERT_ROWS,
+            zip(agent_ids, seqs, stamps, map(_bind, payloads), map(_bind, checksums), strict=True),
+        )
+        if snaps.count(None) != len(snaps):  # (a snapshot: one save in snapshot_every)
+            for agent_id, snap in zip(agent_ids, snaps, strict=True):
+                if snap is not None:
+                    self._put_snapshot(conn, agent_id, snap)
+        return [None] * len(claims)
+
+    def _append_one_by_one(
+        self, conn: _Executes, requests: Sequence[_Queued]
+    ) -> list[_Outcome] | None:
+        """:meth:`_append_rows` of a batch of rows that may have no head tags (a store
+        without them): the parameters built row by row."""
         claims = []
         events = []
         snapshots = []
         for request in requests:
-            if not isinstance(request, tuple) or request[1] == 1:
-                return None
-            agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snap = request
+            agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snap = request  # type: ignore[misc]
             if snap is not None:
                 snapshots.append((agent_id, snap))
             claims.append(
@@ -1373,7 +1452,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         group committer's common save at 16 agents the check was 46 of ~1,380
         bytecodes a save (``bench_save_instructions.py --bytecodes sk-group-16``).
         :meth:`_join_commit`, written out for a row (one lookup of the queue)."""
-        if self.readonly or not self.inline_writes:
+        if not self.groups_appends:  # (read-only, or no inline writes: set once)
             return None
         loop = asyncio.get_running_loop()
         queue = self._queues.get(loop)
@@ -1565,7 +1644,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         # is a pair); an append whose caller was cancelled before this flush is
         # dropped (nothing written)
         requests, futures = zip(*pending, strict=False)
-        if [f for f in futures if f.cancelled()]:
+        if _any_cancelled(futures):
             kept = [(r, f) for r, f in pending if not f.cancelled()]
             if not kept:
                 return self._next(loop)
