@@ -86,12 +86,62 @@ def test_a_steps_commit_runs_on_the_thread_that_called_put(tmp_path: Path) -> No
 
         saver.put = traced("put", saver.put)  # type: ignore[method-assign]
         saver.put_writes = traced("put_writes", saver.put_writes)  # type: ignore[method-assign]
+        graph = counter_graph(8).compile(checkpointer=saver)
+        cfg: Any = {"configurable": {"thread_id": new_thread()}}
+        assert graph.invoke({"n": 0}, cfg, durability="sync") == {"n": 8}
+        assert graph.get_state(cfg).values == {"n": 8}
+        assert durable and all(durable), durable
+        # every step's writes ride on its checkpoint's commit, made by the put's thread;
+        # the first step's may come before the run's claim (riding on its input
+        # checkpoint) is stored, and wait on the loop as before
+        assert committed_in.count("put") >= 5, committed_in
+        assert committed_in.count("put_writes") <= 1, committed_in
+    finally:
+        saver.close()
+
+
+def test_a_held_write_whose_commit_failed_is_still_stored_by_its_caller(
+    tmp_path: Path,
+) -> None:
+    """The commit that took a step's held writes fails before it stores anything (its
+    stream could not be opened): the checkpoint's ``put`` raises, and ``put_writes``
+    still returns with its writes durable (its caller commits them) — it neither hangs
+    nor loses them."""
+    saver = StatekeeperSaver.from_url(f"sqlite:///{tmp_path}/lg.db", writes_wait=0.05)
+    failed: list[bool] = []
+    commit = saver._commit
+
+    async def failing(thread_id: str, batch: list[Any]) -> None:
+        # the first commit taking a step's writes with its checkpoint
+        if not failed and len({p.event_type for p in batch}) > 1:
+            failed.append(True)
+            raise OSError("the stream could not be opened")
+        await commit(thread_id, batch)
+
+    saver._commit = failing  # type: ignore[method-assign]
+    try:
         graph = counter_graph(5).compile(checkpointer=saver)
         cfg: Any = {"configurable": {"thread_id": new_thread()}}
-        assert graph.invoke({"n": 0}, cfg, durability="sync") == {"n": 5}
-        assert graph.get_state(cfg).values == {"n": 5}
-        assert durable and all(durable), durable
-        assert committed_in.count("put") >= 5, committed_in
-        assert "put_writes" not in committed_in, committed_in
+        outcome: list[BaseException | None] = []
+
+        def run() -> None:
+            try:
+                graph.invoke({"n": 0}, cfg, durability="sync")
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        worker.join(GUARD)
+        assert failed and len(outcome) == 1, outcome
+        assert isinstance(outcome[0], OSError)
+        latest = saver.get_tuple(cfg)
+        assert latest is not None
+        # the writes of the step whose checkpoint failed, stored on the checkpoint
+        # before it (LangGraph resumes from there with them)
+        stored = [(ch, v) for _, ch, v in latest.pending_writes or ()]
+        n = latest.checkpoint["channel_values"].get("n", 0)
+        assert "n" in {ch for ch, _ in stored}, (n, stored)
     finally:
         saver.close()

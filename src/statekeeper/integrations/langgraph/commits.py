@@ -226,7 +226,11 @@ class _SaverCommits(_SaverStreams):
                     self._unpark(thread_id)
                 batch, rest = _take_batch(self._queued.get(thread_id) or [])
                 self._queued[thread_id] = rest
-                await self._commit(thread_id, batch)
+                try:
+                    await self._commit(thread_id, batch)
+                except BaseException:
+                    self._requeue(thread_id, batch, mine)
+                    raise
             if not self._queued.get(thread_id):
                 self._queued.pop(thread_id, None)
         finally:
@@ -263,20 +267,48 @@ class _SaverCommits(_SaverStreams):
             queue = self._queued.setdefault(thread_id, [])
             queue[:0] = parked
 
+    def _requeue(self, thread_id: str, batch: builtins.list[_Pending], mine: _Pending) -> None:
+        """(On the loop.) A commit that failed before it settled its batch (cancelled,
+        or its stream could not be opened): the other plans in it, unsettled, go back
+        where they came from (their callers' calls fail only with their own errors) —
+        parked writes parked again, for the next commit or their caller's own (no
+        caller waits for them on the loop), the rest ahead in the queue, for their
+        callers' turn (before, their ``_drain`` found them nowhere and never ended)."""
+        lost = [p for p in batch if p is not mine and not p.future.done()]
+        parked = [p for p in lost if p.parked is not None]
+        if parked:
+            with self._parking:
+                self._parked.setdefault(thread_id, [])[:0] = parked
+        queued = [p for p in lost if p.parked is None]
+        if queued:
+            self._queued.setdefault(thread_id, [])[:0] = queued
+
     async def _commit_parked(self, thread_id: str, mine: _Pending) -> None:
-        """(On the loop.) A parked write nothing took within ``writes_wait``: commit it
-        now (with whatever else is queued), or wait for the commit that took it."""
-        self._unpark(thread_id)
+        """(On the loop.) The parked write ``mine``, which nothing took within
+        ``writes_wait`` (its caller unparked it): commit it now, with whatever else is
+        queued."""
+        self._queued.setdefault(thread_id, []).insert(0, mine)
         await self._drain(thread_id, mine)
 
     def _wait_parked(self, thread_id: str, mine: _Pending) -> None:
         """(On the caller's thread.) Return once the parked write ``mine`` is durable
         (or raise its error): committed by the thread's next write within
-        ``writes_wait``, else by this caller."""
+        ``writes_wait``, else by this caller. A write taken into a commit by then is
+        waited for (that commit settles it): a caller whose thread was not scheduled
+        for ``writes_wait`` commits nothing twice."""
         event = mine.parked
         assert event is not None
-        if not event.wait(self.writes_wait):
-            self._portal.call(self._commit_parked(thread_id, mine))
+        while not event.wait(self.writes_wait):
+            with self._parking:
+                parked = self._parked.get(thread_id) or []
+                still = mine in parked
+                if still:
+                    parked.remove(mine)
+                    if not parked:
+                        del self._parked[thread_id]
+            if still:
+                self._portal.call(self._commit_parked(thread_id, mine))
+                break
         mine.future.result()
 
     async def _commit(self, thread_id: str, batch: builtins.list[_Pending]) -> None:
