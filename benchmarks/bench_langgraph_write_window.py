@@ -14,12 +14,14 @@ thread each, ``writes_wait=0`` so no timing window changes the commits, SQLite
     .venv/bin/python benchmarks/bench_langgraph_write_window.py run sqlite 10 /tmp/lgwin
 
 prints the instructions per run. ``run sk 40 /tmp/lgwin chat`` counts the chat
-workload instead (``bench_langgraph_goals.py``'s chat graph, one turn a run, all on one
-thread, after ``WARM`` uninstrumented turns): instructions per turn. ``sk-nofp``: the
-saver with ``fork_protection=False`` (deterministic: no claim renewal task, so no
+workload instead (``bench_langgraph_goals.py``'s chat graph, one turn a run, all on
+one thread, after ``WARM`` uninstrumented turns): instructions per turn. ``sk-nofp``:
+the saver with ``fork_protection=False`` (deterministic: no claim renewal task, so no
 timed passes of the background thread over the loop, whose number under callgrind
 grows with the wall time; since h/lgsaver the renewal is a timer and ``sk`` is
-deterministic too).
+deterministic too). ``sk-held``: the saver with its held writes (``writes_wait`` 1 s:
+each step's writes are taken into its checkpoint's commit, none times out under
+callgrind), the path a graph run takes with the saver's defaults.
 ``PYTHONPATH=<another tree's src>`` measures another tree (benchmarks/_common.py lets
 it win).
 """
@@ -56,7 +58,11 @@ def write(kind: str, runs: int, out: Path, workload: str = "small") -> None:
         # sk-nofp: fork protection off, so no claim-renewal task keeps the saver's
         # background thread passing over the loop every 20 ms (under callgrind's
         # ~50x slowdown those passes grow with the wall time, not with the work)
-        sk = StatekeeperSaver.from_url(url, writes_wait=0, fork_protection=kind == "sk")
+        # sk-held: the saver's held writes (a step's writes wait for its checkpoint's
+        # commit), with a 1 s writes_wait: the default 5 ms can run out under
+        # callgrind's slowdown before the checkpoint comes (a commit more, by chance)
+        wait = 1.0 if kind == "sk-held" else 0
+        sk = StatekeeperSaver.from_url(url, writes_wait=wait, fork_protection=kind != "sk-nofp")
         saver, close = sk, sk.close
     if workload == "chat":
         chat = chat_graph().compile(checkpointer=saver)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
+import threading
 from typing import Any
 
 import orjson
@@ -30,6 +31,17 @@ def _take_batch(
             return batch, queue[i:]
         batch.append(pending)
     return batch, []
+
+
+def _settle(pending: _Pending, exc: BaseException | None = None) -> None:
+    """Settle a plan's future (once) and wake its caller when it waits off the loop."""
+    if not pending.future.done():
+        if exc is None:
+            pending.future.set_result(None)
+        else:
+            pending.future.set_exception(exc)
+    if pending.parked is not None:
+        pending.parked.set()
 
 
 @functools.cache
@@ -192,25 +204,111 @@ class _SaverCommits(_SaverStreams):
         try:
             if hold and self.writes_wait > 0 and event_type == m.EV_WRITES:
                 await self._hold(thread_id, mine)
-            # the thread's lock taken and released by hand, not through ``hold``'s
-            # context manager (a generator and five more calls per write)
-            locks = self._locks
-            if not locks.try_acquire(thread_id):
-                await locks.acquire(thread_id)
-            try:
-                while not mine.future.done():
-                    batch, rest = _take_batch(self._queued.get(thread_id) or [])
-                    self._queued[thread_id] = rest
-                    await self._commit(thread_id, batch)
-                if not self._queued.get(thread_id):
-                    self._queued.pop(thread_id, None)
-            finally:
-                locks.release(thread_id)
+            await self._drain(thread_id, mine)
         except asyncio.CancelledError:
             waiting = self._queued.get(thread_id)
             if waiting is not None and mine in waiting:  # not taken yet: never write it
                 waiting.remove(mine)
             raise
+        mine.future.result()
+
+    async def _drain(self, thread_id: str, mine: _Pending) -> None:
+        """Take the thread's lock and commit its queued writes, a batch at a time,
+        until ``mine`` is settled (by this or by an earlier holder of the lock)."""
+        # the thread's lock taken and released by hand, not through ``hold``'s
+        # context manager (a generator and five more calls per write)
+        locks = self._locks
+        if not locks.try_acquire(thread_id):
+            await locks.acquire(thread_id)
+        try:
+            while not mine.future.done():
+                if thread_id in self._parked:
+                    self._unpark(thread_id)
+                batch, rest = _take_batch(self._queued.get(thread_id) or [])
+                self._queued[thread_id] = rest
+                try:
+                    await self._commit(thread_id, batch)
+                except BaseException:
+                    self._requeue(thread_id, batch, mine)
+                    raise
+            if not self._queued.get(thread_id):
+                self._queued.pop(thread_id, None)
+        finally:
+            locks.release(thread_id)
+
+    # -- parked writes: a sync ``put_writes`` waiting off the loop ---------------------
+    #
+    # A task's held writes (see ``writes_wait``) used to wait for the run's next
+    # checkpoint *on the loop*: the ``put_writes`` caller's thread took the loop and
+    # ran it for up to ``writes_wait``, so the ``put`` that LangGraph's step waits for,
+    # made meanwhile on another thread, was handed to that thread and waited for (a
+    # wake-up of each thread, on the step's critical path, and a loop pass and a task
+    # for the held write). Parked, the held write is only a plan on a list: the
+    # ``put``'s caller runs the loop on its own thread, takes the plan into its commit
+    # and wakes the parked caller, which LangGraph does not wait for between steps.
+    # The write is durable when ``put_writes`` returns, as before.
+
+    def _park(self, thread_id: str, build: Plan, plain: bool) -> _Pending:
+        """(On the caller's thread, off the loop.) Park a held write's plan until the
+        thread's next commit takes it; its ``parked`` event is set once it is settled."""
+        mine = _Pending(
+            build, self._portal.new_future(), m.EV_WRITES, True, plain, threading.Event()
+        )
+        with self._parking:
+            self._parked.setdefault(thread_id, []).append(mine)
+        return mine
+
+    def _unpark(self, thread_id: str) -> None:
+        """(On the loop.) Queue the writes parked on the thread, ahead of what is
+        queued: they were made before it (a step's writes, then its checkpoint)."""
+        with self._parking:
+            parked = self._parked.pop(thread_id, None)
+        if parked:
+            queue = self._queued.setdefault(thread_id, [])
+            queue[:0] = parked
+
+    def _requeue(self, thread_id: str, batch: builtins.list[_Pending], mine: _Pending) -> None:
+        """(On the loop.) A commit that failed before it settled its batch (cancelled,
+        or its stream could not be opened): the other plans in it, unsettled, go back
+        where they came from (their callers' calls fail only with their own errors) —
+        parked writes parked again, for the next commit or their caller's own (no
+        caller waits for them on the loop), the rest ahead in the queue, for their
+        callers' turn (before, their ``_drain`` found them nowhere and never ended)."""
+        lost = [p for p in batch if p is not mine and not p.future.done()]
+        parked = [p for p in lost if p.parked is not None]
+        if parked:
+            with self._parking:
+                self._parked.setdefault(thread_id, [])[:0] = parked
+        queued = [p for p in lost if p.parked is None]
+        if queued:
+            self._queued.setdefault(thread_id, [])[:0] = queued
+
+    async def _commit_parked(self, thread_id: str, mine: _Pending) -> None:
+        """(On the loop.) The parked write ``mine``, which nothing took within
+        ``writes_wait`` (its caller unparked it): commit it now, with whatever else is
+        queued."""
+        self._queued.setdefault(thread_id, []).insert(0, mine)
+        await self._drain(thread_id, mine)
+
+    def _wait_parked(self, thread_id: str, mine: _Pending) -> None:
+        """(On the caller's thread.) Return once the parked write ``mine`` is durable
+        (or raise its error): committed by the thread's next write within
+        ``writes_wait``, else by this caller. A write taken into a commit by then is
+        waited for (that commit settles it): a caller whose thread was not scheduled
+        for ``writes_wait`` commits nothing twice."""
+        event = mine.parked
+        assert event is not None
+        while not event.wait(self.writes_wait):
+            with self._parking:
+                parked = self._parked.get(thread_id) or []
+                still = mine in parked
+                if still:
+                    parked.remove(mine)
+                    if not parked:
+                        del self._parked[thread_id]
+            if still:
+                self._portal.call(self._commit_parked(thread_id, mine))
+                break
         mine.future.result()
 
     async def _commit(self, thread_id: str, batch: builtins.list[_Pending]) -> None:
@@ -235,7 +333,7 @@ class _SaverCommits(_SaverStreams):
                 try:
                     plan = pending.build(st)
                 except BaseException as exc:  # e.g. CheckpointForkError: that call fails alone
-                    pending.future.set_exception(exc)
+                    _settle(pending, exc)
                     continue
                 included.append(pending)
                 if plan is None:
@@ -264,15 +362,12 @@ class _SaverCommits(_SaverStreams):
             except BaseException as exc:
                 self._forget(thread_id)
                 for pending in live:
-                    if not pending.future.done():
-                        pending.future.set_exception(exc)
+                    _settle(pending, exc)
                 return
         else:
             error = ConflictError(m.agent_id(self.prefix, thread_id), -1, -1)
             for pending in live:
-                if not pending.future.done():
-                    pending.future.set_exception(error)
+                _settle(pending, error)
             return
         for pending in live:
-            if not pending.future.done():
-                pending.future.set_result(None)
+            _settle(pending)

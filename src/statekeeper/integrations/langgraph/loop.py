@@ -90,6 +90,10 @@ class _Faces(ABC):
             return await coro
         return await asyncio.wrap_future(self._handed(coro))
 
+    def new_future(self) -> asyncio.Future[Any]:
+        """A future of the loop (made on any thread; settled on the loop)."""
+        return self._loop.create_future()
+
     def later(self, delay: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
         """(On the loop.) Call ``callback`` on the loop in ``delay`` seconds."""
         return self._loop.call_later(delay, callback)

@@ -273,7 +273,7 @@ class StatekeeperSaver(_SaverPruning):
     ) -> None:
         """Store a task's pending writes on ``config``'s checkpoint (regular writes
         insert-or-ignore per task and index; error/interrupt/resume writes replace)."""
-        self._portal.call(self._put_writes(config, writes, task_id, task_path))
+        self._sync_put_writes(config, writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of a thread (all namespaces)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import (
@@ -77,6 +78,11 @@ class _SaverState(BaseCheckpointSaver[int]):
         self.writes_wait = writes_wait
         #: per thread: pending writes waiting for the run's next checkpoint to join
         self._waiting: dict[str, builtins.list[asyncio.Future[None]]] = {}
+        #: per thread: sync pending writes parked off the loop until the run's next
+        #: write takes them into its commit (see ``_SaverCommits._park``); the lock
+        #: guards it (callers' threads park, the loop's runner takes)
+        self._parked: dict[str, builtins.list[_Pending]] = {}
+        self._parking = threading.Lock()
         if run_lease <= 0:
             raise ConfigurationError("run_lease must be > 0 seconds")
         self.run_lease = run_lease

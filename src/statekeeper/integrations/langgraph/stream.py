@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import threading
 from collections import OrderedDict
 from collections.abc import (
     Callable,
@@ -82,6 +83,9 @@ class _Pending:
     #: no float, no dict key "$t": its event is serialised without a walk for typed
     #: values), not counting a run claim riding on it (``_commit`` checks that)
     plain: bool = False
+    #: set when the write is settled: its sync caller waits on it off the loop (a
+    #: parked write, see ``_SaverCommits._park``)
+    parked: threading.Event | None = None
 
 
 def _heads(doc: dict[str, Any]) -> dict[str, str | None]:

@@ -24,8 +24,10 @@ from . import history as h
 from . import mapping as m
 from .faults import CheckpointForkError
 from .listing import _SaverListing
+from .loop import SharedLoop
+from .runs import Run
 from .serde import Memo, fresh_ref, is_message
-from .stream import Op, _Stream
+from .stream import Op, Plan, _Stream
 
 _KNOWN_KEYS = frozenset(
     {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen", "updated_channels"}
@@ -336,13 +338,55 @@ class _SaverWrites(_SaverListing):
         task_id: str,
         task_path: str,
     ) -> None:
+        call = self._writes_call(config, writes, task_id, task_path)
+        if call is None:
+            return
+        thread_id, build, hold, plain, run = call
+        await self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain)
+        self._rode(run)
+
+    def _sync_put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        """``put_writes`` from a sync caller: a held write (see ``writes_wait``) is
+        parked off the loop for the run's next write to commit (see
+        ``_SaverCommits._park``); any other goes through the loop."""
+        call = self._writes_call(config, writes, task_id, task_path)
+        if call is None:
+            return
+        thread_id, build, hold, plain, run = call
+        if (
+            hold
+            and self.writes_wait > 0
+            and type(self._portal) is SharedLoop
+            and run is not None
+            and (run.claimed or not run.rides)  # (then _rode has nothing to do)
+        ):
+            self._wait_parked(thread_id, self._park(thread_id, build, plain))
+            return
+        self._portal.call(self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain))
+        self._rode(run)
+
+    def _writes_call(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> tuple[str, Plan, bool, bool, Run | None] | None:
+        """A ``put_writes`` call's thread, plan, whether it is held (see
+        ``writes_wait``), whether its values are plain, and its run; None: no writes."""
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns") or ""
         cid = str(conf["checkpoint_id"])
         items = [(WRITES_IDX_MAP.get(ch, i), ch, v) for i, (ch, v) in enumerate(writes)]
         if not items:
-            return
+            return None
         codec = self._codec
         protect = self.fork_protection
         run = self._run_of(thread_id, conf) if protect else None
@@ -378,8 +422,7 @@ class _SaverWrites(_SaverListing):
             run is not None and run.hold and not run.released and min(i for i, _, _ in items) >= 0
         )
         plain = "$t" not in (ns, cid, task_id) and type(task_path) is str
-        await self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain)
-        self._rode(run)
+        return thread_id, build, hold, plain, run
 
     async def _delete_thread(self, thread_id: str) -> None:
         async with self._lock(thread_id):

@@ -1,0 +1,147 @@
+"""A step's checkpoint is committed by the thread LangGraph waits on (issue 12).
+
+LangGraph saves a step's pending writes and the checkpoint after the step from two of
+its background threads, and waits only for the checkpoint before the next step. The
+saver stores both in one commit (``writes_wait``); that commit must run on the thread
+that called ``put`` — not on the ``put_writes`` thread, which would make the step wait
+for another thread to be scheduled — and ``put_writes`` still returns only once its
+writes are durable.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from statekeeper.backends.sqlite import _BUSY
+from statekeeper.integrations.langgraph import StatekeeperSaver
+
+from .conftest import new_thread
+
+#: long enough that no write is committed by its own timeout on a loaded machine: every
+#: held write is taken by the run's next write (a checkpoint, the run's release)
+GUARD = 120.0
+
+
+class Counter(TypedDict):
+    n: int
+
+
+def counter_graph(steps: int) -> StateGraph[Any]:
+    def step(state: Counter) -> dict[str, Any]:
+        return {"n": state["n"] + 1}
+
+    builder = StateGraph(Counter)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", lambda s: "step" if s["n"] < steps else END)
+    return builder
+
+
+def test_a_steps_commit_runs_on_the_thread_that_called_put(tmp_path: Path) -> None:
+    saver = StatekeeperSaver.from_url(
+        f"sqlite:///{tmp_path}/lg.db", writes_wait=GUARD, run_lease=3600
+    )
+    inside = threading.local()  # the saver call this thread is in
+    committed_in: list[str] = []  # the call each commit ran in
+    durable: list[bool] = []  # each put_writes' writes were stored when it returned
+    try:
+        backend: Any = saver.store.backend
+        write, lone = backend._append_batch_sync, backend._commit_lone
+
+        def recorded(requests: Any) -> Any:
+            committed_in.append(getattr(inside, "call", "other"))
+            return write(requests)
+
+        def recorded_lone(*args: Any) -> Any:  # a lone append committed inline
+            found = lone(*args)
+            if found is not _BUSY:
+                committed_in.append(getattr(inside, "call", "other"))
+            return found
+
+        backend._append_batch_sync = recorded
+        backend._commit_lone = recorded_lone
+
+        def traced(name: str, method: Any) -> Any:
+            @functools.wraps(method)
+            def call(*args: Any, **kwargs: Any) -> Any:
+                inside.call = name
+                try:
+                    result = method(*args, **kwargs)
+                finally:
+                    inside.call = None
+                if name == "put_writes":
+                    config, writes, task_id = args[:3]
+                    tuple_ = saver.get_tuple(config)
+                    assert tuple_ is not None
+                    stored = {(t, ch) for t, ch, _ in tuple_.pending_writes or ()}
+                    durable.append(all((task_id, ch) in stored for ch, _ in writes))
+                return result
+
+            return call
+
+        saver.put = traced("put", saver.put)  # type: ignore[method-assign]
+        saver.put_writes = traced("put_writes", saver.put_writes)  # type: ignore[method-assign]
+        graph = counter_graph(8).compile(checkpointer=saver)
+        cfg: Any = {"configurable": {"thread_id": new_thread()}}
+        assert graph.invoke({"n": 0}, cfg, durability="sync") == {"n": 8}
+        assert graph.get_state(cfg).values == {"n": 8}
+        assert durable and all(durable), durable
+        # every step's writes ride on its checkpoint's commit, made by the put's thread;
+        # the first step's may come before the run's claim (riding on its input
+        # checkpoint) is stored, and wait on the loop as before
+        assert committed_in.count("put") >= 5, committed_in
+        assert committed_in.count("put_writes") <= 1, committed_in
+    finally:
+        saver.close()
+
+
+def test_a_held_write_whose_commit_failed_is_still_stored_by_its_caller(
+    tmp_path: Path,
+) -> None:
+    """The commit that took a step's held writes fails before it stores anything (its
+    stream could not be opened): the checkpoint's ``put`` raises, and ``put_writes``
+    still returns with its writes durable (its caller commits them) — it neither hangs
+    nor loses them."""
+    saver = StatekeeperSaver.from_url(f"sqlite:///{tmp_path}/lg.db", writes_wait=0.05)
+    failed: list[bool] = []
+    commit = saver._commit
+
+    async def failing(thread_id: str, batch: list[Any]) -> None:
+        # the first commit taking a step's writes with its checkpoint
+        if not failed and len({p.event_type for p in batch}) > 1:
+            failed.append(True)
+            raise OSError("the stream could not be opened")
+        await commit(thread_id, batch)
+
+    saver._commit = failing  # type: ignore[method-assign]
+    try:
+        graph = counter_graph(5).compile(checkpointer=saver)
+        cfg: Any = {"configurable": {"thread_id": new_thread()}}
+        outcome: list[BaseException | None] = []
+
+        def run() -> None:
+            try:
+                graph.invoke({"n": 0}, cfg, durability="sync")
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        worker.join(GUARD)
+        assert failed and len(outcome) == 1, outcome
+        assert isinstance(outcome[0], OSError)
+        latest = saver.get_tuple(cfg)
+        assert latest is not None
+        # the writes of the step whose checkpoint failed, stored on the checkpoint
+        # before it (LangGraph resumes from there with them)
+        stored = [(ch, v) for _, ch, v in latest.pending_writes or ()]
+        n = latest.checkpoint["channel_values"].get("n", 0)
+        assert "n" in {ch for ch, _ in stored}, (n, stored)
+    finally:
+        saver.close()
