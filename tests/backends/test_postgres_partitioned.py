@@ -217,6 +217,7 @@ CROSS_AGENT = {
     "append_batch",
     "rw_many",
     "read_many",
+    "head_many",
     "read_latest_many",
     "read_heads",
     "list",

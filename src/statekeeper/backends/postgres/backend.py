@@ -101,6 +101,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from . import schema as _schema
 from .appends import Appends
 from .arrays import ADAPTERS as ARRAY_ADAPTERS
+from .coalesce import Coalesced
 from .connection import (
     SCHEMA_RE,
     check_connection,
@@ -272,6 +273,7 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
         self._reading = False
         self._read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]] = []
         self._read_runner: asyncio.Task[None] | None = None
+        self._heads: Coalesced[str, int] = Coalesced(self._head_one, self._head_many)
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> PostgresBackend:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from ...records import LeaseInfo, RawEvent, RewriteRequest
     from ..recovery import Reconnecting
+    from .coalesce import Coalesced
     from .feed import FeedReader
 
 T = TypeVar("T")
@@ -37,6 +38,7 @@ class PostgresPart(Backend):
         _reading: bool
         _read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]]
         _read_runner: asyncio.Task[None] | None
+        _heads: Coalesced[str, int]
 
         def _check_open(self) -> None: ...
         def _check_writable(self) -> None: ...

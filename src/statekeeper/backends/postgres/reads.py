@@ -45,8 +45,18 @@ class Reads(PostgresPart):
         return int(rows[0][0]), bytes(tag) if tag is not None else None
 
     async def head(self, agent_id: str) -> int:
+        """The agent's last seq (0: no stream). Heads asked for while another head
+        read is in flight are read together in one statement (see :mod:`.coalesce`)."""
+        return await self._heads(agent_id)
+
+    async def _head_one(self, agent_id: str) -> int:
         rows = await self._query("head", (agent_id,))
         return int(rows[0][0]) if rows else 0
+
+    async def _head_many(self, agent_ids: Sequence[str]) -> list[int]:
+        rows = await self._query("head_many", (list(agent_ids),))
+        found = {r[0]: int(r[1]) for r in rows}
+        return [found.get(agent_id, 0) for agent_id in agent_ids]
 
     async def read(
         self,

@@ -89,6 +89,9 @@ SELECT idx FROM hit ORDER BY idx
 -- name: head
 SELECT head_seq FROM {s}.sk_agents WHERE agent_id = %s
 
+-- name: head_many
+SELECT agent_id, head_seq FROM {s}.sk_agents WHERE agent_id = ANY(%s::text[])
+
 -- name: head_tag
 SELECT head_seq, head_tag FROM {s}.sk_agents WHERE agent_id = %s
 
