@@ -33,6 +33,7 @@ and says "rollback journal" (the image is a plain file, never opened with a WAL)
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import struct
@@ -238,21 +239,30 @@ class PageSnapshot:
         frames = self.frames
         wal = self._wal
         tree_types = _TREE_TYPES
-        head = _TREE_HEAD.unpack_from
         zeros = _ZEROS
-        for pageno in range(first, first + count):
-            at = (pageno - first) * size
-            if frames:
+        if frames:  # the snapshot's pages the WAL holds, first: each step below reads its own
+            for pageno in range(first, first + count):
                 frame = frames.get(pageno)
                 if frame is not None:
+                    at = (pageno - first) * size
                     buf[at : at + size] = os.pread(wal, size, frame)
+        # every page's b-tree header read in one call, not one per page: plan + read +
+        # apply of the 188 MB bench image 752 -> 700 M instructions (callgrind),
+        # docs/benchmarks.md "backup15c"
+        heads = iter(_tree_heads(size, count).unpack_from(buf))
+        at = -size
+        for pageno, page_type, block, cells, content in zip(
+            range(first, first + count), heads, heads, heads, heads, strict=True
+        ):
+            at += size
             what = plan[pageno]
             if what in (_KEPT, _BTREE):
-                # a b-tree page (most of them), inline: its header read at once, the
-                # gap zeroed, the freeblocks (if any) by _clean_freeblocks: read+apply
-                # 0.12-0.13 -> 0.10-0.11 CPU-s for the 92,000 pages of the bench store
-                h = at + 100 if pageno == 1 else at
-                page_type, block, cells, content = head(buf, h)
+                # a b-tree page (most of them), inline: the gap zeroed, the freeblocks
+                # (if any) by _clean_freeblocks
+                h = at
+                if pageno == 1:  # its b-tree header follows the file header
+                    h = at + 100
+                    page_type, block, cells, content = _TREE_HEAD.unpack_from(buf, h)
                 if page_type in tree_types:
                     gap = h + (12 if page_type < 0x06 else 8) + 2 * cells
                     end = at + (content or 65536)
@@ -281,6 +291,13 @@ class PageSnapshot:
                 buf[at : at + size] = _ZEROS[:size]
             else:
                 _empty_leaf(buf, at, size, usable, what == _EMPTY_TABLE)
+
+
+@functools.lru_cache(maxsize=4)
+def _tree_heads(size: int, count: int) -> struct.Struct:
+    """The b-tree header (:data:`_TREE_HEAD`) at the start of each of ``count`` pages
+    of ``size`` bytes: ``4 * count`` values."""
+    return struct.Struct(">" + f"BHHH{size - _TREE_HEAD.size}x" * count)
 
 
 def _clean_freeblocks(buf: bytearray, at: int, block: int, usable: int) -> None:
