@@ -1,0 +1,87 @@
+"""A conditional delete (``delete_agent_at``: a retention purge, a governed delete on an
+engine without one commit for the entry and the change) must delete only the stream at
+the head it names. The default implementation compared the head, then deleted whatever
+was there: an append by another writer landing between the two (its write
+acknowledged) was deleted with the agent, and the delete reported done — no error
+anywhere. The tiered backend now runs the durable tier's own conditional delete (one
+commit there); so does its demotion to the cold tier."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.errors import ConflictError
+
+from ._services import fresh_url
+
+
+def before_the_delete(backend: Any, agent_id: str, write: Callable[[], Awaitable[Any]]) -> None:
+    """Run ``write`` once, just before ``backend`` deletes ``agent_id`` by either call."""
+    armed = [True]
+    for name in ("delete_agent", "delete_agent_at"):
+        real = getattr(backend, name)
+
+        async def hooked(agent: str, *args: Any, _real: Any = real) -> Any:
+            if agent == agent_id and armed[0]:
+                armed[0] = False
+                await write()
+            return await _real(agent, *args)
+
+        setattr(backend, name, hooked)
+
+
+async def test_tiered_delete_at_keeps_a_write_landing_before_the_delete(tmp_path: Path) -> None:
+    with fresh_url("tiered", tmp_path) as url:
+        async with StateStore(url) as store, StateStore(url) as other:
+            await store.save("a", {"i": 0})
+            await store.save("a", {"i": 1})
+
+            async def another_write() -> None:  # another process on the same tiers
+                await other.save("a", {"i": 2})
+
+            before_the_delete(store.backend.durable, "a", another_write)  # type: ignore[attr-defined]
+            with pytest.raises(ConflictError) as caught:
+                await store.backend.delete_agent_at("a", 2)
+            assert (caught.value.expected_seq, caught.value.current_seq) == (2, 3)
+            assert await other.backend.head("a") == 3
+            assert (await other.load("a")).data == {"i": 2}  # the acknowledged write
+
+
+async def test_tiered_delete_at_of_a_demoted_agent(tmp_path: Path) -> None:
+    with fresh_url("tiered", tmp_path) as url:
+        async with StateStore(url) as store:
+            await store.save("a", {"i": 0})
+            await store.save("a", {"i": 1})
+            backend: Any = store.backend
+            assert await backend.demote("a")
+            with pytest.raises(ConflictError):
+                await backend.delete_agent_at("a", 1)
+            assert (await store.load("a")).data == {"i": 1}
+            assert await backend.delete_agent_at("a", 2)
+            assert await backend.head("a") == 0
+            assert await backend.cold.head("a") == 0
+            assert [a.agent_id for a in await store.list_agents()] == []
+
+
+async def test_tiered_demotion_keeps_a_write_landing_before_its_delete(tmp_path: Path) -> None:
+    """Demotion copies the agent to the cold tier, writes its marker, then deletes the
+    durable stream: an append from another process before that delete was deleted with
+    it (the cold copy, older, came back on the next read)."""
+    with fresh_url("tiered", tmp_path) as url:
+        async with StateStore(url) as store, StateStore(url) as other:
+            await store.save("a", {"i": 0})
+
+            async def another_write() -> None:
+                await other.save("a", {"i": 1})
+
+            backend: Any = store.backend
+            before_the_delete(backend.durable, "a", another_write)
+            assert not await backend.demote("a")
+            assert await other.backend.head("a") == 2
+            assert (await other.load("a")).data == {"i": 1}
+            assert (await store.load("a")).data == {"i": 1}
