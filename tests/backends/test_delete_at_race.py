@@ -4,10 +4,12 @@ the head it names. The default implementation compared the head, then deleted wh
 was there: an append by another writer landing between the two (its write
 acknowledged) was deleted with the agent, and the delete reported done — no error
 anywhere. The tiered backend now runs the durable tier's own conditional delete (one
-commit there); so does its demotion to the cold tier."""
+commit there); so does its demotion to the cold tier. S3 (no transaction over several
+objects) first claims the commit slot the next append at that head would take."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -85,3 +87,83 @@ async def test_tiered_demotion_keeps_a_write_landing_before_its_delete(tmp_path:
             assert await other.backend.head("a") == 2
             assert (await other.load("a")).data == {"i": 1}
             assert (await store.load("a")).data == {"i": 1}
+
+
+def after_the_check(backend: Any, agent_id: str, write: Callable[[], Awaitable[Any]]) -> None:
+    """Run ``write`` once, right after ``backend`` (S3) read the newest commit of
+    ``agent_id`` (the head a conditional delete compares), from its worker thread."""
+    loop = asyncio.get_running_loop()
+    real = backend._tip_layout
+    armed = [True]
+
+    def hooked(agent: str) -> Any:
+        found = real(agent)
+        if agent == agent_id and armed[0]:
+            armed[0] = False
+            asyncio.run_coroutine_threadsafe(write(), loop).result()
+        return found
+
+    backend._tip_layout = hooked
+
+
+async def test_s3_delete_at_keeps_a_write_landing_after_its_check(tmp_path: Path) -> None:
+    with fresh_url("s3", tmp_path) as url:
+        async with StateStore(url) as store, StateStore(url) as other:
+            await store.save("a", {"i": 0})
+            await store.save("a", {"i": 1})
+
+            async def another_write() -> None:  # another process on the same bucket
+                await other.save("a", {"i": 2})
+
+            after_the_check(store.backend, "a", another_write)
+            with pytest.raises(ConflictError) as caught:
+                await store.backend.delete_agent_at("a", 2)
+            assert (caught.value.expected_seq, caught.value.current_seq) == (2, 3)
+            assert await other.backend.head("a") == 3
+            assert (await other.load("a")).data == {"i": 2}  # the acknowledged write
+            assert await other.backend.delete_agent_at("a", 3)  # no claim left behind
+            assert await other.backend.head("a") == 0
+
+
+async def test_s3_delete_at_whose_process_died_after_its_claim(tmp_path: Path) -> None:
+    """The claim written, the process killed before the deletions: the stream still
+    reads as it was, an append finishes the delete first (and conflicts: the agent is
+    gone), a new stream can be created, and nothing of the old one shows."""
+    with fresh_url("s3", tmp_path) as url:
+        async with StateStore(url) as store, StateStore(url) as other:
+            await store.save("a", {"i": 0})
+            await store.save("a", {"i": 1})
+            backend: Any = store.backend
+
+            def killed(agent_id: str) -> None:
+                raise RuntimeError("killed")
+
+            backend._finish_delete = killed
+            with pytest.raises(RuntimeError, match="killed"):
+                await backend.delete_agent_at("a", 2)
+            assert await other.backend.head("a") == 2
+            assert (await other.load("a")).data == {"i": 1}
+            with pytest.raises(ConflictError) as caught:
+                await other.save("a", {"i": 2}, expected_seq=2)
+            assert caught.value.current_seq == 0
+            assert await other.backend.head("a") == 0
+            await other.save("a", {"new": True})
+            assert (await other.load("a")).data == {"new": True}
+            assert [e.seq for e in await other.backend.read("a")] == [1]
+
+
+async def test_s3_delete_at_sent_again_after_its_claim(tmp_path: Path) -> None:
+    """A try of the delete sent again (its first reply lost after the claim) finishes
+    it and reports it done, not a conflict with its own claim."""
+    with fresh_url("s3", tmp_path) as url:
+        async with StateStore(url) as store:
+            await store.save("a", {"i": 0})
+            backend: Any = store.backend
+            real = backend._finish_delete
+            backend._finish_delete = lambda agent_id: (_ for _ in ()).throw(OSError("lost"))
+            with pytest.raises(OSError):
+                await backend.delete_agent_at("a", 1)
+            backend._finish_delete = real
+            assert await backend.delete_agent_at("a", 1)
+            assert await backend.head("a") == 0
+            assert await store.list_agents() == []

@@ -573,6 +573,11 @@ class S3Backend(Backend):
                     _key_body(self._tip_first(commits, meta), int(meta["last"]), name or None),
                 )
         head = int(meta["last"]) if meta is not None else 0
+        if meta is not None and meta.get("tomb"):  # a delete_agent_at claimed the stream
+            self._finish_delete(agent_id)  # (its process may have died before the rest)
+            layout, meta = self._tip_layout(agent_id)
+            commits = [c for c, _ in layout.commits]
+            head = int(meta["last"]) if meta is not None else 0
         if head != (0 if base is not None else request.expected_seq):
             raise ConflictError(agent_id, request.expected_seq, head)
         if meta is None and layout.hidden:  # a deleted stream's base: not this one's
@@ -802,6 +807,54 @@ class S3Backend(Backend):
     async def delete_agent(self, agent_id: str) -> bool:
         self._check_writable()
         return await self._run(self._delete_sync, agent_id)
+
+    def _delete_at_sync(self, agent_id: str, head: int) -> bool:
+        """See :meth:`delete_agent_at`."""
+        root = self._agent_root(agent_id)
+        _, meta = self._tip_layout(agent_id)
+        current = int(meta["last"]) if meta is not None else 0
+        if not (meta is not None and meta.get("tomb") and current == head):
+            if meta is None or current != head:
+                raise ConflictError(agent_id, head, current)
+            claim = {
+                "last": str(head),
+                "tomb": "1",
+                "created": meta["created"],
+                "updated": meta["updated"],
+            }
+            key = root + "e/" + self._seq_name(head + 1)
+            with _commit_lock(self.endpoint_url or "", self.bucket, key):
+                won = self._put_new(key, _encode_events(()), claim)
+            if not won:  # an append at this head won the slot (or a try of this claim did)
+                _, meta = self._tip_layout(agent_id)
+                current = int(meta["last"]) if meta is not None else 0
+                if not (meta is not None and meta.get("tomb") and current == head):
+                    raise ConflictError(agent_id, head, current)
+        self._finish_delete(agent_id)
+        return True
+
+    def _finish_delete(self, agent_id: str) -> None:
+        """Delete a stream claimed by :meth:`delete_agent_at` (the claim, its newest
+        commit, goes last among the commits: until then it holds off every append)."""
+        self._delete_sync(agent_id)
+
+    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
+        """Delete ``agent_id`` only if its head is still ``head``
+        (:meth:`Backend.delete_agent_at`). S3 has no transaction over several objects, so
+        the delete first *claims* the stream: it creates the commit object an append at
+        ``head`` would create next (``head + 1``, conditional: ``IfNoneMatch``), empty and
+        marked as a delete's. Of the claim and an append at that head exactly one wins:
+        a losing claim is a :class:`~statekeeper.errors.ConflictError` with nothing
+        deleted (the default compared the head, then deleted whatever was there — an
+        append landing between the two was deleted with the agent). The won claim then
+        deletes the stream, itself last among the commits; until it is gone the stream
+        reads as before (head ``head``) and every append conflicts. A process that dies
+        after its claim leaves it to the next writer: an append (or this delete sent
+        again) finds the claim on the newest commit and finishes the delete first."""
+        self._check_can_write()
+        if head < 1:
+            raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
+        return await self._run(self._delete_at_sync, agent_id, head)
 
     def _drop_all_sync(self, delete_bucket: bool) -> int:
         keys = self._list(self._root)
