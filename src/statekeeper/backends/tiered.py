@@ -849,8 +849,14 @@ class TieredBackend(Backend):
         return await self.durable.count_agents()
 
     async def count_prefix(self, prefix: str) -> int:
+        """Agents whose id starts with ``prefix``, demoted ones included: a demoted
+        agent is its marker in the durable tier, counted under the marker's own prefix
+        (a namespaced store's count used to leave every demoted agent out)."""
         self._check_open()
-        return await self.durable.count_prefix(prefix)
+        count = await self.durable.count_prefix(prefix)
+        if self.cold is None or COLD_MARKER.startswith(prefix):
+            return count  # (the markers are under that prefix already)
+        return count + await self.durable.count_prefix(COLD_MARKER + prefix)
 
     async def health(self) -> Health:
         if self._closed:
