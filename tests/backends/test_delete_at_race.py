@@ -167,3 +167,47 @@ async def test_s3_delete_at_sent_again_after_its_claim(tmp_path: Path) -> None:
             assert await backend.delete_agent_at("a", 1)
             assert await backend.head("a") == 0
             assert await store.list_agents() == []
+
+
+async def test_s3_delete_and_an_append_landing_after_it_listed_the_stream(
+    tmp_path: Path,
+) -> None:
+    """``delete_agent`` on S3 listed the agent's objects and deleted them: a commit an
+    append made after the listing survived alone — a stream starting at its seq, with
+    no base, whose state cannot be read. Now the delete claims the stream first (as
+    ``delete_agent_at``): the append lands before it (and is deleted with the stream)
+    or conflicts."""
+    with fresh_url("s3", tmp_path) as url:
+        async with StateStore(url) as store, StateStore(url) as other:
+            await store.save("a", {"i": 0})
+            await store.save("a", {"i": 1})
+            landed: list[bool] = []
+
+            async def another_write() -> None:
+                try:
+                    await other.save("a", {"i": 2}, expected_seq=2)
+                    landed.append(True)
+                except ConflictError:
+                    landed.append(False)
+
+            backend: Any = store.backend
+            loop = asyncio.get_running_loop()
+            armed = [True]
+            for name in ("_list", "_tip_layout"):  # the delete's first look at the stream
+                real = getattr(backend, name)
+
+                def hooked(agent: str, *args: Any, _real: Any = real) -> Any:
+                    found = _real(agent, *args)
+                    if armed[0] and backend._agent_root("a") in (agent, backend._agent_root(agent)):
+                        armed[0] = False
+                        asyncio.run_coroutine_threadsafe(another_write(), loop).result()
+                    return found
+
+                setattr(backend, name, hooked)
+            existed = await backend.delete_agent("a")
+            assert landed and not armed[0]
+            assert existed
+            assert await other.backend.head("a") == 0
+            assert await other.backend.read("a") == []
+            await other.save("a", {"new": True})  # a new stream, from seq 1
+            assert (await other.load("a")).data == {"new": True}
