@@ -211,3 +211,31 @@ async def test_s3_delete_and_an_append_landing_after_it_listed_the_stream(
             assert await other.backend.read("a") == []
             await other.save("a", {"new": True})  # a new stream, from seq 1
             assert (await other.load("a")).data == {"new": True}
+
+
+async def test_s3_a_claimed_stream_of_a_keyed_store_reads_as_before(tmp_path: Path) -> None:
+    """A keyed store authenticates its head (the head tag on the newest commit): the
+    claim, the newest commit until the delete is done, carries the same tag, so the
+    stream reads as before meanwhile (and after a process died there), not as a head
+    whose tag is missing."""
+    from statekeeper.security import Keyring
+
+    keyring = Keyring({"k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="})
+    with fresh_url("s3", tmp_path) as url:
+        async with StateStore(url, keyring=keyring) as store:
+            await store.save("a", {"i": 0})
+            await store.save("a", {"i": 1})
+            backend: Any = store.backend
+            tagged = await backend.head_tag("a")
+            assert tagged[1] is not None
+
+            def killed(agent_id: str) -> None:
+                raise RuntimeError("killed")
+
+            backend._finish_delete = killed
+            with pytest.raises(RuntimeError, match="killed"):
+                await backend.delete_agent_at("a", 2)
+        async with StateStore(url, keyring=keyring) as other:
+            assert await other.backend.head_tag("a") == tagged
+            assert (await other.load("a")).data == {"i": 1}
+            assert (await other.verify()).ok

@@ -854,6 +854,8 @@ class S3Backend(Backend):
         ``head`` would take. False when that slot is taken already."""
         claim = {"last": str(head), "tomb": "1", "created": meta["created"]}
         claim["updated"] = meta["updated"]
+        if "headtag" in meta:  # the head is still the stream's, authenticated as before
+            claim["headtag"] = meta["headtag"]
         key = self._agent_root(agent_id) + "e/" + self._seq_name(head + 1)
         with _commit_lock(self.endpoint_url or "", self.bucket, key):
             return self._put_new(key, _encode_events(()), claim)
