@@ -7,7 +7,7 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["new_temporary", "write_atomically"]
+__all__ = ["new_temporary", "sync_directory", "write_atomically"]
 
 
 def new_temporary(target: Path, mode: int = 0o666) -> tuple[int, Path]:
@@ -27,7 +27,9 @@ def write_atomically(target: Path, text: str, *, mode: int = 0o666, durable: boo
     """Write ``text`` to ``target`` atomically: a new temporary file beside it (created
     with ``mode``, less the umask), flushed to disk unless not ``durable`` (a progress
     file written once per item), then renamed over it. A crash leaves the old file or
-    the new one, never a mix (small file: blocking is fine)."""
+    the new one, never a mix (small file: blocking is fine). ``durable``: the rename
+    itself is flushed too (the directory), so a power loss after the return cannot
+    bring the old file back (a key file without the key just added and used)."""
     fd, tmp = new_temporary(target, mode)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -39,3 +41,21 @@ def write_atomically(target: Path, text: str, *, mode: int = 0o666, durable: boo
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    if durable:
+        sync_directory(target.parent)
+
+
+def sync_directory(folder: Path) -> None:
+    """Flush ``folder``'s entries to disk (a file just created or renamed in it): until
+    then a power loss can undo the rename. A no-op where directories cannot be opened
+    or synced (Windows, some network file systems)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -759,9 +759,10 @@ class Backend(abc.ABC):
         :class:`~statekeeper.errors.ConflictError` with nothing deleted (a retention
         purge decided on a listing; a write since must not be lost). Engines with
         :meth:`append_together` taking a change alone (memory, SQLite) make it one
-        commit there; PostgreSQL and Redis override it with one transaction / script.
-        The default compares the head just before deleting (S3, tiered, Redis
-        Cluster: a write between those two calls is deleted with the agent)."""
+        commit there; PostgreSQL and Redis (a cluster too: one slot) override it with
+        one transaction / script, tiered with its durable tier's, S3 with a claim of
+        the next commit slot. The default compares the head just before deleting (a
+        write between those two calls is deleted with the agent)."""
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
         if self.appends_together and self.changes_alone_together:

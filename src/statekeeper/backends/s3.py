@@ -31,6 +31,12 @@ lexicographic key order equal to the ids' code point order)::
   next prune finishes the deletions. ``append_from_base`` writes its first commit with
   the base snapshot inside it (a record at the base seq, which reads skip), so the
   stream and its base appear together; the snapshot's own object follows as a copy.
+* A delete first *claims* the stream: an empty commit marked as a delete's, created
+  (``IfNoneMatch``) at the slot the next append would take, so no append lands
+  while the objects are deleted (an append at the head either wins that slot first
+  or conflicts); the claim is deleted last among the commits. A process killed
+  after its claim leaves the stream readable as it was; the next append or delete
+  finds the claim on the newest commit and finishes the delete first.
 * Blocking boto3 calls run in a thread pool; ``endpoint_url`` selects MinIO, Ceph,
   moto or any other S3-compatible server.
 * Every call costs HTTP round trips (an append: ~3–5 requests), so S3 is the cold
@@ -573,6 +579,11 @@ class S3Backend(Backend):
                     _key_body(self._tip_first(commits, meta), int(meta["last"]), name or None),
                 )
         head = int(meta["last"]) if meta is not None else 0
+        if meta is not None and meta.get("tomb"):  # a delete_agent_at claimed the stream
+            self._finish_delete(agent_id)  # (its process may have died before the rest)
+            layout, meta = self._tip_layout(agent_id)
+            commits = [c for c, _ in layout.commits]
+            head = int(meta["last"]) if meta is not None else 0
         if head != (0 if base is not None else request.expected_seq):
             raise ConflictError(agent_id, request.expected_seq, head)
         if meta is None and layout.hidden:  # a deleted stream's base: not this one's
@@ -789,19 +800,88 @@ class S3Backend(Backend):
                 Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
             )
 
-    def _delete_sync(self, agent_id: str) -> bool:
+    def _erase_sync(self, agent_id: str) -> None:
+        """Delete every object of ``agent_id``, as listed now."""
         root = self._agent_root(agent_id)
         keys = self._list(root)
-        existed = bool(self._layout(agent_id).commits)
         # commits last, base objects after them: an interrupted delete leaves a
         # readable (shorter) agent, or a base object the next first append removes
         keys.sort(key=lambda k: (k.startswith(root + "e/"), k.startswith(root + "e/b")))
         self._delete_keys(keys)
-        return existed
+
+    def _delete_sync(self, agent_id: str) -> bool:
+        """See :meth:`delete_agent`: the stream claimed at its head (as
+        :meth:`delete_agent_at`), then deleted; an append winning the claim's slot first
+        is deleted with it (the claim is tried again after it)."""
+        while True:
+            _, meta = self._tip_layout(agent_id)
+            if meta is None:  # no stream (an interrupted delete may have left objects)
+                self._erase_sync(agent_id)
+                return False
+            head = int(meta["last"])
+            if meta.get("tomb") or self._claim(agent_id, head, meta):
+                self._finish_delete(agent_id)
+                return True
 
     async def delete_agent(self, agent_id: str) -> bool:
+        """Delete the agent's stream: True if it had one. Claimed first, as in
+        :meth:`delete_agent_at` (an append that wins the claim's slot is deleted with
+        the stream, the claim made after it), so no append lands while its objects are
+        deleted (one landing after the listing used to survive alone: a stream
+        starting at its seq, with no base to read its state from)."""
         self._check_writable()
         return await self._run(self._delete_sync, agent_id)
+
+    def _delete_at_sync(self, agent_id: str, head: int) -> bool:
+        """See :meth:`delete_agent_at`."""
+        _, meta = self._tip_layout(agent_id)
+        current = int(meta["last"]) if meta is not None else 0
+        if not (meta is not None and meta.get("tomb") and current == head):
+            if meta is None or current != head:
+                raise ConflictError(agent_id, head, current)
+            if not self._claim(agent_id, head, meta):
+                # an append at this head won the slot (or a try of this claim did)
+                _, meta = self._tip_layout(agent_id)
+                current = int(meta["last"]) if meta is not None else 0
+                if not (meta is not None and meta.get("tomb") and current == head):
+                    raise ConflictError(agent_id, head, current)
+        self._finish_delete(agent_id)
+        return True
+
+    def _claim(self, agent_id: str, head: int, meta: dict[str, str]) -> bool:
+        """Create the claim of a delete of the stream at ``head`` (``meta``: its newest
+        commit's): an empty commit marked as a delete's, at the slot an append at
+        ``head`` would take. False when that slot is taken already."""
+        claim = {"last": str(head), "tomb": "1", "created": meta["created"]}
+        claim["updated"] = meta["updated"]
+        if "headtag" in meta:  # the head is still the stream's, authenticated as before
+            claim["headtag"] = meta["headtag"]
+        key = self._agent_root(agent_id) + "e/" + self._seq_name(head + 1)
+        with _commit_lock(self.endpoint_url or "", self.bucket, key):
+            return self._put_new(key, _encode_events(()), claim)
+
+    def _finish_delete(self, agent_id: str) -> None:
+        """Delete a claimed stream (the claim, its newest commit, goes last among the
+        commits: until then it holds off every append)."""
+        self._erase_sync(agent_id)
+
+    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
+        """Delete ``agent_id`` only if its head is still ``head``
+        (:meth:`Backend.delete_agent_at`). S3 has no transaction over several objects, so
+        the delete first *claims* the stream: it creates the commit object an append at
+        ``head`` would create next (``head + 1``, conditional: ``IfNoneMatch``), empty and
+        marked as a delete's. Of the claim and an append at that head exactly one wins:
+        a losing claim is a :class:`~statekeeper.errors.ConflictError` with nothing
+        deleted (the default compared the head, then deleted whatever was there — an
+        append landing between the two was deleted with the agent). The won claim then
+        deletes the stream, itself last among the commits; until it is gone the stream
+        reads as before (head ``head``) and every append conflicts. A process that dies
+        after its claim leaves it to the next writer: an append (or this delete sent
+        again) finds the claim on the newest commit and finishes the delete first."""
+        self._check_can_write()
+        if head < 1:
+            raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
+        return await self._run(self._delete_at_sync, agent_id, head)
 
     def _drop_all_sync(self, delete_bucket: bool) -> int:
         keys = self._list(self._root)

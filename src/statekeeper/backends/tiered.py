@@ -579,6 +579,29 @@ class TieredBackend(Backend):
                 await self._drop_hot(agent_id)
         return existed
 
+    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
+        """Delete ``agent_id`` only if its head is still ``head`` (:meth:`Backend.delete_agent_at`):
+        the durable tier's own conditional delete (one commit there), so an append that
+        lands between the check and the delete — from this process or another sharing
+        the durable tier — makes it a :class:`~statekeeper.errors.ConflictError` with
+        nothing deleted. (The default compared the head, then deleted whatever was there:
+        such an append was deleted with the agent, without an error.) A demoted agent is
+        brought back first; the hot copy and any cold leftover go after the delete."""
+        self._check_can_write()
+        if head < 1:
+            raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
+        async with self._locks.hold(agent_id):
+            if self.cold is not None:
+                await self._rehydrate(agent_id, locked=True)
+            await self.durable.delete_agent_at(agent_id, head)
+            self._last_used.pop(agent_id, None)
+            if self.cold is not None:
+                await self.durable.delete_agent(COLD_MARKER + agent_id)
+                await self.cold.delete_agent(agent_id)
+            if self.hot is not None:
+                await self._drop_hot(agent_id)
+        return True
+
     # -- reads ---------------------------------------------------------------------
 
     def _hit(self) -> None:
@@ -826,8 +849,14 @@ class TieredBackend(Backend):
         return await self.durable.count_agents()
 
     async def count_prefix(self, prefix: str) -> int:
+        """Agents whose id starts with ``prefix``, demoted ones included: a demoted
+        agent is its marker in the durable tier, counted under the marker's own prefix
+        (a namespaced store's count used to leave every demoted agent out)."""
         self._check_open()
-        return await self.durable.count_prefix(prefix)
+        count = await self.durable.count_prefix(prefix)
+        if self.cold is None or COLD_MARKER.startswith(prefix):
+            return count  # (the markers are under that prefix already)
+        return count + await self.durable.count_prefix(COLD_MARKER + prefix)
 
     async def health(self) -> Health:
         if self._closed:
@@ -958,10 +987,11 @@ class TieredBackend(Backend):
             await self.durable.append(
                 AppendRequest(marker_id, 0, (RawEvent(1, "cold", self.clock(), body, b""),))
             )
-            if await self.durable.head(agent_id) != head:  # written meanwhile: keep it
+            try:  # conditional: a write meanwhile (another process's) is kept, not deleted
+                await self.durable.delete_agent_at(agent_id, head)
+            except ConflictError:
                 await self.durable.delete_agent(marker_id)
                 return False
-            await self.durable.delete_agent(agent_id)
             if self.hot is not None:
                 await self._drop_hot(agent_id)
             self._last_used.pop(agent_id, None)

@@ -58,6 +58,7 @@ from ..errors import (
     MergeConflict,
     StatekeeperError,
 )
+from ..store.writes import SEEN, Seen
 from .clock import Timestamp
 from .crdt import from_json, is_crdt
 from .retry import DEFAULT_BUDGET, Backoff, _Budget, retry_loop
@@ -466,6 +467,10 @@ async def merge_into(
     merged against a base of another incarnation. Without it the incarnation of the
     base read at the start is compared with the stream's at every attempt (a delete
     and re-create during the merge is caught; one before the call cannot be seen).
+    Each attempt's write also carries the chain link of the state it read (as a
+    :class:`~statekeeper.store.agent.DurableAgent`'s write): a stream deleted and
+    created again up to the same head between that read and the write is a conflict,
+    and the next attempt raises :class:`~statekeeper.errors.AgentReplaced`.
 
     Raises :class:`~statekeeper.errors.MergeConflict` (nothing written) when the
     versions cannot be reconciled.
@@ -482,7 +487,12 @@ async def merge_into(
         base, incarnation = Version.of(stored.data, meta_key), stored.created_at
 
     async def once() -> Merged:
-        current = await store.get(agent_id)
+        read = Seen(0, None)  # the store puts the chain link of the state it returns here
+        token = SEEN.set(read)
+        try:
+            current = await store.get(agent_id)
+        finally:
+            SEEN.reset(token)
         head = current.seq if current is not None else 0
         if incarnation is not None and (current is None or current.created_at != incarnation):
             found = None if current is None else current.created_at
@@ -495,13 +505,20 @@ async def merge_into(
             policy = merger if merger is not None else Merger()
             chosen = policy.for_data(theirs.data) if isinstance(policy, MergePolicies) else policy
             result_version, merged = chosen.merge(ours, theirs, base, agent_id=agent_id), True
-        result = await store.save(
-            agent_id,
-            result_version.document(meta_key),
-            expected_seq=head,
-            event_type="merge" if merged else "patch",
-            lease=lease,
-        )
+        # the write carries the link read at ``head``: a stream deleted and created again
+        # up to the same head since the read is a conflict (the next attempt reads it
+        # again: AgentReplaced), not written over (as a DurableAgent's write)
+        token = SEEN.set(Seen(head, read.adopted))
+        try:
+            result = await store.save(
+                agent_id,
+                result_version.document(meta_key),
+                expected_seq=head,
+                event_type="merge" if merged else "patch",
+                lease=lease,
+            )
+        finally:
+            SEEN.reset(token)
         return Merged(result_version, result.last_seq, merged)
 
     return await retry_loop(once, limit, agent_id)

@@ -6,8 +6,8 @@ it anyway would lose that acknowledged write without an error.
 Within :func:`delete_only_at` the store's ``delete`` of the task is conditional on
 the head it names: a :class:`~statekeeper.errors.ConflictError` (nothing deleted)
 when the head moved (``Backend.delete_agent_at``: one commit on memory, SQLite,
-PostgreSQL and Redis; S3, tiered and Redis Cluster compare the head just before
-deleting, which leaves the window of those two calls).
+PostgreSQL, Redis and a Redis Cluster; tiered: its durable tier's; S3: a conditional
+claim of the commit slot after that head, which an append there would need).
 """
 
 from __future__ import annotations

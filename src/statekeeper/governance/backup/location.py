@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ..._files import new_temporary
+from ..._files import new_temporary, sync_directory
 from ...errors import BackupError, ConfigurationError
 
 __all__ = ["Location"]
@@ -74,6 +74,7 @@ class Location:
                         with contextlib.suppress(OSError):
                             fh.close()
                 os.replace(tmp, target)
+                sync_directory(target.parent)  # the name too: a backup reported done stays
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()
