@@ -49,15 +49,16 @@ _dumps = orjson.dumps
 _loads = orjson.loads
 
 
-def _plain_data(text: bytes, body: dict[str, Any]) -> bytes | None:
+def _plain_data(text: bytes, body: dict[str, Any], begin: int = 0) -> bytes | None:
     """The JSON bytes of a whole plain snapshot's data, sliced out of its body ``text``
-    (None when they cannot be): a whole plain snapshot ends with its data (the values
-    before it are a state name and numbers, and a quote inside a JSON string is always
-    escaped, so the first ``,"data":`` is the key)."""
+    (from ``begin``: a stored record's body starts at 35; None when they cannot be): a
+    whole plain snapshot ends with its data (the values before it are a state name and
+    numbers, and a quote inside a JSON string is always escaped, so the first
+    ``,"data":`` is the key)."""
     if next(reversed(body)) != "data":
         return None
-    start = text.find(b',"data":')
-    if start > 0 and text.endswith(b"}"):
+    start = text.find(b',"data":', begin)
+    if start > begin and text.endswith(b"}"):
         return text[start + 8 : -1]
     return None
 
@@ -135,7 +136,7 @@ class ReadPath:
             if "data" in body and "base" not in body
             else await self.snapshot_data(agent_id, raw.seq, body)
         )
-        record = snapshot_record(agent_id, raw, body, opened, data)
+        record = snapshot_record(agent_id, raw, body, opened.prev, data)
         record.snapshot_bytes = len(raw.payload)
         record.rich = typed or "base" in body  # (a delta's base may be rich)
         if not record.rich and self.cache.max_size and opened.format == JSON:
@@ -161,23 +162,33 @@ class ReadPath:
         """
         if self.tuner is not None:
             return None
+        codec, payload = self.codec, snap.payload
         try:
-            body, opened, typed = self.codec.decode_typed(
-                agent_id, snap.seq, SNAPSHOT_TYPE, snap.timestamp, snap.payload, snap.checksum
+            # the body parsed from a view of the row's bytes (no copy of it, no Opened)
+            viewed = codec.decode_view(
+                agent_id, snap.seq, SNAPSHOT_TYPE, snap.timestamp, payload, snap.checksum
             )
+            if viewed is None:  # a key, compression, an older record: the general decode
+                body, opened, typed = codec.decode_typed(
+                    agent_id, snap.seq, SNAPSHOT_TYPE, snap.timestamp, payload, snap.checksum
+                )
+                prev, fmt, text, begin = opened.prev, opened.format, opened.body, 0
+            else:
+                body, prev, _, fmt, typed = viewed
+                text, begin = payload, 35
             if type(body) is not dict or "base" in body or "data" not in body:
                 return None
-            record = snapshot_record(agent_id, snap, body, opened, body["data"])
-            self.codec.check_head(agent_id, head, record.link, tag)
+            record = snapshot_record(agent_id, snap, body, prev, body["data"])
+            codec.check_head(agent_id, head, prev, tag)
         except (IntegrityError, SerializationError):
             return None
         self.loads += 1
-        record.snapshot_bytes = len(snap.payload)
+        record.snapshot_bytes = len(payload)
         if typed:
             record.rich = True
-        elif self.cache.max_size and opened.format == JSON:
-            record.blob = _plain_data(opened.body, body)
-        record.tag, record.tag_known, record.fresh = tag, record.link is not None, True
+        elif self.cache.max_size and fmt == JSON:
+            record.blob = _plain_data(text, body, begin)
+        record.tag, record.tag_known, record.fresh = tag, prev is not None, True
         return record
 
     async def snapshot_data(
