@@ -145,18 +145,27 @@ class ReadPath:
         return record
 
     def at_snapshot(
-        self, agent_id: str, head: int, tag: bytes | None, snap: RawSnapshot
+        self,
+        agent_id: str,
+        head: int,
+        tag: bytes | None,
+        snap: RawSnapshot,
+        events: list[EventRow] | None = None,
     ) -> AgentRecord | None:
         """The state at a head that is the latest snapshot (no event after it: every
         load of an agent saved ``snapshot_every`` times, or of one whose snapshot policy
-        just wrote one), or None to fold it the general way (:meth:`fold`).
+        just wrote one) or the latest snapshot plus ``events``, the events after it up
+        to the head (read with it), or None to fold it the general way (:meth:`fold`).
 
         The path a load at a snapshot takes, as thin as the floor allows: the hash, the
         parse, the record and the head check, without :meth:`fold`'s loop, the three
         coroutines of ``fold`` / ``decode_snapshot`` / ``fold_from`` or the replay's
-        bookkeeping (docs/benchmarks.md, "coldload2"). Anything else — a delta
+        bookkeeping (docs/benchmarks.md, "coldload2"); the events after it are applied
+        as ``fold_from`` applies them (:meth:`apply_events`: each verified, the chain
+        from the snapshot's link), "cold11b". Anything else — a delta
         snapshot, ``snapshot_every="auto"`` (its tuner learns from the fold), a record
-        that does not verify, a head tag that does not match — answers None: the
+        that does not verify or fold, a stream that ends before its head, a head tag
+        that does not match — answers None: the
         general fold then does what it always did (an older snapshot, a full replay,
         or the typed error), so errors and their fallbacks are the fold's.
         """
@@ -179,16 +188,22 @@ class ReadPath:
             if type(body) is not dict or "base" in body or "data" not in body:
                 return None
             record = snapshot_record(agent_id, snap, body, prev, body["data"])
-            codec.check_head(agent_id, head, prev, tag)
-        except (IntegrityError, SerializationError):
+            if typed:
+                record.rich = True
+            elif events:
+                pass  # (the data changes: no bytes of it kept)
+            elif self.cache.max_size and fmt == JSON:
+                record.blob = _plain_data(text, body, begin)
+            if events:  # verified, and chained from the snapshot's link
+                self.apply_events(record, events)
+                if record.seq != head:
+                    return None  # (the stream ends before its head: the fold says so)
+            codec.check_head(agent_id, head, record.link, tag)
+        except StatekeeperError:
             return None
         self.loads += 1
         record.snapshot_bytes = len(payload)
-        if typed:
-            record.rich = True
-        elif self.cache.max_size and fmt == JSON:
-            record.blob = _plain_data(text, body, begin)
-        record.tag, record.tag_known, record.fresh = tag, prev is not None, True
+        record.tag, record.tag_known, record.fresh = tag, record.link is not None, True
         return record
 
     async def snapshot_data(
@@ -425,8 +440,8 @@ class ReadPath:
             if head == 0:
                 return None
             thin = (
-                self.at_snapshot(agent_id, head, tag, snap)
-                if not events and snap is not None and snap.seq == head
+                self.at_snapshot(agent_id, head, tag, snap, events)
+                if snap is not None and (events or snap.seq == head)
                 else None
             )
             record = thin or await self.fold(
