@@ -51,10 +51,9 @@ _loads = orjson.loads
 
 def _plain_data(text: bytes, body: dict[str, Any], begin: int = 0) -> bytes | None:
     """The JSON bytes of a whole plain snapshot's data, sliced out of its body ``text``
-    (from ``begin``: a stored record's body starts at 35; None when they cannot be): a
-    whole plain snapshot ends with its data (the values before it are a state name and
-    numbers, and a quote inside a JSON string is always escaped, so the first
-    ``,"data":`` is the key)."""
+    (from ``begin``; None when they cannot be): a whole plain snapshot ends with its data
+    (the values before it are a state name and numbers, and a quote inside a JSON string
+    is always escaped, so the first ``,"data":`` is the key)."""
     if next(reversed(body)) != "data":
         return None
     start = text.find(b',"data":', begin)
@@ -152,29 +151,24 @@ class ReadPath:
         snap: RawSnapshot,
         events: list[EventRow] | None = None,
     ) -> AgentRecord | None:
-        """The state at a head that is the latest snapshot (no event after it: every
-        load of an agent saved ``snapshot_every`` times, or of one whose snapshot policy
-        just wrote one) or the latest snapshot plus ``events``, the events after it up
-        to the head (read with it), or None to fold it the general way (:meth:`fold`).
+        """The state at the head from the latest snapshot and ``events``, the events
+        after it read with it (none: the head is the snapshot), or None to fold it the
+        general way (:meth:`fold`).
 
-        The path a load at a snapshot takes, as thin as the floor allows: the hash, the
-        parse, the record and the head check, without :meth:`fold`'s loop, the three
-        coroutines of ``fold`` / ``decode_snapshot`` / ``fold_from`` or the replay's
-        bookkeeping (docs/benchmarks.md, "coldload2"); the events after it are applied
-        as ``fold_from`` applies them (:meth:`apply_events`: each verified, the chain
-        from the snapshot's link), "cold11b". Anything else — a delta
-        snapshot, ``snapshot_every="auto"`` (its tuner learns from the fold), a record
-        that does not verify or fold, a stream that ends before its head, a head tag
-        that does not match — answers None: the
-        general fold then does what it always did (an older snapshot, a full replay,
-        or the typed error), so errors and their fallbacks are the fold's.
+        A load's thin path: the hash, the parse, the record, the events applied as
+        ``fold_from`` applies them (:meth:`apply_events`: verified, chained from the
+        snapshot's link) and the head check, without the three coroutines of ``fold`` /
+        ``decode_snapshot`` / ``fold_from`` (docs/benchmarks.md, "coldload2", "cold11b").
+        Anything else — a delta snapshot, ``snapshot_every="auto"`` (its tuner learns
+        from the fold), a record that does not verify or fold, a stream that ends before
+        its head, a head tag that does not match — answers None: the general fold then
+        does what it always did (an older snapshot, a full replay, or the typed error).
         """
         if self.tuner is not None:
             return None
         codec, payload = self.codec, snap.payload
         try:
-            # the body parsed from a view of the row's bytes (no copy of it, no Opened)
-            viewed = codec.decode_view(
+            viewed = codec.decode_view(  # (parsed from a view of the row: no copy, no Opened)
                 agent_id, snap.seq, SNAPSHOT_TYPE, snap.timestamp, payload, snap.checksum
             )
             if viewed is None:  # a key, compression, an older record: the general decode
@@ -188,16 +182,13 @@ class ReadPath:
             if type(body) is not dict or "base" in body or "data" not in body:
                 return None
             record = snapshot_record(agent_id, snap, body, prev, body["data"])
-            if typed:
-                record.rich = True
-            elif events:
-                pass  # (the data changes: no bytes of it kept)
-            elif self.cache.max_size and fmt == JSON:
-                record.blob = _plain_data(text, body, begin)
+            record.rich = typed
             if events:  # verified, and chained from the snapshot's link
                 self.apply_events(record, events)
                 if record.seq != head:
                     return None  # (the stream ends before its head: the fold says so)
+            elif not typed and self.cache.max_size and fmt == JSON:
+                record.blob = _plain_data(text, body, begin)
             codec.check_head(agent_id, head, record.link, tag)
         except StatekeeperError:
             return None
