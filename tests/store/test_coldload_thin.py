@@ -116,3 +116,53 @@ async def test_a_tampered_append_still_fails_its_checksum(tmp_path: Path) -> Non
         with pytest.raises(IntegrityError) as caught:
             await cold.load("chat")
     assert caught.value.seq == 13
+
+
+@pytest.mark.parametrize("past", [1, 3, 9])
+async def test_a_load_a_few_events_past_the_snapshot_does_not_take_the_general_fold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, past: int
+) -> None:
+    url = _url(tmp_path)
+    await _chat(url, 10 + past)  # the snapshot at 10, the head ``past`` events after it
+
+    async def no_fold(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("the general fold was taken")
+
+    monkeypatch.setattr(ReadPath, "fold", no_fold)
+    n = 10 + past
+    for size in (0, 8):  # (each store saves once more: the next one loads that head)
+        async with StateStore(url, cache_size=size, witness=False) as cold:
+            loaded = await cold.load("chat")
+            assert loaded.data == {"messages": MESSAGES[:n]}
+            assert loaded.seq == n and cold._reads.loads == 1
+            await cold.save("chat", {"messages": MESSAGES[: n + 1]})  # on the record
+            assert (await cold.load("chat")).data == {"messages": MESSAGES[: n + 1]}
+        n += 1
+
+
+async def test_a_damaged_event_past_the_snapshot_still_fails_the_thin_load(
+    tmp_path: Path,
+) -> None:
+    url = _url(tmp_path)
+    await _chat(url, 13)
+    with closing(sqlite3.connect(tmp_path / "thin.db")) as conn:
+        payload = conn.execute("SELECT payload FROM sk_events WHERE seq = 12").fetchone()[0]
+        bad = payload[:-3] + bytes([payload[-3] ^ 1]) + payload[-2:]
+        conn.execute("UPDATE sk_events SET payload = ? WHERE seq = 12", (bad,))
+        conn.commit()
+    async with StateStore(url, cache_size=0, witness=False) as cold:
+        with pytest.raises(IntegrityError) as err:
+            await cold.load("chat")
+        assert err.value.seq == 12
+
+
+async def test_a_stream_cut_after_the_snapshot_fails_the_thin_load(tmp_path: Path) -> None:
+    url = _url(tmp_path)
+    await _chat(url, 13)
+    with closing(sqlite3.connect(tmp_path / "thin.db")) as conn:
+        conn.execute("DROP TRIGGER IF EXISTS sk_events_no_delete")
+        conn.execute("DELETE FROM sk_events WHERE seq = 13")
+        conn.commit()
+    async with StateStore(url, cache_size=0, witness=False) as cold:
+        with pytest.raises(IntegrityError):
+            await cold.load("chat")

@@ -138,14 +138,14 @@ class Format:
             raise _locate(exc, value, root) from exc
         return packed
 
-    def loads_plain(self, data: bytes) -> Any:
+    def loads_plain(self, data: bytes | memoryview) -> Any:
         """Parse bytes made by :meth:`dumps` that hold no tagged value (the caller
         checked: no :attr:`marker` in them), as they are."""
         if self._msgpack is None:
             return orjson.loads(data)
         return self._unpackb(data)
 
-    def _unpackb(self, data: bytes) -> Any:
+    def _unpackb(self, data: bytes | memoryview) -> Any:
         fast = self._fast
         if fast is not None:
             try:

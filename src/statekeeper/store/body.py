@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..codec import Opened
 from ..codec.formats import has_marker
 from ..errors import IntegrityError
 from ..records import Event, RawEvent, RawSnapshot
@@ -159,28 +158,32 @@ def packed_snapshot_body(
 
 
 def snapshot_record(
-    agent_id: str, raw: RawSnapshot, body: dict[str, Any], opened: Opened, data: Any
+    agent_id: str, raw: RawSnapshot, body: dict[str, Any], prev: bytes | None, data: Any
 ) -> AgentRecord:
-    """The folded state a decoded snapshot body holds (``data`` resolved already)."""
+    """The folded state a decoded snapshot body holds (``data`` resolved already);
+    ``prev``: the link the snapshot record carries, the link of the event at its seq
+    (``Opened.prev``; None: version 0)."""
     try:
-        record = AgentRecord(
-            agent_id=agent_id,
-            seq=raw.seq,
-            fsm_state=body["fsm"],
-            data=data,
-            schema_version=body["v"],
-            created_at=body["created_at"],
-            updated_at=body["updated_at"],
-            snapshot_seq=raw.seq,
-            fsm_entered_at=body.get("entered", body["updated_at"]),
-            link=opened.prev,  # the link of the event at its seq (None: version 0)
+        updated = body["updated_at"]
+        record = AgentRecord(  # positional: every load at a snapshot builds one
+            agent_id,
+            raw.seq,
+            body["fsm"],
+            data,
+            body["v"],
+            body["created_at"],
+            updated,
+            raw.seq,
+            body.get("entered", updated),
+            None,
+            prev,
         )
         if "base" in body:
             record.full_seq = body["base"]
             record.full_link = bytes.fromhex(body["bl"])
             record.deltas = body["n"]
         else:
-            record.full_seq, record.full_link = raw.seq, opened.prev
+            record.full_seq, record.full_link = raw.seq, prev
     except (KeyError, TypeError, ValueError) as exc:
         raise IntegrityError(agent_id, raw.seq, f"snapshot is missing {exc}") from exc
     return record

@@ -49,15 +49,15 @@ _dumps = orjson.dumps
 _loads = orjson.loads
 
 
-def _plain_data(text: bytes, body: dict[str, Any]) -> bytes | None:
+def _plain_data(text: bytes, body: dict[str, Any], begin: int = 0) -> bytes | None:
     """The JSON bytes of a whole plain snapshot's data, sliced out of its body ``text``
-    (None when they cannot be): a whole plain snapshot ends with its data (the values
-    before it are a state name and numbers, and a quote inside a JSON string is always
-    escaped, so the first ``,"data":`` is the key)."""
+    (from ``begin``; None when they cannot be): a whole plain snapshot ends with its data
+    (the values before it are a state name and numbers, and a quote inside a JSON string
+    is always escaped, so the first ``,"data":`` is the key)."""
     if next(reversed(body)) != "data":
         return None
-    start = text.find(b',"data":')
-    if start > 0 and text.endswith(b"}"):
+    start = text.find(b',"data":', begin)
+    if start > begin and text.endswith(b"}"):
         return text[start + 8 : -1]
     return None
 
@@ -135,7 +135,7 @@ class ReadPath:
             if "data" in body and "base" not in body
             else await self.snapshot_data(agent_id, raw.seq, body)
         )
-        record = snapshot_record(agent_id, raw, body, opened, data)
+        record = snapshot_record(agent_id, raw, body, opened.prev, data)
         record.snapshot_bytes = len(raw.payload)
         record.rich = typed or "base" in body  # (a delta's base may be rich)
         if not record.rich and self.cache.max_size and opened.format == JSON:
@@ -144,39 +144,56 @@ class ReadPath:
         return record
 
     def at_snapshot(
-        self, agent_id: str, head: int, tag: bytes | None, snap: RawSnapshot
+        self,
+        agent_id: str,
+        head: int,
+        tag: bytes | None,
+        snap: RawSnapshot,
+        events: list[EventRow] | None = None,
     ) -> AgentRecord | None:
-        """The state at a head that is the latest snapshot (no event after it: every
-        load of an agent saved ``snapshot_every`` times, or of one whose snapshot policy
-        just wrote one), or None to fold it the general way (:meth:`fold`).
+        """The state at the head from the latest snapshot and ``events``, the events
+        after it read with it (none: the head is the snapshot), or None to fold it the
+        general way (:meth:`fold`).
 
-        The path a load at a snapshot takes, as thin as the floor allows: the hash, the
-        parse, the record and the head check, without :meth:`fold`'s loop, the three
-        coroutines of ``fold`` / ``decode_snapshot`` / ``fold_from`` or the replay's
-        bookkeeping (docs/benchmarks.md, "coldload2"). Anything else — a delta
-        snapshot, ``snapshot_every="auto"`` (its tuner learns from the fold), a record
-        that does not verify, a head tag that does not match — answers None: the
-        general fold then does what it always did (an older snapshot, a full replay,
-        or the typed error), so errors and their fallbacks are the fold's.
+        A load's thin path: the hash, the parse, the record, the events applied as
+        ``fold_from`` applies them (:meth:`apply_events`: verified, chained from the
+        snapshot's link) and the head check, without the three coroutines of ``fold`` /
+        ``decode_snapshot`` / ``fold_from`` (docs/benchmarks.md, "coldload2", "cold11b").
+        Anything else — a delta snapshot, ``snapshot_every="auto"`` (its tuner learns
+        from the fold), a record that does not verify or fold, a stream that ends before
+        its head, a head tag that does not match — answers None: the general fold then
+        does what it always did (an older snapshot, a full replay, or the typed error).
         """
         if self.tuner is not None:
             return None
+        codec, payload = self.codec, snap.payload
         try:
-            body, opened, typed = self.codec.decode_typed(
-                agent_id, snap.seq, SNAPSHOT_TYPE, snap.timestamp, snap.payload, snap.checksum
+            viewed = codec.decode_view(  # (parsed from a view of the row: no copy, no Opened)
+                agent_id, snap.seq, SNAPSHOT_TYPE, snap.timestamp, payload, snap.checksum
             )
+            if viewed is None:  # a key, compression, an older record: the general decode
+                body, opened, typed = codec.decode_typed(
+                    agent_id, snap.seq, SNAPSHOT_TYPE, snap.timestamp, payload, snap.checksum
+                )
+                prev, fmt, text, begin = opened.prev, opened.format, opened.body, 0
+            else:
+                body, prev, _, fmt, typed = viewed
+                text, begin = payload, 35
             if type(body) is not dict or "base" in body or "data" not in body:
                 return None
-            record = snapshot_record(agent_id, snap, body, opened, body["data"])
-            self.codec.check_head(agent_id, head, record.link, tag)
-        except (IntegrityError, SerializationError):
+            record = snapshot_record(agent_id, snap, body, prev, body["data"])
+            record.rich = typed
+            if events:  # verified, and chained from the snapshot's link
+                self.apply_events(record, events)
+                if record.seq != head:
+                    return None  # (the stream ends before its head: the fold says so)
+            elif not typed and self.cache.max_size and fmt == JSON:
+                record.blob = _plain_data(text, body, begin)
+            codec.check_head(agent_id, head, record.link, tag)
+        except StatekeeperError:
             return None
         self.loads += 1
-        record.snapshot_bytes = len(snap.payload)
-        if typed:
-            record.rich = True
-        elif self.cache.max_size and opened.format == JSON:
-            record.blob = _plain_data(opened.body, body)
+        record.snapshot_bytes = len(payload)
         record.tag, record.tag_known, record.fresh = tag, record.link is not None, True
         return record
 
@@ -414,8 +431,8 @@ class ReadPath:
             if head == 0:
                 return None
             thin = (
-                self.at_snapshot(agent_id, head, tag, snap)
-                if not events and snap is not None and snap.seq == head
+                self.at_snapshot(agent_id, head, tag, snap, events)
+                if snap is not None and (events or snap.seq == head)
                 else None
             )
             record = thin or await self.fold(

@@ -519,10 +519,13 @@ class StateStore:
         try:
             self._check_open()
             check_agent_id(agent_id)
-            check_seq(at_seq, "at_seq", optional=True)
+            if at_seq is not None:
+                check_seq(at_seq, "at_seq")
             if at_time is not None:
                 check_timestamp(at_time, "at_time")
-            await self._ready()
+            gate = self._gate  # (_ready() inlined: no coroutine per load)
+            if not gate.ok and not gate.readable:
+                await gate.check(self, write=False)
             if at_seq is None and at_time is None:
                 record = await self._reads.current(agent_id)
                 if record is None:

@@ -211,7 +211,7 @@ async def verify_snapshots(
         raw, body, snap_opened = opened[seq]
         try:
             data = await store._reads.snapshot_data(agent_id, seq, body)
-            snapshots[seq] = snapshot_record(agent_id, raw, body, snap_opened, data)
+            snapshots[seq] = snapshot_record(agent_id, raw, body, snap_opened.prev, data)
         except (IntegrityError, SerializationError) as exc:
             report.problems.append(
                 Problem(agent_id, seq, _snapshot_reason(_reason(exc)), "snapshot")
