@@ -49,7 +49,7 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-#: how many times :meth:`SharedLoop._step` runs what is ready on the loop before it
+#: how many rounds of what is ready on the loop :meth:`SharedLoop._step` runs before it
 #: leaves a call not done yet to ``run_until_complete``
 _STEPS = 4
 
@@ -292,11 +292,14 @@ class SharedLoop(_Faces):
         asyncio._set_running_loop(loop)
         try:
             for _ in range(_STEPS):
-                for _ in range(len(ready)):  # what was ready as the pass began
+                # a round after the task is done runs what its end made ready (other
+                # callers' tasks woken by its commit), as run_until_complete's last pass
+                done = task.done()
+                for _ in range(len(ready)):  # what was ready as the round began
                     handle = ready.popleft()
                     if not handle._cancelled:
                         handle._run()
-                if task.done() or not ready:
+                if done or not ready:
                     break
         finally:
             asyncio._set_running_loop(None)
