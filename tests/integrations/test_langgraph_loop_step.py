@@ -167,3 +167,24 @@ def test_concurrent_calls_all_finish(shared: SharedLoop) -> None:
     for t in threads:
         t.join()
     assert sorted(results) == sorted(i for i in range(4) for _ in range(20))
+
+
+def test_a_put_works_when_new_loops_are_uvloops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where an application made uvloop asyncio's loop (``uvloop.install()``), the
+    saver's loop is uvloop's, which has no ready queue to step: a sync call then runs
+    the loop as ``run_until_complete`` does, and the checkpoint is stored."""
+    uvloop = pytest.importorskip("uvloop")  # (the dev and bench extras install it)
+    monkeypatch.setattr(asyncio, "new_event_loop", uvloop.new_event_loop)
+    saver = StatekeeperSaver.from_url(f"sqlite:///{tmp_path}/uv.db")
+    try:
+        portal: Any = saver._portal
+        assert not hasattr(portal._loop, "_ready")
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        checkpoint = empty_checkpoint()
+        stored = saver.put(config, checkpoint, {"source": "input", "step": -1}, {})
+        got = saver.get_tuple(stored)
+        assert got is not None and got.checkpoint["id"] == checkpoint["id"]
+    finally:
+        saver.close()

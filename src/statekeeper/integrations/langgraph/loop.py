@@ -177,8 +177,10 @@ class SharedLoop(_Faces):
         """(After a sync call ran the loop, while the background thread is not started.)
         Start it when the loop holds work nobody would run until the next call: tasks
         (a write's ``group`` flush), timers, callbacks (see the class documentation)."""
-        loop = self._loop
-        if loop._ready or loop._scheduled or asyncio.all_tasks(loop):  # type: ignore[attr-defined]
+        loop: Any = self._loop
+        ready = getattr(loop, "_ready", None)
+        # (a loop without asyncio's internals, uvloop's: it cannot tell, so start it)
+        if ready is None or ready or loop._scheduled or asyncio.all_tasks(loop):
             self._start()
 
     # -- taking turns ----------------------------------------------------------------
@@ -279,8 +281,10 @@ class SharedLoop(_Faces):
         docs/benchmarks.md, "lgwrite12b"). A task all the same: ``current_task()``,
         ``asyncio.timeout`` and a context of its own work as they do in any task."""
         loop = self._loop
+        ready: Any = getattr(loop, "_ready", None)
+        if ready is None:  # a loop without asyncio's internals (uvloop's policy set)
+            return loop.run_until_complete(coro)
         task = loop.create_task(coro)
-        ready: Any = loop._ready  # type: ignore[attr-defined]
         hooks = sys.get_asyncgen_hooks()
         # as run_forever: the loop's async generator hooks, the running loop (its
         # thread: ``is_running()``)
