@@ -45,7 +45,7 @@ _INDEX_HEADER = 48
 _MX_FRAME = 16
 _IS_INIT = 12
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 16  # (a small buffer: no memory peak for a restore to see)
 
 #: the file's data (and its size) to the disk; macOS has no fdatasync
 _datasync = getattr(os, "fdatasync", os.fsync)
