@@ -192,6 +192,39 @@ def test_sync_mode_loses_nothing_past_the_wal_estimate_check_and_first_checkpoin
     assert acked >= 3 * 600 and lost == 0
 
 
+@pytest.mark.timeout(240)
+def test_sync_mode_loses_nothing_from_a_wal_grown_ahead(tmp_path: Path) -> None:
+    """Killed a few saves in, while the WAL file grown ahead after the first commit
+    (``synchronous=FULL``, see ``backends/sqlite_wal.py``) is mostly zeros past its last
+    frame: the WAL is at its grown size when the process dies, and SQLite's recovery of
+    it loses no acknowledged save; four rounds on one file, each process growing the WAL
+    anew (the check's close removed the last one)."""
+    from statekeeper.backends.sqlite import GROW_FRAMES, PAGE_SIZE
+
+    rng = random.Random(f"{SEED}-grown")
+    db = tmp_path / "crash-grown.db"
+    kept: list[Ack] = []
+    for round_no in range(4):
+        delay = rng.uniform(0.0, 0.05)
+        context = f"grown WAL seed={SEED} round={round_no} delay={delay:.3f}"
+        new = run_and_kill(
+            db,
+            "sync",
+            writers=1,
+            agents=1,
+            delay=delay,
+            seed=rng.randrange(2**32),
+            flush_size=100,
+            after=20,  # (grown after ~10 saves: the next ones queued behind it)
+        )
+        assert len(new) >= 20, context
+        wal = Path(f"{db}-wal")
+        assert wal.stat().st_size >= 32 + GROW_FRAMES * (PAGE_SIZE + 24), context
+        assert asyncio.run(check(db, new, max_lost=0, context=context)) == []
+        kept.extend(new)
+        asyncio.run(check(db, kept, max_lost=0, context=f"{context} (all rounds)"))
+
+
 @pytest.mark.timeout(120)
 def test_group_mode_with_concurrent_writers_loses_nothing(tmp_path: Path) -> None:
     acked, lost = crash_rounds(tmp_path, "group", rounds=4, writers=8, agents=4)

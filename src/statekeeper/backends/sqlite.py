@@ -86,7 +86,7 @@ from ..records import (
     RawSnapshot,
     StreamChange,
 )
-from . import sqlite_feed
+from . import sqlite_feed, sqlite_wal
 from .base import (
     Capability,
     NextRow,
@@ -226,9 +226,15 @@ CHECKPOINT_PAGES = 1000
 #: size, once (see SQLiteBackend._calibrate)
 CALIBRATE_PAGES = 100
 
-#: bytes of the WAL's header and of each frame's header (SQLite's WAL file format)
-_WAL_HEADER = 32
-_FRAME_HEADER = 24
+#: frames the WAL file is grown to, ahead, at ``synchronous=FULL`` or ``EXTRA`` (see
+#: SQLiteBackend._grow_wal): the first checkpoint comes at ~CHECKPOINT_PAGES frames
+#: written, and the WAL restarts after it (1,054 frames at most, measured:
+#: docs/benchmarks.md, "full11")
+GROW_FRAMES = CHECKPOINT_PAGES * 6 // 5
+
+#: estimated WAL pages after which the WAL is grown (a writer's first ~10 lone saves):
+#: a writer that commits a few times only (a CLI command) never pays for it
+GROW_AT_PAGES = 32
 
 #: the longest a loop of lone appends goes without polling its event loop (seconds;
 #: see SQLiteBackend._open_commit): the I/O and timers of other tasks wait no longer
@@ -521,13 +527,16 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         #: estimate of :func:`_pages` is rough: 3 KB payloads write ~1.7 frames a page)
         self._wal_scale = 1.0
         self._estimated = 0.0  # estimated pages at the last queued checkpoint
-        #: the count of WAL pages at which :meth:`_wrote` next acts: CALIBRATE_PAGES
-        #: (the estimate checked against the WAL's size: :meth:`_calibrate`), then
-        #: CHECKPOINT_PAGES
-        self._wal_limit: float = CALIBRATE_PAGES
+        #: the WAL file is to be grown ahead (_grow_wal): where every commit syncs it
+        self._wal_to_grow = synchronous in ("FULL", "EXTRA") and not readonly
+        #: the count of WAL pages at which :meth:`_wrote` next acts: GROW_AT_PAGES
+        #: while the WAL is to be grown, CALIBRATE_PAGES (the estimate checked against
+        #: the WAL's frames: :meth:`_calibrate`), then CHECKPOINT_PAGES
+        self._wal_limit: float = GROW_AT_PAGES if self._wal_to_grow else CALIBRATE_PAGES
         self._wal_frames_at_open = 0  # frames the WAL held when the writer opened
         self._page_size = PAGE_SIZE  # the file's (read when the writer opens)
-        #: a checkpoint is queued on the writer thread; inline writes wait behind it
+        #: a checkpoint (or the WAL's growth) is queued on the writer thread; inline
+        #: writes wait behind it
         self._checkpoint_due = False
         self._queues: dict[
             asyncio.AbstractEventLoop,
@@ -849,6 +858,14 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         self._wal_pages += pages * self._wal_scale
         if self._wal_pages < self._wal_limit:
             return
+        if self._wal_to_grow:
+            self._wal_to_grow = False
+            self._wal_limit = CALIBRATE_PAGES
+            self._checkpoint_due = True
+            with contextlib.suppress(RuntimeError):  # shut down by close()
+                self._writer_pool.submit(self._locked, self._grow_wal)
+            if self._wal_pages < self._wal_limit:
+                return
         if self._wal_limit < CHECKPOINT_PAGES:
             self._wal_limit = CHECKPOINT_PAGES
             self._calibrate()
@@ -861,13 +878,47 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             self._writer_pool.submit(self._locked, self._checkpoint)
 
     def _wal_frames(self) -> int:
-        """The frames the WAL file has room for (0 without a WAL): those written since
-        it last restarted, as long as it never grew larger before (its size)."""
+        """The frames written to the WAL since it last restarted: the wal-index's count
+        (one read of the ``-shm`` file); without one (never initialised, being updated),
+        the frames the WAL file has room for (0 without a WAL) — right as long as it
+        never grew larger before, which a WAL grown ahead (:meth:`_grow_wal`) did."""
+        frames = sqlite_wal.index_frames(self.path)
+        if frames is not None:
+            return frames
         try:
             size = os.stat(self.path + "-wal").st_size
         except OSError:
             return 0
-        return max(size - _WAL_HEADER, 0) // (self._page_size + _FRAME_HEADER)
+        return max(size - sqlite_wal.WAL_HEADER, 0) // (self._page_size + sqlite_wal.FRAME_HEADER)
+
+    def _grow_wal(self) -> None:
+        """Grow the WAL file ahead to :data:`GROW_FRAMES` frames with zeros, synced
+        (:func:`.sqlite_wal.grow`: why, and why SQLite ignores the zeros), inside a
+        write transaction of the writer connection that writes nothing — no other
+        connection appends frames meanwhile; skipped (not retried: the commits extend
+        the file as before) if one holds the write lock, or if the file is large.
+        Queued on the writer thread after :data:`GROW_AT_PAGES` estimated pages, at
+        ``synchronous`` ``FULL``/``EXTRA`` only (where every commit syncs the WAL); the
+        next write queues behind it, as behind a checkpoint. Until the WAL first
+        restarts, each commit would otherwise extend the file, and on ext4 the
+        fdatasync of a grown file also commits the file system's journal. Measured
+        (docs/benchmarks.md, "full11b"): a few ms once, against ~0.1 ms and a sleep on
+        each of a new WAL's first ~175 sequential saves."""
+        self._checkpoint_due = False
+        conn = self._writer
+        if conn is None:
+            return
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # busy_timeout 0: never waits
+        except sqlite3.Error:
+            return
+        try:
+            sqlite_wal.grow(self.path + "-wal", GROW_FRAMES, self._page_size)
+        except OSError:
+            pass  # (no room on the disk, say: the commits grow the file as before)
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
 
     def _calibrate(self) -> None:
         """Check the estimated WAL pages against the frames the WAL holds, once, early

@@ -1,0 +1,126 @@
+"""The WAL file grown ahead (issue 11, full11): a store at ``synchronous=FULL`` grows
+its WAL file with zeros after its first commit, so that the commits before the WAL's
+first restart overwrite bytes the file holds instead of extending it; SQLite ignores
+the zeros (a frame counts only with the WAL header's salt and a matching checksum)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from statekeeper.backends import sqlite_wal
+from statekeeper.backends.sqlite import CHECKPOINT_PAGES, GROW_FRAMES
+from statekeeper.store import StateStore
+
+
+def _wal_size(db: Path) -> int:
+    wal = Path(f"{db}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def _grown_size(page_size: int) -> int:
+    return sqlite_wal.WAL_HEADER + GROW_FRAMES * (page_size + sqlite_wal.FRAME_HEADER)
+
+
+def _page_size(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+async def test_a_full_store_grows_its_wal_ahead_and_never_past_it(tmp_path: Path) -> None:
+    """Within the first saves the WAL file is grown to GROW_FRAMES frames (after
+    GROW_AT_PAGES estimated pages, on the writer thread; the next save queues behind
+    it), and 480 lone chat saves (~2,700 frames,
+    past the estimate's check against the wal-index and two checkpoints) never extend
+    it: the first checkpoint still comes at ~CHECKPOINT_PAGES frames written, counted
+    by the wal-index, not by the (grown) file's size."""
+    db = tmp_path / "grown.db"
+    store = StateStore(f"sqlite:///{db}?synchronous=FULL", durability="sync")
+    try:
+        history: dict[str, list[str]] = {f"agent-{i}": [] for i in range(8)}
+        sizes: list[int] = []
+        for step in range(60):
+            for agent_id, messages in history.items():
+                messages.append(f"{agent_id} says {step}: " + "x" * 280)
+                await store.save(agent_id, {"messages": list(messages)})
+                sizes.append(_wal_size(db))
+        grown = _grown_size(_page_size(db))
+        assert sizes[15] == grown  # grown within the first 16 saves
+        assert max(sizes) == grown, max(sizes)  # never extended past it
+        # the checkpoints ran: the wal-index counts the frames since the last restart
+        frames = sqlite_wal.index_frames(str(db))
+        assert frames is not None and 0 < frames <= 1.25 * CHECKPOINT_PAGES, frames
+        for agent_id, messages in history.items():
+            assert (await store.load(agent_id)).data["messages"] == messages
+    finally:
+        await store.close()
+    async with StateStore(f"sqlite:///{db}") as again:
+        assert (await again.verify()).ok
+        assert (await again.load("agent-3")).data["messages"] == history["agent-3"]
+
+
+@pytest.mark.parametrize("sync", ["NORMAL", "OFF"])
+async def test_a_store_without_a_sync_per_commit_leaves_its_wal_to_sqlite(
+    tmp_path: Path, sync: str
+) -> None:
+    """Where no commit syncs the WAL, a grown file would save nothing: not grown."""
+    db = tmp_path / "plain.db"
+    async with StateStore(f"sqlite:///{db}?synchronous={sync}", durability="sync") as store:
+        for n in range(40):  # past GROW_AT_PAGES estimated pages
+            await store.save("a", {"n": n, "pad": "x" * 300})
+        assert 0 < _wal_size(db) < _grown_size(_page_size(db)) // 4
+
+
+def _rows(db: Path) -> list[int]:
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        return [r[0] for r in conn.execute("SELECT n FROM t ORDER BY n")]
+
+
+@pytest.mark.parametrize("frames_first", [0, 40])
+def test_sqlite_reads_a_grown_wal_left_by_a_crash_to_its_last_commit(
+    tmp_path: Path, frames_first: int
+) -> None:
+    """The files as a crash leaves them (copied while the writer is open, no
+    checkpoint, no ``-shm``: SQLite recovers the WAL from its frames): every commit
+    before and after the growth is read, the zeros past the last frame are not —
+    whether the WAL held frames when it was grown or only its header."""
+    db = tmp_path / "w.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA page_size = 2048")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("CREATE TABLE t(n INTEGER PRIMARY KEY, pad BLOB)")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the WAL empty: only what follows
+    for n in range(frames_first):
+        conn.execute("INSERT INTO t VALUES (?, randomblob(900))", (n,))
+    conn.execute("BEGIN IMMEDIATE")
+    added = sqlite_wal.grow(f"{db}-wal", 300, 2048)
+    conn.execute("ROLLBACK")
+    assert added > 0 and _wal_size(db) == _grown_size_for(300, 2048)
+    assert sqlite_wal.grow(f"{db}-wal", 300, 2048) == 0  # (large enough: untouched)
+    for n in range(frames_first, frames_first + 60):
+        conn.execute("INSERT INTO t VALUES (?, randomblob(900))", (n,))
+    frames = sqlite_wal.index_frames(str(db))
+    assert frames is not None and 60 <= frames < 300  # inside the grown file
+    assert _wal_size(db) == _grown_size_for(300, 2048)  # overwritten, not extended
+    crash = tmp_path / "crash"
+    crash.mkdir()
+    shutil.copyfile(db, crash / "w.db")
+    shutil.copyfile(f"{db}-wal", crash / "w.db-wal")
+    assert _rows(crash / "w.db") == list(range(frames_first + 60))
+    conn.close()
+    assert _rows(db) == list(range(frames_first + 60))
+
+
+def _grown_size_for(frames: int, page_size: int) -> int:
+    return sqlite_wal.WAL_HEADER + frames * (page_size + sqlite_wal.FRAME_HEADER)
+
+
+def test_grow_leaves_a_missing_wal_to_sqlite(tmp_path: Path) -> None:
+    assert sqlite_wal.grow(str(tmp_path / "none.db-wal"), 10, 2048) == 0
+    assert not (tmp_path / "none.db-wal").exists()
+    assert sqlite_wal.index_frames(str(tmp_path / "none.db")) is None
