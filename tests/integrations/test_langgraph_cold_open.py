@@ -231,3 +231,30 @@ def test_a_saver_that_only_reads_starts_no_loop_thread_until_it_writes(tmp_path:
         _chat(saver, thread, 1)
         assert loop_thread.is_alive()
     assert not loop_thread.is_alive()
+
+
+def test_opening_a_saver_on_an_existing_file_and_reading_starts_no_thread(
+    tmp_path: Path,
+) -> None:
+    """A new saver on a store file that is there (the goals benchmark's "cold"): its
+    SQLite backend checks the file's schema on the opening thread, and its writer
+    thread is started by the first write handed to it, not by the open (the opening
+    thread waited for the writer thread to start and do it). Opening, reading a thread
+    that is not there and the chat's latest checkpoint, and closing start no thread;
+    a write made later starts it, and the write is read back by the next saver."""
+    url = f"sqlite:///{tmp_path}/cold.db"
+    thread = new_thread()
+    with StatekeeperSaver.from_url(url) as saver:
+        _chat(saver, thread, 2)
+    before = {t.ident for t in threading.enumerate()}
+    with StatekeeperSaver.from_url(url) as saver:
+        assert saver.get_tuple(_latest(new_thread())) is None
+        found = saver.get_tuple(_latest(thread))
+        assert found is not None and len(found.checkpoint["channel_values"]["messages"]) == 4
+        assert {t.ident for t in threading.enumerate()} - before == set()
+    assert {t.ident for t in threading.enumerate()} - before == set()
+    with StatekeeperSaver.from_url(url) as saver:
+        _chat(saver, thread, 1)  # writes: the writer's connection opened at the start
+    with StatekeeperSaver.from_url(url) as saver:
+        found = saver.get_tuple(_latest(thread))
+        assert found is not None and len(found.checkpoint["channel_values"]["messages"]) == 6

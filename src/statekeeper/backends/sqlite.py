@@ -549,11 +549,15 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         # held while the writer connection is in use, by the writer thread or inline
         self._writer_busy = threading.Lock()
         # Create the schema synchronously so a failure (not a database, no permission)
-        # surfaces at construction.
+        # surfaces at construction: on the constructing thread, which waited for the
+        # writer thread to do it anyway. The writer thread is started by the first
+        # work handed to it (a write, a checkpoint): a store that only reads starts
+        # none (a new LangGraph saver's cold read: the thread's start was ~14 ms of
+        # wall time at open on a loaded machine, its pool ~0.3 M instructions).
         if readonly:
             return
         try:
-            self._writer_pool.submit(self._open_writer).result()
+            self._open_writer()
         except BaseException:
             self._writer_pool.shutdown(wait=False)
             self._commit_pool.shutdown(wait=False)
@@ -1973,7 +1977,10 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                     self._writer.close()
                     self._writer = None
 
-        self._writer_pool.submit(_close_writer).result()
+        if self._writer_pool._threads:  # after the work queued on the writer thread
+            self._writer_pool.submit(_close_writer).result()
+        else:  # nothing was ever handed to it: no thread started to close a connection
+            _close_writer()
         self._writer_pool.shutdown(wait=True)
         self._commit_pool.shutdown(wait=True)
 
