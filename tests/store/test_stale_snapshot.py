@@ -68,3 +68,24 @@ async def test_memory_leftover_snapshot_is_not_served() -> None:
 async def test_sqlite_leftover_snapshot_is_not_served(tmp_path: Path) -> None:
     await leftover_served(SQLiteBackend(str(tmp_path / "s.db")))
     await leftover_at_head(SQLiteBackend(str(tmp_path / "t.db")))
+
+
+async def test_compaction_never_keeps_a_leftover_as_its_base(tmp_path: Path) -> None:
+    """Retention compacts at a seq where a snapshot is stored: a leftover one there is
+    replaced by the stream's own state (once the events below are gone, the base is
+    the only state at its seq, and nothing could tell it apart any more)."""
+    from statekeeper.governance.retention import RetentionPolicy, apply_retention
+
+    backend = SQLiteBackend(str(tmp_path / "r.db"))
+    async with StateStore(backend, snapshot_every=1, cache_size=0) as store:
+        await store.save("a", {"who": "old", "n": 1})
+        await store.save("a", {"who": "old", "n": 2})
+        left = await _old_snapshot(store, "a", 2)
+        assert await store.delete("a")
+        for n in range(1, 6):
+            await store.save("a", {"who": "new", "n": n})
+        await backend.save_snapshot("a", left)
+        await apply_retention(store, RetentionPolicy.parse("* keep_last=3\n"))
+        assert (await store.load("a", at_seq=2)).data == {"who": "new", "n": 2}
+        assert (await store.load("a", at_seq=3)).data == {"who": "new", "n": 3}
+        assert (await store.verify()).ok
