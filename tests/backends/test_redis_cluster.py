@@ -200,7 +200,13 @@ async def test_a_governed_store_on_a_cluster_writes_each_entry_first(
             await backend.append_together([AppendRequest("x", 0, [_event(1, b"x")])])
         assert await backend.head("x") == 0
         calls: list[str] = []
-        for name in ("append", "save_snapshot", "delete_agent", "append_together"):
+        for name in (
+            "append",
+            "save_snapshot",
+            "delete_agent",
+            "delete_agent_at",
+            "append_together",
+        ):
             method = getattr(backend, name)
 
             async def call(*args: object, _m: object = method, _n: str = name) -> object:
@@ -219,7 +225,7 @@ async def test_a_governed_store_on_a_cluster_writes_each_entry_first(
             "log",
             "save_snapshot tenant/a",
             "log",
-            "delete_agent tenant/a",
+            "delete_agent_at tenant/a",  # (only at the head its entry names)
         ], calls
         report = await AuditLog(backend, keyring).verify()
         assert report.ok and not report.unapplied, (report.problems, report.unapplied)

@@ -24,6 +24,7 @@ from statekeeper.records import AppendRequest, AppendResult, RawEvent
 from statekeeper.store import StateStore
 from statekeeper.testing import BackendConformance, request
 
+from ..store.test_stale_snapshot import leftover_at_head, leftover_served
 from ._services import moto_endpoint, namespace, s3_credentials
 
 pytestmark = pytest.mark.slow  # every test goes through a moto S3 server over HTTP
@@ -197,6 +198,14 @@ async def test_store_on_s3(bucket: str, tmp_path: Path) -> None:
         assert (await store.load("a0")).data == {"i": 0, "step": 5}
         assert await store.count_agents() == 8
         assert (await store.verify()).ok
+
+
+async def test_a_deleted_streams_late_snapshot_is_never_served(bucket: str, tmp_path: Path) -> None:
+    """A snapshot object written after a delete listed the agent's objects (an append's
+    snapshot write follows its commit) survives the delete; once the agent is
+    re-created, loads at its seq fold the new stream's events instead of serving it."""
+    await leftover_served(make_s3(tmp_path))
+    await leftover_at_head(make_s3(tmp_path, "other"))
 
 
 async def test_readonly_never_creates_the_bucket(

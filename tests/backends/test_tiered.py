@@ -20,6 +20,7 @@ from statekeeper.records import AppendRequest, AppendResult, RawSnapshot
 from statekeeper.store import StateStore
 from statekeeper.testing import BackendConformance, request
 
+from ..store.test_stale_snapshot import leftover_at_head, leftover_served
 from ._services import (
     POSTGRES_DSN,
     REDIS_URL,
@@ -908,4 +909,22 @@ async def test_a_compacted_stream_is_demoted_and_rehydrated_as_it_is_stored(
             assert (await store.verify()).ok
     finally:
         if cold == "s3":
+            _drop_bucket(tmp_path)
+
+
+@pytest.mark.parametrize("cold_kind", ["memory", pytest.param("s3", marks=pytest.mark.slow)])
+async def test_a_deleted_streams_late_snapshot_is_never_served(
+    tmp_path: Path, cold_kind: str
+) -> None:
+    """A deleted agent's snapshot landing late (in the cold tier too: every agent is
+    demoted after each write here) is not served for the re-created agent."""
+    try:
+        for name in ("a", "b"):
+            cold = _tier(cold_kind, tmp_path, f"cold-{name}")
+            durable = SQLiteBackend(tmp_path / f"durable-{name}.db")
+            backend = _AlwaysCold(durable, hot=MemoryBackend(), cold=cold, idle_after=3600)
+            check = leftover_served if name == "a" else leftover_at_head
+            await check(backend)
+    finally:
+        if cold_kind == "s3":
             _drop_bucket(tmp_path)

@@ -109,7 +109,7 @@ CHILD = textwrap.dedent(
         )
         backend = store.backend
         for name in ("append", "append_batch", "append_together", "delete_agent",
-                     "save_snapshot"):
+                     "delete_agent_at", "save_snapshot"):
             setattr(backend, name, at_write(getattr(backend, name)))
         i = 0
         while True:

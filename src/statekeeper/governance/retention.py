@@ -63,6 +63,7 @@ from ..records import EventType, RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
 from ..store.conditional import delete_only_at
 from ..store.governed import entries_before_delete
+from ..store.incarnation import snapshot_in_stream
 from ..store.namespaced import NamespacedStateStore
 from .hooks import (
     Announced,
@@ -277,11 +278,13 @@ async def _full_snapshot_at(
     store: StateStore, agent_id: str, head: int, seq: int
 ) -> RawSnapshot | None:
     """The whole (not delta) snapshot to store at ``seq``, the new base; None when one
-    is stored there already."""
+    is stored there already (this stream's: a deleted stream's leftover is replaced)."""
     raw = await store.backend.latest_snapshot(agent_id, seq)
     if raw is not None and raw.seq == seq:
-        body, _ = store._reads.open_snapshot(agent_id, raw)
-        if "base" not in body:
+        body, opened = store._reads.open_snapshot(agent_id, raw)
+        if "base" not in body and await snapshot_in_stream(
+            store.backend, store.codec, agent_id, seq, opened.prev
+        ):
             return None
     record = await store._reads.fold(agent_id, head, seq)
     codec = store.codec

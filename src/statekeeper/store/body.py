@@ -221,3 +221,16 @@ def next_record(record: AgentRecord) -> AgentRecord:
         record.snapshot_bytes,
         record.shared,
     )
+
+
+def plain_data(text: bytes, body: dict[str, Any], begin: int = 0) -> bytes | None:
+    """The JSON bytes of a whole plain snapshot's data, sliced out of its body ``text``
+    (from ``begin``; None when they cannot be): a whole plain snapshot ends with its data
+    (the values before it are a state name and numbers, and a quote inside a JSON string
+    is always escaped, so the first ``,"data":`` is the key)."""
+    if next(reversed(body)) != "data":
+        return None
+    start = text.find(b',"data":', begin)
+    if start > begin and text.endswith(b"}"):
+        return text[start + 8 : -1]
+    return None

@@ -777,9 +777,9 @@ class GovernedStateStore(StateStore):
                 return existed
             erased = [seq, raws[-1].checksum.hex()]
             together = self._change_sink
-            if together is None:
-                break
             try:
+                if together is None:  # the entry first, then the delete at the head it names
+                    return await self._delete_ahead(agent_id, seq, erased, change)
                 await together.record_with_change(
                     StreamChange(agent_id, delete_at=seq), "delete", principal=gov.principal,
                     detail={"erased": erased}, preceding=_PRECEDING.get(),
@@ -791,17 +791,26 @@ class GovernedStateStore(StateStore):
                 continue
             change.recorded = True
             return True
-        else:
-            assert last is not None
-            raise RetriesExhausted(agent_id, _CHANGE_RETRIES, last)
+        assert last is not None
+        raise RetriesExhausted(agent_id, _CHANGE_RETRIES, last)
+
+    async def _delete_ahead(
+        self, agent_id: str, seq: int, erased: list[Any], change: _Pending
+    ) -> bool:
+        """The entry naming the head event ``erased`` (at ``seq``), then the delete only
+        at that head (:func:`conditional.delete_at`): an append landing in between makes
+        it a :class:`ConflictError` with nothing deleted and the entry voided (an
+        unconditional delete erased that append too, under an entry naming the head
+        before it)."""
         sink = self._ahead_sink
         assert sink is not None
         entry = await sink.record_ahead(
-            "delete", principal=gov.principal, agent_id=agent_id, ahead={"gone": erased}
-        )
+            "delete", principal=self._governance.principal, agent_id=agent_id,
+            ahead={"gone": erased},
+        )  # fmt: skip
         change.recorded = True
         try:
-            return await conditional.erase(self.backend, agent_id)
+            return await conditional.delete_at(self.backend, agent_id, seq)
         except BaseException as exc:
             await self._void(entry, "delete", agent_id, exc)
             raise

@@ -33,8 +33,9 @@ from ..errors import (
 )
 from ..records import Event, EventRow, RawEvent, RawSnapshot, Snapshot, event_rows
 from .autotune import AutoInterval
-from .body import SNAPSHOT_TYPE, snapshot_record, to_event
+from .body import SNAPSHOT_TYPE, plain_data, snapshot_record, to_event
 from .cache import LRUCache
+from .incarnation import check_in_stream
 from .state import HELD_AS_BYTES, AgentRecord, apply_payloads, document, unpack_document
 from .verification import _reason
 
@@ -47,19 +48,6 @@ PAGE = 1000
 
 _dumps = orjson.dumps
 _loads = orjson.loads
-
-
-def _plain_data(text: bytes, body: dict[str, Any], begin: int = 0) -> bytes | None:
-    """The JSON bytes of a whole plain snapshot's data, sliced out of its body ``text``
-    (from ``begin``; None when they cannot be): a whole plain snapshot ends with its data
-    (the values before it are a state name and numbers, and a quote inside a JSON string
-    is always escaped, so the first ``,"data":`` is the key)."""
-    if next(reversed(body)) != "data":
-        return None
-    start = text.find(b',"data":', begin)
-    if start > begin and text.endswith(b"}"):
-        return text[start + 8 : -1]
-    return None
 
 
 class ReadPath:
@@ -140,7 +128,7 @@ class ReadPath:
         record.rich = typed or "base" in body  # (a delta's base may be rich)
         if not record.rich and self.cache.max_size and opened.format == JSON:
             # (kept for a cache: a store without one hands the parsed data over)
-            record.blob = _plain_data(opened.body, body)
+            record.blob = plain_data(opened.body, body)
         return record
 
     def at_snapshot(
@@ -161,8 +149,9 @@ class ReadPath:
         ``decode_snapshot`` / ``fold_from`` (docs/benchmarks.md, "coldload2", "cold11b").
         Anything else — a delta snapshot, ``snapshot_every="auto"`` (its tuner learns
         from the fold), a record that does not verify or fold, a stream that ends before
-        its head, a head tag that does not match — answers None: the general fold then
-        does what it always did (an older snapshot, a full replay, or the typed error).
+        its head, a head tag that does not match (or none, and no events to check) —
+        answers None: the general fold then does what it always did (an older snapshot,
+        a full replay, or the typed error).
         """
         if self.tuner is not None:
             return None
@@ -179,8 +168,13 @@ class ReadPath:
             else:
                 body, prev, _, fmt, typed = viewed
                 text, begin = payload, 35
-            if type(body) is not dict or "base" in body or "data" not in body:
-                return None
+            if (
+                type(body) is not dict
+                or "base" in body
+                or "data" not in body
+                or not (events or tag)
+            ):
+                return None  # (neither events nor a head tag to bind it to this stream)
             record = snapshot_record(agent_id, snap, body, prev, body["data"])
             record.rich = typed
             if events:  # verified, and chained from the snapshot's link
@@ -188,7 +182,7 @@ class ReadPath:
                 if record.seq != head:
                     return None  # (the stream ends before its head: the fold says so)
             elif not typed and self.cache.max_size and fmt == JSON:
-                record.blob = _plain_data(text, body, begin)
+                record.blob = plain_data(text, body, begin)
             codec.check_head(agent_id, head, record.link, tag)
         except StatekeeperError:
             return None
@@ -256,6 +250,8 @@ class ReadPath:
                 return await self.fold_from(None, agent_id, head, target, tag, at_head, events)
             try:
                 record = await self.decode_snapshot(agent_id, snap)
+                if record.seq == target and (tag is None or not at_head):  # (nothing after)
+                    await check_in_stream(self.backend, self.codec, agent_id, record.link, target)
             except (IntegrityError, SerializationError) as exc:
                 # a damaged snapshot is only a cache of the fold: try an older one
                 _log.warning(
