@@ -68,6 +68,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from .._files import sync_directory
 from ..errors import (
     BackendError,
     ConfigurationError,
@@ -172,20 +173,6 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
 def _rw_uri(path: str) -> str:
     """A ``file:`` URI opening ``path`` read-write without creating it."""
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
-
-
-def _sync_dir(folder: str) -> None:
-    """Make a new directory entry durable (where the platform can)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _check_header(path: str) -> None:
@@ -659,7 +646,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             except OSError:  # no hard links here: a rename, unless someone was first
                 if not os.path.exists(self.path):
                     os.replace(tmp, self.path)
-            _sync_dir(os.path.dirname(os.path.abspath(self.path)))
+            sync_directory(Path(os.path.abspath(self.path)).parent)
         finally:
             for leftover in (tmp, tmp + "-wal", tmp + "-shm"):
                 with contextlib.suppress(FileNotFoundError):
