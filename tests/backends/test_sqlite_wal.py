@@ -5,6 +5,7 @@ the zeros (a frame counts only with the WAL header's salt and a matching checksu
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -51,8 +52,8 @@ async def test_a_full_store_grows_its_wal_ahead_and_never_past_it(tmp_path: Path
         assert sizes[15] == grown  # grown within the first 16 saves
         assert max(sizes) == grown, max(sizes)  # never extended past it
         # the checkpoints ran: the wal-index counts the frames since the last restart
-        frames = sqlite_wal.index_frames(str(db))
-        assert frames is not None and 0 < frames <= 1.25 * CHECKPOINT_PAGES, frames
+        frames = sqlite_wal.wal_frames(f"{db}-wal", _page_size(db))
+        assert 0 < frames <= 1.25 * CHECKPOINT_PAGES, frames
         for agent_id, messages in history.items():
             assert (await store.load(agent_id)).data["messages"] == messages
     finally:
@@ -104,8 +105,8 @@ def test_sqlite_reads_a_grown_wal_left_by_a_crash_to_its_last_commit(
     assert sqlite_wal.grow(f"{db}-wal", 300, 2048) == 0  # (large enough: untouched)
     for n in range(frames_first, frames_first + 60):
         conn.execute("INSERT INTO t VALUES (?, randomblob(900))", (n,))
-    frames = sqlite_wal.index_frames(str(db))
-    assert frames is not None and 60 <= frames < 300  # inside the grown file
+    frames = sqlite_wal.wal_frames(f"{db}-wal", 2048)
+    assert frames_first + 60 <= frames < 300  # inside the grown file, the zeros not counted
     assert _wal_size(db) == _grown_size_for(300, 2048)  # overwritten, not extended
     crash = tmp_path / "crash"
     crash.mkdir()
@@ -123,4 +124,68 @@ def _grown_size_for(frames: int, page_size: int) -> int:
 def test_grow_leaves_a_missing_wal_to_sqlite(tmp_path: Path) -> None:
     assert sqlite_wal.grow(str(tmp_path / "none.db-wal"), 10, 2048) == 0
     assert not (tmp_path / "none.db-wal").exists()
-    assert sqlite_wal.index_frames(str(tmp_path / "none.db")) is None
+    assert sqlite_wal.wal_frames(str(tmp_path / "none.db-wal"), 2048) == 0
+
+
+def _shm_locks(db: Path) -> set[tuple[str, str]]:
+    """This process's POSIX locks on ``db``'s ``-shm`` file: (mode, first byte)."""
+    inode = os.stat(f"{db}-shm").st_ino
+    held = set()
+    with open("/proc/locks", encoding="ascii") as fh:
+        for line in fh:
+            fields = line.split()
+            if fields[1] != "POSIX" or fields[4] != str(os.getpid()):
+                continue
+            if int(fields[5].rsplit(":", 1)[1]) == inode:
+                held.add((fields[3], fields[6]))
+    return held
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="reads Linux's /proc/locks")
+async def test_counting_the_wals_frames_keeps_sqlites_locks(tmp_path: Path) -> None:
+    """The store counts the WAL's frames when its writer opens and to calibrate its
+    checkpoints. SQLite keeps its locks on the ``-shm`` file, and closing any
+    descriptor of that file drops every POSIX lock the process holds on it: the one
+    that keeps another process from truncating ``-shm`` under this one's map (its
+    connections then die of SIGBUS) among them. After saves past the calibration,
+    the process still holds the lock SQLite took when it opened the file."""
+    db = tmp_path / "locks.db"
+    async with StateStore(f"sqlite:///{db}?synchronous=FULL", durability="sync") as store:
+        await store.save("a", {"n": 0})
+        opened = _shm_locks(db)
+        assert opened, "SQLite holds locks on -shm while the store is open"
+        for n in range(1, 120):  # past GROW_AT_PAGES and CALIBRATE_PAGES
+            await store.save("a", {"n": n, "pad": "x" * 600})
+        assert opened <= _shm_locks(db)
+        assert (await store.load("a")).data["n"] == 119
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="reads Linux's /proc/locks")
+def test_a_page_snapshot_keeps_the_processs_locks_on_the_wal_index(tmp_path: Path) -> None:
+    """A page backup reads the wal-index (``-shm``) while its readers hold their read
+    transactions; this process's other connections hold SQLite's locks on that file
+    too. Reading it must drop none of them (a close of any descriptor of the file
+    would): without its read lock a reader's pages can be checkpointed over by
+    another process, and without the open lock the file can be truncated under the
+    connection's map."""
+    from statekeeper.backends.sqlite_pages import open_snapshot
+
+    db = tmp_path / "pages.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE t(n INTEGER PRIMARY KEY, pad BLOB)")
+    for n in range(20):
+        conn.execute("INSERT INTO t VALUES (?, randomblob(500))", (n,))
+    conn.execute("BEGIN")
+    assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 20  # a read lock
+    held = _shm_locks(db)
+    assert held, "SQLite holds locks on -shm while the connection reads"
+    snapshot = open_snapshot(str(db), 5.0)
+    try:
+        assert snapshot is not None
+        assert held <= _shm_locks(db)
+    finally:
+        if snapshot is not None:
+            snapshot.close()
+        conn.execute("COMMIT")
+        conn.close()

@@ -869,18 +869,10 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             self._writer_pool.submit(self._locked, self._checkpoint)
 
     def _wal_frames(self) -> int:
-        """The frames written to the WAL since it last restarted: the wal-index's count
-        (one read of the ``-shm`` file); without one (never initialised, being updated),
-        the frames the WAL file has room for (0 without a WAL) — right as long as it
-        never grew larger before, which a WAL grown ahead (:meth:`_grow_wal`) did."""
-        frames = sqlite_wal.index_frames(self.path)
-        if frames is not None:
-            return frames
-        try:
-            size = os.stat(self.path + "-wal").st_size
-        except OSError:
-            return 0
-        return max(size - sqlite_wal.WAL_HEADER, 0) // (self._page_size + sqlite_wal.FRAME_HEADER)
+        """The frames written to the WAL since it last restarted, read off the WAL
+        file's frame headers (:func:`.sqlite_wal.wal_frames`: never the ``-shm``
+        file, whose close would drop SQLite's locks on it)."""
+        return sqlite_wal.wal_frames(self.path + "-wal", self._page_size)
 
     def _grow_wal(self) -> None:
         """Grow the WAL file ahead to :data:`GROW_FRAMES` frames with zeros, synced

@@ -41,6 +41,7 @@ import sys
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
+from . import sqlite_wal
 from .sqlite_export import COPIED_TABLES
 from .sqlite_files import connect_read_only
 
@@ -364,8 +365,8 @@ def open_snapshot(path: str, timeout: float) -> PageSnapshot | None:
             for reader in conns:
                 reader.execute("BEGIN")
                 reader.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot
-            with open(shm, "rb") as fh:
-                index = fh.read(_NBACKFILL + 4)
+            # (never an open/close of -shm: it would drop the readers' locks on it)
+            index = sqlite_wal.read_shm(path, _NBACKFILL + 4)
         finally:
             hold.execute("ROLLBACK")
         found = _wal_index(index, page_size)

@@ -30,20 +30,17 @@ of them (a POSIX lock is released by the close of *any* descriptor of its file).
 from __future__ import annotations
 
 import os
-import sys
 
-__all__ = ["FRAME_HEADER", "WAL_HEADER", "grow", "index_frames"]
+__all__ = ["FRAME_HEADER", "WAL_HEADER", "grow", "read_shm", "wal_frames"]
 
 #: bytes of the WAL's header and of each frame's header (SQLite's WAL file format)
 WAL_HEADER = 32
 FRAME_HEADER = 24
 
-#: the wal-index header (``-shm``): two copies of 48 bytes, ``mxFrame`` (the frames of
-#: the last commit) a native-order u32 at byte 16 and ``isInit`` at byte 12
-#: (https://www.sqlite.org/walformat.html, "The WAL-Index Header")
-_INDEX_HEADER = 48
-_MX_FRAME = 16
-_IS_INIT = 12
+#: where a frame header and the WAL header keep their salts (SQLite's WAL file format)
+_FRAME_SALT = 8
+_HEADER_SALT = 16
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
 
 _CHUNK = 1 << 16  # (a small buffer: no memory peak for a restore to see)
 
@@ -51,20 +48,47 @@ _CHUNK = 1 << 16  # (a small buffer: no memory peak for a restore to see)
 _datasync = getattr(os, "fdatasync", os.fsync)
 
 
-def index_frames(db_path: str) -> int | None:
-    """The frames of the WAL's last commit as the wal-index (``-shm``) holds them, or
-    None when it cannot be read or its two header copies differ (a writer is updating
-    it). One ``pread`` of the file SQLite maps into memory (the same page cache)."""
+def wal_frames(wal_path: str, page_size: int) -> int:
+    """The frames written to the WAL at ``wal_path`` since it last restarted: the
+    frames from its start that carry the WAL header's salt (SQLite stops reading at
+    the first frame that does not; frames past it are a previous restart's or a grown
+    file's zeros), found by a binary search on their headers — a dozen ``pread``s.
+    0 without a WAL or with no valid header (an empty WAL). An estimate's check: a
+    transaction being written counts as far as its frames reached.
+
+    It reads the WAL file, never the ``-shm`` file: SQLite keeps its POSIX locks on
+    ``-shm`` (and the database file), and the close of *any* descriptor of a file
+    releases every such lock the process holds on it — the wal-index's reader and
+    writer locks and the lock that keeps another process from truncating ``-shm``
+    under this one's map (SIGBUS). The WAL file carries none."""
     try:
-        with open(db_path + "-shm", "rb", buffering=0) as fh:
-            head = fh.read(2 * _INDEX_HEADER)
+        fd = os.open(wal_path, os.O_RDONLY)
     except OSError:
-        return None
-    if len(head) < 2 * _INDEX_HEADER or head[:_INDEX_HEADER] != head[_INDEX_HEADER:]:
-        return None
-    if not head[_IS_INIT]:
-        return None
-    return int.from_bytes(head[_MX_FRAME : _MX_FRAME + 4], sys.byteorder)
+        return 0
+    try:
+        header = os.pread(fd, WAL_HEADER, 0)
+        if len(header) < WAL_HEADER or int.from_bytes(header[:4], "big") not in _WAL_MAGIC:
+            return 0
+        salt = header[_HEADER_SALT : _HEADER_SALT + 8]
+        frame = page_size + FRAME_HEADER
+        size = os.fstat(fd).st_size
+
+        def current(n: int) -> bool:  # frame n (0-based) is of this restart
+            at = WAL_HEADER + n * frame + _FRAME_SALT
+            return os.pread(fd, 8, at) == salt
+
+        low, high = 0, max(size - WAL_HEADER, 0) // frame  # frames [0, low) are current
+        while low < high:
+            mid = (low + high) // 2
+            if current(mid):
+                low = mid + 1
+            else:
+                high = mid
+        return low
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
 
 
 def grow(wal_path: str, frames: int, page_size: int) -> int:
@@ -87,3 +111,43 @@ def grow(wal_path: str, frames: int, page_size: int) -> int:
             at += fh.write(zeros[: target - at]) or 0
         _datasync(fh.fileno())
         return target - size
+
+
+def read_shm(db_path: str, size: int) -> bytes:
+    """The first ``size`` bytes of ``db_path``'s ``-shm`` file (the wal-index), read
+    without closing a descriptor this process's SQLite connections rely on.
+
+    SQLite keeps its POSIX locks on ``-shm``: the readers' marks, the writer's lock,
+    and the lock that keeps another process from truncating the file under this one's
+    map. Closing *any* descriptor of the file drops all of them for the whole process
+    (POSIX), so a plain ``open``/``close`` here, while a connection of this process has
+    the file open, would let another process's checkpoint overwrite pages a read
+    transaction still needs, or truncate ``-shm`` (SIGBUS). Where this process holds
+    the file open (found through ``/proc/self/fd``, compared by device and inode), it
+    is read through that descriptor and nothing is closed; where it does not, no
+    connection of this process holds a lock on it, and opening and closing it is safe.
+    (Without ``/proc/self/fd`` — not Linux — the file is opened and closed.)"""
+    shm = db_path + "-shm"
+    try:
+        target = os.stat(shm)
+    except OSError:
+        return b""
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        fds = []
+    for name in fds:
+        try:
+            st = os.fstat(int(name))
+        except (OSError, ValueError):
+            continue
+        if st.st_ino == target.st_ino and st.st_dev == target.st_dev:
+            try:
+                return os.pread(int(name), size, 0)
+            except OSError:
+                continue
+    fd = os.open(shm, os.O_RDONLY)
+    try:
+        return os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
