@@ -129,7 +129,12 @@ def test_grow_leaves_a_missing_wal_to_sqlite(tmp_path: Path) -> None:
 
 def _shm_locks(db: Path) -> set[tuple[str, str]]:
     """This process's POSIX locks on ``db``'s ``-shm`` file: (mode, first byte)."""
-    inode = os.stat(f"{db}-shm").st_ino
+    return _locks(Path(f"{db}-shm"))
+
+
+def _locks(file: Path) -> set[tuple[str, str]]:
+    """This process's POSIX locks on ``file``: (mode, first byte)."""
+    inode = os.stat(file).st_ino
     held = set()
     with open("/proc/locks", encoding="ascii") as fh:
         for line in fh:
@@ -184,8 +189,31 @@ def test_a_page_snapshot_keeps_the_processs_locks_on_the_wal_index(tmp_path: Pat
     try:
         assert snapshot is not None
         assert held <= _shm_locks(db)
+        db_held = _locks(db)
+        assert db_held, "a connection with the WAL open holds a lock on the database file"
+        snapshot.close()
+        snapshot = None
+        assert db_held <= _locks(db)  # the snapshot's own descriptor was not closed
     finally:
         if snapshot is not None:
             snapshot.close()
         conn.execute("COMMIT")
         conn.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="reads Linux's /proc/locks")
+async def test_opening_a_second_store_on_a_file_keeps_the_firsts_locks(tmp_path: Path) -> None:
+    """Opening a store checks the file's header before SQLite touches it; another
+    connection of this process may have the file open, holding the shared lock that
+    tells a closing process's last connection not to checkpoint and delete the WAL.
+    Reading the header must not drop it (a close of any descriptor of the file would)."""
+    db = tmp_path / "two.db"
+    async with StateStore(f"sqlite:///{db}") as first:
+        await first.save("a", {"n": 1})
+        held = _locks(db)
+        assert held, "a connection with the WAL open holds a lock on the database file"
+        async with StateStore(f"sqlite:///{db}") as second:
+            assert (await second.load("a")).data == {"n": 1}
+            assert held <= _locks(db)
+        assert held <= _locks(db)
+        await first.save("a", {"n": 2})

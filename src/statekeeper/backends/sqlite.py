@@ -87,7 +87,7 @@ from ..records import (
     RawSnapshot,
     StreamChange,
 )
-from . import sqlite_feed, sqlite_wal
+from . import sqlite_fds, sqlite_feed, sqlite_wal
 from .base import (
     Capability,
     NextRow,
@@ -178,8 +178,8 @@ def _rw_uri(path: str) -> str:
 def _check_header(path: str) -> None:
     """Refuse an existing file that cannot be a store, before SQLite touches it."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(_HEADER))
+        # (not open/close: another store of this process may hold the file's locks)
+        head = sqlite_fds.read_head(path, len(_HEADER))
     except OSError as exc:
         raise BackendError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     if not head:

@@ -23,6 +23,7 @@ from typing import Literal
 from urllib.parse import quote
 
 from ..errors import NotAStore
+from . import sqlite_fds
 
 __all__ = [
     "APPLICATION_ID",
@@ -64,8 +65,8 @@ def connect_read_only(path: str | os.PathLike[str], timeout: float = 30.0) -> sq
 
 
 def _header(path: str) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(100)
+    # (not open/close: a connection of this process may hold the file's locks)
+    return sqlite_fds.read_head(path, 100)
 
 
 def inspect_sqlite_file(path: str | os.PathLike[str]) -> SqliteFile:

@@ -41,7 +41,7 @@ import sys
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
-from . import sqlite_wal
+from . import sqlite_fds, sqlite_wal
 from .sqlite_export import COPIED_TABLES
 from .sqlite_files import connect_read_only
 
@@ -90,7 +90,8 @@ class PageSnapshot:
         self.pages = pages
         #: page number -> offset in the WAL of its latest frame of the snapshot
         self.frames = frames
-        self._db = os.open(path, os.O_RDONLY)
+        # (given back, not closed, while other connections of this process hold it)
+        self._db = sqlite_fds.take(path)
         self._wal = os.open(path + "-wal", os.O_RDONLY) if frames else -1
         self._plan: bytearray | None = None
         self._unused: dict[int, int] = {}
@@ -109,7 +110,7 @@ class PageSnapshot:
             self.conn.close()
             self._stat.close()
         finally:
-            os.close(self._db)
+            sqlite_fds.release(self._db)
             if self._wal >= 0:
                 os.close(self._wal)
 

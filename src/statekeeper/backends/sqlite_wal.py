@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import os
 
+from . import sqlite_fds
+
 __all__ = ["FRAME_HEADER", "WAL_HEADER", "grow", "read_shm", "wal_frames"]
 
 #: bytes of the WAL's header and of each frame's header (SQLite's WAL file format)
@@ -115,39 +117,9 @@ def grow(wal_path: str, frames: int, page_size: int) -> int:
 
 def read_shm(db_path: str, size: int) -> bytes:
     """The first ``size`` bytes of ``db_path``'s ``-shm`` file (the wal-index), read
-    without closing a descriptor this process's SQLite connections rely on.
-
-    SQLite keeps its POSIX locks on ``-shm``: the readers' marks, the writer's lock,
-    and the lock that keeps another process from truncating the file under this one's
-    map. Closing *any* descriptor of the file drops all of them for the whole process
-    (POSIX), so a plain ``open``/``close`` here, while a connection of this process has
-    the file open, would let another process's checkpoint overwrite pages a read
-    transaction still needs, or truncate ``-shm`` (SIGBUS). Where this process holds
-    the file open (found through ``/proc/self/fd``, compared by device and inode), it
-    is read through that descriptor and nothing is closed; where it does not, no
-    connection of this process holds a lock on it, and opening and closing it is safe.
-    (Without ``/proc/self/fd`` — not Linux — the file is opened and closed.)"""
-    shm = db_path + "-shm"
+    without closing a descriptor SQLite's connections in this process rely on
+    (:func:`.sqlite_fds.read_head`: why); empty when there is no such file."""
     try:
-        target = os.stat(shm)
-    except OSError:
+        return sqlite_fds.read_head(db_path + "-shm", size)
+    except FileNotFoundError:
         return b""
-    try:
-        fds = os.listdir("/proc/self/fd")
-    except OSError:
-        fds = []
-    for name in fds:
-        try:
-            st = os.fstat(int(name))
-        except (OSError, ValueError):
-            continue
-        if st.st_ino == target.st_ino and st.st_dev == target.st_dev:
-            try:
-                return os.pread(int(name), size, 0)
-            except OSError:
-                continue
-    fd = os.open(shm, os.O_RDONLY)
-    try:
-        return os.pread(fd, size, 0)
-    finally:
-        os.close(fd)
