@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,20 +34,8 @@ from statekeeper.testing import BackendConformance, request, snapshot
 from ._services import (
     POSTGRES_DSN,
     ReusedPostgresSchema,
-    drop_schema,
-    namespace,
     private_postgres,
-    require_postgres,
 )
-
-
-@pytest.fixture
-def schema(tmp_path: Path) -> Iterator[str]:
-    require_postgres()
-    name = namespace(tmp_path)
-    drop_schema(name)
-    yield name
-    drop_schema(name)
 
 
 class TestPostgresConformance(ReusedPostgresSchema, BackendConformance):

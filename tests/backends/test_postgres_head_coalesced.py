@@ -10,8 +10,7 @@ before that next statement, as a statement of its own would.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -21,16 +20,7 @@ pytest.importorskip("psycopg")
 from statekeeper.backends.postgres import PostgresBackend
 from statekeeper.testing import request
 
-from ._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
-
-
-@pytest.fixture
-def schema(tmp_path: Path) -> Iterator[str]:
-    require_postgres()
-    name = namespace(tmp_path)
-    drop_schema(name)
-    yield name
-    drop_schema(name)
+from ._services import POSTGRES_DSN
 
 
 class Gate:

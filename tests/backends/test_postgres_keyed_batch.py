@@ -11,8 +11,6 @@ append while the batch waits for the head's row lock.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -25,16 +23,7 @@ from statekeeper.errors import ConflictError
 from statekeeper.records import AppendResult
 from statekeeper.testing import request
 
-from ._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
-
-
-@pytest.fixture
-def schema(tmp_path: Path) -> Iterator[str]:
-    require_postgres()
-    name = namespace(tmp_path)
-    drop_schema(name)
-    yield name
-    drop_schema(name)
+from ._services import POSTGRES_DSN
 
 
 async def test_a_keyed_batch_settles_each_request(schema: str) -> None:

@@ -5,7 +5,6 @@ every file is used by its backend — none is stale, none missing."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,6 @@ from statekeeper.backends.scripts import named_blocks, read_script, script_names
 from ._services import (
     POSTGRES_DSN,
     REDIS_URL,
-    drop_schema,
-    namespace,
-    require_postgres,
     require_redis,
 )
 
@@ -58,15 +54,6 @@ def test_every_script_file_is_used() -> None:
         )
     }
     assert lua == set(SCRIPTS) | included, "a Lua file that no script runs or includes"
-
-
-@pytest.fixture
-def schema(tmp_path: Path) -> Iterator[str]:
-    require_postgres()
-    name = namespace(tmp_path)
-    drop_schema(name)
-    yield name
-    drop_schema(name)
 
 
 def _numbered(statement: str) -> str:

@@ -36,7 +36,6 @@ from ._services import (
     POSTGRES_DSN,
     REDIS_URL,
     SilentServer,
-    drop_schema,
     free_port,
     host_port,
     namespace,
@@ -75,15 +74,6 @@ def silent() -> Iterator[SilentServer]:
         yield server
     finally:
         server.close()
-
-
-@pytest.fixture
-def schema(tmp_path: Path) -> Iterator[str]:
-    require_postgres()
-    name = namespace(tmp_path)
-    drop_schema(name)
-    yield name
-    drop_schema(name)
 
 
 def _pg_cases() -> list[tuple[str, str, str]]:
