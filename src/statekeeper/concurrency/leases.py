@@ -147,7 +147,7 @@ class Lease:
         if self._released:
             return False
         # marked before the first await, so that a concurrent release() sends nothing;
-        # unmarked when the request fails (see _unsent)
+        # unmarked when the request fails (see _release_failed)
         self._released = True
         manager = self.manager
         gov = manager.governance
@@ -166,7 +166,7 @@ class Lease:
                 await manager.audit("lease-lost", self)
                 return False
             except BaseException:
-                self._unsent()
+                self._release_failed()
                 raise
             return True
         entry = None
@@ -176,7 +176,7 @@ class Lease:
                 entry = await gov.ahead("lease-release", self.stored_id, detail)
             released = await manager.backend.release_lease(self.stored_id, self.holder, self.token)
         except BaseException as exc:
-            self._unsent()
+            self._release_failed()
             if entry is not None and gov is not None:
                 await gov.voided(entry, "lease-release", self.stored_id, exc)
             raise
@@ -188,7 +188,7 @@ class Lease:
             await manager.audit("lease-lost", self)
         return released
 
-    def _unsent(self) -> None:
+    def _release_failed(self) -> None:
         """A release whose request failed (the backend's error, a cancellation): not
         known to be released, so the lease stays held as far as this process knows —
         :attr:`released` False, usable for writes while its token is the newest, and
