@@ -185,6 +185,7 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
     "lease_get": ("agent-7",),
     "lease_renew": (5.0, "agent-7", "h", 1),
     "lease_release": ("agent-7", "h", 1),
+    "lease_release_again": ("agent-7", "h", 1),
     "rw_lock": ("agent-7",),
     "rw_tag": (b"t", "agent-7"),
     "head": ("agent-7",),

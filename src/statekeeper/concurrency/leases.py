@@ -137,10 +137,17 @@ class Lease:
 
     async def release(self) -> bool:
         """Stop the heartbeat and give the lease up (another worker may take it at
-        once). Returns False when it had already been taken over. Idempotent."""
+        once). Returns False when it had already been taken over. Idempotent.
+
+        When the request fails (its error is raised), the lease is left as it was,
+        not :attr:`released`: calling ``release()`` again tries again. The heartbeat
+        stays stopped (the lease runs out at its TTL unless released or renewed).
+        """
         await self.stop_heartbeat()
         if self._released:
             return False
+        # marked before the first await, so that a concurrent release() sends nothing;
+        # unmarked when the request fails (see _release_failed)
         self._released = True
         manager = self.manager
         gov = manager.governance
@@ -158,14 +165,18 @@ class Lease:
             except LeaseLost:  # it had been taken over: nothing released, nothing written
                 await manager.audit("lease-lost", self)
                 return False
+            except BaseException:
+                self._release_failed()
+                raise
             return True
         entry = None
-        if gov is not None:  # the entry first (see LeaseManager.acquire)
-            detail = {"holder": self.holder, "token": self.token}
-            entry = await gov.ahead("lease-release", self.stored_id, detail)
         try:
+            if gov is not None:  # the entry first (see LeaseManager.acquire)
+                detail = {"holder": self.holder, "token": self.token}
+                entry = await gov.ahead("lease-release", self.stored_id, detail)
             released = await manager.backend.release_lease(self.stored_id, self.holder, self.token)
         except BaseException as exc:
+            self._release_failed()
             if entry is not None and gov is not None:
                 await gov.voided(entry, "lease-release", self.stored_id, exc)
             raise
@@ -176,6 +187,15 @@ class Lease:
             await gov.voided(entry, "lease-release", self.stored_id, lost)
             await manager.audit("lease-lost", self)
         return released
+
+    def _release_failed(self) -> None:
+        """A release whose request failed (the backend's error, a cancellation): not
+        known to be released, so the lease stays held as far as this process knows —
+        :attr:`released` False, usable for writes while its token is the newest, and
+        ``release()`` sends the request again (was: marked released, and every later
+        ``release()`` answered False without asking: the lease ran out at its TTL
+        while the caller believed it given up)."""
+        self._released = False
 
     # -- heartbeat -------------------------------------------------------------------
 

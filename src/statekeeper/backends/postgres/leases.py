@@ -60,7 +60,21 @@ class Leases(PostgresPart):
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
         self._check_can_write()
         params = {"agent": agent_id, "holder": holder, "token": token}
-        return await self._lease_row("lease_release", params) is not None
+        first, again = self._sql["lease_release"], self._sql["lease_release_again"]
+        tries = 0
+
+        async def op() -> tuple[Any, ...] | None:
+            # a try after a failed one may follow a release that committed but whose
+            # reply was lost: it runs lease_release_again, which also answers the lease
+            # released with this token (else: "not the current lease", for its own release)
+            nonlocal tries
+            tries += 1
+            async with self._connection() as conn:
+                cur = await conn.execute(first if tries == 1 else again, params)
+                row: tuple[Any, ...] | None = await cur.fetchone()
+            return row
+
+        return await self._retrying("lease_release", op) is not None
 
     async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
         self._check_open()

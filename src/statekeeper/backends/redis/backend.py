@@ -1005,10 +1005,17 @@ class RedisBackend(Backend):
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
         self._check_can_write()
         key = self._lease_key(agent_id)
+        tries = 0
 
         async def op() -> Any:
+            # a try after a failed one may follow a release that was applied but whose
+            # reply was lost: it says so (``again``), and the script then answers 1 for
+            # the lease released with this token instead of "not the current lease"
+            nonlocal tries
+            tries += 1
+            again = "1" if tries > 1 else "0"
             return await self._write(
-                agent_id, self._release_script, [key], [holder.encode(), str(token)]
+                agent_id, self._release_script, [key], [holder.encode(), str(token), again]
             )
 
         return bool(await self._retrying("release_lease", op))

@@ -25,6 +25,13 @@ UPDATE {s}.sk_leases SET expires_at = extract(epoch FROM clock_timestamp()) + %(
 -- name: lease_release
 UPDATE {s}.sk_leases SET holder = NULL, expires_at = 0 WHERE agent_id = %(agent)s AND holder = %(holder)s AND token = %(token)s RETURNING token
 
+-- name: lease_release_again
+-- lease_release sent again after its reply was lost (the first try may have released
+-- it): a row back also for the lease nobody holds whose token is still the one given,
+-- released with that token (any grant since would have moved the token on). The
+-- SELECT sees the row as it was before the UPDATE, so one row at most comes back.
+WITH r AS (UPDATE {s}.sk_leases SET holder = NULL, expires_at = 0 WHERE agent_id = %(agent)s AND holder = %(holder)s AND token = %(token)s RETURNING token) SELECT token FROM r UNION ALL SELECT token FROM {s}.sk_leases WHERE agent_id = %(agent)s AND holder IS NULL AND token = %(token)s
+
 -- name: lease_get
 SELECT holder, token, expires_at FROM {s}.sk_leases WHERE agent_id = %(agent)s
 
