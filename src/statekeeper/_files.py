@@ -3,11 +3,15 @@ progress file. One implementation below every layer that writes one."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import secrets
+import shutil
+import sys
 from pathlib import Path
 
-__all__ = ["new_temporary", "sync_directory", "write_atomically"]
+__all__ = ["new_temporary", "place_unless_exists", "sync_directory", "write_atomically"]
 
 
 def new_temporary(target: Path, mode: int = 0o666) -> tuple[int, Path]:
@@ -59,3 +63,80 @@ def sync_directory(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+#: errno values of a rename-without-replacing this system or file system cannot do
+_UNSUPPORTED = frozenset(
+    code
+    for code in (
+        errno.EINVAL,
+        errno.ENOSYS,
+        getattr(errno, "ENOTSUP", None),
+        getattr(errno, "EOPNOTSUPP", None),
+    )
+    if code is not None
+)
+
+
+def _rename_no_replace(src: str, dst: str) -> bool | None:
+    """Rename ``src`` to ``dst`` only if ``dst`` does not exist, atomically (the kernel
+    checks and renames under the directory's lock): True if renamed, False if ``dst``
+    exists, None where neither Linux's ``renameat2(RENAME_NOREPLACE)`` nor macOS's
+    ``renamex_np(RENAME_EXCL)`` is available for this file system."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:  # pragma: no cover - no C library to ask (Windows)
+        return None
+    paths = (os.fsencode(src), os.fsencode(dst))
+    if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
+        at_fdcwd, rename_noreplace = -100, 1
+        result = libc.renameat2(at_fdcwd, paths[0], at_fdcwd, paths[1], rename_noreplace)
+    elif sys.platform == "darwin" and hasattr(libc, "renamex_np"):  # pragma: no cover
+        rename_excl = 0x4
+        result = libc.renamex_np(paths[0], paths[1], rename_excl)
+    else:  # pragma: no cover - another system
+        return None
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code == errno.EEXIST:
+        return False
+    if code in _UNSUPPORTED:
+        return None
+    raise OSError(code, os.strerror(code), dst)
+
+
+def place_unless_exists(src: str, dst: str) -> bool:
+    """Put the complete file ``src`` at ``dst`` unless a file is there: True if it was
+    placed, False if ``dst`` existed (then ``src`` is left as it was, to be removed).
+
+    Never a check followed by a replace: another process can create ``dst`` in between
+    and write to it, and the replace would drop its file with what was written. In
+    order: a hard link (``dst`` must not exist); where the file system has none (FAT,
+    exFAT, some network and FUSE file systems), a rename that refuses to replace; where
+    that is missing too, ``dst`` created exclusively (``O_EXCL``) and ``src``'s bytes
+    copied into it (a reader opening it meanwhile can see it incomplete: the only
+    way left that never replaces a file)."""
+    try:
+        os.link(src, dst)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        pass  # no hard links here
+    renamed = _rename_no_replace(src, dst)
+    if renamed is not None:
+        return renamed
+    try:
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    try:
+        with open(src, "rb") as source, os.fdopen(fd, "wb") as target:
+            shutil.copyfileobj(source, target)
+            target.flush()
+            os.fsync(target.fileno())
+    except BaseException:
+        os.unlink(dst)  # ours, incomplete: not a store anyone wrote to yet
+        raise
+    return True

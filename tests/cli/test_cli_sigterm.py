@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import IO, Any
 
@@ -14,7 +16,7 @@ import pytest
 
 from statekeeper.store import SyncStateStore
 
-from ._proc import run_in_process
+from ._proc import cli_env, run_in_process
 
 
 def test_sigterm_mid_export_leaves_no_temporary_file(
@@ -46,3 +48,55 @@ def test_sigterm_mid_export_leaves_no_temporary_file(
     assert code == 128 + signal.SIGTERM, err
     assert sorted(p.name for p in tmp_path.iterdir() if "agents" in p.name) == []
     assert signal.getsignal(signal.SIGTERM) is previous  # the command's handler is gone
+
+
+#: ``statekeeper`` with SIGTERM sent at the worst moment, once the first line is out:
+#: inside the event loop, just before it runs the callback that resumes a task whose
+#: future is done (a signal handler runs between any two bytecodes of the main
+#: thread; on a loaded machine it lands there now and then)
+SIGTERM_IN_THE_LOOP = """
+import os, signal, sys
+from asyncio import events
+
+printed = []
+write = sys.stdout.write
+
+def noted(text):
+    printed.append(text)
+    return write(text)
+
+sys.stdout.write = noted
+run = events.Handle._run
+sent = []
+
+def handle_run(self):
+    if printed and not sent and "task_wakeup" in repr(self._callback):
+        sent.append(True)
+        os.kill(os.getpid(), signal.SIGTERM)
+    return run(self)
+
+events.Handle._run = handle_run
+from statekeeper.cli.app import main
+main(sys.argv[1:])
+"""
+
+
+def test_sigterm_inside_the_event_loop_ends_tail_follow(url: str) -> None:
+    args = ["tail", "-f", "-n", "1", "beta", "--db", url, "--interval", "0.01"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SIGTERM_IN_THE_LOOP, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+    )
+    try:
+        # a bound on a hung process, not a timing: it ends on its own
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "#2  patch" in stdout
+    assert "Traceback" not in stderr

@@ -68,7 +68,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from .._files import sync_directory
+from .._files import place_unless_exists, sync_directory
 from ..errors import (
     BackendError,
     ConfigurationError,
@@ -639,13 +639,9 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                     conn.execute("COMMIT")
                 finally:
                     conn.close()  # the last connection: checkpoints and removes the WAL
-            try:
-                os.link(tmp, self.path)
-            except FileExistsError:
-                pass  # created meanwhile by someone else: open theirs
-            except OSError:  # no hard links here: a rename, unless someone was first
-                if not os.path.exists(self.path):
-                    os.replace(tmp, self.path)
+            # never a check and a replace: a file created meanwhile by someone else (who
+            # may have written to it already) is theirs, and this process opens it
+            place_unless_exists(tmp, self.path)
             sync_directory(Path(os.path.abspath(self.path)).parent)
         finally:
             for leftover in (tmp, tmp + "-wal", tmp + "-shm"):

@@ -24,6 +24,8 @@ from ._help import HelpGroup
 from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
+    from types import CodeType, FrameType
+
     from rich.console import Console
 
 #: the store used when neither --db nor $STATEKEEPER_URL is given (the library's
@@ -213,11 +215,73 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return _run_here(coro)
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sk-cli-run") as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+def _run_here(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coro)``, with a SIGTERM that never lands in the event loop's code.
+
+    :func:`_terminated_as_exit` raises ``SystemExit`` from a signal handler, which
+    runs between any two bytecodes of the main thread: inside the loop's own code
+    (asyncio's modules) it can drop a task's wake-up (a future done, the callback
+    that resumes its task popped and never run), and ``asyncio.run``'s clean-up then
+    waits forever for that task to finish its cancellation (``tail -f`` hung after a
+    SIGTERM on a loaded machine: the signal lands there more often). So while the
+    loop runs: landing in the command's own code (below this coroutine, no asyncio
+    frame between) the exit is raised there, as before (its ``finally`` blocks run);
+    landing anywhere else the command's task is cancelled, from the loop, and the
+    exit raised here once the loop is done."""
+    import asyncio
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) is not _exit_on_sigterm:
+        return asyncio.run(coro)
+    stopped: list[int] = []
+
+    async def guarded() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        mine = sys._getframe(0).f_code
+
+        def on_sigterm(signum: int, frame: FrameType | None) -> None:
+            stopped.append(signum)
+            if _in_own_code(frame, mine):
+                raise SystemExit(128 + signum)
+            loop.call_soon_threadsafe(task.cancel)
+
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+        try:
+            return await coro
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    try:
+        result = asyncio.run(guarded())
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        raise SystemExit(128 + stopped[0]) from None
+    if stopped:  # the command ended before its cancellation reached it
+        raise SystemExit(128 + stopped[0])
+    return result
+
+
+def _in_own_code(frame: FrameType | None, top: CodeType) -> bool:
+    """Whether ``frame`` runs below the coroutine whose code is ``top`` with no frame
+    of asyncio's (the loop, its futures and tasks, the selector) in between."""
+    while frame is not None:
+        if frame.f_code is top:
+            return True
+        module = str(frame.f_globals.get("__name__", ""))
+        if module == "selectors" or module.split(".")[0] == "asyncio":
+            return False
+        frame = frame.f_back
+    return False
 
 
 def _known_urls() -> list[str]:
@@ -274,6 +338,10 @@ def handled(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 @contextlib.contextmanager
 def _terminated_as_exit() -> Iterator[None]:
     """Within: SIGTERM (``timeout``, ``kill``, a service manager) ends the command as
@@ -286,11 +354,7 @@ def _terminated_as_exit() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield  # (signals reach the main thread only)
         return
-
-    def stop(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         yield
     finally:
