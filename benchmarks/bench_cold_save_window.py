@@ -6,7 +6,9 @@ on only around the measured agents (``callgrind_window.py``: every thread counte
 The file holds ``AGENTS`` agents of 3 saves each (``scaling_peer.docs``: a small task
 dict with 1, 2, 3 messages of ~200 characters), written by the real store beforehand
 (outside valgrind) and copied for each run. A child opens it (``synchronous=OFF``: no
-fsync plays a part; callgrind does not count the kernel anyway), makes one write to
+fsync plays a part; callgrind does not count the kernel anyway; ``witness=False``: the
+witness flushes its file once a second, so the length of a run under a loaded
+machine's valgrind decided how many flushes it counted — 284k to 397k a save), makes one write to
 another agent (a store's first write checks its file), warms up on ``WARM`` agents,
 then counts ``N`` agents, each either loaded (``load``) or loaded and saved
 (``cycle``). ``cycle - load`` is the instructions of the N saves::
@@ -43,7 +45,9 @@ async def build(path: Path) -> None:
     from statekeeper import StateStore
 
     steps = docs()
-    async with StateStore(f"sqlite:///{path}?synchronous=OFF", durability="sync") as store:
+    async with StateStore(
+        f"sqlite:///{path}?synchronous=OFF", durability="sync", witness=False
+    ) as store:
         for i in range(AGENTS):
             for doc in steps[:3]:
                 await store.save(agent(i), doc)
@@ -57,7 +61,9 @@ async def child(mode: str, n: int, path: Path, out: Path) -> None:
 
     window = ctypes.CDLL(str(helper(out)))
     nxt = docs()[3]
-    async with StateStore(f"sqlite:///{path}?synchronous=OFF", durability="sync") as store:
+    async with StateStore(
+        f"sqlite:///{path}?synchronous=OFF", durability="sync", witness=False
+    ) as store:
         await store.save("warm-up", {"n": 0})
         for i in range(WARM):
             await store.load(agent(i))

@@ -76,7 +76,13 @@ def kept_bytes(record: AgentRecord) -> dict[str, bytes] | None:
     if dumped is None and not record.rich:
         data = document(record)
         if type(data) is dict:
-            dumped = record.dumped = dump_keys(data)
+            dumped = dump_keys(data)
+            if dumped is not None:
+                # held as those bytes alone, as a save leaves a record (the flat save
+                # makes a save of several changes only on a record so held); its objects
+                # may not go to a caller as they are any more (``fresh``)
+                record.data, record.dumped, record.blob = HELD_AS_BYTES, dumped, None
+                record.fresh = False
     return dumped
 
 
