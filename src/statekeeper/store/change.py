@@ -79,10 +79,11 @@ def kept_bytes(record: AgentRecord) -> dict[str, bytes] | None:
             dumped = dump_keys(data)
             if dumped is not None:
                 # held as those bytes alone, as a save leaves a record (the flat save
-                # makes a save of several changes only on a record so held); its objects
-                # may not go to a caller as they are any more (``fresh``)
+                # makes a save of several changes only on a record so held): its objects
+                # no longer go to a caller as they are (``fresh``), nor share a caller's
+                # containers (``shared``)
                 record.data, record.dumped, record.blob = HELD_AS_BYTES, dumped, None
-                record.fresh = False
+                record.fresh = record.shared = False
     return dumped
 
 
