@@ -535,20 +535,14 @@ class ReadPath:
             record.fresh = False
             data = document(record)
         elif record.fresh and not typed:
-            # folded for this read and shared with nobody: its objects are the copy,
-            # and the record keeps the bytes (parsed again only if a write needs them):
-            # the packed bytes of its top-level values when it has no JSON bytes yet
-            # (change.kept_bytes: made of the objects the read verified, before they
-            # go to the caller), which the next save compares the new values with —
-            # else that save unpacks the JSON and diffs the whole document
+            # folded for this read and shared with nobody: its objects are the copy, the
+            # record keeps their bytes (packed by key for the next save: change.kept_bytes)
             record.fresh = False
             data = record.data
             if record.blob is None and record.dumped is None:
-                dumped = dump_keys(data) if type(data) is dict else None
-                if dumped is None:
+                record.dumped = dump_keys(data) if type(data) is dict else None
+                if record.dumped is None:
                     record.blob = _dumps(data)
-                else:
-                    record.dumped = dumped
             record.data = HELD_AS_BYTES
         elif record.data is HELD_AS_BYTES and record.dumped is not None:
             data = unpack_document(record.dumped)  # fresh objects: the copy itself
