@@ -43,7 +43,7 @@ SAVES: list[tuple[dict[str, Any], bool]] = [
     ({"messages": history(23), "step": 7}, False),  # a key removed
     ({"messages": history(24), "step": 7}, True),
     ({"messages": history(26), "step": (1, 2)}, False),  # a tuple: not plain JSON
-    ({"messages": history(27), "step": 9}, False),  # (no bytes kept of the state above)
+    ({"messages": history(27), "step": 9}, True),  # (the bytes of the state above made now)
     ({"messages": history(28), "step": 10}, True),
     ({"messages": [*history(28), {"$t": "x"}], "step": 10}, False),  # the codec's tag key
     ({"messages": [*history(28), {"$t": "x"}, "m"], "step": 10}, False),  # (held as typed)

@@ -404,6 +404,13 @@ _BUSY: Any = object()
 _PATCH = EventType.PATCH
 #: what a lone append binds its blobs as (see ``SQLiteBackend._append_row``)
 _bind = bytearray
+
+
+def _bind_tag(tag: bytes | None) -> bytearray | None:
+    """A head tag bound as :data:`_bind` binds it (None: none, SQL NULL)."""
+    return None if tag is None else _bind(tag)
+
+
 #: the clock of PASS_EVERY (asyncio's ``loop.time()``, without its method call)
 _monotonic = time.monotonic
 
@@ -936,9 +943,15 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     def _append_one(self, conn: _Executes, request: AppendRequest) -> AppendResult:
         """One append inside the caller's immediate transaction. A refusal
         (:class:`ConflictError`, :class:`LeaseLost`) is raised before anything is
-        written; only a constraint (``sqlite3.IntegrityError``) can fire after."""
+        written; only a constraint (``sqlite3.IntegrityError``) can fire after.
+
+        Its BLOBs (head tags, payloads, checksums) are bound as ``bytearray``, as
+        :meth:`_append_row` binds them (why there): this is the append of a new
+        stream, of a save on a state read from storage, of a keyed or fenced write
+        and of a batch's several events. The stored values are the same BLOBs."""
         agent_id, key, expected = request.agent_id, request.idempotency_key, request.expected_seq
         fence = request.fence
+        tag = _bind_tag(request.head_tag)
         if key is not None:
             if fence is not None:
                 # the fence before the key: a stale writer learns it lost the lease
@@ -957,7 +970,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         if fence is None:
             if expected == 0:
                 claimed = conn.execute(
-                    _CREATE, (agent_id, last.seq, first.timestamp, last.timestamp, request.head_tag)
+                    _CREATE, (agent_id, last.seq, first.timestamp, last.timestamp, tag)
                 ).rowcount
             elif request.check_tag:
                 claimed = conn.execute(
@@ -965,15 +978,15 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                     (
                         last.seq,
                         last.timestamp,
-                        request.head_tag,
+                        tag,
                         agent_id,
                         expected,
-                        request.expected_tag,
+                        _bind_tag(request.expected_tag),
                     ),
                 ).rowcount
             else:
                 claimed = conn.execute(
-                    _CLAIM[False], (last.seq, last.timestamp, request.head_tag, agent_id, expected)
+                    _CLAIM[False], (last.seq, last.timestamp, tag, agent_id, expected)
                 ).rowcount
         elif expected == 0:
             claimed = conn.execute(
@@ -986,7 +999,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                     last.seq,
                     first.timestamp,
                     last.timestamp,
-                    request.head_tag,
+                    tag,
                     agent_id,
                     *fence,
                 ),
@@ -998,8 +1011,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 + _TAG_CHECK[request.check_tag]
                 + " AND EXISTS (SELECT 1 FROM sk_leases"
                 " WHERE agent_id = ? AND holder = ? AND token = ?)",
-                (last.seq, last.timestamp, request.head_tag, agent_id, expected)
-                + ((request.expected_tag,) if request.check_tag else ())
+                (last.seq, last.timestamp, tag, agent_id, expected)
+                + ((_bind_tag(request.expected_tag),) if request.check_tag else ())
                 + (agent_id, *fence),
             ).rowcount
         if claimed != 1:  # refused: find out why (the fence first), nothing was written
@@ -1013,12 +1026,22 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         if len(events) == 1:
             conn.execute(
                 insert,
-                (agent_id, first.seq, first.type, first.timestamp, first.payload, first.checksum),
+                (
+                    agent_id,
+                    first.seq,
+                    first.type,
+                    first.timestamp,
+                    _bind(first.payload),
+                    _bind(first.checksum),
+                ),
             )
         else:
             conn.executemany(
                 insert,
-                [(agent_id, e.seq, e.type, e.timestamp, e.payload, e.checksum) for e in events],
+                [
+                    (agent_id, e.seq, e.type, e.timestamp, _bind(e.payload), _bind(e.checksum))
+                    for e in events
+                ],
             )
         if key is not None:
             conn.execute(
@@ -1083,10 +1106,11 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
 
     @staticmethod
     def _put_snapshot(conn: _Executes, agent_id: str, snap: RawSnapshot) -> None:
+        """Store ``snap`` (its BLOBs bound as ``bytearray``: see :meth:`_append_row`)."""
         conn.execute(
             "INSERT OR REPLACE INTO sk_snapshots(agent_id, seq, ts, payload, checksum)"
             " VALUES (?, ?, ?, ?, ?)",
-            (agent_id, snap.seq, snap.timestamp, snap.payload, snap.checksum),
+            (agent_id, snap.seq, snap.timestamp, _bind(snap.payload), _bind(snap.checksum)),
         )
 
     def _append_batch_sync(self, requests: Sequence[_Queued]) -> list[_Outcome]:

@@ -30,6 +30,7 @@ of them (a POSIX lock is released by the close of *any* descriptor of its file).
 from __future__ import annotations
 
 import os
+import sys
 
 from . import sqlite_fds
 
@@ -58,11 +59,19 @@ def wal_frames(wal_path: str, page_size: int) -> int:
     0 without a WAL or with no valid header (an empty WAL). An estimate's check: a
     transaction being written counts as far as its frames reached.
 
-    It reads the WAL file, never the ``-shm`` file: SQLite keeps its POSIX locks on
+    It opens the WAL file, never the ``-shm`` file: SQLite keeps its POSIX locks on
     ``-shm`` (and the database file), and the close of *any* descriptor of a file
     releases every such lock the process holds on it — the wal-index's reader and
     writer locks and the lock that keeps another process from truncating ``-shm``
-    under this one's map (SIGBUS). The WAL file carries none."""
+    under this one's map (SIGBUS). The WAL file carries none.
+
+    Frames of a transaction rolled back after SQLite spilled them to the WAL (a large
+    one), or of a writer that crashed, carry the current salt too, past the last
+    commit: the frames the salt counts are then capped by the wal-index's own count
+    (``mxFrame``, read by :func:`read_shm` — through a descriptor SQLite holds, never
+    closing one), when its header is whole and of this WAL (the same salts). Without
+    that cap, a rolled-back transaction of 150 frames counted as 150 frames written
+    long after the next commits had overwritten its first ones."""
     try:
         fd = os.open(wal_path, os.O_RDONLY)
     except OSError:
@@ -86,11 +95,35 @@ def wal_frames(wal_path: str, page_size: int) -> int:
                 low = mid + 1
             else:
                 high = mid
-        return low
     except OSError:
         return 0
     finally:
         os.close(fd)
+    committed = _index_frames(wal_path.removesuffix("-wal"), salt)
+    return low if committed is None else min(low, committed)
+
+
+#: the wal-index header (``-shm``): two copies of 48 bytes; in each, ``isInit`` at 12,
+#: ``mxFrame`` (the last valid frame, native byte order) at 16, the WAL's salts at 32
+_INDEX_HEADER = 48
+
+
+def _index_frames(db_path: str, salt: bytes) -> int | None:
+    """``mxFrame`` of ``db_path``'s wal-index when its header is whole (both copies
+    equal, initialised) and describes the WAL whose header carries ``salt``; else None."""
+    try:
+        index = read_shm(db_path, 2 * _INDEX_HEADER)
+    except OSError:
+        return None
+    head = index[:_INDEX_HEADER]
+    if (
+        len(index) < 2 * _INDEX_HEADER
+        or head != index[_INDEX_HEADER:]
+        or head[12] != 1
+        or head[32:40] != salt
+    ):
+        return None
+    return int.from_bytes(head[16:20], sys.byteorder)
 
 
 def grow(wal_path: str, frames: int, page_size: int) -> int:

@@ -17,20 +17,24 @@ serialized (each type with its own encoding: ``True``, ``1`` and ``1.0`` differ)
 document holding anything else — tuples, typed values (datetimes, UUIDs, enums…),
 integers beyond 64 bits — takes the plain diff. So the ops are exactly those
 :func:`statekeeper.patch.diff` returns for the same documents (tested on random
-histories); the bytes only replace its proofs. The first save after the cached state
-was folded from storage takes the plain diff too.
+histories); the bytes only replace its proofs. A state folded from storage has its
+bytes made when its load hands its objects to the caller (``ReadPath.public``), or at
+its first save (:func:`kept_bytes`), so that save is proven on bytes too.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import patch
-from .state import HELD_AS_BYTES, unpack_document
+from .state import HELD_AS_BYTES, document, unpack_document
 
-__all__ = ["UNKNOWN", "diff_by_key", "dump_keys", "plain"]
+if TYPE_CHECKING:
+    from .state import AgentRecord
+
+__all__ = ["UNKNOWN", "diff_by_key", "dump_keys", "kept_bytes", "plain"]
 
 Op = dict[str, Any]
 # One msgpack Packer (strict types) per thread, reused: ``msgpack.packb`` makes a Packer
@@ -58,6 +62,29 @@ def dump_keys(document: Mapping[str, Any]) -> dict[str, bytes] | None:
     except (TypeError, ValueError, OverflowError):  # (UnicodeEncodeError is a ValueError)
         packer.reset()  # a failed pack leaves its partial bytes in the buffer
         return None
+
+
+def kept_bytes(record: AgentRecord) -> dict[str, bytes] | None:
+    """``record.dumped``, made first of the record's own document when it has none
+    (a state folded from storage, or brought up to date with another writer's events):
+    the bytes of the state the record holds — objects parsed from the records its read
+    verified, or JSON bytes of them (``blob``), never handed to a caller — so the save
+    made on it is proven on bytes as any later save is, instead of by the plain diff
+    of the whole document. None, with nothing kept, when the document has typed values
+    (``rich``), is not a dict or holds a value that does not pack (:func:`dump_keys`)."""
+    dumped = record.dumped
+    if dumped is None and not record.rich:
+        data = document(record)
+        if type(data) is dict:
+            dumped = dump_keys(data)
+            if dumped is not None:
+                # held as those bytes alone, as a save leaves a record (the flat save
+                # makes a save of several changes only on a record so held): its objects
+                # no longer go to a caller as they are (``fresh``), nor share a caller's
+                # containers (``shared``)
+                record.data, record.dumped, record.blob = HELD_AS_BYTES, dumped, None
+                record.fresh = record.shared = False
+    return dumped
 
 
 def diff_by_key(

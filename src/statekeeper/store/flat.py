@@ -45,7 +45,7 @@ from ..backends.base import NextRow
 from ..errors import ConflictError
 from ..patch import escape
 from ..records import AppendResult, EventType
-from .change import _grew, _packer, _packers, plain
+from .change import _grew, _packer, _packers, kept_bytes, plain
 from .state import HELD_AS_BYTES, AgentRecord
 
 if TYPE_CHECKING:
@@ -104,9 +104,12 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             or agent_id in held  # another write of this agent: wait for it (save_fast)
             or not record.tag_known
             or record.rich
-            or (before_all := record.dumped) is None
             or (prev := record.link) is None
             or (deltas and record.full_data is None)
+            # (a state folded from storage: its bytes made now, see change.kept_bytes)
+            or (
+                (before_all := record.dumped) is None and (before_all := kept_bytes(record)) is None
+            )
         ):
             return None
         data = record.data

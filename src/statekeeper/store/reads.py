@@ -35,6 +35,7 @@ from ..records import Event, EventRow, RawEvent, RawSnapshot, Snapshot, event_ro
 from .autotune import AutoInterval
 from .body import SNAPSHOT_TYPE, plain_data, snapshot_record, to_event
 from .cache import LRUCache
+from .change import dump_keys
 from .incarnation import check_in_stream
 from .state import HELD_AS_BYTES, AgentRecord, apply_payloads, document, unpack_document
 from .verification import _reason
@@ -534,12 +535,15 @@ class ReadPath:
             record.fresh = False
             data = document(record)
         elif record.fresh and not typed:
-            # folded for this read and shared with nobody: its objects are the copy,
-            # and the record keeps the bytes (parsed again only if a write needs them)
+            # folded for this read and shared with nobody: its objects are the copy, the
+            # record keeps their bytes (packed by key for the next save: change.kept_bytes)
             record.fresh = False
-            if record.blob is None:
-                record.blob = _dumps(record.data)
-            data, record.data = record.data, HELD_AS_BYTES
+            data = record.data
+            if record.blob is None and record.dumped is None:
+                record.dumped = dump_keys(data) if type(data) is dict else None
+                if record.dumped is None:
+                    record.blob = _dumps(data)
+            record.data = HELD_AS_BYTES
         elif record.data is HELD_AS_BYTES and record.dumped is not None:
             data = unpack_document(record.dumped)  # fresh objects: the copy itself
         else:

@@ -50,7 +50,7 @@ from ..records import AppendRequest, AppendResult, EventType, Fence, RawEvent, R
 from ..security.highwater import HighWater
 from . import conditional, idempotency
 from .body import RESERVED, SNAPSHOT_TYPE, event_body, next_record
-from .change import diff_by_key, dump_keys, plain
+from .change import diff_by_key, dump_keys, kept_bytes, plain
 from .durability import Durability, GroupCommitter, WriteBehind
 from .flat import FlatSave, bind_flat
 from .locks import KeyedLock
@@ -448,9 +448,10 @@ class WritePipeline:
             record is None
             or not record.tag_known
             or record.rich
-            or record.dumped is None
             or record.link is None
             or (self.snapshots.full_every > 1 and record.full_data is None)
+            # (a state folded from storage: its bytes made now, see change.kept_bytes)
+            or (record.dumped is None and kept_bytes(record) is None)
         ):
             return None
         cached.move_to_end(agent_id)
