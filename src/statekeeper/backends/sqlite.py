@@ -887,8 +887,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         ~0.1 ms and a sleep on each of a new WAL's first ~175 sequential saves."""
         self._checkpoint_due = False
         conn = self._writer
-        if conn is None:
-            return
+        if conn is None or self._closed:
+            return  # (the last connection's close removes the WAL)
         growth = self._growth
         try:
             conn.execute("BEGIN IMMEDIATE")  # busy_timeout 0: never waits

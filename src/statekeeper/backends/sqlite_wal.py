@@ -182,7 +182,7 @@ class Growth:
     the commit that crossed the threshold (a race makes a step late or early, never
     unsafe: :func:`grow` only appends zeros past the file's end)."""
 
-    __slots__ = ("_commits_at", "_pages_at", "next_at", "steps")
+    __slots__ = ("_commits_at", "_frames_at", "_pages_at", "_step_pages", "next_at", "steps")
 
     def __init__(self, enabled: bool) -> None:
         #: estimated WAL pages at which the next step is due (inf: none is)
@@ -191,12 +191,15 @@ class Growth:
         self.steps = 0
         self._pages_at = 0.0  # estimated pages and commits at the last decision
         self._commits_at = 0
+        self._step_pages = 0.0  # estimated pages and frames written at the last step
+        self._frames_at = -1
 
     def due(self, pages: float, commits: int) -> bool:
         """Whether a step is due at ``pages`` estimated WAL pages written in
         ``commits`` commits (both since the writer opened). Not when the commits
         since the last decision average more than :data:`BIG_COMMIT_PAGES` pages
-        (asked again a step later: the commits may get smaller). When due, the next
+        (asked again a quarter step later: the commits may get smaller — a group's
+        first commit, say, creates all its agents at once). When due, the next
         threshold is left to :meth:`step` or :meth:`busy`."""
         if pages < self.next_at:
             return False
@@ -204,30 +207,39 @@ class Growth:
         big = window > 0 and (pages - self._pages_at) / window > BIG_COMMIT_PAGES
         self._pages_at, self._commits_at = pages, commits
         if big:
-            self.next_at = pages + GROW_STEP
+            self.next_at = pages + GROW_STEP // 4
             return False
         self.next_at = math.inf  # (pending: step() or busy() sets the next)
         return True
 
     def step(self, wal_path: str, page_size: int, pages: float) -> int:
-        """Grow the WAL file to the next multiple of :data:`GROW_STEP` frames at
-        least half a step past the frames written (:func:`wal_frames`), capped at
-        :data:`GROW_CAP`, and set the next threshold: when the estimated pages reach
-        the file's room less half a step. Returns the bytes added. The caller holds
-        the database's write lock (:func:`grow`); an ``OSError`` (no room on the
-        disk, say) is the caller's, and the growth then ends."""
+        """Grow the WAL file when fewer than half a step of frames are left past the
+        frames written (:func:`wal_frames`): to the next multiple of
+        :data:`GROW_STEP` frames at least half a step past them, capped at
+        :data:`GROW_CAP`; and set the next threshold, when the estimated pages will
+        have reached the file's room less half a step. Returns the bytes added. The
+        caller holds the database's write lock (:func:`grow`); an ``OSError`` (no room
+        on the disk, say) is the caller's, and the growth then ends."""
         self.next_at = math.inf
         frames = wal_frames(wal_path, page_size)
-        target = min(GROW_CAP, ((frames + GROW_STEP // 2) // GROW_STEP + 1) * GROW_STEP)
-        added = grow(wal_path, target, page_size) if target > frames else 0
-        if added:
-            self.steps += 1
         have = room(wal_path, page_size)
-        if have >= GROW_CAP or target <= frames:
+        # estimated pages a frame since the last step: the backend's estimate runs
+        # ~0.6x the frames before its first calibration and up to ~1.4x after it
+        # (a group's commits share pages); 1 at the first step (the margin covers it)
+        scale = 1.0
+        if 0 <= self._frames_at < frames and pages > self._step_pages:
+            scale = min(max((pages - self._step_pages) / (frames - self._frames_at), 0.25), 4.0)
+        self._step_pages, self._frames_at = pages, frames
+        added = 0
+        if have - frames < GROW_STEP // 2 and have < GROW_CAP:
+            target = min(GROW_CAP, ((frames + GROW_STEP // 2) // GROW_STEP + 1) * GROW_STEP)
+            added = grow(wal_path, target, page_size)
+            if added:
+                self.steps += 1
+                have = room(wal_path, page_size)
+        if have >= GROW_CAP:
             return added  # grown to the cap (or past it by the commits): done
-        # (before the backend's first calibration its estimate runs up to ~1.7x under
-        # the frames written: half a step of margin covers that for one step)
-        self.next_at = pages + max(have - frames - GROW_STEP // 2, RETRY_PAGES)
+        self.next_at = pages + max((have - frames - GROW_STEP // 2) * scale, RETRY_PAGES)
         return added
 
     def busy(self, pages: float) -> None:
