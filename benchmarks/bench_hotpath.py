@@ -11,9 +11,12 @@ of ~300 characters, the history growing by one message per save.
    ``synchronous=FULL`` and ``NORMAL``; each as % of the floor. CPU per save is
    ``time.process_time`` around each call (the whole process: statekeeper's SQLite
    writer thread included).
-2. Concurrency curve, 1/4/16/64 agents (FULL): statekeeper ``durability="group"`` with
-   ``asyncio.gather`` vs SqliteSaver sequential and shared by N threads (the better is
-   the peer) vs bare commits of N rows per transaction (the fsync-batching limit).
+2. Concurrency curve, 1/4/16/64 agents (FULL; ``--curve`` picks the counts):
+   statekeeper ``durability="group"`` with ``asyncio.gather`` vs SqliteSaver sequential
+   and shared by N threads (the better is the peer) vs bare commits of N rows per
+   transaction (the fsync-batching limit); and the bytes statekeeper's saves had
+   written to the disk (``write_bytes`` of ``/proc/self/io``, the whole process, its
+   SQLite threads included; Linux only).
 3. Cold load of the latest state (``cache_size=0``) with the head 0, 1, 50, 99 events
    past the last snapshot (``snapshot_every=100``) vs ``SqliteSaver.get_tuple`` on the
    same states, interleaved per load.
@@ -33,6 +36,10 @@ Run::
     .venv/bin/python benchmarks/bench_hotpath.py             # full
     .venv/bin/python benchmarks/bench_hotpath.py --profile   # stage breakdown + cProfile
     .venv/bin/python benchmarks/bench_hotpath.py --quick --postgres
+    .venv/bin/python benchmarks/bench_hotpath.py --only seq --sync FULL   # section 1 only
+    .venv/bin/python benchmarks/bench_hotpath.py --only curve --curve 1 16
+
+``--only`` runs some of sections 1-4 (``seq``, ``curve``, ``load``: 3, ``fresh``: 4).
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ from statekeeper.store.store import StateStore
 CHARS = 300  # characters per chat message
 ROW_BYTES = 500  # bare-commit row: about one statekeeper event adding a 300-char message
 CURVE = (1, 4, 16, 64)
+SECTIONS = ("seq", "curve", "load", "fresh")
 PAST_SNAPSHOT = (0, 1, 50, 99)
 SNAPSHOT_EVERY = 100  # explicit (the default policy, "bounded", is by replay cost)
 GOALS = {
@@ -244,14 +252,30 @@ def seq_table(res: dict[str, dict[str, Any]]) -> str:
 # ------------------------------------------------------------ 2. concurrency curve
 
 
+def write_bytes() -> int | None:
+    """Bytes this process (every thread) has caused to be written to the disk
+    (``write_bytes`` of ``/proc/self/io``); None where there is no such file."""
+    try:
+        with open("/proc/self/io", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("write_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 async def curve_round(tmp: Path, tag: str, wl: Workload, n: int, sk_first: bool) -> dict[str, Any]:
     agents = wl.agent_ids[:n]
     res: dict[str, Any] = {}
     saves = n * len(wl.sizes)
 
     async def sk() -> None:
+        before = write_bytes()
         got = await sk_write_group(sk_url(tmp / f"grp-sk-{tag}.db", "FULL"), wl, agents)
+        after = write_bytes()  # (the store closed: its last checkpoint included)
         got["cpu_us"] = 1e6 * got["cpu"] / saves
+        got["mb_written"] = None if before is None or after is None else (after - before) / 1e6
         res["sk"] = got
 
     def lg() -> None:
@@ -283,7 +307,9 @@ async def curve_round(tmp: Path, tag: str, wl: Workload, n: int, sk_first: bool)
 
 
 def curve_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    written = [r["sk"]["mb_written"] for r in rounds if r["sk"]["mb_written"] is not None]
     return {
+        "sk_mb_written": spread(written) if written else None,
         "sk": spread([r["sk"]["rate"] for r in rounds]),
         "sk_cpu_us": spread([r["sk"]["cpu_us"] for r in rounds]),
         "per_commit": median([r["sk"]["per_commit"] for r in rounds]),
@@ -305,6 +331,7 @@ def curve_table(res: dict[int, dict[str, Any]]) -> str:
                 fmt_spread(s["sk"]),
                 f"{s['per_commit']:.1f}",
                 fmt_spread(s["sk_cpu_us"]),
+                "-" if s["sk_mb_written"] is None else fmt_spread(s["sk_mb_written"], ".2f"),
                 f"{s['lg']['median']:,.0f} (seq {s['lg_seq']:,.0f}, {n} thr {s['lg_thr']:,.0f})",
                 fmt_spread(s["ratio"], ".2f", "x"),
                 fmt_spread(s["limit"]),
@@ -317,6 +344,7 @@ def curve_table(res: dict[int, dict[str, Any]]) -> str:
             "sk group saves/s",
             "saves/commit",
             "sk CPU us/save",
+            "sk MB written",
             "SqliteSaver best saves/s",
             "ratio",
             f"batching limit rows/s ({ROW_BYTES} B rows, N per commit)",
@@ -926,67 +954,78 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             return payload
 
         t_start = time.perf_counter()
+        only = set(args.only)
         # 1. sequential saves
-        wl = Workload(args.agents, 10, args.last, chars=CHARS)
-        seq: dict[str, Any] = {}
-        for sync in args.sync:
-            rounds = [
-                await seq_round(tmp, f"{sync}-{r}", sync, wl, first=r) for r in range(args.rounds)
-            ]
-            seq[sync] = seq_summary(rounds, len(wl.agent_ids))
-        print(
-            f"\n## 1. sequential durable save ({args.agents} agents x {len(wl.sizes)} saves, "
-            f"{wl.sizes[0]}->{wl.sizes[-1]} msgs of ~{CHARS} chars, per-op interleaved, "
-            f"{args.rounds} rounds)\n"
-        )
-        print(seq_table(seq))
-        for sync, x in seq.items():
+        if "seq" in only:
+            wl = Workload(args.agents, 10, args.last, chars=CHARS)
+            seq: dict[str, Any] = {}
+            for sync in args.sync:
+                rounds = [
+                    await seq_round(tmp, f"{sync}-{r}", sync, wl, first=r)
+                    for r in range(args.rounds)
+                ]
+                seq[sync] = seq_summary(rounds, len(wl.agent_ids))
             print(
-                f"{sync}, without each round's first save of each agent: p99 "
-                f"{x['sk']['p99_steady_ms']:.3f} ms (SqliteSaver.put "
-                f"{x['lg']['p99_steady_ms']:.3f}), ratio sk / SqliteSaver "
-                f"{fmt_spread(x['ratio_sk_lg_steady'], '.2f', 'x')}"
+                f"\n## 1. sequential durable save ({args.agents} agents x {len(wl.sizes)} saves, "
+                f"{wl.sizes[0]}->{wl.sizes[-1]} msgs of ~{CHARS} chars, per-op interleaved, "
+                f"{args.rounds} rounds)\n"
             )
-        payload["sequential"] = {s: {k: v for k, v in x.items()} for s, x in seq.items()}
-        print(f"({time.perf_counter() - t_start:.0f} s)")
+            print(seq_table(seq))
+            for sync, x in seq.items():
+                print(
+                    f"{sync}, without each round's first save of each agent: p99 "
+                    f"{x['sk']['p99_steady_ms']:.3f} ms (SqliteSaver.put "
+                    f"{x['lg']['p99_steady_ms']:.3f}), ratio sk / SqliteSaver "
+                    f"{fmt_spread(x['ratio_sk_lg_steady'], '.2f', 'x')}"
+                )
+            payload["sequential"] = {s: {k: v for k, v in x.items()} for s, x in seq.items()}
+            print(f"({time.perf_counter() - t_start:.0f} s)")
 
         # 2. concurrency curve
-        cwl = Workload(max(CURVE), 10, args.curve_last, chars=CHARS)
-        curve: dict[int, Any] = {}
-        for n in CURVE:
-            rounds = [
-                await curve_round(tmp, f"{n}-{r}", cwl, n, sk_first=r % 2 == 0)
+        if "curve" in only:
+            cwl = Workload(max(args.curve), 10, args.curve_last, chars=CHARS)
+            curve: dict[int, Any] = {}
+            for n in args.curve:
+                rounds = [
+                    await curve_round(tmp, f"{n}-{r}", cwl, n, sk_first=r % 2 == 0)
+                    for r in range(args.rounds)
+                ]
+                curve[n] = curve_summary(rounds)
+            print(
+                f"\n## 2. concurrent agents, synchronous=FULL ({len(cwl.sizes)} saves per agent, "
+                f"{args.rounds} rounds)\n"
+            )
+            print(curve_table(curve))
+            payload["curve"] = {str(n): v for n, v in curve.items()}
+            print(f"({time.perf_counter() - t_start:.0f} s)")
+
+        if only & {"load", "fresh"}:
+            url, lg_path, sizes = await build_loads(tmp)
+        # 3. cold loads
+        if "load" in only:
+            lrounds = [
+                await load_round(url, lg_path, args.loads, sk_first=r % 2 == 0)
                 for r in range(args.rounds)
             ]
-            curve[n] = curve_summary(rounds)
-        print(
-            f"\n## 2. concurrent agents, synchronous=FULL ({len(cwl.sizes)} saves per agent, "
-            f"{args.rounds} rounds)\n"
-        )
-        print(curve_table(curve))
-        payload["curve"] = {str(n): v for n, v in curve.items()}
-        print(f"({time.perf_counter() - t_start:.0f} s)")
-
-        # 3. cold loads
-        url, lg_path, sizes = await build_loads(tmp)
-        lrounds = [
-            await load_round(url, lg_path, args.loads, sk_first=r % 2 == 0)
-            for r in range(args.rounds)
-        ]
-        loads = load_summary(lrounds)
-        print(
-            f"\n## 3. cold load of the latest state ({args.loads} loads x {args.rounds} rounds)\n"
-        )
-        print(load_table(loads, sizes))
-        payload["cold_load"] = loads
-        payload["cold_load_msgs"] = sizes
+            loads = load_summary(lrounds)
+            print(
+                f"\n## 3. cold load of the latest state ({args.loads} loads x "
+                f"{args.rounds} rounds)\n"
+            )
+            print(load_table(loads, sizes))
+            payload["cold_load"] = loads
+            payload["cold_load_msgs"] = sizes
 
         # 4. fresh process
-        fresh = fresh_process(url, lg_path, "k50", args.trials)
-        print("\n## 4. fresh process: import + open + first load (agent 50 events past snapshot)\n")
-        print(fresh_table(fresh))
-        payload["fresh"] = fresh
-        print(f"({time.perf_counter() - t_start:.0f} s)")
+        if "fresh" in only:
+            fresh = fresh_process(url, lg_path, "k50", args.trials)
+            print(
+                "\n## 4. fresh process: import + open + first load "
+                "(agent 50 events past snapshot)\n"
+            )
+            print(fresh_table(fresh))
+            payload["fresh"] = fresh
+            print(f"({time.perf_counter() - t_start:.0f} s)")
 
     # 5. PostgreSQL
     if args.postgres:
@@ -1018,6 +1057,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--profile-loads", type=int, default=500)
     parser.add_argument("--top", type=int, default=25, help="functions per cProfile table")
     parser.add_argument("--postgres", action="store_true", help="also run bench_postgres")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=list(SECTIONS),
+        choices=SECTIONS,
+        help="the sections to run (seq: 1, curve: 2, load: 3, fresh: 4; default all)",
+    )
+    parser.add_argument(
+        "--curve",
+        nargs="+",
+        type=int,
+        default=list(CURVE),
+        metavar="AGENTS",
+        help=f"agent counts of section 2 (default {' '.join(map(str, CURVE))})",
+    )
     parser.add_argument(
         "--dsn", default="postgresql://postgres@127.0.0.1:5432/test", help="for --postgres"
     )

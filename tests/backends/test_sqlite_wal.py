@@ -1,19 +1,27 @@
-"""The WAL file grown ahead (issue 11, full11): a store at ``synchronous=FULL`` grows
-its WAL file with zeros after its first commit, so that the commits before the WAL's
-first restart overwrite bytes the file holds instead of extending it; SQLite ignores
-the zeros (a frame counts only with the WAL header's salt and a matching checksum)."""
+"""The WAL file grown ahead (issue 11, full11, group11): a store at
+``synchronous=FULL`` grows its WAL file with zeros, a step of ``GROW_STEP`` frames
+ahead of the frames written at a time, so that the commits before the WAL's first
+restart overwrite bytes the file holds instead of extending it; SQLite ignores the
+zeros (a frame counts only with the WAL header's salt and a matching checksum)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from statekeeper.backends import sqlite_wal
-from statekeeper.backends.sqlite import CHECKPOINT_PAGES, GROW_FRAMES
+from statekeeper.backends.sqlite import CHECKPOINT_PAGES, SQLiteBackend
+from statekeeper.backends.sqlite_wal import GROW_CAP, GROW_STEP
 from statekeeper.store import StateStore
 
 
@@ -22,8 +30,8 @@ def _wal_size(db: Path) -> int:
     return wal.stat().st_size if wal.exists() else 0
 
 
-def _grown_size(page_size: int) -> int:
-    return sqlite_wal.WAL_HEADER + GROW_FRAMES * (page_size + sqlite_wal.FRAME_HEADER)
+def _grown_size(page_size: int, frames: int = GROW_CAP) -> int:
+    return sqlite_wal.WAL_HEADER + frames * (page_size + sqlite_wal.FRAME_HEADER)
 
 
 def _page_size(db: Path) -> int:
@@ -31,13 +39,22 @@ def _page_size(db: Path) -> int:
         return int(conn.execute("PRAGMA page_size").fetchone()[0])
 
 
-async def test_a_full_store_grows_its_wal_ahead_and_never_past_it(tmp_path: Path) -> None:
-    """Within the first saves the WAL file is grown to GROW_FRAMES frames (after
-    GROW_AT_PAGES estimated pages, on the writer thread; the next save queues behind
-    it), and 480 lone chat saves (~2,700 frames,
-    past the estimate's check against the wal-index and two checkpoints) never extend
-    it: the first checkpoint still comes at ~CHECKPOINT_PAGES frames written, counted
-    by the wal-index, not by the (grown) file's size."""
+def _step_sizes(page_size: int) -> set[int]:
+    """The WAL file's sizes a step of the growth leaves: a multiple of GROW_STEP
+    frames, or the cap."""
+    steps = [GROW_STEP * k for k in range(1, GROW_CAP // GROW_STEP + 1)] + [GROW_CAP]
+    return {_grown_size(page_size, frames) for frames in steps}
+
+
+async def test_a_full_store_grows_its_wal_ahead_in_steps_and_never_past_them(
+    tmp_path: Path,
+) -> None:
+    """Within the first 16 saves the WAL file is grown one step (after GROW_AT_PAGES
+    estimated pages, on the writer thread; the next save queues behind it), not to
+    the cap at once; 480 lone chat saves (~2,700 frames, past the estimate's check
+    against the WAL's frames and two checkpoints) see it grow step by step, and no
+    commit ever extends it past a step: the first checkpoint still comes at
+    ~CHECKPOINT_PAGES frames written, counted off the frames, not the file's size."""
     db = tmp_path / "grown.db"
     store = StateStore(f"sqlite:///{db}?synchronous=FULL", durability="sync")
     try:
@@ -48,11 +65,14 @@ async def test_a_full_store_grows_its_wal_ahead_and_never_past_it(tmp_path: Path
                 messages.append(f"{agent_id} says {step}: " + "x" * 280)
                 await store.save(agent_id, {"messages": list(messages)})
                 sizes.append(_wal_size(db))
-        grown = _grown_size(_page_size(db))
-        assert sizes[15] == grown  # grown within the first 16 saves
-        assert max(sizes) == grown, max(sizes)  # never extended past it
-        # the checkpoints ran: the wal-index counts the frames since the last restart
-        frames = sqlite_wal.wal_frames(f"{db}-wal", _page_size(db))
+        page_size = _page_size(db)
+        steps = _step_sizes(page_size)
+        assert _grown_size(page_size, GROW_STEP) <= sizes[15] < _grown_size(page_size)
+        assert set(sizes[15:]) <= steps, sorted(set(sizes[15:]) - steps)  # never extended
+        assert len(set(sizes[15:])) >= 3, sorted(set(sizes))  # step by step
+        assert sizes[15:] == sorted(sizes[15:])
+        # the checkpoints ran: the WAL's frames since the last restart
+        frames = sqlite_wal.wal_frames(f"{db}-wal", page_size)
         assert 0 < frames <= 1.25 * CHECKPOINT_PAGES, frames
         for agent_id, messages in history.items():
             assert (await store.load(agent_id)).data["messages"] == messages
@@ -61,6 +81,122 @@ async def test_a_full_store_grows_its_wal_ahead_and_never_past_it(tmp_path: Path
     async with StateStore(f"sqlite:///{db}") as again:
         assert (await again.verify()).ok
         assert (await again.load("agent-3")).data["messages"] == history["agent-3"]
+
+
+async def test_big_commits_are_not_grown_for(tmp_path: Path) -> None:
+    """Commits of ~100 pages each (a state of ~200 KB that changes whole) extend the
+    WAL by ~200 KB each, enough to spread the file system's journal commit over: the
+    WAL file is not grown ahead of them with zeros that would double the bytes
+    written. Its size stays that of the frames written."""
+    db = tmp_path / "big.db"
+    async with StateStore(f"sqlite:///{db}?synchronous=FULL", durability="sync") as store:
+        for n in range(6):
+            await store.save("a", {"n": n, "blob": os.urandom(100_000).hex()})
+        page_size = _page_size(db)
+        frames = sqlite_wal.wal_frames(f"{db}-wal", page_size)
+        assert frames >= 6 * 48, frames  # (the commits were big)
+        assert _wal_size(db) == _grown_size(page_size, frames)
+        assert (await store.load("a")).data["n"] == 5
+
+
+async def test_a_step_that_finds_the_write_lock_held_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step takes the file's write lock without waiting (it would hold up the
+    saves queued behind it): when another connection holds it, the step is made a
+    few saves later instead of never."""
+    db = tmp_path / "held.db"
+    grow_wal = SQLiteBackend._grow_wal
+    attempts: list[int] = []
+
+    def held_once(self: SQLiteBackend) -> None:
+        attempts.append(_wal_size(db))
+        if len(attempts) > 1:
+            return grow_wal(self)
+        other = sqlite3.connect(db, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another connection holds the write lock
+            grow_wal(self)
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+
+    monkeypatch.setattr(SQLiteBackend, "_grow_wal", held_once)
+    async with StateStore(f"sqlite:///{db}?synchronous=FULL", durability="sync") as store:
+        for n in range(40):
+            await store.save("a", {"n": n, "pad": "x" * 300})
+        page_size = _page_size(db)
+        assert len(attempts) >= 2, attempts
+        assert attempts[0] < _grown_size(page_size, GROW_STEP)  # the first found it held
+        assert _wal_size(db) in _step_sizes(page_size)  # a later one grew it
+        assert (await store.load("a")).data["n"] == 39
+
+
+_CHILD = Path(__file__).with_name("_wal_crash_child.py")
+
+
+def _saves_until_killed(db: Path, grown_frames: int) -> tuple[list[dict[str, Any]], int]:
+    """Run :data:`_CHILD` saving to ``db`` at ``synchronous=FULL``; SIGKILL it a few
+    acknowledged saves after its WAL file reached ``grown_frames`` frames of room.
+    Returns its acknowledgements and the WAL's size when it was killed."""
+    proc = subprocess.Popen(
+        [sys.executable, str(_CHILD), str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    acks: list[dict[str, Any]] = []
+    killed_at: list[int] = []
+    grown = _grown_size(2048, grown_frames)
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        past = 0
+        for line in proc.stdout:
+            if not line.endswith(b"\n"):
+                break  # (a torn last line is no acknowledgement)
+            acks.append(json.loads(line))
+            if _wal_size(db) >= grown:
+                past += 1
+            if past == 5 and not killed_at:
+                proc.send_signal(signal.SIGKILL)  # (the child is mid-save, most likely)
+                killed_at.append(_wal_size(db))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        reader.join(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    assert killed_at, f"the WAL never reached {grown_frames} frames:\n{stderr}"
+    assert proc.returncode == -signal.SIGKILL, stderr
+    return acks, killed_at[0]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
+@pytest.mark.timeout(180)
+async def test_a_process_killed_after_its_wal_grew_in_steps_loses_no_acknowledged_save(
+    tmp_path: Path,
+) -> None:
+    """A writer SIGKILLed a few saves after its WAL's second step (the file mostly
+    zeros past its last frame, grown in steps, not to the cap): SQLite's recovery of
+    that WAL loses no acknowledged save, the file reopens clean, and a second
+    process's WAL, grown on the same file, is recovered as well."""
+    db = tmp_path / "killed.db"
+    acked: list[dict[str, Any]] = []
+    for _ in range(2):
+        new, size = _saves_until_killed(db, 2 * GROW_STEP)
+        assert size in _step_sizes(2048) and size < _grown_size(2048), size
+        acked.extend(new)
+        with sqlite3.connect(db) as conn:  # (SQLite recovers the WAL on this open)
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        async with StateStore(f"sqlite:///{db}") as store:
+            assert (await store.verify()).ok
+            head = await store.load("a")
+            assert head.data["n"] >= acked[-1]["n"], (head.data["n"], acked[-1])
+            for ack in acked[-20:]:
+                state = await store.load("a", at_seq=ack["seq"])
+                assert state.data["n"] == ack["n"], ack
 
 
 @pytest.mark.parametrize("sync", ["NORMAL", "OFF"])
@@ -72,7 +208,9 @@ async def test_a_store_without_a_sync_per_commit_leaves_its_wal_to_sqlite(
     async with StateStore(f"sqlite:///{db}?synchronous={sync}", durability="sync") as store:
         for n in range(40):  # past GROW_AT_PAGES estimated pages
             await store.save("a", {"n": n, "pad": "x" * 300})
-        assert 0 < _wal_size(db) < _grown_size(_page_size(db)) // 4
+        page_size = _page_size(db)
+        frames = sqlite_wal.wal_frames(f"{db}-wal", page_size)
+        assert 0 < _wal_size(db) == _grown_size(page_size, frames)  # the frames only
 
 
 def _rows(db: Path) -> list[int]:

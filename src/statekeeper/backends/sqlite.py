@@ -213,15 +213,6 @@ CHECKPOINT_PAGES = 1000
 #: size, once (see SQLiteBackend._calibrate)
 CALIBRATE_PAGES = 100
 
-#: frames the WAL file is grown to, ahead, at ``synchronous=FULL`` or ``EXTRA`` (see
-#: SQLiteBackend._grow_wal): the first checkpoint comes at ~CHECKPOINT_PAGES frames
-#: written, and the WAL restarts after it (1,054 frames at most, measured:
-#: docs/benchmarks.md, "full11")
-GROW_FRAMES = CHECKPOINT_PAGES * 6 // 5
-
-#: estimated WAL pages after which the WAL is grown (a writer's first ~10 lone saves):
-#: a writer that commits a few times only (a CLI command) never pays for it
-GROW_AT_PAGES = 32
 
 #: the longest a loop of lone appends goes without polling its event loop (seconds;
 #: see SQLiteBackend._open_commit): the I/O and timers of other tasks wait no longer
@@ -521,12 +512,15 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         #: estimate of :func:`_pages` is rough: 3 KB payloads write ~1.7 frames a page)
         self._wal_scale = 1.0
         self._estimated = 0.0  # estimated pages at the last queued checkpoint
-        #: the WAL file is to be grown ahead (_grow_wal): where every commit syncs it
-        self._wal_to_grow = synchronous in ("FULL", "EXTRA") and not readonly
-        #: the count of WAL pages at which :meth:`_wrote` next acts: GROW_AT_PAGES
-        #: while the WAL is to be grown, CALIBRATE_PAGES (the estimate checked against
-        #: the WAL's frames: :meth:`_calibrate`), then CHECKPOINT_PAGES
-        self._wal_limit: float = GROW_AT_PAGES if self._wal_to_grow else CALIBRATE_PAGES
+        #: when the WAL file is grown ahead (_grow_wal): where every commit syncs it
+        self._growth = sqlite_wal.Growth(synchronous in ("FULL", "EXTRA") and not readonly)
+        #: the count of WAL pages at which :meth:`_wrote` next checkpoints:
+        #: CALIBRATE_PAGES (the estimate checked against the WAL's frames:
+        #: :meth:`_calibrate`), then CHECKPOINT_PAGES
+        self._checkpoint_at: float = CALIBRATE_PAGES
+        #: the count of WAL pages at which :meth:`_wrote` next acts: the smaller of
+        #: _checkpoint_at and the WAL's next growth step
+        self._wal_limit: float = min(CALIBRATE_PAGES, self._growth.next_at)
         self._wal_frames_at_open = 0  # frames the WAL held when the writer opened
         self._page_size = PAGE_SIZE  # the file's (read when the writer opens)
         #: a checkpoint (or the WAL's growth) is queued on the writer thread; inline
@@ -845,31 +839,35 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
 
     def _wrote(self, pages: int) -> None:
         """Count the WAL pages a commit added (an estimate, see :func:`_pages`); past
-        :data:`CHECKPOINT_PAGES`, queue a passive checkpoint on the writer thread. The
-        writer connection's own auto-checkpoint is off, so no commit — inline on the
-        event loop least of all — ever runs one; writes arriving meanwhile queue behind
-        it on the writer thread, as they would behind a commit."""
+        :data:`CHECKPOINT_PAGES`, queue a passive checkpoint on the writer thread, and
+        when the WAL's growth says a step is due (:class:`.sqlite_wal.Growth`), that
+        step. The writer connection's own auto-checkpoint is off, so no commit — inline
+        on the event loop least of all — ever runs one; writes arriving meanwhile queue
+        behind it on the writer thread, as they would behind a commit."""
         self._wal_pages += pages * self._wal_scale
         if self._wal_pages < self._wal_limit:
             return
-        if self._wal_to_grow:
-            self._wal_to_grow = False
-            self._wal_limit = CALIBRATE_PAGES
-            self._checkpoint_due = True
+        growth = self._growth
+        if self._wal_pages >= self._checkpoint_at:
+            if self._checkpoint_at < CHECKPOINT_PAGES:
+                self._checkpoint_at = CHECKPOINT_PAGES
+                self._calibrate()
+            if self._wal_pages >= CHECKPOINT_PAGES:
+                # the WAL restarts after this checkpoint: its file is as large as the
+                # commits need from then on, grown or not
+                growth.stop()
+                self._estimated = self._wal_pages / self._wal_scale
+                self._wal_pages = 0.0
+                self._wal_limit = self._checkpoint_at
+                self._checkpoint_due = True
+                with contextlib.suppress(RuntimeError):  # shut down by close()
+                    self._writer_pool.submit(self._locked, self._checkpoint)
+                return
+        if growth.due(self._wal_pages, self.append_commits):
+            self._checkpoint_due = True  # (the next write queues behind the step)
             with contextlib.suppress(RuntimeError):  # shut down by close()
                 self._writer_pool.submit(self._locked, self._grow_wal)
-            if self._wal_pages < self._wal_limit:
-                return
-        if self._wal_limit < CHECKPOINT_PAGES:
-            self._wal_limit = CHECKPOINT_PAGES
-            self._calibrate()
-            if self._wal_pages < CHECKPOINT_PAGES:
-                return
-        self._estimated = self._wal_pages / self._wal_scale
-        self._wal_pages = 0.0
-        self._checkpoint_due = True
-        with contextlib.suppress(RuntimeError):  # shut down by close(): closing checkpoints
-            self._writer_pool.submit(self._locked, self._checkpoint)
+        self._wal_limit = min(self._checkpoint_at, growth.next_at)
 
     def _wal_frames(self) -> int:
         """The frames written to the WAL since it last restarted, read off the WAL
@@ -878,33 +876,36 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         return sqlite_wal.wal_frames(self.path + "-wal", self._page_size)
 
     def _grow_wal(self) -> None:
-        """Grow the WAL file ahead to :data:`GROW_FRAMES` frames with zeros, synced
-        (:func:`.sqlite_wal.grow`: why, and why SQLite ignores the zeros), inside a
-        write transaction of the writer connection that writes nothing — no other
-        connection appends frames meanwhile; skipped (not retried: the commits extend
-        the file as before) if one holds the write lock, or if the file is large.
-        Queued on the writer thread after :data:`GROW_AT_PAGES` estimated pages, at
+        """One step of the WAL file's growth ahead (:class:`.sqlite_wal.Growth`: how
+        far, and why in steps): zeros, synced (:func:`.sqlite_wal.grow`: why, and why
+        SQLite ignores them), inside a write transaction of the writer connection
+        that writes nothing — no other connection appends frames meanwhile. Retried
+        a few saves later if another connection holds the write lock (busy timeout 0:
+        it never waits). Queued on the writer thread by :meth:`_wrote`, at
         ``synchronous`` ``FULL``/``EXTRA`` only (where every commit syncs the WAL); the
         next write queues behind it, as behind a checkpoint. Until the WAL first
         restarts, each commit would otherwise extend the file, and on ext4 the
         fdatasync of a grown file also commits the file system's journal. Measured
-        (docs/benchmarks.md, "full11b"): a few ms once, against ~0.1 ms and a sleep on
-        each of a new WAL's first ~175 sequential saves."""
+        (docs/benchmarks.md, "full11b", "group11d"): a few ms once per step, against
+        ~0.1 ms and a sleep on each of a new WAL's first ~175 sequential saves."""
         self._checkpoint_due = False
         conn = self._writer
-        if conn is None:
-            return
+        if conn is None or self._closed:
+            return  # (the last connection's close removes the WAL)
+        growth = self._growth
         try:
             conn.execute("BEGIN IMMEDIATE")  # busy_timeout 0: never waits
         except sqlite3.Error:
-            return
-        try:
-            sqlite_wal.grow(self.path + "-wal", GROW_FRAMES, self._page_size)
-        except OSError:
-            pass  # (no room on the disk, say: the commits grow the file as before)
-        finally:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+            growth.busy(self._wal_pages)
+        else:
+            try:
+                growth.step(self.path + "-wal", self._page_size, self._wal_pages)
+            except OSError:
+                growth.stop()  # (no room on the disk, say: the commits grow the file)
+            finally:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+        self._wal_limit = min(self._checkpoint_at, growth.next_at)
 
     def _calibrate(self) -> None:
         """Check the estimated WAL pages against the frames the WAL holds, once, early

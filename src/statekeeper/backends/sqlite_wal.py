@@ -9,7 +9,8 @@ when the last connection closes, and ``SQLITE_FCNTL_PERSIST_WAL`` is out of reac
 Python's ``sqlite3``, so every process would pay that again on its first ~1,000
 frames. :func:`grow` writes the file's tail ahead with zeros — written, not
 ``fallocate``'d: an unwritten extent is converted on its first write, which is a
-journal commit again — and syncs it once.
+journal commit again — and syncs it once; :class:`Growth` decides when, a step of
+:data:`GROW_STEP` frames ahead of the frames written at a time (why: its docstring).
 
 **Why zeros are safe.** SQLite reads a WAL's frames from its start and stops at the
 first frame whose salt (bytes 8-15 of its header) is not the WAL header's or whose
@@ -29,12 +30,26 @@ of them (a POSIX lock is released by the close of *any* descriptor of its file).
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
 from . import sqlite_fds
 
-__all__ = ["FRAME_HEADER", "WAL_HEADER", "grow", "read_shm", "wal_frames"]
+__all__ = [
+    "BIG_COMMIT_PAGES",
+    "FRAME_HEADER",
+    "GROW_AT_PAGES",
+    "GROW_CAP",
+    "GROW_STEP",
+    "RETRY_PAGES",
+    "WAL_HEADER",
+    "Growth",
+    "grow",
+    "read_shm",
+    "room",
+    "wal_frames",
+]
 
 #: bytes of the WAL's header and of each frame's header (SQLite's WAL file format)
 WAL_HEADER = 32
@@ -44,6 +59,27 @@ FRAME_HEADER = 24
 _FRAME_SALT = 8
 _HEADER_SALT = 16
 _WAL_MAGIC = (0x377F0682, 0x377F0683)
+
+#: frames one step of :class:`Growth` adds to the WAL file (512 KiB at 2 KiB pages)
+GROW_STEP = 256
+
+#: frames the WAL file is never grown past: the first checkpoint comes at ~1,000
+#: frames written (SQLiteBackend's CHECKPOINT_PAGES, calibrated) and the WAL restarts
+#: after it (1,054 frames at most, measured: docs/benchmarks.md, "full11")
+GROW_CAP = 1200
+
+#: estimated WAL pages a writer commits before the first step (its first ~10 lone
+#: saves): a writer that commits a few times only (a CLI command) never pays for it
+GROW_AT_PAGES = 32
+
+#: commits of more pages than this on average, since the last step, are not grown
+#: for: each extends the file by ~100 KB or more, so its one extra journal commit is
+#: spread over as many frames, and zeros written ahead would double the bytes written
+#: for little (docs/benchmarks.md, "group11d")
+BIG_COMMIT_PAGES = 48
+
+#: estimated WAL pages after which a step that found the write lock held is retried
+RETRY_PAGES = 16
 
 _CHUNK = 1 << 16  # (a small buffer: no memory peak for a restore to see)
 
@@ -146,6 +182,107 @@ def grow(wal_path: str, frames: int, page_size: int) -> int:
             at += fh.write(zeros[: target - at]) or 0
         _datasync(fh.fileno())
         return target - size
+
+
+def room(wal_path: str, page_size: int) -> int:
+    """The frames the WAL file at ``wal_path`` has room for (0 without a file)."""
+    try:
+        size = os.stat(wal_path).st_size
+    except OSError:
+        return 0
+    return max(size - WAL_HEADER, 0) // (page_size + FRAME_HEADER)
+
+
+class Growth:
+    """When the WAL file is grown ahead, and how far: in steps of :data:`GROW_STEP`
+    frames kept ahead of the frames written, up to :data:`GROW_CAP`.
+
+    **Why in steps.** Zeros written ahead are bytes written to the disk twice (the
+    zeros, then the frames over them) and frames the WAL never reaches are written
+    for nothing: one growth to the cap wrote 2.4 MB at 2 KiB pages whatever the
+    writer went on to commit. Grown a step ahead of the frames, a writer that commits
+    a few hundred frames before its WAL restarts (a short-lived process, a benchmark's
+    round) writes a step of zeros past them at most, and a long one reaches the cap
+    as before; each commit still overwrites bytes the file holds.
+
+    The thresholds are in the backend's estimated WAL pages since its writer opened
+    (``SQLiteBackend._wal_pages``, the count its commits add to): :meth:`due` says
+    whether a step is due, :meth:`step` (under the database's write lock) makes it and
+    sets the next threshold from the frames really written, :meth:`busy` retries a
+    step that found the lock held, :meth:`stop` ends the growth (the WAL restarts at
+    the first checkpoint: from then on its file is as large as it needs to be).
+    Not thread-safe by itself: the backend calls it under its writer lock or from
+    the commit that crossed the threshold (a race makes a step late or early, never
+    unsafe: :func:`grow` only appends zeros past the file's end)."""
+
+    __slots__ = ("_commits_at", "_frames_at", "_pages_at", "_step_pages", "next_at", "steps")
+
+    def __init__(self, enabled: bool) -> None:
+        #: estimated WAL pages at which the next step is due (inf: none is)
+        self.next_at: float = GROW_AT_PAGES if enabled else math.inf
+        #: steps that grew the file
+        self.steps = 0
+        self._pages_at = 0.0  # estimated pages and commits at the last decision
+        self._commits_at = 0
+        self._step_pages = 0.0  # estimated pages and frames written at the last step
+        self._frames_at = -1
+
+    def due(self, pages: float, commits: int) -> bool:
+        """Whether a step is due at ``pages`` estimated WAL pages written in
+        ``commits`` commits (both since the writer opened). Not when the commits
+        since the last decision average more than :data:`BIG_COMMIT_PAGES` pages
+        (asked again a quarter step later: the commits may get smaller — a group's
+        first commit, say, creates all its agents at once). When due, the next
+        threshold is left to :meth:`step` or :meth:`busy`."""
+        if pages < self.next_at:
+            return False
+        window = commits - self._commits_at
+        big = window > 0 and (pages - self._pages_at) / window > BIG_COMMIT_PAGES
+        self._pages_at, self._commits_at = pages, commits
+        if big:
+            self.next_at = pages + GROW_STEP // 4
+            return False
+        self.next_at = math.inf  # (pending: step() or busy() sets the next)
+        return True
+
+    def step(self, wal_path: str, page_size: int, pages: float) -> int:
+        """Grow the WAL file when fewer than half a step of frames are left past the
+        frames written (:func:`wal_frames`): to the next multiple of
+        :data:`GROW_STEP` frames at least half a step past them, capped at
+        :data:`GROW_CAP`; and set the next threshold, when the estimated pages will
+        have reached the file's room less half a step. Returns the bytes added. The
+        caller holds the database's write lock (:func:`grow`); an ``OSError`` (no room
+        on the disk, say) is the caller's, and the growth then ends."""
+        self.next_at = math.inf
+        frames = wal_frames(wal_path, page_size)
+        have = room(wal_path, page_size)
+        # estimated pages a frame since the last step: the backend's estimate runs
+        # ~0.6x the frames before its first calibration and up to ~1.4x after it
+        # (a group's commits share pages); 1 at the first step (the margin covers it)
+        scale = 1.0
+        if 0 <= self._frames_at < frames and pages > self._step_pages:
+            scale = min(max((pages - self._step_pages) / (frames - self._frames_at), 0.25), 4.0)
+        self._step_pages, self._frames_at = pages, frames
+        added = 0
+        if have - frames < GROW_STEP // 2 and have < GROW_CAP:
+            target = min(GROW_CAP, ((frames + GROW_STEP // 2) // GROW_STEP + 1) * GROW_STEP)
+            added = grow(wal_path, target, page_size)
+            if added:
+                self.steps += 1
+                have = room(wal_path, page_size)
+        if have >= GROW_CAP:
+            return added  # grown to the cap (or past it by the commits): done
+        self.next_at = pages + max((have - frames - GROW_STEP // 2) * scale, RETRY_PAGES)
+        return added
+
+    def busy(self, pages: float) -> None:
+        """A step found the write lock held by another connection: retry after
+        :data:`RETRY_PAGES` more estimated pages."""
+        self.next_at = pages + RETRY_PAGES
+
+    def stop(self) -> None:
+        """No more steps (the first checkpoint is queued, or a step failed)."""
+        self.next_at = math.inf
 
 
 def read_shm(db_path: str, size: int) -> bytes:
