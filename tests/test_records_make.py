@@ -33,7 +33,7 @@ def test_make_snapshot_equals_the_dataclass_one_in_every_field(args: tuple[Any, 
 
 
 def test_make_snapshot_defaults_state_entered_at_as_the_dataclass_does() -> None:
-    args = ("a", 1, "s", {}, 1, 1.0, 2.0)
+    args: tuple[Any, ...] = ("a", 1, "s", {}, 1, 1.0, 2.0)
     assert make_snapshot(*args) == Snapshot(*args)
     assert make_snapshot(*args).state_entered_at == 0.0
 
