@@ -42,6 +42,10 @@ same table):
   and the export file's field keep the name ``ts``.
 * **record**: one stored event or snapshot (its bytes and identifiers);
   **stream**: an agent's records in seq order; **head**: the last seq of a stream.
+
+Over 600 lines because it is one vocabulary: every record type a user or a backend sees
+(and the read path's constructors of two of them, which must follow their classes), in
+the one module everything imports; split, the table above would span modules.
 """
 
 from __future__ import annotations
