@@ -42,6 +42,10 @@ same table):
   and the export file's field keep the name ``ts``.
 * **record**: one stored event or snapshot (its bytes and identifiers);
   **stream**: an agent's records in seq order; **head**: the last seq of a stream.
+
+Over 600 lines because it is one vocabulary: every record type a user or a backend sees
+(and the read path's constructors of two of them, which must follow their classes), in
+the one module everything imports; split, the table above would span modules.
 """
 
 from __future__ import annotations
@@ -219,6 +223,45 @@ class Snapshot:
     state_entered_at: float = 0.0
 
 
+def make_snapshot(
+    agent_id: str,
+    seq: int,
+    fsm_state: str | None,
+    data: dict[str, Any],
+    schema_version: int,
+    created_at: float,
+    updated_at: float,
+    state_entered_at: float = 0.0,
+) -> Snapshot:
+    """A :class:`Snapshot` of these fields, as ``Snapshot(...)`` builds it, for the read
+    path (every load builds one). The generated ``__init__`` of a frozen dataclass sets
+    each field with ``object.__setattr__(self, name, value)`` (a name lookup per field);
+    here each slot's own setter, bound once below, fills it (as :class:`AppendResult`):
+    the values come from a record that was just verified and decoded, nothing to check."""
+    snap = _new(Snapshot)
+    _snap_agent_id(snap, agent_id)
+    _snap_seq(snap, seq)
+    _snap_fsm_state(snap, fsm_state)
+    _snap_data(snap, data)
+    _snap_schema_version(snap, schema_version)
+    _snap_created_at(snap, created_at)
+    _snap_updated_at(snap, updated_at)
+    _snap_state_entered_at(snap, state_entered_at)
+    return snap
+
+
+_new = object.__new__
+# (the slots' member descriptors, from the class's namespace)
+_snap_agent_id = vars(Snapshot)["agent_id"].__set__
+_snap_seq = vars(Snapshot)["seq"].__set__
+_snap_fsm_state = vars(Snapshot)["fsm_state"].__set__
+_snap_data = vars(Snapshot)["data"].__set__
+_snap_schema_version = vars(Snapshot)["schema_version"].__set__
+_snap_created_at = vars(Snapshot)["created_at"].__set__
+_snap_updated_at = vars(Snapshot)["updated_at"].__set__
+_snap_state_entered_at = vars(Snapshot)["state_entered_at"].__set__
+
+
 @dataclass(frozen=True, slots=True)
 class RawEvent:
     """An encoded event as a backend stores it. ``checksum`` covers agent, seq, type,
@@ -296,6 +339,24 @@ class RawSnapshot:
     timestamp: float
     payload: bytes
     checksum: bytes
+
+
+def make_raw_snapshot(seq: int, timestamp: float, payload: bytes, checksum: bytes) -> RawSnapshot:
+    """A :class:`RawSnapshot`, as ``RawSnapshot(...)`` builds it, through the slots'
+    setters (see :func:`make_snapshot`): what an engine's read of a snapshot row makes
+    (every cold load at a snapshot)."""
+    raw = _new(RawSnapshot)
+    _raw_seq(raw, seq)
+    _raw_timestamp(raw, timestamp)
+    _raw_payload(raw, payload)
+    _raw_checksum(raw, checksum)
+    return raw
+
+
+_raw_seq = vars(RawSnapshot)["seq"].__set__
+_raw_timestamp = vars(RawSnapshot)["timestamp"].__set__
+_raw_payload = vars(RawSnapshot)["payload"].__set__
+_raw_checksum = vars(RawSnapshot)["checksum"].__set__
 
 
 #: ``(holder, token)``: the lease a write is made under (see :class:`AppendRequest`)

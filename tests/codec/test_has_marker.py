@@ -62,3 +62,19 @@ async def test_a_msgpack_snapshot_with_dollar_bytes_keeps_its_typed_values(
     async with StateStore(url) as cached:  # the cache's copy goes through the codec
         assert (await cached.load("a")).data["at"] == when
         assert (await cached.load("a")).data["tags"] == {"x"}
+
+
+@pytest.mark.parametrize(
+    ("body", "start", "expected"),
+    [
+        (b"\xa2$t" + b"x" * 40, 3, False),  # the tag before start: not in body[start:]
+        (b"x" * 35 + b"\xa2$t", 35, True),  # right at start
+        (b"x" * 34 + b"\xa2$t", 35, False),  # one byte before start
+        (b"\xa2$t" * 2 + b"$" * 40 + b"\xa2$t", 6, True),  # many "$": the fallback
+        (b"\xa2$t" * 2 + b"$" * 40, 6, False),
+    ],
+)
+def test_has_marker_looks_from_start_only(body: bytes, start: int, expected: bool) -> None:
+    assert has_marker(body, PACKED, start) is expected
+    assert has_marker(body, PACKED, start) is has_marker(body[start:], PACKED)
+    assert has_marker(bytearray(body), PACKED, start) is expected  # type: ignore[arg-type]

@@ -17,7 +17,15 @@ from typing import Any
 
 from ..arguments import check_stored_id
 from ..errors import CapabilityUnsupported
-from ..records import AgentInfo, AppendResult, EventRow, FeedRecord, RawEvent, RawSnapshot
+from ..records import (
+    AgentInfo,
+    AppendResult,
+    EventRow,
+    FeedRecord,
+    RawEvent,
+    RawSnapshot,
+    make_raw_snapshot,
+)
 from . import sqlite_feed
 from .base import LatestRead, prefix_end
 from .sqlite_base import SQLitePart, translated
@@ -258,7 +266,7 @@ class SQLiteReads(SQLitePart):
         start = 1
         if len(rows) > 1 and rows[1][1] is None:
             r = rows[1]
-            snap = RawSnapshot(r[0], r[2], r[3], r[4])
+            snap = make_raw_snapshot(r[0], r[2], r[3], r[4])
             start = 2
         del rows[:start]
         return int(first[2]), blob(first[3]), snap, rows

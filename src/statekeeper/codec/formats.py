@@ -27,24 +27,25 @@ JSON = 0
 MSGPACK = 1
 
 
-def has_marker(body: bytes, marker: bytes) -> bool:
+def has_marker(body: bytes, marker: bytes, start: int = 0) -> bool:
     """``marker in body`` for a tag ``marker`` whose second byte is ``$`` (``b'"$t"'``,
     or ``b"\\xa2$t"`` packed), found from the ``$`` bytes: a ``$`` is found by
     ``memchr``, while ``in`` scans for the whole marker byte by byte — 87 us for a
     33 KB msgpack snapshot, where a float's bytes hold a ``0x24`` about one load in
     ten and each load checked its snapshot twice (measured, docs/benchmarks.md
-    "load11"). Bodies with many ``$`` fall back to ``in`` after a few."""
+    "load11"). Bodies with many ``$`` fall back to ``in`` after a few. ``start``: look
+    in ``body[start:]`` only, without copying it (a stored record's body from 35)."""
     if type(body) is not bytes:
-        return b"$" in body and marker in body
+        return b"$" in body[start:] and marker in body[start:]
     find = body.find
-    at = find(b"$", 1)
+    at = find(b"$", start + 1)
     for _ in range(16):
         if at < 0:
             return False
         if body.startswith(marker, at - 1):
             return True
         at = find(b"$", at + 1)
-    return marker in body
+    return find(marker, start) >= 0
 
 
 #: ``ormsgpack.unpackb`` when it is installed (see :func:`fast_unpackb`); False: not

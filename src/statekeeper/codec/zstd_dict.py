@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 from importlib import resources
 from typing import Any
 
@@ -53,8 +54,24 @@ def compressor(level: int) -> Any:
     )
 
 
-def decompressor() -> Any:
-    """A decompressor with the dictionary (not thread-safe: one per thread)."""
-    from .pipeline import _zstd
+class _PerThread(threading.local):
+    decompressor: Any = None
 
-    return _zstd().ZstdDecompressor(dict_data=data())
+
+#: this thread's decompressor, shared by every codec of the thread
+_per_thread = _PerThread()
+
+
+def decompressor() -> Any:
+    """This thread's decompressor with the dictionary (one per thread: a zstandard
+    decompressor is not thread-safe). Built once per thread, not once per codec: each
+    build digests the 4 KiB dictionary again (``ZSTD_createDDict``), and a LangGraph
+    saver opened for a cold ``get_tuple`` makes a new codec (~2 % of that read's
+    instructions, docs/benchmarks.md "cold11"). A one-shot ``decompress`` keeps no
+    state between calls, so sharing it within the thread is safe."""
+    dec = _per_thread.decompressor
+    if dec is None:
+        from .pipeline import _zstd
+
+        dec = _per_thread.decompressor = _zstd().ZstdDecompressor(dict_data=data())
+    return dec

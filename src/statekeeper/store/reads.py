@@ -31,7 +31,7 @@ from ..errors import (
     SerializationError,
     StatekeeperError,
 )
-from ..records import Event, EventRow, RawEvent, RawSnapshot, Snapshot, event_rows
+from ..records import Event, EventRow, RawEvent, RawSnapshot, Snapshot, event_rows, make_snapshot
 from .autotune import AutoInterval
 from .body import SNAPSHOT_TYPE, plain_data, snapshot_record, to_event
 from .cache import LRUCache
@@ -551,15 +551,15 @@ class ReadPath:
                 # plain JSON documents (the common case) skip the codec's type checks
                 record.blob = self.codec.copy_dumps(record.data) if typed else _dumps(record.data)
             data = self.codec.copy_loads(record.blob) if typed else _loads(record.blob)
-        return Snapshot(
-            agent_id=record.agent_id,
-            seq=record.seq,
-            fsm_state=record.fsm_state,
-            data=data,
-            schema_version=record.schema_version,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            state_entered_at=record.fsm_entered_at,
+        return make_snapshot(  # (Snapshot(...) without its generated __init__: every load)
+            record.agent_id,
+            record.seq,
+            record.fsm_state,
+            data,
+            record.schema_version,
+            record.created_at,
+            record.updated_at,
+            record.fsm_entered_at,
         )
 
     async def _gap(self, agent_id: str, cursor: int, seq: int) -> StatekeeperError:
