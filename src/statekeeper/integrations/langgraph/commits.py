@@ -224,7 +224,17 @@ class _SaverCommits(_SaverStreams):
             while not mine.future.done():
                 if thread_id in self._parked:
                     self._unpark(thread_id)
-                batch, rest = _take_batch(self._queued.get(thread_id) or [])
+                queue = self._queued.get(thread_id) or []
+                if len(queue) == 1:  # a lone write (the usual case): a batch of one
+                    lone = queue[0]
+                    self._queued[thread_id] = []
+                    try:
+                        await self._commit_one(thread_id, lone)
+                    except BaseException:
+                        self._requeue(thread_id, [lone], mine)
+                        raise
+                    continue
+                batch, rest = _take_batch(queue)
                 self._queued[thread_id] = rest
                 try:
                     await self._commit(thread_id, batch)
@@ -310,6 +320,43 @@ class _SaverCommits(_SaverStreams):
                 self._portal.call(self._commit_parked(thread_id, mine))
                 break
         mine.future.result()
+
+    async def _commit_one(self, thread_id: str, pending: _Pending) -> None:
+        """:meth:`_commit` of a batch of one: its plan built, then appended as its own
+        event, applied once (no speculative document, no lists of plans, event types
+        and ops gathered for one plan)."""
+        if pending.future.done():
+            return
+        for _ in range(self.max_retries):
+            # no head read first: the compare-and-append below is the check
+            st = await self._open(thread_id, create=pending.create, check=False)
+            if st is None:  # no stream, and the plan may not create one
+                break
+            try:
+                plan = pending.build(st)
+            except BaseException as exc:  # e.g. CheckpointForkError: that call fails alone
+                _settle(pending, exc)
+                return
+            if plan is None:
+                break
+            event_type, ops, key = plan
+            if not ops:
+                break
+            # plain JSON: the plan said so, and no run claim rides on it (see _commit)
+            plain = pending.plain and "/run" not in {op["path"] for op in ops}
+            try:
+                await self._append(st, event_type, ops, key, plain=plain)
+                break
+            except (ConflictError, AgentNotFound):
+                self._forget(thread_id)  # stale: plan again on a read
+            except BaseException as exc:
+                self._forget(thread_id)
+                _settle(pending, exc)
+                return
+        else:
+            _settle(pending, ConflictError(m.agent_id(self.prefix, thread_id), -1, -1))
+            return
+        _settle(pending)
 
     async def _commit(self, thread_id: str, batch: builtins.list[_Pending]) -> None:
         """Append the plans of ``batch`` as one event; settle each plan's future."""
