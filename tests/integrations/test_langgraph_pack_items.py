@@ -154,3 +154,36 @@ def test_a_message_edited_in_place_between_turns_is_stored_edited(
     fresh = StatekeeperSaver(saver.store, _portal=saver._portal)
     values = _chat().compile(checkpointer=fresh).get_state(cfg).values["messages"]
     assert [m.id for m in values] == [m.id for m in out["messages"]] and len(values) == 2
+
+
+def _spy_plain(saver: StatekeeperSaver) -> list[tuple[bool, bool]]:
+    """(a run claim rides on it, declared plain) for every fast-path append."""
+    fast: Any = saver._fast
+    assert fast is not None
+    seen: list[tuple[bool, bool]] = []
+    real = fast.append_applied
+
+    async def spy(agent: str, kind: str, ops: Any, *args: Any) -> Any:
+        seen.append((any(op["path"] == "/run" for op in ops) and kind != "lg.run", args[-1]))
+        return await real(agent, kind, ops, *args)
+
+    fast.append_applied = spy
+    return seen
+
+
+def test_a_turns_first_write_with_its_run_claim_is_declared_plain(tmp_path: Any) -> None:
+    """The first write of a run carries the run's claim (its expiry a finite float) and
+    the turn's new messages: it is plain JSON, so the store serialises it without
+    walking it for typed values (it did walk every such write)."""
+    saver = StatekeeperSaver.from_url(f"sqlite:///{tmp_path}/lg.db")
+    try:
+        seen = _spy_plain(saver)
+        graph = _chat().compile(checkpointer=saver)
+        cfg: Any = {"configurable": {"thread_id": new_thread()}}
+        for turn in range(2):
+            message = HumanMessage(f"turn {turn} " * 20, id=f"h{turn}")
+            graph.invoke({"messages": [message]}, cfg, durability="sync")
+        riding = [plain for rides, plain in seen if rides]
+        assert riding and all(riding)
+    finally:
+        saver.close()

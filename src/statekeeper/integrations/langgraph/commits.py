@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
+import math
 import threading
 from typing import Any
 
@@ -31,6 +32,23 @@ def _take_batch(
             return batch, queue[i:]
         batch.append(pending)
     return batch, []
+
+
+def _plain_claims(ops: builtins.list[Op]) -> bool:
+    """Whether the run claims among ``ops`` are plain JSON: a claim's expiry is a float,
+    finite unless the lease is (``run_lease=math.inf``: the store's serialisation tags
+    it). Such a write was serialised the long way, walked for typed values first: the
+    first write of every chat turn, which carries the turn's new messages (its claim
+    rides on it)."""
+    for op in ops:
+        if op["path"] == "/run":
+            value = op.get("value")
+            if value is not None and not (
+                type(value) is dict
+                and all(type(x) is not float or math.isfinite(x) for x in value.values())
+            ):
+                return False
+    return True
 
 
 def _settle(pending: _Pending, exc: BaseException | None = None) -> None:
@@ -342,8 +360,8 @@ class _SaverCommits(_SaverStreams):
             event_type, ops, key = plan
             if not ops:
                 break
-            # plain JSON: the plan said so, and no run claim rides on it (see _commit)
-            plain = pending.plain and "/run" not in {op["path"] for op in ops}
+            # plain JSON: the plan said so, and a run claim riding on it is (see _commit)
+            plain = pending.plain and _plain_claims(ops)
             try:
                 await self._append(st, event_type, ops, key, plain=plain)
                 break
@@ -396,9 +414,8 @@ class _SaverCommits(_SaverStreams):
             if not ops:
                 break
             event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
-            # plain JSON: the plans said so, and no run claim rides on them (its expiry
-            # is a float, which the store's serialisation checks)
-            plain = all(p.plain for p in live) and "/run" not in {op["path"] for op in ops}
+            # plain JSON: the plans said so, and so is a run claim riding on them
+            plain = all(p.plain for p in live) and _plain_claims(ops)
             try:
                 await self._append(st, event_type, ops, key, applied=speculative, plain=plain)
                 break
