@@ -66,3 +66,18 @@ def test_threads_reading_at_once_each_have_their_own_connection(tmp_path: Path) 
         assert len(set(seen)) == 3
     finally:
         saver.close()
+
+
+def test_a_backend_left_open_is_still_collected(tmp_path: Path) -> None:
+    """The hand-back of a thread's reader connection does not keep its backend alive."""
+    import gc
+    import weakref
+
+    from statekeeper.backends.sqlite import SQLiteBackend
+
+    backend = SQLiteBackend(str(tmp_path / "x.db"))
+    backend._reader().execute("SELECT 1").fetchone()  # this thread holds a reader
+    ref = weakref.ref(backend)
+    del backend
+    gc.collect()
+    assert ref() is None

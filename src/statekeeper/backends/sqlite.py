@@ -169,6 +169,12 @@ class _Held:
         self.conn = conn
 
 
+def _hand_back(backend: weakref.ref[SQLiteBackend], conn: sqlite3.Connection) -> None:
+    found = backend()
+    if found is not None:
+        found._idle_reader(conn)
+
+
 _SLICE = 0.1  # seconds: the longest pause between two tries for the write lock (see _begin)
 _TABLES = frozenset(
     {"sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases", "sk_feed"}
@@ -820,7 +826,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             with self._readers_lock:
                 self._readers.append(conn)
         held = _Held(conn)
-        weakref.finalize(held, self._idle_reader, conn)
+        # (the backend by weak reference: a registered finalizer must not keep it alive)
+        weakref.finalize(held, _hand_back, weakref.ref(self), conn)
         self._local.held = held
         return conn
 
