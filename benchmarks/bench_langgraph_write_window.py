@@ -15,7 +15,9 @@ thread each, ``writes_wait=0`` so no timing window changes the commits, SQLite
 
 prints the instructions per run. ``run sk 40 /tmp/lgwin chat`` counts the chat
 workload instead (``bench_langgraph_goals.py``'s chat graph, one turn a run, all on
-one thread, after ``WARM`` uninstrumented turns): instructions per turn. ``sk-nofp``:
+one thread, after ``WARM`` uninstrumented turns, or as many as a sixth argument says:
+``run sk-held 5 /tmp/lgwin chat 191`` counts turns 192-196 of a 196-turn chat):
+instructions per turn. ``sk-nofp``:
 the saver with ``fork_protection=False`` (deterministic: no claim renewal task, so no
 timed passes of the background thread over the loop, whose number under callgrind
 grows with the wall time; since h/lgsaver the renewal is a timer and ``sk`` is
@@ -40,7 +42,7 @@ from callgrind_window import helper, run_window
 WARM = 2
 
 
-def write(kind: str, runs: int, out: Path, workload: str = "small") -> None:
+def write(kind: str, runs: int, out: Path, workload: str = "small", warm: int = WARM) -> None:
     import random
 
     from langchain_core.messages import HumanMessage
@@ -66,8 +68,8 @@ def write(kind: str, runs: int, out: Path, workload: str = "small") -> None:
         saver, close = sk, sk.close
     if workload == "chat":
         chat = chat_graph().compile(checkpointer=saver)
-        for t in range(WARM + runs):
-            if t == WARM:
+        for t in range(warm + runs):
+            if t == warm:
                 window.cg_start()
             message = HumanMessage(text(random.Random(-t), 300), id=f"h-{t}")
             cfg = {"configurable": {"thread_id": "chat"}}
@@ -85,17 +87,20 @@ def write(kind: str, runs: int, out: Path, workload: str = "small") -> None:
     close()
 
 
-def run(kind: str, runs: int, out: Path, workload: str = "small") -> float:
-    args = ["write", kind, str(runs), str(out), workload]
+def run(kind: str, runs: int, out: Path, workload: str = "small", warm: int = WARM) -> float:
+    args = ["write", kind, str(runs), str(out), workload, str(warm)]
     return run_window(__file__, args, out, f"write-{kind}-{workload}") / runs
 
 
 def main() -> None:
     cmd = sys.argv[1]
     if cmd == "write":
-        write(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]), *sys.argv[5:6])
+        warm = int(sys.argv[6]) if len(sys.argv) > 6 else WARM
+        write(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]), *sys.argv[5:6], warm=warm)
     elif cmd == "run":
-        print(f"{run(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]), *sys.argv[5:6]):,.0f}")
+        warm = int(sys.argv[6]) if len(sys.argv) > 6 else WARM
+        runs = int(sys.argv[3])
+        print(f"{run(sys.argv[2], runs, Path(sys.argv[4]), *sys.argv[5:6], warm=warm):,.0f}")
     else:
         raise SystemExit(__doc__)
 

@@ -593,10 +593,9 @@ def test_sync_methods_from_many_threads(saver: StatekeeperSaver) -> None:
     cp = checkpoint({"a": 1}, {"a": 1})
     saved = saver.put(config(thread), cp, {}, {"a": 1})
     workers = 8
-    commit = saver._commit
     held: list[bool] = []
 
-    async def first_commit_waits_for_the_others(thread_id: str, batch: Any) -> None:
+    async def hold_first() -> None:
         # The first commit is held until the other workers' writes are queued behind
         # it (a condition, not a duration): they must then share the next commit.
         if not held:
@@ -608,9 +607,19 @@ def test_sync_methods_from_many_threads(saver: StatekeeperSaver) -> None:
                 await asyncio.sleep(0)
             else:
                 raise AssertionError(f"only {queued} writes queued behind the first commit")
+
+    commit, commit_one = saver._commit, saver._commit_one
+
+    async def first_commit_waits(thread_id: str, batch: Any) -> None:
+        await hold_first()
         await commit(thread_id, batch)
 
-    saver._commit = first_commit_waits_for_the_others  # type: ignore[method-assign]
+    async def first_lone_commit_waits(thread_id: str, pending: Any) -> None:
+        await hold_first()  # (a lone write is committed as a batch of one)
+        await commit_one(thread_id, pending)
+
+    saver._commit = first_commit_waits  # type: ignore[method-assign]
+    saver._commit_one = first_lone_commit_waits  # type: ignore[method-assign]
 
     def write(i: int) -> None:
         saver.put_writes(saved, [("w", i)], f"task-{i}")

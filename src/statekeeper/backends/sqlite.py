@@ -63,6 +63,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -156,6 +157,22 @@ CREATE TABLE IF NOT EXISTS sk_leases (
     expires_at REAL NOT NULL
 ) WITHOUT ROWID;
 """
+
+
+class _Held:
+    """A thread's reader connection, in the backend's thread-local storage: collected
+    when the thread ends, which hands the connection back (see ``_reader``)."""
+
+    __slots__ = ("__weakref__", "conn")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+
+def _hand_back(backend: weakref.ref[SQLiteBackend], conn: sqlite3.Connection) -> None:
+    found = backend()
+    if found is not None:
+        found._idle_reader(conn)
 
 
 _SLICE = 0.1  # seconds: the longest pause between two tries for the write lock (see _begin)
@@ -493,6 +510,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         self._closed = False
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
+        #: reader connections whose thread ended, for the next thread that reads
+        self._idle: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._writer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sk-sqlite-w")
         #: runs the COMMIT of a batch the event loop wrote (see _flush); never queues:
@@ -788,15 +807,31 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     def _reader(self) -> sqlite3.Connection:
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is not None:
+            return held.conn
+        # A thread's connection goes back to the pool when the thread ends (its
+        # thread-local holder is collected): a sync LangGraph graph reads from a new
+        # executor thread at every invoke, and each of them opened a connection kept
+        # until the store closed (200 invokes: 201 connections, 400 descriptors)
+        with self._readers_lock:
+            conn = self._idle.pop() if self._idle else None
         if conn is None:
             with _translated(self.path):
                 conn = self._connect()
                 conn.execute("PRAGMA query_only = 1")
-            self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
+        held = _Held(conn)
+        # (the backend by weak reference: a registered finalizer must not keep it alive)
+        weakref.finalize(held, _hand_back, weakref.ref(self), conn)
+        self._local.held = held
         return conn
+
+    def _idle_reader(self, conn: sqlite3.Connection) -> None:
+        with self._readers_lock:
+            if not self._closed:
+                self._idle.append(conn)
 
     async def initialize(self) -> None:
         """The schema is created when the backend is constructed: nothing left to do."""
@@ -1989,3 +2024,4 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 with contextlib.suppress(Exception):
                     conn.close()
             self._readers.clear()
+            self._idle.clear()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
+import math
 import threading
 from typing import Any
 
@@ -31,6 +32,23 @@ def _take_batch(
             return batch, queue[i:]
         batch.append(pending)
     return batch, []
+
+
+def _plain_claims(ops: builtins.list[Op]) -> bool:
+    """Whether the run claims among ``ops`` are plain JSON: a claim's expiry is a float,
+    finite unless the lease is (``run_lease=math.inf``: the store's serialisation tags
+    it). Such a write was serialised the long way, walked for typed values first: the
+    first write of every chat turn, which carries the turn's new messages (its claim
+    rides on it)."""
+    for op in ops:
+        if op["path"] == "/run":
+            value = op.get("value")
+            if value is not None and not (
+                type(value) is dict
+                and all(type(x) is not float or math.isfinite(x) for x in value.values())
+            ):
+                return False
+    return True
 
 
 def _settle(pending: _Pending, exc: BaseException | None = None) -> None:
@@ -224,7 +242,17 @@ class _SaverCommits(_SaverStreams):
             while not mine.future.done():
                 if thread_id in self._parked:
                     self._unpark(thread_id)
-                batch, rest = _take_batch(self._queued.get(thread_id) or [])
+                queue = self._queued.get(thread_id) or []
+                if len(queue) == 1:  # a lone write (the usual case): a batch of one
+                    lone = queue[0]
+                    self._queued[thread_id] = []
+                    try:
+                        await self._commit_one(thread_id, lone)
+                    except BaseException:
+                        self._requeue(thread_id, [lone], mine)
+                        raise
+                    continue
+                batch, rest = _take_batch(queue)
                 self._queued[thread_id] = rest
                 try:
                     await self._commit(thread_id, batch)
@@ -311,6 +339,43 @@ class _SaverCommits(_SaverStreams):
                 break
         mine.future.result()
 
+    async def _commit_one(self, thread_id: str, pending: _Pending) -> None:
+        """:meth:`_commit` of a batch of one: its plan built, then appended as its own
+        event, applied once (no speculative document, no lists of plans, event types
+        and ops gathered for one plan)."""
+        if pending.future.done():
+            return
+        for _ in range(self.max_retries):
+            # no head read first: the compare-and-append below is the check
+            st = await self._open(thread_id, create=pending.create, check=False)
+            if st is None:  # no stream, and the plan may not create one
+                break
+            try:
+                plan = pending.build(st)
+            except BaseException as exc:  # e.g. CheckpointForkError: that call fails alone
+                _settle(pending, exc)
+                return
+            if plan is None:
+                break
+            event_type, ops, key = plan
+            if not ops:
+                break
+            # plain JSON: the plan said so, and a run claim riding on it is (see _commit)
+            plain = pending.plain and _plain_claims(ops)
+            try:
+                await self._append(st, event_type, ops, key, plain=plain)
+                break
+            except (ConflictError, AgentNotFound):
+                self._forget(thread_id)  # stale: plan again on a read
+            except BaseException as exc:
+                self._forget(thread_id)
+                _settle(pending, exc)
+                return
+        else:
+            _settle(pending, ConflictError(m.agent_id(self.prefix, thread_id), -1, -1))
+            return
+        _settle(pending)
+
     async def _commit(self, thread_id: str, batch: builtins.list[_Pending]) -> None:
         """Append the plans of ``batch`` as one event; settle each plan's future."""
         live = [p for p in batch if not p.future.done()]
@@ -349,9 +414,8 @@ class _SaverCommits(_SaverStreams):
             if not ops:
                 break
             event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
-            # plain JSON: the plans said so, and no run claim rides on them (its expiry
-            # is a float, which the store's serialisation checks)
-            plain = all(p.plain for p in live) and "/run" not in {op["path"] for op in ops}
+            # plain JSON: the plans said so, and so is a run claim riding on them
+            plain = all(p.plain for p in live) and _plain_claims(ops)
             try:
                 await self._append(st, event_type, ops, key, applied=speculative, plain=plain)
                 break

@@ -13,7 +13,7 @@ from collections.abc import (
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ConfigurationError, ConflictError
+from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from . import history as h
 from . import mapping as m
 from .serde import pool_refs
@@ -129,7 +129,14 @@ class _SaverPruning(_SaverWrites):
                 if self.fork_protection and claim is not None and claim["exp"] > self._clock():
                     report.threads_skipped.append(thread_id)  # a run holds it
                     return report
-                view = await self._view(st)
+                try:
+                    view = await self._view(st)
+                except AgentNotFound:
+                    # deleted (or moved) by another writer since it was opened: look
+                    # again (a thread that is gone has nothing left to prune); prune and
+                    # delete_for_runs walk every thread of a store others write to
+                    self._forget(thread_id)
+                    continue
                 keep = await decide(st, view)
                 if keep is None:
                     return report

@@ -41,6 +41,8 @@ class _Stream:
     ratios: dict[str, builtins.list[Any]] = field(default_factory=dict)
     #: messages of the latest checkpoint and of the writes since (see ValueCodec.pack)
     memo: Memo = field(default_factory=dict)
+    #: entries of ``memo`` when its dead ones were last dropped (see ``_after_put``)
+    memo_kept: int = 0
     #: messages built by the last read of the latest checkpoint
     loaded: Memo = field(default_factory=dict)
     #: id(message) -> (message, [[pointer of a write cell holding it, its packed

@@ -96,10 +96,13 @@ def _after_put(st: _Stream, used: Memo, carried: bool) -> builtins.list[Op]:
     checkpoint that keeps channels of the last one (not repacked) keeps their entries.
     """
     ops: builtins.list[Op] = []
-    for key, (alive, ref, _) in used.items():
-        found = st.written.get(key)
-        if found is None or found[0] is not alive():
+    # the writes' messages (a few) looked up among those used (a whole chat), not
+    # the other way round
+    for key, found in st.written.items():
+        entry = used.get(key)
+        if entry is None or found[0] is not entry[0]():
             continue
+        ref = entry[1]
         for cell in found[1]:
             if cell[1] != ref:
                 ops.append({"op": "replace", "path": cell[0], "value": fresh_ref(ref)})
@@ -107,12 +110,22 @@ def _after_put(st: _Stream, used: Memo, carried: bool) -> builtins.list[Op]:
     recent = {k: w for k, w in st.written.items() if w[2] >= st.puts - 1}
     if carried:  # channels kept from the last checkpoint: their messages stay known
         memo = st.memo
+        memo.update(used)
+        # the dead dropped once the memo has doubled since they last were, not at
+        # every put (a pass over a whole chat's messages, for the few that died):
+        # a dead entry is never taken for a live message (its weak reference is
+        # checked), it only holds memory until then
+        if len(memo) > 2 * st.memo_kept:
+            memo = {k: e for k, e in memo.items() if e[0]() is not None}
+            st.memo_kept = len(memo)
     else:
         memo = {
             k: st.memo[k] for k, w in recent.items() if k in st.memo and st.memo[k][0]() is w[0]
         }
-    memo.update(used)
-    st.memo = {k: e for k, e in memo.items() if e[0]() is not None}  # drop the dead
+        memo.update(used)
+        memo = {k: e for k, e in memo.items() if e[0]() is not None}  # drop the dead
+        st.memo_kept = len(memo)
+    st.memo = memo
     st.written = recent
     st.puts += 1
     return ops
@@ -129,9 +142,12 @@ class _SaverWrites(_SaverListing):
         meta: Any,
         vals: dict[str, Any],
         new_pool: dict[str, Any],
+        extended: set[str] | frozenset[str] = frozenset(),
     ) -> tuple[builtins.list[Op], str | None]:
         """The ops that make ``header`` the namespace's checkpoint, and the idempotency
-        key of its event (None for an id put before: it is listed in ``re``)."""
+        key of its event (None for an id put before: it is listed in ``re``).
+        ``extended``: list channels whose packed value is the stored list's items (the
+        same objects) followed by new ones: their ops are the appends, no diff."""
         ops: builtins.list[Op] = [
             {"op": "add", "path": m.ptr("pool", key), "value": cell}
             for key, cell in new_pool.items()
@@ -160,6 +176,12 @@ class _SaverWrites(_SaverListing):
             path = m.ptr("ns", ns, "vals", ch)
             if ch not in old_vals:
                 ops.append({"op": "add", "path": path, "value": cell})
+            elif ch in extended:
+                stored = old_vals[ch]
+                if len(cell) > len(stored):
+                    end = path + "/-"
+                    ops.extend({"op": "add", "path": end, "value": x} for x in cell[len(stored) :])
+                appended.append(ch)
             elif old_vals[ch] is not cell:
                 change = patch.diff(old_vals[ch], cell)
                 if type(cell) is list and all(
@@ -306,21 +328,35 @@ class _SaverWrites(_SaverListing):
             old_cv: dict[str, Any] = old_cp["cv"] if old_cp is not None else {}
             linear = old_cp is not None and old_cp["h"][0] == parent
             vals: dict[str, Any] = {}
+            extended: set[str] = set()
             carried = False
             for ch, version in header["cv"].items():
                 same_version = ch in old_vals and old_cv.get(ch) == version
-                if ch in new_versions:
-                    if ch in values:
-                        vals[ch] = codec.pack(values[ch], pool, new_pool, memo, used)
-                elif same_version and linear:
+                if ch in new_versions or not (same_version and linear):
+                    if ch not in values:
+                        if same_version and ch not in new_versions:
+                            vals[ch] = old_vals[ch]
+                            carried = True
+                        continue
+                    value = values[ch]
+                    stored = old_vals.get(ch)
+                    if (
+                        memo is not None
+                        and type(stored) is list
+                        and (type(value) is list or type(value) is tuple)
+                    ):
+                        # a list channel (a chat's messages): one pass against the
+                        # stored list and the memo (see ValueCodec.pack_items)
+                        cell, extends = codec.pack_items(value, stored, pool, new_pool, memo, used)
+                        if extends:
+                            extended.add(ch)
+                        vals[ch] = cell
+                    else:
+                        vals[ch] = codec.pack(value, pool, new_pool, memo, used)
+                else:
                     vals[ch] = old_vals[ch]
                     carried = True
-                elif ch in values:
-                    vals[ch] = codec.pack(values[ch], pool, new_pool, memo, used)
-                elif same_version:
-                    vals[ch] = old_vals[ch]
-                    carried = True
-            ops, key = self._ops_checkpoint(st, ns, header, meta, vals, new_pool)
+            ops, key = self._ops_checkpoint(st, ns, header, meta, vals, new_pool, extended)
             if memo is not None:
                 ops.extend(_after_put(st, used, carried))
             ops.extend(self._archive_ops(st, ns, cid))
