@@ -18,8 +18,10 @@ faster), medians with the min–max of the per-round ratios.
 * ``sqlite`` (``--mode threads``, default): 16 OS threads each ``invoke`` their chat,
   one saver for all: ``StatekeeperSaver.from_url("sqlite:///…?synchronous=S")`` vs
   ``SqliteSaver`` on one ``check_same_thread=False`` connection (its documented
-  multi-thread setup, ``from_conn_string``), same ``synchronous``. ``--mode async``:
-  16 ``ainvoke`` tasks on one event loop, vs ``AsyncSqliteSaver``.
+  multi-thread setup, ``from_conn_string``), same ``synchronous``; and LangGraph's
+  ``InMemorySaver`` in the same rounds (no disk, no SQL: the **ceiling**, what the
+  graph runtime itself allows; its ratio to ``SqliteSaver`` bounds every saver's).
+  ``--mode async``: 16 ``ainvoke`` tasks on one event loop, vs ``AsyncSqliteSaver``.
 * ``postgres``: 16 ``ainvoke`` tasks on one event loop. statekeeper:
   ``StatekeeperSaver.from_url("postgresql://…?schema=…", durability=D)`` (D = ``sync``:
   each write its own transaction, and ``group``: writes in flight share one; both
@@ -156,6 +158,12 @@ class AsyncCounting:
 
 def sqlite_round(kind: str, path: Path, args: argparse.Namespace, sync: str) -> dict[str, float]:
     tag = uuid.uuid4().hex[:8]
+    if kind == "memory":  # the ceiling: the graph runtime with a saver that has no disk
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        if args.mode == "threads":
+            return threaded(InMemorySaver(), args, tag)
+        return asyncio.run(concurrent(InMemorySaver(), args, tag))
     if args.mode == "threads":
         if kind == "sk":
             saver = StatekeeperSaver.from_url(f"sqlite:///{path}?synchronous={sync}")
@@ -195,13 +203,16 @@ async def sqlite_async(
         return await concurrent(peer, args, tag)
 
 
+SQLITE_KINDS = ["sk", "peer", "memory"]
+
+
 def run_sqlite(args: argparse.Namespace) -> list[tuple[str, list[dict[str, Any]]]]:
     out: list[tuple[str, list[dict[str, Any]]]] = []
     with tempfile.TemporaryDirectory(prefix="bench-lg-conc-") as tmp:
         for sync in args.synchronous:
             rounds: list[dict[str, Any]] = []
             for i in range(args.rounds):
-                order = ["sk", "peer"] if i % 2 == 0 else ["peer", "sk"]
+                order = SQLITE_KINDS[i % 3 :] + SQLITE_KINDS[: i % 3]  # rotating
                 rnd: dict[str, Any] = {}
                 for kind in order:
                     rnd[kind] = sqlite_round(kind, Path(tmp) / f"{sync}-{i}-{kind}.db", args, sync)
@@ -292,7 +303,7 @@ def ratio_row(label: str, rounds: list[dict[str, Any]], sk: str, peer: str) -> l
 
 
 def report(results: list[tuple[str, list[dict[str, Any]]]], args: argparse.Namespace) -> None:
-    headers = ["setting", "statekeeper writes/s", "peer writes/s", "ratio", "spread", "CPU ratio"]
+    headers = ["setting (A vs B)", "A writes/s", "B writes/s", "A/B", "spread", "CPU B/A"]
     rows: list[list[str]] = []
     for label, rounds in results:
         if label == "postgres":
@@ -306,6 +317,9 @@ def report(results: list[tuple[str, list[dict[str, Any]]]], args: argparse.Names
         else:
             peer = "SqliteSaver" if args.mode == "threads" else "AsyncSqliteSaver"
             rows.append(ratio_row(f"{label} vs {peer}", rounds, "sk", "peer"))
+            # the ceiling: no saver can beat a saver with no disk at all by much
+            rows.append(ratio_row(f"{label}: InMemorySaver vs {peer}", rounds, "memory", "peer"))
+            rows.append(ratio_row(f"{label}: statekeeper vs InMemorySaver", rounds, "sk", "memory"))
     print(
         f"\n### {args.threads} LangGraph threads x {args.turns} turns, {args.rounds} rounds,"
         f" {args.backend} ({args.mode})\n"
