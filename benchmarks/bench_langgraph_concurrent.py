@@ -31,7 +31,10 @@ faster), medians with the min–max of the per-round ratios.
   ``AsyncPostgresSaver.from_conn_string`` (one connection, the docs' first example),
   ``AsyncPostgresSaver(pool)`` on an ``AsyncConnectionPool`` (the docs' production
   setup), and one ``AsyncPostgresSaver`` per thread sharing the pool (not documented;
-  sidesteps the saver-wide lock: the fastest setting).
+  sidesteps the saver-wide lock: the fastest setting). A statekeeper side named with
+  ``/N`` (``sk-group-loop/1``) commits with at most N group batches in flight
+  (``GroupCommitter.in_flight``; PostgreSQL's default is 4), ``/N,M`` also starts a
+  batch beside one in flight only with at least M appends (``min_beside``).
 
 Usage::
 
@@ -230,12 +233,19 @@ async def pg_side(kind: str, dsn: str, schema: str, args: argparse.Namespace) ->
     if kind.startswith("sk-"):
         sep = "&" if "?" in dsn else "?"
         url = f"{dsn}{sep}schema={schema}"
+        kind, _, in_flight = kind.partition("/")  # "sk-group/1": one batch in flight
         if kind.endswith("-loop"):  # afrom_url: the saver's work on this loop
             saver = await StatekeeperSaver.afrom_url(
                 url, durability=kind.removeprefix("sk-").removesuffix("-loop")
             )
         else:
             saver = StatekeeperSaver.from_url(url, durability=kind.removeprefix("sk-"))
+        group = saver.store._writes.group
+        if in_flight and group is not None:  # A/B of the batches in flight, same build
+            n, _, beside = in_flight.partition(",")  # "/4,1": 4 in flight, no minimum
+            group.in_flight = int(n)
+            if beside:
+                group.min_beside = int(beside)
         try:
             return await concurrent(saver, args, tag)
         finally:

@@ -18,7 +18,7 @@ async def test_other_agents_commit_while_a_batch_is_in_flight_and_one_agent_keep
     schema: str, open_store: Callable[..., StateStore]
 ) -> None:
     backend = PostgresBackend(POSTGRES_DSN, schema=schema)
-    assert backend.batches_in_flight == 2
+    assert backend.batches_in_flight == 4
     batches: list[list[tuple[str, int]]] = []
     first_entered, release_first = asyncio.Event(), asyncio.Event()
     append_batch = backend.append_batch
@@ -35,11 +35,11 @@ async def test_other_agents_commit_while_a_batch_is_in_flight_and_one_agent_keep
     try:
         first = asyncio.create_task(store.save("a", {"n": 1}))
         await first_entered.wait()
-        # b commits (on another pool connection) while a's batch is still in flight
-        other = await asyncio.wait_for(store.save("b", {"n": 1}), timeout=20)
-        assert other.last_seq == 1 and not first.done()
+        # b and c commit (a batch on another pool connection) while a's is in flight
+        others = await asyncio.wait_for(_saves(store, "b", "c"), timeout=20)
+        assert [r.last_seq for r in others] == [1, 1] and not first.done()
         second = asyncio.create_task(store.save("a", {"n": 2}))
-        await asyncio.wait_for(store.save("c", {"n": 1}), timeout=20)
+        await asyncio.wait_for(_saves(store, "d", "e"), timeout=20)
         assert ("a", 1) not in [item for batch in batches for item in batch]  # still waiting
     finally:  # a failed check never leaves the batch held for the teardown
         release_first.set()
@@ -47,3 +47,7 @@ async def test_other_agents_commit_while_a_batch_is_in_flight_and_one_agent_keep
     assert (await second).last_seq == 2
     assert (await store.load("a")).data == {"n": 2}
     assert [item for batch in batches for item in batch if item[0] == "a"] == [("a", 0), ("a", 1)]
+
+
+async def _saves(store: StateStore, *agents: str) -> list[AppendResult]:
+    return list(await asyncio.gather(*(store.save(a, {"n": 1}) for a in agents)))

@@ -48,6 +48,7 @@ class HeldBatches(CountingBackend):
 async def test_concurrent_agents_commit_in_parallel_batches() -> None:
     backend = HeldBatches()
     group = GroupCommitter(backend)
+    group.min_beside = 1  # (any batch may start beside one in flight)
     a = asyncio.create_task(group.submit(_request("a", 0)))
     await wait_until(lambda: _true(len(backend.batches) == 1), what="a's batch")
     b = asyncio.create_task(group.submit(_request("b", 0)))
@@ -74,6 +75,7 @@ async def test_concurrent_agents_commit_in_parallel_batches() -> None:
 async def test_an_agents_later_append_never_commits_before_an_earlier_one_in_flight() -> None:
     backend = HeldBatches()
     group = GroupCommitter(backend)
+    group.min_beside = 1  # (any batch may start beside one in flight)
     first = asyncio.create_task(group.submit(_request("a", 0)))
     await wait_until(lambda: _true(len(backend.batches) == 1), what="a's first batch")
     second = asyncio.create_task(group.submit(_request("a", 1)))  # built on the first
@@ -98,6 +100,7 @@ async def test_an_agents_later_append_never_commits_before_an_earlier_one_in_fli
 async def test_appends_of_one_agent_pending_together_share_a_batch_in_order() -> None:
     backend = HeldBatches()
     group = GroupCommitter(backend)
+    group.min_beside = 1  # (any batch may start beside one in flight)
     busy = [asyncio.create_task(group.submit(_request(name, 0))) for name in ("x", "y")]
     await wait_until(lambda: _true(len(backend.batches) == 2), what="x's and y's batches")
     waiting = [
@@ -112,11 +115,28 @@ async def test_appends_of_one_agent_pending_together_share_a_batch_in_order() ->
     # x's second waits for x's first; a's two go together, in their order
     assert backend.batches[2] == [("a", 0), ("a", 1), ("b", 0)]
     backend.gates[0].set()
+    backend.gates[2].set()
     await wait_until(lambda: _true(len(backend.batches) == 4), what="x's second batch")
     assert backend.batches[3] == [("x", 1)]
-    backend.gates[2].set()
     backend.gates[3].set()
     assert [(await t).last_seq for t in (*busy, *waiting)] == [1, 1, 1, 2, 2, 1]
+
+
+async def test_a_batch_beside_one_in_flight_waits_until_it_holds_min_beside_appends() -> None:
+    backend = HeldBatches()
+    group = GroupCommitter(backend)
+    assert group.min_beside == 2
+    a = asyncio.create_task(group.submit(_request("a", 0)))
+    await wait_until(lambda: _true(len(backend.batches) == 1), what="a's batch")
+    b = asyncio.create_task(group.submit(_request("b", 0)))
+    await asyncio.sleep(0)
+    assert len(backend.batches) == 1  # one append alone: not worth a commit of its own yet
+    c = asyncio.create_task(group.submit(_request("c", 0)))
+    await wait_until(lambda: _true(len(backend.batches) == 2), what="b's and c's batch")
+    assert backend.batches[1] == [("b", 0), ("c", 0)]
+    backend.gates[0].set()
+    backend.gates[1].set()
+    assert [(await t).last_seq for t in (a, b, c)] == [1, 1, 1]
 
 
 async def test_one_batch_in_flight_where_the_engine_commits_one_at_a_time() -> None:

@@ -97,7 +97,9 @@ class GroupCommitter:
         self._pending: list[_Queued] = []
         #: a governed store: each batch is committed with its audit entries
         self.auditor: BatchAuditor | None = None
-        self._batches: set[asyncio.Task[None]] = set()
+        self._batches: dict[asyncio.Task[None], int] = {}  # in flight: their sizes
+        #: the fewest appends a batch started beside one in flight holds
+        self.min_beside = 2
         # agents with an append in a batch in flight: their next append waits for that
         # batch (a later save of an agent never commits before, or beside, an earlier one)
         self._busy: set[str] = set()
@@ -188,19 +190,24 @@ class GroupCommitter:
                     batch.append(item)
             if not batch:
                 return  # every pending append waits for its agent's batch in flight
+            if self._batches and len(batch) < max(self.min_beside, min(self._batches.values())):
+                # a batch beside one in flight only once it is as full as that one: a
+                # commit per arrival would cost more statements (and CPU) than it saves
+                return
             self._pending = rest
             busy.update(item[0].agent_id for item in batch)
             task = asyncio.get_running_loop().create_task(self._commit(batch))
-            self._batches.add(task)
+            self._batches[task] = len(batch)
             self.most_in_flight = max(self.most_in_flight, len(self._batches))
 
     async def _commit(self, batch: list[_Queued]) -> None:
+        task = asyncio.current_task()  # (taken now: a task closed unfinished has no loop)
         try:
             await self._commit_batch(batch)
         finally:
             self._busy.difference_update(item[0].agent_id for item in batch)
-            self._batches.discard(asyncio.current_task())
-            self._start_batches()
+            self._batches.pop(task, None)  # type: ignore[arg-type]
+        self._start_batches()  # (not after a cancellation: the next submit starts them)
 
     async def _commit_batch(self, batch: list[_Queued]) -> None:
         try:

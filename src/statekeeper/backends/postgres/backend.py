@@ -133,7 +133,7 @@ _QUERIES: dict[str, str] = named_blocks(read_script(_PACKAGE, "sql/queries.sql")
 
 
 #: group-commit batches committing at once (see ``Backend.batches_in_flight``)
-BATCHES_IN_FLIGHT = 2
+BATCHES_IN_FLIGHT = 4
 
 
 class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
