@@ -284,8 +284,9 @@ async def run_postgres(args: argparse.Namespace) -> list[tuple[str, list[dict[st
         async with AsyncPostgresSaver.from_conn_string(lg_dsn) as setup:
             await setup.setup()
         rounds: list[dict[str, Any]] = []
+        kinds = args.kinds or PG_KINDS
         for i in range(args.rounds):
-            order = PG_KINDS if i % 2 == 0 else PG_KINDS[::-1]
+            order = kinds if i % 2 == 0 else kinds[::-1]
             rnd = {kind: await pg_side(kind, args.dsn, schema, args) for kind in order}
             rounds.append(rnd)
             print(f"postgres round {i}: {rnd}", file=sys.stderr)
@@ -316,7 +317,12 @@ def report(results: list[tuple[str, list[dict[str, Any]]]], args: argparse.Names
     headers = ["setting (A vs B)", "A writes/s", "B writes/s", "A/B", "spread", "CPU B/A"]
     rows: list[list[str]] = []
     for label, rounds in results:
-        if label == "postgres":
+        if label == "postgres" and args.kinds:
+            peer = "lg-per-thread"
+            for sk in [k for k in args.kinds if k.startswith("sk-")]:
+                label_ = f"{sk} vs AsyncPostgresSaver, one per thread"
+                rows.append(ratio_row(label_, rounds, sk, peer))
+        elif label == "postgres":
             for sk in ("sk-sync", "sk-group", "sk-group-loop"):
                 for peer, name in (
                     ("lg-conn", "one connection"),
@@ -350,6 +356,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=["threads", "async"], default="threads")
     parser.add_argument("--synchronous", nargs="+", default=["NORMAL", "FULL"])
     parser.add_argument("--dsn", default=DEFAULT_DSN)
+    parser.add_argument(
+        "--kinds", nargs="+", help="postgres sides to run (default: all; the table needs all)"
+    )
     args = parser.parse_args()
     if args.backend == "sqlite":
         results = run_sqlite(args)
