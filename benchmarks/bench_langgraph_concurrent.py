@@ -18,8 +18,10 @@ faster), medians with the min–max of the per-round ratios.
 * ``sqlite`` (``--mode threads``, default): 16 OS threads each ``invoke`` their chat,
   one saver for all: ``StatekeeperSaver.from_url("sqlite:///…?synchronous=S")`` vs
   ``SqliteSaver`` on one ``check_same_thread=False`` connection (its documented
-  multi-thread setup, ``from_conn_string``), same ``synchronous``. ``--mode async``:
-  16 ``ainvoke`` tasks on one event loop, vs ``AsyncSqliteSaver``.
+  multi-thread setup, ``from_conn_string``), same ``synchronous``; and LangGraph's
+  ``InMemorySaver`` in the same rounds (no disk, no SQL: the **ceiling**, what the
+  graph runtime itself allows; its ratio to ``SqliteSaver`` bounds every saver's).
+  ``--mode async``: 16 ``ainvoke`` tasks on one event loop, vs ``AsyncSqliteSaver``.
 * ``postgres``: 16 ``ainvoke`` tasks on one event loop. statekeeper:
   ``StatekeeperSaver.from_url("postgresql://…?schema=…", durability=D)`` (D = ``sync``:
   each write its own transaction, and ``group``: writes in flight share one; both
@@ -29,7 +31,10 @@ faster), medians with the min–max of the per-round ratios.
   ``AsyncPostgresSaver.from_conn_string`` (one connection, the docs' first example),
   ``AsyncPostgresSaver(pool)`` on an ``AsyncConnectionPool`` (the docs' production
   setup), and one ``AsyncPostgresSaver`` per thread sharing the pool (not documented;
-  sidesteps the saver-wide lock: the fastest setting).
+  sidesteps the saver-wide lock: the fastest setting). A statekeeper side named with
+  ``/N`` (``sk-group-loop/1``) commits with at most N group batches in flight
+  (``GroupCommitter.in_flight``; PostgreSQL's default is 4), ``/N,M`` also starts a
+  batch beside one in flight only with at least M appends (``min_beside``).
 
 Usage::
 
@@ -156,6 +161,12 @@ class AsyncCounting:
 
 def sqlite_round(kind: str, path: Path, args: argparse.Namespace, sync: str) -> dict[str, float]:
     tag = uuid.uuid4().hex[:8]
+    if kind == "memory":  # the ceiling: the graph runtime with a saver that has no disk
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        if args.mode == "threads":
+            return threaded(InMemorySaver(), args, tag)
+        return asyncio.run(concurrent(InMemorySaver(), args, tag))
     if args.mode == "threads":
         if kind == "sk":
             saver = StatekeeperSaver.from_url(f"sqlite:///{path}?synchronous={sync}")
@@ -195,13 +206,16 @@ async def sqlite_async(
         return await concurrent(peer, args, tag)
 
 
+SQLITE_KINDS = ["sk", "peer", "memory"]
+
+
 def run_sqlite(args: argparse.Namespace) -> list[tuple[str, list[dict[str, Any]]]]:
     out: list[tuple[str, list[dict[str, Any]]]] = []
     with tempfile.TemporaryDirectory(prefix="bench-lg-conc-") as tmp:
         for sync in args.synchronous:
             rounds: list[dict[str, Any]] = []
             for i in range(args.rounds):
-                order = ["sk", "peer"] if i % 2 == 0 else ["peer", "sk"]
+                order = SQLITE_KINDS[i % 3 :] + SQLITE_KINDS[: i % 3]  # rotating
                 rnd: dict[str, Any] = {}
                 for kind in order:
                     rnd[kind] = sqlite_round(kind, Path(tmp) / f"{sync}-{i}-{kind}.db", args, sync)
@@ -219,12 +233,19 @@ async def pg_side(kind: str, dsn: str, schema: str, args: argparse.Namespace) ->
     if kind.startswith("sk-"):
         sep = "&" if "?" in dsn else "?"
         url = f"{dsn}{sep}schema={schema}"
+        kind, _, in_flight = kind.partition("/")  # "sk-group/1": one batch in flight
         if kind.endswith("-loop"):  # afrom_url: the saver's work on this loop
             saver = await StatekeeperSaver.afrom_url(
                 url, durability=kind.removeprefix("sk-").removesuffix("-loop")
             )
         else:
             saver = StatekeeperSaver.from_url(url, durability=kind.removeprefix("sk-"))
+        group = saver.store._writes.group
+        if in_flight and group is not None:  # A/B of the batches in flight, same build
+            n, _, beside = in_flight.partition(",")  # "/4,1": 4 in flight, no minimum
+            group.in_flight = int(n)
+            if beside:
+                group.min_beside = int(beside)
         try:
             return await concurrent(saver, args, tag)
         finally:
@@ -263,8 +284,9 @@ async def run_postgres(args: argparse.Namespace) -> list[tuple[str, list[dict[st
         async with AsyncPostgresSaver.from_conn_string(lg_dsn) as setup:
             await setup.setup()
         rounds: list[dict[str, Any]] = []
+        kinds = args.kinds or PG_KINDS
         for i in range(args.rounds):
-            order = PG_KINDS if i % 2 == 0 else PG_KINDS[::-1]
+            order = kinds if i % 2 == 0 else kinds[::-1]
             rnd = {kind: await pg_side(kind, args.dsn, schema, args) for kind in order}
             rounds.append(rnd)
             print(f"postgres round {i}: {rnd}", file=sys.stderr)
@@ -292,10 +314,15 @@ def ratio_row(label: str, rounds: list[dict[str, Any]], sk: str, peer: str) -> l
 
 
 def report(results: list[tuple[str, list[dict[str, Any]]]], args: argparse.Namespace) -> None:
-    headers = ["setting", "statekeeper writes/s", "peer writes/s", "ratio", "spread", "CPU ratio"]
+    headers = ["setting (A vs B)", "A writes/s", "B writes/s", "A/B", "spread", "CPU B/A"]
     rows: list[list[str]] = []
     for label, rounds in results:
-        if label == "postgres":
+        if label == "postgres" and args.kinds:
+            peer = "lg-per-thread"
+            for sk in [k for k in args.kinds if k.startswith("sk-")]:
+                label_ = f"{sk} vs AsyncPostgresSaver, one per thread"
+                rows.append(ratio_row(label_, rounds, sk, peer))
+        elif label == "postgres":
             for sk in ("sk-sync", "sk-group", "sk-group-loop"):
                 for peer, name in (
                     ("lg-conn", "one connection"),
@@ -306,6 +333,9 @@ def report(results: list[tuple[str, list[dict[str, Any]]]], args: argparse.Names
         else:
             peer = "SqliteSaver" if args.mode == "threads" else "AsyncSqliteSaver"
             rows.append(ratio_row(f"{label} vs {peer}", rounds, "sk", "peer"))
+            # the ceiling: no saver can beat a saver with no disk at all by much
+            rows.append(ratio_row(f"{label}: InMemorySaver vs {peer}", rounds, "memory", "peer"))
+            rows.append(ratio_row(f"{label}: statekeeper vs InMemorySaver", rounds, "sk", "memory"))
     print(
         f"\n### {args.threads} LangGraph threads x {args.turns} turns, {args.rounds} rounds,"
         f" {args.backend} ({args.mode})\n"
@@ -326,6 +356,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=["threads", "async"], default="threads")
     parser.add_argument("--synchronous", nargs="+", default=["NORMAL", "FULL"])
     parser.add_argument("--dsn", default=DEFAULT_DSN)
+    parser.add_argument(
+        "--kinds", nargs="+", help="postgres sides to run (default: all; the table needs all)"
+    )
     args = parser.parse_args()
     if args.backend == "sqlite":
         results = run_sqlite(args)

@@ -232,6 +232,10 @@ class Backend(abc.ABC):
     #: True when concurrent :meth:`append` calls share commits by themselves (group
     #: commit inside the engine); ``durability="group"`` then adds no queue of its own
     groups_appends: bool = False
+    #: how many ``durability="group"`` batches the store may have committing at once
+    #: (each on its own connection; an agent's appends still commit in order): 1 for an
+    #: engine with one writer, more where commits run in parallel (PostgreSQL's pool)
+    batches_in_flight: int = 1
     #: True when :meth:`copy_out` streams a bulk copy (PostgreSQL); a backup asks it
     #: only then (no target file opened for an engine without one)
     copies_out: bool = False

@@ -71,6 +71,9 @@ class _Done:
 
 _DONE = _Done()
 
+#: an append waiting for a group commit: the request, its audit entries, its caller's future
+_Queued = tuple[AppendRequest, list[Any] | None, "asyncio.Future[AppendResult]"]
+
 
 class GroupCommitter:
     """Batches concurrent appends into shared commits (``group`` mode).
@@ -81,18 +84,30 @@ class GroupCommitter:
     switch and a batch call per save; its commits are then counted by the engine
     (``append_commits``, every store on it included)."""
 
-    def __init__(self, backend: Backend, max_batch: int = 512) -> None:
+    def __init__(
+        self, backend: Backend, max_batch: int = 512, in_flight: int | None = None
+    ) -> None:
         self._backend = backend
         self._max_batch = max_batch
-        self._pending: list[
-            tuple[AppendRequest, list[Any] | None, asyncio.Future[AppendResult]]
-        ] = []
+        #: how many batches may be committing at once (``Backend.batches_in_flight``
+        #: unless given): more than one lets an engine whose commits run on separate
+        #: connections (PostgreSQL's pool) overlap one batch's WAL flush with the next
+        #: batch's statements instead of queueing every save behind the flush in flight
+        self.in_flight = max(1, in_flight if in_flight is not None else backend.batches_in_flight)
+        self._pending: list[_Queued] = []
         #: a governed store: each batch is committed with its audit entries
         self.auditor: BatchAuditor | None = None
-        self._runner: asyncio.Task[None] | None = None
+        self._batches: dict[asyncio.Task[None], int] = {}  # in flight: their sizes
+        #: the fewest appends a batch started beside one in flight holds
+        self.min_beside = 2
+        # agents with an append in a batch in flight: their next append waits for that
+        # batch (a later save of an agent never commits before, or beside, an earlier one)
+        self._busy: set[str] = set()
         self._commits = 0
         self._engine_base: int = getattr(backend, "append_commits", 0)
         self.appends = 0
+        #: the most batches that were committing at once (a counter for tests, benchmarks)
+        self.most_in_flight = 0
 
     @property
     def commits(self) -> int:
@@ -114,8 +129,7 @@ class GroupCommitter:
             return await backend.append(request)
         future: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
         self._pending.append((request, label, future))
-        if self._runner is None or self._runner.done():
-            self._runner = asyncio.create_task(self._run())
+        self._start_batches()
         return await future
 
     def join_next(self, row: NextRow) -> Awaitable[BaseException | None]:
@@ -156,38 +170,74 @@ class GroupCommitter:
             return
         await self.submit(next_request(row))
 
-    async def _run(self) -> None:
-        while self._pending:
-            batch = self._pending[: self._max_batch]
-            del self._pending[: self._max_batch]
-            try:
-                requests = [req for req, _, _ in batch]
-                auditor = self.auditor
-                if auditor is not None and any(label for _, label, _ in batch):
-                    results = await auditor.commit(requests, [label or [] for _, label, _ in batch])
+    def _start_batches(self) -> None:
+        """Start batches of the pending appends while fewer than :attr:`in_flight` are
+        committing. An append of an agent that has one in a batch in flight stays
+        pending (and so do the agent's later ones: order is kept per agent) until that
+        batch is settled; two appends of one agent still share a batch when they are
+        pending together, in their order, as with one batch in flight."""
+        while self._pending and len(self._batches) < self.in_flight:
+            busy = self._busy
+            batch: list[_Queued] = []
+            rest: list[_Queued] = []
+            held: set[str] = set()
+            for item in self._pending:
+                agent_id = item[0].agent_id
+                if len(batch) >= self._max_batch or agent_id in busy or agent_id in held:
+                    held.add(agent_id)
+                    rest.append(item)
                 else:
-                    results = await self._backend.append_batch(requests)
-            except BaseException as exc:  # the whole commit failed: every caller learns it
-                for _, _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(exc)
-                if not isinstance(exc, Exception):
-                    raise
+                    batch.append(item)
+            if not batch:
+                return  # every pending append waits for its agent's batch in flight
+            if self._batches and len(batch) < max(self.min_beside, min(self._batches.values())):
+                # a batch beside one in flight only once it is as full as that one: a
+                # commit per arrival would cost more statements (and CPU) than it saves
+                return
+            self._pending = rest
+            busy.update(item[0].agent_id for item in batch)
+            task = asyncio.get_running_loop().create_task(self._commit(batch))
+            self._batches[task] = len(batch)
+            self.most_in_flight = max(self.most_in_flight, len(self._batches))
+
+    async def _commit(self, batch: list[_Queued]) -> None:
+        task = asyncio.current_task()  # (taken now: a task closed unfinished has no loop)
+        try:
+            await self._commit_batch(batch)
+        finally:
+            self._busy.difference_update(item[0].agent_id for item in batch)
+            self._batches.pop(task, None)  # type: ignore[arg-type]
+        self._start_batches()  # (not after a cancellation: the next submit starts them)
+
+    async def _commit_batch(self, batch: list[_Queued]) -> None:
+        try:
+            requests = [req for req, _, _ in batch]
+            auditor = self.auditor
+            if auditor is not None and any(label for _, label, _ in batch):
+                results = await auditor.commit(requests, [label or [] for _, label, _ in batch])
+            else:
+                results = await self._backend.append_batch(requests)
+        except BaseException as exc:  # the whole commit failed: every caller learns it
+            for _, _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._commits += 1
+        self.appends += len(batch)
+        for (_, _, fut), result in zip(batch, results, strict=True):
+            if fut.done():  # caller was cancelled; the append itself stands
                 continue
-            self._commits += 1
-            self.appends += len(batch)
-            for (_, _, fut), result in zip(batch, results, strict=True):
-                if fut.done():  # caller was cancelled; the append itself stands
-                    continue
-                if isinstance(result, BaseException):
-                    fut.set_exception(result)
-                else:
-                    fut.set_result(result)
+            if isinstance(result, BaseException):
+                fut.set_exception(result)
+            else:
+                fut.set_result(result)
 
     async def drain(self) -> None:
         """Wait until every submitted append has been committed or failed."""
-        while self._runner is not None and not self._runner.done():
-            await asyncio.shield(self._runner)
+        while self._batches:
+            await asyncio.shield(next(iter(self._batches)))
 
 
 class WriteBehind:

@@ -132,6 +132,10 @@ _PACKAGE = "statekeeper.backends.postgres"
 _QUERIES: dict[str, str] = named_blocks(read_script(_PACKAGE, "sql/queries.sql"))
 
 
+#: group-commit batches committing at once (see ``Backend.batches_in_flight``)
+BATCHES_IN_FLIGHT = 4
+
+
 class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
     """Streams and snapshots in PostgreSQL (``postgresql://user@host/db``).
 
@@ -248,6 +252,9 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
             name=f"statekeeper-{schema}",
             configure=read_only_session if readonly else None,
         )
+        # group commit: a second batch commits on another connection while the first
+        # waits for its WAL flush; half the pool at most, so reads keep connections
+        self.batches_in_flight = max(1, min(BATCHES_IN_FLIGHT, max_size // 2))
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
         self._closed = False
