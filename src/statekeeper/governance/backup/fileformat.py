@@ -144,7 +144,7 @@ class BackupKey:
     """The key a backup is encrypted and signed with (32 bytes). Its ``repr`` holds no
     key material."""
 
-    __slots__ = ("_aead", "_material", "fingerprint", "id")
+    __slots__ = ("_aead", "_material", "fingerprint", "id", "page_seed")
 
     def __init__(self, material: bytes, key_id: str = "backup") -> None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -155,6 +155,10 @@ class BackupKey:
         self._material = material
         self._aead = AESGCM(_hkdf(material, b"encryption"))
         self.fingerprint = _hkdf(material, b"fingerprint", 8).hex()
+        #: the seed of a page backup's page digests (XXH3-128, :mod:`.pagedelta`): a
+        #: secret of the key's, so whoever writes into the store cannot steer a page's
+        #: new content to its old digest (XXH3 is no cryptographic hash)
+        self.page_seed = int.from_bytes(_hkdf(material, b"page digest seed", 8), "big")
 
     def __repr__(self) -> str:
         return f"BackupKey(id={self.id!r}, material=<redacted>)"
