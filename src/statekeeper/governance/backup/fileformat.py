@@ -301,10 +301,22 @@ def _aad(header: Header, kind: bytes, index: int) -> bytes:
 class FrameWriter:
     """Writes a backup file frame by frame (see the module documentation)."""
 
-    def __init__(self, out: IO[bytes], header: Header, key: BackupKey, level: int = 1) -> None:
+    def __init__(
+        self,
+        out: IO[bytes],
+        header: Header,
+        key: BackupKey,
+        level: int = 1,
+        write_behind: bool = False,
+    ) -> None:
         import zstandard
 
+        from .writebehind import WriteBehind
+
         self.out = out
+        #: ``write_behind``: the file's bytes leave the page cache as they reach the
+        #: disk (:mod:`.writebehind`; a local backup file, not an S3 upload's spool)
+        self._behind = WriteBehind(out) if write_behind else None
         self.header = header
         self.key = key
         self._zstd = zstandard.ZstdCompressor(level=level)
@@ -320,6 +332,8 @@ class FrameWriter:
         except OSError as exc:  # the disk is full, the device failed: a typed error
             raise BackupError(f"cannot write the backup: {exc}") from None
         self.offset += len(data)
+        if self._behind is not None:
+            self._behind.wrote(self.offset)
 
     def _frame(self, kind: bytes, index: int, content: Any) -> tuple[int, int, str]:
         return self._sealed(kind, index, msgpack.packb(content, use_bin_type=True))

@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ..._files import new_temporary, sync_directory
 from ...errors import BackupError, ConfigurationError
+from .writebehind import drop_all
 
 __all__ = ["Location"]
 
@@ -38,6 +39,11 @@ class Location:
             self.display = f"s3://{parts.netloc}/{key}"
         else:
             self.display = text
+
+    @property
+    def local(self) -> bool:
+        """Whether the backup is a local file (not an S3 object)."""
+        return self.s3 is None
 
     def _client(self) -> Any:
         assert self.s3 is not None
@@ -64,6 +70,7 @@ class Location:
                     try:
                         fh.flush()
                         os.fsync(fh.fileno())
+                        drop_all(fh.fileno())  # clean now: out of the page cache
                     except OSError as exc:  # the disk is full, the device failed
                         raise BackupError(f"cannot write backup {self.display}: {exc}") from None
                     written = True
