@@ -141,8 +141,8 @@ def _hkdf(material: bytes, label: bytes, length: int = 32) -> bytes:
 
 
 class BackupKey:
-    """The key a backup is encrypted and signed with (32 bytes). Its ``repr`` holds no
-    key material."""
+    """The key a backup is encrypted and signed with (32 bytes; ``page_seed``: the secret
+    seed of page digests, :mod:`.pagedelta`). Its ``repr`` holds no key material."""
 
     __slots__ = ("_aead", "_material", "fingerprint", "id", "page_seed")
 
@@ -155,9 +155,6 @@ class BackupKey:
         self._material = material
         self._aead = AESGCM(_hkdf(material, b"encryption"))
         self.fingerprint = _hkdf(material, b"fingerprint", 8).hex()
-        #: the seed of a page backup's page digests (XXH3-128, :mod:`.pagedelta`): a
-        #: secret of the key's, so whoever writes into the store cannot steer a page's
-        #: new content to its old digest (XXH3 is no cryptographic hash)
         self.page_seed = int.from_bytes(_hkdf(material, b"page digest seed", 8), "big")
 
     def __repr__(self) -> str:
@@ -264,8 +261,7 @@ class Header:
 
     @property
     def layout(self) -> str:
-        """``"streams"`` (version 1: msgpack stream entries) or ``"sqlite-file"``
-        (version 2: the chunks are a copy of a SQLite store file)."""
+        """The layout its version names (:data:`VERSIONS`, the module documentation)."""
         return VERSIONS[self.version]
 
     @classmethod
@@ -301,22 +297,10 @@ def _aad(header: Header, kind: bytes, index: int) -> bytes:
 class FrameWriter:
     """Writes a backup file frame by frame (see the module documentation)."""
 
-    def __init__(
-        self,
-        out: IO[bytes],
-        header: Header,
-        key: BackupKey,
-        level: int = 1,
-        write_behind: bool = False,
-    ) -> None:
+    def __init__(self, out: IO[bytes], header: Header, key: BackupKey, level: int = 1) -> None:
         import zstandard
 
-        from .writebehind import WriteBehind
-
         self.out = out
-        #: ``write_behind``: the file's bytes leave the page cache as they reach the
-        #: disk (:mod:`.writebehind`; a local backup file, not an S3 upload's spool)
-        self._behind = WriteBehind(out) if write_behind else None
         self.header = header
         self.key = key
         self._zstd = zstandard.ZstdCompressor(level=level)
@@ -332,8 +316,6 @@ class FrameWriter:
         except OSError as exc:  # the disk is full, the device failed: a typed error
             raise BackupError(f"cannot write the backup: {exc}") from None
         self.offset += len(data)
-        if self._behind is not None:
-            self._behind.wrote(self.offset)
 
     def _frame(self, kind: bytes, index: int, content: Any) -> tuple[int, int, str]:
         return self._sealed(kind, index, msgpack.packb(content, use_bin_type=True))

@@ -13,12 +13,12 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from ..._files import new_temporary, sync_directory
 from ...errors import BackupError, ConfigurationError
-from .writebehind import drop_all
+from .writebehind import WriteBehindFile, drop_all
 
 __all__ = ["Location"]
 
@@ -39,11 +39,6 @@ class Location:
             self.display = f"s3://{parts.netloc}/{key}"
         else:
             self.display = text
-
-    @property
-    def local(self) -> bool:
-        """Whether the backup is a local file (not an S3 object)."""
-        return self.s3 is None
 
     def _client(self) -> Any:
         assert self.s3 is not None
@@ -66,7 +61,8 @@ class Location:
             try:
                 written = False
                 try:
-                    yield fh
+                    # written behind: its pages leave the cache as they reach the disk
+                    yield cast(IO[bytes], WriteBehindFile(fh))
                     try:
                         fh.flush()
                         os.fsync(fh.fileno())

@@ -18,7 +18,7 @@ import contextlib
 import os
 from typing import IO
 
-__all__ = ["STEP", "WriteBehind", "drop_all"]
+__all__ = ["STEP", "WriteBehind", "WriteBehindFile", "drop_all"]
 
 #: bytes between two calls (one chunk of a page backup)
 STEP = 8 << 20
@@ -47,6 +47,30 @@ class WriteBehind:
                 _ADVISE(self._fd, self._dropped, self._started - self._dropped, _DONTNEED)
             _ADVISE(self._fd, self._started, offset - self._started, _DONTNEED)
         self._dropped, self._started = self._started, offset
+
+
+class WriteBehindFile:
+    """A local backup file written behind (what :meth:`.location.Location.writing`
+    hands the :class:`~.fileformat.FrameWriter`: it calls ``write`` and ``flush``)."""
+
+    __slots__ = ("_behind", "_offset", "_raw")
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._behind = WriteBehind(raw)
+        self._offset = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        written = self._raw.write(data)
+        self._offset += len(data)
+        self._behind.wrote(self._offset)
+        return written
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
 
 
 def drop_all(fd: int) -> None:

@@ -229,7 +229,7 @@ async def backup(
     location = Location(to)
 
     with location.writing() as out:
-        writer = FrameWriter(out, header, key, write_behind=location.local)
+        writer = FrameWriter(out, header, key)
         pending: list[bytes] = []
         pending_bytes = 0
         pending_ids: list[str] = []
@@ -373,7 +373,7 @@ async def _write_copy_out(
     location = Location(to)
     try:
         with location.writing() as out:
-            writer = FrameWriter(out, header, key, write_behind=location.local)
+            writer = FrameWriter(out, header, key)
             prefix = namespace + "/" if namespace else ""
             body = await write_copy_out(backend, writer, prefix, chunk_bytes, progress)
             if body is None:
@@ -398,7 +398,7 @@ async def _write_file(
     """A version-2 backup of the store file copied at ``copy`` (see :mod:`.filecopy`)."""
     location = Location(to)
     with location.writing() as out:
-        writer = FrameWriter(out, header, key, write_behind=location.local)
+        writer = FrameWriter(out, header, key)
         body = await asyncio.to_thread(write_copy, writer, copy, chunk_bytes, progress)
         await _finish_whole(writer, header, source, namespace, body)
     return _whole_result(location, header, body, writer.offset, started)
@@ -423,7 +423,7 @@ async def _write_pages(
     location = Location(to)
     try:
         with location.writing() as out:
-            writer = FrameWriter(out, header, key, write_behind=location.local)
+            writer = FrameWriter(out, header, key)
             if parent is None:
                 body = await asyncio.to_thread(write_pages, writer, snapshot, chunk_bytes, progress)
             else:
