@@ -141,10 +141,10 @@ def _hkdf(material: bytes, label: bytes, length: int = 32) -> bytes:
 
 
 class BackupKey:
-    """The key a backup is encrypted and signed with (32 bytes). Its ``repr`` holds no
-    key material."""
+    """The key a backup is encrypted and signed with (32 bytes; ``page_seed``: the secret
+    seed of page digests, :mod:`.pagedelta`). Its ``repr`` holds no key material."""
 
-    __slots__ = ("_aead", "_material", "fingerprint", "id")
+    __slots__ = ("_aead", "_material", "fingerprint", "id", "page_seed")
 
     def __init__(self, material: bytes, key_id: str = "backup") -> None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -155,6 +155,7 @@ class BackupKey:
         self._material = material
         self._aead = AESGCM(_hkdf(material, b"encryption"))
         self.fingerprint = _hkdf(material, b"fingerprint", 8).hex()
+        self.page_seed = int.from_bytes(_hkdf(material, b"page digest seed", 8), "big")
 
     def __repr__(self) -> str:
         return f"BackupKey(id={self.id!r}, material=<redacted>)"
@@ -260,8 +261,7 @@ class Header:
 
     @property
     def layout(self) -> str:
-        """``"streams"`` (version 1: msgpack stream entries) or ``"sqlite-file"``
-        (version 2: the chunks are a copy of a SQLite store file)."""
+        """The layout its version names (:data:`VERSIONS`, the module documentation)."""
         return VERSIONS[self.version]
 
     @classmethod

@@ -13,11 +13,12 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from ..._files import new_temporary, sync_directory
 from ...errors import BackupError, ConfigurationError
+from .writebehind import WriteBehindFile, drop_all
 
 __all__ = ["Location"]
 
@@ -60,10 +61,12 @@ class Location:
             try:
                 written = False
                 try:
-                    yield fh
+                    # written behind: its pages leave the cache as they reach the disk
+                    yield cast(IO[bytes], WriteBehindFile(fh))
                     try:
                         fh.flush()
                         os.fsync(fh.fileno())
+                        drop_all(fh.fileno())  # clean now: out of the page cache
                     except OSError as exc:  # the disk is full, the device failed
                         raise BackupError(f"cannot write backup {self.display}: {exc}") from None
                     written = True

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from ...backends.sqlite_files import require_store_file
 from ...errors import BackupCorrupt, NotAStore
 from .fileformat import FILE_IMAGES, PAGE_DELTAS, BackupKey, FrameReader
-from .pagedelta import DIGEST, changed_pages, page_digests, page_layout
+from .pagedelta import DIGEST, Digester, changed_pages, page_digester, page_layout
 
 __all__ = ["chain_image", "page_runs"]
 
@@ -85,7 +85,8 @@ def _rebuild(paths: Sequence[str], key: BackupKey, image: str) -> None:
             last = readers[-1]
             expected = page_layout(last)
             assert expected is not None  # _lay_over checked it
-            if _digests_of(out.fileno(), page_size) != expected[2]:
+            digester = page_digester(expected[3], key)  # the last manifest's kind
+            if _digests_of(out.fileno(), page_size, digester) != expected[2]:
                 raise BackupCorrupt(
                     last.path,
                     "page image",
@@ -123,7 +124,7 @@ def _lay_over(reader: FrameReader, fd: int, page_size: int) -> None:
     os.ftruncate(fd, layout[1] * page_size)
 
 
-def _digests_of(fd: int, page_size: int) -> bytes:
+def _digests_of(fd: int, page_size: int, digester: Digester) -> bytes:
     """Every page's digest of the file at ``fd``."""
     out = bytearray()
     step = max(page_size, _READ - _READ % page_size)
@@ -134,6 +135,6 @@ def _digests_of(fd: int, page_size: int) -> bytes:
             break
         if len(piece) % page_size:  # a torn last page: it digests as nothing listed
             out += bytes(DIGEST)
-        out += page_digests(piece, page_size)
+        out += digester(piece, page_size)
         offset += len(piece)
     return bytes(out)

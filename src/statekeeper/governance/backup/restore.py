@@ -12,11 +12,11 @@ damaged, truncated, edited or incomplete backup
 :class:`~statekeeper.errors.BackupCorrupt`; either way nothing is restored.
 
 **Either format.** A version-2 or 5 backup (a SQLite store's file copy,
-:mod:`.filecopy`) is decrypted into a temporary file (``$TMPDIR``) at each pass and
-its streams read from it, each checked against the manifest's heads (version 5 and
-6: each stream's head tag, then checked against the chain followed with the
-target's keys, and kept as the target's tag when made with its active key); then
-everything below applies. A
+:mod:`.filecopy`) is decrypted into a temporary file (``$TMPDIR``) once, before the
+checking pass, and its streams read from it at each pass, each checked against the
+manifest's heads (version 5 and 6: each stream's head tag, then checked against the
+chain followed with the target's keys, and kept as the target's tag when made with
+its active key); then everything below applies. A
 full page backup followed by incremental backups by pages (version 4) is rebuilt once
 into one image (:mod:`.pagechain`, checked against the last manifest's page digests)
 and restored as that last backup's full image.
@@ -33,7 +33,8 @@ agent before anything is written.
 
 **Streamed.** The files are read twice, chunk by chunk: a checking pass (everything
 above) that keeps per agent only its head, chain link and where its snapshot is, then
-a writing pass that re-reads (and re-authenticates) each chunk and appends its parts
+a writing pass that re-reads (and re-authenticates) each chunk (a file backup: its
+image decrypted before the checking pass) and appends its parts
 (:mod:`.writepass`: the agents of a chunk in batches, committed together).
 Memory is one chunk plus a few dozen bytes per agent, whatever the backup's size.
 
@@ -79,8 +80,8 @@ from ..hooks import (
     store_sink,
 )
 from .entries import iter_entries, read_entries
-from .filecopy import copy_folder
-from .fileformat import HEAD_TAGS, BackupKey, FrameReader
+from .filecopy import copy_folder, opened_copy
+from .fileformat import FILE_IMAGES, HEAD_TAGS, BackupKey, FrameReader
 from .location import Location
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
@@ -176,13 +177,23 @@ def _parts(
     versions: list[int],
 ) -> list[_Part]:
     """The files the passes read: a run of page backups (a full one and its page
-    incrementals) as its last file with the image rebuilt from the run."""
+    incrementals) as its last file with the image rebuilt from the run; a full file
+    backup alone with its image decrypted (once, for both passes: the writing pass
+    decrypted it again, ~0.5 of ~7.7 CPU-s for a 188 MB store, docs/benchmarks.md
+    "backup15"). Either image is checked against the manifest's heads by both passes
+    (:func:`.filecopy.checked_entries`), in a private folder of ``$TMPDIR``."""
     parts: list[_Part] = []
     for first, last in page_runs(versions):
         image = None
         if last > first:
             folder = stack.enter_context(copy_folder())
             image = stack.enter_context(chain_image(paths[first : last + 1], key, folder))
+        elif versions[first] in FILE_IMAGES:
+            reader = FrameReader(paths[first], key)
+            try:  # every chunk authenticated and checked against the manifest here
+                image = stack.enter_context(opened_copy(reader))
+            finally:
+                reader.close()
         parts.append((paths[last], image, ids[last]))
     return parts
 

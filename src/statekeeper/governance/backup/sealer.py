@@ -122,7 +122,9 @@ class ChunkSealer:
         # backup key, bound to the header and the index), so a frame swapped for
         # another one fails the same way, and the SHA-256 pass cost 0.12 of ~0.85
         # CPU-s for a 155 MB copy (docs/benchmarks.md, fourth pass)
-        digests = page_digests(plain, self._page_size) if self._page_size else b""
+        digests = (
+            page_digests(plain, self._page_size, writer.key.page_seed) if self._page_size else b""
+        )
         return head, sealed, sealed[-_TAG:].hex(), out, plain, digests
 
     def _submit(self, plain: bytes | bytearray | memoryview) -> None:

@@ -153,7 +153,7 @@ async def backup(
     parent_id: str | None = None
     previous: dict[str, Any] = {}
     #: the parent's page layout (size, count, digests) when it is a page backup
-    parent_pages: tuple[int, int, bytes] | None = None
+    parent_pages: tuple[int, int, bytes, str] | None = None
     parent: FrameReader | None = None  # closed: its header and manifest only
     #: an incremental by pages lists its heads as its parent does (tags or checksums)
     delta = VERSION_PAGES
@@ -198,7 +198,7 @@ async def backup(
                 chunk_bytes,
                 progress,
                 started,
-                None if parent is None or parent_pages is None else (parent, parent_pages[2]),
+                None if parent is None or parent_pages is None else (parent, parent_pages),
             )
             await _audit_backup(audit, result)
             return result
@@ -414,10 +414,10 @@ async def _write_pages(
     chunk_bytes: int,
     progress: Callable[[int, int], None] | None,
     started: float,
-    parent: tuple[FrameReader, bytes] | None = None,
+    parent: tuple[FrameReader, tuple[int, int, bytes, str]] | None = None,
 ) -> BackupResult:
     """A version-5 (or 2) backup of a whole SQLite store's page image (see
-    :mod:`.filecopy`), or with ``parent`` (the parent backup, its page digests) a
+    :mod:`.filecopy`), or with ``parent`` (the parent backup, its page layout) a
     version-6 (or 4) one of the pages changed since (:mod:`.pagedelta`); ``snapshot``
     is closed."""
     location = Location(to)
@@ -428,7 +428,13 @@ async def _write_pages(
                 body = await asyncio.to_thread(write_pages, writer, snapshot, chunk_bytes, progress)
             else:
                 body = await asyncio.to_thread(
-                    write_page_delta, writer, snapshot, parent[1], chunk_bytes, progress
+                    write_page_delta,
+                    writer,
+                    snapshot,
+                    parent[1][2],
+                    chunk_bytes,
+                    progress,
+                    parent[1][3],
                 )
                 since_parent(body, parent[0].head_marks())
             await _finish_whole(writer, header, source, namespace, body)
