@@ -63,6 +63,20 @@ def adapted() -> Iterator[list[bytes]]:
         del sqlite3.adapters[(bytes, sqlite3.PrepareProtocol)]
 
 
+def _keyed_fourth() -> AppendRequest:
+    """Agent a's fourth event, with an idempotency key and a head-tag check (sent twice:
+    the second is a duplicate)."""
+    return AppendRequest(
+        "a",
+        3,
+        (_event(4),),
+        idempotency_key="k",
+        head_tag=_tag(4),
+        expected_tag=_tag(3),
+        check_tag=True,
+    )
+
+
 def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
     with closing(sqlite3.connect(path)) as conn:
         return list(conn.execute(sql).fetchall())
@@ -89,15 +103,7 @@ async def test_appends_and_snapshots_bind_their_blobs_without_an_adapter_lookup(
                 expected_tag=_tag(1),
                 check_tag=True,
             ),
-            AppendRequest(
-                "a",
-                3,
-                (_event(4),),
-                idempotency_key="k",
-                head_tag=_tag(4),
-                expected_tag=_tag(3),
-                check_tag=True,
-            ),
+            _keyed_fourth(),
             AppendRequest("b", 0, (_event(1),), fence=lease.fence, head_tag=_tag(1)),
             AppendRequest(
                 "b",
@@ -135,17 +141,7 @@ async def test_appends_and_snapshots_bind_their_blobs_without_an_adapter_lookup(
         assert await again.read("a", 0, None) == [_event(s) for s in (1, 2, 3, 4)]
         assert await again.latest_snapshot("a", None) == _snapshot(4)
         assert await again.head_tag("a") == (4, _tag(4))
-        duplicate = await again.append(
-            AppendRequest(
-                "a",
-                3,
-                (_event(4),),
-                idempotency_key="k",
-                head_tag=_tag(4),
-                expected_tag=_tag(3),
-                check_tag=True,
-            )
-        )
+        duplicate = await again.append(_keyed_fourth())  # the same request again
         assert duplicate.duplicate and (duplicate.first_seq, duplicate.last_seq) == (4, 4)
         with pytest.raises(ConflictError):  # the stored tag is compared as a BLOB
             await again.append(
