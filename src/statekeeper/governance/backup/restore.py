@@ -82,6 +82,7 @@ from ..hooks import (
 from .entries import iter_entries, read_entries
 from .filecopy import copy_folder, opened_copy
 from .fileformat import FILE_IMAGES, HEAD_TAGS, BackupKey, FrameReader
+from .imagewrite import write_image
 from .location import Location
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
@@ -426,7 +427,11 @@ async def restore(
                 f" {present[0]!r}): restore into an empty store, or delete them first"
             )
         _check_target_takes(store, plans, tags)
-        written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
+        written = await write_image(store, parts, plans, tags)
+        if written is None:
+            written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
+        elif progress is not None:
+            progress("write", written, written)
     result = RestoreResult(
         len(tags),
         sum(plans[a].events for a in tags),
