@@ -29,8 +29,8 @@ __all__ = [
     "APPLICATION_ID",
     "SqliteFile",
     "connect_read_only",
-    "read_only_uri",
     "inspect_sqlite_file",
+    "read_only_uri",
     "require_store_file",
 ]
 
@@ -65,7 +65,11 @@ def read_only_uri(path: str | os.PathLike[str]) -> str:
 def connect_read_only(path: str | os.PathLike[str], timeout: float = 30.0) -> sqlite3.Connection:
     """A connection that can only read ``path`` (:func:`read_only_uri`)."""
     return sqlite3.connect(
-        read_only_uri(path), uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
+        read_only_uri(path),
+        uri=True,
+        timeout=timeout,
+        isolation_level=None,
+        check_same_thread=False,
     )
 
 

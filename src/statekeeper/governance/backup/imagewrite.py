@@ -33,9 +33,11 @@ async def write_image(
 ) -> int | None:
     """How many agents were written from the image in bulk, or None (nothing written:
     the record path then writes)."""
-    if len(parts) != 1 or parts[0][1] is None or len(tags) != len(plans):
+    if len(parts) != 1 or len(tags) != len(plans):
         return None
     path, image, _ = parts[0]
+    if image is None:
+        return None
     if any(plans[a].tag is None or plans[a].tag != tag for a, tag in tags.items()):
         return None
     chosen = [plans[a] for a in tags]
