@@ -21,6 +21,12 @@ full page backup followed by incremental backups by pages (version 4) is rebuilt
 into one image (:mod:`.pagechain`, checked against the last manifest's page digests)
 and restored as that last backup's full image.
 
+**Written in bulk.** One store image (a full file backup, or a run of page backups
+rebuilt) restored whole into an empty SQLite store, every head tag the target's own, is
+written by SQLite alone after the checking pass (:mod:`.imagewrite`: ``INSERT ...
+SELECT`` from the attached image in one transaction, the same rows the appends would
+write, no record a Python object); any other restore appends (:mod:`.writepass`).
+
 **Compacted streams** (retention's ``keep_last``: a base snapshot, history before it
 gone) come with their base snapshot (an entry's 8th element); the manifest names the
 base seq and its snapshot's digest. The check starts the chain at the base (its
