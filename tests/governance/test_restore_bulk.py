@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
+from statekeeper.errors import BackupCorrupt
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 
@@ -125,3 +126,19 @@ async def test_a_target_holding_a_stream_takes_the_record_path(tmp_path: Path) -
         assert appended
         assert (await dst.verify()).ok
         assert (await dst.load("other/x")).data == {"kept": True}
+
+
+async def test_an_image_other_than_the_checked_one_writes_nothing(tmp_path: Path) -> None:
+    """The engine writes the image only if it holds what the checking pass counted
+    (agents, events, snapshots): otherwise BackupCorrupt, and the target stays empty."""
+    image = tmp_path / "image.db"
+    async with StateStore(f"sqlite:///{image}", keyring=keyring()) as src:
+        await fill(src, 4, 3)
+    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
+        for counts in [(5, 12, 0), (4, 11, 0), (4, 12, 1)]:
+            with pytest.raises(BackupCorrupt, match="not what the restore checked"):
+                await dst.backend.import_image(str(image), counts)
+            assert await dst.list_agents() == []
+        assert await dst.backend.import_image(str(image), (4, 12, 0))
+        assert len(await dst.list_agents()) == 4
+        assert (await dst.verify()).ok
