@@ -85,8 +85,12 @@ async def test_restore_appends_at_most_a_batch_of_records_at_once(tmp_path: Path
             finally:
                 under_way -= sum(sizes)
 
+        async def no_bulk_copy(image: str, expected: tuple[int, int, int]) -> bool:
+            return False  # the record path: what an engine without a bulk copy gets
+
         dst.backend.append = counted  # type: ignore[method-assign]
         dst.backend.append_batch = counted_batch  # type: ignore[method-assign]
+        dst.backend.import_image = no_bulk_copy  # type: ignore[method-assign]
         result = await restore(dst, [file], bkey)
         assert result.agents == 40
         assert (await dst.verify()).ok

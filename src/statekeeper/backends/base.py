@@ -458,6 +458,16 @@ class Backend(abc.ABC):
         default): a backup then reads rows (:meth:`export_rows`)."""
         return False
 
+    async def import_image(self, image: str, expected: tuple[int, int, int]) -> bool:
+        """Write the streams of ``image`` (a SQLite store file a restore decrypted and
+        checked: every record opened with this store's keys, every head tag its own)
+        into this store, which holds no stream yet, as the engine's own bulk copy (no
+        row read into Python, :mod:`~.sqlite_import`); ``expected`` is what the restore
+        checked (agents, events, snapshots). False, nothing written, when the engine
+        cannot (the default) or the store holds a stream: the restore then appends the
+        records one stream at a time."""
+        return False
+
     async def page_snapshot(self, prefix: str = "") -> PageSnapshot | None:
         """An open point-in-time image of the store's file, read as pages, when the
         engine keeps its streams in one SQLite file and ``prefix`` is empty (the whole

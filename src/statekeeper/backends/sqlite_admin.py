@@ -22,6 +22,8 @@ from . import sqlite_feed
 from .base import Health, check_prune, validate_rewrite
 from .sqlite_base import Executes, SQLitePart, translated
 from .sqlite_export import copy_file, export_slices, export_whole
+from .sqlite_files import read_only_uri
+from .sqlite_import import Counts, import_image
 from .sqlite_pages import PageSnapshot, open_snapshot
 from .sqlite_reads import blob
 
@@ -278,6 +280,28 @@ class SQLiteAdmin(SQLitePart):
 
         await asyncio.to_thread(copy)
         return True
+
+    def _import_image_sync(self, image: str, expected: Counts) -> bool:
+        conn = self._writer
+        assert conn is not None
+        with translated(self.path):  # outside a transaction: SQLite's rule for ATTACH
+            conn.execute("ATTACH ? AS image", (read_only_uri(image),))
+        try:
+            with self._writing() as writer:
+                return import_image(writer, expected)
+        finally:
+            with translated(self.path):
+                conn.execute("DETACH image")
+
+    async def import_image(self, image: str, expected: Counts) -> bool:
+        """The streams of a checked store image, by SQLite alone in ONE write
+        transaction on the writer thread (:func:`~.sqlite_import.import_image`)."""
+        if self._closed:
+            raise StoreClosed(f"sqlite backend {self.path} is closed")
+        if self.readonly:
+            return False
+        done: bool = await self._write(self._import_image_sync, image, expected, inline=False)
+        return done
 
     async def page_snapshot(self, prefix: str = "") -> PageSnapshot | None:
         """The whole store (``prefix`` empty) as an open image of its pages, in a

@@ -62,6 +62,7 @@ class SQLitePart(Backend):
     busy_timeout: float
     clock: Callable[[], float]
     _closed: bool
+    _writer: sqlite3.Connection | None
 
     if TYPE_CHECKING:
 

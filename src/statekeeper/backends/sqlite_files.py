@@ -30,6 +30,7 @@ __all__ = [
     "SqliteFile",
     "connect_read_only",
     "inspect_sqlite_file",
+    "read_only_uri",
     "require_store_file",
 ]
 
@@ -55,12 +56,20 @@ class SqliteFile:
         return self.kind == "store"
 
 
+def read_only_uri(path: str | os.PathLike[str]) -> str:
+    """``path`` as a SQLite ``mode=ro`` URI: opened or attached so, it is never
+    created, its journal mode never changed, never written."""
+    return "file:" + quote(os.path.abspath(os.fspath(path))) + "?mode=ro"
+
+
 def connect_read_only(path: str | os.PathLike[str], timeout: float = 30.0) -> sqlite3.Connection:
-    """A connection that can only read ``path`` (SQLite ``mode=ro`` URI): it never
-    creates the file, changes its journal mode or writes to it."""
-    uri = "file:" + quote(os.path.abspath(os.fspath(path))) + "?mode=ro"
+    """A connection that can only read ``path`` (:func:`read_only_uri`)."""
     return sqlite3.connect(
-        uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
+        read_only_uri(path),
+        uri=True,
+        timeout=timeout,
+        isolation_level=None,
+        check_same_thread=False,
     )
 
 

@@ -21,6 +21,12 @@ full page backup followed by incremental backups by pages (version 4) is rebuilt
 into one image (:mod:`.pagechain`, checked against the last manifest's page digests)
 and restored as that last backup's full image.
 
+**Written in bulk.** One store image (a full file backup, or a run of page backups
+rebuilt) restored whole into an empty SQLite store, every head tag the target's own, is
+written by SQLite alone after the checking pass (:mod:`.imagewrite`: ``INSERT ...
+SELECT`` from the attached image in one transaction, the same rows the appends would
+write, no record a Python object); any other restore appends (:mod:`.writepass`).
+
 **Compacted streams** (retention's ``keep_last``: a base snapshot, history before it
 gone) come with their base snapshot (an entry's 8th element); the manifest names the
 base seq and its snapshot's digest. The check starts the chain at the base (its
@@ -82,6 +88,7 @@ from ..hooks import (
 from .entries import iter_entries, read_entries
 from .filecopy import copy_folder, opened_copy
 from .fileformat import FILE_IMAGES, HEAD_TAGS, BackupKey, FrameReader
+from .imagewrite import write_image
 from .location import Location
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
@@ -426,7 +433,11 @@ async def restore(
                 f" {present[0]!r}): restore into an empty store, or delete them first"
             )
         _check_target_takes(store, plans, tags)
-        written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
+        written = await write_image(store, parts, plans, tags)
+        if written is None:
+            written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
+        elif progress is not None:
+            progress("write", written, written)
     result = RestoreResult(
         len(tags),
         sum(plans[a].events for a in tags),
