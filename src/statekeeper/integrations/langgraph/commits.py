@@ -288,10 +288,8 @@ class _SaverCommits(_SaverStreams):
                 if thread_id in self._parked:
                     self._unpark(thread_id)
                 queue = self._queued.get(thread_id) or []
-                if len(queue) == 1:  # a lone write (the usual case): a batch of one
-                    batch, rest = queue, []
-                else:
-                    batch, rest = _take_batch(queue)
+                # a lone write (the usual case) is a batch of one
+                batch, rest = (queue, []) if len(queue) == 1 else _take_batch(queue)
                 self._queued[thread_id] = rest
                 try:
                     await self._commit(thread_id, batch)
