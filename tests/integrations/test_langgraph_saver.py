@@ -608,18 +608,13 @@ def test_sync_methods_from_many_threads(saver: StatekeeperSaver) -> None:
             else:
                 raise AssertionError(f"only {queued} writes queued behind the first commit")
 
-    commit, commit_one = saver._commit, saver._commit_one
+    commit = saver._commit
 
     async def first_commit_waits(thread_id: str, batch: Any) -> None:
-        await hold_first()
+        await hold_first()  # (a lone write too: a batch of one)
         await commit(thread_id, batch)
 
-    async def first_lone_commit_waits(thread_id: str, pending: Any) -> None:
-        await hold_first()  # (a lone write is committed as a batch of one)
-        await commit_one(thread_id, pending)
-
     saver._commit = first_commit_waits  # type: ignore[method-assign]
-    saver._commit_one = first_lone_commit_waits  # type: ignore[method-assign]
 
     def write(i: int) -> None:
         saver.put_writes(saved, [("w", i)], f"task-{i}")

@@ -383,6 +383,14 @@ _CREATE = (
 #: the head compare-and-set of a lone append (append_next's: seq and tag)
 _CLAIM_TAGGED = _CLAIM[True]
 _HEAD_SEQ = "SELECT head_seq FROM sk_agents WHERE agent_id = ?"
+#: an append's idempotency key claimed (rowcount 0: it is there, a duplicate), the
+#: range of the append that claimed it, and a claim undone (the head refused)
+_CLAIM_KEY = (
+    "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT(agent_id, key) DO NOTHING"
+)
+_KEY_RANGE = "SELECT first_seq, last_seq FROM sk_idempotency WHERE agent_id = ? AND key = ?"
+_FORGET_KEY = "DELETE FROM sk_idempotency WHERE agent_id = ? AND key = ?"
 _INSERT_EVENT = (
     "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum) VALUES (?, ?, ?, ?, ?, ?)"
 )
@@ -978,8 +986,9 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
 
     def _append_one(self, conn: _Executes, request: AppendRequest) -> AppendResult:
         """One append inside the caller's immediate transaction. A refusal
-        (:class:`ConflictError`, :class:`LeaseLost`) is raised before anything is
-        written; only a constraint (``sqlite3.IntegrityError``) can fire after.
+        (:class:`ConflictError`, :class:`LeaseLost`) leaves nothing written (a key
+        claimed before the head refused is deleted again); only a constraint
+        (``sqlite3.IntegrityError``) can fire after something was.
 
         Its BLOBs (head tags, payloads, checksums) are bound as ``bytearray``, as
         :meth:`_append_row` binds them (why there): this is the append of a new
@@ -988,19 +997,19 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         agent_id, key, expected = request.agent_id, request.idempotency_key, request.expected_seq
         fence = request.fence
         tag = _bind_tag(request.head_tag)
+        events = request.events
+        first, last = events[0], events[-1]
         if key is not None:
             if fence is not None:
                 # the fence before the key: a stale writer learns it lost the lease
                 check_fence(agent_id, fence, self._lease_row(conn, agent_id))
                 fence = None
-            row = conn.execute(
-                "SELECT first_seq, last_seq FROM sk_idempotency WHERE agent_id = ? AND key = ?",
-                (agent_id, key),
-            ).fetchone()
-            if row is not None:
+            # the key claimed first: its SELECT only when it is already there (a
+            # duplicate), not on every keyed append; undone below if the head refuses
+            claimed = conn.execute(_CLAIM_KEY, (agent_id, key, first.seq, last.seq)).rowcount
+            if claimed != 1:
+                row = conn.execute(_KEY_RANGE, (agent_id, key)).fetchone()
                 return AppendResult(agent_id, row[0], row[1], duplicate=True)
-        events = request.events
-        first, last = events[0], events[-1]
         # Compare-and-set the head first: one statement checks the head (and the fence,
         # inside the immediate transaction: no grant can slip in between) and claims it.
         if fence is None:
@@ -1051,7 +1060,9 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 + ((_bind_tag(request.expected_tag),) if request.check_tag else ())
                 + (agent_id, *fence),
             ).rowcount
-        if claimed != 1:  # refused: find out why (the fence first), nothing was written
+        if claimed != 1:  # refused: find out why (the fence first), nothing left written
+            if key is not None:
+                conn.execute(_FORGET_KEY, (agent_id, key))
             if fence is not None:
                 check_fence(agent_id, fence, self._lease_row(conn, agent_id))
             row = conn.execute(
@@ -1078,12 +1089,6 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                     (agent_id, e.seq, e.type, e.timestamp, _bind(e.payload), _bind(e.checksum))
                     for e in events
                 ],
-            )
-        if key is not None:
-            conn.execute(
-                "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq)"
-                " VALUES (?, ?, ?, ?)",
-                (agent_id, key, first.seq, last.seq),
             )
         snap = request.snapshot
         if snap is not None:

@@ -51,6 +51,51 @@ def _plain_claims(ops: builtins.list[Op]) -> bool:
     return True
 
 
+#: a batch's plans built: the plans still in it (one whose build raised is settled
+#: with its error and left out) and its event (type, ops, key), None when it has no ops
+_Built = tuple[builtins.list[_Pending], tuple[str, builtins.list[Op], str | None] | None]
+
+
+def _build_one(st: _Stream, live: builtins.list[_Pending]) -> _Built:
+    """:func:`_build` of a batch of one (a lone write, the usual case): its plan as it
+    is, applied once by the append (no lists of event types and ops)."""
+    pending = live[0]
+    try:
+        plan = pending.build(st)
+    except BaseException as exc:  # e.g. CheckpointForkError: that call fails alone
+        _settle(pending, exc)
+        return [], None
+    return live, (plan if plan is not None and plan[1] else None)
+
+
+def _build(st: _Stream, live: builtins.list[_Pending]) -> _Built:
+    """Build several plans, each against the document as the one before leaves it
+    (applied to ``st.doc`` copy-on-write as it is built), into one event."""
+    ops: builtins.list[Op] = []
+    event_types: builtins.list[str] = []
+    key: str | None = None  # a checkpoint's (see history.checkpoint_key)
+    included: builtins.list[_Pending] = []
+    for pending in live:
+        try:
+            plan = pending.build(st)
+        except BaseException as exc:  # e.g. CheckpointForkError: that call fails alone
+            _settle(pending, exc)
+            continue
+        included.append(pending)
+        if plan is None:
+            continue
+        event_type, plan_ops, plan_key = plan
+        key = plan_key or key
+        event_types.append(event_type)
+        ops.extend(plan_ops)
+        st.doc = m.apply_once(st.doc, plan_ops)  # (copy-on-write)
+        _update_heads(st, plan_ops)
+    if not ops:
+        return included, None
+    event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
+    return included, (event_type, ops, key)
+
+
 def _settle(pending: _Pending, exc: BaseException | None = None) -> None:
     """Settle a plan's future (once) and wake its caller when it waits off the loop."""
     if not pending.future.done():
@@ -243,16 +288,8 @@ class _SaverCommits(_SaverStreams):
                 if thread_id in self._parked:
                     self._unpark(thread_id)
                 queue = self._queued.get(thread_id) or []
-                if len(queue) == 1:  # a lone write (the usual case): a batch of one
-                    lone = queue[0]
-                    self._queued[thread_id] = []
-                    try:
-                        await self._commit_one(thread_id, lone)
-                    except BaseException:
-                        self._requeue(thread_id, [lone], mine)
-                        raise
-                    continue
-                batch, rest = _take_batch(queue)
+                # a lone write (the usual case) is a batch of one
+                batch, rest = (queue, []) if len(queue) == 1 else _take_batch(queue)
                 self._queued[thread_id] = rest
                 try:
                     await self._commit(thread_id, batch)
@@ -339,43 +376,6 @@ class _SaverCommits(_SaverStreams):
                 break
         mine.future.result()
 
-    async def _commit_one(self, thread_id: str, pending: _Pending) -> None:
-        """:meth:`_commit` of a batch of one: its plan built, then appended as its own
-        event, applied once (no speculative document, no lists of plans, event types
-        and ops gathered for one plan)."""
-        if pending.future.done():
-            return
-        for _ in range(self.max_retries):
-            # no head read first: the compare-and-append below is the check
-            st = await self._open(thread_id, create=pending.create, check=False)
-            if st is None:  # no stream, and the plan may not create one
-                break
-            try:
-                plan = pending.build(st)
-            except BaseException as exc:  # e.g. CheckpointForkError: that call fails alone
-                _settle(pending, exc)
-                return
-            if plan is None:
-                break
-            event_type, ops, key = plan
-            if not ops:
-                break
-            # plain JSON: the plan said so, and a run claim riding on it is (see _commit)
-            plain = pending.plain and _plain_claims(ops)
-            try:
-                await self._append(st, event_type, ops, key, plain=plain)
-                break
-            except (ConflictError, AgentNotFound):
-                self._forget(thread_id)  # stale: plan again on a read
-            except BaseException as exc:
-                self._forget(thread_id)
-                _settle(pending, exc)
-                return
-        else:
-            _settle(pending, ConflictError(m.agent_id(self.prefix, thread_id), -1, -1))
-            return
-        _settle(pending)
-
     async def _commit(self, thread_id: str, batch: builtins.list[_Pending]) -> None:
         """Append the plans of ``batch`` as one event; settle each plan's future."""
         live = [p for p in batch if not p.future.done()]
@@ -383,37 +383,18 @@ class _SaverCommits(_SaverStreams):
             if not live:
                 return
             # no head read first: the compare-and-append below is the check
-            st = await self._open(thread_id, create=any(p.create for p in live), check=False)
+            create = live[0].create if len(live) == 1 else any(p.create for p in live)
+            st = await self._open(thread_id, create=create, check=False)
             if st is None:  # no stream, and none of the plans may create one
                 break
-            ops: builtins.list[Op] = []
-            event_types: builtins.list[str] = []
-            key: str | None = None  # a checkpoint's (see history.checkpoint_key)
-            included: builtins.list[_Pending] = []
             # several plans: each is applied to the document as it is built (the next
             # is built on its outcome), so the append must not apply them again, even
             # when all but one of them failed
             speculative = len(live) > 1
-            for pending in live:
-                try:
-                    plan = pending.build(st)
-                except BaseException as exc:  # e.g. CheckpointForkError: that call fails alone
-                    _settle(pending, exc)
-                    continue
-                included.append(pending)
-                if plan is None:
-                    continue
-                event_type, plan_ops, plan_key = plan
-                key = plan_key or key
-                event_types.append(event_type)
-                ops.extend(plan_ops)
-                if speculative:  # later plans are built against this one's outcome
-                    st.doc = m.apply_once(st.doc, plan_ops)  # (copy-on-write)
-                    _update_heads(st, plan_ops)
-            live = included
-            if not ops:
+            live, plan = _build(st, live) if speculative else _build_one(st, live)
+            if plan is None:
                 break
-            event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
+            event_type, ops, key = plan
             # plain JSON: the plans said so, and so is a run claim riding on them
             plain = all(p.plain for p in live) and _plain_claims(ops)
             try:
