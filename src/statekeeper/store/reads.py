@@ -408,9 +408,7 @@ class ReadPath:
         return record if record is not None and record.tag_known else None
 
     async def current(self, agent_id: str, *, cached: bool = False) -> AgentRecord | None:
-        """The latest folded state (private), or None when the agent does not exist.
-        ``cached``: a cached state is served as it is, not validated (a write-behind
-        save: built on it, its append is checked at the flush)."""
+        """The latest folded state (private), or None; ``cached``: served unvalidated."""
         pinned = self.pinned.get(agent_id)
         if pinned is not None:
             return pinned
