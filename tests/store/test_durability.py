@@ -517,6 +517,22 @@ async def test_interrupted_group_commit_strands_no_other_append(
     assert (await store.save("a1", {"n": 2})).last_seq == 1  # a1's first save never landed
 
 
+async def test_a_flush_waiting_for_an_interrupted_group_commit_is_not_cancelled(
+    open_store: Callable[..., StateStore],
+) -> None:
+    backend = InterruptedBackend()
+    store = open_store(backend, durability="group")
+    saving = asyncio.create_task(store.save("a1", {"n": 1}))
+    await backend.entered.wait()
+    flushing = asyncio.create_task(store.flush())
+    await asyncio.sleep(0)  # (one pass of the loop: the flush waits for the batch in flight)
+    backend.gate.set()
+    with pytest.raises(BackendError):
+        await saving
+    await flushing  # (was: CancelledError, as if the flush itself had been cancelled)
+    assert not flushing.cancelled()
+
+
 async def test_async_backend_failure_is_reported_and_the_store_recovers(
     tmp_path: Path, open_store: Callable[..., StateStore]
 ) -> None:

@@ -254,7 +254,14 @@ class GroupCommitter:
     async def drain(self) -> None:
         """Wait until every submitted append has been committed or failed."""
         while self._batches:
-            await asyncio.shield(next(iter(self._batches)))
+            batch = next(iter(self._batches))
+            try:
+                await asyncio.shield(batch)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not batch.cancelled() or (task is not None and task.cancelling()):
+                    raise  # this wait was cancelled
+                # the batch was interrupted (its callers were told): not this wait
 
 
 class WriteBehind:
