@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -444,6 +444,93 @@ async def test_group_commit_of_a_cancelled_caller_still_stands(
     assert await backend.inner.head("a1") == 1
     assert (await store.load("a1")).data == {"n": 1}
     assert (await store.save("a1", {"n": 2})).last_seq == 2
+
+
+async def _queued(store: StateStore) -> bool:
+    """An append waits in the group committer's queue (not yet in a batch)."""
+    group = store._writes.group
+    return group is not None and bool(group._pending)
+
+
+async def test_group_append_of_a_caller_cancelled_before_its_commit_is_not_stored(
+    open_store: Callable[..., StateStore],
+) -> None:
+    backend = GatedBackend()
+    store = open_store(backend, durability="group")
+    first = asyncio.create_task(store.save("a1", {"n": 1}))
+    await backend.entered.wait()  # a1's commit holds the one batch in flight...
+    second = asyncio.create_task(store.save("b1", {"n": 1}))
+    await wait_until(lambda: _queued(store), what="the append queued behind the batch")
+    second.cancel()  # ...b1's caller gives up while its append still waits to be sent
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    backend.gate.set()
+    await first
+    await store.flush()
+    # the caller was told "cancelled": its append must not be stored behind its back
+    assert await backend.inner.head("b1") == 0  # (no event)
+    assert await store.get("b1") is None
+
+
+def _done(task: asyncio.Task[Any]) -> Callable[[], Awaitable[bool]]:
+    async def done() -> bool:
+        return task.done()
+
+    return done
+
+
+class InterruptedBackend(GatedBackend):
+    """Its first ``append_batch`` ends cancelled (the commit interrupted) once the gate
+    opens, without storing anything; the later ones store as usual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interrupted = False
+
+    async def append_batch(self, requests: Any) -> list[AppendResult | BaseException]:
+        if not self.interrupted:
+            self.interrupted = True
+            self.entered.set()
+            await self.gate.wait()
+            raise asyncio.CancelledError
+        return await self.inner.append_batch(requests)
+
+
+async def test_interrupted_group_commit_strands_no_other_append(
+    open_store: Callable[..., StateStore],
+) -> None:
+    backend = InterruptedBackend()
+    store = open_store(backend, durability="group")
+    first = asyncio.create_task(store.save("a1", {"n": 1}))
+    await backend.entered.wait()  # a1's commit is in flight...
+    second = asyncio.create_task(store.save("b1", {"n": 1}))
+    await wait_until(lambda: _queued(store), what="the append queued behind the batch")
+    backend.gate.set()  # ...and is interrupted, with b1's append waiting behind it
+    # a1's caller was not cancelled: it learns the commit's outcome is unknown
+    with pytest.raises(BackendError) as info:
+        await first
+    assert info.value.maybe_applied
+    # (was: left queued with nobody to send it, its caller waiting for good)
+    await wait_until(_done(second), what="b1's save to end")
+    assert (await second).last_seq == 1
+    assert await backend.inner.head("b1") == 1
+    assert (await store.save("a1", {"n": 2})).last_seq == 1  # a1's first save never landed
+
+
+async def test_a_flush_waiting_for_an_interrupted_group_commit_is_not_cancelled(
+    open_store: Callable[..., StateStore],
+) -> None:
+    backend = InterruptedBackend()
+    store = open_store(backend, durability="group")
+    saving = asyncio.create_task(store.save("a1", {"n": 1}))
+    await backend.entered.wait()
+    flushing = asyncio.create_task(store.flush())
+    await asyncio.sleep(0)  # (one pass of the loop: the flush waits for the batch in flight)
+    backend.gate.set()
+    with pytest.raises(BackendError):
+        await saving
+    await flushing  # (was: CancelledError, as if the flush itself had been cancelled)
+    assert not flushing.cancelled()
 
 
 async def test_async_backend_failure_is_reported_and_the_store_recovers(

@@ -158,6 +158,7 @@ _AGENT_ID_METHODS = (
     "acquire_lease",
     "renew_lease",
     "release_lease",
+    "release_lease_again",
     "get_lease",
     "idempotency_keys",
     "set_ttl",
@@ -861,6 +862,19 @@ class Backend(abc.ABC):
         ``(holder, token)`` is no longer the current lease."""
         raise LeasesUnsupported(self.name)
 
+    async def release_lease_again(self, agent_id: str, holder: str, token: int) -> bool:
+        """:meth:`release_lease` sent again after a try whose outcome is unknown (it
+        raised, or its caller was cancelled: it may have released the lease). True
+        also for a lease nobody holds whose token is still ``token``: released with
+        it (any grant since would have moved the token on), so the first try did it.
+        False when the lease was taken over (a newer token).
+
+        Engines answer it in one step; this default releases, then looks at the lease
+        (exact unless a grant comes between the two: then False)."""
+        if await self.release_lease(agent_id, holder, token):
+            return True
+        return released_with(await self.get_lease(agent_id), token)
+
     async def get_lease(self, agent_id: str) -> LeaseInfo | None:
         """The agent's newest lease (possibly expired or released), or None if it
         never had one."""
@@ -1076,6 +1090,12 @@ def _validate_lease_change(change: StreamChange) -> None:
         raise ConfigurationError(f"a lease token is an int >= 1, got {lease.token!r}")
     if lease.ttl is not None:
         validate_ttl(lease.ttl)
+
+
+def released_with(current: LeaseInfo | None, token: int) -> bool:
+    """``current`` is a lease nobody holds whose token is ``token``: it was released
+    with that token (a grant would have moved the token on)."""
+    return current is not None and current.holder is None and current.token == token
 
 
 def check_lease_grant(agent_id: str, lease: Any, current: LeaseInfo | None, now: float) -> None:

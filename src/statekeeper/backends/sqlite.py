@@ -886,7 +886,17 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         when the WAL's growth says a step is due (:class:`.sqlite_wal.Growth`), that
         step. The writer connection's own auto-checkpoint is off, so no commit — inline
         on the event loop least of all — ever runs one; writes arriving meanwhile queue
-        behind it on the writer thread, as they would behind a commit."""
+        behind it on the writer thread, as they would behind a commit.
+
+        Not under ``_writer_busy``: a commit counts its pages after releasing it (the
+        loop's inline commits, the commit thread's), so this may run on two threads at
+        once, and ``_wal_pages`` may lose one commit's pages, or keep them across a
+        reset. Harmless, checked (2026-12-04): these fields only schedule work that is
+        safe at any time — a PASSIVE checkpoint (queued twice: the second copies
+        nothing) or a step of the WAL file's zeros (SQLite ignores them; both run
+        under the lock, on the writer thread) — never what is written or read. The
+        estimate drifts by a commit's pages at most per race, and each checkpoint
+        calibrates it again; a lost count delays the next checkpoint by one commit."""
         self._wal_pages += pages * self._wal_scale
         if self._wal_pages < self._wal_limit:
             return

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import LeaseHeld, LeaseLost
 from ..records import LeaseChange, LeaseInfo
-from .base import check_fence, check_lease_grant, validate_ttl
+from .base import check_fence, check_lease_grant, released_with, validate_ttl
 from .sqlite_base import Executes, SQLitePart, translated
 
 __all__ = ["SQLiteLeases"]
@@ -57,11 +57,12 @@ class SQLiteLeases(SQLitePart):
                 raise LeaseHeld(agent_id, current.holder, current.expires_at)
             return LeaseInfo(agent_id, holder, int(row[0]), now + ttl)
         current = self._lease_row(conn, agent_id)
-        if op == "release":
+        if op in ("release", "release-again"):
             try:
                 check_fence(agent_id, (holder, token), current)
             except LeaseLost:
-                return False
+                # sent again: the first try may have released it (see release_lease_again)
+                return op == "release-again" and released_with(current, token)
             conn.execute(
                 "UPDATE sk_leases SET holder = NULL, expires_at = 0 WHERE agent_id = ?",
                 (agent_id,),
@@ -121,6 +122,12 @@ class SQLiteLeases(SQLitePart):
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
         released: bool = await self._write(
             self._lease_sync, "release", agent_id, holder, token, 0.0
+        )
+        return released
+
+    async def release_lease_again(self, agent_id: str, holder: str, token: int) -> bool:
+        released: bool = await self._write(
+            self._lease_sync, "release-again", agent_id, holder, token, 0.0
         )
         return released
 

@@ -691,6 +691,10 @@ class TieredBackend(Backend):
         self._check_can_write()
         return await self.durable.release_lease(agent_id, holder, token)
 
+    async def release_lease_again(self, agent_id: str, holder: str, token: int) -> bool:
+        self._check_can_write()
+        return await self.durable.release_lease_again(agent_id, holder, token)
+
     async def get_lease(self, agent_id: str) -> LeaseInfo | None:
         self._check_open()
         return await self.durable.get_lease(agent_id)

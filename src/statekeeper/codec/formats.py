@@ -27,16 +27,21 @@ JSON = 0
 MSGPACK = 1
 
 
-def has_marker(body: bytes, marker: bytes, start: int = 0) -> bool:
+def has_marker(body: bytes | bytearray | memoryview, marker: bytes, start: int = 0) -> bool:
     """``marker in body`` for a tag ``marker`` whose second byte is ``$`` (``b'"$t"'``,
     or ``b"\\xa2$t"`` packed), found from the ``$`` bytes: a ``$`` is found by
     ``memchr``, while ``in`` scans for the whole marker byte by byte — 87 us for a
     33 KB msgpack snapshot, where a float's bytes hold a ``0x24`` about one load in
     ten and each load checked its snapshot twice (measured, docs/benchmarks.md
     "load11"). Bodies with many ``$`` fall back to ``in`` after a few. ``start``: look
-    in ``body[start:]`` only, without copying it (a stored record's body from 35)."""
-    if type(body) is not bytes:
-        return b"$" in body[start:] and marker in body[start:]
+    in ``body[start:]`` only, without copying it (a stored record's body from 35).
+
+    A ``bytearray`` is searched as ``bytes`` is; any other buffer (a ``memoryview``,
+    whose ``in`` compares its items — ints — with the marker, so never found it: a
+    body parsed from a view came back with its typed values as raw tag dicts) is
+    copied to ``bytes`` first."""
+    if type(body) is not bytes and type(body) is not bytearray:
+        body = bytes(body)
     find = body.find
     at = find(b"$", start + 1)
     for _ in range(16):

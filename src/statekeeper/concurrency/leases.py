@@ -51,7 +51,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..arguments import check_agent_id, check_name
-from ..backends.base import Backend, validate_ttl
+from ..backends.base import Backend, released_with, validate_ttl
 from ..errors import AccessDenied, ConflictError, InvalidArgument, LeaseHeld, LeaseLost
 from ..records import Fence, LeaseChange, LeaseInfo, StreamChange
 
@@ -94,6 +94,9 @@ class Lease:
         self._deadline = sent_at + ttl
         self._lost: LeaseLost | None = None
         self._released = False
+        #: a release was sent and failed (raised, or cancelled): it may have been
+        #: applied, so the next one is sent as a retry (``release_lease_again``)
+        self._release_unsure = False
         self._heartbeat: asyncio.Task[None] | None = None
 
     @property
@@ -163,18 +166,30 @@ class Lease:
                     detail={"holder": self.holder, "token": self.token},
                 )
             except LeaseLost:  # it had been taken over: nothing released, nothing written
+                if self._release_unsure and released_with(
+                    await manager.backend.get_lease(self.stored_id), self.token
+                ):
+                    # unless the failed try before committed it, with its entry
+                    self._release_unsure = False
+                    return True
+                self._release_unsure = False
                 await manager.audit("lease-lost", self)
                 return False
             except BaseException:
                 self._release_failed()
                 raise
+            self._release_unsure = False
             return True
         entry = None
         try:
             if gov is not None:  # the entry first (see LeaseManager.acquire)
                 detail = {"holder": self.holder, "token": self.token}
                 entry = await gov.ahead("lease-release", self.stored_id, detail)
-            released = await manager.backend.release_lease(self.stored_id, self.holder, self.token)
+            release = manager.backend.release_lease
+            if self._release_unsure:  # the failed try may have released it: not "taken over"
+                release = manager.backend.release_lease_again
+            released = await release(self.stored_id, self.holder, self.token)
+            self._release_unsure = False
         except BaseException as exc:
             self._release_failed()
             if entry is not None and gov is not None:
@@ -194,8 +209,11 @@ class Lease:
         :attr:`released` False, usable for writes while its token is the newest, and
         ``release()`` sends the request again (was: marked released, and every later
         ``release()`` answered False without asking: the lease ran out at its TTL
-        while the caller believed it given up)."""
+        while the caller believed it given up). It is sent as a retry: the failed one
+        may have been applied (a lost reply, a cancellation while it ran), and a plain
+        release would then answer "taken over" (False) for the lease it gave up."""
         self._released = False
+        self._release_unsure = True
 
     # -- heartbeat -------------------------------------------------------------------
 

@@ -461,6 +461,12 @@ class ObservedBackend(Backend):
         )
         return done
 
+    async def release_lease_again(self, agent_id: str, holder: str, token: int) -> bool:
+        done: bool = await self._obs.call(
+            "release_lease", agent_id, self.inner.release_lease_again, agent_id, holder, token
+        )
+        return done
+
     async def get_lease(self, agent_id: str) -> LeaseInfo | None:
         lease: LeaseInfo | None = await self._obs.call(
             "get_lease", agent_id, self.inner.get_lease, agent_id

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, Literal, Protocol
 
 from ..backends.base import Backend, NextRow, next_request
-from ..errors import ConfigurationError, WriteBufferError
+from ..errors import BackendError, ConfigurationError, WriteBufferError
 from ..records import AppendRequest, AppendResult
 
 __all__ = ["BatchAuditor", "Durability", "GroupCommitter", "WriteBehind", "check_durability"]
@@ -182,6 +182,8 @@ class GroupCommitter:
             rest: list[_Queued] = []
             held: set[str] = set()
             for item in self._pending:
+                if item[2].done():  # its caller was cancelled before it was sent: dropped
+                    continue
                 agent_id = item[0].agent_id
                 if len(batch) >= self._max_batch or agent_id in busy or agent_id in held:
                     held.add(agent_id)
@@ -189,6 +191,7 @@ class GroupCommitter:
                 else:
                     batch.append(item)
             if not batch:
+                self._pending = rest
                 return  # every pending append waits for its agent's batch in flight
             if self._batches and len(batch) < max(self.min_beside, min(self._batches.values())):
                 # a batch beside one in flight only once it is as full as that one: a
@@ -207,7 +210,10 @@ class GroupCommitter:
         finally:
             self._busy.difference_update(item[0].agent_id for item in batch)
             self._batches.pop(task, None)  # type: ignore[arg-type]
-        self._start_batches()  # (not after a cancellation: the next submit starts them)
+            # also after a cancellation: the appends pending behind this batch (its
+            # agents' next ones, or any beyond ``in_flight``) have callers waiting, and
+            # nobody else would start them until the next submit
+            self._start_batches()
 
     async def _commit_batch(self, batch: list[_Queued]) -> None:
         try:
@@ -218,10 +224,21 @@ class GroupCommitter:
             else:
                 results = await self._backend.append_batch(requests)
         except BaseException as exc:  # the whole commit failed: every caller learns it
+            error: BaseException = exc
+            if not isinstance(exc, Exception):
+                # the commit was interrupted (this task cancelled): it may have been
+                # applied. Its callers were not cancelled, so they get an error that
+                # says so, not a CancelledError of their own (their stores drop the
+                # agents' cached state, and a load tells what was stored)
+                error = BackendError(
+                    f"a group commit of {len(batch)} appends was interrupted "
+                    f"({type(exc).__name__}): whether it was applied is unknown",
+                    maybe_applied=True,
+                )
             for _, _, fut in batch:
                 if not fut.done():
-                    fut.set_exception(exc)
-            if not isinstance(exc, Exception):
+                    fut.set_exception(error)
+            if error is not exc:
                 raise
             return
         self._commits += 1
@@ -237,7 +254,14 @@ class GroupCommitter:
     async def drain(self) -> None:
         """Wait until every submitted append has been committed or failed."""
         while self._batches:
-            await asyncio.shield(next(iter(self._batches)))
+            batch = next(iter(self._batches))
+            try:
+                await asyncio.shield(batch)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not batch.cancelled() or (task is not None and task.cancelling()):
+                    raise  # this wait was cancelled
+                # the batch was interrupted (its callers were told): not this wait
 
 
 class WriteBehind:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import namespaces
@@ -106,6 +106,20 @@ async def store_feed_cursor_bounds(store: StateStore) -> FeedBounds:
     )
 
 
+def check_within(
+    bounds: list[tuple[int, int]], positions: Sequence[int], argument: str, outcome: str
+) -> None:
+    """Refuse positions beyond their shard's head: not a cursor of this store."""
+    for k, ((_, head), p) in enumerate(zip(bounds, positions, strict=True)):
+        if p > head:
+            where = f" of shard {k}" if len(bounds) > 1 else ""
+            raise InvalidArgument(
+                argument,
+                f"position {p}{where} is beyond the feed's head {head}: not a cursor of"
+                f" this store ({outcome})",
+            )
+
+
 async def trim_feed_through(store: StateStore, through: int | FeedCursor | str) -> int:
     """Trim each shard's feed through its position in ``through`` (a shard whose
     position is at or below its floor is left alone); returns how many records were
@@ -117,14 +131,7 @@ async def trim_feed_through(store: StateStore, through: int | FeedCursor | str) 
     shards = feed_shards(backend)
     cursor = as_cursor(through, shards, "through")
     bounds = await feed_bounds_per_shard(backend)
-    for k, ((_, head), p) in enumerate(zip(bounds, cursor.positions, strict=True)):
-        if p > head:
-            where = f" of shard {k}" if shards > 1 else ""
-            raise InvalidArgument(
-                "through",
-                f"position {p}{where} is beyond the feed's head {head}: not a cursor of"
-                " this store (nothing was trimmed)",
-            )
+    check_within(bounds, cursor.positions, "through", "nothing was trimmed")
     pairs = enumerate(zip(bounds, cursor.positions, strict=True))
     todo = [(k, p) for k, ((floor, _), p) in pairs if p > floor]
     if shards == 1:
@@ -364,6 +371,10 @@ class Subscription(AsyncIterator[FeedEvent]):
             await self._access.admit()
         await store._ready()
         bounds = await self._check_floor()
+        # a resume point past the head (a store restored from an older backup, another
+        # store's cursor) would deliver nothing until the feed got there: the events
+        # in between passed over unseen (was: silently)
+        check_within(bounds, self._at, "from_position", "nothing was delivered")
         self._stop = [head for _, head in bounds] if self._stop_at_head else None
         self._started = True
 

@@ -407,13 +407,13 @@ class ReadPath:
         record = self.pinned.get(agent_id) or self.cache.get(agent_id)
         return record if record is not None and record.tag_known else None
 
-    async def current(self, agent_id: str) -> AgentRecord | None:
-        """The latest folded state (private), or None when the agent does not exist."""
+    async def current(self, agent_id: str, *, cached: bool = False) -> AgentRecord | None:
+        """The latest folded state (private), or None; ``cached``: served unvalidated."""
         pinned = self.pinned.get(agent_id)
         if pinned is not None:
             return pinned
         record = self.cache.get(agent_id)
-        if record is not None and not self.validate:
+        if record is not None and (cached or not self.validate):
             return record
         if record is not None:
             try:

@@ -306,7 +306,9 @@ class StateStore:
         self.durability: Durability = mode
         self.snapshot_every = snapshot_every
         self.snapshot_bytes = snapshot_bytes
-        self.validate_cache = validate_cache and mode != "async"
+        # (also with write-behind: its loads were served from the cache unchecked, the
+        # state another process wrote since — even a new incarnation — never seen)
+        self.validate_cache = validate_cache
         self.clock = clock
         self.codec = codec
         self.write_retries = write_retries

@@ -294,7 +294,9 @@ class WritePipeline:
                 record = reads.trusted(agent_id) if trusting else None
                 if record is None:
                     trusting = False
-                    record = await reads.current(agent_id)
+                    # (write-behind: on the cached state as it is; a stale one fails at
+                    # the flush, reported there, as documented for the mode)
+                    record = await reads.current(agent_id, cached=self.behind is not None)
                 base = record.seq if record is not None else 0
                 if trusting and expected_seq is not None and expected_seq != base:
                     trusting = False  # the cache may be stale: ask the backend

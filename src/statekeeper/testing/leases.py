@@ -151,6 +151,19 @@ class LeaseConformance(Contract):
         with pytest.raises(LeaseLost):
             await backend.renew_lease("a", "w1", lease.token, 5.0)
 
+    async def test_release_sent_again_answers_for_the_first_try(self, leasing: Backend) -> None:
+        """``release_lease_again``: the retry of a release whose outcome is unknown."""
+        backend = leasing
+        lease = await backend.acquire_lease("a", "w1", 30.0)
+        assert await backend.release_lease_again("a", "w1", lease.token) is True  # not sent
+        assert await backend.release_lease_again("a", "w1", lease.token) is True  # sent
+        assert (await backend.get_lease("a")).holder is None  # type: ignore[union-attr]
+        assert await backend.release_lease_again("a", "w2", lease.token + 1) is False
+        nxt = await backend.acquire_lease("a", "w2", 30.0)
+        assert await backend.release_lease_again("a", "w1", lease.token) is False  # taken over
+        assert await backend.get_lease("a") == nxt
+        assert await backend.release_lease_again("nobody", "w1", 1) is False
+
     async def test_fenced_append_with_the_current_token(self, leasing: Backend) -> None:
         backend = leasing
         lease = await backend.acquire_lease("a", "w1", 30.0)

@@ -58,10 +58,16 @@ class Leases(PostgresPart):
         raise lease_lost(agent_id, holder, token, current)
 
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
+        return await self._release_lease(agent_id, holder, token, 0)
+
+    async def release_lease_again(self, agent_id: str, holder: str, token: int) -> bool:
+        return await self._release_lease(agent_id, holder, token, 1)
+
+    async def _release_lease(self, agent_id: str, holder: str, token: int, tries: int) -> bool:
+        """``tries``: 1 when an earlier call's try may have released the lease."""
         self._check_can_write()
         params = {"agent": agent_id, "holder": holder, "token": token}
         first, again = self._sql["lease_release"], self._sql["lease_release_again"]
-        tries = 0
 
         async def op() -> tuple[Any, ...] | None:
             # a try after a failed one may follow a release that committed but whose

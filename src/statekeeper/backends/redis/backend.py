@@ -1003,9 +1003,15 @@ class RedisBackend(Backend):
         return self._lease(agent_id, reply)
 
     async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
+        return await self._release_lease(agent_id, holder, token, 0)
+
+    async def release_lease_again(self, agent_id: str, holder: str, token: int) -> bool:
+        return await self._release_lease(agent_id, holder, token, 1)
+
+    async def _release_lease(self, agent_id: str, holder: str, token: int, tries: int) -> bool:
+        """``tries``: 1 when an earlier call's try may have released the lease."""
         self._check_can_write()
         key = self._lease_key(agent_id)
-        tries = 0
 
         async def op() -> Any:
             # a try after a failed one may follow a release that was applied but whose
@@ -1013,7 +1019,7 @@ class RedisBackend(Backend):
             # the lease released with this token instead of "not the current lease"
             nonlocal tries
             tries += 1
-            again = "1" if tries > 1 else "0"
+            again = "1" if tries > 1 else "0"  # (a call sent again starts at 1)
             return await self._write(
                 agent_id, self._release_script, [key], [holder.encode(), str(token), again]
             )

@@ -40,6 +40,20 @@ class Location:
         else:
             self.display = text
 
+    def replaces(self, other: Location) -> bool:
+        """Whether a backup written here would replace the backup at ``other``: the
+        same S3 object, or the same directory entry (``other`` followed through its
+        symlinks; this location's last part not followed: the rename replaces the
+        entry itself, so a link elsewhere to the file keeps it)."""
+        if self.s3 is not None or other.s3 is not None:
+            if self.s3 is None or other.s3 is None:
+                return False
+            ends = self.s3[2].get("endpoint_url"), other.s3[2].get("endpoint_url")
+            return self.s3[:2] == other.s3[:2] and ends[0] == ends[1]
+        here = Path(self.spec)
+        entry = Path(os.path.realpath(here.parent)) / here.name
+        return entry == Path(os.path.realpath(other.spec))
+
     def _client(self) -> Any:
         assert self.s3 is not None
         from ...backends.s3 import object_client  # the driver stays in its engine

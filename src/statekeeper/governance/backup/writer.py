@@ -142,6 +142,13 @@ async def backup(
     (audited) before anything is read or written. ``audit`` defaults to the store's
     own audit log there.
     """
+    if since is not None and Location(to).replaces(Location(since)):
+        # the new incremental would take its parent's place: the chain's only copy of
+        # the parent gone, the backup written unrestorable (was: done, and reported so)
+        raise BackupError(
+            f"cannot write the incremental backup over its parent {Location(since).display}:"
+            " give a new file for it (restoring it needs the parent)"
+        )
     await require_namespace(store, "admin", "backup")
     # a store opened in a namespace backs up that namespace (and below) only, under
     # the stored (full) ids; the manifest names the namespace
