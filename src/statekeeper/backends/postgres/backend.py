@@ -104,6 +104,7 @@ from .arrays import ADAPTERS as ARRAY_ADAPTERS
 from .coalesce import Coalesced
 from .connection import (
     SCHEMA_RE,
+    KeepsCursors,
     check_connection,
     parse_postgres_url,
     read_only_session,
@@ -251,6 +252,7 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
             kwargs=self._connect_kwargs,
             name=f"statekeeper-{schema}",
             configure=read_only_session if readonly else None,
+            connection_class=KeepsCursors,
         )
         # group commit: a second batch commits on another connection while the first
         # waits for its WAL flush; half the pool at most, so reads keep connections
