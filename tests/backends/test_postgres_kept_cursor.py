@@ -68,6 +68,10 @@ async def test_a_pooled_connection_keeps_one_cursor_per_statement(schema: str) -
             first = kept_cursor(conn, b"SELECT 1")
             assert kept_cursor(conn, b"SELECT 1") is first
             assert kept_cursor(conn, b"SELECT 2") is not first
+            binary = kept_cursor(conn, b"SELECT 1", binary=True)
+            assert binary is not first and kept_cursor(conn, b"SELECT 1", binary=True) is binary
+            await binary.execute(b"SELECT 1")
+            assert await binary.fetchall() == [(1,)]
             await first.execute(b"SELECT 1")
             assert await first.fetchall() == [(1,)]
     finally:

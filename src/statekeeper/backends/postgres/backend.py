@@ -106,6 +106,7 @@ from .connection import (
     SCHEMA_RE,
     KeepsCursors,
     check_connection,
+    kept_cursor,
     parse_postgres_url,
     read_only_session,
     regrow_while_waited,
@@ -482,7 +483,7 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
     ) -> list[tuple[Any, ...]]:
         async def op() -> list[tuple[Any, ...]]:
             async with self._connection() as conn:
-                cur = conn.cursor(binary=True)
+                cur = kept_cursor(conn, query, binary=True)
                 await cur.execute(query, params)
                 return await cur.fetchall()
 

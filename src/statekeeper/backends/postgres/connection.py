@@ -125,11 +125,14 @@ async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
 class KeepsCursors(psycopg.AsyncConnection[Any]):
     """The pool's connections: each keeps a cursor per hot statement (:func:`kept_cursor`)."""
 
-    _kept: dict[bytes, psycopg.AsyncCursor[Any]] | None = None
+    _kept: dict[tuple[bytes, bool], psycopg.AsyncCursor[Any]] | None = None
 
 
-def kept_cursor(conn: psycopg.AsyncConnection[Any], query: bytes) -> psycopg.AsyncCursor[Any]:
-    """The cursor ``conn`` keeps for ``query`` (a new one on other connections).
+def kept_cursor(
+    conn: psycopg.AsyncConnection[Any], query: bytes, *, binary: bool = False
+) -> psycopg.AsyncCursor[Any]:
+    """The cursor ``conn`` keeps for ``query`` (a new one on other connections), its
+    results in binary when ``binary``.
 
     psycopg makes a cursor's transformer — the parameters' dumpers — anew for every new
     cursor, and keeps it while the cursor runs the same query object again: for the group
@@ -137,13 +140,13 @@ def kept_cursor(conn: psycopg.AsyncConnection[Any], query: bytes) -> psycopg.Asy
     A connection serves one task at a time (a pool checkout), and so do its cursors.
     """
     if not isinstance(conn, KeepsCursors):
-        return conn.cursor()
+        return conn.cursor(binary=binary)
     kept = conn._kept
     if kept is None:
         kept = conn._kept = {}
-    cur = kept.get(query)
+    cur = kept.get((query, binary))
     if cur is None or cur.closed:
-        cur = kept[query] = conn.cursor()
+        cur = kept[query, binary] = conn.cursor(binary=binary)
     return cur
 
 
