@@ -30,6 +30,7 @@ CASES: list[tuple[Any, str]] = [
     (Float8s([1.5, None, -0.25, 1e300]), "float8[]"),
     (Bools([True, False, None]), "boolean[]"),
     (Bytes([b"", b"\x00\xff", None, bytes(range(256))]), "bytea[]"),
+    (Bytes([None, None, None]), "bytea[]"),
     (Texts(["agent/1", None, "thé", ""]), "text[]"),
     (Texts([None, None]), "text[]"),
     (Int8s([]), "bigint[]"),

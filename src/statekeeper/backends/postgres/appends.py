@@ -41,7 +41,7 @@ from ..base import (
     validate_together,
 )
 from .arrays import Bools, Bytes, Float8s, Int4s, Int8s, Texts
-from .connection import transient
+from .connection import kept_cursor, transient
 from .part import PostgresPart
 
 __all__ = ["Appends"]
@@ -87,8 +87,10 @@ class Appends(PostgresPart):
         return append_outcome(request, row)
 
     async def _append_once(self, request: AppendRequest) -> tuple[Any, ...]:
+        query, params = self._statement(request)
         async with self._connection() as conn:
-            cur = await conn.execute(*self._statement(request))
+            cur = kept_cursor(conn, query)
+            await cur.execute(query, params)
             row: tuple[Any, ...] | None = await cur.fetchone()
         assert row is not None
         return row
@@ -206,7 +208,9 @@ class Appends(PostgresPart):
                     async with conn.transaction():
                         for change in changes:
                             await self._change(conn, change)
-                        cur = await conn.execute(self._sql["append_batch"], _batch_params(requests))
+                        query = self._sql["append_batch"]
+                        cur = kept_cursor(conn, query)
+                        await cur.execute(query, _batch_params(requests))
                         rows = [tuple(row[1:]) for row in await cur.fetchall()]
                         if len(rows) != len(requests):
                             raise psycopg.DataError(
@@ -352,7 +356,8 @@ class Appends(PostgresPart):
         """Every request in ONE ``sk_append_batch`` statement: one round trip, one commit."""
         query = self._sql["append_batch"]
         async with self._connection() as conn:
-            cur = await conn.execute(query, _batch_params(requests))
+            cur = kept_cursor(conn, query)
+            await cur.execute(query, _batch_params(requests))
             rows = await cur.fetchall()
         if len(rows) != len(requests):
             raise psycopg.DataError(f"sk_append_batch answered {len(rows)} of {len(requests)}")

@@ -57,55 +57,44 @@ class Texts(list[str | None]):
     """A ``text[]`` parameter (encoded in the connection's client encoding)."""
 
 
-def _array(values: list[Any], oid: int, item: Callable[[Any], bytes]) -> bytes:
-    if not values:
-        return _EMPTY(0, 0, oid)
-    parts = [b""]
-    nulls = 0
-    for value in values:
-        if value is None:
-            parts.append(_NULL)
-            nulls = 1
-        else:
-            parts.append(item(value))
-    parts[0] = _HEADER(1, nulls, oid, len(values), 1)
-    return b"".join(parts)
-
-
-def _int8(value: int) -> bytes:
-    return _INT8(8, value)
-
-
-def _int4(value: int) -> bytes:
-    return _INT4(4, value)
-
-
-def _float8(value: float) -> bytes:
-    return _FLOAT8(8, value)
-
-
-def _bool(value: bool) -> bytes:
-    return _BOOL(1, value)
-
-
-def _bytes(value: bytes) -> bytes:
-    return _LEN(len(value)) + bytes(value)
-
-
 class _ArrayDumper(Dumper):
+    """A one-dimensional array of items packed by ``pack(size, item)`` (``size`` 0:
+    bytes-like items of their own length)."""
+
     format = Format.BINARY
     element_oid = 0
-    item: Callable[[Any], bytes] = staticmethod(_bytes)
+    pack: Callable[..., bytes] = staticmethod(_LEN)
+    size = 0
 
     def dump(self, obj: Any) -> bytes:
-        return _array(obj, self.element_oid, self.item)
+        return self._dump(obj)
+
+    def _dump(self, values: list[Any]) -> bytes:
+        if not values:
+            return _EMPTY(0, 0, self.element_oid)
+        pack, size = self.pack, self.size
+        parts = [b""]
+        nulls = 0
+        for value in values:
+            if value is None:
+                parts.append(_NULL)
+                nulls = 1
+            elif size:
+                parts.append(pack(size, value))
+            else:
+                parts.append(pack(len(value)))
+                parts.append(value)
+        parts[0] = _HEADER(1, nulls, self.element_oid, len(values), 1)
+        return b"".join(parts)
 
 
-def _dumper(array_oid: int, element_oid: int, item: Callable[[Any], bytes]) -> type[Dumper]:
+def _dumper(
+    array_oid: int, element_oid: int, pack: Callable[..., bytes], size: int
+) -> type[Dumper]:
     return type(
         f"Dumper{array_oid}",
         (_ArrayDumper,),
-        {"oid": array_oid, "element_oid": element_oid, "item": staticmethod(item)},
+        {"oid": array_oid, "element_oid": element_oid, "pack": staticmethod(pack), "size": size},
     )
 
 
@@ -120,19 +109,14 @@ class _TextsDumper(_ArrayDumper):
 
     def dump(self, obj: Any) -> bytes:
         encoding = self._encoding
-
-        def text(value: str) -> bytes:
-            data = value.encode(encoding)
-            return _LEN(len(data)) + data
-
-        return _array(obj, 25, text)
+        return self._dump([None if v is None else v.encode(encoding) for v in obj])
 
 
 #: psycopg's adapters with the dumpers of this module's array classes
 ADAPTERS = psycopg.adapt.AdaptersMap(psycopg.adapters)
-ADAPTERS.register_dumper(Int8s, _dumper(1016, 20, _int8))
-ADAPTERS.register_dumper(Int4s, _dumper(1007, 23, _int4))
-ADAPTERS.register_dumper(Float8s, _dumper(1022, 701, _float8))
-ADAPTERS.register_dumper(Bools, _dumper(1000, 16, _bool))
-ADAPTERS.register_dumper(Bytes, _dumper(1001, 17, _bytes))
+ADAPTERS.register_dumper(Int8s, _dumper(1016, 20, _INT8, 8))
+ADAPTERS.register_dumper(Int4s, _dumper(1007, 23, _INT4, 4))
+ADAPTERS.register_dumper(Float8s, _dumper(1022, 701, _FLOAT8, 8))
+ADAPTERS.register_dumper(Bools, _dumper(1000, 16, _BOOL, 1))
+ADAPTERS.register_dumper(Bytes, _dumper(1001, 17, _LEN, 0))
 ADAPTERS.register_dumper(Texts, _TextsDumper)

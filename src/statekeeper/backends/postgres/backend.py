@@ -104,7 +104,9 @@ from .arrays import ADAPTERS as ARRAY_ADAPTERS
 from .coalesce import Coalesced
 from .connection import (
     SCHEMA_RE,
+    KeepsCursors,
     check_connection,
+    kept_cursor,
     parse_postgres_url,
     read_only_session,
     regrow_while_waited,
@@ -251,6 +253,7 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
             kwargs=self._connect_kwargs,
             name=f"statekeeper-{schema}",
             configure=read_only_session if readonly else None,
+            connection_class=KeepsCursors,
         )
         # group commit: a second batch commits on another connection while the first
         # waits for its WAL flush; half the pool at most, so reads keep connections
@@ -480,7 +483,7 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
     ) -> list[tuple[Any, ...]]:
         async def op() -> list[tuple[Any, ...]]:
             async with self._connection() as conn:
-                cur = conn.cursor(binary=True)
+                cur = kept_cursor(conn, query, binary=True)
                 await cur.execute(query, params)
                 return await cur.fetchall()
 
