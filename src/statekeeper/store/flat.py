@@ -45,7 +45,7 @@ from ..backends.base import NextRow
 from ..errors import ConflictError
 from ..patch import escape
 from ..records import AppendResult, EventType
-from .change import _grew, _packer, _packers, kept_bytes, plain
+from .change import _grew, _packer, _packers, fast_packer, kept_bytes, plain
 from .state import HELD_AS_BYTES, AgentRecord
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     witness = pipeline.witness
     acked = None if witness is None else witness.acked
     local = _packers
+    packb, strict = fast_packer() or (None, 0)  # (change.dump_keys's packer)
     sha256 = hashlib.sha256
     dumps = orjson.dumps
     join = b"".join
@@ -115,13 +116,15 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         data = record.data
         if data is not held_as_bytes and data.__class__ is not dict:
             return None
-        pack = (getattr(local, "packer", None) or _packer()).pack
+        pack = None if packb is not None else (getattr(local, "packer", None) or _packer()).pack
         dumped: dict[str, bytes] = {}
         ops: list[dict[str, Any]] = []
         carried: list[bytes] = []  # the packed bytes of every value the ops carry
         try:
             for key, value in new.items():
-                after = dumped[key] = pack(value)
+                after = dumped[key] = (
+                    packb(value, None, strict) if pack is None else pack(value)
+                )
                 before = before_all.get(key)
                 if before == after:
                     continue  # unchanged (the common case)
@@ -151,7 +154,8 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                     ops.append({"op": "replace", "path": path, "value": value})
                     carried.append(after)
         except (TypeError, ValueError, OverflowError):  # not plain JSON: the general diff
-            local.packer.reset()  # (a failed pack leaves its partial bytes in the buffer)
+            if pack is not None:  # (a failed pack leaves its partial bytes in the buffer)
+                local.packer.reset()
             return None
         if len(dumped) != len(before_all):
             return None  # a key removed: the general diff
