@@ -63,9 +63,9 @@ def fast_packer() -> tuple[Any, int] | None:
     strict msgpack ``Packer`` makes, in half its time (a 50-message chat history, 16 KB:
     4.1 against 8.9 us; docs/benchmarks.md, "group (session 2)"), and refuses with a
     ``TypeError`` what it refuses (tuples, subclasses, typed values, integers beyond 64
-    bits, strings that do not encode) — and a few things more, which then take the plain
-    diff as any value that does not pack: keys that are not strings, nesting deeper than
-    255 levels. Stateless: no buffer per thread, nothing to reset after a refusal."""
+    bits, strings that do not encode) — and two things more, which the codec refuses
+    anyway (orjson): keys that are not strings, nesting deeper than 255 levels. Stateless:
+    no buffer per thread, nothing to reset after a refusal."""
     global _PACKB, _STRICT
     if _PACKB is False:
         try:
