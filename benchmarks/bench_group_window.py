@@ -31,7 +31,7 @@ FIRST = 10
 WARM = 5
 
 
-async def child(out: Path, agents: int, saves: int) -> None:
+async def child(out: Path, agents: int, saves: int, witness: bool) -> None:
     from statekeeper import StateStore
 
     window = ctypes.CDLL(str(helper(out)))
@@ -39,7 +39,7 @@ async def child(out: Path, agents: int, saves: int) -> None:
     docs = {a: wl.docs(a) for a in wl.agent_ids}
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/bench.db?synchronous=OFF"
-        async with StateStore(url, durability="group") as store:
+        async with StateStore(url, durability="group", witness=None if witness else False) as store:
 
             async def run(a: str, steps: slice) -> None:
                 for doc in docs[a][steps]:
@@ -49,9 +49,12 @@ async def child(out: Path, agents: int, saves: int) -> None:
                 await asyncio.gather(*(run(a, steps) for a in wl.agent_ids))
 
             await rounds(slice(0, WARM))
+            commits = store.backend.append_commits  # type: ignore[attr-defined]
             window.cg_start()
             await rounds(slice(WARM, WARM + saves))
             window.cg_stop()
+            done = store.backend.append_commits - commits  # type: ignore[attr-defined]
+            (out / "commits").write_text(str(done))
 
 
 def main() -> None:
@@ -60,14 +63,20 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--agents", type=int, default=16)
     parser.add_argument("--saves", type=int, default=40, help="saves an agent in the window")
+    parser.add_argument("--no-witness", action="store_true", help="witness=False")
     args = parser.parse_args()
     if args.mode == "child":
-        asyncio.run(child(args.out, args.agents, args.saves))
+        asyncio.run(child(args.out, args.agents, args.saves, not args.no_witness))
         return
     argv = ["child", str(args.out), "--agents", str(args.agents), "--saves", str(args.saves)]
+    argv += ["--no-witness"] if args.no_witness else []
     total = run_window(__file__, argv, args.out, "group")
+    commits = int((args.out / "commits").read_text())
     saves = args.agents * args.saves
-    print(f"{args.agents} agents, {saves} saves: {total:,} instructions, {total / saves:,.0f} a save")
+    print(
+        f"{args.agents} agents, {saves} saves in {commits} commits: {total:,} instructions,"
+        f" {total / saves:,.0f} a save"
+    )
 
 
 if __name__ == "__main__":
