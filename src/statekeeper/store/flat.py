@@ -63,17 +63,14 @@ _NEVER = 1 << 62  # (no byte bound on the replay: one comparison that never hold
 
 def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     """The flat save of ``pipeline``'s store, or None when its options rule it out (not
-    ``pipeline.fast``, group commit, ``snapshot_every="auto"`` — its tuner counts every
-    save —, a codec that encrypts or compresses)."""
+    ``pipeline.fast``, ``snapshot_every="auto"`` — its tuner counts every save —, a
+    codec that encrypts or compresses). With group commit every flat save returns the
+    coroutine that joins the group's next commit (:func:`_land`)."""
     snapshots = pipeline.snapshots
     sealing = pipeline.codec.plain_sealing()
-    if (
-        not pipeline.fast
-        or pipeline.group is not None
-        or snapshots.tuner is not None
-        or sealing is None
-    ):
+    if not pipeline.fast or snapshots.tuner is not None or sealing is None:
         return None
+    group = pipeline.group
     header, names, seq_ts = sealing
     every = snapshots.every
     max_replay = _NEVER if snapshots.max_replay_bytes is None else snapshots.max_replay_bytes
@@ -211,7 +208,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         tag = b"\x01\x00" + link  # (Codec.head_tag without a key)
         row = (agent_id, seq, now, payload, link, tag, record.tag, None)
         try:
-            if not commit(row):  # the engine appends it on a pass of the loop
+            if group is not None or not commit(row):  # appended on a pass of the loop
                 held[agent_id] = None
                 return _land(pipeline, record, row, ops, dumped, replay)
         except ConflictError:  # the cached head was stale: the general path makes it
@@ -257,7 +254,12 @@ async def _land(
     cache = pipeline.reads.cache
     try:
         try:
-            await pipeline._append_next(row)
+            if (group := pipeline.group) is not None:  # (_append_next, written out)
+                refused = await group.join_next(row)
+                if refused is not None:
+                    raise refused
+            else:
+                await pipeline.backend.append_next(*row)
         except ConflictError:
             cache.discard(agent_id)
             pipeline.retries += 1
