@@ -88,7 +88,10 @@ def fast_packer() -> tuple[Any, int] | None:
 
 def dump_keys(document: Mapping[str, Any]) -> dict[str, bytes] | None:
     """The bytes of each top-level value, or None when one is not plain JSON."""
-    packb = _PACKB if _PACKB is not False else (fast_packer() and _PACKB)
+    packb: Any = _PACKB
+    if packb is False:
+        fast_packer()
+        packb = _PACKB
     if packb is not None:
         strict = _STRICT
         dumped: dict[str, bytes] = {}

@@ -87,7 +87,8 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     witness = pipeline.witness
     acked = None if witness is None else witness.acked
     local = _packers
-    packb, strict = fast_packer() or (None, 0)  # (change.dump_keys's packer)
+    fast: tuple[Any, int] = fast_packer() or (None, 0)  # (change.dump_keys's packer)
+    packb, strict = fast
     sha256 = hashlib.sha256
     dumps = orjson.dumps
     join = b"".join
@@ -119,9 +120,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         carried: list[bytes] = []  # the packed bytes of every value the ops carry
         try:
             for key, value in new.items():
-                after = dumped[key] = (
-                    packb(value, None, strict) if pack is None else pack(value)
-                )
+                after = dumped[key] = packb(value, None, strict) if pack is None else pack(value)
                 before = before_all.get(key)
                 if before == after:
                     continue  # unchanged (the common case)

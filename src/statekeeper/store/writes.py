@@ -35,8 +35,8 @@ from .. import patch
 from ..arguments import check_mapping, check_name, check_optional_name
 from ..backends.base import Backend, NextRow, StoreRequest, check_fence
 from ..codec import ZERO_LINK, Codec, TypeRegistry
-from ..codec.pipeline import BLAKE3_FROM
 from ..codec.formats import JSON
+from ..codec.pipeline import BLAKE3_FROM
 from ..codec.types import to_plain
 from ..errors import (
     AgentNotFound,
