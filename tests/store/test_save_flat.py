@@ -50,15 +50,19 @@ SAVES: list[tuple[dict[str, Any], bool]] = [
 ]
 
 
+@pytest.mark.parametrize("durability", ["sync", "group"])
 async def test_the_flat_save_stores_what_the_general_path_stores(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
 ) -> None:
     calls = Calls(monkeypatch)
     for name, fast in (("flat.db", True), ("general.db", False)):
         # (a clock that stands still: save_fast reads it before handing a save of
         # values it cannot pack on to the general path, which reads it again)
         async with StateStore(
-            f"sqlite:///{tmp_path}/{name}", clock=FakeClock(), snapshot_every=1000
+            f"sqlite:///{tmp_path}/{name}",
+            clock=FakeClock(),
+            snapshot_every=1000,
+            durability=durability,
         ) as store:
             await store.save("a", {"messages": history(2), "step": 0, "a/b": "x"})
             made = []
@@ -90,12 +94,13 @@ async def test_a_due_snapshot_is_written_by_save_fast_and_stored_as_the_general_
     assert await stored(tmp_path / "flat.db") == await stored(tmp_path / "general.db")
 
 
+@pytest.mark.parametrize("durability", ["sync", "group"])
 async def test_a_conflict_on_the_flat_save_drops_the_record_and_loses_no_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
 ) -> None:
     calls = Calls(monkeypatch)
     async with (
-        StateStore(f"sqlite:///{tmp_path}/c.db") as mine,
+        StateStore(f"sqlite:///{tmp_path}/c.db", durability=durability) as mine,
         StateStore(f"sqlite:///{tmp_path}/c.db") as theirs,
     ):
         await mine.save("a", {"messages": ["m0"]})
@@ -161,7 +166,6 @@ async def test_a_record_evicted_while_the_engine_appends_the_flat_save_is_kept(
 
 async def test_options_that_rule_out_the_flat_save_leave_it_unbound(tmp_path: Path) -> None:
     for kw in (
-        {"durability": "group"},
         {"snapshot_every": "auto"},
         {"compression": "zstd"},
     ):
@@ -172,6 +176,8 @@ async def test_options_that_rule_out_the_flat_save_leave_it_unbound(tmp_path: Pa
             assert (await store.load("a")).data == {"messages": ["m0", "m1"]}
     async with StateStore(f"sqlite:///{tmp_path}/plain.db") as store:
         assert store._writes.flat is not None
+    async with StateStore(f"sqlite:///{tmp_path}/group.db", durability="group") as store:
+        assert store._writes.flat is not None  # (every flat save joins the group's commit)
     # the replay-cost rules (the default "bounded", and "cost") are applied inline
     async with StateStore(f"sqlite:///{tmp_path}/cost.db", snapshot_every="cost") as store:
         assert store._writes.flat is not None

@@ -1183,6 +1183,33 @@ class Codec:
             return None
         return self._plain_headers[0], _names, _seq_ts.pack
 
+    def plain_sealer(
+        self,
+    ) -> Callable[[str, int, str, float, bytes, bytes], tuple[bytes, bytes]] | None:
+        """:meth:`seal` of a record of this codec's format whose body is shorter than
+        :data:`BLAKE3_FROM`, bound once for a codec :meth:`plain_sealing` answers for
+        (else None): ``sealer(agent_id, seq, record_type, timestamp, body, prev)`` is
+        ``(payload, link)``, the link being the checksum too. The same bytes as
+        :meth:`seal` (a body that short is SHA-256'd under ``checksum="auto"`` too), in
+        one small call instead of :meth:`seal`'s checks of its arguments (96 bytecodes
+        a save on the group commit's save, ``WritePipeline.save_fast``)."""
+        sealing = self.plain_sealing()
+        if sealing is None:
+            return None
+        header, names, seq_ts = sealing
+        join = b"".join
+        sha256 = hashlib.sha256
+
+        def sealer(
+            agent_id: str, seq: int, record_type: str, timestamp: float, body: bytes, prev: bytes
+        ) -> tuple[bytes, bytes]:
+            payload = join((header, prev, body))
+            return payload, sha256(
+                join((b"sk-link/1", names(agent_id, record_type), seq_ts(seq, timestamp), payload))
+            ).digest()
+
+        return sealer
+
     def head_tag(self, agent_id: str, seq: int, link: bytes) -> bytes:
         """The authenticated head of a stream whose last record (``seq``) has ``link``."""
         if self.keyring is None:

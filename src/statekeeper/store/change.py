@@ -34,7 +34,7 @@ from .state import HELD_AS_BYTES, document, unpack_document
 if TYPE_CHECKING:
     from .state import AgentRecord
 
-__all__ = ["UNKNOWN", "diff_by_key", "dump_keys", "kept_bytes", "plain"]
+__all__ = ["UNKNOWN", "diff_by_key", "dump_keys", "fast_packer", "kept_bytes", "plain"]
 
 Op = dict[str, Any]
 # One msgpack Packer (strict types) per thread, reused: ``msgpack.packb`` makes a Packer
@@ -50,11 +50,60 @@ def _packer() -> Any:
     return packer
 
 
+#: ``ormsgpack.packb`` when it is installed (see :func:`fast_packer`); False: not looked
+#: for yet
+_PACKB: Any = False
+#: its options that make it as strict as the msgpack ``Packer`` above
+_STRICT = 0
+
+
+def fast_packer() -> tuple[Any, int] | None:
+    """``(ormsgpack.packb, options)`` when ``ormsgpack`` is installed (the ``langgraph``
+    extra brings it), else None: ``packb(value, None, options)`` makes the bytes the
+    strict msgpack ``Packer`` makes, in half its time (a 50-message chat history, 16 KB:
+    4.1 against 8.9 us; docs/benchmarks.md, "group (session 2)"), and refuses with a
+    ``TypeError`` what it refuses (tuples, subclasses, typed values, integers beyond 64
+    bits, strings that do not encode) — and two things more, which the codec refuses
+    anyway (orjson): keys that are not strings, nesting deeper than 255 levels. Stateless:
+    no buffer per thread, nothing to reset after a refusal."""
+    global _PACKB, _STRICT
+    if _PACKB is False:
+        try:
+            import ormsgpack  # type: ignore[import-not-found, unused-ignore]
+        except ImportError:
+            _PACKB = None
+        else:
+            _STRICT = (
+                ormsgpack.OPT_PASSTHROUGH_SUBCLASS
+                | ormsgpack.OPT_PASSTHROUGH_TUPLE
+                | ormsgpack.OPT_PASSTHROUGH_DATETIME
+                | ormsgpack.OPT_PASSTHROUGH_DATACLASS
+                | ormsgpack.OPT_PASSTHROUGH_ENUM
+                | ormsgpack.OPT_PASSTHROUGH_UUID
+                | ormsgpack.OPT_PASSTHROUGH_BIG_INT
+            )
+            _PACKB = ormsgpack.packb
+    return None if _PACKB is None else (_PACKB, _STRICT)
+
+
 def dump_keys(document: Mapping[str, Any]) -> dict[str, bytes] | None:
     """The bytes of each top-level value, or None when one is not plain JSON."""
+    packb: Any = _PACKB
+    if packb is False:
+        fast_packer()
+        packb = _PACKB
+    if packb is not None:
+        strict = _STRICT
+        dumped: dict[str, bytes] = {}
+        try:  # (no default: what it passes through is refused with a TypeError)
+            for key, value in document.items():
+                dumped[key] = packb(value, None, strict)
+            return dumped
+        except TypeError:  # (ormsgpack.MsgpackEncodeError is one)
+            return None
     packer = getattr(_packers, "packer", None) or _packer()
     pack = packer.pack
-    dumped: dict[str, bytes] = {}
+    dumped = {}
     try:  # (a loop, not a comprehension: no function of its own on every save)
         for key, value in document.items():
             dumped[key] = pack(value)

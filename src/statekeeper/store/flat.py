@@ -45,7 +45,7 @@ from ..backends.base import NextRow
 from ..errors import ConflictError
 from ..patch import escape
 from ..records import AppendResult, EventType
-from .change import _grew, _packer, _packers, kept_bytes, plain
+from .change import _grew, _packer, _packers, fast_packer, kept_bytes, plain
 from .state import HELD_AS_BYTES, AgentRecord
 
 if TYPE_CHECKING:
@@ -63,17 +63,14 @@ _NEVER = 1 << 62  # (no byte bound on the replay: one comparison that never hold
 
 def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     """The flat save of ``pipeline``'s store, or None when its options rule it out (not
-    ``pipeline.fast``, group commit, ``snapshot_every="auto"`` — its tuner counts every
-    save —, a codec that encrypts or compresses)."""
+    ``pipeline.fast``, ``snapshot_every="auto"`` — its tuner counts every save —, a
+    codec that encrypts or compresses). With group commit every flat save returns the
+    coroutine that joins the group's next commit (:func:`_land`)."""
     snapshots = pipeline.snapshots
     sealing = pipeline.codec.plain_sealing()
-    if (
-        not pipeline.fast
-        or pipeline.group is not None
-        or snapshots.tuner is not None
-        or sealing is None
-    ):
+    if not pipeline.fast or snapshots.tuner is not None or sealing is None:
         return None
+    group = pipeline.group
     header, names, seq_ts = sealing
     every = snapshots.every
     max_replay = _NEVER if snapshots.max_replay_bytes is None else snapshots.max_replay_bytes
@@ -90,6 +87,8 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     witness = pipeline.witness
     acked = None if witness is None else witness.acked
     local = _packers
+    fast: tuple[Any, int] = fast_packer() or (None, 0)  # (change.dump_keys's packer)
+    packb, strict = fast
     sha256 = hashlib.sha256
     dumps = orjson.dumps
     join = b"".join
@@ -115,13 +114,13 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         data = record.data
         if data is not held_as_bytes and data.__class__ is not dict:
             return None
-        pack = (getattr(local, "packer", None) or _packer()).pack
+        pack = None if packb is not None else (getattr(local, "packer", None) or _packer()).pack
         dumped: dict[str, bytes] = {}
         ops: list[dict[str, Any]] = []
         carried: list[bytes] = []  # the packed bytes of every value the ops carry
         try:
             for key, value in new.items():
-                after = dumped[key] = pack(value)
+                after = dumped[key] = packb(value, None, strict) if pack is None else pack(value)
                 before = before_all.get(key)
                 if before == after:
                     continue  # unchanged (the common case)
@@ -151,7 +150,8 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                     ops.append({"op": "replace", "path": path, "value": value})
                     carried.append(after)
         except (TypeError, ValueError, OverflowError):  # not plain JSON: the general diff
-            local.packer.reset()  # (a failed pack leaves its partial bytes in the buffer)
+            if pack is not None:  # (a failed pack leaves its partial bytes in the buffer)
+                local.packer.reset()
             return None
         if len(dumped) != len(before_all):
             return None  # a key removed: the general diff
@@ -207,7 +207,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         tag = b"\x01\x00" + link  # (Codec.head_tag without a key)
         row = (agent_id, seq, now, payload, link, tag, record.tag, None)
         try:
-            if not commit(row):  # the engine appends it on a pass of the loop
+            if group is not None or not commit(row):  # appended on a pass of the loop
                 held[agent_id] = None
                 return _land(pipeline, record, row, ops, dumped, replay)
         except ConflictError:  # the cached head was stale: the general path makes it
@@ -253,7 +253,12 @@ async def _land(
     cache = pipeline.reads.cache
     try:
         try:
-            await pipeline._append_next(row)
+            if (group := pipeline.group) is not None:  # (_append_next, written out)
+                refused = await group.join_next(row)
+                if refused is not None:
+                    raise refused
+            else:
+                await pipeline.backend.append_next(*row)
         except ConflictError:
             cache.discard(agent_id)
             pipeline.retries += 1

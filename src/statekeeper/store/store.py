@@ -801,12 +801,14 @@ class StateStore:
             and agent_id.__class__ is str
             and agent_id[:1] != "\x01"  # (never an internal stream's record)
             and self._writes.fast
-            and self._gate.ok
             and not self._closed
         ):
             # no argument check: the flat save and save_fast make only the save of an
             # agent whose record is cached, whose id was checked when it was first read
             # or written
+            if not self._gate.ok:  # the store's first write: the gate once, as below
+                check_agent_id(agent_id)  # (an invalid id is refused first, as below)
+                await self._gate.check(self)
             try:
                 if (flat := self._writes.flat) is not None:
                     done = flat(agent_id, data)  # (store/flat.py: no coroutine)
@@ -843,8 +845,9 @@ class StateStore:
                 and info is None
                 and document.__class__ is dict
                 and self._writes.fast
-                and self._gate.ok
             ):  # the common save with a state: one call too
+                if not self._gate.ok:  # the store's first write: the gate once, as below
+                    await self._gate.check(self)
                 try:
                     done = await self._writes.save_fast(agent_id, document, fsm_state)
                 except SerializationError as exc:

@@ -36,6 +36,7 @@ from ..arguments import check_mapping, check_name, check_optional_name
 from ..backends.base import Backend, NextRow, StoreRequest, check_fence
 from ..codec import ZERO_LINK, Codec, TypeRegistry
 from ..codec.formats import JSON
+from ..codec.pipeline import BLAKE3_FROM
 from ..codec.types import to_plain
 from ..errors import (
     AgentNotFound,
@@ -220,6 +221,8 @@ class WritePipeline:
             and self.codec.format.id == JSON
         )
         self.flat = bind_flat(self) if self.fast else None
+        #: Codec.seal of save_fast's event (a body under BLAKE3_FROM), bound once
+        self.sealer = self.codec.plain_sealer() if self.fast else None
 
     @property
     def submitter(self) -> Callable[[AppendRequest], Awaitable[AppendResult]] | None:
@@ -480,8 +483,13 @@ class WritePipeline:
                     body_bytes = None
             if body_bytes is None:
                 body_bytes = codec.serialize(body, "event")
-            # (Sealed is a NamedTuple: unpacked in one step, not three attribute loads)
-            payload, checksum, link = codec.seal(agent_id, seq, PATCH, now, body_bytes, record.link)
+            if (sealer := self.sealer) is not None and len(body_bytes) < BLAKE3_FROM:
+                payload, link = sealer(agent_id, seq, PATCH, now, body_bytes, record.link)
+                checksum = link
+            else:  # (Sealed is a NamedTuple: unpacked in one step, not three attribute loads)
+                payload, checksum, link = codec.seal(
+                    agent_id, seq, PATCH, now, body_bytes, record.link
+                )
             # (0x24, "$", as an int: one memchr; see change.plain)
             if ops and (packed is None or (0x24 in body_bytes and b'"$t"' in body_bytes)):
                 return None  # typed values in the ops: build() applies them, as write() does
@@ -513,8 +521,12 @@ class WritePipeline:
             tag = codec.head_tag(agent_id, seq, link)
             row = (agent_id, seq, now, payload, checksum, tag, record.tag, snapshot)
             try:  # (_append_trusted of the row, written out: the engine commits it now)
-                if self.group is not None or not self.backend.commit_next(row):
-                    await self._append_next(row)
+                if (group := self.group) is not None:  # (_append_next, written out: no
+                    refused = await group.join_next(row)  # coroutine of its own a save)
+                    if refused is not None:
+                        raise refused
+                elif not self.backend.commit_next(row):
+                    await self.backend.append_next(*row)
             except ConflictError:  # the cached head was stale: write() makes it again
                 cache.discard(agent_id)
                 self.retries += 1

@@ -1,0 +1,83 @@
+"""Instructions per batched save of 16 agents on group commit, counted in a window
+(issue 11): callgrind with instrumentation on only for ``--saves`` rounds after a
+warm-up, every thread of the process, ``synchronous=OFF`` (no fsync: the CPU alone).
+
+Chat states as in :mod:`bench_save_instructions` (~300-character messages, one more a
+save), ``durability="group"``, the witness on (the default). Load-independent: the
+figure is the window's instructions over the saves made in it.
+
+Run::
+
+    .venv/bin/python benchmarks/bench_group_window.py run /tmp/gw            # 16 agents
+    PYTHONPATH=<tree>/src .venv/bin/python benchmarks/bench_group_window.py run /tmp/gw
+    callgrind_annotate --inclusive=yes /tmp/gw/group.<pid>.1                 # where it goes
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import Workload
+from callgrind_window import helper, run_window
+
+CHARS = 300
+FIRST = 10
+WARM = 5
+
+
+async def child(out: Path, agents: int, saves: int, witness: bool) -> None:
+    from statekeeper import StateStore
+
+    window = ctypes.CDLL(str(helper(out)))
+    wl = Workload(agents, FIRST, FIRST + WARM + saves, chars=CHARS)
+    docs = {a: wl.docs(a) for a in wl.agent_ids}
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/bench.db?synchronous=OFF"
+        async with StateStore(url, durability="group", witness=None if witness else False) as store:
+
+            async def run(a: str, steps: slice) -> None:
+                for doc in docs[a][steps]:
+                    await store.save(a, doc)
+
+            async def rounds(steps: slice) -> None:
+                await asyncio.gather(*(run(a, steps) for a in wl.agent_ids))
+
+            await rounds(slice(0, WARM))
+            commits = store.backend.append_commits  # type: ignore[attr-defined]
+            window.cg_start()
+            await rounds(slice(WARM, WARM + saves))
+            window.cg_stop()
+            done = store.backend.append_commits - commits  # type: ignore[attr-defined]
+            (out / "commits").write_text(str(done))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("mode", choices=["run", "child"])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--agents", type=int, default=16)
+    parser.add_argument("--saves", type=int, default=40, help="saves an agent in the window")
+    parser.add_argument("--no-witness", action="store_true", help="witness=False")
+    args = parser.parse_args()
+    if args.mode == "child":
+        asyncio.run(child(args.out, args.agents, args.saves, not args.no_witness))
+        return
+    argv = ["child", str(args.out), "--agents", str(args.agents), "--saves", str(args.saves)]
+    argv += ["--no-witness"] if args.no_witness else []
+    total = run_window(__file__, argv, args.out, "group")
+    commits = int((args.out / "commits").read_text())
+    saves = args.agents * args.saves
+    print(
+        f"{args.agents} agents, {saves} saves in {commits} commits: {total:,} instructions,"
+        f" {total / saves:,.0f} a save"
+    )
+
+
+if __name__ == "__main__":
+    main()
