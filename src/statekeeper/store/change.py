@@ -58,14 +58,14 @@ _STRICT = 0
 
 
 def fast_packer() -> tuple[Any, int] | None:
-    """``(ormsgpack.packb, options)`` when ``ormsgpack`` is installed (the ``langgraph``
-    extra brings it), else None: ``packb(value, None, options)`` makes the bytes the
-    strict msgpack ``Packer`` makes, in half its time (a 50-message chat history, 16 KB:
-    4.1 against 8.9 us; docs/benchmarks.md, "group (session 2)"), and refuses with a
+    """``(ormsgpack.packb, options)`` when ``ormsgpack`` is installed (a core dependency,
+    absent only where no wheel exists), else None: ``packb(value, None, options)`` makes the
+    bytes the strict msgpack ``Packer`` makes, in half its time (a 50-message chat history,
+    16 KB: 4.1 against 8.9 us; docs/benchmarks.md, "group (session 2)"), and refuses with a
     ``TypeError`` what it refuses (tuples, subclasses, typed values, integers beyond 64
-    bits, strings that do not encode) — and two things more, which the codec refuses
-    anyway (orjson): keys that are not strings, nesting deeper than 255 levels. Stateless:
-    no buffer per thread, nothing to reset after a refusal."""
+    bits, strings that do not encode) — and two things more, which the codec refuses anyway
+    (orjson): keys that are not strings, nesting deeper than 255 levels. Stateless: no
+    buffer per thread, nothing to reset after a refusal."""
     global _PACKB, _STRICT
     if _PACKB is False:
         try:
