@@ -25,11 +25,8 @@ def test_import_restore_and_init_refuse_an_in_memory_store(
     done = runner.invoke(app, ["export", "--db", url, "-o", str(export)])
     assert done.exit_code == 0, done.output
     backup, key = tmp_path / "b.skb", tmp_path / "b.key"
-    made = runner.invoke(
-        app,
-        ["backup", "--db", url, "--to", str(backup), "--backup-key", str(key)]
-        + ["--create-backup-key"],
-    )
+    args = ["backup", "--db", url, "--to", str(backup), "--backup-key", str(key)]
+    made = runner.invoke(app, [*args, "--create-backup-key"])
     assert made.exit_code == 0, made.output
     for args, command in (
         (["import", str(export), "--db", target], "import"),
