@@ -684,6 +684,9 @@ def test_refusals_are_one_line_and_change_nothing(tmp_path: Path) -> None:
         (("export", target, f"sqlite:///{other_app}"), "no 'checkpoints' table"),
         (("export", target, "redis://localhost"), "LangGraph's savers keep threads"),
         (("export", f"sqlite:///{other_app}", str(tmp_path / "x.sqlite")), "not a statekeeper"),
+        # was "LangGraph saver database error: OperationalError: unable to open database
+        # file (the copy is resumable: run it again)", naming no path
+        (("export", target, str(tmp_path / "nodir" / "x.sqlite")), "no such folder:"),
     ]
     secret = "postgresql://lg:s3cretPW@127.0.0.1:1/lg"  # nothing listens on port 1
     cases += [

@@ -431,6 +431,17 @@ def _bind_tag(tag: bytes | None) -> bytearray | None:
 _monotonic = time.monotonic
 
 
+def _make_folder(path: str) -> None:
+    """Create the folder of a store file that is to be created, or say why it cannot be."""
+    folder = Path(path).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else folder
+        why = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
+        raise BackendError(f"{path}: cannot create the folder {where}: {why}") from exc
+
+
 class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     """Streams and snapshots in one SQLite file (``sqlite:///path/to/file.db``).
 
@@ -514,7 +525,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         if readonly:
             require_store_file(path)  # reads the header and tables only
         else:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            _make_folder(path)
         self._closed = False
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -647,6 +658,13 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         link; both then open the one complete file)."""
         tmp = f"{self.path}.sk-new-{os.getpid()}-{secrets.token_hex(4)}"
         try:
+            try:  # made here, not by SQLite: a failure names the store's path and why
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            except OSError as exc:
+                folder = Path(os.path.abspath(self.path)).parent
+                raise BackendError(
+                    f"{self.path}: cannot create the store file in {folder}: {exc.strerror}"
+                ) from exc
             with _translated(tmp):
                 conn = sqlite3.connect(tmp, isolation_level=None)
                 try:

@@ -41,7 +41,7 @@ from ..errors import BackendUnavailable, ConfigurationError
 from .base import Backend
 from .redact import mask_url
 
-__all__ = ["CONNECT_TIMEOUT_ENV", "open_backend", "tiered_url"]
+__all__ = ["CONNECT_TIMEOUT_ENV", "is_in_memory", "open_backend", "tiered_url"]
 
 #: environment variable with the default connect timeout (seconds) of server backends
 CONNECT_TIMEOUT_ENV = "STATEKEEPER_CONNECT_TIMEOUT"
@@ -178,6 +178,19 @@ def open_backend(
     )
 
 
+def is_in_memory(url: str) -> bool:
+    """Whether ``url`` names a private in-memory store, which :func:`open_backend` opens
+    empty and which keeps nothing after close: ``memory://``, or SQLAlchemy's spellings
+    ``sqlite://``, ``sqlite:///`` and ``sqlite:///:memory:``."""
+    if not isinstance(url, str) or "://" not in url:
+        return False
+    scheme, rest = url.split("://", 1)
+    scheme = scheme.lower()
+    if scheme == "memory":
+        return True
+    return scheme.split("+", 1)[0] == "sqlite" and rest.split("?", 1)[0] in ("", "/", "/:memory:")
+
+
 def _takes_options(url: str) -> bool:
     """Whether the engine of ``url`` accepts ``open_backend(options=...)``."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
@@ -200,7 +213,7 @@ def _sqlite(url: str, readonly: bool = False) -> Backend:
     if path.startswith("/"):
         path = path[1:]  # sqlite:///rel.db -> rel.db ; sqlite:////abs.db -> /abs.db
     options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    if path in ("", ":memory:") and rest in ("", "/", "/:memory:"):
+    if is_in_memory(url):
         # SQLAlchemy's spellings of a private in-memory database
         if options:
             raise ConfigurationError(

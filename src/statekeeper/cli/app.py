@@ -8,6 +8,7 @@ The error policy (exit codes, one-line messages, never a traceback) is in
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import sys
@@ -96,11 +97,22 @@ class Globals:
     db: str | None = None
 
 
-def out_console() -> Console:
-    """A console on the current stdout (created per call: tests swap stdout)."""
+@functools.cache
+def _out_console_class() -> type[Console]:
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    class _Out(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own answer (stdout to /dev/null, then exit code 1) would pass the
+            # CLI's exit codes by: the closed pipe goes to exits.classify like any failure
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    return _Out
+
+
+def out_console() -> Console:
+    """A console on the current stdout (created per call: tests swap stdout)."""
+    return _out_console_class()(highlight=False, soft_wrap=False)
 
 
 def err_console() -> Console:

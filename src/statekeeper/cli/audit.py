@@ -29,6 +29,7 @@ from ..errors import AgentForgotten, ConfigurationError
 from . import render
 from ._markup import escape
 from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run
+from .files import check_output_file
 from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
@@ -226,6 +227,8 @@ def audit_verify(
 
     url = resolve_url(ctx, db)
     seen = read_witness(witness) if witness is not None else None
+    if witness is not None:  # its folder, before the log is read (read_witness: its content)
+        check_output_file(witness, "audit head file", lambda _: True)
 
     async def go() -> AuditReport:
         async with open_store(url, key_file=key_file) as store:

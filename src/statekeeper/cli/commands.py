@@ -348,7 +348,11 @@ def verify(
         else:
             console.print(render.problems_table(report.problems))
             console.print(f"[bold red]✗ {len(report.problems)} problem(s)[/] — {summary}")
-            if any(p.kind == "snapshot" for p in report.problems):
+            hint = render.key_hint(report.problems)
+            if hint is not None:
+                console.print(f"[yellow]{escape(hint)}[/]")
+            keyed = render.key_problems(report.problems)
+            if any(p.kind == "snapshot" and p not in keyed for p in report.problems):
                 console.print(
                     "damaged snapshots do not stop loads (they fall back to older snapshots"
                     " or a replay); `statekeeper repair` rebuilds them"

@@ -18,6 +18,8 @@ exit code   when
 70          an internal error (a bug): still one line; ``STATEKEEPER_DEBUG=1``
             shows the traceback
 130         interrupted (Ctrl-C)
+141         stdout was closed by its reader (``statekeeper agents | head -1``):
+            the command stops at once, quietly, as a program killed by SIGPIPE
 ==========  =====================================================================
 
 Every failure is ONE line on stderr (``error: …``), never a traceback. Warnings the
@@ -28,6 +30,7 @@ connection…) are held back: after a successful command each is printed as one
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -55,6 +58,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_NOT_FOUND",
     "EXIT_OK",
+    "EXIT_PIPE",
     "EXIT_USAGE",
     "classify",
     "held_warnings",
@@ -68,6 +72,9 @@ EXIT_USAGE = 2
 EXIT_DENIED = 4
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
+#: 128 + SIGPIPE: what the shell reports for ``cat``, ``git log``... when the reader of
+#: their stdout goes away (``| head -1``)
+EXIT_PIPE = 141
 
 DEBUG_ENV = "STATEKEEPER_DEBUG"
 
@@ -94,8 +101,36 @@ def _usage_message(exc: UsageError) -> str:
     return exc.format_message() + hint
 
 
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``| head -1`` has read
+    enough): a write to it fails with EPIPE."""
+    import select
+
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
+    except (AttributeError, ValueError, OSError):
+        return False
+    if not hasattr(select, "poll"):  # pragma: no cover - Windows: no SIGPIPE there
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(mask & select.POLLERR for _, mask in poller.poll(0))
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that nothing written later (the interpreter's
+    own flush at exit included) fails on the closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+    finally:
+        os.close(devnull)
+
+
 def classify(exc: BaseException) -> tuple[int, str]:
     """The exit code and the one-line message for a failure."""
+    if isinstance(exc, BrokenPipeError) and exc.errno == errno.EPIPE and stdout_closed():
+        return EXIT_PIPE, ""
     if isinstance(exc, AgentNotFound):
         return EXIT_NOT_FOUND, str(exc)
     if isinstance(exc, AccessDenied):
@@ -139,6 +174,9 @@ def report(exc: BaseException, mask: Callable[[str], str] | None = None) -> int:
     """Print ``exc`` as one line on stderr (through ``mask``, which hides
     credentials); return its exit code."""
     code, message = classify(exc)
+    if code == EXIT_PIPE:  # nobody reads any more: nothing to say, and no one to say it to
+        silence_stdout()
+        return code
     if code == EXIT_INTERNAL and os.environ.get(DEBUG_ENV):
         traceback.print_exception(exc, file=sys.stderr)
     print_error(mask(message) if mask is not None else message)

@@ -17,7 +17,7 @@ from ..errors import ConfigurationError, InvalidArgument
 from . import render
 from ._markup import escape
 from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run
-from .stores import KeyFileOption, open_store
+from .stores import KeyFileOption, open_store, refuse_in_memory
 
 if TYPE_CHECKING:
     from ..governance.backup import BackupKey, BackupResult, RestoreResult
@@ -191,6 +191,7 @@ def restore_cmd(
     from ..governance.backup import restore
 
     target = to or resolve_url(ctx, db)
+    refuse_in_memory(target, "restore")
 
     async def go() -> RestoreResult:
         async with open_store(target, key_file=key_file, readonly=False) as store:

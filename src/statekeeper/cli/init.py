@@ -17,7 +17,7 @@ from ..errors import NotAStore
 from . import render
 from ._markup import escape
 from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run, sqlite_file
-from .stores import KeyFileOption, check_store, env_keyring
+from .stores import KeyFileOption, check_store, env_keyring, refuse_in_memory
 
 __all__ = ["init"]
 
@@ -86,6 +86,7 @@ def init(
     """Create an empty statekeeper store (a SQLite file, a PostgreSQL schema, a Redis
     prefix). Nothing happens when one is already there."""
     url = url_arg or resolve_url(ctx, db)
+    refuse_in_memory(url, "init")
     env_keyring(key_file)  # a bad key file is reported before anything is created
     created = run(_create(url))
     if json_out:

@@ -30,6 +30,7 @@ from .stores import (
     check_store,
     env_keyring,
     governance_options,
+    refuse_in_memory,
     require_store_admin,
 )
 
@@ -168,6 +169,8 @@ def _move(
         )
         # the statekeeper side: the target of an import, the source of an export
         store_url = target if direction == "import" else source
+        if direction == "import":
+            refuse_in_memory(target, "langgraph import")
         run(require_store_admin(store_url, key_file, f"langgraph {direction}"))
         with bar(f"{direction}ing", unit="checkpoints", disable=as_json or dry_run) as shown:
 

@@ -255,6 +255,29 @@ def problems_table(problems: Iterable[Problem]) -> Table:
     return table
 
 
+#: what the codec says of a record it cannot open for want of its key: the key id is
+#: not in the keyring (errors.KeyNotFound), or its material differs (DecryptionError)
+_KEY_REASONS = ("which is not in the keyring", "wrong key material in the keyring")
+
+
+def key_problems(problems: Iterable[Problem]) -> list[Problem]:
+    """The problems that are records this keyring cannot open (a missing or wrong key
+    file), not damage: neither ``repair`` nor a backup helps, the right key does."""
+    return [p for p in problems if any(r in p.reason for r in _KEY_REASONS)]
+
+
+def key_hint(problems: Iterable[Problem]) -> str | None:
+    """One line saying that ``problems`` are (partly) a key problem, or None."""
+    n = len(key_problems(problems))
+    if not n:
+        return None
+    return (
+        f"{n} problem(s): records encrypted with a key the keyring given lacks (or holds "
+        "other material for), not found damaged; run again with the store's keys "
+        "(--key-file FILE, $STATEKEEPER_KEY_FILE or $STATEKEEPER_KEYS)"
+    )
+
+
 # ---------------------------------------------------------------------------- demo
 
 

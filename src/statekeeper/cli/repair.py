@@ -138,7 +138,14 @@ def _print(report: RepairReport) -> None:
         console.print(table)
     if report.unrepairable:
         table = render.problems_table(report.unrepairable)
-        table.title = "Not repairable (restore from a backup)"
+        keyed = render.key_problems(report.unrepairable)
+        table.title = (
+            "Not repairable (restore from a backup)"
+            if not keyed
+            else "Not readable with the keys given"
+            if len(keyed) == len(report.unrepairable)
+            else "Not repairable (the right keys, else a backup)"
+        )
         console.print(table)
     n = len(report.changes)
     if not report.changes and report.ok:
@@ -151,3 +158,6 @@ def _print(report: RepairReport) -> None:
         )
     if not report.ok:
         console.print(f"[bold red]✗ {len(report.unrepairable)} problem(s) repair cannot fix[/]")
+        hint = render.key_hint(report.unrepairable)
+        if hint is not None:
+            console.print(f"[yellow]{escape(hint)}[/]")

@@ -103,6 +103,21 @@ async def open_store(
         yield store
 
 
+def refuse_in_memory(url: str, command: str) -> None:
+    """Refuse ``url`` as the store ``command`` writes into to keep, when it is a private
+    in-memory store (``memory://``, ``sqlite://``...): each command opens its own, empty,
+    and it is gone when the command ends, so whatever was written would be lost while
+    the command reported success."""
+    from ..backends.url import is_in_memory
+
+    if is_in_memory(url):
+        raise ConfigurationError(
+            f"{url} is a private in-memory store: it is empty when "
+            f"`statekeeper {command}` starts and gone when it ends, so nothing it wrote "
+            "would be kept; give a SQLite path or a server URL"
+        )
+
+
 async def require_store_admin(url: str, key_file: Path | None, operation: str) -> None:
     """Under ``--as``: raise :class:`~statekeeper.errors.AccessDenied` (audited when the
     store keeps an audit log) unless the principal has ``admin`` on ``**``; nothing

@@ -64,6 +64,7 @@ from .app import (
 )
 from .export_base import base_line, base_of, state_of
 from .export_file import FORMAT, Ending, completion_line, header_line
+from .stores import refuse_in_memory
 
 if TYPE_CHECKING:
     from ..records import Event, Snapshot
@@ -563,6 +564,7 @@ def import_cmd(
     from .progress import bar
 
     url = resolve_url(ctx, db)
+    refuse_in_memory(url, "import")
     if file == "-":
         source: IO[bytes] = io.BytesIO(sys.stdin.buffer.read())
     else:

@@ -252,6 +252,8 @@ def _open_sqlite(url: str, path: Path, *, readonly: bool) -> PeerDatabase:
         return PeerDatabase(location, "sqlite", saver, True, conn, has_path)
     if path.exists() and not path.is_file():
         raise IncompatibleTarget(location, "it is not a file")
+    if not path.parent.is_dir():  # (SQLite would say "unable to open database file")
+        raise IncompatibleTarget(location, f"no such folder: {path.parent}")
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
