@@ -562,7 +562,9 @@ class ReadPath:
             data = document(record)
             record.fresh = False
             record.shared = True
-        elif record.fresh and not self.kept(record):
+        elif record.fresh and not (  # (kept(), inline: every load)
+            self.cache.peek(record.agent_id) is record or self.pinned.get(record.agent_id) is record
+        ):
             # folded for this read and kept by nobody (no cache, or a state in the
             # past): its objects are the copy, nothing is serialised to keep one
             record.fresh = False
