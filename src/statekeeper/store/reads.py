@@ -95,6 +95,8 @@ class ReadPath:
         #: the engine's ``read_state_rows`` as a plain call (SQLite: its reads run inline),
         #: or None: no coroutine, wrapper or second id check per cold load
         self.state_now = _inline_state(backend)
+        #: the engine ``state_now`` was taken from (``instrument()`` swaps ``backend``)
+        self._state_of = backend
 
     # -- decoding ----------------------------------------------------------------
 
@@ -455,6 +457,9 @@ class ReadPath:
             self.cache.discard(agent_id)
         if self.native_state:  # one read: the head, the latest snapshot, the events after
             now = self.state_now
+            if self._state_of is not self.backend:  # (swapped: an observer's wrapper, or back)
+                self._state_of = self.backend
+                now = self.state_now = _inline_state(self.backend)
             head, tag, snap, events = (
                 now(agent_id) if now is not None else await self.backend.read_state_rows(agent_id)
             )
