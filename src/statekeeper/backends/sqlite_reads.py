@@ -247,6 +247,15 @@ class SQLiteReads(SQLitePart):
         self, agent_id: str
     ) -> tuple[int, bytes | None, RawSnapshot | None, list[EventRow]]:
         """:meth:`read_state` with the events as the cursor's rows (:data:`EventRow`)."""
+        return self.state_rows_now(agent_id)
+
+    def state_rows_now(
+        self, agent_id: str
+    ) -> tuple[int, bytes | None, RawSnapshot | None, list[EventRow]]:
+        """:meth:`read_state_rows` as a plain call, for a caller that checked
+        ``agent_id`` (``check_stored_id``) already: the store's read path on every cold
+        load (a SQLite read runs inline, so the coroutine, the wrapper and the second
+        check of the id were all the method added; docs/benchmarks.md, "cold0")."""
         # One statement: the head, the newest snapshot and the events after it, as one
         # consistent read (everything is at or below the head it returns).
         try:
@@ -259,17 +268,20 @@ class SQLiteReads(SQLitePart):
             rows.sort()  # (seq): a C pass over rows already in that order
         except TypeError:  # (a seq rewritten as text: the fold says so)
             pass
-        if not rows or rows[0][0] != _HEAD_ROW or not rows[0][2]:
+        if not rows:
             return 0, None, None, []  # no head row: no stream
         first = rows[0]
-        snap: RawSnapshot | None = None
-        start = 1
+        if first[0] != _HEAD_ROW or not first[2]:
+            return 0, None, None, []
+        tag = first[3]
+        if tag is not None and type(tag) is not bytes:
+            tag = blob(tag)
         if len(rows) > 1 and rows[1][1] is None:
             r = rows[1]
-            snap = make_raw_snapshot(r[0], r[2], r[3], r[4])
-            start = 2
-        del rows[:start]
-        return int(first[2]), blob(first[3]), snap, rows
+            del rows[:2]
+            return int(first[2]), tag, make_raw_snapshot(r[0], r[2], r[3], r[4]), rows
+        del rows[0]
+        return int(first[2]), tag, None, rows
 
     reads_latest_many = True
 

@@ -51,6 +51,17 @@ _dumps = orjson.dumps
 _loads = orjson.loads
 
 
+def _inline_state(backend: Backend) -> Any:
+    """``backend.state_rows_now`` when the engine has it and ``read_state_rows`` is the
+    engine's own (a subclass that overrides ``read_state_rows`` alone is called as it
+    says), else None."""
+    cls = type(backend)
+    if getattr(cls, "state_rows_now", None) is None:
+        return None
+    owner = next(k for k in cls.__mro__ if "read_state_rows" in vars(k))
+    return getattr(backend, "state_rows_now") if "state_rows_now" in vars(owner) else None  # noqa: B009
+
+
 class ReadPath:
     """Decode, fold and cache agent states read from ``backend``.
 
@@ -81,6 +92,11 @@ class ReadPath:
         # ... and the head with it, in one statement (SQLite, PostgreSQL): a cold load
         # of the latest state is then one read
         self.native_state = type(backend).read_state is not Backend.read_state
+        #: the engine's ``read_state_rows`` as a plain call (SQLite: its reads run inline),
+        #: or None: no coroutine, wrapper or second id check per cold load
+        self.state_now = _inline_state(backend)
+        #: the engine ``state_now`` was taken from (``instrument()`` swaps ``backend``)
+        self._state_of = backend
 
     # -- decoding ----------------------------------------------------------------
 
@@ -137,12 +153,13 @@ class ReadPath:
         agent_id: str,
         head: int,
         tag: bytes | None,
-        snap: RawSnapshot,
+        snap: RawSnapshot | None,
         events: list[EventRow] | None = None,
     ) -> AgentRecord | None:
         """The state at the head from the latest snapshot and ``events``, the events
         after it read with it (none: the head is the snapshot), or None to fold it the
-        general way (:meth:`fold`).
+        general way (:meth:`fold`). No snapshot (a stream shorter than the snapshot
+        interval): from the stream's start, ``events`` its whole stream.
 
         A load's thin path: the hash, the parse, the record, the events applied as
         ``fold_from`` applies them (:meth:`apply_events`: verified, chained from the
@@ -156,7 +173,22 @@ class ReadPath:
         """
         if self.tuner is not None:
             return None
-        codec, payload = self.codec, snap.payload
+        codec = self.codec
+        if snap is None:  # (what fold_from folds from: no coroutine of fold or fold_from)
+            if not events:
+                return None
+            record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
+            try:
+                self.apply_events(record, events)
+                if record.seq != head:
+                    return None
+                codec.check_head(agent_id, head, record.link, tag)
+            except StatekeeperError:
+                return None
+            self.loads += 1
+            record.tag, record.tag_known, record.fresh = tag, record.link is not None, True
+            return record
+        payload = snap.payload
         try:
             viewed = codec.decode_view(  # (parsed from a view of the row: no copy, no Opened)
                 agent_id, snap.seq, SNAPSHOT_TYPE, snap.timestamp, payload, snap.checksum
@@ -424,12 +456,18 @@ class ReadPath:
                 raise
             self.cache.discard(agent_id)
         if self.native_state:  # one read: the head, the latest snapshot, the events after
-            head, tag, snap, events = await self.backend.read_state_rows(agent_id)
+            now = self.state_now
+            if self._state_of is not self.backend:  # (swapped: an observer's wrapper, or back)
+                self._state_of = self.backend
+                now = self.state_now = _inline_state(self.backend)
+            head, tag, snap, events = (
+                now(agent_id) if now is not None else await self.backend.read_state_rows(agent_id)
+            )
             if head == 0:
                 return None
             thin = (
                 self.at_snapshot(agent_id, head, tag, snap, events)
-                if snap is not None and (events or snap.seq == head)
+                if events or (snap is not None and snap.seq == head)
                 else None
             )
             record = thin or await self.fold(
@@ -529,7 +567,9 @@ class ReadPath:
             data = document(record)
             record.fresh = False
             record.shared = True
-        elif record.fresh and not self.kept(record):
+        elif record.fresh and not (  # (kept(), inline: every load)
+            self.cache.peek(record.agent_id) is record or self.pinned.get(record.agent_id) is record
+        ):
             # folded for this read and kept by nobody (no cache, or a state in the
             # past): its objects are the copy, nothing is serialised to keep one
             record.fresh = False
