@@ -11,7 +11,7 @@ the records pinned by write-behind appends not yet stored; the write pipeline
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from time import thread_time
 from typing import Any
 
@@ -21,7 +21,6 @@ from .. import patch
 from ..backends.base import Backend, LatestRead
 from ..codec import ZERO_LINK, Codec, Opened
 from ..codec.formats import JSON
-from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
     AgentNotFound,
     ConfigurationError,
@@ -31,9 +30,9 @@ from ..errors import (
     SerializationError,
     StatekeeperError,
 )
-from ..records import Event, EventRow, RawEvent, RawSnapshot, Snapshot, event_rows, make_snapshot
+from ..records import EventRow, RawEvent, RawSnapshot, Snapshot, event_rows, make_snapshot
 from .autotune import AutoInterval
-from .body import SNAPSHOT_TYPE, plain_data, snapshot_record, to_event
+from .body import SNAPSHOT_TYPE, plain_data, snapshot_record
 from .cache import LRUCache
 from .change import dump_keys
 from .incarnation import check_in_stream
@@ -601,40 +600,3 @@ class ReadPath:
             record.updated_at,
             record.fsm_entered_at,
         )
-
-    async def _gap(self, agent_id: str, cursor: int, seq: int) -> StatekeeperError:
-        """What a history read that finds ``seq`` after ``cursor`` raises: the stream
-        starts at ``seq`` (retention compacted what was before: ``HistoryCompacted``, as a
-        load of that seq raises), else a gap in the stream (``IntegrityError``)."""
-        first = await self.backend.read(agent_id, 0, None, limit=1)
-        if first and first[0].seq == seq:
-            return HistoryCompacted(agent_id, seq - 1)
-        return IntegrityError(agent_id, cursor + 1, f"gap: next stored seq is {seq}")
-
-    async def history(
-        self, agent_id: str, after_seq: int, to_seq: int | None
-    ) -> AsyncIterator[Event]:
-        """The events of ``agent_id`` after ``after_seq`` (up to ``to_seq``), verified
-        and checked against the chain, read page by page."""
-        cursor = after_seq
-        link: bytes | None = ZERO_LINK if after_seq == 0 else None
-        while True:
-            page = await self.backend.read(agent_id, cursor, to_seq, limit=PAGE)
-            if not page and cursor == after_seq and to_seq is not None and to_seq > after_seq:
-                # nothing in a bounded range: one that retention compacted entirely (the
-                # stream now starts after it) raises, as a load of those seqs does,
-                # rather than reading as an agent without those events
-                first = await self.backend.read(agent_id, 0, None, limit=1)
-                if first and first[0].seq > 1 and first[0].seq > to_seq:
-                    raise HistoryCompacted(agent_id, first[0].seq - 1)
-            for raw in page:
-                if raw.seq != cursor + 1:
-                    raise await self._gap(agent_id, cursor, raw.seq)
-                body, opened = self.open_event(agent_id, raw)
-                if link is not None and opened.prev is not None and opened.prev != link:
-                    raise IntegrityError(agent_id, raw.seq, CHAIN_BROKEN)
-                link = opened.link
-                yield to_event(agent_id, raw, body)
-                cursor = raw.seq
-            if len(page) < PAGE:
-                return

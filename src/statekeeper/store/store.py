@@ -60,6 +60,7 @@ from .feed import (
 )
 from .feed_cursor import FeedBounds, FeedCursor
 from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
+from .history import read_history
 from .keyguard import KeyGuard
 from .machines import Machines
 from .observing import FOLD_AT
@@ -582,7 +583,7 @@ class StateStore:
         check_seq(to_seq, "to_seq", optional=True)
         await self._ready()
         await self._flush_agent(agent_id)
-        async for event in self._reads.history(agent_id, after_seq, to_seq):
+        async for event in read_history(self._reads, agent_id, after_seq, to_seq):
             yield event
 
     def subscribe(

@@ -1,0 +1,54 @@
+"""A stored stream's events read back in order, each verified and checked against
+the chain, page by page (:meth:`StateStore.history`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from ..codec import ZERO_LINK
+from ..codec.pipeline import CHAIN_BROKEN
+from ..errors import HistoryCompacted, IntegrityError, StatekeeperError
+from ..records import Event
+from .body import to_event
+from .reads import PAGE, ReadPath
+
+__all__ = ["read_history"]
+
+
+async def _gap(reads: ReadPath, agent_id: str, cursor: int, seq: int) -> StatekeeperError:
+    """What a history read that finds ``seq`` after ``cursor`` raises: the stream
+    starts at ``seq`` (retention compacted what was before: ``HistoryCompacted``, as a
+    load of that seq raises), else a gap in the stream (``IntegrityError``)."""
+    first = await reads.backend.read(agent_id, 0, None, limit=1)
+    if first and first[0].seq == seq:
+        return HistoryCompacted(agent_id, seq - 1)
+    return IntegrityError(agent_id, cursor + 1, f"gap: next stored seq is {seq}")
+
+
+async def read_history(
+    reads: ReadPath, agent_id: str, after_seq: int, to_seq: int | None
+) -> AsyncIterator[Event]:
+    """The events of ``agent_id`` after ``after_seq`` (up to ``to_seq``), verified
+    and checked against the chain, read page by page."""
+    cursor = after_seq
+    link: bytes | None = ZERO_LINK if after_seq == 0 else None
+    while True:
+        page = await reads.backend.read(agent_id, cursor, to_seq, limit=PAGE)
+        if not page and cursor == after_seq and to_seq is not None and to_seq > after_seq:
+            # nothing in a bounded range: one that retention compacted entirely (the
+            # stream now starts after it) raises, as a load of those seqs does,
+            # rather than reading as an agent without those events
+            first = await reads.backend.read(agent_id, 0, None, limit=1)
+            if first and first[0].seq > 1 and first[0].seq > to_seq:
+                raise HistoryCompacted(agent_id, first[0].seq - 1)
+        for raw in page:
+            if raw.seq != cursor + 1:
+                raise await _gap(reads, agent_id, cursor, raw.seq)
+            body, opened = reads.open_event(agent_id, raw)
+            if link is not None and opened.prev is not None and opened.prev != link:
+                raise IntegrityError(agent_id, raw.seq, CHAIN_BROKEN)
+            link = opened.link
+            yield to_event(agent_id, raw, body)
+            cursor = raw.seq
+        if len(page) < PAGE:
+            return
