@@ -16,7 +16,7 @@ import pytest
 from statekeeper import IntegrityError, StateStore
 from statekeeper.codec import ZERO_LINK
 from statekeeper.records import event_rows
-from statekeeper.store import reads
+from statekeeper.store import reads, state
 
 MESSAGES = [{"role": "user", "content": f"message {i} " + "words " * 20} for i in range(40)]
 
@@ -37,7 +37,7 @@ async def test_a_cold_load_past_the_snapshot_extends_the_list_once(
     url = _url(tmp_path)
     await _chat(url, 39)  # snapshot at 30, nine appends after it
     applied: list[int] = []
-    apply_payloads = reads.apply_payloads
+    apply_payloads = state.apply_payloads
 
     def counting(record: Any, rows: Any, docs: Any) -> None:
         applied.append(len(docs))
