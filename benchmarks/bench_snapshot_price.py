@@ -12,6 +12,9 @@ peer's ``SqliteSaver.put`` of the same documents for reference::
     .venv/bin/python benchmarks/bench_snapshot_price.py /tmp/cg-price
     .venv/bin/python benchmarks/bench_snapshot_price.py --wall FULL 3   # sync, rounds
 
+Modes ``tail`` / ``tail0`` price a *folded tail* (one row per agent, replaced each save,
+holding every message since the last snapshot: :func:`folded_tail`).
+
 ``--wall``: the same 64 saves at ``synchronous=FULL`` (or ``NORMAL``) on real files,
 every policy and the peer in one process, the order rotating per save; per round the
 saves per second and CPU per save of each side, and each side's rate over the peer's.
@@ -64,6 +67,9 @@ async def child(out: Path, mode: str) -> None:
         window.cg_stop()
         saver.conn.close()
         return
+    if mode.startswith("tail"):
+        await folded_tail(window, path, docs, msgs, mode == "tail0")
+        return
     every: Any = int(mode) if mode.isdigit() else mode
     url = f"sqlite:///{path}?synchronous=OFF"
     async with StateStore(url, snapshot_every=every, witness=False) as store:
@@ -75,6 +81,57 @@ async def child(out: Path, mode: str) -> None:
             await store.save("a", doc)
         window.cg_stop()
     (out / f"{mode}.bytes").write_text(str(stored(path) - before))
+
+
+#: the folded tail's body: every message appended since the last snapshot, one list
+TAIL_HEAD, TAIL_END = b'{"ops":[{"op":"add","path":"/messages/-","values":[', b"]}]}"
+
+
+async def folded_tail(
+    window: Any, path: Path, docs: list[Any], msgs: list[Any], empty: bool
+) -> None:
+    """Mode ``tail``: the default store's saves, each followed by the work a folded tail
+    would add (docs/benchmarks.md, "coldk"): the tail's body rebuilt with the new
+    message's bytes (its JSON, which the save made already: made here before the
+    window), its BLAKE3 link input hashed, and its row replaced, on a second connection
+    to the same file (its own commit); emptied when the store writes a snapshot. Mode
+    ``tail0`` does the same with a 32-byte row: ``tail`` − ``tail0`` is the price of the
+    tail's bytes, ``tail0`` − ``bounded`` the price of a separate statement and commit
+    (which a tail written in the save's own transaction would mostly not pay)."""
+    import blake3
+    import orjson
+
+    values = [orjson.dumps(m) for m in msgs]
+    url = f"sqlite:///{path}?synchronous=OFF"
+    async with StateStore(url, witness=False) as store:
+        await store.save("a", docs[0])  # (the file made by the store)
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA synchronous=OFF")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS tail (agent_id TEXT PRIMARY KEY, seq INTEGER,"
+            " payload BLOB, checksum BLOB)"
+        )
+        for doc in docs[1:BASE]:
+            await store.save("a", doc)
+        record = store._reads.cache.peek("a")
+        assert record is not None
+        folded = values[record.snapshot_seq : BASE]
+        prefix = b"sk-link/1\x00\x00\x00\x01a\x00\x00\x00\x04tail"
+        sql = "INSERT OR REPLACE INTO tail VALUES ('a', ?, ?, ?)"
+        window.cg_start()
+        for i in range(BASE, len(docs)):
+            await store.save("a", docs[i])
+            record = store._reads.cache.peek("a")
+            assert record is not None
+            if record.snapshot_seq == i + 1:
+                folded = []
+            else:
+                folded.append(values[i])
+            body = b"".join((TAIL_HEAD, b",".join(folded), TAIL_END)) if not empty else b"x" * 32
+            digest = blake3.blake3(prefix + body).digest()
+            conn.execute(sql, (i + 1, body, digest))
+        window.cg_stop()
+    conn.close()
 
 
 async def wall(sync: str, rounds: int) -> None:
@@ -140,7 +197,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     print("| snapshot_every | instructions per save | stored bytes per save |")
     print("|---|---|---|")
-    for mode in (*map(str, EVERY), "lg"):
+    for mode in (*map(str, EVERY), "tail", "tail0", "lg"):
         total = run_window(__file__, ["child", str(out), mode], out, f"cg-{mode}")
         bytes_file = out / f"{mode}.bytes"
         per = f"{int(bytes_file.read_text()) // COUNTED:,}" if bytes_file.exists() else "(peer)"

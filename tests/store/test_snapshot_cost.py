@@ -76,8 +76,17 @@ async def test_a_cold_load_replays_at_most_one_snapshot_worth_by_cost(
             decoded.extend(e[0] for e in events[: len(out[0])])
             return out
 
+        decode_appends = cold.codec.decode_appends
+
+        def counting_appends(agent_id: str, events: Any, prev: Any) -> Any:
+            out = decode_appends(agent_id, events, prev)
+            if out is not None:  # (a run of appends decoded whole: every event of it)
+                decoded.extend(e[0] for e in events)
+            return out
+
         cold.codec.decode_next = counting  # type: ignore[method-assign,assignment]
         cold.codec.decode_chain = counting_chain  # type: ignore[method-assign,assignment]
+        cold.codec.decode_appends = counting_appends  # type: ignore[method-assign]
         try:
             for n in range(1, len(MESSAGES) + 1):
                 await writer.save("chat", {"messages": MESSAGES[:n]})

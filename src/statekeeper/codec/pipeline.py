@@ -98,6 +98,8 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from hmac import compare_digest as _compare_digest
+from itertools import repeat
+from operator import methodcaller
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast, overload
 
 import blake3
@@ -1046,7 +1048,10 @@ class Codec:
         if appends and plain and prev is not None and len(events) > 1:
             run = _append_run(agent_id, events, prev)
             if run is not None:
-                return run[0], run[1], False, None
+                pointer, values, last = run
+                if type(pointer) is str:
+                    return [(pointer, v) for v in values], last, False, None
+                return list(zip(pointer, values, strict=True)), last, False, None
         docs: list[Any] = []
         append = docs.append
         typed = False
@@ -1115,6 +1120,23 @@ class Codec:
         except StatekeeperError as exc:
             return docs, link, typed, exc
         return docs, link, typed, None
+
+    def decode_appends(
+        self, agent_id: str, events: Sequence[EventRow], prev: bytes | None
+    ) -> tuple[str, list[Any], bytes] | None:
+        """A run of stored events that each append one value to the same list (a chat's
+        saves), the first following a record whose link is ``prev``, verified as
+        :meth:`decode_chain` verifies it: ``(the list's pointer, the values in order, the
+        last link)``, for the fold to extend the list once (:func:`_append_run`). None
+        for anything else — a key, fewer than two events, another kind of event, more
+        than one list, a record that does not verify —: :meth:`decode_chain` then
+        decodes it (and names what is wrong)."""
+        if self.keyring is not None or prev is None or len(events) < 2:
+            return None
+        run = _append_run(agent_id, events, prev)
+        if run is None or type(run[0]) is not str:
+            return None
+        return run[0], run[1], run[2]
 
     def tag(self, agent_id: str, seq: int, record_type: str, payload: bytes) -> bytes:
         """The version-0 checksum of ``payload`` (kept for tools that write v0 records)."""
@@ -1352,6 +1374,8 @@ _JSON_TAG = b'"$t"'
 _APPEND_HEAD = b'{"ops":[{"op":"add","path":"'
 _new_tuple = tuple.__new__
 _orjson_loads = orjson.loads
+_join = b"".join
+_digest = methodcaller("digest")
 #: a plain append's whole body (from 35 in a stored record), as :func:`_append_run`
 #: takes it: the pointer (no ``"``, ``\\`` or ``$``) and the value (no ``$``: no typed
 #: value), the body ending right after the value
@@ -1360,53 +1384,69 @@ _APPEND_BODY = re.compile(rb'\{"ops":\[\{"op":"add","path":"([^"\\$]*)","value":
 
 def _append_run(
     agent_id: str, events: Sequence[EventRow], link: bytes
-) -> tuple[list[Any], bytes] | None:
-    """The documents and last link of a run of stored events that are all plain SHA-256
-    appends (:meth:`Codec.decode_chain`'s ``appends`` case) following ``link``, decoded
-    in one pass per step over the whole run instead of one record at a time; None when
-    any record is anything else or does not verify (the caller then decodes the run
-    record by record, which says what is wrong and where).
+) -> tuple[str | list[str], list[Any], bytes] | None:
+    """The pointer(s), appended values and last link of a run of stored events that are
+    all plain SHA-256 appends (:meth:`Codec.decode_chain`'s ``appends`` case) following
+    ``link``, decoded in one pass per step over the whole run instead of one record at
+    a time: one pointer (a ``str``) when every record appends to the same list (a
+    chat's), else each record's; None when any record is anything else or does not
+    verify (the caller then decodes the run record by record, which says what is wrong
+    and where).
 
-    Each step is one comprehension (or one C call) over the run: the body's shape (one
-    regex match each), the header and chain link (``bytes.startswith`` mapped), the
-    SHA-256 of each link input, one comparison of the digests with the checksums, and
-    one ``orjson.loads`` of all the appended values joined into one JSON array — the
-    per-record loop's ~20 bytes operations and one parse call per event were ~0.9 µs of
-    a replayed event's ~3 µs (docs/benchmarks.md, "coldread", "cold11"). The values are
-    joined with ``,\\n``: a value that is not one JSON value by itself cannot make the
-    array parse as the same number of elements by running into the next one through a
-    string (a raw newline inside a JSON string is refused), and any other miscount falls
-    back. Used only without a key (with a key the records are authenticated one by one
-    by AES-GCM; without one, a checksum binds each record's bytes, which the batched
-    parse reads unchanged).
+    Each step is one C-level ``map`` over the run (no Python per record): the body's
+    shape (the first record's matched once by :data:`_APPEND_BODY`, the others compared
+    with its bytes up to the value, and their ends), the SHA-256 of each link input, one
+    comparison of the digests with the checksums, the header and chain link of each, one
+    ``$`` search (no typed value) and one ``orjson.loads`` of all the appended values
+    joined into one JSON array (docs/benchmarks.md, "coldk"; the comprehensions this
+    replaced ran ~1 µs of Python per record). The values are joined with ``,\\n``: a
+    value that is not one JSON value by itself cannot make the array parse as the same
+    number of elements by running into the next one through a string (a raw newline
+    inside a JSON string is refused), and any other miscount falls back. Used only
+    without a key (with a key the records are authenticated one by one by AES-GCM;
+    without one, a checksum binds each record's bytes, which the batched parse reads
+    unchanged).
     """
-    match = _APPEND_BODY.match
-    payloads = [e[3] for e in events]
     try:
-        if match(payloads[0], 35) is None:  # (not a chat's run: no work wasted)
+        seqs, types, stamps, payloads, checksums = zip(*events, strict=True)
+        found = _APPEND_BODY.match(payloads[0], 35)
+        if found is None:  # (not a chat's run: no work wasted)
             return None
-        maybe = [match(p, 35) for p in payloads]
-        if None in maybe:
+        n, begin = len(payloads), found.start(2)
+        pointer: str | list[str]
+        if all(map(bytes.startswith, payloads, repeat(payloads[0][35:begin], n), repeat(35, n))):
+            if not all(map(bytes.endswith, payloads, repeat(b"}]}", n))):
+                return None
+            pointer = found[1].decode()  # (checked once: no ``"``, ``\\`` or ``$``)
+            parts = list(map(bytes.__getitem__, payloads, repeat(slice(begin, -3), n)))
+        else:  # appends to more than one list
+            maybe = list(map(_APPEND_BODY.match, payloads, repeat(35, n)))
+            if None in maybe:
+                return None
+            matched = cast("list[re.Match[bytes]]", maybe)
+            pointer = [m[1].decode() for m in matched]
+            parts = [m[2] for m in matched]
+        prefix = b"sk-link/1" + _names(agent_id, types[0])
+        inputs = map(
+            _join, zip(repeat(prefix, n), map(_seq_ts.pack, seqs, stamps), payloads, strict=True)
+        )
+        digests = list(map(_digest, map(hashlib.sha256, inputs)))
+        if digests != list(checksums):
             return None
-        found = cast("list[re.Match[bytes]]", maybe)
-        digests = [
-            hashlib.sha256(b"".join((prefix, _seq_ts.pack(seq, ts), payload))).digest()
-            for prefix in (b"sk-link/1" + _names(agent_id, events[0][1]),)
-            for seq, _, ts, payload, _ in events
-        ]
-        if digests != [e[4] for e in events]:
+        if not (
+            all(map(bytes.startswith, payloads, repeat(_SHA_JSON, n)))
+            and all(map(bytes.startswith, payloads, (link, *digests), repeat(3, n)))
+        ):
             return None
-        heads = [_SHA_JSON + link, *[_SHA_JSON + d for d in digests[:-1]]]
-        if not all(map(bytes.startswith, payloads, heads)):
+        parts[0] = b"[" + parts[0]
+        parts[-1] += b"]"
+        joined = b",\n".join(parts)
+        if joined.find(b"$") >= 0:  # (a typed value, or a ``$`` in a string)
             return None
-        values = _orjson_loads(b"[" + b",\n".join([m[2] for m in found]) + b"]")
-        if type(values) is not list or len(values) != len(events):
+        values = _orjson_loads(joined)
+        if type(values) is not list or len(values) != n:
             return None
-        paths = {m[1] for m in found}
-        if len(paths) == 1:
-            pointer = paths.pop().decode()
-            return [(pointer, v) for v in values], digests[-1]
-        return [(m[1].decode(), v) for m, v in zip(found, values, strict=True)], digests[-1]
+        return pointer, values, digests[-1]
     except (TypeError, ValueError):  # (not bytes, not JSON, not UTF-8: record by record)
         return None
 

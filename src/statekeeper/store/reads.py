@@ -36,7 +36,14 @@ from .body import SNAPSHOT_TYPE, plain_data, snapshot_record
 from .cache import LRUCache
 from .change import dump_keys
 from .incarnation import check_in_stream
-from .state import HELD_AS_BYTES, AgentRecord, apply_payloads, document, unpack_document
+from .state import (
+    HELD_AS_BYTES,
+    AgentRecord,
+    apply_payloads,
+    document,
+    extend_list,
+    unpack_document,
+)
 from .verification import _reason
 
 __all__ = ["PAGE", "ReadPath"]
@@ -369,8 +376,11 @@ class ReadPath:
         run of events that each append one value to the same list (a chat's messages)
         appends to that list, found once, instead of patching the document event by
         event: replay was ~6 us per event, ~2/3 of it Python calls around the SHA-256
-        and the parse (cProfile, docs/benchmarks.md "load11"). Errors are raised in
-        stream order, as a loop over the events would raise them.
+        and the parse (cProfile, docs/benchmarks.md "load11"). A run whose every event
+        appends to one list (:meth:`Codec.decode_appends`) is verified and applied with
+        no Python step per event: the list is extended once (:func:`extend_list`;
+        docs/benchmarks.md, "coldk"). Errors are raised in stream order, as a loop over
+        the events would raise them.
         """
         agent_id = record.agent_id
         current = record.seq
@@ -392,7 +402,10 @@ class ReadPath:
                 else IntegrityError(agent_id, last + 1, f"gap: next stored seq is {seq}")
             )
         run = events[start:stop] if start or gap is not None else events
-        if run:
+        appended = self.codec.decode_appends(agent_id, run, record.link)
+        if appended is not None and extend_list(record, run, appended[0], appended[1]):
+            record.link, record.checksum, record.tag_known = appended[2], run[-1][4], False
+        elif run:
             docs, link, typed, error = self.codec.decode_chain(
                 agent_id, run, record.link, appends=True
             )
