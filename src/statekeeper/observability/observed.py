@@ -410,6 +410,10 @@ class ObservedBackend(Backend):
         # a backup's page image (one call per backup): the engine's own, untimed
         return await self.inner.page_snapshot(prefix)
 
+    async def import_image(self, image: str, expected: tuple[int, int, int]) -> bool:
+        # a restore's bulk copy of a checked image (one call per restore): untimed
+        return await self.inner.import_image(image, expected)
+
     async def copy_out(self, prefix: str, write: Callable[[bytes], None]) -> dict[str, Any] | None:
         # a backup's bulk export (one call per backup): the engine's own, untimed
         return await self.inner.copy_out(prefix, write)

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from time import thread_time
 from typing import Any
 
-import orjson
-
 from .. import patch
 from ..backends.base import Backend, LatestRead
 from ..codec import ZERO_LINK, Codec, Opened
@@ -30,19 +28,16 @@ from ..errors import (
     SerializationError,
     StatekeeperError,
 )
-from ..records import EventRow, RawEvent, RawSnapshot, Snapshot, event_rows, make_snapshot
+from ..records import EventRow, RawEvent, RawSnapshot, event_rows
 from .autotune import AutoInterval
 from .body import SNAPSHOT_TYPE, plain_data, snapshot_record
 from .cache import LRUCache
-from .change import dump_keys
+from .copies import public_copy
 from .incarnation import check_in_stream
 from .state import (
-    HELD_AS_BYTES,
     AgentRecord,
     apply_payloads,
-    document,
     extend_list,
-    unpack_document,
 )
 from .verification import _reason
 
@@ -52,9 +47,6 @@ _log = logging.getLogger("statekeeper.store")
 
 #: events per backend read
 PAGE = 1000
-
-_dumps = orjson.dumps
-_loads = orjson.loads
 
 
 def _inline_state(backend: Backend) -> Any:
@@ -566,50 +558,5 @@ class ReadPath:
         agent_id = record.agent_id
         return self.cache.peek(agent_id) is record or self.pinned.get(agent_id) is record
 
-    def public(self, record: AgentRecord, *, shared: bool = False) -> Snapshot:
-        """The caller's copy of a folded state (it shares nothing with ``record``).
-
-        ``shared``: the caller never changes the data (it makes its changes
-        copy-on-write, as the LangGraph saver does): it gets the record's own document,
-        and nothing is copied or serialised (a cold read of a 200-turn chat spent
-        ~0.85 M instructions writing out the JSON of a document the caller then held);
-        the record is marked shared, so events folded into it later copy it first."""
-        typed = record.rich
-        if shared:
-            data = document(record)
-            record.fresh = False
-            record.shared = True
-        elif record.fresh and not (  # (kept(), inline: every load)
-            self.cache.peek(record.agent_id) is record or self.pinned.get(record.agent_id) is record
-        ):
-            # folded for this read and kept by nobody (no cache, or a state in the
-            # past): its objects are the copy, nothing is serialised to keep one
-            record.fresh = False
-            data = document(record)
-        elif record.fresh and not typed:
-            # folded for this read and shared with nobody: its objects are the copy, the
-            # record keeps their bytes (packed by key for the next save: change.kept_bytes)
-            record.fresh = False
-            data = record.data
-            if record.blob is None and record.dumped is None:
-                record.dumped = dump_keys(data) if type(data) is dict else None
-                if record.dumped is None:
-                    record.blob = _dumps(data)
-            record.data = HELD_AS_BYTES
-        elif record.data is HELD_AS_BYTES and record.dumped is not None:
-            data = unpack_document(record.dumped)  # fresh objects: the copy itself
-        else:
-            if record.blob is None:
-                # plain JSON documents (the common case) skip the codec's type checks
-                record.blob = self.codec.copy_dumps(record.data) if typed else _dumps(record.data)
-            data = self.codec.copy_loads(record.blob) if typed else _loads(record.blob)
-        return make_snapshot(  # (Snapshot(...) without its generated __init__: every load)
-            record.agent_id,
-            record.seq,
-            record.fsm_state,
-            data,
-            record.schema_version,
-            record.created_at,
-            record.updated_at,
-            record.fsm_entered_at,
-        )
+    #: the caller's copy of a folded state (:func:`.copies.public_copy`, a method)
+    public = public_copy
