@@ -21,6 +21,7 @@ from .app import (
     handled,
     open_store,
     out_console,
+    print_command,
     resolve_url,
     run,
 )
@@ -124,7 +125,7 @@ def agents(
         return
     console.print(render.agents_table(rows))
     if next_after is not None:
-        console.print(f"[dim]more: statekeeper agents --after {escape(next_after)}[/]")
+        print_command(console, "more", "agents", "--after", next_after)
 
 
 # ---------------------------------------------------------------------------- show
