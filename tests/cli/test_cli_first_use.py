@@ -4,6 +4,8 @@ broken line in an import file, and the commands the CLI tells them to run."""
 from __future__ import annotations
 
 import shlex
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -59,9 +61,21 @@ def refusing_endpoint() -> Iterator[str]:
         server.server_close()
 
 
-def _s3_error(run: object) -> str:
-    assert run.returncode == 2, run  # type: ignore[attr-defined]
-    lines = run.stderr.splitlines()  # type: ignore[attr-defined]
+def _sk_env(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``statekeeper ARGS`` in a subprocess with exactly ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "statekeeper.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def _s3_error(run: subprocess.CompletedProcess[str]) -> str:
+    """The one error line of a run against ``s3://sk-ux-bucket/agents``."""
+    assert run.returncode == 2, run
+    lines = run.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
     line: str = lines[0]
     assert "_is_store" not in line and "_prepare" not in line  # no internal function names
@@ -75,16 +89,7 @@ def test_s3_without_credentials_says_what_to_give(tmp_path: Path) -> None:
     pytest.importorskip("boto3")
     # nothing listens on port 9: no request is ever sent without credentials to sign it
     url = "s3://sk-ux-bucket/agents?endpoint_url=http://127.0.0.1:9"
-    import subprocess
-    import sys
-
-    run = subprocess.run(
-        [sys.executable, "-m", "statekeeper.cli", "history", "a1", "--db", url],
-        capture_output=True,
-        text=True,
-        env=_without_aws(tmp_path),
-        timeout=120,
-    )
+    run = _sk_env(_without_aws(tmp_path), "history", "a1", "--db", url)
     assert "credentials not found" in _s3_error(run)
 
 
@@ -92,20 +97,9 @@ def test_s3_refusing_credentials_says_so_without_the_secret(
     tmp_path: Path, refusing_endpoint: str
 ) -> None:
     pytest.importorskip("boto3")
-    import subprocess
-    import sys
-
     url = f"s3://sk-ux-bucket/agents?endpoint_url={refusing_endpoint}"
-    env = _without_aws(
-        tmp_path, AWS_ACCESS_KEY_ID="AKIAUXTESTFAKE", AWS_SECRET_ACCESS_KEY=SECRET
-    )
-    run = subprocess.run(
-        [sys.executable, "-m", "statekeeper.cli", "agents", "--db", url],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    env = _without_aws(tmp_path, AWS_ACCESS_KEY_ID="AKIAUXTESTFAKE", AWS_SECRET_ACCESS_KEY=SECRET)
+    run = _sk_env(env, "agents", "--db", url)
     line = _s3_error(run)
     assert "credentials refused" in line
     assert SECRET not in run.stderr + run.stdout

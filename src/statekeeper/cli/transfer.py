@@ -200,7 +200,9 @@ def _parse(store: StateStore, lines: Iterator[tuple[int, bytes]]) -> list[_Agent
         try:
             line = store.codec.copy_loads(raw)
         except Exception as exc:
-            raise ConfigurationError(f"line {number}: not a JSON object: {_why(exc, raw)}") from None
+            raise ConfigurationError(
+                f"line {number}: not a JSON object: {_why(exc, raw)}"
+            ) from None
         if not isinstance(line, dict):
             raise ConfigurationError(f"line {number}: not a JSON object")
         if not ending.version:
