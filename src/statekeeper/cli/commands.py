@@ -374,7 +374,10 @@ def delete(
     key_file: KeyFileOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete an agent's events and snapshots (asks first unless --yes)."""
+    """Delete an agent's events and snapshots (asks first unless --yes).
+
+    Exit code 1 when the agent does not exist or the deletion is declined.
+    """
     url = resolve_url(ctx, db)
 
     async def head_of() -> int:
