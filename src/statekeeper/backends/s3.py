@@ -100,7 +100,13 @@ from .redact import mask_url
 try:
     import boto3  # type: ignore[import-untyped]
     from botocore.config import Config  # type: ignore[import-untyped]
-    from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
+    from botocore.exceptions import (  # type: ignore[import-untyped]
+        BotoCoreError,
+        ClientError,
+        CredentialRetrievalError,
+        NoCredentialsError,
+        PartialCredentialsError,
+    )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise BackendUnavailable("the S3 backend needs boto3: pip install 'statekeeper[s3]'") from exc
 
@@ -112,6 +118,17 @@ _EVENT = struct.Struct(">QdHHI")  # seq, ts, len(kind), len(checksum), len(paylo
 _WIDTH = 20
 _CONDITION_FAILED = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+#: what S3 answers to credentials it does not accept (a HEAD has no body: a bare 403)
+_REFUSED = {
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "TokenRefreshRequired",
+    "403",
+}
+_NO_CREDENTIALS = (NoCredentialsError, PartialCredentialsError, CredentialRetrievalError)
 #: the type of the record at the base seq in the first commit of a stream made by
 #: ``append_from_base``: the base snapshot travels in the commit (reads skip it)
 _BASE_RECORD = "\x00base"
@@ -397,11 +414,26 @@ class S3Backend(Backend):
                 raise StoreClosed("s3 backend closed during an operation") from exc
             raise
         except ClientError as exc:
-            raise BackendError(f"s3 {getattr(fn, '__name__', 'call')}: {exc}") from exc
+            if _code(exc) in _REFUSED:
+                raise self._credentials_error(f"refused ({_code(exc)})") from None
+            raise BackendError(f"{self._where()}: {exc}") from exc
+        except _NO_CREDENTIALS as exc:  # nothing was sent: no request can be signed
+            raise self._credentials_error(f"not found ({exc})") from None
         except BotoCoreError as exc:
-            raise BackendError(
-                f"s3 {getattr(fn, '__name__', 'call')}: {exc}", maybe_applied=True
-            ) from exc
+            raise BackendError(f"{self._where()}: {exc}", maybe_applied=True) from exc
+
+    def _where(self) -> str:
+        where = f" at {mask_url(self.endpoint_url)}" if self.endpoint_url else ""
+        return f"s3://{self.bucket}/{self.prefix}{where}"
+
+    def _credentials_error(self, what: str) -> BackendUnavailable:
+        """What a user must do when S3 will not take (or never got) credentials: the
+        error names the bucket and the URL, never a secret."""
+        return BackendUnavailable(
+            f"{self._where()}: AWS credentials {what}: give credentials that may use "
+            f"bucket {self.bucket!r} (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "AWS_PROFILE, ~/.aws/credentials or an instance role)"
+        )
 
     def _prepare(self) -> None:
         if self._ready:

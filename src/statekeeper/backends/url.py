@@ -33,6 +33,7 @@ then ``$STATEKEEPER_CONNECT_TIMEOUT``, then the backend's default.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlsplit
@@ -130,6 +131,7 @@ def open_backend(
             f"{scheme!r} URLs, only for postgresql, redis and s3"
         )
     if "://" not in url:
+        _refuse_half_url(url)
         from .sqlite import SQLiteBackend
 
         return SQLiteBackend(url, readonly=readonly)
@@ -175,6 +177,34 @@ def open_backend(
     raise ConfigurationError(
         f"unknown backend scheme {scheme!r} in {mask_url(url)!r} (known: memory, sqlite, "
         "postgresql, redis, rediss, redis+cluster, unix, s3, tiered)"
+    )
+
+
+#: how each engine's URL is spelled, for a value that names a scheme without ``://``
+_SPELLINGS = {
+    "memory": "memory://",
+    "sqlite": "sqlite:///relative.db or sqlite:////absolute/path.db, or a bare path",
+    "postgresql": "postgresql://user@host:5432/db",
+    "postgres": "postgresql://user@host:5432/db",
+    "redis": "redis://host:6379/0, or rediss:// for TLS",
+    "rediss": "rediss://host:6379/0",
+    "unix": "unix:///path/to/redis.sock",
+    "s3": "s3://bucket/prefix",
+    "tiered": "tiered://?hot=…&durable=…",
+}
+_HALF_URL = re.compile(r"([A-Za-z][A-Za-z0-9.-]*)(\+[A-Za-z0-9.+-]*)?:(?!//)")
+
+
+def _refuse_half_url(value: str) -> None:
+    """Refuse ``sqlite:/x.db``, ``redis:host``...: a known scheme without ``://`` is a
+    mistyped URL, not a relative file named after it."""
+    match = _HALF_URL.match(value)
+    if match is None or match.group(1).lower() not in _SPELLINGS:
+        return
+    scheme = match.group(1).lower()
+    raise ConfigurationError(
+        f"malformed {scheme} URL {mask_url(value)!r}: the scheme needs '://' "
+        f"(use {_SPELLINGS[scheme]})"
     )
 
 

@@ -115,6 +115,18 @@ def out_console() -> Console:
     return _out_console_class()(highlight=False, soft_wrap=False)
 
 
+def print_command(console: Console, label: str, *argv: str) -> None:
+    """``label: statekeeper ARGV`` as one line, dimmed: a command the user is told to
+    run is never wrapped (it is copied from a log or a narrow terminal into a shell),
+    and each argument is quoted for a POSIX shell."""
+    import shlex
+
+    from ._markup import escape
+
+    command = shlex.join(["statekeeper", *argv])
+    console.print(f"[dim]{label}: {escape(command)}[/]", soft_wrap=True)
+
+
 def err_console() -> Console:
     """A console on the current stderr."""
     from rich.console import Console

@@ -21,6 +21,7 @@ from .app import (
     handled,
     open_store,
     out_console,
+    print_command,
     resolve_url,
     run,
 )
@@ -124,7 +125,7 @@ def agents(
         return
     console.print(render.agents_table(rows))
     if next_after is not None:
-        console.print(f"[dim]more: statekeeper agents --after {escape(next_after)}[/]")
+        print_command(console, "more", "agents", "--after", next_after)
 
 
 # ---------------------------------------------------------------------------- show
@@ -373,7 +374,10 @@ def delete(
     key_file: KeyFileOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete an agent's events and snapshots (asks first unless --yes)."""
+    """Delete an agent's events and snapshots (asks first unless --yes).
+
+    Exit code 1 when the agent does not exist or the deletion is declined.
+    """
     url = resolve_url(ctx, db)
 
     async def head_of() -> int:

@@ -9,7 +9,7 @@ import typer
 
 from . import render
 from ._markup import escape
-from .app import JsonOption, app, fail, global_db, handled, out_console
+from .app import JsonOption, app, fail, global_db, handled, out_console, print_command
 
 
 @app.command()
@@ -122,10 +122,7 @@ def demo(
             else "[bold red]CHECKS FAILED[/]"
         )
         console.print(verdict)
-        console.print(
-            f"[dim]inspect it: statekeeper history {result.agent_id} --db "
-            f"{escape(result.db_path)}[/]"
-        )
+        print_command(console, "inspect it", "history", result.agent_id, "--db", result.db_path)
     if not result.ok:
         raise typer.Exit(1)
 

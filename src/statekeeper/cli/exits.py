@@ -6,8 +6,10 @@ exit code   when
 ==========  =====================================================================
 0           success
 1           the thing asked about is not there or not right: an unknown agent,
-            problems found by ``verify`` / ``witness check``, a failed demo check,
-            a declined confirmation
+            problems found by ``verify``, ``witness check``, ``audit verify``,
+            ``health``, ``migrate``, ``projections status`` or ``retention
+            apply``, a missed ``analyze --rto``, a difference under ``diff
+            --exit-code``, a failed demo check, a declined confirmation
 2           a user error: bad usage (unknown option, bad number, date or choice),
             any :class:`~statekeeper.errors.StatekeeperError` (bad URL, not a
             statekeeper store, wrong key, unreadable database, a file statekeeper
@@ -20,6 +22,8 @@ exit code   when
 130         interrupted (Ctrl-C)
 141         stdout was closed by its reader (``statekeeper agents | head -1``):
             the command stops at once, quietly, as a program killed by SIGPIPE
+143         terminated (SIGTERM): the command ends by an exception, as on Ctrl-C,
+            so its temporary files are removed and its stores closed
 ==========  =====================================================================
 
 Every failure is ONE line on stderr (``error: …``), never a traceback. Warnings the

@@ -232,7 +232,8 @@ def forget_cmd(
 ) -> None:
     """Crypto-shred an agent: destroy its data key, so no copy of its records opens.
 
-    Every tier, replica and backup of the agent becomes unreadable at once.
+    Every tier, replica and backup of the agent becomes unreadable at once. Exit code 1
+    when it is declined.
     """
     from ..governance.shredding import forget
 
@@ -339,7 +340,10 @@ def retention_apply(
     key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Apply a retention policy to every agent (resumable; --dry-run shows what would go)."""
+    """Apply a retention policy to every agent (resumable; --dry-run shows what would go).
+
+    Exit code 1 when an action failed (each is listed; the run goes on past it).
+    """
     import json as jsonlib
 
     from ..governance.retention import RetentionPolicy, RetentionReport, apply_retention

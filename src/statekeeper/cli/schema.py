@@ -229,6 +229,8 @@ def migrate(
     stays in use. Each agent's migration is one atomic event: interrupt at any time and
     run it again to resume. The pre-migration records stay in the stream until
     --finalize; --rollback restores them.
+
+    Exit code 1 when an agent cannot be migrated or fails verification.
     """
     from ..schema import migrate as mig
     from .progress import bar

@@ -176,6 +176,18 @@ class _Agent:
         return self.base.seq if self.base is not None else 0
 
 
+def _why(exc: Exception, raw: bytes) -> str:
+    """What the JSON parser found wrong with one line of the file, placed by its column
+    in that line (the parser's own "line 1 column 8" counts lines of the one line it was
+    given, and would stand next to the file's line number)."""
+    reason, pos = getattr(exc, "msg", None), getattr(exc, "pos", None)
+    if not isinstance(reason, str) or not isinstance(pos, int):
+        return str(exc)
+    if pos >= len(raw.decode("utf-8", "replace").rstrip()):
+        return "the line ends before the object does"
+    return f"{reason} at column {pos + 1}"
+
+
 def _parse(store: StateStore, lines: Iterator[tuple[int, bytes]]) -> list[_Agent]:
     """Every agent in the file, checked; ConfigurationError naming the line otherwise."""
     agents: list[_Agent] = []
@@ -188,7 +200,9 @@ def _parse(store: StateStore, lines: Iterator[tuple[int, bytes]]) -> list[_Agent
         try:
             line = store.codec.copy_loads(raw)
         except Exception as exc:
-            raise ConfigurationError(f"line {number}: not a JSON object ({exc})") from None
+            raise ConfigurationError(
+                f"line {number}: not a JSON object: {_why(exc, raw)}"
+            ) from None
         if not isinstance(line, dict):
             raise ConfigurationError(f"line {number}: not a JSON object")
         if not ending.version:
@@ -413,7 +427,10 @@ async def import_agents(
     options = {**governance_options(keyring), **namespace_options()}
     store = StateStore(url, keyring=keyring, clock=lambda: stamp[0], **options)
     try:
-        agents = _parse(store, enumerate(source, 1))
+        try:
+            agents = _parse(store, enumerate(source, 1))
+        except ConfigurationError as exc:  # "line N: ..." of which file
+            raise ConfigurationError(f"{getattr(source, 'name', 'stdin')}, {exc}") from None
         based = [a.agent_id for a in agents if a.base is not None]
         if based and not store.backend.supports(Capability.BASE_IMPORT):
             raise ConfigurationError(
