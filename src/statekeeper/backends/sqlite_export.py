@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from itertools import groupby
-from operator import itemgetter
 from typing import Any
 from urllib.parse import quote
 
@@ -363,9 +361,6 @@ def iter_streams(reader: sqlite3.Connection) -> Iterator[StreamRows]:
     return merge_streams(heads, events, snaps, keys)
 
 
-_first = itemgetter(0)
-
-
 def merge_streams(
     heads: Iterator[Any], events: Iterator[Any], snaps: Iterator[Any], keys: Iterator[Any]
 ) -> Iterator[StreamRows]:
@@ -373,19 +368,15 @@ def merge_streams(
     tag)``, events ``(agent, seq, kind, ts, payload, checksum)``, snapshots ``(agent,
     seq, ts, payload, checksum)``, keys ``(agent, key, first, last)`` — a SQLite
     copy's tables (:func:`iter_streams`) or a PostgreSQL backup's ``COPY`` sections."""
-    # the events (most rows) a run per agent each, split by ``groupby`` (in C): no
-    # Python step per row but its slice (the same rows as one step per row, measured
-    # in docs/benchmarks.md "restorecheck")
-    runs = groupby(events, _first)
-    run = next(runs, None)
+    event = next(events, None)
     snap = next(snaps, None)
     key = next(keys, None)
     for agent_id, head, tag in heads:
         got: list[EventRow] = []
-        while run is not None and run[0] <= agent_id:
-            if run[0] == agent_id:
-                got.extend([event[1:] for event in run[1] if event[1] <= head])
-            run = next(runs, None)
+        while event is not None and event[0] <= agent_id:
+            if event[0] == agent_id and event[1] <= head:
+                got.append(event[1:])
+            event = next(events, None)
         latest: SnapshotRow | None = None
         first: SnapshotRow | None = None  # a compacted stream's base: its first one
         while snap is not None and snap[0] <= agent_id:
