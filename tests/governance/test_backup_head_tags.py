@@ -313,3 +313,22 @@ async def test_the_restore_checks_each_tag_with_the_one_hmac_it_made_before(
         assert (await dst.verify()).ok
         _, tag = await dst.backend.head_tag("t0/a000")
         assert dst.codec.head_key_id(tag) == "k2"
+
+
+async def test_a_renumbered_event_in_the_image_is_refused_as_a_gap(tmp_path: Path) -> None:
+    """The checking pass reads each stream's seqs in one pass over its rows (C, not a
+    Python step per row): an image whose stream still holds as many events as its head
+    but not seqs 1..head (one renumbered) is refused as a gap with nothing restored,
+    the manifest's heads made the image's (records moved between seqs:
+    ``reordered_chain`` above)."""
+    file, bkey = await made(tmp_path, keyring())
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def renumbered(conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE sk_events SET seq = 0 WHERE agent_id = 't2/a002' AND seq = 2")
+
+    error = await refused(
+        work, rewritten(file, bkey, work, renumbered, same_heads), bkey, keyring()
+    )
+    assert isinstance(error, BackupCorrupt) and "the stream has a gap" in str(error)
