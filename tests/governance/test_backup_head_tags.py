@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.codec.keys import Keyring
+from statekeeper.codec.keys import DerivedKey, Keyring
 from statekeeper.errors import BackupCorrupt, BackupError
 from statekeeper.governance.backup import BackupKey, backup, restore, writer
 from statekeeper.governance.backup.filecopy import LEVEL, opened_copy
@@ -284,30 +284,51 @@ async def test_the_restore_checks_each_tag_with_the_one_hmac_it_made_before(
     its own key, and the target makes its own."""
 
     def counting(store: StateStore) -> dict[str, int]:
-        calls = {"check_head": 0, "head_tag": 0}
-        for name in calls:
-            original = getattr(store.codec, name)
+        """Calls of the codec's ``check_head`` and HMACs of a head (``head_mac``, of
+        any key: a tag made, or one checked by ``check_head``)."""
+        calls = {"check_head": 0, "head_mac": 0}
+        for owner, name in ((store.codec, "check_head"), (DerivedKey, "head_mac")):
+            original = getattr(owner, name)
 
             def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
                 calls[_name] += 1
                 return _original(*args)
 
-            monkeypatch.setattr(store.codec, name, counted)
+            monkeypatch.setattr(owner, name, counted)
         return calls
 
     file, bkey = await made(tmp_path, keyring())
     async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
         calls = counting(dst)
         assert (await restore(dst, [file], bkey)).agents == AGENTS
-        assert calls == {"check_head": 0, "head_tag": AGENTS}
+        assert calls == {"check_head": 0, "head_mac": AGENTS}
         monkeypatch.undo()
         assert (await dst.verify()).ok
     rotated = Keyring({"k1": bytes(range(32)), "k2": bytes(range(1, 33))}, active="k2")
     async with StateStore(f"sqlite:///{tmp_path / 'r2.db'}", keyring=rotated) as dst:
         calls = counting(dst)
         assert (await restore(dst, [file], bkey)).agents == AGENTS
-        assert calls == {"check_head": AGENTS, "head_tag": AGENTS}
+        assert calls == {"check_head": AGENTS, "head_mac": 2 * AGENTS}
         monkeypatch.undo()
         assert (await dst.verify()).ok
         _, tag = await dst.backend.head_tag("t0/a000")
         assert dst.codec.head_key_id(tag) == "k2"
+
+
+async def test_a_renumbered_event_in_the_image_is_refused_as_a_gap(tmp_path: Path) -> None:
+    """The checking pass reads each stream's seqs in one pass over its rows (C, not a
+    Python step per row): an image whose stream still holds as many events as its head
+    but not seqs 1..head (one renumbered) is refused as a gap with nothing restored,
+    the manifest's heads made the image's (records moved between seqs:
+    ``reordered_chain`` above)."""
+    file, bkey = await made(tmp_path, keyring())
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def renumbered(conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE sk_events SET seq = 0 WHERE agent_id = 't2/a002' AND seq = 2")
+
+    error = await refused(
+        work, rewritten(file, bkey, work, renumbered, same_heads), bkey, keyring()
+    )
+    assert isinstance(error, BackupCorrupt) and "the stream has a gap" in str(error)

@@ -1235,13 +1235,23 @@ class Codec:
 
     def head_tag(self, agent_id: str, seq: int, link: bytes) -> bytes:
         """The authenticated head of a stream whose last record (``seq``) has ``link``."""
+        return self.head_tagger()(agent_id, seq, link)
+
+    def head_tagger(self) -> Callable[[str, int, bytes], bytes]:
+        """:meth:`head_tag` with the active key bound now (its id and HMAC looked up
+        once): for a caller that tags many streams, a restore's check."""
         if self.keyring is None:
             # the link already commits to agent, seq and every record before it
-            return b"\x01\x00" + link
+            return _unkeyed_tag
         key = self.keyring.active
         kid = key.id.encode("ascii")
-        message = _head_message(b"sk-head/1", agent_id, seq, link)
-        return b"\x01" + bytes((len(kid),)) + kid + key.head_mac(message)
+        prefix = b"\x01" + bytes((len(kid),)) + kid
+        mac = key.head_mac
+
+        def tag(agent_id: str, seq: int, link: bytes) -> bytes:
+            return prefix + mac(_head_message(b"sk-head/1", agent_id, seq, link))
+
+        return tag
 
     def check_head(self, agent_id: str, seq: int, link: bytes | None, tag: bytes | None) -> None:
         """Verify a stored head tag against the stream read; raises ``IntegrityError``.
@@ -1456,6 +1466,10 @@ def _stored_checksum(link: bytes, payload: bytes, algo: int) -> bytes:
     plaintext (compressed, or a converted legacy record): its link and its bytes, hashed
     with the record's algorithm (its header bit ``algo``)."""
     return _HASHES[algo >> 6](b"".join((b"sk-stored/1", link, payload))).digest()
+
+
+def _unkeyed_tag(agent_id: str, seq: int, link: bytes) -> bytes:
+    return b"\x01\x00" + link
 
 
 def _head_message(domain: bytes, agent_id: str, seq: int, link: bytes) -> bytes:

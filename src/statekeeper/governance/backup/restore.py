@@ -218,6 +218,7 @@ def _check(
     plans: dict[str, _Plan] = {}
     done = 0
     mine = _tag_prefix(store)
+    tagger = store.codec.head_tagger()  # the active key bound once, as ``mine`` is
     known: dict[bytes, Any] = {}  # how to open each header's records (codec.chaincheck)
     for number, (path, image, _) in enumerate(parts):
         reader = FrameReader(path, key)
@@ -243,7 +244,7 @@ def _check(
                     plan.ends[head] = events[-1][4]
                 plan.tag = None
                 if tagged and tag is not None and not plan.forgotten:
-                    _check_tag(store, path, agent_id, plan, tag, mine)
+                    _check_tag(store, path, agent_id, plan, tag, (mine, tagger))
                 done += 1
                 if progress is not None and done % 256 == 0:
                     progress("verify", min(done, total), total)
@@ -266,7 +267,12 @@ def _check(
 
 
 def _check_tag(
-    store: StateStore, path: str, agent_id: str, plan: _Plan, tag: bytes, mine: bytes
+    store: StateStore,
+    path: str,
+    agent_id: str,
+    plan: _Plan,
+    tag: bytes,
+    own: tuple[bytes, Callable[[str, int, bytes], bytes]],
 ) -> None:
     """A version-5/6 backup names each head by its tag (the source's ``sk_agents``
     row, the manifest's): it must authenticate the head the chain reached with the
@@ -274,10 +280,11 @@ def _check_tag(
     stream, fails). A tag that starts as the target's own (``mine``: the same key id,
     the target's active one, or both without a key) is checked by making the
     target's tag and comparing: one HMAC per stream, the one the restore made before
-    to write it, and the tag is then kept (docs/benchmarks.md, "backuphead")."""
-    codec = store.codec
+    to write it, and the tag is then kept (docs/benchmarks.md, "backuphead"); ``own``:
+    that prefix and the target's :meth:`~statekeeper.codec.pipeline.Codec.head_tagger`."""
+    mine, tagger = own
     if plan.link is not None and tag[: len(mine)] == mine:
-        made = codec.head_tag(agent_id, plan.head, plan.link)
+        made = tagger(agent_id, plan.head, plan.link)
         if not hmac.compare_digest(made, tag):
             raise BackupCorrupt(
                 path,
@@ -289,7 +296,7 @@ def _check_tag(
         plan.tag = made
         return
     try:
-        codec.check_head(agent_id, plan.head, plan.link, tag)
+        store.codec.check_head(agent_id, plan.head, plan.link, tag)
     except KeyNotFound:
         raise
     except IntegrityError as exc:
@@ -411,8 +418,9 @@ async def restore(
         forgotten = sorted(a for a, p in plans.items() if p.forgotten)
         if isinstance(store, NamespacedStateStore):
             forgotten = [store.relative(a) for a in forgotten]
+        tagger = store.codec.head_tagger()
         tags = {
-            a: p.tag if p.tag is not None else store.codec.head_tag(a, p.head, p.link)
+            a: p.tag if p.tag is not None else tagger(a, p.head, p.link)
             for a, p in sorted(plans.items())
             if not p.forgotten
         }
