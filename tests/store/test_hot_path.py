@@ -249,7 +249,7 @@ async def test_a_cold_load_parses_the_state_once_and_shares_nothing_with_the_cac
     """A state folded for a load goes to the caller as it was decoded (no dumps +
     loads copy); the cache keeps its bytes, so what the caller does with it changes
     nothing stored or cached, and a later write still starts from the stored state."""
-    import statekeeper.store.reads as reads
+    import statekeeper.store.copies as public_copies  # where the caller's copy is made
 
     url = f"sqlite:///{tmp_path / 'cold.db'}"
     writer = open_store(url, clock=FakeClock(), snapshot_every=3)
@@ -258,7 +258,7 @@ async def test_a_cold_load_parses_the_state_once_and_shares_nothing_with_the_cac
     await writer.snapshot("a1")  # the head is now a snapshot
     cold = open_store(url, clock=FakeClock())
     copies: list[object] = []
-    monkeypatch.setattr(reads, "_loads", lambda b: copies.append(b) or {})  # type: ignore[func-returns-value]
+    monkeypatch.setattr(public_copies, "_loads", lambda b: copies.append(b) or {})  # type: ignore[func-returns-value]
     first = (await cold.load("a1")).data
     assert copies == []  # the caller got the decoded objects themselves
     monkeypatch.undo()
@@ -285,7 +285,7 @@ async def test_a_state_kept_by_nobody_is_handed_over_without_a_copy(
     """With the cache off (and for a state in the past) the folded objects are the
     caller's copy: nothing is serialised to keep one, and the caller's changes reach no
     later load."""
-    from statekeeper.store import reads
+    from statekeeper.store import copies  # where the caller's copy is made
 
     writer = open_store(SQLiteBackend(tmp_path / "c.db"), clock=FakeClock(), snapshot_every=4)
     for n in range(4 + past_snapshot):
@@ -295,8 +295,8 @@ async def test_a_state_kept_by_nobody_is_handed_over_without_a_copy(
     def no_copy(value: object) -> bytes:
         raise AssertionError("the state was serialised to keep a copy nobody keeps")
 
-    monkeypatch.setattr(reads, "_dumps", no_copy)
-    monkeypatch.setattr(reads, "_loads", no_copy)
+    monkeypatch.setattr(copies, "_dumps", no_copy)
+    monkeypatch.setattr(copies, "_loads", no_copy)
     n = 3 + past_snapshot
     first = await reader.load("a1")
     assert first.data == {"n": n, "log": [{"i": i} for i in range(n)]}
