@@ -6,6 +6,7 @@ record is still verified; what does not fit falls back to the general fold."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 
 from statekeeper import AgentNotFound, IntegrityError, StateStore
 from statekeeper.backends.sqlite import SQLiteBackend
-from statekeeper.errors import HistoryCompacted
+from statekeeper.errors import HistoryCompacted, StoreClosed
 from statekeeper.store.reads import ReadPath
 
 DOCS = [{"task": "t", "messages": [f"message {i}" for i in range(n)]} for n in range(1, 4)]
@@ -131,3 +132,28 @@ async def test_a_short_stream_cut_before_its_head_fails(tmp_path: Path) -> None:
     async with StateStore(url, cache_size=0, witness=False) as cold:
         with pytest.raises(IntegrityError):
             await cold.load("a")
+
+
+async def test_a_thread_keeps_its_read_cursor(tmp_path: Path) -> None:
+    """The cold read runs on the thread's kept cursor (no cursor made per load), one per
+    thread, and a load on a closed store still says it is closed."""
+    url = _url(tmp_path)
+    await _short(url)
+    async with StateStore(url, cache_size=0, witness=False) as cold:
+        backend = cold._reads.backend
+        assert isinstance(backend, SQLiteBackend)
+        assert (await cold.load("a")).data == DOCS[-1]
+        kept = backend._read_cursor()
+        assert backend._read_cursor() is kept
+        assert (await cold.load("a")).data == DOCS[-1]
+        assert backend._read_cursor() is kept
+        other: list[Any] = []
+        thread = threading.Thread(
+            target=lambda: other.extend([backend._read_cursor(), backend.state_rows_now("a")])
+        )
+        thread.start()
+        thread.join()
+        assert other[0] is not kept
+        assert other[1][0] == 3 and len(other[1][3]) == 3  # (head 3, three events)
+    with pytest.raises(StoreClosed):
+        backend.state_rows_now("a")

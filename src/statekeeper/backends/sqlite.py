@@ -161,12 +161,15 @@ CREATE TABLE IF NOT EXISTS sk_leases (
 
 class _Held:
     """A thread's reader connection, in the backend's thread-local storage: collected
-    when the thread ends, which hands the connection back (see ``_reader``)."""
+    when the thread ends, which hands the connection back (see ``_reader``). ``cursor``:
+    the thread's kept cursor on it, for a read that fetches its rows at once
+    (``_read_cursor``)."""
 
-    __slots__ = ("__weakref__", "conn")
+    __slots__ = ("__weakref__", "conn", "cursor")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self.cursor = conn.cursor()
 
 
 def _hand_back(backend: weakref.ref[SQLiteBackend], conn: sqlite3.Connection) -> None:
@@ -853,6 +856,17 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         weakref.finalize(held, _hand_back, weakref.ref(self), conn)
         self._local.held = held
         return conn
+
+    def _read_cursor(self) -> sqlite3.Cursor:
+        """The calling thread's kept cursor on its read connection (``_reader``): no
+        cursor object made per statement (~1.6k instructions of a cold load's read,
+        docs/benchmarks.md "cold0"). Only for a statement whose rows are fetched before
+        anything else runs on the thread (a second ``execute`` resets the first)."""
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is None or self._closed:
+            self._reader()  # (raises when closed; else takes the thread's connection)
+            held = self._local.held
+        return held.cursor
 
     def _idle_reader(self, conn: sqlite3.Connection) -> None:
         with self._readers_lock:

@@ -69,6 +69,9 @@ class SQLitePart(Backend):
         def _reader(self) -> sqlite3.Connection:
             """The calling thread's read connection."""
 
+        def _read_cursor(self) -> sqlite3.Cursor:
+            """The calling thread's kept cursor on its read connection."""
+
         async def _write(self, fn: Any, *args: Any, inline: bool = True) -> Any:
             """Run ``fn(*args)`` holding the writer connection (inline or on the writer
             thread)."""

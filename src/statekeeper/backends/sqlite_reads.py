@@ -259,7 +259,7 @@ class SQLiteReads(SQLitePart):
         # One statement: the head, the newest snapshot and the events after it, as one
         # consistent read (everything is at or below the head it returns).
         try:
-            rows = self._reader().execute(_READ_STATE, (agent_id,)).fetchall()
+            rows = self._read_cursor().execute(_READ_STATE, (agent_id,)).fetchall()
         except sqlite3.Error:
             with translated(self.path, agent_id):  # (no context manager on the way in)
                 raise
