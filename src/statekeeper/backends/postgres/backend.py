@@ -414,6 +414,12 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
         self._check_open()
         return await self._feed.bounds()
 
+    async def feed_committed_head(self) -> int:
+        """The newest feed position committed, at or past ``feed_bounds()``'s head
+        (the safe frontier): what a resume point is checked against."""
+        self._check_open()
+        return await self._feed.committed()
+
     async def trim_feed(self, through: int) -> int:
         self._check_open()
         return await self._feed.trim(through)
