@@ -104,3 +104,33 @@ async def test_a_subscriber_wakes_up_on_notify(tmp_path: Path) -> None:
             assert (event.agent_id, event.event.ops[0]["value"]) == ("a/2", {"n": 1})
     finally:
         drop_schema(schema)
+
+
+async def test_a_cursor_resumes_on_a_new_reader_while_an_append_is_in_flight(
+    backend: PostgresBackend,
+) -> None:
+    # another process's cursor, resumed by a reader that has not read yet while some
+    # append is open: that reader's safe frontier is still 0, yet the cursor is valid
+    url = f"{POSTGRES_DSN}?schema={backend.schema}"
+    slow = await psycopg.AsyncConnection.connect(POSTGRES_DSN)
+    try:
+        async with StateStore(url) as writer, StateStore(url) as resumed:
+            await writer.save("a/1", {"n": 1})
+            head = (await writer.feed_bounds())[1]
+            # an append in flight: it holds the feed's lock (sql/feed.sql) until it ends
+            await slow.execute(
+                "SELECT pg_advisory_xact_lock_shared(23117, hashtext(%s))",
+                (f"statekeeper-feed:{backend.schema}",),
+            )
+            sub = resumed.subscribe(head)
+            waiting = asyncio.ensure_future(anext(sub))
+            # the cursor is checked at the start: let it happen with the append open
+            while not (waiting.done() or sub._started):  # noqa: ASYNC110 (a private flag)
+                await asyncio.sleep(0.01)
+            await slow.commit()
+            await writer.save("a/2", {"n": 2})
+            event = await asyncio.wait_for(waiting, 60.0)
+            assert (event.agent_id, event.position) == ("a/2", sub.position)
+            assert event.position > head
+    finally:
+        await slow.close()

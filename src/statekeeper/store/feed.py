@@ -106,6 +106,21 @@ async def store_feed_cursor_bounds(store: StateStore) -> FeedBounds:
     )
 
 
+async def _committed(
+    backend: Backend, bounds: list[tuple[int, int]], positions: Sequence[int]
+) -> list[tuple[int, int]]:
+    """``bounds`` with the head raised to the newest position committed when a resume
+    point in ``positions`` is past it: it is refused only beyond that. (On PostgreSQL
+    the head is the safe frontier, which lags while appends are in flight — for a
+    reader that has not read yet, by everything: another reader's cursor may be past
+    it and still be this store's.)"""
+    newest = getattr(backend, "feed_committed_head", None)
+    if newest is None or len(bounds) != 1 or positions[0] <= bounds[0][1]:
+        return bounds
+    floor, head = bounds[0]
+    return [(floor, max(head, await newest()))]
+
+
 def check_within(
     bounds: list[tuple[int, int]], positions: Sequence[int], argument: str, outcome: str
 ) -> None:
@@ -374,7 +389,12 @@ class Subscription(AsyncIterator[FeedEvent]):
         # a resume point past the head (a store restored from an older backup, another
         # store's cursor) would deliver nothing until the feed got there: the events
         # in between passed over unseen (was: silently)
-        check_within(bounds, self._at, "from_position", "nothing was delivered")
+        check_within(
+            await _committed(store.backend, bounds, self._at),
+            self._at,
+            "from_position",
+            "nothing was delivered",
+        )
         self._stop = [head for _, head in bounds] if self._stop_at_head else None
         self._started = True
 

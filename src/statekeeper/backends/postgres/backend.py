@@ -279,6 +279,8 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
         if replica_url is not None:
             self._replica = ReplicaReads(self, parse_postgres_url(replica_url)[0], max_size)
         self._feed = FeedReader(self)
+        #: the newest feed position committed: at or past feed_bounds()'s (safe) head
+        self.feed_committed_head = self._feed.committed
         # read coalescing (see :meth:`read`)
         self._reading = False
         self._read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]] = []

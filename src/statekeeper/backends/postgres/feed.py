@@ -74,6 +74,9 @@ class FeedReader:
         #: loop time at which this process's listener registered
         self._listening_since = 0.0
         self.safe = 0
+        #: the newest committed position any frontier read has seen (>= ``safe``: the
+        #: positions between them committed behind appends still in flight)
+        self.newest = 0
         #: the primary's WAL position when ``safe`` was last confirmed: a replica
         #: serves the feed up to ``safe`` once it has replayed this far
         self.lsn = 0
@@ -108,6 +111,7 @@ class FeedReader:
             self.lsn = max(self.lsn, int(rows[0][3]))
         self.safe = max(self.safe, int(safe or 0))
         self._candidate = int(candidate) if candidate is not None else None
+        self.newest = max(self.newest, self.safe, self._candidate or 0)
         self._holders = list(holders or [])
         return self.safe
 
@@ -125,6 +129,14 @@ class FeedReader:
         safe = await self.frontier()
         floor = int((await self.backend._query("feed_floor", ()))[0][0])
         return floor, max(safe, floor)
+
+    async def committed(self) -> int:
+        """The newest position committed (an upper bound on any cursor a reader of the
+        feed handed out); the head of :meth:`bounds` is the safe frontier, which lags it
+        while appends are in flight — for a reader that has not read before, by
+        everything (it has no safe position of its own yet)."""
+        await self.frontier()
+        return self.newest
 
     async def trim(self, through: int) -> int:
         self.backend._check_writable()
