@@ -1,0 +1,149 @@
+"""The lines of an export file (:mod:`.transfer`) read back for ``statekeeper import``:
+every agent checked before anything is written (well-formed lines, seqs from 1 or its
+base without gaps, an end line per agent, a creation first), each fault a
+:class:`~statekeeper.errors.ConfigurationError` naming the file's line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError
+from .export_base import base_of
+from .export_file import Ending
+
+if TYPE_CHECKING:
+    from ..records import Snapshot
+    from ..store import StateStore
+
+__all__ = ["ImportedAgent", "parse_lines"]
+
+
+@dataclass
+class ImportedAgent:
+    agent_id: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    #: the state at its retention base (its base line), None when it starts at seq 1
+    base: Snapshot | None = None
+
+    @property
+    def base_seq(self) -> int:
+        return self.base.seq if self.base is not None else 0
+
+
+def _why(exc: Exception, raw: bytes) -> str:
+    """What the JSON parser found wrong with one line of the file, placed by its column
+    in that line (the parser's own "line 1 column 8" counts lines of the one line it was
+    given, and would stand next to the file's line number)."""
+    reason, pos = getattr(exc, "msg", None), getattr(exc, "pos", None)
+    if not isinstance(reason, str) or not isinstance(pos, int):
+        return str(exc)
+    if pos >= len(raw.decode("utf-8", "replace").rstrip()):
+        return "the line ends before the object does"
+    return f"{reason} at column {pos + 1}"
+
+
+def parse_lines(store: StateStore, lines: Iterator[tuple[int, bytes]]) -> list[ImportedAgent]:
+    """Every agent in the file, checked; ConfigurationError naming the line otherwise."""
+    agents: list[ImportedAgent] = []
+    seen: set[str] = set()
+    current: ImportedAgent | None = None
+    ending = Ending()
+    for number, raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            line = store.codec.copy_loads(raw)
+        except Exception as exc:
+            raise ConfigurationError(
+                f"line {number}: not a JSON object: {_why(exc, raw)}"
+            ) from None
+        if not isinstance(line, dict):
+            raise ConfigurationError(f"line {number}: not a JSON object")
+        if not ending.version:
+            ending.header(number, line)
+            continue
+        if ending.line(number, line, current.agent_id if current is not None else None):
+            continue
+        if "end" in line:
+            if current is None or line["end"] != current.agent_id:
+                raise ConfigurationError(f"line {number}: end line for an agent not started")
+            if current.base is not None and not current.events:
+                raise ConfigurationError(
+                    f"line {number}: agent {current.agent_id!r} has a base but no event after it"
+                )
+            if line.get("seq") != current.base_seq + len(current.events):
+                raise ConfigurationError(
+                    f"line {number}: agent {current.agent_id!r} ends at seq {line.get('seq')!r}"
+                    f" but has {len(current.events)} event(s)"
+                    + (f" after its base at seq {current.base_seq}" if current.base else "")
+                )
+            current.end = line
+            current = None
+            continue
+        if "base" in line:
+            base = base_of(number, line)
+            if current is not None:
+                raise ConfigurationError(
+                    f"line {number}: agent {current.agent_id!r} has no end line"
+                    if current.agent_id != base.agent_id
+                    else f"line {number}: a base line after events of {base.agent_id!r}"
+                )
+            if base.agent_id in seen:
+                raise ConfigurationError(f"line {number}: agent {base.agent_id!r} appears twice")
+            seen.add(base.agent_id)
+            current = ImportedAgent(base.agent_id, base=base)
+            agents.append(current)
+            continue
+        agent_id, seq = line.get("agent_id"), line.get("seq")
+        if (
+            not isinstance(agent_id, str)
+            or type(seq) is not int
+            or not isinstance(line.get("type"), str)
+            or not isinstance(line.get("ts"), int | float)
+            or not isinstance(line.get("info"), dict)
+            or not isinstance(line.get("ops"), list)
+        ):
+            raise ConfigurationError(
+                f"line {number}: an event needs agent_id, seq, type, ts, info and ops"
+            )
+        if current is None or current.agent_id != agent_id:
+            if current is not None:
+                raise ConfigurationError(
+                    f"line {number}: agent {current.agent_id!r} has no end line"
+                )
+            if agent_id in seen:
+                raise ConfigurationError(f"line {number}: agent {agent_id!r} appears twice")
+            seen.add(agent_id)
+            current = ImportedAgent(agent_id)
+            agents.append(current)
+        if seq != current.base_seq + len(current.events) + 1:
+            raise ConfigurationError(
+                f"line {number}: agent {agent_id!r} seq {seq} "
+                f"(expected {current.base_seq + len(current.events) + 1})"
+            )
+        if seq == 1 and not _is_creation(line):
+            raise ConfigurationError(
+                f"line {number}: the first event of {agent_id!r} is not a creation"
+            )
+        current.events.append(line)
+    if not ending.version:
+        raise ConfigurationError("empty file: not a statekeeper export")
+    if current is not None:
+        raise ConfigurationError(f"agent {current.agent_id!r} has no end line (truncated file?)")
+    ending.finish(len(agents), sum(len(a.events) for a in agents))
+    return agents
+
+
+def _is_creation(line: dict[str, Any]) -> bool:
+    ops = line["ops"]
+    return (
+        not line["info"]
+        and len(ops) == 1
+        and isinstance(ops[0], dict)
+        and ops[0].get("op") == "replace"
+        and ops[0].get("path") == ""
+        and isinstance(ops[0].get("value"), dict)
+    )
