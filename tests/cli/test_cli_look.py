@@ -186,6 +186,9 @@ def test_demo_fits_80_columns(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert_fits(result.stdout)
     assert "+0.000s" in result.stdout  # the timeline's time column, narrowed
+    # the command it tells the user to run is one line, whole, however long the path
+    told = [line for line in result.stdout.splitlines() if line.startswith("inspect it: ")]
+    assert told == [f"inspect it: statekeeper history demo-research-1 --db {tmp_path / 'demo.db'}"]
 
 
 # ------------------------------------------------------------------ stats, history
