@@ -121,19 +121,6 @@ async def _committed(
     return [(floor, max(head, await newest()))]
 
 
-async def _stop_heads(backend: Backend, bounds: list[tuple[int, int]]) -> list[int]:
-    """Where a ``stop_at_head`` catch-up ends: each shard's head, raised to the newest
-    position committed where the engine's head is a safe frontier (PostgreSQL: for a
-    reader that has not read yet while another append is open it is 0, and the
-    catch-up ended at once, without the events already committed — even the caller's
-    own)."""
-    heads = [head for _, head in bounds]
-    newest = getattr(backend, "feed_committed_head", None)
-    if newest is None or len(heads) != 1:
-        return heads
-    return [max(heads[0], await newest())]
-
-
 def check_within(
     bounds: list[tuple[int, int]], positions: Sequence[int], argument: str, outcome: str
 ) -> None:
@@ -392,11 +379,6 @@ class Subscription(AsyncIterator[FeedEvent]):
         stop = self._stop
         return stop is not None and all(a >= s for a, s in zip(self._at, stop, strict=True))
 
-    def _reached(self, bounds: list[tuple[int, int]]) -> bool:
-        """The readable head of every shard is at or past where the catch-up stops."""
-        stop = self._stop or []
-        return all(head >= s for (_, head), s in zip(bounds, stop, strict=True))
-
     async def _start(self) -> None:
         store = self._store
         store._check_open()
@@ -413,7 +395,7 @@ class Subscription(AsyncIterator[FeedEvent]):
             "from_position",
             "nothing was delivered",
         )
-        self._stop = await _stop_heads(store.backend, bounds) if self._stop_at_head else None
+        self._stop = [head for _, head in bounds] if self._stop_at_head else None
         self._started = True
 
     async def _wait(self) -> None:
@@ -446,10 +428,9 @@ class Subscription(AsyncIterator[FeedEvent]):
             self._store._check_open()
             if await self._fill():
                 continue
-            if self._stop is not None and self._reached(await self._check_floor()):
+            if self._stop is not None:
                 # nothing more up to the head taken at the start (its records were
-                # deleted, or filtered): done. Short of it, appends below it are still
-                # in flight (a safe frontier behind the committed head): wait for them
+                # deleted, or filtered): done
                 raise StopAsyncIteration
             await self._wait()
 
