@@ -87,6 +87,13 @@ async def test_an_engine_that_overrides_read_state_rows_is_called(tmp_path: Path
     assert calls == ["a"]
 
 
+async def _cold_load_fails(url: str, raised: type[Exception] | tuple[type[Exception], ...]) -> None:
+    """A cold load (no cache) of the edited stream raises ``raised``."""
+    async with StateStore(url, cache_size=0, witness=False) as cold:
+        with pytest.raises(raised):
+            await cold.load("a")
+
+
 async def test_a_tampered_event_of_a_short_stream_still_fails(tmp_path: Path) -> None:
     url = _url(tmp_path)
     await _short(url)
@@ -95,9 +102,7 @@ async def test_a_tampered_event_of_a_short_stream_still_fails(tmp_path: Path) ->
         bad = payload[:-3] + bytes([payload[-3] ^ 1]) + payload[-2:]
         conn.execute("UPDATE sk_events SET payload = ? WHERE seq = 2", (bad,))
         conn.commit()
-    async with StateStore(url, cache_size=0, witness=False) as cold:
-        with pytest.raises(IntegrityError):
-            await cold.load("a")
+    await _cold_load_fails(url, IntegrityError)
 
 
 async def test_a_short_stream_with_its_head_tag_forged_still_fails(tmp_path: Path) -> None:
@@ -107,9 +112,7 @@ async def test_a_short_stream_with_its_head_tag_forged_still_fails(tmp_path: Pat
         tag = conn.execute("SELECT head_tag FROM sk_agents").fetchone()[0]
         conn.execute("UPDATE sk_agents SET head_tag = ?", (tag[:-1] + bytes([tag[-1] ^ 1]),))
         conn.commit()
-    async with StateStore(url, cache_size=0, witness=False) as cold:
-        with pytest.raises(IntegrityError):
-            await cold.load("a")
+    await _cold_load_fails(url, IntegrityError)
 
 
 async def test_a_short_stream_missing_its_first_event_says_so(tmp_path: Path) -> None:
@@ -118,9 +121,7 @@ async def test_a_short_stream_missing_its_first_event_says_so(tmp_path: Path) ->
     with closing(sqlite3.connect(tmp_path / "inline.db")) as conn:
         conn.execute("DELETE FROM sk_events WHERE seq = 1")
         conn.commit()
-    async with StateStore(url, cache_size=0, witness=False) as cold:
-        with pytest.raises((HistoryCompacted, IntegrityError)):
-            await cold.load("a")
+    await _cold_load_fails(url, (HistoryCompacted, IntegrityError))
 
 
 async def test_a_short_stream_cut_before_its_head_fails(tmp_path: Path) -> None:
@@ -129,9 +130,7 @@ async def test_a_short_stream_cut_before_its_head_fails(tmp_path: Path) -> None:
     with closing(sqlite3.connect(tmp_path / "inline.db")) as conn:
         conn.execute("DELETE FROM sk_events WHERE seq = 3")
         conn.commit()
-    async with StateStore(url, cache_size=0, witness=False) as cold:
-        with pytest.raises(IntegrityError):
-            await cold.load("a")
+    await _cold_load_fails(url, IntegrityError)
 
 
 async def test_a_thread_keeps_its_read_cursor(tmp_path: Path) -> None:
