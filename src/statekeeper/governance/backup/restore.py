@@ -88,6 +88,7 @@ from ..hooks import (
 from .entries import iter_entries, read_entries
 from .filecopy import copy_folder, opened_copy
 from .fileformat import FILE_IMAGES, HEAD_TAGS, BackupKey, FrameReader
+from .imagecheck import check_image
 from .imagewrite import write_image
 from .location import Location
 from .pagechain import chain_image, page_runs
@@ -215,10 +216,21 @@ def _check(
     """The checking pass: every chunk against its manifest, every stream against the
     manifest, every record with the target's keys (chain followed across the files).
     Returns the plan of every agent to restore (forgotten ones marked)."""
-    plans: dict[str, _Plan] = {}
-    done = 0
     mine = _tag_prefix(store)
     tagger = store.codec.head_tagger()  # the active key bound once, as ``mine`` is
+    path, image, _ = parts[0]
+    if len(parts) == 1 and image is not None:
+        # one store image: one merged scan of its rows (:mod:`.imagecheck`); None when
+        # it is not the common case or anything is wrong: then the pass below
+        reader = FrameReader(path, key)
+        try:
+            merged = check_image(store, reader, image, 0, _Plan, (mine, tagger), progress)
+        finally:
+            reader.close()
+        if merged is not None:
+            return merged
+    plans: dict[str, _Plan] = {}
+    done = 0
     known: dict[bytes, Any] = {}  # how to open each header's records (codec.chaincheck)
     for number, (path, image, _) in enumerate(parts):
         reader = FrameReader(path, key)

@@ -1,0 +1,194 @@
+"""A restore of one store image checks it in one merged scan of its rows
+(:mod:`statekeeper.governance.backup.imagecheck`): the same plans as the general
+checking pass for a backup it takes, and for an image edited and sealed again with the
+backup key — a record moved between streams, a chain link edited in the middle, a
+stream's last record dropped, a snapshot off its chain, a manifest edited — no plans
+(the general pass then refuses it, naming what is wrong, and nothing is restored)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.codec import chaincheck
+from statekeeper.errors import BackupCorrupt
+from statekeeper.governance.backup import BackupKey, backup, restore
+from statekeeper.governance.backup.filecopy import opened_copy
+from statekeeper.governance.backup.fileformat import FrameReader
+from statekeeper.governance.backup.imagecheck import check_image
+
+from ._point_in_time import keyring
+from .test_backup_head_tags import refused, rewritten, same_heads
+
+#: the module, not the function the package exports under the same name
+restoring = importlib.import_module("statekeeper.governance.backup.restore")
+
+AGENTS = 9
+EVENTS = 5
+
+
+async def made(tmp_path: Path) -> tuple[Path, BackupKey]:
+    """A keyed store's full backup: snapshots (every 2 saves), idempotency keys."""
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    async with StateStore(
+        f"sqlite:///{tmp_path / 's.db'}", keyring=keyring(), snapshot_every=2
+    ) as src:
+        for i in range(AGENTS):
+            for j in range(EVENTS):
+                key = f"k{j}" if j % 2 else None
+                await src.save(f"t{i % 3}/a{i:03d}", {"i": i, "j": j}, idempotency_key=key)
+        await backup(src, file, bkey, chunk_bytes=4096)
+    return file, bkey
+
+
+def merged(store: StateStore, file: Path, bkey: BackupKey) -> dict[str, Any] | None:
+    """What the merged pass makes of ``file`` (its image decrypted as a restore does)."""
+    reader = FrameReader(file, bkey)
+    try:
+        with opened_copy(reader) as image:
+            tagging = (restoring._tag_prefix(store), store.codec.head_tagger())
+            return check_image(store, reader, image, 0, restoring._Plan, tagging)
+    finally:
+        reader.close()
+
+
+def general(store: StateStore, file: Path, bkey: BackupKey, mp: pytest.MonkeyPatch) -> Any:
+    """The general checking pass's plans of ``file`` (the merged pass switched off)."""
+    mp.setattr(restoring, "check_image", lambda *args, **kwargs: None)
+    with contextlib.ExitStack() as stack:
+        ids, listed, versions = restoring._open_chain([str(file)], bkey)
+        parts = restoring._parts(stack, [str(file)], bkey, ids, versions)
+        plans = restoring._check(store, parts, bkey, None, len(listed))
+    mp.undo()
+    return plans
+
+
+async def test_the_merged_pass_makes_the_general_pass_plans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    file, bkey = await made(tmp_path)
+    async with StateStore(f"sqlite:///{tmp_path / 't.db'}", keyring=keyring()) as dst:
+        got = merged(dst, file, bkey)
+        assert got is not None and len(got) == AGENTS
+        assert got == general(dst, file, bkey, monkeypatch)
+        assert all(p.snapshot is not None and p.tag is not None for p in got.values())
+
+
+async def test_a_restore_of_one_image_follows_no_chain_stream_by_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merged pass is what checks a full file backup: the per-stream chain check
+    (``follow_chain``, the general pass) is not called, and what it restored verifies."""
+    file, bkey = await made(tmp_path)
+    calls: list[str] = []
+    original = chaincheck.follow_chain
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(restoring, "follow_chain", counted)
+    async with StateStore(f"sqlite:///{tmp_path / 't.db'}", keyring=keyring()) as dst:
+        result = await restore(dst, [file], bkey)
+        assert (result.agents, result.events) == (AGENTS, AGENTS * EVENTS)
+        assert calls == []
+        assert (await dst.verify()).ok
+
+
+def _swap_between_streams(conn: sqlite3.Connection) -> None:
+    """Event 3 of two streams exchanged (each record authentic, in the other stream)."""
+    rows = conn.execute(
+        "SELECT agent_id, kind, ts, payload, checksum FROM sk_events"
+        " WHERE agent_id IN ('t0/a000', 't1/a001') AND seq = 3 ORDER BY agent_id"
+    ).fetchall()
+    for (agent, *_), (_, kind, ts, payload, checksum) in zip(rows, reversed(rows), strict=True):
+        conn.execute(
+            "UPDATE sk_events SET kind = ?, ts = ?, payload = ?, checksum = ?"
+            " WHERE agent_id = ? AND seq = 3",
+            (kind, ts, payload, checksum, agent),
+        )
+
+
+def _resealed(
+    agent: str, seq: int, table: str, prev: bytes
+) -> Callable[[sqlite3.Connection], None]:
+    """A record of ``table`` sealed again with the store's key, its body kept and its
+    chain link ``prev`` (authentic: only the chain can tell)."""
+
+    def edit(conn: sqlite3.Connection) -> None:
+        from statekeeper.codec.pipeline import Codec
+
+        codec = Codec(keyring=keyring())
+        kind = "kind" if table == "sk_events" else "'snapshot'"
+        record_type, ts, payload, checksum = conn.execute(
+            f"SELECT {kind}, ts, payload, checksum FROM {table} WHERE agent_id = ? AND seq = ?",
+            (agent, seq),
+        ).fetchone()
+        opened = codec.open(agent, seq, record_type, ts, payload, checksum)
+        sealed = codec.seal(agent, seq, record_type, ts, opened.body, prev, fmt=opened.format)
+        conn.execute(
+            f"UPDATE {table} SET payload = ?, checksum = ? WHERE agent_id = ? AND seq = ?",
+            (sealed.payload, sealed.checksum, agent, seq),
+        )
+
+    return edit
+
+
+def _drop_last(agent: str) -> Callable[[sqlite3.Connection], None]:
+    def edit(conn: sqlite3.Connection) -> None:
+        conn.execute("DELETE FROM sk_events WHERE agent_id = ? AND seq = ?", (agent, EVENTS))
+        conn.execute("DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?", (agent, EVENTS))
+
+    return edit
+
+
+def _drop_last_and_head(conn: sqlite3.Connection) -> None:
+    """The head event removed and the head moved back one, the tag kept."""
+    _drop_last("t2/a002")(conn)
+    conn.execute("UPDATE sk_agents SET head_seq = ? WHERE agent_id = 't2/a002'", (EVENTS - 1,))
+
+
+def _head_in_manifest(manifest: dict[str, Any], conn: sqlite3.Connection) -> None:
+    manifest["heads"]["head"][4] -= 1
+
+
+_Edit = Callable[[sqlite3.Connection], None]
+_ManifestEdit = Callable[[dict[str, Any], sqlite3.Connection], None] | None
+
+EDITS: dict[str, tuple[_Edit, _ManifestEdit]] = {
+    "a record swapped between two streams": (_swap_between_streams, same_heads),
+    "a chain link edited in the middle": (_resealed("t1/a004", 3, "sk_events", b"\xab" * 32), None),
+    # the head event gone, the image's head and the manifest's moved back: only the tag
+    "a stream's last record dropped": (_drop_last_and_head, same_heads),
+    # the last stream's (no stream after it to show the gap): image and manifest as they were
+    "the last stream's last record dropped": (_drop_last(f"t2/a{AGENTS - 1:03d}"), None),
+    "a snapshot off its seq's link": (_resealed("t0/a003", 4, "sk_snapshots", b"\xcd" * 32), None),
+    "an edited manifest head": (lambda conn: None, _head_in_manifest),
+}
+
+
+@pytest.mark.parametrize("what", list(EDITS))
+async def test_an_edited_image_is_no_plan_of_the_merged_pass_and_restores_nothing(
+    tmp_path: Path, what: str
+) -> None:
+    file, bkey = await made(tmp_path)
+    work, plain = tmp_path / "work", tmp_path / "plain"
+    work.mkdir()
+    plain.mkdir()
+    edit, manifest_edit = EDITS[what]
+    edited = rewritten(file, bkey, work, edit, manifest_edit)
+    async with StateStore(f"sqlite:///{tmp_path / 't.db'}", keyring=keyring()) as dst:
+        # the helper itself: sealed again unedited, the merged pass takes it
+        assert merged(dst, rewritten(file, bkey, plain, lambda conn: None), bkey) is not None
+        assert merged(dst, edited, bkey) is None
+    error = await refused(work, edited, bkey, keyring())
+    assert isinstance(error, BackupCorrupt), error
