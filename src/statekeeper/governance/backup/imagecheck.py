@@ -55,6 +55,10 @@ _SNAPSHOTS = (
 )
 
 
+#: the header of no record (longer than a payload): the first record's is learnt
+_NONE = b"\xff" * 1024
+
+
 class _Doubt(Exception):
     """The merged pass does not take this image: the general pass checks it."""
 
@@ -116,7 +120,7 @@ def _scan(
     group = group_bytes = group_agents = 0
     # the header of the records last opened: (its bytes, where the nonce starts and
     # ends, AES-GCM, canonical header, hash, compression, an agent's data key)
-    hdr = b"\0"
+    hdr = aad = _NONE
     cut = start = 0
     aead: Any = None
     canon = b""
@@ -136,7 +140,7 @@ def _scan(
         mark = latest[1] if latest is not None else None
         agent = _prefixed(agent_id)
         if own:  # another agent's data keys: learnt again for this one
-            hdr, owned, own = b"\0", False, {}
+            hdr, owned, own = _NONE, False, {}
         kind_now: Any = None
         idents = named = b""
         link = ZERO_LINK
@@ -153,10 +157,11 @@ def _scan(
                 kind_now = kind
                 idents = agent + _prefixed(kind)
                 named = b"sk-link/1" + idents
-            if payload[:cut] != hdr:
+            if not payload.startswith(hdr):
                 cut = 3 + payload[2] + _FP
                 start = cut + _NONCE
                 hdr = payload[:cut]
+                aad = b"sk-aead/1" + hdr
                 owned = bool(payload[1] & FLAG_DATA_KEY)
                 learnt = own if owned else keys
                 if hdr not in learnt:
@@ -169,10 +174,9 @@ def _scan(
                     _learn(codec, agent_id, seq, payload, learnt)
                 aead, canon, hasher, comp = learnt[hdr]
             seq_ts = pack(seq, ts)
+            nonce = payload[cut:start]
             plain = aead.decrypt(
-                payload[cut:start],
-                payload[start:] + checksum,
-                join((b"sk-aead/1", payload[:start], idents, seq_ts)),
+                nonce, payload[start:] + checksum, join((aad, nonce, idents, seq_ts))
             )
             if len(plain) < 32 or not plain.startswith(link):
                 raise _Doubt  # the chain breaks here (or the record is truncated)

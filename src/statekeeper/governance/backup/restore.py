@@ -87,7 +87,7 @@ from ..hooks import (
 )
 from .entries import iter_entries, read_entries
 from .filecopy import copy_folder, opened_copy
-from .fileformat import FILE_IMAGES, HEAD_TAGS, BackupKey, FrameReader
+from .fileformat import FILE_IMAGES, HEAD_TAGS, VERSION, BackupKey, FrameReader
 from .imagecheck import check_image
 from .imagewrite import write_image
 from .location import Location
@@ -164,7 +164,11 @@ def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[st
                     f"backup {path} does not follow {paths[number - 1]} (its parent is"
                     f" {header.parent}, not {expected_parent})"
                 )
-            agents.update(reader.streams)
+            if header.version == VERSION:
+                agents.update(reader.streams)
+            else:  # its streams as columns: the ids taken from them (``streams`` makes a
+                # dict per stream, ~0.1 CPU-s for 100,000: docs/benchmarks.md "restore2")
+                agents.update(row[0] for row in reader.heads())
             ids.append(header.backup_id)
             versions.append(header.version)
         finally:
@@ -420,7 +424,10 @@ async def restore(
         paths = [stack.enter_context(Location(b).local_copy()) for b in backups]
         ids, listed, versions = await asyncio.to_thread(_open_chain, paths, key)
         _check_namespace(store, listed)
-        for agent_id in sorted(listed):
+        # on a store opened as a principal (a plain store allows everything, as
+        # ``require`` says: no 100,000 awaits of it for nothing)
+        governed = getattr(store, "_governance", None) is not None
+        for agent_id in sorted(listed) if governed else ():
             internal = agent_id[:1] == "\x01"  # the store's own streams: store admin only
             await require(store, None if internal else agent_id, "admin", "restore")
         parts = await asyncio.to_thread(_parts, stack, paths, key, ids, versions)
