@@ -19,6 +19,8 @@ import pytest
 
 from statekeeper import StateStore
 from statekeeper.codec import chaincheck
+from statekeeper.codec.keys import Keyring
+from statekeeper.codec.pipeline import Codec
 from statekeeper.errors import BackupCorrupt
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.backup.filecopy import opened_copy
@@ -35,12 +37,16 @@ AGENTS = 9
 EVENTS = 5
 
 
-async def made(tmp_path: Path) -> tuple[Path, BackupKey]:
-    """A keyed store's full backup: snapshots (every 2 saves), idempotency keys."""
+def keys(keyed: bool) -> Keyring | None:
+    return keyring() if keyed else None
+
+
+async def made(tmp_path: Path, keyed: bool) -> tuple[Path, BackupKey]:
+    """A store's full backup (keyed or not): snapshots (every 2 saves), idempotency keys."""
     bkey = BackupKey(os.urandom(32))
     file = tmp_path / "b.skb"
     async with StateStore(
-        f"sqlite:///{tmp_path / 's.db'}", keyring=keyring(), snapshot_every=2
+        f"sqlite:///{tmp_path / 's.db'}", keyring=keys(keyed), snapshot_every=2
     ) as src:
         for i in range(AGENTS):
             for j in range(EVENTS):
@@ -72,23 +78,25 @@ def general(store: StateStore, file: Path, bkey: BackupKey, mp: pytest.MonkeyPat
     return plans
 
 
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 async def test_the_merged_pass_makes_the_general_pass_plans(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keyed: bool
 ) -> None:
-    file, bkey = await made(tmp_path)
-    async with StateStore(f"sqlite:///{tmp_path / 't.db'}", keyring=keyring()) as dst:
+    file, bkey = await made(tmp_path, keyed)
+    async with StateStore(f"sqlite:///{tmp_path / 't.db'}", keyring=keys(keyed)) as dst:
         got = merged(dst, file, bkey)
         assert got is not None and len(got) == AGENTS
         assert got == general(dst, file, bkey, monkeypatch)
         assert all(p.snapshot is not None and p.tag is not None for p in got.values())
 
 
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 async def test_a_restore_of_one_image_follows_no_chain_stream_by_stream(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keyed: bool
 ) -> None:
     """The merged pass is what checks a full file backup: the per-stream chain check
     (``follow_chain``, the general pass) is not called, and what it restored verifies."""
-    file, bkey = await made(tmp_path)
+    file, bkey = await made(tmp_path, keyed)
     calls: list[str] = []
     original = chaincheck.follow_chain
 
@@ -97,14 +105,14 @@ async def test_a_restore_of_one_image_follows_no_chain_stream_by_stream(
         return original(*args, **kwargs)
 
     monkeypatch.setattr(restoring, "follow_chain", counted)
-    async with StateStore(f"sqlite:///{tmp_path / 't.db'}", keyring=keyring()) as dst:
+    async with StateStore(f"sqlite:///{tmp_path / 't.db'}", keyring=keys(keyed)) as dst:
         result = await restore(dst, [file], bkey)
         assert (result.agents, result.events) == (AGENTS, AGENTS * EVENTS)
         assert calls == []
         assert (await dst.verify()).ok
 
 
-def _swap_between_streams(conn: sqlite3.Connection) -> None:
+def _swap_between_streams(conn: sqlite3.Connection, keyed: bool) -> None:
     """Event 3 of two streams exchanged (each record authentic, in the other stream)."""
     rows = conn.execute(
         "SELECT agent_id, kind, ts, payload, checksum FROM sk_events"
@@ -120,14 +128,12 @@ def _swap_between_streams(conn: sqlite3.Connection) -> None:
 
 def _resealed(
     agent: str, seq: int, table: str, prev: bytes
-) -> Callable[[sqlite3.Connection], None]:
-    """A record of ``table`` sealed again with the store's key, its body kept and its
-    chain link ``prev`` (authentic: only the chain can tell)."""
+) -> Callable[[sqlite3.Connection, bool], None]:
+    """A record of ``table`` sealed again with the store's key (if any), its body kept
+    and its chain link ``prev`` (authentic: only the chain can tell)."""
 
-    def edit(conn: sqlite3.Connection) -> None:
-        from statekeeper.codec.pipeline import Codec
-
-        codec = Codec(keyring=keyring())
+    def edit(conn: sqlite3.Connection, keyed: bool) -> None:
+        codec = Codec(keyring=keys(keyed))
         kind = "kind" if table == "sk_events" else "'snapshot'"
         record_type, ts, payload, checksum = conn.execute(
             f"SELECT {kind}, ts, payload, checksum FROM {table} WHERE agent_id = ? AND seq = ?",
@@ -143,25 +149,37 @@ def _resealed(
     return edit
 
 
-def _drop_last(agent: str) -> Callable[[sqlite3.Connection], None]:
-    def edit(conn: sqlite3.Connection) -> None:
+def _drop_last(agent: str) -> Callable[[sqlite3.Connection, bool], None]:
+    def edit(conn: sqlite3.Connection, keyed: bool) -> None:
         conn.execute("DELETE FROM sk_events WHERE agent_id = ? AND seq = ?", (agent, EVENTS))
         conn.execute("DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?", (agent, EVENTS))
 
     return edit
 
 
-def _drop_last_and_head(conn: sqlite3.Connection) -> None:
+def _drop_last_and_head(conn: sqlite3.Connection, keyed: bool) -> None:
     """The head event removed and the head moved back one, the tag kept."""
-    _drop_last("t2/a002")(conn)
+    _drop_last("t2/a002")(conn, keyed)
     conn.execute("UPDATE sk_agents SET head_seq = ? WHERE agent_id = 't2/a002'", (EVENTS - 1,))
+
+
+def _checksum_edited(conn: sqlite3.Connection, keyed: bool) -> None:
+    """An event's stored checksum replaced, its payload kept (keyless: the chain and
+    the head tag still add up; only the checksum compare tells)."""
+    (checksum,) = conn.execute(
+        "SELECT checksum FROM sk_events WHERE agent_id = 't0/a006' AND seq = 2"
+    ).fetchone()
+    conn.execute(
+        "UPDATE sk_events SET checksum = ? WHERE agent_id = 't0/a006' AND seq = 2",
+        (bytes(b ^ 1 for b in checksum),),
+    )
 
 
 def _head_in_manifest(manifest: dict[str, Any], conn: sqlite3.Connection) -> None:
     manifest["heads"]["head"][4] -= 1
 
 
-_Edit = Callable[[sqlite3.Connection], None]
+_Edit = Callable[[sqlite3.Connection, bool], None]
 _ManifestEdit = Callable[[dict[str, Any], sqlite3.Connection], None] | None
 
 EDITS: dict[str, tuple[_Edit, _ManifestEdit]] = {
@@ -172,23 +190,25 @@ EDITS: dict[str, tuple[_Edit, _ManifestEdit]] = {
     # the last stream's (no stream after it to show the gap): image and manifest as they were
     "the last stream's last record dropped": (_drop_last(f"t2/a{AGENTS - 1:03d}"), None),
     "a snapshot off its seq's link": (_resealed("t0/a003", 4, "sk_snapshots", b"\xcd" * 32), None),
-    "an edited manifest head": (lambda conn: None, _head_in_manifest),
+    "an event's stored checksum edited": (_checksum_edited, None),
+    "an edited manifest head": (lambda conn, keyed: None, _head_in_manifest),
 }
 
 
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "keyless"])
 @pytest.mark.parametrize("what", list(EDITS))
 async def test_an_edited_image_is_no_plan_of_the_merged_pass_and_restores_nothing(
-    tmp_path: Path, what: str
+    tmp_path: Path, what: str, keyed: bool
 ) -> None:
-    file, bkey = await made(tmp_path)
+    file, bkey = await made(tmp_path, keyed)
     work, plain = tmp_path / "work", tmp_path / "plain"
     work.mkdir()
     plain.mkdir()
     edit, manifest_edit = EDITS[what]
-    edited = rewritten(file, bkey, work, edit, manifest_edit)
-    async with StateStore(f"sqlite:///{tmp_path / 't.db'}", keyring=keyring()) as dst:
+    edited = rewritten(file, bkey, work, lambda conn: edit(conn, keyed), manifest_edit)
+    async with StateStore(f"sqlite:///{tmp_path / 't.db'}", keyring=keys(keyed)) as dst:
         # the helper itself: sealed again unedited, the merged pass takes it
         assert merged(dst, rewritten(file, bkey, plain, lambda conn: None), bkey) is not None
         assert merged(dst, edited, bkey) is None
-    error = await refused(work, edited, bkey, keyring())
+    error = await refused(work, edited, bkey, keys(keyed))
     assert isinstance(error, BackupCorrupt), error

@@ -12,9 +12,10 @@ target's keys and its link hashed as it is read (no per-stream bundle), each str
 head tag made at its last record, the latest snapshot opened where one is.
 
 It takes only the common case and never decides a refusal: anything else (a stream
-compacted by retention, a head without a tag, a tag of another key, a record under an
-agent's data key or without a key, a deleted stream, rows out of order, a gap, an
-extra or a missing row, any record that does not authenticate or whose chain breaks)
+compacted by retention, a head without a tag, a tag of another key, a version-0 or
+legacy-link record, a compressed record without a key, a deleted stream, rows out of
+order, a gap, an extra or a missing row, any record that does not authenticate or whose
+chain breaks)
 makes it return None, and the general pass then checks the image and names what is
 wrong, as before. So a backup it accepts is one the general pass accepts, with the
 same plans; a backup it does not accept costs the scan up to the doubt and then the
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ...backends.sqlite_files import connect_read_only
 from ...codec import ZERO_LINK
 from ...codec.chaincheck import _learn
-from ...codec.pipeline import _FP, _NONCE, FLAG_DATA_KEY, _prefixed, _seq_ts
+from ...codec.pipeline import _FP, _NONCE, _PLAIN_ANY, FLAG_DATA_KEY, _prefixed, _seq_ts
 from ...store.body import SNAPSHOT_TYPE
 from .filecopy import GROUP_AGENTS, GROUP_BYTES
 from .fileformat import HEAD_TAGS, FrameReader
@@ -157,7 +158,13 @@ def _scan(
                 kind_now = kind
                 idents = agent + _prefixed(kind)
                 named = b"sk-link/1" + idents
-            if not payload.startswith(hdr):
+            if not payload.startswith(hdr) and not payload[2]:
+                # no key: a record stored as its canonical plaintext (what it hashes)
+                hasher = None if codec._strict else _PLAIN_ANY.get(payload[:3])
+                if hasher is None:
+                    raise _Doubt  # compressed, legacy, or plain in a keyed store
+                hdr, aead, owned = payload[:3], None, False
+            elif not payload.startswith(hdr):
                 cut = 3 + payload[2] + _FP
                 start = cut + _NONCE
                 hdr = payload[:cut]
@@ -174,6 +181,14 @@ def _scan(
                     _learn(codec, agent_id, seq, payload, learnt)
                 aead, canon, hasher, comp = learnt[hdr]
             seq_ts = pack(seq, ts)
+            if aead is None:  # plain: no key, no secret, plain comparisons
+                new = hasher(join((named, seq_ts, payload))).digest()
+                if new != checksum or payload[3:35] != link:
+                    raise _Doubt
+                link = new
+                if seq == mark:
+                    at = link
+                continue
             nonce = payload[cut:start]
             plain = aead.decrypt(
                 nonce, payload[start:] + checksum, join((aad, nonce, idents, seq_ts))
