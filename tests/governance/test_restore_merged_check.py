@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
+from statekeeper.backends import sqlite_import
 from statekeeper.codec import chaincheck
 from statekeeper.codec.keys import Keyring
 from statekeeper.codec.pipeline import Codec
@@ -29,6 +30,7 @@ from statekeeper.governance.backup.imagecheck import check_image
 
 from ._point_in_time import keyring
 from .test_backup_head_tags import refused, rewritten, same_heads
+from .test_restore_bulk import record_path
 
 #: the module, not the function the package exports under the same name
 restoring = importlib.import_module("statekeeper.governance.backup.restore")
@@ -212,3 +214,77 @@ async def test_an_edited_image_is_no_plan_of_the_merged_pass_and_restores_nothin
         assert merged(dst, edited, bkey) is None
     error = await refused(work, edited, bkey, keys(keyed))
     assert isinstance(error, BackupCorrupt), error
+
+
+async def test_a_checked_image_s_events_are_copied_whole_with_their_feed_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The image's events copied as stored (SQLite's transfer, the feed's trigger off for
+    it): the same rows as the record path, a feed row per event in id and seq order, and
+    the trigger back (a save after the restore is in the feed)."""
+    file, bkey = await made(tmp_path, True)
+    copies: list[int] = []
+    original = sqlite_import._copy_events
+
+    def counted(conn: sqlite3.Connection, trigger: str) -> int:
+        copies.append(original(conn, trigger))
+        return copies[-1]
+
+    monkeypatch.setattr(sqlite_import, "_copy_events", counted)
+    bulk, records = tmp_path / "bulk.db", tmp_path / "records.db"
+    async with StateStore(f"sqlite:///{bulk}", keyring=keyring()) as dst:
+        await restore(dst, [file], bkey)
+    assert copies == [AGENTS * EVENTS]
+    await record_path(records, [file], bkey)
+    feeds = []
+    for db in (bulk, records):
+        conn = sqlite3.connect(db)
+        try:
+            events = conn.execute(
+                "SELECT agent_id, seq, kind, ts, payload, checksum FROM sk_events ORDER BY 1, 2"
+            ).fetchall()
+            feed = conn.execute("SELECT agent_id, seq FROM sk_feed ORDER BY position").fetchall()
+            trigger = conn.execute(
+                "SELECT sql FROM sqlite_master WHERE name = 'sk_feed_append'"
+            ).fetchone()
+        finally:
+            conn.close()
+        assert trigger == (sqlite_import._FEED_TRIGGER,)
+        feeds.append((events, sorted(feed)))
+        if db == bulk:
+            assert feed == [(a, s) for a, s, *_ in events]  # in id and seq order
+    assert feeds[0] == feeds[1]
+    async with StateStore(f"sqlite:///{bulk}", keyring=keyring()) as dst:
+        await dst.save("t0/a000", {"after": "restore"})
+        assert (await dst.verify()).ok
+    conn = sqlite3.connect(bulk)
+    try:
+        last = conn.execute("SELECT agent_id, seq FROM sk_feed ORDER BY position DESC").fetchone()
+    finally:
+        conn.close()
+    assert last == ("t0/a000", EVENTS + 1)
+
+
+async def test_an_image_with_rows_the_check_did_not_read_is_not_copied_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event past its stream's head (read by neither pass, written by neither path):
+    the image is not copied whole, the restore writes the checked rows only."""
+    file, bkey = await made(tmp_path, True)
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def past_head(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "INSERT INTO sk_events SELECT agent_id, seq + 1, kind, ts, payload, checksum"
+            " FROM sk_events WHERE agent_id = 't1/a004' AND seq = ?",
+            (EVENTS,),
+        )
+
+    edited = rewritten(file, bkey, work, past_head)
+    monkeypatch.setattr(sqlite_import, "_copy_events", None)  # never called
+    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
+        result = await restore(dst, [edited], bkey)
+        assert result.events == AGENTS * EVENTS
+        assert (await dst.load("t1/a004")).seq == EVENTS
+        assert (await dst.verify()).ok
