@@ -18,7 +18,9 @@ created at its first event's time, as the record path's append onto its base set
 CPU-s for 100,000 streams, docs/benchmarks.md "restore"). Everything in one write transaction of the
 engine: the target must hold no stream row at all (else nothing is written and the
 caller takes the record path), and the rows written must be the counts the caller
-checked (else the transaction rolls back).
+checked (else the transaction rolls back). When the image holds exactly the events the
+restore checked, they are copied whole (:func:`_copy_events`: SQLite's transfer of the
+stored records, the feed's rows written as its trigger would).
 """
 
 from __future__ import annotations

@@ -21,6 +21,10 @@ full page backup followed by incremental backups by pages (version 4) is rebuilt
 into one image (:mod:`.pagechain`, checked against the last manifest's page digests)
 and restored as that last backup's full image.
 
+**One image, one scan.** The checking pass of one store image is first tried as one
+merged scan of its rows (:mod:`.imagecheck`: no per-stream bundle); anything it does
+not take, or anything wrong, is checked by the general pass below, which names it.
+
 **Written in bulk.** One store image (a full file backup, or a run of page backups
 rebuilt) restored whole into an empty SQLite store, every head tag the target's own, is
 written by SQLite alone after the checking pass (:mod:`.imagewrite`: ``INSERT ...
