@@ -127,12 +127,16 @@ class DerivedKey:
 
     #: ``_head``: HMAC-SHA256 keyed with the stream-head subkey, never fed: each head
     #: tag copies it (the key's two padded blocks hashed once, not per tag: 2.8 against
-    #: 4.4 us a tag, docs/benchmarks.md "restorecheck"); copying reads it only
+    #: 4.4 us a tag, docs/benchmarks.md "restorecheck"); copying reads it only. Kept as
+    #: OpenSSL's HMAC object itself where ``hmac`` has one (its ``copy``, ``update`` and
+    #: ``digest`` in C, not through ``hmac.HMAC``'s Python methods: docs/benchmarks.md
+    #: "restore2")
 
     def __init__(self, key_id: str, master: bytes) -> None:
         self.id = key_id
         self.aead = _aesgcm(_derive(master, b"record encryption"))
-        self._head = hmac.new(_derive(master, b"stream head"), digestmod=hashlib.sha256)
+        head = hmac.new(_derive(master, b"stream head"), digestmod=hashlib.sha256)
+        self._head: Any = getattr(head, "_hmac", None) or head
         self._witness = _derive(master, b"witness")
         self._idempotency = _derive(master, b"idempotency key")
         self.fingerprint = _derive(master, b"key fingerprint", 4)
@@ -166,7 +170,8 @@ class DerivedKey:
         """HMAC-SHA256 of a stream head."""
         mac = self._head.copy()
         mac.update(message)
-        return mac.digest()
+        digest: bytes = mac.digest()
+        return digest
 
     def witness_mac(self, message: bytes) -> bytes:
         """HMAC-SHA256 of a witness entry."""

@@ -21,6 +21,10 @@ full page backup followed by incremental backups by pages (version 4) is rebuilt
 into one image (:mod:`.pagechain`, checked against the last manifest's page digests)
 and restored as that last backup's full image.
 
+**One image, one scan.** The checking pass of one store image is first tried as one
+merged scan of its rows (:mod:`.imagecheck`: no per-stream bundle); anything it does
+not take, or anything wrong, is checked by the general pass below, which names it.
+
 **Written in bulk.** One store image (a full file backup, or a run of page backups
 rebuilt) restored whole into an empty SQLite store, every head tag the target's own, is
 written by SQLite alone after the checking pass (:mod:`.imagewrite`: ``INSERT ...
@@ -87,7 +91,8 @@ from ..hooks import (
 )
 from .entries import iter_entries, read_entries
 from .filecopy import copy_folder, opened_copy
-from .fileformat import FILE_IMAGES, HEAD_TAGS, BackupKey, FrameReader
+from .fileformat import FILE_IMAGES, HEAD_TAGS, VERSION, BackupKey, FrameReader
+from .imagecheck import check_image
 from .imagewrite import write_image
 from .location import Location
 from .pagechain import chain_image, page_runs
@@ -163,7 +168,11 @@ def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[st
                     f"backup {path} does not follow {paths[number - 1]} (its parent is"
                     f" {header.parent}, not {expected_parent})"
                 )
-            agents.update(reader.streams)
+            if header.version == VERSION:
+                agents.update(reader.streams)
+            else:  # its streams as columns: the ids taken from them (``streams`` makes a
+                # dict per stream, ~0.1 CPU-s for 100,000: docs/benchmarks.md "restore2")
+                agents.update(row[0] for row in reader.heads())
             ids.append(header.backup_id)
             versions.append(header.version)
         finally:
@@ -215,10 +224,21 @@ def _check(
     """The checking pass: every chunk against its manifest, every stream against the
     manifest, every record with the target's keys (chain followed across the files).
     Returns the plan of every agent to restore (forgotten ones marked)."""
-    plans: dict[str, _Plan] = {}
-    done = 0
     mine = _tag_prefix(store)
     tagger = store.codec.head_tagger()  # the active key bound once, as ``mine`` is
+    path, image, _ = parts[0]
+    if len(parts) == 1 and image is not None:
+        # one store image: one merged scan of its rows (:mod:`.imagecheck`); None when
+        # it is not the common case or anything is wrong: then the pass below
+        reader = FrameReader(path, key)
+        try:
+            merged = check_image(store, reader, image, 0, _Plan, (mine, tagger), progress)
+        finally:
+            reader.close()
+        if merged is not None:
+            return merged
+    plans: dict[str, _Plan] = {}
+    done = 0
     known: dict[bytes, Any] = {}  # how to open each header's records (codec.chaincheck)
     for number, (path, image, _) in enumerate(parts):
         reader = FrameReader(path, key)
@@ -408,7 +428,10 @@ async def restore(
         paths = [stack.enter_context(Location(b).local_copy()) for b in backups]
         ids, listed, versions = await asyncio.to_thread(_open_chain, paths, key)
         _check_namespace(store, listed)
-        for agent_id in sorted(listed):
+        # on a store opened as a principal (a plain store allows everything, as
+        # ``require`` says: no 100,000 awaits of it for nothing)
+        governed = getattr(store, "_governance", None) is not None
+        for agent_id in sorted(listed) if governed else ():
             internal = agent_id[:1] == "\x01"  # the store's own streams: store admin only
             await require(store, None if internal else agent_id, "admin", "restore")
         parts = await asyncio.to_thread(_parts, stack, paths, key, ids, versions)
