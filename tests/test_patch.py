@@ -192,9 +192,11 @@ _NOON_PARIS = dt.datetime(2025, 1, 1, 13, tzinfo=_PARIS)  # the same instant
         ({"x": _NOON}, {"x": _NOON_PARIS}),
         ({"x": {"at": dt.time(12, tzinfo=_UTC)}}, {"x": {"at": dt.time(13, tzinfo=_PARIS)}}),
         ({"x": [_NOON]}, {"x": [_NOON_PARIS]}),
+        ({"x": {1, 2}}, {"x": {True, 2}}),
+        ({"x": frozenset({Decimal("1.10")})}, {"x": frozenset({Decimal("1.100")})}),
     ],
     ids=["zero-sign", "zero-sign-in-list", "decimal-exponent", "decimal-sign", "datetime-offset",
-         "time-offset", "datetime-offset-in-list"],
+         "time-offset", "datetime-offset-in-list", "set-item-type", "frozenset-item-exponent"],
 )  # fmt: skip
 def test_diff_tells_values_equal_by_python_but_not_as_data_apart(old: Any, new: Any) -> None:
     # Python's == calls each pair equal; stored, each is another value (a diff that

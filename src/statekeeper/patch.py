@@ -306,4 +306,6 @@ def _same_stored(a: Any, b: Any) -> bool:
         return bool(a.as_tuple() == b.as_tuple())
     if isinstance(a, datetime | time):
         return bool(a.utcoffset() == b.utcoffset())
+    if isinstance(a, set | frozenset):  # ({1} == {True}): items told apart as above
+        return sorted(map(repr, a)) == sorted(map(repr, b))
     return True

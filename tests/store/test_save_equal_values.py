@@ -24,6 +24,7 @@ CHANGES: list[tuple[Any, Any]] = [
     (dt.datetime(2025, 1, 1, 12, tzinfo=_UTC), dt.datetime(2025, 1, 1, 13, tzinfo=_PARIS)),
     ([dt.datetime(2025, 1, 1, 12, tzinfo=_UTC)], [dt.datetime(2025, 1, 1, 13, tzinfo=_PARIS)]),
     ({"due": Decimal("2.50"), "n": 1}, {"due": Decimal("2.5"), "n": 1}),
+    ({1, 2}, {True, 2}),
 ]
 
 
