@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..arguments import AUDIT_STREAM
 from ..codec import ZERO_LINK, Codec
-from ..codec.pipeline import CHAIN_BROKEN
+from ..codec.pipeline import CHAIN_BROKEN, Opened
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StatekeeperError
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
 from .witness_file import write_atomically
@@ -285,10 +285,23 @@ async def _rekey_stream(
     codec = codec if codec is not None else store.codec
     reader = codec.migrating()  # also opens records written without a key
     active = codec.keyring.active_id if codec.keyring is not None else ""
+    own_keys = False
     if codec.keyring is not None and codec.keyring.data_keys is not None:
         # per-agent data keys: wrap the agent's under the active master key first, so
         # the records re-sealed below name it (and the old master key can retire)
         codec.keyring.rewrap(agent_id)
+        own_keys = True
+
+    def done(opened: Opened, payload: bytes) -> bool:
+        """Whether a record is sealed as the codec seals it now: under the active key
+        and, with a key vault, with the agent's own data key (a record written before
+        the vault, under the master key alone, is re-sealed: forget could not make it
+        unreadable otherwise)."""
+        if opened.key_id != active or opened.version == 0:
+            return False
+        header = Codec.header(payload) if own_keys else None
+        return header is None or header.data_key
+
     backend = store.backend
     link: bytes = ZERO_LINK
     cursor = 0
@@ -370,7 +383,7 @@ async def _rekey_stream(
                 cursor = raw.seq
                 if raw.seq in wanted:
                     links[raw.seq] = link
-                if opened.key_id == active and opened.version != 0:
+                if done(opened, raw.payload):
                     stats.skipped += 1
                     continue
                 sealed = codec.seal(
@@ -418,7 +431,7 @@ async def _rekey_stream(
                 raise IntegrityError(
                     agent_id, raw_snap.seq, "snapshot does not belong to the chain"
                 )
-            if opened.key_id == active and opened.version != 0:
+            if done(opened, raw_snap.payload):
                 stats.skipped += 1
                 continue
             sealed = codec.seal(
