@@ -81,3 +81,24 @@ async def test_after_rekey_the_agent_is_forgotten_in_every_record(tmp_path: Path
     async with StateStore(url, keyring=_vault_ring(tmp_path)) as store:
         with pytest.raises(AgentForgotten):
             await store.load("old")
+
+
+async def test_a_key_rotation_passes_over_a_forgotten_agent(tmp_path: Path) -> None:
+    # rekey failed whole with AgentForgotten at the first forgotten agent: a store that
+    # had forgotten one (without --purge) could never rotate its master key again
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    vault = SqliteKeyVault(tmp_path / "vault.db")
+    async with StateStore(url, keyring=Keyring({"k1": MASTER}, data_keys=vault)) as store:
+        for agent_id in ("a", "b", "c"):
+            await store.save(agent_id, {"v": agent_id})
+        await forget(store, "b")
+    both = Keyring({"k2": bytes(range(1, 33)), "k1": MASTER}, active="k2", data_keys=vault)
+    async with StateStore(url, keyring=both) as store:
+        stats = await rekey(store)
+        assert (stats.agents, stats.forgotten) == (2, 1)
+    async with StateStore(url, keyring=both.without("k1")) as store:
+        assert [(await store.load(a)).data for a in ("a", "c")] == [{"v": "a"}, {"v": "c"}]
+        with pytest.raises(AgentForgotten):
+            await store.load("b")
+        report = await store.verify()
+        assert report.forgotten == ["b"] and report.ok, report.problems

@@ -69,6 +69,8 @@ class RekeyStats:
     heads: int = 0
     skipped: int = 0
     retries: int = 0
+    #: agents passed over: crypto-shredded, their records open under no key
+    forgotten: int = 0
 
     def add(self, other: RekeyStats) -> None:
         """Accumulate ``other`` into this."""
@@ -78,6 +80,7 @@ class RekeyStats:
         self.heads += other.heads
         self.skipped += other.skipped
         self.retries += other.retries
+        self.forgotten += other.forgotten
 
 
 @dataclass(slots=True)
@@ -492,10 +495,16 @@ async def rekey(
             progress = earlier
     total = RekeyStats()
     after = progress.after
+    vault = codec.keyring.data_keys if codec.keyring is not None else None
     while True:
         page = await store.list_agents(after=after, limit=_PAGE)
         for info in page:
-            result = await rekey_agent(store, info.agent_id, batch=batch)
+            if vault is not None and _forgotten(vault, store, info.agent_id):
+                # its data key is destroyed: nothing of it opens, nothing to re-encrypt
+                # (it failed the whole run with AgentForgotten: no rotation was possible)
+                result = RekeyStats(forgotten=1)
+            else:
+                result = await rekey_agent(store, info.agent_id, batch=batch)
             total.add(result)
             progress.stats.add(result)
             progress.after = info.agent_id
@@ -543,6 +552,14 @@ async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStat
     detail = {"audit_log": True}
     await _rekey_audited(store, AUDIT_STREAM, batch, stats, governance, entry, None, detail, codec)
     return stats
+
+
+def _forgotten(vault: Any, store: StateStore, listed: str) -> bool:
+    """Whether the vault holds a tombstone for the agent ``listed`` (as the store lists
+    it: relative in a namespaced store, whose vault holds stored ids)."""
+    qualify = getattr(store, "qualify", None)
+    entry = vault.load(qualify(listed) if callable(qualify) else listed)
+    return entry is not None and entry.wrapped is None
 
 
 async def key_usage(store: StateStore) -> dict[str, int]:
