@@ -6,6 +6,7 @@ servers are used as before."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,3 +99,25 @@ async def test_a_hot_tier_on_an_evicting_server_is_used(
         assert (await store.load("a")).data == {"n": 1}
     assert backend.stats["hot_failures"] == 0
     assert _keys(server) > 0  # the hot copy was written
+
+
+@pytest.mark.skipif(shutil.which("redis-cli") is None, reason="needs redis-cli")
+async def test_a_cluster_with_one_evicting_master_is_refused() -> None:
+    import redis
+
+    from statekeeper.backends.redis import RedisBackend
+    from statekeeper.testing.redis_cluster import LocalRedisCluster
+
+    with LocalRedisCluster(masters=3, replicas=0) as cluster:
+        client = redis.Redis(port=cluster.ports[-1])  # one master of three
+        try:
+            client.config_set("maxmemory", "64mb")
+            client.config_set("maxmemory-policy", "allkeys-lfu")
+        finally:
+            client.close()
+        backend = RedisBackend(cluster.url)
+        try:
+            with pytest.raises(ConfigurationError, match="allkeys-lfu"):
+                await backend.open()
+        finally:
+            await backend.close()
