@@ -37,9 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..arguments import AUDIT_STREAM
 from ..codec import ZERO_LINK, Codec
-from ..codec.pipeline import CHAIN_BROKEN, Opened
+from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StatekeeperError
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
+from .rekey_checks import forgotten, sealed_now
 from .witness_file import write_atomically
 
 if TYPE_CHECKING:
@@ -295,16 +296,6 @@ async def _rekey_stream(
         codec.keyring.rewrap(agent_id)
         own_keys = True
 
-    def done(opened: Opened, payload: bytes) -> bool:
-        """Whether a record is sealed as the codec seals it now: under the active key
-        and, with a key vault, with the agent's own data key (a record written before
-        the vault, under the master key alone, is re-sealed: forget could not make it
-        unreadable otherwise)."""
-        if opened.key_id != active or opened.version == 0:
-            return False
-        header = Codec.header(payload) if own_keys else None
-        return header is None or header.data_key
-
     backend = store.backend
     link: bytes = ZERO_LINK
     cursor = 0
@@ -386,7 +377,7 @@ async def _rekey_stream(
                 cursor = raw.seq
                 if raw.seq in wanted:
                     links[raw.seq] = link
-                if done(opened, raw.payload):
+                if sealed_now(opened, raw.payload, active, own_keys):
                     stats.skipped += 1
                     continue
                 sealed = codec.seal(
@@ -434,7 +425,7 @@ async def _rekey_stream(
                 raise IntegrityError(
                     agent_id, raw_snap.seq, "snapshot does not belong to the chain"
                 )
-            if done(opened, raw_snap.payload):
+            if sealed_now(opened, raw_snap.payload, active, own_keys):
                 stats.skipped += 1
                 continue
             sealed = codec.seal(
@@ -499,7 +490,7 @@ async def rekey(
     while True:
         page = await store.list_agents(after=after, limit=_PAGE)
         for info in page:
-            if vault is not None and _forgotten(vault, store, info.agent_id):
+            if vault is not None and forgotten(vault, store, info.agent_id):
                 # its data key is destroyed: nothing of it opens, nothing to re-encrypt
                 # (it failed the whole run with AgentForgotten: no rotation was possible)
                 result = RekeyStats(forgotten=1)
@@ -552,14 +543,6 @@ async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStat
     detail = {"audit_log": True}
     await _rekey_audited(store, AUDIT_STREAM, batch, stats, governance, entry, None, detail, codec)
     return stats
-
-
-def _forgotten(vault: Any, store: StateStore, listed: str) -> bool:
-    """Whether the vault holds a tombstone for the agent ``listed`` (as the store lists
-    it: relative in a namespaced store, whose vault holds stored ids)."""
-    qualify = getattr(store, "qualify", None)
-    entry = vault.load(qualify(listed) if callable(qualify) else listed)
-    return entry is not None and entry.wrapped is None
 
 
 async def key_usage(store: StateStore) -> dict[str, int]:
