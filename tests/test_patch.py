@@ -4,6 +4,8 @@ compatibility with the ``jsonpatch`` library, and errors."""
 from __future__ import annotations
 
 import copy
+import datetime as dt
+from decimal import Decimal
 from typing import Any
 
 import jsonpatch
@@ -41,14 +43,16 @@ DOCS = st.dictionaries(KEYS, JSON, max_size=6)
 
 
 def strict(a: Any, b: Any) -> bool:
-    """JSON equality: ``True``, ``1`` and ``1.0`` are three different values."""
+    """JSON equality: ``True``, ``1`` and ``1.0`` are three different values, and so
+    are ``0.0`` and ``-0.0`` (and typed values equal by ``==`` but not as data:
+    ``Decimal("1.10")`` and ``Decimal("1.100")``, one instant at two UTC offsets)."""
     if type(a) is not type(b):
         return False
     if type(a) is dict:
         return a.keys() == b.keys() and all(strict(a[k], b[k]) for k in a)
     if type(a) is list:
         return len(a) == len(b) and all(strict(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
+    return bool(a == b) and repr(a) == repr(b)
 
 
 @st.composite
@@ -167,6 +171,37 @@ def test_diff_shapes() -> None:
     ],
 )
 def test_diff_tells_json_look_alikes_apart(old: Any, new: Any) -> None:
+    ops = diff(old, new)
+    assert ops
+    assert strict(apply(old, ops), new)
+
+
+_UTC = dt.UTC
+_PARIS = dt.timezone(dt.timedelta(hours=1))
+_NOON = dt.datetime(2025, 1, 1, 12, tzinfo=_UTC)
+_NOON_PARIS = dt.datetime(2025, 1, 1, 13, tzinfo=_PARIS)  # the same instant
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ({"x": 0.0}, {"x": -0.0}),
+        ({"x": [1, 0.0]}, {"x": [1, -0.0]}),
+        ({"x": Decimal("1.10")}, {"x": Decimal("1.100")}),
+        ({"x": Decimal("0")}, {"x": Decimal("-0")}),
+        ({"x": _NOON}, {"x": _NOON_PARIS}),
+        ({"x": {"at": dt.time(12, tzinfo=_UTC)}}, {"x": {"at": dt.time(13, tzinfo=_PARIS)}}),
+        ({"x": [_NOON]}, {"x": [_NOON_PARIS]}),
+        ({"x": {1, 2}}, {"x": {True, 2}}),
+        ({"x": frozenset({Decimal("1.10")})}, {"x": frozenset({Decimal("1.100")})}),
+    ],
+    ids=["zero-sign", "zero-sign-in-list", "decimal-exponent", "decimal-sign", "datetime-offset",
+         "time-offset", "datetime-offset-in-list", "set-item-type", "frozenset-item-exponent"],
+)  # fmt: skip
+def test_diff_tells_values_equal_by_python_but_not_as_data_apart(old: Any, new: Any) -> None:
+    # Python's == calls each pair equal; stored, each is another value (a diff that
+    # called them the same dropped the change: the old value was loaded back)
+    assert old == new
     ops = diff(old, new)
     assert ops
     assert strict(apply(old, ops), new)

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
+from datetime import datetime, time
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -289,4 +292,20 @@ def _same_json(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
     if ta is list:
         return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
+    return bool(a == b) and _same_stored(a, b)
+
+
+def _same_stored(a: Any, b: Any) -> bool:
+    """Whether two values Python calls equal are also stored the same: ``-0.0`` and
+    ``0.0``, ``Decimal("1.10")`` and ``Decimal("1.100")``, the same instant at another
+    UTC offset are equal by ``==`` but not as data (a diff that called them the same
+    dropped the change: the old value was loaded back, without an error)."""
+    if isinstance(a, float):
+        return a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b)
+    if isinstance(a, Decimal):
+        return bool(a.as_tuple() == b.as_tuple())
+    if isinstance(a, datetime | time):
+        return bool(a.utcoffset() == b.utcoffset())
+    if isinstance(a, set | frozenset):  # ({1} == {True}): items told apart as above
+        return sorted(map(repr, a)) == sorted(map(repr, b))
+    return True

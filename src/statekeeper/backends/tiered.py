@@ -210,6 +210,9 @@ class TieredBackend(Backend):
         #: compacted streams (these two when a cold tier can hold one too); ``drop_all``
         #: when every tier has it; never TTL (an expiring tier of record loses data)
         self.capabilities = frozenset(caps)
+        if hot is not None and hasattr(hot, "evictable"):
+            # a hot copy may be evicted by its server: the durable tier answers instead
+            setattr(hot, "evictable", True)  # noqa: B010
         self.hot = hot
         self.cold = cold
         self.idle_after = idle_after

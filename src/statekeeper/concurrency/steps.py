@@ -271,6 +271,11 @@ class Steps:
                 appended = await self.store.append(
                     self.agent_id, EventType.STEP, info, idempotency_key=key, lease=self.lease
                 )
+        if self.store.durability == "async":
+            # write-behind acknowledges on buffering: a step is recorded once its record
+            # commits, so the flush is awaited here (a crash after run() returned lost
+            # the buffered record, and the recorded step, its side effect done, ran again)
+            await self.store.flush()
         if appended.duplicate:  # recorded by an earlier or concurrent run: that one holds
             self._memo.pop(step_id, None)
             record = await self.recorded(step_id)

@@ -259,18 +259,19 @@ async def _snapshot_seqs(store: StateStore, agent_id: str) -> list[int]:
         below = raw.seq - 1
 
 
-async def _delta_bases(store: StateStore, agent_id: str, keep: set[int]) -> set[int]:
-    """Full snapshots that kept delta snapshots are stored against (kept too)."""
-    if store.full_snapshot_every <= 1:
-        return set()
-    bases: set[int] = set()
+async def _delta_bases(store: StateStore, agent_id: str, keep: set[int]) -> dict[int, int]:
+    """The full snapshot each delta snapshot of ``keep`` is stored against
+    (``{delta seq: base seq}``), read from the snapshots themselves: whatever
+    ``full_snapshot_every`` the store is opened with now, its stored deltas may have been
+    written under another (``statekeeper retention apply`` opens it with the default)."""
+    bases: dict[int, int] = {}
     for seq in keep:
         raw = await store.backend.latest_snapshot(agent_id, seq)
         if raw is None or raw.seq != seq:
             continue
         body, _ = store._reads.open_snapshot(agent_id, raw)
         if isinstance(body.get("base"), int):
-            bases.add(body["base"])
+            bases[seq] = body["base"]
     return bases
 
 
@@ -374,8 +375,14 @@ async def _plan_and_apply(
         keep = {s for s in snaps if s >= target and (s % rule.snapshot_every == 0 or s == latest)}
         thin = {s for s in snaps if s > target} - keep
         if thin:
-            thin -= await _delta_bases(store, agent_id, keep)
+            thin -= set((await _delta_bases(store, agent_id, keep)).values())
         drop |= thin
+    if drop and target > base:
+        # a delta snapshot kept above the new base whose full base goes with the history
+        # is unusable: dropped too (verify reported it, every load of it warned)
+        kept = {s for s in snaps if s > target} - drop
+        bases = await _delta_bases(store, agent_id, kept) if kept else {}
+        drop |= {s for s, full in bases.items() if full in drop}
     if target == base and not drop:
         if kept_for:  # keep_last not honoured: say why
             return RetentionAction(agent_id, "compact", done, 0, 0, base, kept_for)

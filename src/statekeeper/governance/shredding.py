@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ForgetResult", "forget", "init_vault"]
 
+_PAGE = 500
+
 
 @dataclass(frozen=True, slots=True)
 class ForgetResult:
@@ -91,6 +93,18 @@ async def _forget(
     head = await store.backend.head(agent_id)
     if head == 0 and keyring.data_keys.load(agent_id) is None:
         raise AgentNotFound(agent_id)  # a typo must not leave a tombstone
+    readable = await _without_data_key(store, agent_id) if head else 0
+    if readable:
+        # destroying a data key leaves them as readable as before: refused, nothing done
+        # (it reported "forgotten" and exit 0 while every such record still opened)
+        raise ConfigurationError(
+            f"cannot forget {listed!r}: {readable} of its stored records are not "
+            "encrypted with a data key of its own (written before the key vault was set "
+            "up, or in the clear), so destroying its key would leave them readable. Run "
+            "'statekeeper rekey' first (it re-encrypts them under the agent's data key), "
+            "then forget it; copies in backups taken before stay readable with the "
+            "master key"
+        )
     at = time.time()
     # on a governed store the entry goes first (a crash cannot destroy a key unrecorded)
     announced = await announce(
@@ -123,6 +137,34 @@ async def _forget(
         ),
     )
     return ForgetResult(listed, destroyed, purged, head, at)
+
+
+async def _without_data_key(store: StateStore, agent_id: str) -> int:
+    """How many of the agent's stored records (events, snapshots) are not encrypted with
+    its data key (master-key, clear or version-0 records), read from the clear headers."""
+    from ..codec.pipeline import Codec
+
+    backend = store.backend
+
+    def readable(payload: bytes) -> bool:
+        header = Codec.header(payload)
+        return header is None or not header.data_key
+
+    count = 0
+    cursor = 0
+    while True:
+        page = await backend.read(agent_id, cursor, None, limit=_PAGE)
+        count += sum(readable(raw.payload) for raw in page)
+        if len(page) < _PAGE:
+            break
+        cursor = page[-1].seq
+    below: int | None = None
+    while (snap := await backend.latest_snapshot(agent_id, below)) is not None:
+        count += readable(snap.payload)
+        if snap.seq <= 1:
+            break
+        below = snap.seq - 1
+    return count
 
 
 def init_vault(

@@ -24,6 +24,7 @@ from ..backends.base import Capability
 from ..errors import SchemaError
 from .models import MODEL_KEY
 from .registry import ModelSchema, SchemaRegistry, schema_of
+from .rewrite import states_of
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -90,7 +91,7 @@ async def expire(
     while True:
         page = await store.list_agents(after=after, limit=1000)
         ids = [info.agent_id for info in page]
-        for agent_id, snap in zip(ids, await store.get_many(ids), strict=True):
+        for agent_id, snap in zip(ids, await states_of(store, ids), strict=True):
             if snap is None or snap.data.get(MODEL_KEY) not in names:
                 continue
             try:

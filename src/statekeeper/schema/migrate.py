@@ -50,6 +50,7 @@ import pydantic
 from .. import patch
 from ..backends.base import Capability
 from ..errors import (
+    AgentForgotten,
     AgentNotFound,
     CapabilityUnsupported,
     ConflictError,
@@ -74,7 +75,15 @@ from .report import (
     pages,
     refuse_open,
 )
-from .rewrite import Head, Rewrite, collection_paused, migrate_request, read_heads, read_page
+from .rewrite import (
+    Head,
+    Rewrite,
+    collection_paused,
+    migrate_request,
+    read_heads,
+    read_page,
+    states_of,
+)
 from .running import holds_journal
 
 if TYPE_CHECKING:
@@ -414,7 +423,7 @@ async def migrate(
         for _attempt in range(first, RETRIES):
             if _attempt:
                 head = (await read_heads(store, [agent_id]))[0] if rewriting else None
-                read = await store.get(agent_id)
+                read = (await states_of(store, [agent_id]))[0]
             step = (
                 planned
                 if planned is not None and _attempt == first
@@ -460,7 +469,7 @@ async def migrate(
             pairs = await read_page(store, ids)
             triples = [(a, state, head) for a, (head, state) in zip(ids, pairs, strict=True)]
         else:
-            triples = [(a, s, None) for a, s in zip(ids, await store.get_many(ids), strict=True)]
+            triples = [(a, s, None) for a, s in zip(ids, await states_of(store, ids), strict=True)]
         if batched:  # plan every rewrite of the page, apply them in one transaction
             batch: list[Rewrite] = []
             later: list[tuple[str, Snapshot | None, Head | None, int, Any]] = []
@@ -518,7 +527,7 @@ async def _verify(
             return
         try:
             snap = await store.load(agent_id, at_seq=head)  # folded from storage
-        except AgentNotFound:
+        except (AgentNotFound, AgentForgotten):  # (a forgotten agent has no state)
             return
         if snap.data.get(MODEL_KEY) not in schema.names():
             return

@@ -44,6 +44,7 @@ from .. import patch
 from ..codec import Codec
 from ..codec.formats import JSON
 from ..codec.types import needs_tagging
+from ..errors import AgentForgotten
 from ..records import RawEvent, RawSnapshot, RewriteRequest, Snapshot
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ __all__ = [
     "read_heads",
     "read_page",
     "restore_request",
+    "states_of",
     "strip_request",
 ]
 
@@ -154,14 +156,31 @@ async def read_page(
     folded: list[Snapshot | None] = [None] * len(agent_ids)
     path: Any = getattr(store, "_reads", None)
     if states and path is None:
-        folded = list(await store.get_many(agent_ids))
+        folded = await states_of(store, agent_ids)
     elif states:
         # (the folds of what was read suspend only to read more of a long stream)
         with collection_paused():
             for i, (agent_id, read) in enumerate(zip(agent_ids, reads, strict=True)):
                 if read is not None:
-                    folded[i] = path.public(await path.fold_latest(agent_id, read))
+                    with contextlib.suppress(AgentForgotten):  # no state: None
+                        folded[i] = path.public(await path.fold_latest(agent_id, read))
     return list(zip(heads, folded, strict=True))
+
+
+async def states_of(store: StateStore, agent_ids: Sequence[str]) -> list[Snapshot | None]:
+    """:meth:`StateStore.get_many`, with None for an agent ``forget`` crypto-shredded
+    (it has no state to migrate, roll back or expire: one such agent failed the whole
+    pass over the store with ``AgentForgotten``)."""
+    try:
+        return list(await store.get_many(agent_ids))
+    except AgentForgotten:
+        out: list[Snapshot | None] = []
+        for agent_id in agent_ids:
+            try:
+                out.append(await store.get(agent_id))
+            except AgentForgotten:
+                out.append(None)
+        return out
 
 
 @contextlib.contextmanager

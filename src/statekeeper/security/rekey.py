@@ -40,6 +40,7 @@ from ..codec import ZERO_LINK, Codec
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StatekeeperError
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
+from .rekey_checks import forgotten, sealed_now
 from .witness_file import write_atomically
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class RekeyStats:
     heads: int = 0
     skipped: int = 0
     retries: int = 0
+    #: agents passed over: crypto-shredded, their records open under no key
+    forgotten: int = 0
 
     def add(self, other: RekeyStats) -> None:
         """Accumulate ``other`` into this."""
@@ -78,6 +81,7 @@ class RekeyStats:
         self.heads += other.heads
         self.skipped += other.skipped
         self.retries += other.retries
+        self.forgotten += other.forgotten
 
 
 @dataclass(slots=True)
@@ -285,10 +289,13 @@ async def _rekey_stream(
     codec = codec if codec is not None else store.codec
     reader = codec.migrating()  # also opens records written without a key
     active = codec.keyring.active_id if codec.keyring is not None else ""
+    own_keys = False
     if codec.keyring is not None and codec.keyring.data_keys is not None:
         # per-agent data keys: wrap the agent's under the active master key first, so
         # the records re-sealed below name it (and the old master key can retire)
         codec.keyring.rewrap(agent_id)
+        own_keys = True
+
     backend = store.backend
     link: bytes = ZERO_LINK
     cursor = 0
@@ -370,7 +377,7 @@ async def _rekey_stream(
                 cursor = raw.seq
                 if raw.seq in wanted:
                     links[raw.seq] = link
-                if opened.key_id == active and opened.version != 0:
+                if sealed_now(opened, raw.payload, active, own_keys):
                     stats.skipped += 1
                     continue
                 sealed = codec.seal(
@@ -418,7 +425,7 @@ async def _rekey_stream(
                 raise IntegrityError(
                     agent_id, raw_snap.seq, "snapshot does not belong to the chain"
                 )
-            if opened.key_id == active and opened.version != 0:
+            if sealed_now(opened, raw_snap.payload, active, own_keys):
                 stats.skipped += 1
                 continue
             sealed = codec.seal(
@@ -479,10 +486,16 @@ async def rekey(
             progress = earlier
     total = RekeyStats()
     after = progress.after
+    vault = codec.keyring.data_keys if codec.keyring is not None else None
     while True:
         page = await store.list_agents(after=after, limit=_PAGE)
         for info in page:
-            result = await rekey_agent(store, info.agent_id, batch=batch)
+            if vault is not None and forgotten(vault, store, info.agent_id):
+                # its data key is destroyed: nothing of it opens, nothing to re-encrypt
+                # (it failed the whole run with AgentForgotten: no rotation was possible)
+                result = RekeyStats(forgotten=1)
+            else:
+                result = await rekey_agent(store, info.agent_id, batch=batch)
             total.add(result)
             progress.stats.add(result)
             progress.after = info.agent_id

@@ -119,6 +119,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from . import feed
 from .client import make_client, on_node, transient
 from .codec import pack_event, unpack_event
+from .eviction import check_eviction
 from .keys import AgentKeys, Layout
 from .urls import check_redis_url, is_cluster, split_options
 
@@ -233,6 +234,12 @@ class RedisBackend(Backend):
             ``wait_timeout`` raises :class:`~statekeeper.errors.BackendError` with
             ``maybe_applied=True``.
         wait_timeout: seconds ``WAIT`` may block (default 2).
+        evictable: the data is a copy that may be lost (a tiered backend's hot tier
+            sets it): a server that evicts any key when full (``maxmemory`` with an
+            ``allkeys-*`` policy) is accepted. Otherwise it is refused at the first
+            contact with :class:`~statekeeper.errors.ConfigurationError`: its
+            evictions would lose acknowledged agents without an error (see
+            :mod:`.eviction`).
     """
 
     name = "redis"
@@ -270,6 +277,7 @@ class RedisBackend(Backend):
         shards: int | None = None,
         wait_replicas: int = 0,
         wait_timeout: float = 2.0,
+        evictable: bool = False,
     ) -> None:
         if ttl is not None and ttl <= 0:
             raise ConfigurationError("ttl must be > 0 seconds (or None for no expiry)")
@@ -297,6 +305,7 @@ class RedisBackend(Backend):
         self.retry_timeout = retry_timeout
         self.wait_replicas = wait_replicas
         self.wait_timeout = wait_timeout
+        self.evictable = evictable
         self._pfx = prefix.encode()
         self.layout = Layout(self._pfx, shards)
         self.feed = feed
@@ -540,6 +549,8 @@ class RedisBackend(Backend):
             reason = one_line(scrub(str(exc), self.url)) or type(exc).__name__
         else:
             await self._check_layout()
+            if not self.evictable:
+                await check_eviction(self._client, self.url)
             self._reached = True
             return
         # never echo the password: the message names the server by its masked URL

@@ -28,6 +28,7 @@ OWN_OPTIONS = (
     "shards",
     "wait_replicas",
     "wait_timeout",
+    "evictable",
 )
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 _INT_OPTIONS = ("max_connections", "shards", "wait_replicas")
@@ -136,12 +137,12 @@ def split_options(url: str) -> tuple[str, dict[str, Any]]:
     for key, value in mine:
         if key == "prefix":
             kwargs["prefix"] = value
-        elif key == "feed":
+        elif key in ("feed", "evictable"):
             if value not in ("0", "1", "true", "false"):
                 raise InvalidArgument(
-                    key, f"feed must be 0, 1, true or false, not {value!r}, in {mask_url(url)!r}"
+                    key, f"{key} must be 0, 1, true or false, not {value!r}, in {mask_url(url)!r}"
                 )
-            kwargs["feed"] = value in ("1", "true")
+            kwargs[key] = value in ("1", "true")
         elif key in _INT_OPTIONS:
             kwargs[key] = int_option(key, value, url)
         else:

@@ -1,0 +1,64 @@
+"""A Redis server that evicts any key when it is full cannot hold a store of record.
+
+Under ``maxmemory`` with an ``allkeys-*`` policy (``allkeys-lru``, ``allkeys-lfu``,
+``allkeys-random``) Redis deletes keys of its choosing to make room: an agent's hash
+(its events and head), the agent index, the feed's counter. Nothing reports it —
+agents acknowledged as written are simply gone (``get`` answers None, ``store.agent``
+starts them afresh), ``count_agents`` and every listing (export, backup, retention)
+leave them out. A ``volatile-*`` policy only evicts keys with an expiry (the agents of a
+``ttl=`` store, which expire anyway); ``noeviction`` refuses the write with an error.
+
+:func:`check_eviction` is run at a backend's first contact with the server: such a
+server is refused with :class:`~statekeeper.errors.ConfigurationError`, unless the
+backend holds copies only (``evictable=True``: a tiered backend's hot tier, whose
+missing agents are read from the durable tier). A policy changed at run time
+(``CONFIG SET``) after that check is not seen.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ResponseError
+
+from ...errors import ConfigurationError
+from ..redact import mask_url
+from .client import Client
+
+__all__ = ["check_eviction"]
+
+logger = logging.getLogger("statekeeper.backends.redis")
+
+
+def _servers(reply: Any) -> list[dict[str, Any]]:
+    """``INFO memory`` of one server, or of each node of a cluster (keyed by node)."""
+    if isinstance(reply, dict) and "maxmemory_policy" in reply:
+        return [reply]
+    if isinstance(reply, dict):
+        return [v for v in reply.values() if isinstance(v, dict)]
+    return []
+
+
+async def check_eviction(client: Client, url: str) -> None:
+    """Refuse a server (every master of a cluster) that may evict keys without an
+    expiry (see the module documentation)."""
+    try:
+        if isinstance(client, RedisCluster):
+            reply = await client.info("memory", target_nodes=RedisCluster.PRIMARIES)
+        else:
+            reply = await client.info("memory")
+    except ResponseError as exc:  # INFO renamed or denied (ACL): nothing to check with
+        logger.warning("cannot read the eviction policy of %s: %s", mask_url(url), exc)
+        return
+    for info in _servers(reply):
+        policy = str(info.get("maxmemory_policy", ""))
+        limit = int(info.get("maxmemory", 0) or 0)
+        if limit > 0 and policy.startswith("allkeys-"):
+            raise ConfigurationError(
+                f"Redis at {mask_url(url)} evicts any key when full (maxmemory-policy "
+                f"{policy}, maxmemory {limit} bytes): agents acknowledged as written "
+                "would disappear without an error. Set maxmemory-policy noeviction (or a "
+                "volatile-* policy); a cache whose agents may be lost opens it with ?evictable=1"
+            )
