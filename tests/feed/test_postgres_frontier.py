@@ -19,6 +19,7 @@ import psycopg
 
 from statekeeper import StateStore
 from statekeeper.backends.postgres import PostgresBackend
+from statekeeper.backends.url import tiered_url
 from statekeeper.records import AppendRequest, FeedEvent, FeedRecord, RawEvent
 
 from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
@@ -154,18 +155,21 @@ def _ended_after_the_first_empty_read(
     backend.read_feed = read_then_end  # type: ignore[method-assign]
 
 
+@pytest.mark.parametrize("reader", ["postgresql", "tiered"])
 @pytest.mark.parametrize("ending", ["commit", "rollback"])
 async def test_a_catch_up_on_a_new_reader_while_an_append_is_in_flight_delivers_what_is_committed(
-    backend: PostgresBackend, ending: str
+    backend: PostgresBackend, ending: str, reader: str
 ) -> None:
     # a rebuild or report (stop_at_head) started by a reader that has not read yet while
     # another append is open: its safe head is 0, and the catch-up ended at once, without
     # the events already committed (the caller's own among them). The open append ends
-    # right after the catch-up's first (empty) read: it must still deliver them all
+    # right after the catch-up's first (empty) read: it must still deliver them all. A
+    # tiered store's feed is its PostgreSQL durable tier's
     url = f"{POSTGRES_DSN}?schema={backend.schema}"
+    reader_url = url if reader == "postgresql" else tiered_url(hot="memory://", durable=url)
     slow = await psycopg.AsyncConnection.connect(POSTGRES_DSN)
     try:
-        async with StateStore(url) as store, StateStore(url) as fresh:
+        async with StateStore(url) as store, StateStore(reader_url) as fresh:
             await store.save("a/1", {"n": 1})
             await store.save("a/2", {"n": 2})
             if ending == "commit":
