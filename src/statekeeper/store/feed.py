@@ -445,8 +445,18 @@ class Subscription(AsyncIterator[FeedEvent]):
         """Live: until a shard may have something after the cursor (a hint)."""
         backend = self._store.backend
         if self._shards == 1:
-            await self._check_floor()
-            await backend.wait_feed(self._at[0], LIVE_WAIT)
+            (_, head), *_ = await self._check_floor()
+            after = self._at[0]
+            if head > after:
+                # positions past the cursor: new, or gaps (the agent of the newest ones
+                # deleted) if a read after the head finds nothing. Then wait for one
+                # past the head: wait_feed returns at once for any past the cursor, and
+                # the subscription re-read the gaps without end (on memory and SQLite
+                # without ever yielding: the event loop stood still)
+                if await self._fill():
+                    return
+                after = head
+            await backend.wait_feed(after, LIVE_WAIT)
             return
         deadline = time.monotonic() + LIVE_WAIT
         while True:
