@@ -107,15 +107,18 @@ async def test_a_subscriber_wakes_up_on_notify(tmp_path: Path) -> None:
         drop_schema(schema)
 
 
+@pytest.mark.parametrize("reader", ["postgresql", "tiered"])
 async def test_a_cursor_resumes_on_a_new_reader_while_an_append_is_in_flight(
-    backend: PostgresBackend,
+    backend: PostgresBackend, reader: str
 ) -> None:
     # another process's cursor, resumed by a reader that has not read yet while some
     # append is open: that reader's safe frontier is still 0, yet the cursor is valid
+    # (on a tiered store too: its feed is its PostgreSQL durable tier's)
     url = f"{POSTGRES_DSN}?schema={backend.schema}"
+    reader_url = url if reader == "postgresql" else tiered_url(hot="memory://", durable=url)
     slow = await psycopg.AsyncConnection.connect(POSTGRES_DSN)
     try:
-        async with StateStore(url) as writer, StateStore(url) as resumed:
+        async with StateStore(url) as writer, StateStore(reader_url) as resumed:
             await writer.save("a/1", {"n": 1})
             head = (await writer.feed_bounds())[1]
             # an append in flight: it holds the feed's lock (sql/feed.sql) until it ends
