@@ -8,7 +8,7 @@ frontier holds p + 1 back until A has ended.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,8 @@ import psycopg
 
 from statekeeper import StateStore
 from statekeeper.backends.postgres import PostgresBackend
-from statekeeper.records import AppendRequest, RawEvent
+from statekeeper.backends.url import tiered_url
+from statekeeper.records import AppendRequest, FeedEvent, FeedRecord, RawEvent
 
 from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
 
@@ -106,15 +107,18 @@ async def test_a_subscriber_wakes_up_on_notify(tmp_path: Path) -> None:
         drop_schema(schema)
 
 
+@pytest.mark.parametrize("reader", ["postgresql", "tiered"])
 async def test_a_cursor_resumes_on_a_new_reader_while_an_append_is_in_flight(
-    backend: PostgresBackend,
+    backend: PostgresBackend, reader: str
 ) -> None:
     # another process's cursor, resumed by a reader that has not read yet while some
     # append is open: that reader's safe frontier is still 0, yet the cursor is valid
+    # (on a tiered store too: its feed is its PostgreSQL durable tier's)
     url = f"{POSTGRES_DSN}?schema={backend.schema}"
+    reader_url = url if reader == "postgresql" else tiered_url(hot="memory://", durable=url)
     slow = await psycopg.AsyncConnection.connect(POSTGRES_DSN)
     try:
-        async with StateStore(url) as writer, StateStore(url) as resumed:
+        async with StateStore(url) as writer, StateStore(reader_url) as resumed:
             await writer.save("a/1", {"n": 1})
             head = (await writer.feed_bounds())[1]
             # an append in flight: it holds the feed's lock (sql/feed.sql) until it ends
@@ -134,3 +138,98 @@ async def test_a_cursor_resumes_on_a_new_reader_while_an_append_is_in_flight(
             assert event.position > head
     finally:
         await slow.close()
+
+
+def _ended_after_the_first_empty_read(
+    store: StateStore, end: Callable[[], Awaitable[None]]
+) -> None:
+    """Run ``end`` once, right after the first read of ``store``'s feed that came back
+    empty: between a catch-up's read and whatever it checks next."""
+    backend = store.backend
+    read = backend.read_feed
+    pending = [end]
+
+    async def read_then_end(after: int = 0, limit: int = 500) -> list[FeedRecord]:
+        records = await read(after, limit)
+        if not records and pending:
+            await pending.pop()()
+        return records
+
+    backend.read_feed = read_then_end  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("reader", ["postgresql", "tiered"])
+@pytest.mark.parametrize("ending", ["commit", "rollback"])
+async def test_a_catch_up_on_a_new_reader_while_an_append_is_in_flight_delivers_what_is_committed(
+    backend: PostgresBackend, ending: str, reader: str
+) -> None:
+    # a rebuild or report (stop_at_head) started by a reader that has not read yet while
+    # another append is open: its safe head is 0, and the catch-up ended at once, without
+    # the events already committed (the caller's own among them). The open append ends
+    # right after the catch-up's first (empty) read: it must still deliver them all. A
+    # tiered store's feed is its PostgreSQL durable tier's
+    url = f"{POSTGRES_DSN}?schema={backend.schema}"
+    reader_url = url if reader == "postgresql" else tiered_url(hot="memory://", durable=url)
+    slow = await psycopg.AsyncConnection.connect(POSTGRES_DSN)
+    try:
+        async with StateStore(url) as store, StateStore(reader_url) as fresh:
+            await store.save("a/1", {"n": 1})
+            await store.save("a/2", {"n": 2})
+            if ending == "commit":
+                # an append in flight: it holds the feed's lock (sql/feed.sql) until it ends
+                await slow.execute(
+                    "SELECT pg_advisory_xact_lock_shared(23117, hashtext(%s))",
+                    (f"statekeeper-feed:{backend.schema}",),
+                )
+            else:
+                # an append that took a position below the head and never commits: the
+                # catch-up must not wait for it for ever
+                await slow.execute(
+                    f'SELECT * FROM "{backend.schema}".sk_append1(%s, 0, 1, %s, 1.0, %s, %s,'
+                    " NULL, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, NULL)",
+                    ("slow", "patch", b"s", b"c"),
+                )
+            await store.save("a/3", {"n": 3})
+            _ended_after_the_first_empty_read(
+                fresh, slow.commit if ending == "commit" else slow.rollback
+            )
+            sub = fresh.subscribe(stop_at_head=True)
+            events = await asyncio.wait_for(_collect(sub), 60.0)
+            assert [e.agent_id for e in events] == ["a/1", "a/2", "a/3"]
+            assert sub.position == events[-1].position
+    finally:
+        await slow.close()
+
+
+async def test_a_catch_up_ends_when_the_newest_position_is_deleted_while_an_append_is_open(
+    backend: PostgresBackend,
+) -> None:
+    # the catch-up's stop is the newest position committed at its start; its agent is
+    # deleted while another append is open, so the newest committed position goes back.
+    # The frontier must still reach the stop once the append ends (it stayed below it,
+    # and the catch-up waited for the next append)
+    url = f"{POSTGRES_DSN}?schema={backend.schema}"
+    slow = await psycopg.AsyncConnection.connect(POSTGRES_DSN)
+    try:
+        async with StateStore(url) as store, StateStore(url) as fresh:
+            await store.save("a/1", {"n": 1})
+            await store.save("b/1", {"n": 1})
+            await slow.execute(
+                "SELECT pg_advisory_xact_lock_shared(23117, hashtext(%s))",
+                (f"statekeeper-feed:{backend.schema}",),
+            )
+
+            async def delete_then_end() -> None:
+                await store.delete("b/1")
+                await fresh.feed_bounds()  # a frontier read while the append is still open
+                await slow.commit()
+
+            _ended_after_the_first_empty_read(fresh, delete_then_end)
+            events = await asyncio.wait_for(_collect(fresh.subscribe(stop_at_head=True)), 60.0)
+            assert [e.agent_id for e in events] == ["a/1"]
+    finally:
+        await slow.close()
+
+
+async def _collect(sub: AsyncIterator[FeedEvent]) -> list[FeedEvent]:
+    return [event async for event in sub]

@@ -201,6 +201,11 @@ class TieredBackend(Backend):
             # under new positions (a follower would see them twice), and the tier's
             # marker records would be events of the feed
             caps.add(Capability.FEED)
+            committed = getattr(durable, "feed_committed_head", None)
+            if committed is not None:
+                #: the feed's newest committed position, where its head is a safe
+                #: frontier that lags it (a PostgreSQL durable tier: store/feed.py)
+                self.feed_committed_head = committed
         if durable.supports(Capability.LEASE_LIST):
             caps.add(Capability.LEASE_LIST)
         if cold is None or cold.supports(Capability.BASE_IMPORT):

@@ -121,6 +121,26 @@ async def _committed(
     return [(floor, max(head, await newest()))]
 
 
+def lags_commits(backend: Backend) -> bool:
+    """True when the backend's feed head is a safe frontier that lags what is committed
+    (PostgreSQL, while appends are in flight: ``feed_committed_head``); elsewhere every
+    committed position is readable at once (SQLite, memory, Redis: positions commit in
+    the order they are taken)."""
+    return feed_shards(backend) == 1 and getattr(backend, "feed_committed_head", None) is not None
+
+
+async def _stop_heads(backend: Backend, bounds: list[tuple[int, int]]) -> list[int]:
+    """Where a ``stop_at_head`` catch-up ends: each shard's head, or where the head lags
+    commits, the newest position committed (PostgreSQL: a reader that has not read yet
+    while another append is open has a safe head of 0, and the catch-up ended at once,
+    without the events already committed — even the caller's own)."""
+    heads = [head for _, head in bounds]
+    newest = getattr(backend, "feed_committed_head", None)
+    if newest is None or not lags_commits(backend):
+        return heads
+    return [max(heads[0], await newest())]
+
+
 def check_within(
     bounds: list[tuple[int, int]], positions: Sequence[int], argument: str, outcome: str
 ) -> None:
@@ -199,7 +219,9 @@ class Subscription(AsyncIterator[FeedEvent]):
     string form, or on a store with one feed the int position, as always.
 
     With ``stop_at_head`` the iteration ends once it has passed the feed's head as it
-    was when the subscription started (a catch-up only: rebuilds, reports, tests).
+    was when the subscription started (a catch-up only: rebuilds, reports, tests):
+    every event committed before the start is delivered, on PostgreSQL too while other
+    appends are in flight (the catch-up then waits for those below the head to end).
 
     Raises :class:`~statekeeper.errors.FeedPositionCompacted` when ``from_position`` (or
     the cursor, after a concurrent trim) lies below the feed's floor (of a shard),
@@ -257,6 +279,9 @@ class Subscription(AsyncIterator[FeedEvent]):
         self._shards = shards
         self._stop_at_head = stop_at_head
         self._stop: list[int] | None = None
+        #: a stop_at_head catch-up on an engine whose head lags commits: an empty read
+        #: ends it only once the readable head is at the stop (see _ended)
+        self._settles = False
         self._started = False
         self._pages: list[deque[FeedRecord]] = [deque() for _ in range(shards)]
         self._at: list[int] = list(start.positions)
@@ -395,15 +420,43 @@ class Subscription(AsyncIterator[FeedEvent]):
             "from_position",
             "nothing was delivered",
         )
-        self._stop = [head for _, head in bounds] if self._stop_at_head else None
+        self._stop = await _stop_heads(store.backend, bounds) if self._stop_at_head else None
+        self._settles = self._stop_at_head and lags_commits(store.backend)
         self._started = True
+
+    async def _ended(self) -> bool | None:
+        """After an empty read of a ``stop_at_head`` catch-up: True when nothing more can
+        come up to the stop, None when a new page was read, False when appends below
+        the stop are still in flight (wait for them: each one commits or rolls back,
+        and the safe frontier passes it either way). Where the head lags commits, the
+        empty read proves nothing by itself: it went up to the frontier it read, which
+        may have been below the stop; only a read after the frontier reached the stop
+        does (a head check alone would end the catch-up without an append that committed
+        between the read and the check)."""
+        if not self._settles:
+            return True
+        stop = self._stop or []
+        bounds = await self._check_floor()
+        if any(head < s for (_, head), s in zip(bounds, stop, strict=True)):
+            return False
+        return None if await self._fill() else True
 
     async def _wait(self) -> None:
         """Live: until a shard may have something after the cursor (a hint)."""
         backend = self._store.backend
         if self._shards == 1:
-            await self._check_floor()
-            await backend.wait_feed(self._at[0], LIVE_WAIT)
+            (_, head), *_ = await self._check_floor()
+            after = self._at[0]
+            if head > after:
+                # positions past the cursor: new, or gaps (the agent of the newest ones
+                # deleted) if a read after the head finds nothing. Then wait for one
+                # past the head: wait_feed returns at once for any past the cursor, and
+                # the subscription re-read the gaps without end (on memory and SQLite
+                # without ever yielding: the event loop stood still)
+                if await self._fill():
+                    return
+                after = head
+            await backend.wait_feed(after, LIVE_WAIT)
             return
         deadline = time.monotonic() + LIVE_WAIT
         while True:
@@ -429,9 +482,13 @@ class Subscription(AsyncIterator[FeedEvent]):
             if await self._fill():
                 continue
             if self._stop is not None:
-                # nothing more up to the head taken at the start (its records were
-                # deleted, or filtered): done
-                raise StopAsyncIteration
+                ended = await self._ended()
+                if ended is None:
+                    continue
+                if ended:
+                    # nothing more up to the head taken at the start (its records were
+                    # deleted, or filtered): done
+                    raise StopAsyncIteration
             await self._wait()
 
     async def next_batch(self, limit: int = 256) -> list[FeedEvent]:

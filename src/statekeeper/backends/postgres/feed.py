@@ -109,8 +109,19 @@ class FeedReader:
         safe, candidate, holders = rows[0][:3]
         if replica:
             self.lsn = max(self.lsn, int(rows[0][3]))
+        # the candidate never goes back: a position below the previous one that has not
+        # ended is held by one of the new holders (it still holds the lock), and with no
+        # holder left every position up to it has ended. The newest committed position
+        # goes back when the agent holding it is deleted: taken as it is, the frontier
+        # then never reached a head it had reported (a stop_at_head catch-up waited for
+        # it until the next append)
+        previous = self._candidate or 0
         self.safe = max(self.safe, int(safe or 0))
-        self._candidate = int(candidate) if candidate is not None else None
+        if candidate is None:
+            self.safe = max(self.safe, previous)
+            self._candidate = None
+        else:
+            self._candidate = max(int(candidate), previous)
         self.newest = max(self.newest, self.safe, self._candidate or 0)
         self._holders = list(holders or [])
         return self.safe

@@ -54,18 +54,33 @@ def _position(entry_id: bytes) -> int:
 async def read_feed(
     backend: RedisBackend, keys: ShardKeys, after: int, limit: int
 ) -> list[FeedRecord]:
-    """Entries of one shard after ``after`` (XRANGE, exclusive start), resolved to
-    their events."""
-    client = backend._client
-    if backend.wait_replicas:
-        entries = await _replicated_entries(backend, keys, after, limit)
-    else:
-        entries = _entries(
-            await client.xrange(keys.feed_stream, min=f"(0-{after}", max="+", count=limit)
-        )
-    if not entries:
-        return []
-    async with client.pipeline(transaction=False) as pipe:
+    """Up to ``limit`` events of one shard after ``after``: its entries (XRANGE,
+    exclusive start) resolved to their events, page after page past entries that are
+    gaps (a page of nothing but a deleted or expired agent's entries was returned as
+    ``[]``: a subscriber stopped there, its catch-up ended without the events after
+    it, and a live one read it again for ever)."""
+    while True:
+        if backend.wait_replicas:
+            entries = await _replicated_entries(backend, keys, after, limit)
+        else:
+            entries = _entries(
+                await backend._client.xrange(
+                    keys.feed_stream, min=f"(0-{after}", max="+", count=limit
+                )
+            )
+        if not entries:
+            return []
+        out = await _resolved(backend, entries)
+        if out or len(entries) < limit:
+            return out
+        after = _position(entries[-1][0])
+
+
+async def _resolved(
+    backend: RedisBackend, entries: Sequence[tuple[bytes, dict[bytes, bytes]]]
+) -> list[FeedRecord]:
+    """The events of ``entries`` (gaps left out)."""
+    async with backend._client.pipeline(transaction=False) as pipe:
         for _, fields in entries:
             pipe.hmget(backend.layout.agent(fields[b"a"]).hash, [b"i", b"e:" + fields[b"s"]])
         found: list[Any] = await pipe.execute()
