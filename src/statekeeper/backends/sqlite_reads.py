@@ -72,6 +72,11 @@ WHERE agent_id = ?1
     AND seq > coalesce((SELECT max(seq) FROM sk_snapshots WHERE agent_id = ?1), 0)
 """
 _HEAD_ROW = -(2**63)
+#: the snapshot at one seq (:meth:`SQLiteReads.snapshot_now`)
+_READ_SNAPSHOT_AT = (
+    "SELECT seq, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots"
+    " WHERE agent_id = ?1 AND seq = ?2"
+)
 
 
 #: :meth:`SQLiteBackend.read_latest_many` for up to 500 agents in one statement (the
@@ -225,6 +230,20 @@ class SQLiteReads(SQLitePart):
         with translated(self.path, agent_id):
             row = self._reader().execute(sql, args).fetchone()
         return RawSnapshot(row[0], row[1], row[2], row[3]) if row is not None else None
+
+    def snapshot_now(self, agent_id: str, seq: int) -> RawSnapshot | None:
+        """The snapshot at ``seq`` as a plain call (a cold load at a tail snapshot reads
+        its base with it: store/tails.py), for a caller that checked ``agent_id``."""
+        try:
+            # (fetchall: the kept cursor's statement is run to its end, no read left open)
+            rows = self._read_cursor().execute(_READ_SNAPSHOT_AT, (agent_id, seq)).fetchall()
+        except sqlite3.Error:
+            with translated(self.path, agent_id):
+                raise
+        if not rows:
+            return None
+        row = rows[0]
+        return make_raw_snapshot(row[0], row[1], row[2], row[3])
 
     async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
         # One statement, so one consistent read: the newest snapshot (kind NULL marks

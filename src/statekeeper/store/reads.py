@@ -39,6 +39,7 @@ from .state import (
     apply_payloads,
     extend_list,
 )
+from .tails import apply_tail_ops
 from .verification import _reason
 
 __all__ = ["PAGE", "ReadPath"]
@@ -58,6 +59,11 @@ def _inline_state(backend: Backend) -> Any:
         return None
     owner = next(k for k in cls.__mro__ if "read_state_rows" in vars(k))
     return getattr(backend, "state_rows_now") if "state_rows_now" in vars(owner) else None  # noqa: B009
+
+
+def _inline_base(backend: Backend, state_now: Any) -> Any:
+    """``backend.snapshot_now`` when the engine reads inline (``state_now``), else None."""
+    return getattr(backend, "snapshot_now", None) if state_now is not None else None
 
 
 class ReadPath:
@@ -93,6 +99,8 @@ class ReadPath:
         #: the engine's ``read_state_rows`` as a plain call (SQLite: its reads run inline),
         #: or None: no coroutine, wrapper or second id check per cold load
         self.state_now = _inline_state(backend)
+        #: ... and its read of one snapshot as a plain call (a tail snapshot's base)
+        self.base_now = _inline_base(backend, self.state_now)
         #: the engine ``state_now`` was taken from (``instrument()`` swaps ``backend``)
         self._state_of = backend
 
@@ -140,6 +148,8 @@ class ReadPath:
         )
         record = snapshot_record(agent_id, raw, body, opened.prev, data)
         record.snapshot_bytes = len(raw.payload)
+        if "base" in body and type(rb := body.get("rb")) is int:
+            record.replay_bytes = rb  # (a tail snapshot: the replay after its base)
         record.rich = typed or "base" in body  # (a delta's base may be rich)
         if not record.rich and self.cache.max_size and opened.format == JSON:
             # (kept for a cache: a store without one hands the parsed data over)
@@ -199,28 +209,72 @@ class ReadPath:
             else:
                 body, prev, _, fmt, typed = viewed
                 text, begin = payload, 35
-            if (
-                type(body) is not dict
-                or "base" in body
-                or "data" not in body
-                or not (events or tag)
-            ):
+            if type(body) is not dict or not (events or tag):
                 return None  # (neither events nor a head tag to bind it to this stream)
-            record = snapshot_record(agent_id, snap, body, prev, body["data"])
+            size = len(payload)
+            tail = "base" in body
+            if tail:  # a tail snapshot (store/tails.py): its base, read now
+                based = self._tail_data(agent_id, snap.seq, body)
+                if based is None:
+                    return None
+                data, size, base_typed = based
+                typed = typed or base_typed
+            elif "data" not in body:
+                return None
+            else:
+                data = body["data"]
+            record = snapshot_record(agent_id, snap, body, prev, data)
             record.rich = typed
+            if tail and type(rb := body.get("rb")) is int:
+                record.replay_bytes = rb  # (the replay after its base: the snapshot rule's)
             if events:  # verified, and chained from the snapshot's link
                 self.apply_events(record, events)
                 if record.seq != head:
                     return None  # (the stream ends before its head: the fold says so)
-            elif not typed and self.cache.max_size and fmt == JSON:
+            elif not typed and not tail and self.cache.max_size and fmt == JSON:
                 record.blob = plain_data(text, body, begin)
             codec.check_head(agent_id, head, record.link, tag)
         except StatekeeperError:
             return None
         self.loads += 1
-        record.snapshot_bytes = len(payload)
+        record.snapshot_bytes = size
         record.tag, record.tag_known, record.fresh = tag, record.link is not None, True
         return record
+
+    def _tail_data(
+        self, agent_id: str, seq: int, body: dict[str, Any]
+    ) -> tuple[Any, int, bool] | None:
+        """The data of a tail snapshot's ``body`` (a delta against a whole snapshot),
+        its base's stored bytes and whether it may hold typed values; None (the general
+        fold then resolves it, or says what is wrong) when the engine has no inline read
+        of one snapshot or the base is not a whole snapshot that verifies and matches."""
+        base_now = self.base_now
+        base, link = body.get("base"), body.get("bl")
+        if base_now is None or type(base) is not int or not 0 < base < seq:
+            return None
+        raw = base_now(agent_id, base)
+        if raw is None or raw.seq != base:
+            return None
+        codec = self.codec
+        viewed = codec.decode_view(
+            agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
+        )
+        if viewed is None:
+            base_body, opened, typed = codec.decode_typed(
+                agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
+            )
+            prev = opened.prev
+        else:
+            base_body, prev, _, _, typed = viewed
+        if (
+            type(base_body) is not dict
+            or "base" in base_body
+            or "data" not in base_body
+            or prev is None
+            or prev.hex() != link
+        ):
+            return None
+        return apply_tail_ops(base_body["data"], body.get("ops")), len(raw.payload), typed
 
     async def snapshot_data(
         self, agent_id: str, seq: int, body: dict[str, Any], depth: int = 0
@@ -464,6 +518,7 @@ class ReadPath:
             if self._state_of is not self.backend:  # (swapped: an observer's wrapper, or back)
                 self._state_of = self.backend
                 now = self.state_now = _inline_state(self.backend)
+                self.base_now = _inline_base(self.backend, now)
             head, tag, snap, events = (
                 now(agent_id) if now is not None else await self.backend.read_state_rows(agent_id)
             )

@@ -57,6 +57,7 @@ from .autotune import MAX_EVENTS, AutoInterval
 from .body import SNAPSHOT_TYPE, packed_snapshot_body, snapshot_body
 from .reads import ReadPath
 from .state import AgentRecord, document, unpack_document
+from .tails import TAIL_EVERY, tail_body
 from .verification import _reason
 
 __all__ = [
@@ -102,9 +103,10 @@ AUTO_EVENT_COST = EVENT_COST
 #: (docs/benchmarks.md, "cold11")
 BOUNDED_LOAD_COST = 256 * 1024
 
-#: what storing a snapshot changes in the record it was taken of:
-#: (snapshot_seq, full_seq, full_link, full_data, deltas, stored bytes)
-Marks = tuple[int, int, bytes | None, Any, int, int]
+#: what storing a snapshot changes in the record it was taken of: (snapshot_seq,
+#: full_seq, full_link, full_data, deltas, stored bytes of the latest whole snapshot,
+#: replay bytes after it, full_dumped)
+Marks = tuple[int, int, bytes | None, Any, int, int, int, "dict[str, bytes] | None"]
 
 
 def mark_snapshot(record: AgentRecord, marks: Marks) -> None:
@@ -116,8 +118,9 @@ def mark_snapshot(record: AgentRecord, marks: Marks) -> None:
         record.full_data,
         record.deltas,
         record.snapshot_bytes,
+        record.replay_bytes,
+        record.full_dumped,
     ) = marks
-    record.replay_bytes = 0
 
 
 class SnapshotPolicy:
@@ -160,10 +163,26 @@ class SnapshotPolicy:
         self.max_replay_bytes = max_replay_bytes
         self.full_every = full_every
         self.max_bytes = max_bytes
+        #: tail snapshots (:mod:`.tails`): ``"bounded"`` and a number of events above
+        #: :data:`TAIL_EVERY`, whole snapshots only. ``every`` is then the tail's bound
+        #: (what the flat save hands a save on at) and ``full_events`` the whole one's
+        self.full_events = self.every
+        self.tails = (
+            full_every == 1
+            and not self.auto
+            and (every == "bounded" or (type(every) is int and every > 2 * TAIL_EVERY))
+        )
+        if self.tails:
+            self.every = TAIL_EVERY
+        #: the snapshot :meth:`due` found due is a tail (read by :meth:`encode`, which
+        #: the save calls right after, with no await between)
+        self.next_tail = False
 
     def due(self, record: AgentRecord, seq: int) -> bool:
         """A snapshot is due with the event at ``seq`` on ``record``: the replay a load
         would do from the last snapshot has reached its bound, in events or in bytes."""
+        if self.tails:
+            return self._due_or_tail(record, seq)
         events = seq - record.snapshot_seq
         if events >= self.every or (
             self.max_replay_bytes is not None and record.replay_bytes >= self.max_replay_bytes
@@ -181,6 +200,30 @@ class SnapshotPolicy:
         return record.replay_bytes + EVENT_COST * events >= max(
             record.snapshot_bytes + self.cost_base, self.min_cost
         )
+
+    def _due_or_tail(self, record: AgentRecord, seq: int) -> bool:
+        """:meth:`due` with tail snapshots: a whole one by the store's rule counted from
+        the latest whole snapshot (``full_seq``; a tail does not reset the replay bytes),
+        else a tail once :data:`TAIL_EVERY` events went by since the latest snapshot of
+        either kind and its bytes are at hand (``full_dumped``)."""
+        self.next_tail = False
+        events = seq - record.full_seq
+        if events >= self.full_events or (
+            self.max_replay_bytes is not None and record.replay_bytes >= self.max_replay_bytes
+        ):
+            return True
+        if self.by_cost and record.replay_bytes + EVENT_COST * events >= max(
+            record.snapshot_bytes + self.cost_base, self.min_cost
+        ):
+            return True
+        if (
+            seq - record.snapshot_seq >= TAIL_EVERY
+            and record.full_seq > 0
+            and record.full_dumped is not None
+        ):
+            self.next_tail = True
+            return True
+        return False
 
     def encode_timed(self, record: AgentRecord) -> tuple[RawSnapshot, Marks]:
         """:meth:`encode`, timed for ``snapshot_every="auto"`` (the snapshot cost C:
@@ -200,6 +243,11 @@ class SnapshotPolicy:
     def encode(self, record: AgentRecord) -> tuple[RawSnapshot, Marks]:
         """Encode a snapshot of ``record`` — whole, or as a delta against the latest
         whole one — and say what to remember once it is stored (see mark_snapshot)."""
+        if self.next_tail:
+            self.next_tail = False
+            tail = self._encode_tail(record)
+            if tail is not None:
+                return tail
         delta = (
             self.full_every > 1
             and record.full_data is not None
@@ -239,6 +287,8 @@ class SnapshotPolicy:
                 record.full_data,
                 record.deltas + 1,
                 len(raw.payload),
+                0,
+                None,
             )
         full_data = None
         if self.full_every > 1:  # a private copy, the base of the next deltas
@@ -247,7 +297,51 @@ class SnapshotPolicy:
                 full_data = unpack_document(record.dumped)
             else:
                 full_data = self.codec.deserialize(plaintext, record.agent_id, record.seq)["data"]
-        return raw, (record.seq, record.seq, record.link, full_data, 0, len(raw.payload))
+        return raw, (
+            record.seq,
+            record.seq,
+            record.link,
+            full_data,
+            0,
+            len(raw.payload),
+            0,
+            record.dumped if fmt == MSGPACK and self.tails else None,
+        )
+
+    def _encode_tail(self, record: AgentRecord) -> tuple[RawSnapshot, Marks] | None:
+        """A tail snapshot of ``record`` (:mod:`.tails`), or None (its bytes are not at
+        hand: the caller stores a whole one)."""
+        plaintext = tail_body(record)
+        if plaintext is None or record.link is None:
+            return None
+        if self.max_bytes is not None and len(plaintext) > self.max_bytes:
+            return None  # (a whole one says StateTooLarge if it is)
+        sealed = self.codec.seal(
+            record.agent_id,
+            record.seq,
+            SNAPSHOT_TYPE,
+            record.updated_at,
+            plaintext,
+            record.link,
+            fmt=MSGPACK,
+        )
+        raw = RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
+        # the seq the policy counts the next tail from: this one, or earlier so that
+        # the save at ``full_seq + snapshot_every`` is handed on (a whole one due exactly
+        # there, by a number of events; the flat save hands on at TAIL_EVERY events)
+        mark = record.seq
+        if not self.by_cost:
+            mark = min(mark, record.full_seq + self.full_events - TAIL_EVERY)
+        return raw, (
+            mark,
+            record.full_seq,
+            record.full_link,
+            record.full_data,
+            record.deltas + 1,
+            record.snapshot_bytes,
+            record.replay_bytes,
+            record.full_dumped,
+        )
 
     async def prepare(self, record: AgentRecord) -> None:
         """Before appending after ``record``: make sure its chain link is known (a

@@ -1,0 +1,171 @@
+"""Tail snapshots: the change since the latest whole snapshot, stored every few events.
+
+Under the default snapshot policy (``snapshot_every="bounded"``) a chat-like agent
+reaches ~60 events past its latest whole snapshot before the next one is due, and a
+cold load replays every one of them (~40k instructions an event: its row, its hash,
+its parse; docs/benchmarks.md, "coldtail"). A *tail snapshot* bounds that replay at
+:data:`TAIL_EVERY` - 1 events for about an event's bytes a save: every
+:data:`TAIL_EVERY` events past the latest snapshot, the append carries a delta snapshot
+(the format ``full_snapshot_every`` writes, understood by every engine and every reader
+of snapshots) whose ops take the latest whole snapshot's data to the head's: a load
+reads it, the whole snapshot it names, and the few events after it.
+
+The ops are made from bytes the save holds already, never by diffing documents: the
+packed bytes of each top-level value at the whole snapshot (``AgentRecord.full_dumped``,
+kept by reference when that snapshot was written: the same bytes objects, no copy) and
+at the head (``AgentRecord.dumped``). A list whose old bytes start its new ones grew:
+one ``add …/-`` op per new item, each item's packed bytes spliced in as they are; a
+value that changed otherwise is replaced, a key gone removed, a key new added. The body
+is msgpack, as a whole snapshot's is. Anything not held as such bytes (a state folded
+from storage, typed values) writes no tail: the events are replayed, as before.
+
+A tail snapshot is a snapshot: sealed and chained like one (its ``prev`` the head's link,
+``bl`` its base's), verified like one on every load, and an edited or removed one is
+passed over like a damaged snapshot (the load falls back to the one before it, or to the
+events). Only ``snapshot_every="bounded"`` writes them, with ``full_snapshot_every=1``
+(deltas of the user's own choosing keep their rule).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import patch
+from ..patch import PatchError, escape, list_at
+from .change import _array, _grew
+from .state import AgentRecord
+
+__all__ = ["TAIL_EVERY", "apply_tail_ops", "tail_body"]
+
+#: events past the latest snapshot (whole or tail) after which a tail snapshot is
+#: stored with the next event: a load replays at most ``TAIL_EVERY - 1`` events after
+#: one (docs/benchmarks.md, "coldtail": the price per save of 4, 8 and 16)
+TAIL_EVERY = 8
+
+_packb: Any = None  # msgpack.packb (imported on first use)
+_Unpacker: Any = None
+
+
+def _msgpack() -> tuple[Any, Any]:
+    global _packb, _Unpacker
+    if _packb is None:
+        import msgpack  # type: ignore[import-untyped]
+
+        _packb, _Unpacker = msgpack.packb, msgpack.Unpacker
+    return _packb, _Unpacker
+
+
+def _array_head(n: int) -> bytes:
+    if n < 16:
+        return bytes((0x90 | n,))
+    if n < 0x10000:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+def _items(tail: bytes, count: int, unpacker: Any) -> list[bytes] | None:
+    """The packed bytes of the ``count`` msgpack items ``tail`` is made of, or None."""
+    u = unpacker(max_buffer_size=len(tail) + 1)
+    u.feed(tail)
+    out = []
+    start = 0
+    try:
+        for _ in range(count):
+            u.skip()
+            end = u.tell()
+            out.append(tail[start:end])
+            start = end
+    except Exception:  # (not that many items: not a growth after all)
+        return None
+    return out if start == len(tail) else None
+
+
+def _ops(before: dict[str, bytes], after: dict[str, bytes]) -> list[bytes] | None:
+    """The packed JSON Patch ops (each a msgpack map) taking the document whose
+    top-level values packed to ``before`` to the one that packs to ``after``; None when
+    a key is not a plain string."""
+    packb, unpacker = _msgpack()
+    ops: list[bytes] = []
+    for key, new in after.items():
+        old = before.get(key)
+        if old is new or old == new:
+            continue
+        if type(key) is not str:
+            return None
+        path = packb("/" + escape(key))
+        if old is None:
+            ops.append(b"\x83\xa2op\xa3add\xa4path" + path + b"\xa5value" + new)
+            continue
+        grown = _grew(old, new) if _array(old) is not None else None
+        if grown is not None:
+            length, offset = grown
+            head = _array(new)
+            assert head is not None
+            items = _items(new[offset:], head[0] - length, unpacker)
+            if items is not None:
+                add = b"\x83\xa2op\xa3add\xa4path" + packb("/" + escape(key) + "/-") + b"\xa5value"
+                ops.extend(add + item for item in items)
+                continue
+        ops.append(b"\x83\xa2op\xa7replace\xa4path" + path + b"\xa5value" + new)
+    for key in before:
+        if key not in after:
+            if type(key) is not str:
+                return None
+            ops.append(b"\x82\xa2op\xa6remove\xa4path" + packb("/" + escape(key)))
+    return ops
+
+
+def tail_body(record: AgentRecord) -> bytes | None:
+    """The msgpack body of a tail snapshot of ``record`` (a delta against its latest
+    whole snapshot, ``full_seq``), or None when its bytes are not at hand."""
+    before, after = record.full_dumped, record.dumped
+    if before is None or after is None or record.rich or record.full_link is None:
+        return None
+    ops = _ops(before, after)
+    if ops is None:
+        return None
+    packb, _ = _msgpack()
+    head = packb(
+        {
+            "fsm": record.fsm_state,
+            "v": record.schema_version,
+            "created_at": record.created_at,
+            "updated_at": record.updated_at,
+            "entered": record.fsm_entered_at,
+            "base": record.full_seq,
+            "bl": record.full_link.hex(),
+            "n": record.deltas + 1,
+            "rb": record.replay_bytes,
+        }
+    )  # a fixmap of 9 keys: one more for "ops", the last
+    return b"".join(
+        (bytes((head[0] + 1,)), head[1:], b"\xa3ops", _array_head(len(ops)), *ops)
+    )
+
+
+def apply_tail_ops(data: Any, ops: Any) -> Any:
+    """``data`` (private: changed in place) with a delta snapshot's ``ops`` applied; a
+    run of ``add …/-`` to one list (a tail's common case) as one ``list.extend``.
+    Raises :class:`PatchError` as ``patch.apply`` does."""
+    if type(ops) is not list:
+        raise PatchError("the ops are not a list")
+    first = ops[0] if ops else None
+    path = first.get("path") if type(first) is dict else None
+    if type(path) is str and path[-2:] == "/-":
+        values = []
+        for op in ops:
+            if (
+                type(op) is not dict
+                or op.get("path") != path
+                or op.get("op") != "add"
+                or "value" not in op
+                or len(op) != 3
+            ):
+                break
+            values.append(op["value"])
+        else:
+            target = list_at(data, path[:-2])
+            if target is not None:
+                target.extend(values)
+                return data
+    return patch.apply(data, ops, in_place=True)
