@@ -167,7 +167,9 @@ async def test_an_edited_event_under_a_tail_is_found_by_verify(tmp_path: Path) -
         assert not (await store.verify()).ok
 
 
-@pytest.mark.parametrize("options", [{"snapshot_every": "cost"}, {"full_snapshot_every": 3}])
+@pytest.mark.parametrize(
+    "options", [{"snapshot_every": "cost"}, {"snapshot_every": 20, "full_snapshot_every": 3}]
+)
 async def test_other_policies_write_no_tails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]
 ) -> None:

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from time import thread_time
 from typing import Any
 
-from .. import patch
 from ..backends.base import Backend, LatestRead
 from ..codec import ZERO_LINK, Codec, Opened
 from ..codec.formats import JSON
@@ -297,7 +296,7 @@ class ReadPath:
             )
         data = await self.snapshot_data(agent_id, base, base_body, depth + 1)
         try:
-            return patch.apply(data, ops, in_place=True)
+            return apply_tail_ops(data, ops)  # (patch.apply; a run of appends extends)
         except PatchError as exc:
             raise IntegrityError(agent_id, seq, f"delta snapshot does not apply: {exc}") from exc
 

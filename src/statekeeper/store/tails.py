@@ -31,7 +31,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import patch
-from ..patch import PatchError, escape, list_at
+from ..errors import PatchError
+from ..patch import escape, list_at
 from .change import _array, _grew
 from .state import AgentRecord
 
@@ -42,6 +43,8 @@ __all__ = ["TAIL_EVERY", "apply_tail_ops", "tail_body"]
 #: one (docs/benchmarks.md, "coldtail": the price per save of 4, 8 and 16)
 TAIL_EVERY = 8
 
+#: the tag key of a typed value as msgpack packs it (as in :mod:`.body`)
+_PACKED_TAG = b"\xa2$t"
 _packb: Any = None  # msgpack.packb (imported on first use)
 _Unpacker: Any = None
 
@@ -122,8 +125,8 @@ def tail_body(record: AgentRecord) -> bytes | None:
     if before is None or after is None or record.rich or record.full_link is None:
         return None
     ops = _ops(before, after)
-    if ops is None:
-        return None
+    if ops is None or any(_PACKED_TAG in op for op in ops):
+        return None  # (a typed value's tag: a whole snapshot goes through the codec)
     packb, _ = _msgpack()
     head = packb(
         {
@@ -138,9 +141,7 @@ def tail_body(record: AgentRecord) -> bytes | None:
             "rb": record.replay_bytes,
         }
     )  # a fixmap of 9 keys: one more for "ops", the last
-    return b"".join(
-        (bytes((head[0] + 1,)), head[1:], b"\xa3ops", _array_head(len(ops)), *ops)
-    )
+    return b"".join((bytes((head[0] + 1,)), head[1:], b"\xa3ops", _array_head(len(ops)), *ops))
 
 
 def apply_tail_ops(data: Any, ops: Any) -> Any:
