@@ -38,7 +38,7 @@ from .state import (
     apply_payloads,
     extend_list,
 )
-from .tails import apply_tail_ops
+from .tails import apply_tail_ops, tail_data
 from .verification import _reason
 
 __all__ = ["PAGE", "ReadPath"]
@@ -213,7 +213,7 @@ class ReadPath:
             size = len(payload)
             tail = "base" in body
             if tail:  # a tail snapshot (store/tails.py): its base, read now
-                based = self._tail_data(agent_id, snap.seq, body)
+                based = tail_data(codec, self.base_now, agent_id, snap.seq, body)
                 if based is None:
                     return None
                 data, size, base_typed = based
@@ -239,41 +239,6 @@ class ReadPath:
         record.snapshot_bytes = size
         record.tag, record.tag_known, record.fresh = tag, record.link is not None, True
         return record
-
-    def _tail_data(
-        self, agent_id: str, seq: int, body: dict[str, Any]
-    ) -> tuple[Any, int, bool] | None:
-        """The data of a tail snapshot's ``body`` (a delta against a whole snapshot),
-        its base's stored bytes and whether it may hold typed values; None (the general
-        fold then resolves it, or says what is wrong) when the engine has no inline read
-        of one snapshot or the base is not a whole snapshot that verifies and matches."""
-        base_now = self.base_now
-        base, link = body.get("base"), body.get("bl")
-        if base_now is None or type(base) is not int or not 0 < base < seq:
-            return None
-        raw = base_now(agent_id, base)
-        if raw is None or raw.seq != base:
-            return None
-        codec = self.codec
-        viewed = codec.decode_view(
-            agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
-        )
-        if viewed is None:
-            base_body, opened, typed = codec.decode_typed(
-                agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
-            )
-            prev = opened.prev
-        else:
-            base_body, prev, _, _, typed = viewed
-        if (
-            type(base_body) is not dict
-            or "base" in base_body
-            or "data" not in base_body
-            or prev is None
-            or prev.hex() != link
-        ):
-            return None
-        return apply_tail_ops(base_body["data"], body.get("ops")), len(raw.payload), typed
 
     async def snapshot_data(
         self, agent_id: str, seq: int, body: dict[str, Any], depth: int = 0

@@ -28,15 +28,19 @@ events). Only ``snapshot_every="bounded"`` writes them, with ``full_snapshot_eve
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import patch
+from ..codec import Codec
 from ..errors import PatchError
 from ..patch import escape, list_at
+from ..records import RawSnapshot
+from .body import SNAPSHOT_TYPE
 from .change import _array, _grew
 from .state import AgentRecord
 
-__all__ = ["TAIL_EVERY", "apply_tail_ops", "tail_body"]
+__all__ = ["TAIL_EVERY", "apply_tail_ops", "tail_body", "tail_data"]
 
 #: events past the latest snapshot (whole or tail) after which a tail snapshot is
 #: stored with the next event: a load replays at most ``TAIL_EVERY - 1`` events after
@@ -170,3 +174,43 @@ def apply_tail_ops(data: Any, ops: Any) -> Any:
                 target.extend(values)
                 return data
     return patch.apply(data, ops, in_place=True)
+
+
+def tail_data(
+    codec: Codec,
+    base_now: Callable[[str, int], RawSnapshot | None] | None,
+    agent_id: str,
+    seq: int,
+    body: dict[str, Any],
+) -> tuple[Any, int, bool] | None:
+    """The data of a tail snapshot's verified ``body`` at ``seq`` (a delta against a
+    whole snapshot, read by ``base_now``, the engine's inline read of one snapshot),
+    its base's stored bytes and whether it may hold typed values; None (the general
+    fold then resolves it, or says what is wrong) when there is no such read or the
+    base is not a whole snapshot that verifies and is the one the tail names (``bl``:
+    its link). Raises what verifying the base raises."""
+    base, link = body.get("base"), body.get("bl")
+    if base_now is None or type(base) is not int or not 0 < base < seq:
+        return None
+    raw = base_now(agent_id, base)
+    if raw is None or raw.seq != base:
+        return None
+    viewed = codec.decode_view(
+        agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
+    )
+    if viewed is None:  # a key, compression, typed values: the general decode
+        base_body, opened, typed = codec.decode_typed(
+            agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
+        )
+        prev = opened.prev
+    else:
+        base_body, prev, _, _, typed = viewed
+    if (
+        type(base_body) is not dict
+        or "base" in base_body
+        or "data" not in base_body
+        or prev is None
+        or prev.hex() != link
+    ):
+        return None
+    return apply_tail_ops(base_body["data"], body.get("ops")), len(raw.payload), typed
