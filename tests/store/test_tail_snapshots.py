@@ -193,3 +193,25 @@ async def test_the_memory_engine_folds_tails_the_general_way() -> None:
         loaded = await store.load("a")
         assert loaded.data == _doc(39) and loaded.seq == 39
         assert (await store.verify()).ok
+
+
+async def test_a_chain_of_tails_folds_the_general_way_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an engine without the inline read of a chain (an observed or wrapped one, a file
+    # copied elsewhere): the general fold resolves each tail against the one before it
+    url = _url(tmp_path)
+    await _chat(url, 39)
+    monkeypatch.setattr("statekeeper.store.reads._inline_base", lambda *a: None)
+    async with StateStore(url, cache_size=0, witness=False) as cold:
+        loaded = await cold.load("a")
+        assert loaded.data == _doc(39) and loaded.seq == 39
+
+
+async def test_an_edited_tail_inside_the_chain_is_passed_over(tmp_path: Path) -> None:
+    url = _url(tmp_path)
+    await _chat(url, 39)
+    with closing(sqlite3.connect(tmp_path / "tail.db")) as conn:
+        payload = conn.execute("SELECT payload FROM sk_snapshots WHERE seq = 28").fetchone()[0]
+    _tamper(tmp_path, "UPDATE sk_snapshots SET payload = ? WHERE seq = 28", _flip(payload))
+    await _loads_the_saved_state(url, 39)

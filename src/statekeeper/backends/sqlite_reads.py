@@ -72,10 +72,10 @@ WHERE agent_id = ?1
     AND seq > coalesce((SELECT max(seq) FROM sk_snapshots WHERE agent_id = ?1), 0)
 """
 _HEAD_ROW = -(2**63)
-#: the snapshot at one seq (:meth:`SQLiteReads.snapshot_now`)
-_READ_SNAPSHOT_AT = (
+#: the snapshots of a range of seqs (:meth:`SQLiteReads.snapshots_now`)
+_READ_SNAPSHOTS_FROM = (
     "SELECT seq, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots"
-    " WHERE agent_id = ?1 AND seq = ?2"
+    " WHERE agent_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq"
 )
 
 
@@ -231,19 +231,21 @@ class SQLiteReads(SQLitePart):
             row = self._reader().execute(sql, args).fetchone()
         return RawSnapshot(row[0], row[1], row[2], row[3]) if row is not None else None
 
-    def snapshot_now(self, agent_id: str, seq: int) -> RawSnapshot | None:
-        """The snapshot at ``seq`` as a plain call (a cold load at a tail snapshot reads
-        its base with it: store/tails.py), for a caller that checked ``agent_id``."""
+    def snapshots_now(self, agent_id: str, first: int, below: int) -> list[RawSnapshot]:
+        """The snapshots ``first <= seq < below``, in seq order, as a plain call (a cold
+        load at a tail snapshot reads its whole one and the tails between with it:
+        store/tails.py), for a caller that checked ``agent_id``."""
         try:
             # (fetchall: the kept cursor's statement is run to its end, no read left open)
-            rows = self._read_cursor().execute(_READ_SNAPSHOT_AT, (agent_id, seq)).fetchall()
+            rows = (
+                self._read_cursor()
+                .execute(_READ_SNAPSHOTS_FROM, (agent_id, first, below))
+                .fetchall()
+            )
         except sqlite3.Error:
             with translated(self.path, agent_id):
                 raise
-        if not rows:
-            return None
-        row = rows[0]
-        return make_raw_snapshot(row[0], row[1], row[2], row[3])
+        return [make_raw_snapshot(r[0], r[1], r[2], r[3]) for r in rows]
 
     async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
         # One statement, so one consistent read: the newest snapshot (kind NULL marks

@@ -220,7 +220,7 @@ def next_record(record: AgentRecord) -> AgentRecord:
         False,
         record.snapshot_bytes,
         record.shared,
-        record.full_dumped,
+        record.tail_base,
     )
 
 

@@ -61,8 +61,8 @@ def _inline_state(backend: Backend) -> Any:
 
 
 def _inline_base(backend: Backend, state_now: Any) -> Any:
-    """``backend.snapshot_now`` when the engine reads inline (``state_now``), else None."""
-    return getattr(backend, "snapshot_now", None) if state_now is not None else None
+    """``backend.snapshots_now`` when the engine reads inline (``state_now``), else None."""
+    return getattr(backend, "snapshots_now", None) if state_now is not None else None
 
 
 class ReadPath:
@@ -98,8 +98,8 @@ class ReadPath:
         #: the engine's ``read_state_rows`` as a plain call (SQLite: its reads run inline),
         #: or None: no coroutine, wrapper or second id check per cold load
         self.state_now = _inline_state(backend)
-        #: ... and its read of one snapshot as a plain call (a tail snapshot's base)
-        self.base_now = _inline_base(backend, self.state_now)
+        #: ... and its read of a range of snapshots (a tail snapshot's chain: .tails)
+        self.chain_now = _inline_base(backend, self.state_now)
         #: the engine ``state_now`` was taken from (``instrument()`` swaps ``backend``)
         self._state_of = backend
 
@@ -147,8 +147,9 @@ class ReadPath:
         )
         record = snapshot_record(agent_id, raw, body, opened.prev, data)
         record.snapshot_bytes = len(raw.payload)
-        if "base" in body and type(rb := body.get("rb")) is int:
-            record.replay_bytes = rb  # (a tail snapshot: the replay after its base)
+        if type(rb := body.get("rb")) is int and type(whole := body.get("w")) is int:
+            # a tail snapshot (.tails): its whole one's seq and the replay after it
+            record.replay_bytes, record.full_seq, record.full_link = rb, whole, None
         record.rich = typed or "base" in body  # (a delta's base may be rich)
         if not record.rich and self.cache.max_size and opened.format == JSON:
             # (kept for a cache: a store without one hands the parsed data over)
@@ -213,10 +214,10 @@ class ReadPath:
             size = len(payload)
             tail = "base" in body
             if tail:  # a tail snapshot (store/tails.py): its base, read now
-                based = tail_data(codec, self.base_now, agent_id, snap.seq, body)
+                based = tail_data(codec, self.chain_now, agent_id, snap.seq, body)
                 if based is None:
                     return None
-                data, size, base_typed = based
+                data, size, whole_link, base_typed = based
                 typed = typed or base_typed
             elif "data" not in body:
                 return None
@@ -224,8 +225,10 @@ class ReadPath:
                 data = body["data"]
             record = snapshot_record(agent_id, snap, body, prev, data)
             record.rich = typed
-            if tail and type(rb := body.get("rb")) is int:
-                record.replay_bytes = rb  # (the replay after its base: the snapshot rule's)
+            if tail:  # (the whole one's, and the replay after it: the snapshot rule's)
+                record.full_seq, record.full_link = body["w"], whole_link
+                if type(rb := body.get("rb")) is int:
+                    record.replay_bytes = rb
             if events:  # verified, and chained from the snapshot's link
                 self.apply_events(record, events)
                 if record.seq != head:
@@ -482,7 +485,7 @@ class ReadPath:
             if self._state_of is not self.backend:  # (swapped: an observer's wrapper, or back)
                 self._state_of = self.backend
                 now = self.state_now = _inline_state(self.backend)
-                self.base_now = _inline_base(self.backend, now)
+                self.chain_now = _inline_base(self.backend, now)
             head, tag, snap, events = (
                 now(agent_id) if now is not None else await self.backend.read_state_rows(agent_id)
             )

@@ -57,7 +57,7 @@ from .autotune import MAX_EVENTS, AutoInterval
 from .body import SNAPSHOT_TYPE, packed_snapshot_body, snapshot_body
 from .reads import ReadPath
 from .state import AgentRecord, document, unpack_document
-from .tails import TAIL_EVERY, tail_body
+from .tails import MAX_TAILS, TAIL_EVERY, tail_body
 from .verification import _reason
 
 __all__ = [
@@ -105,8 +105,10 @@ BOUNDED_LOAD_COST = 256 * 1024
 
 #: what storing a snapshot changes in the record it was taken of: (snapshot_seq,
 #: full_seq, full_link, full_data, deltas, stored bytes of the latest whole snapshot,
-#: replay bytes after it, full_dumped)
-Marks = tuple[int, int, bytes | None, Any, int, int, int, "dict[str, bytes] | None"]
+#: replay bytes after it, tail_base)
+Marks = tuple[
+    int, int, bytes | None, Any, int, int, int, "tuple[int, bytes, dict[str, bytes]] | None"
+]
 
 
 def mark_snapshot(record: AgentRecord, marks: Marks) -> None:
@@ -119,7 +121,7 @@ def mark_snapshot(record: AgentRecord, marks: Marks) -> None:
         record.deltas,
         record.snapshot_bytes,
         record.replay_bytes,
-        record.full_dumped,
+        record.tail_base,
     ) = marks
 
 
@@ -170,6 +172,9 @@ class SnapshotPolicy:
         self.tails = (
             full_every == 1
             and not self.auto
+            # (an engine that reads a chain of them inline: elsewhere a load would
+            # resolve one by a read per tail, more round trips than the events' one)
+            and getattr(type(backend), "snapshots_now", None) is not None
             and (every == "bounded" or (type(every) is int and every > 2 * TAIL_EVERY))
         )
         if self.tails:
@@ -205,7 +210,7 @@ class SnapshotPolicy:
         """:meth:`due` with tail snapshots: a whole one by the store's rule counted from
         the latest whole snapshot (``full_seq``; a tail does not reset the replay bytes),
         else a tail once :data:`TAIL_EVERY` events went by since the latest snapshot of
-        either kind and its bytes are at hand (``full_dumped``)."""
+        either kind and its bytes are at hand (``tail_base``)."""
         self.next_tail = False
         events = seq - record.full_seq
         if events >= self.full_events or (
@@ -219,7 +224,8 @@ class SnapshotPolicy:
         if (
             seq - record.snapshot_seq >= TAIL_EVERY
             and record.full_seq > 0
-            and record.full_dumped is not None
+            and record.tail_base is not None
+            and record.deltas < MAX_TAILS
         ):
             self.next_tail = True
             return True
@@ -305,7 +311,9 @@ class SnapshotPolicy:
             0,
             len(raw.payload),
             0,
-            record.dumped if fmt == MSGPACK and self.tails else None,
+            (record.seq, record.link, record.dumped)
+            if fmt == MSGPACK and self.tails and record.dumped is not None
+            else None,
         )
 
     def _encode_tail(self, record: AgentRecord) -> tuple[RawSnapshot, Marks] | None:
@@ -340,7 +348,7 @@ class SnapshotPolicy:
             record.deltas + 1,
             record.snapshot_bytes,
             record.replay_bytes,
-            record.full_dumped,
+            None if record.dumped is None else (record.seq, record.link, record.dumped),
         )
 
     async def prepare(self, record: AgentRecord) -> None:

@@ -11,7 +11,7 @@ of snapshots) whose ops take the latest whole snapshot's data to the head's: a l
 reads it, the whole snapshot it names, and the few events after it.
 
 The ops are made from bytes the save holds already, never by diffing documents: the
-packed bytes of each top-level value at the whole snapshot (``AgentRecord.full_dumped``,
+packed bytes of each top-level value at the latest snapshot (``AgentRecord.tail_base``,
 kept by reference when that snapshot was written: the same bytes objects, no copy) and
 at the head (``AgentRecord.dumped``). A list whose old bytes start its new ones grew:
 one ``add …/-`` op per new item, each item's packed bytes spliced in as they are; a
@@ -40,12 +40,15 @@ from .body import SNAPSHOT_TYPE
 from .change import _array, _grew
 from .state import AgentRecord
 
-__all__ = ["TAIL_EVERY", "apply_tail_ops", "tail_body", "tail_data"]
+__all__ = ["MAX_TAILS", "TAIL_EVERY", "apply_tail_ops", "tail_body", "tail_data"]
 
 #: events past the latest snapshot (whole or tail) after which a tail snapshot is
 #: stored with the next event: a load replays at most ``TAIL_EVERY - 1`` events after
-#: one (docs/benchmarks.md, "coldtail": the price per save of 4, 8 and 16)
+#: one (docs/benchmarks.md, "coldtail")
 TAIL_EVERY = 8
+#: the most tails after a whole snapshot (the general fold resolves a chain of deltas
+#: up to 64 deep): past it, events are replayed until the next whole one
+MAX_TAILS = 48
 
 #: the tag key of a typed value as msgpack packs it (as in :mod:`.body`)
 _PACKED_TAG = b"\xa2$t"
@@ -72,7 +75,7 @@ def _array_head(n: int) -> bytes:
 
 def _items(tail: bytes, count: int, unpacker: Any) -> list[bytes] | None:
     """The packed bytes of the ``count`` msgpack items ``tail`` is made of, or None."""
-    u = unpacker(max_buffer_size=len(tail) + 1)
+    u = unpacker()
     u.feed(tail)
     out = []
     start = 0
@@ -123,11 +126,12 @@ def _ops(before: dict[str, bytes], after: dict[str, bytes]) -> list[bytes] | Non
 
 
 def tail_body(record: AgentRecord) -> bytes | None:
-    """The msgpack body of a tail snapshot of ``record`` (a delta against its latest
-    whole snapshot, ``full_seq``), or None when its bytes are not at hand."""
-    before, after = record.full_dumped, record.dumped
-    if before is None or after is None or record.rich or record.full_link is None:
+    """The msgpack body of a tail snapshot of ``record``: a delta against its latest
+    snapshot (``tail_base``, whole or tail), or None when its bytes are not at hand."""
+    base, after = record.tail_base, record.dumped
+    if base is None or after is None or record.rich:
         return None
+    base_seq, base_link, before = base
     ops = _ops(before, after)
     if ops is None or any(_PACKED_TAG in op for op in ops):
         return None  # (a typed value's tag: a whole snapshot goes through the codec)
@@ -139,12 +143,13 @@ def tail_body(record: AgentRecord) -> bytes | None:
             "created_at": record.created_at,
             "updated_at": record.updated_at,
             "entered": record.fsm_entered_at,
-            "base": record.full_seq,
-            "bl": record.full_link.hex(),
+            "base": base_seq,
+            "bl": base_link.hex(),
             "n": record.deltas + 1,
+            "w": record.full_seq,
             "rb": record.replay_bytes,
         }
-    )  # a fixmap of 9 keys: one more for "ops", the last
+    )  # a fixmap of 10 keys: one more for "ops", the last
     return b"".join((bytes((head[0] + 1,)), head[1:], b"\xa3ops", _array_head(len(ops)), *ops))
 
 
@@ -178,39 +183,52 @@ def apply_tail_ops(data: Any, ops: Any) -> Any:
 
 def tail_data(
     codec: Codec,
-    base_now: Callable[[str, int], RawSnapshot | None] | None,
+    chain_now: Callable[[str, int, int], list[RawSnapshot]] | None,
     agent_id: str,
     seq: int,
     body: dict[str, Any],
-) -> tuple[Any, int, bool] | None:
-    """The data of a tail snapshot's verified ``body`` at ``seq`` (a delta against a
-    whole snapshot, read by ``base_now``, the engine's inline read of one snapshot),
-    its base's stored bytes and whether it may hold typed values; None (the general
-    fold then resolves it, or says what is wrong) when there is no such read or the
-    base is not a whole snapshot that verifies and is the one the tail names (``bl``:
-    its link). Raises what verifying the base raises."""
-    base, link = body.get("base"), body.get("bl")
-    if base_now is None or type(base) is not int or not 0 < base < seq:
+) -> tuple[Any, int, bytes | None, bool] | None:
+    """The data of a tail snapshot's verified ``body`` at ``seq``: its whole snapshot
+    (``w``) and the tails between, read in one statement by ``chain_now`` (the engine's
+    inline read of the snapshots ``w <= seq < top``), each verified and checked to be
+    the base its successor names (``base``, and ``bl``: its link), their ops applied in
+    order. Also the whole one's stored bytes and link, and whether the data may hold
+    typed values. None (the general fold then resolves the chain, or says what is
+    wrong) when there is no such read or the chain does not hold together. Raises what
+    verifying a record raises."""
+    whole = body.get("w")
+    if chain_now is None or type(whole) is not int or not 0 < whole < seq:
         return None
-    raw = base_now(agent_id, base)
-    if raw is None or raw.seq != base:
+    rows = chain_now(agent_id, whole, seq)
+    if not rows or rows[0].seq != whole:
         return None
-    viewed = codec.decode_view(
-        agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
-    )
-    if viewed is None:  # a key, compression, typed values: the general decode
-        base_body, opened, typed = codec.decode_typed(
+    data: Any = None
+    typed_any = False
+    size, whole_link = 0, None
+    expect_seq, expect_link = None, None
+    for raw in rows:
+        viewed = codec.decode_view(
             agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
         )
-        prev = opened.prev
-    else:
-        base_body, prev, _, _, typed = viewed
-    if (
-        type(base_body) is not dict
-        or "base" in base_body
-        or "data" not in base_body
-        or prev is None
-        or prev.hex() != link
-    ):
+        if viewed is None:  # a key, compression, typed values: the general decode
+            got, opened, typed = codec.decode_typed(
+                agent_id, raw.seq, SNAPSHOT_TYPE, raw.timestamp, raw.payload, raw.checksum
+            )
+            prev = opened.prev
+        else:
+            got, prev, _, _, typed = viewed
+        if type(got) is not dict or prev is None:
+            return None
+        typed_any = typed_any or typed
+        if data is None:  # the whole one
+            if "base" in got or "data" not in got:
+                return None
+            data, size, whole_link = got["data"], len(raw.payload), prev
+        else:  # a tail on the one before it
+            if got.get("base") != expect_seq or got.get("bl") != expect_link:
+                return None
+            data = apply_tail_ops(data, got.get("ops"))
+        expect_seq, expect_link = raw.seq, prev.hex()
+    if body.get("base") != expect_seq or body.get("bl") != expect_link:
         return None
-    return apply_tail_ops(base_body["data"], body.get("ops")), len(raw.payload), typed
+    return apply_tail_ops(data, body.get("ops")), size, whole_link, typed_any
