@@ -47,6 +47,7 @@ from ..patch import escape
 from ..records import AppendResult, EventType
 from .change import _grew, _packer, _packers, fast_packer, kept_bytes, plain
 from .state import HELD_AS_BYTES, AgentRecord
+from .tails import TAIL_EVERY
 
 if TYPE_CHECKING:
     from .writes import WritePipeline
@@ -78,6 +79,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     by_cost = snapshots.by_cost
     event_cost, cost_base, min_cost = snapshots.event_cost, snapshots.cost_base, snapshots.min_cost
     deltas = snapshots.full_every > 1
+    tail_every = TAIL_EVERY
     cache = pipeline.reads.cache
     cached = cache._data
     held = pipeline._locks._held
@@ -198,6 +200,8 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                 by_cost
                 and replay + event_cost * events >= max(record.snapshot_bytes + cost_base, min_cost)
             )
+            # a tail snapshot (store/tails.py: tail_base is set only when they are on)
+            or ((based := record.tail_base) is not None and seq - based[0] >= tail_every)
         ):
             return None  # a snapshot is due (SnapshotPolicy.due): save_fast writes it
         now = clock()

@@ -149,7 +149,8 @@ class ReadPath:
         record.snapshot_bytes = len(raw.payload)
         if type(rb := body.get("rb")) is int and type(whole := body.get("w")) is int:
             # a tail snapshot (.tails): its whole one's seq and the replay after it
-            record.replay_bytes, record.full_seq, record.full_link = rb, whole, None
+            record.replay_bytes, record.full_link = rb, None
+            record.snapshot_seq = record.full_seq = whole
         record.rich = typed or "base" in body  # (a delta's base may be rich)
         if not record.rich and self.cache.max_size and opened.format == JSON:
             # (kept for a cache: a store without one hands the parsed data over)
@@ -226,7 +227,8 @@ class ReadPath:
             record = snapshot_record(agent_id, snap, body, prev, data)
             record.rich = typed
             if tail:  # (the whole one's, and the replay after it: the snapshot rule's)
-                record.full_seq, record.full_link = body["w"], whole_link
+                record.snapshot_seq = record.full_seq = body["w"]
+                record.full_link = whole_link
                 if type(rb := body.get("rb")) is int:
                     record.replay_bytes = rb
             if events:  # verified, and chained from the snapshot's link

@@ -166,19 +166,16 @@ class SnapshotPolicy:
         self.full_every = full_every
         self.max_bytes = max_bytes
         #: tail snapshots (:mod:`.tails`): ``"bounded"`` and a number of events above
-        #: :data:`TAIL_EVERY`, whole snapshots only. ``every`` is then the tail's bound
-        #: (what the flat save hands a save on at) and ``full_events`` the whole one's
-        self.full_events = self.every
+        #: ``2 * TAIL_EVERY``, whole snapshots only, on an engine that reads a chain of
+        #: them inline (elsewhere a load would resolve one by a read per tail: more round
+        #: trips than the one read of the events). Whole snapshots keep their rule and
+        #: ``snapshot_seq``; a tail is due ``TAIL_EVERY`` events past ``tail_base``
         self.tails = (
             full_every == 1
             and not self.auto
-            # (an engine that reads a chain of them inline: elsewhere a load would
-            # resolve one by a read per tail, more round trips than the events' one)
             and getattr(type(backend), "snapshots_now", None) is not None
             and (every == "bounded" or (type(every) is int and every > 2 * TAIL_EVERY))
         )
-        if self.tails:
-            self.every = TAIL_EVERY
         #: the snapshot :meth:`due` found due is a tail (read by :meth:`encode`, which
         #: the save calls right after, with no await between)
         self.next_tail = False
@@ -186,15 +183,14 @@ class SnapshotPolicy:
     def due(self, record: AgentRecord, seq: int) -> bool:
         """A snapshot is due with the event at ``seq`` on ``record``: the replay a load
         would do from the last snapshot has reached its bound, in events or in bytes."""
-        if self.tails:
-            return self._due_or_tail(record, seq)
+        self.next_tail = False
         events = seq - record.snapshot_seq
         if events >= self.every or (
             self.max_replay_bytes is not None and record.replay_bytes >= self.max_replay_bytes
         ):
             return True
         if not self.by_cost:
-            return False
+            return self._tail_due(record, seq)
         tuner = self.tuner
         if tuner is not None:
             tuner.appends += 1  # E: appends between cold loads
@@ -202,34 +198,22 @@ class SnapshotPolicy:
                 return events >= tuner.events
             if events >= AUTO_MAX_EVENTS:
                 return True
-        return record.replay_bytes + EVENT_COST * events >= max(
+        if record.replay_bytes + EVENT_COST * events >= max(
             record.snapshot_bytes + self.cost_base, self.min_cost
-        )
+        ):
+            return True
+        return self._tail_due(record, seq)
 
-    def _due_or_tail(self, record: AgentRecord, seq: int) -> bool:
-        """:meth:`due` with tail snapshots: a whole one by the store's rule counted from
-        the latest whole snapshot (``full_seq``; a tail does not reset the replay bytes),
-        else a tail once :data:`TAIL_EVERY` events went by since the latest snapshot of
-        either kind and its bytes are at hand (``tail_base``)."""
-        self.next_tail = False
-        events = seq - record.full_seq
-        if events >= self.full_events or (
-            self.max_replay_bytes is not None and record.replay_bytes >= self.max_replay_bytes
-        ):
-            return True
-        if self.by_cost and record.replay_bytes + EVENT_COST * events >= max(
-            record.snapshot_bytes + self.cost_base, self.min_cost
-        ):
-            return True
-        if (
-            seq - record.snapshot_seq >= TAIL_EVERY
-            and record.full_seq > 0
-            and record.tail_base is not None
-            and record.deltas < MAX_TAILS
-        ):
-            self.next_tail = True
-            return True
-        return False
+    def _tail_due(self, record: AgentRecord, seq: int) -> bool:
+        """A tail snapshot is due (when no whole one is): :data:`TAIL_EVERY` events went
+        by since the latest snapshot of either kind, whose bytes are at hand
+        (``tail_base``, set only when :attr:`tails`: the flat save hands a save on by
+        the same test), and the chain is short enough (:data:`MAX_TAILS`)."""
+        base = record.tail_base
+        if base is None or seq - base[0] < TAIL_EVERY or record.deltas >= MAX_TAILS:
+            return False
+        self.next_tail = True
+        return True
 
     def encode_timed(self, record: AgentRecord) -> tuple[RawSnapshot, Marks]:
         """:meth:`encode`, timed for ``snapshot_every="auto"`` (the snapshot cost C:
@@ -334,14 +318,8 @@ class SnapshotPolicy:
             fmt=MSGPACK,
         )
         raw = RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
-        # the seq the policy counts the next tail from: this one, or earlier so that
-        # the save at ``full_seq + snapshot_every`` is handed on (a whole one due exactly
-        # there, by a number of events; the flat save hands on at TAIL_EVERY events)
-        mark = record.seq
-        if not self.by_cost:
-            mark = min(mark, record.full_seq + self.full_events - TAIL_EVERY)
-        return raw, (
-            mark,
+        return raw, (  # (the whole one's seq, bytes and replay kept: its rule goes on)
+            record.snapshot_seq,
             record.full_seq,
             record.full_link,
             record.full_data,
