@@ -215,3 +215,18 @@ async def test_an_edited_tail_inside_the_chain_is_passed_over(tmp_path: Path) ->
         payload = conn.execute("SELECT payload FROM sk_snapshots WHERE seq = 28").fetchone()[0]
     _tamper(tmp_path, "UPDATE sk_snapshots SET payload = ? WHERE seq = 28", _flip(payload))
     await _loads_the_saved_state(url, 39)
+
+
+async def test_get_many_reads_past_a_tail_on_the_thin_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = _url(tmp_path)
+    await _chat(url, 39)
+
+    async def no_fold(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("the general fold was taken")
+
+    monkeypatch.setattr(ReadPath, "fold", no_fold)
+    async with StateStore(url, cache_size=0, witness=False) as cold:
+        got = await cold.get_many(["a", "nobody"])
+        assert got[0] is not None and got[0].data == _doc(39) and got[1] is None

@@ -531,14 +531,15 @@ class ReadPath:
 
     async def fold_latest(self, agent_id: str, read: LatestRead) -> AgentRecord:
         """The agent's state at its head from what :meth:`Backend.read_latest_many`
-        read of it (reading more only when the stream is longer than it returned)."""
+        read of it (reading more only when the stream is longer than it returned); on
+        the thin path (:meth:`at_snapshot`) when it can be."""
+        snap, events = read.snapshot, event_rows(read.events)
+        if events or (snap is not None and snap.seq == read.head):
+            thin = self.at_snapshot(agent_id, read.head, read.tag, snap, events)
+            if thin is not None:
+                return thin
         return await self.fold(
-            agent_id,
-            read.head,
-            read.head,
-            read.tag,
-            at_head=True,
-            latest=(read.snapshot, event_rows(read.events)),
+            agent_id, read.head, read.head, read.tag, at_head=True, latest=(snap, events)
         )
 
     async def at(self, agent_id: str, at_seq: int | None, at_time: float | None) -> AgentRecord:
