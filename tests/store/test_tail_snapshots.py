@@ -17,6 +17,9 @@ from statekeeper.store import snapshots
 from statekeeper.store.reads import ReadPath
 from statekeeper.store.tails import TAIL_EVERY
 
+from ..conftest import FakeClock
+from .test_save_fast import Calls, stored
+
 MSGS = [{"role": "user" if i % 2 else "assistant", "text": f"message {i} " * 8} for i in range(80)]
 
 
@@ -230,3 +233,35 @@ async def test_get_many_reads_past_a_tail_on_the_thin_path(
     async with StateStore(url, cache_size=0, witness=False) as cold:
         got = await cold.get_many(["a", "nobody"])
         assert got[0] is not None and got[0].data == _doc(39) and got[1] is None
+
+
+async def _stored_snapshots(path: Path) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(path)) as conn:
+        return list(
+            conn.execute("SELECT seq, ts, payload, checksum FROM sk_snapshots ORDER BY seq")
+        )
+
+
+@pytest.mark.parametrize("durability", ["sync", "group"])
+async def test_the_flat_save_makes_the_tails_the_general_path_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str
+) -> None:
+    calls = Calls(monkeypatch)
+    for name, fast in (("flat.db", True), ("general.db", False)):
+        async with StateStore(
+            f"sqlite:///{tmp_path}/{name}",
+            clock=FakeClock(),
+            snapshot_every=20,
+            durability=durability,
+            witness=False,
+        ) as store:
+            before = calls.flat
+            for n in range(1, 46):
+                store._writes.fast = fast  # (False: the general path, as with options)
+                await store.save("a", _doc(n))
+            if fast:  # every save but the first and the whole snapshots' (20, 40): flat
+                assert calls.flat - before == 45 - 3
+    assert await stored(tmp_path / "flat.db") == await stored(tmp_path / "general.db")
+    snaps = await _stored_snapshots(tmp_path / "flat.db")
+    assert snaps == await _stored_snapshots(tmp_path / "general.db")
+    assert [s[0] for s in snaps] == [20, 28, 36, 40, 44]

@@ -28,11 +28,13 @@ events). Only ``snapshot_every="bounded"`` writes them, with ``full_snapshot_eve
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from .. import patch
 from ..codec import Codec
+from ..codec.formats import MSGPACK
 from ..errors import PatchError
 from ..patch import escape, list_at
 from ..records import RawSnapshot
@@ -40,7 +42,15 @@ from .body import SNAPSHOT_TYPE
 from .change import _array, _grew
 from .state import AgentRecord
 
-__all__ = ["MAX_TAILS", "TAIL_EVERY", "apply_tail_ops", "tail_body", "tail_data"]
+__all__ = [
+    "MAX_TAILS",
+    "TAIL_EVERY",
+    "apply_tail_ops",
+    "tail_body",
+    "tail_data",
+    "tail_now",
+    "tail_stored",
+]
 
 #: events past the latest snapshot (whole or tail) after which a tail snapshot is
 #: stored with the next event: a load replays at most ``TAIL_EVERY - 1`` events after
@@ -73,21 +83,31 @@ def _array_head(n: int) -> bytes:
     return b"\xdd" + n.to_bytes(4, "big")
 
 
+_local = threading.local()
+
+
 def _items(tail: bytes, count: int, unpacker: Any) -> list[bytes] | None:
-    """The packed bytes of the ``count`` msgpack items ``tail`` is made of, or None."""
-    u = unpacker()
+    """The packed bytes of the ``count`` msgpack items ``tail`` is made of, or None.
+    (One ``Unpacker`` kept per thread: a new one zeroes its ~40 KB parse stack.)"""
+    u = getattr(_local, "unpacker", None)
+    if u is None:
+        u = _local.unpacker = unpacker()
     u.feed(tail)
     out = []
-    start = 0
+    begin = start = u.tell()
     try:
         for _ in range(count):
             u.skip()
             end = u.tell()
-            out.append(tail[start:end])
+            out.append(tail[start - begin : end - begin])
             start = end
     except Exception:  # (not that many items: not a growth after all)
+        _local.unpacker = None  # (bytes left in it: a new one next time)
         return None
-    return out if start == len(tail) else None
+    if start - begin != len(tail):
+        _local.unpacker = None
+        return None
+    return out
 
 
 def _ops(before: dict[str, bytes], after: dict[str, bytes]) -> list[bytes] | None:
@@ -128,8 +148,18 @@ def _ops(before: dict[str, bytes], after: dict[str, bytes]) -> list[bytes] | Non
 def tail_body(record: AgentRecord) -> bytes | None:
     """The msgpack body of a tail snapshot of ``record``: a delta against its latest
     snapshot (``tail_base``, whole or tail), or None when its bytes are not at hand."""
-    base, after = record.tail_base, record.dumped
-    if base is None or after is None or record.rich:
+    if record.dumped is None or record.rich:
+        return None
+    return _plaintext(
+        record, record.dumped, record.updated_at, record.replay_bytes, record.fsm_state
+    )
+
+
+def _plaintext(
+    record: AgentRecord, after: dict[str, bytes], updated: float, replay: int, fsm: Any
+) -> bytes | None:
+    base = record.tail_base
+    if base is None:
         return None
     base_seq, base_link, before = base
     ops = _ops(before, after)
@@ -138,19 +168,48 @@ def tail_body(record: AgentRecord) -> bytes | None:
     packb, _ = _msgpack()
     head = packb(
         {
-            "fsm": record.fsm_state,
+            "fsm": fsm,
             "v": record.schema_version,
             "created_at": record.created_at,
-            "updated_at": record.updated_at,
+            "updated_at": updated,
             "entered": record.fsm_entered_at,
             "base": base_seq,
             "bl": base_link.hex(),
             "n": record.deltas + 1,
             "w": record.full_seq,
-            "rb": record.replay_bytes,
+            "rb": replay,
         }
     )  # a fixmap of 10 keys: one more for "ops", the last
     return b"".join((bytes((head[0] + 1,)), head[1:], b"\xa3ops", _array_head(len(ops)), *ops))
+
+
+def tail_now(
+    codec: Codec,
+    record: AgentRecord,
+    seq: int,
+    now: float,
+    link: bytes,
+    dumped: dict[str, bytes],
+    replay: int,
+) -> RawSnapshot | None:
+    """The tail snapshot the flat save (:mod:`.flat`) stores with its event at ``seq``
+    when :data:`TAIL_EVERY` events went by since ``record.tail_base``: the state after
+    the event is ``record`` with ``dumped`` at ``now`` (a flat save changes no FSM
+    state), ``link`` the event's. None: the save is handed on (``save_fast`` then asks
+    the policy, as for a whole snapshot)."""
+    if record.deltas >= MAX_TAILS or record.rich:
+        return None
+    plaintext = _plaintext(record, dumped, now, replay, record.fsm_state)
+    if plaintext is None:
+        return None
+    sealed = codec.seal(record.agent_id, seq, SNAPSHOT_TYPE, now, plaintext, link, fmt=MSGPACK)
+    return RawSnapshot(seq, now, sealed.payload, sealed.checksum)
+
+
+def tail_stored(record: AgentRecord, seq: int, link: bytes, dumped: dict[str, bytes]) -> None:
+    """Once a tail stored by the flat save is acknowledged: the next is made on it."""
+    record.tail_base = (seq, link, dumped)
+    record.deltas += 1
 
 
 def apply_tail_ops(data: Any, ops: Any) -> Any:
