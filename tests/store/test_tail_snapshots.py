@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from statekeeper import IntegrityError, StateStore
+from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from statekeeper.store import snapshots
 from statekeeper.store.reads import ReadPath
 from statekeeper.store.tails import TAIL_EVERY
@@ -265,3 +266,17 @@ async def test_the_flat_save_makes_the_tails_the_general_path_makes(
     snaps = await _stored_snapshots(tmp_path / "flat.db")
     assert snaps == await _stored_snapshots(tmp_path / "general.db")
     assert [s[0] for s in snaps] == [20, 28, 36, 40]  # (tails at 28, 36: made flat)
+
+
+@pytest.mark.parametrize("rule", ["* keep_last=5", "* snapshot_every=20"])
+async def test_retention_keeps_the_chain_of_every_tail_it_keeps(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, rule: str
+) -> None:
+    url = _url(tmp_path)
+    await _chat(url, 39)  # whole at 20, tails at 28 and 36
+    async with StateStore(url, witness=False, snapshot_every=20) as store:
+        await apply_retention(store, RetentionPolicy.parse(rule))
+        assert (await store.verify()).ok
+    caplog.clear()
+    await _loads_the_saved_state(url, 39)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
