@@ -15,6 +15,7 @@ tail snapshots is measured on its own file; the peer's file is the same for ever
 
 (``build <dir> bounded`` for the default policy.) ``save <dir> <policy>``: instructions of
 64 saves of the chat from 100 to 164 messages, per save, and the bytes they stored.
+``cpu <dir> sk0 lg0 ...``: CPU per load by ``time.thread_time`` (best of 7), no valgrind.
 """
 
 from __future__ import annotations
@@ -105,6 +106,32 @@ async def saves(out: Path, policy: str) -> None:
         (out / f"save-{policy}.bytes").write_text(str(_stored(conn) - before))
 
 
+async def cpu(out: Path, modes: list[str]) -> None:
+    """CPU per cold load (``time.thread_time``, best of 7 rounds of ``N``), each mode in
+    turn per round: the hardware's view (SHA instructions, SIMD) that callgrind lacks."""
+    import time
+
+    store = StateStore(f"sqlite:///{out}/p.db", cache_size=0, witness=False)
+    saver = lg_open(out / "lg.db", None)
+    best = {m: float("inf") for m in modes}
+    for _ in range(7):
+        for mode in modes:
+            if mode.startswith("lg"):
+                cfg = lg_config(f"k{mode[2:]}")
+                began = time.thread_time()
+                for _ in range(N):
+                    saver.get_tuple(cfg)
+            else:
+                agent = f"k{mode[2:]}"
+                began = time.thread_time()
+                for _ in range(N):
+                    await store.load(agent)
+            best[mode] = min(best[mode], (time.thread_time() - began) / N)
+    await store.close()
+    for mode in modes:
+        print(f"{mode} {best[mode] * 1e6:.1f} us")
+
+
 def _stored(conn: sqlite3.Connection) -> int:
     ev = conn.execute("SELECT coalesce(sum(length(payload)), 0) FROM sk_events").fetchone()
     sn = conn.execute("SELECT coalesce(sum(length(payload)), 0) FROM sk_snapshots").fetchone()
@@ -117,6 +144,8 @@ def main() -> None:
         asyncio.run(build(out, sys.argv[3]))
     elif cmd == "child":
         asyncio.run(measure(sys.argv[3], out))
+    elif cmd == "cpu":
+        asyncio.run(cpu(out, sys.argv[3:]))
     elif cmd == "child-save":
         asyncio.run(saves(out, sys.argv[3]))
     elif cmd == "run":
