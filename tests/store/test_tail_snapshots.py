@@ -280,3 +280,17 @@ async def test_retention_keeps_the_chain_of_every_tail_it_keeps(
     caplog.clear()
     await _loads_the_saved_state(url, 39)
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+async def test_appends_that_hold_no_packed_bytes_write_no_extra_snapshot(tmp_path: Path) -> None:
+    # a tail is made of the save's packed bytes: events appended as ops (no bytes held)
+    # after a whole snapshot write neither a tail nor a whole snapshot in its place
+    async with StateStore(_url(tmp_path), witness=False, snapshot_every=20) as store:
+        for n in range(1, 22):  # the whole snapshot at 20 (its bytes held: a tail base)
+            await store.save("a", _doc(n))
+        for n in range(21, 30):
+            await store.append(
+                "a", "note", ops=[{"op": "add", "path": "/messages/-", "value": MSGS[n]}]
+            )
+        assert (await store.load("a")).data == _doc(30)
+    assert _snapshot_seqs(tmp_path) == [20]

@@ -210,7 +210,13 @@ class SnapshotPolicy:
         (``tail_base``, set only when :attr:`tails`: the flat save hands a save on by
         the same test), and the chain is short enough (:data:`MAX_TAILS`)."""
         base = record.tail_base
-        if base is None or seq - base[0] < TAIL_EVERY or record.deltas >= MAX_TAILS:
+        if (
+            base is None
+            or seq - base[0] < TAIL_EVERY
+            or record.deltas >= MAX_TAILS
+            or record.dumped is None  # (a save that holds no packed bytes: no tail)
+            or record.rich
+        ):
             return False
         self.next_tail = True
         return True
