@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from .. import patch
@@ -212,27 +213,30 @@ def tail_stored(record: AgentRecord, seq: int, link: bytes, dumped: dict[str, by
     record.deltas += 1
 
 
+_op, _path, _value = itemgetter("op"), itemgetter("path"), itemgetter("value")
+
+
 def apply_tail_ops(data: Any, ops: Any) -> Any:
     """``data`` (private: changed in place) with a delta snapshot's ``ops`` applied; a
-    run of ``add …/-`` to one list (a tail's common case) as one ``list.extend``.
-    Raises :class:`PatchError` as ``patch.apply`` does."""
+    run of ``add …/-`` to one list (a tail's common case) as one ``list.extend``, its
+    ops checked by C-level passes (no Python step per op). Raises :class:`PatchError`
+    as ``patch.apply`` does."""
     if type(ops) is not list:
         raise PatchError("the ops are not a list")
     first = ops[0] if ops else None
     path = first.get("path") if type(first) is dict else None
     if type(path) is str and path[-2:] == "/-":
-        values = []
-        for op in ops:
-            if (
-                type(op) is not dict
-                or op.get("path") != path
-                or op.get("op") != "add"
-                or "value" not in op
-                or len(op) != 3
-            ):
-                break
-            values.append(op["value"])
-        else:
+        try:
+            same = (
+                set(map(type, ops)) == {dict}
+                and set(map(len, ops)) == {3}
+                and set(map(_path, ops)) == {path}
+                and set(map(_op, ops)) == {"add"}
+            )
+            values = list(map(_value, ops)) if same else None
+        except (KeyError, TypeError):  # (not that shape: the patch says what is wrong)
+            values = None
+        if values is not None:
             target = list_at(data, path[:-2])
             if target is not None:
                 target.extend(values)
