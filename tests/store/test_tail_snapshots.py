@@ -14,6 +14,7 @@ import pytest
 
 from statekeeper import IntegrityError, StateStore
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
+from statekeeper.security import Keyring, generate_key
 from statekeeper.store import snapshots
 from statekeeper.store.reads import ReadPath
 from statekeeper.store.tails import TAIL_EVERY
@@ -298,3 +299,25 @@ async def test_appends_that_hold_no_packed_bytes_write_no_extra_snapshot(tmp_pat
             )
         assert (await store.load("a")).data == _doc(30)
     assert _snapshot_seqs(tmp_path) == [20]
+
+
+async def test_a_keyed_store_seals_its_tails_and_loads_past_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = Keyring({"k1": generate_key()}, active="k1")
+    url = _url(tmp_path)
+    async with StateStore(url, keyring=key, witness=False, snapshot_every=20) as store:
+        for n in range(1, 40):
+            await store.save("a", _doc(n))
+    assert _snapshot_seqs(tmp_path) == [20, 28, 36]
+    counts = _replayed(monkeypatch)
+    async with StateStore(url, keyring=key, cache_size=0, witness=False) as cold:
+        loaded = await cold.load("a")
+        assert loaded.data == _doc(39) and sum(counts) == 3
+        assert (await cold.verify()).ok
+    with closing(sqlite3.connect(tmp_path / "tail.db")) as conn:
+        payload = conn.execute("SELECT payload FROM sk_snapshots WHERE seq = 36").fetchone()[0]
+    assert b"message 30" not in payload  # (sealed: the values are not in the clear)
+    _tamper(tmp_path, "UPDATE sk_snapshots SET payload = ? WHERE seq = 36", _flip(payload))
+    async with StateStore(url, keyring=key, cache_size=0, witness=False) as cold:
+        assert (await cold.load("a")).data == _doc(39)
