@@ -8,7 +8,9 @@ snapshot row, its checksum (SHA-256, or BLAKE3 as its header says), the parse of
 body: a packed snapshot's msgpack by the fastest parser installed,
 ``statekeeper.codec.formats.fast_unpackb`` (``ormsgpack``) or ``msgpack.unpackb``, else
 ``orjson.loads``); ``lg`` N ``SqliteSaver.get_tuple`` of the
-same chat. Instructions per load = the difference of two runs (N=250 and N=50) / 200::
+same chat (``SK_SNAPSHOT_EVERY=bounded`` in the environment of the build: the store's
+default policy instead of ``snapshot_every=100``). Instructions per load = the
+difference of two runs (N=250 and N=50) / 200::
 
     valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out \\
         .venv/bin/python benchmarks/bench_coldload_callgrind.py sk 250
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import sqlite3
 import sys
 import tempfile
@@ -60,7 +63,9 @@ async def build(d: str, saves: int, msgs: list[Any], lg: bool) -> None:
     """The statekeeper file of ``saves`` saves in ``d`` (and with ``lg`` the
     SqliteSaver file of the same chat)."""
     url = f"sqlite:///{d}/p.db?synchronous=OFF"
-    async with StateStore(url, snapshot_every=100, witness=False) as s:
+    every: Any = os.environ.get("SK_SNAPSHOT_EVERY", "100")  # ("bounded": the default)
+    every = int(every) if every.isdigit() else every
+    async with StateStore(url, snapshot_every=every, witness=False) as s:
         for i in range(saves):
             await s.save("a", {"messages": msgs[: i + 1]})
     if lg:

@@ -13,7 +13,7 @@ from statekeeper import StateStore
 from statekeeper.records import RawEvent
 from statekeeper.store.snapshots import BOUNDED_LOAD_COST, COST_MAX_EVENTS, EVENT_COST
 
-from .test_snapshot_cost import MESSAGES, rule_positions
+from .test_snapshot_cost import MESSAGES, rule_positions, tail_positions, whole_and_tails
 from .test_snapshot_cost import _snapshot_bytes as _snapshots
 
 
@@ -52,13 +52,14 @@ async def test_the_default_policys_snapshot_positions(tmp_path: Path) -> None:
         assert store._writes.flat is not None  # the save's flat path is kept
         for n in range(1, len(MESSAGES) + 1):
             await store.save("chat", {"messages": MESSAGES[:n]})
-        stored = await _snapshots(store, "chat")
+        stored, tails = await whole_and_tails(store, "chat")
         events = await store.backend.read("chat", 0, None)
     # the rule, worked out from the stored sizes (the flat save and the general save
-    # must both apply it)
+    # must both apply it); tail snapshots between (store/tails.py) do not move it
     expected = rule_positions(events, stored, BOUNDED_LOAD_COST, 0)
     assert sorted(stored) == expected
     assert len(expected) >= 2
+    assert tails == tail_positions(expected, len(events))
 
 
 async def test_an_agent_saved_a_few_dozen_times_writes_no_snapshot(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from statekeeper import StateStore
 from statekeeper.codec.formats import JSON, MSGPACK
 from statekeeper.records import RawEvent
 from statekeeper.store.snapshots import COST_MAX_EVENTS, EVENT_COST, MIN_COST
+from statekeeper.store.tails import TAIL_EVERY
 
 MESSAGES = [{"role": "user", "content": f"message {i} " + "words " * 50} for i in range(170)]
 
@@ -35,6 +36,32 @@ async def _snapshot_bytes(store: StateStore, agent_id: str) -> dict[int, int]:
         if snap.seq == 1:
             return out
         below = snap.seq - 1
+
+
+async def whole_and_tails(store: StateStore, agent_id: str) -> tuple[dict[int, int], list[int]]:
+    """seq -> stored bytes of every whole snapshot of ``agent_id``, and the seqs of its
+    tail snapshots (store/tails.py: deltas on the snapshot before them)."""
+    whole: dict[int, int] = {}
+    tails: list[int] = []
+    for seq in sorted(await _snapshot_bytes(store, agent_id)):
+        raw = await store.backend.latest_snapshot(agent_id, seq)
+        assert raw is not None and raw.seq == seq
+        body, _ = store._reads.open_snapshot(agent_id, raw)
+        if "base" in body:
+            tails.append(seq)
+        else:
+            whole[seq] = len(raw.payload)
+    return whole, tails
+
+
+def tail_positions(whole: list[int], head: int) -> list[int]:
+    """Where tail snapshots fall: every TAIL_EVERY events past each whole snapshot,
+    before the next one (and up to the head)."""
+    out: list[int] = []
+    for i, seq in enumerate(whole):
+        stop = whole[i + 1] if i + 1 < len(whole) else head + 1
+        out.extend(range(seq + TAIL_EVERY, stop, TAIL_EVERY))
+    return out
 
 
 def rule_positions(
@@ -126,7 +153,9 @@ async def test_a_number_keeps_its_exact_interval(tmp_path: Path) -> None:
     async with StateStore(_url(tmp_path), snapshot_every=25) as store:
         for n in range(1, 101):
             await store.save("chat", {"messages": MESSAGES[:n]})
-        assert sorted(await _snapshot_bytes(store, "chat")) == [25, 50, 75, 100]
+        whole, tails = await whole_and_tails(store, "chat")
+        assert sorted(whole) == [25, 50, 75, 100]
+        assert tails == tail_positions([25, 50, 75, 100], 100)
 
 
 async def test_a_saved_state_is_snapshotted_as_its_packed_bytes(tmp_path: Path) -> None:

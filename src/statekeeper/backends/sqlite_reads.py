@@ -72,6 +72,11 @@ WHERE agent_id = ?1
     AND seq > coalesce((SELECT max(seq) FROM sk_snapshots WHERE agent_id = ?1), 0)
 """
 _HEAD_ROW = -(2**63)
+#: the snapshots of a range of seqs (:meth:`SQLiteReads.snapshots_now`)
+_READ_SNAPSHOTS_FROM = (
+    "SELECT seq, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB) FROM sk_snapshots"
+    " WHERE agent_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq"
+)
 
 
 #: :meth:`SQLiteBackend.read_latest_many` for up to 500 agents in one statement (the
@@ -225,6 +230,22 @@ class SQLiteReads(SQLitePart):
         with translated(self.path, agent_id):
             row = self._reader().execute(sql, args).fetchone()
         return RawSnapshot(row[0], row[1], row[2], row[3]) if row is not None else None
+
+    def snapshots_now(self, agent_id: str, first: int, below: int) -> list[RawSnapshot]:
+        """The snapshots ``first <= seq < below``, in seq order, as a plain call (a cold
+        load at a tail snapshot reads its whole one and the tails between with it:
+        store/tails.py), for a caller that checked ``agent_id``."""
+        try:
+            # (fetchall: the kept cursor's statement is run to its end, no read left open)
+            rows = (
+                self._read_cursor()
+                .execute(_READ_SNAPSHOTS_FROM, (agent_id, first, below))
+                .fetchall()
+            )
+        except sqlite3.Error:
+            with translated(self.path, agent_id):
+                raise
+        return [make_raw_snapshot(r[0], r[1], r[2], r[3]) for r in rows]
 
     async def read_latest(self, agent_id: str) -> tuple[RawSnapshot | None, list[RawEvent]]:
         # One statement, so one consistent read: the newest snapshot (kind NULL marks

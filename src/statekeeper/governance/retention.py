@@ -275,6 +275,43 @@ async def _delta_bases(store: StateStore, agent_id: str, keep: set[int]) -> dict
     return bases
 
 
+async def _tail_chains(
+    store: StateStore, agent_id: str, snaps: list[int], target: int, drop: set[int]
+) -> set[int]:
+    """``drop`` with the tail snapshots (store/tails.py: each a delta on the snapshot
+    before it) kept consistent: a tail whose chain goes below ``target`` (removed with
+    the history) is dropped too, and the chain of every tail kept is kept."""
+    bases: dict[int, int | None] = {}
+    for seq in snaps:
+        if seq <= target:
+            continue
+        raw = await store.backend.latest_snapshot(agent_id, seq)
+        if raw is None or raw.seq != seq:
+            continue
+        try:
+            body, _ = store._reads.open_snapshot(agent_id, raw)
+        except StatekeeperError:  # (damaged: loads pass over it; not ours to judge)
+            bases[seq] = None
+            continue
+        base = body.get("base")
+        bases[seq] = base if type(base) is int else None
+    out = set(drop)
+    for seq, base in bases.items():
+        while base is not None and base in bases:  # down to its whole snapshot
+            base = bases[base]
+            if base is None:
+                break
+        if bases[seq] is not None and base is not None:
+            out.add(seq)  # (its chain reaches below the target, or a missing base)
+    for seq in bases:
+        if seq not in out:
+            base = bases[seq]
+            while base is not None:
+                out.discard(base)
+                base = bases.get(base)
+    return out
+
+
 async def _full_snapshot_at(
     store: StateStore, agent_id: str, head: int, seq: int
 ) -> RawSnapshot | None:
@@ -383,6 +420,8 @@ async def _plan_and_apply(
         kept = {s for s in snaps if s > target} - drop
         bases = await _delta_bases(store, agent_id, kept) if kept else {}
         drop |= {s for s, full in bases.items() if full in drop}
+    if store._snapshots.tails and snaps:  # (tail snapshots: store/tails.py)
+        drop = await _tail_chains(store, agent_id, snaps, target, drop)
     if target == base and not drop:
         if kept_for:  # keep_last not honoured: say why
             return RetentionAction(agent_id, "compact", done, 0, 0, base, kept_for)

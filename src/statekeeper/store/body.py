@@ -220,6 +220,7 @@ def next_record(record: AgentRecord) -> AgentRecord:
         False,
         record.snapshot_bytes,
         record.shared,
+        record.tail_base,
     )
 
 

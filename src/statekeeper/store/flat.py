@@ -47,6 +47,7 @@ from ..patch import escape
 from ..records import AppendResult, EventType
 from .change import _grew, _packer, _packers, fast_packer, kept_bytes, plain
 from .state import HELD_AS_BYTES, AgentRecord
+from .tails import TAIL_EVERY, tail_now, tail_stored
 
 if TYPE_CHECKING:
     from .writes import WritePipeline
@@ -78,6 +79,8 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     by_cost = snapshots.by_cost
     event_cost, cost_base, min_cost = snapshots.event_cost, snapshots.cost_base, snapshots.min_cost
     deltas = snapshots.full_every > 1
+    tail_every = TAIL_EVERY
+    codec = pipeline.codec
     cache = pipeline.reads.cache
     cached = cache._data
     held = pipeline._locks._held
@@ -205,7 +208,12 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             join((b"sk-link/1", names(agent_id, _PATCH), seq_ts(seq, now), payload))
         ).digest()
         tag = b"\x01\x00" + link  # (Codec.head_tag without a key)
-        row = (agent_id, seq, now, payload, link, tag, record.tag, None)
+        tailed = None  # a tail snapshot with the event (store/tails.py; only when on)
+        if (based := record.tail_base) is not None and seq - based[0] >= tail_every:
+            tailed = tail_now(codec, record, seq, now, link, dumped, replay)
+            if tailed is None:
+                return None  # (save_fast asks the policy)
+        row = (agent_id, seq, now, payload, link, tag, record.tag, tailed)
         try:
             if group is not None or not commit(row):  # appended on a pass of the loop
                 held[agent_id] = None
@@ -218,6 +226,9 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             cache.discard(agent_id)
             raise
         pipeline.appends += 1
+        if tailed is not None:
+            tail_stored(record, seq, link, dumped)
+            pipeline.snapshots_written += 1
         record.fresh = False  # its data may be shared (as next_record says)
         if ops:
             record.data, record.dumped, record.blob = held_as_bytes, dumped, None
@@ -267,6 +278,9 @@ async def _land(
             cache.discard(agent_id)
             raise
         pipeline.appends += 1
+        if row[7] is not None:  # (a tail snapshot: store/tails.py)
+            tail_stored(record, seq, link, dumped)
+            pipeline.snapshots_written += 1
         record.fresh = False
         if ops:
             record.data, record.dumped, record.blob = HELD_AS_BYTES, dumped, None

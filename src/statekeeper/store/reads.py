@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from time import thread_time
 from typing import Any
 
-from .. import patch
 from ..backends.base import Backend, LatestRead
 from ..codec import ZERO_LINK, Codec, Opened
 from ..codec.formats import JSON
@@ -39,6 +38,7 @@ from .state import (
     apply_payloads,
     extend_list,
 )
+from .tails import apply_tail_ops, tail_data
 from .verification import _reason
 
 __all__ = ["PAGE", "ReadPath"]
@@ -58,6 +58,11 @@ def _inline_state(backend: Backend) -> Any:
         return None
     owner = next(k for k in cls.__mro__ if "read_state_rows" in vars(k))
     return getattr(backend, "state_rows_now") if "state_rows_now" in vars(owner) else None  # noqa: B009
+
+
+def _inline_base(backend: Backend, state_now: Any) -> Any:
+    """``backend.snapshots_now`` when the engine reads inline (``state_now``), else None."""
+    return getattr(backend, "snapshots_now", None) if state_now is not None else None
 
 
 class ReadPath:
@@ -93,6 +98,8 @@ class ReadPath:
         #: the engine's ``read_state_rows`` as a plain call (SQLite: its reads run inline),
         #: or None: no coroutine, wrapper or second id check per cold load
         self.state_now = _inline_state(backend)
+        #: ... and its read of a range of snapshots (a tail snapshot's chain: .tails)
+        self.chain_now = _inline_base(backend, self.state_now)
         #: the engine ``state_now`` was taken from (``instrument()`` swaps ``backend``)
         self._state_of = backend
 
@@ -140,6 +147,10 @@ class ReadPath:
         )
         record = snapshot_record(agent_id, raw, body, opened.prev, data)
         record.snapshot_bytes = len(raw.payload)
+        if type(rb := body.get("rb")) is int and type(whole := body.get("w")) is int:
+            # a tail snapshot (.tails): its whole one's seq and the replay after it
+            record.replay_bytes, record.full_link = rb, None
+            record.snapshot_seq = record.full_seq = whole
         record.rich = typed or "base" in body  # (a delta's base may be rich)
         if not record.rich and self.cache.max_size and opened.format == JSON:
             # (kept for a cache: a store without one hands the parsed data over)
@@ -199,26 +210,38 @@ class ReadPath:
             else:
                 body, prev, _, fmt, typed = viewed
                 text, begin = payload, 35
-            if (
-                type(body) is not dict
-                or "base" in body
-                or "data" not in body
-                or not (events or tag)
-            ):
+            if type(body) is not dict or not (events or tag):
                 return None  # (neither events nor a head tag to bind it to this stream)
-            record = snapshot_record(agent_id, snap, body, prev, body["data"])
+            size = len(payload)
+            tail = "base" in body
+            if tail:  # a tail snapshot (store/tails.py): its base, read now
+                based = tail_data(codec, self.chain_now, agent_id, snap.seq, body)
+                if based is None:
+                    return None
+                data, size, whole_link, base_typed = based
+                typed = typed or base_typed
+            elif "data" not in body:
+                return None
+            else:
+                data = body["data"]
+            record = snapshot_record(agent_id, snap, body, prev, data)
             record.rich = typed
+            if tail:  # (the whole one's, and the replay after it: the snapshot rule's)
+                record.snapshot_seq = record.full_seq = body["w"]
+                record.full_link = whole_link
+                if type(rb := body.get("rb")) is int:
+                    record.replay_bytes = rb
             if events:  # verified, and chained from the snapshot's link
                 self.apply_events(record, events)
                 if record.seq != head:
                     return None  # (the stream ends before its head: the fold says so)
-            elif not typed and self.cache.max_size and fmt == JSON:
+            elif not typed and not tail and self.cache.max_size and fmt == JSON:
                 record.blob = plain_data(text, body, begin)
             codec.check_head(agent_id, head, record.link, tag)
         except StatekeeperError:
             return None
         self.loads += 1
-        record.snapshot_bytes = len(payload)
+        record.snapshot_bytes = size
         record.tag, record.tag_known, record.fresh = tag, record.link is not None, True
         return record
 
@@ -243,7 +266,7 @@ class ReadPath:
             )
         data = await self.snapshot_data(agent_id, base, base_body, depth + 1)
         try:
-            return patch.apply(data, ops, in_place=True)
+            return apply_tail_ops(data, ops)  # (patch.apply; a run of appends extends)
         except PatchError as exc:
             raise IntegrityError(agent_id, seq, f"delta snapshot does not apply: {exc}") from exc
 
@@ -464,6 +487,7 @@ class ReadPath:
             if self._state_of is not self.backend:  # (swapped: an observer's wrapper, or back)
                 self._state_of = self.backend
                 now = self.state_now = _inline_state(self.backend)
+                self.chain_now = _inline_base(self.backend, now)
             head, tag, snap, events = (
                 now(agent_id) if now is not None else await self.backend.read_state_rows(agent_id)
             )
@@ -507,14 +531,15 @@ class ReadPath:
 
     async def fold_latest(self, agent_id: str, read: LatestRead) -> AgentRecord:
         """The agent's state at its head from what :meth:`Backend.read_latest_many`
-        read of it (reading more only when the stream is longer than it returned)."""
+        read of it (reading more only when the stream is longer than it returned); on
+        the thin path (:meth:`at_snapshot`) when it can be."""
+        snap, events = read.snapshot, event_rows(read.events)
+        if events or (snap is not None and snap.seq == read.head):
+            thin = self.at_snapshot(agent_id, read.head, read.tag, snap, events)
+            if thin is not None:
+                return thin
         return await self.fold(
-            agent_id,
-            read.head,
-            read.head,
-            read.tag,
-            at_head=True,
-            latest=(read.snapshot, event_rows(read.events)),
+            agent_id, read.head, read.head, read.tag, at_head=True, latest=(snap, events)
         )
 
     async def at(self, agent_id: str, at_seq: int | None, at_time: float | None) -> AgentRecord:

@@ -57,6 +57,7 @@ from .autotune import MAX_EVENTS, AutoInterval
 from .body import SNAPSHOT_TYPE, packed_snapshot_body, snapshot_body
 from .reads import ReadPath
 from .state import AgentRecord, document, unpack_document
+from .tails import MAX_TAILS, TAIL_EVERY, tail_body
 from .verification import _reason
 
 __all__ = [
@@ -102,9 +103,12 @@ AUTO_EVENT_COST = EVENT_COST
 #: (docs/benchmarks.md, "cold11")
 BOUNDED_LOAD_COST = 256 * 1024
 
-#: what storing a snapshot changes in the record it was taken of:
-#: (snapshot_seq, full_seq, full_link, full_data, deltas, stored bytes)
-Marks = tuple[int, int, bytes | None, Any, int, int]
+#: what storing a snapshot changes in the record it was taken of: (snapshot_seq,
+#: full_seq, full_link, full_data, deltas, stored bytes of the latest whole snapshot,
+#: replay bytes after it, tail_base)
+Marks = tuple[
+    int, int, bytes | None, Any, int, int, int, "tuple[int, bytes, dict[str, bytes]] | None"
+]
 
 
 def mark_snapshot(record: AgentRecord, marks: Marks) -> None:
@@ -116,8 +120,9 @@ def mark_snapshot(record: AgentRecord, marks: Marks) -> None:
         record.full_data,
         record.deltas,
         record.snapshot_bytes,
+        record.replay_bytes,
+        record.tail_base,
     ) = marks
-    record.replay_bytes = 0
 
 
 class SnapshotPolicy:
@@ -160,17 +165,32 @@ class SnapshotPolicy:
         self.max_replay_bytes = max_replay_bytes
         self.full_every = full_every
         self.max_bytes = max_bytes
+        #: tail snapshots (:mod:`.tails`): ``"bounded"`` and a number of events above
+        #: ``2 * TAIL_EVERY``, whole snapshots only, on an engine that reads a chain of
+        #: them inline (elsewhere a load would resolve one by a read per tail: more round
+        #: trips than the one read of the events). Whole snapshots keep their rule and
+        #: ``snapshot_seq``; a tail is due ``TAIL_EVERY`` events past ``tail_base``
+        self.tails = (
+            full_every == 1
+            and not self.auto
+            and getattr(type(backend), "snapshots_now", None) is not None
+            and (every == "bounded" or (type(every) is int and every > 2 * TAIL_EVERY))
+        )
+        #: the snapshot :meth:`due` found due is a tail (read by :meth:`encode`, which
+        #: the save calls right after, with no await between)
+        self.next_tail = False
 
     def due(self, record: AgentRecord, seq: int) -> bool:
         """A snapshot is due with the event at ``seq`` on ``record``: the replay a load
         would do from the last snapshot has reached its bound, in events or in bytes."""
+        self.next_tail = False
         events = seq - record.snapshot_seq
         if events >= self.every or (
             self.max_replay_bytes is not None and record.replay_bytes >= self.max_replay_bytes
         ):
             return True
         if not self.by_cost:
-            return False
+            return self._tail_due(record, seq)
         tuner = self.tuner
         if tuner is not None:
             tuner.appends += 1  # E: appends between cold loads
@@ -178,9 +198,28 @@ class SnapshotPolicy:
                 return events >= tuner.events
             if events >= AUTO_MAX_EVENTS:
                 return True
-        return record.replay_bytes + EVENT_COST * events >= max(
+        if record.replay_bytes + EVENT_COST * events >= max(
             record.snapshot_bytes + self.cost_base, self.min_cost
-        )
+        ):
+            return True
+        return self._tail_due(record, seq)
+
+    def _tail_due(self, record: AgentRecord, seq: int) -> bool:
+        """A tail snapshot is due (when no whole one is): :data:`TAIL_EVERY` events went
+        by since the latest snapshot of either kind, whose bytes are at hand
+        (``tail_base``, set only when :attr:`tails`: the flat save hands a save on by
+        the same test), and the chain is short enough (:data:`MAX_TAILS`)."""
+        base = record.tail_base
+        if (
+            base is None
+            or seq - base[0] < TAIL_EVERY
+            or record.deltas >= MAX_TAILS
+            or record.dumped is None  # (a save that holds no packed bytes: no tail)
+            or record.rich
+        ):
+            return False
+        self.next_tail = True
+        return True
 
     def encode_timed(self, record: AgentRecord) -> tuple[RawSnapshot, Marks]:
         """:meth:`encode`, timed for ``snapshot_every="auto"`` (the snapshot cost C:
@@ -200,6 +239,11 @@ class SnapshotPolicy:
     def encode(self, record: AgentRecord) -> tuple[RawSnapshot, Marks]:
         """Encode a snapshot of ``record`` — whole, or as a delta against the latest
         whole one — and say what to remember once it is stored (see mark_snapshot)."""
+        if self.next_tail:
+            self.next_tail = False
+            tail = self._encode_tail(record)
+            if tail is not None:
+                return tail
         delta = (
             self.full_every > 1
             and record.full_data is not None
@@ -239,6 +283,8 @@ class SnapshotPolicy:
                 record.full_data,
                 record.deltas + 1,
                 len(raw.payload),
+                0,
+                None,
             )
         full_data = None
         if self.full_every > 1:  # a private copy, the base of the next deltas
@@ -247,7 +293,47 @@ class SnapshotPolicy:
                 full_data = unpack_document(record.dumped)
             else:
                 full_data = self.codec.deserialize(plaintext, record.agent_id, record.seq)["data"]
-        return raw, (record.seq, record.seq, record.link, full_data, 0, len(raw.payload))
+        return raw, (
+            record.seq,
+            record.seq,
+            record.link,
+            full_data,
+            0,
+            len(raw.payload),
+            0,
+            (record.seq, record.link, record.dumped)
+            if fmt == MSGPACK and self.tails and record.dumped is not None
+            else None,
+        )
+
+    def _encode_tail(self, record: AgentRecord) -> tuple[RawSnapshot, Marks] | None:
+        """A tail snapshot of ``record`` (:mod:`.tails`), or None (its bytes are not at
+        hand: the caller stores a whole one)."""
+        plaintext = tail_body(record)
+        if plaintext is None or record.link is None:
+            return None
+        if self.max_bytes is not None and len(plaintext) > self.max_bytes:
+            return None  # (a whole one says StateTooLarge if it is)
+        sealed = self.codec.seal(
+            record.agent_id,
+            record.seq,
+            SNAPSHOT_TYPE,
+            record.updated_at,
+            plaintext,
+            record.link,
+            fmt=MSGPACK,
+        )
+        raw = RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
+        return raw, (  # (the whole one's seq, bytes and replay kept: its rule goes on)
+            record.snapshot_seq,
+            record.full_seq,
+            record.full_link,
+            record.full_data,
+            record.deltas + 1,
+            record.snapshot_bytes,
+            record.replay_bytes,
+            None if record.dumped is None else (record.seq, record.link, record.dumped),
+        )
 
     async def prepare(self, record: AgentRecord) -> None:
         """Before appending after ``record``: make sure its chain link is known (a
