@@ -435,6 +435,10 @@ def _bind_tag(tag: bytes | None) -> bytearray | None:
     return None if tag is None else _bind(tag)
 
 
+#: a payload shorter than this adds 3 WAL pages to the estimate (``3 + ((n + 1100) >>
+#: 11)``, :func:`_pages`)
+_SMALL_PAYLOAD = 948
+
 #: the clock of PASS_EVERY (asyncio's ``loop.time()``, without its method call)
 _monotonic = time.monotonic
 
@@ -574,6 +578,10 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         #: WAL frames written per estimated page, measured by each checkpoint (the
         #: estimate of :func:`_pages` is rough: 3 KB payloads write ~1.7 frames a page)
         self._wal_scale = 1.0
+        #: 3 * _wal_scale: the estimate of a lone append whose payload is under
+        #: _SMALL_PAYLOAD bytes (3 pages: see _pages), kept with the scale so that
+        #: commit_next adds it without an int shift and a mixed multiplication
+        self._wal_small = 3.0
         self._estimated = 0.0  # estimated pages at the last queued checkpoint
         #: when the WAL file is grown ahead (_grow_wal): where every commit syncs it
         self._growth = sqlite_wal.Growth(synchronous in ("FULL", "EXTRA") and not readonly)
@@ -1029,6 +1037,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         frames = self._wal_frames() - self._wal_frames_at_open
         if frames > 0 and self._wal_pages > 0:
             self._wal_scale = min(max(self._wal_scale * frames / self._wal_pages, 0.5), 4.0)
+            self._wal_small = 3 * self._wal_scale
             self._wal_pages = max(self._wal_pages, float(frames))
 
     def _checkpoint(self) -> None:
@@ -1045,6 +1054,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             # estimate on them (bounded: a WAL a reader kept from restarting is larger)
             if row is not None and row[1] > 0 and self._estimated > 0:
                 self._wal_scale = min(max(row[1] / self._estimated, 0.5), 4.0)
+                self._wal_small = 3 * self._wal_scale
 
     # -- writes ------------------------------------------------------------------
 
@@ -1599,7 +1609,11 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             if self.commit_listeners:
                 self._committed(1)
             raise failure
-        self._wal_pages += (3 + ((len(payload) + 1100) >> 11)) * self._wal_scale
+        self._wal_pages += (
+            self._wal_small
+            if len(payload) < _SMALL_PAYLOAD
+            else (3 + ((len(payload) + 1100) >> 11)) * self._wal_scale
+        )
         if self._wal_pages >= self._wal_limit:
             self._wrote(0)
         if self.commit_listeners:
