@@ -101,9 +101,14 @@ async def test_commit_next_leaves_a_pass_to_io_that_is_ready(tmp_path: Path) -> 
     loop = asyncio.get_running_loop()
     left, right = socket.socketpair()
     got = asyncio.Event()
+
+    def read() -> None:
+        left.recv(16)
+        got.set()
+
     try:
         left.setblocking(False)
-        loop.add_reader(left.fileno(), lambda: (left.recv(16), got.set()))
+        loop.add_reader(left.fileno(), read)
         await backend.append_next(*_row(1, None))
         backend._pass_due = 0.0  # (as if PASS_EVERY went by)
         assert backend.commit_next(_row(2, _tag(1))) is True  # nothing waits: committed

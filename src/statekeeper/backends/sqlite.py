@@ -1521,10 +1521,10 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             return False
         loop = _last_loop[0]
         if loop is None or loop._thread_id != _get_ident():  # type: ignore[attr-defined]
-            loop = asyncio.get_running_loop()  # (RuntimeError outside a loop, as before)
-            if not isinstance(loop, asyncio.BaseEventLoop):
+            running = asyncio.get_running_loop()  # (RuntimeError outside a loop, as before)
+            if not isinstance(running, asyncio.BaseEventLoop):
                 return False  # no _ready queue (uvloop, say): append_next makes it
-            _last_loop[0] = loop
+            _last_loop[0] = loop = running
         if loop._ready:  # type: ignore[attr-defined]
             return False  # another task is ready: append_next lets it run first
         if (now := _monotonic()) >= self._pass_due:
