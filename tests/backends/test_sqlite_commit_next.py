@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -166,3 +167,25 @@ def test_commit_next_follows_the_running_loop_from_one_loop_to_the_next(
     asyncio.run(backend.close())
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT head_seq FROM sk_agents").fetchone()[0] == 3
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+async def test_a_forked_child_does_not_take_its_parents_loop_for_its_own(tmp_path: Path) -> None:
+    """``asyncio.get_running_loop`` fails in a child forked while a loop ran (its pid
+    check); the loop ``commit_next`` remembers is forgotten at the fork, so the child
+    asks ``get_running_loop`` too."""
+    from statekeeper.backends import sqlite as sk_sqlite
+
+    backend = SQLiteBackend(tmp_path / "fork.db", synchronous="OFF")
+    try:
+        await backend.append_next(*_row(1, None))
+        backend._pass_due = asyncio.get_running_loop().time() + 3600.0
+        assert backend.commit_next(_row(2, _tag(1))) is True
+        assert sk_sqlite._last_loop[0] is asyncio.get_running_loop()
+        pid = os.fork()
+        if pid == 0:  # the child: nothing but the check, then out
+            os._exit(0 if sk_sqlite._last_loop[0] is None else 1)
+        _, status = await asyncio.to_thread(os.waitpid, pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        await backend.close()
