@@ -174,17 +174,19 @@ async def test_a_forked_child_does_not_take_its_parents_loop_for_its_own(tmp_pat
     """``asyncio.get_running_loop`` fails in a child forked while a loop ran (its pid
     check); the loop ``commit_next`` remembers is forgotten at the fork, so the child
     asks ``get_running_loop`` too."""
-    from statekeeper.backends.sqlite import _last_loop
+    import statekeeper.backends.sqlite as sk_sqlite
+
+    last_loop = vars(sk_sqlite)["_last_loop"]  # (the module's own list, read below)
 
     backend = SQLiteBackend(tmp_path / "fork.db", synchronous="OFF")
     try:
         await backend.append_next(*_row(1, None))
         backend._pass_due = asyncio.get_running_loop().time() + 3600.0
         assert backend.commit_next(_row(2, _tag(1))) is True
-        assert _last_loop[0] is asyncio.get_running_loop()
+        assert last_loop[0] is asyncio.get_running_loop()
         pid = os.fork()
         if pid == 0:  # the child: nothing but the check, then out
-            os._exit(0 if _last_loop[0] is None else 1)
+            os._exit(0 if last_loop[0] is None else 1)
         _, status = await asyncio.to_thread(os.waitpid, pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
