@@ -73,6 +73,7 @@ async def interleaved(
     around: Callable[[str, bool], None],
     last: int = 30,
     minimal: bool = False,
+    steady: bool = False,
 ) -> int:
     """The loop of ``bench_hotpath.seq_round`` (first rotation 0); ``around(side, start)``
     is called right before and after each counted call past the warm-up. Returns the
@@ -80,7 +81,17 @@ async def interleaved(
     from statekeeper import StateStore
 
     wl = Workload(4, 10, last, chars=CHARS)
-    store = StateStore(f"sqlite:///{tmp / 'sk.db'}?synchronous={sync}", durability="sync")
+    if steady:  # (see --steady)
+        from statekeeper.backends import sqlite as sk_sqlite
+
+        sk_sqlite.PASS_EVERY = 1.0  # type: ignore[misc]
+    from statekeeper.security.highwater import DEFAULT_INTERVAL
+
+    store = StateStore(
+        f"sqlite:///{tmp / 'sk.db'}?synchronous={sync}",
+        durability="sync",
+        witness_interval=1000.0 if steady else DEFAULT_INTERVAL,
+    )
     saver = lg_open(tmp / "lg.db", sync)
     bare = BareCommits(tmp / "bare.db", sync, 500)
     docs = {a: wl.docs(a) for a in wl.agent_ids}
@@ -128,16 +139,23 @@ async def interleaved(
     return counted_calls
 
 
-def child(sync: str, counted: str, alone: bool, minimal: bool = False) -> int:
+def child(sync: str, counted: str, alone: bool, minimal: bool = False, steady: bool = False) -> int:
     with tempfile.TemporaryDirectory() as d:
         toggle = _toggler(Path(d))
         return asyncio.run(
-            interleaved(Path(d), sync, counted, alone, lambda s, b: toggle(), minimal=minimal)
+            interleaved(
+                Path(d), sync, counted, alone, lambda s, b: toggle(), minimal=minimal, steady=steady
+            )
         )
 
 
 def cache_counts(
-    sync: str, side: str, alone: bool, keep: Path | None, minimal: bool = False
+    sync: str,
+    side: str,
+    alone: bool,
+    keep: Path | None,
+    minimal: bool = False,
+    steady: bool = False,
 ) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d:
         out = (keep or Path(d)) / f"callgrind.{sync}.{side}{'.alone' if alone else ''}.out"
@@ -145,6 +163,7 @@ def cache_counts(
         cmd += ["--collect-atstart=no", f"--callgrind-out-file={out}", sys.executable]
         cmd += [__file__, "--child", sync, side] + (["--alone"] if alone else [])
         cmd += ["--minimal"] if minimal else []
+        cmd += ["--steady"] if steady else []
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
         calls = int(proc.stdout.strip().splitlines()[-1])
         text = out.read_text()
@@ -214,9 +233,15 @@ def main() -> None:
     parser.add_argument("--alone", action="store_true", help="also the side alone (warm)")
     parser.add_argument("--python", action="store_true", help="Python functions and bytecodes")
     parser.add_argument("--keep", type=Path, help="keep the callgrind files here (annotate)")
+    parser.add_argument(
+        "--steady",
+        action="store_true",
+        help="no loop poll (PASS_EVERY 1 s) nor witness flush (1,000 s) in a counted save:"
+        " under valgrind every save would make both, on a quiet machine few do",
+    )
     args = parser.parse_args()
     if args.child:
-        print(child(args.child[0], args.child[1], args.alone, args.minimal))
+        print(child(args.child[0], args.child[1], args.alone, args.minimal, args.steady))
         return
     if args.python:
         rows = [asyncio.run(_python_side(args.sync, side, args.minimal)) for side in args.sides]
@@ -226,7 +251,7 @@ def main() -> None:
     rows = []
     for alone in (False, True) if args.alone else (False,):
         for side in args.sides:
-            r = cache_counts(args.sync, side, alone, args.keep, args.minimal)
+            r = cache_counts(args.sync, side, alone, args.keep, args.minimal, args.steady)
             label = f"{side} {'alone' if alone else 'interleaved'}"
             rows.append([label] + [f"{r[e]:,.0f}" for e in EVENTS] + [int(r["calls"])])
     print(f"synchronous={args.sync}, per call (callgrind cache-sim, {' '.join(CACHES)})")

@@ -181,3 +181,49 @@ async def test_options_that_rule_out_the_flat_save_leave_it_unbound(tmp_path: Pa
     # the replay-cost rules (the default "bounded", and "cost") are applied inline
     async with StateStore(f"sqlite:///{tmp_path}/cost.db", snapshot_every="cost") as store:
         assert store._writes.flat is not None
+
+
+async def _rows(path: Path, agents: list[str]) -> list[tuple[Any, ...]]:
+    backend = SQLiteBackend(path)
+    try:
+        return [
+            (a, e.seq, e.type, e.timestamp, e.payload, e.checksum)
+            for a in agents
+            for e in await backend.read(a, 0, None)
+        ] + [await backend.head_tag(a) for a in agents]
+    finally:
+        await backend.close()
+
+
+@pytest.mark.parametrize("kept", [4096, 1])
+async def test_agents_and_keys_saved_in_turn_store_what_the_general_path_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: int
+) -> None:
+    """The flat save keeps each key's patch paths and each agent's link prefix
+    (``flat._KEPT`` of each, 1 here: the rest made on every save): several agents
+    saved in turn, keys escaped or not, store the general path's rows."""
+    from statekeeper.store import flat
+
+    monkeypatch.setattr(flat, "_KEPT", kept, raising=False)
+    calls = Calls(monkeypatch)
+    agents = ["a", "b", "c/d"]
+    for name, fast in (("flat.db", True), ("general.db", False)):
+        async with StateStore(
+            f"sqlite:///{tmp_path}/{name}", clock=FakeClock(), snapshot_every=1000
+        ) as store:
+            for a in agents:
+                await store.save(a, {"messages": history(2), "x~y": 0, "p/q": "-"})
+            made = calls.flat
+            for n in range(3, 9):
+                store._writes.fast = fast
+                for i, a in enumerate(agents):
+                    doc: dict[str, Any] = {"messages": history(n + i), "x~y": 0, "p/q": "-"}
+                    if n % 3 == i:
+                        doc = {"messages": history(n + i - 1), "x~y": n, "p/q": "-"}
+                    elif n % 3 == (i + 1) % 3:
+                        doc = {"messages": history(n + i - 1), "x~y": 0, "p/q": str(n)}
+                    await store.save(a, doc)
+            if fast:
+                assert calls.flat - made == 18
+            assert (await store.verify()).ok
+    assert await _rows(tmp_path / "flat.db", agents) == await _rows(tmp_path / "general.db", agents)

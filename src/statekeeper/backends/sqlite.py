@@ -59,6 +59,7 @@ import dataclasses
 import functools
 import os
 import secrets
+import selectors
 import sqlite3
 import threading
 import time
@@ -323,6 +324,10 @@ def _nothing_waits(loop: asyncio.AbstractEventLoop) -> bool:
         return False
     if timers and timers[0].when() <= loop.time() + getattr(loop, "_clock_resolution", 0.0):
         return False
+    if selector.__class__ is selectors.EpollSelector:
+        # (its epoll object polled for one event: what select(0) finds, without its
+        # Python, its list of keys, nor a buffer for 1,023 events)
+        return not selector._selector.poll(0, 1)  # type: ignore[attr-defined]
     return not selector.select(0)
 
 
@@ -430,8 +435,29 @@ def _bind_tag(tag: bytes | None) -> bytearray | None:
     return None if tag is None else _bind(tag)
 
 
+#: a payload shorter than this adds 3 WAL pages to the estimate (``3 + ((n + 1100) >>
+#: 11)``, :func:`_pages`)
+_SMALL_PAYLOAD = 948
+
 #: the clock of PASS_EVERY (asyncio's ``loop.time()``, without its method call)
 _monotonic = time.monotonic
+
+#: the asyncio event loop :meth:`SQLiteBackend.commit_next` last ran on (None: none
+#: yet, or forgotten at a fork). It is the running loop exactly when its ``_thread_id``
+#: is this thread's: asyncio's ``run_forever`` sets that on entry and clears it on exit,
+#: and one thread runs one loop at a time. Checked so instead of calling
+#: ``asyncio.get_running_loop()`` on every save, which in CPython 3.11 makes a
+#: ``getpid`` system call each time (its check against a fork, which the reset below
+#: keeps): ~1 us on this project's VMs (docs/benchmarks.md, "normalsave").
+_last_loop: list[asyncio.BaseEventLoop | None] = [None]
+_get_ident = threading.get_ident
+
+
+def _forget_loop() -> None:
+    _last_loop[0] = None
+
+
+os.register_at_fork(after_in_child=_forget_loop)
 
 
 def _make_folder(path: str) -> None:
@@ -552,6 +578,10 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         #: WAL frames written per estimated page, measured by each checkpoint (the
         #: estimate of :func:`_pages` is rough: 3 KB payloads write ~1.7 frames a page)
         self._wal_scale = 1.0
+        #: 3 * _wal_scale: the estimate of a lone append whose payload is under
+        #: _SMALL_PAYLOAD bytes (3 pages: see _pages), kept with the scale so that
+        #: commit_next adds it without an int shift and a mixed multiplication
+        self._wal_small = 3.0
         self._estimated = 0.0  # estimated pages at the last queued checkpoint
         #: when the WAL file is grown ahead (_grow_wal): where every commit syncs it
         self._growth = sqlite_wal.Growth(synchronous in ("FULL", "EXTRA") and not readonly)
@@ -1007,6 +1037,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         frames = self._wal_frames() - self._wal_frames_at_open
         if frames > 0 and self._wal_pages > 0:
             self._wal_scale = min(max(self._wal_scale * frames / self._wal_pages, 0.5), 4.0)
+            self._wal_small = 3 * self._wal_scale
             self._wal_pages = max(self._wal_pages, float(frames))
 
     def _checkpoint(self) -> None:
@@ -1023,6 +1054,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             # estimate on them (bounded: a WAL a reader kept from restarting is larger)
             if row is not None and row[1] > 0 and self._estimated > 0:
                 self._wal_scale = min(max(row[1] / self._estimated, 0.5), 4.0)
+                self._wal_small = 3 * self._wal_scale
 
     # -- writes ------------------------------------------------------------------
 
@@ -1487,14 +1519,19 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             or self._in_flight
         ):
             return False
-        loop = asyncio.get_running_loop()
-        if getattr(loop, "_ready", _ALWAYS):
+        loop = _last_loop[0]
+        if loop is None or loop._thread_id != _get_ident():  # type: ignore[attr-defined]
+            running = asyncio.get_running_loop()  # (RuntimeError outside a loop, as before)
+            if not isinstance(running, asyncio.BaseEventLoop):
+                return False  # no _ready queue (uvloop, say): append_next makes it
+            _last_loop[0] = loop = running
+        if loop._ready:  # type: ignore[attr-defined]
             return False  # another task is ready: append_next lets it run first
-        if _monotonic() >= self._pass_due:
+        if (now := _monotonic()) >= self._pass_due:
             if not _nothing_waits(loop):
                 return False  # something waits: append_next makes the pass
-            self._pass_due = _monotonic() + PASS_EVERY
-        if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
+            self._pass_due = now + PASS_EVERY  # (the clock read once: the poll is short)
+        if self._checkpoint_due or not self._writer_busy.acquire(False):
             return False  # the writer thread takes it
         agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot = row
         cur = self._append_cursor
@@ -1572,7 +1609,11 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             if self.commit_listeners:
                 self._committed(1)
             raise failure
-        self._wal_pages += (3 + ((len(payload) + 1100) >> 11)) * self._wal_scale
+        self._wal_pages += (
+            self._wal_small
+            if len(payload) < _SMALL_PAYLOAD
+            else (3 + ((len(payload) + 1100) >> 11)) * self._wal_scale
+        )
         if self._wal_pages >= self._wal_limit:
             self._wrote(0)
         if self.commit_listeners:

@@ -44,7 +44,14 @@ import orjson
 from ..backends.base import NextRow
 from ..errors import ConflictError
 from ..patch import escape
-from ..records import AppendResult, EventType
+from ..records import (
+    AppendResult,
+    EventType,
+    _set_agent_id,
+    _set_duplicate,
+    _set_first_seq,
+    _set_last_seq,
+)
 from .change import _grew, _packer, _packers, fast_packer, kept_bytes, plain
 from .state import HELD_AS_BYTES, AgentRecord
 from .tails import TAIL_EVERY, tail_now, tail_stored
@@ -60,6 +67,17 @@ FlatSave = Callable[[str, dict[str, Any]], "AppendResult | Awaitable[AppendResul
 
 _PATCH = EventType.PATCH
 _NEVER = 1 << 62  # (no byte bound on the replay: one comparison that never holds)
+_KEPT = 4096  # the most keys' paths, and agents' link prefixes, a flat save keeps
+
+
+def _paths(key: str, paths: dict[str, tuple[str, str]]) -> tuple[str, str]:
+    """``("/" + key, "/" + key + "/-")``, the key escaped as a JSON Pointer token (as
+    :func:`statekeeper.patch.diff` writes it), kept in ``paths`` while it has room."""
+    path = "/" + escape(key) if "~" in key or "/" in key else "/" + key
+    both = (path, path + "/-")
+    if len(paths) < _KEPT:
+        paths[key] = both
+    return both
 
 
 def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
@@ -94,8 +112,18 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     packb, strict = fast
     sha256 = hashlib.sha256
     dumps = orjson.dumps
-    join = b"".join
     held_as_bytes = HELD_AS_BYTES
+    # per top-level key, its two patch paths ("/key", "/key/-"); per agent, the chain
+    # link's prefix (b"sk-link/1" + the agent's and the record type's names): made once
+    # and kept (up to _KEPT of each), instead of the string concatenations, the
+    # ``escape`` checks and the ``lru_cache`` call of every save (docs/benchmarks.md,
+    # "normalsave": each a C function of its own that a save otherwise runs once,
+    # cold)
+    paths: dict[str, tuple[str, str]] = {}
+    prefixes: dict[str, bytes] = {}
+    blank = object.__new__  # (an instance, its slots unset)
+    set_agent_id, set_first_seq = _set_agent_id, _set_first_seq
+    set_last_seq, set_duplicate = _set_last_seq, _set_duplicate
 
     def flat(
         agent_id: str, new: dict[str, Any]
@@ -129,11 +157,14 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                     continue  # unchanged (the common case)
                 if before is None:
                     return None  # a key added: the general diff
-                path = "/" + escape(key) if "~" in key or "/" in key else "/" + key
+                if (both := paths.get(key)) is None:
+                    both = _paths(key, paths)
                 if value.__class__ is list:
                     if before[0] == 0xDC == after[0]:  # (change._grew's 16-bit case)
-                        length = before[1] << 8 | before[2]
-                        if after[1] << 8 | after[2] < length or not after.startswith(
+                        # (the big-endian counts read with the int operations every
+                        # save runs anyway, not << and |)
+                        length = before[1] * 256 + before[2]
+                        if after[1] * 256 + after[2] < length or not after.startswith(
                             memoryview(before)[3:], 3
                         ):
                             return None
@@ -143,14 +174,14 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                         if grown is None:
                             return None  # not a growth: the general diff
                         length, offset = grown
-                    path += "/-"
+                    path = both[1]
                     for item in value[length:]:
                         ops.append({"op": "add", "path": path, "value": item})
                     carried.append(after[offset:])
                 elif value.__class__ is dict:
                     return None  # a changed dict: the general diff
                 else:  # a scalar changed (its bytes differ: so does its JSON)
-                    ops.append({"op": "replace", "path": path, "value": value})
+                    ops.append({"op": "replace", "path": both[0], "value": value})
                     carried.append(after)
         except (TypeError, ValueError, OverflowError):  # not plain JSON: the general diff
             if pack is not None:  # (a failed pack leaves its partial bytes in the buffer)
@@ -191,7 +222,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                     return None  # typed values in the ops: build() applies them
         seq = record.seq + 1
         # Codec.seal of a record without key nor compression, written out
-        payload = join((header, prev, body_bytes))
+        payload = header + prev + body_bytes
         replay = record.replay_bytes + len(payload)
         events = seq - record.snapshot_seq
         if (
@@ -199,14 +230,17 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             or replay >= max_replay
             or (
                 by_cost
-                and replay + event_cost * events >= max(record.snapshot_bytes + cost_base, min_cost)
+                and replay + event_cost * events
+                >= (bound if (bound := record.snapshot_bytes + cost_base) > min_cost else min_cost)
             )
         ):
             return None  # a snapshot is due (SnapshotPolicy.due): save_fast writes it
+        if (prefix := prefixes.get(agent_id)) is None:
+            prefix = b"sk-link/1" + names(agent_id, _PATCH)
+            if len(prefixes) < _KEPT:
+                prefixes[agent_id] = prefix
         now = clock()
-        link: bytes = sha256(
-            join((b"sk-link/1", names(agent_id, _PATCH), seq_ts(seq, now), payload))
-        ).digest()
+        link: bytes = sha256(prefix + seq_ts(seq, now) + payload).digest()
         tag = b"\x01\x00" + link  # (Codec.head_tag without a key)
         tailed = None  # a tail snapshot with the event (store/tails.py; only when on)
         if (based := record.tail_base) is not None and seq - based[0] >= tail_every:
@@ -243,7 +277,14 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             cache.put(agent_id, record)
         if acked is not None:
             acked(agent_id, seq, link)
-        return AppendResult(agent_id, seq, seq)
+        # AppendResult(agent_id, seq, seq): its __init__'s four slot setters, called
+        # here (a class call with a Python __init__ runs a dozen C functions of its own)
+        result = blank(AppendResult)
+        set_agent_id(result, agent_id)
+        set_first_seq(result, seq)
+        set_last_seq(result, seq)
+        set_duplicate(result, False)
+        return result
 
     return flat
 

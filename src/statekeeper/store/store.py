@@ -800,7 +800,9 @@ class StateStore:
             and lease is None
             and data.__class__ is dict
             and agent_id.__class__ is str
-            and agent_id[:1] != "\x01"  # (never an internal stream's record)
+            # (never an internal stream's record, "\x01..."; a string comparison,
+            # not a slice: docs/benchmarks.md, "normalsave")
+            and agent_id >= "\x02"
             and self._writes.fast
             and not self._closed
         ):
