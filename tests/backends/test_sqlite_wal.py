@@ -197,7 +197,9 @@ async def test_a_process_killed_after_its_wal_grew_in_steps_loses_no_acknowledge
     second process's WAL, grown on the same file, is recovered as well. The first is
     killed exactly as its save's COMMIT begins (the save not in the file: the head is
     the last save acknowledged); the second as it goes on with that COMMIT, wherever
-    the kill finds it (the save in the file or not: the head is one of the two)."""
+    the kill finds it (the save in the file or not: the head is one of the two).
+    (A SIGKILL leaves the kernel's page cache: the growth's fdatasync is not what
+    this checks, a growth that writes over frames or the WAL's header is.)"""
     db = tmp_path / "killed.db"
     acked: list[dict[str, Any]] = []
     for mode in ("stop", "pass"):
