@@ -18,9 +18,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from statekeeper import patch
-from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.integrations.langgraph import StatekeeperSaver, writes
 from statekeeper.integrations.langgraph import mapping as m
-from statekeeper.integrations.langgraph import writes
 
 from .conftest import new_thread
 
