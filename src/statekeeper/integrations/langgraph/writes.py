@@ -95,6 +95,14 @@ def _after_put(st: _Stream, used: Memo, carried: bool) -> builtins.list[Op]:
     tasks), so it stays the size of the latest state, not of the thread's history; a
     checkpoint that keeps channels of the last one (not repacked) keeps their entries.
     """
+    if not used and not st.written and not st.memo:
+        # a thread with no messages (a small graph's state): what the passes below
+        # make of nothing, without them
+        if not carried:
+            st.memo_kept = 0
+        st.written = {}
+        st.puts += 1
+        return []
     ops: builtins.list[Op] = []
     # the writes' messages (a few) looked up among those used (a whole chat), not
     # the other way round
