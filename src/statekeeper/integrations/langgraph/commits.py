@@ -89,9 +89,10 @@ def _build(st: _Stream, live: builtins.list[_Pending]) -> _Built:
         key = plan_key or key
         event_types.append(event_type)
         ops.extend(plan_ops)
-        if made is not None and made[0] is plan_ops:  # (a checkpoint's: see _made)
+        if made is not None and made[0] is plan_ops:  # (see .made)
             st.doc = made[1]
-            st.heads[made[2]] = made[3]
+            if made[2] is not None:
+                st.heads[made[2]] = made[3]
         else:
             st.doc = m.apply_once(st.doc, plan_ops)  # (copy-on-write)
             _update_heads(st, plan_ops)
@@ -156,7 +157,7 @@ class _SaverCommits(_SaverStreams):
         made, st.made = st.made, None
         if made is not None and (applied or made[0] is not ops):
             made = None
-        # a checkpoint's plan made its document with it (see ``writes._made``)
+        # a checkpoint's plan made its document with it (see :mod:`.made`)
         after = st.doc if applied else made[1] if made is not None else m.apply_once(st.doc, ops)
         store = self.store
         fast = self._fast
@@ -181,7 +182,8 @@ class _SaverCommits(_SaverStreams):
         if not applied:
             st.doc = after
             if made is not None:
-                st.heads[made[2]] = made[3]
+                if made[2] is not None:
+                    st.heads[made[2]] = made[3]
             else:
                 _update_heads(st, ops)
         st.seq = result.last_seq

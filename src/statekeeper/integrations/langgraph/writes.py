@@ -21,6 +21,7 @@ from langgraph.checkpoint.base import (
 
 from ... import patch
 from . import history as h
+from . import made
 from . import mapping as m
 from .faults import CheckpointForkError
 from .listing import _SaverListing
@@ -137,66 +138,6 @@ def _after_put(st: _Stream, used: Memo, carried: bool) -> builtins.list[Op]:
     st.written = recent
     st.puts += 1
     return ops
-
-
-def _made(
-    st: _Stream,
-    out: builtins.list[Op],
-    ns: str,
-    cid: str,
-    header: dict[str, Any],
-    meta: Any,
-    vals: dict[str, Any],
-    new_pool: dict[str, Any],
-    ops: builtins.list[Op],
-    archive: builtins.list[Op],
-    claim: builtins.list[Op],
-) -> None:
-    """Note in ``st.made`` the document the checkpoint plan ``out`` makes of
-    ``st.doc``, made here with its parts in hand: what applying ``out`` (and parsing
-    its paths again for the namespace's head) would make, one copy of the root, the
-    namespaces, the namespace and the pool, no path walked. Only for the plan of a
-    new head on an existing namespace (``_ops_checkpoint``'s last two ops are then
-    its record and its ``top``), a run claim riding on it (``/run``) and the
-    previous checkpoint's writes archived (``archive``); a plan with anything else
-    (messages of writes refreshed, an id put again, a namespace's first checkpoint)
-    is applied op by op as before. ``tests/integrations/test_langgraph_made.py``
-    holds this to ``patch.apply`` of the same ops."""
-    nsd = st.doc["ns"].get(ns)
-    n = len(ops) - len(archive)  # the checkpoint's own ops end there
-    if nsd is None or n < 2:
-        return
-    top, rec = ops[n - 1], ops[n - 2]
-    base = m.ptr("ns", ns)
-    if (
-        top["path"] != base + "/top"
-        or rec["path"] != base + "/rec"
-        or top["op"] != "add"
-        or rec["op"] != "add"
-        or top["value"] != cid
-    ):
-        return
-    for op in claim:
-        if op["path"] != "/run" or op["op"] != "add":
-            return
-    doc = st.doc
-    after = dict(doc)
-    spaces = after["ns"] = dict(doc["ns"])
-    fresh = spaces[ns] = dict(nsd)
-    fresh["cp"] = header
-    fresh["meta"] = meta
-    fresh["vals"] = vals
-    fresh["rec"] = rec["value"]
-    fresh["top"] = cid
-    if archive:  # (``_archive_ops``: the previous checkpoint's writes, there)
-        prev = nsd["cp"]["h"][0]
-        fresh["w"] = {c: w for c, w in nsd["w"].items() if c != prev}
-    if new_pool:
-        pool = after["pool"] = dict(doc["pool"])
-        pool.update(new_pool)
-    for op in claim:
-        after["run"] = op["value"]
-    st.made = (out, after, ns, cid)
 
 
 class _SaverWrites(_SaverListing):
@@ -432,7 +373,7 @@ class _SaverWrites(_SaverListing):
             ops.extend(archive)
             out = claim + ops if claim else ops
             if not refreshed:
-                _made(st, out, ns, cid, header, meta, vals, new_pool, ops, archive, claim)
+                made.checkpoint(st, out, ns, cid, header, meta, vals, new_pool, ops, archive, claim)
             return m.EV_CHECKPOINT, out, key
 
         plain = ns != "$t" and cid != "$t" and _plain_header(header)
@@ -524,7 +465,9 @@ class _SaverWrites(_SaverListing):
             # compare-and-append: a concurrent or retried duplicate loses the race,
             # re-reads the index and stores nothing.
             ops = self._ops_writes(st, ns, cid, task_id, task_path, entries, new_pool)
-            return m.EV_WRITES, claim + ops if claim else ops, None
+            out = claim + ops if claim else ops
+            made.writes(st, out, ns, cid, task_id, entries, new_pool, claim)
+            return m.EV_WRITES, out, None
 
         # a task's regular writes in a live run wait for its next checkpoint's commit
         hold = (
