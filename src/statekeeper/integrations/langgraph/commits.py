@@ -82,14 +82,20 @@ def _build(st: _Stream, live: builtins.list[_Pending]) -> _Built:
             _settle(pending, exc)
             continue
         included.append(pending)
+        made, st.made = st.made, None
         if plan is None:
             continue
         event_type, plan_ops, plan_key = plan
         key = plan_key or key
         event_types.append(event_type)
         ops.extend(plan_ops)
-        st.doc = m.apply_once(st.doc, plan_ops)  # (copy-on-write)
-        _update_heads(st, plan_ops)
+        if made is not None and made[0] is plan_ops:  # (see .made)
+            st.doc = made[1]
+            if made[2] is not None:
+                st.heads[made[2]] = made[3]
+        else:
+            st.doc = m.apply_once(st.doc, plan_ops)  # (copy-on-write)
+            _update_heads(st, plan_ops)
     if not ops:
         return included, None
     event_type = event_types[0] if len(set(event_types)) == 1 else m.EV_BATCH
@@ -148,7 +154,11 @@ class _SaverCommits(_SaverStreams):
         on a plain store the result is handed to the store as its record's data (the
         ops are then applied once, not again by the store).
         """
-        after = st.doc if applied else m.apply_once(st.doc, ops)
+        made, st.made = st.made, None
+        if made is not None and (applied or made[0] is not ops):
+            made = None
+        # a checkpoint's plan made its document with it (see :mod:`.made`)
+        after = st.doc if applied else made[1] if made is not None else m.apply_once(st.doc, ops)
         store = self.store
         fast = self._fast
         result = None
@@ -171,7 +181,11 @@ class _SaverCommits(_SaverStreams):
             return
         if not applied:
             st.doc = after
-            _update_heads(st, ops)
+            if made is not None:
+                if made[2] is not None:
+                    st.heads[made[2]] = made[3]
+            else:
+                _update_heads(st, ops)
         st.seq = result.last_seq
         st.bytes_since += self._event_cost(st, event_type, orjson.dumps(ops))
         if st.bytes_since < self.snapshot_min_bytes:

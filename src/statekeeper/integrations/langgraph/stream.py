@@ -52,6 +52,12 @@ class _Stream:
     )
     #: checkpoint puts built on this view
     puts: int = 0
+    #: (the ops of the plan just built, the document they make of ``doc``, the
+    #: namespace whose head they set and its new head, or None, None): made by a
+    #: plan with the document it changes in hand (see :mod:`.made`), taken by the
+    #: commit of those very ops (the list itself) instead of applying them and parsing
+    #: their paths for heads again
+    made: tuple[builtins.list[Op], dict[str, Any], str | None, str | None] | None = None
     #: messages built for the last read of the latest checkpoint (see ValueCodec._reuse)
     built: Built | None = None
     #: (ns, checkpoint id) -> that older checkpoint's namespace entry (its header,

@@ -21,6 +21,7 @@ from langgraph.checkpoint.base import (
 
 from ... import patch
 from . import history as h
+from . import made
 from . import mapping as m
 from .faults import CheckpointForkError
 from .listing import _SaverListing
@@ -95,6 +96,14 @@ def _after_put(st: _Stream, used: Memo, carried: bool) -> builtins.list[Op]:
     tasks), so it stays the size of the latest state, not of the thread's history; a
     checkpoint that keeps channels of the last one (not repacked) keeps their entries.
     """
+    if not used and not st.written and not st.memo:
+        # a thread with no messages (a small graph's state): what the passes below
+        # make of nothing, without them
+        if not carried:
+            st.memo_kept = 0
+        st.written = {}
+        st.puts += 1
+        return []
     ops: builtins.list[Op] = []
     # the writes' messages (a few) looked up among those used (a whole chat), not
     # the other way round
@@ -357,10 +366,15 @@ class _SaverWrites(_SaverListing):
                     vals[ch] = old_vals[ch]
                     carried = True
             ops, key = self._ops_checkpoint(st, ns, header, meta, vals, new_pool, extended)
-            if memo is not None:
-                ops.extend(_after_put(st, used, carried))
-            ops.extend(self._archive_ops(st, ns, cid))
-            return m.EV_CHECKPOINT, claim + ops if claim else ops, key
+            refreshed = _after_put(st, used, carried) if memo is not None else None
+            if refreshed:
+                ops.extend(refreshed)
+            archive = self._archive_ops(st, ns, cid)
+            ops.extend(archive)
+            out = claim + ops if claim else ops
+            if not refreshed:
+                made.checkpoint(st, out, ns, cid, header, meta, vals, new_pool, ops, archive, claim)
+            return m.EV_CHECKPOINT, out, key
 
         plain = ns != "$t" and cid != "$t" and _plain_header(header)
         await self._mutate(thread_id, build, m.EV_CHECKPOINT, plain=plain)
@@ -451,7 +465,9 @@ class _SaverWrites(_SaverListing):
             # compare-and-append: a concurrent or retried duplicate loses the race,
             # re-reads the index and stores nothing.
             ops = self._ops_writes(st, ns, cid, task_id, task_path, entries, new_pool)
-            return m.EV_WRITES, claim + ops if claim else ops, None
+            out = claim + ops if claim else ops
+            made.writes(st, out, ns, cid, task_id, entries, new_pool, claim)
+            return m.EV_WRITES, out, None
 
         # a task's regular writes in a live run wait for its next checkpoint's commit
         hold = (
