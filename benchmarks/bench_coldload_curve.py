@@ -19,25 +19,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import lg_config, lg_open
+from _common import best_cpu_us, lg_config, lg_open
 from statekeeper import StateStore
 
 KS = (0, 1, 10, 50, 99)
 
 
-def best(fn: Callable[[], Any], n: int = 200, r: int = 7) -> float:
-    """Microseconds of CPU per call, the best of ``r`` runs of ``n``."""
-    out = 1e9
-    for _ in range(r):
-        t = time.thread_time()
-        for _ in range(n):
-            fn()
-        out = min(out, (time.thread_time() - t) / n * 1e6)
-    return out
-
-
 async def abest(fn: Callable[[], Awaitable[Any]], n: int = 200, r: int = 7) -> float:
-    """:func:`best` of a coroutine function."""
+    """:func:`_common.best_cpu_us` of a coroutine function."""
     out = 1e9
     for _ in range(r):
         t = time.thread_time()
@@ -54,7 +43,7 @@ async def main(kind: str, root: str) -> None:
             saver = lg_open(f"{root}/lg{k}/lg.db", "OFF")
             cfg = lg_config("a")
             saver.get_tuple(cfg)
-            out.append(best(lambda s=saver, c=cfg: s.get_tuple(c)))
+            out.append(best_cpu_us(lambda s=saver, c=cfg: s.get_tuple(c), 200))
             saver.conn.close()
         else:
             store = StateStore(f"sqlite:///{root}/sk{k}/p.db", cache_size=0, witness=False)

@@ -13,29 +13,16 @@ from __future__ import annotations
 import sqlite3
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import blake3
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import make_messages
+from _common import best_cpu_us, make_messages
 
 HEAD, END = b'{"ops":[{"op":"add","path":"/messages/-","values":[', b"]}]}"
 PREFIX = b"sk-link/1\x00\x00\x00\x01a\x00\x00\x00\x04tail"
-
-
-def best(fn: Callable[[], Any], n: int = 300, r: int = 7) -> float:
-    out = 1e9
-    for _ in range(r):
-        t = time.thread_time()
-        for _ in range(n):
-            fn()
-        out = min(out, (time.thread_time() - t) / n * 1e6)
-    return out
 
 
 def main() -> None:
@@ -63,7 +50,7 @@ def main() -> None:
                 messages = list(base)
                 messages.extend(orjson.loads(memoryview(payload)[len(HEAD) - 1 : -3]))
 
-            print(f"k={k}: tail {len(body):,} B, {best(load):.1f} µs", flush=True)
+            print(f"k={k}: tail {len(body):,} B, {best_cpu_us(load, 300):.1f} µs", flush=True)
         conn.close()
 
 

@@ -19,6 +19,7 @@ import typer
 from statekeeper.security import Keyring
 
 from ..backends._services import fresh_url
+from ._forked import Zygotes, zygotes
 from ._proc import populate as _populate
 from ._proc import run_in_process
 
@@ -73,9 +74,17 @@ def cli_in_process(*args: str, env: dict[str, str] | None = None, cwd: Path | No
 def cli_many(
     invocations: Sequence[Sequence[str]], env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> list[Run]:
-    """Several independent invocations, a few at a time (each its own process)."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return list(pool.map(lambda a: cli(*a, env=env, cwd=cwd), invocations))
+    """Several independent invocations, a few at a time, each its own process: forked
+    from an interpreter that imported the CLI already (:mod:`._forked`: a fresh one
+    spends most of a refusal's CPU time importing), run to its exit as :func:`cli`."""
+    env = env if env is not None else cli_env()
+    folder = cwd or Path.cwd()
+
+    def one(pool: Zygotes, args: Sequence[str]) -> Run:
+        return Run(tuple(args), *pool.run(args, env, folder))
+
+    with zygotes(4, env) as pool, ThreadPoolExecutor(max_workers=4) as threads:
+        return list(threads.map(lambda a: one(pool, a), invocations))
 
 
 def one_error_line(run: Run) -> str:

@@ -1,7 +1,8 @@
 """Bad arguments never print a traceback (issue 10, item 4).
 
 Every command of the app — enumerated from the typer app, so a new command is covered
-without touching this file — is run as a subprocess with a corpus of bad arguments,
+without touching this file — is run as a process of its own (forked from an interpreter
+that has imported the CLI's libraries: ``_forked.py``) with a corpus of bad arguments,
 derived from its parameters: missing files and folders, folders where files are
 expected, empty and garbage files, another application's database, wrong URLs and URL
 options, wrong and broken key files, bad numbers, dates and choices, unknown options.

@@ -186,4 +186,5 @@ def test_the_next_page_command_is_one_line_at_80_columns(tmp_path: Path) -> None
             store.create(agent_id, {"n": 1})
     run = sk_in_process("agents", "--limit", "1", "--db", url, columns=80)
     assert run.returncode == 0, run.stderr
-    assert _told(run.stdout, "more") == ["statekeeper", "agents", "--after", long_id]
+    told = ["statekeeper", "agents", "--db", url, "--limit", "1", "--after", long_id]
+    assert _told(run.stdout, "more") == told

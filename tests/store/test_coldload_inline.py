@@ -18,6 +18,8 @@ from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.errors import HistoryCompacted, StoreClosed
 from statekeeper.store.reads import ReadPath
 
+from ._chats import delete_event, flip_payload_byte
+
 DOCS = [{"task": "t", "messages": [f"message {i}" for i in range(n)]} for n in range(1, 4)]
 
 
@@ -97,11 +99,7 @@ async def _cold_load_fails(url: str, raised: type[Exception] | tuple[type[Except
 async def test_a_tampered_event_of_a_short_stream_still_fails(tmp_path: Path) -> None:
     url = _url(tmp_path)
     await _short(url)
-    with closing(sqlite3.connect(tmp_path / "inline.db")) as conn:
-        payload = conn.execute("SELECT payload FROM sk_events WHERE seq = 2").fetchone()[0]
-        bad = payload[:-3] + bytes([payload[-3] ^ 1]) + payload[-2:]
-        conn.execute("UPDATE sk_events SET payload = ? WHERE seq = 2", (bad,))
-        conn.commit()
+    flip_payload_byte(tmp_path / "inline.db", 2)
     await _cold_load_fails(url, IntegrityError)
 
 
@@ -118,18 +116,14 @@ async def test_a_short_stream_with_its_head_tag_forged_still_fails(tmp_path: Pat
 async def test_a_short_stream_missing_its_first_event_says_so(tmp_path: Path) -> None:
     url = _url(tmp_path)
     await _short(url)
-    with closing(sqlite3.connect(tmp_path / "inline.db")) as conn:
-        conn.execute("DELETE FROM sk_events WHERE seq = 1")
-        conn.commit()
+    delete_event(tmp_path / "inline.db", 1)
     await _cold_load_fails(url, (HistoryCompacted, IntegrityError))
 
 
 async def test_a_short_stream_cut_before_its_head_fails(tmp_path: Path) -> None:
     url = _url(tmp_path)
     await _short(url)
-    with closing(sqlite3.connect(tmp_path / "inline.db")) as conn:
-        conn.execute("DELETE FROM sk_events WHERE seq = 3")
-        conn.commit()
+    delete_event(tmp_path / "inline.db", 3)
     await _cold_load_fails(url, IntegrityError)
 
 

@@ -18,17 +18,15 @@ from statekeeper.codec import Codec
 from statekeeper.records import event_rows
 from statekeeper.store.reads import ReadPath
 
-MESSAGES = [{"role": "user", "content": f"message {i} " + "words " * 20} for i in range(30)]
+from ._chats import MESSAGES, chat_url, delete_event, flip_payload_byte, save_chat
 
 
 def _url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'thin.db'}?synchronous=OFF"
+    return chat_url(tmp_path, "thin.db")
 
 
 async def _chat(url: str, n: int, every: int = 10) -> None:
-    async with StateStore(url, snapshot_every=every, witness=False) as store:
-        for i in range(1, n + 1):
-            await store.save("chat", {"messages": MESSAGES[:i]})
+    await save_chat(url, n, snapshot_every=every)
 
 
 async def test_a_load_at_a_snapshot_does_not_take_the_general_fold(
@@ -145,11 +143,7 @@ async def test_a_damaged_event_past_the_snapshot_still_fails_the_thin_load(
 ) -> None:
     url = _url(tmp_path)
     await _chat(url, 13)
-    with closing(sqlite3.connect(tmp_path / "thin.db")) as conn:
-        payload = conn.execute("SELECT payload FROM sk_events WHERE seq = 12").fetchone()[0]
-        bad = payload[:-3] + bytes([payload[-3] ^ 1]) + payload[-2:]
-        conn.execute("UPDATE sk_events SET payload = ? WHERE seq = 12", (bad,))
-        conn.commit()
+    flip_payload_byte(tmp_path / "thin.db", 12)
     async with StateStore(url, cache_size=0, witness=False) as cold:
         with pytest.raises(IntegrityError) as err:
             await cold.load("chat")
@@ -159,10 +153,7 @@ async def test_a_damaged_event_past_the_snapshot_still_fails_the_thin_load(
 async def test_a_stream_cut_after_the_snapshot_fails_the_thin_load(tmp_path: Path) -> None:
     url = _url(tmp_path)
     await _chat(url, 13)
-    with closing(sqlite3.connect(tmp_path / "thin.db")) as conn:
-        conn.execute("DROP TRIGGER IF EXISTS sk_events_no_delete")
-        conn.execute("DELETE FROM sk_events WHERE seq = 13")
-        conn.commit()
+    delete_event(tmp_path / "thin.db", 13, drop_trigger=True)
     async with StateStore(url, cache_size=0, witness=False) as cold:
         with pytest.raises(IntegrityError):
             await cold.load("chat")

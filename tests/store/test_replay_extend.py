@@ -6,8 +6,6 @@ goes the record-by-record way, with its errors."""
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +16,15 @@ from statekeeper.codec import ZERO_LINK
 from statekeeper.records import event_rows
 from statekeeper.store import reads, state
 
-MESSAGES = [{"role": "user", "content": f"message {i} " + "words " * 20} for i in range(40)]
+from ._chats import MESSAGES, chat_url, flip_payload_byte, save_chat
 
 
 def _url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'extend.db'}?synchronous=OFF"
+    return chat_url(tmp_path, "extend.db")
 
 
 async def _chat(url: str, n: int) -> None:
-    async with StateStore(url, snapshot_every=10, witness=False) as store:
-        for i in range(1, n + 1):
-            await store.save("chat", {"messages": MESSAGES[:i]})
+    await save_chat(url, n, snapshot_every=10)
 
 
 async def test_a_cold_load_past_the_snapshot_extends_the_list_once(
@@ -85,11 +81,7 @@ async def test_decode_appends_verifies_the_run_as_decode_chain_does(tmp_path: Pa
 async def test_a_damaged_event_in_the_run_still_fails_the_load(tmp_path: Path) -> None:
     url = _url(tmp_path)
     await _chat(url, 39)
-    with closing(sqlite3.connect(tmp_path / "extend.db")) as conn:
-        payload = conn.execute("SELECT payload FROM sk_events WHERE seq = 35").fetchone()[0]
-        bad = payload[:-6] + bytes([payload[-6] ^ 1]) + payload[-5:]
-        conn.execute("UPDATE sk_events SET payload = ? WHERE seq = 35", (bad,))
-        conn.commit()
+    flip_payload_byte(tmp_path / "extend.db", 35, from_end=6)
     async with StateStore(url, cache_size=0, witness=False) as cold:
         with pytest.raises(IntegrityError) as caught:
             await cold.load("chat")

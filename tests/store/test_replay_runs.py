@@ -17,17 +17,15 @@ from statekeeper import IntegrityError, StateStore, patch
 from statekeeper.codec import Codec
 from statekeeper.records import RawEvent, event_rows
 
-MESSAGES = [{"role": "user", "content": f"message {i} " + "words " * 20} for i in range(60)]
+from ._chats import MESSAGES, chat_url, save_chat
 
 
 def _url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'runs.db'}?synchronous=OFF"
+    return chat_url(tmp_path, "runs.db")
 
 
 async def _chat(url: str, n: int) -> None:
-    async with StateStore(url, snapshot_every=100, witness=False) as store:
-        for i in range(1, n + 1):
-            await store.save("chat", {"messages": MESSAGES[:i]})
+    await save_chat(url, n, snapshot_every=100)
 
 
 async def test_a_run_of_appends_is_not_patched_event_by_event(

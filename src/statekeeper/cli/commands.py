@@ -21,7 +21,6 @@ from .app import (
     handled,
     open_store,
     out_console,
-    print_command,
     resolve_url,
     run,
 )
@@ -125,7 +124,16 @@ def agents(
         return
     console.print(render.agents_table(rows))
     if next_after is not None:
-        print_command(console, "more", "agents", "--after", next_after)
+        from .paging import print_next_page
+
+        print_next_page(
+            console,
+            ctx,
+            "agents",
+            {"key_file": "--key-file", "limit": "--limit"},
+            "--after",
+            next_after,
+        )
 
 
 # ---------------------------------------------------------------------------- show
