@@ -18,7 +18,7 @@ import pytest
 
 from statekeeper import StateStore
 from statekeeper.errors import BackupCorrupt
-from statekeeper.governance.backup import BackupKey, restore
+from statekeeper.governance.backup import restore
 from statekeeper.governance.backup.filecopy import opened_copy
 from statekeeper.governance.backup.fileformat import FrameReader
 
