@@ -263,28 +263,3 @@ async def test_a_checked_image_s_events_are_copied_whole_with_their_feed_rows(
     finally:
         conn.close()
     assert last == ("t0/a000", EVENTS + 1)
-
-
-async def test_an_image_with_rows_the_check_did_not_read_is_not_copied_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An event past its stream's head (read by neither pass, written by neither path):
-    the image is not copied whole, the restore writes the checked rows only."""
-    file, bkey = await made(tmp_path, True)
-    work = tmp_path / "work"
-    work.mkdir()
-
-    def past_head(conn: sqlite3.Connection) -> None:
-        conn.execute(
-            "INSERT INTO sk_events SELECT agent_id, seq + 1, kind, ts, payload, checksum"
-            " FROM sk_events WHERE agent_id = 't1/a004' AND seq = ?",
-            (EVENTS,),
-        )
-
-    edited = rewritten(file, bkey, work, past_head)
-    monkeypatch.setattr(sqlite_import, "_copy_events", None)  # never called
-    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
-        result = await restore(dst, [edited], bkey)
-        assert result.events == AGENTS * EVENTS
-        assert (await dst.load("t1/a004")).seq == EVENTS
-        assert (await dst.verify()).ok

@@ -30,7 +30,7 @@ import sqlite3
 from ..errors import BackupCorrupt
 from .sqlite_feed import _FEED_SCHEMA
 
-__all__ = ["Counts", "import_image"]
+__all__ = ["Counts", "import_image", "stray_row"]
 
 #: (agents, events, snapshots) a restore checked and expects written
 Counts = tuple[int, int, int]
@@ -75,6 +75,10 @@ def import_image(conn: sqlite3.Connection, expected: Counts) -> bool:
     for table in _TABLES:
         if conn.execute(f"SELECT 1 FROM main.{table} LIMIT 1").fetchone() is not None:
             return False
+    (held,) = conn.execute("SELECT count(*) FROM image.sk_events").fetchone()
+    stray = stray_row(conn, "sk_events", "image") if held != expected[1] else None
+    if stray is not None:  # never copied past: the image is not what the restore checked
+        raise BackupCorrupt("store image", *stray)
     trigger = _whole_events(conn, expected[1])
     if trigger is None:
         written = [conn.execute(sql).rowcount for sql in _WRITES]
@@ -90,6 +94,31 @@ def import_image(conn: sqlite3.Connection, expected: Counts) -> bool:
             f" (agents, events, snapshots), checked {list(expected)}",
         )
     return True
+
+
+def stray_row(conn: sqlite3.Connection, table: str, schema: str = "main") -> tuple[str, str] | None:
+    """The first row of ``table`` (``sk_events`` or ``sk_snapshots``) of the store file
+    ``schema`` outside every stream — its agent without a head (no ``sk_agents`` row,
+    or head seq 0), or its seq past its stream's head — as ``(what, reason)`` for
+    :class:`~statekeeper.errors.BackupCorrupt`, or None. A consistent store (and so a
+    backup's image) holds none: every write of a record moves its head in the same
+    transaction, a delete removes every row of the stream. One scan of the table, a
+    head looked up per row: a restore runs it when the counts say there is one."""
+    row = conn.execute(
+        f"SELECT r.agent_id, r.seq, a.head_seq FROM {schema}.{table} r"
+        f" LEFT JOIN {schema}.sk_agents a ON a.agent_id = r.agent_id"
+        " WHERE a.head_seq IS NULL OR r.seq > a.head_seq ORDER BY r.agent_id, r.seq LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return None
+    agent_id, seq, head = row
+    record = "event" if table == "sk_events" else "snapshot"
+    where = f"past its head seq {head}" if head else "but no head for the agent (no stream)"
+    return (
+        f"agent {agent_id!r}",
+        f"the image holds its {record} seq {seq} {where}: a consistent backup holds none"
+        " (the image was edited or the backup is broken); nothing was restored",
+    )
 
 
 #: the change feed's trigger on the events table (:mod:`.sqlite_feed`), which the events

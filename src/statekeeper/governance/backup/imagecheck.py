@@ -135,8 +135,9 @@ def _scan(
         # the latest snapshot at or below the head (as merge_streams picks it)
         latest = None
         while snap is not None and snap[0] <= agent_id:
-            if snap[0] == agent_id and snap[1] <= head:
-                latest = snap
+            if snap[0] != agent_id or snap[1] > head:
+                raise _Doubt  # a snapshot of no listed stream, or past a head
+            latest = snap
             snap = next(snaps, None)
         mark = latest[1] if latest is not None else None
         agent = _prefixed(agent_id)
@@ -224,6 +225,6 @@ def _scan(
             got.snapshot, got.snap_link = (seq, number, group), (seq, at)
         if progress is not None and done % 256 == 0:
             progress("verify", done, total)
-    if next(events, None) is not None:
-        raise _Doubt  # events of no listed stream, or past a head
+    if next(events, None) is not None or snap is not None:
+        raise _Doubt  # events (or snapshots) of no listed stream, or past a head
     return plans

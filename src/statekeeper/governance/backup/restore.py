@@ -16,7 +16,9 @@ damaged, truncated, edited or incomplete backup
 checking pass, and its streams read from it at each pass, each checked against the
 manifest's heads (version 5 and 6: each stream's head tag, then checked against the
 chain followed with the target's keys, and kept as the target's tag when made with
-its active key); then everything below applies. A
+its active key); an image holding an event or a snapshot outside its streams (past a
+head, or of an agent without one: no consistent backup does) is refused, naming it
+(:func:`.filecopy.refuse_strays`); then everything below applies. A
 full page backup followed by incremental backups by pages (version 4) is rebuilt once
 into one image (:mod:`.pagechain`, checked against the last manifest's page digests)
 and restored as that last backup's full image.
