@@ -265,16 +265,7 @@ class SnapshotPolicy:
             raise StateTooLarge(record.agent_id, "snapshot", len(plaintext), self.max_bytes)
         if record.link is None:  # pragma: no cover - prepare() found it
             raise IntegrityError(record.agent_id, record.seq, "the chain link is unknown")
-        sealed = self.codec.seal(
-            record.agent_id,
-            record.seq,
-            SNAPSHOT_TYPE,
-            record.updated_at,
-            plaintext,
-            record.link,
-            fmt=fmt,
-        )
-        raw = RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
+        raw = self._seal(record, plaintext, record.link, fmt)
         if delta:
             return raw, (
                 record.seq,
@@ -306,6 +297,15 @@ class SnapshotPolicy:
             else None,
         )
 
+    def _seal(
+        self, record: AgentRecord, plaintext: bytes, link: bytes, fmt: int | None
+    ) -> RawSnapshot:
+        """``plaintext``, the snapshot body of ``record``, sealed at its seq and link."""
+        sealed = self.codec.seal(
+            record.agent_id, record.seq, SNAPSHOT_TYPE, record.updated_at, plaintext, link, fmt=fmt
+        )
+        return RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
+
     def _encode_tail(self, record: AgentRecord) -> tuple[RawSnapshot, Marks] | None:
         """A tail snapshot of ``record`` (:mod:`.tails`), or None (its bytes are not at
         hand: the caller stores a whole one)."""
@@ -314,16 +314,7 @@ class SnapshotPolicy:
             return None
         if self.max_bytes is not None and len(plaintext) > self.max_bytes:
             return None  # (a whole one says StateTooLarge if it is)
-        sealed = self.codec.seal(
-            record.agent_id,
-            record.seq,
-            SNAPSHOT_TYPE,
-            record.updated_at,
-            plaintext,
-            record.link,
-            fmt=MSGPACK,
-        )
-        raw = RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
+        raw = self._seal(record, plaintext, record.link, MSGPACK)
         return raw, (  # (the whole one's seq, bytes and replay kept: its rule goes on)
             record.snapshot_seq,
             record.full_seq,

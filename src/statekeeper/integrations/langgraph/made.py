@@ -25,6 +25,27 @@ def _claimed(after: dict[str, Any], claim: builtins.list[Op]) -> bool:
     return True
 
 
+def _copy(
+    doc: dict[str, Any],
+    ns: str,
+    nsd: dict[str, Any],
+    claim: builtins.list[Op],
+    new_pool: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A copy of ``doc`` for a plan to change (the root, its namespaces, namespace
+    ``ns`` and, with ``new_pool`` added, the pool, each copied once; the run claim set):
+    the copy and its namespace ``ns``; None for a claim of another shape."""
+    after = dict(doc)
+    if not _claimed(after, claim):
+        return None
+    spaces = after["ns"] = dict(doc["ns"])
+    fresh = spaces[ns] = dict(nsd)
+    if new_pool:
+        pool = after["pool"] = dict(doc["pool"])
+        pool.update(new_pool)
+    return after, fresh
+
+
 def checkpoint(
     st: _Stream,
     out: builtins.list[Op],
@@ -62,12 +83,10 @@ def checkpoint(
         or top["value"] != cid
     ):
         return
-    doc = st.doc
-    after = dict(doc)
-    if not _claimed(after, claim):
+    copied = _copy(st.doc, ns, nsd, claim, new_pool)
+    if copied is None:
         return
-    spaces = after["ns"] = dict(doc["ns"])
-    fresh = spaces[ns] = dict(nsd)
+    after, fresh = copied
     fresh["cp"] = header
     fresh["meta"] = meta
     fresh["vals"] = vals
@@ -76,9 +95,6 @@ def checkpoint(
     if archive:  # (``_archive_ops``: the previous checkpoint's writes, there)
         prev = nsd["cp"]["h"][0]
         fresh["w"] = {c: w for c, w in nsd["w"].items() if c != prev}
-    if new_pool:
-        pool = after["pool"] = dict(doc["pool"])
-        pool.update(new_pool)
     st.made = (out, after, ns, cid)
 
 
@@ -102,12 +118,10 @@ def writes(
     at = nsd["w"].get(cid)
     if at is not None and task_id in at:
         return
-    doc = st.doc
-    after = dict(doc)
-    if not _claimed(after, claim):
+    copied = _copy(st.doc, ns, nsd, claim, new_pool)
+    if copied is None:
         return
-    spaces = after["ns"] = dict(doc["ns"])
-    fresh = spaces[ns] = dict(nsd)
+    after, fresh = copied
     w = fresh["w"] = dict(nsd["w"])
     task = out[-1]["value"][task_id] if at is None else out[-1]["value"]
     if at is None:
@@ -115,7 +129,4 @@ def writes(
     else:
         tasks = w[cid] = dict(at)
         tasks[task_id] = task
-    if new_pool:
-        pool = after["pool"] = dict(doc["pool"])
-        pool.update(new_pool)
     st.made = (out, after, None, None)
