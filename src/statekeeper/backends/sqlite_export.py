@@ -362,12 +362,23 @@ def iter_streams(reader: sqlite3.Connection) -> Iterator[StreamRows]:
 
 
 def merge_streams(
-    heads: Iterator[Any], events: Iterator[Any], snaps: Iterator[Any], keys: Iterator[Any]
+    heads: Iterator[Any],
+    events: Iterator[Any],
+    snaps: Iterator[Any],
+    keys: Iterator[Any],
+    *,
+    stray: Callable[[str, str, int, int], None] | None = None,
 ) -> Iterator[StreamRows]:
     """Streams from four row sources in id order (then seq): heads ``(agent, head,
     tag)``, events ``(agent, seq, kind, ts, payload, checksum)``, snapshots ``(agent,
     seq, ts, payload, checksum)``, keys ``(agent, key, first, last)`` — a SQLite
-    copy's tables (:func:`iter_streams`) or a PostgreSQL backup's ``COPY`` sections."""
+    copy's tables (:func:`iter_streams`) or a PostgreSQL backup's ``COPY`` sections.
+
+    An event or a snapshot outside every stream (past its head, of an agent without
+    a head, or out of id order) is left out; ``stray``, if given, is called with
+    ``(record, agent, seq, head)`` for each (``record`` ``"event"`` or
+    ``"snapshot"``, ``head`` 0 for an agent without one) — where a row is dropped
+    (no cost per kept row), and for the rows left after the last head."""
     event = next(events, None)
     snap = next(snaps, None)
     key = next(keys, None)
@@ -376,6 +387,8 @@ def merge_streams(
         while event is not None and event[0] <= agent_id:
             if event[0] == agent_id and event[1] <= head:
                 got.append(event[1:])
+            elif stray is not None:
+                stray("event", event[0], event[1], head if event[0] == agent_id else 0)
             event = next(events, None)
         latest: SnapshotRow | None = None
         first: SnapshotRow | None = None  # a compacted stream's base: its first one
@@ -383,6 +396,8 @@ def merge_streams(
             if snap[0] == agent_id and snap[1] <= head:
                 latest = snap[1:]
                 first = first or latest
+            elif stray is not None:
+                stray("snapshot", snap[0], snap[1], head if snap[0] == agent_id else 0)
             snap = next(snaps, None)
         named: list[tuple[str, int, int]] = []
         while key is not None and key[0] <= agent_id:
@@ -391,3 +406,7 @@ def merge_streams(
             key = next(keys, None)
         base = first if got and got[0][0] > 1 and first and first[0] == got[0][0] - 1 else None
         yield StreamRows(agent_id, head, _blob(tag), got, latest, named, base)
+    if stray is not None and event is not None:
+        stray("event", event[0], event[1], 0)
+    if stray is not None and snap is not None:
+        stray("snapshot", snap[0], snap[1], 0)

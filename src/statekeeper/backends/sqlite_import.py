@@ -30,7 +30,7 @@ import sqlite3
 from ..errors import BackupCorrupt
 from .sqlite_feed import _FEED_SCHEMA
 
-__all__ = ["Counts", "import_image", "stray_row"]
+__all__ = ["Counts", "import_image", "stray_reason", "stray_row"]
 
 #: (agents, events, snapshots) a restore checked and expects written
 Counts = tuple[int, int, int]
@@ -112,7 +112,13 @@ def stray_row(conn: sqlite3.Connection, table: str, schema: str = "main") -> tup
     if row is None:
         return None
     agent_id, seq, head = row
-    record = "event" if table == "sk_events" else "snapshot"
+    return stray_reason("event" if table == "sk_events" else "snapshot", agent_id, seq, head)
+
+
+def stray_reason(record: str, agent_id: str, seq: int, head: int | None) -> tuple[str, str]:
+    """``(what, reason)`` for :class:`~statekeeper.errors.BackupCorrupt` naming a
+    ``record`` (``"event"`` or ``"snapshot"``) of a backup's image outside every
+    stream: past its ``head``, or (``head`` 0 or None) of an agent without one."""
     where = f"past its head seq {head}" if head else "but no head for the agent (no stream)"
     return (
         f"agent {agent_id!r}",

@@ -16,13 +16,16 @@ authenticated and checked against the manifest, the size too), parses the sectio
 (PostgreSQL's binary ``COPY`` format: a signature, then per row a field count and
 each field's length and bytes) and yields the streams as the row path's entries,
 each checked against the manifest's heads as a version-2 backup's are
-(:func:`~.filecopy.checked_entries`): a restore into any engine then verifies and
-writes them as it does any backup. Nothing here needs PostgreSQL.
+(:func:`~.filecopy.checked_entries`); an event or a snapshot outside every stream
+(past its head, or of an agent without one) is refused, naming it (:func:`_refuse`),
+as a version-2 image's is (:func:`~.filecopy.refuse_strays`): a restore into any
+engine then verifies and writes them as it does any backup. Nothing here needs PostgreSQL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import mmap
 import os
 import struct
@@ -30,6 +33,7 @@ from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...backends.sqlite_export import merge_streams
+from ...backends.sqlite_import import stray_reason
 from ...errors import BackupCorrupt
 from .filecopy import checked_entries, compacted_columns, opened_copy
 from .fileformat import FrameReader, FrameWriter
@@ -143,6 +147,15 @@ def _checked(path: str, rows: Iterator[tuple[Any, ...]]) -> Generator[tuple[Any,
         raise BackupCorrupt(path, "copy sections", f"unreadable: {exc}") from None
 
 
+def _refuse(path: str, record: str, agent_id: str, seq: int, head: int) -> None:
+    """An event or a snapshot of the sections outside every stream (past its head, or
+    of an agent without one: no consistent copy holds one) refused, naming it: the
+    streams leave it out (:func:`~.sqlite_export.merge_streams`), so the restore would
+    report success without it. Raised by the checking pass, before anything is
+    written."""
+    raise BackupCorrupt(path, *stray_reason(record, agent_id, seq, head))
+
+
 def copy_entries(reader: FrameReader) -> Iterator[tuple[int, Any]]:
     """``(group, entry)`` of a version-3 backup, each checked against the manifest
     (see :func:`~.filecopy.checked_entries`)."""
@@ -167,7 +180,8 @@ def copy_entries(reader: FrameReader) -> Iterator[tuple[int, Any]]:
                 for at, n, (_, types) in zip(starts, sizes, SECTIONS, strict=True)
             ]
             try:
-                yield from checked_entries(reader, merge_streams(*parts))
+                streams = merge_streams(*parts, stray=functools.partial(_refuse, reader.path))
+                yield from checked_entries(reader, streams)
             finally:
                 for part in parts:  # their views of the map go before the map
                     part.close()
