@@ -32,11 +32,11 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-async def _unconfirmed(url: str, open_store: Opener) -> StateStore:
-    """A store reading ``url``'s two events with ``wait_replicas=1`` (none exists)."""
+async def _unconfirmed(url: str, open_store: Opener, agents: int = 2) -> StateStore:
+    """A store reading ``url``'s events with ``wait_replicas=1`` (none exists)."""
     writer = open_store(url)
-    await writer.save("a", {"n": 0})
-    await writer.save("b", {"n": 0})
+    for n in range(agents):
+        await writer.save(f"agent-{n}", {"n": 0})
     reader = open_store(f"{url}&wait_replicas=1&wait_timeout=0.1")
     info = await reader.backend._client.info("replication")  # type: ignore[attr-defined]
     if int(info.get("connected_slaves", 0)):
@@ -44,17 +44,24 @@ async def _unconfirmed(url: str, open_store: Opener) -> StateStore:
     return reader
 
 
-async def test_a_catch_up_raises_rather_than_end_short(redis_url: str, open_store: Opener) -> None:
-    reader = await _unconfirmed(redis_url, open_store)
+@pytest.mark.parametrize("shards", [1, 2])
+async def test_a_catch_up_raises_rather_than_end_short(
+    redis_url: str, open_store: Opener, shards: int
+) -> None:
+    url = redis_url if shards == 1 else f"{redis_url}&shards={shards}"
+    reader = await _unconfirmed(url, open_store, agents=6)  # some in each shard
+    heads = (await reader.feed_cursor_bounds()).head.positions
+    assert all(heads), heads
     sub = reader.subscribe(stop_at_head=True)
     with pytest.raises(FeedNotReplicated) as raised:
         async for _ in sub:
             raise AssertionError("an unconfirmed event was delivered")
     error = raised.value
     assert isinstance(error, BackendError) and not error.maybe_applied
-    assert (error.position, error.replicas, error.acknowledged, error.shard) == (0, 1, 0, None)
+    assert (error.position, error.replicas, error.acknowledged) == (0, 1, 0)
+    assert error.shard == (None if shards == 1 else 0)
     assert "0 of 1 replicas" in str(error)
-    assert sub.position == 0  # nothing passed over: resume from here later
+    assert sub.cursor.positions == (0,) * shards  # nothing passed over: resume from here
     with pytest.raises(FeedNotReplicated):
         await sub.next_batch()  # again, not []: [] is the end of a catch-up
 
