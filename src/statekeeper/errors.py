@@ -32,6 +32,7 @@ __all__ = [
     "ConflictError",
     "DecryptionError",
     "FeedCursorMismatch",
+    "FeedNotReplicated",
     "FeedPositionCompacted",
     "HistoryCompacted",
     "IntegrityError",
@@ -973,6 +974,42 @@ class FeedPositionCompacted(StorageError):
             f"change feed position {position}{where} was compacted away (the feed starts "
             f"after position {floor}): rebuild the read model from a snapshot of the "
             f"agents' current state and subscribe again from position {floor}"
+        )
+
+
+class FeedNotReplicated(BackendError):
+    """A change-feed read found entries after ``position`` that the master holds but
+    fewer than ``replicas`` replicas confirmed (``acknowledged`` of them) within
+    ``timeout`` seconds (Redis opened with ``wait_replicas=N``, ``wait_timeout``).
+    They are held back, not a gap: a failover could still lose them, and a subscriber
+    handed one could then see its position given to another event. Nothing was
+    delivered past ``position``; read again later (a live subscription waits and
+    retries by itself; a ``stop_at_head`` catch-up raises this rather than end short).
+    """
+
+    def __init__(
+        self,
+        position: int,
+        replicas: int,
+        acknowledged: int,
+        timeout: float,
+        *,
+        shard: int | None = None,
+    ) -> None:
+        self.position = position
+        #: how many replicas were asked to confirm (``wait_replicas``)
+        self.replicas = replicas
+        #: how many did within ``timeout``
+        self.acknowledged = acknowledged
+        self.timeout = timeout
+        #: on a sharded store, the shard whose feed was read (its positions are meant)
+        self.shard = shard
+        where = "" if shard is None else f" of shard {shard}"
+        super().__init__(
+            f"change feed entries after position {position}{where} are held back, not"
+            f" missing: {acknowledged} of {replicas} replicas confirmed them within"
+            f" {timeout:g}s (wait_timeout), and a failover could still lose them; read"
+            " again later"
         )
 
 

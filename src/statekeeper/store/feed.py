@@ -51,7 +51,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import namespaces
 from ..backends.base import Backend, Capability
-from ..errors import AgentForgotten, CapabilityUnsupported, FeedPositionCompacted, InvalidArgument
+from ..errors import (
+    AgentForgotten,
+    CapabilityUnsupported,
+    FeedNotReplicated,
+    FeedPositionCompacted,
+    InvalidArgument,
+)
 from ..records import FeedEvent, FeedRecord
 from .body import to_event
 from .feed_cursor import FeedBounds, FeedCursor, as_cursor
@@ -283,6 +289,8 @@ class Subscription(AsyncIterator[FeedEvent]):
         #: ends it only once the readable head is at the stop (see _ended)
         self._settles = False
         self._started = False
+        #: the last live read found entries the replicas had not confirmed (see _wait)
+        self._held = False
         self._pages: list[deque[FeedRecord]] = [deque() for _ in range(shards)]
         self._at: list[int] = list(start.positions)
         #: the shards' heads seen by the last live poll (sharded stores)
@@ -350,12 +358,20 @@ class Subscription(AsyncIterator[FeedEvent]):
             return False
         limit = max(1, -(-self._batch // len(want)))
         if len(want) == 1:
-            pages = [await self._read(want[0], limit)]
+            pages: list[list[FeedRecord] | BaseException] = [await self._read(want[0], limit)]
         else:
-            pages = list(await asyncio.gather(*(self._read(k, limit) for k in want)))
+            pages = list(
+                await asyncio.gather(*(self._read(k, limit) for k in want), return_exceptions=True)
+            )
         gap = False
         got = False
+        held: FeedNotReplicated | None = None
         for k, page in zip(want, pages, strict=True):
+            if isinstance(page, FeedNotReplicated):
+                held = held or page  # that shard only: the others' pages still count
+                continue
+            if isinstance(page, BaseException):
+                raise page
             if page and page[0].position > self._at[k] + 1:
                 gap = True
             if self._stop is not None:
@@ -364,7 +380,23 @@ class Subscription(AsyncIterator[FeedEvent]):
             got = got or bool(page)
         if gap:
             await self._check_floor()  # a gap: normal, unless it is a trimmed range
+        if held is not None and not got:
+            raise held
         return got
+
+    async def _fill_live(self) -> bool:
+        """:meth:`_fill`, where entries the replicas have not confirmed yet
+        (:class:`~statekeeper.errors.FeedNotReplicated`) are nothing yet: a live
+        subscription waits for them; a ``stop_at_head`` catch-up raises it (it ended
+        short, without an error, when such a read came back empty)."""
+        self._held = False
+        try:
+            return await self._fill()
+        except FeedNotReplicated:
+            if self._stop is not None:
+                raise
+            self._held = True
+            return False
 
     def _next_shard(self) -> int | None:
         """The shard whose buffered record comes next: the oldest commit timestamp (no
@@ -447,13 +479,15 @@ class Subscription(AsyncIterator[FeedEvent]):
         if self._shards == 1:
             (_, head), *_ = await self._check_floor()
             after = self._at[0]
+            held, self._held = self._held, False
             if head > after:
                 # positions past the cursor: new, or gaps (the agent of the newest ones
-                # deleted) if a read after the head finds nothing. Then wait for one
+                # deleted) if a read after the head finds nothing, or entries the
+                # replicas have not confirmed (held: read just now). Then wait for one
                 # past the head: wait_feed returns at once for any past the cursor, and
                 # the subscription re-read the gaps without end (on memory and SQLite
                 # without ever yielding: the event loop stood still)
-                if await self._fill():
+                if not held and await self._fill_live():
                     return
                 after = head
             await backend.wait_feed(after, LIVE_WAIT)
@@ -479,7 +513,7 @@ class Subscription(AsyncIterator[FeedEvent]):
             if self._done():
                 raise StopAsyncIteration
             self._store._check_open()
-            if await self._fill():
+            if await self._fill_live():
                 continue
             if self._stop is not None:
                 ended = await self._ended()
@@ -504,7 +538,12 @@ class Subscription(AsyncIterator[FeedEvent]):
             if event is None:
                 if self._done():
                     break
-                if not await self._fill():
+                try:
+                    if not await self._fill():
+                        break
+                except FeedNotReplicated:
+                    # these events first (the cursor has passed them: raised now, they
+                    # were lost); the next call raises it again or, live, waits
                     break
                 continue
             out.append(event)

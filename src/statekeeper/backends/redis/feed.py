@@ -20,7 +20,9 @@ Live readers block on ``XREAD`` of the stream: a Redis Stream is its own wake-up
 With ``wait_replicas=N`` a reader takes only entries N replicas hold (the replication
 barrier after its ``XRANGE``, :func:`_replicated_entries`): what a subscriber was
 handed survives a failover, as an acknowledged write does, so its cursor never passes
-a position the promoted replica would give out again.
+a position the promoted replica would give out again. Entries the replicas do not
+confirm in time raise :class:`~statekeeper.errors.FeedNotReplicated`: held back, not
+a gap (an empty read ended a catch-up short, silently).
 
 Sharded layout (a Redis Cluster, see :mod:`.keys`): each shard has its own stream,
 counter and floor, under the shard's hash tag, so the append script touches one slot.
@@ -36,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from ...errors import FeedNotReplicated
 from ...records import FeedRecord
 from .client import on_node
 from .codec import unpack_event
@@ -102,10 +105,12 @@ async def _replicated_entries(
 ) -> Sequence[tuple[bytes, dict[bytes, bytes]]]:
     """The entries after ``after`` that ``wait_replicas`` replicas hold: the XRANGE,
     then the shard's replication barrier (a write to its ``sync`` counter and
-    ``WAIT``) on the same connection to its master. ``[]`` when the replicas do not
-    confirm in time: the subscriber reads again later. A subscriber thus never takes
-    an entry a failover can still lose; otherwise its cursor could pass a position
-    the promoted replica never saw and then hands out again, to another event."""
+    ``WAIT``) on the same connection to its master. When there are entries and the
+    replicas do not confirm in time, :class:`~statekeeper.errors.FeedNotReplicated`:
+    a live subscriber waits and reads again, a catch-up fails instead of ending short.
+    A subscriber thus never takes an entry a failover can still lose; otherwise its
+    cursor could pass a position the promoted replica never saw and then hands out
+    again, to another event."""
     ms = max(1, round(backend.wait_timeout * 1000))
     found, _, acked = await on_node(
         backend._client,
@@ -120,9 +125,19 @@ async def _replicated_entries(
         raise found
     if isinstance(acked, BaseException):
         raise acked
-    if int(acked) < backend.wait_replicas:
-        return []
-    return _entries(found)
+    entries = _entries(found)
+    if entries and int(acked) < backend.wait_replicas:
+        # held back, not a gap: ``[]`` here ended a stop_at_head catch-up short, without
+        # an error (the caller took it for the end of the feed)
+        shards = backend.layout.shard_keys
+        raise FeedNotReplicated(
+            after,
+            backend.wait_replicas,
+            int(acked),
+            backend.wait_timeout,
+            shard=shards.index(keys) if len(shards) > 1 else None,
+        )
+    return entries
 
 
 async def feed_bounds(backend: RedisBackend, keys: ShardKeys) -> tuple[int, int]:
