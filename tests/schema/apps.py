@@ -10,7 +10,10 @@ tests.schema.apps:v2``).
 
 from __future__ import annotations
 
+import os
+import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -41,8 +44,19 @@ v2 = SchemaRegistry()
 support_v2 = v2.register(SupportV2, name="support", version=2)
 
 
+#: a test that kills a migration mid-run names a file here (the child's environment):
+#: the upcast of customer :data:`GATED` creates it and never returns, so the process is
+#: killed at that agent, wherever the machine's load has put the parent
+GATE = "SK_TEST_MIGRATE_GATE"
+GATED = "c1500"
+
+
 @support_v2.upcaster(from_version=1)
 def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    gate = os.environ.get(GATE)
+    if gate and doc.get("customer_name") == GATED:
+        Path(gate).touch()
+        threading.Event().wait()  # (the test SIGKILLs the process here)
     doc["customer"] = doc.pop("customer_name")
     doc["priority"] = PRIORITIES[doc.get("priority", "normal")]
     doc.setdefault("escalated", False)
