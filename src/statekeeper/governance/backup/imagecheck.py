@@ -35,6 +35,7 @@ from ...backends.sqlite_files import connect_read_only
 from ...codec import ZERO_LINK
 from ...codec.chaincheck import _learn
 from ...codec.pipeline import _FP, _NONCE, _PLAIN_ANY, FLAG_DATA_KEY, _prefixed, _seq_ts
+from ...errors import StatekeeperError
 from ...store.body import SNAPSHOT_TYPE
 from .filecopy import GROUP_AGENTS, GROUP_BYTES
 from .fileformat import HEAD_TAGS, FrameReader
@@ -60,8 +61,9 @@ _SNAPSHOTS = (
 _NONE = b"\xff" * 1024
 
 
-class _Doubt(Exception):
-    """The merged pass does not take this image: the general pass checks it."""
+class _Doubt(StatekeeperError):
+    """The merged pass does not take this image: the general pass checks it (never
+    leaves :func:`check_image`)."""
 
 
 def check_image(
