@@ -527,10 +527,11 @@ class Backend(abc.ABC):
 
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Remove history, atomically: with ``base_seq > 0``, every event with seq
-        ``<= base_seq``, every snapshot below ``base_seq`` and every idempotency record
-        whose events are all ``<= base_seq`` (the snapshot at ``base_seq`` becomes the
-        stream's base); and the snapshots at the seqs of ``drop_snapshots``. The head,
-        its tag and the events after ``base_seq`` are untouched.
+        ``<= base_seq`` and every snapshot below ``base_seq`` (the snapshot at
+        ``base_seq`` becomes the stream's base); and the snapshots at the seqs of
+        ``drop_snapshots``. The head,
+        its tag, the events after ``base_seq`` and every idempotency record (also of
+        the events removed: a retry still finds its append) are untouched.
 
         Refused with :class:`~statekeeper.errors.ConfigurationError`, nothing removed,
         unless ``0 <= base_seq < head`` and (for ``base_seq > 0``) a snapshot is stored at
@@ -561,8 +562,9 @@ class Backend(abc.ABC):
         later snapshot as :meth:`append`), with ``kept_keys`` — ``(key, first_seq,
         last_seq)``, each range at or below ``base.seq``: the idempotency records
         :meth:`prune` keeps of the appends it removed — in the same write. A restore of
-        a backup of a retained stream writes it so. :class:`~statekeeper.errors.ConflictError` (nothing written) when
-        the agent exists. Capability ``BASE_IMPORT``; the default refuses.
+        a backup of a retained stream writes it so.
+        :class:`~statekeeper.errors.ConflictError` (nothing written) when the agent
+        exists. Capability ``BASE_IMPORT``; the default refuses.
         """
         raise CapabilityUnsupported(self.name, Capability.BASE_IMPORT.value)
 

@@ -77,9 +77,7 @@ def _entry(
         raw,
         snap if snap is not None and snap[0] > base else None,
         # (and, of a compacted stream, the records its compaction kept: at or below it)
-        [k for k in keys if (start < k[1] or base < k[2] <= start) and k[2] <= cut]
-        if keys
-        else [],
+        [k for k in keys if (start < k[1] or base < k[2] <= start) and k[2] <= cut] if keys else [],
     ]
     if start > base:
         entry.append(base_snapshot)

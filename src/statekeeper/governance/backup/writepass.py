@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...backends.base import Backend
+from ...backends.base import Backend, KeptKeys
 from ...errors import BackupCorrupt
 from ...records import AppendRequest, RawEvent, RawSnapshot
 from .entries import read_entries
@@ -24,7 +24,7 @@ __all__ = ["WRITE_BATCH_BYTES", "write_all"]
 #: ``(agent, request, base)`` the append of a compacted stream's first events onto its
 #: base snapshot (with the idempotency records its compaction kept: last element),
 #: ``(agent, None, snapshot)`` a snapshot taken before the part (saved after its appends)
-_Step = tuple[str, "AppendRequest | None", "RawSnapshot | None", "KeptKeys"]
+_Step = tuple[str, "AppendRequest | None", "RawSnapshot | None", KeptKeys]
 
 
 def _steps(agent_id: str, item: Any, snapshot_here: bool, tag: bytes | None) -> list[_Step]:
