@@ -42,3 +42,21 @@ async def test_a_keyed_save_retried_after_keep_last_is_not_stored_again(
             verified = await store.verify()
             assert verified.ok, verified.problems
             assert verified.keys == 1
+
+
+async def test_a_record_in_clear_below_the_base_of_a_keyed_store_is_reported() -> None:
+    """With a keyring, a record whose events a compaction removed is checked for its
+    form (a keyed hash): one stored in clear there is a forgery, reported by verify."""
+    from statekeeper.backends.memory import MemoryBackend
+
+    backend = MemoryBackend()
+    keyring = Keyring({"k1": bytes(range(32))})
+    async with StateStore(backend, keyring=keyring, snapshot_every=2) as store:
+        for i in range(8):
+            await store.save("a", {"i": i}, idempotency_key=f"s{i}")
+        await apply_retention(store, POLICY)
+        assert (await store.verify()).ok
+        backend._streams["a"].keys["forged"] = (1, 1)  # (the key in clear)
+        report = await store.verify()
+        assert [(p.kind, p.seq) for p in report.problems] == [("idempotency", 1)]
+        assert "stored in clear" in report.problems[0].reason
