@@ -203,7 +203,6 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
     "prune_lock": ("agent-7", 1, "agent-7"),
     "prune_events": ("agent-7", 1),
     "prune_snaps_below": ("agent-7", 1),
-    "prune_keys": ("agent-7", 1),
     "prune_snaps": ("agent-7", [1, 2]),
     "rw_events": ([1], [b"p"], [b"c"], "agent-7"),
     "snap_save": ("agent-7", 1, 1.0, b"s", b"c", "agent-7", 1),
@@ -211,7 +210,7 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
 
 #: the inserts about one agent: PostgreSQL routes each row to its partition as it is
 #: inserted (the plan names only the parent), so they are checked through their locks
-ROUTED = {"append", "append1", "lease_acquire", "lease_put", "rw_snap"}
+ROUTED = {"append", "append1", "key_keep", "lease_acquire", "lease_put", "rw_snap"}
 
 #: the statements that span agents (documented in docs/scale-postgres.md)
 CROSS_AGENT = {

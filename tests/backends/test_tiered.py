@@ -869,7 +869,8 @@ async def test_a_compacted_stream_is_demoted_and_rehydrated_as_it_is_stored(
 ) -> None:
     """Retention's keep-last-N on a tiered store, then the agent demoted to the cold
     tier and brought back: the same compacted stream each way (its base, the events
-    after it, the key of the append the base cut), ``verify`` clean."""
+    after it, every idempotency key: a retry of a save below the base is recognised),
+    ``verify`` clean."""
     from statekeeper.codec.keys import Keyring
     from statekeeper.errors import HistoryCompacted
     from statekeeper.governance.retention import RetentionPolicy, apply_retention
@@ -892,7 +893,8 @@ async def test_a_compacted_stream_is_demoted_and_rehydrated_as_it_is_stored(
             assert (await store.verify()).ok
             assert await tiered.stream_bases(["t0/a"]) == [5]
             keys = await tiered.idempotency_keys("t0/a")
-            assert [(first, last) for _, first, last in keys] == [(6, 6), (7, 7), (8, 8)]
+            # every key stays, also of the events the compaction removed
+            assert [(first, last) for _, first, last in keys] == [(s, s) for s in range(1, 9)]
             for _ in range(2):  # demoted, rehydrated by the load, and once more
                 assert await tiered.demote("t0/a")
                 assert await tiered.durable.head("t0/a") == 0
@@ -902,6 +904,8 @@ async def test_a_compacted_stream_is_demoted_and_rehydrated_as_it_is_stored(
                 assert await tiered.stream_bases(["t0/a"]) == [5]
                 assert [e.seq for e in await tiered.read("t0/a")] == [6, 7, 8]
                 assert await tiered.idempotency_keys("t0/a") == keys
+                again = await store.save("t0/a", {"j": 1}, idempotency_key="k1")  # a retry
+                assert (again.first_seq, again.last_seq, again.duplicate) == (2, 2, True)
                 with pytest.raises(HistoryCompacted):
                     await store.load("t0/a", at_seq=3)
                 assert (await store.verify()).ok

@@ -80,6 +80,15 @@ async def compacted_source(url: str, tmp_path: Path) -> StateStore:
     return store
 
 
+async def retried(store: StateStore) -> tuple[int, int]:
+    """Retry t0/a00's save with key k1 (seq 2, below its base 5): its original seqs,
+    nothing written."""
+    head = await store.backend.head_tag("t0/a00")
+    again = await store.save("t0/a00", {"i": 0, "j": 1}, idempotency_key="k1")
+    assert again.duplicate and await store.backend.head_tag("t0/a00") == head
+    return again.first_seq, again.last_seq
+
+
 CASES = [  # (source engine, target engine, the full backup's layout)
     ("sqlite", "postgresql", "sqlite-file"),
     ("sqlite", "memory", "sqlite-file"),
@@ -113,6 +122,7 @@ async def test_a_retained_store_backs_up_and_restores_as_the_same_compacted_stre
         try:
             made = await backup(src, file, bkey)
             expected = await picture(src)
+            kept = await retried(src)
         finally:
             await src.__aexit__(None, None, None)
         assert made.agents == 6
@@ -131,6 +141,9 @@ async def test_a_retained_store_backs_up_and_restores_as_the_same_compacted_stre
             assert result.agents == 6
             assert await picture(dst) == expected  # same states, heads and bases
             assert (await dst.verify()).ok
+            # the record of a keyed save the compaction removed is restored with it
+            assert await retried(dst) == kept == (2, 2)
+            assert await picture(dst) == expected
             with pytest.raises(HistoryCompacted):
                 await dst.load("t0/a00", at_seq=3)
             assert (await dst.load("t0/a00", at_seq=6)).data == {"i": 0, "j": 5}

@@ -69,6 +69,7 @@ __all__ = [
     "Backend",
     "Capability",
     "Health",
+    "KeptKeys",
     "LatestRead",
     "NextRow",
     "StoreRequest",
@@ -86,6 +87,10 @@ __all__ = [
     "validate_rewrite",
     "validate_ttl",
 ]
+
+
+#: idempotency records of appends a prune removed: ``(key, first_seq, last_seq)``
+KeptKeys: TypeAlias = Sequence[tuple[str, int, int]]
 
 
 class Capability(enum.StrEnum):
@@ -522,10 +527,11 @@ class Backend(abc.ABC):
 
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Remove history, atomically: with ``base_seq > 0``, every event with seq
-        ``<= base_seq``, every snapshot below ``base_seq`` and every idempotency record
-        whose events are all ``<= base_seq`` (the snapshot at ``base_seq`` becomes the
-        stream's base); and the snapshots at the seqs of ``drop_snapshots``. The head,
-        its tag and the events after ``base_seq`` are untouched.
+        ``<= base_seq`` and every snapshot below ``base_seq`` (the snapshot at
+        ``base_seq`` becomes the stream's base); and the snapshots at the seqs of
+        ``drop_snapshots``. The head,
+        its tag, the events after ``base_seq`` and every idempotency record (also of
+        the events removed: a retry still finds its append) are untouched.
 
         Refused with :class:`~statekeeper.errors.ConfigurationError`, nothing removed,
         unless ``0 <= base_seq < head`` and (for ``base_seq > 0``) a snapshot is stored at
@@ -546,14 +552,19 @@ class Backend(abc.ABC):
 
         return list(await asyncio.gather(*(one(a) for a in agent_ids)))
 
-    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+    async def append_from_base(
+        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+    ) -> AppendResult:
         """Create ``request.agent_id`` as a stream compacted at ``base.seq`` — what
         :meth:`prune` leaves: the snapshot ``base`` is its base, no event at or below it
         — with ``request.events`` (seqs ``base.seq + 1`` onward; ``expected_seq`` is
         ``base.seq``) after it, in ONE atomic write (idempotency key, head tag and a
-        later snapshot as :meth:`append`). A restore of a backup of a retained stream
-        writes it so. :class:`~statekeeper.errors.ConflictError` (nothing written) when
-        the agent exists. Capability ``BASE_IMPORT``; the default refuses.
+        later snapshot as :meth:`append`), with ``kept_keys`` — ``(key, first_seq,
+        last_seq)``, each range at or below ``base.seq``: the idempotency records
+        :meth:`prune` keeps of the appends it removed — in the same write. A restore of
+        a backup of a retained stream writes it so.
+        :class:`~statekeeper.errors.ConflictError` (nothing written) when the agent
+        exists. Capability ``BASE_IMPORT``; the default refuses.
         """
         raise CapabilityUnsupported(self.name, Capability.BASE_IMPORT.value)
 
@@ -1009,9 +1020,24 @@ def validate_next(agent_id: str, seq: int, snapshot: RawSnapshot | None) -> None
         raise ConfigurationError(f"snapshot seq {snapshot.seq} is not the appended seq {seq}")
 
 
-def validate_from_base(request: AppendRequest, base: RawSnapshot) -> None:
+def validate_from_base(request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()) -> None:
     """Reject a malformed :meth:`Backend.append_from_base` before any engine touches
-    it: the events follow the base (``expected_seq == base.seq >= 1``), no fence."""
+    it: the events follow the base (``expected_seq == base.seq >= 1``), no fence, each
+    kept key a distinct non-empty name of a range ``1 <= first <= last <= base.seq``."""
+    names = set()
+    for name, first, last in kept_keys:
+        if not isinstance(name, str) or not name or name in names:
+            raise ConfigurationError(f"agent {request.agent_id!r}: kept key {name!r} is not valid")
+        if not (type(first) is int and type(last) is int and 1 <= first <= last <= base.seq):
+            raise ConfigurationError(
+                f"agent {request.agent_id!r}: kept key {name!r} claims seqs {first}..{last},"
+                f" not within 1..{base.seq} (the base)"
+            )
+        names.add(name)
+        if name == request.idempotency_key:
+            raise ConfigurationError(
+                f"agent {request.agent_id!r}: kept key {name!r} is also the append's key"
+            )
     if base.seq < 1 or request.expected_seq != base.seq:
         raise ConfigurationError(
             f"agent {request.agent_id!r}: a stream from base seq {base.seq} needs"

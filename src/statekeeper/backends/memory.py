@@ -32,6 +32,7 @@ from .base import (
     Backend,
     Capability,
     Health,
+    KeptKeys,
     check_fence,
     check_lease_grant,
     check_prune,
@@ -172,10 +173,12 @@ class MemoryBackend(Backend):
         earlier = self._check_append(request)
         return earlier if earlier is not None else self._commit(request)
 
-    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+    async def append_from_base(
+        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+    ) -> AppendResult:
         # the checks, then the stream made and committed with no await between
         self._check()
-        validate_from_base(request, base)
+        validate_from_base(request, base, kept_keys)
         existing = self._streams.get(request.agent_id)
         if existing is not None:
             raise ConflictError(request.agent_id, 0, len(existing.events))
@@ -183,6 +186,7 @@ class MemoryBackend(Backend):
             events=[_PRUNED] * base.seq, created_at=request.events[0].timestamp, base=base.seq
         )
         self._put_snapshot(stream, base)
+        stream.keys.update((name, (first, last)) for name, first, last in kept_keys)
         self._streams[request.agent_id] = stream
         return self._commit(request)
 
@@ -423,10 +427,7 @@ class MemoryBackend(Backend):
         if base_seq > stream.base:
             for i in range(stream.base, base_seq):
                 stream.events[i] = _PRUNED
-            stream.base = base_seq
-            for key, (_first, last) in list(stream.keys.items()):
-                if last <= base_seq:
-                    del stream.keys[key]
+            stream.base = base_seq  # (idempotency records stay: a retry is still one)
         drop = {s for s in stream.snapshot_seqs if s < base_seq} | set(drop_snapshots)
         for seq in drop & set(stream.snapshots):
             del stream.snapshots[seq]

@@ -26,7 +26,7 @@ lexicographic key order equal to the ids' code point order)::
   new base of the commit spanning it into a commit of its own (reads already end each
   commit where the next begins, so the stream reads the same), then writes the base
   object ``e/b<seq>`` — from then on every read ignores what lies at or below it —
-  and only then deletes that (commits, their idempotency keys, older snapshots): a
+  and only then deletes that (commits, older snapshots; idempotency keys stay): a
   process killed anywhere leaves the old stream or the new one, never a mix, and the
   next prune finishes the deletions. ``append_from_base`` writes its first commit with
   the base snapshot inside it (a record at the base seq, which reads skip), so the
@@ -89,6 +89,7 @@ from .base import (
     Backend,
     Capability,
     Health,
+    KeptKeys,
     check_prune,
     validate_from_base,
     validate_request,
@@ -591,8 +592,7 @@ class S3Backend(Backend):
         key_hash = self._key_hash(key) if key is not None else None
         if key_hash is not None:
             found = self._get(root + "k/" + key_hash)
-            # (a key of events at or below the base is left over by an interrupted prune)
-            if found is not None and _key_range(found[0])[1] > self._base_sync(agent_id):
+            if found is not None:  # (kept when a prune removed its events)
                 a, b = _key_range(found[0])
                 return AppendResult(agent_id, a, b, duplicate=True)
         layout, meta = self._tip_layout(agent_id)
@@ -668,12 +668,29 @@ class S3Backend(Backend):
         self._check_can_write()
         return await super().append_batch(requests)
 
-    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+    async def append_from_base(
+        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+    ) -> AppendResult:
         """Create a stream compacted at ``base`` in one object write: its first commit,
         created only if absent (as every commit), holds the base snapshot too."""
         self._check_can_write()
-        validate_from_base(request, base)
-        return await self._run(self._append_sync, request, base)
+        validate_from_base(request, base, kept_keys)
+        return await self._run(self._from_base_sync, request, base, tuple(kept_keys))
+
+    def _from_base_sync(
+        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys
+    ) -> AppendResult:
+        # the kept keys first: alone (the commit refused, or never made) they are
+        # found by no lookup, as a lookup of a stream that does not exist finds nothing
+        root = self._agent_root(request.agent_id)
+        if kept_keys and self._tip(request.agent_id)[1] is None:
+            for name, first, last in kept_keys:
+                self._s3.put_object(
+                    Bucket=self.bucket,
+                    Key=root + "k/" + self._key_hash(name),
+                    Body=_key_body(first, last, name),
+                )
+        return self._append_sync(request, base)
 
     def _prune_sync(self, agent_id: str, base_seq: int, drop: tuple[int, ...]) -> None:
         layout, meta = self._tip_layout(agent_id)
@@ -692,13 +709,7 @@ class S3Backend(Backend):
             self._put_new(root + "e/b" + self._seq_name(base_seq), b"")
             layout = self._layout(agent_id)
         # 3. what the base hides (this prune's, or one interrupted before), and snapshots
-        cut = max(base_seq, layout.base)
-        drop_keys: list[str] = []
-        for key in layout.hidden:
-            if key[len(root) + 2 :][:1] != "b":  # a commit: its idempotency key goes too
-                found = self._head_meta(key)
-                if found is not None and found.get("key") and int(found["last"]) <= cut:
-                    drop_keys.append(root + "k/" + found["key"])
+        drop_keys: list[str] = []  # (idempotency keys stay: a retry still finds its append)
         floor = max(base_seq, layout.commits[0][0] - 1 if layout.commits else 0)
         named = set(drop)
         for key in self._list(root + "s/"):
@@ -937,8 +948,7 @@ class S3Backend(Backend):
         root = self._agent_root(agent_id)
         key_hash = self._key_hash(key)
         found = self._get(root + "k/" + key_hash)
-        # (a key of events at or below the base is left over by an interrupted prune)
-        if found is not None and _key_range(found[0])[1] > self._base_sync(agent_id):
+        if found is not None:  # (kept when a prune removed its events)
             a, b = _key_range(found[0])
             return AppendResult(agent_id, a, b, duplicate=True)
         commits, meta = self._tip(agent_id)
@@ -953,14 +963,13 @@ class S3Backend(Backend):
     def _keys_sync(self, agent_id: str) -> list[tuple[str, int, int]]:
         root = self._agent_root(agent_id) + "k/"
         commits, meta = self._tip(agent_id)
-        base = commits[0] - 1 if commits else 0
         out: list[tuple[str, int, int]] = []
         for name in self._list(root):
             found = self._get(name)
             if found is None:
                 continue
             first, last, raw = found[0].split(b":", 2)
-            if raw and int(last) > base:  # (at or below it: left by an interrupted prune)
+            if raw:
                 out.append((raw.decode(), int(first), int(last)))
         if meta is not None and meta.get("keyname"):
             name = unquote(meta["keyname"])

@@ -92,6 +92,7 @@ from ..records import (
 from . import sqlite_fds, sqlite_feed, sqlite_wal
 from .base import (
     Capability,
+    KeptKeys,
     NextRow,
     check_fence,
     validate_from_base,
@@ -2074,19 +2075,29 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         await self._write(self._save_snapshot_sync, agent_id, snapshot)
 
-    def _from_base_sync(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+    def _from_base_sync(
+        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys
+    ) -> AppendResult:
         with self._writing(request.agent_id) as conn:
             # a new stream's head claimed (refused if the agent exists), its events
             # from base + 1, then its base snapshot: one transaction
             result = self._append_one(conn, dataclasses.replace(request, expected_seq=0))
             self._put_snapshot(conn, request.agent_id, base)
+            conn.executemany(
+                "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq)"
+                " VALUES (?, ?, ?, ?)",
+                [(request.agent_id, name, first, last) for name, first, last in kept_keys],
+            )
         return result
 
-    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+    async def append_from_base(
+        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+    ) -> AppendResult:
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} is open read-only")
-        validate_from_base(request, base)
-        result: AppendResult = await self._write(self._from_base_sync, request, base)
+        validate_from_base(request, base, kept_keys)
+        kept = tuple(kept_keys)
+        result: AppendResult = await self._write(self._from_base_sync, request, base, kept)
         return result
 
     async def close(self) -> None:

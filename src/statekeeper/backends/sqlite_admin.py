@@ -180,10 +180,6 @@ class SQLiteAdmin(SQLitePart):
                 "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq < ?",
                 (agent_id, base_seq),
             )
-            conn.execute(
-                "DELETE FROM sk_idempotency WHERE agent_id = ? AND last_seq <= ?",
-                (agent_id, base_seq),
-            )
         conn.executemany(
             "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?",
             [(agent_id, seq) for seq in drop],

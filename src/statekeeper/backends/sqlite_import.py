@@ -10,7 +10,8 @@ written is exactly what the record path of the restore writes for such an image
 :func:`.sqlite_export.merge_streams` reads): each stream with ``head_seq > 0``, its
 events up to its head, its latest snapshot at or below its head and, for a stream
 compacted by retention, its base snapshot (the one just before its first event), its
-idempotency keys that start after its base and at or below its head, and its head row
+idempotency keys that start after its base and at or below its head (and those its
+compaction kept: all at or below its base), and its head row
 as the image holds it (head seq, tag, created and updated at: every append sets the
 latter to its last event's time, as the record path's do), but for a compacted stream
 created at its first event's time, as the record path's append onto its base sets it
@@ -61,7 +62,8 @@ _WRITES = (
     "INSERT INTO main.sk_idempotency(agent_id, key, first_seq, last_seq)"
     " SELECT k.agent_id, k.key, k.first_seq, k.last_seq"
     " FROM image.sk_agents a JOIN image.sk_idempotency k ON k.agent_id = a.agent_id"
-    f" WHERE a.head_seq > 0 AND k.first_seq <= a.head_seq AND k.first_seq > {_BASE}"
+    " WHERE a.head_seq > 0 AND k.first_seq <= a.head_seq"
+    f" AND (k.first_seq > {_BASE} OR k.last_seq <= {_BASE})"
     " ORDER BY k.agent_id, k.key",
 )
 

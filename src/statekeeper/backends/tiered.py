@@ -96,7 +96,7 @@ from ..records import (
     RawSnapshot,
     RewriteRequest,
 )
-from .base import Backend, Capability, Health, validate_from_base, validate_request
+from .base import Backend, Capability, Health, KeptKeys, validate_from_base, validate_request
 from .keyed_locks import KeyedLock
 
 __all__ = ["COLD_MARKER", "TieredBackend"]
@@ -669,18 +669,20 @@ class TieredBackend(Backend):
             if self.hot is not None:
                 await self._drop_hot(agent_id)
 
-    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+    async def append_from_base(
+        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+    ) -> AppendResult:
         """Create the compacted stream in the durable tier (a demoted agent exists: a
         conflict, as anywhere); the hot copy is filled on the next read."""
         self._check_can_write()
         self.require(Capability.BASE_IMPORT)
-        validate_from_base(request, base)
+        validate_from_base(request, base, kept_keys)
         agent_id = request.agent_id
         self._touch(agent_id)
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
-            result = await self.durable.append_from_base(request, base)
+            result = await self.durable.append_from_base(request, base, kept_keys)
             if self.hot is not None:
                 await self._drop_hot(agent_id)  # whatever an older process left there
         return result
@@ -934,6 +936,7 @@ class TieredBackend(Backend):
                 hot,
                 AppendRequest(agent_id, seq, tuple(events), head_tag=tag if last else None),
                 base,
+                (),  # (the hot copy holds no idempotency keys: the durable tier's are asked)
             )
             seq = events[-1].seq
         for snap in await _snapshots(self.durable, agent_id):
@@ -1077,12 +1080,16 @@ async def _copy_stream(
     """Append the agent's events 1..head from ``src`` to (empty) ``dst``, keeping the
     idempotency keys (when both tiers can list them) and the snapshots."""
     keyed: dict[int, tuple[str, int]] = {}
+    kept: list[tuple[str, int, int]] = []  # (records of the appends a prune removed)
     why = f"copying agent {agent_id!r} between tiers keeps its idempotency keys"
     src.require(Capability.KEY_EXPORT, why)
     dst.require(Capability.KEY_EXPORT, why)
     base = await _base_of(src, agent_id)
     seq = 0 if base is None else base.seq
     for name, first, last in await src.idempotency_keys(agent_id):
+        if last <= seq:  # a prune removed all its events: written with the base
+            kept.append((name, first, last))
+            continue
         # a key of an append a prune cut in two goes with the part still stored
         keyed[max(first, seq + 1)] = (name, last)
     starts = sorted(keyed)
@@ -1104,6 +1111,7 @@ async def _copy_stream(
             dst,
             AppendRequest(agent_id, seq, tuple(events), None, key, head_tag=tag if last else None),
             base,
+            kept,
         )
         seq = events[-1].seq
     for snap in await _snapshots(src, agent_id, all_snapshots=all_snapshots):
@@ -1121,10 +1129,13 @@ async def _base_of(src: Backend, agent_id: str) -> RawSnapshot | None:
     return base
 
 
-async def _append_copy(dst: Backend, request: AppendRequest, base: RawSnapshot | None) -> None:
-    """Append a copied page; the first one of a compacted stream with its base."""
+async def _append_copy(
+    dst: Backend, request: AppendRequest, base: RawSnapshot | None, kept: KeptKeys
+) -> None:
+    """Append a copied page; the first one of a compacted stream with its base (and
+    the idempotency records ``kept`` of the appends its prune removed)."""
     if base is not None and request.expected_seq == base.seq:
-        await dst.append_from_base(request, base)
+        await dst.append_from_base(request, base, kept)
     else:
         await dst.append(request)
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from ..backends.base import Backend, Capability, Health, LatestRead, NextRow
+from ..backends.base import Backend, Capability, Health, KeptKeys, LatestRead, NextRow
 from ..records import (
     AgentInfo,
     AppendRequest,
@@ -398,9 +398,11 @@ class ObservedBackend(Backend):
         # an incremental backup's page of first seqs: the engine's own, untimed
         return await self.inner.stream_bases(agent_ids)
 
-    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+    async def append_from_base(
+        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+    ) -> AppendResult:
         # a restore of a compacted stream (one call per such stream): the engine's own
-        return await self.inner.append_from_base(request, base)
+        return await self.inner.append_from_base(request, base, kept_keys)
 
     async def copy_to_file(self, dest: str, prefix: str = "") -> bool:
         # a backup's file copy (one call per backup): the engine's own, untimed

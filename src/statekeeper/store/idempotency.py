@@ -22,6 +22,13 @@ A record keeps the key id it was made with. After a key rotation, lookups try ev
 key the keyring holds (:func:`stored_keys`, active first), so a retry of an append made
 before the rotation is still recognised while the old key stays in the keyring;
 ``rekey`` does not rewrite idempotency records.
+
+A compaction (retention's ``keep_last``) keeps every record, also of the appends whose
+events it removed, so a retry after it still gets the original result rather than
+being stored again. The events such a record claims are gone, so it cannot be checked
+against them (:func:`check_pruned`): with a keyring it is still a keyed hash nobody
+without the key can make for a chosen key; without one, records are as trusted as the
+unauthenticated events are.
 """
 
 from __future__ import annotations
@@ -36,7 +43,14 @@ from ..errors import IntegrityError
 if TYPE_CHECKING:
     from ..codec import Codec
 
-__all__ = ["HMAC_PREFIX", "check_body_keys", "record_problem", "stored_key", "stored_keys"]
+__all__ = [
+    "HMAC_PREFIX",
+    "check_body_keys",
+    "check_pruned",
+    "record_problem",
+    "stored_key",
+    "stored_keys",
+]
 
 #: what a keyed-hash idempotency key starts with
 HMAC_PREFIX = "hmac:"
@@ -136,3 +150,16 @@ def check_body_keys(
                 f"the idempotency record for this key claims seq {seq}, but {why}: the record"
                 " is forged or damaged (nothing was written)",
             )
+
+
+def check_pruned(codec: Codec, agent_id: str, stored: str, first_seq: int) -> None:
+    """Raise :class:`IntegrityError` unless a record whose events a compaction removed
+    is stored in the form this store uses (with a keyring: a keyed hash, never the key
+    in clear); its events are gone, so nothing else can be checked."""
+    if codec.keyring is not None and not stored.startswith(HMAC_PREFIX):
+        raise IntegrityError(
+            agent_id,
+            first_seq,
+            "the idempotency record for this key is stored in clear (a store with a keyring"
+            " stores a keyed hash): the record is forged or damaged (nothing was written)",
+        )

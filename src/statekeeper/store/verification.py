@@ -182,7 +182,7 @@ async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -
                     agent_id, seq, f"snapshot at seq {seq} is past the stream's end", "snapshot"
                 )
             )
-    await verify_keys(store, agent_id, last, keys, report)
+    await verify_keys(store, agent_id, last, keys, report, base)
 
 
 async def verify_snapshots(
@@ -232,12 +232,18 @@ async def raw_events(store: StateStore, agent_id: str) -> AsyncIterator[RawEvent
 
 
 async def verify_keys(
-    store: StateStore, agent_id: str, last: int, keys: dict[int, object], report: VerifyReport
+    store: StateStore,
+    agent_id: str,
+    last: int,
+    keys: dict[int, object],
+    report: VerifyReport,
+    base: int = 0,
 ) -> None:
     """Check every idempotency record of the agent against the events it claims
-    (``keys``: the key each readable event carries; ``last``: the last stored seq).
-    A backend that cannot list its records (no ``Capability.KEY_EXPORT``) is not
-    checked here."""
+    (``keys``: the key each readable event carries; ``last``: the last stored seq;
+    ``base``: the stream's, below which a compaction removed the events but kept the
+    records: only their stored form is checked). A backend that cannot list its
+    records (no ``Capability.KEY_EXPORT``) is not checked here."""
     if not store.backend.supports(Capability.KEY_EXPORT):
         return
     for stored, first, end in await store.backend.idempotency_keys(agent_id):
@@ -248,7 +254,12 @@ async def verify_keys(
             why = f"it claims seqs {first}..{end}, which are not in the stream"
         else:
             damaged = {p.seq for p in report.problems if p.kind == "event"}
-            for seq in range(first, end + 1):
+            if first <= base:
+                try:
+                    idempotency.check_pruned(store.codec, agent_id, stored, first)
+                except IntegrityError as exc:
+                    why = _reason(exc)
+            for seq in range(max(first, base + 1), end + 1) if why is None else ():
                 if seq in keys or seq not in damaged:  # (a damaged one is reported)
                     why = idempotency.record_problem(store.codec, agent_id, stored, keys.get(seq))
                 if why is not None:

@@ -33,7 +33,7 @@ import orjson
 
 from .. import patch
 from ..arguments import check_mapping, check_name, check_optional_name
-from ..backends.base import Backend, NextRow, StoreRequest, check_fence
+from ..backends.base import Backend, Capability, NextRow, StoreRequest, check_fence
 from ..codec import ZERO_LINK, Codec, TypeRegistry
 from ..codec.formats import JSON
 from ..codec.pipeline import BLAKE3_FROM
@@ -916,6 +916,15 @@ class WritePipeline:
         events: list[RawEvent] = []
         if 1 <= first <= last and last - first < PAGE * 10:
             events = await self.backend.read(agent_id, first - 1, last)
+            if (not events or events[0].seq != first) and self.backend.supports(Capability.PRUNE):
+                # a compaction removed the start of its events (the record stays): what
+                # is below the base cannot be checked, the rest is
+                base = (await self.backend.stream_bases([agent_id]))[0]
+                if first <= base:
+                    if last <= base:
+                        idempotency.check_pruned(self.codec, agent_id, stored, first)
+                        return found
+                    first = base + 1
         bodies = [(raw.seq, self.reads.decode_event(agent_id, raw).get("key")) for raw in events]
         idempotency.check_body_keys(self.codec, agent_id, stored, first, last, bodies)
         return found

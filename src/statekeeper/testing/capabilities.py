@@ -161,7 +161,8 @@ class CapabilityConformance(Contract):
         assert await backend.head_tag("a") == (6, b"t6")
         assert await backend.latest_snapshot("a") == snapshot(3)
         assert await backend.latest_snapshot("a", 2) is None
-        assert await backend.lookup_key("a", "k1") is None  # its events are gone
+        # every idempotency record stays, also of the events it removed: a retry is one
+        assert await backend.lookup_key("a", "k1") == AppendResult("a", 1, 2, True)
         assert await backend.lookup_key("a", "k2") == AppendResult("a", 3, 4, True)
         assert await backend.seq_at("a", 1.5) == 0
         assert [e.seq for e in await backend.read("b")] == [1, 2, 3]  # other agents intact
@@ -170,6 +171,25 @@ class CapabilityConformance(Contract):
         assert [e.seq for e in await backend.read("a")] == [4, 5, 6, 7]
         infos = {i.agent_id: i.head_seq for i in await backend.list_agents()}
         assert infos == {"a": 7, "b": 3}
+
+    async def test_a_keyed_append_retried_after_prune_is_not_stored_again(
+        self, backend: Backend
+    ) -> None:
+        """A compaction past a keyed append keeps its record: the retry, with the same
+        key, gets the original seqs and writes nothing (not a second copy)."""
+        _needs(backend, Capability.PRUNE)
+        await backend.append(tagged(request("a", 0, 2, key="k1"), b"t2"))
+        await backend.append(tagged(request("a", 2, 2, key="k2", snap_at=4), b"t4"))
+        await backend.append(tagged(request("a", 4, 2), b"t6"))
+        await backend.prune("a", 4)
+        assert await backend.stream_bases(["a"]) == [4]
+        for key, first, count, last in (("k1", 0, 2, 2), ("k2", 2, 2, 4)):
+            again = await backend.append(tagged(request("a", first, count, key=key), b"x"))
+            assert (again.first_seq, again.last_seq, again.duplicate) == (first + 1, last, True)
+        assert await backend.head_tag("a") == (6, b"t6")
+        assert [e.seq for e in await backend.read("a")] == [5, 6]
+        if backend.supports(Capability.KEY_EXPORT):
+            assert await backend.idempotency_keys("a") == [("k1", 1, 2), ("k2", 3, 4)]
 
     async def test_prune_refuses_without_a_base_snapshot_and_changes_nothing(
         self, backend: Backend
@@ -215,6 +235,30 @@ class CapabilityConformance(Contract):
         await backend.prune("a", 6)
         assert [e.seq for e in await backend.read("a")] == [7]
         assert await backend.latest_snapshot("a") == snapshot(6)
+
+    async def test_append_from_base_writes_the_kept_keys_prune_leaves(
+        self, backend: Backend
+    ) -> None:
+        """The idempotency records of the appends a prune removed, written with the
+        compacted stream: found as prune leaves them; a record not at or below the base
+        is refused, nothing written."""
+        _needs(backend, Capability.BASE_IMPORT)
+        kept = [("k1", 1, 2), ("k2", 3, 3)]
+        await backend.append_from_base(
+            tagged(request("a", 3, 2, key="k3"), b"t5"), snapshot(3), kept
+        )
+        assert await backend.lookup_key("a", "k1") == AppendResult("a", 1, 2, True)
+        assert await backend.lookup_key("a", "k2") == AppendResult("a", 3, 3, True)
+        assert await backend.lookup_key("a", "k3") == AppendResult("a", 4, 5, True)
+        again = await backend.append(request("a", 0, 2, key="k1"))
+        assert (again.first_seq, again.last_seq, again.duplicate) == (1, 2, True)
+        assert await backend.head_tag("a") == (5, b"t5")
+        if backend.supports(Capability.KEY_EXPORT):
+            assert await backend.idempotency_keys("a") == [*kept, ("k3", 4, 5)]
+        for bad in ([("k", 3, 4)], [("k", 0, 1)], [("k", 1, 1), ("k", 2, 2)], [("", 1, 1)]):
+            with pytest.raises(ConfigurationError):
+                await backend.append_from_base(request("b", 3, 1), snapshot(3), bad)
+        assert await backend.head("b") == 0
 
     @pytest.fixture
     def exporting(self, backend: Backend) -> Backend:

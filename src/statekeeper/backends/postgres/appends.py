@@ -32,6 +32,7 @@ from ...records import (
     StreamChange,
 )
 from ..base import (
+    KeptKeys,
     append_outcome,
     check_prune,
     lease_lost,
@@ -108,12 +109,15 @@ class Appends(PostgresPart):
         self._feed.poke()
         return self._result(request, row)
 
-    async def append_from_base(self, request: AppendRequest, base: RawSnapshot) -> AppendResult:
+    async def append_from_base(
+        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+    ) -> AppendResult:
         """``sk_append`` as for a new stream (its events from ``base.seq + 1``: the
         head row inserted, refused if the agent exists) and the base snapshot, in one
         transaction."""
         self._check_can_write()
-        validate_from_base(request, base)
+        validate_from_base(request, base, kept_keys)
+        kept = tuple(kept_keys)
         if not self._opened:
             await self._ensure_open()
         created = dataclasses.replace(request, expected_seq=0)
@@ -125,14 +129,16 @@ class Appends(PostgresPart):
             if tries > 1 and await self._landed(created):  # an earlier try committed:
                 # its reply was lost, so sending it again would meet its own stream
                 return AppendResult(request.agent_id, request.events[0].seq, request.events[-1].seq)
-            return await self._from_base_once(created, base)
+            return await self._from_base_once(created, base, kept)
 
         result: AppendResult = await self._retrying("append_from_base", op)
         self._wrote()
         self._feed.poke()
         return result
 
-    async def _from_base_once(self, created: AppendRequest, base: RawSnapshot) -> AppendResult:
+    async def _from_base_once(
+        self, created: AppendRequest, base: RawSnapshot, kept: KeptKeys
+    ) -> AppendResult:
         """One try of :meth:`append_from_base`: the new stream's events and its base
         snapshot in one transaction (a conflict raises: rolled back)."""
         async with self._connection() as conn, conn.transaction():
@@ -152,6 +158,8 @@ class Appends(PostgresPart):
                     base.seq,
                 ),
             )
+            for name, first, last in kept:
+                await conn.execute(self._sql["key_keep"], (created.agent_id, name, first, last))
         return result
 
     async def append_batch(
@@ -311,7 +319,7 @@ class Appends(PostgresPart):
         head = int(row[0]) if row is not None else 0
         check_prune(agent_id, head, base_seq, bool(row and row[1]), drop)
         if base_seq:
-            for name in ("prune_events", "prune_snaps_below", "prune_keys"):
+            for name in ("prune_events", "prune_snaps_below"):  # (idempotency records stay)
                 await conn.execute(self._sql[name], (agent_id, base_seq))
         if drop:
             await conn.execute(self._sql["prune_snaps"], (agent_id, drop))

@@ -376,7 +376,9 @@ def checked_entries(
             rows.head_tag,
             events,
             rows.snapshot,
-            [k for k in rows.keys if k[1] > start] if start else rows.keys,
+            # (of a compacted stream: the records after its base and those its
+            # compaction kept, at or below it; not one it cut in two)
+            [k for k in rows.keys if k[1] > start or k[2] <= start] if start else rows.keys,
         ]
         if start:
             entry.append(rows.base)

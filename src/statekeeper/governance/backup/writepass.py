@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...backends.base import Backend
+from ...backends.base import Backend, KeptKeys
 from ...errors import BackupCorrupt
 from ...records import AppendRequest, RawEvent, RawSnapshot
 from .entries import read_entries
@@ -22,9 +22,9 @@ __all__ = ["WRITE_BATCH_BYTES", "write_all"]
 
 #: one step of writing an agent's part: ``(agent, request, None)`` an append,
 #: ``(agent, request, base)`` the append of a compacted stream's first events onto its
-#: base snapshot, ``(agent, None, snapshot)`` a snapshot taken before the part (saved
-#: after its appends)
-_Step = tuple[str, "AppendRequest | None", "RawSnapshot | None"]
+#: base snapshot (with the idempotency records its compaction kept: last element),
+#: ``(agent, None, snapshot)`` a snapshot taken before the part (saved after its appends)
+_Step = tuple[str, "AppendRequest | None", "RawSnapshot | None", KeptKeys]
 
 
 def _steps(agent_id: str, item: Any, snapshot_here: bool, tag: bytes | None) -> list[_Step]:
@@ -33,8 +33,11 @@ def _steps(agent_id: str, item: Any, snapshot_here: bool, tag: bytes | None) -> 
     stream's last part."""
     _, base, head, _, raw_events, snap, key_rows = item[:7]
     events = [RawEvent(s, k, t, p, c) for s, k, t, p, c in raw_events]
-    keyed = {first: (name, last) for name, first, last in key_rows}
     from_base = RawSnapshot(*item[7]) if len(item) > 7 else None
+    floor = from_base.seq if from_base is not None else 0
+    # (a record of an append the compaction removed is written with the base)
+    kept = [(name, first, last) for name, first, last in key_rows if last <= floor]
+    keyed = {first: (name, last) for name, first, last in key_rows if last > floor}
     if from_base is not None:
         base = from_base.seq  # compacted: the events start after the base snapshot
         if snap is not None and snap[0] == base:
@@ -55,10 +58,10 @@ def _steps(agent_id: str, item: Any, snapshot_here: bool, tag: bytes | None) -> 
             agent_id, seq, part, snapshot, key, head_tag=tag if end == head else None
         )
         onto = from_base if from_base is not None and seq == from_base.seq else None
-        steps.append((agent_id, request, onto))
+        steps.append((agent_id, request, onto, kept if onto is not None else ()))
         seq = end
     if snapshot_here and snap is not None and snap[0] <= base:  # taken before this part
-        steps.append((agent_id, None, RawSnapshot(snap[0], snap[1], snap[2], snap[3])))
+        steps.append((agent_id, None, RawSnapshot(snap[0], snap[1], snap[2], snap[3]), ()))
     return steps
 
 
@@ -81,19 +84,19 @@ async def _write_batch(
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def alone(step: _Step) -> None:
-        agent_id, request, extra = step
+        agent_id, request, extra, kept = step
         async with gate:
             if request is None:
                 assert extra is not None
                 await backend.save_snapshot(agent_id, extra)
             elif extra is not None:
-                await backend.append_from_base(request, extra)
+                await backend.append_from_base(request, extra, kept)
             else:
                 await backend.append(request)
 
     for r in range(max(map(len, steps), default=0)):
         round_ = [s[r] for s in steps if r < len(s)]
-        plain = [req for _, req, extra in round_ if req is not None and extra is None]
+        plain = [req for _, req, extra, _ in round_ if req is not None and extra is None]
         others = [s for s in round_ if not batched or s[1] is None or s[2] is not None]
         if batched and plain:
             for result in await backend.append_batch(plain):

@@ -180,11 +180,11 @@ SELECT head_seq, EXISTS (SELECT 1 FROM {s}.sk_snapshots WHERE agent_id = %s AND 
 -- name: prune_events
 DELETE FROM {s}.sk_events WHERE agent_id = %s AND seq <= %s
 
+-- name: key_keep
+INSERT INTO {s}.sk_idempotency (agent_id, key, first_seq, last_seq) VALUES (%s, %s, %s, %s)
+
 -- name: prune_snaps_below
 DELETE FROM {s}.sk_snapshots WHERE agent_id = %s AND seq < %s
-
--- name: prune_keys
-DELETE FROM {s}.sk_idempotency WHERE agent_id = %s AND last_seq <= %s
 
 -- name: prune_snaps
 DELETE FROM {s}.sk_snapshots WHERE agent_id = %s AND seq = ANY(%s::bigint[])

@@ -1,5 +1,6 @@
 -- KEYS: hash, snapshot zset, index[, feed counter, feed stream]. ARGV: base seq, base
--- snapshot blob, then an append as append.lua's ARGV (expected = base seq; no fence,
+-- snapshot blob, the number k of kept idempotency keys and k triples (key, first, last:
+-- records of appends at or below the base), then an append as append.lua's ARGV (expected = base seq; no fence,
 -- no tag check), its events. Creates the agent as prune leaves a stream: the base
 -- snapshot, field 'b' = base, the events after it. Reply: {0, first, last} made |
 -- {2, head} the agent exists (nothing written).
@@ -12,5 +13,12 @@ end
 redis.call('DEL', sz) -- (a snapshot index left without its hash holds nothing of ours)
 redis.call('HSET', h, 's:' .. ARGV[1], ARGV[2], 'b', ARGV[1])
 redis.call('ZADD', sz, tonumber(ARGV[1]), ARGV[1])
-local last = write_append(h, sz, KEYS[3], KEYS[4], KEYS[5], ARGV, 2, #ARGV - 15, true)
+local k = tonumber(ARGV[3])
+for i = 0, k - 1 do
+  local at = 4 + 3 * i
+  redis.call('HSET', h, 'k:' .. ARGV[at],
+    fmt(tonumber(ARGV[at + 1])) .. ':' .. fmt(tonumber(ARGV[at + 2])))
+end
+local a0 = 3 + 3 * k
+local last = write_append(h, sz, KEYS[3], KEYS[4], KEYS[5], ARGV, a0, #ARGV - a0 - 13, true)
 return {0, tonumber(ARGV[1]) + 1, last}

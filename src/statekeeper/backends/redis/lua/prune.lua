@@ -1,6 +1,6 @@
 -- KEYS: hash, snapshot zset. ARGV: base seq, then the seqs of snapshots to drop.
--- Removes events <= base, snapshots < base and idempotency keys whose events are all
--- <= base; records the base in field 'b'. Reply: {0} done | {1, head, has base} refused.
+-- Removes events <= base and snapshots < base (idempotency keys stay); records the
+-- base in field 'b'. Reply: {0} done | {1, head, has base} refused.
 -- include: common.lua
 -- include: prune_write.lua
 local h, sz = KEYS[1], KEYS[2]

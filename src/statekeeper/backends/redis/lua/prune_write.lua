@@ -1,5 +1,5 @@
 -- The writes of a checked prune (prune.lua, together.lua): events <= base, snapshots
--- < base and idempotency keys whose events are all <= base removed, the base recorded
+-- < base removed (idempotency keys stay: a retry still finds its append), the base recorded
 -- in field 'b'; then the snapshots at the seqs in drops (a table) removed. Needs
 -- common.lua (fmt).
 local function prune_write(h, sz, base, drops)
@@ -17,15 +17,6 @@ local function prune_write(h, sz, base, drops)
     local below = redis.call('ZRANGEBYSCORE', sz, '-inf', '(' .. fmt(base))
     for _, s in ipairs(below) do redis.call('HDEL', h, 's:' .. s) end
     redis.call('ZREMRANGEBYSCORE', sz, '-inf', '(' .. fmt(base))
-    local cursor = '0'
-    repeat
-      local r = redis.call('HSCAN', h, cursor, 'MATCH', 'k:*', 'COUNT', 1000)
-      cursor = r[1]
-      for i = 1, #r[2], 2 do
-        local _, last = string.match(r[2][i + 1], '^(%d+):(%d+)$')
-        if last and tonumber(last) <= base then redis.call('HDEL', h, r[2][i]) end
-      end
-    until cursor == '0'
   end
   for _, s in ipairs(drops) do
     redis.call('HDEL', h, 's:' .. s)
