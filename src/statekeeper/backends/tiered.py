@@ -1134,8 +1134,10 @@ async def _append_copy(
 ) -> None:
     """Append a copied page; the first one of a compacted stream with its base (and
     the idempotency records ``kept`` of the appends its prune removed)."""
-    if base is not None and request.expected_seq == base.seq:
+    if base is not None and request.expected_seq == base.seq and kept:
         await dst.append_from_base(request, base, kept)
+    elif base is not None and request.expected_seq == base.seq:  # (older engines too)
+        await dst.append_from_base(request, base)
     else:
         await dst.append(request)
 

@@ -89,8 +89,10 @@ async def _write_batch(
             if request is None:
                 assert extra is not None
                 await backend.save_snapshot(agent_id, extra)
-            elif extra is not None:
+            elif extra is not None and kept:
                 await backend.append_from_base(request, extra, kept)
+            elif extra is not None:  # (an engine written before kept_keys takes this)
+                await backend.append_from_base(request, extra)
             else:
                 await backend.append(request)
 
