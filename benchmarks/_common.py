@@ -201,6 +201,19 @@ def lg_config(agent: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": agent, "checkpoint_ns": ""}}
 
 
+def lg_loads_in_window(db: Path, thread: str, n: int, window: Any) -> None:
+    """``n`` ``SqliteSaver.get_tuple`` of ``thread`` in ``db`` inside a callgrind
+    window (``window.cg_start``/``cg_stop``), after 5 outside it."""
+    saver = lg_open(db, None)
+    cfg = lg_config(thread)
+    for _ in range(5):
+        saver.get_tuple(cfg)
+    window.cg_start()
+    for _ in range(n):
+        saver.get_tuple(cfg)
+    window.cg_stop()
+
+
 # ------------------------------------------------------------------------- bare SQLite
 
 

@@ -39,7 +39,7 @@ import msgpack  # type: ignore[import-untyped]
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import lg_config, lg_open, lg_plan, make_messages
+from _common import lg_config, lg_loads_in_window, lg_open, lg_plan, make_messages
 from callgrind_window import helper, run_window
 from statekeeper import StateStore
 from statekeeper.codec.formats import fast_unpackb
@@ -82,14 +82,7 @@ async def measure(mode: str, out: Path, n: int) -> None:
     """``n`` operations of ``mode`` inside the window (after a few outside it)."""
     window = ctypes.CDLL(str(helper(out)))
     if mode.startswith("lg"):
-        saver = lg_open(out / "lg.db", None)
-        cfg = lg_config(f"k{mode[2:]}")
-        for _ in range(5):
-            saver.get_tuple(cfg)
-        window.cg_start()
-        for _ in range(n):
-            saver.get_tuple(cfg)
-        window.cg_stop()
+        lg_loads_in_window(out / "lg.db", f"k{mode[2:]}", n, window)
         return
     if mode == "floor":
         conn = sqlite3.connect(out / "p.db")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import lg_config, lg_open, lg_plan, make_messages
+from _common import lg_config, lg_loads_in_window, lg_open, lg_plan, make_messages
 from callgrind_window import helper, run_window
 from statekeeper import StateStore
 
@@ -65,14 +65,7 @@ async def measure(mode: str, out: Path) -> None:
     """``N`` cold loads of ``mode`` (``sk<K>`` / ``lg<K>``) inside the window."""
     window = ctypes.CDLL(str(helper(out)))
     if mode.startswith("lg"):
-        saver = lg_open(out / "lg.db", None)
-        cfg = lg_config(f"k{mode[2:]}")
-        for _ in range(5):
-            saver.get_tuple(cfg)
-        window.cg_start()
-        for _ in range(N):
-            saver.get_tuple(cfg)
-        window.cg_stop()
+        lg_loads_in_window(out / "lg.db", f"k{mode[2:]}", N, window)
         return
     store = StateStore(f"sqlite:///{out}/p.db", cache_size=0, witness=False)
     agent = f"k{mode[2:]}"
