@@ -15,9 +15,8 @@ import pytest
 from statekeeper import IntegrityError, StateStore
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from statekeeper.security import Keyring, generate_key
-from statekeeper.store import snapshots
+from statekeeper.store import snapshots, tails
 from statekeeper.store.reads import ReadPath
-from statekeeper.store import tails
 from statekeeper.store.tails import CUMULATIVE_EVERY, TAIL_EVERY, TailBase
 
 from ..conftest import FakeClock

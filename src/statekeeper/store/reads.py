@@ -60,15 +60,10 @@ def _inline_state(backend: Backend) -> Any:
     return getattr(backend, "state_rows_now") if "state_rows_now" in vars(owner) else None  # noqa: B009
 
 
-def _inline_base(backend: Backend, state_now: Any) -> Any:
-    """``backend.snapshots_now`` when the engine reads inline (``state_now``), else None."""
-    return getattr(backend, "snapshots_now", None) if state_now is not None else None
-
-
-def _inline_at(backend: Backend, state_now: Any) -> Any:
-    """``backend.snapshots_at_now`` when the engine reads inline (``state_now``), else
-    None."""
-    return getattr(backend, "snapshots_at_now", None) if state_now is not None else None
+def _inline_base(backend: Backend, state_now: Any, name: str = "snapshots_now") -> Any:
+    """``backend.snapshots_now`` (or ``name``) when the engine reads inline
+    (``state_now``), else None."""
+    return getattr(backend, name, None) if state_now is not None else None
 
 
 class ReadPath:
@@ -107,9 +102,8 @@ class ReadPath:
         #: ... and its read of a range of snapshots (a tail snapshot's chain: .tails)
         self.chain_now = _inline_base(backend, self.state_now)
         #: ... and of the snapshots at two seqs (a tail's whole snapshot and its base)
-        self.at_now = _inline_at(backend, self.state_now)
-        #: the store writes tail snapshots (set by its SnapshotPolicy): a cold load at a
-        #: snapshot keeps the base of the next ones (:class:`.tails.TailBase`)
+        self.at_now = _inline_base(backend, self.state_now, "snapshots_at_now")
+        #: tail snapshots are written (SnapshotPolicy): a cold load keeps their base
         self.tails = False
         #: the engine ``state_now`` was taken from (``instrument()`` swaps ``backend``)
         self._state_of = backend
@@ -246,8 +240,7 @@ class ReadPath:
                 if type(rb := body.get("rb")) is int:
                     record.replay_bytes = rb
             if self.tails and stored is not None and not typed and record.full_link is not None:
-                # the next tails: on the whole snapshot read (its body split when the
-                # first is made), due TAIL_EVERY events past the latest snapshot
+                # the next tails' base: the whole snapshot read (split when one is made)
                 whole, link = record.full_seq, record.full_link
                 record.tail_base = TailBase(snap.seq, whole, link, stored, whole, link, stored, 0)
             if events:  # verified, and chained from the snapshot's link
@@ -507,7 +500,7 @@ class ReadPath:
                 self._state_of = self.backend
                 now = self.state_now = _inline_state(self.backend)
                 self.chain_now = _inline_base(self.backend, now)
-                self.at_now = _inline_at(self.backend, now)
+                self.at_now = _inline_base(self.backend, now, "snapshots_at_now")
             head, tag, snap, events = (
                 now(agent_id) if now is not None else await self.backend.read_state_rows(agent_id)
             )

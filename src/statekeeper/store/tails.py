@@ -168,6 +168,7 @@ def resolved(record: AgentRecord) -> TailBase | None:
     record.tail_base = base = base._replace(dumped=dumped, whole=whole)
     return base
 
+
 #: the tag key of a typed value as msgpack packs it (as in :mod:`.body`)
 _PACKED_TAG = b"\xa2$t"
 _packb: Any = None  # msgpack.packb (imported on first use)
