@@ -10,8 +10,8 @@ and 189). The file is built by the tree measured (``PYTHONPATH``), so a tree tha
 tail snapshots is measured on its own file; the peer's file is the same for every tree::
 
     PYTHONPATH=<tree>/src .venv/bin/python benchmarks/bench_coldtail_window.py build /tmp/w 100
-    PYTHONPATH=<tree>/src .venv/bin/python benchmarks/bench_coldtail_window.py run sk50 /tmp/w
-    .venv/bin/python benchmarks/bench_coldtail_window.py run lg50 /tmp/w
+    PYTHONPATH=<tree>/src .venv/bin/python benchmarks/bench_coldtail_window.py run /tmp/w sk50
+    .venv/bin/python benchmarks/bench_coldtail_window.py run /tmp/w lg50
 
 (``build <dir> bounded`` for the default policy.) ``save <dir> <policy>``: instructions of
 64 saves of the chat from 100 to 164 messages, per save, and the bytes they stored.
@@ -32,7 +32,7 @@ from _common import lg_config, lg_loads_in_window, lg_open, lg_plan, make_messag
 from callgrind_window import helper, run_window
 from statekeeper import StateStore
 
-HEADS = (0, 1, 10, 21, 50, 88, 99)
+HEADS = (0, 1, 8, 10, 21, 50, 88, 99)
 #: loads counted per mode (per load = the window's total / N)
 N = 100
 

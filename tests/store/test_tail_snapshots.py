@@ -15,14 +15,14 @@ import pytest
 from statekeeper import IntegrityError, StateStore
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from statekeeper.security import Keyring, generate_key
-from statekeeper.store import snapshots
+from statekeeper.store import snapshots, tails
 from statekeeper.store.reads import ReadPath
-from statekeeper.store.tails import TAIL_EVERY
+from statekeeper.store.tails import CUMULATIVE_EVERY, TAIL_EVERY, TailBase
 
 from ..conftest import FakeClock
 from .test_save_fast import Calls, stored
 
-MSGS = [{"role": "user" if i % 2 else "assistant", "text": f"message {i} " * 8} for i in range(80)]
+MSGS = [{"role": "user" if i % 2 else "assistant", "text": f"message {i} " * 8} for i in range(160)]
 
 
 def _doc(n: int) -> dict[str, Any]:
@@ -321,3 +321,107 @@ async def test_a_keyed_store_seals_its_tails_and_loads_past_them(
     _tamper(tmp_path, "UPDATE sk_snapshots SET payload = ? WHERE seq = 36", _flip(payload))
     async with StateStore(url, keyring=key, cache_size=0, witness=False) as cold:
         assert (await cold.load("a")).data == _doc(39)
+
+
+def _bases(tmp_path: Path) -> dict[int, int | None]:
+    """``{snapshot seq: the seq its delta is on (None: whole)}``, read from the rows."""
+    import msgpack  # type: ignore[import-untyped]
+
+    out: dict[int, int | None] = {}
+    with closing(sqlite3.connect(tmp_path / "tail.db")) as conn:
+        for seq, payload in conn.execute("SELECT seq, payload FROM sk_snapshots ORDER BY seq"):
+            out[seq] = msgpack.unpackb(payload[35:]).get("base")
+    return out
+
+
+async def test_every_few_tails_one_is_cumulative_and_the_base_of_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = _url(tmp_path)
+    async with StateStore(url, witness=False, snapshot_every=100) as store:
+        for n in range(1, 142):
+            await store.save("a", _doc(n))
+    cumulative = 100 + CUMULATIVE_EVERY * TAIL_EVERY
+    bases = _bases(tmp_path)
+    assert [s for s in bases if s > 100] == list(range(108, 141, TAIL_EVERY))
+    for seq, base in bases.items():
+        if seq <= 100:
+            continue  # (the whole snapshot at 100, and the tails of the one before)
+        expected = 100 if seq <= cumulative else cumulative
+        assert base == expected, (seq, base)
+    # a cold load reads the tail at the head, its cumulative base and the whole one
+    read: list[tuple[int, int]] = []
+    at = tails._chain
+
+    def reading(codec: Any, rows: Any, *args: Any) -> Any:
+        read.append(tuple(raw.seq for raw in rows))  # type: ignore[arg-type]
+        return at(codec, rows, *args)
+
+    monkeypatch.setattr(tails, "_chain", reading)
+    counts = _replayed(monkeypatch)
+    async with StateStore(url, cache_size=0, witness=False) as cold:
+        loaded = await cold.load("a")
+        assert loaded.data == _doc(141) and sum(counts) == 1
+        assert read == [(100, cumulative)]
+        assert (await cold.verify()).ok
+
+
+@pytest.mark.parametrize("saved", [21, 30])
+async def test_a_store_that_loaded_the_agent_cold_writes_tails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, saved: int
+) -> None:
+    # the state a save is made on was read from storage (21: the whole snapshot at 20 is
+    # the latest; 30: the tail at 28 is): the next tails are made on the whole one read
+    # (before, such a store wrote none until its next whole snapshot)
+    url = _url(tmp_path)
+    await _chat(url, saved)
+    async with StateStore(url, witness=False, snapshot_every=20) as store:
+        for n in range(saved + 1, 40):
+            await store.save("a", _doc(n))
+    assert _snapshot_seqs(tmp_path) == [20, 28, 36]
+    counts = _replayed(monkeypatch)
+    async with StateStore(url, cache_size=0, witness=False) as cold:
+        loaded = await cold.load("a")
+        assert loaded.data == _doc(39) and sum(counts) == 39 - 36
+        assert (await cold.verify()).ok
+
+
+async def test_an_edited_cumulative_tail_is_passed_over(tmp_path: Path) -> None:
+    url = _url(tmp_path)
+    async with StateStore(url, witness=False, snapshot_every=100) as store:
+        for n in range(1, 142):
+            await store.save("a", _doc(n))
+    cumulative = 100 + CUMULATIVE_EVERY * TAIL_EVERY
+    with closing(sqlite3.connect(tmp_path / "tail.db")) as conn:
+        payload = conn.execute(
+            "SELECT payload FROM sk_snapshots WHERE seq = ?", (cumulative,)
+        ).fetchone()[0]
+    _tamper(
+        tmp_path, "UPDATE sk_snapshots SET payload = ? WHERE seq = ?", _flip(payload), cumulative
+    )
+    await _loads_the_saved_state(url, 141)  # (from a tail below it: the events verified)
+    async with StateStore(url, witness=False) as store:
+        assert not (await store.verify()).ok
+
+
+async def test_tails_chained_one_on_another_still_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the layout written before cumulative tails: each tail a delta on the one before
+    def chained(base: TailBase, seq: int, link: bytes, dumped: Any) -> TailBase:
+        return TailBase(seq, seq, link, dumped, base.whole_seq, base.whole_link, base.whole, 0)
+
+    url = _url(tmp_path)
+    with monkeypatch.context() as patched:
+        patched.setattr(tails, "CUMULATIVE_EVERY", 1 << 30)
+        patched.setattr(tails, "_advanced", chained)
+        async with StateStore(url, witness=False, snapshot_every=100) as store:
+            for n in range(1, 132):
+                await store.save("a", _doc(n))
+    bases = _bases(tmp_path)
+    assert [bases[s] for s in (108, 116, 124)] == [100, 108, 116]
+    counts = _replayed(monkeypatch)
+    async with StateStore(url, cache_size=0, witness=False) as cold:
+        loaded = await cold.load("a")
+        assert loaded.data == _doc(131) and sum(counts) == 131 - 124
+        assert (await cold.verify()).ok

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..backends.base import Backend, LatestRead
 from ..codec import ZERO_LINK, Codec, Opened
-from ..codec.formats import JSON
+from ..codec.formats import JSON, MSGPACK
 from ..errors import (
     AgentNotFound,
     ConfigurationError,
@@ -38,7 +38,7 @@ from .state import (
     apply_payloads,
     extend_list,
 )
-from .tails import apply_tail_ops, tail_data
+from .tails import TailBase, apply_tail_ops, tail_data
 from .verification import _reason
 
 __all__ = ["PAGE", "ReadPath"]
@@ -60,9 +60,10 @@ def _inline_state(backend: Backend) -> Any:
     return getattr(backend, "state_rows_now") if "state_rows_now" in vars(owner) else None  # noqa: B009
 
 
-def _inline_base(backend: Backend, state_now: Any) -> Any:
-    """``backend.snapshots_now`` when the engine reads inline (``state_now``), else None."""
-    return getattr(backend, "snapshots_now", None) if state_now is not None else None
+def _inline_base(backend: Backend, state_now: Any, name: str = "snapshots_now") -> Any:
+    """``backend.snapshots_now`` (or ``name``) when the engine reads inline
+    (``state_now``), else None."""
+    return getattr(backend, name, None) if state_now is not None else None
 
 
 class ReadPath:
@@ -100,6 +101,10 @@ class ReadPath:
         self.state_now = _inline_state(backend)
         #: ... and its read of a range of snapshots (a tail snapshot's chain: .tails)
         self.chain_now = _inline_base(backend, self.state_now)
+        #: ... and of the snapshots at two seqs (a tail's whole snapshot and its base)
+        self.at_now = _inline_base(backend, self.state_now, "snapshots_at_now")
+        #: tail snapshots are written (SnapshotPolicy): a cold load keeps their base
+        self.tails = False
         #: the engine ``state_now`` was taken from (``instrument()`` swaps ``backend``)
         self._state_of = backend
 
@@ -214,16 +219,19 @@ class ReadPath:
                 return None  # (neither events nor a head tag to bind it to this stream)
             size = len(payload)
             tail = "base" in body
+            stored: tuple[bytes, int] | None = None  # the whole one's msgpack body
             if tail:  # a tail snapshot (store/tails.py): its base, read now
-                based = tail_data(codec, self.chain_now, agent_id, snap.seq, body)
+                based = tail_data(codec, self.at_now, self.chain_now, agent_id, snap.seq, body)
                 if based is None:
                     return None
-                data, size, whole_link, base_typed = based
+                data, size, whole_link, base_typed, stored = based
                 typed = typed or base_typed
             elif "data" not in body:
                 return None
             else:
                 data = body["data"]
+                if fmt == MSGPACK:
+                    stored = (text, begin)
             record = snapshot_record(agent_id, snap, body, prev, data)
             record.rich = typed
             if tail:  # (the whole one's, and the replay after it: the snapshot rule's)
@@ -231,6 +239,10 @@ class ReadPath:
                 record.full_link = whole_link
                 if type(rb := body.get("rb")) is int:
                     record.replay_bytes = rb
+            if self.tails and stored is not None and not typed and record.full_link is not None:
+                # the next tails' base: the whole snapshot read (split when one is made)
+                whole, link = record.full_seq, record.full_link
+                record.tail_base = TailBase(snap.seq, whole, link, stored, whole, link, stored, 0)
             if events:  # verified, and chained from the snapshot's link
                 self.apply_events(record, events)
                 if record.seq != head:
@@ -488,6 +500,7 @@ class ReadPath:
                 self._state_of = self.backend
                 now = self.state_now = _inline_state(self.backend)
                 self.chain_now = _inline_base(self.backend, now)
+                self.at_now = _inline_base(self.backend, now, "snapshots_at_now")
             head, tag, snap, events = (
                 now(agent_id) if now is not None else await self.backend.read_state_rows(agent_id)
             )

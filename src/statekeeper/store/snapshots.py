@@ -57,7 +57,7 @@ from .autotune import MAX_EVENTS, AutoInterval
 from .body import SNAPSHOT_TYPE, packed_snapshot_body, snapshot_body
 from .reads import ReadPath
 from .state import AgentRecord, document, unpack_document
-from .tails import MAX_TAILS, TAIL_EVERY, tail_body
+from .tails import MAX_TAILS, TAIL_EVERY, TailBase, resolved, tail_body, tail_marked, whole_base
 from .verification import _reason
 
 __all__ = [
@@ -106,9 +106,7 @@ BOUNDED_LOAD_COST = 256 * 1024
 #: what storing a snapshot changes in the record it was taken of: (snapshot_seq,
 #: full_seq, full_link, full_data, deltas, stored bytes of the latest whole snapshot,
 #: replay bytes after it, tail_base)
-Marks = tuple[
-    int, int, bytes | None, Any, int, int, int, "tuple[int, bytes, dict[str, bytes]] | None"
-]
+Marks = tuple[int, int, bytes | None, Any, int, int, int, "TailBase | None"]
 
 
 def mark_snapshot(record: AgentRecord, marks: Marks) -> None:
@@ -179,6 +177,8 @@ class SnapshotPolicy:
         #: the snapshot :meth:`due` found due is a tail (read by :meth:`encode`, which
         #: the save calls right after, with no await between)
         self.next_tail = False
+        #: a cold load keeps the base of the next tails too (store/tails.py)
+        reads.tails = self.tails
 
     def due(self, record: AgentRecord, seq: int) -> bool:
         """A snapshot is due with the event at ``seq`` on ``record``: the replay a load
@@ -216,6 +216,7 @@ class SnapshotPolicy:
             or record.deltas >= MAX_TAILS
             or record.dumped is None  # (a save that holds no packed bytes: no tail)
             or record.rich
+            or resolved(record) is None  # (a base read cold that does not split: none)
         ):
             return False
         self.next_tail = True
@@ -292,7 +293,7 @@ class SnapshotPolicy:
             0,
             len(raw.payload),
             0,
-            (record.seq, record.link, record.dumped)
+            whole_base(record.seq, record.link, record.dumped)
             if fmt == MSGPACK and self.tails and record.dumped is not None
             else None,
         )
@@ -323,7 +324,7 @@ class SnapshotPolicy:
             record.deltas + 1,
             record.snapshot_bytes,
             record.replay_bytes,
-            None if record.dumped is None else (record.seq, record.link, record.dumped),
+            tail_marked(record),
         )
 
     async def prepare(self, record: AgentRecord) -> None:

@@ -21,6 +21,7 @@ from ..errors import IntegrityError, PatchError
 
 if TYPE_CHECKING:
     from ..records import EventRow
+    from .tails import TailBase
 
 __all__ = [
     "HELD_AS_BYTES",
@@ -128,10 +129,10 @@ class AgentRecord:
     #: ``WritePipeline.append_applied``; the caller applies its next changes
     #: copy-on-write): copied before events are folded into it in place
     shared: bool = False
-    #: ``(seq, link, dumped)`` of the latest snapshot, whole or tail, as this store
-    #: wrote it: its packed top-level values kept by reference (no copy), what the next
-    #: tail snapshot's ops are made against (:mod:`.tails`); None when not at hand
-    tail_base: tuple[int, bytes, dict[str, bytes]] | None = None
+    #: what the next tail snapshot's ops are made against (:class:`.tails.TailBase`: the
+    #: latest snapshots' seqs, links and packed top-level values, kept by reference as
+    #: this store wrote them or read them); None when not at hand
+    tail_base: TailBase | None = None
 
 
 def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict[str, Any]) -> None:
