@@ -428,8 +428,8 @@ def merge_streams(
             elif stray is not None:
                 row, own = snap[0], snap[0] == agent_id
                 late = not own and bool(done) and row <= done
-                held = [latest] if latest is not None else []
-                after = _after("snapshot", agent_id, held, done) if late else ""
+                shown = [latest] if latest is not None else []
+                after = _after("snapshot", agent_id, shown, done) if late else ""
                 stray("snapshot", row, snap[1], head if own else 0, after)
             snap = next(snaps, None)
         named: list[tuple[str, int, int]] = []
@@ -439,8 +439,8 @@ def merge_streams(
             elif stray is not None:
                 row, own = key[0], key[0] == agent_id
                 late = not own and bool(done) and row <= done
-                held = [(k[1],) for k in named[-1:]]
-                after = _after("idempotency record from", agent_id, held, done) if late else ""
+                firsts = [(k[1],) for k in named[-1:]]
+                after = _after("idempotency record from", agent_id, firsts, done) if late else ""
                 stray("idempotency record", row, key[2], head if own else 0, after)
             key = next(keys, None)
         base = first if got and got[0][0] > 1 and first and first[0] == got[0][0] - 1 else None
