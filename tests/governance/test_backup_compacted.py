@@ -251,7 +251,12 @@ def _drop_base(entry: list[Any], stream: dict[str, Any]) -> None:
     del entry[7]
 
 
+def _key_past_head(entry: list[Any], stream: dict[str, Any]) -> None:
+    entry[6].append(["late", 9, 9])  # (its head is 8)
+
+
 TAMPERS = {
+    "idempotency record past the head": (_key_past_head, "idempotency record from seq 9 to 9"),
     "base snapshot edited": (_tamper_base, "base snapshot does not verify"),
     "event after the base missing": (_drop_event, "gap"),
     "manifest's base digest": (_other_base_digest, "differs from the manifest"),
