@@ -1,8 +1,10 @@
 """The CPU a restore's refusal of rows outside an image's streams adds (docs/benchmarks.md
-"imagerows"): an image of 100,000 streams, 300,000 events and 100,000 snapshots made by
-SQL (the checks' cost depends on the rows, not their contents), then the best of 5
-``process_time`` of each statement the general checking pass runs
-(:func:`statekeeper.governance.backup.filecopy.refuse_strays`).
+"imagerows", "idemrows"): an image of 100,000 streams, 300,000 events, 100,000 snapshots
+and 200,000 idempotency records made by SQL (the checks' cost depends on the rows, not
+their contents), then the best of 5 ``process_time`` of each statement the general
+checking pass runs (:func:`statekeeper.governance.backup.filecopy.refuse_strays`) and of
+the merged scan's probe of the idempotency records
+(:func:`statekeeper.backends.sqlite_import.stray_key`).
 
     PYTHONPATH=src python benchmarks/bench_restore_strays.py [image.db]
 """
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from statekeeper import StateStore
-from statekeeper.backends.sqlite_import import stray_row
+from statekeeper.backends.sqlite_import import stray_key, stray_row
 
 STREAMS = 100_000
 
@@ -49,6 +51,11 @@ def make(db: str) -> None:
         "INSERT INTO sk_snapshots(agent_id, seq, ts, payload, checksum)"
         " SELECT agent_id, 2, 0, randomblob(600), randomblob(32) FROM sk_agents"
     )
+    conn.execute(
+        "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq)"
+        " SELECT a.agent_id, 'hmac:k1:' || hex(randomblob(32)), s.seq, s.seq FROM sk_agents a,"
+        " (SELECT 1 AS seq UNION ALL SELECT 3) s"
+    )
     conn.commit()
     conn.execute("VACUUM")
     conn.close()
@@ -72,9 +79,11 @@ def main() -> None:
     count = best(lambda: conn.execute("SELECT count(*) FROM sk_events").fetchone())
     snaps = best(lambda: stray_row(conn, "sk_snapshots"))
     events = best(lambda: stray_row(conn, "sk_events"))
+    keys = best(lambda: stray_key(conn))
     print(f"count(*) of the events:            {count:.4f} CPU-s")
     print(f"snapshots outside the streams:     {snaps:.4f} CPU-s")
     print(f"events outside (when counts differ): {events:.4f} CPU-s")
+    print(f"idempotency records outside:       {keys:.4f} CPU-s")
     conn.close()
 
 

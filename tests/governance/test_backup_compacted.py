@@ -2,9 +2,11 @@
 (a base snapshot, the events after it, history before it gone) are backed up in both
 layouts (a SQLite store's file copy, rows for every other engine and for
 incrementals), restored into memory, SQLite, PostgreSQL, Redis, S3 and tiered as the
-same compacted streams, and verified from their base; a tampered base or a missing event after it is
-refused with nothing restored; an incremental backup across a compaction restores the
-stream as the source holds it after the compaction."""
+same compacted streams, and verified from their base (the idempotency records the
+compaction kept with them, also of an append it cut in two: a retry is not stored
+again); a tampered base or a missing event after it is refused with nothing restored;
+an incremental backup across a compaction restores the stream as the source holds it
+after the compaction."""
 
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ from statekeeper.governance.backup.filecopy import opened_copy
 from statekeeper.governance.backup.fileformat import FrameReader, FrameWriter
 from statekeeper.governance.backup.writer import pack_entry, stream_digest
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
+from statekeeper.records import AppendRequest, RawEvent
+from statekeeper.store.body import event_body
+from statekeeper.store.idempotency import stored_key
 
 from ..backends._services import fresh_url
 
@@ -52,6 +57,38 @@ async def fill(store: StateStore, agents: int, events: int, start: int = 0) -> N
             await store.save(f"t{i % 2}/a{i:02d}", {"i": i, "j": j}, idempotency_key=key)
 
 
+async def keyed_pair(store: StateStore, agent_id: str, key: str) -> None:
+    """Two events appended in ONE append with idempotency ``key`` (an engine-level
+    append, as a restore or a tier copy writes one; the store's saves are one event
+    each), sealed and chained as the store seals its own."""
+    codec, backend = store.codec, store.backend
+    head = await backend.head(agent_id)
+    (last,) = await backend.read(agent_id, head - 1, head)
+    link = codec.open(agent_id, head, last.type, last.timestamp, last.payload, last.checksum).link
+    events = []
+    for seq in (head + 1, head + 2):
+        ops = [{"op": "replace", "path": "/j", "value": f"pair {seq}"}]
+        body = codec.serialize(event_body({}, ops, key=key), "event")
+        sealed = codec.seal(agent_id, seq, "patch", float(seq), body, link)
+        events.append(RawEvent(seq, "patch", float(seq), sealed.payload, sealed.checksum))
+        link = sealed.link
+    tag = codec.head_tag(agent_id, head + 2, link)
+    request = AppendRequest(
+        agent_id, head, tuple(events), None, stored_key(codec, agent_id, key), head_tag=tag
+    )
+    await backend.append(request)
+
+
+async def cut_in_two(store: StateStore) -> None:
+    """t0/cut: 4 saves, one append of 2 events with key ``pair`` (seqs 5, 6), 2 saves:
+    keep_last=3 puts its base at 5, inside that append."""
+    for j in range(4):
+        await store.save("t0/cut", {"i": -1, "j": j})
+    await keyed_pair(store, "t0/cut", "pair")
+    await store.save("t0/cut", {"i": -1, "j": 7})  # (a fresh read: the pair bypassed the cache)
+    await store.save("t0/cut", {"i": -1, "j": 8})
+
+
 async def first_stored(store: StateStore, agent_id: str) -> int:
     first = await store.backend.read(agent_id, 0, None, limit=1)
     return first[0].seq if first else 0
@@ -70,23 +107,28 @@ async def compacted_source(url: str, tmp_path: Path) -> StateStore:
     store = StateStore(url, keyring=keyring(), snapshot_every=3)
     await store.__aenter__()
     await fill(store, 6, 8)
+    await cut_in_two(store)
     report = await apply_retention(store, POLICY)
     assert {a.agent_id for a in report.actions if a.outcome == "done"} == {
         "t0/a00",
         "t0/a02",
         "t0/a04",
+        "t0/cut",
     }
     assert await first_stored(store, "t0/a00") == 6  # base 5: events 1..5 are gone
+    assert await first_stored(store, "t0/cut") == 6  # base 5: half of the pair gone
     return store
 
 
-async def retried(store: StateStore) -> tuple[int, int]:
-    """Retry t0/a00's save with key k1 (seq 2, below its base 5): its original seqs,
-    nothing written."""
-    head = await store.backend.head_tag("t0/a00")
+async def retried(store: StateStore) -> tuple[int, int, int, int]:
+    """Retry t0/a00's save with key k1 (seq 2, below its base 5) and t0/cut's append
+    with key pair (seqs 5..6, across its base 5): their original seqs, nothing written."""
+    heads = [await store.backend.head_tag(a) for a in ("t0/a00", "t0/cut")]
     again = await store.save("t0/a00", {"i": 0, "j": 1}, idempotency_key="k1")
-    assert again.duplicate and await store.backend.head_tag("t0/a00") == head
-    return again.first_seq, again.last_seq
+    pair = await store.save("t0/cut", {"i": -1, "j": 5}, idempotency_key="pair")
+    assert again.duplicate and pair.duplicate
+    assert [await store.backend.head_tag(a) for a in ("t0/a00", "t0/cut")] == heads
+    return again.first_seq, again.last_seq, pair.first_seq, pair.last_seq
 
 
 CASES = [  # (source engine, target engine, the full backup's layout)
@@ -125,7 +167,7 @@ async def test_a_retained_store_backs_up_and_restores_as_the_same_compacted_stre
             kept = await retried(src)
         finally:
             await src.__aexit__(None, None, None)
-        assert made.agents == 6
+        assert made.agents == 7
         reader = FrameReader(file, bkey)
         try:
             assert reader.header.layout == layout
@@ -134,15 +176,17 @@ async def test_a_retained_store_backs_up_and_restores_as_the_same_compacted_stre
             reader.close()
         assert {a: s.get("compacted", 0) for a, s in streams.items()} == {
             "t0/a00": 5, "t0/a02": 5, "t0/a04": 5, "t1/a01": 0, "t1/a03": 0, "t1/a05": 0,
+            "t0/cut": 5,
         }  # fmt: skip
         assert all(len(s["base_digest"]) == 64 for s in streams.values() if s.get("compacted"))
         async with StateStore(dst_url, keyring=keyring()) as dst:
             result = await restore(dst, [file], bkey)
-            assert result.agents == 6
+            assert result.agents == 7
             assert await picture(dst) == expected  # same states, heads and bases
             assert (await dst.verify()).ok
-            # the record of a keyed save the compaction removed is restored with it
-            assert await retried(dst) == kept == (2, 2)
+            # the records of a keyed save the compaction removed, and of a keyed append
+            # it cut in two, are restored with it
+            assert await retried(dst) == kept == (2, 2, 5, 6)
             assert await picture(dst) == expected
             with pytest.raises(HistoryCompacted):
                 await dst.load("t0/a00", at_seq=3)
@@ -207,7 +251,12 @@ def _drop_base(entry: list[Any], stream: dict[str, Any]) -> None:
     del entry[7]
 
 
+def _key_past_head(entry: list[Any], stream: dict[str, Any]) -> None:
+    entry[6].append(["late", 9, 9])  # (its head is 8)
+
+
 TAMPERS = {
+    "idempotency record past the head": (_key_past_head, "idempotency record from seq 9 to 9"),
     "base snapshot edited": (_tamper_base, "base snapshot does not verify"),
     "event after the base missing": (_drop_event, "gap"),
     "manifest's base digest": (_other_base_digest, "differs from the manifest"),
@@ -415,7 +464,7 @@ async def test_a_target_engine_that_cannot_hold_a_compacted_stream_refuses_first
     finally:
         await src.__aexit__(None, None, None)
     async with StateStore(_NoBase(), keyring=keyring()) as dst:
-        with pytest.raises(BackupError, match=r"'t0/a00' \(and 2 more\).*compacted") as e:
+        with pytest.raises(BackupError, match=r"'t0/a00' \(and 3 more\).*compacted") as e:
             await restore(dst, [file], bkey)
         assert "nothing was restored" in str(e.value)
         assert await dst.count_agents() == 0

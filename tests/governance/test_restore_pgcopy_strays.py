@@ -1,11 +1,13 @@
 """A PostgreSQL backup (format version 3) whose ``COPY`` sections hold rows outside its
-streams — an event or a snapshot past a stream's head, events of an agent without a
-head, an event after the last head — is refused (:class:`~statekeeper.errors.BackupCorrupt`
-naming the agent and the seq) and nothing is restored. A consistent copy never holds
-such rows; the streams read from the sections left them out, so the restore reported
-success without them. The sections are edited and sealed again with the backup key
-(what only a holder of the key, or a writer bug, could do), the manifest's heads and
-totals made the edited sections' again: only the rows themselves can tell."""
+streams — an event, a snapshot or an idempotency record past a stream's head, events or
+idempotency records of an agent without a head, an event after the last head — or out of
+order is refused (:class:`~statekeeper.errors.BackupCorrupt` naming the agent and the
+seq, and for a row out of order the row it came after) and nothing is restored. A
+consistent copy never holds such rows; the streams read from the sections left them out,
+so the restore reported success without them. The sections are edited and sealed again
+with the backup key (what only a holder of the key, or a writer bug, could do), the
+manifest's heads and totals made the edited sections' again: only the rows themselves
+can tell."""
 
 from __future__ import annotations
 
@@ -119,7 +121,80 @@ def _event_after_the_last_head(rows: Rows) -> None:
     rows[1].append(("zz/late", 1, *rows[1][-1][2:]))
 
 
+def _keys_of_an_agent_without_head(rows: Rows) -> None:
+    """Idempotency records of an agent with no head and no other row (what a delete
+    leaves on no engine: it removes them with the stream), in their place."""
+    rows[3] += [("t0/gone", "k1", 1, 1), ("t0/gone", "k2", 2, 3)]
+    rows[3].sort(key=lambda r: (r[0], r[2]))
+
+
+def _key_past_head(rows: Rows) -> None:
+    """An idempotency record of stream t1/a004 for seqs 4..5 (its head stays 3)."""
+    rows[3].append(("t1/a004", "late", 4, 5))
+    rows[3].sort(key=lambda r: (r[0], r[2]))
+
+
+def _event_out_of_order(rows: Rows) -> None:
+    """Stream t0/a003's first event moved after the events of t0/a006."""
+    row = next(r for r in rows[1] if r[:2] == ("t0/a003", 1))
+    rows[1].remove(row)
+    at = max(i for i, r in enumerate(rows[1]) if r[0] == "t0/a006") + 1
+    rows[1].insert(at, row)
+
+
+def _event_of_a_later_agent_early(rows: Rows) -> None:
+    """Stream t0/a006's first event moved between the events of t0/a003."""
+    row = next(r for r in rows[1] if r[:2] == ("t0/a006", 1))
+    rows[1].remove(row)
+    at = next(i for i, r in enumerate(rows[1]) if r[:2] == ("t0/a003", 2))
+    rows[1].insert(at, row)
+
+
+def _events_out_of_seq_order(rows: Rows) -> None:
+    """Stream t1/a004's events 2 and 3 swapped."""
+    at = next(i for i, r in enumerate(rows[1]) if r[:2] == ("t1/a004", 2))
+    rows[1][at], rows[1][at + 1] = rows[1][at + 1], rows[1][at]
+
+
+def _key_out_of_order(rows: Rows) -> None:
+    """Stream t0/a000's idempotency record moved after those of t0/a003."""
+    row = next(r for r in rows[3] if r[0] == "t0/a000")
+    rows[3].remove(row)
+    at = max(i for i, r in enumerate(rows[3]) if r[0] == "t0/a003") + 1
+    rows[3].insert(at, row)
+
+
+#: a section's rows out of order: refused naming the row (agent, seq) and where it was
+ORDER = " the rows are out of order (each table in agent id order, then seq order"
+
 EDITS: dict[str, tuple[Callable[[Rows], None], str]] = {
+    "idempotency records of an agent without a head": (
+        _keys_of_an_agent_without_head,
+        "agent 't0/gone': the image holds its idempotency record from seq 1 but no head",
+    ),
+    "an idempotency record past a head": (
+        _key_past_head,
+        "agent 't1/a004': the image holds its idempotency record from seq 4 past its head seq 3",
+    ),
+    "an event out of agent order": (
+        _event_out_of_order,
+        "agent 't0/a003': the image holds its event seq 1 after the event seq 3 of agent"
+        f" 't0/a006':{ORDER}",
+    ),
+    "an event of a later agent early": (
+        _event_of_a_later_agent_early,
+        "agent 't0/a003': the image holds its event seq 2 after the event seq 1 of agent"
+        f" 't0/a006':{ORDER}",
+    ),
+    "events out of seq order": (
+        _events_out_of_seq_order,
+        "agent 't1/a004': its events are out of order: seq 3 where seq 2 was expected",
+    ),
+    "an idempotency record out of agent order": (
+        _key_out_of_order,
+        "agent 't0/a000': the image holds its idempotency record from seq 2 after the"
+        f" idempotency record from seq 2 of agent 't0/a003':{ORDER}",
+    ),
     "an event past a head": (
         _event_past_head,
         "agent 't1/a004': the image holds its event seq 4 past its head seq 3",

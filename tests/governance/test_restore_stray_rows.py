@@ -1,5 +1,6 @@
 """A store image holding rows outside its streams — an event or a snapshot past its
-stream's head, or events of an agent the heads table does not hold — is refused
+stream's head, events or idempotency records of an agent the heads table does not
+hold, an idempotency record past its stream's head — is refused
 (:class:`~statekeeper.errors.BackupCorrupt` naming the agent and the seq) and nothing
 is restored, on every target: SQLite's bulk copy, the record path (a SQLite target
 that already holds streams, memory). A consistent backup never holds such rows; the
@@ -53,7 +54,28 @@ def _snapshot_past_head(conn: sqlite3.Connection) -> None:
     )
 
 
+def _keys_of_an_agent_without_head(conn: sqlite3.Connection) -> None:
+    """Idempotency records of an agent with no head row and no other row (what a
+    delete leaves on no engine: it removes them with the stream)."""
+    conn.execute(
+        "INSERT INTO sk_idempotency VALUES ('t0/gone', 'k1', 1, 1), ('t0/gone', 'k2', 2, 3)"
+    )
+
+
+def _key_past_head(conn: sqlite3.Connection) -> None:
+    """An idempotency record of stream t1/a004 for seqs 6..7 (its head stays 5)."""
+    conn.execute("INSERT INTO sk_idempotency VALUES ('t1/a004', 'late', 6, 7)")
+
+
 EDITS: dict[str, tuple[Callable[[sqlite3.Connection], None], str]] = {
+    "idempotency records of an agent without a head": (
+        _keys_of_an_agent_without_head,
+        "agent 't0/gone': the image holds its idempotency record from seq 1 but no head",
+    ),
+    "an idempotency record past a head": (
+        _key_past_head,
+        "agent 't1/a004': the image holds its idempotency record from seq 6 past its head seq 5",
+    ),
     "an event past a head": (_event_past_head, "agent 't1/a004': the image holds its event seq 6"),
     "events of an agent without a head row": (
         _agent_without_head,

@@ -560,9 +560,12 @@ class Backend(abc.ABC):
         — with ``request.events`` (seqs ``base.seq + 1`` onward; ``expected_seq`` is
         ``base.seq``) after it, in ONE atomic write (idempotency key, head tag and a
         later snapshot as :meth:`append`), with ``kept_keys`` — ``(key, first_seq,
-        last_seq)``, each range at or below ``base.seq``: the idempotency records
-        :meth:`prune` keeps of the appends it removed — in the same write. A restore of
-        a backup of a retained stream writes it so.
+        last_seq)``: the idempotency records :meth:`prune` keeps of the appends it
+        removed, each range at or below ``base.seq``, and at most one of an append it
+        cut in two (``first_seq <= base.seq < last_seq``, its events after the base the
+        first of ``request.events``, which then carries no key of its own) — in the
+        same write, stored as given. A restore of a backup of a retained stream writes
+        it so.
         :class:`~statekeeper.errors.ConflictError` (nothing written) when the agent
         exists. Capability ``BASE_IMPORT``; the default refuses.
         """
@@ -1023,16 +1026,30 @@ def validate_next(agent_id: str, seq: int, snapshot: RawSnapshot | None) -> None
 def validate_from_base(request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()) -> None:
     """Reject a malformed :meth:`Backend.append_from_base` before any engine touches
     it: the events follow the base (``expected_seq == base.seq >= 1``), no fence, each
-    kept key a distinct non-empty name of a range ``1 <= first <= last <= base.seq``."""
+    kept key a distinct non-empty name of a range ``1 <= first <= last <= base.seq``,
+    or (one at most: the append a compaction cut in two) ``first <= base.seq < last``
+    with ``last`` within ``request.events`` and no key on the request (its range
+    would overlap the record's)."""
     names = set()
+    cut = 0
+    top = base.seq + len(request.events)
     for name, first, last in kept_keys:
         if not isinstance(name, str) or not name or name in names:
             raise ConfigurationError(f"agent {request.agent_id!r}: kept key {name!r} is not valid")
-        if not (type(first) is int and type(last) is int and 1 <= first <= last <= base.seq):
+        if not (type(first) is int and type(last) is int and 1 <= first <= min(last, base.seq)):
             raise ConfigurationError(
                 f"agent {request.agent_id!r}: kept key {name!r} claims seqs {first}..{last},"
-                f" not within 1..{base.seq} (the base)"
+                f" which do not start within 1..{base.seq} (the base)"
             )
+        if last > base.seq:  # an append the compaction cut in two
+            cut += 1
+            if last > top or cut > 1 or request.idempotency_key is not None:
+                raise ConfigurationError(
+                    f"agent {request.agent_id!r}: kept key {name!r} claims seqs"
+                    f" {first}..{last} across the base {base.seq}: only one record may,"
+                    f" ending at or before the request's last seq {top}, and the request"
+                    " then carries no key of its own"
+                )
         names.add(name)
         if name == request.idempotency_key:
             raise ConfigurationError(

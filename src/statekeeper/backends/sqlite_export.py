@@ -22,6 +22,7 @@ from urllib.parse import quote
 from ..records import EventRow, SnapshotRow, StreamRows
 
 __all__ = [
+    "Stray",
     "compacted_streams",
     "copy_file",
     "export_slices",
@@ -341,9 +342,10 @@ def compacted_streams(reader: sqlite3.Connection) -> list[tuple[str, int, int, b
     return reader.execute(COMPACTED).fetchall()
 
 
-def iter_streams(reader: sqlite3.Connection) -> Iterator[StreamRows]:
+def iter_streams(reader: sqlite3.Connection, stray: Stray | None = None) -> Iterator[StreamRows]:
     """Every stream of a (static) file, whole, in id order, one at a time: the tables
-    read by four cursors in key order, merged (memory: one stream)."""
+    read by four cursors in key order, merged (memory: one stream); ``stray`` as
+    :func:`merge_streams` takes it."""
     events = reader.execute(
         "SELECT agent_id, seq, kind, ts, CAST(payload AS BLOB), CAST(checksum AS BLOB)"
         " FROM sk_events ORDER BY agent_id, seq"
@@ -358,7 +360,24 @@ def iter_streams(reader: sqlite3.Connection) -> Iterator[StreamRows]:
     heads = reader.execute(
         "SELECT agent_id, head_seq, head_tag FROM sk_agents WHERE head_seq > 0 ORDER BY agent_id"
     )
-    return merge_streams(heads, events, snaps, keys)
+    return merge_streams(heads, events, snaps, keys, stray=stray)
+
+
+#: what :func:`merge_streams` calls for a row outside every stream: ``(record, agent,
+#: seq, head, after)`` — ``record`` ``"event"``, ``"snapshot"``, ``"idempotency
+#: record"`` (``seq`` its first) or ``"head"``; ``head`` the agent's (0: none);
+#: ``after`` empty, or for a row out of order the row it came after (``"the event seq
+#: 3 of agent 'b'"``): its place was before that
+Stray = Callable[[str, str, int, int, str], None]
+
+
+def _after(record: str, agent_id: str, held: Sequence[Any], done: str) -> str:
+    """The row an out-of-order row came after: the last one of ``held`` (the rows of
+    ``agent_id`` kept so far: the stray is reported when it is met), else the rows of
+    ``done`` (the agent merged before)."""
+    if held:
+        return f"the {record} seq {held[-1][0]} of agent {agent_id!r}"
+    return f"the rows of agent {done!r}"
 
 
 def merge_streams(
@@ -367,46 +386,69 @@ def merge_streams(
     snaps: Iterator[Any],
     keys: Iterator[Any],
     *,
-    stray: Callable[[str, str, int, int], None] | None = None,
+    stray: Stray | None = None,
 ) -> Iterator[StreamRows]:
     """Streams from four row sources in id order (then seq): heads ``(agent, head,
     tag)``, events ``(agent, seq, kind, ts, payload, checksum)``, snapshots ``(agent,
     seq, ts, payload, checksum)``, keys ``(agent, key, first, last)`` — a SQLite
     copy's tables (:func:`iter_streams`) or a PostgreSQL backup's ``COPY`` sections.
 
-    An event or a snapshot outside every stream (past its head, of an agent without
-    a head, or out of id order) is left out; ``stray``, if given, is called with
-    ``(record, agent, seq, head)`` for each (``record`` ``"event"`` or
-    ``"snapshot"``, ``head`` 0 for an agent without one) — where a row is dropped
-    (no cost per kept row), and for the rows left after the last head."""
+    A row outside every stream (an event or a snapshot past its head, an idempotency
+    record ending past it, any of them of an agent without a head) or out of order (a
+    row of an agent whose rows already ended, a head out of id order, a snapshot out
+    of seq order) is left out; ``stray``, if given, is called for each (see
+    :data:`Stray`) — where a row is dropped (no cost per kept row), and for the rows
+    left after the last head. A consistent store holds none: a delete removes every
+    row of the stream, idempotency records included, on every engine."""
     event = next(events, None)
     snap = next(snaps, None)
     key = next(keys, None)
+    done = ""  # the agent merged before this one: a row at or before it is out of order
     for agent_id, head, tag in heads:
+        if done and agent_id <= done and stray is not None:
+            stray("head", agent_id, head, head, f"the head of agent {done!r}")
         got: list[EventRow] = []
         while event is not None and event[0] <= agent_id:
             if event[0] == agent_id and event[1] <= head:
                 got.append(event[1:])
             elif stray is not None:
-                stray("event", event[0], event[1], head if event[0] == agent_id else 0)
+                row, own = event[0], event[0] == agent_id
+                late = not own and bool(done) and row <= done
+                after = _after("event", agent_id, got, done) if late else ""
+                stray("event", row, event[1], head if own else 0, after)
             event = next(events, None)
         latest: SnapshotRow | None = None
         first: SnapshotRow | None = None  # a compacted stream's base: its first one
         while snap is not None and snap[0] <= agent_id:
             if snap[0] == agent_id and snap[1] <= head:
+                if latest is not None and snap[1] <= latest[0] and stray is not None:
+                    stray("snapshot", agent_id, snap[1], head, f"its snapshot seq {latest[0]}")
                 latest = snap[1:]
                 first = first or latest
             elif stray is not None:
-                stray("snapshot", snap[0], snap[1], head if snap[0] == agent_id else 0)
+                row, own = snap[0], snap[0] == agent_id
+                late = not own and bool(done) and row <= done
+                shown = [latest] if latest is not None else []
+                after = _after("snapshot", agent_id, shown, done) if late else ""
+                stray("snapshot", row, snap[1], head if own else 0, after)
             snap = next(snaps, None)
         named: list[tuple[str, int, int]] = []
         while key is not None and key[0] <= agent_id:
-            if key[0] == agent_id:
+            if key[0] == agent_id and key[3] <= head:
                 named.append(key[1:])
+            elif stray is not None:
+                row, own = key[0], key[0] == agent_id
+                late = not own and bool(done) and row <= done
+                firsts = [(k[1],) for k in named[-1:]]
+                after = _after("idempotency record from", agent_id, firsts, done) if late else ""
+                stray("idempotency record", row, key[2], head if own else 0, after)
             key = next(keys, None)
         base = first if got and got[0][0] > 1 and first and first[0] == got[0][0] - 1 else None
         yield StreamRows(agent_id, head, _blob(tag), got, latest, named, base)
+        done = agent_id
     if stray is not None and event is not None:
-        stray("event", event[0], event[1], 0)
+        stray("event", event[0], event[1], 0, "")
     if stray is not None and snap is not None:
-        stray("snapshot", snap[0], snap[1], 0)
+        stray("snapshot", snap[0], snap[1], 0, "")
+    if stray is not None and key is not None:
+        stray("idempotency record", key[0], key[2], 0, "")

@@ -10,8 +10,8 @@ written is exactly what the record path of the restore writes for such an image
 :func:`.sqlite_export.merge_streams` reads): each stream with ``head_seq > 0``, its
 events up to its head, its latest snapshot at or below its head and, for a stream
 compacted by retention, its base snapshot (the one just before its first event), its
-idempotency keys that start after its base and at or below its head (and those its
-compaction kept: all at or below its base), and its head row
+idempotency keys that start at or below its head (those its compaction kept too:
+of the appends it removed, and of one it cut in two), and its head row
 as the image holds it (head seq, tag, created and updated at: every append sets the
 latter to its last event's time, as the record path's do), but for a compacted stream
 created at its first event's time, as the record path's append onto its base sets it
@@ -31,7 +31,7 @@ import sqlite3
 from ..errors import BackupCorrupt
 from .sqlite_feed import _FEED_SCHEMA
 
-__all__ = ["Counts", "import_image", "stray_reason", "stray_row"]
+__all__ = ["Counts", "import_image", "stray_key", "stray_reason", "stray_row"]
 
 #: (agents, events, snapshots) a restore checked and expects written
 Counts = tuple[int, int, int]
@@ -63,7 +63,6 @@ _WRITES = (
     " SELECT k.agent_id, k.key, k.first_seq, k.last_seq"
     " FROM image.sk_agents a JOIN image.sk_idempotency k ON k.agent_id = a.agent_id"
     " WHERE a.head_seq > 0 AND k.first_seq <= a.head_seq"
-    f" AND (k.first_seq > {_BASE} OR k.last_seq <= {_BASE})"
     " ORDER BY k.agent_id, k.key",
 )
 
@@ -117,14 +116,45 @@ def stray_row(conn: sqlite3.Connection, table: str, schema: str = "main") -> tup
     return stray_reason("event" if table == "sk_events" else "snapshot", agent_id, seq, head)
 
 
-def stray_reason(record: str, agent_id: str, seq: int, head: int | None) -> tuple[str, str]:
+def stray_key(conn: sqlite3.Connection, schema: str = "main") -> tuple[str, str] | None:
+    """The first idempotency record of the store file ``schema`` outside every stream
+    — of an agent without a head, or ending past its head — as ``(what, reason)`` (see
+    :func:`stray_row`), or None. A consistent store holds none: every engine's delete
+    removes the stream's records with it, and an append's record is written with its
+    events. One scan of the table in SQLite, a head looked up per row."""
+    row = conn.execute(
+        f"SELECT k.agent_id, k.first_seq, a.head_seq FROM {schema}.sk_idempotency k"
+        f" LEFT JOIN {schema}.sk_agents a ON a.agent_id = k.agent_id"
+        " WHERE a.head_seq IS NULL OR k.last_seq > a.head_seq"
+        " ORDER BY k.agent_id, k.first_seq LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return None
+    agent_id, seq, head = row
+    return stray_reason("idempotency record", agent_id, seq, head)
+
+
+def stray_reason(
+    record: str, agent_id: str, seq: int, head: int | None, after: str = ""
+) -> tuple[str, str]:
     """``(what, reason)`` for :class:`~statekeeper.errors.BackupCorrupt` naming a
-    ``record`` (``"event"`` or ``"snapshot"``) of a backup's image outside every
-    stream: past its ``head``, or (``head`` 0 or None) of an agent without one."""
-    where = f"past its head seq {head}" if head else "but no head for the agent (no stream)"
+    ``record`` (``"event"``, ``"snapshot"``, ``"idempotency record"``: ``seq`` its
+    first, or ``"head"``) of a backup's image outside every stream: past its
+    ``head``, or (``head`` 0 or None) of an agent without one; or (``after``: what
+    it came after, see :data:`.sqlite_export.Stray`) out of order."""
+    at = f"{record} seq {seq}" if record != "idempotency record" else f"{record} from seq {seq}"
+    if after:
+        where = (
+            f"after {after}: the rows are out of order (each table in agent id order, then"
+            " seq order: its place was before that)"
+        )
+    elif head:
+        where = f"past its head seq {head}"
+    else:
+        where = "but no head for the agent (no stream)"
     return (
         f"agent {agent_id!r}",
-        f"the image holds its {record} seq {seq} {where}: a consistent backup holds none"
+        f"the image holds its {at} {where}: a consistent backup holds none"
         " (the image was edited or the backup is broken); nothing was restored",
     )
 

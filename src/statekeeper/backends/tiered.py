@@ -1080,18 +1080,19 @@ async def _copy_stream(
     """Append the agent's events 1..head from ``src`` to (empty) ``dst``, keeping the
     idempotency keys (when both tiers can list them) and the snapshots."""
     keyed: dict[int, tuple[str, int]] = {}
-    kept: list[tuple[str, int, int]] = []  # (records of the appends a prune removed)
+    kept: list[tuple[str, int, int]] = []  # (records of the appends a prune removed or cut in two)
     why = f"copying agent {agent_id!r} between tiers keeps its idempotency keys"
     src.require(Capability.KEY_EXPORT, why)
     dst.require(Capability.KEY_EXPORT, why)
     base = await _base_of(src, agent_id)
     seq = 0 if base is None else base.seq
+    cut = 0  # the last seq of an append a prune cut in two (0: none)
     for name, first, last in await src.idempotency_keys(agent_id):
-        if last <= seq:  # a prune removed all its events: written with the base
-            kept.append((name, first, last))
+        if first <= seq:  # a prune removed its events (or those up to the base): its
+            kept.append((name, first, last))  # record is written with the base, whole
+            cut = max(cut, last if last > seq else 0)
             continue
-        # a key of an append a prune cut in two goes with the part still stored
-        keyed[max(first, seq + 1)] = (name, last)
+        keyed[first] = (name, last)
     starts = sorted(keyed)
     tag_head, tag = await src.head_tag(agent_id)
     if tag_head != head:
@@ -1101,6 +1102,8 @@ async def _copy_stream(
         if seq + 1 in keyed:
             key, end = keyed[seq + 1]
             events = await src.read(agent_id, seq, end)
+        elif cut > seq:  # the rest of an append a prune cut in two: in the first page
+            events = await src.read(agent_id, seq, cut)
         else:
             nxt = next((s for s in starts if s > seq + 1), head + 1)
             events = await src.read(agent_id, seq, min(nxt - 1, head), limit=_PAGE)

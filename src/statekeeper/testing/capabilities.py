@@ -255,9 +255,38 @@ class CapabilityConformance(Contract):
         assert await backend.head_tag("a") == (5, b"t5")
         if backend.supports(Capability.KEY_EXPORT):
             assert await backend.idempotency_keys("a") == [*kept, ("k3", 4, 5)]
-        for bad in ([("k", 3, 4)], [("k", 0, 1)], [("k", 1, 1), ("k", 2, 2)], [("", 1, 1)]):
+        for bad in ([("k", 4, 4)], [("k", 3, 5)], [("k", 0, 1)], [("k", 1, 1), ("k", 2, 2)]):
             with pytest.raises(ConfigurationError):
                 await backend.append_from_base(request("b", 3, 1), snapshot(3), bad)
+        with pytest.raises(ConfigurationError):
+            await backend.append_from_base(request("b", 3, 1), snapshot(3), [("", 1, 1)])
+        assert await backend.head("b") == 0
+
+    async def test_append_from_base_keeps_the_record_of_an_append_cut_in_two(
+        self, backend: Backend
+    ) -> None:
+        """A compaction whose base falls inside a keyed append (seqs 2..4, base 3) keeps
+        its record whole; written with the compacted stream, a retry of that append
+        gets its original seqs and nothing is written. Two such records, one past the
+        request's events, or one beside a keyed request are refused, nothing written."""
+        _needs(backend, Capability.BASE_IMPORT)
+        kept = [("k1", 1, 1), ("cut", 2, 4)]
+        made = await backend.append_from_base(tagged(request("a", 3, 2), b"t5"), snapshot(3), kept)
+        assert (made.first_seq, made.last_seq, made.duplicate) == (4, 5, False)
+        assert await backend.lookup_key("a", "cut") == AppendResult("a", 2, 4, True)
+        again = await backend.append(request("a", 1, 3, key="cut"))
+        assert (again.first_seq, again.last_seq, again.duplicate) == (2, 4, True)
+        assert await backend.head_tag("a") == (5, b"t5")
+        assert [e.seq for e in await backend.read("a")] == [4, 5]
+        if backend.supports(Capability.KEY_EXPORT):
+            assert await backend.idempotency_keys("a") == kept
+        for req, bad in (
+            (request("b", 3, 1), [("c1", 2, 5)]),  # past the request's last seq
+            (request("b", 3, 2), [("c1", 2, 4), ("c2", 3, 5)]),  # two across the base
+            (request("b", 3, 2, key="own"), [("c1", 2, 4)]),  # the request's own key
+        ):
+            with pytest.raises(ConfigurationError):
+                await backend.append_from_base(req, snapshot(3), bad)
         assert await backend.head("b") == 0
 
     @pytest.fixture

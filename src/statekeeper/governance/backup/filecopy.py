@@ -42,6 +42,7 @@ the sealing threads): an incremental backup after it ships the pages changed sin
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import tempfile
@@ -56,7 +57,7 @@ from ...backends.sqlite_export import (
     stream_totals,
 )
 from ...backends.sqlite_files import connect_read_only, require_store_file
-from ...backends.sqlite_import import stray_row
+from ...backends.sqlite_import import stray_reason, stray_row
 from ...errors import BackupCorrupt, BackupError, NotAStore
 from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
 from .pagedelta import PAGE_HASH
@@ -286,9 +287,17 @@ def image_entries(reader: FrameReader, image: str) -> Iterator[tuple[int, Any]]:
         # events' scan -15 % CPU, docs/benchmarks.md "restorecheck")
         conn.execute(f"PRAGMA mmap_size = {os.path.getsize(image)}")
         refuse_strays(reader, conn)
-        yield from checked_entries(reader, iter_streams(conn))
+        stray = functools.partial(_stray, reader.path)
+        yield from checked_entries(reader, iter_streams(conn, stray))
     finally:
         conn.close()
+
+
+def _stray(path: str, record: str, agent_id: str, seq: int, head: int, after: str) -> None:
+    """A row of the image outside every stream or out of order (its idempotency records:
+    the events and snapshots are refused by :func:`refuse_strays` first), refused by
+    the checking pass while the streams are read (see :data:`.sqlite_export.Stray`)."""
+    raise BackupCorrupt(path, *stray_reason(record, agent_id, seq, head, after))
 
 
 def refuse_strays(reader: FrameReader, conn: sqlite3.Connection) -> None:
@@ -314,6 +323,28 @@ def refuse_strays(reader: FrameReader, conn: sqlite3.Connection) -> None:
 #: an event row's seq and payload (``(seq, kind, ts, payload, checksum)``), taken in C
 _seq = itemgetter(0)
 _payload = itemgetter(3)
+
+
+def _after_the_rest(streams: Iterator[StreamRows]) -> None:
+    """The rest of ``streams`` read (nothing checked) before a stream that is not what
+    the manifest says is refused: a row of it out of order further on (an event
+    among another agent's) is then refused by the reader's ``stray`` callback, which
+    names the row and what it came after, rather than the stream only by its count.
+    On the refusing path only (it reads the rest of the copy)."""
+    for _ in streams:
+        pass
+
+
+def _misplaced(seqs: list[int], start: int) -> str:
+    """Why the event seqs ``seqs`` of a stream (its events after ``start``, as many as
+    its head says) are not ``start + 1`` onward: the first seq out of place and the
+    one expected there."""
+    at, expected = next((i, start + 1 + i) for i, s in enumerate(seqs) if s != start + 1 + i)
+    if sorted(seqs) == list(range(start + 1, start + 1 + len(seqs))):
+        how = "its events are out of order"
+    else:
+        how = "the stream has a gap"
+    return f"{how}: seq {seqs[at]} where seq {expected} was expected; nothing was restored"
 
 
 def checked_entries(
@@ -352,9 +383,12 @@ def checked_entries(
                 path, what, "its base snapshot (compacted) differs from the manifest's"
             )
         if rows.head != head or len(events) != head - start:
+            _after_the_rest(streams)  # (a row of it out of order, later: named there)
             raise BackupCorrupt(path, what, "differs from the manifest (seqs or counts)")
-        if list(map(_seq, events)) != list(range(start + 1, head + 1)):
-            raise BackupCorrupt(path, what, "the stream has a gap")
+        seqs = list(map(_seq, events))
+        if seqs != list(range(start + 1, head + 1)):
+            _after_the_rest(streams)
+            raise BackupCorrupt(path, what, _misplaced(seqs, start))
         if untagged is not None:
             if rows.head_tag != checksum:
                 raise BackupCorrupt(path, what, "its head tag differs from the manifest's")
@@ -377,8 +411,8 @@ def checked_entries(
             events,
             rows.snapshot,
             # (of a compacted stream: the records after its base and those its
-            # compaction kept, at or below it; not one it cut in two)
-            [k for k in rows.keys if k[1] > start or k[2] <= start] if start else rows.keys,
+            # compaction kept, also of an append it cut in two)
+            rows.keys,
         ]
         if start:
             entry.append(rows.base)

@@ -32,6 +32,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from ...backends.sqlite_files import connect_read_only
+from ...backends.sqlite_import import stray_key
 from ...codec import ZERO_LINK
 from ...codec.chaincheck import _learn
 from ...codec.pipeline import _FP, _NONCE, _PLAIN_ANY, FLAG_DATA_KEY, _prefixed, _seq_ts
@@ -109,6 +110,8 @@ def _scan(
     # every stream the manifest lists, with its head seq and tag, in the same order
     if heads != reader.heads():
         raise _Doubt
+    if stray_key(conn) is not None:
+        raise _Doubt  # an idempotency record outside every stream: the general pass names it
     mine, tagger = tagging
     width = len(mine)
     codec = store.codec

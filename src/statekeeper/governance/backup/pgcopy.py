@@ -147,13 +147,14 @@ def _checked(path: str, rows: Iterator[tuple[Any, ...]]) -> Generator[tuple[Any,
         raise BackupCorrupt(path, "copy sections", f"unreadable: {exc}") from None
 
 
-def _refuse(path: str, record: str, agent_id: str, seq: int, head: int) -> None:
-    """An event or a snapshot of the sections outside every stream (past its head, or
-    of an agent without one: no consistent copy holds one) refused, naming it: the
-    streams leave it out (:func:`~.sqlite_export.merge_streams`), so the restore would
-    report success without it. Raised by the checking pass, before anything is
-    written."""
-    raise BackupCorrupt(path, *stray_reason(record, agent_id, seq, head))
+def _refuse(path: str, record: str, agent_id: str, seq: int, head: int, after: str) -> None:
+    """A row of the sections outside every stream (an event, a snapshot or an
+    idempotency record past its head, or of an agent without one: no consistent copy
+    holds one) or out of order refused, naming it (``after``: what it came after, its
+    place being before that): the streams leave it out
+    (:func:`~.sqlite_export.merge_streams`), so the restore would report success
+    without it. Raised by the checking pass, before anything is written."""
+    raise BackupCorrupt(path, *stray_reason(record, agent_id, seq, head, after))
 
 
 def copy_entries(reader: FrameReader) -> Iterator[tuple[int, Any]]:

@@ -248,7 +248,9 @@ def _check(
             listed: dict[str, Any] = reader.streams
             tagged = reader.header.version in HEAD_TAGS
             for index, item in read_entries(reader, listed, image):
-                agent_id, base, head, tag, events, snapshot, _keys = item[:7]
+                agent_id, base, head, tag, events, snapshot, keys = item[:7]
+                if keys:
+                    _check_keys(path, agent_id, base, head, keys)
                 plan = plans.get(agent_id)
                 if base == 0:
                     plan = plans[agent_id] = _Plan(number)
@@ -335,6 +337,30 @@ def _tag_prefix(store: StateStore) -> bytes:
         return b"\x01\x00"
     kid = keyring.active.id.encode("ascii")
     return b"\x01" + bytes((len(kid),)) + kid
+
+
+def _check_keys(path: str, agent_id: str, base: int, head: int, keys: Sequence[Any]) -> None:
+    """The idempotency records of one entry are within it: each ``(key, first, last)``
+    with ``base < first <= last <= head`` (an entry copied whole, ``base`` 0: also
+    those a compaction kept, below its base). Else :class:`BackupCorrupt` naming the
+    record: the writing pass would leave it out (an append past the head never comes),
+    and a consistent store holds none (its records are written with their events, and
+    removed with their stream)."""
+    for record in keys:
+        try:
+            _, first, last = record
+            inside = base < first <= last <= head
+        except (TypeError, ValueError):
+            raise BackupCorrupt(
+                path, f"agent {agent_id!r}", "malformed idempotency record"
+            ) from None
+        if not inside:
+            raise BackupCorrupt(
+                path,
+                f"agent {agent_id!r}",
+                f"its idempotency record from seq {first} to {last} is outside the entry's"
+                f" seqs {base + 1}..{head}: a consistent backup holds none; nothing was restored",
+            )
 
 
 def _from_base(store: StateStore, path: str, agent_id: str, plan: _Plan, base: list[Any]) -> None:

@@ -76,8 +76,9 @@ def _entry(
         export.head_tag if export.head_tag is not None and export.head == cut else None,
         raw,
         snap if snap is not None and snap[0] > base else None,
-        # (and, of a compacted stream, the records its compaction kept: at or below it)
-        [k for k in keys if (start < k[1] or base < k[2] <= start) and k[2] <= cut] if keys else [],
+        # (and, of a compacted stream copied whole, the records its compaction kept:
+        # also those of the appends it removed, or cut in two, starting at or below it)
+        [k for k in keys if base < k[1] and k[2] <= cut] if keys else [],
     ]
     if start > base:
         entry.append(base_snapshot)

@@ -22,7 +22,8 @@ __all__ = ["WRITE_BATCH_BYTES", "write_all"]
 
 #: one step of writing an agent's part: ``(agent, request, None)`` an append,
 #: ``(agent, request, base)`` the append of a compacted stream's first events onto its
-#: base snapshot (with the idempotency records its compaction kept: last element),
+#: base snapshot (with the idempotency records its compaction kept, also of an append
+#: it cut in two: last element),
 #: ``(agent, None, snapshot)`` a snapshot taken before the part (saved after its appends)
 _Step = tuple[str, "AppendRequest | None", "RawSnapshot | None", KeptKeys]
 
@@ -35,9 +36,10 @@ def _steps(agent_id: str, item: Any, snapshot_here: bool, tag: bytes | None) -> 
     events = [RawEvent(s, k, t, p, c) for s, k, t, p, c in raw_events]
     from_base = RawSnapshot(*item[7]) if len(item) > 7 else None
     floor = from_base.seq if from_base is not None else 0
-    # (a record of an append the compaction removed is written with the base)
-    kept = [(name, first, last) for name, first, last in key_rows if last <= floor]
-    keyed = {first: (name, last) for name, first, last in key_rows if last > floor}
+    # (a record of an append the compaction removed, or cut in two, is written with
+    # the base: the latter's events after the base are the first piece's)
+    kept = [(name, first, last) for name, first, last in key_rows if first <= floor]
+    keyed = {first: (name, last) for name, first, last in key_rows if first > floor}
     if from_base is not None:
         base = from_base.seq  # compacted: the events start after the base snapshot
         if snap is not None and snap[0] == base:
