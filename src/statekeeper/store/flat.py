@@ -160,7 +160,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                 if (both := paths.get(key)) is None:
                     both = _paths(key, paths)
                 if value.__class__ is list:
-                    if before[0] == 0xDC == after[0]:  # (change._grew's 16-bit case)
+                    if (old := before[0]) == 0xDC == after[0]:  # (change._grew's 16-bit case)
                         # (the big-endian counts read with the int operations every
                         # save runs anyway, not << and |)
                         length = before[1] * 256 + before[2]
@@ -169,6 +169,21 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                         ):
                             return None
                         offset = len(before)
+                    elif 0x90 <= old <= 0x9F and (
+                        0x90 <= (new_head := after[0]) <= 0x9F or new_head == 0xDC
+                    ):  # (its fixarray case: a history of fewer than 16 items, the
+                        # first saves of every chat; _grew's calls were ~90 bytecodes)
+                        length = old - 0x90
+                        if new_head == 0xDC:  # (grown past 15 items: a 3-byte header)
+                            if not after.startswith(memoryview(before)[1:], 3):
+                                return None
+                            offset = len(before) + 2
+                        elif new_head - 0x90 < length or not after.startswith(
+                            memoryview(before)[1:], 1
+                        ):
+                            return None
+                        else:
+                            offset = len(before)
                     else:
                         grown = _grew(before, after)
                         if grown is None:
