@@ -43,7 +43,7 @@ async def test_a_short_list_that_grew_is_saved_flat_without_the_general_growth_c
 ) -> None:
     calls = Calls(monkeypatch)
     grew = [0]
-    general = flat._grew
+    general = flat._grew  # type: ignore[attr-defined]
 
     def counted(before: bytes, after: bytes) -> tuple[int, int] | None:
         grew[0] += 1

@@ -1450,18 +1450,18 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         results: list[_Outcome] = []
         for request in requests:
             if (
-                request.__class__ is tuple
-                or request.expected_seq  # type: ignore[union-attr]
-                or request.idempotency_key is not None  # type: ignore[union-attr]
-                or request.fence is not None  # type: ignore[union-attr]
-                or request.snapshot is not None  # type: ignore[union-attr]
-                or len(events := request.events) != 1  # type: ignore[union-attr]
+                not isinstance(request, AppendRequest)  # (a row: append_next's arguments)
+                or request.expected_seq
+                or request.idempotency_key is not None
+                or request.fence is not None
+                or request.snapshot is not None
+                or len(events := request.events) != 1
             ):
                 return None
-            agent_id = request.agent_id  # type: ignore[union-attr]
+            agent_id = request.agent_id
             event = events[0]
             seq, stamp = event.seq, event.timestamp
-            heads.append((agent_id, seq, stamp, stamp, _bind_tag(request.head_tag)))  # type: ignore[union-attr]
+            heads.append((agent_id, seq, stamp, stamp, _bind_tag(request.head_tag)))
             rows.append(
                 (agent_id, seq, event.type, stamp, _bind(event.payload), _bind(event.checksum))
             )
@@ -1693,9 +1693,10 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         :meth:`_join_commit`, written out for a row (one lookup of the queue)."""
         if not self.groups_appends:  # (read-only, or no inline writes: set once)
             return None
-        loop = _last_loop[0]  # (_running_loop, written out: once a batched save)
-        if loop is None or loop._thread_id != _get_ident():  # type: ignore[attr-defined]
-            loop = _running_loop()
+        # (_running_loop, written out: once a batched save)
+        last = _last_loop[0]
+        running = last is not None and last._thread_id == _get_ident()  # type: ignore[attr-defined]
+        loop: asyncio.AbstractEventLoop = last if running else _running_loop()  # type: ignore[assignment]
         queue = self._queues.get(loop)
         if queue is None:
             if loop not in self._in_flight:
