@@ -31,11 +31,13 @@ FIRST = 10
 WARM = 5
 
 
-async def child(out: Path, agents: int, saves: int, witness: bool) -> None:
+async def child(
+    out: Path, agents: int, saves: int, witness: bool, warm: int = WARM, new: bool = False
+) -> None:
     from statekeeper import StateStore
 
     window = ctypes.CDLL(str(helper(out)))
-    wl = Workload(agents, FIRST, FIRST + WARM + saves, chars=CHARS)
+    wl = Workload(agents, FIRST, FIRST + warm + saves - 1, chars=CHARS)
     docs = {a: wl.docs(a) for a in wl.agent_ids}
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/bench.db?synchronous=OFF"
@@ -46,12 +48,18 @@ async def child(out: Path, agents: int, saves: int, witness: bool) -> None:
                     await store.save(a, doc)
 
             async def rounds(steps: slice) -> None:
+                if new:  # each step: the first save of agents never seen before
+                    for step in range(steps.start, steps.stop):
+                        await asyncio.gather(
+                            *(store.save(f"{a}-{step}", docs[a][0]) for a in wl.agent_ids)
+                        )
+                    return
                 await asyncio.gather(*(run(a, steps) for a in wl.agent_ids))
 
-            await rounds(slice(0, WARM))
+            await rounds(slice(0, warm))
             commits = store.backend.append_commits  # type: ignore[attr-defined]
             window.cg_start()
-            await rounds(slice(WARM, WARM + saves))
+            await rounds(slice(warm, warm + saves))
             window.cg_stop()
             done = store.backend.append_commits - commits  # type: ignore[attr-defined]
             (out / "commits").write_text(str(done))
@@ -64,11 +72,27 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=16)
     parser.add_argument("--saves", type=int, default=40, help="saves an agent in the window")
     parser.add_argument("--no-witness", action="store_true", help="witness=False")
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=WARM,
+        help="saves an agent before the window (0: the window starts with each agent's"
+        " first save, as bench_hotpath.py's concurrency curve does)",
+    )
+    parser.add_argument(
+        "--new",
+        action="store_true",
+        help="every save the first of an agent never seen before (--saves rounds of"
+        " --agents new agents, after --warm such rounds)",
+    )
     args = parser.parse_args()
     if args.mode == "child":
-        asyncio.run(child(args.out, args.agents, args.saves, not args.no_witness))
+        asyncio.run(
+            child(args.out, args.agents, args.saves, not args.no_witness, args.warm, args.new)
+        )
         return
     argv = ["child", str(args.out), "--agents", str(args.agents), "--saves", str(args.saves)]
+    argv += ["--warm", str(args.warm)] + (["--new"] if args.new else [])
     argv += ["--no-witness"] if args.no_witness else []
     total = run_window(__file__, argv, args.out, "group")
     commits = int((args.out / "commits").read_text())

@@ -443,10 +443,10 @@ _SMALL_PAYLOAD = 948
 #: the clock of PASS_EVERY (asyncio's ``loop.time()``, without its method call)
 _monotonic = time.monotonic
 
-#: the asyncio event loop :meth:`SQLiteBackend.commit_next` last ran on (None: none
-#: yet, or forgotten at a fork). It is the running loop exactly when its ``_thread_id``
-#: is this thread's: asyncio's ``run_forever`` sets that on entry and clears it on exit,
-#: and one thread runs one loop at a time. Checked so instead of calling
+#: the asyncio event loop :meth:`SQLiteBackend.commit_next` (or :func:`_running_loop`)
+#: last ran on (None: none yet, or forgotten at a fork). It is the running loop exactly
+#: when its ``_thread_id`` is this thread's: asyncio's ``run_forever`` sets that on entry
+#: and clears it on exit, and one thread runs one loop at a time. Checked so instead of calling
 #: ``asyncio.get_running_loop()`` on every save, which in CPython 3.11 makes a
 #: ``getpid`` system call each time (its check against a fork, which the reset below
 #: keeps): ~1 us on this project's VMs (docs/benchmarks.md, "normalsave").
@@ -456,6 +456,21 @@ _get_ident = threading.get_ident
 
 def _forget_loop() -> None:
     _last_loop[0] = None
+
+
+def _running_loop() -> asyncio.AbstractEventLoop:
+    """The running event loop (RuntimeError outside one, as ``asyncio.get_running_loop``):
+    :data:`_last_loop` when it runs on this thread, without the ``getpid`` system call
+    of ``asyncio.get_running_loop`` — which the group committer's appends made once a
+    save (``strace -c``: one ``getpid`` a save at 16 agents) —, else asked and kept
+    there when it is an asyncio event loop (uvloop's is asked every time)."""
+    loop = _last_loop[0]
+    if loop is not None and loop._thread_id == _get_ident():  # type: ignore[attr-defined]
+        return loop
+    running = asyncio.get_running_loop()
+    if isinstance(running, asyncio.BaseEventLoop):
+        _last_loop[0] = running
+    return running
 
 
 os.register_at_fork(after_in_child=_forget_loop)
@@ -1342,6 +1357,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         a batched save, ``bench_save_instructions.py --bytecodes sk-group-16``)."""
         if not savepoints and len(requests) > 1:
             rows = self._append_rows(conn, requests)
+            if rows is None:
+                rows = self._append_creates(conn, requests)
             if rows is not None:
                 return rows
         results: list[_Outcome] = []
@@ -1413,6 +1430,49 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                     self._put_snapshot(conn, agent_id, snap)
         return [None] * len(claims)
 
+    def _append_creates(
+        self, conn: _Executes, requests: Sequence[_Queued]
+    ) -> list[_Outcome] | None:
+        """:meth:`_append_all` of a batch of new streams' first appends — requests of
+        one event each, ``expected_seq`` 0, without key, fence nor snapshot: the first
+        save of each of N agents arriving together (16 agents: every agent's first
+        save shares one commit) —, every head created by one ``executemany`` and every
+        event row by another, instead of :meth:`_append_one`'s Python and two
+        ``execute`` calls a request. None, with nothing written, when a request is not
+        such a create. When a head is there already (the summed ``rowcount`` of the
+        heads' ``INSERT … DO NOTHING`` falls short: an agent another writer created,
+        or two creates of one agent), the transaction is rolled back and begun again
+        and None returned: the caller writes the batch request by request, which
+        tells each its own outcome (as :meth:`_append_rows` does). The statements, the
+        stored rows and the results are :meth:`_append_one`'s."""
+        heads = []
+        rows = []
+        results: list[_Outcome] = []
+        for request in requests:
+            if (
+                not isinstance(request, AppendRequest)  # (a row: append_next's arguments)
+                or request.expected_seq
+                or request.idempotency_key is not None
+                or request.fence is not None
+                or request.snapshot is not None
+                or len(events := request.events) != 1
+            ):
+                return None
+            agent_id = request.agent_id
+            event = events[0]
+            seq, stamp = event.seq, event.timestamp
+            heads.append((agent_id, seq, stamp, stamp, _bind_tag(request.head_tag)))
+            rows.append(
+                (agent_id, seq, event.type, stamp, _bind(event.payload), _bind(event.checksum))
+            )
+            results.append(AppendResult(agent_id, seq, seq))
+        if conn.executemany(_CREATE, heads).rowcount != len(heads):
+            conn.execute("ROLLBACK")  # nothing of the batch stays
+            self._begin(conn)
+            return None
+        conn.executemany(_INSERT_EVENT, rows)
+        return results
+
     def _append_one_by_one(
         self, conn: _Executes, requests: Sequence[_Queued]
     ) -> list[_Outcome] | None:
@@ -1457,7 +1517,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         if not self.inline_writes:
             result = (await self._write(self._append_batch_sync, [request]))[0]
         else:
-            loop = asyncio.get_running_loop()
+            loop = _running_loop()
             if loop in self._queues or loop in self._in_flight:
                 result = await self._join_commit(request, loop)
             else:
@@ -1489,7 +1549,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         if not self.inline_writes:
             result = (await self._write(self._append_batch_sync, [row]))[0]
         else:
-            loop = asyncio.get_running_loop()
+            loop = _running_loop()
             if loop in self._queues or loop in self._in_flight:
                 result = await self._join_commit(row, loop)
             else:
@@ -1633,7 +1693,10 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         :meth:`_join_commit`, written out for a row (one lookup of the queue)."""
         if not self.groups_appends:  # (read-only, or no inline writes: set once)
             return None
-        loop = asyncio.get_running_loop()
+        # (_running_loop, written out: once a batched save)
+        last = _last_loop[0]
+        running = last is not None and last._thread_id == _get_ident()  # type: ignore[attr-defined]
+        loop: asyncio.AbstractEventLoop = last if running else _running_loop()  # type: ignore[assignment]
         queue = self._queues.get(loop)
         if queue is None:
             if loop not in self._in_flight:

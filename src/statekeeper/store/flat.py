@@ -84,7 +84,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     """The flat save of ``pipeline``'s store, or None when its options rule it out (not
     ``pipeline.fast``, ``snapshot_every="auto"`` — its tuner counts every save —, a
     codec that encrypts or compresses). With group commit every flat save returns the
-    coroutine that joins the group's next commit (:func:`_land`)."""
+    coroutine that joins the group's next commit (its ``land``)."""
     snapshots = pipeline.snapshots
     sealing = pipeline.codec.plain_sealing()
     if not pipeline.fast or snapshots.tuner is not None or sealing is None:
@@ -160,7 +160,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                 if (both := paths.get(key)) is None:
                     both = _paths(key, paths)
                 if value.__class__ is list:
-                    if before[0] == 0xDC == after[0]:  # (change._grew's 16-bit case)
+                    if (old := before[0]) == 0xDC == after[0]:  # (change._grew's 16-bit case)
                         # (the big-endian counts read with the int operations every
                         # save runs anyway, not << and |)
                         length = before[1] * 256 + before[2]
@@ -169,6 +169,21 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                         ):
                             return None
                         offset = len(before)
+                    elif 0x90 <= old <= 0x9F and (
+                        0x90 <= (new_head := after[0]) <= 0x9F or new_head == 0xDC
+                    ):  # (its fixarray case: a history of fewer than 16 items, the
+                        # first saves of every chat; _grew's calls were ~90 bytecodes)
+                        length = old - 0x90
+                        if new_head == 0xDC:  # (grown past 15 items: a 3-byte header)
+                            if not after.startswith(memoryview(before)[1:], 3):
+                                return None
+                            offset = len(before) + 2
+                        elif new_head - 0x90 < length or not after.startswith(
+                            memoryview(before)[1:], 1
+                        ):
+                            return None
+                        else:
+                            offset = len(before)
                     else:
                         grown = _grew(before, after)
                         if grown is None:
@@ -251,7 +266,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         try:
             if group is not None or not commit(row):  # appended on a pass of the loop
                 held[agent_id] = None
-                return _land(pipeline, record, row, ops, dumped, replay)
+                return land(record, row, ops, dumped, replay, agent_id, seq, now, link, tag)
         except ConflictError:  # the cached head was stale: the general path makes it
             cache.discard(agent_id)
             pipeline.retries += 1
@@ -286,56 +301,73 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         set_duplicate(result, False)
         return result
 
-    return flat
+    locks = pipeline._locks
+    append_next = pipeline.backend.append_next
 
-
-async def _land(
-    pipeline: WritePipeline,
-    record: AgentRecord,
-    row: NextRow,
-    ops: list[dict[str, Any]],
-    dumped: dict[str, bytes],
-    replay: int,
-) -> AppendResult | None:
-    """The flat save's append when the engine declined to commit it at once: the same
-    row through ``Backend.append_next``, under the agent's lock (taken by the caller),
-    then the record kept as the flat save keeps it. None on a conflict (the record
-    dropped, for the caller's general path to make the save again)."""
-    agent_id, seq, now, _payload, link, tag = row[:6]
-    cache = pipeline.reads.cache
-    try:
+    async def land(
+        record: AgentRecord,
+        row: NextRow,
+        ops: list[dict[str, Any]],
+        dumped: dict[str, bytes],
+        replay: int,
+        agent_id: str,
+        seq: int,
+        now: float,
+        link: bytes,
+        tag: bytes,
+    ) -> AppendResult | None:
+        """The flat save's append when the engine declined to commit it at once: the
+        same row through the group's next commit (``GroupCommitter.join_next``) or
+        ``Backend.append_next``, under the agent's lock (taken by the caller), then the
+        record kept as the flat save keeps it. None on a conflict (the record dropped,
+        for the caller's general path to make the save again). A closure of
+        :func:`bind_flat`'s bound parts, as ``flat`` is: with group commit every save
+        at 16 agents comes here (its attribute reads, the row sliced again and the
+        ``AppendResult`` class call were ~50 of a batched save's ~1,000 bytecodes,
+        ``bench_save_instructions.py --bytecodes sk-group-16``)."""
         try:
-            if (group := pipeline.group) is not None:  # (_append_next, written out)
-                refused = await group.join_next(row)
-                if refused is not None:
-                    raise refused
+            try:
+                if group is not None:  # (WritePipeline._append_next, written out)
+                    refused = await group.join_next(row)
+                    if refused is not None:
+                        raise refused
+                else:
+                    await append_next(*row)
+            except ConflictError:
+                cache.discard(agent_id)
+                pipeline.retries += 1
+                return None
+            except BaseException:
+                cache.discard(agent_id)
+                raise
+            pipeline.appends += 1
+            if row[7] is not None:  # (a tail snapshot: store/tails.py)
+                tail_stored(record, seq, link, dumped)
+                pipeline.snapshots_written += 1
+            record.fresh = False
+            if ops:
+                record.data, record.dumped, record.blob = held_as_bytes, dumped, None
             else:
-                await pipeline.backend.append_next(*row)
-        except ConflictError:
-            cache.discard(agent_id)
-            pipeline.retries += 1
-            return None
-        except BaseException:
-            cache.discard(agent_id)
-            raise
-        pipeline.appends += 1
-        if row[7] is not None:  # (a tail snapshot: store/tails.py)
-            tail_stored(record, seq, link, dumped)
-            pipeline.snapshots_written += 1
-        record.fresh = False
-        if ops:
-            record.data, record.dumped, record.blob = HELD_AS_BYTES, dumped, None
-        else:
-            record.dumped = dumped
-        record.seq, record.updated_at, record.replay_bytes = seq, now, replay
-        record.link, record.checksum, record.tag = link, link, tag
-        if cache._data.get(agent_id) is not record:  # evicted or replaced meanwhile
-            cache.put(agent_id, record)
-        else:
-            cache._data.move_to_end(agent_id)
-            cache.hits += 1
-        if pipeline.witness is not None:
-            pipeline.witness.acked(agent_id, seq, link)
-        return AppendResult(agent_id, seq, seq)
-    finally:
-        pipeline._let_go(agent_id)
+                record.dumped = dumped
+            record.seq, record.updated_at, record.replay_bytes = seq, now, replay
+            record.link, record.checksum, record.tag = link, link, tag
+            if cached.get(agent_id) is record:
+                cached.move_to_end(agent_id)
+                cache.hits += 1
+            else:  # evicted or replaced meanwhile
+                cache.put(agent_id, record)
+            if acked is not None:
+                acked(agent_id, seq, link)
+            result = blank(AppendResult)  # (as flat makes it)
+            set_agent_id(result, agent_id)
+            set_first_seq(result, seq)
+            set_last_seq(result, seq)
+            set_duplicate(result, False)
+            return result
+        finally:
+            if held[agent_id]:  # (WritePipeline._let_go, written out)
+                locks.release(agent_id)
+            else:
+                del held[agent_id]
+
+    return flat

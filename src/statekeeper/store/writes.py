@@ -757,16 +757,23 @@ class WritePipeline:
         prev = record.link if record is not None else ZERO_LINK
         if prev is None:  # pragma: no cover - prepare() found it
             raise IntegrityError(agent_id, base, "the chain link of the head is unknown")
-        sealed = codec.seal(agent_id, seq, event_type, now, body_bytes, prev)
-        raw = RawEvent(seq, event_type, now, sealed.payload, sealed.checksum)
+        if (sealer := self.sealer) is not None and len(body_bytes) < BLAKE3_FROM:
+            # (the plain codec's seal bound once, as save_fast seals: the same bytes
+            # without seal's checks of its arguments, ~60 bytecodes of a new agent's
+            # first save)
+            payload, link = sealer(agent_id, seq, event_type, now, body_bytes, prev)
+            checksum = link
+        else:  # (Sealed is a NamedTuple: unpacked in one step)
+            payload, checksum, link = codec.seal(agent_id, seq, event_type, now, body_bytes, prev)
+        raw = RawEvent(seq, event_type, now, payload, checksum)
         # Copy-on-write: ``record`` stays untouched until the append is acknowledged.
         if record is None:
             new = AgentRecord(agent_id, 0, None, {}, 1, now, now)
         else:
             new = next_record(record)
-        new.link = sealed.link
-        new.checksum = sealed.checksum
-        new.replay_bytes = (record.replay_bytes if record is not None else 0) + len(sealed.payload)
+        new.link = link
+        new.checksum = checksum
+        new.replay_bytes = (record.replay_bytes if record is not None else 0) + len(payload)
         plain = codec.format.id == JSON and not (0x24 in body_bytes and b'"$t"' in body_bytes)
         if ops and packed is not None and plain and not new.rich:
             new.data, new.dumped, new.blob = HELD_AS_BYTES, packed, None
@@ -810,7 +817,7 @@ class WritePipeline:
             if idempotency_key is None
             else idempotency.stored_key(codec, agent_id, idempotency_key),
             fence,
-            head_tag=codec.head_tag(agent_id, seq, sealed.link),
+            head_tag=codec.head_tag(agent_id, seq, link),
             expected_tag=record.tag if record is not None else None,
             check_tag=self.tags_compared and record is not None and record.tag_known,
         )
