@@ -54,6 +54,7 @@ from ..backends.base import Capability
 from ..errors import (
     AccessDenied,
     AgentForgotten,
+    AgentOnHold,
     ConflictError,
     RetentionPolicyError,
     StatekeeperError,
@@ -63,6 +64,7 @@ from ..records import EventType, RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
 from ..store.conditional import delete_only_at
 from ..store.governed import entries_before_delete
+from ..store.holds import list_holds
 from ..store.incarnation import snapshot_in_stream
 from ..store.namespaced import NamespacedStateStore
 from .hooks import (
@@ -523,6 +525,9 @@ async def apply_retention(
     while True:
         # the store's listing: never its own streams (the audit log), only agents
         page = await store.list_agents(after=cursor, limit=_PAGE)
+        # the holds kept in the store count as the policy's own (read once a page; a
+        # hold placed since is still seen by the purge's delete: AgentOnHold below)
+        stored_holds = await list_holds(store)
         for info in page:
             # below the store's public calls everything works on the stored id; the
             # report names the id as the store lists it (relative in a namespace)
@@ -530,7 +535,7 @@ async def apply_retention(
             agent_id = _stored(store, listed)
             report.scanned += 1
             rule = policy.rule_for(agent_id)
-            if policy.held(agent_id):
+            if policy.held(agent_id) or any(h.covers(agent_id) for h in stored_holds):
                 report.held += 1
             elif rule is not None and info.head_seq > 0:
                 recorded = False
@@ -570,6 +575,9 @@ async def apply_retention(
                     recorded = bool(announced) or (
                         together is not None and action is not None and action.outcome == "done"
                     )
+                except AgentOnHold:  # placed while the run was under way: nothing done
+                    report.held += 1
+                    action = None
                 except AccessDenied as exc:
                     reason = str(_caller_error(store, exc))
                     action = RetentionAction(agent_id, "compact", "refused", reason=reason)
