@@ -223,3 +223,26 @@ def test_the_hold_commands_and_the_refusal_from_the_command_line(tmp_path: Path)
     assert released.code == 0, str(released)
     assert cli_in_process("hold", "remove", "acme/alice", *common).code == 1
     assert cli_in_process("forget", "acme/alice", "--yes", *common).code == 0
+
+
+@pytest.mark.parametrize("vault", [False, True])
+async def test_a_key_rotation_re_encrypts_the_holds_so_the_old_key_can_retire(
+    tmp_path: Path, vault: bool
+) -> None:
+    from statekeeper.security.rekey import key_usage, rekey
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    old, new = KEY, bytes(range(1, 33))
+    data_keys = SqliteKeyVault(tmp_path / "vault.db") if vault else None
+    async with StateStore(url, keyring=Keyring({"k1": old}, data_keys=data_keys)) as store:
+        await store.save("acme/alice", {"n": 1})
+        await add_hold(store, "acme/alice", "Smith v. Acme")
+    both = Keyring({"k1": old, "k2": new}, active="k2", data_keys=data_keys)
+    async with StateStore(url, keyring=both) as store:
+        await rekey(store)
+        assert set(await key_usage(store)) == {"k2"}  # the holds' records counted too
+    data_keys = SqliteKeyVault(tmp_path / "vault.db") if vault else None
+    async with StateStore(url, keyring=Keyring({"k2": new}, data_keys=data_keys)) as store:
+        assert [h.pattern for h in await list_holds(store)] == ["acme/alice"]
+        with pytest.raises(AgentOnHold):
+            await store.delete("acme/alice")
