@@ -246,3 +246,28 @@ async def test_a_key_rotation_re_encrypts_the_holds_so_the_old_key_can_retire(
         assert [h.pattern for h in await list_holds(store)] == ["acme/alice"]
         with pytest.raises(AgentOnHold):
             await store.delete("acme/alice")
+
+
+@pytest.mark.parametrize("engine", ["memory", "sqlite"])
+async def test_a_backup_carries_the_holds_into_the_store_it_restores(
+    tmp_path: Path, engine: str
+) -> None:
+    import os
+
+    from statekeeper.governance.backup import BackupKey, backup, restore
+
+    keys = Keyring({"k1": KEY})
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url, keyring=keys) as src:
+            await src.save("acme/alice", {"n": 1})
+            await src.save("acme/bob", {"n": 1})
+            await add_hold(src, "acme/alice", "Smith v. Acme")
+            await backup(src, file, bkey)
+    async with StateStore(f"sqlite:///{tmp_path / 'target.db'}", keyring=keys) as dst:
+        await restore(dst, [file], bkey)
+        assert [h.pattern for h in await list_holds(dst)] == ["acme/alice"]
+        with pytest.raises(AgentOnHold):
+            await dst.delete("acme/alice")
+        assert await dst.delete("acme/bob")
