@@ -271,3 +271,49 @@ async def test_a_backup_carries_the_holds_into_the_store_it_restores(
         with pytest.raises(AgentOnHold):
             await dst.delete("acme/alice")
         assert await dst.delete("acme/bob")
+
+
+async def test_under_row_level_security_every_role_sees_the_holds_none_but_admin_changes_them(
+    tmp_path: Path,
+) -> None:
+    import uuid
+
+    import psycopg
+
+    from statekeeper.backends.postgres import PostgresBackend
+    from statekeeper.governance.policy_postgres import enforce_in_postgres
+
+    from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
+    from .conftest import KEYRING, POLICY_TEXT
+
+    require_postgres()
+    schema = namespace(tmp_path, "sk_holds_")
+    bob_role = f"sk_holds_bob_{uuid.uuid4().hex[:8]}"
+    scheme, rest = POSTGRES_DSN.split("://", 1)
+    as_bob = f"{scheme}://{bob_role}@{rest.split('@', 1)[-1]}"
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{bob_role}" LOGIN')  # type: ignore[arg-type]
+    try:
+        async with StateStore(f"{POSTGRES_DSN}?schema={schema}", keyring=KEYRING) as owner:
+            await owner.save("globex/eu/g1", {"n": 1})
+            await add_hold(owner, "globex/eu/g1", "Smith v. Globex")
+        policy = parse_policy(POLICY_TEXT)  # bob writes globex/*
+        await enforce_in_postgres(POSTGRES_DSN, schema, policy, roles={"bob": bob_role})
+        url = f"{as_bob}?schema={schema}"
+        async with StateStore(url, keyring=KEYRING, principal="bob", policy=policy) as bob:
+            assert [h.pattern for h in await list_holds(bob)] == ["globex/eu/g1"]
+            with pytest.raises(AgentOnHold):
+                await bob.delete("globex/eu/g1")  # the hold is seen through the role
+        raw = PostgresBackend(as_bob, schema=schema, max_size=1)
+        try:  # a process as bob cannot drop the holds below the store either
+            assert await raw.delete_agent(HOLDS_STREAM) is False
+        finally:
+            await raw.close()
+        async with StateStore(f"{POSTGRES_DSN}?schema={schema}", keyring=KEYRING) as owner:
+            assert [h.pattern for h in await list_holds(owner)] == ["globex/eu/g1"]
+            assert (await owner.load("globex/eu/g1")).seq == 1
+    finally:
+        drop_schema(schema)
+        with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{bob_role}"')  # type: ignore[arg-type]
+            conn.execute(f'DROP ROLE "{bob_role}"')  # type: ignore[arg-type]
