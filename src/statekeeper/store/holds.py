@@ -151,9 +151,8 @@ async def read_holds(
 
 
 async def find_hold(store: StateStore, agent_id: str) -> Hold | None:
-    """The hold that covers ``agent_id`` (a stored, full id), or None."""
-    if await store.backend.head(HOLDS_STREAM) == 0:  # (the usual case: one head read)
-        return None
+    """The hold that covers ``agent_id`` (a stored, full id), or None: one head read
+    when the holds have not changed since this process last read them."""
     for hold in await list_holds(store):
         if hold.covers(agent_id):
             return hold
