@@ -68,6 +68,12 @@ async def test_the_store_wide_tools_pass_over_a_forgotten_agent(tmp_path: Path) 
     health = cli_in_process("health", "--json", *common)
     assert health.code == 0, str(health)  # a forgotten agent is no breach
     assert json.loads(health.stdout)["forgotten"] == ["acme/gone"]
+    witnessed = cli_in_process("witness", "export", str(tmp_path / "w.json"), "--json", *common)
+    assert witnessed.code == 0, str(witnessed)
+    assert json.loads(witnessed.stdout)["agents"] == 1
+    assert json.loads(witnessed.stdout)["forgotten"] == ["acme/gone"]
+    checked = cli_in_process("witness", "check", str(tmp_path / "w.json"), *common)
+    assert checked.code == 0, str(checked)
     # an export taken before the forget, imported where the vault keeps the tombstone
     target = tmp_path / "t.db"
     assert cli_in_process("init", f"sqlite:///{target}").code == 0
