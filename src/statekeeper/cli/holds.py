@@ -88,16 +88,14 @@ def hold_remove(
     key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Release a legal hold (audited). Exit code 1 when there was none."""
+    """Release a legal hold (audited; nothing happens when there was none)."""
     removed = _change(ctx, pattern, reason, db, key_file)
     if json_out:
         render.print_json({"pattern": pattern, "released": removed})
     elif removed:
         out_console().print(f"[green]✓[/] legal hold on {escape(pattern)!r} released")
     else:
-        out_console().print(f"no legal hold on {escape(pattern)!r}")
-    if not removed:
-        raise typer.Exit(1)
+        out_console().print(f"no legal hold on {escape(pattern)!r}: nothing to release")
 
 
 @hold_app.command("list")
