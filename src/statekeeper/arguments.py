@@ -28,6 +28,7 @@ from .errors import InvalidAgentId, InvalidArgument
 
 __all__ = [
     "AUDIT_STREAM",
+    "HOLDS_STREAM",
     "INTERNAL_PREFIX",
     "MAX_ID_BYTES",
     "check_agent_id",
@@ -50,6 +51,9 @@ INTERNAL_PREFIX = "\x01sk-"
 
 #: the stream of the store's audit log (see :mod:`statekeeper.governance.audit`)
 AUDIT_STREAM = INTERNAL_PREFIX + "audit/log"
+
+#: the stream of the store's legal holds (see :mod:`statekeeper.governance.holds`)
+HOLDS_STREAM = INTERNAL_PREFIX + "holds/registry"
 
 _OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 _NEEDS_VALUE = frozenset({"add", "replace", "test"})

@@ -18,6 +18,7 @@ __all__ = [
     "AccessDenied",
     "AgentForgotten",
     "AgentNotFound",
+    "AgentOnHold",
     "AgentReplaced",
     "AsyncRequired",
     "BackendError",
@@ -908,6 +909,26 @@ class AgentForgotten(StorageError):
                 " (forgotten, or a vault other than the one that wrote it)"
             )
         return f"agent {self.agent_id!r} was forgotten: its data key was destroyed"
+
+
+class AgentOnHold(StatekeeperError, PermissionError):
+    """A legal hold exempts the agent from every purge (``statekeeper hold``; a
+    retention policy's ``hold`` line): ``forget``, ``delete``, retention and expiry
+    refuse it. ``agent_id`` names the agent, ``hold`` the hold's pattern (``acme/alice``
+    or ``legal/*``), ``reason`` why it was placed and ``operation`` the purge refused.
+    Nothing was changed; release the hold first (``statekeeper hold remove``, audited).
+    """
+
+    def __init__(self, agent_id: str, hold: str, reason: str, operation: str) -> None:
+        self.agent_id = agent_id
+        self.hold = hold
+        self.reason = reason
+        self.operation = operation
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"cannot {operation} agent {agent_id!r}: it is under the legal hold {hold!r}{why};"
+            " release the hold first ('statekeeper hold remove')"
+        )
 
 
 class BackupError(StatekeeperError):

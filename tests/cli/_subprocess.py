@@ -224,9 +224,13 @@ STORE_COMMANDS: dict[str, list[str]] = {
     "projections rebuild": ["transitions", "--read-model", "{out}/read-models.db"],
     "audit": ["--op", "save"],
     "audit verify": [],
+    "hold add": ["gamma", "--reason", "a matter"],
+    "hold list": [],
+    "hold remove": ["gamma", "--reason", "closed"],
 }
 #: commands that write to the store (all the others only read)
 WRITING = {"delete", "rekey", "langgraph prune", "init", "repair", "import", "restore", "forget"}
+WRITING |= {"hold add", "hold remove"}
 #: commands that refuse to run without a key
 NEED_KEY = {"rekey", "forget"}
 

@@ -16,7 +16,8 @@ exit code   when
             does not own...), a file or folder that is missing or unreadable
 3           ``repair``: problems remain that it cannot fix (see :mod:`.repair`)
 4           access denied: the principal of ``--as`` may not do this (the
-            policy refused it; the refusal is in the audit log)
+            policy refused it; the refusal is in the audit log), or a legal hold
+            exempts the agent from the purge asked for (``forget``, ``delete``)
 70          an internal error (a bug): still one line; ``STATEKEEPER_DEBUG=1``
             shows the traceback
 130         interrupted (Ctrl-C)
@@ -45,7 +46,7 @@ from typing import Any
 
 import typer
 
-from ..errors import AccessDenied, AgentNotFound, StatekeeperError
+from ..errors import AccessDenied, AgentNotFound, AgentOnHold, StatekeeperError
 
 try:  # typer >= 0.20 ships its own copy of click
     from typer._click import exceptions as _click_exceptions
@@ -137,7 +138,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return EXIT_PIPE, ""
     if isinstance(exc, AgentNotFound):
         return EXIT_NOT_FOUND, str(exc)
-    if isinstance(exc, AccessDenied):
+    if isinstance(exc, AccessDenied | AgentOnHold):
         return EXIT_DENIED, str(exc)
     if isinstance(exc, StatekeeperError):
         return EXIT_USAGE, str(exc)

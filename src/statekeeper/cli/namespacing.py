@@ -28,6 +28,10 @@ __all__ = ["COMMANDS", "ENV_NAMESPACE", "current_namespace", "gate_commands"]
 ENV_NAMESPACE = "STATEKEEPER_NAMESPACE"
 
 _WHOLE = "it works on the whole store"
+_HOLDS = (
+    "legal holds name full agent ids and namespaces, as a retention policy does"
+    " (one list for the whole store)"
+)
 _LANGGRAPH = (
     "the LangGraph commands open their own saver over the whole store"
     " (choose the threads with --prefix)"
@@ -51,6 +55,10 @@ COMMANDS: dict[str, str | None] = {
     "backup": None,
     "restore": None,
     "forget": None,
+    "hold": _HOLDS,
+    "hold add": _HOLDS,
+    "hold remove": _HOLDS,
+    "hold list": _HOLDS,
     "retention": None,
     "retention apply": None,
     "repair": f"{_WHOLE}: it rewrites snapshots on the engine directly",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from . import render
+from ._markup import escape
 from .app import (
     DbOption,
     JsonOption,
@@ -272,15 +273,18 @@ async def _analyze(
     from .stores import env_keyring, namespace_options
 
     out: dict[str, Any] = {}
+    forgotten: list[str] = []  # crypto-shredded agents: passed over, as by export
     async with open_store(url, key_file=key_file) as store:
         matrices = await transition_matrices(
             store,
             group_by="namespace" if group == "namespace" else "all",
             since=since,
             until=until,
+            forgotten=forgotten,
         )
         out["matrices"] = {name: m.to_dict() for name, m in matrices.items()}
-        counts = await state_distribution(store)
+        counts = await state_distribution(store, forgotten=forgotten)
+        out["forgotten"] = sorted(set(forgotten))
         total = sum(counts.values())
         dist = [n / total for n in counts.values()] if total else []
         out["states"] = {
@@ -369,6 +373,12 @@ def _print_analysis(result: dict[str, Any], *, asked_interval: bool = False) -> 
     for name, d in result["matrices"].items():
         m = TransitionMatrix.from_dict(d)
         console.print(matrix_table(m, f"group {name!r}" if name != "all" else "all agents"))
+    if result["forgotten"]:
+        gone = result["forgotten"]
+        console.print(
+            f"left out {len(gone)} forgotten agent(s) (their data keys are destroyed): "
+            + escape(", ".join(gone))
+        )
     s = result["states"]
     shares = " · ".join(f"{state or '(none)'} {n}" for state, n in s["agents"].items())
     console.print(

@@ -149,4 +149,9 @@ def health_renderables(report: HealthReport, width: int) -> list[RenderableType]
         for agent_id, error in report.unreadable:
             t.add_row(escape(agent_id), escape(error))
         out.append(t)
+    if report.forgotten:
+        out.append(
+            f"left out {len(report.forgotten)} forgotten agent(s) (their data keys are"
+            f" destroyed): {escape(', '.join(report.forgotten))}"
+        )
     return out

@@ -94,6 +94,11 @@ COMMANDS: dict[str, Entry] = {
         "governance_data",
         "Crypto-shred an agent: destroy its data key, so no copy of its records opens.",
     ),
+    "hold": Entry(
+        "holds",
+        "Legal holds kept in the store: agents or namespaces exempt from every purge.",
+        group="hold_app",
+    ),
     "retention": Entry(
         "governance_data",
         "Apply retention policies: TTL, keep the last N events, thin snapshots, legal holds.",

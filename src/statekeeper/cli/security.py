@@ -359,15 +359,26 @@ def witness_export(
                 return await export_witness(store, file, on_agent=lambda _a: bar.advance(task))
 
     doc = run(go())
+    forgotten = doc.get("forgotten", [])
     if json_out:
         render.print_json(
-            {"file": str(file), "agents": doc["agents"], "store_digest": doc["store_digest"]}
+            {
+                "file": str(file),
+                "agents": doc["agents"],
+                "store_digest": doc["store_digest"],
+                "forgotten": forgotten,
+            }
         )
         return
     out_console().print(
         f"[green]✓[/] witnessed {doc['agents']:,} stream(s) in {escape(str(file))}\n"
         f"  store digest {doc['store_digest']}"
     )
+    if forgotten:
+        out_console().print(
+            f"left out {len(forgotten)} forgotten agent(s) (their data keys are destroyed): "
+            + escape(", ".join(forgotten))
+        )
 
 
 @witness_app.command("check")

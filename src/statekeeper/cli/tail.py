@@ -5,7 +5,9 @@ Following polls the store every ``--interval`` seconds (default 0.5): for one ag
 reads the events after the last one printed; for the whole store it pages through
 the agent list and reads the new events of every agent whose head moved (a cost that
 grows with the number of agents). Events are read verified, as by ``history``. Stop
-with Ctrl-C (exit code 0).
+with Ctrl-C (exit code 0). The whole store's tail passes over the agents ``forget``
+crypto-shredded (their records no longer open) and names them on stderr, as ``export``
+does; the tail of one such agent is refused (``AgentForgotten``), as ``show`` is.
 """
 
 from __future__ import annotations
@@ -15,10 +17,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import AgentNotFound
+from ..errors import AgentForgotten, AgentNotFound
 from . import render
 from ._markup import escape
-from .app import DbOption, KeyFileOption, app, handled, open_store, out_console, resolve_url, run
+from .app import (
+    DbOption,
+    KeyFileOption,
+    app,
+    err_console,
+    handled,
+    open_store,
+    out_console,
+    resolve_url,
+    run,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -88,8 +100,17 @@ async def _follow_agent(
         await asyncio.sleep(interval)
 
 
+def _left_out(forgotten: list[str]) -> None:
+    """Name the forgotten agents passed over, on stderr (stdout carries the events)."""
+    if forgotten:
+        err_console().print(
+            f"left out {len(forgotten)} forgotten agent(s) (their data keys are destroyed): "
+            + escape(", ".join(forgotten))
+        )
+
+
 async def _follow_store(
-    store: StateStore, seen: dict[str, int], show: _Printer, interval: float
+    store: StateStore, seen: dict[str, int], show: _Printer, interval: float, gone: set[str]
 ) -> None:
     import asyncio
 
@@ -101,8 +122,14 @@ async def _follow_store(
             done = seen.get(agent_id, 0)
             if head < done:  # deleted and re-created: start over
                 done = 0
-            if head > done:
-                for ev in await kept_history(store, agent_id, done, head):
+            if head > done and agent_id not in gone:
+                try:
+                    events = await kept_history(store, agent_id, done, head)
+                except AgentForgotten:  # forgotten while followed: passed over from now on
+                    gone.add(agent_id)
+                    _left_out([agent_id])
+                    events = []
+                for ev in events:
                     show(ev)
             seen[agent_id] = head
         await asyncio.sleep(interval)
@@ -154,16 +181,21 @@ def tail(
                 return
             heads = await _heads(store)
             recent: list[Any] = []
+            forgotten: list[str] = []
             with bar("reading", disable=json_out or not lines) as progress:
                 task = progress.add_task("tail", total=len(heads))
                 for agent_id, head in heads.items():
-                    recent.extend(await _last_events(store, agent_id, head, lines))
+                    try:
+                        recent.extend(await _last_events(store, agent_id, head, lines))
+                    except AgentForgotten:  # crypto-shredded: unreadable by design
+                        forgotten.append(agent_id)
                     progress.advance(task)
             recent.sort(key=lambda ev: (ev.timestamp, ev.agent_id, ev.seq))
             for ev in recent[len(recent) - lines :] if lines else []:
                 show(ev)
+            _left_out(forgotten)
             if follow:
-                await _follow_store(store, heads, show, interval)
+                await _follow_store(store, heads, show, interval, set(forgotten))
 
     try:
         run(go())

@@ -222,8 +222,8 @@ async def _interrupted(store: StateStore, agent: _Agent, head: int) -> bool:
             state_of(agent.base)
         ):
             return False
-    except HistoryCompacted:  # compacted at another base: not this file's agent
-        return False
+    except (HistoryCompacted, AgentForgotten):  # compacted at another base, or shredded:
+        return False  # not this file's agent
     return stored == [{**w, "ts": float(w["ts"])} for w in agent.events[: head - base]]
 
 
@@ -277,9 +277,15 @@ async def import_agents(
     progress: Any = None,
     skip_existing: bool = False,
     key_file: Path | None = None,
+    forgotten: list[str] | None = None,
 ) -> tuple[int, int, list[str]]:
     """Import every agent in ``source`` into the store at ``url``; returns ``(agents,
     events, skipped ids)``.
+
+    An agent the target's key vault shredded (``forget``: its id keeps a tombstone and
+    can never be written again) is passed over, its id appended to ``forgotten``, as
+    every store-wide job passes over a forgotten agent; one the target still stores is
+    an existing agent (refused, or skipped with ``skip_existing``).
 
     Under ``--as`` the store is opened as that principal, and every agent of the file
     needs ``admin`` on its namespace (an import writes history as others wrote it,
@@ -330,6 +336,9 @@ async def import_agents(
                         "nothing was imported (--skip-existing imports the others)"
                     )
                 skipped.append(agent.agent_id)
+            elif _shredded(store, stored_id(store, agent.agent_id)):
+                if forgotten is not None:
+                    forgotten.append(agent.agent_id)
             else:
                 todo.append((agent, 0))
         task = progress.add_task("import", total=len(todo)) if progress is not None else None
@@ -344,6 +353,15 @@ async def import_agents(
         return len(todo), events, skipped
     finally:
         await store.close()
+
+
+def _shredded(store: StateStore, agent_id: str) -> bool:
+    """Whether the store's key vault holds a tombstone for ``agent_id`` (its data key was
+    destroyed: a write of it would raise ``AgentForgotten``)."""
+    keyring = store.codec.keyring
+    vault = keyring.data_keys if keyring is not None else None
+    entry = vault.load(agent_id) if vault is not None else None
+    return entry is not None and entry.wrapped is None
 
 
 def _now() -> float:
@@ -464,10 +482,17 @@ def import_cmd(
         except OSError as exc:
             raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
 
+    forgotten: list[str] = []
+
     async def go() -> tuple[int, int, list[str]]:
         with bar("importing", disable=json_out) as progress:
             return await import_agents(
-                url, source, progress=progress, skip_existing=skip_existing, key_file=key_file
+                url,
+                source,
+                progress=progress,
+                skip_existing=skip_existing,
+                key_file=key_file,
+                forgotten=forgotten,
             )
 
     try:
@@ -476,10 +501,21 @@ def import_cmd(
         source.close()
     if json_out:
         render.print_json(
-            {"agents": agents, "events": events, "skipped": skipped, "verified": True}
+            {
+                "agents": agents,
+                "events": events,
+                "skipped": skipped,
+                "forgotten": forgotten,
+                "verified": True,
+            }
         )
         return
     console = out_console()
     console.print(f"[green]✓[/] imported {agents} agent(s), {events} event(s); verified")
     if skipped:
         console.print(f"skipped {len(skipped)} existing agent(s): {escape(', '.join(skipped))}")
+    if forgotten:
+        console.print(
+            f"left out {len(forgotten)} forgotten agent(s) (their data keys are destroyed): "
+            + escape(", ".join(forgotten))
+        )

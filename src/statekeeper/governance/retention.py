@@ -2,8 +2,9 @@
 
 A policy has one rule per **namespace** (the part of the agent id before its last
 ``/``; ``*`` is every namespace without a rule of its own) and a list of **legal
-holds** (agents or whole namespaces exempt from every purge). A policy file has one
-rule or hold per line (``#`` starts a comment)::
+holds** (agents or whole namespaces exempt from every purge; the store's own too,
+:mod:`statekeeper.governance.holds`). A policy file has one rule or hold per line
+(``#`` starts a comment)::
 
     *      ttl=365d
     acme   ttl=30d keep_last=100 snapshot_every=50
@@ -63,8 +64,9 @@ from ..records import EventType, RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
 from ..store.conditional import delete_only_at
 from ..store.governed import entries_before_delete
+from ..store.holds import list_holds
 from ..store.incarnation import snapshot_in_stream
-from ..store.namespaced import NamespacedStateStore
+from ..store.namespaced import NamespacedStateStore, stored_id
 from .hooks import (
     Announced,
     AuditSink,
@@ -488,10 +490,6 @@ def _caller_error(store: StateStore, exc: StatekeeperError) -> BaseException:
     return exc
 
 
-def _stored(store: StateStore, agent_id: str) -> str:
-    return store.qualify(agent_id) if isinstance(store, NamespacedStateStore) else agent_id
-
-
 async def apply_retention(
     store: StateStore,
     policy: RetentionPolicy,
@@ -523,14 +521,15 @@ async def apply_retention(
     while True:
         # the store's listing: never its own streams (the audit log), only agents
         page = await store.list_agents(after=cursor, limit=_PAGE)
+        stored_holds = await list_holds(store)  # (the store's own: statekeeper hold)
         for info in page:
             # below the store's public calls everything works on the stored id; the
             # report names the id as the store lists it (relative in a namespace)
             listed = info.agent_id
-            agent_id = _stored(store, listed)
+            agent_id = stored_id(store, listed)
             report.scanned += 1
             rule = policy.rule_for(agent_id)
-            if policy.held(agent_id):
+            if policy.held(agent_id) or any(h.covers(agent_id) for h in stored_holds):
                 report.held += 1
             elif rule is not None and info.head_seq > 0:
                 recorded = False

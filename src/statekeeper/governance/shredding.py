@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from ..arguments import check_agent_id
 from ..errors import AgentNotFound, ConfigurationError, StatekeeperError
 from ..store.namespaced import NamespacedStateStore
+from .holds import refuse_if_held
 from .hooks import AuditSink, GovernanceEvent, announce, emit, require, store_sink
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ async def _forget(
     # destroying a key is forever: it needs admin on the agent's namespace (checked
     # before anything, and the refusal is audited) on a store opened as a principal
     await require(store, agent_id, "admin", "forget")
+    # a legal hold exempts the agent from every purge: refused before anything is read
+    await refuse_if_held(store, agent_id, "forget")
     given = audit
     audit = store_sink(store, audit)
     keyring = store.codec.keyring

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgument, StatekeeperError
+from ..errors import AgentForgotten, InvalidArgument, StatekeeperError
 from ..records import RawSnapshot
 from ..store.namespaced import stored_id
 
@@ -176,6 +176,9 @@ class HealthReport:
     breaches: list[str] = field(default_factory=list)
     #: agents that could not be read (id, error)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
+    #: agents passed over because ``forget`` crypto-shredded them (unreadable by design:
+    #: not a breach)
+    forgotten: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -278,6 +281,8 @@ async def health_report(
                     report.stale_leases.append(
                         StaleLease(agent_id, lease.holder, lease.token, at - lease.expires_at)
                     )
+        except AgentForgotten:
+            report.forgotten.append(agent_id)
         except StatekeeperError as exc:
             report.unreadable.append((agent_id, str(exc)))
     report.by_state = dict(sorted(states.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import patch
 from ..arguments import check_agent_id
-from ..errors import AgentNotFound, ConflictError, InvalidArgument, SchemaError
+from ..errors import AgentNotFound, AgentOnHold, ConflictError, InvalidArgument, SchemaError
 from ..records import AppendResult, Event, Snapshot
 from ..store.agent import DurableAgent
 from .expiry import apply_ttl, expiring, is_expired
@@ -144,8 +144,11 @@ async def open_typed_agent(
         document = schema.dump(initial_state, agent_id)
     snapshot = await store.get(agent_id)
     if snapshot is not None and _expired(schema, snapshot):
-        await store.delete(agent_id)  # gone, as the engine's TTL would have made it
-        snapshot = None
+        try:
+            await store.delete(agent_id)  # gone, as the engine's TTL would have made it
+            snapshot = None
+        except AgentOnHold:
+            pass  # a legal hold exempts it from every purge: it is opened as it stands
     if snapshot is None:
         if initial_state is None:
             default = schema.adapter.default()

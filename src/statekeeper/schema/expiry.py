@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Capability
-from ..errors import SchemaError
+from ..errors import AgentOnHold, SchemaError
 from .models import MODEL_KEY
 from .registry import ModelSchema, SchemaRegistry, schema_of
 from .rewrite import states_of
@@ -98,8 +98,13 @@ async def expire(
                 state = schema.load(snap.data, snap.schema_version, agent_id=agent_id, seq=snap.seq)
             except SchemaError:
                 continue  # unreadable as the model: not this sweep's to judge
-            if is_expired(state, now) and await store.delete(agent_id):
-                gone.append(agent_id)
+            if not is_expired(state, now):
+                continue
+            try:
+                if await store.delete(agent_id):
+                    gone.append(agent_id)
+            except AgentOnHold:
+                continue  # a legal hold exempts it from every purge: kept, expired or not
         if len(page) < 1000:
             return gone
         after = ids[-1]

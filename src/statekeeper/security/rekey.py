@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..arguments import AUDIT_STREAM
+from ..arguments import AUDIT_STREAM, HOLDS_STREAM
 from ..codec import ZERO_LINK, Codec
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StatekeeperError
@@ -507,6 +507,8 @@ async def rekey(
             break
         after = page[-1].agent_id
     total.add(await rekey_audit_log(store, batch=batch))
+    if await store.backend.head(HOLDS_STREAM):  # the legal holds, sealed as a stream is
+        await _rekey_walking_again(store, HOLDS_STREAM, batch, total)
     progress.done = True
     if path is not None:
         progress.save(path)
@@ -568,6 +570,8 @@ async def key_usage(store: StateStore) -> dict[str, int]:
             yield info.agent_id
         if with_log and await backend.head(AUDIT_STREAM) > 0:
             yield AUDIT_STREAM  # sealed like a stream: its keys count too
+        if await backend.head(HOLDS_STREAM) > 0:
+            yield HOLDS_STREAM  # the legal holds (statekeeper hold): the same
 
     async for agent_id in ids():
         _, tag = await backend.head_tag(agent_id)

@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StatekeeperError
+from ..errors import AgentForgotten, StatekeeperError
 from .witness_file import VERSION, canonical, load_witness, write_atomically
 
 if TYPE_CHECKING:
@@ -85,12 +85,19 @@ async def export_witness(
     on_agent: Callable[[str], Any] | None = None,
 ) -> dict[str, Any]:
     """Commit to every stream of ``store`` (each verified on the way); write the witness
-    to ``path`` (atomically) when given, and return it."""
+    to ``path`` (atomically) when given, and return it. An agent ``forget``
+    crypto-shredded is passed over (nothing of it opens to commit to), as every
+    store-wide job passes over it: its stored id is listed in ``forgotten``."""
     from ..store.namespaced import stored_id  # on use: the store imports this module
 
     streams: list[dict[str, Any]] = []
+    forgotten: list[str] = []
     async for info in store.iter_agents():
-        d = await store.digest(info.agent_id)
+        try:
+            d = await store.digest(info.agent_id)
+        except AgentForgotten:
+            forgotten.append(stored_id(store, info.agent_id))
+            continue
         full = stored_id(store, d.agent_id)  # the file names stored ids, in any namespace
         streams.append({"agent_id": full, "seq": d.seq, "key_id": d.key_id, "digest": d.digest})
         if on_agent is not None:
@@ -109,6 +116,8 @@ async def export_witness(
     namespace = _namespace(store)
     if namespace:
         doc["namespace"] = namespace
+    if forgotten:
+        doc["forgotten"] = forgotten
     if path is not None:
         write_atomically(Path(path), json.dumps(doc, indent=1) + "\n")
     return doc

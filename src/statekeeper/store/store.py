@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ..arguments import (
     AUDIT_STREAM,
+    HOLDS_STREAM,
     check_agent_id,
     check_mapping,
     check_name,
@@ -61,6 +62,7 @@ from .feed import (
 from .feed_cursor import FeedBounds, FeedCursor
 from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .history import read_history
+from .holds import refuse_if_held
 from .keyguard import KeyGuard
 from .machines import Machines
 from .observing import FOLD_AT
@@ -704,6 +706,8 @@ class StateStore:
         count = await self.backend.count_agents()
         if count and await self.backend.head(AUDIT_STREAM):
             count -= 1  # the audit log is a stream of the store's own, not an agent
+        if count and await self.backend.head(HOLDS_STREAM):
+            count -= 1  # and so is the legal holds' stream
         return count
 
     async def health(self) -> Health:
@@ -969,7 +973,11 @@ class StateStore:
         return await self._after_flush("snapshot", agent_id, self._writes.snapshot, write=True)
 
     async def delete(self, agent_id: str) -> bool:
-        """Delete the agent's stream and snapshots. True if it existed."""
+        """Delete the agent's stream and snapshots. True if it existed.
+
+        An agent under a legal hold (:mod:`statekeeper.governance.holds`) is not
+        deleted: :class:`~statekeeper.errors.AgentOnHold`."""
+        await refuse_if_held(self, check_agent_id(agent_id), "delete")
         return await self._after_flush("delete", agent_id, self._writes.delete)
 
     async def _after_flush(

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
+from ...store.holds import find_hold
+from ...store.namespaced import stored_id
 from . import history as h
 from . import mapping as m
 from .serde import pool_refs
@@ -128,6 +130,9 @@ class _SaverPruning(_SaverWrites):
                 claim = st.doc.get("run")
                 if self.fork_protection and claim is not None and claim["exp"] > self._clock():
                     report.threads_skipped.append(thread_id)  # a run holds it
+                    return report
+                if await find_hold(self.store, stored_id(self.store, st.agent_id)) is not None:
+                    report.threads_skipped.append(thread_id)  # a legal hold exempts it
                     return report
                 try:
                     view = await self._view(st)

@@ -8,6 +8,9 @@ An agent is consistent when
 * its tiers agree, on a tiered store: the hot copy's head is not ahead of the durable
   tier's, and a copy that has the durable head holds the same stream up to it.
 
+An agent crypto-shredded by ``forget`` is not checked (its records no longer open, by
+design): it is listed in ``forgotten``, as ``verify`` lists it.
+
 ``score = consistent agents / agents checked`` (1.0 for an empty store). On a store
 opened in a namespace the agents of that namespace (and below) are checked, named
 relative to it.
@@ -38,6 +41,8 @@ class ConsistencyReport:
     consistent: int = 0
     #: (agent id, check, reason) for every failed check
     problems: list[tuple[str, str, str]] = field(default_factory=list)
+    #: agents passed over: crypto-shredded (``forget``)
+    forgotten: list[str] = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -53,6 +58,7 @@ class ConsistencyReport:
             "tiers_agree": self.tiers_agree,
             "consistent": self.consistent,
             "problems": [{"agent_id": a, "check": c, "reason": r} for a, c, r in self.problems],
+            "forgotten": list(self.forgotten),
         }
 
 
@@ -70,9 +76,12 @@ async def consistency_score(
     hot = getattr(backend, "hot", None)
     durable = getattr(backend, "durable", None)
     for agent_id in ids:
+        verified = await store.verify([agent_id])
+        if verified.forgotten and not verified.problems:
+            report.forgotten.append(agent_id)
+            continue
         report.agents += 1
         ok = True
-        verified = await store.verify([agent_id])
         if verified.problems:
             ok = False
             for p in verified.problems:

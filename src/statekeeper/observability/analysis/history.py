@@ -5,6 +5,9 @@ An event that moved an agent's machine records the state it moved to
 where the agent started. Every later one is a move ``previous → new`` (a self-loop when
 the machine fired a transition back into the same state), made at the event's
 timestamp after ``dwell`` seconds in the previous state.
+
+An agent crypto-shredded by ``forget`` (its records no longer open) is passed over, as
+every store-wide job does; its id goes to the ``forgotten`` list when one is given.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ...errors import InvalidArgument
+from ...errors import AgentForgotten, InvalidArgument
 from .entropy import entropy
 from .markov import TransitionMatrix, estimate
 
@@ -80,24 +83,30 @@ async def moves(
     agents: Iterable[str] | None = None,
     since: float | None = None,
     until: float | None = None,
+    forgotten: list[str] | None = None,
 ) -> AsyncIterator[Move]:
     """Every transition of ``agents`` (default: all) made in ``[since, until)``, agent
-    by agent, in stream order. Every record read is verified as on any read."""
+    by agent, in stream order. Every record read is verified as on any read; a
+    forgotten agent is passed over (its id appended to ``forgotten``)."""
     _check_window(since, until)
     async for agent_id in _agent_ids(store, agents):
         state: str | None = None
         entered = 0.0
-        async for event in store.history(agent_id):
-            if event.fsm_state is None:
-                continue
-            at = event.timestamp
-            if (
-                state is not None
-                and (since is None or at >= since)
-                and (until is None or at < until)
-            ):
-                yield Move(agent_id, state, event.fsm_state, at, max(0.0, at - entered))
-            state, entered = event.fsm_state, at
+        try:
+            async for event in store.history(agent_id):
+                if event.fsm_state is None:
+                    continue
+                at = event.timestamp
+                if (
+                    state is not None
+                    and (since is None or at >= since)
+                    and (until is None or at < until)
+                ):
+                    yield Move(agent_id, state, event.fsm_state, at, max(0.0, at - entered))
+                state, entered = event.fsm_state, at
+        except AgentForgotten:
+            if forgotten is not None:
+                forgotten.append(agent_id)
 
 
 def _grouper(group_by: GroupBy) -> Callable[[str], str]:
@@ -119,24 +128,35 @@ async def transition_matrices(
     agents: Iterable[str] | None = None,
     since: float | None = None,
     until: float | None = None,
+    forgotten: list[str] | None = None,
 ) -> dict[str, TransitionMatrix]:
     """``P`` estimated per group of agents (``"all"``: one matrix; ``"namespace"``: one
     per agent-id namespace; or a function of the agent id, e.g. the machine each runs)
-    from the moves made in ``[since, until)``."""
+    from the moves made in ``[since, until)``. Forgotten agents are passed over (their
+    ids appended to ``forgotten``)."""
     key = _grouper(group_by)
     grouped: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    async for move in moves(store, agents=agents, since=since, until=until):
+    async for move in moves(store, agents=agents, since=since, until=until, forgotten=forgotten):
         grouped[key(move.agent_id)].append((move.source, move.target))
     return {group: estimate(pairs) for group, pairs in sorted(grouped.items())}
 
 
 async def state_distribution(
-    store: StateStore, *, agents: Iterable[str] | None = None
+    store: StateStore,
+    *,
+    agents: Iterable[str] | None = None,
+    forgotten: list[str] | None = None,
 ) -> dict[str, int]:
-    """How many agents are in each state now (``""``: agents whose machine never moved)."""
+    """How many agents are in each state now (``""``: agents whose machine never moved).
+    Forgotten agents are not counted (their ids are appended to ``forgotten``)."""
     found: Counter[str] = Counter()
     async for agent_id in _agent_ids(store, agents):
-        head = await store.head_state(agent_id)
+        try:
+            head = await store.head_state(agent_id)
+        except AgentForgotten:
+            if forgotten is not None:
+                forgotten.append(agent_id)
+            continue
         if head is not None:
             found[head.fsm_state or ""] += 1
     return dict(sorted(found.items()))

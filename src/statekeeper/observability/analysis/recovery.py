@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidArgument
+from ...errors import AgentForgotten, InvalidArgument
 
 if TYPE_CHECKING:
     from ...codec.keys import Keyring
@@ -163,15 +163,20 @@ async def measure_recovery(
         step = max(1, len(rest) // max(1, sample - len(chosen)))
         chosen += rest[::step][: sample - len(chosen)]
         samples = []
+        forgotten: set[str] = set()
         for agent_id, n in chosen:
             t1 = clock()
-            await store.load(agent_id)
+            try:
+                await store.load(agent_id)
+            except AgentForgotten:  # crypto-shredded: nothing to recover, by design
+                forgotten.add(agent_id)
+                continue
             samples.append(RecoverySample(agent_id, n, clock() - t1))
     finally:
         await store.close()
     a, b = fit_line((s.replay_events, s.seconds) for s in samples)
     predicted = sorted(
-        ((agent_id, n, opened + a + b * n) for agent_id, n in lengths),
+        ((agent_id, n, opened + a + b * n) for agent_id, n in lengths if agent_id not in forgotten),
         key=lambda p: (-p[2], p[0]),
     )
     return RecoveryReport(opened, samples, a, b, predicted, objective)
@@ -189,7 +194,10 @@ async def measure_snapshot_cost(
     times: list[float] = []
     codec = store.codec
     for agent_id in ids[:sample]:
-        snap = await store.get(agent_id)
+        try:
+            snap = await store.get(agent_id)
+        except AgentForgotten:  # crypto-shredded: no state to seal
+            continue
         if snap is None:
             continue
         body = {

@@ -25,10 +25,13 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 $fn$;
 
 -- may the current role do p_need (1 read, 2 write) on p_agent? The audit log (a stream
--- of statekeeper's own) is readable and appendable by every role, never deletable.
+-- of statekeeper's own) is readable and appendable by every role, never deletable; the
+-- legal holds (statekeeper.governance.holds) readable by every role (each purge checks
+-- them), changed only by a role whose grants cover them (admin on everything).
 CREATE OR REPLACE FUNCTION {s}.sk_allowed(p_agent text, p_need integer) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
     SELECT (p_agent = chr(1) || 'sk-audit/log' AND p_need <= 2)
+        OR (p_agent = chr(1) || 'sk-holds/registry' AND p_need <= 1)
         OR EXISTS (SELECT 1 FROM {s}.sk_grants g
                     WHERE g.db_role = current_user AND g.perm >= p_need
                       AND {s}.sk_namespace(p_agent) ~ g.pattern)

@@ -1,0 +1,164 @@
+"""Legal holds kept in the store, so that every purge sees them.
+
+A legal hold exempts an agent (``acme/alice``) or a whole namespace (``legal/*``: the
+agents whose namespace is ``legal``, as in a retention policy file) from every purge.
+Holds placed with :func:`add_hold` (``statekeeper hold add PATTERN --reason ...``) are
+records of the store itself — a stream of its own
+(:data:`~statekeeper.arguments.HOLDS_STREAM`, hidden from listings), sealed and chained
+by the store's codec like an agent's stream, so backups carry them — not lines of a
+file a caller may forget to pass. Every way an agent goes refuses a held one with
+:class:`~statekeeper.errors.AgentOnHold`, naming the agent and the hold: ``forget``
+(before its data key is touched), the store's one ``delete`` (so also ``forget
+--purge``, the CLI's ``delete``, the LangGraph saver's thread deletion and prune);
+schema expiry and ``retention apply`` pass over a held agent (retention reports it
+``held``; the policy file's ``hold`` lines still count as well).
+
+There is no per-call override: releasing a hold is its own act (:func:`remove_hold`,
+``statekeeper hold remove``), which needs ``admin`` on the namespace and is audited like
+placing one; a purge after it is an ordinary purge. A flag on each purge would let any
+script skip a hold without anyone deciding to release it.
+
+A hold is checked when a purge starts: a hold placed by another process while a purge
+of the same agent is already under way does not stop that purge.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..arguments import HOLDS_STREAM
+from ..errors import AgentOnHold, ConflictError, InvalidArgument, RetriesExhausted
+from ..records import AppendRequest, RawEvent
+from ..store.holds import HOLD_ADD, HOLD_REMOVE, Hold, check_pattern, find_hold, list_holds
+from ..store.holds import read_holds as _read
+from ..store.namespaced import NamespacedStateStore
+from .hooks import AuditSink, GovernanceEvent, announce, emit, require, store_sink
+
+if TYPE_CHECKING:
+    from ..store import StateStore
+
+__all__ = [
+    "HOLDS_STREAM",
+    "Hold",
+    "add_hold",
+    "check_pattern",
+    "find_hold",
+    "list_holds",
+    "refuse_if_held",
+    "remove_hold",
+]
+
+_RETRIES = 8
+
+
+async def refuse_if_held(store: StateStore, agent_id: str, operation: str) -> None:
+    """Raise :class:`~statekeeper.errors.AgentOnHold` when a hold of the store covers
+    ``agent_id`` (its stored id), naming it as the caller's store does; the refusal
+    goes to the audit log of a store opened as a principal."""
+    hold = await find_hold(store, agent_id)
+    if hold is None:
+        return
+    await emit(
+        store_sink(store, None),
+        GovernanceEvent(operation, agent_id, "refused", details={"hold": hold.pattern}),
+    )
+    shown = store.relative(agent_id) if isinstance(store, NamespacedStateStore) else agent_id
+    raise AgentOnHold(shown, hold.pattern, hold.reason, operation)
+
+
+async def add_hold(
+    store: StateStore, pattern: str, reason: str, *, audit: AuditSink | None = None
+) -> bool:
+    """Place a legal hold on ``pattern`` (an agent id or ``NAMESPACE/*``: full ids, as
+    in a policy file, also through a store opened in a namespace). ``reason`` (the
+    matter it is for) is required. Needs ``admin`` on the namespace on a store opened
+    as a principal; audited. False when the pattern was held already (nothing
+    written)."""
+    return await _change(store, pattern, reason, HOLD_ADD, audit)
+
+
+async def remove_hold(
+    store: StateStore, pattern: str, reason: str = "", *, audit: AuditSink | None = None
+) -> bool:
+    """Release the hold on ``pattern``; False when there was none (nothing written).
+    Needs ``admin`` as :func:`add_hold` does; audited."""
+    return await _change(store, pattern, reason, HOLD_REMOVE, audit)
+
+
+async def _change(
+    store: StateStore, pattern: str, reason: str, kind: str, audit: AuditSink | None
+) -> bool:
+    check_pattern(pattern)
+    if not isinstance(reason, str):
+        raise InvalidArgument("reason", f"reason must be a str, not {type(reason).__name__}")
+    reason = " ".join(reason.split())
+    if kind == HOLD_ADD and not reason:
+        raise InvalidArgument("reason", "a legal hold needs a reason (the matter it is for)")
+    operation = "hold" if kind == HOLD_ADD else "release-hold"
+    # admin on the agent, or on an agent of the held namespace (refusals are audited)
+    await require(
+        store, pattern[:-1] + "x" if pattern.endswith("/*") else pattern, "admin", operation
+    )
+    principal = getattr(getattr(store, "_governance", None), "principal", None)
+    given = audit
+    audit = store_sink(store, audit)
+    last = ConflictError(HOLDS_STREAM, 0, 0)
+    for _ in range(_RETRIES):
+        seq, tag = await store.backend.head_tag(HOLDS_STREAM)
+        holds, link = await _read(store, seq, tag) if seq else ((), None)
+        if any(h.pattern == pattern for h in holds) == (kind == HOLD_ADD):
+            return False  # already so: nothing to record
+        at = time.time()
+        event = GovernanceEvent(
+            operation,
+            None if pattern.endswith("/*") else pattern,
+            "ok",
+            details={"pattern": pattern, "reason": reason},
+            at=at,
+        )
+        # on a governed store the entry goes first (a crash cannot change holds unrecorded)
+        announced = await announce(store, given, event)
+        doc = {"pattern": pattern, "reason": reason, "principal": principal}
+        try:
+            await _append(store, seq, tag, link, kind, at, doc)
+        except ConflictError as exc:
+            if announced is not None:
+                await announced.failed(exc)
+            last = exc
+            continue  # another process changed the holds first: read them again
+        except BaseException as exc:
+            if announced is not None:
+                await announced.failed(exc)
+            raise
+        if announced is None:
+            await emit(audit, event)
+        return True
+    raise RetriesExhausted(HOLDS_STREAM, _RETRIES, last)
+
+
+async def _append(
+    store: StateStore,
+    seq: int,
+    tag: bytes | None,
+    link: bytes | None,
+    kind: str,
+    at: float,
+    doc: dict[str, Any],
+) -> None:
+    """Append one hold record after the head ``seq`` (compare-and-set on it and ``tag``)."""
+    from ..codec.pipeline import ZERO_LINK
+
+    codec = store.codec
+    sealed = codec.seal(HOLDS_STREAM, seq + 1, kind, at, codec.serialize(doc), link or ZERO_LINK)
+    backend = store.backend
+    await backend.append(
+        AppendRequest(
+            HOLDS_STREAM,
+            seq,
+            [RawEvent(seq + 1, kind, at, sealed.payload, sealed.checksum)],
+            head_tag=codec.head_tag(HOLDS_STREAM, seq + 1, sealed.link),
+            expected_tag=tag,
+            check_tag=backend.compares_head_tag,
+        )
+    )
