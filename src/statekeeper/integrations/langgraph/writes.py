@@ -128,11 +128,18 @@ def _after_put(st: _Stream, used: Memo, carried: bool) -> builtins.list[Op]:
             memo = {k: e for k, e in memo.items() if e[0]() is not None}
             st.memo_kept = len(memo)
     else:
-        memo = {
-            k: st.memo[k] for k, w in recent.items() if k in st.memo and st.memo[k][0]() is w[0]
-        }
-        memo.update(used)
-        memo = {k: e for k, e in memo.items() if e[0]() is not None}  # drop the dead
+        # ``used`` (this put's own, fresh) becomes the memo: every entry in it is alive
+        # (a message of the values being put, which the caller holds), and so is every
+        # entry kept for a recent write (its message is held by ``recent``), so there
+        # is nothing dead to drop — a pass over a whole chat's messages with a weak
+        # reference called for each, and a copy of them, at every put, saved
+        memo = used
+        old = st.memo
+        for k, w in recent.items():
+            if k not in memo:
+                entry = old.get(k)
+                if entry is not None and entry[0]() is w[0]:
+                    memo[k] = entry
         st.memo_kept = len(memo)
     st.memo = memo
     st.written = recent
