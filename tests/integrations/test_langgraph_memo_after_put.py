@@ -13,6 +13,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from statekeeper.integrations.langgraph.stream import _Stream
 from statekeeper.integrations.langgraph.writes import _after_put
 
+#: a memo entry's fingerprint (not looked at by ``_after_put``)
+_FP: tuple[tuple[str, ...], tuple[Any, ...]] = ((), ())
+
 
 class _CountingRef:
     """A memo entry's weak reference that counts its calls."""
@@ -36,8 +39,10 @@ def test_a_put_does_not_check_again_the_messages_it_used() -> None:
     cannot be there), and the memo it leaves holds each of them as it was used."""
     messages = [HumanMessage(f"m{i}", id=f"m{i}") for i in range(400)]
     calls = [0]
-    used = {id(m): (_CountingRef(m, calls), {"$p": f"k{i}"}, None) for i, m in enumerate(messages)}
-    expected = dict(used)
+    used: dict[int, Any] = {
+        id(m): (_CountingRef(m, calls), {"$p": f"k{i}"}, _FP) for i, m in enumerate(messages)
+    }
+    expected: dict[int, Any] = dict(used)
     st = _stream()
     assert _after_put(st, used, carried=False) == []
     assert calls[0] == 0
@@ -54,16 +59,16 @@ def test_a_recent_writes_messages_stay_known_and_dead_ones_do_not() -> None:
     st = _stream()
     other = HumanMessage("another object")
     st.memo = {
-        id(kept): (weakref.ref(kept), {"$p": "ka"}, None),
-        id(replaced): (weakref.ref(other), {"$p": "kb"}, None),  # not the written one
-        id(used_msg): (weakref.ref(used_msg), {"$p": "old"}, None),
+        id(kept): (weakref.ref(kept), {"$p": "ka"}, _FP),
+        id(replaced): (weakref.ref(other), {"$p": "kb"}, _FP),  # not the written one
+        id(used_msg): (weakref.ref(used_msg), {"$p": "old"}, _FP),
     }
     st.written = {
         id(kept): (kept, [["/w/1", {"$p": "ka"}]], 0),
         id(replaced): (replaced, [["/w/2", {"$p": "kb"}]], 0),
         id(used_msg): (used_msg, [["/w/3", {"$p": "new"}]], 0),
     }
-    used = {id(used_msg): (weakref.ref(used_msg), {"$p": "new"}, None)}
+    used: dict[int, Any] = {id(used_msg): (weakref.ref(used_msg), {"$p": "new"}, _FP)}
     _after_put(st, used, carried=False)
     assert set(st.memo) == {id(kept), id(used_msg)}
     assert st.memo[id(used_msg)][1] == {"$p": "new"}

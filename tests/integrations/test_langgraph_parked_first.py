@@ -95,7 +95,7 @@ def test_a_parked_first_write_committed_by_its_caller_marks_the_run(tmp_path: Pa
         return put(config, checkpoint, metadata, versions)
 
     saver._commit_parked = recorded  # type: ignore[method-assign]
-    saver.put = late_put  # type: ignore[method-assign]
+    saver.put = late_put  # type: ignore[method-assign,assignment]
     try:
         graph = counter_graph(3).compile(checkpointer=saver)
         cfg: Any = {"configurable": {"thread_id": new_thread()}}
