@@ -5,6 +5,7 @@ document; and ``delete_thread``."""
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import (
     Sequence,
 )
@@ -128,11 +129,18 @@ def _after_put(st: _Stream, used: Memo, carried: bool) -> builtins.list[Op]:
             memo = {k: e for k, e in memo.items() if e[0]() is not None}
             st.memo_kept = len(memo)
     else:
-        memo = {
-            k: st.memo[k] for k, w in recent.items() if k in st.memo and st.memo[k][0]() is w[0]
-        }
-        memo.update(used)
-        memo = {k: e for k, e in memo.items() if e[0]() is not None}  # drop the dead
+        # ``used`` (this put's own, fresh) becomes the memo: every entry in it is alive
+        # (a message of the values being put, which the caller holds), and so is every
+        # entry kept for a recent write (its message is held by ``recent``), so there
+        # is nothing dead to drop — a pass over a whole chat's messages with a weak
+        # reference called for each, and a copy of them, at every put, saved
+        memo = used
+        old = st.memo
+        for k, w in recent.items():
+            if k not in memo:
+                entry = old.get(k)
+                if entry is not None and entry[0]() is w[0]:
+                    memo[k] = entry
         st.memo_kept = len(memo)
     st.memo = memo
     st.written = recent
@@ -404,19 +412,22 @@ class _SaverWrites(_SaverListing):
     ) -> None:
         """``put_writes`` from a sync caller: a held write (see ``writes_wait``) is
         parked off the loop for the run's next write to commit (see
-        ``_SaverCommits._park``); any other goes through the loop."""
+        ``_SaverCommits._park``); any other goes through the loop.
+
+        A run's first write, which its claim rides on, is parked too: the commit that
+        takes it (the run's next checkpoint, which LangGraph waits on) stores the claim
+        and marks the run as holding the thread (``_rode``, after that write), as its
+        own timed-out commit does (``_commit_parked``). Held on the loop instead, it
+        had its caller's thread run the loop until the checkpoint came, and the
+        checkpoint's ``put`` was handed to that thread and waited for: two thread
+        wake-ups on the step's path, at the first step of every run."""
         call = self._writes_call(config, writes, task_id, task_path)
         if call is None:
             return
         thread_id, build, hold, plain, run = call
-        if (
-            hold
-            and self.writes_wait > 0
-            and type(self._portal) is SharedLoop
-            and run is not None
-            and (run.claimed or not run.rides)  # (then _rode has nothing to do)
-        ):
-            self._wait_parked(thread_id, self._park(thread_id, build, plain))
+        if hold and self.writes_wait > 0 and type(self._portal) is SharedLoop and run is not None:
+            mine = self._park(thread_id, build, plain)
+            self._wait_parked(thread_id, mine, functools.partial(self._rode, run))
             return
         self._portal.call(self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain))
         self._rode(run)
