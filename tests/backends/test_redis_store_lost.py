@@ -191,7 +191,7 @@ async def test_the_likely_cause_is_named_when_the_server_now_evicts_any_key(
             client.delete("statekeeper:epoch")  # evicted, as allkeys-random may
         finally:
             client.close()
-        with pytest.raises(StoreLost, match="now evicts any key when full .*allkeys-random"):
+        with pytest.raises(StoreLost, match=r"now evicts any key when full .*allkeys-random"):
             await store.load("a")
 
 
