@@ -119,7 +119,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from . import feed
-from .client import make_client, on_node, transient
+from .client import cancels, make_client, on_node, transient
 from .codec import pack_event, unpack_event
 from .eviction import check_eviction, evicting_policy
 from .identity import Identity
@@ -672,11 +672,16 @@ class RedisBackend(Backend):
 
     async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run ``op`` (safe to repeat), retrying connection errors until the deadline;
-        a :class:`StoreLost` comes with its likely cause (:meth:`_explained`)."""
+        a :class:`StoreLost` comes with its likely cause (:meth:`_explained`), a
+        cancellation the client lost is raised again (:func:`.client.cancels`)."""
+        asked = cancels()
         try:
-            return await self._reconnect.run(what, op)
+            result = await self._reconnect.run(what, op)
         except StoreLost as lost:
             raise await self._explained(lost) from lost.__cause__
+        if cancels() > asked:
+            raise asyncio.CancelledError  # see .client.cancels
+        return result
 
     async def _prepare(self) -> None:
         if not self._reached:
@@ -724,10 +729,13 @@ class RedisBackend(Backend):
         if not self._reached:
             await self.open()
         keys, args = self._append_call(request)
+        asked = cancels()
         try:
             reply = await self._write(request.agent_id, self._append_script, keys, args)
         except RedisError as exc:
             return await self._recover(request, exc)
+        if cancels() > asked:
+            raise asyncio.CancelledError  # see .client.cancels
         return self._result(request, reply)
 
     async def append_batch(
