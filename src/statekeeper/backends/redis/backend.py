@@ -58,6 +58,7 @@ import asyncio
 import logging
 import re
 import secrets
+from asyncio import current_task
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -119,7 +120,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from . import feed
-from .client import cancels, make_client, on_node, transient
+from .client import make_client, on_node, transient
 from .codec import pack_event, unpack_event
 from .eviction import check_eviction, evicting_policy
 from .identity import Identity
@@ -492,21 +493,22 @@ class RedisBackend(Backend):
         """A script call's KEYS and ARGV with what ``lua/guard.lua`` needs to check the
         identity markers of ``shards`` (see :mod:`.identity`)."""
         more_keys, more_args = self._identity.guard(shards)
-        return [*keys, *more_keys], [*args, *more_args]
+        return keys + more_keys, args + more_args
 
-    async def _read_run(
+    def _read_run(
         self, agent_id: str, script: AsyncScript, keys: list[bytes], args: list[Any]
-    ) -> Any:
-        """Run a read script, guarded by the agent's shard marker."""
-        keys, args = self._guarded(keys, args, (self._agent(agent_id).shard,))
-        return await script(keys=keys, args=args)
+    ) -> Awaitable[Any]:
+        """A read script's call, guarded by the agent's shard marker (the script's own
+        awaitable: no coroutine of ours around it, on every load's path)."""
+        keys, args = self._guarded(keys, args, (self.layout.shard(agent_id),))
+        return cast(Awaitable[Any], script(keys=keys, args=args))
 
     async def _checked(self, agent_id: str, commands: list[tuple[Any, ...]]) -> list[Any]:
         """``commands`` (plain reads of one agent's keys) in one pipeline with a ``GET``
         of the agent's shard marker after them (same round trip, one node): their
         replies, or :class:`~statekeeper.errors.StoreLost` when the shard lost its data
         (see :mod:`.identity`)."""
-        shard = self._agent(agent_id).shard
+        shard = self.layout.shard(agent_id)
         async with self._client.pipeline(transaction=False) as pipe:
             for c in commands:
                 pipe.execute_command(*c)
@@ -545,7 +547,7 @@ class RedisBackend(Backend):
         cover everything the master applied before it, even when the script itself
         wrote nothing (a duplicate whose first write is not yet replicated)."""
         keys, args = self._guarded(
-            keys, args, shards if shards is not None else (self._agent(agent_id).shard,)
+            keys, args, shards if shards is not None else (self.layout.shard(agent_id),)
         )
         if not self.wait_replicas:
             return await script(keys=keys, args=args)
@@ -673,14 +675,15 @@ class RedisBackend(Backend):
     async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run ``op`` (safe to repeat), retrying connection errors until the deadline;
         a :class:`StoreLost` comes with its likely cause (:meth:`_explained`), a
-        cancellation the client lost is raised again (:func:`.client.cancels`)."""
-        asked = cancels()
+        cancellation the client lost is raised again (see :mod:`.client`)."""
+        task = current_task()  # a lost cancel: see .client
+        asked = task.cancelling() if task is not None else 0
         try:
             result = await self._reconnect.run(what, op)
         except StoreLost as lost:
             raise await self._explained(lost) from lost.__cause__
-        if cancels() > asked:
-            raise asyncio.CancelledError  # see .client.cancels
+        if task is not None and task.cancelling() > asked:
+            raise asyncio.CancelledError
         return result
 
     async def _prepare(self) -> None:
@@ -729,13 +732,14 @@ class RedisBackend(Backend):
         if not self._reached:
             await self.open()
         keys, args = self._append_call(request)
-        asked = cancels()
+        task = current_task()  # a lost cancel: see .client
+        asked = task.cancelling() if task is not None else 0
         try:
             reply = await self._write(request.agent_id, self._append_script, keys, args)
         except RedisError as exc:
             return await self._recover(request, exc)
-        if cancels() > asked:
-            raise asyncio.CancelledError  # see .client.cancels
+        if task is not None and task.cancelling() > asked:
+            raise asyncio.CancelledError
         return self._result(request, reply)
 
     async def append_batch(
@@ -772,7 +776,7 @@ class RedisBackend(Backend):
                 async with self._client.pipeline(transaction=False) as pipe:
                     for _, request in valid:
                         keys, args = self._append_call(request)
-                        shard = self._agent(request.agent_id).shard
+                        shard = self.layout.shard(request.agent_id)
                         keys, args = self._guarded(keys, args, (shard,))
                         if self.cluster:  # a cluster pipeline cannot load a script
                             pipe.eval(

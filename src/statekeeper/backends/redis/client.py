@@ -3,7 +3,16 @@
 
 * redis-py's own command retries are off in both (a re-sent append could be applied
   twice): the backend retries reads and settles lost appends itself.
-* :func:`cancels` tells a cancellation the client lost (below).
+* A cancellation the client lost: redis-py sends every command under
+  ``asyncio.wait_for(..., socket_timeout)``, and before Python 3.12 ``wait_for``
+  returns the inner result instead of raising ``CancelledError`` when the task is
+  cancelled just as the send completes (CPython gh-86296). A live feed subscription
+  cancelled at that moment went on waiting for ever (its loop sends a command every
+  second). The backend compares the task's pending cancellations
+  (``Task.cancelling()``) before and after a call: more after a call that returned
+  normally is a swallowed ``cancel()``, raised again as ``CancelledError``. One that
+  was delivered and taken back (``asyncio.timeout``, ``uncancel``) leaves the count
+  as it was.
 * :func:`on_node` runs a few commands back to back on ONE connection to the master
   that owns a key. That is what ``WAIT`` needs: it waits for the replication of the
   writes made on its own connection, so a script and the ``WAIT`` after it must share
@@ -12,7 +21,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -32,25 +40,9 @@ from ...errors import ConfigurationError
 from ..redact import mask_url
 from .urls import cluster_nodes, is_cluster
 
-__all__ = ["Client", "cancels", "make_client", "on_node", "transient"]
+__all__ = ["Client", "make_client", "on_node", "transient"]
 
 Client = aioredis.Redis | RedisCluster
-
-
-def cancels() -> int:
-    """How many cancellations of the current task are pending (``Task.cancelling``).
-
-    A backend call compares it before and after: more after a call that returned
-    normally means the client swallowed a ``cancel()`` — redis-py sends every command
-    under ``asyncio.wait_for(..., socket_timeout)``, and before Python 3.12
-    ``wait_for`` returns the inner result instead of raising ``CancelledError`` when the
-    task is cancelled just as the send completes (CPython gh-86296). A live feed
-    subscription cancelled at that moment went on waiting for ever (its loop sends a
-    command every second); the caller raises the ``CancelledError`` again instead.
-    A cancellation that was delivered and then taken back (``asyncio.timeout``,
-    ``uncancel``) leaves the count as it was."""
-    task = asyncio.current_task()
-    return task.cancelling() if task is not None else 0
 
 
 def transient(exc: BaseException) -> bool:

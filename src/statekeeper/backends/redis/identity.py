@@ -59,6 +59,16 @@ class Identity:
         self.location = location
         self.tokens: list[bytes | None] = [None] * len(layout.shard_keys)
         self._shard_of = {keys.epoch: k for k, keys in enumerate(layout.shard_keys)}
+        #: per shard (by marker key): what a script on that shard alone appends to its
+        #: KEYS and ARGV, made once (:meth:`guard` is on every script call's path)
+        self.tails: dict[bytes, tuple[list[bytes], list[bytes | str]]] = {}
+        self._made_tails()
+
+    def _made_tails(self) -> None:
+        self.tails = {
+            keys.epoch: ([keys.epoch], [token, "1"]) if token is not None else ([], ["0"])
+            for keys, token in zip(self.layout.shard_keys, self.tokens, strict=True)
+        }
 
     async def adopt(self, client: Any, *, create: bool) -> list[ShardKeys]:
         """Read every shard's marker, creating the missing ones when ``create`` (else a
@@ -74,6 +84,7 @@ class Identity:
                     pipe.get(keys.epoch)
             found = await pipe.execute()
         self.tokens = [bytes(v) if v is not None else None for v in found]
+        self._made_tails()
         return [
             k for k, mine, got in zip(shards, proposed, self.tokens, strict=True) if got == mine
         ]
@@ -81,6 +92,8 @@ class Identity:
     def guard(self, shards: Sequence[ShardKeys]) -> tuple[list[bytes], list[bytes | str]]:
         """What a script call appends to its KEYS and ARGV for ``lua/guard.lua`` to check
         the markers of ``shards`` (the shards whose keys it touches)."""
+        if len(shards) == 1:
+            return self.tails[shards[0].epoch]
         keys: list[bytes] = []
         args: list[bytes | str] = []
         seen: set[bytes] = set()

@@ -121,6 +121,12 @@ class Layout:
         raw = agent_id.encode() if isinstance(agent_id, str) else agent_id
         return zlib.crc32(raw) % self.shards
 
+    def shard(self, agent_id: str) -> ShardKeys:
+        """The keys of the shard ``agent_id`` lives in."""
+        if self.shards is None:
+            return self.shard_keys[0]
+        return self.shard_keys[zlib.crc32(agent_id.encode()) % self.shards]
+
     def agent(self, agent_id: str | bytes) -> AgentKeys:
         raw = agent_id.encode() if isinstance(agent_id, str) else agent_id
         shard = self.shard_keys[self.shard_of(raw)]
