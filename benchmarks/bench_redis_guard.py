@@ -11,9 +11,10 @@ side's tree (``--base`` and ``--tree`` ``src`` directories, run alternately):
 - the client's instructions per operation, counted by callgrind only around the
   operations (``callgrind_window.py``).
 
-Operations: ``save`` (``StateStore.save`` of a cached agent: one append script),
-``load`` (``StateStore.load`` of a cached agent: the read script that validates the
-cache). Run::
+``--cpu`` measures the client's CPU time per operation instead (no valgrind; rounds
+alternate the sides). Operations: ``save`` (``StateStore.save`` of a cached agent: one
+append script), ``load`` (``StateStore.load`` of a cached agent: the read script that
+validates the cache). Run::
 
     .venv/bin/python benchmarks/bench_redis_guard.py run /tmp/rg --base /work/main/src --tree src
 """
@@ -79,15 +80,19 @@ def child(url: str, op: str, n: int, lib: str | None, out: str) -> None:
                     await store.load(a)
             before = _stats(url)
             start()
+            cpu = time.process_time()
             for i in range(n):
                 a = agents[i % AGENTS]
                 if op == "save":
                     await store.save(a, {"i": WARM + i, "msg": body})
                 else:
                     await store.load(a)
+            cpu = time.process_time() - cpu
             stop()
             after = _stats(url)
-            return {k: after.get(k, 0) - before.get(k, 0) for k in after}
+            delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+            delta["cpu_ns"] = round(cpu * 1e9)
+            return delta
 
     delta = asyncio.run(main())
     delta["processed"] -= 2  # the two INFO calls of the "before" read
@@ -95,7 +100,7 @@ def child(url: str, op: str, n: int, lib: str | None, out: str) -> None:
     Path(out).write_text(json.dumps(delta))
 
 
-def run(out: Path, base: str, tree: str, n: int, rounds: int) -> None:
+def run(out: Path, base: str, tree: str, n: int, rounds: int, cpu: bool) -> None:
     exe = shutil.which("redis-server")
     assert exe is not None, "needs redis-server"
     port = _free_port()
@@ -127,18 +132,36 @@ def run(out: Path, base: str, tree: str, n: int, rounds: int) -> None:
                     url = f"redis://127.0.0.1:{port}/0?prefix=rg{r}{side}{op}:"
                     stats = out / f"{side}-{op}.json"
                     os.environ["PYTHONPATH"] = src
-                    count = run_window(
-                        __file__,
-                        ["child", url, op, str(n), str(out / "cgwindow.so"), str(stats)],
-                        out,
-                        f"{side}-{op}",
-                    )
+                    if cpu:  # no valgrind: CPU-seconds of the client, alternated sides
+                        subprocess.run(
+                            [
+                                sys.executable,
+                                __file__,
+                                "child",
+                                url,
+                                op,
+                                str(n),
+                                "None",
+                                str(stats),
+                            ],
+                            check=True,
+                        )
+                        count = json.loads(stats.read_text())["cpu_ns"]
+                    else:
+                        count = run_window(
+                            __file__,
+                            ["child", url, op, str(n), str(out / "cgwindow.so"), str(stats)],
+                            out,
+                            f"{side}-{op}",
+                        )
                     rows.setdefault((side, op), []).append(count // n)
                     cmds[(side, op)] = json.loads(stats.read_text())
+                    cmds[(side, op)].pop("cpu_ns")
         for (side, op), counts in sorted(rows.items()):
             c = cmds[(side, op)]
             per = {k: round(v / n, 2) for k, v in sorted(c.items()) if v}
-            print(f"{op:5} {side:5} instructions/op {sorted(counts)}  per op: {per}")
+            unit = "CPU ns/op" if cpu else "instructions/op"
+            print(f"{op:5} {side:5} {unit} {sorted(counts)}  per op: {per}")
     finally:
         server.send_signal(signal.SIGKILL)
         server.wait()
@@ -154,6 +177,7 @@ def main() -> None:
     r.add_argument("--tree", required=True)
     r.add_argument("--ops", type=int, default=400)
     r.add_argument("--rounds", type=int, default=2)
+    r.add_argument("--cpu", action="store_true", help="CPU-seconds, no valgrind")
     c = sub.add_parser("child")
     c.add_argument("url")
     c.add_argument("op")
@@ -162,7 +186,8 @@ def main() -> None:
     c.add_argument("out")
     args = parser.parse_args()
     if args.cmd == "run":
-        run(args.out, os.path.abspath(args.base), os.path.abspath(args.tree), args.ops, args.rounds)
+        base, tree = os.path.abspath(args.base), os.path.abspath(args.tree)
+        run(args.out, base, tree, args.ops, args.rounds, args.cpu)
     else:
         child(args.url, args.op, args.n, args.lib, args.out)
 

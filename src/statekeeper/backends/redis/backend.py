@@ -546,9 +546,12 @@ class RedisBackend(Backend):
         on one connection (see :mod:`.client`). The counter write makes the ``WAIT``
         cover everything the master applied before it, even when the script itself
         wrote nothing (a duplicate whose first write is not yet replicated)."""
-        keys, args = self._guarded(
-            keys, args, shards if shards is not None else (self.layout.shard(agent_id),)
-        )
+        if shards is None:  # (inlined: on every save's path)
+            layout = self.layout
+            tail = self._identity.tail_of[0 if layout.shards is None else layout.shard_of(agent_id)]
+        else:
+            tail = self._identity.guard(shards)
+        keys, args = keys + tail[0], args + tail[1]
         if not self.wait_replicas:
             return await script(keys=keys, args=args)
         reply, acked = await self._barrier(

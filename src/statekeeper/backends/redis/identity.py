@@ -62,12 +62,18 @@ class Identity:
         #: per shard (by marker key): what a script on that shard alone appends to its
         #: KEYS and ARGV, made once (:meth:`guard` is on every script call's path)
         self.tails: dict[bytes, tuple[list[bytes], list[bytes | str]]] = {}
+        #: the same by shard number
+        self.tail_of: list[tuple[list[bytes], list[bytes | str]]] = []
         self._made_tails()
 
     def _made_tails(self) -> None:
-        self.tails = {
-            keys.epoch: ([keys.epoch], [token, "1"]) if token is not None else ([], ["0"])
+        self.tail_of = [
+            ([keys.epoch], [token, "1"]) if token is not None else ([], ["0"])
             for keys, token in zip(self.layout.shard_keys, self.tokens, strict=True)
+        ]
+        self.tails = {
+            keys.epoch: tail
+            for keys, tail in zip(self.layout.shard_keys, self.tail_of, strict=True)
         }
 
     async def adopt(self, client: Any, *, create: bool) -> list[ShardKeys]:
