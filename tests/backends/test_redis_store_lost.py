@@ -12,7 +12,8 @@ Every test runs on a PRIVATE ``redis-server`` (or cluster): they flush it.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -114,7 +115,7 @@ async def test_every_kind_of_operation_raises_after_the_loss(server: PrivateRedi
         await backend.append(request("a", 0, 3, key="k", snap_at=2))
         lease = await backend.acquire_lease("a", "me", 30)
         _lose(server, "flushall")
-        calls = {
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
             "append": lambda: backend.append(request("a", 3)),
             "append_batch": lambda: backend.append_batch([request("a", 3)]),
             "read": lambda: backend.read("a"),
