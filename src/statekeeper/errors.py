@@ -75,6 +75,7 @@ __all__ = [
     "StorageError",
     "StoreClosed",
     "StoreLocked",
+    "StoreLost",
     "StoredStateInvalid",
     "TransitionInProgress",
     "UnknownEvent",
@@ -623,6 +624,33 @@ class StoreLocked(BackendError):
         self.path = path
         self.waited = waited
         super().__init__(f"{path}: write lock not obtained after {waited:.1f} s: {reason}")
+
+
+class StoreLost(StorageError):
+    """The store lost data behind this process's back: on Redis, the server was flushed
+    (``FLUSHALL`` / ``FLUSHDB``), the store's keys were deleted or evicted, or the
+    server restarted without persistence. Found by the store's identity marker (see
+    ``docs/backends.md``, Redis), on the first operation after the loss.
+
+    Nothing was written by the operation that raised it, and every later operation of
+    the same backend raises it too: the states this process cached, the heads it
+    expects and the feed positions it holds belong to data that is gone (a save would
+    have started the agent over at seq 1). Open the store again to go on with what it
+    holds now; nothing of the lost data comes back. ``location`` names the store (its
+    masked URL and key prefix), ``shard`` the shard that lost its data on a sharded
+    store (None: a single-shard store), ``reason`` what was found.
+    """
+
+    def __init__(self, location: str, reason: str, *, shard: int | None = None) -> None:
+        self.location = location
+        self.reason = reason
+        self.shard = shard
+        where = location if shard is None else f"{location} (shard {shard})"
+        super().__init__(
+            f"{where} lost its data: {reason}; the states, heads and feed positions this "
+            "process holds belong to data that is gone, so nothing more is read or "
+            "written through it: open the store again to go on with what it holds now"
+        )
 
 
 # --- governance: principals, policies, the audit log (statekeeper.governance) ----------

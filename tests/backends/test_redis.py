@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 
 from statekeeper.backends import open_backend
 from statekeeper.backends.redis import RedisBackend
-from statekeeper.errors import BackendError, BackendUnavailable, ConfigurationError
+from statekeeper.errors import BackendError, BackendUnavailable, ConfigurationError, StoreLost
 from statekeeper.records import AppendRequest, AppendResult, RawEvent
 from statekeeper.store import StateStore
 from statekeeper.testing import BackendConformance, request
@@ -78,13 +78,16 @@ async def test_keys_live_under_the_prefix(prefix: str) -> None:
         await backend.append(request("a", 0, 3, key="k", snap_at=2))
         keys = sorted(await raw.keys(prefix.replace("*", r"\*") + "*"))
         feed = ("feed", "feed:n")  # the store-wide change feed (see backends/redis/feed.py)
-        assert keys == [f"{prefix}{k}".encode() for k in ("a:a", "agents", *feed, "s:a")]
+        # epoch: the store's identity marker (backends/redis/identity.py)
+        keys_of = ("a:a", "agents", "epoch", *feed, "s:a")
+        assert keys == [f"{prefix}{k}".encode() for k in keys_of]
         assert await backend.delete_agent("a")
         # the agent's keys are gone; the feed outlives agents (trim_feed shortens it); the
         # delete's receipt (what makes a retry after a lost reply exact) expires
         left = sorted(await raw.keys(prefix + "*"))
         receipts = [k for k in left if k.startswith(f"{prefix}d:".encode())]
-        assert [k for k in left if k not in receipts] == [f"{prefix}{k}".encode() for k in feed]
+        kept = [f"{prefix}{k}".encode() for k in ("epoch", *feed)]
+        assert [k for k in left if k not in receipts] == kept
         assert len(receipts) == 1 and 0 < await raw.pttl(receipts[0]) <= 60_000
     finally:
         await raw.aclose()
@@ -266,15 +269,23 @@ async def test_a_dead_server_is_a_typed_error_and_a_restart_is_survived() -> Non
                 assert (await fast.health()).ok is False
             finally:
                 await fast.close()
-            # the server comes back (empty: no persistence) while a write is retrying
+            # the server comes back (empty: no persistence) while a write is retrying: the
+            # reconnect is survived, and the loss of "a" is an error, not a fresh store
             restart = asyncio.get_running_loop().call_later(0.3, server.start)
-            result = await backend.append(request("b", 0, key="kb"))
-            assert result == AppendResult("b", 1, 1)
+            with pytest.raises(StoreLost):
+                await backend.append(request("b", 0, key="kb"))
             restart.cancel()
-            assert await backend.head("b") == 1
-            assert (await backend.health()).ok is True
+            with pytest.raises(StoreLost):
+                await backend.head("a")
         finally:
             await backend.close()
+        again = RedisBackend(server.url, prefix="x:")  # opened again: what it holds now
+        try:
+            assert await again.append(request("b", 0, key="kb")) == AppendResult("b", 1, 1)
+            assert await again.head("a") == 0
+            assert (await again.health()).ok is True
+        finally:
+            await again.close()
 
 
 @pytest.mark.parametrize("landed", [True, False], ids=["applied", "not-applied"])

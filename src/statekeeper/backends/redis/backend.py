@@ -58,6 +58,7 @@ import asyncio
 import logging
 import re
 import secrets
+from asyncio import current_task
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -75,6 +76,7 @@ from ...errors import (
     NotAStore,
     ReadOnlyStore,
     StoreClosed,
+    StoreLost,
 )
 from ...records import (
     AgentInfo,
@@ -120,8 +122,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from . import feed
 from .client import make_client, on_node, transient
 from .codec import pack_event, unpack_event
-from .eviction import check_eviction
-from .keys import AgentKeys, Layout
+from .eviction import check_eviction, evicting_policy
+from .identity import Identity
+from .keys import AgentKeys, Layout, ShardKeys
 from .urls import check_redis_url, is_cluster, split_options
 
 __all__ = ["SCRIPTS", "RedisBackend", "check_redis_url", "lua"]
@@ -192,6 +195,7 @@ SCRIPTS = (
     "prune",
     "from_base",
     "together",
+    "trim_feed",
 )
 
 
@@ -309,6 +313,9 @@ class RedisBackend(Backend):
         self.evictable = evictable
         self._pfx = prefix.encode()
         self.layout = Layout(self._pfx, shards)
+        self._identity = Identity(self.layout, f"Redis at {mask_url(url)} (prefix {prefix!r})")
+        #: a connection was lost: the next try re-checks the eviction policy first
+        self._recheck_eviction = False
         self.feed = feed
         self._block_limit = max(0.05, socket_timeout / 2)  # a blocking XREAD within it
         if feed and len(self.layout.shard_keys) == 1:
@@ -334,6 +341,7 @@ class RedisBackend(Backend):
         self._prune_script = register(lua("prune"))
         self._from_base_script = register(lua("from_base"))
         self._together_script = register(lua("together"))
+        self._trim_feed_script = register(lua("trim_feed"))
         # one script writes every stream of append_together: a cluster keeps different
         # agents in different hash slots, which one script cannot touch
         self.appends_together = not self.cluster
@@ -349,12 +357,12 @@ class RedisBackend(Backend):
             errors=(RedisError,),
             transient=transient,
             reason=self._reason,
-            reject=lambda what, exc: BackendRejected(f"{what}: {self._reason(exc)}"),
+            reject=self._reject,
             is_closed=lambda: self._closed,
             check_open=self._check_open,
             logger=logger,
             prepare=self._prepare,
-            before_retry=self._refresh_topology,
+            before_retry=self._after_failure,
         )
 
     @classmethod
@@ -479,14 +487,71 @@ class RedisBackend(Backend):
 
     # -- writes, with the replication barrier --------------------------------------
 
-    async def _write(
+    def _guarded(
+        self, keys: list[bytes], args: list[Any], shards: Sequence[ShardKeys]
+    ) -> tuple[list[bytes], list[Any]]:
+        """A script call's KEYS and ARGV with what ``lua/guard.lua`` needs to check the
+        identity markers of ``shards`` (see :mod:`.identity`)."""
+        more_keys, more_args = self._identity.guard(shards)
+        return keys + more_keys, args + more_args
+
+    def _read_run(
         self, agent_id: str, script: AsyncScript, keys: list[bytes], args: list[Any]
+    ) -> Awaitable[Any]:
+        """A read script's call, guarded by the agent's shard marker (the script's own
+        awaitable: no coroutine of ours around it, on every load's path)."""
+        keys, args = self._guarded(keys, args, (self.layout.shard(agent_id),))
+        return cast(Awaitable[Any], script(keys=keys, args=args))
+
+    async def _checked(self, agent_id: str, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """``commands`` (plain reads of one agent's keys) in one pipeline with a ``GET``
+        of the agent's shard marker after them (same round trip, one node): their
+        replies, or :class:`~statekeeper.errors.StoreLost` when the shard lost its data
+        (see :mod:`.identity`)."""
+        shard = self.layout.shard(agent_id)
+        async with self._client.pipeline(transaction=False) as pipe:
+            for c in commands:
+                pipe.execute_command(*c)
+            pipe.get(shard.epoch)
+            replies = await pipe.execute()
+        self._identity.check(shard, replies[-1])
+        return list(replies[:-1])
+
+    def _get_markers(self, pipe: Any) -> None:
+        """Queue a ``GET`` of every shard's identity marker at the end of ``pipe`` (a
+        store-wide read: the listings, the counts, the feed bounds)."""
+        for shard in self.layout.shard_keys:
+            pipe.get(shard.epoch)
+
+    def _check_markers(self, replies: list[Any]) -> list[Any]:
+        """The replies before the markers :meth:`_get_markers` queued, once the markers
+        are checked (:class:`~statekeeper.errors.StoreLost` when a shard lost its data)."""
+        shards = self.layout.shard_keys
+        found = replies[-len(shards) :]
+        for shard, value in zip(shards, found, strict=True):
+            self._identity.check(shard, value)
+        return replies[: -len(shards)]
+
+    async def _write(
+        self,
+        agent_id: str,
+        script: AsyncScript,
+        keys: list[bytes],
+        args: list[Any],
+        shards: Sequence[ShardKeys] | None = None,
     ) -> Any:
-        """Run a write script; with ``wait_replicas``, on the master owning the agent,
-        then a write to the shard's ``sync`` counter and ``WAIT``, all on one
-        connection (see :mod:`.client`). The counter write makes the ``WAIT`` cover
-        everything the master applied before it, even when the script itself wrote
-        nothing (a duplicate whose first write is not yet replicated)."""
+        """Run a write script, guarded by the identity markers of ``shards`` (default:
+        the agent's shard; see :mod:`.identity`); with ``wait_replicas``, on the master
+        owning the agent, then a write to the shard's ``sync`` counter and ``WAIT``, all
+        on one connection (see :mod:`.client`). The counter write makes the ``WAIT``
+        cover everything the master applied before it, even when the script itself
+        wrote nothing (a duplicate whose first write is not yet replicated)."""
+        if shards is None:  # (inlined: on every save's path)
+            layout = self.layout
+            tail = self._identity.tail_of[0 if layout.shards is None else layout.shard_of(agent_id)]
+        else:
+            tail = self._identity.guard(shards)
+        keys, args = keys + tail[0], args + tail[1]
         if not self.wait_replicas:
             return await script(keys=keys, args=args)
         reply, acked = await self._barrier(
@@ -521,6 +586,38 @@ class RedisBackend(Backend):
 
     # -- plumbing --------------------------------------------------------------------
 
+    def _reject(self, what: str, exc: BaseException) -> BaseException:
+        """The error a failure no retry can cure becomes: :class:`StoreLost` for a
+        script's identity check (``lua/guard.lua``), else :class:`BackendRejected`."""
+        lost = self._identity.lost(exc)
+        if lost is not None:
+            return lost
+        return BackendRejected(f"{what}: {self._reason(exc)}")
+
+    async def _explained(self, lost: StoreLost) -> StoreLost:
+        """``lost`` with the likely cause when the server now evicts any key when full
+        (a ``CONFIG SET`` since the backend checked, see :mod:`.eviction`): the policy
+        is read again here, where it costs nothing on the way of a normal operation."""
+        try:
+            policy = await evicting_policy(self._client)
+        except (RedisError, RedisClusterException, OSError):  # the loss is the news
+            policy = None
+        if policy is None:
+            return lost
+        return StoreLost(
+            lost.location,
+            f"{lost.reason}; the server now evicts any key when full ({policy}), the likely "
+            "cause: set maxmemory-policy noeviction",
+            shard=lost.shard,
+        )
+
+    async def _after_failure(self) -> None:
+        """After a failed try: a cluster's topology is read again; and the next try
+        first checks the eviction policy again (a server restarted, or failed over,
+        may have come back with another one)."""
+        self._recheck_eviction = not self.evictable
+        await self._refresh_topology()
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed(f"redis backend (prefix {self.prefix!r}) is closed")
@@ -552,18 +649,52 @@ class RedisBackend(Backend):
             await self._check_layout()
             if not self.evictable:
                 await check_eviction(self._client, self.url)
+                await self._adopt()
             self._reached = True
             return
         # never echo the password: the message names the server by its masked URL
         raise BackendUnavailable(f"cannot connect to Redis at {mask_url(self.url)}: {reason}")
 
+    async def _adopt(self) -> None:
+        """Adopt the store's identity markers (see :mod:`.identity`). With
+        ``wait_replicas``, the markers this backend created are waited for as a write
+        is (best effort: a shortfall is not an error here, and any acknowledged write
+        after them covers them too), so a failover to a replica does not pass for a
+        lost store."""
+        created = await self._identity.adopt(self._client, create=not self.readonly)
+        if self.wait_replicas and created:
+            ms = max(1, round(self.wait_timeout * 1000))
+            await asyncio.gather(
+                *(
+                    on_node(
+                        self._client,
+                        k.sync,
+                        [("INCRBY", k.sync, 0), ("WAIT", self.wait_replicas, ms)],
+                    )
+                    for k in created
+                )
+            )
+
     async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
-        """Run ``op`` (safe to repeat), retrying connection errors until the deadline."""
-        return await self._reconnect.run(what, op)
+        """Run ``op`` (safe to repeat), retrying connection errors until the deadline;
+        a :class:`StoreLost` comes with its likely cause (:meth:`_explained`), a
+        cancellation the client lost is raised again (see :mod:`.client`)."""
+        task = current_task()  # a lost cancel: see .client
+        asked = task.cancelling() if task is not None else 0
+        try:
+            result = await self._reconnect.run(what, op)
+        except StoreLost as lost:
+            raise await self._explained(lost) from lost.__cause__
+        if task is not None and task.cancelling() > asked:
+            raise asyncio.CancelledError
+        return result
 
     async def _prepare(self) -> None:
         if not self._reached:
             await self.open()
+        elif self._recheck_eviction:
+            await check_eviction(self._client, self.url)
+            self._recheck_eviction = False
 
     # -- appends ---------------------------------------------------------------------
 
@@ -604,10 +735,14 @@ class RedisBackend(Backend):
         if not self._reached:
             await self.open()
         keys, args = self._append_call(request)
+        task = current_task()  # a lost cancel: see .client
+        asked = task.cancelling() if task is not None else 0
         try:
             reply = await self._write(request.agent_id, self._append_script, keys, args)
         except RedisError as exc:
             return await self._recover(request, exc)
+        if task is not None and task.cancelling() > asked:
+            raise asyncio.CancelledError
         return self._result(request, reply)
 
     async def append_batch(
@@ -644,6 +779,8 @@ class RedisBackend(Backend):
                 async with self._client.pipeline(transaction=False) as pipe:
                     for _, request in valid:
                         keys, args = self._append_call(request)
+                        shard = self.layout.shard(request.agent_id)
+                        keys, args = self._guarded(keys, args, (shard,))
                         if self.cluster:  # a cluster pipeline cannot load a script
                             pipe.eval(
                                 cast(str, self._append_script.script), len(keys), *keys, *args
@@ -662,7 +799,9 @@ class RedisBackend(Backend):
             else:
                 for (i, request), reply in zip(valid, replies, strict=True):
                     if isinstance(reply, BaseException):
-                        out[i] = BackendRejected(f"redis append failed: {self._reason(reply)}")
+                        out[i] = self._reject("redis append failed", reply)
+                        if isinstance(out[i], StoreLost):
+                            out[i] = await self._explained(cast(StoreLost, out[i]))
                         continue
                     try:
                         out[i] = self._result(request, reply)
@@ -752,14 +891,18 @@ class RedisBackend(Backend):
             else:
                 args += ["1", *_rewrite_fields(change.rewrite)]
         agent = requests[0].agent_id
+        shards = [
+            self._agent(a).shard
+            for a in (*(r.agent_id for r in requests), *(c.agent_id for c in changes))
+        ]
         try:
-            reply = await self._write(agent, self._together_script, keys, args)
+            reply = await self._write(agent, self._together_script, keys, args, shards)
         except RedisError as exc:
             outcome: list[AppendResult | None] = []
 
             async def submit(_: AppendRequest) -> AppendResult:
                 nonlocal outcome
-                reply = await self._write(agent, self._together_script, keys, args)
+                reply = await self._write(agent, self._together_script, keys, args, shards)
                 outcome = self._together_outcome(requests, changes, reply)
                 return AppendResult(agent, 0, 0)  # (the outcome above is the answer)
 
@@ -974,6 +1117,8 @@ class RedisBackend(Backend):
                     batch = []
             if batch:
                 deleted += await self._client.delete(*batch)
+            if self._reached and not self.evictable:
+                await self._adopt()  # the store is empty by our own hand: new markers
             return deleted
 
         return await self._retrying("drop_all", op)
@@ -1046,7 +1191,7 @@ class RedisBackend(Backend):
         key = self._lease_key(agent_id)
 
         async def op() -> Any:
-            return await self._client.hmget(key, [b"o", b"n", b"x"])
+            return (await self._checked(agent_id, [("HMGET", key, b"o", b"n", b"x")]))[0]
 
         holder, token, expiry = await self._retrying("get_lease", op)
         if token is None:
@@ -1064,7 +1209,7 @@ class RedisBackend(Backend):
         h, _ = self._keys(agent_id)
 
         async def op() -> Any:
-            return await self._client.hget(h, b"k:" + key.encode())
+            return (await self._checked(agent_id, [("HGET", h, b"k:" + key.encode())]))[0]
 
         value = await self._retrying("lookup_key", op)
         if value is None:
@@ -1081,6 +1226,7 @@ class RedisBackend(Backend):
             async for field, value in self._client.hscan_iter(h, match=b"k:*", count=1000):
                 first, last = bytes(value).split(b":")
                 out.append((bytes(field)[2:].decode(), int(first), int(last)))
+            await self._checked(agent_id, [])  # the scan read the store adopted
             return sorted(out, key=lambda k: k[1])
 
         return await self._retrying("idempotency_keys", op)
@@ -1089,7 +1235,7 @@ class RedisBackend(Backend):
         h, _ = self._keys(agent_id)
 
         async def op() -> Any:
-            return await self._client.hmget(h, [b"h", b"g"])
+            return (await self._checked(agent_id, [("HMGET", h, b"h", b"g")]))[0]
 
         head, tag = await self._retrying("head_tag", op)
         if head is None:
@@ -1100,7 +1246,7 @@ class RedisBackend(Backend):
         h, _ = self._keys(agent_id)
 
         async def op() -> Any:
-            return await self._client.hget(h, b"h")
+            return (await self._checked(agent_id, [("HGET", h, b"h")]))[0]
 
         value = await self._retrying("head", op)
         return int(value) if value is not None else 0
@@ -1122,7 +1268,7 @@ class RedisBackend(Backend):
         ]
 
         async def op() -> Any:
-            return await self._read_script(keys=[h, sz], args=args)
+            return await self._read_run(agent_id, self._read_script, [h, sz], args)
 
         reply = await self._retrying("read", op)
         start = (int(reply[2]) if len(reply) > 2 else max(after_seq, 0)) + 1
@@ -1137,7 +1283,9 @@ class RedisBackend(Backend):
         h, _ = self._keys(agent_id)
 
         async def op() -> Any:
-            return await self._seq_at_script(keys=[h], args=[repr(float(timestamp))])
+            return await self._read_run(
+                agent_id, self._seq_at_script, [h], [repr(float(timestamp))]
+            )
 
         return int(await self._retrying("seq_at", op))
 
@@ -1148,8 +1296,8 @@ class RedisBackend(Backend):
         bound = "+inf" if at_or_below is None else str(at_or_below)
 
         async def op() -> Any:
-            return await self._latest_script(
-                keys=[h, sz], args=[bound, self._ttl_of(agent_id), self._touch]
+            return await self._read_run(
+                agent_id, self._latest_script, [h, sz], [bound, self._ttl_of(agent_id), self._touch]
             )
 
         reply = await self._retrying("latest_snapshot", op)
@@ -1180,8 +1328,8 @@ class RedisBackend(Backend):
         h, sz = self._keys(agent_id)  # one agent's keys: one hash slot on a cluster
 
         async def op() -> Any:
-            return await self._read_latest_script(
-                keys=[h, sz], args=[self._ttl_of(agent_id), self._touch]
+            return await self._read_run(
+                agent_id, self._read_latest_script, [h, sz], [self._ttl_of(agent_id), self._touch]
             )
 
         return await self._retrying(what, op)
@@ -1209,7 +1357,8 @@ class RedisBackend(Backend):
                 async with self._client.pipeline(transaction=False) as pipe:
                     for shard in shards:
                         pipe.zrangebylex(shard.index, low, b"+", start=0, num=want)
-                    pages = await pipe.execute()
+                    self._get_markers(pipe)
+                    pages = self._check_markers(await pipe.execute())
                 found = sorted(
                     i if isinstance(i, bytes) else i.encode() for page in pages for i in page
                 )
@@ -1247,7 +1396,8 @@ class RedisBackend(Backend):
             async with self._client.pipeline(transaction=False) as pipe:
                 for shard in self.layout.shard_keys:
                     pipe.zcard(shard.index)
-                return sum(int(n) for n in await pipe.execute())
+                self._get_markers(pipe)
+                return sum(int(n) for n in self._check_markers(await pipe.execute()))
 
         return await self._retrying("count_agents", op)
 
@@ -1262,7 +1412,8 @@ class RedisBackend(Backend):
             async with self._client.pipeline(transaction=False) as pipe:
                 for shard in self.layout.shard_keys:
                     pipe.zlexcount(shard.index, low, high)
-                return sum(int(n) for n in await pipe.execute())
+                self._get_markers(pipe)
+                return sum(int(n) for n in self._check_markers(await pipe.execute()))
 
         return await self._retrying("count_agents", op)
 
@@ -1279,6 +1430,14 @@ class RedisBackend(Backend):
             info = await asyncio.wait_for(self._client.info("server"), timeout=5)
             detail["redis_version"] = info.get("redis_version")
             detail["ttl"] = self.ttl
+            if not self.evictable:  # a CONFIG SET since the backend opened (.eviction)
+                policy = await asyncio.wait_for(evicting_policy(self._client), timeout=5)
+                if policy is not None:
+                    detail["error"] = (
+                        f"the server evicts any key when full ({policy}): agents "
+                        "acknowledged as written may disappear"
+                    )
+                    return Health(ok=False, backend=self.name, detail=detail)
         except Exception as exc:  # health reports, it does not raise
             return Health(ok=False, backend=self.name, detail={**detail, "error": str(exc)})
         return Health(ok=True, backend=self.name, detail=detail)

@@ -3,6 +3,16 @@
 
 * redis-py's own command retries are off in both (a re-sent append could be applied
   twice): the backend retries reads and settles lost appends itself.
+* A cancellation the client lost: redis-py sends every command under
+  ``asyncio.wait_for(..., socket_timeout)``, and before Python 3.12 ``wait_for``
+  returns the inner result instead of raising ``CancelledError`` when the task is
+  cancelled just as the send completes (CPython gh-86296). A live feed subscription
+  cancelled at that moment went on waiting for ever (its loop sends a command every
+  second). The backend compares the task's pending cancellations
+  (``Task.cancelling()``) before and after a call: more after a call that returned
+  normally is a swallowed ``cancel()``, raised again as ``CancelledError``. One that
+  was delivered and taken back (``asyncio.timeout``, ``uncancel``) leaves the count
+  as it was.
 * :func:`on_node` runs a few commands back to back on ONE connection to the master
   that owns a key. That is what ``WAIT`` needs: it waits for the replication of the
   writes made on its own connection, so a script and the ``WAIT`` after it must share

@@ -8,11 +8,17 @@ starts them afresh), ``count_agents`` and every listing (export, backup, retenti
 leave them out. A ``volatile-*`` policy only evicts keys with an expiry (the agents of a
 ``ttl=`` store, which expire anyway); ``noeviction`` refuses the write with an error.
 
-:func:`check_eviction` is run at a backend's first contact with the server: such a
-server is refused with :class:`~statekeeper.errors.ConfigurationError`, unless the
-backend holds copies only (``evictable=True``: a tiered backend's hot tier, whose
-missing agents are read from the durable tier). A policy changed at run time
-(``CONFIG SET``) after that check is not seen.
+:func:`check_eviction` is run at a backend's first contact with the server, and
+again before the first try after a lost connection (a server restarted or failed over
+may come back with another policy): such a server is refused with
+:class:`~statekeeper.errors.ConfigurationError`, unless the backend holds copies only
+(``evictable=True``: a tiered backend's hot tier, whose missing agents are read from
+the durable tier). A policy changed at run time (``CONFIG SET``) on a server that
+stays up is not polled (it costs an ``INFO`` round trip, and evicts nothing until the
+server is full); an eviction that takes the store's identity marker raises
+:class:`~statekeeper.errors.StoreLost` (:mod:`.identity`), which then reads the policy
+again and names it as the likely cause, and the backend's ``health()`` reports such a
+server as not ok.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from ...errors import ConfigurationError
 from ..redact import mask_url
 from .client import Client
 
-__all__ = ["check_eviction"]
+__all__ = ["check_eviction", "evicting_policy"]
 
 logger = logging.getLogger("statekeeper.backends.redis")
 
@@ -41,24 +47,34 @@ def _servers(reply: Any) -> list[dict[str, Any]]:
     return []
 
 
-async def check_eviction(client: Client, url: str) -> None:
-    """Refuse a server (every master of a cluster) that may evict keys without an
-    expiry (see the module documentation)."""
-    try:
-        if isinstance(client, RedisCluster):
-            reply = await client.info("memory", target_nodes=RedisCluster.PRIMARIES)
-        else:
-            reply = await client.info("memory")
-    except ResponseError as exc:  # INFO renamed or denied (ACL): nothing to check with
-        logger.warning("cannot read the eviction policy of %s: %s", mask_url(url), exc)
-        return
+async def evicting_policy(client: Client) -> str | None:
+    """``"maxmemory-policy P, maxmemory N bytes"`` of the first server (master of a
+    cluster) that may evict keys without an expiry, else None. Raises the driver's
+    error when ``INFO`` fails (``ResponseError``: renamed or denied)."""
+    if isinstance(client, RedisCluster):
+        reply = await client.info("memory", target_nodes=RedisCluster.PRIMARIES)
+    else:
+        reply = await client.info("memory")
     for info in _servers(reply):
         policy = str(info.get("maxmemory_policy", ""))
         limit = int(info.get("maxmemory", 0) or 0)
         if limit > 0 and policy.startswith("allkeys-"):
-            raise ConfigurationError(
-                f"Redis at {mask_url(url)} evicts any key when full (maxmemory-policy "
-                f"{policy}, maxmemory {limit} bytes): agents acknowledged as written "
-                "would disappear without an error. Set maxmemory-policy noeviction (or a "
-                "volatile-* policy); a cache whose agents may be lost opens it with ?evictable=1"
-            )
+            return f"maxmemory-policy {policy}, maxmemory {limit} bytes"
+    return None
+
+
+async def check_eviction(client: Client, url: str) -> None:
+    """Refuse a server (every master of a cluster) that may evict keys without an
+    expiry (see the module documentation)."""
+    try:
+        policy = await evicting_policy(client)
+    except ResponseError as exc:  # INFO renamed or denied (ACL): nothing to check with
+        logger.warning("cannot read the eviction policy of %s: %s", mask_url(url), exc)
+        return
+    if policy is not None:
+        raise ConfigurationError(
+            f"Redis at {mask_url(url)} evicts any key when full ({policy}): agents "
+            "acknowledged as written would disappear without an error. Set "
+            "maxmemory-policy noeviction (or a volatile-* policy); a cache whose agents "
+            "may be lost opens it with ?evictable=1"
+        )

@@ -66,27 +66,32 @@ async def read_feed(
         if backend.wait_replicas:
             entries = await _replicated_entries(backend, keys, after, limit)
         else:
-            entries = _entries(
-                await backend._client.xrange(
-                    keys.feed_stream, min=f"(0-{after}", max="+", count=limit
-                )
-            )
+            async with backend._client.pipeline(transaction=False) as pipe:
+                pipe.xrange(keys.feed_stream, min=f"(0-{after}", max="+", count=limit)
+                pipe.get(keys.epoch)
+                found, marker = await pipe.execute()
+            backend._identity.check(keys, marker)
+            entries = _entries(found)
         if not entries:
             return []
-        out = await _resolved(backend, entries)
+        out = await _resolved(backend, keys, entries)
         if out or len(entries) < limit:
             return out
         after = _position(entries[-1][0])
 
 
 async def _resolved(
-    backend: RedisBackend, entries: Sequence[tuple[bytes, dict[bytes, bytes]]]
+    backend: RedisBackend, keys: ShardKeys, entries: Sequence[tuple[bytes, dict[bytes, bytes]]]
 ) -> list[FeedRecord]:
-    """The events of ``entries`` (gaps left out)."""
+    """The events of ``entries`` (gaps left out), read before the shard's identity
+    marker: events missing because the shard lost its data are not gaps but
+    :class:`~statekeeper.errors.StoreLost` (see :mod:`.identity`)."""
     async with backend._client.pipeline(transaction=False) as pipe:
         for _, fields in entries:
             pipe.hmget(backend.layout.agent(fields[b"a"]).hash, [b"i", b"e:" + fields[b"s"]])
+        pipe.get(keys.epoch)
         found: list[Any] = await pipe.execute()
+    backend._identity.check(keys, found.pop())
     out: list[FeedRecord] = []
     for (entry_id, fields), (incarnation, blob) in zip(entries, found, strict=True):
         if blob is None or incarnation != fields[b"i"]:
@@ -112,17 +117,19 @@ async def _replicated_entries(
     cursor could pass a position the promoted replica never saw and then hands out
     again, to another event."""
     ms = max(1, round(backend.wait_timeout * 1000))
-    found, _, acked = await on_node(
+    found, marker, _, acked = await on_node(
         backend._client,
         keys.sync,
         [
             ("XRANGE", keys.feed_stream, f"(0-{after}", "+", "COUNT", limit),
+            ("GET", keys.epoch),
             ("INCRBY", keys.sync, 0),
             ("WAIT", backend.wait_replicas, ms),
         ],
     )
     if isinstance(found, BaseException):
         raise found
+    backend._identity.check(keys, marker)
     if isinstance(acked, BaseException):
         raise acked
     entries = _entries(found)
@@ -144,23 +151,21 @@ async def feed_bounds(backend: RedisBackend, keys: ShardKeys) -> tuple[int, int]
     async with backend._client.pipeline(transaction=False) as pipe:
         pipe.get(keys.feed_counter)
         pipe.get(keys.feed_floor)
-        head, floor = await pipe.execute()
+        pipe.get(keys.epoch)
+        head, floor, marker = await pipe.execute()
+    backend._identity.check(keys, marker)
     low = int(floor or 0)
     return low, max(int(head or 0), low)
 
 
 async def trim_feed(backend: RedisBackend, keys: ShardKeys, through: int) -> int:
-    async with backend._client.pipeline(transaction=True) as pipe:
-        pipe.xtrim(keys.feed_stream, minid=f"0-{through + 1}", approximate=False)
-        pipe.eval(
-            "local f = tonumber(redis.call('GET', KEYS[1]) or '0')"
-            " if tonumber(ARGV[1]) > f then redis.call('SET', KEYS[1], ARGV[1]) end return 0",
-            1,
-            keys.feed_floor,
-            str(through),
-        )
-        dropped, _ = await pipe.execute()
-    return int(dropped)
+    """Drop the entries ``<= through`` and raise the floor (``lua/trim_feed.lua``: one
+    script, guarded by the shard's identity marker: a trim computed from the positions
+    of a store that lost its data must not trim the feed of the one there now)."""
+    stream, args = backend._guarded(
+        [keys.feed_stream, keys.feed_floor], [f"0-{through + 1}", str(through)], (keys,)
+    )
+    return int(await backend._trim_feed_script(keys=stream, args=args))
 
 
 async def wait_feed(backend: RedisBackend, keys: ShardKeys, after: int, max_wait: float) -> None:
@@ -176,7 +181,8 @@ async def all_feed_bounds(backend: RedisBackend) -> list[tuple[int, int]]:
         for keys in shards:
             pipe.get(keys.feed_counter)
             pipe.get(keys.feed_floor)
-        found: list[Any] = await pipe.execute()
+        backend._get_markers(pipe)
+        found: list[Any] = backend._check_markers(await pipe.execute())
     out: list[tuple[int, int]] = []
     for k in range(len(shards)):
         low = int(found[2 * k + 1] or 0)

@@ -12,6 +12,7 @@ Cluster support; ``shards`` absent)::
     <prefix>d:<token>   string  a conditional delete's receipt (expires; backend.py)
     <prefix>agents      zset    the agent index
     <prefix>feed, <prefix>feed:n, <prefix>feed:floor    the change feed (feed.py)
+    <prefix>epoch       string  the store's identity marker (identity.py)
 
 **Sharded** (``shards = N``; what a Redis Cluster always uses, and what a plain
 server uses when created with ``?shards=N``, e.g. to be copied to a cluster later).
@@ -22,6 +23,8 @@ feed share one hash slot and every script touches one slot only::
     <prefix>{<tag k>}a:<agent>, …s:<agent>, …l:<agent>   the agent's keys
     <prefix>{<tag k>}agents                              shard k's agent index
     <prefix>{<tag k>}feed, …feed:n, …feed:floor          shard k's change feed
+    <prefix>{<tag k>}epoch                               shard k's identity marker
+                                                         (identity.py)
     <prefix>{<tag k>}sync                                a counter written by the
                                                          replication barrier (WAIT)
 
@@ -67,6 +70,8 @@ class ShardKeys:
     feed_counter: bytes
     feed_floor: bytes
     sync: bytes
+    #: the identity marker: a random token, gone or changed when the shard lost its data
+    epoch: bytes
     #: the start of every agent key in the shard: ``<prefix>`` or ``<prefix>{tag}``
     base: bytes
 
@@ -86,6 +91,7 @@ def _shard_keys(base: bytes) -> ShardKeys:
         feed_counter=base + b"feed:n",
         feed_floor=base + b"feed:floor",
         sync=base + b"sync",
+        epoch=base + b"epoch",
         base=base,
     )
 
@@ -114,6 +120,12 @@ class Layout:
             return 0
         raw = agent_id.encode() if isinstance(agent_id, str) else agent_id
         return zlib.crc32(raw) % self.shards
+
+    def shard(self, agent_id: str) -> ShardKeys:
+        """The keys of the shard ``agent_id`` lives in."""
+        if self.shards is None:
+            return self.shard_keys[0]
+        return self.shard_keys[zlib.crc32(agent_id.encode()) % self.shards]
 
     def agent(self, agent_id: str | bytes) -> AgentKeys:
         raw = agent_id.encode() if isinstance(agent_id, str) else agent_id

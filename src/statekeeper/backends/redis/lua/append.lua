@@ -5,6 +5,7 @@
 -- Reply: {0, first, last} appended | {1, first, last} duplicate | {2, head, 0} conflict
 -- (head seq, or with a tag check the head tag, moved) | {3, current token, 0, current
 -- holder|''} the fence is not the current lease.
+-- include: guard.lua
 -- include: common.lua
 -- include: append_write.lua
 local refused = check_append(KEYS[1], KEYS[4], ARGV, 0)

@@ -6,6 +6,7 @@
 -- receipt key, and a try that finds its own token there was applied already: its
 -- answer is returned and nothing is deleted again (the stream there now, if any, is
 -- another writer's).
+-- include: guard.lua
 local receipt = redis.call('GET', KEYS[4])
 if receipt and string.sub(receipt, 1, #ARGV[3]) == ARGV[3] then
   return tonumber(string.sub(receipt, #ARGV[3] + 2))

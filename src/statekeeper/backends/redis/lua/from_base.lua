@@ -4,6 +4,7 @@
 -- no tag check), its events. Creates the agent as prune leaves a stream: the base
 -- snapshot, field 'b' = base, the events after it. Reply: {0, first, last} made |
 -- {2, head} the agent exists (nothing written).
+-- include: guard.lua
 -- include: common.lua
 -- include: append_write.lua
 local h, sz = KEYS[1], KEYS[2]

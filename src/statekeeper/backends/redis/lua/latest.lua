@@ -1,4 +1,5 @@
 -- KEYS: hash, snapshot zset. ARGV: bound ('+inf' or seq), default ttl, touch.
+-- include: guard.lua
 -- include: common.lua
 local r = redis.call('ZREVRANGEBYSCORE', KEYS[2], ARGV[1], '-inf', 'LIMIT', 0, 1)
 if #r == 0 then return false end

@@ -1,4 +1,5 @@
 -- KEYS: lease. ARGV: holder, ttl s. Reply: {1|0, holder, token, expiry}
+-- include: guard.lua
 -- include: now.lua
 local now = server_now()
 local cur = redis.call('HMGET', KEYS[1], 'o', 'n', 'x')

@@ -3,6 +3,7 @@
 -- released the lease already. A lease nobody holds whose token is still ours was
 -- released with our token (a grant by anyone else would have moved the token on), so
 -- it answers 1 as the first try did; a newer token is another holder's: 0.
+-- include: guard.lua
 -- include: now.lua
 -- include: lease_write.lua
 if lease_refused(KEYS[1], 'r', ARGV[1], tonumber(ARGV[2])) then

@@ -1,5 +1,6 @@
 -- KEYS: lease. ARGV: holder, token, ttl s. Reply: {1, holder, token, expiry} or
 -- {0, current holder|'', current token}
+-- include: guard.lua
 -- include: now.lua
 local now = server_now()
 local cur = redis.call('HMGET', KEYS[1], 'o', 'n')

@@ -1,6 +1,7 @@
 -- KEYS: hash, snapshot zset. ARGV: base seq, then the seqs of snapshots to drop.
 -- Removes events <= base and snapshots < base (idempotency keys stay); records the
 -- base in field 'b'. Reply: {0} done | {1, head, has base} refused.
+-- include: guard.lua
 -- include: common.lua
 -- include: prune_write.lua
 local h, sz = KEYS[1], KEYS[2]

@@ -1,5 +1,6 @@
 -- KEYS: hash, snapshot zset. ARGV: after, to|-1, limit|-1, default ttl ms, touch 0|1.
 -- Reply: {head, {blobs of after+1 .. }, after} (after raised to the pruned base 'b')
+-- include: guard.lua
 -- include: common.lua
 local h = KEYS[1]
 local head = tonumber(redis.call('HGET', h, 'h') or '0')

@@ -1,6 +1,7 @@
 -- KEYS: hash, snapshot zset. ARGV: default ttl, touch. Reply: {snapshot or nil, head,
 -- events after the snapshot, head tag or nil}: _LATEST, _READ and the head's tag in one
 -- script, one consistent read (read_latest and read_state).
+-- include: guard.lua
 -- include: common.lua
 local h = KEYS[1]
 local snap = false

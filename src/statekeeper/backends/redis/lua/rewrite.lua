@@ -1,5 +1,6 @@
 -- KEYS: hash, snapshot zset. ARGV: default ttl ms, then rewrite_write.lua's fields.
 -- Reply: {0, head} done | {2, head} conflict.
+-- include: guard.lua
 -- include: common.lua
 -- include: rewrite_write.lua
 local h, sz = KEYS[1], KEYS[2]

@@ -1,4 +1,5 @@
 -- KEYS: hash, snapshot zset. ARGV: seq, blob, default ttl. Reply: {0|2, head}
+-- include: guard.lua
 -- include: common.lua
 local head = tonumber(redis.call('HGET', KEYS[1], 'h') or '0')
 local seq = tonumber(ARGV[1])

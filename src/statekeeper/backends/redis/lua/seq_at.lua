@@ -1,4 +1,5 @@
 -- KEYS: hash. ARGV: timestamp. Reply: the highest seq stamped at or before it.
+-- include: guard.lua
 -- include: common.lua
 local h = KEYS[1]
 local head = tonumber(redis.call('HGET', h, 'h') or '0')

@@ -1,4 +1,5 @@
 -- KEYS: hash, snapshot zset. ARGV: ttl ms (0 = no expiry).
+-- include: guard.lua
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local ttl = tonumber(ARGV[1])
 if ttl > 0 then

@@ -13,6 +13,7 @@
 -- (status, a, b, holder)}: a duplicate, a conflict or a stale fence | {7|8|9, change,
 -- ...} a lease change refused (lease_write.lua). Nothing is written unless the reply
 -- is {0}.
+-- include: guard.lua
 -- include: common.lua
 -- include: now.lua
 -- include: append_write.lua
