@@ -27,16 +27,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-#: the zygote: imports the CLI, every command and the libraries they use, and builds
-#: the CLI's click command tree (``statekeeper.cli.app.command``: each child reuses it
-#: instead of importing its command and building a tree of its own), then for each
-#: request line (JSON: args, env, cwd, out, err) forks a child that runs the command;
-#: replies the exit code
+#: the zygote: imports the CLI and the libraries its commands use (not the commands:
+#: typer builds every registered command on each run, and a fresh process registers
+#: only the one it runs), then for each request line (JSON:
+#: args, env, cwd, out, err) forks a child that runs the command; replies the exit code
 _ZYGOTE = r"""
 import json, os, sys, time
-from statekeeper.cli.app import command, main
-from statekeeper.cli._help import load_all
-load_all(command())
+from statekeeper.cli.app import main
 import importlib
 for name in (  # what the commands import on their way to a refusal (measured)
     "statekeeper.store", "statekeeper.store.opening", "statekeeper.backends.sqlite",
