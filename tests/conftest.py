@@ -10,7 +10,7 @@ skips with a clear reason when the server is not reachable — unless
 failure so CI always exercises them.
 
 Test files live in memory when the machine has room for them (:func:`pytest_configure`),
-and the CLI's click command tree is built once per set of loaded commands
+and typer's test runner reuses the CLI's cached click command tree
 (:func:`build_cli_once`).
 """
 
@@ -70,41 +70,29 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def build_cli_once() -> None:
-    """Make typer build the ``statekeeper`` app's click command tree once per set of
-    registered commands in this test process, instead of at every invocation.
+    """Make typer's ``CliRunner`` run the ``statekeeper`` app on the CLI's own cached
+    click command tree (:func:`statekeeper.cli.app.command`) instead of building one
+    at every invocation.
 
-    Typer rebuilds the whole tree (every option of every loaded command, from the
-    functions' signatures) each time the app is called, and once a test process has
-    loaded every command module that is ~37 ms (quiet machine, ~0.1-0.2 s at load 10)
-    per in-process run; the CLI tests run it in-process a few thousand times. A real
-    ``statekeeper`` process calls it once, so reusing the tree in a test process is
-    what a long-lived caller would do: click keeps nothing of an invocation on its
-    command objects (each run gets a fresh Context), and the app's own per-tree work
-    (``polish``, ``gate_commands``) is once-only by design. The key is what typer builds
-    from: the commands and groups registered on the app (modules register theirs
-    when imported, so a newly loaded command gives a new tree). Other Typer apps (a
-    test's own) are built as before."""
-    import typer.main
+    ``CliRunner.invoke(app)`` asks typer for the tree itself (``typer.testing``'s
+    ``_get_command``), which rebuilds every option of every loaded command: ~37 ms a
+    run on a quiet machine once a test process has loaded every command module
+    (0.1-0.2 s at load 10), for a few thousand in-process runs. The console script's
+    own entry point (:func:`statekeeper.cli.app.main`) reuses the cached tree without
+    help; this hands the same tree to the runner. Other Typer apps (a test's own) are
+    built as before."""
     import typer.testing
 
-    build = typer.main.get_command
-    if getattr(build, "__sk_built_once__", False):
+    build = typer.testing._get_command  # type: ignore[attr-defined]
+    if getattr(build, "__sk_cached_tree__", False):
         return
-    trees: dict[tuple[int, int], Any] = {}
 
     def get_command(typer_instance: Any) -> Any:
-        from statekeeper.cli.app import app
+        from statekeeper.cli.app import app, command
 
-        if typer_instance is not app:
-            return build(typer_instance)
-        key = (len(app.registered_commands), len(app.registered_groups))
-        tree = trees.get(key)
-        if tree is None:
-            tree = trees[key] = build(app)
-        return tree
+        return command() if typer_instance is app else build(typer_instance)
 
-    get_command.__sk_built_once__ = True  # type: ignore[attr-defined]
-    typer.main.get_command = get_command
+    get_command.__sk_cached_tree__ = True  # type: ignore[attr-defined]
     typer.testing._get_command = get_command  # type: ignore[attr-defined]
 
 

@@ -30,17 +30,23 @@ AGENTS = 12
 
 
 async def fill(store: StateStore, agents: int = AGENTS, events: int = 4) -> None:
+    """``agents`` streams in three tenants, ``events`` saves each, every second save
+    with an idempotency key."""
     for i in range(agents):
         for j in range(events):
-            key = f"k{j}" if j == 1 else None
+            key = f"k{j}" if j % 2 else None
             await store.save(f"t{i % 3}/a{i:03d}", {"i": i, "j": j}, idempotency_key=key)
 
 
-async def made(tmp_path: Path, keys: Keyring | None) -> tuple[Path, BackupKey]:
+async def made(
+    tmp_path: Path, keys: Keyring | None, agents: int = AGENTS, events: int = 4, **options: Any
+) -> tuple[Path, BackupKey]:
+    """A full backup (format 5: heads listed by their tags) of a store :func:`fill`
+    filled, opened with ``keys`` and ``options``."""
     bkey = BackupKey(os.urandom(32))
     file = tmp_path / "b.skb"
-    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keys) as src:
-        await fill(src)
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keys, **options) as src:
+        await fill(src, agents, events)
         await backup(src, file, bkey, chunk_bytes=4096)
     reader = FrameReader(file, bkey)
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -23,12 +22,13 @@ from statekeeper.codec import chaincheck
 from statekeeper.codec.keys import Keyring
 from statekeeper.codec.pipeline import Codec
 from statekeeper.errors import BackupCorrupt
-from statekeeper.governance.backup import BackupKey, backup, restore
+from statekeeper.governance.backup import BackupKey, restore
 from statekeeper.governance.backup.filecopy import opened_copy
 from statekeeper.governance.backup.fileformat import FrameReader
 from statekeeper.governance.backup.imagecheck import check_image
 
 from ._point_in_time import keyring
+from .test_backup_head_tags import made as backup_made
 from .test_backup_head_tags import refused, rewritten, same_heads
 from .test_restore_bulk import record_path
 
@@ -45,17 +45,7 @@ def keys(keyed: bool) -> Keyring | None:
 
 async def made(tmp_path: Path, keyed: bool) -> tuple[Path, BackupKey]:
     """A store's full backup (keyed or not): snapshots (every 2 saves), idempotency keys."""
-    bkey = BackupKey(os.urandom(32))
-    file = tmp_path / "b.skb"
-    async with StateStore(
-        f"sqlite:///{tmp_path / 's.db'}", keyring=keys(keyed), snapshot_every=2
-    ) as src:
-        for i in range(AGENTS):
-            for j in range(EVENTS):
-                key = f"k{j}" if j % 2 else None
-                await src.save(f"t{i % 3}/a{i:03d}", {"i": i, "j": j}, idempotency_key=key)
-        await backup(src, file, bkey, chunk_bytes=4096)
-    return file, bkey
+    return await backup_made(tmp_path, keys(keyed), AGENTS, EVENTS, snapshot_every=2)
 
 
 def merged(store: StateStore, file: Path, bkey: BackupKey) -> dict[str, Any] | None:

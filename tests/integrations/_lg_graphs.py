@@ -25,6 +25,23 @@ class ChatState(TypedDict, total=False):
     approved: str
 
 
+class Counter(TypedDict):
+    n: int
+
+
+def counter_graph(steps: int) -> StateGraph[Any]:
+    """One node that adds 1 to ``n`` until it reaches ``steps``: a checkpoint a step."""
+
+    def step(state: Counter) -> dict[str, Any]:
+        return {"n": state["n"] + 1}
+
+    builder = StateGraph(Counter)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", lambda s: "step" if s["n"] < steps else END)
+    return builder
+
+
 def log(path: str | None, line: str) -> None:
     """Append one line to the side log (fsync'd: a SIGKILL must not lose it)."""
     if not path:

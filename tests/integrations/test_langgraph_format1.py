@@ -78,8 +78,10 @@ def _scenario(saver: Any) -> None:
     mapped.invoke(Command(resume={i.id: "ok" for i in waiting}), mcfg)
 
 
-def generate() -> None:
-    """Write the format 1 fixture (run with format 1 code: see the module docstring)."""
+def write_fixture(store_sql: Path, listing: Path) -> None:
+    """Run :func:`_scenario` on a new SQLite store with the saver imported now, and
+    write the store (``iterdump``) to ``store_sql`` and what ``list`` returned for each
+    thread to ``listing``."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,18 +91,28 @@ def generate() -> None:
         listed = {t: _listed(saver, t) for t in THREADS}
         saver.close()
         con = sqlite3.connect(path)
-        OLD_STORE.write_text("\n".join(con.iterdump()) + "\n")
+        store_sql.write_text("\n".join(con.iterdump()) + "\n")
         con.close()
-    OLD_LIST.write_text(json.dumps(listed, indent=1, sort_keys=True) + "\n")
+    listing.write_text(json.dumps(listed, indent=1, sort_keys=True) + "\n")
+
+
+def fixture_store(store_sql: Path, tmp_path: Path) -> str:
+    """The URL of a SQLite store made from the dump ``store_sql`` (in ``tmp_path``)."""
+    path = tmp_path / "old.db"
+    con = sqlite3.connect(path)
+    con.executescript(store_sql.read_text())
+    con.close()
+    return f"sqlite:///{path}"
+
+
+def generate() -> None:
+    """Write the format 1 fixture (run with format 1 code: see the module docstring)."""
+    write_fixture(OLD_STORE, OLD_LIST)
 
 
 @pytest.fixture
 def old_store(tmp_path: Path) -> str:
-    path = tmp_path / "old.db"
-    con = sqlite3.connect(path)
-    con.executescript(OLD_STORE.read_text())
-    con.close()
-    return f"sqlite:///{path}"
+    return fixture_store(OLD_STORE, tmp_path)
 
 
 def test_a_format_1_store_reads_as_it_was_written(old_store: str) -> None:

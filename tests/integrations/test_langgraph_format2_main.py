@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
 from ._lg_graphs import chat_graph
-from .test_langgraph_format1 import THREADS, _listed, _scenario, _tuple
+from .test_langgraph_format1 import THREADS, _listed, _tuple, fixture_store, write_fixture
 
 DATA = Path(__file__).parent.parent / "data"
 OLD_STORE = DATA / "langgraph-format2-main.sql"
@@ -30,27 +30,12 @@ OLD_LIST = DATA / "langgraph-format2-main.json"
 
 def generate() -> None:
     """Write the fixture (run with main ``ae16fb6``'s code: see the module docstring)."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "lg.db"
-        saver = StatekeeperSaver.from_url(f"sqlite:///{path}")
-        _scenario(saver)
-        listed = {t: _listed(saver, t) for t in THREADS}
-        saver.close()
-        con = sqlite3.connect(path)
-        OLD_STORE.write_text("\n".join(con.iterdump()) + "\n")
-        con.close()
-    OLD_LIST.write_text(json.dumps(listed, indent=1, sort_keys=True) + "\n")
+    write_fixture(OLD_STORE, OLD_LIST)
 
 
 @pytest.fixture
 def old_store(tmp_path: Path) -> str:
-    path = tmp_path / "old.db"
-    con = sqlite3.connect(path)
-    con.executescript(OLD_STORE.read_text())
-    con.close()
-    return f"sqlite:///{path}"
+    return fixture_store(OLD_STORE, tmp_path)
 
 
 def _compressions(url: str) -> set[int]:

@@ -12,32 +12,18 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import START, MessagesState, StateGraph
 
 from statekeeper import patch
 from statekeeper.integrations.langgraph import StatekeeperSaver, made
 from statekeeper.integrations.langgraph import mapping as m
 
+from ._lg_graphs import Counter, counter_graph
 from .conftest import new_thread
-
-
-class Counter(TypedDict):
-    n: int
-
-
-def counter_graph(steps: int) -> StateGraph[Any]:
-    def step(state: Counter) -> dict[str, Any]:
-        return {"n": state["n"] + 1}
-
-    builder = StateGraph(Counter)
-    builder.add_node("step", step)
-    builder.add_edge(START, "step")
-    builder.add_conditional_edges("step", lambda s: "step" if s["n"] < steps else END)
-    return builder
 
 
 def chat_graph() -> StateGraph[Any]:

@@ -15,32 +15,16 @@ import contextvars
 import functools
 import threading
 from pathlib import Path
-from typing import Any, TypedDict
-
-from langgraph.graph import END, START, StateGraph
+from typing import Any
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
+from ._lg_graphs import counter_graph
 from .conftest import new_thread
 
 #: long enough that no write is committed by its own timeout on a loaded machine: every
 #: held write is taken by the run's next write (a checkpoint, the run's release)
 GUARD = 120.0
-
-
-class Counter(TypedDict):
-    n: int
-
-
-def counter_graph(steps: int) -> StateGraph[Any]:
-    def step(state: Counter) -> dict[str, Any]:
-        return {"n": state["n"] + 1}
-
-    builder = StateGraph(Counter)
-    builder.add_node("step", step)
-    builder.add_edge(START, "step")
-    builder.add_conditional_edges("step", lambda s: "step" if s["n"] < steps else END)
-    return builder
 
 
 #: the saver call (``put``, ``put_writes``) whose task is running: a sync call runs its

@@ -34,7 +34,9 @@ def _url(tmp_path: Path) -> str:
 
 
 async def _chat(url: str, saves: int, **options: Any) -> None:
-    async with StateStore(url, witness=False, snapshot_every=20, **options) as store:
+    """``saves`` saves of a growing chat on agent ``a`` (a whole snapshot every 20
+    events unless ``options`` say otherwise)."""
+    async with StateStore(url, **{"witness": False, "snapshot_every": 20, **options}) as store:
         for n in range(1, saves + 1):
             await store.save("a", _doc(n))
 
@@ -104,8 +106,15 @@ def _tamper(tmp_path: Path, sql: str, *args: Any) -> None:
         conn.commit()
 
 
-def _flip(payload: bytes) -> bytes:
-    return payload[:-3] + bytes([payload[-3] ^ 1]) + payload[-2:]
+def _flip(tmp_path: Path, table: str, seq: int) -> bytes:
+    """Flip a bit of the stored payload of agent ``a``'s record ``seq`` in ``table``
+    (``sk_snapshots`` or ``sk_events``); returns the payload as it was."""
+    with closing(sqlite3.connect(tmp_path / "tail.db")) as conn:
+        query = f"SELECT payload FROM {table} WHERE seq = ?"
+        payload: bytes = conn.execute(query, (seq,)).fetchone()[0]
+    edited = payload[:-3] + bytes([payload[-3] ^ 1]) + payload[-2:]
+    _tamper(tmp_path, f"UPDATE {table} SET payload = ? WHERE seq = ?", edited, seq)
+    return payload
 
 
 async def _loads_the_saved_state(url: str, n: int) -> None:
@@ -117,9 +126,7 @@ async def _loads_the_saved_state(url: str, n: int) -> None:
 async def test_an_edited_tail_is_passed_over(tmp_path: Path) -> None:
     url = _url(tmp_path)
     await _chat(url, 39)
-    with closing(sqlite3.connect(tmp_path / "tail.db")) as conn:
-        payload = conn.execute("SELECT payload FROM sk_snapshots WHERE seq = 36").fetchone()[0]
-    _tamper(tmp_path, "UPDATE sk_snapshots SET payload = ? WHERE seq = 36", _flip(payload))
+    _flip(tmp_path, "sk_snapshots", 36)
     await _loads_the_saved_state(url, 39)  # (from the tail at 28: the events verified)
     async with StateStore(url, witness=False) as store:
         assert not (await store.verify()).ok
@@ -135,9 +142,7 @@ async def test_a_removed_tail_is_passed_over(tmp_path: Path) -> None:
 async def test_an_edited_base_of_a_tail_is_passed_over(tmp_path: Path) -> None:
     url = _url(tmp_path)
     await _chat(url, 39)
-    with closing(sqlite3.connect(tmp_path / "tail.db")) as conn:
-        payload = conn.execute("SELECT payload FROM sk_snapshots WHERE seq = 20").fetchone()[0]
-    _tamper(tmp_path, "UPDATE sk_snapshots SET payload = ? WHERE seq = 20", _flip(payload))
+    _flip(tmp_path, "sk_snapshots", 20)
     await _loads_the_saved_state(url, 39)
 
 
@@ -152,9 +157,7 @@ async def test_a_tail_moved_onto_another_seq_is_not_trusted(tmp_path: Path) -> N
 async def test_an_edited_event_after_the_tail_still_fails(tmp_path: Path) -> None:
     url = _url(tmp_path)
     await _chat(url, 39)
-    with closing(sqlite3.connect(tmp_path / "tail.db")) as conn:
-        payload = conn.execute("SELECT payload FROM sk_events WHERE seq = 38").fetchone()[0]
-    _tamper(tmp_path, "UPDATE sk_events SET payload = ? WHERE seq = 38", _flip(payload))
+    _flip(tmp_path, "sk_events", 38)
     async with StateStore(url, cache_size=0, witness=False) as cold:
         with pytest.raises(IntegrityError):
             await cold.load("a")
@@ -164,9 +167,7 @@ async def test_an_edited_event_under_a_tail_is_found_by_verify(tmp_path: Path) -
     # as under any snapshot: the load trusts the (sealed, chained) tail, verify reads all
     url = _url(tmp_path)
     await _chat(url, 39)
-    with closing(sqlite3.connect(tmp_path / "tail.db")) as conn:
-        payload = conn.execute("SELECT payload FROM sk_events WHERE seq = 30").fetchone()[0]
-    _tamper(tmp_path, "UPDATE sk_events SET payload = ? WHERE seq = 30", _flip(payload))
+    _flip(tmp_path, "sk_events", 30)
     await _loads_the_saved_state(url, 39)
     async with StateStore(url, witness=False) as store:
         assert not (await store.verify()).ok
@@ -183,9 +184,7 @@ async def test_other_policies_write_no_tails(
 
     monkeypatch.setattr(snapshots, "tail_body", no_tail)
     url = _url(tmp_path)
-    async with StateStore(url, witness=False, **options) as store:
-        for n in range(1, 40):
-            await store.save("a", _doc(n))
+    await _chat(url, 39, **options)
     assert _snapshot_seqs(tmp_path)
     await _loads_the_saved_state(url, 39)
 
@@ -220,9 +219,7 @@ async def test_a_chain_of_tails_folds_the_general_way_too(
 async def test_an_edited_tail_inside_the_chain_is_passed_over(tmp_path: Path) -> None:
     url = _url(tmp_path)
     await _chat(url, 39)
-    with closing(sqlite3.connect(tmp_path / "tail.db")) as conn:
-        payload = conn.execute("SELECT payload FROM sk_snapshots WHERE seq = 28").fetchone()[0]
-    _tamper(tmp_path, "UPDATE sk_snapshots SET payload = ? WHERE seq = 28", _flip(payload))
+    _flip(tmp_path, "sk_snapshots", 28)
     await _loads_the_saved_state(url, 39)
 
 
@@ -306,19 +303,15 @@ async def test_a_keyed_store_seals_its_tails_and_loads_past_them(
 ) -> None:
     key = Keyring({"k1": generate_key()}, active="k1")
     url = _url(tmp_path)
-    async with StateStore(url, keyring=key, witness=False, snapshot_every=20) as store:
-        for n in range(1, 40):
-            await store.save("a", _doc(n))
+    await _chat(url, 39, keyring=key)
     assert _snapshot_seqs(tmp_path) == [20, 28, 36]
     counts = _replayed(monkeypatch)
     async with StateStore(url, keyring=key, cache_size=0, witness=False) as cold:
         loaded = await cold.load("a")
         assert loaded.data == _doc(39) and sum(counts) == 3
         assert (await cold.verify()).ok
-    with closing(sqlite3.connect(tmp_path / "tail.db")) as conn:
-        payload = conn.execute("SELECT payload FROM sk_snapshots WHERE seq = 36").fetchone()[0]
+    payload = _flip(tmp_path, "sk_snapshots", 36)
     assert b"message 30" not in payload  # (sealed: the values are not in the clear)
-    _tamper(tmp_path, "UPDATE sk_snapshots SET payload = ? WHERE seq = 36", _flip(payload))
     async with StateStore(url, keyring=key, cache_size=0, witness=False) as cold:
         assert (await cold.load("a")).data == _doc(39)
 

@@ -21,6 +21,9 @@ from .registry import COMMANDS
 
 __all__ = ["HelpGroup", "load_all", "polish"]
 
+#: ``ctx.meta`` key: True while the root group writes the command list of its help
+_LISTING = "statekeeper.cli.listing"
+
 #: typer's type label -> the metavar shown in help
 _LABELS = {
     "int": "N",
@@ -82,30 +85,31 @@ class HelpGroup(TyperGroup):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._listing = False
         polish(self)
         for name, command in self.commands.items():
             gate_commands(command, name)  # --namespace: honoured or refused
 
     def list_commands(self, ctx: Any) -> list[str]:
-        loaded = [name for name in self.commands if name not in COMMANDS]
+        loaded = [name for name in list(self.commands) if name not in COMMANDS]
         return [*COMMANDS, *loaded]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = self.commands.get(cmd_name)
         if command is None and cmd_name in COMMANDS:
-            if self._listing:  # the command list of --help: the table's line will do
+            if ctx.meta.get(_LISTING):  # the command list of --help: the table's line will do
                 return TyperCommand(cmd_name, help=COMMANDS[cmd_name].help)
             self._load(COMMANDS[cmd_name].module)
             command = self.commands.get(cmd_name)
         return command
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
-        self._listing = True
+        # on the run's context, not on the group: the group serves every run of a
+        # process (.app.command), a run on another thread included
+        ctx.meta[_LISTING] = True
         try:
             super().format_commands(ctx, formatter)
         finally:
-            self._listing = False
+            ctx.meta[_LISTING] = False
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         if args and args[0] not in COMMANDS and args[0] not in self.commands:
@@ -115,11 +119,15 @@ class HelpGroup(TyperGroup):
     def load_all(self) -> None:
         """Import every command's module (for tools that walk the whole tree)."""
         for module in dict.fromkeys(entry.module for entry in COMMANDS.values()):
-            self._load(module)
+            self._register(module)
+        self._adopt()  # one tree built for them all
 
     def _load(self, module_name: str) -> None:
-        import typer
+        self._register(module_name)
+        self._adopt()
 
+    def _register(self, module_name: str) -> None:
+        """Import the module (its commands register on ``app``) and add its groups."""
         from .app import app
 
         module = importlib.import_module(f"{__package__}.{module_name}")
@@ -129,12 +137,17 @@ class HelpGroup(TyperGroup):
                 sub = getattr(module, entry.group)
                 if sub not in registered:
                     app.add_typer(sub)
-        # typer builds click commands from what is registered on ``app`` now
-        fresh = typer.main.get_command(app)
-        for name, command in getattr(fresh, "commands", {}).items():
+
+    def _adopt(self) -> None:
+        """Hold every command registered on ``app`` so far."""
+        from .app import command
+
+        # typer builds click commands from what is registered on ``app`` now (the
+        # tree the next run reuses: .app.command)
+        for name, built in command().commands.items():
             if name not in self.commands:
-                gate_commands(command, name)  # --namespace: honoured or refused
-                self.commands[name] = command
+                gate_commands(built, name)  # --namespace: honoured or refused
+                self.commands[name] = built
 
 
 def load_all(group: Any) -> Any:

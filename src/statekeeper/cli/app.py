@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from types import CodeType, FrameType
 
     from rich.console import Console
+    from typer.core import TyperGroup
 
 #: the store used when neither --db nor $STATEKEEPER_URL is given (the library's
 #: ``statekeeper.store.store.DEFAULT_URL``, repeated so that ``--help`` need not
@@ -39,6 +40,7 @@ __all__ = [
     "JsonOption",
     "KeyFileOption",
     "app",
+    "command",
     "err_console",
     "main",
     "open_store",
@@ -385,12 +387,45 @@ def _terminated_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+#: (what the tree was built from, the tree) of the last :func:`command` build
+_built: tuple[tuple[object, ...], TyperGroup] | None = None
+
+
+def command() -> TyperGroup:
+    """The click command tree of :data:`app`, built once per set of registered
+    commands and then reused.
+
+    typer builds the tree afresh (every option of every registered command, from the
+    functions' signatures) each time it is asked, which is what ``app(...)`` does on
+    every run: once a process has loaded every command module that is ~40 ms of CPU
+    a run, most of an in-process run of a quick command. The console script builds
+    it once either way; a process that runs the CLI many times (a test suite, a
+    caller of :func:`main`, workers forked from a process that has built it) reuses
+    it. Reuse carries nothing from one run to the next: click keeps a run's state on
+    its Context (a fresh one each run), never on the command objects; no part of the
+    tree is taken from the environment when it is built (``envvar`` options and the
+    commands' own reads of ``os.environ`` happen at each run; the consoles are made
+    per run); the root group keeps its per-run state on the run's context
+    (:class:`._help.HelpGroup`). A newly registered command (its module imported on
+    first use) is a new key, so the next call builds a tree that has it. Two threads
+    building at once each get a complete tree (the last one is kept)."""
+    global _built
+    key = (app.registered_callback, *app.registered_commands, None, *app.registered_groups)
+    built = _built
+    if built is not None and built[0] == key:
+        return built[1]
+    tree = typer.main.get_command(app)
+    assert isinstance(tree, HelpGroup)
+    _built = (key, tree)
+    return tree
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``statekeeper``): every failure, usage errors
     included, ends as one line on stderr and an exit code (:mod:`.exits`)."""
     with exits.held_warnings() as warnings, _terminated_as_exit():
         try:
-            code = app(args=argv, prog_name="statekeeper", standalone_mode=False)
+            code = command().main(args=argv, prog_name="statekeeper", standalone_mode=False)
         except exits.NoArgsIsHelpError as exc:
             typer.echo(exc.ctx.get_help())
             code = exits.EXIT_USAGE

@@ -112,16 +112,17 @@ async def store_feed_cursor_bounds(store: StateStore) -> FeedBounds:
     )
 
 
-async def _committed(
-    backend: Backend, bounds: list[tuple[int, int]], positions: Sequence[int]
-) -> list[tuple[int, int]]:
-    """``bounds`` with the head raised to the newest position committed when a resume
-    point in ``positions`` is past it: it is refused only beyond that. (On PostgreSQL
-    the head is the safe frontier, which lags while appends are in flight — for a
-    reader that has not read yet, by everything: another reader's cursor may be past
-    it and still be this store's.)"""
+async def _committed(backend: Backend, bounds: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``bounds`` with the head raised to the newest position committed where the head
+    lags commits (:func:`lags_commits`; elsewhere ``bounds`` as they are). On
+    PostgreSQL the head is the safe frontier, which lags while appends are in flight —
+    for a reader that has not read yet, by everything (a safe head of 0). A resume
+    point is refused only beyond the raised head (another reader's cursor may be past
+    the frontier and still be this store's), and a ``stop_at_head`` catch-up ends
+    there (at the frontier it ended at once, without the events already committed —
+    even the caller's own)."""
     newest = getattr(backend, "feed_committed_head", None)
-    if newest is None or len(bounds) != 1 or positions[0] <= bounds[0][1]:
+    if newest is None or not lags_commits(backend):
         return bounds
     floor, head = bounds[0]
     return [(floor, max(head, await newest()))]
@@ -133,18 +134,6 @@ def lags_commits(backend: Backend) -> bool:
     committed position is readable at once (SQLite, memory, Redis: positions commit in
     the order they are taken)."""
     return feed_shards(backend) == 1 and getattr(backend, "feed_committed_head", None) is not None
-
-
-async def _stop_heads(backend: Backend, bounds: list[tuple[int, int]]) -> list[int]:
-    """Where a ``stop_at_head`` catch-up ends: each shard's head, or where the head lags
-    commits, the newest position committed (PostgreSQL: a reader that has not read yet
-    while another append is open has a safe head of 0, and the catch-up ended at once,
-    without the events already committed — even the caller's own)."""
-    heads = [head for _, head in bounds]
-    newest = getattr(backend, "feed_committed_head", None)
-    if newest is None or not lags_commits(backend):
-        return heads
-    return [max(heads[0], await newest())]
 
 
 def check_within(
@@ -443,16 +432,14 @@ class Subscription(AsyncIterator[FeedEvent]):
             await self._access.admit()
         await store._ready()
         bounds = await self._check_floor()
+        past = any(p > head for (_, head), p in zip(bounds, self._at, strict=True))
+        if past or self._stop_at_head:
+            bounds = await _committed(store.backend, bounds)
         # a resume point past the head (a store restored from an older backup, another
         # store's cursor) would deliver nothing until the feed got there: the events
         # in between passed over unseen (was: silently)
-        check_within(
-            await _committed(store.backend, bounds, self._at),
-            self._at,
-            "from_position",
-            "nothing was delivered",
-        )
-        self._stop = await _stop_heads(store.backend, bounds) if self._stop_at_head else None
+        check_within(bounds, self._at, "from_position", "nothing was delivered")
+        self._stop = [head for _, head in bounds] if self._stop_at_head else None
         self._settles = self._stop_at_head and lags_commits(store.backend)
         self._started = True
 
