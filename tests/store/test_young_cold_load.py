@@ -55,9 +55,7 @@ async def test_a_young_agents_edited_first_snapshot_is_passed_over(tmp_path: Pat
             "SELECT payload FROM sk_snapshots WHERE seq = ?", (snapshots.FIRST_WHOLE,)
         ).fetchone()
         edited = payload[:-3] + bytes([payload[-3] ^ 1]) + payload[-2:]
-        conn.execute(
-            "UPDATE sk_snapshots SET payload = ? WHERE seq = ?", (edited, snapshots.FIRST_WHOLE)
-        )
+        conn.execute("UPDATE sk_snapshots SET payload = ? WHERE seq = ?", (edited, snapshots.FIRST_WHOLE))
         conn.commit()
     async with StateStore(url, cache_size=0) as cold:
         loaded = await cold.load("chat")  # from the events, the tails on it not trusted

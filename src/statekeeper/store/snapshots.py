@@ -23,10 +23,8 @@ materialised with every event instead would write the whole state with each one.
 The default, ``snapshot_every="bounded"``, weighs the replay the same way against the
 last snapshot's bytes plus :data:`BOUNDED_LOAD_COST` (256 KiB of replay-equivalent
 work, the fixed cost a load may add to its snapshot's decode): a default-configured load
-never replays more than that nor more than :data:`COST_MAX_EVENTS` events; where tail
-snapshots are written (:mod:`.tails`) an agent's first whole snapshot is due
-:data:`FIRST_WHOLE` events in (before, an agent saved fewer than ~50 times wrote none and
-its cold load replayed every event). A
+never replays more than that nor more than :data:`COST_MAX_EVENTS` events, and an agent
+saved fewer than ~50 times (small events) writes no snapshot, as under ``every=100``. A
 number ``snapshot_every=K`` stores one every K events exactly (and by
 ``snapshot_bytes``), whatever they cost.
 
@@ -100,9 +98,10 @@ AUTO_EVENT_COST = EVENT_COST
 #: (the same byte units as :data:`EVENT_COST`), and after :data:`COST_MAX_EVENTS` events
 #: whatever the cost. Chosen as the default ``snapshot_bytes`` (256 KiB): a chat whose
 #: saves append ~450-byte messages then snapshots every ~57 events while small and every
-#: ~64 at 33 KB (``every=100``: 100); a smaller constant bounds the load tighter but
-#: adds snapshots to those saves' bytes (docs/benchmarks.md, "cold11"). The first whole
-#: snapshot is :data:`FIRST_WHOLE`'s (where tails are written)
+#: ~64 at 33 KB (``every=100``: 100), while an agent saved fewer than ~50 times — every
+#: agent of ``bench_hotpath.py``'s workloads — writes no snapshot at all, as before: a
+#: smaller constant bounds the load tighter but adds a snapshot to those saves' bytes
+#: (docs/benchmarks.md, "cold11")
 BOUNDED_LOAD_COST = 256 * 1024
 
 #: ``"bounded"`` (with tail snapshots): the seq of an agent's first whole snapshot, when

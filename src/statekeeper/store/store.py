@@ -135,10 +135,9 @@ class StateStore:
             events since the last one would cost a load as much as decoding that
             snapshot plus a fixed allowance (256 KiB of replay-equivalent work: their
             stored bytes plus a fixed cost per event), and after 100 events whatever
-            they cost — a default-configured load never replays more than that; on
-            SQLite an agent's first snapshot is stored 8 events in and small *tail*
-            snapshots every 8 events after each one, so a cold load replays at most 7
-            events (see :mod:`statekeeper.store.snapshots`). A number: a snapshot after
+            they cost — a default-configured load never replays more than that; an
+            agent saved fewer than ~50 times with small changes writes no snapshot
+            (see :mod:`statekeeper.store.snapshots`). A number: a snapshot after
             exactly this many events since the last one. ``"cost"``: store a snapshot
             once replaying the events since the last one would cost a load as much as
             decoding that snapshot (their stored bytes plus a fixed cost per event, against its
