@@ -65,21 +65,18 @@ def tail_positions(whole: list[int], head: int) -> list[int]:
 
 
 def rule_positions(
-    events: list[RawEvent], stored: dict[int, int], base: int, least: int, first: int = 0
+    events: list[RawEvent], stored: dict[int, int], base: int, least: int
 ) -> list[int]:
     """The seqs the replay-cost rule snapshots at, worked out from the stored sizes: due
     with the event whose replay cost (bytes + EVENT_COST each) reaches the last
-    snapshot's bytes + ``base`` (at least ``least``), or the 100th since it; and with
-    the ``first``-th event when none was (``"bounded"``'s FIRST_WHOLE; 0: no such rule)."""
+    snapshot's bytes + ``base`` (at least ``least``), or the 100th since it."""
     expected: list[int] = []
     snapshot_bytes = replay = count = 0
     for event in events:
         count += 1
         replay += len(event.payload)
-        if (
-            count >= COST_MAX_EVENTS
-            or replay + EVENT_COST * count >= max(snapshot_bytes + base, least)
-            or (0 < first <= event.seq and not expected)
+        if count >= COST_MAX_EVENTS or replay + EVENT_COST * count >= max(
+            snapshot_bytes + base, least
         ):
             expected.append(event.seq)
             snapshot_bytes, replay, count = stored.get(event.seq, -1), 0, 0

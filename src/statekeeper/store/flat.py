@@ -98,7 +98,6 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     event_cost, cost_base, min_cost = snapshots.event_cost, snapshots.cost_base, snapshots.min_cost
     deltas = snapshots.full_every > 1
     tail_every = TAIL_EVERY
-    first_whole = snapshots.first_whole  # (an agent's first whole snapshot: SnapshotPolicy)
     codec = pipeline.codec
     cache = pipeline.reads.cache
     cached = cache._data
@@ -229,7 +228,6 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         if (
             events >= every
             or replay >= max_replay
-            or (events == seq and seq >= first_whole)
             or (
                 by_cost
                 and replay + event_cost * events

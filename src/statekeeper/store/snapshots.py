@@ -67,7 +67,6 @@ __all__ = [
     "BOUNDED_LOAD_COST",
     "COST_MAX_EVENTS",
     "EVENT_COST",
-    "FIRST_WHOLE",
     "MIN_COST",
     "Marks",
     "SnapshotPolicy",
@@ -103,16 +102,6 @@ AUTO_EVENT_COST = EVENT_COST
 #: smaller constant bounds the load tighter but adds a snapshot to those saves' bytes
 #: (docs/benchmarks.md, "cold11")
 BOUNDED_LOAD_COST = 256 * 1024
-
-#: ``"bounded"`` (with tail snapshots): the seq of an agent's first whole snapshot, when
-#: it has none yet — the tails after it bound its cold load from then on (a load reads
-#: at most the whole snapshot, two tails and ``TAIL_EVERY - 1`` events), where the
-#: replay rule alone writes the first one ~57 events in (a chat of small messages) and
-#: a load of an agent saved fewer times replays every event (docs/benchmarks.md,
-#: "coldyoung": the loads and what the saves pay)
-FIRST_WHOLE = TAIL_EVERY
-#: (a seq no agent reaches: no such first snapshot)
-_NEVER = 1 << 62
 
 #: what storing a snapshot changes in the record it was taken of: (snapshot_seq,
 #: full_seq, full_link, full_data, deltas, stored bytes of the latest whole snapshot,
@@ -185,11 +174,6 @@ class SnapshotPolicy:
             and getattr(type(backend), "snapshots_now", None) is not None
             and (every == "bounded" or (type(every) is int and every > 2 * TAIL_EVERY))
         )
-        #: ``"bounded"`` with tails: an agent's first whole snapshot is due
-        #: :data:`TAIL_EVERY` events after its start (:data:`FIRST_WHOLE`), not ~57 (the
-        #: replay rule's): tails then bound a young agent's cold load as an old one's
-        #: (docs/benchmarks.md, "coldyoung"); otherwise never (``_NEVER``)
-        self.first_whole = FIRST_WHOLE if self.tails and every == "bounded" else _NEVER
         #: the snapshot :meth:`due` found due is a tail (read by :meth:`encode`, which
         #: the save calls right after, with no await between)
         self.next_tail = False
@@ -201,15 +185,8 @@ class SnapshotPolicy:
         would do from the last snapshot has reached its bound, in events or in bytes."""
         self.next_tail = False
         events = seq - record.snapshot_seq
-        if (
-            events >= self.every
-            or (self.max_replay_bytes is not None and record.replay_bytes >= self.max_replay_bytes)
-            or (
-                events == seq
-                and seq >= self.first_whole
-                and record.dumped is not None  # (bytes held: tails follow it; as _tail_due)
-                and not record.rich
-            )
+        if events >= self.every or (
+            self.max_replay_bytes is not None and record.replay_bytes >= self.max_replay_bytes
         ):
             return True
         if not self.by_cost:
