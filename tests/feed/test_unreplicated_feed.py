@@ -99,8 +99,8 @@ async def test_a_live_subscription_waits_for_unconfirmed_entries(
     assert reads <= READS, f"{reads} reads of the feed in {waits} waits"
     assert sub.position == 0
     flag.cancel()
-    # ended by closing its store (a cancel of the task waiting in XREAD is lost in the
-    # Redis client: the subscription went on, on main too)
+    # ended by closing its store (a cancel of the task waiting in XREAD: see
+    # tests/backends/test_redis_cancel.py)
     await reader.close()
     with pytest.raises(StoreClosed):
         await asyncio.wait_for(nxt, 60.0)
