@@ -21,8 +21,9 @@ from langgraph.graph import START, MessagesState, StateGraph
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph.commits import _SaverCommits
 
+from ._lg_graphs import counter_graph
 from .conftest import new_thread
-from .test_langgraph_parked import GUARD, counter_graph
+from .test_langgraph_parked import GUARD
 
 
 def _chat() -> StateGraph[Any]:
