@@ -173,6 +173,7 @@ def test_export_to_stdout_and_import_from_stdin(engine_url: str, tmp_path: Path)
         "agents": 1,
         "events": 4,
         "skipped": [],
+        "forgotten": [],
         "verified": True,
     }
 
