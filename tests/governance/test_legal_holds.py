@@ -23,8 +23,8 @@ from statekeeper.errors import (
     InvalidArgument,
 )
 from statekeeper.governance import Audit, AuditLog, parse_policy
-from statekeeper.governance.hooks import GovernanceEvent
 from statekeeper.governance.holds import add_hold, list_holds, remove_hold
+from statekeeper.governance.hooks import GovernanceEvent
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from statekeeper.governance.shredding import forget
 from statekeeper.schema import TypedStates
@@ -303,7 +303,7 @@ async def test_a_restore_into_a_store_with_holds_of_its_own_keeps_the_backups_ho
         holds = {h.pattern: h.reason for h in await list_holds(dst)}
         assert set(holds) == {"acme/carol", "acme/alice"}
         assert holds["acme/alice"].startswith("Smith v. Acme (restored from backup ")
-        with pytest.raises(AgentOnHold, match="Smith v. Acme"):
+        with pytest.raises(AgentOnHold, match=r"Smith v\. Acme"):
             await dst.delete("acme/alice")
         with pytest.raises(AgentOnHold):
             await forget(dst, "acme/alice")

@@ -53,7 +53,9 @@ Memory is one chunk plus a few dozen bytes per agent, whatever the backup's size
 statekeeper's own streams in a backup (the source's audit log) are restored only into a
 target that has none yet: a target's audit log is never overwritten or merged into (its
 hash chain is its own); the backup's copy is then left out and listed in
-``RestoreResult.kept_internal``.
+``RestoreResult.kept_internal``. The legal holds are the exception to leaving it
+out: each hold in force in the backup that the target lacks is placed in it, audited
+(:mod:`.restoreholds`: a restore never leaves a held agent unheld).
 
 A backup holds stored (full) ids and restores them as they are. A target opened in a
 namespace (``StateStore(url, namespace="acme")``) takes a backup only when every
