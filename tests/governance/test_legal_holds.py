@@ -24,6 +24,7 @@ from statekeeper.errors import (
 )
 from statekeeper.governance import Audit, AuditLog, parse_policy
 from statekeeper.governance.holds import add_hold, list_holds, remove_hold
+from statekeeper.governance.hooks import GovernanceEvent
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from statekeeper.governance.shredding import forget
 from statekeeper.schema import TypedStates
@@ -272,6 +273,79 @@ async def test_a_backup_carries_the_holds_into_the_store_it_restores(
         with pytest.raises(AgentOnHold):
             await dst.delete("acme/alice")
         assert await dst.delete("acme/bob")
+
+
+@pytest.mark.parametrize("skip_existing", [False, True])
+async def test_a_restore_into_a_store_with_holds_of_its_own_keeps_the_backups_holds(
+    tmp_path: Path, skip_existing: bool
+) -> None:
+    import os
+
+    from statekeeper.governance.backup import BackupKey, backup, restore
+
+    keys = Keyring({"k1": KEY})
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "b.skb"
+    async with StateStore(f"sqlite:///{tmp_path / 'src.db'}", keyring=keys) as src:
+        await src.save("acme/alice", {"n": 1})
+        await src.save("acme/bob", {"n": 1})
+        await add_hold(src, "acme/alice", "Smith v. Acme")
+        await add_hold(src, "legal/*", "Doe v. Acme")
+        await remove_hold(src, "legal/*", "settled")  # released in the backup: not carried
+        await backup(src, file, bkey)
+    events: list[GovernanceEvent] = []
+    async with StateStore(f"sqlite:///{tmp_path / 'target.db'}", keyring=keys) as dst:
+        await dst.save("acme/carol", {"n": 1})
+        await add_hold(dst, "acme/carol", "Roe v. Acme")  # the target's own holds stream
+        if skip_existing:
+            await dst.save("acme/bob", {"n": 2})  # a live store: bob left as it is
+        await restore(dst, [file], bkey, skip_existing=skip_existing, audit=events.append)
+        holds = {h.pattern: h.reason for h in await list_holds(dst)}
+        assert set(holds) == {"acme/carol", "acme/alice"}
+        assert holds["acme/alice"].startswith("Smith v. Acme (restored from backup ")
+        with pytest.raises(AgentOnHold, match=r"Smith v\. Acme"):
+            await dst.delete("acme/alice")
+        with pytest.raises(AgentOnHold):
+            await forget(dst, "acme/alice")
+        assert (await dst.load("acme/alice")).data == {"n": 1}
+        placed = [e for e in events if e.op == "hold"]
+        assert [(e.agent_id, e.details["reason"]) for e in placed] == [
+            ("acme/alice", holds["acme/alice"])
+        ]
+        assert [e.details.get("holds_placed") for e in events if e.op == "restore"] == [
+            ["acme/alice"]
+        ]
+        # the same backup again over what it restored: the holds match, nothing more placed
+        await restore(dst, [file], bkey, skip_existing=True, audit=events.append)
+        assert [e.op for e in events] == ["hold", "restore", "restore"]
+        assert {h.pattern for h in await list_holds(dst)} == {"acme/carol", "acme/alice"}
+
+
+def test_the_restore_command_into_a_store_with_holds_keeps_the_backups_holds(
+    tmp_path: Path,
+) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    src, dst = tmp_path / "s.db", tmp_path / "t.db"
+    for db, agent in ((src, "acme/alice"), (dst, "acme/carol")):
+        store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))
+        store.save(agent, {"n": 1})
+        store.close()
+        common = ["--db", str(db), "--key-file", str(keys)]
+        held = cli_in_process("hold", "add", agent, "--reason", f"matter of {agent}", *common)
+        assert held.code == 0, str(held)
+    bk = ["--backup-key", str(tmp_path / "backup.key")]
+    made = cli_in_process(
+        "backup", "--db", str(src), "--to", str(tmp_path / "b.skb"), *bk,
+        "--create-backup-key", "--key-file", str(keys),
+    )  # fmt: skip
+    assert made.code == 0, str(made)
+    common = ["--db", str(dst), "--key-file", str(keys)]
+    done = cli_in_process("restore", str(tmp_path / "b.skb"), *bk, *common)
+    assert done.code == 0, str(done)
+    refused = cli_in_process("delete", "acme/alice", "--yes", *common)
+    assert refused.code == 4 and "matter of acme/alice" in one_error_line(refused)
+    assert cli_in_process("show", "acme/alice", *common).code == 0
 
 
 async def test_under_row_level_security_every_role_sees_the_holds_none_but_admin_changes_them(

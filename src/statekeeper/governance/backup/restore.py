@@ -53,7 +53,9 @@ Memory is one chunk plus a few dozen bytes per agent, whatever the backup's size
 statekeeper's own streams in a backup (the source's audit log) are restored only into a
 target that has none yet: a target's audit log is never overwritten or merged into (its
 hash chain is its own); the backup's copy is then left out and listed in
-``RestoreResult.kept_internal``.
+``RestoreResult.kept_internal``. The legal holds are the exception to leaving it
+out: each hold in force in the backup that the target lacks is placed in it, audited
+(:mod:`.restoreholds`: a restore never leaves a held agent unheld).
 
 A backup holds stored (full) ids and restores them as they are. A target opened in a
 namespace (``StateStore(url, namespace="acme")``) takes a backup only when every
@@ -76,6 +78,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...arguments import HOLDS_STREAM
 from ...backends.base import Capability
 from ...codec import ZERO_LINK
 from ...codec.chaincheck import follow_chain
@@ -99,6 +102,7 @@ from .imagewrite import write_image
 from .location import Location
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
+from .restoreholds import backup_holds, carry_holds
 from .writepass import write_all as _write_all
 
 if TYPE_CHECKING:
@@ -451,7 +455,8 @@ async def restore(
     if store_namespace(store):
         # the whole namespace is what the target opens to the backup
         await require_namespace(store, "admin", "restore")
-    audit = store_sink(store, audit)
+    given, audit = audit, store_sink(store, audit)
+    carried: list[str] = []
     with contextlib.ExitStack() as stack:
         paths = [stack.enter_context(Location(b).local_copy()) for b in backups]
         ids, listed, versions = await asyncio.to_thread(_open_chain, paths, key)
@@ -479,6 +484,13 @@ async def restore(
         present = [a for a, h in held.items() if h]
         # the target's own streams (its audit log) are kept: the backup's copy is left out
         kept = [a for a in present if a[:1] == "\x01"]
+        # ...except the legal holds: those of the backup the target lacks are placed in
+        # it (a restore must not leave a held agent unheld: :mod:`.restoreholds`)
+        holds = (
+            await backup_holds(store, parts, key, plans, tags[HOLDS_STREAM])
+            if HOLDS_STREAM in kept
+            else ()
+        )
         for agent_id in kept:
             del tags[agent_id]
         present = [a for a in present if a[:1] != "\x01"]
@@ -492,6 +504,8 @@ async def restore(
                 f" {present[0]!r}): restore into an empty store, or delete them first"
             )
         _check_target_takes(store, plans, tags)
+        if holds:  # placed before the agents they protect are written
+            carried = await carry_holds(store, holds, ids[-1], given)
         written = await write_image(store, parts, plans, tags)
         if written is None:
             written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
@@ -515,6 +529,8 @@ async def restore(
     }
     if kept:
         details["kept_target_streams"] = len(kept)
+    if carried:
+        details["holds_placed"] = carried
     await emit(audit, GovernanceEvent("restore", None, "ok", details=details))
     return result
 
