@@ -28,7 +28,12 @@ from psycopg import sql
 
 from statekeeper import StateStore
 from statekeeper.backends import PostgresBackend, RedisBackend, open_backend, tiered_url
-from statekeeper.errors import BackendRejected, BackendUnavailable, ConfigurationError
+from statekeeper.errors import (
+    BackendRejected,
+    BackendUnavailable,
+    ConfigurationError,
+    StoreLost,
+)
 from statekeeper.records import AppendResult
 from statekeeper.testing import request
 
@@ -416,8 +421,11 @@ async def test_redis_lost_connection_is_retried_and_a_new_client_fails_fast() ->
             pending = asyncio.create_task(worked.head("a"))
             await asyncio.wait_for(handler.event.wait(), 60)
             assert not pending.done()
-            server.start()  # empty again (no persistence): the read answers 0
-            assert await asyncio.wait_for(pending, 60) == 0
+            server.start()  # empty again (no persistence): the retried read finds the
+            # store's data gone and says so, instead of answering 0 (an agent that
+            # never was)
+            with pytest.raises(StoreLost, match="identity marker is gone"):
+                await asyncio.wait_for(pending, 60)
         finally:
             logger.removeHandler(handler)
             await worked.close()

@@ -11,6 +11,8 @@ from pathlib import Path
 from statekeeper import StateStore
 from statekeeper.backends.sqlite import SQLiteBackend
 
+from ._sqlite_trace import detach_trace
+
 
 async def test_drop_all_waits_for_a_lock_another_connection_holds(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
@@ -46,5 +48,5 @@ async def test_drop_all_waits_for_a_lock_another_connection_holds(tmp_path: Path
             finally:
                 retried.set()
                 releaser.join()
-        writer.set_trace_callback(None)
+        await detach_trace(backend)
         assert await store.list_agents() == []
