@@ -139,8 +139,10 @@ def reordered_chain(conn: sqlite3.Connection) -> None:
 
 
 def rolled_back_head(conn: sqlite3.Connection) -> None:
-    """The head event removed, the head moved back to seq 3, the tag kept."""
+    """The head event removed (with its idempotency record: left, a record past the head
+    is refused on its own), the head moved back to seq 3, the tag kept."""
     conn.execute("DELETE FROM sk_events WHERE agent_id = 't2/a005' AND seq = 4")
+    conn.execute("DELETE FROM sk_idempotency WHERE agent_id = 't2/a005' AND first_seq = 4")
     conn.execute("DELETE FROM sk_snapshots WHERE agent_id = 't2/a005' AND seq = 4")
     conn.execute("UPDATE sk_agents SET head_seq = 3 WHERE agent_id = 't2/a005'")
 
