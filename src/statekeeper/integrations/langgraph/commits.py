@@ -9,7 +9,6 @@ import builtins
 import functools
 import math
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -363,20 +362,14 @@ class _SaverCommits(_SaverStreams):
         if queued:
             self._queued.setdefault(thread_id, [])[:0] = queued
 
-    async def _commit_parked(
-        self, thread_id: str, mine: _Pending, then: Callable[[], None] | None
-    ) -> None:
+    async def _commit_parked(self, thread_id: str, mine: _Pending) -> None:
         """(On the loop.) The parked write ``mine``, which nothing took within
         ``writes_wait`` (its caller unparked it): commit it now, with whatever else is
-        queued; then call ``then`` (on the loop: a riding run's claim stored)."""
+        queued."""
         self._queued.setdefault(thread_id, []).insert(0, mine)
         await self._drain(thread_id, mine)
-        if then is not None:
-            then()
 
-    def _wait_parked(
-        self, thread_id: str, mine: _Pending, then: Callable[[], None] | None = None
-    ) -> None:
+    def _wait_parked(self, thread_id: str, mine: _Pending) -> None:
         """(On the caller's thread.) Return once the parked write ``mine`` is durable
         (or raise its error): committed by the thread's next write within
         ``writes_wait``, else by this caller. A write taken into a commit by then is
@@ -393,7 +386,7 @@ class _SaverCommits(_SaverStreams):
                     if not parked:
                         del self._parked[thread_id]
             if still:
-                self._portal.call(self._commit_parked(thread_id, mine, then))
+                self._portal.call(self._commit_parked(thread_id, mine))
                 break
         mine.future.result()
 

@@ -5,7 +5,6 @@ document; and ``delete_thread``."""
 from __future__ import annotations
 
 import builtins
-import functools
 from collections.abc import (
     Sequence,
 )
@@ -412,22 +411,19 @@ class _SaverWrites(_SaverListing):
     ) -> None:
         """``put_writes`` from a sync caller: a held write (see ``writes_wait``) is
         parked off the loop for the run's next write to commit (see
-        ``_SaverCommits._park``); any other goes through the loop.
-
-        A run's first write, which its claim rides on, is parked too: the commit that
-        takes it (the run's next checkpoint, which LangGraph waits on) stores the claim
-        and marks the run as holding the thread (``_rode``, after that write), as its
-        own timed-out commit does (``_commit_parked``). Held on the loop instead, it
-        had its caller's thread run the loop until the checkpoint came, and the
-        checkpoint's ``put`` was handed to that thread and waited for: two thread
-        wake-ups on the step's path, at the first step of every run."""
+        ``_SaverCommits._park``); any other goes through the loop."""
         call = self._writes_call(config, writes, task_id, task_path)
         if call is None:
             return
         thread_id, build, hold, plain, run = call
-        if hold and self.writes_wait > 0 and type(self._portal) is SharedLoop and run is not None:
-            mine = self._park(thread_id, build, plain)
-            self._wait_parked(thread_id, mine, functools.partial(self._rode, run))
+        if (
+            hold
+            and self.writes_wait > 0
+            and type(self._portal) is SharedLoop
+            and run is not None
+            and (run.claimed or not run.rides)  # (then _rode has nothing to do)
+        ):
+            self._wait_parked(thread_id, self._park(thread_id, build, plain))
             return
         self._portal.call(self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain))
         self._rode(run)
