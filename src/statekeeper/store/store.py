@@ -704,10 +704,9 @@ class StateStore:
         self._check_open()
         await self.flush()
         count = await self.backend.count_agents()
-        if count and await self.backend.head(AUDIT_STREAM):
-            count -= 1  # the audit log is a stream of the store's own, not an agent
-        if count and await self.backend.head(HOLDS_STREAM):
-            count -= 1  # and so is the legal holds' stream
+        for own in (AUDIT_STREAM, HOLDS_STREAM):  # the store's own streams: not agents
+            if count and await self.backend.head(own):
+                count -= 1
         return count
 
     async def health(self) -> Health:
