@@ -696,6 +696,9 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         # the appends' statements run on one cursor of the writer connection (it is
         # only used under _writer_busy): conn.execute made and dropped one per statement
         self._append_cursor = conn.cursor()
+        #: the cursor of the reads made on the writer connection while it is idle, by a
+        #: thread that has no read connection yet (see _first_rows)
+        self._writer_reads = conn.cursor()
         if created:
             _start_wal(conn)
         self._page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
@@ -752,9 +755,14 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
 
     def _init_writer(self, conn: sqlite3.Connection) -> None:
         with _translated(self.path):
-            tables = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
+            named = conn.execute(
+                "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index')"
+            ).fetchall()
+            tables = {name for kind, name in named if kind == "table"}
+            if ("index", "sk_agents_written") in named:
+                # the last-write index is there (nothing drops it): lists_by_write
+                # needs no statement of its own at the first write's key check
+                self._by_write = True
             if "sk_meta" not in tables:
                 raise NotAStore(
                     self.path,
@@ -789,6 +797,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             else:
                 self._migrate(conn, int(row[0]))
             conn.execute("COMMIT")
+            self._by_write = True  # (_create_schema made the last-write index)
 
     @contextlib.contextmanager
     def _write_transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
@@ -913,6 +922,40 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             self._reader()  # (raises when closed; else takes the thread's connection)
             held = self._local.held
         return held.cursor
+
+    def _first_rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one read statement by a thread that has no read connection yet
+        (``_local.held`` unset): read on the writer connection when it is idle (its
+        lock free, no transaction open on it, no checkpoint queued), else on the
+        thread's reader, opened now. The writer's schema is parsed at open, so a store
+        that writes and does not read back — a new agent's save reads its head first,
+        the first write reads the key guard's marker and newest heads — opens no read
+        connection: its ``connect`` and its parse of the schema were ~0.6 M
+        instructions of a fresh store's first save (docs/benchmarks.md, "savecpu2").
+        One statement outside a transaction reads the latest commit on either
+        connection; the writer's lock is held until its rows are fetched, and never
+        waited for (a busy writer sends the read to the reader, as does SQLite's rare
+        busy answer to a read: the writer's own busy timeout is 0)."""
+        if not self._closed and not self._checkpoint_due and self._writer_busy.acquire(False):
+            try:
+                conn = self._writer
+                if conn is not None and not conn.in_transaction:
+                    try:
+                        return self._writer_reads.execute(sql, args).fetchall()
+                    except sqlite3.OperationalError as exc:
+                        if not _busy(exc):
+                            raise
+            finally:
+                self._writer_busy.release()
+        return self._read_cursor().execute(sql, args).fetchall()
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one read statement: on the thread's kept cursor, or, before the
+        thread has a read connection, as :meth:`_first_rows` reads them."""
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is None or self._closed:
+            return self._first_rows(sql, args)
+        return held.cursor.execute(sql, args).fetchall()
 
     def _idle_reader(self, conn: sqlite3.Connection) -> None:
         with self._readers_lock:
