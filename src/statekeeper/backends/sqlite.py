@@ -701,6 +701,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         self._writer_reads = conn.cursor()
         if created:
             _start_wal(conn)
+            self.opened_new = True  # (Backend.opened_new: the store's first creates)
         self._page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
         self._wal_frames_at_open = self._wal_frames()
 
