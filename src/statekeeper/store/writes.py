@@ -444,15 +444,16 @@ class WritePipeline:
     def _unseen(self, agent_id: str) -> bool:
         """True when ``agent_id`` is taken for new: on a store the backend created at
         open (:attr:`Backend.opened_new`), every agent this store wrote or read is cached
-        until the cache first evicts one, so one that is not there was not written by
-        this store — or was dropped from the cache by a failed write or a delete. Any
-        agent that does exist (another writer's, one of those) costs one refused create
-        (its compare-and-set) and is written again on a read of its head: correct
-        whatever this answers, only the read saved depends on it."""
+        until the cache first evicts or drops one (a stale head, a failed write, a
+        delete), so one that is not there was not written by this store. An agent that
+        does exist (another writer's) costs one refused create (its compare-and-set) and
+        is written again on a read of its head: correct whatever this answers, only the
+        read saved depends on it."""
         reads = self.reads
         cache = reads.cache
         return (
             cache.evictions == 0
+            and not cache.dropped
             and cache.max_size > 0
             and agent_id not in cache._data
             and agent_id not in reads.pinned
