@@ -1,8 +1,8 @@
-"""A thread's reads before it has a read connection run on the idle writer connection
-(``SQLiteBackend._first_rows``): a store that writes and never reads back opens no read
-connection (docs/benchmarks.md, "savecpu2"). The writer is used only when its lock is
-free and no transaction is open on it; otherwise, and on SQLite's busy answer, the read
-goes to the thread's reader, as before."""
+"""A thread's first reads, before it has a read connection, run on the idle writer
+connection (``SQLiteBackend._rows``): a store that writes and reads back little opens
+no read connection (docs/benchmarks.md, "savecpu2"). The writer is used only when its
+lock is free and no transaction is open on it; otherwise, on SQLite's busy answer, and
+after ``WRITER_READS`` reads of the thread, the read goes to the thread's reader."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends.sqlite import SQLiteBackend
+from statekeeper.backends.sqlite import WRITER_READS, SQLiteBackend
 
 
 @pytest.mark.parametrize("durability", ["group", "sync"])
@@ -94,6 +94,18 @@ async def test_reads_on_the_writer_see_every_commit_of_other_connections(
         assert reading._readers == []  # every read above ran on its idle writer
     finally:
         await reading.close()
+
+
+async def test_a_thread_that_goes_on_reading_opens_its_reader(tmp_path: Path) -> None:
+    path = tmp_path / "many.db"
+    async with StateStore(f"sqlite:///{path}?synchronous=OFF") as store:
+        await store.save("a", {"x": 1})
+        backend = store.backend
+        assert isinstance(backend, SQLiteBackend)
+        for _ in range(WRITER_READS + 1):
+            assert backend.state_rows_now("a")[0] == 1
+        assert len(backend._readers) == 1  # its later reads: the reader's kept cursor
+        assert backend._local.writer_reads == WRITER_READS
 
 
 class _BusyCursor:

@@ -174,6 +174,27 @@ class _Held:
         self.cursor = conn.cursor()
 
 
+#: a thread's reads made on the idle writer connection before it opens its own reader
+#: (SQLiteBackend._rows): a store that writes and reads back little (the key guard's
+#: reads before the first write, a fresh process's first load) opens none; a thread that
+#: goes on reading opens its reader after these, its reads then costing what they did
+WRITER_READS = 8
+
+
+class _Local(threading.local):
+    """The backend's per-thread state. Class-level defaults: a thread that never set
+    one reads the default, not a ``getattr`` default after an ``AttributeError`` made
+    and dropped (~3k instructions: a read of a thread whose reads run on the idle
+    writer connection has no reader, ``held``, every time)."""
+
+    #: the thread's reader connection (see ``_reader``), None until it has one
+    held: _Held | None = None
+    #: True while the thread runs a write inline (on the event loop)
+    inline = False
+    #: reads the thread made on the idle writer connection (see ``SQLiteBackend._rows``)
+    writer_reads = 0
+
+
 def _hand_back(backend: weakref.ref[SQLiteBackend], conn: sqlite3.Connection) -> None:
     found = backend()
     if found is not None:
@@ -572,7 +593,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         else:
             _make_folder(path)
         self._closed = False
-        self._local = threading.local()
+        self._local = _Local()
         self._readers: list[sqlite3.Connection] = []
         #: reader connections whose thread ended, for the next thread that reads
         self._idle: list[sqlite3.Connection] = []
@@ -697,7 +718,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         # only used under _writer_busy): conn.execute made and dropped one per statement
         self._append_cursor = conn.cursor()
         #: the cursor of the reads made on the writer connection while it is idle, by a
-        #: thread that has no read connection yet (see _first_rows)
+        #: thread that has no read connection yet (see _rows)
         self._writer_reads = conn.cursor()
         if created:
             _start_wal(conn)
@@ -840,7 +861,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 raise
-            if getattr(self._local, "inline", False):
+            if self._local.inline:
                 raise _Busy from exc
         start = progress = time.monotonic()
         version = conn.execute("PRAGMA data_version").fetchone()[0]
@@ -892,7 +913,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     def _reader(self) -> sqlite3.Connection:
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
-        held: _Held | None = getattr(self._local, "held", None)
+        held: _Held | None = self._local.held
         if held is not None:
             return held.conn
         # A thread's connection goes back to the pool when the thread ends (its
@@ -918,29 +939,41 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         cursor object made per statement (~1.6k instructions of a cold load's read,
         docs/benchmarks.md "cold0"). Only for a statement whose rows are fetched before
         anything else runs on the thread (a second ``execute`` resets the first)."""
-        held: _Held | None = getattr(self._local, "held", None)
+        held: _Held | None = self._local.held
         if held is None or self._closed:
             self._reader()  # (raises when closed; else takes the thread's connection)
             held = self._local.held
         return held.cursor
 
-    def _first_rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        """The rows of one read statement by a thread that has no read connection yet
-        (``_local.held`` unset): read on the writer connection when it is idle (its
-        lock free, no transaction open on it, no checkpoint queued), else on the
-        thread's reader, opened now. The writer's schema is parsed at open, so a store
-        that writes and does not read back — a new agent's save reads its head first,
-        the first write reads the key guard's marker and newest heads — opens no read
-        connection: its ``connect`` and its parse of the schema were ~0.6 M
-        instructions of a fresh store's first save (docs/benchmarks.md, "savecpu2").
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one read statement, on the thread's kept cursor; by a thread that
+        has no read connection yet, for its first ``WRITER_READS`` reads, on the writer
+        connection when it is idle (its lock free, no transaction open on it, no
+        checkpoint queued), else on the thread's reader, opened now. The writer's
+        schema is parsed at open, so a store that writes and does not read back — the
+        first write reads the key guard's marker and newest heads, a new agent's save
+        on a reopened store its head — opens no read connection: its ``connect`` and
+        its parse of the schema were ~0.6 M instructions of a fresh store's first save
+        (docs/benchmarks.md, "savecpu2"); a thread that goes on reading opens its own
+        (a read on the writer costs its lock, ~2.6k instructions more a cold load).
         One statement outside a transaction reads the latest commit on either
         connection; the writer's lock is held until its rows are fetched, and never
         waited for (a busy writer sends the read to the reader, as does SQLite's rare
         busy answer to a read: the writer's own busy timeout is 0)."""
-        if not self._closed and not self._checkpoint_due and self._writer_busy.acquire(False):
+        local = self._local
+        held = local.held
+        if held is not None and not self._closed:
+            return held.cursor.execute(sql, args).fetchall()
+        if (
+            local.writer_reads < WRITER_READS
+            and not self._closed
+            and not self._checkpoint_due
+            and self._writer_busy.acquire(False)
+        ):
             try:
                 conn = self._writer
                 if conn is not None and not conn.in_transaction:
+                    local.writer_reads += 1
                     try:
                         return self._writer_reads.execute(sql, args).fetchall()
                     except sqlite3.OperationalError as exc:
@@ -949,14 +982,6 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             finally:
                 self._writer_busy.release()
         return self._read_cursor().execute(sql, args).fetchall()
-
-    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        """The rows of one read statement: on the thread's kept cursor, or, before the
-        thread has a read connection, as :meth:`_first_rows` reads them."""
-        held: _Held | None = getattr(self._local, "held", None)
-        if held is None or self._closed:
-            return self._first_rows(sql, args)
-        return held.cursor.execute(sql, args).fetchall()
 
     def _idle_reader(self, conn: sqlite3.Connection) -> None:
         with self._readers_lock:
