@@ -943,6 +943,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         if held is None or self._closed:
             self._reader()  # (raises when closed; else takes the thread's connection)
             held = self._local.held
+            assert held is not None
         return held.cursor
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
