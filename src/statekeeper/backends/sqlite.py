@@ -780,7 +780,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             named = conn.execute(
                 "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index')"
             ).fetchall()
-            tables = {name for kind, name in named if kind == "table"}
+            tables = {name for entry, name in named if entry == "table"}
             if ("index", "sk_agents_written") in named:
                 # the last-write index is there (nothing drops it): lists_by_write
                 # needs no statement of its own at the first write's key check
