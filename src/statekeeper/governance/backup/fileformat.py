@@ -320,17 +320,13 @@ class FrameWriter:
     def _frame(self, kind: bytes, index: int, content: Any) -> tuple[int, int, str]:
         return self._sealed(kind, index, msgpack.packb(content, use_bin_type=True))
 
-    def _sealed(
-        self, kind: bytes, index: int, plain: bytes, named: bool = True
-    ) -> tuple[int, int, str]:
-        """Seal and write one frame: its offset, length and (``named``: a row chunk,
-        which the manifest names by it) the SHA-256 of the frame, else ``""``."""
+    def _sealed(self, kind: bytes, index: int, plain: bytes) -> tuple[int, int, str]:
         self.plain_bytes += len(plain)
         sealed = self.key.seal(_aad(self.header, kind, index), self._zstd.compress(plain))
         frame = kind + _u64.pack(len(sealed)) + sealed
         start = self.offset
         self._write(frame)
-        return start, len(frame), hashlib.sha256(frame).hexdigest() if named else ""
+        return start, len(frame), hashlib.sha256(frame).hexdigest()
 
     def chunk_packed(self, items: list[bytes]) -> int:
         """Write one chunk made of entries packed already (a msgpack array of them)."""
@@ -381,10 +377,7 @@ class FrameWriter:
 
     def finish(self, manifest: dict[str, Any]) -> None:
         manifest["chunks"] = self.chunks
-        # the trailer names the manifest by its offset (the frame is its own GCM seal):
-        # no SHA-256 of it (~5 MB for 100,000 streams' heads and the page digests)
-        plain = msgpack.packb(manifest, use_bin_type=True)
-        offset, _, _ = self._sealed(MANIFEST, 0, plain, named=False)
+        offset, _, _ = self._frame(MANIFEST, 0, manifest)
         self._write(TRAILER + _u64.pack(offset))
         self.out.flush()
 
