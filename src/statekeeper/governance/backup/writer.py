@@ -73,6 +73,12 @@ if TYPE_CHECKING:
 __all__ = ["BackupResult", "backup", "stream_digest"]
 
 _BATCH = 1000
+#: the plain bytes of one chunk (``backup``'s ``chunk_bytes``): 2 MiB. The page
+#: pipeline holds ``threads + 2`` chunks in flight plus their ciphertexts and zstd's
+#: output, each buffer faulted in on first use; at 8 MiB (before) a 100,000-agent
+#: backup took ~44,000 page faults and 0.50-0.72 CPU-s, at 2 MiB ~28,000 and
+#: 0.47-0.49 (docs/benchmarks.md, "backupmb")
+CHUNK_BYTES = 2 << 20
 #: the format of a whole SQLite store's full page backup: its heads as the heads
 #: table's tags (version 5, no probe of the events per stream: docs/benchmarks.md,
 #: "backuphead"); version 2 (the heads' checksums) is what an incremental by pages
@@ -119,7 +125,7 @@ async def backup(
     key: BackupKey,
     *,
     since: str | os.PathLike[str] | None = None,
-    chunk_bytes: int = 8 << 20,
+    chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[int, int], None] | None = None,
     audit: AuditSink | None = None,
 ) -> BackupResult:
