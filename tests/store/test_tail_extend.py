@@ -105,9 +105,7 @@ def test_an_extend_among_other_ops_applies_in_order() -> None:
         {"op": "add", "path": "/seen", "value": True},
     ]
     assert apply_tail_ops(data, ops) == {"messages": [1, 2, 3, 4], "task": "b", "seen": True}
-    assert apply_tail_ops({"m": [0]}, [{"op": EXTEND, "path": "/m", "value": [1]}]) == {
-        "m": [0, 1]
-    }
+    assert apply_tail_ops({"m": [0]}, [{"op": EXTEND, "path": "/m", "value": [1]}]) == {"m": [0, 1]}
 
 
 @pytest.mark.parametrize(
@@ -122,10 +120,10 @@ def test_an_extend_among_other_ops_applies_in_order() -> None:
     ],
 )
 def test_an_extend_that_does_not_apply_is_a_patch_error(op: dict[str, Any]) -> None:
-    with pytest.raises(PatchError):
-        apply_tail_ops({"messages": [0], "task": "a"}, [op])
-    with pytest.raises(PatchError):
-        apply_tail_ops({"messages": [0], "task": "a"}, [{"op": "add", "path": "/x", "value": 1}, op])
+    before = {"op": "add", "path": "/x", "value": 1}
+    for ops in ([op], [before, op]):
+        with pytest.raises(PatchError):
+            apply_tail_ops({"messages": [0], "task": "a"}, ops)
 
 
 async def test_a_sealed_tail_whose_extend_does_not_apply_is_passed_over(
