@@ -10,6 +10,8 @@ peer's), CPU per call by ``time.thread_time`` (best of ``--rounds`` rounds of ``
 - ``at_snapshot``: the rows to the record (hash, parse, record, head check);
 - ``blake3``: the snapshot's link input as the codec hashes it (one buffer);
 - ``unpackb``: the snapshot body's parse;
+- ``2nd statement`` (an agent whose latest snapshot is a tail, ``--agent k8``): the read
+  of its whole snapshot and its base (``snapshots_at_now``);
 - BLAKE3 of random inputs of the lengths given (``--sizes``): blake3-py hashes through
   the incremental hasher, which takes a buffer in power-of-two subtrees of whole
   chunks, so a length just below a power of two of KiB goes through the narrower SIMD
@@ -86,6 +88,11 @@ async def parts(out: Path, agent: str, n: int, rounds: int) -> dict[str, float]:
         view = memoryview(payload)[35:]
         got["unpackb"] = best(lambda: ormsgpack.unpackb(view), n, rounds)
         got["link input bytes"] = float(len(prefix) + len(payload))
+        body = ormsgpack.unpackb(view)
+        if "w" in body:  # a tail: the second statement (its whole snapshot and base)
+            w, base = body["w"], body["base"]
+            at = backend.snapshots_at_now  # type: ignore[attr-defined]
+            got["2nd statement"] = best(lambda: at(agent, w, base), n, rounds)
     finally:
         await store.close()
         saver.conn.close()
