@@ -151,3 +151,18 @@ async def test_a_sealed_tail_whose_extend_does_not_apply_is_passed_over(
         async with StateStore(url, cache_size=0, witness=False) as cold:
             assert (await cold.load("a")).data == _doc(39)
     assert any("seq 36 is unusable" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("before, after", [(3, 5), (14, 18), (15, 16), (0, 2), (16, 70000)])
+def test_the_extend_of_a_list_grown_across_its_header_sizes(before: int, after: int) -> None:
+    # msgpack's array header is 1 byte up to 15 items, 3 up to 65,535, 5 above
+    items = [{"i": i} for i in range(after)]
+    old = {"messages": msgpack.packb(items[:before]), "task": msgpack.packb("t")}
+    new = {"messages": msgpack.packb(items), "task": old["task"]}
+    ops = tails._ops(old, new)
+    assert ops is not None and [msgpack.unpackb(op) for op in ops] == [
+        {"op": EXTEND, "path": "/messages", "value": items[before:]}
+    ]
+    assert apply_tail_ops({"messages": items[:before]}, [msgpack.unpackb(ops[0])]) == {
+        "messages": items
+    }
