@@ -10,7 +10,6 @@ thread (each the child of the last, as a graph's steps; SQLite ``NORMAL``;
 ``fork_protection=False``), after ``WARM`` uncounted ones::
 
     .venv/bin/python benchmarks/bench_langgraph_put_thread.py run sk 200 /tmp/lgput
-    PYTHONPATH=<another tree>/src .venv/bin/python benchmarks/bench_langgraph_put_thread.py run sk 200 /tmp/lgput
     .venv/bin/python benchmarks/bench_langgraph_put_thread.py run sqlite 200 /tmp/lgput
 
 prints the instructions per ``put``. ``PYTHONPATH=<another tree's src>`` measures
