@@ -2,9 +2,8 @@
 
 A policy has one rule per **namespace** (the part of the agent id before its last
 ``/``; ``*`` is every namespace without a rule of its own) and a list of **legal
-holds** (agents or whole namespaces exempt from every purge; the store's own too,
-:mod:`statekeeper.governance.holds`). A policy file has one rule or hold per line
-(``#`` starts a comment)::
+holds** (agents or whole namespaces exempt from every purge). A policy file has one
+rule or hold per line (``#`` starts a comment)::
 
     *      ttl=365d
     acme   ttl=30d keep_last=100 snapshot_every=50
@@ -21,6 +20,17 @@ holds** (agents or whole namespaces exempt from every purge; the store's own too
   first step record on is kept even past ``N`` (the action's ``reason`` says so).
 * ``snapshot_every=K``: snapshots are kept at seqs that are multiples of K (plus the
   base and the latest); the others are deleted.
+
+Legal holds are one rule, kept in one place: the store's own holds
+(:mod:`statekeeper.governance.holds`), which every purge reads (``forget``, ``delete``,
+expiry, the LangGraph saver, Redis key expiry), and which no caller can forget to pass.
+A policy's ``hold`` lines are therefore *placed in the store* when the policy is
+applied: before any agent is scanned, :func:`apply_retention` places each hold line the
+store lacks as a legal hold (audited as ``hold``, its reason naming the policy file;
+``admin`` on its namespace, else the run is refused before anything is touched; a dry
+run lists them in ``holds_placed`` without placing them). From then on the hold stands
+whether or not the file is passed again; deleting the line does not release it (that
+is ``statekeeper hold remove``, an act of its own).
 
 :func:`apply_retention` plans each agent from what is stored now and acts agent by
 agent, each action atomic (a delete, or one ``prune`` of the backend), so a run
@@ -114,6 +124,8 @@ class RetentionPolicy:
     rules: tuple[Rule, ...] = ()
     holds: frozenset[str] = frozenset()  # agent ids
     held_namespaces: frozenset[str] = frozenset()
+    #: where the policy was read from (the file; named in the reason of its holds)
+    source: str = field(default="<policy>", compare=False)
 
     def rule_for(self, agent_id: str) -> Rule | None:
         """The rule that governs ``agent_id`` (its namespace's, else ``*``'s)."""
@@ -129,6 +141,10 @@ class RetentionPolicy:
     def held(self, agent_id: str) -> bool:
         """True when a legal hold exempts ``agent_id`` from every purge."""
         return agent_id in self.holds or namespace_of(agent_id) in self.held_namespaces
+
+    def hold_patterns(self) -> list[str]:
+        """The policy's holds as hold patterns (``acme/alice``, ``legal/*``), sorted."""
+        return sorted([*self.holds, *(f"{ns}/*" for ns in self.held_namespaces)])
 
     @classmethod
     def parse(cls, text: str, source: str = "<policy>") -> RetentionPolicy:
@@ -187,7 +203,7 @@ class RetentionPolicy:
                 int(values["keep_last"]) if "keep_last" in values else None,
                 int(values["snapshot_every"]) if "snapshot_every" in values else None,
             )
-        return cls(tuple(rules.values()), frozenset(holds), frozenset(held_ns))
+        return cls(tuple(rules.values()), frozenset(holds), frozenset(held_ns), source)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> RetentionPolicy:
@@ -236,6 +252,9 @@ class RetentionReport:
     scanned: int = 0
     held: int = 0
     actions: list[RetentionAction] = field(default_factory=list)
+    #: the policy's ``hold`` lines the store lacked, placed in it as legal holds before
+    #: any agent was scanned (a dry run: those it would place)
+    holds_placed: list[str] = field(default_factory=list)
     #: the last agent id handled (resume a run with ``after=`` this)
     last_agent: str | None = None
 
@@ -490,6 +509,25 @@ def _caller_error(store: StateStore, exc: StatekeeperError) -> BaseException:
     return exc
 
 
+async def _place_holds(
+    store: StateStore, policy: RetentionPolicy, dry_run: bool, audit: AuditSink | None
+) -> list[str]:
+    """Place each ``hold`` line of ``policy`` the store does not hold yet as a legal hold
+    of the store (:func:`~statekeeper.governance.holds.add_hold`: audited, ``admin``
+    on its namespace); the patterns placed (a dry run: those it would place)."""
+    wanted = policy.hold_patterns()
+    if not wanted:
+        return []
+    have = {h.pattern for h in await list_holds(store)}
+    missing = [p for p in wanted if p not in have]
+    if dry_run:
+        return missing
+    from .holds import add_hold
+
+    reason = f"retention policy {policy.source}"
+    return [p for p in missing if await add_hold(store, p, reason, audit=audit)]
+
+
 async def apply_retention(
     store: StateStore,
     policy: RetentionPolicy,
@@ -512,11 +550,14 @@ async def apply_retention(
         await require_namespace(store, "read" if dry_run else "admin", "retention")
     await store.flush()
     given = audit
+    report = RetentionReport()
+    # the policy's holds become the store's own (one rule: every purge reads the store's
+    # holds), placed before any agent is touched; a refusal stops the run here
+    report.holds_placed = await _place_holds(store, policy, dry_run, given)
     audit = store_sink(store, audit)  # a governed store's own audit log by default
     clock = time.time() if now is None else now
     can_prune = store.backend.supports(Capability.PRUNE)
     together = change_sink(store, given)
-    report = RetentionReport()
     cursor = after
     while True:
         # the store's listing: never its own streams (the audit log), only agents
