@@ -117,7 +117,7 @@ async def test_a_governed_backup_restores_with_its_audit_log(engine: str, tmp_pa
     with fresh_url(engine, tmp_path, "dst1.db") as url:
         async with _open(url, "ops") as ops:
             result = await restore(ops, [file], bkey)  # an empty target: the log comes too
-            assert (result.agents, result.kept_internal) == (2, [])
+            assert (result.agents, result.internal, result.kept_internal) == (1, 1, [])
             entries = await _entries(ops)
             assert entries[0] == ("ops", "save", "ok", "acme/t1")  # the source's history
             assert entries[-1] == ("ops", "restore", "ok", None)
