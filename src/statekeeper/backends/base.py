@@ -618,6 +618,14 @@ class Backend(abc.ABC):
         False when the agent does not exist. Capability ``TTL``."""
         raise CapabilityUnsupported(self.name, Capability.TTL.value)
 
+    async def hold_keys(self, pattern: str, held: bool) -> int:
+        """Keep the agents ``pattern`` covers (an agent id or ``NAMESPACE/*``) from
+        expiring by the engine's own TTL while a legal hold on it is ``held``; released,
+        their TTL applies again. Returns how many stored agents it covers. An engine
+        without a TTL (capability ``TTL``) expires nothing by itself: nothing to do, 0.
+        Called by :mod:`statekeeper.governance.holds` as holds are placed and released."""
+        return 0
+
     async def drop_all(self) -> int | None:
         """Delete everything this backend stored (tests, benchmarks; irreversible).
         Capability ``DROP_ALL``."""

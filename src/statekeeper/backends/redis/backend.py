@@ -192,6 +192,7 @@ SCRIPTS = (
     "lease_release",
     "rewrite",
     "set_ttl",
+    "hold_sync",
     "prune",
     "from_base",
     "together",
@@ -337,6 +338,7 @@ class RedisBackend(Backend):
         self._save_snapshot_script = register(lua("save_snapshot"))
         self._delete_script = register(lua("delete"))
         self._ttl_script = register(lua("set_ttl"))
+        self._hold_script = register(lua("hold_sync"))
         self._rewrite_script = register(lua("rewrite"))
         self._prune_script = register(lua("prune"))
         self._from_base_script = register(lua("from_base"))
@@ -1098,6 +1100,53 @@ class RedisBackend(Backend):
             return await self._write(agent_id, self._ttl_script, [h, sz], [ms])
 
         return bool(await self._retrying("set_ttl", op))
+
+    async def hold_keys(self, pattern: str, held: bool) -> int:
+        """Keep the keys of the agents ``pattern`` covers (an agent id or
+        ``NAMESPACE/*``) from expiring while it is ``held``, or let their TTL apply again
+        (from now) once it is not. The pattern is added to (removed from) every shard's
+        holds set (``<base>holds``), which an append creating a stream consults, and
+        each stored agent it covers is marked (or unmarked, unless another hold in the
+        set still covers it) by one script each. Returns how many stored agents it
+        covers."""
+        self._check_writable()
+        if not self._reached:
+            await self.open()
+        shards = self.layout.shard_keys
+
+        async def mark() -> None:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for shard in shards:
+                    key = shard.base + b"holds"
+                    (pipe.sadd if held else pipe.srem)(key, pattern.encode())
+                await pipe.execute()
+
+        await self._retrying("hold_keys", mark)
+        if pattern.endswith("/*"):
+            namespace = pattern[:-1]
+            agents: list[str] = []
+            after: str | None = namespace
+            while True:
+                page = await self.list_agents(after, limit=500)
+                inside = [i.agent_id for i in page if i.agent_id.startswith(namespace)]
+                agents += [a for a in inside if "/" not in a[len(namespace) :]]
+                if len(page) < 500 or len(inside) < len(page):
+                    break
+                after = page[-1].agent_id
+        else:
+            agents = [pattern]
+        covered = 0
+        for agent_id in agents:
+            k = self._agent(agent_id)
+
+            async def op(agent_id: str = agent_id, k: AgentKeys = k) -> Any:
+                keys = [k.hash, k.snapshots, k.shard.base + b"holds"]
+                return await self._write(
+                    agent_id, self._hold_script, keys, [agent_id.encode(), self._ttl_of(agent_id)]
+                )
+
+            covered += int(await self._retrying("hold_keys", op))
+        return covered
 
     async def drop_all(self) -> int:
         """Delete every key under this backend's prefix (tests, benchmarks); returns

@@ -36,12 +36,13 @@ import hashlib
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgpack  # type: ignore[import-untyped]
 
+from ...arguments import INTERNAL_PREFIX
 from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
@@ -104,6 +105,9 @@ class BackupResult:
     #: (format version 2): the size of the store file's copy
     record_bytes: int
     seconds: float
+    #: the store's own streams copied besides the agents (its audit log, its legal
+    #: holds): not counted in ``agents`` (the manifest's ``agents`` counts every stream)
+    internal: int = 0
 
 
 def pack_entry(item: list[Any]) -> bytes:
@@ -331,11 +335,12 @@ async def backup(
         }
         await asyncio.to_thread(writer.finish, manifest)
         written = writer.offset
+    internal = _internal(streams)
     result = BackupResult(
         location.display,
         backup_id,
         parent_id,
-        len(streams),
+        len(streams) - internal,
         totals["copied"],
         totals["events"],
         totals["snapshots"],
@@ -344,6 +349,7 @@ async def backup(
         written,
         totals["record_bytes"],
         time.perf_counter() - started,
+        internal,
     )
     await _audit_backup(audit, result)
     return result
@@ -477,11 +483,14 @@ def _whole_result(
 ) -> BackupResult:
     """What a whole copy (file or bulk-copy layout, or a page incremental) holds, once
     its file is closed."""
+    heads = body.get("heads")
+    listed = heads.get("agent") if isinstance(heads, dict) else None
+    internal = _internal(listed if isinstance(listed, list) else body.get("streams") or ())
     return BackupResult(
         location.display,
         header.backup_id,
         header.parent,
-        body["agents"],
+        body["agents"] - internal,
         body["copied"],
         body["events"],
         body["snapshots"],
@@ -490,4 +499,10 @@ def _whole_result(
         written,
         body["file_bytes"],
         time.perf_counter() - started,
+        internal,
     )
+
+
+def _internal(stream_ids: Iterable[object]) -> int:
+    """How many of ``stream_ids`` are the store's own streams (not agents)."""
+    return sum(isinstance(a, str) and a.startswith(INTERNAL_PREFIX) for a in stream_ids)

@@ -2,7 +2,7 @@
 -- An append's fields sit in argv[a0 + 1 .. a0 + 13] as append.lua's ARGV 1..13 (agent,
 -- expected, key|'', default ttl ms, first ts, last ts, snapshot seq|'0', snapshot
 -- blob, head tag|'', fence holder|'', fence token, tag check, expected tag), its n
--- events after them. Needs common.lua (fmt, touch, ttl_of).
+-- events after them. Needs common.lua (fmt, touch, ttl_of, held_in).
 
 -- The checks, nothing written: nil when the append may go ahead, else append.lua's
 -- reply: {1, first, last} duplicate | {2, head, 0} conflict | {3, token, 0, holder}.
@@ -80,6 +80,13 @@ local function write_append(h, sz, idx, fc, fs, argv, a0, n, created)
     end
     for i = 1, n do
       redis.call('XADD', fs, '0-' .. fmt(top - n + i), 'a', agent, 's', fmt(expected + i), 'i', inc)
+    end
+  end
+  if created then
+    -- a new stream a legal hold covers never expires (see common.lua): the shard's
+    -- holds set is <base>holds beside its index <base>agents, in the same hash slot
+    if held_in(string.sub(idx, 1, #idx - 6) .. 'holds', agent) then
+      redis.call('HSET', h, 'p', '1')
     end
   end
   touch(h, sz, ttl_of(h, argv[a0 + 4]))
