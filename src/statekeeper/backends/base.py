@@ -86,6 +86,7 @@ __all__ = [
     "validate_request",
     "validate_rewrite",
     "validate_ttl",
+    "check_expiry",
 ]
 
 
@@ -123,6 +124,9 @@ class Capability(enum.StrEnum):
     #: ``list_leases(after, limit)``: every agent's stored lease in id order (what
     #: ``audit verify`` compares with the log: a lease granted without its entry)
     LEASE_LIST = "lease listing"
+    #: ``expire_keys(agent, before)``: forget idempotency records made before a time
+    #: (retention's ``keys_ttl``); without it, records stay as long as their agent
+    KEY_EXPIRY = "idempotency key expiry"
 
 
 @dataclass(frozen=True, slots=True)
@@ -612,6 +616,17 @@ class Backend(abc.ABC):
         """Every idempotency key of the agent as ``(key, first_seq, last_seq)``, in
         ``first_seq`` order (empty for an unknown agent). Capability ``KEY_EXPORT``."""
         raise CapabilityUnsupported(self.name, Capability.KEY_EXPORT.value)
+
+    async def expire_keys(self, agent_id: str | None, before: float) -> int:
+        """Forget the idempotency records of ``agent_id`` (of every agent when None)
+        made before ``before`` (epoch seconds), in one atomic step; how many were
+        forgotten. A record's time (``created_at``) is the timestamp of the first event
+        of the append that made it (the store's clock at the save); a record stored
+        without its append (kept by a restore of a compacted stream, or copied between
+        tiers without its time) has the time it was stored. Events, snapshots and the
+        head are untouched: only a retry of an expired append is no longer recognised
+        (it is stored again). Capability ``KEY_EXPIRY``; the default refuses."""
+        raise CapabilityUnsupported(self.name, Capability.KEY_EXPIRY.value)
 
     async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:
         """Let the agent expire ``ttl`` seconds after its last write (None: never).
@@ -1175,6 +1190,22 @@ def validate_batch(
         except ConfigurationError as exc:
             out[i] = exc
     return out, valid
+
+
+def check_expiry(agent_id: str | None, before: float) -> float:
+    """The checks of :meth:`Backend.expire_keys`' arguments, made by every engine
+    before it touches storage: an agent id (or None) and a finite time; ``before``."""
+    if agent_id is not None:
+        check_stored_id(agent_id)
+    if (
+        isinstance(before, bool)
+        or not isinstance(before, int | float)
+        or not math.isfinite(before)
+    ):
+        raise InvalidArgument(
+            "before", f"expire_keys: before must be a finite epoch time, not {before!r}"
+        )
+    return float(before)
 
 
 def validate_ttl(ttl: float) -> float:

@@ -83,6 +83,7 @@ from ..base import (
     Backend,
     Capability,
     Health,
+    check_expiry,
 )
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
@@ -190,6 +191,7 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
             Capability.BASE_IMPORT,
             Capability.FEED,
             Capability.LEASE_LIST,
+            Capability.KEY_EXPIRY,
         }
     )
     feed_poll_interval = 1.0  # a fallback: NOTIFY wakes subscribers up
@@ -539,6 +541,26 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
 
         try:  # (its answer exact when sent again after a lost reply: see .deletes)
             return await delete(self, agent_id)
+        finally:
+            self._wrote()
+
+    async def expire_keys(self, agent_id: str | None, before: float) -> int:
+        """Forget the idempotency records made before ``before`` (one statement; sent
+        again after a lost reply, it deletes what is still older: the count is then
+        the second try's)."""
+        self._check_can_write()
+        before = check_expiry(agent_id, before)
+
+        async def op() -> int:
+            async with self._connection() as conn, conn.transaction():
+                if agent_id is None:
+                    cur = await conn.execute(self._sql["expire_keys"], (before,))
+                else:
+                    cur = await conn.execute(self._sql["expire_agent_keys"], (agent_id, before))
+                return int(cur.rowcount)
+
+        try:
+            return await self._retrying("expire_keys", op)
         finally:
             self._wrote()
 
