@@ -617,7 +617,9 @@ class Backend(abc.ABC):
         ``first_seq`` order (empty for an unknown agent). Capability ``KEY_EXPORT``."""
         raise CapabilityUnsupported(self.name, Capability.KEY_EXPORT.value)
 
-    async def expire_keys(self, agent_id: str | None, before: float) -> int:
+    async def expire_keys(
+        self, agent_id: str | None, before: float, *, count_only: bool = False
+    ) -> int:
         """Forget the idempotency records of ``agent_id`` (of every agent when None)
         made before ``before`` (epoch seconds), in one atomic step; how many were
         forgotten. A record's time (``created_at``) is the timestamp of the first event
@@ -625,7 +627,8 @@ class Backend(abc.ABC):
         without its append (kept by a restore of a compacted stream, or copied between
         tiers without its time) has the time it was stored. Events, snapshots and the
         head are untouched: only a retry of an expired append is no longer recognised
-        (it is stored again). Capability ``KEY_EXPIRY``; the default refuses."""
+        (it is stored again). With ``count_only``, nothing is forgotten: how many would
+        be (a dry run). Capability ``KEY_EXPIRY``; the default refuses."""
         raise CapabilityUnsupported(self.name, Capability.KEY_EXPIRY.value)
 
     async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:

@@ -283,7 +283,9 @@ class MemoryBackend(Backend):
             return []
         return sorted(((k, f, la) for k, (f, la, _) in stream.keys.items()), key=lambda r: r[1])
 
-    async def expire_keys(self, agent_id: str | None, before: float) -> int:
+    async def expire_keys(
+        self, agent_id: str | None, before: float, *, count_only: bool = False
+    ) -> int:
         """Forget the idempotency records made before ``before`` (see the contract)."""
         self._check()
         before = check_expiry(agent_id, before)
@@ -295,8 +297,9 @@ class MemoryBackend(Backend):
         dropped = 0
         for stream in streams:
             old = [k for k, (_, _, made) in stream.keys.items() if made < before]
-            for key in old:
-                del stream.keys[key]
+            if not count_only:
+                for key in old:
+                    del stream.keys[key]
             dropped += len(old)
         return dropped
 

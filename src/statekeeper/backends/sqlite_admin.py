@@ -209,10 +209,23 @@ class SQLiteAdmin(SQLitePart):
                 )
             return int(cur.rowcount)
 
-    async def expire_keys(self, agent_id: str | None, before: float) -> int:
+    async def expire_keys(
+        self, agent_id: str | None, before: float, *, count_only: bool = False
+    ) -> int:
         """Forget the idempotency records made before ``before`` (one statement: the
         agent's records by the primary key, or one pass of the table)."""
         before = check_expiry(agent_id, before)
+        if count_only:
+            where, args = ("", (before,)) if agent_id is None else (
+                "agent_id = ? AND ", (agent_id, before)
+            )
+            with translated(self.path):
+                row = (
+                    self._reader()
+                    .execute(f"SELECT count(*) FROM sk_idempotency WHERE {where}created_at < ?", args)
+                    .fetchone()
+                )
+            return int(row[0])
         result: int = await self._write(self._expire_keys_sync, agent_id, before)
         return result
 

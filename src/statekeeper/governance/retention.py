@@ -21,6 +21,9 @@ holds** (agents or whole namespaces exempt from every purge; the store's own too
   first step record on is kept even past ``N`` (the action's ``reason`` says so).
 * ``snapshot_every=K``: snapshots are kept at seqs that are multiples of K (plus the
   base and the latest); the others are deleted.
+* ``keys_ttl=DURATION``: idempotency records made longer ago than that are forgotten (a
+  retry of such an append is stored again); without it they stay as long as their
+  agent (:mod:`statekeeper.governance.keyexpiry`).
 
 :func:`apply_retention` plans each agent from what is stored now and acts agent by
 agent, each action atomic (a delete, or one ``prune`` of the backend), so a run
@@ -67,6 +70,7 @@ from ..store.governed import entries_before_delete
 from ..store.holds import list_holds
 from ..store.incarnation import snapshot_in_stream
 from ..store.namespaced import NamespacedStateStore, stored_id
+from .keyexpiry import apply_key_expiry, expires_keys_after
 from .hooks import (
     Announced,
     AuditSink,
@@ -105,6 +109,8 @@ class Rule:
     ttl: float | None = None
     keep_last: int | None = None
     snapshot_every: int | None = None
+    #: idempotency records older than this (seconds) are forgotten (None: never)
+    keys_ttl: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +171,10 @@ class RetentionPolicy:
             if ns in rules:
                 raise bad(f"namespace {ns!r} has a rule already")
             if len(words) == 1:
-                raise bad(f"the rule for {ns!r} sets nothing: ttl=, keep_last=, snapshot_every=")
+                raise bad(
+                    f"the rule for {ns!r} sets nothing: ttl=, keep_last=, snapshot_every=,"
+                    " keys_ttl="
+                )
             values: dict[str, float | int] = {}
             for item in words[1:]:
                 key, sep, value = item.partition("=")
@@ -173,19 +182,22 @@ class RetentionPolicy:
                     raise bad(f"expected key=value, not {item!r}")
                 if key in values:
                     raise bad(f"{key} is set twice")
-                if key == "ttl":
-                    values[key] = _duration(value, bad)
+                if key in ("ttl", "keys_ttl"):
+                    values[key] = _duration(value, bad, key)
                 elif key in ("keep_last", "snapshot_every"):
                     if not value.isdigit() or int(value) < 1:
                         raise bad(f"{key} must be a whole number >= 1, not {value!r}")
                     values[key] = int(value)
                 else:
-                    raise bad(f"unknown setting {key!r} (ttl, keep_last, snapshot_every)")
+                    raise bad(
+                        f"unknown setting {key!r} (ttl, keep_last, snapshot_every, keys_ttl)"
+                    )
             rules[ns] = Rule(
                 ns,
                 float(values["ttl"]) if "ttl" in values else None,
                 int(values["keep_last"]) if "keep_last" in values else None,
                 int(values["snapshot_every"]) if "snapshot_every" in values else None,
+                float(values["keys_ttl"]) if "keys_ttl" in values else None,
             )
         return cls(tuple(rules.values()), frozenset(holds), frozenset(held_ns))
 
@@ -200,10 +212,12 @@ class RetentionPolicy:
         return cls.parse(text, os.fspath(path))
 
 
-def _duration(value: str, bad: Callable[[str], RetentionPolicyError]) -> float:
+def _duration(
+    value: str, bad: Callable[[str], RetentionPolicyError], key: str = "ttl"
+) -> float:
     seconds = seconds_in(value)
     if seconds is None:
-        raise bad(f"ttl must be a positive duration like {DURATION_EXAMPLES}, not {value!r}")
+        raise bad(f"{key} must be a positive duration like {DURATION_EXAMPLES}, not {value!r}")
     return seconds
 
 
@@ -212,7 +226,8 @@ class RetentionAction:
     """What retention does (or, in a dry run, would do) to one agent.
 
     ``kind``: ``"purge"`` (the agent is deleted: TTL), ``"compact"`` (history up to
-    ``base_seq`` removed, maybe snapshots thinned too) or ``"thin"`` (snapshots only).
+    ``base_seq`` removed, maybe snapshots thinned too), ``"thin"`` (snapshots only) or
+    ``"expire-keys"`` (``keys_expired`` idempotency records forgotten: ``keys_ttl``).
     ``outcome``: ``"done"``, ``"dry-run"``, ``"unsupported"`` (the engine cannot
     prune), ``"forgotten"`` (crypto-shredded: nothing to compact), ``"refused"`` (the
     store's principal lacks admin on the agent; the refusal is in the audit log),
@@ -227,6 +242,7 @@ class RetentionAction:
     snapshots_removed: int = 0
     base_seq: int = 0
     reason: str = ""
+    keys_expired: int = 0
 
 
 @dataclass(slots=True)
@@ -591,6 +607,12 @@ async def apply_retention(
                     # (refusals: audited by require; announced ones: before they were made)
                     if action.outcome != "refused" and not recorded:
                         await emit(audit, _event(action))
+                if rule.keys_ttl is not None and expires_keys_after(action):
+                    expired = await apply_key_expiry(
+                        store, audit, rule, agent_id, listed, clock, dry_run
+                    )
+                    if expired is not None:
+                        report.actions.append(expired)
             report.last_agent = listed
             if progress is not None:
                 progress(listed, report.scanned)

@@ -364,7 +364,10 @@ class CapabilityConformance(Contract):
         assert await backend.expire_keys("a", hour_ago) == 0
         assert await backend.expire_keys(None, hour_ago) == 0
         assert await backend.expire_keys("ghost", later) == 0
-        # the records made before ``middle``: k1 of "a" alone
+        # the records made before ``middle``: k1 of "a" alone (counted first: a dry run)
+        assert await backend.expire_keys("a", middle, count_only=True) == 1
+        assert await backend.expire_keys(None, later, count_only=True) == 3
+        assert await backend.lookup_key("a", "k1") == AppendResult("a", 1, 2, True)
         assert await backend.expire_keys("a", middle) == 1
         assert await backend.lookup_key("a", "k1") is None
         assert await backend.lookup_key("a", "k2") == AppendResult("a", 3, 3, True)

@@ -544,12 +544,20 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
         finally:
             self._wrote()
 
-    async def expire_keys(self, agent_id: str | None, before: float) -> int:
+    async def expire_keys(
+        self, agent_id: str | None, before: float, *, count_only: bool = False
+    ) -> int:
         """Forget the idempotency records made before ``before`` (one statement; sent
         again after a lost reply, it deletes what is still older: the count is then
         the second try's)."""
-        self._check_can_write()
         before = check_expiry(agent_id, before)
+        if count_only:
+            name, args = "count_expired_keys", (agent_id, agent_id, before)
+            async with self._connection() as conn:
+                cur = await conn.execute(self._sql[name], args)
+                row = await cur.fetchone()
+            return int(row[0]) if row is not None else 0
+        self._check_can_write()
 
         async def op() -> int:
             async with self._connection() as conn, conn.transaction():
