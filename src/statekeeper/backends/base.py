@@ -74,6 +74,7 @@ __all__ = [
     "NextRow",
     "StoreRequest",
     "append_outcome",
+    "check_expiry",
     "check_fence",
     "check_lease_grant",
     "check_prune",
@@ -86,7 +87,6 @@ __all__ = [
     "validate_request",
     "validate_rewrite",
     "validate_ttl",
-    "check_expiry",
 ]
 
 
@@ -1200,11 +1200,7 @@ def check_expiry(agent_id: str | None, before: float) -> float:
     before it touches storage: an agent id (or None) and a finite time; ``before``."""
     if agent_id is not None:
         check_stored_id(agent_id)
-    if (
-        isinstance(before, bool)
-        or not isinstance(before, int | float)
-        or not math.isfinite(before)
-    ):
+    if isinstance(before, bool) or not isinstance(before, int | float) or not math.isfinite(before):
         raise InvalidArgument(
             "before", f"expire_keys: before must be a finite epoch time, not {before!r}"
         )

@@ -883,12 +883,9 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             # 4 -> 5: each record made at its append's first event's time (that event
             # compacted away: now, the time of the migration); one pass of the table,
             # each event found by its primary key
+            conn.execute("ALTER TABLE sk_idempotency ADD COLUMN created_at REAL NOT NULL DEFAULT 0")
             conn.execute(
-                "ALTER TABLE sk_idempotency ADD COLUMN created_at REAL NOT NULL DEFAULT 0"
-            )
-            conn.execute(
-                "UPDATE sk_idempotency AS k SET created_at = "
-                + KEY_MADE.format(schema="main"),
+                "UPDATE sk_idempotency AS k SET created_at = " + KEY_MADE.format(schema="main"),
                 {"now": time.time()},
             )
         if version < SCHEMA_VERSION:

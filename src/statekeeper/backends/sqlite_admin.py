@@ -216,13 +216,15 @@ class SQLiteAdmin(SQLitePart):
         agent's records by the primary key, or one pass of the table)."""
         before = check_expiry(agent_id, before)
         if count_only:
-            where, args = ("", (before,)) if agent_id is None else (
-                "agent_id = ? AND ", (agent_id, before)
+            where, args = (
+                ("", (before,)) if agent_id is None else ("agent_id = ? AND ", (agent_id, before))
             )
             with translated(self.path):
                 row = (
                     self._reader()
-                    .execute(f"SELECT count(*) FROM sk_idempotency WHERE {where}created_at < ?", args)
+                    .execute(
+                        f"SELECT count(*) FROM sk_idempotency WHERE {where}created_at < ?", args
+                    )
                     .fetchone()
                 )
             return int(row[0])

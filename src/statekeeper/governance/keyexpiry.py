@@ -19,9 +19,8 @@ agent's own TTL; S3; tiered) the action is ``unsupported`` and nothing is forgot
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import dataclasses
+from typing import TYPE_CHECKING
 
 from ..backends.base import Capability
 from ..errors import StatekeeperError
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
     from ..store import StateStore
     from .retention import RetentionAction, Rule
 
-__all__ = ["KIND", "apply_key_expiry", "expire_agent_keys", "key_event", "expires_keys_after"]
+__all__ = ["KIND", "apply_key_expiry", "expire_agent_keys", "expires_keys_after", "key_event"]
 
 #: the retention action's kind (and the audit log's operation)
 KIND = "expire-keys"

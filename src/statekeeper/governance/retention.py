@@ -70,7 +70,6 @@ from ..store.governed import entries_before_delete
 from ..store.holds import list_holds
 from ..store.incarnation import snapshot_in_stream
 from ..store.namespaced import NamespacedStateStore, stored_id
-from .keyexpiry import apply_key_expiry, expires_keys_after
 from .hooks import (
     Announced,
     AuditSink,
@@ -84,6 +83,7 @@ from .hooks import (
     store_namespace,
     store_sink,
 )
+from .keyexpiry import apply_key_expiry, expires_keys_after
 
 if TYPE_CHECKING:
     from ..store import StateStore
@@ -189,9 +189,7 @@ class RetentionPolicy:
                         raise bad(f"{key} must be a whole number >= 1, not {value!r}")
                     values[key] = int(value)
                 else:
-                    raise bad(
-                        f"unknown setting {key!r} (ttl, keep_last, snapshot_every, keys_ttl)"
-                    )
+                    raise bad(f"unknown setting {key!r} (ttl, keep_last, snapshot_every, keys_ttl)")
             rules[ns] = Rule(
                 ns,
                 float(values["ttl"]) if "ttl" in values else None,
@@ -212,9 +210,7 @@ class RetentionPolicy:
         return cls.parse(text, os.fspath(path))
 
 
-def _duration(
-    value: str, bad: Callable[[str], RetentionPolicyError], key: str = "ttl"
-) -> float:
+def _duration(value: str, bad: Callable[[str], RetentionPolicyError], key: str = "ttl") -> float:
     seconds = seconds_in(value)
     if seconds is None:
         raise bad(f"{key} must be a positive duration like {DURATION_EXAMPLES}, not {value!r}")
