@@ -622,10 +622,11 @@ class Backend(abc.ABC):
     ) -> int:
         """Forget the idempotency records of ``agent_id`` (of every agent when None)
         made before ``before`` (epoch seconds), in one atomic step; how many were
-        forgotten. A record's time (``created_at``) is the timestamp of the first event
-        of the append that made it (the store's clock at the save); a record stored
-        without its append (kept by a restore of a compacted stream, or copied between
-        tiers without its time) has the time it was stored. Events, snapshots and the
+        forgotten. A record's time (``created_at``, epoch seconds) is the timestamp of
+        the first event of the append that made it (the store's clock at the save), so
+        a record copied with its events (a restore, a tier move) keeps it; a record
+        stored without its append (the kept records of a compacted stream's import,
+        :meth:`append_from_base`) has the time it was stored. Events, snapshots and the
         head are untouched: only a retry of an expired append is no longer recognised
         (it is stored again). With ``count_only``, nothing is forgotten: how many would
         be (a dry run). Capability ``KEY_EXPIRY``; the default refuses."""

@@ -14,7 +14,7 @@ must not run twice lives).
 A run reports one ``expire-keys`` action per agent that had such records (``dry-run``:
 counted, nothing forgotten), audited as governance operation ``expire-keys`` with the
 count; on an engine without ``Capability.KEY_EXPIRY`` (Redis: its records go with the
-agent's own TTL; S3; tiered) the action is ``unsupported`` and nothing is forgotten.
+agent's own TTL) the action is ``unsupported`` and nothing is forgotten.
 """
 
 from __future__ import annotations
