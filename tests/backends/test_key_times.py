@@ -117,7 +117,9 @@ async def test_postgres_migration_12_gives_each_record_its_time(schema: str) -> 
     await backend.open()
     try:
         with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
-            rows = dict(conn.execute(f"SELECT key, created_at FROM {s}.sk_idempotency").fetchall())
+            rows: dict[str, float] = dict(
+                conn.execute(f"SELECT key, created_at FROM {s}.sk_idempotency").fetchall()
+            )
         assert rows["has-event"] == 1001.0
         assert start - 5 <= rows["kept"] <= time.time() + 5  # (the server's clock)
         assert await backend.expire_keys("a", 2000.0, count_only=True) == 1
