@@ -40,6 +40,10 @@ Opened as a principal too, the run needs ``admin`` (a dry run: ``read``) on that
 namespace and every namespace below it (``tenant-a/**``), else it is refused with
 :class:`~statekeeper.errors.AccessDenied` (audited) before any agent is scanned; on the
 whole store each agent is checked on its own (refused ones are reported ``refused``).
+
+Over 600 lines because the policy's grammar, each rule's plan and the run applying
+them (audited, resumable) share :class:`Rule` and :class:`RetentionAction`; what has a
+job of its own lives beside it (:mod:`.keyexpiry`, :mod:`.holds`).
 """
 
 from __future__ import annotations

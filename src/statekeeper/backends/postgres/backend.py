@@ -79,12 +79,7 @@ from ...records import (
     RawEvent,
     RawSnapshot,
 )
-from ..base import (
-    Backend,
-    Capability,
-    Health,
-    check_expiry,
-)
+from ..base import Backend, Capability, Health
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
 from ..scripts import named_blocks, read_script
@@ -116,6 +111,7 @@ from .connection import (
 from .deletes import delete, delete_at
 from .export import Export
 from .feed import FeedReader
+from .keyexpiry import KeyExpiry
 from .leases import Leases
 from .reads import Reads
 from .replica import REPLICA_QUERIES, ReplicaReads
@@ -139,7 +135,7 @@ _QUERIES: dict[str, str] = named_blocks(read_script(_PACKAGE, "sql/queries.sql")
 BATCHES_IN_FLIGHT = 4
 
 
-class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
+class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backend):
     """Streams and snapshots in PostgreSQL (``postgresql://user@host/db``).
 
     Args:
@@ -541,34 +537,6 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
 
         try:  # (its answer exact when sent again after a lost reply: see .deletes)
             return await delete(self, agent_id)
-        finally:
-            self._wrote()
-
-    async def expire_keys(
-        self, agent_id: str | None, before: float, *, count_only: bool = False
-    ) -> int:
-        """Forget the idempotency records made before ``before`` (one statement; sent
-        again after a lost reply, it deletes what is still older: the count is then
-        the second try's)."""
-        before = check_expiry(agent_id, before)
-        if count_only:
-            name, args = "count_expired_keys", (agent_id, agent_id, before)
-            async with self._connection() as conn:
-                cur = await conn.execute(self._sql[name], args)
-                row = await cur.fetchone()
-            return int(row[0]) if row is not None else 0
-        self._check_can_write()
-
-        async def op() -> int:
-            async with self._connection() as conn, conn.transaction():
-                if agent_id is None:
-                    cur = await conn.execute(self._sql["expire_keys"], (before,))
-                else:
-                    cur = await conn.execute(self._sql["expire_agent_keys"], (agent_id, before))
-                return int(cur.rowcount)
-
-        try:
-            return await self._retrying("expire_keys", op)
         finally:
             self._wrote()
 
