@@ -6,7 +6,9 @@ set to that tree's ``src``) twice, with ``--small`` and ``--large`` saves of one
 each with an idempotency key of its own (``idempotency_key=f"k{i}"``), on SQLite
 (``synchronous=OFF``: no fsync, which callgrind does not count anyway) or memory; the
 difference of the two totals divided by the difference of the saves is one keyed save's
-cost in the steady state (start-up and imports cancel out). Every thread counted.
+cost in the steady state (start-up and imports cancel out). Every thread counted; both
+trees are byte-compiled first, the children run with ``PYTHONHASHSEED=0`` and the
+store without its witness file (whose once-a-second flush made counts depend on time).
 ``--repeat`` runs the pairs again to show the spread.
 
 Run::
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import os
 import re
 import subprocess
@@ -30,7 +33,9 @@ async def _child(engine: str, saves: int, path: Path) -> None:
     from statekeeper import StateStore
 
     url = "memory://" if engine == "memory" else f"sqlite:///{path}?synchronous=OFF"
-    async with StateStore(url, durability="sync") as store:
+    # (no witness: it flushes its file once a second, so a run's length under valgrind
+    # would decide how many flushes it counts)
+    async with StateStore(url, durability="sync", witness=False) as store:
         for i in range(saves):
             await store.save("agent", {"i": i, "text": "x" * 200}, idempotency_key=f"k{i}")
 
@@ -38,7 +43,8 @@ async def _child(engine: str, saves: int, path: Path) -> None:
 def instructions(src: str, engine: str, saves: int) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cg.out"
-        env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+        # (a fixed hash seed: dict probes otherwise differ run to run by ~1 %)
+        env = {**os.environ, "PYTHONPATH": os.path.abspath(src), "PYTHONHASHSEED": "0"}
         subprocess.run(
             [
                 "valgrind",
@@ -76,6 +82,8 @@ def main() -> None:
     if args.child:
         asyncio.run(_child(args.child[0], int(args.child[1]), Path(args.child[2])))
         return
+    for src in (args.a, args.b):  # byte-compiled first: no run pays a compile
+        compileall.compile_dir(src, quiet=1)
     for engine in args.engines:
         ratios = []
         for _ in range(args.repeat):
