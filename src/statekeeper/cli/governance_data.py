@@ -442,6 +442,8 @@ def retention_apply(
             "snapshots_removed": a.snapshots_removed,
             "base_seq": a.base_seq,
             "reason": a.reason,
+            # (keys_ttl's action alone: the others' shape unchanged)
+            **({"keys_expired": a.keys_expired} if a.kind == "expire-keys" else {}),
         }
         for a in report.actions
     ]
@@ -467,12 +469,15 @@ def retention_apply(
         placed = "would place" if dry_run else "placed"
         console.print(f"legal hold {placed} on {escape(pattern)!r} (a hold line of the policy)")
     for a in report.actions:
-        what = (
-            f"delete ({a.events_removed} events; {a.reason})"
-            if a.kind == "purge"
-            else f"remove {a.events_removed} event(s) before seq {a.base_seq + 1},"
-            f" {a.snapshots_removed} snapshot(s)"
-        )
+        if a.kind == "purge":
+            what = f"delete ({a.events_removed} events; {a.reason})"
+        elif a.kind == "expire-keys":
+            what = f"forget {a.keys_expired} idempotency record(s) ({a.reason})"
+        else:
+            what = (
+                f"remove {a.events_removed} event(s) before seq {a.base_seq + 1},"
+                f" {a.snapshots_removed} snapshot(s)"
+            )
         note = "" if a.outcome in ("done", "dry-run") else f" [{a.outcome}: {escape(a.reason)}]"
         console.print(f"{escape(a.agent_id)}: {verb} {what}{note}")
     console.print(

@@ -20,6 +20,9 @@ rule or hold per line (``#`` starts a comment)::
   first step record on is kept even past ``N`` (the action's ``reason`` says so).
 * ``snapshot_every=K``: snapshots are kept at seqs that are multiples of K (plus the
   base and the latest); the others are deleted.
+* ``keys_ttl=DURATION``: idempotency records made longer ago than that are forgotten (a
+  retry of such an append is stored again); without it they stay as long as their
+  agent (:mod:`statekeeper.governance.keyexpiry`).
 
 Legal holds are one rule, kept in one place: the store's own holds
 (:mod:`statekeeper.governance.holds`), which every purge reads (``forget``, ``delete``,
@@ -80,6 +83,7 @@ from .hooks import (
     store_namespace,
     store_sink,
 )
+from .keyexpiry import apply_key_expiry, expires_keys_after
 from .retention_policy import RetentionPolicy, Rule
 
 if TYPE_CHECKING:
@@ -102,7 +106,8 @@ class RetentionAction:
     """What retention does (or, in a dry run, would do) to one agent.
 
     ``kind``: ``"purge"`` (the agent is deleted: TTL), ``"compact"`` (history up to
-    ``base_seq`` removed, maybe snapshots thinned too) or ``"thin"`` (snapshots only).
+    ``base_seq`` removed, maybe snapshots thinned too), ``"thin"`` (snapshots only) or
+    ``"expire-keys"`` (``keys_expired`` idempotency records forgotten: ``keys_ttl``).
     ``outcome``: ``"done"``, ``"dry-run"``, ``"unsupported"`` (the engine cannot
     prune), ``"forgotten"`` (crypto-shredded: nothing to compact), ``"refused"`` (the
     store's principal lacks admin on the agent; the refusal is in the audit log),
@@ -117,6 +122,7 @@ class RetentionAction:
     snapshots_removed: int = 0
     base_seq: int = 0
     reason: str = ""
+    keys_expired: int = 0
 
 
 @dataclass(slots=True)
@@ -506,6 +512,12 @@ async def apply_retention(
                     # (refusals: audited by require; announced ones: before they were made)
                     if action.outcome != "refused" and not recorded:
                         await emit(audit, _event(action))
+                if rule.keys_ttl is not None and expires_keys_after(action):
+                    expired = await apply_key_expiry(
+                        store, audit, rule, agent_id, listed, clock, dry_run
+                    )
+                    if expired is not None:
+                        report.actions.append(expired)
             report.last_agent = listed
             if progress is not None:
                 progress(listed, report.scanned)

@@ -27,6 +27,8 @@ class Rule:
     ttl: float | None = None
     keep_last: int | None = None
     snapshot_every: int | None = None
+    #: idempotency records older than this (seconds) are forgotten (None: never)
+    keys_ttl: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +95,10 @@ class RetentionPolicy:
             if ns in rules:
                 raise bad(f"namespace {ns!r} has a rule already")
             if len(words) == 1:
-                raise bad(f"the rule for {ns!r} sets nothing: ttl=, keep_last=, snapshot_every=")
+                raise bad(
+                    f"the rule for {ns!r} sets nothing: ttl=, keep_last=, snapshot_every=,"
+                    " keys_ttl="
+                )
             values: dict[str, float | int] = {}
             for item in words[1:]:
                 key, sep, value = item.partition("=")
@@ -101,19 +106,20 @@ class RetentionPolicy:
                     raise bad(f"expected key=value, not {item!r}")
                 if key in values:
                     raise bad(f"{key} is set twice")
-                if key == "ttl":
-                    values[key] = _duration(value, bad)
+                if key in ("ttl", "keys_ttl"):
+                    values[key] = _duration(value, bad, key)
                 elif key in ("keep_last", "snapshot_every"):
                     if not value.isdigit() or int(value) < 1:
                         raise bad(f"{key} must be a whole number >= 1, not {value!r}")
                     values[key] = int(value)
                 else:
-                    raise bad(f"unknown setting {key!r} (ttl, keep_last, snapshot_every)")
+                    raise bad(f"unknown setting {key!r} (ttl, keep_last, snapshot_every, keys_ttl)")
             rules[ns] = Rule(
                 ns,
                 float(values["ttl"]) if "ttl" in values else None,
                 int(values["keep_last"]) if "keep_last" in values else None,
                 int(values["snapshot_every"]) if "snapshot_every" in values else None,
+                float(values["keys_ttl"]) if "keys_ttl" in values else None,
             )
         return cls(tuple(rules.values()), frozenset(holds), frozenset(held_ns), source)
 
@@ -128,8 +134,8 @@ class RetentionPolicy:
         return cls.parse(text, os.fspath(path))
 
 
-def _duration(value: str, bad: Callable[[str], RetentionPolicyError]) -> float:
+def _duration(value: str, bad: Callable[[str], RetentionPolicyError], key: str = "ttl") -> float:
     seconds = seconds_in(value)
     if seconds is None:
-        raise bad(f"ttl must be a positive duration like {DURATION_EXAMPLES}, not {value!r}")
+        raise bad(f"{key} must be a positive duration like {DURATION_EXAMPLES}, not {value!r}")
     return seconds
