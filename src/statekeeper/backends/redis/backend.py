@@ -761,6 +761,8 @@ class RedisBackend(Backend):
     ) -> list[AppendResult | BaseException]:
         self._check_can_write()
         out, valid = validate_batch(requests)
+        task = current_task()  # a lost cancel (see .client): the pipeline's send too
+        asked = task.cancelling() if task is not None else 0
         if valid and not self._reached:
             await self.open()
         if valid and self.wait_replicas:
@@ -818,6 +820,8 @@ class RedisBackend(Backend):
                         out[i] = self._result(request, reply)
                     except (ConflictError, LeaseLost) as exc:
                         out[i] = exc
+        if task is not None and task.cancelling() > asked:
+            raise asyncio.CancelledError
         return [r if r is not None else BackendError("not attempted") for r in out]
 
     async def append_from_base(
@@ -869,6 +873,8 @@ class RedisBackend(Backend):
         validate_together(requests, changes, self)
         if not requests:
             raise ConfigurationError("append_together needs at least one append")
+        task = current_task()  # a lost cancel: see .client
+        asked = task.cancelling() if task is not None else 0
         if not self._reached:
             await self.open()
         keys: list[bytes] = []
@@ -906,10 +912,10 @@ class RedisBackend(Backend):
             self._agent(a).shard
             for a in (*(r.agent_id for r in requests), *(c.agent_id for c in changes))
         ]
+        outcome: list[AppendResult | None] = []
         try:
             reply = await self._write(agent, self._together_script, keys, args, shards)
         except RedisError as exc:
-            outcome: list[AppendResult | None] = []
 
             async def submit(_: AppendRequest) -> AppendResult:
                 nonlocal outcome
@@ -923,10 +929,10 @@ class RedisBackend(Backend):
                 )
             except StoreLost as lost:  # with its likely cause, as _retrying gives it
                 raise await self._explained(lost) from lost.__cause__
-            if outcome:
-                return outcome
-            reply = [0]  # the first request landed: the script ran whole
-        return self._together_outcome(requests, changes, reply)
+            reply = [0]  # (unless outcome: the first request landed, the script ran whole)
+        if task is not None and task.cancelling() > asked:
+            raise asyncio.CancelledError
+        return outcome or self._together_outcome(requests, changes, reply)
 
     @staticmethod
     def _together_outcome(
