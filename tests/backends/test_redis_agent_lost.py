@@ -193,3 +193,66 @@ async def test_agents_evicted_by_an_allkeys_policy_set_at_run_time_raise() -> No
                 await store.list_agents(limit=agents)
             with pytest.raises(AgentLost):
                 await StateStore(store.backend).load(f"agent-{gone[-1]}")
+
+
+async def test_opening_again_rebuilds_a_lost_index_from_the_agents(prefix: str) -> None:
+    url = f"{REDIS_URL}?prefix={prefix}"
+    async with StateStore(url) as store:
+        await _three(store)
+    _delete(f"{prefix}agents")  # lost while no backend had the store open
+    async with StateStore(url) as again:  # main: the listings left every agent out
+        assert [i.agent_id for i in await again.list_agents()] == ["a", "b"]
+        assert await again.backend.count_agents() == 2
+        _delete(f"{prefix}a:a")  # and a lost agent is found again from now on
+        with pytest.raises(AgentLost):
+            await again.load("a")
+
+
+async def test_a_read_only_backend_finds_a_lost_agent_and_adds_nothing(
+    store: StateStore, prefix: str
+) -> None:
+    await _three(store)
+    _delete(f"{prefix}a:a")
+    reader = RedisBackend(REDIS_URL, prefix=prefix, readonly=True)
+    try:
+        with pytest.raises(AgentLost):
+            await reader.read("a")
+        with pytest.raises(AgentLost):
+            await reader.head("a")
+        assert await reader.read("never-saved") == []
+    finally:
+        await reader.close()
+
+
+async def test_a_read_only_backend_of_a_store_without_a_proof_entry_checks_nothing(
+    prefix: str,
+) -> None:
+    async with StateStore(f"{REDIS_URL}?prefix={prefix}") as store:
+        await _three(store)
+    client = redis.Redis.from_url(REDIS_URL)
+    try:  # as a store written before proof entries leaves its index
+        assert client.zrem(f"{prefix}agents", "\0") == 1
+    finally:
+        client.close()
+    reader = RedisBackend(REDIS_URL, prefix=prefix, readonly=True)
+    try:
+        assert await reader.read("never-saved") == []  # not a lost index
+        assert [i.agent_id for i in await reader.list_agents()] == ["a", "b"]
+    finally:
+        await reader.close()
+
+
+async def test_a_sharded_store_finds_a_lost_agent_and_a_lost_shard_index(prefix: str) -> None:
+    async with StateStore(f"{REDIS_URL}?prefix={prefix}&shards=4") as store:
+        await _three(store)
+        layout = store.backend.layout  # type: ignore[attr-defined]
+        _delete(layout.agent("a").hash.decode())
+        with pytest.raises(AgentLost, match="'a'"):
+            await store.save("a", {"n": 4})
+        with pytest.raises(AgentLost):
+            await store.list_agents()
+        await store.delete("a")
+        _delete(layout.agent("b").shard.index.decode())
+        with pytest.raises(StoreLost, match="index") as raised:
+            await store.list_agents()
+        assert raised.value.shard == layout.shard_of("b")
