@@ -109,9 +109,7 @@ async def test_a_deleted_agent_is_not_lost(store: StateStore) -> None:
     assert (await store.save("a", {"n": 1})).last_seq == 1
 
 
-async def test_deleting_a_lost_agent_acknowledges_the_loss(
-    store: StateStore, prefix: str
-) -> None:
+async def test_deleting_a_lost_agent_acknowledges_the_loss(store: StateStore, prefix: str) -> None:
     await _three(store)
     _delete(f"{prefix}a:a")
     with pytest.raises(AgentLost):
