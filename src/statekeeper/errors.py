@@ -665,8 +665,8 @@ class AgentLost(StoreLost):
     affected. Without this error the agent would have started over at seq 1 (or been
     answered "not found", or left out of the listings). The loss stays loud until it is
     acknowledged: deleting the agent (``store.delete``, ``statekeeper delete``) takes it
-    off the index, after which its id can be used again; restoring it from a backup
-    brings its history back. ``agent_id`` names the agent, ``location`` the store,
+    off the index, after which its id can be used again (a restore from a backup brings
+    its history back then). ``agent_id`` names the agent, ``location`` the store,
     ``reason`` what was found (with the likely cause when the server evicts).
     """
 
@@ -679,7 +679,8 @@ class AgentLost(StoreLost):
             self,
             f"agent {agent_id!r} of {location} lost its stored data: {reason}; nothing "
             "was written (its next save would have started it over at seq 1): delete "
-            "the agent to acknowledge the loss, or restore it from a backup",
+            "the agent to acknowledge the loss, then save it afresh or restore it from a "
+            "backup",
         )
 
 
