@@ -254,3 +254,20 @@ async def test_a_sharded_store_finds_a_lost_agent_and_a_lost_shard_index(prefix:
         with pytest.raises(StoreLost, match="index") as raised:
             await store.list_agents()
         assert raised.value.shard == layout.shard_of("b")
+
+
+async def test_a_governed_store_deletes_a_lost_agent(prefix: str) -> None:
+    import os
+
+    from statekeeper.codec.keys import Keyring
+    from statekeeper.governance import Audit
+
+    keys = Keyring({"k1": os.urandom(32)})
+    async with StateStore(f"{REDIS_URL}?prefix={prefix}", keyring=keys, audit=Audit()) as store:
+        await _three(store)
+        _delete(f"{prefix}a:a")
+        with pytest.raises(AgentLost):
+            await store.load("a")
+        await store.delete("a")  # main: AgentLost from its head read (the way back)
+        assert [i.agent_id for i in await store.list_agents()] == ["b"]
+        assert (await store.save("a", {"n": 1})).last_seq == 1
