@@ -38,7 +38,9 @@ beside it ``s:<agent>`` (zset of snapshot seqs, for "latest at or below"),
 * Every read is a single command or script, so it sees one consistent state.
 * Optional TTL: ``ttl`` (seconds) makes an agent's keys expire after that long without
   a write or read (``touch``); :meth:`RedisBackend.set_ttl` overrides it per agent.
-  Index entries of expired agents are dropped lazily by :meth:`list_agents`. An agent
+  Index entries of expired agents are dropped lazily by :meth:`list_agents` (an agent
+  that cannot have expired raises :class:`~statekeeper.errors.AgentLost` instead: its
+  keys were evicted or deleted, see :mod:`.identity`). An agent
   that expires is gone, as if deleted — as a hot tier that is the point; as the only
   backend, give it Redis persistence (AOF ``appendfsync always`` for RPO 0) and no TTL.
 * The first use of a backend (or :meth:`RedisBackend.open`) checks that the server
