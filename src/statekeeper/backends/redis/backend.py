@@ -1445,7 +1445,8 @@ class RedisBackend(Backend):
                 stale: dict[bytes, list[bytes]] = {}
                 for raw, (h, c, u) in zip(ids, rows, strict=True):
                     if h is None:  # expired (TTL): drop it from the index; or lost
-                        await self._absent(raw.decode())  # (AgentLost, see .identity)
+                        if self._ttl_of(raw.decode()) in ("0", "-1"):  # it may not expire
+                            await self._absent(raw.decode())  # (AgentLost: see .identity)
                         stale.setdefault(self.layout.agent(raw).shard.index, []).append(raw)
                         continue
                     out.append(AgentInfo(raw.decode(), int(h), float(c), float(u)))
