@@ -2,11 +2,13 @@
 -- An append's fields sit in argv[a0 + 1 .. a0 + 13] as append.lua's ARGV 1..13 (agent,
 -- expected, key|'', default ttl ms, first ts, last ts, snapshot seq|'0', snapshot
 -- blob, head tag|'', fence holder|'', fence token, tag check, expected tag), its n
--- events after them. Needs common.lua (fmt, touch, ttl_of, held_in).
+-- events after them. Needs common.lua (fmt, touch, ttl_of, held_in) and presence.lua.
 
 -- The checks, nothing written: nil when the append may go ahead, else append.lua's
 -- reply: {1, first, last} duplicate | {2, head, 0} conflict | {3, token, 0, holder}.
-local function check_append(h, lease, argv, a0)
+-- A stream with no head that the index idx lists lost its data: an error reply
+-- (presence.lua), not a conflict or a stream started over.
+local function check_append(h, lease, idx, argv, a0)
   if argv[a0 + 10] ~= '' then
     local cur = redis.call('HMGET', lease, 'o', 'n')
     if (not cur[1]) or cur[1] ~= argv[a0 + 10] or tonumber(cur[2]) ~= tonumber(argv[a0 + 11]) then
@@ -22,6 +24,7 @@ local function check_append(h, lease, argv, a0)
     end
   end
   local head = tonumber(redis.call('HGET', h, 'h') or '0')
+  if head == 0 then presence_check(idx, argv[a0 + 1], argv[a0 + 4]) end
   if head ~= tonumber(argv[a0 + 2]) then return {2, head, 0} end
   local check = argv[a0 + 12]
   if check ~= '' and head > 0 then
