@@ -10,7 +10,9 @@ one run). A full backup of a SQLite store is a file copy (format version 2) sinc
 15's third pass; a ``--tree`` of an older version measures the row path. Reports MB/s
 of each (store file bytes / second of wall time), the ratio
 backup / copy with its spread, and MB per CPU-second of each (store bytes / the
-process's user+system time): on a loaded machine wall time measures the share of CPU
+process's user+system time), and the same for ``cp`` (then ``sync FILE``) and ``dd
+bs=8M conv=fsync`` of the store file (the system's own copy, no Python buffer per
+read; their CPU is the children's): on a loaded machine wall time measures the share of CPU
 the run got, CPU time what the work costs. A backup is disk-bound when its MB per
 CPU-second exceeds the disk's MB/s.
 
@@ -90,6 +92,25 @@ def raw_copy(src: Path, dst: Path) -> tuple[float, float]:
         fout.flush()
         os.fsync(fout.fileno())
     return time.perf_counter() - start, time.process_time() - cpu
+
+
+def tool_copy(tool: str, src: Path, dst: Path) -> tuple[float, float]:
+    """The system's own copy of ``src``, ``fsync``'d: ``cp`` (coreutils: an in-kernel
+    ``copy_file_range`` where it can) then ``sync FILE``, or ``dd bs=8M conv=fsync``.
+    Wall seconds and the children's CPU seconds (user + system)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    if tool == "cp":
+        subprocess.run(["cp", str(src), str(dst)], check=True)
+        subprocess.run(["sync", str(dst)], check=True)
+    else:
+        cmd = ["dd", f"if={src}", f"of={dst}", "bs=8M", "conv=fsync", "status=none"]
+        subprocess.run(cmd, check=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 PG_TABLES = ("sk_agents", "sk_events", "sk_snapshots", "sk_idempotency")
@@ -248,6 +269,10 @@ def main() -> None:
             return
         copies: list[float] = []
         copy_cpu: list[float] = []
+        #: ``cp`` and ``dd`` of the store file (SQLite only): MB/s and MB per CPU-second
+        tools: dict[str, dict[str, list[float]]] = {
+            t: {"MBps": [], "MB_per_cpu_s": []} for t in ("cp", "dd")
+        }
         per_tree: dict[str, dict[str, list[float]]] = {
             t: {"MBps": [], "MB_per_cpu_s": [], "cpu_s_per_MB": [], "ratio": [], "bytes": []}
             for t in trees
@@ -261,6 +286,14 @@ def main() -> None:
             (Path(tmp) / "copy.db").unlink()
             copies.append(size / c / 1e6)
             copy_cpu.append(size / max(c_cpu, 1e-9) / 1e6)
+            walls: dict[str, float] = {}
+            if not postgres:
+                for tool, row_t in tools.items():
+                    t_wall, t_cpu = tool_copy(tool, db, Path(tmp) / "copy.db")
+                    (Path(tmp) / "copy.db").unlink()
+                    walls[tool] = t_wall
+                    row_t["MBps"].append(size / t_wall / 1e6)
+                    row_t["MB_per_cpu_s"].append(size / max(t_cpu, 1e-9) / 1e6)
             order = trees if round_no % 2 == 0 else trees[::-1]
             for tree in order:
                 got = run_tree(tree, url, key_hex, Path(tmp) / "b.skb", since=since)
@@ -269,6 +302,8 @@ def main() -> None:
                 row["MB_per_cpu_s"].append(size / got["cpu"] / 1e6)
                 row["cpu_s_per_MB"].append(got["cpu"] / (size / 1e6))
                 row["ratio"].append((size / got["wall"]) / (size / c))
+                for tool, t_wall in walls.items():  # backup MB/s over cp's or dd's
+                    row.setdefault(f"ratio_{tool}", []).append(t_wall / got["wall"])
                 row["bytes"].append(got["written"])
             loads.append(os.getloadavg()[0])
         report = {
@@ -288,8 +323,27 @@ def main() -> None:
                     "cpu_seconds_per_MB": [round(x, 4) for x in row["cpu_s_per_MB"]],
                     "ratio_backup_over_copy_median": round(statistics.median(row["ratio"]), 3),
                     "ratio_min_max": [round(min(row["ratio"]), 3), round(max(row["ratio"]), 3)],
+                    **{
+                        f"ratio_backup_over_{tool}_median_min_max": [
+                            round(statistics.median(row[f"ratio_{tool}"]), 3),
+                            round(min(row[f"ratio_{tool}"]), 3),
+                            round(max(row[f"ratio_{tool}"]), 3),
+                        ]
+                        for tool in ("cp", "dd")
+                        if row.get(f"ratio_{tool}")
+                    },
                 }
                 for tree, row in per_tree.items()
+            },
+            **{
+                f"{tool}_MBps": [round(x, 1) for x in row_t["MBps"]]
+                for tool, row_t in tools.items()
+                if row_t["MBps"]
+            },
+            **{
+                f"{tool}_MB_per_cpu_second": [round(x, 1) for x in row_t["MB_per_cpu_s"]]
+                for tool, row_t in tools.items()
+                if row_t["MBps"]
             },
             "loadavg_1min_during": [round(x, 1) for x in loads],
         }

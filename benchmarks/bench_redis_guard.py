@@ -14,7 +14,9 @@ side's tree (``--base`` and ``--tree`` ``src`` directories, run alternately):
 ``--cpu`` measures the client's CPU time per operation instead (no valgrind; rounds
 alternate the sides). Operations: ``save`` (``StateStore.save`` of a cached agent: one
 append script), ``load`` (``StateStore.load`` of a cached agent: the read script that
-validates the cache). Run::
+validates the cache), ``create`` (``StateStore.save`` of a new agent: the append script
+takes the path where the hash holds no head, where lane "redisevict" checks the agent
+index, ``lua/presence.lua``). Run::
 
     .venv/bin/python benchmarks/bench_redis_guard.py run /tmp/rg --base /work/main/src --tree src
 """
@@ -85,6 +87,8 @@ def child(url: str, op: str, n: int, lib: str | None, out: str) -> None:
                 a = agents[i % AGENTS]
                 if op == "save":
                     await store.save(a, {"i": WARM + i, "msg": body})
+                elif op == "create":  # a new agent: the presence check's path
+                    await store.save(f"new-{i}", {"i": i, "msg": body})
                 else:
                     await store.load(a)
             cpu = time.process_time() - cpu
@@ -128,7 +132,7 @@ def run(out: Path, base: str, tree: str, n: int, rounds: int, cpu: bool) -> None
         cmds: dict[tuple[str, str], dict[str, Any]] = {}
         for r in range(rounds):
             for side, src in (("base", base), ("tree", tree)):
-                for op in ("save", "load"):
+                for op in ("save", "load", "create"):
                     url = f"redis://127.0.0.1:{port}/0?prefix=rg{r}{side}{op}:"
                     stats = out / f"{side}-{op}.json"
                     os.environ["PYTHONPATH"] = src

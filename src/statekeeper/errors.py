@@ -17,6 +17,7 @@ from typing import Any
 __all__ = [
     "AccessDenied",
     "AgentForgotten",
+    "AgentLost",
     "AgentNotFound",
     "AgentOnHold",
     "AgentReplaced",
@@ -650,6 +651,36 @@ class StoreLost(StorageError):
             f"{where} lost its data: {reason}; the states, heads and feed positions this "
             "process holds belong to data that is gone, so nothing more is read or "
             "written through it: open the store again to go on with what it holds now"
+        )
+
+
+class AgentLost(StoreLost):
+    """One agent's stored data is gone while the rest of the store stays: on Redis, the
+    agent's keys were evicted (a ``maxmemory`` with an ``allkeys-*`` policy), deleted
+    (``DEL``) or expired (an ``EXPIRE`` set outside the store's ``ttl``), while the
+    store's agent index still lists it. Found on a save, load, history read or listing
+    of that agent (see ``docs/backends.md``, Redis).
+
+    Nothing was written by the operation that raised it; other agents are not
+    affected. Without this error the agent would have started over at seq 1 (or been
+    answered "not found", or left out of the listings). The loss stays loud until it is
+    acknowledged: deleting the agent (``store.delete``, ``statekeeper delete``) takes it
+    off the index, after which its id can be used again (a restore from a backup brings
+    its history back then). ``agent_id`` names the agent, ``location`` the store,
+    ``reason`` what was found (with the likely cause when the server evicts).
+    """
+
+    def __init__(self, location: str, agent_id: str, reason: str) -> None:
+        self.location = location
+        self.agent_id = agent_id
+        self.reason = reason
+        self.shard = None
+        StorageError.__init__(
+            self,
+            f"agent {agent_id!r} of {location} lost its stored data: {reason}; nothing "
+            "was written (its next save would have started it over at seq 1): delete "
+            "the agent to acknowledge the loss, then save it afresh or restore it from a "
+            "backup",
         )
 
 

@@ -200,6 +200,7 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
     "del_events": ("agent-7",),
     "del_snaps": ("agent-7",),
     "del_keys": ("agent-7",),
+    "expire_agent_keys": ("agent-7", 1.0),
     "prune_lock": ("agent-7", 1, "agent-7"),
     "prune_events": ("agent-7", 1),
     "prune_snaps_below": ("agent-7", 1),
@@ -242,6 +243,8 @@ CROSS_AGENT = {
     "in_recovery",
     "marker_read",
     "marker_set",
+    "expire_keys",
+    "count_expired_keys",
 }
 
 

@@ -62,3 +62,39 @@ async def test_a_live_subscription_cancelled_as_its_xread_is_sent_ends(
             gone_on.cancel()
             assert xreads_after_cancel == 0, "the subscription went on after its cancel"
             assert task.cancelled()
+
+
+@pytest.mark.parametrize("call", ["append_batch", "append_together"])
+async def test_a_pipelined_append_cancelled_as_it_is_sent_raises_cancelled(
+    monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    """``append`` raised a cancel the client lost (see .client); ``append_batch`` (one
+    pipeline) and ``append_together`` (one script) returned their results instead, and
+    the cancelled caller went on as if it had not been cancelled."""
+    from statekeeper.backends.redis import RedisBackend
+    from statekeeper.testing import request
+
+    real = Connection._send_packed_command
+    target: list[asyncio.Task[Any]] = []
+
+    async def send(self: AbstractConnection, command: Iterable[bytes]) -> None:
+        command = list(command)
+        await real(self, command)  # type: ignore[arg-type]
+        if target and b"EVALSHA" in b"".join(command) and not target[0].cancelling():
+            target[0].cancel()  # the send is done: wait_for is about to return its result
+
+    monkeypatch.setattr(Connection, "_send_packed_command", send)
+    with private_redis() as server:
+        backend = RedisBackend(server.url)
+        try:
+            await backend.append(request("a", 0))  # opened, scripts loaded
+            if call == "append_batch":
+                task = asyncio.ensure_future(backend.append_batch([request("a", 1)]))
+            else:
+                task = asyncio.ensure_future(backend.append_together([request("a", 1)]))
+            target.append(task)
+            await asyncio.wait([task])
+            assert task.cancelled(), f"{call} answered {task.result()!r} to a cancelled caller"
+            assert await backend.head("a") == 2  # (it was applied: as append's cancel)
+        finally:
+            await backend.close()

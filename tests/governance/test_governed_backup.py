@@ -64,7 +64,7 @@ async def test_a_backup_needs_store_admin_and_is_audited(engine: str, tmp_path: 
             await backup(alice, refused, bkey)  # reading every agent is not enough
         assert not refused.exists()  # nothing written
         result = await backup(ops, tmp_path / "full.skb", bkey)
-        assert result.agents == 3  # two agents and the audit log
+        assert (result.agents, result.internal) == (2, 1)  # the audit log counted apart
         entries = await _entries(ops)
         assert ("alice", "backup", "denied", None) in entries
         assert ("ops", "backup", "ok", None) in entries
@@ -117,7 +117,7 @@ async def test_a_governed_backup_restores_with_its_audit_log(engine: str, tmp_pa
     with fresh_url(engine, tmp_path, "dst1.db") as url:
         async with _open(url, "ops") as ops:
             result = await restore(ops, [file], bkey)  # an empty target: the log comes too
-            assert (result.agents, result.kept_internal) == (2, [])
+            assert (result.agents, result.internal, result.kept_internal) == (1, 1, [])
             entries = await _entries(ops)
             assert entries[0] == ("ops", "save", "ok", "acme/t1")  # the source's history
             assert entries[-1] == ("ops", "restore", "ok", None)

@@ -58,13 +58,13 @@ def _keys_of_an_agent_without_head(conn: sqlite3.Connection) -> None:
     """Idempotency records of an agent with no head row and no other row (what a
     delete leaves on no engine: it removes them with the stream)."""
     conn.execute(
-        "INSERT INTO sk_idempotency VALUES ('t0/gone', 'k1', 1, 1), ('t0/gone', 'k2', 2, 3)"
+        "INSERT INTO sk_idempotency VALUES ('t0/gone', 'k1', 1, 1, 0), ('t0/gone', 'k2', 2, 3, 0)"
     )
 
 
 def _key_past_head(conn: sqlite3.Connection) -> None:
     """An idempotency record of stream t1/a004 for seqs 6..7 (its head stays 5)."""
-    conn.execute("INSERT INTO sk_idempotency VALUES ('t1/a004', 'late', 6, 7)")
+    conn.execute("INSERT INTO sk_idempotency VALUES ('t1/a004', 'late', 6, 7, 0)")
 
 
 EDITS: dict[str, tuple[Callable[[sqlite3.Connection], None], str]] = {

@@ -78,6 +78,8 @@ async def test_compaction_ttl_and_holds_leave_verify_clean(tmp_path: Path, engin
             await store.save("acme/a", {"i": 99})
             assert (await store.verify(["acme/a"])).ok
     assert {(e.op, e.agent_id) for e in events} == {
+        ("hold", "acme/litigation"),  # the policy's hold lines, placed in the store
+        ("hold", None),  # legal/* (a namespace: no one agent)
         ("compact", "acme/a"),
         ("purge", "stale/c"),
         ("compact", "plain"),
@@ -182,7 +184,11 @@ async def test_audit_events_reach_an_audit_log() -> None:
     async with StateStore("memory://", clock=lambda: T0) as store:
         await fill(store, ["stale/x"], events=2)
         await apply_retention(store, POLICY, now=T0 + 7200, audit=to_audit_log(log, "ops"))
-    assert log.rows == [("purge", "ops", "stale/x", "done")]
+    assert log.rows == [  # the policy's hold lines placed first, then the purge
+        ("hold", "ops", "acme/litigation", "ok"),
+        ("hold", "ops", None, "ok"),
+        ("purge", "ops", "stale/x", "done"),
+    ]
 
 
 @pytest.mark.parametrize(

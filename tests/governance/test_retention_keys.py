@@ -56,7 +56,7 @@ async def test_a_record_in_clear_below_the_base_of_a_keyed_store_is_reported() -
             await store.save("a", {"i": i}, idempotency_key=f"s{i}")
         await apply_retention(store, POLICY)
         assert (await store.verify()).ok
-        backend._streams["a"].keys["forged"] = (1, 1)  # (the key in clear)
+        backend._streams["a"].keys["forged"] = (1, 1, 0.0)  # (the key in clear)
         report = await store.verify()
         assert [(p.kind, p.seq) for p in report.problems] == [("idempotency", 1)]
         assert "stored in clear" in report.problems[0].reason

@@ -35,3 +35,32 @@ async def test_a_held_thread_is_not_pruned_nor_deleted(api: Api) -> None:
     await portal.run(remove_hold(api.saver.store, agent, "case closed"))
     report = await api.prune_retention([chain.thread_id], keep_last=2)
     assert report.checkpoints_deleted == 3
+
+
+async def test_a_partly_held_thread_is_deleted_whole_or_not_at_all(api: Api) -> None:
+    """A thread whose streams are two generations (a compaction stopped after making
+    the next one), the newer one held: delete_thread deletes neither (it used to delete
+    the unheld generation, then fail on the held one)."""
+    from statekeeper.integrations.langgraph import mapping as m
+
+    chain = Chain(api)
+    for i in range(3):
+        await chain.step({"i": i})
+    store, portal = api.saver.store, api.saver._portal
+    base = await _thread_agent(api, chain.thread_id)
+    newer = m.agent_id(api.saver.prefix, chain.thread_id, m.next_generation(base.split("#")[-1]))
+    await portal.run(store.create(newer, m.new_doc(chain.thread_id, sealed=False)))
+    await portal.run(add_hold(store, newer, "Smith v. Acme"))
+    with pytest.raises(AgentOnHold) as caught:
+        await api.delete_thread(chain.thread_id)
+    assert caught.value.agent_id == newer and caught.value.hold == newer
+    listed = {i.agent_id for i in await portal.run(store.list_agents(limit=1000))}
+    assert {base, newer} <= listed  # nothing deleted
+    assert len(await api.list(config(chain.thread_id))) == 3
+    # retention skips it as a whole too (the live generation itself is not held)
+    report = await api.prune_retention([chain.thread_id], keep_last=1)
+    assert report.threads_skipped == [chain.thread_id] and report.checkpoints_deleted == 0
+    await portal.run(remove_hold(store, newer, "case closed"))
+    await api.delete_thread(chain.thread_id)
+    listed = {i.agent_id for i in await portal.run(store.list_agents(limit=1000))}
+    assert not {base, newer} & listed

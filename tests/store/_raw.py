@@ -10,6 +10,7 @@ and dumps the whole storage for byte-for-byte comparisons.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -80,10 +81,10 @@ class MemoryRaw(Raw):
 
     def keys(self, agent_id: str) -> list[tuple[str, int, int]]:
         stream = self.backend._streams[agent_id]
-        return [(k, f, la) for k, (f, la) in stream.keys.items()]
+        return [(k, f, la) for k, (f, la, _) in stream.keys.items()]
 
     def put_key(self, agent_id: str, key: str, first: int, last: int) -> None:
-        self.backend._streams[agent_id].keys[key] = (first, last)
+        self.backend._streams[agent_id].keys[key] = (first, last, time.time())
 
     def snapshot_payload(self, agent_id: str, seq: int) -> bytes:
         return self.backend._streams[agent_id].snapshots[seq].payload
@@ -113,12 +114,13 @@ class SQLiteRaw(Raw):
 
     def put_key(self, agent_id: str, key: str, first: int, last: int) -> None:
         self._run(
-            "INSERT OR REPLACE INTO sk_idempotency(agent_id, key, first_seq, last_seq)"
-            " VALUES (?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO sk_idempotency(agent_id, key, first_seq, last_seq,"
+            " created_at) VALUES (?, ?, ?, ?, ?)",
             agent_id,
             key,
             first,
             last,
+            time.time(),
         )
 
     def snapshot_payload(self, agent_id: str, seq: int) -> bytes:

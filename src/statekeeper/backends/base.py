@@ -74,6 +74,7 @@ __all__ = [
     "NextRow",
     "StoreRequest",
     "append_outcome",
+    "check_expiry",
     "check_fence",
     "check_lease_grant",
     "check_prune",
@@ -123,6 +124,9 @@ class Capability(enum.StrEnum):
     #: ``list_leases(after, limit)``: every agent's stored lease in id order (what
     #: ``audit verify`` compares with the log: a lease granted without its entry)
     LEASE_LIST = "lease listing"
+    #: ``expire_keys(agent, before)``: forget idempotency records made before a time
+    #: (retention's ``keys_ttl``); without it, records stay as long as their agent
+    KEY_EXPIRY = "idempotency key expiry"
 
 
 @dataclass(frozen=True, slots=True)
@@ -620,10 +624,33 @@ class Backend(abc.ABC):
         ``first_seq`` order (empty for an unknown agent). Capability ``KEY_EXPORT``."""
         raise CapabilityUnsupported(self.name, Capability.KEY_EXPORT.value)
 
+    async def expire_keys(
+        self, agent_id: str | None, before: float, *, count_only: bool = False
+    ) -> int:
+        """Forget the idempotency records of ``agent_id`` (of every agent when None)
+        made before ``before`` (epoch seconds), in one atomic step; how many were
+        forgotten. A record's time (``created_at``, epoch seconds) is the timestamp of
+        the first event of the append that made it (the store's clock at the save), so
+        a record copied with its events (a restore, a tier move) keeps it; a record
+        stored without its append (the kept records of a compacted stream's import,
+        :meth:`append_from_base`) has the time it was stored. Events, snapshots and the
+        head are untouched: only a retry of an expired append is no longer recognised
+        (it is stored again). With ``count_only``, nothing is forgotten: how many would
+        be (a dry run). Capability ``KEY_EXPIRY``; the default refuses."""
+        raise CapabilityUnsupported(self.name, Capability.KEY_EXPIRY.value)
+
     async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:
         """Let the agent expire ``ttl`` seconds after its last write (None: never).
         False when the agent does not exist. Capability ``TTL``."""
         raise CapabilityUnsupported(self.name, Capability.TTL.value)
+
+    async def hold_keys(self, pattern: str, held: bool) -> int:
+        """Keep the agents ``pattern`` covers (an agent id or ``NAMESPACE/*``) from
+        expiring by the engine's own TTL while a legal hold on it is ``held``; released,
+        their TTL applies again. Returns how many stored agents it covers. An engine
+        without a TTL (capability ``TTL``) expires nothing by itself: nothing to do, 0.
+        Called by :mod:`statekeeper.governance.holds` as holds are placed and released."""
+        return 0
 
     async def drop_all(self) -> int | None:
         """Delete everything this backend stored (tests, benchmarks; irreversible).
@@ -1182,6 +1209,18 @@ def validate_batch(
         except ConfigurationError as exc:
             out[i] = exc
     return out, valid
+
+
+def check_expiry(agent_id: str | None, before: float) -> float:
+    """The checks of :meth:`Backend.expire_keys`' arguments, made by every engine
+    before it touches storage: an agent id (or None) and a finite time; ``before``."""
+    if agent_id is not None:
+        check_stored_id(agent_id)
+    if isinstance(before, bool) or not isinstance(before, int | float) or not math.isfinite(before):
+        raise InvalidArgument(
+            "before", f"expire_keys: before must be a finite epoch time, not {before!r}"
+        )
+    return float(before)
 
 
 def validate_ttl(ttl: float) -> float:

@@ -33,6 +33,7 @@ from .base import (
     Capability,
     Health,
     KeptKeys,
+    check_expiry,
     check_fence,
     check_lease_grant,
     check_prune,
@@ -52,7 +53,8 @@ class _Stream:
     events: list[RawEvent] = field(default_factory=list)
     snapshots: dict[int, RawSnapshot] = field(default_factory=dict)
     snapshot_seqs: list[int] = field(default_factory=list)
-    keys: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: idempotency key -> (first seq, last seq, created_at: epoch seconds)
+    keys: dict[str, tuple[int, int, float]] = field(default_factory=dict)
     created_at: float = 0.0
     head_tag: bytes | None = None
     #: events up to this seq were pruned (each slot holds the shared ``_PRUNED``)
@@ -82,6 +84,7 @@ class MemoryBackend(Backend):
             Capability.BASE_IMPORT,
             Capability.FEED,
             Capability.LEASE_LIST,
+            Capability.KEY_EXPIRY,
         }
     )
     compares_head_tag = True
@@ -186,7 +189,8 @@ class MemoryBackend(Backend):
             events=[_PRUNED] * base.seq, created_at=request.events[0].timestamp, base=base.seq
         )
         self._put_snapshot(stream, base)
-        stream.keys.update((name, (first, last)) for name, first, last in kept_keys)
+        now = self.clock()
+        stream.keys.update((name, (first, last, now)) for name, first, last in kept_keys)
         self._streams[request.agent_id] = stream
         return self._commit(request)
 
@@ -199,7 +203,7 @@ class MemoryBackend(Backend):
         stream = self._streams.get(request.agent_id)
         key = request.idempotency_key
         if stream is not None and key is not None and key in stream.keys:
-            first, last = stream.keys[key]
+            first, last, _ = stream.keys[key]
             return AppendResult(request.agent_id, first, last, duplicate=True)
         head = len(stream.events) if stream is not None else 0
         if head != request.expected_seq or (
@@ -214,7 +218,7 @@ class MemoryBackend(Backend):
         first, last = events[0].seq, events[-1].seq
         stream = self._land(request.agent_id, events, request.head_tag, request.snapshot)
         if request.idempotency_key is not None:
-            stream.keys[request.idempotency_key] = (first, last)
+            stream.keys[request.idempotency_key] = (first, last, events[0].timestamp)
         return AppendResult(request.agent_id, first, last)
 
     async def append_next(
@@ -268,7 +272,7 @@ class MemoryBackend(Backend):
         stream = self._streams.get(agent_id)
         if stream is None or key not in stream.keys:
             return None
-        first, last = stream.keys[key]
+        first, last, _ = stream.keys[key]
         return AppendResult(agent_id, first, last, duplicate=True)
 
     async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
@@ -277,7 +281,27 @@ class MemoryBackend(Backend):
         stream = self._streams.get(agent_id)
         if stream is None:
             return []
-        return sorted(((k, f, la) for k, (f, la) in stream.keys.items()), key=lambda r: r[1])
+        return sorted(((k, f, la) for k, (f, la, _) in stream.keys.items()), key=lambda r: r[1])
+
+    async def expire_keys(
+        self, agent_id: str | None, before: float, *, count_only: bool = False
+    ) -> int:
+        """Forget the idempotency records made before ``before`` (see the contract)."""
+        self._check()
+        before = check_expiry(agent_id, before)
+        if agent_id is None:
+            streams = list(self._streams.values())
+        else:
+            one = self._streams.get(agent_id)
+            streams = [one] if one is not None else []
+        dropped = 0
+        for stream in streams:
+            old = [k for k, (_, _, made) in stream.keys.items() if made < before]
+            if not count_only:
+                for key in old:
+                    del stream.keys[key]
+            dropped += len(old)
+        return dropped
 
     async def read_marker(self, name: str) -> bool | None:
         self._check()

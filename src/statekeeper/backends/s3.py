@@ -5,7 +5,7 @@ lexicographic key order equal to the ids' code point order)::
 
     <prefix>/a/<hex id>/e/<first seq, 20 digits>   one commit: the events of one append
     <prefix>/a/<hex id>/s/<seq, 20 digits>         a snapshot
-    <prefix>/a/<hex id>/k/<sha256 of the key>      an idempotency key: "first:last"
+    <prefix>/a/<hex id>/k/<sha256 of the key>      an idempotency key: "first:last:key"
     <prefix>/a/<hex id>/e/b<seq, 20 digits>        the base of a compacted stream (empty)
     <prefix>/m/<hex name>                          a store-level marker (Backend.read_marker)
 
@@ -37,6 +37,14 @@ lexicographic key order equal to the ids' code point order)::
   or conflicts); the claim is deleted last among the commits. A process killed
   after its claim leaves the stream readable as it was; the next append or delete
   finds the claim on the newest commit and finishes the delete first.
+* An idempotency key object carries when its record was made (metadata ``created``,
+  epoch seconds: the append's first event's timestamp; a key object written before
+  that existed: its ``LastModified``). :meth:`S3Backend.expire_keys` deletes the old
+  ones; the key of the newest commit, which a lookup also finds in the commit itself,
+  is overwritten with an *expired* mark instead (``"0:0:"``): the mark hides it, and
+  is what stops the next append from writing it back as a key object the crash of an
+  append may have left unwritten. The mark goes once another commit is the newest (the
+  next expiry), or when an append uses that key again.
 * Blocking boto3 calls run in a thread pool; ``endpoint_url`` selects MinIO, Ceph,
   moto or any other S3-compatible server.
 * Every call costs HTTP round trips (an append: ~3–5 requests), so S3 is the cold
@@ -60,6 +68,7 @@ import hashlib
 import itertools
 import struct
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -90,6 +99,7 @@ from .base import (
     Capability,
     Health,
     KeptKeys,
+    check_expiry,
     check_prune,
     validate_from_base,
     validate_request,
@@ -201,6 +211,10 @@ def _key_range(body: bytes) -> tuple[int, int]:
     return int(first), int(last)
 
 
+#: what an expired key object of the newest commit holds (see the module documentation)
+_EXPIRED = _key_body(0, 0, None)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Layout:
     """One listing of an agent's ``e/`` objects, read as a stream."""
@@ -253,6 +267,7 @@ class S3Backend(Backend):
             Capability.DROP_ALL,
             Capability.PRUNE,
             Capability.BASE_IMPORT,
+            Capability.KEY_EXPIRY,
         }
     )
 
@@ -590,9 +605,11 @@ class S3Backend(Backend):
         root = self._agent_root(agent_id)
         first, last = request.events[0].seq, request.events[-1].seq
         key_hash = self._key_hash(key) if key is not None else None
+        expired = False  # the key's record expired: its append is not the retry's
         if key_hash is not None:
             found = self._get(root + "k/" + key_hash)
-            if found is not None:  # (kept when a prune removed its events)
+            expired = found is not None and found[0] == _EXPIRED
+            if found is not None and not expired:  # (kept when a prune removed its events)
                 a, b = _key_range(found[0])
                 return AppendResult(agent_id, a, b, duplicate=True)
         layout, meta = self._tip_layout(agent_id)
@@ -600,15 +617,17 @@ class S3Backend(Backend):
         if meta is not None:
             previous = meta.get("key")
             if previous is not None:
-                if previous == key_hash:
+                if previous == key_hash and not expired:
                     return AppendResult(
                         agent_id, self._tip_first(commits, meta), int(meta["last"]), True
                     )
                 # the key object of the newest commit may be missing after a crash
+                # (an expired one holds its mark: not written back)
                 name = unquote(meta.get("keyname", ""))
                 self._put_new(
                     root + "k/" + previous,
                     _key_body(self._tip_first(commits, meta), int(meta["last"]), name or None),
+                    {"created": meta.get("updated", "")},
                 )
         head = int(meta["last"]) if meta is not None else 0
         if meta is not None and meta.get("tomb"):  # a delete_agent_at claimed the stream
@@ -651,7 +670,13 @@ class S3Backend(Backend):
         if base is not None:  # a copy: the commit holds the base already
             self._put_snapshot(agent_id, base)
         if key_hash is not None:
-            self._put_new(root + "k/" + key_hash, _key_body(first, last, key))
+            body, made = _key_body(first, last, key), {"created": repr(request.events[0].timestamp)}
+            if expired:  # over the mark of the expired record
+                self._s3.put_object(
+                    Bucket=self.bucket, Key=root + "k/" + key_hash, Body=body, Metadata=made
+                )
+            else:
+                self._put_new(root + "k/" + key_hash, body, made)
         if request.snapshot is not None:
             self._put_snapshot(agent_id, request.snapshot)
         return AppendResult(agent_id, first, last)
@@ -684,11 +709,13 @@ class S3Backend(Backend):
         # found by no lookup, as a lookup of a stream that does not exist finds nothing
         root = self._agent_root(request.agent_id)
         if kept_keys and self._tip(request.agent_id)[1] is None:
+            made = {"created": repr(time.time())}  # (stored now: their appends are gone)
             for name, first, last in kept_keys:
                 self._s3.put_object(
                     Bucket=self.bucket,
                     Key=root + "k/" + self._key_hash(name),
                     Body=_key_body(first, last, name),
+                    Metadata=made,
                 )
         return self._append_sync(request, base)
 
@@ -948,6 +975,8 @@ class S3Backend(Backend):
         root = self._agent_root(agent_id)
         key_hash = self._key_hash(key)
         found = self._get(root + "k/" + key_hash)
+        if found is not None and found[0] == _EXPIRED:
+            return None  # (the newest commit's key, expired)
         if found is not None:  # (kept when a prune removed its events)
             a, b = _key_range(found[0])
             return AppendResult(agent_id, a, b, duplicate=True)
@@ -964,14 +993,18 @@ class S3Backend(Backend):
         root = self._agent_root(agent_id) + "k/"
         commits, meta = self._tip(agent_id)
         out: list[tuple[str, int, int]] = []
+        expired = False
         for name in self._list(root):
             found = self._get(name)
             if found is None:
                 continue
+            if found[0] == _EXPIRED:
+                expired = expired or (meta is not None and name == root + meta.get("key", ""))
+                continue
             first, last, raw = found[0].split(b":", 2)
             if raw:
                 out.append((raw.decode(), int(first), int(last)))
-        if meta is not None and meta.get("keyname"):
+        if meta is not None and meta.get("keyname") and not expired:
             name = unquote(meta["keyname"])
             if all(k != name for k, _, _ in out):
                 out.append((name, self._tip_first(commits, meta), int(meta["last"])))
@@ -980,6 +1013,65 @@ class S3Backend(Backend):
     async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
         """Every idempotency key of the agent as ``(key, first_seq, last_seq)``."""
         return await self._run(self._keys_sync, agent_id)
+
+    def _expire_sync(self, agent_id: str, before: float, count_only: bool) -> int:
+        """One agent's :meth:`expire_keys`: each key object's time read (a HEAD each),
+        the old ones deleted, the newest commit's marked expired (see the module
+        documentation); the marks of keys no longer the newest commit's deleted."""
+        root = self._agent_root(agent_id) + "k/"
+        _, meta = self._tip(agent_id)
+        tip = root + meta["key"] if meta is not None and meta.get("key") else None
+        old: list[str] = []
+        marks: list[str] = []
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": root}
+        while True:
+            page = self._s3.list_objects_v2(**kwargs)
+            for obj in page.get("Contents", ()):
+                name = obj["Key"]
+                meta_of = self._head_meta(name) or {}
+                if meta_of.get("expired"):
+                    if name != tip:
+                        marks.append(name)
+                    continue
+                made = meta_of.get("created")
+                stamp = float(made) if made else obj["LastModified"].timestamp()
+                if stamp < before:
+                    old.append(name)
+            if not page.get("IsTruncated"):
+                break
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+        if count_only:
+            return len(old)
+        for name in old:
+            if name == tip:
+                self._s3.put_object(
+                    Bucket=self.bucket, Key=name, Body=_EXPIRED, Metadata={"expired": "1"}
+                )
+        self._delete_keys([name for name in old if name != tip] + marks)
+        return len(old)
+
+    def _expire_all_sync(self, agent_id: str | None, before: float, count_only: bool) -> int:
+        if agent_id is not None:
+            return self._expire_sync(agent_id, before, count_only)
+        total, after = 0, None
+        while True:
+            ids = self._agent_ids(after, 1000)
+            for one in ids:
+                total += self._expire_sync(one, before, count_only)
+            if len(ids) < 1000:
+                return total
+            after = ids[-1]
+
+    async def expire_keys(
+        self, agent_id: str | None, before: float, *, count_only: bool = False
+    ) -> int:
+        """Forget the idempotency records made before ``before``: per agent a listing
+        of its key objects and a HEAD of each (S3 is the cold tier: a maintenance pass,
+        not a hot path)."""
+        before = check_expiry(agent_id, before)
+        if not count_only:
+            self._check_can_write()
+        return await self._run(self._expire_all_sync, agent_id, before, count_only)
 
     async def head(self, agent_id: str) -> int:
         return await self._run(self._head_sync, agent_id)

@@ -104,6 +104,7 @@ from .sqlite_admin import SQLiteAdmin
 from .sqlite_base import Synchronous
 from .sqlite_base import translated as _translated
 from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
+from .sqlite_import import KEY_MADE
 from .sqlite_leases import SQLiteLeases
 from .sqlite_reads import SQLiteReads
 
@@ -111,8 +112,9 @@ __all__ = ["SQLiteBackend"]
 
 #: 1: the first layout; 2: ``sk_agents.head_tag`` (the authenticated stream head);
 #: 3: ``sk_leases`` (leases and fencing tokens); 4: ``sk_feed`` (the change feed, see
-#: :mod:`.sqlite_feed`)
-SCHEMA_VERSION = 4
+#: :mod:`.sqlite_feed`); 5: ``sk_idempotency.created_at`` (when each idempotency
+#: record was made, epoch seconds: what retention's ``keys_ttl`` expires)
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sk_meta (
@@ -150,6 +152,7 @@ CREATE TABLE IF NOT EXISTS sk_idempotency (
     key       TEXT NOT NULL,
     first_seq INTEGER NOT NULL,
     last_seq  INTEGER NOT NULL,
+    created_at REAL NOT NULL,
     PRIMARY KEY (agent_id, key)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sk_leases (
@@ -414,10 +417,11 @@ _CREATE = (
 _CLAIM_TAGGED = _CLAIM[True]
 _HEAD_SEQ = "SELECT head_seq FROM sk_agents WHERE agent_id = ?"
 #: an append's idempotency key claimed (rowcount 0: it is there, a duplicate), the
-#: range of the append that claimed it, and a claim undone (the head refused)
+#: range of the append that claimed it, and a claim undone (the head refused); a
+#: record's ``created_at`` is its append's first event's timestamp
 _CLAIM_KEY = (
-    "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT(agent_id, key) DO NOTHING"
+    "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq, created_at)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT(agent_id, key) DO NOTHING"
 )
 _KEY_RANGE = "SELECT first_seq, last_seq FROM sk_idempotency WHERE agent_id = ? AND key = ?"
 _FORGET_KEY = "DELETE FROM sk_idempotency WHERE agent_id = ? AND key = ?"
@@ -558,6 +562,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             Capability.BASE_IMPORT,
             Capability.FEED,
             Capability.LEASE_LIST,
+            Capability.KEY_EXPIRY,
         }
     )
     compares_head_tag = True
@@ -904,6 +909,16 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             conn.execute("ALTER TABLE sk_agents ADD COLUMN head_tag BLOB")
         # 2 -> 3: sk_leases is created by _SCHEMA (CREATE TABLE IF NOT EXISTS), which
         # runs on every open before this
+        keys = {r[1] for r in conn.execute("PRAGMA table_info(sk_idempotency)").fetchall()}
+        if "created_at" not in keys:
+            # 4 -> 5: each record made at its append's first event's time (that event
+            # compacted away: now, the time of the migration); one pass of the table,
+            # each event found by its primary key
+            conn.execute("ALTER TABLE sk_idempotency ADD COLUMN created_at REAL NOT NULL DEFAULT 0")
+            conn.execute(
+                "UPDATE sk_idempotency AS k SET created_at = " + KEY_MADE.format(schema="main"),
+                {"now": time.time()},
+            )
         if version < SCHEMA_VERSION:
             conn.execute(
                 "UPDATE sk_meta SET value = ? WHERE key = 'schema_version'",
@@ -1166,7 +1181,9 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 fence = None
             # the key claimed first: its SELECT only when it is already there (a
             # duplicate), not on every keyed append; undone below if the head refuses
-            claimed = conn.execute(_CLAIM_KEY, (agent_id, key, first.seq, last.seq)).rowcount
+            claimed = conn.execute(
+                _CLAIM_KEY, (agent_id, key, first.seq, last.seq, first.timestamp)
+            ).rowcount
             if claimed != 1:
                 row = conn.execute(_KEY_RANGE, (agent_id, key)).fetchone()
                 return AppendResult(agent_id, row[0], row[1], duplicate=True)
@@ -2216,10 +2233,11 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             # from base + 1, then its base snapshot: one transaction
             result = self._append_one(conn, dataclasses.replace(request, expected_seq=0))
             self._put_snapshot(conn, request.agent_id, base)
+            now = time.time()  # (kept records: stored now, their appends gone)
             conn.executemany(
-                "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq)"
-                " VALUES (?, ?, ?, ?)",
-                [(request.agent_id, name, first, last) for name, first, last in kept_keys],
+                "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(request.agent_id, name, first, last, now) for name, first, last in kept_keys],
             )
         return result
 

@@ -3,7 +3,8 @@ read, a lease or an append.
 
 * rewrites of stored events and snapshots (schema migrations, key rotation) and
   prunes, each in one write transaction of the engine (``_writing``);
-* deleting an agent, dropping every agent, markers, trimming the change feed;
+* deleting an agent, dropping every agent, markers, trimming the change feed,
+  expiring idempotency records;
 * exports: rows of streams, a copy of the file (:mod:`.sqlite_export`), an image of
   its pages (:mod:`.sqlite_pages`);
 * the schema version and health.
@@ -19,7 +20,7 @@ from ..arguments import check_stored_id
 from ..errors import ConflictError, StoreClosed
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamExport, StreamRows
 from . import sqlite_feed
-from .base import Health, check_prune, validate_rewrite
+from .base import Health, check_expiry, check_prune, validate_rewrite
 from .sqlite_base import Executes, SQLitePart, translated
 from .sqlite_export import copy_file, export_slices, export_whole
 from .sqlite_files import read_only_uri
@@ -195,6 +196,39 @@ class SQLiteAdmin(SQLitePart):
 
     async def delete_agent(self, agent_id: str) -> bool:
         result: bool = await self._write(self._delete_sync, agent_id)
+        return result
+
+    def _expire_keys_sync(self, agent_id: str | None, before: float) -> int:
+        with self._writing() as conn:
+            if agent_id is None:
+                cur = conn.execute("DELETE FROM sk_idempotency WHERE created_at < ?", (before,))
+            else:
+                cur = conn.execute(
+                    "DELETE FROM sk_idempotency WHERE agent_id = ? AND created_at < ?",
+                    (agent_id, before),
+                )
+            return int(cur.rowcount)
+
+    async def expire_keys(
+        self, agent_id: str | None, before: float, *, count_only: bool = False
+    ) -> int:
+        """Forget the idempotency records made before ``before`` (one statement: the
+        agent's records by the primary key, or one pass of the table)."""
+        before = check_expiry(agent_id, before)
+        if count_only:
+            where, args = (
+                ("", (before,)) if agent_id is None else ("agent_id = ? AND ", (agent_id, before))
+            )
+            with translated(self.path):
+                row = (
+                    self._reader()
+                    .execute(
+                        f"SELECT count(*) FROM sk_idempotency WHERE {where}created_at < ?", args
+                    )
+                    .fetchone()
+                )
+            return int(row[0])
+        result: int = await self._write(self._expire_keys_sync, agent_id, before)
         return result
 
     async def schema_version(self) -> int:

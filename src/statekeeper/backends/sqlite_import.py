@@ -22,11 +22,17 @@ caller takes the record path), and the rows written must be the counts the calle
 checked (else the transaction rolls back). When the image holds exactly the events the
 restore checked, they are copied whole (:func:`_copy_events`: SQLite's transfer of the
 stored records, the feed's rows written as its trigger would).
+
+The idempotency records keep the time the image holds (``created_at``, what
+retention's ``keys_ttl`` measures); an image of a store of schema 4 or older has none,
+and each record gets its append's first event's timestamp (or, that event compacted
+away, the time of the restore), as a schema migration gives them.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 
 from ..errors import BackupCorrupt
 from .sqlite_feed import _FEED_SCHEMA
@@ -59,12 +65,29 @@ _WRITES = (
     " WHERE a.head_seq > 0 AND (s.seq = (SELECT max(t.seq) FROM image.sk_snapshots t"
     f" WHERE t.agent_id = a.agent_id AND t.seq <= a.head_seq) OR s.seq = {_BASE})"
     " ORDER BY s.agent_id, s.seq",
-    "INSERT INTO main.sk_idempotency(agent_id, key, first_seq, last_seq)"
-    " SELECT k.agent_id, k.key, k.first_seq, k.last_seq"
+)
+#: the idempotency records, ``{made}`` their ``created_at``: the image's own (a copy of
+#: a store of schema 5 on), else as a schema migration fills it (:data:`KEY_MADE`)
+_KEYS = (
+    "INSERT INTO main.sk_idempotency(agent_id, key, first_seq, last_seq, created_at)"
+    " SELECT k.agent_id, k.key, k.first_seq, k.last_seq, {made}"
     " FROM image.sk_agents a JOIN image.sk_idempotency k ON k.agent_id = a.agent_id"
     " WHERE a.head_seq > 0 AND k.first_seq <= a.head_seq"
-    " ORDER BY k.agent_id, k.key",
+    " ORDER BY k.agent_id, k.key"
 )
+#: the time of an idempotency record stored without one (a file or an image of schema
+#: 4 or older): its append's first event's timestamp, or (that event compacted away)
+#: the time given as the parameter ``now``
+KEY_MADE = (
+    "coalesce((SELECT e.ts FROM {schema}.sk_events e WHERE e.agent_id = k.agent_id"
+    " AND e.seq = k.first_seq), :now)"
+)
+
+
+def _import_keys(conn: sqlite3.Connection) -> None:
+    columns = {r[1] for r in conn.execute("PRAGMA image.table_info(sk_idempotency)")}
+    made = "k.created_at" if "created_at" in columns else KEY_MADE.format(schema="image")
+    conn.execute(_KEYS.format(made=made), {"now": time.time()})
 
 
 def import_image(conn: sqlite3.Connection, expected: Counts) -> bool:
@@ -87,6 +110,7 @@ def import_image(conn: sqlite3.Connection, expected: Counts) -> bool:
         written = [conn.execute(sql).rowcount for sql in _WRITES[:1]]
         written.append(_copy_events(conn, trigger))
         written += [conn.execute(sql).rowcount for sql in _WRITES[2:]]
+    _import_keys(conn)
     if tuple(written[:3]) != expected:
         raise BackupCorrupt(
             "store image",

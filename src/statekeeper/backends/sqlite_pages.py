@@ -233,7 +233,15 @@ class PageSnapshot:
             self._apply(buf, first, count)
             yield buf
 
-    def _apply(self, buf: bytearray, first: int, count: int) -> None:
+    def _apply(self, chunk: bytearray, first: int, count: int) -> None:
+        # the chunk written through a memoryview: ``bytearray[a:b] = view`` copies the
+        # view into a new bytearray first (CPython 3.11's ``bytearray_ass_subscript``),
+        # a memoryview's slice assignment copies straight in (docs/benchmarks.md,
+        # "backupmb")
+        with memoryview(chunk) as buf:
+            self._apply_view(buf, first, count)
+
+    def _apply_view(self, buf: memoryview, first: int, count: int) -> None:
         plan = self._plan
         assert plan is not None
         size = self.page_size
@@ -302,7 +310,7 @@ def _tree_heads(size: int, count: int) -> struct.Struct:
     return struct.Struct(">" + f"BHHH{size - _TREE_HEAD.size}x" * count)
 
 
-def _clean_freeblocks(buf: bytearray, at: int, block: int, usable: int) -> None:
+def _clean_freeblocks(buf: memoryview, at: int, block: int, usable: int) -> None:
     """Zero the bodies of the freeblocks of the b-tree page at ``at`` whose list
     starts at ``block`` (https://www.sqlite.org/fileformat2.html, 1.6); the page's
     structure is left as it is."""
@@ -319,14 +327,14 @@ def _clean_freeblocks(buf: bytearray, at: int, block: int, usable: int) -> None:
         block = following
 
 
-def _plain_header(buf: bytearray) -> None:
+def _plain_header(buf: memoryview) -> None:
     """Page 1's file header: no free-page list (those pages are zeros), and the
     rollback-journal format (the image is opened as a plain file, no WAL)."""
     buf[18] = buf[19] = 1
     buf[32:40] = _ZEROS[:8]
 
 
-def _empty_leaf(buf: bytearray, at: int, size: int, usable: int, table: bool) -> None:
+def _empty_leaf(buf: memoryview, at: int, size: int, usable: int, table: bool) -> None:
     buf[at : at + size] = _ZEROS[:size]
     buf[at] = 0x0D if table else 0x0A
     content = usable if usable < 65536 else 0

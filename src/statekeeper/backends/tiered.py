@@ -84,6 +84,7 @@ from ..errors import (
     ConflictError,
     IntegrityError,
     ReadOnlyStore,
+    StatekeeperError,
     StoreClosed,
 )
 from ..records import (
@@ -96,7 +97,15 @@ from ..records import (
     RawSnapshot,
     RewriteRequest,
 )
-from .base import Backend, Capability, Health, KeptKeys, validate_from_base, validate_request
+from .base import (
+    Backend,
+    Capability,
+    Health,
+    KeptKeys,
+    check_expiry,
+    validate_from_base,
+    validate_request,
+)
 from .keyed_locks import KeyedLock
 
 __all__ = ["COLD_MARKER", "TieredBackend"]
@@ -208,6 +217,11 @@ class TieredBackend(Backend):
                 self.feed_committed_head = committed
         if durable.supports(Capability.LEASE_LIST):
             caps.add(Capability.LEASE_LIST)
+        if durable.supports(Capability.KEY_EXPIRY) and (
+            cold is None or cold.supports(Capability.KEY_EXPIRY)
+        ):
+            # an agent's records are in the tier holding it: the durable or the cold one
+            caps.add(Capability.KEY_EXPIRY)
         if cold is None or cold.supports(Capability.BASE_IMPORT):
             # a compacted stream is demoted as it is stored: the cold tier must hold one
             caps |= {c for c in (Capability.PRUNE, Capability.BASE_IMPORT) if durable.supports(c)}
@@ -774,6 +788,35 @@ class TieredBackend(Backend):
         self._check_open()
         self.require(Capability.KEY_EXPORT)
         return await (await self._authority(agent_id, touch=False)).idempotency_keys(agent_id)
+
+    async def expire_keys(
+        self, agent_id: str | None, before: float, *, count_only: bool = False
+    ) -> int:
+        """Expire the records where they are: in the durable tier and (a demoted
+        agent's) the cold one, an agent's under its lock (no demotion or rehydration
+        moves them meanwhile); the hot tier's copies too where it can (a cache: its
+        records answer no lookup). Nothing is brought back from the cold tier."""
+        self._check_open()
+        self.require(Capability.KEY_EXPIRY)
+        before = check_expiry(agent_id, before)
+        if not count_only:
+            self._check_can_write()
+        tiers = [t for t in (self.durable, self.cold) if t is not None]
+
+        async def each() -> int:
+            total = 0
+            for tier in tiers:
+                total += await tier.expire_keys(agent_id, before, count_only=count_only)
+            hot = self.hot
+            if not count_only and hot is not None and hot.supports(Capability.KEY_EXPIRY):
+                with contextlib.suppress(StatekeeperError):  # (a cache: best effort)
+                    await hot.expire_keys(agent_id, before)
+            return total
+
+        if agent_id is None:
+            return await each()
+        async with self._locks.hold(agent_id):
+            return await each()
 
     async def read_marker(self, name: str) -> bool | None:
         """The durable tier's store-level marker (the store's truth)."""

@@ -135,6 +135,7 @@ def backup_cmd(
         "parent": result.parent,
         "agents": result.agents,
         "agents_copied": result.copied,
+        "internal_streams": result.internal,
         "events": result.events,
         "snapshots": result.snapshots,
         "deleted_since_parent": result.deleted,
@@ -206,15 +207,20 @@ def restore_cmd(
         "skipped_existing": result.skipped,
         "forgotten": result.forgotten,
         "backups": result.backup_ids,
+        "internal_streams": result.internal,
+        "holds_placed": result.holds_placed,
     }
     if json_out:
         render.print_json(summary)
         return
-    out_console().print(
+    console = out_console()
+    console.print(
         f"[green]✓[/] restored and verified {result.agents:,} agent(s), {result.events:,}"
         f" event(s), {result.snapshots:,} snapshot(s)"
         + (f"; {len(result.forgotten):,} forgotten agent(s) left out" if result.forgotten else "")
     )
+    for pattern in result.holds_placed:  # the backup's holds the target lacked
+        console.print(f"legal hold placed on {escape(pattern)!r} (held in the backup)")
 
 
 @app.command("forget")
@@ -436,6 +442,8 @@ def retention_apply(
             "snapshots_removed": a.snapshots_removed,
             "base_seq": a.base_seq,
             "reason": a.reason,
+            # (keys_ttl's action alone: the others' shape unchanged)
+            **({"keys_expired": a.keys_expired} if a.kind == "expire-keys" else {}),
         }
         for a in report.actions
     ]
@@ -445,6 +453,7 @@ def retention_apply(
                 "dry_run": dry_run,
                 "scanned": report.scanned,
                 "held": report.held,
+                "holds_placed": report.holds_placed,
                 "resumed_after": after,
                 "actions": actions,
             }
@@ -456,13 +465,19 @@ def retention_apply(
     if after is not None:
         console.print(f"resumed after {escape(repr(after))} (from {escape(str(progress_file))})")
     verb = "would" if dry_run else "did"
+    for pattern in report.holds_placed:  # the policy's hold lines, now the store's holds
+        placed = "would place" if dry_run else "placed"
+        console.print(f"legal hold {placed} on {escape(pattern)!r} (a hold line of the policy)")
     for a in report.actions:
-        what = (
-            f"delete ({a.events_removed} events; {a.reason})"
-            if a.kind == "purge"
-            else f"remove {a.events_removed} event(s) before seq {a.base_seq + 1},"
-            f" {a.snapshots_removed} snapshot(s)"
-        )
+        if a.kind == "purge":
+            what = f"delete ({a.events_removed} events; {a.reason})"
+        elif a.kind == "expire-keys":
+            what = f"forget {a.keys_expired} idempotency record(s) ({a.reason})"
+        else:
+            what = (
+                f"remove {a.events_removed} event(s) before seq {a.base_seq + 1},"
+                f" {a.snapshots_removed} snapshot(s)"
+            )
         note = "" if a.outcome in ("done", "dry-run") else f" [{a.outcome}: {escape(a.reason)}]"
         console.print(f"{escape(a.agent_id)}: {verb} {what}{note}")
     console.print(

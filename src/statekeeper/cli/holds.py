@@ -107,13 +107,16 @@ def hold_list(
     json_out: JsonOption = False,
 ) -> None:
     """List the legal holds in force, oldest first."""
-    from ..governance.holds import list_holds
+    from ..governance.holds import check_keys, list_holds
 
     url = resolve_url(ctx, db)
 
     async def go() -> tuple[Hold, ...]:
         async with open_store(url, key_file=key_file) as store:
-            return await list_holds(store)
+            holds = await list_holds(store)
+            if not holds:  # "no legal holds" only from keys that open the store
+                await check_keys(store)
+            return holds
 
     holds = run(go())
     if json_out:

@@ -20,6 +20,21 @@ script skip a hold without anyone deciding to release it.
 
 A hold is checked when a purge starts: a hold placed by another process while a purge
 of the same agent is already under way does not stop that purge.
+
+On an engine that expires agents by itself (Redis with ``ttl=``, or an agent given a
+TTL with ``set_ttl``, as schema expiry does) the expiry is a purge the server runs: a
+hold stops it. Placing one marks the keys of every stored agent it covers as held (they
+never expire: ``PERSIST``; saves and reads of a held agent set no expiry, and a stream
+created later under a held pattern is marked as it is created), before the hold is
+recorded; releasing one lets their TTL apply again at once (the full TTL, from the
+release). Placing a hold that is already in force marks the keys again: the way to
+bring holds placed before this existed to the engine.
+
+Placing or releasing a hold first checks that the store's keys open what the store
+holds (:func:`check_keys`): the holds records themselves, else the audit log, else the
+first agent that is not forgotten. A hold sealed under keys the store's other users
+lack would make every purge of theirs fail closed, so a wrong key is refused
+(:class:`~statekeeper.errors.DecryptionError`) before anything is written.
 """
 
 from __future__ import annotations
@@ -27,8 +42,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..arguments import HOLDS_STREAM
-from ..errors import AgentOnHold, ConflictError, InvalidArgument, RetriesExhausted
+from ..arguments import AUDIT_STREAM, HOLDS_STREAM, INTERNAL_PREFIX
+from ..backends.base import Capability
+from ..errors import (
+    AgentForgotten,
+    AgentOnHold,
+    ConflictError,
+    DecryptionError,
+    InvalidArgument,
+    RetriesExhausted,
+)
 from ..records import AppendRequest, RawEvent
 from ..store.holds import HOLD_ADD, HOLD_REMOVE, Hold, check_pattern, find_hold, list_holds
 from ..store.holds import read_holds as _read
@@ -42,6 +65,7 @@ __all__ = [
     "HOLDS_STREAM",
     "Hold",
     "add_hold",
+    "check_keys",
     "check_pattern",
     "find_hold",
     "list_holds",
@@ -65,6 +89,48 @@ async def refuse_if_held(store: StateStore, agent_id: str, operation: str) -> No
     )
     shown = store.relative(agent_id) if isinstance(store, NamespacedStateStore) else agent_id
     raise AgentOnHold(shown, hold.pattern, hold.reason, operation)
+
+
+async def check_keys(store: StateStore) -> None:
+    """Raise :class:`~statekeeper.errors.DecryptionError` unless ``store``'s keys open
+    its own records: the last holds record, else the audit log's last entry, else the
+    last record of the first agent (in id order) that is not forgotten. An empty store
+    passes (there is no one the keys could lock out)."""
+    backend = store.backend
+    for stream in (HOLDS_STREAM, AUDIT_STREAM):
+        head = await backend.head(stream)
+        if head:
+            await _open_last(store, stream, head)
+            return
+    after: str | None = None
+    while page := await backend.list_agents(after, limit=100):
+        for info in page:
+            if info.agent_id.startswith(INTERNAL_PREFIX) or not info.head_seq:
+                continue
+            try:
+                await _open_last(store, info.agent_id, info.head_seq)
+            except AgentForgotten:
+                continue  # a destroyed data key says nothing about the keys given
+            return
+        after = page[-1].agent_id
+
+
+async def _open_last(store: StateStore, stream: str, head: int) -> None:
+    codec = store.codec
+    for raw in await store.backend.read(stream, head - 1, head, limit=1):
+        try:
+            codec.open(stream, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum)
+        except DecryptionError as exc:
+            shown = {HOLDS_STREAM: "the legal holds", AUDIT_STREAM: "the audit log"}
+            raise DecryptionError(
+                exc.agent_id,
+                exc.seq,
+                exc.key_id,
+                f"the keys given cannot open {shown.get(stream, 'the records')} of this store"
+                f" ({exc.reason}): a legal"
+                " hold sealed under them would be unreadable to the store's other users;"
+                " give the store's keys (--key-file, $STATEKEEPER_KEY_FILE)",
+            ) from None
 
 
 async def add_hold(
@@ -101,13 +167,19 @@ async def _change(
         store, pattern[:-1] + "x" if pattern.endswith("/*") else pattern, "admin", operation
     )
     principal = getattr(getattr(store, "_governance", None), "principal", None)
+    await check_keys(store)
+    adding = kind == HOLD_ADD
+    if adding:  # the engine's own expiry stopped before the hold is recorded
+        await _expiry(store, pattern, True)
     given = audit
     audit = store_sink(store, audit)
     last = ConflictError(HOLDS_STREAM, 0, 0)
     for _ in range(_RETRIES):
         seq, tag = await store.backend.head_tag(HOLDS_STREAM)
         holds, link = await _read(store, seq, tag) if seq else ((), None)
-        if any(h.pattern == pattern for h in holds) == (kind == HOLD_ADD):
+        if any(h.pattern == pattern for h in holds) == adding:
+            if not adding:  # (a release recorded by a run that stopped before its keys)
+                await _expiry(store, pattern, False)
             return False  # already so: nothing to record
         at = time.time()
         event = GovernanceEvent(
@@ -133,8 +205,23 @@ async def _change(
             raise
         if announced is None:
             await emit(audit, event)
+        if adding:  # again: a release of the same pattern may have run in between
+            await _expiry(store, pattern, True)
+        else:
+            await _expiry(store, pattern, False)
+            if any(h.pattern == pattern for h in await list_holds(store)):
+                await _expiry(store, pattern, True)  # placed again meanwhile
         return True
     raise RetriesExhausted(HOLDS_STREAM, _RETRIES, last)
+
+
+async def _expiry(store: StateStore, pattern: str, held: bool) -> None:
+    """On an engine that expires agents by itself (Redis ``ttl=``, ``set_ttl``): stop
+    (``held``) or let go again the expiry of the agents ``pattern`` covers
+    (:meth:`~statekeeper.backends.base.Backend.hold_keys`)."""
+    backend = store.backend
+    if backend.supports(Capability.TTL):
+        await backend.hold_keys(pattern, held)
 
 
 async def _append(

@@ -2,9 +2,8 @@
 
 A policy has one rule per **namespace** (the part of the agent id before its last
 ``/``; ``*`` is every namespace without a rule of its own) and a list of **legal
-holds** (agents or whole namespaces exempt from every purge; the store's own too,
-:mod:`statekeeper.governance.holds`). A policy file has one rule or hold per line
-(``#`` starts a comment)::
+holds** (agents or whole namespaces exempt from every purge). A policy file has one
+rule or hold per line (``#`` starts a comment)::
 
     *      ttl=365d
     acme   ttl=30d keep_last=100 snapshot_every=50
@@ -21,6 +20,20 @@ holds** (agents or whole namespaces exempt from every purge; the store's own too
   first step record on is kept even past ``N`` (the action's ``reason`` says so).
 * ``snapshot_every=K``: snapshots are kept at seqs that are multiples of K (plus the
   base and the latest); the others are deleted.
+* ``keys_ttl=DURATION``: idempotency records made longer ago than that are forgotten (a
+  retry of such an append is stored again); without it they stay as long as their
+  agent (:mod:`statekeeper.governance.keyexpiry`).
+
+Legal holds are one rule, kept in one place: the store's own holds
+(:mod:`statekeeper.governance.holds`), which every purge reads (``forget``, ``delete``,
+expiry, the LangGraph saver, Redis key expiry), and which no caller can forget to pass.
+A policy's ``hold`` lines are therefore *placed in the store* when the policy is
+applied: before any agent is scanned, :func:`apply_retention` places each hold line the
+store lacks as a legal hold (audited as ``hold``, its reason naming the policy file;
+``admin`` on its namespace, else the run is refused before anything is touched; a dry
+run lists them in ``holds_placed`` without placing them). From then on the hold stands
+whether or not the file is passed again; deleting the line does not release it (that
+is ``statekeeper hold remove``, an act of its own).
 
 :func:`apply_retention` plans each agent from what is stored now and acts agent by
 agent, each action atomic (a delete, or one ``prune`` of the backend), so a run
@@ -42,23 +55,13 @@ whole store each agent is checked on its own (refused ones are reported ``refuse
 from __future__ import annotations
 
 import dataclasses
-import os
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._durations import DURATION_EXAMPLES, seconds_in
 from ..backends.base import Capability
-from ..errors import (
-    AccessDenied,
-    AgentForgotten,
-    ConflictError,
-    RetentionPolicyError,
-    StatekeeperError,
-)
+from ..errors import AccessDenied, AgentForgotten, ConflictError, StatekeeperError
 from ..namespaces import namespace_of
 from ..records import EventType, RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
@@ -80,6 +83,8 @@ from .hooks import (
     store_namespace,
     store_sink,
 )
+from .keyexpiry import apply_key_expiry, expires_keys_after
+from .retention_policy import RetentionPolicy, Rule
 
 if TYPE_CHECKING:
     from ..store import StateStore
@@ -94,117 +99,6 @@ __all__ = [
 ]
 
 _PAGE = 500
-_NAME = re.compile(r"^[A-Za-z0-9._:@+/-]{1,128}$")
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """The retention of one namespace (``"*"``: the default)."""
-
-    namespace: str
-    ttl: float | None = None
-    keep_last: int | None = None
-    snapshot_every: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RetentionPolicy:
-    """Rules per namespace and legal holds (see the module documentation)."""
-
-    rules: tuple[Rule, ...] = ()
-    holds: frozenset[str] = frozenset()  # agent ids
-    held_namespaces: frozenset[str] = frozenset()
-
-    def rule_for(self, agent_id: str) -> Rule | None:
-        """The rule that governs ``agent_id`` (its namespace's, else ``*``'s)."""
-        ns = namespace_of(agent_id)
-        default = None
-        for rule in self.rules:
-            if rule.namespace == ns:
-                return rule
-            if rule.namespace == "*":
-                default = rule
-        return default
-
-    def held(self, agent_id: str) -> bool:
-        """True when a legal hold exempts ``agent_id`` from every purge."""
-        return agent_id in self.holds or namespace_of(agent_id) in self.held_namespaces
-
-    @classmethod
-    def parse(cls, text: str, source: str = "<policy>") -> RetentionPolicy:
-        """A policy from its text; a malformed line raises
-        :class:`~statekeeper.errors.RetentionPolicyError` naming the line."""
-        rules: dict[str, Rule] = {}
-        holds: set[str] = set()
-        held_ns: set[str] = set()
-        for number, raw in enumerate(text.splitlines(), start=1):
-            words = raw.split("#", 1)[0].split()
-            if not words:
-                continue
-
-            def bad(message: str, number: int = number) -> RetentionPolicyError:
-                return RetentionPolicyError(message, source=source, line=number)
-
-            if words[0] == "hold":
-                if len(words) != 2:
-                    raise bad("a hold names one agent id or NAMESPACE/*: hold acme/alice")
-                target = words[1]
-                if target.endswith("/*"):
-                    name = target[:-2]
-                    if not _NAME.match(name):
-                        raise bad(f"invalid namespace {name!r}")
-                    held_ns.add(name)
-                else:
-                    if not target or "*" in target:
-                        raise bad(f"invalid agent id {target!r}")
-                    holds.add(target)
-                continue
-            ns = words[0]
-            if ns != "*" and (not _NAME.match(ns) or ns.startswith("/") or ns.endswith("/")):
-                raise bad(f"invalid namespace {ns!r} (a name, or * for every namespace)")
-            if ns in rules:
-                raise bad(f"namespace {ns!r} has a rule already")
-            if len(words) == 1:
-                raise bad(f"the rule for {ns!r} sets nothing: ttl=, keep_last=, snapshot_every=")
-            values: dict[str, float | int] = {}
-            for item in words[1:]:
-                key, sep, value = item.partition("=")
-                if not sep or not value:
-                    raise bad(f"expected key=value, not {item!r}")
-                if key in values:
-                    raise bad(f"{key} is set twice")
-                if key == "ttl":
-                    values[key] = _duration(value, bad)
-                elif key in ("keep_last", "snapshot_every"):
-                    if not value.isdigit() or int(value) < 1:
-                        raise bad(f"{key} must be a whole number >= 1, not {value!r}")
-                    values[key] = int(value)
-                else:
-                    raise bad(f"unknown setting {key!r} (ttl, keep_last, snapshot_every)")
-            rules[ns] = Rule(
-                ns,
-                float(values["ttl"]) if "ttl" in values else None,
-                int(values["keep_last"]) if "keep_last" in values else None,
-                int(values["snapshot_every"]) if "snapshot_every" in values else None,
-            )
-        return cls(tuple(rules.values()), frozenset(holds), frozenset(held_ns))
-
-    @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> RetentionPolicy:
-        """Read and parse a policy file."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            where = os.fspath(path)
-            raise RetentionPolicyError(f"cannot read the policy: {exc}", source=where) from None
-        return cls.parse(text, os.fspath(path))
-
-
-def _duration(value: str, bad: Callable[[str], RetentionPolicyError]) -> float:
-    seconds = seconds_in(value)
-    if seconds is None:
-        raise bad(f"ttl must be a positive duration like {DURATION_EXAMPLES}, not {value!r}")
-    return seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +106,8 @@ class RetentionAction:
     """What retention does (or, in a dry run, would do) to one agent.
 
     ``kind``: ``"purge"`` (the agent is deleted: TTL), ``"compact"`` (history up to
-    ``base_seq`` removed, maybe snapshots thinned too) or ``"thin"`` (snapshots only).
+    ``base_seq`` removed, maybe snapshots thinned too), ``"thin"`` (snapshots only) or
+    ``"expire-keys"`` (``keys_expired`` idempotency records forgotten: ``keys_ttl``).
     ``outcome``: ``"done"``, ``"dry-run"``, ``"unsupported"`` (the engine cannot
     prune), ``"forgotten"`` (crypto-shredded: nothing to compact), ``"refused"`` (the
     store's principal lacks admin on the agent; the refusal is in the audit log),
@@ -227,6 +122,7 @@ class RetentionAction:
     snapshots_removed: int = 0
     base_seq: int = 0
     reason: str = ""
+    keys_expired: int = 0
 
 
 @dataclass(slots=True)
@@ -236,6 +132,9 @@ class RetentionReport:
     scanned: int = 0
     held: int = 0
     actions: list[RetentionAction] = field(default_factory=list)
+    #: the policy's ``hold`` lines the store lacked, placed in it as legal holds before
+    #: any agent was scanned (a dry run: those it would place)
+    holds_placed: list[str] = field(default_factory=list)
     #: the last agent id handled (resume a run with ``after=`` this)
     last_agent: str | None = None
 
@@ -490,6 +389,25 @@ def _caller_error(store: StateStore, exc: StatekeeperError) -> BaseException:
     return exc
 
 
+async def _place_holds(
+    store: StateStore, policy: RetentionPolicy, dry_run: bool, audit: AuditSink | None
+) -> list[str]:
+    """Place each ``hold`` line of ``policy`` the store does not hold yet as a legal hold
+    of the store (:func:`~statekeeper.governance.holds.add_hold`: audited, ``admin``
+    on its namespace); the patterns placed (a dry run: those it would place)."""
+    wanted = policy.hold_patterns()
+    if not wanted:
+        return []
+    have = {h.pattern for h in await list_holds(store)}
+    missing = [p for p in wanted if p not in have]
+    if dry_run:
+        return missing
+    from .holds import add_hold
+
+    reason = f"retention policy {policy.source}"
+    return [p for p in missing if await add_hold(store, p, reason, audit=audit)]
+
+
 async def apply_retention(
     store: StateStore,
     policy: RetentionPolicy,
@@ -512,11 +430,14 @@ async def apply_retention(
         await require_namespace(store, "read" if dry_run else "admin", "retention")
     await store.flush()
     given = audit
+    report = RetentionReport()
+    # the policy's holds become the store's own (one rule: every purge reads the store's
+    # holds), placed before any agent is touched; a refusal stops the run here
+    report.holds_placed = await _place_holds(store, policy, dry_run, given)
     audit = store_sink(store, audit)  # a governed store's own audit log by default
     clock = time.time() if now is None else now
     can_prune = store.backend.supports(Capability.PRUNE)
     together = change_sink(store, given)
-    report = RetentionReport()
     cursor = after
     while True:
         # the store's listing: never its own streams (the audit log), only agents
@@ -591,6 +512,12 @@ async def apply_retention(
                     # (refusals: audited by require; announced ones: before they were made)
                     if action.outcome != "refused" and not recorded:
                         await emit(audit, _event(action))
+                if rule.keys_ttl is not None and expires_keys_after(action):
+                    expired = await apply_key_expiry(
+                        store, audit, rule, agent_id, listed, clock, dry_run
+                    )
+                    if expired is not None:
+                        report.actions.append(expired)
             report.last_agent = listed
             if progress is not None:
                 progress(listed, report.scanned)

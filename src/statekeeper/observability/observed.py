@@ -352,6 +352,10 @@ class ObservedBackend(Backend):
         done: bool = await self._obs.call("set_ttl", agent_id, self.inner.set_ttl, agent_id, ttl)
         return done
 
+    async def hold_keys(self, pattern: str, held: bool) -> int:
+        covered: int = await self._obs.call("hold_keys", None, self.inner.hold_keys, pattern, held)
+        return covered
+
     async def drop_all(self) -> int | None:
         dropped: int | None = await self._obs.call("drop_all", None, self.inner.drop_all)
         return dropped

@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..arguments import check_agent_id, check_principal
 from ..backends.base import Health
-from ..errors import AccessDenied, ConfigurationError, ConflictError, RetriesExhausted
+from ..errors import (
+    AccessDenied,
+    AgentLost,
+    ConfigurationError,
+    ConflictError,
+    RetriesExhausted,
+)
 from ..records import (
     AgentInfo,
     AppendRequest,
@@ -762,7 +768,10 @@ class GovernedStateStore(StateStore):
         last: ConflictError | None = None
         expected = conditional.expected_head()  # a retention purge's: no retry
         for _ in range(_CHANGE_RETRIES):
-            seq = await self.backend.head(agent_id)
+            try:
+                seq = await self.backend.head(agent_id)
+            except AgentLost:  # its data is gone (evicted...): deleting acknowledges it
+                seq = 0
             if expected is not None and seq != expected:
                 raise ConflictError(agent_id, expected, seq)
             raws = await self.backend.read(agent_id, after_seq=seq - 1, to_seq=seq) if seq else []

@@ -25,8 +25,9 @@ packed bytes of each top-level value at the base (:class:`TailBase`, kept by ref
 when that snapshot was written: the same bytes objects, no copy; after a cold load, the
 stored body of the whole snapshot read, split into its values when the first tail is
 made) and at the head (``AgentRecord.dumped``). A list whose old bytes start its new
-ones grew: one ``add …/-`` op per new item, each item's packed bytes spliced in as they
-are; a value that changed otherwise is replaced, a key gone removed, a key new added.
+ones grew: one :data:`EXTEND` op holding the new items, their packed bytes spliced in
+as they are (tails written before it hold one ``add …/-`` op per item, and still
+load); a value that changed otherwise is replaced, a key gone removed, a key new added.
 The body is msgpack, as a whole snapshot's is. Anything not held as such bytes (a state
 folded from storage with typed values, a whole snapshot stored in JSON) writes no tail:
 the events are replayed, as before.
@@ -41,9 +42,8 @@ choosing keep their rule).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from operator import itemgetter
+from operator import itemgetter, methodcaller
 from typing import Any, NamedTuple, TypeAlias
 
 from .. import patch
@@ -58,6 +58,7 @@ from .state import AgentRecord
 
 __all__ = [
     "CUMULATIVE_EVERY",
+    "EXTEND",
     "MAX_TAILS",
     "TAIL_EVERY",
     "TailBase",
@@ -192,38 +193,21 @@ def _array_head(n: int) -> bytes:
     return b"\xdd" + n.to_bytes(4, "big")
 
 
-_local = threading.local()
-
-
-def _items(tail: bytes, count: int, unpacker: Any) -> list[bytes] | None:
-    """The packed bytes of the ``count`` msgpack items ``tail`` is made of, or None.
-    (One ``Unpacker`` kept per thread: a new one zeroes its ~40 KB parse stack.)"""
-    u = getattr(_local, "unpacker", None)
-    if u is None:
-        u = _local.unpacker = unpacker()
-    u.feed(tail)
-    out = []
-    begin = start = u.tell()
-    try:
-        for _ in range(count):
-            u.skip()
-            end = u.tell()
-            out.append(tail[start - begin : end - begin])
-            start = end
-    except Exception:  # (not that many items: not a growth after all)
-        _local.unpacker = None  # (bytes left in it: a new one next time)
-        return None
-    if start - begin != len(tail):
-        _local.unpacker = None
-        return None
-    return out
+#: the op a tail stores for a list that grew: ``{"op": "extend", "path": <the list>,
+#: "value": [<the new items>]}`` (a statekeeper op of delta snapshots only, never of
+#: events; :func:`apply_tail_ops`). One map for the run, not one ``add …/-`` map per
+#: item: a load unpacked an op map per appended message, about the message's own cost
+#: (docs/benchmarks.md, "coldload2"). A reader from before it refuses the tail (unknown
+#: op: passed over as a damaged snapshot, never misread).
+EXTEND = "extend"
+_EXTEND_OP = b"\x83\xa2op\xa6extend\xa4path"
 
 
 def _ops(before: dict[str, bytes], after: dict[str, bytes]) -> list[bytes] | None:
-    """The packed JSON Patch ops (each a msgpack map) taking the document whose
-    top-level values packed to ``before`` to the one that packs to ``after``; None when
-    a key is not a plain string."""
-    packb, unpacker = _msgpack()
+    """The packed ops (each a msgpack map) taking the document whose top-level values
+    packed to ``before`` to the one that packs to ``after``: JSON Patch ops, and one
+    :data:`EXTEND` for a list that grew; None when a key is not a plain string."""
+    packb, _ = _msgpack()
     ops: list[bytes] = []
     for key, new in after.items():
         old = before.get(key)
@@ -240,10 +224,10 @@ def _ops(before: dict[str, bytes], after: dict[str, bytes]) -> list[bytes] | Non
             length, offset = grown
             head = _array(new)
             assert head is not None
-            items = _items(new[offset:], head[0] - length, unpacker)
-            if items is not None:
-                add = b"\x83\xa2op\xa3add\xa4path" + packb("/" + escape(key) + "/-") + b"\xa5value"
-                ops.extend(add + item for item in items)
+            if head[0] > length:  # (msgpack items are self-delimiting: the rest are the
+                # new items, spliced in as one array: no op map per item)
+                count = _array_head(head[0] - length)
+                ops.append(b"".join((_EXTEND_OP, path, b"\xa5value", count, new[offset:])))
                 continue
         ops.append(b"\x83\xa2op\xa7replace\xa4path" + path + b"\xa5value" + new)
     for key in before:
@@ -337,15 +321,49 @@ def tail_marked(record: AgentRecord) -> TailBase:
 
 _value = itemgetter("value")
 _op_path = itemgetter("op", "path")
+_kind = methodcaller("get", "op")
 
 
 def apply_tail_ops(data: Any, ops: Any) -> Any:
-    """``data`` (private: changed in place) with a delta snapshot's ``ops`` applied; a
-    run of ``add …/-`` to one list (a tail's common case) as one ``list.extend``, its
-    ops checked by C-level passes (no Python step per op, no string hashed: counts of
-    equal items). Raises :class:`PatchError` as ``patch.apply`` does."""
+    """``data`` (private: changed in place) with a delta snapshot's ``ops`` applied:
+    JSON Patch ops, and :data:`EXTEND` (a list that grew: its new items in one array,
+    one ``list.extend``). A tail of the layout before it holds a run of ``add …/-`` to
+    one list instead, applied as one ``list.extend`` too (:func:`_apply_patch`). Raises
+    :class:`PatchError` as ``patch.apply`` does, and for an ``extend`` that is not a
+    3-key map of a pointer to a list and a list of items."""
     if type(ops) is not list:
         raise PatchError("the ops are not a list")
+    try:  # (C-level: no Python step per op of a tail of the layout before)
+        extends = EXTEND in map(_kind, ops)
+    except (AttributeError, TypeError):  # (an op that is not a map: the patch says so)
+        extends = False
+    if not extends:
+        return _apply_patch(data, ops)
+    start = 0
+    for i, op in enumerate(ops):
+        if type(op) is dict and op.get("op") == EXTEND:
+            if start < i:
+                data = _apply_patch(data, ops[start:i])
+            _extend(data, op)
+            start = i + 1
+    return _apply_patch(data, ops[start:]) if start < len(ops) else data
+
+
+def _extend(data: Any, op: dict[str, Any]) -> None:
+    """Apply an :data:`EXTEND` op to ``data`` in place."""
+    path, values = op.get("path"), op.get("value")
+    if len(op) != 3 or type(path) is not str or type(values) is not list:
+        raise PatchError(f"invalid {EXTEND!r} op")
+    target = list_at(data, path)
+    if target is None:
+        raise PatchError(f"{EXTEND!r}: no list at {path!r}")
+    target.extend(values)
+
+
+def _apply_patch(data: Any, ops: list[Any]) -> Any:
+    """JSON Patch ``ops`` applied to ``data`` in place; a run of ``add …/-`` to one list
+    as one ``list.extend``, its ops checked by C-level passes (no Python step per op, no
+    string hashed: counts of equal items)."""
     first = ops[0] if ops else None
     path = first.get("path") if type(first) is dict else None
     if type(path) is str and path[-2:] == "/-":

@@ -18,6 +18,8 @@ from statekeeper.errors import (
     CapabilityUnsupported,
     ConfigurationError,
     ConflictError,
+    InvalidAgentId,
+    InvalidArgument,
     NotAStore,
     ReadOnlyStore,
 )
@@ -76,6 +78,7 @@ class CapabilityConformance(Contract):
                 request("x", 2, 2), snapshot(2)
             ),
             Capability.LEASE_LIST: lambda: backend.list_leases(),
+            Capability.KEY_EXPIRY: lambda: backend.expire_keys("a", time.time() + 3600),
         }
         with pytest.raises(CapabilityUnsupported) as info:
             await calls[capability]()
@@ -340,6 +343,61 @@ class CapabilityConformance(Contract):
             retry = dataclasses.replace(retry, expected_seq=first - 1, idempotency_key=key)
             assert await backend.append(retry) == AppendResult("copy", first, last, True)
         assert await backend.read("copy") == await backend.read("a")
+
+    # -- idempotency record expiry (retention's keys_ttl) --------------------------------
+
+    async def test_expire_keys_forgets_the_records_made_before_a_time(
+        self, backend: Backend
+    ) -> None:
+        """A record is made at its append's time; ``expire_keys`` forgets those made
+        before ``before`` (one agent's, or every agent's), nothing else: the events stay,
+        and a retry of an expired append is a new append."""
+        _needs(backend, Capability.KEY_EXPIRY)
+        made = time.time()
+        await backend.append(request("a", 0, 2, key="k1", timestamp=made))
+        middle = time.time()
+        while middle <= made:  # (a clock of coarse resolution: wait for it to move on)
+            middle = time.time()
+        await backend.append(request("a", 2, key="k2", timestamp=time.time()))
+        await backend.append(request("b", 0, key="k1", timestamp=time.time()))
+        hour_ago, later = made - 3600, time.time() + 3600
+        assert await backend.expire_keys("a", hour_ago) == 0
+        assert await backend.expire_keys(None, hour_ago) == 0
+        assert await backend.expire_keys("ghost", later) == 0
+        # the records made before ``middle``: k1 of "a" alone (counted first: a dry run)
+        assert await backend.expire_keys("a", middle, count_only=True) == 1
+        assert await backend.expire_keys(None, later, count_only=True) == 3
+        assert await backend.lookup_key("a", "k1") == AppendResult("a", 1, 2, True)
+        assert await backend.expire_keys("a", middle) == 1
+        assert await backend.lookup_key("a", "k1") is None
+        assert await backend.lookup_key("a", "k2") == AppendResult("a", 3, 3, True)
+        # one agent's: the other keeps its own
+        assert await backend.expire_keys("a", later) == 1
+        assert await backend.lookup_key("a", "k2") is None
+        assert await backend.lookup_key("b", "k1") == AppendResult("b", 1, 1, True)
+        # the events are untouched; a retry of an expired append is not recognised:
+        # at its old head it conflicts, at the new head it is stored again
+        assert [e.seq for e in await backend.read("a")] == [1, 2, 3]
+        assert await backend.head("a") == 3
+        with pytest.raises(ConflictError):
+            await backend.append(request("a", 0, 2, key="k1", timestamp=time.time()))
+        again = await backend.append(request("a", 3, key="k1", timestamp=time.time()))
+        assert again == AppendResult("a", 4, 4)
+        # every agent's
+        assert await backend.expire_keys(None, later) == 2
+        assert await backend.lookup_key("b", "k1") is None
+        assert await backend.lookup_key("a", "k1") is None
+        assert await backend.head("b") == 1
+
+    async def test_expire_keys_refuses_bad_arguments(self, backend: Backend) -> None:
+        _needs(backend, Capability.KEY_EXPIRY)
+        await backend.append(request("a", 0, key="k", timestamp=time.time()))
+        for bad in (float("nan"), float("inf"), "soon", True, None):
+            with pytest.raises(InvalidArgument):
+                await backend.expire_keys("a", bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidAgentId):
+            await backend.expire_keys("", time.time() + 3600)
+        assert await backend.lookup_key("a", "k") == AppendResult("a", 1, 1, True)
 
     async def test_ttl_expires_an_agent(self, backend: Backend) -> None:
         if not backend.supports(Capability.TTL):

@@ -79,11 +79,7 @@ from ...records import (
     RawEvent,
     RawSnapshot,
 )
-from ..base import (
-    Backend,
-    Capability,
-    Health,
-)
+from ..base import Backend, Capability, Health
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
 from ..scripts import named_blocks, read_script
@@ -115,6 +111,7 @@ from .connection import (
 from .deletes import delete, delete_at
 from .export import Export
 from .feed import FeedReader
+from .keyexpiry import KeyExpiry
 from .leases import Leases
 from .reads import Reads
 from .replica import REPLICA_QUERIES, ReplicaReads
@@ -138,7 +135,7 @@ _QUERIES: dict[str, str] = named_blocks(read_script(_PACKAGE, "sql/queries.sql")
 BATCHES_IN_FLIGHT = 4
 
 
-class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
+class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backend):
     """Streams and snapshots in PostgreSQL (``postgresql://user@host/db``).
 
     Args:
@@ -190,6 +187,7 @@ class PostgresBackend(Appends, Export, Leases, Reads, Rewrites, Backend):
             Capability.BASE_IMPORT,
             Capability.FEED,
             Capability.LEASE_LIST,
+            Capability.KEY_EXPIRY,
         }
     )
     feed_poll_interval = 1.0  # a fallback: NOTIFY wakes subscribers up

@@ -56,6 +56,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (9, "store-level markers", read_script(PACKAGE, "sql/markers.sql")),
     (10, "group-commit batches written set-based", read_script(PACKAGE, "sql/batch.sql")),
     (11, "set-based batches with idempotency keys", read_script(PACKAGE, "sql/batch_keys.sql")),
+    (12, "idempotency records' times", read_script(PACKAGE, "sql/key_times.sql")),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

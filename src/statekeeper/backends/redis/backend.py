@@ -38,7 +38,9 @@ beside it ``s:<agent>`` (zset of snapshot seqs, for "latest at or below"),
 * Every read is a single command or script, so it sees one consistent state.
 * Optional TTL: ``ttl`` (seconds) makes an agent's keys expire after that long without
   a write or read (``touch``); :meth:`RedisBackend.set_ttl` overrides it per agent.
-  Index entries of expired agents are dropped lazily by :meth:`list_agents`. An agent
+  Index entries of expired agents are dropped lazily by :meth:`list_agents` (an agent
+  that cannot have expired raises :class:`~statekeeper.errors.AgentLost` instead: its
+  keys were evicted or deleted, see :mod:`.identity`). An agent
   that expires is gone, as if deleted — as a hot tier that is the point; as the only
   backend, give it Redis persistence (AOF ``appendfsync always`` for RPO 0) and no TTL.
 * The first use of a backend (or :meth:`RedisBackend.open`) checks that the server
@@ -64,6 +66,7 @@ from typing import Any, TypeVar, cast
 
 from ...arguments import INTERNAL_PREFIX
 from ...errors import (
+    AgentLost,
     BackendError,
     BackendRejected,
     BackendUnavailable,
@@ -123,7 +126,7 @@ from . import feed
 from .client import make_client, on_node, transient
 from .codec import pack_event, unpack_event
 from .eviction import check_eviction, evicting_policy
-from .identity import Identity
+from .identity import PROOF, Identity
 from .keys import AgentKeys, Layout, ShardKeys
 from .urls import check_redis_url, is_cluster, split_options
 
@@ -141,6 +144,12 @@ _CLAIM_LAYOUT = (
     "local cur = redis.call('HGET', KEYS[1], 'shards') "
     "if cur then return cur end "
     "redis.call('HSET', KEYS[1], 'shards', ARGV[1]) return ARGV[1]"
+)
+#: KEYS: hash, index. ARGV: agent, its own-ttl mark. Reply: {the hash holds a head 1|0,
+#: the index's scores of its proof entry, of the agent, of the mark (or nil)}
+_PROBE = (
+    "return {redis.call('HEXISTS', KEYS[1], 'h'), redis.call('ZSCORE', KEYS[2], '\\0'), "
+    "redis.call('ZSCORE', KEYS[2], ARGV[1]), redis.call('ZSCORE', KEYS[2], ARGV[2])}"
 )
 _INCLUDE = re.compile(r"^-- include: (\S+)$", re.MULTILINE)
 
@@ -192,6 +201,7 @@ SCRIPTS = (
     "lease_release",
     "rewrite",
     "set_ttl",
+    "hold_sync",
     "prune",
     "from_base",
     "together",
@@ -337,6 +347,7 @@ class RedisBackend(Backend):
         self._save_snapshot_script = register(lua("save_snapshot"))
         self._delete_script = register(lua("delete"))
         self._ttl_script = register(lua("set_ttl"))
+        self._hold_script = register(lua("hold_sync"))
         self._rewrite_script = register(lua("rewrite"))
         self._prune_script = register(lua("prune"))
         self._from_base_script = register(lua("from_base"))
@@ -604,12 +615,13 @@ class RedisBackend(Backend):
             policy = None
         if policy is None:
             return lost
-        return StoreLost(
-            lost.location,
+        reason = (
             f"{lost.reason}; the server now evicts any key when full ({policy}), the likely "
-            "cause: set maxmemory-policy noeviction",
-            shard=lost.shard,
+            "cause: set maxmemory-policy noeviction"
         )
+        if isinstance(lost, AgentLost):
+            return AgentLost(lost.location, lost.agent_id, reason)
+        return StoreLost(lost.location, reason, shard=lost.shard)
 
     async def _after_failure(self) -> None:
         """After a failed try: a cluster's topology is read again; and the next try
@@ -740,7 +752,10 @@ class RedisBackend(Backend):
         try:
             reply = await self._write(request.agent_id, self._append_script, keys, args)
         except RedisError as exc:
-            return await self._recover(request, exc)
+            try:
+                return await self._recover(request, exc)
+            except StoreLost as lost:  # with its likely cause, as _retrying gives it
+                raise await self._explained(lost) from lost.__cause__
         if task is not None and task.cancelling() > asked:
             raise asyncio.CancelledError
         return self._result(request, reply)
@@ -750,6 +765,8 @@ class RedisBackend(Backend):
     ) -> list[AppendResult | BaseException]:
         self._check_can_write()
         out, valid = validate_batch(requests)
+        task = current_task()  # a lost cancel (see .client): the pipeline's send too
+        asked = task.cancelling() if task is not None else 0
         if valid and not self._reached:
             await self.open()
         if valid and self.wait_replicas:
@@ -807,6 +824,8 @@ class RedisBackend(Backend):
                         out[i] = self._result(request, reply)
                     except (ConflictError, LeaseLost) as exc:
                         out[i] = exc
+        if task is not None and task.cancelling() > asked:
+            raise asyncio.CancelledError
         return [r if r is not None else BackendError("not attempted") for r in out]
 
     async def append_from_base(
@@ -858,6 +877,8 @@ class RedisBackend(Backend):
         validate_together(requests, changes, self)
         if not requests:
             raise ConfigurationError("append_together needs at least one append")
+        task = current_task()  # a lost cancel: see .client
+        asked = task.cancelling() if task is not None else 0
         if not self._reached:
             await self.open()
         keys: list[bytes] = []
@@ -895,10 +916,10 @@ class RedisBackend(Backend):
             self._agent(a).shard
             for a in (*(r.agent_id for r in requests), *(c.agent_id for c in changes))
         ]
+        outcome: list[AppendResult | None] = []
         try:
             reply = await self._write(agent, self._together_script, keys, args, shards)
         except RedisError as exc:
-            outcome: list[AppendResult | None] = []
 
             async def submit(_: AppendRequest) -> AppendResult:
                 nonlocal outcome
@@ -906,13 +927,16 @@ class RedisBackend(Backend):
                 outcome = self._together_outcome(requests, changes, reply)
                 return AppendResult(agent, 0, 0)  # (the outcome above is the answer)
 
-            await self._reconnect.settle_append(
-                requests[0], exc, landed=self._landed, submit=submit
-            )
-            if outcome:
-                return outcome
-            reply = [0]  # the first request landed: the script ran whole
-        return self._together_outcome(requests, changes, reply)
+            try:
+                await self._reconnect.settle_append(
+                    requests[0], exc, landed=self._landed, submit=submit
+                )
+            except StoreLost as lost:  # with its likely cause, as _retrying gives it
+                raise await self._explained(lost) from lost.__cause__
+            reply = [0]  # (unless outcome: the first request landed, the script ran whole)
+        if task is not None and task.cancelling() > asked:
+            raise asyncio.CancelledError
+        return outcome or self._together_outcome(requests, changes, reply)
 
     @staticmethod
     def _together_outcome(
@@ -1002,10 +1026,12 @@ class RedisBackend(Backend):
             str(snapshot.seq),
             pack_snapshot(snapshot),
             self._ttl_of(agent_id),
+            agent_id.encode(),
         ]
+        keys = [h, sz, self.layout.shard(agent_id).index]
 
         async def op() -> Any:
-            return await self._write(agent_id, self._save_snapshot_script, [h, sz], args)
+            return await self._write(agent_id, self._save_snapshot_script, keys, args)
 
         reply = await self._retrying("save_snapshot", op)
         if int(reply[0]) != 0:
@@ -1093,11 +1119,66 @@ class RedisBackend(Backend):
         self._check_writable()
         h, sz = self._keys(agent_id)
         ms = str(round(ttl * 1000)) if ttl else "0"
+        # the agent's own-ttl mark in the index: its expiry is not a loss (see .identity);
+        # placed before the expiry is set, taken off after it is taken away
+        index, mark = self.layout.shard(agent_id).index, PROOF + b"t:" + agent_id.encode()
 
         async def op() -> Any:
-            return await self._write(agent_id, self._ttl_script, [h, sz], [ms])
+            if ttl:
+                await self._client.zadd(index, {mark: 0})
+            done = await self._write(agent_id, self._ttl_script, [h, sz], [ms])
+            if not ttl or not done:
+                await self._client.zrem(index, mark)
+            return done
 
         return bool(await self._retrying("set_ttl", op))
+
+    async def hold_keys(self, pattern: str, held: bool) -> int:
+        """Keep the keys of the agents ``pattern`` covers (an agent id or
+        ``NAMESPACE/*``) from expiring while it is ``held``, or let their TTL apply again
+        (from now) once it is not. The pattern is added to (removed from) every shard's
+        holds set (``<base>holds``), which an append creating a stream consults, and
+        each stored agent it covers is marked (or unmarked, unless another hold in the
+        set still covers it) by one script each. Returns how many stored agents it
+        covers."""
+        self._check_writable()
+        if not self._reached:
+            await self.open()
+        shards = self.layout.shard_keys
+
+        async def mark() -> None:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for shard in shards:
+                    key = shard.base + b"holds"
+                    (pipe.sadd if held else pipe.srem)(key, pattern.encode())
+                await pipe.execute()
+
+        await self._retrying("hold_keys", mark)
+        if pattern.endswith("/*"):
+            namespace = pattern[:-1]
+            agents: list[str] = []
+            after: str | None = namespace
+            while True:
+                page = await self.list_agents(after, limit=500)
+                inside = [i.agent_id for i in page if i.agent_id.startswith(namespace)]
+                agents += [a for a in inside if "/" not in a[len(namespace) :]]
+                if len(page) < 500 or len(inside) < len(page):
+                    break
+                after = page[-1].agent_id
+        else:
+            agents = [pattern]
+        covered = 0
+        for agent_id in agents:
+            k = self._agent(agent_id)
+
+            async def op(agent_id: str = agent_id, k: AgentKeys = k) -> Any:
+                keys = [k.hash, k.snapshots, k.shard.base + b"holds"]
+                return await self._write(
+                    agent_id, self._hold_script, keys, [agent_id.encode(), self._ttl_of(agent_id)]
+                )
+
+            covered += int(await self._retrying("hold_keys", op))
+        return covered
 
     async def drop_all(self) -> int:
         """Delete every key under this backend's prefix (tests, benchmarks); returns
@@ -1205,6 +1286,32 @@ class RedisBackend(Backend):
 
     # -- reads -----------------------------------------------------------------------
 
+    async def _absent(self, agent_id: str) -> None:
+        """A plain read found no head for ``agent_id``: raise :class:`AgentLost` when the
+        index lists it all the same, :class:`StoreLost` when the index lost its proof
+        entry (see :mod:`.identity`; a second round trip, on this path only). The probe
+        is one script (one consistent read: a stream deleted, or created again, between
+        the first read and this one is not taken for a lost one)."""
+        k = self.layout.agent(agent_id)
+        raw = agent_id.encode()
+        (found,) = await self._checked(
+            agent_id, [("EVAL", _PROBE, 2, k.hash, k.shard.index, raw, PROOF + b"t:" + raw)]
+        )
+        if int(found[0]):
+            return  # stored after all
+        ttl = self._ttl_of(agent_id) not in ("0", "-1")
+        self._identity.missing(k.shard, agent_id, found[1], found[2], found[3], ttl=ttl)
+
+    def _queue_proofs(self, pipe: Any) -> None:
+        """Queue a read of every shard index's proof entry (a listing or a count)."""
+        for shard in self.layout.shard_keys:
+            pipe.zscore(shard.index, PROOF)
+
+    def _check_proofs(self, found: list[Any]) -> None:
+        """:class:`StoreLost` for a shard whose index lost its proof entry."""
+        for shard, proof in zip(self.layout.shard_keys, found, strict=True):
+            self._identity.missing(shard, "", proof, None, None, ttl=True)
+
     async def lookup_key(self, agent_id: str, key: str) -> AppendResult | None:
         h, _ = self._keys(agent_id)
 
@@ -1235,7 +1342,10 @@ class RedisBackend(Backend):
         h, _ = self._keys(agent_id)
 
         async def op() -> Any:
-            return (await self._checked(agent_id, [("HMGET", h, b"h", b"g")]))[0]
+            found = (await self._checked(agent_id, [("HMGET", h, b"h", b"g")]))[0]
+            if found[0] is None:
+                await self._absent(agent_id)
+            return found
 
         head, tag = await self._retrying("head_tag", op)
         if head is None:
@@ -1246,7 +1356,10 @@ class RedisBackend(Backend):
         h, _ = self._keys(agent_id)
 
         async def op() -> Any:
-            return (await self._checked(agent_id, [("HGET", h, b"h")]))[0]
+            found = (await self._checked(agent_id, [("HGET", h, b"h")]))[0]
+            if found is None:
+                await self._absent(agent_id)
+            return found
 
         value = await self._retrying("head", op)
         return int(value) if value is not None else 0
@@ -1265,10 +1378,12 @@ class RedisBackend(Backend):
             str(-1 if limit is None else limit),
             self._ttl_of(agent_id),
             self._touch,
+            agent_id.encode(),
         ]
+        index = self.layout.shard(agent_id).index
 
         async def op() -> Any:
-            return await self._read_run(agent_id, self._read_script, [h, sz], args)
+            return await self._read_run(agent_id, self._read_script, [h, sz, index], args)
 
         reply = await self._retrying("read", op)
         start = (int(reply[2]) if len(reply) > 2 else max(after_seq, 0)) + 1
@@ -1282,10 +1397,11 @@ class RedisBackend(Backend):
     async def seq_at(self, agent_id: str, timestamp: float) -> int:
         h, _ = self._keys(agent_id)
 
+        keys = [h, self.layout.shard(agent_id).index]
+        args = [repr(float(timestamp)), agent_id.encode(), self._ttl_of(agent_id)]
+
         async def op() -> Any:
-            return await self._read_run(
-                agent_id, self._seq_at_script, [h], [repr(float(timestamp))]
-            )
+            return await self._read_run(agent_id, self._seq_at_script, keys, args)
 
         return int(await self._retrying("seq_at", op))
 
@@ -1295,10 +1411,11 @@ class RedisBackend(Backend):
         h, sz = self._keys(agent_id)
         bound = "+inf" if at_or_below is None else str(at_or_below)
 
+        keys = [h, sz, self.layout.shard(agent_id).index]
+        args = [bound, self._ttl_of(agent_id), self._touch, agent_id.encode()]
+
         async def op() -> Any:
-            return await self._read_run(
-                agent_id, self._latest_script, [h, sz], [bound, self._ttl_of(agent_id), self._touch]
-            )
+            return await self._read_run(agent_id, self._latest_script, keys, args)
 
         reply = await self._retrying("latest_snapshot", op)
         if not reply:
@@ -1325,12 +1442,12 @@ class RedisBackend(Backend):
         return head, bytes(tag) if tag else None, snap, events
 
     async def _read_latest_reply(self, agent_id: str, what: str) -> Any:
-        h, sz = self._keys(agent_id)  # one agent's keys: one hash slot on a cluster
+        k = self.layout.agent(agent_id)  # one agent's keys: one hash slot on a cluster
+        keys = [k.hash, k.snapshots, k.shard.index]
+        args = [self._ttl_of(agent_id), self._touch, agent_id.encode()]
 
         async def op() -> Any:
-            return await self._read_run(
-                agent_id, self._read_latest_script, [h, sz], [self._ttl_of(agent_id), self._touch]
-            )
+            return await self._read_run(agent_id, self._read_latest_script, keys, args)
 
         return await self._retrying(what, op)
 
@@ -1351,14 +1468,19 @@ class RedisBackend(Backend):
 
         async def op() -> list[AgentInfo]:
             out: list[AgentInfo] = []
-            low = b"(" + after.encode() if after is not None else b"-"
+            # (from "\x01": the index's own entries, its proof "\0" and the own-ttl
+            # marks "\0t:<agent>", sort before every agent id)
+            low = b"(" + after.encode() if after is not None else b"[\x01"
             while len(out) < limit:
                 want = limit - len(out)
                 async with self._client.pipeline(transaction=False) as pipe:
                     for shard in shards:
                         pipe.zrangebylex(shard.index, low, b"+", start=0, num=want)
+                    self._queue_proofs(pipe)
                     self._get_markers(pipe)
-                    pages = self._check_markers(await pipe.execute())
+                    replies = self._check_markers(await pipe.execute())
+                pages = replies[: len(shards)]
+                self._check_proofs(replies[len(shards) :])
                 found = sorted(
                     i if isinstance(i, bytes) else i.encode() for page in pages for i in page
                 )
@@ -1371,7 +1493,9 @@ class RedisBackend(Backend):
                     rows = await pipe.execute()
                 stale: dict[bytes, list[bytes]] = {}
                 for raw, (h, c, u) in zip(ids, rows, strict=True):
-                    if h is None:  # expired (TTL): drop it from the index
+                    if h is None:  # expired (TTL): drop it from the index; or lost
+                        if self._ttl_of(raw.decode()) in ("0", "-1"):  # it may not expire
+                            await self._absent(raw.decode())  # (AgentLost: see .identity)
                         stale.setdefault(self.layout.agent(raw).shard.index, []).append(raw)
                         continue
                     out.append(AgentInfo(raw.decode(), int(h), float(c), float(u)))
@@ -1393,11 +1517,15 @@ class RedisBackend(Backend):
             return await super().count_agents()  # skips expired index entries
 
         async def op() -> int:
+            shards = self.layout.shard_keys
             async with self._client.pipeline(transaction=False) as pipe:
-                for shard in self.layout.shard_keys:
-                    pipe.zcard(shard.index)
+                for shard in shards:  # (the index's own entries sort before "\x01")
+                    pipe.zlexcount(shard.index, b"[\x01", b"+")
+                self._queue_proofs(pipe)
                 self._get_markers(pipe)
-                return sum(int(n) for n in self._check_markers(await pipe.execute()))
+                replies = self._check_markers(await pipe.execute())
+            self._check_proofs(replies[len(shards) :])
+            return sum(int(n) for n in replies[: len(shards)])
 
         return await self._retrying("count_agents", op)
 
@@ -1409,11 +1537,15 @@ class RedisBackend(Backend):
 
         async def op() -> int:
             # the agent index is lexicographic (score 0): one ZLEXCOUNT per shard
+            shards = self.layout.shard_keys
             async with self._client.pipeline(transaction=False) as pipe:
-                for shard in self.layout.shard_keys:
+                for shard in shards:
                     pipe.zlexcount(shard.index, low, high)
+                self._queue_proofs(pipe)
                 self._get_markers(pipe)
-                return sum(int(n) for n in self._check_markers(await pipe.execute()))
+                replies = self._check_markers(await pipe.execute())
+            self._check_proofs(replies[len(shards) :])
+            return sum(int(n) for n in replies[: len(shards)])
 
         return await self._retrying("count_agents", op)
 

@@ -15,10 +15,11 @@ may come back with another policy): such a server is refused with
 (``evictable=True``: a tiered backend's hot tier, whose missing agents are read from
 the durable tier). A policy changed at run time (``CONFIG SET``) on a server that
 stays up is not polled (it costs an ``INFO`` round trip, and evicts nothing until the
-server is full); an eviction that takes the store's identity marker raises
-:class:`~statekeeper.errors.StoreLost` (:mod:`.identity`), which then reads the policy
-again and names it as the likely cause, and the backend's ``health()`` reports such a
-server as not ok.
+server is full); what such an eviction takes is found (:mod:`.identity`): the store's
+identity marker or an agent index raises :class:`~statekeeper.errors.StoreLost`, one
+agent's keys :class:`~statekeeper.errors.AgentLost`, which then read the policy again
+and name it as the likely cause; and the backend's ``health()`` reports such a server
+as not ok.
 """
 
 from __future__ import annotations

@@ -20,12 +20,26 @@ and a marker that is gone, or holds another token (the store was created again s
 by another process), raises :class:`~statekeeper.errors.StoreLost`. Nothing is written
 by the operation that finds it, and every later operation of the backend finds it too.
 
-What the marker cannot see: a loss before the backend opened the store (there is
-nothing to compare with: the store is then what the server holds), and an agent's
-keys evicted while the marker stays (an ``allkeys-*`` policy set at run time: see
-:mod:`.eviction`, re-checked when a loss is found and on every reconnect). A backend
-holding copies only (``evictable``: a tiered backend's hot tier, whose missing agents
-are read again from the durable tier) does not check.
+What the marker cannot see — one agent's keys evicted (an ``allkeys-*`` policy set at
+run time: see :mod:`.eviction`), deleted (``DEL``) or expired (a stray ``EXPIRE``) while
+the marker stays — the agent index proves (``lua/presence.lua``): each shard's index
+lists every stored agent (an append adds it, a delete takes it off in the same script)
+and carries a proof entry, ``"\0"`` (no agent id can start with it), which shows the
+index is whole (Redis evicts, deletes and expires whole keys). An agent whose hash holds
+no head while the index lists it lost its data: :class:`~statekeeper.errors.AgentLost`
+(unless the agent may expire: the store's ``ttl``, or its own, marked ``"\0t:<agent>"``
+in the index by :meth:`~.backend.RedisBackend.set_ttl`); an index without its proof
+entry: :class:`~statekeeper.errors.StoreLost`. The check runs only where a hash holds
+no head (a new agent, a deleted or lost one), so a stored agent's save or load pays
+nothing for it. The backend adds the proof entry when it opens the store (a store
+written before it: the index is then rebuilt from the agents' hashes, which also
+repairs an index lost before; see :meth:`Identity.adopt`).
+
+What none of this can see: a loss before the backend opened the store (there is
+nothing to compare with: the store is then what the server holds), and an agent lost
+together with its index entry while the index stays (not one eviction or ``DEL``: Redis
+removes whole keys). A backend holding copies only (``evictable``: a tiered backend's
+hot tier, whose missing agents are read again from the durable tier) does not check.
 """
 
 from __future__ import annotations
@@ -36,7 +50,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from ...errors import StoreLost
+from ...errors import AgentLost, StoreLost
 from .keys import Layout, ShardKeys
 
 __all__ = ["Identity"]
@@ -44,10 +58,31 @@ __all__ = ["Identity"]
 #: how ``lua/guard.lua`` starts its error reply
 LOST = "STATEKEEPER_STORE_LOST "
 
-#: KEYS: marker. ARGV: a new token. The marker's token, set to ARGV[1] when missing.
-_ADOPT = (
-    "local v = redis.call('GET', KEYS[1]) if v then return v end "
-    "redis.call('SET', KEYS[1], ARGV[1]) return ARGV[1]"
+#: how ``lua/presence.lua`` starts its error reply for an agent
+AGENT_LOST = "STATEKEEPER_AGENT_LOST "
+#: the agent index's proof entry (``lua/presence.lua``); ``PROOF + b"t:" + agent``
+#: marks an agent with a TTL of its own
+PROOF = b"\0"
+
+#: KEYS: marker, agent index. ARGV: a new token, create 1|0. Reply: {the marker's token
+#: (set to ARGV[1] when missing and create) or false, the index has its proof entry 1|0,
+#: the proof entry was added 1|0}.
+_ADOPT = """
+local v = redis.call('GET', KEYS[1])
+if not v and ARGV[2] == '1' then
+  redis.call('SET', KEYS[1], ARGV[1])
+  v = ARGV[1]
+end
+if redis.call('ZSCORE', KEYS[2], '\\0') then return {v, 1, 0} end
+if ARGV[2] ~= '1' then return {v, 0, 0} end
+redis.call('ZADD', KEYS[2], 0, '\\0')
+return {v, 1, 1}
+"""
+#: KEYS: hash, agent index. ARGV: agent. Lists the agent if its hash is stored (an index
+#: rebuilt from the hashes: a delete between the scan and this call is not undone).
+_REINDEX = (
+    "if redis.call('HEXISTS', KEYS[1], 'h') == 1 then "
+    "redis.call('ZADD', KEYS[2], 0, ARGV[1]) end return 0"
 )
 
 
@@ -58,6 +93,8 @@ class Identity:
         self.layout = layout
         self.location = location
         self.tokens: list[bytes | None] = [None] * len(layout.shard_keys)
+        #: per shard: its index carries the proof entry (presence is checked)
+        self.proven: list[bool] = [False] * len(layout.shard_keys)
         self._shard_of = {keys.epoch: k for k, keys in enumerate(layout.shard_keys)}
         #: per shard (by marker key): what a script on that shard alone appends to its
         #: KEYS and ARGV, made once (:meth:`guard` is on every script call's path)
@@ -68,8 +105,12 @@ class Identity:
 
     def _made_tails(self) -> None:
         self.tail_of = [
-            ([keys.epoch], [token, "1"]) if token is not None else ([], ["0"])
-            for keys, token in zip(self.layout.shard_keys, self.tokens, strict=True)
+            ([keys.epoch], [token, "1" if proven else "0", "1"])
+            if token is not None
+            else ([], ["0", "0"])
+            for keys, token, proven in zip(
+                self.layout.shard_keys, self.tokens, self.proven, strict=True
+            )
         ]
         self.tails = {
             keys.epoch: tail
@@ -77,23 +118,61 @@ class Identity:
         }
 
     async def adopt(self, client: Any, *, create: bool) -> list[ShardKeys]:
-        """Read every shard's marker, creating the missing ones when ``create`` (else a
-        missing marker leaves its shard unchecked: a read-only backend writes nothing);
-        returns the shards whose marker this call created."""
+        """Read every shard's marker and its index's proof entry, creating the missing
+        ones when ``create`` (else a missing marker leaves its shard unchecked, and a
+        missing proof entry its agents' presence: a read-only backend writes nothing);
+        returns the shards whose marker this call created.
+
+        A proof entry added to the index of a store that existed (one written before
+        proof entries, or whose index was lost before this open) comes with the index
+        rebuilt from the agents' hashes (a ``SCAN``, once), so no stored agent is left
+        out of the listings from then on."""
         shards = self.layout.shard_keys
         proposed = [secrets.token_hex(16).encode() for _ in shards]
         async with client.pipeline(transaction=False) as pipe:
             for keys, token in zip(shards, proposed, strict=True):
                 if create:
-                    pipe.eval(_ADOPT, 1, keys.epoch, token)
-                else:
+                    pipe.eval(_ADOPT, 2, keys.epoch, keys.index, token, "1")
+                else:  # (no script: a read-only backend may be on a replica)
                     pipe.get(keys.epoch)
-            found = await pipe.execute()
-        self.tokens = [bytes(v) if v is not None else None for v in found]
-        self._made_tails()
-        return [
+                    pipe.zscore(keys.index, PROOF)
+            replies = await pipe.execute()
+        if create:
+            found = replies
+        else:
+            found = [
+                [replies[i], int(replies[i + 1] is not None), 0] for i in range(0, len(replies), 2)
+            ]
+        self.tokens = [bytes(v[0]) if v[0] else None for v in found]
+        self.proven = [bool(int(v[1])) for v in found]
+        created = [
             k for k, mine, got in zip(shards, proposed, self.tokens, strict=True) if got == mine
         ]
+        for keys, row in zip(shards, found, strict=True):
+            if int(row[2]) and keys not in created:
+                await self._reindex(client, keys)
+        self._made_tails()
+        return created
+
+    async def _reindex(self, client: Any, keys: ShardKeys) -> None:
+        """List every agent whose hash the shard holds in its index (see :meth:`adopt`)."""
+        head = keys.base + b"a:"
+        pattern = b"".join(b"\\" + bytes([c]) if c in b"*?[]\\" else bytes([c]) for c in head)
+        batch: list[bytes] = []
+
+        async def flush() -> None:
+            async with client.pipeline(transaction=False) as pipe:
+                for key in batch:
+                    pipe.eval(_REINDEX, 2, key, keys.index, key[len(head) :])
+                await pipe.execute()
+            batch.clear()
+
+        async for key in client.scan_iter(match=pattern + b"*", count=1000):
+            batch.append(bytes(key))
+            if len(batch) >= 500:
+                await flush()
+        if batch:
+            await flush()
 
     def guard(self, shards: Sequence[ShardKeys]) -> tuple[list[bytes], list[bytes | str]]:
         """What a script call appends to its KEYS and ARGV for ``lua/guard.lua`` to check
@@ -103,14 +182,17 @@ class Identity:
         keys: list[bytes] = []
         args: list[bytes | str] = []
         seen: set[bytes] = set()
+        proven = True
         for shard in shards:
-            token = self.tokens[self._shard_of[shard.epoch]]
+            k = self._shard_of[shard.epoch]
+            token = self.tokens[k]
+            proven = proven and self.proven[k]
             if token is None or shard.epoch in seen:
                 continue
             seen.add(shard.epoch)
             keys.append(shard.epoch)
             args.append(token)
-        args.append(str(len(keys)))
+        args += ["1" if proven and keys else "0", str(len(keys))]
         return keys, args
 
     def check(self, shard: ShardKeys, found: Any) -> None:
@@ -125,14 +207,55 @@ class Identity:
         raise self._lost(k, "replaced" if found is not None else "gone")
 
     def lost(self, exc: BaseException) -> StoreLost | None:
-        """The :class:`StoreLost` a script's error reply means, or None (another error)."""
+        """The :class:`StoreLost` (or :class:`AgentLost`) a script's error reply means,
+        or None (another error)."""
         text = str(exc)
-        if not isinstance(exc, ResponseError) or not text.startswith(LOST):
+        if not isinstance(exc, ResponseError):
             return None
-        how, _, key = text[len(LOST) :].partition(" ")
-        return self._lost(self._shard_of.get(key.encode(), 0), how)
+        if text.startswith(AGENT_LOST):
+            agent = bytes.fromhex(text[len(AGENT_LOST) :].split(" ", 1)[0]).decode()
+            return self.agent_lost(agent)
+        if not text.startswith(LOST):
+            return None
+        how, _, rest = text[len(LOST) :].partition(" ")
+        key = rest.split(" ", 1)[0].encode()
+        if how == "index":
+            k = next((k for k, s in enumerate(self.layout.shard_keys) if s.index == key), 0)
+            return self._lost(k, how)
+        return self._lost(self._shard_of.get(key, 0), how)
+
+    def agent_lost(self, agent_id: str) -> AgentLost:
+        """The error for an agent the index lists whose hash holds no head."""
+        return AgentLost(
+            self.location,
+            agent_id,
+            "the agent index lists it but its keys are gone: evicted (a maxmemory with an "
+            "allkeys-* policy), deleted (DEL) or expired (an EXPIRE outside the store's ttl)",
+        )
+
+    def missing(
+        self, shard: ShardKeys, agent_id: str, proof: Any, listed: Any, own_ttl: Any, *, ttl: bool
+    ) -> None:
+        """The Python side of ``lua/presence.lua`` for a plain read that found no head:
+        ``proof``, ``listed`` and ``own_ttl`` are the index's scores of its proof entry,
+        of the agent and of its own-ttl mark (read by the same pipeline); ``ttl``: the
+        store's agents expire."""
+        k = self._shard_of[shard.epoch]
+        if not self.proven[k] or self.tokens[k] is None:
+            return
+        if proof is None:
+            raise self._lost(k, "index")
+        if listed is not None and not ttl and own_ttl is None:
+            raise self.agent_lost(agent_id)
 
     def _lost(self, shard: int, how: str) -> StoreLost:
+        if how == "index":
+            reason = (
+                "its agent index is gone (evicted by a maxmemory with an allkeys-* policy, "
+                "or deleted): the listings would leave its agents out, and a new agent "
+                "cannot be told from a lost one"
+            )
+            return StoreLost(self.location, reason, shard=shard if len(self.tokens) > 1 else None)
         if how == "replaced":
             reason = (
                 "its identity marker holds another token: the store was emptied (FLUSHALL, "

@@ -84,6 +84,7 @@ from ...codec import ZERO_LINK
 from ...codec.chaincheck import follow_chain
 from ...errors import AgentForgotten, BackupCorrupt, BackupError, IntegrityError, KeyNotFound
 from ...store.body import SNAPSHOT_TYPE
+from ...store.holds import list_holds
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import (
     AuditSink,
@@ -150,6 +151,13 @@ class RestoreResult:
     #: statekeeper's own streams of the backup (the source's audit log) left out
     #: because the target has its own: the target's audit log is never overwritten
     kept_internal: list[str] = field(default_factory=list)
+    #: the legal holds the restore put in force, by pattern: the backup's holds stream
+    #: restored whole, or (a target with holds of its own) the backup's holds it
+    #: lacked, placed in it (:mod:`.restoreholds`)
+    holds_placed: list[str] = field(default_factory=list)
+    #: the store's own streams restored besides the agents (the audit log, the legal
+    #: holds): not counted in ``agents``
+    internal: int = 0
 
 
 def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[str], list[int]]:
@@ -511,8 +519,15 @@ async def restore(
             written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
         elif progress is not None:
             progress("write", written, written)
+    own = sum(a[:1] == "\x01" for a in tags)  # the store's own streams, not agents
+    in_force = carried
+    if HOLDS_STREAM in tags:  # the backup's holds stream restored whole
+        in_force = [h.pattern for h in await list_holds(store)]
+    if in_force and store.backend.supports(Capability.TTL):
+        for pattern in in_force:  # an engine's own expiry stops for the agents held
+            await store.backend.hold_keys(pattern, True)
     result = RestoreResult(
-        len(tags),
+        len(tags) - own,
         sum(plans[a].events for a in tags),
         sum(plans[a].snapshot is not None for a in tags),
         forgotten,
@@ -520,6 +535,8 @@ async def restore(
         ids,
         time.perf_counter() - started,
         kept,
+        in_force,
+        own,
     )
     assert written == len(tags)
     details: dict[str, Any] = {

@@ -14,18 +14,29 @@ events per stream: 0.15-0.17 CPU-s of a 100,000-agent backup's ~0.65 (docs/bench
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["TAG_COLUMNS", "tag_head_columns"]
+__all__ = ["COUNTS", "TAG_COLUMNS", "TagHeads", "tag_head_columns", "tag_heads"]
 
 #: every stream's agent, head seq and head tag, each column joined into one value by
 #: SQLite (no Python tuple per stream); the tags counted (NULL: a stream written before
-#: head tags) and measured (they differ in length across key ids)
+#: head tags) and measured (they differ in length across key ids); and the sum of the
+#: head seqs (the events the streams account for: a stream compacted by retention
+#: holds fewer), so that the heads table is scanned once per backup, not once more by
+#: the totals (:data:`COUNTS`)
 TAG_COLUMNS = """
 SELECT count(*), count(head_tag), group_concat(agent_id, char(0)), group_concat(head_seq),
        CAST(group_concat(CAST(head_tag AS BLOB), '') AS BLOB),
-       min(length(CAST(head_tag AS BLOB))), max(length(CAST(head_tag AS BLOB)))
+       min(length(CAST(head_tag AS BLOB))), max(length(CAST(head_tag AS BLOB))),
+       coalesce(sum(head_seq), 0)
 FROM sk_agents WHERE head_seq > 0
+"""
+
+#: the events stored and the streams with a snapshot: the totals
+#: (:data:`~statekeeper.backends.sqlite_export.STREAM_TOTALS` without its scan of the
+#: heads table, which :data:`TAG_COLUMNS` sums)
+COUNTS = """
+SELECT (SELECT count(*) FROM sk_events), (SELECT count(DISTINCT agent_id) FROM sk_snapshots)
 """
 
 _ROWS = """
@@ -38,23 +49,43 @@ SELECT CAST(checksum AS BLOB) FROM sk_events WHERE agent_id = ? AND seq = ?
 """
 
 
+class TagHeads(NamedTuple):
+    """The heads of a snapshot's streams, as the manifest lists them (see
+    :func:`tag_heads`)."""
+
+    agents: list[str]
+    heads: list[int]
+    tags: list[bytes | None]
+    untagged: dict[str, list[Any]]
+    #: the sum of the head seqs: the events the streams account for
+    accounted: int
+
+
 def tag_head_columns(
     conn: sqlite3.Connection,
 ) -> tuple[list[str], list[int], list[bytes | None], dict[str, list[Any]]]:
     """The manifest's ``heads`` columns (agent, head seq, head tag: id order) and its
     ``untagged`` ones (agent, head record checksum) for the streams without a tag, read
     through ``conn`` (the page image's snapshot)."""
-    streams, tagged, ids, seqs, tags, shortest, longest = conn.execute(TAG_COLUMNS).fetchone()
+    return tag_heads(conn)[:4]
+
+
+def tag_heads(conn: sqlite3.Connection) -> TagHeads:
+    """:func:`tag_head_columns` and the sum of the head seqs, from one scan of the
+    heads table."""
+    streams, tagged, ids, seqs, tags, shortest, longest, accounted = conn.execute(
+        TAG_COLUMNS
+    ).fetchone()
     untagged: dict[str, list[Any]] = {"agent": [], "checksum": []}
     if streams == 0:
-        return [], [], [], untagged
+        return TagHeads([], [], [], untagged, 0)
     agents: list[str] = ids.split("\0")
     width = shortest or 0
     if tagged == streams == len(agents) and shortest == longest and len(tags) == streams * width:
         heads = list(map(int, seqs.split(",")))
         found: list[bytes | None] = [tags[at : at + width] for at in range(0, len(tags), width)]
         if sorted(agents) == agents:  # the heads table's key order, checked in one pass
-            return agents, heads, found, untagged
+            return TagHeads(agents, heads, found, untagged, accounted)
     # tags of several lengths (key ids), a stream without one, or not in id order
     agents, heads, found = [], [], []
     for agent_id, head, tag in conn.execute(_ROWS):
@@ -65,4 +96,4 @@ def tag_head_columns(
             row = conn.execute(_HEAD_CHECKSUM, (agent_id, head)).fetchone()
             untagged["agent"].append(agent_id)
             untagged["checksum"].append(row[0] if row is not None and row[0] else b"")
-    return agents, heads, found, untagged
+    return TagHeads(agents, heads, found, untagged, accounted)

@@ -36,12 +36,13 @@ import hashlib
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgpack  # type: ignore[import-untyped]
 
+from ...arguments import INTERNAL_PREFIX
 from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
@@ -73,6 +74,12 @@ if TYPE_CHECKING:
 __all__ = ["BackupResult", "backup", "stream_digest"]
 
 _BATCH = 1000
+#: the plain bytes of one chunk (``backup``'s ``chunk_bytes``): 2 MiB. The page
+#: pipeline holds ``threads + 2`` chunks in flight plus their ciphertexts and zstd's
+#: output, each buffer faulted in on first use; at 8 MiB (before) a 100,000-agent
+#: backup took ~44,000 page faults and 0.50-0.72 CPU-s, at 2 MiB ~28,000 and
+#: 0.47-0.49 (docs/benchmarks.md, "backupmb")
+CHUNK_BYTES = 2 << 20
 #: the format of a whole SQLite store's full page backup: its heads as the heads
 #: table's tags (version 5, no probe of the events per stream: docs/benchmarks.md,
 #: "backuphead"); version 2 (the heads' checksums) is what an incremental by pages
@@ -98,6 +105,9 @@ class BackupResult:
     #: (format version 2): the size of the store file's copy
     record_bytes: int
     seconds: float
+    #: the store's own streams copied besides the agents (its audit log, its legal
+    #: holds): not counted in ``agents`` (the manifest's ``agents`` counts every stream)
+    internal: int = 0
 
 
 def pack_entry(item: list[Any]) -> bytes:
@@ -119,7 +129,7 @@ async def backup(
     key: BackupKey,
     *,
     since: str | os.PathLike[str] | None = None,
-    chunk_bytes: int = 8 << 20,
+    chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[int, int], None] | None = None,
     audit: AuditSink | None = None,
 ) -> BackupResult:
@@ -325,11 +335,12 @@ async def backup(
         }
         await asyncio.to_thread(writer.finish, manifest)
         written = writer.offset
+    internal = _internal(streams)
     result = BackupResult(
         location.display,
         backup_id,
         parent_id,
-        len(streams),
+        len(streams) - internal,
         totals["copied"],
         totals["events"],
         totals["snapshots"],
@@ -338,6 +349,7 @@ async def backup(
         written,
         totals["record_bytes"],
         time.perf_counter() - started,
+        internal,
     )
     await _audit_backup(audit, result)
     return result
@@ -471,11 +483,14 @@ def _whole_result(
 ) -> BackupResult:
     """What a whole copy (file or bulk-copy layout, or a page incremental) holds, once
     its file is closed."""
+    heads = body.get("heads")
+    listed = heads.get("agent") if isinstance(heads, dict) else None
+    internal = _internal(listed if isinstance(listed, list) else body.get("streams") or ())
     return BackupResult(
         location.display,
         header.backup_id,
         header.parent,
-        body["agents"],
+        body["agents"] - internal,
         body["copied"],
         body["events"],
         body["snapshots"],
@@ -484,4 +499,10 @@ def _whole_result(
         written,
         body["file_bytes"],
         time.perf_counter() - started,
+        internal,
     )
+
+
+def _internal(stream_ids: Iterable[object]) -> int:
+    """How many of ``stream_ids`` are the store's own streams (not agents)."""
+    return sum(isinstance(a, str) and a.startswith(INTERNAL_PREFIX) for a in stream_ids)

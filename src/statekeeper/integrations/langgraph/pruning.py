@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
-from ...store.holds import find_hold
-from ...store.namespaced import stored_id
 from . import history as h
 from . import mapping as m
 from .serde import pool_refs
@@ -131,7 +129,7 @@ class _SaverPruning(_SaverWrites):
                 if self.fork_protection and claim is not None and claim["exp"] > self._clock():
                     report.threads_skipped.append(thread_id)  # a run holds it
                     return report
-                if await find_hold(self.store, stored_id(self.store, st.agent_id)) is not None:
+                if await self._held(thread_id, "prune") is not None:
                     report.threads_skipped.append(thread_id)  # a legal hold exempts it
                     return report
                 try:

@@ -7,7 +7,9 @@ import builtins
 import contextlib
 from contextlib import AbstractAsyncContextManager
 
-from ...errors import AgentNotFound, ConflictError
+from ...errors import AgentNotFound, AgentOnHold, ConflictError
+from ...store.holds import list_holds
+from ...store.namespaced import stored_id
 from . import mapping as m
 from .serde import ValueCodec
 from .state import _SaverState
@@ -50,6 +52,21 @@ class _SaverStreams(_SaverState):
             if len(page) < 100:
                 return sorted(found, key=lambda a: m.generation_order(a[len(prefix) :]))
             after = page[-1].agent_id
+
+    async def _held(
+        self, thread_id: str, operation: str, agents: builtins.list[str] | None = None
+    ) -> AgentOnHold | None:
+        """The refusal of ``operation`` on the thread when a legal hold covers any of its
+        streams (``agents``: its generations, listed when not given), else None: every
+        part is checked before any is deleted, so a thread goes whole or not at all."""
+        holds = await list_holds(self.store)
+        if not holds:
+            return None
+        for agent in agents if agents is not None else await self._generations(thread_id):
+            for hold in holds:
+                if hold.covers(stored_id(self.store, agent)):
+                    return AgentOnHold(agent, hold.pattern, hold.reason, operation)
+        return None
 
     async def _load(self, thread_id: str, agent: str) -> _Stream:
         # a plain store hands over its own folded document: the saver changes its

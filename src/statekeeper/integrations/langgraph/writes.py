@@ -486,5 +486,9 @@ class _SaverWrites(_SaverListing):
     async def _delete_thread(self, thread_id: str) -> None:
         async with self._lock(thread_id):
             self._forget(thread_id)
-            for agent in await self._generations(thread_id):
+            agents = await self._generations(thread_id)
+            refused = await self._held(thread_id, "delete", agents)  # all or nothing
+            if refused is not None:
+                raise refused
+            for agent in agents:
                 await self.store.delete(agent)

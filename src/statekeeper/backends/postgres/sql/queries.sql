@@ -174,6 +174,15 @@ DELETE FROM {s}.sk_snapshots WHERE agent_id = %s
 -- name: del_keys
 DELETE FROM {s}.sk_idempotency WHERE agent_id = %s
 
+-- name: expire_keys
+DELETE FROM {s}.sk_idempotency WHERE created_at < %s
+
+-- name: expire_agent_keys
+DELETE FROM {s}.sk_idempotency WHERE agent_id = %s AND created_at < %s
+
+-- name: count_expired_keys
+SELECT count(*) FROM {s}.sk_idempotency WHERE (%s::text IS NULL OR agent_id = %s) AND created_at < %s
+
 -- name: prune_lock
 SELECT head_seq, EXISTS (SELECT 1 FROM {s}.sk_snapshots WHERE agent_id = %s AND seq = %s) FROM {s}.sk_agents WHERE agent_id = %s FOR UPDATE
 

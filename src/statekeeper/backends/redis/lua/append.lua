@@ -7,8 +7,9 @@
 -- holder|''} the fence is not the current lease.
 -- include: guard.lua
 -- include: common.lua
+-- include: presence.lua
 -- include: append_write.lua
-local refused = check_append(KEYS[1], KEYS[4], ARGV, 0)
+local refused = check_append(KEYS[1], KEYS[4], KEYS[3], ARGV, 0)
 if refused then return refused end
 local expected = tonumber(ARGV[2])
 local last = write_append(KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], ARGV, 0, #ARGV - 13, expected == 0)

@@ -2,11 +2,13 @@
 -- An append's fields sit in argv[a0 + 1 .. a0 + 13] as append.lua's ARGV 1..13 (agent,
 -- expected, key|'', default ttl ms, first ts, last ts, snapshot seq|'0', snapshot
 -- blob, head tag|'', fence holder|'', fence token, tag check, expected tag), its n
--- events after them. Needs common.lua (fmt, touch, ttl_of).
+-- events after them. Needs common.lua (fmt, touch, ttl_of, held_in) and presence.lua.
 
 -- The checks, nothing written: nil when the append may go ahead, else append.lua's
 -- reply: {1, first, last} duplicate | {2, head, 0} conflict | {3, token, 0, holder}.
-local function check_append(h, lease, argv, a0)
+-- A stream with no head that the index idx lists lost its data: an error reply
+-- (presence.lua), not a conflict or a stream started over.
+local function check_append(h, lease, idx, argv, a0)
   if argv[a0 + 10] ~= '' then
     local cur = redis.call('HMGET', lease, 'o', 'n')
     if (not cur[1]) or cur[1] ~= argv[a0 + 10] or tonumber(cur[2]) ~= tonumber(argv[a0 + 11]) then
@@ -22,6 +24,7 @@ local function check_append(h, lease, argv, a0)
     end
   end
   local head = tonumber(redis.call('HGET', h, 'h') or '0')
+  if head == 0 then presence_check(idx, argv[a0 + 1], argv[a0 + 4]) end
   if head ~= tonumber(argv[a0 + 2]) then return {2, head, 0} end
   local check = argv[a0 + 12]
   if check ~= '' and head > 0 then
@@ -80,6 +83,13 @@ local function write_append(h, sz, idx, fc, fs, argv, a0, n, created)
     end
     for i = 1, n do
       redis.call('XADD', fs, '0-' .. fmt(top - n + i), 'a', agent, 's', fmt(expected + i), 'i', inc)
+    end
+  end
+  if created then
+    -- a new stream a legal hold covers never expires (see common.lua): the shard's
+    -- holds set is <base>holds beside its index <base>agents, in the same hash slot
+    if held_in(string.sub(idx, 1, #idx - 6) .. 'holds', agent) then
+      redis.call('HSET', h, 'p', '1')
     end
   end
   touch(h, sz, ttl_of(h, argv[a0 + 4]))

@@ -17,6 +17,6 @@ if ARGV[2] ~= '' then
 end
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1], '\0t:' .. ARGV[1])  -- (and its own-ttl mark)
 redis.call('SET', KEYS[4], ARGV[3] .. ':' .. existed, 'PX', ARGV[4])
 return existed

@@ -6,6 +6,7 @@
 -- {2, head} the agent exists (nothing written).
 -- include: guard.lua
 -- include: common.lua
+-- include: presence.lua
 -- include: append_write.lua
 local h, sz = KEYS[1], KEYS[2]
 if redis.call('EXISTS', h) == 1 then

@@ -1,8 +1,9 @@
--- KEYS: hash, snapshot zset. ARGV: default ttl, touch. Reply: {snapshot or nil, head,
+-- KEYS: hash, snapshot zset, index. ARGV: default ttl, touch, agent. Reply: {snapshot or nil, head,
 -- events after the snapshot, head tag or nil}: _LATEST, _READ and the head's tag in one
 -- script, one consistent read (read_latest and read_state).
 -- include: guard.lua
 -- include: common.lua
+-- include: presence.lua
 local h = KEYS[1]
 local snap = false
 local after = 0
@@ -15,6 +16,7 @@ if #r > 0 then
   end
 end
 local head = tonumber(redis.call('HGET', h, 'h') or '0')
+if head == 0 then presence_check(KEYS[3], ARGV[3], ARGV[1]) end
 local out = events_between(h, after + 1, head)
 if head > 0 and ARGV[2] == '1' then touch(h, KEYS[2], ttl_of(h, ARGV[1])) end
 return {snap, head, out, redis.call('HGET', h, 'g')}

@@ -15,6 +15,7 @@
 -- is {0}.
 -- include: guard.lua
 -- include: common.lua
+-- include: presence.lua
 -- include: now.lua
 -- include: append_write.lua
 -- include: prune_write.lua
@@ -56,9 +57,13 @@ for j, c in ipairs(changes) do
   end
   if c.rewrite then
     local applies, head = rewrite_applies(c.h, ARGV, c.rewrite)
-    if not applies then return {5, j, head} end
+    if not applies then
+      if head == 0 then presence_check(c.idx, c.agent, ttl) end
+      return {5, j, head}
+    end
   end
   local head = tonumber(redis.call('HGET', c.h, 'h') or '0')
+  if head == 0 and c.delete_at == '' and c.lease == '' then presence_check(c.idx, c.agent, ttl) end
   if c.snap ~= '0' then
     local s = tonumber(c.snap)
     if s < 1 or s > head then return {5, j, head} end
@@ -75,7 +80,7 @@ for j, c in ipairs(changes) do
   end
 end
 for i, r in ipairs(reqs) do
-  local refused = check_append(KEYS[r.k + 1], KEYS[r.k + 4], ARGV, r.a0)
+  local refused = check_append(KEYS[r.k + 1], KEYS[r.k + 4], KEYS[r.k + 3], ARGV, r.a0)
   if refused then return {6, i, refused[1], refused[2], refused[3], refused[4] or ''} end
 end
 -- the writes
@@ -87,7 +92,7 @@ for _, c in ipairs(changes) do
     touch(c.h, c.sz, ttl_of(c.h, ttl))
   elseif c.delete_at ~= '' then
     redis.call('DEL', c.h, c.sz)
-    redis.call('ZREM', c.idx, c.agent)
+    redis.call('ZREM', c.idx, c.agent, '\0t:' .. c.agent)
   else
     if c.snap ~= '0' then
       redis.call('HSET', c.h, 's:' .. c.snap, c.blob)
