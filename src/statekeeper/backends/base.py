@@ -239,6 +239,13 @@ class Backend(abc.ABC):
     #: stored head tag with ``expected_tag`` in its compare-and-set); the store then
     #: writes on its cached head without reading it first
     compares_head_tag: bool = False
+    #: True when opening the backend created its store (a new SQLite file, empty then):
+    #: a store over it takes an agent it has not written, read nor lost from its cache
+    #: for a new one, and creates it without reading its head first, the create's
+    #: compare-and-set (no head yet; a :class:`~statekeeper.errors.ConflictError`
+    #: otherwise) being the check, as a cached head's is: a conflict reads the head and
+    #: writes again. Only with :attr:`compares_head_tag`.
+    opened_new: bool = False
     #: True when concurrent :meth:`append` calls share commits by themselves (group
     #: commit inside the engine); ``durability="group"`` then adds no queue of its own
     groups_appends: bool = False

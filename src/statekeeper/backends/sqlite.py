@@ -177,6 +177,27 @@ class _Held:
         self.cursor = conn.cursor()
 
 
+#: a thread's reads made on the idle writer connection before it opens its own reader
+#: (SQLiteBackend._rows): a store that writes and reads back little (the key guard's
+#: reads before the first write, a fresh process's first load) opens none; a thread that
+#: goes on reading opens its reader after these, its reads then costing what they did
+WRITER_READS = 8
+
+
+class _Local(threading.local):
+    """The backend's per-thread state. Class-level defaults: a thread that never set
+    one reads the default, not a ``getattr`` default after an ``AttributeError`` made
+    and dropped (~3k instructions: a read of a thread whose reads run on the idle
+    writer connection has no reader, ``held``, every time)."""
+
+    #: the thread's reader connection (see ``_reader``), None until it has one
+    held: _Held | None = None
+    #: True while the thread runs a write inline (on the event loop)
+    inline = False
+    #: reads the thread made on the idle writer connection (see ``SQLiteBackend._rows``)
+    writer_reads = 0
+
+
 def _hand_back(backend: weakref.ref[SQLiteBackend], conn: sqlite3.Connection) -> None:
     found = backend()
     if found is not None:
@@ -577,7 +598,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         else:
             _make_folder(path)
         self._closed = False
-        self._local = threading.local()
+        self._local = _Local()
         self._readers: list[sqlite3.Connection] = []
         #: reader connections whose thread ended, for the next thread that reads
         self._idle: list[sqlite3.Connection] = []
@@ -701,8 +722,12 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         # the appends' statements run on one cursor of the writer connection (it is
         # only used under _writer_busy): conn.execute made and dropped one per statement
         self._append_cursor = conn.cursor()
+        #: the cursor of the reads made on the writer connection while it is idle, by a
+        #: thread that has no read connection yet (see _rows)
+        self._writer_reads = conn.cursor()
         if created:
             _start_wal(conn)
+            self.opened_new = True  # (Backend.opened_new: the store's first creates)
         self._page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
         self._wal_frames_at_open = self._wal_frames()
 
@@ -757,9 +782,14 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
 
     def _init_writer(self, conn: sqlite3.Connection) -> None:
         with _translated(self.path):
-            tables = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
+            named = conn.execute(
+                "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index')"
+            ).fetchall()
+            tables = {name for entry, name in named if entry == "table"}
+            if ("index", "sk_agents_written") in named:
+                # the last-write index is there (nothing drops it): lists_by_write
+                # needs no statement of its own at the first write's key check
+                self._by_write = True
             if "sk_meta" not in tables:
                 raise NotAStore(
                     self.path,
@@ -794,6 +824,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             else:
                 self._migrate(conn, int(row[0]))
             conn.execute("COMMIT")
+            self._by_write = True  # (_create_schema made the last-write index)
 
     @contextlib.contextmanager
     def _write_transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
@@ -835,7 +866,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 raise
-            if getattr(self._local, "inline", False):
+            if self._local.inline:
                 raise _Busy from exc
         start = progress = time.monotonic()
         version = conn.execute("PRAGMA data_version").fetchone()[0]
@@ -897,7 +928,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     def _reader(self) -> sqlite3.Connection:
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
-        held: _Held | None = getattr(self._local, "held", None)
+        held: _Held | None = self._local.held
         if held is not None:
             return held.conn
         # A thread's connection goes back to the pool when the thread ends (its
@@ -923,11 +954,50 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         cursor object made per statement (~1.6k instructions of a cold load's read,
         docs/benchmarks.md "cold0"). Only for a statement whose rows are fetched before
         anything else runs on the thread (a second ``execute`` resets the first)."""
-        held: _Held | None = getattr(self._local, "held", None)
+        held: _Held | None = self._local.held
         if held is None or self._closed:
             self._reader()  # (raises when closed; else takes the thread's connection)
             held = self._local.held
+            assert held is not None
         return held.cursor
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one read statement, on the thread's kept cursor; by a thread that
+        has no read connection yet, for its first ``WRITER_READS`` reads, on the writer
+        connection when it is idle (its lock free, no transaction open on it, no
+        checkpoint queued), else on the thread's reader, opened now. The writer's
+        schema is parsed at open, so a store that writes and does not read back — the
+        first write reads the key guard's marker and newest heads, a new agent's save
+        on a reopened store its head — opens no read connection: its ``connect`` and
+        its parse of the schema were ~0.6 M instructions of a fresh store's first save
+        (docs/benchmarks.md, "savecpu2"); a thread that goes on reading opens its own
+        (a read on the writer costs its lock, ~2.6k instructions more a cold load).
+        One statement outside a transaction reads the latest commit on either
+        connection; the writer's lock is held until its rows are fetched, and never
+        waited for (a busy writer sends the read to the reader, as does SQLite's rare
+        busy answer to a read: the writer's own busy timeout is 0)."""
+        local = self._local
+        held = local.held
+        if held is not None and not self._closed:
+            return held.cursor.execute(sql, args).fetchall()
+        if (
+            local.writer_reads < WRITER_READS
+            and not self._closed
+            and not self._checkpoint_due
+            and self._writer_busy.acquire(False)
+        ):
+            try:
+                conn = self._writer
+                if conn is not None and not conn.in_transaction:
+                    local.writer_reads += 1
+                    try:
+                        return self._writer_reads.execute(sql, args).fetchall()
+                    except sqlite3.OperationalError as exc:
+                        if not _busy(exc):
+                            raise
+            finally:
+                self._writer_busy.release()
+        return self._read_cursor().execute(sql, args).fetchall()
 
     def _idle_reader(self, conn: sqlite3.Connection) -> None:
         with self._readers_lock:

@@ -259,12 +259,8 @@ class SQLiteAdmin(SQLitePart):
 
     async def read_marker(self, name: str) -> bool | None:
         with translated(self.path):
-            row = (
-                self._reader()
-                .execute("SELECT 1 FROM sk_meta WHERE key = ?", ("marker:" + name,))
-                .fetchone()
-            )
-        return row is not None
+            rows = self._rows("SELECT 1 FROM sk_meta WHERE key = ?", ("marker:" + name,))
+        return bool(rows)
 
     def _set_marker_sync(self, name: str) -> None:
         with self._writing() as conn:

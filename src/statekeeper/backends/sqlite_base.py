@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ..errors import BackendError, IntegrityError
@@ -71,6 +71,10 @@ class SQLitePart(Backend):
 
         def _read_cursor(self) -> sqlite3.Cursor:
             """The calling thread's kept cursor on its read connection."""
+
+        def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+            """The rows of one read statement (on the idle writer connection before
+            the thread has a read connection)."""
 
         async def _write(self, fn: Any, *args: Any, inline: bool = True) -> Any:
             """Run ``fn(*args)`` holding the writer connection (inline or on the writer

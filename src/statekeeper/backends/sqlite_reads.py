@@ -305,7 +305,7 @@ class SQLiteReads(SQLitePart):
         # One statement: the head, the newest snapshot and the events after it, as one
         # consistent read (everything is at or below the head it returns).
         try:
-            rows = self._read_cursor().execute(_READ_STATE, (agent_id,)).fetchall()
+            rows = self._rows(_READ_STATE, (agent_id,))
         except sqlite3.Error:
             with translated(self.path, agent_id):  # (no context manager on the way in)
                 raise
@@ -384,17 +384,16 @@ class SQLiteReads(SQLitePart):
             check_stored_id(agent_id)
         found: dict[str, RawEvent] = {}
         with translated(self.path):
-            reader = self._reader()
             for start in range(0, len(agent_ids), 500):
                 chunk = list(agent_ids[start : start + 500])
                 marks = ",".join("?" * len(chunk))
-                rows = reader.execute(
+                rows = self._rows(
                     "SELECT e.agent_id, e.seq, e.kind, e.ts, CAST(e.payload AS BLOB),"
                     " CAST(e.checksum AS BLOB) FROM sk_agents a JOIN sk_events e"
                     " ON e.agent_id = a.agent_id AND e.seq = a.head_seq"
                     f" WHERE a.agent_id IN ({marks})",
                     chunk,
-                ).fetchall()
+                )
                 for r in rows:
                     found[r[0]] = RawEvent(r[1], r[2], r[3], r[4], r[5])
         return [found.get(agent_id) for agent_id in agent_ids]
@@ -427,15 +426,11 @@ class SQLiteReads(SQLitePart):
         known: bool | None = getattr(self, "_by_write", None)
         if known is None:
             with translated(self.path):
-                row = (
-                    self._reader()
-                    .execute(
-                        "SELECT 1 FROM sqlite_master WHERE type = 'index'"
-                        " AND name = 'sk_agents_written'"
-                    )
-                    .fetchone()
+                rows = self._rows(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'index'"
+                    " AND name = 'sk_agents_written'"
                 )
-            known = self._by_write = row is not None
+            known = self._by_write = bool(rows)
         return known
 
     async def list_agents_by_write(
@@ -460,7 +455,7 @@ class SQLiteReads(SQLitePart):
         sql += f" ORDER BY updated_at {order}, agent_id {order} LIMIT ?"
         args.append(limit)
         with translated(self.path):
-            rows = self._reader().execute(sql, args).fetchall()
+            rows = self._rows(sql, args)
         return [AgentInfo(r[0], r[1], r[2], r[3]) for r in rows]
 
     lists_backwards = True

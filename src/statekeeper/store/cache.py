@@ -32,7 +32,7 @@ class CacheStats:
 class LRUCache(Generic[K, V]):
     """Least-recently-used cache. ``max_size=0`` disables caching entirely."""
 
-    __slots__ = ("_data", "evictions", "hits", "max_size", "misses")
+    __slots__ = ("_data", "dropped", "evictions", "hits", "max_size", "misses")
 
     def __init__(self, max_size: int) -> None:
         if max_size < 0:
@@ -42,6 +42,9 @@ class LRUCache(Generic[K, V]):
         self.hits = 0
         self.misses = 0
         self.evictions = 0
+        #: True once an entry was discarded or cleared (evictions are counted apart):
+        #: until then, with no eviction either, every key ever put is still here
+        self.dropped = False
 
     def get(self, key: K) -> V | None:
         """Return the value and mark it most recently used, or None (a miss)."""
@@ -70,10 +73,13 @@ class LRUCache(Generic[K, V]):
 
     def discard(self, key: K) -> None:
         """Remove ``key`` if present."""
-        self._data.pop(key, None)
+        if self._data.pop(key, None) is not None:
+            self.dropped = True
 
     def clear(self) -> None:
         """Drop every entry (counters are kept)."""
+        if self._data:
+            self.dropped = True
         self._data.clear()
 
     def __len__(self) -> int:

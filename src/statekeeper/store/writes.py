@@ -182,6 +182,9 @@ class WritePipeline:
         # every append built on a record whose head tag is known carries it to compare
         # (a buffered one too: flushed onto a re-created stream, it is refused)
         self.tags_compared = backend.compares_head_tag
+        # a store the backend created at open: an agent it never wrote, read nor lost
+        # from its cache is created without a read first (see _unseen)
+        self.opened_new = backend.opened_new and self.trust_cache
         self.behind = (
             WriteBehind(
                 backend,
@@ -292,10 +295,25 @@ class WritePipeline:
             # a conflict drops it and the write is made again on a validated read.
             # (with validate_cache=False every attempt trusts the cache, and counts)
             trusting = self.trust_cache and reads.validate
+            # a save's create on a store created at open: no read of a head that is not
+            # there (see _unseen); a conflict reads it and writes again, as a stale
+            # cached head does
+            unread = (
+                self.opened_new
+                and trusting
+                and create_type is not None
+                and expected_seq is None
+                and idempotency_key is None
+                and fence is None
+                and self.behind is None
+                and self._unseen(agent_id)
+            )
             attempt = 0
             while True:
                 record = reads.trusted(agent_id) if trusting else None
-                if record is None:
+                if record is None and unread:
+                    unread = False  # (once: after a conflict, the head is read)
+                elif record is None:
                     trusting = False
                     # (write-behind: on the cached state as it is; a stale one fails at
                     # the flush, reported there, as documented for the mode)
@@ -422,6 +440,24 @@ class WritePipeline:
                 return result
         finally:
             locks.release(agent_id)
+
+    def _unseen(self, agent_id: str) -> bool:
+        """True when ``agent_id`` is taken for new: on a store the backend created at
+        open (:attr:`Backend.opened_new`), every agent this store wrote or read is cached
+        until the cache first evicts or drops one (a stale head, a failed write, a
+        delete), so one that is not there was not written by this store. An agent that
+        does exist (another writer's) costs one refused create (its compare-and-set) and
+        is written again on a read of its head: correct whatever this answers, only the
+        read saved depends on it."""
+        reads = self.reads
+        cache = reads.cache
+        return (
+            cache.evictions == 0
+            and not cache.dropped
+            and cache.max_size > 0
+            and agent_id not in cache._data
+            and agent_id not in reads.pinned
+        )
 
     # -- 1b. the common save, in one call ---------------------------------------------
 
