@@ -161,6 +161,23 @@ async def test_retried_transition_with_a_key_is_stored_once(store: StateStore) -
     assert replay.seq == 2 and replay.state is AgentState.PROCESSING
 
 
+async def test_a_key_already_recorded_decides_even_when_the_data_differs(store: StateStore) -> None:
+    """docs/store.md, "Idempotency": the key alone decides; the agent is brought back
+    to the stored state, its pending change dropped."""
+    first = await store.save("m/x", {"amount": 10}, idempotency_key="pay-1")
+    again = await store.save("m/x", {"amount": 99999}, idempotency_key="pay-1")
+    assert again.duplicate and (again.first_seq, again.last_seq) == (
+        first.first_seq,
+        first.last_seq,
+    )
+    agent = await store.agent("m/x")
+    agent.data["amount"] = 500
+    saved = await agent.save(idempotency_key="pay-1")
+    assert saved is not None and saved.duplicate
+    assert agent.data == {"amount": 10} and (await store.load("m/x")).data == {"amount": 10}
+    assert await store.head("m/x") == first.last_seq
+
+
 def test_sync_durable_agent() -> None:
     with SyncStateStore("memory://") as store:
         agent = store.agent("a1", initial_data={"n": 0})
