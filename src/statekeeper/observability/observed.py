@@ -352,6 +352,17 @@ class ObservedBackend(Backend):
         done: bool = await self._obs.call("set_ttl", agent_id, self.inner.set_ttl, agent_id, ttl)
         return done
 
+    async def expire_keys(
+        self, agent_id: str | None, before: float, *, count_only: bool = False
+    ) -> int:
+        forgotten: int = await self._obs.call(
+            "expire_keys", agent_id, self._expire_keys, agent_id, before, count_only
+        )
+        return forgotten
+
+    async def _expire_keys(self, agent_id: str | None, before: float, count_only: bool) -> int:
+        return await self.inner.expire_keys(agent_id, before, count_only=count_only)
+
     async def hold_keys(self, pattern: str, held: bool) -> int:
         covered: int = await self._obs.call("hold_keys", None, self.inner.hold_keys, pattern, held)
         return covered
