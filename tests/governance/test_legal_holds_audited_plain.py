@@ -12,7 +12,7 @@ from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.governance import Audit, AuditLog, parse_policy
 from statekeeper.governance.holds import add_hold, remove_hold
 
-from ..cli._subprocess import cli_in_process
+from ..cli._subprocess import cli_in_process, one_error_line
 
 KEY = bytes(range(32))
 POLICY = parse_policy('[principals.ops]\nadmin = ["**"]\n')
@@ -69,3 +69,25 @@ def test_hold_add_and_remove_without_as_show_in_statekeeper_audit(tmp_path: Path
     entries = [json.loads(line) for line in shown.stdout.splitlines() if line.strip()]
     held = [(e["operation"], e["principal"]) for e in entries if "hold" in e["operation"]]
     assert held == [("hold", None), ("release-hold", None)]
+
+
+def test_audit_refuses_an_unknown_operation_naming_the_known_ones(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    db = tmp_path / "s.db"
+    with SyncStateStore(
+        f"sqlite:///{db}", keyring=Keyring.from_file(keys), principal="ops", policy=POLICY,
+        audit=Audit(),
+    ) as store:  # fmt: skip
+        store.save("acme/alice", {"n": 1})
+    common = ["--db", str(db), "--key-file", str(keys)]
+    bogus = cli_in_process("audit", "--op", "bogus", *common)
+    assert bogus.code == 2, str(bogus)
+    line = one_error_line(bogus)
+    assert "'bogus'" in line and "--op" in line
+    assert "save" in line and "hold" in line and "release-hold" in line
+    # a known operation with no entry yet is not an error: none to show
+    none = cli_in_process("audit", "--op", "restore", *common)
+    assert none.code == 0 and "no audit entries" in none.stdout, str(none)
+    saved = cli_in_process("audit", "--op", "save", "--json", *common)
+    assert saved.code == 0 and json.loads(saved.stdout.splitlines()[0])["operation"] == "save"
