@@ -12,7 +12,7 @@ from pathlib import Path
 from statekeeper import SyncStateStore
 
 from ..backends._services import fresh_url
-from ..cli._subprocess import cli_in_process
+from ..cli._subprocess import cli_in_process, one_error_line
 
 
 def test_keys_ttl_on_an_engine_that_cannot_expire_records_says_so(tmp_path: Path) -> None:
@@ -59,3 +59,16 @@ def test_done_is_in_the_past_tense_and_a_dry_run_says_would(tmp_path: Path) -> N
     assert "acme/a1: forgot 1 idempotency record(s)" in done.stdout
     assert "old/x: deleted (1 events;" in done.stdout
     assert "did " not in done.stdout
+
+
+def test_a_bad_rule_is_named_by_its_place_among_the_rules(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with SyncStateStore(url) as store:
+        store.save("acme/a1", {"n": 1})
+    first = cli_in_process("retention", "apply", "--db", url, "--rule", "acme keep_last=x")
+    assert first.code == 2, str(first)
+    assert "--rule:1:" in one_error_line(first) and "policy:2" not in first.stderr
+    second = cli_in_process(
+        "retention", "apply", "--db", url, "--rule", "acme keep_last=2", "--rule", "hold"
+    )
+    assert second.code == 2 and "--rule:2:" in one_error_line(second), str(second)

@@ -370,7 +370,8 @@ def retention_apply(
             raise ConfigurationError(f"the policy file {policy_file} sets no rule and no hold")
         text = policy_file.read_text(encoding="utf-8")
         source = str(policy_file)
-    if rules:
+    if rules:  # a bad one is named by its place among the --rule options: --rule:1
+        RetentionPolicy.parse("\n".join(rules), "--rule")
         text += "\n" + "\n".join(rules)
     if not text.strip():
         raise ConfigurationError("retention apply needs --policy FILE or --rule LINE")
