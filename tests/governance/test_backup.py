@@ -195,8 +195,11 @@ async def test_restore_refuses_a_target_that_holds_the_agents(
     file, bkey, _ = made
     async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
         await dst.save("t0/a000", {"mine": True})
-        with pytest.raises(BackupError, match="already holds"):
+        with pytest.raises(BackupError, match="already holds") as refused:
             await restore(dst, [file], bkey)
+        # the way to keep them and restore the others is named
+        assert "--skip-existing" in str(refused.value)
+        assert "skip_existing=True" in str(refused.value)
         assert await dst.count_agents() == 1
         result = await restore(dst, [file], bkey, skip_existing=True)
         assert result.agents == 39 and result.skipped == 1

@@ -58,5 +58,5 @@ def test_retention_apply_expires_old_records(tmp_path: Path) -> None:
     assert _records(path) == {"acme/a1": 2, "acme/a2": 2, "legal/a3": 2}
     run = cli_in_process("retention", "apply", "--db", url, *rules)
     assert run.code == 0, str(run)
-    assert "acme/a1: did forget 2 idempotency record(s) (made more than 30d ago)" in run.stdout
+    assert "acme/a1: forgot 2 idempotency record(s) (made more than 30d ago)" in run.stdout
     assert _records(path) == {"acme/a2": 1, "legal/a3": 2}

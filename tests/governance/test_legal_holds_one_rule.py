@@ -128,7 +128,7 @@ def test_retention_apply_places_the_hold_lines_and_forget_refuses_from_the_comma
     assert json.loads(dry.stdout)["holds_placed"] == ["acme/alice"]
     applied = cli_in_process("retention", "apply", "--policy", str(policy), *common)
     assert applied.code == 0, str(applied)
-    assert "legal hold placed on 'acme/alice'" in applied.stdout
+    assert "placed a legal hold on 'acme/alice'" in applied.stdout
     refused = cli_in_process("forget", "acme/alice", "--yes", *common)
     assert refused.code == 4, str(refused)
     assert f"retention policy {policy}" in one_error_line(refused)
@@ -236,7 +236,7 @@ def test_restore_prints_the_holds_it_placed_and_counts_agents_only(tmp_path: Pat
     done = cli_in_process("restore", str(tmp_path / "b.skb"), *bk, *common)
     assert done.code == 0, str(done)
     assert "restored and verified 1 agent(s)" in done.stdout
-    assert "legal hold placed on 'acme/alice'" in done.stdout
+    assert "placed a legal hold on 'acme/alice'" in done.stdout
     # into an empty store the backup's holds stream is restored whole: listed too
     SyncStateStore(f"sqlite:///{fresh}").close()
     common = ["--db", str(fresh), "--key-file", str(keys)]

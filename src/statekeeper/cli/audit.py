@@ -110,6 +110,23 @@ def _in_namespace(entry: AuditEntry, namespace: str) -> AuditEntry | None:
     return None
 
 
+async def _check_operation(log: AuditLog | None, op: str) -> None:
+    """Refuse ``--op`` naming no operation statekeeper records (a typo would otherwise
+    list "no audit entries"), unless the log holds entries of it (a tool's own name)."""
+    from ..governance.audit import KNOWN_OPERATIONS
+
+    if op in KNOWN_OPERATIONS:
+        return
+    if log is not None:
+        async for _ in log.entries(operation=op):
+            return
+    raise typer.BadParameter(
+        f"{op!r} is not an operation the audit log records; one of: "
+        + ", ".join(sorted(KNOWN_OPERATIONS)),
+        param_hint="'--op'",
+    )
+
+
 def _line(entry: AuditEntry) -> str:
     seqs = (
         f"{entry.first_seq}" if entry.first_seq == entry.last_seq else
@@ -177,6 +194,8 @@ def audit(
         count = 0
         async with open_store(url, key_file=key_file) as store:
             log = await _log(store)
+            if op is not None:
+                await _check_operation(log, op)
             if log is None:
                 return 0
             console = out_console()

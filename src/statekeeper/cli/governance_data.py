@@ -21,6 +21,7 @@ from .stores import KeyFileOption, open_store, refuse_in_memory
 
 if TYPE_CHECKING:
     from ..governance.backup import BackupKey, BackupResult, RestoreResult
+    from ..governance.retention import RetentionAction
     from ..governance.shredding import ForgetResult
 
 __all__ = ["backup_cmd", "forget_cmd", "restore_cmd", "retention_app"]
@@ -220,7 +221,7 @@ def restore_cmd(
         + (f"; {len(result.forgotten):,} forgotten agent(s) left out" if result.forgotten else "")
     )
     for pattern in result.holds_placed:  # the backup's holds the target lacked
-        console.print(f"legal hold placed on {escape(pattern)!r} (held in the backup)")
+        console.print(f"placed a legal hold on {escape(pattern)!r} (held in the backup)")
 
 
 @app.command("forget")
@@ -369,7 +370,8 @@ def retention_apply(
             raise ConfigurationError(f"the policy file {policy_file} sets no rule and no hold")
         text = policy_file.read_text(encoding="utf-8")
         source = str(policy_file)
-    if rules:
+    if rules:  # a bad one is named by its place among the --rule options: --rule:1
+        RetentionPolicy.parse("\n".join(rules), "--rule")
         text += "\n" + "\n".join(rules)
     if not text.strip():
         raise ConfigurationError("retention apply needs --policy FILE or --rule LINE")
@@ -464,25 +466,52 @@ def retention_apply(
     console = out_console()
     if after is not None:
         console.print(f"resumed after {escape(repr(after))} (from {escape(str(progress_file))})")
-    verb = "would" if dry_run else "did"
     for pattern in report.holds_placed:  # the policy's hold lines, now the store's holds
         placed = "would place" if dry_run else "placed"
-        console.print(f"legal hold {placed} on {escape(pattern)!r} (a hold line of the policy)")
+        console.print(f"{placed} a legal hold on {escape(pattern)!r} (a hold line of the policy)")
+    unsupported: dict[tuple[str, str], int] = {}
     for a in report.actions:
-        if a.kind == "purge":
-            what = f"delete ({a.events_removed} events; {a.reason})"
-        elif a.kind == "expire-keys":
-            what = f"forget {a.keys_expired} idempotency record(s) ({a.reason})"
-        else:
-            what = (
-                f"remove {a.events_removed} event(s) before seq {a.base_seq + 1},"
-                f" {a.snapshots_removed} snapshot(s)"
-            )
-        note = "" if a.outcome in ("done", "dry-run") else f" [{a.outcome}: {escape(a.reason)}]"
-        console.print(f"{escape(a.agent_id)}: {verb} {what}{note}")
+        if a.outcome == "unsupported":  # nothing done, nothing to do: said once below
+            unsupported[a.kind, a.reason] = unsupported.get((a.kind, a.reason), 0) + 1
+            continue
+        console.print(f"{escape(a.agent_id)}: {_action_line(a)}")
+    for (kind, reason), agents in unsupported.items():
+        console.print(
+            f"{_UNSUPPORTED.get(kind, kind)} not supported by this engine: {escape(reason)}"
+            f" ({agents:,} agent(s))"
+        )
+    done = len(report.actions) - sum(unsupported.values())
     console.print(
         f"{report.scanned:,} agent(s) scanned, {report.held:,} on legal hold,"
-        f" {len(report.actions):,} action(s)" + (" (dry run: nothing changed)" if dry_run else "")
+        f" {done:,} action(s)"
+        + (f", {sum(unsupported.values()):,} unsupported" if unsupported else "")
+        + (" (dry run: nothing changed)" if dry_run else "")
     )
     if failed:
         raise typer.Exit(1)  # problems found: listed above (the run goes on past them)
+
+
+#: what a retention action the engine cannot make is called (the policy's word)
+_UNSUPPORTED = {"expire-keys": "keys_ttl", "compact": "compaction", "purge": "ttl"}
+
+
+def _action_line(a: RetentionAction) -> str:
+    """One action of a retention run, as ``retention apply`` prints it: ``deleted ...``
+    when done, ``would delete ...`` in a dry run, ``could not delete ... [failed: why]``
+    otherwise."""
+    if a.kind == "purge":
+        verbs, what = ("delete", "deleted"), f"({a.events_removed} events; {a.reason})"
+    elif a.kind == "expire-keys":
+        verbs = ("forget", "forgot")
+        what = f"{a.keys_expired} idempotency record(s) ({a.reason})"
+    else:
+        verbs = ("remove", "removed")
+        what = (
+            f"{a.events_removed} event(s) before seq {a.base_seq + 1},"
+            f" {a.snapshots_removed} snapshot(s)"
+        )
+    if a.outcome == "done":
+        return f"{verbs[1]} {what}"
+    if a.outcome == "dry-run":
+        return f"would {verbs[0]} {what}"
+    return f"could not {verbs[0]} {what} [{a.outcome}: {escape(a.reason)}]"

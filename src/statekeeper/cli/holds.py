@@ -3,7 +3,8 @@
 A hold exempts an agent (``acme/alice``) or a namespace (``legal/*``) from every purge
 (``forget``, ``delete``, ``retention apply``, expiry, LangGraph prune), whether or not a
 policy file is passed (:mod:`statekeeper.governance.holds`). Placing and releasing one
-needs ``admin`` on its namespace under ``--as`` and is recorded in the audit log.
+needs ``admin`` on its namespace under ``--as`` and is recorded in the audit log (without
+``--as`` too, on a store that keeps one: the entry names no principal).
 """
 
 from __future__ import annotations

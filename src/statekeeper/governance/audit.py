@@ -80,6 +80,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUDIT_ID",
+    "KNOWN_OPERATIONS",
     "OPERATIONS",
     "Audit",
     "AuditEntry",
@@ -121,6 +122,26 @@ OPERATIONS = (
     "verify",
     "find_key",
     "size",
+)
+
+#: every operation statekeeper itself records: the store's (:data:`OPERATIONS`) and those of
+#: its governance tools (holds, retention, backups, leases, the change feed, repair...)
+KNOWN_OPERATIONS = (
+    *OPERATIONS,
+    "append_batch",
+    "audit",
+    "backup",
+    "compact",
+    "expire-keys",
+    "hold",
+    "projections",
+    "release-hold",
+    "repair",
+    "restore",
+    "retention",
+    "subscribe",
+    "thin-snapshots",
+    "trim_feed",
 )
 
 

@@ -56,10 +56,19 @@ from ..records import AppendRequest, RawEvent
 from ..store.holds import HOLD_ADD, HOLD_REMOVE, Hold, check_pattern, find_hold, list_holds
 from ..store.holds import read_holds as _read
 from ..store.namespaced import NamespacedStateStore
-from .hooks import AuditSink, GovernanceEvent, announce, emit, require, store_sink
+from .hooks import (
+    Announced,
+    AuditSink,
+    GovernanceEvent,
+    announce,
+    emit,
+    require,
+    store_sink,
+)
 
 if TYPE_CHECKING:
     from ..store import StateStore
+    from .audit import AuditLog
 
 __all__ = [
     "HOLDS_STREAM",
@@ -173,6 +182,7 @@ async def _change(
         await _expiry(store, pattern, True)
     given = audit
     audit = store_sink(store, audit)
+    unprincipaled = None if audit is not None else await _store_log(store)
     last = ConflictError(HOLDS_STREAM, 0, 0)
     for _ in range(_RETRIES):
         seq, tag = await store.backend.head_tag(HOLDS_STREAM)
@@ -191,6 +201,11 @@ async def _change(
         )
         # on a governed store the entry goes first (a crash cannot change holds unrecorded)
         announced = await announce(store, given, event)
+        if unprincipaled is not None:  # entry first there too, naming no principal
+            entry = await unprincipaled.record_ahead(
+                operation, principal=None, agent_id=event.agent_id, detail=event.details
+            )
+            announced = Announced(unprincipaled, entry, event, None)
         doc = {"pattern": pattern, "reason": reason, "principal": principal}
         try:
             await _append(store, seq, tag, link, kind, at, doc)
@@ -213,6 +228,19 @@ async def _change(
                 await _expiry(store, pattern, True)  # placed again meanwhile
         return True
     raise RetriesExhausted(HOLDS_STREAM, _RETRIES, last)
+
+
+async def _store_log(store: StateStore) -> AuditLog | None:
+    """The audit log a store keeps, for a hold placed or released through it without a
+    principal (no ``--as``): placing and releasing a hold are audited on every store
+    that keeps a log, the entry naming no principal. None when it keeps none (or the
+    store has no keys to seal an entry with)."""
+    from .audit import AuditLog
+
+    keyring = store.codec.keyring
+    if keyring is None or not await store.backend.head(AUDIT_STREAM):
+        return None
+    return AuditLog(store.backend, keyring)
 
 
 async def _expiry(store: StateStore, pattern: str, held: bool) -> None:

@@ -50,7 +50,7 @@ async def expire_agent_keys(
     backend = store.backend
     if not backend.supports(Capability.KEY_EXPIRY):
         return RetentionAction(
-            agent_id, KIND, "unsupported", reason="the engine cannot expire idempotency records"
+            agent_id, KIND, "unsupported", reason="idempotency records expire with the agent's TTL"
         )
     count = await backend.expire_keys(agent_id, now - ttl, count_only=dry_run)
     if not count:

@@ -509,7 +509,8 @@ async def restore(
         elif present:
             raise BackupError(
                 f"the target store already holds {len(present)} of the agents (e.g."
-                f" {present[0]!r}): restore into an empty store, or delete them first"
+                f" {present[0]!r}): restore into an empty store, delete them first, or keep"
+                " them and restore the others (--skip-existing; skip_existing=True)"
             )
         _check_target_takes(store, plans, tags)
         if holds:  # placed before the agents they protect are written

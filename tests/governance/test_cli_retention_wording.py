@@ -1,0 +1,74 @@
+"""What ``statekeeper retention apply`` prints: past tense for what was done ("forgot",
+"deleted", "placed a legal hold"), "would ..." in a dry run, and an action the engine
+cannot make (``keys_ttl`` on Redis) said to be unsupported, not counted as done."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from statekeeper import SyncStateStore
+
+from ..backends._services import fresh_url
+from ..cli._subprocess import cli_in_process, one_error_line
+
+
+def test_keys_ttl_on_an_engine_that_cannot_expire_records_says_so(tmp_path: Path) -> None:
+    with fresh_url("redis", tmp_path) as url:
+        with SyncStateStore(url) as store:
+            store.save("acme/a1", {"n": 1}, idempotency_key="step-1")
+        run = cli_in_process("retention", "apply", "--db", url, "--rule", "* keys_ttl=30d")
+        assert run.code == 0, str(run)
+        assert "did forget" not in run.stdout and "forgot" not in run.stdout
+        assert (
+            "keys_ttl not supported by this engine: idempotency records expire with the"
+            " agent's TTL" in run.stdout
+        )
+        assert "0 action(s)" in run.stdout and "1 unsupported" in run.stdout
+        as_json = cli_in_process(
+            "retention", "apply", "--db", url, "--rule", "* keys_ttl=30d", "--json"
+        )
+        assert [(a["action"], a["outcome"]) for a in json.loads(as_json.stdout)["actions"]] == [
+            ("expire-keys", "unsupported")
+        ]
+
+
+def test_done_is_in_the_past_tense_and_a_dry_run_says_would(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    url = f"sqlite:///{path}"
+    with SyncStateStore(url) as store:
+        store.save("acme/a1", {"n": 1}, idempotency_key="step-1")
+        store.save("old/x", {"n": 1})
+        store.save("legal/y", {"n": 1})
+    with closing(sqlite3.connect(path)) as conn:  # written a year ago
+        conn.execute("UPDATE sk_idempotency SET created_at = created_at - 365 * 86400")
+        conn.execute("UPDATE sk_agents SET updated_at = updated_at - 365 * 86400")
+        conn.commit()
+    rules = ["--rule", "hold legal/*", "--rule", "old ttl=30d", "--rule", "acme keys_ttl=30d"]
+    dry = cli_in_process("retention", "apply", "--db", url, *rules, "--dry-run")
+    assert dry.code == 0, str(dry)
+    assert "would place a legal hold on 'legal/*'" in dry.stdout
+    assert "acme/a1: would forget 1 idempotency record(s)" in dry.stdout
+    assert "old/x: would delete (1 events;" in dry.stdout
+    assert "legal hold would place" not in dry.stdout
+    done = cli_in_process("retention", "apply", "--db", url, *rules)
+    assert done.code == 0, str(done)
+    assert "placed a legal hold on 'legal/*'" in done.stdout
+    assert "acme/a1: forgot 1 idempotency record(s)" in done.stdout
+    assert "old/x: deleted (1 events;" in done.stdout
+    assert "did " not in done.stdout
+
+
+def test_a_bad_rule_is_named_by_its_place_among_the_rules(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with SyncStateStore(url) as store:
+        store.save("acme/a1", {"n": 1})
+    first = cli_in_process("retention", "apply", "--db", url, "--rule", "acme keep_last=x")
+    assert first.code == 2, str(first)
+    assert "--rule:1:" in one_error_line(first) and "policy:2" not in first.stderr
+    second = cli_in_process(
+        "retention", "apply", "--db", url, "--rule", "acme keep_last=2", "--rule", "hold"
+    )
+    assert second.code == 2 and "--rule:2:" in one_error_line(second), str(second)
