@@ -114,9 +114,43 @@ async def test_deleting_a_lost_agent_acknowledges_the_loss(store: StateStore, pr
     _delete(f"{prefix}a:a")
     with pytest.raises(AgentLost):
         await store.load("a")
-    await store.delete("a")
+    assert await store.delete("a") is True  # main: False, as for an agent never stored
+    assert await store.delete("a") is False  # acknowledged: now it is not found
     assert [i.agent_id for i in await store.list_agents()] == ["b"]
     assert (await store.save("a", {"n": 1})).last_seq == 1
+
+
+def test_a_sync_store_deleting_a_lost_agent_says_it_existed(prefix: str) -> None:
+    from statekeeper import SyncStateStore
+
+    with SyncStateStore(f"{REDIS_URL}?prefix={prefix}") as store:
+        store.save("a", {"n": 1})
+        _delete(f"{prefix}a:a")
+        assert store.delete("a") is True  # main: False
+        assert store.delete("never-saved") is False
+
+
+async def test_a_lost_agent_under_a_hold_is_not_deleted(store: StateStore, prefix: str) -> None:
+    from statekeeper.errors import AgentOnHold
+    from statekeeper.governance.holds import add_hold
+
+    await _three(store)
+    assert await add_hold(store, "a", "litigation")
+    _delete(f"{prefix}a:a")
+    with pytest.raises(AgentOnHold, match="'a'"):  # its data is gone; the hold still stands
+        await store.delete("a")
+    with pytest.raises(AgentLost):  # still reported lost, nothing acknowledged
+        await store.load("a")
+
+
+async def test_an_expired_agent_of_a_ttl_store_is_not_reported_deleted(prefix: str) -> None:
+    backend = RedisBackend(REDIS_URL, prefix=prefix, ttl=3600)
+    try:
+        await backend.append(request("a", 0, 2))
+        _delete(f"{prefix}a:a")  # as its expiry would
+        assert await backend.delete_agent("a") is False  # expired: it does not exist
+    finally:
+        await backend.close()
 
 
 async def test_a_deleted_index_is_found_by_the_listings(store: StateStore, prefix: str) -> None:
@@ -268,6 +302,6 @@ async def test_a_governed_store_deletes_a_lost_agent(prefix: str) -> None:
         _delete(f"{prefix}a:a")
         with pytest.raises(AgentLost):
             await store.load("a")
-        await store.delete("a")  # main: AgentLost from its head read (the way back)
+        assert await store.delete("a") is True  # main: AgentLost from its head read
         assert [i.agent_id for i in await store.list_agents()] == ["b"]
         assert (await store.save("a", {"n": 1})).last_seq == 1

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import AgentForgotten, AgentNotFound, HistoryCompacted
+from ..errors import AgentForgotten, AgentLost, AgentNotFound, HistoryCompacted
 from . import render
 from ._markup import escape
 from .app import (
@@ -384,18 +384,25 @@ def delete(
 ) -> None:
     """Delete an agent's events and snapshots (asks first unless --yes).
 
+    An agent whose data was lost (``AgentLost``: evicted, or deleted outside the
+    store) is deleted too: that acknowledges the loss, and its id can be used again.
     Exit code 1 when the agent does not exist or the deletion is declined.
     """
     url = resolve_url(ctx, db)
 
-    async def head_of() -> int:
+    async def head_of() -> int | AgentLost:
         async with open_store(url, key_file=key_file) as store:
-            return await _require(store, agent)
+            try:
+                return await _require(store, agent)
+            except AgentLost as lost:  # its data is gone: deleting acknowledges it
+                return lost
 
     head = run(head_of())
-    if not yes and not typer.confirm(
-        f"Delete agent {agent!r} and its {head} event(s)? This cannot be undone"
-    ):
+    if isinstance(head, AgentLost):
+        question = f"{head}. Delete agent {agent!r} to acknowledge the loss?"
+    else:
+        question = f"Delete agent {agent!r} and its {head} event(s)? This cannot be undone"
+    if not yes and not typer.confirm(question):
         err_console().print("not deleted")
         raise typer.Exit(1)
 
@@ -405,7 +412,13 @@ def delete(
 
     if not run(go()):
         raise AgentNotFound(agent)
-    out_console().print(f"deleted agent {escape(agent)!r} ({head} event(s))")
+    if isinstance(head, AgentLost):
+        out_console().print(
+            f"deleted agent {escape(agent)!r}, whose data was lost: the loss is acknowledged"
+            " and its id can be used again"
+        )
+    else:
+        out_console().print(f"deleted agent {escape(agent)!r} ({head} event(s))")
 
 
 # --------------------------------------------------------------------------- stats
