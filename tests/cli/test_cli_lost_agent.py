@@ -1,0 +1,70 @@
+"""The CLI on a Redis store one of whose agents lost its data (its keys evicted or
+deleted by hand while the store's marker stays: ``AgentLost``). ``statekeeper delete``
+is the documented way to acknowledge the loss, so it must not fail on the loss itself.
+
+The shared server, under each test's own key prefix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("redis")
+
+import redis
+
+from statekeeper import SyncStateStore
+
+from ..backends._services import REDIS_URL, delete_prefix, namespace, require_redis
+from ._proc import cli_env, run_in_process
+
+
+@pytest.fixture
+def lost(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(url, prefix) of a store with agents r/a (lost) and r/b."""
+    require_redis()
+    prefix = namespace(tmp_path, "sk_lostcli_") + ":"
+    url = f"{REDIS_URL}?prefix={prefix}"
+    try:
+        with SyncStateStore(url) as store:
+            store.save("r/a", {"n": 1})
+            store.save("r/a", {"n": 2})
+            store.save("r/b", {"n": 1})
+        client = redis.Redis.from_url(REDIS_URL)
+        try:
+            assert client.delete(f"{prefix}a:r/a") == 1  # as `redis-cli DEL` does
+        finally:
+            client.close()
+        yield url, prefix
+    finally:
+        delete_prefix(prefix)
+
+
+def _sk(*args: str, input: str | None = None) -> tuple[int, str, str]:
+    return run_in_process(args, cli_env(200), input=input)
+
+
+def test_delete_of_a_lost_agent_acknowledges_the_loss(lost: tuple[str, str]) -> None:
+    url, _ = lost
+    code, out, err = _sk("delete", "r/a", "--db", url, "--yes")
+    assert code == 0, err  # main: 2, the AgentLost of the head read
+    assert "'r/a'" in out and "lost" in out
+    with SyncStateStore(url) as store:
+        assert [i.agent_id for i in store.list_agents()] == ["r/b"]
+        assert store.save("r/a", {"n": 1}).last_seq == 1  # its id can be used again
+    code, out, err = _sk("delete", "r/a", "--db", url, "--yes")
+    assert code == 0 and "(1 event(s))" in out  # the new r/a is deleted as usual
+    code, _, err = _sk("delete", "r/a", "--db", url, "--yes")
+    assert code == 1 and "not found" in err.lower()
+
+
+def test_delete_of_a_lost_agent_asks_naming_the_loss(lost: tuple[str, str]) -> None:
+    url, _ = lost
+    code, out, err = _sk("delete", "r/a", "--db", url, input="n\n")
+    assert code == 1 and "not deleted" in err
+    assert "'r/a'" in out and "acknowledge the loss" in out
+    with SyncStateStore(url) as store:  # declined: still lost
+        with pytest.raises(Exception, match="r/a"):
+            store.load("r/a")
