@@ -305,3 +305,25 @@ async def test_a_governed_store_deletes_a_lost_agent(prefix: str) -> None:
         assert await store.delete("a") is True  # main: AgentLost from its head read
         assert [i.agent_id for i in await store.list_agents()] == ["b"]
         assert (await store.save("a", {"n": 1})).last_seq == 1
+
+
+@pytest.mark.parametrize("page", [1000, 2])
+async def test_verify_reports_every_lost_agent_and_checks_the_rest(
+    store: StateStore, prefix: str, page: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from statekeeper.store import listing
+
+    monkeypatch.setattr(listing, "PAGE", page)  # (2: losses at and across page ends)
+    ids = ["a", "b", "c", "d", "e", "f"]
+    for agent_id in ids:
+        await store.save(agent_id, {"n": 1})
+    _delete(f"{prefix}a:b", f"{prefix}a:d", f"{prefix}a:e")
+    report = await store.verify()  # main: AgentLost from the listing
+    assert report.agents == 6 and report.events == 3
+    assert [p.agent_id for p in report.problems] == ["b", "d", "e"]
+    assert all("lost its stored data" in p.reason for p in report.problems)
+    listed = [x async for x in listing.agents_past_lost(store.list_agents)]
+    assert [(type(x).__name__, x.agent_id) for x in listed] == [
+        ("AgentInfo", "a"), ("AgentLost", "b"), ("AgentInfo", "c"),
+        ("AgentLost", "d"), ("AgentLost", "e"), ("AgentInfo", "f"),
+    ]  # fmt: skip

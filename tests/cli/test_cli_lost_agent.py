@@ -6,6 +6,7 @@ The shared server, under each test's own key prefix."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ pytest.importorskip("redis")
 import redis
 
 from statekeeper import SyncStateStore
+from statekeeper.errors import AgentLost
 
 from ..backends._services import REDIS_URL, delete_prefix, namespace, require_redis
 from ._proc import cli_env, run_in_process
@@ -65,6 +67,29 @@ def test_delete_of_a_lost_agent_asks_naming_the_loss(lost: tuple[str, str]) -> N
     code, out, err = _sk("delete", "r/a", "--db", url, input="n\n")
     assert code == 1 and "not deleted" in err
     assert "'r/a'" in out and "acknowledge the loss" in out
-    with SyncStateStore(url) as store:  # declined: still lost
-        with pytest.raises(Exception, match="r/a"):
-            store.load("r/a")
+    with SyncStateStore(url) as store, pytest.raises(AgentLost):  # declined: still lost
+        store.load("r/a")
+
+
+def test_verify_reports_a_lost_agent_and_checks_the_rest(lost: tuple[str, str]) -> None:
+    url, _ = lost
+    code, out, err = _sk("verify", "--db", url, "--json")
+    assert code == 1, err  # main: 2, the listing's AgentLost ended the check
+    report = json.loads(out)
+    assert report["agents"] == 2 and report["events"] == 1  # r/b checked
+    assert [p["agent_id"] for p in report["problems"]] == ["r/a"]
+    assert "lost its stored data" in report["problems"][0]["reason"]
+    code, out, err = _sk("verify", "r/a", "r/b", "--db", url)  # named: the same
+    assert code == 1, err
+    assert "r/a" in out and "1 problem(s)" in out
+
+
+def test_health_reports_a_lost_agent_as_unreadable(lost: tuple[str, str]) -> None:
+    url, _ = lost
+    code, out, err = _sk("health", "--db", url, "--json")
+    assert code == 1, err  # main: 2
+    report = json.loads(out)
+    assert report["agents"] == 1  # r/b
+    assert [a for a, _ in report["unreadable"]] == ["r/a"]
+    assert "lost its stored data" in report["unreadable"][0][1]
+    assert "1 agent(s) could not be read" in report["breaches"]

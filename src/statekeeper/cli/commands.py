@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -291,6 +292,7 @@ def verify(
     url = resolve_url(ctx, db)
 
     from ..store import VerifyReport
+    from ..store.listing import agents_past_lost
     from .progress import bar
 
     async def go() -> VerifyReport:
@@ -298,7 +300,8 @@ def verify(
         async with open_store(url, key_file=key_file) as store:
             if agent_ids:
                 for agent_id in agent_ids:
-                    await _require(store, agent_id)
+                    with contextlib.suppress(AgentLost):  # a finding: its check reports it
+                        await _require(store, agent_id)
                 todo: Any = agent_ids
                 count = len(agent_ids)
             else:
@@ -311,8 +314,8 @@ def verify(
                     if todo is not None:
                         for a in todo:
                             yield a
-                    else:
-                        async for info in store.iter_agents():
+                    else:  # a lost agent too: its check reports the loss, the rest go on
+                        async for info in agents_past_lost(store.list_agents):
                             yield info.agent_id
 
                 seen = set()
