@@ -93,3 +93,18 @@ def test_health_reports_a_lost_agent_as_unreadable(lost: tuple[str, str]) -> Non
     assert [a for a, _ in report["unreadable"]] == ["r/a"]
     assert "lost its stored data" in report["unreadable"][0][1]
     assert "1 agent(s) could not be read" in report["breaches"]
+
+
+@pytest.mark.parametrize("command", ["backup", "stats", "agents"])
+def test_a_command_stopped_by_a_lost_agent_says_how_to_proceed(
+    lost: tuple[str, str], tmp_path: Path, command: str
+) -> None:
+    url, _ = lost
+    key = ["--backup-key", str(tmp_path / "b.key"), "--create-backup-key"]
+    args = ["--to", str(tmp_path / "b.skb"), *key] if command == "backup" else []
+    code, _, err = _sk(command, "--db", url, *args)
+    assert code == 2  # still refused: a backup or a listing without r/a would be wrong
+    assert "'r/a'" in err and "lost its stored data" in err
+    assert "`statekeeper delete r/a --yes` acknowledges it" in err  # main: not said
+    assert "`statekeeper verify` lists every lost agent" in err
+    assert not (tmp_path / "b.skb").exists()
