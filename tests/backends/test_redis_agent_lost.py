@@ -114,9 +114,43 @@ async def test_deleting_a_lost_agent_acknowledges_the_loss(store: StateStore, pr
     _delete(f"{prefix}a:a")
     with pytest.raises(AgentLost):
         await store.load("a")
-    await store.delete("a")
+    assert await store.delete("a") is True  # main: False, as for an agent never stored
+    assert await store.delete("a") is False  # acknowledged: now it is not found
     assert [i.agent_id for i in await store.list_agents()] == ["b"]
     assert (await store.save("a", {"n": 1})).last_seq == 1
+
+
+def test_a_sync_store_deleting_a_lost_agent_says_it_existed(prefix: str) -> None:
+    from statekeeper import SyncStateStore
+
+    with SyncStateStore(f"{REDIS_URL}?prefix={prefix}") as store:
+        store.save("a", {"n": 1})
+        _delete(f"{prefix}a:a")
+        assert store.delete("a") is True  # main: False
+        assert store.delete("never-saved") is False
+
+
+async def test_a_lost_agent_under_a_hold_is_not_deleted(store: StateStore, prefix: str) -> None:
+    from statekeeper.errors import AgentOnHold
+    from statekeeper.governance.holds import add_hold
+
+    await _three(store)
+    assert await add_hold(store, "a", "litigation")
+    _delete(f"{prefix}a:a")
+    with pytest.raises(AgentOnHold, match="'a'"):  # its data is gone; the hold still stands
+        await store.delete("a")
+    with pytest.raises(AgentLost):  # still reported lost, nothing acknowledged
+        await store.load("a")
+
+
+async def test_an_expired_agent_of_a_ttl_store_is_not_reported_deleted(prefix: str) -> None:
+    backend = RedisBackend(REDIS_URL, prefix=prefix, ttl=3600)
+    try:
+        await backend.append(request("a", 0, 2))
+        _delete(f"{prefix}a:a")  # as its expiry would
+        assert await backend.delete_agent("a") is False  # expired: it does not exist
+    finally:
+        await backend.close()
 
 
 async def test_a_deleted_index_is_found_by_the_listings(store: StateStore, prefix: str) -> None:
@@ -268,6 +302,28 @@ async def test_a_governed_store_deletes_a_lost_agent(prefix: str) -> None:
         _delete(f"{prefix}a:a")
         with pytest.raises(AgentLost):
             await store.load("a")
-        await store.delete("a")  # main: AgentLost from its head read (the way back)
+        assert await store.delete("a") is True  # main: AgentLost from its head read
         assert [i.agent_id for i in await store.list_agents()] == ["b"]
         assert (await store.save("a", {"n": 1})).last_seq == 1
+
+
+@pytest.mark.parametrize("page", [1000, 2])
+async def test_verify_reports_every_lost_agent_and_checks_the_rest(
+    store: StateStore, prefix: str, page: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from statekeeper.store import listing
+
+    monkeypatch.setattr(listing, "PAGE", page)  # (2: losses at and across page ends)
+    ids = ["a", "b", "c", "d", "e", "f"]
+    for agent_id in ids:
+        await store.save(agent_id, {"n": 1})
+    _delete(f"{prefix}a:b", f"{prefix}a:d", f"{prefix}a:e")
+    report = await store.verify()  # main: AgentLost from the listing
+    assert report.agents == 6 and report.events == 3
+    assert [p.agent_id for p in report.problems] == ["b", "d", "e"]
+    assert all("lost its stored data" in p.reason for p in report.problems)
+    listed = [x async for x in listing.agents_past_lost(store.list_agents)]
+    assert [(type(x).__name__, x.agent_id) for x in listed] == [
+        ("AgentInfo", "a"), ("AgentLost", "b"), ("AgentInfo", "c"),
+        ("AgentLost", "d"), ("AgentLost", "e"), ("AgentInfo", "f"),
+    ]  # fmt: skip

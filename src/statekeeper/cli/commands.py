@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import AgentForgotten, AgentNotFound, HistoryCompacted
+from ..errors import AgentForgotten, AgentLost, AgentNotFound, HistoryCompacted
 from . import render
 from ._markup import escape
 from .app import (
@@ -291,6 +292,7 @@ def verify(
     url = resolve_url(ctx, db)
 
     from ..store import VerifyReport
+    from ..store.listing import agents_past_lost
     from .progress import bar
 
     async def go() -> VerifyReport:
@@ -298,7 +300,8 @@ def verify(
         async with open_store(url, key_file=key_file) as store:
             if agent_ids:
                 for agent_id in agent_ids:
-                    await _require(store, agent_id)
+                    with contextlib.suppress(AgentLost):  # a finding: its check reports it
+                        await _require(store, agent_id)
                 todo: Any = agent_ids
                 count = len(agent_ids)
             else:
@@ -311,8 +314,8 @@ def verify(
                     if todo is not None:
                         for a in todo:
                             yield a
-                    else:
-                        async for info in store.iter_agents():
+                    else:  # a lost agent too: its check reports the loss, the rest go on
+                        async for info in agents_past_lost(store.list_agents):
                             yield info.agent_id
 
                 seen = set()
@@ -384,18 +387,25 @@ def delete(
 ) -> None:
     """Delete an agent's events and snapshots (asks first unless --yes).
 
+    An agent whose data was lost (``AgentLost``: evicted, or deleted outside the
+    store) is deleted too: that acknowledges the loss, and its id can be used again.
     Exit code 1 when the agent does not exist or the deletion is declined.
     """
     url = resolve_url(ctx, db)
 
-    async def head_of() -> int:
+    async def head_of() -> int | AgentLost:
         async with open_store(url, key_file=key_file) as store:
-            return await _require(store, agent)
+            try:
+                return await _require(store, agent)
+            except AgentLost as lost:  # its data is gone: deleting acknowledges it
+                return lost
 
     head = run(head_of())
-    if not yes and not typer.confirm(
-        f"Delete agent {agent!r} and its {head} event(s)? This cannot be undone"
-    ):
+    if isinstance(head, AgentLost):
+        question = f"{head}. Delete agent {agent!r} to acknowledge the loss?"
+    else:
+        question = f"Delete agent {agent!r} and its {head} event(s)? This cannot be undone"
+    if not yes and not typer.confirm(question):
         err_console().print("not deleted")
         raise typer.Exit(1)
 
@@ -405,7 +415,13 @@ def delete(
 
     if not run(go()):
         raise AgentNotFound(agent)
-    out_console().print(f"deleted agent {escape(agent)!r} ({head} event(s))")
+    if isinstance(head, AgentLost):
+        out_console().print(
+            f"deleted agent {escape(agent)!r}, whose data was lost: the loss is acknowledged"
+            " and its id can be used again"
+        )
+    else:
+        out_console().print(f"deleted agent {escape(agent)!r} ({head} event(s))")
 
 
 # --------------------------------------------------------------------------- stats

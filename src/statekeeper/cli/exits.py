@@ -46,7 +46,7 @@ from typing import Any
 
 import typer
 
-from ..errors import AccessDenied, AgentNotFound, AgentOnHold, StatekeeperError
+from ..errors import AccessDenied, AgentLost, AgentNotFound, AgentOnHold, StatekeeperError
 
 try:  # typer >= 0.20 ships its own copy of click
     from typer._click import exceptions as _click_exceptions
@@ -140,6 +140,13 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return EXIT_NOT_FOUND, str(exc)
     if isinstance(exc, AccessDenied | AgentOnHold):
         return EXIT_DENIED, str(exc)
+    if isinstance(exc, AgentLost):  # the commands that take the next step
+        import shlex
+
+        return EXIT_USAGE, (
+            f"{exc} (`statekeeper delete {shlex.quote(exc.agent_id)} --yes` acknowledges"
+            " it; `statekeeper verify` lists every lost agent)"
+        )
     if isinstance(exc, StatekeeperError):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, UsageError):

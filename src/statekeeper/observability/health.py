@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentForgotten, InvalidArgument, StatekeeperError
 from ..records import RawSnapshot
+from ..store.listing import agents_past_lost
 from ..store.namespaced import stored_id
 
 if TYPE_CHECKING:
@@ -235,10 +236,11 @@ async def health_report(
     backend = store.backend
     leases = backend.supports_leases
     max_replay = limits.max_replay_events or 2 * store.snapshot_events
+    # every agent, a lost one too (AgentLost: its data gone; unreadable, a breach)
     ids = (
         list(agents)
         if agents is not None
-        else [info.agent_id async for info in store.iter_agents()]
+        else [info.agent_id async for info in agents_past_lost(store.list_agents)]
     )
     states: Counter[str] = Counter()
     sized: list[SizedState] = []

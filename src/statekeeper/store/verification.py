@@ -22,6 +22,7 @@ from ..errors import (
 from ..records import RawEvent, RawSnapshot
 from . import idempotency
 from .body import snapshot_record
+from .listing import agents_past_lost
 from .state import AgentRecord, apply_payload
 
 if TYPE_CHECKING:
@@ -74,16 +75,13 @@ async def verify_store(store: StateStore, agent_ids: list[str] | None) -> Verify
     (see :meth:`StateStore.verify`)."""
     report = VerifyReport()
     witnessed = await store.witness_problems(agent_ids)
-    if agent_ids is None:
-        agent_ids = []
-        after: str | None = None
-        while True:
-            page = await store.backend.list_agents(after=after, limit=_PAGE)
+    if agent_ids is None:  # (a lost agent is listed too: its check reports the loss)
+        agent_ids = [
+            listed.agent_id
+            async for listed in agents_past_lost(store.backend.list_agents)
             # statekeeper's own streams (the audit log) are verified by their owner
-            agent_ids.extend(info.agent_id for info in page if info.agent_id[:1] != "\x01")
-            if len(page) < _PAGE:
-                break
-            after = page[-1].agent_id
+            if listed.agent_id[:1] != "\x01"
+        ]
     for agent_id in agent_ids:
         report.agents += 1
         start = len(report.problems)

@@ -1054,7 +1054,8 @@ class RedisBackend(Backend):
         token = secrets.token_hex(16)
         receipt = shard.base + b"d:" + token.encode()
         lifetime = str(int(max(60.0, 2 * self.retry_timeout) * 1000))
-        args = [agent_id.encode(), "" if head is None else str(head), token, lifetime]
+        ttl = self._ttl_of(agent_id)  # (a lost agent existed: see delete.lua)
+        args = [agent_id.encode(), "" if head is None else str(head), token, lifetime, ttl]
 
         async def op() -> Any:
             return await self._write(

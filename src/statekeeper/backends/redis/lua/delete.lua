@@ -1,7 +1,9 @@
 -- KEYS: hash, snapshot zset, index, receipt. ARGV: agent, expected head ('' for none),
--- receipt token, receipt lifetime in ms. Reply: 1 if it existed, 0 if not; with an
--- expected head that is not the stored one h, -1 - h and nothing deleted
--- (Backend.delete_agent_at). The receipt makes a delete exact when it is sent again
+-- receipt token, receipt lifetime in ms, the agent's default ttl (as the other scripts
+-- take it). Reply: 1 if it existed — a lost agent (presence.lua: its hash gone while
+-- the whole index lists it and it may not expire) counts, deleting acknowledges the
+-- loss — 0 if not; with an expected head that is not the stored one h, -1 - h and
+-- nothing deleted (Backend.delete_agent_at). The receipt makes a delete exact when it is sent again
 -- after a lost reply: the try that runs stores its token and its answer under the
 -- receipt key, and a try that finds its own token there was applied already: its
 -- answer is returned and nothing is deleted again (the stream there now, if any, is
@@ -16,6 +18,11 @@ if ARGV[2] ~= '' then
   if head ~= tonumber(ARGV[2]) then return -1 - head end
 end
 local existed = redis.call('EXISTS', KEYS[1])
+if existed == 0 and presence_on and redis.call('ZSCORE', KEYS[3], '\0')
+    and redis.call('ZSCORE', KEYS[3], ARGV[1]) and tonumber(ARGV[5]) <= 0
+    and not redis.call('ZSCORE', KEYS[3], '\0t:' .. ARGV[1]) then
+  existed = 1  -- lost (evicted, deleted by hand...): this delete acknowledges it
+end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1], '\0t:' .. ARGV[1])  -- (and its own-ttl mark)
 redis.call('SET', KEYS[4], ARGV[3] .. ':' .. existed, 'PX', ARGV[4])
