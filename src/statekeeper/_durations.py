@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["DURATION_EXAMPLES", "seconds_in"]
+__all__ = ["DURATION_EXAMPLES", "duration_text", "seconds_in"]
 
 #: what an error message shows as the accepted forms
 DURATION_EXAMPLES = "90s, 500ms, 15m, 1h30m, 12h, 30d or 2w"
@@ -42,3 +42,16 @@ def seconds_in(text: str | float) -> float | None:
                 return None
             seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     return seconds if seconds > 0 and math.isfinite(seconds) else None
+
+
+def duration_text(seconds: float) -> str:
+    """``seconds`` as a policy file writes it, in the largest unit that divides it:
+    what :func:`seconds_in` reads back.
+
+    >>> duration_text(2592000), duration_text(43200), duration_text(900), duration_text(1.5)
+    ('30d', '12h', '15m', '1.5s')
+    """
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"

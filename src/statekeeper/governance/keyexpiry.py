@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from .._durations import duration_text
 from ..backends.base import Capability
 from ..errors import StatekeeperError
 from .hooks import AuditSink, GovernanceEvent, emit
@@ -59,7 +60,7 @@ async def expire_agent_keys(
         agent_id,
         KIND,
         "dry-run" if dry_run else "done",
-        reason=f"made more than {_readable(ttl)} ago",
+        reason=f"made more than {duration_text(ttl)} ago",
         keys_expired=count,
     )
 
@@ -108,11 +109,3 @@ async def apply_key_expiry(
         return None
     await emit(audit, key_event(action))
     return dataclasses.replace(action, agent_id=listed)
-
-
-def _readable(seconds: float) -> str:
-    """``30d``, ``12h``, ``15m`` or ``90s``: a duration as a policy file writes it."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds:g}s"

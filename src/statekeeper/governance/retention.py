@@ -60,6 +60,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._durations import duration_text
 from ..backends.base import Capability
 from ..errors import AccessDenied, AgentForgotten, ConflictError, StatekeeperError
 from ..namespaces import namespace_of
@@ -276,7 +277,7 @@ async def _plan_and_apply(
     if _idle(rule, updated_at, now):
         assert rule.ttl is not None
         purge = RetentionAction(
-            agent_id, "purge", done, head, 0, 0, f"not written for {rule.ttl:g}s"
+            agent_id, "purge", done, head, 0, 0, f"not written for {duration_text(rule.ttl)}"
         )
         if not dry_run:
             # only the stream as listed: a write since made the agent no longer idle
