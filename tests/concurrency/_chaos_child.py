@@ -15,22 +15,31 @@ writer URL NAME LOG STOP AGENT...
 reader URL NAME LOG STOP AGENT...
     Loads every agent over and over (a new store every 25 rounds: a "restart") and logs
     each answer: ``{"a": agent, "s": seq, "t0": start, "t1": end}``.
-worker URL NAME LOG STOP TTL JOB...
-    A pool worker: takes the lease of an unfinished job, runs its units as durable
-    steps (``unit-k``) under the lease, marks the job done, releases. The side effect
-    of a unit logs ``{"e": job, "u": k, "t": time}``; a step whose run returned logs
+worker URL NAME LOG STOP TTL GO JOB...
+    A pool worker: once the file GO exists (the parent makes it with the first fault,
+    so the pool works while the faults happen), takes the lease of an unfinished job,
+    runs its units as durable steps (``unit-k``, each ``UNIT_SECONDS`` long) under the
+    lease, marks the job done, releases. The side effect of a unit logs
+    ``{"e": job, "u": k, "t": time}``; a step whose run returned logs
     ``{"r": job, "u": k, "t": time}``.
+
+A typed error a process goes on after is one ``retry ROLE ERROR: message`` line on its
+stderr; SIGUSR1 prints every task's and thread's stack there (the parent asks when a
+wait of the test never ends).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import json
 import os
 import random
+import signal
 import sys
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from statekeeper import StateStore
@@ -38,6 +47,7 @@ from statekeeper.concurrency import LeaseManager, Steps
 from statekeeper.errors import ConfigurationError, LeaseHeld, LeaseLost, StatekeeperError
 
 PAUSE = 0.05  # after an error: the server is probably down or frozen
+UNIT_SECONDS = 0.3  # a unit's work: the pool's jobs last through the faults
 
 
 class Log:
@@ -46,6 +56,23 @@ class Log:
 
     def write(self, **record: Any) -> None:
         os.write(self.fd, (json.dumps(record) + "\n").encode())
+
+
+def retrying(role: str, exc: BaseException) -> None:
+    """A typed error the process goes on after: one line on stderr, so a process that
+    never gets past one (a stall) shows what stopped it."""
+    print(f"retry {role} {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
+    sys.stderr.flush()
+
+
+def dump_tasks() -> None:
+    """SIGUSR1: every task's stack and every thread's, on stderr (the parent asks when
+    a wait never ends)."""
+    print("=== tasks ===", file=sys.stderr)
+    for task in asyncio.all_tasks():
+        task.print_stack(file=sys.stderr)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    sys.stderr.flush()
 
 
 def problem(exc: BaseException) -> None:
@@ -83,7 +110,8 @@ async def writer(url: str, name: str, log: Log, stop: str, agents: list[str]) ->
                 )
             except ConfigurationError:
                 raise  # a bug of this program, not a fault of the servers
-            except StatekeeperError:
+            except StatekeeperError as exc:
+                retrying("writer", exc)
                 await asyncio.sleep(PAUSE)
                 continue
             except Exception as exc:
@@ -107,7 +135,8 @@ async def reader(url: str, name: str, log: Log, stop: str, agents: list[str]) ->
             started = time.monotonic()
             try:
                 seq = (await store.load(agent)).seq
-            except StatekeeperError:
+            except StatekeeperError as exc:
+                retrying("reader", exc)
                 await asyncio.sleep(PAUSE)
                 continue
             except Exception as exc:
@@ -121,7 +150,7 @@ async def reader(url: str, name: str, log: Log, stop: str, agents: list[str]) ->
 
 async def work_unit(log: Log, job: str, unit: int) -> dict[str, Any]:
     log.write(e=job, u=unit, t=time.monotonic())  # the side effect
-    await asyncio.sleep(0.02)
+    await asyncio.sleep(UNIT_SECONDS)
     return {"unit": unit, "pid": os.getpid()}
 
 
@@ -143,7 +172,8 @@ async def run_job(store: StateStore, leases: LeaseManager, log: Log, job: str) -
                     await steps.run(f"unit-{unit}", work_unit, log, job, unit)
                 except LeaseLost:
                     return
-                except StatekeeperError:
+                except StatekeeperError as exc:
+                    retrying("worker", exc)
                     await asyncio.sleep(PAUSE)  # not recorded as far as we know: again
                     continue
                 log.write(r=job, u=unit, t=time.monotonic())
@@ -161,7 +191,8 @@ async def run_job(store: StateStore, leases: LeaseManager, log: Log, job: str) -
                 return
             except LeaseLost:
                 return
-            except StatekeeperError:
+            except StatekeeperError as exc:
+                retrying("worker", exc)
                 await asyncio.sleep(PAUSE)
     finally:
         with contextlib.suppress(Exception):
@@ -180,7 +211,8 @@ async def worker(url: str, name: str, log: Log, stop: str, ttl: float, jobs: lis
                     continue
                 pending += 1
                 await run_job(store, leases, log, job)
-            except (StatekeeperError, LeaseHeld):
+            except (StatekeeperError, LeaseHeld) as exc:
+                retrying("worker", exc)
                 pending += 1
                 await asyncio.sleep(PAUSE)
             except Exception as exc:
@@ -197,13 +229,21 @@ def main(argv: list[str]) -> None:
     role, url, name, log_path, stop, *rest = argv
     log = Log(log_path)
     if role == "writer":
-        asyncio.run(writer(url, name, log, stop, rest))
+        run = writer(url, name, log, stop, rest)
     elif role == "reader":
-        asyncio.run(reader(url, name, log, stop, rest))
+        run = reader(url, name, log, stop, rest)
     elif role == "worker":
-        asyncio.run(worker(url, name, log, stop, float(rest[0]), rest[1:]))
+        while not os.path.exists(rest[1]) and not stopped(stop):
+            time.sleep(PAUSE)  # the parent's signal (GO): the faults begin
+        run = worker(url, name, log, stop, float(rest[0]), rest[2:])
     else:
         raise SystemExit(f"unknown role {role!r}")
+    asyncio.run(answering_dumps(run))
+
+
+async def answering_dumps(run: Coroutine[Any, Any, None]) -> None:
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump_tasks)
+    await run
 
 
 if __name__ == "__main__":

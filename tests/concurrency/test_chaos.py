@@ -44,8 +44,8 @@ pytestmark = pytest.mark.slow  # chaos: workers killed and paused at random
 
 CHILD = Path(__file__).with_name("_chaos_child.py")
 AGENTS = [f"agent-{i}" for i in range(4)]
-JOBS = [f"job-{i}" for i in range(4)]
-UNITS = 3
+JOBS = [f"job-{i}" for i in range(6)]
+UNITS = 4  # of _chaos_child.UNIT_SECONDS each: 6 x 4 x 0.3 s shared by two workers
 WRITERS, READERS, WORKERS = 3, 2, 2
 CHAOS_SECONDS = 15.0
 LEASE_TTL = 2.0
@@ -163,6 +163,11 @@ class Crowd:
     stop: Path
     children: list[Child] = field(default_factory=list)
 
+    @property
+    def go(self) -> Path:
+        """Made with the first fault: the pool starts its jobs then."""
+        return self.dir / "go"
+
     def spawn(self, role: str, name: str, *args: str) -> Child:
         log, err = self.dir / f"{name}.log", self.dir / f"{name}.err"
         log.touch()
@@ -179,6 +184,22 @@ class Crowd:
 
     def live(self, role: str) -> list[Child]:
         return [c for c in self.children if c.role == role and not c.killed]
+
+    def stacks(self) -> str:
+        """What every live process is doing (its tasks' and threads' stacks) and the last
+        errors it went on after: for the message of a wait that never ended."""
+        live = [c for c in self.children if not c.killed and c.proc.poll() is None]
+        for child in live:
+            child.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 10  # a process that cannot answer: say so below
+        while time.monotonic() < deadline and not all(
+            "=== tasks ===" in c.err.read_text(errors="replace") for c in live
+        ):
+            time.sleep(0.05)
+        return "\n".join(
+            f"--- {c.name} ({c.role}) ---\n{c.err.read_text(errors='replace')[-4000:]}"
+            for c in live
+        )
 
     def kill_all(self) -> None:
         for child in self.children:
@@ -201,7 +222,7 @@ def wait_until(
         for c in crowd.children:
             code = c.proc.poll()
             assert c.killed or code in (None, 0), (c.name, code, c.err.read_text()[-3000:])
-        assert time.monotonic() < deadline, f"never happened: {what}"
+        assert time.monotonic() < deadline, f"never happened: {what}\n{crowd.stacks()}"
         time.sleep(0.05)
 
 
@@ -247,7 +268,7 @@ def test_chaos(kind: str, tmp_path: Path) -> None:
             for r in range(READERS):
                 crowd.spawn("reader", f"r{r}", *AGENTS)
             for p in range(WORKERS):
-                crowd.spawn("worker", f"p{p}", str(LEASE_TTL), *JOBS)
+                crowd.spawn("worker", f"p{p}", str(LEASE_TTL), str(crowd.go), *JOBS)
             wait_until(
                 lambda: all(
                     c.log.stat().st_size > 0 for c in crowd.live("writer") + crowd.live("reader")
@@ -294,6 +315,7 @@ def _chaos(
     rng.shuffle(kinds)
     counts: dict[str, int] = defaultdict(int)
     end = time.monotonic() + CHAOS_SECONDS
+    crowd.go.touch()
     while kinds or time.monotonic() < end:
         kind = kinds.pop() if kinds else rng.choice(["kill-writer", "kill-server", "freeze-server"])
         counts[kind] += 1
