@@ -20,6 +20,7 @@ from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, r
 from .stores import KeyFileOption, open_store, refuse_in_memory
 
 if TYPE_CHECKING:
+    from ..store import StateStore
     from ..governance.backup import BackupKey, BackupResult, RestoreResult
     from ..governance.retention import RetentionAction
     from ..governance.shredding import ForgetResult
@@ -117,6 +118,7 @@ def backup_cmd(
 
     async def go() -> BackupResult:
         async with open_store(target, key_file=key_file) as store:
+            await _given_keys_open(store)
             key = _backup_key(backup_key, create=create_backup_key)
             with bar("backing up", disable=json_out) as progress:
                 task = progress.add_task("backing up", total=None)
@@ -276,6 +278,18 @@ def forget_cmd(
         )
 
 
+async def _given_keys_open(store: StateStore) -> None:
+    """A key given (``--key-file``, the environment) that does not open the store's
+    records is refused before anything is done, as every command that reads one
+    refuses it (:func:`~statekeeper.governance.keycheck.check_keys`): ``backup``
+    copies records as stored and a retention dry run plans from clear headers, so
+    neither would say it on its own."""
+    if store.codec.keyring is not None:
+        from ..governance.keycheck import check_keys
+
+        await check_keys(store)
+
+
 def _is_backup(path: Path) -> bool:
     """The file is a statekeeper backup (so a new backup may replace it)."""
     from ..governance.backup.fileformat import MAGIC
@@ -406,6 +420,7 @@ def retention_apply(
 
     async def go() -> RetentionReport:
         async with open_store(url, key_file=key_file, readonly=dry_run) as store:
+            await _given_keys_open(store)  # (a dry run opens no record: it would not say)
             total = await store.count_agents()
             with bar("retention", disable=json_out) as shown:
                 task = shown.add_task("retention", total=total)

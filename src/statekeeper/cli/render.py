@@ -268,7 +268,12 @@ def key_problems(problems: Iterable[Problem]) -> list[Problem]:
 
 def key_hint(problems: Iterable[Problem]) -> str | None:
     """One line saying that ``problems`` are (partly) a key problem, or None."""
-    n = len(key_problems(problems))
+    return key_hint_for([p.reason for p in problems])
+
+
+def key_hint_for(reasons: Iterable[str]) -> str | None:
+    """:func:`key_hint` of problems given by their text (``audit verify``'s)."""
+    n = sum(any(r in reason for r in _KEY_REASONS) for reason in reasons)
     if not n:
         return None
     return (

@@ -31,8 +31,8 @@ release). Placing a hold that is already in force marks the keys again: the way 
 bring holds placed before this existed to the engine.
 
 Placing or releasing a hold first checks that the store's keys open what the store
-holds (:func:`check_keys`): the holds records themselves, else the audit log, else the
-first agent that is not forgotten. A hold sealed under keys the store's other users
+holds (:func:`~statekeeper.governance.keycheck.check_keys`): the holds records
+themselves, else the audit log, else the first agent that is not forgotten. A hold sealed under keys the store's other users
 lack would make every purge of theirs fail closed, so a wrong key is refused
 (:class:`~statekeeper.errors.DecryptionError`) before anything is written.
 """
@@ -42,20 +42,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..arguments import AUDIT_STREAM, HOLDS_STREAM, INTERNAL_PREFIX
+from ..arguments import AUDIT_STREAM, HOLDS_STREAM
 from ..backends.base import Capability
-from ..errors import (
-    AgentForgotten,
-    AgentOnHold,
-    ConflictError,
-    DecryptionError,
-    InvalidArgument,
-    RetriesExhausted,
-)
+from ..errors import AgentOnHold, ConflictError, InvalidArgument, RetriesExhausted
 from ..records import AppendRequest, RawEvent
 from ..store.holds import HOLD_ADD, HOLD_REMOVE, Hold, check_pattern, find_hold, list_holds
 from ..store.holds import read_holds as _read
 from ..store.namespaced import NamespacedStateStore
+from .keycheck import check_keys
 from .hooks import (
     Announced,
     AuditSink,
@@ -83,6 +77,11 @@ __all__ = [
 ]
 
 _RETRIES = 8
+#: what a hold placed under keys that do not open the store would do (check_keys)
+_SEALED_UNREADABLE = (
+    "a legal hold sealed under these keys would be unreadable to the store's other users"
+    " (every purge of theirs would fail)"
+)
 
 
 async def refuse_if_held(store: StateStore, agent_id: str, operation: str) -> None:
@@ -98,48 +97,6 @@ async def refuse_if_held(store: StateStore, agent_id: str, operation: str) -> No
     )
     shown = store.relative(agent_id) if isinstance(store, NamespacedStateStore) else agent_id
     raise AgentOnHold(shown, hold.pattern, hold.reason, operation)
-
-
-async def check_keys(store: StateStore) -> None:
-    """Raise :class:`~statekeeper.errors.DecryptionError` unless ``store``'s keys open
-    its own records: the last holds record, else the audit log's last entry, else the
-    last record of the first agent (in id order) that is not forgotten. An empty store
-    passes (there is no one the keys could lock out)."""
-    backend = store.backend
-    for stream in (HOLDS_STREAM, AUDIT_STREAM):
-        head = await backend.head(stream)
-        if head:
-            await _open_last(store, stream, head)
-            return
-    after: str | None = None
-    while page := await backend.list_agents(after, limit=100):
-        for info in page:
-            if info.agent_id.startswith(INTERNAL_PREFIX) or not info.head_seq:
-                continue
-            try:
-                await _open_last(store, info.agent_id, info.head_seq)
-            except AgentForgotten:
-                continue  # a destroyed data key says nothing about the keys given
-            return
-        after = page[-1].agent_id
-
-
-async def _open_last(store: StateStore, stream: str, head: int) -> None:
-    codec = store.codec
-    for raw in await store.backend.read(stream, head - 1, head, limit=1):
-        try:
-            codec.open(stream, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum)
-        except DecryptionError as exc:
-            shown = {HOLDS_STREAM: "the legal holds", AUDIT_STREAM: "the audit log"}
-            raise DecryptionError(
-                exc.agent_id,
-                exc.seq,
-                exc.key_id,
-                f"the keys given cannot open {shown.get(stream, 'the records')} of this store"
-                f" ({exc.reason}): a legal"
-                " hold sealed under them would be unreadable to the store's other users;"
-                " give the store's keys (--key-file, $STATEKEEPER_KEY_FILE)",
-            ) from None
 
 
 async def add_hold(
@@ -176,7 +133,7 @@ async def _change(
         store, pattern[:-1] + "x" if pattern.endswith("/*") else pattern, "admin", operation
     )
     principal = getattr(getattr(store, "_governance", None), "principal", None)
-    await check_keys(store)
+    await check_keys(store, _SEALED_UNREADABLE)
     adding = kind == HOLD_ADD
     if adding:  # the engine's own expiry stopped before the hold is recorded
         await _expiry(store, pattern, True)
