@@ -359,9 +359,7 @@ class DecryptionError(IntegrityError):
 
     @staticmethod
     def _message(where: str, reason: str) -> str:
-        return (
-            f"the key does not open this store: wrong key file or keyring? ({where}: {reason})"
-        )
+        return f"the key does not open this store: wrong key file or keyring? ({where}: {reason})"
 
 
 class KeyNotFound(DecryptionError):

@@ -39,7 +39,15 @@ def governed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
         store.save("acme/alice", {"n": 1})
         store.save("acme/bob", {"n": 1})
     placed = cli_in_process(
-        "hold", "add", "acme/alice", "--reason", "a matter", "--db", str(db), "--key-file", str(keys)
+        "hold",
+        "add",
+        "acme/alice",
+        "--reason",
+        "a matter",
+        "--db",
+        str(db),
+        "--key-file",
+        str(keys),
     )
     assert placed.code == 0, str(placed)
     return db, keys, wrong

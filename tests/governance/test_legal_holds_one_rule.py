@@ -196,7 +196,7 @@ def test_the_hold_commands_refuse_the_wrong_key(tmp_path: Path) -> None:
     ):
         refused = cli_in_process(*command, "--db", str(db), "--key-file", str(wrong))
         assert refused.code == 2, str(refused)
-        assert "the keys given cannot open" in one_error_line(refused)
+        assert "the key does not open this store" in one_error_line(refused)
     placed = cli_in_process(
         "hold", "add", "acme/alice", "--reason", "Smith v. Acme", "--db", str(db),
         "--key-file", str(right),

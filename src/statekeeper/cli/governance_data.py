@@ -20,10 +20,10 @@ from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, r
 from .stores import KeyFileOption, open_store, refuse_in_memory
 
 if TYPE_CHECKING:
-    from ..store import StateStore
     from ..governance.backup import BackupKey, BackupResult, RestoreResult
     from ..governance.retention import RetentionAction
     from ..governance.shredding import ForgetResult
+    from ..store import StateStore
 
 __all__ = ["backup_cmd", "forget_cmd", "restore_cmd", "retention_app"]
 

@@ -30,28 +30,26 @@ recorded; releasing one lets their TTL apply again at once (the full TTL, from t
 release). Placing a hold that is already in force marks the keys again: the way to
 bring holds placed before this existed to the engine.
 
-Placing or releasing a hold first checks that the store's keys open what the store
-holds (:func:`~statekeeper.governance.keycheck.check_keys`): the holds records
-themselves, else the audit log, else the first agent that is not forgotten. A hold sealed under keys the store's other users
-lack would make every purge of theirs fail closed, so a wrong key is refused
-(:class:`~statekeeper.errors.DecryptionError`) before anything is written.
-"""
+Placing or releasing a hold first checks that the store's keys open what the store holds
+(:func:`~statekeeper.governance.keycheck.check_keys`): the holds records themselves,
+else the audit log, else the first agent that is not forgotten. A hold sealed under keys
+the store's other users lack would make every purge of theirs fail closed, so a wrong
+key is refused (:class:`~statekeeper.errors.DecryptionError`) before anything is
+written."""
 
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..arguments import AUDIT_STREAM, HOLDS_STREAM
+from ..arguments import HOLDS_STREAM
 from ..backends.base import Capability
 from ..errors import AgentOnHold, ConflictError, InvalidArgument, RetriesExhausted
 from ..records import AppendRequest, RawEvent
 from ..store.holds import HOLD_ADD, HOLD_REMOVE, Hold, check_pattern, find_hold, list_holds
 from ..store.holds import read_holds as _read
 from ..store.namespaced import NamespacedStateStore
-from .keycheck import check_keys
 from .hooks import (
-    Announced,
     AuditSink,
     GovernanceEvent,
     announce,
@@ -59,10 +57,10 @@ from .hooks import (
     require,
     store_sink,
 )
+from .keycheck import check_keys
 
 if TYPE_CHECKING:
     from ..store import StateStore
-    from .audit import AuditLog
 
 __all__ = [
     "HOLDS_STREAM",
@@ -92,7 +90,7 @@ async def refuse_if_held(store: StateStore, agent_id: str, operation: str) -> No
     if hold is None:
         return
     await emit(
-        store_sink(store, None),
+        await store_sink(store, None),
         GovernanceEvent(operation, agent_id, "refused", details={"hold": hold.pattern}),
     )
     shown = store.relative(agent_id) if isinstance(store, NamespacedStateStore) else agent_id
@@ -138,8 +136,7 @@ async def _change(
     if adding:  # the engine's own expiry stopped before the hold is recorded
         await _expiry(store, pattern, True)
     given = audit
-    audit = store_sink(store, audit)
-    unprincipaled = None if audit is not None else await _store_log(store)
+    audit = await store_sink(store, audit)
     last = ConflictError(HOLDS_STREAM, 0, 0)
     for _ in range(_RETRIES):
         seq, tag = await store.backend.head_tag(HOLDS_STREAM)
@@ -156,13 +153,9 @@ async def _change(
             details={"pattern": pattern, "reason": reason},
             at=at,
         )
-        # on a governed store the entry goes first (a crash cannot change holds unrecorded)
+        # into the store's audit log the entry goes first (a crash cannot change holds
+        # unrecorded), naming no principal on a store opened without one
         announced = await announce(store, given, event)
-        if unprincipaled is not None:  # entry first there too, naming no principal
-            entry = await unprincipaled.record_ahead(
-                operation, principal=None, agent_id=event.agent_id, detail=event.details
-            )
-            announced = Announced(unprincipaled, entry, event, None)
         doc = {"pattern": pattern, "reason": reason, "principal": principal}
         try:
             await _append(store, seq, tag, link, kind, at, doc)
@@ -185,19 +178,6 @@ async def _change(
                 await _expiry(store, pattern, True)  # placed again meanwhile
         return True
     raise RetriesExhausted(HOLDS_STREAM, _RETRIES, last)
-
-
-async def _store_log(store: StateStore) -> AuditLog | None:
-    """The audit log a store keeps, for a hold placed or released through it without a
-    principal (no ``--as``): placing and releasing a hold are audited on every store
-    that keeps a log, the entry naming no principal. None when it keeps none (or the
-    store has no keys to seal an entry with)."""
-    from .audit import AuditLog
-
-    keyring = store.codec.keyring
-    if keyring is None or not await store.backend.head(AUDIT_STREAM):
-        return None
-    return AuditLog(store.backend, keyring)
 
 
 async def _expiry(store: StateStore, pattern: str, held: bool) -> None:

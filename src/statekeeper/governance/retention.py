@@ -435,7 +435,7 @@ async def apply_retention(
     # the policy's holds become the store's own (one rule: every purge reads the store's
     # holds), placed before any agent is touched; a refusal stops the run here
     report.holds_placed = await _place_holds(store, policy, dry_run, given)
-    audit = store_sink(store, audit)  # a governed store's own audit log by default
+    audit = await store_sink(store, audit)  # a governed store's own audit log by default
     clock = time.time() if now is None else now
     can_prune = store.backend.supports(Capability.PRUNE)
     together = change_sink(store, given)

@@ -463,7 +463,7 @@ async def restore(
     if store_namespace(store):
         # the whole namespace is what the target opens to the backup
         await require_namespace(store, "admin", "restore")
-    given, audit = audit, store_sink(store, audit)
+    given, audit = audit, await store_sink(store, audit)
     carried: list[str] = []
     with contextlib.ExitStack() as stack:
         paths = [stack.enter_context(Location(b).local_copy()) for b in backups]

@@ -163,7 +163,7 @@ async def backup(
     # a store opened in a namespace backs up that namespace (and below) only, under
     # the stored (full) ids; the manifest names the namespace
     namespace = store.namespace if isinstance(store, NamespacedStateStore) else ""
-    audit = store_sink(store, audit)
+    audit = await store_sink(store, audit)
     key.check_not_store_key(store.codec.keyring)
     started = time.perf_counter()
     created = time.time()
