@@ -77,7 +77,8 @@ def test_a_store_without_an_audit_log_gets_none(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     with SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys)) as store:
         store.save("acme/bob", {"n": 1})
-    deleted = cli_in_process("delete", "acme/bob", "--yes", "--db", str(db), "--key-file", str(keys))
+    common = ["--db", str(db), "--key-file", str(keys)]
+    deleted = cli_in_process("delete", "acme/bob", "--yes", *common)
     assert deleted.code == 0, str(deleted)
     assert _entries(db, keys) == []  # no log started by a delete
 
