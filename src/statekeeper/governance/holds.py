@@ -66,6 +66,7 @@ __all__ = [
     "HOLDS_STREAM",
     "Hold",
     "add_hold",
+    "carry_hold",
     "check_keys",
     "check_pattern",
     "find_hold",
@@ -108,6 +109,17 @@ async def add_hold(
     return await _change(store, pattern, reason, HOLD_ADD, audit)
 
 
+async def carry_hold(
+    store: StateStore, hold: Hold, backup_id: str, *, audit: AuditSink | None = None
+) -> bool:
+    """Place ``hold`` (a hold in force in the backup ``backup_id``) in ``store`` as it
+    was placed: its reason, who placed it and when are kept, and the hold names the
+    backup (``restored_from``). Needs ``admin`` and is audited as :func:`add_hold`
+    (the entry names whoever runs the restore, and the backup). False when the
+    pattern was held already."""
+    return await _change(store, hold.pattern, hold.reason, HOLD_ADD, audit, (hold, backup_id))
+
+
 async def remove_hold(
     store: StateStore, pattern: str, reason: str = "", *, audit: AuditSink | None = None
 ) -> bool:
@@ -117,7 +129,12 @@ async def remove_hold(
 
 
 async def _change(
-    store: StateStore, pattern: str, reason: str, kind: str, audit: AuditSink | None
+    store: StateStore,
+    pattern: str,
+    reason: str,
+    kind: str,
+    audit: AuditSink | None,
+    carried: tuple[Hold, str] | None = None,
 ) -> bool:
     check_pattern(pattern)
     if not isinstance(reason, str):
@@ -146,17 +163,18 @@ async def _change(
                 await _expiry(store, pattern, False)
             return False  # already so: nothing to record
         at = time.time()
+        details: dict[str, Any] = {"pattern": pattern, "reason": reason}
+        doc = {"pattern": pattern, "reason": reason, "principal": principal}
+        if carried is not None:  # placed as it was in the backup, naming the backup
+            hold, backup_id = carried
+            doc.update(principal=hold.principal, placed_at=hold.at, restored_from=backup_id)
+            details.update(placed_by=hold.principal, placed_at=hold.at, restored_from=backup_id)
         event = GovernanceEvent(
-            operation,
-            None if pattern.endswith("/*") else pattern,
-            "ok",
-            details={"pattern": pattern, "reason": reason},
-            at=at,
+            operation, None if pattern.endswith("/*") else pattern, "ok", details=details, at=at
         )
         # into the store's audit log the entry goes first (a crash cannot change holds
         # unrecorded), naming no principal on a store opened without one
         announced = await announce(store, given, event)
-        doc = {"pattern": pattern, "reason": reason, "principal": principal}
         try:
             await _append(store, seq, tag, link, kind, at, doc)
         except ConflictError as exc:
