@@ -7,6 +7,7 @@ keys come from ``--key-file`` / the environment as for every command.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -139,6 +140,7 @@ def backup_cmd(
         "agents": result.agents,
         "agents_copied": result.copied,
         "internal_streams": result.internal,
+        "internal_stream_names": _stream_names(result.internal_streams),
         "events": result.events,
         "snapshots": result.snapshots,
         "deleted_since_parent": result.deleted,
@@ -151,7 +153,9 @@ def backup_cmd(
     kind = "incremental backup" if result.parent else "backup"
     out_console().print(
         f"[green]✓[/] {kind} of {result.agents:,} agent(s) ({result.copied:,} copied,"
-        f" {result.events:,} event(s), {result.snapshots:,} snapshot(s)) written to"
+        f" {result.events:,} event(s), {result.snapshots:,} snapshot(s))"
+        f"{_with_streams(result.internal_streams)}{',' if result.internal_streams else ''}"
+        " written to"
         f" {escape(result.location)} ({result.bytes_written:,} bytes)"
     )
 
@@ -211,6 +215,7 @@ def restore_cmd(
         "forgotten": result.forgotten,
         "backups": result.backup_ids,
         "internal_streams": result.internal,
+        "internal_stream_names": _stream_names(result.internal_streams),
         "holds_placed": result.holds_placed,
     }
     if json_out:
@@ -219,7 +224,7 @@ def restore_cmd(
     console = out_console()
     console.print(
         f"[green]✓[/] restored and verified {result.agents:,} agent(s), {result.events:,}"
-        f" event(s), {result.snapshots:,} snapshot(s)"
+        f" event(s), {result.snapshots:,} snapshot(s){_with_streams(result.internal_streams)}"
         + (f"; {len(result.forgotten):,} forgotten agent(s) left out" if result.forgotten else "")
     )
     for pattern in result.holds_placed:  # the backup's holds the target lacked
@@ -288,6 +293,23 @@ async def _given_keys_open(store: StateStore) -> None:
         from ..governance.keycheck import check_keys
 
         await check_keys(store)
+
+
+def _stream_names(stream_ids: Sequence[str]) -> list[str]:
+    """The store's own streams a backup or restore copied, in words (``audit log``)."""
+    from ..arguments import internal_stream_words
+
+    return [internal_stream_words(s) for s in stream_ids]
+
+
+def _with_streams(stream_ids: Sequence[str]) -> str:
+    """``, with the store's audit log and legal holds`` (counted apart from the
+    agents), or nothing."""
+    names = _stream_names(stream_ids)
+    if not names:
+        return ""
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f", with the store's {escape(listed)}"
 
 
 def _is_backup(path: Path) -> bool:
