@@ -471,7 +471,8 @@ def retention_apply(
     report = run(go())
     if progress_file is not None and not dry_run:
         progress_file.unlink(missing_ok=True)  # finished: the next run starts over
-    failed = any(a.outcome in ("failed", "refused") for a in report.actions)
+    # a lost agent (AgentLost) is a problem found, as verify reports it: listed, exit 1
+    failed = bool(report.lost) or any(a.outcome in ("failed", "refused") for a in report.actions)
     actions = [
         {
             "agent_id": a.agent_id,
@@ -495,6 +496,7 @@ def retention_apply(
                 "holds_placed": report.holds_placed,
                 "resumed_after": after,
                 "actions": actions,
+                "lost": [{"agent_id": a, "reason": r} for a, r in report.lost.items()],
             }
         )
         if failed:
@@ -517,11 +519,16 @@ def retention_apply(
             f"{_UNSUPPORTED.get(kind, kind)} not supported by this engine: {escape(reason)}"
             f" ({agents:,} agent(s))"
         )
+    if report.lost:  # passed over, each named: their data is gone, nothing to apply
+        from ..errors import AgentLost
+
+        render.print_lost(console, [AgentLost("", a, r) for a, r in report.lost.items()])
     done = len(report.actions) - sum(unsupported.values())
     console.print(
         f"{report.scanned:,} agent(s) scanned, {report.held:,} on legal hold,"
         f" {done:,} action(s)"
         + (f", {sum(unsupported.values()):,} unsupported" if unsupported else "")
+        + (f", {len(report.lost):,} lost" if report.lost else "")
         + (" (dry run: nothing changed)" if dry_run else "")
     )
     if failed:
