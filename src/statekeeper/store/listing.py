@@ -10,7 +10,7 @@ is read again one agent at a time), nothing otherwise."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from ..errors import AgentLost
 from ..records import AgentInfo
@@ -24,7 +24,7 @@ async def agents_past_lost(
     list_agents: Callable[[str | None, int], Awaitable[list[AgentInfo]]],
     after: str | None = None,
     page: int = PAGE,
-) -> AsyncIterator[AgentInfo | AgentLost]:
+) -> AsyncGenerator[AgentInfo | AgentLost, None]:
     """Every agent ``list_agents(after, limit)`` lists (a store's or an engine's), in
     id order from after ``after``, ``page`` agents per round trip; an agent whose data
     is lost comes as its :class:`AgentLost`."""
