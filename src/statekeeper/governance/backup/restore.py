@@ -137,9 +137,8 @@ class _Plan:
 
 @dataclass(frozen=True, slots=True)
 class RestoreResult:
-    """What :func:`restore` wrote: agents, events, snapshots restored (the user's
-    agents: the store's own streams are ``internal`` / ``internal_streams``);
-    ``forgotten`` agents left out (their data key is destroyed)."""
+    """What :func:`restore` wrote: the user's agents, events, snapshots (not the store's
+    own streams: ``internal``); ``forgotten`` agents left out (data key destroyed)."""
 
     agents: int
     events: int
@@ -159,8 +158,7 @@ class RestoreResult:
     #: the store's own streams restored besides the agents (the audit log, the legal
     #: holds): not counted in ``agents``
     internal: int = 0
-    #: their stored ids, sorted
-    internal_streams: list[str] = field(default_factory=list)
+    internal_streams: list[str] = field(default_factory=list)  #: their stored ids
 
 
 def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[str], list[int]]:
