@@ -7,6 +7,7 @@ delete removed "without the audit log"."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from statekeeper import StateStore, SyncStateStore
 from statekeeper.codec.datakeys import SqliteKeyVault
 from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.governance import Audit, AuditLog, parse_policy
+from statekeeper.governance.backup import BackupKey, backup
 from statekeeper.governance.shredding import forget
 
 from ..cli._subprocess import Run, cli_in_process
@@ -89,9 +91,11 @@ async def test_forget_through_a_plain_store_that_keeps_a_log_is_audited(tmp_path
     async with StateStore("memory://", keyring=keys) as plain:
         ops = StateStore(plain.backend, keyring=keys, principal="ops", policy=POLICY, audit=Audit())
         await ops.save("acme/alice", {"n": 1})  # the store now keeps an audit log
+        await backup(plain, tmp_path / "b.skb", BackupKey(os.urandom(32)))
         result = await forget(plain, "acme/alice", purge=True)
         assert result.destroyed
         log = AuditLog(plain.backend, keys)
         ops_seen = [(e.principal, e.operation) async for e in log.entries()]
+        assert (None, "backup") in ops_seen, ops_seen  # main: none
         assert (None, "forget") in ops_seen, ops_seen  # main: none
         assert (await log.verify()).ok

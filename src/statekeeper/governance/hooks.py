@@ -79,12 +79,14 @@ def to_audit_log(log: Any, principal: str | None = None) -> AuditSink:
     return sink
 
 
-async def store_log(store: Any) -> tuple[Any, str | None] | None:
+async def store_log(store: Any, kept: bool | None = None) -> tuple[Any, str | None] | None:
     """The audit log a store's mutations go to, and the principal its entries name:
     the log of a store opened as a principal (``StateStore(..., principal=...,
     audit=Audit())``); else, for a store opened without one, the store's own audit log
     when it keeps one (its entries then name no principal: ``-`` in ``statekeeper
-    audit``) and the store has keys to seal an entry with. None otherwise."""
+    audit``) and the store has keys to seal an entry with. None otherwise. ``kept``:
+    whether the store keeps an audit log, when the caller knows it already (a whole
+    store's backup copied it, or not): then it is not read."""
     gov = getattr(store, "_governance", None)
     if gov is not None:
         return (gov.audit, gov.principal) if gov.audit is not None else None
@@ -93,20 +95,22 @@ async def store_log(store: Any) -> tuple[Any, str | None] | None:
     if keyring is None:
         return None
     try:
-        kept = _KEPT.get(store)
+        log = _KEPT.get(store)
     except TypeError:  # (a store that cannot be weakly referenced: looked up each time)
-        kept = None
-    if kept is None:
-        from ..arguments import AUDIT_STREAM
+        log = None
+    if log is None:
+        if kept is None:
+            from ..arguments import AUDIT_STREAM
 
-        if not await store.backend.head(AUDIT_STREAM):
+            kept = bool(await store.backend.head(AUDIT_STREAM))
+        if not kept:
             return None  # (not remembered: a log may be started later)
         from .audit import AuditLog
 
-        kept = AuditLog(store.backend, keyring)
+        log = AuditLog(store.backend, keyring)
         with contextlib.suppress(TypeError):
-            _KEPT[store] = kept
-    return kept, None
+            _KEPT[store] = log
+    return log, None
 
 
 #: per store opened without a principal: the audit log it was found to keep (one log
@@ -114,14 +118,16 @@ async def store_log(store: Any) -> tuple[Any, str | None] | None:
 _KEPT: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-async def store_sink(store: Any, audit: AuditSink | None) -> AuditSink | None:
+async def store_sink(
+    store: Any, audit: AuditSink | None, *, kept: bool | None = None
+) -> AuditSink | None:
     """``audit`` when given, else a sink into the store's audit log
     (:func:`store_log`): purges, forgets, holds and backups run on a store that keeps
     an audit log are recorded without being wired by hand, with or without a
-    principal."""
+    principal. ``kept``: as :func:`store_log`'s."""
     if audit is not None:
         return audit
-    found = await store_log(store)
+    found = await store_log(store, kept)
     if found is None:
         return None
     return to_audit_log(*found)

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack  # type: ignore[import-untyped]
 
-from ...arguments import INTERNAL_PREFIX
+from ...arguments import AUDIT_STREAM, INTERNAL_PREFIX
 from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
@@ -169,7 +169,6 @@ async def backup(
     # a store opened in a namespace backs up that namespace (and below) only, under
     # the stored (full) ids; the manifest names the namespace
     namespace = store.namespace if isinstance(store, NamespacedStateStore) else ""
-    audit = await store_sink(store, audit)
     key.check_not_store_key(store.codec.keyring)
     started = time.perf_counter()
     created = time.time()
@@ -223,7 +222,7 @@ async def backup(
                 started,
                 None if parent is None or parent_pages is None else (parent, parent_pages),
             )
-            await _audit_backup(audit, result)
+            await _audit_backup(store, audit, result)
             return result
     if parent is not None:
         previous = parent.streams
@@ -235,7 +234,7 @@ async def backup(
                 result = await _write_file(
                     backend.name, namespace, copy, to, header, key, chunk_bytes, progress, started
                 )
-                await _audit_backup(audit, result)
+                await _audit_backup(store, audit, result)
                 return result
         if backend.copies_out:  # else no target opened: the row path below
             header = Header.new(backup_id, None, key, created, VERSION_COPY)
@@ -243,7 +242,7 @@ async def backup(
                 backend, namespace, to, header, key, chunk_bytes, progress, started
             )
             if copied is not None:
-                await _audit_backup(audit, copied)
+                await _audit_backup(store, audit, copied)
                 return copied
     heads = await list_heads(backend, namespace + "/" if namespace else "")
     header = Header.new(backup_id, parent_id, key, created)
@@ -363,13 +362,17 @@ async def backup(
         len(inner),
         inner,
     )
-    await _audit_backup(audit, result)
+    await _audit_backup(store, audit, result)
     return result
 
 
-async def _audit_backup(audit: AuditSink | None, result: BackupResult) -> None:
+async def _audit_backup(store: StateStore, given: AuditSink | None, result: BackupResult) -> None:
+    """Record the backup in ``given``, else the store's audit log (a whole store's
+    backup copied it when there is one: known without another read)."""
+    whole = not isinstance(store, NamespacedStateStore)
+    kept = AUDIT_STREAM in result.internal_streams if whole else None
     await emit(
-        audit,
+        await store_sink(store, given, kept=kept),
         GovernanceEvent(
             "backup",
             None,
