@@ -1079,12 +1079,13 @@ class RedisBackend(Backend):
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Remove history below a snapshot in one script (atomic); retried safely."""
         self._check_can_write()
-        h, sz = self._keys(agent_id)
+        k = self._agent(agent_id)
         drop = sorted(set(drop_snapshots))
-        args = [str(base_seq), *(str(s) for s in drop)]
+        args = [agent_id.encode(), self._ttl_of(agent_id), str(base_seq), *(str(s) for s in drop)]
+        keys = [k.hash, k.snapshots, k.shard.index]  # (the index: a lost agent, presence.lua)
 
         async def op() -> Any:
-            return await self._write(agent_id, self._prune_script, [h, sz], args)
+            return await self._write(agent_id, self._prune_script, keys, args)
 
         reply = await self._retrying("prune", op)
         if int(reply[0]) != 0:
@@ -1095,14 +1096,19 @@ class RedisBackend(Backend):
         ``(expected_seq, expected_tag)``."""
         self._check_can_write()
         validate_rewrite(request)
-        h, sz = self._keys(request.agent_id)
-        args: list[bytes | str] = [self._ttl_of(request.agent_id), *_rewrite_fields(request)]
+        k = self._agent(request.agent_id)
+        keys = [k.hash, k.snapshots, k.shard.index]  # (the index: a lost agent, presence.lua)
+        args: list[bytes | str] = [
+            self._ttl_of(request.agent_id),
+            request.agent_id.encode(),
+            *_rewrite_fields(request),
+        ]
         attempts = 0
 
         async def op() -> Any:
             nonlocal attempts
             attempts += 1
-            reply = await self._write(request.agent_id, self._rewrite_script, [h, sz], args)
+            reply = await self._write(request.agent_id, self._rewrite_script, keys, args)
             if int(reply[0]) != 0 and attempts > 1 and request.head_tag is not None:
                 head, tag = await self.head_tag(request.agent_id)  # our lost reply?
                 if head == request.expected_seq and tag == request.head_tag:
@@ -1118,19 +1124,15 @@ class RedisBackend(Backend):
         if ttl is not None and ttl <= 0:
             raise ConfigurationError("ttl must be > 0 seconds (or None for no expiry)")
         self._check_writable()
-        h, sz = self._keys(agent_id)
+        k = self._agent(agent_id)
         ms = str(round(ttl * 1000)) if ttl else "0"
-        # the agent's own-ttl mark in the index: its expiry is not a loss (see .identity);
-        # placed before the expiry is set, taken off after it is taken away
-        index, mark = self.layout.shard(agent_id).index, PROOF + b"t:" + agent_id.encode()
+        # the script sets (takes off) the agent's own-ttl mark in the index with the ttl:
+        # its expiry is not a loss; and a lost agent raises (see .identity)
+        keys = [k.hash, k.snapshots, k.shard.index]
+        args = [ms, agent_id.encode(), self._ttl_of(agent_id)]
 
         async def op() -> Any:
-            if ttl:
-                await self._client.zadd(index, {mark: 0})
-            done = await self._write(agent_id, self._ttl_script, [h, sz], [ms])
-            if not ttl or not done:
-                await self._client.zrem(index, mark)
-            return done
+            return await self._write(agent_id, self._ttl_script, keys, args)
 
         return bool(await self._retrying("set_ttl", op))
 
