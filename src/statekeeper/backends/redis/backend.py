@@ -73,6 +73,7 @@ from ...errors import (
     CapabilityUnsupported,
     ConfigurationError,
     ConflictError,
+    FeedLost,
     IntegrityError,
     LeaseHeld,
     LeaseLost,
@@ -621,6 +622,16 @@ class RedisBackend(Backend):
         )
         if isinstance(lost, AgentLost):
             return AgentLost(lost.location, lost.agent_id, reason)
+        if isinstance(lost, FeedLost):
+            return FeedLost(
+                lost.location,
+                lost.what,
+                reason,
+                lost.recovery,
+                after=lost.after,
+                through=lost.through,
+                shard=lost.shard,
+            )
         return StoreLost(lost.location, reason, shard=lost.shard)
 
     async def _after_failure(self) -> None:

@@ -16,6 +16,12 @@ end
 local k = tonumber(ARGV[3])
 local a0 = 3 + 3 * k
 presence_check(KEYS[3], ARGV[a0 + 1], ARGV[a0 + 4])
+local n = #ARGV - a0 - 13
+local top = nil
+if KEYS[5] then
+  top = feed_take(KEYS[4], KEYS[5], KEYS[3], n)
+  if not top then return feed_lost(KEYS[4]) end
+end
 redis.call('DEL', sz) -- (a snapshot index left without its hash holds nothing of ours)
 redis.call('HSET', h, 's:' .. ARGV[1], ARGV[2], 'b', ARGV[1])
 redis.call('ZADD', sz, tonumber(ARGV[1]), ARGV[1])
@@ -24,5 +30,5 @@ for i = 0, k - 1 do
   redis.call('HSET', h, 'k:' .. ARGV[at],
     fmt(tonumber(ARGV[at + 1])) .. ':' .. fmt(tonumber(ARGV[at + 2])))
 end
-local last = write_append(h, sz, KEYS[3], KEYS[4], KEYS[5], ARGV, a0, #ARGV - a0 - 13, true)
+local last = write_append(h, sz, KEYS[3], top, KEYS[5], ARGV, a0, n, true)
 return {0, tonumber(ARGV[1]) + 1, last}
