@@ -225,3 +225,36 @@ async def test_a_sharded_feed_names_the_shard_that_lost_its_counter(prefix: str)
             await backend.shard_feed_bounds_all()
     finally:
         await backend.close()
+
+
+# -- the store's meta hash -------------------------------------------------------------
+
+
+async def test_a_lost_meta_hash_is_found_before_a_write_in_the_clear(prefix: str) -> None:
+    import os
+
+    from statekeeper import StateStore
+    from statekeeper.codec.keys import Keyring
+
+    url = f"{REDIS_URL}?prefix={prefix}"
+    async with StateStore(url, keyring=Keyring({"k1": os.urandom(32)})) as store:
+        await store.save("a", {"n": 1})  # marks the store encrypted
+    async with StateStore(url) as store:
+        _delete(f"{prefix}meta")
+        # main: False, "not encrypted" (the store then samples the first agents by id
+        # for encrypted records: a store whose first ones are in the clear is written
+        # in the clear)
+        with pytest.raises(StoreLost, match="meta"):
+            await store.backend.read_marker("encrypted")
+        with pytest.raises(StoreLost, match="meta"):
+            await store.save("b", {"n": 1})  # refused: nothing written in the clear
+        assert await store.backend.head("b") == 0
+        await store.backend.initialize()  # `statekeeper init`: the loss acknowledged
+        assert await store.backend.read_marker("encrypted") is False
+
+
+async def test_a_store_without_a_meta_hash_is_not_lost(backend: RedisBackend) -> None:
+    await backend.append(request("a", 0, 1))
+    assert await backend.read_marker("encrypted") is False
+    await backend.set_marker("encrypted")
+    assert await backend.read_marker("encrypted") is True

@@ -127,7 +127,7 @@ from . import feed
 from .client import make_client, on_node, transient
 from .codec import pack_event, unpack_event
 from .eviction import check_eviction, evicting_policy
-from .identity import PROOF, Identity
+from .identity import META_PROOF, PROOF, Identity
 from .keys import AgentKeys, Layout, ShardKeys
 from .urls import check_redis_url, is_cluster, split_options
 
@@ -430,19 +430,39 @@ class RedisBackend(Backend):
             )
 
     async def initialize(self) -> None:
+        """Record the store in ``<prefix>meta``; also how a lost meta hash is
+        acknowledged (:meth:`read_marker`: the markers it held are gone)."""
         self._check_writable()
 
         async def op() -> Any:
-            return await self._client.hsetnx(self.layout.meta, b"created_by", b"statekeeper")
+            await self._client.hsetnx(self.layout.meta, b"created_by", b"statekeeper")
+            await self._meta_proven()
 
         await self._retrying("initialize", op)
 
+    async def _meta_proven(self) -> None:
+        """Mark in shard 0's agent index that the store has a meta hash (after the
+        hash is written): its loss is then found (:meth:`read_marker`)."""
+        await self._client.zadd(self.layout.shard_keys[0].index, {META_PROOF: 0})
+
     async def read_marker(self, name: str) -> bool | None:
+        """Whether the store-level marker ``name`` is set. The meta hash holding the
+        markers lost (evicted or deleted) while the store's index says it was written
+        raises :class:`~statekeeper.errors.StoreLost` naming it: a marker read as
+        "not set" would let a store without a key write in the clear into an
+        encrypted store (see :mod:`statekeeper.store.keyguard`)."""
         self._check_open()
         field = b"marker:" + name.encode()
 
         async def op() -> Any:
-            return await self._client.hexists(self.layout.meta, field)
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.hexists(self.layout.meta, field)
+                pipe.exists(self.layout.meta)
+                pipe.zscore(self.layout.shard_keys[0].index, META_PROOF)
+                there, exists, proof = await pipe.execute()
+            if not exists and proof is not None:
+                raise self._identity.meta_lost()
+            return there
 
         return bool(await self._retrying("read_marker", op))
 
@@ -452,7 +472,8 @@ class RedisBackend(Backend):
         field = b"marker:" + name.encode()
 
         async def op() -> Any:
-            return await self._client.hset(self.layout.meta, field, b"1")
+            await self._client.hset(self.layout.meta, field, b"1")
+            await self._meta_proven()
 
         await self._retrying("set_marker", op)
 
@@ -685,6 +706,8 @@ class RedisBackend(Backend):
         after them covers them too), so a failover to a replica does not pass for a
         lost store."""
         created = await self._identity.adopt(self._client, create=not self.readonly)
+        if not self.readonly and await self._client.exists(self.layout.meta):
+            await self._meta_proven()  # (a store written before the meta proof entry)
         if self.wait_replicas and created:
             ms = max(1, round(self.wait_timeout * 1000))
             await asyncio.gather(
