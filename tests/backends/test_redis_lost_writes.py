@@ -124,7 +124,7 @@ async def test_the_other_writes_of_a_stored_agent_still_work(backend: RedisBacke
     await backend.prune("a", 2)
     new = RawEvent(3, "e", 2.0, b"rewritten-3", b"sum-r3")
     await backend.rewrite(RewriteRequest("a", 4, None, (new,)))
-    assert [e.payload for e in await backend.read("a")][0] == b"rewritten-3"
+    assert (await backend.read("a"))[0].payload == b"rewritten-3"
     assert await backend.set_ttl("a", 3600) is True
     assert await backend.set_ttl("a", None) is True
 

@@ -86,7 +86,7 @@ if not v and ARGV[2] == '1' then
   redis.call('SET', KEYS[1], ARGV[1])
   v = ARGV[1]
 end
-if ARGV[2] == '1' and (redis.call('EXISTS', KEYS[3]) == 1 or redis.call('EXISTS', KEYS[4]) == 1) then
+if ARGV[2] == '1' and redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
   redis.call('ZADD', KEYS[2], 0, '\\0f')
 end
 if redis.call('ZSCORE', KEYS[2], '\\0') then return {v, 1, 0} end
