@@ -172,3 +172,16 @@ async def test_a_store_being_dropped_is_lost_to_other_backends(prefix: str) -> N
     finally:
         await first.close()
         await other.close()
+
+
+async def test_an_expired_agent_dropped_by_a_listing_then_created_again_is_checked_again(
+    backend: RedisBackend, prefix: str
+) -> None:
+    await backend.append(request("a", 0, 2))
+    assert await backend.set_ttl("a", 3600)
+    _delete(f"{prefix}a:a")  # as its own expiry would
+    assert await backend.list_agents() == []  # drops its index entry (and now its mark)
+    await backend.append(request("a", 0, 1))
+    _delete(f"{prefix}a:a")
+    with pytest.raises(AgentLost):  # main: [] (the mark stayed)
+        await backend.read("a")

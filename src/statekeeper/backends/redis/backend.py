@@ -1537,8 +1537,9 @@ class RedisBackend(Backend):
                         continue
                     out.append(AgentInfo(raw.decode(), int(h), float(c), float(u)))
                 if stale and not self.readonly:
-                    for index, raws in stale.items():
-                        await self._client.zrem(index, *raws)
+                    for index, raws in stale.items():  # (with their own-ttl marks)
+                        marks = [PROOF + b"t:" + raw for raw in raws]
+                        await self._client.zrem(index, *raws, *marks)
                 if len(found) < want:
                     break
                 low = b"(" + ids[-1]

@@ -122,9 +122,9 @@ local function write_append(h, sz, idx, top, fs, argv, a0, n, created)
     end
   end
   if created then
-    -- a new stream has no ttl of its own: an own-ttl mark left by an agent of this id
+    -- a new stream has no ttl of its own: the own-ttl mark of an agent of this id
     -- that expired goes (presence.lua: its loss would pass for an expiry)
-    redis.call('ZREM', idx, '\0t:' .. agent)
+    if expired_marks[idx .. '\n' .. agent] then redis.call('ZREM', idx, '\0t:' .. agent) end
     -- a new stream a legal hold covers never expires (see common.lua): the shard's
     -- holds set is <base>holds beside its index <base>agents, in the same hash slot
     if held_in(string.sub(idx, 1, #idx - 6) .. 'holds', agent) then
