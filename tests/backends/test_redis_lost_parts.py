@@ -11,7 +11,10 @@ go on), never a silent wrong answer.
 * the counter with the stream: appends and bounds raise ``FeedLost``. Before, positions
   started over at 1, repeating ones subscribers held;
 * the stream alone: a read past lost positions raises ``FeedLost``. Before, their events
-  were skipped without a word.
+  were skipped without a word;
+* the meta hash: its markers are kept in shard 0's index too (before: a lost meta read
+  "not encrypted"), and a sharded store that lost it is not opened in another layout
+  (before: it looked empty).
 
 The shared server, each test under its own key prefix.
 """
@@ -28,7 +31,7 @@ pytest.importorskip("redis")
 import redis
 
 from statekeeper.backends.redis import RedisBackend
-from statekeeper.errors import FeedLost, StoreLost
+from statekeeper.errors import ConfigurationError, FeedLost, StoreLost
 from statekeeper.testing import request
 
 from ._services import REDIS_URL, delete_prefix, namespace, require_redis
@@ -230,31 +233,83 @@ async def test_a_sharded_feed_names_the_shard_that_lost_its_counter(prefix: str)
 # -- the store's meta hash -------------------------------------------------------------
 
 
-async def test_a_lost_meta_hash_is_found_before_a_write_in_the_clear(prefix: str) -> None:
-    import os
+async def test_a_lost_meta_hash_keeps_the_encrypted_marker(
+    backend: RedisBackend, prefix: str
+) -> None:
+    await backend.append(request("a", 0, 1))
+    await backend.set_marker("encrypted")
+    _delete(f"{prefix}meta")
+    assert await backend.read_marker("encrypted") is True  # main: False ("in the clear")
+    again = RedisBackend(REDIS_URL, prefix=prefix)
+    try:
+        await again.open()  # puts the meta hash's markers back
+    finally:
+        await again.close()
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        assert client.hget(f"{prefix}meta", "marker:encrypted") == b"1"
+    finally:
+        client.close()
 
-    from statekeeper import StateStore
-    from statekeeper.codec.keys import Keyring
 
-    url = f"{REDIS_URL}?prefix={prefix}"
-    async with StateStore(url, keyring=Keyring({"k1": os.urandom(32)})) as store:
-        await store.save("a", {"n": 1})  # marks the store encrypted
-    async with StateStore(url) as store:
+async def test_a_lost_meta_hash_and_index_is_found(backend: RedisBackend, prefix: str) -> None:
+    await backend.append(request("a", 0, 1))
+    await backend.set_marker("encrypted")
+    _delete(f"{prefix}meta", f"{prefix}agents")
+    with pytest.raises(StoreLost, match="index"):  # main: False
+        await backend.read_marker("encrypted")
+
+
+async def test_a_store_from_before_the_copy_gets_it_when_opened(
+    backend: RedisBackend, prefix: str
+) -> None:
+    await backend.append(request("a", 0, 1))
+    await backend.set_marker("encrypted")
+    client = redis.Redis.from_url(REDIS_URL)
+    try:  # as an older version leaves the index
+        assert client.zrem(f"{prefix}agents", "\0m:encrypted") == 1
+    finally:
+        client.close()
+    again = RedisBackend(REDIS_URL, prefix=prefix)
+    try:
+        await again.open()
         _delete(f"{prefix}meta")
-        # main: False, "not encrypted" (the store then samples the first agents by id
-        # for encrypted records: a store whose first ones are in the clear is written
-        # in the clear)
-        with pytest.raises(StoreLost, match="meta"):
-            await store.backend.read_marker("encrypted")
-        with pytest.raises(StoreLost, match="meta"):
-            await store.save("b", {"n": 1})  # refused: nothing written in the clear
-        assert await store.backend.head("b") == 0
-        await store.backend.initialize()  # `statekeeper init`: the loss acknowledged
-        assert await store.backend.read_marker("encrypted") is False
+        assert await again.read_marker("encrypted") is True
+    finally:
+        await again.close()
 
 
-async def test_a_store_without_a_meta_hash_is_not_lost(backend: RedisBackend) -> None:
+async def test_a_store_without_markers_is_not_marked(backend: RedisBackend) -> None:
     await backend.append(request("a", 0, 1))
     assert await backend.read_marker("encrypted") is False
     await backend.set_marker("encrypted")
     assert await backend.read_marker("encrypted") is True
+
+
+@pytest.mark.parametrize("shards", [None, 8, 16])
+async def test_a_sharded_store_that_lost_its_meta_is_not_opened_in_another_layout(
+    prefix: str, shards: int | None
+) -> None:
+    first = RedisBackend(REDIS_URL, prefix=prefix, shards=4)
+    try:
+        await first.append(request("a", 0, 1))
+    finally:
+        await first.close()
+    _delete(f"{prefix}meta")
+    other = RedisBackend(REDIS_URL, prefix=prefix, shards=shards)
+    try:
+        with pytest.raises(ConfigurationError, match=r"shards=4"):  # main: an empty store
+            await other.open()
+    finally:
+        await other.close()
+    same = RedisBackend(REDIS_URL, prefix=prefix, shards=4)
+    try:  # the right number: opened, and recorded again
+        assert [i.agent_id for i in await same.list_agents()] == ["a"]
+    finally:
+        await same.close()
+    again = RedisBackend(REDIS_URL, prefix=prefix)
+    try:
+        with pytest.raises(ConfigurationError, match="sharded"):
+            await again.open()
+    finally:
+        await again.close()

@@ -123,12 +123,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "the Redis backend needs redis-py: pip install 'statekeeper[redis]'"
     ) from exc
 
-from . import feed
+from . import feed, meta
 from .client import make_client, on_node, transient
 from .codec import pack_event, unpack_event
 from .eviction import check_eviction, evicting_policy
-from .identity import META_PROOF, PROOF, Identity
-from .keys import AgentKeys, Layout, ShardKeys
+from .identity import PROOF, Identity
+from .keys import AgentKeys, Layout, ShardKeys, shard_tag
 from .urls import check_redis_url, is_cluster, split_options
 
 __all__ = ["SCRIPTS", "RedisBackend", "check_redis_url", "lua"]
@@ -430,38 +430,24 @@ class RedisBackend(Backend):
             )
 
     async def initialize(self) -> None:
-        """Record the store in ``<prefix>meta``; also how a lost meta hash is
-        acknowledged (:meth:`read_marker`: the markers it held are gone)."""
         self._check_writable()
 
         async def op() -> Any:
-            await self._client.hsetnx(self.layout.meta, b"created_by", b"statekeeper")
-            await self._meta_proven()
+            return await self._client.hsetnx(self.layout.meta, b"created_by", b"statekeeper")
 
         await self._retrying("initialize", op)
 
-    async def _meta_proven(self) -> None:
-        """Mark in shard 0's agent index that the store has a meta hash (after the
-        hash is written): its loss is then found (:meth:`read_marker`)."""
-        await self._client.zadd(self.layout.shard_keys[0].index, {META_PROOF: 0})
-
     async def read_marker(self, name: str) -> bool | None:
-        """Whether the store-level marker ``name`` is set. The meta hash holding the
-        markers lost (evicted or deleted) while the store's index says it was written
-        raises :class:`~statekeeper.errors.StoreLost` naming it: a marker read as
-        "not set" would let a store without a key write in the clear into an
-        encrypted store (see :mod:`statekeeper.store.keyguard`)."""
+        """Whether the store-level marker ``name`` is set, in the meta hash or its copy
+        in shard 0's index (see :mod:`.meta`: either lost alone is harmless). With
+        neither, an index that lost its proof entry raises
+        :class:`~statekeeper.errors.StoreLost` (the copy it held may be lost too)."""
         self._check_open()
-        field = b"marker:" + name.encode()
 
         async def op() -> Any:
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.hexists(self.layout.meta, field)
-                pipe.exists(self.layout.meta)
-                pipe.zscore(self.layout.shard_keys[0].index, META_PROOF)
-                there, exists, proof = await pipe.execute()
-            if not exists and proof is not None:
-                raise self._identity.meta_lost()
+            there, whole = await meta.read_marker(self._client, self.layout, name)
+            if not there and not whole:
+                self._identity.missing(self.layout.shard_keys[0], "", None, None, None, ttl=True)
             return there
 
         return bool(await self._retrying("read_marker", op))
@@ -469,24 +455,25 @@ class RedisBackend(Backend):
     async def set_marker(self, name: str) -> None:
         self._check_open()
         self._check_writable()
-        field = b"marker:" + name.encode()
 
         async def op() -> Any:
-            await self._client.hset(self.layout.meta, field, b"1")
-            await self._meta_proven()
+            await meta.set_marker(self._client, self.layout, name)
 
         await self._retrying("set_marker", op)
 
     async def _check_layout(self) -> None:
         """Refuse to open a store recorded with another layout (see :mod:`.keys`); a
-        sharded store records its number of shards on first use."""
-        meta = self.layout.meta
+        sharded store records its number of shards on first use. A prefix whose meta
+        hash records no shards may hold a sharded store that lost it (see :mod:`.meta`):
+        one is looked for first."""
+        meta_key = self.layout.meta
         want = self.layout.shards
+        unrecorded = not self.cluster and await self._client.hget(meta_key, b"shards") is None
+        if unrecorded:
+            await self._check_sharded_here(want)
         if want is not None and not self.cluster:
             # a plain server may hold a store in the plain layout: never hide it
-            plain = await self._client.hget(meta, b"shards") is None and await self._client.exists(
-                self._pfx + b"agents"
-            )
+            plain = unrecorded and await self._client.exists(self._pfx + b"agents")
             if plain:
                 raise ConfigurationError(
                     f"redis prefix {self.prefix!r} holds a store in the plain key layout; "
@@ -494,9 +481,9 @@ class RedisBackend(Backend):
                     "moves it to a sharded one)"
                 )
         if want is not None and not self.readonly:
-            got = await self._client.eval(_CLAIM_LAYOUT, 1, meta, str(want))
+            got = await self._client.eval(_CLAIM_LAYOUT, 1, meta_key, str(want))
         else:
-            got = await self._client.hget(meta, b"shards")
+            got = await self._client.hget(meta_key, b"shards")
         recorded = int(got) if got else None
         if recorded is not None and want is None:
             raise ConfigurationError(
@@ -507,6 +494,21 @@ class RedisBackend(Backend):
             raise ConfigurationError(
                 f"redis prefix {self.prefix!r} was created with shards={recorded}, not "
                 f"{want}: an agent's shard depends on it, so it cannot change"
+            )
+
+    async def _check_sharded_here(self, want: int | None) -> None:
+        """Refuse to open, in another layout, a sharded store whose meta hash lost its
+        number of shards (its shard 0 found where a sharded store keeps it; its number
+        from the copy in its index, see :mod:`.meta`)."""
+        mine = shard_tag(0, want) if want is not None else None
+        for tag, n in (await meta.sharded_here(self._client, self.layout)).items():
+            if want is not None and (n == want or (n is None and tag == mine)):
+                continue
+            how = f"?shards={n}" if n is not None else "the shards= it was created with"
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} holds a store in the sharded key layout "
+                f"whose record of it ({self.layout.meta.decode(errors='replace')!r}) is gone "
+                f"(evicted or deleted): open it with {how}"
             )
 
     async def _refresh_topology(self) -> None:
@@ -706,8 +708,8 @@ class RedisBackend(Backend):
         after them covers them too), so a failover to a replica does not pass for a
         lost store."""
         created = await self._identity.adopt(self._client, create=not self.readonly)
-        if not self.readonly and await self._client.exists(self.layout.meta):
-            await self._meta_proven()  # (a store written before the meta proof entry)
+        if not self.readonly:
+            await meta.copy_meta(self._client, self.layout)  # (see .meta)
         if self.wait_replicas and created:
             ms = max(1, round(self.wait_timeout * 1000))
             await asyncio.gather(

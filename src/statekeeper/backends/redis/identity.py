@@ -58,11 +58,6 @@ __all__ = ["Identity"]
 #: how ``lua/guard.lua`` starts its error reply
 LOST = "STATEKEEPER_STORE_LOST "
 
-#: shard 0's agent index's meta proof entry: the store's ``<prefix>meta`` hash was
-#: written (its markers, its layout), so a missing one was lost
-#: (:meth:`~.backend.RedisBackend.read_marker`)
-META_PROOF = b"\0m"
-
 #: how ``lua/append_write.lua`` starts its error reply for a feed that lost its counter
 FEED_LOST = "STATEKEEPER_FEED_LOST "
 #: how ``lua/presence.lua`` starts its error reply for an agent
@@ -278,22 +273,6 @@ class Identity:
             "N (store.trim_feed) so that subscribers behind it are told to rebuild "
             "(FeedPositionCompacted)",
             shard=shard if len(self.tokens) > 1 else None,
-        )
-
-    def meta_lost(self) -> StoreLost:
-        """The error for the store's meta hash gone while shard 0's index says it was
-        written."""
-        meta = self.layout.meta.decode(errors="replace")
-        return StoreLost(
-            self.location,
-            f"its meta hash {meta!r} is gone (evicted by a maxmemory with an allkeys-* "
-            "policy, or deleted) while its agent index says it was written: the "
-            "store-level markers it held (whether the store is encrypted) and its "
-            "recorded number of shards are lost, so writes are refused (a store without "
-            "a key could write in the clear into an encrypted store). Run `statekeeper "
-            "init URL` to acknowledge the loss, then write once with the store's key "
-            "(or run rekey) to mark an encrypted store again; a sharded store records "
-            "its shards= on its next open",
         )
 
     def feed_entries_lost(self, shard: int, after: int, through: int) -> FeedLost:
