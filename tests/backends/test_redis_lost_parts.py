@@ -313,3 +313,14 @@ async def test_a_sharded_store_that_lost_its_meta_is_not_opened_in_another_layou
             await again.open()
     finally:
         await again.close()
+
+
+async def test_an_evictable_copy_does_not_check_its_feed(prefix: str) -> None:
+    backend = RedisBackend(REDIS_URL, prefix=prefix, evictable=True)
+    try:
+        await backend.append(request("a", 0, 2))
+        _delete(f"{prefix}feed:n", f"{prefix}feed")  # as its evictions may
+        await backend.append(request("b", 0, 1))  # a copy: nobody follows its feed
+        assert await backend.feed_bounds() == (0, 1)
+    finally:
+        await backend.close()

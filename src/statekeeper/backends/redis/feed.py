@@ -113,6 +113,8 @@ async def _head(backend: RedisBackend, keys: ShardKeys, counter: Any) -> int:
         raise counter
     if counter is not None:
         return int(counter)
+    if not backend._identity.checks(_shard_number(backend, keys)):
+        return 0  # (an evictable copy, or a store without proof entries: as before)
     last, proof, floor = await _probe(backend, keys)
     if last > 0:
         return last
@@ -135,6 +137,8 @@ async def _check_contiguous(
     first = _position(entries[0][0]) if entries else head + 1
     if first <= after + 1 or head <= after:
         return  # (the common case: nothing more is read)
+    if not backend._identity.checks(_shard_number(backend, keys)):
+        return
     _, _, floor = await _probe(backend, keys)
     low = max(after, floor)
     through = min(first - 1, head)

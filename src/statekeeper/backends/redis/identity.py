@@ -294,6 +294,12 @@ class Identity:
             shard=shard if len(self.tokens) > 1 else None,
         )
 
+    def checks(self, shard: int) -> bool:
+        """Whether losses in ``shard`` are looked for: its marker adopted and its index
+        proven (not an evictable copy, nor a read-only backend of a store without
+        proof entries)."""
+        return self.tokens[shard] is not None and self.proven[shard]
+
     def missing(
         self, shard: ShardKeys, agent_id: str, proof: Any, listed: Any, own_ttl: Any, *, ttl: bool
     ) -> None:

@@ -47,7 +47,8 @@ end
 -- from there — the same positions as if it had never been lost. Without the stream, a
 -- feed that had handed out positions (its proof entry '\0f' in the index idx, added
 -- when a feed starts, or a floor) cannot go on: nil. Else a new feed: the proof entry.
--- Costs nothing unless the counter starts over.
+-- Costs nothing unless the counter starts over; not checked where presence is not
+-- (guard.lua: an evictable copy, a store without the index's proof entry).
 local function feed_take(fc, fs, idx, n)
   local top = redis.call('INCRBY', fc, n)
   if top ~= n then return top end
@@ -60,6 +61,7 @@ local function feed_take(fc, fs, idx, n)
       end
     end
   end
+  if not presence_on then return top end  -- (a copy that may be lost: not checked)
   if redis.call('ZSCORE', idx, '\0f')
       or tonumber(redis.call('GET', fs .. ':floor') or '0') > 0 then
     redis.call('DEL', fc)
