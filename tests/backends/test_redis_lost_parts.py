@@ -324,3 +324,16 @@ async def test_an_evictable_copy_does_not_check_its_feed(prefix: str) -> None:
         assert await backend.feed_bounds() == (0, 1)
     finally:
         await backend.close()
+
+
+async def test_a_new_feed_opened_twice_before_its_first_append_is_not_lost(prefix: str) -> None:
+    first = RedisBackend(REDIS_URL, prefix=prefix)
+    second = RedisBackend(REDIS_URL, prefix=prefix)
+    try:
+        await first.open()
+        await second.open()  # (its counter at 0 is not a feed that handed out positions)
+        await second.append(request("a", 0, 1))
+        assert await _positions(first) == [(1, "a", 1)]
+    finally:
+        await first.close()
+        await second.close()

@@ -134,6 +134,8 @@ async def _check_contiguous(
     after ``after`` and at most the counter (read BEFORE the entries), are missing from
     ``entries`` (the first page after ``after``): see the module documentation."""
     head = await _head(backend, keys, counter)
+    if counter is None:
+        return  # (the head read after the entries: not a bound for them)
     first = _position(entries[0][0]) if entries else head + 1
     if first <= after + 1 or head <= after:
         return  # (the common case: nothing more is read)

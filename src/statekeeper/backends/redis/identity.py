@@ -70,19 +70,26 @@ PROOF = b"\0"
 #: (``lua/append_write.lua``, ``feed_take``)
 FEED_PROOF = b"\0f"
 
-#: KEYS: marker, agent index, feed counter, feed stream. ARGV: a new token, create 1|0.
-#: Reply: {the marker's token (set to ARGV[1] when missing and create) or false, the
-#: index has its proof entry 1|0, the proof entry was added 1|0}. With create, a feed
-#: that has handed out positions gets its proof entry (a store written before it, or
-#: an index rebuilt: see :meth:`Identity.adopt`).
+#: KEYS: marker, agent index, feed counter, feed stream, feed floor. ARGV: a new token,
+#: create 1|0, feed 1|0. Reply: {the marker's token (set to ARGV[1] when missing and
+#: create) or false, the index has its proof entry 1|0, the proof entry was added 1|0}.
+#: With create, a feed that has handed out positions gets its proof entry (a store
+#: written before it, or an index rebuilt: see :meth:`Identity.adopt`), and a feed that
+#: has not its counter, at 0 (so that the feed's reads find a missing one lost, without
+#: a look at the stream on every read of a shard nobody wrote to: see :mod:`.feed`).
 _ADOPT = """
 local v = redis.call('GET', KEYS[1])
 if not v and ARGV[2] == '1' then
   redis.call('SET', KEYS[1], ARGV[1])
   v = ARGV[1]
 end
-if ARGV[2] == '1' and redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
-  redis.call('ZADD', KEYS[2], 0, '\\0f')
+if ARGV[2] == '1' then
+  if tonumber(redis.call('GET', KEYS[3]) or '0') > 0 or redis.call('EXISTS', KEYS[4]) == 1 then
+    redis.call('ZADD', KEYS[2], 0, '\\0f')
+  elseif ARGV[3] == '1' and not redis.call('ZSCORE', KEYS[2], '\\0f')
+      and tonumber(redis.call('GET', KEYS[5]) or '0') == 0 then
+    redis.call('SET', KEYS[3], '0')
+  end
 end
 if redis.call('ZSCORE', KEYS[2], '\\0') then return {v, 1, 0} end
 if ARGV[2] ~= '1' then return {v, 0, 0} end
@@ -128,7 +135,7 @@ class Identity:
             for keys, tail in zip(self.layout.shard_keys, self.tail_of, strict=True)
         }
 
-    async def adopt(self, client: Any, *, create: bool) -> list[ShardKeys]:
+    async def adopt(self, client: Any, *, create: bool, feed: bool = True) -> list[ShardKeys]:
         """Read every shard's marker and its index's proof entry, creating the missing
         ones when ``create`` (else a missing marker leaves its shard unchecked, and a
         missing proof entry its agents' presence: a read-only backend writes nothing);
@@ -145,13 +152,15 @@ class Identity:
                 if create:
                     pipe.eval(
                         _ADOPT,
-                        4,
+                        5,
                         keys.epoch,
                         keys.index,
                         keys.feed_counter,
                         keys.feed_stream,
+                        keys.feed_floor,
                         token,
                         "1",
+                        "1" if feed else "0",
                     )
                 else:  # (no script: a read-only backend may be on a replica)
                     pipe.get(keys.epoch)
