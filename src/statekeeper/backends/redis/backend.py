@@ -707,9 +707,7 @@ class RedisBackend(Backend):
         is (best effort: a shortfall is not an error here, and any acknowledged write
         after them covers them too), so a failover to a replica does not pass for a
         lost store."""
-        created = await self._identity.adopt(
-            self._client, create=not self.readonly, feed=self.feed
-        )
+        created = await self._identity.adopt(self._client, create=not self.readonly, feed=self.feed)
         if not self.readonly:
             await meta.copy_meta(self._client, self.layout)  # (see .meta)
         if self.wait_replicas and created:
