@@ -16,7 +16,8 @@ alternate the sides). Operations: ``save`` (``StateStore.save`` of a cached agen
 append script), ``load`` (``StateStore.load`` of a cached agent: the read script that
 validates the cache), ``create`` (``StateStore.save`` of a new agent: the append script
 takes the path where the hash holds no head, where lane "redisevict" checks the agent
-index, ``lua/presence.lua``). Run::
+index, ``lua/presence.lua``), ``feed`` (``read_feed`` of a page of 20 entries: lane
+"redisguard" reads the feed's counter before the entries, to find lost ones). Run::
 
     .venv/bin/python benchmarks/bench_redis_guard.py run /tmp/rg --base /work/main/src --tree src
 """
@@ -89,6 +90,8 @@ def child(url: str, op: str, n: int, lib: str | None, out: str) -> None:
                     await store.save(a, {"i": WARM + i, "msg": body})
                 elif op == "create":  # a new agent: the presence check's path
                     await store.save(f"new-{i}", {"i": i, "msg": body})
+                elif op == "feed":  # a page of the change feed (lane "redisguard")
+                    await store.backend.read_feed(i % 100, 20)
                 else:
                     await store.load(a)
             cpu = time.process_time() - cpu
@@ -132,7 +135,7 @@ def run(out: Path, base: str, tree: str, n: int, rounds: int, cpu: bool) -> None
         cmds: dict[tuple[str, str], dict[str, Any]] = {}
         for r in range(rounds):
             for side, src in (("base", base), ("tree", tree)):
-                for op in ("save", "load", "create"):
+                for op in ("save", "load", "create", "feed"):
                     url = f"redis://127.0.0.1:{port}/0?prefix=rg{r}{side}{op}:"
                     stats = out / f"{side}-{op}.json"
                     os.environ["PYTHONPATH"] = src

@@ -34,6 +34,7 @@ __all__ = [
     "ConflictError",
     "DecryptionError",
     "FeedCursorMismatch",
+    "FeedLost",
     "FeedNotReplicated",
     "FeedPositionCompacted",
     "HistoryCompacted",
@@ -1084,6 +1085,41 @@ class FeedPositionCompacted(StorageError):
             f"change feed position {position}{where} was compacted away (the feed starts "
             f"after position {floor}): rebuild the read model from a snapshot of the "
             f"agents' current state and subscribe again from position {floor}"
+        )
+
+
+class FeedLost(StoreLost):
+    """Part of the change feed's stored data is gone while the store's identity marker
+    stays (Redis: the feed's counter or stream key evicted by an ``allkeys-*`` policy,
+    or deleted). ``what`` says which: ``"counter"`` (the last position handed out, gone
+    with the stream that would restore it: new positions would repeat ones subscribers
+    already hold) or ``"entries"`` (positions ``after + 1`` .. ``through`` are no longer
+    in the stream, though never trimmed: a subscriber would skip their events without
+    a word). ``recovery`` says how to go on; ``shard`` names the shard on a sharded
+    store. Nothing was written by the operation that raised it (see ``docs/feed.md``).
+    """
+
+    def __init__(
+        self,
+        location: str,
+        what: str,
+        detail: str,
+        recovery: str,
+        *,
+        after: int = 0,
+        through: int = 0,
+        shard: int | None = None,
+    ) -> None:
+        self.location = location
+        self.what = what
+        self.reason = detail
+        self.recovery = recovery
+        self.after = after
+        self.through = through
+        self.shard = shard
+        where = location if shard is None else f"{location} (shard {shard})"
+        StorageError.__init__(
+            self, f"the change feed of {where} lost its {what}: {detail}; {recovery}"
         )
 
 

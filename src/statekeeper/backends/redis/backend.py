@@ -73,6 +73,7 @@ from ...errors import (
     CapabilityUnsupported,
     ConfigurationError,
     ConflictError,
+    FeedLost,
     IntegrityError,
     LeaseHeld,
     LeaseLost,
@@ -122,12 +123,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "the Redis backend needs redis-py: pip install 'statekeeper[redis]'"
     ) from exc
 
-from . import feed
+from . import feed, meta
 from .client import make_client, on_node, transient
 from .codec import pack_event, unpack_event
 from .eviction import check_eviction, evicting_policy
 from .identity import PROOF, Identity
-from .keys import AgentKeys, Layout, ShardKeys
+from .keys import AgentKeys, Layout, ShardKeys, shard_tag
 from .urls import check_redis_url, is_cluster, split_options
 
 __all__ = ["SCRIPTS", "RedisBackend", "check_redis_url", "lua"]
@@ -437,34 +438,42 @@ class RedisBackend(Backend):
         await self._retrying("initialize", op)
 
     async def read_marker(self, name: str) -> bool | None:
+        """Whether the store-level marker ``name`` is set, in the meta hash or its copy
+        in shard 0's index (see :mod:`.meta`: either lost alone is harmless). With
+        neither, an index that lost its proof entry raises
+        :class:`~statekeeper.errors.StoreLost` (the copy it held may be lost too)."""
         self._check_open()
-        field = b"marker:" + name.encode()
 
         async def op() -> Any:
-            return await self._client.hexists(self.layout.meta, field)
+            there, whole = await meta.read_marker(self._client, self.layout, name)
+            if not there and not whole:
+                self._identity.missing(self.layout.shard_keys[0], "", None, None, None, ttl=True)
+            return there
 
         return bool(await self._retrying("read_marker", op))
 
     async def set_marker(self, name: str) -> None:
         self._check_open()
         self._check_writable()
-        field = b"marker:" + name.encode()
 
         async def op() -> Any:
-            return await self._client.hset(self.layout.meta, field, b"1")
+            await meta.set_marker(self._client, self.layout, name)
 
         await self._retrying("set_marker", op)
 
     async def _check_layout(self) -> None:
         """Refuse to open a store recorded with another layout (see :mod:`.keys`); a
-        sharded store records its number of shards on first use."""
-        meta = self.layout.meta
+        sharded store records its number of shards on first use. A prefix whose meta
+        hash records no shards may hold a sharded store that lost it (see :mod:`.meta`):
+        one is looked for first."""
+        meta_key = self.layout.meta
         want = self.layout.shards
+        unrecorded = not self.cluster and await self._client.hget(meta_key, b"shards") is None
+        if unrecorded:
+            await self._check_sharded_here(want)
         if want is not None and not self.cluster:
             # a plain server may hold a store in the plain layout: never hide it
-            plain = await self._client.hget(meta, b"shards") is None and await self._client.exists(
-                self._pfx + b"agents"
-            )
+            plain = unrecorded and await self._client.exists(self._pfx + b"agents")
             if plain:
                 raise ConfigurationError(
                     f"redis prefix {self.prefix!r} holds a store in the plain key layout; "
@@ -472,9 +481,9 @@ class RedisBackend(Backend):
                     "moves it to a sharded one)"
                 )
         if want is not None and not self.readonly:
-            got = await self._client.eval(_CLAIM_LAYOUT, 1, meta, str(want))
+            got = await self._client.eval(_CLAIM_LAYOUT, 1, meta_key, str(want))
         else:
-            got = await self._client.hget(meta, b"shards")
+            got = await self._client.hget(meta_key, b"shards")
         recorded = int(got) if got else None
         if recorded is not None and want is None:
             raise ConfigurationError(
@@ -485,6 +494,21 @@ class RedisBackend(Backend):
             raise ConfigurationError(
                 f"redis prefix {self.prefix!r} was created with shards={recorded}, not "
                 f"{want}: an agent's shard depends on it, so it cannot change"
+            )
+
+    async def _check_sharded_here(self, want: int | None) -> None:
+        """Refuse to open, in another layout, a sharded store whose meta hash lost its
+        number of shards (its shard 0 found where a sharded store keeps it; its number
+        from the copy in its index, see :mod:`.meta`)."""
+        mine = shard_tag(0, want) if want is not None else None
+        for tag, n in (await meta.sharded_here(self._client, self.layout)).items():
+            if want is not None and (n == want or (n is None and tag == mine)):
+                continue
+            how = f"?shards={n}" if n is not None else "the shards= it was created with"
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} holds a store in the sharded key layout "
+                f"whose record of it ({self.layout.meta.decode(errors='replace')!r}) is gone "
+                f"(evicted or deleted): open it with {how}"
             )
 
     async def _refresh_topology(self) -> None:
@@ -621,6 +645,16 @@ class RedisBackend(Backend):
         )
         if isinstance(lost, AgentLost):
             return AgentLost(lost.location, lost.agent_id, reason)
+        if isinstance(lost, FeedLost):
+            return FeedLost(
+                lost.location,
+                lost.what,
+                reason,
+                lost.recovery,
+                after=lost.after,
+                through=lost.through,
+                shard=lost.shard,
+            )
         return StoreLost(lost.location, reason, shard=lost.shard)
 
     async def _after_failure(self) -> None:
@@ -673,7 +707,9 @@ class RedisBackend(Backend):
         is (best effort: a shortfall is not an error here, and any acknowledged write
         after them covers them too), so a failover to a replica does not pass for a
         lost store."""
-        created = await self._identity.adopt(self._client, create=not self.readonly)
+        created = await self._identity.adopt(self._client, create=not self.readonly, feed=self.feed)
+        if not self.readonly:
+            await meta.copy_meta(self._client, self.layout)  # (see .meta)
         if self.wait_replicas and created:
             ms = max(1, round(self.wait_timeout * 1000))
             await asyncio.gather(
@@ -1079,12 +1115,13 @@ class RedisBackend(Backend):
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Remove history below a snapshot in one script (atomic); retried safely."""
         self._check_can_write()
-        h, sz = self._keys(agent_id)
+        k = self._agent(agent_id)
         drop = sorted(set(drop_snapshots))
-        args = [str(base_seq), *(str(s) for s in drop)]
+        args = [agent_id.encode(), self._ttl_of(agent_id), str(base_seq), *(str(s) for s in drop)]
+        keys = [k.hash, k.snapshots, k.shard.index]  # (the index: a lost agent, presence.lua)
 
         async def op() -> Any:
-            return await self._write(agent_id, self._prune_script, [h, sz], args)
+            return await self._write(agent_id, self._prune_script, keys, args)
 
         reply = await self._retrying("prune", op)
         if int(reply[0]) != 0:
@@ -1095,14 +1132,19 @@ class RedisBackend(Backend):
         ``(expected_seq, expected_tag)``."""
         self._check_can_write()
         validate_rewrite(request)
-        h, sz = self._keys(request.agent_id)
-        args: list[bytes | str] = [self._ttl_of(request.agent_id), *_rewrite_fields(request)]
+        k = self._agent(request.agent_id)
+        keys = [k.hash, k.snapshots, k.shard.index]  # (the index: a lost agent, presence.lua)
+        args: list[bytes | str] = [
+            self._ttl_of(request.agent_id),
+            request.agent_id.encode(),
+            *_rewrite_fields(request),
+        ]
         attempts = 0
 
         async def op() -> Any:
             nonlocal attempts
             attempts += 1
-            reply = await self._write(request.agent_id, self._rewrite_script, [h, sz], args)
+            reply = await self._write(request.agent_id, self._rewrite_script, keys, args)
             if int(reply[0]) != 0 and attempts > 1 and request.head_tag is not None:
                 head, tag = await self.head_tag(request.agent_id)  # our lost reply?
                 if head == request.expected_seq and tag == request.head_tag:
@@ -1118,19 +1160,15 @@ class RedisBackend(Backend):
         if ttl is not None and ttl <= 0:
             raise ConfigurationError("ttl must be > 0 seconds (or None for no expiry)")
         self._check_writable()
-        h, sz = self._keys(agent_id)
+        k = self._agent(agent_id)
         ms = str(round(ttl * 1000)) if ttl else "0"
-        # the agent's own-ttl mark in the index: its expiry is not a loss (see .identity);
-        # placed before the expiry is set, taken off after it is taken away
-        index, mark = self.layout.shard(agent_id).index, PROOF + b"t:" + agent_id.encode()
+        # the script sets (takes off) the agent's own-ttl mark in the index with the ttl:
+        # its expiry is not a loss; and a lost agent raises (see .identity)
+        keys = [k.hash, k.snapshots, k.shard.index]
+        args = [ms, agent_id.encode(), self._ttl_of(agent_id)]
 
         async def op() -> Any:
-            if ttl:
-                await self._client.zadd(index, {mark: 0})
-            done = await self._write(agent_id, self._ttl_script, [h, sz], [ms])
-            if not ttl or not done:
-                await self._client.zrem(index, mark)
-            return done
+            return await self._write(agent_id, self._ttl_script, keys, args)
 
         return bool(await self._retrying("set_ttl", op))
 
@@ -1501,8 +1539,9 @@ class RedisBackend(Backend):
                         continue
                     out.append(AgentInfo(raw.decode(), int(h), float(c), float(u)))
                 if stale and not self.readonly:
-                    for index, raws in stale.items():
-                        await self._client.zrem(index, *raws)
+                    for index, raws in stale.items():  # (with their own-ttl marks)
+                        marks = [PROOF + b"t:" + raw for raw in raws]
+                        await self._client.zrem(index, *raws, *marks)
                 if len(found) < want:
                     break
                 low = b"(" + ids[-1]

@@ -17,6 +17,26 @@ events of a stream re-created under the same id.
 
 Live readers block on ``XREAD`` of the stream: a Redis Stream is its own wake-up.
 
+Losses (a key evicted by an ``allkeys-*`` policy, or deleted, while the store's
+identity marker stays; see :mod:`.identity`):
+
+* the counter alone: harmless. The append that finds it started over (INCRBY answers
+  its own count) goes on from the stream's last id, which is the last position handed
+  out (every position gets its entry in the script that takes it; ``XTRIM`` keeps the
+  last id), and the bounds read that id meanwhile — the positions are the ones the
+  counter would have given;
+* the counter with the stream: the last position handed out is unknown, and a new one
+  could repeat a position a subscriber holds. A feed that handed out positions says so
+  in its shard's agent index (the proof entry ``"\0f"``, added by the append that
+  starts the feed; or its floor): appends and bounds raise
+  :class:`~statekeeper.errors.FeedLost` (``what="counter"``), nothing written;
+* the stream alone: positions above the floor are never missing from it (the
+  positions are contiguous and only a trim, which raises the floor, removes entries),
+  so a read that finds the first entry after its cursor past the next position, or
+  none below the counter (read before the entries, in the same round trip), raises
+  :class:`~statekeeper.errors.FeedLost` (``what="entries"``) naming the positions gone
+  instead of skipping their events.
+
 With ``wait_replicas=N`` a reader takes only entries N replicas hold (the replication
 barrier after its ``XRANGE``, :func:`_replicated_entries`): what a subscriber was
 handed survives a failover, as an acknowledged write does, so its cursor never passes
@@ -54,6 +74,80 @@ def _position(entry_id: bytes) -> int:
     return int(entry_id.split(b"-", 1)[1])
 
 
+#: KEYS: feed stream, agent index, feed floor. Reply: {the position of the stream's last
+#: id (0: no stream), the index holds the feed's proof entry 1|0, the floor}
+_PROBE = """
+local last = 0
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local info = redis.call('XINFO', 'STREAM', KEYS[1])
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then
+      last = tonumber(string.match(info[i + 1], '%-(%d+)$'))
+    end
+  end
+end
+return {last, redis.call('ZSCORE', KEYS[2], '\\0f') and 1 or 0,
+  tonumber(redis.call('GET', KEYS[3]) or '0')}
+"""
+
+
+async def _probe(backend: RedisBackend, keys: ShardKeys) -> tuple[int, bool, int]:
+    """The stream's last position, whether the feed handed out positions (its proof
+    entry) and the floor: one script, read where a counter is missing or a read
+    found a hole (never on the way of a read that finds what it expects)."""
+    last, proof, floor = await backend._client.eval(
+        _PROBE, 3, keys.feed_stream, keys.index, keys.feed_floor
+    )
+    return int(last), bool(int(proof)), int(floor)
+
+
+def _shard_number(backend: RedisBackend, keys: ShardKeys) -> int:
+    return backend.layout.shard_keys.index(keys)
+
+
+async def _head(backend: RedisBackend, keys: ShardKeys, counter: Any) -> int:
+    """The last position handed out, from the counter's value (read with the marker);
+    a missing counter is a new feed, one lost alone (its stream's last id says where
+    it was), or one lost with its stream (:class:`~statekeeper.errors.FeedLost`)."""
+    if isinstance(counter, BaseException):
+        raise counter
+    if counter is not None:
+        return int(counter)
+    if not backend._identity.checks(_shard_number(backend, keys)):
+        return 0  # (an evictable copy, or a store without proof entries: as before)
+    last, proof, floor = await _probe(backend, keys)
+    if last > 0:
+        return last
+    if proof or floor > 0:
+        raise backend._identity.feed_counter_lost(_shard_number(backend, keys))
+    return 0
+
+
+async def _check_contiguous(
+    backend: RedisBackend,
+    keys: ShardKeys,
+    after: int,
+    counter: Any,
+    entries: Sequence[tuple[bytes, dict[bytes, bytes]]],
+) -> None:
+    """Raise :class:`~statekeeper.errors.FeedLost` when positions above the floor,
+    after ``after`` and at most the counter (read BEFORE the entries), are missing from
+    ``entries`` (the first page after ``after``): see the module documentation."""
+    head = await _head(backend, keys, counter)
+    if counter is None:
+        return  # (the head read after the entries: not a bound for them)
+    first = _position(entries[0][0]) if entries else head + 1
+    if first <= after + 1 or head <= after:
+        return  # (the common case: nothing more is read)
+    if not backend._identity.checks(_shard_number(backend, keys)):
+        return
+    _, _, floor = await _probe(backend, keys)
+    low = max(after, floor)
+    through = min(first - 1, head)
+    if through > low:
+        raise backend._identity.feed_entries_lost(_shard_number(backend, keys), low, through)
+
+
 async def read_feed(
     backend: RedisBackend, keys: ShardKeys, after: int, limit: int
 ) -> list[FeedRecord]:
@@ -64,14 +158,16 @@ async def read_feed(
     it, and a live one read it again for ever)."""
     while True:
         if backend.wait_replicas:
-            entries = await _replicated_entries(backend, keys, after, limit)
+            counter, entries = await _replicated_entries(backend, keys, after, limit)
         else:
             async with backend._client.pipeline(transaction=False) as pipe:
+                pipe.get(keys.feed_counter)  # (before the entries: see _check_contiguous)
                 pipe.xrange(keys.feed_stream, min=f"(0-{after}", max="+", count=limit)
                 pipe.get(keys.epoch)
-                found, marker = await pipe.execute()
+                counter, found, marker = await pipe.execute()
             backend._identity.check(keys, marker)
             entries = _entries(found)
+        await _check_contiguous(backend, keys, after, counter, entries)
         if not entries:
             return []
         out = await _resolved(backend, keys, entries)
@@ -107,7 +203,7 @@ def _entries(found: Any) -> Sequence[tuple[bytes, dict[bytes, bytes]]]:
 
 async def _replicated_entries(
     backend: RedisBackend, keys: ShardKeys, after: int, limit: int
-) -> Sequence[tuple[bytes, dict[bytes, bytes]]]:
+) -> tuple[Any, Sequence[tuple[bytes, dict[bytes, bytes]]]]:
     """The entries after ``after`` that ``wait_replicas`` replicas hold: the XRANGE,
     then the shard's replication barrier (a write to its ``sync`` counter and
     ``WAIT``) on the same connection to its master. When there are entries and the
@@ -117,10 +213,11 @@ async def _replicated_entries(
     cursor could pass a position the promoted replica never saw and then hands out
     again, to another event."""
     ms = max(1, round(backend.wait_timeout * 1000))
-    found, marker, _, acked = await on_node(
+    counter, found, marker, _, acked = await on_node(
         backend._client,
         keys.sync,
         [
+            ("GET", keys.feed_counter),  # (before the entries: see _check_contiguous)
             ("XRANGE", keys.feed_stream, f"(0-{after}", "+", "COUNT", limit),
             ("GET", keys.epoch),
             ("INCRBY", keys.sync, 0),
@@ -144,7 +241,7 @@ async def _replicated_entries(
             backend.wait_timeout,
             shard=shards.index(keys) if len(shards) > 1 else None,
         )
-    return entries
+    return counter, entries
 
 
 async def feed_bounds(backend: RedisBackend, keys: ShardKeys) -> tuple[int, int]:
@@ -155,7 +252,7 @@ async def feed_bounds(backend: RedisBackend, keys: ShardKeys) -> tuple[int, int]
         head, floor, marker = await pipe.execute()
     backend._identity.check(keys, marker)
     low = int(floor or 0)
-    return low, max(int(head or 0), low)
+    return low, max(await _head(backend, keys, head), low)
 
 
 async def trim_feed(backend: RedisBackend, keys: ShardKeys, through: int) -> int:
@@ -184,7 +281,7 @@ async def all_feed_bounds(backend: RedisBackend) -> list[tuple[int, int]]:
         backend._get_markers(pipe)
         found: list[Any] = backend._check_markers(await pipe.execute())
     out: list[tuple[int, int]] = []
-    for k in range(len(shards)):
+    for k, keys in enumerate(shards):
         low = int(found[2 * k + 1] or 0)
-        out.append((low, max(int(found[2 * k] or 0), low)))
+        out.append((low, max(await _head(backend, keys, found[2 * k]), low)))
     return out

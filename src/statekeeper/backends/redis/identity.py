@@ -50,7 +50,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from ...errors import AgentLost, StoreLost
+from ...errors import AgentLost, FeedLost, StoreLost
 from .keys import Layout, ShardKeys
 
 __all__ = ["Identity"]
@@ -58,20 +58,38 @@ __all__ = ["Identity"]
 #: how ``lua/guard.lua`` starts its error reply
 LOST = "STATEKEEPER_STORE_LOST "
 
+#: how ``lua/append_write.lua`` starts its error reply for a feed that lost its counter
+FEED_LOST = "STATEKEEPER_FEED_LOST "
 #: how ``lua/presence.lua`` starts its error reply for an agent
 AGENT_LOST = "STATEKEEPER_AGENT_LOST "
 #: the agent index's proof entry (``lua/presence.lua``); ``PROOF + b"t:" + agent``
 #: marks an agent with a TTL of its own
 PROOF = b"\0"
 
-#: KEYS: marker, agent index. ARGV: a new token, create 1|0. Reply: {the marker's token
-#: (set to ARGV[1] when missing and create) or false, the index has its proof entry 1|0,
-#: the proof entry was added 1|0}.
+#: the agent index's feed proof entry: the shard's feed has handed out positions
+#: (``lua/append_write.lua``, ``feed_take``)
+FEED_PROOF = b"\0f"
+
+#: KEYS: marker, agent index, feed counter, feed stream, feed floor. ARGV: a new token,
+#: create 1|0, feed 1|0. Reply: {the marker's token (set to ARGV[1] when missing and
+#: create) or false, the index has its proof entry 1|0, the proof entry was added 1|0}.
+#: With create, a feed that has handed out positions gets its proof entry (a store
+#: written before it, or an index rebuilt: see :meth:`Identity.adopt`), and a feed that
+#: has not its counter, at 0 (so that the feed's reads find a missing one lost, without
+#: a look at the stream on every read of a shard nobody wrote to: see :mod:`.feed`).
 _ADOPT = """
 local v = redis.call('GET', KEYS[1])
 if not v and ARGV[2] == '1' then
   redis.call('SET', KEYS[1], ARGV[1])
   v = ARGV[1]
+end
+if ARGV[2] == '1' then
+  if tonumber(redis.call('GET', KEYS[3]) or '0') > 0 or redis.call('EXISTS', KEYS[4]) == 1 then
+    redis.call('ZADD', KEYS[2], 0, '\\0f')
+  elseif ARGV[3] == '1' and not redis.call('ZSCORE', KEYS[2], '\\0f')
+      and tonumber(redis.call('GET', KEYS[5]) or '0') == 0 then
+    redis.call('SET', KEYS[3], '0')
+  end
 end
 if redis.call('ZSCORE', KEYS[2], '\\0') then return {v, 1, 0} end
 if ARGV[2] ~= '1' then return {v, 0, 0} end
@@ -117,7 +135,7 @@ class Identity:
             for keys, tail in zip(self.layout.shard_keys, self.tail_of, strict=True)
         }
 
-    async def adopt(self, client: Any, *, create: bool) -> list[ShardKeys]:
+    async def adopt(self, client: Any, *, create: bool, feed: bool = True) -> list[ShardKeys]:
         """Read every shard's marker and its index's proof entry, creating the missing
         ones when ``create`` (else a missing marker leaves its shard unchecked, and a
         missing proof entry its agents' presence: a read-only backend writes nothing);
@@ -132,7 +150,18 @@ class Identity:
         async with client.pipeline(transaction=False) as pipe:
             for keys, token in zip(shards, proposed, strict=True):
                 if create:
-                    pipe.eval(_ADOPT, 2, keys.epoch, keys.index, token, "1")
+                    pipe.eval(
+                        _ADOPT,
+                        5,
+                        keys.epoch,
+                        keys.index,
+                        keys.feed_counter,
+                        keys.feed_stream,
+                        keys.feed_floor,
+                        token,
+                        "1",
+                        "1" if feed else "0",
+                    )
                 else:  # (no script: a read-only backend may be on a replica)
                     pipe.get(keys.epoch)
                     pipe.zscore(keys.index, PROOF)
@@ -212,6 +241,10 @@ class Identity:
         text = str(exc)
         if not isinstance(exc, ResponseError):
             return None
+        if text.startswith(FEED_LOST):
+            key = text[len(FEED_LOST) :].split(" ", 2)[1].encode()
+            k = next((k for k, s in enumerate(self.layout.shard_keys) if s.feed_counter == key), 0)
+            return self.feed_counter_lost(k)
         if text.startswith(AGENT_LOST):
             agent = bytes.fromhex(text[len(AGENT_LOST) :].split(" ", 1)[0]).decode()
             return self.agent_lost(agent)
@@ -232,6 +265,49 @@ class Identity:
             "the agent index lists it but its keys are gone: evicted (a maxmemory with an "
             "allkeys-* policy), deleted (DEL) or expired (an EXPIRE outside the store's ttl)",
         )
+
+    def feed_counter_lost(self, shard: int) -> FeedLost:
+        """The error for a feed that handed out positions and lost its counter and its
+        stream (``lua/append_write.lua``, :mod:`.feed`)."""
+        keys = self.layout.shard_keys[shard]
+        return FeedLost(
+            self.location,
+            "counter",
+            f"its counter {keys.feed_counter.decode(errors='replace')!r} and its stream are "
+            "gone (evicted by a maxmemory with an allkeys-* policy, or deleted) while its "
+            "proof entry or floor says it handed out positions, so the last one is unknown "
+            "and a new position could repeat one a subscriber holds: appends are refused",
+            f"set the counter above every position handed out (SET "
+            f"{keys.feed_counter.decode(errors='replace')} N), then trim the feed through "
+            "N (store.trim_feed) so that subscribers behind it are told to rebuild "
+            "(FeedPositionCompacted)",
+            shard=shard if len(self.tokens) > 1 else None,
+        )
+
+    def feed_entries_lost(self, shard: int, after: int, through: int) -> FeedLost:
+        """The error for positions ``after + 1 .. through`` gone from a feed's stream
+        though never trimmed (see :mod:`.feed`)."""
+        keys = self.layout.shard_keys[shard]
+        return FeedLost(
+            self.location,
+            "entries",
+            f"positions {after + 1}..{through} were never trimmed (the floor is below "
+            f"them) but are gone from its stream {keys.feed_stream.decode(errors='replace')!r}"
+            " (evicted by a maxmemory with an allkeys-* policy, or deleted): their events "
+            "cannot be delivered in feed order",
+            f"record the loss with store.trim_feed({through}) (a subscriber behind it is "
+            "then told to rebuild: FeedPositionCompacted), or rebuild this subscriber from "
+            f"the agents' current state and subscribe again from position {through}",
+            after=after,
+            through=through,
+            shard=shard if len(self.tokens) > 1 else None,
+        )
+
+    def checks(self, shard: int) -> bool:
+        """Whether losses in ``shard`` are looked for: its marker adopted and its index
+        proven (not an evictable copy, nor a read-only backend of a store without
+        proof entries)."""
+        return self.tokens[shard] is not None and self.proven[shard]
 
     def missing(
         self, shard: ShardKeys, agent_id: str, proof: Any, listed: Any, own_ttl: Any, *, ttl: bool

@@ -12,5 +12,11 @@
 local refused = check_append(KEYS[1], KEYS[4], KEYS[3], ARGV, 0)
 if refused then return refused end
 local expected = tonumber(ARGV[2])
-local last = write_append(KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], ARGV, 0, #ARGV - 13, expected == 0)
+local n = #ARGV - 13
+local top = nil
+if KEYS[6] then
+  top = feed_take(KEYS[5], KEYS[6], KEYS[3], n)
+  if not top then return feed_lost(KEYS[5]) end
+end
+local last = write_append(KEYS[1], KEYS[2], KEYS[3], top, KEYS[6], ARGV, 0, n, expected == 0)
 return {0, expected + 1, last}

@@ -9,6 +9,10 @@
 local function hex(s)
   return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
 end
+-- The own-ttl marks presence_check found (idx .. '\n' .. agent: an agent that expired):
+-- an append that creates the agent again takes its mark off (append_write.lua), so
+-- its own later loss is not taken for an expiry.
+local expired_marks = {}
 -- presence_check(idx, agent, ttl): raises (an error reply, nothing written: call it
 -- before any write) when the index is not whole, or lists the agent as stored.
 local function presence_check(idx, agent, ttl)
@@ -16,8 +20,10 @@ local function presence_check(idx, agent, ttl)
   if not redis.call('ZSCORE', idx, '\0') then
     error({err = 'STATEKEEPER_STORE_LOST index ' .. idx})
   end
-  if redis.call('ZSCORE', idx, agent) and tonumber(ttl) <= 0
-      and not redis.call('ZSCORE', idx, '\0t:' .. agent) then
-    error({err = 'STATEKEEPER_AGENT_LOST ' .. hex(agent) .. ' '})
+  if redis.call('ZSCORE', idx, agent) and tonumber(ttl) <= 0 then
+    if not redis.call('ZSCORE', idx, '\0t:' .. agent) then
+      error({err = 'STATEKEEPER_AGENT_LOST ' .. hex(agent) .. ' '})
+    end
+    expired_marks[idx .. '\n' .. agent] = true
   end
 end

@@ -1,11 +1,16 @@
--- KEYS: hash, snapshot zset. ARGV: default ttl ms, then rewrite_write.lua's fields.
--- Reply: {0, head} done | {2, head} conflict.
+-- KEYS: hash, snapshot zset, index. ARGV: default ttl ms, agent, then
+-- rewrite_write.lua's fields. Reply: {0, head} done | {2, head} conflict (an agent the
+-- index lists without a head lost its data: presence.lua, an error reply).
 -- include: guard.lua
 -- include: common.lua
+-- include: presence.lua
 -- include: rewrite_write.lua
 local h, sz = KEYS[1], KEYS[2]
-local applies, head = rewrite_applies(h, ARGV, 2)
-if not applies then return {2, head} end
-rewrite_write(h, sz, ARGV, 2)
+local applies, head = rewrite_applies(h, ARGV, 3)
+if not applies then
+  if head == 0 then presence_check(KEYS[3], ARGV[2], ARGV[1]) end
+  return {2, head}
+end
+rewrite_write(h, sz, ARGV, 3)
 touch(h, sz, ttl_of(h, ARGV[1]))
 return {0, head}

@@ -83,7 +83,17 @@ for i, r in ipairs(reqs) do
   local refused = check_append(KEYS[r.k + 1], KEYS[r.k + 4], KEYS[r.k + 3], ARGV, r.a0)
   if refused then return {6, i, refused[1], refused[2], refused[3], refused[4] or ''} end
 end
--- the writes
+-- the writes: first the feed positions (a feed that lost its counter: the ones taken
+-- before it are given back, and nothing is written)
+if kper == 6 then
+  for i, r in ipairs(reqs) do
+    r.top = feed_take(KEYS[r.k + 5], KEYS[r.k + 6], KEYS[r.k + 3], r.n)
+    if not r.top then
+      for j = 1, i - 1 do redis.call('DECRBY', KEYS[reqs[j].k + 5], reqs[j].n) end
+      return feed_lost(KEYS[r.k + 5])
+    end
+  end
+end
 for _, c in ipairs(changes) do
   if c.lease ~= '' then
     lease_write(c.lk, c.lease, c.holder, c.token, c.ttl)
@@ -104,8 +114,8 @@ for _, c in ipairs(changes) do
 end
 for _, r in ipairs(reqs) do
   local k = r.k
-  local fc, fs = nil, nil
-  if kper == 6 then fc, fs = KEYS[k + 5], KEYS[k + 6] end
-  write_append(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], fc, fs, ARGV, r.a0, r.n, tonumber(ARGV[r.a0 + 2]) == 0)
+  local fs = nil
+  if kper == 6 then fs = KEYS[k + 6] end
+  write_append(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], r.top, fs, ARGV, r.a0, r.n, tonumber(ARGV[r.a0 + 2]) == 0)
 end
 return {0}
