@@ -349,7 +349,8 @@ def retention_apply(
 ) -> None:
     """Apply a retention policy to every agent (resumable; --dry-run shows what would go).
 
-    Exit code 1 when an action failed (each is listed; the run goes on past it).
+    Exit code 1 when an action failed, else 4 when the principal of --as was refused one
+    (access denied); each is listed with its reason, and the run goes on past it.
     """
     import json as jsonlib
 
@@ -434,7 +435,7 @@ def retention_apply(
     report = run(go())
     if progress_file is not None and not dry_run:
         progress_file.unlink(missing_ok=True)  # finished: the next run starts over
-    failed = any(a.outcome in ("failed", "refused") for a in report.actions)
+    code = _exit_code(report.actions)
     actions = [
         {
             "agent_id": a.agent_id,
@@ -460,8 +461,8 @@ def retention_apply(
                 "actions": actions,
             }
         )
-        if failed:
-            raise typer.Exit(1)
+        if code:
+            raise typer.Exit(code)
         return
     console = out_console()
     if after is not None:
@@ -474,21 +475,32 @@ def retention_apply(
         if a.outcome == "unsupported":  # nothing done, nothing to do: said once below
             unsupported[a.kind, a.reason] = unsupported.get((a.kind, a.reason), 0) + 1
             continue
-        console.print(f"{escape(a.agent_id)}: {_action_line(a)}")
+        console.print(f"{escape(a.agent_id)}: {_action_line(a)}", soft_wrap=True)
     for (kind, reason), agents in unsupported.items():
         console.print(
             f"{_UNSUPPORTED.get(kind, kind)} not supported by this engine: {escape(reason)}"
             f" ({agents:,} agent(s))"
         )
-    done = len(report.actions) - sum(unsupported.values())
+    refused = sum(a.outcome == "refused" for a in report.actions)
+    done = len(report.actions) - sum(unsupported.values()) - refused
     console.print(
         f"{report.scanned:,} agent(s) scanned, {report.held:,} on legal hold,"
         f" {done:,} action(s)"
+        + (f", {refused:,} refused (access denied)" if refused else "")
         + (f", {sum(unsupported.values()):,} unsupported" if unsupported else "")
         + (" (dry run: nothing changed)" if dry_run else "")
     )
-    if failed:
-        raise typer.Exit(1)  # problems found: listed above (the run goes on past them)
+    if code:
+        raise typer.Exit(code)  # problems found: listed above (the run goes on past them)
+
+
+def _exit_code(actions: list[RetentionAction]) -> int:
+    """1 when an action failed, else 4 (access denied) when one was refused, else 0."""
+    from .exits import EXIT_DENIED, EXIT_NOT_FOUND
+
+    if any(a.outcome == "failed" for a in actions):
+        return EXIT_NOT_FOUND
+    return EXIT_DENIED if any(a.outcome == "refused" for a in actions) else 0
 
 
 #: what a retention action the engine cannot make is called (the policy's word)
@@ -497,8 +509,12 @@ _UNSUPPORTED = {"expire-keys": "keys_ttl", "compact": "compaction", "purge": "tt
 
 def _action_line(a: RetentionAction) -> str:
     """One action of a retention run, as ``retention apply`` prints it: ``deleted ...``
-    when done, ``would delete ...`` in a dry run, ``could not delete ... [failed: why]``
+    when done, ``would delete ...`` in a dry run, ``not deleted (ttl): access denied:
+    ...`` when the principal was refused, ``could not delete ... [failed: why]``
     otherwise."""
+    if a.outcome == "refused":  # nothing was planned: no counts to give, only the reason
+        refused = {"purge": "deleted (ttl)", "expire-keys": "forgotten (keys_ttl)"}
+        return f"not {refused.get(a.kind, 'compacted')}: {escape(a.reason)}"
     if a.kind == "purge":
         verbs, what = ("delete", "deleted"), f"({a.events_removed} events; {a.reason})"
     elif a.kind == "expire-keys":
@@ -514,4 +530,4 @@ def _action_line(a: RetentionAction) -> str:
         return f"{verbs[1]} {what}"
     if a.outcome == "dry-run":
         return f"would {verbs[0]} {what}"
-    return f"could not {verbs[0]} {what} [{a.outcome}: {escape(a.reason)}]"
+    return f"could not {verbs[0]} {what} {escape(f'[{a.outcome}: {a.reason}]')}"
