@@ -12,7 +12,7 @@ from pathlib import Path
 from statekeeper import SyncStateStore
 from statekeeper.codec.keys import Keyring, generate_key
 
-from ._subprocess import cli_in_process
+from ._subprocess import cli_in_process, one_error_line
 
 
 def _keys(path: Path) -> Path:
@@ -80,3 +80,14 @@ def test_importing_an_encrypted_stores_export_into_a_plain_store_warns(tmp_path:
     assert cli_in_process("init", plain2).code == 0
     quiet = cli_in_process("import", str(old), "--db", plain2)
     assert quiet.code == 0 and quiet.stderr == "", str(quiet)
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused_as_such(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'plain.db'}"
+    with SyncStateStore(url) as store:
+        store.save("a1", {"n": 1})
+    run = cli_in_process("export", "--db", url, "-o", "/dev/null")
+    assert run.code == 2, str(run)
+    line = one_error_line(run)
+    assert "/dev/null" in line and "not a regular file" in line, line
+    assert "statekeeper wrote" not in line, line
