@@ -212,7 +212,8 @@ def _open_statekeeper(
         if readonly:
             raise
         # (the engine's reason may name `statekeeper init` already: said once)
-        hint = "" if "statekeeper init" in exc.reason else "; create one with `statekeeper init URL`"
+        said = "statekeeper init" in exc.reason
+        hint = "" if said else "; create one with `statekeeper init URL`"
         raise IncompatibleTarget(
             mask_url(url), f"it is not a statekeeper store ({exc.reason}){hint}"
         ) from None

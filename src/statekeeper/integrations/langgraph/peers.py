@@ -16,6 +16,7 @@ selects the schema holding LangGraph's tables (it becomes the session's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -258,10 +259,10 @@ def _open_sqlite(url: str, path: Path, *, readonly: bool, private: bool = False)
     if not path.parent.is_dir():  # (SQLite would say "unable to open database file")
         raise IncompatibleTarget(location, f"no such folder: {path.parent}")
     if private:
-        try:  # created empty (SQLite takes it as a new database) with the mode wanted
+        # created empty (SQLite takes it as a new database) with the mode wanted; an
+        # existing file is the caller's: its mode is left as it is
+        with contextlib.suppress(FileExistsError):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        except FileExistsError:
-            pass  # the caller's file: its mode is left as it is
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
