@@ -15,7 +15,9 @@ from ..backends._services import fresh_url
 from ._subprocess import cli_in_process
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis", "s3"])
+@pytest.mark.parametrize(
+    "engine", ["sqlite", "postgresql", "redis", pytest.param("s3", marks=pytest.mark.slow)]
+)
 @pytest.mark.parametrize("top", ["5", "0"])
 def test_stats_counts_the_events_stored_after_retention(
     engine: str, top: str, tmp_path: Path
