@@ -41,6 +41,7 @@ __all__ = [
     "check_state_value",
     "check_stored_id",
     "check_timestamp",
+    "internal_stream_words",
 ]
 
 #: the longest agent id (and idempotency key, event type, holder), in UTF-8 bytes
@@ -54,6 +55,16 @@ AUDIT_STREAM = INTERNAL_PREFIX + "audit/log"
 
 #: the stream of the store's legal holds (see :mod:`statekeeper.governance.holds`)
 HOLDS_STREAM = INTERNAL_PREFIX + "holds/registry"
+
+#: the store's own streams as a report names them (never by their stored ids)
+_STREAM_WORDS = {AUDIT_STREAM: "audit log", HOLDS_STREAM: "legal holds"}
+
+
+def internal_stream_words(stream_id: str) -> str:
+    """One of the store's own streams as a report names it: ``"audit log"``,
+    ``"legal holds"`` (another kind: its kind and name, without the prefix)."""
+    return _STREAM_WORDS.get(stream_id, stream_id.removeprefix(INTERNAL_PREFIX))
+
 
 _OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 _NEEDS_VALUE = frozenset({"add", "replace", "test"})

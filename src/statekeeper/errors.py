@@ -308,6 +308,25 @@ class ConflictError(StorageError):
         )
 
 
+#: the streams statekeeper keeps for itself (``"\x01sk-KIND/..."``: see
+#: :data:`statekeeper.arguments.INTERNAL_PREFIX`), as a message names them: a user never
+#: sees their stored ids
+_INTERNAL_PREFIX = "\x01sk-"
+_INTERNAL_WORDS = {"audit": "the store's audit log", "holds": "the store's legal holds"}
+
+
+def _stream_words(agent_id: str) -> str:
+    """``agent 'acme/alice'``, or one of the store's own streams in words."""
+    if not agent_id.startswith(_INTERNAL_PREFIX):
+        return f"agent {agent_id!r}"
+    kind, _, rest = agent_id[len(_INTERNAL_PREFIX) :].partition("/")
+    if kind in _INTERNAL_WORDS:
+        return _INTERNAL_WORDS[kind]
+    if kind == "cold" and rest:
+        return f"the cold-tier marker of agent {rest!r}"
+    return f"a stream statekeeper keeps for itself ({kind})"
+
+
 class IntegrityError(StorageError):
     """A stored record failed verification (checksum mismatch, gap, unreadable bytes)."""
 
@@ -315,21 +334,32 @@ class IntegrityError(StorageError):
         self.agent_id = agent_id
         self.seq = seq
         self.reason = reason
-        where = f"agent {agent_id!r}" + (f" seq {seq}" if seq is not None else "")
-        super().__init__(f"integrity check failed for {where}: {reason}")
+        where = _stream_words(agent_id)
+        if seq is not None:
+            where += f" seq {seq}" if where.startswith("agent ") else f", record {seq}"
+        super().__init__(self._message(where, reason))
+
+    @staticmethod
+    def _message(where: str, reason: str) -> str:
+        return f"integrity check failed for {where}: {reason}"
 
 
 class DecryptionError(IntegrityError):
-    """A stored record cannot be decrypted with the key it names.
+    """A stored record cannot be decrypted with the keys given: the key it names is not
+    in the keyring (:class:`KeyNotFound`), or is other material under the same id.
 
-    ``key_id`` is the key the record says it was encrypted with. Raised when that key
-    is not the one in the keyring (wrong key material under the same id); a record
-    altered after it was written raises :class:`IntegrityError` itself.
+    ``key_id`` is the key the record says it was encrypted with. A record altered
+    after it was written raises :class:`IntegrityError` itself. The message says it is
+    the key (a wrong key file or keyring), not damage, and names the record.
     """
 
     def __init__(self, agent_id: str, seq: int | None, key_id: str, reason: str) -> None:
         self.key_id = key_id
         super().__init__(agent_id, seq, reason)
+
+    @staticmethod
+    def _message(where: str, reason: str) -> str:
+        return f"the key does not open this store: wrong key file or keyring? ({where}: {reason})"
 
 
 class KeyNotFound(DecryptionError):

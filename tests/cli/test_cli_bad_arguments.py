@@ -231,14 +231,12 @@ EXPECTED: dict[tuple[str, str], int] = {
     # every agent of the file already exists (skipped), or was deleted by the delete
     # case and is imported under the given key: 0 either way (see the report's doubts)
     ("import", "--key-file: the wrong key"): 0,
-    # a backup copies records as stored (encrypted): it opens none of them
-    ("backup", "--key-file: the wrong key"): 0,
+    # (backup and retention apply --dry-run open no record on their way, but refuse a key
+    # that does not open the store's records first, as every reader does: exit 2)
     # (the hold commands refuse the wrong key, exit 2: a hold sealed under it would make
     # the purges of the store's other users fail closed; governance.holds.check_keys)
     # --create-backup-key (in the base invocation) writes a new key where it is missing
     ("backup", "--backup-key: a missing file"): 0,
-    # a dry run plans from clear headers (seqs, times): nothing the key protects
-    ("retention apply", "--key-file: the wrong key"): 0,
     # projection positions and the feed's bounds are clear headers: nothing is decrypted
     # (rebuild and run decrypt events, and refuse the wrong key)
     ("projections status", "--key-file: the wrong key"): 0,

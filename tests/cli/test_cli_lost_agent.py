@@ -95,16 +95,79 @@ def test_health_reports_a_lost_agent_as_unreadable(lost: tuple[str, str]) -> Non
     assert "1 agent(s) could not be read" in report["breaches"]
 
 
-@pytest.mark.parametrize("command", ["backup", "stats", "agents"])
-def test_a_command_stopped_by_a_lost_agent_says_how_to_proceed(
-    lost: tuple[str, str], tmp_path: Path, command: str
+def test_a_backup_stopped_by_a_lost_agent_says_how_to_proceed(
+    lost: tuple[str, str], tmp_path: Path
 ) -> None:
     url, _ = lost
     key = ["--backup-key", str(tmp_path / "b.key"), "--create-backup-key"]
-    args = ["--to", str(tmp_path / "b.skb"), *key] if command == "backup" else []
-    code, _, err = _sk(command, "--db", url, *args)
-    assert code == 2  # still refused: a backup or a listing without r/a would be wrong
+    code, _, err = _sk("backup", "--db", url, "--to", str(tmp_path / "b.skb"), *key)
+    assert code == 2  # still refused: a backup without r/a would skip it silently
     assert "'r/a'" in err and "lost its stored data" in err
     assert "`statekeeper delete r/a --yes` acknowledges it" in err  # main: not said
     assert "`statekeeper verify` lists every lost agent" in err
     assert not (tmp_path / "b.skb").exists()
+
+
+def test_agents_lists_a_lost_agent_as_lost_and_the_rest(lost: tuple[str, str]) -> None:
+    url, _ = lost
+    code, out, err = _sk("agents", "--db", url)
+    assert code == 0, err  # main: 2, the listing's AgentLost ended the command
+    rows = {line.split()[0]: line for line in out.splitlines() if line.strip().startswith("r/")}
+    assert set(rows) == {"r/a", "r/b"}
+    assert "(lost)" in rows["r/a"] and "(lost)" not in rows["r/b"]
+    text = " ".join(out.split())
+    assert "1 agent(s) lost their stored data ('r/a')" in text
+    assert "`statekeeper delete r/a --yes` acknowledges" in text
+    code, out, err = _sk("agents", "--db", url, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [(a["agent_id"], a["lost"]) for a in doc["agents"]] == [("r/a", True), ("r/b", False)]
+    assert [x["agent_id"] for x in doc["lost"]] == ["r/a"]
+    code, out, _ = _sk("agents", "--db", url, "--json", "-n", "1")  # paging past it
+    page = json.loads(out)
+    assert [a["agent_id"] for a in page["agents"]] == ["r/a"] and page["next_after"] == "r/a"
+    code, out, _ = _sk("agents", "--db", url, "--json", "--after", "r/a")
+    assert [a["agent_id"] for a in json.loads(out)["agents"]] == ["r/b"]
+
+
+def test_stats_counts_a_lost_agent_and_the_rest(lost: tuple[str, str]) -> None:
+    url, _ = lost
+    code, out, err = _sk("stats", "--db", url, "--json")
+    assert code == 0, err  # main: 2
+    doc = json.loads(out)
+    assert doc["agents"] == 2 and doc["events"] == 1  # r/b's one event
+    assert doc["states"]["(lost)"] == 1
+    assert [x["agent_id"] for x in doc["lost"]] == ["r/a"]
+    code, out, err = _sk("stats", "--db", url)
+    assert code == 0, err
+    assert "1 agent(s) lost their stored data ('r/a')" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_retention_passes_over_a_lost_agent_and_reports_it(
+    lost: tuple[str, str], dry_run: bool
+) -> None:
+    url, _ = lost
+    with SyncStateStore(url) as store:
+        store.save("r/b", {"n": 2})
+        store.save("r/b", {"n": 3})  # r/b: 3 events, keep_last=1 compacts it
+    dry = ["--dry-run"] if dry_run else []
+    code, out, err = _sk(
+        "retention", "apply", "--rule", "* keep_last=1", *dry, "--db", url, "--json"
+    )
+    assert code == 1, err  # a problem found, as verify's (main: 2, nothing done)
+    report = json.loads(out)
+    assert report["scanned"] == 2
+    assert [x["agent_id"] for x in report["lost"]] == ["r/a"]
+    assert [(a["agent_id"], a["action"]) for a in report["actions"]] == [("r/b", "compact")]
+    code, out, err = _sk("retention", "apply", "--rule", "* keep_last=1", "--dry-run", "--db", url)
+    assert code == 1, err
+    text = " ".join(out.split())
+    assert "1 agent(s) lost their stored data ('r/a')" in text and "1 lost" in text
+
+
+def test_a_new_store_without_a_key_writes_past_a_lost_agent(lost: tuple[str, str]) -> None:
+    url, _ = lost
+    with SyncStateStore(url) as store:  # its first write samples heads (keyguard)
+        assert store.save("r/b", {"n": 2}).last_seq == 2  # main: AgentLost of r/a
+        assert store.save("r/new", {"n": 1}).last_seq == 1

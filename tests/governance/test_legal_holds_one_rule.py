@@ -156,7 +156,7 @@ async def test_a_hold_under_a_key_that_cannot_open_the_store_is_refused(
         head = await store.backend.head(HOLDS_STREAM)
     for wrong in (Keyring({"k1": OTHER}), Keyring({"k2": KEY}), None):
         async with StateStore(url, keyring=wrong) as store:
-            with pytest.raises(DecryptionError, match="the keys given cannot open"):
+            with pytest.raises(DecryptionError, match="the key does not open this store"):
                 await add_hold(store, "acme/alice", "Smith v. Acme")
             with pytest.raises(DecryptionError):
                 await remove_hold(store, "legal/*", "settled")
@@ -196,7 +196,7 @@ def test_the_hold_commands_refuse_the_wrong_key(tmp_path: Path) -> None:
     ):
         refused = cli_in_process(*command, "--db", str(db), "--key-file", str(wrong))
         assert refused.code == 2, str(refused)
-        assert "the keys given cannot open" in one_error_line(refused)
+        assert "the key does not open this store" in one_error_line(refused)
     placed = cli_in_process(
         "hold", "add", "acme/alice", "--reason", "Smith v. Acme", "--db", str(db),
         "--key-file", str(right),

@@ -31,8 +31,8 @@ def written_after_listing(
     listing = store.list_agents
     done: list[bool] = []
 
-    async def list_agents(**kw: Any) -> list[AgentInfo]:
-        page = await listing(**kw)
+    async def list_agents(*args: Any, **kw: Any) -> list[AgentInfo]:
+        page = await listing(*args, **kw)
         if page and not done:
             done.append(True)
             await write()

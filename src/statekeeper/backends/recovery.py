@@ -27,6 +27,14 @@ async def _nothing() -> None:
     return None
 
 
+def _check_cancelled(what: str, exc: BaseException) -> None:
+    """Raise :class:`asyncio.CancelledError` when the running task is being cancelled
+    (see :meth:`Reconnecting._final`)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError(f"{what} cancelled") from exc
+
+
 @dataclass(frozen=True, slots=True)
 class Reconnecting:
     """How one backend retries across lost connections.
@@ -54,8 +62,15 @@ class Reconnecting:
     unsent: Callable[[BaseException], bool] = lambda exc: False
 
     def _final(self, what: str, exc: BaseException, during: str) -> None:
-        """Raise what ends the retries of ``what`` on ``exc``: the backend was closed
-        (during ``during``), or a failure that is not transient."""
+        """Raise what ends the retries of ``what`` on ``exc``: the task was cancelled,
+        the backend was closed (during ``during``), or a failure that is not transient.
+
+        A driver error met while the task is being cancelled is the cancellation: the
+        driver turned it into its own error, or met one while it cleaned up after it
+        (cancelling the query on a server that just died). Retrying would swallow the
+        cancellation: the task ran on, and whoever cancelled it waited for ever (a
+        lease heartbeat that outlived its ``stop_heartbeat``, CI stop 39)."""
+        _check_cancelled(f"{self.engine} {what}", exc)
         if self.is_closed():
             raise StoreClosed(f"{self.engine} backend closed during {during}") from exc
         if not self.transient(exc):
@@ -110,6 +125,7 @@ class Reconnecting:
         to have reached the server.
         """
         what = f"append to {request.agent_id!r}"
+        _check_cancelled(f"{self.engine} {what}", exc)
         if not self.transient(exc):
             raise self.reject(f"{self.engine} {what} failed", exc) from exc
         deadline = time.monotonic() + self.timeout()

@@ -280,6 +280,9 @@ def audit_verify(
         verdict = "[green]ok[/]" if report.ok else "[red]FAILED[/]"
         entries = "1 entry" if report.entries == 1 else f"{report.entries} entries"
         console.print(f"audit log: {entries}, {verdict}")
+        hint = render.key_hint_for(report.problems)  # the key given, not a damaged log
+        if hint is not None:
+            console.print(f"[yellow]{escape(hint)}[/]")
     if not report.ok:
         raise typer.Exit(1)
 

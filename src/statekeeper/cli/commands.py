@@ -66,6 +66,8 @@ def _parse_time(value: str, option: str = "--at-time") -> float:
 
 #: how ``agents`` and ``stats`` show an agent whose data key was destroyed (``forget``)
 FORGOTTEN = "(forgotten)"
+#: how ``stats`` counts an agent whose stored data is lost (``AgentLost``)
+LOST = "(lost)"
 
 
 async def _head_fsm(store: Any, agent_id: str) -> tuple[str | None, bool]:
@@ -97,25 +99,40 @@ def agents(
     from .progress import bar
 
     async def go() -> tuple[list[tuple[Any, str | None, bool]], str | None]:
+        from ..store.listing import agents_past_lost
+
         async with open_store(url, key_file=key_file) as store:
-            page = await store.list_agents(after=after, limit=limit + 1)
+            # an agent whose data is lost (AgentLost) is listed as such: the rest go on
+            page: list[Any] = []
+            listing = agents_past_lost(store.list_agents, after, limit + 1)
+            async with contextlib.aclosing(listing):
+                async for item in listing:
+                    page.append(item)
+                    if len(page) > limit:
+                        break
             more = len(page) > limit
             page = page[:limit]
-            rows = []
+            rows: list[tuple[Any, str | None, bool]] = []
             with bar("reading heads", disable=json_out) as progress:
                 task = progress.add_task("heads", total=len(page))
                 for info in page:
-                    state, forgotten = await _head_fsm(store, info.agent_id)
-                    rows.append((info, state, forgotten))
+                    if isinstance(info, AgentLost):
+                        rows.append((info, None, False))
+                    else:
+                        state, forgotten = await _head_fsm(store, info.agent_id)
+                        rows.append((info, state, forgotten))
                     progress.advance(task)
             return rows, (page[-1].agent_id if more and page else None)
 
     rows, next_after = run(go())
+    lost = [i for i, _, _ in rows if isinstance(i, AgentLost)]
     if json_out:
         render.print_json(
             {
                 "agents": [render.agent_json(i, s, forgotten=f) for i, s, f in rows],
                 "next_after": next_after,
+                # the agents listed whose stored data is lost: id and what was found
+                "lost": render.lost_json(lost),
             }
         )
         return
@@ -124,6 +141,7 @@ def agents(
         console.print("no agents" + (f" after {escape(after)!r}" if after else ""))
         return
     console.print(render.agents_table(rows))
+    render.print_lost(console, lost)
     if next_after is not None:
         from .paging import print_next_page
 
@@ -450,6 +468,10 @@ def stats(
 
     url = resolve_url(ctx, db)
 
+    from ..store.listing import agents_past_lost
+
+    lost: list[AgentLost] = []
+
     async def go() -> dict[str, Any]:
         async with open_store(url, key_file=key_file) as store:
             states: dict[str, int] = {}
@@ -459,8 +481,13 @@ def stats(
             total = await store.count_agents()
             with bar("reading heads", disable=json_out) as progress:
                 task = progress.add_task("stats", total=total)
-                async for info in store.iter_agents():
+                async for info in agents_past_lost(store.list_agents):
                     agents_n += 1
+                    if isinstance(info, AgentLost):  # counted, listed below; the rest go on
+                        lost.append(info)
+                        states[LOST] = states.get(LOST, 0) + 1
+                        progress.advance(task)
+                        continue
                     written_n += info.head_seq
                     last = max(last, info.updated_at)
                     state, forgotten = await _head_fsm(store, info.agent_id)
@@ -491,6 +518,8 @@ def stats(
                     for b, a, n in sorted(largest, key=lambda t: (-t[0], t[1]))
                 ],
                 "last_update": render.iso(last) if last else None,
+                # the agents whose stored data is lost (counted in agents and states)
+                "lost": render.lost_json(lost),
             }
 
     data = run(go())
@@ -528,3 +557,4 @@ def stats(
         console.print(state_bars(data["states"], console.width))
     if data["largest"]:
         console.print(sizes_table(data["largest"], console.width))
+    render.print_lost(console, lost)

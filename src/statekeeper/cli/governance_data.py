@@ -7,6 +7,7 @@ keys come from ``--key-file`` / the environment as for every command.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from ..governance.backup import BackupKey, BackupResult, RestoreResult
     from ..governance.retention import RetentionAction
     from ..governance.shredding import ForgetResult
+    from ..store import StateStore
 
 __all__ = ["backup_cmd", "forget_cmd", "restore_cmd", "retention_app"]
 
@@ -117,6 +119,7 @@ def backup_cmd(
 
     async def go() -> BackupResult:
         async with open_store(target, key_file=key_file) as store:
+            await _given_keys_open(store)
             key = _backup_key(backup_key, create=create_backup_key)
             with bar("backing up", disable=json_out) as progress:
                 task = progress.add_task("backing up", total=None)
@@ -137,6 +140,7 @@ def backup_cmd(
         "agents": result.agents,
         "agents_copied": result.copied,
         "internal_streams": result.internal,
+        "internal_stream_names": _stream_names(result.internal_streams),
         "events": result.events,
         "snapshots": result.snapshots,
         "deleted_since_parent": result.deleted,
@@ -149,7 +153,9 @@ def backup_cmd(
     kind = "incremental backup" if result.parent else "backup"
     out_console().print(
         f"[green]✓[/] {kind} of {result.agents:,} agent(s) ({result.copied:,} copied,"
-        f" {result.events:,} event(s), {result.snapshots:,} snapshot(s)) written to"
+        f" {result.events:,} event(s), {result.snapshots:,} snapshot(s))"
+        f"{_with_streams(result.internal_streams)}{',' if result.internal_streams else ''}"
+        " written to"
         f" {escape(result.location)} ({result.bytes_written:,} bytes)"
     )
 
@@ -209,6 +215,7 @@ def restore_cmd(
         "forgotten": result.forgotten,
         "backups": result.backup_ids,
         "internal_streams": result.internal,
+        "internal_stream_names": _stream_names(result.internal_streams),
         "holds_placed": result.holds_placed,
     }
     if json_out:
@@ -217,7 +224,7 @@ def restore_cmd(
     console = out_console()
     console.print(
         f"[green]✓[/] restored and verified {result.agents:,} agent(s), {result.events:,}"
-        f" event(s), {result.snapshots:,} snapshot(s)"
+        f" event(s), {result.snapshots:,} snapshot(s){_with_streams(result.internal_streams)}"
         + (f"; {len(result.forgotten):,} forgotten agent(s) left out" if result.forgotten else "")
     )
     for pattern in result.holds_placed:  # the backup's holds the target lacked
@@ -274,6 +281,35 @@ def forget_cmd(
         out_console().print(
             f"{escape(agent_id)!r} had no data key (already forgotten); a tombstone is kept"
         )
+
+
+async def _given_keys_open(store: StateStore) -> None:
+    """A key given (``--key-file``, the environment) that does not open the store's
+    records is refused before anything is done, as every command that reads one
+    refuses it (:func:`~statekeeper.governance.keycheck.check_keys`): ``backup``
+    copies records as stored and a retention dry run plans from clear headers, so
+    neither would say it on its own."""
+    if store.codec.keyring is not None:
+        from ..governance.keycheck import check_keys
+
+        await check_keys(store)
+
+
+def _stream_names(stream_ids: Sequence[str]) -> list[str]:
+    """The store's own streams a backup or restore copied, in words (``audit log``)."""
+    from ..arguments import internal_stream_words
+
+    return [internal_stream_words(s) for s in stream_ids]
+
+
+def _with_streams(stream_ids: Sequence[str]) -> str:
+    """``, with the store's audit log and legal holds`` (counted apart from the
+    agents), or nothing."""
+    names = _stream_names(stream_ids)
+    if not names:
+        return ""
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f", with the store's {escape(listed)}"
 
 
 def _is_backup(path: Path) -> bool:
@@ -407,6 +443,7 @@ def retention_apply(
 
     async def go() -> RetentionReport:
         async with open_store(url, key_file=key_file, readonly=dry_run) as store:
+            await _given_keys_open(store)  # (a dry run opens no record: it would not say)
             total = await store.count_agents()
             with bar("retention", disable=json_out) as shown:
                 task = shown.add_task("retention", total=total)
@@ -435,7 +472,8 @@ def retention_apply(
     report = run(go())
     if progress_file is not None and not dry_run:
         progress_file.unlink(missing_ok=True)  # finished: the next run starts over
-    code = _exit_code(report.actions)
+    # a lost agent (AgentLost) is a problem found, as verify reports it: listed, exit 1
+    code = _exit_code(report.actions, lost=bool(report.lost))
     actions = [
         {
             "agent_id": a.agent_id,
@@ -459,6 +497,7 @@ def retention_apply(
                 "holds_placed": report.holds_placed,
                 "resumed_after": after,
                 "actions": actions,
+                "lost": [{"agent_id": a, "reason": r} for a, r in report.lost.items()],
             }
         )
         if code:
@@ -481,6 +520,10 @@ def retention_apply(
             f"{_UNSUPPORTED.get(kind, kind)} not supported by this engine: {escape(reason)}"
             f" ({agents:,} agent(s))"
         )
+    if report.lost:  # passed over, each named: their data is gone, nothing to apply
+        from ..errors import AgentLost
+
+        render.print_lost(console, [AgentLost("", a, r) for a, r in report.lost.items()])
     refused = sum(a.outcome == "refused" for a in report.actions)
     done = len(report.actions) - sum(unsupported.values()) - refused
     console.print(
@@ -488,17 +531,19 @@ def retention_apply(
         f" {done:,} action(s)"
         + (f", {refused:,} refused (access denied)" if refused else "")
         + (f", {sum(unsupported.values()):,} unsupported" if unsupported else "")
+        + (f", {len(report.lost):,} lost" if report.lost else "")
         + (" (dry run: nothing changed)" if dry_run else "")
     )
     if code:
         raise typer.Exit(code)  # problems found: listed above (the run goes on past them)
 
 
-def _exit_code(actions: list[RetentionAction]) -> int:
-    """1 when an action failed, else 4 (access denied) when one was refused, else 0."""
+def _exit_code(actions: list[RetentionAction], *, lost: bool) -> int:
+    """1 when an action failed or an agent was lost, else 4 (access denied) when one
+    was refused, else 0."""
     from .exits import EXIT_DENIED, EXIT_NOT_FOUND
 
-    if any(a.outcome == "failed" for a in actions):
+    if lost or any(a.outcome == "failed" for a in actions):
         return EXIT_NOT_FOUND
     return EXIT_DENIED if any(a.outcome == "refused" for a in actions) else 0
 

@@ -123,7 +123,14 @@ def hold_list(
     if json_out:
         render.print_json(
             [
-                {"pattern": h.pattern, "reason": h.reason, "principal": h.principal, "at": h.at}
+                {
+                    "pattern": h.pattern,
+                    "reason": h.reason,
+                    "principal": h.principal,
+                    "at": h.at,
+                    # a hold a restore carried over from a backup: which one
+                    **({"restored_from": h.restored_from} if h.restored_from else {}),
+                }
                 for h in holds
             ]
         )
@@ -134,9 +141,13 @@ def hold_list(
     from ._table import titled_table
 
     table = titled_table("Legal holds")
+    restored = any(h.restored_from for h in holds)
     for name in ("pattern", "reason", "placed by", "since (UTC)"):
         table.add_column(name)
+    if restored:  # holds carried over by a restore, kept as placed: the backup named
+        table.add_column("restored from backup")
     for h in holds:
         since = datetime.fromtimestamp(h.at, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(escape(h.pattern), escape(h.reason), escape(h.principal or "-"), since)
+        row = [escape(h.pattern), escape(h.reason), escape(h.principal or "-"), since]
+        table.add_row(*row, *([escape(h.restored_from or "-")] if restored else []))
     out_console().print(table)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ..errors import AgentLost
 from ._markup import escape
 from ._table import titled_table
 from .charts import state_colour
@@ -84,19 +85,54 @@ def _state(value: str | None) -> str:
 # -------------------------------------------------------------------------- agents
 
 
-def agent_json(info: AgentInfo, state: str | None, *, forgotten: bool = False) -> dict[str, Any]:
-    """One agent row as JSON (``forgotten``: its data key was destroyed)."""
+def agent_json(
+    info: AgentInfo | AgentLost, state: str | None, *, forgotten: bool = False
+) -> dict[str, Any]:
+    """One agent row as JSON (``forgotten``: its data key was destroyed; ``lost``: its
+    stored data is gone, :class:`~statekeeper.errors.AgentLost`: nothing else known)."""
+    if isinstance(info, AgentLost):
+        return {
+            "agent_id": info.agent_id,
+            "head_seq": None,
+            "state": None,
+            "forgotten": False,
+            "lost": True,
+            "created_at": None,
+            "updated_at": None,
+        }
     return {
         "agent_id": info.agent_id,
         "head_seq": info.head_seq,
         "state": state,
         "forgotten": forgotten,
+        "lost": False,
         "created_at": iso(info.created_at),
         "updated_at": iso(info.updated_at),
     }
 
 
-def agents_table(rows: Iterable[tuple[AgentInfo, str | None, bool]]) -> Table:
+def lost_json(lost: Iterable[AgentLost]) -> list[dict[str, str]]:
+    """The agents whose stored data is lost, as JSON: id and what was found."""
+    return [{"agent_id": e.agent_id, "reason": e.reason} for e in lost]
+
+
+def print_lost(console: Console, lost: Sequence[AgentLost]) -> None:
+    """Say that ``lost`` agents' stored data is gone, and how to go on (nothing when
+    there are none)."""
+    if not lost:
+        return
+    import shlex
+
+    named = ", ".join(repr(e.agent_id) for e in lost[:5]) + (" ..." if len(lost) > 5 else "")
+    first = shlex.quote(lost[0].agent_id)
+    console.print(
+        f"[red]✗ {len(lost)} agent(s) lost their stored data[/] ({escape(named)}): "
+        f"{escape(lost[0].reason)}; `statekeeper delete {escape(first)} --yes` acknowledges"
+        " a loss; `statekeeper verify` lists every lost agent"
+    )
+
+
+def agents_table(rows: Iterable[tuple[AgentInfo | AgentLost, str | None, bool]]) -> Table:
     """Agents with head seq, state and times."""
     table = titled_table("Agents")
     table.add_column("agent", style="bold", overflow="fold")
@@ -105,6 +141,9 @@ def agents_table(rows: Iterable[tuple[AgentInfo, str | None, bool]]) -> Table:
     table.add_column("updated", no_wrap=True)
     table.add_column("created", style="dim", no_wrap=True)
     for info, state, forgotten in rows:
+        if isinstance(info, AgentLost):  # its data is gone: only its id is known
+            table.add_row(escape(info.agent_id), "-", "[red](lost)[/]", "-", "-")
+            continue
         table.add_row(
             escape(info.agent_id),
             str(info.head_seq),
@@ -268,7 +307,12 @@ def key_problems(problems: Iterable[Problem]) -> list[Problem]:
 
 def key_hint(problems: Iterable[Problem]) -> str | None:
     """One line saying that ``problems`` are (partly) a key problem, or None."""
-    n = len(key_problems(problems))
+    return key_hint_for([p.reason for p in problems])
+
+
+def key_hint_for(reasons: Iterable[str]) -> str | None:
+    """:func:`key_hint` of problems given by their text (``audit verify``'s)."""
+    n = sum(any(r in reason for r in _KEY_REASONS) for reason in reasons)
     if not n:
         return None
     return (

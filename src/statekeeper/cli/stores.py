@@ -99,7 +99,14 @@ async def open_store(
     governance.update(namespace_options())
     if governance.get("audit") is not None:
         readonly = False  # refusals (and reads, when audited) are appended to the audit log
-    async with open_existing(url, keyring=keyring, readonly=readonly, **governance) as store:
+    kept = None
+    if keyring is not None and "principal" not in governance:
+        from ..governance import Audit
+
+        kept = Audit()  # without --as: a store that keeps an audit log records into it
+    async with open_existing(
+        url, keyring=keyring, readonly=readonly, audit_kept=kept, **governance
+    ) as store:
         yield store
 
 

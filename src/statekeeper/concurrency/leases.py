@@ -98,6 +98,9 @@ class Lease:
         #: applied, so the next one is sent as a retry (``release_lease_again``)
         self._release_unsure = False
         self._heartbeat: asyncio.Task[None] | None = None
+        #: set by :meth:`stop_heartbeat`: the heartbeat ends at its next step even when
+        #: its cancellation was lost below it (see :meth:`_beat`)
+        self._stop_beating: asyncio.Event | None = None
 
     @property
     def fence(self) -> Fence:
@@ -240,16 +243,33 @@ class Lease:
                 "on_lost", f"on_lost must be callable or None, not {type(on_lost).__name__}"
             )
         beat = interval if interval is not None else self.ttl / 3
+        self._stop_beating = stop = asyncio.Event()
         self._heartbeat = asyncio.get_running_loop().create_task(
-            self._beat(beat, on_lost), name=f"lease-heartbeat:{self.agent_id}"
+            self._beat(beat, on_lost, stop), name=f"lease-heartbeat:{self.agent_id}"
         )
         return self._heartbeat
 
     async def _beat(
-        self, interval: float, on_lost: Callable[[Lease, BaseException], Any] | None
+        self,
+        interval: float,
+        on_lost: Callable[[Lease, BaseException], Any] | None,
+        stop: asyncio.Event,
     ) -> None:
+        """Renew every ``interval`` until ``stop`` is set, the lease is released or lost.
+
+        ``stop`` and not only the task's cancellation ends it: a cancellation that
+        arrives while a renewal waits in the driver can be lost there (psycopg_pool
+        waits for a free connection through Python 3.11's ``asyncio.wait_for``, which
+        returns the connection and drops a cancellation that arrives as the connection
+        does, gh-86296), and the heartbeat then went on renewing for ever while
+        :meth:`stop_heartbeat` waited for it — the lease never expired, and no other
+        worker could take the job (a pool stalled in the chaos test, CI stop 39)."""
         while not self._released:
-            await asyncio.sleep(interval)
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+                return  # stopped
+            except TimeoutError:
+                pass
             try:
                 await self.renew()
             except LeaseLost as exc:
@@ -261,11 +281,15 @@ class Lease:
                     logger.warning("lease on %r lost: %s", self.agent_id, exc)
                 return
             except Exception as exc:  # keep beating: the next renewal may work
+                if stop.is_set():
+                    return
                 logger.warning("renewing the lease on %r failed: %s", self.agent_id, exc)
 
     async def stop_heartbeat(self) -> None:
         """Stop the background renewals (the lease itself is kept until it expires)."""
         task, self._heartbeat = self._heartbeat, None
+        if self._stop_beating is not None:
+            self._stop_beating.set()
         if task is None or task.done() or task is asyncio.current_task():
             return
         task.cancel()

@@ -30,34 +30,26 @@ recorded; releasing one lets their TTL apply again at once (the full TTL, from t
 release). Placing a hold that is already in force marks the keys again: the way to
 bring holds placed before this existed to the engine.
 
-Placing or releasing a hold first checks that the store's keys open what the store
-holds (:func:`check_keys`): the holds records themselves, else the audit log, else the
-first agent that is not forgotten. A hold sealed under keys the store's other users
-lack would make every purge of theirs fail closed, so a wrong key is refused
-(:class:`~statekeeper.errors.DecryptionError`) before anything is written.
-"""
+Placing or releasing a hold first checks that the store's keys open what the store holds
+(:func:`~statekeeper.governance.keycheck.check_keys`): the holds records themselves,
+else the audit log, else the first agent that is not forgotten. A hold sealed under keys
+the store's other users lack would make every purge of theirs fail closed, so a wrong
+key is refused (:class:`~statekeeper.errors.DecryptionError`) before anything is
+written."""
 
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..arguments import AUDIT_STREAM, HOLDS_STREAM, INTERNAL_PREFIX
+from ..arguments import HOLDS_STREAM
 from ..backends.base import Capability
-from ..errors import (
-    AgentForgotten,
-    AgentOnHold,
-    ConflictError,
-    DecryptionError,
-    InvalidArgument,
-    RetriesExhausted,
-)
+from ..errors import AgentOnHold, ConflictError, InvalidArgument, RetriesExhausted
 from ..records import AppendRequest, RawEvent
 from ..store.holds import HOLD_ADD, HOLD_REMOVE, Hold, check_pattern, find_hold, list_holds
 from ..store.holds import read_holds as _read
 from ..store.namespaced import NamespacedStateStore
 from .hooks import (
-    Announced,
     AuditSink,
     GovernanceEvent,
     announce,
@@ -65,15 +57,16 @@ from .hooks import (
     require,
     store_sink,
 )
+from .keycheck import check_keys
 
 if TYPE_CHECKING:
     from ..store import StateStore
-    from .audit import AuditLog
 
 __all__ = [
     "HOLDS_STREAM",
     "Hold",
     "add_hold",
+    "carry_hold",
     "check_keys",
     "check_pattern",
     "find_hold",
@@ -83,6 +76,11 @@ __all__ = [
 ]
 
 _RETRIES = 8
+#: what a hold placed under keys that do not open the store would do (check_keys)
+_SEALED_UNREADABLE = (
+    "a legal hold sealed under these keys would be unreadable to the store's other users"
+    " (every purge of theirs would fail)"
+)
 
 
 async def refuse_if_held(store: StateStore, agent_id: str, operation: str) -> None:
@@ -93,53 +91,11 @@ async def refuse_if_held(store: StateStore, agent_id: str, operation: str) -> No
     if hold is None:
         return
     await emit(
-        store_sink(store, None),
+        await store_sink(store, None),
         GovernanceEvent(operation, agent_id, "refused", details={"hold": hold.pattern}),
     )
     shown = store.relative(agent_id) if isinstance(store, NamespacedStateStore) else agent_id
     raise AgentOnHold(shown, hold.pattern, hold.reason, operation)
-
-
-async def check_keys(store: StateStore) -> None:
-    """Raise :class:`~statekeeper.errors.DecryptionError` unless ``store``'s keys open
-    its own records: the last holds record, else the audit log's last entry, else the
-    last record of the first agent (in id order) that is not forgotten. An empty store
-    passes (there is no one the keys could lock out)."""
-    backend = store.backend
-    for stream in (HOLDS_STREAM, AUDIT_STREAM):
-        head = await backend.head(stream)
-        if head:
-            await _open_last(store, stream, head)
-            return
-    after: str | None = None
-    while page := await backend.list_agents(after, limit=100):
-        for info in page:
-            if info.agent_id.startswith(INTERNAL_PREFIX) or not info.head_seq:
-                continue
-            try:
-                await _open_last(store, info.agent_id, info.head_seq)
-            except AgentForgotten:
-                continue  # a destroyed data key says nothing about the keys given
-            return
-        after = page[-1].agent_id
-
-
-async def _open_last(store: StateStore, stream: str, head: int) -> None:
-    codec = store.codec
-    for raw in await store.backend.read(stream, head - 1, head, limit=1):
-        try:
-            codec.open(stream, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum)
-        except DecryptionError as exc:
-            shown = {HOLDS_STREAM: "the legal holds", AUDIT_STREAM: "the audit log"}
-            raise DecryptionError(
-                exc.agent_id,
-                exc.seq,
-                exc.key_id,
-                f"the keys given cannot open {shown.get(stream, 'the records')} of this store"
-                f" ({exc.reason}): a legal"
-                " hold sealed under them would be unreadable to the store's other users;"
-                " give the store's keys (--key-file, $STATEKEEPER_KEY_FILE)",
-            ) from None
 
 
 async def add_hold(
@@ -153,6 +109,17 @@ async def add_hold(
     return await _change(store, pattern, reason, HOLD_ADD, audit)
 
 
+async def carry_hold(
+    store: StateStore, hold: Hold, backup_id: str, *, audit: AuditSink | None = None
+) -> bool:
+    """Place ``hold`` (a hold in force in the backup ``backup_id``) in ``store`` as it
+    was placed: its reason, who placed it and when are kept, and the hold names the
+    backup (``restored_from``). Needs ``admin`` and is audited as :func:`add_hold`
+    (the entry names whoever runs the restore, and the backup). False when the
+    pattern was held already."""
+    return await _change(store, hold.pattern, hold.reason, HOLD_ADD, audit, (hold, backup_id))
+
+
 async def remove_hold(
     store: StateStore, pattern: str, reason: str = "", *, audit: AuditSink | None = None
 ) -> bool:
@@ -162,7 +129,12 @@ async def remove_hold(
 
 
 async def _change(
-    store: StateStore, pattern: str, reason: str, kind: str, audit: AuditSink | None
+    store: StateStore,
+    pattern: str,
+    reason: str,
+    kind: str,
+    audit: AuditSink | None,
+    carried: tuple[Hold, str] | None = None,
 ) -> bool:
     check_pattern(pattern)
     if not isinstance(reason, str):
@@ -176,13 +148,12 @@ async def _change(
         store, pattern[:-1] + "x" if pattern.endswith("/*") else pattern, "admin", operation
     )
     principal = getattr(getattr(store, "_governance", None), "principal", None)
-    await check_keys(store)
+    await check_keys(store, _SEALED_UNREADABLE)
     adding = kind == HOLD_ADD
     if adding:  # the engine's own expiry stopped before the hold is recorded
         await _expiry(store, pattern, True)
     given = audit
-    audit = store_sink(store, audit)
-    unprincipaled = None if audit is not None else await _store_log(store)
+    audit = await store_sink(store, audit)
     last = ConflictError(HOLDS_STREAM, 0, 0)
     for _ in range(_RETRIES):
         seq, tag = await store.backend.head_tag(HOLDS_STREAM)
@@ -192,21 +163,18 @@ async def _change(
                 await _expiry(store, pattern, False)
             return False  # already so: nothing to record
         at = time.time()
-        event = GovernanceEvent(
-            operation,
-            None if pattern.endswith("/*") else pattern,
-            "ok",
-            details={"pattern": pattern, "reason": reason},
-            at=at,
-        )
-        # on a governed store the entry goes first (a crash cannot change holds unrecorded)
-        announced = await announce(store, given, event)
-        if unprincipaled is not None:  # entry first there too, naming no principal
-            entry = await unprincipaled.record_ahead(
-                operation, principal=None, agent_id=event.agent_id, detail=event.details
-            )
-            announced = Announced(unprincipaled, entry, event, None)
+        details: dict[str, Any] = {"pattern": pattern, "reason": reason}
         doc = {"pattern": pattern, "reason": reason, "principal": principal}
+        if carried is not None:  # placed as it was in the backup, naming the backup
+            hold, backup_id = carried
+            doc.update(principal=hold.principal, placed_at=hold.at, restored_from=backup_id)
+            details.update(placed_by=hold.principal, placed_at=hold.at, restored_from=backup_id)
+        event = GovernanceEvent(
+            operation, None if pattern.endswith("/*") else pattern, "ok", details=details, at=at
+        )
+        # into the store's audit log the entry goes first (a crash cannot change holds
+        # unrecorded), naming no principal on a store opened without one
+        announced = await announce(store, given, event)
         try:
             await _append(store, seq, tag, link, kind, at, doc)
         except ConflictError as exc:
@@ -228,19 +196,6 @@ async def _change(
                 await _expiry(store, pattern, True)  # placed again meanwhile
         return True
     raise RetriesExhausted(HOLDS_STREAM, _RETRIES, last)
-
-
-async def _store_log(store: StateStore) -> AuditLog | None:
-    """The audit log a store keeps, for a hold placed or released through it without a
-    principal (no ``--as``): placing and releasing a hold are audited on every store
-    that keeps a log, the entry naming no principal. None when it keeps none (or the
-    store has no keys to seal an entry with)."""
-    from .audit import AuditLog
-
-    keyring = store.codec.keyring
-    if keyring is None or not await store.backend.head(AUDIT_STREAM):
-        return None
-    return AuditLog(store.backend, keyring)
 
 
 async def _expiry(store: StateStore, pattern: str, held: bool) -> None:

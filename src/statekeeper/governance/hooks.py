@@ -1,15 +1,18 @@
 """The one way retention, shredding and backups report what they did, for the audit log.
 
-Each purge, forget, backup and restore calls the store's audit sink (when one is given)
-with a :class:`GovernanceEvent`: the operation, the agent (None for a whole-store
-operation), the seq range touched, the outcome and small PII-free details. The audit
-log of :mod:`statekeeper.governance` records them; any callable (sync or async) works.
-"""
+Each purge, forget, hold, backup and restore calls the store's audit sink (when one is
+given, else the store's own audit log when it keeps one: :func:`store_sink`, with or
+without a principal) with a :class:`GovernanceEvent`: the operation, the agent (None for
+a whole-store operation), the seq range touched, the outcome and small PII-free details.
+The audit log of :mod:`statekeeper.governance` records them; any callable (sync or
+async) works."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +27,7 @@ __all__ = [
     "emit",
     "is_store_admin",
     "require_namespace",
+    "store_log",
     "store_namespace",
     "store_sink",
     "to_audit_log",
@@ -75,16 +79,58 @@ def to_audit_log(log: Any, principal: str | None = None) -> AuditSink:
     return sink
 
 
-def store_sink(store: Any, audit: AuditSink | None) -> AuditSink | None:
-    """``audit`` when given, else the audit log of a store opened as a principal
-    (``StateStore(..., principal=..., audit=Audit())``), so that purges, forgets and
-    backups run on a governed store are recorded without being wired by hand."""
+async def store_log(store: Any, kept: bool | None = None) -> tuple[Any, str | None] | None:
+    """The audit log a store's mutations go to, and the principal its entries name:
+    the log of a store opened as a principal (``StateStore(..., principal=...,
+    audit=Audit())``); else, for a store opened without one, the store's own audit log
+    when it keeps one (its entries then name no principal: ``-`` in ``statekeeper
+    audit``) and the store has keys to seal an entry with. None otherwise. ``kept``:
+    whether the store keeps an audit log, when the caller knows it already (a whole
+    store's backup copied it, or not): then it is not read."""
+    gov = getattr(store, "_governance", None)
+    if gov is not None:
+        return (gov.audit, gov.principal) if gov.audit is not None else None
+    codec = getattr(store, "codec", None)
+    keyring = getattr(codec, "keyring", None)
+    if keyring is None:
+        return None
+    try:
+        log = _KEPT.get(store)
+    except TypeError:  # (a store that cannot be weakly referenced: looked up each time)
+        log = None
+    if log is None:
+        if kept is None:
+            from ..arguments import AUDIT_STREAM
+
+            kept = bool(await store.backend.head(AUDIT_STREAM))
+        if not kept:
+            return None  # (not remembered: a log may be started later)
+        from .audit import AuditLog
+
+        log = AuditLog(store.backend, keyring)
+        with contextlib.suppress(TypeError):
+            _KEPT[store] = log
+    return log, None
+
+
+#: per store opened without a principal: the audit log it was found to keep (one log
+#: object per store, so that its entries share a lock and the head it last wrote)
+_KEPT: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+async def store_sink(
+    store: Any, audit: AuditSink | None, *, kept: bool | None = None
+) -> AuditSink | None:
+    """``audit`` when given, else a sink into the store's audit log
+    (:func:`store_log`): purges, forgets, holds and backups run on a store that keeps
+    an audit log are recorded without being wired by hand, with or without a
+    principal. ``kept``: as :func:`store_log`'s."""
     if audit is not None:
         return audit
-    gov = getattr(store, "_governance", None)
-    if gov is None or gov.audit is None:
+    found = await store_log(store, kept)
+    if found is None:
         return None
-    return to_audit_log(gov.audit, gov.principal)
+    return to_audit_log(*found)
 
 
 async def require(store: Any, agent_id: str | None, permission: str, operation: str) -> None:
@@ -155,20 +201,22 @@ async def announce(store: Any, audit: AuditSink | None, event: GovernanceEvent) 
     :func:`emit` s the event after the change, as before."""
     if audit is not None:
         return None
-    gov = getattr(store, "_governance", None)
-    log = getattr(gov, "audit", None)
-    if log is None or not callable(getattr(log, "record_ahead", None)):
+    found = await store_log(store)
+    if found is None:
+        return None
+    log, principal = found
+    if not callable(getattr(log, "record_ahead", None)):
         return None
     entry = await log.record_ahead(
         event.op,
-        principal=gov.principal,  # type: ignore[union-attr]
+        principal=principal,
         agent_id=event.agent_id,
         first_seq=event.first_seq,
         last_seq=event.last_seq,
         detail=event.details,
         outcome=event.outcome,
     )
-    return Announced(log, entry, event, gov.principal)  # type: ignore[union-attr]
+    return Announced(log, entry, event, principal)
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,7 @@ whole store each agent is checked on its own (refused ones are reported ``refuse
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -62,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._durations import duration_text
 from ..backends.base import Capability
-from ..errors import AccessDenied, AgentForgotten, ConflictError, StatekeeperError
+from ..errors import AccessDenied, AgentForgotten, AgentLost, ConflictError, StatekeeperError
 from ..namespaces import namespace_of
 from ..records import EventType, RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
@@ -70,6 +71,7 @@ from ..store.conditional import delete_only_at
 from ..store.governed import entries_before_delete
 from ..store.holds import list_holds
 from ..store.incarnation import snapshot_in_stream
+from ..store.listing import agents_past_lost
 from ..store.namespaced import NamespacedStateStore, stored_id
 from .hooks import (
     Announced,
@@ -138,6 +140,10 @@ class RetentionReport:
     holds_placed: list[str] = field(default_factory=list)
     #: the last agent id handled (resume a run with ``after=`` this)
     last_agent: str | None = None
+    #: agents whose stored data is lost (:class:`~statekeeper.errors.AgentLost`: on
+    #: Redis, evicted or deleted behind the store's back), passed over: id -> what was
+    #: found. ``statekeeper delete AGENT --yes`` acknowledges a loss.
+    lost: dict[str, str] = field(default_factory=dict)
 
     @property
     def purged(self) -> int:
@@ -435,16 +441,27 @@ async def apply_retention(
     # the policy's holds become the store's own (one rule: every purge reads the store's
     # holds), placed before any agent is touched; a refusal stops the run here
     report.holds_placed = await _place_holds(store, policy, dry_run, given)
-    audit = store_sink(store, audit)  # a governed store's own audit log by default
+    audit = await store_sink(store, audit)  # a governed store's own audit log by default
     clock = time.time() if now is None else now
     can_prune = store.backend.supports(Capability.PRUNE)
     together = change_sink(store, given)
-    cursor = after
-    while True:
-        # the store's listing: never its own streams (the audit log), only agents
-        page = await store.list_agents(after=cursor, limit=_PAGE)
-        stored_holds = await list_holds(store)  # (the store's own: statekeeper hold)
-        for info in page:
+    # the store's listing: never its own streams (the audit log), only agents; an agent
+    # whose stored data is lost (AgentLost: Redis evicted it) is reported, the rest go on
+    stored_holds = await list_holds(store)  # (the store's own: statekeeper hold)
+    seen = 0
+    listing = agents_past_lost(store.list_agents, after, _PAGE)
+    async with contextlib.aclosing(listing):
+        async for info in listing:
+            if seen and not seen % _PAGE:  # read again as the listing was, page by page
+                stored_holds = await list_holds(store)
+            seen += 1
+            if isinstance(info, AgentLost):
+                report.scanned += 1
+                report.lost[info.agent_id] = info.reason
+                report.last_agent = info.agent_id
+                if progress is not None:
+                    progress(info.agent_id, report.scanned)
+                continue
             # below the store's public calls everything works on the stored id; the
             # report names the id as the store lists it (relative in a namespace)
             listed = info.agent_id
@@ -523,6 +540,4 @@ async def apply_retention(
             report.last_agent = listed
             if progress is not None:
                 progress(listed, report.scanned)
-        if len(page) < _PAGE:
-            return report
-        cursor = page[-1].agent_id
+    return report

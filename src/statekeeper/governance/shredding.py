@@ -85,7 +85,7 @@ async def _forget(
     # a legal hold exempts the agent from every purge: refused before anything is read
     await refuse_if_held(store, agent_id, "forget")
     given = audit
-    audit = store_sink(store, audit)
+    audit = await store_sink(store, audit)
     keyring = store.codec.keyring
     if keyring is None or keyring.data_keys is None:
         raise ConfigurationError(

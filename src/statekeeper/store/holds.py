@@ -43,12 +43,15 @@ _PAGE = 500
 class Hold:
     """One legal hold: ``pattern`` is an agent id or ``NAMESPACE/*`` (full ids, as in a
     retention policy file); ``reason`` the matter it is for; ``principal`` who placed it
-    (None: a store opened without one) and ``at`` when (epoch seconds)."""
+    (None: a store opened without one) and ``at`` when (epoch seconds). A hold a
+    restore carried over from a backup into a store that lacked it keeps its placing
+    (reason, principal, time) and names the backup in ``restored_from``."""
 
     pattern: str
     reason: str
     principal: str | None = None
     at: float = 0.0
+    restored_from: str | None = None
 
     def covers(self, agent_id: str) -> bool:
         """Whether the hold exempts ``agent_id`` (a stored, full id)."""
@@ -135,11 +138,14 @@ async def read_holds(
             pattern = doc["pattern"]
             if raw.type == HOLD_ADD:
                 principal = doc.get("principal")
+                placed = doc.get("placed_at")  # (a hold carried over by a restore)
+                restored = doc.get("restored_from")
                 active[pattern] = Hold(
                     pattern,
                     str(doc.get("reason", "")),
                     principal if isinstance(principal, str) else None,
-                    raw.timestamp,
+                    float(placed) if isinstance(placed, int | float) else raw.timestamp,
+                    restored if isinstance(restored, str) else None,
                 )
             elif raw.type == HOLD_REMOVE:
                 active.pop(pattern, None)

@@ -26,9 +26,13 @@ Reads go on as before: an encrypted record still raises
 
 from __future__ import annotations
 
+import contextlib
+
 from ..backends.base import Backend
 from ..codec.pipeline import VERSION
-from ..errors import KeyRequired
+from ..errors import AgentLost, KeyRequired
+from ..records import AgentInfo
+from .listing import agents_past_lost
 
 __all__ = ["ENCRYPTED", "SAMPLE", "KeyGuard", "is_encrypted", "mark_encrypted"]
 
@@ -84,10 +88,20 @@ class KeyGuard:
 
 
 async def _holds_encrypted(backend: Backend) -> bool:
+    agents: list[AgentInfo] = []
     if backend.lists_by_write:
-        agents = await backend.list_agents_by_write(limit=SAMPLE)
-    else:
-        agents = await backend.list_agents(limit=SAMPLE)
+        with contextlib.suppress(AgentLost):  # (then the first agents by id, past it)
+            agents = await backend.list_agents_by_write(limit=SAMPLE)
+    if not agents:
+        # an agent whose data is lost (AgentLost: Redis evicted it) says nothing of the
+        # others: passed over, or no save of any agent could start in this store
+        listing = agents_past_lost(backend.list_agents, page=SAMPLE)
+        async with contextlib.aclosing(listing):
+            async for info in listing:
+                if not isinstance(info, AgentLost):
+                    agents.append(info)
+                if len(agents) >= SAMPLE:
+                    break
     if not agents:
         return False
     heads = await backend.read_heads([agent.agent_id for agent in agents])

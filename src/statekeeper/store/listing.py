@@ -10,7 +10,7 @@ is read again one agent at a time), nothing otherwise."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from ..errors import AgentLost
 from ..records import AgentInfo
@@ -22,15 +22,17 @@ PAGE = 1000  # agents per listing round trip (as StateStore.iter_agents)
 
 async def agents_past_lost(
     list_agents: Callable[[str | None, int], Awaitable[list[AgentInfo]]],
-) -> AsyncIterator[AgentInfo | AgentLost]:
+    after: str | None = None,
+    page: int = PAGE,
+) -> AsyncGenerator[AgentInfo | AgentLost, None]:
     """Every agent ``list_agents(after, limit)`` lists (a store's or an engine's), in
-    id order; an agent whose data is lost comes as its :class:`AgentLost`."""
-    after: str | None = None
+    id order from after ``after``, ``page`` agents per round trip; an agent whose data
+    is lost comes as its :class:`AgentLost`."""
     broken: str | None = None  # the lost agent a page broke at: one agent at a time to it
     while True:
-        step = PAGE if broken is None else 1
+        step = page if broken is None else 1
         try:
-            page = await list_agents(after, step)
+            listed = await list_agents(after, step)
         except AgentLost as lost:
             if broken is not None:  # the next agent is the lost one
                 yield lost
@@ -38,10 +40,10 @@ async def agents_past_lost(
             else:  # the agents before it in this page: one at a time
                 broken = lost.agent_id
             continue
-        for info in page:
+        for info in listed:
             yield info
-        if len(page) < step:
+        if len(listed) < step:
             return
-        after = page[-1].agent_id
+        after = listed[-1].agent_id
         if broken is not None and after >= broken:  # (deleted meanwhile: passed it)
             broken = None

@@ -68,14 +68,36 @@ async def check_store(url: str) -> Backend:
 
 @asynccontextmanager
 async def open_existing(
-    url: str, *, keyring: Keyring | None = None, readonly: bool = True, **governance: Any
+    url: str,
+    *,
+    keyring: Keyring | None = None,
+    readonly: bool = True,
+    audit_kept: Any = None,
+    **governance: Any,
 ) -> AsyncIterator[StateStore]:
     """The store at ``url``, opened with ``keyring``; read-only unless
     ``readonly=False``, and never created (see the module documentation).
-    ``governance``: ``principal``, ``policy`` and ``audit`` (see :class:`StateStore`)."""
+    ``governance``: ``principal``, ``policy`` and ``audit`` (see :class:`StateStore`).
+
+    ``audit_kept``: the ``audit`` (an :class:`~statekeeper.governance.Audit`) of a
+    store opened without one that keeps an audit log already (and is given keys):
+    every mutation of such a store is recorded there, its entry naming no principal,
+    as it is under a principal (the store is then opened for writing, as a store
+    opened with ``audit`` is). A store that keeps no log is opened as asked."""
     from .store import StateStore
 
     backend = await check_store(url)
+    if audit_kept is not None and keyring is not None and governance.get("audit") is None:
+        from ..arguments import AUDIT_STREAM
+
+        try:
+            kept = bool(await backend.head(AUDIT_STREAM))
+        except BaseException:
+            await backend.close()
+            raise
+        if kept:
+            governance["audit"] = audit_kept
+            readonly = False
     if not readonly:
         from ..backends.url import open_backend
 

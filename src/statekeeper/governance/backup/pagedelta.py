@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import xxhash
 
+from ...arguments import INTERNAL_PREFIX
 from ...errors import BackupCorrupt
 
 if TYPE_CHECKING:
@@ -203,13 +204,14 @@ def write_page_delta(
     return body
 
 
-def since_parent(body: dict[str, Any], parent: list[tuple[str, int, bytes]]) -> None:
+def since_parent(body: dict[str, Any], parent: list[tuple[str, int, bytes]]) -> tuple[int, int]:
     """An incremental's totals, as the row path counts them: the streams whose head
     (seq, and its tag or checksum) is not the parent's (``parent``: its
     :meth:`~.fileformat.FrameReader.head_marks`; an incremental lists its heads as its
     parent does), the events after the parent's head (all of them for a stream new, or
     re-created below it), the streams deleted since (named). The snapshots stay the
-    image's."""
+    image's. Returns the part of the store's own streams (audit log, holds) in those
+    totals: (streams, events)."""
     before = {agent: (head, mark) for agent, head, mark in parent}
     heads = body["heads"]
     if "tag" in heads:  # versions 5 and 6: a stream without a tag by its checksum
@@ -220,11 +222,16 @@ def since_parent(body: dict[str, Any], parent: list[tuple[str, int, bytes]]) -> 
         ]
     else:
         marks = heads["checksum"]
-    copied = events = 0
+    copied = events = own_copied = own_events = 0
     for agent, head, mark in zip(heads["agent"], heads["head"], marks, strict=True):
         was = before.pop(agent, None)
         if was == (head, mark):
             continue
+        added = head - was[0] if was is not None and was[0] < head else head
         copied += 1
-        events += head - was[0] if was is not None and was[0] < head else head
+        events += added
+        if agent.startswith(INTERNAL_PREFIX):
+            own_copied += 1
+            own_events += added
     body.update(copied=copied, events=events, deleted=sorted(before))
+    return own_copied, own_events

@@ -137,8 +137,8 @@ class _Plan:
 
 @dataclass(frozen=True, slots=True)
 class RestoreResult:
-    """What :func:`restore` wrote: agents, events, snapshots restored; ``forgotten``
-    agents left out (their data key is destroyed)."""
+    """What :func:`restore` wrote: the user's agents, events, snapshots (not the store's
+    own streams: ``internal``); ``forgotten`` agents left out (data key destroyed)."""
 
     agents: int
     events: int
@@ -158,6 +158,7 @@ class RestoreResult:
     #: the store's own streams restored besides the agents (the audit log, the legal
     #: holds): not counted in ``agents``
     internal: int = 0
+    internal_streams: list[str] = field(default_factory=list)  #: their stored ids
 
 
 def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[str], list[int]]:
@@ -463,7 +464,7 @@ async def restore(
     if store_namespace(store):
         # the whole namespace is what the target opens to the backup
         await require_namespace(store, "admin", "restore")
-    given, audit = audit, store_sink(store, audit)
+    given, audit = audit, await store_sink(store, audit)
     carried: list[str] = []
     with contextlib.ExitStack() as stack:
         paths = [stack.enter_context(Location(b).local_copy()) for b in backups]
@@ -520,7 +521,7 @@ async def restore(
             written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
         elif progress is not None:
             progress("write", written, written)
-    own = sum(a[:1] == "\x01" for a in tags)  # the store's own streams, not agents
+    own = sorted(a for a in tags if a[:1] == "\x01")  # the store's own streams, not agents
     in_force = carried
     if HOLDS_STREAM in tags:  # the backup's holds stream restored whole
         in_force = [h.pattern for h in await list_holds(store)]
@@ -528,15 +529,16 @@ async def restore(
         for pattern in in_force:  # an engine's own expiry stops for the agents held
             await store.backend.hold_keys(pattern, True)
     result = RestoreResult(
-        len(tags) - own,
-        sum(plans[a].events for a in tags),
-        sum(plans[a].snapshot is not None for a in tags),
+        len(tags) - len(own),
+        sum(plans[a].events for a in tags if a[:1] != "\x01"),
+        sum(plans[a].snapshot is not None for a in tags if a[:1] != "\x01"),
         forgotten,
         len(present) if skip_existing else 0,
         ids,
         time.perf_counter() - started,
         kept,
         in_force,
+        len(own),
         own,
     )
     assert written == len(tags)

@@ -8,8 +8,10 @@ target that had a hold placed already (or that ``--skip-existing`` restores into
 protection: the backup's holds stream is written into a throwaway in-memory store
 with the target's codec (the same writing pass as the restore's, so it is verified
 as every stream is), read there, and each hold in force in the backup that the target
-lacks is placed in the target with :func:`~statekeeper.governance.holds.add_hold`
-(audited like any hold; its reason says it came from the restore). Holds the target
+lacks is placed in the target with :func:`~statekeeper.governance.holds.carry_hold`
+as it was placed (its reason, who placed it and when: ``hold list`` shows the
+backup's, not the restore's), naming the backup (``restored_from``); audited like
+any hold, the entry naming the backup too. Holds the target
 has are kept as they are, also one the backup had released.
 """
 
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 from ...arguments import HOLDS_STREAM
 from ...backends.memory import MemoryBackend
 from ...store.holds import Hold, list_holds, read_holds
-from ..holds import add_hold
+from ..holds import carry_hold
 from ..hooks import AuditSink
 from .fileformat import BackupKey
 from .writepass import write_all
@@ -66,7 +68,6 @@ async def carry_holds(
     for hold in holds:
         if hold.pattern in have:
             continue
-        reason = f"{hold.reason} (restored from backup {backup_id})"
-        if await add_hold(store, hold.pattern, reason, audit=audit):
+        if await carry_hold(store, hold, backup_id, audit=audit):
             placed.append(hold.pattern)
     return placed

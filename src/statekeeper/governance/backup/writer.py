@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack  # type: ignore[import-untyped]
 
-from ...arguments import INTERNAL_PREFIX
+from ...arguments import AUDIT_STREAM, INTERNAL_PREFIX
 from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
@@ -95,7 +95,10 @@ class BackupResult:
     backup_id: str
     parent: str | None
     agents: int
-    copied: int  # agents with records in this file (all of them in a full backup)
+    #: agents with records in this file (all of them in a full backup), and their
+    #: events and snapshots: the user's agents only (the store's own streams are
+    #: ``internal`` / ``internal_streams``; the manifest's totals count every stream)
+    copied: int
     events: int
     snapshots: int
     deleted: int  # incremental: agents gone since the parent
@@ -108,6 +111,9 @@ class BackupResult:
     #: the store's own streams copied besides the agents (its audit log, its legal
     #: holds): not counted in ``agents`` (the manifest's ``agents`` counts every stream)
     internal: int = 0
+    #: their stored ids (:data:`~statekeeper.arguments.AUDIT_STREAM`,
+    #: :data:`~statekeeper.arguments.HOLDS_STREAM`), sorted
+    internal_streams: tuple[str, ...] = ()
 
 
 def pack_entry(item: list[Any]) -> bytes:
@@ -163,7 +169,6 @@ async def backup(
     # a store opened in a namespace backs up that namespace (and below) only, under
     # the stored (full) ids; the manifest names the namespace
     namespace = store.namespace if isinstance(store, NamespacedStateStore) else ""
-    audit = store_sink(store, audit)
     key.check_not_store_key(store.codec.keyring)
     started = time.perf_counter()
     created = time.time()
@@ -217,7 +222,7 @@ async def backup(
                 started,
                 None if parent is None or parent_pages is None else (parent, parent_pages),
             )
-            await _audit_backup(audit, result)
+            await _audit_backup(store, audit, result)
             return result
     if parent is not None:
         previous = parent.streams
@@ -229,7 +234,7 @@ async def backup(
                 result = await _write_file(
                     backend.name, namespace, copy, to, header, key, chunk_bytes, progress, started
                 )
-                await _audit_backup(audit, result)
+                await _audit_backup(store, audit, result)
                 return result
         if backend.copies_out:  # else no target opened: the row path below
             header = Header.new(backup_id, None, key, created, VERSION_COPY)
@@ -237,12 +242,13 @@ async def backup(
                 backend, namespace, to, header, key, chunk_bytes, progress, started
             )
             if copied is not None:
-                await _audit_backup(audit, copied)
+                await _audit_backup(store, audit, copied)
                 return copied
     heads = await list_heads(backend, namespace + "/" if namespace else "")
     header = Header.new(backup_id, parent_id, key, created)
     streams: dict[str, Any] = {}
     totals = {"events": 0, "snapshots": 0, "copied": 0, "vanished": 0, "record_bytes": 0}
+    own = {"events": 0, "snapshots": 0, "copied": 0}  # of them, the store's own streams
     location = Location(to)
 
     with location.writing() as out:
@@ -307,6 +313,10 @@ async def backup(
                     totals["events"] += len(events)
                     totals["snapshots"] += snapshot is not None
                     totals["copied"] += 1
+                    if agent_id[:1] == "\x01" and agent_id.startswith(INTERNAL_PREFIX):
+                        own["events"] += len(events)
+                        own["snapshots"] += snapshot is not None
+                        own["copied"] += 1
                     totals["record_bytes"] += size
                     pending.append(packed)
                     pending_ids.append(agent_id)
@@ -335,29 +345,34 @@ async def backup(
         }
         await asyncio.to_thread(writer.finish, manifest)
         written = writer.offset
-    internal = _internal(streams)
+    inner = _internal(streams)
     result = BackupResult(
         location.display,
         backup_id,
         parent_id,
-        len(streams) - internal,
-        totals["copied"],
-        totals["events"],
-        totals["snapshots"],
+        len(streams) - len(inner),
+        totals["copied"] - own["copied"],
+        totals["events"] - own["events"],
+        totals["snapshots"] - own["snapshots"],
         len(deleted),
         totals["vanished"],
         written,
         totals["record_bytes"],
         time.perf_counter() - started,
-        internal,
+        len(inner),
+        inner,
     )
-    await _audit_backup(audit, result)
+    await _audit_backup(store, audit, result)
     return result
 
 
-async def _audit_backup(audit: AuditSink | None, result: BackupResult) -> None:
+async def _audit_backup(store: StateStore, given: AuditSink | None, result: BackupResult) -> None:
+    """Record the backup in ``given``, else the store's audit log (a whole store's
+    backup copied it when there is one: known without another read)."""
+    whole = not isinstance(store, NamespacedStateStore)
+    kept = AUDIT_STREAM in result.internal_streams if whole else None
     await emit(
-        audit,
+        await store_sink(store, given, kept=kept),
         GovernanceEvent(
             "backup",
             None,
@@ -440,6 +455,7 @@ async def _write_pages(
     version-6 (or 4) one of the pages changed since (:mod:`.pagedelta`); ``snapshot``
     is closed."""
     location = Location(to)
+    own: tuple[int, int] | None = None  # (an incremental's: the store's own streams' part)
     try:
         with location.writing() as out:
             writer = FrameWriter(out, header, key)
@@ -455,11 +471,11 @@ async def _write_pages(
                     progress,
                     parent[1][3],
                 )
-                since_parent(body, parent[0].head_marks())
+                own = since_parent(body, parent[0].head_marks())
             await _finish_whole(writer, header, source, namespace, body)
     finally:
         snapshot.close()
-    return _whole_result(location, header, body, writer.offset, started)
+    return _whole_result(location, header, body, writer.offset, started, own)
 
 
 async def _finish_whole(
@@ -479,30 +495,44 @@ async def _finish_whole(
 
 
 def _whole_result(
-    location: Location, header: Header, body: dict[str, Any], written: int, started: float
+    location: Location,
+    header: Header,
+    body: dict[str, Any],
+    written: int,
+    started: float,
+    own: tuple[int, int] | None = None,
 ) -> BackupResult:
     """What a whole copy (file or bulk-copy layout, or a page incremental) holds, once
-    its file is closed."""
+    its file is closed. ``own``: a page incremental's (streams, events) of the store's
+    own streams since its parent (:func:`~.pagedelta.since_parent`); a whole copy
+    holds every one of them, from seq 1 (never compacted)."""
     heads = body.get("heads")
-    listed = heads.get("agent") if isinstance(heads, dict) else None
-    internal = _internal(listed if isinstance(listed, list) else body.get("streams") or ())
+    columns = heads if isinstance(heads, dict) else {}
+    listed = columns.get("agent")
+    inner = _internal(listed if isinstance(listed, list) else body.get("streams") or ())
+    if own is None:
+        at = dict(zip(columns.get("agent") or (), columns.get("head") or (), strict=False))
+        own = (len(inner), sum(int(at.get(a) or 0) for a in inner))
     return BackupResult(
         location.display,
         header.backup_id,
         header.parent,
-        body["agents"] - internal,
-        body["copied"],
-        body["events"],
+        body["agents"] - len(inner),
+        body["copied"] - own[0],
+        body["events"] - own[1],
         body["snapshots"],
         len(body["deleted"]),
         0,
         written,
         body["file_bytes"],
         time.perf_counter() - started,
-        internal,
+        len(inner),
+        inner,
     )
 
 
-def _internal(stream_ids: Iterable[object]) -> int:
-    """How many of ``stream_ids`` are the store's own streams (not agents)."""
-    return sum(isinstance(a, str) and a.startswith(INTERNAL_PREFIX) for a in stream_ids)
+def _internal(stream_ids: Iterable[object]) -> tuple[str, ...]:
+    """The store's own streams (not agents) among ``stream_ids``, sorted."""
+    return tuple(
+        sorted(a for a in stream_ids if isinstance(a, str) and a.startswith(INTERNAL_PREFIX))
+    )

@@ -1,0 +1,110 @@
+"""Every command that opens an encrypted store given the WRONG key (another key file
+under the same key id) says it in one way: "the key does not open this store: wrong key
+file or keyring?", exit code 2, one line. Before, it read as damage ("integrity check
+failed for agent '\\x01sk-holds/registry' seq 1"), named a stream of the store's own
+by its stored id, and ``backup`` and ``retention apply --dry-run`` succeeded under a
+key that opens nothing of the store. No key material is ever printed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from statekeeper import SyncStateStore
+from statekeeper.governance import Audit, parse_policy
+from statekeeper.security import Keyring
+
+from ._subprocess import Run, cli_in_process, one_error_line
+from .test_cli_trust import key_file
+
+POLICY = parse_policy('[principals.ops]\nadmin = ["**"]\n')
+WORDS = "the key does not open this store: wrong key file or keyring?"
+
+
+@pytest.fixture(scope="module")
+def governed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(store, its key file, a wrong key file): a store with an audit log and a hold."""
+    root = tmp_path_factory.mktemp("wrongkey")
+    keys, wrong = key_file(root / "right"), key_file(root / "wrong")
+    db = root / "s.db"
+    with SyncStateStore(
+        f"sqlite:///{db}",
+        keyring=Keyring.from_file(keys),
+        principal="ops",
+        policy=POLICY,
+        audit=Audit(),
+    ) as store:
+        store.save("acme/alice", {"n": 1})
+        store.save("acme/bob", {"n": 1})
+    placed = cli_in_process(
+        "hold",
+        "add",
+        "acme/alice",
+        "--reason",
+        "a matter",
+        "--db",
+        str(db),
+        "--key-file",
+        str(keys),
+    )
+    assert placed.code == 0, str(placed)
+    return db, keys, wrong
+
+
+COMMANDS = [
+    ["show", "acme/alice"],
+    ["history", "acme/alice"],
+    ["agents"],
+    ["stats"],
+    ["hold", "list"],
+    ["hold", "add", "acme/bob", "--reason", "another matter"],
+    ["retention", "apply", "--rule", "* keep_last=1", "--dry-run"],
+    ["backup", "--to", "{root}/b.skb", "--backup-key", "{root}/b.key", "--create-backup-key"],
+    ["audit"],
+    ["export", "--output", "{root}/out.jsonl"],
+]
+
+
+def _secrets(*files: Path) -> list[str]:
+    return [k for f in files for k in json.loads(f.read_text())["keys"].values()]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_a_wrong_key_is_said_to_be_the_key(
+    governed: tuple[Path, Path, Path], command: list[str]
+) -> None:
+    db, keys, wrong = governed
+    root = db.parent
+    args = [a.format(root=root) for a in command]
+    before = db.read_bytes()
+    run = cli_in_process(*args, "--db", str(db), "--key-file", str(wrong))
+    assert run.code == 2, str(run)
+    line = one_error_line(run)
+    assert WORDS in line, line
+    assert "integrity check failed" not in line
+    assert "\\x01" not in line and "\x01" not in line and "sk-holds" not in line, line
+    for secret in _secrets(keys, wrong):
+        assert secret not in run.stdout + run.stderr
+    assert db.read_bytes() == before  # nothing written
+    assert not (root / "b.skb").exists() and not (root / "out.jsonl").exists()
+
+
+def test_the_store_s_own_streams_are_named_in_words(governed: tuple[Path, Path, Path]) -> None:
+    db, _, wrong = governed
+    held = cli_in_process("hold", "list", "--db", str(db), "--key-file", str(wrong))
+    assert "(the store's legal holds, record 1:" in one_error_line(held)
+
+
+def test_audit_verify_with_a_wrong_key_says_it_is_the_key(
+    governed: tuple[Path, Path, Path],
+) -> None:
+    db, keys, wrong = governed
+    run: Run = cli_in_process("audit", "verify", "--db", str(db), "--key-file", str(wrong))
+    assert run.code == 1, str(run)  # problems found, listed
+    text = " ".join(run.stdout.split())
+    assert "records encrypted with a key the keyring given lacks" in text, text
+    assert "--key-file FILE" in text
+    good = cli_in_process("audit", "verify", "--db", str(db), "--key-file", str(keys))
+    assert good.code == 0 and "keyring" not in good.stdout, str(good)
