@@ -456,7 +456,12 @@ def stats(
     key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Summarise the store: agents, events, states, size."""
+    """Summarise the store: agents, events, states, size.
+
+    ``events`` counts the events the store holds (read raw, nothing decoded: history
+    retention removed is not counted); ``events written`` is the sum of the agents'
+    head seqs, every event ever appended.
+    """
     import heapq
 
     from .progress import bar
@@ -470,7 +475,7 @@ def stats(
     async def go() -> dict[str, Any]:
         async with open_store(url, key_file=key_file) as store:
             states: dict[str, int] = {}
-            agents_n = events_n = 0
+            agents_n = events_n = written_n = 0
             last = 0.0
             largest: list[tuple[int, str, int]] = []  # a min-heap of (bytes, agent, events)
             total = await store.count_agents()
@@ -483,13 +488,16 @@ def stats(
                         states[LOST] = states.get(LOST, 0) + 1
                         progress.advance(task)
                         continue
-                    events_n += info.head_seq
+                    written_n += info.head_seq
                     last = max(last, info.updated_at)
                     state, forgotten = await _head_fsm(store, info.agent_id)
                     key = FORGOTTEN if forgotten else state or "-"
                     states[key] = states.get(key, 0) + 1
+                    # what is stored: retention's compactions removed history below
+                    # the head (the head seq counts every event ever written)
+                    size = await store.stored_size(info.agent_id)
+                    events_n += size.events
                     if top:
-                        size = await store.stored_size(info.agent_id)
                         item = (size.total, info.agent_id, size.events)
                         if len(largest) < top:
                             heapq.heappush(largest, item)
@@ -503,6 +511,7 @@ def stats(
                 "bytes": health.detail.get("bytes"),
                 "agents": agents_n,
                 "events": events_n,
+                "events_written": written_n,
                 "states": dict(sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))),
                 "largest": [
                     {"agent_id": a, "events": n, "bytes": b}
@@ -531,7 +540,16 @@ def stats(
     if data["bytes"] is not None:
         grid.add_row("size", f"{data['bytes']:,} bytes ({human_bytes(data['bytes'])})")
     grid.add_row("agents", f"{data['agents']:,}")
-    grid.add_row("events", f"{data['events']:,}")
+    removed = data["events_written"] - data["events"]
+    grid.add_row(
+        "events",
+        f"{data['events']:,} stored"
+        + (
+            f" ({data['events_written']:,} written, {removed:,} since removed)"
+            if removed > 0
+            else ""
+        ),
+    )
     grid.add_row("last update", data["last_update"] or "-")
     console.print(grid)
     if data["states"]:

@@ -16,7 +16,8 @@ exit code   when
             does not own...), a file or folder that is missing or unreadable
 3           ``repair``: problems remain that it cannot fix (see :mod:`.repair`)
 4           access denied: the principal of ``--as`` may not do this (the
-            policy refused it; the refusal is in the audit log), or a legal hold
+            policy refused it; the refusal is in the audit log; ``retention
+            apply`` lists each agent refused and goes on), or a legal hold
             exempts the agent from the purge asked for (``forget``, ``delete``)
 70          an internal error (a bug): still one line; ``STATEKEEPER_DEBUG=1``
             shows the traceback

@@ -22,8 +22,15 @@ VERSION = 2
 _READABLE = (1, 2)
 
 
-def header_line(exported_at: str) -> dict[str, Any]:
-    return {"format": FORMAT, "version": VERSION, "exported_at": exported_at}
+def header_line(exported_at: str, *, encrypted: bool = False) -> dict[str, Any]:
+    """The first line; ``"encrypted": true`` when the source store is encrypted (its
+    records are in the file decrypted: ``import`` warns when it stores them in a store
+    that is not). A reader that does not know the key ignores it: the version is
+    unchanged."""
+    line: dict[str, Any] = {"format": FORMAT, "version": VERSION, "exported_at": exported_at}
+    if encrypted:
+        line["encrypted"] = True
+    return line
 
 
 def completion_line(agents: int, events: int) -> dict[str, Any]:
@@ -35,6 +42,8 @@ class Ending:
 
     def __init__(self) -> None:
         self.version = 0  # no header yet
+        #: the header says the source store was encrypted
+        self.encrypted = False
         self.complete: dict[str, Any] | None = None
 
     def header(self, number: int, line: dict[str, Any]) -> None:
@@ -44,6 +53,7 @@ class Ending:
                 f"version {' or '.join(map(str, _READABLE))} expected)"
             )
         self.version = line["version"]
+        self.encrypted = line.get("encrypted") is True
 
     def line(self, number: int, line: dict[str, Any], open_agent: str | None) -> bool:
         """Whether ``line`` is the completion line (checked); any line after it is

@@ -28,7 +28,8 @@ def json_tagged(tag: str) -> Callable[[Path], bool]:
 
 def check_output_file(path: Path, what: str, is_ours: Callable[[Path], bool]) -> None:
     """Refuse, before anything is written, an output ``path`` whose folder is missing,
-    that is a folder, or that holds something ``is_ours`` does not recognise."""
+    that is a folder or not a regular file, or that holds something ``is_ours`` does
+    not recognise."""
     parent = path.parent
     if not parent.is_dir():
         raise ConfigurationError(
@@ -38,6 +39,11 @@ def check_output_file(path: Path, what: str, is_ours: Callable[[Path], bool]) ->
         )
     if path.is_dir():
         raise ConfigurationError(f"cannot write {what} {path}: it is a folder")
+    if path.exists() and not path.is_file():  # a device, a pipe, a socket (/dev/null)
+        raise ConfigurationError(
+            f"cannot write {what} {path}: it is not a regular file (a device, pipe or"
+            " socket); choose a file path"
+        )
     if path.exists() and not is_ours(path):
         raise NotOwned(
             f"refusing to overwrite {path}: it is not a {what} statekeeper wrote; "

@@ -385,7 +385,8 @@ def retention_apply(
 ) -> None:
     """Apply a retention policy to every agent (resumable; --dry-run shows what would go).
 
-    Exit code 1 when an action failed (each is listed; the run goes on past it).
+    Exit code 1 when an action failed, else 4 when the principal of --as was refused one
+    (access denied); each is listed with its reason, and the run goes on past it.
     """
     import json as jsonlib
 
@@ -472,7 +473,7 @@ def retention_apply(
     if progress_file is not None and not dry_run:
         progress_file.unlink(missing_ok=True)  # finished: the next run starts over
     # a lost agent (AgentLost) is a problem found, as verify reports it: listed, exit 1
-    failed = bool(report.lost) or any(a.outcome in ("failed", "refused") for a in report.actions)
+    code = _exit_code(report.actions, lost=bool(report.lost))
     actions = [
         {
             "agent_id": a.agent_id,
@@ -499,8 +500,8 @@ def retention_apply(
                 "lost": [{"agent_id": a, "reason": r} for a, r in report.lost.items()],
             }
         )
-        if failed:
-            raise typer.Exit(1)
+        if code:
+            raise typer.Exit(code)
         return
     console = out_console()
     if after is not None:
@@ -513,7 +514,7 @@ def retention_apply(
         if a.outcome == "unsupported":  # nothing done, nothing to do: said once below
             unsupported[a.kind, a.reason] = unsupported.get((a.kind, a.reason), 0) + 1
             continue
-        console.print(f"{escape(a.agent_id)}: {_action_line(a)}")
+        console.print(f"{escape(a.agent_id)}: {_action_line(a)}", soft_wrap=True)
     for (kind, reason), agents in unsupported.items():
         console.print(
             f"{_UNSUPPORTED.get(kind, kind)} not supported by this engine: {escape(reason)}"
@@ -523,16 +524,28 @@ def retention_apply(
         from ..errors import AgentLost
 
         render.print_lost(console, [AgentLost("", a, r) for a, r in report.lost.items()])
-    done = len(report.actions) - sum(unsupported.values())
+    refused = sum(a.outcome == "refused" for a in report.actions)
+    done = len(report.actions) - sum(unsupported.values()) - refused
     console.print(
         f"{report.scanned:,} agent(s) scanned, {report.held:,} on legal hold,"
         f" {done:,} action(s)"
+        + (f", {refused:,} refused (access denied)" if refused else "")
         + (f", {sum(unsupported.values()):,} unsupported" if unsupported else "")
         + (f", {len(report.lost):,} lost" if report.lost else "")
         + (" (dry run: nothing changed)" if dry_run else "")
     )
-    if failed:
-        raise typer.Exit(1)  # problems found: listed above (the run goes on past them)
+    if code:
+        raise typer.Exit(code)  # problems found: listed above (the run goes on past them)
+
+
+def _exit_code(actions: list[RetentionAction], *, lost: bool) -> int:
+    """1 when an action failed or an agent was lost, else 4 (access denied) when one
+    was refused, else 0."""
+    from .exits import EXIT_DENIED, EXIT_NOT_FOUND
+
+    if lost or any(a.outcome == "failed" for a in actions):
+        return EXIT_NOT_FOUND
+    return EXIT_DENIED if any(a.outcome == "refused" for a in actions) else 0
 
 
 #: what a retention action the engine cannot make is called (the policy's word)
@@ -541,8 +554,12 @@ _UNSUPPORTED = {"expire-keys": "keys_ttl", "compact": "compaction", "purge": "tt
 
 def _action_line(a: RetentionAction) -> str:
     """One action of a retention run, as ``retention apply`` prints it: ``deleted ...``
-    when done, ``would delete ...`` in a dry run, ``could not delete ... [failed: why]``
+    when done, ``would delete ...`` in a dry run, ``not deleted (ttl): access denied:
+    ...`` when the principal was refused, ``could not delete ... [failed: why]``
     otherwise."""
+    if a.outcome == "refused":  # nothing was planned: no counts to give, only the reason
+        refused = {"purge": "deleted (ttl)", "expire-keys": "forgotten (keys_ttl)"}
+        return f"not {refused.get(a.kind, 'compacted')}: {escape(a.reason)}"
     if a.kind == "purge":
         verbs, what = ("delete", "deleted"), f"({a.events_removed} events; {a.reason})"
     elif a.kind == "expire-keys":
@@ -558,4 +575,4 @@ def _action_line(a: RetentionAction) -> str:
         return f"{verbs[1]} {what}"
     if a.outcome == "dry-run":
         return f"would {verbs[0]} {what}"
-    return f"could not {verbs[0]} {what} [{a.outcome}: {escape(a.reason)}]"
+    return f"could not {verbs[0]} {what} {escape(f'[{a.outcome}: {a.reason}]')}"

@@ -45,12 +45,15 @@ def _why(exc: Exception, raw: bytes) -> str:
     return f"{reason} at column {pos + 1}"
 
 
-def parse_lines(store: StateStore, lines: Iterator[tuple[int, bytes]]) -> list[ImportedAgent]:
-    """Every agent in the file, checked; ConfigurationError naming the line otherwise."""
+def parse_lines(
+    store: StateStore, lines: Iterator[tuple[int, bytes]], ending: Ending | None = None
+) -> list[ImportedAgent]:
+    """Every agent in the file, checked; ConfigurationError naming the line otherwise.
+    ``ending``: what the header and completion line said (read after the call)."""
     agents: list[ImportedAgent] = []
     seen: set[str] = set()
     current: ImportedAgent | None = None
-    ending = Ending()
+    ending = ending if ending is not None else Ending()
     for number, raw in lines:
         if not raw.strip():
             continue

@@ -329,7 +329,8 @@ def schema_status(
     model: ModelOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Count the stored agents of a model by schema version (a dry run in short)."""
+    """Count the stored agents of a model by schema version, and those that would not
+    load (``--json``: the report of a ``migrate --dry-run``)."""
     from ..schema import migrate as mig
 
     registry = load_registry(app_spec)
@@ -341,7 +342,38 @@ def schema_status(
             return await mig.migrate(store, schema, dry_run=True)
 
     report = run(go())
-    _print_report(report, json_out)
+    if json_out:
+        render.print_json(report.to_dict())
+        return
+    _print_status(report)
+
+
+def _print_status(report: MigrationReport) -> None:
+    """``schema status``: the stored agents of the model per version, and those that
+    would not load at the current one (nothing of a migration: no diff, no rate)."""
+    console = out_console()
+    agents = sum(report.versions.values())
+    console.print(
+        f"[bold]{escape(report.model)}: {agents:,} stored agent(s) by schema version"
+        f" (current: {report.target})[/]"
+    )
+    for version, count in sorted(report.versions.items()):
+        note = ""
+        if version < report.target:
+            note = "  older: `statekeeper migrate` rewrites them"
+        elif version > report.target:
+            note = "  newer than this code"
+        console.print(f"  v{version}  {count:,}{escape(note)}", soft_wrap=True)
+    if report.other:
+        console.print(f"{report.other:,} agent(s) of other models")
+    if report.failed:
+        console.print(
+            f"[red]{len(report.failed):,} agent(s) would not load at version {report.target}:[/]"
+        )
+        for f in report.failed[:20]:
+            console.print(f"  {escape(f.agent_id)!r}: {escape(f.kind)}: {escape(f.error)}")
+        if len(report.failed) > 20:
+            console.print(f"  … and {len(report.failed) - 20:,} more (--json lists them all)")
 
 
 app.add_typer(schema_app)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import io
+import logging
 import os
 import sys
 from pathlib import Path
@@ -61,7 +62,7 @@ from .app import (
     run,
 )
 from .export_base import base_line, state_of
-from .export_file import FORMAT, completion_line, header_line
+from .export_file import FORMAT, Ending, completion_line, header_line
 from .import_lines import ImportedAgent as _Agent
 from .import_lines import parse_lines as _parse
 from .stores import refuse_in_memory
@@ -71,6 +72,8 @@ if TYPE_CHECKING:
     from ..store import StateStore
 
 __all__ = ["export_agents", "import_agents"]
+
+_log = logging.getLogger("statekeeper.cli.import")
 
 
 def _event_line(ev: Event) -> dict[str, Any]:
@@ -104,7 +107,8 @@ async def export_agents(
     as a backup does; an agent named in ``agent_ids`` that was forgotten raises
     :class:`~statekeeper.errors.AgentForgotten`."""
     dumps = store.codec.copy_dumps
-    out.write(dumps(header_line(str(render.iso(_now())))) + b"\n")
+    encrypted = store.codec.encrypted
+    out.write(dumps(header_line(str(render.iso(_now())), encrypted=encrypted)) + b"\n")
     ids: Any = agent_ids if agent_ids is not None else None
     total = len(agent_ids) if agent_ids is not None else await store.count_agents()
     task = progress.add_task("export", total=total) if progress is not None else None
@@ -304,8 +308,9 @@ async def import_agents(
     options = {**governance_options(keyring), **namespace_options()}
     store = StateStore(url, keyring=keyring, clock=lambda: stamp[0], **options)
     try:
+        header = Ending()
         try:
-            agents = _parse(store, enumerate(source, 1))
+            agents = _parse(store, enumerate(source, 1), header)
         except ConfigurationError as exc:  # "line N: ..." of which file
             raise ConfigurationError(f"{getattr(source, 'name', 'stdin')}, {exc}") from None
         based = [a.agent_id for a in agents if a.base is not None]
@@ -343,6 +348,12 @@ async def import_agents(
                 todo.append((agent, 0))
         task = progress.add_task("import", total=len(todo)) if progress is not None else None
         events = 0
+        if todo and header.encrypted and not store.codec.encrypted:
+            _log.warning(
+                "%s was exported from an encrypted store: its records are now stored in"
+                " this store, which is not encrypted (readable without a key)",
+                getattr(source, "name", "stdin"),
+            )
         for agent, stored in todo:
             await _write(store, agent, stamp, stored)
             await store.flush()
@@ -405,6 +416,10 @@ def export_cmd(
 
     async def go(out: IO[bytes]) -> tuple[int, int, list[str]]:
         async with open_store(url, key_file=key_file) as store:
+            if output is not None and store.codec.encrypted:
+                # the records are written decrypted: the file is its owner's only, as a
+                # key file is (before any is written; stdout is the caller's to guard)
+                os.fchmod(out.fileno(), 0o600)
             with bar("exporting", disable=json_out or output is None) as progress:
                 return await export_agents(store, agent_ids or None, out, progress)
 

@@ -510,7 +510,8 @@ async def apply_retention(
                     )
                 except AccessDenied as exc:
                     reason = str(_caller_error(store, exc))
-                    action = RetentionAction(agent_id, "compact", "refused", reason=reason)
+                    kind = "purge" if _idle(rule, info.updated_at, clock) else "compact"
+                    action = RetentionAction(agent_id, kind, "refused", reason=reason)
                 except ConflictError as exc:
                     if not _idle(rule, info.updated_at, clock):
                         reason = str(_caller_error(store, exc))

@@ -322,7 +322,8 @@ def export_threads(
         )
     return _copy(
         (source_url, lambda: _open_statekeeper(source_url, keyring, readonly=True)),
-        (target_url, lambda: _peer_target(target_url, dry_run)),
+        # decrypted records of an encrypted store: a new SQLite file is its owner's only
+        (target_url, lambda: _peer_target(target_url, dry_run, private=keyring is not None)),
         thread_ids=thread_ids,
         dry_run=dry_run,
         verify=verify,
@@ -331,11 +332,12 @@ def export_threads(
     )
 
 
-def _peer_target(url: str, dry_run: bool) -> _Side:
+def _peer_target(url: str, dry_run: bool, *, private: bool = False) -> _Side:
     """The LangGraph database an export writes into; for a dry run, read-only, and a
-    database that does not exist yet counts as empty (everything would be copied)."""
+    database that does not exist yet counts as empty (everything would be copied).
+    ``private``: a SQLite file created is its owner's only (0600)."""
     if not dry_run:
-        return _PeerSide(open_peer(url, readonly=False))
+        return _PeerSide(open_peer(url, readonly=False, private=private))
     try:
         return _PeerSide(open_peer(url, readonly=True))
     except NotALangGraphDatabase as exc:

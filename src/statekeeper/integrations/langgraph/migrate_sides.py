@@ -211,9 +211,11 @@ def _open_statekeeper(
     except NotAStore as exc:
         if readonly:
             raise
+        # (the engine's reason may name `statekeeper init` already: said once)
+        said = "statekeeper init" in exc.reason
+        hint = "" if said else "; create one with `statekeeper init URL`"
         raise IncompatibleTarget(
-            mask_url(url),
-            f"it is not a statekeeper store ({exc.reason}); create one with `statekeeper init URL`",
+            mask_url(url), f"it is not a statekeeper store ({exc.reason}){hint}"
         ) from None
     options: dict[str, Any] = {"keyring": keyring, "fork_protection": False}
     if serde is not None:

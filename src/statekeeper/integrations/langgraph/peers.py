@@ -16,6 +16,8 @@ selects the schema holding LangGraph's tables (it becomes the session's
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,18 +158,20 @@ class PeerDatabase:
             self._conn = None
 
 
-def open_peer(url: str, *, readonly: bool) -> PeerDatabase:
+def open_peer(url: str, *, readonly: bool, private: bool = False) -> PeerDatabase:
     """Open a LangGraph saver database.
 
     ``readonly`` (a source): the database must exist and hold LangGraph's tables, and is
     opened so that nothing can be written. Otherwise (a target) a missing or empty
     SQLite file, or a PostgreSQL schema without LangGraph's tables, is set up by the
     saver's own ``setup()``; a database that holds something else is refused.
+    ``private``: a SQLite file created here is its owner's only (0600, as a key file
+    is; SQLite gives its journal files the same mode): it receives decrypted records.
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in ("postgresql", "postgres"):
         return _open_postgres(url, readonly=readonly)
-    return _open_sqlite(url, _sqlite_path(url), readonly=readonly)
+    return _open_sqlite(url, _sqlite_path(url), readonly=readonly, private=private)
 
 
 def _sqlite_tables(conn: sqlite3.Connection) -> dict[str, set[str]]:
@@ -226,7 +230,7 @@ def _peer_saver(module: str, name: str, package: str) -> Any:
         ) from None
 
 
-def _open_sqlite(url: str, path: Path, *, readonly: bool) -> PeerDatabase:
+def _open_sqlite(url: str, path: Path, *, readonly: bool, private: bool = False) -> PeerDatabase:
     SqliteSaver = _peer_saver(
         "langgraph.checkpoint.sqlite", "SqliteSaver", "langgraph-checkpoint-sqlite"
     )
@@ -254,6 +258,11 @@ def _open_sqlite(url: str, path: Path, *, readonly: bool) -> PeerDatabase:
         raise IncompatibleTarget(location, "it is not a file")
     if not path.parent.is_dir():  # (SQLite would say "unable to open database file")
         raise IncompatibleTarget(location, f"no such folder: {path.parent}")
+    if private:
+        # created empty (SQLite takes it as a new database) with the mode wanted; an
+        # existing file is the caller's: its mode is left as it is
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
