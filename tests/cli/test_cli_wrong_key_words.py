@@ -12,14 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper import SyncStateStore
-from statekeeper.governance import Audit, parse_policy
-from statekeeper.security import Keyring
-
+from ..governance._audited import save_audited
 from ._subprocess import Run, cli_in_process, one_error_line
 from .test_cli_trust import key_file
 
-POLICY = parse_policy('[principals.ops]\nadmin = ["**"]\n')
 WORDS = "the key does not open this store: wrong key file or keyring?"
 
 
@@ -29,15 +25,7 @@ def governed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
     root = tmp_path_factory.mktemp("wrongkey")
     keys, wrong = key_file(root / "right"), key_file(root / "wrong")
     db = root / "s.db"
-    with SyncStateStore(
-        f"sqlite:///{db}",
-        keyring=Keyring.from_file(keys),
-        principal="ops",
-        policy=POLICY,
-        audit=Audit(),
-    ) as store:
-        store.save("acme/alice", {"n": 1})
-        store.save("acme/bob", {"n": 1})
+    save_audited(db, keys, ["acme/alice", "acme/bob"])
     placed = cli_in_process(
         "hold",
         "add",

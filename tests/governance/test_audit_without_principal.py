@@ -15,13 +15,12 @@ import pytest
 from statekeeper import StateStore, SyncStateStore
 from statekeeper.codec.datakeys import SqliteKeyVault
 from statekeeper.codec.keys import Keyring, generate_key
-from statekeeper.governance import Audit, AuditLog, parse_policy
+from statekeeper.governance import Audit, AuditLog
 from statekeeper.governance.backup import BackupKey, backup
 from statekeeper.governance.shredding import forget
 
 from ..cli._subprocess import Run, cli_in_process
-
-POLICY = parse_policy('[principals.ops]\nadmin = ["**"]\n')
+from ._audited import ADMIN_POLICY, save_audited
 
 
 @pytest.fixture
@@ -33,15 +32,7 @@ def audited(tmp_path: Path) -> tuple[Path, Path]:
     made = cli_in_process("keys", "vault", "init", str(keys))
     assert made.code == 0, str(made)
     db = tmp_path / "s.db"
-    with SyncStateStore(
-        f"sqlite:///{db}",
-        keyring=Keyring.from_file(keys),
-        principal="ops",
-        policy=POLICY,
-        audit=Audit(),
-    ) as store:
-        for agent in ("acme/alice", "acme/bob", "acme/carol"):
-            store.save(agent, {"n": 1})
+    save_audited(db, keys, ["acme/alice", "acme/bob", "acme/carol"])
     return db, keys
 
 
@@ -89,7 +80,9 @@ async def test_forget_through_a_plain_store_that_keeps_a_log_is_audited(tmp_path
     vault = SqliteKeyVault(tmp_path / "vault.db")
     keys = Keyring({"k1": bytes(range(32))}, data_keys=vault)
     async with StateStore("memory://", keyring=keys) as plain:
-        ops = StateStore(plain.backend, keyring=keys, principal="ops", policy=POLICY, audit=Audit())
+        ops = StateStore(
+            plain.backend, keyring=keys, principal="ops", policy=ADMIN_POLICY, audit=Audit()
+        )
         await ops.save("acme/alice", {"n": 1})  # the store now keeps an audit log
         await backup(plain, tmp_path / "b.skb", BackupKey(os.urandom(32)))
         result = await forget(plain, "acme/alice", purge=True)

@@ -9,19 +9,21 @@ from pathlib import Path
 
 from statekeeper import StateStore, SyncStateStore
 from statekeeper.codec.keys import Keyring, generate_key
-from statekeeper.governance import Audit, AuditLog, parse_policy
+from statekeeper.governance import Audit, AuditLog
 from statekeeper.governance.holds import add_hold, remove_hold
 
 from ..cli._subprocess import cli_in_process, one_error_line
+from ._audited import ADMIN_POLICY, save_audited
 
 KEY = bytes(range(32))
-POLICY = parse_policy('[principals.ops]\nadmin = ["**"]\n')
 
 
 async def test_a_hold_placed_and_released_on_a_plain_store_with_an_audit_log_is_audited() -> None:
     keys = Keyring({"k1": KEY})
     async with StateStore("memory://", keyring=keys) as plain:
-        ops = StateStore(plain.backend, keyring=keys, principal="ops", policy=POLICY, audit=Audit())
+        ops = StateStore(
+            plain.backend, keyring=keys, principal="ops", policy=ADMIN_POLICY, audit=Audit()
+        )
         await ops.save("acme/alice", {"n": 1})  # the store now keeps an audit log
         assert await add_hold(plain, "acme/alice", "Smith v. Acme")
         assert await remove_hold(plain, "acme/alice", "case closed")
@@ -51,14 +53,7 @@ def test_hold_add_and_remove_without_as_show_in_statekeeper_audit(tmp_path: Path
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
     db = tmp_path / "s.db"
-    with SyncStateStore(
-        f"sqlite:///{db}",
-        keyring=Keyring.from_file(keys),
-        principal="ops",
-        policy=POLICY,
-        audit=Audit(),
-    ) as store:
-        store.save("acme/alice", {"n": 1})  # the store keeps an audit log
+    save_audited(db, keys, ["acme/alice"])  # the store keeps an audit log
     common = ["--db", str(db), "--key-file", str(keys)]
     placed = cli_in_process("hold", "add", "acme/alice", "--reason", "Smith v. Acme", *common)
     assert placed.code == 0, str(placed)
@@ -76,7 +71,7 @@ def test_audit_refuses_an_unknown_operation_naming_the_known_ones(tmp_path: Path
     keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
     db = tmp_path / "s.db"
     with SyncStateStore(
-        f"sqlite:///{db}", keyring=Keyring.from_file(keys), principal="ops", policy=POLICY,
+        f"sqlite:///{db}", keyring=Keyring.from_file(keys), principal="ops", policy=ADMIN_POLICY,
         audit=Audit(),
     ) as store:  # fmt: skip
         store.save("acme/alice", {"n": 1})
