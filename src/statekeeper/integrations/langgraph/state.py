@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import concurrent.futures
 import threading
 import time
 from collections import OrderedDict
@@ -95,4 +96,7 @@ class _SaverState(BaseCheckpointSaver[int]):
         #: the timer of the next claim renewal; the renewal running (see claims.py)
         self._renewer: asyncio.TimerHandle | None = None
         self._renewing: asyncio.Task[None] | None = None
+        #: per thread: a claim's release handed off when a run's start failed (an
+        #: async loop's ``__aenter__``); the thread's next claim here waits for it
+        self._releasing: dict[str, concurrent.futures.Future[None]] = {}
         self._built: OrderedDict[str, _Stream] = OrderedDict()
