@@ -253,6 +253,7 @@ def _run(
                 source.write_indexes(thread_id), target.write_indexes(thread_id), thread_id
             )
             report.threads_verified += 1
+            tick(0)  # a point where the caller may stop the run (the CLI's Ctrl-C)
     return report
 
 
