@@ -127,4 +127,4 @@ class _SaverState(BaseCheckpointSaver[int]):
         self._built: OrderedDict[str, _Stream] = OrderedDict()
         #: the saver's own loop (sync use) is closed at exit if the application does not
         #: close the saver (a bound loop is the application's: its own to end)
-        self._at_exit = _close_at_exit(self) if isinstance(self._portal, SharedLoop) else None
+        self._at_exit = _close_at_exit(self) if type(self._portal) is SharedLoop else None
