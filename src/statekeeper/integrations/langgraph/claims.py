@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from ...errors import ConflictError
+from ...errors import StatekeeperError
 from ...store.conditional import delete_only_at
 from . import mapping as m
 from . import runs
@@ -171,8 +171,10 @@ class _SaverClaims(_SaverCommits):
             try:
                 with delete_only_at(st.seq):
                     await self.store.delete(st.agent_id)
-            except ConflictError:
-                return False  # written since: release it as usual
+            except StatekeeperError:
+                # written since (a conflict), or the delete is refused (a principal
+                # allowed to write but not to delete, a legal hold): release as usual
+                return False
         return True
 
     def _end_run(self, run: runs.Run) -> None:
