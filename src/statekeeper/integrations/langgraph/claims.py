@@ -115,7 +115,8 @@ class _SaverClaims(_SaverCommits):
             value = {"id": run.token, "exp": now + self.run_lease}
             return m.EV_RUN, [{"op": "add", "path": "/run", "value": value}], None
 
-        await self._after_release(run.thread_id)
+        if self._releasing:
+            await self._after_release(run.thread_id)
         self._runs[run.key] = run
         try:
             await self._mutate(run.thread_id, plan, m.EV_RUN)
@@ -142,7 +143,8 @@ class _SaverClaims(_SaverCommits):
         if run.released or not run.claimed:
             return
         run.released = True
-        if await self._drop_bare(run):
+        cached = self._streams.get(run.thread_id)
+        if cached is not None and _bare(cached.doc, run.token) and await self._drop_bare(run):
             return
 
         def plan(st: _Stream) -> tuple[str, builtins.list[Op], str | None] | None:
@@ -157,12 +159,9 @@ class _SaverClaims(_SaverCommits):
         """Delete the thread's stream instead of releasing ``run``'s claim on it when
         the claim is all it holds (it created the stream, and the run ended before its
         first write: e.g. ``invoke(None)`` on a new thread): a run that stored nothing
-        leaves no stream behind. The cached document tells first (no read for a run
-        that wrote); the delete is conditional on the head read under the thread's
-        lock. False: released the usual way."""
-        cached = self._streams.get(run.thread_id)
-        if cached is None or not _bare(cached.doc, run.token):
-            return False
+        leaves no stream behind. The caller found the cached document bare (no read
+        for a run that wrote); the delete is conditional on the head read here under
+        the thread's lock. False: released the usual way."""
         async with self._lock(run.thread_id):
             st = await self._open(run.thread_id, create=False)
             if st is None or not _bare(st.doc, run.token):
@@ -291,6 +290,8 @@ class _SaverClaims(_SaverCommits):
 
 def _bare(doc: dict[str, Any], token: str) -> bool:
     """A thread document holding nothing but the claim ``token`` (a new thread's)."""
+    if doc.get("ns"):  # (the usual case: checkpoints)
+        return False
     claim = doc.get("run")
     if claim is None or claim.get("id") != token:
         return False
