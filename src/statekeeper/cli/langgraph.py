@@ -151,6 +151,7 @@ def _move(
     from . import exits
     from .app import masked
     from .progress import bar
+    from .safe_stop import check, stopped_at_safe_points
 
     def hide(text: str) -> str:
         return scrub(scrub(masked(text), source), target)
@@ -172,11 +173,21 @@ def _move(
         if direction == "import":
             refuse_in_memory(target, "langgraph import")
         run(require_store_admin(store_url, key_file, f"langgraph {direction}"))
-        with bar(f"{direction}ing", unit="checkpoints", disable=as_json or dry_run) as shown:
+        # Ctrl-C / SIGTERM stop the copy between two saver calls, never inside the
+        # saver's event loop (see .safe_stop): one line, exit 130 / 143, resumable
+        with (
+            stopped_at_safe_points(),
+            bar(f"{direction}ing", unit="checkpoints", disable=as_json or dry_run) as shown,
+        ):
 
             def progress(total: int) -> Callable[[int], None]:
                 task = shown.add_task(f"{direction}ing", total=total)
-                return lambda n: shown.advance(task, n)
+
+                def advance(n: int) -> None:
+                    shown.advance(task, n)
+                    check()  # a safe point, once per checkpoint
+
+                return advance
 
             report = move(
                 source,
@@ -188,7 +199,7 @@ def _move(
             )
     except (typer.Exit, typer.Abort):
         raise
-    except Exception as exc:
+    except (Exception, KeyboardInterrupt) as exc:  # Ctrl-C: "error: interrupted", 130
         raise typer.Exit(exits.report(exc, hide)) from None
     if as_json:
         typer.echo(json.dumps(report.as_dict()))

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import concurrent.futures
 import logging
 from contextlib import AsyncExitStack, suppress
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from ...errors import StatekeeperError
+from ...store.conditional import delete_only_at
 from . import mapping as m
 from . import runs
 from .commits import _SaverCommits
 from .faults import ThreadBusyError
+from .loop import BoundLoop
 from .stream import Op, _Stream
 
 _log = logging.getLogger(__name__)
@@ -56,12 +60,48 @@ class _SaverClaims(_SaverCommits):
         return run, loop
 
     def _attach(self, run: runs.Run, loop: Any) -> None:
-        """Release ``run``'s claim when its loop's exit stack unwinds."""
+        """Release ``run``'s claim when its loop's exit stack unwinds, and when the
+        loop's ``__enter__`` fails after this ``get_tuple`` (see :func:`.runs.on_failed_enter`:
+        the exit stack then never unwinds)."""
         if isinstance(loop.stack, AsyncExitStack):
             loop.stack.push_async_callback(self._aend_run, run)
+            runs.on_failed_enter(loop, lambda: self._release_soon(run))
         else:
             loop.stack.callback(self._end_run, run)
+            runs.on_failed_enter(loop, lambda: self._end_run(run))
         runs.watch(loop, run)
+
+    def _release_soon(self, run: runs.Run) -> None:
+        """An async loop's ``__aenter__`` failed (in sync code): release ``run``'s claim
+        before the failure goes on when the saver's loop runs elsewhere; on a saver
+        bound to this very loop (``afrom_url``), which cannot be waited for here, as
+        a task of the loop, which the thread's next claim here and the saver's close
+        wait for first (see :meth:`_after_release`)."""
+        portal = self._portal
+        if not (isinstance(portal, BoundLoop) and portal._on_loop()):
+            self._end_run(run)
+            return
+        try:
+            future = self._portal._handed(self._release(run))
+        except Exception as exc:  # the saver is closed: the lease lapses
+            _log.warning("releasing thread %r failed: %s", run.thread_id, exc)
+            return
+        self._releasing[run.thread_id] = future
+
+        def done(f: concurrent.futures.Future[None], thread_id: str = run.thread_id) -> None:
+            if self._releasing.get(thread_id) is f:
+                del self._releasing[thread_id]
+            if not f.cancelled() and f.exception() is not None:
+                _log.warning("releasing thread %r failed: %s", thread_id, f.exception())
+
+        future.add_done_callback(done)
+
+    async def _after_release(self, thread_id: str) -> None:
+        """(On the loop.) Wait for a release of the thread handed off by a failed start."""
+        future = self._releasing.get(thread_id)
+        if future is not None:
+            with suppress(Exception):
+                await asyncio.wrap_future(future)
 
     async def _claim(self, run: runs.Run) -> None:
         """Store ``run`` as the thread's holder (compare-and-append), or raise
@@ -75,6 +115,8 @@ class _SaverClaims(_SaverCommits):
             value = {"id": run.token, "exp": now + self.run_lease}
             return m.EV_RUN, [{"op": "add", "path": "/run", "value": value}], None
 
+        if self._releasing:
+            await self._after_release(run.thread_id)
         self._runs[run.key] = run
         try:
             await self._mutate(run.thread_id, plan, m.EV_RUN)
@@ -101,6 +143,9 @@ class _SaverClaims(_SaverCommits):
         if run.released or not run.claimed:
             return
         run.released = True
+        cached = self._streams.get(run.thread_id)
+        if cached is not None and _bare(cached.doc, run.token) and await self._drop_bare(run):
+            return
 
         def plan(st: _Stream) -> tuple[str, builtins.list[Op], str | None] | None:
             claim = st.doc.get("run")
@@ -109,6 +154,27 @@ class _SaverClaims(_SaverCommits):
             return m.EV_RUN, [{"op": "replace", "path": "/run", "value": None}], None
 
         await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
+
+    async def _drop_bare(self, run: runs.Run) -> bool:
+        """Delete the thread's stream instead of releasing ``run``'s claim on it when
+        the claim is all it holds (it created the stream, and the run ended before its
+        first write: e.g. ``invoke(None)`` on a new thread): a run that stored nothing
+        leaves no stream behind. The caller found the cached document bare (no read
+        for a run that wrote); the delete is conditional on the head read here under
+        the thread's lock. False: released the usual way."""
+        async with self._lock(run.thread_id):
+            st = await self._open(run.thread_id, create=False)
+            if st is None or not _bare(st.doc, run.token):
+                return False
+            self._forget(run.thread_id)
+            try:
+                with delete_only_at(st.seq):
+                    await self.store.delete(st.agent_id)
+            except StatekeeperError:
+                # written since (a conflict), or the delete is refused (a principal
+                # allowed to write but not to delete, a legal hold): release as usual
+                return False
+        return True
 
     def _end_run(self, run: runs.Run) -> None:
         try:
@@ -172,6 +238,9 @@ class _SaverClaims(_SaverCommits):
             self._schedule_renewal()
 
     async def _stop_renewer(self) -> None:
+        for future in builtins.list(self._releasing.values()):  # (see _release_soon)
+            with suppress(Exception):
+                await asyncio.wrap_future(future)
         timer, self._renewer = self._renewer, None
         if timer is not None:
             timer.cancel()
@@ -217,3 +286,14 @@ class _SaverClaims(_SaverCommits):
         self._named.move_to_end((thread_id, ns, cid))
         while len(self._named) > _NAMED:
             self._named.popitem(last=False)
+
+
+def _bare(doc: dict[str, Any], token: str) -> bool:
+    """A thread document holding nothing but the claim ``token`` (a new thread's)."""
+    if doc.get("ns"):  # (the usual case: checkpoints)
+        return False
+    claim = doc.get("run")
+    if claim is None or claim.get("id") != token:
+        return False
+    rest = {k: v for k, v in doc.items() if k != "run"}
+    return rest == m.new_doc(str(doc.get("thread")))

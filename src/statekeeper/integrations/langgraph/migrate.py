@@ -16,7 +16,9 @@ goes the other way. Both:
 * **verify** the result: for every thread, ``list`` through the target saver equals
   ``list`` through the source saver — checkpoint ids and order, namespaces, parents,
   timestamps, channel values and versions, versions seen, metadata and pending writes
-  (per task, in order) — else :class:`MigrationMismatch`.
+  (per task, in order), and each pending write's index (read from both databases:
+  ``list`` does not show it; it is kept as the source has it) — else
+  :class:`MigrationMismatch`.
 
 ``dry_run`` counts what would be copied and writes nothing.
 
@@ -34,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
-    BaseCheckpointSaver,
     CheckpointTuple,
 )
 
@@ -44,9 +45,10 @@ from .migrate_compare import (
     _parent,
     _peer_tuple,
     _writes_by_task,
+    compare_indexes,
     compare_threads,
 )
-from .migrate_sides import _NEW, _Empty, _open_statekeeper, _PeerSide, _Side
+from .migrate_sides import _NEW, Indexes, _Empty, _open_statekeeper, _PeerSide, _Side
 from .peers import IncompatibleTarget, NotALangGraphDatabase, open_peer
 
 if TYPE_CHECKING:
@@ -99,26 +101,45 @@ class MigrationReport:
 # -- copying ---------------------------------------------------------------------------
 
 
+def _indexed(
+    writes: builtins.list[tuple[str, Any]], stored: builtins.list[tuple[int, str]]
+) -> builtins.list[tuple[int, str, Any]]:
+    """A task's pending writes (as listed: by index) with the index each has in the
+    source (``stored``: ``(idx, channel)`` by index); a write the listing has and the
+    index read does not (written between the two reads) gets LangGraph's own numbering."""
+    by_channel: dict[str, builtins.list[int]] = {}
+    for idx, ch in stored:
+        by_channel.setdefault(ch, []).append(idx)
+    out = []
+    for i, (ch, v) in enumerate(writes):
+        found = by_channel.get(ch)
+        out.append((found.pop(0) if found else WRITES_IDX_MAP.get(ch, i), ch, v))
+    return out
+
+
 def _put_writes(
-    target: BaseCheckpointSaver[Any],
+    target: _Side,
     config: Any,
     tup: CheckpointTuple,
     paths: dict[tuple[str, str, str], str],
+    indexes: Indexes,
     ns: str,
     cid: str,
 ) -> int:
-    """Write a checkpoint's pending writes, task by task, keeping their order: a task's
-    regular writes in one call (indexes 0, 1, … as LangGraph gives them), each special
-    write (error, interrupt, resume, scheduled) in its own (its fixed index)."""
+    """Write a checkpoint's pending writes, task by task, each at the index it has in
+    the source (regular writes are insert-or-ignore per task and index): a task's
+    regular writes in one call, each special write (error, interrupt, resume,
+    scheduled) in its own (a special write replaces)."""
     n = 0
     for task_id, writes in _writes_by_task(tup).items():
         path = paths.get((ns, cid, task_id), "")
-        regular = [(ch, v) for ch, v in writes if ch not in WRITES_IDX_MAP]
+        items = _indexed(writes, indexes.get((ns, cid, task_id), []))
+        regular = [item for item in items if item[1] not in WRITES_IDX_MAP]
         if regular:
-            target.put_writes(config, regular, task_id, path)
-        for ch, v in writes:
-            if ch in WRITES_IDX_MAP:
-                target.put_writes(config, [(ch, v)], task_id, path)
+            target.put_writes_at(config, regular, task_id, path)
+        for item in items:
+            if item[1] in WRITES_IDX_MAP:
+                target.put_writes_at(config, [item], task_id, path)
         n += len(writes)
     return n
 
@@ -134,6 +155,7 @@ def _copy_thread(
     """Copy a thread's missing checkpoints (each after its pending writes), in the order
     the source reads them best. Returns (checkpoints, writes)."""
     paths = source.task_paths(thread_id)
+    indexes = source.write_indexes(thread_id)
     written: set[tuple[str, str, Any]] = set()  # (ns, channel, version) stored by this run
     copied = writes = 0
     src_counts = source.write_counts(thread_id)
@@ -146,7 +168,7 @@ def _copy_thread(
     for found in source.tuples(thread_id, topped):
         cid, ns = found.checkpoint["id"], found.config["configurable"]["checkpoint_ns"]
         conf = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
-        writes += _put_writes(target.saver, {"configurable": conf}, found, paths, ns, cid)
+        writes += _put_writes(target, {"configurable": conf}, found, paths, indexes, ns, cid)
     tick(sum(1 for key in index if key in present))
     for tup in source.tuples(thread_id, [key for key in index if key not in present]):
         cid, ns = tup.checkpoint["id"], tup.config["configurable"]["checkpoint_ns"]
@@ -154,7 +176,7 @@ def _copy_thread(
         if convert is not None:
             tup = convert(tup)
         checkpoint = tup.checkpoint
-        writes += _put_writes(target.saver, {"configurable": conf}, tup, paths, ns, cid)
+        writes += _put_writes(target, {"configurable": conf}, tup, paths, indexes, ns, cid)
         parent = _parent(tup)
         put_conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
         if parent is not None:
@@ -227,7 +249,11 @@ def _run(
     if verify:
         for thread_id in report.thread_ids:
             compare_threads(source.saver, checker, thread_id, expect=convert)
+            compare_indexes(
+                source.write_indexes(thread_id), target.write_indexes(thread_id), thread_id
+            )
             report.threads_verified += 1
+            tick(0)  # a point where the caller may stop the run (the CLI's Ctrl-C)
     return report
 
 

@@ -6,7 +6,7 @@ form LangGraph's own savers use), metadata and pending writes."""
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from langgraph.checkpoint.base import (
@@ -20,7 +20,7 @@ from ...errors import IntegrityError
 if TYPE_CHECKING:
     pass
 
-__all__ = ["MigrationMismatch", "compare_threads", "peer_checkpoint"]
+__all__ = ["MigrationMismatch", "compare_indexes", "compare_threads", "peer_checkpoint"]
 
 
 class MigrationMismatch(IntegrityError):
@@ -188,3 +188,23 @@ def _compare(
         diff = _differences(a, b)
         if diff is not None:
             raise MigrationMismatch(thread_id, a.checkpoint["id"], diff)
+
+
+def compare_indexes(
+    source: Mapping[tuple[str, str, str], builtins.list[tuple[int, str]]],
+    target: Mapping[tuple[str, str, str], builtins.list[tuple[int, str]]],
+    thread_id: str,
+) -> None:
+    """Check that every pending write of the source has its index (and channel) in the
+    target (``{(namespace, checkpoint id, task id): [(idx, channel)]}`` of each side,
+    which ``list`` does not show); raise :class:`MigrationMismatch` otherwise."""
+    for (ns, cid, task_id), stored in sorted(source.items()):
+        copied = target.get((ns, cid, task_id), [])
+        if copied != stored:
+            where = f" (namespace {ns!r})" if ns else ""
+            raise MigrationMismatch(
+                thread_id,
+                cid,
+                f"pending writes of task {task_id}{where}: indexes "
+                f"{[i for i, _ in stored]} != {[i for i, _ in copied]}",
+            )

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 #: checkpoints read per ``list`` call from a statekeeper source
 _PAGE = 64
 
+#: ``{(namespace, checkpoint id, task id): [(idx, channel)]}`` (see ``_Side.write_indexes``)
+Indexes = dict[tuple[str, str, str], builtins.list[tuple[int, str]]]
+
 
 # -- the two kinds of sides ------------------------------------------------------------
 
@@ -49,6 +52,21 @@ class _Side(abc.ABC):
     @abc.abstractmethod
     def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
         """``{(checkpoint id, namespace, task id): task path}`` of the pending writes."""
+
+    @abc.abstractmethod
+    def write_indexes(self, thread_id: str) -> Indexes:
+        """``{(namespace, checkpoint id, task id): [(idx, channel)]}`` of the pending
+        writes, each task's by index (the order the savers list them in)."""
+
+    @abc.abstractmethod
+    def put_writes_at(
+        self,
+        config: Any,
+        items: builtins.list[tuple[int, str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        """``put_writes`` with each write's index given: ``(idx, channel, value)``."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -87,6 +105,18 @@ class _PeerSide(_Side):
 
     def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
         return self.db.task_paths(thread_id)
+
+    def write_indexes(self, thread_id: str) -> Indexes:
+        return self.db.write_indexes(thread_id)
+
+    def put_writes_at(
+        self,
+        config: Any,
+        items: builtins.list[tuple[int, str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        self.db.put_writes_at(config, items, task_id, task_path)
 
     def close(self) -> None:
         self.db.close()
@@ -179,6 +209,28 @@ class _StatekeeperSide(_Side):
             for cid, tasks in by_cid.items()
             for task_id, task in tasks.items()
         }
+
+    def write_indexes(self, thread_id: str) -> Indexes:
+        view = self._view(thread_id)
+        if view is None:
+            return {}
+        return {
+            (ns, cid, task_id): sorted(
+                (int(idx), str(entry[0])) for idx, entry in task["i"].items()
+            )
+            for ns, by_cid in view.writes.items()
+            for cid, tasks in by_cid.items()
+            for task_id, task in tasks.items()
+        }
+
+    def put_writes_at(
+        self,
+        config: Any,
+        items: builtins.list[tuple[int, str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        self.sk._put_writes_at(config, items, task_id, task_path)
 
     def close(self) -> None:
         self.sk.close()
@@ -319,6 +371,18 @@ class _Empty(_Side):
 
     def task_paths(self, thread_id: str) -> dict[tuple[str, str, str], str]:
         return {}
+
+    def write_indexes(self, thread_id: str) -> Indexes:
+        return {}
+
+    def put_writes_at(
+        self,
+        config: Any,
+        items: builtins.list[tuple[int, str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:  # pragma: no cover - a dry run writes nothing
+        raise AssertionError("a dry run writes nothing")
 
     def close(self) -> None:
         pass

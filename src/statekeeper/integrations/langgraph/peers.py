@@ -4,9 +4,11 @@
 Checkpoints, metadata and pending writes are read and written through the savers'
 public API (``list`` / ``get_tuple`` / ``put`` / ``put_writes``); only what that API
 does not offer is read with SQL: whether a database is a LangGraph one, the thread ids,
-each thread's checkpoint ids (without decoding them), and the task path of each pending
-write. A source is opened read-only by the database itself (SQLite ``mode=ro``, a
-PostgreSQL session with ``default_transaction_read_only``), so nothing in it can change.
+each thread's checkpoint ids (without decoding them), and the task path and index of
+each pending write — and a target's pending writes are written with SQL, the saver's
+own statement, to keep each write's index (``put_writes`` numbers them 0, 1, …).
+A source is opened read-only by the database itself (SQLite ``mode=ro``, a PostgreSQL
+session with ``default_transaction_read_only``), so nothing in it can change.
 
 URLs: ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or a bare path for
 SQLite; ``postgresql://…`` (or ``postgres://…``) for PostgreSQL, where ``?schema=NAME``
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver
 
 from ...errors import BackendError, ConfigurationError
 
@@ -151,6 +153,58 @@ class PeerDatabase:
             (thread_id,),
         )
         return {(str(ns), str(cid), str(tid)): str(path or "") for ns, cid, tid, path in rows}
+
+    def write_indexes(self, thread_id: str) -> dict[tuple[str, str, str], list[tuple[int, str]]]:
+        """``{(namespace, checkpoint id, task id): [(idx, channel)]}`` of a thread's
+        pending writes, each task's by index (the order the savers list them in)."""
+        table = "writes" if self.kind == "sqlite" else "checkpoint_writes"
+        rows = self._rows(
+            f"SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel FROM {table} "
+            "WHERE thread_id = ? ORDER BY checkpoint_ns, checkpoint_id, task_id, idx",
+            (thread_id,),
+        )
+        found: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
+        for ns, cid, tid, idx, channel in rows:
+            found.setdefault((str(ns), str(cid), str(tid)), []).append((int(idx), str(channel)))
+        return found
+
+    def put_writes_at(
+        self, config: Any, items: list[tuple[int, str, Any]], task_id: str, task_path: str
+    ) -> None:
+        """The saver's ``put_writes`` with each write's index given (``(idx, channel,
+        value)``), which its API numbers 0, 1, … by position: the same rows, the same
+        statement (insert-or-ignore; replace for special writes only)."""
+        if self.readonly:  # pragma: no cover - a source is never written
+            raise IncompatibleTarget(self.location, "it is opened read-only")
+        conf = config["configurable"]
+        dumps = self.saver.serde.dumps_typed
+        special = all(ch in WRITES_IDX_MAP for _, ch, _ in items)
+        rows = [
+            (
+                str(conf["thread_id"]),
+                str(conf["checkpoint_ns"]),
+                str(conf["checkpoint_id"]),
+                task_id,
+                task_path,
+                idx,
+                ch,
+                *dumps(value),
+            )
+            for idx, ch, value in items
+        ]
+        if self.kind == "sqlite":
+            verb = "INSERT OR REPLACE" if special else "INSERT OR IGNORE"
+            sql = (
+                f"{verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
+                "task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            )
+            with self.saver.cursor() as cur:  # type: ignore[attr-defined]
+                cur.executemany(sql, rows)
+            return
+        saver: Any = self.saver
+        sql = saver.UPSERT_CHECKPOINT_WRITES_SQL if special else saver.INSERT_CHECKPOINT_WRITES_SQL
+        with self._conn.cursor() as cur:
+            cur.executemany(sql, rows)
 
     def close(self) -> None:
         if self._conn is not None:

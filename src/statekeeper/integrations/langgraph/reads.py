@@ -281,6 +281,8 @@ class _SaverReads(_SaverClaims):
     async def _check_and_get(self, run: runs.Run, config: RunnableConfig) -> CheckpointTuple | None:
         """A riding run's first call: refuse it when another run holds the thread,
         then read the checkpoint it starts from (see :meth:`_claim_and_get`)."""
+        if self._releasing:
+            await self._after_release(run.thread_id)
         self._runs[run.key] = run
         try:
             # under the thread's lock: never a document a commit is still changing

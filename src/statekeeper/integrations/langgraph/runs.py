@@ -21,7 +21,7 @@ from __future__ import annotations
 import secrets
 import sys
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from types import FrameType
@@ -155,3 +155,25 @@ def watch(loop: Any, run: Run) -> None:
         run.dead = True
 
     weakref.finalize(loop, dead)
+
+
+def on_failed_enter(loop: Any, failed: Callable[[], None]) -> None:
+    """Call ``failed`` when ``loop``'s ``__enter__`` / ``__aenter__`` raises after the
+    run's first ``get_tuple`` returned: LangGraph's ``_first`` (the last thing it does
+    there) refuses the input (``EmptyInputError`` for ``invoke(None)`` on a new thread,
+    an empty ``Command``), and a ``with`` whose ``__enter__`` raised never unwinds the
+    exit stack that releases the run's claim. Wraps ``_first`` on this loop object
+    only, once; a LangGraph without it is left alone."""
+    first = getattr(loop, "_first", None)
+    if first is None or "_first" in vars(loop):
+        return
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        del loop.__dict__["_first"]  # once: the loop's own method from now on
+        try:
+            return first(*args, **kwargs)
+        except BaseException:
+            failed()
+            raise
+
+    loop._first = guarded

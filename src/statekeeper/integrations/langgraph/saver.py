@@ -31,6 +31,7 @@ import/export (:mod:`.migrate`), the peers (:mod:`.peers`).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import random
 import sys
 from collections.abc import (
@@ -194,7 +195,11 @@ class StatekeeperSaver(_SaverPruning):
             raise
 
     def close(self) -> None:
-        """Close the store (when the saver opened it) and stop the saver's loop."""
+        """Close the store (when the saver opened it) and stop the saver's loop.
+
+        A saver of :meth:`from_url` that is never closed is closed at interpreter exit."""
+        if self._at_exit is not None:
+            atexit.unregister(self._at_exit)
         if not self._portal.running:
             return
         try:
@@ -206,6 +211,8 @@ class StatekeeperSaver(_SaverPruning):
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""
+        if self._at_exit is not None:
+            atexit.unregister(self._at_exit)
         if not self._portal.running:
             return
         try:

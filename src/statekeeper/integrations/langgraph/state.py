@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import builtins
+import concurrent.futures
+import contextlib
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import (
     Callable,
@@ -29,6 +33,28 @@ from .stream import _Pending, _Stream
 
 #: the saver's loop (a name kept for the inspector, which runs a saver on its own loop)
 _SaverPortal = SharedLoop
+
+
+def _close_at_exit(saver: Any) -> Callable[[], None]:
+    """Close ``saver`` at interpreter exit unless it was closed (or collected) before.
+
+    An application that never closes its saver otherwise leaves the saver's loop, with
+    the store's tasks on it (a PostgreSQL pool's workers), to be collected at exit:
+    asyncio prints "Task was destroyed but it is pending!" for each, and the store
+    never flushes or closes. Only a weak reference is held: the saver stays
+    collectable, and ``close`` (see :meth:`.saver.StatekeeperSaver.close`) unregisters it.
+    """
+    ref = weakref.ref(saver)
+
+    def close() -> None:
+        found = ref()
+        if found is not None:
+            with contextlib.suppress(Exception):  # exiting anyway: never a traceback
+                found.close()
+
+    atexit.register(close)
+    weakref.finalize(saver, atexit.unregister, close).atexit = False
+    return close
 
 
 class _SaverState(BaseCheckpointSaver[int]):
@@ -95,4 +121,10 @@ class _SaverState(BaseCheckpointSaver[int]):
         #: the timer of the next claim renewal; the renewal running (see claims.py)
         self._renewer: asyncio.TimerHandle | None = None
         self._renewing: asyncio.Task[None] | None = None
+        #: per thread: a claim's release handed off when a run's start failed (an
+        #: async loop's ``__aenter__``); the thread's next claim here waits for it
+        self._releasing: dict[str, concurrent.futures.Future[None]] = {}
         self._built: OrderedDict[str, _Stream] = OrderedDict()
+        #: the saver's own loop (sync use) is closed at exit if the application does not
+        #: close the saver (a bound loop is the application's: its own to end)
+        self._at_exit = _close_at_exit(self) if type(self._portal) is SharedLoop else None

@@ -428,20 +428,42 @@ class _SaverWrites(_SaverListing):
         self._portal.call(self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain))
         self._rode(run)
 
+    def _put_writes_at(
+        self,
+        config: RunnableConfig,
+        items: Sequence[tuple[int, str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        """``put_writes`` with each write's index given, ``(idx, channel, value)``: a
+        copy (``langgraph import``) keeps the indexes its source has."""
+        call = self._writes_call(config, (), task_id, task_path, items)
+        if call is None:
+            return
+        thread_id, build, hold, plain, run = call
+        self._portal.call(self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain))
+        self._rode(run)
+
     def _writes_call(
         self,
         config: RunnableConfig,
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str,
+        at: Sequence[tuple[int, str, Any]] | None = None,
     ) -> tuple[str, Plan, bool, bool, Run | None] | None:
         """A ``put_writes`` call's thread, plan, whether it is held (see
-        ``writes_wait``), whether its values are plain, and its run; None: no writes."""
+        ``writes_wait``), whether its values are plain, and its run; None: no writes.
+        ``at``: the writes with their indexes (instead of ``writes``)."""
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns") or ""
         cid = str(conf["checkpoint_id"])
-        items = [(WRITES_IDX_MAP.get(ch, i), ch, v) for i, (ch, v) in enumerate(writes)]
+        items = (
+            [(WRITES_IDX_MAP.get(ch, i), ch, v) for i, (ch, v) in enumerate(writes)]
+            if at is None
+            else builtins.list(at)
+        )
         if not items:
             return None
         codec = self._codec
