@@ -60,14 +60,16 @@ GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {r};
 -- name: markers
 -- the store-level markers (sk_markers: "encrypted", statekeeper.store.keyguard): every
 -- role reads them (a store without a key must see that the store is encrypted, whatever
--- namespaces it may read); a role that may write some namespace sets one; none clears
--- one (only the owner's drop_all does)
+-- namespaces it may read); a role that may write some namespace sets one, and every
+-- role the "audit-log" marker (set with the audit log's first entry, which every role
+-- may append: statekeeper.governance.audit); none clears one (only the owner's drop_all)
 ALTER TABLE {s}.sk_markers ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS sk_read ON {s}.sk_markers;
 CREATE POLICY sk_read ON {s}.sk_markers FOR SELECT USING (true);
 DROP POLICY IF EXISTS sk_set ON {s}.sk_markers;
 CREATE POLICY sk_set ON {s}.sk_markers FOR INSERT WITH CHECK (
-    EXISTS (SELECT 1 FROM {s}.sk_grants g WHERE g.db_role = current_user AND g.perm >= 2));
+    name = 'audit-log'
+    OR EXISTS (SELECT 1 FROM {s}.sk_grants g WHERE g.db_role = current_user AND g.perm >= 2));
 
 -- name: marker_role
 GRANT SELECT, INSERT ON {s}.sk_markers TO {r};
