@@ -54,7 +54,7 @@ def _since(value: str | None) -> float | None:
 async def _log(store: StateStore) -> AuditLog | None:
     """The store's audit log, once the principal (if any) may read it; None when the
     store keeps none and no key was given (nothing to read, nothing to check)."""
-    from ..governance.audit import AUDIT_ID, AuditLog
+    from ..governance.audit import AUDIT_ID, KEPT_MARKER, AuditLog
     from ..store.governed import governance_of
 
     governance = governance_of(store)
@@ -66,8 +66,10 @@ async def _log(store: StateStore) -> AuditLog | None:
         await governance.require(None, "admin", "audit")
     keyring = store.codec.keyring
     if keyring is None:
-        if await store.backend.head(AUDIT_ID) == 0:
-            return None
+        if await store.backend.head(AUDIT_ID) == 0 and not await store.backend.read_marker(
+            KEPT_MARKER
+        ):
+            return None  # (a store marked as keeping a log whose log is gone: checked)
         raise ConfigurationError(
             "the audit log is sealed with the store's key: pass --key-file or set "
             "$STATEKEEPER_KEY_FILE / $STATEKEEPER_KEYS"

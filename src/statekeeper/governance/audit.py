@@ -18,6 +18,10 @@ no entry can be forged, altered, removed or re-ordered unseen:
 * an **edited** entry fails authentication;
 * a **deleted** entry leaves a gap in the seqs or a broken chain;
 * a **truncated** log no longer matches its authenticated head;
+* a log **deleted** whole: the store-level marker :data:`KEPT_MARKER`, set once the
+  log's first entry is committed, says there was one (and a writer that finds the log
+  empty in a marked store records that first in the new log); the marker itself can be
+  removed with the log by whoever can write the database: a witness catches that;
 * a log **rolled back** as a whole (an old copy restored) is consistent with itself:
   that is caught, as for agent streams, by a *witness* of the head kept elsewhere
   (:class:`AuditHead`; ``statekeeper audit verify --witness FILE`` keeps one up to
@@ -80,6 +84,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUDIT_ID",
+    "KEPT_MARKER",
     "KNOWN_OPERATIONS",
     "OPERATIONS",
     "Audit",
@@ -92,6 +97,12 @@ __all__ = [
 
 #: the stream the audit log is kept in (internal: hidden from listings)
 AUDIT_ID = AUDIT_STREAM
+#: the store-level marker (``Backend.set_marker``) of a store that keeps an audit log:
+#: set once its first entry is committed, so a log deleted whole is told from none
+KEPT_MARKER = "audit-log"
+#: the outcome of the entry a writer puts first in a log it finds empty in a store
+#: marked as keeping one (the earlier log was deleted)
+MISSING = "log-missing"
 _KIND = "audit"
 _PAGE = 500
 _RETRIES = 1000
@@ -270,6 +281,8 @@ class AuditLog:
         self._lock = asyncio.Lock()
         # the head this process last wrote or read: (seq, link, tag); None: unknown
         self._head: tuple[int, bytes, bytes | None] | None = None
+        # the store is known to carry KEPT_MARKER (set, or the engine keeps no markers)
+        self._marked = False
 
     def __repr__(self) -> str:
         return f"AuditLog({self.backend!r})"
@@ -291,7 +304,7 @@ class AuditLog:
         data = _body(operation, principal, agent_id, first_seq, last_seq, outcome, detail)
         async with self._lock:
             _, _, head = await self._on_the_log((data,), self.backend.append)
-            self._head = head
+            await self._wrote(head)
             return head[0]
 
     @property
@@ -333,7 +346,7 @@ class AuditLog:
             result = results[0]
             assert result is not None
             if not result.duplicate:
-                self._head = head
+                await self._wrote(head)
             return result
 
     async def record_with_change(
@@ -373,7 +386,7 @@ class AuditLog:
             _, _, head = await self._on_the_log(
                 bodies, lambda entry: self.backend.append_together([entry], [change])
             )
-            self._head = head
+            await self._wrote(head)
 
     async def rewrite_with(
         self, requests: Sequence[RewriteRequest], marks: Sequence[Mark]
@@ -403,11 +416,22 @@ class AuditLog:
                         raise
                     pending.remove(moved)  # nothing was written: the others go again
                     continue
-                self._head = head
+                await self._wrote(head)
                 for i in pending:
                     done[i] = True
                 break
         return done
+
+    async def _wrote(self, head: tuple[int, bytes, bytes | None]) -> None:
+        """After entries were committed: keep the head, and (once per process) see that
+        the store carries :data:`KEPT_MARKER`, set after the log's first commit (a
+        crash before it leaves a log unmarked, never a marked store without a log; a
+        log written before the marker existed is marked by its next entry)."""
+        self._head = head
+        if not self._marked:
+            if await self.backend.read_marker(KEPT_MARKER) is False:
+                await self.backend.set_marker(KEPT_MARKER)
+            self._marked = True
 
     async def _on_the_log(
         self,
@@ -446,6 +470,12 @@ class AuditLog:
         base, link, tag = self._head
         seq = base
         events: list[RawEvent] = []
+        if base == 0 and await self.backend.read_marker(KEPT_MARKER):
+            # an empty log in a store that kept one: it was deleted; say so first
+            bodies = [
+                _body("audit", None, None, None, None, MISSING, {"found": "empty log"}),
+                *bodies,
+            ]
         for data in bodies:
             ts = self.clock()
             if not math.isfinite(ts):
@@ -469,9 +499,9 @@ class AuditLog:
         """Append the entries ``bodies`` on their own (retried over other writers'
         entries); the seq of the first."""
         async with self._lock:
-            _, request, head = await self._on_the_log(bodies, self.backend.append)
-            self._head = head
-            return request.expected_seq + 1
+            _, _, head = await self._on_the_log(bodies, self.backend.append)
+            await self._wrote(head)
+            return head[0] - len(bodies) + 1
 
     # -- a batch of writes with their entries -------------------------------------------
 
@@ -547,7 +577,7 @@ class AuditLog:
                         continue
                     for k, i in enumerate(wave):
                         results[i] = out[k]
-                    self._head = head
+                    await self._wrote(head)
                     break
         return [r if r is not None else _lost() for r in results]
 
@@ -788,6 +818,11 @@ class AuditLog:
             ):
                 report.entries += 1
                 last = (entry.seq, link)
+                if entry.operation == "audit" and entry.outcome == MISSING:
+                    report.problems.append(
+                        f"entry {entry.seq}: the log was found empty when it was written, "
+                        "in a store marked as keeping one: the log before it was deleted"
+                    )
                 ahead.see(entry)
                 checks.see(entry)
                 if witness is not None and entry.seq == witness.seq:
@@ -797,6 +832,17 @@ class AuditLog:
             report.problems.append(f"the log cannot be read: {_reason(exc)}")
             return report
         end = max(seen, default=0)
+        if end == 0 and seq == 0:
+            try:
+                kept = await self.backend.read_marker(KEPT_MARKER)
+            except StatekeeperError as exc:
+                report.problems.append(f"the store cannot be read: {_reason(exc)}")
+                return report
+            if kept:
+                report.problems.append(
+                    "the log is missing: it has no entry, and the store is marked as "
+                    "keeping one (set with its first entry): the log was deleted"
+                )
         if last is not None and last[0] != end:
             pass  # the last entry read did not open: already a problem, no head to check
         elif seq != end:

@@ -9,7 +9,9 @@ deletes in one it may write — checked by the server, so a compromised applicat
 process holding that role's connection cannot go around the policy (it can still do
 whatever the role may). The tables' owner and superusers are exempt (keep the owner for
 migrations and administration, never for an application). The audit log's stream is
-readable and appendable by every role and deletable by none. The store-level markers
+readable and appendable by every role, deletable by none, and updated by none but the
+roles of principals admin of every namespace (its head row moves forward with each
+append; a trigger refuses renaming it or moving it back). The store-level markers
 (``sk_markers``; the "encrypted" marker of :mod:`statekeeper.store.keyguard`) are
 readable by every role, set by a role that may write some namespace, cleared by none.
 
@@ -95,6 +97,7 @@ async def install_row_security(
         await conn.execute(sql.SQL(blocks["setup"]).format(s=s))
         for table in TABLES:
             await conn.execute(sql.SQL(blocks["table"]).format(s=s, t=sql.Identifier(table)))
+        await conn.execute(sql.SQL(blocks["audit_head"]).format(s=s))
         await conn.execute(sql.SQL("DELETE FROM {s}.sk_grants").format(s=s))
         async with conn.cursor() as cur:
             await cur.executemany(

@@ -37,6 +37,14 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
                       AND {s}.sk_namespace(p_agent) ~ g.pattern)
 $fn$;
 
+-- may the current role change the audit log's rows (other than appending)? The
+-- schema's owner and the roles of principals admin of every namespace (those allowed
+-- to trim the feed, sql/row_security_feed.sql: a rekey rewrites the log), no other
+CREATE OR REPLACE FUNCTION {s}.sk_log_admin() RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    SELECT has_table_privilege(current_user, '{s}.sk_feed_floor', 'UPDATE')
+$fn$;
+
 -- name: table
 ALTER TABLE {s}.{t} ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS sk_read ON {s}.{t};
@@ -45,8 +53,13 @@ DROP POLICY IF EXISTS sk_update ON {s}.{t};
 DROP POLICY IF EXISTS sk_delete ON {s}.{t};
 CREATE POLICY sk_read ON {s}.{t} FOR SELECT USING ({s}.sk_allowed(agent_id, 1));
 CREATE POLICY sk_insert ON {s}.{t} FOR INSERT WITH CHECK ({s}.sk_allowed(agent_id, 2));
+-- the audit log's rows: appended (INSERT), never updated but by a log admin (its
+-- head row in sk_agents moves with each append: the block audit_head)
 CREATE POLICY sk_update ON {s}.{t} FOR UPDATE
-    USING ({s}.sk_allowed(agent_id, 2)) WITH CHECK ({s}.sk_allowed(agent_id, 2));
+    USING ({s}.sk_allowed(agent_id, 2)
+           AND (agent_id <> chr(1) || 'sk-audit/log' OR {s}.sk_log_admin()))
+    WITH CHECK ({s}.sk_allowed(agent_id, 2)
+                AND (agent_id <> chr(1) || 'sk-audit/log' OR {s}.sk_log_admin()));
 CREATE POLICY sk_delete ON {s}.{t} FOR DELETE
     USING ({s}.sk_allowed(agent_id, 2) AND agent_id <> chr(1) || 'sk-audit/log');
 
@@ -57,17 +70,42 @@ REVOKE INSERT, UPDATE, DELETE ON {s}.sk_grants, {s}.sk_migrations FROM {r};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {r};
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {r};
 
+-- name: audit_head
+-- the audit log's head row: every role's append moves it forward (sk_append), so it is
+-- updatable; a trigger refuses any other change of it (renaming it away, moving it
+-- back) by a role that is not a log admin (the trigger binds the owner too: it is one)
+DROP POLICY IF EXISTS sk_update ON {s}.sk_agents;
+CREATE POLICY sk_update ON {s}.sk_agents FOR UPDATE
+    USING ({s}.sk_allowed(agent_id, 2)) WITH CHECK ({s}.sk_allowed(agent_id, 2));
+CREATE OR REPLACE FUNCTION {s}.sk_audit_head_forward() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF (NEW.agent_id IS DISTINCT FROM OLD.agent_id OR NEW.head_seq < OLD.head_seq)
+       AND NOT {s}.sk_log_admin() THEN
+        RAISE EXCEPTION 'the audit log''s head only moves forward (role %)', current_user
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+END
+$fn$;
+DROP TRIGGER IF EXISTS sk_audit_head_forward ON {s}.sk_agents;
+CREATE TRIGGER sk_audit_head_forward BEFORE UPDATE ON {s}.sk_agents
+    FOR EACH ROW WHEN (OLD.agent_id = chr(1) || 'sk-audit/log')
+    EXECUTE FUNCTION {s}.sk_audit_head_forward();
+
 -- name: markers
 -- the store-level markers (sk_markers: "encrypted", statekeeper.store.keyguard): every
 -- role reads them (a store without a key must see that the store is encrypted, whatever
--- namespaces it may read); a role that may write some namespace sets one; none clears
--- one (only the owner's drop_all does)
+-- namespaces it may read); a role that may write some namespace sets one, and every
+-- role the "audit-log" marker (set with the audit log's first entry, which every role
+-- may append: statekeeper.governance.audit); none clears one (only the owner's drop_all)
 ALTER TABLE {s}.sk_markers ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS sk_read ON {s}.sk_markers;
 CREATE POLICY sk_read ON {s}.sk_markers FOR SELECT USING (true);
 DROP POLICY IF EXISTS sk_set ON {s}.sk_markers;
 CREATE POLICY sk_set ON {s}.sk_markers FOR INSERT WITH CHECK (
-    EXISTS (SELECT 1 FROM {s}.sk_grants g WHERE g.db_role = current_user AND g.perm >= 2));
+    name = 'audit-log'
+    OR EXISTS (SELECT 1 FROM {s}.sk_grants g WHERE g.db_role = current_user AND g.perm >= 2));
 
 -- name: marker_role
 GRANT SELECT, INSERT ON {s}.sk_markers TO {r};
