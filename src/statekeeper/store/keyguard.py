@@ -89,10 +89,13 @@ class KeyGuard:
 
 async def _holds_encrypted(backend: Backend) -> bool:
     agents: list[AgentInfo] = []
-    if backend.lists_by_write:
-        with contextlib.suppress(AgentLost):  # (then the first agents by id, past it)
+    by_id = not backend.lists_by_write
+    if not by_id:
+        try:
             agents = await backend.list_agents_by_write(limit=SAMPLE)
-    if not agents:
+        except AgentLost:
+            by_id = True  # (then the first agents by id, past it)
+    if by_id:
         # an agent whose data is lost (AgentLost: Redis evicted it) says nothing of the
         # others: passed over, or no save of any agent could start in this store
         listing = agents_past_lost(backend.list_agents, page=SAMPLE)
