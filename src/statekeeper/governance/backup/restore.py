@@ -468,14 +468,14 @@ async def restore(
     carried: list[str] = []
     with contextlib.ExitStack() as stack:
         # an error names the locations given, not where S3 backups were downloaded to
-        given: dict[str, str] = {}
-        stack.enter_context(named_as_given(given))
+        downloaded: dict[str, str] = {}
+        stack.enter_context(named_as_given(downloaded))
         paths: list[str] = []
         for spec in backups:
             where = Location(spec)
             paths.append(stack.enter_context(where.local_copy()))
             if paths[-1] != where.display:
-                given[paths[-1]] = where.display
+                downloaded[paths[-1]] = where.display
         ids, listed, versions = await asyncio.to_thread(_open_chain, paths, key)
         _check_namespace(store, listed)
         # on a store opened as a principal (a plain store allows everything, as
