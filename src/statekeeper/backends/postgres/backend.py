@@ -70,6 +70,7 @@ from ...errors import (
     BackendRejected,
     BackendUnavailable,
     ConfigurationError,
+    AccessDenied,
     ConflictError,
     ReadOnlyStore,
     StoreClosed,
@@ -114,6 +115,7 @@ from .feed import FeedReader
 from .keyexpiry import KeyExpiry
 from .leases import Leases
 from .reads import Reads
+from .refusals import denied
 from .replica import REPLICA_QUERIES, ReplicaReads
 from .rewrites import Rewrites
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -307,16 +309,34 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         try:
             await self._ensure_open()
         except psycopg.Error as exc:
-            raise self._failure(f"cannot open PostgreSQL schema {self.schema!r}", exc) from exc
+            what = f"cannot open PostgreSQL schema {self.schema!r}"
+            raise self._failure(what, exc, writes=False) from exc
 
     def _reason(self, exc: BaseException) -> str:
         """The server's or driver's message on one line, with the DSN's secrets masked."""
         return one_line(scrub(str(exc), self.dsn)) or type(exc).__name__
 
-    def _failure(self, what: str, exc: BaseException) -> BackendError:
-        """A failure that is not retried (any more), typed by its cause."""
+    def _role(self) -> str | None:
+        """The database role the store connects as (None: the driver's default)."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            user = conninfo_to_dict(self.dsn).get("user")
+        except psycopg.Error:
+            return None
+        return str(user) if user else None
+
+    def _failure(
+        self, what: str, exc: BaseException, *, writes: bool = True
+    ) -> BackendError | AccessDenied:
+        """A failure that is not retried (any more), typed by its cause; ``writes``: a
+        privilege failure is the role's refusal of the operation (AccessDenied, not
+        opening the store)."""
         if transient(exc):
             return BackendError(f"{what}: {self._reason(exc)}")
+        refused = denied(what, exc, self._role()) if writes else None
+        if refused is not None:  # the role's privileges (row-level security): no SQL shown
+            return refused
         return BackendRejected(
             f"{what}: {self._reason(exc)}", sqlstate=getattr(exc, "sqlstate", None)
         )
