@@ -29,7 +29,8 @@ async def test_a_backup_file_is_not_replaced_unless_asked(tmp_path: Path) -> Non
         with pytest.raises(BackupError, match=r"b1\.skb already exists.*overwrite"):
             await backup(store, b1, key)
         assert b1.read_bytes() == before
-        assert sorted(p.name for p in tmp_path.iterdir() if "skb" in p.name) == [
+        left = sorted(p.name for p in tmp_path.iterdir() if "skb" in p.name)  # noqa: ASYNC240
+        assert left == [
             "b1.skb",
             "b2.skb",
         ]  # no temporary file left
@@ -48,9 +49,7 @@ def _s3(bucket: str) -> str:
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
     import boto3  # type: ignore[import-untyped]
 
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(
-        Bucket=bucket
-    )
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
     return f"?endpoint_url={endpoint}&region=us-east-1"
 
 

@@ -66,11 +66,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from ...errors import (
+    AccessDenied,
     BackendError,
     BackendRejected,
     BackendUnavailable,
     ConfigurationError,
-    AccessDenied,
     ConflictError,
     ReadOnlyStore,
     StoreClosed,

@@ -244,7 +244,15 @@ async def backup(
             if copy is not None:
                 header = Header.new(backup_id, None, key, created, VERSION_FILE)
                 result = await _write_file(
-                    backend.name, namespace, copy, location, header, key, chunk_bytes, progress, started
+                    backend.name,
+                    namespace,
+                    copy,
+                    location,
+                    header,
+                    key,
+                    chunk_bytes,
+                    progress,
+                    started,
                 )
                 await _audit_backup(store, audit, result)
                 return result
