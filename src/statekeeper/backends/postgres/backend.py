@@ -66,7 +66,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from ...errors import (
-    AccessDenied,
     BackendError,
     BackendRejected,
     BackendUnavailable,
@@ -309,33 +308,17 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         try:
             await self._ensure_open()
         except psycopg.Error as exc:
-            what = f"cannot open PostgreSQL schema {self.schema!r}"
-            raise self._failure(what, exc, writes=False) from exc
+            raise self._failure(f"cannot open PostgreSQL schema {self.schema!r}", exc) from exc
 
     def _reason(self, exc: BaseException) -> str:
         """The server's or driver's message on one line, with the DSN's secrets masked."""
         return one_line(scrub(str(exc), self.dsn)) or type(exc).__name__
 
-    def _role(self) -> str | None:
-        """The database role the store connects as (None: the driver's default)."""
-        from psycopg.conninfo import conninfo_to_dict
-
-        try:
-            user = conninfo_to_dict(self.dsn).get("user")
-        except psycopg.Error:
-            return None
-        return str(user) if user else None
-
-    def _failure(
-        self, what: str, exc: BaseException, *, writes: bool = True
-    ) -> BackendError | AccessDenied:
-        """A failure that is not retried (any more), typed by its cause; ``writes``: a
-        privilege failure is the role's refusal of the operation (AccessDenied, not
-        opening the store)."""
+    def _failure(self, what: str, exc: BaseException) -> Exception:
+        """A failure that is not retried (any more), typed by its cause (:mod:`.refusals`)."""
         if transient(exc):
             return BackendError(f"{what}: {self._reason(exc)}")
-        refused = denied(what, exc, self._role()) if writes else None
-        if refused is not None:  # the role's privileges (row-level security): no SQL shown
+        if (refused := denied(what, exc, self.dsn)) is not None:
             return refused
         return BackendRejected(
             f"{what}: {self._reason(exc)}", sqlstate=getattr(exc, "sqlstate", None)

@@ -18,11 +18,13 @@ INSUFFICIENT_PRIVILEGE = "42501"
 _AGENT = re.compile(r"""\s('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")$""")
 
 
-def denied(what: str, exc: BaseException, role: str | None) -> AccessDenied | None:
+def denied(what: str, exc: BaseException, dsn: str) -> AccessDenied | None:
     """The refusal of ``what`` (``append to 'x'``...) by ``exc`` as AccessDenied, or
-    None when ``exc`` is not a privilege failure. ``role``: the database role."""
-    if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
+    None when ``exc`` is not a privilege failure (or opening the store failed: a
+    migration refused stays BackendRejected). ``dsn``: the connection's (its role)."""
+    if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE or what.startswith("cannot open"):
         return None
+    role = _role(dsn)
     diag = getattr(exc, "diag", None)
     primary = str(getattr(diag, "message_primary", None) or "")
     what = what.removesuffix(" failed")
@@ -45,3 +47,15 @@ def denied(what: str, exc: BaseException, role: str | None) -> AccessDenied | No
     else:  # a grant missing: the server's one line (no SQL in it), never its CONTEXT
         reason = f"the database role {who} lacks the privilege: {primary or 'permission denied'}"
     return AccessDenied(role or "", "write", operation, agent_id, reason)
+
+
+def _role(dsn: str) -> str | None:
+    """The database role the store connects as (None: the driver's default)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        user = conninfo_to_dict(dsn).get("user")
+    except psycopg.Error:
+        return None
+    return str(user) if user else None

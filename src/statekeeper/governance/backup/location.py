@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 from urllib.parse import parse_qsl, urlsplit
@@ -20,7 +20,7 @@ from ..._files import new_temporary, sync_directory
 from ...errors import BackupCorrupt, BackupError, ConfigurationError
 from .writebehind import WriteBehindFile, drop_all
 
-__all__ = ["Location", "named_as_given"]
+__all__ = ["Location", "local_copies", "named_as_given"]
 
 
 class Location:
@@ -160,6 +160,22 @@ class Location:
             except Exception as exc:
                 raise BackupError(f"cannot download backup {self.display}: {exc}") from None
             yield path
+
+
+def local_copies(
+    stack: contextlib.ExitStack, backups: Sequence[str | os.PathLike[str]]
+) -> list[str]:
+    """``backups`` as local files (S3 ones downloaded) until ``stack`` closes; a backup
+    error raised before then names the locations given, not the downloads."""
+    downloaded: dict[str, str] = {}
+    stack.enter_context(named_as_given(downloaded))
+    paths: list[str] = []
+    for spec in backups:
+        where = Location(spec)
+        paths.append(stack.enter_context(where.local_copy()))
+        if paths[-1] != where.display:
+            downloaded[paths[-1]] = where.display
+    return paths
 
 
 @contextlib.contextmanager

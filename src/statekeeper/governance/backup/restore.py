@@ -100,7 +100,7 @@ from .filecopy import copy_folder, opened_copy
 from .fileformat import FILE_IMAGES, HEAD_TAGS, VERSION, BackupKey, FrameReader
 from .imagecheck import check_image
 from .imagewrite import write_image
-from .location import Location, named_as_given
+from .location import local_copies
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
 from .restoreholds import backup_holds, carry_holds
@@ -467,15 +467,7 @@ async def restore(
     given, audit = audit, await store_sink(store, audit)
     carried: list[str] = []
     with contextlib.ExitStack() as stack:
-        # an error names the locations given, not where S3 backups were downloaded to
-        downloaded: dict[str, str] = {}
-        stack.enter_context(named_as_given(downloaded))
-        paths: list[str] = []
-        for spec in backups:
-            where = Location(spec)
-            paths.append(stack.enter_context(where.local_copy()))
-            if paths[-1] != where.display:
-                downloaded[paths[-1]] = where.display
+        paths = local_copies(stack, backups)  # errors name the locations given
         ids, listed, versions = await asyncio.to_thread(_open_chain, paths, key)
         _check_namespace(store, listed)
         # on a store opened as a principal (a plain store allows everything, as
