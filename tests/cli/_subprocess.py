@@ -213,6 +213,7 @@ STORE_COMMANDS: dict[str, list[str]] = {
         "--backup-key",
         "{out}/backup.key",
         "--create-backup-key",
+        "--overwrite",  # the trust tests run each command twice on one folder
     ],
     # after backup, into the same store: every agent is there already
     "restore": ["{out}/store.skb", "--backup-key", "{out}/backup.key", "--skip-existing"],

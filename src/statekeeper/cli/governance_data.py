@@ -91,6 +91,14 @@ def backup_cmd(
             help="Write a new random backup key to the --backup-key FILE if it does not exist.",
         ),
     ] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Replace a backup already at --to (else refused: it may be the parent"
+            " of incrementals).",
+        ),
+    ] = False,
     db: DbOption = None,
     key_file: KeyFileOption = None,
     json_out: JsonOption = False,
@@ -115,6 +123,9 @@ def backup_cmd(
         from .files import check_output_file
 
         check_output_file(Path(to), "backup file", _is_backup)
+    from ..governance.backup.location import Location
+
+    Location(to, overwrite=overwrite).check_free()  # before the store is opened
     target = url or resolve_url(ctx, db)
 
     async def go() -> BackupResult:
@@ -130,7 +141,9 @@ def backup_cmd(
                     progress.advance(task, done - seen)
                     seen = done
 
-                return await backup(store, to, key, since=incremental, progress=step)
+                return await backup(
+                    store, to, key, since=incremental, progress=step, overwrite=overwrite
+                )
 
     result = run(go())
     summary = {
@@ -313,7 +326,8 @@ def _with_streams(stream_ids: Sequence[str]) -> str:
 
 
 def _is_backup(path: Path) -> bool:
-    """The file is a statekeeper backup (so a new backup may replace it)."""
+    """The file is a statekeeper backup (so a new backup may replace it, with
+    ``--overwrite``)."""
     from ..governance.backup.fileformat import MAGIC
 
     try:

@@ -114,6 +114,7 @@ from .feed import FeedReader
 from .keyexpiry import KeyExpiry
 from .leases import Leases
 from .reads import Reads
+from .refusals import denied
 from .replica import REPLICA_QUERIES, ReplicaReads
 from .rewrites import Rewrites
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -313,10 +314,12 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         """The server's or driver's message on one line, with the DSN's secrets masked."""
         return one_line(scrub(str(exc), self.dsn)) or type(exc).__name__
 
-    def _failure(self, what: str, exc: BaseException) -> BackendError:
-        """A failure that is not retried (any more), typed by its cause."""
+    def _failure(self, what: str, exc: BaseException) -> Exception:
+        """A failure that is not retried (any more), typed by its cause (:mod:`.refusals`)."""
         if transient(exc):
             return BackendError(f"{what}: {self._reason(exc)}")
+        if (refused := denied(what, exc, self.dsn)) is not None:
+            return refused
         return BackendRejected(
             f"{what}: {self._reason(exc)}", sqlstate=getattr(exc, "sqlstate", None)
         )

@@ -33,7 +33,7 @@ class Leases(PostgresPart):
                 row: tuple[Any, ...] | None = await cur.fetchone()
             return row
 
-        return await self._retrying(name, op)
+        return await self._retrying(f"{name} of {params['agent']!r}", op)
 
     async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
         self._check_can_write()

@@ -11,24 +11,26 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from ..._files import new_temporary, sync_directory
-from ...errors import BackupError, ConfigurationError
+from ...errors import BackupCorrupt, BackupError, ConfigurationError
 from .writebehind import WriteBehindFile, drop_all
 
-__all__ = ["Location"]
+__all__ = ["Location", "local_copies", "named_as_given"]
 
 
 class Location:
     """A backup file's location (see the module documentation)."""
 
-    def __init__(self, spec: str | os.PathLike[str]) -> None:
+    def __init__(self, spec: str | os.PathLike[str], *, overwrite: bool = False) -> None:
         text = os.fspath(spec)
         self.spec = text
+        #: :meth:`writing` may replace a backup already there (else refused)
+        self.overwrite = overwrite
         self.s3: tuple[str, str, dict[str, str]] | None = None
         if text.startswith("s3://"):
             parts = urlsplit(text)
@@ -53,6 +55,34 @@ class Location:
         here = Path(self.spec)
         entry = Path(os.path.realpath(here.parent)) / here.name
         return entry == Path(os.path.realpath(other.spec))
+
+    def check_free(self) -> None:
+        """Refuse (:class:`~statekeeper.errors.BackupError`) a location that already
+        holds something, unless ``overwrite``: a backup written over another one (the
+        parent of incrementals, perhaps) silently lost it."""
+        if not self.overwrite and self._taken():
+            raise self._taken_error()
+
+    def _taken_error(self) -> BackupError:
+        return BackupError(
+            f"backup {self.display} already exists: give a new"
+            f" {'key' if self.s3 is not None else 'file'} for this backup, or replace it"
+            " on purpose (--overwrite; overwrite=True)"
+        )
+
+    def _taken(self) -> bool:
+        """Whether something is at this location (a file, a symlink, an S3 object)."""
+        if self.s3 is None:
+            return os.path.lexists(self.spec)
+        bucket, key, _ = self.s3
+        try:
+            self._client().head_object(Bucket=bucket, Key=key)
+        except Exception as exc:  # botocore's errors: a 404 is "free", the rest typed
+            status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == 404:
+                return False
+            raise BackupError(f"cannot look up backup {self.display}: {exc}") from None
+        return True
 
     def _client(self) -> Any:
         assert self.s3 is not None
@@ -90,7 +120,16 @@ class Location:
                     else:  # a write failed: the bytes still buffered fail again, dropped
                         with contextlib.suppress(OSError):
                             fh.close()
-                os.replace(tmp, target)
+                if self.overwrite:
+                    os.replace(tmp, target)
+                else:  # never over a file that appeared meanwhile (a link fails if taken)
+                    try:
+                        os.link(tmp, target)
+                    except FileExistsError:
+                        raise self._taken_error() from None
+                    except OSError:  # no hard links here (a FUSE, FAT folder): checked
+                        self.check_free()
+                        os.replace(tmp, target)
                 sync_directory(target.parent)  # the name too: a backup reported done stays
             finally:
                 with contextlib.suppress(FileNotFoundError):
@@ -101,6 +140,7 @@ class Location:
             yield spool
             spool.flush()
             spool.seek(0)
+            self.check_free()  # one appeared while the backup ran
             try:
                 self._client().upload_fileobj(spool, bucket, key)
             except Exception as exc:  # botocore's errors: one typed error, no secrets
@@ -120,3 +160,53 @@ class Location:
             except Exception as exc:
                 raise BackupError(f"cannot download backup {self.display}: {exc}") from None
             yield path
+
+
+def local_copies(
+    stack: contextlib.ExitStack, backups: Sequence[str | os.PathLike[str]]
+) -> list[str]:
+    """``backups`` as local files (S3 ones downloaded) until ``stack`` closes; a backup
+    error raised before then names the locations given, not the downloads."""
+    downloaded: dict[str, str] = {}
+    stack.enter_context(named_as_given(downloaded))
+    paths: list[str] = []
+    for spec in backups:
+        where = Location(spec)
+        paths.append(stack.enter_context(where.local_copy()))
+        if paths[-1] != where.display:
+            downloaded[paths[-1]] = where.display
+    return paths
+
+
+@contextlib.contextmanager
+def named_as_given(given: Mapping[str, str]) -> Iterator[None]:
+    """A backup error raised in the block names the locations the caller gave, never
+    the temporary files they were downloaded to (``given``: local path -> location,
+    filled in as the block downloads them)."""
+    try:
+        yield
+    except BackupError as exc:
+        renamed = _renamed(exc, given)
+        if renamed is None:
+            raise
+        raise renamed from None
+
+
+def _renamed(exc: BackupError, given: Mapping[str, str]) -> BackupError | None:
+    """``exc`` with each local path of ``given`` in its message replaced by its
+    location, or None when it names none of them."""
+    text = str(exc)
+    if not any(local in text for local in given):
+        return None
+
+    def swap(part: str) -> str:
+        for local, shown in given.items():
+            part = part.replace(local, shown)
+        return part
+
+    if isinstance(exc, BackupCorrupt):
+        return BackupCorrupt(swap(exc.path), swap(exc.what), swap(exc.reason))
+    try:
+        return type(exc)(swap(text))
+    except TypeError:  # a subclass with another signature: the message, as a BackupError
+        return BackupError(swap(text))

@@ -100,7 +100,7 @@ from .filecopy import copy_folder, opened_copy
 from .fileformat import FILE_IMAGES, HEAD_TAGS, VERSION, BackupKey, FrameReader
 from .imagecheck import check_image
 from .imagewrite import write_image
-from .location import Location
+from .location import local_copies
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
 from .restoreholds import backup_holds, carry_holds
@@ -467,7 +467,7 @@ async def restore(
     given, audit = audit, await store_sink(store, audit)
     carried: list[str] = []
     with contextlib.ExitStack() as stack:
-        paths = [stack.enter_context(Location(b).local_copy()) for b in backups]
+        paths = local_copies(stack, backups)  # errors name the locations given
         ids, listed, versions = await asyncio.to_thread(_open_chain, paths, key)
         _check_namespace(store, listed)
         # on a store opened as a principal (a plain store allows everything, as

@@ -61,7 +61,7 @@ from .fileformat import (
     FrameWriter,
     Header,
 )
-from .location import Location
+from .location import Location, named_as_given
 from .pagedelta import page_layout, since_parent, write_page_delta
 from .pgcopy import write_copy_out
 from .rowentries import copy_batch, last_digest, list_heads, mark_compacted
@@ -138,6 +138,7 @@ async def backup(
     chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[int, int], None] | None = None,
     audit: AuditSink | None = None,
+    overwrite: bool = False,
 ) -> BackupResult:
     """Write a backup of ``store`` to ``to`` (a file path or ``s3://bucket/key``).
 
@@ -145,6 +146,12 @@ async def backup(
     previous backup (of the same store, same key) for an incremental one. ``progress``
     is called with ``(agents done, agents in the cut)``. The file appears only when
     complete (written beside the target and renamed, or uploaded when done).
+
+    A file or S3 object already at ``to`` (an earlier backup: perhaps the parent of
+    incrementals) is not replaced unless ``overwrite``:
+    :class:`~statekeeper.errors.BackupError` before anything is read or written (and
+    again if one appeared while the backup ran). An incremental backup is never written
+    over its own parent, ``overwrite`` or not.
 
     On a store opened in a namespace (``StateStore(url, namespace="acme")``) only the
     streams of that namespace and below are copied, under their stored (full) ids; the
@@ -158,7 +165,8 @@ async def backup(
     (audited) before anything is read or written. ``audit`` defaults to the store's
     own audit log there.
     """
-    if since is not None and Location(to).replaces(Location(since)):
+    location = Location(to, overwrite=overwrite)
+    if since is not None and location.replaces(Location(since)):
         # the new incremental would take its parent's place: the chain's only copy of
         # the parent gone, the backup written unrestorable (was: done, and reported so)
         raise BackupError(
@@ -170,6 +178,7 @@ async def backup(
     # the stored (full) ids; the manifest names the namespace
     namespace = store.namespace if isinstance(store, NamespacedStateStore) else ""
     key.check_not_store_key(store.codec.keyring)
+    location.check_free()
     started = time.perf_counter()
     created = time.time()
     parent_id: str | None = None
@@ -180,7 +189,10 @@ async def backup(
     #: an incremental by pages lists its heads as its parent does (tags or checksums)
     delta = VERSION_PAGES
     if since is not None:
-        with Location(since).local_copy() as path:
+        given: dict[str, str] = {}
+        with named_as_given(given), Location(since).local_copy() as path:
+            if path != Location(since).display:
+                given[path] = Location(since).display
             reader = FrameReader(path, key)
             try:
                 parent_id = reader.header.backup_id
@@ -214,7 +226,7 @@ async def backup(
                 backend.name,
                 namespace,
                 pages,
-                to,
+                location,
                 header,
                 key,
                 chunk_bytes,
@@ -232,14 +244,22 @@ async def backup(
             if copy is not None:
                 header = Header.new(backup_id, None, key, created, VERSION_FILE)
                 result = await _write_file(
-                    backend.name, namespace, copy, to, header, key, chunk_bytes, progress, started
+                    backend.name,
+                    namespace,
+                    copy,
+                    location,
+                    header,
+                    key,
+                    chunk_bytes,
+                    progress,
+                    started,
                 )
                 await _audit_backup(store, audit, result)
                 return result
         if backend.copies_out:  # else no target opened: the row path below
             header = Header.new(backup_id, None, key, created, VERSION_COPY)
             copied = await _write_copy_out(
-                backend, namespace, to, header, key, chunk_bytes, progress, started
+                backend, namespace, location, header, key, chunk_bytes, progress, started
             )
             if copied is not None:
                 await _audit_backup(store, audit, copied)
@@ -249,7 +269,6 @@ async def backup(
     streams: dict[str, Any] = {}
     totals = {"events": 0, "snapshots": 0, "copied": 0, "vanished": 0, "record_bytes": 0}
     own = {"events": 0, "snapshots": 0, "copied": 0}  # of them, the store's own streams
-    location = Location(to)
 
     with location.writing() as out:
         writer = FrameWriter(out, header, key)
@@ -395,7 +414,7 @@ class _NoCopy(StatekeeperError):
 async def _write_copy_out(
     backend: Backend,
     namespace: str,
-    to: str | os.PathLike[str],
+    location: Location,
     header: Header,
     key: BackupKey,
     chunk_bytes: int,
@@ -404,7 +423,6 @@ async def _write_copy_out(
 ) -> BackupResult | None:
     """A version-3 backup from the engine's bulk copy (PostgreSQL, see
     :mod:`.pgcopy`), or None: the engine has none (nothing written)."""
-    location = Location(to)
     try:
         with location.writing() as out:
             writer = FrameWriter(out, header, key)
@@ -422,7 +440,7 @@ async def _write_file(
     source: str,
     namespace: str,
     copy: str,
-    to: str | os.PathLike[str],
+    location: Location,
     header: Header,
     key: BackupKey,
     chunk_bytes: int,
@@ -430,7 +448,6 @@ async def _write_file(
     started: float,
 ) -> BackupResult:
     """A version-2 backup of the store file copied at ``copy`` (see :mod:`.filecopy`)."""
-    location = Location(to)
     with location.writing() as out:
         writer = FrameWriter(out, header, key)
         body = await asyncio.to_thread(write_copy, writer, copy, chunk_bytes, progress)
@@ -442,7 +459,7 @@ async def _write_pages(
     source: str,
     namespace: str,
     snapshot: PageSnapshot,
-    to: str | os.PathLike[str],
+    location: Location,
     header: Header,
     key: BackupKey,
     chunk_bytes: int,
@@ -454,7 +471,6 @@ async def _write_pages(
     :mod:`.filecopy`), or with ``parent`` (the parent backup, its page layout) a
     version-6 (or 4) one of the pages changed since (:mod:`.pagedelta`); ``snapshot``
     is closed."""
-    location = Location(to)
     own: tuple[int, int] | None = None  # (an incremental's: the store's own streams' part)
     try:
         with location.writing() as out:

@@ -1,0 +1,61 @@
+"""A write PostgreSQL refused for the database role's privileges (SQLSTATE 42501,
+``insufficient_privilege``, which row-level security's "new row violates row-level
+security policy" also raises): :class:`~statekeeper.errors.AccessDenied` naming the
+role and the agent, never the server's SQL text or its ``CONTEXT`` (the internal
+statements and function signatures of the store)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from ...errors import AccessDenied
+
+__all__ = ["denied"]
+
+INSUFFICIENT_PRIVILEGE = "42501"
+#: ``append to 'acme/x'``, ``lease_acquire of 'acme/x'``: the agent as its repr
+_AGENT = re.compile(r"""\s('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")$""")
+
+
+def denied(what: str, exc: BaseException, dsn: str) -> AccessDenied | None:
+    """The refusal of ``what`` (``append to 'x'``...) by ``exc`` as AccessDenied, or
+    None when ``exc`` is not a privilege failure (or opening the store failed: a
+    migration refused stays BackendRejected). ``dsn``: the connection's (its role)."""
+    if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE or what.startswith("cannot open"):
+        return None
+    role = _role(dsn)
+    diag = getattr(exc, "diag", None)
+    primary = str(getattr(diag, "message_primary", None) or "")
+    what = what.removesuffix(" failed")
+    agent_id: str | None = None
+    found = _AGENT.search(what)
+    if found is not None:
+        try:
+            agent_id = str(ast.literal_eval(found.group(1)))
+        except (ValueError, SyntaxError):
+            agent_id = None
+        what = what[: found.start()]
+    operation = what.split()[1] if len(what.split()) > 1 else what  # after the engine
+    operation = operation.partition("_")[0] if operation.startswith("lease") else operation
+    who = repr(role) if role else "the store connects as"
+    if "row-level security" in primary:
+        reason = (
+            f"the database role {who} may not write that namespace: refused by"
+            " PostgreSQL row-level security"
+        )
+    else:  # a grant missing: the server's one line (no SQL in it), never its CONTEXT
+        reason = f"the database role {who} lacks the privilege: {primary or 'permission denied'}"
+    return AccessDenied(role or "", "write", operation, agent_id, reason)
+
+
+def _role(dsn: str) -> str | None:
+    """The database role the store connects as (None: the driver's default)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        user = conninfo_to_dict(dsn).get("user")
+    except psycopg.Error:
+        return None
+    return str(user) if user else None
