@@ -405,7 +405,8 @@ def test_ctrl_c_stops_the_cli_cleanly_with_the_samples_kept(tmp_path: Path) -> N
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=cli_env(),
+            # a run that hangs is ended by SIGABRT: faulthandler prints every thread's stack
+            env={**cli_env(), "PYTHONFAULTHANDLER": "1"},
         )
         try:
             deadline = time.monotonic() + 120  # a bound on a hung run, not a timing
@@ -414,7 +415,12 @@ def test_ctrl_c_stops_the_cli_cleanly_with_the_samples_kept(tmp_path: Path) -> N
                 assert time.monotonic() < deadline, "no samples recorded"
                 time.sleep(0.01)
             os.kill(proc.pid, signal.SIGINT)
-            stdout, stderr = proc.communicate(timeout=120)
+            try:
+                stdout, stderr = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:  # (seen once in CI, stop 40): show where
+                proc.send_signal(signal.SIGABRT)
+                _, stuck = proc.communicate(timeout=60)
+                raise AssertionError(f"no exit 120 s after Ctrl-C; its threads:\n{stuck}") from None
         finally:
             if proc.poll() is None:
                 proc.kill()
