@@ -75,7 +75,7 @@ class WaitingPool(aioredis.BlockingConnectionPool):
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            return await super().get_connection(*args, **kwargs)
+            return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
         except RedisConnectionError as exc:
             if not isinstance(exc.__cause__, asyncio.TimeoutError):
                 raise  # (a connection that failed to open: the server's)

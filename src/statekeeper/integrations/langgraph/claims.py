@@ -74,11 +74,11 @@ class _SaverClaims(_SaverCommits):
             runs.on_failed_enter(loop, lambda: self._end_run(run))
         runs.watch(loop, run)
 
-    def _claimed_by_other(self, claim: dict[str, Any] | None, run: runs.Run | None) -> bool:
+    def _claimed_by_other(self, claim: dict[str, Any], run: runs.Run | None) -> bool:
         """Whether ``claim`` (a thread document's) is a live claim of another run than
         ``run``: not expired, and not of a run of this process that has ended (its
         release may still be on its way: see :meth:`_release`)."""
-        if claim is None or (run is not None and claim["id"] == run.token):
+        if run is not None and claim["id"] == run.token:
             return False
         return claim["exp"] > self._clock() and claim["id"] not in self._ended
 
@@ -88,7 +88,7 @@ class _SaverClaims(_SaverCommits):
 
         def plan(st: _Stream) -> tuple[str, builtins.list[Op], str | None]:
             claim = st.doc.get("run")
-            if self._claimed_by_other(claim, run):
+            if claim is not None and self._claimed_by_other(claim, run):
                 raise ThreadBusyError(run.thread_id, claim["exp"], st.agent_id, st.seq, lost=False)
             value = {"id": run.token, "exp": self._clock() + self.run_lease}
             return m.EV_RUN, [{"op": "add", "path": "/run", "value": value}], None

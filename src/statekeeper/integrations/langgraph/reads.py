@@ -292,7 +292,7 @@ class _SaverReads(_SaverClaims):
                 st = await self._open(run.thread_id, create=False, base_first=False)
                 if st is not None:
                     claim = st.doc.get("run")
-                    if self._claimed_by_other(claim, run):
+                    if claim is not None and self._claimed_by_other(claim, run):
                         raise ThreadBusyError(
                             run.thread_id, claim["exp"], st.agent_id, st.seq, lost=False
                         )

@@ -181,7 +181,7 @@ def guard_enter() -> None:
             SyncPregelLoop.__enter__ = _guarded(enter)  # type: ignore[method-assign]
         aenter = AsyncPregelLoop.__dict__.get("__aenter__")
         if aenter is not None and not getattr(aenter, _GUARD, False):
-            AsyncPregelLoop.__aenter__ = _aguarded(aenter)  # type: ignore[method-assign]
+            AsyncPregelLoop.__aenter__ = _aguarded(aenter)  # type: ignore[method-assign,assignment]
 
 
 def on_failed_enter(loop: Any, failed: Callable[[], Awaitable[None] | None]) -> None:
