@@ -228,7 +228,11 @@ class RedisBackend(Backend):
         connect_timeout: seconds the first contact (connect, login, database
             selection, ``PING``) may take; a server that does not answer in time or
             refuses raises :class:`~statekeeper.errors.BackendUnavailable`.
-        max_connections: connection pool size (per node on a cluster).
+        max_connections: connection pool size (per node on a cluster). On one server,
+            a call finding them all in use waits for one (see ``pool_timeout``).
+        pool_timeout: seconds a call waits for a free connection of the pool (one
+            server); then :class:`~statekeeper.errors.BackendError` names the limit,
+            with nothing sent.
         socket_timeout: seconds before a silent server counts as lost.
         readonly: read only: reads never refresh TTLs or tidy the index, every write
             raises :class:`~statekeeper.errors.ReadOnlyStore`, and
@@ -285,6 +289,7 @@ class RedisBackend(Backend):
         touch: bool = True,
         retry_timeout: float = 10.0,
         max_connections: int = 32,
+        pool_timeout: float = 30.0,
         socket_timeout: float = 5.0,
         socket_connect_timeout: float = 2.0,
         connect_timeout: float = 5.0,
@@ -299,6 +304,8 @@ class RedisBackend(Backend):
             raise ConfigurationError("ttl must be > 0 seconds (or None for no expiry)")
         if not connect_timeout > 0:
             raise ConfigurationError("connect_timeout must be > 0 seconds")
+        if not pool_timeout > 0:
+            raise ConfigurationError("pool_timeout must be > 0 seconds")
         check_redis_url(url)
         self.cluster = is_cluster(url)
         if shards is None and self.cluster:
@@ -336,6 +343,7 @@ class RedisBackend(Backend):
         self._client = make_client(
             url,
             max_connections=max_connections,
+            pool_timeout=pool_timeout,
             socket_timeout=socket_timeout,
             socket_connect_timeout=min(socket_connect_timeout, connect_timeout),
         )
@@ -380,7 +388,7 @@ class RedisBackend(Backend):
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> RedisBackend:
         """Build from a URL; statekeeper's options (``prefix``, ``ttl``,
-        ``retry_timeout``, ``max_connections``, ``connect_timeout``, ``feed``,
+        ``retry_timeout``, ``max_connections``, ``pool_timeout``, ``connect_timeout``, ``feed``,
         ``shards``, ``wait_replicas``, ``wait_timeout``) are read from its query
         string, the rest goes to redis-py."""
         clean, kwargs = split_options(url)

@@ -13,6 +13,13 @@
   normally is a swallowed ``cancel()``, raised again as ``CancelledError``. One that
   was delivered and taken back (``asyncio.timeout``, ``uncancel``) leaves the count
   as it was.
+* A caller waits for a free connection of the pool (:class:`WaitingPool`, redis-py's
+  ``BlockingConnectionPool``) for up to ``pool_timeout`` seconds, as PostgreSQL's
+  pool makes it wait: redis-py's plain pool fails at once with "Too many
+  connections", a ``ConnectionError`` the backend took for a lost server (and
+  retried, and reported as one). A wait that runs out raises
+  :class:`~statekeeper.errors.BackendError` naming the pool's size and the two options
+  that raise it, and is not retried: nothing was sent.
 * :func:`on_node` runs a few commands back to back on ONE connection to the master
   that owns a key. That is what ``WAIT`` needs: it waits for the replication of the
   writes made on its own connection, so a script and the ``WAIT`` after it must share
@@ -21,6 +28,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -36,11 +44,11 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ...errors import ConfigurationError
+from ...errors import BackendError, ConfigurationError
 from ..redact import mask_url
 from .urls import cluster_nodes, is_cluster
 
-__all__ = ["Client", "make_client", "on_node", "transient"]
+__all__ = ["Client", "WaitingPool", "make_client", "on_node", "transient"]
 
 Client = aioredis.Redis | RedisCluster
 
@@ -60,20 +68,40 @@ def transient(exc: BaseException) -> bool:
     )
 
 
+class WaitingPool(aioredis.BlockingConnectionPool):
+    """A connection pool whose callers wait (up to ``timeout`` seconds) for a free
+    connection when all ``max_connections`` are in use; then
+    :class:`~statekeeper.errors.BackendError` says so."""
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+        except RedisConnectionError as exc:
+            if not isinstance(exc.__cause__, asyncio.TimeoutError):
+                raise  # (a connection that failed to open: the server's)
+            raise BackendError(
+                f"redis: no free connection within {self.timeout:g}s: all "
+                f"{self.max_connections} connections of the pool (max_connections) "
+                "were in use; raise max_connections or pool_timeout (nothing was sent)"
+            ) from exc
+
+
 def make_client(
     url: str,
     *,
     max_connections: int,
     socket_timeout: float,
     socket_connect_timeout: float,
+    pool_timeout: float = 30.0,
 ) -> Client:
     """The client for ``url`` (its query holds only redis-py's options by now)."""
     no_retry = Retry(NoBackoff(), 0)
     try:
         if not is_cluster(url):
-            pool = aioredis.ConnectionPool.from_url(
+            pool = WaitingPool.from_url(
                 url,
                 max_connections=max_connections,
+                timeout=pool_timeout,
                 socket_timeout=socket_timeout,
                 socket_connect_timeout=socket_connect_timeout,
                 retry=no_retry,

@@ -23,6 +23,7 @@ OWN_OPTIONS = (
     "ttl",
     "retry_timeout",
     "max_connections",
+    "pool_timeout",
     "connect_timeout",
     "feed",
     "shards",
@@ -146,6 +147,8 @@ def split_options(url: str) -> tuple[str, dict[str, Any]]:
         elif key in _INT_OPTIONS:
             kwargs[key] = int_option(key, value, url)
         else:
-            kwargs[key] = float_option(key, value, url, positive=key == "connect_timeout")
+            kwargs[key] = float_option(
+                key, value, url, positive=key in ("connect_timeout", "pool_timeout")
+            )
     clean = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(keep), ""))
     return clean, kwargs

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import concurrent.futures
 import logging
 from contextlib import AsyncExitStack, suppress
 from typing import Any
@@ -19,7 +18,6 @@ from . import mapping as m
 from . import runs
 from .commits import _SaverCommits
 from .faults import ThreadBusyError
-from .loop import BoundLoop
 from .stream import Op, _Stream
 
 _log = logging.getLogger(__name__)
@@ -27,6 +25,8 @@ _log = logging.getLogger(__name__)
 
 #: how many checkpoint ids named by ``get_tuple`` calls outside a run are remembered
 _NAMED = 256
+#: how many tokens of this process's ended runs are remembered (see ``_release``)
+_ENDED = 256
 
 
 class _SaverClaims(_SaverCommits):
@@ -61,47 +61,26 @@ class _SaverClaims(_SaverCommits):
 
     def _attach(self, run: runs.Run, loop: Any) -> None:
         """Release ``run``'s claim when its loop's exit stack unwinds, and when the
-        loop's ``__enter__`` fails after this ``get_tuple`` (see :func:`.runs.on_failed_enter`:
-        the exit stack then never unwinds)."""
+        loop's ``__enter__`` fails after this ``get_tuple`` began (the exit stack then
+        never unwinds; see :func:`.runs.on_failed_enter`). Attached before the claim is
+        stored: a ``get_tuple`` that raises, or whose caller gives up on it, is a
+        failed ``__enter__`` too."""
         if isinstance(loop.stack, AsyncExitStack):
             loop.stack.push_async_callback(self._aend_run, run)
-            runs.on_failed_enter(loop, lambda: self._release_soon(run))
+            # shielded: a cancelled start still releases (the cancel goes on after it)
+            runs.on_failed_enter(loop, lambda: asyncio.shield(self._aend_run(run)))
         else:
             loop.stack.callback(self._end_run, run)
             runs.on_failed_enter(loop, lambda: self._end_run(run))
         runs.watch(loop, run)
 
-    def _release_soon(self, run: runs.Run) -> None:
-        """An async loop's ``__aenter__`` failed (in sync code): release ``run``'s claim
-        before the failure goes on when the saver's loop runs elsewhere; on a saver
-        bound to this very loop (``afrom_url``), which cannot be waited for here, as
-        a task of the loop, which the thread's next claim here and the saver's close
-        wait for first (see :meth:`_after_release`)."""
-        portal = self._portal
-        if not (isinstance(portal, BoundLoop) and portal._on_loop()):
-            self._end_run(run)
-            return
-        try:
-            future = self._portal._handed(self._release(run))
-        except Exception as exc:  # the saver is closed: the lease lapses
-            _log.warning("releasing thread %r failed: %s", run.thread_id, exc)
-            return
-        self._releasing[run.thread_id] = future
-
-        def done(f: concurrent.futures.Future[None], thread_id: str = run.thread_id) -> None:
-            if self._releasing.get(thread_id) is f:
-                del self._releasing[thread_id]
-            if not f.cancelled() and f.exception() is not None:
-                _log.warning("releasing thread %r failed: %s", thread_id, f.exception())
-
-        future.add_done_callback(done)
-
-    async def _after_release(self, thread_id: str) -> None:
-        """(On the loop.) Wait for a release of the thread handed off by a failed start."""
-        future = self._releasing.get(thread_id)
-        if future is not None:
-            with suppress(Exception):
-                await asyncio.wrap_future(future)
+    def _claimed_by_other(self, claim: dict[str, Any], run: runs.Run | None) -> bool:
+        """Whether ``claim`` (a thread document's) is a live claim of another run than
+        ``run``: not expired, and not of a run of this process that has ended (its
+        release may still be on its way: see :meth:`_release`)."""
+        if run is not None and claim["id"] == run.token:
+            return False
+        return claim["exp"] > self._clock() and claim["id"] not in self._ended
 
     async def _claim(self, run: runs.Run) -> None:
         """Store ``run`` as the thread's holder (compare-and-append), or raise
@@ -109,21 +88,30 @@ class _SaverClaims(_SaverCommits):
 
         def plan(st: _Stream) -> tuple[str, builtins.list[Op], str | None]:
             claim = st.doc.get("run")
-            now = self._clock()
-            if claim is not None and claim["id"] != run.token and claim["exp"] > now:
+            if claim is not None and self._claimed_by_other(claim, run):
                 raise ThreadBusyError(run.thread_id, claim["exp"], st.agent_id, st.seq, lost=False)
-            value = {"id": run.token, "exp": now + self.run_lease}
+            value = {"id": run.token, "exp": self._clock() + self.run_lease}
             return m.EV_RUN, [{"op": "add", "path": "/run", "value": value}], None
 
-        if self._releasing:
-            await self._after_release(run.thread_id)
+        if run.ended:  # its caller gave up before this began: nothing to claim
+            return
         self._runs[run.key] = run
         try:
             await self._mutate(run.thread_id, plan, m.EV_RUN)
-        except BaseException:
+        except Exception:
             self._runs.pop(run.key, None)
             raise
+        except BaseException:
+            # cancelled or interrupted, maybe once the claim was stored: the run's
+            # end releases it (its release only clears a claim holding its token)
+            run.claimed = True
+            if run.ended:
+                self._portal._handed(self._release(run))
+            raise
         run.claimed = True
+        if run.ended:  # the run ended while its claim was being stored
+            await self._release(run)
+            return
         self._schedule_renewal()
 
     def _rode(self, run: runs.Run | None) -> None:
@@ -136,10 +124,21 @@ class _SaverClaims(_SaverCommits):
         if claim is None or claim["id"] != run.token:
             return
         run.claimed = True
+        if run.ended:  # the run's start failed while this write was being stored
+            self._portal._handed(self._release(run))
+            return
         self._schedule_renewal()
 
     async def _release(self, run: runs.Run) -> None:
+        """End ``run``: clear its claim when it holds one. A run ending before its claim
+        is stored (its caller gave up on ``get_tuple``) is marked ended: its claim is
+        released as soon as it is stored (see :meth:`_claim`), and this process takes
+        the thread over from it meanwhile (see :meth:`_claimed_by_other`)."""
         self._runs.pop(run.key, None)
+        run.ended = True
+        self._ended[run.token] = None
+        while len(self._ended) > _ENDED:
+            self._ended.popitem(last=False)
         if run.released or not run.claimed:
             return
         run.released = True
@@ -238,9 +237,6 @@ class _SaverClaims(_SaverCommits):
             self._schedule_renewal()
 
     async def _stop_renewer(self) -> None:
-        for future in builtins.list(self._releasing.values()):  # (see _release_soon)
-            with suppress(Exception):
-                await asyncio.wrap_future(future)
         timer, self._renewer = self._renewer, None
         if timer is not None:
             timer.cancel()
@@ -261,16 +257,15 @@ class _SaverClaims(_SaverCommits):
                 raise ThreadBusyError(st.thread_id, None, st.agent_id, st.seq, lost=True)
             return []
         mine = run is not None and claim is not None and claim["id"] == run.token
-        now = self._clock()
-        if claim is not None and not mine and claim["exp"] > now:
+        if claim is not None and self._claimed_by_other(claim, run):
             raise ThreadBusyError(st.thread_id, claim["exp"], st.agent_id, st.seq, lost=False)
-        if run is None or not run.rides or mine:
+        if run is None or not run.rides or mine or run.ended:
             return []
         if st.seq != run.seen if run.seen is not None else any(st.heads.values()):
             # another writer (a whole run, maybe) came between this run's read and
             # its first write: the run would go on from a state it did not read
             raise ThreadBusyError(st.thread_id, None, st.agent_id, st.seq, lost=False)
-        value = {"id": run.token, "exp": now + self.run_lease}
+        value = {"id": run.token, "exp": self._clock() + self.run_lease}
         return [{"op": "add", "path": "/run", "value": value}]
 
     def _take_named(self, thread_id: str, ns: str, cid: str | None) -> bool:

@@ -274,16 +274,16 @@ class _SaverReads(_SaverClaims):
         await self._claim(run)
         try:
             return await self._get_tuple(config, check=False)
-        except BaseException:
+        except Exception:  # (cancelled, interrupted: the run's failed start releases
+            # it, in a task of its own: this one's server calls would meet the cancel)
             await self._release(run)
             raise
 
     async def _check_and_get(self, run: runs.Run, config: RunnableConfig) -> CheckpointTuple | None:
         """A riding run's first call: refuse it when another run holds the thread,
         then read the checkpoint it starts from (see :meth:`_claim_and_get`)."""
-        if self._releasing:
-            await self._after_release(run.thread_id)
-        self._runs[run.key] = run
+        if not run.ended:
+            self._runs[run.key] = run
         try:
             # under the thread's lock: never a document a commit is still changing
             async with self._lock(run.thread_id):
@@ -292,7 +292,7 @@ class _SaverReads(_SaverClaims):
                 st = await self._open(run.thread_id, create=False, base_first=False)
                 if st is not None:
                     claim = st.doc.get("run")
-                    if claim is not None and claim["exp"] > self._clock():
+                    if claim is not None and self._claimed_by_other(claim, run):
                         raise ThreadBusyError(
                             run.thread_id, claim["exp"], st.agent_id, st.seq, lost=False
                         )

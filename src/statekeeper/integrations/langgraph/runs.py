@@ -10,7 +10,8 @@ sees a run only through its calls, so this module reads two things LangGraph pas
 - the run's end: ``get_tuple`` at a run's start is called by the ``PregelLoop``'s
   ``__enter__`` / ``__aenter__``, whose exit stack unwinds when the run ends, after
   the loop's background saves finished. A callback pushed on that stack releases the
-  claim at exactly that point.
+  claim at exactly that point; when ``__enter__`` itself fails (the stack then never
+  unwinds), a hook the wrapped ``__enter__`` calls does (:func:`guard_enter`).
 
 When either is missing (another caller, another LangGraph version) there is no run:
 the saver falls back to checking each ``put`` alone.
@@ -18,10 +19,12 @@ the saver falls back to checking each ``put`` alone.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import sys
+import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from types import FrameType
@@ -57,6 +60,10 @@ class Run:
     #: a riding run: the stream's seq when the run read its thread (None: no stream);
     #: its first write is refused when the thread moved on since
     seen: int | None = None
+    #: the run's end was seen (its loop exited, or its start failed), maybe before its
+    #: claim was stored (a caller that gave up on its ``get_tuple``): a claim stored
+    #: after that is released at once, and a riding run's write carries none
+    ended: bool = False
 
     @property
     def key(self) -> tuple[int, str]:
@@ -157,23 +164,76 @@ def watch(loop: Any, run: Run) -> None:
     weakref.finalize(loop, dead)
 
 
-def on_failed_enter(loop: Any, failed: Callable[[], None]) -> None:
-    """Call ``failed`` when ``loop``'s ``__enter__`` / ``__aenter__`` raises after the
-    run's first ``get_tuple`` returned: LangGraph's ``_first`` (the last thing it does
-    there) refuses the input (``EmptyInputError`` for ``invoke(None)`` on a new thread,
-    an empty ``Command``), and a ``with`` whose ``__enter__`` raised never unwinds the
-    exit stack that releases the run's claim. Wraps ``_first`` on this loop object
-    only, once; a LangGraph without it is left alone."""
-    first = getattr(loop, "_first", None)
-    if first is None or "_first" in vars(loop):
+def guard_enter() -> None:
+    """Have LangGraph's loops call the hooks of :func:`on_failed_enter` when their
+    ``__enter__`` / ``__aenter__`` raises: ``SyncPregelLoop.__enter__`` and
+    ``AsyncPregelLoop.__aenter__`` are wrapped, once per process (a saver does it when
+    it is made, before any run of it starts). A loop no saver hooked is left as it was
+    (one dictionary look-up more per run); a LangGraph without these classes is left
+    alone (a claim whose run failed to start then lapses after ``run_lease``)."""
+    try:
+        from langgraph.pregel._loop import AsyncPregelLoop, SyncPregelLoop
+    except ImportError:  # pragma: no cover - another LangGraph layout
         return
+    with _guarding:
+        enter = SyncPregelLoop.__dict__.get("__enter__")
+        if enter is not None and not getattr(enter, _GUARD, False):
+            SyncPregelLoop.__enter__ = _guarded(enter)  # type: ignore[method-assign]
+        aenter = AsyncPregelLoop.__dict__.get("__aenter__")
+        if aenter is not None and not getattr(aenter, _GUARD, False):
+            AsyncPregelLoop.__aenter__ = _aguarded(aenter)  # type: ignore[method-assign,assignment]
 
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        del loop.__dict__["_first"]  # once: the loop's own method from now on
+
+def on_failed_enter(loop: Any, failed: Callable[[], Awaitable[None] | None]) -> None:
+    """Call ``failed`` (and await what it returns, in an async loop) when ``loop``'s
+    ``__enter__`` / ``__aenter__`` raises after the run's first ``get_tuple`` began
+    (see :func:`guard_enter`). A ``with`` whose ``__enter__`` raised never unwinds the
+    exit stack that releases the run's claim, and LangGraph's ``__enter__`` does more
+    after that ``get_tuple`` than read: it hydrates the channels (a channel's
+    ``from_checkpoint``, a ``DeltaChannel``'s history read, a ``KeyboardInterrupt`` or
+    a cancellation meet it there), then ``_first`` refuses the input
+    (``EmptyInputError`` for ``invoke(None)`` on a new thread, an empty ``Command``);
+    the ``get_tuple`` itself may raise, or be given up by its caller (a cancelled
+    ``aget_tuple``) while its claim is stored."""
+    loop.__dict__.setdefault(_FAILED, []).append(failed)
+
+
+#: a loop's hooks for a failed ``__enter__`` (in the loop object's ``__dict__``)
+_FAILED = "_statekeeper_failed_enter"
+#: marks the wrapped ``__enter__`` / ``__aenter__`` (never wrapped twice)
+_GUARD = "_statekeeper_guard"
+_guarding = threading.Lock()
+
+
+def _guarded(enter: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    @functools.wraps(enter)
+    def __enter__(self: Any) -> Any:
         try:
-            return first(*args, **kwargs)
+            entered = enter(self)
         except BaseException:
-            failed()
+            for failed in self.__dict__.pop(_FAILED, ()):
+                failed()
             raise
+        self.__dict__.pop(_FAILED, None)
+        return entered
 
-    loop._first = guarded
+    setattr(__enter__, _GUARD, True)
+    return __enter__
+
+
+def _aguarded(aenter: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+    @functools.wraps(aenter)
+    async def __aenter__(self: Any) -> Any:
+        try:
+            entered = await aenter(self)
+        except BaseException:
+            for failed in self.__dict__.pop(_FAILED, ()):
+                done = failed()
+                if done is not None:
+                    await done
+            raise
+        self.__dict__.pop(_FAILED, None)
+        return entered
+
+    setattr(__aenter__, _GUARD, True)
+    return __aenter__

@@ -242,9 +242,8 @@ class StatekeeperSaver(_SaverPruning):
         thread for the run, or raises :class:`ThreadBusyError`."""
         begun = self._begin_run(config, sys._getframe(1))
         if begun is not None:
-            found = self._portal.call(self._claim_and_get(begun[0], config))
-            self._attach(*begun)
-            return found
+            self._attach(*begun)  # (first: a call that raises ends the run too)
+            return self._portal.call(self._claim_and_get(begun[0], config))
         return self._portal.call(self._get_tuple(config))
 
     def list(
@@ -330,9 +329,8 @@ class StatekeeperSaver(_SaverPruning):
         """Async :meth:`get_tuple`."""
         begun = self._begin_run(config, sys._getframe(1))
         if begun is not None:
-            found = await self._portal.run(self._claim_and_get(begun[0], config))
-            self._attach(*begun)
-            return found
+            self._attach(*begun)  # (first: a call that raises ends the run too)
+            return await self._portal.run(self._claim_and_get(begun[0], config))
         return await self._portal.run(self._get_tuple(config))
 
     async def alist(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import builtins
-import concurrent.futures
 import contextlib
 import threading
 import time
@@ -88,6 +87,8 @@ class _SaverState(BaseCheckpointSaver[int]):
         self._fast = store._writes if type(store) is StateStore else None
         self.native_json = native_json
         self.fork_protection = fork_protection
+        if fork_protection:  # (before any run of this saver starts)
+            runs.guard_enter()
         self.prefix = prefix
         self.cache_size = cache_size
         self.max_retries = max_retries
@@ -121,9 +122,9 @@ class _SaverState(BaseCheckpointSaver[int]):
         #: the timer of the next claim renewal; the renewal running (see claims.py)
         self._renewer: asyncio.TimerHandle | None = None
         self._renewing: asyncio.Task[None] | None = None
-        #: per thread: a claim's release handed off when a run's start failed (an
-        #: async loop's ``__aenter__``); the thread's next claim here waits for it
-        self._releasing: dict[str, concurrent.futures.Future[None]] = {}
+        #: tokens of this process's runs that ended (bounded): their claims are not
+        #: live, whether their release is still on its way or failed
+        self._ended: OrderedDict[str, None] = OrderedDict()
         self._built: OrderedDict[str, _Stream] = OrderedDict()
         #: the saver's own loop (sync use) is closed at exit if the application does not
         #: close the saver (a bound loop is the application's: its own to end)
