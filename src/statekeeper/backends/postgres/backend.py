@@ -361,6 +361,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
                 # the schema may be new: a replica read must first see it replayed
                 self._wrote()
             await _schema.check_layout(self)
+            self.audit_links = await _schema.row_security_on(self)
             if self._replica is not None:
                 await self._replica.open()
             self._opened = True

@@ -107,6 +107,18 @@ async def partition_count(backend: PostgresBackend) -> int:
     return int(row[0]) if row else 0
 
 
+async def row_security_on(backend: PostgresBackend) -> bool:
+    """Whether row-level security is installed on the backend's schema
+    (:mod:`.row_security`): its audit appends then carry their link (see
+    ``Backend.audit_links``)."""
+    async with backend._connection() as conn:  # (also while opening: not _query)
+        cur = await conn.execute(
+            backend._sql["row_security"], (f"{_quoted(backend.schema)}.sk_events",)
+        )
+        row = await cur.fetchone()
+    return bool(row and row[0])
+
+
 def _quoted(schema: str) -> str:
     return '"' + schema.replace('"', '""') + '"'
 
