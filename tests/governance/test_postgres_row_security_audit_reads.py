@@ -111,11 +111,12 @@ def _plaintexts(role: str, schema: str) -> list[bytes]:
     return out
 
 
+@pytest.mark.parametrize("layout", ["", "&partitions=4"])
 async def test_a_tenant_role_appends_to_the_log_and_reads_no_other_tenants_entry(
-    roles: tuple[str, dict[str, str]],
+    roles: tuple[str, dict[str, str]], layout: str
 ) -> None:
     schema, role_of = roles
-    owner_url = f"{POSTGRES_DSN}?schema={schema}"
+    owner_url = f"{POSTGRES_DSN}?schema={schema}{layout}"
     async with StateStore(
         owner_url, keyring=KEYRING, principal="ops", policy=POLICY, audit=Audit()
     ) as ops:

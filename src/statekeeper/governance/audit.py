@@ -15,8 +15,8 @@ an HMAC-SHA256 tag over the last link; each append is a compare-and-set on that 
 so concurrent writers (processes) interleave without losing an entry (on PostgreSQL
 under row-level security, where a tenant's database role may read no entry, each append
 also leaves its last entry's link, sealed: ``Backend.audit_links``, and the next writer
-chains on that). Without the key
-no entry can be forged, altered, removed or re-ordered unseen:
+chains on that). Without the key no entry can be forged, altered, removed or re-ordered
+unseen:
 
 * an **edited** entry fails authentication;
 * a **deleted** entry leaves a gap in the seqs or a broken chain;
