@@ -240,6 +240,7 @@ CROSS_AGENT = {
     "feed_trim",
     "feed_trimmed",
     "partitions",
+    "row_security",
     "in_recovery",
     "marker_read",
     "marker_set",

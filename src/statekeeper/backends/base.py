@@ -239,6 +239,11 @@ class Backend(abc.ABC):
     #: stored head tag with ``expected_tag`` in its compare-and-set); the store then
     #: writes on its cached head without reading it first
     compares_head_tag: bool = False
+    #: True when the audit log's appends carry the link of their last entry, sealed
+    #: under the audit key (:mod:`statekeeper.governance.audit`), for writers that may
+    #: not read the log's entries: PostgreSQL under row-level security
+    #: (:mod:`statekeeper.backends.postgres.row_security`), set as the backend opens
+    audit_links: bool = False
     #: True when opening the backend created its store (a new SQLite file, empty then):
     #: a store over it takes an agent it has not written, read nor lost from its cache
     #: for a new one, and creates it without reading its head first, the create's

@@ -12,8 +12,11 @@ so every backend has it. **How it is protected** is how agent streams are: each 
 is a record of the codec (:mod:`statekeeper.codec.pipeline`) sealed with AES-256-GCM
 under the audit keyring and chained to the one before it, and the stream head carries
 an HMAC-SHA256 tag over the last link; each append is a compare-and-set on that head,
-so concurrent writers (processes) interleave without losing an entry. Without the key
-no entry can be forged, altered, removed or re-ordered unseen:
+so concurrent writers (processes) interleave without losing an entry (on PostgreSQL
+under row-level security, where a tenant's database role may read no entry, each append
+also leaves its last entry's link, sealed: ``Backend.audit_links``, and the next writer
+chains on that). Without the key no entry can be forged, altered, removed or re-ordered
+unseen:
 
 * an **edited** entry fails authentication;
 * a **deleted** entry leaves a gap in the seqs or a broken chain;
@@ -73,7 +76,14 @@ from ..errors import (
     StatekeeperError,
     StoreClosed,
 )
-from ..records import AppendRequest, AppendResult, RawEvent, RewriteRequest, StreamChange
+from ..records import (
+    AppendRequest,
+    AppendResult,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+    StreamChange,
+)
 from ..records import AuditMark as Mark
 from .audit_checks import StoreChecks
 from .audit_claims import unclaimed_events
@@ -104,6 +114,10 @@ KEPT_MARKER = "audit-log"
 #: marked as keeping one (the earlier log was deleted)
 MISSING = "log-missing"
 _KIND = "audit"
+#: the head's link (``Backend.audit_links``) is a snapshot record of the log at its head
+#: (a snapshot carries the link of the event at its seq), whose body says nothing
+_LINK_KIND = "snapshot"
+_LINK_BODY = b"{}"
 _PAGE = 500
 _RETRIES = 1000
 _T = TypeVar("_T")
@@ -485,10 +499,16 @@ class AuditLog:
             events.append(RawEvent(seq, _KIND, ts, sealed.payload, sealed.checksum))
             link = sealed.link
         new_tag = self.codec.head_tag(AUDIT_ID, seq, link)
+        snapshot = None
+        if self.backend.audit_links:  # the next writer chains on it, reading no entry
+            ts = events[-1].timestamp
+            sealed = self.codec.seal(AUDIT_ID, seq, _LINK_KIND, ts, _LINK_BODY, link)
+            snapshot = RawSnapshot(seq, ts, sealed.payload, sealed.checksum)
         request = AppendRequest(
             AUDIT_ID,
             base,
             events,
+            snapshot=snapshot,
             head_tag=new_tag,
             expected_tag=tag,
             check_tag=self.backend.compares_head_tag,
@@ -700,21 +720,42 @@ class AuditLog:
         await self._append_entries((data,))
 
     async def _read_head(self) -> tuple[int, bytes, bytes | None]:
-        """The stored head, authenticated: the last entry opened and its tag checked."""
+        """The stored head, authenticated: the last entry's link (from the link the
+        append left, ``Backend.audit_links``, else from the entry itself) and its tag
+        checked. Under PostgreSQL's row-level security a tenant's role reads no entry:
+        only the head's seq, tag and link."""
         from ..codec.pipeline import ZERO_LINK
 
-        seq, tag = await self.backend.head_tag(AUDIT_ID)
-        if seq == 0:
-            return 0, ZERO_LINK, tag
-        raws = await self.backend.read(AUDIT_ID, after_seq=seq - 1, to_seq=seq)
-        if not raws:
-            raise IntegrityError(AUDIT_ID, seq, "the audit log's head entry is missing")
-        raw = raws[-1]
+        while True:
+            seq, tag = await self.backend.head_tag(AUDIT_ID)
+            if seq == 0:
+                return 0, ZERO_LINK, tag
+            link = await self._head_link(seq)
+            if link is None:
+                raws = await self.backend.read(AUDIT_ID, after_seq=seq - 1, to_seq=seq)
+                if raws:
+                    raw = raws[-1]
+                    link = self.codec.open(
+                        AUDIT_ID, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum
+                    ).link
+                elif self.backend.audit_links and (await self.backend.head_tag(AUDIT_ID))[0] != seq:
+                    continue  # another writer moved the head (and its link) meanwhile
+                else:
+                    raise IntegrityError(AUDIT_ID, seq, "the audit log's head entry is missing")
+            self.codec.check_head(AUDIT_ID, seq, link, tag)
+            return seq, link, tag
+
+    async def _head_link(self, seq: int) -> bytes | None:
+        """The link of entry ``seq`` that its append left (None: none left)."""
+        if not self.backend.audit_links:
+            return None
+        snap = await self.backend.latest_snapshot(AUDIT_ID, at_or_below=seq)
+        if snap is None or snap.seq != seq:
+            return None
         opened = self.codec.open(
-            AUDIT_ID, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum
+            AUDIT_ID, seq, _LINK_KIND, snap.timestamp, snap.payload, snap.checksum
         )
-        self.codec.check_head(AUDIT_ID, seq, opened.link, tag)
-        return seq, opened.link, tag
+        return opened.prev
 
     # -- reading ----------------------------------------------------------------------
 

@@ -360,7 +360,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
                 await _schema.migrate(self)
                 # the schema may be new: a replica read must first see it replayed
                 self._wrote()
-            await _schema.check_layout(self)
+            await _schema.opened(self)
             if self._replica is not None:
                 await self._replica.open()
             self._opened = True

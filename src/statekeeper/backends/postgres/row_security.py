@@ -9,9 +9,13 @@ deletes in one it may write — checked by the server, so a compromised applicat
 process holding that role's connection cannot go around the policy (it can still do
 whatever the role may). The tables' owner and superusers are exempt (keep the owner for
 migrations and administration, never for an application). The audit log's stream is
-readable and appendable by every role, deletable by none, and updated by none but the
-roles of principals admin of every namespace (its head row moves forward with each
-append; a trigger refuses renaming it or moving it back). The store-level markers
+appendable by every role, deletable by none, and read and updated by none but the roles
+of principals admin of every namespace (its head row moves forward with each append; a
+trigger refuses renaming it or moving it back): another role reads only its head's seq,
+tag and link (a snapshot record of the log at its head holding the head entry's chain
+link sealed under the audit key: ``Backend.audit_links``, which a backend opened on a
+schema under row-level security sets), all a writer needs to chain its entries on the
+log. The store-level markers
 (``sk_markers``; the "encrypted" marker of :mod:`statekeeper.store.keyguard`) are
 readable by every role, set by a role that may write some namespace, cleared by none.
 

@@ -38,6 +38,7 @@ __all__ = [
     "check_store",
     "drop_all",
     "migrate",
+    "opened",
     "partition_count",
 ]
 
@@ -105,6 +106,20 @@ async def partition_count(backend: PostgresBackend) -> int:
         )
         row = await cur.fetchone()
     return int(row[0]) if row else 0
+
+
+async def opened(backend: PostgresBackend) -> None:
+    """Once the schema is in place, as the backend opens: its layout is checked
+    (:func:`check_layout`) and whether row-level security is installed on it
+    (:mod:`.row_security`) is read: its audit appends then carry their link
+    (``Backend.audit_links``)."""
+    await check_layout(backend)
+    async with backend._connection() as conn:  # (while opening: not _query)
+        cur = await conn.execute(
+            backend._sql["row_security"], (f"{_quoted(backend.schema)}.sk_events",)
+        )
+        row = await cur.fetchone()
+    backend.audit_links = bool(row and row[0])
 
 
 def _quoted(schema: str) -> str:

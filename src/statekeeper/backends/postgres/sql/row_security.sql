@@ -24,25 +24,29 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
            ELSE '' END
 $fn$;
 
+-- may the current role change the audit log's rows (other than appending), or read its
+-- entries? The schema's owner and the roles of principals admin of every namespace
+-- (those allowed to trim the feed, sql/row_security_feed.sql: a rekey rewrites the
+-- log), no other
+CREATE OR REPLACE FUNCTION {s}.sk_log_admin() RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    SELECT has_table_privilege(current_user, '{s}.sk_feed_floor', 'UPDATE')
+$fn$;
+
 -- may the current role do p_need (1 read, 2 write) on p_agent? The audit log (a stream
--- of statekeeper's own) is readable and appendable by every role, never deletable; the
--- legal holds (statekeeper.governance.holds) readable by every role (each purge checks
--- them), changed only by a role whose grants cover them (admin on everything).
+-- of statekeeper's own) is appendable by every role, never deletable, and read only by
+-- a log admin (every tenant's entries are in it; a writer chains on the head's link
+-- alone: the block audit_head); the legal holds (statekeeper.governance.holds) readable
+-- by every role (each purge checks them), changed only by a role whose grants cover
+-- them (admin on everything).
 CREATE OR REPLACE FUNCTION {s}.sk_allowed(p_agent text, p_need integer) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
-    SELECT (p_agent = chr(1) || 'sk-audit/log' AND p_need <= 2)
+    SELECT (p_agent = chr(1) || 'sk-audit/log'
+            AND (p_need = 2 OR (p_need = 1 AND {s}.sk_log_admin())))
         OR (p_agent = chr(1) || 'sk-holds/registry' AND p_need <= 1)
         OR EXISTS (SELECT 1 FROM {s}.sk_grants g
                     WHERE g.db_role = current_user AND g.perm >= p_need
                       AND {s}.sk_namespace(p_agent) ~ g.pattern)
-$fn$;
-
--- may the current role change the audit log's rows (other than appending)? The
--- schema's owner and the roles of principals admin of every namespace (those allowed
--- to trim the feed, sql/row_security_feed.sql: a rekey rewrites the log), no other
-CREATE OR REPLACE FUNCTION {s}.sk_log_admin() RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
-    SELECT has_table_privilege(current_user, '{s}.sk_feed_floor', 'UPDATE')
 $fn$;
 
 -- name: table
@@ -72,8 +76,12 @@ GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {r};
 
 -- name: audit_head
 -- the audit log's head row: every role's append moves it forward (sk_append), so it is
--- updatable; a trigger refuses any other change of it (renaming it away, moving it
--- back) by a role that is not a log admin (the trigger binds the owner too: it is one)
+-- readable (its seq and tag) and updatable; a trigger refuses any other change of it
+-- (renaming it away, moving it back) by a role that is not a log admin (the trigger
+-- binds the owner too: it is one)
+DROP POLICY IF EXISTS sk_read ON {s}.sk_agents;
+CREATE POLICY sk_read ON {s}.sk_agents FOR SELECT
+    USING ({s}.sk_allowed(agent_id, 1) OR agent_id = chr(1) || 'sk-audit/log');
 DROP POLICY IF EXISTS sk_update ON {s}.sk_agents;
 CREATE POLICY sk_update ON {s}.sk_agents FOR UPDATE
     USING ({s}.sk_allowed(agent_id, 2)) WITH CHECK ({s}.sk_allowed(agent_id, 2));
@@ -92,6 +100,45 @@ DROP TRIGGER IF EXISTS sk_audit_head_forward ON {s}.sk_agents;
 CREATE TRIGGER sk_audit_head_forward BEFORE UPDATE ON {s}.sk_agents
     FOR EACH ROW WHEN (OLD.agent_id = chr(1) || 'sk-audit/log')
     EXECUTE FUNCTION {s}.sk_audit_head_forward();
+-- the head's link: under row-level security each audit append carries a snapshot of
+-- the log at its new head whose only content is the head entry's chain link, sealed
+-- under the audit key (statekeeper.governance.audit), which the next writer chains on
+-- without reading any entry. Every role reads it, inserts one only at the log's head,
+-- and never changes or deletes one; the trigger below (the owner's, SECURITY DEFINER)
+-- keeps only the newest. The entries themselves (sk_events) are a log admin's alone
+-- (sk_allowed), but for a head written without its link (by a process opened before
+-- row-level security was installed): that one entry is readable, as the next writer
+-- must chain on it.
+DROP POLICY IF EXISTS sk_read ON {s}.sk_snapshots;
+CREATE POLICY sk_read ON {s}.sk_snapshots FOR SELECT
+    USING ({s}.sk_allowed(agent_id, 1) OR agent_id = chr(1) || 'sk-audit/log');
+DROP POLICY IF EXISTS sk_insert ON {s}.sk_snapshots;
+CREATE POLICY sk_insert ON {s}.sk_snapshots FOR INSERT WITH CHECK (
+    {s}.sk_allowed(agent_id, 2)
+    AND (agent_id <> chr(1) || 'sk-audit/log' OR {s}.sk_log_admin()
+         OR sk_snapshots.seq = (SELECT a.head_seq FROM {s}.sk_agents a
+                                 WHERE a.agent_id = chr(1) || 'sk-audit/log')));
+DROP POLICY IF EXISTS sk_read ON {s}.sk_events;
+CREATE POLICY sk_read ON {s}.sk_events FOR SELECT USING (
+    {s}.sk_allowed(agent_id, 1)
+    OR (agent_id = chr(1) || 'sk-audit/log'
+        AND sk_events.seq = (SELECT a.head_seq FROM {s}.sk_agents a
+                              WHERE a.agent_id = chr(1) || 'sk-audit/log')
+        AND NOT EXISTS (SELECT 1 FROM {s}.sk_snapshots l
+                         WHERE l.agent_id = chr(1) || 'sk-audit/log'
+                           AND l.seq = sk_events.seq)));
+CREATE OR REPLACE FUNCTION {s}.sk_audit_link_kept() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    DELETE FROM {s}.sk_snapshots WHERE agent_id = NEW.agent_id AND seq < NEW.seq;
+    RETURN NULL;
+END
+$fn$;
+REVOKE ALL ON FUNCTION {s}.sk_audit_link_kept() FROM PUBLIC;
+DROP TRIGGER IF EXISTS sk_audit_link_kept ON {s}.sk_snapshots;
+CREATE TRIGGER sk_audit_link_kept AFTER INSERT ON {s}.sk_snapshots
+    FOR EACH ROW WHEN (NEW.agent_id = chr(1) || 'sk-audit/log')
+    EXECUTE FUNCTION {s}.sk_audit_link_kept();
 
 -- name: markers
 -- the store-level markers (sk_markers: "encrypted", statekeeper.store.keyguard): every
