@@ -143,3 +143,14 @@ async def test_an_instrumented_governed_save_is_one_commit_with_its_entry_and_ti
         assert [e.operation async for e in AuditLog(engine, KEYRING).entries()] == ["save"]
         instrumentation.uninstall()  # (and back: the log writes to the engine again)
         assert store.backend is engine and log.backend is engine
+
+
+def test_a_flag_the_engine_learns_as_it_opens_is_read_through() -> None:
+    """``audit_links`` is set by PostgreSQL when it opens (row-level security on): a store
+    instrumented before its engine opened must see it, or its audit writer reads the
+    head entry a tenant role may not read. Was: copied at wrap time (False for ever)."""
+    engine = MemoryBackend()
+    wrapped = observed_class(engine)(engine, cast(Any, None))  # (nothing is called)
+    assert wrapped.audit_links is False
+    engine.audit_links = True  # what the engine's open does
+    assert wrapped.audit_links is True

@@ -48,6 +48,7 @@ FLAGS = tuple(
     if not name.startswith("_")
     and not callable(value)
     and not isinstance(value, (property, staticmethod, classmethod))
+    and name not in ("audit_links",)  # set by the engine as it opens: read through
 )
 
 
@@ -83,6 +84,12 @@ class ObservedBackend(Backend):
     @property
     def expires_agents(self) -> bool:
         return self.inner.expires_agents
+
+    @property
+    def audit_links(self) -> bool:  # type: ignore[override]
+        """The engine's, as it is now: PostgreSQL learns it when it opens (row-level
+        security on), which may come after the store was instrumented."""
+        return self.inner.audit_links
 
     # -- the hot calls ---------------------------------------------------------------
 
