@@ -374,10 +374,9 @@ class KeyNotFound(DecryptionError):
         self, agent_id: str, seq: int | None, key_id: str, *, no_keyring: bool = False
     ) -> None:
         self.no_keyring = no_keyring
-        reason = f"encrypted with key {key_id!r}"
-        if not no_keyring:
-            reason += ", which is not in the keyring"
-        super().__init__(agent_id, seq, key_id, reason)
+        super().__init__(
+            agent_id, seq, key_id, f"encrypted with key {key_id!r}, which is not in the keyring"
+        )
 
     def _message(self, where: str, reason: str) -> str:  # type: ignore[override]
         if not self.no_keyring:
