@@ -364,11 +364,27 @@ class DecryptionError(IntegrityError):
 
 
 class KeyNotFound(DecryptionError):
-    """A stored record (or stream head) names a key the keyring does not hold."""
+    """A stored record (or stream head) names a key the keyring does not hold.
 
-    def __init__(self, agent_id: str, seq: int | None, key_id: str) -> None:
+    ``no_keyring``: no keyring was given at all (an encrypted store opened without a
+    key); the message then says so, and how to give one, rather than blame the key.
+    """
+
+    def __init__(
+        self, agent_id: str, seq: int | None, key_id: str, *, no_keyring: bool = False
+    ) -> None:
+        self.no_keyring = no_keyring
         super().__init__(
             agent_id, seq, key_id, f"encrypted with key {key_id!r}, which is not in the keyring"
+        )
+
+    def _message(self, where: str, reason: str) -> str:  # type: ignore[override]
+        if not self.no_keyring:
+            return super()._message(where, reason)
+        return (
+            "this store is encrypted and no key was given: pass --key-file FILE or set"
+            " $STATEKEEPER_KEY_FILE (keyring= in Python)"
+            f" ({where}: {reason})"
         )
 
 

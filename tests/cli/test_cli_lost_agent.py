@@ -138,9 +138,12 @@ def test_stats_counts_a_lost_agent_and_the_rest(lost: tuple[str, str]) -> None:
     assert doc["agents"] == 2 and doc["events"] == 1  # r/b's one event
     assert doc["states"]["(lost)"] == 1
     assert [x["agent_id"] for x in doc["lost"]] == ["r/a"]
+    assert doc["healthy"] is False  # main: true, beside the lost agent
     code, out, err = _sk("stats", "--db", url)
     assert code == 0, err
-    assert "1 agent(s) lost their stored data ('r/a')" in " ".join(out.split())
+    text = " ".join(out.split())
+    assert "1 agent(s) lost their stored data ('r/a')" in text
+    assert "healthy no (1 agent(s) lost, below)" in text, text  # main: "healthy yes"
 
 
 @pytest.mark.parametrize("dry_run", [True, False])

@@ -96,3 +96,26 @@ def test_audit_verify_with_a_wrong_key_says_it_is_the_key(
     assert "--key-file FILE" in text
     good = cli_in_process("audit", "verify", "--db", str(db), "--key-file", str(keys))
     assert good.code == 0 and "keyring" not in good.stdout, str(good)
+
+
+NO_KEY = [c for c in COMMANDS if c[0] not in ("backup", "audit")]  # (see below)
+
+
+@pytest.mark.parametrize("command", NO_KEY, ids=lambda c: " ".join(c[:2]))
+def test_no_key_at_all_is_said_to_be_missing(
+    governed: tuple[Path, Path, Path], command: list[str]
+) -> None:
+    """Given NO key (no --key-file, no $STATEKEEPER_KEY_FILE), a command said the key
+    was wrong; it says none was given, and how to give one. (``audit`` says it in its
+    own words; ``backup`` copies records as stored and needs no store key.)"""
+    db, keys, _ = governed
+    root = db.parent
+    before = db.read_bytes()
+    run = cli_in_process(*[a.format(root=root) for a in command], "--db", str(db))
+    assert run.code == 2, str(run)
+    line = one_error_line(run)
+    assert "this store is encrypted and no key was given: pass --key-file FILE" in line, line
+    assert "$STATEKEEPER_KEY_FILE" in line and "wrong key" not in line, line
+    for secret in _secrets(keys):
+        assert secret not in run.stdout + run.stderr
+    assert db.read_bytes() == before

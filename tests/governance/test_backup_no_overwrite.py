@@ -77,3 +77,40 @@ async def test_an_s3_backup_is_not_replaced_unless_asked(tmp_path: Path) -> None
         assert "does not follow" in message
         assert "s3://nooverwrite/b2.skb" in message and "s3://nooverwrite/b1.skb" in message
         assert "/tmp" not in message and "tmp" not in message.replace("s3://", "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [1000, 9 * 1024 * 1024], ids=["one-put", "multipart"])
+def test_an_s3_backup_appearing_after_the_check_is_not_overwritten(
+    monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    """The existence check and the upload were two requests: a backup written by
+    someone else between them was silently replaced. The upload itself is conditional
+    (S3's ``If-None-Match: *``), for one PUT and for a multipart upload."""
+    import boto3
+
+    from statekeeper.governance.backup.location import Location
+
+    from ..backends._services import moto_endpoint
+
+    bucket = f"race{size}"
+    query = _s3(bucket)
+    client = boto3.client("s3", endpoint_url=moto_endpoint(), region_name="us-east-1")
+    theirs = b"their backup"
+    checked = Location.check_free
+
+    def check_then_race(self: Location) -> None:
+        checked(self)  # nothing there yet: passes
+        client.put_object(Bucket=bucket, Key="b.skb", Body=theirs)
+
+    monkeypatch.setattr(Location, "check_free", check_then_race)
+    where = Location(f"s3://{bucket}/b.skb{query}")
+    taken = rf"s3://{bucket}/b\.skb already exists.*overwrite"
+    with pytest.raises(BackupError, match=taken), where.writing() as out:
+        out.write(os.urandom(size))
+    assert client.get_object(Bucket=bucket, Key="b.skb")["Body"].read() == theirs
+    assert not client.list_multipart_uploads(Bucket=bucket).get("Uploads")  # none left
+    # asked to: replaced
+    with Location(f"s3://{bucket}/b.skb{query}", overwrite=True).writing() as out:
+        out.write(b"ours")
+    assert client.get_object(Bucket=bucket, Key="b.skb")["Body"].read() == b"ours"

@@ -72,3 +72,42 @@ def test_a_bad_rule_is_named_by_its_place_among_the_rules(tmp_path: Path) -> Non
         "retention", "apply", "--db", url, "--rule", "acme keep_last=2", "--rule", "hold"
     )
     assert second.code == 2 and "--rule:2:" in one_error_line(second), str(second)
+
+
+def test_a_failed_action_is_named_as_its_rule_s_action(tmp_path: Path) -> None:
+    """An action that failed was reported as a compaction, a TTL purge too ("old/x:
+    could not remove 0 event(s) before seq 1, 0 snapshot(s)", ``"action": "compact"``),
+    and counted among the actions made. Here every write fails: another connection
+    holds the SQLite write lock for the whole run."""
+    path = tmp_path / "s.db"
+    url = f"sqlite:///{path}"
+    with SyncStateStore(url) as store:
+        store.save("old/x", {"n": 1})
+        for n in range(3):
+            store.save("new/y", {"n": n})
+    with closing(sqlite3.connect(path)) as conn:  # old/x: written a year ago
+        conn.execute("UPDATE sk_agents SET updated_at = updated_at - 365 * 86400")
+        conn.execute("UPDATE sk_agents SET updated_at = updated_at + 365 * 86400"
+                     " WHERE agent_id = 'new/y'")  # fmt: skip
+        conn.commit()
+    busy = f"{url}?busy_timeout=0.2"
+    rules = ["--rule", "old ttl=30d", "--rule", "new keep_last=1"]
+    with closing(sqlite3.connect(path, isolation_level=None)) as holder:
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, until the end of the block
+        run = cli_in_process("retention", "apply", "--db", busy, *rules)
+        as_json = cli_in_process("retention", "apply", "--db", busy, *rules, "--json")
+        holder.execute("ROLLBACK")
+    assert run.code == 1, str(run)
+    lines = {line.split(":")[0]: line for line in run.stdout.splitlines() if ": " in line}
+    assert lines["old/x"].startswith("old/x: could not delete (ttl) [failed: "), run.stdout
+    assert lines["new/y"].startswith("new/y: could not compact [failed: "), run.stdout
+    assert "write lock not obtained" in lines["old/x"]
+    assert "2 agent(s) scanned, 0 on legal hold, 0 action(s), 2 failed" in run.stdout
+    assert as_json.code == 1, str(as_json)
+    actions = json.loads(as_json.stdout)["actions"]
+    assert [(a["agent_id"], a["action"], a["outcome"]) for a in actions] == [
+        ("new/y", "compact", "failed"),
+        ("old/x", "purge", "failed"),
+    ]
+    with SyncStateStore(url) as store:  # nothing changed
+        assert store.load("old/x").data == {"n": 1} and store.load("new/y").data == {"n": 2}

@@ -381,7 +381,8 @@ async def test_under_row_level_security_every_role_sees_the_holds_none_but_admin
                 await bob.delete("globex/eu/g1")  # the hold is seen through the role
         raw = PostgresBackend(as_bob, schema=schema, max_size=1)
         try:  # a process as bob cannot drop the holds below the store either
-            assert await raw.delete_agent(HOLDS_STREAM) is False
+            with pytest.raises(AccessDenied, match="row-level security"):
+                await raw.delete_agent(HOLDS_STREAM)
         finally:
             await raw.close()
         async with StateStore(f"{POSTGRES_DSN}?schema={schema}", keyring=KEYRING) as owner:

@@ -90,8 +90,10 @@ async def test_the_database_enforces_the_policy(setup: tuple[str, str, str]) -> 
         ]  # fmt: skip
         assert await raw.read("globex/eu/g1") == []
         assert await raw.head("globex/eu/g1") == 0
-        assert await raw.delete_agent("globex/eu/g1") is False
-        assert await raw.delete_agent("acme/billing/b1") is False  # read-only for alice
+        with pytest.raises(AccessDenied, match="row-level security"):
+            await raw.delete_agent("globex/eu/g1")
+        with pytest.raises(AccessDenied, match="row-level security"):
+            await raw.delete_agent("acme/billing/b1")  # read-only for alice
         stolen = (await raw.read("acme/support/t1"))[0]
         with pytest.raises(StatekeeperError, match="row-level security"):
             await raw.append(AppendRequest("globex/eu/new", 0, [stolen]))

@@ -147,3 +147,25 @@ async def test_keys_are_never_logged_nor_stored(
         assert info.value.key_id == "k1"
         assert K1 not in str(info.value) and K2 not in str(info.value)
     assert os.fspath(db)  # the file is still there: nothing was written by the failed load
+
+
+@pytest.mark.parametrize("vault", [False, True], ids=["master-key", "data-keys"])
+async def test_an_encrypted_store_opened_without_a_key_says_no_key_was_given(
+    tmp_path: Path, vault: bool
+) -> None:
+    """Before, it blamed the key ("the key does not open this store: wrong key file or
+    keyring?") when none was given at all."""
+    from statekeeper.codec.datakeys import SqliteKeyVault
+
+    db = tmp_path / "s.db"
+    vaults = {"data_keys": SqliteKeyVault(tmp_path / "vault.db")} if vault else {}
+    async with StateStore(f"sqlite:///{db}", keyring=Keyring({"k1": K1}, **vaults)) as store:
+        await store.save("a", {"n": 1})
+    async with StateStore(f"sqlite:///{db}") as store:
+        with pytest.raises(KeyNotFound) as info:
+            await store.load("a")
+    message = str(info.value)
+    assert message.startswith("this store is encrypted and no key was given"), message
+    assert "--key-file" in message and "$STATEKEEPER_KEY_FILE" in message
+    assert "keyring=" in message and "wrong key" not in message
+    assert "agent 'a' seq 1" in message and K1 not in message

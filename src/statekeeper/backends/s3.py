@@ -1259,6 +1259,32 @@ class S3Backend(Backend):
         self._s3.close()
 
 
+def upload_new(client: Any, fileobj: Any, bucket: str, key: str, *, replace: bool) -> bool:
+    """Upload ``fileobj`` to ``bucket``/``key`` with ``client`` (from :func:`object_client`),
+    in parts when large. Unless ``replace``, the write itself is conditional
+    (``IfNoneMatch='*'`` on the ``PutObject`` or ``CompleteMultipartUpload`` that makes the
+    object appear): False, nothing written, when ``key`` exists already — also when it
+    appeared after any look the caller took first. Other errors are botocore's."""
+    from boto3.s3.transfer import TransferConfig  # type: ignore[import-untyped]
+
+    if not replace:  # s3transfer takes no IfNoneMatch in ExtraArgs: added to its calls
+
+        def only_new(params: dict[str, Any], **_: Any) -> None:
+            params["IfNoneMatch"] = "*"
+
+        for operation in ("PutObject", "CompleteMultipartUpload"):
+            client.meta.events.register(f"before-parameter-build.s3.{operation}", only_new)
+    try:  # the classic transfer manager: the CRT one builds its requests without those events
+        client.upload_fileobj(
+            fileobj, bucket, key, Config=TransferConfig(preferred_transfer_client="classic")
+        )
+    except ClientError as exc:  # a failed multipart upload is aborted by s3transfer
+        if not replace and _code(exc) in _CONDITION_FAILED:
+            return False
+        raise
+    return True
+
+
 def object_client(endpoint_url: str | None = None, region_name: str | None = None) -> Any:
     """A plain boto3 S3 client (for tools that store whole objects, such as backups),
     built here so that only the S3 engine imports the driver."""

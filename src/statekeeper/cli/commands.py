@@ -507,7 +507,8 @@ def stats(
             health = await store.health()
             return {
                 "backend": health.backend,
-                "healthy": health.ok,
+                # a store that lost an agent's data is not healthy, whatever its server says
+                "healthy": health.ok and not lost,
                 "bytes": health.detail.get("bytes"),
                 "agents": agents_n,
                 "events": events_n,
@@ -536,7 +537,8 @@ def stats(
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     grid.add_row("backend", f"{data['backend']} ({escape(mask_url(url))})")
-    grid.add_row("healthy", "[green]yes[/]" if data["healthy"] else "[red]no[/]")
+    unhealthy = f"[red]no[/] ({len(lost)} agent(s) lost, below)" if lost else "[red]no[/]"
+    grid.add_row("healthy", "[green]yes[/]" if data["healthy"] else unhealthy)
     if data["bytes"] is not None:
         grid.add_row("size", f"{data['bytes']:,} bytes ({human_bytes(data['bytes'])})")
     grid.add_row("agents", f"{data['agents']:,}")

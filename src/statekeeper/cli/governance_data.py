@@ -539,10 +539,12 @@ def retention_apply(
 
         render.print_lost(console, [AgentLost("", a, r) for a, r in report.lost.items()])
     refused = sum(a.outcome == "refused" for a in report.actions)
-    done = len(report.actions) - sum(unsupported.values()) - refused
+    failed = sum(a.outcome == "failed" for a in report.actions)
+    done = len(report.actions) - sum(unsupported.values()) - refused - failed
     console.print(
         f"{report.scanned:,} agent(s) scanned, {report.held:,} on legal hold,"
         f" {done:,} action(s)"
+        + (f", {failed:,} failed" if failed else "")
         + (f", {refused:,} refused (access denied)" if refused else "")
         + (f", {sum(unsupported.values()):,} unsupported" if unsupported else "")
         + (f", {len(report.lost):,} lost" if report.lost else "")
@@ -574,6 +576,10 @@ def _action_line(a: RetentionAction) -> str:
     if a.outcome == "refused":  # nothing was planned: no counts to give, only the reason
         refused = {"purge": "deleted (ttl)", "expire-keys": "forgotten (keys_ttl)"}
         return f"not {refused.get(a.kind, 'compacted')}: {escape(a.reason)}"
+    planned = a.events_removed or a.snapshots_removed or a.base_seq
+    if a.outcome in ("failed", "forgotten") and a.kind in ("purge", "compact") and not planned:
+        what = "delete (ttl)" if a.kind == "purge" else "compact"  # failed before planning
+        return f"could not {what} {escape(f'[{a.outcome}: {a.reason}]')}"
     if a.kind == "purge":
         verbs, what = ("delete", "deleted"), f"({a.events_removed} events; {a.reason})"
     elif a.kind == "expire-keys":

@@ -735,7 +735,7 @@ class Codec:
         else:
             key = self.keyring.get(key_id) if self.keyring is not None else None
         if key is None:
-            raise KeyNotFound(agent_id, seq, key_id)
+            raise KeyNotFound(agent_id, seq, key_id, no_keyring=self.keyring is None)
         if not hmac.compare_digest(key.fingerprint, payload[end : end + _FP]):
             raise DecryptionError(
                 agent_id,
@@ -769,7 +769,9 @@ class Codec:
 
     def _data_key(self, agent_id: str, seq: int, key_id: str) -> DerivedKey:
         """The agent's data key for opening a record (AgentForgotten when destroyed)."""
-        if self.keyring is None or self.keyring.data_keys is None:
+        if self.keyring is None:
+            raise KeyNotFound(agent_id, seq, key_id, no_keyring=True)
+        if self.keyring.data_keys is None:
             raise DecryptionError(
                 agent_id,
                 seq,
@@ -1290,7 +1292,7 @@ class Codec:
             key_id = tag[2 : 2 + tag[1]].decode("ascii", "replace")
             key = self.keyring.get(key_id) if self.keyring is not None else None
             if key is None:
-                raise KeyNotFound(agent_id, None, key_id)
+                raise KeyNotFound(agent_id, None, key_id, no_keyring=self.keyring is None)
             expected = key.head_mac(_head_message(b"sk-head/1", agent_id, seq, link))
         if not hmac.compare_digest(expected, tag[-32:]):
             raise IntegrityError(
@@ -1329,7 +1331,7 @@ class Codec:
         else:
             key = self.keyring.get(key_id) if self.keyring is not None else None
             if key is None:
-                raise KeyNotFound("*", None, key_id)
+                raise KeyNotFound("*", None, key_id, no_keyring=self.keyring is None)
             expected = key.witness_mac(b"sk-witness-file/1" + data).hex()
         return hmac.compare_digest(expected, str(mac))
 
@@ -1346,7 +1348,7 @@ class Codec:
         else:
             key = self.keyring.get(key_id) if self.keyring is not None else None
             if key is None:
-                raise KeyNotFound(agent_id, seq, key_id)
+                raise KeyNotFound(agent_id, seq, key_id, no_keyring=self.keyring is None)
             expected = key.witness_mac(message).hex()
         return hmac.compare_digest(expected, str(digest))
 

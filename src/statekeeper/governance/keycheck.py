@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..arguments import AUDIT_STREAM, HOLDS_STREAM, INTERNAL_PREFIX
-from ..errors import AgentForgotten, DecryptionError
+from ..errors import AgentForgotten, DecryptionError, KeyNotFound
 
 if TYPE_CHECKING:
     from ..store import StateStore
@@ -55,7 +55,7 @@ async def _open_last(store: StateStore, stream: str, head: int, why: str) -> Non
         try:
             codec.open(stream, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum)
         except DecryptionError as exc:
-            if not why:
-                raise
+            if not why or (isinstance(exc, KeyNotFound) and exc.no_keyring):
+                raise  # (no key given at all: said so, not blamed on a key)
             reason = f"{exc.reason}; {why}"
             raise DecryptionError(exc.agent_id, exc.seq, exc.key_id, reason) from None

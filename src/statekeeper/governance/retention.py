@@ -472,6 +472,9 @@ async def apply_retention(
                 report.held += 1
             elif rule is not None and info.head_seq > 0:
                 recorded = False
+                # what the rule does to this agent: a failure is reported as that action
+                idle = _idle(rule, info.updated_at, clock)
+                kind = "purge" if idle else "compact"
                 try:
                     # a purge needs admin on the agent's namespace when the store is
                     # opened as a principal (a dry run only reads: read suffices)
@@ -510,22 +513,21 @@ async def apply_retention(
                     )
                 except AccessDenied as exc:
                     reason = str(_caller_error(store, exc))
-                    kind = "purge" if _idle(rule, info.updated_at, clock) else "compact"
                     action = RetentionAction(agent_id, kind, "refused", reason=reason)
                 except ConflictError as exc:
-                    if not _idle(rule, info.updated_at, clock):
+                    if not idle:
                         reason = str(_caller_error(store, exc))
-                        action = RetentionAction(agent_id, "compact", "failed", reason=reason)
+                        action = RetentionAction(agent_id, kind, "failed", reason=reason)
                     else:  # the purge's delete found the agent written since it was listed
                         action = RetentionAction(
                             agent_id, "purge", "skipped", reason=_WRITTEN_SINCE
                         )
                         recorded = True  # nothing changed: no entry (an announced one voided)
                 except AgentForgotten:
-                    action = RetentionAction(agent_id, "compact", "forgotten", reason="shredded")
-                except StatekeeperError as exc:
+                    action = RetentionAction(agent_id, kind, "forgotten", reason="shredded")
+                except StatekeeperError as exc:  # (a purge's too: not called a compaction)
                     reason = str(_caller_error(store, exc))
-                    action = RetentionAction(agent_id, "compact", "failed", reason=reason)
+                    action = RetentionAction(agent_id, kind, "failed", reason=reason)
                 if action is not None:
                     report.actions.append(dataclasses.replace(action, agent_id=listed))
                     # (refusals: audited by require; announced ones: before they were made)

@@ -43,6 +43,7 @@ from ..base import (
 )
 from .arrays import Bools, Bytes, Float8s, Int4s, Int8s, Texts
 from .connection import kept_cursor, transient
+from .deletes import refusal
 from .part import PostgresPart
 
 __all__ = ["Appends"]
@@ -276,6 +277,8 @@ class Appends(PostgresPart):
         cur = await conn.execute(self._sql["del_agent_at"], (agent_id, change.delete_at))
         if cur.rowcount == 0:
             assert change.delete_at is not None
+            if (refused := await refusal(self, conn, agent_id)) is not None:
+                raise refused  # filtered away by row-level security: not a conflict
             raise ConflictError(agent_id, change.delete_at, await self._head_in(conn, agent_id))
         for name in ("del_events", "del_snaps", "del_keys"):
             await conn.execute(self._sql[name], (agent_id,))

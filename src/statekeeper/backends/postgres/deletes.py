@@ -10,6 +10,13 @@ is sent), and a retry first asks the server what became of the earlier tries
 (``txid_status``, PostgreSQL >= 10): one committed is the delete done, with that try's
 answer, and nothing is sent again; only when none committed (the connection died
 before the COMMIT reached the server) is the delete sent again.
+
+Under row-level security a DELETE the role may not make is not an error: the server
+filters the rows away, and the delete matched nothing — a stream the role may read but
+not write was reported as absent (or its conditional delete as a conflict), still
+there. A delete that matched no row asks the policy (:func:`refusal`): a role that may
+not write the agent's namespace is refused with
+:class:`~statekeeper.errors.AccessDenied` naming the agent, like a refused write.
 """
 
 from __future__ import annotations
@@ -18,13 +25,15 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ...errors import BackendError
+from ...errors import AccessDenied, BackendError
 from ...records import StreamChange
+from .refusals import row_security_refusal
 
 if TYPE_CHECKING:
     from .backend import PostgresBackend
+    from .part import PostgresPart
 
-__all__ = ["delete", "delete_at"]
+__all__ = ["delete", "delete_at", "refusal"]
 
 T = TypeVar("T")
 
@@ -43,7 +52,7 @@ async def delete_at(backend: PostgresBackend, agent_id: str, head: int) -> bool:
         await backend._change(conn, StreamChange(agent_id, delete_at=head))
         return True
 
-    return await _exactly_once(backend, "delete_agent_at", agent_id, body)
+    return await _exactly_once(backend, f"delete_agent_at of {agent_id!r}", agent_id, body)
 
 
 async def delete(backend: PostgresBackend, agent_id: str) -> bool:
@@ -54,11 +63,28 @@ async def delete(backend: PostgresBackend, agent_id: str) -> bool:
     async def body(conn: Any) -> bool:
         cur = await conn.execute(sql["del_agent"], (agent_id,))
         existed = bool(cur.rowcount > 0)
+        if not existed and (refused := await refusal(backend, conn, agent_id)) is not None:
+            raise refused
         for name in ("del_events", "del_snaps", "del_keys"):
             await conn.execute(sql[name], (agent_id,))
         return existed
 
-    return await _exactly_once(backend, "delete_agent", agent_id, body)
+    return await _exactly_once(backend, f"delete_agent of {agent_id!r}", agent_id, body)
+
+
+async def refusal(backend: PostgresPart, conn: Any, agent_id: str) -> AccessDenied | None:
+    """Why a delete of ``agent_id`` in ``conn``'s transaction matched no row when
+    row-level security refused it (the role may not write the agent's namespace, the
+    stream there or not), else None: it was not there (or is hidden from the role)."""
+    cur = await conn.execute(backend._sql["rls_applies"])
+    row = await cur.fetchone()
+    if row is None or not row[0]:
+        return None
+    cur = await conn.execute(backend._sql["rls_may_write"], (agent_id,))
+    row = await cur.fetchone()
+    if row is not None and row[0]:
+        return None
+    return row_security_refusal(backend.dsn, "delete", agent_id)
 
 
 async def _exactly_once(

@@ -11,7 +11,7 @@ import re
 
 from ...errors import AccessDenied
 
-__all__ = ["denied"]
+__all__ = ["denied", "row_security_refusal"]
 
 INSUFFICIENT_PRIVILEGE = "42501"
 #: ``append to 'acme/x'``, ``lease_acquire of 'acme/x'``: the agent as its repr
@@ -37,16 +37,28 @@ def denied(what: str, exc: BaseException, dsn: str) -> AccessDenied | None:
             agent_id = None
         what = what[: found.start()]
     operation = what.split()[1] if len(what.split()) > 1 else what  # after the engine
-    operation = operation.partition("_")[0] if operation.startswith("lease") else operation
-    who = repr(role) if role else "the store connects as"
+    if operation.startswith(("lease", "delete")):  # lease_acquire, delete_agent_at...
+        operation = operation.partition("_")[0]
     if "row-level security" in primary:
-        reason = (
-            f"the database role {who} may not write that namespace: refused by"
-            " PostgreSQL row-level security"
-        )
-    else:  # a grant missing: the server's one line (no SQL in it), never its CONTEXT
-        reason = f"the database role {who} lacks the privilege: {primary or 'permission denied'}"
+        return row_security_refusal(dsn, operation, agent_id)
+    # a grant missing: the server's one line (no SQL in it), never its CONTEXT
+    reason = f"the database role {_who(role)} lacks the privilege: {primary or 'permission denied'}"
     return AccessDenied(role or "", "write", operation, agent_id, reason)
+
+
+def row_security_refusal(dsn: str, operation: str, agent_id: str | None) -> AccessDenied:
+    """``operation`` on ``agent_id`` refused by row-level security (an insert the
+    server rejected, or a delete it filtered to nothing: see :mod:`.deletes`)."""
+    role = _role(dsn)
+    reason = (
+        f"the database role {_who(role)} may not write that namespace: refused by"
+        " PostgreSQL row-level security"
+    )
+    return AccessDenied(role or "", "write", operation, agent_id, reason)
+
+
+def _who(role: str | None) -> str:
+    return repr(role) if role else "the store connects as"
 
 
 def _role(dsn: str) -> str | None:

@@ -140,11 +140,15 @@ class Location:
             yield spool
             spool.flush()
             spool.seek(0)
-            self.check_free()  # one appeared while the backup ran
-            try:
-                self._client().upload_fileobj(spool, bucket, key)
+            self.check_free()  # one appeared while the backup ran: refused before uploading
+            from ...backends.s3 import upload_new
+
+            try:  # conditional: refused by S3 too, if one appeared since that look
+                done = upload_new(self._client(), spool, bucket, key, replace=self.overwrite)
             except Exception as exc:  # botocore's errors: one typed error, no secrets
                 raise BackupError(f"cannot upload backup to {self.display}: {exc}") from None
+            if not done:
+                raise self._taken_error()
 
     @contextlib.contextmanager
     def local_copy(self) -> Iterator[str]:

@@ -165,6 +165,15 @@ DELETE FROM {s}.sk_agents WHERE agent_id = %s
 -- name: del_agent_at
 DELETE FROM {s}.sk_agents WHERE agent_id = %s AND head_seq = %s
 
+-- name: rls_applies
+-- row-level security (statekeeper.backends.postgres.row_security) binds this role:
+-- its policies may have filtered a delete to nothing (see .deletes)
+SELECT row_security_active('{s}.sk_agents'::regclass)
+   AND to_regprocedure('{s}.sk_allowed(text,integer)') IS NOT NULL
+
+-- name: rls_may_write
+SELECT {s}.sk_allowed(%s, 2)
+
 -- name: del_events
 DELETE FROM {s}.sk_events WHERE agent_id = %s
 
