@@ -26,6 +26,7 @@ from ..arguments import check_agent_id, check_seq
 from ..backends.redact import mask_url, scrub
 from ..errors import (
     AccessDenied,
+    AgentLost,
     AgentNotFound,
     ConfigurationError,
     InvalidArgument,
@@ -250,9 +251,15 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
     async def agent(request: Request) -> Response:
         params = dict(request.query_params)
         agent_id = _agent_id(params)
-        view, line = await pages.agent_view(
-            ins.store, agent_id, ins.machine, ins.settings.history_budget
-        )
+        try:
+            view, line = await pages.agent_view(
+                ins.store, agent_id, ins.machine, ins.settings.history_budget
+            )
+        except AgentLost as lost:  # listed, its data gone: say so and what to do
+            status, _, message = describe(lost)
+            return ins.render(
+                request, "lost.html", status=status, agent_id=agent_id, message=ins.safe(message)
+            )
         return ins.render(
             request,
             "agent.html",
