@@ -341,7 +341,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             "fragments/verify.html",
             agent_id=agent_id,
             report=report,
-            problems=[(p, ins.safe(p.reason)) for p in report.problems],
+            problems=pages.problem_rows(report, ins.safe),
             elapsed=time.perf_counter() - started,
         )
 

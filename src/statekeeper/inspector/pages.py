@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from ..backends.base import Capability
 from ..concurrency.steps import STEP_KEY_PREFIX
 from ..errors import AgentNotFound, HistoryCompacted, IntegrityError, InvalidArgument
 from ..store.kept import kept_history
+from ..store.verification import key_trouble
 from .changes import Change, changes, compare, pretty
 from .diagram import Graph, from_machine, observe_transitions
 
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from ..machine import AgentStateMachine
     from ..records import Event, LeaseInfo, Snapshot
     from ..store import StateStore, VerifyReport
+    from ..store.verification import Problem
 
 __all__ = [
     "AgentView",
@@ -237,8 +240,52 @@ _KIND_HELP = {
 }
 
 
+_KEY_FILE = "--key-file or STATEKEEPER_KEY_FILE"
+
+#: a problem that is the key given, not damage (:func:`~statekeeper.store.verification.key_trouble`)
+_KEY_HELP = {
+    "missing": (
+        "key missing",
+        "This record is encrypted with a key this inspector was not given: the key is "
+        f"missing, the record is not damaged. Start the inspector with the store's key "
+        f"({_KEY_FILE}); neither a repair nor a backup is needed.",
+    ),
+    "wrong": (
+        "wrong key",
+        "The key this inspector was given under this record's key id is other key "
+        "material: the key is wrong, the record is not damaged. Start the inspector with "
+        f"the key file the store was written with ({_KEY_FILE}); neither a repair nor a "
+        "backup is needed.",
+    ),
+}
+
+
 def problem_help(kind: str) -> str:
     return _KIND_HELP.get(kind, "")
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    """One problem of the Verify panel: its label, what it says, what to do."""
+
+    problem: Problem
+    label: str
+    reason: str
+    help: str
+    #: ``"missing"`` / ``"wrong"``: the key given cannot open the record (not damage)
+    key: str | None
+
+
+def problem_rows(report: VerifyReport, safe: Callable[[str], str]) -> list[ProblemRow]:
+    """The Verify panel's rows of ``report`` (``safe`` masks the store URL's secrets):
+    a record the key given cannot open says the key is missing or wrong, not that the
+    history is damaged (as the agent page says)."""
+    rows = []
+    for p in report.problems:
+        key = key_trouble(p)
+        label, help_text = _KEY_HELP[key] if key is not None else (p.kind, problem_help(p.kind))
+        rows.append(ProblemRow(p, label, safe(p.reason), help_text, key))
+    return rows
 
 
 async def verify_view(store: StateStore, agent_id: str) -> VerifyReport:
