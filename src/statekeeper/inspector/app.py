@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ from ..errors import (
 )
 from ..store.governed import governance_of
 from ..store.keyguard import ENCRYPTED
+from ..store.namespaced import stored_id
 from . import pages
 from .auth import TokenMiddleware, csrf_token, valid_csrf
 from .changes import pretty
@@ -202,6 +204,24 @@ def _seq(params: Mapping[str, str], name: str, *, optional: bool = False) -> int
     return value
 
 
+def _version(params: Mapping[str, str]) -> str | None:
+    """The ``v`` parameter of the live view: the head version the page shows."""
+    text = params.get("v", "")
+    if not text:
+        return None
+    if len(text) != 16 or any(c not in "0123456789abcdef" for c in text):
+        raise InvalidArgument("v", "v must be the head version the page was given")
+    return text
+
+
+async def _head_version(store: StateStore, agent_id: str) -> tuple[int, str]:
+    """``(head seq, version)`` of the agent: the version is a short hash of the stream's
+    head tag, which changes with every append *and* with a rewrite in place (a
+    migration), where the seq stays (a hash: the page never holds the tag itself)."""
+    seq, tag = await store.backend.head_tag(stored_id(store, agent_id))
+    return seq, hashlib.sha256(tag or b"").hexdigest()[:16]
+
+
 def _agent_id(params: Mapping[str, str]) -> str:
     if "id" not in params:
         raise InvalidArgument("id", "which agent? (the id parameter is missing)")
@@ -260,6 +280,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             return ins.render(
                 request, "lost.html", status=status, agent_id=agent_id, message=ins.safe(message)
             )
+        seq, version = await _head_version(ins.store, agent_id)
         return ins.render(
             request,
             "agent.html",
@@ -270,6 +291,9 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             snap=view.snapshot,
             head=view.snapshot.seq,
             schema_module=pages.optional_module("schema"),
+            # the live view's baseline: a rewrite in place changes it without a new seq
+            live_version=version if seq == view.snapshot.seq else "",
+            rewritten=params.get("rewritten") == "1",
         )
 
     @handled
@@ -346,28 +370,37 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         )
 
     async def agent_live(request: Request) -> Response:
-        """Server-sent events: ``head`` with the new head seq whenever it moves."""
+        """Server-sent events: ``head`` with the new head seq whenever it moves;
+        ``rewritten`` with the head seq when the agent's records were rewritten in place
+        (a schema migration, a repair: the head's tag changed without a new seq, or the
+        head went back), so the page reloads what it shows."""
         params = dict(request.query_params)
         try:
             agent_id = _agent_id(params)
             since = _seq(params, "since", optional=True) or 0
+            given = _version(params)
             await ins.store.head(agent_id)  # may this principal read it? (403 if not)
         except StatekeeperError as exc:
             return ins.error(request, exc)
 
         async def stream() -> AsyncIterator[bytes]:
-            last = since
+            last, version = since, given
             yield b"retry: 2000\n\n"
             while not await request.is_disconnected():
                 try:
-                    head = await ins.store.head(agent_id)
+                    await ins.store.head(agent_id)  # (still readable by this principal?)
+                    head, now = await _head_version(ins.store, agent_id)
                 except StatekeeperError:
-                    head = last
-                if head != last:
-                    last = head
+                    head, now = last, version
+                if version is None and head == last:
+                    version = now  # the baseline of a page that gave none
+                if head < last or (head == last and now != version):
+                    yield f"event: rewritten\ndata: {head}\n\n".encode()
+                elif head != last:
                     yield f"event: head\ndata: {head}\n\n".encode()
                 else:
                     yield b": idle\n\n"
+                last, version = head, now
                 await asyncio.sleep(ins.settings.live_interval)
 
         return StreamingResponse(
