@@ -43,7 +43,7 @@ from .diagram import render_svg
 from .failures import describe
 from .listing import AgentQuery, list_page
 from .settings import InspectorSettings
-from .threads import list_threads, saver, thread_view
+from .threads import EXTRA, list_threads, missing_extra, saver, thread_view
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -409,8 +409,19 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             headers={"X-Accel-Buffering": "no"},
         )
 
+    def no_langgraph(request: Request) -> Response | None:
+        """The page saying which extra to install, when the LangGraph integration is
+        not installed (the ``inspector`` extra alone does not bring it); else None."""
+        why = missing_extra()
+        if why is None:
+            return None
+        return ins.render(request, "no_langgraph.html", extra=EXTRA, why=ins.safe(why))
+
     @handled
     async def threads(request: Request) -> Response:
+        missing = no_langgraph(request)
+        if missing is not None:
+            return missing
         params = dict(request.query_params)
         after = params.get("after") or None
         if after is not None:
@@ -421,15 +432,15 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
     @handled
     async def thread(request: Request) -> Response:
         params = dict(request.query_params)
+        missing = no_langgraph(request)
+        if missing is not None:
+            return missing
         thread_id = params.get("id", "")
         if not thread_id:
             raise InvalidArgument("id", "which thread? (the id parameter is missing)")
-        try:
-            view = await thread_view(
-                ins.store, ins.settings.langgraph_prefix, thread_id, params.get("cp") or None
-            )
-        except ImportError as exc:
-            raise ConfigurationError(f"LangGraph threads need the langgraph extra: {exc}") from None
+        view = await thread_view(
+            ins.store, ins.settings.langgraph_prefix, thread_id, params.get("cp") or None
+        )
         if not view.checkpoints:
             raise AgentNotFound(f"{ins.settings.langgraph_prefix}{thread_id}")
         if params.get("cp") and view.selected is None:  # (was: the page, silently empty)
@@ -552,6 +563,8 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         thread_id = form.get("thread", "")
         if not thread_id:
             raise InvalidArgument("thread", "which thread?")
+        if missing_extra() is not None:
+            raise ConfigurationError(f"LangGraph threads need the langgraph extra: {EXTRA}")
         gov = governance_of(ins.store)
         if gov is not None:  # retention is admin of the namespace, as on the CLI
             agent_id = check_agent_id(ins.settings.langgraph_prefix + thread_id, "thread")
