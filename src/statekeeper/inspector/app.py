@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import jinja2
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
@@ -38,6 +39,7 @@ from ..store.keyguard import ENCRYPTED
 from ..store.namespaced import stored_id
 from . import pages
 from .auth import TokenMiddleware, csrf_token, valid_csrf
+from .capped import CHANGES_BUDGET, STATE_BUDGET, capped
 from .changes import pretty
 from .diagram import render_svg
 from .failures import describe
@@ -77,6 +79,12 @@ def _environment() -> jinja2.Environment:
     env.filters["pretty"] = pretty
     env.filters["qs"] = lambda params: urlencode(params)
     env.globals["problem_help"] = pages.problem_help
+    # a large document is cut to a budget (capped.py): the page says what it left out
+    env.filters["capped"] = capped
+    env.filters["total"] = lambda value: getattr(value, "total", None) or len(value)
+    env.filters["omitted"] = lambda value: getattr(value, "omitted", 0)
+    env.globals["state_budget"] = STATE_BUDGET
+    env.globals["changes_budget"] = CHANGES_BUDGET
     return env
 
 
@@ -304,6 +312,27 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         snap = await ins.store.load(agent_id, at_seq=seq) if seq else await ins.store.load(agent_id)
         head = await ins.store.head(agent_id)
         return ins.render(request, "fragments/state.html", agent_id=agent_id, snap=snap, head=head)
+
+    @handled
+    async def agent_state_json(request: Request) -> Response:
+        """The whole state at ``seq`` (default: the head) as JSON, for a state too
+        large for the page (which shows its first STATE_BUDGET characters)."""
+        params = dict(request.query_params)
+        agent_id = _agent_id(params)
+        seq = _seq(params, "seq", optional=True)
+        snap = await ins.store.load(agent_id, at_seq=seq) if seq else await ins.store.load(agent_id)
+        body = {
+            "agent_id": agent_id,
+            "seq": snap.seq,
+            "fsm_state": snap.fsm_state,
+            "schema_version": snap.schema_version,
+            "data": snap.data,
+        }
+        return Response(
+            orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS),
+            media_type="application/json",
+            headers={"Content-Disposition": f'attachment; filename="state-{snap.seq}.json"'},
+        )
 
     @handled
     async def agent_events(request: Request) -> Response:
@@ -613,6 +642,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         Route("/agents", agents),
         Route("/agent", agent),
         Route("/agent/state", agent_state),
+        Route("/agent/state.json", agent_state_json),
         Route("/agent/events", agent_events),
         Route("/agent/event", agent_event),
         Route("/agent/diff", agent_diff),
