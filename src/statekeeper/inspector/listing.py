@@ -31,8 +31,8 @@ from .._durations import DURATION_EXAMPLES, seconds_in
 from ..arguments import INTERNAL_PREFIX, check_agent_id
 from ..errors import AgentLost, CapabilityUnsupported, DecryptionError, InvalidArgument
 from ..namespaces import check_namespace
-from ..store.governed import governance_of
 from ..records import AgentInfo
+from ..store.governed import governance_of
 from ..store.listing import agents_past_lost
 
 if TYPE_CHECKING:

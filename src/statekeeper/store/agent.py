@@ -40,10 +40,10 @@ from ..errors import (
 )
 from ..records import AppendResult, Event, EventType, Snapshot
 from .change import diff_by_key, dump_keys
+from .observing import refused
 from .state import HELD_AS_BYTES, unpack_document
 from .tracked import plain_copy
 from .tracker import Tracker
-from .observing import refused
 from .writes import SEEN, Seen
 
 if TYPE_CHECKING:
