@@ -7,16 +7,12 @@ Jinja2's autoescaping, and the Content-Security-Policy forbids inline script bes
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hashlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
-import jinja2
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -36,14 +32,14 @@ from ..errors import (
 )
 from ..store.governed import governance_of
 from ..store.keyguard import ENCRYPTED
-from ..store.namespaced import stored_id
 from . import pages
 from .auth import TokenMiddleware, csrf_token, valid_csrf
-from .capped import CHANGES_BUDGET, STATE_BUDGET, capped
 from .changes import pretty
 from .diagram import render_svg
+from .environment import environment
 from .failures import describe
 from .listing import AgentQuery, list_page
+from .live import head_events, head_version, parse_version
 from .settings import InspectorSettings
 from .threads import EXTRA, list_threads, missing_extra, saver, thread_view
 
@@ -59,35 +55,6 @@ __all__ = ["create_app"]
 HERE = Path(__file__).parent
 
 
-def _iso(ts: float | None) -> str:
-    if not ts:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
-
-
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(HERE / "templates")),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["iso"] = _iso
-    env.filters["ago"] = lambda ts: pages.ago(time.time() - ts) if ts else "-"
-    env.filters["bytes"] = pages.human_bytes
-    env.filters["pretty"] = pretty
-    env.filters["qs"] = lambda params: urlencode(params)
-    env.globals["problem_help"] = pages.problem_help
-    # a large document is cut to a budget (capped.py): the page says what it left out
-    env.filters["capped"] = capped
-    env.filters["total"] = lambda value: getattr(value, "total", None) or len(value)
-    env.filters["omitted"] = lambda value: getattr(value, "omitted", 0)
-    env.globals["state_budget"] = STATE_BUDGET
-    env.globals["changes_budget"] = CHANGES_BUDGET
-    return env
-
-
 class Inspector:
     """The state of one running inspector: settings, the store, the machine."""
 
@@ -95,7 +62,7 @@ class Inspector:
         self.settings = settings
         self.store_given = store
         self._store = store
-        self.env = _environment()
+        self.env = environment()
         self.machine: AgentStateMachine[Any, Any] | None = None
         self.csrf = csrf_token(settings.token)
         #: ``--metrics``: the served store's metrics (inspector/metrics.py; None without)
@@ -212,24 +179,6 @@ def _seq(params: Mapping[str, str], name: str, *, optional: bool = False) -> int
     return value
 
 
-def _version(params: Mapping[str, str]) -> str | None:
-    """The ``v`` parameter of the live view: the head version the page shows."""
-    text = params.get("v", "")
-    if not text:
-        return None
-    if len(text) != 16 or any(c not in "0123456789abcdef" for c in text):
-        raise InvalidArgument("v", "v must be the head version the page was given")
-    return text
-
-
-async def _head_version(store: StateStore, agent_id: str) -> tuple[int, str]:
-    """``(head seq, version)`` of the agent: the version is a short hash of the stream's
-    head tag, which changes with every append *and* with a rewrite in place (a
-    migration), where the seq stays (a hash: the page never holds the tag itself)."""
-    seq, tag = await store.backend.head_tag(stored_id(store, agent_id))
-    return seq, hashlib.sha256(tag or b"").hexdigest()[:16]
-
-
 def _agent_id(params: Mapping[str, str]) -> str:
     if "id" not in params:
         raise InvalidArgument("id", "which agent? (the id parameter is missing)")
@@ -288,7 +237,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             return ins.render(
                 request, "lost.html", status=status, agent_id=agent_id, message=ins.safe(message)
             )
-        seq, version = await _head_version(ins.store, agent_id)
+        seq, version = await head_version(ins.store, agent_id)
         return ins.render(
             request,
             "agent.html",
@@ -321,15 +270,8 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         agent_id = _agent_id(params)
         seq = _seq(params, "seq", optional=True)
         snap = await ins.store.load(agent_id, at_seq=seq) if seq else await ins.store.load(agent_id)
-        body = {
-            "agent_id": agent_id,
-            "seq": snap.seq,
-            "fsm_state": snap.fsm_state,
-            "schema_version": snap.schema_version,
-            "data": snap.data,
-        }
         return Response(
-            orjson.dumps(body, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS),
+            orjson.dumps(pages.state_document(agent_id, snap), option=pages.JSON_OPTIONS),
             media_type="application/json",
             headers={"Content-Disposition": f'attachment; filename="state-{snap.seq}.json"'},
         )
@@ -407,33 +349,20 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         try:
             agent_id = _agent_id(params)
             since = _seq(params, "since", optional=True) or 0
-            given = _version(params)
+            given = parse_version(params)
             await ins.store.head(agent_id)  # may this principal read it? (403 if not)
         except StatekeeperError as exc:
             return ins.error(request, exc)
 
-        async def stream() -> AsyncIterator[bytes]:
-            last, version = since, given
-            yield b"retry: 2000\n\n"
-            while not await request.is_disconnected():
-                try:
-                    await ins.store.head(agent_id)  # (still readable by this principal?)
-                    head, now = await _head_version(ins.store, agent_id)
-                except StatekeeperError:
-                    head, now = last, version
-                if version is None and head == last:
-                    version = now  # the baseline of a page that gave none
-                if head < last or (head == last and now != version):
-                    yield f"event: rewritten\ndata: {head}\n\n".encode()
-                elif head != last:
-                    yield f"event: head\ndata: {head}\n\n".encode()
-                else:
-                    yield b": idle\n\n"
-                last, version = head, now
-                await asyncio.sleep(ins.settings.live_interval)
-
         return StreamingResponse(
-            stream(),
+            head_events(
+                ins.store,
+                agent_id,
+                since,
+                given,
+                ins.settings.live_interval,
+                request.is_disconnected,
+            ),
             media_type="text/event-stream",
             headers={"X-Accel-Buffering": "no"},
         )

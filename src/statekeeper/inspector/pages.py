@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ..backends.base import Capability
 from ..concurrency.steps import STEP_KEY_PREFIX
 from ..errors import AgentNotFound, HistoryCompacted, IntegrityError, InvalidArgument
@@ -24,15 +26,19 @@ if TYPE_CHECKING:
     from ..store.verification import Problem
 
 __all__ = [
+    "JSON_OPTIONS",
     "AgentView",
     "EventRow",
     "KeysView",
+    "ProblemRow",
     "TimelinePage",
     "agent_view",
     "diff_view",
     "event_detail",
     "keys_view",
     "problem_help",
+    "problem_rows",
+    "state_document",
     "timeline",
 ]
 
@@ -286,6 +292,21 @@ def problem_rows(report: VerifyReport, safe: Callable[[str], str]) -> list[Probl
         label, help_text = _KEY_HELP[key] if key is not None else (p.kind, problem_help(p.kind))
         rows.append(ProblemRow(p, label, safe(p.reason), help_text, key))
     return rows
+
+
+#: how the state download is written (indented, keys of any type)
+JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+
+
+def state_document(agent_id: str, snap: Snapshot) -> dict[str, Any]:
+    """What ``/agent/state.json`` downloads: the whole state at ``snap.seq``."""
+    return {
+        "agent_id": agent_id,
+        "seq": snap.seq,
+        "fsm_state": snap.fsm_state,
+        "schema_version": snap.schema_version,
+        "data": snap.data,
+    }
 
 
 async def verify_view(store: StateStore, agent_id: str) -> VerifyReport:
