@@ -145,6 +145,40 @@ def test_live_updates_without_reload(desktop: Watched, server: LiveServer) -> No
     assert page.evaluate("window.__marker") == "same page"  # no reload happened
 
 
+def test_live_view_reloads_after_a_rewrite_in_place(desktop: Watched, server: LiveServer) -> None:
+    """A migration rewrites an agent's records in place: the same seqs, other data. The
+    live view only watched the head seq, so the open page kept showing the old data; it
+    notices the head changed without a new seq, reloads and says so."""
+    from playwright.sync_api import expect
+
+    from statekeeper import StateStore
+    from statekeeper.schema import TypedStates
+    from statekeeper.schema.migrate import migrate
+    from tests.schema import apps
+
+    async def create() -> None:
+        async with StateStore(server.url) as store:  # type: ignore[attr-defined]
+            states = TypedStates(store, apps.support_v1)
+            await states.create("typed-1", apps.SupportV1(customer_name="Ada"))
+
+    in_thread(create)
+    page = desktop.login("/agent?id=typed-1")
+    expect(page.locator("#live-status")).to_have_class("live on")
+    expect(page.locator("#state")).to_contain_text("customer_name")
+
+    async def rewrite() -> None:
+        async with StateStore(server.url) as store:  # type: ignore[attr-defined]
+            report = await migrate(store, apps.support_v2)
+            assert report.changed == 1 and await store.head("typed-1") == 1  # no new seq
+
+    in_thread(rewrite)
+    expect(page.locator("#rewritten-note")).to_contain_text("rewritten in place")
+    expect(page.locator("#state")).not_to_contain_text("customer_name")
+    expect(page.locator("#state")).to_contain_text("escalated")
+    assert "rewritten" not in page.url  # a reload by hand does not say it again
+    expect(page.locator("#live-status")).to_have_class("live on")  # and it goes on
+
+
 def test_hostile_content_stays_inert(desktop: Watched) -> None:
     from playwright.sync_api import expect
 

@@ -5,6 +5,7 @@ sampling grid, resuming, Ctrl-C, failures, and the bad sources, files and durati
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import socket
@@ -223,12 +224,18 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _http(body: str, *, status: int = 200, token: str | None = None) -> Iterator[str]:
-    """A server answering every GET with ``body`` (401 without ``token``, if given)."""
+def _http(
+    body: str, *, status: int = 200, token: str | None = None, basic: str | None = None
+) -> Iterator[str]:
+    """A server answering every GET with ``body`` (401 without ``token``, if given, or
+    without the basic credentials ``basic`` ("user:password"), if given)."""
+    wanted = f"Bearer {token}" if token is not None else None
+    if basic is not None:
+        wanted = "Basic " + base64.b64encode(basic.encode()).decode()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if token is not None and self.headers.get("Authorization") != f"Bearer {token}":
+            if wanted is not None and self.headers.get("Authorization") != wanted:
                 self.send_response(401)
                 self.end_headers()
                 return
@@ -279,6 +286,43 @@ def test_bad_sources_are_typed_errors_naming_them(tmp_path: Path) -> None:
             record(http_source(guarded), out, every=1, samples=1)
         record(http_source(guarded, token="t0ken"), out, every=1, samples=1)
     assert _lines(out)[0]["metrics"] == {"up": 1.0}
+
+
+def test_a_refused_token_and_credentials_in_the_url_are_said_as_they_are(
+    tmp_path: Path,
+) -> None:
+    """A wrong --token-file was answered "(the inspector wants --token-file)", though one
+    was given: it says the token was refused. A ``user:password@host`` URL was answered
+    "Name or service not known" (urllib looked ``user:password@host`` up in DNS): the
+    credentials are sent as HTTP basic authentication, and a host that does not resolve
+    is said to be one. The password is never shown."""
+    out = tmp_path / "rec.jsonl"
+    with _http("# TYPE up gauge\nup 1\n", token="t0ken") as guarded:
+        with pytest.raises(ConfigurationError) as wrong:
+            record(http_source(guarded, token="not-it"), out, every=1, samples=1)
+        assert "HTTP 401" in str(wrong.value) and "token given with --token-file was refused" in (
+            str(wrong.value)
+        )
+        assert "not-it" not in str(wrong.value)
+        with pytest.raises(ConfigurationError, match="wants credentials"):
+            record(http_source(guarded), out, every=1, samples=1)
+    with _http("# TYPE up gauge\nup 1\n", basic="me:pa:ss@w") as plain:
+        url = plain.replace("http://", "http://me:pa%3Ass%40w@")
+        record(http_source(url), out, every=1, samples=1)
+        assert _lines(out)[-1]["metrics"] == {"up": 1.0}
+        bad = plain.replace("http://", "http://me:s3cret@")
+        with pytest.raises(ConfigurationError) as refused:
+            record(http_source(bad), out, every=1, samples=1)
+        assert "user and password in the URL were refused" in str(refused.value)
+        assert "s3cret" not in str(refused.value)
+        with pytest.raises(InvalidArgument, match="not both"):
+            http_source(bad, token="t0ken")
+    with pytest.raises(BackendUnavailable) as dns:
+        record(
+            http_source("http://me:s3cret@no-such-host.invalid/metrics"), out, every=1, samples=1
+        )
+    assert "'no-such-host.invalid' did not resolve" in str(dns.value)
+    assert "s3cret" not in str(dns.value)
 
 
 def test_bad_durations_counts_and_files_are_refused(tmp_path: Path) -> None:

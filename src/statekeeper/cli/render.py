@@ -302,7 +302,9 @@ _KEY_REASONS = ("which is not in the keyring", "wrong key material in the keyrin
 def key_problems(problems: Iterable[Problem]) -> list[Problem]:
     """The problems that are records this keyring cannot open (a missing or wrong key
     file), not damage: neither ``repair`` nor a backup helps, the right key does."""
-    return [p for p in problems if any(r in p.reason for r in _KEY_REASONS)]
+    from ..store.verification import key_trouble
+
+    return [p for p in problems if key_trouble(p) is not None]
 
 
 def key_hint(problems: Iterable[Problem]) -> str | None:

@@ -21,12 +21,15 @@ the same functions ``statekeeper health``, ``statekeeper analyze`` and
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..arguments import INTERNAL_PREFIX, check_agent_id
+from ..errors import AgentLost
 from ..namespaces import check_namespace
+from ..store.listing import agents_past_lost
 from .listing import parse_count, parse_duration, start_after
 
 if TYPE_CHECKING:
@@ -55,6 +58,8 @@ class StoreAnalysis:
     agents: int
     #: True when the store holds more agents than the scope covered
     truncated: bool
+    #: the agents looked at whose stored data is lost (``AgentLost``)
+    lost: list[str]
     health: HealthReport
     metrics: str
     matrix: TransitionMatrix | None
@@ -86,15 +91,19 @@ def _parse(params: dict[str, str]) -> tuple[int, str, float | None]:
     return scope, namespace, window
 
 
-async def _ids(store: StateStore, scope: int, namespace: str) -> tuple[list[str], bool]:
-    """The first ``scope`` agent ids (of ``namespace``), and whether more exist."""
+async def _ids(
+    store: StateStore, scope: int, namespace: str, lost: list[str]
+) -> tuple[list[str], bool]:
+    """The first ``scope`` agent ids (of ``namespace``), and whether more exist; the
+    ids among them whose data is lost (:class:`~statekeeper.errors.AgentLost`) are
+    appended to ``lost`` too (the report counts them as unreadable, as ``statekeeper
+    health`` does, and reads no history of them)."""
     prefix = namespace + "/" if namespace else ""
-    after = start_after(prefix)
     ids: list[str] = []
-    while True:
-        page = await store.list_agents(after=after, limit=1000)
-        for info in page:
-            agent_id = info.agent_id
+    listing = agents_past_lost(store.list_agents, start_after(prefix))
+    async with contextlib.aclosing(listing):
+        async for item in listing:
+            agent_id = item.agent_id
             if not agent_id.startswith(prefix):
                 if agent_id > prefix:
                     return ids, False  # past the namespace
@@ -104,9 +113,9 @@ async def _ids(store: StateStore, scope: int, namespace: str) -> tuple[list[str]
             if len(ids) == scope:
                 return ids, True
             ids.append(agent_id)
-        if len(page) < 1000:
-            return ids, False
-        after = page[-1].agent_id
+            if isinstance(item, AgentLost):
+                lost.append(agent_id)
+    return ids, False
 
 
 def _metrics_text(report: HealthReport) -> str:
@@ -148,8 +157,11 @@ async def analyse(store: StateStore, params: dict[str, str]) -> StoreAnalysis:
 
     scope, namespace, window = _parse(params)
     started = time.perf_counter()
-    ids, truncated = await _ids(store, scope, namespace)
-    report = await health_report(store, agents=ids)
+    lost: list[str] = []
+    ids, truncated = await _ids(store, scope, namespace, lost)
+    report = await health_report(store, agents=ids)  # a lost agent: unreadable
+    gone = set(lost)
+    ids = [agent_id for agent_id in ids if agent_id not in gone]  # no history to read
     matrices = await transition_matrices(store, agents=ids)
     matrix = matrices.get("all")
     # entropy over time: windows of ``window`` seconds (default: the span of the moves
@@ -167,8 +179,9 @@ async def analyse(store: StateStore, params: dict[str, str]) -> StoreAnalysis:
     analysis = StoreAnalysis(
         scope=scope,
         namespace=namespace,
-        agents=len(ids),
+        agents=len(ids) + len(lost),
         truncated=truncated,
+        lost=lost,
         health=report,
         metrics=_metrics_text(report),
         matrix=matrix,

@@ -7,15 +7,13 @@ Jinja2's autoescaping, and the Content-Security-Policy forbids inline script bes
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
-import jinja2
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
@@ -26,6 +24,7 @@ from ..arguments import check_agent_id, check_seq
 from ..backends.redact import mask_url, scrub
 from ..errors import (
     AccessDenied,
+    AgentLost,
     AgentNotFound,
     ConfigurationError,
     InvalidArgument,
@@ -37,10 +36,12 @@ from . import pages
 from .auth import TokenMiddleware, csrf_token, valid_csrf
 from .changes import pretty
 from .diagram import render_svg
+from .environment import environment
 from .failures import describe
 from .listing import AgentQuery, list_page
+from .live import head_events, head_version, parse_version
 from .settings import InspectorSettings
-from .threads import list_threads, saver, thread_view
+from .threads import EXTRA, list_threads, missing_extra, saver, thread_view
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -54,29 +55,6 @@ __all__ = ["create_app"]
 HERE = Path(__file__).parent
 
 
-def _iso(ts: float | None) -> str:
-    if not ts:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
-
-
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(HERE / "templates")),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["iso"] = _iso
-    env.filters["ago"] = lambda ts: pages.ago(time.time() - ts) if ts else "-"
-    env.filters["bytes"] = pages.human_bytes
-    env.filters["pretty"] = pretty
-    env.filters["qs"] = lambda params: urlencode(params)
-    env.globals["problem_help"] = pages.problem_help
-    return env
-
-
 class Inspector:
     """The state of one running inspector: settings, the store, the machine."""
 
@@ -84,7 +62,7 @@ class Inspector:
         self.settings = settings
         self.store_given = store
         self._store = store
-        self.env = _environment()
+        self.env = environment()
         self.machine: AgentStateMachine[Any, Any] | None = None
         self.csrf = csrf_token(settings.token)
         #: ``--metrics``: the served store's metrics (inspector/metrics.py; None without)
@@ -250,9 +228,16 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
     async def agent(request: Request) -> Response:
         params = dict(request.query_params)
         agent_id = _agent_id(params)
-        view, line = await pages.agent_view(
-            ins.store, agent_id, ins.machine, ins.settings.history_budget
-        )
+        try:
+            view, line = await pages.agent_view(
+                ins.store, agent_id, ins.machine, ins.settings.history_budget
+            )
+        except AgentLost as lost:  # listed, its data gone: say so and what to do
+            status, _, message = describe(lost)
+            return ins.render(
+                request, "lost.html", status=status, agent_id=agent_id, message=ins.safe(message)
+            )
+        seq, version = await head_version(ins.store, agent_id)
         return ins.render(
             request,
             "agent.html",
@@ -263,6 +248,9 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             snap=view.snapshot,
             head=view.snapshot.seq,
             schema_module=pages.optional_module("schema"),
+            # the live view's baseline: a rewrite in place changes it without a new seq
+            live_version=version if seq == view.snapshot.seq else "",
+            rewritten=params.get("rewritten") == "1",
         )
 
     @handled
@@ -273,6 +261,20 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         snap = await ins.store.load(agent_id, at_seq=seq) if seq else await ins.store.load(agent_id)
         head = await ins.store.head(agent_id)
         return ins.render(request, "fragments/state.html", agent_id=agent_id, snap=snap, head=head)
+
+    @handled
+    async def agent_state_json(request: Request) -> Response:
+        """The whole state at ``seq`` (default: the head) as JSON, for a state too
+        large for the page (which shows its first STATE_BUDGET characters)."""
+        params = dict(request.query_params)
+        agent_id = _agent_id(params)
+        seq = _seq(params, "seq", optional=True)
+        snap = await ins.store.load(agent_id, at_seq=seq) if seq else await ins.store.load(agent_id)
+        return Response(
+            orjson.dumps(pages.state_document(agent_id, snap), option=pages.JSON_OPTIONS),
+            media_type="application/json",
+            headers={"Content-Disposition": f'attachment; filename="state-{snap.seq}.json"'},
+        )
 
     @handled
     async def agent_events(request: Request) -> Response:
@@ -334,43 +336,50 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             "fragments/verify.html",
             agent_id=agent_id,
             report=report,
-            problems=[(p, ins.safe(p.reason)) for p in report.problems],
+            problems=pages.problem_rows(report, ins.safe),
             elapsed=time.perf_counter() - started,
         )
 
     async def agent_live(request: Request) -> Response:
-        """Server-sent events: ``head`` with the new head seq whenever it moves."""
+        """Server-sent events: ``head`` with the new head seq whenever it moves;
+        ``rewritten`` with the head seq when the agent's records were rewritten in place
+        (a schema migration, a repair: the head's tag changed without a new seq, or the
+        head went back), so the page reloads what it shows."""
         params = dict(request.query_params)
         try:
             agent_id = _agent_id(params)
             since = _seq(params, "since", optional=True) or 0
+            given = parse_version(params)
             await ins.store.head(agent_id)  # may this principal read it? (403 if not)
         except StatekeeperError as exc:
             return ins.error(request, exc)
 
-        async def stream() -> AsyncIterator[bytes]:
-            last = since
-            yield b"retry: 2000\n\n"
-            while not await request.is_disconnected():
-                try:
-                    head = await ins.store.head(agent_id)
-                except StatekeeperError:
-                    head = last
-                if head != last:
-                    last = head
-                    yield f"event: head\ndata: {head}\n\n".encode()
-                else:
-                    yield b": idle\n\n"
-                await asyncio.sleep(ins.settings.live_interval)
-
         return StreamingResponse(
-            stream(),
+            head_events(
+                ins.store,
+                agent_id,
+                since,
+                given,
+                ins.settings.live_interval,
+                request.is_disconnected,
+            ),
             media_type="text/event-stream",
             headers={"X-Accel-Buffering": "no"},
         )
 
+    def no_langgraph(request: Request) -> Response | None:
+        """The page saying which extra to install, when the LangGraph integration is
+        not installed (the ``inspector`` extra alone does not bring it); else None."""
+        why = missing_extra()
+        if why is None:
+            return None
+        return ins.render(request, "no_langgraph.html", extra=EXTRA, why=ins.safe(why))
+
     @handled
     async def threads(request: Request) -> Response:
+        missing = no_langgraph(request)
+        if missing is not None:
+            return missing
         params = dict(request.query_params)
         after = params.get("after") or None
         if after is not None:
@@ -381,15 +390,15 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
     @handled
     async def thread(request: Request) -> Response:
         params = dict(request.query_params)
+        missing = no_langgraph(request)
+        if missing is not None:
+            return missing
         thread_id = params.get("id", "")
         if not thread_id:
             raise InvalidArgument("id", "which thread? (the id parameter is missing)")
-        try:
-            view = await thread_view(
-                ins.store, ins.settings.langgraph_prefix, thread_id, params.get("cp") or None
-            )
-        except ImportError as exc:
-            raise ConfigurationError(f"LangGraph threads need the langgraph extra: {exc}") from None
+        view = await thread_view(
+            ins.store, ins.settings.langgraph_prefix, thread_id, params.get("cp") or None
+        )
         if not view.checkpoints:
             raise AgentNotFound(f"{ins.settings.langgraph_prefix}{thread_id}")
         if params.get("cp") and view.selected is None:  # (was: the page, silently empty)
@@ -512,6 +521,8 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         thread_id = form.get("thread", "")
         if not thread_id:
             raise InvalidArgument("thread", "which thread?")
+        if missing_extra() is not None:
+            raise ConfigurationError(f"LangGraph threads need the langgraph extra: {EXTRA}")
         gov = governance_of(ins.store)
         if gov is not None:  # retention is admin of the namespace, as on the CLI
             agent_id = check_agent_id(ins.settings.langgraph_prefix + thread_id, "thread")
@@ -560,6 +571,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         Route("/agents", agents),
         Route("/agent", agent),
         Route("/agent/state", agent_state),
+        Route("/agent/state.json", agent_state_json),
         Route("/agent/events", agent_events),
         Route("/agent/event", agent_event),
         Route("/agent/diff", agent_diff),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import (
     AccessDenied,
+    AgentLost,
     AgentNotFound,
     CapabilityUnsupported,
     ConfigurationError,
@@ -32,6 +33,14 @@ def describe(exc: Exception) -> tuple[int, str, str]:
         return 404, "Not found", str(exc)
     if isinstance(exc, InvalidArgument | ConfigurationError | CapabilityUnsupported):
         return 400, "Bad request", str(exc)
+    if isinstance(exc, AgentLost):  # its data is gone, the rest of the store stays
+        return (
+            410,
+            "Agent data lost",
+            f"agent {exc.agent_id!r} lost its stored data: {exc.reason}. Nothing of it can "
+            f"be read. Delete it to acknowledge the loss (statekeeper delete "
+            f"{exc.agent_id!r}), then save it afresh or restore it from a backup",
+        )
     if isinstance(exc, HistoryCompacted):  # a seq before the retention base: gone
         return 410, "History compacted", str(exc)
     if isinstance(exc, KeyNotFound):  # not damage: this inspector holds no such key

@@ -10,6 +10,11 @@ agent's head decoded (:meth:`StateStore.head_state`): a page stops after
 :data:`SCAN_BUDGET` candidates and says so, and *Next* continues the search from
 where it stopped — a slow filter never makes a slow page.
 
+An agent whose stored data is lost (:class:`~statekeeper.errors.AgentLost`: on Redis, its
+keys evicted or deleted behind the store's back) is listed as lost, as ``statekeeper
+agents`` lists it, and the page goes on past it; the state and last-write filters
+pass it over (nothing of it is known).
+
 Sorted by last write (``sort=recent`` / ``sort=idle``), a page is a range of the
 engine's last-write index (:meth:`Backend.list_agents_by_write`) after the cursor
 ``(last write, id)``; a prefix or namespace is then a filter under the same budget.
@@ -17,18 +22,20 @@ engine's last-write index (:meth:`Backend.list_agents_by_write`) after the curso
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from .._durations import DURATION_EXAMPLES, seconds_in
 from ..arguments import INTERNAL_PREFIX, check_agent_id
-from ..errors import CapabilityUnsupported, DecryptionError, InvalidArgument
+from ..errors import AgentLost, CapabilityUnsupported, DecryptionError, InvalidArgument
 from ..namespaces import check_namespace
+from ..records import AgentInfo
 from ..store.governed import governance_of
+from ..store.listing import agents_past_lost
 
 if TYPE_CHECKING:
-    from ..records import AgentInfo
     from ..store import StateStore
     from ..store.heads import AgentHead
 
@@ -188,6 +195,9 @@ class AgentRow:
     info: AgentInfo
     fsm_state: str | None
     state_entered_at: float
+    #: the agent's stored data is lost: what was found (nothing else of it is known:
+    #: ``info`` holds its id, zeros besides)
+    lost: str | None = None
 
 
 @dataclass
@@ -221,23 +231,34 @@ def start_after(prefix: str) -> str | None:
 Cursor = str | tuple[float, str] | None
 
 
-async def _fetch(store: StateStore, order: Order, cursor: Cursor, n: int) -> list[AgentInfo]:
+async def _fetch(
+    store: StateStore, order: Order, cursor: Cursor, n: int
+) -> list[AgentInfo | AgentLost]:
     """``n`` index rows strictly beyond ``cursor`` in ``order`` — of the agents the
-    store's principal may read, when it is opened as one.
+    store's principal may read, when it is opened as one; an agent whose data is lost
+    comes as its :class:`AgentLost`.
 
-    Ascending, :meth:`StateStore.list_agents` (a governed store filters it itself);
+    Ascending, :meth:`StateStore.list_agents` (a governed store filters it itself),
+    going on past lost agents (:func:`~statekeeper.store.listing.agents_past_lost`);
     the other orders read the backend's indexes directly
     (:meth:`Backend.list_agents_before`, :meth:`Backend.list_agents_by_write`), so they
     apply the same policy here, reading on until ``n`` readable rows or the end: an id
     the principal may not read is never returned, nor used as a cursor in a link."""
     if order == "asc":
         assert not isinstance(cursor, tuple)
-        return await store.list_agents(after=cursor, limit=n)
+        found: list[AgentInfo | AgentLost] = []
+        listing = agents_past_lost(store.list_agents, cursor, n)
+        async with contextlib.aclosing(listing):
+            async for item in listing:
+                found.append(item)
+                if len(found) == n:
+                    break
+        return found
     await store.flush()
     gov = governance_of(store)
     if gov is not None and gov.policy is not None and not gov.policy.knows(gov.principal or ""):
         await gov.require(None, "read", "list")  # an unknown principal: refused, audited
-    out: list[AgentInfo] = []
+    out: list[AgentInfo | AgentLost] = []
     while len(out) < n:
         if order in BY_WRITE:
             assert cursor is None or isinstance(cursor, tuple)
@@ -257,19 +278,19 @@ async def _fetch(store: StateStore, order: Order, cursor: Cursor, n: int) -> lis
 
 async def _heads(store: StateStore, infos: list[AgentInfo]) -> list[AgentHead | None]:
     """The heads of ``infos``, in one read; an agent whose head this store cannot
-    decrypt (an encrypted store opened without its key) is listed without its state
-    rather than failing the whole page."""
+    decrypt (an encrypted store opened without its key), or whose data was lost since
+    it was listed, is listed without its state rather than failing the whole page."""
     if not infos:
         return []
     ids = [info.agent_id for info in infos]
     try:
         return await store.head_states(ids)
-    except DecryptionError:
+    except (DecryptionError, AgentLost):
         heads: list[AgentHead | None] = []
         for agent_id in ids:
             try:
                 heads.extend(await store.head_states([agent_id]))
-            except DecryptionError:
+            except (DecryptionError, AgentLost):
                 heads.append(None)
         return heads
 
@@ -318,14 +339,24 @@ async def list_page(
     last_at: float | None = None
     filtering = bool(query.state or query.active or query.idle or (by_write and prefix))
     candidates: list[AgentInfo] = []
+    lost: list[AgentLost] = []  # of this batch's candidates, those whose data is lost
     while not done and len(page.rows) <= query.limit:
         want = query.limit + 1 - len(page.rows)
         batch = await _fetch(store, order, cursor, max(want, 64) if filtering else want)
         if not batch:
             done = True
             break
-        for info in batch:
-            agent_id = info.agent_id
+        for item in batch:
+            agent_id = item.agent_id
+            if isinstance(item, AgentLost):  # (ascending only: no last-write cursor)
+                cursor = agent_id
+                if agent_id.startswith(prefix) and not filtering:
+                    lost.append(item)
+                    candidates.append(AgentInfo(agent_id, 0, 0.0, 0.0))
+                    if len(page.rows) + len(candidates) > query.limit:
+                        break
+                continue
+            info = item
             if by_write:
                 cursor = (info.updated_at, agent_id)
                 # sorted by last write: past the active/idle window, nothing further
@@ -373,10 +404,17 @@ async def list_page(
         else:
             if len(batch) < want:
                 done = True
-        # the heads of this batch's candidates, in one read
-        found = await _heads(store, candidates)
+        # the heads of this batch's candidates, in one read (a lost agent has none)
+        gone = {item.agent_id: item.reason for item in lost}
+        found = iter(await _heads(store, [c for c in candidates if c.agent_id not in gone]))
         heads += len(candidates)
-        for info, head in zip(candidates, found, strict=True):
+        for info in candidates:
+            if info.agent_id in gone:
+                page.rows.append(AgentRow(info, None, 0.0, lost=gone[info.agent_id]))
+                if len(page.rows) > query.limit:
+                    break
+                continue
+            head = next(found)
             fsm = head.fsm_state if head is not None else None
             if query.state and (fsm or "") != query.state:
                 continue
@@ -385,6 +423,7 @@ async def list_page(
             if len(page.rows) > query.limit:
                 break
         candidates.clear()
+        lost.clear()
         if len(page.rows) > query.limit:
             break
     more = len(page.rows) > query.limit

@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from ..backends.base import Capability
 from ..concurrency.steps import STEP_KEY_PREFIX
 from ..errors import AgentNotFound, HistoryCompacted, IntegrityError, InvalidArgument
 from ..store.kept import kept_history
+from ..store.verification import key_trouble
 from .changes import Change, changes, compare, pretty
 from .diagram import Graph, from_machine, observe_transitions
 
@@ -19,17 +23,22 @@ if TYPE_CHECKING:
     from ..machine import AgentStateMachine
     from ..records import Event, LeaseInfo, Snapshot
     from ..store import StateStore, VerifyReport
+    from ..store.verification import Problem
 
 __all__ = [
+    "JSON_OPTIONS",
     "AgentView",
     "EventRow",
     "KeysView",
+    "ProblemRow",
     "TimelinePage",
     "agent_view",
     "diff_view",
     "event_detail",
     "keys_view",
     "problem_help",
+    "problem_rows",
+    "state_document",
     "timeline",
 ]
 
@@ -237,8 +246,67 @@ _KIND_HELP = {
 }
 
 
+_KEY_FILE = "--key-file or STATEKEEPER_KEY_FILE"
+
+#: a problem that is the key given, not damage (:func:`~statekeeper.store.verification.key_trouble`)
+_KEY_HELP = {
+    "missing": (
+        "key missing",
+        "This record is encrypted with a key this inspector was not given: the key is "
+        f"missing, the record is not damaged. Start the inspector with the store's key "
+        f"({_KEY_FILE}); neither a repair nor a backup is needed.",
+    ),
+    "wrong": (
+        "wrong key",
+        "The key this inspector was given under this record's key id is other key "
+        "material: the key is wrong, the record is not damaged. Start the inspector with "
+        f"the key file the store was written with ({_KEY_FILE}); neither a repair nor a "
+        "backup is needed.",
+    ),
+}
+
+
 def problem_help(kind: str) -> str:
     return _KIND_HELP.get(kind, "")
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    """One problem of the Verify panel: its label, what it says, what to do."""
+
+    problem: Problem
+    label: str
+    reason: str
+    help: str
+    #: ``"missing"`` / ``"wrong"``: the key given cannot open the record (not damage)
+    key: str | None
+
+
+def problem_rows(report: VerifyReport, safe: Callable[[str], str]) -> list[ProblemRow]:
+    """The Verify panel's rows of ``report`` (``safe`` masks the store URL's secrets):
+    a record the key given cannot open says the key is missing or wrong, not that the
+    history is damaged (as the agent page says)."""
+    rows = []
+    for p in report.problems:
+        key = key_trouble(p)
+        label, help_text = _KEY_HELP[key] if key is not None else (p.kind, problem_help(p.kind))
+        rows.append(ProblemRow(p, label, safe(p.reason), help_text, key))
+    return rows
+
+
+#: how the state download is written (indented, keys of any type)
+JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+
+
+def state_document(agent_id: str, snap: Snapshot) -> dict[str, Any]:
+    """What ``/agent/state.json`` downloads: the whole state at ``snap.seq``."""
+    return {
+        "agent_id": agent_id,
+        "seq": snap.seq,
+        "fsm_state": snap.fsm_state,
+        "schema_version": snap.schema_version,
+        "data": snap.data,
+    }
 
 
 async def verify_view(store: StateStore, agent_id: str) -> VerifyReport:

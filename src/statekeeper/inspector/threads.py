@@ -7,6 +7,7 @@ pending writes and the messages channel as a chat. Read through the saver's publ
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from .changes import pretty
@@ -14,7 +15,29 @@ from .changes import pretty
 if TYPE_CHECKING:
     from ..store import StateStore
 
-__all__ = ["Checkpoint", "Message", "ThreadView", "list_threads", "thread_view"]
+__all__ = [
+    "EXTRA",
+    "Checkpoint",
+    "Message",
+    "ThreadView",
+    "list_threads",
+    "missing_extra",
+    "thread_view",
+]
+
+#: what installs the LangGraph checkpointer the thread pages read through
+EXTRA = "statekeeper[langgraph]"
+
+
+def missing_extra() -> str | None:
+    """None when the LangGraph integration imports; else why not (the ``langgraph``
+    extra is not installed: the ``inspector`` extra alone does not bring it)."""
+    try:
+        import_module("statekeeper.integrations.langgraph.saver")
+        import_module("statekeeper.integrations.langgraph.mapping")
+    except ImportError as exc:
+        return str(exc)
+    return None
 
 
 @dataclass

@@ -24,9 +24,12 @@ without waiting for any).
 
 from __future__ import annotations
 
+import base64
 import math
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -140,17 +143,53 @@ def parse_exposition(text: str, source: str) -> tuple[dict[str, float], dict[str
     return metrics, types
 
 
+def _without_userinfo(url: str) -> tuple[str, str | None]:
+    """``(url without its user:password@, the base64 basic credentials or None)``."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    credentials = base64.b64encode(pair.encode()).decode("ascii")
+    return urllib.parse.urlunsplit(parts._replace(netloc=hostport)), credentials
+
+
 def http_source(url: str, *, timeout: float = 10.0, token: str | None = None) -> Source:
     """A ``/metrics`` URL, read with a GET (``token``: sent as ``Authorization: Bearer``,
-    as the inspector's ``/metrics`` wants). Unreachable: :class:`BackendUnavailable`;
+    as the inspector's ``/metrics`` wants; ``user:password@`` in the URL: sent as HTTP
+    basic authentication). Unreachable: :class:`BackendUnavailable`;
     an HTTP error status: :class:`ConfigurationError`; both name the URL, never its
     password or the token."""
     if not url.lower().startswith(("http://", "https://")):
         raise InvalidArgument("source", f"not an http(s) URL: {mask_url(url)!r}")
     shown = mask_url(url)
     headers = {"Accept": "text/plain;version=0.0.4"}
+    # ``user:password@host`` is HTTP basic authentication: urllib does not take it from
+    # the URL (it looked the whole ``user:password@host`` up in DNS, and answered "Name
+    # or service not known"), so it is sent as the header and the URL goes without it
+    url, basic = _without_userinfo(url)
+    if token and basic:
+        raise InvalidArgument(
+            "source",
+            f"give a token (--token-file) or a user:password in the URL, not both: {shown!r}",
+        )
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    elif basic:
+        headers["Authorization"] = f"Basic {basic}"
+    host = urllib.parse.urlsplit(url).hostname or ""
+
+    def refused(code: int) -> str:
+        if code not in (401, 403):
+            return ""
+        if code == 403:
+            return " (the credentials were accepted, but do not give access to this page)"
+        if token:
+            return " (the token given with --token-file was refused: is it this server's?)"
+        if basic:
+            return " (the user and password in the URL were refused)"
+        return " (it wants credentials: the inspector's token with --token-file)"
 
     def read() -> str:
         request = urllib.request.Request(url, headers=headers)
@@ -160,11 +199,12 @@ def http_source(url: str, *, timeout: float = 10.0, token: str | None = None) ->
                 charset = answer.headers.get_content_charset() or "utf-8"
         except urllib.error.HTTPError as exc:
             raise ConfigurationError(
-                f"{shown} answered HTTP {exc.code} {exc.reason}"
-                + (" (the inspector wants --token-file)" if exc.code in (401, 403) else "")
+                f"{shown} answered HTTP {exc.code} {exc.reason}{refused(exc.code)}"
             ) from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
+            if isinstance(reason, socket.gaierror):  # a real DNS answer: no such host
+                reason = f"the host name {host!r} did not resolve ({reason.strerror})"
             raise BackendUnavailable(f"cannot read {shown}: {reason}") from None
         try:
             return body.decode(charset)

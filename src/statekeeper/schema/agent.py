@@ -18,9 +18,17 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import patch
 from ..arguments import check_agent_id
-from ..errors import AgentNotFound, AgentOnHold, ConflictError, InvalidArgument, SchemaError
+from ..errors import (
+    AgentNotFound,
+    AgentOnHold,
+    ConflictError,
+    InvalidArgument,
+    SchemaError,
+    StatekeeperError,
+)
 from ..records import AppendResult, Event, Snapshot
 from ..store.agent import DurableAgent
+from ..store.observing import refused
 from .expiry import apply_ttl, expiring, is_expired
 from .registry import ModelSchema, SchemaRegistry, schema_of
 
@@ -268,6 +276,16 @@ class TypedStates(Generic[M]):
         state = self._typed(snap).state
         return None if is_expired(state) else state
 
+    def _dump(self, state: M, agent_id: str, operation: str) -> dict[str, Any]:
+        """``state`` validated and dumped; a state that fails validation is observed
+        as a refused ``operation`` (metrics, spans) before its error is raised."""
+        try:
+            document: dict[str, Any] = self.schema.dump(state, agent_id)
+        except StatekeeperError as exc:
+            refused(self.store, operation, agent_id, exc)
+            raise
+        return document
+
     async def save(
         self,
         agent_id: str,
@@ -281,7 +299,7 @@ class TypedStates(Generic[M]):
     ) -> AppendResult:
         """Validate ``state`` and make it the agent's state at the current schema
         version (only the difference is written). See :meth:`StateStore.save`."""
-        document = self.schema.dump(state, agent_id)
+        document = self._dump(state, agent_id, "save")
         result = await self.store.save(
             agent_id,
             document,
@@ -306,7 +324,7 @@ class TypedStates(Generic[M]):
         lease: Leased | None = None,
     ) -> AppendResult:
         """Start the agent's stream with ``state`` (ConflictError if it exists)."""
-        document = self.schema.dump(state, agent_id)
+        document = self._dump(state, agent_id, "create")
         result = await self.store.create(
             agent_id,
             document,

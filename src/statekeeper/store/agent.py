@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..records import AppendResult, Event, EventType, Snapshot
 from .change import diff_by_key, dump_keys
+from .observing import refused
 from .state import HELD_AS_BYTES, unpack_document
 from .tracked import plain_copy
 from .tracker import Tracker
@@ -360,7 +361,11 @@ class DurableAgent:
     ) -> AppendResult | None:
         """Write pending data changes as one event; None when there is nothing to write."""
         check_mapping(info, "info", optional=True)
-        pending = self._pending()
+        try:
+            pending = self._pending()
+        except StatekeeperError as exc:  # (invalid typed state, unserializable data)
+            refused(self.store, "append", self.agent_id, exc)
+            raise
         if not pending[1] and info is None:
             return None
         return await self._write(
@@ -393,7 +398,14 @@ class DurableAgent:
             raise self._stale()
         try:
             tracker = self._tracker
-            document, ops, dumped, gen = pending if pending is not None else self._pending()
+            if pending is None:
+                try:
+                    pending = self._pending()
+                except StatekeeperError as exc:  # (invalid typed state, unserializable data)
+                    operation = "append" if fsm_state is None else "transition"
+                    refused(self.store, operation, self.agent_id, exc)
+                    raise
+            document, ops, dumped, gen = pending
             result = None
             fast = self._fast
             if (  # the common save in one call (WritePipeline.fast decides the store's side)

@@ -10,12 +10,16 @@ measurement is in ``docs/benchmarks.md`` ("Observability overhead").
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import time
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..backends.base import Backend
 from ..records import AppendRequest, AppendResult
 
-__all__ = ["FOLD_AT", "StoreObserver"]
+if TYPE_CHECKING:
+    from .store import StateStore
+
+__all__ = ["FOLD_AT", "StoreObserver", "refused"]
 
 #: observations a histogram keeps as a plain list before sorting them into its buckets
 #: (:class:`statekeeper.observability.metrics.Tally`); the store's seams check it
@@ -79,3 +83,16 @@ class StoreObserver(Protocol):
     def append_failed(self, request: AppendRequest, mark: Any, exc: BaseException) -> None:
         """The engine's ``append`` of ``request`` raised ``exc``."""
         ...
+
+
+def refused(store: StateStore, operation: str, agent_id: str, exc: BaseException) -> None:
+    """An ``operation`` of ``agent_id`` was refused before it reached the store's seams
+    (a typed state that fails validation, a document that cannot be serialized, found
+    while the write was being made): observed like a refusal at the seams (counted
+    among the operation's calls and errors, a span with the error), so an observer
+    sees every failed write, not only those the store itself raises."""
+    obs = store.observer
+    if obs is None:
+        return
+    mark = time.perf_counter() if obs.untraced else obs.begin(operation, agent_id)
+    obs.failed(operation, mark, exc)

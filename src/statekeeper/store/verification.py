@@ -28,7 +28,7 @@ from .state import AgentRecord, apply_payload
 if TYPE_CHECKING:
     from .store import StateStore
 
-__all__ = ["Problem", "VerifyReport", "verify_agent", "verify_store"]
+__all__ = ["Problem", "VerifyReport", "key_trouble", "verify_agent", "verify_store"]
 
 _PAGE = 1000
 
@@ -48,6 +48,25 @@ class Problem:
     seq: int | None
     reason: str
     kind: str = "agent"
+
+
+#: what a problem's reason says when the keyring given cannot open the record
+#: (:class:`~statekeeper.errors.KeyNotFound`, :class:`~statekeeper.errors.DecryptionError`
+#: of other key material under the same id; idempotency records say the former too)
+_KEY_MISSING = "which is not in the keyring"
+_KEY_WRONG = "wrong key material in the keyring"
+
+
+def key_trouble(problem: Problem) -> str | None:
+    """``"missing"`` when ``problem`` is a record encrypted with a key the keyring given
+    does not hold, ``"wrong"`` when it holds other material under the record's key id,
+    None otherwise: not damage (neither ``repair`` nor a backup helps, the right key
+    does)."""
+    if _KEY_MISSING in problem.reason:
+        return "missing"
+    if _KEY_WRONG in problem.reason:
+        return "wrong"
+    return None
 
 
 @dataclass(slots=True)

@@ -66,8 +66,27 @@
         if (following) { travelTo(next); }
       }
     });
+    // the records were rewritten in place (a migration, a repair): the same seqs hold
+    // other data, so everything shown is stale; reload, and the page says why
+    source.addEventListener("rewritten", function () {
+      source.close();
+      status.classList.remove("on");
+      status.textContent = "rewritten: reloading";
+      var url = new URL(window.location.href);
+      url.searchParams.set("rewritten", "1");
+      window.location.replace(url.toString());
+    });
     window.addEventListener("beforeunload", function () { source.close(); });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { showSeq(); live(); });
+  // the reload after a rewrite says so once: a later reload by hand does not
+  function forgetRewritten() {
+    var url = new URL(window.location.href);
+    if (url.searchParams.has("rewritten") && window.history.replaceState) {
+      url.searchParams.delete("rewritten");
+      window.history.replaceState(null, "", url.toString());
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { showSeq(); forgetRewritten(); live(); });
 })();

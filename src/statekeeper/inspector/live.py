@@ -1,0 +1,72 @@
+"""The live view of an agent's page: server-sent events as its stream moves.
+
+``head`` carries the new head seq whenever it moves (the page loads the new events);
+``rewritten`` the head seq when the agent's records were rewritten in place — a schema
+migration by rewrite, a repair: the head's tag changed without a new seq, or the head
+went back — so everything the page shows is stale and it reloads. The head's version
+is a short hash of the stream's head tag, which changes with every append *and* with
+a rewrite; the page is given the version it shows (never the tag itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
+
+from ..errors import InvalidArgument, StatekeeperError
+from ..store.namespaced import stored_id
+
+if TYPE_CHECKING:
+    from ..store import StateStore
+
+__all__ = ["head_events", "head_version", "parse_version"]
+
+
+def parse_version(params: Mapping[str, str]) -> str | None:
+    """The ``v`` parameter of the live view: the head version the page shows."""
+    text = params.get("v", "")
+    if not text:
+        return None
+    if len(text) != 16 or any(c not in "0123456789abcdef" for c in text):
+        raise InvalidArgument("v", "v must be the head version the page was given")
+    return text
+
+
+async def head_version(store: StateStore, agent_id: str) -> tuple[int, str]:
+    """``(head seq, version)`` of the agent (see the module docstring)."""
+    seq, tag = await store.backend.head_tag(stored_id(store, agent_id))
+    return seq, hashlib.sha256(tag or b"").hexdigest()[:16]
+
+
+async def head_events(
+    store: StateStore,
+    agent_id: str,
+    since: int,
+    version: str | None,
+    interval: float,
+    disconnected: Callable[[], Awaitable[bool]],
+) -> AsyncIterator[bytes]:
+    """The event stream of a page showing ``agent_id`` at seq ``since`` and head
+    ``version`` (None: the first look is the baseline), checked every ``interval``
+    seconds until ``disconnected()``."""
+    last = since
+    yield b"retry: 2000\n\n"
+    while not await disconnected():
+        now: str | None
+        try:
+            await store.head(agent_id)  # (still readable by this principal?)
+            head, now = await head_version(store, agent_id)
+        except StatekeeperError:
+            head, now = last, version
+        if version is None and head == last:
+            version = now  # the baseline of a page that gave none
+        if head < last or (head == last and now != version):
+            yield f"event: rewritten\ndata: {head}\n\n".encode()
+        elif head != last:
+            yield f"event: head\ndata: {head}\n\n".encode()
+        else:
+            yield b": idle\n\n"
+        last, version = head, now
+        await asyncio.sleep(interval)
