@@ -45,6 +45,7 @@ __all__ = [
     "InvalidTransition",
     "JournalBusy",
     "JournalInUse",
+    "JournalOfAnotherStore",
     "KeyNotFound",
     "KeyRequired",
     "LeaseError",
@@ -304,6 +305,16 @@ class ConflictError(StorageError):
         self.agent_id = agent_id
         self.expected_seq = expected_seq
         self.current_seq = current_seq
+        if expected_seq == current_seq and expected_seq > 0:
+            # the same seq, another head record: rewritten in place since it was read
+            super().__init__(
+                f"agent {agent_id!r}: its head record (seq {expected_seq}) was rewritten "
+                "since this process read it (by `statekeeper migrate`, its rollback or "
+                "finalize, or `statekeeper rekey`; or the agent was deleted and "
+                "re-created): nothing was written; reload the agent (agent.refresh(), "
+                "store.load) and write again"
+            )
+            return
         super().__init__(
             f"agent {agent_id!r}: expected head seq {expected_seq}, stored head is {current_seq}"
         )
@@ -969,6 +980,30 @@ class JournalInUse(MigrationError):
             f"{self.target}, {self.state}: finalize it (migrate --finalize, "
             "schema.finalize), roll it back (migrate --rollback, schema.rollback), or give "
             "this migration another journal (--journal FILE, journal=)"
+        )
+
+
+class JournalOfAnotherStore(MigrationError):
+    """A migration journal was given with a store it does not belong to: it records
+    a run on ``journal_store`` and this run is on ``store``. Resuming there would start
+    after an agent of the other store (skipping this store's agents up to it), and a
+    rollback or finalize would mark the other store's run. Nothing was written.
+
+    ``journal`` is the file; ``journal_store`` and ``store`` name the two stores (their
+    URLs without passwords, a SQLite file by its absolute path). Give this store's run
+    its own journal (``--journal FILE``)."""
+
+    def __init__(self, journal: str, journal_store: str, store: str) -> None:
+        self.journal = journal
+        self.journal_store = journal_store
+        self.store = store
+        super().__init__(journal, journal_store, store)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.journal} is the journal of a run on another store ({self.journal_store}),"
+            f" not {self.store}: give this store's migration its own journal (--journal "
+            "FILE, journal=)"
         )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,9 @@ support_v2 = v2.register(SupportV2, name="support", version=2)
 #: killed at that agent, wherever the machine's load has put the parent
 GATE = "SK_TEST_MIGRATE_GATE"
 GATED = "c1500"
+#: with this file named too, the gated upcast waits for it to exist, then returns (a
+#: test that interrupts the run with Ctrl-C: the loop then handles the signal)
+GO = "SK_TEST_MIGRATE_GO"
 
 
 @support_v2.upcaster(from_version=1)
@@ -56,7 +60,11 @@ def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
     gate = os.environ.get(GATE)
     if gate and doc.get("customer_name") == GATED:
         Path(gate).touch()
-        threading.Event().wait()  # (the test SIGKILLs the process here)
+        go = os.environ.get(GO)
+        while go and not Path(go).exists():  # wait for the condition
+            time.sleep(0.01)
+        if not go:
+            threading.Event().wait()  # (the test SIGKILLs the process here)
     doc["customer"] = doc.pop("customer_name")
     doc["priority"] = PRIORITIES[doc.get("priority", "normal")]
     doc.setdefault("escalated", False)

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from statekeeper import StateStore
+from statekeeper.errors import MigrationError
 from statekeeper.schema import TypedStates
 from statekeeper.schema.migrate import Journal, finalize, migrate, rollback
 
@@ -33,9 +36,11 @@ async def test_rolling_back_another_run_leaves_the_journals_run_alone(tmp_path: 
         await rollback(store, apps.support_v2, journal=journal)
         second = await migrate(store, apps.support_v2, journal=journal)  # a new run
         assert second.run_id != first.run_id and second.changed == 6
-        # `statekeeper migrate --rollback --run <first>` (the default journal given too)
-        again = await rollback(store, apps.support_v2, run_id=first.run_id, journal=journal)
-        assert again.changed == 0 and await _versions(store, 6) == {2}
+        # `statekeeper migrate --rollback --run <first>` (the default journal given too):
+        # that run left no trace (rolled back byte for byte): refused, nothing written
+        with pytest.raises(MigrationError, match="rolled back already"):
+            await rollback(store, apps.support_v2, run_id=first.run_id, journal=journal)
+        assert await _versions(store, 6) == {2}
         record = Journal.load(journal)
         assert record is not None and record.run_id == second.run_id
         assert not record.rolled_back  # was: marked rolled back, though nothing was
@@ -52,7 +57,8 @@ async def test_finalize_after_rolling_back_another_run(tmp_path: Path) -> None:
         first = await migrate(store, apps.support_v2, journal=journal)
         await rollback(store, apps.support_v2, journal=journal)
         await migrate(store, apps.support_v2, journal=journal)
-        await rollback(store, apps.support_v2, run_id=first.run_id, journal=journal)
+        with pytest.raises(MigrationError, match="rolled back already"):
+            await rollback(store, apps.support_v2, run_id=first.run_id, journal=journal)
         done = await finalize(store, apps.support_v2, journal=journal)  # was: MigrationError
         assert done.ok and await _versions(store, 4) == {2}
 

@@ -154,7 +154,7 @@ async def test_an_upcaster_that_fails_is_a_typed_error() -> None:
 
     async with StateStore("memory://") as store:
         await _stored_v1(store)
-        with pytest.raises(UpcasterFailed, match="missing key 'no such field'"):
+        with pytest.raises(UpcasterFailed, match="the document has no key 'no such field'"):
             await TypedStates(store, broken).load("a-1")
     with pytest.raises(UpcasterFailed, match="returned a NoneType"):
         broken.convert({"customer": "x"}, 2, 1)

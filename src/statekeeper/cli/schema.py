@@ -140,12 +140,21 @@ def _print_report(report: MigrationReport, json_out: bool) -> None:
                   f"other models: {report.other:,}   retries: {report.retries:,}")  # fmt: skip
     rate = report.scanned / report.elapsed if report.elapsed > 0 else 0.0
     console.print(f"elapsed: {report.elapsed:.2f} s ({rate:,.0f} agents/s)")
+    if report.removed:
+        gone = ", ".join(f"{escape(k)} ({n:,})" for k, n in sorted(report.removed.items()))
+        how = "would remove" if report.dry_run else "removed"
+        console.print(f"[yellow]fields the casters {how} (agents):[/] {gone}")
     for version, sample in sorted(report.samples.items()):
         console.print(
             f"[bold]sample from version {version}[/]: agent {escape(sample['agent_id'])!r}"
         )
         for op in sample["ops"]:
             console.print("  " + escape(_op(op)))
+    if report.forced:
+        console.print(
+            f"[yellow]{report.forced:,} agent(s) written since the migration were restored "
+            "by --force: the writes made since were thrown away (kept in history only)[/]"
+        )
     if report.failed:
         console.print(f"[red]{len(report.failed):,} agent(s) cannot be written:[/]")
         for f in report.failed[:20]:
@@ -200,8 +209,9 @@ def migrate(
         bool,
         typer.Option(
             "--force",
-            help="--rollback: also restore agents written since (their later "
-            "data stays in history only).",
+            help="--rollback: also restore agents written since their migration and "
+            "without a downcaster, THROWING AWAY the writes made since (they stay in "
+            "the history only).",
         ),
     ] = False,
     run_id: Annotated[
@@ -244,18 +254,20 @@ def migrate(
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in schema.name)
         journal = Path(f"statekeeper-migrate-{safe}.json")
 
+    label = "rollback" if do_rollback else "dry run" if dry_run else "migrate"
+    #: agents processed so far, of how many (what an interrupted run says)
+    seen = [0, 0]
+
     async def go() -> MigrationReport:
         async with _opened(url, key_file, write=not dry_run) as store:
-            label = "rollback" if do_rollback else "dry run" if dry_run else "migrate"
             with bar(f"{label} {schema.name}", disable=json_out) as progress:
                 task = progress.add_task(label, total=None)
-                seen = [0]
 
                 def on_progress(done: int, total: int) -> None:
                     if hasattr(progress, "update"):
                         progress.update(task, total=total)
                     progress.advance(task, done - seen[0])
-                    seen[0] = done
+                    seen[0], seen[1] = done, total
 
                 if do_rollback:
                     return await mig.rollback(
@@ -269,10 +281,35 @@ def migrate(
                     concurrency=concurrency, check=not no_verify, on_progress=on_progress,
                 )  # fmt: skip
 
-    report = run(go())
+    try:
+        report = run(go())
+    except KeyboardInterrupt:
+        _interrupted(label, seen[0], seen[1], journal)
+        raise
     _print_report(report, json_out)
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _interrupted(label: str, done: int, total: int, journal: Path) -> None:
+    """What an interrupted run got through, and how to go on (on stderr, before the
+    usual "interrupted" line)."""
+    from .app import err_console
+
+    where = f"{done:,} of {total:,} agents processed" if total else "before the first page"
+    if label == "dry run":
+        then = "nothing was written"
+    elif label == "rollback":
+        then = (
+            "every agent is either rolled back or not: run the same command again to "
+            "finish (agents already restored are skipped)"
+        )
+    else:
+        then = (
+            "every agent is either migrated or not: run the same command again to resume "
+            f"after the last finished page ({escape(str(journal))} records it)"
+        )
+    err_console().print(f"{label} interrupted, {where}; {then}", soft_wrap=True)
 
 
 schema_app = typer.Typer(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import patch
@@ -69,7 +69,12 @@ class TypedAgent(DurableAgent, Generic[M]):
     def _adopt(self, snapshot: Snapshot) -> None:
         schema = self.schema
         version = snapshot.schema_version
-        state = schema.load(snapshot.data, version, agent_id=snapshot.agent_id, seq=snapshot.seq)
+        state, kept = schema.load_keeping(
+            snapshot.data, version, agent_id=snapshot.agent_id, seq=snapshot.seq
+        )
+        #: the stored keys the model does not declare: every write stores them back
+        #: unchanged (statekeeper never deletes a field the code could not see)
+        self._kept: dict[str, Any] = kept
         fsm = schema.state_name(snapshot.fsm_state, version)
         if fsm != snapshot.fsm_state:  # a state renamed since it was recorded
             snapshot = dataclasses.replace(snapshot, fsm_state=fsm)
@@ -104,14 +109,20 @@ class TypedAgent(DurableAgent, Generic[M]):
     async def _write(self, *args: Any, **kwargs: Any) -> AppendResult:
         result = await super()._write(*args, **kwargs)
         if not result.duplicate:  # (a duplicate refreshed: _adopt set the baseline)
-            self._baseline = self._committed
+            committed = self._committed
+            if self._kept:  # (the baseline is the model's own document)
+                kept = self._kept
+                committed = {k: v for k, v in committed.items() if k not in kept}
+            self._baseline = committed
             if self._expiring:  # the engine's TTL follows the state's expiry
                 await apply_ttl(self.store, self.agent_id, self._state)
         return result
 
     def _document(self) -> dict[str, Any]:
         # validated against the last validated document: only what changed is checked
-        doc = self.schema.dump(self._state, self.agent_id, baseline=self._baseline)
+        doc = self.schema.dump_keeping(
+            self._state, self._kept, self.agent_id, baseline=self._baseline
+        )
         self.data = doc
         return doc
 
@@ -276,11 +287,14 @@ class TypedStates(Generic[M]):
         state = self._typed(snap).state
         return None if is_expired(state) else state
 
-    def _dump(self, state: M, agent_id: str, operation: str) -> dict[str, Any]:
-        """``state`` validated and dumped; a state that fails validation is observed
-        as a refused ``operation`` (metrics, spans) before its error is raised."""
+    def _dump(
+        self, state: M, agent_id: str, operation: str, *, kept: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``state`` validated and dumped (with the stored undeclared keys ``kept``); a
+        state that fails validation is observed as a refused ``operation`` (metrics,
+        spans) before its error is raised."""
         try:
-            document: dict[str, Any] = self.schema.dump(state, agent_id)
+            document: dict[str, Any] = self.schema.dump_keeping(state, kept or {}, agent_id)
         except StatekeeperError as exc:
             refused(self.store, operation, agent_id, exc)
             raise
@@ -298,8 +312,9 @@ class TypedStates(Generic[M]):
         lease: Leased | None = None,
     ) -> AppendResult:
         """Validate ``state`` and make it the agent's state at the current schema
-        version (only the difference is written). See :meth:`StateStore.save`."""
-        document = self._dump(state, agent_id, "save")
+        version (only the difference is written). The stored keys the model does not
+        declare are kept as they are. See :meth:`StateStore.save`."""
+        document = self._dump(state, agent_id, "save", kept=await self._kept(agent_id))
         result = await self.store.save(
             agent_id,
             document,
@@ -312,6 +327,21 @@ class TypedStates(Generic[M]):
         )
         await apply_ttl(self.store, agent_id, state)
         return result
+
+    async def _kept(self, agent_id: str) -> dict[str, Any]:
+        """The keys of the agent's stored state its model does not declare (none when
+        the model keeps or refuses such keys itself, or the state cannot be cast)."""
+        schema = self.schema
+        if schema.adapter.declared is None:
+            return {}
+        snap = await self.store.get(agent_id)
+        if snap is None:
+            return {}
+        try:
+            doc = schema.convert(snap.data, snap.schema_version, agent_id=agent_id)
+        except SchemaError:
+            return {}  # (not loadable: the save replaces it, as an untyped one would)
+        return schema.adapter.undeclared(doc)
 
     async def create(
         self,

@@ -74,6 +74,8 @@ from .report import (
     model_schema,
     pages,
     refuse_open,
+    refuse_other_store,
+    store_identity,
 )
 from .rewrite import (
     Head,
@@ -117,17 +119,23 @@ def _target_doc(
     seq: int,
 ) -> dict[str, Any]:
     """``doc`` cast to ``target``, validated (and in canonical form) when ``target`` is
-    the model's own version."""
+    the model's own version. The keys the model does not declare are carried through
+    unchanged (validation would drop them: a migration deletes only what a caster
+    removed)."""
     cast = schema.convert(doc, version, target, agent_id=agent_id, seq=seq)
     if target == schema.version:
         # validated once: what schema.load does after its own (second) convert
+        adapter = schema.adapter
         try:
-            state = schema.adapter.validate(cast)
+            state = adapter.validate(cast)
         except pydantic.ValidationError as exc:
             raise StoredStateInvalid(
                 agent_id, seq, schema.name, version, schema.version, field_errors(exc)
             ) from None
-        cast = schema.adapter.dump_validated(state)  # (validated just above)
+        kept = adapter.undeclared(cast)
+        cast = adapter.dump_validated(state)  # (validated just above)
+        if kept:
+            cast.update(kept)
     return {MODEL_KEY: schema.name, **cast}
 
 
@@ -328,6 +336,13 @@ async def migrate(
     target = schema.version if to is None else to
     if type(target) is not int or target < 1:
         raise InvalidArgument("to", f"to must be a schema version >= 1, not {target!r}")
+    if target > schema.version:  # no caster can reach it: refused before anything is read
+        raise InvalidArgument(
+            "to",
+            f"to={target}: the newest schema version of {schema.name} this code knows is "
+            f"{schema.version} (register the model at version {target}, with its upcaster,"
+            " to migrate there)",
+        )
     if type(concurrency) is not int or concurrency < 1:
         raise InvalidArgument("concurrency", "concurrency must be an int >= 1")
     if method not in METHODS:
@@ -344,6 +359,9 @@ async def migrate(
     run = Journal(run_id=secrets.token_hex(6), model=schema.name, target=target)
     if path is not None:
         earlier = Journal.load(path)
+        run.store = store_identity(store)
+        if earlier is not None and not dry_run:
+            refuse_other_store(path, earlier, store)
         if earlier is not None:
             if earlier.model != schema.name:
                 raise MigrationError(
@@ -357,9 +375,12 @@ async def migrate(
             if earlier.target == target and not earlier.rolled_back and not dry_run:
                 run = earlier  # resume (or re-check) the same run
                 run.done = False
+                run.store = run.store or store_identity(store)
     governance = governance_of(store)
     if governance is not None:  # a store opened as a principal: admin of every namespace
         await governance.require(None, "admin", "migrate")
+    #: agents the run changed before this call (a resumed run's journal counts them)
+    changed_before = run.changed
     started = time.monotonic()
     report = MigrationReport("" if dry_run else run.run_id, schema.name, target, dry_run=dry_run)
     report.total = await store.count_agents()
@@ -391,6 +412,11 @@ async def migrate(
         except SchemaError as exc:
             report.failed.append(failure(agent_id, snap.seq, version, exc))
             return DONE
+        if attempt == 0:
+            removed = report.removed
+            for key in doc:
+                if key not in new:  # a field the casters removed (or renamed)
+                    removed[key] = removed.get(key, 0) + 1
         if version not in report.samples:
             report.samples[version] = {
                 "agent_id": agent_id,
@@ -494,12 +520,13 @@ async def migrate(
         report.scanned += len(ids)
         if not dry_run and path is not None:
             run.after = ids[-1]
+            run.changed = changed_before + report.changed
             run.save(path)
         if on_progress is not None:
             on_progress(done, report.total)
     if not dry_run:
         run.done = True
-        run.changed += report.changed
+        run.changed = changed_before + report.changed
         if path is not None:
             run.after = None
             run.save(path)

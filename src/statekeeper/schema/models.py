@@ -57,7 +57,7 @@ def field_errors(exc: pydantic.ValidationError) -> list[tuple[str, str]]:
 class ModelAdapter(Generic[M]):
     """Validate and serialise states of ``model`` (pydantic model, dataclass, TypedDict)."""
 
-    __slots__ = ("_adapter", "_checks", "kind", "model", "name")
+    __slots__ = ("_adapter", "_checks", "declared", "kind", "model", "name")
 
     def __init__(self, model: type[M], name: str | None = None) -> None:
         self.kind = model_kind(model)
@@ -69,6 +69,10 @@ class ModelAdapter(Generic[M]):
             reason = str(exc).split("\n", 1)[0]
             raise InvalidArgument("model", f"model {self.name} cannot be used: {reason}") from None
         self._checks = _FieldChecks.of(model) if self.kind == "pydantic" else None
+        #: the top-level keys the model declares, when validation ignores (drops) the
+        #: others; None when it keeps them (``extra="allow"``) or refuses them
+        #: (``extra="forbid"``): then there is nothing to carry (see :meth:`undeclared`)
+        self.declared: frozenset[str] | None = _declared(model, self.kind)
 
     def _check_type(self, value: object) -> None:
         if self.kind == "typeddict":
@@ -111,6 +115,15 @@ class ModelAdapter(Generic[M]):
             raise ValidationError(self.name, [("", "does not serialise to an object")], agent_id)
         return cast(dict[str, Any], doc)
 
+    def undeclared(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        """The top-level keys of the stored document ``doc`` that the model does not
+        declare and that validating it would drop. A typed write carries them through
+        unchanged: statekeeper never deletes a stored field the code could not see."""
+        declared = self.declared
+        if declared is None:
+            return {}
+        return {k: v for k, v in doc.items() if k not in declared and k != MODEL_KEY}
+
     def dump_validated(self, value: M) -> dict[str, Any]:
         """The JSON document of ``value``, an instance this adapter has just built by
         :meth:`validate` (so not validated again: its document loads back as is)."""
@@ -138,6 +151,31 @@ class ModelAdapter(Generic[M]):
             return self._adapter.validate_python({})
         except pydantic.ValidationError:
             return None
+
+
+def _declared(model: Any, kind: str) -> frozenset[str] | None:
+    """See :attr:`ModelAdapter.declared`."""
+    if kind == "pydantic":
+        if model.model_config.get("extra") in ("allow", "forbid"):
+            return None
+        names: set[str] = set()
+        for name, info in model.model_fields.items():
+            names.add(name)
+            for alias in (info.alias, info.validation_alias):
+                if isinstance(alias, str):
+                    names.add(alias)
+                elif alias is not None:  # AliasChoices / AliasPath: their first keys
+                    for choice in getattr(alias, "choices", [alias]):
+                        path = getattr(choice, "path", [choice])
+                        if path and isinstance(path[0], str):
+                            names.add(path[0])
+        return frozenset(names)
+    config = getattr(model, "__pydantic_config__", None) or {}
+    if config.get("extra") in ("allow", "forbid"):
+        return None
+    if kind == "dataclass":
+        return frozenset(f.name for f in dataclasses.fields(model))
+    return frozenset(model.__required_keys__ | model.__optional_keys__)
 
 
 def _reason(exc: BaseException) -> str:

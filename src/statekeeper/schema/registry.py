@@ -186,13 +186,27 @@ class ModelSchema(Generic[M]):
     ) -> M:
         """A stored document as a model instance: cast to the current version, then
         validated (:class:`~statekeeper.errors.StoredStateInvalid` names the field)."""
+        return self.load_keeping(doc, version, agent_id=agent_id, seq=seq)[0]
+
+    def load_keeping(
+        self,
+        doc: Mapping[str, Any],
+        version: int,
+        *,
+        agent_id: str = "",
+        seq: int | None = None,
+    ) -> tuple[M, dict[str, Any]]:
+        """:meth:`load`, and the keys of the document (cast to the current version)
+        that the model does not declare (:meth:`ModelAdapter.undeclared`): a typed
+        write of the state stores them back unchanged."""
         current = self.convert(doc, version, agent_id=agent_id or None, seq=seq)
         try:
-            return self.adapter.validate(current)
+            state = self.adapter.validate(current)
         except pydantic.ValidationError as exc:
             raise StoredStateInvalid(
                 agent_id, seq, self.name, version, self.version, field_errors(exc)
             ) from None
+        return state, self.adapter.undeclared(current)
 
     def dump(
         self,
@@ -205,6 +219,22 @@ class ModelSchema(Generic[M]):
         ``baseline``: a document validated before, see :meth:`ModelAdapter.dump`."""
         doc = self.adapter.dump(value, agent_id, baseline=baseline)
         return {MODEL_KEY: self.name, **doc}
+
+    def dump_keeping(
+        self,
+        value: M,
+        kept: Mapping[str, Any],
+        agent_id: str | None = None,
+        *,
+        baseline: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`dump`, with the undeclared keys ``kept`` (from
+        :meth:`load_keeping`) carried through unchanged."""
+        doc = self.dump(value, agent_id, baseline=baseline)
+        if kept:
+            for key, item in kept.items():
+                doc.setdefault(key, item)
+        return doc
 
     def state_name(self, name: str | None, version: int) -> str | None:
         """A machine state recorded under ``version`` as it is called now."""
@@ -260,12 +290,19 @@ def _cast(
     agent_id: str | None,
     seq: int | None,
 ) -> dict[str, Any]:
+    looked = _Document(doc)
     try:
-        out = fn(doc)
+        out = fn(looked)
     except Exception as exc:
         reason = f"{type(exc).__name__} in {getattr(fn, '__qualname__', fn)!s}"
         if isinstance(exc, KeyError):
-            reason += f" (missing key {exc})"
+            # the key is named only when the document itself lacked it (a field name);
+            # a failed lookup elsewhere (a table of values) may be keyed by data
+            missing = looked.missing
+            if missing is not None and exc.args and exc.args[0] == missing:
+                reason += f" (the document has no key {missing!r})"
+            else:
+                reason += " (a lookup outside the document; its key is not shown)"
         raise UpcasterFailed(
             schema.name, version, target, reason, agent_id=agent_id, seq=seq
         ) from exc
@@ -278,7 +315,33 @@ def _cast(
             agent_id=agent_id,
             seq=seq,
         )
-    return out
+    return dict(out) if type(out) is _Document else out
+
+
+class _Document(dict[str, Any]):
+    """The document a caster is given: a dict that notes the last key looked up in it
+    and not found (``doc[k]``, ``doc.pop(k)``, ``del doc[k]``), so that a caster's
+    KeyError names a missing field, and never a key that may be data."""
+
+    __slots__ = ("missing",)
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        super().__init__(doc)
+        self.missing: object = None
+
+    def __missing__(self, key: object) -> Any:
+        self.missing = key
+        raise KeyError(key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        if not default and key not in self:
+            self.missing = key
+        return super().pop(key, *default)
+
+    def __delitem__(self, key: Any) -> None:
+        if key not in self:
+            self.missing = key
+        super().__delitem__(key)
 
 
 def _cast_event(

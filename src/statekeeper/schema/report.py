@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import JournalInUse, MigrationError
+from ..errors import JournalInUse, JournalOfAnotherStore, MigrationError
 from ..security.witness_file import write_atomically
 from .registry import ModelSchema, SchemaRegistry, schema_of
 
@@ -61,11 +62,17 @@ class MigrationReport:
     failed: list[MigrationFailure] = field(default_factory=list)
     #: compare-and-set retries caused by live writers
     retries: int = 0
+    #: the stored fields the casters removed (or renamed), with how many agents had
+    #: them (the keys a model does not declare are kept: only a caster removes a field)
+    removed: dict[str, int] = field(default_factory=dict)
     #: one example per stored version: agent, ops, document before and after
     samples: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: agents checked by the verification pass, and the problems it found
     verified: int = 0
     problems: list[MigrationFailure] = field(default_factory=list)
+    #: rollback with ``force``: agents written since their migration whose
+    #: pre-migration state was restored all the same (those writes thrown away)
+    forced: int = 0
     #: agents whose kept pre-migration records finalize dropped
     released: int = 0
     resumed_after: str | None = None
@@ -101,6 +108,8 @@ class Journal:
     started_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     changed: int = 0
+    #: the store the run is on (:func:`store_identity`; None: not recorded)
+    store: str | None = None
 
     @classmethod
     def load(cls, path: Path) -> Journal | None:
@@ -125,6 +134,7 @@ class Journal:
                 started_at=float(doc.get("started_at", 0.0)),
                 updated_at=float(doc.get("updated_at", 0.0)),
                 changed=int(doc.get("changed", 0)),
+                store=None if doc.get("store") is None else str(doc["store"]),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise MigrationError(f"{path} is not a readable migration journal ({exc})") from None
@@ -134,6 +144,28 @@ class Journal:
         self.updated_at = time.time()
         doc = {"statekeeper_migration": 1, **asdict(self)}
         write_atomically(path, json.dumps(doc, indent=2))
+
+
+def store_identity(store: StateStore) -> str | None:
+    """What names ``store`` in a journal: its URL without passwords (the backend's
+    repr), a SQLite file by its absolute path; None for a memory store (it dies with
+    its process, and so does any run on it)."""
+    backend = store.backend
+    if backend.name == "memory":
+        return None
+    path = getattr(backend, "path", None) if backend.name == "sqlite" else None
+    if isinstance(path, str | Path) and str(path) != ":memory:":
+        return f"sqlite:{os.path.realpath(path)}"
+    return repr(backend)
+
+
+def refuse_other_store(path: Path, record: Journal, store: StateStore) -> str | None:
+    """:class:`JournalOfAnotherStore` when ``record`` names a store other than
+    ``store``; else ``store``'s identity (to record)."""
+    mine = store_identity(store)
+    if record.store is not None and mine is not None and record.store != mine:
+        raise JournalOfAnotherStore(str(path), record.store, mine)
+    return mine
 
 
 def refuse_open(path: Path, record: Journal) -> None:

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import patch
-from ..errors import ConflictError, InvalidArgument, MigrationError, SchemaError
+from ..errors import (
+    ConflictError,
+    InvalidArgument,
+    MigrationError,
+    SchemaError,
+    SchemaVersionTooNew,
+)
 from ..records import Event
 from .models import MODEL_KEY
 from .registry import SchemaRegistry
@@ -28,6 +34,7 @@ from .report import (
     each,
     model_schema,
     pages,
+    refuse_other_store,
 )
 from .rewrite import (
     Original,
@@ -114,6 +121,8 @@ async def rollback(
     record = Journal.load(path) if path is not None else None
     if record is not None and run_id not in (None, record.run_id):
         record = None  # the journal holds another run: it is neither read nor marked
+    if record is not None and path is not None:
+        refuse_other_store(path, record, store)
     if record is not None:
         if record.finalized:
             raise MigrationError(
@@ -129,6 +138,9 @@ async def rollback(
     report.total = await store.count_agents()
     codec = store.codec
     from .migrate import apply_page, before_rewrites
+
+    #: agents this run migrated (restored or not): none at all means no such run here
+    found = [0]
 
     async def one(agent_id: str) -> None:
         from .migrate import apply
@@ -148,9 +160,11 @@ async def rollback(
                 continue
             kept = kept_in(codec, agent_id, head.event) if head.event is not None else None
             if kept is not None and kept.run == run:
+                found[0] += 1
                 request = restore_request(codec, head, agent_id, kept)
                 if request is not None:  # not written since: the records byte for byte
                     try:
+                        await before_rewrites(store, [agent_id])
                         await apply(store, request)
                     except ConflictError:
                         report.retries += 1
@@ -160,6 +174,7 @@ async def rollback(
                     return
             else:
                 kept = await original(store, agent_id, run)
+                found[0] += kept is not None
                 if kept is not None and await _rolled_since(
                     store, agent_id, kept.seq, snap.seq, run
                 ):
@@ -170,6 +185,7 @@ async def rollback(
                 before = await _state_before(store, agent_id, kept)
             else:
                 event, rolled = await _find(store, agent_id, snap.seq, run)
+                found[0] += event is not None
                 if event is None or rolled:
                     report.unchanged += 1
                     return
@@ -195,12 +211,15 @@ async def rollback(
                                 snap.seq,
                                 snap.schema_version,
                                 f"written since its migration (seq {migration_seq}) and "
-                                f"{exc}; --force restores the pre-migration state",
+                                f"{_cannot(schema.name, exc)}; --force restores the "
+                                "pre-migration state and throws away the writes made "
+                                "since (they stay in the history only)",
                                 "RollbackBlocked",
                             )
                         )
                         return
                     doc = before
+                    report.forced += 1
             info = {"run": run, "model": schema.name, "migration_seq": migration_seq,
                     "from": snap.schema_version, "to": back_to}  # fmt: skip
             try:
@@ -220,7 +239,6 @@ async def rollback(
 
     done = 0
     async for ids in pages(store, None):
-        await before_rewrites(store, ids)
         # the page read once; every agent migrated by this run and not written since
         # is restored in one rewrite_many (one transaction on SQLite, one statement on
         # PostgreSQL); the others (written since, migrated by an appended event, or
@@ -245,6 +263,9 @@ async def rollback(
                 continue
             batch.append(request)
             versions[agent_id] = kept.version  # type: ignore[union-attr]
+        found[0] += len(batch)
+        if batch:  # (only the agents rewritten: a page of others keeps its witness marks)
+            await before_rewrites(store, [r.request.agent_id for r in batch])
         for rewrite in await apply_page(store, batch):
             slow.append(rewrite.request.agent_id)
             versions.pop(rewrite.request.agent_id)
@@ -257,11 +278,27 @@ async def rollback(
         report.scanned += len(ids)
         if on_progress is not None:
             on_progress(done, report.total)
+    if record is None and not found[0]:
+        raise MigrationError(
+            f"no agent of {schema.name} holds a migration by run {run!r} (not the "
+            "journal's run): never run on this store, or rolled back already; check the "
+            "run id. Nothing was written"
+        )
     if record is not None and path is not None and not report.failed:
         record.rolled_back = True
         record.save(path)
     report.elapsed = time.monotonic() - started
     return report
+
+
+def _cannot(model: str, exc: SchemaError) -> str:
+    """Why an agent's state cannot be brought back, in the terms of a rollback."""
+    if isinstance(exc, SchemaVersionTooNew):  # (its own words are for a reader's code)
+        return (
+            f"{model} has no downcaster from schema version {exc.version} "
+            f"(@schema.downcaster(from_version={exc.version}) brings such a state back)"
+        )
+    return str(exc)
 
 
 async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> None:
@@ -318,6 +355,7 @@ async def finalize(
     record = Journal.load(path)
     if record is None:
         raise MigrationError(f"no migration journal at {path}")
+    refuse_other_store(path, record, store)
     if record.rolled_back:
         raise MigrationError(f"run {record.run_id} was rolled back: migrate again first")
     report = await migrate(
