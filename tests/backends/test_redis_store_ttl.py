@@ -234,3 +234,17 @@ async def test_a_sharded_store_keeps_its_ttl_too(prefix: str) -> None:
     async with StateStore(url) as store:
         assert [a.agent_id for a in await store.list_agents()] == ["r-1"]  # main: AgentLost
         assert (await store.save("r-0", {"n": 9})).first_seq == 1
+
+
+async def test_a_tier_of_record_refuses_a_store_whose_agents_expire(prefix: str) -> None:
+    from statekeeper.backends.memory import MemoryBackend
+    from statekeeper.backends.tiered import TieredBackend
+
+    await _saved_with_ttl(prefix)
+    durable = RedisBackend(REDIS_URL, prefix=prefix)  # no ttl=: it would take the store's
+    tiered = TieredBackend(durable, MemoryBackend())
+    try:
+        with pytest.raises(ConfigurationError, match="tier of record"):
+            await tiered.head("r-1")  # main: no refusal
+    finally:
+        await tiered.close()

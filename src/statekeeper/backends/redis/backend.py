@@ -328,6 +328,8 @@ class RedisBackend(Backend):
         self.wait_replicas = wait_replicas
         self.wait_timeout = wait_timeout
         self.evictable = evictable
+        #: a tiered backend's durable or cold tier (:meth:`keep_agents`)
+        self._tier_of_record = False
         self._pfx = prefix.encode()
         self.layout = Layout(self._pfx, shards)
         self._identity = Identity(self.layout, f"Redis at {mask_url(url)} (prefix {prefix!r})")
@@ -739,6 +741,12 @@ class RedisBackend(Backend):
         (:meth:`change_store_ttl` changes it)."""
         ms = int(self._ttl_ms) or None
         recorded = await meta.settle_ttl(self._client, self.layout, ms, write=not self.readonly)
+        if recorded is not None and self._tier_of_record:
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} is a store whose agents expire "
+                f"(ttl={recorded / 1000:g}, recorded in the store); a tier of record must "
+                "keep them (set the TTL on the hot tier only)"
+            )
         if recorded is not None and ms is not None and recorded != ms:
             raise ConfigurationError(
                 f"redis prefix {self.prefix!r} was created with ttl={recorded / 1000:g} "
@@ -748,6 +756,12 @@ class RedisBackend(Backend):
             )
         if recorded is not None and ms is None:
             self._use_ttl(recorded / 1000)
+
+    def keep_agents(self) -> None:
+        """This backend is a tier of record (a tiered backend's durable or cold tier,
+        which calls this): a store whose agents expire (a TTL recorded in it) is refused
+        when the backend opens it, as ``ttl=`` is when it is built."""
+        self._tier_of_record = True
 
     def _use_ttl(self, ttl: float) -> None:
         self.ttl = ttl
