@@ -186,6 +186,9 @@ class TieredBackend(Backend):
                     f"the {name} tier deletes agents after a TTL; a tier of record must "
                     "keep them (set the TTL on the hot tier only)"
                 )
+            keep = getattr(tier, "keep_agents", None)  # (Redis: a TTL its store records)
+            if keep is not None:
+                keep()
         if cold is not None:
             # demotion copies the agent's idempotency keys there and back: without
             # them a retried step would be stored twice after a round trip

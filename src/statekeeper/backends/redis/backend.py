@@ -38,6 +38,9 @@ beside it ``s:<agent>`` (zset of snapshot seqs, for "latest at or below"),
 * Every read is a single command or script, so it sees one consistent state.
 * Optional TTL: ``ttl`` (seconds) makes an agent's keys expire after that long without
   a write or read (``touch``); :meth:`RedisBackend.set_ttl` overrides it per agent.
+  The TTL is the store's (recorded in its meta hash: :mod:`.meta`): a backend opened
+  without ``ttl=`` takes it, one opened with another is refused
+  (:meth:`RedisBackend.change_store_ttl` changes it).
   Index entries of expired agents are dropped lazily by :meth:`list_agents` (an agent
   that cannot have expired raises :class:`~statekeeper.errors.AgentLost` instead: its
   keys were evicted or deleted, see :mod:`.identity`). An agent
@@ -219,7 +222,10 @@ class RedisBackend(Backend):
             ``redis+cluster://`` / ``rediss+cluster://`` with one or more seed nodes;
             its query options other than statekeeper's go to redis-py.
         prefix: prefix of every key this backend touches.
-        ttl: seconds an agent lives without activity (None: forever).
+        ttl: seconds an agent lives without activity (None: the store's TTL if it
+            has one, recorded by the first backend opened with ``ttl=``, else
+            forever); a ``ttl`` other than the store's is refused at the first contact
+            with :class:`~statekeeper.errors.ConfigurationError`.
         touch: reads refresh the TTL too (else only writes do).
         retry_timeout: seconds an operation keeps retrying after connection errors
             (0: fail at once — what a hot tier wants), once the server has answered.
@@ -329,6 +335,8 @@ class RedisBackend(Backend):
         self.wait_replicas = wait_replicas
         self.wait_timeout = wait_timeout
         self.evictable = evictable
+        #: a tiered backend's durable or cold tier (:meth:`keep_agents`)
+        self._tier_of_record = False
         self._pfx = prefix.encode()
         self.layout = Layout(self._pfx, shards)
         self._identity = Identity(self.layout, f"Redis at {mask_url(url)} (prefix {prefix!r})")
@@ -715,6 +723,7 @@ class RedisBackend(Backend):
         is (best effort: a shortfall is not an error here, and any acknowledged write
         after them covers them too), so a failover to a replica does not pass for a
         lost store."""
+        await self._settle_ttl()
         created = await self._identity.adopt(self._client, create=not self.readonly, feed=self.feed)
         if not self.readonly:
             await meta.copy_meta(self._client, self.layout)  # (see .meta)
@@ -730,6 +739,63 @@ class RedisBackend(Backend):
                     for k in created
                 )
             )
+
+    async def _settle_ttl(self) -> None:
+        """Take the store's TTL (see :mod:`.meta`): a backend opened without ``ttl=``
+        uses the one recorded, so an agent that expires by it is not reported lost and
+        a write gives the agent that TTL; one opened with ``ttl=`` records it when none
+        is (a writable backend), and is refused when another one is: every process of
+        the store expires its agents after the same time
+        (:meth:`change_store_ttl` changes it)."""
+        ms = int(self._ttl_ms) or None
+        recorded = await meta.settle_ttl(self._client, self.layout, ms, write=not self.readonly)
+        if recorded is not None and self._tier_of_record:
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} is a store whose agents expire "
+                f"(ttl={recorded / 1000:g}, recorded in the store); a tier of record must "
+                "keep them (set the TTL on the hot tier only)"
+            )
+        if recorded is not None and ms is not None and recorded != ms:
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} was created with ttl={recorded / 1000:g} "
+                f"(seconds its agents live without activity), not ttl={ms / 1000:g}: open it "
+                f"without ttl= (it takes the store's) or with ttl={recorded / 1000:g}; "
+                "RedisBackend.change_store_ttl(seconds) changes it"
+            )
+        if recorded is not None and ms is None:
+            self._use_ttl(recorded / 1000)
+
+    def keep_agents(self) -> None:
+        """This backend is a tier of record (a tiered backend's durable or cold tier,
+        which calls this): a store whose agents expire (a TTL recorded in it) is refused
+        when the backend opens it, as ``ttl=`` is when it is built."""
+        self._tier_of_record = True
+
+    def _use_ttl(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._ttl_ms = str(round(ttl * 1000))
+        self._touch = "1" if self.touch and not self.readonly else "0"
+
+    async def change_store_ttl(self, ttl: float) -> None:
+        """Record ``ttl`` (seconds, > 0) as the store's TTL, and use it. An agent
+        keeps the expiry it was given until its next write (or read, with ``touch``);
+        other processes that opened the store before go on with the old TTL until
+        they open it again. A store's TTL cannot be taken off (its agents already
+        given an expiry would then be reported lost when they expire)."""
+        if not ttl > 0:
+            raise ConfigurationError("ttl must be > 0 seconds")
+        self._check_open()
+        self._check_writable()
+        if self.evictable:
+            self._use_ttl(ttl)  # (a copy: nothing recorded, see _adopt)
+            return
+        ms = round(ttl * 1000)
+
+        async def op() -> None:
+            await meta.set_ttl(self._client, self.layout, ms)
+
+        await self._retrying("change_store_ttl", op)
+        self._use_ttl(ttl)
 
     async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run ``op`` (safe to repeat), retrying connection errors until the deadline;
@@ -1065,6 +1131,8 @@ class RedisBackend(Backend):
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         self._check_writable()
+        if not self._reached:  # (the store's TTL: known once open, see _settle_ttl)
+            await self.open()
         h, sz = self._keys(agent_id)
         args: list[bytes | str] = [
             str(snapshot.seq),
@@ -1097,6 +1165,8 @@ class RedisBackend(Backend):
         shard = self._agent(agent_id).shard
         token = secrets.token_hex(16)
         receipt = shard.base + b"d:" + token.encode()
+        if not self._reached:  # (as save_snapshot)
+            await self.open()
         lifetime = str(int(max(60.0, 2 * self.retry_timeout) * 1000))
         ttl = self._ttl_of(agent_id)  # (a lost agent existed: see delete.lua)
         args = [agent_id.encode(), "" if head is None else str(head), token, lifetime, ttl]
@@ -1124,6 +1194,8 @@ class RedisBackend(Backend):
         """Remove history below a snapshot in one script (atomic); retried safely."""
         self._check_can_write()
         k = self._agent(agent_id)
+        if not self._reached:  # (as save_snapshot)
+            await self.open()
         drop = sorted(set(drop_snapshots))
         args = [agent_id.encode(), self._ttl_of(agent_id), str(base_seq), *(str(s) for s in drop)]
         keys = [k.hash, k.snapshots, k.shard.index]  # (the index: a lost agent, presence.lua)
@@ -1141,6 +1213,8 @@ class RedisBackend(Backend):
         self._check_can_write()
         validate_rewrite(request)
         k = self._agent(request.agent_id)
+        if not self._reached:  # (as save_snapshot)
+            await self.open()
         keys = [k.hash, k.snapshots, k.shard.index]  # (the index: a lost agent, presence.lua)
         args: list[bytes | str] = [
             self._ttl_of(request.agent_id),
@@ -1173,6 +1247,8 @@ class RedisBackend(Backend):
         # the script sets (takes off) the agent's own-ttl mark in the index with the ttl:
         # its expiry is not a loss; and a lost agent raises (see .identity)
         keys = [k.hash, k.snapshots, k.shard.index]
+        if not self._reached:  # (as save_snapshot)
+            await self.open()
         args = [ms, agent_id.encode(), self._ttl_of(agent_id)]
 
         async def op() -> Any:
@@ -1418,6 +1494,8 @@ class RedisBackend(Backend):
         to_seq: int | None = None,
         limit: int | None = None,
     ) -> list[RawEvent]:
+        if not self._reached:  # (as save_snapshot)
+            await self.open()
         h, sz = self._keys(agent_id)
         args = [
             str(after_seq),
@@ -1444,6 +1522,8 @@ class RedisBackend(Backend):
     async def seq_at(self, agent_id: str, timestamp: float) -> int:
         h, _ = self._keys(agent_id)
 
+        if not self._reached:  # (as save_snapshot)
+            await self.open()
         keys = [h, self.layout.shard(agent_id).index]
         args = [repr(float(timestamp)), agent_id.encode(), self._ttl_of(agent_id)]
 
@@ -1458,6 +1538,8 @@ class RedisBackend(Backend):
         h, sz = self._keys(agent_id)
         bound = "+inf" if at_or_below is None else str(at_or_below)
 
+        if not self._reached:  # (as save_snapshot)
+            await self.open()
         keys = [h, sz, self.layout.shard(agent_id).index]
         args = [bound, self._ttl_of(agent_id), self._touch, agent_id.encode()]
 
@@ -1491,6 +1573,8 @@ class RedisBackend(Backend):
     async def _read_latest_reply(self, agent_id: str, what: str) -> Any:
         k = self.layout.agent(agent_id)  # one agent's keys: one hash slot on a cluster
         keys = [k.hash, k.snapshots, k.shard.index]
+        if not self._reached:  # (as save_snapshot)
+            await self.open()
         args = [self._ttl_of(agent_id), self._touch, agent_id.encode()]
 
         async def op() -> Any:
@@ -1561,6 +1645,8 @@ class RedisBackend(Backend):
         return await self._retrying("list_agents", op)
 
     async def count_agents(self) -> int:
+        if not self._reached:  # (the store's TTL is known once open: _settle_ttl)
+            await self._retrying("count_agents", self.open)
         if self.ttl is not None:
             return await super().count_agents()  # skips expired index entries
 
@@ -1578,6 +1664,8 @@ class RedisBackend(Backend):
         return await self._retrying("count_agents", op)
 
     async def count_prefix(self, prefix: str) -> int:
+        if not self._reached:  # (as count_agents)
+            await self._retrying("count_agents", self.open)
         if self.ttl is not None or not prefix:  # (expired index entries: see above)
             return await super().count_prefix(prefix) if prefix else await self.count_agents()
         low = b"[" + prefix.encode()

@@ -1,22 +1,27 @@
 """The store's meta hash (``<prefix>meta``) and its copy in shard 0's agent index.
 
 The meta hash holds what is true of the whole store: the store-level markers
-(``marker:<name>``, such as ``encrypted``: :mod:`statekeeper.store.keyguard`) and, for
-a sharded store, its number of shards (``shards``: :mod:`.keys`). Lost on its own
-(evicted by an ``allkeys-*`` policy, or deleted) while the identity marker stays, a
-marker read as "not set" would let a store without a key write in the clear into an
-encrypted store, and a sharded store opened without ``shards=`` (or with another
-number) would look empty, its agents under keys of another layout.
+(``marker:<name>``, such as ``encrypted``: :mod:`statekeeper.store.keyguard`), for a
+sharded store its number of shards (``shards``: :mod:`.keys`), and for a store whose
+agents expire its TTL (``ttl``, in ms: recorded by the first writable backend opened
+with ``ttl=``, taken by every backend opened without one, so that an agent's expiry is
+never taken for a loss: :func:`settle_ttl`). Lost on its own (evicted by an
+``allkeys-*`` policy, or deleted) while the identity marker stays, a marker read as
+"not set" would let a store without a key write in the clear into an encrypted store,
+a sharded store opened without ``shards=`` (or with another number) would look empty,
+its agents under keys of another layout, and the expiry of a ``ttl=`` store's agents
+would pass for their loss.
 
 So each fact is written twice: into the meta hash and, as an entry of shard 0's agent
 index (which no listing shows: they sort before every agent id, as its proof entry
-does), ``"\\0m:<name>"`` per marker and ``"\\0s:<N>"`` for the shards. Markers are only
-ever set, so a marker either copy holds is set (:func:`read_marker`: the loss of either
-is harmless), and the open of a writable backend puts back what one copy lacks
-(:func:`copy_meta`). A prefix whose meta hash has no ``shards`` is looked at where a
-sharded store keeps its shard 0 (:func:`sharded_here`: the hash tag of shard 0 is one of
-a few, whatever the number of shards) before it is opened in another layout. Both
-copies lost (the index too) is found by the index's proof entry (:mod:`.identity`).
+does), ``"\\0m:<name>"`` per marker, ``"\\0s:<N>"`` for the shards and ``"\\0d:<ms>"``
+for the TTL. Markers are only ever set, so a marker either copy holds is set
+(:func:`read_marker`: the loss of either is harmless), and the open of a writable
+backend puts back what one copy lacks (:func:`copy_meta`). A prefix whose meta hash
+has no ``shards`` is looked at where a sharded store keeps its shard 0
+(:func:`sharded_here`: the hash tag of shard 0 is one of a few, whatever the number of
+shards) before it is opened in another layout. Both copies lost (the index too) is
+found by the index's proof entry (:mod:`.identity`).
 """
 
 from __future__ import annotations
@@ -29,12 +34,22 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from .identity import PROOF
 from .keys import Layout
 
-__all__ = ["copy_meta", "read_marker", "set_marker", "shard0_tags", "sharded_here"]
+__all__ = [
+    "copy_meta",
+    "read_marker",
+    "set_marker",
+    "set_ttl",
+    "settle_ttl",
+    "shard0_tags",
+    "sharded_here",
+]
 
 #: a marker's copy in shard 0's index: ``MARK + name``
 MARK = b"\0m:"
 #: the number of shards' copy: ``SHARDS + b"%d" % n``
 SHARDS = b"\0s:"
+#: the store's TTL's copy: ``TTL + b"%d" % ms``
+TTL = b"\0d:"
 
 
 @cache
@@ -74,21 +89,29 @@ async def set_marker(client: Any, layout: Layout, name: str) -> None:
 
 
 async def copy_meta(client: Any, layout: Layout) -> None:
-    """Put back what one copy lacks: the markers both ways, the shards into the index
-    (the meta hash records them itself when a sharded backend opens the store)."""
+    """Put back what one copy lacks: the markers both ways, the shards and the TTL into
+    the index (the meta hash records them itself when a backend opens the store: the
+    TTL's copy in the index follows the meta hash's, :func:`settle_ttl`)."""
     index = layout.shard_keys[0].index
     async with client.pipeline(transaction=False) as pipe:
         pipe.hgetall(layout.meta)
         pipe.zrangebylex(index, b"[" + MARK, b"(" + MARK[:-1] + b";")
-        fields, copies = await pipe.execute()
+        pipe.zrangebylex(index, b"[" + TTL, b"(" + TTL[:-1] + b";")
+        fields, copies, ttls = await pipe.execute()
     marks = {bytes(k)[len(b"marker:") :] for k in fields if bytes(k).startswith(b"marker:")}
     copied = {bytes(c)[len(MARK) :] for c in copies}
     entries = {MARK + name: 0 for name in marks - copied}
     if layout.shards is not None:
         entries[SHARDS + b"%d" % layout.shards] = 0
+    ttl = fields.get(b"ttl")
+    stale = [bytes(c) for c in ttls if ttl is None or bytes(c) != TTL + bytes(ttl)]
+    if ttl is not None and len(stale) == len(ttls):
+        entries[TTL + bytes(ttl)] = 0
     async with client.pipeline(transaction=False) as pipe:
         if entries:
             pipe.zadd(index, entries)
+        if ttl is not None and stale:  # (a copy of a TTL changed since: set_ttl)
+            pipe.zrem(index, *stale)
         for name in copied - marks:
             pipe.hset(layout.meta, b"marker:" + name, b"1")
         await pipe.execute()
@@ -112,3 +135,32 @@ async def sharded_here(client: Any, layout: Layout) -> dict[bytes, int | None]:
             copies = found[2 * k + 1]
             out[tag] = int(bytes(copies[0])[len(SHARDS) :]) if copies else None
     return out
+
+
+async def settle_ttl(client: Any, layout: Layout, ms: int | None, *, write: bool) -> int | None:
+    """The store's TTL in ms (None: its agents never expire), recording ``ms`` (the
+    backend's ``ttl=``) as the store's when none is recorded and ``write``: the meta
+    hash's value, else its copy in shard 0's index (the meta hash lost alone); a copy
+    the meta hash lacks is put back there when ``write``. Two backends recording
+    different TTLs at once: the first ``HSETNX`` wins, and both read it back."""
+    index = layout.shard_keys[0].index
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.hget(layout.meta, b"ttl")
+        pipe.zrangebylex(index, b"[" + TTL, b"(" + TTL[:-1] + b";")
+        there, copies = await pipe.execute()
+    if there is not None:
+        return int(there)
+    copy = bytes(copies[0])[len(TTL) :] if copies else None
+    if not write:
+        return int(copy) if copy is not None else None
+    value = copy if copy is not None else b"%d" % ms if ms is not None else None
+    if value is None:
+        return None
+    await client.hsetnx(layout.meta, b"ttl", value)
+    return int(await client.hget(layout.meta, b"ttl"))
+
+
+async def set_ttl(client: Any, layout: Layout, ms: int) -> None:
+    """Record ``ms`` as the store's TTL, in both copies (the old copy taken off)."""
+    await client.hset(layout.meta, b"ttl", b"%d" % ms)
+    await copy_meta(client, layout)
