@@ -242,6 +242,10 @@ async def update(
     :class:`~statekeeper.errors.LeaseLost` (not retried) when ``lease`` was taken over.
     """
     _check_update(agent_id, fn, info)
+    if lease is not None:  # refused before fn runs (the store refuses it again)
+        from ..store.agent import check_agent_lease
+
+        check_agent_lease(store, agent_id, lease)
     limit = _Budget(attempts, budget, backoff)
     loop = asyncio.get_running_loop()
     call = _Call(fn, limit, lease, event_type, info, actor, create, loop.create_future())
