@@ -531,10 +531,16 @@ class LeaseLost(LeaseError):
         self.token = token
         self.current_token = current_token
         self.current_holder = current_holder
-        super().__init__(
-            f"agent {agent_id!r}: lease token {token} of {holder!r} is stale "
-            f"(newest is {current_token}, held by {current_holder!r}); nothing was written"
-        )
+        lease = f"agent {agent_id!r}: lease token {token} of {holder!r}"
+        if current_holder is not None:
+            why = f"is stale (newest is {current_token}, held by {current_holder!r})"
+        elif current_token == token:
+            why = "was released (acquire a new lease to write)"
+        elif current_token > token:
+            why = f"is stale (newest is {current_token}, since released)"
+        else:
+            why = "is not current (the agent holds no lease)"
+        super().__init__(f"{lease} {why}; nothing was written")
 
 
 class LeasesUnsupported(LeaseError):
