@@ -559,7 +559,8 @@ class MergeConflict(StatekeeperError):
     """Two concurrent versions of an agent that no merge strategy could reconcile.
 
     Nothing is dropped: ``ours`` and ``theirs`` are both versions (and ``base`` their
-    common ancestor when known); ``fields`` names the paths that stayed unresolved.
+    common ancestor when known); ``fields`` names the paths that stayed unresolved;
+    ``reason``, when known, why (it ends the message).
     """
 
     def __init__(
@@ -569,6 +570,7 @@ class MergeConflict(StatekeeperError):
         theirs: Any,
         base: Any = None,
         fields: tuple[str, ...] = (),
+        reason: str = "",
     ) -> None:
         self.agent_id = agent_id
         self.ours = ours
@@ -577,7 +579,9 @@ class MergeConflict(StatekeeperError):
         self.fields = fields
         where = f"agent {agent_id!r}" if agent_id is not None else "document"
         what = f" at {', '.join(fields)}" if fields else ""
-        super().__init__(f"{where}: concurrent updates{what} could not be merged")
+        self.reason = reason
+        why = f": {reason}" if reason else ""
+        super().__init__(f"{where}: concurrent updates{what} could not be merged{why}")
 
 
 class ReadOnlyStore(ConfigurationError):
