@@ -15,6 +15,7 @@ from statekeeper.backends import MemoryBackend, SQLiteBackend
 from statekeeper.concurrency import Lease, LeaseManager, default_holder
 from statekeeper.errors import (
     ConfigurationError,
+    InvalidArgument,
     LeaseHeld,
     LeaseLost,
     StatekeeperError,
@@ -119,10 +120,11 @@ async def test_fenced_store_writes(store: StateStore, clock: FakeClock) -> None:
         lambda: store.save("a", {"v": 2}, lease=old),
         lambda: store.save("a", {"v": 2}, lease=old, expected_seq=1),  # stale view too
         lambda: store.append("a", "note", {"x": 2}, lease=old),
-        lambda: store.create("b", {}, lease=old),  # a fence for another agent
     ):
         with pytest.raises(LeaseLost):
             await write()  # type: ignore[no-untyped-call]
+    with pytest.raises(InvalidArgument):  # a lease on another agent (test_lease_other_agent)
+        await store.create("b", {}, lease=old)
     assert (await store.load("a")).data == {"v": 1}
     assert await store.head("a") == 2
     await store.save("a", {"v": 3}, lease=new)
