@@ -558,10 +558,16 @@ class LeaseLost(LeaseError):
         self.token = token
         self.current_token = current_token
         self.current_holder = current_holder
-        super().__init__(
-            f"agent {agent_id!r}: lease token {token} of {holder!r} is stale "
-            f"(newest is {current_token}, held by {current_holder!r}); nothing was written"
-        )
+        lease = f"agent {agent_id!r}: lease token {token} of {holder!r}"
+        if current_holder is not None:
+            why = f"is stale (newest is {current_token}, held by {current_holder!r})"
+        elif current_token == token:
+            why = "was released (acquire a new lease to write)"
+        elif current_token > token:
+            why = f"is stale (newest is {current_token}, since released)"
+        else:
+            why = "is not current (the agent holds no lease)"
+        super().__init__(f"{lease} {why}; nothing was written")
 
 
 class LeasesUnsupported(LeaseError):
@@ -580,7 +586,8 @@ class MergeConflict(StatekeeperError):
     """Two concurrent versions of an agent that no merge strategy could reconcile.
 
     Nothing is dropped: ``ours`` and ``theirs`` are both versions (and ``base`` their
-    common ancestor when known); ``fields`` names the paths that stayed unresolved.
+    common ancestor when known); ``fields`` names the paths that stayed unresolved;
+    ``reason``, when known, why (it ends the message).
     """
 
     def __init__(
@@ -590,6 +597,7 @@ class MergeConflict(StatekeeperError):
         theirs: Any,
         base: Any = None,
         fields: tuple[str, ...] = (),
+        reason: str = "",
     ) -> None:
         self.agent_id = agent_id
         self.ours = ours
@@ -598,7 +606,9 @@ class MergeConflict(StatekeeperError):
         self.fields = fields
         where = f"agent {agent_id!r}" if agent_id is not None else "document"
         what = f" at {', '.join(fields)}" if fields else ""
-        super().__init__(f"{where}: concurrent updates{what} could not be merged")
+        self.reason = reason
+        why = f": {reason}" if reason else ""
+        super().__init__(f"{where}: concurrent updates{what} could not be merged{why}")
 
 
 class ReadOnlyStore(ConfigurationError):

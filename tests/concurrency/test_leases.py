@@ -15,6 +15,7 @@ from statekeeper.backends import MemoryBackend, SQLiteBackend
 from statekeeper.concurrency import Lease, LeaseManager, default_holder
 from statekeeper.errors import (
     ConfigurationError,
+    InvalidArgument,
     LeaseHeld,
     LeaseLost,
     StatekeeperError,
@@ -119,10 +120,11 @@ async def test_fenced_store_writes(store: StateStore, clock: FakeClock) -> None:
         lambda: store.save("a", {"v": 2}, lease=old),
         lambda: store.save("a", {"v": 2}, lease=old, expected_seq=1),  # stale view too
         lambda: store.append("a", "note", {"x": 2}, lease=old),
-        lambda: store.create("b", {}, lease=old),  # a fence for another agent
     ):
         with pytest.raises(LeaseLost):
             await write()  # type: ignore[no-untyped-call]
+    with pytest.raises(InvalidArgument):  # a lease on another agent (test_lease_other_agent)
+        await store.create("b", {}, lease=old)
     assert (await store.load("a")).data == {"v": 1}
     assert await store.head("a") == 2
     await store.save("a", {"v": 3}, lease=new)
@@ -195,3 +197,24 @@ async def test_group_commit_keeps_fences(tmp_path: Any) -> None:
         assert isinstance(results[0], LeaseLost)
         assert all(not isinstance(r, BaseException) for r in results[1:])
         assert (await store.load("a")).data == {"v": 1}
+
+
+async def test_a_released_lease_is_reported_as_released(store: StateStore) -> None:
+    lease = await LeaseManager(store, holder="B").acquire("a", ttl=30)
+    await store.save("a", {"v": 1}, lease=lease)
+    assert await lease.release()
+    for refused in (lease.renew(), store.save("a", {"v": 2}, lease=lease)):
+        with pytest.raises(LeaseLost) as lost:
+            await refused
+        message = str(lost.value)
+        assert "lease token 1 of 'B' was released" in message
+        assert "None" not in message and "stale" not in message
+        assert (lost.value.token, lost.value.current_token) == (1, 1)
+        assert lost.value.current_holder is None
+    # an older token, after a newer lease was granted and released: stale, not "None"
+    newer = await LeaseManager(store, holder="C").acquire("a", ttl=30)
+    await newer.release()
+    with pytest.raises(LeaseLost) as lost:
+        await store.save("a", {"v": 3}, lease=lease)
+    assert "is stale (newest is 2, since released)" in str(lost.value)
+    assert (await store.load("a")).data == {"v": 1}

@@ -219,3 +219,23 @@ async def test_merge_an_offline_copy_back_into_the_store() -> None:
         ff = stored.edited({**rival.data, "title": "ff"}, "laptop")
         done = await merge_into(store, "doc", ff, base_seq=head)
         assert not done.merged and done.seq == head + 1
+
+
+def test_last_write_wins_says_a_version_carries_no_stamp() -> None:
+    base = Version({"title": "a", "body": "x"})
+    stamped = base.edited({"title": "b", "body": "x"}, "n1", stamp=HybridClock("n1").now())
+    unstamped = base.edited({"title": "c", "body": "x"}, "n2")
+    merger = Merger(default=LastWriteWins())
+    with pytest.raises(MergeConflict) as neither:
+        merger.merge(base.edited({"title": "b", "body": "x"}, "n1"), unstamped, base)
+    assert neither.value.fields == ("title",)
+    assert "at title could not be merged" in str(neither.value)
+    assert "neither version carries one" in str(neither.value)
+    assert "stamp=clock.now()" in str(neither.value)
+    with pytest.raises(MergeConflict) as one:
+        merger.merge(stamped, unstamped, base)
+    assert "theirs carries" in one.value.reason
+    # another strategy's conflict is not blamed on stamps
+    with pytest.raises(MergeConflict) as manual:
+        Merger().merge(base.edited({"title": "b"}, "n1"), unstamped, base)
+    assert manual.value.reason == ""

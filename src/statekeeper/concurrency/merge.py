@@ -329,7 +329,9 @@ class Merger:
                 unresolved,
             )
             if unresolved:
-                raise MergeConflict(agent_id, ours, theirs, base, tuple(unresolved))
+                paths = tuple(unresolved)
+                reason = _unstamped(self, ours, theirs, paths)
+                raise MergeConflict(agent_id, ours, theirs, base, paths, reason)
         return Version(data, _join_clocks(ours.clock, theirs.clock), _max_stamp(ours, theirs))
 
     def _merge_fields(
@@ -365,6 +367,28 @@ class Merger:
             if value is not MISSING:
                 merged[name] = _copy(value)
         return merged
+
+
+def _unstamped(merger: Merger, ours: Version, theirs: Version, paths: tuple[str, ...]) -> str:
+    """Why :class:`LastWriteWins` left some of ``paths`` unresolved, when it did because
+    a version carries no stamp ("" otherwise)."""
+    unstamped = [side for side, v in (("ours", ours), ("theirs", theirs)) if v.stamp is None]
+    if not unstamped or not any(_last_write_wins(merger, path) for path in paths):
+        return ""
+    which = "neither version carries" if len(unstamped) == 2 else f"{unstamped[0]} carries"
+    return (
+        f"LastWriteWins orders versions by their stamps and {which} one (stamp each "
+        "edit: Version.edited(data, node, stamp=clock.now()) with a HybridClock)"
+    )
+
+
+def _last_write_wins(merger: Merger, path: str) -> bool:
+    """Whether ``merger`` decides the field at ``path`` with :class:`LastWriteWins`."""
+    name, _, rest = path.partition(".")
+    strategy = merger.fields.get(name, merger.default)
+    if isinstance(strategy, Nested) and rest:
+        return _last_write_wins(strategy.merger, rest)
+    return isinstance(strategy, LastWriteWins)
 
 
 def _paths(exc: Unresolved, default: str) -> tuple[str, ...]:

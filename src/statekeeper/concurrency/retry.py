@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from ..arguments import check_name
 from ..errors import (
     AgentNotFound,
     AgentReplaced,
@@ -170,6 +171,7 @@ class _Call:
     actor: str | None
     create: bool
     future: asyncio.Future[Updated]
+    idempotency_key: str | None = None
     key: tuple[Any, ...] = ()
     attempts: int = 0
     data: dict[str, Any] = field(default_factory=dict)
@@ -181,6 +183,8 @@ class _Call:
             )
         except TypeError:
             info_key = id(self)  # not JSON (the write will say so): coalesced with nothing
+        if self.idempotency_key is not None:
+            info_key = id(self)  # one call, one keyed event: coalesced with nothing
         self.key = (self.event_type, info_key, self.actor, self.create, id(self.lease))
 
     def fail(self, exc: BaseException) -> None:
@@ -223,6 +227,7 @@ async def update(
     event_type: str = EventType.PATCH,
     info: dict[str, Any] | None = None,
     actor: str | None = None,
+    idempotency_key: str | None = None,
 ) -> Updated:
     """Apply ``fn`` to the agent's data with optimistic locking, retrying on conflict.
 
@@ -240,11 +245,29 @@ async def update(
     :class:`~statekeeper.errors.AgentNotFound` is raised. Raises
     :class:`~statekeeper.errors.RetriesExhausted` when the budget is spent;
     :class:`~statekeeper.errors.LeaseLost` (not retried) when ``lease`` was taken over.
+
+    With ``idempotency_key`` the change is written under that key, as
+    :meth:`~statekeeper.StateStore.save` writes one: when an earlier call with the key
+    was stored (a retry after a crash or a lost reply), ``fn`` is not called and
+    nothing is written; the result is that earlier write's (``result.duplicate``
+    True, ``data`` the agent's data right after it, ``attempts`` 0). A keyed call is
+    written as its own event (it is not coalesced).
     """
     _check_update(agent_id, fn, info)
+    if idempotency_key is not None:
+        check_name(idempotency_key, "idempotency_key")
+        earlier = await store.find_key(agent_id, idempotency_key)
+        if earlier is not None:  # applied before: not again (fn is not called)
+            return await _earlier(store, agent_id, earlier, 0)
+    if lease is not None:  # refused before fn runs (the store refuses it again)
+        from ..store.agent import check_agent_lease
+
+        check_agent_lease(store, agent_id, lease)
     limit = _Budget(attempts, budget, backoff)
     loop = asyncio.get_running_loop()
-    call = _Call(fn, limit, lease, event_type, info, actor, create, loop.create_future())
+    call = _Call(
+        fn, limit, lease, event_type, info, actor, create, loop.create_future(), idempotency_key
+    )
     lanes = _lanes.setdefault(store, {})
     where = (agent_id, loop)
     lane = lanes.get(where)
@@ -254,6 +277,14 @@ async def update(
     if lane.runner is None:
         lane.runner = loop.create_task(_drain(store, where, lane, lanes))
     return await call.future
+
+
+async def _earlier(
+    store: StateStore, agent_id: str, earlier: AppendResult, attempts: int
+) -> Updated:
+    """The :class:`Updated` of the keyed write ``earlier`` found again (a duplicate)."""
+    data = (await store.load(agent_id, at_seq=earlier.last_seq)).data
+    return Updated(agent_id, earlier.last_seq, data, attempts, earlier)
 
 
 def _check_update(agent_id: str, fn: object, info: object) -> None:
@@ -373,6 +404,7 @@ async def _attempts(store: StateStore, agent_id: str, lane: _Lane, batch: list[_
                 event_type=first.event_type,
                 info=first.info,
                 actor=first.actor,
+                idempotency_key=first.idempotency_key,
             )
         except ConflictError as exc:
             batch.clear()
@@ -390,6 +422,14 @@ async def _attempts(store: StateStore, agent_id: str, lane: _Lane, batch: list[_
         except Exception as exc:
             for call in applied:
                 call.fail(exc)
+            return
+        if result.duplicate:  # the key's earlier write (a concurrent retry): not ours
+            try:
+                done = await _earlier(store, agent_id, result, first.attempts)
+            except Exception as exc:
+                first.fail(exc)
+            else:
+                first.succeed(done)
             return
         for call in applied:
             call.succeed(Updated(agent_id, result.last_seq, call.data, call.attempts, result))

@@ -137,6 +137,10 @@ class Steps:
                 raise InvalidArgument("agent_id", "Steps over a store need an agent_id")
             self.store = target
             self.agent_id = check_agent_id(agent_id)
+            if lease is not None:  # refused here, before a step's effect runs
+                from ..store.agent import check_agent_lease
+
+                check_agent_lease(target, self.agent_id, lease)
         self.lease = lease
         self._memo: dict[str, StepRecord] = {}
 

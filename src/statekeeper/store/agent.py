@@ -138,6 +138,8 @@ class DurableAgent:
                 "machine", f"machine must be an AgentStateMachine, not {type(machine).__name__}"
             )
         check_mapping(initial_data, "initial_data", optional=True)
+        if lease is not None:
+            check_agent_lease(store, agent_id, lease)
         if type(strict) is not bool:
             raise InvalidArgument("strict", f"strict must be a bool, not {type(strict).__name__}")
 
@@ -162,6 +164,8 @@ class DurableAgent:
         from .writes import check_write_options
 
         check_write_options(None, None, lease)
+        if lease is not None:
+            check_agent_lease(self.store, self.agent_id, lease)
         self.lease = lease
 
     def _adopt(self, snapshot: Snapshot) -> None:
@@ -495,3 +499,16 @@ class DurableAgent:
         return (
             f"DurableAgent({self.agent_id!r}, state={self.machine.state_value!r}, seq={self.seq})"
         )
+
+
+def check_agent_lease(store: StateStore, agent_id: str, lease: object) -> None:
+    """Refuse ``lease`` for ``agent_id`` of ``store`` (as the caller names it) when it
+    was granted on another agent (see :func:`.writes.check_lease_agent`)."""
+    from .namespaced import NamespacedStateStore
+    from .writes import check_lease_agent, check_write_options
+
+    check_write_options(None, None, lease)
+    if isinstance(store, NamespacedStateStore):
+        check_lease_agent(store.qualify(agent_id), lease, store.relative)
+    else:
+        check_lease_agent(agent_id, lease)

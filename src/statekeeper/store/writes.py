@@ -47,7 +47,15 @@ from ..errors import (
     SerializationError,
     StateTooLarge,
 )
-from ..records import AppendRequest, AppendResult, EventType, Fence, RawEvent, RawSnapshot
+from ..records import (
+    AppendRequest,
+    AppendResult,
+    EventType,
+    Fence,
+    LeaseInfo,
+    RawEvent,
+    RawSnapshot,
+)
 from ..security.highwater import HighWater
 from . import conditional, idempotency
 from .body import RESERVED, SNAPSHOT_TYPE, event_body, next_record
@@ -285,7 +293,10 @@ class WritePipeline:
         observed here too, ending at the append's end (one clock reading for both), and
         the observer's ``timed`` is set to ``started`` to tell the save so."""
         reads = self.reads
-        fence = lease.fence if lease is not None else None
+        fence = None
+        if lease is not None:
+            check_lease_agent(agent_id, lease)
+            fence = lease.fence
         locks = self._locks
         if not locks.try_acquire(agent_id):
             await locks.acquire(agent_id)
@@ -1025,6 +1036,39 @@ def check_write_options(idempotency_key: object, actor: object, lease: object) -
                 "lease must be a Lease (or anything with a fence (holder, token)), "
                 f"not {type(lease).__name__}",
             )
+
+
+def lease_agent(lease: object) -> str | None:
+    """The stored id of the agent ``lease`` was granted on: a
+    :class:`~statekeeper.concurrency.Lease`'s ``stored_id``, a
+    :class:`~statekeeper.records.LeaseInfo`'s ``agent_id`` (None: it does not say)."""
+    leased = getattr(lease, "stored_id", None)
+    if leased is None and isinstance(lease, LeaseInfo):
+        leased = lease.agent_id
+    return leased if isinstance(leased, str) else None
+
+
+def check_lease_agent(
+    agent_id: str, lease: object, name: Callable[[str], str] | None = None
+) -> None:
+    """Refuse a write to ``agent_id`` (the stored id) under a lease granted on another
+    agent, before anything is written. Fencing tokens count per agent (each agent's
+    first lease is token 1), so the backend's token check alone would take the lease of
+    one agent for the lease of another. ``name`` gives the ids as the caller names
+    them (a namespaced store's relative ids); the error's ``agent_ids`` are
+    ``[agent_id, the lease's agent]``."""
+    leased = lease_agent(lease)
+    if leased is None or leased == agent_id:
+        return
+    shown = name or str
+    error = InvalidArgument(
+        "lease",
+        f"the lease given was granted on agent {shown(leased)!r}, not on agent "
+        f"{shown(agent_id)!r}: a lease fences writes of its own agent only (acquire one "
+        f"on {shown(agent_id)!r}); nothing was written",
+    )
+    error.agent_ids = [agent_id, leased]  # type: ignore[attr-defined]
+    raise error
 
 
 class Packed:
