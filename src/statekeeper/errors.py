@@ -60,6 +60,7 @@ __all__ = [
     "NotOwned",
     "PatchError",
     "PolicyError",
+    "ProgressOfAnotherRun",
     "ProjectionError",
     "ProjectionFailed",
     "ReadOnlyStore",
@@ -589,6 +590,30 @@ class StepError(StatekeeperError):
 
 
 # --- store identity, rollback and the SQLite write lock -------------------------------
+
+
+class ProgressOfAnotherRun(ConfigurationError):
+    """A progress file was given to resume a run it was not written for: it records a
+    run on another store, or work this store does not have (a store replaced by a copy
+    or a restore since). Resuming would skip this store's items up to the file's resume
+    point as if done. Nothing was done.
+
+    ``progress_file`` is the file; ``recorded`` says what it records and ``found``
+    what this run is on (stores as URLs without passwords, a SQLite file by its
+    absolute path). Delete the file to start over (a rerun skips what is done)."""
+
+    def __init__(self, progress_file: str, recorded: str, found: str) -> None:
+        self.progress_file = progress_file
+        self.recorded = recorded
+        self.found = found
+        super().__init__(progress_file, recorded, found)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.progress_file} records a run on {self.recorded}, not on {self.found}:"
+            " resuming from it would skip agents as if done; give this run its own"
+            " progress file, or delete this one to start over"
+        )
 
 
 class NamespaceUnsupported(ConfigurationError):

@@ -36,9 +36,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..arguments import AUDIT_STREAM, HOLDS_STREAM
+from ..backends.identity import store_identity
 from ..codec import ZERO_LINK, Codec
 from ..codec.pipeline import CHAIN_BROKEN
-from ..errors import ConfigurationError, ConflictError, IntegrityError, StatekeeperError
+from ..errors import (
+    ConfigurationError,
+    ConflictError,
+    IntegrityError,
+    ProgressOfAnotherRun,
+    StatekeeperError,
+)
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
 from .rekey_checks import forgotten, sealed_now
 from .witness_file import write_atomically
@@ -90,6 +97,9 @@ class RekeyProgress:
 
     target_key: str
     after: str | None = None
+    #: the store the run is on (:func:`~statekeeper.backends.identity.store_identity`;
+    #: None: not recorded, a file written by an older version or a memory store)
+    store: str | None = None
     done: bool = False
     started_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
@@ -103,6 +113,7 @@ class RekeyProgress:
             return cls(
                 target_key=str(doc["target_key"]),
                 after=doc.get("after"),
+                store=None if doc.get("store") is None else str(doc["store"]),
                 done=bool(doc.get("done", False)),
                 started_at=float(doc.get("started_at", time.time())),
                 updated_at=float(doc.get("updated_at", time.time())),
@@ -472,18 +483,25 @@ async def rekey(
     order. ``on_agent(agent_id, agent_stats, total)`` is called after each agent.
 
     With ``progress_file``, the last finished agent is recorded durably after each
-    one, and a run interrupted earlier (same active key, not finished) resumes after
-    it. Returns the totals of this run.
+    one, with the store and the key, and a run interrupted earlier (same active key,
+    not finished) resumes after it. A file of a run on another store, or one whose last
+    finished agent is not under the key in this store (the store replaced by a copy or
+    a restore since), raises :class:`~statekeeper.errors.ProgressOfAnotherRun` before
+    anything is done: resuming would skip this store's agents up to it. Returns the
+    totals of this run.
     """
     codec = _check(store)
     active = codec.keyring.active_id if codec.keyring is not None else ""
     await store.flush()
     path = Path(progress_file) if progress_file is not None else None
-    progress = RekeyProgress(target_key=active)
+    here = store_identity(store.backend)
+    progress = RekeyProgress(target_key=active, store=here)
     if path is not None:
         earlier = RekeyProgress.load(path)
         if earlier is not None and earlier.target_key == active and not earlier.done:
+            await _refuse_another_run(store, path, earlier, here)
             progress = earlier
+            progress.store = progress.store or here
     total = RekeyStats()
     after = progress.after
     vault = codec.keyring.data_keys if codec.keyring is not None else None
@@ -513,6 +531,37 @@ async def rekey(
     if path is not None:
         progress.save(path)
     return total
+
+
+async def _refuse_another_run(
+    store: StateStore, path: Path, earlier: RekeyProgress, here: str | None
+) -> None:
+    """:class:`ProgressOfAnotherRun` unless ``earlier`` (read from ``path``) is a run on
+    this store whose last finished agent is re-encrypted here: under its target key, or
+    gone since (deleted, or forgotten: its data key destroyed)."""
+    where = here or repr(store.backend)
+    if earlier.store is not None and here is not None and earlier.store != here:
+        raise ProgressOfAnotherRun(str(path), earlier.store, where)
+    after = earlier.after
+    if after is None:
+        return
+    backend = store.backend
+    head = await backend.head(after)
+    if head == 0:
+        return
+    vault = store.codec.keyring.data_keys if store.codec.keyring is not None else None
+    if vault is not None and forgotten(vault, store, after):
+        return
+    rows = await backend.read(after, head - 1, head)
+    header = Codec.header(rows[0].payload) if rows else None
+    if header is not None and header.key_id == earlier.target_key:
+        return
+    recorded = earlier.store or "a store"
+    raise ProgressOfAnotherRun(
+        str(path),
+        f"{recorded} where {after!r} is re-encrypted under {earlier.target_key!r}",
+        f"{where}, where it is not (a copy or a restore of the store from before the run?)",
+    )
 
 
 async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStats:
