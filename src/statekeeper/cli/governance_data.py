@@ -22,7 +22,7 @@ from .stores import KeyFileOption, open_store, refuse_in_memory
 
 if TYPE_CHECKING:
     from ..governance.backup import BackupKey, BackupResult, RestoreResult
-    from ..governance.retention import RetentionAction
+    from ..governance.retention import RetentionAction, RetentionReport
     from ..governance.shredding import ForgetResult
     from ..store import StateStore
 
@@ -480,10 +480,19 @@ def retention_apply(
                         )
 
                 return await apply_retention(
-                    store, policy, dry_run=dry_run, after=after, progress=step
+                    store, policy, dry_run=dry_run, after=after, progress=step, report=so_far
                 )
 
-    report = run(go())
+    so_far = RetentionReport()
+    try:
+        report = run(go())
+    except (KeyboardInterrupt, SystemExit) as exc:
+        stop = _stop_signal(exc)
+        if stop is None:
+            raise
+        raise typer.Exit(
+            _stopped(so_far, stop, dry_run=dry_run, progress_file=progress_file, json_out=json_out)
+        ) from None
     if progress_file is not None and not dry_run:
         progress_file.unlink(missing_ok=True)  # finished: the next run starts over
     # a lost agent (AgentLost) is a problem found, as verify reports it: listed, exit 1
@@ -550,6 +559,71 @@ def retention_apply(
     )
     if code:
         raise typer.Exit(code)  # problems found: listed above (the run goes on past them)
+
+
+def _stop_signal(exc: BaseException) -> int | None:
+    """The signal that stopped the command: SIGINT for Ctrl-C, SIGTERM for the exit
+    its handler raises (``app._terminated_as_exit``); None for any other exit."""
+    import signal
+
+    if isinstance(exc, KeyboardInterrupt):
+        return int(signal.SIGINT)
+    if isinstance(exc, SystemExit) and exc.code == 128 + signal.SIGTERM:
+        return int(signal.SIGTERM)
+    return None
+
+
+def _stopped(
+    report: RetentionReport,
+    signum: int,
+    *,
+    dry_run: bool,
+    progress_file: Path | None,
+    json_out: bool,
+) -> int:
+    """Say how far a retention run stopped by ``signum`` got (its history removed from
+    agents is gone: the user must know, and how to finish); its exit code (130, 143)."""
+    import shlex
+    import signal
+
+    from . import exits
+
+    word = "interrupted" if signum == signal.SIGINT else "terminated"
+    done = [a for a in report.actions if a.outcome == "done"]
+    agents = len({a.agent_id for a in done})
+    events = sum(a.events_removed for a in done)
+    snapshots = sum(a.snapshots_removed for a in done)
+    if json_out:
+        render.print_json(
+            {
+                "dry_run": dry_run,
+                "stopped": word,
+                "scanned": report.scanned,
+                "agents_changed": agents,
+                "events_removed": events,
+                "snapshots_removed": snapshots,
+                "last_agent": report.last_agent,
+                "progress_file": None if progress_file is None else str(progress_file),
+            }
+        )
+    if dry_run:
+        exits.print_error(f"{word} after {report.scanned:,} agent(s) (dry run: nothing changed)")
+    else:
+        if progress_file is not None:
+            again = (
+                f"run the same command again (--progress-file {shlex.quote(str(progress_file))})"
+                " to resume after the last agent finished"
+            )
+        else:
+            again = (
+                "run it again to finish (the agents done are scanned again: nothing more"
+                " to remove there; add --progress-file FILE to resume where a run stops)"
+            )
+        exits.print_error(
+            f"{word} after {report.scanned:,} agent(s) scanned: history already removed from"
+            f" {agents:,} agent(s) ({events:,} event(s), {snapshots:,} snapshot(s)); {again}"
+        )
+    return 128 + signum
 
 
 def _exit_code(actions: list[RetentionAction], *, lost: bool) -> int:
