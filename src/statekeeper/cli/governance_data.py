@@ -17,7 +17,16 @@ from .._files import write_atomically
 from ..errors import ConfigurationError, InvalidArgument
 from . import render
 from ._markup import escape
-from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run
+from .app import (
+    DbOption,
+    JsonOption,
+    app,
+    handled,
+    ignore_stops,
+    out_console,
+    resolve_url,
+    run,
+)
 from .stores import KeyFileOption, open_store, refuse_in_memory
 
 if TYPE_CHECKING:
@@ -145,7 +154,42 @@ def backup_cmd(
                     store, to, key, since=incremental, progress=step, overwrite=overwrite
                 )
 
-    result = run(go())
+    got: list[BackupResult] = []
+
+    async def kept() -> BackupResult:
+        got.append(await go())
+        return got[0]
+
+    try:
+        try:
+            run(kept())
+        finally:  # written, or stopped: no later signal changes the outcome
+            ignore_stops()
+    except (KeyboardInterrupt, SystemExit) as exc:
+        stop = _stop_signal(exc)
+        if stop is None or not (got or _placed(to)):
+            raise  # stopped before the backup was in place: nothing left
+        if not got:  # in place, its report lost with the stop
+            _say_placed(to, json_out)
+            return
+    _say_backup(got[0], json_out)
+
+
+def _placed(to: str) -> bool:
+    from ..governance.backup.location import placed_here
+
+    return not to.startswith("s3://") and placed_here(to)
+
+
+def _say_placed(to: str, json_out: bool) -> None:
+    """A backup placed by a run stopped before it could report (the counts lost)."""
+    if json_out:
+        render.print_json({"backup": to, "stopped_after_written": True})
+        return
+    out_console().print(f"[green]✓[/] backup written to {escape(to)} (stopped just after)")
+
+
+def _say_backup(result: BackupResult, json_out: bool) -> None:
     summary = {
         "backup": result.location,
         "backup_id": result.backup_id,
