@@ -64,6 +64,7 @@ __all__ = [
     "ProjectionError",
     "ProjectionFailed",
     "ReadOnlyStore",
+    "RestoredPartWay",
     "RetentionPolicyError",
     "RetriesExhausted",
     "RollbackDetected",
@@ -1048,6 +1049,35 @@ class AgentOnHold(StatekeeperError, PermissionError):
 
 class BackupError(StatekeeperError):
     """A backup cannot be written or restored. Nothing was restored."""
+
+
+class RestoredPartWay(BackupError):
+    """``restore(..., skip_existing=True)`` found agents a restore stopped part-way left
+    in the target (the backup's stream up to the end of an earlier part of the chain:
+    older than the backup). Skipping them as "already held" would leave them older with
+    a report of success, so nothing was restored.
+
+    ``agents`` maps each such agent (as the target lists it) to ``(held, head)``: the
+    seq the target holds and the backup's head. Delete them first, or restore into a
+    fresh target."""
+
+    def __init__(self, agents: dict[str, tuple[int, int]]) -> None:
+        self.agents = dict(agents)
+        super().__init__(self.agents)
+
+    def __str__(self) -> str:
+        listed = sorted(self.agents)
+        first = listed[0] if listed else ""
+        held, head = self.agents.get(first, (0, 0))
+        shown = ", ".join(repr(a) for a in listed[1:4])
+        more = len(listed) - 4
+        others = (f"; also {shown}" if shown else "") + (f" and {more:,} more" if more > 0 else "")
+        return (
+            f"the target store holds {len(listed):,} agent(s) restored part-way ({first!r}"
+            f" up to seq {held} of the backup's {head}: a restore stopped there{others}):"
+            " skipping would leave them older than the backup; delete them first, or restore"
+            " into a fresh target (nothing was restored)"
+        )
 
 
 class BackupCorrupt(BackupError):

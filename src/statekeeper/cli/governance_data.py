@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .._files import write_atomically
-from ..errors import ConfigurationError, InvalidArgument
+from ..errors import ConfigurationError, InvalidArgument, RestoredPartWay
 from . import render
 from ._markup import escape
 from .app import (
@@ -263,7 +263,21 @@ def restore_cmd(
             key = _backup_key(backup_key)
             return await restore(store, backups, key, skip_existing=skip_existing)
 
-    result = run(go())
+    try:
+        result = run(go())
+    except RestoredPartWay as exc:
+        if json_out:  # each of them, for a script to delete (the line on stderr)
+            render.print_json(
+                {
+                    "error": "restored_part_way",
+                    "count": len(exc.agents),
+                    "agents": [
+                        {"agent_id": a, "held_seq": held, "backup_head": head}
+                        for a, (held, head) in sorted(exc.agents.items())
+                    ],
+                }
+            )
+        raise
     summary = {
         "agents": result.agents,
         "events": result.events,
