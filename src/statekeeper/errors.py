@@ -1063,16 +1063,13 @@ class RestoredPartWay(BackupError):
 
     def __init__(self, agents: dict[str, tuple[int, int]]) -> None:
         self.agents = dict(agents)
-        super().__init__(self.agents)
-
-    def __str__(self) -> str:
         listed = sorted(self.agents)
         first = listed[0] if listed else ""
-        held, head = self.agents.get(first, (0, 0))
+        held, head = self.agents[first] if listed else (0, 0)
         shown = ", ".join(repr(a) for a in listed[1:4])
         more = len(listed) - 4
         others = (f"; also {shown}" if shown else "") + (f" and {more:,} more" if more > 0 else "")
-        return (
+        super().__init__(
             f"the target store holds {len(listed):,} agent(s) restored part-way ({first!r}"
             f" up to seq {held} of the backup's {head}: a restore stopped there{others}):"
             " skipping would leave them older than the backup; delete them first, or restore"

@@ -451,6 +451,18 @@ def _heed_stops() -> None:
         signal.signal(signum, handler)
 
 
+def stop_signal(exc: BaseException) -> int | None:
+    """The signal that stopped the command: SIGINT for Ctrl-C, SIGTERM for the exit
+    its handler raises (``app._terminated_as_exit``); None for any other exit."""
+    import signal
+
+    if isinstance(exc, KeyboardInterrupt):
+        return int(signal.SIGINT)
+    if isinstance(exc, SystemExit) and exc.code == 128 + signal.SIGTERM:
+        return int(signal.SIGTERM)
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``statekeeper``): every failure, usage errors
     included, ends as one line on stderr and an exit code (:mod:`.exits`)."""
