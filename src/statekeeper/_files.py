@@ -5,22 +5,107 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import os
+import re
 import secrets
 import shutil
+import socket
 import sys
+import threading
 from pathlib import Path
 
-__all__ = ["new_temporary", "place_unless_exists", "sync_directory", "write_atomically"]
+__all__ = [
+    "new_temporary",
+    "place_unless_exists",
+    "remove_stale_temporaries",
+    "sync_directory",
+    "write_atomically",
+]
+
+#: the part of a temporary file's name after ``.<target name>.``: the creator's host (a
+#: digest of its name) and process id, then 48 random bits
+_OURS = re.compile(r"(?P<host>[0-9a-f]{4})-(?P<pid>[0-9]{1,10})-[0-9a-f]{12}\.tmp")
+#: the targets whose stale temporary files this process removed already (once each)
+_swept: set[str] = set()
+_swept_lock = threading.Lock()
+
+
+def _host() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:4]
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (one we may not signal does)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (PermissionError: another user's, alive; EINVAL: unknowable)
+        return True
+    return True
+
+
+def remove_stale_temporaries(target: Path) -> list[Path]:
+    """Remove the temporary files :func:`new_temporary` made beside ``target`` for a
+    process that is gone (killed before it could rename or remove its file: a partial
+    export, backup or progress file, an export of an encrypted store holding decrypted
+    records). Only files named as ``new_temporary`` names them, made on this host by a
+    process that no longer runs, owned by this user, and not symlinks; a temporary file
+    of a live run (another process's, this one's) is never touched, nor any other file.
+    Returns the files removed. Not on Windows (no harmless way to ask whether a process
+    runs: the files stay)."""
+    if sys.platform == "win32":  # pragma: no cover - os.kill(pid, 0) would end it
+        return []
+    prefix = f".{target.name}."
+    host, me, uid = _host(), os.getpid(), os.getuid()
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not name.startswith(prefix):
+            continue
+        match = _OURS.fullmatch(name, len(prefix))
+        if match is None or match["host"] != host:
+            continue
+        pid = int(match["pid"])
+        if pid == me or _alive(pid):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not entry.is_file(follow_symlinks=False) or info.st_uid != uid:
+                continue
+            os.unlink(entry.path)
+        except OSError:  # gone meanwhile (another run removed it), or not ours to remove
+            continue
+        removed.append(Path(entry.path))
+    return removed
+
+
+def _sweep_once(target: Path) -> None:
+    key = os.path.abspath(target)
+    with _swept_lock:
+        if key in _swept:
+            return
+        _swept.add(key)
+    remove_stale_temporaries(target)
 
 
 def new_temporary(target: Path, mode: int = 0o666) -> tuple[int, Path]:
     """A new, empty temporary file beside ``target`` (to be renamed over it), opened for
     writing: its name is random and it is created exclusively (``O_EXCL``), so it is
     never a file that was there — someone's ``notes.json.tmp``, or a symlink to a file
-    elsewhere that would be written through — nor a leftover of a run killed earlier."""
+    elsewhere that would be written through — nor a leftover of a run killed earlier.
+
+    The name records the creating host and process (``.<name>.<host>-<pid>-<random>.tmp``):
+    the first call for a ``target`` in a process removes the temporary files of that
+    target left by processes that are gone (:func:`remove_stale_temporaries`)."""
+    _sweep_once(target)
     while True:
-        tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+        tmp = target.with_name(f".{target.name}.{_host()}-{os.getpid()}-{secrets.token_hex(6)}.tmp")
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), tmp
         except FileExistsError:  # pragma: no cover - 48 random bits taken

@@ -61,9 +61,11 @@ __all__ = [
     "NotOwned",
     "PatchError",
     "PolicyError",
+    "ProgressOfAnotherRun",
     "ProjectionError",
     "ProjectionFailed",
     "ReadOnlyStore",
+    "RestoredPartWay",
     "RetentionPolicyError",
     "RetriesExhausted",
     "RollbackDetected",
@@ -628,6 +630,30 @@ class StepError(StatekeeperError):
 # --- store identity, rollback and the SQLite write lock -------------------------------
 
 
+class ProgressOfAnotherRun(ConfigurationError):
+    """A progress file was given to resume a run it was not written for: it records a
+    run on another store, or work this store does not have (a store replaced by a copy
+    or a restore since). Resuming would skip this store's items up to the file's resume
+    point as if done. Nothing was done.
+
+    ``progress_file`` is the file; ``recorded`` says what it records and ``found``
+    what this run is on (stores as URLs without passwords, a SQLite file by its
+    absolute path). Delete the file to start over (a rerun skips what is done)."""
+
+    def __init__(self, progress_file: str, recorded: str, found: str) -> None:
+        self.progress_file = progress_file
+        self.recorded = recorded
+        self.found = found
+        super().__init__(progress_file, recorded, found)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.progress_file} records a run on {self.recorded}, not on {self.found}:"
+            " resuming from it would skip agents as if done; give this run its own"
+            " progress file, or delete this one to start over"
+        )
+
+
 class NamespaceUnsupported(ConfigurationError):
     """A tool that works on the whole store was asked to work in a namespace (CLI
     ``--namespace``, ``StateStore(..., namespace=...)``). ``operation`` names it and
@@ -1084,6 +1110,32 @@ class AgentOnHold(StatekeeperError, PermissionError):
 
 class BackupError(StatekeeperError):
     """A backup cannot be written or restored. Nothing was restored."""
+
+
+class RestoredPartWay(BackupError):
+    """``restore(..., skip_existing=True)`` found agents a restore stopped part-way left
+    in the target (the backup's stream up to the end of an earlier part of the chain:
+    older than the backup). Skipping them as "already held" would leave them older with
+    a report of success, so nothing was restored.
+
+    ``agents`` maps each such agent (as the target lists it) to ``(held, head)``: the
+    seq the target holds and the backup's head. Delete them first, or restore into a
+    fresh target."""
+
+    def __init__(self, agents: dict[str, tuple[int, int]]) -> None:
+        self.agents = dict(agents)
+        listed = sorted(self.agents)
+        first = listed[0] if listed else ""
+        held, head = self.agents[first] if listed else (0, 0)
+        shown = ", ".join(repr(a) for a in listed[1:4])
+        more = len(listed) - 4
+        others = (f"; also {shown}" if shown else "") + (f" and {more:,} more" if more > 0 else "")
+        super().__init__(
+            f"the target store holds {len(listed):,} agent(s) restored part-way ({first!r}"
+            f" up to seq {held} of the backup's {head}: a restore stopped there{others}):"
+            " skipping would leave them older than the backup; delete them first, or restore"
+            " into a fresh target (nothing was restored)"
+        )
 
 
 class BackupCorrupt(BackupError):

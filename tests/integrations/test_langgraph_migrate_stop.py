@@ -3,8 +3,8 @@
 The copy drives the statekeeper saver's event loop from the command's (main) thread;
 a signal landing inside that loop used to kill a task half-way and print pages of
 tracebacks. The command now stops between two saver calls: Ctrl-C prints the one
-line other commands print (``error: interrupted``, exit 130), SIGTERM nothing (exit
-143), and the next run resumes the copy.
+line other commands print (``error: interrupted``, exit 130), SIGTERM the same
+(``error: terminated``, exit 143), and the next run resumes the copy.
 
 The child blocks inside the saver's event loop (in a task's step) until the test has
 sent the signal: it always lands there, the case that went wrong.
@@ -47,7 +47,7 @@ main({argv!r})
     [
         ("import", signal.SIGINT, 130, "error: interrupted\n"),
         ("export", signal.SIGINT, 130, "error: interrupted\n"),
-        ("import", signal.SIGTERM, 143, ""),
+        ("import", signal.SIGTERM, 143, "error: terminated (run it again to resume the copy)\n"),
     ],
     ids=["import-ctrl-c", "export-ctrl-c", "import-sigterm"],
 )

@@ -384,7 +384,10 @@ def _terminated_as_exit() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if signal.SIGTERM in _ignored:  # ignored to the end (ignore_stops): put back later
+            _ignored[signal.SIGTERM] = previous
+        else:
+            signal.signal(signal.SIGTERM, previous)
 
 
 #: (what the tree was built from, the tree) of the last :func:`command` build
@@ -420,19 +423,64 @@ def command() -> TyperGroup:
     return tree
 
 
+#: the SIGINT / SIGTERM handlers :func:`ignore_stops` replaced (put back by :func:`main`)
+_ignored: dict[int, Any] = {}
+
+
+def ignore_stops() -> None:
+    """From now on Ctrl-C and SIGTERM are ignored, to the end of the command (of the
+    process, when it is the ``statekeeper`` process): its outcome is decided (a backup
+    in place) and a late signal would only make it report a failure, or end the
+    process by the signal, after it succeeded. Main thread only (else nothing)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signum not in _ignored:
+            _ignored[signum] = signal.signal(signum, signal.SIG_IGN)
+
+
+def _heed_stops() -> None:
+    """Put back the handlers :func:`ignore_stops` replaced (a command run in-process)."""
+    import signal
+
+    while _ignored:
+        signum, handler = _ignored.popitem()
+        signal.signal(signum, handler)
+
+
+def stop_signal(exc: BaseException) -> int | None:
+    """The signal that stopped the command: SIGINT for Ctrl-C, SIGTERM for the exit
+    its handler raises (``app._terminated_as_exit``); None for any other exit."""
+    import signal
+
+    if isinstance(exc, KeyboardInterrupt):
+        return int(signal.SIGINT)
+    if isinstance(exc, SystemExit) and exc.code == 128 + signal.SIGTERM:
+        return int(signal.SIGTERM)
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``statekeeper``): every failure, usage errors
     included, ends as one line on stderr and an exit code (:mod:`.exits`)."""
-    with exits.held_warnings() as warnings, _terminated_as_exit():
-        try:
-            code = command().main(args=argv, prog_name="statekeeper", standalone_mode=False)
-        except exits.NoArgsIsHelpError as exc:
-            typer.echo(exc.ctx.get_help())
-            code = exits.EXIT_USAGE
-        except BaseException as exc:
-            if isinstance(exc, SystemExit):
-                raise
-            code = exits.report(exc, masked)
+    try:
+        with exits.held_warnings() as warnings, _terminated_as_exit():
+            try:
+                code = command().main(args=argv, prog_name="statekeeper", standalone_mode=False)
+            except exits.NoArgsIsHelpError as exc:
+                typer.echo(exc.ctx.get_help())
+                code = exits.EXIT_USAGE
+            except BaseException as exc:
+                if isinstance(exc, SystemExit):
+                    raise
+                code = exits.report(exc, masked)
+    finally:
+        if argv is not None:  # run in-process: the caller's handlers back
+            _heed_stops()
+        # (else the process ends: a command that ignores stops ignores them to its exit)
     code = code if isinstance(code, int) else exits.EXIT_OK
     if code == exits.EXIT_OK:
         exits.print_warnings(warnings)

@@ -147,6 +147,8 @@ def _move(
     as_json: bool,
 ) -> None:
     """``langgraph import`` / ``langgraph export``: copy, verify, report."""
+    import signal
+
     from ..backends.redact import scrub
     from . import exits
     from .app import masked
@@ -201,6 +203,11 @@ def _move(
         raise
     except (Exception, KeyboardInterrupt) as exc:  # Ctrl-C: "error: interrupted", 130
         raise typer.Exit(exits.report(exc, hide)) from None
+    except SystemExit as exc:  # SIGTERM (app._terminated_as_exit): as Ctrl-C, 143
+        if exc.code != 128 + signal.SIGTERM:
+            raise
+        exits.print_error("terminated (run it again to resume the copy)")
+        raise typer.Exit(128 + signal.SIGTERM) from None
     if as_json:
         typer.echo(json.dumps(report.as_dict()))
         return

@@ -424,12 +424,14 @@ async def apply_retention(
     now: float | None = None,
     progress: Callable[[str, int], None] | None = None,
     audit: AuditSink | None = None,
+    report: RetentionReport | None = None,
 ) -> RetentionReport:
     """Apply ``policy`` to every agent of ``store`` (ordered by id, after ``after``).
 
     ``dry_run`` plans without changing anything. ``progress(agent_id, scanned)`` is
     called after each agent (record the id to resume with ``after=``). Every action
-    is reported to ``audit``.
+    is reported to ``audit``. ``report``: the report to fill as the run goes (and
+    return); after an interruption (Ctrl-C, a cancellation) it says what was done.
     """
     if store_namespace(store):
         # a run over a whole namespace: the principal needs the permission on all of
@@ -437,7 +439,7 @@ async def apply_retention(
         await require_namespace(store, "read" if dry_run else "admin", "retention")
     await store.flush()
     given = audit
-    report = RetentionReport()
+    report = RetentionReport() if report is None else report
     # the policy's holds become the store's own (one rule: every purge reads the store's
     # holds), placed before any agent is touched; a refusal stops the run here
     report.holds_placed = await _place_holds(store, policy, dry_run, given)

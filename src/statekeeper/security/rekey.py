@@ -27,21 +27,24 @@ finished, so a resumed run does not even re-read finished agents.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..arguments import AUDIT_STREAM, HOLDS_STREAM
+from ..backends.identity import store_identity
 from ..codec import ZERO_LINK, Codec
 from ..codec.pipeline import CHAIN_BROKEN
-from ..errors import ConfigurationError, ConflictError, IntegrityError, StatekeeperError
+from ..errors import (
+    ConfigurationError,
+    ConflictError,
+    IntegrityError,
+    StatekeeperError,
+)
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
 from .rekey_checks import forgotten, sealed_now
-from .witness_file import write_atomically
+from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -58,64 +61,6 @@ __all__ = [
 
 _PAGE = 500
 _SNAPSHOT = "snapshot"
-
-
-@dataclass(slots=True)
-class RekeyStats:
-    """What a rekey did: agents visited, records re-encrypted, records already done."""
-
-    agents: int = 0
-    events: int = 0
-    snapshots: int = 0
-    heads: int = 0
-    skipped: int = 0
-    retries: int = 0
-    #: agents passed over: crypto-shredded, their records open under no key
-    forgotten: int = 0
-
-    def add(self, other: RekeyStats) -> None:
-        """Accumulate ``other`` into this."""
-        self.agents += other.agents
-        self.events += other.events
-        self.snapshots += other.snapshots
-        self.heads += other.heads
-        self.skipped += other.skipped
-        self.retries += other.retries
-        self.forgotten += other.forgotten
-
-
-@dataclass(slots=True)
-class RekeyProgress:
-    """The durable progress of a rekey run (a small JSON file)."""
-
-    target_key: str
-    after: str | None = None
-    done: bool = False
-    started_at: float = field(default_factory=time.time)
-    updated_at: float = field(default_factory=time.time)
-    stats: RekeyStats = field(default_factory=RekeyStats)
-
-    @classmethod
-    def load(cls, path: Path) -> RekeyProgress | None:
-        """The progress saved at ``path`` (None when there is none or it is unreadable)."""
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            return cls(
-                target_key=str(doc["target_key"]),
-                after=doc.get("after"),
-                done=bool(doc.get("done", False)),
-                started_at=float(doc.get("started_at", time.time())),
-                updated_at=float(doc.get("updated_at", time.time())),
-                stats=RekeyStats(**doc.get("stats", {})),
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def save(self, path: Path) -> None:
-        """Write atomically and durably (temp file, fsync, rename)."""
-        self.updated_at = time.time()
-        doc = {"statekeeper_rekey": 1, **asdict(self)}
-        write_atomically(path, json.dumps(doc, indent=2))
 
 
 def _check(store: StateStore) -> Codec:
@@ -472,18 +417,25 @@ async def rekey(
     order. ``on_agent(agent_id, agent_stats, total)`` is called after each agent.
 
     With ``progress_file``, the last finished agent is recorded durably after each
-    one, and a run interrupted earlier (same active key, not finished) resumes after
-    it. Returns the totals of this run.
+    one, with the store and the key, and a run interrupted earlier (same active key,
+    not finished) resumes after it. A file of a run on another store, or one whose last
+    finished agent is not under the key in this store (the store replaced by a copy or
+    a restore since), raises :class:`~statekeeper.errors.ProgressOfAnotherRun` before
+    anything is done: resuming would skip this store's agents up to it. Returns the
+    totals of this run.
     """
     codec = _check(store)
     active = codec.keyring.active_id if codec.keyring is not None else ""
     await store.flush()
     path = Path(progress_file) if progress_file is not None else None
-    progress = RekeyProgress(target_key=active)
+    here = store_identity(store.backend)
+    progress = RekeyProgress(target_key=active, store=here)
     if path is not None:
         earlier = RekeyProgress.load(path)
         if earlier is not None and earlier.target_key == active and not earlier.done:
+            await refuse_another_run(store, path, earlier, here)
             progress = earlier
+            progress.store = progress.store or here
     total = RekeyStats()
     after = progress.after
     vault = codec.keyring.data_keys if codec.keyring is not None else None

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
@@ -20,7 +22,34 @@ from ..._files import new_temporary, sync_directory
 from ...errors import BackupCorrupt, BackupError, ConfigurationError
 from .writebehind import WriteBehindFile, drop_all
 
-__all__ = ["Location", "local_copies", "named_as_given"]
+__all__ = ["Location", "local_copies", "named_as_given", "placed_here"]
+
+#: the local backups this process placed (absolute paths, by :meth:`Location.writing`)
+_placed: set[str] = set()
+#: the signals held while a backup is placed (so it is recorded as placed once it is)
+_HELD = {signal.SIGINT, signal.SIGTERM}
+
+
+def placed_here(spec: str | os.PathLike[str]) -> bool:
+    """Whether this process placed a complete backup at the local file ``spec``: a
+    command stopped (Ctrl-C, SIGTERM) after it did reports the backup written."""
+    return os.path.abspath(os.fspath(spec)) in _placed
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Within: SIGINT and SIGTERM wait (delivered at the end of the block), so a backup
+    placed is recorded as placed before a stop can interrupt. Main thread only."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "pthread_sigmask"
+    ):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 class Location:
@@ -97,6 +126,7 @@ class Location:
         ends without an error (otherwise nothing is left behind)."""
         if self.s3 is None:
             target = Path(self.spec)
+            _placed.discard(os.path.abspath(target))  # (placed by this run, once it is)
             try:  # a new file: never an existing one, never through a symlink
                 fd, tmp = new_temporary(target)
                 fh = os.fdopen(fd, "wb")
@@ -120,16 +150,18 @@ class Location:
                     else:  # a write failed: the bytes still buffered fail again, dropped
                         with contextlib.suppress(OSError):
                             fh.close()
-                if self.overwrite:
-                    os.replace(tmp, target)
-                else:  # never over a file that appeared meanwhile (a link fails if taken)
-                    try:
-                        os.link(tmp, target)
-                    except FileExistsError:
-                        raise self._taken_error() from None
-                    except OSError:  # no hard links here (a FUSE, FAT folder): checked
-                        self.check_free()
+                with _signals_held():  # placed and recorded, or neither
+                    if self.overwrite:
                         os.replace(tmp, target)
+                    else:  # never over a file that appeared meanwhile (a link fails if taken)
+                        try:
+                            os.link(tmp, target)
+                        except FileExistsError:
+                            raise self._taken_error() from None
+                        except OSError:  # no hard links here (a FUSE, FAT folder): checked
+                            self.check_free()
+                            os.replace(tmp, target)
+                    _placed.add(os.path.abspath(target))
                 sync_directory(target.parent)  # the name too: a backup reported done stays
             finally:
                 with contextlib.suppress(FileNotFoundError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...errors import BackupError
+from ...errors import RestoredPartWay
 from ...store.namespaced import NamespacedStateStore
 
 if TYPE_CHECKING:
@@ -37,17 +37,15 @@ async def stopped_part_way(
 async def refuse_part_way(
     store: StateStore, plans: Mapping[str, Any], present: Sequence[str], held: Mapping[str, int]
 ) -> None:
-    """:class:`~statekeeper.errors.BackupError` when an agent of ``present`` (held by
-    the target at ``held``) was left by a restore stopped part-way."""
+    """:class:`~statekeeper.errors.RestoredPartWay`, naming every one, when agents of
+    ``present`` (held by the target at ``held``) were left by a restore stopped part-way."""
+    found: dict[str, tuple[int, int]] = {}
     for agent_id in present:
         plan = plans[agent_id]
         if await stopped_part_way(store, plan.ends, plan.head, agent_id, held[agent_id]):
             shown = (
                 store.relative(agent_id) if isinstance(store, NamespacedStateStore) else agent_id
             )
-            raise BackupError(
-                f"the target store holds agent(s) restored part-way (e.g. {shown!r} up to"
-                f" seq {held[agent_id]} of the backup's {plan.head}: a restore stopped"
-                " there): skipping would leave them older than the backup; delete them"
-                " first (nothing was restored)"
-            )
+            found[shown] = (held[agent_id], plan.head)
+    if found:
+        raise RestoredPartWay(found)
