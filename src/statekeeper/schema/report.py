@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -147,16 +146,12 @@ class Journal:
 
 
 def store_identity(store: StateStore) -> str | None:
-    """What names ``store`` in a journal: its URL without passwords (the backend's
-    repr), a SQLite file by its absolute path; None for a memory store (it dies with
-    its process, and so does any run on it)."""
-    backend = store.backend
-    if backend.name == "memory":
-        return None
-    path = getattr(backend, "path", None) if backend.name == "sqlite" else None
-    if isinstance(path, str | Path) and str(path) != ":memory:":
-        return f"sqlite:{os.path.realpath(path)}"
-    return repr(backend)
+    """What names ``store`` in a journal (see :func:`statekeeper.backends.identity.store_identity`):
+    its URL without passwords, a SQLite file by its absolute path; None for a memory
+    store (it dies with its process, and so does any run on it)."""
+    from ..backends.identity import store_identity as identity
+
+    return identity(store.backend)
 
 
 def refuse_other_store(path: Path, record: Journal, store: StateStore) -> str | None:
