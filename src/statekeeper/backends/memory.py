@@ -348,6 +348,15 @@ class MemoryBackend(Backend):
         self._feed_floor = max(self._feed_floor, through)
         return i
 
+    async def feed_position(self, agent_id: str, seq: int) -> int | None:
+        self._check()
+        stream = self._streams.get(agent_id)
+        for i in range(len(self._feed_refs) - 1, -1, -1):  # (newest first: retention's
+            ref = self._feed_refs[i]  # events are this incarnation's, not a re-created one's)
+            if ref[0] == agent_id and ref[1] == seq and ref[2] is stream:
+                return self._feed_positions[i]
+        return None
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         self._check()
         if self._feed_last > after:

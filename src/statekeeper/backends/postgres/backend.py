@@ -421,6 +421,11 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         self._check_open()
         return await self._feed.trim(through)
 
+    async def feed_position(self, agent_id: str, seq: int) -> int | None:
+        self._check_open()
+        rows = await self._primary_query("feed_position", (agent_id, seq))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         self._check_open()
         await self._feed.wait(after, max_wait)
