@@ -351,11 +351,9 @@ class MemoryBackend(Backend):
     async def feed_position(self, agent_id: str, seq: int) -> int | None:
         self._check()
         stream = self._streams.get(agent_id)
-        for i in range(len(self._feed_refs) - 1, -1, -1):  # (newest first: retention's
-            ref = self._feed_refs[i]  # events are this incarnation's, not a re-created one's)
-            if ref[0] == agent_id and ref[1] == seq and ref[2] is stream:
-                return self._feed_positions[i]
-        return None
+        refs = zip(self._feed_positions, self._feed_refs, strict=True)
+        found = [p for p, (a, s, at) in refs if a == agent_id and s == seq and at is stream]
+        return found[-1] if found else None  # (the agent as it is, not a deleted one)
 
     async def wait_feed(self, after: int, max_wait: float) -> None:
         self._check()

@@ -100,7 +100,7 @@ COMMANDS: dict[str, Entry] = {
         group="hold_app",
     ),
     "retention": Entry(
-        "governance_data",
+        "retention",
         "Apply retention policies: TTL, keep the last N events, thin snapshots, legal holds.",
         group="retention_app",
     ),

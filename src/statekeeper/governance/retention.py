@@ -299,8 +299,10 @@ async def _plan_and_apply(
             feed_position=max(through.positions) if through is not None else 0,
         )  # fmt: skip
         if not dry_run:
-            if through is not None:  # the feed's floor first: see store/feed_retention.py
-                await trim_removed(store, through)
+            if through is not None and not await _raise_floor(store, through):
+                purge = dataclasses.replace(
+                    purge, feed_position=0, reason=f"{purge.reason}; {_NO_FLOOR}"
+                )
             # only the stream as listed: a write since made the agent no longer idle
             # (ConflictError, nothing deleted; reported "skipped" by apply_retention)
             if together is not None:  # the purge's entry in the delete's commit
@@ -359,8 +361,10 @@ async def _plan_and_apply(
     )  # fmt: skip
     if dry_run:
         return action
-    if through is not None:  # the feed's floor first: see store/feed_retention.py
-        await trim_removed(store, through)
+    if through is not None and not await _raise_floor(store, through):
+        action = dataclasses.replace(
+            action, feed_position=0, reason="; ".join(r for r in (kept_for, _NO_FLOOR) if r)
+        )
     dropped = sorted(drop)
     full = await _full_snapshot_at(store, agent_id, head, target) if target > base else None
     named = sorted(s for s in drop if s >= target)
@@ -381,6 +385,24 @@ async def _plan_and_apply(
 
 
 _WRITTEN_SINCE = "written since it was listed: no longer idle, not deleted"
+_NO_FLOOR = (
+    "the change feed's floor not raised (the database role may not trim the feed, shared"
+    " by every tenant): a subscriber behind passes over the events removed"
+)
+
+
+async def _raise_floor(store: StateStore, through: FeedCursor) -> bool:
+    """Trim the feed through ``through`` before the events go (store/feed_retention.py);
+    False when the engine refuses the role (PostgreSQL row security: only a role of an
+    admin of every namespace may trim the feed all tenants share). The removal goes on
+    then, as before the feed followed retention, and the action says so."""
+    try:
+        await trim_removed(store, through)
+    except AccessDenied:
+        return False
+    return True
+
+
 _STEP = EventType.STEP
 _SCAN = 1000  # events read at a time looking for a step record
 

@@ -1,4 +1,5 @@
-"""PostgreSQL backend (extra ``postgres``): many workers, one database.
+"""PostgreSQL backend (extra ``postgres``): many workers, one database. Over 600 lines
+because it is one class implementing the whole Backend contract.
 
 * psycopg 3 (async) with a :class:`psycopg_pool.AsyncConnectionPool`. Every connection
   option — TLS (``sslmode``, ``sslrootcert``…), ``connect_timeout``,
@@ -423,8 +424,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
 
     async def feed_position(self, agent_id: str, seq: int) -> int | None:
         self._check_open()
-        rows = await self._primary_query("feed_position", (agent_id, seq))
-        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+        return await self._feed.position(agent_id, seq)
 
     async def wait_feed(self, after: int, max_wait: float) -> None:
         self._check_open()

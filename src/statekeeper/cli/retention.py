@@ -1,0 +1,340 @@
+"""``statekeeper retention apply``: a retention policy applied to every agent
+(:mod:`statekeeper.governance.retention`), resumable with a progress file; it says how
+far the change feed's floor rises over the events removed and names the projections
+still behind it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from .._files import write_atomically
+from ..errors import ConfigurationError
+from . import render
+from ._markup import escape
+from .app import DbOption, JsonOption, handled, out_console, resolve_url, run, sqlite_file
+from .governance_data import _given_keys_open
+from .stores import KeyFileOption, open_store
+
+if TYPE_CHECKING:
+    from ..governance.retention import RetentionAction
+    from ..store import StateStore
+    from ..store.feed_cursor import FeedCursor
+
+__all__ = ["retention_app"]
+
+retention_app = typer.Typer(
+    name="retention",
+    help="Apply retention policies: TTL, keep the last N events, thin snapshots, legal holds.",
+    no_args_is_help=True,
+)
+
+
+def _retention_run(url: str, policy_text: str) -> dict[str, str]:
+    """What a retention progress file is for, as digests (no path, host or password
+    written to it): the store (a SQLite file by its absolute path, else the URL
+    without its password) and the policy's text. A run resumed elsewhere would skip
+    that store's agents up to the file's resume point."""
+    import hashlib
+
+    from ..backends.redact import mask_url
+    from .app import sqlite_file
+
+    file = sqlite_file(url)
+    where = f"sqlite:{file.resolve()}" if file is not None else mask_url(url)
+
+    def digest(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    return {"store": digest(where), "policy": digest(policy_text)}
+
+
+@retention_app.command("apply")
+@handled
+def retention_apply(
+    ctx: typer.Context,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option("--policy", metavar="FILE", help="Policy file (one rule or hold per line)."),
+    ] = None,
+    rules: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rule",
+            metavar="LINE",
+            help="A policy line, e.g. 'acme ttl=30d keep_last=100' or 'hold acme/alice'"
+            " (repeatable; added to --policy).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would go; change nothing.")
+    ] = False,
+    progress_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--progress-file",
+            metavar="FILE",
+            help="Record progress here so an interrupted run resumes where it stopped.",
+        ),
+    ] = None,
+    read_model: Annotated[
+        Path | None,
+        typer.Option(
+            "--read-model",
+            metavar="FILE",
+            help="A read-model file of `projections run`, whose projections are named when"
+            " they have not read the events removed [default: next to a SQLite store,"
+            " <store>.projections.db, when it exists].",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Apply a retention policy to every agent (resumable; --dry-run shows what would go).
+
+    The change feed's floor rises over the events removed: a subscriber (a projection)
+    that has not read them gets FeedPositionCompacted when it resumes; the projections
+    of the read-model file (--read-model) still behind are named.
+
+    Exit code 1 when an action failed, else 4 when the principal of --as was refused one
+    (access denied); each is listed with its reason, and the run goes on past it.
+    """
+    import json as jsonlib
+
+    from ..governance.retention import RetentionPolicy, RetentionReport, apply_retention
+    from .files import check_output_file, json_tagged
+    from .namespacing import current_namespace
+    from .progress import bar
+
+    if progress_file is not None:
+        check_output_file(
+            progress_file, "retention progress file", json_tagged("statekeeper_retention")
+        )
+    text = ""
+    source = "--rule"
+    if policy_file is not None:
+        parsed = RetentionPolicy.from_file(policy_file)  # errors name the file and line
+        if not parsed.rules and not parsed.holds and not parsed.held_namespaces:
+            raise ConfigurationError(f"the policy file {policy_file} sets no rule and no hold")
+        text = policy_file.read_text(encoding="utf-8")
+        source = str(policy_file)
+    if rules:  # a bad one is named by its place among the --rule options: --rule:1
+        RetentionPolicy.parse("\n".join(rules), "--rule")
+        text += "\n" + "\n".join(rules)
+    if not text.strip():
+        raise ConfigurationError("retention apply needs --policy FILE or --rule LINE")
+    policy = RetentionPolicy.parse(text, source if not rules else "policy")
+    url = resolve_url(ctx, db)
+    marks = _retention_run(url, text)
+    after: str | None = None
+    if progress_file is not None and progress_file.exists() and not dry_run:
+        try:
+            state = jsonlib.loads(progress_file.read_text(encoding="utf-8"))
+            after = str(state["statekeeper_retention"]["after"])
+            recorded = str(state["statekeeper_retention"].get("namespace") or "")
+            written_for = {k: state["statekeeper_retention"].get(k) for k in marks}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ConfigurationError(
+                f"{progress_file} is not a retention progress file statekeeper wrote"
+            ) from None
+        if recorded != (current_namespace() or ""):
+            # its resume point is an id relative to the namespace it was written in
+            raise ConfigurationError(
+                f"{progress_file} records a run in namespace {recorded!r}, not"
+                f" {current_namespace() or ''!r}: resume with the same --namespace"
+            )
+        for what, name in (("store", "another store"), ("policy", "another policy")):
+            # (a file written before these were recorded names neither: resumed as it was)
+            if written_for[what] is not None and written_for[what] != marks[what]:
+                raise ConfigurationError(
+                    f"{progress_file} records a run on {name}: resuming it would skip every"
+                    f" agent up to {after!r} here; resume with the same --db and policy,"
+                    " or delete the file to start over"
+                )
+
+    behind: dict[str, FeedCursor] = {}
+
+    async def go() -> RetentionReport:
+        async with open_store(url, key_file=key_file, readonly=dry_run) as store:
+            await _given_keys_open(store)  # (a dry run opens no record: it would not say)
+            total = await store.count_agents()
+            with bar("retention", disable=json_out) as shown:
+                task = shown.add_task("retention", total=total)
+
+                def step(agent_id: str, scanned: int) -> None:
+                    shown.advance(task)
+                    if progress_file is not None and not dry_run:
+                        write_atomically(
+                            progress_file,
+                            jsonlib.dumps(
+                                {
+                                    "statekeeper_retention": {
+                                        "after": agent_id,
+                                        "namespace": current_namespace() or "",
+                                        **marks,
+                                    }
+                                }
+                            ),
+                            durable=False,  # a lost update only repeats an agent
+                        )
+
+                done = await apply_retention(
+                    store, policy, dry_run=dry_run, after=after, progress=step
+                )
+            if done.feed_through is not None:
+                behind.update(_projections_behind(url, read_model, store, done.feed_through))
+            return done
+
+    report = run(go())
+    if progress_file is not None and not dry_run:
+        progress_file.unlink(missing_ok=True)  # finished: the next run starts over
+    # a lost agent (AgentLost) is a problem found, as verify reports it: listed, exit 1
+    code = _exit_code(report.actions, lost=bool(report.lost))
+    actions = [
+        {
+            "agent_id": a.agent_id,
+            "action": a.kind,
+            "outcome": a.outcome,
+            "events_removed": a.events_removed,
+            "snapshots_removed": a.snapshots_removed,
+            "base_seq": a.base_seq,
+            "reason": a.reason,
+            # (keys_ttl's action alone: the others' shape unchanged)
+            **({"keys_expired": a.keys_expired} if a.kind == "expire-keys" else {}),
+        }
+        for a in report.actions
+    ]
+    if json_out:
+        render.print_json(
+            {
+                "dry_run": dry_run,
+                "scanned": report.scanned,
+                "held": report.held,
+                "holds_placed": report.holds_placed,
+                "resumed_after": after,
+                "actions": actions,
+                "lost": [{"agent_id": a, "reason": r} for a, r in report.lost.items()],
+                "feed_through": _cursor_json(report.feed_through),
+                "projections_behind": [
+                    {"name": name, "position": _cursor_json(at)} for name, at in behind.items()
+                ],
+            }
+        )
+        if code:
+            raise typer.Exit(code)
+        return
+    console = out_console()
+    if after is not None:
+        console.print(f"resumed after {escape(repr(after))} (from {escape(str(progress_file))})")
+    for pattern in report.holds_placed:  # the policy's hold lines, now the store's holds
+        placed = "would place" if dry_run else "placed"
+        console.print(f"{placed} a legal hold on {escape(pattern)!r} (a hold line of the policy)")
+    unsupported: dict[tuple[str, str], int] = {}
+    for a in report.actions:
+        if a.outcome == "unsupported":  # nothing done, nothing to do: said once below
+            unsupported[a.kind, a.reason] = unsupported.get((a.kind, a.reason), 0) + 1
+            continue
+        console.print(f"{escape(a.agent_id)}: {_action_line(a)}", soft_wrap=True)
+    for (kind, reason), agents in unsupported.items():
+        console.print(
+            f"{_UNSUPPORTED.get(kind, kind)} not supported by this engine: {escape(reason)}"
+            f" ({agents:,} agent(s))"
+        )
+    if report.lost:  # passed over, each named: their data is gone, nothing to apply
+        from ..errors import AgentLost
+
+        render.print_lost(console, [AgentLost("", a, r) for a, r in report.lost.items()])
+    if report.feed_through is not None:
+        raised = "would rise" if dry_run else "rose"
+        console.print(
+            f"the change feed's floor {raised} to {_cursor_json(report.feed_through)} (the"
+            " events removed): a subscriber that has not read that far gets"
+            " FeedPositionCompacted when it resumes"
+        )
+        for name, at in behind.items():
+            console.print(
+                f"[yellow]projection {escape(name)!r} is behind it (at"
+                f" {_cursor_json(at)}): its read model misses the events removed[/]"
+            )
+    refused = sum(a.outcome == "refused" for a in report.actions)
+    done = len(report.actions) - sum(unsupported.values()) - refused
+    console.print(
+        f"{report.scanned:,} agent(s) scanned, {report.held:,} on legal hold,"
+        f" {done:,} action(s)"
+        + (f", {refused:,} refused (access denied)" if refused else "")
+        + (f", {sum(unsupported.values()):,} unsupported" if unsupported else "")
+        + (f", {len(report.lost):,} lost" if report.lost else "")
+        + (" (dry run: nothing changed)" if dry_run else "")
+    )
+    if code:
+        raise typer.Exit(code)  # problems found: listed above (the run goes on past them)
+
+
+def _cursor_json(cursor: FeedCursor | None) -> int | str | None:
+    """A cursor as the CLI shows it: the position on a store with one feed."""
+    if cursor is None:
+        return None
+    return cursor.positions[0] if len(cursor.positions) == 1 else str(cursor)
+
+
+def _projections_behind(
+    url: str, given: Path | None, store: StateStore, through: FeedCursor
+) -> dict[str, FeedCursor]:
+    """The projections of the read-model file (``--read-model``, else the one next to a
+    SQLite store) that have not read up to ``through``, with where they are."""
+    from ..feed.stored import projection_cursors
+    from ..store.feed import feed_shards
+    from ..store.feed_retention import behind
+
+    path = given
+    if path is None:
+        store_file = sqlite_file(url)
+        if store_file is None:
+            return {}
+        path = store_file.with_name(store_file.stem + ".projections.db")
+    cursors = projection_cursors(path, feed_shards(store.backend))
+    return {name: cursors[name] for name in behind(cursors, through)}
+
+
+def _exit_code(actions: list[RetentionAction], *, lost: bool) -> int:
+    """1 when an action failed or an agent was lost, else 4 (access denied) when one
+    was refused, else 0."""
+    from .exits import EXIT_DENIED, EXIT_NOT_FOUND
+
+    if lost or any(a.outcome == "failed" for a in actions):
+        return EXIT_NOT_FOUND
+    return EXIT_DENIED if any(a.outcome == "refused" for a in actions) else 0
+
+
+#: what a retention action the engine cannot make is called (the policy's word)
+_UNSUPPORTED = {"expire-keys": "keys_ttl", "compact": "compaction", "purge": "ttl"}
+
+
+def _action_line(a: RetentionAction) -> str:
+    """One action of a retention run, as ``retention apply`` prints it: ``deleted ...``
+    when done, ``would delete ...`` in a dry run, ``not deleted (ttl): access denied:
+    ...`` when the principal was refused, ``could not delete ... [failed: why]``
+    otherwise."""
+    if a.outcome == "refused":  # nothing was planned: no counts to give, only the reason
+        refused = {"purge": "deleted (ttl)", "expire-keys": "forgotten (keys_ttl)"}
+        return f"not {refused.get(a.kind, 'compacted')}: {escape(a.reason)}"
+    if a.kind == "purge":
+        verbs, what = ("delete", "deleted"), f"({a.events_removed} events; {a.reason})"
+    elif a.kind == "expire-keys":
+        verbs = ("forget", "forgot")
+        what = f"{a.keys_expired} idempotency record(s) ({a.reason})"
+    else:
+        verbs = ("remove", "removed")
+        what = (
+            f"{a.events_removed} event(s) before seq {a.base_seq + 1},"
+            f" {a.snapshots_removed} snapshot(s)"
+        )
+    if a.outcome == "done":
+        return f"{verbs[1]} {what}"
+    if a.outcome == "dry-run":
+        return f"would {verbs[0]} {what}"
+    return f"could not {verbs[0]} {what} {escape(f'[{a.outcome}: {a.reason}]')}"
