@@ -101,10 +101,13 @@ def feed_position(conn: sqlite3.Connection, agent_id: str, seq: int) -> int | No
     """The position of ``agent_id``'s event ``seq`` (the newest row: a deleted stream's
     rows of the same seq are older), None when it is trimmed away. ``sk_feed`` has no
     index on the agent (the append's trigger writes one row at the end of one B-tree):
-    this reads the feed's rows above the floor, once per agent retention compacts."""
-    row = conn.execute(
-        "SELECT max(position) FROM sk_feed WHERE agent_id = ? AND seq = ? AND position >"
-        " coalesce((SELECT CAST(value AS INTEGER) FROM sk_meta WHERE key = 'feed_floor'), 0)",
+    this reads the feed's rows from the head back to the event, once per agent retention
+    compacts or purges."""
+    row = conn.execute(  # (newest first, stopping at the first match: a recent event is
+        # found at once; an old one reads back to it)
+        "SELECT position FROM sk_feed WHERE agent_id = ? AND seq = ? AND position >"
+        " coalesce((SELECT CAST(value AS INTEGER) FROM sk_meta WHERE key = 'feed_floor'), 0)"
+        " ORDER BY position DESC LIMIT 1",
         (agent_id, seq),
     ).fetchone()
     return None if row is None or row[0] is None else int(row[0])
