@@ -398,3 +398,22 @@ def test_tail_follow_prints_new_events(engine_url: str, agent: str | None) -> No
         if proc.stderr is not None:
             assert "Traceback" not in proc.stderr.read()
             proc.stderr.close()
+
+
+def test_import_skip_existing_names_a_few_skipped_agents_and_json_all(tmp_path: Path) -> None:
+    source = f"sqlite:///{tmp_path / 's.db'}"
+    with SyncStateStore(source) as store:
+        for i in range(12):
+            store.save(f"agent-{i:02d}", {"i": i})
+    file = tmp_path / "agents.jsonl"
+    assert sk_in_process("export", "--db", source, "-o", str(file)).returncode == 0
+    text = sk_in_process("import", str(file), "--db", source, "--skip-existing")
+    assert text.returncode == 0, text.stderr
+    flat = " ".join(text.stdout.split())  # (the console wraps long lines)
+    assert (
+        "skipped 12 existing agent(s): agent-00, agent-01, agent-02, agent-03, agent-04"
+        " and 7 more (--json lists them all)"
+    ) in flat
+    assert "agent-05" not in text.stdout
+    listed = sk_in_process("import", str(file), "--db", source, "--skip-existing", "--json")
+    assert json.loads(listed.stdout)["skipped"] == [f"agent-{i:02d}" for i in range(12)]

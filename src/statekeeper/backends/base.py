@@ -615,6 +615,15 @@ class Backend(abc.ABC):
         dropped. Capability ``FEED``."""
         raise CapabilityUnsupported(self.name, Capability.FEED.value)
 
+    async def feed_position(self, agent_id: str, seq: int) -> int | None:
+        """The feed position of ``agent_id``'s event ``seq`` (in the agent's shard's feed
+        on a sharded store), or None when it has none (trimmed away, not stored) or the
+        engine cannot say. Retention asks it before removing events, to raise the
+        feed's floor over them (:mod:`statekeeper.store.feed_retention`): a subscriber
+        behind them is told (``FeedPositionCompacted``) instead of passing over them.
+        The default: None (the feed's floor is then left as it is)."""
+        return None
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         """Return when a position ``> after`` may have been committed, or after at
         most ``max_wait`` seconds: a wake-up hint (a reader re-reads ``read_feed``

@@ -348,6 +348,13 @@ class MemoryBackend(Backend):
         self._feed_floor = max(self._feed_floor, through)
         return i
 
+    async def feed_position(self, agent_id: str, seq: int) -> int | None:
+        self._check()
+        stream = self._streams.get(agent_id)
+        refs = zip(self._feed_positions, self._feed_refs, strict=True)
+        found = [p for p, (a, s, at) in refs if a == agent_id and s == seq and at is stream]
+        return found[-1] if found else None  # (the agent as it is, not a deleted one)
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         self._check()
         if self._feed_last > after:

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..records import FeedRecord, RawEvent
 
-__all__ = ["FEED_POLL", "ensure_feed", "feed_bounds", "read_feed", "trim_feed"]
+__all__ = ["FEED_POLL", "ensure_feed", "feed_bounds", "feed_position", "read_feed", "trim_feed"]
 
 #: seconds between two polls of the feed head by a waiting reader
 FEED_POLL = 0.02
@@ -95,6 +95,22 @@ def feed_bounds(conn: sqlite3.Connection) -> tuple[int, int]:
     ).fetchone()
     floor = int(row[0] or 0)
     return floor, max(int(row[1] or 0), floor)
+
+
+def feed_position(conn: sqlite3.Connection, agent_id: str, seq: int) -> int | None:
+    """The position of ``agent_id``'s event ``seq`` (the newest row: a deleted stream's
+    rows of the same seq are older), None when it is trimmed away. ``sk_feed`` has no
+    index on the agent (the append's trigger writes one row at the end of one B-tree):
+    this reads the feed's rows from the head back to the event, once per agent retention
+    compacts or purges."""
+    row = conn.execute(  # (newest first, stopping at the first match: a recent event is
+        # found at once; an old one reads back to it)
+        "SELECT position FROM sk_feed WHERE agent_id = ? AND seq = ? AND position >"
+        " coalesce((SELECT CAST(value AS INTEGER) FROM sk_meta WHERE key = 'feed_floor'), 0)"
+        " ORDER BY position DESC LIMIT 1",
+        (agent_id, seq),
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def trim_feed(conn: sqlite3.Connection, through: int) -> int:

@@ -155,6 +155,10 @@ class SQLiteReads(SQLitePart):
         with translated(self.path):
             return sqlite_feed.feed_bounds(self._reader())
 
+    async def feed_position(self, agent_id: str, seq: int) -> int | None:
+        with translated(self.path):
+            return sqlite_feed.feed_position(self._reader(), agent_id, seq)
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         deadline = time.monotonic() + max_wait
         while (await self.feed_bounds())[1] <= after:

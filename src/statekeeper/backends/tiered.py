@@ -854,6 +854,12 @@ class TieredBackend(Backend):
         self.require(Capability.FEED, "a tiered backend with a cold tier")
         return await self.durable.trim_feed(through)
 
+    async def feed_position(self, agent_id: str, seq: int) -> int | None:
+        self._check_open()
+        if Capability.FEED not in self.capabilities:
+            return None
+        return await self.durable.feed_position(agent_id, seq)
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         self._check_open()
         self.require(Capability.FEED, "a tiered backend with a cold tier")

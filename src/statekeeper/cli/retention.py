@@ -1,6 +1,7 @@
-"""``statekeeper retention apply``: apply a retention policy to every agent (resumable
-with a progress file tied to its store and policy; a run stopped part-way says what it
-already removed)."""
+"""``statekeeper retention apply``: a retention policy applied to every agent
+(:mod:`statekeeper.governance.retention`), resumable with a progress file; it says how
+far the change feed's floor rises over the events removed and names the projections
+still behind it."""
 
 from __future__ import annotations
 
@@ -13,12 +14,23 @@ from .._files import write_atomically
 from ..errors import ConfigurationError
 from . import render
 from ._markup import escape
-from .app import DbOption, JsonOption, handled, out_console, resolve_url, run, stop_signal
+from .app import (
+    DbOption,
+    JsonOption,
+    handled,
+    out_console,
+    resolve_url,
+    run,
+    sqlite_file,
+    stop_signal,
+)
 from .governance_data import _given_keys_open
 from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
     from ..governance.retention import RetentionAction, RetentionReport
+    from ..store import StateStore
+    from ..store.feed_cursor import FeedCursor
 
 __all__ = ["retention_app"]
 
@@ -79,11 +91,26 @@ def retention_apply(
             help="Record progress here so an interrupted run resumes where it stopped.",
         ),
     ] = None,
+    read_model: Annotated[
+        Path | None,
+        typer.Option(
+            "--read-model",
+            metavar="FILE",
+            help="A read-model file of `projections run`, whose projections are named when"
+            " they have not read the events removed [default: next to a SQLite store,"
+            " <store>.projections.db, when it exists].",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = None,
     key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Apply a retention policy to every agent (resumable; --dry-run shows what would go).
+
+    The change feed's floor rises over the events removed: a subscriber (a projection)
+    that has not read them gets FeedPositionCompacted when it resumes; the projections
+    of the read-model file (--read-model) still behind are named.
 
     Exit code 1 when an action failed, else 4 when the principal of --as was refused one
     (access denied); each is listed with its reason, and the run goes on past it.
@@ -141,6 +168,8 @@ def retention_apply(
                     " or delete the file to start over"
                 )
 
+    behind: dict[str, FeedCursor] = {}
+
     async def go() -> RetentionReport:
         async with open_store(url, key_file=key_file, readonly=dry_run) as store:
             await _given_keys_open(store)  # (a dry run opens no record: it would not say)
@@ -165,9 +194,12 @@ def retention_apply(
                             durable=False,  # a lost update only repeats an agent
                         )
 
-                return await apply_retention(
+                done = await apply_retention(
                     store, policy, dry_run=dry_run, after=after, progress=step, report=so_far
                 )
+            if done.feed_through is not None:
+                behind.update(_projections_behind(url, read_model, store, done.feed_through))
+            return done
 
     so_far = RetentionReport()
     try:
@@ -207,6 +239,10 @@ def retention_apply(
                 "resumed_after": after,
                 "actions": actions,
                 "lost": [{"agent_id": a, "reason": r} for a, r in report.lost.items()],
+                "feed_through": _cursor_json(report.feed_through),
+                "projections_behind": [
+                    {"name": name, "position": _cursor_json(at)} for name, at in behind.items()
+                ],
             }
         )
         if code:
@@ -233,6 +269,18 @@ def retention_apply(
         from ..errors import AgentLost
 
         render.print_lost(console, [AgentLost("", a, r) for a, r in report.lost.items()])
+    if report.feed_through is not None:
+        raised = "would rise" if dry_run else "rose"
+        console.print(
+            f"the change feed's floor {raised} to {_cursor_json(report.feed_through)} (the"
+            " events removed): a subscriber that has not read that far gets"
+            " FeedPositionCompacted when it resumes"
+        )
+        for name, at in behind.items():
+            console.print(
+                f"[yellow]projection {escape(name)!r} is behind it (at"
+                f" {_cursor_json(at)}): its read model misses the events removed[/]"
+            )
     refused = sum(a.outcome == "refused" for a in report.actions)
     failed = sum(a.outcome == "failed" for a in report.actions)
     done = len(report.actions) - sum(unsupported.values()) - refused - failed
@@ -300,6 +348,32 @@ def _stopped(
             f" {agents:,} agent(s) ({events:,} event(s), {snapshots:,} snapshot(s)); {again}"
         )
     return 128 + signum
+
+
+def _cursor_json(cursor: FeedCursor | None) -> int | str | None:
+    """A cursor as the CLI shows it: the position on a store with one feed."""
+    if cursor is None:
+        return None
+    return cursor.positions[0] if len(cursor.positions) == 1 else str(cursor)
+
+
+def _projections_behind(
+    url: str, given: Path | None, store: StateStore, through: FeedCursor
+) -> dict[str, FeedCursor]:
+    """The projections of the read-model file (``--read-model``, else the one next to a
+    SQLite store) that have not read up to ``through``, with where they are."""
+    from ..feed.stored import projection_cursors
+    from ..store.feed import feed_shards
+    from ..store.feed_retention import behind
+
+    path = given
+    if path is None:
+        store_file = sqlite_file(url)
+        if store_file is None:
+            return {}
+        path = store_file.with_name(store_file.stem + ".projections.db")
+    cursors = projection_cursors(path, feed_shards(store.backend))
+    return {name: cursors[name] for name in behind(cursors, through)}
 
 
 def _exit_code(actions: list[RetentionAction], *, lost: bool) -> int:

@@ -73,6 +73,9 @@ if TYPE_CHECKING:
 
 __all__ = ["export_agents", "import_agents"]
 
+#: skipped agents named in the text output of ``import --skip-existing``
+_NAMED = 5
+
 _log = logging.getLogger("statekeeper.cli.import")
 
 
@@ -527,8 +530,13 @@ def import_cmd(
         return
     console = out_console()
     console.print(f"[green]✓[/] imported {agents} agent(s), {events} event(s); verified")
-    if skipped:
-        console.print(f"skipped {len(skipped)} existing agent(s): {escape(', '.join(skipped))}")
+    if skipped:  # the first few (hundreds would fill the terminal): --json lists them all
+        shown = ", ".join(skipped[:_NAMED])
+        more = f" and {len(skipped) - _NAMED:,} more (--json lists them all)"
+        console.print(
+            f"skipped {len(skipped):,} existing agent(s): {escape(shown)}"
+            + (more if len(skipped) > _NAMED else "")
+        )
     if forgotten:
         console.print(
             f"left out {len(forgotten)} forgotten agent(s) (their data keys are destroyed): "

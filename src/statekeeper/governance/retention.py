@@ -68,6 +68,8 @@ from ..namespaces import namespace_of
 from ..records import EventType, RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
 from ..store.conditional import delete_only_at
+from ..store.feed_cursor import FeedCursor
+from ..store.feed_retention import raised, removed_through, trim_removed
 from ..store.governed import entries_before_delete
 from ..store.holds import list_holds
 from ..store.incarnation import snapshot_in_stream
@@ -126,6 +128,10 @@ class RetentionAction:
     base_seq: int = 0
     reason: str = ""
     keys_expired: int = 0
+    #: the feed position (in the agent's shard's feed) of the last event removed: the
+    #: feed is trimmed through it first, so a subscriber behind it gets
+    #: ``FeedPositionCompacted`` instead of passing over the removed events (0: none)
+    feed_position: int = 0
 
 
 @dataclass(slots=True)
@@ -144,6 +150,11 @@ class RetentionReport:
     #: Redis, evicted or deleted behind the store's back), passed over: id -> what was
     #: found. ``statekeeper delete AGENT --yes`` acknowledges a loss.
     lost: dict[str, str] = field(default_factory=dict)
+    #: the feed's floor as the run left it where it raised it (a dry run: would raise
+    #: it), per shard: events up to it were removed, and a subscriber (a projection)
+    #: that has not read that far gets ``FeedPositionCompacted`` when it resumes; None
+    #: when no event with a feed position was removed
+    feed_through: FeedCursor | None = None
 
     @property
     def purged(self) -> int:
@@ -282,10 +293,16 @@ async def _plan_and_apply(
     done = "dry-run" if dry_run else "done"
     if _idle(rule, updated_at, now):
         assert rule.ttl is not None
+        through = await removed_through(store, agent_id, head)
         purge = RetentionAction(
-            agent_id, "purge", done, head, 0, 0, f"not written for {duration_text(rule.ttl)}"
-        )
+            agent_id, "purge", done, head, 0, 0, f"not written for {duration_text(rule.ttl)}",
+            feed_position=max(through.positions) if through is not None else 0,
+        )  # fmt: skip
         if not dry_run:
+            if through is not None and not await _raise_floor(store, through):
+                purge = dataclasses.replace(
+                    purge, feed_position=0, reason=f"{purge.reason}; {_NO_FLOOR}"
+                )
             # only the stream as listed: a write since made the agent no longer idle
             # (ConflictError, nothing deleted; reported "skipped" by apply_retention)
             if together is not None:  # the purge's entry in the delete's commit
@@ -335,11 +352,19 @@ async def _plan_and_apply(
             return RetentionAction(agent_id, "compact", done, 0, 0, base, kept_for)
         return None
     kind = "compact" if target > base else "thin"
-    action = RetentionAction(agent_id, kind, done, target - base, len(drop), target, kept_for)
     if not can_prune:
         return RetentionAction(agent_id, kind, "unsupported", 0, 0, base, "the engine cannot prune")
+    through = await removed_through(store, agent_id, target) if target > base else None
+    action = RetentionAction(
+        agent_id, kind, done, target - base, len(drop), target, kept_for,
+        feed_position=max(through.positions) if through is not None else 0,
+    )  # fmt: skip
     if dry_run:
         return action
+    if through is not None and not await _raise_floor(store, through):
+        action = dataclasses.replace(
+            action, feed_position=0, reason="; ".join(r for r in (kept_for, _NO_FLOOR) if r)
+        )
     dropped = sorted(drop)
     full = await _full_snapshot_at(store, agent_id, head, target) if target > base else None
     named = sorted(s for s in drop if s >= target)
@@ -360,6 +385,24 @@ async def _plan_and_apply(
 
 
 _WRITTEN_SINCE = "written since it was listed: no longer idle, not deleted"
+_NO_FLOOR = (
+    "the change feed's floor not raised (the database role may not trim the feed, shared"
+    " by every tenant): a subscriber behind passes over the events removed"
+)
+
+
+async def _raise_floor(store: StateStore, through: FeedCursor) -> bool:
+    """Trim the feed through ``through`` before the events go (store/feed_retention.py);
+    False when the engine refuses the role (PostgreSQL row security: only a role of an
+    admin of every namespace may trim the feed all tenants share). The removal goes on
+    then, as before the feed followed retention, and the action says so."""
+    try:
+        await trim_removed(store, through)
+    except AccessDenied:
+        return False
+    return True
+
+
 _STEP = EventType.STEP
 _SCAN = 1000  # events read at a time looking for a step record
 
@@ -532,6 +575,9 @@ async def apply_retention(
                     action = RetentionAction(agent_id, kind, "failed", reason=reason)
                 if action is not None:
                     report.actions.append(dataclasses.replace(action, agent_id=listed))
+                    report.feed_through = raised(
+                        report.feed_through, store.backend, agent_id, action.feed_position
+                    )
                     # (refusals: audited by require; announced ones: before they were made)
                     if action.outcome != "refused" and not recorded:
                         await emit(audit, _event(action))

@@ -397,6 +397,12 @@ class ObservedBackend(Backend):
         dropped: int = await self._obs.call("trim_feed", None, self.inner.trim_feed, through)
         return dropped
 
+    async def feed_position(self, agent_id: str, seq: int) -> int | None:
+        found: int | None = await self._obs.call(
+            "feed_position", agent_id, self.inner.feed_position, agent_id, seq
+        )
+        return found
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         await self.inner.wait_feed(after, max_wait)
 

@@ -117,6 +117,20 @@ class FeedConformance:
         await feeding.trim_feed(0)  # never goes back
         assert (await feeding.feed_bounds())[0] == through
 
+    async def test_feed_position_is_the_events_position_or_unknown(self, feeding: Backend) -> None:
+        """What retention trims through before removing events (None: the engine cannot
+        say, and retention leaves the floor alone)."""
+        await feeding.append(_append("gone", 0, b"g1"))
+        await feeding.append(_append("a", 0, b"a1", b"a2"))
+        await feeding.delete_agent("gone")
+        await feeding.append(_append("gone", 0, b"again"))  # re-created: its own position
+        records = {(r.agent_id, r.event.seq): r.position for r in await _all(feeding)}
+        found = {key: await feeding.feed_position(*key) for key in records}
+        assert found in ({key: None for key in records}, records)
+        await feeding.trim_feed(records["a", 1])
+        assert await feeding.feed_position("a", 1) is None  # below the floor
+        assert await feeding.feed_position("a", 9) is None  # never stored
+
     async def test_concurrent_appends_get_distinct_positions(self, feeding: Backend) -> None:
         async def writer(agent: str) -> None:
             for seq in range(5):

@@ -1,4 +1,5 @@
-"""PostgreSQL backend (extra ``postgres``): many workers, one database.
+"""PostgreSQL backend (extra ``postgres``): many workers, one database. Over 600 lines
+because it is one class implementing the whole Backend contract.
 
 * psycopg 3 (async) with a :class:`psycopg_pool.AsyncConnectionPool`. Every connection
   option — TLS (``sslmode``, ``sslrootcert``…), ``connect_timeout``,
@@ -420,6 +421,10 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
     async def trim_feed(self, through: int) -> int:
         self._check_open()
         return await self._feed.trim(through)
+
+    async def feed_position(self, agent_id: str, seq: int) -> int | None:
+        self._check_open()
+        return await self._feed.position(agent_id, seq)
 
     async def wait_feed(self, after: int, max_wait: float) -> None:
         self._check_open()

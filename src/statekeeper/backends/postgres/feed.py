@@ -149,6 +149,12 @@ class FeedReader:
         await self.frontier()
         return self.newest
 
+    async def position(self, agent_id: str, seq: int) -> int | None:
+        """The position of ``agent_id``'s event ``seq`` (one lookup by key), None when
+        it is at or below the floor or not stored."""
+        rows = await self.backend._primary_query("feed_position", (agent_id, seq))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
     async def trim(self, through: int) -> int:
         self.backend._check_writable()
         dropped = int((await self.backend._query("feed_trimmed", (through,)))[0][0])

@@ -1741,6 +1741,20 @@ class RedisBackend(Backend):
         keys = self.layout.shard_keys[0]
         return await self._retrying("trim_feed", lambda: feed.trim_feed(self, keys, through))
 
+    async def feed_position(self, agent_id: str, seq: int) -> int | None:
+        """In the agent's shard's feed (:meth:`feed_shard_of`)."""
+        self._check_open()
+        if not self.feed:
+            return None
+        keys = self.layout.shard_keys[self.layout.shard_of(agent_id)]
+        return await self._retrying(
+            "feed_position", lambda: feed.feed_position(self, keys, agent_id, seq)
+        )
+
+    def feed_shard_of(self, agent_id: str) -> int:
+        """The shard whose feed holds ``agent_id``'s events (0 unless sharded)."""
+        return self.layout.shard_of(agent_id)
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         self._need_feed()
         max_wait = min(max_wait, self._block_limit)

@@ -67,7 +67,7 @@ from .keys import ShardKeys
 if TYPE_CHECKING:
     from .backend import RedisBackend
 
-__all__ = ["all_feed_bounds", "feed_bounds", "read_feed", "trim_feed", "wait_feed"]
+__all__ = ["all_feed_bounds", "feed_bounds", "feed_position", "read_feed", "trim_feed", "wait_feed"]
 
 
 def _position(entry_id: bytes) -> int:
@@ -263,6 +263,34 @@ async def trim_feed(backend: RedisBackend, keys: ShardKeys, through: int) -> int
         [keys.feed_stream, keys.feed_floor], [f"0-{through + 1}", str(through)], (keys,)
     )
     return int(await backend._trim_feed_script(keys=stream, args=args))
+
+
+#: entries read at a time by :func:`feed_position`, newest first
+_SCAN = 1000
+
+
+async def feed_position(
+    backend: RedisBackend, keys: ShardKeys, agent_id: str, seq: int
+) -> int | None:
+    """The position of ``agent_id``'s event ``seq`` in one shard's feed: its entry,
+    looked for from the newest back to the floor (``XREVRANGE``, a page at a time; the
+    newest match is the agent's stream as it is now, not a deleted one's). The stream
+    has no index by agent: retention asks once per agent it compacts."""
+    agent, wanted = agent_id.encode(), str(seq).encode()
+    floor = int(await backend._client.get(keys.feed_floor) or 0)
+    top = "+"
+    while True:
+        found = _entries(
+            await backend._client.xrevrange(
+                keys.feed_stream, max=top, min=f"(0-{floor}", count=_SCAN
+            )
+        )
+        for entry_id, fields in found:
+            if fields.get(b"a") == agent and fields.get(b"s") == wanted:
+                return _position(entry_id)
+        if len(found) < _SCAN:
+            return None
+        top = f"(0-{_position(found[-1][0])}"
 
 
 async def wait_feed(backend: RedisBackend, keys: ShardKeys, after: int, max_wait: float) -> None:

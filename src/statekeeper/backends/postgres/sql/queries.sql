@@ -222,6 +222,9 @@ SELECT floor FROM {s}.sk_feed_floor
 -- name: feed_trim
 UPDATE {s}.sk_feed_floor SET floor = greatest(floor, %s) RETURNING floor
 
+-- name: feed_position
+SELECT position FROM {s}.sk_events WHERE agent_id = %s AND seq = %s AND position > (SELECT floor FROM {s}.sk_feed_floor)
+
 -- name: feed_trimmed
 SELECT count(*) FROM {s}.sk_events WHERE position > (SELECT floor FROM {s}.sk_feed_floor) AND position <= %s
 

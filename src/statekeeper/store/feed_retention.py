@@ -1,0 +1,102 @@
+"""The change feed's floor follows retention: events removed by a policy are not a
+silent gap.
+
+A subscriber (a projection counting tool calls, say) that is behind when retention
+removes events it has not read yet would pass over their positions as gaps and keep a
+read model that is silently wrong. So before retention removes an agent's events
+(``keep_last`` compacting history, a ``ttl`` purge), it asks the engine the feed
+position of the last event it removes (:meth:`~statekeeper.backends.base.Backend.feed_position`)
+and trims the feed through it (in the agent's shard on a sharded store), *then* removes
+them. A subscriber at or past that position loses nothing; one behind it gets
+:class:`~statekeeper.errors.FeedPositionCompacted` (rebuild from snapshots, then
+subscribe from the floor), and ``feed_bounds()`` says so. Trimming first is the safe
+order: a run interrupted between the two has trimmed a feed whose events are still
+there (subscribers behind rebuild needlessly), never removed events under a feed that
+still offers their range.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..backends.base import Backend, Capability
+from .feed import feed_bounds_per_shard, feed_shards
+from .feed_cursor import FeedCursor
+
+if TYPE_CHECKING:
+    from .store import StateStore
+
+__all__ = ["behind", "has_feed", "raised", "removed_through", "shard_of", "trim_removed"]
+
+
+def has_feed(backend: Backend) -> bool:
+    """True when the backend keeps a change feed (one, or one per shard)."""
+    if feed_shards(backend) > 1:
+        return bool(getattr(backend, "feed", True))
+    return backend.supports(Capability.FEED)
+
+
+def shard_of(backend: Backend, agent_id: str) -> int:
+    if feed_shards(backend) == 1:
+        return 0
+    sharded: Any = backend
+    return int(sharded.feed_shard_of(agent_id))
+
+
+async def removed_through(store: StateStore, agent_id: str, seq: int) -> FeedCursor | None:
+    """The cursor to trim the feed through before ``agent_id``'s events up to ``seq`` are
+    removed: the position of event ``seq`` in the agent's shard (0 in the others);
+    None when the store has no feed or the event has no position above the floor."""
+    backend = store.backend
+    if seq < 1 or not has_feed(backend):
+        return None
+    position = await backend.feed_position(agent_id, seq)
+    if position is None:
+        return None
+    return FeedCursor.start(feed_shards(backend)).advanced(shard_of(backend, agent_id), position)
+
+
+async def trim_removed(store: StateStore, through: FeedCursor) -> None:
+    """Raise each shard's floor to its position in ``through`` (left alone where the
+    floor is there already). No check against the head: every position here was read
+    from a stored event (on PostgreSQL the safe frontier may lag it while appends are
+    in flight)."""
+    backend = store.backend
+    bounds = await feed_bounds_per_shard(backend)
+    todo = [
+        (k, p) for k, ((floor, _), p) in enumerate(zip(bounds, through.positions, strict=True))
+        if p > floor
+    ]  # fmt: skip
+    if feed_shards(backend) == 1:
+        for _, p in todo:
+            await backend.trim_feed(p)
+        return
+    sharded: Any = backend
+    for k, p in todo:
+        await sharded.trim_shard_feed(k, p)
+
+
+def raised(
+    floor: FeedCursor | None, backend: Backend, agent_id: str, position: int
+) -> FeedCursor | None:
+    """``floor`` raised to ``position`` in ``agent_id``'s shard (a report's running
+    maximum of what retention trimmed)."""
+    if position < 1:
+        return floor
+    n = feed_shards(backend)
+    at = list(floor.positions if floor is not None else FeedCursor.start(n).positions)
+    k = shard_of(backend, agent_id)
+    at[k] = max(at[k], position)
+    return FeedCursor(tuple(at))
+
+
+def behind(consumers: dict[str, FeedCursor], through: FeedCursor) -> list[str]:
+    """The names of ``consumers`` (name -> the cursor it resumes from) that have not
+    read up to ``through`` in some shard: they lose events when the feed is trimmed
+    there."""
+    return sorted(
+        name
+        for name, at in consumers.items()
+        if len(at.positions) == len(through.positions)
+        and any(a < t for a, t in zip(at.positions, through.positions, strict=True))
+    )

@@ -1,0 +1,156 @@
+"""Retention moves the change feed's floor over the events it removes (keep_last
+compaction, a TTL purge): a subscriber behind them is told (FeedPositionCompacted),
+``feed_bounds()`` says so, a subscriber past them goes on, and ``retention apply``
+names the projections still behind. On every engine with a feed, and on a sharded
+Redis store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from statekeeper import StateStore
+from statekeeper.cli import app
+from statekeeper.errors import FeedPositionCompacted
+from statekeeper.feed import FeedCursor, ProjectionRunner
+from statekeeper.governance.retention import RetentionPolicy, apply_retention
+
+from ..backends._services import REDIS_URL, delete_prefix, namespace, require_redis
+
+
+async def _events(store: StateStore, agent_id: str, n: int) -> None:
+    await store.save(agent_id, {"i": 0})
+    for _ in range(n - 1):
+        await store.append(agent_id, "tool_call", {"tool": "charge", "duration": 0.1})
+
+
+async def _seqs(store: StateStore, start: int | FeedCursor | str) -> list[tuple[str, int]]:
+    return [
+        (c.agent_id, c.seq) async for c in store.subscribe(from_position=start, stop_at_head=True)
+    ]
+
+
+async def test_a_subscriber_behind_a_compaction_is_told_and_the_bounds_say_so(
+    feed_url: str,
+) -> None:
+    async with StateStore(feed_url) as store:
+        await _events(store, "shop/a", 10)
+        await store.save("other/b", {"i": 1})  # position 11: not retention's
+        sub = store.subscribe()
+        seen = [await anext(sub) for _ in range(8)]  # positions 1..8: the ones removed
+        assert await store.feed_bounds() == (0, 11)
+        dry = await apply_retention(store, RetentionPolicy.parse("shop keep_last=2"), dry_run=True)
+        assert dry.feed_through == FeedCursor((8,)) and dry.actions[0].feed_position == 8
+        assert await store.feed_bounds() == (0, 11)  # a dry run changes nothing
+        report = await apply_retention(store, RetentionPolicy.parse("shop keep_last=2"))
+        assert report.feed_through == FeedCursor((8,))
+        assert await store.feed_bounds() == (8, 11)
+        with pytest.raises(FeedPositionCompacted) as caught:
+            await _seqs(store, 0)  # behind: it would have missed seqs 1..8
+        assert caught.value.floor == 8
+        # the one that had read them goes on, and resuming from the floor works
+        assert [c.seq for c in seen] == list(range(1, 9))
+        assert await _seqs(store, sub.position) == [("shop/a", 9), ("shop/a", 10), ("other/b", 1)]
+        assert await _seqs(store, 8) == [("shop/a", 9), ("shop/a", 10), ("other/b", 1)]
+
+
+async def test_a_ttl_purge_raises_the_floor_through_the_agents_last_event(feed_url: str) -> None:
+    async with StateStore(feed_url) as store:
+        await _events(store, "old/a", 3)
+        await _events(store, "live/b", 2)
+        report = await apply_retention(
+            store, RetentionPolicy.parse("old ttl=60s"), now=time.time() + 3600
+        )
+        assert [(a.kind, a.outcome) for a in report.actions] == [("purge", "done")]
+        assert report.feed_through == FeedCursor((3,))
+        assert (await store.feed_bounds())[0] == 3
+        with pytest.raises(FeedPositionCompacted):
+            await _seqs(store, 2)
+        assert await _seqs(store, 3) == [("live/b", 1), ("live/b", 2)]
+
+
+async def test_a_run_that_removes_nothing_more_leaves_the_floor_where_it_is(
+    feed_url: str,
+) -> None:
+    async with StateStore(feed_url) as store:
+        await _events(store, "shop/a", 6)
+        await apply_retention(store, RetentionPolicy.parse("shop keep_last=2"))
+        floor, head = await store.feed_bounds()
+        assert (floor, head) == (4, 6)
+        again = await apply_retention(store, RetentionPolicy.parse("shop keep_last=2"))
+        assert again.feed_through is None  # nothing more removed: the floor stays
+        assert await store.feed_bounds() == (4, 6)
+
+
+@pytest.fixture
+async def sharded(tmp_path: Path) -> AsyncIterator[StateStore]:
+    require_redis()
+    prefix = namespace(tmp_path) + ":"
+    delete_prefix(prefix)
+    try:
+        async with StateStore(f"{REDIS_URL}?prefix={prefix}&shards=4") as opened:
+            yield opened
+    finally:
+        delete_prefix(prefix)
+
+
+async def test_on_a_sharded_store_only_the_agents_shard_is_trimmed(sharded: StateStore) -> None:
+    await _events(sharded, "shop/a", 5)
+    await sharded.save("other/b", {"i": 1})
+    shard = sharded.backend.layout.shard_of("shop/a")  # type: ignore[attr-defined]
+    report = await apply_retention(sharded, RetentionPolicy.parse("shop keep_last=1"))
+    expected = FeedCursor.start(4).advanced(shard, 4)
+    assert report.feed_through == expected
+    bounds = await sharded.feed_cursor_bounds()
+    assert bounds.floor == expected
+    with pytest.raises(FeedPositionCompacted) as caught:
+        await _seqs(sharded, FeedCursor.start(4))
+    assert caught.value.shard == shard
+    assert sorted(await _seqs(sharded, expected)) == [("other/b", 1), ("shop/a", 5)]
+
+
+def test_retention_apply_names_the_projections_still_behind(tmp_path: Path) -> None:
+    db = tmp_path / "shop.db"
+    url = f"sqlite:///{db}"
+
+    async def setup() -> None:
+        async with StateStore(url) as store:
+            await store.save("shop/a", {"i": 0})
+            async with ProjectionRunner(store, tmp_path / "shop.projections.db") as runner:
+                await runner.catch_up()  # at position 1
+                for _ in range(9):
+                    await store.append("shop/a", "tool_call", {"tool": "t", "duration": 0.1})
+                await runner.catch_up(["agent_states"])  # this one is up to date
+
+    asyncio.run(setup())
+    cli = CliRunner()
+    args = ["--db", url, "retention", "apply", "--rule", "shop keep_last=2"]
+    dry = cli.invoke(app, [*args, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "floor would rise to 8" in dry.output
+    assert "projection 'tool_calls' is behind it (at 1)" in dry.output
+    assert "'agent_states' is behind" not in dry.output
+    done = cli.invoke(app, [*args, "--json"])
+    assert done.exit_code == 0, done.output
+    out = json.loads(done.output)
+    assert out["feed_through"] == 8
+    assert {p["name"]: p["position"] for p in out["projections_behind"]} == {
+        "agent_activity": 1, "tool_calls": 1, "transitions": 1,
+    }  # fmt: skip
+
+    async def resume() -> None:
+        async with (
+            StateStore(url) as store,
+            ProjectionRunner(store, tmp_path / "shop.projections.db") as runner,
+        ):
+            with pytest.raises(FeedPositionCompacted):
+                await runner.catch_up(["tool_calls"])
+            assert await runner.catch_up(["agent_states"]) == {"agent_states": 0}
+
+    asyncio.run(resume())
