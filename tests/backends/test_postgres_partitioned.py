@@ -246,6 +246,9 @@ CROSS_AGENT = {
     "marker_set",
     "expire_keys",
     "count_expired_keys",
+    "expired_key_left",
+    "rls_applies",
+    "rls_may_write",
 }
 
 

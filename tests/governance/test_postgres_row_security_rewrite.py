@@ -1,6 +1,6 @@
 """Row-level security holds for a page of rewrites (``rewrite_many``, one statement on
-PostgreSQL): a role rewrites the agents it may write, and an agent of another
-namespace in the same page is answered as not applied and left as stored."""
+PostgreSQL): a role rewrites the agents it may write; a page with an agent of a
+namespace it may not write is AccessDenied, none of the page written (one commit)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from statekeeper import StateStore
 from statekeeper.backends.postgres import PostgresBackend
+from statekeeper.errors import AccessDenied
 from statekeeper.governance import parse_policy
 from statekeeper.governance.policy_postgres import (
     enforce_in_postgres,
@@ -64,7 +65,11 @@ async def test_a_page_of_rewrites_is_row_secured(roles: tuple[str, str]) -> None
                 )
                 for a in (mine, theirs)
             ]
-            assert await alice.rewrite_many(page) == [True, False]
+            # theirs filtered away by row-level security: refused, the page one commit
+            with pytest.raises(AccessDenied) as refused:
+                await alice.rewrite_many(page)
+            assert refused.value.agent_id == theirs
+            assert await alice.rewrite_many(page[:1]) == [True]
         finally:
             await alice.close()
         owner_backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)

@@ -313,9 +313,13 @@ def verify(
     from ..store.listing import agents_past_lost
     from .progress import bar
 
+    no_key = False  # the store opened without any key: its hint says so
+
     async def go() -> VerifyReport:
+        nonlocal no_key
         total = VerifyReport()
         async with open_store(url, key_file=key_file) as store:
+            no_key = getattr(store.codec, "keyring", None) is None
             if agent_ids:
                 for agent_id in agent_ids:
                     with contextlib.suppress(AgentLost):  # a finding: its check reports it
@@ -378,7 +382,7 @@ def verify(
         else:
             console.print(render.problems_table(report.problems))
             console.print(f"[bold red]✗ {len(report.problems)} problem(s)[/] — {summary}")
-            hint = render.key_hint(report.problems)
+            hint = render.key_hint(report.problems, no_key=no_key)
             if hint is not None:
                 console.print(f"[yellow]{escape(hint)}[/]")
             keyed = render.key_problems(report.problems)

@@ -307,16 +307,23 @@ def key_problems(problems: Iterable[Problem]) -> list[Problem]:
     return [p for p in problems if key_trouble(p) is not None]
 
 
-def key_hint(problems: Iterable[Problem]) -> str | None:
-    """One line saying that ``problems`` are (partly) a key problem, or None."""
-    return key_hint_for([p.reason for p in problems])
+def key_hint(problems: Iterable[Problem], *, no_key: bool = False) -> str | None:
+    """One line saying that ``problems`` are (partly) a key problem, or None.
+    ``no_key``: the store was opened with no key at all (not a wrong one)."""
+    return key_hint_for([p.reason for p in problems], no_key=no_key)
 
 
-def key_hint_for(reasons: Iterable[str]) -> str | None:
+def key_hint_for(reasons: Iterable[str], *, no_key: bool = False) -> str | None:
     """:func:`key_hint` of problems given by their text (``audit verify``'s)."""
     n = sum(any(r in reason for r in _KEY_REASONS) for reason in reasons)
     if not n:
         return None
+    if no_key:
+        return (
+            f"{n} problem(s): records encrypted, and no key was given, not found damaged;"
+            " run again with the store's keys (pass --key-file FILE or set"
+            " $STATEKEEPER_KEY_FILE or $STATEKEEPER_KEYS)"
+        )
     return (
         f"{n} problem(s): records encrypted with a key the keyring given lacks (or holds "
         "other material for), not found damaged; run again with the store's keys "

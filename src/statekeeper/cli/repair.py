@@ -69,9 +69,13 @@ def repair_command(
 
     url = resolve_url(ctx, db)
 
+    no_key = False  # the store opened without any key: its hint says so
+
     async def go() -> RepairReport:
+        nonlocal no_key
         total = RepairReport(applied=apply)
         async with open_store(url, key_file=key_file, readonly=not apply) as store:
+            no_key = getattr(store.codec, "keyring", None) is None
             if agent_ids:
                 for agent_id in agent_ids:
                     if await store.head(agent_id) == 0:
@@ -112,14 +116,14 @@ def repair_command(
             }
         )
     else:
-        _print(report)
+        _print(report, no_key=no_key)
     if not report.ok:
         raise typer.Exit(EXIT_UNREPAIRABLE)
     if report.changes and not apply:
         raise typer.Exit(EXIT_PENDING)
 
 
-def _print(report: RepairReport) -> None:
+def _print(report: RepairReport, *, no_key: bool = False) -> None:
     from rich.table import Table
 
     console = out_console()
@@ -158,6 +162,6 @@ def _print(report: RepairReport) -> None:
         )
     if not report.ok:
         console.print(f"[bold red]✗ {len(report.unrepairable)} problem(s) repair cannot fix[/]")
-        hint = render.key_hint(report.unrepairable)
+        hint = render.key_hint(report.unrepairable, no_key=no_key)
         if hint is not None:
             console.print(f"[yellow]{escape(hint)}[/]")

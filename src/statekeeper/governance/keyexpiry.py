@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from .._durations import duration_text
 from ..backends.base import Capability
-from ..errors import StatekeeperError
+from ..errors import AccessDenied, StatekeeperError
 from .hooks import AuditSink, GovernanceEvent, emit
 
 if TYPE_CHECKING:
@@ -98,14 +98,18 @@ async def apply_key_expiry(
     dry_run: bool,
 ) -> RetentionAction | None:
     """:func:`expire_agent_keys` as a run makes it: its action (named ``listed``, the
-    id as the store lists it) audited, a failure reported as a ``failed`` action."""
+    id as the store lists it) audited, a failure reported as a ``failed`` action (a
+    refusal, as the database's row-level security makes one, ``refused``)."""
     from .retention import RetentionAction
 
     try:
         action = await expire_agent_keys(store, rule, agent_id, now, dry_run)
+    except AccessDenied as exc:  # (PostgreSQL row-level security: the role may not)
+        action = RetentionAction(agent_id, KIND, "refused", reason=str(exc))
     except StatekeeperError as exc:
         action = RetentionAction(agent_id, KIND, "failed", reason=str(exc))
     if action is None:
         return None
-    await emit(audit, key_event(action))
+    if action.outcome != "refused":  # (as retention's other refusals: not an entry)
+        await emit(audit, key_event(action))
     return dataclasses.replace(action, agent_id=listed)

@@ -14,6 +14,7 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from ...errors import (
+    AccessDenied,
     BackendError,
     BackendRejected,
     ConfigurationError,
@@ -108,6 +109,9 @@ class Appends(PostgresPart):
             return await self._recover(request, exc)
         self._wrote()
         self._feed.poke()
+        if _filtered(request, row):
+            async with self._connection() as conn:
+                await self._refuse(conn, request)
         return self._result(request, row)
 
     async def append_from_base(
@@ -186,9 +190,18 @@ class Appends(PostgresPart):
             else:
                 self._wrote()
                 self._feed.poke()
+                filtered = [r for (_, r), row in zip(valid, rows, strict=True) if _filtered(r, row)]
+                refused: dict[str, AccessDenied] = {}
+                if filtered:
+                    async with self._connection() as conn:
+                        for request in filtered:
+                            try:
+                                await self._refuse(conn, request)
+                            except AccessDenied as exc:
+                                refused[request.agent_id] = exc
                 for (i, request), row in zip(valid, rows, strict=True):
                     try:
-                        out[i] = self._result(request, row)
+                        out[i] = refused.get(request.agent_id) or self._result(request, row)
                     except (ConflictError, LeaseLost) as exc:
                         out[i] = exc
         return [r if r is not None else BackendError("not attempted") for r in out]
@@ -226,6 +239,8 @@ class Appends(PostgresPart):
                                 f"sk_append_batch answered {len(rows)} of {len(requests)}"
                             )
                         for request, row in zip(requests, rows, strict=True):
+                            if _filtered(request, row):
+                                await self._refuse(conn, request)  # raises: rolled back
                             result = self._result(request, row)  # raises: rolled back
                             if result.duplicate:
                                 out = [result if r is request else None for r in requests]
@@ -243,6 +258,34 @@ class Appends(PostgresPart):
         self._wrote()
         self._feed.poke()
         return out
+
+    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        self._check_writable()
+        query = self._sql["snap_save"]
+        params = (
+            agent_id,
+            snapshot.seq,
+            snapshot.timestamp,
+            snapshot.payload,
+            snapshot.checksum,
+            agent_id,
+            snapshot.seq,
+        )
+
+        async def op() -> int:
+            async with self._connection() as conn:
+                cur = await conn.execute(query, params)
+                if (
+                    cur.rowcount == 0
+                    and (refused := await refusal(self, conn, agent_id, "snapshot")) is not None
+                ):
+                    raise refused  # the head row hidden by row-level security: not absent
+                return int(cur.rowcount)
+
+        saved = await self._retrying("save_snapshot", op)
+        self._wrote()
+        if saved == 0:
+            raise ConflictError(agent_id, snapshot.seq, await self.head(agent_id))
 
     async def _change(self, conn: Any, change: StreamChange) -> None:
         """Make ``change`` in ``conn``'s transaction; ConflictError (the transaction
@@ -269,6 +312,8 @@ class Appends(PostgresPart):
                 ),
             )
             if cur.rowcount == 0:
+                if (refused := await refusal(self, conn, agent_id, "snapshot")) is not None:
+                    raise refused  # the head row hidden by row-level security: not absent
                 raise ConflictError(agent_id, snap.seq, await self._head_in(conn, agent_id))
         if change.prune_to is not None:
             await self._prune_in(conn, agent_id, change.prune_to, change.drop_snapshots)
@@ -302,6 +347,8 @@ class Appends(PostgresPart):
             raise LeaseHeld(agent_id, current.holder, current.expires_at)
         cur = await conn.execute(self._sql["lease_release"], params)
         if await cur.fetchone() is None:
+            if (refused := await refusal(self, conn, agent_id, "lease")) is not None:
+                raise refused
             raise lease_lost(
                 agent_id, lease.holder, lease.token, await self._lease_now(conn, agent_id)
             )
@@ -319,6 +366,8 @@ class Appends(PostgresPart):
         drop = sorted(set(drop_snapshots))
         cur = await conn.execute(self._sql["prune_lock"], (agent_id, base_seq, agent_id))
         row = await cur.fetchone()
+        if row is None and (refused := await refusal(self, conn, agent_id, "prune")) is not None:
+            raise refused  # the head row filtered away by row-level security: not absent
         head = int(row[0]) if row is not None else 0
         check_prune(agent_id, head, base_seq, bool(row and row[1]), drop)
         if base_seq:
@@ -326,6 +375,13 @@ class Appends(PostgresPart):
                 await conn.execute(self._sql[name], (agent_id, base_seq))
         if drop:
             await conn.execute(self._sql["prune_snaps"], (agent_id, drop))
+
+    async def _refuse(self, conn: Any, request: AppendRequest) -> None:
+        """Raise the AccessDenied of ``request``, answered a conflict at the very head
+        it expected (:func:`_filtered`), when row-level security filtered its head
+        row's UPDATE away (the role may not write the agent's namespace)."""
+        if (refused := await refusal(self, conn, request.agent_id, "append")) is not None:
+            raise refused
 
     async def _head_in(self, conn: Any, agent_id: str) -> int:
         cur = await conn.execute(self._sql["head"], (agent_id,))
@@ -422,6 +478,14 @@ class _Undo(StatekeeperError):
     Internal control flow: raised and caught inside one ``async with
     conn.transaction()``; it never reaches a caller.
     """
+
+
+def _filtered(request: AppendRequest, row: tuple[Any, ...]) -> bool:
+    """Whether ``sk_append``'s reply ``row`` is a conflict at the head ``request``
+    expected: its head row's UPDATE matched nothing with the head where it was, as
+    when row-level security filtered it away (or the head tag differs: see
+    :meth:`Appends._refuse`, which asks the policy)."""
+    return int(row[0]) == 2 and request.expected_seq > 0 and int(row[1]) == request.expected_seq
 
 
 def _batch_params(requests: Sequence[AppendRequest]) -> tuple[list[Any], ...]:

@@ -71,14 +71,12 @@ from ...errors import (
     BackendRejected,
     BackendUnavailable,
     ConfigurationError,
-    ConflictError,
     ReadOnlyStore,
     StoreClosed,
 )
 from ...records import (
     FeedRecord,
     RawEvent,
-    RawSnapshot,
 )
 from ..base import Backend, Capability, Health
 from ..recovery import Reconnecting
@@ -504,29 +502,6 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             self._replica.wrote()
 
     # -- other writes ---------------------------------------------------------------
-
-    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
-        self._check_writable()
-        query = self._sql["snap_save"]
-        params = (
-            agent_id,
-            snapshot.seq,
-            snapshot.timestamp,
-            snapshot.payload,
-            snapshot.checksum,
-            agent_id,
-            snapshot.seq,
-        )
-
-        async def op() -> int:
-            async with self._connection() as conn:
-                cur = await conn.execute(query, params)
-                return cur.rowcount
-
-        saved = await self._retrying("save_snapshot", op)
-        self._wrote()
-        if saved == 0:
-            raise ConflictError(agent_id, snapshot.seq, await self.head(agent_id))
 
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Remove history below a snapshot in one transaction (the head row locked

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .backend import PostgresBackend
     from .part import PostgresPart
 
-__all__ = ["delete", "delete_at", "refusal"]
+__all__ = ["delete", "delete_at", "refusal", "row_security_binds"]
 
 T = TypeVar("T")
 
@@ -72,19 +72,30 @@ async def delete(backend: PostgresBackend, agent_id: str) -> bool:
     return await _exactly_once(backend, f"delete_agent of {agent_id!r}", agent_id, body)
 
 
-async def refusal(backend: PostgresPart, conn: Any, agent_id: str) -> AccessDenied | None:
-    """Why a delete of ``agent_id`` in ``conn``'s transaction matched no row when
-    row-level security refused it (the role may not write the agent's namespace, the
-    stream there or not), else None: it was not there (or is hidden from the role)."""
-    cur = await conn.execute(backend._sql["rls_applies"])
-    row = await cur.fetchone()
-    if row is None or not row[0]:
+async def refusal(
+    backend: PostgresPart, conn: Any, agent_id: str, operation: str = "delete"
+) -> AccessDenied | None:
+    """Why ``operation`` (a delete, a prune, a rewrite, a lease's release...) of
+    ``agent_id`` in ``conn`` matched no row when row-level security refused it (the
+    role may not write the agent's namespace, the stream there or not), else None: it
+    was not there (or is hidden from the role). Asked only once a statement matched
+    fewer rows than it should have: a write that found its rows costs nothing more."""
+    if not await row_security_binds(backend, conn):
         return None
     cur = await conn.execute(backend._sql["rls_may_write"], (agent_id,))
     row = await cur.fetchone()
     if row is not None and row[0]:
         return None
-    return row_security_refusal(backend.dsn, "delete", agent_id)
+    return row_security_refusal(backend.dsn, operation, agent_id)
+
+
+async def row_security_binds(backend: PostgresPart, conn: Any) -> bool:
+    """Whether row-level security binds ``conn``'s role (installed on the schema, and
+    the role not its owner nor a superuser): its policies may filter a DELETE or an
+    UPDATE to nothing rather than fail it."""
+    cur = await conn.execute(backend._sql["rls_applies"])
+    row = await cur.fetchone()
+    return row is not None and bool(row[0])
 
 
 async def _exactly_once(

@@ -1,12 +1,18 @@
 """PostgreSQL's expiry of idempotency records (``Backend.expire_keys``, retention's
 ``keys_ttl``): one ``DELETE`` of the records made before a time (``created_at``,
 migration 12), an agent's on its partition or every agent's; a count for a dry run.
+Under row-level security a record the role may not delete is filtered away, not
+refused: an expiry that left records the role reads is AccessDenied (rolled back).
 A mixin of :class:`~.backend.PostgresBackend`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..base import check_expiry
+from .deletes import refusal, row_security_binds
 from .part import PostgresPart
+from .refusals import row_security_refusal
 
 __all__ = ["KeyExpiry"]
 
@@ -33,11 +39,30 @@ class KeyExpiry(PostgresPart):
             async with self._connection() as conn, conn.transaction():
                 if agent_id is None:
                     cur = await conn.execute(self._sql["expire_keys"], (before,))
+                    if self.audit_links:  # row-level security installed on the schema
+                        await self._refused_anywhere(conn, before)
                 else:
                     cur = await conn.execute(self._sql["expire_agent_keys"], (agent_id, before))
+                    # (nothing to expire is common: asked only where row-level
+                    # security is installed, as the backend read when it opened)
+                    if cur.rowcount == 0 and self.audit_links:
+                        refused = await refusal(self, conn, agent_id, "expire_keys")
+                        if refused is not None:
+                            raise refused
                 return int(cur.rowcount)
 
         try:
             return await self._retrying("expire_keys", op)
         finally:
             self._wrote()
+
+    async def _refused_anywhere(self, conn: Any, before: float) -> None:
+        """After expiring every agent's records in ``conn``'s transaction: raise the
+        AccessDenied of an agent whose expired records the role reads but row-level
+        security kept it from deleting (none are deleted: the transaction rolls back)."""
+        if not await row_security_binds(self, conn):
+            return
+        cur = await conn.execute(self._sql["expired_key_left"], (before,))
+        row = await cur.fetchone()
+        if row is not None:
+            raise row_security_refusal(self.dsn, "expire_keys", str(row[0]))

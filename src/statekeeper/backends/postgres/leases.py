@@ -12,6 +12,7 @@ from ...records import (
     LeaseInfo,
 )
 from ..base import lease_lost, validate_ttl
+from .deletes import refusal
 from .part import PostgresPart
 
 __all__ = ["Leases"]
@@ -31,6 +32,10 @@ class Leases(PostgresPart):
             async with self._connection() as conn:
                 cur = await conn.execute(query, params)
                 row: tuple[Any, ...] | None = await cur.fetchone()
+                if row is None and name == "lease_renew":  # filtered by row-level security?
+                    refused = await refusal(self, conn, params["agent"], "lease")
+                    if refused is not None:
+                        raise refused
             return row
 
         return await self._retrying(f"{name} of {params['agent']!r}", op)
@@ -78,6 +83,10 @@ class Leases(PostgresPart):
             async with self._connection() as conn:
                 cur = await conn.execute(first if tries == 1 else again, params)
                 row: tuple[Any, ...] | None = await cur.fetchone()
+                if row is None:  # not the current lease, or filtered by row-level security
+                    refused = await refusal(self, conn, agent_id, "lease")
+                    if refused is not None:
+                        raise refused
             return row
 
         return await self._retrying("lease_release", op) is not None

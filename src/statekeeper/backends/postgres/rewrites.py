@@ -11,6 +11,12 @@ compare-and-set head (key rotation, schema migrations). A mixin of
   the others are answered False and left untouched. A schema migration's page of
   1,000 agents is one round trip instead of 1,000 transactions of four statements
   (measured in docs/benchmarks.md, issue 14).
+
+Under row-level security (:mod:`.row_security`) the head row of an agent the role may
+not write is filtered out of ``FOR UPDATE``, not refused: a rewrite of it found "no
+stream", a page answered it "moved". Both ask the policy then (:func:`.deletes.refusal`)
+and raise :class:`~statekeeper.errors.AccessDenied`; on a schema with row-level security
+a page runs in a transaction, so a refused page writes none of its agents.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 from ...errors import ConflictError
 from ...records import RewriteRequest
 from ..base import validate_rewrite
+from .deletes import refusal, row_security_binds
 from .part import PostgresPart
 
 __all__ = ["Rewrites"]
@@ -55,6 +62,8 @@ class Rewrites(PostgresPart):
         agent_id = request.agent_id
         cur = await conn.execute(self._sql["rw_lock"], (agent_id,))
         row = await cur.fetchone()
+        if row is None and (refused := await refusal(self, conn, agent_id, "rewrite")) is not None:
+            raise refused  # the head row filtered away by row-level security: not absent
         head = int(row[0]) if row is not None else 0
         tag = bytes(row[1]) if row is not None and row[1] is not None else None
         if row is None or head != request.expected_seq or tag != request.expected_tag:
@@ -104,15 +113,38 @@ class Rewrites(PostgresPart):
         async def op() -> set[int]:
             nonlocal attempts
             attempts += 1
+            query, args = self._sql["rw_many"], {**params, "retry": attempts > 1}
             async with self._connection() as conn:
-                cur = await conn.execute(self._sql["rw_many"], {**params, "retry": attempts > 1})
-                return {int(row[0]) for row in await cur.fetchall()}
+                if not self.audit_links:  # no row-level security: one statement, autocommit
+                    cur = await conn.execute(query, args)
+                    return {int(row[0]) for row in await cur.fetchall()}
+                async with conn.transaction():  # refused by row-level security: rolled back
+                    cur = await conn.execute(query, args)
+                    done = {int(row[0]) for row in await cur.fetchall()}
+                    if len(done) < len(requests):
+                        await _refused(self, conn, requests, done)
+                    return done
 
         try:
             applied = await self._retrying("rewrite_many", op)
         finally:
             self._wrote()
         return [i in applied for i in range(1, len(requests) + 1)]
+
+
+async def _refused(
+    backend: PostgresPart, conn: Any, requests: Sequence[RewriteRequest], done: set[int]
+) -> None:
+    """Raise the AccessDenied of the first request of a page ``rw_many`` did not apply
+    because row-level security filtered its head row away (the role may not write the
+    agent's namespace): a page is one commit, so none of it is written."""
+    if not await row_security_binds(backend, conn):
+        return
+    for i, request in enumerate(requests, 1):
+        if i not in done:
+            refused = await refusal(backend, conn, request.agent_id, "rewrite")
+            if refused is not None:
+                raise refused
 
 
 def _many_params(requests: Sequence[RewriteRequest]) -> dict[str, Any]:

@@ -167,7 +167,7 @@ DELETE FROM {s}.sk_agents WHERE agent_id = %s AND head_seq = %s
 
 -- name: rls_applies
 -- row-level security (statekeeper.backends.postgres.row_security) binds this role:
--- its policies may have filtered a delete to nothing (see .deletes)
+-- its policies may have filtered a DELETE or an UPDATE to nothing (see .deletes)
 SELECT row_security_active('{s}.sk_agents'::regclass)
    AND to_regprocedure('{s}.sk_allowed(text,integer)') IS NOT NULL
 
@@ -188,6 +188,11 @@ DELETE FROM {s}.sk_idempotency WHERE created_at < %s
 
 -- name: expire_agent_keys
 DELETE FROM {s}.sk_idempotency WHERE agent_id = %s AND created_at < %s
+
+-- name: expired_key_left
+-- after expire_keys under row-level security: an expired record still there (readable,
+-- not deletable by the role: see .keyexpiry)
+SELECT agent_id FROM {s}.sk_idempotency WHERE created_at < %s LIMIT 1
 
 -- name: count_expired_keys
 SELECT count(*) FROM {s}.sk_idempotency WHERE (%s::text IS NULL OR agent_id = %s) AND created_at < %s
