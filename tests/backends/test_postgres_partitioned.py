@@ -239,6 +239,7 @@ CROSS_AGENT = {
     "feed_floor",
     "feed_trim",
     "feed_trimmed",
+    "feed_position",
     "partitions",
     "row_security",
     "in_recovery",
