@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper import StateStore
+from statekeeper.backends.memory import MemoryBackend
 from statekeeper.errors import InvalidArgument, MigrationError
 from statekeeper.schema import TypedStates
 from statekeeper.schema.migrate import Journal, finalize, migrate, rollback, verify
@@ -226,3 +227,47 @@ async def test_migrate_and_rollback_on_postgresql(tmp_path: Path) -> None:
             assert (await store.load("a00010")).data["customer_name"] == "c10"
     finally:
         drop_schema(name)
+
+
+@pytest.mark.parametrize("engine", ["memory", "sqlite"])
+async def test_a_store_opened_in_a_namespace_migrates_its_agents_and_only_those(
+    tmp_path: Path, engine: str
+) -> None:
+    """Through ``StateStore(url, namespace=...)`` every agent of the namespace is
+    migrated, rolled back and finalized (the records read and rewritten name the stored,
+    prefixed ids); an agent outside the namespace is neither touched nor counted."""
+    journal = tmp_path / "j.json"
+    backend = MemoryBackend() if engine == "memory" else f"sqlite:///{tmp_path / 's.db'}"
+    whole = StateStore(backend, durability="group")
+    acme = StateStore(whole.backend, namespace="acme", durability="group")
+    try:
+        await TypedStates(whole, apps.support_v1).create("outside", _v1(99))
+        await TypedStates(whole, apps.support_v1).create("globex/g1", _v1(98))
+        await _populate(acme, 12, bad=False)  # a00000..a00011 and "plain", under acme/
+        outside = {a: (await whole.load(a)).data for a in ("outside", "globex/g1")}
+        dry = await migrate(acme, apps.support_v2, dry_run=True)
+        assert (dry.versions, dry.changed, dry.other, dry.total) == ({1: 12}, 12, 1, 13)
+        report = await migrate(acme, apps.support_v2, journal=journal)
+        assert report.versions == {1: 12} and report.changed == 12 and report.failed == []
+        assert report.verified == 12 and report.problems == [] and report.scanned == 13
+        for i in range(12):
+            snap = await TypedStates(acme, apps.support_v2).load_snapshot(f"a{i:05d}")
+            assert snap.state == apps.upgraded(_v1(i)) and snap.stored_version == 2
+        assert (await whole.load("acme/a00003")).schema_version == 2
+        assert (await original(whole, "acme/a00003", report.run_id)) is not None
+        status = await verify(acme, apps.support_v2)
+        assert status.ok and status.verified == 12
+        back = await rollback(acme, apps.support_v2, journal=journal)
+        assert back.changed == 12 and back.failed == [] and back.target == 1
+        assert {(await acme.load(f"a{i:05d}")).schema_version for i in range(12)} == {1}
+        await migrate(acme, apps.support_v2, journal=journal)
+        done = await finalize(acme, apps.support_v2, journal=journal)
+        assert done.ok and done.released == 12
+        assert (await original(whole, "acme/a00003")) is None  # the window is closed
+        for agent_id, doc in outside.items():  # untouched, at version 1
+            left = await whole.load(agent_id)
+            assert left.schema_version == 1 and left.data == doc and left.seq == 1
+        assert (await whole.verify()).ok
+    finally:
+        await acme.flush()
+        await whole.close()

@@ -82,9 +82,10 @@ from .rewrite import (
     Rewrite,
     collection_paused,
     migrate_request,
-    read_heads,
     read_page,
+    shown,
     states_of,
+    stored,
 )
 from .running import holds_journal
 
@@ -447,8 +448,9 @@ async def migrate(
         """Migrate one agent (a retry reads it again: the first attempt uses the
         page's batched reads, and ``planned``, its step when it was planned already)."""
         for _attempt in range(first, RETRIES):
-            if _attempt:
-                head = (await read_heads(store, [agent_id]))[0] if rewriting else None
+            if _attempt and rewriting:  # (stored ids below the view: see rewrite.stored)
+                ((head, read),) = await read_page(store, stored(store, [agent_id]))
+            elif _attempt:
                 read = (await states_of(store, [agent_id]))[0]
             step = (
                 planned
@@ -490,9 +492,9 @@ async def migrate(
         # the page's head records and latest states in a few reads; the writes then
         # share commits (appends: the group committer)
         triples: list[tuple[str, Snapshot | None, Head | None]]
-        if rewriting:
-            await before_rewrites(store, ids)
-            pairs = await read_page(store, ids)
+        if rewriting:  # the records read and rewritten name the stored ids
+            await before_rewrites(store, full := stored(store, ids))
+            pairs = await read_page(store, full)
             triples = [(a, state, head) for a, (head, state) in zip(ids, pairs, strict=True)]
         else:
             triples = [(a, s, None) for a, s in zip(ids, await states_of(store, ids), strict=True)]
@@ -511,7 +513,7 @@ async def migrate(
             moved = await apply_page(store, batch)
             report.changed += len(batch) - len(moved)
             report.retries += len(moved)
-            later += [(r.request.agent_id, None, None, 1, None) for r in moved]
+            later += [(shown(store, r.request.agent_id), None, None, 1, None) for r in moved]
             await each(later, concurrency, lambda t: one(*t))
         else:
             await each(triples, concurrency, lambda t: one(*t))

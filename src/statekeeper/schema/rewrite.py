@@ -63,7 +63,9 @@ __all__ = [
     "read_heads",
     "read_page",
     "restore_request",
+    "shown",
     "states_of",
+    "stored",
     "strip_request",
 ]
 
@@ -116,8 +118,27 @@ class Original:
     tag: bytes | None
 
 
+def stored(store: StateStore, agent_ids: Sequence[str]) -> list[str]:
+    """The stored ids of ``agent_ids`` as ``store`` names them: in a store opened in a
+    namespace they are relative, while the records read and rewritten here (backend
+    calls, the codec's links and checksums) name the full id. Unchanged elsewhere."""
+    from ..store.namespaced import NamespacedStateStore
+
+    if isinstance(store, NamespacedStateStore):
+        return [store.qualify(a) for a in agent_ids]
+    return list(agent_ids)
+
+
+def shown(store: StateStore, stored_id: str) -> str:
+    """The id ``store`` names the agent stored as ``stored_id`` by (see :func:`stored`)."""
+    from ..store.namespaced import NamespacedStateStore
+
+    return store.relative(stored_id) if isinstance(store, NamespacedStateStore) else stored_id
+
+
 async def read_heads(store: StateStore, agent_ids: Sequence[str]) -> list[Head | None]:
-    """The head records of each agent (None: no stream), in a few reads per page:
+    """The head records of each agent (None: no stream; ``agent_ids``: stored ids,
+    :func:`stored`), in a few reads per page:
     :meth:`Backend.read_latest_many` (one consistent read on SQLite and PostgreSQL),
     then :meth:`Backend.read_heads` for the agents whose latest snapshot is at the head
     (the read of latest state then holds no event)."""
@@ -130,7 +151,8 @@ async def read_page(
     """:func:`read_heads` and, with ``states``, each agent's latest state folded from
     the same read (verified as every load is: records, chain and head tag) — one
     consistent read of the page instead of two (the store's own read path folds it;
-    a store without one reads the states with :meth:`StateStore.get_many`)."""
+    a store without one reads the states with :meth:`StateStore.get_many`).
+    ``agent_ids`` are stored ids (:func:`stored`): so are those of the states."""
     backend = store.backend
     reads = await backend.read_latest_many(agent_ids)
     heads: list[Head | None] = []

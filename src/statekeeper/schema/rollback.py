@@ -45,6 +45,8 @@ from .rewrite import (
     read_heads,
     read_page,
     restore_request,
+    shown,
+    stored,
     strip_request,
 )
 from .running import holds_journal
@@ -86,10 +88,12 @@ async def _rolled_since(store: StateStore, agent_id: str, seq: int, head: int, r
     return False
 
 
-async def _state_before(store: StateStore, agent_id: str, kept: Original) -> dict[str, Any]:
+async def _state_before(
+    store: StateStore, agent_id: str, full: str, kept: Original
+) -> dict[str, Any]:
     """The pre-migration document at ``kept.seq``: the state before it and the
     original event's ops."""
-    body = original_body(store.codec, agent_id, kept)
+    body = original_body(store.codec, full, kept)
     base: Any = (await store.load(agent_id, at_seq=kept.seq - 1)).data if kept.seq > 1 else {}
     doc: dict[str, Any] = patch.apply(base, body.get("ops") or [], in_place=True)
     return doc
@@ -145,6 +149,7 @@ async def rollback(
     async def one(agent_id: str) -> None:
         from .migrate import apply
 
+        (full,) = stored(store, [agent_id])  # the id the records name
         for _attempt in range(RETRIES):
             snap = await store.get(agent_id)
             if snap is None:
@@ -152,19 +157,19 @@ async def rollback(
             if snap.data.get(MODEL_KEY) not in schema.names():
                 report.other += 1
                 return
-            (head,) = await read_heads(store, [agent_id])
+            (head,) = await read_heads(store, [full])
             if head is None:
                 return
             if head.seq != snap.seq:
                 report.retries += 1
                 continue
-            kept = kept_in(codec, agent_id, head.event) if head.event is not None else None
+            kept = kept_in(codec, full, head.event) if head.event is not None else None
             if kept is not None and kept.run == run:
                 found[0] += 1
-                request = restore_request(codec, head, agent_id, kept)
+                request = restore_request(codec, head, full, kept)
                 if request is not None:  # not written since: the records byte for byte
                     try:
-                        await before_rewrites(store, [agent_id])
+                        await before_rewrites(store, [full])
                         await apply(store, request)
                     except ConflictError:
                         report.retries += 1
@@ -173,7 +178,7 @@ async def rollback(
                     report.changed += 1
                     return
             else:
-                kept = await original(store, agent_id, run)
+                kept = await original(store, full, run)
                 found[0] += kept is not None
                 if kept is not None and await _rolled_since(
                     store, agent_id, kept.seq, snap.seq, run
@@ -182,7 +187,7 @@ async def rollback(
                     return
             if kept is not None:  # migrated by rewrite, written since
                 migration_seq, back_to = kept.seq, kept.version
-                before = await _state_before(store, agent_id, kept)
+                before = await _state_before(store, agent_id, full, kept)
             else:
                 event, rolled = await _find(store, agent_id, snap.seq, run)
                 found[0] += event is not None
@@ -246,7 +251,9 @@ async def rollback(
         batch: list[Rewrite] = []
         versions: dict[str, int] = {}
         slow: list[str] = []
-        for agent_id, (head, snap) in zip(ids, await read_page(store, ids), strict=True):
+        full = stored(store, ids)  # the ids the records name
+        pairs = await read_page(store, full)
+        for agent_id, stored_id, (head, snap) in zip(ids, full, pairs, strict=True):
             if snap is None or head is None:
                 continue
             if snap.data.get(MODEL_KEY) not in schema.names():
@@ -254,10 +261,10 @@ async def rollback(
                 continue
             kept = None
             if head.event is not None and head.seq == snap.seq:
-                kept = kept_in(codec, agent_id, head.event)
+                kept = kept_in(codec, stored_id, head.event)
             request = None
             if kept is not None and kept.run == run:
-                request = restore_request(codec, head, agent_id, kept)
+                request = restore_request(codec, head, stored_id, kept)
             if request is None:
                 slow.append(agent_id)
                 continue
@@ -267,8 +274,8 @@ async def rollback(
         if batch:  # (only the agents rewritten: a page of others keeps its witness marks)
             await before_rewrites(store, [r.request.agent_id for r in batch])
         for rewrite in await apply_page(store, batch):
-            slow.append(rewrite.request.agent_id)
-            versions.pop(rewrite.request.agent_id)
+            slow.append(shown(store, rewrite.request.agent_id))
+            versions.pop(slow[-1])
         if versions:
             report.target = next(iter(versions.values()))
             report.changed += len(versions)
@@ -309,7 +316,7 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
 
     codec = store.codec
 
-    async def one(agent_id: str) -> None:
+    async def one(agent_id: str) -> None:  # (a stored id: see rewrite.stored)
         for _attempt in range(RETRIES):
             (head,) = await read_heads(store, [agent_id])
             request = None if head is None else strip_request(codec, agent_id, head, run_id)
@@ -322,7 +329,8 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
             report.released += 1
             return
 
-    async for ids in pages(store, None):
+    async for page in pages(store, None):
+        ids = stored(store, page)  # the ids the records name
         await before_rewrites(store, ids)
         # the page's heads in one read, their rewrites in one rewrite_many; a head
         # that moved meanwhile is read again on its own
