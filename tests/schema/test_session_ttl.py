@@ -130,3 +130,22 @@ def test_expires_at_of_models_that_do_not_expire() -> None:
     assert expires_at(SupportV1(customer_name="x")) is None
     assert not is_expired(SupportV1(customer_name="x"))
     assert expires_at(_session(age=0, ttl=None)) is None
+
+
+async def test_on_redis_a_namespaced_stores_session_key_gets_its_ttl(tmp_path: Path) -> None:
+    """Through a store opened in a namespace, the TTL lands on the agent's own key
+    (``acme/s``), not on the relative id's (``s``): was set on a key that does not
+    exist, so the session never expired in Redis."""
+    require_redis()
+    import redis.asyncio as aioredis
+
+    prefix = namespace(tmp_path, "sk_ttl_") + ":"
+    client = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        async with StateStore(f"{REDIS_URL}?prefix={prefix}", namespace="acme") as store:
+            await TypedStates(store, Session).save("s", _session(age=0))
+            assert 50_000 < await client.pttl(f"{prefix}a:acme/s".encode()) <= 60_000
+            assert not await client.exists(f"{prefix}a:s".encode())
+    finally:
+        await client.aclose()
+        delete_prefix(prefix)

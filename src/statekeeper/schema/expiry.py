@@ -24,7 +24,7 @@ from ..backends.base import Capability
 from ..errors import AgentOnHold, SchemaError
 from .models import MODEL_KEY
 from .registry import ModelSchema, SchemaRegistry, schema_of
-from .rewrite import states_of
+from .rewrite import states_of, stored
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -69,7 +69,8 @@ async def apply_ttl(store: StateStore, agent_id: str, state: object) -> bool:
     ttl = default if at is None else max(at - time.time(), _MIN_TTL)
     if store.durability == "async":
         await store.flush()
-    return await store.backend.set_ttl(agent_id, ttl)
+    # the engine names the agent by its stored id (a namespaced store's are relative)
+    return await store.backend.set_ttl(stored(store, [agent_id])[0], ttl)
 
 
 async def expire(
