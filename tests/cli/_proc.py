@@ -187,3 +187,33 @@ def engine_url(empty_url: str) -> str:
     """A store on ``request.param``'s engine with the three agents of :func:`populate`."""
     populate(empty_url)
     return empty_url
+
+
+def stop_at_gate(
+    argv: Sequence[str], blocked: Path, go: Path, signum: int, *, columns: int = 300
+) -> tuple[int, str, str]:
+    """Run ``argv`` (a Python child made to create ``blocked`` at the point under test,
+    then wait for ``go``), send it ``signum`` once it is there, let it go on, and return
+    its (exit code, stdout, stderr): a stop delivered at one exact point, by a condition,
+    never by a duration."""
+    child = subprocess.Popen(
+        [sys.executable, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"COLUMNS": str(columns), "NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+    )
+    try:
+        deadline = time.monotonic() + 120  # a guard, never a synchronisation
+        while not blocked.exists():  # wait for the condition
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        child.send_signal(signum)
+        go.touch()
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    return child.returncode, out, err

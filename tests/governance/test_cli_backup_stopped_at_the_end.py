@@ -8,12 +8,13 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from statekeeper.store import SyncStateStore
+
+from ..cli._proc import stop_at_gate
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -42,33 +43,18 @@ def test_a_backup_stopped_once_in_place_is_reported_written(signum: int, tmp_pat
             store.save(f"acme/a{a}", {"n": a})
     blocked, go = tmp_path / "blocked", tmp_path / "go"
     argv = ["backup", "--db", str(db), "--to", str(to), "--backup-key", str(key)]
-    child = subprocess.Popen(
+    code, out, err = stop_at_gate(
         [
-            sys.executable,
             "-c",
             _CHILD.format(src=str(SRC), blocked=str(blocked), go=str(go)),
             *argv,
             "--create-backup-key",
         ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={"COLUMNS": "300", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+        blocked,
+        go,
+        signum,
     )
-    try:
-        deadline = time.monotonic() + 120  # a guard, never a synchronisation
-        while not blocked.exists():  # wait for the condition
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        child.send_signal(signum)
-        go.touch()
-        out, err = child.communicate(timeout=120)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert (child.returncode, err) == (0, ""), (out, err)
+    assert (code, err) == (0, ""), (out, err)
     assert out.startswith("✓ ") and f"written to {to}" in out.replace("\n", " ")
     assert to.exists() and sorted(p.name for p in tmp_path.glob(".b.skb*")) == []
     # the backup is whole: it restores

@@ -8,12 +8,13 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from statekeeper.store import SyncStateStore
+
+from ..cli._proc import stop_at_gate
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -53,9 +54,8 @@ def test_a_stopped_retention_run_says_what_it_removed(
     argv = ["retention", "apply", "--db", str(db), "--rule", "acme keep_last=1"]
     argv += ["--progress-file", str(progress)]
     blocked, go = tmp_path / "blocked", tmp_path / "go"
-    child = subprocess.Popen(
+    code, out, err = stop_at_gate(
         [
-            sys.executable,
             "-c",
             _CHILD.format(
                 src=str(SRC),
@@ -64,25 +64,11 @@ def test_a_stopped_retention_run_says_what_it_removed(
                 argv=argv + (["--json"] if json_out else []),
             ),
         ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={"COLUMNS": "300", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+        blocked,
+        go,
+        signum,
     )
-    try:
-        deadline = time.monotonic() + 120  # a guard, never a synchronisation
-        while not blocked.exists():  # wait for the condition
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        child.send_signal(signum)
-        go.touch()
-        out, err = child.communicate(timeout=120)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert child.returncode == 128 + signum, err
+    assert code == 128 + signum, err
     assert err.startswith(
         f"error: {word} after 5 agent(s) scanned: history already removed"
         " from 4 agent(s) (16 event(s)"

@@ -13,13 +13,11 @@ sent the signal: it always lands there, the case that went wrong.
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from ..cli._proc import stop_at_gate
 from .test_langgraph_migrate import SRC, _init, _populate, _run
 
 _CHILD = """
@@ -64,27 +62,8 @@ def test_a_stopped_copy_says_one_line_and_resumes(
         argv = ["langgraph", "import", source, store]
     blocked, go = tmp_path / "blocked", tmp_path / "go"
     child_code = _CHILD.format(src=str(SRC), stop=20, blocked=str(blocked), go=str(go), argv=argv)
-    child = subprocess.Popen(
-        [sys.executable, "-c", child_code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={"COLUMNS": "200", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
-    )
-    try:
-        deadline = time.monotonic() + 120  # a guard, never a synchronisation
-        while not blocked.exists():  # wait for the condition
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        child.send_signal(signum)
-        go.touch()
-        _, err = child.communicate(timeout=120)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert (child.returncode, err) == (code, said)
+    code_, _, err = stop_at_gate(["-c", child_code], blocked, go, signum, columns=200)
+    assert (code_, err) == (code, said)
     # the next run copies the rest and verifies every thread
     again = _run(*argv, "--json")
     assert again.returncode == 0, again.stderr
