@@ -189,6 +189,16 @@ def engine_url(empty_url: str) -> str:
     return empty_url
 
 
+def ctrl_c_reaches_it() -> None:
+    """(A ``preexec_fn``.) Give a child the default Ctrl-C: a test run started in the
+    background by a shell (``cmd &``, ``nohup``) ignores SIGINT, and a child inherits
+    that, so a SIGINT sent to test a Ctrl-C would not reach it at all (a CI run so
+    started hung 120 s in ``metrics record``'s test)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def stop_at_gate(
     argv: Sequence[str], blocked: Path, go: Path, signum: int, *, columns: int = 300
 ) -> tuple[int, str, str]:
@@ -202,6 +212,7 @@ def stop_at_gate(
         stderr=subprocess.PIPE,
         text=True,
         env={"COLUMNS": str(columns), "NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+        preexec_fn=ctrl_c_reaches_it,
     )
     try:
         deadline = time.monotonic() + 120  # a guard, never a synchronisation

@@ -439,7 +439,7 @@ def test_ctrl_c_stops_the_cli_cleanly_with_the_samples_kept(tmp_path: Path) -> N
     import sys
     import time
 
-    from ..cli._proc import cli_env
+    from ..cli._proc import cli_env, ctrl_c_reaches_it
 
     out = tmp_path / "rec.jsonl"
     with _http("# TYPE jobs counter\njobs_total 3\n") as url:
@@ -451,6 +451,7 @@ def test_ctrl_c_stops_the_cli_cleanly_with_the_samples_kept(tmp_path: Path) -> N
             text=True,
             # a run that hangs is ended by SIGABRT: faulthandler prints every thread's stack
             env={**cli_env(), "PYTHONFAULTHANDLER": "1"},
+            preexec_fn=ctrl_c_reaches_it,  # (the suite may run with SIGINT ignored)
         )
         try:
             deadline = time.monotonic() + 120  # a bound on a hung run, not a timing

@@ -30,6 +30,7 @@ from statekeeper.schema import SchemaRegistry, TypedStates
 from statekeeper.schema.migrate import Journal, migrate, rollback
 
 from ..backends._services import fresh_url
+from ..cli._proc import ctrl_c_reaches_it
 from . import apps
 from .test_migrate_cli import ROOT, _env, _populate
 
@@ -159,7 +160,9 @@ def test_ctrl_c_says_how_far_it_got_and_the_rerun_resumes_with_the_right_count(
     gate = tmp_path / "gate"  # the upcast of agent 1500 (page 2) creates it and waits
     go = tmp_path / "go"  # for this one
     env = {**_env(), **path, apps.GATE: str(gate), apps.GO: str(go)}
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it
+    )
     try:
         deadline = time.monotonic() + 240
         while not gate.exists():  # wait for the condition: page 1 done, page 2 started
