@@ -8,6 +8,7 @@ Slow (a cluster takes seconds to form): run with ``-m "slow or not slow"``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,8 @@ from redis.asyncio.cluster import RedisCluster
 
 from statekeeper.backends import open_backend
 from statekeeper.backends.redis import RedisBackend
-from statekeeper.errors import BackendError, LeaseHeld, LeaseLost
+from statekeeper.backends.redis.client import WaitingCluster
+from statekeeper.errors import AgentNotFound, BackendError, LeaseHeld, LeaseLost
 from statekeeper.records import AppendRequest, RawEvent
 from statekeeper.testing import BackendConformance
 from statekeeper.testing.redis_cluster import LocalRedisCluster
@@ -251,3 +253,53 @@ def test_a_cluster_that_fails_to_form_leaves_no_server_running() -> None:
     assert len(spawned) == 3
     assert all(proc.poll() is not None for proc in spawned)  # reaped: none left running
     assert not cluster.root.exists()
+
+
+@pytest.mark.parametrize("retry", ["default", "no retries"])
+async def test_a_thousand_concurrent_saves_on_a_cluster_all_succeed_and_load_back(
+    cluster: LocalRedisCluster, tmp_path: Path, retry: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """More concurrent calls than a node's ``max_connections`` wait for a connection,
+    as on one server (``test_redis_pool.py``): redis-py's cluster client failed them at
+    once ("Too many connections", a ``ConnectionError``), which the backend took for a
+    lost node: it logged a retry, and with ``retry_timeout=0`` failed the save."""
+    from statekeeper import StateStore
+
+    n = 1000
+    url = f"{cluster.url}?prefix={namespace(tmp_path)}:"
+    url += "&retry_timeout=0" if retry == "no retries" else ""
+    caplog.set_level(logging.WARNING, logger="statekeeper")
+    async with StateStore(url) as store:  # max_connections: 32 per node (the default)
+        await asyncio.gather(*(store.save(f"agent-{i}", {"i": i}) for i in range(n)))
+        loaded = await asyncio.gather(*(store.load(f"agent-{i}") for i in range(n)))
+    assert [s.data for s in loaded] == [{"i": i} for i in range(n)]
+    # no call was taken for a lost node (no retry logged)
+    assert [r.getMessage() for r in caplog.records] == []
+
+
+async def test_a_wait_past_pool_timeout_on_a_cluster_names_the_limit_and_sends_nothing(
+    cluster: LocalRedisCluster, tmp_path: Path
+) -> None:
+    from statekeeper import StateStore
+
+    url = f"{cluster.url}?prefix={namespace(tmp_path)}:&max_connections=2&pool_timeout=0.2"
+    async with StateStore(url) as store:
+        await store.save("first", {"n": 1})
+        client = store.backend._client  # type: ignore[attr-defined]
+        assert isinstance(client, WaitingCluster)
+        gate = client.gate  # one place per connection a node may open: 2
+        for _ in range(2):
+            await gate.acquire()  # as two calls in flight: every connection busy
+        try:
+            with pytest.raises(BackendError) as caught:
+                await store.save("second", {"n": 1})
+        finally:
+            for _ in range(2):
+                gate.release()
+        message = str(caught.value)
+        assert "2 connections" in message and "max_connections" in message
+        assert "pool_timeout" in message and not caught.value.maybe_applied
+        with pytest.raises(AgentNotFound):  # nothing was stored
+            await store.load("second")
+        await store.save("second", {"n": 2})  # connections free again: it goes through
+        assert (await store.load("second")).data == {"n": 2}

@@ -118,7 +118,6 @@ from ..redact import mask_url, one_line, scrub
 from ..scripts import read_script
 
 try:
-    from redis.asyncio.cluster import RedisCluster
     from redis.commands.core import AsyncScript
     from redis.exceptions import RedisClusterException, RedisError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -127,7 +126,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from . import feed, meta
-from .client import make_client, on_node, transient
+from .client import WaitingCluster, make_client, on_node, transient
 from .codec import pack_event, unpack_event
 from .eviction import check_eviction, evicting_policy
 from .identity import PROOF, Identity
@@ -234,11 +233,14 @@ class RedisBackend(Backend):
         connect_timeout: seconds the first contact (connect, login, database
             selection, ``PING``) may take; a server that does not answer in time or
             refuses raises :class:`~statekeeper.errors.BackendUnavailable`.
-        max_connections: connection pool size (per node on a cluster). On one server,
-            a call finding them all in use waits for one (see ``pool_timeout``).
-        pool_timeout: seconds a call waits for a free connection of the pool (one
-            server); then :class:`~statekeeper.errors.BackendError` names the limit,
-            with nothing sent.
+        max_connections: connection pool size (per node on a cluster). A call
+            finding them all in use waits for one (see ``pool_timeout``); on a cluster
+            at most this many calls run at once, each with at most one connection
+            per node.
+        pool_timeout: seconds a call waits for a free connection of the pool (on a
+            cluster: for one of ``max_connections`` places); then
+            :class:`~statekeeper.errors.BackendError` names the limit, with nothing
+            sent.
         socket_timeout: seconds before a silent server counts as lost.
         readonly: read only: reads never refresh TTLs or tidy the index, every write
             raises :class:`~statekeeper.errors.ReadOnlyStore`, and
@@ -530,10 +532,11 @@ class RedisBackend(Backend):
     async def _refresh_topology(self) -> None:
         """After a failed try on a cluster: re-read which master owns which slots (a
         failover moved them), so the retry goes to the new master."""
-        if isinstance(self._client, RedisCluster):
+        if isinstance(self._client, WaitingCluster):
             try:
-                await self._client.nodes_manager.initialize()
-            except (RedisError, OSError) as exc:  # the retry reports it
+                async with self._client.admitted():  # (it takes a node's connection)
+                    await self._client.nodes_manager.initialize()
+            except (RedisError, OSError, BackendError) as exc:  # the retry reports it
                 logger.debug("redis cluster topology refresh failed: %s", self._reason(exc))
 
     # -- writes, with the replication barrier --------------------------------------
