@@ -57,7 +57,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -65,13 +65,13 @@ from .._durations import duration_text
 from ..backends.base import Capability
 from ..errors import AccessDenied, AgentForgotten, AgentLost, ConflictError, StatekeeperError
 from ..namespaces import namespace_of
-from ..records import AgentInfo, EventType, RawSnapshot, StreamChange
+from ..records import EventType, RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
 from ..store.conditional import delete_only_at
 from ..store.feed_cursor import FeedCursor
-from ..store.feed_retention import LookedAhead, look_ahead, raised, removed_through, trim_removed
+from ..store.feed_retention import LookedAhead, raised, removed_through, trim_removed
 from ..store.governed import entries_before_delete
-from ..store.holds import Hold, list_holds
+from ..store.holds import list_holds
 from ..store.incarnation import snapshot_in_stream
 from ..store.listing import agents_past_lost
 from ..store.namespaced import NamespacedStateStore, stored_id
@@ -89,6 +89,9 @@ from .hooks import (
     store_sink,
 )
 from .keyexpiry import apply_key_expiry, expires_keys_after
+from .retention_ahead import idle as _idle
+from .retention_ahead import look_ahead as _look_ahead
+from .retention_ahead import pages as _pages
 from .retention_policy import RetentionPolicy, Rule
 
 if TYPE_CHECKING:
@@ -291,7 +294,7 @@ async def _plan_and_apply(
     ``together`` (a governed store's audit log on an engine with one commit for two
     streams) a compaction or thinning is made in ONE commit with its entry
     instead. ``ahead``: feed positions looked up for the page of agents this one is
-    in (:func:`_look_ahead`)."""
+    in (:func:`~statekeeper.governance.retention_ahead.look_ahead`)."""
     done = "dry-run" if dry_run else "done"
     if _idle(rule, updated_at, now):
         assert rule.ttl is not None
@@ -426,11 +429,6 @@ async def _first_step(store: StateStore, agent_id: str, base: int, target: int) 
     return None
 
 
-def _idle(rule: Rule, updated_at: float, now: float) -> bool:
-    """Whether ``rule``'s TTL purges an agent last written at ``updated_at``."""
-    return rule.ttl is not None and now - updated_at > rule.ttl
-
-
 def _relative(store: StateStore, full_id: str) -> str:
     return store.relative(full_id) if isinstance(store, NamespacedStateStore) else full_id
 
@@ -458,46 +456,6 @@ async def _place_holds(
 
     reason = f"retention policy {policy.source}"
     return [p for p in missing if await add_hold(store, p, reason, audit=audit)]
-
-
-async def _pages(
-    listing: AsyncIterator[AgentInfo | AgentLost], size: int
-) -> AsyncIterator[list[AgentInfo | AgentLost]]:
-    """``listing`` ``size`` agents at a time."""
-    page: list[AgentInfo | AgentLost] = []
-    async for info in listing:
-        page.append(info)
-        if len(page) == size:
-            yield page
-            page = []
-    if page:
-        yield page
-
-
-async def _look_ahead(
-    store: StateStore,
-    policy: RetentionPolicy,
-    page: Sequence[AgentInfo | AgentLost],
-    holds: Sequence[Hold],
-    now: float,
-) -> LookedAhead | None:
-    """The feed positions of the last events of the page's agents a TTL purges, looked
-    up at once before any is removed (a purge raises the floor through its agent's last
-    event first: with one lookup per agent, a purge of many old agents would read the
-    feed back to each). Compactions look their own target up (it is known only once
-    planned)."""
-    wanted: list[tuple[str, int]] = []
-    for info in page:
-        if isinstance(info, AgentLost) or info.head_seq < 1:
-            continue
-        agent_id = stored_id(store, info.agent_id)
-        rule = policy.rule_for(agent_id)
-        if rule is None or not _idle(rule, info.updated_at, now):
-            continue
-        if policy.held(agent_id) or any(h.covers(agent_id) for h in holds):
-            continue
-        wanted.append((agent_id, info.head_seq))
-    return await look_ahead(store, wanted)
 
 
 async def apply_retention(
