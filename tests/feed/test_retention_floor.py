@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,100 @@ def test_retention_apply_names_the_projections_still_behind(tmp_path: Path) -> N
             assert await runner.catch_up(["agent_states"]) == {"agent_states": 0}
 
     asyncio.run(resume())
+
+
+class _Lookups:
+    """Counts the feed-position lookups retention makes on a backend (a spy over the
+    real engine's methods): one batch, or one per agent."""
+
+    def __init__(self, store: StateStore) -> None:
+        backend = store.backend
+        self.batches: list[list[tuple[str, int]]] = []
+        self.single = 0
+        self._inside = False
+        one, many = backend.feed_position, backend.feed_positions
+
+        async def feed_position(agent_id: str, seq: int) -> int | None:
+            self.single += not self._inside
+            return await one(agent_id, seq)
+
+        async def feed_positions(
+            wanted: Sequence[tuple[str, int]],
+        ) -> dict[tuple[str, int], int]:
+            self.batches.append(sorted(wanted))
+            self._inside = True
+            try:
+                return await many(wanted)
+            finally:
+                self._inside = False
+
+        backend.feed_position = feed_position  # type: ignore[method-assign]
+        backend.feed_positions = feed_positions  # type: ignore[method-assign]
+
+
+async def test_a_purge_of_many_old_agents_looks_their_positions_up_in_one_pass(
+    feed_url: str,
+) -> None:
+    async with StateStore(feed_url) as store:
+        for i in range(30):
+            await _events(store, f"old/a{i:02}", 2)
+            await store.save("live/b", {"i": i})  # (not retention's: between them)
+        sub = store.subscribe()
+        await anext(sub)  # a subscriber behind: it read position 1 only
+        lookups = _Lookups(store)
+        report = await apply_retention(
+            store, RetentionPolicy.parse("old ttl=60s"), now=time.time() + 3600
+        )
+        assert report.purged == 30
+        # one batch for all thirty, no lookup of its own per agent
+        assert lookups.batches == [[(f"old/a{i:02}", 2) for i in range(30)]]
+        assert lookups.single == 0
+        # the floor went through the last purged agent's last event (position 89)
+        assert report.feed_through == FeedCursor((89,))
+        assert (await store.feed_bounds())[0] == 89
+        with pytest.raises(FeedPositionCompacted):
+            await _seqs(store, sub.position)
+        assert await _seqs(store, 89) == [("live/b", 30)]
+
+
+async def test_on_sqlite_the_lookups_of_a_page_of_purges_read_the_feed_once(
+    tmp_path: Path,
+) -> None:
+    async with StateStore(f"sqlite:///{tmp_path / 'feed.db'}") as store:
+        for i in range(40):
+            await _events(store, f"old/a{i:02}", 3)
+        await _events(store, "live/b", 5)
+        reader: sqlite3.Connection = store.backend._reader()  # type: ignore[attr-defined]
+        statements: list[str] = []
+        reader.set_trace_callback(statements.append)
+        report = await apply_retention(
+            store, RetentionPolicy.parse("old ttl=60s"), now=time.time() + 3600
+        )
+        reader.set_trace_callback(None)
+        assert report.purged == 40 and report.feed_through == FeedCursor((120,))
+        # the feed read by agent once for the page (one window: 125 rows), not forty times
+        by_agent = [s for s in statements if "FROM sk_feed" in s and "agent_id" in s]
+        assert len(by_agent) == 1
+        with pytest.raises(FeedPositionCompacted):
+            await _seqs(store, 119)
+
+
+async def test_on_a_sharded_store_one_batch_raises_each_shards_floor(sharded: StateStore) -> None:
+    layout = sharded.backend.layout  # type: ignore[attr-defined]
+    last: dict[int, int] = {}  # shard -> position of its last purged event
+    for i in range(12):
+        agent_id = f"old/a{i:02}"
+        await _events(sharded, agent_id, 2)
+        shard = layout.shard_of(agent_id)
+        last[shard] = (await sharded.feed_cursor_bounds()).head.positions[shard]
+        await sharded.save("live/b", {"i": i})
+    lookups = _Lookups(sharded)
+    report = await apply_retention(
+        sharded, RetentionPolicy.parse("old ttl=60s"), now=time.time() + 3600
+    )
+    assert report.purged == 12 and len(lookups.batches) == 1 and lookups.single == 0
+    expected = FeedCursor(tuple(last.get(k, 0) for k in range(4)))
+    assert report.feed_through == expected
+    assert (await sharded.feed_cursor_bounds()).floor == expected
+    with pytest.raises(FeedPositionCompacted):
+        await _seqs(sharded, FeedCursor.start(4))

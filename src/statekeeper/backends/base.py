@@ -624,6 +624,18 @@ class Backend(abc.ABC):
         The default: None (the feed's floor is then left as it is)."""
         return None
 
+    async def feed_positions(self, wanted: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """:meth:`feed_position` of many ``(agent_id, seq)`` events at once: those with a
+        position, by pair. Engines whose feed has no index by agent (SQLite, Redis) read
+        the feed back from the head ONCE for all of them (retention asks it for a page of
+        agents: one scan, not one per old agent). The default asks each in turn."""
+        found: dict[tuple[str, int], int] = {}
+        for agent_id, seq in wanted:
+            position = await self.feed_position(agent_id, seq)
+            if position is not None:
+                found[(agent_id, seq)] = position
+        return found
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         """Return when a position ``> after`` may have been committed, or after at
         most ``max_wait`` seconds: a wake-up hint (a reader re-reads ``read_feed``

@@ -22,12 +22,22 @@ Readers in other processes learn of new positions by polling the largest positio
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from ..records import FeedRecord, RawEvent
 
-__all__ = ["FEED_POLL", "ensure_feed", "feed_bounds", "feed_position", "read_feed", "trim_feed"]
+__all__ = [
+    "FEED_POLL",
+    "ensure_feed",
+    "feed_bounds",
+    "feed_position",
+    "feed_positions",
+    "read_feed",
+    "trim_feed",
+]
 
 #: seconds between two polls of the feed head by a waiting reader
 FEED_POLL = 0.02
@@ -111,6 +121,41 @@ def feed_position(conn: sqlite3.Connection, agent_id: str, seq: int) -> int | No
         (agent_id, seq),
     ).fetchone()
     return None if row is None or row[0] is None else int(row[0])
+
+
+#: rows of the first window :func:`feed_positions` reads back from the head (each next
+#: window twice as deep: a recent event is found at once, an old one in one pass)
+_WINDOW = 1024
+_BATCH_READ = (
+    "SELECT position, agent_id, seq FROM sk_feed WHERE position > ? AND position <= ?"
+    " AND agent_id IN (SELECT value FROM json_each(?)) ORDER BY position DESC"
+)
+
+
+def feed_positions(
+    conn: sqlite3.Connection, wanted: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
+    """The positions of many ``(agent_id, seq)`` events (those found), in ONE pass over
+    the feed from the head back until all are found or the floor is reached: the rows
+    are read in windows of positions, each twice as deep as the one before, filtered by
+    agent in SQL. A retention run asks this once for a page of agents instead of
+    :func:`feed_position` per agent (each a scan back to the event)."""
+    todo = set(wanted)
+    found: dict[tuple[str, int], int] = {}
+    if not todo:
+        return found
+    floor, head = feed_bounds(conn)
+    agents = json.dumps(sorted({a for a, _ in todo}))
+    top, window = head, _WINDOW
+    while todo and top > floor:
+        low = max(floor, top - window)
+        for position, agent_id, seq in conn.execute(_BATCH_READ, (low, top, agents)):
+            key = (agent_id, int(seq))
+            if key in todo:  # (the newest row: a deleted stream's are older)
+                todo.discard(key)
+                found[key] = int(position)
+        top, window = low, window * 2
+    return found
 
 
 def trim_feed(conn: sqlite3.Connection, through: int) -> int:

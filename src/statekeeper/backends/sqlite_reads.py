@@ -159,6 +159,10 @@ class SQLiteReads(SQLitePart):
         with translated(self.path):
             return sqlite_feed.feed_position(self._reader(), agent_id, seq)
 
+    async def feed_positions(self, wanted: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        with translated(self.path):
+            return sqlite_feed.feed_positions(self._reader(), wanted)
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         deadline = time.monotonic() + max_wait
         while (await self.feed_bounds())[1] <= after:

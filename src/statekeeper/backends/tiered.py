@@ -860,6 +860,12 @@ class TieredBackend(Backend):
             return None
         return await self.durable.feed_position(agent_id, seq)
 
+    async def feed_positions(self, wanted: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        self._check_open()
+        if Capability.FEED not in self.capabilities:
+            return {}
+        return await self.durable.feed_positions(wanted)
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         self._check_open()
         self.require(Capability.FEED, "a tiered backend with a cold tier")

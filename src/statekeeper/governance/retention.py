@@ -69,7 +69,7 @@ from ..records import EventType, RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
 from ..store.conditional import delete_only_at
 from ..store.feed_cursor import FeedCursor
-from ..store.feed_retention import raised, removed_through, trim_removed
+from ..store.feed_retention import LookedAhead, raised, removed_through, trim_removed
 from ..store.governed import entries_before_delete
 from ..store.holds import list_holds
 from ..store.incarnation import snapshot_in_stream
@@ -89,6 +89,9 @@ from .hooks import (
     store_sink,
 )
 from .keyexpiry import apply_key_expiry, expires_keys_after
+from .retention_ahead import idle as _idle
+from .retention_ahead import look_ahead as _look_ahead
+from .retention_ahead import pages as _pages
 from .retention_policy import RetentionPolicy, Rule
 
 if TYPE_CHECKING:
@@ -284,16 +287,18 @@ async def _plan_and_apply(
     can_prune: bool,
     before: Callable[[RetentionAction, Sequence[int]], Awaitable[None]],
     together: ChangeSink | None = None,
+    ahead: LookedAhead | None = None,
 ) -> RetentionAction | None:
     """Plan what ``rule`` removes of the agent and (unless ``dry_run``) remove it,
     calling ``before(action, dropped)`` just before the first change; with
     ``together`` (a governed store's audit log on an engine with one commit for two
     streams) a compaction or thinning is made in ONE commit with its entry
-    instead."""
+    instead. ``ahead``: feed positions looked up for the page of agents this one is
+    in (:func:`~statekeeper.governance.retention_ahead.look_ahead`)."""
     done = "dry-run" if dry_run else "done"
     if _idle(rule, updated_at, now):
         assert rule.ttl is not None
-        through = await removed_through(store, agent_id, head)
+        through = await removed_through(store, agent_id, head, ahead)
         purge = RetentionAction(
             agent_id, "purge", done, head, 0, 0, f"not written for {duration_text(rule.ttl)}",
             feed_position=max(through.positions) if through is not None else 0,
@@ -354,7 +359,7 @@ async def _plan_and_apply(
     kind = "compact" if target > base else "thin"
     if not can_prune:
         return RetentionAction(agent_id, kind, "unsupported", 0, 0, base, "the engine cannot prune")
-    through = await removed_through(store, agent_id, target) if target > base else None
+    through = await removed_through(store, agent_id, target, ahead) if target > base else None
     action = RetentionAction(
         agent_id, kind, done, target - base, len(drop), target, kept_for,
         feed_position=max(through.positions) if through is not None else 0,
@@ -424,11 +429,6 @@ async def _first_step(store: StateStore, agent_id: str, base: int, target: int) 
     return None
 
 
-def _idle(rule: Rule, updated_at: float, now: float) -> bool:
-    """Whether ``rule``'s TTL purges an agent last written at ``updated_at``."""
-    return rule.ttl is not None and now - updated_at > rule.ttl
-
-
 def _relative(store: StateStore, full_id: str) -> str:
     return store.relative(full_id) if isinstance(store, NamespacedStateStore) else full_id
 
@@ -493,101 +493,104 @@ async def apply_retention(
     # the store's listing: never its own streams (the audit log), only agents; an agent
     # whose stored data is lost (AgentLost: Redis evicted it) is reported, the rest go on
     stored_holds = await list_holds(store)  # (the store's own: statekeeper hold)
-    seen = 0
     listing = agents_past_lost(store.list_agents, after, _PAGE)
     async with contextlib.aclosing(listing):
-        async for info in listing:
-            if seen and not seen % _PAGE:  # read again as the listing was, page by page
+        async for page in _pages(listing, _PAGE):
+            if report.scanned:  # read again as the listing was, page by page
                 stored_holds = await list_holds(store)
-            seen += 1
-            if isinstance(info, AgentLost):
+            # the feed positions of the page's purges, in one pass over the feed (SQLite
+            # and Redis have no index by agent: one lookup each reads back to the event)
+            ahead = await _look_ahead(store, policy, page, stored_holds, clock)
+            for info in page:
+                if isinstance(info, AgentLost):
+                    report.scanned += 1
+                    report.lost[info.agent_id] = info.reason
+                    report.last_agent = info.agent_id
+                    if progress is not None:
+                        progress(info.agent_id, report.scanned)
+                    continue
+                # below the store's public calls everything works on the stored id; the
+                # report names the id as the store lists it (relative in a namespace)
+                listed = info.agent_id
+                agent_id = stored_id(store, listed)
                 report.scanned += 1
-                report.lost[info.agent_id] = info.reason
-                report.last_agent = info.agent_id
-                if progress is not None:
-                    progress(info.agent_id, report.scanned)
-                continue
-            # below the store's public calls everything works on the stored id; the
-            # report names the id as the store lists it (relative in a namespace)
-            listed = info.agent_id
-            agent_id = stored_id(store, listed)
-            report.scanned += 1
-            rule = policy.rule_for(agent_id)
-            if policy.held(agent_id) or any(h.covers(agent_id) for h in stored_holds):
-                report.held += 1
-            elif rule is not None and info.head_seq > 0:
-                recorded = False
-                # what the rule does to this agent: a failure is reported as that action
-                idle = _idle(rule, info.updated_at, clock)
-                kind = "purge" if idle else "compact"
-                try:
-                    # a purge needs admin on the agent's namespace when the store is
-                    # opened as a principal (a dry run only reads: read suffices)
-                    await require(store, agent_id, "read" if dry_run else "admin", "retention")
-                    announced: list[Announced] = []
-
-                    async def before(
-                        action: RetentionAction,
-                        dropped: Sequence[int],
-                        announced: list[Announced] = announced,
-                    ) -> None:
-                        # on a governed store the entry goes first (_event: the same)
-                        made = await announce(store, given, _event(action, dropped))
-                        if made is not None:
-                            announced.append(made)
-
+                rule = policy.rule_for(agent_id)
+                if policy.held(agent_id) or any(h.covers(agent_id) for h in stored_holds):
+                    report.held += 1
+                elif rule is not None and info.head_seq > 0:
+                    recorded = False
+                    # what the rule does to this agent: a failure is reported as that action
+                    idle = _idle(rule, info.updated_at, clock)
+                    kind = "purge" if idle else "compact"
                     try:
-                        action = await _plan_and_apply(
-                            store,
-                            rule,
-                            agent_id,
-                            info.head_seq,
-                            info.updated_at,
-                            clock,
-                            dry_run,
-                            can_prune,
-                            before,
-                            together,
+                        # a purge needs admin on the agent's namespace when the store is
+                        # opened as a principal (a dry run only reads: read suffices)
+                        await require(store, agent_id, "read" if dry_run else "admin", "retention")
+                        announced: list[Announced] = []
+
+                        async def before(
+                            action: RetentionAction,
+                            dropped: Sequence[int],
+                            announced: list[Announced] = announced,
+                        ) -> None:
+                            # on a governed store the entry goes first (_event: the same)
+                            made = await announce(store, given, _event(action, dropped))
+                            if made is not None:
+                                announced.append(made)
+
+                        try:
+                            action = await _plan_and_apply(
+                                store,
+                                rule,
+                                agent_id,
+                                info.head_seq,
+                                info.updated_at,
+                                clock,
+                                dry_run,
+                                can_prune,
+                                before,
+                                together,
+                                ahead,
+                            )
+                        except BaseException as exc:
+                            for made in announced:
+                                await made.failed(exc)
+                            raise
+                        recorded = bool(announced) or (
+                            together is not None and action is not None and action.outcome == "done"
                         )
-                    except BaseException as exc:
-                        for made in announced:
-                            await made.failed(exc)
-                        raise
-                    recorded = bool(announced) or (
-                        together is not None and action is not None and action.outcome == "done"
-                    )
-                except AccessDenied as exc:
-                    reason = str(_caller_error(store, exc))
-                    action = RetentionAction(agent_id, kind, "refused", reason=reason)
-                except ConflictError as exc:
-                    if not idle:
+                    except AccessDenied as exc:
+                        reason = str(_caller_error(store, exc))
+                        action = RetentionAction(agent_id, kind, "refused", reason=reason)
+                    except ConflictError as exc:
+                        if not idle:
+                            reason = str(_caller_error(store, exc))
+                            action = RetentionAction(agent_id, kind, "failed", reason=reason)
+                        else:  # the purge's delete found the agent written since it was listed
+                            action = RetentionAction(
+                                agent_id, "purge", "skipped", reason=_WRITTEN_SINCE
+                            )
+                            recorded = True  # nothing changed: no entry (an announced one voided)
+                    except AgentForgotten:
+                        action = RetentionAction(agent_id, kind, "forgotten", reason="shredded")
+                    except StatekeeperError as exc:  # (a purge's too: not called a compaction)
                         reason = str(_caller_error(store, exc))
                         action = RetentionAction(agent_id, kind, "failed", reason=reason)
-                    else:  # the purge's delete found the agent written since it was listed
-                        action = RetentionAction(
-                            agent_id, "purge", "skipped", reason=_WRITTEN_SINCE
+                    if action is not None:
+                        report.actions.append(dataclasses.replace(action, agent_id=listed))
+                        report.feed_through = raised(
+                            report.feed_through, store.backend, agent_id, action.feed_position
                         )
-                        recorded = True  # nothing changed: no entry (an announced one voided)
-                except AgentForgotten:
-                    action = RetentionAction(agent_id, kind, "forgotten", reason="shredded")
-                except StatekeeperError as exc:  # (a purge's too: not called a compaction)
-                    reason = str(_caller_error(store, exc))
-                    action = RetentionAction(agent_id, kind, "failed", reason=reason)
-                if action is not None:
-                    report.actions.append(dataclasses.replace(action, agent_id=listed))
-                    report.feed_through = raised(
-                        report.feed_through, store.backend, agent_id, action.feed_position
-                    )
-                    # (refusals: audited by require; announced ones: before they were made)
-                    if action.outcome != "refused" and not recorded:
-                        await emit(audit, _event(action))
-                if rule.keys_ttl is not None and expires_keys_after(action):
-                    expired = await apply_key_expiry(
-                        store, audit, rule, agent_id, listed, clock, dry_run
-                    )
-                    if expired is not None:
-                        report.actions.append(expired)
-            report.last_agent = listed
-            if progress is not None:
-                progress(listed, report.scanned)
+                        # (refusals: audited by require; announced ones: before they were made)
+                        if action.outcome != "refused" and not recorded:
+                            await emit(audit, _event(action))
+                    if rule.keys_ttl is not None and expires_keys_after(action):
+                        expired = await apply_key_expiry(
+                            store, audit, rule, agent_id, listed, clock, dry_run
+                        )
+                        if expired is not None:
+                            report.actions.append(expired)
+                report.last_agent = listed
+                if progress is not None:
+                    progress(listed, report.scanned)
     return report

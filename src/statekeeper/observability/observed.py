@@ -403,6 +403,12 @@ class ObservedBackend(Backend):
         )
         return found
 
+    async def feed_positions(self, wanted: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        found: dict[tuple[str, int], int] = await self._obs.call(
+            "feed_positions", None, self.inner.feed_positions, wanted
+        )
+        return found
+
     async def wait_feed(self, after: int, max_wait: float) -> None:
         await self.inner.wait_feed(after, max_wait)
 

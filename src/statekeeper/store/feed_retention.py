@@ -17,16 +17,28 @@ still offers their range.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Backend, Capability
+from ..errors import StatekeeperError
 from .feed import feed_bounds_per_shard, feed_shards
 from .feed_cursor import FeedCursor
 
 if TYPE_CHECKING:
     from .store import StateStore
 
-__all__ = ["behind", "has_feed", "raised", "removed_through", "shard_of", "trim_removed"]
+__all__ = [
+    "LookedAhead",
+    "behind",
+    "has_feed",
+    "look_ahead",
+    "raised",
+    "removed_through",
+    "shard_of",
+    "trim_removed",
+]
 
 
 def has_feed(backend: Backend) -> bool:
@@ -43,14 +55,46 @@ def shard_of(backend: Backend, agent_id: str) -> int:
     return int(sharded.feed_shard_of(agent_id))
 
 
-async def removed_through(store: StateStore, agent_id: str, seq: int) -> FeedCursor | None:
+@dataclass(frozen=True, slots=True)
+class LookedAhead:
+    """Feed positions read in ONE pass (:meth:`~statekeeper.backends.base.Backend.feed_positions`)
+    for the events a page of retention actions is about to remove: ``asked``, the
+    ``(agent_id, seq)`` pairs looked for; ``found``, those with a position."""
+
+    asked: frozenset[tuple[str, int]]
+    found: dict[tuple[str, int], int]
+
+
+async def look_ahead(store: StateStore, wanted: Iterable[tuple[str, int]]) -> LookedAhead | None:
+    """The positions of ``wanted`` looked up at once (on SQLite and Redis, whose feed has
+    no index by agent, one pass back from the head instead of one per agent); None when
+    the store has no feed, nothing is wanted, or the engine fails (each action then
+    looks its own up, and reports its own failure)."""
+    backend = store.backend
+    pairs = frozenset((a, s) for a, s in wanted if s >= 1)
+    if not pairs or not has_feed(backend):
+        return None
+    try:
+        return LookedAhead(pairs, await backend.feed_positions(sorted(pairs)))
+    except StatekeeperError:
+        return None
+
+
+async def removed_through(
+    store: StateStore, agent_id: str, seq: int, ahead: LookedAhead | None = None
+) -> FeedCursor | None:
     """The cursor to trim the feed through before ``agent_id``'s events up to ``seq`` are
     removed: the position of event ``seq`` in the agent's shard (0 in the others);
-    None when the store has no feed or the event has no position above the floor."""
+    None when the store has no feed or the event has no position above the floor.
+    ``ahead``: positions looked up beforehand for a page of agents (used when it asked
+    for this event)."""
     backend = store.backend
     if seq < 1 or not has_feed(backend):
         return None
-    position = await backend.feed_position(agent_id, seq)
+    if ahead is not None and (agent_id, seq) in ahead.asked:
+        position = ahead.found.get((agent_id, seq))
+    else:
+        position = await backend.feed_position(agent_id, seq)
     if position is None:
         return None
     return FeedCursor.start(feed_shards(backend)).advanced(shard_of(backend, agent_id), position)

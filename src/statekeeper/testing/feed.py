@@ -131,6 +131,23 @@ class FeedConformance:
         assert await feeding.feed_position("a", 1) is None  # below the floor
         assert await feeding.feed_position("a", 9) is None  # never stored
 
+    async def test_feed_positions_are_each_events_position_at_once(self, feeding: Backend) -> None:
+        """Retention's batch lookup (one pass for a page of purges): the same as
+        :meth:`feed_position` of each, the events without a position left out."""
+        await feeding.append(_append("gone", 0, b"g1"))
+        for i in range(5):
+            await feeding.append(_append(f"k{i}", 0, b"x", b"y"))
+        await feeding.delete_agent("gone")
+        await feeding.append(_append("gone", 0, b"again"))  # re-created: its own position
+        records = {(r.agent_id, r.event.seq): r.position for r in await _all(feeding)}
+        one = {k: p for k in records if (p := await feeding.feed_position(*k)) is not None}
+        wanted = [*records, ("k0", 9), ("never", 1)]
+        assert await feeding.feed_positions(wanted) == one
+        assert await feeding.feed_positions([]) == {}
+        await feeding.trim_feed(records["k2", 1])
+        below = {k: p for k, p in one.items() if p > records["k2", 1]}
+        assert await feeding.feed_positions(wanted) == below
+
     async def test_concurrent_appends_get_distinct_positions(self, feeding: Backend) -> None:
         async def writer(agent: str) -> None:
             for seq in range(5):

@@ -60,6 +60,7 @@ beside it ``s:<agent>`` (zset of snapshot seqs, for "latest at or below"),
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import secrets
@@ -1753,6 +1754,21 @@ class RedisBackend(Backend):
         return await self._retrying(
             "feed_position", lambda: feed.feed_position(self, keys, agent_id, seq)
         )
+
+    async def feed_positions(self, wanted: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Per shard, one pass back from the head for all of that shard's agents."""
+        self._check_open()
+        if not self.feed:
+            return {}
+        by_shard: dict[int, list[tuple[str, int]]] = {}
+        for agent_id, seq in wanted:
+            by_shard.setdefault(self.layout.shard_of(agent_id), []).append((agent_id, seq))
+        found: dict[tuple[str, int], int] = {}
+        for shard, pairs in sorted(by_shard.items()):
+            keys = self.layout.shard_keys[shard]
+            op = functools.partial(feed.feed_positions, self, keys, pairs)
+            found.update(await self._retrying("feed_positions", op))
+        return found
 
     def feed_shard_of(self, agent_id: str) -> int:
         """The shard whose feed holds ``agent_id``'s events (0 unless sharded)."""

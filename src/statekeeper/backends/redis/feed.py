@@ -67,7 +67,15 @@ from .keys import ShardKeys
 if TYPE_CHECKING:
     from .backend import RedisBackend
 
-__all__ = ["all_feed_bounds", "feed_bounds", "feed_position", "read_feed", "trim_feed", "wait_feed"]
+__all__ = [
+    "all_feed_bounds",
+    "feed_bounds",
+    "feed_position",
+    "feed_positions",
+    "read_feed",
+    "trim_feed",
+    "wait_feed",
+]
 
 
 def _position(entry_id: bytes) -> int:
@@ -291,6 +299,34 @@ async def feed_position(
         if len(found) < _SCAN:
             return None
         top = f"(0-{_position(found[-1][0])}"
+
+
+async def feed_positions(
+    backend: RedisBackend, keys: ShardKeys, wanted: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
+    """The positions of many ``(agent_id, seq)`` events of one shard (those found), in
+    ONE pass from the newest entry back until all are found or the floor is reached
+    (:func:`feed_position` per agent reads back to each event again)."""
+    todo = {(a.encode(), str(s).encode()): (a, s) for a, s in wanted}
+    found: dict[tuple[str, int], int] = {}
+    if not todo:
+        return found
+    floor = int(await backend._client.get(keys.feed_floor) or 0)
+    top = "+"
+    while todo:
+        page = _entries(
+            await backend._client.xrevrange(
+                keys.feed_stream, max=top, min=f"(0-{floor}", count=_SCAN
+            )
+        )
+        for entry_id, fields in page:
+            key = todo.pop((fields.get(b"a", b""), fields.get(b"s", b"")), None)
+            if key is not None:  # (the newest match: a deleted stream's are older)
+                found[key] = _position(entry_id)
+        if len(page) < _SCAN:
+            break
+        top = f"(0-{_position(page[-1][0])}"
+    return found
 
 
 async def wait_feed(backend: RedisBackend, keys: ShardKeys, after: int, max_wait: float) -> None:
