@@ -61,7 +61,20 @@ def _backup_key(path: Path | None, *, create: bool = False) -> BackupKey:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="ascii") as fh:
             fh.write(generate_key() + "\n")
-    key = BackupKey.from_file(path) if path is not None else BackupKey.from_env()
+    if path is not None:
+        key: BackupKey | None = BackupKey.from_file(path)
+    else:
+        try:
+            key = BackupKey.from_env()
+        except ConfigurationError:
+            import os
+
+            if not os.path.exists(os.environ.get(ENV_BACKUP_KEY, "").strip()):
+                raise  # (its message names no value)
+            raise ConfigurationError(  # an easy mistake: --backup-key is the one taking files
+                f"${ENV_BACKUP_KEY} names a file, but it holds the key itself (one base64"
+                " line): pass the key file with --backup-key FILE instead"
+            ) from None
     if key is None:
         raise ConfigurationError(
             f"a backup needs its own key: pass --backup-key FILE or set ${ENV_BACKUP_KEY}"

@@ -199,20 +199,7 @@ class BackupKey:
         """``$STATEKEEPER_BACKUP_KEY`` (base64), or None."""
         env = os.environ if environ is None else environ
         text = env.get(ENV_BACKUP_KEY, "").strip()
-        if not text:
-            return None
-        try:
-            return cls.from_text(text)
-        except ConfigurationError:
-            if os.path.exists(text):  # an easy mistake: the variable holds the key itself
-                raise ConfigurationError(
-                    f"${ENV_BACKUP_KEY} names a file, but it holds the key itself (one base64"
-                    " line): pass the key file with --backup-key FILE instead"
-                ) from None
-            raise ConfigurationError(
-                f"${ENV_BACKUP_KEY} is not a backup key (one base64 line, as"
-                " 'statekeeper keys new' prints it)"
-            ) from None
+        return cls.from_text(text) if text else None
 
     def check_not_store_key(self, keyring: Keyring | None) -> None:
         """Refuse a backup key that is one of the store's master keys: a backup must be
