@@ -273,32 +273,17 @@ async def trim_feed(backend: RedisBackend, keys: ShardKeys, through: int) -> int
     return int(await backend._trim_feed_script(keys=stream, args=args))
 
 
-#: entries read at a time by :func:`feed_position`, newest first
+#: entries read at a time by :func:`feed_positions`, newest first
 _SCAN = 1000
 
 
 async def feed_position(
     backend: RedisBackend, keys: ShardKeys, agent_id: str, seq: int
 ) -> int | None:
-    """The position of ``agent_id``'s event ``seq`` in one shard's feed: its entry,
-    looked for from the newest back to the floor (``XREVRANGE``, a page at a time; the
-    newest match is the agent's stream as it is now, not a deleted one's). The stream
-    has no index by agent: retention asks once per agent it compacts."""
-    agent, wanted = agent_id.encode(), str(seq).encode()
-    floor = int(await backend._client.get(keys.feed_floor) or 0)
-    top = "+"
-    while True:
-        found = _entries(
-            await backend._client.xrevrange(
-                keys.feed_stream, max=top, min=f"(0-{floor}", count=_SCAN
-            )
-        )
-        for entry_id, fields in found:
-            if fields.get(b"a") == agent and fields.get(b"s") == wanted:
-                return _position(entry_id)
-        if len(found) < _SCAN:
-            return None
-        top = f"(0-{_position(found[-1][0])}"
+    """The position of ``agent_id``'s event ``seq`` in one shard's feed (see
+    :func:`feed_positions`: the newest match, read back to the floor), None when it is
+    not there. The stream has no index by agent: retention asks for a page at once."""
+    return (await feed_positions(backend, keys, [(agent_id, seq)])).get((agent_id, seq))
 
 
 async def feed_positions(
