@@ -44,11 +44,14 @@ def direct_file(path: str, fd: int) -> DirectFile | None:
         direct = os.open(path, os.O_WRONLY | _O_DIRECT | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
-    mine, opened = os.fstat(fd), os.fstat(direct)
-    if (mine.st_dev, mine.st_ino) != (opened.st_dev, opened.st_ino):
-        os.close(direct)
-        return None
-    return DirectFile(direct, fd)
+    try:
+        mine, opened = os.fstat(fd), os.fstat(direct)
+        if (mine.st_dev, mine.st_ino) == (opened.st_dev, opened.st_ino):
+            return DirectFile(direct, fd)
+    except OSError:
+        pass
+    os.close(direct)
+    return None
 
 
 class DirectFile:
