@@ -143,3 +143,26 @@ async def test_the_stores_own_streams_are_counted_apart_without_a_dict_of_heads(
     finally:
         reader.close()
     assert len(await _restored(tmp_path / "b.skb", key, tmp_path / "d.db")) == 12
+
+
+async def test_the_heads_split_in_c_lists_what_the_rows_say(tmp_path: Path) -> None:
+    """The heads as one statement, split without a Python step per stream (the seqs as
+    one JSON array, the tags by ``struct``), are the heads table's rows, in id order;
+    an empty tag width (no statekeeper writes one) takes the row-by-row path instead
+    of a ``range`` of step 0 (a bare ``ValueError`` before)."""
+    import sqlite3
+
+    from statekeeper.governance.backup import tagheads
+
+    await _filled(tmp_path / "s.db", 40)
+    conn = sqlite3.connect(tmp_path / "s.db")
+    try:
+        rows = conn.execute(tagheads._ROWS).fetchall()
+        heads = tagheads.tag_heads(conn)
+        assert list(zip(heads.agents, heads.heads, heads.tags, strict=True)) == rows
+        assert heads.accounted == sum(r[1] for r in rows) and heads.untagged["agent"] == []
+        conn.execute("UPDATE sk_agents SET head_tag = x''")
+        emptied = tagheads.tag_heads(conn)
+        assert emptied.agents == heads.agents and emptied.tags == [b""] * len(rows)
+    finally:
+        conn.close()
