@@ -15,7 +15,7 @@ heads table, :mod:`.tagheads`; one more statement the totals). **A namespace**
 namespace's id range, in one read transaction: never another tenant's rows), its
 heads (seq and head record checksum, version 2,
 :func:`~statekeeper.backends.sqlite_export.stream_head_columns`) read from the copy.
-Either way the bytes are cut into chunks, compressed (zstd's fast level -20,
+Either way the bytes are cut into chunks, compressed (zstd's fast strategy,
 :data:`LEVEL`) and encrypted with the backup key by a few threads, each chunk named
 in the manifest by its GCM tag (:class:`~.sealer.ChunkSealer`). Records stay as
 stored (encrypted by the store's keys), as on the row path. A hash-chained stream's
@@ -165,8 +165,19 @@ THREADS = min(4, os.cpu_count() or 1)
 #: 51.1 MB, -10 472 M / 53.6 MB, -20 351 M / 56.5 MB, -50 236 M / 58.1 MB. -20 against
 #: -3: 0.5 G fewer instructions per 64 MiB (~1.3 G of a backup's ~5.9 G) for 10 % more
 #: bytes; each byte more costs ~42 instructions less than compressing it away, and
-#: this disk writes it in ~1-2 ns (600-1,100 MB/s fsync'd, measured there)
-LEVEL = -20
+#: this disk writes it in ~1-2 ns (600-1,100 MB/s fsync'd, measured there).
+#: Now level -20's kind ("fast": no entropy coding of literals) with its own tables: a
+#: hash table of 2**11 entries (8 KB, in the L1 cache; level -20 takes 2**13), matches of
+#: 7 bytes or more, the skip of level -16: the bench image's 188 MB in 0.080 against
+#: 0.092 CPU-s, 142.6 against 144.4 MB (docs/benchmarks.md, "backupsix")
+LEVEL: dict[str, int] = {
+    "window_log": 21,
+    "hash_log": 11,
+    "chain_log": 11,
+    "search_log": 1,
+    "min_match": 7,
+    "target_length": 16,
+}
 
 
 def shipped(

@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ..._files import new_temporary, sync_directory
 from ...errors import BackupCorrupt, BackupError, ConfigurationError
+from .directfile import direct_file
 from .writebehind import WriteBehindFile, drop_all
 
 __all__ = ["Location", "local_copies", "named_as_given", "placed_here"]
@@ -134,10 +135,14 @@ class Location:
                 raise BackupError(f"cannot write backup {self.display}: {exc}") from None
             try:
                 written = False
+                # straight to the disk (O_DIRECT), else written behind: either way the
+                # file does not stay in the page cache
+                direct = direct_file(str(tmp), fh.fileno())
                 try:
-                    # written behind: its pages leave the cache as they reach the disk
-                    yield cast(IO[bytes], WriteBehindFile(fh))
+                    yield cast(IO[bytes], direct or WriteBehindFile(fh))
                     try:
+                        if direct is not None:
+                            direct.finish()
                         fh.flush()
                         os.fsync(fh.fileno())
                         drop_all(fh.fileno())  # clean now: out of the page cache
@@ -145,6 +150,8 @@ class Location:
                         raise BackupError(f"cannot write backup {self.display}: {exc}") from None
                     written = True
                 finally:
+                    if direct is not None:
+                        direct.close()
                     if written:
                         fh.close()
                     else:  # a write failed: the bytes still buffered fail again, dropped

@@ -11,7 +11,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ...errors import BackupError
-from .fileformat import _TAG, CHUNK, _aad, _u64
+from .fileformat import CHUNK, _aad, _u64
+from .framepack import TAG as _TAG
 from .pagedelta import page_digests
 
 if TYPE_CHECKING:
@@ -27,10 +28,10 @@ _Sealed = tuple[bytes, memoryview, str, bytearray, "bytes | bytearray | memoryvi
 
 class ChunkSealer:
     """Bytes fed in any pieces become consecutive raw chunks of ``chunk_bytes``,
-    compressed (zstd ``level``), encrypted and named by ``threads`` threads (zstd,
-    AES-GCM and hashlib release the GIL) and written in order by a thread of their own
-    (a file backup: version 2 or 5 from a file, version 3 from PostgreSQL's ``COPY``
-    as it streams).
+    compressed (zstd ``level``, or the fast strategy's parameters), encrypted and
+    named by ``threads`` threads (zstd, AES-GCM and hashlib release the GIL) and
+    written in order by a thread of their own (a file backup: version 2 or 5 from a
+    file, version 3 from PostgreSQL's ``COPY`` as it streams).
 
     **The pipeline.** The feeding thread reads chunk *n+1* while the sealing threads
     compress and encrypt chunk *n* and the writing thread writes chunk *n-1*: no
@@ -50,7 +51,12 @@ class ChunkSealer:
     reads as complete)."""
 
     def __init__(
-        self, writer: FrameWriter, chunk_bytes: int, threads: int, level: int, page_size: int = 0
+        self,
+        writer: FrameWriter,
+        chunk_bytes: int,
+        threads: int,
+        level: int | dict[str, int],
+        page_size: int = 0,
     ) -> None:
         self._writer = writer
         #: ``page_size``: every chunk is whole pages, each digested by the sealing
@@ -103,7 +109,15 @@ class ChunkSealer:
 
         zstd = getattr(self._local, "zstd", None)
         if zstd is None:
-            zstd = self._local.zstd = zstandard.ZstdCompressor(level=self._level)
+            level = self._level
+            if isinstance(level, int):
+                zstd = zstandard.ZstdCompressor(level=level)
+            else:  # the fast strategy's tables (:data:`.filecopy.LEVEL`)
+                params = zstandard.ZstdCompressionParameters(
+                    strategy=zstandard.STRATEGY_FAST, **level
+                )
+                zstd = zstandard.ZstdCompressor(compression_params=params)
+            self._local.zstd = zstd
         writer = self._writer
         packed = zstd.compress(plain)
         need = len(packed) + _TAG
