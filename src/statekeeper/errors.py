@@ -83,6 +83,7 @@ __all__ = [
     "StoreLost",
     "StoredStateInvalid",
     "TransitionInProgress",
+    "UndeclaredKeysDropped",
     "UnknownEvent",
     "UnknownProjection",
     "UnknownState",
@@ -162,6 +163,30 @@ class UnsavedChangesWarning(StatekeeperWarning):
         super().__init__(
             f"store closed with unsaved changes to the data of agent(s) {shown}{more}: "
             "they were not written (call agent.save(), or agent.refresh() to drop them)"
+        )
+
+
+class UndeclaredKeysDropped(StatekeeperWarning):
+    """A typed write could not carry the undeclared keys of some stored items of a
+    list (``paths``) of agent ``agent_id`` (model ``model``): the write changed items
+    there *and* inserted or removed others, so which new item is which stored one is
+    not known (see :mod:`statekeeper.schema.carry`). The write went through; those
+    items' undeclared keys (never shown: they may be secrets) are not in it. Write the
+    edits and the inserts/removals in two saves to keep them."""
+
+    def __init__(
+        self, agent_id: str | None, model: str = "", paths: list[str] | None = None
+    ) -> None:
+        self.agent_id = agent_id
+        self.model = model
+        self.paths = list(paths or [])
+        shown = ", ".join(self.paths[:5]) + (" ..." if len(self.paths) > 5 else "")
+        who = f"agent {agent_id!r}" if agent_id else "a typed write"
+        super().__init__(
+            f"{who}: keys that model {model} does not declare were dropped from stored"
+            f" items of {shown}: the write edited items there and also inserted, removed or"
+            " moved others, so they could not be matched (save the edits and the other"
+            " changes separately to keep them)"
         )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -29,6 +30,7 @@ from ..errors import (
 from ..records import AppendResult, Event, Snapshot
 from ..store.agent import DurableAgent
 from ..store.observing import refused
+from .carry import Known
 from .expiry import apply_ttl, expiring, is_expired
 from .registry import ModelSchema, SchemaRegistry, schema_of
 
@@ -69,12 +71,13 @@ class TypedAgent(DurableAgent, Generic[M]):
     def _adopt(self, snapshot: Snapshot) -> None:
         schema = self.schema
         version = snapshot.schema_version
-        state, kept = schema.load_keeping(
+        state, stored = schema.load_keeping(
             snapshot.data, version, agent_id=snapshot.agent_id, seq=snapshot.seq
         )
-        #: the stored keys the model does not declare: every write stores them back
-        #: unchanged (statekeeper never deletes a field the code could not see)
-        self._kept: dict[str, Any] = kept
+        #: the stored document (at the current version): the keys of it the model does
+        #: not declare, at any depth, every write stores back unchanged (statekeeper
+        #: never deletes a field the code could not see; see .carry)
+        self._stored: dict[str, Any] | None = stored if schema.adapter.carries else None
         fsm = schema.state_name(snapshot.fsm_state, version)
         if fsm != snapshot.fsm_state:  # a state renamed since it was recorded
             snapshot = dataclasses.replace(snapshot, fsm_state=fsm)
@@ -83,6 +86,9 @@ class TypedAgent(DurableAgent, Generic[M]):
         # the state as loaded, in the current version: what "unsaved changes" compare
         # against (a state upcast on load is not a change of the user's)
         self._baseline = schema.dump(state, snapshot.agent_id)
+        self._plain = self._baseline  # (the model's document as last made by a write)
+        #: the state's list items that hold undeclared keys, by identity (see .carry)
+        self._known = schema.adapter.known(state, self._baseline, self._stored)
         #: the schema version of the stored state this agent was loaded from
         self.stored_version = version
 
@@ -109,20 +115,22 @@ class TypedAgent(DurableAgent, Generic[M]):
     async def _write(self, *args: Any, **kwargs: Any) -> AppendResult:
         result = await super()._write(*args, **kwargs)
         if not result.duplicate:  # (a duplicate refreshed: _adopt set the baseline)
-            committed = self._committed
-            if self._kept:  # (the baseline is the model's own document)
-                kept = self._kept
-                committed = {k: v for k, v in committed.items() if k not in kept}
-            self._baseline = committed
+            # the baseline is the model's own document; the stored one, with the
+            # undeclared keys carried, is what the next write carries them from
+            self._baseline = self._plain
+            if self._stored is not None:
+                self._stored = stored = self._committed
+                self._known = self.schema.adapter.known(self._state, self._plain, stored)
             if self._expiring:  # the engine's TTL follows the state's expiry
                 await apply_ttl(self.store, self.agent_id, self._state)
         return result
 
     def _document(self) -> dict[str, Any]:
         # validated against the last validated document: only what changed is checked
-        doc = self.schema.dump_keeping(
-            self._state, self._kept, self.agent_id, baseline=self._baseline
-        )
+        schema = self.schema
+        plain = schema.dump(self._state, self.agent_id, baseline=self._baseline)
+        self._plain = plain
+        doc = schema.adapter.keep(self._state, plain, self._stored, self.agent_id, self._known)
         self.data = doc
         return doc
 
@@ -248,11 +256,22 @@ class TypedStates(Generic[M]):
     ) -> None:
         self.store = store
         self.schema: ModelSchema[M] = schema_of(model, schemas)
+        #: per state this loaded: its list items holding undeclared keys, by identity,
+        #: so that a save of it matches each wherever it moved (see .carry)
+        #: (by id: a model need not be hashable; dropped when the state is collected)
+        self._known: dict[int, tuple[weakref.ref[Any], Known]] = {}
 
     def _typed(self, snap: Snapshot) -> TypedSnapshot[M]:
         schema = self.schema
         version = snap.schema_version
-        state = schema.load(snap.data, version, agent_id=snap.agent_id, seq=snap.seq)
+        state, cast = schema.load_keeping(snap.data, version, agent_id=snap.agent_id, seq=snap.seq)
+        adapter = schema.adapter
+        if adapter.carries:
+            known = adapter.known(state, adapter.dump_validated(state), cast)
+            if known:
+                key, table = id(state), self._known
+                with contextlib.suppress(TypeError):  # (a TypedDict: a dict, no weakref)
+                    table[key] = (weakref.ref(state, lambda _r: table.pop(key, None)), known)
         return TypedSnapshot(
             snap.agent_id,
             snap.seq,
@@ -288,13 +307,21 @@ class TypedStates(Generic[M]):
         return None if is_expired(state) else state
 
     def _dump(
-        self, state: M, agent_id: str, operation: str, *, kept: Mapping[str, Any] | None = None
+        self,
+        state: M,
+        agent_id: str,
+        operation: str,
+        *,
+        stored: Mapping[str, Any] | None = None,
+        known: Known | None = None,
     ) -> dict[str, Any]:
-        """``state`` validated and dumped (with the stored undeclared keys ``kept``); a
-        state that fails validation is observed as a refused ``operation`` (metrics,
-        spans) before its error is raised."""
+        """``state`` validated and dumped (with the undeclared keys of the ``stored``
+        document carried); a state that fails validation is observed as a refused
+        ``operation`` (metrics, spans) before its error is raised."""
         try:
-            document: dict[str, Any] = self.schema.dump_keeping(state, kept or {}, agent_id)
+            document: dict[str, Any] = self.schema.dump_keeping(
+                state, stored, agent_id, known=known
+            )
         except StatekeeperError as exc:
             refused(self.store, operation, agent_id, exc)
             raise
@@ -314,7 +341,10 @@ class TypedStates(Generic[M]):
         """Validate ``state`` and make it the agent's state at the current schema
         version (only the difference is written). The stored keys the model does not
         declare are kept as they are. See :meth:`StateStore.save`."""
-        document = self._dump(state, agent_id, "save", kept=await self._kept(agent_id))
+        stored = await self._stored(agent_id)
+        entry = self._known.get(id(state))
+        known = entry[1] if entry is not None and entry[0]() is state else None
+        document = self._dump(state, agent_id, "save", stored=stored, known=known)
         result = await self.store.save(
             agent_id,
             document,
@@ -328,20 +358,20 @@ class TypedStates(Generic[M]):
         await apply_ttl(self.store, agent_id, state)
         return result
 
-    async def _kept(self, agent_id: str) -> dict[str, Any]:
-        """The keys of the agent's stored state its model does not declare (none when
-        the model keeps or refuses such keys itself, or the state cannot be cast)."""
+    async def _stored(self, agent_id: str) -> dict[str, Any] | None:
+        """The agent's stored state at the current version, to carry the keys of it
+        its model does not declare from (None when the model keeps or refuses such keys
+        itself at every depth, or the state cannot be cast)."""
         schema = self.schema
-        if schema.adapter.declared is None:
-            return {}
+        if not schema.adapter.carries:
+            return None
         snap = await self.store.get(agent_id)
         if snap is None:
-            return {}
+            return None
         try:
-            doc = schema.convert(snap.data, snap.schema_version, agent_id=agent_id)
+            return schema.convert(snap.data, snap.schema_version, agent_id=agent_id)
         except SchemaError:
-            return {}  # (not loadable: the save replaces it, as an untyped one would)
-        return schema.adapter.undeclared(doc)
+            return None  # (not loadable: the save replaces it, as an untyped one would)
 
     async def create(
         self,

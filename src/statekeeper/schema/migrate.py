@@ -133,10 +133,8 @@ def _target_doc(
             raise StoredStateInvalid(
                 agent_id, seq, schema.name, version, schema.version, field_errors(exc)
             ) from None
-        kept = adapter.undeclared(cast)
-        cast = adapter.dump_validated(state)  # (validated just above)
-        if kept:
-            cast.update(kept)
+        # (validated just above); the undeclared keys carried, at any depth
+        cast = adapter.keep(state, adapter.dump_validated(state), cast, agent_id)
     return {MODEL_KEY: schema.name, **cast}
 
 

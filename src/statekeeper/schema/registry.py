@@ -27,6 +27,7 @@ from ..errors import (
     StoredStateInvalid,
     UpcasterFailed,
 )
+from .carry import Known
 from .models import MODEL_KEY, ModelAdapter, field_errors
 
 __all__ = [
@@ -196,9 +197,9 @@ class ModelSchema(Generic[M]):
         agent_id: str = "",
         seq: int | None = None,
     ) -> tuple[M, dict[str, Any]]:
-        """:meth:`load`, and the keys of the document (cast to the current version)
-        that the model does not declare (:meth:`ModelAdapter.undeclared`): a typed
-        write of the state stores them back unchanged."""
+        """:meth:`load`, and the document cast to the current version that it was
+        validated from: a typed write of the state carries the keys of it that the
+        model does not declare (:meth:`dump_keeping`)."""
         current = self.convert(doc, version, agent_id=agent_id or None, seq=seq)
         try:
             state = self.adapter.validate(current)
@@ -206,7 +207,7 @@ class ModelSchema(Generic[M]):
             raise StoredStateInvalid(
                 agent_id, seq, self.name, version, self.version, field_errors(exc)
             ) from None
-        return state, self.adapter.undeclared(current)
+        return state, current
 
     def dump(
         self,
@@ -223,18 +224,18 @@ class ModelSchema(Generic[M]):
     def dump_keeping(
         self,
         value: M,
-        kept: Mapping[str, Any],
+        stored: Mapping[str, Any] | None,
         agent_id: str | None = None,
         *,
         baseline: Mapping[str, Any] | None = None,
+        known: Known | None = None,
     ) -> dict[str, Any]:
-        """:meth:`dump`, with the undeclared keys ``kept`` (from
-        :meth:`load_keeping`) carried through unchanged."""
+        """:meth:`dump`, with the keys of the ``stored`` document (at the current
+        version, from :meth:`load_keeping`) that the model does not declare carried
+        through unchanged, at any depth (:meth:`ModelAdapter.keep`; ``known``: the
+        state's list items holding such keys, by identity, :meth:`ModelAdapter.known`)."""
         doc = self.dump(value, agent_id, baseline=baseline)
-        if kept:
-            for key, item in kept.items():
-                doc.setdefault(key, item)
-        return doc
+        return self.adapter.keep(value, doc, stored, agent_id, known)
 
     def state_name(self, name: str | None, version: int) -> str | None:
         """A machine state recorded under ``version`` as it is called now."""
