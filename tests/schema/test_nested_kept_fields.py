@@ -186,7 +186,11 @@ async def test_a_migration_keeps_nested_undeclared_keys() -> None:
         assert data == expected
 
 
-async def test_a_model_that_keeps_or_refuses_extras_everywhere_reads_nothing_to_save() -> None:
+async def test_a_typed_save_makes_no_read_of_its_own() -> None:
+    """TypedStates.save read the stored state (store.get) before every save to carry
+    its undeclared keys: a validated cache hit costs a head read on PostgreSQL/Redis.
+    The keys are now carried onto the record the save itself writes on."""
+
     class Leaf(BaseModel):
         model_config = ConfigDict(extra="forbid")
         x: int
@@ -195,22 +199,47 @@ async def test_a_model_that_keeps_or_refuses_extras_everywhere_reads_nothing_to_
         model_config = ConfigDict(extra="allow")
         leaves: list[Leaf] = Field(default_factory=list)
 
-    assert not _schema(Whole).adapter.carries
+    assert not _schema(Whole).adapter.carries  # nothing to carry anywhere
     assert _schema(Plan).adapter.carries
     async with StateStore("memory://") as store:
-        typed = TypedStates(store, _schema(Whole))
-        await typed.save("w", Whole(leaves=[Leaf(x=1)]))
+        await _seed(store)
+        typed = TypedStates(store, _schema())
+        plan = await typed.load("p-1")
         reads = 0
         get = store.get
 
-        async def counting(agent_id: str, **kw: Any) -> Any:
+        async def counting(agent_id: str) -> Any:
             nonlocal reads
             reads += 1
-            return await get(agent_id, **kw)
+            return await get(agent_id)
 
         store.get = counting  # type: ignore[method-assign]
-        await typed.save("w", Whole(leaves=[Leaf(x=2)]))
+        plan.address.city = "Bergen"
+        await typed.save("p-1", plan)
+        await TypedStates(store, _schema(Whole)).save("w", Whole(leaves=[Leaf(x=2)]))
         assert reads == 0
+        store.get = get  # type: ignore[method-assign]
+        data = (await store.load("p-1")).data
+        assert data["address"] == {"city": "Bergen", "zip": "0150", "geo": {"lat": 59.9}}
+
+
+async def test_keys_another_writer_added_since_the_cache_was_filled_are_kept(
+    tmp_path: Any,
+) -> None:
+    """Two stores on one file (two processes): the typed save carries the keys onto the
+    state it writes on, re-read after its cached one turned out stale."""
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    async with StateStore(url) as mine, StateStore(url) as other:
+        await _seed(mine)
+        typed = TypedStates(mine, _schema())
+        plan = await typed.load("p-1")  # cached here
+        doc = (await other.load("p-1")).data
+        doc["address"]["floor"] = 3  # another writer adds a nested key meanwhile
+        await other.save("p-1", doc, schema_version=1)
+        plan.title = "mine"
+        await typed.save("p-1", plan)
+        data = (await other.load("p-1")).data
+        assert data["title"] == "mine" and data["address"]["floor"] == 3
 
 
 def test_no_warning_when_items_are_only_removed() -> None:

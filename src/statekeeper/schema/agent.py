@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import patch
@@ -30,6 +30,7 @@ from ..errors import (
 from ..records import AppendResult, Event, Snapshot
 from ..store.agent import DurableAgent
 from ..store.observing import refused
+from ..store.writes import SAVE_CARRY
 from .carry import Known
 from .expiry import apply_ttl, expiring, is_expired
 from .registry import ModelSchema, SchemaRegistry, schema_of
@@ -311,17 +312,11 @@ class TypedStates(Generic[M]):
         state: M,
         agent_id: str,
         operation: str,
-        *,
-        stored: Mapping[str, Any] | None = None,
-        known: Known | None = None,
     ) -> dict[str, Any]:
-        """``state`` validated and dumped (with the undeclared keys of the ``stored``
-        document carried); a state that fails validation is observed as a refused
-        ``operation`` (metrics, spans) before its error is raised."""
+        """``state`` validated and dumped; a state that fails validation is observed
+        as a refused ``operation`` (metrics, spans) before its error is raised."""
         try:
-            document: dict[str, Any] = self.schema.dump_keeping(
-                state, stored, agent_id, known=known
-            )
+            document: dict[str, Any] = self.schema.dump(state, agent_id)
         except StatekeeperError as exc:
             refused(self.store, operation, agent_id, exc)
             raise
@@ -341,37 +336,46 @@ class TypedStates(Generic[M]):
         """Validate ``state`` and make it the agent's state at the current schema
         version (only the difference is written). The stored keys the model does not
         declare are kept as they are. See :meth:`StateStore.save`."""
-        stored = await self._stored(agent_id)
-        entry = self._known.get(id(state))
-        known = entry[1] if entry is not None and entry[0]() is state else None
-        document = self._dump(state, agent_id, "save", stored=stored, known=known)
-        result = await self.store.save(
-            agent_id,
-            document,
-            fsm_state=fsm_state,
-            expected_seq=expected_seq,
-            idempotency_key=idempotency_key,
-            actor=actor,
-            schema_version=self.schema.version,
-            lease=lease,
-        )
+        document = self._dump(state, agent_id, "save")
+        token = None
+        if self.schema.adapter.carries:  # carried onto the record the save is made on
+            token = SAVE_CARRY.set(self._carry(agent_id, state, document))
+        try:
+            result = await self.store.save(
+                agent_id,
+                document,
+                fsm_state=fsm_state,
+                expected_seq=expected_seq,
+                idempotency_key=idempotency_key,
+                actor=actor,
+                schema_version=self.schema.version,
+                lease=lease,
+            )
+        finally:
+            if token is not None:
+                SAVE_CARRY.reset(token)
         await apply_ttl(self.store, agent_id, state)
         return result
 
-    async def _stored(self, agent_id: str) -> dict[str, Any] | None:
-        """The agent's stored state at the current version, to carry the keys of it
-        its model does not declare from (None when the model keeps or refuses such keys
-        itself at every depth, or the state cannot be cast)."""
+    def _carry(
+        self, agent_id: str, state: M, document: dict[str, Any]
+    ) -> Callable[[Any, int | None], Mapping[str, Any]]:
+        """What the save writes on a stored state (:data:`~statekeeper.store.writes.
+        SAVE_CARRY`): ``document`` with the keys of it the model does not declare put
+        back, at any depth — on the state the write is made on, read by the save itself
+        (a cache hit, or the read the write makes anyway: no read of its own)."""
         schema = self.schema
-        if not schema.adapter.carries:
-            return None
-        snap = await self.store.get(agent_id)
-        if snap is None:
-            return None
-        try:
-            return schema.convert(snap.data, snap.schema_version, agent_id=agent_id)
-        except SchemaError:
-            return None  # (not loadable: the save replaces it, as an untyped one would)
+        entry = self._known.get(id(state))
+        known = entry[1] if entry is not None and entry[0]() is state else None
+
+        def carry(stored: Any, version: int | None) -> Mapping[str, Any]:
+            try:
+                cast = schema.convert(stored, version or schema.version, agent_id=agent_id)
+            except SchemaError:
+                return document  # (not loadable: replaced, as an untyped save would)
+            return schema.adapter.keep(state, document, cast, agent_id, known)
+
+        return carry
 
     async def create(
         self,

@@ -196,8 +196,8 @@ class Carrier:
         if new is old or old is None or old is _MISSING:
             return new
         tnew = type(new)
-        if tnew is not type(old) or tnew not in (dict, list):
-            return new
+        if tnew is not type(old) or tnew not in (dict, list) or new == old:
+            return new  # (equal: no key to put back below; one C-level comparison)
         shape: _Shape | None = None
         if value is not _MISSING and value is not None:
             shape = _model_shape(value, new) if tnew is dict else None
@@ -226,7 +226,8 @@ class Carrier:
                 if key not in new and key not in declared and (path or key != MODEL_KEY):
                     if out is None:
                         out = dict(new)
-                    out[key] = item
+                    # a copy: the stored document may be the store's own (cached)
+                    out[key] = item if type(item) in _SCALARS else _copy(item)
         for key, (ftp, fvalue) in shape.fields.items():
             if key in new and key in old:
                 sub = new[key]
@@ -413,6 +414,15 @@ def known_items(tp: Any, value: Any, plain: Any, stored: Any) -> Known:
 
 
 _ATOMS = (str, int, float, bool, type(None))
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy(value: Any) -> Any:
+    from .registry import copy_document
+
+    return copy_document(value)
 
 
 def _items(value: Any, n: int) -> list[Any]:

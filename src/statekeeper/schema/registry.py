@@ -27,7 +27,6 @@ from ..errors import (
     StoredStateInvalid,
     UpcasterFailed,
 )
-from .carry import Known
 from .models import MODEL_KEY, ModelAdapter, field_errors
 
 __all__ = [
@@ -199,7 +198,7 @@ class ModelSchema(Generic[M]):
     ) -> tuple[M, dict[str, Any]]:
         """:meth:`load`, and the document cast to the current version that it was
         validated from: a typed write of the state carries the keys of it that the
-        model does not declare (:meth:`dump_keeping`)."""
+        model does not declare (:meth:`ModelAdapter.keep`)."""
         current = self.convert(doc, version, agent_id=agent_id or None, seq=seq)
         try:
             state = self.adapter.validate(current)
@@ -220,22 +219,6 @@ class ModelSchema(Generic[M]):
         ``baseline``: a document validated before, see :meth:`ModelAdapter.dump`."""
         doc = self.adapter.dump(value, agent_id, baseline=baseline)
         return {MODEL_KEY: self.name, **doc}
-
-    def dump_keeping(
-        self,
-        value: M,
-        stored: Mapping[str, Any] | None,
-        agent_id: str | None = None,
-        *,
-        baseline: Mapping[str, Any] | None = None,
-        known: Known | None = None,
-    ) -> dict[str, Any]:
-        """:meth:`dump`, with the keys of the ``stored`` document (at the current
-        version, from :meth:`load_keeping`) that the model does not declare carried
-        through unchanged, at any depth (:meth:`ModelAdapter.keep`; ``known``: the
-        state's list items holding such keys, by identity, :meth:`ModelAdapter.known`)."""
-        doc = self.dump(value, agent_id, baseline=baseline)
-        return self.adapter.keep(value, doc, stored, agent_id, known)
 
     def state_name(self, name: str | None, version: int) -> str | None:
         """A machine state recorded under ``version`` as it is called now."""
