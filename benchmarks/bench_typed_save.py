@@ -19,8 +19,12 @@ was written by the store). Reported: wall and process-CPU microseconds per save
 (median of rounds), and per round the ratio to ``plain``, its spread min-max over
 rounds.
 
+``--agent-appends`` measures instead the CPU of a ``TypedAgent`` save that appends one
+message to a 1,000-message ``Conversation`` (best of ``--rounds`` x 100 saves): run it
+once per tree compared, ``PYTHONPATH=<tree>/src``.
+
 Usage: ``.venv/bin/python benchmarks/bench_typed_save.py [--agents 200] [--rounds 5]
-[--postgres postgresql://postgres@127.0.0.1:5432/test]``
+[--postgres postgresql://postgres@127.0.0.1:5432/test] [--agent-appends]``
 """
 
 from __future__ import annotations
@@ -132,12 +136,42 @@ async def measure(url: str, agents: int, rounds: int) -> dict[str, Any]:
     }
 
 
+async def agent_appends(messages: int, saves: int, rounds: int) -> float:
+    """CPU microseconds per save of a TypedAgent whose Conversation grows by one message
+    a save, from ``messages`` messages (the best of ``rounds``)."""
+    from statekeeper.schema.structures import Conversation, Message
+
+    schema = SchemaRegistry().register(Conversation, name="conversation", version=1)
+    best = float("inf")
+    async with StateStore("memory://") as store:
+        first = Conversation(messages=[Message(role="user", content="hello " * 20)] * messages)
+        agent = await store.agent("c", model=schema, initial_state=first)
+        await agent.save()
+        for _ in range(rounds):
+            started = time.process_time()
+            for _ in range(saves):
+                agent.state.messages.append(Message(role="user", content="one more"))
+                await agent.save()
+            best = min(best, (time.process_time() - started) / saves)
+    return best * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--postgres", metavar="DSN", default=None)
+    parser.add_argument(
+        "--agent-appends",
+        action="store_true",
+        help="only: CPU per save of a TypedAgent appending to a 1,000-message Conversation"
+        " (run it with PYTHONPATH=<tree>/src for each tree compared)",
+    )
     args = parser.parse_args()
+    if args.agent_appends:
+        us = asyncio.run(agent_appends(1000, 100, args.rounds))
+        print(f"{_common.source_state()}: {us:.0f} us CPU per TypedAgent append-save")
+        return
     load_before = os.getloadavg()[0]
     results: dict[str, dict[str, Any]] = {}
     results["memory"] = asyncio.run(measure("memory://", args.agents, args.rounds))

@@ -33,6 +33,7 @@ from ..store.observing import refused
 from ..store.writes import SAVE_CARRY
 from .carry import Known
 from .expiry import apply_ttl, expiring, is_expired
+from .models import MODEL_KEY
 from .registry import ModelSchema, SchemaRegistry, schema_of
 
 if TYPE_CHECKING:
@@ -75,10 +76,6 @@ class TypedAgent(DurableAgent, Generic[M]):
         state, stored = schema.load_keeping(
             snapshot.data, version, agent_id=snapshot.agent_id, seq=snapshot.seq
         )
-        #: the stored document (at the current version): the keys of it the model does
-        #: not declare, at any depth, every write stores back unchanged (statekeeper
-        #: never deletes a field the code could not see; see .carry)
-        self._stored: dict[str, Any] | None = stored if schema.adapter.carries else None
         fsm = schema.state_name(snapshot.fsm_state, version)
         if fsm != snapshot.fsm_state:  # a state renamed since it was recorded
             snapshot = dataclasses.replace(snapshot, fsm_state=fsm)
@@ -88,6 +85,14 @@ class TypedAgent(DurableAgent, Generic[M]):
         # against (a state upcast on load is not a change of the user's)
         self._baseline = schema.dump(state, snapshot.agent_id)
         self._plain = self._baseline  # (the model's document as last made by a write)
+        #: the stored document (at the current version) when it holds keys the model
+        #: does not declare, at any depth: every write stores them back unchanged
+        #: (statekeeper never deletes a field the code could not see; see .carry).
+        #: None when it holds none: the writes then carry nothing (a key another
+        #: writer adds makes this agent's next write conflict, and reload)
+        self._stored: dict[str, Any] | None = None
+        if schema.adapter.carries and {MODEL_KEY: schema.name, **stored} != self._baseline:
+            self._stored = stored
         #: the state's list items that hold undeclared keys, by identity (see .carry)
         self._known = schema.adapter.known(state, self._baseline, self._stored)
         #: the schema version of the stored state this agent was loaded from
@@ -119,9 +124,10 @@ class TypedAgent(DurableAgent, Generic[M]):
             # the baseline is the model's own document; the stored one, with the
             # undeclared keys carried, is what the next write carries them from
             self._baseline = self._plain
-            if self._stored is not None:
-                self._stored = stored = self._committed
-                self._known = self.schema.adapter.known(self._state, self._plain, stored)
+            if self._stored is not None:  # (still holding keys to carry?)
+                stored = self._committed
+                self._stored = stored if stored != self._plain else None
+                self._known = self.schema.adapter.known(self._state, self._plain, self._stored)
             if self._expiring:  # the engine's TTL follows the state's expiry
                 await apply_ttl(self.store, self.agent_id, self._state)
         return result
