@@ -58,6 +58,13 @@ def test_migrate_and_schema_status_in_a_namespace_touch_only_its_agents(tmp_path
     )
     assert back.returncode == 0, back.stderr
     assert set(_versions(url).values()) == {1}
+    again = _cli("--namespace", "acme", "--db", url, "migrate", *app, "--journal", journal)
+    assert again.returncode == 0, again.stderr
+    final = _cli(
+        "--namespace", "acme", "--db", url, "migrate", *app, "--journal", journal, "--finalize"
+    )
+    assert final.returncode == 0, final.stderr
+    assert _versions(url) == {"acme/a-1": 2, "acme/eu/a-2": 2, "globex/g-1": 1, "loose": 1}
 
 
 def test_a_namespaced_migration_as_a_principal_needs_admin_on_that_namespace(
