@@ -64,6 +64,7 @@ __all__ = [
     "ProgressOfAnotherRun",
     "ProjectionError",
     "ProjectionFailed",
+    "ProjectionNeedsHistory",
     "ReadOnlyStore",
     "RestoredPartWay",
     "RetentionPolicyError",
@@ -83,6 +84,7 @@ __all__ = [
     "StoreLost",
     "StoredStateInvalid",
     "TransitionInProgress",
+    "UndeclaredKeysDropped",
     "UnknownEvent",
     "UnknownProjection",
     "UnknownState",
@@ -162,6 +164,30 @@ class UnsavedChangesWarning(StatekeeperWarning):
         super().__init__(
             f"store closed with unsaved changes to the data of agent(s) {shown}{more}: "
             "they were not written (call agent.save(), or agent.refresh() to drop them)"
+        )
+
+
+class UndeclaredKeysDropped(StatekeeperWarning):
+    """A typed write could not carry the undeclared keys of some stored items of a
+    list (``paths``) of agent ``agent_id`` (model ``model``): the write changed items
+    there *and* inserted or removed others, so which new item is which stored one is
+    not known (see :mod:`statekeeper.schema.carry`). The write went through; those
+    items' undeclared keys (never shown: they may be secrets) are not in it. Write the
+    edits and the inserts/removals in two saves to keep them."""
+
+    def __init__(
+        self, agent_id: str | None, model: str = "", paths: list[str] | None = None
+    ) -> None:
+        self.agent_id = agent_id
+        self.model = model
+        self.paths = list(paths or [])
+        shown = ", ".join(self.paths[:5]) + (" ..." if len(self.paths) > 5 else "")
+        who = f"agent {agent_id!r}" if agent_id else "a typed write"
+        super().__init__(
+            f"{who}: keys that model {model} does not declare were dropped from stored"
+            f" items of {shown}: the write edited items there and also inserted, removed or"
+            " moved others, so they could not be matched (save the edits and the other"
+            " changes separately to keep them)"
         )
 
 
@@ -1284,6 +1310,35 @@ class UnknownProjection(ProjectionError, ConfigurationError):
         self.name = name
         self.known = known
         super().__init__(f"no projection named {name!r} (registered: {', '.join(known) or 'none'})")
+
+
+class ProjectionNeedsHistory(ProjectionError, FeedPositionCompacted):
+    """Projection ``name`` cannot be rebuilt: the change feed was trimmed through
+    position ``floor`` (of ``shard``, on a sharded store) by retention or
+    ``trim_feed``, and the projection is made from events — counts, sums, moves —
+    that the agents' current states do not hold (it does not implement
+    :meth:`statekeeper.feed.Projection.seed`), so it cannot start from them either.
+    Nothing was changed: its read model and position are as they were. The message
+    says what can be done instead."""
+
+    def __init__(self, name: str, floor: int, *, shard: int | None = None) -> None:
+        self.name = name
+        self.position = 0
+        self.floor = floor
+        self.shard = shard
+        where = "" if shard is None else f" of shard {shard}"
+        StatekeeperError.__init__(
+            self,
+            f"projection {name!r} cannot be rebuilt: the change feed was trimmed through "
+            f"position {floor}{where} (retention or trim_feed), and {name!r} counts events"
+            " that are gone and that the agents' current states do not hold. Instead:"
+            f" keep its read model as it is (`statekeeper projections run {name}` goes on"
+            " from its position); or rebuild it from the events still in the feed only"
+            f" (`statekeeper projections rebuild {name} --since-floor`, "
+            f"runner.rebuild({name!r}, since_floor=True): it then counts from position"
+            f" {floor} on); or restore a backup taken before the trim into another store"
+            " and rebuild it there",
+        )
 
 
 class ProjectionFailed(ProjectionError):

@@ -147,7 +147,7 @@ def test_backup_and_restore_in_a_namespace(db: Path, keys: Path, tmp_path: Path)
 REFUSED = [
     ["init", "sqlite:///{tmp}/new.db"],
     ["repair"],
-    ["migrate", "--app", "nowhere:app", "--model", "m"],
+    ["schema", "show", "--app", "nowhere:app"],
     ["audit", "verify"],
     ["keys", "status"],
     ["rekey"],

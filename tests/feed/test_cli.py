@@ -74,8 +74,13 @@ def test_rebuild_of_a_trimmed_feed_is_refused_with_the_way_out(tmp_path: Path) -
     asyncio.run(trim())
     run = sk("projections", "rebuild", "transitions", "--db", str(db))
     assert run.returncode == 2
-    assert run.stderr.count("\n") == 1 and "compacted away" in run.stderr
-    assert "rebuild the read model from a snapshot" in run.stderr
+    assert run.stderr.count("\n") == 1 and "trimmed through position 2" in run.stderr
+    assert "--since-floor" in run.stderr and "backup" in run.stderr
+    floor = sk("projections", "rebuild", "transitions", "--db", str(db), "--since-floor")
+    assert floor.returncode == 0, floor.stderr
+    seeded = sk("projections", "rebuild", "agent_states", "--db", str(db), "--json")
+    assert seeded.returncode == 0, seeded.stderr
+    assert json.loads(seeded.stdout)["seeded_agents"] > 0
     unknown = sk("projections", "rebuild", "nope", "--db", str(db))
     assert unknown.returncode == 2 and "no projection named 'nope'" in unknown.stderr
 
@@ -87,7 +92,11 @@ def test_rebuild_prints_what_it_applied(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     rebuilt = sk("projections", "rebuild", "transitions", "--db", str(db), "--json")
     assert rebuilt.returncode == 0, rebuilt.stderr
-    assert json.loads(rebuilt.stdout) == {"projection": "transitions", "applied": 3}
+    assert json.loads(rebuilt.stdout) == {
+        "projection": "transitions",
+        "applied": 3,
+        "seeded_agents": 0,  # (from the feed alone)
+    }
     with sqlite3.connect(tmp_path / "s.projections.db") as rm:
         assert sorted(rm.execute("SELECT * FROM transitions").fetchall()) == [
             ("s0", "s1", 1),

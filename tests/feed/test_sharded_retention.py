@@ -61,7 +61,11 @@ async def test_trimming_what_every_projection_applied_keeps_them_running(
         rows = await runner.query("SELECT count(*) FROM agent_states")
         assert rows == [(12,)]
         with pytest.raises(FeedPositionCompacted):
-            await runner.rebuild("agent_states")  # the feed's start is gone: says so
+            await runner.rebuild("transitions")  # the feed's start is gone: says so
+        before = await runner.query("SELECT * FROM agent_states ORDER BY agent_id")
+        await runner.rebuild("agent_states")  # from the agents' states, every shard
+        assert runner.seeded == 12
+        assert await runner.query("SELECT * FROM agent_states ORDER BY agent_id") == before
         status = {s.name: s for s in await runner.status()}
         assert status["agent_states"].state == "live" and status["agent_states"].behind == 0
 

@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STATEKEEPER_")}
-    env.update({"COLUMNS": "120", "NO_COLOR": "1", "TERM": "dumb", "PYTHONPATH": str(ROOT)})
+    # this checkout's statekeeper (src/), not whichever one the environment installed
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+    env.update({"COLUMNS": "120", "NO_COLOR": "1", "TERM": "dumb", "PYTHONPATH": path})
     return env
 
 

@@ -5,7 +5,7 @@ The global option (or ``$STATEKEEPER_NAMESPACE``) opens every store of a command
 view in that namespace (``StateStore(url, namespace=NS)``: agent ids are relative
 to it, listings, feeds, exports, backups and retention see only it). A command that
 works below the store's public calls (straight on the engine: the inspector, the
-audit log, key rotation, migrations, repair...) cannot be limited to one namespace;
+audit log, key rotation, repair...) cannot be limited to one namespace;
 rather than ignore the option, it is refused before anything is opened, with
 :class:`~statekeeper.errors.NamespaceUnsupported` saying why.
 
@@ -62,10 +62,10 @@ COMMANDS: dict[str, str | None] = {
     "retention": None,
     "retention apply": None,
     "repair": f"{_WHOLE}: it rewrites snapshots on the engine directly",
-    "migrate": f"{_WHOLE}: it rewrites records on the engine directly, store-wide",
-    "schema": "the models of an application are the same in every namespace",
+    "migrate": None,
+    "schema": None,
     "schema show": "it lists an application's models and opens no store",
-    "schema status": f"{_WHOLE}: it counts stored schema versions on the engine directly",
+    "schema status": None,
     "audit": None,
     "audit verify": "the audit log is one hash chain for the whole store: verifying it"
     " reads every namespace's entries (run it without --namespace, as a store admin;"

@@ -128,6 +128,7 @@ def _status_rows(rows: list[ProjectionStatus], json_out: bool) -> None:
         state = {
             "failed": "[red]failed[/]",
             "rebuilding": "[yellow]rebuilding[/]",
+            "seeding": "[yellow]seeding[/]",
             "new": "[dim]never run[/]",
         }.get(s.state, "[green]live[/]")
         error = f"at position {s.error_position}: {escape(s.error)}" if s.error is not None else "-"
@@ -176,16 +177,35 @@ def projections_rebuild(
     db: DbOption = None,
     read_model: ReadModelOption = None,
     key_file: KeyFileOption = None,
+    from_states: Annotated[
+        bool,
+        typer.Option(
+            "--from-states",
+            help="Start from every agent's current state, then the feed from its floor "
+            "(what a rebuild does by itself once retention trimmed the feed).",
+        ),
+    ] = False,
+    since_floor: Annotated[
+        bool,
+        typer.Option(
+            "--since-floor",
+            help="Replay only the events still in the feed (a projection that counts "
+            "events, once retention trimmed the feed: it then counts from the floor on).",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Empty a projection's read model and replay the feed into it from position 0.
-    Resumable: run it again after an interruption and it goes on where it stopped."""
+    Resumable: run it again after an interruption and it goes on where it stopped.
+    Once retention trimmed the feed, a projection that can (agent_states,
+    agent_activity) is rebuilt from the agents' current states and the rest of the
+    feed; one that counts events (tool_calls, transitions) is refused with what to do."""
     from ..feed import ProjectionRunner
     from .progress import bar
 
     url = resolve_url(ctx, db)
 
-    async def go() -> int:
+    async def go() -> tuple[int, int]:
         async with open_store(url, key_file=key_file) as store:
             await _store_admin(store)
             path = read_model_path(url, read_model)
@@ -201,15 +221,19 @@ def projections_rebuild(
                         progress.advance(task, max(0, min(position, head) - done))
                         done = max(done, min(position, head))
 
-                    return await runner.rebuild(name, progress=moved)
+                    applied = await runner.rebuild(
+                        name, progress=moved, from_states=from_states, since_floor=since_floor
+                    )
+                    return applied, runner.seeded
 
-    applied = run(go())
+    applied, seeded = run(go())
     if json_out:
         from . import render
 
-        render.print_json({"projection": name, "applied": applied})
+        render.print_json({"projection": name, "applied": applied, "seeded_agents": seeded})
     else:
-        out_console().print(f"rebuilt {escape(name)}: {applied} events applied")
+        start = f" from the current states of {seeded} agent(s) and" if seeded else ""
+        out_console().print(f"rebuilt {escape(name)}:{start} {applied} events applied")
 
 
 @projections_app.command("run")

@@ -100,10 +100,13 @@ async def _opened(url: str, key_file: Path | None, *, write: bool) -> AsyncItera
         async with open_store(url, key_file=key_file, readonly=True) as store:
             yield store
         return
-    from .stores import governance_options
+    from .stores import governance_options, namespace_options
 
     keyring = env_keyring(key_file)
-    governance = governance_options(keyring)  # --as: checked (admin on **) and audited
+    # --as: checked (admin on the namespace, ** without one) and audited; --namespace:
+    # the agents of that namespace only, as through the API
+    governance = governance_options(keyring)
+    governance.update(namespace_options())
     backend = await check_store(url)
     await backend.close()
     store = StateStore(open_backend(url), keyring=keyring, durability="group", **governance)
@@ -250,8 +253,11 @@ def migrate(
     registry = load_registry(app_spec)
     schema = pick(registry, model)
     url = resolve_url(ctx, db)
-    if journal is None:
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in schema.name)
+    if journal is None:  # (one per namespace: a run in one never resumes another's)
+        from .namespacing import current_namespace
+
+        name = schema.name + (f"-{current_namespace()}" if current_namespace() else "")
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         journal = Path(f"statekeeper-migrate-{safe}.json")
 
     label = "rollback" if do_rollback else "dry run" if dry_run else "migrate"

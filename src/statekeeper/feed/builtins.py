@@ -11,6 +11,11 @@
   ``N_ij`` of the seed's transition matrix ``P_ij = N_ij / N_i`` — counted exactly as
   :func:`statekeeper.observability.analysis.moves` counts them (every event that sets
   a state, after the agent's previous state).
+
+``agent_states`` and ``agent_activity`` can be rebuilt from the agents' current states
+(:meth:`Projection.seed`) after retention trimmed the feed; ``tool_calls`` and
+``transitions`` count events, which the states do not keep: their rebuild then raises
+:class:`~statekeeper.errors.ProjectionNeedsHistory`.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import sqlite3
 from typing import Any, ClassVar
 
 from ..namespaces import namespace_of
-from ..records import FeedEvent
+from ..records import FeedEvent, Snapshot
 from .projection import Projection
 
 __all__ = [
@@ -71,6 +76,15 @@ class AgentStates(Projection):
                 (e.agent_id, e.fsm_state, e.seq, e.timestamp),
             )
 
+    def seed(self, db: sqlite3.Connection, state: Snapshot) -> None:
+        fsm = state.fsm_state
+        db.execute(
+            "INSERT INTO agent_states (agent_id, state, seq, entered_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (agent_id) DO UPDATE SET state = excluded.state,"
+            " seq = excluded.seq, entered_at = excluded.entered_at",
+            (state.agent_id, fsm, state.seq, state.state_entered_at if fsm is not None else None),
+        )
+
 
 class AgentActivity(Projection):
     """``agent_activity(agent_id, namespace, first_activity, last_activity, last_seq,
@@ -112,6 +126,24 @@ class AgentActivity(Projection):
             " last_activity = max(last_activity, excluded.last_activity),"
             " last_seq = excluded.last_seq, events = events + 1",
             (e.agent_id, namespace_of(e.agent_id), e.timestamp, e.timestamp, e.seq),
+        )
+
+    def seed(self, db: sqlite3.Connection, state: Snapshot) -> None:
+        # every event up to seq: its first at the stream's creation, its last at the
+        # state's last update, seq events in all
+        db.execute(
+            "INSERT INTO agent_activity VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (agent_id) DO UPDATE SET first_activity = excluded.first_activity,"
+            " last_activity = excluded.last_activity, last_seq = excluded.last_seq,"
+            " events = excluded.events",
+            (
+                state.agent_id,
+                namespace_of(state.agent_id),
+                state.created_at,
+                state.updated_at,
+                state.seq,
+                state.seq,
+            ),
         )
 
 

@@ -17,7 +17,7 @@ import sqlite3
 from typing import ClassVar
 
 from ..errors import InvalidArgument
-from ..records import FeedEvent
+from ..records import FeedEvent, Snapshot
 
 __all__ = ["Projection", "check_projection_name"]
 
@@ -68,6 +68,21 @@ class Projection(abc.ABC):
     @abc.abstractmethod
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
         """Apply one event to the read model, through ``db`` only."""
+
+    def seed(self, db: sqlite3.Connection, state: Snapshot) -> None:
+        """Optional: put into the read model, through ``db``, what it holds for the
+        agent ``state.agent_id`` once every event up to ``state.seq`` was applied —
+        from its current state alone. A projection that implements it can be rebuilt
+        after the feed was trimmed (retention): from every agent's current state, then
+        the feed from its floor on, each agent's events past its state only
+        (:meth:`~statekeeper.feed.ProjectionRunner.rebuild`). One that counts or sums
+        events (what the states do not keep) cannot, and does not implement it."""
+        raise NotImplementedError
+
+    @classmethod
+    def seeds(cls) -> bool:
+        """Whether the projection implements :meth:`seed`."""
+        return cls.seed is not Projection.seed
 
     def reset(self, db: sqlite3.Connection) -> None:
         """Empty the read model (before a rebuild from position 0)."""

@@ -23,7 +23,10 @@ made before it (``ALTER TABLE ... ADD COLUMN``, NULL: a plain store never sets i
 
 A rebuild empties the projection's tables and replays the feed from position 0 up to
 the head it finds; it commits as it goes, so an interrupted rebuild resumes where it
-stopped (state ``rebuilding``) instead of starting over.
+stopped (state ``rebuilding``) instead of starting over. On a feed that retention
+trimmed, a projection that can start from the agents' current states is rebuilt from
+them and the rest of the feed (:mod:`.seeding`, state ``seeding`` first); one that
+cannot raises :class:`~statekeeper.errors.ProjectionNeedsHistory`.
 """
 
 from __future__ import annotations
@@ -39,9 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     ConfigurationError,
-    FeedPositionCompacted,
     InvalidArgument,
+    ProjectionError,
     ProjectionFailed,
+    ProjectionNeedsHistory,
     UnknownProjection,
 )
 from ..records import FeedEvent
@@ -49,6 +53,7 @@ from ..store.feed import feed_shards, store_feed_bounds
 from ..store.feed_cursor import FeedCursor, as_cursor
 from .builtins import BUILTINS
 from .projection import Projection, check_projection_name
+from .seeding import SEEDS, has_seeds, seed_all, seeded_seq
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -84,7 +89,8 @@ class ProjectionStatus:
     #: the store's feed head when the status was taken
     head: int
     #: ``live`` (following), ``rebuilding`` (a rebuild that has not finished: run
-    #: ``rebuild`` again to resume it), ``failed`` (see ``error``) or ``new`` (no
+    #: ``rebuild`` again to resume it), ``seeding`` (the same, of a rebuild from the
+    #: agents' states, still reading them), ``failed`` (see ``error``) or ``new`` (no
     #: read-model database yet: never run)
     state: str
     #: events applied since the projection was created or last rebuilt
@@ -139,6 +145,8 @@ class ProjectionRunner:
         self.batch_size = batch_size
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        #: agents the last :meth:`rebuild` seeded from their states (0: from the feed)
+        self.seeded = 0
 
     # -- the database --------------------------------------------------------------
 
@@ -157,6 +165,7 @@ class ProjectionRunner:
             db.execute("PRAGMA busy_timeout = 30000")
             db.execute("BEGIN IMMEDIATE")
             db.execute(_TRACKING)
+            db.execute(SEEDS)
             columns = {row[1] for row in db.execute("PRAGMA table_info(sk_projections)")}
             if "cursor" not in columns:  # a database made before sharded feeds
                 db.execute("ALTER TABLE sk_projections ADD COLUMN cursor TEXT")
@@ -249,8 +258,11 @@ class ProjectionRunner:
         projection: Projection,
         events: Sequence[FeedEvent],
         through: FeedCursor,
+        seeded: bool = False,
     ) -> int:
-        """One transaction: the events past the stored cursor, then the cursor."""
+        """One transaction: the events past the stored cursor, then the cursor.
+        ``seeded``: a rebuild from the agents' states, whose seeded events are skipped
+        (:mod:`.seeding`)."""
         name = projection.name
         shards = through.shards
         db.execute("BEGIN IMMEDIATE")
@@ -263,6 +275,8 @@ class ProjectionRunner:
             for change in events:
                 if stored.covers(change.shard, change.position):
                     continue  # applied by an earlier commit: exactly once
+                if seeded and change.seq <= seeded_seq(db, name, change.agent_id):
+                    continue  # in the state the agent was seeded from
                 try:
                     projection.apply(db, change)
                 except Exception as exc:
@@ -308,7 +322,13 @@ class ProjectionRunner:
     async def _follow(
         self, projection: Projection, *, stop_at_head: bool, progress: Progress | None = None
     ) -> int:
-        position, _, _ = await self._position(projection.name)
+        position, state, _ = await self._position(projection.name)
+        if state == "seeding":
+            raise ProjectionError(
+                f"projection {projection.name!r} is being rebuilt from the agents' states"
+                f" (the rebuild was interrupted): run `rebuild {projection.name}` to finish it"
+            )
+        seeded = await self._in_db(has_seeds, projection.name)  # (kept while failed too)
         sub = self.store.subscribe(
             position,
             event_types=projection.event_types,
@@ -321,13 +341,13 @@ class ProjectionRunner:
             batch = await sub.next_batch(self.batch_size)
             if not batch:
                 break
-            total += await self._in_db(self._apply_sync, projection, batch, sub.cursor)
+            total += await self._in_db(self._apply_sync, projection, batch, sub.cursor, seeded)
             if progress is not None:
                 done = sub.cursor.total
                 progress(done, max(target, done))
         if sub.cursor != position:
             # events of other types passed over at the end: the position moves past them
-            await self._in_db(self._apply_sync, projection, [], sub.cursor)
+            await self._in_db(self._apply_sync, projection, [], sub.cursor, seeded)
         if progress is not None:
             done = max(target, sub.cursor.total)
             progress(done, done)
@@ -368,31 +388,69 @@ class ProjectionRunner:
         await asyncio.gather(*(one(p) for p in chosen))
         return failures
 
-    async def rebuild(self, name: str, *, progress: Progress | None = None) -> int:
+    async def rebuild(
+        self,
+        name: str,
+        *,
+        progress: Progress | None = None,
+        from_states: bool = False,
+        since_floor: bool = False,
+    ) -> int:
         """Empty projection ``name`` and apply the feed from position 0 up to the head;
         resumes an interrupted rebuild. Returns how many events it applied (this run).
 
-        Raises :class:`~statekeeper.errors.FeedPositionCompacted` when the feed was
-        trimmed (its start is gone: a rebuild from the feed is impossible).
+        When the feed was trimmed (retention), its start is gone: a projection that
+        implements :meth:`Projection.seed` is rebuilt from every agent's current state
+        and then the feed from its floor (:mod:`.seeding`; ``from_states=True`` does
+        that on an untrimmed feed too; :attr:`seeded` says how many agents); one that
+        does not raises :class:`~statekeeper.errors.ProjectionNeedsHistory` (a
+        :class:`~statekeeper.errors.FeedPositionCompacted`) and changes nothing.
+        ``since_floor=True`` rebuilds it from the events still in the feed alone.
         """
         projection = self.get(name)
+        if from_states and since_floor:
+            raise InvalidArgument("since_floor", "give from_states or since_floor, not both")
+        if from_states and not projection.seeds():
+            raise InvalidArgument(
+                "from_states",
+                f"projection {name!r} cannot start from the agents' states (it does not"
+                " implement Projection.seed)",
+            )
+        self.seeded = 0
         _, state, _ = await self._position(name)
-        if state != "rebuilding":
+        if state not in ("rebuilding", "seeding"):
             bounds = await store_feed_bounds(self.store)
-            for shard, (floor, _) in enumerate(bounds):
-                if floor > 0:
-                    raise FeedPositionCompacted(0, floor, shard=shard if len(bounds) > 1 else None)
+            floors = FeedCursor(tuple(floor for floor, _ in bounds))
             head = sum(h for _, h in bounds)
+            trimmed = [(shard, floor) for shard, (floor, _) in enumerate(bounds) if floor > 0]
+            start, state = FeedCursor.start(len(bounds)), "rebuilding"
+            if since_floor:
+                start = floors
+            elif trimmed or from_states:
+                if not projection.seeds():
+                    shard, floor = trimmed[0]
+                    raise ProjectionNeedsHistory(
+                        name, floor, shard=shard if len(bounds) > 1 else None
+                    )
+                start, state = floors, "seeding"
 
             def reset(db: sqlite3.Connection) -> None:
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     projection.reset(db)
+                    db.execute("DELETE FROM sk_projection_seeds WHERE name = ?", (name,))
                     db.execute(
-                        "UPDATE sk_projections SET position = 0, cursor = NULL, applied = 0,"
-                        " state = 'rebuilding', rebuild_target = ?, error = NULL,"
+                        "UPDATE sk_projections SET position = ?, cursor = ?, applied = 0,"
+                        " state = ?, rebuild_target = ?, error = NULL,"
                         " error_position = NULL, updated_at = ? WHERE name = ?",
-                        (head, time.time(), name),
+                        (
+                            start.total,
+                            None if start.shards == 1 else str(start),
+                            state,
+                            head,
+                            time.time(),
+                            name,
+                        ),
                     )
                     db.execute("COMMIT")
                 except BaseException:
@@ -400,11 +458,18 @@ class ProjectionRunner:
                     raise
 
             await self._in_db(reset)
+        if state == "seeding":
+            self.seeded = await seed_all(self, projection)
         applied = await self._follow(projection, stop_at_head=True, progress=progress)
-        await self._in_db(
-            lambda db: db.execute(
+
+        def done(db: sqlite3.Connection) -> None:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(
                 "UPDATE sk_projections SET state = 'live', rebuild_target = NULL WHERE name = ?",
                 (name,),
             )
-        )
+            db.execute("DELETE FROM sk_projection_seeds WHERE name = ?", (name,))
+            db.execute("COMMIT")
+
+        await self._in_db(done)
         return int(applied)

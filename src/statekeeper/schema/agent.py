@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import patch
@@ -29,7 +30,10 @@ from ..errors import (
 from ..records import AppendResult, Event, Snapshot
 from ..store.agent import DurableAgent
 from ..store.observing import refused
+from ..store.writes import SAVE_CARRY
+from .carry import Known
 from .expiry import apply_ttl, expiring, is_expired
+from .models import MODEL_KEY
 from .registry import ModelSchema, SchemaRegistry, schema_of
 
 if TYPE_CHECKING:
@@ -69,12 +73,9 @@ class TypedAgent(DurableAgent, Generic[M]):
     def _adopt(self, snapshot: Snapshot) -> None:
         schema = self.schema
         version = snapshot.schema_version
-        state, kept = schema.load_keeping(
+        state, stored = schema.load_keeping(
             snapshot.data, version, agent_id=snapshot.agent_id, seq=snapshot.seq
         )
-        #: the stored keys the model does not declare: every write stores them back
-        #: unchanged (statekeeper never deletes a field the code could not see)
-        self._kept: dict[str, Any] = kept
         fsm = schema.state_name(snapshot.fsm_state, version)
         if fsm != snapshot.fsm_state:  # a state renamed since it was recorded
             snapshot = dataclasses.replace(snapshot, fsm_state=fsm)
@@ -83,6 +84,17 @@ class TypedAgent(DurableAgent, Generic[M]):
         # the state as loaded, in the current version: what "unsaved changes" compare
         # against (a state upcast on load is not a change of the user's)
         self._baseline = schema.dump(state, snapshot.agent_id)
+        self._plain = self._baseline  # (the model's document as last made by a write)
+        #: the stored document (at the current version) when it holds keys the model
+        #: does not declare, at any depth: every write stores them back unchanged
+        #: (statekeeper never deletes a field the code could not see; see .carry).
+        #: None when it holds none: the writes then carry nothing (a key another
+        #: writer adds makes this agent's next write conflict, and reload)
+        self._stored: dict[str, Any] | None = None
+        if schema.adapter.carries and {MODEL_KEY: schema.name, **stored} != self._baseline:
+            self._stored = stored
+        #: the state's list items that hold undeclared keys, by identity (see .carry)
+        self._known = schema.adapter.known(state, self._baseline, self._stored)
         #: the schema version of the stored state this agent was loaded from
         self.stored_version = version
 
@@ -109,20 +121,23 @@ class TypedAgent(DurableAgent, Generic[M]):
     async def _write(self, *args: Any, **kwargs: Any) -> AppendResult:
         result = await super()._write(*args, **kwargs)
         if not result.duplicate:  # (a duplicate refreshed: _adopt set the baseline)
-            committed = self._committed
-            if self._kept:  # (the baseline is the model's own document)
-                kept = self._kept
-                committed = {k: v for k, v in committed.items() if k not in kept}
-            self._baseline = committed
+            # the baseline is the model's own document; the stored one, with the
+            # undeclared keys carried, is what the next write carries them from
+            self._baseline = self._plain
+            if self._stored is not None:  # (still holding keys to carry?)
+                stored = self._committed
+                self._stored = stored if stored != self._plain else None
+                self._known = self.schema.adapter.known(self._state, self._plain, self._stored)
             if self._expiring:  # the engine's TTL follows the state's expiry
                 await apply_ttl(self.store, self.agent_id, self._state)
         return result
 
     def _document(self) -> dict[str, Any]:
         # validated against the last validated document: only what changed is checked
-        doc = self.schema.dump_keeping(
-            self._state, self._kept, self.agent_id, baseline=self._baseline
-        )
+        schema = self.schema
+        plain = schema.dump(self._state, self.agent_id, baseline=self._baseline)
+        self._plain = plain
+        doc = schema.adapter.keep(self._state, plain, self._stored, self.agent_id, self._known)
         self.data = doc
         return doc
 
@@ -248,11 +263,22 @@ class TypedStates(Generic[M]):
     ) -> None:
         self.store = store
         self.schema: ModelSchema[M] = schema_of(model, schemas)
+        #: per state this loaded: its list items holding undeclared keys, by identity,
+        #: so that a save of it matches each wherever it moved (see .carry)
+        #: (by id: a model need not be hashable; dropped when the state is collected)
+        self._known: dict[int, tuple[weakref.ref[Any], Known]] = {}
 
     def _typed(self, snap: Snapshot) -> TypedSnapshot[M]:
         schema = self.schema
         version = snap.schema_version
-        state = schema.load(snap.data, version, agent_id=snap.agent_id, seq=snap.seq)
+        state, cast = schema.load_keeping(snap.data, version, agent_id=snap.agent_id, seq=snap.seq)
+        adapter = schema.adapter
+        if adapter.carries:
+            known = adapter.known(state, adapter.dump_validated(state), cast)
+            if known:
+                key, table = id(state), self._known
+                with contextlib.suppress(TypeError):  # (a TypedDict: a dict, no weakref)
+                    table[key] = (weakref.ref(state, lambda _r: table.pop(key, None)), known)
         return TypedSnapshot(
             snap.agent_id,
             snap.seq,
@@ -288,13 +314,15 @@ class TypedStates(Generic[M]):
         return None if is_expired(state) else state
 
     def _dump(
-        self, state: M, agent_id: str, operation: str, *, kept: Mapping[str, Any] | None = None
+        self,
+        state: M,
+        agent_id: str,
+        operation: str,
     ) -> dict[str, Any]:
-        """``state`` validated and dumped (with the stored undeclared keys ``kept``); a
-        state that fails validation is observed as a refused ``operation`` (metrics,
-        spans) before its error is raised."""
+        """``state`` validated and dumped; a state that fails validation is observed
+        as a refused ``operation`` (metrics, spans) before its error is raised."""
         try:
-            document: dict[str, Any] = self.schema.dump_keeping(state, kept or {}, agent_id)
+            document: dict[str, Any] = self.schema.dump(state, agent_id)
         except StatekeeperError as exc:
             refused(self.store, operation, agent_id, exc)
             raise
@@ -314,34 +342,46 @@ class TypedStates(Generic[M]):
         """Validate ``state`` and make it the agent's state at the current schema
         version (only the difference is written). The stored keys the model does not
         declare are kept as they are. See :meth:`StateStore.save`."""
-        document = self._dump(state, agent_id, "save", kept=await self._kept(agent_id))
-        result = await self.store.save(
-            agent_id,
-            document,
-            fsm_state=fsm_state,
-            expected_seq=expected_seq,
-            idempotency_key=idempotency_key,
-            actor=actor,
-            schema_version=self.schema.version,
-            lease=lease,
-        )
+        document = self._dump(state, agent_id, "save")
+        token = None
+        if self.schema.adapter.carries:  # carried onto the record the save is made on
+            token = SAVE_CARRY.set(self._carry(agent_id, state, document))
+        try:
+            result = await self.store.save(
+                agent_id,
+                document,
+                fsm_state=fsm_state,
+                expected_seq=expected_seq,
+                idempotency_key=idempotency_key,
+                actor=actor,
+                schema_version=self.schema.version,
+                lease=lease,
+            )
+        finally:
+            if token is not None:
+                SAVE_CARRY.reset(token)
         await apply_ttl(self.store, agent_id, state)
         return result
 
-    async def _kept(self, agent_id: str) -> dict[str, Any]:
-        """The keys of the agent's stored state its model does not declare (none when
-        the model keeps or refuses such keys itself, or the state cannot be cast)."""
+    def _carry(
+        self, agent_id: str, state: M, document: dict[str, Any]
+    ) -> Callable[[Any, int | None], Mapping[str, Any]]:
+        """What the save writes on a stored state (:data:`~statekeeper.store.writes.
+        SAVE_CARRY`): ``document`` with the keys of it the model does not declare put
+        back, at any depth — on the state the write is made on, read by the save itself
+        (a cache hit, or the read the write makes anyway: no read of its own)."""
         schema = self.schema
-        if schema.adapter.declared is None:
-            return {}
-        snap = await self.store.get(agent_id)
-        if snap is None:
-            return {}
-        try:
-            doc = schema.convert(snap.data, snap.schema_version, agent_id=agent_id)
-        except SchemaError:
-            return {}  # (not loadable: the save replaces it, as an untyped one would)
-        return schema.adapter.undeclared(doc)
+        entry = self._known.get(id(state))
+        known = entry[1] if entry is not None and entry[0]() is state else None
+
+        def carry(stored: Any, version: int | None) -> Mapping[str, Any]:
+            try:
+                cast = schema.convert(stored, version or schema.version, agent_id=agent_id)
+            except SchemaError:
+                return document  # (not loadable: replaced, as an untyped save would)
+            return schema.adapter.keep(state, document, cast, agent_id, known)
+
+        return carry
 
     async def create(
         self,

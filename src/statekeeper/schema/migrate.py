@@ -75,6 +75,7 @@ from .report import (
     pages,
     refuse_open,
     refuse_other_store,
+    require_admin,
     store_identity,
 )
 from .rewrite import (
@@ -133,10 +134,8 @@ def _target_doc(
             raise StoredStateInvalid(
                 agent_id, seq, schema.name, version, schema.version, field_errors(exc)
             ) from None
-        kept = adapter.undeclared(cast)
-        cast = adapter.dump_validated(state)  # (validated just above)
-        if kept:
-            cast.update(kept)
+        # (validated just above); the undeclared keys carried, at any depth
+        cast = adapter.keep(state, adapter.dump_validated(state), cast, agent_id)
     return {MODEL_KEY: schema.name, **cast}
 
 
@@ -378,8 +377,7 @@ async def migrate(
                 run.done = False
                 run.store = run.store or store_identity(store)
     governance = governance_of(store)
-    if governance is not None:  # a store opened as a principal: admin of every namespace
-        await governance.require(None, "admin", "migrate")
+    await require_admin(store, "migrate")  # as a principal: admin of its namespace
     #: agents the run changed before this call (a resumed run's journal counts them)
     changed_before = run.changed
     started = time.monotonic()

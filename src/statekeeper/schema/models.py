@@ -8,13 +8,15 @@ Errors name the field and never echo the value (it may be a secret).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from typing import Annotated, Any, Generic, TypeVar, cast, get_args, get_origin
 
 import pydantic
 from typing_extensions import is_typeddict
 
-from ..errors import InvalidArgument, ValidationError
+from ..errors import InvalidArgument, UndeclaredKeysDropped, ValidationError
+from .carry import Carrier, Known, carries, known_items
 
 __all__ = ["MODEL_KEY", "ModelAdapter", "field_errors", "model_kind"]
 
@@ -57,7 +59,7 @@ def field_errors(exc: pydantic.ValidationError) -> list[tuple[str, str]]:
 class ModelAdapter(Generic[M]):
     """Validate and serialise states of ``model`` (pydantic model, dataclass, TypedDict)."""
 
-    __slots__ = ("_adapter", "_checks", "declared", "kind", "model", "name")
+    __slots__ = ("_adapter", "_checks", "carries", "declared", "kind", "model", "name")
 
     def __init__(self, model: type[M], name: str | None = None) -> None:
         self.kind = model_kind(model)
@@ -73,6 +75,10 @@ class ModelAdapter(Generic[M]):
         #: others; None when it keeps them (``extra="allow"``) or refuses them
         #: (``extra="forbid"``): then there is nothing to carry (see :meth:`undeclared`)
         self.declared: frozenset[str] | None = _declared(model, self.kind)
+        #: whether some position of the model, at any depth, drops undeclared keys:
+        #: False when none does (every model in it keeps or refuses them itself), and
+        #: then a typed write has nothing to carry (:meth:`keep`) and reads nothing
+        self.carries: bool = carries(model)
 
     def _check_type(self, value: object) -> None:
         if self.kind == "typeddict":
@@ -115,14 +121,37 @@ class ModelAdapter(Generic[M]):
             raise ValidationError(self.name, [("", "does not serialise to an object")], agent_id)
         return cast(dict[str, Any], doc)
 
-    def undeclared(self, doc: Mapping[str, Any]) -> dict[str, Any]:
-        """The top-level keys of the stored document ``doc`` that the model does not
-        declare and that validating it would drop. A typed write carries them through
-        unchanged: statekeeper never deletes a stored field the code could not see."""
-        declared = self.declared
-        if declared is None:
+    def keep(
+        self,
+        value: M,
+        doc: dict[str, Any],
+        stored: Mapping[str, Any] | None,
+        agent_id: str | None = None,
+        known: Known | None = None,
+    ) -> dict[str, Any]:
+        """``doc`` (the document of ``value``) with the keys of the stored document
+        ``stored`` that the model, or a model nested in it, does not declare — and that
+        validating it dropped — put back where they were, at any depth (see
+        :mod:`.carry`): a typed write never deletes a stored field the code could not
+        see. ``doc`` is not changed (a copy is returned when something is put back).
+        Stored list items whose keys cannot be matched to a new item are reported with
+        :class:`~statekeeper.errors.UndeclaredKeysDropped` (a warning). ``known``: the
+        list items of the state ``stored`` was loaded into or written from
+        (:meth:`known`), matched by identity first."""
+        if not self.carries or not stored:
+            return doc
+        carrier = Carrier(known)
+        out = carrier.merge(self.model, value, doc, stored)
+        if carrier.dropped:
+            warnings.warn(UndeclaredKeysDropped(agent_id, self.name, carrier.dropped), stacklevel=3)
+        return cast(dict[str, Any], out)
+
+    def known(self, value: M, doc: Mapping[str, Any], stored: Mapping[str, Any] | None) -> Known:
+        """The list items of ``value`` (dumped as ``doc``; loaded from or just written as
+        ``stored``) that hold undeclared keys, by identity (:func:`.carry.known_items`)."""
+        if not self.carries or not stored:
             return {}
-        return {k: v for k, v in doc.items() if k not in declared and k != MODEL_KEY}
+        return known_items(self.model, value, doc, stored)
 
     def dump_validated(self, value: M) -> dict[str, Any]:
         """The JSON document of ``value``, an instance this adapter has just built by
@@ -220,8 +249,11 @@ class _FieldChecks:
         return pydantic.ConfigDict(**self._model.model_config)
 
     def _adapter(self, tp: Any) -> pydantic.TypeAdapter[Any]:
-        if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
-            return pydantic.TypeAdapter(tp)  # its own config applies
+        if (
+            isinstance(tp, type)
+            and (issubclass(tp, pydantic.BaseModel) or dataclasses.is_dataclass(tp))
+        ) or is_typeddict(tp):
+            return pydantic.TypeAdapter(tp)  # its own config applies (pydantic refuses another)
         return pydantic.TypeAdapter(tp, config=self._config())
 
     def _field(self, name: str) -> pydantic.TypeAdapter[Any]:

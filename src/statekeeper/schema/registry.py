@@ -196,9 +196,9 @@ class ModelSchema(Generic[M]):
         agent_id: str = "",
         seq: int | None = None,
     ) -> tuple[M, dict[str, Any]]:
-        """:meth:`load`, and the keys of the document (cast to the current version)
-        that the model does not declare (:meth:`ModelAdapter.undeclared`): a typed
-        write of the state stores them back unchanged."""
+        """:meth:`load`, and the document cast to the current version that it was
+        validated from: a typed write of the state carries the keys of it that the
+        model does not declare (:meth:`ModelAdapter.keep`)."""
         current = self.convert(doc, version, agent_id=agent_id or None, seq=seq)
         try:
             state = self.adapter.validate(current)
@@ -206,7 +206,7 @@ class ModelSchema(Generic[M]):
             raise StoredStateInvalid(
                 agent_id, seq, self.name, version, self.version, field_errors(exc)
             ) from None
-        return state, self.adapter.undeclared(current)
+        return state, current
 
     def dump(
         self,
@@ -219,22 +219,6 @@ class ModelSchema(Generic[M]):
         ``baseline``: a document validated before, see :meth:`ModelAdapter.dump`."""
         doc = self.adapter.dump(value, agent_id, baseline=baseline)
         return {MODEL_KEY: self.name, **doc}
-
-    def dump_keeping(
-        self,
-        value: M,
-        kept: Mapping[str, Any],
-        agent_id: str | None = None,
-        *,
-        baseline: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """:meth:`dump`, with the undeclared keys ``kept`` (from
-        :meth:`load_keeping`) carried through unchanged."""
-        doc = self.dump(value, agent_id, baseline=baseline)
-        if kept:
-            for key, item in kept.items():
-                doc.setdefault(key, item)
-        return doc
 
     def state_name(self, name: str | None, version: int) -> str | None:
         """A machine state recorded under ``version`` as it is called now."""

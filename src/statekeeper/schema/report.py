@@ -147,11 +147,30 @@ class Journal:
 
 def store_identity(store: StateStore) -> str | None:
     """What names ``store`` in a journal (see :func:`statekeeper.backends.identity.store_identity`):
-    its URL without passwords, a SQLite file by its absolute path; None for a memory
-    store (it dies with its process, and so does any run on it)."""
+    its URL without passwords, a SQLite file by its absolute path, and the namespace
+    the store is opened in; None for a memory store (it dies with its process, and so
+    does any run on it)."""
     from ..backends.identity import store_identity as identity
 
-    return identity(store.backend)
+    found = identity(store.backend)
+    namespace = getattr(store, "namespace", "")
+    if found is not None and isinstance(namespace, str) and namespace:
+        # a run in one namespace is not a run in another (nor in the whole store)
+        found += f" (namespace {namespace!r})"
+    return found
+
+
+async def require_admin(store: StateStore, operation: str) -> None:
+    """On a store opened as a principal: :class:`~statekeeper.errors.AccessDenied`
+    (audited) unless it has ``admin`` on the store's namespace and every namespace
+    below it (``**`` for the whole store). A migration, a rollback and a finalize
+    rewrite records below the store's per-agent checks, in that namespace only."""
+    from ..store.governed import governance_of
+
+    governance = governance_of(store)
+    if governance is not None:
+        namespace = getattr(store, "namespace", "")  # ("": the whole store, **)
+        await governance.require_namespace(namespace or "", "admin", operation)
 
 
 def refuse_other_store(path: Path, record: Journal, store: StateStore) -> str | None:

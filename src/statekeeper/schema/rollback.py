@@ -35,6 +35,7 @@ from .report import (
     model_schema,
     pages,
     refuse_other_store,
+    require_admin,
 )
 from .rewrite import (
     Original,
@@ -121,6 +122,7 @@ async def rollback(
     ``journal`` is read and marked (rolled back) only when it holds the run rolled back:
     with a ``run_id`` of another run it is left as it is."""
     schema = model_schema(model, schemas)
+    await require_admin(store, "migrate")  # as a principal: admin of its namespace
     path = Path(journal) if journal is not None else None
     record = Journal.load(path) if path is not None else None
     if record is not None and run_id not in (None, record.run_id):

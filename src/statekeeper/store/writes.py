@@ -69,6 +69,7 @@ from .snapshots import SnapshotPolicy, mark_snapshot
 from .state import HELD_AS_BYTES, AgentRecord, document
 
 __all__ = [
+    "SAVE_CARRY",
     "SEEN",
     "Leased",
     "Make",
@@ -107,6 +108,17 @@ class Seen:
 #: re-created since: :meth:`WritePipeline.write` refuses it (no read of its own: the
 #: link is the head's, already read or cached, that the head tag authenticates).
 SEEN: ContextVar[Seen | None] = ContextVar("statekeeper_seen", default=None)
+
+#: The document a save writes, made from the state it is written onto: set around a
+#: :meth:`StateStore.save` by a typed save (``statekeeper.schema.TypedStates.save``),
+#: which puts back the stored keys its model does not declare. Called with that
+#: state's document and schema version by the save's ``make`` (:func:`save_changes`),
+#: so on the very record the write is made on — the cached one, or the one the write
+#: read, again after a conflict — without a read of its own. Taken by the first save
+#: that sees it (a save made inside that save does not).
+SAVE_CARRY: ContextVar[Callable[[Any, int | None], Mapping[str, Any]] | None] = ContextVar(
+    "statekeeper_save_carry", default=None
+)
 
 
 def recreated(agent_id: str, seq: int) -> ConflictError:
@@ -1087,6 +1099,9 @@ def save_changes(new: Mapping[str, Any], fsm_state: str | None) -> tuple[Make, P
     """What :meth:`StateStore.save` of the document ``new`` changes on the state it is made on,
     and where the bytes serialized to find that out are left (see :mod:`.change`)."""
     out = Packed()
+    carry = SAVE_CARRY.get()
+    if carry is not None:
+        SAVE_CARRY.set(None)  # (this save's, not that of a save made inside it)
 
     def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
         if rec is None:  # created by this save
@@ -1094,11 +1109,12 @@ def save_changes(new: Mapping[str, Any], fsm_state: str | None) -> tuple[Make, P
             out.plain = out.packed is not None and plain(list(out.packed.values()))
             return [{"op": "replace", "path": "", "value": new}], fsm_state
         fsm = fsm_state if fsm_state != rec.fsm_state else None
+        doc = new if carry is None else carry(document(rec), rec.schema_version)
         if rec.rich:  # typed values: the plain diff (their JSON bytes are not them)
-            return patch.diff(document(rec), new), fsm
+            return patch.diff(document(rec), doc), fsm
         old = rec.data if rec.dumped is not None else document(rec)
         carried: list[bytes] = []
-        ops, out.packed = diff_by_key(old, new, rec.dumped, carried)
+        ops, out.packed = diff_by_key(old, doc, rec.dumped, carried)
         out.plain = plain(carried)
         return ops, fsm
 
