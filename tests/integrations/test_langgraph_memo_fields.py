@@ -69,6 +69,7 @@ def _graph(saver: Any, make: Callable[[], Any]) -> Any:
 
     def amend(state: MessagesState) -> dict[str, Any]:
         found = next(m for m in state["messages"] if m.id == "tm")
+        assert isinstance(found, ToolMessage)
         _grow(found.artifact)  # in place, then returned with a new message
         return {"messages": [found, AIMessage("amended", id="ai")]}
 
