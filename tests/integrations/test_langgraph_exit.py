@@ -3,14 +3,22 @@
 A ``from_url`` saver on PostgreSQL that only read, left open, printed "Task was
 destroyed but it is pending! ... AsyncConnectionPool.worker()" at exit (the pool's
 workers, pending on the saver's loop, collected with it). It is now closed at exit.
+
+A SQLite saver left open was "closed" at exit after Python had shut its thread pools
+down: the SQLite writer thread and ``asyncio.to_thread`` refused work, so with
+``durability="async"`` the buffered checkpoints were dropped (the last turns of the
+thread silently gone on the next start) and, with any durability, the witness's marks
+were not written. It is now flushed before the pools stop.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,12 +34,15 @@ from statekeeper.integrations.langgraph import StatekeeperSaver
 b = StateGraph(MessagesState)
 b.add_node("reply", lambda s: {{"messages": [AIMessage("hello")]}})
 b.add_edge(START, "reply")
-saver = StatekeeperSaver.from_url({url!r})  # never closed
+saver = StatekeeperSaver.from_url({url!r}, **{options!r})  # never closed
 g = b.compile(checkpointer=saver)
 cfg = {{"configurable": {{"thread_id": "t1"}}}}
-if {write!r}:
-    g.invoke({{"messages": [HumanMessage("hi")]}}, cfg)
-print(len(list(g.get_state_history(cfg))))
+for turn in range({write!r}):
+    g.invoke({{"messages": [HumanMessage(f"hi {{turn}}")]}}, cfg)
+if {history!r}:
+    print(len(list(g.get_state_history(cfg))))
+else:
+    print(len(g.get_state(cfg).values["messages"]))
 """
 
 
@@ -45,14 +56,33 @@ def pg_url(tmp_path: Path) -> Iterator[str]:
         drop_schema(schema)
 
 
-def _child(url: str, write: bool) -> subprocess.CompletedProcess[str]:
-    code = _CHILD.format(src=str(SRC), url=url, write=write)
+def _child(
+    url: str, write: int, history: bool = True, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    code = _CHILD.format(src=str(SRC), url=url, write=write, history=history, options=options)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
 
 
 def test_an_unclosed_postgres_saver_exits_without_a_word(pg_url: str) -> None:
-    wrote = _child(pg_url, write=True)
+    wrote = _child(pg_url, write=1)
     assert (wrote.returncode, wrote.stderr) == (0, "")
     assert int(wrote.stdout) > 0
-    read = _child(pg_url, write=False)  # a saver that only read
+    read = _child(pg_url, write=0)  # a saver that only read
     assert (read.returncode, read.stdout, read.stderr) == (0, wrote.stdout, "")
+
+
+@pytest.mark.parametrize("durability", ["async", "sync"])
+def test_an_unclosed_sqlite_saver_keeps_every_turn_and_its_witness(
+    tmp_path: Path, durability: str
+) -> None:
+    url = f"sqlite:///{tmp_path}/agents.db"
+    # (async: nothing flushes by time before exit, only by size, 1000 records)
+    # (and the child reads the latest state only: a full history read flushes first)
+    wrote = _child(url, 5, False, durability=durability, flush_interval=3600.0)
+    assert int(wrote.stdout) == 2 * 5  # 5 turns of a question and its reply
+    read = _child(url, 0, False)
+    assert read.stdout == wrote.stdout  # nothing of the last turns was dropped at exit
+    assert (wrote.returncode, wrote.stderr) == (0, "")  # no "cannot write the witness file"
+    assert (read.returncode, read.stderr) == (0, "")
+    marks = json.loads((tmp_path / "agents.db.sk-witness").read_text())
+    assert "lg/t1#0" in json.dumps(marks)  # the thread's mark was written at exit

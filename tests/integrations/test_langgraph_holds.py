@@ -31,6 +31,8 @@ async def test_a_held_thread_is_not_pruned_nor_deleted(api: Api) -> None:
     assert len(await api.list(config(chain.thread_id))) == 5
     with pytest.raises(AgentOnHold):
         await api.delete_thread(chain.thread_id)
+    with pytest.raises(AgentOnHold):  # LangGraph's prune returns nothing: it says so
+        await api.prune([chain.thread_id])
     assert len(await api.list(config(chain.thread_id))) == 5
     await portal.run(remove_hold(api.saver.store, agent, "case closed"))
     report = await api.prune_retention([chain.thread_id], keep_last=2)

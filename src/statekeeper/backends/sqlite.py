@@ -2263,7 +2263,10 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                     self._writer = None
 
         if self._writer_pool._threads:  # after the work queued on the writer thread
-            self._writer_pool.submit(_close_writer).result()
+            try:
+                self._writer_pool.submit(_close_writer).result()
+            except RuntimeError:  # an atexit close: Python's thread pools stopped
+                _close_writer()
         else:  # nothing was ever handed to it: no thread started to close a connection
             _close_writer()
         self._writer_pool.shutdown(wait=True)

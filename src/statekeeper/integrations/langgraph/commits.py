@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import zstandard
 
-from ...errors import AgentNotFound, ConflictError
+from ...errors import AgentNotFound, ConflictError, SerializationError
 from . import mapping as m
 from .stream import Op, Plan, _Pending, _Stream, _update_heads
 from .streams import _SaverStreams
@@ -418,6 +418,16 @@ class _SaverCommits(_SaverStreams):
                 # the document was stale (another writer, or the thread deleted or
                 # moved meanwhile) or holds speculative changes: plan again on a read
                 self._forget(thread_id)
+            except SerializationError as exc:
+                self._forget(thread_id)
+                if len(live) > 1:
+                    # one plan's value cannot be stored: commit each plan alone, so
+                    # that only its call fails, not the others that shared its event
+                    for pending in live:
+                        await self._commit(thread_id, [pending])
+                    return
+                _settle(live[0], exc)
+                return
             except BaseException as exc:
                 self._forget(thread_id)
                 for pending in live:

@@ -16,6 +16,7 @@ from typing import Any
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from . import history as h
 from . import mapping as m
+from .faults import ThreadBusyError
 from .serde import pool_refs
 from .stream import Op, Plan, _Stream
 from .writes import _SaverWrites
@@ -226,7 +227,22 @@ class _SaverPruning(_SaverWrites):
 
         for thread_id in thread_ids:
             report.add(await self._compact(str(thread_id), latest, False))
+        if report.threads_skipped:  # (``prune`` returns nothing: a skip must not be silent)
+            raise await self._not_compacted(report.threads_skipped[0])
         return report
+
+    async def _not_compacted(self, thread_id: str) -> Exception:
+        """Why :meth:`_compact` left ``thread_id`` as it was: a run holds it
+        (:class:`ThreadBusyError`), a legal hold covers it, or concurrent writers kept
+        winning its fence (:class:`ConflictError`: retry)."""
+        st = await self._open(thread_id, create=False)
+        claim = st.doc.get("run") if st is not None else None
+        if st is not None and claim is not None and claim["exp"] > self._clock():
+            return ThreadBusyError(thread_id, claim["exp"], st.agent_id, st.seq, lost=False)
+        held = await self._held(thread_id, "prune")
+        if held is not None:
+            return held
+        return ConflictError(m.agent_id(self.prefix, thread_id), -1, -1)
 
     async def _retention(
         self,

@@ -1011,14 +1011,44 @@ def fp_id(fp: Fingerprint) -> Any:
 def fingerprint(v: Any) -> Fingerprint:
     """What a message's fields are now, cheap to keep and to compare: immutable values
     by reference, containers (which nodes could change in place) frozen (an empty one
-    as its constant JSON bytes, without a dump: most message fields are empty)."""
+    as its constant JSON bytes, without a dump: most message fields are empty), and any
+    other object (a dataclass or a set in a ``ToolMessage.artifact``, a dict subclass)
+    as a deep copy, compared by ``==``: kept by reference, it was compared with itself,
+    and a change made in place was never seen."""
     fields = v.__dict__
     names = tuple(fields)
     names = _KEYS.setdefault(names, names)
     return names, tuple(
-        x if type(x) not in _EMPTY else _EMPTY[type(x)] if not x else _frozen(x)
+        x
+        if type(x) in _IMMUTABLE
+        else (_EMPTY[type(x)] if not x else _frozen(x))
+        if type(x) in _EMPTY
+        else _copied(x)
         for x in fields.values()
     )
+
+
+#: field values kept by reference in a fingerprint: nothing can change them in place
+_IMMUTABLE = frozenset({str, bool, type(None), int, float, bytes})
+
+
+class _Uncopyable:
+    """Stands for a field value that cannot be deep-copied: equal to nothing, so the
+    message counts as changed (packed again) every time."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _copied(x: Any) -> Any:
+    try:
+        return copy.deepcopy(x)
+    except Exception:
+        return _Uncopyable()
 
 
 def fresh_ref(ref: Any) -> Any:
