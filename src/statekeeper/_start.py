@@ -27,11 +27,17 @@ def _is_the_command() -> bool:
     if sys.argv and os.path.basename(sys.argv[0]) in _SCRIPTS:
         return True
     argv: list[str] = list(getattr(sys, "orig_argv", ()))[1:]  # python's options, then -m or a file
-    for i, arg in enumerate(argv[:-1]):
-        if arg == "-m":
-            return bool(argv[i + 1] == "statekeeper.cli")
-        if not arg.startswith("-") or arg == "-c":
-            return False
+    value = False  # the next word is an option's value (-X dev, -W error)
+    for i, arg in enumerate(argv):
+        if value:
+            value = False
+        elif arg.startswith("-m"):
+            module = arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
+            return module == "statekeeper.cli"
+        elif arg in ("-X", "-W", "--check-hash-based-pycs"):
+            value = True
+        elif not arg.startswith("-") or arg.startswith("-c") or arg == "-":
+            return False  # a script, a command, stdin: not the statekeeper command
     return False
 
 

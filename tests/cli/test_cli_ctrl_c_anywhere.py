@@ -98,3 +98,28 @@ def test_ctrl_c_after_the_commands_last_line_changes_nothing(
     code, out, err = _stop(tmp_path, where, "agents", "--db", str(db))
     assert (code, err) == (0, ""), (out, err)
     assert "alpha" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "orig_argv", "cli"),
+    [
+        (["/venv/bin/statekeeper", "agents"], ["/venv/bin/python", "/venv/bin/statekeeper"], True),
+        (["-m", "agents"], ["python", "-m", "statekeeper.cli", "agents"], True),
+        (["-m"], ["python", "-X", "dev", "-W", "error", "-mstatekeeper.cli"], True),
+        (["-m"], ["python", "-I", "-m", "pytest"], False),
+        (["-c"], ["python", "-c", "import statekeeper"], False),
+        (["app.py"], ["python", "app.py", "-m", "statekeeper.cli"], False),
+        ([""], ["python"], False),
+    ],
+)
+def test_only_the_statekeeper_command_gets_the_start_up_handler(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], orig_argv: list[str], cli: bool
+) -> None:
+    """A program that imports statekeeper keeps its own Ctrl-C (a KeyboardInterrupt)."""
+    import sys
+
+    from statekeeper import _start
+
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    assert _start._is_the_command() is cli
