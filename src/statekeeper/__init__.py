@@ -16,11 +16,15 @@ point, never lose or double an acknowledged step, and can be audited and replaye
 ('processing', {'task': 'summarise'})
 """
 
-import warnings
-from typing import TYPE_CHECKING, Any
+from . import _start
+
+_start.guard()  # (the statekeeper command only: Ctrl-C while it starts, see _start)
+
+import warnings  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 # the errors an agent builder handles (every error is in ``statekeeper.errors``)
-from .errors import (
+from .errors import (  # noqa: E402
     AgentNotFound,
     BackendUnavailable,
     ConfigurationError,

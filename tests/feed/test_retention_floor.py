@@ -252,3 +252,47 @@ async def test_on_a_sharded_store_one_batch_raises_each_shards_floor(sharded: St
     assert (await sharded.feed_cursor_bounds()).floor == expected
     with pytest.raises(FeedPositionCompacted):
         await _seqs(sharded, FeedCursor.start(4))
+
+
+async def test_a_compaction_of_many_agents_looks_their_targets_up_in_one_pass(
+    feed_url: str,
+) -> None:
+    """keep_last compactions used to look the position of their target up one agent at a
+    time (on SQLite and Redis each a scan of the feed back to the event)."""
+    async with StateStore(feed_url) as store:
+        for i in range(20):
+            await _events(store, f"old/a{i:02}", 5)
+            await store.save("live/b", {"i": i})
+        sub = store.subscribe()
+        await anext(sub)
+        lookups = _Lookups(store)
+        report = await apply_retention(store, RetentionPolicy.parse("old keep_last=2"))
+        compacted = [a for a in report.actions if a.kind == "compact" and a.outcome == "done"]
+        assert len(compacted) == 20 and all(a.base_seq == 3 for a in compacted)
+        assert lookups.batches == [[(f"old/a{i:02}", 3) for i in range(20)]]
+        assert lookups.single == 0
+        # the floor went through the last agent's event 3 (its 6 rows start at 115)
+        assert report.feed_through == FeedCursor((117,))
+        assert (await store.feed_bounds())[0] == 117
+        with pytest.raises(FeedPositionCompacted):
+            await _seqs(store, sub.position)
+        # nothing left to compact: the next run's targets are no events any more
+        again = await apply_retention(store, RetentionPolicy.parse("old keep_last=2"))
+        assert not [a for a in again.actions if a.kind == "compact"]
+        assert (await store.feed_bounds())[0] == 117
+
+
+async def test_on_sqlite_the_lookups_of_a_page_of_compactions_read_the_feed_once(
+    tmp_path: Path,
+) -> None:
+    async with StateStore(f"sqlite:///{tmp_path / 'feed.db'}") as store:
+        for i in range(40):
+            await _events(store, f"old/a{i:02}", 4)
+        reader: sqlite3.Connection = store.backend._reader()  # type: ignore[attr-defined]
+        statements: list[str] = []
+        reader.set_trace_callback(statements.append)
+        report = await apply_retention(store, RetentionPolicy.parse("old keep_last=1"))
+        reader.set_trace_callback(None)
+        assert report.feed_through == FeedCursor((159,))
+        by_agent = [s for s in statements if "FROM sk_feed" in s and "agent_id" in s]
+        assert len(by_agent) == 1

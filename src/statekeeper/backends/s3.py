@@ -45,6 +45,11 @@ lexicographic key order equal to the ids' code point order)::
   is what stops the next append from writing it back as a key object the crash of an
   append may have left unwritten. The mark goes once another commit is the newest (the
   next expiry), or when an append uses that key again.
+* Every conditional write carries a token of its own in its object's metadata (``w``):
+  botocore sends a request again when its reply is lost, and a retried conditional
+  write meeting the object its first try made (S3 answers 412) recognises it by the
+  token and succeeds, instead of reporting another writer's conflict. Retries that all
+  fail raise :class:`~statekeeper.errors.BackendError` with ``maybe_applied=True``.
 * Blocking boto3 calls run in a thread pool; ``endpoint_url`` selects MinIO, Ceph,
   moto or any other S3-compatible server.
 * Every call costs HTTP round trips (an append: ~3–5 requests), so S3 is the cold
@@ -66,6 +71,7 @@ import dataclasses
 import functools
 import hashlib
 import itertools
+import secrets
 import struct
 import threading
 import time
@@ -129,6 +135,9 @@ _EVENT = struct.Struct(">QdHHI")  # seq, ts, len(kind), len(checksum), len(paylo
 _WIDTH = 20
 _CONDITION_FAILED = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 _NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+#: the metadata naming the write that made an object (a token of its own): a retried
+#: conditional write whose first try's reply was lost recognises its own object by it
+_WRITE = "w"
 #: what S3 answers to credentials it does not accept (a HEAD has no body: a bare 403)
 _REFUSED = {
     "AccessDenied",
@@ -226,6 +235,16 @@ class _Layout:
     #: keys the base hides (commits at or below it, older base objects); with no live
     #: commit, every commit and base object (the leftover of an interrupted delete)
     hidden: list[str]
+
+
+def _token() -> str:
+    """A write's own token, stored in its object's metadata (:data:`_WRITE`)."""
+    return secrets.token_hex(8)
+
+
+def _retried(exc: ClientError) -> bool:
+    """Whether botocore's answer ``exc`` came to a request it had sent more than once."""
+    return int(exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0) > 0
 
 
 def _code(exc: ClientError) -> str:
@@ -525,16 +544,33 @@ class S3Backend(Backend):
             raise
 
     def _put_new(self, key: str, body: bytes, metadata: dict[str, str] | None = None) -> bool:
-        """Create ``key`` only if it does not exist. False if it already did."""
+        """Create ``key`` only if it does not exist. False if it already did (made by
+        someone else: a retry meeting the object its own lost try wrote is True)."""
+        token = _token()
         try:
             self._s3.put_object(
-                Bucket=self.bucket, Key=key, Body=body, Metadata=metadata or {}, IfNoneMatch="*"
+                Bucket=self.bucket,
+                Key=key,
+                Body=body,
+                Metadata={**(metadata or {}), _WRITE: token},
+                IfNoneMatch="*",
             )
         except ClientError as exc:
             if _code(exc) in _CONDITION_FAILED:
-                return False
+                return self._ours(exc, key, token)
             raise
         return True
+
+    def _ours(self, exc: ClientError, key: str, token: str) -> bool:
+        """Whether the refusal ``exc`` of a conditional write of ``key`` (made with
+        ``token``) met the object an earlier try of the same write made: botocore sends
+        a request again when its reply was lost (a connection closed, a timeout), and
+        the retry then finds the first try's object. Only a retried request is looked at
+        (one HEAD)."""
+        if not _retried(exc):
+            return False
+        meta = self._head_meta(key)
+        return meta is not None and meta.get(_WRITE) == token
 
     # -- the stream --------------------------------------------------------------------
 
@@ -660,13 +696,11 @@ class S3Backend(Backend):
         commit_key = root + "e/" + self._seq_name(first)
         with _commit_lock(self.endpoint_url or "", self.bucket, commit_key):
             won = self._put_new(commit_key, body, metadata)
-        if not won:
-            stored = self._get(commit_key)
-            if stored is None or stored[0] != body or stored[1].get("key") != key_hash:
-                # another writer's commit (or our own retried PUT, which is fine)
-                if key_hash is not None and stored is not None and stored[1].get("key") == key_hash:
-                    return AppendResult(agent_id, first, int(stored[1]["last"]), True)
-                raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
+        if not won:  # another writer's commit (equal bytes too: ours bears our token)
+            stored = self._head_meta(commit_key)
+            if key_hash is not None and stored is not None and stored.get("key") == key_hash:
+                return AppendResult(agent_id, first, int(stored["last"]), True)
+            raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
         if base is not None:  # a copy: the commit holds the base already
             self._put_snapshot(agent_id, base)
         if key_hash is not None:
@@ -836,6 +870,7 @@ class S3Backend(Backend):
             metadata = dict(obj.get("Metadata", {}))
             if first == last and request.head_tag is not None:
                 metadata["headtag"] = request.head_tag.hex()
+            metadata[_WRITE] = token = _token()
             try:
                 self._s3.put_object(
                     Bucket=self.bucket,
@@ -845,10 +880,11 @@ class S3Backend(Backend):
                     IfMatch=obj["ETag"],
                 )
             except ClientError as exc:
-                if _code(exc) in _CONDITION_FAILED:
+                if _code(exc) not in _CONDITION_FAILED:
+                    raise
+                if not self._ours(exc, key, token):  # (ours: a retry after a lost reply)
                     head = self._head_sync(agent_id)
                     raise ConflictError(agent_id, request.expected_seq, head) from exc
-                raise
         if last not in touched:
             for snap in request.snapshots:
                 self._put_snapshot(agent_id, snap)
@@ -1267,6 +1303,7 @@ def upload_new(client: Any, fileobj: Any, bucket: str, key: str, *, replace: boo
     appeared after any look the caller took first. Other errors are botocore's."""
     from boto3.s3.transfer import TransferConfig  # type: ignore[import-untyped]
 
+    token = _token()
     if not replace:  # s3transfer takes no IfNoneMatch in ExtraArgs: added to its calls
 
         def only_new(params: dict[str, Any], **_: Any) -> None:
@@ -1276,11 +1313,20 @@ def upload_new(client: Any, fileobj: Any, bucket: str, key: str, *, replace: boo
             client.meta.events.register(f"before-parameter-build.s3.{operation}", only_new)
     try:  # the classic transfer manager: the CRT one builds its requests without those events
         client.upload_fileobj(
-            fileobj, bucket, key, Config=TransferConfig(preferred_transfer_client="classic")
+            fileobj,
+            bucket,
+            key,
+            # the upload's token: a retry whose first try's reply was lost finds it
+            ExtraArgs={"Metadata": {_WRITE: token}},
+            Config=TransferConfig(preferred_transfer_client="classic"),
         )
     except ClientError as exc:  # a failed multipart upload is aborted by s3transfer
         if not replace and _code(exc) in _CONDITION_FAILED:
-            return False
+            try:
+                found = client.head_object(Bucket=bucket, Key=key).get("Metadata", {})
+            except ClientError:
+                return False
+            return bool(found.get(_WRITE) == token)
         raise
     return True
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import typer
 from typer.core import TyperCommand, TyperGroup
 
+from . import exits
 from .namespacing import gate_commands
 from .registry import COMMANDS
 
@@ -88,6 +90,22 @@ class HelpGroup(TyperGroup):
         polish(self)
         for name, command in self.commands.items():
             gate_commands(command, name)  # --namespace: honoured or refused
+
+    # A Ctrl-C outside a command's own code (its arguments parsed, its module imported
+    # on first use) reaches typer, which turns it into a silent exit 130: said here, as
+    # a command's own interruption is (.exits.report: "interrupted").
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            raise typer.Exit(exits.report(exc)) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise typer.Exit(exits.report(exc)) from None
 
     def list_commands(self, ctx: Any) -> list[str]:
         loaded = [name for name in list(self.commands) if name not in COMMANDS]

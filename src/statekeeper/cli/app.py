@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from .. import __version__
+from .._start import release as release_start_guard
 from . import exits
 from ._help import HelpGroup
 from .stores import KeyFileOption, open_store
@@ -466,19 +467,30 @@ def stop_signal(exc: BaseException) -> int | None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``statekeeper``): every failure, usage errors
     included, ends as one line on stderr and an exit code (:mod:`.exits`)."""
+    alone = argv is None  # the process is this run (the console script)
     try:
-        with exits.held_warnings() as warnings, _terminated_as_exit():
-            try:
-                code = command().main(args=argv, prog_name="statekeeper", standalone_mode=False)
-            except exits.NoArgsIsHelpError as exc:
-                typer.echo(exc.ctx.get_help())
-                code = exits.EXIT_USAGE
-            except BaseException as exc:
-                if isinstance(exc, SystemExit):
-                    raise
-                code = exits.report(exc, masked)
+        try:
+            with exits.held_warnings() as warnings, _terminated_as_exit():
+                try:
+                    release_start_guard()  # Ctrl-C is a KeyboardInterrupt from here on
+                    code = command().main(args=argv, prog_name="statekeeper", standalone_mode=False)
+                except exits.NoArgsIsHelpError as exc:
+                    typer.echo(exc.ctx.get_help())
+                    code = exits.EXIT_USAGE
+                except BaseException as exc:
+                    if isinstance(exc, SystemExit):
+                        raise
+                    if alone:  # decided: the line is said whatever comes (a second Ctrl-C)
+                        ignore_stops()
+                    code = exits.report(exc, masked)
+                if alone:  # the command's outcome is decided: a late stop changes nothing
+                    ignore_stops()  # (its warnings, the interpreter's exit: no traceback)
+        except KeyboardInterrupt as exc:  # landed after the command, before ignore_stops
+            if alone:
+                ignore_stops()
+            code = exits.report(exc, masked)
     finally:
-        if argv is not None:  # run in-process: the caller's handlers back
+        if not alone:  # run in-process: the caller's handlers back
             _heed_stops()
         # (else the process ends: a command that ignores stops ignores them to its exit)
     code = code if isinstance(code, int) else exits.EXIT_OK

@@ -498,7 +498,7 @@ async def apply_retention(
         async for page in _pages(listing, _PAGE):
             if report.scanned:  # read again as the listing was, page by page
                 stored_holds = await list_holds(store)
-            # the feed positions of the page's purges, in one pass over the feed (SQLite
+            # the feed positions of the page's purges and compactions, in one pass (SQLite
             # and Redis have no index by agent: one lookup each reads back to the event)
             ahead = await _look_ahead(store, policy, page, stored_holds, clock)
             for info in page:

@@ -109,6 +109,12 @@ class Appends(PostgresPart):
             return await self._recover(request, exc)
         self._wrote()
         self._feed.poke()
+        return await self._answer(request, row)
+
+    async def _answer(self, request: AppendRequest, row: tuple[Any, ...]) -> AppendResult:
+        """What ``sk_append``'s reply ``row`` means for ``request``: the policy asked
+        when it looks like a conflict at the very head expected (:func:`_filtered`) —
+        by every try of the append, a retry after a lost connection too."""
         if _filtered(request, row):
             async with self._connection() as conn:
                 await self._refuse(conn, request)
@@ -451,7 +457,9 @@ class Appends(PostgresPart):
         )
 
     async def _submit(self, request: AppendRequest) -> AppendResult:
-        return self._result(request, await self._append_once(request))
+        # (a retry: a filtered UPDATE is the policy's refusal here too, not a conflict
+        # the caller would answer by reloading and writing again)
+        return await self._answer(request, await self._append_once(request))
 
     async def _landed(self, request: AppendRequest) -> bool:
         first, last = request.events[0].seq, request.events[-1].seq

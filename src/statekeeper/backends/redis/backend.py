@@ -1307,27 +1307,39 @@ class RedisBackend(Backend):
             covered += int(await self._retrying("hold_keys", op))
         return covered
 
+    def _is_agent_hash(self, key: bytes) -> bool:
+        """Whether ``key`` (under the prefix) is an agent's hash: ``a:<agent>``, after
+        the shard's ``{tag}`` in the sharded layout."""
+        rest = key[len(self._pfx) :]
+        if rest[:1] == b"{":
+            rest = rest[rest.find(b"}") + 1 :]
+        return rest[:2] == b"a:"
+
     async def drop_all(self) -> int:
         """Delete every key under this backend's prefix (tests, benchmarks); returns
-        how many. Refused with an empty prefix, which would mean the whole database."""
+        how many agents there were (as SQLite and memory do: not how many keys, which
+        counts what deleted agents leave by design — their delete receipts, expiring,
+        and lease hashes, kept so a fencing token never goes back — and the store's
+        own keys). Refused with an empty prefix, which would mean the whole database."""
         if not self.prefix:
             raise ConfigurationError("drop_all needs a non-empty prefix")
         self._check_writable()
         pattern = b"".join(b"\\" + bytes([c]) if c in b"*?[]\\" else bytes([c]) for c in self._pfx)
 
         async def op() -> int:
-            deleted = 0
+            agents = 0
             batch: list[bytes] = []
             async for key in self._client.scan_iter(match=pattern + b"*", count=1000):
                 batch.append(key)
+                agents += self._is_agent_hash(key)
                 if len(batch) >= 500:
-                    deleted += await self._client.delete(*batch)
+                    await self._client.delete(*batch)
                     batch = []
             if batch:
-                deleted += await self._client.delete(*batch)
+                await self._client.delete(*batch)
             if self._reached and not self.evictable:
                 await self._adopt()  # the store is empty by our own hand: new markers
-            return deleted
+            return agents
 
         return await self._retrying("drop_all", op)
 
