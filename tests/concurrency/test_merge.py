@@ -239,3 +239,44 @@ def test_last_write_wins_says_a_version_carries_no_stamp() -> None:
     with pytest.raises(MergeConflict) as manual:
         Merger().merge(base.edited({"title": "b"}, "n1"), unstamped, base)
     assert manual.value.reason == ""
+
+
+def test_a_side_edited_without_a_clock_tick_is_merged_not_dropped() -> None:
+    # a merged document saved again by plain code carries its old "_sync" clock along:
+    # the clock says "behind", the data says "changed since the base"
+    base = Version(
+        {"title": "t", "likes": GCounter({"laptop": 1}).to_json()}, VectorClock({"l": 1})
+    )
+    server = Version(
+        {**base.data, "likes": GCounter({"laptop": 1, "server": 5}).to_json()}, base.clock
+    )
+    laptop = base.edited({**base.data, "likes": GCounter({"laptop": 2}).to_json()}, "l")
+    merger = Merger(fields={"likes": CRDTs()})
+    for merged in (merger.merge(laptop, server, base), merger.merge(server, laptop, base)):
+        assert GCounter.from_json(merged.data["likes"]).value == 7
+    # an honest clock still fast-forwards, without asking any strategy
+    ahead = laptop.edited({**laptop.data, "title": "x"}, "l")
+    assert Merger().merge(ahead, laptop, base) == ahead
+
+
+async def test_merge_into_keeps_a_plain_save_made_after_an_earlier_merge() -> None:
+    merger = Merger(fields={"likes": CRDTs()})
+    async with StateStore("memory://") as store:
+        await store.save("doc", {"title": "t", "likes": GCounter().to_json()})
+        first = await store.load("doc")
+        copy = Version.of(first.data).edited(
+            {"title": "t", "likes": GCounter({"laptop": 1}).to_json()}, "laptop"
+        )
+        await merge_into(store, "doc", copy, base_seq=first.seq, merger=merger)
+        copied = await store.load("doc")  # the laptop copies the merged document again
+        # the server updates it with plain code: "_sync" travels along unchanged
+        data = dict(copied.data)
+        data["likes"] = GCounter.from_json(data["likes"]).increment("server", 5).to_json()
+        await store.save("doc", data)
+        offline = Version.of(copied.data)
+        likes = GCounter.from_json(offline.data["likes"]).increment("laptop", 1)
+        edited = offline.edited({**offline.data, "likes": likes.to_json()}, "laptop")
+        result = await merge_into(store, "doc", edited, base_seq=copied.seq, merger=merger)
+        assert result.merged
+        stored = Version.of((await store.load("doc")).data)
+        assert GCounter.from_json(stored.data["likes"]).value == 7  # the server's 5 kept

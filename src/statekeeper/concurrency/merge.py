@@ -301,9 +301,12 @@ class Merger:
         """
         if ours.clock is not None and theirs.clock is not None:
             order = ours.clock.compare(theirs.clock)
-            if order is Ordering.BEFORE:
+            # a side is dropped whole only when its clock tells its history: one whose
+            # data left the base without a tick past the base's clock (a plain save of
+            # a merged document carries its old "_sync" along) has edits no clock shows
+            if order is Ordering.BEFORE and _clock_tells(ours, base):
                 return theirs
-            if order is Ordering.AFTER:
+            if order is Ordering.AFTER and _clock_tells(theirs, base):
                 return ours
             if order is Ordering.EQUAL and _same(ours.data, theirs.data):
                 return ours
@@ -367,6 +370,14 @@ class Merger:
             if value is not MISSING:
                 merged[name] = _copy(value)
         return merged
+
+
+def _clock_tells(side: Version, base: Version | None) -> bool:
+    """Whether ``side``'s vector clock accounts for its changes since ``base``: false when
+    its data differs from the base's while its clock has not moved past the base's."""
+    if base is None or base.clock is None or side.clock is None or _same(side.data, base.data):
+        return True
+    return side.clock.compare(base.clock) is Ordering.AFTER
 
 
 def _unstamped(merger: Merger, ours: Version, theirs: Version, paths: tuple[str, ...]) -> str:
