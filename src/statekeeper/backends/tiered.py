@@ -248,6 +248,9 @@ class TieredBackend(Backend):
         self._dirty: set[str] = set()
         self._locks = KeyedLock()  # one per agent: its durable write and hot copy together
         self._last_used: dict[str, float] = {}
+        # agents this process found without a cold marker (or brought back whole): a
+        # durable stream of one not in here may be the part of an interrupted rehydration
+        self._settled: set[str] = set()
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
         self.stats: dict[str, int] = {
@@ -493,6 +496,8 @@ class TieredBackend(Backend):
         agent_id = request.agent_id
         if request.expected_seq == 0 and self.cold is not None:
             await self._rehydrate(agent_id, locked=True)  # a demoted agent is not a new one
+        elif self.cold is not None and agent_id not in self._settled:
+            await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
         try:
             return await self.durable.append(request)
         except ConflictError as exc:
@@ -548,6 +553,8 @@ class TieredBackend(Backend):
             if self.cold is not None:  # a demoted agent is not a new one
                 for agent_id in sorted({r.agent_id for r in requests if r.expected_seq == 0}):
                     await self._rehydrate(agent_id, locked=True)
+                for agent_id in sorted({r.agent_id for r in requests} - self._settled):
+                    await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
             results = await self.durable.append_batch(requests)
             if self.cold is not None:
                 for i, (req, res) in enumerate(zip(requests, results, strict=True)):
@@ -636,6 +643,23 @@ class TieredBackend(Backend):
         head = await self.durable.head(agent_id)
         if head == 0 and self.cold is not None:
             head = await self._rehydrate(agent_id)
+        elif self.cold is not None and agent_id not in self._settled:
+            head = await self._first_use(agent_id, head)
+        return head
+
+    async def _first_use(self, agent_id: str, head: int, *, locked: bool = False) -> int:
+        """The agent's durable head, after this process's first look at its cold marker:
+        a stream below the marker's head is what an interrupted rehydration copied
+        (a process killed part way), never the whole agent — it is copied again. A
+        marker at or below the stream's head (a demotion under way in another process,
+        or one that died before its last step) is left to that demotion."""
+        if head == 0:
+            return await self._rehydrate(agent_id, locked=locked)
+        marker = await self._marker(agent_id)
+        if marker is None:
+            self._settled.add(agent_id)
+        elif head < marker.head_seq:
+            return await self._rehydrate(agent_id, locked=locked)
         return head
 
     async def _authority(self, agent_id: str, *, touch: bool = True) -> Backend:
@@ -901,7 +925,9 @@ class TieredBackend(Backend):
             return live[:limit]
         demoted = await self._demoted(after, limit)
         merged: dict[str, AgentInfo] = {info.agent_id: info for info in demoted}
-        merged.update({info.agent_id: info for info in live})  # durable wins
+        for info in live:  # durable wins, but for the part of an interrupted rehydration
+            if info.agent_id not in merged or info.head_seq >= merged[info.agent_id].head_seq:
+                merged[info.agent_id] = info
         return [merged[k] for k in sorted(merged)][:limit]
 
     async def _demoted(self, after: str | None, limit: int) -> list[AgentInfo]:
@@ -1082,31 +1108,56 @@ class TieredBackend(Backend):
             return 0
         marker_id = COLD_MARKER + agent_id
         if await self.durable.head(marker_id) == 0:
+            self._settled.add(agent_id)
             return 0
         if not locked:
             await self._locks.acquire(agent_id)
         try:
             marker = await self._marker(agent_id)
             if marker is None:  # rehydrated meanwhile
+                self._settled.add(agent_id)
                 return await self.durable.head(agent_id)
             head = await self.durable.head(agent_id)
+            if 0 < head < marker.head_seq:
+                # the part an interrupted rehydration copied (the cold tier still holds
+                # the whole stream): copied again from the start, never taken as all
+                await self._drop_partial(agent_id, marker.head_seq)
+                head = await self.durable.head(agent_id)
             if head == 0:
                 if await cold.head(agent_id) != marker.head_seq:
                     raise IntegrityError(
                         agent_id, marker.head_seq, "the cold copy of a demoted agent is missing"
                     )
-                await _copy_stream(
-                    cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
-                )
+                try:
+                    await _copy_stream(
+                        cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
+                    )
+                except BaseException:
+                    with contextlib.suppress(Exception):  # (else the next use drops it)
+                        await self._drop_partial(agent_id, marker.head_seq)
+                    raise
                 head = marker.head_seq
+            elif head < marker.head_seq:
+                raise IntegrityError(
+                    agent_id, marker.head_seq, f"a partial copy at {head} could not be dropped"
+                )
             await self.durable.delete_agent(marker_id)
             await cold.delete_agent(agent_id)
+            self._settled.add(agent_id)
             self.stats["rehydrations"] += 1
             logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
             return head
         finally:
             if not locked:
                 self._locks.release(agent_id)
+
+    async def _drop_partial(self, agent_id: str, marker_head: int) -> None:
+        """Delete what an interrupted rehydration copied into the durable tier (a part
+        of the stream the cold tier holds whole), if that is what is there."""
+        head = await self.durable.head(agent_id)
+        if 0 < head < marker_head:
+            with contextlib.suppress(ConflictError):  # moved: the caller looks again
+                await self.durable.delete_agent_at(agent_id, head)
 
     async def _maintain(self) -> None:
         assert self.demote_interval is not None
