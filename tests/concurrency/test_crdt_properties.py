@@ -24,6 +24,7 @@ from statekeeper.concurrency import (
     VectorClock,
     crdt_from_json,
 )
+from statekeeper.errors import ConfigurationError
 
 NODES = st.sampled_from(["a", "b", "c"])
 SMALL = st.integers(min_value=0, max_value=5)
@@ -227,3 +228,19 @@ def test_vector_clock_merge_is_the_least_upper_bound(
 def test_vector_clock_json(a: VectorClock) -> None:
     assert VectorClock.from_json(a.to_json()) == a
     assert hash(VectorClock.from_json(a.to_json())) == hash(a)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_float_is_refused_not_turned_into_null(bad: float) -> None:
+    """orjson writes NaN and infinities as null: a CRDT used to hold None in their place
+    without a word (the store itself refuses them)."""
+    stamp = Timestamp(1, 0, "a")
+    makers: list[Callable[[], CRDT]] = [
+        lambda: LWWRegister(bad, stamp),
+        lambda: LWWMap().set("k", [bad], stamp),
+        lambda: ORSet().add({"x": bad}),
+        lambda: AppendOnlyList().append(bad, stamp),
+    ]
+    for make in makers:
+        with pytest.raises(ConfigurationError, match="not the float"):
+            make()

@@ -280,3 +280,10 @@ async def test_merge_into_keeps_a_plain_save_made_after_an_earlier_merge() -> No
         assert result.merged
         stored = Version.of((await store.load("doc")).data)
         assert GCounter.from_json(stored.data["likes"]).value == 7  # the server's 5 kept
+
+
+def test_a_non_finite_float_in_merged_data_is_refused_not_turned_into_null() -> None:
+    base = Version({"x": 1.5, "y": 1})
+    ours, theirs = Version({"x": float("nan"), "y": 1}), Version({"x": 1.5, "y": 2})
+    with pytest.raises(ConfigurationError, match="not the float nan"):
+        Merger().merge(ours, theirs, base)

@@ -35,6 +35,7 @@ True
 from __future__ import annotations
 
 import abc
+import math
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, TypeVar
@@ -61,12 +62,30 @@ TAG = "$crdt"
 C = TypeVar("C", bound="CRDT")
 
 
+def find_non_finite(value: Any) -> float | None:
+    """The first NaN or infinity inside a JSON value (None: there is none). orjson
+    writes them as ``null``: a copy through JSON would turn them into None silently."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+        elif isinstance(node, float) and not math.isfinite(node):
+            return node
+    return None
+
+
 def _canon(value: Any) -> str:
     """Canonical JSON of a value: the identity of set elements and the last tie-break."""
     try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+        out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError as exc:
         raise ConfigurationError(f"CRDT values must be JSON values: {exc}") from exc
+    if b"null" in out and (bad := find_non_finite(value)) is not None:
+        raise ConfigurationError(f"CRDT values must be JSON values, not the float {bad!r}")
+    return out.decode()
 
 
 def _copy(value: Any) -> Any:

@@ -60,7 +60,7 @@ from ..errors import (
 )
 from ..store.writes import SEEN, Seen
 from .clock import Timestamp
-from .crdt import from_json, is_crdt
+from .crdt import find_non_finite, from_json, is_crdt
 from .retry import DEFAULT_BUDGET, Backoff, _Budget, retry_loop
 from .vclock import Ordering, VectorClock
 
@@ -126,7 +126,13 @@ def _canon(value: Any) -> bytes:
 
 
 def _copy(value: Any) -> Any:
-    return value if value is MISSING else orjson.loads(orjson.dumps(value))
+    if value is MISSING:
+        return value
+    out = orjson.dumps(value)
+    if b"null" in out and (bad := find_non_finite(value)) is not None:
+        # (orjson writes it as null: the merged data would hold None in its place)
+        raise ConfigurationError(f"agent data holds JSON values, not the float {bad!r}")
+    return orjson.loads(out)
 
 
 @dataclass(frozen=True)
