@@ -77,8 +77,8 @@ async def test_a_process_killed_mid_rehydration_leaves_no_part_served(tmp_path: 
     later = _tiered(tmp_path)
     try:
         assert [i.head_seq for i in await later.list_agents()] == [5]
-        assert await later.head("a") == 5
         assert [e.seq for e in await later.read("a")] == [1, 2, 3, 4, 5]
+        assert await later.head("a") == 5
         assert [i.head_seq for i in await later.list_agents()] == [5]
     finally:
         await later.close()
@@ -94,3 +94,16 @@ async def test_a_writer_never_forks_the_part_a_killed_rehydration_left(tmp_path:
         assert [e.seq for e in await writer.read("a")] == [1, 2, 3, 4, 5]
     finally:
         await writer.close()
+
+
+async def test_a_demotion_never_archives_the_part_a_rehydration_left(tmp_path: Path) -> None:
+    """The part in the durable tier is not the agent: demoting it would replace the
+    whole cold copy with it (and a rehydration under way in another process looks the
+    same to the demoting one)."""
+    await _killed_mid_rehydration(tmp_path)
+    demoter = _tiered(tmp_path)
+    try:
+        assert not await demoter.demote("a")
+        assert [e.seq for e in await demoter.read("a")] == [1, 2, 3, 4, 5]
+    finally:
+        await demoter.close()

@@ -647,6 +647,12 @@ class TieredBackend(Backend):
             head = await self._first_use(agent_id, head)
         return head
 
+    async def _settle(self, agent_id: str) -> None:
+        """Before this process first reads ``agent_id``: its cold marker is looked at (see
+        :meth:`_first_use`), so a rehydration's part is never what the read returns."""
+        if self.cold is not None and agent_id not in self._settled:
+            await self._durable_head(agent_id)
+
     async def _first_use(self, agent_id: str, head: int, *, locked: bool = False) -> int:
         """The agent's durable head, after this process's first look at its cold marker:
         a stream below the marker's head is what an interrupted rehydration copied
@@ -765,6 +771,7 @@ class TieredBackend(Backend):
         if self.readonly:
             return await (await self._reader(agent_id)).read(agent_id, after_seq, to_seq, limit)
         self._touch(agent_id)
+        await self._settle(agent_id)
         checked = await self._hot_checked(
             agent_id, lambda h: h.read(agent_id, after_seq, to_seq, limit)
         )
@@ -792,6 +799,7 @@ class TieredBackend(Backend):
             tier = await self._reader(agent_id)
             return await tier.latest_snapshot(agent_id, at_or_below)
         self._touch(agent_id)
+        await self._settle(agent_id)
         # A checked hot copy holds every snapshot of the agent: its "none" is exact too.
         # (Should the hot tier lose data during the call, an older snapshot or none
         # only makes the caller replay more events, read and checked as above.)
@@ -1070,6 +1078,11 @@ class TieredBackend(Backend):
         async with self._locks.hold(agent_id):
             head = await self.durable.head(agent_id)
             if head == 0:
+                return False
+            marker = await self._marker(agent_id)
+            if marker is not None and head < marker.head_seq:
+                # the part a rehydration copied so far (under way in another process, or
+                # interrupted): the cold copy is the agent, never to be replaced by it
                 return False
             first = await self.durable.read(agent_id, 0, None, limit=1)
             last = await self.durable.read(agent_id, head - 1, head)
