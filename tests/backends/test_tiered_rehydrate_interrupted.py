@@ -107,3 +107,18 @@ async def test_a_demotion_never_archives_the_part_a_rehydration_left(tmp_path: P
         assert [e.seq for e in await demoter.read("a")] == [1, 2, 3, 4, 5]
     finally:
         await demoter.close()
+
+
+async def test_a_readonly_opening_reads_the_cold_copy_not_the_part(tmp_path: Path) -> None:
+    """``statekeeper verify``, ``export`` and the inspector open a tiered store read-only:
+    they read a demoted agent from the cold tier, and so the agent a rehydration left
+    part way too."""
+    await _killed_mid_rehydration(tmp_path)
+    durable = SQLiteBackend(tmp_path / "durable.db", readonly=True)
+    cold = SQLiteBackend(tmp_path / "cold.db", readonly=True)
+    reader = TieredBackend(durable, cold=cold, readonly=True)
+    try:
+        assert await reader.head("a") == 5
+        assert [e.seq for e in await reader.read("a")] == [1, 2, 3, 4, 5]
+    finally:
+        await reader.close()

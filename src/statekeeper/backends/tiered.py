@@ -366,11 +366,18 @@ class TieredBackend(Backend):
         """Read-only: the tier that holds the agent — the durable tier, or the cold
         tier when the agent has no durable stream but a durable marker (demoted)."""
         cold = self.cold
-        if cold is None or _is_marker(agent_id) or await self.durable.head(agent_id) > 0:
+        if cold is None or _is_marker(agent_id):
             return self.durable
-        if await self.durable.head(COLD_MARKER + agent_id) == 0:
+        head = await self.durable.head(agent_id)
+        if head > 0 and agent_id in self._settled:
             return self.durable
-        return cold
+        marker = await self._marker(agent_id)
+        if marker is None:
+            if head > 0:
+                self._settled.add(agent_id)
+            return self.durable
+        # (a durable stream below the marker's head: what a rehydration copied so far)
+        return cold if head < marker.head_seq else self.durable
 
     async def ensure_store(self) -> None:
         """The durable tier (the tier of record) must be a statekeeper store."""
