@@ -287,3 +287,28 @@ def test_a_non_finite_float_in_merged_data_is_refused_not_turned_into_null() -> 
     ours, theirs = Version({"x": float("nan"), "y": 1}), Version({"x": 1.5, "y": 2})
     with pytest.raises(ConfigurationError, match="not the float nan"):
         Merger().merge(ours, theirs, base)
+
+
+def test_last_write_wins_never_orders_edits_by_a_stamp_they_inherited() -> None:
+    """Version.edited without stamp= keeps the old stamp: two such edits carried one
+    stamp, and the merge kept whichever was passed as theirs (ours in the other order),
+    dropping the other edit without a word."""
+    clock = HybridClock("server", wall=lambda: 10.0)
+    base = Version({"title": "t"}, stamp=clock.now())
+    laptop = base.edited({"title": "laptop"}, "laptop")  # no new stamp
+    server = base.edited({"title": "server"}, "server")  # no new stamp
+    merger = Merger(default=LastWriteWins())
+    for ours, theirs in ((laptop, server), (server, laptop)):
+        with pytest.raises(MergeConflict) as info:
+            merger.merge(ours, theirs, base)
+        assert info.value.fields == ("title",)
+        assert "both versions carry the same one" in info.value.reason
+    # one side stamped its edit, the other still carries the base's stamp
+    stamped = base.edited({"title": "server"}, "server", stamp=clock.now())
+    with pytest.raises(MergeConflict) as one:
+        merger.merge(laptop, stamped, base)
+    assert "ours carries its base's" in one.value.reason
+    # both stamped: the later one wins, in either order
+    later = base.edited({"title": "laptop"}, "laptop", stamp=clock.now())
+    assert merger.merge(later, stamped, base).data == {"title": "laptop"}
+    assert merger.merge(stamped, later, base).data == {"title": "laptop"}
