@@ -244,3 +244,17 @@ def test_a_non_finite_float_is_refused_not_turned_into_null(bad: float) -> None:
     for make in makers:
         with pytest.raises(ConfigurationError, match="not the float"):
             make()
+
+
+def test_append_only_list_keeps_two_messages_appended_at_one_stamp() -> None:
+    """Two writers sharing a node id (two processes of one host named alike) can make
+    equal stamps: the merge kept one of the two messages and dropped the other."""
+    stamp = Timestamp(1_700_000_000_000, 0, "worker")
+    one = AppendOnlyList().append("from process 1", stamp)
+    two = AppendOnlyList().append("from process 2", stamp)
+    merged = one.merge(two)
+    assert merged == two.merge(one)
+    assert sorted(merged.value) == ["from process 1", "from process 2"]
+    assert len(merged) == 2 and merged.stamps == [stamp, stamp]
+    assert merged.merge(one) == merged  # the same item again is no new item
+    assert crdt_from_json(merged.to_json()) == merged
