@@ -122,3 +122,21 @@ async def test_a_readonly_opening_reads_the_cold_copy_not_the_part(tmp_path: Pat
         assert [e.seq for e in await reader.read("a")] == [1, 2, 3, 4, 5]
     finally:
         await reader.close()
+
+
+async def test_the_demoting_process_looks_at_the_marker_again(tmp_path: Path) -> None:
+    """The process that demoted an agent (and had used it before) reads it after
+    another process's rehydration of it was killed part way: the whole agent."""
+    demoter = _tiered(tmp_path)
+    try:
+        await _five_keyed_appends(demoter)
+        assert [e.seq for e in await demoter.read("a")] == [1, 2, 3, 4, 5]
+        assert await demoter.demote("a")
+        other = _tiered(tmp_path)  # another process: killed after copying two appends
+        assert other.cold is not None
+        for seq, event in enumerate(await other.cold.read("a", 0, 2)):
+            await other.durable.append(AppendRequest("a", seq, (event,), idempotency_key=f"k{seq}"))
+        await other.close()
+        assert [e.seq for e in await demoter.read("a")] == [1, 2, 3, 4, 5]
+    finally:
+        await demoter.close()

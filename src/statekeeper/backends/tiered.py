@@ -920,6 +920,7 @@ class TieredBackend(Backend):
             await tier.drop_all()
         self._dirty.clear()
         self._last_used.clear()
+        self._settled.clear()
         return None
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
@@ -1114,6 +1115,7 @@ class TieredBackend(Backend):
             if self.hot is not None:
                 await self._drop_hot(agent_id)
             self._last_used.pop(agent_id, None)
+            self._settled.discard(agent_id)  # (its next use here looks at the marker again)
             self.stats["demotions"] += 1
             logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
             return True
