@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 
 from statekeeper.backends import open_backend
 from statekeeper.backends.s3 import S3Backend
-from statekeeper.errors import ConfigurationError, ConflictError, NotAStore
+from statekeeper.errors import BackendUnavailable, ConfigurationError, ConflictError, NotAStore
 from statekeeper.records import AppendRequest, AppendResult, RawEvent
 from statekeeper.store import StateStore
 from statekeeper.testing import BackendConformance, request
@@ -235,3 +235,28 @@ async def test_readonly_never_creates_the_bucket(
     finally:
         await ro.close()
     assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0  # type: ignore[attr-defined]
+
+
+async def test_a_missing_bucket_or_endpoint_is_named_at_the_first_use(bucket: str) -> None:
+    """A bucket that does not exist (and no ``create_bucket``) or an endpoint nobody
+    answers is ``BackendUnavailable`` naming what to fix — not a ``BackendError`` with
+    botocore's "(404) when calling the HeadBucket operation: Not Found" — and nothing
+    is created."""
+    missing = S3Backend(bucket, "agents", endpoint_url=moto_endpoint(), **s3_credentials())
+    try:
+        with pytest.raises(BackendUnavailable) as info:
+            await missing.append(request("a", 0))
+        assert f"bucket {bucket!r} does not exist" in str(info.value)
+        assert "create_bucket=1" in str(info.value)
+        with pytest.raises(BackendUnavailable, match="does not exist"):
+            await missing.list_agents()
+    finally:
+        await missing.close()
+    with pytest.raises(ClientError):
+        _client().head_bucket(Bucket=bucket)  # type: ignore[attr-defined]
+    nobody = S3Backend(bucket, "agents", endpoint_url="http://127.0.0.1:9", **s3_credentials())
+    try:
+        with pytest.raises(BackendUnavailable, match="cannot connect to the S3 endpoint"):
+            await nobody.head("a")
+    finally:
+        await nobody.close()

@@ -24,6 +24,7 @@ from statekeeper.concurrency import (
     VectorClock,
     crdt_from_json,
 )
+from statekeeper.errors import ConfigurationError
 
 NODES = st.sampled_from(["a", "b", "c"])
 SMALL = st.integers(min_value=0, max_value=5)
@@ -227,3 +228,33 @@ def test_vector_clock_merge_is_the_least_upper_bound(
 def test_vector_clock_json(a: VectorClock) -> None:
     assert VectorClock.from_json(a.to_json()) == a
     assert hash(VectorClock.from_json(a.to_json())) == hash(a)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_float_is_refused_not_turned_into_null(bad: float) -> None:
+    """orjson writes NaN and infinities as null: a CRDT used to hold None in their place
+    without a word (the store itself refuses them)."""
+    stamp = Timestamp(1, 0, "a")
+    makers: list[Callable[[], CRDT]] = [
+        lambda: LWWRegister(bad, stamp),
+        lambda: LWWMap().set("k", [bad], stamp),
+        lambda: ORSet().add({"x": bad}),
+        lambda: AppendOnlyList().append(bad, stamp),
+    ]
+    for make in makers:
+        with pytest.raises(ConfigurationError, match="not the float"):
+            make()
+
+
+def test_append_only_list_keeps_two_messages_appended_at_one_stamp() -> None:
+    """Two writers sharing a node id (two processes of one host named alike) can make
+    equal stamps: the merge kept one of the two messages and dropped the other."""
+    stamp = Timestamp(1_700_000_000_000, 0, "worker")
+    one = AppendOnlyList().append("from process 1", stamp)
+    two = AppendOnlyList().append("from process 2", stamp)
+    merged = one.merge(two)
+    assert merged == two.merge(one)
+    assert sorted(merged.value) == ["from process 1", "from process 2"]
+    assert len(merged) == 2 and merged.stamps == [stamp, stamp]
+    assert merged.merge(one) == merged  # the same item again is no new item
+    assert crdt_from_json(merged.to_json()) == merged

@@ -239,3 +239,76 @@ def test_last_write_wins_says_a_version_carries_no_stamp() -> None:
     with pytest.raises(MergeConflict) as manual:
         Merger().merge(base.edited({"title": "b"}, "n1"), unstamped, base)
     assert manual.value.reason == ""
+
+
+def test_a_side_edited_without_a_clock_tick_is_merged_not_dropped() -> None:
+    # a merged document saved again by plain code carries its old "_sync" clock along:
+    # the clock says "behind", the data says "changed since the base"
+    base = Version(
+        {"title": "t", "likes": GCounter({"laptop": 1}).to_json()}, VectorClock({"l": 1})
+    )
+    server = Version(
+        {**base.data, "likes": GCounter({"laptop": 1, "server": 5}).to_json()}, base.clock
+    )
+    laptop = base.edited({**base.data, "likes": GCounter({"laptop": 2}).to_json()}, "l")
+    merger = Merger(fields={"likes": CRDTs()})
+    for merged in (merger.merge(laptop, server, base), merger.merge(server, laptop, base)):
+        assert GCounter.from_json(merged.data["likes"]).value == 7
+    # an honest clock still fast-forwards, without asking any strategy
+    ahead = laptop.edited({**laptop.data, "title": "x"}, "l")
+    assert Merger().merge(ahead, laptop, base) == ahead
+
+
+async def test_merge_into_keeps_a_plain_save_made_after_an_earlier_merge() -> None:
+    merger = Merger(fields={"likes": CRDTs()})
+    async with StateStore("memory://") as store:
+        await store.save("doc", {"title": "t", "likes": GCounter().to_json()})
+        first = await store.load("doc")
+        copy = Version.of(first.data).edited(
+            {"title": "t", "likes": GCounter({"laptop": 1}).to_json()}, "laptop"
+        )
+        await merge_into(store, "doc", copy, base_seq=first.seq, merger=merger)
+        copied = await store.load("doc")  # the laptop copies the merged document again
+        # the server updates it with plain code: "_sync" travels along unchanged
+        data = dict(copied.data)
+        data["likes"] = GCounter.from_json(data["likes"]).increment("server", 5).to_json()
+        await store.save("doc", data)
+        offline = Version.of(copied.data)
+        likes = GCounter.from_json(offline.data["likes"]).increment("laptop", 1)
+        edited = offline.edited({**offline.data, "likes": likes.to_json()}, "laptop")
+        result = await merge_into(store, "doc", edited, base_seq=copied.seq, merger=merger)
+        assert result.merged
+        stored = Version.of((await store.load("doc")).data)
+        assert GCounter.from_json(stored.data["likes"]).value == 7  # the server's 5 kept
+
+
+def test_a_non_finite_float_in_merged_data_is_refused_not_turned_into_null() -> None:
+    base = Version({"x": 1.5, "y": 1})
+    ours, theirs = Version({"x": float("nan"), "y": 1}), Version({"x": 1.5, "y": 2})
+    with pytest.raises(ConfigurationError, match="not the float nan"):
+        Merger().merge(ours, theirs, base)
+
+
+def test_last_write_wins_never_orders_edits_by_a_stamp_they_inherited() -> None:
+    """Version.edited without stamp= keeps the old stamp: two such edits carried one
+    stamp, and the merge kept whichever was passed as theirs (ours in the other order),
+    dropping the other edit without a word."""
+    clock = HybridClock("server", wall=lambda: 10.0)
+    base = Version({"title": "t"}, stamp=clock.now())
+    laptop = base.edited({"title": "laptop"}, "laptop")  # no new stamp
+    server = base.edited({"title": "server"}, "server")  # no new stamp
+    merger = Merger(default=LastWriteWins())
+    for ours, theirs in ((laptop, server), (server, laptop)):
+        with pytest.raises(MergeConflict) as info:
+            merger.merge(ours, theirs, base)
+        assert info.value.fields == ("title",)
+        assert "both versions carry the same one" in info.value.reason
+    # one side stamped its edit, the other still carries the base's stamp
+    stamped = base.edited({"title": "server"}, "server", stamp=clock.now())
+    with pytest.raises(MergeConflict) as one:
+        merger.merge(laptop, stamped, base)
+    assert "ours carries its base's" in one.value.reason
+    # both stamped: the later one wins, in either order
+    later = base.edited({"title": "laptop"}, "laptop", stamp=clock.now())
+    assert merger.merge(later, stamped, base).data == {"title": "laptop"}
+    assert merger.merge(stamped, later, base).data == {"title": "laptop"}

@@ -120,7 +120,9 @@ try:
     from botocore.exceptions import (  # type: ignore[import-untyped]
         BotoCoreError,
         ClientError,
+        ConnectTimeoutError,
         CredentialRetrievalError,
+        EndpointConnectionError,
         NoCredentialsError,
         PartialCredentialsError,
     )
@@ -475,9 +477,24 @@ class S3Backend(Backend):
             return
         try:
             self._s3.head_bucket(Bucket=self.bucket)
+        except (EndpointConnectionError, ConnectTimeoutError) as exc:
+            # (the first contact: the server cannot be reached at all; nothing was sent)
+            raise BackendUnavailable(
+                f"{self._where()}: cannot connect to the S3 endpoint ({type(exc).__name__})"
+            ) from None
         except ClientError as exc:
-            if not (self.create_bucket and _code(exc) in _NOT_FOUND | {"NoSuchBucket"}):
+            if _code(exc) not in _NOT_FOUND | {"NoSuchBucket"}:
                 raise
+            if not self.create_bucket:
+                fix = (
+                    ""
+                    if self.readonly
+                    else ": create it, or open the store with create_bucket=True "
+                    "(?create_bucket=1 in the URL)"
+                )
+                raise BackendUnavailable(
+                    f"{self._where()}: bucket {self.bucket!r} does not exist{fix}"
+                ) from None
             try:
                 self._s3.create_bucket(Bucket=self.bucket)
             except ClientError as again:

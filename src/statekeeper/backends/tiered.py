@@ -248,6 +248,9 @@ class TieredBackend(Backend):
         self._dirty: set[str] = set()
         self._locks = KeyedLock()  # one per agent: its durable write and hot copy together
         self._last_used: dict[str, float] = {}
+        # agents this process found without a cold marker (or brought back whole): a
+        # durable stream of one not in here may be the part of an interrupted rehydration
+        self._settled: set[str] = set()
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
         self.stats: dict[str, int] = {
@@ -363,11 +366,18 @@ class TieredBackend(Backend):
         """Read-only: the tier that holds the agent — the durable tier, or the cold
         tier when the agent has no durable stream but a durable marker (demoted)."""
         cold = self.cold
-        if cold is None or _is_marker(agent_id) or await self.durable.head(agent_id) > 0:
+        if cold is None or _is_marker(agent_id):
             return self.durable
-        if await self.durable.head(COLD_MARKER + agent_id) == 0:
+        head = await self.durable.head(agent_id)
+        if head > 0 and agent_id in self._settled:
             return self.durable
-        return cold
+        marker = await self._marker(agent_id)
+        if marker is None:
+            if head > 0:
+                self._settled.add(agent_id)
+            return self.durable
+        # (a durable stream below the marker's head: what a rehydration copied so far)
+        return cold if head < marker.head_seq else self.durable
 
     async def ensure_store(self) -> None:
         """The durable tier (the tier of record) must be a statekeeper store."""
@@ -493,6 +503,8 @@ class TieredBackend(Backend):
         agent_id = request.agent_id
         if request.expected_seq == 0 and self.cold is not None:
             await self._rehydrate(agent_id, locked=True)  # a demoted agent is not a new one
+        elif self.cold is not None and agent_id not in self._settled:
+            await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
         try:
             return await self.durable.append(request)
         except ConflictError as exc:
@@ -548,6 +560,8 @@ class TieredBackend(Backend):
             if self.cold is not None:  # a demoted agent is not a new one
                 for agent_id in sorted({r.agent_id for r in requests if r.expected_seq == 0}):
                     await self._rehydrate(agent_id, locked=True)
+                for agent_id in sorted({r.agent_id for r in requests} - self._settled):
+                    await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
             results = await self.durable.append_batch(requests)
             if self.cold is not None:
                 for i, (req, res) in enumerate(zip(requests, results, strict=True)):
@@ -636,6 +650,29 @@ class TieredBackend(Backend):
         head = await self.durable.head(agent_id)
         if head == 0 and self.cold is not None:
             head = await self._rehydrate(agent_id)
+        elif self.cold is not None and agent_id not in self._settled:
+            head = await self._first_use(agent_id, head)
+        return head
+
+    async def _settle(self, agent_id: str) -> None:
+        """Before this process first reads ``agent_id``: its cold marker is looked at (see
+        :meth:`_first_use`), so a rehydration's part is never what the read returns."""
+        if self.cold is not None and agent_id not in self._settled:
+            await self._durable_head(agent_id)
+
+    async def _first_use(self, agent_id: str, head: int, *, locked: bool = False) -> int:
+        """The agent's durable head, after this process's first look at its cold marker:
+        a stream below the marker's head is what an interrupted rehydration copied
+        (a process killed part way), never the whole agent — it is copied again. A
+        marker at or below the stream's head (a demotion under way in another process,
+        or one that died before its last step) is left to that demotion."""
+        if head == 0:
+            return await self._rehydrate(agent_id, locked=locked)
+        marker = await self._marker(agent_id)
+        if marker is None:
+            self._settled.add(agent_id)
+        elif head < marker.head_seq:
+            return await self._rehydrate(agent_id, locked=locked)
         return head
 
     async def _authority(self, agent_id: str, *, touch: bool = True) -> Backend:
@@ -741,6 +778,7 @@ class TieredBackend(Backend):
         if self.readonly:
             return await (await self._reader(agent_id)).read(agent_id, after_seq, to_seq, limit)
         self._touch(agent_id)
+        await self._settle(agent_id)
         checked = await self._hot_checked(
             agent_id, lambda h: h.read(agent_id, after_seq, to_seq, limit)
         )
@@ -768,6 +806,7 @@ class TieredBackend(Backend):
             tier = await self._reader(agent_id)
             return await tier.latest_snapshot(agent_id, at_or_below)
         self._touch(agent_id)
+        await self._settle(agent_id)
         # A checked hot copy holds every snapshot of the agent: its "none" is exact too.
         # (Should the hot tier lose data during the call, an older snapshot or none
         # only makes the caller replay more events, read and checked as above.)
@@ -881,6 +920,7 @@ class TieredBackend(Backend):
             await tier.drop_all()
         self._dirty.clear()
         self._last_used.clear()
+        self._settled.clear()
         return None
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
@@ -901,7 +941,9 @@ class TieredBackend(Backend):
             return live[:limit]
         demoted = await self._demoted(after, limit)
         merged: dict[str, AgentInfo] = {info.agent_id: info for info in demoted}
-        merged.update({info.agent_id: info for info in live})  # durable wins
+        for info in live:  # durable wins, but for the part of an interrupted rehydration
+            if info.agent_id not in merged or info.head_seq >= merged[info.agent_id].head_seq:
+                merged[info.agent_id] = info
         return [merged[k] for k in sorted(merged)][:limit]
 
     async def _demoted(self, after: str | None, limit: int) -> list[AgentInfo]:
@@ -1045,6 +1087,11 @@ class TieredBackend(Backend):
             head = await self.durable.head(agent_id)
             if head == 0:
                 return False
+            marker = await self._marker(agent_id)
+            if marker is not None and head < marker.head_seq:
+                # the part a rehydration copied so far (under way in another process, or
+                # interrupted): the cold copy is the agent, never to be replaced by it
+                return False
             first = await self.durable.read(agent_id, 0, None, limit=1)
             last = await self.durable.read(agent_id, head - 1, head)
             if not first or not last:
@@ -1068,6 +1115,7 @@ class TieredBackend(Backend):
             if self.hot is not None:
                 await self._drop_hot(agent_id)
             self._last_used.pop(agent_id, None)
+            self._settled.discard(agent_id)  # (its next use here looks at the marker again)
             self.stats["demotions"] += 1
             logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
             return True
@@ -1082,31 +1130,56 @@ class TieredBackend(Backend):
             return 0
         marker_id = COLD_MARKER + agent_id
         if await self.durable.head(marker_id) == 0:
+            self._settled.add(agent_id)
             return 0
         if not locked:
             await self._locks.acquire(agent_id)
         try:
             marker = await self._marker(agent_id)
             if marker is None:  # rehydrated meanwhile
+                self._settled.add(agent_id)
                 return await self.durable.head(agent_id)
             head = await self.durable.head(agent_id)
+            if 0 < head < marker.head_seq:
+                # the part an interrupted rehydration copied (the cold tier still holds
+                # the whole stream): copied again from the start, never taken as all
+                await self._drop_partial(agent_id, marker.head_seq)
+                head = await self.durable.head(agent_id)
             if head == 0:
                 if await cold.head(agent_id) != marker.head_seq:
                     raise IntegrityError(
                         agent_id, marker.head_seq, "the cold copy of a demoted agent is missing"
                     )
-                await _copy_stream(
-                    cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
-                )
+                try:
+                    await _copy_stream(
+                        cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
+                    )
+                except BaseException:
+                    with contextlib.suppress(Exception):  # (else the next use drops it)
+                        await self._drop_partial(agent_id, marker.head_seq)
+                    raise
                 head = marker.head_seq
+            elif head < marker.head_seq:
+                raise IntegrityError(
+                    agent_id, marker.head_seq, f"a partial copy at {head} could not be dropped"
+                )
             await self.durable.delete_agent(marker_id)
             await cold.delete_agent(agent_id)
+            self._settled.add(agent_id)
             self.stats["rehydrations"] += 1
             logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
             return head
         finally:
             if not locked:
                 self._locks.release(agent_id)
+
+    async def _drop_partial(self, agent_id: str, marker_head: int) -> None:
+        """Delete what an interrupted rehydration copied into the durable tier (a part
+        of the stream the cold tier holds whole), if that is what is there."""
+        head = await self.durable.head(agent_id)
+        if 0 < head < marker_head:
+            with contextlib.suppress(ConflictError):  # moved: the caller looks again
+                await self.durable.delete_agent_at(agent_id, head)
 
     async def _maintain(self) -> None:
         assert self.demote_interval is not None

@@ -35,6 +35,7 @@ True
 from __future__ import annotations
 
 import abc
+import math
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, TypeVar
@@ -61,12 +62,30 @@ TAG = "$crdt"
 C = TypeVar("C", bound="CRDT")
 
 
+def find_non_finite(value: Any) -> float | None:
+    """The first NaN or infinity inside a JSON value (None: there is none). orjson
+    writes them as ``null``: a copy through JSON would turn them into None silently."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+        elif isinstance(node, float) and not math.isfinite(node):
+            return node
+    return None
+
+
 def _canon(value: Any) -> str:
     """Canonical JSON of a value: the identity of set elements and the last tie-break."""
     try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+        out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError as exc:
         raise ConfigurationError(f"CRDT values must be JSON values: {exc}") from exc
+    if b"null" in out and (bad := find_non_finite(value)) is not None:
+        raise ConfigurationError(f"CRDT values must be JSON values, not the float {bad!r}")
+    return out.decode()
 
 
 def _copy(value: Any) -> Any:
@@ -464,23 +483,24 @@ class ORSet(CRDT):
 class AppendOnlyList(CRDT):
     """An append-only list (a chat transcript, an audit trail).
 
-    Each item has a unique id — the :class:`~.clock.Timestamp` of its append, whose
-    node id makes it unique per writer — and the list is ordered by it. Merge is the
-    union of items, so appends made concurrently on different replicas are all kept,
-    interleaved by their stamps, and every replica shows the same order.
+    Each item is identified by the :class:`~.clock.Timestamp` of its append — whose
+    node id makes it unique per writer — and its value, and the list is ordered by
+    them. Merge is the union of items, so appends made concurrently on different
+    replicas are all kept, interleaved by their stamps, and every replica shows the
+    same order. Two different values appended at one stamp (two writers sharing a node
+    id) are both kept, ordered by their canonical JSON; the same value at one stamp is
+    one item (merging again adds nothing).
     """
 
     type_name = "append-only-list"
     __slots__ = ("_items",)
 
     def __init__(self, items: Iterable[tuple[Timestamp, Any]] = ()) -> None:
-        chosen: dict[Timestamp, tuple[str, Any]] = {}
+        chosen: dict[tuple[Timestamp, str], Any] = {}
         for stamp, value in items:
             canon = _canon(value)
-            have = chosen.get(stamp)
-            # one id should carry one value; if not, choose without regard to order
-            if have is None or canon > have[0]:
-                chosen[stamp] = (canon, _copy(value))
+            if (stamp, canon) not in chosen:
+                chosen[(stamp, canon)] = _copy(value)
         self._items = dict(sorted(chosen.items()))
 
     def append(self, value: Any, stamp: Timestamp) -> AppendOnlyList:
@@ -489,24 +509,24 @@ class AppendOnlyList(CRDT):
 
     def merge(self, other: AppendOnlyList) -> AppendOnlyList:
         self._check(other)
-        items = [(s, v) for s, (_, v) in self._items.items()]
-        items.extend((s, v) for s, (_, v) in other._items.items())
+        items = [(s, v) for (s, _), v in self._items.items()]
+        items.extend((s, v) for (s, _), v in other._items.items())
         return AppendOnlyList(items)
 
     @property
     def value(self) -> list[Any]:
-        return [_copy(v) for _, v in self._items.values()]
+        return [_copy(v) for v in self._items.values()]
 
     @property
     def stamps(self) -> list[Timestamp]:
-        """Item ids, in list order."""
-        return list(self._items)
+        """The items' stamps, in list order."""
+        return [stamp for stamp, _ in self._items]
 
     def __len__(self) -> int:
         return len(self._items)
 
     def _state(self) -> Any:
-        return [[s.to_json(), v] for s, (_, v) in self._items.items()]
+        return [[s.to_json(), v] for (s, _), v in self._items.items()]
 
     @classmethod
     def _from_state(cls, state: Any) -> AppendOnlyList:

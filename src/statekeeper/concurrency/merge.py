@@ -60,7 +60,7 @@ from ..errors import (
 )
 from ..store.writes import SEEN, Seen
 from .clock import Timestamp
-from .crdt import from_json, is_crdt
+from .crdt import find_non_finite, from_json, is_crdt
 from .retry import DEFAULT_BUDGET, Backoff, _Budget, retry_loop
 from .vclock import Ordering, VectorClock
 
@@ -126,7 +126,13 @@ def _canon(value: Any) -> bytes:
 
 
 def _copy(value: Any) -> Any:
-    return value if value is MISSING else orjson.loads(orjson.dumps(value))
+    if value is MISSING:
+        return value
+    out = orjson.dumps(value)
+    if b"null" in out and (bad := find_non_finite(value)) is not None:
+        # (orjson writes it as null: the merged data would hold None in its place)
+        raise ConfigurationError(f"agent data holds JSON values, not the float {bad!r}")
+    return orjson.loads(out)
 
 
 @dataclass(frozen=True)
@@ -206,14 +212,26 @@ class LastWriteWins(Strategy):
 
     Stamps are hybrid-logical-clock stamps ``(wall ms, logical, node)``: totally
     ordered, causal, and never equal for different writers. Versions without a stamp
-    cannot be ordered and leave the field unresolved.
+    cannot be ordered and leave the field unresolved — nor can two carrying one
+    stamp, or a version still carrying its base's stamp (edited without a new one:
+    its stamp says nothing about when the edit was made).
     """
 
     def resolve(self, base: Any, ours: Any, theirs: Any, ctx: MergeContext) -> Any:
         a, b = ctx.ours.stamp, ctx.theirs.stamp
-        if a is None or b is None:
+        if a is None or b is None or a == b or _stale_stamp(ctx.ours, ctx.theirs, ctx.base):
             raise Unresolved(ctx.path)
         return ours if a > b else theirs
+
+
+def _stale_stamp(ours: Version, theirs: Version, base: Version | None) -> list[str]:
+    """The sides whose stamp is their base's (or the other side's): edited, not stamped."""
+    if ours.stamp is not None and ours.stamp == theirs.stamp:
+        return ["ours", "theirs"]
+    stale = base.stamp if base is not None else None
+    if stale is None:
+        return []
+    return [side for side, v in (("ours", ours), ("theirs", theirs)) if v.stamp == stale]
 
 
 class CRDTs(Strategy):
@@ -301,9 +319,12 @@ class Merger:
         """
         if ours.clock is not None and theirs.clock is not None:
             order = ours.clock.compare(theirs.clock)
-            if order is Ordering.BEFORE:
+            # a side is dropped whole only when its clock tells its history: one whose
+            # data left the base without a tick past the base's clock (a plain save of
+            # a merged document carries its old "_sync" along) has edits no clock shows
+            if order is Ordering.BEFORE and _clock_tells(ours, base):
                 return theirs
-            if order is Ordering.AFTER:
+            if order is Ordering.AFTER and _clock_tells(theirs, base):
                 return ours
             if order is Ordering.EQUAL and _same(ours.data, theirs.data):
                 return ours
@@ -330,7 +351,7 @@ class Merger:
             )
             if unresolved:
                 paths = tuple(unresolved)
-                reason = _unstamped(self, ours, theirs, paths)
+                reason = _unstamped(self, ours, theirs, base, paths)
                 raise MergeConflict(agent_id, ours, theirs, base, paths, reason)
         return Version(data, _join_clocks(ours.clock, theirs.clock), _max_stamp(ours, theirs))
 
@@ -369,15 +390,32 @@ class Merger:
         return merged
 
 
-def _unstamped(merger: Merger, ours: Version, theirs: Version, paths: tuple[str, ...]) -> str:
+def _clock_tells(side: Version, base: Version | None) -> bool:
+    """Whether ``side``'s vector clock accounts for its changes since ``base``: false when
+    its data differs from the base's while its clock has not moved past the base's."""
+    if base is None or base.clock is None or side.clock is None or _same(side.data, base.data):
+        return True
+    return side.clock.compare(base.clock) is Ordering.AFTER
+
+
+def _unstamped(
+    merger: Merger, ours: Version, theirs: Version, base: Version | None, paths: tuple[str, ...]
+) -> str:
     """Why :class:`LastWriteWins` left some of ``paths`` unresolved, when it did because
     a version carries no stamp ("" otherwise)."""
     unstamped = [side for side, v in (("ours", ours), ("theirs", theirs)) if v.stamp is None]
-    if not unstamped or not any(_last_write_wins(merger, path) for path in paths):
+    stale = [] if unstamped else _stale_stamp(ours, theirs, base)
+    if not (unstamped or stale) or not any(_last_write_wins(merger, path) for path in paths):
         return ""
-    which = "neither version carries" if len(unstamped) == 2 else f"{unstamped[0]} carries"
+    if unstamped:
+        which = "neither version carries" if len(unstamped) == 2 else f"{unstamped[0]} carries"
+        why = f"{which} one"
+    elif len(stale) == 2:
+        why = "both versions carry the same one (edited without a new stamp)"
+    else:
+        why = f"{stale[0]} carries its base's (edited without a new one)"
     return (
-        f"LastWriteWins orders versions by their stamps and {which} one (stamp each "
+        f"LastWriteWins orders versions by their stamps and {why} (stamp each "
         "edit: Version.edited(data, node, stamp=clock.now()) with a HybridClock)"
     )
 
