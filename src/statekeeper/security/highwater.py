@@ -309,20 +309,29 @@ class HighWater:
         return sorted(marks, key=lambda e: float(e["t"]), reverse=True)
 
     async def check(
-        self, store: StateStore, limit: int | None = None, *, agents: list[str] | None = None
+        self,
+        store: StateStore,
+        limit: int | None = None,
+        *,
+        agents: list[str] | None = None,
+        exact: bool = False,
     ) -> list[RollbackDetected]:
         """Check the ``limit`` newest marks (all when None; only those of ``agents``
         when given) against ``store``; every
         stream that went back in time is returned as a :class:`RollbackDetected`.
         A suspect is checked again against a fresh read of the file (another process
-        may have deleted the agent meanwhile)."""
+        may have deleted the agent meanwhile). ``exact`` (``verify``) reads each
+        stream's head too, not only the marked record: a head moved below it, or gone,
+        over records left in place (a hand edit) is a stream gone back in time."""
         found: list[RollbackDetected] = []
         marks = self.marks()
         if agents is not None:
             wanted = set(agents)
             marks = [m for m in marks if m["agent_id"] in wanted]
         suspects = [
-            mark for mark in marks[:limit] if await self._check_mark(store, mark) is not None
+            mark
+            for mark in marks[:limit]
+            if await self._check_mark(store, mark, exact) is not None
         ]
         if not suspects:
             return found
@@ -333,19 +342,23 @@ class HighWater:
             now = fresh.get(agent_id, mark) if agent_id not in self._dirty else mark
             if int(now["seq"]) < 1:
                 continue  # deleted meanwhile
-            problem = await self._check_mark(store, now)
+            problem = await self._check_mark(store, now, exact)
             if problem is not None:
                 found.append(problem)
         return found
 
-    async def _check_mark(self, store: StateStore, mark: dict[str, Any]) -> RollbackDetected | None:
+    async def _check_mark(
+        self, store: StateStore, mark: dict[str, Any], exact: bool = False
+    ) -> RollbackDetected | None:
         agent_id, seq = str(mark["agent_id"]), int(mark["seq"])
         when = datetime.fromtimestamp(float(mark["t"]), UTC).isoformat(timespec="seconds")
         try:
             # one query when the record is there (the common case): its presence says
-            # the head is at or past it; the head is read only when it is not
+            # the head is at or past it, unless the head was edited apart from the
+            # records (``exact``, verify, reads it too); the head is read when it is not
             events = await store.backend.read(agent_id, seq - 1, seq)
-            head = seq if events and events[0].seq == seq else await store.backend.head(agent_id)
+            present = bool(events) and events[0].seq == seq
+            head = seq if present and not exact else await store.backend.head(agent_id)
         except StatekeeperError:
             # a damaged file (or an id the engine refuses, in an edited witness), not a
             # rollback: reading and verify report it
