@@ -114,11 +114,11 @@ def keys_status(
     url = resolve_url(ctx, db)
     keyring = env_keyring(key_file)
 
-    async def go() -> dict[str, int]:
+    async def go() -> tuple[dict[str, int], str | None]:
         async with open_store(url, key_file=key_file) as store:
-            return await key_usage(store)
+            return await key_usage(store), _narrow_principal(store)
 
-    usage = run(go())
+    usage, narrow = run(go())
     missing = sorted(
         k for k in usage if keyring is not None and not k.startswith("(") and k not in keyring
     )
@@ -128,6 +128,8 @@ def keys_status(
         "keyring": keyring.ids if keyring is not None else [],
         "usage": usage,
         "missing": missing,
+        # False under --as without admin on '**': the agents it may read only
+        "whole_store": narrow is None,
     }
     if json_out:
         render.print_json(info)
@@ -150,6 +152,24 @@ def keys_status(
             note = "old key: run 'statekeeper rekey'"
         table.add_row(escape(key_id), f"{n:,}", note)
     out_console().print(table)
+    if narrow is not None:
+        out_console().print(
+            f"[yellow]counted only the agents principal {escape(narrow)!r} may read: records "
+            "of other namespaces (and the audit log) are not counted; do not retire a key "
+            "on this count (an admin on '**', or a run without --as, counts the store)[/]"
+        )
+
+
+def _narrow_principal(store: object) -> str | None:
+    """The principal of a store opened with ``--as`` that is not an admin on every
+    namespace (``**``): what it runs covers only its own part of the store. None for a
+    store admin or a store opened without ``--as``."""
+    from ..store.governed import governance_of
+
+    governance = governance_of(store)
+    if governance is None or governance.store_admin():
+        return None
+    return governance.principal or ""
 
 
 vault_app = typer.Typer(
@@ -246,7 +266,7 @@ def rekey(
     if progress_file is not None:
         check_output_file(progress_file, "rekey progress file", json_tagged("statekeeper_rekey"))
 
-    async def go() -> tuple[RekeyStats, str, str | None]:
+    async def go() -> tuple[RekeyStats, str, str | None, str | None]:
         async with open_store(url, key_file=key_file, readonly=False, need_key=True) as store:
             assert store.codec.keyring is not None
             active = store.codec.keyring.active_id
@@ -288,9 +308,9 @@ def rekey(
                 stats = await do_rekey(
                     store, progress_file=progress_file, on_agent=on_agent, batch=batch
                 )
-            return stats, active, resumed
+            return stats, active, resumed, _narrow_principal(store)
 
-    stats, active, resumed = run(go())
+    stats, active, resumed, narrow = run(go())
     summary = {
         "active_key": active,
         "resumed_after": resumed,
@@ -300,6 +320,8 @@ def rekey(
         "heads_reauthenticated": stats.heads,
         "already_done": stats.skipped,
         "retries": stats.retries,
+        # False under --as without admin on '**': the agents it administers only
+        "whole_store": narrow is None,
     }
     if json_out:
         render.print_json(summary)
@@ -310,6 +332,12 @@ def rekey(
         f"{stats.skipped:,} already were"
         + (f" (resumed after {escape(resumed)!r})" if resumed else "")
     )
+    if narrow is not None:
+        out_console().print(
+            f"[yellow]only the agents principal {escape(narrow)!r} may see were re-encrypted: "
+            "other namespaces (and the audit log) may still be under older keys; run it "
+            "as an admin on '**' (or without --as) before retiring a key[/]"
+        )
 
 
 # ------------------------------------------------------------------------- witness
