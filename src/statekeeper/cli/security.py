@@ -26,6 +26,7 @@ from .app import (
     resolve_url,
     run,
     sqlite_file,
+    stop_signal,
 )
 from .files import check_output_file, json_tagged
 from .stores import KeyFileOption, env_keyring, open_store
@@ -298,6 +299,8 @@ def rekey(
                 )
 
                 def on_agent(agent_id: str, _one: RekeyStats, total: RekeyStats) -> None:
+                    finished[0] += 1
+                    finished[1] = agent_id
                     progress.update(
                         task,
                         advance=1,
@@ -310,7 +313,13 @@ def rekey(
                 )
             return stats, active, resumed, _narrow_principal(store)
 
-    stats, active, resumed, narrow = run(go())
+    finished: list[Any] = [0, None]  # agents finished by this run, the last one
+    try:
+        stats, active, resumed, narrow = run(go())
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if stop_signal(exc) is not None:
+            _rekey_stopped(finished[0], finished[1], progress_file)
+        raise
     summary = {
         "active_key": active,
         "resumed_after": resumed,
@@ -338,6 +347,25 @@ def rekey(
             "other namespaces (and the audit log) may still be under older keys; run it "
             "as an admin on '**' (or without --as) before retiring a key[/]"
         )
+
+
+def _rekey_stopped(done: int, last: str | None, progress_file: Path | None) -> None:
+    """How far a rekey stopped by Ctrl-C or SIGTERM got, and how to finish it (on
+    stderr, before the usual one line): the old keys are still needed until then."""
+    got = f"after {done:,} agent(s) (the last: {escape(last)!r})" if last else "before any agent"
+    if progress_file is not None:
+        resume = (
+            f"its progress is kept in {escape(str(progress_file))}: run the same command "
+            "again to resume"
+        )
+    else:
+        resume = (
+            "no progress file was kept (--progress-file FILE): run it again; records "
+            "already under the active key are skipped"
+        )
+    err_console().print(
+        f"[yellow]rekey stopped {got}; {resume}. Keep the old keys until it completes.[/]"
+    )
 
 
 # ------------------------------------------------------------------------- witness
