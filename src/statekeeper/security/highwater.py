@@ -126,6 +126,35 @@ class HighWater:
         if not self._scheduled or (self._loop is not None and self._loop.is_closed()):
             self._schedule()
 
+    async def rekeyed(self, store: StateStore, agent_id: str) -> None:
+        """After ``agent_id`` was re-encrypted (``rekey``): its mark in the file, when
+        made under another key than the active one, is checked with that key (still in
+        the keyring during a rotation) and, when it holds, made again under the active
+        key with its time kept, so that it is still checked in full once the old key is
+        retired (a mark under a key the keyring lacks is checked by seq only). A mark
+        that does not hold is left as it is: ``verify`` reports it."""
+        mark = self._known.get(agent_id)
+        if agent_id in self._dirty or mark is None or int(mark.get("seq", 0)) < 1:
+            return
+        keyring = self._codec.keyring
+        if keyring is None or mark.get("key_id") in (None, keyring.active_id):
+            return
+        seq = int(mark["seq"])
+        try:
+            events = await store.backend.read(agent_id, seq - 1, seq)
+            if not events or events[0].seq != seq:
+                return
+            link = store._open_event(agent_id, events[0])[1].link
+            held = self._codec.check_witness_digest(
+                agent_id, seq, link, mark.get("key_id"), str(mark.get("digest"))
+            )
+        except StatekeeperError:
+            return  # a key already gone, a damaged record: left for verify
+        if held:
+            self._dirty[agent_id] = (seq, link, float(mark["t"]))
+            if not self._scheduled or (self._loop is not None and self._loop.is_closed()):
+                self._schedule()
+
     def _schedule(self) -> None:
         # (a store used from one event loop after another: the timer follows it)
         self._scheduled = True
@@ -329,9 +358,7 @@ class HighWater:
             wanted = set(agents)
             marks = [m for m in marks if m["agent_id"] in wanted]
         suspects = [
-            mark
-            for mark in marks[:limit]
-            if await self._check_mark(store, mark, exact) is not None
+            mark for mark in marks[:limit] if await self._check_mark(store, mark, exact) is not None
         ]
         if not suspects:
             return found
