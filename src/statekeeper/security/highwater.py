@@ -16,7 +16,8 @@ to have been acknowledged.
 
 The file is a witness file in the format of :mod:`statekeeper.security.witness` (so
 ``statekeeper witness check FILE`` reads it too). Its digests are keyed in a store with
-a key (a mark made under a key the keyring no longer holds is checked by seq only);
+a key (a mark made under a key the keyring no longer holds is checked by seq only;
+``rekey`` makes the marks of the agents it re-encrypts again under the active key);
 its seal is a SHA-256 even then, so that opening the store never needs a key it would
 not need anyway: the seal catches a damaged file, not a forger (who can delete the
 file anyway; keep an exported, keyed witness elsewhere against one). Two additions per
