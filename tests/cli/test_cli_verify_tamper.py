@@ -50,3 +50,13 @@ def test_verify_names_a_head_moved_back_over_records_kept(
     code, problems = _verify(runner, url)
     assert code == 1, problems
     assert {agent for agent, _, _ in problems} == {"alpha"}
+
+
+def test_repair_does_not_call_a_store_with_a_vanished_agent_repaired(
+    runner: CliRunner, db: Path, url: str
+) -> None:
+    _edit(db, "DELETE FROM sk_agents WHERE agent_id = 'alpha'")
+    result = runner.invoke(app, ["repair", "--db", url, "--json"])
+    assert result.exit_code == 3, result.output  # problems repair cannot fix
+    report = json.loads(result.stdout)
+    assert [(p["agent_id"], p["seq"]) for p in report["unrepairable"]] == [("alpha", 4)]
