@@ -29,10 +29,10 @@ compacted there too.
 from __future__ import annotations
 
 import copy
-import shlex
 import io
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any
