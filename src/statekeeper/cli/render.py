@@ -180,7 +180,7 @@ def snapshot_view(snap: Snapshot, head: int) -> Group:
 
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
-    grid.add_column()
+    grid.add_column(overflow="fold")  # a long agent id folds, never cut short
     where = f"{snap.seq}" + ("" if snap.seq == head else f"  [dim](head is {head})[/]")
     grid.add_row("agent", escape(snap.agent_id))
     grid.add_row("seq", where)

@@ -138,7 +138,7 @@ def keys_status(
     from rich.table import Table
 
     table = Table(title="Records and heads per key", title_justify="left")
-    table.add_column("key id", style="bold")
+    table.add_column("key id", style="bold", overflow="fold")
     table.add_column("records + heads", justify="right")
     table.add_column("")
     for key_id, n in sorted(usage.items()):
