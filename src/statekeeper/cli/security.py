@@ -59,7 +59,11 @@ def keys_generate(
         ),
     ] = None,
     key_id: Annotated[
-        str | None, typer.Option("--id", help="Id of the new key [default: k<n+1>].")
+        str | None,
+        typer.Option(
+            "--id",
+            help="Id of the new key [default: k<N+1>, kN the highest id of the file: an id once retired is never handed out again].",
+        ),
     ] = None,
     activate: Annotated[
         bool,
@@ -85,9 +89,10 @@ def keys_generate(
         Keyring.from_file(key_file)  # must be a valid key file before it is extended
         doc = json.loads(key_file.read_text(encoding="utf-8"))
         keys, active, vault = dict(doc["keys"]), doc.get("active"), doc.get("data_keys")
-    new_id = key_id or f"k{len(keys) + 1}"
-    while key_id is None and new_id in keys:
-        new_id = f"k{int(new_id[1:]) + 1}"
+    # after the highest kN of the file, never len+1: once older keys are retired, a
+    # freed number is an id records, backups and witnesses still name for old material
+    numbers = [int(k[1:]) for k in keys if k[:1] == "k" and k[1:].isascii() and k[1:].isdigit()]
+    new_id = key_id or f"k{max(numbers, default=0) + 1}"
     if new_id in keys:
         raise ConfigurationError(f"{key_file} already has a key {new_id!r}")
     keys[new_id] = generate_key()
