@@ -62,7 +62,8 @@ def keys_generate(
         str | None,
         typer.Option(
             "--id",
-            help="Id of the new key [default: k<N+1>, kN the highest id of the file: an id once retired is never handed out again].",
+            help="Id of the new key [default: k<N+1>, kN the highest id of the file: "
+            "an id once retired is never handed out again].",
         ),
     ] = None,
     activate: Annotated[
