@@ -198,6 +198,10 @@ def test_show_before_the_agent_existed(runner: CliRunner, url: str) -> None:
     result = runner.invoke(app, ["show", "alpha", "--db", url, "--at-time", "500"])
     assert result.exit_code == 1
     assert "did not exist yet at 1970-01-01T00:08:20" in result.stderr
+    # the epoch itself is a moment like any other, not "None"
+    epoch = runner.invoke(app, ["show", "alpha", "--db", url, "--at-time", "0"])
+    assert epoch.exit_code == 1
+    assert "did not exist yet at 1970-01-01T00:00:00" in epoch.stderr
 
 
 def test_show_bad_options(runner: CliRunner, url: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -192,7 +192,8 @@ def show(
             except AgentNotFound:
                 if when is None:
                     raise
-                raise fail(f"agent {agent!r} did not exist yet at {render.iso(when)}", 1) from None
+                moment = datetime.fromtimestamp(when, UTC).isoformat(timespec="microseconds")
+                raise fail(f"agent {agent!r} did not exist yet at {moment}", 1) from None
             return snap, head
 
     snap, head = run(go())

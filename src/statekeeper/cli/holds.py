@@ -142,10 +142,11 @@ def hold_list(
 
     table = titled_table("Legal holds")
     restored = any(h.restored_from for h in holds)
-    for name in ("pattern", "reason", "placed by", "since (UTC)"):
-        table.add_column(name)
+    for name in ("pattern", "reason", "placed by"):  # fold: a long id is never cut short
+        table.add_column(name, overflow="fold")
+    table.add_column("since (UTC)", no_wrap=True)
     if restored:  # holds carried over by a restore, kept as placed: the backup named
-        table.add_column("restored from backup")
+        table.add_column("restored from backup", overflow="fold")
     for h in holds:
         since = datetime.fromtimestamp(h.at, UTC).strftime("%Y-%m-%d %H:%M:%S")
         row = [escape(h.pattern), escape(h.reason), escape(h.principal or "-"), since]

@@ -180,7 +180,7 @@ def snapshot_view(snap: Snapshot, head: int) -> Group:
 
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
-    grid.add_column()
+    grid.add_column(overflow="fold")  # a long agent id folds, never cut short
     where = f"{snap.seq}" + ("" if snap.seq == head else f"  [dim](head is {head})[/]")
     grid.add_row("agent", escape(snap.agent_id))
     grid.add_row("seq", where)
@@ -247,11 +247,13 @@ def history_table(events: Iterable[Event], title: str, *, width: int = 120) -> T
     """
     wide = width >= 110
     table = titled_table(title)
+    # seq and time never wrap; the others fold when the row is too wide for the
+    # terminal (a long tool or event name), so that no column is cut or dropped
     table.add_column("seq", justify="right", no_wrap=True, min_width=3)
     table.add_column("time", no_wrap=True)
-    table.add_column("event / type", no_wrap=True)
-    table.add_column("from → to", no_wrap=True)
-    table.add_column("tool", no_wrap=True)
+    table.add_column("event / type", overflow="fold")
+    table.add_column("from → to", overflow="fold")
+    table.add_column("tool", overflow="fold")
     if wide:
         table.add_column("changes", style="dim", no_wrap=True, overflow="ellipsis", max_width=32)
         table.add_column("actor", style="dim", no_wrap=True, overflow="ellipsis", max_width=20)

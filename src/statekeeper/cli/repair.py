@@ -64,7 +64,7 @@ def repair_command(
     3: problems remain that repair cannot fix (damaged events, heads, idempotency
     records); 2: usage or store errors.
     """
-    from ..store.repair import RepairReport, repair_agent
+    from ..store.repair import RepairReport, repair_agent, vanished
     from .progress import bar
 
     url = resolve_url(ctx, db)
@@ -94,9 +94,13 @@ def repair_command(
                         async for info in store.iter_agents():
                             yield info.agent_id
 
+                seen: set[str] = set()
                 async for agent_id in each():
                     total.add(await repair_agent(store, agent_id, apply=apply))
+                    seen.add(agent_id)
                     progress.advance(task)
+            if not agent_ids:  # and those gone from every listing, as verify names them
+                total.unrepairable.extend(await vanished(store, seen))
         return total
 
     report = run(go())

@@ -26,6 +26,7 @@ from .app import (
     resolve_url,
     run,
     sqlite_file,
+    stop_signal,
 )
 from .files import check_output_file, json_tagged
 from .stores import KeyFileOption, env_keyring, open_store
@@ -58,7 +59,12 @@ def keys_generate(
         ),
     ] = None,
     key_id: Annotated[
-        str | None, typer.Option("--id", help="Id of the new key [default: k<n+1>].")
+        str | None,
+        typer.Option(
+            "--id",
+            help="Id of the new key [default: k<N+1>, kN the highest id of the file: "
+            "an id once retired is never handed out again].",
+        ),
     ] = None,
     activate: Annotated[
         bool,
@@ -84,9 +90,10 @@ def keys_generate(
         Keyring.from_file(key_file)  # must be a valid key file before it is extended
         doc = json.loads(key_file.read_text(encoding="utf-8"))
         keys, active, vault = dict(doc["keys"]), doc.get("active"), doc.get("data_keys")
-    new_id = key_id or f"k{len(keys) + 1}"
-    while key_id is None and new_id in keys:
-        new_id = f"k{int(new_id[1:]) + 1}"
+    # after the highest kN of the file, never len+1: once older keys are retired, a
+    # freed number is an id records, backups and witnesses still name for old material
+    numbers = [int(k[1:]) for k in keys if k[:1] == "k" and k[1:].isascii() and k[1:].isdigit()]
+    new_id = key_id or f"k{max(numbers, default=0) + 1}"
     if new_id in keys:
         raise ConfigurationError(f"{key_file} already has a key {new_id!r}")
     keys[new_id] = generate_key()
@@ -114,11 +121,11 @@ def keys_status(
     url = resolve_url(ctx, db)
     keyring = env_keyring(key_file)
 
-    async def go() -> dict[str, int]:
+    async def go() -> tuple[dict[str, int], str | None]:
         async with open_store(url, key_file=key_file) as store:
-            return await key_usage(store)
+            return await key_usage(store), _narrow_principal(store)
 
-    usage = run(go())
+    usage, narrow = run(go())
     missing = sorted(
         k for k in usage if keyring is not None and not k.startswith("(") and k not in keyring
     )
@@ -128,6 +135,8 @@ def keys_status(
         "keyring": keyring.ids if keyring is not None else [],
         "usage": usage,
         "missing": missing,
+        # False under --as without admin on '**': the agents it may read only
+        "whole_store": narrow is None,
     }
     if json_out:
         render.print_json(info)
@@ -135,7 +144,7 @@ def keys_status(
     from rich.table import Table
 
     table = Table(title="Records and heads per key", title_justify="left")
-    table.add_column("key id", style="bold")
+    table.add_column("key id", style="bold", overflow="fold")
     table.add_column("records + heads", justify="right")
     table.add_column("")
     for key_id, n in sorted(usage.items()):
@@ -150,6 +159,24 @@ def keys_status(
             note = "old key: run 'statekeeper rekey'"
         table.add_row(escape(key_id), f"{n:,}", note)
     out_console().print(table)
+    if narrow is not None:
+        out_console().print(
+            f"[yellow]counted only the agents principal {escape(narrow)!r} may read: records "
+            "of other namespaces (and the audit log) are not counted; do not retire a key "
+            "on this count (an admin on '**', or a run without --as, counts the store)[/]"
+        )
+
+
+def _narrow_principal(store: object) -> str | None:
+    """The principal of a store opened with ``--as`` that is not an admin on every
+    namespace (``**``): what it runs covers only its own part of the store. None for a
+    store admin or a store opened without ``--as``."""
+    from ..store.governed import governance_of
+
+    governance = governance_of(store)
+    if governance is None or governance.store_admin():
+        return None
+    return governance.principal or ""
 
 
 vault_app = typer.Typer(
@@ -246,7 +273,7 @@ def rekey(
     if progress_file is not None:
         check_output_file(progress_file, "rekey progress file", json_tagged("statekeeper_rekey"))
 
-    async def go() -> tuple[RekeyStats, str, str | None]:
+    async def go() -> tuple[RekeyStats, str, str | None, str | None]:
         async with open_store(url, key_file=key_file, readonly=False, need_key=True) as store:
             assert store.codec.keyring is not None
             active = store.codec.keyring.active_id
@@ -278,6 +305,8 @@ def rekey(
                 )
 
                 def on_agent(agent_id: str, _one: RekeyStats, total: RekeyStats) -> None:
+                    finished[0] += 1
+                    finished[1] = agent_id
                     progress.update(
                         task,
                         advance=1,
@@ -288,9 +317,15 @@ def rekey(
                 stats = await do_rekey(
                     store, progress_file=progress_file, on_agent=on_agent, batch=batch
                 )
-            return stats, active, resumed
+            return stats, active, resumed, _narrow_principal(store)
 
-    stats, active, resumed = run(go())
+    finished: list[Any] = [0, None]  # agents finished by this run, the last one
+    try:
+        stats, active, resumed, narrow = run(go())
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if stop_signal(exc) is not None:
+            _rekey_stopped(finished[0], finished[1], progress_file)
+        raise
     summary = {
         "active_key": active,
         "resumed_after": resumed,
@@ -300,6 +335,8 @@ def rekey(
         "heads_reauthenticated": stats.heads,
         "already_done": stats.skipped,
         "retries": stats.retries,
+        # False under --as without admin on '**': the agents it administers only
+        "whole_store": narrow is None,
     }
     if json_out:
         render.print_json(summary)
@@ -309,6 +346,31 @@ def rekey(
         f"{stats.snapshots:,} snapshot(s) re-encrypted under {escape(active)!r}, "
         f"{stats.skipped:,} already were"
         + (f" (resumed after {escape(resumed)!r})" if resumed else "")
+    )
+    if narrow is not None:
+        out_console().print(
+            f"[yellow]only the agents principal {escape(narrow)!r} may see were re-encrypted: "
+            "other namespaces (and the audit log) may still be under older keys; run it "
+            "as an admin on '**' (or without --as) before retiring a key[/]"
+        )
+
+
+def _rekey_stopped(done: int, last: str | None, progress_file: Path | None) -> None:
+    """How far a rekey stopped by Ctrl-C or SIGTERM got, and how to finish it (on
+    stderr, before the usual one line): the old keys are still needed until then."""
+    got = f"after {done:,} agent(s) (the last: {escape(last)!r})" if last else "before any agent"
+    if progress_file is not None:
+        resume = (
+            f"its progress is kept in {escape(str(progress_file))}: run the same command "
+            "again to resume"
+        )
+    else:
+        resume = (
+            "no progress file was kept (--progress-file FILE): run it again; records "
+            "already under the active key are skipped"
+        )
+    err_console().print(
+        f"[yellow]rekey stopped {got}; {resume}. Keep the old keys until it completes.[/]"
     )
 
 

@@ -32,6 +32,7 @@ import copy
 import io
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any
@@ -265,13 +266,25 @@ async def _check(store: StateStore, agent: _Agent) -> None:
         rest = want[1:]
     for line in rest:
         folded = patch.apply(folded, copy.deepcopy(line["ops"]))
-    if (
-        snap.seq != end.get("seq")
-        or snap.fsm_state != end.get("state")
-        or snap.schema_version != end.get("schema_version")
-        or snap.data != folded
-    ):
-        raise IntegrityError(agent_id, snap.seq, "imported head state differs from the file")
+    differs = [
+        f"{what} (the file's end line says {said!r}, its events give {got!r})"
+        for what, said, got in (
+            ("seq", end.get("seq"), snap.seq),
+            ("state", end.get("state"), snap.fsm_state),
+            ("schema version", end.get("schema_version"), snap.schema_version),
+        )
+        if said != got
+    ]
+    if snap.data != folded:
+        differs.append("data (the events folded in the file and in the store differ)")
+    if differs:
+        raise IntegrityError(
+            agent_id,
+            snap.seq,
+            f"imported head state differs from the file: {'; '.join(differs)}; the agent "
+            "is stored as the file's events say (undo: statekeeper delete "
+            f"{shlex.quote(agent_id)} --yes)",
+        )
     report = await store.verify([agent_id])
     if not report.ok:
         raise IntegrityError(agent_id, None, f"verify after import: {report.problems[0].reason}")

@@ -16,7 +16,8 @@ to have been acknowledged.
 
 The file is a witness file in the format of :mod:`statekeeper.security.witness` (so
 ``statekeeper witness check FILE`` reads it too). Its digests are keyed in a store with
-a key (a mark made under a key the keyring no longer holds is checked by seq only);
+a key (a mark made under a key the keyring no longer holds is checked by seq only;
+``rekey`` makes the marks of the agents it re-encrypts again under the active key);
 its seal is a SHA-256 even then, so that opening the store never needs a key it would
 not need anyway: the seal catches a damaged file, not a forger (who can delete the
 file anyway; keep an exported, keyed witness elsewhere against one). Two additions per
@@ -125,6 +126,35 @@ class HighWater:
         self._dirty[agent_id] = (seq, link, time.time())
         if not self._scheduled or (self._loop is not None and self._loop.is_closed()):
             self._schedule()
+
+    async def rekeyed(self, store: StateStore, agent_id: str) -> None:
+        """After ``agent_id`` was re-encrypted (``rekey``): its mark in the file, when
+        made under another key than the active one, is checked with that key (still in
+        the keyring during a rotation) and, when it holds, made again under the active
+        key with its time kept, so that it is still checked in full once the old key is
+        retired (a mark under a key the keyring lacks is checked by seq only). A mark
+        that does not hold is left as it is: ``verify`` reports it."""
+        mark = self._known.get(agent_id)
+        if agent_id in self._dirty or mark is None or int(mark.get("seq", 0)) < 1:
+            return
+        keyring = self._codec.keyring
+        if keyring is None or mark.get("key_id") in (None, keyring.active_id):
+            return
+        seq = int(mark["seq"])
+        try:
+            events = await store.backend.read(agent_id, seq - 1, seq)
+            if not events or events[0].seq != seq:
+                return
+            link = store._open_event(agent_id, events[0])[1].link
+            held = self._codec.check_witness_digest(
+                agent_id, seq, link, mark.get("key_id"), str(mark.get("digest"))
+            )
+        except StatekeeperError:
+            return  # a key already gone, a damaged record: left for verify
+        if held:
+            self._dirty[agent_id] = (seq, link, float(mark["t"]))
+            if not self._scheduled or (self._loop is not None and self._loop.is_closed()):
+                self._schedule()
 
     def _schedule(self) -> None:
         # (a store used from one event loop after another: the timer follows it)
@@ -309,20 +339,27 @@ class HighWater:
         return sorted(marks, key=lambda e: float(e["t"]), reverse=True)
 
     async def check(
-        self, store: StateStore, limit: int | None = None, *, agents: list[str] | None = None
+        self,
+        store: StateStore,
+        limit: int | None = None,
+        *,
+        agents: list[str] | None = None,
+        exact: bool = False,
     ) -> list[RollbackDetected]:
         """Check the ``limit`` newest marks (all when None; only those of ``agents``
         when given) against ``store``; every
         stream that went back in time is returned as a :class:`RollbackDetected`.
         A suspect is checked again against a fresh read of the file (another process
-        may have deleted the agent meanwhile)."""
+        may have deleted the agent meanwhile). ``exact`` (``verify``) reads each
+        stream's head too, not only the marked record: a head moved below it, or gone,
+        over records left in place (a hand edit) is a stream gone back in time."""
         found: list[RollbackDetected] = []
         marks = self.marks()
         if agents is not None:
             wanted = set(agents)
             marks = [m for m in marks if m["agent_id"] in wanted]
         suspects = [
-            mark for mark in marks[:limit] if await self._check_mark(store, mark) is not None
+            mark for mark in marks[:limit] if await self._check_mark(store, mark, exact) is not None
         ]
         if not suspects:
             return found
@@ -333,19 +370,23 @@ class HighWater:
             now = fresh.get(agent_id, mark) if agent_id not in self._dirty else mark
             if int(now["seq"]) < 1:
                 continue  # deleted meanwhile
-            problem = await self._check_mark(store, now)
+            problem = await self._check_mark(store, now, exact)
             if problem is not None:
                 found.append(problem)
         return found
 
-    async def _check_mark(self, store: StateStore, mark: dict[str, Any]) -> RollbackDetected | None:
+    async def _check_mark(
+        self, store: StateStore, mark: dict[str, Any], exact: bool = False
+    ) -> RollbackDetected | None:
         agent_id, seq = str(mark["agent_id"]), int(mark["seq"])
         when = datetime.fromtimestamp(float(mark["t"]), UTC).isoformat(timespec="seconds")
         try:
             # one query when the record is there (the common case): its presence says
-            # the head is at or past it; the head is read only when it is not
+            # the head is at or past it, unless the head was edited apart from the
+            # records (``exact``, verify, reads it too); the head is read when it is not
             events = await store.backend.read(agent_id, seq - 1, seq)
-            head = seq if events and events[0].seq == seq else await store.backend.head(agent_id)
+            present = bool(events) and events[0].seq == seq
+            head = seq if present and not exact else await store.backend.head(agent_id)
         except StatekeeperError:
             # a damaged file (or an id the engine refuses, in an edited witness), not a
             # rollback: reading and verify report it

@@ -439,6 +439,12 @@ async def rekey(
     total = RekeyStats()
     after = progress.after
     vault = codec.keyring.data_keys if codec.keyring is not None else None
+    witness = store.witness
+    if witness is not None:  # its marks under older keys are made again under the active
+        try:
+            await asyncio.to_thread(witness.load)
+        except StatekeeperError:
+            witness = None  # an unusable witness file: every use of the store says so
     while True:
         page = await store.list_agents(after=after, limit=_PAGE)
         for info in page:
@@ -448,6 +454,8 @@ async def rekey(
                 result = RekeyStats(forgotten=1)
             else:
                 result = await rekey_agent(store, info.agent_id, batch=batch)
+                if witness is not None:
+                    await witness.rekeyed(store, info.agent_id)
             total.add(result)
             progress.stats.add(result)
             progress.after = info.agent_id

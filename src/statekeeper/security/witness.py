@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AgentForgotten, StatekeeperError
+from ..errors import AgentForgotten, KeyNotFound, StatekeeperError
 from .witness_file import VERSION, canonical, load_witness, write_atomically
 
 if TYPE_CHECKING:
@@ -140,6 +140,9 @@ async def check_witness(
         sealed = store.codec.check_witness_seal(
             canonical(streams), seal.get("key_id"), str(seal.get("mac", ""))
         )
+    except KeyNotFound as exc:
+        report.problems.append(WitnessProblem("*", None, _retired("the witness file", exc)))
+        return report
     except StatekeeperError as exc:
         report.problems.append(WitnessProblem("*", None, f"witness file seal: {exc}"))
         return report
@@ -163,6 +166,8 @@ async def check_witness(
         expected = StreamDigest(agent_id, int(entry["seq"]), entry.get("key_id"), entry["digest"])
         try:
             problem = await store.check_digest(expected)
+        except KeyNotFound as exc:
+            problem = _retired("its digest", exc)
         except StatekeeperError as exc:
             problem = str(exc)
         if problem is not None:
@@ -175,3 +180,15 @@ async def check_witness(
         if info.agent_id not in seen:
             report.new_agents += 1
     return report
+
+
+def _retired(what: str, exc: KeyNotFound) -> str:
+    """What a witness sealed (or a digest made) under a key the keyring lacks says: not
+    damage, and not the store's key being wrong: a key retired since the export."""
+    if exc.no_keyring:
+        return str(exc)
+    return (
+        f"{what} was made with key {exc.key_id!r}, which is not in the keyring (retired "
+        "since the witness was exported?): add that key to check it, and export a new "
+        "witness after every key rotation"
+    )

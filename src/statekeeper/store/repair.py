@@ -43,7 +43,7 @@ from .state import AgentRecord
 if TYPE_CHECKING:
     from .store import Problem, StateStore
 
-__all__ = ["Change", "RepairReport", "repair", "repair_agent"]
+__all__ = ["Change", "RepairReport", "repair", "repair_agent", "vanished"]
 
 _PAST_THE_END = "past the stream's end"
 
@@ -108,6 +108,7 @@ async def repair(
     if progress is not None and not callable(progress):
         raise InvalidArgument("progress", "progress must be callable or None")
     total = RepairReport(applied=apply)
+    whole = agent_ids is None
     if agent_ids is None:
         agent_ids = [info.agent_id async for info in store.iter_agents()]
     for agent_id in agent_ids:
@@ -115,7 +116,15 @@ async def repair(
         total.add(one)
         if progress is not None:
             progress(agent_id, one)
+    if whole:
+        total.unrepairable.extend(await vanished(store, set(agent_ids)))
     return total
+
+
+async def vanished(store: StateStore, listed: set[str]) -> list[Problem]:
+    """The streams the store's witness saw that are not among ``listed`` (every agent
+    a whole-store run looked at): gone back in time, which no rebuilt snapshot cures."""
+    return [p for p in await store.witness_problems() if p.agent_id not in listed]
 
 
 async def repair_agent(store: StateStore, agent_id: str, *, apply: bool = False) -> RepairReport:

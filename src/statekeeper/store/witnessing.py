@@ -103,7 +103,7 @@ class WitnessGate:
             return []
         try:
             await asyncio.to_thread(self.witness.load)
-            found = await self.witness.check(store, agents=agent_ids)
+            found = await self.witness.check(store, agents=agent_ids, exact=True)
         except IntegrityError as exc:
             return [Problem(exc.agent_id, exc.seq, str(exc), "rollback")]
         return [Problem(p.agent_id, p.seq, str(p), "rollback") for p in found]

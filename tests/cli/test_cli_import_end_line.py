@@ -1,0 +1,34 @@
+"""An export whose end line disagrees with its own events (a hand-edited file) fails
+the import's read-back, and the error says what differs and that the agent is now
+stored as the file's events say (with the command that undoes it), instead of a bare
+"imported head state differs from the file" that reads like damage to the store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from statekeeper.cli import app
+
+
+def test_an_end_line_that_lies_is_named(runner: CliRunner, url: str, tmp_path: Path) -> None:
+    exported = tmp_path / "alpha.jsonl"
+    assert runner.invoke(app, ["export", "alpha", "--db", url, "-o", str(exported)]).exit_code == 0
+    lines = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
+    end = next(line for line in lines if "end" in line)
+    assert end["state"] == "processing"
+    end["state"] = "completed"  # the events say processing
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    target = f"sqlite:///{tmp_path / 'copy.db'}"
+    assert runner.invoke(app, ["init", target]).exit_code == 0
+    result = runner.invoke(app, ["import", str(edited), "--db", target])
+    assert result.exit_code == 2
+    said = " ".join(result.stderr.split())
+    assert "state (the file's end line says 'completed', its events give 'processing')" in said
+    assert "the agent is stored as the file's events say" in said
+    assert "statekeeper delete alpha --yes" in said
+    shown = runner.invoke(app, ["show", "alpha", "--db", target, "--json"])
+    assert json.loads(shown.stdout)["state"] == "processing"  # as the message says
