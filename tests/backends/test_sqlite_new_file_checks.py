@@ -93,7 +93,7 @@ async def test_a_file_another_process_created_and_encrypted_first_refuses(
     async with StateStore(_url(path), keyring=Keyring({"k1": KEY}), witness=False) as keyed:
         await keyed.save("secret", {"card": "4111"})
     real_exists = os.path.exists
-    monkeypatch.setattr(sk_sqlite.os.path, "exists", lambda p: p != str(path) and real_exists(p))
+    monkeypatch.setattr(os.path, "exists", lambda p: p != str(path) and real_exists(p))
     monkeypatch.setattr(sk_sqlite.SQLiteBackend, "_create_file", lambda self: None)
     async with StateStore(_url(path), durability="sync", witness=False) as keyless:
         assert keyless.backend.opened_new
