@@ -372,10 +372,51 @@ def _start_wal(conn: sqlite3.Connection) -> None:
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         conn.execute(f"PRAGMA user_version = {version}")
+        _prepare_writes(conn)
         conn.execute("COMMIT")
     except sqlite3.Error:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+
+
+#: a file's data version (the writer connection's: it changes when another connection
+#: commits) read with whether the file holds a store-level marker or an agent, in one
+#: statement (one read of one snapshot of the file)
+_EMPTY_NOW = (
+    "SELECT data_version, EXISTS (SELECT 1 FROM sk_meta WHERE key LIKE 'marker:%')"
+    " OR EXISTS (SELECT 1 FROM sk_agents) FROM pragma_data_version"
+)
+
+
+def _empty_now(conn: sqlite3.Connection) -> tuple[int, int] | None:
+    """``(data_version, total_changes)`` of the writer connection ``conn`` of a file its
+    open just created, when that file holds no store-level marker and no agent (another
+    process may have created it and written to it first); None when it holds one, or
+    cannot be read now."""
+    try:
+        row = conn.execute(_EMPTY_NOW).fetchone()
+    except sqlite3.Error:
+        return None
+    return None if row is None or row[1] else (int(row[0]), conn.total_changes)
+
+
+def _prepare_writes(conn: sqlite3.Connection) -> None:
+    """Compile the statements of a save into the writer connection's statement cache, in
+    the transaction that starts a new file's WAL, each run so that it changes nothing:
+    a create and an event row that a NOT NULL column refuses before any page is
+    touched, a head update of no agent. The first create, the first update and the
+    first event row of the file's first saves then run compiled statements: their
+    compilation (the event row's with its feed trigger) was ~0.1 ms of a new store's
+    first save, and what made each agent's second save slower than its third
+    (docs/benchmarks.md, "perf-normal"). A file this process opens but did not create
+    compiles them on first use, as before."""
+    for sql, args in (
+        (_CREATE, ("", None, 0.0, 0.0, None)),  # head_seq NOT NULL
+        (_INSERT_EVENT, ("", 0, None, 0.0, None, None)),  # kind NOT NULL
+        (_CLAIM_TAGGED, (0, 0.0, None, "", 0, None)),  # no agent "" (ids are not empty)
+    ):
+        with contextlib.suppress(sqlite3.IntegrityError):
+            conn.execute(sql, args)
 
 
 def _pages(requests: Sequence[_Queued]) -> int:
@@ -635,6 +676,10 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         #: _checkpoint_at and the WAL's next growth step
         self._wal_limit: float = min(CALIBRATE_PAGES, self._growth.next_at)
         self._wal_frames_at_open = 0  # frames the WAL held when the writer opened
+        #: (data_version, total_changes) of the writer connection when the file its
+        #: open created was found without a marker and an agent; None otherwise, and
+        #: from the first commit on (see _as_created)
+        self._empty_at_open: tuple[int, int] | None = None
         self._page_size = PAGE_SIZE  # the file's (read when the writer opens)
         #: a checkpoint (or the WAL's growth) is queued on the writer thread; inline
         #: writes wait behind it
@@ -728,6 +773,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         if created:
             _start_wal(conn)
             self.opened_new = True  # (Backend.opened_new: the store's first creates)
+            self._empty_at_open = _empty_now(conn)
         self._page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
         self._wal_frames_at_open = self._wal_frames()
 
@@ -998,6 +1044,35 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             finally:
                 self._writer_busy.release()
         return self._read_cursor().execute(sql, args).fetchall()
+
+    def _as_created(self) -> bool:
+        """True while the file this backend's open created (:attr:`opened_new`) still
+        holds what the open found there, no store-level marker and no agent: nothing
+        committed to it since, by this backend's writer (its ``total_changes``, every
+        row its statements changed) nor by any other connection (the writer's
+        ``PRAGMA data_version``, read now). Then a read of the markers or of the newest
+        agents — the key check before a new store's first write — is answered without
+        its statement (two statements prepared and run: ~0.12 ms of the first save,
+        docs/benchmarks.md "perf-normal"). False, and the read made as before, once
+        anything was committed, or when the writer is busy or in a transaction."""
+        empty = self._empty_at_open
+        if empty is None or self._closed or not self._writer_busy.acquire(False):
+            return False
+        try:
+            conn = self._writer
+            if conn is None or conn.in_transaction:
+                return False
+            if conn.total_changes == empty[1]:
+                try:
+                    rows = self._writer_reads.execute("PRAGMA data_version").fetchall()
+                except sqlite3.Error:
+                    return False  # (a busy answer: the read is made as before)
+                if rows[0][0] == empty[0]:
+                    return True
+            self._empty_at_open = None  # something was committed: never again
+            return False
+        finally:
+            self._writer_busy.release()
 
     def _idle_reader(self, conn: sqlite3.Connection) -> None:
         with self._readers_lock:

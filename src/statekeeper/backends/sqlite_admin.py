@@ -258,6 +258,8 @@ class SQLiteAdmin(SQLitePart):
         return result
 
     async def read_marker(self, name: str) -> bool | None:
+        if self._as_created():  # (a new file's first write: its key check reads nothing)
+            return False
         with translated(self.path):
             rows = self._rows("SELECT 1 FROM sk_meta WHERE key = ?", ("marker:" + name,))
         return bool(rows)

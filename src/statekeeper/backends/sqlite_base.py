@@ -76,6 +76,10 @@ class SQLitePart(Backend):
             """The rows of one read statement (on the idle writer connection before
             the thread has a read connection)."""
 
+        def _as_created(self) -> bool:
+            """True while the file this backend's open created holds no marker and no
+            agent, nothing committed to it since (then such a read needs no statement)."""
+
         async def _write(self, fn: Any, *args: Any, inline: bool = True) -> Any:
             """Run ``fn(*args)`` holding the writer connection (inline or on the writer
             thread)."""

@@ -454,6 +454,8 @@ class SQLiteReads(SQLitePart):
                 "listing agents by last write",
                 "this file has no last-write index yet: open it once for writing",
             )
+        if self._as_created():  # (no agent in it, nothing committed since)
+            return []
         order = "DESC" if newest_first else "ASC"
         sql = "SELECT agent_id, head_seq, created_at, updated_at FROM sk_agents"
         args: list[Any] = []

@@ -262,6 +262,15 @@ class HighWater:
         it is unreadable or its seal does not match its content."""
         self._known = self._read()
 
+    def absent(self) -> None:
+        """The file was found absent: it holds no marks (what :meth:`load` reads then,
+        without opening it)."""
+        self._known = {}
+
+    def empty(self) -> bool:
+        """True when no mark is known: none read from the file, none noted since."""
+        return not self._known and not self._dirty
+
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
             text = Path(self.path).read_text(encoding="utf-8")

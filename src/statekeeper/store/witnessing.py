@@ -86,7 +86,8 @@ class WitnessGate:
             witness = self.witness
             assert witness is not None
             try:
-                await _load(witness)
+                if await _load(witness) and witness.empty():
+                    return True  # no file, no marks: nothing to check (a new store's)
                 found = await witness.check(store, OPEN_CHECKS)
             except IntegrityError as exc:
                 self._error = exc
@@ -116,18 +117,22 @@ class WitnessGate:
 _INLINE_BYTES = 64 * 1024
 
 
-async def _load(witness: HighWater) -> None:
-    """``witness.load()``: inline for a small file, in a thread for a large one."""
+async def _load(witness: HighWater) -> bool:
+    """``witness.load()``: inline for a small file, in a thread for a large one. True
+    when there is no file (``os.stat`` said so: nothing opened nor read; the marks
+    known are those of a file that holds none)."""
     try:
         small = os.stat(witness.path).st_size <= _INLINE_BYTES
     except FileNotFoundError:
-        small = True  # a new store's: load() finds no marks
+        witness.absent()  # a new store's: no marks (what load() would find)
+        return True
     except OSError:
         small = False  # unreadable: load() says why, in the thread as before
     if small:
         witness.load()
     else:
         await asyncio.to_thread(witness.load)
+    return False
 
 
 def _again(exc: StatekeeperError) -> StatekeeperError:
