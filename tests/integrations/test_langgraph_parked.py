@@ -152,7 +152,7 @@ def test_a_parked_write_waits_on_a_plain_lock(tmp_path: Path) -> None:
         parked.append(mine)
         return mine
 
-    saver._park = recorded  # type: ignore[method-assign]
+    saver._park = recorded  # type: ignore[method-assign, assignment]
     try:
         graph = counter_graph(8).compile(checkpointer=saver)
         cfg: Any = {"configurable": {"thread_id": new_thread()}}
