@@ -109,8 +109,9 @@ def _settle(pending: _Pending, exc: BaseException | None = None) -> None:
             pending.future.set_result(None)
         else:
             pending.future.set_exception(exc)
-    if pending.parked is not None:
-        pending.parked.set()
+    parked = pending.parked
+    if parked is not None and parked.locked():  # (settled on the loop's thread only)
+        parked.release()
 
 
 @functools.cache
@@ -329,10 +330,11 @@ class _SaverCommits(_SaverStreams):
 
     def _park(self, thread_id: str, build: Plan, plain: bool) -> _Pending:
         """(On the caller's thread, off the loop.) Park a held write's plan until the
-        thread's next commit takes it; its ``parked`` event is set once it is settled."""
-        mine = _Pending(
-            build, self._portal.new_future(), m.EV_WRITES, True, plain, threading.Event()
-        )
+        thread's next commit takes it; its ``parked`` lock, held from here, is released
+        once it is settled."""
+        held = threading.Lock()
+        held.acquire()
+        mine = _Pending(build, self._portal.new_future(), m.EV_WRITES, True, plain, held)
         with self._parking:
             self._parked.setdefault(thread_id, []).append(mine)
         return mine
@@ -375,9 +377,9 @@ class _SaverCommits(_SaverStreams):
         ``writes_wait``, else by this caller. A write taken into a commit by then is
         waited for (that commit settles it): a caller whose thread was not scheduled
         for ``writes_wait`` commits nothing twice."""
-        event = mine.parked
-        assert event is not None
-        while not event.wait(self.writes_wait):
+        held = mine.parked
+        assert held is not None
+        while not held.acquire(timeout=self.writes_wait):
             with self._parking:
                 parked = self._parked.get(thread_id) or []
                 still = mine in parked

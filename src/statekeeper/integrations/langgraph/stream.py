@@ -91,9 +91,12 @@ class _Pending:
     #: no float, no dict key "$t": its event is serialised without a walk for typed
     #: values), not counting a run claim riding on it (``_commit`` checks that)
     plain: bool = False
-    #: set when the write is settled: its sync caller waits on it off the loop (a
-    #: parked write, see ``_SaverCommits._park``)
-    parked: threading.Event | None = None
+    #: held from when the write is parked until it is settled, then released: its sync
+    #: caller waits on it off the loop (a parked write, see ``_SaverCommits._park``).
+    #: A plain lock, not a ``threading.Event``: an event is a ``Condition`` written in
+    #: Python (made, waited on and set: ~25 Python calls a write), a lock's acquire
+    #: and release are C calls
+    parked: threading.Lock | None = None
 
 
 def _heads(doc: dict[str, Any]) -> dict[str, str | None]:
