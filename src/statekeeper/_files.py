@@ -225,3 +225,25 @@ def place_unless_exists(src: str, dst: str) -> bool:
         os.unlink(dst)  # ours, incomplete: not a store anyone wrote to yet
         raise
     return True
+
+
+def warn_if_open_to_others(path: str | os.PathLike[str], *, stacklevel: int = 2) -> None:
+    """Warn :class:`~statekeeper.errors.KeyFileOpenToOthers` when the key file at
+    ``path`` gives its group or others any access (the rule ssh applies to private
+    keys). The caller uses the file all the same (a refusal would stop running
+    services); the warning names the file and the fix, never a key. ``stacklevel`` is
+    :func:`warnings.warn`'s, counted from the caller (the default 2: the caller's
+    caller, the code that asked for the file). Not on Windows, whose mode bits do not
+    say who may read a file."""
+    import warnings
+
+    from .errors import KeyFileOpenToOthers
+
+    if os.name == "nt":
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if mode & 0o077:
+        warnings.warn(KeyFileOpenToOthers(os.fspath(path), mode), stacklevel=stacklevel + 1)

@@ -12,6 +12,7 @@ fields and message. Split, the tree a user reads top to bottom would be scattere
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "JournalBusy",
     "JournalInUse",
     "JournalOfAnotherStore",
+    "KeyFileOpenToOthers",
     "KeyNotFound",
     "KeyRequired",
     "LeaseError",
@@ -164,6 +166,22 @@ class UnsavedChangesWarning(StatekeeperWarning):
         super().__init__(
             f"store closed with unsaved changes to the data of agent(s) {shown}{more}: "
             "they were not written (call agent.save(), or agent.refresh() to drop them)"
+        )
+
+
+class KeyFileOpenToOthers(StatekeeperWarning):
+    """A key file (``path``) that users other than its owner may read or write: its
+    mode (``mode``, e.g. ``0o644``) gives group or others access. The keys were loaded
+    and used all the same; run ``chmod 600 path`` (the message says it; it never shows
+    a key). Files statekeeper writes (``keys generate``) are mode 0600."""
+
+    def __init__(self, path: str, mode: int = 0o644) -> None:
+        self.path = path
+        self.mode = mode
+        super().__init__(
+            f"key file {path} is open to other users (mode {mode & 0o777:04o}): "
+            f"anyone in its group or on this machine may read the keys; "
+            f"run 'chmod 600 {shlex.quote(path)}'"
         )
 
 

@@ -11,12 +11,13 @@ from pathlib import Path
 
 from statekeeper import SyncStateStore
 from statekeeper.codec.keys import Keyring, generate_key
+from tests.keyfiles import write_key_file
 
 from ._subprocess import cli_in_process, one_error_line
 
 
 def _keys(path: Path) -> Path:
-    path.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(path, {"active": "k1", "keys": {"k1": generate_key()}})
     path.chmod(0o600)
     return path
 

@@ -17,6 +17,7 @@ from statekeeper.cli.app import app
 from statekeeper.cli.namespacing import COMMANDS
 from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.governance import Audit, parse_policy
+from tests.keyfiles import write_key_file
 
 from ._subprocess import Run, cli, cli_env, cli_in_process, one_error_line
 
@@ -52,9 +53,7 @@ def test_every_command_honours_or_refuses_the_namespace() -> None:
 @pytest.fixture
 def keys(tmp_path: Path) -> Path:
     path = tmp_path / "keys.json"
-    path.write_text(
-        json.dumps({"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
-    )
+    write_key_file(path, {"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
     return path
 
 

@@ -9,7 +9,6 @@ nodir/.head.json.<hex>.tmp"; now refused first, as every other output file is.""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from statekeeper import SyncStateStore
 from statekeeper.errors import BackendError
 from statekeeper.governance import Audit, parse_policy
 from statekeeper.security import Keyring, generate_key
+from tests.keyfiles import write_key_file
 
 from ._subprocess import cli
 
@@ -48,7 +48,7 @@ def test_a_folder_no_file_can_be_made_in_is_named_not_a_temporary_file(tmp_path:
 
 def test_audit_verify_refuses_a_witness_in_a_missing_folder_first(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     policy = parse_policy('[principals.ops]\nadmin = ["**"]\n')
     url = f"sqlite:///{tmp_path / 'store.db'}"
     ring = Keyring.from_file(keys)

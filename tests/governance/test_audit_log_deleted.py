@@ -14,6 +14,7 @@ from statekeeper import StateStore
 from statekeeper.arguments import AUDIT_STREAM
 from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.governance import Audit, AuditLog
+from tests.keyfiles import write_key_file
 
 from ..cli._subprocess import cli_in_process
 from ._audited import ADMIN_POLICY, save_audited
@@ -29,7 +30,7 @@ def _delete_the_log(db: Path) -> None:
 
 def _store(tmp_path: Path) -> tuple[Path, Path]:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     db = tmp_path / "x.db"
     save_audited(db, keys, [f"a/t-{i}" for i in range(6)])
     return db, keys
@@ -68,7 +69,7 @@ async def test_a_new_log_in_place_of_a_deleted_one_says_so(tmp_path: Path) -> No
 
 async def test_a_store_that_never_kept_a_log_verifies(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     keyring = Keyring.from_file(keys)
     async with StateStore(f"sqlite:///{tmp_path / 'plain.db'}", keyring=keyring) as store:
         await store.save("a/t-1", {"n": 1})

@@ -15,6 +15,7 @@ from typing import Any
 from statekeeper import StateStore
 from statekeeper.governance import Audit, AuditLog, AuditReport
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
+from tests.keyfiles import write_key_file
 
 from ..cli._subprocess import cli_env, cli_in_process
 from .conftest import KEYRING
@@ -209,7 +210,7 @@ async def test_a_delete_after_a_restore_is_checked(as_principal: Make, tmp_path:
 
 async def test_the_cli_fails_on_events_without_an_entry(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": KEY}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": KEY}})
     url = f"sqlite:///{tmp_path / 'a.db'}"
     ops = StateStore(url, keyring=KEYRING, principal="ops", audit=Audit())
     plain = StateStore(url, keyring=KEYRING)

@@ -18,6 +18,7 @@ from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.governance import Audit, AuditLog
 from statekeeper.governance.backup import BackupKey, backup
 from statekeeper.governance.shredding import forget
+from tests.keyfiles import write_key_file
 
 from ..cli._subprocess import Run, cli_in_process
 from ._audited import ADMIN_POLICY, save_audited
@@ -28,7 +29,7 @@ def audited(tmp_path: Path) -> tuple[Path, Path]:
     """(store, key file with a key vault): agents acme/alice, acme/bob, acme/carol
     saved as 'ops', so the store keeps an audit log."""
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     made = cli_in_process("keys", "vault", "init", str(keys))
     assert made.code == 0, str(made)
     db = tmp_path / "s.db"
@@ -66,7 +67,7 @@ def test_delete_and_forget_without_as_are_audited(audited: tuple[Path, Path]) ->
 
 def test_a_store_without_an_audit_log_gets_none(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     db = tmp_path / "s.db"
     with SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys)) as store:
         store.save("acme/bob", {"n": 1})

@@ -13,6 +13,7 @@ import pytest
 from statekeeper import SyncStateStore
 from statekeeper.errors import ConfigurationError
 from statekeeper.governance.backup import BackupKey
+from tests.keyfiles import write_key_file
 
 from ..cli._proc import sk_in_process
 
@@ -32,7 +33,7 @@ def _backup(tmp_path: Path, value: str) -> tuple[int, str]:
 
 def test_a_path_in_the_variable_is_named_as_a_path(tmp_path: Path) -> None:
     key_file = tmp_path / "backup.key"
-    key_file.write_text(base64.b64encode(b"k" * 32).decode())
+    write_key_file(key_file, base64.b64encode(b"k" * 32).decode())
     code, said = _backup(tmp_path, str(key_file))
     assert code != 0 and "names a file" in said and "--backup-key FILE" in said, said
     assert not (tmp_path / "b.skb").exists()

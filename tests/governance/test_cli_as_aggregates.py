@@ -17,6 +17,7 @@ import pytest
 from statekeeper import StateStore, SyncStateStore
 from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.governance import Audit, AuditLog, load_policy
+from tests.keyfiles import write_key_file
 
 from ..cli._subprocess import Run, add_langgraph_thread, cli_in_process, one_error_line
 
@@ -27,7 +28,7 @@ class Tenants:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.keys = folder / "keys.json"
-        self.keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+        write_key_file(self.keys, {"active": "k1", "keys": {"k1": generate_key()}})
         self.policy = folder / "policy.toml"
         self.policy.write_text(POLICY)
         self.db = folder / "tenants.db"

@@ -6,20 +6,18 @@ failed with "agent ... was forgotten" and the log could not be listed or verifie
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from statekeeper import SyncStateStore
 from statekeeper.codec.keys import Keyring, generate_key
+from tests.keyfiles import write_key_file
 
 from ..cli._subprocess import cli_in_process
 
 
 def test_audit_and_audit_verify_pass_over_a_forgotten_agent(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(
-        json.dumps({"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
-    )
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
     db = tmp_path / "live.db"
     with SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys)) as store:
         store.save("acme/alice", {"email": "alice@example.com"})
@@ -33,8 +31,6 @@ def test_audit_and_audit_verify_pass_over_a_forgotten_agent(tmp_path: Path) -> N
     assert verified.code == 0, str(verified)
     # a wrong key is still found out on the agent that can be read
     wrong = tmp_path / "wrong.json"
-    wrong.write_text(
-        json.dumps({"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
-    )
+    write_key_file(wrong, {"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
     refused = cli_in_process("audit", "--db", str(db), "--key-file", str(wrong))
     assert refused.code != 0, str(refused)

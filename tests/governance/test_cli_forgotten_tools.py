@@ -13,15 +13,14 @@ from statekeeper.governance.shredding import forget
 from statekeeper.observability.analysis.consistency import consistency_score
 from statekeeper.observability.analysis.history import state_distribution, transition_matrices
 from statekeeper.observability.analysis.recovery import measure_recovery, measure_snapshot_cost
+from tests.keyfiles import write_key_file
 
 from ..cli._subprocess import cli_in_process
 
 
 def _key_file(folder: Path) -> Path:
     path = folder / "keys.json"
-    path.write_text(
-        json.dumps({"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
-    )
+    write_key_file(path, {"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
     return path
 
 

@@ -16,15 +16,14 @@ from pathlib import Path
 from statekeeper import StateStore, SyncStateStore
 from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.governance import AuditLog
+from tests.keyfiles import write_key_file
 
 from ..cli._subprocess import Run, cli, cli_in_process, one_error_line
 
 
 def key_file_with_vault(folder: Path) -> Path:
     path = folder / "keys.json"
-    path.write_text(
-        json.dumps({"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
-    )
+    write_key_file(path, {"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
     return path
 
 
@@ -100,7 +99,7 @@ def test_retention_apply_dry_run_then_for_real(tmp_path: Path) -> None:
 
 def test_backup_and_restore_as_a_principal_check_the_policy(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     policy = tmp_path / "policy.toml"
     policy.write_text('[principals.reader]\nread = ["**"]\n\n[principals.ops]\nadmin = ["**"]\n')
     db, target = tmp_path / "live.db", tmp_path / "restored.db"

@@ -30,6 +30,7 @@ from statekeeper.governance.shredding import forget
 from statekeeper.schema import TypedStates
 from statekeeper.schema.expiry import expire
 from statekeeper.schema.structures import Session
+from tests.keyfiles import write_key_file
 
 from ..backends._services import fresh_url
 from ..cli._subprocess import cli_in_process, one_error_line
@@ -197,9 +198,7 @@ async def test_a_bad_pattern_or_missing_reason_is_refused(pattern: str) -> None:
 
 def test_the_hold_commands_and_the_refusal_from_the_command_line(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(
-        json.dumps({"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
-    )
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
     db = tmp_path / "s.db"
     store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))
     store.save("acme/alice", {"email": "alice@example.com"})
@@ -325,7 +324,7 @@ def test_the_restore_command_into_a_store_with_holds_keeps_the_backups_holds(
     tmp_path: Path,
 ) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     src, dst = tmp_path / "s.db", tmp_path / "t.db"
     for db, agent in ((src, "acme/alice"), (dst, "acme/carol")):
         store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))

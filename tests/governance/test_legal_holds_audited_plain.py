@@ -11,6 +11,7 @@ from statekeeper import StateStore, SyncStateStore
 from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.governance import Audit, AuditLog
 from statekeeper.governance.holds import add_hold, remove_hold
+from tests.keyfiles import write_key_file
 
 from ..cli._subprocess import cli_in_process, one_error_line
 from ._audited import ADMIN_POLICY, save_audited
@@ -51,7 +52,7 @@ async def test_a_store_without_an_audit_log_gets_none_from_a_hold() -> None:
 
 def test_hold_add_and_remove_without_as_show_in_statekeeper_audit(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     db = tmp_path / "s.db"
     save_audited(db, keys, ["acme/alice"])  # the store keeps an audit log
     common = ["--db", str(db), "--key-file", str(keys)]
@@ -68,7 +69,7 @@ def test_hold_add_and_remove_without_as_show_in_statekeeper_audit(tmp_path: Path
 
 def test_audit_refuses_an_unknown_operation_naming_the_known_ones(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     db = tmp_path / "s.db"
     with SyncStateStore(
         f"sqlite:///{db}", keyring=Keyring.from_file(keys), principal="ops", policy=ADMIN_POLICY,

@@ -23,6 +23,7 @@ from statekeeper.governance.holds import add_hold, list_holds, remove_hold
 from statekeeper.governance.hooks import GovernanceEvent
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from statekeeper.governance.shredding import forget
+from tests.keyfiles import write_key_file
 
 from ..cli._subprocess import cli_in_process, one_error_line
 
@@ -111,9 +112,7 @@ def test_retention_apply_places_the_hold_lines_and_forget_refuses_from_the_comma
     tmp_path: Path,
 ) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(
-        json.dumps({"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
-    )
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
     db = tmp_path / "s.db"
     store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))
     store.save("acme/alice", {"email": "alice@example.com"})
@@ -184,8 +183,8 @@ async def test_a_hold_in_an_empty_store_or_past_a_forgotten_agent_is_placed(
 
 def test_the_hold_commands_refuse_the_wrong_key(tmp_path: Path) -> None:
     right, wrong = tmp_path / "keys.json", tmp_path / "other.json"
-    right.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
-    wrong.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(right, {"active": "k1", "keys": {"k1": generate_key()}})
+    write_key_file(wrong, {"active": "k1", "keys": {"k1": generate_key()}})
     db = tmp_path / "s.db"
     store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(right))
     store.save("acme/alice", {"n": 1})
@@ -214,7 +213,7 @@ def test_the_hold_commands_refuse_the_wrong_key(tmp_path: Path) -> None:
 
 def test_restore_prints_the_holds_it_placed_and_counts_agents_only(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     src, dst, fresh = tmp_path / "s.db", tmp_path / "t.db", tmp_path / "u.db"
     for db, agent in ((src, "acme/alice"), (dst, "acme/carol")):
         store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))

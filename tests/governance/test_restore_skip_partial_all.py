@@ -20,6 +20,7 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.errors import BackupError, RestoredPartWay
 from statekeeper.governance.backup import BackupKey, backup, restore
+from tests.keyfiles import write_key_file
 
 WRITING = importlib.import_module("statekeeper.governance.backup.writepass")
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -77,7 +78,7 @@ def test_the_command_counts_them_and_lists_them_in_json(
 ) -> None:
     target, full, inc, _key, raw = asyncio.run(_stopped_part_way(tmp_path, monkeypatch))
     key_file = tmp_path / "bk.key"
-    key_file.write_text(b64encode(raw).decode() + "\n")
+    write_key_file(key_file, b64encode(raw).decode() + "\n")
     cli = subprocess.run(
         [
             sys.executable,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from statekeeper import SyncStateStore
 from statekeeper.codec.keys import Keyring, generate_key
+from tests.keyfiles import write_key_file
 
 from ..cli._subprocess import cli_in_process
 
@@ -24,7 +25,7 @@ def _holds(db: Path, keys: Path) -> dict[str, dict[str, object]]:
 
 def test_a_restored_hold_keeps_its_placing(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     policy = tmp_path / "policy.toml"
     policy.write_text(POLICY)
     src, dst = tmp_path / "s.db", tmp_path / "t.db"

@@ -3,7 +3,6 @@ show only what P may read, everything else answers 403 (audited), writes need wr
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from html import unescape
@@ -15,6 +14,7 @@ import pytest
 
 from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.governance import Policy, parse_policy
+from tests.keyfiles import write_key_file
 
 from .conftest import TOKEN, in_thread, make_client
 
@@ -41,7 +41,7 @@ def keyed(tmp_path: Path) -> tuple[str, Path]:
     from statekeeper import StateStore
 
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     url = f"sqlite:///{tmp_path / 'tenants.db'}"
 
     async def build() -> None:

@@ -17,6 +17,7 @@ from statekeeper.cli import app
 from statekeeper.cli.langgraph import parse_duration
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.security import Keyring, generate_key
+from tests.keyfiles import write_key_file
 
 from .conftest import Api, Chain, checkpoint, config
 
@@ -100,8 +101,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 def _key_file(tmp_path: Path) -> Path:
     key_file = tmp_path / "keys.json"
-    key_file.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
-    key_file.chmod(0o600)
+    write_key_file(key_file, {"active": "k1", "keys": {"k1": generate_key()}})
     return key_file
 
 

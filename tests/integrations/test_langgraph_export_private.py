@@ -3,13 +3,13 @@ the checkpoints decrypted: it is created readable by its owner only (0600)."""
 
 from __future__ import annotations
 
-import json
 import stat
 from pathlib import Path
 
 import pytest
 
 from statekeeper.codec.keys import Keyring, generate_key
+from tests.keyfiles import write_key_file
 
 from ..cli._subprocess import cli_in_process
 
@@ -20,8 +20,7 @@ def test_a_langgraph_export_of_an_encrypted_store_is_owner_only(tmp_path: Path) 
     from statekeeper.integrations.langgraph import StatekeeperSaver
 
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
-    keys.chmod(0o600)
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}})
     url = f"sqlite:///{tmp_path / 'enc.db'}"
     with StatekeeperSaver.from_url(url, keyring=Keyring.from_file(keys)) as saver:
         saver.put(

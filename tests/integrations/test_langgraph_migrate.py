@@ -44,6 +44,7 @@ from statekeeper.integrations.langgraph.migrate import (
     export_threads,
     import_threads,
 )
+from tests.keyfiles import write_key_file
 
 from ..backends._services import (
     POSTGRES_DSN,
@@ -606,7 +607,7 @@ def test_export_of_a_subgraph_thread_resumes_on_sqlite_saver(tmp_path: Path, ids
 
 
 def _key_file(path: Path) -> Path:
-    path.write_text(json.dumps({"active": "k1", "keys": {"k1": generate_key()}}))
+    write_key_file(path, {"active": "k1", "keys": {"k1": generate_key()}})
     path.chmod(0o600)
     return path
 
@@ -804,8 +805,8 @@ def test_an_encrypted_target_whose_first_agent_is_forgotten_takes_the_import(
     source = str(tmp_path / "lg.sqlite")
     _populate(source, threads=1)
     key_file = tmp_path / "keys.json"
-    key_file.write_text(
-        json.dumps({"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"})
+    write_key_file(
+        key_file, {"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "vault.db"}
     )
     keyring = Keyring.from_file(key_file)
     target = f"sqlite:///{tmp_path / 'enc.db'}"

@@ -354,7 +354,8 @@ def handled(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with exits.said_warnings():
+                return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, exits.ClickException):
             raise
         except BaseException as exc:

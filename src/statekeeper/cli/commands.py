@@ -481,7 +481,7 @@ def stats(
         async with open_store(url, key_file=key_file) as store:
             states: dict[str, int] = {}
             agents_n = events_n = written_n = 0
-            last = 0.0
+            last: float | None = None  # 0.0 is the epoch, a real time
             largest: list[tuple[int, str, int]] = []  # a min-heap of (bytes, agent, events)
             total = await store.count_agents()
             with bar("reading heads", disable=json_out) as progress:
@@ -494,7 +494,7 @@ def stats(
                         progress.advance(task)
                         continue
                     written_n += info.head_seq
-                    last = max(last, info.updated_at)
+                    last = info.updated_at if last is None else max(last, info.updated_at)
                     state, forgotten = await _head_fsm(store, info.agent_id)
                     key = FORGOTTEN if forgotten else state or "-"
                     states[key] = states.get(key, 0) + 1
@@ -523,7 +523,7 @@ def stats(
                     {"agent_id": a, "events": n, "bytes": b}
                     for b, a, n in sorted(largest, key=lambda t: (-t[0], t[1]))
                 ],
-                "last_update": render.iso(last) if last else None,
+                "last_update": render.iso(last),
                 # the agents whose stored data is lost (counted in agents and states)
                 "lost": render.lost_json(lost),
             }

@@ -31,7 +31,10 @@ exit code   when
 Every failure is ONE line on stderr (``error: …``), never a traceback. Warnings the
 library logs while a command runs (a damaged snapshot passed over, a retried
 connection…) are held back: after a successful command each is printed as one
-``warning: …`` line; after a failure the error line alone is printed.
+``warning: …`` line; after a failure the error line alone is printed. A warning the
+library *issues* (a :class:`~statekeeper.errors.StatekeeperWarning`: a key file other
+users may read…) is said at once, as one ``warning: …`` line, whatever follows: it is
+about something the user must fix even when the command then fails.
 """
 
 from __future__ import annotations
@@ -41,13 +44,21 @@ import logging
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import typer
 
-from ..errors import AccessDenied, AgentLost, AgentNotFound, AgentOnHold, StatekeeperError
+from ..errors import (
+    AccessDenied,
+    AgentLost,
+    AgentNotFound,
+    AgentOnHold,
+    StatekeeperError,
+    StatekeeperWarning,
+)
 
 try:  # typer >= 0.20 ships its own copy of click
     from typer._click import exceptions as _click_exceptions
@@ -215,19 +226,54 @@ def held_warnings() -> Iterator[list[logging.LogRecord]]:
     logger.addHandler(handler)
     logger.propagate = bool(os.environ.get(DEBUG_ENV))
     try:
-        yield handler.records
+        with said_warnings():  # (the library's warnings, as opposed to its log)
+            yield handler.records
     finally:
         logger.removeHandler(handler)
         logger.propagate = propagate
+
+
+@contextmanager
+def said_warnings() -> Iterator[None]:
+    """Within: each :class:`~statekeeper.errors.StatekeeperWarning` the library issues
+    is said at once as one ``warning: …`` line on stderr (each text once, however often
+    it is issued: a key file read twice is one line), not in Python's ``file:line:
+    Category: text`` form. Other warnings are shown as before."""
+    said: set[str] = set()
+    previous = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
+        if not issubclass(category, StatekeeperWarning):
+            previous(message, category, filename, lineno, file, line)
+            return
+        text = _one_line(str(message))
+        if text not in said:
+            said.add(text)
+            print_warning(text)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", StatekeeperWarning)  # (deduplicated above)
+        warnings.showwarning = show
+        yield
+
+
+def print_warning(text: str) -> None:
+    """``warning: text`` as one yellow line on stderr."""
+    from ._markup import escape
+
+    _stderr().print(f"[yellow]warning:[/] {escape(_one_line(text))}", soft_wrap=True)
 
 
 def print_warnings(records: list[logging.LogRecord]) -> None:
     """Each held record as one ``warning: …`` line on stderr."""
     if not records:
         return
-    from ._markup import escape
-
-    console = _stderr()
     for record in records:
-        text = _one_line(record.getMessage())
-        console.print(f"[yellow]warning:[/] {escape(text)}", soft_wrap=True)
+        print_warning(record.getMessage())

@@ -38,16 +38,17 @@ __all__ = [
 
 
 def iso(ts: float | None) -> str | None:
-    """An epoch timestamp as ISO 8601 UTC with microseconds (None stays None)."""
-    if ts is None or ts == 0:
+    """An epoch timestamp as ISO 8601 UTC with microseconds (None stays None; 0 is the
+    epoch, 1970-01-01T00:00:00Z, not "unset")."""
+    if ts is None:
         return None
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds")
 
 
 def local_time(ts: float | None, *, date: bool = True, ms: bool = True) -> str:
     """An epoch timestamp as local time for tables (to the millisecond unless ``ms``
-    is False; without the date when ``date`` is False)."""
-    if not ts:
+    is False; without the date when ``date`` is False); "-" for None, while 0 is the epoch."""
+    if ts is None:
         return "-"
     dt = datetime.fromtimestamp(ts).astimezone()
     text = dt.strftime("%Y-%m-%d %H:%M:%S.%f" if date else "%H:%M:%S.%f")
@@ -166,7 +167,8 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
         "schema_version": snap.schema_version,
         "created_at": iso(snap.created_at),
         "updated_at": iso(snap.updated_at),
-        "state_entered_at": iso(snap.state_entered_at),
+        # the record's 0.0 default means "no state machine entered" for this one field
+        "state_entered_at": iso(snap.state_entered_at or None),
         "data": snap.data,
     }
 
@@ -185,7 +187,7 @@ def snapshot_view(snap: Snapshot, head: int) -> Group:
     grid.add_row("agent", escape(snap.agent_id))
     grid.add_row("seq", where)
     grid.add_row("state", _state(snap.fsm_state))
-    grid.add_row("state entered", local_time(snap.state_entered_at))
+    grid.add_row("state entered", local_time(snap.state_entered_at or None))
     grid.add_row("updated", local_time(snap.updated_at))
     grid.add_row("created", local_time(snap.created_at))
     grid.add_row("schema", f"v{snap.schema_version}")

@@ -8,6 +8,7 @@ Key material is never printed, except by ``keys generate`` when asked for a new 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -125,14 +126,16 @@ def keys_status(
         async with open_store(url, key_file=key_file) as store:
             return await key_usage(store), _narrow_principal(store)
 
-    usage, narrow = run(go())
-    missing = sorted(
+    counted, narrow = run(go())
+    # natural order (k1, k2, ..., k10), never as text (k1, k10, k2)
+    usage = {k: counted[k] for k in sorted(counted, key=key_id_order)}
+    missing = [
         k for k in usage if keyring is not None and not k.startswith("(") and k not in keyring
-    )
+    ]
     active = keyring.active_id if keyring is not None else None
     info = {
         "active": active,
-        "keyring": keyring.ids if keyring is not None else [],
+        "keyring": sorted(keyring.ids, key=key_id_order) if keyring is not None else [],
         "usage": usage,
         "missing": missing,
         # False under --as without admin on '**': the agents it may read only
@@ -147,7 +150,7 @@ def keys_status(
     table.add_column("key id", style="bold", overflow="fold")
     table.add_column("records + heads", justify="right")
     table.add_column("")
-    for key_id, n in sorted(usage.items()):
+    for key_id, n in usage.items():
         note = ""
         if key_id == active:
             note = "[green]active[/]"
@@ -165,6 +168,15 @@ def keys_status(
             "of other namespaces (and the audit log) are not counted; do not retire a key "
             "on this count (an admin on '**', or a run without --as, counts the store)[/]"
         )
+
+
+def key_id_order(key_id: str) -> tuple[list[str | int], str]:
+    """The sort key putting key ids in natural order: k2 before k10 (runs of ASCII
+    digits compare as numbers; the id itself breaks ties such as k01 and k1)."""
+    parts: list[str | int] = [
+        int(part) if i % 2 else part for i, part in enumerate(re.split(r"([0-9]+)", key_id))
+    ]
+    return parts, key_id
 
 
 def _narrow_principal(store: object) -> str | None:

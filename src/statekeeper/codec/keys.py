@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._files import write_atomically
+from .._files import warn_if_open_to_others, write_atomically
 from ..errors import AgentForgotten, BackendUnavailable, ConfigurationError, DecryptionError
 from .datakeys import KeyVault, open_vault
 
@@ -378,6 +378,7 @@ class Keyring:
             raise ConfigurationError(
                 f'key file {os.fspath(path)} must hold {{"active": ID, "keys": {{ID: BASE64}}}}'
             )
+        warn_if_open_to_others(path)
         chosen = active or doc.get("active")
         vault = doc.get("data_keys")
         if vault is not None and not isinstance(vault, str):

@@ -19,7 +19,7 @@ HERE = Path(__file__).parent
 
 
 def _iso(ts: float | None) -> str:
-    if not ts:
+    if ts is None:  # 0 is the epoch, a real time
         return "-"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     from ..store.store import StateStore
 
 __all__ = [
+    "PROGRESS_EVERY",
+    "PROGRESS_SECONDS",
     "TOGETHER_MAX",
     "RekeyProgress",
     "RekeyStats",
@@ -61,6 +64,13 @@ __all__ = [
 
 _PAGE = 500
 _SNAPSHOT = "snapshot"
+#: the progress file is saved (fsynced) after this many agents finished since the last
+#: save, or this many seconds, whichever comes first; always when the run ends or stops
+#: by an exception. A save names only agents whose rewrites have returned (committed:
+#: durable, as every write of the Backend contract), so a crash costs at most this
+#: unsynced tail, redone by the resume (the records say which are done already).
+PROGRESS_EVERY = 200
+PROGRESS_SECONDS = 0.5
 
 
 def _check(store: StateStore) -> Codec:
@@ -416,13 +426,16 @@ async def rekey(
     """Re-encrypt every agent's records under the active key, agent by agent in id
     order. ``on_agent(agent_id, agent_stats, total)`` is called after each agent.
 
-    With ``progress_file``, the last finished agent is recorded durably after each
-    one, with the store and the key, and a run interrupted earlier (same active key,
-    not finished) resumes after it. A file of a run on another store, or one whose last
-    finished agent is not under the key in this store (the store replaced by a copy or
-    a restore since), raises :class:`~statekeeper.errors.ProgressOfAnotherRun` before
-    anything is done: resuming would skip this store's agents up to it. Returns the
-    totals of this run.
+    With ``progress_file``, the last finished agent is recorded durably, with the store
+    and the key — every :data:`PROGRESS_EVERY` agents or :data:`PROGRESS_SECONDS`,
+    when the run stops by an exception, and at its end (never an agent whose rewrites
+    have not returned) — and a run interrupted earlier (same active key, not finished)
+    resumes after it: after a crash, the agents since the last save are walked again
+    (their records already under the key are skipped). A file of a run on another
+    store, or one whose last finished agent is not under the key in this store (the
+    store replaced by a copy or a restore since), raises
+    :class:`~statekeeper.errors.ProgressOfAnotherRun` before anything is done: resuming
+    would skip this store's agents up to it. Returns the totals of this run.
     """
     codec = _check(store)
     active = codec.keyring.active_id if codec.keyring is not None else ""
@@ -445,27 +458,40 @@ async def rekey(
             await asyncio.to_thread(witness.load)
         except StatekeeperError:
             witness = None  # an unusable witness file: every use of the store says so
-    while True:
-        page = await store.list_agents(after=after, limit=_PAGE)
-        for info in page:
-            if vault is not None and forgotten(vault, store, info.agent_id):
-                # its data key is destroyed: nothing of it opens, nothing to re-encrypt
-                # (it failed the whole run with AgentForgotten: no rotation was possible)
-                result = RekeyStats(forgotten=1)
-            else:
-                result = await rekey_agent(store, info.agent_id, batch=batch)
-                if witness is not None:
-                    await witness.rekeyed(store, info.agent_id)
-            total.add(result)
-            progress.stats.add(result)
-            progress.after = info.agent_id
-            if path is not None:
-                progress.save(path)
-            if on_agent is not None:
-                on_agent(info.agent_id, result, total)
-        if len(page) < _PAGE:
-            break
-        after = page[-1].agent_id
+    unsaved, saved_at = 0, time.monotonic()  # agents finished since the last save
+    try:
+        while True:
+            page = await store.list_agents(after=after, limit=_PAGE)
+            for info in page:
+                if vault is not None and forgotten(vault, store, info.agent_id):
+                    # its data key is destroyed: nothing of it opens, nothing to re-encrypt
+                    # (it failed the whole run with AgentForgotten: no rotation possible)
+                    result = RekeyStats(forgotten=1)
+                else:
+                    result = await rekey_agent(store, info.agent_id, batch=batch)
+                    if witness is not None:
+                        await witness.rekeyed(store, info.agent_id)
+                total.add(result)
+                # (only now: every rewrite of the agent has returned, committed)
+                progress.stats.add(result)
+                progress.after = info.agent_id
+                unsaved += 1
+                if path is not None and (
+                    unsaved >= PROGRESS_EVERY or time.monotonic() - saved_at >= PROGRESS_SECONDS
+                ):
+                    progress.save(path)
+                    unsaved, saved_at = 0, time.monotonic()
+                if on_agent is not None:
+                    on_agent(info.agent_id, result, total)
+            if len(page) < _PAGE:
+                break
+            after = page[-1].agent_id
+    except BaseException:
+        # stopped (Ctrl-C, an error): the agents finished are recorded; a crash that
+        # runs no handler leaves the file of the last save, a tail behind at most
+        if path is not None and unsaved:
+            progress.save(path)
+        raise
     total.add(await rekey_audit_log(store, batch=batch))
     if await store.backend.head(HOLDS_STREAM):  # the legal holds, sealed as a stream is
         await _rekey_walking_again(store, HOLDS_STREAM, batch, total)

@@ -75,6 +75,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import msgpack  # type: ignore[import-untyped]
 
+from ..._files import warn_if_open_to_others
 from ...errors import BackupCorrupt, BackupError, BackupKeyMismatch, ConfigurationError
 from .framepack import TAG as _TAG
 from .framepack import last, named_by, packb
@@ -182,6 +183,7 @@ class BackupKey:
             raise ConfigurationError(
                 f"cannot read backup key file {os.fspath(path)}: {exc}"
             ) from None
+        warn_if_open_to_others(path)
         stripped = text.strip()
         if stripped.startswith("{"):
             try:
