@@ -32,6 +32,7 @@ from .errors import (
     SerializationError,
     StatekeeperError,
     StoreClosed,
+    UnflushedWritesWarning,
     UnsavedChangesWarning,
 )
 
@@ -190,6 +191,7 @@ __all__ = [  # noqa: RUF022 - grouped by audience
     "SerializationError",
     "StatekeeperError",
     "StoreClosed",
+    "UnflushedWritesWarning",
     "UnsavedChangesWarning",
     "__version__",
 ]

@@ -85,6 +85,7 @@ __all__ = [
     "StoredStateInvalid",
     "TransitionInProgress",
     "UndeclaredKeysDropped",
+    "UnflushedWritesWarning",
     "UnknownEvent",
     "UnknownProjection",
     "UnknownState",
@@ -164,6 +165,25 @@ class UnsavedChangesWarning(StatekeeperWarning):
         super().__init__(
             f"store closed with unsaved changes to the data of agent(s) {shown}{more}: "
             "they were not written (call agent.save(), or agent.refresh() to drop them)"
+        )
+
+
+class UnflushedWritesWarning(StatekeeperWarning):
+    """A store with ``durability="async"`` was garbage-collected (or its event loop
+    closed under it) while writes it had acknowledged were still in its write-behind
+    buffer: ``events`` events of ``agents`` agents were never stored and are lost.
+    Flush or close the store (a LangGraph saver: ``aclose``) before its loop ends."""
+
+    def __init__(self, agents: int | str, events: int = 0) -> None:
+        if isinstance(agents, str):  # a message already made
+            self.agents, self.events = 0, events
+            super().__init__(agents)
+            return
+        self.agents, self.events = agents, events
+        super().__init__(
+            f"a store with durability='async' was dropped with {events} buffered event(s) "
+            f"of {agents} agent(s) never written: they are lost (await store.flush() or "
+            "store.close() before its event loop ends)"
         )
 
 
