@@ -335,19 +335,25 @@ class View:
     docs: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: ns -> checkpoint id -> its pending writes (``{task: {"p", "i"}}``)
     writes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: the document after the last event read (the stream's current one), and its seq
+    doc: dict[str, Any] = field(default_factory=dict)
+    seq: int = 0
 
     def nsd_at(self, ns: str, cid: str) -> dict[str, Any]:
         """The namespace document at checkpoint ``cid``."""
         return self.docs[self.idx[ns][cid]]["ns"][ns]  # type: ignore[no-any-return]
 
 
-async def scan(store: StateStore, agent: str, current: dict[str, Any]) -> View:
+async def scan(store: StateStore, agent: str, current: dict[str, Any] | None = None) -> View:
     """The :class:`View` of ``agent`` (``current``: its document now, for the writes
-    still held there)."""
+    still held there; None: the document the scan ends with, ``View.doc``, is it —
+    ``list`` reads a thread once, not once to fold its document and again to scan it)."""
     view = View()
     archived: dict[str, dict[str, dict[str, Any]]] = {}
     doc: dict[str, Any] = (await store.load(agent, at_seq=1)).data
+    view.seq = 1
     async for event in store.history(agent, after_seq=1):
+        view.seq = event.seq
         put: set[str] = set()
         for op in event.ops or ():
             path = op["path"]
@@ -367,6 +373,9 @@ async def scan(store: StateStore, agent: str, current: dict[str, Any]) -> View:
             if nsd is not None and nsd["cp"] is not None:
                 view.idx.setdefault(ns, {})[nsd["cp"]["h"][0]] = event.seq
                 view.docs[event.seq] = doc
+    view.doc = doc
+    if current is None:
+        current = doc
     for ns, cids in view.idx.items():
         held = current["ns"].get(ns, {}).get("w", {})
         old = archived.get(ns, {})
