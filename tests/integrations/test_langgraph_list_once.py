@@ -4,7 +4,8 @@ It read every thread twice: ``_open`` folded the thread's document (a store ``ge
 then the scan for its checkpoints folded the whole stream again from its first event
 (1200 threads of 3 checkpoints: 0.53 s against SqliteSaver's 0.043 s; now 0.35 s, see
 ``docs/benchmarks.md``, "lglist"). A thread never compacted is now scanned once, its
-document the one the scan ends with; a compacted thread (its base generation moved)
+document the one the scan ends with (and its first document the one its first
+event holds, not a second read at seq 1); a compacted thread (its base generation moved)
 is still resolved first, and listed the same.
 """
 
@@ -49,12 +50,14 @@ async def test_list_none_folds_no_thread_twice(
     assert len(wanted) == 1 + 3 * 3
 
     folds: list[str] = []
-    for name in ("get", "_get_shared"):
+    for name in ("get", "_get_shared", "load"):
         real = getattr(StateStore, name)
 
-        async def counted(self: StateStore, agent_id: str, _real: Any = real) -> Any:
+        async def counted(
+            self: StateStore, agent_id: str, *a: Any, _real: Any = real, **k: Any
+        ) -> Any:
             folds.append(agent_id)
-            return await _real(self, agent_id)
+            return await _real(self, agent_id, *a, **k)
 
         monkeypatch.setattr(StateStore, name, counted)
     with StatekeeperSaver.from_url(url) as saver:  # a new saver: nothing cached

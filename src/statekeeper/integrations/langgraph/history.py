@@ -335,9 +335,8 @@ class View:
     docs: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: ns -> checkpoint id -> its pending writes (``{task: {"p", "i"}}``)
     writes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
-    #: the document after the last event read (the stream's current one), and its seq
+    #: the document after the last event read (the stream's current one)
     doc: dict[str, Any] = field(default_factory=dict)
-    seq: int = 0
 
     def nsd_at(self, ns: str, cid: str) -> dict[str, Any]:
         """The namespace document at checkpoint ``cid``."""
@@ -350,10 +349,23 @@ async def scan(store: StateStore, agent: str, current: dict[str, Any] | None = N
     ``list`` reads a thread once, not once to fold its document and again to scan it)."""
     view = View()
     archived: dict[str, dict[str, dict[str, Any]]] = {}
-    doc: dict[str, Any] = (await store.load(agent, at_seq=1)).data
-    view.seq = 1
-    async for event in store.history(agent, after_seq=1):
-        view.seq = event.seq
+    doc: dict[str, Any] | None = None
+    async for event in store.history(agent):
+        if doc is None:
+            ops = event.ops or ()
+            if (
+                event.seq == 1
+                and len(ops) == 1
+                and ops[0]["op"] == "replace"
+                and not ops[0]["path"]
+            ):
+                # the document the thread was created with, whole (a read of it at seq
+                # 1 cost a second read of the stream and a fold)
+                doc = ops[0]["value"]
+                continue
+            doc = (await store.load(agent, at_seq=1)).data
+            if event.seq == 1:
+                continue
         put: set[str] = set()
         for op in event.ops or ():
             path = op["path"]
@@ -373,6 +385,8 @@ async def scan(store: StateStore, agent: str, current: dict[str, Any] | None = N
             if nsd is not None and nsd["cp"] is not None:
                 view.idx.setdefault(ns, {})[nsd["cp"]["h"][0]] = event.seq
                 view.docs[event.seq] = doc
+    if doc is None:  # no event read: a stream not there raises AgentNotFound
+        doc = (await store.load(agent, at_seq=1)).data
     view.doc = doc
     if current is None:
         current = doc
