@@ -13,16 +13,23 @@ were not written. It is now flushed before the pools stop.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.integrations.langgraph.loop import _IDLE, SharedLoop
+from statekeeper.store.durability import GUARD
+
 from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
+from .conftest import Api, Chain
 from .test_langgraph_migrate import SRC, TARGETS, _init, _target
 
 _CHILD = """
@@ -129,3 +136,24 @@ def test_an_unclosed_afrom_url_saver_keeps_every_turn_when_asyncio_run_ends(
         read = run(0)
         assert (read.returncode, read.stderr) == (0, "")
         assert read.stdout == "10\n"  # 5 turns of a question and its reply, none dropped
+
+
+async def test_buffered_writes_do_not_keep_the_savers_loop_polled(tmp_path: Path) -> None:
+    """The write-behind buffer's guard task (which writes it out when ``asyncio.run``
+    ends) only waits: a ``from_url`` saver's background thread sleeps its idle wait while
+    writes are buffered, as it did with the buffer's timer alone, instead of running the
+    loop every 20 ms for as long as they stay buffered."""
+    url = f"sqlite:///{tmp_path}/agents.db"
+    with StatekeeperSaver.from_url(url, durability="async", flush_interval=3600.0) as saver:
+        await Chain(Api(saver, "sync")).step({"i": 1})
+        assert saver.store.stats().buffered > 0
+        portal = saver._portal
+        assert isinstance(portal, SharedLoop)
+        # the loop's last pass (a task settling the call) ends on its own
+        deadline = time.monotonic() + 60
+        while any(t.get_name() != GUARD for t in asyncio.all_tasks(portal._loop)):
+            assert time.monotonic() < deadline, asyncio.all_tasks(portal._loop)
+            await asyncio.sleep(0.01)
+        assert saver.store.stats().buffered > 0  # still buffered, the guard still there
+        assert [t.get_name() for t in asyncio.all_tasks(portal._loop)] == [GUARD]
+        assert portal._wait() == _IDLE

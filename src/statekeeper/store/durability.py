@@ -35,7 +35,14 @@ from ..backends.base import Backend, NextRow, next_request
 from ..errors import BackendError, ConfigurationError, UnflushedWritesWarning, WriteBufferError
 from ..records import AppendRequest, AppendResult
 
-__all__ = ["BatchAuditor", "Durability", "GroupCommitter", "WriteBehind", "check_durability"]
+__all__ = [
+    "GUARD",
+    "BatchAuditor",
+    "Durability",
+    "GroupCommitter",
+    "WriteBehind",
+    "check_durability",
+]
 
 logger = logging.getLogger("statekeeper.store")
 
@@ -75,6 +82,11 @@ class _Done:
 
 
 _DONE = _Done()
+
+#: the name of a write-behind buffer's guard task (see ``WriteBehind._guard_run``): it
+#: only waits — for the buffer's flush, or its loop's shutdown — and needs no one to
+#: run the loop for it (``integrations.langgraph.loop`` does not poll for it)
+GUARD = "statekeeper-write-behind"
 
 #: the longest a loop's shutdown waits for the tasks its flush of the buffer started
 _SHUTDOWN_WAIT = 10.0
@@ -354,7 +366,7 @@ class WriteBehind:
     def _watch(self) -> None:
         loop = asyncio.get_running_loop()
         self._emptied = emptied = loop.create_future()
-        self._guard = loop.create_task(self._guard_run(emptied), name="statekeeper-write-behind")
+        self._guard = loop.create_task(self._guard_run(emptied), name=GUARD)
 
     def _settle_guard(self) -> None:
         """The buffer is empty: the guard ends (a later append starts another)."""
