@@ -6,7 +6,8 @@ Before, an application whose coroutine returned without ``await store.close()`` 
 buffer's flush was a timer on a loop ``asyncio.run`` then closed. Now the buffer has a
 task on its loop that ``asyncio.run`` cancels at its end, and that cancellation writes
 the buffer out. A store whose loop was closed some other way (no cancellation) and
-that is then collected warns :class:`~statekeeper.errors.UnflushedWritesWarning`.
+that is then collected warns :class:`~statekeeper.errors.UnflushedWritesWarning`. A
+``SyncStateStore`` left open has its store flushed at interpreter exit.
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ async def main():
         await store.create(f"a{{i}}", data={{"n": i}})
     print(store.stats().buffered)
 asyncio.run(main())
+"""
+
+_SYNC_WRITE = """
+import sys
+sys.path.insert(0, {src!r})
+from statekeeper import SyncStateStore
+store = SyncStateStore({url!r}, durability="async", flush_interval=3600.0)  # never closed
+for i in range(10):
+    store.create(f"a{{i}}", data={{"n": i}})
+print(store.stats().buffered)
 """
 
 _COUNT = """
@@ -106,6 +117,16 @@ def test_an_unclosed_async_store_writes_its_buffer_when_asyncio_run_ends(url: st
     read = _run(_COUNT, url)
     assert (read.returncode, read.stderr) == (0, "")
     assert read.stdout == "10 9\n"  # every acknowledged write was stored at the loop's end
+
+
+def test_an_unclosed_sync_store_writes_its_buffer_at_interpreter_exit(url: str) -> None:
+    """A ``SyncStateStore`` runs its store on a daemon thread's loop: left open, its
+    buffered writes were dropped when the interpreter ended, silently."""
+    wrote = _run(_SYNC_WRITE, url)
+    assert (wrote.returncode, wrote.stdout, wrote.stderr) == (0, "10\n", "")
+    read = _run(_COUNT, url)
+    assert (read.returncode, read.stderr) == (0, "")
+    assert read.stdout == "10 9\n"
 
 
 def test_a_store_collected_with_writes_buffered_warns_how_many_were_lost(tmp_path: Path) -> None:
