@@ -36,6 +36,7 @@ from .errors import (  # noqa: E402
     SerializationError,
     StatekeeperError,
     StoreClosed,
+    UnflushedWritesWarning,
     UnsavedChangesWarning,
 )
 
@@ -194,6 +195,7 @@ __all__ = [  # noqa: RUF022 - grouped by audience
     "SerializationError",
     "StatekeeperError",
     "StoreClosed",
+    "UnflushedWritesWarning",
     "UnsavedChangesWarning",
     "__version__",
 ]

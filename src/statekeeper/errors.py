@@ -87,6 +87,7 @@ __all__ = [
     "StoredStateInvalid",
     "TransitionInProgress",
     "UndeclaredKeysDropped",
+    "UnflushedWritesWarning",
     "UnknownEvent",
     "UnknownProjection",
     "UnknownState",
@@ -182,6 +183,25 @@ class KeyFileOpenToOthers(StatekeeperWarning):
             f"key file {path} is open to other users (mode {mode & 0o777:04o}): "
             f"anyone in its group or on this machine may read the keys; "
             f"run 'chmod 600 {shlex.quote(path)}'"
+        )
+
+
+class UnflushedWritesWarning(StatekeeperWarning):
+    """A store with ``durability="async"`` was garbage-collected (or its event loop
+    closed under it) while writes it had acknowledged were still in its write-behind
+    buffer: ``events`` events of ``agents`` agents were never stored and are lost.
+    Flush or close the store (a LangGraph saver: ``aclose``) before its loop ends."""
+
+    def __init__(self, agents: int | str, events: int = 0) -> None:
+        if isinstance(agents, str):  # a message already made
+            self.agents, self.events = 0, events
+            super().__init__(agents)
+            return
+        self.agents, self.events = agents, events
+        super().__init__(
+            f"a store with durability='async' was dropped with {events} buffered event(s) "
+            f"of {agents} agent(s) never written: they are lost (await store.flush() or "
+            "store.close() before its event loop ends)"
         )
 
 

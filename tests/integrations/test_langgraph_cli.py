@@ -67,6 +67,30 @@ async def test_prune_ttl_one_thread(runner: CliRunner, tmp_path: Path) -> None:
         assert saver.get_tuple(config(b)) is not None
 
 
+async def test_prune_of_a_thread_that_does_not_exist_names_it(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """``--thread <typo>`` reported "0 thread(s) scanned" and exited 0: the prune the
+    user asked for silently did nothing. The thread is now named as not found (exit 1,
+    as for an agent that does not exist), before any thread is pruned."""
+    url = f"sqlite:///{tmp_path}/lg.db"
+    a, _ = await _populate(url)
+    out = runner.invoke(
+        app, ["langgraph", "prune", "--db", url, "--keep-last", "1", "-t", a, "-t", "typo-42"]
+    )
+    assert out.exit_code == 1, out.output
+    assert "LangGraph thread 'typo-42' not found" in out.output
+    assert "scanned" not in out.output
+    with StatekeeperSaver.from_url(url) as saver:
+        assert len(list(saver.list(config(a)))) == 5  # the named one was left as it was
+    # the same thread under another prefix is not there either
+    other = runner.invoke(
+        app, ["langgraph", "prune", "--db", url, "--keep-last", "1", "-t", a, "--prefix", "x/"]
+    )
+    assert other.exit_code == 1, other.output
+    assert f"{a!r} not found" in other.output and "'x/'" in other.output
+
+
 def test_prune_usage_errors(runner: CliRunner, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/missing.db"
     assert (

@@ -13,17 +13,24 @@ were not written. It is now flushed before the pools stop.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.integrations.langgraph.loop import _IDLE, SharedLoop
+from statekeeper.store.durability import GUARD
+
 from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
-from .test_langgraph_migrate import SRC, _init
+from .conftest import Api, Chain
+from .test_langgraph_migrate import SRC, TARGETS, _init, _target
 
 _CHILD = """
 import sys
@@ -86,3 +93,67 @@ def test_an_unclosed_sqlite_saver_keeps_every_turn_and_its_witness(
     assert (read.returncode, read.stderr) == (0, "")
     marks = json.loads((tmp_path / "agents.db.sk-witness").read_text())
     assert "lg/t1#0" in json.dumps(marks)  # the thread's mark was written at exit
+
+
+_BOUND = """
+import asyncio, sys
+sys.path.insert(0, {src!r})
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import START, MessagesState, StateGraph
+from statekeeper.integrations.langgraph import StatekeeperSaver
+async def main():
+    saver = await StatekeeperSaver.afrom_url({url!r}, **{options!r})  # never closed
+    b = StateGraph(MessagesState)
+    b.add_node("reply", lambda s: {{"messages": [AIMessage("hello")]}})
+    b.add_edge(START, "reply")
+    g = b.compile(checkpointer=saver)
+    cfg = {{"configurable": {{"thread_id": "t1"}}}}
+    for turn in range({write!r}):
+        await g.ainvoke({{"messages": [HumanMessage(f"hi {{turn}}")]}}, cfg)
+    state = await g.aget_state(cfg)
+    print(len(state.values.get("messages", [])))
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("engine", TARGETS)
+def test_an_unclosed_afrom_url_saver_keeps_every_turn_when_asyncio_run_ends(
+    tmp_path: Path, engine: str
+) -> None:
+    """A saver of ``afrom_url`` with ``durability="async"`` that the application never
+    ``aclose``d lost every buffered checkpoint when ``asyncio.run`` ended, silently:
+    the next start found none of the thread's turns."""
+    with _target(engine, tmp_path) as url:
+
+        def run(write: int, **options: Any) -> subprocess.CompletedProcess[str]:
+            code = _BOUND.format(src=str(SRC), url=url, write=write, options=options)
+            return subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+            )
+
+        wrote = run(5, durability="async", flush_interval=3600.0)
+        assert (wrote.returncode, wrote.stdout, wrote.stderr) == (0, "10\n", "")
+        read = run(0)
+        assert (read.returncode, read.stderr) == (0, "")
+        assert read.stdout == "10\n"  # 5 turns of a question and its reply, none dropped
+
+
+async def test_buffered_writes_do_not_keep_the_savers_loop_polled(tmp_path: Path) -> None:
+    """The write-behind buffer's guard task (which writes it out when ``asyncio.run``
+    ends) only waits: a ``from_url`` saver's background thread sleeps its idle wait while
+    writes are buffered, as it did with the buffer's timer alone, instead of running the
+    loop every 20 ms for as long as they stay buffered."""
+    url = f"sqlite:///{tmp_path}/agents.db"
+    with StatekeeperSaver.from_url(url, durability="async", flush_interval=3600.0) as saver:
+        await Chain(Api(saver, "sync")).step({"i": 1})
+        assert saver.store.stats().buffered > 0
+        portal = saver._portal
+        assert isinstance(portal, SharedLoop)
+        # the loop's last pass (a task settling the call) ends on its own
+        deadline = time.monotonic() + 60
+        while any(t.get_name() != GUARD for t in asyncio.all_tasks(portal._loop)):
+            assert time.monotonic() < deadline, asyncio.all_tasks(portal._loop)
+            await asyncio.sleep(0.01)
+        assert saver.store.stats().buffered > 0  # still buffered, the guard still there
+        assert [t.get_name() for t in asyncio.all_tasks(portal._loop)] == [GUARD]
+        assert portal._wait() == _IDLE

@@ -92,7 +92,7 @@ def prune(
     url = resolve_url(ctx, db)
     keyring = env_keyring(key_file)
     try:
-        from ..integrations.langgraph import StatekeeperSaver
+        from ..integrations.langgraph import StatekeeperSaver, ThreadNotFound
     except ImportError as exc:
         raise fail(str(exc), 2) from None
 
@@ -105,6 +105,12 @@ def prune(
     # generation of each thread, the old one deleted) are checked and audited
     governed = governance_options(keyring)
     with StatekeeperSaver.from_url(url, prefix=prefix, keyring=keyring, **governed) as saver:
+        for thread_id in thread or ():  # a mistyped id is named, not "0 thread(s) scanned"
+            if (
+                next(iter(saver.list({"configurable": {"thread_id": thread_id}}, limit=1)), None)
+                is None
+            ):
+                raise ThreadNotFound(thread_id, prefix)
         report = saver.prune_retention(
             thread or None, keep_last=keep_last, ttl=seconds, dry_run=dry_run
         )

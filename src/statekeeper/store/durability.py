@@ -16,21 +16,33 @@
     failures are kept and raised as :class:`~statekeeper.errors.WriteBufferError` by
     the next :meth:`WriteBehind.flush` (and so by ``StateStore.flush()``/``close()``);
     the failed agent's later buffered appends are dropped with it, never stored on
-    top of a state they were not computed from.
+    top of a state they were not computed from. A store left unclosed when
+    ``asyncio.run`` ends flushes its buffer then (see :meth:`WriteBehind._guard_run`);
+    one collected with appends still buffered warns
+    (:class:`~statekeeper.errors.UnflushedWritesWarning`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import warnings
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, Literal, Protocol
 
 from ..backends.base import Backend, NextRow, next_request
-from ..errors import BackendError, ConfigurationError, WriteBufferError
+from ..errors import BackendError, ConfigurationError, UnflushedWritesWarning, WriteBufferError
 from ..records import AppendRequest, AppendResult
 
-__all__ = ["BatchAuditor", "Durability", "GroupCommitter", "WriteBehind", "check_durability"]
+__all__ = [
+    "GUARD",
+    "BatchAuditor",
+    "Durability",
+    "GroupCommitter",
+    "WriteBehind",
+    "check_durability",
+]
 
 logger = logging.getLogger("statekeeper.store")
 
@@ -70,6 +82,14 @@ class _Done:
 
 
 _DONE = _Done()
+
+#: the name of a write-behind buffer's guard task (see ``WriteBehind._guard_run``): it
+#: only waits — for the buffer's flush, or its loop's shutdown — and needs no one to
+#: run the loop for it (``integrations.langgraph.loop`` does not poll for it)
+GUARD = "statekeeper-write-behind"
+
+#: the longest a loop's shutdown waits for the tasks its flush of the buffer started
+_SHUTDOWN_WAIT = 10.0
 
 #: an append waiting for a group commit: the request, its audit entries, its caller's future
 _Queued = tuple[AppendRequest, list[Any] | None, "asyncio.Future[AppendResult]"]
@@ -306,6 +326,13 @@ class WriteBehind:
         self._labels: dict[int, list[Any]] = {}
         self.flushes = 0
         self.flushed = 0
+        #: while appends are buffered: a task that flushes them if it is cancelled —
+        #: what ``asyncio.run`` does to the tasks left when its coroutine returns —
+        #: and ends once the buffer is empty (see :meth:`_guard_run`)
+        self._guard: asyncio.Task[None] | None = None
+        self._emptied: asyncio.Future[None] | None = None
+        #: awaited after the flush of a loop's shutdown (the store's witness flush)
+        self.at_shutdown: Callable[[], Awaitable[None]] | None = None
 
     def __len__(self) -> int:
         """Appends acknowledged but not yet stored (buffered or being written)."""
@@ -320,6 +347,8 @@ class WriteBehind:
         that never yields to the event loop on its own.
         """
         self._buffer.append(request)
+        if self._guard is None:
+            self._watch()
         if self.auditor is not None:
             label = self.auditor.label(request)
             if label:
@@ -331,6 +360,78 @@ class WriteBehind:
         elif self._timer is None:
             loop = asyncio.get_running_loop()
             self._timer = loop.call_later(self.flush_interval, self._start_flush)
+
+    # -- the loop's shutdown ---------------------------------------------------------------
+
+    def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._emptied = emptied = loop.create_future()
+        self._guard = loop.create_task(self._guard_run(emptied), name=GUARD)
+
+    def _settle_guard(self) -> None:
+        """The buffer is empty: the guard ends (a later append starts another)."""
+        emptied, self._emptied, self._guard = self._emptied, None, None
+        if emptied is not None and not emptied.done():
+            emptied.set_result(None)
+
+    async def _guard_run(self, emptied: asyncio.Future[None]) -> None:
+        """Wait until the buffer is empty; if cancelled before, flush it first.
+
+        ``asyncio.run`` (and ``asyncio.Runner``) cancels the tasks left when its
+        coroutine returns and waits for them, before it stops the default executor and
+        closes the loop: an application that never closed (or flushed) its store —
+        a LangGraph saver of ``afrom_url`` it forgot to ``aclose`` — had its buffered
+        appends dropped without a word. This task is one of those cancelled: it writes
+        them then (and the witness's marks of them), on the loop they were made on."""
+        try:
+            await emptied
+        except asyncio.CancelledError:
+            if emptied.done() and not emptied.cancelled():
+                raise  # emptied just before the cancellation: nothing to write
+            with contextlib.suppress(Exception):  # failures are logged and kept
+                await self._write_out()
+            raise
+
+    async def _write_out(self) -> None:
+        """Flush at the loop's shutdown (see :meth:`_guard_run`), keeping the failures
+        for the next :meth:`flush` to raise."""
+        self.cancel_timer()
+        in_flight = self._flushing
+        if in_flight is not None and not in_flight.done():
+            # cancelled with this task (its batch is reported by ``_write``): not this
+            with contextlib.suppress(asyncio.CancelledError):
+                await in_flight
+        before = asyncio.all_tasks()
+        try:
+            while self._buffer:
+                self._start_flush()
+                assert self._flushing is not None
+                await self._flushing
+            if self.at_shutdown is not None:
+                await self.at_shutdown()
+        finally:
+            # what the writes started (a PostgreSQL NOTIFY to the feed's readers) ends
+            # before the loop closes: asyncio.run cancelled only the tasks it found
+            started = asyncio.all_tasks() - before - {asyncio.current_task()}
+            if started:
+                await asyncio.wait(started, timeout=_SHUTDOWN_WAIT)
+
+    def __del__(self) -> None:
+        # a store collected (or its loop closed) with appends it acknowledged but never
+        # stored: they are lost, and that is never silent
+        pending = (*self._buffer, *self._in_flight)
+        if not pending:
+            return
+        agents = len({r.agent_id for r in pending})
+        events = sum(len(r.events) for r in pending)
+        with contextlib.suppress(Exception):  # (at interpreter exit: whatever is left)
+            logger.error(
+                "a store with durability='async' was dropped with %d buffered event(s) of "
+                "%d agent(s) never written: they are lost",
+                events,
+                agents,
+            )
+            warnings.warn(UnflushedWritesWarning(agents, events), stacklevel=2)
 
     def find_key(self, agent_id: str, key: str) -> AppendResult | None:
         """The buffered (or in-flight) append of ``agent_id`` that used ``key``, if any."""
@@ -353,8 +454,12 @@ class WriteBehind:
             self._in_flight = batch
             try:
                 await self._write(batch)
+            except asyncio.CancelledError:
+                _interrupted(batch)
+                raise
             finally:
                 self._in_flight = []
+        self._settle_guard()
 
     async def _write(self, batch: list[AppendRequest]) -> None:
         # An agent's buffered appends form a chain: each expects the seq the previous
@@ -445,6 +550,19 @@ class WriteBehind:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def _interrupted(batch: list[AppendRequest]) -> None:
+    """A flush cancelled while it wrote ``batch`` (its loop shutting down): whether its
+    appends were stored is unknown, and that is said."""
+    agents = len({r.agent_id for r in batch})
+    logger.error(
+        "a write-behind flush of %d buffered append(s) of %d agent(s) was cancelled "
+        "while it wrote them: they may not be stored (close or flush the store before "
+        "its event loop ends)",
+        len(batch),
+        agents,
+    )
 
 
 def _mergeable(first: AppendRequest, then: AppendRequest) -> bool:

@@ -352,6 +352,8 @@ class StateStore:
         self._machines = Machines(allowed)
         if self._writes.behind is not None:
             self._writes.behind.on_lost = self._machines.lost
+            if self._witness is not None:  # its marks of a flush at the loop's shutdown
+                self._writes.behind.at_shutdown = self._witness.flush
         self._closed = False
         #: what times this store's operations (``observability.instrument`` sets it;
         #: None: one attribute read and a compare per operation, nothing else)

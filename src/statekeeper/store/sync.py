@@ -21,6 +21,7 @@ from .feed import Subscription
 from .feed_cursor import FeedBounds, FeedCursor
 from .portal import Portal
 from .store import StateStore, StoreStats, StreamDigest, VerifyReport
+from .sync_exit import OPEN, flush_at_exit
 
 _M = TypeVar("_M")
 
@@ -90,6 +91,7 @@ class SyncStateStore:
         except BaseException:
             self._portal.stop()
             raise
+        flush_at_exit(self)  # one never closed keeps its buffered writes at exit
 
     def __enter__(self) -> SyncStateStore:
         return self
@@ -98,7 +100,11 @@ class SyncStateStore:
         self.close()
 
     def close(self) -> None:
-        """Flush, close the backend and stop the background loop."""
+        """Flush, close the backend and stop the background loop.
+
+        One never closed has its store flushed at interpreter exit (see
+        :mod:`.sync_exit`)."""
+        OPEN.discard(self)
         if not self._portal.running:
             return
         try:

@@ -23,7 +23,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'statekeeper[langgraph]'"
     ) from exc
 
-from .saver import CheckpointForkError, RetentionReport, StatekeeperSaver, ThreadBusyError
+from .saver import (
+    CheckpointForkError,
+    RetentionReport,
+    StatekeeperSaver,
+    ThreadBusyError,
+    ThreadNotFound,
+)
 from .serde import MESSAGE_CLASSES, ValueCodec, safe_serializer
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "RetentionReport",
     "StatekeeperSaver",
     "ThreadBusyError",
+    "ThreadNotFound",
     "ValueCodec",
     "safe_serializer",
 ]

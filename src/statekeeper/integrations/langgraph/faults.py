@@ -1,8 +1,9 @@
-"""The errors fork protection raises: :class:`CheckpointForkError`, :class:`ThreadBusyError`."""
+"""The saver's own errors: those fork protection raises (:class:`CheckpointForkError`,
+:class:`ThreadBusyError`) and :class:`ThreadNotFound`."""
 
 from __future__ import annotations
 
-from ...errors import ConflictError
+from ...errors import AgentNotFound, ConflictError
 
 
 class CheckpointForkError(ConflictError):
@@ -67,4 +68,22 @@ class ThreadBusyError(CheckpointForkError):
         return (
             f"thread {self.thread_id!r} is held by another run{left}; nothing was written "
             "(fork_protection is on: retry when that run has finished)"
+        )
+
+
+class ThreadNotFound(AgentNotFound):
+    """No checkpoint of thread ``thread_id`` is stored under the saver's ``prefix``
+    (a mistyped id, a thread deleted or never run, or another prefix). An
+    :class:`~statekeeper.errors.AgentNotFound` (the CLI's exit code 1); nothing was
+    changed."""
+
+    def __init__(self, thread_id: str, prefix: str = "lg/") -> None:
+        super().__init__(f"{prefix}{thread_id}")
+        self.thread_id = thread_id
+        self.prefix = prefix
+
+    def __str__(self) -> str:
+        return (
+            f"LangGraph thread {self.thread_id!r} not found: no checkpoint of it is stored "
+            f"under the prefix {self.prefix!r}; nothing was changed"
         )

@@ -335,19 +335,37 @@ class View:
     docs: dict[int, dict[str, Any]] = field(default_factory=dict)
     #: ns -> checkpoint id -> its pending writes (``{task: {"p", "i"}}``)
     writes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: the document after the last event read (the stream's current one)
+    doc: dict[str, Any] = field(default_factory=dict)
 
     def nsd_at(self, ns: str, cid: str) -> dict[str, Any]:
         """The namespace document at checkpoint ``cid``."""
         return self.docs[self.idx[ns][cid]]["ns"][ns]  # type: ignore[no-any-return]
 
 
-async def scan(store: StateStore, agent: str, current: dict[str, Any]) -> View:
+async def scan(store: StateStore, agent: str, current: dict[str, Any] | None = None) -> View:
     """The :class:`View` of ``agent`` (``current``: its document now, for the writes
-    still held there)."""
+    still held there; None: the document the scan ends with, ``View.doc``, is it —
+    ``list`` reads a thread once, not once to fold its document and again to scan it)."""
     view = View()
     archived: dict[str, dict[str, dict[str, Any]]] = {}
-    doc: dict[str, Any] = (await store.load(agent, at_seq=1)).data
-    async for event in store.history(agent, after_seq=1):
+    doc: dict[str, Any] | None = None
+    async for event in store.history(agent):
+        if doc is None:
+            ops = event.ops or ()
+            if (
+                event.seq == 1
+                and len(ops) == 1
+                and ops[0]["op"] == "replace"
+                and not ops[0]["path"]
+            ):
+                # the document the thread was created with, whole (a read of it at seq
+                # 1 cost a second read of the stream and a fold)
+                doc = ops[0]["value"]
+                continue
+            doc = (await store.load(agent, at_seq=1)).data
+            if event.seq == 1:
+                continue
         put: set[str] = set()
         for op in event.ops or ():
             path = op["path"]
@@ -367,6 +385,11 @@ async def scan(store: StateStore, agent: str, current: dict[str, Any]) -> View:
             if nsd is not None and nsd["cp"] is not None:
                 view.idx.setdefault(ns, {})[nsd["cp"]["h"][0]] = event.seq
                 view.docs[event.seq] = doc
+    if doc is None:  # no event read: a stream not there raises AgentNotFound
+        doc = (await store.load(agent, at_seq=1)).data
+    view.doc = doc
+    if current is None:
+        current = doc
     for ns, cids in view.idx.items():
         held = current["ns"].get(ns, {}).get("w", {})
         old = archived.get(ns, {})

@@ -14,6 +14,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
+from ...errors import AgentNotFound
 from . import history as h
 from . import mapping as m
 from .reads import _SaverReads
@@ -56,6 +57,24 @@ class _SaverListing(_SaverReads):
                 return
             after = page[-1].agent_id
 
+    async def _scan_live(self, thread_id: str) -> h.View | None:
+        """The :class:`~.history.View` of a thread never compacted, from one read of
+        its base generation (its document is the one the scan ends with), else None
+        (absent, moved, not yet sealed, or already cached: :meth:`_open` resolves it).
+
+        ``list(None)`` read every thread twice: ``_open`` folded its document, then
+        the scan folded the whole stream again from its first event."""
+        if thread_id in self._streams:
+            return None
+        try:
+            view = await h.scan(self.store, m.agent_id(self.prefix, thread_id))
+        except AgentNotFound:
+            return None
+        doc = view.doc
+        if doc.get("moved") is not None or not doc.get("sealed", True):
+            return None
+        return view
+
     async def _view(self, st: _Stream) -> h.View:
         """Every checkpoint of the thread and its writes (one pass over the stream)."""
         return await h.scan(self.store, st.agent_id, st.doc)
@@ -81,22 +100,28 @@ class _SaverListing(_SaverReads):
             cid_filter = get_checkpoint_id(config)
         remaining = limit
         async for thread_id in threads:
-            st = await self._open(thread_id, create=False)
-            if st is None:
-                continue
-            if remaining is not None or cid_filter:
-                # newest first from the end of the stream, only as far as needed
-                async for tup in self._recent(st, ns_filter, cid_filter, before_id):
-                    if filter and not _match(dict(tup.metadata), filter):
-                        continue
-                    yield tup
-                    if remaining is not None:
-                        remaining -= 1
-                        if remaining <= 0:
-                            return
-                continue
-            doc = st.doc
-            view = await self._view(st)
+            whole = remaining is None and not cid_filter
+            # (the common case: the thread read once, see _scan_live)
+            view = await self._scan_live(thread_id) if whole else None
+            doc = view.doc if view is not None else None
+            if view is None:
+                st = await self._open(thread_id, create=False)
+                if st is None:
+                    continue
+                if not whole:
+                    # newest first from the end of the stream, only as far as needed
+                    async for tup in self._recent(st, ns_filter, cid_filter, before_id):
+                        if filter and not _match(dict(tup.metadata), filter):
+                            continue
+                        yield tup
+                        if remaining is not None:
+                            remaining -= 1
+                            if remaining <= 0:
+                                return
+                    continue
+                doc = st.doc
+                view = await self._view(st)
+            assert doc is not None
             found = [
                 (cid, ns)
                 for ns, cids in view.idx.items()

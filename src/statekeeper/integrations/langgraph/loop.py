@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from ...errors import ConfigurationError, StatekeeperError, StoreClosed
+from ...store.durability import GUARD
 from ...store.portal import iterate_with, next_item
 
 __all__ = ["BoundLoop", "SharedLoop"]
@@ -386,7 +387,7 @@ class SharedLoop(_Faces):
 
     def _wait(self) -> float:
         """How long the background thread may sleep before its next pass."""
-        idle = not asyncio.all_tasks(self._loop) and not self._pending()
+        idle = not _working(self._loop) and not self._pending()
         wait = _IDLE if idle else _POLL
         with self._handed_lock:
             if self._due:
@@ -495,3 +496,11 @@ class BoundLoop(_Faces):
     def stop(self) -> None:
         """Stop using the loop (it is the application's: never closed here). Idempotent."""
         self._closed = True
+
+
+def _working(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether a task on ``loop`` may need the loop run: any but a write-behind
+    buffer's guard, which only waits (its flush runs from a timer; polling the loop
+    every ``_POLL`` seconds for it, for as long as writes stay buffered, cost CPU for
+    nothing)."""
+    return any(task.get_name() != GUARD for task in asyncio.all_tasks(loop))

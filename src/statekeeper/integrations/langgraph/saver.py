@@ -51,12 +51,18 @@ from langgraph.checkpoint.base import (
 
 from ...codec import Codec
 from ...store.store import StateStore
-from .faults import CheckpointForkError, ThreadBusyError
+from .faults import CheckpointForkError, ThreadBusyError, ThreadNotFound
 from .loop import BoundLoop
 from .pruning import RetentionReport, _SaverPruning
 from .state import _SaverPortal as _SaverPortal  # (imported by the inspector)
 
-__all__ = ["CheckpointForkError", "RetentionReport", "StatekeeperSaver", "ThreadBusyError"]
+__all__ = [
+    "CheckpointForkError",
+    "RetentionReport",
+    "StatekeeperSaver",
+    "ThreadBusyError",
+    "ThreadNotFound",
+]
 
 
 #: saver options accepted by :meth:`StatekeeperSaver.from_url` (the rest go to the store)

@@ -1,0 +1,57 @@
+"""Sync facades left open at interpreter exit: their stores are flushed first.
+
+A :class:`~statekeeper.store.sync.SyncStateStore` runs its store on a loop of its own, on
+a daemon thread: an application that never closed it lost every write still in the
+write-behind buffer (``durability="async"``) and the witness's last marks when the
+interpreter ended, without a word. Each open facade's store is flushed from a
+``threading`` exit hook, which runs before Python stops its thread pools (a SQLite
+store's writer thread, ``asyncio.to_thread``) and while the facade's thread still runs;
+the LangGraph saver does the same for its own (``integrations/langgraph/state.py``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import concurrent.futures.thread  # noqa: F401 (its exit hook registered before ours)
+import contextlib
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .store import StateStore
+
+__all__ = ["OPEN", "flush_at_exit"]
+
+#: the facades still open (their ``close`` takes them out)
+OPEN: weakref.WeakSet[Any] = weakref.WeakSet()
+_hook = threading.Lock()
+_hooked = False
+
+
+def flush_at_exit(facade: Any) -> None:
+    """Flush ``facade``'s store at interpreter exit unless it was closed before."""
+    global _hooked
+    with _hook:
+        if not _hooked:
+            # threading's exit hooks run in reverse order, before atexit's: registered
+            # after concurrent.futures' own (imported above), this one runs first
+            register = getattr(threading, "_register_atexit", None)
+            if register is None:  # pragma: no cover - every supported Python has it
+                return
+            register(_flush_open)
+            _hooked = True
+    OPEN.add(facade)
+
+
+def _flush_open() -> None:
+    for facade in builtins.list(OPEN):
+        with contextlib.suppress(Exception):  # exiting anyway: the store logs what failed
+            if facade._portal.running:
+                facade._portal.call(_flush(facade.store))
+
+
+async def _flush(store: StateStore) -> None:
+    await store.flush()
+    if store.witness is not None:
+        await store.witness.flush()
