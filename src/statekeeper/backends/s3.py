@@ -125,6 +125,7 @@ try:
         EndpointConnectionError,
         NoCredentialsError,
         PartialCredentialsError,
+        ReadTimeoutError,
     )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise BackendUnavailable("the S3 backend needs boto3: pip install 'statekeeper[s3]'") from exc
@@ -256,6 +257,16 @@ def _code(exc: ClientError) -> str:
     )
 
 
+def _seconds(value: Any, name: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value < float("inf")
+    ):
+        raise ConfigurationError(f"{name} must be a number of seconds > 0, not {value!r}")
+    return float(value)
+
+
 class S3Backend(Backend):
     """Streams and snapshots as immutable S3 objects (``s3://bucket/prefix``).
 
@@ -265,6 +276,12 @@ class S3Backend(Backend):
         endpoint_url: a non-AWS endpoint (MinIO, Ceph, moto: ``http://127.0.0.1:9000``).
         region_name: the bucket's region.
         create_bucket: create the bucket on first use if it is missing.
+        connect_timeout: seconds to wait for a connection to the endpoint (5).
+        read_timeout: seconds to wait for each answer (15). A request is tried up to
+            4 times (botocore's standard retries, with its back-off of up to 1, 2 and
+            4 s between them), so a server that accepts and never answers fails a call
+            after about ``4 * read_timeout + 7`` s: ``BackendUnavailable`` at the first
+            use, a ``BackendError`` later. (botocore's own defaults: 60 s each.)
         max_workers: threads running blocking boto3 calls.
         cache_bytes: memory for decoded immutable objects (commits, snapshots), keyed by
             key + ETag + LastModified: equal keys hold equal bytes (0 disables the cache).
@@ -303,10 +320,14 @@ class S3Backend(Backend):
         max_workers: int = 16,
         cache_bytes: int = 64 * 2**20,
         readonly: bool = False,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 15.0,
         **client_options: Any,
     ) -> None:
         if not bucket:
             raise ConfigurationError("S3Backend needs a bucket name")
+        self.connect_timeout = _seconds(connect_timeout, "connect_timeout")
+        self.read_timeout = _seconds(read_timeout, "read_timeout")
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
@@ -317,13 +338,15 @@ class S3Backend(Backend):
         #: the store-level markers (one empty-bodied object each; see read_marker)
         self._markers = f"{self.prefix}/m/" if self.prefix else "m/"
         options = dict(client_options)
-        options.setdefault(
-            "config",
-            Config(
-                retries={"max_attempts": 4, "mode": "standard"},
-                max_pool_connections=max_workers,
-            ),
+        ours = Config(
+            retries={"max_attempts": 4, "mode": "standard"},
+            max_pool_connections=max_workers,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
         )
+        # (a config of the caller's wins where it sets something)
+        given = options.get("config")
+        options["config"] = ours if given is None else ours.merge(given)
         try:
             self._s3: Any = boto3.client(
                 "s3", endpoint_url=endpoint_url, region_name=region_name, **options
@@ -355,6 +378,11 @@ class S3Backend(Backend):
                 kwargs["region_name"] = value
             elif key == "create_bucket":
                 kwargs["create_bucket"] = value.lower() in ("1", "true", "yes")
+            elif key in ("connect_timeout", "read_timeout"):
+                try:
+                    kwargs[key] = float(value)
+                except ValueError:
+                    kwargs[key] = value  # (refused, named, by __init__)
             elif key == "max_workers":
                 try:
                     kwargs["max_workers"] = int(value)
@@ -480,7 +508,14 @@ class S3Backend(Backend):
         except (EndpointConnectionError, ConnectTimeoutError) as exc:
             # (the first contact: the server cannot be reached at all; nothing was sent)
             raise BackendUnavailable(
-                f"{self._where()}: cannot connect to the S3 endpoint ({type(exc).__name__})"
+                f"{self._where()}: cannot connect to the S3 endpoint ({type(exc).__name__},"
+                f" connect_timeout={self.connect_timeout:g} s)"
+            ) from None
+        except ReadTimeoutError:
+            # (the first contact, a read: it connects and never answers; nothing written)
+            raise BackendUnavailable(
+                f"{self._where()}: the S3 endpoint accepted the connection and did not"
+                f" answer within read_timeout={self.read_timeout:g} s (4 attempts)"
             ) from None
         except ClientError as exc:
             if _code(exc) not in _NOT_FOUND | {"NoSuchBucket"}:
@@ -1008,17 +1043,20 @@ class S3Backend(Backend):
 
     def _drop_all_sync(self, delete_bucket: bool) -> int:
         keys = self._list(self._root)
+        # the agents: those with a commit (``<root><hex id>/e/...``), as other engines count
+        agents = {k[len(self._root) :].split("/", 1)[0] for k in keys if "/e/" in k}
         self._delete_keys(keys + self._list(self._markers))
         if delete_bucket:
             self._s3.delete_bucket(Bucket=self.bucket)
             self._ready = False
-        return len(keys)
+        return len(agents)
 
     async def drop_all(self, *, delete_bucket: bool = False) -> int:
         """Delete every object under this backend's prefix (tests, benchmarks): the
         agents' and the store-level markers (the store's own ``statekeeper.meta``
         stays); and the bucket too when asked (it must then hold nothing else). Returns
-        how many of the agents' objects there were."""
+        how many agents there were (as every engine does; it used to be how many of
+        their objects)."""
         self._check_writable()
         return await self._run(self._drop_all_sync, delete_bucket)
 
