@@ -79,6 +79,7 @@ async def test_timeouts_from_the_url(silent: SilentServer) -> None:
             open_backend(f"s3://bucket?read_timeout={bad}")
 
 
+@pytest.mark.slow  # moto's S3 server over HTTP
 async def test_drop_all_counts_agents_not_objects(tmp_path: Path) -> None:
     with fresh_url("s3", tmp_path) as url:
         backend = open_backend(url)

@@ -240,6 +240,25 @@ class _Layout:
     hidden: list[str]
 
 
+def _layout_of(root: str, tagged: Sequence[tuple[str, str]]) -> _Layout:
+    """The stream of one listing of an agent's ``e/`` objects (``root``: their prefix)."""
+    commits: list[tuple[int, str, str]] = []
+    bases: list[tuple[int, str]] = []
+    for key, tag in tagged:
+        name = key[len(root) :]
+        if name[:1] == "b":  # sorts after every commit (digits)
+            bases.append((int(name[1:]), key))
+        else:
+            commits.append((int(name), tag, key))
+    base = max((seq for seq, _ in bases), default=0)
+    live = [(first, tag) for first, tag, _ in commits if first > base]
+    if not live:  # no stream: what an interrupted delete left (the next creation's)
+        return _Layout([], 0, [key for _, _, key in commits] + [key for _, key in bases])
+    hidden = [key for first, _, key in commits if first <= base]
+    hidden += [key for seq, key in bases if seq < base]
+    return _Layout(live, base, hidden)
+
+
 def _token() -> str:
     """A write's own token, stored in its object's metadata (:data:`_WRITE`)."""
     return secrets.token_hex(8)
@@ -635,26 +654,7 @@ class S3Backend(Backend):
 
     def _layout(self, agent_id: str) -> _Layout:
         root = self._agent_root(agent_id) + "e/"
-        commits: list[tuple[int, str, str]] = []
-        bases: list[tuple[int, str]] = []
-        for key, tag in self._list_tagged(root):
-            name = key[len(root) :]
-            if name[:1] == "b":  # sorts after every commit (digits)
-                bases.append((int(name[1:]), key))
-            else:
-                commits.append((int(name), tag, key))
-        base = max((seq for seq, _ in bases), default=0)
-        live = [(first, tag) for first, tag, _ in commits if first > base]
-        if not live:  # no stream: what an interrupted delete left (the next creation's)
-            return _Layout([], 0, [key for _, _, key in commits] + [key for _, key in bases])
-        hidden = [key for first, _, key in commits if first <= base]
-        hidden += [key for seq, key in bases if seq < base]
-        return _Layout(live, base, hidden)
-
-    def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
-        """The live commits and the newest commit's metadata (None when there is none)."""
-        layout, meta = self._tip_layout(agent_id)
-        return [first for first, _ in layout.commits], meta
+        return _layout_of(root, self._list_tagged(root))
 
     def _tip_layout(self, agent_id: str) -> tuple[_Layout, dict[str, str] | None]:
         layout = self._layout(agent_id)
@@ -668,6 +668,11 @@ class S3Backend(Backend):
         if meta is None:  # deleted under our feet
             return self._tip_layout(agent_id)
         return layout, meta
+
+    def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
+        """The live commits and the newest commit's metadata (None when there is none)."""
+        layout, meta = self._tip_layout(agent_id)
+        return [first for first, _ in layout.commits], meta
 
     def _base_sync(self, agent_id: str) -> int:
         """The seq before the agent's first stored event (0: a whole stream, or none)."""
@@ -1315,19 +1320,72 @@ class S3Backend(Backend):
             agent_id, int(meta["last"]), float(meta["created"]), float(meta["updated"])
         )
 
+    def _tips_listed(
+        self, after: str | None, limit: int
+    ) -> tuple[list[tuple[str, str | None]], bool]:
+        """Up to ``limit`` agents after ``after``, each with the key of its newest live
+        commit (None: it has none), read from ONE listing of their objects
+        (ListObjectsV2 pages of 1,000 keys; an agent's keys are contiguous, its ``e/``
+        ones first) instead of a listing per agent; and whether the listing ended."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._root}
+        if after is not None:
+            kwargs["StartAfter"] = self._root + after.encode().hex() + "/~"
+        out: list[tuple[str, str | None]] = []
+        current: str | None = None
+        tagged: list[tuple[str, str]] = []
+
+        def close(hexid: str) -> None:
+            root = self._root + hexid + "/e/"
+            commits = _layout_of(root, tagged).commits
+            tip = root + self._seq_name(commits[-1][0]) if commits else None
+            out.append((bytes.fromhex(hexid).decode(), tip))
+
+        while True:
+            page = self._s3.list_objects_v2(**kwargs)
+            for obj in page.get("Contents", ()):
+                hexid, _, rest = obj["Key"][len(self._root) :].partition("/")
+                if hexid != current:
+                    if current is not None:
+                        close(current)
+                        if len(out) >= limit:
+                            return out, False
+                    current, tagged = hexid, []
+                if rest.startswith("e/"):
+                    tag = f"{obj.get('ETag', '')}@{obj.get('LastModified', '')}"
+                    tagged.append((obj["Key"], tag))
+            if not page.get("IsTruncated"):
+                break
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+            kwargs.pop("StartAfter", None)
+        if current is not None:
+            close(current)
+        return out, True
+
+    def _info_at(self, agent_id: str, tip: str) -> AgentInfo | None:
+        """The agent's info from the metadata of its newest commit ``tip`` (one HEAD;
+        the agent read again when that commit went meanwhile)."""
+        meta = self._head_meta(tip)
+        if meta is None:
+            return self._info_sync(agent_id)
+        return AgentInfo(
+            agent_id, int(meta["last"]), float(meta["created"]), float(meta["updated"])
+        )
+
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        """One listing of the agents' objects (not one per agent), then one HEAD of each
+        agent's newest commit (its head and times are in its metadata), concurrently."""
         out: list[AgentInfo] = []
         cursor = after
         while len(out) < limit:
             want = limit - len(out)
-            ids = await self._run(self._agent_ids, cursor, want)
-            if not ids:
-                break
-            infos = await asyncio.gather(*(self._run(self._info_sync, i) for i in ids))
+            tips, ended = await self._run(self._tips_listed, cursor, want)
+            infos = await asyncio.gather(
+                *(self._run(self._info_at, a, tip) for a, tip in tips if tip is not None)
+            )
             out.extend(info for info in infos if info is not None)
-            if len(ids) < want:
+            if ended or not tips:
                 break
-            cursor = ids[-1]
+            cursor = tips[-1][0]
         return out
 
     async def health(self) -> Health:
