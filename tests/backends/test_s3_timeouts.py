@@ -52,9 +52,9 @@ async def test_a_frozen_endpoint_fails_within_the_timeouts(silent: SilentServer)
     finally:
         await backend.close()
     elapsed = time.monotonic() - started
-    # four attempts of 0.5 s and botocore's back-off between them (< 1 + 2 + 4 s); the
-    # defaults before took 4 x 60 s
-    assert elapsed < 4 * 0.5 + 7 + 5, elapsed
+    # four attempts of 0.5 s and botocore's back-off between them (< 1 + 2 + 4 s), with
+    # room for a loaded machine; the defaults before took 4 x 60 s
+    assert elapsed < 30, elapsed
     assert "read_timeout" in str(caught.value)
     assert "test-secret-value" not in str(caught.value)
     assert silent.attempts_since(0) >= 1
