@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import enum
 import functools
 import math
@@ -510,6 +511,13 @@ class Backend(abc.ABC):
         :func:`~.sqlite_export.compacted_streams`), read in the same snapshot. None
         (nothing written) when the engine cannot (the default)."""
         return None
+
+    def in_place(self) -> contextlib.AbstractContextManager[None]:
+        """Within it, this task's reads leave every agent where it is stored: a tiered
+        store answers a demoted agent from its cold tier instead of bringing it back
+        (what ``verify`` and a backup need: reading is not using). The engines that
+        keep an agent in one place have nothing to change (the default)."""
+        return contextlib.nullcontext()
 
     async def export_rows(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamRows]:
         """:meth:`export_streams` with the records as plain tuples (what a backup

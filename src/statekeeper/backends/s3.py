@@ -125,6 +125,7 @@ try:
         EndpointConnectionError,
         NoCredentialsError,
         PartialCredentialsError,
+        ReadTimeoutError,
     )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise BackendUnavailable("the S3 backend needs boto3: pip install 'statekeeper[s3]'") from exc
@@ -239,6 +240,25 @@ class _Layout:
     hidden: list[str]
 
 
+def _layout_of(root: str, tagged: Sequence[tuple[str, str]]) -> _Layout:
+    """The stream of one listing of an agent's ``e/`` objects (``root``: their prefix)."""
+    commits: list[tuple[int, str, str]] = []
+    bases: list[tuple[int, str]] = []
+    for key, tag in tagged:
+        name = key[len(root) :]
+        if name[:1] == "b":  # sorts after every commit (digits)
+            bases.append((int(name[1:]), key))
+        else:
+            commits.append((int(name), tag, key))
+    base = max((seq for seq, _ in bases), default=0)
+    live = [(first, tag) for first, tag, _ in commits if first > base]
+    if not live:  # no stream: what an interrupted delete left (the next creation's)
+        return _Layout([], 0, [key for _, _, key in commits] + [key for _, key in bases])
+    hidden = [key for first, _, key in commits if first <= base]
+    hidden += [key for seq, key in bases if seq < base]
+    return _Layout(live, base, hidden)
+
+
 def _token() -> str:
     """A write's own token, stored in its object's metadata (:data:`_WRITE`)."""
     return secrets.token_hex(8)
@@ -256,6 +276,16 @@ def _code(exc: ClientError) -> str:
     )
 
 
+def _seconds(value: Any, name: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value < float("inf")
+    ):
+        raise ConfigurationError(f"{name} must be a number of seconds > 0, not {value!r}")
+    return float(value)
+
+
 class S3Backend(Backend):
     """Streams and snapshots as immutable S3 objects (``s3://bucket/prefix``).
 
@@ -265,6 +295,12 @@ class S3Backend(Backend):
         endpoint_url: a non-AWS endpoint (MinIO, Ceph, moto: ``http://127.0.0.1:9000``).
         region_name: the bucket's region.
         create_bucket: create the bucket on first use if it is missing.
+        connect_timeout: seconds to wait for a connection to the endpoint (5).
+        read_timeout: seconds to wait for each answer (15). A request is tried up to
+            4 times (botocore's standard retries, with its back-off of up to 1, 2 and
+            4 s between them), so a server that accepts and never answers fails a call
+            after about ``4 * read_timeout + 7`` s: ``BackendUnavailable`` at the first
+            use, a ``BackendError`` later. (botocore's own defaults: 60 s each.)
         max_workers: threads running blocking boto3 calls.
         cache_bytes: memory for decoded immutable objects (commits, snapshots), keyed by
             key + ETag + LastModified: equal keys hold equal bytes (0 disables the cache).
@@ -303,10 +339,14 @@ class S3Backend(Backend):
         max_workers: int = 16,
         cache_bytes: int = 64 * 2**20,
         readonly: bool = False,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 15.0,
         **client_options: Any,
     ) -> None:
         if not bucket:
             raise ConfigurationError("S3Backend needs a bucket name")
+        self.connect_timeout = _seconds(connect_timeout, "connect_timeout")
+        self.read_timeout = _seconds(read_timeout, "read_timeout")
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
@@ -317,13 +357,15 @@ class S3Backend(Backend):
         #: the store-level markers (one empty-bodied object each; see read_marker)
         self._markers = f"{self.prefix}/m/" if self.prefix else "m/"
         options = dict(client_options)
-        options.setdefault(
-            "config",
-            Config(
-                retries={"max_attempts": 4, "mode": "standard"},
-                max_pool_connections=max_workers,
-            ),
+        ours = Config(
+            retries={"max_attempts": 4, "mode": "standard"},
+            max_pool_connections=max_workers,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
         )
+        # (a config of the caller's wins where it sets something)
+        given = options.get("config")
+        options["config"] = ours if given is None else ours.merge(given)
         try:
             self._s3: Any = boto3.client(
                 "s3", endpoint_url=endpoint_url, region_name=region_name, **options
@@ -355,6 +397,11 @@ class S3Backend(Backend):
                 kwargs["region_name"] = value
             elif key == "create_bucket":
                 kwargs["create_bucket"] = value.lower() in ("1", "true", "yes")
+            elif key in ("connect_timeout", "read_timeout"):
+                try:
+                    kwargs[key] = float(value)
+                except ValueError:
+                    kwargs[key] = value  # (refused, named, by __init__)
             elif key == "max_workers":
                 try:
                     kwargs["max_workers"] = int(value)
@@ -480,7 +527,14 @@ class S3Backend(Backend):
         except (EndpointConnectionError, ConnectTimeoutError) as exc:
             # (the first contact: the server cannot be reached at all; nothing was sent)
             raise BackendUnavailable(
-                f"{self._where()}: cannot connect to the S3 endpoint ({type(exc).__name__})"
+                f"{self._where()}: cannot connect to the S3 endpoint ({type(exc).__name__},"
+                f" connect_timeout={self.connect_timeout:g} s)"
+            ) from None
+        except ReadTimeoutError:
+            # (the first contact, a read: it connects and never answers; nothing written)
+            raise BackendUnavailable(
+                f"{self._where()}: the S3 endpoint accepted the connection and did not"
+                f" answer within read_timeout={self.read_timeout:g} s (4 attempts)"
             ) from None
         except ClientError as exc:
             if _code(exc) not in _NOT_FOUND | {"NoSuchBucket"}:
@@ -600,26 +654,7 @@ class S3Backend(Backend):
 
     def _layout(self, agent_id: str) -> _Layout:
         root = self._agent_root(agent_id) + "e/"
-        commits: list[tuple[int, str, str]] = []
-        bases: list[tuple[int, str]] = []
-        for key, tag in self._list_tagged(root):
-            name = key[len(root) :]
-            if name[:1] == "b":  # sorts after every commit (digits)
-                bases.append((int(name[1:]), key))
-            else:
-                commits.append((int(name), tag, key))
-        base = max((seq for seq, _ in bases), default=0)
-        live = [(first, tag) for first, tag, _ in commits if first > base]
-        if not live:  # no stream: what an interrupted delete left (the next creation's)
-            return _Layout([], 0, [key for _, _, key in commits] + [key for _, key in bases])
-        hidden = [key for first, _, key in commits if first <= base]
-        hidden += [key for seq, key in bases if seq < base]
-        return _Layout(live, base, hidden)
-
-    def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
-        """The live commits and the newest commit's metadata (None when there is none)."""
-        layout, meta = self._tip_layout(agent_id)
-        return [first for first, _ in layout.commits], meta
+        return _layout_of(root, self._list_tagged(root))
 
     def _tip_layout(self, agent_id: str) -> tuple[_Layout, dict[str, str] | None]:
         layout = self._layout(agent_id)
@@ -633,6 +668,11 @@ class S3Backend(Backend):
         if meta is None:  # deleted under our feet
             return self._tip_layout(agent_id)
         return layout, meta
+
+    def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
+        """The live commits and the newest commit's metadata (None when there is none)."""
+        layout, meta = self._tip_layout(agent_id)
+        return [first for first, _ in layout.commits], meta
 
     def _base_sync(self, agent_id: str) -> int:
         """The seq before the agent's first stored event (0: a whole stream, or none)."""
@@ -1008,17 +1048,20 @@ class S3Backend(Backend):
 
     def _drop_all_sync(self, delete_bucket: bool) -> int:
         keys = self._list(self._root)
+        # the agents: those with a commit (``<root><hex id>/e/...``), as other engines count
+        agents = {k[len(self._root) :].split("/", 1)[0] for k in keys if "/e/" in k}
         self._delete_keys(keys + self._list(self._markers))
         if delete_bucket:
             self._s3.delete_bucket(Bucket=self.bucket)
             self._ready = False
-        return len(keys)
+        return len(agents)
 
     async def drop_all(self, *, delete_bucket: bool = False) -> int:
         """Delete every object under this backend's prefix (tests, benchmarks): the
         agents' and the store-level markers (the store's own ``statekeeper.meta``
         stays); and the bucket too when asked (it must then hold nothing else). Returns
-        how many of the agents' objects there were."""
+        how many agents there were (as every engine does; it used to be how many of
+        their objects)."""
         self._check_writable()
         return await self._run(self._drop_all_sync, delete_bucket)
 
@@ -1277,19 +1320,72 @@ class S3Backend(Backend):
             agent_id, int(meta["last"]), float(meta["created"]), float(meta["updated"])
         )
 
+    def _tips_listed(
+        self, after: str | None, limit: int
+    ) -> tuple[list[tuple[str, str | None]], bool]:
+        """Up to ``limit`` agents after ``after``, each with the key of its newest live
+        commit (None: it has none), read from ONE listing of their objects
+        (ListObjectsV2 pages of 1,000 keys; an agent's keys are contiguous, its ``e/``
+        ones first) instead of a listing per agent; and whether the listing ended."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._root}
+        if after is not None:
+            kwargs["StartAfter"] = self._root + after.encode().hex() + "/~"
+        out: list[tuple[str, str | None]] = []
+        current: str | None = None
+        tagged: list[tuple[str, str]] = []
+
+        def close(hexid: str) -> None:
+            root = self._root + hexid + "/e/"
+            commits = _layout_of(root, tagged).commits
+            tip = root + self._seq_name(commits[-1][0]) if commits else None
+            out.append((bytes.fromhex(hexid).decode(), tip))
+
+        while True:
+            page = self._s3.list_objects_v2(**kwargs)
+            for obj in page.get("Contents", ()):
+                hexid, _, rest = obj["Key"][len(self._root) :].partition("/")
+                if hexid != current:
+                    if current is not None:
+                        close(current)
+                        if len(out) >= limit:
+                            return out, False
+                    current, tagged = hexid, []
+                if rest.startswith("e/"):
+                    tag = f"{obj.get('ETag', '')}@{obj.get('LastModified', '')}"
+                    tagged.append((obj["Key"], tag))
+            if not page.get("IsTruncated"):
+                break
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+            kwargs.pop("StartAfter", None)
+        if current is not None:
+            close(current)
+        return out, True
+
+    def _info_at(self, agent_id: str, tip: str) -> AgentInfo | None:
+        """The agent's info from the metadata of its newest commit ``tip`` (one HEAD;
+        the agent read again when that commit went meanwhile)."""
+        meta = self._head_meta(tip)
+        if meta is None:
+            return self._info_sync(agent_id)
+        return AgentInfo(
+            agent_id, int(meta["last"]), float(meta["created"]), float(meta["updated"])
+        )
+
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
+        """One listing of the agents' objects (not one per agent), then one HEAD of each
+        agent's newest commit (its head and times are in its metadata), concurrently."""
         out: list[AgentInfo] = []
         cursor = after
         while len(out) < limit:
             want = limit - len(out)
-            ids = await self._run(self._agent_ids, cursor, want)
-            if not ids:
-                break
-            infos = await asyncio.gather(*(self._run(self._info_sync, i) for i in ids))
+            tips, ended = await self._run(self._tips_listed, cursor, want)
+            infos = await asyncio.gather(
+                *(self._run(self._info_at, a, tip) for a, tip in tips if tip is not None)
+            )
             out.extend(info for info in infos if info is not None)
-            if len(ids) < want:
+            if ended or not tips:
                 break
-            cursor = ids[-1]
+            cursor = tips[-1][0]
         return out
 
     async def health(self) -> Health:

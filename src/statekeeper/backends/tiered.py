@@ -72,7 +72,8 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
@@ -118,6 +119,10 @@ T = TypeVar("T")
 COLD_MARKER = "\x01sk-cold/"
 _MARKER_CEIL = "\x01sk-cold0"  # sorts right after every marker id
 _PAGE = 1000
+#: the tiered backends (by ``id``) whose reads this task makes in place (``in_place``)
+_IN_PLACE: ContextVar[frozenset[int]] = ContextVar(
+    "statekeeper_tiered_in_place", default=frozenset()
+)
 
 
 class _Miss:
@@ -361,6 +366,23 @@ class TieredBackend(Backend):
     def _check_writable(self) -> None:
         if self.readonly:
             raise ReadOnlyStore("the tiered store is open read-only")
+
+    @contextlib.contextmanager
+    def in_place(self) -> Iterator[None]:
+        """Within it, this task's reads are those of a read-only store: a demoted agent
+        is read from the cold tier (a part left by a killed rehydration too), nothing
+        is rehydrated, filled into the hot tier or counted as used — ``verify`` and a
+        backup read every agent, and used to bring every demoted one back. Writes are
+        unchanged."""
+        token = _IN_PLACE.set(_IN_PLACE.get() | {id(self)})
+        try:
+            yield
+        finally:
+            _IN_PLACE.reset(token)
+
+    def _in_place(self) -> bool:
+        """Read where the agent is (read-only, or within :meth:`in_place`)."""
+        return self.readonly or id(self) in _IN_PLACE.get()
 
     async def _reader(self, agent_id: str) -> Backend:
         """Read-only: the tier that holds the agent — the durable tier, or the cold
@@ -680,7 +702,7 @@ class TieredBackend(Backend):
         read-only, the tier holding it; else the durable tier, with a demoted agent
         brought back from the cold tier first (``touch``: the agent counts as used)."""
         self._check_open()
-        if self.readonly:
+        if self._in_place():
             return await self._reader(agent_id)
         if touch:
             self._touch(agent_id)
@@ -691,7 +713,7 @@ class TieredBackend(Backend):
     async def head(self, agent_id: str) -> int:
         """The durable tier's head (the authority; the hot tier is never asked)."""
         self._check_open()
-        if self.readonly:
+        if self._in_place():
             return await (await self._reader(agent_id)).head(agent_id)
         self._touch(agent_id)
         return await self._durable_head(agent_id)
@@ -775,7 +797,7 @@ class TieredBackend(Backend):
         limit: int | None = None,
     ) -> list[RawEvent]:
         self._check_open()
-        if self.readonly:
+        if self._in_place():
             return await (await self._reader(agent_id)).read(agent_id, after_seq, to_seq, limit)
         self._touch(agent_id)
         await self._settle(agent_id)
@@ -802,7 +824,7 @@ class TieredBackend(Backend):
         self, agent_id: str, at_or_below: int | None = None
     ) -> RawSnapshot | None:
         self._check_open()
-        if self.readonly:
+        if self._in_place():
             tier = await self._reader(agent_id)
             return await tier.latest_snapshot(agent_id, at_or_below)
         self._touch(agent_id)
@@ -959,8 +981,37 @@ class TieredBackend(Backend):
         return out
 
     async def count_agents(self) -> int:
+        """Each agent once: a demoted agent is its marker, and a marker a crash left
+        beside a durable stream (a demotion that died before its last step, the part a
+        killed rehydration copied) is not a second agent."""
         self._check_open()
-        return await self.durable.count_agents()
+        count = await self.durable.count_agents()
+        if self.cold is None:
+            return count
+        return count - await self._doubled("")
+
+    async def _doubled(self, prefix: str) -> int:
+        """Markers of agents under ``prefix`` that also have a durable stream (each
+        counted twice by the durable tier): one listing of the markers, one batch of
+        head reads per page of them."""
+        start = COLD_MARKER + prefix
+        doubled = 0
+        if prefix and await self.durable.head(start) > 0:  # (listings start after it)
+            doubled += await self.durable.head(prefix) > 0
+        after = start
+        while True:
+            page = await self.durable.list_agents(after=after, limit=_PAGE)
+            ids = [
+                info.agent_id[len(COLD_MARKER) :]
+                for info in page
+                if info.agent_id.startswith(start)
+            ]
+            if ids:
+                heads = await self.durable.read_heads(ids)
+                doubled += sum(head is not None for head in heads)
+            if len(ids) < _PAGE:
+                return doubled
+            after = page[-1].agent_id
 
     async def count_prefix(self, prefix: str) -> int:
         """Agents whose id starts with ``prefix``, demoted ones included: a demoted
@@ -968,9 +1019,12 @@ class TieredBackend(Backend):
         (a namespaced store's count used to leave every demoted agent out)."""
         self._check_open()
         count = await self.durable.count_prefix(prefix)
-        if self.cold is None or COLD_MARKER.startswith(prefix):
-            return count  # (the markers are under that prefix already)
-        return count + await self.durable.count_prefix(COLD_MARKER + prefix)
+        if self.cold is None:
+            return count
+        if COLD_MARKER.startswith(prefix):  # (the markers are under that prefix already)
+            return count - await self._doubled("") if prefix == "" else count
+        markers = await self.durable.count_prefix(COLD_MARKER + prefix)
+        return count + markers - (await self._doubled(prefix) if markers else 0)
 
     async def health(self) -> Health:
         if self._closed:

@@ -23,7 +23,7 @@ contains ``&`` (:func:`tiered_url` builds one).
 
 Every error about a URL names the part that is wrong and shows the URL with its
 password masked (:func:`~.redact.mask_url`). ``connect_timeout`` (seconds) bounds how
-long a server backend (PostgreSQL, Redis, and the tiers of a tiered one) may take to
+long a server backend (PostgreSQL, Redis, S3, and the tiers of a tiered one) may take to
 answer when it is first used; a server that cannot be reached in that time, or refuses
 the connection, raises :class:`~statekeeper.errors.BackendUnavailable` with its reason.
 Precedence: the ``connect_timeout`` argument, then the URL's own ``?connect_timeout=``,
@@ -169,7 +169,7 @@ def open_backend(
             from .s3 import S3Backend
         except ImportError as exc:  # pragma: no cover
             raise _missing("s3", exc) from exc
-        return S3Backend.from_url(url, readonly=readonly, **extra)
+        return S3Backend.from_url(url, readonly=readonly, **{**timeout, **extra})
     if scheme == "tiered":
         from .tiered import TieredBackend
 

@@ -35,6 +35,7 @@ True
 from __future__ import annotations
 
 import abc
+import hashlib
 import math
 import uuid
 from collections.abc import Iterable, Mapping
@@ -399,12 +400,24 @@ class LWWMap(CRDT):
 # -- sets and lists -----------------------------------------------------------------------
 
 
+def _scoped(tag: str, key: str) -> str:
+    """``tag`` made the tag of one element (``key``: its canonical JSON) only."""
+    if not isinstance(tag, str):
+        raise ConfigurationError(f"an ORSet tag must be a string, not {type(tag).__name__}")
+    return f"{tag}@{hashlib.blake2b(key.encode(), digest_size=16).hexdigest()}"
+
+
 class ORSet(CRDT):
     """An observed-remove set of JSON values.
 
     Every add carries a unique tag; a remove deletes the tags it has *observed*. An add
     concurrent with a remove therefore survives (add wins), and re-adding after a
     remove works. Removed tags are kept as tombstones.
+
+    A tag given to :meth:`add` is stored scoped to its element (``tag@<digest of the
+    element>``), so one tag picked for two elements — on two replicas, or one — is two
+    tags: removing one element never removes the other. (A tag stored unscoped by an
+    older version stays as it was.) A random tag is unique as it is.
     """
 
     type_name = "or-set"
@@ -424,14 +437,17 @@ class ORSet(CRDT):
         self._removed = frozenset(removed)
 
     def add(self, element: Any, tag: str | None = None) -> ORSet:
-        """Add ``element`` under a new unique ``tag`` (a random one by default)."""
-        tag = tag if tag is not None else uuid.uuid4().hex
-        if tag in self._removed:
-            raise ConfigurationError(f"tag {tag!r} was already used and removed")
+        """Add ``element`` under a new unique ``tag`` (a random one by default; a given
+        one is scoped to the element: see the class documentation)."""
         key = _canon(element)
+        scoped = uuid.uuid4().hex if tag is None else _scoped(tag, key)
+        if scoped in self._removed:
+            raise ConfigurationError(
+                f"tag {tag!r} was already used for this element and removed: give a new one"
+            )
         adds = dict(self._adds)
         _, tags = adds.get(key, (element, frozenset()))
-        adds[key] = (element, tags | {tag})
+        adds[key] = (element, tags | {scoped})
         return ORSet(adds, self._removed)
 
     def remove(self, element: Any) -> ORSet:

@@ -7,6 +7,7 @@ batch sizes, snapshot sizes, replay lengths), in a span when tracing. The store 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -442,6 +443,9 @@ class ObservedBackend(Backend):
         # a backup's file copy (one call per backup): the engine's own, untimed
         return await self.inner.copy_to_file(dest, prefix)
 
+    def in_place(self) -> contextlib.AbstractContextManager[None]:
+        return self.inner.in_place()  # (no engine call: untimed)
+
     async def page_snapshot(self, prefix: str = "") -> PageSnapshot | None:
         # a backup's page image (one call per backup): the engine's own, untimed
         return await self.inner.page_snapshot(prefix)
@@ -455,12 +459,10 @@ class ObservedBackend(Backend):
         return await self.inner.copy_out(prefix, write)
 
     async def count_agents(self) -> int:
-        count: int = await self._obs.call("count_agents", None, self.inner.count_agents)
-        return count
+        return int(await self._obs.call("count_agents", None, self.inner.count_agents))
 
     async def count_prefix(self, prefix: str) -> int:
-        count: int = await self._obs.call("count_agents", None, self.inner.count_prefix, prefix)
-        return count
+        return int(await self._obs.call("count_agents", None, self.inner.count_prefix, prefix))
 
     async def delete_agent(self, agent_id: str) -> bool:
         existed: bool = await self._obs.call(

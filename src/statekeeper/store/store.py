@@ -1093,7 +1093,8 @@ class StateStore:
                 )
             agent_ids = [check_agent_id(a, "agent_ids[]") for a in agent_ids]
         await self.flush()
-        return await verification.verify_store(self, agent_ids)
+        with self.backend.in_place():  # (a tiered store's demoted agents stay cold)
+            return await verification.verify_store(self, agent_ids)
 
     async def digest(self, agent_id: str, at_seq: int | None = None) -> StreamDigest:
         """A commitment to the agent's stream up to ``at_seq`` (default: the head),

@@ -165,7 +165,23 @@ async def backup(
     store admin may read). Otherwise :class:`~statekeeper.errors.AccessDenied`
     (audited) before anything is read or written. ``audit`` defaults to the store's
     own audit log there.
+
+    A tiered store's demoted agents are read from its cold tier, where they stay.
     """
+    with store.backend.in_place():  # (reading them is not using them)
+        return await _backup(store, to, key, since, chunk_bytes, progress, audit, overwrite)
+
+
+async def _backup(
+    store: StateStore,
+    to: str | os.PathLike[str],
+    key: BackupKey,
+    since: str | os.PathLike[str] | None,
+    chunk_bytes: int,
+    progress: Callable[[int, int], None] | None,
+    audit: AuditSink | None,
+    overwrite: bool,
+) -> BackupResult:
     location = Location(to, overwrite=overwrite)
     if since is not None and location.replaces(Location(since)):
         # the new incremental would take its parent's place: the chain's only copy of
