@@ -108,6 +108,25 @@ async def test_steps_of_a_durable_agent_commit_with_its_data() -> None:
         assert not agent.dirty
 
 
+async def test_a_step_of_a_deleted_agent_runs_again_for_its_new_incarnation(
+    tmp_path: Path,
+) -> None:
+    """A Steps object that saw a step recorded must not keep answering "recorded" once
+    the agent was deleted (here by another process's store) and started over: the new
+    run's step was never recorded, so it runs (it was silently skipped, its result the
+    old incarnation's)."""
+    url = f"sqlite:///{tmp_path / 'steps.db'}"
+    calls: list[str] = []
+    async with StateStore(url) as store, StateStore(url) as other:
+        steps = Steps(store, "job")
+        assert await steps.run("charge", lambda: calls.append("first") or "first") == "first"
+        await other.delete("job")  # the job is restarted elsewhere
+        assert await steps.recorded("charge") is None
+        assert await steps.run("charge", lambda: calls.append("again") or "again") == "again"
+        assert calls == ["first", "again"]
+        assert await Steps(other, "job").results() == {"charge": "again"}
+
+
 async def test_two_runners_race_and_keep_the_first_result() -> None:
     async with StateStore("memory://") as store:
         gate = asyncio.Event()

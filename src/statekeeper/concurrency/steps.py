@@ -142,7 +142,6 @@ class Steps:
 
                 check_agent_lease(target, self.agent_id, lease)
         self.lease = lease
-        self._memo: dict[str, StepRecord] = {}
 
     @staticmethod
     def key(step_id: str) -> str:
@@ -155,11 +154,12 @@ class Steps:
         return f"{self.agent_id}/{self.key(step_id)}"
 
     async def recorded(self, step_id: str) -> StepRecord | None:
-        """The step's record, or None if its result was never recorded."""
+        """The step's record, or None if its result was never recorded.
+
+        Asked of the store every time (never remembered by this object): the agent may
+        have been deleted and started over since, by this process or another, and its
+        new incarnation's step is not recorded."""
         _check_id(step_id)
-        memo = self._memo.get(step_id)
-        if memo is not None:
-            return memo
         found = await self.store.find_key(self.agent_id, self.key(step_id))
         if found is None:
             return None
@@ -171,9 +171,7 @@ class Steps:
                     f"agent {self.agent_id!r}: the event at seq {event.seq} under key "
                     f"{self.key(step_id)!r} is not the record of step {step_id!r}"
                 )
-            record = StepRecord(step_id, event.info["result"], event.seq)
-            self._memo[step_id] = record
-            return record
+            return StepRecord(step_id, event.info["result"], event.seq)
         raise StepError(
             f"agent {self.agent_id!r}: step {step_id!r} is recorded at seq "
             f"{found.first_seq}, but that event cannot be read"
@@ -281,14 +279,11 @@ class Steps:
             # the buffered record, and the recorded step, its side effect done, ran again)
             await self.store.flush()
         if appended.duplicate:  # recorded by an earlier or concurrent run: that one holds
-            self._memo.pop(step_id, None)
             record = await self.recorded(step_id)
             if record is None:  # pragma: no cover - the key exists, so must its record
                 raise StepError(f"step {step_id!r} reported recorded but not found")
             return record
-        record = StepRecord(step_id, stored, appended.first_seq)
-        self._memo[step_id] = record
-        return record
+        return StepRecord(step_id, stored, appended.first_seq)
 
 
 def _check_id(step_id: str) -> None:
