@@ -62,6 +62,7 @@ from ..errors import (
     ConflictError,
     HistoryCompacted,
     InvalidArgument,
+    LeaseLost,
     SerializationError,
     StepError,
 )
@@ -188,6 +189,7 @@ class Steps:
         record = await self.recorded(step_id)
         if record is not None:
             return record.result
+        self._check_lease(step_id)
         result = fn(*args, **kwargs)
         if inspect.isawaitable(result):
             result = await result
@@ -222,6 +224,8 @@ class Steps:
         ``s.needed``, do the work and set ``s.result``; it is recorded when the block
         exits without an exception. Otherwise ``s.result`` is the recorded result."""
         record = await self.recorded(step_id)
+        if record is None:
+            self._check_lease(step_id)
         handle = StepHandle(
             step_id, needed=record is None, result=record.result if record else None
         )
@@ -229,6 +233,16 @@ class Steps:
         if handle.needed:
             stored = await self._record(step_id, handle.result)
             handle.result, handle.needed = stored.result, False
+
+    def _check_lease(self, step_id: str) -> None:
+        """Refuse to run ``step_id`` under a lease this process already knows it lost
+        (or released): its record would be refused after its side effect ran."""
+        lease = self._agent.lease if self._agent is not None else self.lease
+        refusal = getattr(lease, "refusal", None)
+        error = refusal() if callable(refusal) else None
+        if isinstance(error, LeaseLost):
+            error.add_note(f"step {step_id!r} was not run: its record could not be stored")
+            raise error
 
     async def results(self) -> dict[str, Any]:
         """Every recorded step of the agent: ``{step_id: result}``, in record order.
