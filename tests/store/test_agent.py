@@ -220,6 +220,15 @@ async def test_a_second_run_of_the_old_quick_start_is_not_silent(db_url: str) ->
         assert (await store.load("support-42")).seq == 3  # nothing half-written
 
 
+async def test_a_transition_fired_by_its_stored_string_says_which_event_it_means() -> None:
+    async with StateStore("memory://") as store:
+        agent = await store.agent("a")
+        with pytest.raises(InvalidTransition) as info:
+            await agent.transition("start_processing")
+        assert "fire StateTransition.START_PROCESSING itself" in info.value.__notes__[0]
+        assert (await store.load("a")).seq == 1  # nothing written
+
+
 @pytest.mark.parametrize("strict", [True, False])
 async def test_closing_with_unsaved_changes_warns(db_url: str, strict: bool) -> None:
     store = StateStore(db_url)

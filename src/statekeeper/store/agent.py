@@ -345,6 +345,9 @@ class DurableAgent:
             ruled = False
         reason = "every guard refused it" if ruled else "no rule from this state"
         error = InvalidTransition(state, event, reason)
+        hint = machine.event_hint(event)
+        if hint is not None:
+            error.add_note(hint)
         dirty = True
         with contextlib.suppress(StatekeeperError):  # undiffable data counts as pending
             dirty = self.dirty
