@@ -17,14 +17,17 @@ An event the machine does not allow from the current state (no rule, or every gu
 refused) raises :class:`~statekeeper.errors.InvalidTransition`: nothing is written and
 pending data changes stay pending, so a caller can never mistake a refused transition
 for a saved one. ``strict=False`` restores the bare machine's API (``transition``
-returns False). Data-only changes are written with :meth:`DurableAgent.save`; a store
-closed while an agent it opened still has unwritten changes warns with
+returns False). Firing the machine itself (``agent.machine.fire(...)``), which would
+write nothing, raises :class:`~statekeeper.errors.MachineError` and is undone.
+Data-only changes are written with :meth:`DurableAgent.save`; a store closed while an
+agent it opened still has unwritten changes warns with
 :class:`~statekeeper.errors.UnsavedChangesWarning`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +37,7 @@ from ..errors import (
     ConflictError,
     InvalidArgument,
     InvalidTransition,
+    MachineError,
     SerializationError,
     StatekeeperError,
     WriteBufferError,
@@ -52,6 +56,13 @@ if TYPE_CHECKING:
     from .writes import WritePipeline
 
 __all__ = ["DurableAgent"]
+
+
+#: the machines (by id) a DurableAgent.transition is firing in this context: a machine
+#: of a durable agent fired outside one would move without anything being written
+_FIRING: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar(
+    "statekeeper_durable_firing", default=()
+)
 
 
 def _value(x: Any) -> Any:
@@ -204,6 +215,15 @@ class DurableAgent:
             self._link = link
 
     def _on_transition(self, result: TransitionResult[Any, Any]) -> None:
+        if id(self.machine) not in _FIRING.get():
+            # fired on the machine itself: nothing would be written, yet the agent
+            # would look moved (and a later save() would store its data, not its state)
+            self.machine.revert(result)
+            raise MachineError(
+                f"agent {self.agent_id!r}: its machine was fired directly "
+                f"({_value(result.event)!r}), which writes nothing: the transition was "
+                "undone (hooks that ran are not); fire it with agent.transition(...)"
+            )
         self._last = result
 
     @property
@@ -310,7 +330,11 @@ class DurableAgent:
         check_optional_name(actor, "actor")
         before = self.machine.state_value
         self._last = None
-        moved = await self.machine.transition(event, dict(metadata) if metadata else None)
+        firing = _FIRING.set((*_FIRING.get(), id(self.machine)))
+        try:
+            moved = await self.machine.transition(event, dict(metadata) if metadata else None)
+        finally:
+            _FIRING.reset(firing)
         if not moved:
             if self.strict:
                 raise self._refused(event)
