@@ -247,6 +247,40 @@ async def test_firing_a_durable_agents_machine_directly_is_refused(store: StateS
     assert again.state is AgentState.TOOL_CALL
 
 
+async def test_a_keyed_transition_retried_after_it_landed_is_not_fired_again(
+    store: StateStore,
+) -> None:
+    """A caller that crashed (or lost the reply) after its keyed transition committed
+    retries it with the same key, as with save() and update(): the retry raised
+    InvalidTransition (the state had moved on), or, on a cycle, fired again — running
+    the action a second time and making a second move. Now it returns True without
+    firing, and the agent shows the stored state."""
+    actions: list[str] = []
+
+    def machine() -> AgentStateMachine[str, str]:
+        return AgentStateMachine(
+            rules=[
+                TransitionRule("idle", "work", "busy", action=lambda: actions.append("work")),
+                TransitionRule("busy", "done", "idle"),
+            ],
+            initial="idle",
+        )
+
+    first = await store.agent("k", machine())
+    await first.transition("work", idempotency_key="w1")  # committed; the reply is lost
+    await first.transition("done")
+    retry = await store.agent("k", machine())  # the restarted caller
+    retry.data["scratch"] = 1
+    assert await retry.transition("work", idempotency_key="w1") is True
+    assert actions == ["work"]  # not fired again: idle -> busy would have matched
+    assert retry.state == "idle" and retry.data == {} and not retry.dirty
+    assert await store.head("k") == 3
+    assert await retry.transition("work", idempotency_key="w2") is True  # a new key fires
+    assert actions == ["work", "work"] and retry.state == "busy"
+    assert await retry.transition("work", idempotency_key="w1") is True  # refused otherwise
+    assert retry.state == "busy" and await store.head("k") == 4
+
+
 def test_firing_a_sync_agents_machine_directly_is_refused() -> None:
     store = SyncStateStore("memory://")
     try:

@@ -324,10 +324,19 @@ class DurableAgent:
         When the machine refuses the event (no rule from the current state, or every
         guard said no) nothing is written and the pending data changes stay pending:
         raises :class:`~statekeeper.errors.InvalidTransition` (with ``strict=False``:
-        returns False)."""
+        returns False).
+
+        With ``idempotency_key``, a retry of a transition whose write is stored under
+        that key (the caller crashed or lost the reply) returns True without firing
+        the machine again — its guards, hooks and actions do not run — and the agent
+        is reloaded to the stored state (pending changes dropped, as for any
+        duplicate); its state had moved on, so firing again would have been refused
+        or, on a cycle, made a second move."""
         check_mapping(metadata, "metadata", optional=True)
         check_optional_name(idempotency_key, "idempotency_key")
         check_optional_name(actor, "actor")
+        if idempotency_key is not None and await self._landed(idempotency_key):
+            return True
         before = self.machine.state_value
         self._last = None
         firing = _FIRING.set((*_FIRING.get(), id(self.machine)))
@@ -357,6 +366,16 @@ class DurableAgent:
             else:
                 self.machine.restore(before)
             raise
+        return True
+
+    async def _landed(self, idempotency_key: str) -> bool:
+        """Whether a write under ``idempotency_key`` is stored (then the agent is
+        reloaded from storage, as after a duplicate write)."""
+        if self._lost is not None:
+            raise self._stale()
+        if await self.store.find_key(self.agent_id, idempotency_key) is None:
+            return False
+        await self.refresh()
         return True
 
     def _refused(self, event: Any) -> InvalidTransition:
