@@ -15,6 +15,7 @@ from statekeeper.errors import (
     AgentNotFound,
     ConfigurationError,
     ConflictError,
+    InvalidArgument,
     RetriesExhausted,
 )
 
@@ -112,6 +113,32 @@ async def test_update_agent_refreshes_and_reapplies(store: StateStore) -> None:
     assert calls == 2
     assert (await store.load("a")).data == {"n": 11}
     assert seq == agent.seq == await store.head("a")
+
+
+async def test_update_agent_refuses_an_agent_with_unsaved_changes(store: StateStore) -> None:
+    """Changes made to agent.data before update_agent were written with fn's change
+    when no conflict happened, and silently dropped by the refresh when one did (the
+    call still succeeded). Now refused up front, before fn runs; nothing written."""
+    agent = await store.agent("a", initial_data={"n": 0})
+    agent.data["note"] = "keep me"  # unsaved
+    calls: list[int] = []
+
+    async def bump(a: Any) -> None:
+        if not calls:
+            await store.save("a", {"n": 100})  # another writer gets in first
+        calls.append(a.data["n"])
+        a.data["n"] += 1
+
+    with pytest.raises(InvalidArgument, match="unsaved changes") as info:
+        await update_agent(agent, bump)
+    assert info.value.argument == "agent"
+    assert calls == []
+    assert agent.data == {"n": 0, "note": "keep me"}  # still pending, not dropped
+    assert (await store.load("a")).data == {"n": 0}
+    await agent.save()  # the documented way: save them first ...
+    assert await update_agent(agent, bump) == agent.seq
+    assert (await store.load("a")).data == {"n": 101}  # (the other writer's save won)
+    assert calls == [0, 100]
 
 
 async def test_retry_on_conflict_and_backoff() -> None:

@@ -108,6 +108,30 @@ async def test_steps_of_a_durable_agent_commit_with_its_data() -> None:
         assert not agent.dirty
 
 
+async def test_a_step_of_a_deleted_agent_runs_again_for_its_new_incarnation(
+    tmp_path: Path,
+) -> None:
+    """A Steps object that saw a step recorded must not keep answering "recorded" once
+    the agent was deleted (here by another process's store) and started over: the new
+    run's step was never recorded, so it runs (it was silently skipped, its result the
+    old incarnation's)."""
+    url = f"sqlite:///{tmp_path / 'steps.db'}"
+    calls: list[str] = []
+
+    def charge(name: str) -> str:
+        calls.append(name)
+        return name
+
+    async with StateStore(url) as store, StateStore(url) as other:
+        steps = Steps(store, "job")
+        assert await steps.run("charge", charge, "first") == "first"
+        await other.delete("job")  # the job is restarted elsewhere
+        assert await steps.recorded("charge") is None
+        assert await steps.run("charge", charge, "again") == "again"
+        assert calls == ["first", "again"]
+        assert await Steps(other, "job").results() == {"charge": "again"}
+
+
 async def test_two_runners_race_and_keep_the_first_result() -> None:
     async with StateStore("memory://") as store:
         gate = asyncio.Event()
@@ -134,6 +158,38 @@ async def test_step_records_are_fenced() -> None:
         assert await Steps(store, "w").recorded("s") is None
         with pytest.raises(ConfigurationError):
             Steps(await store.agent("w"), lease=old)
+
+
+async def test_a_step_under_a_lease_known_lost_does_not_run() -> None:
+    """A worker whose heartbeat already learned its lease was taken over (lease.lost),
+    or that released it, ran the step's side effect anyway — only its record was
+    refused. The step is refused before its effect; a recorded step is still
+    returned (reading needs no lease)."""
+    async with StateStore("memory://") as store:
+        await Steps(store, "w").run("done", lambda: "kept")
+        old = await LeaseManager(store, holder="w1").acquire("w", ttl=30)
+        agent = await store.agent("w", lease=old)
+        await store.backend.release_lease("w", "w1", old.token)  # it expired ...
+        await LeaseManager(store, holder="w2").acquire("w", ttl=30)  # ... and was taken
+        with pytest.raises(LeaseLost):
+            await old.renew()  # (what the heartbeat does)
+        assert old.lost
+        calls: list[str] = []
+        with pytest.raises(LeaseLost, match="held by 'w2'") as caught:
+            await Steps(store, "w", lease=old).run("s", lambda: calls.append("run"))
+        assert any("'s' was not run" in note for note in caught.value.__notes__)
+        with pytest.raises(LeaseLost):
+            await Steps(agent).run("s", lambda: calls.append("agent"))
+        with pytest.raises(LeaseLost):
+            async with Steps(agent).once("s"):
+                calls.append("block")
+        assert calls == []
+        assert await Steps(agent).run("done", lambda: "again") == "kept"
+        mine = await LeaseManager(store, holder="w3").acquire("v", ttl=30)
+        await mine.release()
+        with pytest.raises(LeaseLost, match="was released"):
+            await Steps(store, "v", lease=mine).run("s", lambda: calls.append("released"))
+        assert calls == []
 
 
 # -- crashes: a real worker process, SIGKILLed at chosen points --------------------------

@@ -233,3 +233,21 @@ def test_custom_rules_with_defaults_flag_extend_the_lifecycle() -> None:
     m.restore("waiting")
     assert m.fire(T.FAIL)
     assert m.current_state is S.ERROR
+
+
+def test_an_event_fired_by_its_stored_string_is_refused_with_a_hint() -> None:
+    """``fire("start_processing")`` on the default lifecycle matches no rule (the rules
+    name ``StateTransition.START_PROCESSING``): the refusal said only "no rule" from a
+    state that has that very rule; it now says which event the string stands for."""
+    m = AgentStateMachine(strict=True)
+    with pytest.raises(InvalidTransition, match="no rule") as info:
+        m.fire("start_processing")
+    assert info.value.__notes__ == [
+        "'start_processing' is the stored value of the event "
+        "StateTransition.START_PROCESSING: fire StateTransition.START_PROCESSING itself"
+    ]
+    assert m.current_state is AgentState.IDLE
+    with pytest.raises(InvalidTransition) as unknown:  # a string of no event: no hint
+        m.fire("launch")
+    assert not getattr(unknown.value, "__notes__", None)
+    assert m.fire(StateTransition.START_PROCESSING)

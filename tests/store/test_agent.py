@@ -21,6 +21,7 @@ from statekeeper import (
     TransitionRule,
     UnsavedChangesWarning,
 )
+from statekeeper.errors import MachineError
 from statekeeper.records import EventType
 
 from ..conftest import FakeClock
@@ -218,6 +219,87 @@ async def test_a_second_run_of_the_old_quick_start_is_not_silent(db_url: str) ->
     assert warned[0].message.agent_ids == ["support-42"]  # type: ignore[union-attr]
     async with StateStore(db_url) as store:
         assert (await store.load("support-42")).seq == 3  # nothing half-written
+
+
+async def test_firing_a_durable_agents_machine_directly_is_refused(store: StateStore) -> None:
+    """agent.machine.fire(...) moved the agent in memory and wrote nothing; a later
+    save() stored its data but not its state, so a reload found the old state: a
+    silently lost transition. It is now undone and refused with MachineError."""
+    machine = AgentStateMachine()
+    agent = await store.agent("direct", machine)
+    with pytest.raises(MachineError, match=r"agent\.transition"):
+        agent.machine.fire(StateTransition.START_PROCESSING)
+    with pytest.raises(MachineError):
+        await machine.transition(StateTransition.START_PROCESSING)
+    assert agent.state is AgentState.IDLE
+    assert machine.history == [] and machine.get_stats()["total_transitions"] == 0
+    agent.data["k"] = 1
+    await agent.save()
+    assert (await store.load("direct")).fsm_state == "idle"
+    # through the agent it moves and is written; so it is for another agent opened
+    # later on the same machine object (the first one's listener stays on it)
+    await agent.transition(StateTransition.START_PROCESSING)
+    again = await store.agent("direct", machine)
+    await again.transition(StateTransition.CALL_TOOL)
+    assert (await store.load("direct")).fsm_state == "tool_call"
+    with pytest.raises(MachineError):
+        machine.fire(StateTransition.RECEIVE_RESULT)
+    assert again.state is AgentState.TOOL_CALL
+
+
+async def test_a_keyed_transition_retried_after_it_landed_is_not_fired_again(
+    store: StateStore,
+) -> None:
+    """A caller that crashed (or lost the reply) after its keyed transition committed
+    retries it with the same key, as with save() and update(): the retry raised
+    InvalidTransition (the state had moved on), or, on a cycle, fired again — running
+    the action a second time and making a second move. Now it returns True without
+    firing, and the agent shows the stored state."""
+    actions: list[str] = []
+
+    def machine() -> AgentStateMachine[str, str]:
+        return AgentStateMachine(
+            rules=[
+                TransitionRule("idle", "work", "busy", action=lambda: actions.append("work")),
+                TransitionRule("busy", "done", "idle"),
+            ],
+            initial="idle",
+        )
+
+    first = await store.agent("k", machine())
+    await first.transition("work", idempotency_key="w1")  # committed; the reply is lost
+    await first.transition("done")
+    retry = await store.agent("k", machine())  # the restarted caller
+    retry.data["scratch"] = 1
+    assert await retry.transition("work", idempotency_key="w1") is True
+    assert actions == ["work"]  # not fired again: idle -> busy would have matched
+    assert retry.state == "idle" and retry.data == {} and not retry.dirty
+    assert await store.head("k") == 3
+    assert await retry.transition("work", idempotency_key="w2") is True  # a new key fires
+    assert actions == ["work", "work"] and retry.state == "busy"
+    assert await retry.transition("work", idempotency_key="w1") is True  # refused otherwise
+    assert retry.state == "busy" and await store.head("k") == 4
+
+
+def test_firing_a_sync_agents_machine_directly_is_refused() -> None:
+    store = SyncStateStore("memory://")
+    try:
+        agent = store.agent("direct")
+        with pytest.raises(MachineError):
+            agent.machine.fire(StateTransition.START_PROCESSING)
+        assert agent.transition(StateTransition.START_PROCESSING)
+        assert store.load("direct").fsm_state == "processing"
+    finally:
+        store.close()
+
+
+async def test_a_transition_fired_by_its_stored_string_says_which_event_it_means() -> None:
+    async with StateStore("memory://") as store:
+        agent = await store.agent("a")
+        with pytest.raises(InvalidTransition) as info:
+            await agent.transition("start_processing")
+        assert "fire StateTransition.START_PROCESSING itself" in info.value.__notes__[0]
+        assert (await store.load("a")).seq == 1  # nothing written
 
 
 @pytest.mark.parametrize("strict", [True, False])

@@ -117,6 +117,18 @@ class Lease:
         """True after :meth:`release`."""
         return self._released
 
+    def refusal(self) -> LeaseLost | None:
+        """The :class:`~statekeeper.errors.LeaseLost` every write under this lease will
+        meet, as far as this process knows — it was :attr:`lost` or :attr:`released` —
+        else None (the backend's token check still decides every write)."""
+        lost = self._lost
+        if lost is not None:  # (a new error each time: the caller may add notes)
+            newest, by = lost.current_token, lost.current_holder
+            return LeaseLost(self.agent_id, self.holder, self.token, newest, by)
+        if self._released:
+            return LeaseLost(self.agent_id, self.holder, self.token, self.token, None)
+        return None
+
     def remaining(self) -> float:
         """Seconds left by this process's monotonic clock (<= 0: assume it expired)."""
         return self._deadline - time.monotonic()

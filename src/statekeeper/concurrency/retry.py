@@ -60,6 +60,7 @@ from ..errors import (
     ConflictError,
     InvalidArgument,
     RetriesExhausted,
+    StatekeeperError,
 )
 from ..records import AppendResult, EventType
 
@@ -451,8 +452,23 @@ async def update_agent(
     dropped, a transition that failed to write already reverted) and ``fn`` runs again,
     for up to ``budget`` seconds and, when given, at most ``attempts`` times.
     Returns the agent's seq after the write (it is fenced by ``agent.lease`` if bound).
+
+    Raises :class:`~statekeeper.errors.InvalidArgument` before ``fn`` runs when the
+    agent already has unsaved changes: a conflict's refresh would drop them (they were
+    written only when no conflict happened); save them first or make them in ``fn``.
     """
     limit = _Budget(attempts, budget, backoff)
+    try:
+        dirty = agent.dirty
+    except StatekeeperError:  # (data that cannot be diffed counts as changed)
+        dirty = True
+    if dirty:
+        raise InvalidArgument(
+            "agent",
+            f"agent {agent.agent_id!r} has unsaved changes to its data: update_agent "
+            "would drop them on a conflict (its refresh reloads the stored state); "
+            "save them first (agent.save()) or make them inside fn",
+        )
 
     async def once() -> int:
         out = fn(agent)

@@ -62,6 +62,7 @@ from ..errors import (
     ConflictError,
     HistoryCompacted,
     InvalidArgument,
+    LeaseLost,
     SerializationError,
     StepError,
 )
@@ -142,7 +143,6 @@ class Steps:
 
                 check_agent_lease(target, self.agent_id, lease)
         self.lease = lease
-        self._memo: dict[str, StepRecord] = {}
 
     @staticmethod
     def key(step_id: str) -> str:
@@ -155,11 +155,12 @@ class Steps:
         return f"{self.agent_id}/{self.key(step_id)}"
 
     async def recorded(self, step_id: str) -> StepRecord | None:
-        """The step's record, or None if its result was never recorded."""
+        """The step's record, or None if its result was never recorded.
+
+        Asked of the store every time (never remembered by this object): the agent may
+        have been deleted and started over since, by this process or another, and its
+        new incarnation's step is not recorded."""
         _check_id(step_id)
-        memo = self._memo.get(step_id)
-        if memo is not None:
-            return memo
         found = await self.store.find_key(self.agent_id, self.key(step_id))
         if found is None:
             return None
@@ -171,9 +172,7 @@ class Steps:
                     f"agent {self.agent_id!r}: the event at seq {event.seq} under key "
                     f"{self.key(step_id)!r} is not the record of step {step_id!r}"
                 )
-            record = StepRecord(step_id, event.info["result"], event.seq)
-            self._memo[step_id] = record
-            return record
+            return StepRecord(step_id, event.info["result"], event.seq)
         raise StepError(
             f"agent {self.agent_id!r}: step {step_id!r} is recorded at seq "
             f"{found.first_seq}, but that event cannot be read"
@@ -190,6 +189,7 @@ class Steps:
         record = await self.recorded(step_id)
         if record is not None:
             return record.result
+        self._check_lease(step_id)
         result = fn(*args, **kwargs)
         if inspect.isawaitable(result):
             result = await result
@@ -224,6 +224,8 @@ class Steps:
         ``s.needed``, do the work and set ``s.result``; it is recorded when the block
         exits without an exception. Otherwise ``s.result`` is the recorded result."""
         record = await self.recorded(step_id)
+        if record is None:
+            self._check_lease(step_id)
         handle = StepHandle(
             step_id, needed=record is None, result=record.result if record else None
         )
@@ -231,6 +233,16 @@ class Steps:
         if handle.needed:
             stored = await self._record(step_id, handle.result)
             handle.result, handle.needed = stored.result, False
+
+    def _check_lease(self, step_id: str) -> None:
+        """Refuse to run ``step_id`` under a lease this process already knows it lost
+        (or released): its record would be refused after its side effect ran."""
+        lease = self._agent.lease if self._agent is not None else self.lease
+        refusal = getattr(lease, "refusal", None)
+        error = refusal() if callable(refusal) else None
+        if isinstance(error, LeaseLost):
+            error.add_note(f"step {step_id!r} was not run: its record could not be stored")
+            raise error
 
     async def results(self) -> dict[str, Any]:
         """Every recorded step of the agent: ``{step_id: result}``, in record order.
@@ -281,14 +293,11 @@ class Steps:
             # the buffered record, and the recorded step, its side effect done, ran again)
             await self.store.flush()
         if appended.duplicate:  # recorded by an earlier or concurrent run: that one holds
-            self._memo.pop(step_id, None)
             record = await self.recorded(step_id)
             if record is None:  # pragma: no cover - the key exists, so must its record
                 raise StepError(f"step {step_id!r} reported recorded but not found")
             return record
-        record = StepRecord(step_id, stored, appended.first_seq)
-        self._memo[step_id] = record
-        return record
+        return StepRecord(step_id, stored, appended.first_seq)
 
 
 def _check_id(step_id: str) -> None:

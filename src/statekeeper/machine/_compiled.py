@@ -8,6 +8,7 @@ when a rule, hook or callback is registered, never per transition.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from enum import Enum
 from typing import Any, Generic, SupportsIndex, TypeVar
 
 from statekeeper.errors import InvalidMachineDefinition, MachineError
@@ -74,6 +75,18 @@ class ValueNames(Generic[T]):
             return self.by_label[label]
         known = ", ".join(repr(v) for v in self.by_label)
         raise self.error(f"{value!r} is not {self.a_kind} of {machine} (known: {known})")
+
+    def stands_for(self, value: object) -> str | None:
+        """A hint when ``value`` is not registered itself but is the stored string of
+        one that is (``"start_processing"`` for ``StateTransition.START_PROCESSING``):
+        the rules name the object, so the string matches none of them."""
+        if not isinstance(value, str):
+            return None
+        found = self.by_label.get(value)
+        if found is None or found == value:
+            return None
+        name = f"{type(found).__name__}.{found.name}" if isinstance(found, Enum) else repr(found)
+        return f"{value!r} is the stored value of the {self.kind} {name}: fire {name} itself"
 
 
 def _step(

@@ -637,7 +637,11 @@ class AgentStateMachine(Generic[S, E]):
     def _reject(self, source: S, event: E, reason: str) -> None:
         self._rejected += 1
         if self.strict:
-            raise InvalidTransition(source, event, reason)
+            error = InvalidTransition(source, event, reason)
+            hint = self.event_hint(event)
+            if hint is not None:
+                error.add_note(hint)
+            raise error
         if logger.isEnabledFor(_DEBUG):
             logger.debug(
                 "%s: %r refused in state %r: %s",
@@ -944,6 +948,11 @@ class AgentStateMachine(Generic[S, E]):
         Raises :class:`~statekeeper.errors.UnknownEvent` for values of no event.
         """
         return self._event_names.resolve(value, self.name)
+
+    def event_hint(self, event: object) -> str | None:
+        """Why ``event`` may match no rule though it looks right: it is the stored
+        string of a registered event object (an Enum's ``.value``); else None."""
+        return self._event_names.stands_for(event)
 
     def event_value(self, event: E) -> str:
         """The stored string of an event (Enum ``.value`` or the string itself)."""

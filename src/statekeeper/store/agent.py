@@ -17,14 +17,17 @@ An event the machine does not allow from the current state (no rule, or every gu
 refused) raises :class:`~statekeeper.errors.InvalidTransition`: nothing is written and
 pending data changes stay pending, so a caller can never mistake a refused transition
 for a saved one. ``strict=False`` restores the bare machine's API (``transition``
-returns False). Data-only changes are written with :meth:`DurableAgent.save`; a store
-closed while an agent it opened still has unwritten changes warns with
+returns False). Firing the machine itself (``agent.machine.fire(...)``), which would
+write nothing, raises :class:`~statekeeper.errors.MachineError` and is undone.
+Data-only changes are written with :meth:`DurableAgent.save`; a store closed while an
+agent it opened still has unwritten changes warns with
 :class:`~statekeeper.errors.UnsavedChangesWarning`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +37,7 @@ from ..errors import (
     ConflictError,
     InvalidArgument,
     InvalidTransition,
+    MachineError,
     SerializationError,
     StatekeeperError,
     WriteBufferError,
@@ -52,6 +56,13 @@ if TYPE_CHECKING:
     from .writes import WritePipeline
 
 __all__ = ["DurableAgent"]
+
+
+#: the machines (by id) a DurableAgent.transition is firing in this context: a machine
+#: of a durable agent fired outside one would move without anything being written
+_FIRING: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar(
+    "statekeeper_durable_firing", default=()
+)
 
 
 def _value(x: Any) -> Any:
@@ -204,6 +215,15 @@ class DurableAgent:
             self._link = link
 
     def _on_transition(self, result: TransitionResult[Any, Any]) -> None:
+        if id(self.machine) not in _FIRING.get():
+            # fired on the machine itself: nothing would be written, yet the agent
+            # would look moved (and a later save() would store its data, not its state)
+            self.machine.revert(result)
+            raise MachineError(
+                f"agent {self.agent_id!r}: its machine was fired directly "
+                f"({_value(result.event)!r}), which writes nothing: the transition was "
+                "undone (hooks that ran are not); fire it with agent.transition(...)"
+            )
         self._last = result
 
     @property
@@ -304,13 +324,26 @@ class DurableAgent:
         When the machine refuses the event (no rule from the current state, or every
         guard said no) nothing is written and the pending data changes stay pending:
         raises :class:`~statekeeper.errors.InvalidTransition` (with ``strict=False``:
-        returns False)."""
+        returns False).
+
+        With ``idempotency_key``, a retry of a transition whose write is stored under
+        that key (the caller crashed or lost the reply) returns True without firing
+        the machine again — its guards, hooks and actions do not run — and the agent
+        is reloaded to the stored state (pending changes dropped, as for any
+        duplicate); its state had moved on, so firing again would have been refused
+        or, on a cycle, made a second move."""
         check_mapping(metadata, "metadata", optional=True)
         check_optional_name(idempotency_key, "idempotency_key")
         check_optional_name(actor, "actor")
+        if idempotency_key is not None and await self._landed(idempotency_key):
+            return True
         before = self.machine.state_value
         self._last = None
-        moved = await self.machine.transition(event, dict(metadata) if metadata else None)
+        firing = _FIRING.set((*_FIRING.get(), id(self.machine)))
+        try:
+            moved = await self.machine.transition(event, dict(metadata) if metadata else None)
+        finally:
+            _FIRING.reset(firing)
         if not moved:
             if self.strict:
                 raise self._refused(event)
@@ -335,6 +368,16 @@ class DurableAgent:
             raise
         return True
 
+    async def _landed(self, idempotency_key: str) -> bool:
+        """Whether a write under ``idempotency_key`` is stored (then the agent is
+        reloaded from storage, as after a duplicate write)."""
+        if self._lost is not None:
+            raise self._stale()
+        if await self.store.find_key(self.agent_id, idempotency_key) is None:
+            return False
+        await self.refresh()
+        return True
+
     def _refused(self, event: Any) -> InvalidTransition:
         """The error for ``event`` refused by the machine in its current state."""
         machine = self.machine
@@ -345,6 +388,9 @@ class DurableAgent:
             ruled = False
         reason = "every guard refused it" if ruled else "no rule from this state"
         error = InvalidTransition(state, event, reason)
+        hint = machine.event_hint(event)
+        if hint is not None:
+            error.add_note(hint)
         dirty = True
         with contextlib.suppress(StatekeeperError):  # undiffable data counts as pending
             dirty = self.dirty
