@@ -377,6 +377,8 @@ def verify(
             if todo is None:  # agents the witness saw that the store lost entirely
                 lost = await store.witness_problems()
                 total.problems.extend(p for p in lost if p.agent_id not in seen)
+                # events stored with no head row: no listing shows their agent
+                total.problems.extend(await store.orphan_problems(seen))
         return total
 
     report = run(go())
