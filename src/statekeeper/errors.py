@@ -31,6 +31,7 @@ __all__ = [
     "BackupKeyMismatch",
     "CallbackError",
     "CapabilityUnsupported",
+    "ClockDriftExceeded",
     "ConfigurationError",
     "ConflictError",
     "DecryptionError",
@@ -133,6 +134,26 @@ class InvalidArgument(ConfigurationError, TypeError):
     def __init__(self, argument: str, message: str) -> None:
         self.argument = argument
         super().__init__(message)
+
+
+class ClockDriftExceeded(InvalidArgument):
+    """A stamp from another node (``remote``, its node id) is ``ahead_ms`` milliseconds
+    ahead of this node's wall clock, more than the clock's ``max_drift_ms`` allows
+    (:class:`~statekeeper.concurrency.HybridClock`). Taking it would move every later
+    stamp of this clock past it, so later real edits would lose last-write-wins races to
+    it. Refused: the clock did not move. Fix the remote node's clock, or give the clock
+    a larger ``max_drift``."""
+
+    def __init__(self, remote: str, ahead_ms: int, max_drift_ms: int) -> None:
+        self.remote = remote
+        self.ahead_ms = ahead_ms
+        self.max_drift_ms = max_drift_ms
+        super().__init__(
+            "remote",
+            f"a stamp from node {remote!r} is {ahead_ms / 1000:.3f} s ahead of this clock's"
+            f" wall time, more than its max_drift of {max_drift_ms / 1000:g} s: refused, the"
+            " clock did not move (fix that node's clock, or raise max_drift)",
+        )
 
 
 class InvalidAgentId(InvalidArgument):

@@ -10,8 +10,11 @@ CLI's namespace filters).
 ``ns=``) selects the agents of that namespace *and of every namespace below it* — the
 ids that start with ``"acme/"`` — as the policy pattern ``acme/**`` does.
 
-A namespace is ``""`` (root) or ``/``-separated non-empty segments; an agent id is
-built from one with :func:`qualify` (or a store opened with ``namespace=``, which
+A namespace is ``""`` (root) or ``/``-separated segments, none empty, ``.`` or ``..``
+(``acme/support``; not ``../x``, ``acme/.``, ``acme//x``, ``/acme`` nor ``acme/``): a
+namespace is a prefix of stored ids, never a path to resolve, so a segment that reads as
+"this" or "the parent" would name another namespace than the one it seems to. An agent
+id is built from one with :func:`qualify` (or a store opened with ``namespace=``, which
 qualifies every id it is given).
 """
 
@@ -46,19 +49,27 @@ def split_id(agent_id: str) -> tuple[str, str]:
     return (agent_id[:cut], agent_id[cut + 1 :]) if cut > 0 else (ROOT, agent_id)
 
 
+#: what :func:`check_namespace` says a namespace is, in its errors
+RULE = "'' (the root) or '/'-separated segments, none empty, '.' or '..'"
+
+
 def check_namespace(namespace: object, argument: str = "namespace") -> str:
-    """A namespace: ``""`` (root) or ``/``-separated non-empty segments;
-    :class:`~statekeeper.errors.InvalidArgument` naming ``argument`` otherwise."""
+    """A namespace: ``""`` (root) or ``/``-separated segments, none empty, ``.`` or
+    ``..``; :class:`~statekeeper.errors.InvalidArgument` naming ``argument`` and the
+    rule otherwise."""
     if namespace == ROOT and type(namespace) is str:
         return ROOT
     value = check_name(namespace, argument)
-    if any(not part for part in value.split("/")):
-        raise InvalidArgument(
-            argument,
-            f"{argument} {value!r:.60} is not a namespace: it has an empty segment"
-            " (leading, trailing or '//')",
-        )
-    return value
+    parts = value.split("/")
+    if any(not part for part in parts):
+        why = "it has an empty segment (leading, trailing or '//')"
+    elif any(part in (".", "..") for part in parts):
+        why = "it has a '.' or '..' segment (a namespace is an id prefix, not a path)"
+    else:
+        return value
+    raise InvalidArgument(
+        argument, f"{argument} {value!r:.60} is not a namespace: {why}; a namespace is {RULE}"
+    )
 
 
 def qualify(namespace: str, name: str) -> str:

@@ -232,6 +232,7 @@ CROSS_AGENT = {
     "lease_list",
     "count",
     "count_prefix",
+    "orphaned_events",
     "migrations",
     "feed_frontier",
     "feed_frontier_lsn",

@@ -325,3 +325,21 @@ def test_a_tenant_admin_works_on_its_namespace_as_a_principal(keys: Path, tmp_pa
         ("backup", "denied"),
     }
     assert all(e["detail"].get("namespace") == "acme" for e in ops_seen if e["agent_id"] is None)
+
+
+@pytest.mark.parametrize("namespace", ["../globex", "..", ".", "acme/.", "acme/../globex"])
+def test_a_namespace_with_a_dot_segment_is_refused_naming_the_rule(
+    db: Path, keys: Path, namespace: str
+) -> None:
+    """``--namespace ../globex`` read as a plain id prefix ('../globex/'): it listed "no
+    agents" and would have written agents under '../globex/...' (neither globex nor
+    acme). A namespace is an id prefix, not a path: '.' and '..' segments are refused
+    before anything is read or written, the message naming the rule."""
+    before = _stored(db, keys)
+    for args in (["agents"], ["delete", "g", "--yes"]):
+        run = sk(db, keys, *args, namespace=namespace)
+        line = one_error_line(run)
+        assert run.code == 2, str(run)
+        assert f"namespace {namespace!r} is not a namespace" in line, line
+        assert "'.' or '..' segment" in line and "none empty, '.' or '..'" in line, line
+    assert _stored(db, keys) == before

@@ -98,7 +98,8 @@ def test_audit_verify_with_a_wrong_key_says_it_is_the_key(
     assert good.code == 0 and "keyring" not in good.stdout, str(good)
 
 
-NO_KEY = [c for c in COMMANDS if c[0] not in ("backup", "audit")]  # (see below)
+#: (see below; ``agents`` and ``stats`` list without a key: test_no_key_lists_the_agents)
+NO_KEY = [c for c in COMMANDS if c[0] not in ("backup", "audit", "agents", "stats")]
 
 
 @pytest.mark.parametrize("command", NO_KEY, ids=lambda c: " ".join(c[:2]))
@@ -119,3 +120,36 @@ def test_no_key_at_all_is_said_to_be_missing(
     for secret in _secrets(keys):
         assert secret not in run.stdout + run.stderr
     assert db.read_bytes() == before
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_no_key_lists_the_agents_and_says_their_data_is_encrypted(
+    governed: tuple[Path, Path, Path], json_out: bool
+) -> None:
+    """Agent ids and times are stored in the clear: ``agents`` without a key listed
+    nothing (exit 2, "no key was given"); it lists them, each state shown as
+    ``(encrypted)`` (null with ``"encrypted": true`` in JSON), and says how to show
+    the states. A WRONG key still fails (test_a_wrong_key_is_said_to_be_the_key)."""
+    db, keys, _ = governed
+    before = db.read_bytes()
+    run = cli_in_process("agents", "--db", str(db), *(["--json"] if json_out else []))
+    assert run.code == 0, str(run)
+    if json_out:
+        rows = json.loads(run.stdout)["agents"]
+        assert [(r["agent_id"], r["state"], r["encrypted"]) for r in rows] == [
+            ("acme/alice", None, True),
+            ("acme/bob", None, True),
+        ]
+    else:
+        text = " ".join(run.stdout.split())
+        assert "acme/alice" in text and "acme/bob" in text, text
+        assert text.count("(encrypted)") >= 3, text  # two rows and the note
+        assert "no key was given" in text and "--key-file FILE" in text, text
+    for secret in _secrets(keys):
+        assert secret not in run.stdout + run.stderr
+    assert db.read_bytes() == before
+    stats = cli_in_process("stats", "--db", str(db), "--json")
+    assert stats.code == 0, str(stats)
+    assert json.loads(stats.stdout)["states"] == {"(encrypted)": 2}
+    with_key = cli_in_process("agents", "--db", str(db), "--key-file", str(keys), "--json")
+    assert {r["encrypted"] for r in json.loads(with_key.stdout)["agents"]} == {False}

@@ -30,6 +30,40 @@ def test_the_definition() -> None:
             check_namespace(bad)
 
 
+@pytest.mark.parametrize("bad", ["..", ".", "../x", "a/..", "a/./b", "a/../b"])
+def test_dot_segments_are_not_namespaces(bad: str) -> None:
+    """A namespace is an id prefix, never a path: '..' or '.' would name a namespace
+    other than the one it reads as ('acme/../globex' is not globex), so each is
+    refused, with the rule, wherever a namespace is given."""
+    with pytest.raises(InvalidArgument, match=r"'\.' or '\.\.' segment") as caught:
+        check_namespace(bad, "ns")
+    assert caught.value.argument == "ns" and "none empty, '.' or '..'" in str(caught.value)
+    with pytest.raises(InvalidArgument):
+        namespace_prefix(bad)
+    with pytest.raises(InvalidArgument):
+        StateStore("memory://", namespace=bad)
+    with pytest.raises(InvalidArgument):
+        AgentQuery.parse({"ns": bad})
+
+
+async def test_dot_segments_in_ids_do_not_alias_another_namespace(tmp_path: Path) -> None:
+    """Ids are opaque: 'acme/../globex/g' is an agent of namespace 'acme/../globex' (below
+    acme, where policy pattern acme/** puts it), never globex's 'globex/g'."""
+    policy = parse_policy('[principals.p]\nread = ["acme/**"]\nwrite = ["acme/**"]\n')
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    async with StateStore(url) as whole:
+        await whole.save("globex/g", {"owner": "globex"})
+    async with StateStore(url, principal="p", policy=policy) as acme:
+        await acme.save("acme/../globex/g", {"owner": "acme"})
+        assert not policy.allows("p", "globex/g", "read")
+    async with StateStore(url) as whole:
+        assert (await whole.load("globex/g")).data == {"owner": "globex"}
+        assert namespace_of("acme/../globex/g") == "acme/../globex"
+        assert within("acme/../globex/g", "acme") and not within("acme/../globex/g", "globex")
+        listed = [a.agent_id for a in await whole.list_agents()]
+        assert [i for i in listed if within(i, "globex")] == ["globex/g"]
+
+
 def test_the_policy_uses_it() -> None:
     policy = parse_policy('[principals.p]\nread = ["acme/support"]\n')
     assert policy.allows("p", "acme/support/t1", "read")  # lives in acme/support

@@ -653,6 +653,14 @@ class Backend(abc.ABC):
             raise CapabilityUnsupported(self.name, Capability.FEED.value)
         await asyncio.sleep(min(max_wait, self.feed_poll_interval))
 
+    async def orphaned_events(self) -> list[tuple[str, int, int, int]] | None:
+        """Stored events no head row accounts for — of an agent with no head row, or
+        above its head (left by a hand edit or a damaged copy): invisible to every
+        read and listing. One ``(agent_id, first_seq, last_seq, count)`` per agent, in
+        id order; ``StateStore.verify`` of the whole store names them. None: this engine
+        cannot tell (the default; SQLite and PostgreSQL answer with one scan)."""
+        return None
+
     async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
         """Every idempotency key of the agent as ``(key, first_seq, last_seq)``, in
         ``first_seq`` order (empty for an unknown agent). Capability ``KEY_EXPORT``."""

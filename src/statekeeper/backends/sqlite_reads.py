@@ -118,6 +118,15 @@ def blob(value: Any) -> bytes | None:
     return str(value).encode("utf-8", "replace")
 
 
+#: events of an agent with no head row, or above its head (verify names them)
+ORPHANED_EVENTS = (
+    "SELECT e.agent_id, min(e.seq), max(e.seq), count(*) FROM sk_events e"
+    " LEFT JOIN sk_agents a ON a.agent_id = e.agent_id"
+    " WHERE a.agent_id IS NULL OR e.seq > a.head_seq"
+    " GROUP BY e.agent_id ORDER BY e.agent_id"
+)
+
+
 class SQLiteReads(SQLitePart):
     """The reads of :class:`~statekeeper.backends.sqlite.SQLiteBackend` (a part of it)."""
 
@@ -493,6 +502,11 @@ class SQLiteReads(SQLitePart):
         with translated(self.path):
             row = self._reader().execute("SELECT count(*) FROM sk_agents").fetchone()
         return int(row[0])
+
+    async def orphaned_events(self) -> list[tuple[str, int, int, int]] | None:
+        with translated(self.path):
+            rows = self._reader().execute(ORPHANED_EVENTS).fetchall()
+        return [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
 
     async def count_prefix(self, prefix: str) -> int:
         if not prefix:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import AgentForgotten, AgentLost, AgentNotFound, HistoryCompacted
+from ..errors import AgentForgotten, AgentLost, AgentNotFound, HistoryCompacted, KeyNotFound
 from . import render
 from ._markup import escape
 from .app import (
@@ -70,14 +70,24 @@ FORGOTTEN = "(forgotten)"
 LOST = "(lost)"
 
 
-async def _head_fsm(store: Any, agent_id: str) -> tuple[str | None, bool]:
-    """The agent's machine state (no data folded) and whether it was forgotten: a
-    crypto-shredded agent is listed as such, not a failure of the whole listing."""
+#: how ``agents`` and ``stats`` show an agent whose state is encrypted and no key was given
+ENCRYPTED = "(encrypted)"
+
+
+async def _head_fsm(store: Any, agent_id: str) -> tuple[str | None, str | None]:
+    """The agent's machine state (no data folded) and, when it cannot be shown, why
+    (:data:`FORGOTTEN`, :data:`ENCRYPTED`): a crypto-shredded agent, or an encrypted
+    one in a store opened without a key (its id and times are stored in the clear), is
+    listed as such, not a failure of the whole listing."""
     try:
         head = await store.head_state(agent_id)
     except AgentForgotten:
-        return None, True
-    return (head.fsm_state if head is not None else None), False
+        return None, FORGOTTEN
+    except KeyNotFound as exc:
+        if not exc.no_keyring:  # a key was given and it is the wrong one: say so
+            raise
+        return None, ENCRYPTED
+    return (head.fsm_state if head is not None else None), None
 
 
 @app.command()
@@ -98,7 +108,7 @@ def agents(
 
     from .progress import bar
 
-    async def go() -> tuple[list[tuple[Any, str | None, bool]], str | None]:
+    async def go() -> tuple[list[tuple[Any, str | None, str | None]], str | None]:
         from ..store.listing import agents_past_lost
 
         async with open_store(url, key_file=key_file) as store:
@@ -112,24 +122,30 @@ def agents(
                         break
             more = len(page) > limit
             page = page[:limit]
-            rows: list[tuple[Any, str | None, bool]] = []
+            rows: list[tuple[Any, str | None, str | None]] = []
             with bar("reading heads", disable=json_out) as progress:
                 task = progress.add_task("heads", total=len(page))
                 for info in page:
                     if isinstance(info, AgentLost):
-                        rows.append((info, None, False))
+                        rows.append((info, None, None))
                     else:
-                        state, forgotten = await _head_fsm(store, info.agent_id)
-                        rows.append((info, state, forgotten))
+                        state, mark = await _head_fsm(store, info.agent_id)
+                        rows.append((info, state, mark))
                     progress.advance(task)
             return rows, (page[-1].agent_id if more and page else None)
 
     rows, next_after = run(go())
     lost = [i for i, _, _ in rows if isinstance(i, AgentLost)]
+    encrypted = any(mark == ENCRYPTED for _, _, mark in rows)
     if json_out:
         render.print_json(
             {
-                "agents": [render.agent_json(i, s, forgotten=f) for i, s, f in rows],
+                "agents": [
+                    render.agent_json(
+                        i, s, forgotten=mark == FORGOTTEN, encrypted=mark == ENCRYPTED
+                    )
+                    for i, s, mark in rows
+                ],
                 "next_after": next_after,
                 # the agents listed whose stored data is lost: id and what was found
                 "lost": render.lost_json(lost),
@@ -142,6 +158,12 @@ def agents(
         return
     console.print(render.agents_table(rows))
     render.print_lost(console, lost)
+    if encrypted:
+        console.print(
+            f"{ENCRYPTED}: the data and states of these agents are encrypted and no key"
+            " was given (ids and times are stored in the clear); pass --key-file FILE or"
+            " set $STATEKEEPER_KEY_FILE to show their states"
+        )
     if next_after is not None:
         from .paging import print_next_page
 
@@ -355,6 +377,8 @@ def verify(
             if todo is None:  # agents the witness saw that the store lost entirely
                 lost = await store.witness_problems()
                 total.problems.extend(p for p in lost if p.agent_id not in seen)
+                # events stored with no head row: no listing shows their agent
+                total.problems.extend(await store.orphan_problems(seen))
         return total
 
     report = run(go())
@@ -495,8 +519,8 @@ def stats(
                         continue
                     written_n += info.head_seq
                     last = info.updated_at if last is None else max(last, info.updated_at)
-                    state, forgotten = await _head_fsm(store, info.agent_id)
-                    key = FORGOTTEN if forgotten else state or "-"
+                    state, mark = await _head_fsm(store, info.agent_id)
+                    key = mark or state or "-"
                     states[key] = states.get(key, 0) + 1
                     # what is stored: retention's compactions removed history below
                     # the head (the head seq counts every event ever written)

@@ -87,9 +87,14 @@ def _state(value: str | None) -> str:
 
 
 def agent_json(
-    info: AgentInfo | AgentLost, state: str | None, *, forgotten: bool = False
+    info: AgentInfo | AgentLost,
+    state: str | None,
+    *,
+    forgotten: bool = False,
+    encrypted: bool = False,
 ) -> dict[str, Any]:
-    """One agent row as JSON (``forgotten``: its data key was destroyed; ``lost``: its
+    """One agent row as JSON (``forgotten``: its data key was destroyed; ``encrypted``:
+    its state is encrypted and no key was given, ``state`` is null; ``lost``: its
     stored data is gone, :class:`~statekeeper.errors.AgentLost`: nothing else known)."""
     if isinstance(info, AgentLost):
         return {
@@ -97,6 +102,7 @@ def agent_json(
             "head_seq": None,
             "state": None,
             "forgotten": False,
+            "encrypted": False,
             "lost": True,
             "created_at": None,
             "updated_at": None,
@@ -106,6 +112,7 @@ def agent_json(
         "head_seq": info.head_seq,
         "state": state,
         "forgotten": forgotten,
+        "encrypted": encrypted,
         "lost": False,
         "created_at": iso(info.created_at),
         "updated_at": iso(info.updated_at),
@@ -133,22 +140,25 @@ def print_lost(console: Console, lost: Sequence[AgentLost]) -> None:
     )
 
 
-def agents_table(rows: Iterable[tuple[AgentInfo | AgentLost, str | None, bool]]) -> Table:
-    """Agents with head seq, state and times."""
+def agents_table(
+    rows: Iterable[tuple[AgentInfo | AgentLost, str | None, str | None]],
+) -> Table:
+    """Agents with head seq, state and times; a row's third item, when set, is shown in
+    place of the state (``(forgotten)``, ``(encrypted)``)."""
     table = titled_table("Agents")
     table.add_column("agent", style="bold", overflow="fold")
     table.add_column("head seq", justify="right", no_wrap=True)
     table.add_column("state", no_wrap=True)
     table.add_column("updated", no_wrap=True)
     table.add_column("created", style="dim", no_wrap=True)
-    for info, state, forgotten in rows:
+    for info, state, mark in rows:
         if isinstance(info, AgentLost):  # its data is gone: only its id is known
             table.add_row(escape(info.agent_id), "-", "[red](lost)[/]", "-", "-")
             continue
         table.add_row(
             escape(info.agent_id),
             str(info.head_seq),
-            "[dim](forgotten)[/]" if forgotten else _state(state),
+            f"[dim]{escape(mark)}[/]" if mark else _state(state),
             local_time(info.updated_at, ms=False),
             local_time(info.created_at, ms=False),
         )

@@ -47,6 +47,7 @@ from ..errors import (
     ConfigurationError,
     HistoryCompacted,
     IntegrityError,
+    StatekeeperError,
 )
 from . import render
 from ._markup import escape
@@ -281,9 +282,7 @@ async def _check(store: StateStore, agent: _Agent) -> None:
         raise IntegrityError(
             agent_id,
             snap.seq,
-            f"imported head state differs from the file: {'; '.join(differs)}; the agent "
-            "is stored as the file's events say (undo: statekeeper delete "
-            f"{shlex.quote(agent_id)} --yes)",
+            f"imported head state differs from the file: {'; '.join(differs)}",
         )
     report = await store.verify([agent_id])
     if not report.ok:
@@ -373,13 +372,47 @@ async def import_agents(
         for agent, stored in todo:
             await _write(store, agent, stamp, stored)
             await store.flush()
-            await _check(store, agent)
+            try:
+                await _check(store, agent)
+            except IntegrityError as exc:
+                raise await _undo(store, agent, stored, exc) from None
             events += len(agent.events) - (stored - agent.base_seq if stored else 0)
             if progress is not None:
                 progress.advance(task)
         return len(todo), events, skipped
     finally:
         await store.close()
+
+
+async def _undo(
+    store: StateStore, agent: _Agent, stored: int, failed: IntegrityError
+) -> IntegrityError:
+    """``failed`` (the agent's read-back), saying what became of the agent: one this
+    import created is deleted again — only while its head is the one this import
+    wrote (a write since is never lost) — so the failed import leaves it absent, as
+    it found it; one it completed (an interrupted import had stored its first
+    ``stored`` events) keeps them: a stream cannot be cut back to a seq."""
+    from ..store.conditional import delete_only_at
+
+    agent_id = agent.agent_id
+    undo = f"(undo: statekeeper delete {shlex.quote(agent_id)} --yes)"
+    if stored:
+        said = (
+            f"the agent is stored as the file's events say: it existed up to seq {stored}"
+            f" (an interrupted import) and a stream cannot be cut back {undo}"
+        )
+    else:
+        try:
+            with delete_only_at(agent.base_seq + len(agent.events)):
+                await store.delete(agent_id)
+        except StatekeeperError as exc:  # written since, on hold, not permitted...
+            said = (
+                f"the agent is stored as the file's events say: deleting it again failed"
+                f" ({exc}) {undo}"
+            )
+        else:
+            said = "the agent was deleted again: the failed import left it absent, as it was"
+    return IntegrityError(failed.agent_id, failed.seq, f"{failed.reason}; {said}")
 
 
 def _shredded(store: StateStore, agent_id: str) -> bool:

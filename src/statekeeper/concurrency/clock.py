@@ -15,24 +15,43 @@ Stamps compare as tuples in that order: a total order that respects causality (a
 made after observing another is greater) and stays within a bounded distance of real
 time. "Last write wins" in :mod:`statekeeper.concurrency` means *greatest stamp wins*.
 
+That distance is bounded by ``max_drift`` (60 s by default): :meth:`HybridClock.observe`
+refuses a remote stamp further ahead of this node's wall clock than that with
+:class:`~statekeeper.errors.ClockDriftExceeded`, and the clock does not move. Without the
+bound, one stamp from a replica whose clock is wrong (a year ahead) would lift every later
+stamp of this clock past it, and every later real edit would silently lose its
+last-write-wins race to it. Refusing, not clamping: a clamped stamp would be smaller than
+the stamp it observed, breaking the causality every merge relies on; the refused stamp's
+data can still be merged, it only does not move this clock.
+
 >>> clock = HybridClock("node-a", wall=lambda: 1.0)
 >>> first, second = clock.now(), clock.now()
 >>> first, second
 (Timestamp(wall=1000, logical=0, node='node-a'), Timestamp(wall=1000, logical=1, node='node-a'))
 >>> clock.observe(Timestamp(5000, 3, "node-b"))  # a stamp from a clock ahead of ours
 Timestamp(wall=5000, logical=4, node='node-a')
+>>> try:  # a stamp an hour ahead: a broken clock, refused
+...     clock.observe(Timestamp(3_600_000, 0, "node-c"))
+... except ClockDriftExceeded as exc:
+...     print(exc.remote, exc.ahead_ms, exc.max_drift_ms)
+node-c 3599000 60000
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ClockDriftExceeded, ConfigurationError, InvalidArgument
 
-__all__ = ["HybridClock", "Timestamp"]
+__all__ = ["DEFAULT_MAX_DRIFT", "HybridClock", "Timestamp"]
+
+#: seconds a remote stamp may be ahead of this node's wall clock (NTP keeps real clocks
+#: well under a second apart; a minute leaves room for a laptop waking from sleep)
+DEFAULT_MAX_DRIFT = 60.0
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -68,12 +87,31 @@ class HybridClock:
     Args:
         node: this writer's id, the tie-break between equal ``(wall, logical)``.
         wall: the physical clock, seconds since the epoch.
+        max_drift: seconds a remote stamp may be ahead of ``wall`` before
+            :meth:`observe` refuses it (:class:`~statekeeper.errors.ClockDriftExceeded`);
+            ``None`` for no bound.
     """
 
-    def __init__(self, node: str, *, wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        node: str,
+        *,
+        wall: Callable[[], float] = time.time,
+        max_drift: float | None = DEFAULT_MAX_DRIFT,
+    ) -> None:
         if not isinstance(node, str) or not node:
             raise ConfigurationError("a clock needs a non-empty node id")
+        if max_drift is not None and (
+            not isinstance(max_drift, int | float)
+            or isinstance(max_drift, bool)
+            or not math.isfinite(max_drift)
+            or max_drift < 0
+        ):
+            raise InvalidArgument(
+                "max_drift", f"max_drift must be seconds >= 0 or None, not {max_drift!r}"
+            )
         self.node = node
+        self.max_drift = max_drift
         self._wall = wall
         self._last = Timestamp(0, 0, node)
 
@@ -93,8 +131,16 @@ class HybridClock:
 
     def observe(self, remote: Timestamp) -> Timestamp:
         """Merge a stamp received from another node; returns the stamp of that event,
-        greater than both ``remote`` and everything this clock made before."""
+        greater than both ``remote`` and everything this clock made before.
+
+        Raises :class:`~statekeeper.errors.ClockDriftExceeded` (the clock unchanged) if
+        ``remote`` is more than ``max_drift`` seconds ahead of this node's wall clock."""
         physical = self._physical()
+        if self.max_drift is not None:
+            ahead = remote.wall - physical
+            limit = int(self.max_drift * 1000)
+            if ahead > limit:
+                raise ClockDriftExceeded(remote.node, ahead, limit)
         last = self._last
         wall = max(physical, last.wall, remote.wall)
         if wall == last.wall and wall == remote.wall:

@@ -430,8 +430,10 @@ class ObservedBackend(Backend):
         return page
 
     async def stream_bases(self, agent_ids: Sequence[str]) -> list[int]:
-        # an incremental backup's page of first seqs: the engine's own, untimed
-        return await self.inner.stream_bases(agent_ids)
+        return await self.inner.stream_bases(agent_ids)  # a backup's first seqs: untimed
+
+    async def orphaned_events(self) -> list[tuple[str, int, int, int]] | None:
+        return await self.inner.orphaned_events()  # verify's one scan: untimed
 
     async def append_from_base(
         self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()

@@ -20,7 +20,7 @@ sync, group and write-behind, share the per-task pending mutation kept here.)
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -541,6 +541,11 @@ class GovernedStateStore(StateStore):
             for agent_id in agent_ids:
                 await self._check_read(agent_id, "verify")
         return await super().witness_problems(agent_ids)
+
+    async def orphan_problems(self, verified: Collection[str] = ()) -> list[Problem]:
+        """:meth:`StateStore.orphan_problems` of the agents this principal may read."""
+        found = await super().orphan_problems(verified)
+        return [p for p in found if self._governance.can_read(p.agent_id)]
 
     def subscribe(self, from_position: int | FeedCursor | str = 0, **options: Any) -> Subscription:
         """The change feed, filtered by the policy: only the events of agents this

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..arguments import check_agent_id, check_seq
@@ -241,6 +241,12 @@ class NamespacedStateStore(StateStore):
         else:
             full = [self._full(a) for a in agent_ids]
         return [self._out(p) for p in await super().witness_problems(full)]
+
+    async def orphan_problems(self, verified: Collection[str] = ()) -> list[Problem]:
+        """:meth:`StateStore.orphan_problems` in this namespace (and below), with
+        relative ids (``verified`` relative too)."""
+        found = await super().orphan_problems([self._prefix + a for a in verified])
+        return [self._out(p) for p in found if p.agent_id.startswith(self._prefix)]
 
     def subscribe(
         self,

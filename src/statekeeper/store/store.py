@@ -21,7 +21,15 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -464,6 +472,17 @@ class StateStore:
         (or for a witness file that cannot be used). Empty without a witness."""
         self._check_open()
         return await self._gate.problems(self, agent_ids)
+
+    async def orphan_problems(self, verified: Collection[str] = ()) -> list[Problem]:
+        """One :class:`Problem` (kind ``"orphan"``) per agent whose events are stored
+        without a head row (a hand edit, a damaged copy): no read, listing or export
+        sees them. ``verified``: agents checked already (their events above the head
+        are their own check's finding). Empty on an engine that cannot tell (SQLite
+        and PostgreSQL can). :meth:`verify` of the whole store includes them."""
+        self._check_open()
+        from .verification import orphans
+
+        return await orphans(self, set(verified))
 
     # -- reading -----------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from ..backends.base import Backend, Health
@@ -241,6 +241,10 @@ class SyncStateStore:
     def witness_problems(self, agent_ids: list[str] | None = None) -> list[Problem]:
         """See :meth:`StateStore.witness_problems`."""
         return self._portal.call(self.store.witness_problems(agent_ids))
+
+    def orphan_problems(self, verified: Collection[str] = ()) -> list[Problem]:
+        """See :meth:`StateStore.orphan_problems`."""
+        return self._portal.call(self.store.orphan_problems(verified))
 
     def history(
         self, agent_id: str, *, after_seq: int = 0, to_seq: int | None = None

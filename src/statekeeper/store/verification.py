@@ -40,8 +40,10 @@ class Problem:
     ``kind`` says what is damaged: ``"event"``, ``"snapshot"`` (loads fall back to an
     older snapshot or a full replay; :func:`~statekeeper.store.repair.repair` rebuilds
     it), ``"head"``, ``"idempotency"`` (a record that does not match its event),
-    ``"agent"`` (the agent could not be checked at all), or ``"rollback"`` (the stream
-    went back in time, found by the store's witness).
+    ``"agent"`` (the agent could not be checked at all), ``"rollback"`` (the stream
+    went back in time, found by the store's witness), or ``"orphan"`` (events stored
+    for an agent that has no head row: no read or listing sees them; found when the
+    whole store is verified, on engines that can tell, SQLite and PostgreSQL).
     """
 
     agent_id: str
@@ -94,6 +96,7 @@ async def verify_store(store: StateStore, agent_ids: list[str] | None) -> Verify
     (see :meth:`StateStore.verify`)."""
     report = VerifyReport()
     witnessed = await store.witness_problems(agent_ids)
+    whole = agent_ids is None  # the whole store: events no head row accounts for too
     if agent_ids is None:  # (a lost agent is listed too: its check reports the loss)
         agent_ids = [
             listed.agent_id
@@ -116,7 +119,27 @@ async def verify_store(store: StateStore, agent_ids: list[str] | None) -> Verify
         )
     seen = {(p.agent_id, p.seq) for p in report.problems}  # one problem per place
     report.problems.extend(p for p in witnessed if (p.agent_id, p.seq) not in seen)
+    if whole:
+        report.problems.extend(await store.orphan_problems(agent_ids))
     return report
+
+
+async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
+    """The events of agents with no head row (``listed``: the agents with one, whose
+    events above the head their own check reports), one problem per agent."""
+    found = await store.backend.orphaned_events()
+    return [
+        Problem(
+            agent_id,
+            first,
+            f"{count} event(s), seq {first}..{last}, stored without a head row: orphaned"
+            " (no read, listing or export sees them; left by a hand edit or a damaged"
+            " copy)",
+            "orphan",
+        )
+        for agent_id, first, last, count in found or ()
+        if agent_id not in listed and agent_id[:1] != "\x01"
+    ]
 
 
 async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -> None:

@@ -251,6 +251,10 @@ class Reads(PostgresPart):
             rows = await self._query("list_before", (before, limit))
         return [AgentInfo(r[0], int(r[1]), float(r[2]), float(r[3])) for r in rows]
 
+    async def orphaned_events(self) -> list[tuple[str, int, int, int]] | None:
+        rows = await self._query("orphaned_events", ())
+        return [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
     async def count_agents(self) -> int:
         rows = await self._query("count", ())
         return int(rows[0][0])

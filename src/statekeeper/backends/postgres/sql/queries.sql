@@ -153,6 +153,9 @@ SELECT agent_id, head_seq, created_at, updated_at FROM {s}.sk_agents WHERE (upda
 -- name: read_heads
 SELECT e.agent_id, e.seq, e.kind, e.ts, e.payload, e.checksum FROM {s}.sk_agents a JOIN {s}.sk_events e ON e.agent_id = a.agent_id AND e.seq = a.head_seq WHERE a.agent_id = ANY(%s)
 
+-- name: orphaned_events
+SELECT e.agent_id, min(e.seq), max(e.seq), count(*) FROM {s}.sk_events e LEFT JOIN {s}.sk_agents a ON a.agent_id = e.agent_id WHERE a.agent_id IS NULL OR e.seq > a.head_seq GROUP BY e.agent_id ORDER BY e.agent_id
+
 -- name: count
 SELECT count(*) FROM {s}.sk_agents
 
