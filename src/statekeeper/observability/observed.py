@@ -20,7 +20,6 @@ from ..records import (
     AppendResult,
     EventRow,
     FeedRecord,
-    LeaseInfo,
     RawEvent,
     RawSnapshot,
     RewriteRequest,
@@ -28,6 +27,7 @@ from ..records import (
     StreamExport,
     StreamRows,
 )
+from .observed_leases import LeaseCalls
 
 if TYPE_CHECKING:
     from ..backends.sqlite_pages import PageSnapshot
@@ -59,7 +59,7 @@ def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-class ObservedBackend(Backend):
+class ObservedBackend(LeaseCalls, Backend):
     """A :class:`Backend` that times and counts every call of the engine it wraps.
 
     Made by :func:`instrument`; engine attributes it does not define (a SQLite file's
@@ -487,42 +487,6 @@ class ObservedBackend(Backend):
     async def close(self) -> None:
         await self.inner.close()
 
-    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
-        lease: LeaseInfo = await self._obs.call(
-            "acquire_lease", agent_id, self.inner.acquire_lease, agent_id, holder, ttl
-        )
-        return lease
-
-    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
-        lease: LeaseInfo = await self._obs.call(
-            "renew_lease", agent_id, self.inner.renew_lease, agent_id, holder, token, ttl
-        )
-        return lease
-
-    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
-        done: bool = await self._obs.call(
-            "release_lease", agent_id, self.inner.release_lease, agent_id, holder, token
-        )
-        return done
-
-    async def release_lease_again(self, agent_id: str, holder: str, token: int) -> bool:
-        done: bool = await self._obs.call(
-            "release_lease", agent_id, self.inner.release_lease_again, agent_id, holder, token
-        )
-        return done
-
-    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
-        lease: LeaseInfo | None = await self._obs.call(
-            "get_lease", agent_id, self.inner.get_lease, agent_id
-        )
-        return lease
-
-    async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
-        leases: list[LeaseInfo] = await self._obs.call(
-            "list_leases", None, self.inner.list_leases, after, limit
-        )
-        return leases
-
     def refuse_fence(self, request: AppendRequest) -> None:
         self.inner.refuse_fence(request)
 
@@ -539,8 +503,8 @@ class ObservedBackend(Backend):
         await self.inner.initialize()
 
 
-for _name in (*vars(ObservedBackend),):
-    _fn = vars(ObservedBackend)[_name]
+for _name in (*vars(ObservedBackend), *vars(LeaseCalls)):
+    _fn = getattr(ObservedBackend, _name)
     if callable(_fn) and not _name.startswith("__"):
         _checked(_fn)
 
