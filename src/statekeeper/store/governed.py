@@ -20,7 +20,7 @@ sync, group and write-behind, share the per-task pending mutation kept here.)
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -463,9 +463,10 @@ class GovernedStateStore(StateStore):
         return await super().head_state(agent_id)
 
     async def head_states(self, agent_ids: Sequence[str]) -> list[AgentHead | None]:
-        for agent_id in agent_ids:
+        ids = list(agent_ids)  # once: an iterator is checked AND read
+        for agent_id in ids:
             await self._check_read(agent_id, "head")
-        return await super().head_states(agent_ids)
+        return await super().head_states(ids)
 
     async def stored_size(self, agent_id: str) -> StoredSize:
         await self._check_read(agent_id, "size")
@@ -528,8 +529,9 @@ class GovernedStateStore(StateStore):
         """:meth:`StateStore.verify` of the agents this principal may read."""
         if agent_ids is None and not self._governance.store_admin():
             agent_ids = [info.agent_id async for info in self.iter_agents()]
-        elif agent_ids is not None and not isinstance(agent_ids, str):
-            for agent_id in list(agent_ids):
+        elif isinstance(agent_ids, Iterable) and not isinstance(agent_ids, str):
+            agent_ids = list(agent_ids)  # once: an iterator is checked AND verified
+            for agent_id in agent_ids:
                 await self._check_read(agent_id, "verify")
         return await super().verify(agent_ids)
 
@@ -537,7 +539,8 @@ class GovernedStateStore(StateStore):
         if agent_ids is None:
             if not self._governance.store_admin():
                 agent_ids = [info.agent_id async for info in self.iter_agents()]
-        else:
+        elif isinstance(agent_ids, Iterable) and not isinstance(agent_ids, str):
+            agent_ids = list(agent_ids)  # once: an iterator is checked AND checked again
             for agent_id in agent_ids:
                 await self._check_read(agent_id, "verify")
         return await super().witness_problems(agent_ids)
