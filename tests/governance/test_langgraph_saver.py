@@ -4,6 +4,7 @@ threads as for any agent (the saver's agent ids live in its prefix's namespace).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ def test_a_thread_in_a_namespace_the_principal_may_not_read_is_refused_not_absen
 
     stranger = _saver(url, "support-bot", "globex/lg/")  # reads acme only
     try:
-        refused = {
+        refused: dict[str, Callable[[], object]] = {
             "delete_thread": lambda: stranger.delete_thread("g-1"),
             "delete_thread of no thread": lambda: stranger.delete_thread("none"),
             "list": lambda: list(stranger.list(None)),
