@@ -33,6 +33,7 @@ from ..errors import (
     ConflictError,
     RetriesExhausted,
 )
+from ..namespaces import namespace_of
 from ..records import (
     AgentInfo,
     AppendRequest,
@@ -584,8 +585,11 @@ class GovernedStateStore(StateStore):
         self, operation: str, agent_id: str, call: Any, *args: Any, **kw: Any
     ) -> AppendResult:
         gov = await self._allowed(agent_id, "write", operation)
-        if kw.get("actor") is None:
+        actor = kw.get("actor")
+        if actor is None:
             kw["actor"] = gov.principal  # the stream itself says who wrote
+        elif actor != gov.principal and gov.policy is not None and gov.principal is not None:
+            await self._as_another(gov, agent_id, operation, actor)
         pending = _Pending(operation, agent_id)
         token = _PENDING.set(pending)
         try:
@@ -598,6 +602,22 @@ class GovernedStateStore(StateStore):
         if not pending.recorded:  # committed with the append already, or record it now
             await gov.record(operation, agent_id, result)
         return result
+
+    async def _as_another(
+        self, gov: Governance, agent_id: str, operation: str, actor: object
+    ) -> None:
+        """An ``actor=`` other than the principal writes history as someone else wrote
+        it (an import does, as a restore does): ``admin``'s, never ``write``'s, else
+        the stream would name a writer the audit log does not (refused, audited)."""
+        policy = gov.policy
+        assert policy is not None and gov.principal is not None
+        if not policy.allows(gov.principal, agent_id, "admin"):
+            exc = AccessDenied(
+                gov.principal, "admin", operation, agent_id,
+                f"writing as actor {str(actor)!r:.60} (not itself) needs admin on namespace"
+                f" {namespace_of(agent_id)!r}",
+            )  # fmt: skip
+            await gov.refuse(exc, agent_id, {"actor": str(actor)[:128]})
 
     async def _submit_with_entry(self, request: AppendRequest) -> AppendResult:
         """The write pipeline's append: the mutation :meth:`_mutate` is making, with
