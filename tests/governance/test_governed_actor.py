@@ -8,7 +8,7 @@ silently, although the documentation says ``write`` never allows it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -23,11 +23,12 @@ Make = Callable[..., StateStore]
 
 async def test_a_writer_cannot_name_another_actor_an_admin_can(as_principal: Make) -> None:
     alice = as_principal("alice")  # writes acme/support, reads acme
-    for call in (
+    calls: tuple[Callable[[], Awaitable[object]], ...] = (
         lambda: alice.save("acme/support/t1", {"n": 1}, actor="ops"),
         lambda: alice.create("acme/support/t2", {"n": 1}, actor="ops"),
         lambda: alice.append("acme/support/t1", "note", {"x": 1}, actor="bob"),
-    ):
+    )
+    for call in calls:
         with pytest.raises(AccessDenied, match="actor"):
             await call()
     assert await alice.head("acme/support/t1") == 0  # nothing written
