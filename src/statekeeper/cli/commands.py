@@ -9,16 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import (
-    AccessDenied,
-    AgentForgotten,
-    AgentLost,
-    AgentNotFound,
-    HistoryCompacted,
-    KeyNotFound,
-)
-from ..store.governed import governance_of
-from ..store.namespaced import stored_id
+from ..errors import AgentForgotten, AgentLost, AgentNotFound, HistoryCompacted, KeyNotFound
 from . import render
 from ._markup import escape
 from .app import (
@@ -34,6 +25,7 @@ from .app import (
     resolve_url,
     run,
 )
+from .stores import require_on
 
 if TYPE_CHECKING:
     from ..records import Event
@@ -451,13 +443,7 @@ def delete(
 
     async def head_of() -> int | AgentLost:
         async with open_store(url, key_file=key_file) as store:
-            gov = governance_of(store)
-            if gov is not None:  # refused (and audited) as the delete it is, before asking
-                try:
-                    await gov.require(stored_id(store, agent), "write", "delete")
-                except AccessDenied as exc:  # naming the id as given (--namespace)
-                    relative = getattr(store, "relative_error", None)
-                    raise (relative(exc) if relative is not None else exc) from None
+            await require_on(store, agent, "write", "delete")  # refused as a delete, first
             try:
                 return await _require(store, agent)
             except AgentLost as lost:  # its data is gone: deleting acknowledges it
