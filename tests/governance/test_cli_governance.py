@@ -286,3 +286,45 @@ def test_an_export_of_the_whole_store_leaves_out_forgotten_agents_and_says_so(
     named = cli_in_process("export", "acme/u1", "-o", str(tmp_path / "one.jsonl"), *common)
     assert named.code != 0 and "forgotten" in str(named)
     assert not (tmp_path / "one.jsonl").exists()
+
+
+def test_a_refused_delete_is_audited_as_a_delete_before_any_question(tmp_path: Path) -> None:
+    """``statekeeper --as P delete AGENT`` by a principal that may not write AGENT: one
+    refusal, recorded as the ``delete`` it is, before the confirmation question. Before,
+    the command read the head first, so a principal that may not read the agent was
+    recorded as refused a ``head`` (the audit log never showed the attempted delete),
+    and one that may read it was asked to confirm a deletion it would be refused."""
+    keys = key_file_with_vault(tmp_path)
+    db = tmp_path / "s.db"
+    store = SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys))
+    store.save("acme/t1", {"n": 1})
+    store.save("globex/g1", {"n": 1})
+    store.close()
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[principals.alice]\nread = ["acme/**"]\n')
+    common = ["--db", str(db), "--key-file", str(keys)]
+    as_alice = ["--as", "alice", "--policy", str(policy)]
+    for agent in ("globex/g1", "acme/t1"):  # unreadable; readable but not writable
+        refused = cli_in_process(*as_alice, "delete", agent, *common)  # no --yes
+        assert refused.code == 4, str(refused)
+        assert f"may not delete on agent '{agent}'" in one_error_line(refused)
+        assert "Delete agent" not in refused.stdout + refused.stderr  # never asked
+    relative = cli_in_process("--namespace", "acme", *as_alice, "delete", "t1", *common)
+    assert relative.code == 4 and "'t1'" in one_error_line(relative), str(relative)
+
+    async def denied() -> list[tuple[str | None, str, str | None]]:
+        async with StateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys)) as s:
+            log = AuditLog(s.backend, Keyring.from_file(keys))
+            return [
+                (e.principal, e.operation, e.agent_id)
+                async for e in log.entries()
+                if e.outcome == "denied"
+            ]
+
+    assert asyncio.run(denied()) == [
+        ("alice", "delete", "globex/g1"),
+        ("alice", "delete", "acme/t1"),
+        ("alice", "delete", "acme/t1"),
+    ]
+    with SyncStateStore(f"sqlite:///{db}", keyring=Keyring.from_file(keys)) as after:
+        assert after.head("acme/t1") == 1  # nothing deleted

@@ -217,3 +217,13 @@ def test_thread_retention_needs_admin(store_copy: str) -> None:
     with make_client(store_copy, principal="keeper", policy=policy, allow_writes=True) as c:
         assert c.post("/thread/retention", data=form).status_code == 200
         assert len(re.findall(r'<li class="cp ', c.get("/thread?id=chat-1").text)) == 1
+
+
+def test_metrics_refused_to_a_tenant_are_audited(keyed: tuple[str, Path], policy: Policy) -> None:
+    """``/metrics`` (``serve --metrics``) is for admins on ``**``: refused to another
+    principal with a 403 — and, as every refusal is, recorded in the audit log
+    (before, the 403 left no entry)."""
+    with as_client(keyed, policy, "alice", metrics=True) as c:
+        refused = c.get("/metrics")
+        assert refused.status_code == 403 and "statekeeper_" not in refused.text
+    assert ("alice", "metrics", None) in denied_in_audit(keyed)

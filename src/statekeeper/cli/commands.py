@@ -25,6 +25,7 @@ from .app import (
     resolve_url,
     run,
 )
+from .stores import require_on
 
 if TYPE_CHECKING:
     from ..records import Event
@@ -442,6 +443,7 @@ def delete(
 
     async def head_of() -> int | AgentLost:
         async with open_store(url, key_file=key_file) as store:
+            await require_on(store, agent, "write", "delete")  # refused as a delete, first
             try:
                 return await _require(store, agent)
             except AgentLost as lost:  # its data is gone: deleting acknowledges it

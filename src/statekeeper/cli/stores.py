@@ -39,6 +39,7 @@ __all__ = [
     "check_store",
     "env_keyring",
     "open_store",
+    "require_on",
     "require_store_admin",
 ]
 
@@ -123,6 +124,25 @@ def refuse_in_memory(url: str, command: str) -> None:
             f"`statekeeper {command}` starts and gone when it ends, so nothing it wrote "
             "would be kept; give a SQLite path or a server URL"
         )
+
+
+async def require_on(store: StateStore, agent_id: str, permission: str, operation: str) -> None:
+    """On a store opened under ``--as``: raise :class:`~statekeeper.errors.AccessDenied`
+    (audited) unless the principal has ``permission`` on ``agent_id`` (the id as the
+    command was given it, relative under ``--namespace``, as the error names it); for a
+    command to refuse what it is about to do before it reads or asks anything."""
+    from ..errors import AccessDenied
+    from ..store.governed import governance_of
+    from ..store.namespaced import stored_id
+
+    gov = governance_of(store)
+    if gov is None:
+        return
+    try:
+        await gov.require(stored_id(store, agent_id), permission, operation)
+    except AccessDenied as exc:
+        relative = getattr(store, "relative_error", None)
+        raise (relative(exc) if relative is not None else exc) from None
 
 
 async def require_store_admin(url: str, key_file: Path | None, operation: str) -> None:

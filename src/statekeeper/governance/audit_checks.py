@@ -58,6 +58,8 @@ __all__ = ["StoreChecks"]
 
 _APPENDS = frozenset({"create", "save", "append", "transition"})
 _REWRITES = frozenset({"rekey", "migrate"})
+#: entries that store a snapshot record and name it: an explicit snapshot, a repair's
+_SNAPSHOTS = frozenset({"snapshot", "repair"})
 #: operations recorded as changes with nothing in the store to compare them with
 _LEASES = frozenset({"lease", "lease-release", "lease-lost"})
 _UNCHECKABLE = frozenset({"forget", "restore"})
@@ -195,7 +197,7 @@ class StoreChecks:
                     await self._dropped(backend, agent, s, later, unapplied, problems)
                 elif s.op == "purge":
                     await self._purge(backend, agent, s, later, unapplied)
-                if s.op == "snapshot":
+                if s.op in _SNAPSHOTS:
                     await self._snapshot(backend, agent, s, later, unapplied, problems)
         await self._unlogged_leases(backend, problems)
         return unapplied, problems
@@ -409,8 +411,8 @@ class StoreChecks:
         for t in later:
             if t.op in ("delete", "purge") or (t.op == "compact" and (t.last or 0) >= seq):
                 return  # removed by a later change that has its own entry
-            if t.op == "snapshot" and t.snapshot is not None and t.snapshot[0] == seq:
-                return  # replaced: the later entry is checked
+            if t.op in _SNAPSHOTS and t.snapshot is not None and t.snapshot[0] == seq:
+                return  # replaced (a repair's rebuilt one too): the later entry is checked
             if t.op in ("thin", "compact") and t.dropped is not None and seq in t.dropped:
                 return  # removed by a retention run that names it
             if t.op == "thin" and t.dropped is None:
@@ -447,7 +449,7 @@ class StoreChecks:
             return
         if any(t.op in ("delete", "purge") for t in later):
             return
-        again = {t.snapshot[0] for t in later if t.op == "snapshot" and t.snapshot is not None}
+        again = {t.snapshot[0] for t in later if t.op in _SNAPSHOTS and t.snapshot is not None}
         left = []
         for seq in s.dropped:
             if seq in again:

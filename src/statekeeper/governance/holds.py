@@ -46,7 +46,8 @@ from ..arguments import HOLDS_STREAM
 from ..backends.base import Capability
 from ..errors import AgentOnHold, ConflictError, InvalidArgument, RetriesExhausted
 from ..records import AppendRequest, RawEvent
-from ..store.holds import HOLD_ADD, HOLD_REMOVE, Hold, check_pattern, find_hold, list_holds
+from ..store.holds import HOLD_ADD, HOLD_REMOVE, Hold, check_pattern, find_hold
+from ..store.holds import list_holds as _in_force
 from ..store.holds import read_holds as _read
 from ..store.namespaced import NamespacedStateStore
 from .hooks import (
@@ -96,6 +97,23 @@ async def refuse_if_held(store: StateStore, agent_id: str, operation: str) -> No
     )
     shown = store.relative(agent_id) if isinstance(store, NamespacedStateStore) else agent_id
     raise AgentOnHold(shown, hold.pattern, hold.reason, operation)
+
+
+async def list_holds(store: StateStore) -> tuple[Hold, ...]:
+    """The holds in force, in the order they were placed. On a store opened as a
+    principal, only the holds on agents and namespaces it may ``read``: a hold names
+    an agent or a namespace and the matter it is for, another tenant's business (a
+    principal the policy does not name is refused, audited). Every purge still sees
+    every hold (:func:`find_hold`)."""
+    holds = await _in_force(store)
+    gov = getattr(store, "_governance", None)
+    policy = getattr(gov, "policy", None)
+    if gov is None or policy is None:
+        return holds
+    if not policy.knows(gov.principal or ""):
+        await gov.require(None, "read", "list-holds")  # refused: names it, audited
+    # a NAMESPACE/* pattern's namespace is NAMESPACE: readable as its agents are
+    return tuple(h for h in holds if gov.can_read(h.pattern))
 
 
 async def add_hold(
@@ -192,7 +210,7 @@ async def _change(
             await _expiry(store, pattern, True)
         else:
             await _expiry(store, pattern, False)
-            if any(h.pattern == pattern for h in await list_holds(store)):
+            if any(h.pattern == pattern for h in await _in_force(store)):
                 await _expiry(store, pattern, True)  # placed again meanwhile
         return True
     raise RetriesExhausted(HOLDS_STREAM, _RETRIES, last)

@@ -556,6 +556,10 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
                 refusal = AccessDenied(
                     principal, "admin", "metrics", reason="metrics need admin on '**'"
                 )
+                gov = governance_of(ins.store)
+                if gov is not None:  # refused as every call is: in the audit log
+                    with contextlib.suppress(AccessDenied):
+                        await gov.refuse(refusal, None)
                 response = ins.error(request, refusal)
                 await response(scope, receive, send)
                 return

@@ -20,7 +20,7 @@ sync, group and write-behind, share the per-task pending mutation kept here.)
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,6 +33,7 @@ from ..errors import (
     ConflictError,
     RetriesExhausted,
 )
+from ..namespaces import namespace_of
 from ..records import (
     AgentInfo,
     AppendRequest,
@@ -463,9 +464,10 @@ class GovernedStateStore(StateStore):
         return await super().head_state(agent_id)
 
     async def head_states(self, agent_ids: Sequence[str]) -> list[AgentHead | None]:
-        for agent_id in agent_ids:
+        ids = list(agent_ids)  # once: an iterator is checked AND read
+        for agent_id in ids:
             await self._check_read(agent_id, "head")
-        return await super().head_states(agent_ids)
+        return await super().head_states(ids)
 
     async def stored_size(self, agent_id: str) -> StoredSize:
         await self._check_read(agent_id, "size")
@@ -528,8 +530,9 @@ class GovernedStateStore(StateStore):
         """:meth:`StateStore.verify` of the agents this principal may read."""
         if agent_ids is None and not self._governance.store_admin():
             agent_ids = [info.agent_id async for info in self.iter_agents()]
-        elif agent_ids is not None and not isinstance(agent_ids, str):
-            for agent_id in list(agent_ids):
+        elif isinstance(agent_ids, Iterable) and not isinstance(agent_ids, str):
+            agent_ids = list(agent_ids)  # once: an iterator is checked AND verified
+            for agent_id in agent_ids:
                 await self._check_read(agent_id, "verify")
         return await super().verify(agent_ids)
 
@@ -537,7 +540,8 @@ class GovernedStateStore(StateStore):
         if agent_ids is None:
             if not self._governance.store_admin():
                 agent_ids = [info.agent_id async for info in self.iter_agents()]
-        else:
+        elif isinstance(agent_ids, Iterable) and not isinstance(agent_ids, str):
+            agent_ids = list(agent_ids)  # once: an iterator is checked AND checked again
             for agent_id in agent_ids:
                 await self._check_read(agent_id, "verify")
         return await super().witness_problems(agent_ids)
@@ -581,8 +585,11 @@ class GovernedStateStore(StateStore):
         self, operation: str, agent_id: str, call: Any, *args: Any, **kw: Any
     ) -> AppendResult:
         gov = await self._allowed(agent_id, "write", operation)
-        if kw.get("actor") is None:
+        actor = kw.get("actor")
+        if actor is None:
             kw["actor"] = gov.principal  # the stream itself says who wrote
+        elif actor != gov.principal and gov.policy is not None and gov.principal is not None:
+            await self._as_another(gov, agent_id, operation, actor)
         pending = _Pending(operation, agent_id)
         token = _PENDING.set(pending)
         try:
@@ -595,6 +602,22 @@ class GovernedStateStore(StateStore):
         if not pending.recorded:  # committed with the append already, or record it now
             await gov.record(operation, agent_id, result)
         return result
+
+    async def _as_another(
+        self, gov: Governance, agent_id: str, operation: str, actor: object
+    ) -> None:
+        """An ``actor=`` other than the principal writes history as someone else wrote
+        it (an import does, as a restore does): ``admin``'s, never ``write``'s, else
+        the stream would name a writer the audit log does not (refused, audited)."""
+        policy = gov.policy
+        assert policy is not None and gov.principal is not None
+        if not policy.allows(gov.principal, agent_id, "admin"):
+            exc = AccessDenied(
+                gov.principal, "admin", operation, agent_id,
+                f"writing as actor {str(actor)!r:.60} (not itself) needs admin on namespace"
+                f" {namespace_of(agent_id)!r}",
+            )  # fmt: skip
+            await gov.refuse(exc, agent_id, {"actor": str(actor)[:128]})
 
     async def _submit_with_entry(self, request: AppendRequest) -> AppendResult:
         """The write pipeline's append: the mutation :meth:`_mutate` is making, with

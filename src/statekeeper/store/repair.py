@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from ..arguments import check_agent_id
 from ..codec import ZERO_LINK
 from ..errors import AgentNotFound, InvalidArgument
-from ..records import RawSnapshot
+from ..records import RawSnapshot, StreamChange
 from .governed import governance_of
 from .state import AgentRecord
 
@@ -159,11 +159,44 @@ async def repair_agent(store: StateStore, agent_id: str, *, apply: bool = False)
         return report
     async with store._writes.lock(agent_id):
         for raw in await _rebuilt(store, agent_id, sorted(reasons)):
-            await store.backend.save_snapshot(agent_id, raw)
+            await _store_rebuilt(store, agent_id, raw)
         store._reads.forget(agent_id)
     after = await store.verify([agent_id])
     report.unrepairable.extend(p for p in after.problems if p not in others)
     return report
+
+
+async def _store_rebuilt(store: StateStore, agent_id: str, raw: RawSnapshot) -> None:
+    """Store a rebuilt snapshot in place of the damaged one. On a store with an audit
+    log it is a mutation like any other: recorded as a ``repair`` entry naming the
+    record it stored (seq and checksum, as a ``snapshot`` entry does, so that
+    ``audit verify`` checks it and takes it as the replacement of the snapshot an
+    earlier entry named), in one commit with it where the engine has one, else the
+    entry first (voided when the write fails)."""
+    gov = governance_of(store)
+    sink = getattr(gov, "audit", None)
+    if gov is None or sink is None:
+        await store.backend.save_snapshot(agent_id, raw)
+        return
+    named = [raw.seq, raw.checksum.hex()]
+    if getattr(sink, "records_with_writes", False) and callable(
+        getattr(sink, "record_with_change", None)
+    ):
+        await sink.record_with_change(
+            StreamChange(agent_id, snapshot=raw), "repair", principal=gov.principal,
+            first_seq=raw.seq, last_seq=raw.seq, detail={"snapshot": named},
+        )  # fmt: skip
+        return
+    entry = await gov.ahead("repair", agent_id, mark={"snapshot": named})
+    if entry is None:  # a sink that cannot record ahead: after the write
+        await store.backend.save_snapshot(agent_id, raw)
+        await gov.record("repair", agent_id, detail={"snapshot": named})
+        return
+    try:
+        await store.backend.save_snapshot(agent_id, raw)
+    except BaseException as exc:
+        await gov.voided(entry, "repair", agent_id, exc)
+        raise
 
 
 async def _rebuilt(store: StateStore, agent_id: str, seqs: list[int]) -> list[RawSnapshot]:

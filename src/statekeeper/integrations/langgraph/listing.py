@@ -41,6 +41,7 @@ class _SaverListing(_SaverReads):
 
     async def _thread_ids(self) -> AsyncIterator[str]:
         """Every thread id, reading only the saver's agents (ids sort by prefix)."""
+        await self._require("read", "list", None)  # none readable: refused, not "none"
         last: str | None = None
         after = self.prefix
         while True:

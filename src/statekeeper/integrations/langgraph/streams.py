@@ -8,6 +8,8 @@ import contextlib
 from contextlib import AbstractAsyncContextManager
 
 from ...errors import AgentNotFound, AgentOnHold, ConflictError
+from ...namespaces import namespace_of
+from ...store.governed import governance_of
 from ...store.holds import list_holds
 from ...store.namespaced import stored_id
 from . import mapping as m
@@ -38,6 +40,22 @@ class _SaverStreams(_SaverState):
 
     def _forget(self, thread_id: str) -> None:
         self._streams.pop(thread_id, None)
+
+    async def _require(self, permission: str, operation: str, thread_id: str | None) -> None:
+        """On a store opened as a principal: raise
+        :class:`~statekeeper.errors.AccessDenied` (audited) unless it has ``permission``
+        on ``thread_id``'s stream, or (None) somewhere in the saver's namespace. Listing
+        filters what the principal may not read, so without this a thread it may not
+        see would look absent: deleting it would "succeed" having deleted nothing, and
+        listing the threads of a namespace it may not read would answer "none"."""
+        gov = governance_of(self.store)
+        if gov is None:
+            return
+        stream = stored_id(self.store, m.agent_id(self.prefix, thread_id or "-"))
+        if thread_id is not None:
+            await gov.require(stream, permission, operation)
+        else:
+            await gov.require_reach(namespace_of(stream), permission, operation)
 
     async def _generations(self, thread_id: str) -> builtins.list[str]:
         prefix = m.thread_prefix(self.prefix, thread_id)

@@ -506,6 +506,7 @@ class _SaverWrites(_SaverListing):
         return thread_id, build, hold, plain, run
 
     async def _delete_thread(self, thread_id: str) -> None:
+        await self._require("write", "delete", thread_id)  # also when it looks absent
         async with self._lock(thread_id):
             self._forget(thread_id)
             agents = await self._generations(thread_id)
