@@ -22,8 +22,6 @@ from datetime import datetime, time
 from decimal import Decimal
 from typing import Any
 
-import orjson
-
 from .errors import PatchError, SerializationError
 
 __all__ = ["apply", "diff", "escape", "list_at", "unescape"]
@@ -84,7 +82,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 #: ``(ormsgpack.packb, strict options)``; None: no ormsgpack; False: not looked for yet
-_STRICT_PACKER: tuple[Any, int] | None | bool = False
+_STRICT_PACKER: tuple[Any, int] | bool | None = False
 
 
 def _strict_packer() -> tuple[Any, int] | None:
