@@ -130,3 +130,23 @@ async def test_an_old_item_edited_into_a_value_the_codec_cannot_store_is_refused
             await store.save("b", {"content": value})
     async with StateStore(url) as fresh:
         assert strict((await fresh.load("a")).data["messages"], before)
+
+
+@pytest.mark.parametrize(("field", "old", "new"), EDITS)
+async def test_an_old_item_of_a_durable_agent_edited_into_an_equal_value_is_saved(
+    tmp_path: Path, field: str, old: Any, new: Any
+) -> None:
+    """The tracked ``agent.data`` diffs the edited item against the document written
+    last: the same proof, the same fix (before: ``Role.USER`` and ``Level.ONE`` were
+    stored as ``"user"`` and ``1``)."""
+    url = f"sqlite:///{tmp_path / 'x.db'}?synchronous=OFF"
+    async with StateStore(url, types=TYPES) as store:
+        agent = await store.agent("a")
+        agent.data["messages"] = _history(field, old)
+        await agent.save()
+        agent.data["messages"][1][field] = new
+        agent.data["messages"].append({"role": "user", "content": "last"})
+        await agent.save()
+        expected = [dict(m) for m in agent.data["messages"]]
+    async with StateStore(url, types=TYPES) as fresh:
+        assert _same((await fresh.load("a")).data["messages"], expected)
