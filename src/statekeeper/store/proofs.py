@@ -26,7 +26,16 @@ from itertools import chain
 from operator import is_
 from typing import Any, NamedTuple
 
-__all__ = ["PROOF_FROM", "Proof", "array_head", "flat_scalars", "grown", "holds", "make"]
+__all__ = [
+    "PROOF_FROM",
+    "Proof",
+    "array_head",
+    "flat_scalars",
+    "grown",
+    "head_size",
+    "holds",
+    "make",
+]
 
 #: the smallest average packed size of an item (bytes) for which a proof is made: below
 #: it packing the list is as cheap as proving it (bench_change_proofs.py)
