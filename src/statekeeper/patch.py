@@ -22,8 +22,6 @@ from datetime import datetime, time
 from decimal import Decimal
 from typing import Any
 
-import orjson
-
 from .errors import PatchError, SerializationError
 
 __all__ = ["apply", "diff", "escape", "list_at", "unescape"]
@@ -65,14 +63,52 @@ def _same(a: Any, b: Any) -> bool:
         return False
     if isinstance(a, _SCALARS):
         return True
-    # Equal by Python's rules; equal serialized bytes rule out bool/int/float mixing.
+    # Equal by Python's rules; equal packed bytes rule out bool/int/float mixing.
     # (Different bytes may only mean a different key order: check the slow way.)
-    try:
-        if orjson.dumps(a) == orjson.dumps(b):
-            return True
-    except (TypeError, orjson.JSONEncodeError):
-        pass
+    # Packed in strict types (msgpack), not as JSON: orjson writes a ``StrEnum`` or
+    # ``IntEnum`` member, a UUID or a dataclass as the plain value it equals, so an
+    # old list item edited in place into one was taken for unchanged and the old
+    # value kept (the codec tags such values, or refuses them). Strict packing
+    # refuses every value that is not plain JSON; those are compared type by type.
+    strict = _strict_packer()
+    if strict is not None:
+        packb, options = strict
+        try:
+            if packb(a, None, options) == packb(b, None, options):
+                return True
+        except TypeError:  # (ormsgpack.MsgpackEncodeError is one)
+            pass
     return _same_json(a, b)
+
+
+#: ``(ormsgpack.packb, strict options)``; None: no ormsgpack; False: not looked for yet
+_STRICT_PACKER: tuple[Any, int] | bool | None = False
+
+
+def _strict_packer() -> tuple[Any, int] | None:
+    """``ormsgpack.packb`` and the options that make it refuse (``TypeError``) every
+    value that is not plain JSON — subclasses of the built-in types (enum members
+    among them), tuples, typed values, integers beyond 64 bits (imported on first
+    use: ``import statekeeper`` does not pay for it)."""
+    global _STRICT_PACKER
+    if _STRICT_PACKER is False:
+        try:
+            import ormsgpack  # type: ignore[import-not-found, unused-ignore]
+        except ImportError:  # pragma: no cover - a core dependency
+            _STRICT_PACKER = None
+        else:
+            _STRICT_PACKER = (
+                ormsgpack.packb,
+                ormsgpack.OPT_PASSTHROUGH_SUBCLASS
+                | ormsgpack.OPT_PASSTHROUGH_TUPLE
+                | ormsgpack.OPT_PASSTHROUGH_DATETIME
+                | ormsgpack.OPT_PASSTHROUGH_DATACLASS
+                | ormsgpack.OPT_PASSTHROUGH_ENUM
+                | ormsgpack.OPT_PASSTHROUGH_UUID
+                | ormsgpack.OPT_PASSTHROUGH_BIG_INT,
+            )
+    assert _STRICT_PACKER is not True
+    return _STRICT_PACKER or None
 
 
 def _diff(old: Any, new: Any, path: str, ops: list[Op]) -> None:

@@ -52,7 +52,9 @@ from ..records import (
     _set_first_seq,
     _set_last_seq,
 )
+from . import proofs as _proofs
 from .change import _grew, _packer, _packers, fast_packer, kept_bytes, plain
+from .proofs import Proof, array_head, head_size, holds
 from .state import HELD_AS_BYTES, AgentRecord
 from .tails import TAIL_EVERY, tail_now, tail_stored
 
@@ -121,6 +123,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     # cold)
     paths: dict[str, tuple[str, str]] = {}
     prefixes: dict[str, bytes] = {}
+    proof_from = _proofs.PROOF_FROM  # (store/proofs.py: lists of large items only)
     blank = object.__new__  # (an instance, its slots unset)
     set_agent_id, set_first_seq = _set_agent_id, _set_first_seq
     set_last_seq, set_duplicate = _set_last_seq, _set_duplicate
@@ -149,10 +152,44 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         dumped: dict[str, bytes] = {}
         ops: list[dict[str, Any]] = []
         carried: list[bytes] = []  # the packed bytes of every value the ops carry
+        # the lists of large flat messages proven unchanged without packing them
+        # (store/proofs.py): the proofs kept from the last save, those for the next one
+        kept = record.proofs  # (only made with ormsgpack: pack is None then)
+        made: dict[str, Proof] | None = None
         try:
             for key, value in new.items():
-                after = dumped[key] = packb(value, None, strict) if pack is None else pack(value)
                 before = before_all.get(key)
+                if (
+                    kept is not None
+                    and (proof := kept.get(key)) is not None
+                    and proof.packed is before
+                    and value.__class__ is list
+                    and holds(proof, value)
+                ):
+                    if made is None:
+                        made = {}
+                    if (length := len(proof.items)) == len(value):
+                        dumped[key] = before  # unchanged: its bytes, its proof
+                        made[key] = proof
+                        continue
+                    added = value[length:]  # only the new items packed
+                    tail = packb(added, None, strict)
+                    tail = tail[head_size(tail) :]
+                    # (one allocation, the old items' bytes copied once: no slice of
+                    # them made first)
+                    after = dumped[key] = b"".join(
+                        (array_head(len(value)), memoryview(before)[head_size(before) :], tail)
+                    )
+                    if (both := paths.get(key)) is None:
+                        both = _paths(key, paths)
+                    path = both[1]
+                    for item in added:
+                        ops.append({"op": "add", "path": path, "value": item})
+                    carried.append(tail)
+                    if (longer := _proofs.grown(proof, after, added)) is not None:
+                        made[key] = longer
+                    continue
+                after = dumped[key] = packb(value, None, strict) if pack is None else pack(value)
                 if before == after:
                     continue  # unchanged (the common case)
                 if before is None:
@@ -193,6 +230,14 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                     for item in value[length:]:
                         ops.append({"op": "add", "path": path, "value": item})
                     carried.append(after[offset:])
+                    if (
+                        len(after) >= proof_from * len(value)
+                        and pack is None
+                        and (proof := _proofs.make(after, value)) is not None
+                    ):  # large flat messages: proven without packing them from the next save
+                        if made is None:
+                            made = {}
+                        made[key] = proof
                 elif value.__class__ is dict:
                     return None  # a changed dict: the general diff
                 else:  # a scalar changed (its bytes differ: so does its JSON)
@@ -266,7 +311,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         try:
             if group is not None or not commit(row):  # appended on a pass of the loop
                 held[agent_id] = None
-                return land(record, row, ops, dumped, replay, agent_id, seq, now, link, tag)
+                return land(record, row, ops, dumped, replay, agent_id, seq, now, link, tag, made)
         except ConflictError:  # the cached head was stale: the general path makes it
             cache.discard(agent_id)
             pipeline.retries += 1
@@ -283,6 +328,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             record.data, record.dumped, record.blob = held_as_bytes, dumped, None
         else:
             record.dumped = dumped
+        record.proofs = made
         record.seq, record.updated_at, record.replay_bytes = seq, now, replay
         record.link, record.checksum, record.tag = link, link, tag
         if cached.get(agent_id) is record:
@@ -315,6 +361,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         now: float,
         link: bytes,
         tag: bytes,
+        made: dict[str, Proof] | None,
     ) -> AppendResult | None:
         """The flat save's append when the engine declined to commit it at once: the
         same row through the group's next commit (``GroupCommitter.join_next``) or
@@ -349,6 +396,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                 record.data, record.dumped, record.blob = held_as_bytes, dumped, None
             else:
                 record.dumped = dumped
+            record.proofs = made
             record.seq, record.updated_at, record.replay_bytes = seq, now, replay
             record.link, record.checksum, record.tag = link, link, tag
             if cached.get(agent_id) is record:

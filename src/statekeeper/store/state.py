@@ -133,6 +133,9 @@ class AgentRecord:
     #: latest snapshots' seqs, links and packed top-level values, kept by reference as
     #: this store wrote them or read them); None when not at hand
     tail_base: TailBase | None = None
+    #: per top-level key, the proof that its list is unchanged without packing it
+    #: (:mod:`.proofs`), made by the flat save; None: none (a copy drops them)
+    proofs: dict[str, Any] | None = None
 
 
 def apply_payload(record: AgentRecord, seq: int, timestamp: float, payload: dict[str, Any]) -> None:
