@@ -5,8 +5,9 @@ a daemon thread: an application that never closed it lost every write still in t
 write-behind buffer (``durability="async"``) and the witness's last marks when the
 interpreter ended, without a word. Each open facade's store is flushed from a
 ``threading`` exit hook, which runs before Python stops its thread pools (a SQLite
-store's writer thread, ``asyncio.to_thread``) and while the facade's thread still runs;
-the LangGraph saver does the same for its own (``integrations/langgraph/state.py``).
+store's writer thread, ``asyncio.to_thread``) and while the facade's thread still runs.
+Any object with a ``_portal`` (the loop its store runs on) and a ``store`` is taken: the
+LangGraph saver registers its own here too (``integrations/langgraph/state.py``).
 """
 
 from __future__ import annotations

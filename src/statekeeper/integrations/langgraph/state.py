@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import builtins
-import concurrent.futures.thread  # noqa: F401 (its exit hook registered before ours)
 import contextlib
 import threading
 import time
@@ -26,6 +25,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ...backends.keyed_locks import KeyedLock
 from ...errors import ConfigurationError
 from ...store.store import StateStore
+from ...store.sync_exit import flush_at_exit
 from . import runs
 from .loop import BoundLoop, SharedLoop
 from .serde import ValueCodec, safe_serializer
@@ -33,46 +33,6 @@ from .stream import _Pending, _Stream
 
 #: the saver's loop (a name kept for the inspector, which runs a saver on its own loop)
 _SaverPortal = SharedLoop
-
-
-#: savers whose store is flushed when the interpreter exits (see :func:`_close_at_exit`)
-_FLUSH_AT_EXIT: weakref.WeakSet[Any] = weakref.WeakSet()
-_flush_hook = threading.Lock()
-_flush_hooked = False
-
-
-def _flush_before_pools_stop() -> None:
-    """Flush the store of every saver still open, while Python's thread pools still
-    take work. ``atexit`` callbacks run after they stopped (``concurrent.futures`` shuts
-    them down first): a SQLite store's writer thread and ``asyncio.to_thread`` then
-    refuse work, so a close from there dropped the buffered writes of ``async``
-    durability and the witness's last marks. The close itself stays an ``atexit``
-    callback, after the application's non-daemon threads ended."""
-    for saver in builtins.list(_FLUSH_AT_EXIT):
-        with contextlib.suppress(Exception):  # exiting anyway: the store logs what failed
-            if saver._portal.running:
-                saver._portal.call(_flush_store(saver.store))
-
-
-async def _flush_store(store: StateStore) -> None:
-    await store.flush()
-    if store.witness is not None:
-        await store.witness.flush()
-
-
-def _flush_at_exit(saver: Any) -> None:
-    """Flush ``saver``'s store at interpreter exit, before the thread pools stop."""
-    global _flush_hooked
-    with _flush_hook:
-        if not _flush_hooked:
-            # threading's exit hooks run in reverse order, before atexit's: registered
-            # after concurrent.futures' own (imported above), this one runs first
-            register = getattr(threading, "_register_atexit", None)
-            if register is None:  # pragma: no cover - every supported Python has it
-                return
-            register(_flush_before_pools_stop)
-            _flush_hooked = True
-    _FLUSH_AT_EXIT.add(saver)
 
 
 def _close_at_exit(saver: Any) -> Callable[[], None]:
@@ -95,7 +55,9 @@ def _close_at_exit(saver: Any) -> Callable[[], None]:
     atexit.register(close)
     weakref.finalize(saver, atexit.unregister, close).atexit = False
     if saver._owns_store:
-        _flush_at_exit(saver)
+        # its store flushed before Python stops its thread pools (the atexit close runs
+        # after they stopped): the exit hook an unclosed SyncStateStore uses too
+        flush_at_exit(saver)
     return close
 
 
