@@ -24,7 +24,7 @@ from typing import Any
 
 from .errors import PatchError, SerializationError
 
-__all__ = ["apply", "diff", "escape", "list_at", "unescape"]
+__all__ = ["apply", "diff", "escape", "list_at", "strict_packer", "unescape"]
 
 Op = dict[str, Any]
 
@@ -70,7 +70,7 @@ def _same(a: Any, b: Any) -> bool:
     # old list item edited in place into one was taken for unchanged and the old
     # value kept (the codec tags such values, or refuses them). Strict packing
     # refuses every value that is not plain JSON; those are compared type by type.
-    strict = _strict_packer()
+    strict = strict_packer()
     if strict is not None:
         packb, options = strict
         try:
@@ -85,7 +85,7 @@ def _same(a: Any, b: Any) -> bool:
 _STRICT_PACKER: tuple[Any, int] | bool | None = False
 
 
-def _strict_packer() -> tuple[Any, int] | None:
+def strict_packer() -> tuple[Any, int] | None:
     """``ormsgpack.packb`` and the options that make it refuse (``TypeError``) every
     value that is not plain JSON — subclasses of the built-in types (enum members
     among them), tuples, typed values, integers beyond 64 bits (imported on first

@@ -68,21 +68,8 @@ def fast_packer() -> tuple[Any, int] | None:
     buffer per thread, nothing to reset after a refusal."""
     global _PACKB, _STRICT
     if _PACKB is False:
-        try:
-            import ormsgpack  # type: ignore[import-not-found, unused-ignore]
-        except ImportError:
-            _PACKB = None
-        else:
-            _STRICT = (
-                ormsgpack.OPT_PASSTHROUGH_SUBCLASS
-                | ormsgpack.OPT_PASSTHROUGH_TUPLE
-                | ormsgpack.OPT_PASSTHROUGH_DATETIME
-                | ormsgpack.OPT_PASSTHROUGH_DATACLASS
-                | ormsgpack.OPT_PASSTHROUGH_ENUM
-                | ormsgpack.OPT_PASSTHROUGH_UUID
-                | ormsgpack.OPT_PASSTHROUGH_BIG_INT
-            )
-            _PACKB = ormsgpack.packb
+        found = patch.strict_packer()  # (the one definition of "strict")
+        _PACKB, _STRICT = found if found is not None else (None, 0)
     return None if _PACKB is None else (_PACKB, _STRICT)
 
 
