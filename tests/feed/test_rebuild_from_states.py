@@ -171,3 +171,18 @@ async def test_an_interrupted_seeding_resumes_and_follows_nothing_meanwhile(
 
 def test_the_builtins_say_which_can_start_from_states() -> None:
     assert {n for n, p in BUILTINS.items() if p.seeds()} == set(SEEDED)
+
+
+def test_seeding_a_projection_made_from_events_is_a_typed_refusal() -> None:
+    """``Projection.seed`` is optional: called on a projection that does not implement
+    it (one that counts events), it is refused with statekeeper's own error naming the
+    projection, never a bare ``NotImplementedError``; ``seeds()`` tells beforehand."""
+    from statekeeper.records import Snapshot
+
+    projection = BUILTINS["tool_calls"]()
+    assert not projection.seeds() and BUILTINS["agent_states"].seeds()
+    db = sqlite3.connect(":memory:")
+    projection.setup(db)
+    state = Snapshot("a", 1, None, {}, 1, 0.0, 0.0)
+    with pytest.raises(ProjectionError, match="'tool_calls' cannot be seeded"):
+        projection.seed(db, state)

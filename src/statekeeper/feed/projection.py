@@ -16,7 +16,7 @@ import re
 import sqlite3
 from typing import ClassVar
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, ProjectionError
 from ..records import FeedEvent, Snapshot
 
 __all__ = ["Projection", "check_projection_name"]
@@ -76,8 +76,12 @@ class Projection(abc.ABC):
         after the feed was trimmed (retention): from every agent's current state, then
         the feed from its floor on, each agent's events past its state only
         (:meth:`~statekeeper.feed.ProjectionRunner.rebuild`). One that counts or sums
-        events (what the states do not keep) cannot, and does not implement it."""
-        raise NotImplementedError
+        events (what the states do not keep) cannot, and does not implement it: called
+        on one, this says so (:meth:`seeds` tells beforehand)."""
+        raise ProjectionError(
+            f"projection {self.name!r} cannot be seeded from an agent's state: it does not"
+            " implement Projection.seed (it is made from events the states do not keep)"
+        )
 
     @classmethod
     def seeds(cls) -> bool:
