@@ -1,7 +1,7 @@
 """The sync faces have the async API's real signatures (issue 13 item 2): same
 parameter names, kinds, defaults and annotations, so editors and mypy see them; and
 every public method of the async classes has its blocking twin — the store's and the
-agent's, and the concurrency tools' (``statekeeper.concurrency.sync``)."""
+agent's, typed states' and the concurrency tools' (``statekeeper.concurrency.sync``)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from statekeeper.concurrency import (
     update_agent,
 )
 from statekeeper.concurrency import sync as blocking
+from statekeeper.schema import SyncTypedStates, TypedStates
 from statekeeper.store import DurableAgent, StateStore, SyncDurableAgent, SyncStateStore
 
 #: async methods without a blocking twin, and why
@@ -57,11 +58,19 @@ PAIRS = [
     (Steps, SyncSteps),
     (LeaseManager, SyncLeaseManager),
     (Lease, SyncLease),
+    (TypedStates, SyncTypedStates),
 ]
 #: classes the user does not build (their __init__ is the face's own)
 BUILT_FOR_YOU = {DurableAgent, Lease}
 #: the fewest twins each pair must have
-AT_LEAST = {StateStore: 20, DurableAgent: 5, Steps: 6, LeaseManager: 4, Lease: 6}
+AT_LEAST = {
+    StateStore: 20,
+    DurableAgent: 5,
+    Steps: 6,
+    LeaseManager: 4,
+    Lease: 6,
+    TypedStates: 7,
+}
 #: the module functions with a blocking twin of the same name
 FUNCTIONS = [update, update_agent, merge_into]
 
