@@ -89,6 +89,19 @@ def test_a_sync_step_runs_its_effect_once_across_a_retry_in_the_callers_thread()
         assert steps.idempotency_key("charge") == "order-7/step:charge"
 
 
+def test_an_interrupt_inside_a_sync_step_records_nothing_and_is_raised() -> None:
+    with SyncStateStore("memory://") as store:
+        steps = SyncSteps(store, "job")
+
+        def interrupted() -> int:
+            raise KeyboardInterrupt  # Ctrl-C while the step's code runs
+
+        with pytest.raises(KeyboardInterrupt):
+            steps.run("s", interrupted)
+        assert steps.recorded("s") is None  # the step's coroutine was cancelled
+        assert steps.run("s", lambda: 7) == 7  # and the store goes on working
+
+
 def test_the_decorator_and_the_context_form_are_durable_steps_too() -> None:
     with SyncStateStore("memory://") as store:
         steps = SyncSteps(store, "mail")
@@ -261,6 +274,9 @@ def test_hold_heartbeats_and_releases_and_hands_on_lost_the_same_lease(
         info = manager.current("job")
         assert info is not None and info.holder == "A" and info.token == lease.token
     assert lease.released
+    with manager.acquire("other") as other:  # a lease is a context manager too
+        assert not other.released
+    assert other.released
     assert SyncLeaseManager(theirs, holder="B").try_acquire("job") is not None
     with pytest.raises(InvalidArgument, match="on_lost"), manager.hold("x", on_lost=3):  # type: ignore[arg-type]
         pass

@@ -99,6 +99,8 @@ class Portal:
         try:
             while (item := handoff.inbox.get()) is not None:
                 fn, args, kwargs, future = item
+                if future.done():  # its call was cancelled meanwhile: not run
+                    continue
                 try:
                     result = fn(*args, **kwargs)
                 except Exception as exc:
