@@ -199,14 +199,16 @@ def test_the_heartbeat_keeps_a_sync_lease_while_the_users_code_blocks(
 ) -> None:
     mine, theirs = two
     other = SyncLeaseManager(theirs, holder="B")
-    lease = SyncLeaseManager(mine, holder="A").acquire("job", ttl=1.5)
+    lease = SyncLeaseManager(mine, holder="A").acquire("job", ttl=30)
     lease.start_heartbeat(interval=0.05)
     first_expiry = lease.expires_at
     steps = SyncSteps(mine, "job", lease=lease)
 
-    def long_call() -> str:  # blocks this thread past the lease's first expiry
-        wait_for(lambda: time.time() > first_expiry + 0.2, "the first grant to run out")
-        assert other.try_acquire("job") is None  # still A's: renewed meanwhile
+    def long_call() -> str:  # blocks this thread until the heartbeat has renewed twice
+        # (a condition, not a duration: a long TTL keeps a loaded machine's stall harmless)
+        seen = wait_for(lambda: lease.expires_at > first_expiry and lease.expires_at, "a renewal")
+        wait_for(lambda: lease.expires_at > seen, "a second renewal while this code blocks")
+        assert other.try_acquire("job") is None  # still A's
         return "done"
 
     assert steps.run("long", long_call) == "done"  # its record is fenced: still A's
