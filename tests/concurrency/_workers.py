@@ -32,6 +32,9 @@ steps URL AGENT LOG STEPS [PAUSE]
     (fsync'ed). PAUSE = ``before:k`` | ``inside:k`` | ``after-effect:k`` prints
     ``at PAUSE`` at that point and sleeps until killed; ``slow`` sleeps 20 ms before
     and after each effect.
+sync-steps URL AGENT LOG STEPS [PAUSE]
+    ``steps`` from sync code: a ``SyncStateStore`` and ``SyncSteps``, the same effects
+    and pause points.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ import sys
 import time
 from typing import Any
 
-from statekeeper import StateStore
-from statekeeper.concurrency import LeaseManager, Steps, update
+from statekeeper import StateStore, SyncStateStore
+from statekeeper.concurrency import LeaseManager, Steps, SyncSteps, update
 from statekeeper.errors import LeaseLost, RetriesExhausted
 
 
@@ -195,34 +198,53 @@ async def step_taker(url: str, agent: str, ttl: float) -> None:
         say(json.dumps({"token": lease.token, "results": results}))
 
 
+def step_effects(log: str, pause: str | None) -> tuple[Any, Any]:
+    """``(stop_at, effect)`` of the ``steps`` commands: the pause points, and step k's
+    side effect (``k`` appended to LOG, fsync'ed)."""
+
+    def stop_at(point: str) -> None:
+        if pause == "slow" and not point.startswith("before"):
+            time.sleep(0.02)  # widen the windows a random kill can land in
+        if pause == point:
+            say("at", point)
+            while True:  # wait here to be killed (SIGKILL from the parent)
+                time.sleep(1)
+
+    def effect(k: int) -> dict[str, int]:
+        stop_at(f"inside:{k}")
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{k}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        stop_at(f"after-effect:{k}")
+        return {"step": k, "pid": os.getpid()}
+
+    return stop_at, effect
+
+
 async def steps(url: str, agent: str, log: str, count: int, pause: str | None) -> None:
     async with StateStore(url) as store:
         wait_for_go()
         runner = Steps(store, agent)
-
-        def stop_at(point: str) -> None:
-            if pause == "slow" and not point.startswith("before"):
-                time.sleep(0.02)  # widen the windows a random kill can land in
-            if pause == point:
-                say("at", point)
-                while True:  # wait here to be killed (SIGKILL from the parent)
-                    time.sleep(1)
-
-        def effect(k: int) -> dict[str, int]:
-            stop_at(f"inside:{k}")
-            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, f"{k}\n".encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            stop_at(f"after-effect:{k}")
-            return {"step": k, "pid": os.getpid()}
-
+        stop_at, effect = step_effects(log, pause)
         results = []
         for k in range(1, count + 1):
             stop_at(f"before:{k}")
             results.append(await runner.run(f"step-{k}", effect, k))
+        say(json.dumps(results))
+
+
+def sync_steps(url: str, agent: str, log: str, count: int, pause: str | None) -> None:
+    with SyncStateStore(url) as store:
+        wait_for_go()
+        runner = SyncSteps(store, agent)
+        stop_at, effect = step_effects(log, pause)
+        results = []
+        for k in range(1, count + 1):
+            stop_at(f"before:{k}")
+            results.append(runner.run(f"step-{k}", effect, k))
         say(json.dumps(results))
 
 
@@ -242,6 +264,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(step_taker(url, rest[0], float(rest[1])))
     elif command == "steps":
         asyncio.run(steps(url, rest[0], rest[1], int(rest[2]), rest[3] if len(rest) > 3 else None))
+    elif command == "sync-steps":
+        sync_steps(url, rest[0], rest[1], int(rest[2]), rest[3] if len(rest) > 3 else None)
     else:
         raise SystemExit(f"unknown command {command!r}")
 

@@ -10,6 +10,8 @@ module                      concern
 :mod:`.crdt`                counters, LWW register/map, OR-set, append-only list
 :mod:`.merge`               strategies that reconcile concurrent versions
 :mod:`.steps`               durable steps: record a result once, replay it after a crash
+:mod:`.sync`                the blocking faces of steps, leases, update and merge, over a
+                            ``SyncStateStore`` (:mod:`.sync_leases`: the leases)
 ==========================  ===========================================================
 
 The guide is ``docs/concurrency.md``.
@@ -37,6 +39,7 @@ from .merge import (
 )
 from .retry import Backoff, Updated, retry_on_conflict, update, update_agent
 from .steps import StepHandle, StepRecord, Steps
+from .sync import SyncLease, SyncLeaseManager, SyncSteps
 from .vclock import Ordering, VectorClock
 
 __all__ = [
@@ -66,6 +69,9 @@ __all__ = [
     "StepRecord",
     "Steps",
     "Strategy",
+    "SyncLease",
+    "SyncLeaseManager",
+    "SyncSteps",
     "Timestamp",
     "Unresolved",
     "Updated",

@@ -3,7 +3,8 @@
 * :mod:`.models` — pydantic v2 models, dataclasses and TypedDicts as agent state;
 * :mod:`.registry` — a model's name, version, upcasters and downcasters;
 * :mod:`.agent` — :class:`TypedAgent` (``store.agent(id, model=M)``) and
-  :class:`TypedStates` (typed ``load``/``save``);
+  :class:`TypedStates` (typed ``load``/``save``); :mod:`.sync` — :class:`SyncTypedStates`,
+  the same over a ``SyncStateStore``;
 * :mod:`.events` — event and machine schema evolution (renamed states, events, data);
 * :mod:`.migrate` — bulk migrations with dry run, resume and verify; :mod:`.rewrite`
   — the in-place rewrite of head records they use; :mod:`.rollback` — rollback and
@@ -27,6 +28,7 @@ from .registry import (
     schema_of,
     upcaster,
 )
+from .sync import SyncTypedStates
 
 __all__ = [
     "MODEL_KEY",
@@ -35,6 +37,7 @@ __all__ = [
     "ModelAdapter",
     "ModelSchema",
     "SchemaRegistry",
+    "SyncTypedStates",
     "TypedAgent",
     "TypedSnapshot",
     "TypedStates",

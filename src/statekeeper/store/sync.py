@@ -8,6 +8,7 @@ async classes directly.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Collection, Coroutine, Iterable, Iterator, Mapping, Sequence
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from .verification import Problem
 
 __all__ = ["SyncDurableAgent", "SyncStateStore", "SyncSubscription"]
+
+logger = logging.getLogger("statekeeper.store.sync")
 
 
 class SyncStateStore:
@@ -86,6 +89,9 @@ class SyncStateStore:
         """See :class:`StateStore`."""
         options = {k: v for k, v in locals().items() if k not in ("self", "backend")}
         self._portal = Portal()
+        #: what :meth:`close` ends first, on the loop (the leases of the sync lease
+        #: managers over this store: their heartbeats run there)
+        self._closing: dict[int, tuple[object, Callable[[], Coroutine[Any, Any, object]]]] = {}
         try:
             self.store: StateStore = self._portal.call(_make_store(backend, options))
         except BaseException:
@@ -108,9 +114,28 @@ class SyncStateStore:
         if not self._portal.running:
             return
         try:
+            self._close_dependents()
             self._portal.call(self.store.close())
         finally:
             self._portal.stop()
+
+    def _close_with(self, key: object, closer: Callable[[], Coroutine[Any, Any, object]]) -> None:
+        """Have :meth:`close` run ``closer()`` first, on the store's loop, unless
+        :meth:`_close_alone` takes ``key`` out before (a sync face over this store that
+        holds something open on the loop: a lease and its heartbeat)."""
+        self._closing[id(key)] = (key, closer)  # (the key kept: its id stays its own)
+
+    def _close_alone(self, key: object) -> None:
+        """``key`` was closed by its owner: :meth:`close` need not close it."""
+        self._closing.pop(id(key), None)
+
+    def _close_dependents(self) -> None:
+        closing, self._closing = list(self._closing.values()), {}
+        for _, closer in closing:
+            try:
+                self._portal.call(closer())
+            except Exception as exc:  # the store closes all the same
+                logger.warning("closing %r with its store failed: %s", closer, exc)
 
     def create(
         self,
