@@ -55,6 +55,7 @@ import orjson
 from ..errors import (
     AgentReplaced,
     ConfigurationError,
+    FutureStampRefused,
     MergeConflict,
     StatekeeperError,
 )
@@ -249,6 +250,8 @@ class CRDTs(Strategy):
             raise Unresolved(ctx.path)
         try:
             return from_json(ours).merge(from_json(theirs)).to_json()
+        except FutureStampRefused as exc:  # theirs: a stamp far ahead (named, not a conflict)
+            raise exc.in_field(ctx.path) from None
         except ConfigurationError as exc:  # two different CRDT types, malformed state
             raise Unresolved(ctx.path) from exc
 
@@ -369,9 +372,12 @@ class Merger:
             o = ours.get(name, MISSING)
             t = theirs.get(name, MISSING)
             b = base.get(name, MISSING) if base is not None else MISSING
+            # a CRDT field is merged even when one side changed it: their merge is that
+            # side's value, and it refuses a last-writer-wins stamp far ahead arriving
+            crdt = isinstance(self.fields.get(name, self.default), CRDTs) and is_crdt(t)
             if _same(o, t):
                 value = o
-            elif base is not None and _same(o, b):
+            elif base is not None and _same(o, b) and not (crdt and is_crdt(o)):
                 value = t  # only theirs changed it
             elif base is not None and _same(t, b):
                 value = o  # only ours changed it
