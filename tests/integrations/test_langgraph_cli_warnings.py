@@ -6,7 +6,6 @@ Category: text`` form."""
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 import sys
 import warnings
@@ -41,7 +40,6 @@ def _source_with_a_type_the_cli_cannot_import(tmp_path: Path) -> Path:
     try:
         from sk_warning_probe import Probe  # type: ignore[import-not-found]
 
-        assert dataclasses.is_dataclass(Probe)
         path = tmp_path / "source.sqlite"
         conn = sqlite3.connect(path, check_same_thread=False)
         try:
