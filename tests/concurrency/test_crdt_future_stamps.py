@@ -115,6 +115,12 @@ def test_a_merged_document_field_changed_only_by_the_replica_is_refused_naming_t
         merger.merge(ours, theirs, base)
     assert caught.value.field == "prefs" and caught.value.key == "theme"
     assert "field 'prefs'" in str(caught.value)
+    # a CRDT field the replica added (none here, none in the base): refused too
+    added = Version({"title": "t", "prefs": prefs.to_json(), "more": poisoned.to_json()})
+    more = Merger(fields={"prefs": CRDTs(), "more": CRDTs()})
+    with pytest.raises(FutureStampRefused) as on_added:
+        more.merge(ours, added, base)
+    assert on_added.value.field == "more" and on_added.value.key == "theme"
     # a field changed by the replica within the drift merges as before
     fine = Version({"title": "t", "prefs": prefs.set("lang", "fr", clock.now()).to_json()})
     merged = merger.merge(ours, fine, base).data

@@ -242,7 +242,14 @@ class CRDTs(Strategy):
     """
 
     def resolve(self, base: Any, ours: Any, theirs: Any, ctx: MergeContext) -> Any:
-        if ours is MISSING and is_crdt(theirs):
+        if ours is MISSING and is_crdt(theirs):  # (its stamps arrive all the same)
+            try:
+                arrived = from_json(theirs)
+                type(arrived)().merge(arrived)
+            except FutureStampRefused as exc:
+                raise exc.in_field(ctx.path) from None
+            except ConfigurationError:
+                pass  # kept as it came, as before
             return theirs
         if theirs is MISSING and is_crdt(ours):
             return ours
@@ -377,7 +384,7 @@ class Merger:
             crdt = isinstance(self.fields.get(name, self.default), CRDTs) and is_crdt(t)
             if _same(o, t):
                 value = o
-            elif base is not None and _same(o, b) and not (crdt and is_crdt(o)):
+            elif base is not None and _same(o, b) and not (crdt and (is_crdt(o) or o is MISSING)):
                 value = t  # only theirs changed it
             elif base is not None and _same(t, b):
                 value = o  # only ours changed it
