@@ -4,10 +4,7 @@ Starts its own moto server on a free loopback port (``pip install 'moto[server]'
 fills one bucket with ``--agents`` agents (two appends each, one with an idempotency
 key: four objects per agent), then lists every agent (pages of ``--page``) with each
 tree in its own process, alternately, ``--rounds`` times. The listing process imports
-the tree given by ``PYTHONPATH`` (``--base``/``--tree``: their ``src`` folders). The
-fill is written by the tree this script imports (run it from the tree measured: its
-agents then have their summaries). ``--appends N``: also count the requests of N
-agents' appends made by each tree, each in a fresh bucket (what the writes pay)."""
+the tree given by ``PYTHONPATH`` (``--base``/``--tree``: their ``src`` folders)."""
 
 from __future__ import annotations
 
@@ -69,24 +66,6 @@ async def list_all(endpoint: str, bucket: str, page: int) -> dict[str, Any]:
     return {"agents": listed, "seconds": took, "requests": dict(calls)}
 
 
-async def append_requests(endpoint: str, bucket: str, n: int) -> dict[str, Any]:
-    """Requests of ``n`` agents' two appends each (the fill's), counted by kind: what a
-    listing without a request per agent costs the writes."""
-    backend = _backend(endpoint, bucket, create=True)
-    await backend.head("warm-up")
-    calls: collections.Counter[str] = collections.Counter()
-
-    def count(event_name: str, **_: Any) -> None:
-        calls[event_name.rsplit(".", 1)[-1]] += 1
-
-    backend._s3.meta.events.register("before-call.s3", count)
-    for i in range(n):
-        await backend.append(request(f"agent-{i:06d}", 0, 2, key="k"))
-        await backend.append(request(f"agent-{i:06d}", 2, 1))
-    await backend.close()
-    return {"appends": 2 * n, "requests": dict(calls)}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--base", help="src folder of the base tree")
@@ -94,19 +73,12 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=2504)
     parser.add_argument("--page", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--appends", type=int, default=0, help="also count the requests of N agents' appends"
-    )
     parser.add_argument("--list", nargs=2, metavar=("ENDPOINT", "BUCKET"), help=argparse.SUPPRESS)
-    parser.add_argument("--write", nargs=2, metavar=("ENDPOINT", "BUCKET"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
     if args.list:
         print(json.dumps(asyncio.run(list_all(*args.list, args.page))))
-        return
-    if args.write:
-        print(json.dumps(asyncio.run(append_requests(*args.write, args.appends))))
         return
     sys.path.insert(0, HERE)
     from bench_s3_delete_requests import start_moto
@@ -138,14 +110,6 @@ def main() -> None:
                     check=True,
                 )
                 print(f"round {r}\t{name}\t{out.stdout.strip()}", flush=True)
-        for name, src in sides if args.appends else ():
-            env = {**os.environ, "PYTHONPATH": os.path.abspath(src)} if src else os.environ
-            command = [sys.executable, __file__, "--appends", str(args.appends), "--write"]
-            fresh = f"skbench-{uuid.uuid4().hex[:8]}"
-            out = subprocess.run(
-                [*command, endpoint, fresh], env=env, capture_output=True, text=True, check=True
-            )
-            print(f"appends\t{name}\t{out.stdout.strip()}", flush=True)
         print(f"load average at end: {os.getloadavg()}")
     finally:
         proc.terminate()

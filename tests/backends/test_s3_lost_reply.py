@@ -97,15 +97,10 @@ async def test_another_writers_identical_commit_is_still_a_conflict(
         same = AppendRequest("x", 2, (RawEvent(3, "patch", 3.0, b"A", b"c"),))
         real = b._put_new
 
-        def a_first(
-            key: str,
-            body: bytes,
-            metadata: dict[str, str] | None = None,
-            etag: list[str] | None = None,
-        ) -> bool:
+        def a_first(key: str, body: bytes, metadata: dict[str, str] | None = None) -> bool:
             if key.endswith(b._seq_name(3)):  # b saw head 2; a's append lands first
                 asyncio.run_coroutine_threadsafe(a.append(same), loop).result()
-            return real(key, body, metadata, etag)
+            return real(key, body, metadata)
 
         loop = asyncio.get_running_loop()
         b._put_new = a_first  # type: ignore[method-assign]

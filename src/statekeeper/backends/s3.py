@@ -7,8 +7,6 @@ lexicographic key order equal to the ids' code point order)::
     <prefix>/a/<hex id>/s/<seq, 20 digits>         a snapshot
     <prefix>/a/<hex id>/k/<sha256 of the key>      an idempotency key: "first:last:key"
     <prefix>/a/<hex id>/e/b<seq, 20 digits>        the base of a compacted stream (empty)
-    <prefix>/a/<hex id>/h/<first>.<last>.<etag>.<created>.<updated>
-                                                   the newest commit's summary (empty)
     <prefix>/m/<hex name>                          a store-level marker (Backend.read_marker)
 
 * Commits are immutable and created with a conditional write
@@ -39,14 +37,6 @@ lexicographic key order equal to the ids' code point order)::
   or conflicts); the claim is deleted last among the commits. A process killed
   after its claim leaves the stream readable as it was; the next append or delete
   finds the claim on the newest commit and finishes the delete first.
-* The newest commit's summary is an empty object whose *name* says what
-  :meth:`S3Backend.list_agents` reports (its first and last seq, its ETag, the stream's
-  creation and last-write times as 16 hex digits of a big-endian double), written after
-  each commit (the previous one's deleted): a listing of the agents' objects then needs
-  no request per agent. A summary is used only when it names the newest commit listed,
-  by first seq and ETag (so a rewritten, split or deleted-and-recreated commit's is
-  not); an agent without one (written before summaries existed, or a process killed
-  between its commit and its summary) costs a HEAD of that commit, as it used to.
 * An idempotency key object carries when its record was made (metadata ``created``,
   epoch seconds: the append's first event's timestamp; a key object written before
   that existed: its ``LastModified``). :meth:`S3Backend.expire_keys` deletes the old
@@ -267,38 +257,6 @@ def _layout_of(root: str, tagged: Sequence[tuple[str, str]]) -> _Layout:
     hidden = [key for first, _, key in commits if first <= base]
     hidden += [key for seq, key in bases if seq < base]
     return _Layout(live, base, hidden)
-
-
-def _f64(text: str) -> str:
-    """A float (as its ``repr`` in metadata) as 16 hex digits, exactly."""
-    return struct.pack(">d", float(text)).hex()
-
-
-def _summary_name(first: int, etag: str, meta: dict[str, str]) -> str:
-    """The name under ``h/`` of the summary of the commit ``first`` (its ``etag`` and
-    metadata ``meta``): see the module documentation."""
-    return ".".join(
-        (
-            f"{first:0{_WIDTH}d}",
-            f"{int(meta['last']):0{_WIDTH}d}",
-            etag.strip('"'),
-            _f64(meta["created"]),
-            _f64(meta["updated"]),
-        )
-    )
-
-
-def _read_summary(agent_id: str, name: str) -> tuple[int, str, AgentInfo] | None:
-    """(first seq, ETag, the agent's info) from a summary's name (None: not one)."""
-    parts = name.split(".")
-    if len(parts) != 5:
-        return None
-    try:
-        first, last = int(parts[0]), int(parts[1])
-        created, updated = (struct.unpack(">d", bytes.fromhex(p))[0] for p in parts[3:])
-    except (ValueError, struct.error):
-        return None
-    return first, parts[2], AgentInfo(agent_id, last, created, updated)
 
 
 def _token() -> str:
@@ -656,19 +614,12 @@ class S3Backend(Backend):
                 return None
             raise
 
-    def _put_new(
-        self,
-        key: str,
-        body: bytes,
-        metadata: dict[str, str] | None = None,
-        etag: list[str] | None = None,
-    ) -> bool:
+    def _put_new(self, key: str, body: bytes, metadata: dict[str, str] | None = None) -> bool:
         """Create ``key`` only if it does not exist. False if it already did (made by
-        someone else: a retry meeting the object its own lost try wrote is True).
-        ``etag`` receives the new object's ETag when the reply told it."""
+        someone else: a retry meeting the object its own lost try wrote is True)."""
         token = _token()
         try:
-            made = self._s3.put_object(
+            self._s3.put_object(
                 Bucket=self.bucket,
                 Key=key,
                 Body=body,
@@ -679,33 +630,7 @@ class S3Backend(Backend):
             if _code(exc) in _CONDITION_FAILED:
                 return self._ours(exc, key, token)
             raise
-        if etag is not None and made.get("ETag"):
-            etag.append(made["ETag"])
         return True
-
-    def _summarize(
-        self,
-        agent_id: str,
-        first: int,
-        etag: list[str],
-        meta: dict[str, str],
-        previous: tuple[int, str, dict[str, str]] | None,
-    ) -> None:
-        """Write the summary of the newest commit ``first`` (``etag``: its ETag, when
-        known; ``meta``: its metadata), then delete ``previous`` (first seq, ETag,
-        metadata of the commit that was the newest) one's: see the module docs. A
-        failure is not the caller's: the listing reads that agent's commit instead."""
-        root = self._agent_root(agent_id) + "h/"
-        try:  # only a shortcut for listings: its failure fails nothing (the commit is made)
-            if etag:
-                name = _summary_name(first, etag[0], meta)
-                self._s3.put_object(Bucket=self.bucket, Key=root + name, Body=b"")
-            if previous is not None and "last" in previous[2]:
-                old = _summary_name(*previous)
-                if not etag or old != _summary_name(first, etag[0], meta):
-                    self._s3.delete_object(Bucket=self.bucket, Key=root + old)
-        except (ClientError, BotoCoreError):  # listed with a HEAD until the next commit
-            return
 
     def _ours(self, exc: ClientError, key: str, token: str) -> bool:
         """Whether the refusal ``exc`` of a conditional write of ``key`` (made with
@@ -826,17 +751,13 @@ class S3Backend(Backend):
             records = (record, *request.events)
         body = _encode_events(records)
         commit_key = root + "e/" + self._seq_name(first)
-        etag: list[str] = []
         with _commit_lock(self.endpoint_url or "", self.bucket, commit_key):
-            won = self._put_new(commit_key, body, metadata, etag)
+            won = self._put_new(commit_key, body, metadata)
         if not won:  # another writer's commit (equal bytes too: ours bears our token)
             stored = self._head_meta(commit_key)
             if key_hash is not None and stored is not None and stored.get("key") == key_hash:
                 return AppendResult(agent_id, first, int(stored["last"]), True)
             raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
-        tip = layout.commits[-1] if layout.commits and meta is not None else None
-        before = (tip[0], tip[1].split("@", 1)[0], meta) if tip is not None and meta else None
-        self._summarize(agent_id, first, etag, metadata, before)
         if base is not None:  # a copy: the commit holds the base already
             self._put_snapshot(agent_id, base)
         if key_hash is not None:
@@ -932,11 +853,7 @@ class S3Backend(Backend):
         ]
         metadata = dict(obj.get("Metadata", {}))
         metadata.setdefault("first", str(commits[at]))
-        etag: list[str] = []
-        self._put_new(root + self._seq_name(base_seq + 1), _encode_events(events), metadata, etag)
-        if at == len(commits) - 1:  # the newest commit: its summary moves with it
-            old = (commits[at], obj.get("ETag", ""), metadata)
-            self._summarize(agent_id, base_seq + 1, etag, metadata, old)
+        self._put_new(root + self._seq_name(base_seq + 1), _encode_events(events), metadata)
 
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Remove history below ``base_seq`` (see :meth:`Backend.prune`). Switched by one
@@ -1012,7 +929,7 @@ class S3Backend(Backend):
                 metadata["headtag"] = request.head_tag.hex()
             metadata[_WRITE] = token = _token()
             try:
-                made = self._s3.put_object(
+                self._s3.put_object(
                     Bucket=self.bucket,
                     Key=key,
                     Body=_encode_events(events),
@@ -1025,10 +942,6 @@ class S3Backend(Backend):
                 if not self._ours(exc, key, token):  # (ours: a retry after a lost reply)
                     head = self._head_sync(agent_id)
                     raise ConflictError(agent_id, request.expected_seq, head) from exc
-            else:
-                if first == last and "last" in metadata:  # a new ETag: a new summary
-                    etag = [made["ETag"]] if made.get("ETag") else []
-                    self._summarize(agent_id, first, etag, metadata, (first, obj["ETag"], metadata))
         if last not in touched:
             for snap in request.snapshots:
                 self._put_snapshot(agent_id, snap)
@@ -1409,31 +1322,23 @@ class S3Backend(Backend):
 
     def _tips_listed(
         self, after: str | None, limit: int
-    ) -> tuple[list[tuple[str, str | None, AgentInfo | None]], bool]:
+    ) -> tuple[list[tuple[str, str | None]], bool]:
         """Up to ``limit`` agents after ``after``, each with the key of its newest live
-        commit (None: it has none) and its info when the summary of that commit says it
-        (None: a HEAD of the commit must), read from ONE listing of their objects
+        commit (None: it has none), read from ONE listing of their objects
         (ListObjectsV2 pages of 1,000 keys; an agent's keys are contiguous, its ``e/``
-        ones first, then ``h/``) instead of a listing per agent; and whether the
-        listing ended."""
+        ones first) instead of a listing per agent; and whether the listing ended."""
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._root}
         if after is not None:
             kwargs["StartAfter"] = self._root + after.encode().hex() + "/~"
-        out: list[tuple[str, str | None, AgentInfo | None]] = []
+        out: list[tuple[str, str | None]] = []
         current: str | None = None
         tagged: list[tuple[str, str]] = []
-        summaries: dict[tuple[int, str], AgentInfo] = {}
 
         def close(hexid: str) -> None:
             root = self._root + hexid + "/e/"
-            agent_id = bytes.fromhex(hexid).decode()
             commits = _layout_of(root, tagged).commits
-            if not commits:
-                out.append((agent_id, None, None))
-                return
-            first, tag = commits[-1]
-            info = summaries.get((first, tag.split("@", 1)[0].strip('"')))
-            out.append((agent_id, root + self._seq_name(first), info))
+            tip = root + self._seq_name(commits[-1][0]) if commits else None
+            out.append((bytes.fromhex(hexid).decode(), tip))
 
         while True:
             page = self._s3.list_objects_v2(**kwargs)
@@ -1444,14 +1349,10 @@ class S3Backend(Backend):
                         close(current)
                         if len(out) >= limit:
                             return out, False
-                    current, tagged, summaries = hexid, [], {}
+                    current, tagged = hexid, []
                 if rest.startswith("e/"):
                     tag = f"{obj.get('ETag', '')}@{obj.get('LastModified', '')}"
                     tagged.append((obj["Key"], tag))
-                elif rest.startswith("h/"):
-                    read = _read_summary(bytes.fromhex(hexid).decode(), rest[2:])
-                    if read is not None:
-                        summaries[read[:2]] = read[2]
             if not page.get("IsTruncated"):
                 break
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
@@ -1471,22 +1372,17 @@ class S3Backend(Backend):
         )
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
-        """One listing of the agents' objects (not one per agent): each agent's head
-        and times are in the name of its newest commit's summary; an agent without one
-        (see the module documentation) costs a HEAD of that commit, concurrently."""
+        """One listing of the agents' objects (not one per agent), then one HEAD of each
+        agent's newest commit (its head and times are in its metadata), concurrently."""
         out: list[AgentInfo] = []
         cursor = after
         while len(out) < limit:
             want = limit - len(out)
             tips, ended = await self._run(self._tips_listed, cursor, want)
-
-            async def info(agent_id: str, tip: str, known: AgentInfo | None) -> AgentInfo | None:
-                return known or await self._run(self._info_at, agent_id, tip)
-
             infos = await asyncio.gather(
-                *(info(a, tip, known) for a, tip, known in tips if tip is not None)
+                *(self._run(self._info_at, a, tip) for a, tip in tips if tip is not None)
             )
-            out.extend(i for i in infos if i is not None)
+            out.extend(info for info in infos if info is not None)
             if ended or not tips:
                 break
             cursor = tips[-1][0]
