@@ -34,11 +34,13 @@ __all__ = [
     "ClockDriftExceeded",
     "ConfigurationError",
     "ConflictError",
+    "CounterOverflow",
     "DecryptionError",
     "FeedCursorMismatch",
     "FeedLost",
     "FeedNotReplicated",
     "FeedPositionCompacted",
+    "FutureStampRefused",
     "HistoryCompacted",
     "IntegrityError",
     "InvalidAgentId",
@@ -153,6 +155,84 @@ class ClockDriftExceeded(InvalidArgument):
             f"a stamp from node {remote!r} is {ahead_ms / 1000:.3f} s ahead of this clock's"
             f" wall time, more than its max_drift of {max_drift_ms / 1000:g} s: refused, the"
             " clock did not move (fix that node's clock, or raise max_drift)",
+        )
+
+
+class FutureStampRefused(ClockDriftExceeded):
+    """A last-writer-wins entry (``key`` of an :class:`~statekeeper.concurrency.LWWMap`,
+    None for an :class:`~statekeeper.concurrency.LWWRegister`; ``field``: the document
+    field it sits in, when a merge of documents met it) bears ``stamp`` (``[wall,
+    logical, node]``), ``ahead_ms`` milliseconds ahead of this node's wall clock, more
+    than ``max_drift_ms`` allows. Such a stamp would win every later write to that key
+    until real time caught up with it: every later edit silently lost.
+
+    ``stored`` False: the stamp arrived (a merge of another replica's state, a write
+    with a hand-made stamp) and was refused, nothing merged. ``stored`` True: the state
+    already held it (stored data stays readable) and a write to that key would have
+    lost to it: refused instead of dropped silently. ``without_future()`` removes such
+    entries from a state."""
+
+    def __init__(
+        self,
+        key: str | None,
+        stamp: list[Any],
+        ahead_ms: int,
+        max_drift_ms: int,
+        *,
+        stored: bool = False,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(str(stamp[2]), ahead_ms, max_drift_ms)
+        self.key = key
+        self.stamp = stamp
+        self.stored = stored
+        self.field = field
+        where = "the register" if key is None else f"key {key!r}"
+        if field is not None:
+            where += f" of field {field!r}"
+        ahead = f"{ahead_ms / 1000:.3f} s ahead of this node's wall clock"
+        limit = f"more than max_drift ({max_drift_ms / 1000:g} s)"
+        if stored:
+            text = (
+                f"{where} holds stamp {stamp} (node {stamp[2]!r}), {ahead}, {limit}: this"
+                " write would silently lose to it; refused. Remove such entries with"
+                " without_future() (or raise max_drift), then write again"
+            )
+        else:
+            text = (
+                f"{where} arrives with stamp {stamp} (node {stamp[2]!r}), {ahead}, {limit}:"
+                " it would win every later write to it; refused, nothing merged (fix that"
+                " node's clock and its state: without_future(), or raise max_drift)"
+            )
+        self.args = (text,)
+
+    def in_field(self, field: str) -> FutureStampRefused:
+        """This error, said of the document field ``field`` it was met in."""
+        return FutureStampRefused(
+            self.key,
+            self.stamp,
+            self.ahead_ms,
+            self.max_drift_ms,
+            stored=self.stored,
+            field=field,
+        )
+
+
+class CounterOverflow(InvalidArgument):
+    """A counter slot (node ``node`` of a G-counter, or of one half of a PN-counter)
+    would hold ``count``, more than ``limit`` (2**64 - 1): agent data is stored through
+    codecs whose integers are 64-bit, so a larger count could not be saved (or would come
+    back different). Refused: the counter is unchanged."""
+
+    def __init__(self, node: str, count: int, limit: int) -> None:
+        self.node = node
+        self.count = count
+        self.limit = limit
+        super().__init__(
+            "by",
+            f"counter slot of node {node!r} would reach {count}, more than {limit}"
+            " (2**64 - 1, the largest integer agent data can store): refused, the counter"
+            " is unchanged",
         )
 
 

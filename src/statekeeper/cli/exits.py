@@ -233,14 +233,42 @@ def held_warnings() -> Iterator[list[logging.LogRecord]]:
         logger.propagate = propagate
 
 
+#: loggers of the libraries a command drives whose warnings are the user's to see (a
+#: LangGraph checkpoint holding a type the serializer will not rebuild): said as the
+#: CLI's own ``warning:`` lines, not as bare lines from logging's last resort
+_SAID_LOGGERS = ("langgraph",)
+
+
+class _Said(logging.Handler):
+    """Says each WARNING record of a library's logger as one ``warning: …`` line."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        super().__init__(logging.WARNING)
+        self.say = say
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.say(record.getMessage())
+        except Exception:  # a record that cannot be said: logging's own way
+            self.handleError(record)
+
+
 @contextmanager
 def said_warnings() -> Iterator[None]:
-    """Within: each :class:`~statekeeper.errors.StatekeeperWarning` the library issues
-    is said at once as one ``warning: …`` line on stderr (each text once, however often
-    it is issued: a key file read twice is one line), not in Python's ``file:line:
-    Category: text`` form. Other warnings are shown as before."""
+    """Within: each warning a command meets is said at once as one ``warning: …`` line
+    on stderr (each text once, however often it is issued: a key file read twice is
+    one line), never in Python's ``file:line: Category: text`` form — the library's
+    :class:`~statekeeper.errors.StatekeeperWarning` as its text, another category
+    (a library's, a deprecation shown under ``-W``) followed by its name — and so are
+    the WARNING records of the libraries in :data:`_SAID_LOGGERS` (LangGraph's
+    serializer, during ``langgraph import/export`` and ``serve``)."""
     said: set[str] = set()
-    previous = warnings.showwarning
+
+    def say(text: str) -> None:
+        text = _one_line(text)
+        if text not in said:
+            said.add(text)
+            print_warning(text)
 
     def show(
         message: Warning | str,
@@ -250,18 +278,26 @@ def said_warnings() -> Iterator[None]:
         file: Any = None,
         line: str | None = None,
     ) -> None:
-        if not issubclass(category, StatekeeperWarning):
-            previous(message, category, filename, lineno, file, line)
-            return
-        text = _one_line(str(message))
-        if text not in said:
-            said.add(text)
-            print_warning(text)
+        ours = issubclass(category, StatekeeperWarning)
+        say(str(message) if ours else f"{message} ({category.__name__})")
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", StatekeeperWarning)  # (deduplicated above)
-        warnings.showwarning = show
-        yield
+    loggers = [logging.getLogger(name) for name in _SAID_LOGGERS]
+    # (nested: the outer one says them already)
+    fresh = [lg for lg in loggers if not any(isinstance(h, _Said) for h in lg.handlers)]
+    handler = _Said(say)
+    kept = [(lg, lg.propagate) for lg in fresh]
+    for logger in fresh:
+        logger.addHandler(handler)
+        logger.propagate = bool(os.environ.get(DEBUG_ENV))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", StatekeeperWarning)  # (deduplicated above)
+            warnings.showwarning = show
+            yield
+    finally:
+        for logger, propagate in kept:
+            logger.removeHandler(handler)
+            logger.propagate = propagate
 
 
 def print_warning(text: str) -> None:

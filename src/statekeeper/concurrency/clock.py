@@ -45,9 +45,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ClockDriftExceeded, ConfigurationError, InvalidArgument
+from ..errors import ClockDriftExceeded, ConfigurationError, FutureStampRefused, InvalidArgument
 
-__all__ = ["DEFAULT_MAX_DRIFT", "HybridClock", "Timestamp"]
+__all__ = ["DEFAULT_MAX_DRIFT", "HybridClock", "Timestamp", "ahead_of_now", "refuse_future"]
 
 #: seconds a remote stamp may be ahead of this node's wall clock (NTP keeps real clocks
 #: well under a second apart; a minute leaves room for a laptop waking from sleep)
@@ -79,6 +79,32 @@ class Timestamp:
         ):
             raise ConfigurationError(f"not a timestamp [wall, logical, node]: {value!r}")
         return cls(int(value[0]), int(value[1]), value[2])
+
+
+def ahead_of_now(
+    stamp: Timestamp,
+    max_drift: float | None = DEFAULT_MAX_DRIFT,
+    wall: Callable[[], float] = time.time,
+) -> tuple[int, int] | None:
+    """``(ahead_ms, max_drift_ms)`` when ``stamp`` is more than ``max_drift`` seconds
+    ahead of ``wall`` (None: it is not, or ``max_drift`` is None): the bound
+    :meth:`HybridClock.observe` applies to the stamps it takes, for stamps that arrive
+    in data (a last-writer-wins entry merged from a replica)."""
+    if max_drift is None:
+        return None
+    limit = int(max_drift * 1000)
+    ahead = stamp.wall - int(wall() * 1000)
+    return (ahead, limit) if ahead > limit else None
+
+
+def refuse_future(
+    key: str | None, stamp: Timestamp, max_drift: float | None, stored: bool = False
+) -> None:
+    """Raise :class:`~statekeeper.errors.FutureStampRefused` for a last-writer-wins
+    entry (``key``) whose ``stamp`` is over ``max_drift`` seconds ahead of now."""
+    found = ahead_of_now(stamp, max_drift)
+    if found is not None:
+        raise FutureStampRefused(key, stamp.to_json(), *found, stored=stored)
 
 
 class HybridClock:

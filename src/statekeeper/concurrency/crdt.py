@@ -43,8 +43,9 @@ from typing import Any, ClassVar, TypeVar
 
 import orjson
 
-from ..errors import ConfigurationError
-from .clock import Timestamp
+from ..errors import ConfigurationError, CounterOverflow
+from .clock import DEFAULT_MAX_DRIFT, Timestamp, ahead_of_now
+from .clock import refuse_future as _future
 
 __all__ = [
     "CRDT",
@@ -100,9 +101,15 @@ def _node(node: Any) -> str:
     return node
 
 
-def _count(value: Any, what: str) -> int:
+#: a counter slot's largest count: agent data's codecs (orjson, MessagePack) are 64-bit
+MAX_COUNT = 2**64 - 1
+
+
+def _count(value: Any, what: str, *, bounded: bool = True) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigurationError(f"{what} must be an int >= 0, not {value!r}")
+    if bounded and value > MAX_COUNT:
+        raise ConfigurationError(f"{what} must be at most 2**64 - 1, not {value}")
     return value
 
 
@@ -202,7 +209,10 @@ class GCounter(CRDT):
     def increment(self, node: str, by: int = 1) -> GCounter:
         """Add ``by`` (>= 0) on behalf of ``node``."""
         counts = dict(self._counts)
-        counts[_node(node)] = counts.get(node, 0) + _count(by, "an increment")
+        total = counts.get(node, 0) + _count(by, "an increment", bounded=False)
+        if total > MAX_COUNT:  # (refused before it is a count no store could save)
+            raise CounterOverflow(node, total, MAX_COUNT)
+        counts[_node(node)] = total
         return GCounter(counts)
 
     def merge(self, other: GCounter) -> GCounter:
@@ -288,23 +298,36 @@ class LWWRegister(CRDT):
         self._stamp = stamp
         self._canon = _canon(value)
 
-    def set(self, value: Any, stamp: Timestamp) -> LWWRegister:
-        """Write ``value`` at ``stamp`` (a no-op when the current stamp is greater)."""
-        return self.merge(LWWRegister(value, stamp))
+    def set(
+        self, value: Any, stamp: Timestamp, *, max_drift: float | None = DEFAULT_MAX_DRIFT
+    ) -> LWWRegister:
+        """Write ``value`` at ``stamp`` (a no-op when the current stamp is greater;
+        refused when that stamp, or ``stamp``, is too far ahead: see :meth:`merge`)."""
+        if self._stamp is not None and self._stamp > stamp:
+            _future(None, self._stamp, max_drift, True)
+        return self.merge(LWWRegister(value, stamp), max_drift=max_drift)
 
     @property
     def stamp(self) -> Timestamp | None:
         """The stamp of the winning write (None if never written)."""
         return self._stamp
 
-    def merge(self, other: LWWRegister) -> LWWRegister:
+    def merge(
+        self, other: LWWRegister, *, max_drift: float | None = DEFAULT_MAX_DRIFT
+    ) -> LWWRegister:
+        """The greater stamp's write (``other``'s refused if too far ahead: see LWWMap)."""
         self._check(other)
         if other._stamp is None:
             return self
-        if self._stamp is None:
+        if self._stamp is None or _wins((other._stamp, other._canon), (self._stamp, self._canon)):
+            _future(None, other._stamp, max_drift)
             return other
-        if _wins((other._stamp, other._canon), (self._stamp, self._canon)):
-            return other
+        return self
+
+    def without_future(self, *, max_drift: float | None = DEFAULT_MAX_DRIFT) -> LWWRegister:
+        """This register, empty if its stamp is over ``max_drift`` s ahead of now."""
+        if self._stamp is not None and ahead_of_now(self._stamp, max_drift) is not None:
+            return LWWRegister()
         return self
 
     @property
@@ -343,17 +366,27 @@ class LWWMap(CRDT):
             stored = None if deleted else _copy(value)
             self._entries[key] = (stamp, bool(deleted), _canon(stored), stored)
 
-    def _with(self, key: str, stamp: Timestamp, deleted: bool, value: Any) -> LWWMap:
+    def _with(
+        self, key: str, stamp: Timestamp, deleted: bool, value: Any, max_drift: float | None
+    ) -> LWWMap:
+        mine = self._entries.get(key)
+        if mine is not None and mine[0] > stamp:  # this write loses: say why if it should not
+            _future(key, mine[0], max_drift, True)
         other = LWWMap({key: (stamp, deleted, value)})
-        return self.merge(other)
+        return self.merge(other, max_drift=max_drift)
 
-    def set(self, key: str, value: Any, stamp: Timestamp) -> LWWMap:
-        """Write ``key`` at ``stamp``."""
-        return self._with(key, stamp, False, value)
+    def set(
+        self, key: str, value: Any, stamp: Timestamp, *, max_drift: float | None = DEFAULT_MAX_DRIFT
+    ) -> LWWMap:
+        """Write ``key`` at ``stamp``; refused when ``stamp``, or the stored stamp this
+        write would lose to, is over ``max_drift`` s ahead of now (see :meth:`merge`)."""
+        return self._with(key, stamp, False, value, max_drift)
 
-    def delete(self, key: str, stamp: Timestamp) -> LWWMap:
-        """Delete ``key`` at ``stamp`` (wins over writes with smaller stamps)."""
-        return self._with(key, stamp, True, None)
+    def delete(
+        self, key: str, stamp: Timestamp, *, max_drift: float | None = DEFAULT_MAX_DRIFT
+    ) -> LWWMap:
+        """Delete ``key`` at ``stamp`` (beats smaller stamps; refused as :meth:`set` is)."""
+        return self._with(key, stamp, True, None, max_drift)
 
     def get(self, key: str, default: Any = None) -> Any:
         """The live value of ``key``."""
@@ -365,7 +398,12 @@ class LWWMap(CRDT):
         entry = self._entries.get(key)
         return entry[0] if entry is not None else None
 
-    def merge(self, other: LWWMap) -> LWWMap:
+    def merge(self, other: LWWMap, *, max_drift: float | None = DEFAULT_MAX_DRIFT) -> LWWMap:
+        """Per key, the write or delete with the greater stamp. An entry of ``other``
+        that would win with a stamp more than ``max_drift`` seconds (None: no bound)
+        ahead of this node's wall clock refuses the whole merge (``FutureStampRefused``
+        naming its key: it would win every later write to that key). Entries held
+        already are not refused: stored data stays readable."""
         self._check(other)
         out = LWWMap()
         entries = dict(self._entries)
@@ -373,8 +411,21 @@ class LWWMap(CRDT):
             mine = entries.get(key)
             # order: stamp, then a delete over a write, then canonical value
             if mine is None or (theirs[0], theirs[1], theirs[2]) > (mine[0], mine[1], mine[2]):
+                _future(key, theirs[0], max_drift)
                 entries[key] = theirs
         out._entries = dict(sorted(entries.items()))
+        return out
+
+    def future_keys(self, *, max_drift: float | None = DEFAULT_MAX_DRIFT) -> list[str]:
+        """Keys stamped over ``max_drift`` s ahead of now (writes to them are refused)."""
+        return [k for k, e in self._entries.items() if ahead_of_now(e[0], max_drift) is not None]
+
+    def without_future(self, *, max_drift: float | None = DEFAULT_MAX_DRIFT) -> LWWMap:
+        """Without the :meth:`future_keys` entries (a replica still holding them is
+        refused when merged here, until it drops them too)."""
+        out = LWWMap()
+        bad = set(self.future_keys(max_drift=max_drift))
+        out._entries = {k: e for k, e in self._entries.items() if k not in bad}
         return out
 
     @property

@@ -55,6 +55,7 @@ import orjson
 from ..errors import (
     AgentReplaced,
     ConfigurationError,
+    FutureStampRefused,
     MergeConflict,
     StatekeeperError,
 )
@@ -241,7 +242,14 @@ class CRDTs(Strategy):
     """
 
     def resolve(self, base: Any, ours: Any, theirs: Any, ctx: MergeContext) -> Any:
-        if ours is MISSING and is_crdt(theirs):
+        if ours is MISSING and is_crdt(theirs):  # (its stamps arrive all the same)
+            try:
+                arrived = from_json(theirs)
+                type(arrived)().merge(arrived)
+            except FutureStampRefused as exc:
+                raise exc.in_field(ctx.path) from None
+            except ConfigurationError:
+                pass  # kept as it came, as before
             return theirs
         if theirs is MISSING and is_crdt(ours):
             return ours
@@ -249,6 +257,8 @@ class CRDTs(Strategy):
             raise Unresolved(ctx.path)
         try:
             return from_json(ours).merge(from_json(theirs)).to_json()
+        except FutureStampRefused as exc:  # theirs: a stamp far ahead (named, not a conflict)
+            raise exc.in_field(ctx.path) from None
         except ConfigurationError as exc:  # two different CRDT types, malformed state
             raise Unresolved(ctx.path) from exc
 
@@ -369,9 +379,12 @@ class Merger:
             o = ours.get(name, MISSING)
             t = theirs.get(name, MISSING)
             b = base.get(name, MISSING) if base is not None else MISSING
+            # a CRDT field is merged even when one side changed it: their merge is that
+            # side's value, and it refuses a last-writer-wins stamp far ahead arriving
+            crdt = isinstance(self.fields.get(name, self.default), CRDTs) and is_crdt(t)
             if _same(o, t):
                 value = o
-            elif base is not None and _same(o, b):
+            elif base is not None and _same(o, b) and not (crdt and (is_crdt(o) or o is MISSING)):
                 value = t  # only theirs changed it
             elif base is not None and _same(t, b):
                 value = o  # only ours changed it
