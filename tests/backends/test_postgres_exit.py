@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from statekeeper import StateStore
 
 from ._exhausted import Child, Exhausted, exhausted_server
+
+pytestmark = pytest.mark.slow  # (a private server each)
 
 _ASYNC = """
 from statekeeper import StateStore
@@ -114,3 +118,21 @@ def test_an_unclosed_sync_store_writes_its_buffer_when_a_connection_frees_at_exi
         assert (code, out) == (0, ""), err
         assert "lost" not in err, err
         _check_stored(pg)
+
+
+def test_an_unclosed_sync_store_exits_naming_what_it_could_not_write() -> None:
+    """No connection can be had at interpreter exit: the exit flush gives up within
+    seconds (it retried for ``pool_timeout`` within ``retry_timeout``, a minute by
+    default) and says which agents' writes were lost, as a typed warning (each
+    failure was only logged, and the ``WriteBufferError`` that named them dropped)."""
+    with exhausted_server() as pg:
+        child = Child(_SYNC.format(url=pg.url()))
+        child.expect("3")
+        pg.take_all()
+        child.say()
+        child.expect("exiting")
+        code, out, err = child.exit()
+        assert (code, out) == (0, ""), err
+        assert "UnflushedWritesWarning" in err, err
+        assert "could not write the buffered writes of 3 agent(s) ('a0', 'a1', 'a2')" in err
+        assert "within 10s" in err  # (retried for seconds, not for retry_timeout's 30)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from ..errors import UnflushedWritesWarning
 from ..records import AppendRequest
 
-__all__ = ["dropped", "interrupted", "lost_at_loop_end"]
+__all__ = ["dropped", "interrupted", "lost_at_exit", "lost_at_loop_end"]
 
 logger = logging.getLogger("statekeeper.store")
 
@@ -48,6 +48,22 @@ def lost_at_loop_end(lost: dict[str, int]) -> None:
     with contextlib.suppress(Exception):  # (at interpreter exit: whatever is left)
         logger.error("%s", message)
         warnings.warn(UnflushedWritesWarning(message, events), stacklevel=2)
+
+
+def lost_at_exit(failures: dict[str, BaseException]) -> None:
+    """The flush of a sync facade left open (:mod:`.sync_exit`) failed at interpreter
+    exit for the agents of ``failures`` (each logged as it failed): said once more,
+    as an :class:`~statekeeper.errors.UnflushedWritesWarning` naming them."""
+    names = ", ".join(repr(agent) for agent in list(failures)[:10])
+    more = f" and {len(failures) - 10} more" if len(failures) > 10 else ""
+    message = (
+        f"a store with durability='async' left open at interpreter exit could not write "
+        f"the buffered writes of {len(failures)} agent(s) ({names}{more}): they are lost "
+        "(close the store before the program ends)"
+    )
+    with contextlib.suppress(Exception):
+        logger.error("%s", message)
+        warnings.warn(UnflushedWritesWarning(message), stacklevel=2)
 
 
 def interrupted(batch: list[AppendRequest]) -> None:

@@ -21,6 +21,11 @@ an operation retries for at most ``min(retry_timeout, connect_timeout)`` — wai
 bounded time, for the loop's other tasks (the store's flush among them), then closes
 the backend: the pool's ``StopWorker`` ends every worker, the ones that swallowed their
 cancellation included.
+
+A sync facade left open is flushed at interpreter exit on its own loop, whose pool
+still runs (:mod:`statekeeper.store.sync_exit`); it says the process is exiting
+(:func:`..recovery.process_exiting`) and the backend is in ending mode from then on
+too: the flush tries for seconds, not for ``pool_timeout`` within ``retry_timeout``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from ..recovery import exiting
 from .connection import KeepsCursors, check_connection, read_only_session
 
 if TYPE_CHECKING:
@@ -71,10 +77,15 @@ class LoopEnd:
 
     def __init__(self, backend: PostgresBackend) -> None:
         self._backend = backend
-        #: the backend's loop is ending with the backend open (see :meth:`connection`)
-        self.ending = False
+        self._ending = False
         self._stop: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def ending(self) -> bool:
+        """The backend's loop ends with the backend open, or the interpreter exits
+        (:func:`..recovery.exiting`): connections come from :meth:`connection`."""
+        return self._ending or exiting()
 
     def budget(self) -> float:
         """How long an operation retries after lost connections: ``retry_timeout``,
@@ -126,7 +137,7 @@ class LoopEnd:
         """The loop ends with the backend open: let the loop's other tasks finish with
         connections had without the pool's (cancelled) workers, then close."""
         backend = self._backend
-        self.ending = True
+        self._ending = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _BUDGETS * self.budget() + _SETTLE
         me = asyncio.current_task()
