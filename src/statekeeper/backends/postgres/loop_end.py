@@ -160,7 +160,8 @@ class LoopEnd:
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """(Ending.) One of the pool's idle connections, else one dialled for this use
         within ``connect_timeout`` and closed after it: the pool's workers, which would
-        make new ones, were cancelled with the loop's other tasks."""
+        make new ones, were cancelled with the loop's other tasks (or the interpreter
+        exits, and a wait for the pool's backoff would outlast the flush's budget)."""
         backend = self._backend
         pool = backend._pool
         while not pool.closed and pool.get_stats().get("pool_available", 0):
