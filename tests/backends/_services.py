@@ -99,9 +99,12 @@ def _pg_bindir() -> str | None:
 class PrivatePostgres:
     """A PostgreSQL server owned by one test (``initdb`` in a temp dir, a free loopback
     port), so it can be stopped, crashed and restarted without touching the shared one.
-    As root it runs as the ``postgres`` user (initdb refuses root)."""
+    As root it runs as the ``postgres`` user (initdb refuses root). ``settings`` are
+    server options it starts with (``{"max_connections": 6}``: a server that runs out
+    of connections)."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, object] | None = None) -> None:
+        self.settings = dict(settings or {})
         bindir = _pg_bindir()
         require_service("PostgreSQL binaries", bindir is not None, "install postgresql")
         assert bindir is not None
@@ -151,6 +154,8 @@ class PrivatePostgres:
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"
+        for name, value in self.settings.items():
+            options += f" -c {name}={value}"
         self._ctl("-o", options, "-l", os.path.join(self.dir, "log"), "start")
 
     def stop(self, mode: str = "fast") -> None:
@@ -164,8 +169,8 @@ class PrivatePostgres:
 
 
 @contextlib.contextmanager
-def private_postgres() -> Iterator[PrivatePostgres]:
-    server = PrivatePostgres()
+def private_postgres(settings: dict[str, object] | None = None) -> Iterator[PrivatePostgres]:
+    server = PrivatePostgres(settings)
     try:
         # in the try: a start that failed (pg_ctl gave up waiting on a loaded machine)
         # may have left a postmaster running, and always leaves the data directory

@@ -15,12 +15,31 @@ from typing import TypeVar
 from ..errors import BackendError, StoreClosed
 from ..records import AppendRequest, AppendResult
 
-__all__ = ["Reconnecting"]
+__all__ = ["EXIT_RETRY", "Reconnecting", "exiting", "process_exiting"]
 
 T = TypeVar("T")
 
 _FIRST_DELAY = 0.02  # seconds; doubled after each failed try, up to _MAX_DELAY
 _MAX_DELAY = 1.0
+
+
+#: the longest an operation retries once the interpreter is exiting (see :func:`exiting`)
+EXIT_RETRY = 10.0
+
+_exit = {"exiting": False}
+
+
+def process_exiting() -> None:
+    """The interpreter is exiting (the sync facades' exit hook says so before it
+    flushes the stores left open, :mod:`statekeeper.store.sync_exit`): from now on an
+    operation retries for at most :data:`EXIT_RETRY` seconds — nobody waits a whole
+    ``retry_timeout`` for a process that is ending."""
+    _exit["exiting"] = True
+
+
+def exiting() -> bool:
+    """Whether :func:`process_exiting` was called."""
+    return _exit["exiting"]
 
 
 async def _nothing() -> None:
@@ -61,6 +80,12 @@ class Reconnecting:
     #: a failure that proves the request never reached the server (a pool timeout)
     unsent: Callable[[BaseException], bool] = lambda exc: False
 
+    def budget(self) -> float:
+        """How long an operation retries: ``timeout()``, at most :data:`EXIT_RETRY`
+        once the interpreter is exiting."""
+        timeout = self.timeout()
+        return min(timeout, EXIT_RETRY) if _exit["exiting"] else timeout
+
     def _final(self, what: str, exc: BaseException, during: str) -> None:
         """Raise what ends the retries of ``what`` on ``exc``: the task was cancelled,
         the backend was closed (during ``during``), or a failure that is not transient.
@@ -80,14 +105,14 @@ class Reconnecting:
         """Say that ``what`` is retried (a warning the first time, then debug), let the
         engine prepare, wait ``delay`` seconds; returns the next delay."""
         log = self.logger.warning if delay == _FIRST_DELAY else self.logger.debug
-        log(message, self.engine, what, self.reason(exc), self.timeout())
+        log(message, self.engine, what, self.reason(exc), self.budget())
         await self.before_retry()
         await asyncio.sleep(delay)
         return min(delay * 2, _MAX_DELAY)
 
     async def run(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run ``op`` (safe to repeat), retrying transient failures until the deadline."""
-        deadline = time.monotonic() + self.timeout()
+        deadline = time.monotonic() + self.budget()
         delay = _FIRST_DELAY
         while True:
             self.check_open()
@@ -98,7 +123,7 @@ class Reconnecting:
                 self._final(what, exc, "an operation")
                 if time.monotonic() + delay > deadline:
                     raise BackendError(
-                        f"{self.engine} {what} failed after retrying for {self.timeout():g}s: "
+                        f"{self.engine} {what} failed after retrying for {self.budget():g}s: "
                         f"{self.reason(exc)}"
                     ) from exc
                 delay = await self._back_off(delay, "%s %s: %s; retrying for up to %gs", what, exc)
@@ -128,7 +153,7 @@ class Reconnecting:
         _check_cancelled(f"{self.engine} {what}", exc)
         if not self.transient(exc):
             raise self.reject(f"{self.engine} {what} failed", exc) from exc
-        deadline = time.monotonic() + self.timeout()
+        deadline = time.monotonic() + self.budget()
         delay = _FIRST_DELAY
         last = exc
         while True:
@@ -155,6 +180,6 @@ class Reconnecting:
             )
         raise BackendError(
             f"{self.engine} {what} at seq {request.events[0].seq} failed and could not be "
-            f"completed within {self.timeout():g}s: {self.reason(last)}",
+            f"completed within {self.budget():g}s: {self.reason(last)}",
             maybe_applied=maybe_applied,
         ) from last

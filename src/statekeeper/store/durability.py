@@ -27,13 +27,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import warnings
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, Literal, Protocol
 
 from ..backends.base import Backend, NextRow, next_request
-from ..errors import BackendError, ConfigurationError, UnflushedWritesWarning, WriteBufferError
+from ..errors import BackendError, ConfigurationError, WriteBufferError
 from ..records import AppendRequest, AppendResult
+from . import unflushed
 
 __all__ = [
     "GUARD",
@@ -330,6 +330,8 @@ class WriteBehind:
         #: what ``asyncio.run`` does to the tasks left when its coroutine returns —
         #: and ends once the buffer is empty (see :meth:`_guard_run`)
         self._guard: asyncio.Task[None] | None = None
+        #: while the buffer is written out at the loop's end: events lost, by agent
+        self._lost: dict[str, int] | None = None
         self._emptied: asyncio.Future[None] | None = None
         #: awaited after the flush of a loop's shutdown (the store's witness flush)
         self.at_shutdown: Callable[[], Awaitable[None]] | None = None
@@ -402,6 +404,8 @@ class WriteBehind:
             with contextlib.suppress(asyncio.CancelledError):
                 await in_flight
         before = asyncio.all_tasks()
+        lost: dict[str, int] = {}
+        self._lost = lost
         try:
             while self._buffer:
                 self._start_flush()
@@ -410,6 +414,9 @@ class WriteBehind:
             if self.at_shutdown is not None:
                 await self.at_shutdown()
         finally:
+            self._lost = None
+            if lost:
+                unflushed.lost_at_loop_end(lost)
             # what the writes started (a PostgreSQL NOTIFY to the feed's readers) ends
             # before the loop closes: asyncio.run cancelled only the tasks it found
             started = asyncio.all_tasks() - before - {asyncio.current_task()}
@@ -420,18 +427,8 @@ class WriteBehind:
         # a store collected (or its loop closed) with appends it acknowledged but never
         # stored: they are lost, and that is never silent
         pending = (*self._buffer, *self._in_flight)
-        if not pending:
-            return
-        agents = len({r.agent_id for r in pending})
-        events = sum(len(r.events) for r in pending)
-        with contextlib.suppress(Exception):  # (at interpreter exit: whatever is left)
-            logger.error(
-                "a store with durability='async' was dropped with %d buffered event(s) of "
-                "%d agent(s) never written: they are lost",
-                events,
-                agents,
-            )
-            warnings.warn(UnflushedWritesWarning(agents, events), stacklevel=2)
+        if pending:
+            unflushed.dropped(pending)
 
     def find_key(self, agent_id: str, key: str) -> AppendResult | None:
         """The buffered (or in-flight) append of ``agent_id`` that used ``key``, if any."""
@@ -455,7 +452,7 @@ class WriteBehind:
             try:
                 await self._write(batch)
             except asyncio.CancelledError:
-                _interrupted(batch)
+                unflushed.interrupted(batch)
                 raise
             finally:
                 self._in_flight = []
@@ -520,6 +517,10 @@ class WriteBehind:
                         result,
                     )
                     self._failures.setdefault(agent_id, result)
+                    if self._lost is not None:  # (the loop's end: nobody flushes again)
+                        self._lost[agent_id] = (
+                            self._lost.get(agent_id, 0) + dropped + len(request.events)
+                        )
                     self._on_stale(agent_id)
                     if self.on_lost is not None:
                         self.on_lost(agent_id, result)
@@ -550,19 +551,6 @@ class WriteBehind:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-
-def _interrupted(batch: list[AppendRequest]) -> None:
-    """A flush cancelled while it wrote ``batch`` (its loop shutting down): whether its
-    appends were stored is unknown, and that is said."""
-    agents = len({r.agent_id for r in batch})
-    logger.error(
-        "a write-behind flush of %d buffered append(s) of %d agent(s) was cancelled "
-        "while it wrote them: they may not be stored (close or flush the store before "
-        "its event loop ends)",
-        len(batch),
-        agents,
-    )
 
 
 def _mergeable(first: AppendRequest, then: AppendRequest) -> bool:

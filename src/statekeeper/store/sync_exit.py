@@ -19,6 +19,10 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from ..backends.recovery import process_exiting
+from ..errors import WriteBufferError
+from . import unflushed
+
 if TYPE_CHECKING:
     from .store import StateStore
 
@@ -46,10 +50,18 @@ def flush_at_exit(facade: Any) -> None:
 
 
 def _flush_open() -> None:
-    for facade in builtins.list(OPEN):
+    open_now = builtins.list(OPEN)
+    if open_now:
+        # (a server that cannot be reached is tried for seconds, not a whole retry_timeout)
+        process_exiting()
+    for facade in open_now:
         with contextlib.suppress(Exception):  # exiting anyway: the store logs what failed
-            if facade._portal.running:
+            if not facade._portal.running:
+                continue
+            try:
                 facade._portal.call(_flush(facade.store))
+            except WriteBufferError as exc:  # nobody will flush again: said here
+                unflushed.lost_at_exit(exc.failures)
 
 
 async def _flush(store: StateStore) -> None:

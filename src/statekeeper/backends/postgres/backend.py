@@ -112,6 +112,7 @@ from .export import Export
 from .feed import FeedReader
 from .keyexpiry import KeyExpiry
 from .leases import Leases
+from .loop_end import LoopEnd, open_pool
 from .reads import Reads
 from .refusals import denied
 from .replica import REPLICA_QUERIES, ReplicaReads
@@ -259,9 +260,10 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
         self._closed = False
+        self._end = LoopEnd(self)  # an unclosed backend whose loop ends (see .loop_end)
         self._reconnect = Reconnecting(
             engine="postgresql",
-            timeout=lambda: self.retry_timeout,
+            timeout=lambda: self._end.budget(),
             errors=(psycopg.Error,),
             transient=transient,
             reason=self._reason,
@@ -352,7 +354,8 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             await self._dial()
             # the pool keeps (re)connecting in the background once opened; a failed
             # migration is simply tried again by the next call
-            await self._pool.open(wait=False)
+            await open_pool(self._pool)
+            self._end.watch()
             if self.readonly:
                 await _schema.check_store(self)
             else:
@@ -389,7 +392,8 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         statekeeper's tables and function). For tests and benchmarks; irreversible."""
         self._check_writable()
         self._check_open()
-        await self._pool.open(wait=False)
+        await open_pool(self._pool)
+        self._end.watch()
         await self._retrying("drop_all", lambda: _schema.drop_all(self))
         self._opened = False
 
@@ -401,6 +405,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         if self._closed:
             return
         self._closed = True
+        await self._end.stop()
         await self._feed.close()
         if self._replica is not None:
             await self._replica.close()
@@ -454,6 +459,10 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         dead one is closed — the pool replaces it in the background — and the next is
         taken at once, without the pool's backoff between failed checks.
         """
+        if self._end.ending:
+            async with self._end.connection() as conn:
+                yield conn
+            return
         conn = await self._pool.getconn(timeout=self._wait)
         for _ in range(self._pool.max_size):
             try:

@@ -39,6 +39,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..redact import mask_url
 from .connection import check_connection, read_only_session, transient
+from .loop_end import open_pool
 
 if TYPE_CHECKING:
     from .backend import PostgresBackend
@@ -123,7 +124,7 @@ class ReplicaReads:
         return f"ReplicaReads({mask_url(self.dsn)!r})"
 
     async def open(self) -> None:
-        await self.pool.open(wait=False)
+        await open_pool(self.pool)
 
     async def close(self) -> None:
         await self.pool.close()
