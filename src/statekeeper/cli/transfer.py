@@ -66,6 +66,7 @@ from .app import (
 from .export_base import base_line, state_of
 from .export_file import FORMAT, Ending, completion_line, header_line
 from .import_lines import ImportedAgent as _Agent
+from .import_lines import creatable
 from .import_lines import parse_lines as _parse
 from .stores import refuse_in_memory
 
@@ -360,6 +361,7 @@ async def import_agents(
                 if forgotten is not None:
                     forgotten.append(agent.agent_id)
             else:
+                creatable(store, agent.agent_id)
                 todo.append((agent, 0))
         task = progress.add_task("import", total=len(todo)) if progress is not None else None
         events = 0
