@@ -97,9 +97,30 @@ async def test_agents_stored_under_such_ids_before_are_not_lost(stored_before: s
             assert [e.seq async for e in store.history(agent_id)] == [1, 2]
             await store.save(agent_id, {"n": 3})  # an existing agent: written as before
             assert (await store.load(agent_id)).data == {"n": 3}
-        assert (await store.verify()).ok
+        report = await store.verify()
+        assert report.ok and report.non_normal == ["tb/../ta/x", "tb//x"]  # named
         assert await store.delete("tb//x")
         assert [a.agent_id for a in await store.list_agents()] == ["tb/../ta/x"]
+
+
+async def test_a_view_of_the_namespace_lists_only_ids_it_can_load(stored_before: str) -> None:
+    """A store opened in ``tb`` listed ``../ta/x`` and ``/x`` and then refused them
+    (``statekeeper --namespace tb agents`` failed outright): no relative id names them,
+    so the view passes them over; the whole store reaches them."""
+    async with StateStore(stored_before) as store:
+        await store.save("tb/ok", {"n": 1})
+    async with StateStore(stored_before, namespace="tb") as view:
+        listed = [a.agent_id for a in await view.list_agents()]
+        assert listed == ["ok"] and [a.agent_id async for a in view.iter_agents()] == listed
+        for agent_id in listed:
+            await view.load(agent_id)
+        assert (await view.verify()).ok
+    shown = cli("--namespace", "tb", "agents", "--json", "--db", stored_before)
+    assert shown.code == 0, shown
+    assert [a["agent_id"] for a in json.loads(shown.stdout)["agents"]] == ["ok"]
+    checked = cli("verify", "--json", "--db", stored_before)
+    assert checked.code == 0, checked
+    assert json.loads(checked.stdout)["non_normal_ids"] == ["tb/../ta/x", "tb//x"]
 
 
 def test_export_keeps_them_and_import_refuses_to_create_them(
