@@ -149,3 +149,19 @@ def test_a_langgraph_prefix_that_makes_non_normal_ids_is_refused(prefix: str) ->
     store = StateStore("memory://")
     with pytest.raises(ConfigurationError, match=r"prefix .* is not a normal agent id"):
         StatekeeperSaver(store, prefix=prefix)
+
+
+async def test_a_backup_of_them_restores(stored_before: str, tmp_path: Path) -> None:
+    """A restore copies records as they are stored: no agent is created through the
+    write pipeline, so the legacy ids come back whole."""
+    import os
+
+    from statekeeper.governance.backup import BackupKey, backup, restore
+
+    key = BackupKey(os.urandom(32))
+    async with StateStore(stored_before) as store:
+        assert (await backup(store, tmp_path / "b.skb", key)).agents == 2
+    async with StateStore(f"sqlite:///{tmp_path / 'restored.db'}") as target:
+        assert (await restore(target, [tmp_path / "b.skb"], key)).agents == 2
+        for agent_id in ("tb//x", "tb/../ta/x"):
+            assert (await target.load(agent_id)).data == {"n": 2}
