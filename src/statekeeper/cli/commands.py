@@ -405,9 +405,9 @@ def verify(
         )
         if report.forgotten:
             summary += f", {len(report.forgotten)} forgotten (crypto-shredded)"
-        if report.non_normal:  # (readable as any other; no new agent may have such an id)
-            console.print(f"[yellow]{len(report.non_normal)} agent(s) under ids that are not "
-                f"normal (an empty, '.' or '..' segment): {escape(', '.join(report.non_normal))}[/]")  # fmt: skip
+        if odd := report.non_normal:  # (empty, '.' or '..' segments: no new agent may have one)
+            ids = escape(", ".join(odd))
+            console.print(f"[yellow]{len(odd)} agent(s) under ids that are not normal: {ids}[/]")
         if report.ok:
             console.print(f"[green]✓ OK[/] — {summary}, no problems")
         else:
