@@ -14,6 +14,9 @@ so an agent can always be moved from one to another. Ids that start with
 tiered backend's cold-tier markers, ``"\x01sk-cold/" + agent_id``): callers cannot use
 them, backends accept them when what follows the prefix's ``/`` is a valid id
 (:func:`check_stored_id`).
+
+A new agent's id is also *normal* (:func:`check_new_agent_id`, checked where an agent
+is created): ``/``-separated segments, none empty, ``.`` or ``..``, as a namespace is.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from .errors import InvalidAgentId, InvalidArgument
+from .errors import InvalidAgentId, InvalidArgument, NonNormalAgentId
 
 __all__ = [
     "AUDIT_STREAM",
@@ -34,6 +37,7 @@ __all__ = [
     "check_agent_id",
     "check_mapping",
     "check_name",
+    "check_new_agent_id",
     "check_ops",
     "check_optional_name",
     "check_principal",
@@ -41,6 +45,7 @@ __all__ = [
     "check_state_value",
     "check_stored_id",
     "check_timestamp",
+    "id_shape_problem",
     "internal_stream_words",
 ]
 
@@ -122,6 +127,39 @@ def check_agent_id(agent_id: object, argument: str = "agent_id") -> str:
     if problem is not None:
         raise InvalidAgentId(problem, argument)
     return str.__str__(agent_id) if type(agent_id) is not str else agent_id
+
+
+def id_shape_problem(agent_id: str, argument: str = "agent_id") -> str | None:
+    """Why ``agent_id`` is not a *normal* id (:func:`check_new_agent_id`), or None."""
+    if "." not in agent_id and "//" not in agent_id and agent_id[0] != "/" != agent_id[-1]:
+        return None  # (the common case: four scans, no split)
+    parts = agent_id.split("/")
+    if any(not part for part in parts):
+        why = "it has an empty segment (leading, trailing or '//')"
+    elif any(part in (".", "..") for part in parts):
+        why = "it has a '.' or '..' segment (an id is not a path: nothing resolves it)"
+    else:
+        return None
+    return (
+        f"{argument} {_shown(agent_id)} is not a normal agent id: {why}; a new agent's id is "
+        "'/'-separated segments, none empty, '.' or '..' (its namespace is what comes "
+        "before the last '/')"
+    )
+
+
+def check_new_agent_id(agent_id: str, argument: str = "agent_id") -> str:
+    """``agent_id`` (a valid id, :func:`check_agent_id`) if an agent may be *created*
+    under it, else :class:`~statekeeper.errors.NonNormalAgentId` naming it: a normal id
+    is ``/``-separated segments, none empty, ``.`` or ``..`` (``acme/support/bot-1``;
+    not ``tb//x``, ``tb/x/``, ``/x``, ``./x`` nor ``tb/../ta/x``), the rule a namespace
+    follows (:func:`statekeeper.namespaces.check_namespace`). Only the creation of an
+    agent is refused: one stored under such an id before (by an earlier version) stays
+    readable, writable, exportable and deletable. A backslash is an ordinary character
+    (no part of statekeeper reads it as a separator)."""
+    problem = id_shape_problem(agent_id, argument)
+    if problem is not None:
+        raise NonNormalAgentId(problem, agent_id, argument)
+    return agent_id
 
 
 def check_stored_id(agent_id: object) -> str:

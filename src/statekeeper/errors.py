@@ -62,6 +62,7 @@ __all__ = [
     "MigrationError",
     "MissingUpcaster",
     "NamespaceUnsupported",
+    "NonNormalAgentId",
     "NotAStore",
     "NotOwned",
     "PatchError",
@@ -245,6 +246,18 @@ class InvalidAgentId(InvalidArgument):
 
     def __init__(self, message: str, argument: str = "agent_id") -> None:
         super().__init__(argument, message)
+
+
+class NonNormalAgentId(InvalidAgentId):
+    """A new agent's id with an empty, ``.`` or ``..`` segment (``tb//x``, ``tb/x/``,
+    ``/x``, ``./x``, ``tb/../ta/x``): such an id reads as a path to resolve, and its
+    namespace (everything before its last ``/``) is one no namespace filter, policy
+    pattern or namespaced store names as it reads. Refused when it would create an
+    agent; one stored before stays readable, exportable, writable and deletable."""
+
+    def __init__(self, message: str, agent_id: str, argument: str = "agent_id") -> None:
+        self.agent_id = agent_id
+        super().__init__(message, argument)
 
 
 class StatekeeperWarning(StatekeeperError, UserWarning):

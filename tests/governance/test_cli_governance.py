@@ -269,6 +269,7 @@ def test_an_export_of_the_whole_store_leaves_out_forgotten_agents_and_says_so(
         "agents": 2,
         "events": 4,
         "forgotten": ["acme/u1"],
+        "deleted": [],
         "file": str(out),
     }
     lines = [json.loads(line) for line in out.read_text().splitlines()]

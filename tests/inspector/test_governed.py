@@ -227,3 +227,25 @@ def test_metrics_refused_to_a_tenant_are_audited(keyed: tuple[str, Path], policy
         refused = c.get("/metrics")
         assert refused.status_code == 403 and "statekeeper_" not in refused.text
     assert ("alice", "metrics", None) in denied_in_audit(keyed)
+
+
+def test_serving_as_a_principal_the_policy_does_not_name_is_audited(
+    keyed: tuple[str, Path], tmp_path: Path
+) -> None:
+    """``serve --as mallory`` (no such principal in the policy) is refused before it
+    listens, and the refusal is in the audit log as every other refusal is."""
+    import subprocess
+    import sys
+
+    url, keys = keyed
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text(POLICY_TEXT)
+    r = subprocess.run(
+        [sys.executable, "-m", "statekeeper.cli", "--as", "mallory", "--policy", str(policy_file),
+         "serve", url, "--key-file", str(keys), "--port", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 4, r.stderr
+    assert "mallory" in r.stderr and "does not name it" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert ("mallory", "serve", None) in denied_in_audit(keyed)

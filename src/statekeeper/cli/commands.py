@@ -374,6 +374,7 @@ def verify(
                     total.keys += report.keys
                     total.problems.extend(report.problems)
                     total.forgotten.extend(report.forgotten)
+                    total.non_normal.extend(report.non_normal)
                     progress.advance(task)
             if todo is None:  # agents the witness saw that the store lost entirely
                 lost = await store.witness_problems()
@@ -393,6 +394,7 @@ def verify(
                 "problems": render.problems_json(report.problems),
                 # crypto-shredded agents (statekeeper forget): unreadable by design
                 **({"forgotten": report.forgotten} if report.forgotten else {}),
+                **({"non_normal_ids": report.non_normal} if report.non_normal else {}),
             }
         )
     else:
@@ -403,6 +405,9 @@ def verify(
         )
         if report.forgotten:
             summary += f", {len(report.forgotten)} forgotten (crypto-shredded)"
+        if odd := report.non_normal:  # (empty, '.' or '..' segments: no new agent may have one)
+            ids = escape(", ".join(odd))
+            console.print(f"[yellow]{len(odd)} agent(s) under ids that are not normal: {ids}[/]")
         if report.ok:
             console.print(f"[green]✓ OK[/] — {summary}, no problems")
         else:

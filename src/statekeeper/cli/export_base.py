@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..records import Snapshot
+from ..records import Event, Snapshot
 
-__all__ = ["base_line", "base_of", "state_of"]
+__all__ = ["base_line", "base_of", "event_line", "state_of"]
 
 
 def base_line(snap: Snapshot) -> dict[str, Any]:
@@ -65,3 +65,24 @@ def state_of(snap: Snapshot) -> tuple[Any, ...]:
         snap.updated_at,
         snap.state_entered_at,
     )
+
+
+def event_line(ev: Event) -> dict[str, Any]:
+    """One event's line of an export file."""
+    line: dict[str, Any] = {
+        "agent_id": ev.agent_id,
+        "seq": ev.seq,
+        "type": ev.type,
+        "ts": ev.timestamp,
+        "info": ev.info,
+        "ops": ev.ops,
+    }
+    if ev.fsm_state is not None:
+        line["fsm"] = ev.fsm_state
+    if ev.actor is not None:
+        line["actor"] = ev.actor
+    if ev.idempotency_key is not None:
+        line["key"] = ev.idempotency_key
+    if ev.schema_version != 1:
+        line["v"] = ev.schema_version
+    return line

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, NonNormalAgentId
 from .export_base import base_of
 from .export_file import Ending
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..records import Snapshot
     from ..store import StateStore
 
-__all__ = ["ImportedAgent", "parse_lines"]
+__all__ = ["ImportedAgent", "creatable", "parse_lines"]
 
 
 @dataclass
@@ -150,3 +150,15 @@ def _is_creation(line: dict[str, Any]) -> bool:
         and ops[0].get("path") == ""
         and isinstance(ops[0].get("value"), dict)
     )
+
+
+def creatable(store: StateStore, agent_id: str) -> None:
+    """Refuse, before anything is imported, an agent the file would create under an id
+    that is not normal (:func:`statekeeper.arguments.check_new_agent_id`)."""
+    from ..arguments import check_new_agent_id
+    from ..store.namespaced import stored_id
+
+    try:
+        check_new_agent_id(stored_id(store, agent_id))
+    except NonNormalAgentId as exc:
+        raise NonNormalAgentId(f"{exc}; nothing was imported", agent_id) from None

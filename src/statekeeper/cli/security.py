@@ -484,6 +484,7 @@ def witness_check(
                 "checked": report.checked,
                 "grown": report.grown,
                 "new_agents": report.new_agents,
+                "out_of_scope": report.out_of_scope,
                 "problems": render.problems_json(report.problems),
             }
         )
@@ -496,6 +497,8 @@ def witness_check(
             f"({doc.get('exported_at', '?')}); {report.grown:,} grew since, "
             f"{report.new_agents:,} new"
         )
+        if report.out_of_scope:
+            summary += f"; {report.out_of_scope:,} out of scope (not checked)"
         if report.ok:
             console.print(f"[green]✓ OK[/] — {summary}")
         else:

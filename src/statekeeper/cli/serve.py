@@ -12,6 +12,7 @@ the store is opened as that principal: pages show what it may read, the rest is 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -91,14 +92,14 @@ def serve(
     # --as / --policy (global options): the inspector opens its store as that principal
     governance = governance_options(keyring)
     principal, policy = governance.get("principal"), governance.get("policy")
-    if principal is not None and policy is not None and not policy.knows(principal):
-        raise AccessDenied(principal, "read", "serve", reason="the policy does not name it")
 
     async def check() -> None:
         backend = await check_store(store_url)
         await backend.close()
 
     run(check())  # not a store: NotAStore, nothing created
+    if principal is not None and policy is not None and not policy.knows(principal):
+        run(_refuse_unknown(store_url, key_file, principal))
     settings = InspectorSettings(
         url=store_url,
         key_file=key_file,
@@ -113,6 +114,19 @@ def serve(
     if given is not None:
         settings.token = given
     run_server(settings, host=host, port=port, public=public)
+
+
+async def _refuse_unknown(url: str, key_file: Path | None, principal: str) -> None:
+    """Refuse to serve as a principal the policy does not name, as every refusal is:
+    :class:`AccessDenied` recorded in the store's audit log (when it keeps one)."""
+    from ..store.governed import governance_of
+    from .stores import open_store
+
+    async with open_store(url, key_file=key_file) as store:
+        gov = governance_of(store)
+        if gov is not None:
+            await gov.require(None, "read", "serve")  # refused: names it, audited
+    raise AccessDenied(principal, "read", "serve", reason="the policy does not name it")
 
 
 def _require_extra() -> None:

@@ -44,6 +44,7 @@ from ..backends.base import Capability
 from ..errors import (
     AccessDenied,
     AgentForgotten,
+    AgentNotFound,
     ConfigurationError,
     HistoryCompacted,
     IntegrityError,
@@ -64,13 +65,14 @@ from .app import (
     run,
 )
 from .export_base import base_line, state_of
+from .export_base import event_line as _event_line
 from .export_file import FORMAT, Ending, completion_line, header_line
 from .import_lines import ImportedAgent as _Agent
+from .import_lines import creatable
 from .import_lines import parse_lines as _parse
 from .stores import refuse_in_memory
 
 if TYPE_CHECKING:
-    from ..records import Event
     from ..store import StateStore
 
 __all__ = ["export_agents", "import_agents"]
@@ -81,28 +83,12 @@ _NAMED = 5
 _log = logging.getLogger("statekeeper.cli.import")
 
 
-def _event_line(ev: Event) -> dict[str, Any]:
-    line: dict[str, Any] = {
-        "agent_id": ev.agent_id,
-        "seq": ev.seq,
-        "type": ev.type,
-        "ts": ev.timestamp,
-        "info": ev.info,
-        "ops": ev.ops,
-    }
-    if ev.fsm_state is not None:
-        line["fsm"] = ev.fsm_state
-    if ev.actor is not None:
-        line["actor"] = ev.actor
-    if ev.idempotency_key is not None:
-        line["key"] = ev.idempotency_key
-    if ev.schema_version != 1:
-        line["v"] = ev.schema_version
-    return line
-
-
 async def export_agents(
-    store: StateStore, agent_ids: list[str] | None, out: IO[bytes], progress: Any = None
+    store: StateStore,
+    agent_ids: list[str] | None,
+    out: IO[bytes],
+    progress: Any = None,
+    deleted: list[str] | None = None,
 ) -> tuple[int, int, list[str]]:
     """Write the agents (every agent when ``agent_ids`` is None) to ``out``; returns
     ``(agents, events, forgotten)``.
@@ -110,7 +96,10 @@ async def export_agents(
     An export of the whole store leaves out the agents ``statekeeper forget`` shredded
     (nothing of them can be decrypted) and returns their ids, for the command to say so,
     as a backup does; an agent named in ``agent_ids`` that was forgotten raises
-    :class:`~statekeeper.errors.AgentForgotten`."""
+    :class:`~statekeeper.errors.AgentForgotten`. It leaves out an agent listed and
+    deleted before it was read too (ids appended to ``deleted``), as a backup counts
+    one "vanished"; an agent named in ``agent_ids`` that does not exist raises
+    :class:`~statekeeper.errors.AgentNotFound`."""
     dumps = store.codec.copy_dumps
     encrypted = store.codec.encrypted
     out.write(dumps(header_line(str(render.iso(_now())), encrypted=encrypted)) + b"\n")
@@ -119,6 +108,7 @@ async def export_agents(
     task = progress.add_task("export", total=total) if progress is not None else None
     agents = events = 0
     forgotten: list[str] = []
+    deleted = [] if deleted is None else deleted
 
     async def each() -> Any:
         if ids is not None:
@@ -130,17 +120,16 @@ async def export_agents(
 
     async for agent_id in each():
         head = await store.head(agent_id)
-        if head == 0:
-            from ..errors import AgentNotFound
-
-            raise AgentNotFound(agent_id)
         try:
+            if head == 0:
+                raise AgentNotFound(agent_id)
             # the head state first: a shredded agent is found before any line of it
             snap = await store.load(agent_id, at_seq=head)
-        except AgentForgotten:
+        except (AgentForgotten, AgentNotFound) as exc:
             if ids is not None:
                 raise
-            forgotten.append(agent_id)
+            # shredded, or listed and gone since: deleted while the export ran
+            (forgotten if isinstance(exc, AgentForgotten) else deleted).append(agent_id)
             if progress is not None:
                 progress.advance(task)
             continue
@@ -360,6 +349,7 @@ async def import_agents(
                 if forgotten is not None:
                     forgotten.append(agent.agent_id)
             else:
+                creatable(store, agent.agent_id)
                 todo.append((agent, 0))
         task = progress.add_task("import", total=len(todo)) if progress is not None else None
         events = 0
@@ -463,6 +453,8 @@ def export_cmd(
 
         check_output_file(output, "statekeeper export file", _is_export)
 
+    deleted: list[str] = []
+
     async def go(out: IO[bytes]) -> tuple[int, int, list[str]]:
         async with open_store(url, key_file=key_file) as store:
             if output is not None and store.codec.encrypted:
@@ -470,18 +462,19 @@ def export_cmd(
                 # key file is (before any is written; stdout is the caller's to guard)
                 os.fchmod(out.fileno(), 0o600)
             with bar("exporting", disable=json_out or output is None) as progress:
-                return await export_agents(store, agent_ids or None, out, progress)
+                return await export_agents(store, agent_ids or None, out, progress, deleted)
 
     def left_out(forgotten: list[str]) -> str:
-        return (
-            f"left out {len(forgotten)} forgotten agent(s) (their data keys are destroyed): "
-            + escape(", ".join(forgotten))
+        notes = [(forgotten, "forgotten agent(s) (their data keys are destroyed)")]
+        notes.append((deleted, "agent(s) deleted while the export ran (listed, then gone)"))
+        return "\n".join(
+            f"left out {len(ids)} {what}: " + escape(", ".join(ids)) for ids, what in notes if ids
         )
 
     if output is None:
         agents, events, forgotten = run(go(sys.stdout.buffer))
         sys.stdout.flush()
-        if forgotten:  # stdout is the file: the notice goes to stderr
+        if forgotten or deleted:  # stdout is the file: the notice goes to stderr
             err_console().print(left_out(forgotten))
         return
     from .._files import new_temporary
@@ -495,13 +488,14 @@ def export_cmd(
         tmp.unlink(missing_ok=True)
     if json_out:
         render.print_json(
-            {"agents": agents, "events": events, "forgotten": forgotten, "file": str(output)}
-        )
+            {"agents": agents, "events": events, "forgotten": forgotten, "deleted": deleted,
+             "file": str(output)}
+        )  # fmt: skip
     else:
         out_console().print(
             f"exported {agents} agent(s), {events} event(s) to {escape(str(output))}"
         )
-        if forgotten:
+        if forgotten or deleted:
             out_console().print(left_out(forgotten))
 
 

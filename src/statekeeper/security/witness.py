@@ -27,6 +27,11 @@ namespace and below, under their stored (full) ids, and names the namespace
 (``"namespace": "acme"``); checked through a store opened in a namespace, only the
 witnessed streams inside it are checked (a whole-store witness can be checked one
 namespace at a time), and problems name the ids relative to it.
+
+**As a principal** (``StateStore(url, principal=..., policy=...)``, CLI ``--as``): only
+the witnessed streams the principal may read are checked; the others, like those
+outside the namespace, are counted in :attr:`WitnessReport.out_of_scope`, never named
+nor refused one by one.
 """
 
 from __future__ import annotations
@@ -66,6 +71,9 @@ class WitnessReport:
     grown: int = 0
     new_agents: int = 0
     problems: list[WitnessProblem] = field(default_factory=list)
+    #: witnessed streams this store does not see (outside its namespace, or that its
+    #: principal may not read): not checked, and never named
+    out_of_scope: int = 0
 
     @property
     def ok(self) -> bool:
@@ -130,6 +138,7 @@ async def check_witness(
     on_agent: Callable[[str], Any] | None = None,
 ) -> WitnessReport:
     """Check that every stream in ``witness`` still holds what it committed to."""
+    from ..store.governed import governance_of
     from ..store.store import StreamDigest
 
     doc = witness if isinstance(witness, dict) else load_witness(witness)
@@ -152,14 +161,18 @@ async def check_witness(
         )
         return report
     seen: set[str] = set()
+    gov = governance_of(store)
     namespace = _namespace(store)
     prefix = namespace + "/" if namespace else ""
     for entry in streams:
         if int(entry["seq"]) < 1:
             continue  # a deletion an automatic witness saw (see highwater)
         stored = str(entry["agent_id"])
-        if not stored.startswith(prefix):
-            continue  # outside the namespace this store is opened in: not checked here
+        if not stored.startswith(prefix) or (gov is not None and not gov.can_read(stored)):
+            # outside the namespace this store is opened in, or another tenant's: not
+            # checked here (nor refused one by one: a count, no id, no audit entry each)
+            report.out_of_scope += 1
+            continue
         agent_id = stored[len(prefix) :]  # as the store names it
         seen.add(agent_id)
         report.checked += 1

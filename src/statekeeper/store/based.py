@@ -20,7 +20,7 @@ import copy
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from ..arguments import check_ops
+from ..arguments import check_new_agent_id, check_ops
 from ..backends.base import Capability
 from ..records import AppendResult, RawSnapshot, Snapshot
 from .body import SNAPSHOT_TYPE, snapshot_body
@@ -57,7 +57,7 @@ async def create_from_base(
     check_write_options(idempotency_key, actor, None)
     info = event_info(info)
     await store._ready(agent_id, write=True)  # open, the id, a key where one is needed
-    stored = stored_id(store, agent_id)
+    stored = check_new_agent_id(stored_id(store, agent_id))
     codec = store.codec
     record = AgentRecord(
         stored,

@@ -35,7 +35,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..arguments import check_agent_id, check_seq
+from ..arguments import check_agent_id, check_seq, id_shape_problem
 from ..errors import InvalidAgentId, StatekeeperError
 from ..namespaces import check_namespace
 from ..records import AgentInfo, AppendResult, Event, FeedEvent, Snapshot
@@ -181,7 +181,10 @@ class NamespacedStateStore(StateStore):
         relative ids (``after``: the last relative id of the previous page, or any
         relative string to start after, such as a prefix ``"lg/"``: a bound, not an
         id, so it is not refused for a trailing ``/``; nothing outside the namespace is
-        ever listed)."""
+        ever listed). An agent an earlier version stored under an id that is not normal
+        (``acme//x``, ``acme/../b/x``: :func:`~statekeeper.arguments.check_new_agent_id`)
+        is passed over: no relative id names it (``/x``, ``../b/x`` are refused), so every
+        id listed can be loaded; the whole store reaches it, and ``verify`` names it."""
         check_seq(limit, "limit", minimum=1)
         cursor = self._prefix + check_agent_id(after, "after") if after is not None else None
         cursor = cursor or self._prefix or None
@@ -191,7 +194,8 @@ class NamespacedStateStore(StateStore):
             for info in page:
                 if not info.agent_id.startswith(self._prefix):
                     return out  # ids are ordered: past the namespace
-                out.append(self._out(info))
+                if id_shape_problem(info.agent_id) is None:  # (else: no relative id names it)
+                    out.append(self._out(info))
             if len(page) < limit:
                 break
             cursor = page[-1].agent_id

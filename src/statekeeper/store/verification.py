@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import patch
+from ..arguments import id_shape_problem
 from ..backends.base import Capability
 from ..codec import ZERO_LINK, Opened
 from ..codec.pipeline import CHAIN_BROKEN as _CHAIN_BROKEN
@@ -84,6 +85,10 @@ class VerifyReport:
     #: agents whose data key was destroyed (``statekeeper forget``): their records
     #: cannot be opened by design, which is not a problem
     forgotten: list[str] = field(default_factory=list)
+    #: agents stored (by an earlier version) under an id no new agent may have (an
+    #: empty, ``.`` or ``..`` segment: :func:`~statekeeper.arguments.check_new_agent_id`):
+    #: readable and checked as any other, named so they can be moved to a normal id
+    non_normal: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -106,6 +111,8 @@ async def verify_store(store: StateStore, agent_ids: list[str] | None) -> Verify
         ]
     for agent_id in agent_ids:
         report.agents += 1
+        if id_shape_problem(agent_id) is not None:
+            report.non_normal.append(agent_id)
         start = len(report.problems)
         try:
             await verify_agent(store, agent_id, report)

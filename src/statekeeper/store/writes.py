@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import orjson
 
 from .. import patch
-from ..arguments import check_mapping, check_name, check_optional_name
+from ..arguments import check_mapping, check_name, check_new_agent_id, check_optional_name
 from ..backends.base import Backend, Capability, NextRow, StoreRequest, check_fence
 from ..codec import ZERO_LINK, Codec, TypeRegistry
 from ..codec.formats import JSON
@@ -796,6 +796,8 @@ class WritePipeline:
         ``after``: the data after the ops, made by the caller and handed over (see
         :meth:`append_applied`): kept as the new state when the event is plain JSON,
         instead of applying the ops to a copy of the data again."""
+        if record is None:  # an agent created: its id must be a normal one
+            check_new_agent_id(agent_id)
         base = record.seq if record is not None else 0
         seq = base + 1
         now = self.clock()

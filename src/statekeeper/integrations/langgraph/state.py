@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from ...arguments import id_shape_problem
 from ...backends.keyed_locks import KeyedLock
 from ...errors import ConfigurationError
 from ...store.store import StateStore
@@ -86,6 +87,10 @@ class _SaverState(BaseCheckpointSaver[int]):
         super().__init__(serde=serde or safe_serializer(allowed_types))
         if not prefix or "#" in prefix:
             raise ConfigurationError("prefix must be non-empty and must not contain '#'")
+        if (problem := id_shape_problem(f"{prefix}t#0", "thread agent id")) is not None:
+            raise ConfigurationError(  # ("lg//", "../lg/": refused when a thread is created)
+                f"prefix {prefix!r} makes ids no agent may be created under: {problem}"
+            )
         self.store = store
         #: a plain StateStore's write pipeline, whose append takes the document the
         #: saver made (wrapped stores — governed, namespaced — keep their own path)
