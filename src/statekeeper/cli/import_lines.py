@@ -70,6 +70,7 @@ def parse_lines(
             continue
         if ending.line(number, line, current.agent_id if current is not None else None):
             continue
+        ending.seen(raw)
         if "end" in line:
             if current is None or line["end"] != current.agent_id:
                 raise ConfigurationError(f"line {number}: end line for an agent not started")

@@ -64,7 +64,7 @@ from .app import (
     run,
 )
 from .export_base import base_line, state_of
-from .export_file import FORMAT, Ending, completion_line, header_line
+from .export_file import FORMAT, Ending, Sealed, completion_line, header_line
 from .import_lines import ImportedAgent as _Agent
 from .import_lines import parse_lines as _parse
 from .stores import refuse_in_memory
@@ -114,6 +114,7 @@ async def export_agents(
     dumps = store.codec.copy_dumps
     encrypted = store.codec.encrypted
     out.write(dumps(header_line(str(render.iso(_now())), encrypted=encrypted)) + b"\n")
+    sealed = Sealed(out)  # every line after the header digested, for the completion line
     ids: Any = agent_ids if agent_ids is not None else None
     total = len(agent_ids) if agent_ids is not None else await store.count_agents()
     task = progress.add_task("export", total=total) if progress is not None else None
@@ -147,15 +148,15 @@ async def export_agents(
         written = 0
         try:
             async for ev in store.history(agent_id, to_seq=head):
-                out.write(dumps(_event_line(ev)) + b"\n")
+                sealed.write(dumps(_event_line(ev)) + b"\n")
                 written += 1
         except HistoryCompacted as exc:  # retention compacted it: its base, then the rest
             if written:  # (compacted while this export read it: no file to trust)
                 raise
             base = await store.load(agent_id, at_seq=exc.base_seq)
-            out.write(dumps(base_line(base)) + b"\n")
+            sealed.write(dumps(base_line(base)) + b"\n")
             async for ev in store.history(agent_id, after_seq=exc.base_seq, to_seq=head):
-                out.write(dumps(_event_line(ev)) + b"\n")
+                sealed.write(dumps(_event_line(ev)) + b"\n")
                 written += 1
         events += written
         end = {
@@ -164,11 +165,11 @@ async def export_agents(
             "state": snap.fsm_state,
             "schema_version": snap.schema_version,
         }
-        out.write(dumps(end) + b"\n")
+        sealed.write(dumps(end) + b"\n")
         agents += 1
         if progress is not None:
             progress.advance(task)
-    out.write(dumps(completion_line(agents, events)) + b"\n")
+    sealed.write(dumps(completion_line(agents, events, sealed.digest())) + b"\n")
     return agents, events, forgotten
 
 
