@@ -177,6 +177,7 @@ def test_export_to_stdout_and_import_from_stdin(engine_url: str, tmp_path: Path)
         "events": 4,
         "skipped": [],
         "forgotten": [],
+        "holds_placed": [],
         "verified": True,
     }
 
