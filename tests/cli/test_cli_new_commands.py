@@ -18,6 +18,7 @@ import pytest
 
 from statekeeper import SyncStateStore
 
+from ._export_digest import digest_of
 from ._proc import (
     ENGINES,
     assert_fits,
@@ -164,7 +165,9 @@ def test_export_to_stdout_and_import_from_stdin(engine_url: str, tmp_path: Path)
     assert lines[0]["format"] == "statekeeper-export"
     assert [line["seq"] for line in lines[1:-2]] == [1, 2, 3, 4]
     assert lines[-2]["end"] == "alpha" and lines[-2]["state"] == "processing"
-    assert lines[-1] == {"complete": {"agents": 1, "events": 4}}
+    assert lines[-1] == {
+        "complete": {"agents": 1, "events": 4, "sha256": digest_of(exported.stdout)}
+    }
     target = f"sqlite:///{tmp_path / 'copy.db'}"
     assert sk_in_process("init", target).returncode == 0  # import never creates a store
     imported = run("import", "-", "--db", target, "--json", input=exported.stdout)
@@ -174,6 +177,7 @@ def test_export_to_stdout_and_import_from_stdin(engine_url: str, tmp_path: Path)
         "events": 4,
         "skipped": [],
         "forgotten": [],
+        "holds_placed": [],
         "verified": True,
     }
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from statekeeper.store import SyncStateStore
 
+from ._export_digest import digest_of
 from ._proc import run_in_process
 
 
@@ -21,4 +22,4 @@ def test_export_to_dash_writes_stdout_and_no_file(tmp_path: Path) -> None:
     assert code == 0, err
     assert not (tmp_path / "-").exists()
     lines = [json.loads(line) for line in out.splitlines()]
-    assert lines[-1] == {"complete": {"agents": 2, "events": 2}}
+    assert lines[-1] == {"complete": {"agents": 2, "events": 2, "sha256": digest_of(out)}}

@@ -1099,6 +1099,8 @@ class TieredBackend(Backend):
     # -- the cold tier -------------------------------------------------------------
 
     async def _marker(self, agent_id: str) -> AgentInfo | None:
+        if _is_internal(agent_id):  # never demoted (and its marker's id would be invalid)
+            return None
         events = await self.durable.read(COLD_MARKER + agent_id, 0, 1)
         if not events:
             return None

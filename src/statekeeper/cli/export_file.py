@@ -7,15 +7,27 @@ some agents, its partial output kept by the shell) ends at some agent's end line
 and would otherwise read as a whole export of fewer agents. ``import`` refuses a
 version-2 file without it, or whose counts differ from what it read. Version 1
 files (written before the completion line) are still read, as they always were.
+
+The completion line also carries ``"sha256"``: the SHA-256 of every line between the
+header and it (each line's bytes without its line break, then ``\n``; the header, which
+holds the time of the export, is left out, so two exports of the same agents digest
+the same). The file is a plain copy of
+the records, decrypted, outside the store's chains: a byte changed in transit (a
+step's recorded result, a message) would otherwise be imported, verified against
+itself and stored as if it were the source's. ``import`` refuses a file whose lines do
+not digest to it, before anything is written. It detects damage, not a forger (who
+can digest an edited file again: keep an export where only you can write it). A
+completion line without it (an export written before it existed) is read as before.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from typing import IO, Any
 
 from ..errors import ConfigurationError
 
-__all__ = ["FORMAT", "VERSION", "Ending", "completion_line", "header_line"]
+__all__ = ["FORMAT", "VERSION", "Ending", "Sealed", "completion_line", "header_line"]
 
 FORMAT = "statekeeper-export"
 VERSION = 2
@@ -33,8 +45,30 @@ def header_line(exported_at: str, *, encrypted: bool = False) -> dict[str, Any]:
     return line
 
 
-def completion_line(agents: int, events: int) -> dict[str, Any]:
-    return {"complete": {"agents": agents, "events": events}}
+def completion_line(agents: int, events: int, sha256: str) -> dict[str, Any]:
+    return {"complete": {"agents": agents, "events": events, "sha256": sha256}}
+
+
+def _line_bytes(raw: bytes) -> bytes:
+    """What the digest covers of one line: its bytes without the line break (a file
+    whose line breaks became CRLF in transit holds the same lines)."""
+    return raw.rstrip(b"\r\n") + b"\n"
+
+
+class Sealed:
+    """The output of an export: every line written is digested for the completion
+    line (``digest``)."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self._out = out
+        self._hash = hashlib.sha256()
+
+    def write(self, line: bytes) -> None:
+        self._hash.update(_line_bytes(line))
+        self._out.write(line)
+
+    def digest(self) -> str:
+        return self._hash.hexdigest()
 
 
 class Ending:
@@ -45,6 +79,13 @@ class Ending:
         #: the header says the source store was encrypted
         self.encrypted = False
         self.complete: dict[str, Any] | None = None
+        self._hash = hashlib.sha256()
+        #: the completion line's number when the lines before it do not digest to its sha256
+        self._altered = 0
+
+    def seen(self, raw: bytes) -> None:
+        """``raw``, a line between the header and the completion line, digested."""
+        self._hash.update(_line_bytes(raw))
 
     def header(self, number: int, line: dict[str, Any]) -> None:
         if line.get("format") != FORMAT or line.get("version") not in _READABLE:
@@ -67,6 +108,9 @@ class Ending:
             type(counts.get(k)) is int for k in ("agents", "events")
         ):
             raise ConfigurationError(f"line {number}: a completion line needs agents and events")
+        sealed = counts.get("sha256")
+        if sealed is not None and sealed != self._hash.hexdigest():
+            self._altered = number  # (said by finish, after what names the damage better)
         if open_agent is not None:
             raise ConfigurationError(f"line {number}: agent {open_agent!r} has no end line")
         self.complete = counts
@@ -86,4 +130,10 @@ class Ending:
             raise ConfigurationError(
                 f"the completion line counts {self.complete['agents']} agent(s) and "
                 f"{self.complete['events']} event(s), the file holds {agents} and {events}"
+            )
+        if self._altered:
+            raise ConfigurationError(
+                f"line {self._altered}: the lines before it do not digest to the SHA-256 its"
+                " export wrote in this completion line: the file was altered or damaged after"
+                " the export; nothing was imported (export it again)"
             )

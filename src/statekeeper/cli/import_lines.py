@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigurationError, NonNormalAgentId
 from .export_base import base_of
 from .export_file import Ending
+from .export_holds import hold_of
 
 if TYPE_CHECKING:
     from ..records import Snapshot
     from ..store import StateStore
+    from ..store.holds import Hold
 
 __all__ = ["ImportedAgent", "creatable", "parse_lines"]
 
@@ -46,10 +48,14 @@ def _why(exc: Exception, raw: bytes) -> str:
 
 
 def parse_lines(
-    store: StateStore, lines: Iterator[tuple[int, bytes]], ending: Ending | None = None
+    store: StateStore,
+    lines: Iterator[tuple[int, bytes]],
+    ending: Ending | None = None,
+    holds: list[Hold] | None = None,
 ) -> list[ImportedAgent]:
     """Every agent in the file, checked; ConfigurationError naming the line otherwise.
-    ``ending``: what the header and completion line said (read after the call)."""
+    ``ending``: what the header and completion line said (read after the call);
+    ``holds``: where the file's legal holds go (:mod:`.export_holds`)."""
     agents: list[ImportedAgent] = []
     seen: set[str] = set()
     current: ImportedAgent | None = None
@@ -70,6 +76,7 @@ def parse_lines(
             continue
         if ending.line(number, line, current.agent_id if current is not None else None):
             continue
+        ending.seen(raw)
         if "end" in line:
             if current is None or line["end"] != current.agent_id:
                 raise ConfigurationError(f"line {number}: end line for an agent not started")
@@ -85,6 +92,14 @@ def parse_lines(
                 )
             current.end = line
             current = None
+            continue
+        if "hold" in line:
+            if current is not None:
+                raise ConfigurationError(
+                    f"line {number}: agent {current.agent_id!r} has no end line"
+                )
+            if holds is not None:
+                holds.append(hold_of(number, line))
             continue
         if "base" in line:
             base = base_of(number, line)

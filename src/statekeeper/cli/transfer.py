@@ -32,7 +32,6 @@ import copy
 import io
 import logging
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any
@@ -48,7 +47,6 @@ from ..errors import (
     ConfigurationError,
     HistoryCompacted,
     IntegrityError,
-    StatekeeperError,
 )
 from . import render
 from ._markup import escape
@@ -66,14 +64,18 @@ from .app import (
 )
 from .export_base import base_line, state_of
 from .export_base import event_line as _event_line
-from .export_file import FORMAT, Ending, completion_line, header_line
+from .export_file import FORMAT, Ending, Sealed, completion_line, header_line
+from .export_holds import HeldLines, place_holds
 from .import_lines import ImportedAgent as _Agent
 from .import_lines import creatable
 from .import_lines import parse_lines as _parse
+from .import_undo import shredded as _shredded
+from .import_undo import undo as _undo
 from .stores import refuse_in_memory
 
 if TYPE_CHECKING:
     from ..store import StateStore
+    from ..store.holds import Hold
 
 __all__ = ["export_agents", "import_agents"]
 
@@ -100,15 +102,19 @@ async def export_agents(
     deleted before it was read too (ids appended to ``deleted``), as a backup counts
     one "vanished"; an agent named in ``agent_ids`` that does not exist raises
     :class:`~statekeeper.errors.AgentNotFound`."""
+    from ..governance.holds import list_holds
+
     dumps = store.codec.copy_dumps
     encrypted = store.codec.encrypted
     out.write(dumps(header_line(str(render.iso(_now())), encrypted=encrypted)) + b"\n")
+    sealed = Sealed(out)  # every line after the header digested, for the completion line
     ids: Any = agent_ids if agent_ids is not None else None
     total = len(agent_ids) if agent_ids is not None else await store.count_agents()
     task = progress.add_task("export", total=total) if progress is not None else None
     agents = events = 0
     forgotten: list[str] = []
     deleted = [] if deleted is None else deleted
+    held = HeldLines(store, await list_holds(store), whole=ids is None)
 
     async def each() -> Any:
         if ids is not None:
@@ -136,15 +142,15 @@ async def export_agents(
         written = 0
         try:
             async for ev in store.history(agent_id, to_seq=head):
-                out.write(dumps(_event_line(ev)) + b"\n")
+                sealed.write(dumps(_event_line(ev)) + b"\n")
                 written += 1
         except HistoryCompacted as exc:  # retention compacted it: its base, then the rest
             if written:  # (compacted while this export read it: no file to trust)
                 raise
             base = await store.load(agent_id, at_seq=exc.base_seq)
-            out.write(dumps(base_line(base)) + b"\n")
+            sealed.write(dumps(base_line(base)) + b"\n")
             async for ev in store.history(agent_id, after_seq=exc.base_seq, to_seq=head):
-                out.write(dumps(_event_line(ev)) + b"\n")
+                sealed.write(dumps(_event_line(ev)) + b"\n")
                 written += 1
         events += written
         end = {
@@ -153,11 +159,14 @@ async def export_agents(
             "state": snap.fsm_state,
             "schema_version": snap.schema_version,
         }
-        out.write(dumps(end) + b"\n")
+        sealed.write(dumps(end) + b"\n")
+        held.agent(agent_id)
         agents += 1
         if progress is not None:
             progress.advance(task)
-    out.write(dumps(completion_line(agents, events)) + b"\n")
+    for line in held.lines():  # the legal holds on what it exported (.export_holds)
+        sealed.write(dumps(line) + b"\n")
+    sealed.write(dumps(completion_line(agents, events, sealed.digest())) + b"\n")
     return agents, events, forgotten
 
 
@@ -286,6 +295,7 @@ async def import_agents(
     skip_existing: bool = False,
     key_file: Path | None = None,
     forgotten: list[str] | None = None,
+    holds_placed: list[str] | None = None,
 ) -> tuple[int, int, list[str]]:
     """Import every agent in ``source`` into the store at ``url``; returns ``(agents,
     events, skipped ids)``.
@@ -313,8 +323,9 @@ async def import_agents(
     store = StateStore(url, keyring=keyring, clock=lambda: stamp[0], **options)
     try:
         header = Ending()
+        holds: list[Hold] = []
         try:
-            agents = _parse(store, enumerate(source, 1), header)
+            agents = _parse(store, enumerate(source, 1), header, holds)
         except ConfigurationError as exc:  # "line N: ..." of which file
             raise ConfigurationError(f"{getattr(source, 'name', 'stdin')}, {exc}") from None
         based = [a.agent_id for a in agents if a.base is not None]
@@ -351,6 +362,10 @@ async def import_agents(
             else:
                 creatable(store, agent.agent_id)
                 todo.append((agent, 0))
+        # the file's legal holds first: no agent of it is ever stored unheld (.export_holds)
+        placed = await place_holds(store, holds, f"export {getattr(source, 'name', 'stdin')}")
+        if holds_placed is not None:
+            holds_placed.extend(placed)
         task = progress.add_task("import", total=len(todo)) if progress is not None else None
         events = 0
         if todo and header.encrypted and not store.codec.encrypted:
@@ -372,46 +387,6 @@ async def import_agents(
         return len(todo), events, skipped
     finally:
         await store.close()
-
-
-async def _undo(
-    store: StateStore, agent: _Agent, stored: int, failed: IntegrityError
-) -> IntegrityError:
-    """``failed`` (the agent's read-back), saying what became of the agent: one this
-    import created is deleted again — only while its head is the one this import
-    wrote (a write since is never lost) — so the failed import leaves it absent, as
-    it found it; one it completed (an interrupted import had stored its first
-    ``stored`` events) keeps them: a stream cannot be cut back to a seq."""
-    from ..store.conditional import delete_only_at
-
-    agent_id = agent.agent_id
-    undo = f"(undo: statekeeper delete {shlex.quote(agent_id)} --yes)"
-    if stored:
-        said = (
-            f"the agent is stored as the file's events say: it existed up to seq {stored}"
-            f" (an interrupted import) and a stream cannot be cut back {undo}"
-        )
-    else:
-        try:
-            with delete_only_at(agent.base_seq + len(agent.events)):
-                await store.delete(agent_id)
-        except StatekeeperError as exc:  # written since, on hold, not permitted...
-            said = (
-                f"the agent is stored as the file's events say: deleting it again failed"
-                f" ({exc}) {undo}"
-            )
-        else:
-            said = "the agent was deleted again: the failed import left it absent, as it was"
-    return IntegrityError(failed.agent_id, failed.seq, f"{failed.reason}; {said}")
-
-
-def _shredded(store: StateStore, agent_id: str) -> bool:
-    """Whether the store's key vault holds a tombstone for ``agent_id`` (its data key was
-    destroyed: a write of it would raise ``AgentForgotten``)."""
-    keyring = store.codec.keyring
-    vault = keyring.data_keys if keyring is not None else None
-    entry = vault.load(agent_id) if vault is not None else None
-    return entry is not None and entry.wrapped is None
 
 
 def _now() -> float:
@@ -541,6 +516,7 @@ def import_cmd(
             raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
 
     forgotten: list[str] = []
+    placed: list[str] = []
 
     async def go() -> tuple[int, int, list[str]]:
         with bar("importing", disable=json_out) as progress:
@@ -551,6 +527,7 @@ def import_cmd(
                 skip_existing=skip_existing,
                 key_file=key_file,
                 forgotten=forgotten,
+                holds_placed=placed,
             )
 
     try:
@@ -564,12 +541,15 @@ def import_cmd(
                 "events": events,
                 "skipped": skipped,
                 "forgotten": forgotten,
+                "holds_placed": placed,
                 "verified": True,
             }
         )
         return
     console = out_console()
     console.print(f"[green]✓[/] imported {agents} agent(s), {events} event(s); verified")
+    for pattern in placed:
+        console.print(f"placed a legal hold on {escape(repr(pattern))} (held in the export)")
     if skipped:  # the first few (hundreds would fill the terminal): --json lists them all
         shown = ", ".join(skipped[:_NAMED])
         more = f" and {len(skipped) - _NAMED:,} more (--json lists them all)"

@@ -103,7 +103,7 @@ from .imagewrite import write_image
 from .location import local_copies
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
-from .restoreholds import backup_holds, carry_holds
+from .restoreholds import carry_holds, holds_of
 from .writepass import write_all as _write_all
 
 if TYPE_CHECKING:
@@ -495,11 +495,7 @@ async def restore(
         kept = [a for a in present if a[:1] == "\x01"]
         # ...except the legal holds: those of the backup the target lacks are placed in
         # it (a restore must not leave a held agent unheld: :mod:`.restoreholds`)
-        holds = (
-            await backup_holds(store, parts, key, plans, tags[HOLDS_STREAM])
-            if HOLDS_STREAM in kept
-            else ()
-        )
+        holds = await holds_of(store, parts, key, plans, tags, kept)
         for agent_id in kept:
             del tags[agent_id]
         present = [a for a in present if a[:1] != "\x01"]

@@ -26,13 +26,14 @@ from ...store.holds import Hold, list_holds, read_holds
 from ..holds import carry_hold
 from ..hooks import AuditSink
 from .fileformat import BackupKey
+from .nsholds import manifest_holds
 from .writepass import write_all
 
 if TYPE_CHECKING:
     from ...store import StateStore
     from .restore import _Part, _Plan
 
-__all__ = ["backup_holds", "carry_holds"]
+__all__ = ["backup_holds", "carry_holds", "holds_of"]
 
 
 async def backup_holds(
@@ -71,3 +72,21 @@ async def carry_holds(
         if await carry_hold(store, hold, backup_id, audit=audit):
             placed.append(hold.pattern)
     return placed
+
+
+async def holds_of(
+    store: StateStore,
+    parts: Sequence[_Part],
+    key: BackupKey,
+    plans: dict[str, _Plan],
+    tags: dict[str, bytes],
+    kept: Sequence[str],
+) -> tuple[Hold, ...]:
+    """The backup's holds to place in ``store`` before its agents: those of its holds
+    stream when the target keeps its own (``kept``; else the stream is restored whole),
+    or those a namespace's backup lists in its last manifest (:mod:`.nsholds`)."""
+    if HOLDS_STREAM in kept:
+        return await backup_holds(store, parts, key, plans, tags[HOLDS_STREAM])
+    if HOLDS_STREAM in tags:
+        return ()
+    return manifest_holds(parts[-1][0], key)

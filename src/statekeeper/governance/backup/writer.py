@@ -63,6 +63,7 @@ from .fileformat import (
     Header,
 )
 from .location import Location, named_as_given
+from .nsholds import namespace_holds, sealed_holds, sealing_holds
 from .pagedelta import page_layout, since_parent, write_page_delta
 from .pgcopy import write_copy_out
 from .rowentries import copy_batch, last_digest, list_heads, mark_compacted
@@ -168,7 +169,9 @@ async def backup(
 
     A tiered store's demoted agents are read from its cold tier, where they stay.
     """
-    with store.backend.in_place():  # (reading them is not using them)
+    # (reading them is not using them); a namespace's backup lists the holds on it in
+    # its manifest (.nsholds)
+    with store.backend.in_place(), sealing_holds(await namespace_holds(store)):
         return await _backup(store, to, key, since, chunk_bytes, progress, audit, overwrite)
 
 
@@ -378,6 +381,7 @@ async def _backup(
             "snapshots": totals["snapshots"],
             "streams": streams,
             "deleted": deleted,
+            **sealed_holds(),
         }
         await asyncio.to_thread(writer.finish, manifest)
         written = writer.offset
@@ -523,6 +527,7 @@ async def _finish_whole(
         "source": source,
         "namespace": namespace,
         **body,
+        **sealed_holds(),
     }
     await asyncio.to_thread(writer.finish, manifest)
 
