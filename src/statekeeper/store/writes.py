@@ -693,6 +693,84 @@ class WritePipeline:
         finally:
             self._let_go(agent_id)
 
+    def can_commit_applied(self, agent_id: str, expected_seq: int) -> bool:
+        """Whether :meth:`commit_applied` of a write on the cached record at
+        ``expected_seq`` is its case (nothing done either way): a plain call the caller
+        makes before it builds the write, so that building it is never wasted on a
+        write the general path then makes again."""
+        if self.group is not None or agent_id in self._locks._held:
+            return False
+        if idempotency.rotating(self.codec):
+            return False
+        record = self.reads.trusted(agent_id)
+        return (
+            record is not None
+            and record.seq == expected_seq
+            and not self.snapshots.needs_prepare(record)
+        )
+
+    def commit_applied(
+        self,
+        agent_id: str,
+        event_type: str,
+        ops: list[dict[str, Any]],
+        expected_seq: int,
+        key: str | None,
+        after: Any,
+        plain_ops: bool,
+    ) -> AppendResult | Awaitable[AppendResult | None] | None:
+        """:meth:`append_applied` as one plain call, for a caller that checked
+        :meth:`can_commit_applied` with nothing awaited since (the LangGraph saver's
+        checkpoint commit): the event built as :meth:`build` builds it and committed
+        by ``Backend.commit_request`` on this thread — no coroutine of its own, of
+        :meth:`_land`, of the engine's ``append``. The result; when the engine declines
+        to commit it at once (another task ready, the writer busy, a pass of the loop
+        due), a coroutine that appends the same request under the agent's lock (taken
+        here), and on a duplicate key, the coroutine that confirms it (as
+        :meth:`_land`); None on a conflict (the record dropped: the caller makes the
+        write again on a read). Any other failure drops the record and is raised."""
+        if not self.can_commit_applied(agent_id, expected_seq):
+            return None
+        record = self.reads.trusted(agent_id)
+        assert record is not None
+        request, new_record = self.build(
+            agent_id, event_type, {}, record, ops, None, key, None, None,
+            plain_ops=plain_ops, after=after,
+        )  # fmt: skip
+        cache = self.reads.cache
+        try:
+            result = self.backend.commit_request(request)
+        except ConflictError:
+            cache.discard(agent_id)
+            self.retries += 1
+            return None
+        except BaseException:
+            cache.discard(agent_id)
+            raise
+        if result is None:  # the engine's own append makes it, under the agent's lock
+            self._locks._held[agent_id] = None
+            return self._land_held(agent_id, request, new_record)
+        self.appends += 1
+        if result.duplicate:  # (as _land does: never trust the record alone)
+            cache.discard(agent_id)
+            assert request.idempotency_key is not None
+            return self.confirm_key(agent_id, request.idempotency_key, result)
+        if request.snapshot is not None:
+            self.snapshots_written += 1
+        cache.put(agent_id, new_record)
+        if self.witness is not None and new_record.link is not None:
+            self.witness.acked(agent_id, result.last_seq, new_record.link)
+        return result
+
+    async def _land_held(
+        self, agent_id: str, request: AppendRequest, new_record: AgentRecord
+    ) -> AppendResult | None:
+        """:meth:`_land` under the agent's lock taken by hand, then let go."""
+        try:
+            return await self._land(agent_id, request, new_record)
+        finally:
+            self._let_go(agent_id)
+
     async def _land(
         self, agent_id: str, request: AppendRequest, new_record: AgentRecord
     ) -> AppendResult | None:
