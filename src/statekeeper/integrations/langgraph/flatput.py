@@ -130,7 +130,13 @@ async def _commit_flat(
                     _update_heads(st, ops)
             st.seq = result.last_seq
             if saver._snapshot_due(st, event_type, ops):
-                await saver._snapshot(st)
+                try:
+                    await saver._snapshot(st)
+                except BaseException as exc:  # (as _commit: the plans fail with it)
+                    saver._forget(thread_id)
+                    for pending in live:
+                        _settle(pending, exc)
+                    return mine
     for pending in live:
         _settle(pending)
     if not saver._queued.get(thread_id):
