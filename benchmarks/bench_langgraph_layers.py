@@ -11,12 +11,10 @@ one new thread each, after two uncounted runs), and prints the instructions per 
 - ``sqlite``: LangGraph's ``SqliteSaver`` (``synchronous=NORMAL``);
 - ``sk``: ``StatekeeperSaver`` with its defaults (fork protection, held writes;
   ``writes_wait`` 120 s so that none times out under callgrind's slowdown);
-- ``sk-nosql``: ``sk`` with the SQLite backend's ``append`` (and ``commit_request``,
-  the flat put's) answering at once as if it had committed (nothing written):
-  everything but the statements;
-- ``sk-nostore``: ``sk`` with the store's ``WritePipeline.append_applied`` (and
-  ``commit_applied``, the flat put's) answering at once as if it had landed: the
-  saver's own layers (plan, ops, claims, the write
+- ``sk-nosql``: ``sk`` with the SQLite backend's ``append`` answering at once as if
+  it had committed (nothing written): everything but the statements;
+- ``sk-nostore``: ``sk`` with the store's ``WritePipeline.append_applied`` answering
+  at once as if it had landed: the saver's own layers (plan, ops, claims, the write
   queue, the hop onto its loop), without the store's record (codec, chain, tags) and
   the statements;
 - ``bare``: :class:`Bare`, the work of statekeeper's guarantees for a step written
@@ -85,11 +83,7 @@ def _stub_statements() -> None:
     async def append(self: Any, request: Any) -> AppendResult:
         return AppendResult(request.agent_id, request.expected_seq + 1, request.expected_seq + 1)
 
-    def commit_request(self: Any, request: Any) -> AppendResult:  # (the flat put's)
-        return AppendResult(request.agent_id, request.expected_seq + 1, request.expected_seq + 1)
-
     SQLiteBackend.append = append  # type: ignore[method-assign]
-    SQLiteBackend.commit_request = commit_request  # type: ignore[method-assign]
 
 
 def _stub_store() -> None:
@@ -101,16 +95,7 @@ def _stub_store() -> None:
     ) -> AppendResult:
         return AppendResult(agent_id, expected + 1, expected + 1)
 
-    def commit_applied(
-        self: Any, agent_id: str, event_type: str, ops: Any, expected: int, *rest: Any
-    ) -> AppendResult:  # (the flat put's: flatput.py)
-        return AppendResult(agent_id, expected + 1, expected + 1)
-
     WritePipeline.append_applied = append_applied  # type: ignore[method-assign]
-    WritePipeline.commit_applied = commit_applied  # type: ignore[method-assign]
-    # (its record is never updated: the flat put's check would send every put after
-    # the first to the general path)
-    WritePipeline.can_commit_applied = lambda *args: True  # type: ignore[method-assign]
 
 
 class Bare(BaseCheckpointSaver[str]):

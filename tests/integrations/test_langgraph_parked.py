@@ -54,16 +54,6 @@ def test_a_steps_commit_is_made_by_the_call_to_put(tmp_path: Path) -> None:
             await commit(thread_id, batch)
 
         saver._commit = recorded  # type: ignore[method-assign]
-        # (a put's flat commit, flatput.py, is made by the store's commit_applied)
-        fast = saver._fast
-        assert fast is not None
-        commit_applied = fast.commit_applied
-
-        def recorded_flat(*args: Any) -> Any:
-            committed_in.append(_CALL.get())
-            return commit_applied(*args)
-
-        fast.commit_applied = recorded_flat  # type: ignore[method-assign, assignment]
 
         def traced(name: str, method: Any) -> Any:
             @functools.wraps(method)
@@ -118,11 +108,6 @@ def test_a_held_write_whose_commit_failed_is_still_stored_by_its_caller(
         await commit(thread_id, batch)
 
     saver._commit = failing  # type: ignore[method-assign]
-    # (the general path's commit, which opens the stream: a put's flat commit,
-    # flatput.py, is made on a stream already open)
-    fast = saver._fast
-    assert fast is not None
-    fast.can_commit_applied = lambda *args: False  # type: ignore[method-assign]
     try:
         graph = counter_graph(5).compile(checkpointer=saver)
         cfg: Any = {"configurable": {"thread_id": new_thread()}}

@@ -357,17 +357,6 @@ class Backend(abc.ABC):
         :meth:`append_next` (docs/benchmarks.md, "seqfoot")."""
         return False
 
-    def commit_request(self, request: AppendRequest) -> AppendResult | None:
-        """:meth:`append` of ``request`` made now, as a plain call, when the engine can
-        commit it on this thread without waiting (as :meth:`commit_next` for a row): its
-        result once committed; None, with nothing done, when it cannot (the caller then
-        awaits :meth:`append`, which handles every case: the default); the refusal
-        raised as :meth:`append` raises it. The request is not checked (the store calls
-        it only with a request it built on a cached record). For the LangGraph saver's
-        checkpoint commit, whose event carries a type and an idempotency key that a
-        :data:`NextRow` does not."""
-        return None
-
     def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
         """:meth:`append_next` of ``row`` for an engine that groups appends
         (:attr:`groups_appends`), as a plain call when a commit of the running event loop

@@ -1845,41 +1845,6 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             raise refused
         return True
 
-    def commit_request(self, request: AppendRequest) -> AppendResult | None:
-        """:meth:`Backend.commit_request`: the lone append :meth:`_open_commit` commits
-        without a pass of the loop (:meth:`_commit_lone` of :meth:`_append_one`), in
-        the cases :meth:`commit_next` commits a row; None, with nothing done, in the
-        others (:meth:`append` then makes it)."""
-        if (
-            self.readonly
-            or self._closed
-            or not self.inline_writes
-            or self._queues
-            or self._in_flight
-        ):
-            return None
-        loop = _last_loop[0]
-        if loop is None or loop._thread_id != _get_ident():  # type: ignore[attr-defined]
-            running = asyncio.get_running_loop()
-            if not isinstance(running, asyncio.BaseEventLoop):
-                return None
-            _last_loop[0] = loop = running
-        if loop._ready:  # type: ignore[attr-defined]
-            return None
-        if (now := _monotonic()) >= self._pass_due:
-            if not _nothing_waits(loop):
-                return None
-            self._pass_due = now + PASS_EVERY
-        result = self._commit_lone(
-            _pages((request,)), self._append_one, self._append_cursor, request
-        )
-        if result is _BUSY:
-            return None
-        self._committed(1)
-        if isinstance(result, BaseException):
-            raise result
-        return result  # type: ignore[no-any-return]
-
     def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
         """:meth:`Backend.join_next`: ``row`` joins the running loop's queue when it is
         open (appends waiting, or a batch in flight), as :meth:`append_next` would. The

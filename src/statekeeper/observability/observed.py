@@ -162,26 +162,6 @@ class ObservedBackend(LeaseCalls, Backend):
                 obs.snapshot_size.observe(len(row[7].payload))
         return committed
 
-    def commit_request(self, request: AppendRequest) -> AppendResult | None:
-        """The engine's :meth:`~statekeeper.backends.base.Backend.commit_request`, timed
-        and counted as an ``append`` when it committed (None, nothing done, when it did
-        not: the caller then awaits :meth:`append`, timed there). Traced, it commits
-        nothing here: :meth:`append` makes the append inside its span."""
-        obs = self._obs
-        if obs._tracer is not None:
-            return None
-        t0 = _perf()
-        try:
-            result = self.inner.commit_request(request)
-        except BaseException as exc:
-            obs.backend_failed("append", exc, _perf() - t0, None)
-            raise
-        if result is not None:
-            obs.append_hist.observe(_perf() - t0)
-            if request.snapshot is not None:
-                obs.snapshot_size.observe(len(request.snapshot.payload))
-        return result
-
     def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
         """The engine's :meth:`~statekeeper.backends.base.Backend.join_next`, timed and
         counted as an ``append`` when it joined an open commit (None, nothing done, when

@@ -188,24 +188,15 @@ class _SaverCommits(_SaverStreams):
             else:
                 _update_heads(st, ops)
         st.seq = result.last_seq
-        if self._snapshot_due(st, event_type, ops):
-            await self._snapshot(st)
-
-    def _snapshot_due(self, st: _Stream, event_type: str, ops: builtins.list[Op]) -> bool:
-        """(After a write of ``ops`` landed.) Count its stored bytes; whether a snapshot
-        of the thread is due now (see ``snapshot_min_bytes``)."""
         st.bytes_since += self._event_cost(st, event_type, orjson.dumps(ops))
         if st.bytes_since < self.snapshot_min_bytes:
-            return False
+            return
         if not st.snap_bytes:
             st.snap_bytes = self._stored(orjson.dumps(st.doc))
-        return st.bytes_since * _SNAPSHOT_SHARE >= st.snap_bytes
-
-    async def _snapshot(self, st: _Stream) -> None:
-        """Snapshot the thread (:meth:`_snapshot_due` said so)."""
-        await self.store.snapshot(st.agent_id)
-        st.snap_bytes = self._stored(orjson.dumps(st.doc))
-        st.bytes_since = 0
+        if st.bytes_since * _SNAPSHOT_SHARE >= st.snap_bytes:
+            await self.store.snapshot(st.agent_id)
+            st.snap_bytes = self._stored(orjson.dumps(st.doc))
+            st.bytes_since = 0
 
     def _event_cost(self, st: _Stream, event_type: str, blob: bytes) -> int:
         """:meth:`_stored` of a write's event, compressed (for the estimate) only every

@@ -24,7 +24,6 @@ from . import history as h
 from . import made
 from . import mapping as m
 from .faults import CheckpointForkError
-from .flatput import put_flat
 from .listing import _SaverListing
 from .loop import SharedLoop
 from .runs import Run
@@ -385,8 +384,7 @@ class _SaverWrites(_SaverListing):
             return m.EV_CHECKPOINT, out, key
 
         plain = ns != "$t" and cid != "$t" and _plain_header(header)
-        if not await put_flat(self, thread_id, build, plain):
-            await self._mutate(thread_id, build, m.EV_CHECKPOINT, plain=plain)
+        await self._mutate(thread_id, build, m.EV_CHECKPOINT, plain=plain)
         self._rode(run)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
