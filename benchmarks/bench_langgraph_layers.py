@@ -10,7 +10,7 @@ one new thread each, after two uncounted runs), and prints the instructions per 
   latest checkpoint object): LangGraph's own part of a run, which every saver pays;
 - ``sqlite``: LangGraph's ``SqliteSaver`` (``synchronous=NORMAL``);
 - ``sk``: ``StatekeeperSaver`` with its defaults (fork protection, held writes;
-  ``writes_wait`` 1 s so that none times out under callgrind's slowdown);
+  ``writes_wait`` 120 s so that none times out under callgrind's slowdown);
 - ``sk-nosql``: ``sk`` with the SQLite backend's ``append`` answering at once as if
   it had committed (nothing written): everything but the statements;
 - ``sk-nostore``: ``sk`` with the store's ``WritePipeline.append_applied`` answering
@@ -70,6 +70,10 @@ from callgrind_window import helper, run_window
 
 KINDS = ("floor", "sqlite", "sk", "sk-nosql", "sk-nostore", "bare")
 WARM = 2
+#: the saver's ``writes_wait``: long enough that no held write times out under
+#: callgrind on a loaded machine (at 1 s, at load ~15, some did: their callers then
+#: committed them on their own, and one tree's run swung by up to 8 M instructions)
+WRITES_WAIT = 120.0
 
 
 def _stub_statements() -> None:
@@ -223,7 +227,7 @@ def write(kind: str, runs: int, out: Path) -> None:
         elif kind == "sk-nostore":
             _stub_store()
         url = f"sqlite:///{tmp / 'small.db'}?synchronous=NORMAL"
-        saver = StatekeeperSaver.from_url(url, writes_wait=1.0)
+        saver = StatekeeperSaver.from_url(url, writes_wait=WRITES_WAIT)
         close = saver.close
     graph = small_graph(30).compile(checkpointer=saver)
     for t in range(WARM + runs):
