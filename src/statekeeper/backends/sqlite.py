@@ -4,10 +4,11 @@
   connection is idle and the write lock is free (``inline_writes``, the default),
   else on one dedicated writer thread; each append is one ``BEGIN IMMEDIATE`` …
   ``COMMIT`` (or, through :meth:`SQLiteBackend.append_batch`, many appends share one
-  commit — the store's ``group`` durability mode uses that). WAL checkpoints run on
-  the writer thread, never inside a commit.
-* Compare-and-append: the head is read and the rows written inside the same
-  immediate transaction, and ``PRIMARY KEY(agent_id, seq)`` backs it up, so two
+  commit — the store's ``group`` durability mode uses that; and the store's common
+  save, a lone append of an existing agent, is one statement in autocommit:
+  ``_SAVE_NEXT``). WAL checkpoints run on the writer thread, never inside a commit.
+* Compare-and-append: the head is checked and the rows written inside the same
+  write transaction, and ``PRIMARY KEY(agent_id, seq)`` backs it up, so two
   processes writing the same file can never both win.
 * Reads use a per-thread read connection and run inline: WAL readers never wait for
   the writer, and a point read costs microseconds (:mod:`.sqlite_reads`).
@@ -1774,7 +1775,11 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         the loop ready, no pass due (:data:`PASS_EVERY` went by and the loop's poll finds
         I/O or a timer waiting), the writer idle; :meth:`append_next` then makes it.
 
-        The commit is :meth:`_commit_lone` of :meth:`_append_row` written out in this
+        An existing agent's append without a snapshot is ONE statement in autocommit
+        (:data:`_SAVE_NEXT`: the same compare-and-set and event row, made by a TEMP
+        view's trigger; a busy write lock fails it with nothing written, and the
+        writer thread then makes it). Any other (a create, a snapshot with it) is
+        :meth:`_commit_lone` of :meth:`_append_row` written out in this
         one frame (the same statements, errors and accounting): the two calls, the
         row's arguments packed and unpacked twice and the writer's ``threading.local``
         flag set and cleared per save were ~150 of the save's ~1,100 bytecodes
