@@ -9,7 +9,8 @@ runs ahead of it (the parent checks the WAL file between two saves):
   store acknowledged the save;
 - ``stop`` / ``pass``: save, and as that save's ``COMMIT`` begins (SQLite's trace
   callback, on whichever thread runs it: its rows are written in the open
-  transaction, the commit's frames not yet) print ``{"commit": n}``, flushed; then
+  transaction, the commit's frames not yet; or, for a lone save made as one
+  statement in autocommit, as that statement begins) print ``{"commit": n}``, flushed; then
   ``stop`` blocks there for good (the parent SIGKILLs this process at that exact
   point) and ``pass`` goes on with the commit (the parent kills it wherever that
   save is when it gets there: in the commit's writes, its fsync, or past them).
@@ -31,6 +32,9 @@ from statekeeper import StateStore
 from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.errors import AgentNotFound
 
+#: the lone save's one statement, as the trace shows it (its parameters expanded)
+_SAVE_NEXT = "INSERT INTO sk_next_row VALUES"
+
 #: what the next COMMIT does: "" (nothing), "stop" or "pass" (see the docstring)
 _doomed = {"mode": "", "n": -1}
 _never = threading.Event()
@@ -42,7 +46,9 @@ def _tell(line: dict[str, Any]) -> None:
 
 
 def _traced(sql: str) -> None:
-    if sql != "COMMIT" or not _doomed["mode"]:
+    # (a lone save is one statement in autocommit, SQLiteBackend's _SAVE_NEXT: its
+    # commit begins with it, before its rows are written)
+    if not _doomed["mode"] or (sql != "COMMIT" and not sql.startswith(_SAVE_NEXT)):
         return
     mode, _doomed["mode"] = _doomed["mode"], ""
     _tell({"commit": _doomed["n"]})

@@ -4,10 +4,11 @@
   connection is idle and the write lock is free (``inline_writes``, the default),
   else on one dedicated writer thread; each append is one ``BEGIN IMMEDIATE`` …
   ``COMMIT`` (or, through :meth:`SQLiteBackend.append_batch`, many appends share one
-  commit — the store's ``group`` durability mode uses that). WAL checkpoints run on
-  the writer thread, never inside a commit.
-* Compare-and-append: the head is read and the rows written inside the same
-  immediate transaction, and ``PRIMARY KEY(agent_id, seq)`` backs it up, so two
+  commit — the store's ``group`` durability mode uses that; and the store's common
+  save, a lone append of an existing agent, is one statement in autocommit:
+  ``_SAVE_NEXT``). WAL checkpoints run on the writer thread, never inside a commit.
+* Compare-and-append: the head is checked and the rows written inside the same
+  write transaction, and ``PRIMARY KEY(agent_id, seq)`` backs it up, so two
   processes writing the same file can never both win.
 * Reads use a per-thread read connection and run inline: WAL readers never wait for
   the writer, and a point read costs microseconds (:mod:`.sqlite_reads`).
@@ -417,6 +418,10 @@ def _prepare_writes(conn: sqlite3.Connection) -> None:
     ):
         with contextlib.suppress(sqlite3.IntegrityError):
             conn.execute(sql, args)
+    # the lone append's one statement (_SAVE_NEXT): the head of no agent moved, refused
+    # by its trigger — or no such view, when the writer could not make it
+    with contextlib.suppress(sqlite3.IntegrityError, sqlite3.OperationalError):
+        conn.execute(_SAVE_NEXT, ("", 0, 0.0, None, None, None, None))
 
 
 def _pages(requests: Sequence[_Queued]) -> int:
@@ -469,6 +474,45 @@ _FORGET_KEY = "DELETE FROM sk_idempotency WHERE agent_id = ? AND key = ?"
 _INSERT_EVENT = (
     "INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum) VALUES (?, ?, ?, ?, ?, ?)"
 )
+#: a lone ``append_next`` row as ONE statement, in autocommit (``commit_next``): the
+#: head's compare-and-set and the event row made by an ``INSTEAD OF`` trigger on a view,
+#: both TEMP — objects of the writer connection alone, not of the file (its schema, its
+#: other connections and every other write path are untouched). The head moves only
+#: from ``seq - 1`` with the expected tag, else the trigger aborts the statement with
+#: :data:`_MOVED` (nothing written); the event's ``INSERT`` fires the feed trigger as
+#: before. One statement instead of ``BEGIN IMMEDIATE``, the ``UPDATE``, the
+#: ``INSERT`` and ``COMMIT``: three fewer trips through pysqlite (bind, step, reset,
+#: the GIL dropped and taken, SQLite's connection mutex), ~12k of a steady save's
+#: ~170k instructions (docs/benchmarks.md, "perfsave")
+_MOVED = "statekeeper: the head moved"
+_SAVE_NEXT_SCHEMA = (
+    "CREATE TEMP VIEW IF NOT EXISTS sk_next_row"
+    "(agent_id, seq, ts, payload, checksum, tag, expected)"
+    " AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL",
+    "CREATE TEMP TRIGGER IF NOT EXISTS sk_next_row_append INSTEAD OF INSERT ON sk_next_row"
+    " BEGIN"
+    " UPDATE sk_agents SET head_seq = new.seq, updated_at = new.ts, head_tag = new.tag"
+    " WHERE agent_id = new.agent_id AND head_seq = new.seq - 1 AND head_tag IS new.expected;"
+    f" SELECT RAISE(ABORT, '{_MOVED}') WHERE changes() = 0;"
+    " INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum)"
+    f" VALUES (new.agent_id, new.seq, '{EventType.PATCH}', new.ts, new.payload, new.checksum);"
+    " END",
+)
+_SAVE_NEXT = "INSERT INTO sk_next_row VALUES (?, ?, ?, ?, ?, ?, ?)"
+
+
+def _prepare_save_next(conn: sqlite3.Connection) -> bool:
+    """Make :data:`_SAVE_NEXT`'s TEMP view and trigger on the writer connection
+    ``conn`` (outside any transaction); False when they cannot be made (the lone
+    append then runs its four statements, as every other write does)."""
+    try:
+        for sql in _SAVE_NEXT_SCHEMA:
+            conn.execute(sql)
+    except sqlite3.Error:
+        return False
+    return True
+
+
 #: the head compare-and-set and the event row of a batch of ``append_next`` rows
 #: (``SQLiteBackend._append_rows``), their parameters a row's columns as they are
 #: (seq, timestamp, new tag, agent, expected tag; agent, seq, timestamp, payload, checksum)
@@ -649,6 +693,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         #: one such batch at a time, it holds _writer_busy from BEGIN to COMMIT
         self._commit_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sk-sqlite-c")
         self._writer: sqlite3.Connection | None = None
+        self._save_next = False  # (set when the writer opens: _prepare_save_next)
         self.inline_writes = inline_writes
         #: concurrent appends share commits through the commit queue (see _join_commit)
         self.groups_appends = inline_writes and not readonly
@@ -767,6 +812,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         # the appends' statements run on one cursor of the writer connection (it is
         # only used under _writer_busy): conn.execute made and dropped one per statement
         self._append_cursor = conn.cursor()
+        #: a lone append is one statement (_SAVE_NEXT: the TEMP view made)
+        self._save_next = _prepare_save_next(conn)
         #: the cursor of the reads made on the writer connection while it is idle, by a
         #: thread that has no read connection yet (see _rows)
         self._writer_reads = conn.cursor()
@@ -1728,7 +1775,11 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         the loop ready, no pass due (:data:`PASS_EVERY` went by and the loop's poll finds
         I/O or a timer waiting), the writer idle; :meth:`append_next` then makes it.
 
-        The commit is :meth:`_commit_lone` of :meth:`_append_row` written out in this
+        An existing agent's append without a snapshot is ONE statement in autocommit
+        (:data:`_SAVE_NEXT`: the same compare-and-set and event row, made by a TEMP
+        view's trigger; a busy write lock fails it with nothing written, and the
+        writer thread then makes it). Any other (a create, a snapshot with it) is
+        :meth:`_commit_lone` of :meth:`_append_row` written out in this
         one frame (the same statements, errors and accounting): the two calls, the
         row's arguments packed and unpacked twice and the writer's ``threading.local``
         flag set and cleared per save were ~150 of the save's ~1,100 bytecodes
@@ -1761,6 +1812,46 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         execute = cur.execute
         refused: ConflictError | None = None
         failure: BaseException | None = None
+        if seq != 1 and snapshot is None and self._save_next:
+            # the common save: one statement, its own transaction (_SAVE_NEXT)
+            try:
+                try:
+                    execute(
+                        _SAVE_NEXT,
+                        (
+                            agent_id,
+                            seq,
+                            timestamp,
+                            _bind(payload),
+                            _bind(checksum),
+                            None if head_tag is None else _bind(head_tag),
+                            None if expected_tag is None else _bind(expected_tag),
+                        ),
+                    )
+                    self.append_commits += 1
+                except sqlite3.IntegrityError as exc:  # (rolled back: no WAL pages)
+                    if exc.args and exc.args[0] == _MOVED:  # refused, nothing written
+                        found = execute(_HEAD_SEQ, (agent_id,)).fetchone()
+                        refused = ConflictError(
+                            agent_id, seq - 1, found[0] if found is not None else 0
+                        )
+                    else:
+                        failure = self._failure(exc)
+                except sqlite3.OperationalError as exc:
+                    if _busy(exc):  # nothing written: the writer thread waits for the lock
+                        return False
+                    raise
+                except BaseException:
+                    conn = self._writer
+                    if conn is not None and conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error:
+                with _translated(self.path):
+                    raise
+            finally:
+                self._writer_busy.release()
+            return self._next_done(payload, failure, refused)
         try:
             try:
                 try:
@@ -1828,6 +1919,14 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             return False  # nothing written: wait for the lock on the writer thread
         finally:
             self._writer_busy.release()
+        return self._next_done(payload, failure, refused)
+
+    def _next_done(
+        self, payload: bytes, failure: BaseException | None, refused: ConflictError | None
+    ) -> bool:
+        """:meth:`commit_next`'s accounting once its append's statements ran: the
+        failure raised, the WAL pages counted (a checkpoint queued when due), the
+        commit listeners told, the refusal raised; True."""
         if failure is not None:
             if self.commit_listeners:
                 self._committed(1)
