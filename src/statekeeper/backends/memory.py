@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigurationError, ConflictError, LeaseHeld, LeaseLost, StoreClosed
 from ..records import (
+    STEP_KEY_PREFIX,
     AgentInfo,
     AppendRequest,
     AppendResult,
@@ -296,7 +297,11 @@ class MemoryBackend(Backend):
             streams = [one] if one is not None else []
         dropped = 0
         for stream in streams:
-            old = [k for k, (_, _, made) in stream.keys.items() if made < before]
+            old = [
+                k
+                for k, (_, _, made) in stream.keys.items()
+                if made < before and not k.startswith(STEP_KEY_PREFIX)
+            ]
             if not count_only:
                 for key in old:
                     del stream.keys[key]
