@@ -157,7 +157,7 @@ async def test_retried_transition_with_a_key_is_stored_once(store: StateStore) -
     # learning the outcome) replays the step
     replay = await store.agent("a1", AgentStateMachine())
     assert await agent.transition(StateTransition.START_PROCESSING, idempotency_key="step-1")
-    assert replay.seq == 1 and replay.state is AgentState.IDLE
+    assert (replay.seq, replay.machine.state_value) == (1, "idle")
     assert await replay.transition(StateTransition.START_PROCESSING, idempotency_key="step-1")
     assert await store.head("a1") == 2
     assert replay.seq == 2 and replay.state is AgentState.PROCESSING
