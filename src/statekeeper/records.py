@@ -73,6 +73,7 @@ else:  # at run time a warning, without importing typing_extensions (~20 ms meas
 
 
 __all__ = [
+    "STEP_KEY_PREFIX",
     "AgentInfo",
     "AppendRequest",
     "AppendResult",
@@ -112,6 +113,11 @@ class EventType:
     TRANSITION = "transition"
     PATCH = "patch"
     STEP = "step"
+
+
+#: the idempotency keys of durable steps' records are ``STEP_KEY_PREFIX + step_id``
+#: (:mod:`statekeeper.concurrency.steps`); ``Backend.expire_keys`` never forgets one
+STEP_KEY_PREFIX = "step:"
 
 
 @dataclass(frozen=True, slots=True)

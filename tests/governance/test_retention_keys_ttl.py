@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper import StateStore
+from statekeeper.concurrency import Steps
 from statekeeper.errors import RetentionPolicyError
 from statekeeper.governance.hooks import GovernanceEvent
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
@@ -86,3 +87,35 @@ def test_the_policy_file_reads_keys_ttl() -> None:
         with pytest.raises(RetentionPolicyError) as info:
             RetentionPolicy.parse(bad + "\n", source="p.txt")
         assert info.value.line == 1 and "keys_ttl" in str(info.value)
+
+
+@pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql"])
+async def test_keys_ttl_never_forgets_a_durable_steps_record(tmp_path: Path, engine: str) -> None:
+    """A durable step's record is what makes it run once: keys_ttl forgot it with the
+    other old records, and a retry of the step after the TTL ran its side effect again
+    (a charge made twice, no error). Its record now stays as long as the agent; the
+    agent's other old records are still forgotten."""
+    charged: list[int] = []
+
+    async def charge(amount: int) -> dict[str, int]:
+        charged.append(amount)
+        return {"charged": amount}
+
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url) as store:
+            steps = Steps(store, "ns/order")
+            assert await steps.run("charge", charge, 30) == {"charged": 30}
+            await store.save("ns/order", {"paid": True}, idempotency_key="k1")
+            report = await apply_retention(store, POLICY, now=time.time() + 31 * DAY)
+            assert [(a.agent_id, a.kind, a.keys_expired) for a in report.actions] == [
+                ("ns/order", "expire-keys", 1)  # k1 alone
+            ]
+            assert await store.backend.lookup_key("ns/order", "k1") is None
+            # the retry after the TTL (another process: nothing remembered) is a replay
+            again = Steps(store, "ns/order")
+            assert await again.run("charge", charge, 30) == {"charged": 30}
+            assert charged == [30]
+            assert await again.results() == {"charge": {"charged": 30}}
+            # every later run finds nothing more to forget
+            report = await apply_retention(store, POLICY, now=time.time() + 400 * DAY)
+            assert report.actions == []

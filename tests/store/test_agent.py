@@ -22,6 +22,7 @@ from statekeeper import (
     UnsavedChangesWarning,
 )
 from statekeeper.errors import MachineError
+from statekeeper.machine.types import TransitionResult
 from statekeeper.records import EventType
 
 from ..conftest import FakeClock
@@ -152,11 +153,11 @@ async def test_unserializable_data_reverts_the_transition(store: StateStore) -> 
 
 async def test_retried_transition_with_a_key_is_stored_once(store: StateStore) -> None:
     agent = await store.agent("a1")
-    assert await agent.transition(StateTransition.START_PROCESSING, idempotency_key="step-1")
-    # a worker that crashed before learning the outcome replays the step
+    # a worker that read the agent before the transition landed (and crashed before
+    # learning the outcome) replays the step
     replay = await store.agent("a1", AgentStateMachine())
-    replay.machine.restore("idle")
-    replay.seq = 1
+    assert await agent.transition(StateTransition.START_PROCESSING, idempotency_key="step-1")
+    assert (replay.seq, replay.machine.state_value) == (1, "idle")
     assert await replay.transition(StateTransition.START_PROCESSING, idempotency_key="step-1")
     assert await store.head("a1") == 2
     assert replay.seq == 2 and replay.state is AgentState.PROCESSING
@@ -289,6 +290,52 @@ def test_firing_a_sync_agents_machine_directly_is_refused() -> None:
             agent.machine.fire(StateTransition.START_PROCESSING)
         assert agent.transition(StateTransition.START_PROCESSING)
         assert store.load("direct").fsm_state == "processing"
+    finally:
+        store.close()
+
+
+async def test_restoring_a_durable_agents_machine_directly_is_refused(store: StateStore) -> None:
+    """agent.machine.restore("done") moved the agent in memory with nothing written:
+    agent.state said COMPLETED, a later save() stored the data with the old state, and a
+    transition from there recorded a move "from" a state the stream never held. Like a
+    direct fire, it is now refused (MachineError), before the machine moves; so is a
+    revert() of a transition the agent recorded."""
+    machine = AgentStateMachine()
+    agent = await store.agent("restored", machine)
+    await agent.transition(StateTransition.START_PROCESSING)
+    with pytest.raises(MachineError, match=r"restore.*agent\.transition"):
+        agent.machine.restore("completed")
+    with pytest.raises(MachineError):
+        machine.restore(AgentState.COMPLETED, entered_at=5.0)
+    assert agent.state is AgentState.PROCESSING
+    moved = machine.history[-1]  # the transition the agent recorded, undone in memory
+    result = TransitionResult(AgentState.IDLE, moved.target, moved.event, {}, moved.timestamp, 0.0)
+    with pytest.raises(MachineError):
+        machine.revert(result)
+    assert agent.state is AgentState.PROCESSING
+    assert machine.get_stats()["total_transitions"] == 1
+    agent.data["k"] = 1
+    await agent.save()
+    assert (await store.load("restored")).fsm_state == "processing"
+    # the agent's own restores still work: a reload, a refused write undone
+    await agent.refresh()
+    await agent.transition(StateTransition.CALL_TOOL)
+    assert (await store.load("restored")).fsm_state == "tool_call"
+    assert (await store.agent("restored", machine)).state is AgentState.TOOL_CALL
+    # a bare machine restores as it always did
+    bare = AgentStateMachine()
+    assert bare.restore("completed") is AgentState.COMPLETED
+
+
+def test_restoring_a_sync_agents_machine_directly_is_refused() -> None:
+    store = SyncStateStore("memory://")
+    try:
+        agent = store.agent("restored")
+        with pytest.raises(MachineError):
+            agent.machine.restore("completed")
+        assert agent.state is AgentState.IDLE
+        assert agent.transition(StateTransition.START_PROCESSING)
+        assert store.load("restored").fsm_state == "processing"
     finally:
         store.close()
 

@@ -677,8 +677,12 @@ class Backend(abc.ABC):
         stored without its append (the kept records of a compacted stream's import,
         :meth:`append_from_base`) has the time it was stored. Events, snapshots and the
         head are untouched: only a retry of an expired append is no longer recognised
-        (it is stored again). With ``count_only``, nothing is forgotten: how many would
-        be (a dry run). Capability ``KEY_EXPIRY``; the default refuses."""
+        (it is stored again). A durable step's record (a key starting with
+        :data:`~statekeeper.records.STEP_KEY_PREFIX`, ``"step:"``) is never forgotten:
+        it is what makes the step run once, and a retry of the step after its record
+        was forgotten would run its side effect again; it goes with the agent. With
+        ``count_only``, nothing is forgotten: how many would be (a dry run).
+        Capability ``KEY_EXPIRY``; the default refuses."""
         raise CapabilityUnsupported(self.name, Capability.KEY_EXPIRY.value)
 
     async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:

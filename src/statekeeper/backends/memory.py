@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigurationError, ConflictError, LeaseHeld, LeaseLost, StoreClosed
 from ..records import (
+    STEP_KEY_PREFIX,
     AgentInfo,
     AppendRequest,
     AppendResult,
@@ -289,14 +290,12 @@ class MemoryBackend(Backend):
         """Forget the idempotency records made before ``before`` (see the contract)."""
         self._check()
         before = check_expiry(agent_id, before)
-        if agent_id is None:
-            streams = list(self._streams.values())
-        else:
-            one = self._streams.get(agent_id)
-            streams = [one] if one is not None else []
+        one = self._streams.get(agent_id) if agent_id is not None else None
+        streams = list(self._streams.values()) if agent_id is None else [one] if one else []
         dropped = 0
         for stream in streams:
             old = [k for k, (_, _, made) in stream.keys.items() if made < before]
+            old = [k for k in old if not k.startswith(STEP_KEY_PREFIX)]  # (never a step's)
             if not count_only:
                 for key in old:
                     del stream.keys[key]

@@ -93,6 +93,7 @@ from ..errors import (
     StoreClosed,
 )
 from ..records import (
+    STEP_KEY_PREFIX,
     AgentInfo,
     AppendRequest,
     AppendResult,
@@ -1112,8 +1113,9 @@ class S3Backend(Backend):
 
     def _expire_sync(self, agent_id: str, before: float, count_only: bool) -> int:
         """One agent's :meth:`expire_keys`: each key object's time read (a HEAD each),
-        the old ones deleted, the newest commit's marked expired (see the module
-        documentation); the marks of keys no longer the newest commit's deleted."""
+        the old ones deleted but a durable step's (a GET of each old one reads its
+        key), the newest commit's marked expired (see the module documentation); the
+        marks of keys no longer the newest commit's deleted."""
         root = self._agent_root(agent_id) + "k/"
         _, meta = self._tip(agent_id)
         tip = root + meta["key"] if meta is not None and meta.get("key") else None
@@ -1131,7 +1133,7 @@ class S3Backend(Backend):
                     continue
                 made = meta_of.get("created")
                 stamp = float(made) if made else obj["LastModified"].timestamp()
-                if stamp < before:
+                if stamp < before and not self._kept_key(name, tip, meta):
                     old.append(name)
             if not page.get("IsTruncated"):
                 break
@@ -1145,6 +1147,18 @@ class S3Backend(Backend):
                 )
         self._delete_keys([name for name in old if name != tip] + marks)
         return len(old)
+
+    def _kept_key(self, name: str, tip: str | None, meta: dict[str, str] | None) -> bool:
+        """Whether the key object ``name`` is one ``expire_keys`` keeps: a durable
+        step's record (its body names its key; a body written back without it, the
+        newest commit's, is named by the commit), or one whose key is not known."""
+        found = self._get(name)
+        if found is None:
+            return True  # (gone meanwhile: nothing to expire)
+        key = found[0].split(b":", 2)[2].decode() if found[0].count(b":") >= 2 else ""
+        if not key and name == tip and meta is not None:
+            key = unquote(meta.get("keyname", ""))
+        return not key or key.startswith(STEP_KEY_PREFIX)
 
     def _expire_all_sync(self, agent_id: str | None, before: float, count_only: bool) -> int:
         if agent_id is not None:

@@ -18,7 +18,14 @@ from collections.abc import Sequence
 
 from ..arguments import check_stored_id
 from ..errors import ConflictError, StoreClosed
-from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamExport, StreamRows
+from ..records import (
+    STEP_KEY_PREFIX,
+    RawEvent,
+    RawSnapshot,
+    RewriteRequest,
+    StreamExport,
+    StreamRows,
+)
 from . import sqlite_feed
 from .base import Health, check_expiry, check_prune, validate_rewrite
 from .sqlite_base import Executes, SQLitePart, translated
@@ -29,6 +36,9 @@ from .sqlite_pages import PageSnapshot, open_snapshot
 from .sqlite_reads import blob
 
 __all__ = ["SQLiteAdmin"]
+
+#: ``expire_keys`` leaves a durable step's record (see ``Backend.expire_keys``)
+_NOT_STEP = f"substr(key, 1, {len(STEP_KEY_PREFIX)}) <> '{STEP_KEY_PREFIX}'"
 
 
 class SQLiteAdmin(SQLitePart):
@@ -201,10 +211,13 @@ class SQLiteAdmin(SQLitePart):
     def _expire_keys_sync(self, agent_id: str | None, before: float) -> int:
         with self._writing() as conn:
             if agent_id is None:
-                cur = conn.execute("DELETE FROM sk_idempotency WHERE created_at < ?", (before,))
+                cur = conn.execute(
+                    f"DELETE FROM sk_idempotency WHERE created_at < ? AND {_NOT_STEP}", (before,)
+                )
             else:
                 cur = conn.execute(
-                    "DELETE FROM sk_idempotency WHERE agent_id = ? AND created_at < ?",
+                    "DELETE FROM sk_idempotency WHERE agent_id = ? AND created_at < ? "
+                    f"AND {_NOT_STEP}",
                     (agent_id, before),
                 )
             return int(cur.rowcount)
@@ -213,7 +226,8 @@ class SQLiteAdmin(SQLitePart):
         self, agent_id: str | None, before: float, *, count_only: bool = False
     ) -> int:
         """Forget the idempotency records made before ``before`` (one statement: the
-        agent's records by the primary key, or one pass of the table)."""
+        agent's records by the primary key, or one pass of the table), durable steps'
+        records kept."""
         before = check_expiry(agent_id, before)
         if count_only:
             where, args = (
@@ -223,7 +237,9 @@ class SQLiteAdmin(SQLitePart):
                 row = (
                     self._reader()
                     .execute(
-                        f"SELECT count(*) FROM sk_idempotency WHERE {where}created_at < ?", args
+                        f"SELECT count(*) FROM sk_idempotency WHERE {where}created_at < ? "
+                        f"AND {_NOT_STEP}",
+                        args,
                     )
                     .fetchone()
                 )

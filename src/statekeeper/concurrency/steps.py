@@ -66,7 +66,7 @@ from ..errors import (
     SerializationError,
     StepError,
 )
-from ..records import EventType
+from ..records import STEP_KEY_PREFIX, EventType
 
 if TYPE_CHECKING:
     from ..store.agent import DurableAgent
@@ -75,9 +75,6 @@ if TYPE_CHECKING:
 __all__ = ["STEP_KEY_PREFIX", "StepHandle", "StepRecord", "Steps"]
 
 T = TypeVar("T")
-
-#: idempotency keys of step records are ``STEP_KEY_PREFIX + step_id``
-STEP_KEY_PREFIX = "step:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +244,7 @@ class Steps:
     async def results(self) -> dict[str, Any]:
         """Every recorded step of the agent: ``{step_id: result}``, in record order.
         On a stream compacted by retention, from its base on (retention never
-        compacts away a step's record)."""
+        compacts away a step's record, nor does its ``keys_ttl`` forget one)."""
         out: dict[str, Any] = {}
         try:
             try:

@@ -8,8 +8,10 @@ bounds it: :func:`statekeeper.governance.retention.apply_retention` forgets, per
 the rule governs (held agents skipped), the records made more than ``keys_ttl`` before
 the run (``Backend.expire_keys``; a record's time is its append's). A retry of such an
 append is no longer recognised: it is stored again, as a new append — so ``keys_ttl``
-must be longer than any caller retries (and than any workflow whose durable steps
-must not run twice lives).
+must be longer than any caller retries. A durable step's record
+(:mod:`statekeeper.concurrency.steps`, key ``step:<id>``) is never forgotten: a step
+retried after its record expired would run its side effect again, without a word; it
+stays as long as its agent (as its event, which compaction keeps, does).
 
 A run reports one ``expire-keys`` action per agent that had such records (``dry-run``:
 counted, nothing forgotten), audited as governance operation ``expire-keys`` with the

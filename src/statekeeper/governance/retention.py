@@ -21,8 +21,8 @@ rule or hold per line (``#`` starts a comment)::
 * ``snapshot_every=K``: snapshots are kept at seqs that are multiples of K (plus the
   base and the latest); the others are deleted.
 * ``keys_ttl=DURATION``: idempotency records made longer ago than that are forgotten (a
-  retry of such an append is stored again); without it they stay as long as their
-  agent (:mod:`statekeeper.governance.keyexpiry`).
+  retry of such an append is stored again), a durable step's excepted; without it they
+  stay as long as their agent (:mod:`statekeeper.governance.keyexpiry`).
 
 Legal holds are one rule, kept in one place: the store's own holds
 (:mod:`statekeeper.governance.holds`), which every purge reads (``forget``, ``delete``,

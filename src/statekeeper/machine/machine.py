@@ -140,6 +140,7 @@ class AgentStateMachine(Generic[S, E]):
         "_out",
         "_owner",
         "_rejected",
+        "_restore_checks",
         "_rules",
         "_state_names",
         "_state_to_value",
@@ -234,6 +235,7 @@ class AgentStateMachine(Generic[S, E]):
         self._callback_list = CallbackList(self._callbacks_changed)
         self._callbacks: tuple[Hook, ...] = ()
         self._listeners: tuple[Callable[[TransitionResult[S, E]], object], ...] = ()
+        self._restore_checks: tuple[Callable[[S], object], ...] = ()
         self._counts: list[int] = []
         self._durations: list[float] = []
         self._total = 0
@@ -478,6 +480,16 @@ class AgentStateMachine(Generic[S, E]):
         listeners = list(self._listeners)
         listeners.remove(fn)
         self._listeners = tuple(listeners)
+
+    def add_restore_check(self, fn: Callable[[S], object]) -> Callable[[S], object]:
+        """Call ``fn(state)`` before :meth:`restore` or :meth:`revert` sets the current
+        state to ``state`` without a transition; an exception from it refuses the call
+        (raised to its caller, the machine unchanged). What a durable agent uses to
+        refuse a move of its machine that the store would not know of. Returns ``fn``."""
+        if not callable(fn):
+            raise TypeError(f"expected a callable, got {fn!r}")
+        self._restore_checks = (*self._restore_checks, fn)
+        return fn
 
     # ---------------------------------------------------------------- the algorithm
 
@@ -964,11 +976,14 @@ class AgentStateMachine(Generic[S, E]):
         For the persistence layer: ``state_value`` is a stored :attr:`state_value` (or a
         state); ``entered_at`` (default: now, per the machine's clock) becomes
         :attr:`state_entry_time`. History and statistics are not touched. Raises
-        :class:`~statekeeper.errors.UnknownState` for unknown values. Returns the state.
+        :class:`~statekeeper.errors.UnknownState` for unknown values, and what a check
+        added with :meth:`add_restore_check` raises (nothing changed). Returns the state.
         """
         state = self.state_for(state_value)
         if self._busy:
             raise TransitionInProgress(self._current)
+        for check in self._restore_checks:
+            check(state)
         self._current = state
         self._current_out = self._out[state]
         self._entered = self._clock() if entered_at is None else entered_at
@@ -982,7 +997,8 @@ class AgentStateMachine(Generic[S, E]):
         entry and statistics the transition added are taken back, as if it had never
         fired. Hooks, actions and callbacks that already ran are not undone. Raises
         :class:`~statekeeper.errors.MachineError` when ``result`` is not the latest
-        transition (the machine is no longer in ``result.target``).
+        transition (the machine is no longer in ``result.target``), and what a check
+        added with :meth:`add_restore_check` raises (nothing changed).
         """
         if self._busy:
             raise TransitionInProgress(self._current)
@@ -991,6 +1007,8 @@ class AgentStateMachine(Generic[S, E]):
                 f"cannot revert {value_label(result.event)!r}: the machine is in "
                 f"{value_label(self._current)!r}, not {value_label(result.target)!r}"
             )
+        for check in self._restore_checks:
+            check(result.source)
         entered = result.timestamp - result.duration
         history = self._history
         if history:

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from ..codec import Codec
     from ..store.store import StateStore
 
-__all__ = ["DEFAULT_INTERVAL", "HighWater", "default_location"]
+__all__ = ["DEFAULT_INTERVAL", "WAITING", "HighWater", "default_location"]
 
 logger = logging.getLogger("statekeeper.witness")
 
@@ -68,6 +68,9 @@ DEFAULT_KEEP = 1024
 #: how many of the newest marks are checked when a store opens
 OPEN_CHECKS = 16
 SUFFIX = ".sk-witness"
+#: the name of the task that writes the marks when its loop shuts down (it only waits:
+#: a loop driven from outside, the LangGraph saver's, need not be run for it)
+WAITING = "statekeeper-witness"
 
 try:  # advisory locking between processes (POSIX); elsewhere one process per file
     import fcntl
@@ -115,6 +118,8 @@ class HighWater:
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        self._guard: asyncio.Task[None] | None = None
+        self._released: asyncio.Future[None] | None = None  # (ends the guard: close())
         self._thread_lock = threading.Lock()
         self._failed = False
 
@@ -159,8 +164,33 @@ class HighWater:
     def _schedule(self) -> None:
         # (a store used from one event loop after another: the timer follows it)
         self._scheduled = True
-        self._loop = asyncio.get_running_loop()
-        self._loop.call_later(self.interval, self._start)
+        self._loop = loop = asyncio.get_running_loop()
+        loop.call_later(self.interval, self._start)
+        guard = self._guard
+        if guard is None or guard.get_loop() is not loop:  # (a loop of its own: see guard())
+            self.guard()
+
+    def guard(self) -> None:
+        """Have a task on the running loop write the marks noted when the loop shuts
+        down: ``asyncio.run`` cancels the tasks left when its coroutine returns, then
+        closes the loop — with the timer of the next flush, and the marks of a store
+        never closed (its last writes', all of a short run's), which nothing would
+        write. The store starts it on its first use (before its first write: a task
+        started later is a ready callback a lone ``group`` save would wait behind), and
+        a new one on each loop it writes from; not another on a loop whose guard ended
+        (cancelled: the loop is shutting down, a write-behind buffer's last appends
+        noted then are written by the store itself)."""
+        loop = asyncio.get_running_loop()
+        self._released = released = loop.create_future()
+        self._guard = loop.create_task(self._guard_run(released), name=WAITING)
+
+    async def _guard_run(self, released: asyncio.Future[None]) -> None:
+        try:
+            await released
+        except asyncio.CancelledError:  # the loop is shutting down: write them now
+            with contextlib.suppress(Exception):  # (close() logs what is still left)
+                await self.flush()
+            raise
 
     def _start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._background())
@@ -228,6 +258,16 @@ class HighWater:
     async def close(self) -> None:
         """Final flush (waits for a background flush in progress). A witness file that
         cannot be written is logged, not raised: closing the store must not fail."""
+        guard, self._guard = self._guard, None
+        released, self._released = self._released, None
+        if guard is not None and released is not None and not guard.done():
+            if guard.get_loop() is asyncio.get_running_loop():
+                if not released.done():  # (it ends: the flush below writes the marks)
+                    released.set_result(None)
+                await asyncio.wait([guard])  # (cancelled meanwhile: it wrote them)
+            else:  # a loop the store no longer runs on (closed, or stopped): left to it
+                with contextlib.suppress(RuntimeError):
+                    guard.cancel()
         task = self._task
         if task is not None:
             with contextlib.suppress(Exception):

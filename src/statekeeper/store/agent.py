@@ -18,7 +18,9 @@ refused) raises :class:`~statekeeper.errors.InvalidTransition`: nothing is writt
 pending data changes stay pending, so a caller can never mistake a refused transition
 for a saved one. ``strict=False`` restores the bare machine's API (``transition``
 returns False). Firing the machine itself (``agent.machine.fire(...)``), which would
-write nothing, raises :class:`~statekeeper.errors.MachineError` and is undone.
+write nothing, raises :class:`~statekeeper.errors.MachineError` and is undone; setting
+its state without a transition (``agent.machine.restore(...)``, ``revert(...)``) raises
+it before the machine moves.
 Data-only changes are written with :meth:`DurableAgent.save`; a store closed while an
 agent it opened still has unwritten changes warns with
 :class:`~statekeeper.errors.UnsavedChangesWarning`.
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import patch
@@ -58,8 +60,9 @@ if TYPE_CHECKING:
 __all__ = ["DurableAgent"]
 
 
-#: the machines (by id) a DurableAgent.transition is firing in this context: a machine
-#: of a durable agent fired outside one would move without anything being written
+#: the machines (by id) a DurableAgent is moving in this context (firing, restoring the
+#: stored state): a durable agent's machine fired, restored or reverted outside one
+#: would move without anything being written
 _FIRING: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar(
     "statekeeper_durable_firing", default=()
 )
@@ -116,6 +119,7 @@ class DurableAgent:
         self.lease: Leased | None = lease
         self._last: TransitionResult[Any, Any] | None = None
         machine.add_listener(self._on_transition)
+        machine.add_restore_check(self._on_restore)
         self._adopt(snapshot)
         store._machines.adopt(self)
         #: the write pipeline whose one-call save a common save may take (a plain
@@ -205,7 +209,20 @@ class DurableAgent:
             self.data = data
             self._commit(data, None)
         if snapshot.fsm_state is not None:
-            self.machine.restore(snapshot.fsm_state, entered_at=snapshot.state_entered_at or None)
+            with self._moving():
+                self.machine.restore(
+                    snapshot.fsm_state, entered_at=snapshot.state_entered_at or None
+                )
+
+    @contextlib.contextmanager
+    def _moving(self) -> Iterator[None]:
+        """Within: this agent moves its machine (a transition it records, a restore of
+        the stored state, the undoing of a write that failed)."""
+        token = _FIRING.set((*_FIRING.get(), id(self.machine)))
+        try:
+            yield
+        finally:
+            _FIRING.reset(token)
 
     def _adopt_link(self, link: bytes | None) -> None:
         """The chain link at ``seq`` as the store's call that returned the state read
@@ -218,13 +235,25 @@ class DurableAgent:
         if id(self.machine) not in _FIRING.get():
             # fired on the machine itself: nothing would be written, yet the agent
             # would look moved (and a later save() would store its data, not its state)
-            self.machine.revert(result)
+            with self._moving():
+                self.machine.revert(result)
             raise MachineError(
                 f"agent {self.agent_id!r}: its machine was fired directly "
                 f"({_value(result.event)!r}), which writes nothing: the transition was "
                 "undone (hooks that ran are not); fire it with agent.transition(...)"
             )
         self._last = result
+
+    def _on_restore(self, state: Any) -> None:
+        if id(self.machine) not in _FIRING.get():
+            # restored (or reverted) on the machine itself: as a direct fire, the agent
+            # would look moved with nothing written
+            raise MachineError(
+                f"agent {self.agent_id!r}: its machine was restored directly (to "
+                f"{_value(state)!r}), which writes nothing: refused, the agent is still in "
+                f"{self.machine.state_value!r}; move it with agent.transition(...) (or "
+                "reload the stored state with agent.refresh())"
+            )
 
     @property
     def state(self) -> Any:
@@ -339,11 +368,8 @@ class DurableAgent:
             return True
         before = self.machine.state_value
         self._last = None
-        firing = _FIRING.set((*_FIRING.get(), id(self.machine)))
-        try:
+        with self._moving():
             moved = await self.machine.transition(event, dict(metadata) if metadata else None)
-        finally:
-            _FIRING.reset(firing)
         if not moved:
             if self.strict:
                 raise self._refused(event)
@@ -361,10 +387,11 @@ class DurableAgent:
                 EventType.TRANSITION, info, self.machine.state_value, idempotency_key, actor
             )
         except BaseException:
-            if result is not None:
-                self.machine.revert(result)  # as if it never fired: state, history, stats
-            else:
-                self.machine.restore(before)
+            with self._moving():
+                if result is not None:
+                    self.machine.revert(result)  # as if it never fired: state, history, stats
+                else:
+                    self.machine.restore(before)
             raise
         return True
 

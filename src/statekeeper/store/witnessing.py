@@ -69,6 +69,8 @@ class WitnessGate:
             if self.ok:
                 return
             if not self._witnessed:
+                if self.witness is not None:  # (before the first write: see guard())
+                    self.witness.guard()
                 self._witnessed = await self._check_witness(store)
             guard = self.guard
             if guard is None:

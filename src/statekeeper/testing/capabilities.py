@@ -24,6 +24,7 @@ from statekeeper.errors import (
     ReadOnlyStore,
 )
 from statekeeper.records import (
+    STEP_KEY_PREFIX,
     AppendRequest,
     AppendResult,
     RewriteRequest,
@@ -388,6 +389,27 @@ class CapabilityConformance(Contract):
         assert await backend.lookup_key("b", "k1") is None
         assert await backend.lookup_key("a", "k1") is None
         assert await backend.head("b") == 1
+
+    async def test_expire_keys_keeps_a_durable_steps_record(self, backend: Backend) -> None:
+        """A durable step's record (key ``step:<id>``) is what makes the step run once:
+        ``expire_keys`` never forgets it, however old (it goes with the agent); the
+        agent's other records of the same age go."""
+        _needs(backend, Capability.KEY_EXPIRY)
+        made, step = time.time(), STEP_KEY_PREFIX + "charge"
+        await backend.append(request("a", 0, key=step, timestamp=made))
+        await backend.append(request("a", 1, key="k1", timestamp=made))
+        newest = STEP_KEY_PREFIX + "email-1"  # (the newest commit's key, on S3)
+        await backend.append(request("a", 2, key=newest, timestamp=made))
+        later = time.time() + 3600
+        assert await backend.expire_keys("a", later, count_only=True) == 1
+        assert await backend.expire_keys(None, later, count_only=True) == 1
+        assert await backend.expire_keys("a", later) == 1
+        assert await backend.expire_keys(None, later) == 0
+        assert await backend.lookup_key("a", "k1") is None
+        assert await backend.lookup_key("a", step) == AppendResult("a", 1, 1, True)
+        assert await backend.lookup_key("a", newest) == AppendResult("a", 3, 3, True)
+        again = await backend.append(request("a", 0, key=step, timestamp=time.time()))
+        assert again == AppendResult("a", 1, 1, True)  # a retry: still recognised
 
     async def test_expire_keys_refuses_bad_arguments(self, backend: Backend) -> None:
         _needs(backend, Capability.KEY_EXPIRY)

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from ...errors import ConfigurationError, StatekeeperError, StoreClosed
+from ...security.highwater import WAITING as WITNESS_WAITING
 from ...store.durability import GUARD
 from ...store.portal import iterate_with, next_item
 
@@ -177,11 +178,12 @@ class SharedLoop(_Faces):
     def _wanted(self) -> None:
         """(After a sync call ran the loop, while the background thread is not started.)
         Start it when the loop holds work nobody would run until the next call: tasks
-        (a write's ``group`` flush), timers, callbacks (see the class documentation)."""
+        (a write's ``group`` flush; not those that only wait, :func:`_working`), timers,
+        callbacks (see the class documentation)."""
         loop: Any = self._loop
         ready = getattr(loop, "_ready", None)
         # (a loop without asyncio's internals, uvloop's: it cannot tell, so start it)
-        if ready is None or ready or loop._scheduled or asyncio.all_tasks(loop):
+        if ready is None or ready or loop._scheduled or _working(loop):
             self._start()
 
     # -- taking turns ----------------------------------------------------------------
@@ -502,5 +504,10 @@ def _working(loop: asyncio.AbstractEventLoop) -> bool:
     """Whether a task on ``loop`` may need the loop run: any but a write-behind
     buffer's guard, which only waits (its flush runs from a timer; polling the loop
     every ``_POLL`` seconds for it, for as long as writes stay buffered, cost CPU for
-    nothing)."""
-    return any(task.get_name() != GUARD for task in asyncio.all_tasks(loop))
+    nothing), and the witness's guard, which only waits for the loop's end (to write
+    the marks of a store never closed)."""
+    return any(task.get_name() not in _WAITING for task in asyncio.all_tasks(loop))
+
+
+#: the names of the tasks that only wait (see :func:`_working`)
+_WAITING = frozenset((GUARD, WITNESS_WAITING))

@@ -187,18 +187,19 @@ DELETE FROM {s}.sk_snapshots WHERE agent_id = %s
 DELETE FROM {s}.sk_idempotency WHERE agent_id = %s
 
 -- name: expire_keys
-DELETE FROM {s}.sk_idempotency WHERE created_at < %s
+-- (a durable step's record, key 'step:...', is never expired: Backend.expire_keys)
+DELETE FROM {s}.sk_idempotency WHERE created_at < %s AND left(key, 5) <> 'step:'
 
 -- name: expire_agent_keys
-DELETE FROM {s}.sk_idempotency WHERE agent_id = %s AND created_at < %s
+DELETE FROM {s}.sk_idempotency WHERE agent_id = %s AND created_at < %s AND left(key, 5) <> 'step:'
 
 -- name: expired_key_left
 -- after expire_keys under row-level security: an expired record still there (readable,
 -- not deletable by the role: see .keyexpiry)
-SELECT agent_id FROM {s}.sk_idempotency WHERE created_at < %s LIMIT 1
+SELECT agent_id FROM {s}.sk_idempotency WHERE created_at < %s AND left(key, 5) <> 'step:' LIMIT 1
 
 -- name: count_expired_keys
-SELECT count(*) FROM {s}.sk_idempotency WHERE (%s::text IS NULL OR agent_id = %s) AND created_at < %s
+SELECT count(*) FROM {s}.sk_idempotency WHERE (%s::text IS NULL OR agent_id = %s) AND created_at < %s AND left(key, 5) <> 'step:'
 
 -- name: prune_lock
 SELECT head_seq, EXISTS (SELECT 1 FROM {s}.sk_snapshots WHERE agent_id = %s AND seq = %s) FROM {s}.sk_agents WHERE agent_id = %s FOR UPDATE
