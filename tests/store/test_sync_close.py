@@ -28,6 +28,7 @@ from statekeeper.concurrency import SyncLeaseManager, SyncSteps
 from statekeeper.concurrency.sync import update
 from statekeeper.errors import StoreClosed
 from statekeeper.records import AppendRequest, AppendResult, LeaseInfo, Snapshot
+from statekeeper.store.portal import Handoff, Portal
 
 T = TypeVar("T")
 
@@ -387,3 +388,63 @@ def test_a_store_dropped_while_a_face_works_in_another_thread_lets_it_finish_the
     assert not thread.is_alive(), "a dropped store's loop thread lives on"
     with SyncStateStore(f"sqlite:///{tmp_path / 'a.db'}") as again:  # flushed on the way
         assert SyncSteps(again, "order-1").results() == {"charge": 30}
+
+
+def test_a_heartbeat_renewing_when_another_thread_closes_stops_and_the_lease_is_released(
+    tmp_path: Path,
+) -> None:
+    gate = Gate()
+    gate.armed = False
+    store = SyncStateStore(HeldSQLite(tmp_path / "a.db", gate))
+    lease = SyncLeaseManager(store, ttl=30).acquire("a-1")
+    gate.armed = True
+    lease.start_heartbeat(0.01)  # its next renewal waits at the gate, on the loop
+    assert gate.entered.wait(HANG)
+    closing = close_in_another_thread(store)
+    gate.open()
+    closing.join("close")
+    assert closing.error is None
+    assert lease.released
+    assert_ended(store)
+    with SyncStateStore(f"sqlite:///{tmp_path / 'a.db'}") as again:
+        current = SyncLeaseManager(again).current("a-1")
+        assert current is None or current.holder is None
+
+
+def test_a_portal_stopped_under_a_call_ends_it_with_store_closed() -> None:
+    portal = Portal()
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    waiting = Outcome(lambda: portal.call(forever()))
+    assert started.wait(HANG)
+    portal.stop()
+    waiting.join("the call under a stopped portal")
+    assert isinstance(waiting.error, StoreClosed)
+    assert not portal._thread.is_alive()
+    with pytest.raises(StoreClosed):
+        portal.call(forever())
+
+
+def test_a_portal_stopped_while_a_served_function_runs_raises_store_closed_after_it() -> None:
+    portal = Portal()
+    inside, release = threading.Event(), threading.Event()
+
+    def work() -> int:
+        inside.set()
+        assert release.wait(HANG)
+        return 1
+
+    async def served(handoff: Handoff) -> int:
+        return await handoff.run(work) + 1
+
+    serving = Outcome(lambda: portal.serve(served))
+    assert inside.wait(HANG)
+    portal.stop()
+    release.set()
+    serving.join("the served call under a stopped portal")
+    assert isinstance(serving.error, StoreClosed)
+    assert not portal._thread.is_alive()
