@@ -448,3 +448,35 @@ def test_a_portal_stopped_while_a_served_function_runs_raises_store_closed_after
     serving.join("the served call under a stopped portal")
     assert isinstance(serving.error, StoreClosed)
     assert not portal._thread.is_alive()
+
+
+def test_closing_under_eight_saving_threads_keeps_exactly_what_was_acknowledged(
+    tmp_path: Path,
+) -> None:
+    store = SyncStateStore(f"sqlite:///{tmp_path / 'a.db'}")
+    acknowledged = [0] * 8
+    refusals: list[BaseException] = []
+
+    def saver(i: int) -> None:
+        n = 0
+        while True:
+            n += 1
+            try:
+                store.save(f"a-{i}", {"n": n})
+            except StoreClosed as exc:
+                refusals.append(exc)
+                return
+            acknowledged[i] = n
+
+    savers = [Outcome(functools.partial(saver, i)) for i in range(8)]
+    wait_for(lambda: min(acknowledged) >= 3, "every thread to save thrice")
+    closing = Outcome(store.close)
+    for one in savers:
+        one.join("a saving thread")
+    closing.join("close")
+    assert closing.error is None and all(one.error is None for one in savers)
+    assert len(refusals) == 8
+    assert_ended(store)
+    with SyncStateStore(f"sqlite:///{tmp_path / 'a.db'}") as again:
+        # an acknowledged save is there; a refused one is not: nothing more, nothing less
+        assert [again.load(f"a-{i}").data["n"] for i in range(8)] == acknowledged

@@ -67,6 +67,7 @@ class _Call:
 
     __slots__ = (
         "cancelled",
+        "coro",
         "ended",
         "error",
         "interruptible",
@@ -76,7 +77,13 @@ class _Call:
         "thread",
     )
 
-    def __init__(self, interruptible: bool, on_end: Callable[[], object] | None) -> None:
+    def __init__(
+        self,
+        coro: Coroutine[Any, Any, Any],
+        interruptible: bool,
+        on_end: Callable[[], object] | None,
+    ) -> None:
+        self.coro: Coroutine[Any, Any, Any] | None = coro  # (until its task starts)
         self.thread = threading.get_ident()
         self.interruptible = interruptible
         self.on_end = on_end
@@ -206,8 +213,13 @@ class Portal:
         next event): closing the portal cancels it instead of waiting for it. An
         interrupt here (``KeyboardInterrupt``) cancels the coroutine on the loop,
         waits for it to end, and is raised."""
-        call = self._submit(coro, interruptible, None)
-        self._wait(call)
+        call = _Call(coro, interruptible, None)
+        try:  # (from before it is registered: an interrupt anywhere cancels it)
+            self._register(call)
+            call.ended.wait()
+        except BaseException:
+            self._interrupt(call)
+            raise
         return cast("T", self._outcome(call))
 
     def serve(self, make: Callable[[Handoff], Coroutine[Any, Any, T]]) -> T:
@@ -219,8 +231,9 @@ class Portal:
         stops while such a function runs, its result is dropped (nothing records it)
         and :class:`StoreClosed` is raised once it returns."""
         handoff = Handoff(self._loop)
-        call = self._submit(make(handoff), False, lambda: handoff.inbox.put(None))
+        call = _Call(make(handoff), False, lambda: handoff.inbox.put(None))
         try:
+            self._register(call)
             while (item := handoff.inbox.get()) is not None:
                 fn, args, kwargs, future = item
                 if future.done():  # its call was cancelled meanwhile: not run
@@ -231,10 +244,10 @@ class Portal:
                     self._hand_back(future, None, exc)
                 else:
                     self._hand_back(future, result, None)
+            call.ended.wait()
         except BaseException:
             self._interrupt(call)
             raise
-        self._wait(call)
         return cast("T", self._outcome(call))
 
     def _refusal(self) -> StoreClosed:
@@ -246,33 +259,28 @@ class Portal:
             )
         return StoreClosed("the sync facade has been closed")
 
-    def _submit(
-        self,
-        coro: Coroutine[Any, Any, Any],
-        interruptible: bool,
-        on_end: Callable[[], object] | None,
-    ) -> _Call:
+    def _register(self, call: _Call) -> None:
+        """Have ``call`` start on the loop, or raise why not (its coroutine closed)."""
         if self.forked:  # (before the lock: another thread may have held it at the fork)
-            coro.close()
             raise self._refusal()
         if threading.current_thread() is self._thread:
-            coro.close()
             raise RuntimeError("Portal.call() from inside the portal's own loop would deadlock")
-        call = _Call(interruptible, on_end)
         with self._lock:
             if (
                 self._stopped
                 or (self._closing and call.thread != self._closer)
                 or not self._thread.is_alive()
             ):
-                coro.close()
                 raise self._refusal()
             self._calls.add(call)
             # (scheduled under the lock: before stop()'s loop.stop, so it starts)
-            self._loop.call_soon_threadsafe(self._start, call, coro)
-        return call
+            self._loop.call_soon_threadsafe(self._start, call)
 
-    def _start(self, call: _Call, coro: Coroutine[Any, Any, Any]) -> None:
+    def _start(self, call: _Call) -> None:
+        """Start ``call``'s task (on the loop; a second time, nothing)."""
+        coro, call.coro = call.coro, None
+        if coro is None:
+            return
         if call.cancelled:
             coro.close()
             call.end(None, asyncio.CancelledError())
@@ -300,17 +308,18 @@ class Portal:
                 return
             self._loop.call_soon_threadsafe(_settle, future, result, error)
 
-    def _wait(self, call: _Call) -> None:
-        try:
-            call.ended.wait()
-        except BaseException:
-            self._interrupt(call)
-            raise
-
     def _interrupt(self, call: _Call) -> None:
-        """The waiting thread was interrupted: cancel the call and wait for its end (the
-        store is then as if it never ran, or ran whole)."""
-        self._cancel(call)
+        """The calling thread was interrupted (or the call refused): cancel the call and
+        wait for its end (the store is then as if it never ran, or ran whole)."""
+        with self._lock:
+            if call not in self._calls:  # never registered: it never reached the loop
+                if call.coro is not None:
+                    call.coro.close()
+                return
+            if not call.ended.is_set() and not self._stopped:  # (stop() ends every call)
+                self._loop.call_soon_threadsafe(self._cancel_on_loop, call)
+                # (and started, if the interrupt came before its start was scheduled)
+                self._loop.call_soon_threadsafe(self._start, call)
         call.ended.wait()
         self._forget(call)
 
@@ -394,6 +403,8 @@ class Portal:
             with self._lock:
                 rest = list(self._calls)
             for call in rest:  # (the loop is gone: whatever did not end, ends here)
+                if call.coro is not None:
+                    call.coro.close()
                 call.end(None, asyncio.CancelledError())
             self._done.set()
 
