@@ -393,8 +393,7 @@ class Portal:
                 with contextlib.suppress(RuntimeError):  # (its loop is closed already)
                     self._loop.call_soon_threadsafe(self._loop.stop)
         if not stopping:
-            if threading.current_thread() is not self._thread:
-                self._done.wait()
+            self.wait_stopped()
             return
         try:
             if threading.current_thread() is not self._thread:
