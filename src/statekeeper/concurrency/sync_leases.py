@@ -187,7 +187,10 @@ class SyncLeaseManager:
         poll: float = 0.05,
     ) -> SyncLease:
         """See :meth:`LeaseManager.acquire <statekeeper.concurrency.LeaseManager.acquire>`."""
-        lease = self._portal.call(self.manager.acquire(agent_id, ttl, wait=wait, poll=poll))
+        # (waiting for a holder to let go: closing the store ends the wait)
+        lease = self._portal.call(
+            self.manager.acquire(agent_id, ttl, wait=wait, poll=poll), interruptible=wait > 0
+        )
         return self._held(lease)
 
     def try_acquire(self, agent_id: str, ttl: float | None = None) -> SyncLease | None:

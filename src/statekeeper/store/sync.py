@@ -8,6 +8,7 @@ async classes directly.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -97,6 +98,8 @@ class SyncStateStore:
         except BaseException:
             self._portal.stop()
             raise
+        # collected without close (by every face too): the store is closed on its loop
+        self._portal.on_abandon(functools.partial(_close_store, self.store, self._closing))
         flush_at_exit(self)  # one never closed keeps its buffered writes at exit
 
     def __enter__(self) -> SyncStateStore:
@@ -108,16 +111,33 @@ class SyncStateStore:
     def close(self) -> None:
         """Flush, close the backend and stop the background loop.
 
+        Closing from one thread while others are inside calls of this store (or of a
+        sync face over it): new calls are refused with
+        :class:`~statekeeper.errors.StoreClosed`; the calls in flight finish first — a
+        save in flight lands and its caller gets its result, a step's or an update's
+        function (in its caller's thread) returns and is recorded — except waits
+        that may not end by themselves (a live subscription's next event), which end
+        with ``StoreClosed``. A write acknowledged before ``close`` returns is durable
+        (``close`` flushes); one whose caller got ``StoreClosed`` was never started.
+        Then the leases the sync lease managers hold are released, the store closes
+        and the loop's thread ends. In a process forked from the one that opened it,
+        ``close`` only marks it closed (the backend's connections are the parent's).
+
         One never closed has its store flushed at interpreter exit (see
-        :mod:`.sync_exit`)."""
+        :mod:`.sync_exit`), and closed if it (and every face over it) is collected."""
         OPEN.discard(self)
-        if not self._portal.running:
+        portal = self._portal
+        if portal.forked:
+            portal.stop()
+            return
+        if not portal.begin_close():
+            portal.wait_stopped()  # (closing in another thread)
             return
         try:
-            self._close_dependents()
-            self._portal.call(self.store.close())
+            portal.drain()
+            portal.call(_close_store(self.store, self._closing))
         finally:
-            self._portal.stop()
+            portal.stop()
 
     def _close_with(self, key: object, closer: Callable[[], Coroutine[Any, Any, object]]) -> None:
         """Have :meth:`close` run ``closer()`` first, on the store's loop, unless
@@ -128,14 +148,6 @@ class SyncStateStore:
     def _close_alone(self, key: object) -> None:
         """``key`` was closed by its owner: :meth:`close` need not close it."""
         self._closing.pop(id(key), None)
-
-    def _close_dependents(self) -> None:
-        closing, self._closing = list(self._closing.values()), {}
-        for _, closer in closing:
-            try:
-                self._portal.call(closer())
-            except Exception as exc:  # the store closes all the same
-                logger.warning("closing %r with its store failed: %s", closer, exc)
 
     def create(
         self,
@@ -418,7 +430,8 @@ class SyncSubscription(Iterator[FeedEvent]):
     def __init__(self, subscription: Subscription, portal: Portal) -> None:
         self.subscription = subscription
         self._portal = portal
-        self._steps = portal.iterate(subscription)
+        # (a live subscription may wait for ever: closing the store ends the wait)
+        self._steps = portal.iterate(subscription, interruptible=True)
 
     def __iter__(self) -> SyncSubscription:
         return self
@@ -438,7 +451,7 @@ class SyncSubscription(Iterator[FeedEvent]):
 
     def next_batch(self, limit: int = 256) -> list[FeedEvent]:
         """See :meth:`Subscription.next_batch <statekeeper.store.feed.Subscription.next_batch>`."""
-        return self._portal.call(self.subscription.next_batch(limit))
+        return self._portal.call(self.subscription.next_batch(limit), interruptible=True)
 
 
 class SyncDurableAgent:
@@ -525,6 +538,21 @@ class SyncDurableAgent:
     def history(self, *, after_seq: int = 0) -> Iterator[Event]:
         """See :meth:`DurableAgent.history`."""
         return self._portal.iterate(self.agent.history(after_seq=after_seq))
+
+
+async def _close_store(
+    store: StateStore,
+    closing: dict[int, tuple[object, Callable[[], Coroutine[Any, Any, object]]]],
+) -> None:
+    """Close what the sync faces hold open on the loop (leases), then the store."""
+    closers = [closer for _, closer in closing.values()]
+    closing.clear()
+    for closer in closers:
+        try:
+            await closer()
+        except Exception as exc:  # the store closes all the same
+            logger.warning("closing %r with its store failed: %s", closer, exc)
+    await store.close()
 
 
 async def _make_store(backend: Backend | str | None, options: dict[str, Any]) -> StateStore:
