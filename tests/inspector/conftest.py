@@ -135,8 +135,12 @@ def chromium() -> Iterator[Any]:
     require_service(
         "Chromium", Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install chromium)"
     )
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # expect()'s own bound (5 s by default, apart from the page's 20 s action timeout):
+    # every assertion waits for its condition, and on a loaded 2-core machine a page can
+    # take longer than 5 s to show it — a generous bound, not a duration waited for
+    expect.set_options(timeout=30_000)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=CHROMIUM,
