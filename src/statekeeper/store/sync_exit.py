@@ -1,4 +1,4 @@
-"""Sync facades left open at interpreter exit: their stores are flushed first.
+"""Sync facades left open at interpreter exit: their stores are flushed, then closed.
 
 A :class:`~statekeeper.store.sync.SyncStateStore` runs its store on a loop of its own, on
 a daemon thread: an application that never closed it lost every write still in the
@@ -65,6 +65,13 @@ def _flush_open() -> None:
 
 
 async def _flush(store: StateStore) -> None:
-    await store.flush()
-    if store.witness is not None:
-        await store.witness.flush()
+    try:
+        await store.flush()
+        if store.witness is not None:
+            await store.witness.flush()
+    finally:
+        # then closed, on its own loop: a backend left open (a PostgreSQL pool's worker
+        # tasks, its loop-end watcher) is otherwise destroyed pending when the
+        # interpreter collects its loop — "Task was destroyed but it is pending!" on the
+        # user's stderr, at random (the order of the final collection)
+        await store.close()
