@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
+import logging
 import math
 import threading
 from typing import Any
@@ -18,6 +19,8 @@ from ...errors import AgentNotFound, ConflictError, SerializationError
 from . import mapping as m
 from .stream import Op, Plan, _Pending, _Stream, _update_heads
 from .streams import _SaverStreams
+
+_log = logging.getLogger(__name__)
 
 
 def _take_batch(
@@ -145,11 +148,14 @@ class _SaverCommits(_SaverStreams):
         *,
         applied: bool = False,
         plain: bool = False,
+        snapshot: bool = True,
     ) -> None:
         """Compare-and-append ``ops`` at ``st.seq``; keep ``st`` current on success.
 
         ``applied``: ``st.doc`` already has the ops applied (a coalesced batch).
         ``plain``: the values of ``ops`` are plain JSON (see ``_Pending.plain``).
+        ``snapshot``: then snapshot the thread if one is due (else the caller does,
+        with :meth:`_snapshot_if_due`, once it has told the writes' callers).
 
         The document is never changed in place: the ops are applied copy-on-write, and
         on a plain store the result is handed to the store as its record's data (the
@@ -189,14 +195,39 @@ class _SaverCommits(_SaverStreams):
                 _update_heads(st, ops)
         st.seq = result.last_seq
         st.bytes_since += self._event_cost(st, event_type, orjson.dumps(ops))
-        if st.bytes_since < self.snapshot_min_bytes:
+        if snapshot:
+            await self._snapshot_if_due(st)
+
+    async def _snapshot_if_due(self, st: _Stream) -> None:
+        """Snapshot the thread when the events since its last snapshot call for one.
+
+        A snapshot only shortens a later cold read's replay: the events it follows are
+        already committed (and their callers told so). Its failure (a backend error, a
+        value its encoding refuses, a full disk) therefore fails no write: it is logged,
+        and the snapshot is tried again once another ``snapshot_min_bytes`` of events
+        were appended (a backend that keeps failing costs one attempt per that many
+        bytes, not one per write). Before, the error failed the write whose checkpoint
+        it had just committed, and every write that had shared its commit."""
+        if st.bytes_since < max(self.snapshot_min_bytes, st.snap_retry):
             return
         if not st.snap_bytes:
             st.snap_bytes = self._stored(orjson.dumps(st.doc))
-        if st.bytes_since * _SNAPSHOT_SHARE >= st.snap_bytes:
+        if st.bytes_since * _SNAPSHOT_SHARE < st.snap_bytes:
+            return
+        try:
             await self.store.snapshot(st.agent_id)
-            st.snap_bytes = self._stored(orjson.dumps(st.doc))
-            st.bytes_since = 0
+        except Exception as exc:
+            st.snap_retry = st.bytes_since + self.snapshot_min_bytes
+            _log.warning(
+                "snapshot of LangGraph thread %r failed (its checkpoints are stored; "
+                "retried later): %s: %s",
+                st.thread_id,
+                type(exc).__name__,
+                exc,
+            )
+            return
+        st.snap_bytes = self._stored(orjson.dumps(st.doc))
+        st.bytes_since = st.snap_retry = 0
 
     def _event_cost(self, st: _Stream, event_type: str, blob: bytes) -> int:
         """:meth:`_stored` of a write's event, compressed (for the estimate) only every
@@ -395,6 +426,7 @@ class _SaverCommits(_SaverStreams):
     async def _commit(self, thread_id: str, batch: builtins.list[_Pending]) -> None:
         """Append the plans of ``batch`` as one event; settle each plan's future."""
         live = [p for p in batch if not p.future.done()]
+        appended: _Stream | None = None
         for _ in range(self.max_retries):
             if not live:
                 return
@@ -414,7 +446,10 @@ class _SaverCommits(_SaverStreams):
             # plain JSON: the plans said so, and so is a run claim riding on them
             plain = all(p.plain for p in live) and _plain_claims(ops)
             try:
-                await self._append(st, event_type, ops, key, applied=speculative, plain=plain)
+                await self._append(
+                    st, event_type, ops, key, applied=speculative, plain=plain, snapshot=False
+                )
+                appended = st
                 break
             except (ConflictError, AgentNotFound):
                 # the document was stale (another writer, or the thread deleted or
@@ -442,3 +477,7 @@ class _SaverCommits(_SaverStreams):
             return
         for pending in live:
             _settle(pending)
+        # committed and settled: a snapshot (or its failure, or a cancellation while it
+        # is taken) can no longer fail, requeue or repeat any of these writes
+        if appended is not None:
+            await self._snapshot_if_due(appended)

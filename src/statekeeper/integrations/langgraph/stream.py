@@ -37,6 +37,8 @@ class _Stream:
     snap_bytes: int = 0
     #: stored bytes (estimated the same way) of the events appended since (by this saver)
     bytes_since: int = 0
+    #: after a snapshot failed: ``bytes_since`` at which it is tried again (0: none failed)
+    snap_retry: int = 0
     #: per event type: [its stored/JSON bytes ratio last measured, writes since]
     ratios: dict[str, builtins.list[Any]] = field(default_factory=dict)
     #: messages of the latest checkpoint and of the writes since (see ValueCodec.pack)
