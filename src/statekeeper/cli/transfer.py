@@ -507,9 +507,12 @@ def import_cmd(
     if file == "-":
         source: IO[bytes] = io.BytesIO(sys.stdin.buffer.read())
     else:
+        from .file_kinds import check_input_file
+
         path = Path(file)
-        if not path.is_file():
+        if not path.exists():
             raise ConfigurationError(f"no such file: {path}")
+        check_input_file(path, "export")  # a folder, a device, a store, a backup...
         try:
             source = path.open("rb")
         except OSError as exc:
