@@ -80,6 +80,19 @@ def test_import_of_a_store_says_it_is_a_sqlite_database(tmp_path: Path, target: 
         assert "statekeeper backup" in err and "statekeeper restore" in err
 
 
+def test_import_of_a_store_on_stdin_says_it_is_a_sqlite_database(target: Path) -> None:
+    before = target.read_bytes()
+    code, out, err = run_in_process(
+        ["import", "-", "--db", f"sqlite:///{target}"],
+        {},
+        # a store's bytes as text (the runner takes text: its ASCII magic reads the same)
+        input=before.decode("latin-1"),
+    )
+    assert code == 2, (code, out, err)
+    assert "stdin: it is a SQLite database" in err and "UTF-8" not in err
+    assert target.read_bytes() == before and _agents(target) == ["kept"]
+
+
 def test_import_of_a_backup_says_restore_it(tmp_path: Path, target: Path) -> None:
     skb, _ = _backup(tmp_path, target)
     err = _refused(["import", str(skb)], target)

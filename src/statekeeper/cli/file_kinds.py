@@ -42,22 +42,29 @@ def check_input_file(path: Path, kind: Literal["export", "backup"]) -> None:
             head = fh.read(64)
     except OSError as exc:
         raise WrongFileKind(str(path), f"cannot be read: {exc.strerror}") from None
+    check_head(str(path), head, kind)
+
+
+def check_head(name: str, head: bytes, kind: Literal["export", "backup"]) -> None:
+    """Refuse the file ``name`` starting with ``head`` (its first 64 bytes or all of
+    it) when it is empty or plainly not a ``kind`` file (stdin's, read whole, too)."""
+    what = f"a statekeeper {kind}" + (" file" if kind == "export" else "")
     if not head:
-        raise WrongFileKind(str(path), f"empty, not {what}")
+        raise WrongFileKind(name, f"empty, not {what}")
     if head.startswith(_SQLITE):
         raise WrongFileKind(
-            str(path), f"it is a SQLite database (a statekeeper store?), not {what}; {_COPY}"
+            name, f"it is a SQLite database (a statekeeper store?), not {what}; {_COPY}"
         )
     from ..governance.backup.fileformat import MAGIC
 
     if kind == "export" and head.startswith(MAGIC[:-1]):
         raise WrongFileKind(
-            str(path),
+            name,
             "it is a statekeeper backup, not an export file: restore it with `statekeeper restore`",
         )
     if kind == "backup" and not head.startswith(MAGIC[:-1]) and _is_export(head):
         raise WrongFileKind(
-            str(path),
+            name,
             "it is a statekeeper export file, not a backup: import it with `statekeeper import`",
         )
 

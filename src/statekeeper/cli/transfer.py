@@ -504,11 +504,13 @@ def import_cmd(
 
     url = resolve_url(ctx, db)
     refuse_in_memory(url, "import")
-    if file == "-":
-        source: IO[bytes] = io.BytesIO(sys.stdin.buffer.read())
-    else:
-        from .file_kinds import check_input_file
+    from .file_kinds import check_head, check_input_file
 
+    if file == "-":
+        data = sys.stdin.buffer.read()
+        check_head("stdin", data[:64], "export")  # a store, a backup...
+        source: IO[bytes] = io.BytesIO(data)
+    else:
         path = Path(file)
         if not path.exists():
             raise ConfigurationError(f"no such file: {path}")
