@@ -100,6 +100,7 @@ __all__ = [
     "UpcasterFailed",
     "ValidationError",
     "WriteBufferError",
+    "WrongFileKind",
 ]
 
 
@@ -798,6 +799,18 @@ class ReadOnlyStore(ConfigurationError):
 class NotOwned(ConfigurationError):
     """A file would be deleted or overwritten, but statekeeper cannot prove it created
     it (no ownership marker). The file was left untouched."""
+
+
+class WrongFileKind(ConfigurationError):
+    """A file given to a command is not the kind it reads: a folder, a device, an empty
+    file, a SQLite database or a backup given to ``import``, an export given to
+    ``restore``... (only its first bytes were read). Nothing was written. ``path``
+    names it, ``reason`` what it is instead."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
 
 
 class StepError(StatekeeperError):

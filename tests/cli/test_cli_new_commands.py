@@ -264,7 +264,8 @@ def test_import_again_completes_an_agent_an_interrupted_import_left_half_written
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("", "empty file: not a statekeeper export"),
+        ("", "empty, not a statekeeper export"),
+        ("\n\n", "empty, not a statekeeper export (no header line)"),
         ("garbage\n", "line 1: not a JSON object"),
         ('{"format": "other"}\n', "line 1: not a statekeeper export"),
         ("TRUNCATE", "has no end line"),

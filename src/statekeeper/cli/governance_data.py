@@ -269,6 +269,7 @@ def restore_cmd(
 
     target = to or resolve_url(ctx, db)
     refuse_in_memory(target, "restore")
+    _check_backup_files(backups)
 
     async def go() -> RestoreResult:
         async with open_store(target, key_file=key_file, readonly=False) as store:
@@ -312,6 +313,18 @@ def restore_cmd(
     )
     for pattern in result.holds_placed:  # the backup's holds the target lacked
         console.print(f"placed a legal hold on {escape(pattern)!r} (held in the backup)")
+
+
+def _check_backup_files(backups: list[str]) -> None:
+    """Each local file given for a backup that is plainly something else (a folder, an
+    empty file, a store, an export...), refused before the target is opened."""
+    from pathlib import Path
+
+    from .file_kinds import check_input_file
+
+    for spec in backups:
+        if not spec.startswith("s3://") and Path(spec).exists():  # (missing: said by restore)
+            check_input_file(Path(spec), "backup")
 
 
 @app.command("forget")

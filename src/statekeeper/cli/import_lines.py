@@ -148,7 +148,7 @@ def parse_lines(
             )
         current.events.append(line)
     if not ending.version:
-        raise ConfigurationError("empty file: not a statekeeper export")
+        raise ConfigurationError("empty, not a statekeeper export (no header line)")
     if current is not None:
         raise ConfigurationError(f"agent {current.agent_id!r} has no end line (truncated file?)")
     ending.finish(len(agents), sum(len(a.events) for a in agents))

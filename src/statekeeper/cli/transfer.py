@@ -504,12 +504,17 @@ def import_cmd(
 
     url = resolve_url(ctx, db)
     refuse_in_memory(url, "import")
+    from .file_kinds import check_head, check_input_file
+
     if file == "-":
-        source: IO[bytes] = io.BytesIO(sys.stdin.buffer.read())
+        data = sys.stdin.buffer.read()
+        check_head("stdin", data[:64], "export")  # a store, a backup...
+        source: IO[bytes] = io.BytesIO(data)
     else:
         path = Path(file)
-        if not path.is_file():
+        if not path.exists():
             raise ConfigurationError(f"no such file: {path}")
+        check_input_file(path, "export")  # a folder, a device, a store, a backup...
         try:
             source = path.open("rb")
         except OSError as exc:
