@@ -8,6 +8,7 @@ async classes directly.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import time
@@ -22,7 +23,7 @@ from .feed import Subscription
 from .feed_cursor import FeedBounds, FeedCursor
 from .portal import Portal
 from .store import StateStore, StoreStats, StreamDigest, VerifyReport
-from .sync_exit import OPEN, flush_at_exit
+from .sync_exit import OPEN, close_at_exit
 
 _M = TypeVar("_M")
 
@@ -97,7 +98,8 @@ class SyncStateStore:
         except BaseException:
             self._portal.stop()
             raise
-        flush_at_exit(self)  # one never closed keeps its buffered writes at exit
+        # one never closed keeps its buffered writes, and ends its loop's tasks, at exit
+        self._at_exit = close_at_exit(self)
 
     def __enter__(self) -> SyncStateStore:
         return self
@@ -108,9 +110,10 @@ class SyncStateStore:
     def close(self) -> None:
         """Flush, close the backend and stop the background loop.
 
-        One never closed has its store flushed at interpreter exit (see
-        :mod:`.sync_exit`)."""
+        One never closed has its store flushed, then is closed, at interpreter exit
+        (see :mod:`.sync_exit`)."""
         OPEN.discard(self)
+        atexit.unregister(self._at_exit)
         if not self._portal.running:
             return
         try:
