@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import threading
 import time
 from collections import OrderedDict
