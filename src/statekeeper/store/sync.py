@@ -8,6 +8,7 @@ async classes directly.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -23,7 +24,7 @@ from .feed import Subscription
 from .feed_cursor import FeedBounds, FeedCursor
 from .portal import Portal
 from .store import StateStore, StoreStats, StreamDigest, VerifyReport
-from .sync_exit import OPEN, flush_at_exit
+from .sync_exit import OPEN, close_at_exit
 
 _M = TypeVar("_M")
 
@@ -100,7 +101,8 @@ class SyncStateStore:
             raise
         # collected without close (by every face too): the store is closed on its loop
         self._portal.on_abandon(functools.partial(_close_store, self.store, self._closing))
-        flush_at_exit(self)  # one never closed keeps its buffered writes at exit
+        # one never closed keeps its buffered writes, and ends its loop's tasks, at exit
+        self._at_exit = close_at_exit(self)
 
     def __enter__(self) -> SyncStateStore:
         return self
@@ -123,9 +125,10 @@ class SyncStateStore:
         and the loop's thread ends. In a process forked from the one that opened it,
         ``close`` only marks it closed (the backend's connections are the parent's).
 
-        One never closed has its store flushed at interpreter exit (see
-        :mod:`.sync_exit`), and closed if it (and every face over it) is collected."""
+        One never closed has its store flushed, then is closed, at interpreter exit
+        (see :mod:`.sync_exit`), and closed if it (and every face over it) is collected."""
         OPEN.discard(self)
+        atexit.unregister(self._at_exit)
         portal = self._portal
         if portal.forked:
             portal.stop()

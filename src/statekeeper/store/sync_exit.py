@@ -8,15 +8,25 @@ interpreter ended, without a word. Each open facade's store is flushed from a
 store's writer thread, ``asyncio.to_thread``) and while the facade's thread still runs.
 Any object with a ``_portal`` (the loop its store runs on) and a ``store`` is taken: the
 LangGraph saver registers its own here too (``integrations/langgraph/state.py``).
+
+Flushed is not closed: the facade's loop kept its store's tasks (a PostgreSQL pool's
+workers, its backend's watcher) pending on a daemon thread, and whether the
+interpreter's teardown collected them — asyncio printing "Task was destroyed but it is
+pending!" for each — was a matter of chance. :func:`close_at_exit` also closes the
+facade from an ``atexit`` hook (after the flush, and after the exit hooks the
+application registered later, which may still use it): its tasks end and its loop
+stops before the interpreter tears anything down.
 """
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import concurrent.futures.thread  # noqa: F401 (its exit hook registered before ours)
 import contextlib
 import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..backends.recovery import process_exiting
@@ -26,7 +36,7 @@ from . import unflushed
 if TYPE_CHECKING:
     from .store import StateStore
 
-__all__ = ["OPEN", "flush_at_exit"]
+__all__ = ["OPEN", "close_at_exit", "flush_at_exit"]
 
 #: the facades still open (their ``close`` takes them out)
 OPEN: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -49,6 +59,27 @@ def flush_at_exit(facade: Any) -> None:
     OPEN.add(facade)
 
 
+def close_at_exit(facade: Any, *, flush: bool = True) -> Callable[[], None]:
+    """Close ``facade`` (``facade.close()``) at interpreter exit unless it was closed (or
+    collected) before, its store flushed first by :func:`flush_at_exit` when ``flush``.
+
+    Returns the ``atexit`` hook, for the facade's ``close`` to unregister. Only a weak
+    reference is held: the facade stays collectable (and its hook then goes too)."""
+    ref = weakref.ref(facade)
+
+    def close() -> None:
+        found = ref()
+        if found is not None:
+            with contextlib.suppress(Exception):  # exiting anyway: never a traceback
+                found.close()
+
+    atexit.register(close)
+    weakref.finalize(facade, atexit.unregister, close).atexit = False
+    if flush:
+        flush_at_exit(facade)
+    return close
+
+
 def _flush_open() -> None:
     open_now = builtins.list(OPEN)
     if open_now:
@@ -65,13 +96,6 @@ def _flush_open() -> None:
 
 
 async def _flush(store: StateStore) -> None:
-    try:
-        await store.flush()
-        if store.witness is not None:
-            await store.witness.flush()
-    finally:
-        # then closed, on its own loop: a backend left open (a PostgreSQL pool's worker
-        # tasks, its loop-end watcher) is otherwise destroyed pending when the
-        # interpreter collects its loop — "Task was destroyed but it is pending!" on the
-        # user's stderr, at random (the order of the final collection)
-        await store.close()
+    await store.flush()
+    if store.witness is not None:
+        await store.witness.flush()

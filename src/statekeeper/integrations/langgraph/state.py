@@ -4,12 +4,9 @@
 from __future__ import annotations
 
 import asyncio
-import atexit
 import builtins
-import contextlib
 import threading
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import (
     Callable,
@@ -26,7 +23,7 @@ from ...arguments import id_shape_problem
 from ...backends.keyed_locks import KeyedLock
 from ...errors import ConfigurationError
 from ...store.store import StateStore
-from ...store.sync_exit import flush_at_exit
+from ...store.sync_exit import close_at_exit
 from . import runs
 from .loop import BoundLoop, SharedLoop
 from .serde import ValueCodec, safe_serializer
@@ -42,24 +39,11 @@ def _close_at_exit(saver: Any) -> Callable[[], None]:
     An application that never closes its saver otherwise leaves the saver's loop, with
     the store's tasks on it (a PostgreSQL pool's workers), to be collected at exit:
     asyncio prints "Task was destroyed but it is pending!" for each, and the store
-    never flushes or closes. Only a weak reference is held: the saver stays
-    collectable, and ``close`` (see :meth:`.saver.StatekeeperSaver.close`) unregisters it.
-    """
-    ref = weakref.ref(saver)
-
-    def close() -> None:
-        found = ref()
-        if found is not None:
-            with contextlib.suppress(Exception):  # exiting anyway: never a traceback
-                found.close()
-
-    atexit.register(close)
-    weakref.finalize(saver, atexit.unregister, close).atexit = False
-    if saver._owns_store:
-        # its store flushed before Python stops its thread pools (the atexit close runs
-        # after they stopped): the exit hook an unclosed SyncStateStore uses too
-        flush_at_exit(saver)
-    return close
+    never flushes or closes. ``close`` (see :meth:`.saver.StatekeeperSaver.close`)
+    unregisters it. Its store (when the saver owns it) is flushed before Python stops
+    its thread pools (the atexit close runs after they stopped): the exit hooks an
+    unclosed SyncStateStore uses too."""
+    return close_at_exit(saver, flush=saver._owns_store)
 
 
 class _SaverState(BaseCheckpointSaver[int]):
