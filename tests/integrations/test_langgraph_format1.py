@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,13 +148,79 @@ def test_a_format_1_thread_goes_on_in_format_2(old_store: str) -> None:
         nsd = doc["ns"][""]
         new_ids = {item["config"]["checkpoint_id"] for item in listed[:added]}
         assert not new_ids & set(nsd["idx"])  # the old index stays as it was
-        assert set(nsd["w"]) & new_ids <= {listed[0]["config"]["checkpoint_id"]}
+        # the document keeps only the latest checkpoint's writes, and those LangGraph
+        # stored after the next checkpoint (it stores a step's writes and the next
+        # checkpoint concurrently; :func:`test_writes_stored_after_the_next_checkpoint_
+        # stay_with_theirs` forces that): each read back with its own checkpoint
+        for cid in set(nsd["w"]) & new_ids:
+            item = next(i for i in listed if i["config"]["checkpoint_id"] == cid)
+            assert set(nsd["w"][cid]) <= {w[0] for w in item["writes"]}
         saver.copy_thread("chat", "copied")
         assert [t["checkpoint"] for t in _listed(saver, "copied")] == [
             t["checkpoint"] for t in listed
         ]
         saver.prune(["chat"])
         assert _listed(saver, "chat") == listed[:1]
+
+
+class _LateWrites(StatekeeperSaver):
+    """A saver whose ``put_writes`` on a checkpoint waits until the checkpoint after it
+    is stored (LangGraph's other thread won the race), and which notes every call's
+    checkpoint, task and channels."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stored_after: dict[str, threading.Event] = {}
+        self.calls: list[tuple[str, str, str]] = []
+        self._guard = threading.Lock()
+
+    def _next_stored(self, cid: str) -> threading.Event:
+        with self._guard:
+            return self.stored_after.setdefault(cid, threading.Event())
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        out = super().put(config, checkpoint, metadata, new_versions)
+        parent = config["configurable"].get("checkpoint_id")
+        if parent is not None:
+            self._next_stored(parent).set()
+        return out
+
+    def put_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        cid = config["configurable"]["checkpoint_id"]
+        # every step with tasks is followed by a checkpoint: this wait ends
+        assert self._next_stored(cid).wait(timeout=60), f"no checkpoint after {cid}"
+        with self._guard:
+            self.calls.extend((cid, task_id, ch) for ch, _ in writes)
+        super().put_writes(config, writes, task_id, task_path)
+
+
+def test_writes_stored_after_the_next_checkpoint_stay_with_theirs(old_store: str) -> None:
+    """On a format 1 thread going on in format 2, every step's writes stored only once
+    the next checkpoint is (the interleaving LangGraph's concurrent saves can take):
+    they stay in the document, and every checkpoint reads back exactly the writes
+    stored on it, by ``list`` and by id, none on another checkpoint."""
+    cfg: Any = {"configurable": {"thread_id": "chat"}}
+    expected = json.loads(OLD_LIST.read_text())
+    with _LateWrites.from_url(old_store) as saver:
+        assert isinstance(saver, _LateWrites)
+        chat = chat_graph(steps=2).compile(checkpointer=saver)
+        chat.invoke({"messages": [HumanMessage("later", id="h-later")], "turn": 0}, cfg)
+        listed = _listed(saver, "chat")
+        added = len(listed) - len(expected["chat"])
+        assert added == 4 and listed[added:] == expected["chat"]
+        new_ids = [item["config"]["checkpoint_id"] for item in listed[:added]]
+        for item in listed:
+            tup = saver.get_tuple({"configurable": dict(item["config"])})
+            assert tup is not None and _tuple(tup) == item
+        got = sorted(
+            (i["config"]["checkpoint_id"], w[0], w[1]) for i in listed[:added] for w in i["writes"]
+        )
+        assert saver.calls and got == sorted(saver.calls)
+        doc = saver._portal.call(saver.store.load("lg/chat#0")).data
+        late = set(doc["ns"][""]["w"]) & set(new_ids[1:])
+        assert late == {cid for cid, _, _ in saver.calls}  # kept: stored after the next
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
