@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -207,8 +208,8 @@ def step_effects(log: str, pause: str | None) -> tuple[Any, Any]:
             time.sleep(0.02)  # widen the windows a random kill can land in
         if pause == point:
             say("at", point)
-            while True:  # wait here to be killed (SIGKILL from the parent)
-                time.sleep(1)
+            while True:  # parked until the parent's SIGKILL; no timer involved
+                signal.pause()
 
     def effect(k: int) -> dict[str, int]:
         stop_at(f"inside:{k}")
