@@ -42,3 +42,25 @@ async def test_the_next_lease_holder_reads_the_previous_holders_work(
             await lease.release()
         finally:
             pair.resume()
+
+
+async def test_a_step_recorded_by_another_process_is_read_back_through_a_lagging_replica(
+    pair: ReplicaPair,  # noqa: F811 (the fixture)
+) -> None:
+    """The key lookup (on the primary) finds the step's record: reading that record
+    must not go to a replica that has not replayed it (was: StepError, "recorded at
+    seq 2, but that event cannot be read", for a process that had written nothing)."""
+    url = f"{pair.primary.dsn}?schema=agents&replica_url={quote(pair.replica_dsn, safe='')}"
+    async with StateStore(url) as worker, StateStore(url) as watcher:
+        await worker.save("job", {"units": 2})
+        pair.caught_up()
+        assert (await watcher.load("job")).data == {"units": 2}  # watcher reads the replica
+        pair.pause()
+        try:
+            assert await Steps(worker, "job").run("charge", lambda: {"charge": 7}) == {"charge": 7}
+            record = await Steps(watcher, "job").recorded("charge")
+            assert record is not None and record.result == {"charge": 7}
+            # and running it there returns the record instead of charging again
+            assert await Steps(watcher, "job").run("charge", lambda: {"charge": 8}) == {"charge": 7}
+        finally:
+            pair.resume()
