@@ -110,6 +110,12 @@ class ProjectionStatus:
         return max(0, self.head - self.position)
 
 
+class _Reset(Exception):
+    """The stored position went back under a follower (a rebuild reset it)."""
+
+    applied = 0
+
+
 class ProjectionRunner:
     """Applies the change feed of ``store`` to ``projections`` (default: the built-ins,
     see :mod:`.builtins`), whose read models live in the SQLite database ``path``.
@@ -259,10 +265,15 @@ class ProjectionRunner:
         events: Sequence[FeedEvent],
         through: FeedCursor,
         seeded: bool = False,
+        committed: FeedCursor | None = None,
     ) -> int:
         """One transaction: the events past the stored cursor, then the cursor.
         ``seeded``: a rebuild from the agents' states, whose seeded events are skipped
-        (:mod:`.seeding`)."""
+        (:mod:`.seeding`). ``committed``: where the caller's subscription stood before
+        these events (the stored cursor was at least there); a stored cursor now below
+        it was reset by a rebuild since, and :class:`_Reset` is raised, nothing written
+        (committing would move the position over the events the rebuild has yet to
+        apply again: they were lost from the read model)."""
         name = projection.name
         shards = through.shards
         db.execute("BEGIN IMMEDIATE")
@@ -271,6 +282,10 @@ class ProjectionRunner:
                 "SELECT position, cursor FROM sk_projections WHERE name = ?", (name,)
             ).fetchone()
             stored = self._stored(row, shards)
+            if committed is not None and any(
+                s < c for s, c in zip(stored.positions, committed.positions, strict=True)
+            ):
+                raise _Reset
             applied = 0
             for change in events:
                 if stored.covers(change.shard, change.position):
@@ -322,6 +337,17 @@ class ProjectionRunner:
     async def _follow(
         self, projection: Projection, *, stop_at_head: bool, progress: Progress | None = None
     ) -> int:
+        total = 0
+        while True:
+            try:
+                return total + await self._follow_from_stored(projection, stop_at_head, progress)
+            except _Reset as reset:
+                # rebuilt (reset) by another runner meanwhile: follow from its position
+                total += reset.applied
+
+    async def _follow_from_stored(
+        self, projection: Projection, stop_at_head: bool, progress: Progress | None
+    ) -> int:
         position, state, _ = await self._position(projection.name)
         if state == "seeding":
             raise ProjectionError(
@@ -337,17 +363,26 @@ class ProjectionRunner:
         )
         target = sum(h for _, h in await store_feed_bounds(self.store))
         total = 0
-        while True:
-            batch = await sub.next_batch(self.batch_size)
-            if not batch:
-                break
-            total += await self._in_db(self._apply_sync, projection, batch, sub.cursor, seeded)
-            if progress is not None:
-                done = sub.cursor.total
-                progress(done, max(target, done))
-        if sub.cursor != position:
-            # events of other types passed over at the end: the position moves past them
-            await self._in_db(self._apply_sync, projection, [], sub.cursor, seeded)
+        committed = position
+        try:
+            while True:
+                batch = await sub.next_batch(self.batch_size)
+                if not batch:
+                    break
+                through = sub.cursor
+                total += await self._in_db(
+                    self._apply_sync, projection, batch, through, seeded, committed
+                )
+                committed = through
+                if progress is not None:
+                    done = through.total
+                    progress(done, max(target, done))
+            if sub.cursor != committed:
+                # events of other types passed over at the end: the position moves past them
+                await self._in_db(self._apply_sync, projection, [], sub.cursor, seeded, committed)
+        except _Reset as reset:
+            reset.applied = total
+            raise
         if progress is not None:
             done = max(target, sub.cursor.total)
             progress(done, done)

@@ -399,27 +399,42 @@ class Subscription(AsyncIterator[FeedEvent]):
                 best, best_ts = k, page[0].event.timestamp
         return best
 
-    def _take(self) -> FeedEvent | None:
-        """The next wanted event of the buffered page (verified), or None."""
+    def _take(self, undo: list[tuple[int, int, FeedRecord]] | None = None) -> FeedEvent | None:
+        """The next wanted event of the buffered page (verified), or None.
+
+        A record that cannot be opened (damaged, its key unavailable) stays first in
+        its page with the cursor before it, so the next call meets it again (was:
+        taken off the page first, and a consumer that went on after the error was
+        handed the event after it, the cursor past the one it never saw). ``undo``
+        collects ``(shard, position before, record)`` of every record taken off."""
         store = self._store
         while True:
             k = self._next_shard()
             if k is None:
                 return None
-            record = self._pages[k].popleft()
-            if not self._wanted(record):
-                self._at[k] = record.position
-                continue
-            try:
-                body, _ = store._open_event(record.agent_id, record.event)
-            except AgentForgotten:
-                # crypto-shredded: unreadable for good, in every copy; a gap, as if
-                # deleted (the feed must not stall on it)
-                self._at[k] = record.position
-                continue
-            event = to_event(record.agent_id, record.event, body)
+            page = self._pages[k]
+            record = page[0]
+            if self._wanted(record):
+                try:
+                    body, _ = store._open_event(record.agent_id, record.event)
+                except AgentForgotten:
+                    # crypto-shredded: unreadable for good, in every copy; a gap, as if
+                    # deleted (the feed must not stall on it)
+                    body = None
+            else:
+                body = None
+            page.popleft()
+            if undo is not None:
+                undo.append((k, self._at[k], record))
             self._at[k] = record.position
-            return FeedEvent(record.position, event, k)
+            if body is not None:
+                return FeedEvent(record.position, to_event(record.agent_id, record.event, body), k)
+
+    def _undo(self, undo: list[tuple[int, int, FeedRecord]]) -> None:
+        """Put the records taken off since ``undo`` began back, the cursor before them."""
+        for k, before, record in reversed(undo):
+            self._pages[k].appendleft(record)
+            self._at[k] = before
 
     def _done(self) -> bool:
         stop = self._stop
@@ -491,10 +506,13 @@ class Subscription(AsyncIterator[FeedEvent]):
             await asyncio.sleep(backend.feed_poll_interval)
 
     async def __anext__(self) -> FeedEvent:
+        return await self._next(None)
+
+    async def _next(self, undo: list[tuple[int, int, FeedRecord]] | None) -> FeedEvent:
         if not self._started:
             await self._start()
         while True:
-            event = self._take()
+            event = self._take(undo)
             if event is not None:
                 return event
             if self._done():
@@ -516,22 +534,29 @@ class Subscription(AsyncIterator[FeedEvent]):
         """Up to ``limit`` events: waits (live) until at least one is there, then adds
         what is stored already without waiting again. ``[]`` once a ``stop_at_head``
         subscription is done. What projections apply in one transaction."""
+        undo: list[tuple[int, int, FeedRecord]] = []
         try:
-            out = [await self.__anext__()]
+            out = [await self._next(undo)]
         except StopAsyncIteration:
             return []
-        while len(out) < limit:
-            event = self._take()
-            if event is None:
-                if self._done():
-                    break
-                try:
+        try:
+            while len(out) < limit:
+                event = self._take(undo)
+                if event is None:
+                    if self._done():
+                        break
                     if not await self._fill():
                         break
-                except FeedNotReplicated:
-                    # these events first (the cursor has passed them: raised now, they
-                    # were lost); the next call raises it again or, live, waits
-                    break
-                continue
-            out.append(event)
+                    continue
+                out.append(event)
+        except Exception:
+            # these events first (the cursor has passed them: raised now, they were
+            # lost): the next call meets the error again (a record that cannot be
+            # opened stays first; a read that failed is made again) or, live, waits
+            return out
+        except BaseException:
+            # cancelled (a timeout around the call) or interrupted while reading more:
+            # not handed over, so not passed over either
+            self._undo(undo)
+            raise
         return out

@@ -46,6 +46,10 @@ class Leases(PostgresPart):
         params = {"agent": agent_id, "holder": holder, "ttl": ttl}
         row = await self._lease_row("lease_acquire", params)
         if row is not None:
+            # the new holder reads the agent as the previous one left it: what was
+            # committed before the grant, not a lagging replica's older state (its
+            # loads then showed the agent from before the previous holder's work)
+            self._wrote()
             return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2]))
         current = await self.get_lease(agent_id)
         if current is None or current.holder is None:  # released meanwhile: try again

@@ -30,6 +30,10 @@ class Reads(PostgresPart):
         rows = await self._query("key", (agent_id, key))
         if not rows:
             return None
+        # (read on the primary) a write this process now knows of, as a conflict is:
+        # reading its events must not go to a replica that has not replayed them (was:
+        # "the record is forged or damaged", or a step recorded but unreadable)
+        self._wrote()
         return AppendResult(agent_id, int(rows[0][0]), int(rows[0][1]), duplicate=True)
 
     async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:

@@ -4,7 +4,9 @@ to the primary, and read-your-writes for the writing process.
 How a read finds a replica fresh enough, without a round trip per append:
 
 * After a write of this process commits (or fails in a way that may have committed, or
-  finds a conflict: another writer's append this process now knows of), the backend
+  finds a conflict: another writer's append this process now knows of), after a
+  lease is granted to it (its holder must see the previous holder's work) and after
+  an idempotency key lookup finds a write (its events are read next), the backend
   calls :meth:`ReplicaReads.wrote` — a flag, no I/O.
 * The next replica read sees the flag, clears it, and asks the primary for
   ``pg_current_wal_lsn()`` once: every write this process saw complete is in the WAL
