@@ -74,6 +74,22 @@ class _SaverClaims(_SaverCommits):
             runs.on_failed_enter(loop, lambda: self._end_run(run))
         runs.watch(loop, run)
 
+    async def _mutate(self, thread_id: str, build: Any, event_type: str, **options: Any) -> None:
+        """:meth:`_SaverCommits._mutate`, where a refusal because another run holds the
+        thread is made on a current document: a write is planned on the cached one
+        without a head read (its compare-and-append is the check), so the claim it
+        refuses may be one that run has released since, in a commit this saver has not
+        read. Then the plan is made again on a fresh read: refused only while the
+        claim really holds (before, the thread stayed refused to this saver until
+        that released claim's lease lapsed, ``run_lease`` seconds later)."""
+        try:
+            await super()._mutate(thread_id, build, event_type, **options)
+        except ThreadBusyError as exc:
+            if exc.lost or await self.store.head(exc.agent_id) == exc.expected_seq:
+                raise
+            self._forget(thread_id)
+            await super()._mutate(thread_id, build, event_type, **options)
+
     def _claimed_by_other(self, claim: dict[str, Any], run: runs.Run | None) -> bool:
         """Whether ``claim`` (a thread document's) is a live claim of another run than
         ``run``: not expired, and not of a run of this process that has ended (its
