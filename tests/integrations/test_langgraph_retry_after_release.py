@@ -17,7 +17,11 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from statekeeper.integrations.langgraph import StatekeeperSaver, ThreadBusyError
+from statekeeper.integrations.langgraph import (
+    CheckpointForkError,
+    StatekeeperSaver,
+    ThreadBusyError,
+)
 
 from .conftest import new_thread
 from .test_langgraph_runs import GUARD, reply_graph, run_url, whole_turns
@@ -78,3 +82,18 @@ def test_a_refused_run_retried_after_the_holder_ended_runs(run_url: str, face: s
         holder_saver.close()
         if other_saver is not holder_saver:
             other_saver.close()
+
+
+def test_fork_errors_repr_says_what_happened() -> None:
+    """``repr()`` and ``args`` of the fork errors carry their own message; before, they
+    carried ``ConflictError``'s for a head seq equal to the one expected: "its head
+    record (seq 4) was rewritten since this process read it (by `statekeeper migrate`,
+    its rollback or finalize, or `statekeeper rekey` …)", in every log that uses
+    ``%r`` of a run refused because another run held its thread."""
+    busy = ThreadBusyError("t1", 1.0, "lg/t1#0", 4, lost=False)
+    fork = CheckpointForkError("t1", "", "p", "q", "lg/t1#0", 4)
+    for error in (busy, fork):
+        assert error.args == (str(error),)
+        assert "rewritten" not in repr(error) and "migrate" not in repr(error)
+    assert "held by another run" in repr(busy)
+    assert "would fork the thread" in repr(fork)

@@ -27,6 +27,9 @@ class CheckpointForkError(ConflictError):
         self.checkpoint_ns = checkpoint_ns
         self.parent_id = parent_id
         self.latest_id = latest_id
+        # its own message, not ConflictError's for a head seq equal to the one expected
+        # ("its head record was rewritten … by `statekeeper migrate`"): repr() and args
+        self.args = (str(self),)
 
     def __str__(self) -> str:
         return (
@@ -52,9 +55,9 @@ class ThreadBusyError(CheckpointForkError):
     def __init__(
         self, thread_id: str, expires_at: float | None, agent_id: str, seq: int, *, lost: bool
     ) -> None:
-        super().__init__(thread_id, "", None, None, agent_id, seq)
         self.expires_at = expires_at
         self.lost = lost
+        super().__init__(thread_id, "", None, None, agent_id, seq)
 
     def __str__(self) -> str:
         if self.lost:
