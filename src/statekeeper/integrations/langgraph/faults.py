@@ -80,12 +80,19 @@ class ThreadNotFound(AgentNotFound):
     :class:`~statekeeper.errors.AgentNotFound` (the CLI's exit code 1); nothing was
     changed."""
 
-    def __init__(self, thread_id: str, prefix: str = "lg/") -> None:
+    def __init__(self, thread_id: str, prefix: str = "lg/", *, source: bool = False) -> None:
         super().__init__(f"{prefix}{thread_id}")
         self.thread_id = thread_id
         self.prefix = prefix
+        #: named for ``langgraph import`` / ``export``: not in the database copied from
+        self.source = source
 
     def __str__(self) -> str:
+        if self.source:
+            return (
+                f"LangGraph thread {self.thread_id!r} not found: the source holds no "
+                "checkpoint of it; nothing was copied"
+            )
         return (
             f"LangGraph thread {self.thread_id!r} not found: no checkpoint of it is stored "
             f"under the prefix {self.prefix!r}; nothing was changed"
