@@ -74,22 +74,6 @@ class _SaverClaims(_SaverCommits):
             runs.on_failed_enter(loop, lambda: self._end_run(run))
         runs.watch(loop, run)
 
-    async def _mutate(self, thread_id: str, build: Any, event_type: str, **options: Any) -> None:
-        """:meth:`_SaverCommits._mutate`, where a refusal because another run holds the
-        thread is made on a current document: a write is planned on the cached one
-        without a head read (its compare-and-append is the check), so the claim it
-        refuses may be one that run has released since, in a commit this saver has not
-        read. Then the plan is made again on a fresh read: refused only while the
-        claim really holds (before, the thread stayed refused to this saver until
-        that released claim's lease lapsed, ``run_lease`` seconds later)."""
-        try:
-            await super()._mutate(thread_id, build, event_type, **options)
-        except ThreadBusyError as exc:
-            if exc.lost or await self.store.head(exc.agent_id) == exc.expected_seq:
-                raise
-            self._forget(thread_id)
-            await super()._mutate(thread_id, build, event_type, **options)
-
     def _claimed_by_other(self, claim: dict[str, Any], run: runs.Run | None) -> bool:
         """Whether ``claim`` (a thread document's) is a live claim of another run than
         ``run``: not expired, and not of a run of this process that has ended (its
@@ -113,7 +97,17 @@ class _SaverClaims(_SaverCommits):
             return
         self._runs[run.key] = run
         try:
-            await self._mutate(run.thread_id, plan, m.EV_RUN)
+            try:
+                await self._mutate(run.thread_id, plan, m.EV_RUN)
+            except ThreadBusyError as exc:
+                # planned on the cached document, without a head read: the claim it
+                # refused may have been released since, in a commit this saver never
+                # read. Refused only on a current document (before, the thread stayed
+                # refused to this saver until that claim's lease lapsed: 30 s)
+                if await self.store.head(exc.agent_id) == exc.expected_seq:
+                    raise
+                self._forget(run.thread_id)
+                await self._mutate(run.thread_id, plan, m.EV_RUN)
         except Exception:
             self._runs.pop(run.key, None)
             raise
