@@ -118,6 +118,7 @@ class HighWater:
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None  # (the next flush: see close())
         self._guard: asyncio.Task[None] | None = None
         self._released: asyncio.Future[None] | None = None  # (ends the guard: close())
         self._thread_lock = threading.Lock()
@@ -165,7 +166,7 @@ class HighWater:
         # (a store used from one event loop after another: the timer follows it)
         self._scheduled = True
         self._loop = loop = asyncio.get_running_loop()
-        loop.call_later(self.interval, self._start)
+        self._timer = loop.call_later(self.interval, self._start)
         guard = self._guard
         if guard is None or guard.get_loop() is not loop:  # (a loop of its own: see guard())
             self.guard()
@@ -193,6 +194,7 @@ class HighWater:
             raise
 
     def _start(self) -> None:
+        self._timer = None
         self._task = asyncio.get_running_loop().create_task(self._background())
 
     async def _background(self) -> None:
@@ -258,6 +260,13 @@ class HighWater:
     async def close(self) -> None:
         """Final flush (waits for a background flush in progress). A witness file that
         cannot be written is logged, not raised: closing the store must not fail."""
+        # the next flush's timer goes: this one writes the marks. Left on a loop that
+        # runs on (a LangGraph saver's), it started a flush task after the close that
+        # nothing ran ("Task was destroyed but it is pending!" at the interpreter's exit)
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            self._scheduled = False
         guard, self._guard = self._guard, None
         released, self._released = self._released, None
         if guard is not None and released is not None and not guard.done():

@@ -97,7 +97,17 @@ class _SaverClaims(_SaverCommits):
             return
         self._runs[run.key] = run
         try:
-            await self._mutate(run.thread_id, plan, m.EV_RUN)
+            try:
+                await self._mutate(run.thread_id, plan, m.EV_RUN)
+            except ThreadBusyError as exc:
+                # planned on the cached document, without a head read: the claim it
+                # refused may have been released since, in a commit this saver never
+                # read. Refused only on a current document (before, the thread stayed
+                # refused to this saver until that claim's lease lapsed: 30 s)
+                if await self.store.head(exc.agent_id) == exc.expected_seq:
+                    raise
+                self._forget(run.thread_id)
+                await self._mutate(run.thread_id, plan, m.EV_RUN)
         except Exception:
             self._runs.pop(run.key, None)
             raise

@@ -27,6 +27,9 @@ class CheckpointForkError(ConflictError):
         self.checkpoint_ns = checkpoint_ns
         self.parent_id = parent_id
         self.latest_id = latest_id
+        # its own message, not ConflictError's for a head seq equal to the one expected
+        # ("its head record was rewritten … by `statekeeper migrate`"): repr() and args
+        self.args = (str(self),)
 
     def __str__(self) -> str:
         return (
@@ -52,9 +55,9 @@ class ThreadBusyError(CheckpointForkError):
     def __init__(
         self, thread_id: str, expires_at: float | None, agent_id: str, seq: int, *, lost: bool
     ) -> None:
-        super().__init__(thread_id, "", None, None, agent_id, seq)
         self.expires_at = expires_at
         self.lost = lost
+        super().__init__(thread_id, "", None, None, agent_id, seq)
 
     def __str__(self) -> str:
         if self.lost:
@@ -77,12 +80,19 @@ class ThreadNotFound(AgentNotFound):
     :class:`~statekeeper.errors.AgentNotFound` (the CLI's exit code 1); nothing was
     changed."""
 
-    def __init__(self, thread_id: str, prefix: str = "lg/") -> None:
+    def __init__(self, thread_id: str, prefix: str = "lg/", *, source: bool = False) -> None:
         super().__init__(f"{prefix}{thread_id}")
         self.thread_id = thread_id
         self.prefix = prefix
+        #: named for ``langgraph import`` / ``export``: not in the database copied from
+        self.source = source
 
     def __str__(self) -> str:
+        if self.source:
+            return (
+                f"LangGraph thread {self.thread_id!r} not found: the source holds no "
+                "checkpoint of it; nothing was copied"
+            )
         return (
             f"LangGraph thread {self.thread_id!r} not found: no checkpoint of it is stored "
             f"under the prefix {self.prefix!r}; nothing was changed"

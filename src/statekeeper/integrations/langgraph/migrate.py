@@ -40,6 +40,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ...errors import BackendError, ConfigurationError
+from .faults import ThreadNotFound
 from .migrate_compare import (
     MigrationMismatch,
     _parent,
@@ -202,6 +203,8 @@ def _plan(
     for thread_id in threads:
         index = source.index(thread_id)
         if not index:
+            if thread_ids is not None:  # a mistyped id is named, not "copied 0 …"
+                raise ThreadNotFound(thread_id, source=True)
             continue
         report.thread_ids.append(thread_id)
         report.checkpoints += len(index)

@@ -114,9 +114,17 @@ def _differences(a: CheckpointTuple, b: CheckpointTuple) -> str | None:
     if _parent(a) != _parent(b):
         return f"parent ({_parent(a)} != {_parent(b)})"
     pa, pb = a.checkpoint, b.checkpoint
-    for key in ("id", "ts", "channel_versions", "versions_seen"):
+    for key in ("id", "ts"):
         if pa.get(key) != pb.get(key):
             return f"checkpoint {key}"
+    # versions compared in one form: a thread exported, continued on LangGraph's saver
+    # and imported back holds statekeeper's integers in the checkpoints it made and the
+    # peer's strings in the others (the same versions; each checkpoint keeps one form)
+    peer_a, peer_b = peer_checkpoint(pa), peer_checkpoint(pb)
+    if peer_a["channel_versions"] != peer_b["channel_versions"]:
+        return "checkpoint channel_versions"
+    if peer_a["versions_seen"] != peer_b["versions_seen"]:
+        return "checkpoint versions_seen"
     if list(pa.get("updated_channels") or []) != list(pb.get("updated_channels") or []):
         return "checkpoint updated_channels"
     va, vb = pa["channel_values"], pb["channel_values"]
