@@ -97,3 +97,29 @@ async def test_a_step_due_while_the_writer_is_busy_is_queued_on_the_writer_threa
         assert growth.steps == 1
         assert _wal_size(db) >= _grown_size(_page_size(db), GROW_STEP)
         assert (await store.load("a")).data["n"] == 1
+
+
+async def test_a_step_that_fails_leaves_the_save_that_counted_it_acknowledged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step made after a lone commit that fails (an unexpected error of the file
+    system, say) is not the save's error: the save stands, the growth ends, the
+    saves after it are made as they were (their commits extend the WAL)."""
+    tried: list[int] = []
+
+    def failing(self: sqlite_wal.Growth, wal_path: str, page_size: int, pages: float) -> int:
+        tried.append(1)
+        raise RuntimeError("the step failed")
+
+    monkeypatch.setattr(sqlite_wal.Growth, "step", failing)
+    db = tmp_path / "failed.db"
+    async with StateStore(f"sqlite:///{db}?synchronous=FULL", durability="group") as store:
+        for n in range(24):
+            await store.save("a", {"n": n, "pad": "x" * 300})
+        backend = store.backend
+        assert isinstance(backend, SQLiteBackend)
+        assert tried == [1]  # tried once, then no more steps
+        assert backend._growth.steps == 0
+        assert (await store.load("a")).data["n"] == 23
+    async with StateStore(f"sqlite:///{db}") as again:
+        assert (await again.load("a")).data["n"] == 23

@@ -1221,7 +1221,10 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         try:
             if self._checkpoint_due:  # queued meanwhile (another thread): it goes first
                 return False
-            self._grow_wal()
+            try:
+                self._grow_wal()
+            except Exception:  # (the commit that counted stands: the growth ends, as on
+                self._growth.stop()  # the writer thread, where nobody saw the error)
         finally:
             self._writer_busy.release()
         return True
