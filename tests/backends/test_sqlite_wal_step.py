@@ -6,6 +6,7 @@ writer still queues the step there."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from pathlib import Path
@@ -69,6 +70,35 @@ async def test_a_lone_writers_growth_step_starts_no_thread_and_syncs_nothing(
     async with StateStore(f"sqlite:///{db}") as again:
         assert (await again.verify()).ok
         assert (await again.load("a")).data["messages"] == messages
+
+
+async def test_a_few_agents_batched_grow_the_wal_without_the_writer_thread(
+    tmp_path: Path,
+) -> None:
+    """4 agents saving together (the curve's 4-agent row: batches committed on the
+    loop under the writer lock, or by the commit thread): the step is made right
+    after the commit that crossed its threshold, by the thread holding the lock, and
+    the writer thread never starts."""
+    db = tmp_path / "four.db"
+    history: dict[str, list[str]] = {f"agent-{i}": [] for i in range(4)}
+    url = f"sqlite:///{db}?synchronous=FULL"
+    async with StateStore(url, durability="group", witness=False) as store:
+        backend = store.backend
+        assert isinstance(backend, SQLiteBackend)
+
+        async def chat(agent_id: str) -> None:
+            messages = history[agent_id]
+            for n in range(16):
+                messages.append(f"{agent_id} says {n}: " + "x" * 280)
+                await store.save(agent_id, {"messages": list(messages)})
+
+        await asyncio.gather(*(chat(a) for a in history))
+        page_size = _page_size(db)
+        assert backend._growth.steps >= 1
+        assert _wal_size(db) >= _grown_size(page_size, GROW_STEP)
+        assert not backend._writer_pool._threads  # (the writer thread never started)
+        for agent_id, messages in history.items():
+            assert (await store.load(agent_id)).data["messages"] == messages
 
 
 async def test_a_step_due_while_the_writer_is_busy_is_queued_on_the_writer_thread(
