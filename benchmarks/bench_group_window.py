@@ -1,6 +1,7 @@
 """Instructions per batched save of 16 agents on group commit, counted in a window
 (issue 11): callgrind with instrumentation on only for ``--saves`` rounds after a
-warm-up, every thread of the process, ``synchronous=OFF`` (no fsync: the CPU alone).
+warm-up, every thread of the process, ``synchronous=OFF`` (no fsync: the CPU alone;
+``--sync FULL`` for the WAL's growth steps and the commits' syncs, user space only).
 
 Chat states as in :mod:`bench_save_instructions` (~300-character messages, one more a
 save), ``durability="group"``, the witness on (the default). Load-independent: the
@@ -32,7 +33,13 @@ WARM = 5
 
 
 async def child(
-    out: Path, agents: int, saves: int, witness: bool, warm: int = WARM, new: bool = False
+    out: Path,
+    agents: int,
+    saves: int,
+    witness: bool,
+    warm: int = WARM,
+    new: bool = False,
+    sync: str = "OFF",
 ) -> None:
     from statekeeper import StateStore
 
@@ -40,7 +47,7 @@ async def child(
     wl = Workload(agents, FIRST, FIRST + warm + saves - 1, chars=CHARS)
     docs = {a: wl.docs(a) for a in wl.agent_ids}
     with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{tmp}/bench.db?synchronous=OFF"
+        url = f"sqlite:///{tmp}/bench.db?synchronous={sync}"
         async with StateStore(url, durability="group", witness=None if witness else False) as store:
 
             async def run(a: str, steps: slice) -> None:
@@ -85,15 +92,31 @@ def main() -> None:
         help="every save the first of an agent never seen before (--saves rounds of"
         " --agents new agents, after --warm such rounds)",
     )
+    parser.add_argument(
+        "--sync",
+        default="OFF",
+        choices=["OFF", "NORMAL", "FULL"],
+        help="the store's synchronous (FULL: the WAL's growth steps and a sync a commit"
+        " included; the kernel's side of a sync is not counted)",
+    )
     args = parser.parse_args()
     if args.mode == "child":
         asyncio.run(
-            child(args.out, args.agents, args.saves, not args.no_witness, args.warm, args.new)
+            child(
+                args.out,
+                args.agents,
+                args.saves,
+                not args.no_witness,
+                args.warm,
+                args.new,
+                args.sync,
+            )
         )
         return
     argv = ["child", str(args.out), "--agents", str(args.agents), "--saves", str(args.saves)]
     argv += ["--warm", str(args.warm)] + (["--new"] if args.new else [])
     argv += ["--no-witness"] if args.no_witness else []
+    argv += ["--sync", args.sync]
     total = run_window(__file__, argv, args.out, "group")
     commits = int((args.out / "commits").read_text())
     saves = args.agents * args.saves

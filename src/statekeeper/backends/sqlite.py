@@ -1165,7 +1165,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         with self._writer_busy:
             return fn(*args)
 
-    def _wrote(self, pages: int) -> None:
+    def _wrote(self, pages: int, held: bool = False) -> None:
         """Count the WAL pages a commit added (an estimate, see :func:`_pages`); past
         :data:`CHECKPOINT_PAGES`, queue a passive checkpoint on the writer thread, and
         when the WAL's growth says a step is due (:class:`.sqlite_wal.Growth`), that
@@ -1201,11 +1201,46 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 with contextlib.suppress(RuntimeError):  # shut down by close()
                     self._writer_pool.submit(self._locked, self._checkpoint)
                 return
-        if growth.due(self._wal_pages, self.append_commits):
+        if growth.due(self._wal_pages, self.append_commits) and not self._grow_here(held):
             self._checkpoint_due = True  # (the next write queues behind the step)
             with contextlib.suppress(RuntimeError):  # shut down by close()
                 self._writer_pool.submit(self._locked, self._grow_wal)
         self._wal_limit = min(self._checkpoint_at, growth.next_at)
+
+    def _grow_here(self, held: bool = False) -> bool:
+        """The WAL's growth step made on this thread (the loop's, or the commit
+        thread's, right after a commit) when the writer is idle — or its lock is
+        ``held`` by this thread already (a commit of :meth:`_append_batch_sync`) — and
+        nothing is queued on the writer thread; False, nothing done, else (the caller
+        queues it there).
+        A step writes zeros to the page cache and syncs nothing (:func:`.sqlite_wal.grow`:
+        the next commit's sync takes them), ~0.15 ms: on the writer thread it cost a
+        lone writer that thread's start, the step's own sync and its next save's hop
+        to that thread (docs/benchmarks.md, "group11 … issue 11, 2026-12-05
+        afternoon")."""
+        if self._checkpoint_due or self._closed:
+            return False
+        if held:
+            self._grow_now()
+            return True
+        if not self._writer_busy.acquire(False):
+            return False
+        try:
+            if self._checkpoint_due:  # queued meanwhile (another thread): it goes first
+                return False
+            self._grow_now()
+        finally:
+            self._writer_busy.release()
+        return True
+
+    def _grow_now(self) -> None:
+        """:meth:`_grow_wal` under the writer lock the caller holds, after a commit:
+        an error ends the growth, never the commit that counted it (on the writer
+        thread, where the step was only queued, nobody saw it either)."""
+        try:
+            self._grow_wal()
+        except Exception:
+            self._growth.stop()
 
     def _wal_frames(self) -> int:
         """The frames written to the WAL since it last restarted, read off the WAL
@@ -1215,13 +1250,15 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
 
     def _grow_wal(self) -> None:
         """One step of the WAL file's growth ahead (:class:`.sqlite_wal.Growth`: how
-        far, and why in steps): zeros, synced (:func:`.sqlite_wal.grow`: why, and why
-        SQLite ignores them), inside a write transaction of the writer connection
-        that writes nothing — no other connection appends frames meanwhile. Retried
-        a few saves later if another connection holds the write lock (busy timeout 0:
-        it never waits). Queued on the writer thread by :meth:`_wrote`, at
-        ``synchronous`` ``FULL``/``EXTRA`` only (where every commit syncs the WAL); the
-        next write queues behind it, as behind a checkpoint. Until the WAL first
+        far, and why in steps): zeros, left for the next commit to sync
+        (:func:`.sqlite_wal.grow`: why, and why SQLite ignores them), inside a write
+        transaction of the writer connection that writes nothing — no other
+        connection appends frames meanwhile. Retried a few saves later if another
+        connection holds the write lock (busy timeout 0: it never waits). Made by
+        :meth:`_wrote`, at ``synchronous`` ``FULL``/``EXTRA`` only (where every commit
+        syncs the WAL), on the committing thread when the writer is idle
+        (:meth:`_grow_here`), else queued on the writer thread, where the next write
+        queues behind it, as behind a checkpoint. Until the WAL first
         restarts, each commit would otherwise extend the file, and on ext4 the
         fdatasync of a grown file also commits the file system's journal. Measured
         (docs/benchmarks.md, "full11b", "group11d"): a few ms once per step, against
@@ -1478,7 +1515,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         except sqlite3.Error:
             with _translated(self.path):
                 raise
-        self._wrote(_pages(requests))
+        self._wrote(_pages(requests), held=True)  # (every caller holds _writer_busy)
         return results
 
     def _append_together_sync(
@@ -1511,7 +1548,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         except sqlite3.Error:
             with _translated(self.path):
                 raise
-        self._wrote(_pages(requests))
+        self._wrote(_pages(requests), held=True)  # (its caller, _write, holds _writer_busy)
         return results
 
     def _change(self, conn: sqlite3.Connection, change: StreamChange) -> None:

@@ -9,7 +9,8 @@ when the last connection closes, and ``SQLITE_FCNTL_PERSIST_WAL`` is out of reac
 Python's ``sqlite3``, so every process would pay that again on its first ~1,000
 frames. :func:`grow` writes the file's tail ahead with zeros — written, not
 ``fallocate``'d: an unwritten extent is converted on its first write, which is a
-journal commit again — and syncs it once; :class:`Growth` decides when, a step of
+journal commit again — and leaves its sync to the next commit's (:func:`grow`: why);
+:class:`Growth` decides when, a step of
 :data:`GROW_STEP` frames ahead of the frames written at a time (why: its docstring).
 
 **Why zeros are safe.** SQLite reads a WAL's frames from its start and stops at the
@@ -82,9 +83,6 @@ BIG_COMMIT_PAGES = 48
 RETRY_PAGES = 16
 
 _CHUNK = 1 << 16  # (a small buffer: no memory peak for a restore to see)
-
-#: the file's data (and its size) to the disk; macOS has no fdatasync
-_datasync = getattr(os, "fdatasync", os.fsync)
 
 
 def wal_frames(wal_path: str, page_size: int) -> int:
@@ -164,9 +162,18 @@ def _index_frames(db_path: str, salt: bytes) -> int | None:
 
 def grow(wal_path: str, frames: int, page_size: int) -> int:
     """Extend the WAL file at ``wal_path`` with zeros to room for ``frames`` frames of
-    ``page_size`` and ``fdatasync`` it; bytes already there are never written. Returns
-    the bytes added (0 when the file is missing — SQLite creates it — or large enough).
-    The caller holds the database's write lock (see the module's docstring)."""
+    ``page_size``; bytes already there are never written. Returns the bytes added (0
+    when the file is missing — SQLite creates it — or large enough). The caller holds
+    the database's write lock (see the module's docstring).
+
+    Not synced here: the growth is only ever made where every commit syncs the WAL
+    (``synchronous`` ``FULL``/``EXTRA``), so the next commit's own ``fdatasync`` takes
+    the zeros and the file's new size to the disk — the file system's journal commit
+    once, in a sync that commit pays anyway —, and every commit after it overwrites
+    bytes the file holds. A sync of its own cost the step a wait of one more sync,
+    and the saves queued behind it that wait (docs/benchmarks.md, "group11 … issue
+    11, 2026-12-05 afternoon"). Zeros that a crash leaves unwritten, or a size it
+    leaves unsynced, are a WAL's tail SQLite ignores (the module's docstring)."""
     target = WAL_HEADER + frames * (page_size + FRAME_HEADER)
     try:
         fh = open(wal_path, "r+b", buffering=0)  # noqa: SIM115 (closed below)
@@ -180,7 +187,6 @@ def grow(wal_path: str, frames: int, page_size: int) -> int:
         at = size
         while at < target:
             at += fh.write(zeros[: target - at]) or 0
-        _datasync(fh.fileno())
         return target - size
 
 
