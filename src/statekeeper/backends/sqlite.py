@@ -502,9 +502,10 @@ _SAVE_NEXT = "INSERT INTO sk_next_row VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
 def _prepare_save_next(conn: sqlite3.Connection) -> bool:
-    """Make :data:`_SAVE_NEXT`'s TEMP view and trigger on the writer connection
-    ``conn`` (outside any transaction); False when they cannot be made (the lone
-    append then runs its four statements, as every other write does)."""
+    """Make :data:`_SAVE_NEXT`'s and :data:`_APPEND_NEXT`'s TEMP views and triggers on
+    the writer connection ``conn`` (outside any transaction); False when they cannot be
+    made (a lone append then runs its four or five statements, as every other write
+    does)."""
     try:
         for sql in (*_SAVE_NEXT_SCHEMA, *_APPEND_NEXT_SCHEMA):
             conn.execute(sql)
