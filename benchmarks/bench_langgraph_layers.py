@@ -27,6 +27,18 @@ one new thread each, after two uncounted runs), and prints the instructions per 
   ``COMMIT``). What it leaves out that ``sk`` does: the run's claim and release, the
   snapshots, reading anything back. What a saver keeping those guarantees could cost
   with no Python layers at all.
+- ``step``: :class:`Step`, the "one stored record per step" design with no saver
+  layer, through the store's public API: a thread is a stream (created by its first
+  ``put``), each ``put`` one ``append`` of a small record — header, metadata, the
+  values of ``new_versions`` and the step's writes (kept in memory, as ``bare``
+  does) — as one ``replace`` op on the document, with the checkpoint's idempotency
+  key and the head's compare-and-set (``expected_seq``), on a ``StateStore``
+  with the saver's codec (zstd with the dictionary from 64 bytes) and snapshots off,
+  driven on the calling thread as the saver drives its store:
+  what such a format costs on the store's general append, with everything the
+  store does per append (record, seal, chain, key, statements);
+- ``step-save``: the same record stored by ``StateStore.save`` of the whole
+  small document (no idempotency key: the store's flat save, one statement).
 
 So ``sk - sk-nosql`` is the statements, ``sk-nosql - sk-nostore`` the store's record,
 ``sk-nostore - floor`` the saver's own layers, ``sqlite - floor`` all of
@@ -68,7 +80,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _common  # noqa: F401  (PYTHONPATH wins)
 from callgrind_window import helper, run_window
 
-KINDS = ("floor", "sqlite", "sk", "sk-nosql", "sk-nostore", "bare")
+KINDS = ("floor", "sqlite", "sk", "sk-nosql", "sk-nostore", "bare", "step", "step-save")
 WARM = 2
 #: the saver's ``writes_wait``: long enough that no held write times out under
 #: callgrind on a loaded machine (at 1 s, at load ~15, some did: their callers then
@@ -198,6 +210,89 @@ class Bare(BaseCheckpointSaver[str]):
             held.append([conf["checkpoint_id"], task_id, task_path, list(writes)])
 
 
+class Step(BaseCheckpointSaver[str]):
+    """See the module's ``step`` and ``step-save`` (measuring tools)."""
+
+    def __init__(self, path: Path, save: bool) -> None:
+        from statekeeper import Codec, StateStore
+
+        super().__init__()
+        codec = Codec(compression="zstd-dict", compress_min_bytes=64)
+        # driven on the calling thread, one call at a time (``self.lock``), as the
+        # saver drives its store (no hop to a loop thread: ``SyncStateStore`` has one)
+        self.loop = asyncio.new_event_loop()
+        self.store = StateStore(
+            f"sqlite:///{path}?synchronous=NORMAL", codec=codec, snapshot_every=1_000_000
+        )
+        self.save = save
+        self.lock = threading.Lock()
+        self.seqs: dict[str, int] = {}
+        self.writes: dict[str, list[Any]] = {}
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return None
+
+    def list(self, config: Any, **kw: Any) -> Iterator[CheckpointTuple]:
+        return iter(())
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        conf = config["configurable"]
+        thread = conf["thread_id"]
+        ns = conf.get("checkpoint_ns") or ""
+        cid = checkpoint["id"]
+        values = checkpoint["channel_values"]
+        with self.lock:
+            record = {
+                "h": [cid, checkpoint["ts"], conf.get("checkpoint_id")],
+                "v": checkpoint["v"],
+                "cv": dict(checkpoint["channel_versions"]),
+                "vs": {k: dict(v) for k, v in checkpoint["versions_seen"].items()},
+                "uc": list(checkpoint.get("updated_channels") or ()),
+                "meta": get_checkpoint_metadata(config, metadata),
+                "vals": {ch: values[ch] for ch in new_versions if ch in values},
+                "w": self.writes.pop(thread, None),
+            }
+            seq = self.seqs.get(thread, 0)
+            agent = f"lg/{thread}#1"
+            if seq == 0:
+                call = self.store.create(agent, {"cp": record})
+            elif self.save:
+                call = self.store.save(agent, {"cp": record}, expected_seq=seq)
+            else:
+                call = self.store.append(
+                    agent,
+                    "lg.cp",
+                    ops=[{"op": "replace", "path": "/cp", "value": record}],
+                    expected_seq=seq,
+                    idempotency_key="k" + cid.replace("-", ""),
+                )
+            seq = self.loop.run_until_complete(call).last_seq
+            self.seqs[thread] = seq
+        return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        with self.lock:
+            conf = config["configurable"]
+            held = self.writes.setdefault(conf["thread_id"], [])
+            held.append([conf["checkpoint_id"], task_id, task_path, list(writes)])
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.store.close())
+        self.loop.close()
+
+
 async def _schema(path: Path) -> None:
     from statekeeper import StateStore
 
@@ -221,6 +316,9 @@ def write(kind: str, runs: int, out: Path) -> None:
         close = saver.conn.close
     elif kind == "sqlite":
         saver, close = sqlite_saver(tmp / "small.db", "NORMAL")
+    elif kind in ("step", "step-save"):
+        saver = Step(tmp / "small.db", save=kind == "step-save")
+        close = saver.close
     else:
         if kind == "sk-nosql":
             _stub_statements()

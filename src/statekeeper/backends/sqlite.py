@@ -502,15 +502,57 @@ _SAVE_NEXT = "INSERT INTO sk_next_row VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
 def _prepare_save_next(conn: sqlite3.Connection) -> bool:
-    """Make :data:`_SAVE_NEXT`'s TEMP view and trigger on the writer connection
-    ``conn`` (outside any transaction); False when they cannot be made (the lone
-    append then runs its four statements, as every other write does)."""
+    """Make :data:`_SAVE_NEXT`'s and :data:`_APPEND_NEXT`'s TEMP views and triggers on
+    the writer connection ``conn`` (outside any transaction); False when they cannot be
+    made (a lone append then runs its four or five statements, as every other write
+    does)."""
     try:
-        for sql in _SAVE_NEXT_SCHEMA:
+        for sql in (*_SAVE_NEXT_SCHEMA, *_APPEND_NEXT_SCHEMA):
             conn.execute(sql)
     except sqlite3.Error:
         return False
     return True
+
+
+#: a lone append of one event of any kind on an existing stream, with or without an
+#: idempotency key, as ONE statement in autocommit (``SQLiteBackend._commit_statement``):
+#: the LangGraph saver's checkpoints and writes (a checkpoint's key is its history
+#: index), an ``append``'s event. Its TEMP trigger makes what :meth:`_append_one`
+#: makes, in its order: the key claimed first (a plain ``INSERT``: a key already there
+#: fails the statement with SQLite's unique-constraint error and nothing written, and
+#: its range is then read back: a duplicate, as before), the head's compare-and-set
+#: (seq and tag; :data:`_MOVED` when it changed no row, the key's row undone with the
+#: statement), the event row (its feed trigger fires). Five statements (``BEGIN
+#: IMMEDIATE``, the key, the head, the event, ``COMMIT``) become one
+#: (docs/benchmarks.md, "lgsmall")
+_APPEND_NEXT_SCHEMA = (
+    "CREATE TEMP VIEW IF NOT EXISTS sk_append_row"
+    "(agent_id, seq, kind, ts, payload, checksum, tag, expected, key)"
+    " AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL",
+    "CREATE TEMP TRIGGER IF NOT EXISTS sk_append_row_append INSTEAD OF INSERT ON sk_append_row"
+    " BEGIN"
+    " INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq, created_at)"
+    " SELECT new.agent_id, new.key, new.seq, new.seq, new.ts WHERE new.key IS NOT NULL;"
+    " UPDATE sk_agents SET head_seq = new.seq, updated_at = new.ts, head_tag = new.tag"
+    " WHERE agent_id = new.agent_id AND head_seq = new.seq - 1 AND head_tag IS new.expected;"
+    f" SELECT RAISE(ABORT, '{_MOVED}') WHERE changes() = 0;"
+    " INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum)"
+    " VALUES (new.agent_id, new.seq, new.kind, new.ts, new.payload, new.checksum);"
+    " END",
+)
+_APPEND_NEXT = "INSERT INTO sk_append_row VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _one_statement(request: AppendRequest) -> bool:
+    """Whether ``request`` is :data:`_APPEND_NEXT`'s case: one event on an existing
+    stream (``expected_seq`` > 0), its head tag compared, no lease, no snapshot."""
+    return (
+        request.expected_seq > 0
+        and request.check_tag
+        and request.fence is None
+        and request.snapshot is None
+        and len(request.events) == 1
+    )
 
 
 #: the head compare-and-set and the event row of a batch of ``append_next`` rows
@@ -2092,8 +2134,12 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             if queue is not None:
                 del self._queues[loop]
             if request is not None:
-                result = self._commit_lone(
-                    _pages((request,)), self._append_one, self._append_cursor, request
+                result = (
+                    self._commit_statement(request)
+                    if self._save_next and _one_statement(request)
+                    else self._commit_lone(
+                        _pages((request,)), self._append_one, self._append_cursor, request
+                    )
                 )
             else:
                 assert row is not None
@@ -2109,6 +2155,64 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         queue[0] = (request if request is not None else row, future)  # type: ignore[assignment]
         self._flush(loop)
         return await future
+
+    def _commit_statement(self, request: AppendRequest) -> Any:
+        """:meth:`_commit_lone` of :meth:`_append_one` for :func:`_one_statement`'s
+        case, as ONE statement in autocommit (:data:`_APPEND_NEXT`): what it returns —
+        the result, a duplicate's result, the refusal (nothing written), the
+        constraint's error, or :data:`_BUSY` (nothing written: the writer or the
+        file's lock busy; the writer thread then makes it with its statements)."""
+        if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
+            return _BUSY
+        agent_id, key = request.agent_id, request.idempotency_key
+        event = request.events[0]
+        seq = event.seq
+        cur = self._append_cursor
+        result: Any
+        try:
+            try:
+                cur.execute(
+                    _APPEND_NEXT,
+                    (
+                        agent_id,
+                        seq,
+                        event.type,
+                        event.timestamp,
+                        _bind(event.payload),
+                        _bind(event.checksum),
+                        _bind_tag(request.head_tag),
+                        _bind_tag(request.expected_tag),
+                        key,
+                    ),
+                )
+                result = AppendResult(agent_id, seq, seq)
+            except sqlite3.IntegrityError as exc:  # (rolled back: nothing written)
+                if exc.args and exc.args[0] == _MOVED:  # refused
+                    found = cur.execute(_HEAD_SEQ, (agent_id,)).fetchone()
+                    return ConflictError(agent_id, seq - 1, found[0] if found is not None else 0)
+                row = None if key is None else cur.execute(_KEY_RANGE, (agent_id, key)).fetchone()
+                if row is None:
+                    return self._failure(exc)
+                return AppendResult(agent_id, row[0], row[1], duplicate=True)
+            except sqlite3.OperationalError as exc:
+                if _busy(exc):
+                    return _BUSY
+                raise
+            except BaseException:
+                conn = self._writer
+                if conn is not None and conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error:
+            with _translated(self.path):
+                raise
+        finally:
+            self._writer_busy.release()
+        self.append_commits += 1
+        self._wal_pages += _pages((request,)) * self._wal_scale
+        if self._wal_pages >= self._wal_limit:
+            self._wrote(0)
+        return result
 
     def _commit_lone(self, pages: int, write: Callable[..., Any], *args: Any) -> Any:
         """``write(*args)`` (one append's statements: :meth:`_append_one` or
