@@ -954,7 +954,12 @@ class Codec:
             if fmt == JSON:
                 doc = _orjson_loads(view)
             else:
-                doc = self._format(fmt, agent_id, seq).loads_plain(view)
+                parser = self._formats.get(fmt) or self._format(fmt, agent_id, seq)
+                fast = parser._fast  # (what loads_plain tries first, without its two calls)
+                try:
+                    doc = fast(view) if fast is not None else parser.loads_plain(view)
+                except Exception:  # (refused: msgpack's parser answers, or says why)
+                    doc = parser.loads_plain(view)
         except Exception as exc:
             raise IntegrityError(agent_id, seq, f"payload unreadable: {exc}") from exc
         return doc, payload[3:35], link, fmt, False
