@@ -93,7 +93,7 @@ async def test_one_event_past_the_snapshot_is_verified_and_appended_without_a_fo
     """A load one event past its snapshot (a chat's head, one save after the snapshot or
     tail) decodes that event as a run of one: the same checks (header and chain link,
     checksum, shape, no typed value), no record-by-record decode and fold of it
-    (docs/benchmarks.md, "cold11"). Before, a run of one always went through
+    (docs/benchmarks.md, "cold11", 2026-12-05 afternoon). Before, a run of one always went through
     ``decode_chain`` and ``apply_payloads``."""
     url = _url(tmp_path)
     await _chat(url, 31)  # snapshot at 30, one append after it

@@ -1139,7 +1139,7 @@ class Codec:
         than one list, a record that does not verify —: :meth:`decode_chain` then
         decodes it (and names what is wrong). A run of one (a load one event past its
         snapshot) is checked by :func:`_append_one`: the same checks, without the
-        passes over a run (docs/benchmarks.md, "cold11")."""
+        passes over a run (docs/benchmarks.md, "cold11", 2026-12-05 afternoon)."""
         if self.keyring is not None or prev is None or not events:
             return None
         run = (
