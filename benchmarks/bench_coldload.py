@@ -20,14 +20,18 @@ Chat states: plain-dict messages of ~300 characters, one message added per save.
   statements (head, then snapshot + tail) — what a cold load was before
   ``Backend.read_state`` — to isolate the one-statement change in the same run.
 * ``floor``: what any verified load of that state must do at least, on the same file
-  and the same SQLite connection settings: one ``SELECT`` of the snapshot row,
-  the hash of its bytes (the record's checksum algorithm, as its header names it:
-  SHA-256, or BLAKE3 for a snapshot written with ``checksum="auto"`` (the default)
-  or ``"blake3"``; ``--checksum`` chooses the stores') and the parse of its body
-  (``orjson.loads``, or for a snapshot stored as a save's packed bytes the fastest
+  and the same SQLite connection settings: one ``SELECT`` of the latest snapshot row
+  and the event rows after it and, when that snapshot is a tail (store/tails.py: its
+  body names its whole snapshot ``w`` and its ``base``), one more of those two rows;
+  the hash of each row's bytes (the record's checksum algorithm, as its header names
+  it: SHA-256, or BLAKE3 for a record written with ``checksum="auto"`` (the default,
+  from 4 KiB) or ``"blake3"``; ``--checksum`` chooses the stores') and the parse of its
+  body (``orjson.loads``, or for a record stored as a save's packed bytes the fastest
   msgpack parser installed: ``ormsgpack.unpackb`` where statekeeper uses it,
-  ``statekeeper.codec.formats.fast_unpackb``, else ``msgpack.unpackb``) — no chain, no
-  tail, no head check, no Python around it.
+  ``statekeeper.codec.formats.fast_unpackb``, else ``msgpack.unpackb``) — no chain
+  check, no ops applied, no head check, no Python around it. (Before "cold11" the floor
+  read the latest snapshot row alone: for a head at a tail it hashed and parsed the
+  tail's few KB, not the whole snapshot and base a load of it needs, nor the events.)
 * A fresh process (interpreter + import + open + first load) on the worst ``cost``
   position, statekeeper vs SqliteSaver, paired trials (``bench_hotpath.fresh_process``).
 
@@ -70,6 +74,19 @@ EVERY_K = (0, 1, 50, 99)
 #: the statekeeper stores' record checksum (``--checksum``; None: the default)
 CHECKSUM: dict[str, str | None] = {"checksum": None}
 
+
+#: the floor's first statement: the latest snapshot (kind NULL) and the events after it
+_FLOOR_LATEST = (
+    "SELECT payload, NULL FROM sk_snapshots WHERE agent_id = ?1 AND seq ="
+    " (SELECT max(seq) FROM sk_snapshots WHERE agent_id = ?1)"
+    " UNION ALL SELECT payload, kind FROM sk_events WHERE agent_id = ?1"
+    " AND seq > (SELECT max(seq) FROM sk_snapshots WHERE agent_id = ?1)"
+)
+#: ... and, for a tail snapshot, its whole snapshot and its base (two primary-key lookups)
+_FLOOR_CHAIN = (
+    "SELECT payload FROM sk_snapshots WHERE agent_id = ?1 AND seq = ?2"
+    " UNION ALL SELECT payload FROM sk_snapshots WHERE agent_id = ?1 AND seq = ?3 AND ?3 > ?2"
+)
 
 #: the snapshot_every= of each mode's file (None: the store's default)
 MODES: dict[str, Any] = {"every100": 100, "cost": "cost", "default": None}
@@ -139,20 +156,22 @@ async def load_round(tmp: Path, agents: dict[str, Any], loads: int, sk_first: bo
     saver = lg_open(tmp / "lg.db", "FULL")
     bare = {mode: sqlite3.connect(f"file:{tmp / f'{mode}.db'}?mode=ro", uri=True) for mode in MODES}
 
-    def floor(mode: str, agent: str) -> Any:
-        row = (
-            bare[mode]
-            .execute(
-                "SELECT payload FROM sk_snapshots WHERE agent_id = ? ORDER BY seq DESC LIMIT 1",
-                (agent,),
-            )
-            .fetchone()
-        )
+    def verified(row: Any) -> Any:
         # the hash the record's header names (bit 6: BLAKE3), as a verified load must
-        (blake3.blake3 if row[0][1] & 0x40 else hashlib.sha256)(row[0]).digest()
-        if row[0][1] & 3 == 1:  # msgpack: a save's packed bytes
-            return UNPACKB(row[0][35:])
-        return orjson.loads(row[0][35:])
+        (blake3.blake3 if row[1] & 0x40 else hashlib.sha256)(row).digest()
+        if row[1] & 3 == 1:  # msgpack: a save's packed bytes
+            return UNPACKB(memoryview(row)[35:])
+        return orjson.loads(memoryview(row)[35:])
+
+    def floor(mode: str, agent: str) -> Any:
+        conn = bare[mode]
+        rows = conn.execute(_FLOOR_LATEST, (agent,)).fetchall()
+        out = [verified(r[0]) for r in rows]
+        body = out[0] if rows and rows[0][1] is None else None
+        if type(body) is dict and "w" in body:  # a tail: its whole snapshot and base too
+            for r in conn.execute(_FLOOR_CHAIN, (agent, body["w"], body["base"])).fetchall():
+                out.append(verified(r[0]))
+        return out
 
     out: dict[str, Any] = {}
     try:

@@ -236,6 +236,9 @@ def _get(doc: Any, path: str) -> Any:
 def list_at(doc: Any, pointer: str) -> list[Any] | None:
     """The list at ``pointer`` in ``doc``, or None (absent, or not a list): what an
     ``add`` at ``pointer + "/-"`` appends to (a replay appends a run of them to it)."""
+    if type(doc) is dict and pointer.rfind("/") == 0 and "~" not in pointer:
+        node = doc.get(pointer[1:])  # (a top-level key, nothing escaped: a chat's list)
+        return node if type(node) is list else None
     try:
         node = _get(doc, pointer)
     except PatchError:

@@ -954,7 +954,12 @@ class Codec:
             if fmt == JSON:
                 doc = _orjson_loads(view)
             else:
-                doc = self._format(fmt, agent_id, seq).loads_plain(view)
+                parser = self._formats.get(fmt) or self._format(fmt, agent_id, seq)
+                fast = parser._fast  # (what loads_plain tries first, without its two calls)
+                try:
+                    doc = fast(view) if fast is not None else parser.loads_plain(view)
+                except Exception:  # (refused: msgpack's parser answers, or says why)
+                    doc = parser.loads_plain(view)
         except Exception as exc:
             raise IntegrityError(agent_id, seq, f"payload unreadable: {exc}") from exc
         return doc, payload[3:35], link, fmt, False
@@ -1132,10 +1137,16 @@ class Codec:
         last link)``, for the fold to extend the list once (:func:`_append_run`). None
         for anything else — a key, fewer than two events, another kind of event, more
         than one list, a record that does not verify —: :meth:`decode_chain` then
-        decodes it (and names what is wrong)."""
-        if self.keyring is not None or prev is None or len(events) < 2:
+        decodes it (and names what is wrong). A run of one (a load one event past its
+        snapshot) is checked by :func:`_append_one`: the same checks, without the
+        passes over a run (docs/benchmarks.md, "cold11", 2026-12-05 afternoon)."""
+        if self.keyring is not None or prev is None or not events:
             return None
-        run = _append_run(agent_id, events, prev)
+        run = (
+            _append_run(agent_id, events, prev)
+            if len(events) > 1
+            else _append_one(agent_id, events[0], prev)
+        )
         if run is None or type(run[0]) is not str:
             return None
         return run[0], run[1], run[2]
@@ -1460,6 +1471,30 @@ def _append_run(
             return None
         return pointer, values, digests[-1]
     except (TypeError, ValueError):  # (not bytes, not JSON, not UTF-8: record by record)
+        return None
+
+
+def _append_one(agent_id: str, row: EventRow, link: bytes) -> tuple[str, list[Any], bytes] | None:
+    """:func:`_append_run` of one stored event: its pointer, ``[value]`` and link when it
+    is a plain SHA-256 append following ``link`` (the header and chain link, the
+    checksum of its link input, the body's shape matched whole by :data:`_APPEND_BODY`
+    (no ``$``: no typed value), the value parsed as one JSON value), else None."""
+    try:
+        seq, record_type, timestamp, payload, checksum = row
+        if not payload.startswith(_SHA_JSON + link):
+            return None
+        found = _APPEND_BODY.match(payload, 35)
+        if found is None:
+            return None
+        digest = hashlib.sha256(
+            b"".join(
+                (b"sk-link/1", _names(agent_id, record_type), _seq_ts.pack(seq, timestamp), payload)
+            )
+        ).digest()
+        if digest != checksum:
+            return None
+        return found[1].decode(), [_orjson_loads(found[2])], digest
+    except (TypeError, ValueError, AttributeError, struct.error):  # (record by record)
         return None
 
 

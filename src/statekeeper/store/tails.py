@@ -333,6 +333,9 @@ def apply_tail_ops(data: Any, ops: Any) -> Any:
     3-key map of a pointer to a list and a list of items."""
     if type(ops) is not list:
         raise PatchError("the ops are not a list")
+    if len(ops) == 1 and type(op := ops[0]) is dict and op.get("op") == EXTEND:
+        _extend(data, op)  # (a chat's tail: one grown list, as the loop below applies it)
+        return data
     try:  # (C-level: no Python step per op of a tail of the layout before)
         extends = EXTEND in map(_kind, ops)
     except (AttributeError, TypeError):  # (an op that is not a map: the patch says so)
