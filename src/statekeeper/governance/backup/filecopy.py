@@ -135,25 +135,27 @@ def write_pages(
     :data:`.fileformat.HEAD_TAGS`). Runs in a thread."""
 
     size = snapshot.page_size
-    chunk_bytes = max(size, chunk_bytes - chunk_bytes % size)  # whole pages: each digested
-    digests = bytearray()
+    chunk_bytes = max(size, chunk_bytes - chunk_bytes % size)  # whole pages
 
     def ship() -> int:
         snapshot.plan()  # while the heads are read (another connection, same snapshot)
-        # the pipeline: this thread reads and plans the pages while the sealing threads
-        # seal the chunk before and the writing thread writes the one before that
-        with writer.sealer(chunk_bytes, THREADS, LEVEL, page_size=size) as sealer:
-            for piece in snapshot.chunks(chunk_bytes, sealer.spare):
+        # the pipeline: this thread reads, filters and digests the pages (one pass, in
+        # C where built: backends/sqlite_pagepass.py) while the sealing threads seal the
+        # chunk before and the writing thread writes the one before that
+        seed = writer.key.page_seed
+        with writer.sealer(chunk_bytes, THREADS, LEVEL) as sealer:
+            for piece in snapshot.chunks(chunk_bytes, sealer.spare, seed):
                 sealer.feed(piece, owned=True)
-            shipped_bytes = sealer.close()
-        digests.extend(sealer.digests)
-        return shipped_bytes
+            return sealer.close()
 
     tags = writer.header.version in HEAD_TAGS
     body = shipped(writer, snapshot.conn, progress, ship, tags)
     # every page's digest: the parent of an incremental backup by pages (:mod:`.pagedelta`)
     body.update(
-        page_size=size, pages=snapshot.pages, page_hash=PAGE_HASH, page_digests=bytes(digests)
+        page_size=size,
+        pages=snapshot.pages,
+        page_hash=PAGE_HASH,
+        page_digests=bytes(snapshot.digests),
     )
     return body
 

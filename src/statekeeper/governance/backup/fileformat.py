@@ -370,13 +370,12 @@ class FrameWriter:
             return sealer.close()
 
     def sealer(
-        self, chunk_bytes: int, threads: int, level: int | dict[str, int] = -1, page_size: int = 0
+        self, chunk_bytes: int, threads: int, level: int | dict[str, int] = -1
     ) -> ChunkSealer:
-        """A :class:`~.sealer.ChunkSealer` writing raw chunks into this file (its
-        chunks' pages digested, if ``page_size``)."""
+        """A :class:`~.sealer.ChunkSealer` writing raw chunks into this file."""
         from .sealer import ChunkSealer
 
-        return ChunkSealer(self, chunk_bytes, threads, level, page_size)
+        return ChunkSealer(self, chunk_bytes, threads, level)
 
     def chunk(self, content: Any, agents: int) -> int:
         """Write one chunk; returns its index."""

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from ...errors import BackupError
 from .fileformat import CHUNK, _aad, _u64
 from .framepack import TAG as _TAG
-from .pagedelta import page_digests
 
 if TYPE_CHECKING:
     from .fileformat import FrameWriter
@@ -21,9 +20,8 @@ if TYPE_CHECKING:
 __all__ = ["ChunkSealer"]
 
 #: a sealed chunk: its frame's head, its ciphertext (a view of the reused buffer), its
-#: tag, the buffer and the plain piece (both handed back once written), its pages'
-#: digests (empty unless asked for)
-_Sealed = tuple[bytes, memoryview, str, bytearray, "bytes | bytearray | memoryview", bytes]
+#: tag, the buffer and the plain piece (both handed back once written)
+_Sealed = tuple[bytes, memoryview, str, bytearray, "bytes | bytearray | memoryview"]
 
 
 class ChunkSealer:
@@ -56,13 +54,8 @@ class ChunkSealer:
         chunk_bytes: int,
         threads: int,
         level: int | dict[str, int],
-        page_size: int = 0,
     ) -> None:
         self._writer = writer
-        #: ``page_size``: every chunk is whole pages, each digested by the sealing
-        #: threads (:func:`.pagedelta.page_digests`) into :attr:`digests`, in order
-        self._page_size = page_size
-        self.digests = bytearray()
         self._chunk = max(1, chunk_bytes)
         self._threads = max(1, threads)
         self._level = level
@@ -136,10 +129,7 @@ class ChunkSealer:
         # backup key, bound to the header and the index), so a frame swapped for
         # another one fails the same way, and the SHA-256 pass cost 0.12 of ~0.85
         # CPU-s for a 155 MB copy (docs/benchmarks.md, fourth pass)
-        digests = (
-            page_digests(plain, self._page_size, writer.key.page_seed) if self._page_size else b""
-        )
-        return head, sealed, sealed[-_TAG:].hex(), out, plain, digests
+        return head, sealed, sealed[-_TAG:].hex(), out, plain
 
     def _submit(self, plain: bytes | bytearray | memoryview) -> None:
         self._check()
@@ -160,11 +150,10 @@ class ChunkSealer:
         if self._failed is not None:
             raise self._failed
         try:
-            head, sealed, tag, out, plain, digests = sealing.result()
+            head, sealed, tag, out, plain = sealing.result()
             if self._failed is not None:  # stopped while this chunk was sealed
                 raise self._failed
             writer = self._writer
-            self.digests += digests
             writer.chunks.append(
                 {
                     "index": index,
