@@ -307,8 +307,21 @@ def image_entries(reader: FrameReader, image: str) -> Iterator[tuple[int, Any]]:
         refuse_strays(reader, conn)
         stray = functools.partial(_stray, reader.path)
         yield from checked_entries(reader, iter_streams(conn, stray))
+    except sqlite3.DatabaseError as exc:
+        # an authentic backup of a store whose pages were damaged (a page backup ships
+        # the pages as they are): SQLite's own refusal, typed (the restore's checking
+        # pass: nothing written yet)
+        if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) not in _DAMAGED:
+            raise
+        raise BackupCorrupt(
+            reader.path, "store image", f"SQLite cannot read it ({exc}): the store was damaged"
+        ) from None
     finally:
         conn.close()
+
+
+#: SQLite's primary result codes for a file it cannot read as a database
+_DAMAGED = frozenset((sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB))
 
 
 def _stray(path: str, record: str, agent_id: str, seq: int, head: int, after: str) -> None:
