@@ -48,6 +48,13 @@ def native() -> Any:
     return native_pass
 
 
+def native_frame() -> Any:
+    assert native_pass is not None, BUILD
+    from statekeeper.backends._pagepass import zero_run_frame
+
+    return zero_run_frame
+
+
 def test_a_normal_install_runs_the_native_pass() -> None:
     """CI installs the package (``pip install -e '.[dev]'``, a compiler at hand): the
     backup then runs the C pass, unless ``STATEKEEPER_PURE=1`` asks for Python."""
@@ -315,3 +322,61 @@ async def test_a_backup_of_a_store_with_garbage_pages_is_a_typed_error(tmp_path:
         with pytest.raises(BackupCorrupt, match="store image: SQLite cannot read it"):
             await restore(dst, [file], bkey)
         assert await dst.list_agents() == []
+
+
+#: bytes with long and short zero runs, at and around a zstd block's largest size
+RUNS = st.lists(
+    st.one_of(
+        st.integers(1, 40).map(bytes),
+        st.sampled_from([131071, 131072, 131073, 300000]).map(bytes),
+        st.binary(min_size=1, max_size=64),
+        st.sampled_from([131072, 131073]).map(lambda n: b"\x01" * n),
+    ),
+    max_size=8,
+).map(b"".join)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=RUNS)
+def test_a_zero_run_frame_is_a_zstd_frame_of_the_same_bytes(data: bytes) -> None:
+    """Any zstd reader (the restore's ``ZstdDecompressor().decompress``, which needs
+    the content size in the frame's header) gives the bytes back; no more than a few
+    bytes a block over them, fewer when there are zero runs."""
+    import zstandard
+
+    frame = native_frame()(data)
+    assert zstandard.ZstdDecompressor().decompress(frame) == data
+    assert zstandard.get_frame_parameters(frame).content_size == len(data)
+    assert len(frame) <= 17 + len(data) + 3 * (len(data) // 32 + len(data) // 131072 + 1)
+
+
+async def test_a_local_page_backup_leaves_the_zero_runs_out_and_restores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole store's page backup to a local file makes every chunk's frame with
+    ``zero_run_frame`` (every byte of the image goes through it, none through zstd):
+    fewer bytes than the image (its zero runs), and it restores."""
+    from statekeeper.governance.backup import filecopy
+
+    framed: list[int] = []
+    frame = native_frame()
+
+    def counted(data: Any) -> bytes:
+        framed.append(len(data))
+        out: bytes = frame(data)
+        return out
+
+    db = tmp_path / "s.db"
+    async with StateStore(f"sqlite:///{db}", keyring=keyring()) as src:
+        for i in range(200):
+            await src.save(f"a{i:03d}", {"i": i})
+        monkeypatch.setattr(filecopy, "zero_run_frame", counted)
+        bkey = BackupKey(os.urandom(32))
+        made = await backup(src, tmp_path / "b.skb", bkey, chunk_bytes=65536)
+        monkeypatch.undo()
+    sizes = [p.stat().st_size for p in (db, tmp_path / "b.skb")]
+    assert sum(framed) == made.record_bytes == sizes[0]
+    assert sizes[1] < made.record_bytes
+    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
+        assert (await restore(dst, [tmp_path / "b.skb"], bkey)).agents == 200
+        assert (await dst.load("a123")).data == {"i": 123}

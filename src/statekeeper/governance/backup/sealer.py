@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,12 @@ from .framepack import TAG as _TAG
 if TYPE_CHECKING:
     from .fileformat import FrameWriter
 
-__all__ = ["ChunkSealer"]
+#: what a chunk's frame is made of
+Buffer = bytes | bytearray | memoryview
+#: zstd's level, or its fast strategy's parameters, or what makes a chunk's zstd frame
+Level = int | dict[str, int] | Callable[[Buffer], bytes]
+
+__all__ = ["ChunkSealer", "Level"]
 
 #: a sealed chunk: its frame's head, its ciphertext (a view of the reused buffer), its
 #: tag, the buffer and the plain piece (both handed back once written)
@@ -53,7 +59,7 @@ class ChunkSealer:
         writer: FrameWriter,
         chunk_bytes: int,
         threads: int,
-        level: int | dict[str, int],
+        level: Level,
     ) -> None:
         self._writer = writer
         self._chunk = max(1, chunk_bytes)
@@ -103,7 +109,9 @@ class ChunkSealer:
         zstd = getattr(self._local, "zstd", None)
         if zstd is None:
             level = self._level
-            if isinstance(level, int):
+            if callable(level):  # a frame of its own (filecopy.write_pages)
+                zstd = _Framer(level)
+            elif isinstance(level, int):
                 zstd = zstandard.ZstdCompressor(level=level)
             else:  # the fast strategy's tables (:data:`.filecopy.LEVEL`)
                 params = zstandard.ZstdCompressionParameters(
@@ -221,3 +229,12 @@ class ChunkSealer:
         # the sealing first: a chunk's writing waits for its sealing (done or dropped)
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._writing.shutdown(wait=True, cancel_futures=True)
+
+
+class _Framer:
+    """A sealing thread's compressor when the chunks' zstd frames are made by
+    ``frame`` (``sqlite_pagepass.zero_run_frame``: zero runs as RLE blocks, the rest
+    raw): what :meth:`ChunkSealer._seal` calls."""
+
+    def __init__(self, frame: Callable[[Buffer], bytes]) -> None:
+        self.compress = frame
