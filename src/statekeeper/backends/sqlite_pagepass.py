@@ -22,6 +22,7 @@ malformed page is filtered as well as it reads, never read or written past its e
 from __future__ import annotations
 
 import array
+import functools
 import os
 import struct
 from collections.abc import Callable
@@ -101,15 +102,22 @@ def python_pass(
     if unused is not None:  # whole 4-byte entries only, as the C pass reads them
         raw = memoryview(unused).cast("B")
         spares = raw[: len(raw) - len(raw) % 4].cast("I")
-    digest = xxhash.xxh3_128_digest
     zeros = _ZEROS
-    for i in range(start, count):
+    stop = -1
+    # every page's b-tree header read in one call, not one per page (each page's
+    # header is read before the page is changed, and a page's changes stay in it)
+    heads = iter(_tree_heads(page_size, count - start).unpack_from(buf, start * page_size))
+    for i, page_type, block, cells, content in zip(
+        range(start, count), heads, heads, heads, heads, strict=True
+    ):
         pageno = first + i
         at = i * page_size
         what = plan[pageno]
         if what in (KEPT, BTREE):
-            h = at + 100 if pageno == 1 else at  # page 1: after the file header
-            page_type, block, cells, content = _TREE_HEAD.unpack_from(buf, h)
+            h = at
+            if pageno == 1:  # its b-tree header follows the file header
+                h = at + 100
+                page_type, block, cells, content = _TREE_HEAD.unpack_from(buf, h)
             if page_type in _TREE_TYPES:
                 gap = h + (12 if page_type < 0x06 else 8) + 2 * cells
                 end = at + (content or 65536)
@@ -120,13 +128,14 @@ def python_pass(
                 if pageno == 1:  # no free-page list (zeros), the rollback journal
                     buf[at + 18] = buf[at + 19] = 1
                     buf[at + 32 : at + 40] = zeros[:8]
-                what = -1
-            elif what == BTREE:
-                what = -1  # dbstat says a b-tree page, yet it does not read as one
-            elif page_type or read_overflow:
+                continue
+            if what == BTREE:
+                continue  # dbstat says a b-tree page, yet it does not read as one
+            if page_type or read_overflow:
                 what = DROP  # neither: not a page of a kept tree
             else:
-                return i  # an overflow page: how much of it is used, dbstat says
+                stop = i  # an overflow page: how much of it is used, dbstat says
+                break
         if what == OVERFLOW:
             spare = spares[pageno] if spares is not None and pageno < len(spares) else 0
             end = at + usable
@@ -134,15 +143,27 @@ def python_pass(
                 buf[end - spare : end] = zeros[:spare]
         elif what == DROP:
             buf[at : at + page_size] = zeros[:page_size]
-        elif what >= 0:  # a dropped tree's root: an empty leaf
+        else:  # a dropped tree's root: an empty leaf
             buf[at : at + page_size] = zeros[:page_size]
             buf[at] = 0x0D if what == EMPTY_TABLE else 0x0A
             content = usable if usable < 65536 else 0
             buf[at + 5] = content >> 8
             buf[at + 6] = content & 0xFF
-        if digests is not None:
-            digests[16 * i : 16 * i + 16] = digest(buf[at : at + page_size], seed)
-    return -1
+    if digests is not None:  # the pages filtered, each digested as it is now
+        done = count if stop < 0 else stop
+        digest = xxhash.xxh3_128_digest
+        digests[16 * start : 16 * done] = b"".join(
+            digest(buf[at : at + page_size], seed)
+            for at in range(start * page_size, done * page_size, page_size)
+        )
+    return stop
+
+
+@functools.lru_cache(maxsize=8)
+def _tree_heads(size: int, count: int) -> struct.Struct:
+    """The b-tree header (:data:`_TREE_HEAD`) at the start of each of ``count`` pages
+    of ``size`` bytes: ``4 * count`` values."""
+    return struct.Struct(">" + f"BHHH{size - _TREE_HEAD.size}x" * count)
 
 
 def _clean_freeblocks(buf: memoryview, at: int, block: int, usable: int) -> None:
