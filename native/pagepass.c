@@ -274,6 +274,14 @@ zero_run_frame_into(const unsigned char *in, size_t n, unsigned char *out)
     return (size_t)(o - out);
 }
 
+/* the most bytes a frame of ``n`` bytes takes: raw blocks of 1 byte or more between
+ * runs of ZERO_RUN zeros or more (each run 4 bytes), or of BLOCK_MAX bytes */
+static size_t
+frame_bound(size_t n)
+{
+    return 14 + n + 3 * (n / (ZERO_RUN + 1) + n / BLOCK_MAX + 2) + 4;
+}
+
 PyDoc_STRVAR(zero_run_frame_doc,
 "zero_run_frame(data) -> bytes\n\n"
 "``data`` as one zstd frame that any zstd decoder reads (its content size in its\n"
@@ -287,10 +295,7 @@ zero_run_frame(PyObject *self, PyObject *arg)
     if (PyObject_GetBuffer(arg, &in, PyBUF_SIMPLE) < 0)
         return NULL;
     size_t n = (size_t)in.len;
-    /* every block after the frame's header: raw ones of 1 byte or more between runs
-     * of ZERO_RUN zeros or more (each taking 4 bytes), or of BLOCK_MAX bytes */
-    size_t bound = 14 + n + 3 * (n / (ZERO_RUN + 1) + n / BLOCK_MAX + 2) + 4;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bound);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)frame_bound(n));
     if (out == NULL) {
         PyBuffer_Release(&in);
         return NULL;
@@ -306,9 +311,38 @@ zero_run_frame(PyObject *self, PyObject *arg)
     return out;
 }
 
+PyDoc_STRVAR(zero_run_frame_into_doc,
+"zero_run_frame_into(data, out) -> int\n\n"
+"zero_run_frame(data) written into the writable buffer ``out`` (reused: no new\n"
+"buffer faulted in per chunk), which must hold len(data) + len(data) // 8 + 64\n"
+"bytes; the frame's length.");
+
+static PyObject *
+zero_run_frame_into_py(PyObject *self, PyObject *args)
+{
+    Py_buffer in, out;
+    size_t size = 0;
+    if (!PyArg_ParseTuple(args, "y*w*", &in, &out))
+        return NULL;
+    int fits = (size_t)out.len >= frame_bound((size_t)in.len);
+    if (fits) {
+        Py_BEGIN_ALLOW_THREADS
+        size = zero_run_frame_into(in.buf, (size_t)in.len, out.buf);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&out);
+    if (!fits) {
+        PyErr_SetString(PyExc_ValueError, "zero_run_frame_into: the output buffer is too short");
+        return NULL;
+    }
+    return PyLong_FromSize_t(size);
+}
+
 static PyMethodDef methods[] = {
     {"page_pass", page_pass, METH_VARARGS, page_pass_doc},
     {"zero_run_frame", zero_run_frame, METH_O, zero_run_frame_doc},
+    {"zero_run_frame_into", zero_run_frame_into_py, METH_VARARGS, zero_run_frame_into_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -348,29 +348,42 @@ def test_a_zero_run_frame_is_a_zstd_frame_of_the_same_bytes(data: bytes) -> None
     assert zstandard.ZstdDecompressor().decompress(frame) == data
     assert zstandard.get_frame_parameters(frame).content_size == len(data)
     assert len(frame) <= 17 + len(data) + 3 * (len(data) // 32 + len(data) // 131072 + 1)
+    frames = sqlite_pagepass.ZeroRunFrames()  # into one buffer, reused
+    assert bytes(frames.compress(data)) == frame
+    assert bytes(frames.compress(data[1:])) == native_frame()(data[1:])
+
+
+def test_a_zero_run_frame_never_writes_past_its_buffer() -> None:
+    from statekeeper.backends._pagepass import zero_run_frame_into
+
+    data = b"\x01" * 1000
+    with pytest.raises(ValueError, match="too short"):
+        zero_run_frame_into(data, bytearray(1000))
+    out = bytearray(len(data) + len(data) // 8 + 64)
+    assert out[: zero_run_frame_into(data, out)] == native_frame()(data)
 
 
 async def test_a_local_page_backup_leaves_the_zero_runs_out_and_restores(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A whole store's page backup to a local file makes every chunk's frame with
-    ``zero_run_frame`` (every byte of the image goes through it, none through zstd):
+    ``ZeroRunFrames`` (every byte of the image goes through it, none through zstd):
     fewer bytes than the image (its zero runs), and it restores."""
     from statekeeper.governance.backup import filecopy
 
+    native_frame()  # the C pass is built
     framed: list[int] = []
-    frame = native_frame()
 
-    def counted(data: Any) -> bytes:
-        framed.append(len(data))
-        out: bytes = frame(data)
-        return out
+    class Counted(sqlite_pagepass.ZeroRunFrames):
+        def compress(self, data: Any) -> memoryview:
+            framed.append(len(data))
+            return super().compress(data)
 
     db = tmp_path / "s.db"
     async with StateStore(f"sqlite:///{db}", keyring=keyring()) as src:
         for i in range(200):
             await src.save(f"a{i:03d}", {"i": i})
-        monkeypatch.setattr(filecopy, "zero_run_frame", counted)
+        monkeypatch.setattr(filecopy, "zero_run_frames", Counted)
         bkey = BackupKey(os.urandom(32))
         made = await backup(src, tmp_path / "b.skb", bkey, chunk_bytes=65536)
         monkeypatch.undo()

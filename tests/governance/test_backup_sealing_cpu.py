@@ -99,7 +99,7 @@ async def test_page_chunks_take_the_fast_strategy_with_small_tables(
         return real(**kwargs)
 
     monkeypatch.setattr(zstandard, "ZstdCompressor", compressor)
-    monkeypatch.setattr(filecopy, "zero_run_frame", None)
+    monkeypatch.setattr(filecopy, "zero_run_frames", None)
     await _filled(tmp_path / "s.db", 30)
     key = BackupKey(os.urandom(32))
     async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keyring()) as src:

@@ -29,7 +29,15 @@ from collections.abc import Callable
 
 import xxhash
 
-__all__ = ["NATIVE", "PagePass", "page_pass", "python_pass", "zero_run_frame"]
+__all__ = [
+    "NATIVE",
+    "PagePass",
+    "ZeroRunFrames",
+    "page_pass",
+    "python_pass",
+    "zero_run_frame",
+    "zero_run_frames",
+]
 
 # what becomes of a page of the image (the plan's values, :mod:`.sqlite_pages`)
 DROP = 0  # zeros: free, or another table's
@@ -45,6 +53,8 @@ _ZEROS = memoryview(bytes(65536))
 
 #: what :data:`zero_run_frame` reads
 Buffer = bytes | bytearray | memoryview
+#: ``zero_run_frame_into(data, out) -> int``
+FrameInto = Callable[[Buffer, bytearray], int]
 
 #: ``(buf, plan, unused, digests, first, start, count, page_size, usable,
 #: read_overflow, seed) -> int``: see :func:`python_pass`
@@ -183,14 +193,34 @@ def _clean_freeblocks(buf: memoryview, at: int, block: int, usable: int) -> None
         block = following
 
 
-def _native() -> tuple[PagePass, Callable[[Buffer], bytes]] | None:
+class ZeroRunFrames:
+    """Chunks made zstd frames of their zero runs and raw bytes (the C pass's
+    ``zero_run_frame_into``, what :data:`zero_run_frame` gives) into one buffer of its
+    own, reused from chunk to chunk: a new 2 MiB buffer per chunk is faulted in page by
+    page (~38,000 faults for the bench image, 0.12 CPU-s against 0.02 reused, as
+    measured in docs/benchmarks.md, "backupc"). One per sealing thread: a frame is
+    valid until the next :meth:`compress`."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def compress(self, data: Buffer) -> memoryview:
+        need = len(data) + len(data) // 8 + 64
+        if len(self._buf) < need:
+            self._buf = bytearray(need)
+        assert _found is not None
+        size = _found[2](data, self._buf)
+        return memoryview(self._buf)[:size]
+
+
+def _native() -> tuple[PagePass, Callable[[Buffer], bytes], FrameInto] | None:
     if os.environ.get("STATEKEEPER_PURE", "") not in ("", "0"):
         return None
     try:
         from . import _pagepass
     except ImportError:  # installed without a compiler: the reference, as fast as before
         return None
-    return _pagepass.page_pass, _pagepass.zero_run_frame
+    return _pagepass.page_pass, _pagepass.zero_run_frame, _pagepass.zero_run_frame_into
 
 
 _found = _native()
@@ -207,3 +237,5 @@ page_pass: PagePass = _found[0] if _found is not None else python_pass
 #: CPU-s a 188 MB image (docs/benchmarks.md, "backupc"). (In Python a frame of such
 #: blocks cost more than zstd: "backupsix".)
 zero_run_frame: Callable[[Buffer], bytes] | None = _found[1] if _found is not None else None
+#: :class:`ZeroRunFrames` with the C pass, else None
+zero_run_frames: type[ZeroRunFrames] | None = ZeroRunFrames if _found is not None else None

@@ -58,7 +58,7 @@ from ...backends.sqlite_export import (
 )
 from ...backends.sqlite_files import connect_read_only, require_store_file
 from ...backends.sqlite_import import stray_reason, stray_row
-from ...backends.sqlite_pagepass import zero_run_frame
+from ...backends.sqlite_pagepass import zero_run_frames
 from ...errors import BackupCorrupt, BackupError, NotAStore
 from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
 from .pagedelta import PAGE_HASH
@@ -138,7 +138,7 @@ def write_pages(
 
     ``local``: the backup goes to a local file. Its chunks' zstd frames are then made
     of the image's zero runs (RLE blocks) and its other bytes as they are (raw blocks,
-    ``sqlite_pagepass.zero_run_frame``, where the C pass is built): the 100,000-agent
+    ``sqlite_pagepass.zero_run_frames``, where the C pass is built): the 100,000-agent
     bench image's 188 MB as 155 MB for a copy's CPU, against 142.8 MB for zstd's
     ~0.08 CPU-s, the largest part of a backup's CPU once the page pass is in C. A local
     disk takes the 12 MB more in a few ms; a network link (S3) pays every byte, so
@@ -154,7 +154,7 @@ def write_pages(
         # C where built: backends/sqlite_pagepass.py) while the sealing threads seal the
         # chunk before and the writing thread writes the one before that
         seed = writer.key.page_seed
-        frame = zero_run_frame if local and zero_run_frame is not None else LEVEL
+        frame = zero_run_frames if local and zero_run_frames is not None else LEVEL
         with writer.sealer(chunk_bytes, THREADS, frame) as sealer:
             for piece in snapshot.chunks(chunk_bytes, sealer.spare, seed):
                 sealer.feed(piece, owned=True)

@@ -9,7 +9,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...errors import BackupError
 from .fileformat import CHUNK, _aad, _u64
@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 
 #: what a chunk's frame is made of
 Buffer = bytes | bytearray | memoryview
-#: zstd's level, or its fast strategy's parameters, or what makes a chunk's zstd frame
-Level = int | dict[str, int] | Callable[[Buffer], bytes]
+#: zstd's level, or its fast strategy's parameters, or what makes a sealing thread's
+#: maker of chunks' zstd frames (its ``compress(chunk)``: the frame, valid until its
+#: next call)
+Level = int | dict[str, int] | Callable[[], Any]
 
 __all__ = ["ChunkSealer", "Level"]
 
@@ -109,8 +111,8 @@ class ChunkSealer:
         zstd = getattr(self._local, "zstd", None)
         if zstd is None:
             level = self._level
-            if callable(level):  # a frame of its own (filecopy.write_pages)
-                zstd = _Framer(level)
+            if callable(level):  # frames of their own (filecopy.write_pages)
+                zstd = level()
             elif isinstance(level, int):
                 zstd = zstandard.ZstdCompressor(level=level)
             else:  # the fast strategy's tables (:data:`.filecopy.LEVEL`)
@@ -229,12 +231,3 @@ class ChunkSealer:
         # the sealing first: a chunk's writing waits for its sealing (done or dropped)
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._writing.shutdown(wait=True, cancel_futures=True)
-
-
-class _Framer:
-    """A sealing thread's compressor when the chunks' zstd frames are made by
-    ``frame`` (``sqlite_pagepass.zero_run_frame``: zero runs as RLE blocks, the rest
-    raw): what :meth:`ChunkSealer._seal` calls."""
-
-    def __init__(self, frame: Callable[[Buffer], bytes]) -> None:
-        self.compress = frame
