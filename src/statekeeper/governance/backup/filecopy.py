@@ -58,7 +58,7 @@ from ...backends.sqlite_export import (
 )
 from ...backends.sqlite_files import connect_read_only, require_store_file
 from ...backends.sqlite_import import stray_reason, stray_row
-from ...backends.sqlite_pagepass import zero_run_frames
+from ...backends.sqlite_pagepass import NATIVE, zero_run_frames
 from ...errors import BackupCorrupt, BackupError, NotAStore
 from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
 from .pagedelta import PAGE_HASH
@@ -146,19 +146,24 @@ def write_pages(
     the restore reads both the same way."""
 
     size = snapshot.page_size
-    chunk_bytes = max(size, chunk_bytes - chunk_bytes % size)  # whole pages
+    chunk_bytes = max(size, chunk_bytes - chunk_bytes % size)  # whole pages: each digested
+    digests = bytearray()
 
     def ship() -> int:
         snapshot.plan()  # while the heads are read (another connection, same snapshot)
         # the pipeline: this thread reads, filters and digests the pages (one pass, in
         # C where built: backends/sqlite_pagepass.py) while the sealing threads seal the
         # chunk before and the writing thread writes the one before that
-        seed = writer.key.page_seed
         frame = zero_run_frames if local and zero_run_frames is not None else LEVEL
-        with writer.sealer(chunk_bytes, THREADS, frame) as sealer:
+        # the digests in the C pass; in Python, by the sealing threads (two threads,
+        # not the reader's one)
+        seed = writer.key.page_seed if NATIVE else None
+        with writer.sealer(chunk_bytes, THREADS, frame, 0 if NATIVE else size) as sealer:
             for piece in snapshot.chunks(chunk_bytes, sealer.spare, seed):
                 sealer.feed(piece, owned=True)
-            return sealer.close()
+            shipped_bytes = sealer.close()
+        digests.extend(snapshot.digests if NATIVE else sealer.digests)
+        return shipped_bytes
 
     tags = writer.header.version in HEAD_TAGS
     body = shipped(writer, snapshot.conn, progress, ship, tags)
@@ -167,7 +172,7 @@ def write_pages(
         page_size=size,
         pages=snapshot.pages,
         page_hash=PAGE_HASH,
-        page_digests=bytes(snapshot.digests),
+        page_digests=bytes(digests),
     )
     return body
 

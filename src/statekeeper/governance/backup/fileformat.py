@@ -369,12 +369,15 @@ class FrameWriter:
                 sealer.feed(plain)
             return sealer.close()
 
-    def sealer(self, chunk_bytes: int, threads: int, level: Level = -1) -> ChunkSealer:
+    def sealer(
+        self, chunk_bytes: int, threads: int, level: Level = -1, page_size: int = 0
+    ) -> ChunkSealer:
         """A :class:`~.sealer.ChunkSealer` writing raw chunks into this file (``level``:
-        zstd's, or what makes each chunk's zstd frame)."""
+        zstd's, or what makes each chunk's zstd frame; its pages digested, if
+        ``page_size``)."""
         from .sealer import ChunkSealer
 
-        return ChunkSealer(self, chunk_bytes, threads, level)
+        return ChunkSealer(self, chunk_bytes, threads, level, page_size)
 
     def chunk(self, content: Any, agents: int) -> int:
         """Write one chunk; returns its index."""

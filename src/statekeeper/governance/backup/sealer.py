@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import BackupError
 from .fileformat import CHUNK, _aad, _u64
 from .framepack import TAG as _TAG
+from .pagedelta import page_digests
 
 if TYPE_CHECKING:
     from .fileformat import FrameWriter
@@ -28,8 +29,9 @@ Level = int | dict[str, int] | Callable[[], Any]
 __all__ = ["ChunkSealer", "Level"]
 
 #: a sealed chunk: its frame's head, its ciphertext (a view of the reused buffer), its
-#: tag, the buffer and the plain piece (both handed back once written)
-_Sealed = tuple[bytes, memoryview, str, bytearray, "bytes | bytearray | memoryview"]
+#: tag, the buffer and the plain piece (both handed back once written), its pages'
+#: digests (empty unless asked for)
+_Sealed = tuple[bytes, memoryview, str, bytearray, "bytes | bytearray | memoryview", bytes]
 
 
 class ChunkSealer:
@@ -62,8 +64,14 @@ class ChunkSealer:
         chunk_bytes: int,
         threads: int,
         level: Level,
+        page_size: int = 0,
     ) -> None:
         self._writer = writer
+        #: ``page_size``: every chunk is whole pages, each digested by the sealing
+        #: threads (:func:`.pagedelta.page_digests`) into :attr:`digests`, in order
+        #: (where the page pass is Python's: the C pass digests them as it reads)
+        self._page_size = page_size
+        self.digests = bytearray()
         self._chunk = max(1, chunk_bytes)
         self._threads = max(1, threads)
         self._level = level
@@ -139,7 +147,10 @@ class ChunkSealer:
         # backup key, bound to the header and the index), so a frame swapped for
         # another one fails the same way, and the SHA-256 pass cost 0.12 of ~0.85
         # CPU-s for a 155 MB copy (docs/benchmarks.md, fourth pass)
-        return head, sealed, sealed[-_TAG:].hex(), out, plain
+        digests = (
+            page_digests(plain, self._page_size, writer.key.page_seed) if self._page_size else b""
+        )
+        return head, sealed, sealed[-_TAG:].hex(), out, plain, digests
 
     def _submit(self, plain: bytes | bytearray | memoryview) -> None:
         self._check()
@@ -160,10 +171,11 @@ class ChunkSealer:
         if self._failed is not None:
             raise self._failed
         try:
-            head, sealed, tag, out, plain = sealing.result()
+            head, sealed, tag, out, plain, digests = sealing.result()
             if self._failed is not None:  # stopped while this chunk was sealed
                 raise self._failed
             writer = self._writer
+            self.digests += digests
             writer.chunks.append(
                 {
                     "index": index,
