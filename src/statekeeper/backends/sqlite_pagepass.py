@@ -197,7 +197,7 @@ class ZeroRunFrames:
     """Chunks made zstd frames of their zero runs and raw bytes (the C pass's
     ``zero_run_frame_into``, what :data:`zero_run_frame` gives) into one buffer of its
     own, reused from chunk to chunk: a new 2 MiB buffer per chunk is faulted in page by
-    page (~38,000 faults for the bench image, 0.12 CPU-s against 0.02 reused, as
+    page (~38,000 faults for the bench image: 0.12 against 0.047 CPU-s reused, as
     measured in docs/benchmarks.md, "backupc"). One per sealing thread: a frame is
     valid until the next :meth:`compress`."""
 
