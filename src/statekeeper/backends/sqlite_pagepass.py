@@ -208,14 +208,13 @@ class ZeroRunFrames:
         need = len(data) + len(data) // 8 + 64
         if len(self._buf) < need:
             self._buf = bytearray(need)
-        assert _found is not None
-        size = _found[2](data, self._buf)
+        if _built is None:
+            raise RuntimeError("the C page pass (statekeeper.backends._pagepass) is not built")
+        size = _built[2](data, self._buf)
         return memoryview(self._buf)[:size]
 
 
-def _native() -> tuple[PagePass, Callable[[Buffer], bytes], FrameInto] | None:
-    if os.environ.get("STATEKEEPER_PURE", "") not in ("", "0"):
-        return None
+def _load() -> tuple[PagePass, Callable[[Buffer], bytes], FrameInto] | None:
     try:
         from . import _pagepass
     except ImportError:  # installed without a compiler: the reference, as fast as before
@@ -223,7 +222,8 @@ def _native() -> tuple[PagePass, Callable[[Buffer], bytes], FrameInto] | None:
     return _pagepass.page_pass, _pagepass.zero_run_frame, _pagepass.zero_run_frame_into
 
 
-_found = _native()
+_built = _load()
+_found = _built if os.environ.get("STATEKEEPER_PURE", "") in ("", "0") else None
 #: whether :data:`page_pass` is the C pass
 NATIVE = _found is not None
 #: the pass that runs: the C one if it was built (and ``STATEKEEPER_PURE`` is not
